@@ -1,0 +1,128 @@
+"""The exception tree. No HTTP status codes here: `modelhost.http.errors` maps these to statuses.
+
+ModelhostError
+├── ConfigError                  bad configuration, refused at start
+├── RequestError                 the caller can fix it
+│   ├── BadRequestBody           the body cannot be decoded for this model
+│   ├── PayloadTooLarge          body over max_request_size
+│   ├── InvalidModelName         a name that escapes the store (``..``, absolute, NUL)
+│   ├── ModelNotFound            no such model in the store
+│   ├── ModelNotLoaded           the contract asks for 404 when the model is not in memory
+│   ├── ModelAlreadyLoaded       load of a model already loaded
+│   ├── Unauthorized             management call without the configured token
+│   └── Forbidden                management call from a non-loopback address, or a URL outside the store
+├── CapacityError                no room within a budget
+│   ├── InsufficientMemory
+│   └── InsufficientDisk
+├── ModelError                   the model or its code failed
+│   ├── ModelLoadError           the artifact could not be loaded (corrupt, missing runtime)
+│   │   └── UnsafeArtifact       an archive that escapes its folder, links out, or is too large
+│   └── HandlerError             the handler raised while serving a request
+├── Unavailable                  retry is safe
+│   ├── WorkerDied               the worker process died while it held the request
+│   └── ShuttingDown
+└── StoreError                   the model store failed
+    └── StoreTimeout
+"""
+
+from __future__ import annotations
+
+
+class ModelhostError(Exception):
+    """Base of every error modelhost raises on purpose."""
+
+
+class ConfigError(ModelhostError):
+    pass
+
+
+class RequestError(ModelhostError):
+    pass
+
+
+class BadRequestBody(RequestError):
+    pass
+
+
+class PayloadTooLarge(RequestError):
+    pass
+
+
+class InvalidModelName(RequestError):
+    pass
+
+
+class ModelNotFound(RequestError):
+    pass
+
+
+class ModelNotLoaded(RequestError):
+    pass
+
+
+class ModelAlreadyLoaded(RequestError):
+    pass
+
+
+class Unauthorized(RequestError):
+    pass
+
+
+class Forbidden(RequestError):
+    pass
+
+
+class CapacityError(ModelhostError):
+    pass
+
+
+class InsufficientMemory(CapacityError):
+    pass
+
+
+class InsufficientDisk(CapacityError):
+    pass
+
+
+class ModelError(ModelhostError):
+    pass
+
+
+class ModelLoadError(ModelError):
+    pass
+
+
+class UnsafeArtifact(ModelLoadError):
+    pass
+
+
+class HandlerError(ModelError):
+    pass
+
+
+class Unavailable(ModelhostError):
+    pass
+
+
+class WorkerDied(Unavailable):
+    pass
+
+
+class ShuttingDown(Unavailable):
+    pass
+
+
+class StoreError(ModelhostError):
+    pass
+
+
+class StoreTimeout(StoreError):
+    pass
+
+
+def error_from_record(type_name: str, message: str) -> ModelhostError:
+    """Rebuild an exception that crossed the process boundary as (type name, message)."""
+    cls = globals().get(type_name)
+    if isinstance(cls, type) and issubclass(cls, ModelhostError):
+        return cls(message)
+    return HandlerError(f"{type_name}: {message}")
