@@ -1,0 +1,3 @@
+from modelhost.cli.main import main
+
+main()

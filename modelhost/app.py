@@ -1,0 +1,158 @@
+"""Composition root: config → store → disk tier → workers → memory tier → host → HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Coroutine
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+
+from modelhost.cache.disk import DiskTier
+from modelhost.cache.memory import MemoryTier, State
+from modelhost.cache.store import LocalStore
+from modelhost.config import Config, format_bytes, parse_size
+from modelhost.errors import ConfigError, ModelhostError
+from modelhost.host import ModelHost
+from modelhost.http.app import build_app
+from modelhost.http.routes import HttpSettings, Routes
+from modelhost.observe.events import EventLog
+from modelhost.observe.memory import total_pss_bytes
+from modelhost.resources import free_disk_bytes, usable_cores, usable_memory_bytes
+from modelhost.workers.pool import WorkerPool
+
+logger = logging.getLogger("modelhost")
+
+MEMORY_WATCH_INTERVAL_S = 1.0
+SETTLE_S = 0.3
+
+
+def serve(config: Config) -> int:
+    """Run the server until SIGTERM or SIGINT; the process exit code."""
+    setup_logging(config.log_level)
+    for notice in config.notices:
+        logger.warning(notice)
+    try:
+        return run_loop(main(config))
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+def run_loop(coroutine: Coroutine[Any, Any, int]) -> int:
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coroutine)
+    return uvloop.run(coroutine)
+
+
+async def main(config: Config) -> int:
+    with tempfile.TemporaryDirectory(prefix="modelhost-") as run_dir:
+        async with started_host(config, Path(run_dir)) as host:
+            routes = Routes(host, HttpSettings(parse_size(config.max_request_size),
+                                               config.management_token, config.single_model))
+            server = uvicorn.Server(uvicorn.Config(
+                build_app(routes), host=config.host, port=config.port, lifespan="off",
+                access_log=False, log_level=config.log_level, http="httptools",
+                timeout_graceful_shutdown=int(config.drain_timeout_s)))
+            await preload(host, config)
+            routes.ready = True
+            logger.info("serving %s on http://%s:%d", host.disk.store.root, config.host, config.port)
+            await server.serve()
+    return 0
+
+
+@contextlib.asynccontextmanager
+async def started_host(config: Config, run_dir: Path) -> AsyncIterator[ModelHost]:
+    events = EventLog()
+    pool = WorkerPool(config.workers or usable_cores(), config.threads_per_worker, run_dir, events)
+    try:
+        await pool.startup()
+        host = build_host(config, pool, events, await idle_pss(pool))
+    except BaseException:
+        await pool.shutdown()
+        raise
+    watcher = asyncio.ensure_future(watch_memory(host))
+    try:
+        yield host
+    finally:
+        host.closing = True
+        watcher.cancel()
+        await pool.shutdown()
+
+
+def build_host(config: Config, pool: WorkerPool, events: EventLog, baseline: int) -> ModelHost:
+    budget = parse_size(config.memory_budget, usable_memory_bytes())
+    if budget <= baseline:
+        raise ConfigError(
+            f"the memory budget of {format_bytes(budget)} is below what the idle server needs: "
+            f"{format_bytes(baseline)} (frontend, template and {len(pool.workers)} workers, as "
+            f"PSS); set --memory-budget above {format_bytes(baseline)} or use fewer --workers")
+    cache_dir = Path(config.cache_dir)
+    disk_budget = parse_size(config.disk_budget, free_disk_bytes(cache_dir))
+    memory = MemoryTier(budget, baseline)
+    store = LocalStore(Path(config.model_store))
+    disk = DiskTier(cache_dir, disk_budget, store, events, parse_size(config.max_unpacked_bytes),
+                    config.max_unpacked_files, in_memory=lambda name: name in memory.residents)
+    disk.rebuild()
+    events.emit("budget", reason="start", detail={"memory_budget_bytes": budget,
+                "baseline_bytes": baseline, "disk_budget_bytes": disk_budget})
+    return ModelHost(pool, memory, disk, events, frozenset(config.pinned_models),
+                     config.default_response_timeout_s)
+
+
+async def idle_pss(pool: WorkerPool) -> int:
+    await asyncio.sleep(SETTLE_S)
+    return total_pss_bytes([os.getpid(), *pool.pids()])
+
+
+async def watch_memory(host: ModelHost) -> None:
+    """Follow the server's real PSS: fold drift into the baseline, evict if over budget."""
+    while True:
+        await asyncio.sleep(MEMORY_WATCH_INTERVAL_S)
+        if any(r.state is not State.LOADED for r in host.memory):
+            continue  # a load or unload is under way: its bytes are not settled yet
+        real = total_pss_bytes([os.getpid(), *host.pool.pids()])
+        held = sum(r.bytes for r in host.memory)
+        host.memory.baseline_bytes = max(0, real - held)
+        await host.relieve_pressure()
+
+
+async def preload(host: ModelHost, config: Config) -> None:
+    """Load pinned models and the configured start-up list; a failure is logged, not fatal."""
+    for name in (*config.pinned_models, *preload_names(host, config.load_models)):
+        try:
+            await host.ensure_loaded(name)
+        except ModelhostError as error:
+            logger.error("could not preload model %s: %s", name, error)
+
+
+def preload_names(host: ModelHost, load_models: tuple[str, ...]) -> list[str]:
+    names = []
+    for entry in load_models:
+        name, _, source = entry.partition("=")
+        if source:
+            host.sources[name] = host.disk.store.relative_name(source)
+        names.extend(host.disk.store.all_models() if name == "ALL" else [name])
+    return names
+
+
+def setup_logging(level: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    events = logging.StreamHandler(sys.stdout)
+    events.setFormatter(logging.Formatter("%(message)s"))
+    root = logging.getLogger("modelhost")
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    event_logger = logging.getLogger("modelhost.events")
+    event_logger.handlers[:] = [events]
+    event_logger.propagate = False
+    event_logger.setLevel(logging.INFO)

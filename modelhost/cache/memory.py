@@ -1,0 +1,115 @@
+"""The memory tier: which models are loaded where, and what they cost against the memory budget.
+
+Pure bookkeeping with no I/O, so its invariants are tested directly: the committed bytes (the idle
+server's baseline plus every model that is loading or loaded) never exceed the budget when a
+reservation is granted, and a victim is always loaded, idle and unpinned.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from enum import Enum
+
+from modelhost.cache.policy import EvictionPolicy, LRUPolicy
+
+
+class State(str, Enum):
+    LOADING = "loading"
+    LOADED = "loaded"
+    UNLOADING = "unloading"
+
+
+@dataclass(eq=False)
+class Resident:
+    name: str
+    bytes: int
+    pinned: bool = False
+    state: State = State.LOADING
+    worker_id: int | None = None
+    in_flight: int = 0
+    hits: int = 0
+    last_used: float = 0.0
+    loaded_at: float | None = None
+    load_ms: float | None = None
+
+    @property
+    def evictable(self) -> bool:
+        return self.state is State.LOADED and self.in_flight == 0 and not self.pinned
+
+
+class MemoryTier:
+    def __init__(self, budget_bytes: int, baseline_bytes: int,
+                 policy: EvictionPolicy | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.budget_bytes = budget_bytes
+        self.baseline_bytes = baseline_bytes
+        self.policy = policy or LRUPolicy()
+        self.clock = clock
+        self.residents: dict[str, Resident] = {}
+
+    def __iter__(self) -> Iterator[Resident]:
+        return iter(list(self.residents.values()))
+
+    def get(self, name: str) -> Resident | None:
+        return self.residents.get(name)
+
+    @property
+    def committed_bytes(self) -> int:
+        """The baseline plus every model that is loading or loaded (not those being unloaded)."""
+        held = sum(r.bytes for r in self.residents.values() if r.state is not State.UNLOADING)
+        return self.baseline_bytes + held
+
+    @property
+    def capacity_bytes(self) -> int:
+        """What the budget leaves for models once the idle server is paid for."""
+        return self.budget_bytes - self.baseline_bytes
+
+    def fits_ever(self, size_bytes: int) -> bool:
+        return size_bytes <= self.capacity_bytes
+
+    def reserve(self, name: str, size_bytes: int, pinned: bool = False) -> list[Resident] | None:
+        """Reserve room for a load; returns the victims to unload first, or None if too busy now."""
+        victims = self.victims_for(size_bytes)
+        if victims is None:
+            return None
+        for victim in victims:
+            victim.state = State.UNLOADING
+        self.residents[name] = Resident(name, size_bytes, pinned, last_used=self.clock())
+        return victims
+
+    def victims_for(self, size_bytes: int) -> list[Resident] | None:
+        shortfall = self.committed_bytes + size_bytes - self.budget_bytes
+        if shortfall <= 0:
+            return []
+        candidates = [r for r in self.residents.values() if r.evictable]
+        return self.policy.choose(candidates, shortfall)
+
+    def mark_loaded(self, name: str, worker_id: int, footprint_bytes: int, load_ms: float) -> None:
+        resident = self.residents[name]
+        resident.state, resident.worker_id, resident.bytes = State.LOADED, worker_id, footprint_bytes
+        resident.loaded_at, resident.load_ms = time.time(), load_ms
+
+    def begin_unload(self, name: str) -> Resident:
+        resident = self.residents[name]
+        resident.state = State.UNLOADING
+        return resident
+
+    def remove(self, name: str) -> Resident | None:
+        return self.residents.pop(name, None)
+
+    def overflow_victims(self) -> list[Resident]:
+        """Idle models to unload when a measured footprint turned out larger than reserved."""
+        victims = self.victims_for(0) or []
+        for victim in victims:
+            victim.state = State.UNLOADING
+        return victims
+
+    def begin_request(self, resident: Resident) -> None:
+        resident.in_flight += 1
+        resident.hits += 1
+        resident.last_used = self.clock()
+
+    def end_request(self, resident: Resident) -> None:
+        resident.in_flight -= 1

@@ -1,0 +1,21 @@
+"""The `modelhost` command: one subcommand per module in this folder, registered below."""
+
+from __future__ import annotations
+
+import click
+
+from modelhost import __version__
+from modelhost.cli.serve import serve
+
+
+@click.group()
+@click.version_option(__version__, prog_name="modelhost")
+def main() -> None:
+    """Many models behind one endpoint, under memory and disk budgets."""
+
+
+main.add_command(serve)
+# Register further subcommands here, one module each: main.add_command(models), ...
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,499 @@
+"""The one typed configuration tree: the only reader of config files and environment variables.
+
+Each field of `Config` carries its help text and, where they exist, its MMS/TorchServe
+``config.properties`` key and its SageMaker variables. From those fields come, never written
+twice, the ``MODELHOST_<FIELD>`` variables, the ``--field-name`` flags and the properties mapping.
+
+Precedence, highest first: flags > environment > modelhost.toml > config.properties > defaults.
+An empty environment variable counts as unset.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import functools
+import math
+import os
+import re
+import sys
+import typing
+import urllib.parse
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from modelhost.errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+ENV_PREFIX = "MODELHOST_"
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+
+
+def _setting(
+    default: Any,
+    help_text: str,
+    *,
+    props: str | None = None,
+    env: tuple[str, ...] = (),
+    size: str | None = None,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    choices: tuple[str, ...] = (),
+) -> Any:
+    """A Config field carrying its help, properties key, extra variables and limits.
+
+    `size` is "bytes" for a size such as 6MiB, or "percent" where 80% (of a whole) is allowed too.
+    """
+    meta: dict[str, object] = {"help": help_text, "props": props, "env": env, "size": size}
+    meta |= {"minimum": minimum, "maximum": maximum, "choices": choices}
+    return dataclasses.field(default=default, metadata=meta)
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """Every setting of a modelhost server; build it with `load_config`."""
+
+    model_store: str = _setting(
+        "./models", "the model store: a folder or a store URI", props="model_store"
+    )
+    host: str = _setting("127.0.0.1", "address to listen on")
+    port: int = _setting(
+        8080,
+        "port to listen on (0: any free port)",
+        env=("SAGEMAKER_BIND_TO_PORT",),
+        minimum=0,
+        maximum=65535,
+    )
+    memory_budget: str = _setting(
+        "80%", "memory for loaded models: a size, or a share of usable memory", size="percent"
+    )
+    disk_budget: str = _setting(
+        "80%",
+        "disk for cached models: a size, or a share of the free space where cache_dir is",
+        size="percent",
+    )
+    cache_dir: str = _setting("./.cache/modelhost", "folder of the disk cache of models")
+    workers: int = _setting(
+        0,
+        "worker processes in all (0: one per usable core)",
+        env=("SAGEMAKER_MODEL_SERVER_WORKERS",),
+        minimum=0,
+    )
+    workers_per_model: int = _setting(
+        1, "workers each model gets", props="default_workers_per_model", minimum=1
+    )
+    threads_per_worker: int = _setting(1, "runtime threads in each worker", minimum=1)
+    job_queue_size: int = _setting(
+        100, "requests each model may queue before 429", props="job_queue_size", minimum=1
+    )
+    default_response_timeout_s: float = _setting(
+        60.0,
+        "seconds a request may take before 504",
+        props="default_response_timeout",
+        env=("SAGEMAKER_MODEL_SERVER_TIMEOUT",),
+        minimum=0.001,
+    )
+    max_request_size: str = _setting(
+        "6MiB", "largest request body (413 above)", props="max_request_size", size="bytes"
+    )
+    max_response_size: str = _setting(
+        "6MiB", "largest response body", props="max_response_size", size="bytes"
+    )
+    batch_size: int = _setting(1, "largest batch of requests", props="batch_size", minimum=1)
+    max_batch_delay_ms: int = _setting(
+        0, "milliseconds to wait to fill a batch", props="max_batch_delay", minimum=0
+    )
+    load_models: tuple[str, ...] = _setting(
+        (), "models to load at start: ALL, names, or name=path", props="load_models"
+    )
+    pinned_models: tuple[str, ...] = _setting((), "models never evicted")
+    multi_model: bool = _setting(
+        True, "serve many models (SageMaker multi-model)", env=("SAGEMAKER_MULTI_MODEL",)
+    )
+    single_model: str = _setting(
+        "", "model /invocations uses without a target-model header (empty: none)"
+    )
+    management_token: str = _setting(
+        "", "bearer token that allows management calls from non-loopback addresses"
+    )
+    max_unpacked_bytes: str = _setting(
+        "4GiB", "largest unpacked size of a model archive", size="bytes"
+    )
+    max_unpacked_files: int = _setting(10000, "most files in a model archive", minimum=1)
+    drain_timeout_s: float = _setting(25.0, "seconds to finish requests at shutdown", minimum=0)
+    log_level: str = _setting("info", "log level", choices=LOG_LEVELS)
+    notices: tuple[str, ...] = ()  # what the server logs once at start: ignored properties keys
+
+
+class CliOption(NamedTuple):
+    """One `serve` flag, derived from a Config field or a config file option."""
+
+    name: str  # its key in load_config's flags
+    flag: str  # e.g. --model-store
+    metavar: str
+    is_bool: bool
+    help: str
+
+
+class _FileOption(NamedTuple):
+    """A flag or variable naming a config file, with its default file name and variables."""
+
+    name: str
+    default_name: str
+    env: tuple[str, ...]
+    help: str
+
+
+_FILE_OPTIONS = (
+    _FileOption("config", "modelhost.toml", (), "modelhost.toml to read"),
+    _FileOption(
+        "mms_config",
+        "config.properties",
+        ("MMS_CONFIG_FILE", "TS_CONFIG_FILE"),
+        "MMS/TorchServe config.properties to read",
+    ),
+)
+_PRELOAD_NOTICE = "is always on here: workers fork from a template that has imported the runtimes"
+_PROPS_NOTICES = {"preload_model": _PRELOAD_NOTICE}
+_BOOL_WORDS = {"true": True, "1": True, "yes": True, "on": True}
+_BOOL_WORDS |= {"false": False, "0": False, "no": False, "off": False}
+_SIZE_RE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([A-Za-z]*|%)\s*")
+_SIZE_UNITS: dict[str, int] = {"": 1, "b": 1} | {
+    letter + suffix: (1000 if suffix == "b" else 1024) ** power
+    for power, letter in enumerate("kmgtp", start=1)
+    for suffix in ("", "i", "ib", "b")
+}
+_ANY_WHOLE_BYTES = 1 << 50  # checks a percentage's syntax when the whole is not known yet
+
+Layer = dict[str, tuple[object, str]]  # field name -> (value as given, where it was given)
+
+
+class _Expected(Exception):
+    """A value of the wrong shape; the message says what was expected."""
+
+
+def parse_size(text: str, whole_bytes: int | None = None) -> int:
+    """Bytes in a size such as "600MiB", "4GiB", "1.5G", "1000000" or "80%" (of `whole_bytes`).
+
+    Units are case-insensitive. KB, MB, GB, TB, PB are decimal (1000**n); KiB, MiB, GiB, TiB,
+    PiB, the Kubernetes forms Ki, Mi, Gi, and the bare K, M, G, T, P are binary (1024**n), as in
+    Docker. A bare number or B is bytes. A percentage needs `whole_bytes` and is at most 100%.
+    """
+    match = _SIZE_RE.fullmatch(text)
+    unit = match.group(2).lower() if match else ""
+    if match is None or (unit != "%" and unit not in _SIZE_UNITS):
+        raise ConfigError(f"{text!r} is not a size; expected e.g. 600MiB, 4GiB, 1.5G or 1000000")
+    number = float(match.group(1))
+    if unit != "%":
+        return round(number * _SIZE_UNITS[unit])
+    if whole_bytes is None:
+        raise ConfigError(f"{text!r}: a percentage is not allowed here; give a size such as 4GiB")
+    if number > 100:
+        raise ConfigError(f"{text!r}: a percentage must be at most 100%")
+    return math.floor(number / 100 * whole_bytes)
+
+
+def format_bytes(n: int) -> str:
+    """A byte count for people: "512 B", "600.0 MiB", "1.2 GiB"."""
+    if abs(n) < 1024:
+        return f"{n} B"
+    for power, unit in enumerate(("KiB", "MiB", "GiB", "TiB"), start=1):
+        if abs(n) < 1024 ** (power + 1):
+            return f"{n / 1024**power:.1f} {unit}"
+    return f"{n / 1024**5:.1f} PiB"
+
+
+def env_name(field_name: str) -> str:
+    """The MODELHOST_* variable of a setting."""
+    return ENV_PREFIX + field_name.upper()
+
+
+def _flag_name(field_name: str) -> str:
+    """The --flag of a setting."""
+    return "--" + field_name.replace("_", "-")
+
+
+def _settings() -> tuple[dataclasses.Field[Any], ...]:
+    """The Config fields that are settings (every field with help text)."""
+    return tuple(f for f in dataclasses.fields(Config) if "help" in f.metadata)
+
+
+def _setting_names() -> list[str]:
+    """Names of all settings, in declaration order."""
+    return [f.name for f in _settings()]
+
+
+@functools.cache
+def _type_hints() -> dict[str, Any]:
+    """Config's field annotations, resolved (they are strings under `from __future__`)."""
+    return typing.get_type_hints(Config)
+
+
+def _kind(f: dataclasses.Field[Any]) -> type:
+    """The Python type of a setting: bool, int, float, str or tuple."""
+    hint = _type_hints()[f.name]
+    return typing.get_origin(hint) or hint  # type: ignore[no-any-return]
+
+
+def cli_options() -> Iterator[CliOption]:
+    """The `serve` flags: one per setting, then --config and --mms-config."""
+    metavars = {int: "INT", float: "NUMBER", str: "TEXT", tuple: "LIST", bool: ""}
+    for f in _settings():
+        metavar = "SIZE" if f.metadata["size"] else metavars[_kind(f)]
+        yield CliOption(f.name, _flag_name(f.name), metavar, _kind(f) is bool, _help(f))
+    for option in _FILE_OPTIONS:
+        names = ", ".join((env_name(option.name), *option.env))
+        text = f"{option.help} [env {names}; default ./{option.default_name} if present]"
+        yield CliOption(option.name, _flag_name(option.name), "FILE", False, text)
+
+
+def _help(f: dataclasses.Field[Any]) -> str:
+    """A setting's help line, with its default, variables and properties key."""
+    default: Any = f.default
+    shown = ",".join(default) if _kind(f) is tuple else str(default)
+    where = [f"default {(shown.lower() if _kind(f) is bool else shown) or 'empty'}"]
+    where.append("env " + ", ".join((env_name(f.name), *f.metadata["env"])))
+    if f.metadata["props"]:
+        where.append(f"config.properties {f.metadata['props']}")
+    return f"{f.metadata['help']} [{'; '.join(where)}]"
+
+
+def load_config(
+    flags: Mapping[str, object] | None = None,
+    environ: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> Config:
+    """Read the settings from flags, environment, modelhost.toml, config.properties, defaults.
+
+    `flags` holds only what the user gave, keyed by field name, plus "config" and "mms_config"
+    for the file flags. Relative file paths are taken from `cwd`.
+    """
+    flags = {k: v for k, v in (flags or {}).items() if v is not None}
+    environ = os.environ if environ is None else environ
+    cwd = Path.cwd() if cwd is None else cwd
+    toml_path, props_path = (_find_file(o, flags, environ, cwd) for o in _FILE_OPTIONS)
+    props, notices = _props_layer(props_path) if props_path else ({}, [])
+    toml = _toml_layer(toml_path) if toml_path else {}
+    values: dict[str, Any] = {}
+    fields = {f.name: f for f in _settings()}
+    for layer in (props, toml, _env_layer(environ), _flag_layer(flags)):
+        values |= {name: _coerce(fields[name], *given) for name, given in layer.items()}
+    return Config(**values, notices=tuple(notices))
+
+
+def _find_file(
+    option: _FileOption, flags: Mapping[str, object], environ: Mapping[str, str], cwd: Path
+) -> Path | None:
+    """The config file a flag or variable names (it must exist), else the default if present."""
+    named = [(flags.get(option.name), _flag_name(option.name))]
+    named += [(environ.get(var), var) for var in (env_name(option.name), *option.env)]
+    for value, source in named:
+        if value:
+            path = cwd / str(value)
+            if not path.is_file():
+                raise ConfigError(f"{source}: no such file {path}")
+            return path
+    default = cwd / option.default_name
+    return default if default.is_file() else None
+
+
+def _read_text(path: Path) -> str:
+    """A config file's text; a ConfigError if it cannot be read."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from None
+
+
+def _toml_layer(path: Path) -> Layer:
+    """Settings from modelhost.toml; unknown keys are an error."""
+    try:
+        data = tomllib.loads(_read_text(path))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    unknown = sorted(set(data) - set(_setting_names()))
+    if unknown:
+        raise _unknown(f"{path}: unknown key", unknown[0], _setting_names())
+    return {name: (value, f"{path}: {name}") for name, value in data.items()}
+
+
+def _read_properties(path: Path) -> dict[str, str]:
+    """A Java .properties file: `key=value`, `key: value` or `key value`; # and ! comments.
+
+    A trailing backslash continues a line; other escapes are kept as written.
+    """
+    text = re.sub(r"\\\r?\n[ \t\f]*", "", _read_text(path))
+    pairs: dict[str, str] = {}
+    for line in text.splitlines():
+        match = re.fullmatch(r"([^=:\s]+)(?:\s*[=:\s]\s*(.*))?", line.strip())
+        if match and not line.lstrip().startswith(("#", "!")):
+            pairs[match.group(1)] = (match.group(2) or "").strip()
+    return pairs
+
+
+def _props_layer(path: Path) -> tuple[Layer, list[str]]:
+    """Settings from an MMS/TorchServe config.properties, and notices for keys not mapped."""
+    by_key = {f.metadata["props"]: f.name for f in _settings() if f.metadata["props"]}
+    layer: Layer = {}
+    notices = []
+    for key, value in _read_properties(path).items():
+        source = f"{path}: {key}"
+        if key in _PROPS_SPLIT:
+            layer |= {name: (part, source) for name, part in _PROPS_SPLIT[key](value, source)}
+        elif key in by_key:
+            layer[by_key[key]] = (value, source)
+        elif key in _PROPS_NOTICES:
+            notices.append(f"{path}: '{key}' {_PROPS_NOTICES[key]}")
+        else:
+            notices.append(f"{path}: '{key}' has no meaning in modelhost; ignored")
+    return layer, notices
+
+
+def _split_address(value: str, source: str) -> list[tuple[str, str]]:
+    """Host and port from an MMS inference_address such as http://0.0.0.0:8080."""
+    parts = urllib.parse.urlsplit(value if "://" in value else f"http://{value}")
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        port = None
+    if port is None or not parts.hostname:
+        raise ConfigError(f"{source}: expected an address like http://0.0.0.0:8080, got {value!r}")
+    return [("host", parts.hostname), ("port", str(port))]
+
+
+_PROPS_SPLIT: dict[str, Callable[[str, str], list[tuple[str, str]]]] = {
+    "inference_address": _split_address
+}
+
+
+def _env_layer(environ: Mapping[str, str]) -> Layer:
+    """Settings from MODELHOST_* and SageMaker variables; MODELHOST_* wins over SageMaker's."""
+    _check_env_names(environ)
+    layer: Layer = {}
+    for f in _settings():
+        for var in (*f.metadata["env"], env_name(f.name)):
+            if environ.get(var):
+                layer[f.name] = (environ[var], var)
+    return layer
+
+
+def _check_env_names(environ: Mapping[str, str]) -> None:
+    """Refuse a MODELHOST_* variable that names no setting (a typo would be silently lost)."""
+    known = [env_name(name) for name in _setting_names() + [o.name for o in _FILE_OPTIONS]]
+    unknown = sorted(k for k in environ if k.startswith(ENV_PREFIX) and k not in known)
+    if unknown:
+        raise _unknown("unknown variable", unknown[0], known)
+
+
+def _unknown(what: str, name: str, valid: list[str]) -> ConfigError:
+    """An error for a name that is not a setting, with the likeliest meant one and all valid."""
+    close = difflib.get_close_matches(name, valid, n=1)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    return ConfigError(f"{what} {name}{hint}; valid ones: {', '.join(valid)}")
+
+
+def _flag_layer(flags: Mapping[str, object]) -> Layer:
+    """Settings from command-line flags (the file flags are already spent)."""
+    names = _setting_names()
+    layer: Layer = {}
+    for name, value in flags.items():
+        if name not in names and name not in [o.name for o in _FILE_OPTIONS]:
+            raise _unknown("unknown setting", name, names)
+        if name in names:
+            layer[name] = (value, _flag_name(name))
+    return layer
+
+
+def _coerce(f: dataclasses.Field[Any], value: object, source: str) -> object:
+    """A given value as its setting's type, checked against its limits."""
+    try:
+        if f.metadata["size"] and isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)  # a size in bytes, as TOML integers and properties give them
+        result = _CONVERTERS[_kind(f)](value)
+        return _check_limits(f, result)
+    except _Expected as exc:
+        raise ConfigError(f"{source}: expected {exc}, got {value!r}") from None
+
+
+def _check_limits(f: dataclasses.Field[Any], value: Any) -> object:
+    """The value if it is within the setting's limits (log levels lowered); else _Expected."""
+    meta = f.metadata
+    if meta["size"]:
+        _check_size(value, percent_ok=meta["size"] == "percent")
+    if meta["minimum"] is not None and value < meta["minimum"]:
+        raise _Expected(f"at least {meta['minimum']}")
+    if meta["maximum"] is not None and value > meta["maximum"]:
+        raise _Expected(f"at most {meta['maximum']}")
+    if meta["choices"] and value.lower() not in meta["choices"]:
+        raise _Expected(f"one of {', '.join(meta['choices'])}")
+    return value.lower() if meta["choices"] else value
+
+
+def _check_size(text: str, percent_ok: bool) -> None:
+    """Raise _Expected unless text is a size above zero (or a percentage, where allowed)."""
+    example = "a size such as 600MiB, 4GiB, 1.5G or 1000000"
+    try:
+        size_bytes = parse_size(text, _ANY_WHOLE_BYTES if percent_ok else None)
+    except ConfigError:
+        raise _Expected(example + (", or a percentage such as 80%" if percent_ok else "")) from None
+    if size_bytes <= 0:
+        raise _Expected("a size above zero")
+
+
+def _to_bool(value: object) -> bool:
+    """A bool, or true/false, yes/no, on/off, 1/0."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in _BOOL_WORDS:
+        return _BOOL_WORDS[value.strip().lower()]
+    raise _Expected("true or false")
+
+
+def _to_int(value: object) -> int:
+    """An int, or text of a whole number."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and re.fullmatch(r"\s*[-+]?\d+\s*", value):
+        return int(value)
+    raise _Expected("a whole number")
+
+
+def _to_float(value: object) -> float:
+    """A finite number, or its text."""
+    try:
+        number = float(value) if isinstance(value, (int, float, str)) else math.nan
+    except ValueError:
+        number = math.nan
+    if isinstance(value, bool) or not math.isfinite(number):
+        raise _Expected("a number")
+    return number
+
+
+def _to_str(value: object) -> str:
+    """Text."""
+    if not isinstance(value, str):
+        raise _Expected("text")
+    return value
+
+
+def _to_strings(value: object) -> tuple[str, ...]:
+    """A list of strings, or comma-separated text."""
+    if isinstance(value, str):
+        return tuple(part.strip() for part in value.split(",") if part.strip())
+    if isinstance(value, (list, tuple)) and all(isinstance(item, str) for item in value):
+        return tuple(value)
+    raise _Expected("a comma-separated list, or a list of strings")
+
+
+_CONVERTERS: dict[type, Callable[[object], object]] = {
+    bool: _to_bool,
+    int: _to_int,
+    float: _to_float,
+    str: _to_str,
+    tuple: _to_strings,
+}

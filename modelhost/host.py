@@ -1,0 +1,257 @@
+"""The core service: find a model (memory → disk → store), make room for it, load it, invoke it.
+
+Loads are single-flight per model: concurrent first requests share one load. Room is made only
+when a load needs it, by unloading idle unpinned models chosen by the eviction policy; when every
+candidate is busy the load waits for one to go idle, until its deadline, then fails with 507.
+Nothing here knows about HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from modelhost.cache.disk import Artifact, DiskTier
+from modelhost.cache.memory import MemoryTier, Resident, State
+from modelhost.config import format_bytes
+from modelhost.errors import (
+    InsufficientMemory,
+    ModelAlreadyLoaded,
+    ModelhostError,
+    ModelNotLoaded,
+    ShuttingDown,
+    Unavailable,
+)
+from modelhost.observe.events import EventLog
+from modelhost.scheduler.placement import least_loaded
+from modelhost.workers.pool import WorkerHandle, WorkerPool
+
+MIN_FOOTPRINT_BYTES = 64 * 1024
+ESTIMATE_FACTOR = 2.0  # reserve for the transient peak of unpickling, not only the resident size
+MAX_ACQUIRE_ATTEMPTS = 5
+
+
+def estimate_footprint(artifact_bytes: int) -> int:
+    """Memory to reserve for a model never loaded before, from the size of its artifact."""
+    return int(artifact_bytes * ESTIMATE_FACTOR) + MIN_FOOTPRINT_BYTES
+
+
+@dataclass(frozen=True)
+class Invocation:
+    body: bytes
+    content_type: str
+    accept: str
+    params: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Result:
+    body: bytes
+    content_type: str
+    cache: str  # hit | disk | remote
+    timings_ms: dict[str, float]
+
+
+@dataclass(frozen=True)
+class LoadOutcome:
+    tier: str
+    load_ms: float
+
+
+class ModelHost:
+    def __init__(self, pool: WorkerPool, memory: MemoryTier, disk: DiskTier, events: EventLog,
+                 pinned: frozenset[str], deadline_s: float,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.pool, self.memory, self.disk, self.events = pool, memory, disk, events
+        self.pinned = pinned
+        self.deadline_s = deadline_s
+        self.clock = clock
+        self.sources: dict[str, str] = {}  # model name → store-relative source (POST /models)
+        self.footprints: dict[str, int] = {}  # measured at each load, reused for the next
+        self._loads: dict[str, asyncio.Task[LoadOutcome]] = {}
+        self._changed = asyncio.Event()
+        self.closing = False
+        pool.on_lost = self._worker_lost
+
+    # invocation -------------------------------------------------------------------------
+
+    async def invoke(self, name: str, invocation: Invocation) -> Result:
+        started = self.clock()
+        resident, outcome = await self._acquire(name)
+        try:
+            dispatched = self.clock()
+            reply = await self.pool.call(self._worker_of(resident), {
+                "op": "infer", "model": name, "content_type": invocation.content_type,
+                "accept": invocation.accept, "params": invocation.params}, invocation.body, name)
+        finally:
+            self.memory.end_request(resident)
+            self._notify()
+        load_ms = outcome.load_ms if outcome else 0.0
+        queue_ms = max(0.0, (dispatched - started) * 1000 - load_ms)
+        timings = {"queue": queue_ms, "load": load_ms, "infer": reply.header["infer_ms"]}
+        tier = outcome.tier if outcome else "hit"
+        return Result(reply.payload, reply.header["content_type"], tier, timings)
+
+    async def _acquire(self, name: str) -> tuple[Resident, LoadOutcome | None]:
+        """The loaded model with one more request in flight, loading it first if need be."""
+        outcome = None
+        for _ in range(MAX_ACQUIRE_ATTEMPTS):
+            self._check_open()
+            resident = self.memory.get(name)
+            if resident is not None and resident.state is State.LOADED:
+                self.memory.begin_request(resident)
+                return resident, outcome
+            outcome = await self.ensure_loaded(name)
+        raise Unavailable(f"model {name} was unloaded {MAX_ACQUIRE_ATTEMPTS} times before it "
+                          "could serve this request: the memory budget is too small for the "
+                          "traffic; raise --memory-budget")
+
+    def _worker_of(self, resident: Resident) -> WorkerHandle:
+        worker = self.pool.workers.get(resident.worker_id or -1)
+        if worker is None:
+            raise Unavailable(f"the worker holding model {resident.name} has gone; retry is safe")
+        return worker
+
+    # loading ----------------------------------------------------------------------------
+
+    async def ensure_loaded(self, name: str) -> LoadOutcome:
+        """Load `name` unless already loading; concurrent callers share one load."""
+        task = self._loads.get(name)
+        if task is None:
+            task = asyncio.ensure_future(self._load(name))
+            self._loads[name] = task
+            task.add_done_callback(lambda _: self._loads.pop(name, None))
+        return await asyncio.shield(task)
+
+    async def _load(self, name: str) -> LoadOutcome:
+        started = self.clock()
+        artifact = await self.disk.materialize(name, self.sources.get(name, name))
+        size = self.footprints.get(name) or estimate_footprint(artifact.bytes)
+        size = max(size, estimate_footprint(artifact.bytes))
+        await self._make_room(name, size)
+        try:
+            await self._load_on_worker(name, artifact)
+        except BaseException as error:
+            self.memory.remove(name)
+            self._notify()
+            self.events.emit("failure", name, reason="load", detail={"error": repr(error)})
+            raise
+        await self.relieve_pressure()
+        return LoadOutcome("disk", (self.clock() - started) * 1000)
+
+    async def _load_on_worker(self, name: str, artifact: Artifact) -> None:
+        worker = least_loaded(self.pool.workers.values(), self.memory)
+        reply = await self.pool.call(worker, {"op": "load", "model": name,
+                                              "path": str(artifact.path)}, model=name)
+        footprint = max(MIN_FOOTPRINT_BYTES, int(reply.header["footprint"]))
+        self.footprints[name] = footprint
+        self.memory.mark_loaded(name, worker.worker_id, footprint, reply.header["load_ms"])
+        self.events.emit("load", name, bytes=footprint, duration_ms=round(reply.header["load_ms"], 2),
+                         worker=worker.worker_id, reason="invoked")
+
+    async def _make_room(self, name: str, size: int) -> None:
+        if not self.memory.fits_ever(size):
+            raise InsufficientMemory(self._never_fits(name, size))
+        deadline = self.clock() + self.deadline_s
+        while (victims := self.memory.reserve(name, size, name in self.pinned)) is None:
+            changed = self._changed
+            remaining = deadline - self.clock()
+            if remaining <= 0:
+                raise InsufficientMemory(self._all_busy(name, size))
+            try:
+                await asyncio.wait_for(changed.wait(), remaining)
+            except asyncio.TimeoutError:
+                continue
+        await self._unload_many(victims, "evict", "lru")
+
+    def _never_fits(self, name: str, size: int) -> str:
+        m = self.memory
+        return (f"model {name} needs about {format_bytes(size)} but the memory budget of "
+                f"{format_bytes(m.budget_bytes)} leaves {format_bytes(m.capacity_bytes)} for models "
+                f"(the idle server uses {format_bytes(m.baseline_bytes)}); set --memory-budget to at "
+                f"least {format_bytes(m.baseline_bytes + size)}")
+
+    def _all_busy(self, name: str, size: int) -> str:
+        m = self.memory
+        return (f"model {name} needs about {format_bytes(size)} but the memory budget of "
+                f"{format_bytes(m.budget_bytes)} is held by models that stayed busy for "
+                f"{self.deadline_s:g} s ({format_bytes(m.committed_bytes)} committed); retry "
+                "later or raise --memory-budget")
+
+    # unloading --------------------------------------------------------------------------
+
+    async def unload(self, name: str) -> int:
+        """Unload on request (DELETE); waits for in-flight requests; returns the bytes freed."""
+        resident = self.memory.get(name)
+        if resident is None or resident.state is not State.LOADED:
+            raise ModelNotLoaded(f"model {name} is not loaded")
+        resident.pinned = True  # keep eviction away while we wait for it to go idle
+        deadline = self.clock() + self.deadline_s
+        while resident.in_flight and self.clock() < deadline:
+            await asyncio.sleep(0.01)
+        self.memory.begin_unload(name)
+        return await self._unload_one(resident, "unload", "requested")
+
+    async def _unload_many(self, victims: list[Resident], kind: str, reason: str) -> None:
+        await asyncio.gather(*(self._unload_one(victim, kind, reason) for victim in victims))
+
+    async def _unload_one(self, resident: Resident, kind: str, reason: str) -> int:
+        started = self.clock()
+        worker = self.pool.workers.get(resident.worker_id or -1)
+        freed = resident.bytes
+        try:
+            if worker is not None:
+                reply = await self.pool.call(worker, {"op": "unload", "model": resident.name},
+                                             model=resident.name)
+                freed = int(reply.header["freed"])
+        except ModelhostError:
+            pass  # the worker died meanwhile: its memory went with it
+        finally:
+            self.memory.remove(resident.name)
+            self._notify()
+        self.events.emit(kind, resident.name, bytes=resident.bytes, reason=reason,
+                         worker=resident.worker_id,
+                         duration_ms=round((self.clock() - started) * 1000, 2),
+                         detail={"freed_bytes": freed})
+        return freed
+
+    async def relieve_pressure(self) -> None:
+        """Unload idle models while more is committed than the budget (a footprint grew)."""
+        await self._unload_many(self.memory.overflow_victims(), "evict", "memory_pressure")
+
+    def _worker_lost(self, worker: WorkerHandle) -> None:
+        for resident in self.memory:
+            if resident.worker_id == worker.worker_id:
+                self.memory.remove(resident.name)
+                self.events.emit("unload", resident.name, bytes=resident.bytes,
+                                 reason="worker_died", worker=worker.worker_id)
+        self._notify()
+
+    # management -------------------------------------------------------------------------
+
+    async def register_and_load(self, name: str, url: str) -> LoadOutcome:
+        """POST /models: load `name` from `url` (inside the store)."""
+        if name in self.memory.residents or name in self._loads:
+            raise ModelAlreadyLoaded(f"model {name} is already loaded; DELETE /models/{name} "
+                                     "first to load it again")
+        self.sources[name] = self.disk.store.relative_name(url)
+        return await self.ensure_loaded(name)
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    def _check_open(self) -> None:
+        if self.closing:
+            raise ShuttingDown("the server is shutting down; retry on another instance")
+
+    def model_names(self) -> list[str]:
+        return sorted(set(self.memory.residents) | set(self.disk.artifacts) | set(self.sources))
+
+    def describe(self, name: str) -> dict[str, Any]:
+        from modelhost.observe.describe import describe_model
+
+        return describe_model(self, name)

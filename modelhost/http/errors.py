@@ -1,0 +1,44 @@
+"""The one table from core exceptions to HTTP statuses, and the JSON error body clients parse."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from modelhost import errors
+
+STATUS_BY_ERROR: dict[type[errors.ModelhostError], int] = {
+    errors.BadRequestBody: 400,
+    errors.InvalidModelName: 400,
+    errors.Unauthorized: 401,
+    errors.Forbidden: 403,
+    errors.ModelNotFound: 404,
+    errors.ModelNotLoaded: 404,
+    errors.ModelAlreadyLoaded: 409,
+    errors.PayloadTooLarge: 413,
+    errors.ModelError: 500,
+    errors.StoreError: 502,
+    errors.Unavailable: 503,
+    errors.StoreTimeout: 504,
+    errors.CapacityError: 507,
+}
+
+RETRY_AFTER_S = {503: "1"}
+
+
+def status_of(error: errors.ModelhostError) -> int:
+    """The status of the most specific class of `error` in the table (500 if none)."""
+    for cls in type(error).__mro__:
+        if cls in STATUS_BY_ERROR:
+            return STATUS_BY_ERROR[cls]
+    return 500
+
+
+def error_response(status: int, type_name: str, message: str) -> JSONResponse:
+    headers = {"Retry-After": RETRY_AFTER_S[status]} if status in RETRY_AFTER_S else None
+    return JSONResponse({"code": status, "type": type_name, "message": message}, status, headers)
+
+
+async def handle_modelhost_error(request: Request, error: Exception) -> Response:
+    assert isinstance(error, errors.ModelhostError)
+    return error_response(status_of(error), type(error).__name__, str(error))

@@ -1,0 +1,192 @@
+"""Routes: SageMaker's container contract (invocations, ping, the multi-model management calls),
+and TorchServe's prediction route. The frontend passes request bodies through undecoded."""
+
+from __future__ import annotations
+
+import base64
+import bisect
+import hmac
+import ipaddress
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from modelhost.config import format_bytes
+from modelhost.errors import (
+    BadRequestBody,
+    Forbidden,
+    ModelNotFound,
+    ModelNotLoaded,
+    PayloadTooLarge,
+    Unauthorized,
+)
+from modelhost.host import Invocation, ModelHost, Result
+
+TARGET_MODEL_HEADER = "x-amzn-sagemaker-target-model"
+CUSTOM_ATTRIBUTES_HEADER = "x-amzn-sagemaker-custom-attributes"
+DEFAULT_PAGE_SIZE = 100
+MAX_PAGE_SIZE = 1000
+
+
+@dataclass(frozen=True)
+class HttpSettings:
+    max_request_bytes: int
+    management_token: str
+    single_model: str
+
+
+class Routes:
+    def __init__(self, host: ModelHost, settings: HttpSettings) -> None:
+        self.host = host
+        self.settings = settings
+        self.ready = False
+
+    # invocation -------------------------------------------------------------------------
+
+    async def ping(self, request: Request) -> Response:
+        healthy = self.ready and not self.host.closing
+        return JSONResponse({"status": "Healthy" if healthy else "Unhealthy"}, 200 if healthy else 503)
+
+    async def invocations(self, request: Request) -> Response:
+        name = request.headers.get(TARGET_MODEL_HEADER) or self.settings.single_model
+        if not name:
+            raise BadRequestBody("no model named: send the X-Amzn-SageMaker-Target-Model header "
+                                 "with the model's path in the store, e.g. tenants/t007.joblib")
+        return await self._invoke(request, name)
+
+    async def invoke(self, request: Request) -> Response:
+        return await self._invoke(request, request.path_params["model"])
+
+    async def _invoke(self, request: Request, name: str) -> Response:
+        invocation = Invocation(
+            body=await self._body(request),
+            content_type=request.headers.get("content-type", "application/json"),
+            accept=request.headers.get("accept", "application/json"),
+            params=invocation_params(request))
+        return invocation_response(await self.host.invoke(name, invocation))
+
+    async def _body(self, request: Request) -> bytes:
+        limit = self.settings.max_request_bytes
+        declared = int(request.headers.get("content-length") or 0)
+        if declared > limit:
+            raise PayloadTooLarge(too_large(declared, limit))
+        chunks, received = [], 0
+        async for chunk in request.stream():
+            received += len(chunk)
+            if received > limit:
+                raise PayloadTooLarge(too_large(received, limit))
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    # management -------------------------------------------------------------------------
+
+    async def load_model(self, request: Request) -> Response:
+        self._authorize(request)
+        spec = await json_body(request)
+        name, url = spec.get("model_name"), spec.get("url")
+        if not isinstance(name, str) or not isinstance(url, str):
+            raise BadRequestBody('expected JSON {"model_name": "...", "url": "..."} with both '
+                                 "fields as strings")
+        outcome = await self.host.register_and_load(name, url)
+        return JSONResponse({"status": f"model {name} loaded", "modelName": name,
+                             "loadTimeMs": round(outcome.load_ms, 2)})
+
+    async def list_models(self, request: Request) -> Response:
+        query = request.query_params
+        limit = page_size(query.get("limit") or query.get("page_size"))
+        token = query.get("next_page_token") or query.get("nextPageToken")
+        names = self.host.model_names()
+        start = bisect.bisect_right(names, decode_token(token)) if token else 0
+        page = names[start:start + limit]
+        body: dict[str, Any] = {"models": [self.host.describe(name) for name in page]}
+        if start + limit < len(names):
+            body["nextPageToken"] = body["next_page_token"] = encode_token(page[-1])
+        return JSONResponse(body)
+
+    async def describe_model(self, request: Request) -> Response:
+        name = request.path_params["model"]
+        description = self.host.describe(name)
+        if description["state"] not in ("loaded", "loading"):
+            raise ModelNotLoaded(f"model {name} is not loaded (state: {description['state']}); "
+                                 "invoke it or POST /models to load it")
+        return JSONResponse(description)
+
+    async def unload_model(self, request: Request) -> Response:
+        self._authorize(request)
+        name = request.path_params["model"]
+        freed = await self.host.unload(name)
+        return JSONResponse({"status": f"model {name} unloaded", "freedBytes": freed,
+                             "freed": format_bytes(freed)})
+
+    def _authorize(self, request: Request) -> None:
+        """Loopback callers may manage models; others only with the configured bearer token."""
+        if is_loopback(request.client.host if request.client else ""):
+            return
+        token = self.settings.management_token
+        if not token:
+            raise Forbidden("management calls are allowed from loopback only; configure "
+                            "management_token to allow them from elsewhere with a bearer token")
+        if not hmac.compare_digest(request.headers.get("authorization", ""), f"Bearer {token}"):
+            raise Unauthorized("management calls from outside this machine need the header "
+                               "'Authorization: Bearer <token>' with the configured token")
+
+
+def invocation_params(request: Request) -> dict[str, str]:
+    """Query parameters and SageMaker's custom attributes (``method=predict_proba;k=v``)."""
+    params = dict(request.query_params)
+    for pair in request.headers.get(CUSTOM_ATTRIBUTES_HEADER, "").replace(",", ";").split(";"):
+        key, _, value = pair.partition("=")
+        if key.strip() and value:
+            params[key.strip()] = value.strip()
+    return params
+
+
+def invocation_response(result: Result) -> Response:
+    timing = ", ".join(f"{part};dur={ms:.3f}" for part, ms in result.timings_ms.items())
+    headers = {"X-Modelhost-Cache": result.cache, "Server-Timing": timing}
+    return Response(result.body, media_type=result.content_type, headers=headers)
+
+
+async def json_body(request: Request) -> dict[str, Any]:
+    try:
+        body = json.loads(await request.body())
+    except (ValueError, UnicodeDecodeError) as error:
+        raise BadRequestBody(f"the body is not valid JSON: {error}") from None
+    if not isinstance(body, dict):
+        raise BadRequestBody("expected a JSON object")
+    return body
+
+
+def too_large(size: int, limit: int) -> str:
+    return (f"the request body is {format_bytes(size)} but max_request_size is "
+            f"{format_bytes(limit)}; send less or raise --max-request-size")
+
+
+def is_loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
+def page_size(text: str | None) -> int:
+    if not text:
+        return DEFAULT_PAGE_SIZE
+    if not text.isdigit() or int(text) < 1:
+        raise BadRequestBody(f"invalid limit {text!r}: give a page size from 1 to {MAX_PAGE_SIZE}")
+    return min(MAX_PAGE_SIZE, int(text))
+
+
+def encode_token(name: str) -> str:
+    return base64.urlsafe_b64encode(name.encode()).decode()
+
+
+def decode_token(token: str) -> str:
+    try:
+        return base64.urlsafe_b64decode(token.encode()).decode()
+    except (ValueError, UnicodeDecodeError):
+        raise BadRequestBody(f"invalid next_page_token {token!r}: pass the one the last page "
+                             "returned") from None

@@ -1,0 +1,48 @@
+"""What GET /models and GET /models/{model} say about a model."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from modelhost.observe.events import Event
+
+if TYPE_CHECKING:
+    from modelhost.host import ModelHost
+
+
+def _iso(epoch_s: float | None) -> str | None:
+    if not epoch_s:
+        return None
+    return datetime.fromtimestamp(epoch_s, timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _event(event: Event) -> dict[str, Any]:
+    record = {k: v for k, v in vars(event).items() if v not in (None, {}, "")}
+    record["time"] = _iso(event.time)
+    return record
+
+
+def describe_model(host: ModelHost, name: str) -> dict[str, Any]:
+    resident = host.memory.get(name)
+    artifact = host.disk.artifacts.get(name)
+    worker = host.pool.workers.get(resident.worker_id) if resident and resident.worker_id else None
+    state = resident.state.value if resident else "on_disk" if artifact else "registered"
+    last_used = (time.time() - (host.clock() - resident.last_used)) if resident else (
+        artifact.last_used if artifact else None)
+    return {
+        "modelName": name,
+        "modelUrl": host.sources.get(name, name),
+        "state": state,
+        "memoryBytes": resident.bytes if resident and resident.state.value == "loaded" else 0,
+        "diskBytes": artifact.bytes if artifact else 0,
+        "workers": [{"id": worker.worker_id, "pid": worker.pid}] if worker else [],
+        "pinned": bool(resident and resident.pinned) or name in host.pinned,
+        "hits": resident.hits if resident else 0,
+        "inFlight": resident.in_flight if resident else 0,
+        "lastUsed": _iso(last_used),
+        "loadedAt": _iso(resident.loaded_at) if resident else None,
+        "loadTimeMs": round(resident.load_ms, 2) if resident and resident.load_ms else None,
+        "events": [_event(event) for event in host.events.for_model(name)],
+    }

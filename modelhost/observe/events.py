@@ -1,0 +1,54 @@
+"""Events: a record of everything the cache and the workers did, and why.
+
+Each event is written once as a JSON line to the ``modelhost.events`` logger and kept in memory:
+the last few per model (for ``GET /models/{model}``) and a ring of recent ones for the whole server.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+logger = logging.getLogger("modelhost.events")
+
+EVENTS_PER_MODEL = 10
+RECENT_EVENTS = 1000
+
+
+@dataclass(frozen=True)
+class Event:
+    kind: str  # download, load, unload, evict, delete, failure, worker_start, worker_exit, unpack
+    model: str | None = None
+    bytes: int | None = None
+    duration_ms: float | None = None
+    reason: str = ""
+    worker: int | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+    time: float = 0.0
+
+    def to_json(self) -> str:
+        record = {key: value for key, value in asdict(self).items() if value not in (None, {}, "")}
+        return json.dumps(record, separators=(",", ":"), default=str)
+
+
+class EventLog:
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+        self._by_model: dict[str, deque[Event]] = {}
+        self.recent: deque[Event] = deque(maxlen=RECENT_EVENTS)
+
+    def emit(self, kind: str, model: str | None = None, **fields: Any) -> Event:
+        event = Event(kind=kind, model=model, time=round(self._clock(), 3), **fields)
+        logger.info(event.to_json())
+        self.recent.append(event)
+        if model is not None:
+            self._by_model.setdefault(model, deque(maxlen=EVENTS_PER_MODEL)).append(event)
+        return event
+
+    def for_model(self, model: str) -> list[Event]:
+        return list(self._by_model.get(model, ()))

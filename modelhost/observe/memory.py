@@ -1,0 +1,35 @@
+"""Memory as the operating system measures it: proportional set size (PSS), summed over processes."""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import gc
+from collections.abc import Iterable
+
+
+def pss_bytes(pid: int | str = "self") -> int:
+    """PSS of one process from /proc/PID/smaps_rollup; 0 if the process has gone."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as rollup:
+            for line in rollup:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return 0
+    return 0
+
+
+def total_pss_bytes(pids: Iterable[int]) -> int:
+    return sum(pss_bytes(pid) for pid in pids)
+
+
+def return_memory_to_os() -> None:
+    """Collect garbage, then ask glibc to give freed heap pages back (a no-op elsewhere)."""
+    gc.collect()
+    libc_name = ctypes.util.find_library("c")
+    if libc_name is None:
+        return
+    libc = ctypes.CDLL(libc_name)
+    if hasattr(libc, "malloc_trim"):
+        libc.malloc_trim(0)

@@ -1,0 +1,21 @@
+"""Placement: which worker a model is loaded into."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from modelhost.cache.memory import MemoryTier
+from modelhost.errors import Unavailable
+from modelhost.workers.pool import WorkerHandle
+
+
+def least_loaded(workers: Iterable[WorkerHandle], memory: MemoryTier) -> WorkerHandle:
+    """The live worker holding the fewest bytes of models (ties: fewest requests in flight)."""
+    held: dict[int, int] = {}
+    for resident in memory:
+        if resident.worker_id is not None:
+            held[resident.worker_id] = held.get(resident.worker_id, 0) + resident.bytes
+    live = [worker for worker in workers if worker.alive]
+    if not live:
+        raise Unavailable("no worker is running (they are restarting); retry in a moment")
+    return min(live, key=lambda w: (held.get(w.worker_id, 0), len(w.pending), w.worker_id))

@@ -1,0 +1,78 @@
+"""The template process: imports the runtimes once, then forks a worker per request.
+
+Started by the frontend as ``python -m modelhost.workers.template SOCKET THREADS``. It reads one
+worker id per line on stdin and forks a worker that connects back to SOCKET. Forking a process
+that has already imported numpy and scikit-learn makes a worker ready in milliseconds, and the
+library pages stay shared between workers (counted once in PSS). It exits when stdin closes.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib
+import os
+import signal
+import sys
+
+THREAD_VARIABLES = (
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+)
+
+
+def limit_threads(threads: int) -> None:
+    """Set the runtimes' thread counts; must run before they are imported."""
+    for variable in THREAD_VARIABLES:
+        os.environ[variable] = str(threads)
+
+
+def import_runtimes() -> None:
+    from modelhost.workers.handlers import RUNTIME_MODULES
+
+    for module in RUNTIME_MODULES:
+        importlib.import_module(module)
+    import modelhost.workers.worker  # noqa: F401  (shared by every worker)
+
+    gc.collect()
+    gc.freeze()  # keep the collector from touching, and so copying, the template's objects
+
+
+def fork_worker(socket_path: str, worker_id: int, threads: int) -> None:
+    if os.fork() != 0:
+        return
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the frontend decides when workers stop
+    code = 0
+    try:
+        sys.stdin.close()
+        from modelhost.workers.worker import run
+
+        run(socket_path, worker_id, threads)
+    except BaseException:  # noqa: BLE001  (a worker must never return into the template's loop)
+        code = 1
+    finally:
+        os._exit(code)
+
+
+def main_loop(socket_path: str, threads: int) -> None:
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps exited workers
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for line in sys.stdin:
+        if line.strip():
+            fork_worker(socket_path, int(line), threads)
+
+
+def main() -> None:
+    socket_path, threads = sys.argv[1], int(sys.argv[2])
+    limit_threads(threads)
+    import_runtimes()
+    print("ready", flush=True)
+    main_loop(socket_path, threads)
+
+
+if __name__ == "__main__":
+    main()

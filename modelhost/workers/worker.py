@@ -1,0 +1,110 @@
+"""The worker process: hosts many loaded models and answers framed requests from the frontend.
+
+The main thread only reads frames. Loads and unloads run on one loader thread and inference on
+its own threads, so loading a model never stalls inference of the models already loaded.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from modelhost.errors import ModelNotLoaded
+from modelhost.observe.memory import pss_bytes, return_memory_to_os
+from modelhost.workers.handlers.base import Handler, InferRequest
+from modelhost.workers.wire import Frame, encode, recv_frame
+
+
+class Worker:
+    def __init__(self, sock: socket.socket, worker_id: int, threads: int) -> None:
+        self.sock = sock
+        self.worker_id = worker_id
+        self.models: dict[str, Handler] = {}
+        self._send_lock = threading.Lock()
+        self._loader = ThreadPoolExecutor(1, thread_name_prefix="loader")
+        self._inference = ThreadPoolExecutor(max(1, threads), thread_name_prefix="infer")
+
+    def main_loop(self) -> None:
+        self.send(
+            {"op": "hello", "worker_id": self.worker_id, "pid": os.getpid(), "pss": pss_bytes()}
+        )
+        routes = {
+            "infer": (self._inference, self.infer),
+            "load": (self._loader, self.load),
+            "unload": (self._loader, self.unload),
+        }
+        while True:
+            try:
+                frame = recv_frame(self.sock)
+            except (EOFError, ConnectionError, OSError):
+                return  # the frontend has gone: so do we
+            executor, method = routes[frame.header["op"]]
+            executor.submit(self._answer, method, frame)
+
+    def _answer(self, method: Any, frame: Frame) -> None:
+        request_id = frame.header["id"]
+        try:
+            header, payload = method(frame)
+        except BaseException as error:  # every failure goes back as data, never as a pickle
+            header, payload = (
+                {"ok": False, "type": type(error).__name__, "message": str(error)},
+                b"",
+            )
+        else:
+            header["ok"] = True
+        header["id"] = request_id
+        self.send(header, payload)
+
+    def send(self, header: dict[str, Any], payload: bytes = b"") -> None:
+        data = encode(Frame(header, payload))
+        with self._send_lock:
+            self.sock.sendall(data)
+
+    def load(self, frame: Frame) -> tuple[dict[str, Any], bytes]:
+        from modelhost.workers.handlers import load_handler
+
+        name = frame.header["model"]
+        before, started = pss_bytes(), time.perf_counter()
+        self.models[name] = load_handler(Path(frame.header["path"]), name)
+        load_ms = (time.perf_counter() - started) * 1000
+        after = pss_bytes()
+        return {"footprint": max(0, after - before), "load_ms": load_ms, "pss": after}, b""
+
+    def unload(self, frame: Frame) -> tuple[dict[str, Any], bytes]:
+        name = frame.header["model"]
+        before = pss_bytes()
+        handler = self.models.pop(name, None)
+        if handler is None:
+            raise ModelNotLoaded(f"model {name} is not loaded in worker {self.worker_id}")
+        handler.close()
+        del handler
+        return_memory_to_os()
+        after = pss_bytes()
+        return {"freed": max(0, before - after), "pss": after}, b""
+
+    def infer(self, frame: Frame) -> tuple[dict[str, Any], bytes]:
+        header = frame.header
+        handler = self.models.get(header["model"])
+        if handler is None:
+            raise ModelNotLoaded(
+                f"model {header['model']} is not loaded in worker {self.worker_id}"
+            )
+        request = InferRequest(
+            frame.payload, header["content_type"], header["accept"], header.get("params", {})
+        )
+        started = time.perf_counter()
+        reply = handler.infer(request)
+        infer_ms = (time.perf_counter() - started) * 1000
+        return {"content_type": reply.content_type, "infer_ms": infer_ms}, reply.body
+
+
+def run(socket_path: str, worker_id: int, threads: int) -> None:
+    """Entry point of a freshly forked worker."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(socket_path)
+    Worker(sock, worker_id, threads).main_loop()

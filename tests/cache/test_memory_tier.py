@@ -1,0 +1,107 @@
+"""The memory tier's bookkeeping: budgets, reservations and who may be evicted."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from modelhost.cache.memory import MemoryTier, State
+from modelhost.cache.policy import LRUPolicy
+
+MiB = 2**20
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+def tier(budget_mib: int = 100, baseline_mib: int = 20) -> MemoryTier:
+    return MemoryTier(budget_mib * MiB, baseline_mib * MiB, LRUPolicy(), FakeClock())
+
+
+def load(memory: MemoryTier, name: str, size: int, worker: int = 1) -> list[str]:
+    victims = memory.reserve(name, size)
+    assert victims is not None
+    for victim in victims:
+        memory.remove(victim.name)
+    memory.mark_loaded(name, worker, size, 1.0)
+    return [victim.name for victim in victims]
+
+
+def test_reservation_fits_without_eviction_while_there_is_room() -> None:
+    memory = tier()
+    assert load(memory, "a", 30 * MiB) == []
+    assert load(memory, "b", 30 * MiB) == []
+    assert memory.committed_bytes == 80 * MiB
+
+
+def test_least_recently_used_idle_model_is_evicted_first() -> None:
+    memory = tier()
+    load(memory, "a", 30 * MiB)
+    load(memory, "b", 30 * MiB)
+    memory.begin_request(memory.residents["a"])  # a is now the most recently used
+    memory.end_request(memory.residents["a"])
+    assert load(memory, "c", 30 * MiB) == ["b"]
+
+
+def test_busy_and_pinned_models_are_never_victims() -> None:
+    memory = tier()
+    load(memory, "busy", 30 * MiB)
+    memory.reserve("pinned", 30 * MiB, pinned=True)
+    memory.mark_loaded("pinned", 1, 30 * MiB, 1.0)
+    memory.begin_request(memory.residents["busy"])
+    assert memory.reserve("c", 30 * MiB) is None
+    memory.end_request(memory.residents["busy"])
+    victims = memory.reserve("c", 30 * MiB)
+    assert [v.name for v in victims or []] == ["busy"]
+
+
+def test_a_model_larger_than_the_capacity_never_fits() -> None:
+    memory = tier(budget_mib=100, baseline_mib=20)
+    assert memory.fits_ever(80 * MiB)
+    assert not memory.fits_ever(80 * MiB + 1)
+
+
+def test_a_footprint_larger_than_reserved_evicts_the_overflow() -> None:
+    memory = tier()
+    load(memory, "a", 40 * MiB)
+    memory.reserve("b", 30 * MiB)
+    memory.mark_loaded("b", 1, 50 * MiB, 1.0)  # measured larger than estimated
+    assert [v.name for v in memory.overflow_victims()] == ["a"]
+
+
+operations = st.lists(st.tuples(
+    st.sampled_from(["load", "begin", "end", "unload", "pin"]),
+    st.integers(0, 9),
+    st.integers(1, 60)), max_size=80)
+
+
+@settings(max_examples=300, deadline=None)
+@given(operations)
+def test_never_over_budget_and_never_evicts_busy_or_pinned(steps: list[tuple[str, int, int]]) -> None:
+    memory = tier(budget_mib=100, baseline_mib=20)
+    for op, index, size_mib in steps:
+        name = f"m{index}"
+        resident = memory.get(name)
+        if op == "load" and resident is None and memory.fits_ever(size_mib * MiB):
+            victims = memory.reserve(name, size_mib * MiB, pinned=index % 5 == 0)
+            if victims is None:
+                continue
+            for victim in victims:
+                assert victim.state is State.UNLOADING
+                assert victim.in_flight == 0 and not victim.pinned
+                memory.remove(victim.name)
+            assert memory.committed_bytes <= memory.budget_bytes
+            memory.mark_loaded(name, 1, size_mib * MiB, 1.0)
+        elif op == "begin" and resident is not None:
+            memory.begin_request(resident)
+        elif op == "end" and resident is not None and resident.in_flight:
+            memory.end_request(resident)
+        elif op == "unload" and resident is not None and resident.evictable:
+            memory.remove(name)
+        assert memory.committed_bytes <= memory.budget_bytes

@@ -1,0 +1,49 @@
+"""A real store of real models, and real servers (frontend, template, worker processes) on loopback."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from modelhost import testing
+
+pytestmark = pytest.mark.e2e
+
+TENANTS = 6
+
+
+@pytest.fixture(scope="session")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("store")
+    for tenant in range(TENANTS):
+        testing.iris_logreg(root / f"tenants/t{tenant:03d}.joblib")
+    testing.iris_logreg(root / "iris.pkl")
+    testing.corrupt_artifact(root / "broken/corrupt.joblib")
+    testing.slow_handler_folder(root / "slow")
+    testing.mms_handler_folder(root / "custom/mms")
+    testing.sagemaker_folder(root / "custom/sagemaker")
+    testing.tar_gz_of(testing.mms_handler_folder(root / ".src/tar"), root / "archives/m.tar.gz")
+    testing.zip_of(testing.sagemaker_folder(root / ".src/zip"), root / "archives/m.zip")
+    testing.traversal_tar(root / "hostile/traversal.tar.gz")
+    testing.symlink_tar(root / "hostile/symlink.tar.gz")
+    testing.tar_bomb(root / "hostile/bomb.tar.gz", unpacked_bytes=64 * 2**20)
+    return root
+
+
+@pytest.fixture(scope="module")
+def server(store: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[testing.RunningServer]:
+    work = tmp_path_factory.mktemp("server")
+    args = ["--model-store", str(store), "--workers", "2", "--memory-budget", "4GiB",
+            "--cache-dir", str(work / "cache"), "--max-unpacked-bytes", "16MiB",
+            "--max-request-size", "1MiB"]
+    with testing.RunningServer(args, work) as running:
+        yield running
+
+
+@pytest.fixture
+def client(server: testing.RunningServer) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server.url, timeout=30) as http:
+        yield http
