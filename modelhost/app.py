@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import signal
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Coroutine
@@ -15,7 +16,7 @@ from typing import Any
 import uvicorn
 
 from modelhost.cache.disk import DiskTier
-from modelhost.cache.memory import MemoryTier, State
+from modelhost.cache.memory import MemoryTier
 from modelhost.cache.store import LocalStore
 from modelhost.config import Config, format_bytes, parse_size
 from modelhost.errors import ConfigError, ModelhostError
@@ -63,10 +64,18 @@ async def main(config: Config) -> int:
                 access_log=False, log_level=config.log_level, http="httptools",
                 timeout_graceful_shutdown=int(config.drain_timeout_s)))
             await preload(host, config)
+            ignore_signals_after_drain()
             routes.ready = True
             logger.info("serving %s on http://%s:%d", host.disk.store.root, config.host, config.port)
             await server.serve()
     return 0
+
+
+def ignore_signals_after_drain() -> None:
+    """uvicorn drains on SIGTERM/SIGINT, then re-raises the signal to the handler it found;
+    finding this one, the server goes on to stop its workers and exit 0."""
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: None)
 
 
 @contextlib.asynccontextmanager
@@ -117,11 +126,7 @@ async def watch_memory(host: ModelHost) -> None:
     """Follow the server's real PSS: fold drift into the baseline, evict if over budget."""
     while True:
         await asyncio.sleep(MEMORY_WATCH_INTERVAL_S)
-        if any(r.state is not State.LOADED for r in host.memory):
-            continue  # a load or unload is under way: its bytes are not settled yet
-        real = total_pss_bytes([os.getpid(), *host.pool.pids()])
-        held = sum(r.bytes for r in host.memory)
-        host.memory.baseline_bytes = max(0, real - held)
+        host.memory.observe(host.pss_bytes())
         await host.relieve_pressure()
 
 

@@ -9,6 +9,7 @@ Nothing here knows about HTTP.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from modelhost.errors import (
     Unavailable,
 )
 from modelhost.observe.events import EventLog
+from modelhost.observe.memory import total_pss_bytes
 from modelhost.scheduler.placement import least_loaded
 from modelhost.workers.pool import WorkerHandle, WorkerPool
 
@@ -155,6 +157,7 @@ class ModelHost:
     async def _make_room(self, name: str, size: int) -> None:
         if not self.memory.fits_ever(size):
             raise InsufficientMemory(self._never_fits(name, size))
+        self.memory.observe(self.pss_bytes())
         deadline = self.clock() + self.deadline_s
         while (victims := self.memory.reserve(name, size, name in self.pinned)) is None:
             changed = self._changed
@@ -250,6 +253,22 @@ class ModelHost:
 
     def model_names(self) -> list[str]:
         return sorted(set(self.memory.residents) | set(self.disk.artifacts) | set(self.sources))
+
+    def stats(self) -> dict[str, Any]:
+        """The budgets and what holds them, for operators and tests."""
+        m, d = self.memory, self.disk
+        return {
+            "memory": {"budgetBytes": m.budget_bytes, "baselineBytes": m.baseline_bytes,
+                       "committedBytes": m.committed_bytes, "pssBytes": self.pss_bytes(),
+                       "loadedModels": sum(r.state is State.LOADED for r in m)},
+            "disk": {"budgetBytes": d.budget_bytes, "usedBytes": d.used_bytes},
+            "workers": [{"id": w.worker_id, "pid": w.pid, "inFlight": len(w.pending)}
+                        for w in self.pool.workers.values()],
+        }
+
+    def pss_bytes(self) -> int:
+        """The whole server's memory as the OS measures it: frontend, template and workers."""
+        return total_pss_bytes([os.getpid(), *self.pool.pids()])
 
     def describe(self, name: str) -> dict[str, Any]:
         from modelhost.observe.describe import describe_model

@@ -79,6 +79,16 @@ class MemoryTier:
         self.residents[name] = Resident(name, size_bytes, pinned, last_used=self.clock())
         return victims
 
+    def observe(self, real_bytes: int) -> None:
+        """Fold the server's measured PSS into the baseline: what the models do not explain.
+
+        While anything is loading or unloading the figure is in motion, so the baseline may only
+        grow then; once all is settled it follows the measurement both ways.
+        """
+        settled = all(r.state is State.LOADED for r in self.residents.values())
+        unexplained = max(0, real_bytes - sum(r.bytes for r in self.residents.values()))
+        self.baseline_bytes = unexplained if settled else max(self.baseline_bytes, unexplained)
+
     def victims_for(self, size_bytes: int) -> list[Resident] | None:
         shortfall = self.committed_bytes + size_bytes - self.budget_bytes
         if shortfall <= 0:

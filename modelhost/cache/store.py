@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from modelhost.errors import Forbidden, InvalidModelName, ModelNotFound
@@ -17,10 +17,9 @@ def validate_name(name: str) -> str:
     if not name or len(name) > MAX_NAME_LENGTH or "\x00" in name or "\\" in name:
         raise InvalidModelName(f"invalid model name {name!r}: use a relative path such as "
                                "tenants/t007.joblib (at most 1024 characters)")
-    parts = PurePosixPath(name).parts
-    if name.startswith("/") or any(part in ("..", ".") for part in parts):
+    if any(part in ("", ".", "..") for part in name.split("/")):
         raise InvalidModelName(f"invalid model name {name!r}: names are paths relative to the "
-                               "model store and may not contain '.', '..' or start with '/'")
+                               "model store, with no '.', '..' or empty parts and no leading '/'")
     return name
 
 

@@ -14,6 +14,7 @@ def build_app(routes: Routes) -> Starlette:
     return Starlette(
         routes=[
             Route("/ping", routes.ping, methods=["GET"]),
+            Route("/stats", routes.stats, methods=["GET"]),
             Route("/invocations", routes.invocations, methods=["POST"]),
             Route("/models", routes.list_models, methods=["GET"]),
             Route("/models", routes.load_model, methods=["POST"]),

@@ -81,6 +81,9 @@ class Routes:
             chunks.append(chunk)
         return b"".join(chunks)
 
+    async def stats(self, request: Request) -> Response:
+        return JSONResponse(self.host.stats())
+
     # management -------------------------------------------------------------------------
 
     async def load_model(self, request: Request) -> Response:

@@ -1,0 +1,252 @@
+"""Safe unpacking of tar, tar.gz and zip (and TorchServe .mar) artifacts into the disk tier.
+
+Members are streamed one by one into a temporary sibling of the destination, which is renamed
+into place only when every member passed: nothing escapes the folder (no absolute paths, no
+``..``), no links or device files are created, and the member count and the bytes actually
+written stay within the limits. Any failure removes the temporary folder.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import io
+import lzma
+import os
+import re
+import shutil
+import stat
+import tarfile
+import tempfile
+import zipfile
+import zlib
+from collections.abc import Callable
+from pathlib import Path, PurePosixPath
+from typing import IO
+
+from modelhost.errors import ModelLoadError, UnsafeArtifact
+
+TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
+ZIP_SUFFIXES = (".zip", ".mar")
+# single-file formats that are zips or gzips inside but must not be unpacked
+_MODEL_FILE_SUFFIXES = (".pt", ".pth", ".npz", ".keras", ".joblib", ".pkl", ".pickle")
+_CHUNK_BYTES = 1 << 20
+_DRIVE = re.compile(r"^[A-Za-z]:")
+# a truncated or malformed archive; a file and a folder of one name also land here
+_MALFORMED = (
+    tarfile.TarError,
+    zipfile.BadZipFile,
+    EOFError,
+    zlib.error,
+    lzma.LZMAError,
+    gzip.BadGzipFile,
+    FileExistsError,
+    IsADirectoryError,
+    NotADirectoryError,
+)
+
+
+class _Budget:
+    """Counts members and bytes written against the limits; refuses as soon as one is passed."""
+
+    def __init__(self, archive: Path, max_bytes: int, max_files: int) -> None:
+        self.archive, self.max_bytes, self.max_files = archive, max_bytes, max_files
+        self.files = 0
+        self.bytes = 0
+
+    def add_member(self, name: str) -> None:
+        self.files += 1
+        if self.files > self.max_files:
+            raise _refuse(self.archive, name, f"is past the limit of {self.max_files} members")
+
+    def add_bytes(self, name: str, count: int) -> None:
+        self.bytes += count
+        if self.bytes > self.max_bytes:
+            raise _refuse(
+                self.archive,
+                name,
+                f"takes the unpacked size past the limit of {self.max_bytes} bytes",
+            )
+
+
+def is_archive(path: Path) -> bool:
+    """Whether `path` is an archive to unpack: by its name, else by its first bytes."""
+    return _kind(path) is not None
+
+
+def unpack_archive(archive: Path, dest: Path, *, max_bytes: int, max_files: int) -> Path:
+    """Unpack `archive` into the folder `dest`, atomically; raise `UnsafeArtifact` if unsafe."""
+    kind = _kind(archive)
+    if kind is None:
+        raise ModelLoadError(f"{archive.name} is not a tar, tar.gz or zip archive")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    temp = Path(tempfile.mkdtemp(prefix=f".tmp-{dest.name}", dir=dest.parent))
+    try:
+        _EXTRACTORS[kind](archive, temp, _Budget(archive, max_bytes, max_files))
+        temp.chmod(0o755)  # mkdtemp made it private to this user
+        _publish(temp, dest)
+    except _MALFORMED as exc:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise ModelLoadError(
+            f"could not unpack {archive.name}: {type(exc).__name__}: {exc}; the archive is "
+            "corrupt, truncated or malformed: upload it again"
+        ) from exc
+    except BaseException:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise
+    return dest
+
+
+def _kind(path: Path) -> str | None:
+    name = path.name.lower()
+    if name.endswith(TAR_SUFFIXES):
+        return "tar"
+    if name.endswith(ZIP_SUFFIXES):
+        return "zip"
+    if name.endswith(_MODEL_FILE_SUFFIXES) or not path.is_file():
+        return None
+    if zipfile.is_zipfile(path):
+        return "zip"
+    return "tar" if _has_tar_header(path) else None
+
+
+def _has_tar_header(path: Path) -> bool:
+    """Whether the file starts with a POSIX tar header ('ustar' at byte 257), maybe compressed."""
+    # not tarfile.is_tarfile: it says yes to any file that starts with 512 zero bytes
+    try:
+        return _first_block(path)[257:262] == b"ustar"
+    except (OSError, EOFError, lzma.LZMAError):
+        return False
+
+
+def _first_block(path: Path) -> bytes:
+    """The first 512 bytes of a file, decompressed if it is gzip, bzip2 or xz."""
+    with open(path, "rb") as raw:
+        magic = raw.read(6)
+        raw.seek(0)
+        stream: io.BufferedIOBase
+        if magic.startswith(b"\x1f\x8b"):
+            stream = gzip.GzipFile(fileobj=raw)
+        elif magic.startswith(b"BZh"):
+            stream = bz2.BZ2File(raw)
+        elif magic.startswith(b"\xfd7zXZ\x00"):
+            stream = lzma.LZMAFile(raw)  # noqa: SIM115 (closed by the with below)
+        else:
+            return raw.read(512)
+        with stream:
+            return stream.read(512)
+
+
+def _publish(temp: Path, dest: Path) -> None:
+    """Rename into place; if another unpack won the race, keep its folder and drop ours."""
+    try:
+        os.rename(temp, dest)
+    except OSError:
+        if not dest.is_dir():
+            raise
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def _extract_tar(archive: Path, root: Path, budget: _Budget) -> None:
+    with tarfile.open(archive, mode="r:*") as tar:
+        for member in tar:  # headers are read one at a time, never the whole index up front
+            budget.add_member(member.name)
+            target = _target(archive, root, member.name)
+            if member.isdir():
+                _make_dir(target)
+            elif member.isfile():
+                _refuse_declared(budget, member.name, budget.bytes + member.size)
+                source = tar.extractfile(member)
+                assert source is not None  # regular members always have data
+                _write(source, target, member.name, budget)
+            else:
+                raise _refuse(archive, member.name, _tar_kind(member))
+
+
+def _extract_zip(archive: Path, root: Path, budget: _Budget) -> None:
+    with zipfile.ZipFile(archive) as zip_file:
+        members = zip_file.infolist()  # the central directory lists every member up front
+        _check_zip_index(members, budget)
+        for member in members:
+            _extract_zip_member(zip_file, member, _target(archive, root, member.filename), budget)
+
+
+def _check_zip_index(members: list[zipfile.ZipInfo], budget: _Budget) -> None:
+    """Refuse before writing anything when the index has too many members or bytes."""
+    declared_bytes = 0
+    for member in members:
+        budget.add_member(member.filename)
+        declared_bytes += member.file_size
+        _refuse_declared(budget, member.filename, declared_bytes)
+
+
+def _extract_zip_member(
+    zip_file: zipfile.ZipFile, member: zipfile.ZipInfo, target: Path | None, budget: _Budget
+) -> None:
+    mode = member.external_attr >> 16  # Unix mode bits, when a Unix tool made the archive
+    if stat.S_ISLNK(mode):
+        raise _refuse(budget.archive, member.filename, "is a symbolic link; links are not allowed")
+    if member.is_dir():
+        _make_dir(target)
+        return
+    with zip_file.open(member) as source:
+        _write(source, target, member.filename, budget)
+
+
+def _target(archive: Path, root: Path, name: str) -> Path | None:
+    """Where a member goes under `root`; None for the root itself (``./``)."""
+    if "\x00" in name:
+        raise _refuse(archive, name, "has a NUL byte in its name")
+    path = PurePosixPath(name.replace("\\", "/"))  # Windows zip tools may write backslashes
+    if path.is_absolute() or _DRIVE.match(name):
+        raise _refuse(archive, name, "has an absolute path")
+    if ".." in path.parts:
+        raise _refuse(archive, name, "climbs out of the folder with '..'")
+    return root.joinpath(*path.parts) if path.parts else None
+
+
+def _make_dir(target: Path | None) -> None:
+    if target is not None:
+        target.mkdir(parents=True, exist_ok=True)
+
+
+def _write(source: IO[bytes], target: Path | None, name: str, budget: _Budget) -> None:
+    """Copy in chunks, counting bytes actually written: headers may lie, the data cannot."""
+    if target is None:
+        raise _refuse(budget.archive, name, "is a file with no name")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target, "wb") as sink:
+        while chunk := source.read(_CHUNK_BYTES):
+            budget.add_bytes(name, len(chunk))
+            sink.write(chunk)
+
+
+def _refuse_declared(budget: _Budget, name: str, declared_bytes: int) -> None:
+    """Refuse before writing a member when the headers already declare too many bytes."""
+    if declared_bytes > budget.max_bytes:
+        raise _refuse(
+            budget.archive,
+            name,
+            f"takes the declared unpacked size to {declared_bytes} bytes, past the limit of "
+            f"{budget.max_bytes} bytes",
+        )
+
+
+def _tar_kind(member: tarfile.TarInfo) -> str:
+    if member.issym():
+        return f"is a symbolic link to '{member.linkname}'; links are not allowed"
+    if member.islnk():
+        return f"is a hard link to '{member.linkname}'; links are not allowed"
+    if member.ischr() or member.isblk() or member.isfifo():
+        return "is a device or FIFO; only files and folders are allowed"
+    return "is not a regular file or folder; only files and folders are allowed"
+
+
+def _refuse(archive: Path, name: str, rule: str) -> UnsafeArtifact:
+    return UnsafeArtifact(f"refused to unpack {archive.name}: member '{name}' {rule}")
+
+
+_EXTRACTORS: dict[str, Callable[[Path, Path, _Budget], None]] = {
+    "tar": _extract_tar,
+    "zip": _extract_zip,
+}

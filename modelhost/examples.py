@@ -1,0 +1,188 @@
+"""An example store: three small real models per tenant plus one artifact of each showcase kind.
+
+    tenants/t000/churn.joblib      LogisticRegression on a bootstrap sample of iris
+    tenants/t000/fraud.joblib      DecisionTreeClassifier on breast_cancer, depth 2-8 by tenant
+    tenants/t000/wine.joblib       RandomForestClassifier, 10 trees, on wine
+    examples/iris-archive.tar.gz   a SageMaker-style model.tar.gz holding model.joblib
+    examples/iris-custom/          an MMS-style handler.py beside model.joblib
+    examples/iris-sagemaker/       model.joblib and code/inference.py defining model_fn
+    examples/README.txt            curl lines to try
+
+A marker file records the parameters; building again with the same ones does nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import joblib
+import numpy as np
+
+from modelhost import testing
+
+MARKER_NAME = ".modelhost-examples"
+_FORMAT = 1
+_KINDS = ("churn", "fraud", "wine")
+
+
+def build_example_store(root: Path, tenants: int = 100, seed: int = 0) -> list[str]:
+    """Build (or find already built) the example store under `root`; the model names in it."""
+    root = Path(root)
+    wanted = {"format": _FORMAT, "tenants": tenants, "seed": seed}
+    previous = _read_marker(root)
+    if previous is not None and _is_complete(root, previous, wanted):
+        return list(previous["models"])
+    (root / MARKER_NAME).unlink(missing_ok=True)
+    if previous is not None:
+        _remove_stale_tenants(root, previous["models"], tenants)
+    names = _build_tenants(root, tenants, seed) + _build_showcase(root)
+    _write_readme(root, names)
+    _write_atomically(root / MARKER_NAME, json.dumps({**wanted, "models": names}).encode())
+    return names
+
+
+def tenant_names(tenants: int) -> Iterator[str]:
+    """`tenants/t000` … in order; three digits up to 1000 tenants, more beyond."""
+    width = max(3, len(str(tenants - 1)))
+    return (f"tenants/t{i:0{width}d}" for i in range(tenants))
+
+
+def _read_marker(root: Path) -> dict[str, Any] | None:
+    try:
+        marker = json.loads((root / MARKER_NAME).read_text())
+    except (OSError, ValueError):
+        return None
+    return marker if isinstance(marker, dict) and isinstance(marker.get("models"), list) else None
+
+
+def _is_complete(root: Path, marker: dict[str, Any], wanted: dict[str, int]) -> bool:
+    same = all(marker.get(key) == value for key, value in wanted.items())
+    return same and all((root / name).exists() for name in marker["models"])
+
+
+def _remove_stale_tenants(root: Path, old_names: list[str], tenants: int) -> None:
+    """Drop tenant folders a previous, larger build made, so the store matches the list."""
+    keep = set(tenant_names(tenants))
+    for folder in {name.rsplit("/", 1)[0] for name in old_names if name.startswith("tenants/")}:
+        if folder not in keep:
+            shutil.rmtree(root / folder, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------- tenants
+
+
+def _build_tenants(root: Path, tenants: int, seed: int) -> list[str]:
+    from sklearn.datasets import load_breast_cancer, load_iris, load_wine
+
+    data = {
+        "churn": load_iris(return_X_y=True),
+        "fraud": load_breast_cancer(return_X_y=True),
+        "wine": load_wine(return_X_y=True),
+    }
+    names = []
+    for index, folder in enumerate(tenant_names(tenants)):
+        rng = np.random.default_rng([seed, index])
+        for kind in _KINDS:
+            x, y = data[kind]
+            sample = rng.integers(0, len(y), size=len(y))  # each tenant's own bootstrap sample
+            model = _tenant_model(kind, index, seed).fit(x[sample], y[sample])
+            name = f"{folder}/{kind}.joblib"
+            _dump_atomically(model, root / name)
+            names.append(name)
+    return names
+
+
+def _tenant_model(kind: str, index: int, seed: int) -> Any:
+    from sklearn.ensemble import RandomForestClassifier
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.tree import DecisionTreeClassifier
+
+    if kind == "churn":
+        return LogisticRegression(max_iter=1000)
+    if kind == "fraud":
+        return DecisionTreeClassifier(max_depth=2 + index % 7, random_state=seed + index)
+    return RandomForestClassifier(n_estimators=10, random_state=seed + index)
+
+
+# ---------------------------------------------------------------------------- showcase
+
+
+def _build_showcase(root: Path) -> list[str]:
+    examples = root / "examples"
+    examples.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=examples) as scratch:
+        folder, part = Path(scratch) / "model", Path(scratch) / "iris-archive.tar.gz"
+        testing.iris_logreg(folder / "model.joblib")
+        os.replace(testing.tar_gz_of(folder, part), examples / "iris-archive.tar.gz")
+    testing.mms_handler_folder(examples / "iris-custom")
+    testing.sagemaker_folder(examples / "iris-sagemaker")
+    return ["examples/iris-archive.tar.gz", "examples/iris-custom", "examples/iris-sagemaker"]
+
+
+def _write_readme(root: Path, names: list[str]) -> None:
+    tenant = next(tenant_names(1))
+    lines = [
+        f"modelhost example store: {len(names)} models.",
+        "",
+        "Serve it:",
+        f"  modelhost serve --model-store {root}",
+        "",
+        "Invoke:",
+        _curl(f"/models/{tenant}/churn.joblib/invoke", testing.iris_rows(1)[0]),
+        _curl("/invocations", _row("wine"), f"X-Amzn-SageMaker-Target-Model: {tenant}/wine.joblib"),
+        _curl(f"/predictions/{tenant}/fraud.joblib", _row("breast_cancer")),
+        _curl("/models/examples/iris-archive.tar.gz/invoke", testing.iris_rows(2)),
+        _curl("/models/examples/iris-custom/invoke", testing.iris_rows(1)[0]),
+        _curl("/models/examples/iris-sagemaker/invoke", {"instances": testing.iris_rows(2)}),
+        f"  curl -s -X POST http://127.0.0.1:8080/models/{tenant}/churn.joblib/invoke"
+        " -H 'Content-Type: text/csv' --data-binary '5.1,3.5,1.4,0.2'",
+        "",
+        "Look inside:",
+        "  curl -s http://127.0.0.1:8080/models",
+        "  curl -s http://127.0.0.1:8080/metrics",
+        "",
+    ]
+    _write_atomically(root / "examples" / "README.txt", "\n".join(lines).encode())
+
+
+def curl_line(path: str, body: Any, header: str | None = None, port: int = 8080) -> str:
+    """A copy-pastable curl invocation posting `body` as JSON."""
+    extra = f" -H '{header}'" if header else ""
+    return (
+        f"curl -s -X POST http://127.0.0.1:{port}{path}"
+        f" -H 'Content-Type: application/json'{extra} -d '{json.dumps(body)}'"
+    )
+
+
+def _curl(path: str, body: Any, header: str | None = None) -> str:
+    return "  " + curl_line(path, body, header)
+
+
+def _row(dataset: str) -> list[float]:
+    from sklearn import datasets
+
+    return [float(v) for v in getattr(datasets, f"load_{dataset}")().data[0]]
+
+
+# ---------------------------------------------------------------------------- files
+
+
+def _dump_atomically(model: Any, path: Path) -> None:
+    """Write to a temporary name, then rename: a server reading the store never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    part = path.with_name(path.name + ".part")
+    joblib.dump(model, part)
+    os.replace(part, path)
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    part = path.with_name(path.name + ".part")
+    part.write_bytes(data)
+    os.replace(part, path)

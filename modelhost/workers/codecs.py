@@ -1,0 +1,197 @@
+"""Request bodies to feature rows, predictions to reply bodies: worker-side, never the frontend."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any
+
+import numpy as np
+
+from modelhost.errors import BadRequestBody
+
+JSON = "application/json"
+CSV = "text/csv"
+NPY = "application/x-npy"
+SUPPORTED_TYPES = (JSON, CSV, NPY)
+
+_EXPECTED_JSON = (
+    'expected JSON: a row [5.1, 3.5], a list of rows [[5.1, 3.5], ...], {"instances": ...} '
+    'or {"inputs": ...}'
+)
+_EXPECTED_CSV = "expected CSV: one row of numbers per line, comma-separated, no header"
+_PREVIEW_CHARS = 60
+
+
+def media_type(header: str) -> str:
+    """The bare media type of a Content-Type or Accept entry: no parameters, lower case."""
+    return header.split(";", 1)[0].strip().lower()
+
+
+def decode_rows(body: bytes, content_type: str) -> np.ndarray:
+    """Decode a request body into a 2-D float array of feature rows."""
+    kind = media_type(content_type or "")
+    if kind in ("", "*/*", JSON):
+        return _decode_json(body)
+    if kind == CSV:
+        return _decode_csv(body)
+    if kind == NPY:
+        return _decode_npy(body)
+    raise BadRequestBody(
+        f"cannot decode Content-Type '{content_type}'; send one of {', '.join(SUPPORTED_TYPES)}"
+    )
+
+
+def encode_predictions(values: np.ndarray | list[Any], accept: str) -> tuple[bytes, str]:
+    """Encode predictions for the client's Accept header; returns (body, content type)."""
+    kind = _negotiate(accept)
+    if kind == CSV:
+        return _encode_csv(values), CSV
+    if kind == NPY:
+        return _encode_npy(values), NPY
+    return json.dumps({"predictions": values}, default=to_builtin).encode(), JSON
+
+
+def encode_value(value: Any) -> tuple[bytes, str]:
+    """Encode whatever user code returned: bytes as-is, str as text, anything else as JSON."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value), "application/octet-stream"
+    if isinstance(value, str):
+        return value.encode(), "text/plain; charset=utf-8"
+    return json.dumps(value, default=to_builtin).encode(), JSON
+
+
+def to_builtin(value: Any) -> Any:
+    """`json.dumps` fallback for numpy scalars and arrays, which stdlib json cannot encode."""
+    if isinstance(value, (np.generic, np.ndarray)):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+def _negotiate(accept: str) -> str:
+    """The first supported media type in an Accept header, in the client's order of preference."""
+    entries = [media_type(entry) for entry in (accept or "").split(",")]
+    for kind in entries:
+        if kind in ("", "*/*", "application/*"):
+            return JSON
+        if kind == "text/*":
+            return CSV
+        if kind in SUPPORTED_TYPES:
+            return kind
+    raise BadRequestBody(
+        f"cannot answer with Accept '{accept}'; ask for one of {', '.join(SUPPORTED_TYPES)}"
+    )
+
+
+def _decode_json(body: bytes) -> np.ndarray:
+    try:
+        value = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
+        raise BadRequestBody(f"body is not valid JSON ({exc}); {_EXPECTED_JSON}") from exc
+    if isinstance(value, dict):
+        value = _unwrap(value)
+    if not isinstance(value, list):
+        raise BadRequestBody(f"{_EXPECTED_JSON}; got {_preview(body)}")
+    return _to_matrix(value, _EXPECTED_JSON)
+
+
+def _unwrap(document: dict[str, Any]) -> Any:
+    for key in ("instances", "inputs"):
+        if key in document:
+            return document[key]
+    keys = ", ".join(repr(key) for key in list(document)[:5])
+    raise BadRequestBody(f"{_EXPECTED_JSON}; got an object with keys {keys}")
+
+
+def _decode_csv(body: bytes) -> np.ndarray:
+    try:
+        text = body.decode("utf-8-sig")  # Excel writes a byte-order mark
+    except UnicodeDecodeError as exc:
+        raise BadRequestBody(f"CSV body is not UTF-8 ({exc}); {_EXPECTED_CSV}") from exc
+    rows = [line.split(",") for line in text.splitlines() if line.strip()]
+    return _to_matrix(rows, _EXPECTED_CSV)
+
+
+def _decode_npy(body: bytes) -> np.ndarray:
+    try:
+        array = np.load(io.BytesIO(body), allow_pickle=False)  # pickles would run code
+    except (ValueError, OSError, EOFError) as exc:
+        raise BadRequestBody(f"body is not a .npy array without pickles ({exc})") from exc
+    return _to_matrix(array, "expected a 1-D or 2-D numeric .npy array")
+
+
+def _to_matrix(rows: Any, expected: str) -> np.ndarray:
+    """Rows (or one row) as a 2-D float64 array; a precise message when they are not numbers."""
+    try:
+        matrix = np.asarray(rows, dtype=np.float64)  # JSON null becomes NaN, a missing value
+    except (ValueError, TypeError) as exc:
+        raise BadRequestBody(f"{_diagnose(rows)}; {expected}") from exc
+    if matrix.ndim == 1:
+        matrix = matrix.reshape(1, -1)
+    if matrix.ndim != 2:
+        raise BadRequestBody(f"got {matrix.ndim}-dimensional data, not rows of numbers; {expected}")
+    if matrix.size == 0:
+        raise BadRequestBody(f"no rows or no values in the body; {expected}")
+    return matrix
+
+
+def _diagnose(rows: Any) -> str:
+    """Say which row or value made the rows not a numeric matrix."""
+    if not (isinstance(rows, list) and rows and all(isinstance(row, list) for row in rows)):
+        return f"not a row of numbers or a list of rows: {_preview(rows)}"
+    width = len(rows[0])
+    for index, row in enumerate(rows):
+        if len(row) != width:
+            return f"row {index} has {len(row)} values but row 0 has {width}; rows must match"
+        for column, item in enumerate(row):
+            if not _is_number(item):
+                return f"row {index}, column {column}: {_preview(item)} is not a number"
+    return f"values are not all numbers: {_preview(rows)}"
+
+
+def _is_number(item: Any) -> bool:
+    try:
+        float(item)
+    except (TypeError, ValueError):
+        return item is None  # null is accepted as a missing value
+    return True
+
+
+def _encode_csv(values: np.ndarray | list[Any]) -> bytes:
+    rows = values.tolist() if isinstance(values, np.ndarray) else values
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    for row in rows:
+        writer.writerow([_builtin(item) for item in _as_row(row)])
+    return buffer.getvalue().encode()
+
+
+def _as_row(prediction: Any) -> list[Any] | tuple[Any, ...] | np.ndarray:
+    """A prediction as a CSV row: a vector (probabilities) stays whole, a label is one cell."""
+    return prediction if isinstance(prediction, (list, tuple, np.ndarray)) else [prediction]
+
+
+def _encode_npy(values: np.ndarray | list[Any]) -> bytes:
+    array = np.asarray(values)
+    if array.dtype == object:  # e.g. string labels from a model trained on a DataFrame
+        array = np.asarray(array.tolist())
+    buffer = io.BytesIO()
+    try:
+        np.save(buffer, array, allow_pickle=False)
+    except ValueError as exc:
+        message = f"these predictions cannot be sent as .npy ({exc}); ask for {JSON}"
+        raise BadRequestBody(message) from exc
+    return buffer.getvalue()
+
+
+def _builtin(item: Any) -> Any:
+    return item.item() if isinstance(item, np.generic) else item
+
+
+def _preview(value: Any) -> str:
+    if isinstance(value, bytes):
+        text = value.decode("utf-8", "replace")
+    else:
+        text = json.dumps(value, default=repr)
+    return text if len(text) <= _PREVIEW_CHARS else text[:_PREVIEW_CHARS] + "..."

@@ -1,0 +1,199 @@
+"""Users' MMS / TorchServe handlers: `handle(data, context)` as a module function or a class."""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import json
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any, cast
+
+from modelhost.errors import HandlerError, ModelLoadError
+from modelhost.workers.codecs import encode_value
+from modelhost.workers.handlers import forget_user_module, import_user_module, user_code
+from modelhost.workers.handlers.base import Handler, InferReply, InferRequest
+
+MANIFEST = Path("MAR-INF") / "MANIFEST.json"
+
+Entry = Callable[[list[dict[str, Any]], "MmsContext"], Any]
+
+
+class RequestProcessor:
+    """One request's headers in, response headers out, as TorchServe's handlers expect."""
+
+    def __init__(self, request_header: dict[str, str]) -> None:
+        self._request_header = request_header
+        self._response_header: dict[str, str] = {}
+
+    def get_request_property(self, key: str) -> str | None:
+        return self._request_header.get(key)
+
+    def get_request_properties(self) -> dict[str, str]:
+        return self._request_header
+
+    def add_response_property(self, key: str, value: str) -> None:
+        self._response_header[key] = value
+
+    def get_response_header(self, key: str) -> str | None:
+        return self._response_header.get(key)
+
+
+class MmsContext:
+    """The `context` MMS and TorchServe handlers receive: the model's facts and its requests."""
+
+    def __init__(self, model_dir: Path, model_name: str, manifest: dict[str, Any]) -> None:
+        self.model_name = model_name
+        self.manifest = manifest
+        self.system_properties: dict[str, Any] = {
+            "model_dir": str(model_dir),
+            "gpu_id": None,
+            "batch_size": 1,
+        }
+        self.model_yaml_config: dict[str, Any] = {}
+        self.request_processor = [RequestProcessor({})]
+
+    def for_request(self, request: InferRequest) -> MmsContext:
+        """A copy for one call, so that concurrent calls never share response headers."""
+        headers = {"Content-Type": request.content_type, "Accept": request.accept}
+        context = copy.copy(self)
+        context.request_processor = [RequestProcessor({**request.params, **headers})]
+        return context
+
+    def get_request_header(self, idx: int, key: str) -> str | None:
+        return self.request_processor[idx].get_request_property(key)
+
+    def set_response_content_type(self, idx: int, value: str) -> None:
+        self.request_processor[idx].add_response_property("Content-Type", value)
+
+    def get_response_content_type(self, idx: int) -> str | None:
+        return self.request_processor[idx].get_response_header("Content-Type")
+
+
+class MmsHandler(Handler):
+    """A folder with the user's handler file; its entry point gets one request per call."""
+
+    def __init__(self, model_dir: Path, model_name: str, entry: tuple[Path, str | None]) -> None:
+        self._file, function_name = entry
+        self._context = MmsContext(model_dir, model_name, read_manifest(model_dir))
+        with user_code(self._file.parent):
+            self._module: ModuleType | None = import_user_module(self._file)
+            try:
+                self._entry = _entry_point(self._module, self._context, function_name)
+            except BaseException:
+                forget_user_module(self._module)
+                raise
+
+    def infer(self, request: InferRequest) -> InferReply:
+        """Call the entry point with a batch of one and encode the one item it returns."""
+        context = self._context.for_request(request)
+        data = [
+            {
+                "body": request.body,
+                "data": request.body,  # MMS handlers read either key
+                "content_type": request.content_type,
+                "accept": request.accept,
+            }
+        ]
+        item = self._single_item(self._entry(data, context))
+        body, content_type = encode_value(item)
+        return InferReply(body, context.get_response_content_type(0) or content_type)
+
+    def close(self) -> None:
+        """Drop the user's module and service object."""
+        if self._module is not None:
+            forget_user_module(self._module)
+        self._module = None
+        self._entry = _closed
+
+    def _single_item(self, result: Any) -> Any:
+        if isinstance(result, list) and len(result) == 1:
+            return result[0]
+        got = f"a list of {len(result)}" if isinstance(result, list) else type(result).__name__
+        raise HandlerError(
+            f"{self._file.name}: handle(data, context) returned {got}; it must return a list "
+            "with one item per request in data (1 here)"
+        )
+
+
+def find_entry(model_dir: Path) -> tuple[Path, str | None] | None:
+    """The handler file and function the MAR manifest names, else `handler.py`, else None."""
+    model = read_manifest(model_dir).get("model")
+    handler = model.get("handler") if isinstance(model, dict) else None
+    module_name, _, function_name = (handler if isinstance(handler, str) else "").partition(":")
+    if module_name:
+        named = model_dir / (module_name if module_name.endswith(".py") else module_name + ".py")
+        inside = named.resolve().is_relative_to(model_dir.resolve())
+        if inside and named.is_file():
+            return named, function_name or None
+    default = model_dir / "handler.py"
+    return (default, None) if default.is_file() else None
+
+
+def read_manifest(model_dir: Path) -> dict[str, Any]:
+    """The MAR manifest (`MAR-INF/MANIFEST.json`), or `{}` when the folder has none."""
+    path = model_dir / MANIFEST
+    if not path.is_file():
+        return {}
+    manifest = json.loads(path.read_text())
+    return manifest if isinstance(manifest, dict) else {}
+
+
+def _entry_point(module: ModuleType, context: MmsContext, function_name: str | None) -> Entry:
+    """TorchServe's rule: a named or module-level `handle` function, else the one service class."""
+    handle = getattr(module, function_name or "handle", None)
+    if callable(handle) and not inspect.isclass(handle):
+        return cast(Entry, handle)  # module style initialises itself lazily on its first call
+    if function_name:
+        raise ModelLoadError(f"the manifest names {function_name}, which is not a function")
+    service = _service_class(module)()
+    if hasattr(service, "initialize"):
+        service.initialize(context)
+    if hasattr(service, "handle"):
+        return cast(Entry, service.handle)
+    return _pipeline(service)
+
+
+def _service_class(module: ModuleType) -> type:
+    """The class defined in the module that serves: has `handle` or `inference`, most derived."""
+    candidates = [
+        value
+        for value in vars(module).values()
+        if inspect.isclass(value)
+        and value.__module__ == module.__name__
+        and (hasattr(value, "handle") or hasattr(value, "inference"))
+    ]
+    leaves = [c for c in candidates if not any(o is not c and issubclass(o, c) for o in candidates)]
+    if len(leaves) == 1:
+        return leaves[0]
+    file = Path(module.__file__ or "handler.py").name
+    if not leaves:
+        raise ModelLoadError(
+            f"{file} defines no handle(data, context) function and no class with handle() or "
+            "inference(); add one of them"
+        )
+    names = ", ".join(sorted(c.__name__ for c in leaves))
+    raise ModelLoadError(
+        f"{file} defines several handler classes ({names}); keep one, or add a module-level "
+        "handle(data, context) that calls the right one"
+    )
+
+
+def _pipeline(service: Any) -> Entry:
+    """TorchServe's BaseHandler.handle, for a class with only preprocess/inference/postprocess."""
+
+    def unchanged(value: Any) -> Any:
+        return value
+
+    preprocess = getattr(service, "preprocess", unchanged)
+    postprocess = getattr(service, "postprocess", unchanged)
+
+    def handle(data: list[dict[str, Any]], context: MmsContext) -> Any:
+        return postprocess(service.inference(preprocess(data)))
+
+    return handle
+
+
+def _closed(data: list[dict[str, Any]], context: MmsContext) -> Any:
+    raise HandlerError("the model was unloaded while a request was still using it")

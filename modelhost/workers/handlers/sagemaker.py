@@ -1,0 +1,95 @@
+"""SageMaker inference-toolkit scripts: `code/inference.py` with `model_fn` and optional hooks."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from modelhost.errors import ModelLoadError
+from modelhost.workers.codecs import decode_rows, encode_predictions, encode_value, media_type
+from modelhost.workers.handlers import forget_user_module, import_user_module, user_code
+from modelhost.workers.handlers.base import Handler, InferReply, InferRequest
+from modelhost.workers.handlers.sklearn import predict_rows
+
+SCRIPT = Path("code") / "inference.py"
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """The script's functions, with the toolkit's defaults filled in for those it leaves out."""
+
+    model_fn: Callable[[str], Any]
+    input_fn: Callable[[bytes, str], Any]
+    predict_fn: Callable[[Any, Any], Any]
+    output_fn: Callable[[Any, str], Any]
+    transform_fn: Callable[[Any, bytes, str, str], Any] | None
+
+
+class SageMakerHandler(Handler):
+    """A folder whose `code/inference.py` loads the model (`model_fn`) and may serve it."""
+
+    def __init__(self, model_dir: Path) -> None:
+        script = model_dir / SCRIPT
+        with user_code(script.parent):
+            self._module: ModuleType | None = import_user_module(script)
+            try:
+                self._hooks = _hooks(self._module)
+                self._model: Any = self._hooks.model_fn(str(model_dir))
+            except BaseException:
+                forget_user_module(self._module)
+                raise
+
+    def infer(self, request: InferRequest) -> InferReply:
+        """`transform_fn` if the script has one, else input_fn → predict_fn → output_fn."""
+        hooks = self._hooks
+        if hooks.transform_fn is not None:
+            result = hooks.transform_fn(
+                self._model, request.body, request.content_type, request.accept
+            )
+        else:
+            data = hooks.input_fn(request.body, request.content_type)
+            result = hooks.output_fn(hooks.predict_fn(data, self._model), request.accept)
+        return _reply(result, request.accept)
+
+    def close(self) -> None:
+        """Drop the model and the script's module."""
+        if self._module is not None:
+            forget_user_module(self._module)
+        self._module = None
+        self._model = None
+
+
+def _hooks(module: ModuleType) -> Hooks:
+    model_fn = getattr(module, "model_fn", None)
+    if not callable(model_fn):
+        raise ModelLoadError(
+            "code/inference.py defines no model_fn(model_dir); add one that loads and returns "
+            "the model from model_dir"
+        )
+    return Hooks(
+        model_fn=model_fn,
+        input_fn=getattr(module, "input_fn", decode_rows),
+        predict_fn=getattr(module, "predict_fn", _predict),
+        output_fn=getattr(module, "output_fn", encode_predictions),
+        transform_fn=getattr(module, "transform_fn", None),
+    )
+
+
+def _predict(data: Any, model: Any) -> Any:
+    """The toolkit's default predict_fn: `model.predict(data)`."""
+    return predict_rows(model, data)
+
+
+def _reply(result: Any, accept: str) -> InferReply:
+    """Accept what the toolkit accepts from output_fn: (body, content type), or a body alone."""
+    if isinstance(result, tuple) and len(result) == 2:
+        body, content_type = result
+        return InferReply(encode_value(body)[0], str(content_type))
+    body, content_type = encode_value(result)
+    first = media_type(accept.split(",")[0])
+    if isinstance(result, (bytes, bytearray, memoryview, str)) and first and "*" not in first:
+        content_type = first  # the toolkit labels an already-serialised body with the Accept type
+    return InferReply(body, content_type)

@@ -1,0 +1,61 @@
+"""The built-in handler for scikit-learn estimators saved with joblib or pickle."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from modelhost.errors import BadRequestBody
+from modelhost.workers.codecs import decode_rows, encode_predictions
+from modelhost.workers.handlers.base import Handler, InferReply, InferRequest
+
+METHODS = ("predict", "predict_proba")
+
+
+class SklearnHandler(Handler):
+    """A joblib or pickle file holding an estimator; answers `predict` or `predict_proba`."""
+
+    def __init__(self, path: Path) -> None:
+        import joblib  # imported here so that importing the handlers package stays cheap
+
+        self._model: Any = joblib.load(path)
+
+    def infer(self, request: InferRequest) -> InferReply:
+        """Decode rows, run the requested method, encode its output for the Accept header."""
+        rows = decode_rows(request.body, request.content_type)
+        predictions = predict_rows(self._model, rows, request.params.get("method", "predict"))
+        body, content_type = encode_predictions(predictions, request.accept)
+        return InferReply(body, content_type)
+
+    def close(self) -> None:
+        """Drop the estimator so its memory can be returned on unload."""
+        self._model = None
+
+
+def predict_rows(model: Any, rows: Any, method: str = "predict") -> Any:
+    """Run `model.<method>(rows)`, turning input the model refuses into `BadRequestBody`."""
+    predict = _method(model, method)
+    _check_width(model, rows)
+    try:
+        return predict(rows)
+    except ValueError as exc:  # scikit-learn's way of refusing input: NaN, wrong shape, ...
+        raise BadRequestBody(f"the model refused the input: {exc}") from exc
+
+
+def _method(model: Any, method: str) -> Any:
+    if method not in METHODS:
+        raise BadRequestBody(f"unknown method '{method}'; allowed: {', '.join(METHODS)}")
+    if not hasattr(model, method):
+        kind = type(model).__name__
+        raise BadRequestBody(f"this model ({kind}) has no {method}; use method=predict")
+    return getattr(model, method)
+
+
+def _check_width(model: Any, rows: Any) -> None:
+    expected = getattr(model, "n_features_in_", None)
+    # a SageMaker input_fn may return a list (no shape) or a DataFrame
+    shape: tuple[Any, ...] = getattr(rows, "shape", ())
+    if isinstance(expected, (int, np.integer)) and len(shape) == 2 and shape[1] != expected:
+        raise BadRequestBody(f"model expects {expected} features per row, got {shape[1]}")

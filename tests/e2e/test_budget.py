@@ -1,0 +1,130 @@
+"""The memory budget bounds the whole server as the OS measures it, and LRU decides who goes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+
+from modelhost import testing
+from modelhost.observe.memory import total_pss_bytes
+
+pytestmark = pytest.mark.e2e
+
+MiB = 2**20
+FORESTS = 8
+JSON = {"content-type": "application/json"}
+
+
+class PssSampler(threading.Thread):
+    """Samples the PSS of a process and all its descendants until stopped; keeps the peak."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.root = psutil.Process(pid)
+        self.peak_bytes = 0
+        self.samples = 0
+        self._stop_event = threading.Event()
+
+    def run(self) -> None:
+        while not self._stop_event.wait(0.01):
+            pids = [self.root.pid, *(child.pid for child in self.root.children(recursive=True))]
+            self.peak_bytes = max(self.peak_bytes, total_pss_bytes(pids))
+            self.samples += 1
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join()
+
+
+@pytest.fixture(scope="module")
+def forest_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("forests")
+    for index in range(FORESTS):
+        testing.random_forest(root / f"f{index}.joblib", target_bytes=6 * MiB, seed=index)
+    testing.random_forest(root / "huge.joblib", target_bytes=40 * MiB)
+    return root
+
+
+def serve_args(store: Path, work: Path, budget: str) -> list[str]:
+    return ["--model-store", str(store), "--workers", "2", "--memory-budget", budget,
+            "--cache-dir", str(work / "cache")]
+
+
+@pytest.fixture(scope="module")
+def small_server(forest_store: Path,
+                 tmp_path_factory: pytest.TempPathFactory) -> Iterator[testing.RunningServer]:
+    """A server whose budget leaves room for about three forests beside the idle server."""
+    work = tmp_path_factory.mktemp("small")
+    with testing.RunningServer(serve_args(forest_store, work, "4GiB"), work) as probe:
+        baseline = httpx.get(f"{probe.url}/stats").json()["memory"]["baselineBytes"]
+    budget = baseline + 48 * MiB
+    with testing.RunningServer(serve_args(forest_store, work, str(budget)), work) as server:
+        yield server
+
+
+def invoke(url: str, name: str) -> httpx.Response:
+    return httpx.post(f"{url}/models/{name}/invoke", content=json.dumps(testing.digits_rows(1)[0]),
+                      headers=JSON, timeout=60)
+
+
+def test_cycling_more_models_than_fit_never_exceeds_the_budget(
+        small_server: testing.RunningServer) -> None:
+    budget = httpx.get(f"{small_server.url}/stats").json()["memory"]["budgetBytes"]
+    sampler = PssSampler(small_server.pid)
+    sampler.start()
+    try:
+        for round_ in range(2):
+            for index in range(FORESTS):
+                response = invoke(small_server.url, f"f{index}.joblib")
+                assert response.status_code == 200, response.text
+    finally:
+        sampler.stop()
+    assert sampler.samples > 50
+    assert sampler.peak_bytes <= budget, f"peak {sampler.peak_bytes} over budget {budget}"
+    models = httpx.get(f"{small_server.url}/models").json()["models"]
+    evictions = [e for m in models for e in m["events"] if e["kind"] == "evict"]
+    assert evictions and all(e["reason"] in ("lru", "memory_pressure") for e in evictions)
+
+
+def test_least_recently_used_goes_first_as_the_cache_header_shows(
+        small_server: testing.RunningServer) -> None:
+    url = small_server.url
+    for name in ("f0", "f1", "f2"):
+        invoke(url, f"{name}.joblib")
+    invoke(url, "f0.joblib")  # order of last use now: f1, f2, f0
+    invoke(url, "f3.joblib")  # needs room: f1 must be the first to go
+    states = {m["modelName"]: m["state"] for m in httpx.get(f"{url}/models").json()["models"]}
+    evicted = [name for name in ("f1", "f2", "f0") if states.get(f"{name}.joblib") != "loaded"]
+    assert evicted and evicted == ["f1", "f2", "f0"][:len(evicted)]
+    assert invoke(url, "f0.joblib").headers["x-modelhost-cache"] == (
+        "disk" if "f0" in evicted else "hit")
+    assert invoke(url, "f1.joblib").headers["x-modelhost-cache"] == "disk"
+
+
+def test_a_model_that_can_never_fit_is_507_and_nothing_else_is_disturbed(
+        small_server: testing.RunningServer) -> None:
+    url = small_server.url
+    invoke(url, "f5.joblib")
+    response = invoke(url, "huge.joblib")
+    assert response.status_code == 507, response.text
+    message = response.json()["message"]
+    assert "huge.joblib" in message and "memory budget" in message and "MiB" in message
+    assert invoke(url, "f5.joblib").headers["x-modelhost-cache"] == "hit"
+
+
+def test_a_budget_below_the_idle_server_is_refused_at_start(forest_store: Path,
+                                                            tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "modelhost", "serve", *serve_args(forest_store, tmp_path,
+               "40MiB"), "--port", str(testing.free_port())]
+    finished = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert finished.returncode == 2
+    assert "below what the idle server needs" in finished.stderr
+    assert "MiB" in finished.stderr

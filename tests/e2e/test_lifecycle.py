@@ -1,0 +1,68 @@
+"""Workers that die, and a server that is told to stop."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from modelhost import testing
+
+pytestmark = pytest.mark.e2e
+
+ROW = testing.iris_rows(1)[0]
+JSON = {"content-type": "application/json"}
+
+
+def wait_for(condition: object, timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():  # type: ignore[operator]
+            return
+        time.sleep(0.05)
+    raise AssertionError("condition not met in time")
+
+
+def test_a_worker_killed_mid_request_fails_only_that_request(client: httpx.Client) -> None:
+    assert client.post("/models/slow/invoke", json={"sleep": 0}).status_code == 200
+    worker_pid = client.get("/models/slow").json()["workers"][0]["pid"]
+    other = "tenants/t000.joblib"
+    client.post(f"/models/{other}/invoke", content=json.dumps(ROW), headers=JSON)
+    result: dict[str, httpx.Response] = {}
+    sleeper = threading.Thread(target=lambda: result.setdefault(
+        "slow", client.post("/models/slow/invoke", json={"sleep": 10})))
+    sleeper.start()
+    wait_for(lambda: client.get("/models/slow").json()["inFlight"] == 1)
+    os.kill(worker_pid, signal.SIGKILL)
+    sleeper.join(timeout=15)
+    response = result["slow"]
+    assert response.status_code == 503, response.text
+    assert "retry is safe" in response.json()["message"]
+    assert response.headers.get("retry-after")
+    wait_for(lambda: len(client.get("/stats").json()["workers"]) == 2)
+    assert worker_pid not in [w["pid"] for w in client.get("/stats").json()["workers"]]
+    retry = client.post("/models/slow/invoke", json={"sleep": 0})
+    assert retry.status_code == 200 and retry.headers["x-modelhost-cache"] == "disk"
+    assert client.post(f"/models/{other}/invoke", content=json.dumps(ROW),
+                       headers=JSON).status_code == 200
+
+
+def test_sigterm_finishes_in_flight_requests_then_exits_0(store: Path, tmp_path: Path) -> None:
+    args = ["--model-store", str(store), "--workers", "1", "--cache-dir", str(tmp_path / "c")]
+    server = testing.RunningServer(args, tmp_path).start()
+    result: dict[str, httpx.Response] = {}
+    sleeper = threading.Thread(target=lambda: result.setdefault("slow", httpx.post(
+        f"{server.url}/models/slow/invoke", json={"sleep": 1.5}, timeout=30)))
+    sleeper.start()
+    time.sleep(0.8)
+    code = server.stop(timeout=30)
+    sleeper.join()
+    assert result["slow"].status_code == 200 and result["slow"].json()["slept"] == 1.5
+    assert code == 0
+    assert server.leaked_pids == []

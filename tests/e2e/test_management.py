@@ -1,0 +1,100 @@
+"""The SageMaker multi-model container contract: load, list, describe, unload."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+
+from modelhost import testing
+from modelhost.observe.memory import pss_bytes
+
+pytestmark = pytest.mark.e2e
+
+ROW = testing.iris_rows(1)[0]
+JSON = {"content-type": "application/json"}
+
+
+def test_ping(client: httpx.Client) -> None:
+    assert client.get("/ping").status_code == 200
+
+
+def test_load_by_url_then_409_then_invoke_by_its_name(client: httpx.Client, store: Path) -> None:
+    spec = {"model_name": "acme-churn", "url": f"{store}/tenants/t000.joblib"}
+    assert client.post("/models", json=spec).status_code == 200
+    again = client.post("/models", json=spec)
+    assert again.status_code == 409 and again.json()["type"] == "ModelAlreadyLoaded"
+    response = client.post("/models/acme-churn/invoke", content=json.dumps(ROW), headers=JSON)
+    assert response.status_code == 200 and response.headers["x-modelhost-cache"] == "hit"
+    described = client.get("/models/acme-churn").json()
+    assert described["modelUrl"] == "tenants/t000.joblib" and described["state"] == "loaded"
+
+
+def test_load_from_outside_the_store_is_refused(client: httpx.Client) -> None:
+    response = client.post("/models", json={"model_name": "x", "url": "/etc/passwd"})
+    assert response.status_code == 403
+    assert "outside the model store" in response.json()["message"]
+
+
+def test_load_body_must_name_the_model_and_url(client: httpx.Client) -> None:
+    assert client.post("/models", json={"model_name": "x"}).status_code == 400
+    assert client.post("/models", content=b"{oops", headers=JSON).status_code == 400
+
+
+def test_describe_gives_state_sizes_workers_hits_and_events(client: httpx.Client) -> None:
+    client.post("/models/tenants/t001.joblib/invoke", content=json.dumps(ROW), headers=JSON)
+    described = client.get("/models/tenants/t001.joblib").json()
+    assert described["state"] == "loaded"
+    assert described["memoryBytes"] > 0 and described["diskBytes"] > 0
+    assert described["hits"] >= 1 and described["lastUsed"] and described["loadTimeMs"] > 0
+    assert len(described["workers"]) == 1 and described["workers"][0]["pid"] > 0
+    assert any(event["kind"] == "load" for event in described["events"])
+
+
+def test_describe_and_delete_of_a_model_not_loaded_are_404(client: httpx.Client) -> None:
+    assert client.get("/models/tenants/never.joblib").status_code == 404
+    assert client.delete("/models/tenants/never.joblib").status_code == 404
+
+
+def test_list_is_paginated_with_both_token_spellings(client: httpx.Client) -> None:
+    for tenant in range(4):
+        client.post(f"/models/tenants/t00{tenant}.joblib/invoke", content=json.dumps(ROW),
+                    headers=JSON)
+    seen: list[str] = []
+    page = client.get("/models", params={"limit": 2}).json()
+    while True:
+        seen += [model["modelName"] for model in page["models"]]
+        assert len(page["models"]) <= 2
+        if "nextPageToken" not in page:
+            break
+        assert page["nextPageToken"] == page["next_page_token"]
+        page = client.get("/models", params={"limit": 2,
+                                             "next_page_token": page["nextPageToken"]}).json()
+    assert seen == sorted(set(seen))
+    assert {f"tenants/t00{t}.joblib" for t in range(4)} <= set(seen)
+    assert client.get("/models", params={"limit": "zero"}).status_code == 400
+
+
+def test_delete_unloads_and_returns_the_memory(client: httpx.Client, store: Path) -> None:
+    testing.random_forest(store / "big/forest.joblib", target_bytes=20 * 2**20)
+    body = json.dumps(testing.digits_rows(1)[0])
+    loaded = client.post("/models/big/forest.joblib/invoke", content=body, headers=JSON)
+    assert loaded.status_code == 200, loaded.text
+    worker_pid = client.get("/models/big/forest.joblib").json()["workers"][0]["pid"]
+    before = pss_bytes(worker_pid)
+    response = client.delete("/models/big/forest.joblib")
+    assert response.status_code == 200
+    after = pss_bytes(worker_pid)
+    assert before - after > 10 * 2**20, (before, after)
+    assert client.get("/models/big/forest.joblib").status_code == 404
+    listed = {m["modelName"]: m["state"] for m in client.get("/models").json()["models"]}
+    assert listed["big/forest.joblib"] == "on_disk"
+
+
+def test_management_from_loopback_needs_no_token(client: httpx.Client) -> None:
+    client.post("/models/tenants/t002.joblib/invoke", content=json.dumps(ROW), headers=JSON)
+    assert client.delete("/models/tenants/t002.joblib").status_code == 200
+    again = client.post("/models/tenants/t002.joblib/invoke", content=json.dumps(ROW), headers=JSON)
+    assert again.headers["x-modelhost-cache"] == "disk"
