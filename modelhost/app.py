@@ -57,16 +57,32 @@ def run_loop(coroutine: Coroutine[Any, Any, int]) -> int:
 async def main(config: Config) -> int:
     with tempfile.TemporaryDirectory(prefix="modelhost-") as run_dir:
         async with started_host(config, Path(run_dir)) as host:
-            routes = Routes(host, HttpSettings(parse_size(config.max_request_size),
-                                               config.management_token, config.single_model))
-            server = uvicorn.Server(uvicorn.Config(
-                build_app(routes), host=config.host, port=config.port, lifespan="off",
-                access_log=False, log_level=config.log_level, http="httptools",
-                timeout_graceful_shutdown=int(config.drain_timeout_s)))
+            routes = Routes(
+                host,
+                HttpSettings(
+                    parse_size(config.max_request_size),
+                    config.management_token,
+                    config.single_model,
+                ),
+            )
+            server = uvicorn.Server(
+                uvicorn.Config(
+                    build_app(routes),
+                    host=config.host,
+                    port=config.port,
+                    lifespan="off",
+                    access_log=False,
+                    log_level=config.log_level,
+                    http="httptools",
+                    timeout_graceful_shutdown=int(config.drain_timeout_s),
+                )
+            )
             await preload(host, config)
             ignore_signals_after_drain()
             routes.ready = True
-            logger.info("serving %s on http://%s:%d", host.disk.store.root, config.host, config.port)
+            logger.info(
+                "serving %s on http://%s:%d", host.disk.store.root, config.host, config.port
+            )
             await server.serve()
     return 0
 
@@ -103,18 +119,39 @@ def build_host(config: Config, pool: WorkerPool, events: EventLog, baseline: int
         raise ConfigError(
             f"the memory budget of {format_bytes(budget)} is below what the idle server needs: "
             f"{format_bytes(baseline)} (frontend, template and {len(pool.workers)} workers, as "
-            f"PSS); set --memory-budget above {format_bytes(baseline)} or use fewer --workers")
+            f"PSS); set --memory-budget above {format_bytes(baseline)} or use fewer --workers"
+        )
     cache_dir = Path(config.cache_dir)
     disk_budget = parse_size(config.disk_budget, free_disk_bytes(cache_dir))
     memory = MemoryTier(budget, baseline)
     store = LocalStore(Path(config.model_store))
-    disk = DiskTier(cache_dir, disk_budget, store, events, parse_size(config.max_unpacked_bytes),
-                    config.max_unpacked_files, in_memory=lambda name: name in memory.residents)
+    disk = DiskTier(
+        cache_dir,
+        disk_budget,
+        store,
+        events,
+        parse_size(config.max_unpacked_bytes),
+        config.max_unpacked_files,
+        in_memory=lambda name: name in memory.residents,
+    )
     disk.rebuild()
-    events.emit("budget", reason="start", detail={"memory_budget_bytes": budget,
-                "baseline_bytes": baseline, "disk_budget_bytes": disk_budget})
-    return ModelHost(pool, memory, disk, events, frozenset(config.pinned_models),
-                     config.default_response_timeout_s)
+    events.emit(
+        "budget",
+        reason="start",
+        detail={
+            "memory_budget_bytes": budget,
+            "baseline_bytes": baseline,
+            "disk_budget_bytes": disk_budget,
+        },
+    )
+    return ModelHost(
+        pool,
+        memory,
+        disk,
+        events,
+        frozenset(config.pinned_models),
+        config.default_response_timeout_s,
+    )
 
 
 async def idle_pss(pool: WorkerPool) -> int:

@@ -10,7 +10,7 @@ ModelhostError
 │   ├── ModelNotLoaded           the contract asks for 404 when the model is not in memory
 │   ├── ModelAlreadyLoaded       load of a model already loaded
 │   ├── Unauthorized             management call without the configured token
-│   └── Forbidden                management call from a non-loopback address, or a URL outside the store
+│   └── Forbidden                management call from outside loopback, or a URL outside the store
 ├── CapacityError                no room within a budget
 │   ├── InsufficientMemory
 │   └── InsufficientDisk

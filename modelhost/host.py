@@ -64,9 +64,16 @@ class LoadOutcome:
 
 
 class ModelHost:
-    def __init__(self, pool: WorkerPool, memory: MemoryTier, disk: DiskTier, events: EventLog,
-                 pinned: frozenset[str], deadline_s: float,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        pool: WorkerPool,
+        memory: MemoryTier,
+        disk: DiskTier,
+        events: EventLog,
+        pinned: frozenset[str],
+        deadline_s: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.pool, self.memory, self.disk, self.events = pool, memory, disk, events
         self.pinned = pinned
         self.deadline_s = deadline_s
@@ -85,9 +92,18 @@ class ModelHost:
         resident, outcome = await self._acquire(name)
         try:
             dispatched = self.clock()
-            reply = await self.pool.call(self._worker_of(resident), {
-                "op": "infer", "model": name, "content_type": invocation.content_type,
-                "accept": invocation.accept, "params": invocation.params}, invocation.body, name)
+            reply = await self.pool.call(
+                self._worker_of(resident),
+                {
+                    "op": "infer",
+                    "model": name,
+                    "content_type": invocation.content_type,
+                    "accept": invocation.accept,
+                    "params": invocation.params,
+                },
+                invocation.body,
+                name,
+            )
         finally:
             self.memory.end_request(resident)
             self._notify()
@@ -107,9 +123,11 @@ class ModelHost:
                 self.memory.begin_request(resident)
                 return resident, outcome
             outcome = await self.ensure_loaded(name)
-        raise Unavailable(f"model {name} was unloaded {MAX_ACQUIRE_ATTEMPTS} times before it "
-                          "could serve this request: the memory budget is too small for the "
-                          "traffic; raise --memory-budget")
+        raise Unavailable(
+            f"model {name} was unloaded {MAX_ACQUIRE_ATTEMPTS} times before it "
+            "could serve this request: the memory budget is too small for the "
+            "traffic; raise --memory-budget"
+        )
 
     def _worker_of(self, resident: Resident) -> WorkerHandle:
         worker = self.pool.workers.get(resident.worker_id or -1)
@@ -146,13 +164,20 @@ class ModelHost:
 
     async def _load_on_worker(self, name: str, artifact: Artifact) -> None:
         worker = least_loaded(self.pool.workers.values(), self.memory)
-        reply = await self.pool.call(worker, {"op": "load", "model": name,
-                                              "path": str(artifact.path)}, model=name)
+        reply = await self.pool.call(
+            worker, {"op": "load", "model": name, "path": str(artifact.path)}, model=name
+        )
         footprint = max(MIN_FOOTPRINT_BYTES, int(reply.header["footprint"]))
         self.footprints[name] = footprint
         self.memory.mark_loaded(name, worker.worker_id, footprint, reply.header["load_ms"])
-        self.events.emit("load", name, bytes=footprint, duration_ms=round(reply.header["load_ms"], 2),
-                         worker=worker.worker_id, reason="invoked")
+        self.events.emit(
+            "load",
+            name,
+            bytes=footprint,
+            duration_ms=round(reply.header["load_ms"], 2),
+            worker=worker.worker_id,
+            reason="invoked",
+        )
 
     async def _make_room(self, name: str, size: int) -> None:
         if not self.memory.fits_ever(size):
@@ -172,17 +197,21 @@ class ModelHost:
 
     def _never_fits(self, name: str, size: int) -> str:
         m = self.memory
-        return (f"model {name} needs about {format_bytes(size)} but the memory budget of "
-                f"{format_bytes(m.budget_bytes)} leaves {format_bytes(m.capacity_bytes)} for models "
-                f"(the idle server uses {format_bytes(m.baseline_bytes)}); set --memory-budget to at "
-                f"least {format_bytes(m.baseline_bytes + size)}")
+        return (
+            f"model {name} needs about {format_bytes(size)} but the memory budget of "
+            f"{format_bytes(m.budget_bytes)} leaves {format_bytes(m.capacity_bytes)} for models "
+            f"(the idle server uses {format_bytes(m.baseline_bytes)}); set --memory-budget to at "
+            f"least {format_bytes(m.baseline_bytes + size)}"
+        )
 
     def _all_busy(self, name: str, size: int) -> str:
         m = self.memory
-        return (f"model {name} needs about {format_bytes(size)} but the memory budget of "
-                f"{format_bytes(m.budget_bytes)} is held by models that stayed busy for "
-                f"{self.deadline_s:g} s ({format_bytes(m.committed_bytes)} committed); retry "
-                "later or raise --memory-budget")
+        return (
+            f"model {name} needs about {format_bytes(size)} but the memory budget of "
+            f"{format_bytes(m.budget_bytes)} is held by models that stayed busy for "
+            f"{self.deadline_s:g} s ({format_bytes(m.committed_bytes)} committed); retry "
+            "later or raise --memory-budget"
+        )
 
     # unloading --------------------------------------------------------------------------
 
@@ -207,18 +236,24 @@ class ModelHost:
         freed = resident.bytes
         try:
             if worker is not None:
-                reply = await self.pool.call(worker, {"op": "unload", "model": resident.name},
-                                             model=resident.name)
+                reply = await self.pool.call(
+                    worker, {"op": "unload", "model": resident.name}, model=resident.name
+                )
                 freed = int(reply.header["freed"])
         except ModelhostError:
             pass  # the worker died meanwhile: its memory went with it
         finally:
             self.memory.remove(resident.name)
             self._notify()
-        self.events.emit(kind, resident.name, bytes=resident.bytes, reason=reason,
-                         worker=resident.worker_id,
-                         duration_ms=round((self.clock() - started) * 1000, 2),
-                         detail={"freed_bytes": freed})
+        self.events.emit(
+            kind,
+            resident.name,
+            bytes=resident.bytes,
+            reason=reason,
+            worker=resident.worker_id,
+            duration_ms=round((self.clock() - started) * 1000, 2),
+            detail={"freed_bytes": freed},
+        )
         return freed
 
     async def relieve_pressure(self) -> None:
@@ -229,8 +264,13 @@ class ModelHost:
         for resident in self.memory:
             if resident.worker_id == worker.worker_id:
                 self.memory.remove(resident.name)
-                self.events.emit("unload", resident.name, bytes=resident.bytes,
-                                 reason="worker_died", worker=worker.worker_id)
+                self.events.emit(
+                    "unload",
+                    resident.name,
+                    bytes=resident.bytes,
+                    reason="worker_died",
+                    worker=worker.worker_id,
+                )
         self._notify()
 
     # management -------------------------------------------------------------------------
@@ -238,8 +278,9 @@ class ModelHost:
     async def register_and_load(self, name: str, url: str) -> LoadOutcome:
         """POST /models: load `name` from `url` (inside the store)."""
         if name in self.memory.residents or name in self._loads:
-            raise ModelAlreadyLoaded(f"model {name} is already loaded; DELETE /models/{name} "
-                                     "first to load it again")
+            raise ModelAlreadyLoaded(
+                f"model {name} is already loaded; DELETE /models/{name} first to load it again"
+            )
         self.sources[name] = self.disk.store.relative_name(url)
         return await self.ensure_loaded(name)
 
@@ -258,12 +299,18 @@ class ModelHost:
         """The budgets and what holds them, for operators and tests."""
         m, d = self.memory, self.disk
         return {
-            "memory": {"budgetBytes": m.budget_bytes, "baselineBytes": m.baseline_bytes,
-                       "committedBytes": m.committed_bytes, "pssBytes": self.pss_bytes(),
-                       "loadedModels": sum(r.state is State.LOADED for r in m)},
+            "memory": {
+                "budgetBytes": m.budget_bytes,
+                "baselineBytes": m.baseline_bytes,
+                "committedBytes": m.committed_bytes,
+                "pssBytes": self.pss_bytes(),
+                "loadedModels": sum(r.state is State.LOADED for r in m),
+            },
             "disk": {"budgetBytes": d.budget_bytes, "usedBytes": d.used_bytes},
-            "workers": [{"id": w.worker_id, "pid": w.pid, "inFlight": len(w.pending)}
-                        for w in self.pool.workers.values()],
+            "workers": [
+                {"id": w.worker_id, "pid": w.pid, "inFlight": len(w.pending)}
+                for w in self.pool.workers.values()
+            ],
         }
 
     def pss_bytes(self) -> int:

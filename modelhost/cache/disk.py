@@ -40,9 +40,16 @@ def tree_bytes(path: Path) -> int:
 
 
 class DiskTier:
-    def __init__(self, cache_dir: Path, budget_bytes: int, store: LocalStore, events: EventLog,
-                 max_unpacked_bytes: int, max_unpacked_files: int,
-                 in_memory: Callable[[str], bool] = lambda name: False) -> None:
+    def __init__(
+        self,
+        cache_dir: Path,
+        budget_bytes: int,
+        store: LocalStore,
+        events: EventLog,
+        max_unpacked_bytes: int,
+        max_unpacked_files: int,
+        in_memory: Callable[[str], bool] = lambda name: False,
+    ) -> None:
         self.unpacked_dir = cache_dir / "unpacked"
         self.budget_bytes = budget_bytes
         self.store = store
@@ -63,7 +70,9 @@ class DiskTier:
                 shutil.rmtree(path, ignore_errors=True)
                 continue
             name = unquote(path.name)
-            self.artifacts[name] = Artifact(name, path, tree_bytes(path), True, path.stat().st_mtime)
+            self.artifacts[name] = Artifact(
+                name, path, tree_bytes(path), True, path.stat().st_mtime
+            )
 
     async def materialize(self, name: str, source: str) -> Artifact:
         """The artifact of `name` (stored at `source`), unpacked if need be, ready to load."""
@@ -80,10 +89,17 @@ class DiskTier:
         started = time.perf_counter()
         dest = self.unpacked_dir / quote(name, safe="")
         max_bytes, max_files = self.limits
-        await asyncio.to_thread(unpack_archive, path, dest, max_bytes=max_bytes, max_files=max_files)
+        await asyncio.to_thread(
+            unpack_archive, path, dest, max_bytes=max_bytes, max_files=max_files
+        )
         artifact = Artifact(name, dest, await asyncio.to_thread(tree_bytes, dest), True)
-        self.events.emit("unpack", name, bytes=artifact.bytes, reason="archive",
-                         duration_ms=round((time.perf_counter() - started) * 1000, 2))
+        self.events.emit(
+            "unpack",
+            name,
+            bytes=artifact.bytes,
+            reason="archive",
+            duration_ms=round((time.perf_counter() - started) * 1000, 2),
+        )
         self._make_room(artifact)
         return artifact
 
@@ -99,7 +115,8 @@ class DiskTier:
             raise InsufficientDisk(
                 f"model {incoming.name} unpacks to {format_bytes(incoming.bytes)} but the disk "
                 f"budget is {format_bytes(self.budget_bytes)} with "
-                f"{format_bytes(self.used_bytes)} held by models in memory; raise --disk-budget")
+                f"{format_bytes(self.used_bytes)} held by models in memory; raise --disk-budget"
+            )
 
     def _deletable(self) -> list[Artifact]:
         return [a for a in self.artifacts.values() if a.cached and not self.in_memory(a.name)]

@@ -40,9 +40,13 @@ class Resident:
 
 
 class MemoryTier:
-    def __init__(self, budget_bytes: int, baseline_bytes: int,
-                 policy: EvictionPolicy | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        budget_bytes: int,
+        baseline_bytes: int,
+        policy: EvictionPolicy | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.budget_bytes = budget_bytes
         self.baseline_bytes = baseline_bytes
         self.policy = policy or LRUPolicy()
@@ -98,7 +102,11 @@ class MemoryTier:
 
     def mark_loaded(self, name: str, worker_id: int, footprint_bytes: int, load_ms: float) -> None:
         resident = self.residents[name]
-        resident.state, resident.worker_id, resident.bytes = State.LOADED, worker_id, footprint_bytes
+        resident.state, resident.worker_id, resident.bytes = (
+            State.LOADED,
+            worker_id,
+            footprint_bytes,
+        )
         resident.loaded_at, resident.load_ms = time.time(), load_ms
 
     def begin_unload(self, name: str) -> Resident:

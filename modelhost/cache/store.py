@@ -15,11 +15,15 @@ HANDLER_FILES = ("handler.py", "code/inference.py")
 def validate_name(name: str) -> str:
     """A model name is a relative POSIX path with no way out of the store."""
     if not name or len(name) > MAX_NAME_LENGTH or "\x00" in name or "\\" in name:
-        raise InvalidModelName(f"invalid model name {name!r}: use a relative path such as "
-                               "tenants/t007.joblib (at most 1024 characters)")
+        raise InvalidModelName(
+            f"invalid model name {name!r}: use a relative path such as "
+            "tenants/t007.joblib (at most 1024 characters)"
+        )
     if any(part in ("", ".", "..") for part in name.split("/")):
-        raise InvalidModelName(f"invalid model name {name!r}: names are paths relative to the "
-                               "model store, with no '.', '..' or empty parts and no leading '/'")
+        raise InvalidModelName(
+            f"invalid model name {name!r}: names are paths relative to the "
+            "model store, with no '.', '..' or empty parts and no leading '/'"
+        )
     return name
 
 
@@ -35,8 +39,10 @@ class LocalStore:
         if not path.is_relative_to(self.root):
             raise InvalidModelName(f"model {name!r} resolves outside the model store {self.root}")
         if not path.exists():
-            raise ModelNotFound(f"model {name} is not in the model store {self.root}; "
-                                "check the name (it is the artifact's path relative to the store)")
+            raise ModelNotFound(
+                f"model {name} is not in the model store {self.root}; "
+                "check the name (it is the artifact's path relative to the store)"
+            )
         return path
 
     def relative_name(self, url: str) -> str:
@@ -46,8 +52,10 @@ class LocalStore:
         path = Path(raw) if Path(raw).is_absolute() else self.root / raw
         resolved = path.resolve()
         if not resolved.is_relative_to(self.root):
-            raise Forbidden(f"url {url!r} is outside the model store {self.root}; "
-                            "models may only be loaded from the configured store")
+            raise Forbidden(
+                f"url {url!r} is outside the model store {self.root}; "
+                "models may only be loaded from the configured store"
+            )
         if not resolved.exists():
             raise ModelNotFound(f"url {url!r} does not exist in the model store {self.root}")
         return resolved.relative_to(self.root).as_posix()
@@ -58,7 +66,9 @@ class LocalStore:
         for path in sorted(self.root.rglob("*")):
             is_file_model = path.is_file() and path.name.endswith(ARTIFACT_SUFFIXES)
             is_folder_model = path.is_dir() and any((path / f).is_file() for f in HANDLER_FILES)
-            inside_folder_model = any((p / f).is_file() for p in path.parents for f in HANDLER_FILES)
+            inside_folder_model = any(
+                (p / f).is_file() for p in path.parents for f in HANDLER_FILES
+            )
             if (is_file_model or is_folder_model) and not inside_folder_model:
                 names.append(path.relative_to(self.root).as_posix())
         return names

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from modelhost import __version__
+from modelhost.cli.examples import examples
 from modelhost.cli.serve import serve
 
 
@@ -15,7 +16,7 @@ def main() -> None:
 
 
 main.add_command(serve)
-# Register further subcommands here, one module each: main.add_command(models), ...
+main.add_command(examples)
 
 if __name__ == "__main__":
     main()

@@ -18,7 +18,6 @@ from modelhost.config import format_bytes
 from modelhost.errors import (
     BadRequestBody,
     Forbidden,
-    ModelNotFound,
     ModelNotLoaded,
     PayloadTooLarge,
     Unauthorized,
@@ -48,13 +47,17 @@ class Routes:
 
     async def ping(self, request: Request) -> Response:
         healthy = self.ready and not self.host.closing
-        return JSONResponse({"status": "Healthy" if healthy else "Unhealthy"}, 200 if healthy else 503)
+        return JSONResponse(
+            {"status": "Healthy" if healthy else "Unhealthy"}, 200 if healthy else 503
+        )
 
     async def invocations(self, request: Request) -> Response:
         name = request.headers.get(TARGET_MODEL_HEADER) or self.settings.single_model
         if not name:
-            raise BadRequestBody("no model named: send the X-Amzn-SageMaker-Target-Model header "
-                                 "with the model's path in the store, e.g. tenants/t007.joblib")
+            raise BadRequestBody(
+                "no model named: send the X-Amzn-SageMaker-Target-Model header "
+                "with the model's path in the store, e.g. tenants/t007.joblib"
+            )
         return await self._invoke(request, name)
 
     async def invoke(self, request: Request) -> Response:
@@ -65,7 +68,8 @@ class Routes:
             body=await self._body(request),
             content_type=request.headers.get("content-type", "application/json"),
             accept=request.headers.get("accept", "application/json"),
-            params=invocation_params(request))
+            params=invocation_params(request),
+        )
         return invocation_response(await self.host.invoke(name, invocation))
 
     async def _body(self, request: Request) -> bytes:
@@ -91,11 +95,17 @@ class Routes:
         spec = await json_body(request)
         name, url = spec.get("model_name"), spec.get("url")
         if not isinstance(name, str) or not isinstance(url, str):
-            raise BadRequestBody('expected JSON {"model_name": "...", "url": "..."} with both '
-                                 "fields as strings")
+            raise BadRequestBody(
+                'expected JSON {"model_name": "...", "url": "..."} with both fields as strings'
+            )
         outcome = await self.host.register_and_load(name, url)
-        return JSONResponse({"status": f"model {name} loaded", "modelName": name,
-                             "loadTimeMs": round(outcome.load_ms, 2)})
+        return JSONResponse(
+            {
+                "status": f"model {name} loaded",
+                "modelName": name,
+                "loadTimeMs": round(outcome.load_ms, 2),
+            }
+        )
 
     async def list_models(self, request: Request) -> Response:
         query = request.query_params
@@ -103,7 +113,7 @@ class Routes:
         token = query.get("next_page_token") or query.get("nextPageToken")
         names = self.host.model_names()
         start = bisect.bisect_right(names, decode_token(token)) if token else 0
-        page = names[start:start + limit]
+        page = names[start : start + limit]
         body: dict[str, Any] = {"models": [self.host.describe(name) for name in page]}
         if start + limit < len(names):
             body["nextPageToken"] = body["next_page_token"] = encode_token(page[-1])
@@ -113,16 +123,19 @@ class Routes:
         name = request.path_params["model"]
         description = self.host.describe(name)
         if description["state"] not in ("loaded", "loading"):
-            raise ModelNotLoaded(f"model {name} is not loaded (state: {description['state']}); "
-                                 "invoke it or POST /models to load it")
+            raise ModelNotLoaded(
+                f"model {name} is not loaded (state: {description['state']}); "
+                "invoke it or POST /models to load it"
+            )
         return JSONResponse(description)
 
     async def unload_model(self, request: Request) -> Response:
         self._authorize(request)
         name = request.path_params["model"]
         freed = await self.host.unload(name)
-        return JSONResponse({"status": f"model {name} unloaded", "freedBytes": freed,
-                             "freed": format_bytes(freed)})
+        return JSONResponse(
+            {"status": f"model {name} unloaded", "freedBytes": freed, "freed": format_bytes(freed)}
+        )
 
     def _authorize(self, request: Request) -> None:
         """Loopback callers may manage models; others only with the configured bearer token."""
@@ -130,11 +143,15 @@ class Routes:
             return
         token = self.settings.management_token
         if not token:
-            raise Forbidden("management calls are allowed from loopback only; configure "
-                            "management_token to allow them from elsewhere with a bearer token")
+            raise Forbidden(
+                "management calls are allowed from loopback only; configure "
+                "management_token to allow them from elsewhere with a bearer token"
+            )
         if not hmac.compare_digest(request.headers.get("authorization", ""), f"Bearer {token}"):
-            raise Unauthorized("management calls from outside this machine need the header "
-                               "'Authorization: Bearer <token>' with the configured token")
+            raise Unauthorized(
+                "management calls from outside this machine need the header "
+                "'Authorization: Bearer <token>' with the configured token"
+            )
 
 
 def invocation_params(request: Request) -> dict[str, str]:
@@ -164,8 +181,10 @@ async def json_body(request: Request) -> dict[str, Any]:
 
 
 def too_large(size: int, limit: int) -> str:
-    return (f"the request body is {format_bytes(size)} but max_request_size is "
-            f"{format_bytes(limit)}; send less or raise --max-request-size")
+    return (
+        f"the request body is {format_bytes(size)} but max_request_size is "
+        f"{format_bytes(limit)}; send less or raise --max-request-size"
+    )
 
 
 def is_loopback(address: str) -> bool:
@@ -191,5 +210,6 @@ def decode_token(token: str) -> str:
     try:
         return base64.urlsafe_b64decode(token.encode()).decode()
     except (ValueError, UnicodeDecodeError):
-        raise BadRequestBody(f"invalid next_page_token {token!r}: pass the one the last page "
-                             "returned") from None
+        raise BadRequestBody(
+            f"invalid next_page_token {token!r}: pass the one the last page returned"
+        ) from None

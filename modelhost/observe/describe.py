@@ -29,8 +29,11 @@ def describe_model(host: ModelHost, name: str) -> dict[str, Any]:
     artifact = host.disk.artifacts.get(name)
     worker = host.pool.workers.get(resident.worker_id) if resident and resident.worker_id else None
     state = resident.state.value if resident else "on_disk" if artifact else "registered"
-    last_used = (time.time() - (host.clock() - resident.last_used)) if resident else (
-        artifact.last_used if artifact else None)
+    last_used = (
+        (time.time() - (host.clock() - resident.last_used))
+        if resident
+        else (artifact.last_used if artifact else None)
+    )
     return {
         "modelName": name,
         "modelUrl": host.sources.get(name, name),

@@ -1,4 +1,4 @@
-"""Memory as the operating system measures it: proportional set size (PSS), summed over processes."""
+"""Memory as the operating system measures it: proportional set size (PSS), over processes."""
 
 from __future__ import annotations
 

@@ -99,7 +99,7 @@ class WorkerPool:
     async def _spawn(self) -> WorkerHandle:
         assert self._template is not None and self._template.stdin is not None
         worker_id = next(self._worker_ids)
-        waiter = asyncio.get_running_loop().create_future()
+        waiter: asyncio.Future[WorkerHandle] = asyncio.get_running_loop().create_future()
         self._waiting[worker_id] = waiter
         self._template.stdin.write(f"{worker_id}\n".encode())
         await self._template.stdin.drain()

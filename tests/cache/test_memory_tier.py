@@ -75,15 +75,21 @@ def test_a_footprint_larger_than_reserved_evicts_the_overflow() -> None:
     assert [v.name for v in memory.overflow_victims()] == ["a"]
 
 
-operations = st.lists(st.tuples(
-    st.sampled_from(["load", "begin", "end", "unload", "pin"]),
-    st.integers(0, 9),
-    st.integers(1, 60)), max_size=80)
+operations = st.lists(
+    st.tuples(
+        st.sampled_from(["load", "begin", "end", "unload", "pin"]),
+        st.integers(0, 9),
+        st.integers(1, 60),
+    ),
+    max_size=80,
+)
 
 
 @settings(max_examples=300, deadline=None)
 @given(operations)
-def test_never_over_budget_and_never_evicts_busy_or_pinned(steps: list[tuple[str, int, int]]) -> None:
+def test_never_over_budget_and_never_evicts_busy_or_pinned(
+    steps: list[tuple[str, int, int]],
+) -> None:
     memory = tier(budget_mib=100, baseline_mib=20)
     for op, index, size_mib in steps:
         name = f"m{index}"

@@ -1,4 +1,4 @@
-"""A real store of real models, and real servers (frontend, template, worker processes) on loopback."""
+"""A real store of real models, and real servers (frontend, template, workers) on loopback."""
 
 from __future__ import annotations
 
@@ -34,11 +34,24 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def server(store: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[testing.RunningServer]:
+def server(
+    store: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[testing.RunningServer]:
     work = tmp_path_factory.mktemp("server")
-    args = ["--model-store", str(store), "--workers", "2", "--memory-budget", "4GiB",
-            "--cache-dir", str(work / "cache"), "--max-unpacked-bytes", "16MiB",
-            "--max-request-size", "1MiB"]
+    args = [
+        "--model-store",
+        str(store),
+        "--workers",
+        "2",
+        "--memory-budget",
+        "4GiB",
+        "--cache-dir",
+        str(work / "cache"),
+        "--max-unpacked-bytes",
+        "16MiB",
+        "--max-request-size",
+        "1MiB",
+    ]
     with testing.RunningServer(args, work) as running:
         yield running
 

@@ -54,13 +54,22 @@ def forest_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def serve_args(store: Path, work: Path, budget: str) -> list[str]:
-    return ["--model-store", str(store), "--workers", "2", "--memory-budget", budget,
-            "--cache-dir", str(work / "cache")]
+    return [
+        "--model-store",
+        str(store),
+        "--workers",
+        "2",
+        "--memory-budget",
+        budget,
+        "--cache-dir",
+        str(work / "cache"),
+    ]
 
 
 @pytest.fixture(scope="module")
-def small_server(forest_store: Path,
-                 tmp_path_factory: pytest.TempPathFactory) -> Iterator[testing.RunningServer]:
+def small_server(
+    forest_store: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[testing.RunningServer]:
     """A server whose budget leaves room for about three forests beside the idle server."""
     work = tmp_path_factory.mktemp("small")
     with testing.RunningServer(serve_args(forest_store, work, "4GiB"), work) as probe:
@@ -71,17 +80,22 @@ def small_server(forest_store: Path,
 
 
 def invoke(url: str, name: str) -> httpx.Response:
-    return httpx.post(f"{url}/models/{name}/invoke", content=json.dumps(testing.digits_rows(1)[0]),
-                      headers=JSON, timeout=60)
+    return httpx.post(
+        f"{url}/models/{name}/invoke",
+        content=json.dumps(testing.digits_rows(1)[0]),
+        headers=JSON,
+        timeout=60,
+    )
 
 
 def test_cycling_more_models_than_fit_never_exceeds_the_budget(
-        small_server: testing.RunningServer) -> None:
+    small_server: testing.RunningServer,
+) -> None:
     budget = httpx.get(f"{small_server.url}/stats").json()["memory"]["budgetBytes"]
     sampler = PssSampler(small_server.pid)
     sampler.start()
     try:
-        for round_ in range(2):
+        for _round in range(2):
             for index in range(FORESTS):
                 response = invoke(small_server.url, f"f{index}.joblib")
                 assert response.status_code == 200, response.text
@@ -95,7 +109,8 @@ def test_cycling_more_models_than_fit_never_exceeds_the_budget(
 
 
 def test_least_recently_used_goes_first_as_the_cache_header_shows(
-        small_server: testing.RunningServer) -> None:
+    small_server: testing.RunningServer,
+) -> None:
     url = small_server.url
     for name in ("f0", "f1", "f2"):
         invoke(url, f"{name}.joblib")
@@ -103,14 +118,16 @@ def test_least_recently_used_goes_first_as_the_cache_header_shows(
     invoke(url, "f3.joblib")  # needs room: f1 must be the first to go
     states = {m["modelName"]: m["state"] for m in httpx.get(f"{url}/models").json()["models"]}
     evicted = [name for name in ("f1", "f2", "f0") if states.get(f"{name}.joblib") != "loaded"]
-    assert evicted and evicted == ["f1", "f2", "f0"][:len(evicted)]
+    assert evicted and evicted == ["f1", "f2", "f0"][: len(evicted)]
     assert invoke(url, "f0.joblib").headers["x-modelhost-cache"] == (
-        "disk" if "f0" in evicted else "hit")
+        "disk" if "f0" in evicted else "hit"
+    )
     assert invoke(url, "f1.joblib").headers["x-modelhost-cache"] == "disk"
 
 
 def test_a_model_that_can_never_fit_is_507_and_nothing_else_is_disturbed(
-        small_server: testing.RunningServer) -> None:
+    small_server: testing.RunningServer,
+) -> None:
     url = small_server.url
     invoke(url, "f5.joblib")
     response = invoke(url, "huge.joblib")
@@ -120,10 +137,18 @@ def test_a_model_that_can_never_fit_is_507_and_nothing_else_is_disturbed(
     assert invoke(url, "f5.joblib").headers["x-modelhost-cache"] == "hit"
 
 
-def test_a_budget_below_the_idle_server_is_refused_at_start(forest_store: Path,
-                                                            tmp_path: Path) -> None:
-    command = [sys.executable, "-m", "modelhost", "serve", *serve_args(forest_store, tmp_path,
-               "40MiB"), "--port", str(testing.free_port())]
+def test_a_budget_below_the_idle_server_is_refused_at_start(
+    forest_store: Path, tmp_path: Path
+) -> None:
+    command = [
+        sys.executable,
+        "-m",
+        "modelhost",
+        "serve",
+        *serve_args(forest_store, tmp_path, "40MiB"),
+        "--port",
+        str(testing.free_port()),
+    ]
     finished = subprocess.run(command, capture_output=True, text=True, timeout=60)
     assert finished.returncode == 2
     assert "below what the idle server needs" in finished.stderr

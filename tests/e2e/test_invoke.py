@@ -17,8 +17,9 @@ JSON = {"content-type": "application/json"}
 
 
 def invoke(client: httpx.Client, name: str, body: object = ROW, **headers: str) -> httpx.Response:
-    return client.post(f"/models/{name}/invoke", content=json.dumps(body),
-                       headers={**JSON, **headers})
+    return client.post(
+        f"/models/{name}/invoke", content=json.dumps(body), headers={**JSON, **headers}
+    )
 
 
 def timings(response: httpx.Response) -> dict[str, float]:
@@ -27,8 +28,11 @@ def timings(response: httpx.Response) -> dict[str, float]:
 
 
 def test_sagemaker_target_model_header_invokes_by_store_path(client: httpx.Client) -> None:
-    response = client.post("/invocations", content=json.dumps(ROW),
-                           headers={**JSON, "X-Amzn-SageMaker-Target-Model": "tenants/t000.joblib"})
+    response = client.post(
+        "/invocations",
+        content=json.dumps(ROW),
+        headers={**JSON, "X-Amzn-SageMaker-Target-Model": "tenants/t000.joblib"},
+    )
     assert response.status_code == 200, response.text
     assert response.json() == {"predictions": [0]}
 
@@ -42,8 +46,9 @@ def test_first_call_loads_from_disk_and_the_next_is_a_hit(client: httpx.Client) 
     assert set(timings(second)) >= {"queue", "load", "infer"}
 
 
-@pytest.mark.parametrize("body", [
-    ROW, [ROW, ROW], {"instances": [ROW, ROW]}, {"inputs": [ROW, ROW]}, {"instances": ROW}])
+@pytest.mark.parametrize(
+    "body", [ROW, [ROW, ROW], {"instances": [ROW, ROW]}, {"inputs": [ROW, ROW]}, {"instances": ROW}]
+)
 def test_every_json_body_form(client: httpx.Client, body: object) -> None:
     response = invoke(client, "tenants/t002.joblib", body)
     assert response.status_code == 200, response.text
@@ -54,18 +59,23 @@ def test_every_json_body_form(client: httpx.Client, body: object) -> None:
 def test_csv_in_and_csv_out(client: httpx.Client) -> None:
     rows = testing.iris_rows(150)[::50]
     body = "\n".join(",".join(str(v) for v in row) for row in rows)
-    response = client.post("/models/iris.pkl/invoke", content=body,
-                           headers={"content-type": "text/csv", "accept": "text/csv"})
+    response = client.post(
+        "/models/iris.pkl/invoke",
+        content=body,
+        headers={"content-type": "text/csv", "accept": "text/csv"},
+    )
     assert response.status_code == 200, response.text
     assert response.headers["content-type"].startswith("text/csv")
     assert response.text.split() == ["0", "1", "2"]
 
 
 def test_predict_proba_on_request(client: httpx.Client) -> None:
-    by_query = client.post("/models/iris.pkl/invoke?method=predict_proba",
-                           content=json.dumps(ROW), headers=JSON)
-    by_attributes = invoke(client, "iris.pkl",
-                           **{"X-Amzn-SageMaker-Custom-Attributes": "method=predict_proba"})
+    by_query = client.post(
+        "/models/iris.pkl/invoke?method=predict_proba", content=json.dumps(ROW), headers=JSON
+    )
+    by_attributes = invoke(
+        client, "iris.pkl", **{"X-Amzn-SageMaker-Custom-Attributes": "method=predict_proba"}
+    )
     for response in (by_query, by_attributes):
         assert response.status_code == 200, response.text
         (probabilities,) = response.json()["predictions"]
@@ -73,13 +83,15 @@ def test_predict_proba_on_request(client: httpx.Client) -> None:
 
 
 def test_torchserve_predictions_route(client: httpx.Client) -> None:
-    response = client.post("/predictions/tenants/t003.joblib", content=json.dumps(ROW),
-                           headers=JSON)
+    response = client.post(
+        "/predictions/tenants/t003.joblib", content=json.dumps(ROW), headers=JSON
+    )
     assert response.status_code == 200 and response.json() == {"predictions": [0]}
 
 
-@pytest.mark.parametrize("name", ["custom/mms", "custom/sagemaker", "archives/m.tar.gz",
-                                  "archives/m.zip"])
+@pytest.mark.parametrize(
+    "name", ["custom/mms", "custom/sagemaker", "archives/m.tar.gz", "archives/m.zip"]
+)
 def test_user_handlers_and_archives(client: httpx.Client, name: str) -> None:
     response = invoke(client, name, [ROW])
     assert response.status_code == 200, response.text
@@ -94,31 +106,39 @@ def test_unknown_model_is_404_with_a_way_out(client: httpx.Client) -> None:
     assert "relative to the store" in body["message"]
 
 
-@pytest.mark.parametrize("body, expected", [
-    (b"not json", "JSON"), (b"[1, 2]", "features"), (b'{"rows": []}', "instances")])
-def test_bad_body_is_400_and_says_what_was_expected(client: httpx.Client, body: bytes,
-                                                    expected: str) -> None:
+@pytest.mark.parametrize(
+    "body, expected",
+    [(b"not json", "JSON"), (b"[1, 2]", "features"), (b'{"rows": []}', "instances")],
+)
+def test_bad_body_is_400_and_says_what_was_expected(
+    client: httpx.Client, body: bytes, expected: str
+) -> None:
     response = client.post("/models/tenants/t004.joblib/invoke", content=body, headers=JSON)
     assert response.status_code == 400, response.text
     assert expected in response.json()["message"]
 
 
 def test_unsupported_content_type_is_400(client: httpx.Client) -> None:
-    response = client.post("/models/tenants/t004.joblib/invoke", content=b"x",
-                           headers={"content-type": "image/png"})
+    response = client.post(
+        "/models/tenants/t004.joblib/invoke", content=b"x", headers={"content-type": "image/png"}
+    )
     assert response.status_code == 400 and "text/csv" in response.json()["message"]
 
 
 def test_body_over_the_limit_is_413(client: httpx.Client) -> None:
-    response = client.post("/models/tenants/t004.joblib/invoke", content=b"[" + b"1," * 600_000
-                           + b"1]", headers=JSON)
+    response = client.post(
+        "/models/tenants/t004.joblib/invoke", content=b"[" + b"1," * 600_000 + b"1]", headers=JSON
+    )
     assert response.status_code == 413 and "max_request_size" in response.json()["message"]
 
 
 @pytest.mark.parametrize("name", ["../etc/passwd", "tenants/../../secret.joblib", "a/./b"])
 def test_path_traversal_in_names_is_refused(client: httpx.Client, name: str) -> None:
-    response = client.post("/invocations", content=json.dumps(ROW),
-                           headers={**JSON, "X-Amzn-SageMaker-Target-Model": name})
+    response = client.post(
+        "/invocations",
+        content=json.dumps(ROW),
+        headers={**JSON, "X-Amzn-SageMaker-Target-Model": name},
+    )
     assert response.status_code == 400
     assert response.json()["type"] == "InvalidModelName"
 
@@ -131,8 +151,9 @@ def test_corrupt_artifact_fails_clearly_and_others_carry_on(client: httpx.Client
     assert invoke(client, "tenants/t005.joblib").status_code == 200
 
 
-@pytest.mark.parametrize("name", ["hostile/traversal.tar.gz", "hostile/symlink.tar.gz",
-                                  "hostile/bomb.tar.gz"])
+@pytest.mark.parametrize(
+    "name", ["hostile/traversal.tar.gz", "hostile/symlink.tar.gz", "hostile/bomb.tar.gz"]
+)
 def test_hostile_archives_are_refused(client: httpx.Client, name: str, store: object) -> None:
     response = invoke(client, name)
     assert response.status_code == 500
@@ -141,7 +162,8 @@ def test_hostile_archives_are_refused(client: httpx.Client, name: str, store: ob
 
 
 def test_fifty_concurrent_first_requests_cause_one_load(
-        client: httpx.Client, server: testing.RunningServer) -> None:
+    client: httpx.Client, server: testing.RunningServer
+) -> None:
     name = "custom/sagemaker"
     client.delete(f"/models/{name}")  # may not be loaded yet: 404 is fine
     with concurrent.futures.ThreadPoolExecutor(50) as pool:

@@ -35,8 +35,11 @@ def test_a_worker_killed_mid_request_fails_only_that_request(client: httpx.Clien
     other = "tenants/t000.joblib"
     client.post(f"/models/{other}/invoke", content=json.dumps(ROW), headers=JSON)
     result: dict[str, httpx.Response] = {}
-    sleeper = threading.Thread(target=lambda: result.setdefault(
-        "slow", client.post("/models/slow/invoke", json={"sleep": 10})))
+    sleeper = threading.Thread(
+        target=lambda: result.setdefault(
+            "slow", client.post("/models/slow/invoke", json={"sleep": 10})
+        )
+    )
     sleeper.start()
     wait_for(lambda: client.get("/models/slow").json()["inFlight"] == 1)
     os.kill(worker_pid, signal.SIGKILL)
@@ -49,16 +52,21 @@ def test_a_worker_killed_mid_request_fails_only_that_request(client: httpx.Clien
     assert worker_pid not in [w["pid"] for w in client.get("/stats").json()["workers"]]
     retry = client.post("/models/slow/invoke", json={"sleep": 0})
     assert retry.status_code == 200 and retry.headers["x-modelhost-cache"] == "disk"
-    assert client.post(f"/models/{other}/invoke", content=json.dumps(ROW),
-                       headers=JSON).status_code == 200
+    assert (
+        client.post(f"/models/{other}/invoke", content=json.dumps(ROW), headers=JSON).status_code
+        == 200
+    )
 
 
 def test_sigterm_finishes_in_flight_requests_then_exits_0(store: Path, tmp_path: Path) -> None:
     args = ["--model-store", str(store), "--workers", "1", "--cache-dir", str(tmp_path / "c")]
     server = testing.RunningServer(args, tmp_path).start()
     result: dict[str, httpx.Response] = {}
-    sleeper = threading.Thread(target=lambda: result.setdefault("slow", httpx.post(
-        f"{server.url}/models/slow/invoke", json={"sleep": 1.5}, timeout=30)))
+    sleeper = threading.Thread(
+        target=lambda: result.setdefault(
+            "slow", httpx.post(f"{server.url}/models/slow/invoke", json={"sleep": 1.5}, timeout=30)
+        )
+    )
     sleeper.start()
     time.sleep(0.8)
     code = server.stop(timeout=30)
@@ -66,3 +74,40 @@ def test_sigterm_finishes_in_flight_requests_then_exits_0(store: Path, tmp_path:
     assert result["slow"].status_code == 200 and result["slow"].json()["slept"] == 1.5
     assert code == 0
     assert server.leaked_pids == []
+
+
+SLOW_LOADING_HANDLER = """
+import time
+
+
+class SlowToLoad:
+    def initialize(self, context):
+        time.sleep(4)
+
+    def handle(self, data, context):
+        return [{"ready": True} for _ in data]
+"""
+
+
+def test_loading_one_model_does_not_stall_inference_on_the_same_worker(
+    store: Path, tmp_path: Path
+) -> None:
+    (store / "slow-load").mkdir(exist_ok=True)
+    (store / "slow-load" / "handler.py").write_text(SLOW_LOADING_HANDLER)
+    args = ["--model-store", str(store), "--workers", "1", "--cache-dir", str(tmp_path / "c")]
+    with (
+        testing.RunningServer(args, tmp_path) as server,
+        httpx.Client(base_url=server.url, timeout=30) as client,
+    ):
+        body = json.dumps(ROW)
+        assert client.post("/models/iris.pkl/invoke", content=body, headers=JSON).is_success
+        loader = threading.Thread(target=lambda: client.post("/models/slow-load/invoke", json=[1]))
+        loader.start()
+        wait_for(lambda: client.get("/models/slow-load").status_code == 200)
+        answers = [
+            client.post("/models/iris.pkl/invoke", content=body, headers=JSON) for _ in range(5)
+        ]
+        still_loading = client.get("/models/slow-load").json()["state"]
+        loader.join()
+    assert [a.status_code for a in answers] == [200] * 5
+    assert still_loading == "loading"

@@ -60,8 +60,9 @@ def test_describe_and_delete_of_a_model_not_loaded_are_404(client: httpx.Client)
 
 def test_list_is_paginated_with_both_token_spellings(client: httpx.Client) -> None:
     for tenant in range(4):
-        client.post(f"/models/tenants/t00{tenant}.joblib/invoke", content=json.dumps(ROW),
-                    headers=JSON)
+        client.post(
+            f"/models/tenants/t00{tenant}.joblib/invoke", content=json.dumps(ROW), headers=JSON
+        )
     seen: list[str] = []
     page = client.get("/models", params={"limit": 2}).json()
     while True:
@@ -70,8 +71,9 @@ def test_list_is_paginated_with_both_token_spellings(client: httpx.Client) -> No
         if "nextPageToken" not in page:
             break
         assert page["nextPageToken"] == page["next_page_token"]
-        page = client.get("/models", params={"limit": 2,
-                                             "next_page_token": page["nextPageToken"]}).json()
+        page = client.get(
+            "/models", params={"limit": 2, "next_page_token": page["nextPageToken"]}
+        ).json()
     assert seen == sorted(set(seen))
     assert {f"tenants/t00{t}.joblib" for t in range(4)} <= set(seen)
     assert client.get("/models", params={"limit": "zero"}).status_code == 400

@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 
 from modelhost.workers.wire import Frame, encode, read_frame, recv_frame
 
-headers = st.dictionaries(st.text(max_size=10), st.one_of(st.integers(), st.text(max_size=20)),
-                          max_size=5)
+headers = st.dictionaries(
+    st.text(max_size=10), st.one_of(st.integers(), st.text(max_size=20)), max_size=5
+)
 
 
 @given(headers, st.binary(max_size=70_000))

@@ -1,4 +1,4 @@
-"""What a handler is: the code that turns an artifact into a loaded model and a request into a reply."""
+"""Handlers: the code that turns an artifact into a loaded model and a request into a reply."""
 
 from __future__ import annotations
 
@@ -24,11 +24,11 @@ class InferReply:
 
 
 class Handler(ABC):
-    """A loaded model. Built once per (worker, model); `infer` may be called from several threads."""
+    """A loaded model, built once per (worker, model); `infer` may run on several threads."""
 
     @abstractmethod
     def infer(self, request: InferRequest) -> InferReply:
         """Answer one request. Raise `BadRequestBody` for input the model cannot take."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027  (optional: most handlers hold nothing to drop)
         """Drop references to the model so its memory can be returned on unload."""

@@ -1,0 +1,35 @@
+# The commands the README shows and CI runs. Everything installs into .venv.
+VENV ?= .venv
+PYTHON ?= python3
+PY := $(VENV)/bin/python
+STORE ?= models
+PORT ?= 8080
+
+.PHONY: setup serve test lint bench clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+serve: setup  ## build the example store (a few hundred models) and serve it on :8080
+	$(PY) -m modelhost examples $(STORE)
+	$(PY) -m modelhost serve --model-store $(STORE) --port $(PORT)
+
+test: setup  ## every test: unit, property and end-to-end against real servers
+	$(PY) -m pytest
+
+lint: setup
+	$(VENV)/bin/ruff check modelhost tests benchmarks
+	$(VENV)/bin/mypy
+
+bench: setup  ## the figures in docs/performance.md (needs wrk; installs it with apt-get)
+	$(PY) benchmarks/hot_path.py
+	$(PY) benchmarks/cold_miss.py
+	$(PY) benchmarks/density.py
+
+clean:
+	rm -rf $(VENV) .cache
