@@ -27,7 +27,8 @@ class Worker:
         self.models: dict[str, Handler] = {}
         self._send_lock = threading.Lock()
         self._loader = ThreadPoolExecutor(1, thread_name_prefix="loader")
-        self._inference = ThreadPoolExecutor(max(1, threads), thread_name_prefix="infer")
+        # one inference thread: run on the reading thread and save a hand-off per request
+        self._inference = ThreadPoolExecutor(threads, "infer") if threads > 1 else None
 
     def main_loop(self) -> None:
         self.send(
@@ -44,7 +45,10 @@ class Worker:
             except (EOFError, ConnectionError, OSError):
                 return  # the frontend has gone: so do we
             executor, method = routes[frame.header["op"]]
-            executor.submit(self._answer, method, frame)
+            if executor is None:
+                self._answer(method, frame)
+            else:
+                executor.submit(self._answer, method, frame)
 
     def _answer(self, method: Any, frame: Frame) -> None:
         request_id = frame.header["id"]
