@@ -70,12 +70,14 @@ def serve_args(store: Path, work: Path, budget: str) -> list[str]:
 def small_server(
     forest_store: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[testing.RunningServer]:
-    """A server whose budget leaves room for about three forests beside the idle server."""
+    """A server whose budget leaves room for about three forests beside the idle server and
+    the pinned one, f7."""
     work = tmp_path_factory.mktemp("small")
     with testing.RunningServer(serve_args(forest_store, work, "4GiB"), work) as probe:
         baseline = httpx.get(f"{probe.url}/stats").json()["memory"]["baselineBytes"]
-    budget = baseline + 48 * MiB
-    with testing.RunningServer(serve_args(forest_store, work, str(budget)), work) as server:
+    budget = baseline + 64 * MiB
+    pinned = [*serve_args(forest_store, work, str(budget)), "--pinned-models", "f7.joblib"]
+    with testing.RunningServer(pinned, work) as server:
         yield server
 
 
@@ -106,6 +108,8 @@ def test_cycling_more_models_than_fit_never_exceeds_the_budget(
     models = httpx.get(f"{small_server.url}/models").json()["models"]
     evictions = [e for m in models for e in m["events"] if e["kind"] == "evict"]
     assert evictions and all(e["reason"] in ("lru", "memory_pressure") for e in evictions)
+    assert not [e for e in evictions if e["model"] == "f7.joblib"]
+    assert invoke(small_server.url, "f7.joblib").headers["x-modelhost-cache"] == "hit"
 
 
 def test_least_recently_used_goes_first_as_the_cache_header_shows(
@@ -115,9 +119,13 @@ def test_least_recently_used_goes_first_as_the_cache_header_shows(
     for name in ("f0", "f1", "f2"):
         invoke(url, f"{name}.joblib")
     invoke(url, "f0.joblib")  # order of last use now: f1, f2, f0
-    invoke(url, "f3.joblib")  # needs room: f1 must be the first to go
-    states = {m["modelName"]: m["state"] for m in httpx.get(f"{url}/models").json()["models"]}
-    evicted = [name for name in ("f1", "f2", "f0") if states.get(f"{name}.joblib") != "loaded"]
+    for newcomer in ("f3", "f4", "f5", "f6"):  # load others until one of the three must go
+        invoke(url, f"{newcomer}.joblib")
+        models = httpx.get(f"{url}/models").json()["models"]
+        states = {m["modelName"]: m["state"] for m in models}
+        evicted = [n for n in ("f1", "f2", "f0") if states.get(f"{n}.joblib") != "loaded"]
+        if evicted:
+            break
     assert evicted and evicted == ["f1", "f2", "f0"][: len(evicted)]
     assert invoke(url, "f0.joblib").headers["x-modelhost-cache"] == (
         "disk" if "f0" in evicted else "hit"
