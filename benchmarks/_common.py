@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -41,6 +42,13 @@ def write_results(name: str, results: dict[str, Any], table: str) -> Path:
     path.write_text(json.dumps({"machine": machine(), **results}, indent=2) + "\n")
     path.with_suffix(".md").write_text(table + "\n")
     return path
+
+
+def add_serve_arg(parser: argparse.ArgumentParser) -> None:
+    """`--serve-arg`: an extra argument for `modelhost serve`, repeatable."""
+    parser.add_argument(
+        "--serve-arg", action="append", default=[], help="extra argument for `modelhost serve`"
+    )
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

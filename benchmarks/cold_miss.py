@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import markdown_table, median, parse_server_timing, write_results
+from _common import add_serve_arg, markdown_table, median, parse_server_timing, write_results
 
 from modelhost import testing
 
@@ -68,12 +68,7 @@ def _parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--copies", type=int, default=5)
     parser.add_argument("--size-mib", type=float, default=15.0)
-    parser.add_argument(
-        "--serve-arg",
-        action="append",
-        default=[],
-        help="extra argument for `modelhost serve` (repeat)",
-    )
+    add_serve_arg(parser)
     return parser.parse_args()
 
 

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import markdown_table, median, write_results
+from _common import add_serve_arg, markdown_table, median, write_results
 
 from modelhost import testing
 
@@ -60,12 +60,7 @@ def _parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--settle-s", type=float, default=0.5, help="pause after each load before reading PSS"
     )
-    parser.add_argument(
-        "--serve-arg",
-        action="append",
-        default=[],
-        help="extra argument for `modelhost serve` (repeat)",
-    )
+    add_serve_arg(parser)
     return parser.parse_args()
 
 

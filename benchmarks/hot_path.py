@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from _common import BENCHMARKS, markdown_table, write_results
+from _common import BENCHMARKS, add_serve_arg, markdown_table, write_results
 
 from modelhost import testing
 
@@ -57,12 +57,7 @@ def _parse_args() -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, default=5, help="seconds of discarded warm-up")
     parser.add_argument("--server-core", default="1")
     parser.add_argument("--wrk-core", default="0")
-    parser.add_argument(
-        "--serve-arg",
-        action="append",
-        default=[],
-        help="extra argument for `modelhost serve` (repeat)",
-    )
+    add_serve_arg(parser)
     return parser.parse_args()
 
 
