@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import signal
 import sys
 import tempfile
@@ -24,7 +23,7 @@ from modelhost.host import ModelHost
 from modelhost.http.app import build_app
 from modelhost.http.routes import HttpSettings, Routes
 from modelhost.observe.events import EventLog
-from modelhost.observe.memory import total_pss_bytes
+from modelhost.observe.memory import server_pss_bytes
 from modelhost.resources import free_disk_bytes, usable_cores, usable_memory_bytes
 from modelhost.workers.pool import WorkerPool
 
@@ -156,7 +155,7 @@ def build_host(config: Config, pool: WorkerPool, events: EventLog, baseline: int
 
 async def idle_pss(pool: WorkerPool) -> int:
     await asyncio.sleep(SETTLE_S)
-    return total_pss_bytes([os.getpid(), *pool.pids()])
+    return server_pss_bytes(pool.pids())
 
 
 async def watch_memory(host: ModelHost) -> None:

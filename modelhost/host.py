@@ -9,7 +9,6 @@ Nothing here knows about HTTP.
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,7 +26,7 @@ from modelhost.errors import (
     Unavailable,
 )
 from modelhost.observe.events import EventLog
-from modelhost.observe.memory import total_pss_bytes
+from modelhost.observe.memory import server_pss_bytes
 from modelhost.scheduler.placement import least_loaded
 from modelhost.workers.pool import WorkerHandle, WorkerPool
 
@@ -106,7 +105,8 @@ class ModelHost:
             )
         finally:
             self.memory.end_request(resident)
-            self._notify()
+            if resident.in_flight == 0:  # only an idle model can make room for a waiting load
+                self._notify()
         load_ms = outcome.load_ms if outcome else 0.0
         queue_ms = max(0.0, (dispatched - started) * 1000 - load_ms)
         timings = {"queue": queue_ms, "load": load_ms, "infer": reply.header["infer_ms"]}
@@ -149,8 +149,7 @@ class ModelHost:
     async def _load(self, name: str) -> LoadOutcome:
         started = self.clock()
         artifact = await self.disk.materialize(name, self.sources.get(name, name))
-        size = self.footprints.get(name) or estimate_footprint(artifact.bytes)
-        size = max(size, estimate_footprint(artifact.bytes))
+        size = max(self.footprints.get(name, 0), estimate_footprint(artifact.bytes))
         await self._make_room(name, size)
         try:
             await self._load_on_worker(name, artifact)
@@ -198,20 +197,21 @@ class ModelHost:
     def _never_fits(self, name: str, size: int) -> str:
         m = self.memory
         return (
-            f"model {name} needs about {format_bytes(size)} but the memory budget of "
-            f"{format_bytes(m.budget_bytes)} leaves {format_bytes(m.capacity_bytes)} for models "
+            f"{self._needs(name, size)} leaves {format_bytes(m.capacity_bytes)} for models "
             f"(the idle server uses {format_bytes(m.baseline_bytes)}); set --memory-budget to at "
             f"least {format_bytes(m.baseline_bytes + size)}"
         )
 
     def _all_busy(self, name: str, size: int) -> str:
-        m = self.memory
         return (
-            f"model {name} needs about {format_bytes(size)} but the memory budget of "
-            f"{format_bytes(m.budget_bytes)} is held by models that stayed busy for "
-            f"{self.deadline_s:g} s ({format_bytes(m.committed_bytes)} committed); retry "
-            "later or raise --memory-budget"
+            f"{self._needs(name, size)} is held by models that stayed busy for "
+            f"{self.deadline_s:g} s ({format_bytes(self.memory.committed_bytes)} committed); "
+            "retry later or raise --memory-budget"
         )
+
+    def _needs(self, name: str, size: int) -> str:
+        budget = format_bytes(self.memory.budget_bytes)
+        return f"model {name} needs about {format_bytes(size)} but the memory budget of {budget}"
 
     # unloading --------------------------------------------------------------------------
 
@@ -315,7 +315,7 @@ class ModelHost:
 
     def pss_bytes(self) -> int:
         """The whole server's memory as the OS measures it: frontend, template and workers."""
-        return total_pss_bytes([os.getpid(), *self.pool.pids()])
+        return server_pss_bytes(self.pool.pids())
 
     def describe(self, name: str) -> dict[str, Any]:
         from modelhost.observe.describe import describe_model

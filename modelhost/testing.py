@@ -329,6 +329,14 @@ def _parent_made(path: Path) -> Path:
 # ---------------------------------------------------------------------------- a running server
 
 
+def serve_args(store: Path, cache_dir: Path, **settings: object) -> list[str]:
+    """`modelhost serve` flags for a store and cache dir, plus settings by name (workers=2)."""
+    flags = ["--model-store", str(store), "--cache-dir", str(cache_dir)]
+    for name, value in settings.items():
+        flags += [f"--{name.replace('_', '-')}", str(value)]
+    return flags
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago."""
     with socket.socket() as sock:

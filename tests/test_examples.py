@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import importlib.util
 import tarfile
 import types
 from pathlib import Path
@@ -10,6 +9,7 @@ import pytest
 from sklearn.datasets import load_breast_cancer, load_iris, load_wine
 
 from modelhost.examples import MARKER_NAME, build_example_store
+from modelhost.workers.handlers import import_user_module
 
 FEATURES = {
     "churn": load_iris().data[:3],
@@ -55,7 +55,7 @@ def test_archive_holds_model_joblib(store: tuple[Path, list[str]]) -> None:
 
 def test_custom_handler_answers_with_its_tag(store: tuple[Path, list[str]]) -> None:
     folder = store[0] / "examples/iris-custom"
-    handle = _load_module(folder / "handler.py").handle
+    handle = import_user_module(folder / "handler.py").handle
     context = types.SimpleNamespace(system_properties={"model_dir": str(folder)})
     assert handle(None, context) is None
     [reply] = handle([{"body": b"[[5.1, 3.5, 1.4, 0.2]]"}], context)
@@ -64,7 +64,7 @@ def test_custom_handler_answers_with_its_tag(store: tuple[Path, list[str]]) -> N
 
 def test_sagemaker_folder_model_fn_loads(store: tuple[Path, list[str]]) -> None:
     folder = store[0] / "examples/iris-sagemaker"
-    model = _load_module(folder / "code/inference.py").model_fn(str(folder))
+    model = import_user_module(folder / "code/inference.py").model_fn(str(folder))
     assert model.predict(FEATURES["churn"]).tolist() == [0, 0, 0]
 
 
@@ -97,11 +97,3 @@ def test_missing_model_is_rebuilt(tmp_path: Path) -> None:
 
 def _mtimes(root: Path) -> dict[str, int]:
     return {str(p.relative_to(root)): p.stat().st_mtime_ns for p in root.rglob("*")}
-
-
-def _load_module(path: Path) -> types.ModuleType:
-    spec = importlib.util.spec_from_file_location(f"user_code_{abs(hash(path))}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import importlib.util
 import socket
 import sys
 import tarfile
@@ -14,6 +13,7 @@ import psutil
 import pytest
 
 from modelhost import testing
+from modelhost.workers.handlers import import_user_module
 
 
 def test_iris_logreg_predicts_iris_rows(tmp_path: Path) -> None:
@@ -82,7 +82,7 @@ def test_slow_handler_can_ignore_the_body(tmp_path: Path) -> None:
 @pytest.mark.parametrize("full", [False, True])
 def test_sagemaker_folder(tmp_path: Path, full: bool) -> None:
     folder = testing.sagemaker_folder(tmp_path / "sm", full=full)
-    code = _module(folder / "code" / "inference.py")
+    code = import_user_module(folder / "code" / "inference.py")
     model = code.model_fn(str(folder))
     assert hasattr(code, "predict_fn") is full
     if full:
@@ -202,12 +202,4 @@ def test_running_server_builds_the_modelhost_command(tmp_path: Path) -> None:
 
 def _handler(folder: Path) -> tuple[types.FunctionType, types.SimpleNamespace]:
     context = types.SimpleNamespace(system_properties={"model_dir": str(folder)})
-    return _module(folder / "handler.py").handle, context
-
-
-def _module(path: Path) -> types.ModuleType:
-    spec = importlib.util.spec_from_file_location(f"user_code_{abs(hash(path))}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return import_user_module(folder / "handler.py").handle, context

@@ -78,8 +78,7 @@ class MemoryTier:
         victims = self.victims_for(size_bytes)
         if victims is None:
             return None
-        for victim in victims:
-            victim.state = State.UNLOADING
+        self._claim(victims)
         self.residents[name] = Resident(name, size_bytes, pinned, last_used=self.clock())
         return victims
 
@@ -119,7 +118,11 @@ class MemoryTier:
 
     def overflow_victims(self) -> list[Resident]:
         """Idle models to unload when a measured footprint turned out larger than reserved."""
-        victims = self.victims_for(0) or []
+        return self._claim(self.victims_for(0) or [])
+
+    @staticmethod
+    def _claim(victims: list[Resident]) -> list[Resident]:
+        """Mark victims as unloading, so no other reservation counts on them or picks them."""
         for victim in victims:
             victim.state = State.UNLOADING
         return victims

@@ -6,6 +6,7 @@ import time
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from modelhost.cache.memory import State
 from modelhost.observe.events import Event
 
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ def describe_model(host: ModelHost, name: str) -> dict[str, Any]:
         "modelName": name,
         "modelUrl": host.sources.get(name, name),
         "state": state,
-        "memoryBytes": resident.bytes if resident and resident.state.value == "loaded" else 0,
+        "memoryBytes": resident.bytes if resident and resident.state is State.LOADED else 0,
         "diskBytes": artifact.bytes if artifact else 0,
         "workers": [{"id": worker.worker_id, "pid": worker.pid}] if worker else [],
         "pinned": bool(resident and resident.pinned) or name in host.pinned,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import gc
+import os
 from collections.abc import Iterable
 
 
@@ -22,6 +23,11 @@ def pss_bytes(pid: int | str = "self") -> int:
 
 def total_pss_bytes(pids: Iterable[int]) -> int:
     return sum(pss_bytes(pid) for pid in pids)
+
+
+def server_pss_bytes(child_pids: Iterable[int]) -> int:
+    """The whole server's PSS: this (frontend) process and the given children."""
+    return total_pss_bytes([os.getpid(), *child_pids])
 
 
 def return_memory_to_os() -> None:

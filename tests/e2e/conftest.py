@@ -38,20 +38,14 @@ def server(
     store: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[testing.RunningServer]:
     work = tmp_path_factory.mktemp("server")
-    args = [
-        "--model-store",
-        str(store),
-        "--workers",
-        "2",
-        "--memory-budget",
-        "4GiB",
-        "--cache-dir",
-        str(work / "cache"),
-        "--max-unpacked-bytes",
-        "16MiB",
-        "--max-request-size",
-        "1MiB",
-    ]
+    args = testing.serve_args(
+        store,
+        work / "cache",
+        workers=2,
+        memory_budget="4GiB",
+        max_unpacked_bytes="16MiB",
+        max_request_size="1MiB",
+    )
     with testing.RunningServer(args, work) as running:
         yield running
 

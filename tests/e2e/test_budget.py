@@ -54,16 +54,7 @@ def forest_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def serve_args(store: Path, work: Path, budget: str) -> list[str]:
-    return [
-        "--model-store",
-        str(store),
-        "--workers",
-        "2",
-        "--memory-budget",
-        budget,
-        "--cache-dir",
-        str(work / "cache"),
-    ]
+    return testing.serve_args(store, work / "cache", workers=2, memory_budget=budget)
 
 
 @pytest.fixture(scope="module")

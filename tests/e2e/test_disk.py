@@ -39,16 +39,7 @@ def one_archive_bytes(archive_store: Path) -> int:
 
 
 def args(store: Path, cache_dir: Path, disk_budget: int) -> list[str]:
-    return [
-        "--model-store",
-        str(store),
-        "--workers",
-        "1",
-        "--cache-dir",
-        str(cache_dir),
-        "--disk-budget",
-        str(disk_budget),
-    ]
+    return testing.serve_args(store, cache_dir, workers=1, disk_budget=disk_budget)
 
 
 def test_cycling_archives_keeps_the_disk_budget_and_restart_keeps_the_tier(

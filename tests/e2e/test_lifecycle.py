@@ -59,7 +59,7 @@ def test_a_worker_killed_mid_request_fails_only_that_request(client: httpx.Clien
 
 
 def test_sigterm_finishes_in_flight_requests_then_exits_0(store: Path, tmp_path: Path) -> None:
-    args = ["--model-store", str(store), "--workers", "1", "--cache-dir", str(tmp_path / "c")]
+    args = testing.serve_args(store, tmp_path / "c", workers=1)
     server = testing.RunningServer(args, tmp_path).start()
     result: dict[str, httpx.Response] = {}
     sleeper = threading.Thread(
@@ -94,7 +94,7 @@ def test_loading_one_model_does_not_stall_inference_on_the_same_worker(
 ) -> None:
     (store / "slow-load").mkdir(exist_ok=True)
     (store / "slow-load" / "handler.py").write_text(SLOW_LOADING_HANDLER)
-    args = ["--model-store", str(store), "--workers", "1", "--cache-dir", str(tmp_path / "c")]
+    args = testing.serve_args(store, tmp_path / "c", workers=1)
     with (
         testing.RunningServer(args, tmp_path) as server,
         httpx.Client(base_url=server.url, timeout=30) as client,
