@@ -14,9 +14,10 @@ from typing import Any
 
 import uvicorn
 
-from modelhost.cache.disk import DiskTier
+from modelhost.cache.disk import DiskTier, UnpackLimits
+from modelhost.cache.download import DownloadPolicy
 from modelhost.cache.memory import MemoryTier
-from modelhost.cache.store import LocalStore
+from modelhost.cache.stores import Stores, StoreSettings
 from modelhost.config import Config, format_bytes, parse_size
 from modelhost.errors import ConfigError, ModelhostError
 from modelhost.host import ModelHost
@@ -79,9 +80,8 @@ async def main(config: Config) -> int:
             await preload(host, config)
             ignore_signals_after_drain()
             routes.ready = True
-            logger.info(
-                "serving %s on http://%s:%d", host.disk.store.root, config.host, config.port
-            )
+            store = host.disk.stores.default.uri
+            logger.info("serving %s on http://%s:%d", store, config.host, config.port)
             await server.serve()
     return 0
 
@@ -110,6 +110,7 @@ async def started_host(config: Config, run_dir: Path) -> AsyncIterator[ModelHost
         host.closing = True
         watcher.cancel()
         await pool.shutdown()
+        await host.disk.stores.close()
 
 
 def build_host(config: Config, pool: WorkerPool, events: EventLog, baseline: int) -> ModelHost:
@@ -123,15 +124,18 @@ def build_host(config: Config, pool: WorkerPool, events: EventLog, baseline: int
     cache_dir = Path(config.cache_dir)
     disk_budget = parse_size(config.disk_budget, free_disk_bytes(cache_dir))
     memory = MemoryTier(budget, baseline)
-    store = LocalStore(Path(config.model_store))
     disk = DiskTier(
         cache_dir,
         disk_budget,
-        store,
+        Stores(
+            config.model_store,
+            config.allowed_urls,
+            StoreSettings(config.store_timeout_s, config.max_concurrent_downloads),
+        ),
         events,
-        parse_size(config.max_unpacked_bytes),
-        config.max_unpacked_files,
-        in_memory=lambda name: name in memory.residents,
+        UnpackLimits(parse_size(config.max_unpacked_bytes), config.max_unpacked_files),
+        DownloadPolicy(config.store_attempts, config.store_timeout_s),
+        config.revalidate_interval_s,
     )
     disk.rebuild()
     events.emit(
@@ -168,20 +172,24 @@ async def watch_memory(host: ModelHost) -> None:
 
 async def preload(host: ModelHost, config: Config) -> None:
     """Load pinned models and the configured start-up list; a failure is logged, not fatal."""
-    for name in (*config.pinned_models, *preload_names(host, config.load_models)):
+    for name in (*config.pinned_models, *await preload_names(host, config.load_models)):
         try:
             await host.ensure_loaded(name)
         except ModelhostError as error:
             logger.error("could not preload model %s: %s", name, error)
 
 
-def preload_names(host: ModelHost, load_models: tuple[str, ...]) -> list[str]:
-    names = []
+async def preload_names(host: ModelHost, load_models: tuple[str, ...]) -> list[str]:
+    """The models `load_models` names: ALL (every artifact in the store), names, name=URL."""
+    stores, names = host.disk.stores, []
     for entry in load_models:
         name, _, source = entry.partition("=")
         if source:
-            host.sources[name] = host.disk.store.relative_name(source)
-        names.extend(host.disk.store.all_models() if name == "ALL" else [name])
+            host.sources[name] = stores.normalize(source)
+        try:
+            names.extend(await stores.default.list_keys() if name == "ALL" else [name])
+        except ModelhostError as error:
+            logger.error("could not list the models to preload: %s", error)
     return names
 
 

@@ -78,6 +78,22 @@ class Config:
         size="percent",
     )
     cache_dir: str = _setting("./.cache/modelhost", "folder of the disk cache of models")
+    allowed_urls: tuple[str, ...] = _setting(
+        (),
+        "URL patterns POST /models may load from, * matching anything (empty: the model store)",
+    )
+    store_timeout_s: float = _setting(
+        30.0, "seconds a store may stay silent before 504", minimum=0.001
+    )
+    store_attempts: int = _setting(
+        3, "tries of a download that failed in a way a retry may mend", minimum=1
+    )
+    max_concurrent_downloads: int = _setting(4, "downloads running at once", minimum=1)
+    revalidate_interval_s: float = _setting(
+        0.0,
+        "seconds after which a cached artifact's ETag is checked against the store (0: never)",
+        minimum=0,
+    )
     workers: int = _setting(
         0,
         "worker processes in all (0: one per usable core)",

@@ -21,8 +21,9 @@ ModelhostError
 ├── Unavailable                  retry is safe
 │   ├── WorkerDied               the worker process died while it held the request
 │   └── ShuttingDown
-└── StoreError                   the model store failed
-    └── StoreTimeout
+└── StoreError                   the model store failed (refused access, no such bucket)
+    ├── StoreUnavailable         it may work again: connection refused or reset, 5xx, throttled
+    └── StoreTimeout             it stopped sending for longer than store_timeout_s
 """
 
 from __future__ import annotations
@@ -113,6 +114,10 @@ class ShuttingDown(Unavailable):
 
 
 class StoreError(ModelhostError):
+    pass
+
+
+class StoreUnavailable(StoreError):
     pass
 
 

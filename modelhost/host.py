@@ -9,6 +9,7 @@ Nothing here knows about HTTP.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -58,8 +59,9 @@ class Result:
 
 @dataclass(frozen=True)
 class LoadOutcome:
-    tier: str
-    load_ms: float
+    tier: str  # hit | disk | remote
+    load_ms: float  # making room and loading into a worker
+    download_ms: float = 0.0
 
 
 class ModelHost:
@@ -77,12 +79,14 @@ class ModelHost:
         self.pinned = pinned
         self.deadline_s = deadline_s
         self.clock = clock
-        self.sources: dict[str, str] = {}  # model name → store-relative source (POST /models)
+        self.sources: dict[str, str] = {}  # model name → URL, when not its path in the store
         self.footprints: dict[str, int] = {}  # measured at each load, reused for the next
         self._loads: dict[str, asyncio.Task[LoadOutcome]] = {}
+        self._revalidations: dict[str, asyncio.Task[None]] = {}
         self._changed = asyncio.Event()
         self.closing = False
         pool.on_lost = self._worker_lost
+        disk.in_use = lambda name: name in memory.residents or name in self._loads
 
     # invocation -------------------------------------------------------------------------
 
@@ -107,11 +111,15 @@ class ModelHost:
             self.memory.end_request(resident)
             if resident.in_flight == 0:  # only an idle model can make room for a waiting load
                 self._notify()
-        load_ms = outcome.load_ms if outcome else 0.0
-        queue_ms = max(0.0, (dispatched - started) * 1000 - load_ms)
-        timings = {"queue": queue_ms, "load": load_ms, "infer": reply.header["infer_ms"]}
-        tier = outcome.tier if outcome else "hit"
-        return Result(reply.payload, reply.header["content_type"], tier, timings)
+        outcome = outcome or LoadOutcome("hit", 0.0)
+        fetched_ms = outcome.download_ms + outcome.load_ms
+        timings = {
+            "queue": max(0.0, (dispatched - started) * 1000 - fetched_ms),
+            "download": outcome.download_ms,
+            "load": outcome.load_ms,
+            "infer": reply.header["infer_ms"],
+        }
+        return Result(reply.payload, reply.header["content_type"], outcome.tier, timings)
 
     async def _acquire(self, name: str) -> tuple[Resident, LoadOutcome | None]:
         """The loaded model with one more request in flight, loading it first if need be."""
@@ -121,6 +129,7 @@ class ModelHost:
             resident = self.memory.get(name)
             if resident is not None and resident.state is State.LOADED:
                 self.memory.begin_request(resident)
+                self._revalidate_in_background(name)
                 return resident, outcome
             outcome = await self.ensure_loaded(name)
         raise Unavailable(
@@ -146,9 +155,17 @@ class ModelHost:
             task.add_done_callback(lambda _: self._loads.pop(name, None))
         return await asyncio.shield(task)
 
+    def source_of(self, name: str) -> str:
+        return self.sources.get(name) or self.disk.stores.url_of(name)
+
     async def _load(self, name: str) -> LoadOutcome:
+        try:
+            found = await self.disk.materialize(name, self.source_of(name))
+        except ModelhostError as error:
+            self.events.emit("failure", name, reason="fetch", detail={"error": str(error)})
+            raise
         started = self.clock()
-        artifact = await self.disk.materialize(name, self.sources.get(name, name))
+        artifact = found.artifact
         size = max(self.footprints.get(name, 0), estimate_footprint(artifact.bytes))
         await self._make_room(name, size)
         try:
@@ -159,7 +176,7 @@ class ModelHost:
             self.events.emit("failure", name, reason="load", detail={"error": repr(error)})
             raise
         await self.relieve_pressure()
-        return LoadOutcome("disk", (self.clock() - started) * 1000)
+        return LoadOutcome(found.tier, (self.clock() - started) * 1000, found.download_ms)
 
     async def _load_on_worker(self, name: str, artifact: Artifact) -> None:
         worker = least_loaded(self.pool.workers.values(), self.memory)
@@ -215,7 +232,7 @@ class ModelHost:
 
     # unloading --------------------------------------------------------------------------
 
-    async def unload(self, name: str) -> int:
+    async def unload(self, name: str, reason: str = "requested") -> int:
         """Unload on request (DELETE); waits for in-flight requests; returns the bytes freed."""
         resident = self.memory.get(name)
         if resident is None or resident.state is not State.LOADED:
@@ -225,7 +242,7 @@ class ModelHost:
         while resident.in_flight and self.clock() < deadline:
             await asyncio.sleep(0.01)
         self.memory.begin_unload(name)
-        return await self._unload_one(resident, "unload", "requested")
+        return await self._unload_one(resident, "unload", reason)
 
     async def _unload_many(self, victims: list[Resident], kind: str, reason: str) -> None:
         await asyncio.gather(*(self._unload_one(victim, kind, reason) for victim in victims))
@@ -276,13 +293,26 @@ class ModelHost:
     # management -------------------------------------------------------------------------
 
     async def register_and_load(self, name: str, url: str) -> LoadOutcome:
-        """POST /models: load `name` from `url` (inside the store)."""
+        """POST /models: load `name` from `url`, which `allowed_urls` must admit."""
         if name in self.memory.residents or name in self._loads:
             raise ModelAlreadyLoaded(
                 f"model {name} is already loaded; DELETE /models/{name} first to load it again"
             )
-        self.sources[name] = self.disk.store.relative_name(url)
+        self.sources[name] = self.disk.stores.admit(url)
         return await self.ensure_loaded(name)
+
+    def _revalidate_in_background(self, name: str) -> None:
+        """Check a loaded model's artifact against the store when due; unload it if replaced."""
+        if name in self._revalidations or not self.disk.revalidation_due(name):
+            return
+        task = asyncio.ensure_future(self._revalidate_loaded(name))
+        self._revalidations[name] = task
+        task.add_done_callback(lambda _: self._revalidations.pop(name, None))
+
+    async def _revalidate_loaded(self, name: str) -> None:
+        if await self.disk.revalidate(name):
+            with contextlib.suppress(ModelhostError):
+                await self.unload(name, reason="stale")
 
     def _notify(self) -> None:
         self._changed.set()

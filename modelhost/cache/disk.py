@@ -1,36 +1,75 @@
 """The disk tier: artifacts ready to load, within the disk budget.
 
-Plain files and folders in a local store are read in place and cost the cache nothing. Archives
-are unpacked into ``CACHE_DIR/unpacked/``, counted against the budget, and deleted least recently
-used first (never while their model is in memory) when an unpack needs room. On restart the tier is
-rebuilt from what is there; an unpack is renamed into place only when complete, so a crash never
-leaves a half-unpacked folder that looks whole.
+Plain files and folders in a local store are read in place and cost the cache nothing. Everything
+else becomes an entry under ``CACHE_DIR/models/``: a download from a remote store, an archive
+unpacked (its download deleted once unpacked), and ``modelhost-entry.json`` saying which model,
+from which URL, at which ETag. An entry is built in a ``.tmp-`` folder and renamed into place
+only when whole and verified, so a crash never leaves a half-written artifact that looks whole;
+on restart the tier is rebuilt from the entries and the temporary folders are dropped.
+
+The budget is a hard limit. Bytes are reserved before they are written: the announced size
+before a download, and in steps as an archive unpacks. Room is made by deleting the least
+recently used entries of models that are neither in memory nor being loaded; when that cannot
+make enough, the model gets 507 with the figures.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import shutil
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from urllib.parse import quote, unquote
+from pathlib import Path, PurePosixPath
+from typing import Any
+from urllib.parse import quote
 
-from modelhost.cache.store import LocalStore
+from modelhost.cache.download import DownloadPolicy, download
+from modelhost.cache.stores import ObjectInfo, Store, Stores
+from modelhost.cache.stores.base import is_disk_full
 from modelhost.cache.unpack import is_archive, unpack_archive
 from modelhost.config import format_bytes
-from modelhost.errors import InsufficientDisk
+from modelhost.errors import InsufficientDisk, ModelNotFound, StoreError
 from modelhost.observe.events import EventLog
+
+ENTRY_FILE = "modelhost-entry.json"
+UNPACK_STEP_BYTES = 32 * 2**20  # room is made for an unpacking archive this much at a time
+MAX_ENTRY_NAME = 200
 
 
 @dataclass(eq=False)
 class Artifact:
     name: str
-    path: Path
+    path: Path  # what the worker loads: a file or a folder
     bytes: int
-    cached: bool  # True when it lives in the cache dir and counts against the budget
+    entry: Path | None = None  # its folder in the cache, counted against the budget; None: in place
+    source: str = ""  # the normalized URL it came from
+    etag: str | None = None
+    checked_at: float = 0.0  # when the store last vouched for `etag`
     last_used: float = 0.0
+
+
+@dataclass(frozen=True)
+class Materialized:
+    artifact: Artifact
+    tier: str  # "disk": it was on this machine; "remote": downloaded for this request
+    download_ms: float = 0.0
+
+
+@dataclass(frozen=True)
+class UnpackLimits:
+    max_bytes: int
+    max_files: int
+
+
+class Reservation:
+    """Bytes an entry under construction may write."""
+
+    def __init__(self) -> None:
+        self.bytes = 0
 
 
 def tree_bytes(path: Path) -> int:
@@ -39,90 +78,255 @@ def tree_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
 
 
+def entry_folder_name(name: str) -> str:
+    """A file name for a model's entry: the quoted name, or its digest when that is too long."""
+    quoted = quote(name, safe="")
+    return quoted if len(quoted) <= MAX_ENTRY_NAME else hashlib.sha256(name.encode()).hexdigest()
+
+
 class DiskTier:
     def __init__(
         self,
         cache_dir: Path,
         budget_bytes: int,
-        store: LocalStore,
+        stores: Stores,
         events: EventLog,
-        max_unpacked_bytes: int,
-        max_unpacked_files: int,
-        in_memory: Callable[[str], bool] = lambda name: False,
+        limits: UnpackLimits,
+        policy: DownloadPolicy,
+        revalidate_interval_s: float = 0.0,
+        clock: Callable[[], float] = time.time,
     ) -> None:
-        self.unpacked_dir = cache_dir / "unpacked"
+        self.entries_dir = cache_dir / "models"
         self.budget_bytes = budget_bytes
-        self.store = store
-        self.events = events
-        self.limits = (max_unpacked_bytes, max_unpacked_files)
-        self.in_memory = in_memory
+        self.stores, self.events, self.limits, self.policy = stores, events, limits, policy
+        self.revalidate_interval_s = revalidate_interval_s
+        self.clock = clock
+        self.in_use: Callable[[str], bool] = lambda name: False  # the host: loaded or loading
         self.artifacts: dict[str, Artifact] = {}
+        self._reservations: set[Reservation] = set()
+        self._download_slots = asyncio.Semaphore(stores.settings.max_concurrent_downloads)
 
     @property
     def used_bytes(self) -> int:
-        return sum(a.bytes for a in self.artifacts.values() if a.cached)
+        cached = sum(a.bytes for a in self.artifacts.values() if a.entry)
+        return cached + sum(r.bytes for r in self._reservations)
 
     def rebuild(self) -> None:
-        """Take back what a previous run unpacked; drop half-finished temporary folders."""
-        self.unpacked_dir.mkdir(parents=True, exist_ok=True)
-        for path in self.unpacked_dir.iterdir():
-            if path.name.startswith(".tmp-"):
-                shutil.rmtree(path, ignore_errors=True)
-                continue
-            name = unquote(path.name)
-            self.artifacts[name] = Artifact(
-                name, path, tree_bytes(path), True, path.stat().st_mtime
-            )
+        """Take back the entries of a previous run; drop half-built ones."""
+        self.entries_dir.mkdir(parents=True, exist_ok=True)
+        for folder in self.entries_dir.iterdir():
+            artifact = None if folder.name.startswith(".tmp-") else read_entry(folder)
+            if artifact is None:
+                shutil.rmtree(folder, ignore_errors=True)
+            else:
+                self.artifacts[artifact.name] = artifact
 
-    async def materialize(self, name: str, source: str) -> Artifact:
-        """The artifact of `name` (stored at `source`), unpacked if need be, ready to load."""
+    # lookup -----------------------------------------------------------------------------
+
+    async def materialize(self, name: str, url: str) -> Materialized:
+        """The artifact of model `name` from `url`, downloaded and unpacked if need be."""
         artifact = self.artifacts.get(name)
-        if artifact is None or not artifact.path.exists():
-            artifact = await self._prepare(name, self.store.resolve(source))
-            self.artifacts[name] = artifact
-        artifact.last_used = time.time()
-        return artifact
+        if artifact is not None and (artifact.source != url or not artifact.path.exists()):
+            self.delete(name, reason="source_changed")
+            artifact = None
+        if artifact is not None and not await self.revalidate(name):
+            artifact.last_used = self.clock()
+            return Materialized(artifact, "disk")
+        store, key = self.stores.locate(url)
+        local = store.local_path(key)
+        if local is not None and not await asyncio.to_thread(is_archive, local):
+            size = await asyncio.to_thread(tree_bytes, local)
+            materialized = Materialized(Artifact(name, local, size, source=url), "disk")
+        else:
+            materialized = await self._build_entry(name, url, store, key, local)
+        materialized.artifact.last_used = self.clock()
+        self.artifacts[name] = materialized.artifact
+        return materialized
 
-    async def _prepare(self, name: str, path: Path) -> Artifact:
-        if not is_archive(path):
-            return Artifact(name, path, await asyncio.to_thread(tree_bytes, path), False)
-        started = time.perf_counter()
-        dest = self.unpacked_dir / quote(name, safe="")
-        max_bytes, max_files = self.limits
-        await asyncio.to_thread(
-            unpack_archive, path, dest, max_bytes=max_bytes, max_files=max_files
+    def revalidation_due(self, name: str) -> bool:
+        artifact = self.artifacts.get(name)
+        if not self.revalidate_interval_s or artifact is None or artifact.etag is None:
+            return False
+        return self.clock() - artifact.checked_at >= self.revalidate_interval_s
+
+    async def revalidate(self, name: str) -> bool:
+        """If due, ask the store for the artifact's ETag; delete a stale copy. True if stale.
+
+        A store that cannot answer leaves the cached copy in service (SageMaker's behaviour).
+        """
+        if not self.revalidation_due(name):
+            return False
+        artifact = self.artifacts[name]
+        artifact.checked_at = self.clock()
+        store, key = self.stores.locate(artifact.source)
+        try:
+            etag = (await store.stat(key)).etag
+        except (StoreError, ModelNotFound) as error:
+            self.events.emit("failure", name, reason="revalidate", detail={"error": str(error)})
+            return False
+        if etag == artifact.etag:
+            return False
+        self.delete(name, reason="stale")
+        return True
+
+    # building an entry ------------------------------------------------------------------
+
+    async def _build_entry(
+        self, name: str, url: str, store: Store, key: str, local: Path | None
+    ) -> Materialized:
+        reservation = Reservation()
+        self._reservations.add(reservation)
+        self.entries_dir.mkdir(parents=True, exist_ok=True)
+        temp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.entries_dir))
+        try:
+            info, download_ms, source = ObjectInfo(None), 0.0, local
+            if source is None:
+                source = temp / PurePosixPath(key).name
+                info, download_ms = await self._download(name, url, store, key, source, reservation)
+            payload = source
+            if await asyncio.to_thread(is_archive, source):
+                payload = await self._unpack(name, source, temp / "model", reservation)
+                if local is None:
+                    source.unlink()
+            artifact = await asyncio.to_thread(self._publish, name, url, info, temp, payload)
+            return Materialized(artifact, "disk" if local else "remote", download_ms)
+        except OSError as error:
+            if not is_disk_full(error):
+                raise
+            raise InsufficientDisk(
+                f"could not write model {name} into the cache at {self.entries_dir}: {error}; "
+                "free space on that volume, or set --disk-budget below what it can hold"
+            ) from error
+        finally:
+            self._reservations.discard(reservation)
+            shutil.rmtree(temp, ignore_errors=True)
+
+    async def _download(
+        self, name: str, url: str, store: Store, key: str, dest: Path, reservation: Reservation
+    ) -> tuple[ObjectInfo, float]:
+        def room_for(info: ObjectInfo) -> None:
+            if info.size is not None:
+                self._grow(reservation, name, info.size, info.size)
+
+        async with self._download_slots:
+            done = await download(store, key, dest, self.policy, on_info=room_for)
+        self._grow(reservation, name, done.bytes, done.bytes)
+        self.events.emit(
+            "download",
+            name,
+            bytes=done.bytes,
+            duration_ms=round(done.duration_ms, 2),
+            reason="miss",
+            detail={
+                "url": url,
+                "attempts": done.attempts,
+                "bytes_per_s": round(done.bytes / max(done.duration_ms / 1000, 1e-6)),
+            },
         )
-        artifact = Artifact(name, dest, await asyncio.to_thread(tree_bytes, dest), True)
+        return done.info, done.duration_ms
+
+    async def _unpack(self, name: str, archive: Path, dest: Path, reservation: Reservation) -> Path:
+        started = time.perf_counter()
+        loop = asyncio.get_running_loop()
+        base = reservation.bytes
+
+        def room_for(written: int) -> None:  # runs in the unpacking thread
+            needed = base + written
+            if needed > reservation.bytes:
+                wanted = needed + UNPACK_STEP_BYTES
+                grow = self._grow_async(reservation, name, needed, wanted)
+                asyncio.run_coroutine_threadsafe(grow, loop).result()
+
+        limits = self.limits
+        await asyncio.to_thread(
+            unpack_archive,
+            archive,
+            dest,
+            max_bytes=limits.max_bytes,
+            max_files=limits.max_files,
+            on_bytes=room_for,
+        )
         self.events.emit(
             "unpack",
             name,
-            bytes=artifact.bytes,
+            bytes=await asyncio.to_thread(tree_bytes, dest),
             reason="archive",
             duration_ms=round((time.perf_counter() - started) * 1000, 2),
         )
-        self._make_room(artifact)
-        return artifact
+        return dest
 
-    def _make_room(self, incoming: Artifact) -> None:
-        excess = self.used_bytes + incoming.bytes - self.budget_bytes
-        for victim in sorted(self._deletable(), key=lambda a: a.last_used):
-            if excess <= 0:
-                break
-            self.delete(victim.name, reason="disk_budget")
-            excess -= victim.bytes
-        if excess > 0:
-            shutil.rmtree(incoming.path, ignore_errors=True)
+    def _publish(
+        self, name: str, url: str, info: ObjectInfo, temp: Path, payload: Path
+    ) -> Artifact:
+        """Write the entry's record and rename the folder into place (in a thread)."""
+        now = self.clock()
+        relative = payload.relative_to(temp).as_posix()
+        record = {"name": name, "source": url, "etag": info.etag, "checked_at": now}
+        (temp / ENTRY_FILE).write_text(json.dumps(record | {"payload": relative}))
+        temp.chmod(0o755)  # mkdtemp made it private to this user
+        entry = self.entries_dir / entry_folder_name(name)
+        shutil.rmtree(entry, ignore_errors=True)
+        temp.rename(entry)
+        return Artifact(name, entry / relative, tree_bytes(entry), entry, url, info.etag, now)
+
+    # the budget -------------------------------------------------------------------------
+
+    async def _grow_async(
+        self, reservation: Reservation, name: str, minimum: int, wanted: int
+    ) -> None:
+        self._grow(reservation, name, minimum, wanted)
+
+    def _grow(self, reservation: Reservation, name: str, minimum: int, wanted: int) -> None:
+        """Raise the reservation to at least `minimum` bytes, deleting entries if need be, and
+        up to `wanted` where that fits without deleting any."""
+        if minimum <= reservation.bytes:
+            return
+        held = self.used_bytes - sum(a.bytes for a in self._deletable()) - reservation.bytes
+        room = self.budget_bytes - held
+        if room < minimum:
             raise InsufficientDisk(
-                f"model {incoming.name} unpacks to {format_bytes(incoming.bytes)} but the disk "
-                f"budget is {format_bytes(self.budget_bytes)} with "
-                f"{format_bytes(self.used_bytes)} held by models in memory; raise --disk-budget"
+                f"model {name} needs {format_bytes(minimum)} of disk but the disk budget is "
+                f"{format_bytes(self.budget_bytes)} with {format_bytes(held)} held by models "
+                "in memory or being fetched; raise --disk-budget"
             )
+        free = self.budget_bytes - self.used_bytes + reservation.bytes
+        target = max(minimum, min(wanted, free))  # delete only for what is needed now
+        self._free(target - reservation.bytes)
+        reservation.bytes = target
+
+    def _free(self, extra: int) -> None:
+        """Delete least recently used entries until `extra` more bytes fit the budget."""
+        for victim in sorted(self._deletable(), key=lambda a: a.last_used):
+            if self.used_bytes + extra <= self.budget_bytes:
+                return
+            self.delete(victim.name, reason="disk_budget")
 
     def _deletable(self) -> list[Artifact]:
-        return [a for a in self.artifacts.values() if a.cached and not self.in_memory(a.name)]
+        return [a for a in self.artifacts.values() if a.entry and not self.in_use(a.name)]
 
     def delete(self, name: str, reason: str) -> None:
         artifact = self.artifacts.pop(name, None)
-        if artifact is not None and artifact.cached:
-            shutil.rmtree(artifact.path, ignore_errors=True)
+        if artifact is not None and artifact.entry is not None:
+            shutil.rmtree(artifact.entry, ignore_errors=True)
             self.events.emit("delete", name, bytes=artifact.bytes, reason=reason)
+
+
+def read_entry(folder: Path) -> Artifact | None:
+    """The artifact an entry folder holds, or None if its record is missing or broken."""
+    try:
+        record: dict[str, Any] = json.loads((folder / ENTRY_FILE).read_text())
+        payload = folder / record["payload"]
+        if not payload.exists():
+            return None
+        return Artifact(
+            record["name"],
+            payload,
+            tree_bytes(folder),
+            folder,
+            record["source"],
+            record.get("etag"),
+            record.get("checked_at", 0.0),
+            folder.stat().st_mtime,
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None

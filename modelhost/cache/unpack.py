@@ -49,8 +49,11 @@ _MALFORMED = (
 class _Budget:
     """Counts members and bytes written against the limits; refuses as soon as one is passed."""
 
-    def __init__(self, archive: Path, max_bytes: int, max_files: int) -> None:
+    def __init__(
+        self, archive: Path, max_bytes: int, max_files: int, on_bytes: Callable[[int], None]
+    ) -> None:
         self.archive, self.max_bytes, self.max_files = archive, max_bytes, max_files
+        self.on_bytes = on_bytes
         self.files = 0
         self.bytes = 0
 
@@ -67,6 +70,7 @@ class _Budget:
                 name,
                 f"takes the unpacked size past the limit of {self.max_bytes} bytes",
             )
+        self.on_bytes(self.bytes)
 
 
 def is_archive(path: Path) -> bool:
@@ -74,15 +78,26 @@ def is_archive(path: Path) -> bool:
     return _kind(path) is not None
 
 
-def unpack_archive(archive: Path, dest: Path, *, max_bytes: int, max_files: int) -> Path:
-    """Unpack `archive` into the folder `dest`, atomically; raise `UnsafeArtifact` if unsafe."""
+def unpack_archive(
+    archive: Path,
+    dest: Path,
+    *,
+    max_bytes: int,
+    max_files: int,
+    on_bytes: Callable[[int], None] = lambda total: None,
+) -> Path:
+    """Unpack `archive` into the folder `dest`, atomically; raise `UnsafeArtifact` if unsafe.
+
+    `on_bytes` hears the bytes written so far before each write goes on, and may raise to stop
+    the unpack (the disk tier makes room as the folder grows).
+    """
     kind = _kind(archive)
     if kind is None:
         raise ModelLoadError(f"{archive.name} is not a tar, tar.gz or zip archive")
     dest.parent.mkdir(parents=True, exist_ok=True)
     temp = Path(tempfile.mkdtemp(prefix=f".tmp-{dest.name}", dir=dest.parent))
     try:
-        _EXTRACTORS[kind](archive, temp, _Budget(archive, max_bytes, max_files))
+        _EXTRACTORS[kind](archive, temp, _Budget(archive, max_bytes, max_files, on_bytes))
         temp.chmod(0o755)  # mkdtemp made it private to this user
         _publish(temp, dest)
     except _MALFORMED as exc:

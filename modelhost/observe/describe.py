@@ -29,7 +29,7 @@ def describe_model(host: ModelHost, name: str) -> dict[str, Any]:
     resident = host.memory.get(name)
     artifact = host.disk.artifacts.get(name)
     worker = host.pool.workers.get(resident.worker_id) if resident and resident.worker_id else None
-    state = resident.state.value if resident else "on_disk" if artifact else "registered"
+    state = resident.state.value if resident else "on_disk" if artifact else "remote"
     last_used = (
         (time.time() - (host.clock() - resident.last_used))
         if resident
@@ -37,7 +37,7 @@ def describe_model(host: ModelHost, name: str) -> dict[str, Any]:
     )
     return {
         "modelName": name,
-        "modelUrl": host.sources.get(name, name),
+        "modelUrl": host.source_of(name),
         "state": state,
         "memoryBytes": resident.bytes if resident and resident.state is State.LOADED else 0,
         "diskBytes": artifact.bytes if artifact else 0,

@@ -31,7 +31,7 @@ def archive_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def unpacked_bytes(cache_dir: Path) -> int:
-    return sum(p.stat().st_size for p in (cache_dir / "unpacked").rglob("*") if p.is_file())
+    return sum(p.stat().st_size for p in (cache_dir / "models").rglob("*") if p.is_file())
 
 
 def one_archive_bytes(archive_store: Path) -> int:
@@ -57,7 +57,7 @@ def test_cycling_archives_keeps_the_disk_budget_and_restart_keeps_the_tier(
         log = server.log_text()
     deletions = [json.loads(line) for line in log.splitlines() if '"kind":"delete"' in line]
     assert [d["reason"] for d in deletions] == ["disk_budget"] * (ARCHIVES - 2)
-    kept = {p.name for p in (cache_dir / "unpacked").iterdir()}
+    kept = {p.name for p in (cache_dir / "models").iterdir()}
     assert len(kept) == 2
 
     with testing.RunningServer(args(archive_store, cache_dir, budget), tmp_path) as server:

@@ -29,13 +29,15 @@ def test_load_by_url_then_409_then_invoke_by_its_name(client: httpx.Client, stor
     response = client.post("/models/acme-churn/invoke", content=json.dumps(ROW), headers=JSON)
     assert response.status_code == 200 and response.headers["x-modelhost-cache"] == "hit"
     described = client.get("/models/acme-churn").json()
-    assert described["modelUrl"] == "tenants/t000.joblib" and described["state"] == "loaded"
+    assert described["modelUrl"] == (store / "tenants/t000.joblib").resolve().as_uri()
+    assert described["state"] == "loaded"
 
 
-def test_load_from_outside_the_store_is_refused(client: httpx.Client) -> None:
+def test_load_from_outside_the_store_is_refused(client: httpx.Client, store: Path) -> None:
     response = client.post("/models", json={"model_name": "x", "url": "/etc/passwd"})
     assert response.status_code == 403
-    assert "outside the model store" in response.json()["message"]
+    message = response.json()["message"]
+    assert f"{store.resolve().as_uri()}/*" in message and "--allowed-urls" in message
 
 
 def test_load_body_must_name_the_model_and_url(client: httpx.Client) -> None:

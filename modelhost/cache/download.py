@@ -1,0 +1,134 @@
+"""Downloads into the disk tier: watched for stalls, verified, and retried with backoff.
+
+A try that fails in a way a retry may mend (connection refused or reset, a 5xx, a truncated or
+corrupt body, an object replaced mid-download) is tried again after an exponential, jittered
+pause, with the object's size and version asked anew. A store that sends nothing for
+`timeout_s` is a `StoreTimeout` at once: waiting again would only double the wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from modelhost.cache.stores import ObjectInfo, Store
+from modelhost.config import format_bytes
+from modelhost.errors import StoreTimeout, StoreUnavailable
+
+WATCH_TICK_S = 0.25
+
+
+@dataclass(frozen=True)
+class DownloadPolicy:
+    attempts: int = 3
+    timeout_s: float = 30.0
+    backoff_s: float = 0.25
+    max_backoff_s: float = 5.0
+
+    def pause_s(self, attempt: int) -> float:
+        """The pause after failed try number `attempt` (1-based), with jitter."""
+        ceiling = min(self.max_backoff_s, self.backoff_s * 2.0 ** (attempt - 1))
+        return ceiling * (0.5 + random.random() / 2)
+
+
+@dataclass(frozen=True)
+class Downloaded:
+    info: ObjectInfo
+    bytes: int
+    duration_ms: float
+    attempts: int
+
+
+class Meter:
+    """Bytes received so far; stores call it from any thread, the watcher only reads it."""
+
+    def __init__(self) -> None:
+        self.received = 0
+
+    def __call__(self, count: int) -> None:
+        self.received += count
+
+
+async def download(
+    store: Store,
+    key: str,
+    dest: Path,
+    policy: DownloadPolicy,
+    on_info: Callable[[ObjectInfo], None] = lambda info: None,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> Downloaded:
+    """Fetch `key` into `dest`, whole and verified, or raise the store's error.
+
+    `on_info` hears the object's size and version before each try, and may refuse it by raising
+    (the disk tier makes room for the announced size first).
+    """
+    started = time.perf_counter()
+    for attempt in range(1, policy.attempts + 1):
+        try:
+            info = await store.stat(key)
+            on_info(info)
+            await fetch_watched(store, key, dest, info, policy.timeout_s)
+            size = await asyncio.to_thread(verify, dest, info, store.url_of(key))
+            duration_ms = (time.perf_counter() - started) * 1000
+            return Downloaded(info, size, duration_ms, attempt)
+        except StoreUnavailable as error:
+            dest.unlink(missing_ok=True)
+            if attempt == policy.attempts:
+                raise StoreUnavailable(f"{error} (gave up after {attempt} tries)") from error
+            await sleep(policy.pause_s(attempt))
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+async def fetch_watched(
+    store: Store, key: str, dest: Path, info: ObjectInfo, timeout_s: float
+) -> None:
+    """One try, cancelled with `StoreTimeout` if no byte arrives for `timeout_s`."""
+    meter = Meter()
+    task = asyncio.ensure_future(store.fetch(key, dest, info, meter))
+    seen, quiet_since = -1, time.monotonic()
+    try:
+        while not task.done():
+            await asyncio.wait({task}, timeout=min(WATCH_TICK_S, timeout_s))
+            if meter.received != seen:
+                seen, quiet_since = meter.received, time.monotonic()
+            elif not task.done() and time.monotonic() - quiet_since > timeout_s:
+                raise StoreTimeout(stalled(store.url_of(key), timeout_s, meter.received, info))
+        task.result()
+    finally:
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+
+
+def stalled(url: str, timeout_s: float, received: int, info: ObjectInfo) -> str:
+    total = format_bytes(info.size) if info.size is not None else "an unknown size"
+    return (
+        f"the store sent nothing for {timeout_s:g} s while downloading {url} "
+        f"({format_bytes(received)} of {total} received); check the store, or raise "
+        "--store-timeout-s"
+    )
+
+
+def verify(path: Path, info: ObjectInfo, url: str) -> int:
+    """The size of a downloaded file, checked against what the store announced."""
+    size = path.stat().st_size
+    if info.size is not None and size != info.size:
+        raise StoreUnavailable(f"{url} arrived with {size} of {info.size} bytes")
+    if info.md5 is not None and md5_of(path) != info.md5:
+        raise StoreUnavailable(f"{url} arrived corrupt: its MD5 does not match the ETag")
+    return size
+
+
+def md5_of(path: Path) -> str:
+    digest = hashlib.md5(usedforsecurity=False)
+    with path.open("rb") as file:
+        while chunk := file.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()

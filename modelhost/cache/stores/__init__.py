@@ -1,0 +1,115 @@
+"""Where artifacts live: the configured store, and any URL that `allowed_urls` lets in.
+
+Every source is held as a normalized URL: ``file:///abs/path`` (symlinks resolved, so a link
+cannot lead outside an allowed root), ``s3://bucket/key`` or ``http(s)://host/path``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from modelhost.cache.stores.base import ObjectInfo, Progress, Store, validate_name
+from modelhost.cache.stores.local import LocalStore, path_of
+from modelhost.errors import ConfigError, Forbidden, InvalidModelName
+
+__all__ = ["ObjectInfo", "Progress", "Store", "StoreSettings", "Stores"]
+
+REMOTE_SCHEMES = ("s3", "http", "https")
+
+
+@dataclass(frozen=True)
+class StoreSettings:
+    timeout_s: float = 30.0
+    max_concurrent_downloads: int = 4
+
+
+class Stores:
+    """The configured store, stores opened for other allowed URLs, and the clients they share."""
+
+    def __init__(
+        self, uri: str, allowed_urls: tuple[str, ...] = (), settings: StoreSettings | None = None
+    ) -> None:
+        self.settings = settings or StoreSettings()
+        self._clients: dict[str, Any] = {}
+        self.default = self.open(uri)
+        self.allowed_urls = allowed_urls or (self.default.uri + "/*",)
+
+    def open(self, uri: str) -> Store:
+        """A store rooted at `uri`: s3://bucket/prefix, http(s)://host/prefix, a folder."""
+        scheme = urlparse(uri).scheme
+        if scheme == "s3":
+            from modelhost.cache.stores.s3 import S3Store
+
+            parts = urlparse(uri)
+            return S3Store(parts.netloc, parts.path, self._client("s3"))
+        if scheme in ("http", "https"):
+            from modelhost.cache.stores.http import HttpStore
+
+            return HttpStore(uri, self._client("http"))
+        if scheme in ("", "file"):
+            return LocalStore(path_of(uri))
+        raise ConfigError(
+            f"unsupported model store {uri!r}: use s3://, http(s)://, file:// or a path"
+        )
+
+    def _client(self, kind: str) -> Any:
+        if kind not in self._clients:
+            s = self.settings
+            if kind == "s3":
+                from modelhost.cache.stores.s3 import S3Client
+
+                self._clients[kind] = S3Client(s.timeout_s, s.max_concurrent_downloads)
+            else:
+                from modelhost.cache.stores.http import http_client
+
+                self._clients[kind] = http_client(s.timeout_s)
+        return self._clients[kind]
+
+    def url_of(self, name: str) -> str:
+        """The source of a model invoked by name: its path in the configured store."""
+        return self.default.url_of(validate_name(name))
+
+    def normalize(self, url: str) -> str:
+        """A URL given by a user in the one form kept; a relative path is in the store."""
+        scheme = urlparse(url).scheme
+        if scheme in REMOTE_SCHEMES:
+            validate_name(url.partition("://")[2].partition("/")[2])  # no '..' in the key
+            return url
+        if scheme not in ("", "file"):
+            raise InvalidModelName(
+                f"unsupported URL {url!r}: use s3://, http(s)://, file:// or a path"
+            )
+        if scheme == "" and not Path(url).is_absolute():
+            return self.url_of(url)
+        return path_of(url).as_uri()
+
+    def admit(self, url: str) -> str:
+        """The normalized form of a URL given to POST /models, if `allowed_urls` admits it."""
+        normalized = self.normalize(url)
+        if not any(fnmatch.fnmatchcase(normalized, p) for p in self.allowed_urls):
+            raise Forbidden(
+                f"url {url!r} is outside the URLs models may be loaded from "
+                f"({', '.join(self.allowed_urls)}); an operator can add a pattern to "
+                "--allowed-urls"
+            )
+        return normalized
+
+    def locate(self, url: str) -> tuple[Store, str]:
+        """The store and key of a normalized URL."""
+        key = self.default.key_of(url)
+        if key is not None:
+            return self.default, key
+        parent, _, key = url.rstrip("/").rpartition("/")
+        return self.open(parent), key
+
+    async def close(self) -> None:
+        for client in self._clients.values():
+            closing = client.aclose() if hasattr(client, "aclose") else None
+            if closing is not None:
+                await closing
+            else:
+                client.close()

@@ -1,0 +1,99 @@
+"""Artifacts behind plain HTTP(S): a GET per object, streamed to disk, through httpx.
+
+An HTTP server cannot be listed, so ``load_models=ALL`` needs a store that can. The ETag, when
+the server sends one, is kept for revalidation; ``If-Match`` refuses a version other than the one
+the caller saw.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import quote
+
+import httpx
+
+from modelhost.cache.stores.base import ObjectInfo, Progress, key_below, validate_name
+from modelhost.errors import (
+    ModelhostError,
+    ModelNotFound,
+    StoreError,
+    StoreTimeout,
+    StoreUnavailable,
+)
+
+CHUNK_BYTES = 1 << 20
+TRANSIENT_STATUSES = {408, 412, 425, 429, 500, 502, 503, 504}
+
+
+def http_client(timeout_s: float) -> httpx.AsyncClient:
+    """One client (one connection pool) shared by every HTTP store of the server."""
+    return httpx.AsyncClient(timeout=httpx.Timeout(timeout_s), follow_redirects=True)
+
+
+class HttpStore:
+    def __init__(self, root: str, client: httpx.AsyncClient) -> None:
+        self.uri = root.rstrip("/")
+        self.client = client
+
+    def url_of(self, key: str) -> str:
+        return f"{self.uri}/{quote(validate_name(key))}"
+
+    def key_of(self, url: str) -> str | None:
+        return key_below(self.uri, url)
+
+    def local_path(self, key: str) -> Path | None:
+        return None
+
+    async def stat(self, key: str) -> ObjectInfo:
+        url = self.url_of(key)
+        response = await self._send(url, self.client.build_request("HEAD", url))
+        await response.aclose()
+        length = response.headers.get("content-length")
+        return ObjectInfo(int(length) if length else None, response.headers.get("etag"))
+
+    async def fetch(self, key: str, dest: Path, expected: ObjectInfo, progress: Progress) -> None:
+        url = self.url_of(key)
+        headers = {"If-Match": expected.etag} if expected.etag else {}
+        response = await self._send(url, self.client.build_request("GET", url, headers=headers))
+        try:
+            with dest.open("wb") as file:
+                async for chunk in response.aiter_bytes(CHUNK_BYTES):
+                    file.write(chunk)
+                    progress(len(chunk))
+        except httpx.HTTPError as error:
+            raise translate(error, url) from error
+        finally:
+            await response.aclose()
+
+    async def list_keys(self) -> list[str]:
+        raise StoreError(
+            f"an HTTP store ({self.uri}) cannot be listed; name the models to preload in "
+            "load_models, or keep them in S3 or a folder"
+        )
+
+    async def _send(self, url: str, request: httpx.Request) -> httpx.Response:
+        try:
+            response = await self.client.send(request, stream=True)
+        except httpx.HTTPError as error:
+            raise translate(error, url) from error
+        if response.status_code >= 400:
+            await response.aclose()
+            raise status_error(response.status_code, url)
+        return response
+
+
+def status_error(status: int, url: str) -> ModelhostError:
+    if status in (404, 410):
+        return ModelNotFound(f"{url} does not exist in the store (HTTP {status})")
+    kind = StoreUnavailable if status in TRANSIENT_STATUSES else StoreError
+    return kind(f"the store answered HTTP {status} for {url}")
+
+
+def translate(error: httpx.HTTPError, url: str) -> ModelhostError:
+    if isinstance(error, httpx.ReadTimeout | httpx.PoolTimeout):
+        return StoreTimeout(f"the store stopped sending {url}: no byte for the read timeout")
+    if isinstance(error, httpx.TransportError):
+        return StoreUnavailable(
+            f"cannot reach the store for {url}: {type(error).__name__}: {error}"
+        )
+    return StoreError(f"the store failed on {url}: {error}")

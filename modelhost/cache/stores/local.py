@@ -1,0 +1,76 @@
+"""A folder of artifacts on this machine: the embedded default store, read in place."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from modelhost.cache.stores.base import (
+    HANDLER_FILES,
+    ObjectInfo,
+    Progress,
+    is_artifact_key,
+    validate_name,
+)
+from modelhost.errors import InvalidModelName, ModelNotFound
+
+
+def path_of(url: str) -> Path:
+    """The absolute, resolved path of a file:// URL or a plain path."""
+    parsed = urlparse(url)
+    raw = unquote(parsed.path) if parsed.scheme == "file" else url
+    return Path(raw).resolve()
+
+
+class LocalStore:
+    """A folder; a model's key is its path relative to the folder."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root.resolve()
+        self.uri = self.root.as_uri()
+
+    def url_of(self, key: str) -> str:
+        return (self.root / key).as_uri()
+
+    def key_of(self, url: str) -> str | None:
+        path = path_of(url)
+        if path == self.root or not path.is_relative_to(self.root):
+            return None
+        return path.relative_to(self.root).as_posix()
+
+    def local_path(self, key: str) -> Path:
+        path = (self.root / validate_name(key)).resolve()
+        if not path.is_relative_to(self.root):
+            raise InvalidModelName(f"model {key!r} resolves outside the model store {self.root}")
+        if not path.exists():
+            raise ModelNotFound(
+                f"model {key} is not in the model store {self.root}; "
+                "check the name (it is the artifact's path relative to the store)"
+            )
+        return path
+
+    async def stat(self, key: str) -> ObjectInfo:
+        path = self.local_path(key)
+        return ObjectInfo(path.stat().st_size if path.is_file() else None)
+
+    async def fetch(self, key: str, dest: Path, expected: ObjectInfo, progress: Progress) -> None:
+        await asyncio.to_thread(shutil.copyfile, self.local_path(key), dest)
+
+    async def list_keys(self) -> list[str]:
+        return await asyncio.to_thread(self._artifacts)
+
+    def _artifacts(self) -> list[str]:
+        """Every artifact: files of known kinds and folders with their own handler."""
+        names = []
+        for path in sorted(self.root.rglob("*")):
+            is_file_model = path.is_file() and is_artifact_key(path.name)
+            is_folder_model = path.is_dir() and has_handler(path)
+            if (is_file_model or is_folder_model) and not any(map(has_handler, path.parents)):
+                names.append(path.relative_to(self.root).as_posix())
+        return names
+
+
+def has_handler(folder: Path) -> bool:
+    return any((folder / f).is_file() for f in HANDLER_FILES)
