@@ -34,6 +34,7 @@ from modelhost.errors import (
 MISSING = {"404", "NoSuchKey", "NotFound"}
 TRANSIENT = {"500", "502", "503", "504", "SlowDown", "InternalError", "ServiceUnavailable"}
 TRANSIENT |= {"RequestTimeout", "PreconditionFailed", "412", "Throttling", "ThrottlingException"}
+DENIED = {"403", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken"}
 MB = 1024 * 1024
 
 
@@ -154,6 +155,11 @@ def translate(error: Exception, url: str) -> ModelhostError:
         message = error.response.get("Error", {}).get("Message") or code
         if code in MISSING:
             return ModelNotFound(f"{url} does not exist in the store; check the model name")
+        if code in DENIED:
+            return StoreError(
+                f"the store refused {url}: {code}: {message}; check the AWS credentials "
+                "(AWS_PROFILE, AWS_ACCESS_KEY_ID, the instance role) and that they may read it"
+            )
         kind = StoreUnavailable if code in TRANSIENT else StoreError
         return kind(f"the store refused {url}: {code}: {message}")
     if isinstance(error, boto.NoCredentialsError | boto.PartialCredentialsError):
