@@ -37,6 +37,7 @@ from modelhost.observe.events import EventLog
 
 ENTRY_FILE = "modelhost-entry.json"
 UNPACK_STEP_BYTES = 32 * 2**20  # room is made for an unpacking archive this much at a time
+RECORD_BYTES = 4096  # room for the entry's record, reserved before anything else
 MAX_ENTRY_NAME = 200
 
 
@@ -179,6 +180,7 @@ class DiskTier:
         self.entries_dir.mkdir(parents=True, exist_ok=True)
         temp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.entries_dir))
         try:
+            self._grow(reservation, name, RECORD_BYTES, RECORD_BYTES)
             info, download_ms, source = ObjectInfo(None), 0.0, local
             if source is None:
                 source = temp / PurePosixPath(key).name
@@ -204,13 +206,15 @@ class DiskTier:
     async def _download(
         self, name: str, url: str, store: Store, key: str, dest: Path, reservation: Reservation
     ) -> tuple[ObjectInfo, float]:
+        base = reservation.bytes
+
         def room_for(info: ObjectInfo) -> None:
             if info.size is not None:
-                self._grow(reservation, name, info.size, info.size)
+                self._grow(reservation, name, base + info.size, base + info.size)
 
         async with self._download_slots:
             done = await download(store, key, dest, self.policy, on_info=room_for)
-        self._grow(reservation, name, done.bytes, done.bytes)
+        self._grow(reservation, name, base + done.bytes, base + done.bytes)
         self.events.emit(
             "download",
             name,

@@ -31,11 +31,14 @@ class Stores:
     """The configured store, stores opened for other allowed URLs, and the clients they share."""
 
     def __init__(
-        self, uri: str, allowed_urls: tuple[str, ...] = (), settings: StoreSettings | None = None
+        self,
+        store: str | Store,
+        allowed_urls: tuple[str, ...] = (),
+        settings: StoreSettings | None = None,
     ) -> None:
         self.settings = settings or StoreSettings()
         self._clients: dict[str, Any] = {}
-        self.default = self.open(uri)
+        self.default = self.open(store) if isinstance(store, str) else store
         self.allowed_urls = allowed_urls or (self.default.uri + "/*",)
 
     def open(self, uri: str) -> Store:

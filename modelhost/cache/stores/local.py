@@ -57,6 +57,7 @@ class LocalStore:
 
     async def fetch(self, key: str, dest: Path, expected: ObjectInfo, progress: Progress) -> None:
         await asyncio.to_thread(shutil.copyfile, self.local_path(key), dest)
+        progress(dest.stat().st_size)
 
     async def list_keys(self) -> list[str]:
         return await asyncio.to_thread(self._artifacts)

@@ -1,0 +1,58 @@
+"""A store held in a dict: the fake for tests of the disk tier and of downloads, with the
+misbehaviours of real stores on request (failures a retry mends, and silence)."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from pathlib import Path
+
+from modelhost.cache.stores.base import ObjectInfo, Progress, is_artifact_key, key_below
+from modelhost.errors import ModelNotFound, StoreUnavailable
+
+CHUNK_BYTES = 64 * 1024
+
+
+class MemoryStore:
+    def __init__(self, objects: dict[str, bytes] | None = None, uri: str = "memory://store"):
+        self.uri = uri
+        self.objects = dict(objects or {})
+        self.failures_left = 0  # fetches that stop half-way, as a reset connection would
+        self.stall_s = 0.0  # silence before each fetch sends anything
+        self.fetches = 0
+
+    def url_of(self, key: str) -> str:
+        return f"{self.uri}/{key}"
+
+    def key_of(self, url: str) -> str | None:
+        return key_below(self.uri, url)
+
+    def local_path(self, key: str) -> Path | None:
+        return None
+
+    async def stat(self, key: str) -> ObjectInfo:
+        data = self._object(key)
+        digest = hashlib.md5(data, usedforsecurity=False).hexdigest()
+        return ObjectInfo(len(data), digest, digest)
+
+    async def fetch(self, key: str, dest: Path, expected: ObjectInfo, progress: Progress) -> None:
+        self.fetches += 1
+        data = self._object(key)
+        await asyncio.sleep(self.stall_s)
+        sent = data[: len(data) // 2] if self.failures_left else data
+        with dest.open("wb") as file:
+            for start in range(0, len(sent), CHUNK_BYTES):
+                file.write(sent[start : start + CHUNK_BYTES])
+                progress(len(sent[start : start + CHUNK_BYTES]))
+                await asyncio.sleep(0)
+        if self.failures_left:
+            self.failures_left -= 1
+            raise StoreUnavailable(f"connection reset while sending {key}")
+
+    async def list_keys(self) -> list[str]:
+        return sorted(key for key in self.objects if is_artifact_key(key))
+
+    def _object(self, key: str) -> bytes:
+        if key not in self.objects:
+            raise ModelNotFound(f"{self.url_of(key)} does not exist in the store")
+        return self.objects[key]

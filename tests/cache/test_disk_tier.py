@@ -1,0 +1,138 @@
+"""The disk tier against the in-memory store: a hard budget, entries that survive a restart, and
+revalidation by ETag."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import tarfile
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from modelhost.cache.disk import DiskTier, UnpackLimits
+from modelhost.cache.download import DownloadPolicy
+from modelhost.cache.stores import Stores
+from modelhost.cache.stores.memory import MemoryStore
+from modelhost.errors import InsufficientDisk, StoreUnavailable
+from modelhost.observe.events import EventLog
+
+KiB = 1024
+BUDGET = 64 * KiB
+
+
+def disk_tier(cache_dir: Path, store: MemoryStore, budget: int = BUDGET) -> DiskTier:
+    tier = DiskTier(
+        cache_dir,
+        budget,
+        Stores(store),
+        EventLog(),
+        UnpackLimits(max_bytes=2**30, max_files=100),
+        DownloadPolicy(attempts=1, timeout_s=5),
+        revalidate_interval_s=10.0,
+        clock=Clock(),
+    )
+    tier.rebuild()
+    return tier
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+def bytes_on_disk(folder: Path) -> int:
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(folder) for f in fs)
+
+
+def fetch(tier: DiskTier, store: MemoryStore, key: str) -> str:
+    return asyncio.run(tier.materialize(key, store.url_of(key))).tier
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    requests=st.lists(st.tuples(st.integers(0, 5), st.integers(1, 40)), min_size=1, max_size=12),
+    busy=st.sets(st.integers(0, 5), max_size=2),
+)
+def test_the_budget_holds_and_busy_models_keep_their_artifacts(
+    requests: list[tuple[int, int]], busy: set[int]
+) -> None:
+    store = MemoryStore()
+    with tempfile.TemporaryDirectory() as cache:
+        tier = disk_tier(Path(cache), store)
+        tier.in_use = lambda name: int(name[1]) in busy
+        for index, kib in requests:
+            key = f"m{index}.joblib"
+            store.objects.setdefault(key, os.urandom(kib * KiB))
+            held_before = {n for n in tier.artifacts if tier.in_use(n)}
+            try:
+                fetch(tier, store, key)
+            except InsufficientDisk as error:
+                assert "raise --disk-budget" in str(error)
+            assert tier.used_bytes <= BUDGET
+            assert bytes_on_disk(Path(cache)) <= BUDGET
+            assert held_before <= set(tier.artifacts)
+
+
+def test_an_archive_is_unpacked_and_only_the_unpacked_tree_is_kept(tmp_path: Path) -> None:
+    content = bytes(48 * KiB)  # compresses to almost nothing: the peak is the unpacked tree
+    archive = io.BytesIO()
+    with tarfile.open(fileobj=archive, mode="w:gz") as tar:
+        member = tarfile.TarInfo("model.joblib")
+        member.size = len(content)
+        tar.addfile(member, io.BytesIO(content))
+    store = MemoryStore({"m.tar.gz": archive.getvalue(), "small.joblib": b"x" * KiB})
+    tier = disk_tier(tmp_path, store)
+    fetch(tier, store, "small.joblib")
+    fetch(tier, store, "m.tar.gz")
+    artifact = tier.artifacts["m.tar.gz"]
+    assert (artifact.path / "model.joblib").read_bytes() == content
+    assert not list(artifact.entry.glob("*.tar.gz"))  # type: ignore[union-attr]
+    assert bytes_on_disk(tmp_path) == tier.used_bytes <= BUDGET
+
+
+def test_restart_takes_back_whole_entries_and_drops_the_rest(tmp_path: Path) -> None:
+    store = MemoryStore({"a.joblib": b"a" * KiB, "b.joblib": b"b" * KiB})
+    tier = disk_tier(tmp_path, store)
+    assert fetch(tier, store, "a.joblib") == "remote"
+    fetch(tier, store, "b.joblib")
+    (tier.artifacts["b.joblib"].entry / "modelhost-entry.json").unlink()  # type: ignore[operator]
+    (tmp_path / "models/.tmp-half").mkdir()
+    again = disk_tier(tmp_path, store)
+    assert set(again.artifacts) == {"a.joblib"}
+    assert sorted(p.name for p in (tmp_path / "models").iterdir()) == ["a.joblib"]
+    assert fetch(again, store, "a.joblib") == "disk" and store.fetches == 2
+
+
+def test_a_failed_download_leaves_no_trace(tmp_path: Path) -> None:
+    store = MemoryStore({"a.joblib": b"a" * 32 * KiB})
+    store.failures_left = 1
+    tier = disk_tier(tmp_path, store)
+    with pytest.raises(StoreUnavailable):
+        fetch(tier, store, "a.joblib")
+    assert list((tmp_path / "models").iterdir()) == [] and tier.used_bytes == 0
+
+
+def test_revalidation_deletes_a_replaced_artifact_and_keeps_one_the_store_cannot_check(
+    tmp_path: Path,
+) -> None:
+    store = MemoryStore({"a.joblib": b"v1"})
+    tier = disk_tier(tmp_path, store)
+    fetch(tier, store, "a.joblib")
+    tier.clock.now += 100  # type: ignore[attr-defined]
+    assert asyncio.run(tier.revalidate("a.joblib")) is False  # unchanged: checked, kept
+    tier.clock.now += 100  # type: ignore[attr-defined]
+    store.stall_s, store.objects["a.joblib"] = 0, b"v2"
+    assert asyncio.run(tier.revalidate("a.joblib")) is True
+    assert "a.joblib" not in tier.artifacts and fetch(tier, store, "a.joblib") == "remote"
+    tier.clock.now += 100  # type: ignore[attr-defined]
+    del store.objects["a.joblib"]
+    assert asyncio.run(tier.revalidate("a.joblib")) is False  # gone from the store: keep serving

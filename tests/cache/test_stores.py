@@ -1,0 +1,145 @@
+"""One contract for every store: a folder, the in-memory fake, S3 (moto server) and HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from modelhost.cache.stores import Store, Stores
+from modelhost.cache.stores.local import LocalStore
+from modelhost.cache.stores.memory import MemoryStore
+from modelhost.errors import Forbidden, InvalidModelName, ModelNotFound, StoreError
+from modelhost.testing_stores import MotoServer, StaticHttpServer
+
+PAYLOAD = bytes(range(256)) * 1000
+KEY = "tenants/t1.joblib"
+
+Filled = tuple[Store, Callable[[str, bytes], None]]
+
+
+@pytest.fixture(scope="module")
+def moto() -> Iterator[MotoServer]:
+    with MotoServer() as server:
+        server.client().create_bucket(Bucket="contract")
+        yield server
+
+
+def local_store(root: Path) -> Filled:
+    def put(key: str, data: bytes) -> None:
+        (root / key).parent.mkdir(parents=True, exist_ok=True)
+        (root / key).write_bytes(data)
+
+    return LocalStore(root), put
+
+
+def memory_store() -> Filled:
+    store = MemoryStore()
+    return store, store.objects.__setitem__
+
+
+def s3_store(moto: MotoServer, monkeypatch: pytest.MonkeyPatch, prefix: str) -> Filled:
+    for name, value in moto.client_env().items():
+        monkeypatch.setenv(name, value)
+    client = moto.client()
+
+    def put(key: str, data: bytes) -> None:
+        client.put_object(Bucket="contract", Key=f"{prefix}/{key}", Body=data)
+
+    return Stores(f"s3://contract/{prefix}").default, put
+
+
+@pytest.fixture(params=["local", "memory", "s3", "http"])
+def filled(
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    moto: MotoServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[Filled]:
+    if request.param == "local":
+        yield local_store(tmp_path)
+    elif request.param == "memory":
+        yield memory_store()
+    elif request.param == "s3":
+        yield s3_store(moto, monkeypatch, request.node.name.replace("[", "-").strip("]"))
+    else:
+        root = tmp_path / "served"
+        root.mkdir()
+        with StaticHttpServer(root) as server:
+            stores = Stores(server.url)
+            yield stores.default, local_store(root)[1]
+            asyncio.run(stores.close())
+
+
+def run(coroutine):  # type: ignore[no-untyped-def]
+    return asyncio.run(coroutine)
+
+
+def test_stat_gives_the_size_and_fetch_the_exact_bytes(filled: Filled, tmp_path: Path) -> None:
+    store, put = filled
+    put(KEY, PAYLOAD)
+    info = run(store.stat(KEY))
+    received: list[int] = []
+    run(store.fetch(KEY, tmp_path / "out", info, received.append))
+    assert info.size == len(PAYLOAD)
+    assert (tmp_path / "out").read_bytes() == PAYLOAD and sum(received) == len(PAYLOAD)
+
+
+def test_a_missing_key_is_model_not_found(filled: Filled, tmp_path: Path) -> None:
+    store, _ = filled
+    with pytest.raises(ModelNotFound):
+        run(store.stat("tenants/none.joblib"))
+
+
+def test_urls_and_keys_round_trip(filled: Filled) -> None:
+    store, _ = filled
+    assert store.key_of(store.url_of(KEY)) == KEY
+    assert store.key_of(store.uri) is None
+    assert store.key_of(store.uri + "-sibling/x.joblib") is None
+
+
+def test_listing_finds_artifacts_or_says_why_it_cannot(filled: Filled) -> None:
+    store, put = filled
+    put(KEY, PAYLOAD)
+    put("notes/readme.txt", b"not a model")
+    try:
+        keys = run(store.list_keys())
+    except StoreError as error:
+        assert "cannot be listed" in str(error)
+    else:
+        assert keys == [KEY]
+
+
+# normalizing and admitting URLs given to POST /models ------------------------------------
+
+
+def test_relative_paths_are_in_the_store_and_links_resolve(tmp_path: Path) -> None:
+    (tmp_path / "store").mkdir()
+    (tmp_path / "outside.joblib").write_bytes(b"x")
+    (tmp_path / "store/link.joblib").symlink_to(tmp_path / "outside.joblib")
+    stores = Stores(str(tmp_path / "store"))
+    assert stores.normalize("a/b.joblib") == (tmp_path / "store/a/b.joblib").as_uri()
+    with pytest.raises(Forbidden):
+        stores.admit(str(tmp_path / "store/link.joblib"))  # resolves outside the store
+    assert stores.admit("a/b.joblib").startswith(stores.default.uri + "/")
+
+
+def test_remote_urls_keep_their_form_but_never_climb(tmp_path: Path) -> None:
+    stores = Stores(str(tmp_path), allowed_urls=("s3://bucket/models/*",))
+    assert stores.admit("s3://bucket/models/a.joblib") == "s3://bucket/models/a.joblib"
+    with pytest.raises(InvalidModelName):
+        stores.admit("s3://bucket/models/../secrets/a.joblib")
+    with pytest.raises(InvalidModelName):
+        stores.admit("ftp://host/a.joblib")
+    with pytest.raises(Forbidden, match=r"s3://bucket/models/\*"):
+        stores.admit("s3://bucket/other/a.joblib")
+    with pytest.raises(Forbidden):
+        stores.admit(str(tmp_path / "a.joblib"))  # the store itself is not in the list given
+
+
+def test_a_url_outside_the_configured_store_gets_a_store_of_its_own(tmp_path: Path) -> None:
+    stores = Stores(str(tmp_path / "store"))
+    store, key = stores.locate((tmp_path / "elsewhere/m.joblib").as_uri())
+    assert key == "m.joblib" and store.url_of(key) == (tmp_path / "elsewhere/m.joblib").as_uri()
