@@ -342,7 +342,9 @@ async def _obstore_range_tasks(store: Any, dest: Path) -> None:
 
     async def fetch(fd: int, start: int) -> None:
         async with slots:
-            data = await obstore.get_range_async(store, KEY, start=start, end=min(start + PART, size))
+            data = await obstore.get_range_async(
+                store, KEY, start=start, end=min(start + PART, size)
+            )
             _pwrite_all(fd, memoryview(data), start)
 
     fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -574,9 +576,21 @@ def error_shapes(endpoint: str) -> list[dict[str, Any]]:
     down = boto3_client(refused)
     store, down_store = s3_store(endpoint), s3_store(refused, retry_config=_short_retries())
     cases: list[tuple[str, str, Callable[[], object]]] = [
-        ("boto3", "missing key: head_object", lambda: good.head_object(Bucket=BUCKET, Key=MISSING_KEY)),
-        ("boto3", "missing key: get_object", lambda: good.get_object(Bucket=BUCKET, Key=MISSING_KEY)),
-        ("boto3", "connection refused: get_object", lambda: down.get_object(Bucket=BUCKET, Key=KEY)),
+        (
+            "boto3",
+            "missing key: head_object",
+            lambda: good.head_object(Bucket=BUCKET, Key=MISSING_KEY),
+        ),
+        (
+            "boto3",
+            "missing key: get_object",
+            lambda: good.get_object(Bucket=BUCKET, Key=MISSING_KEY),
+        ),
+        (
+            "boto3",
+            "connection refused: get_object",
+            lambda: down.get_object(Bucket=BUCKET, Key=KEY),
+        ),
         ("obstore", "missing key: head", lambda: _obstore_call("head", store, MISSING_KEY)),
         ("obstore", "missing key: get", lambda: _obstore_call("get", store, MISSING_KEY)),
         ("obstore", "connection refused: get", lambda: _obstore_call("get", down_store, KEY)),
@@ -595,7 +609,11 @@ def _auth_shapes(endpoint: str, key_id: str, secret: str, bad_key: Any) -> list[
     cases: list[tuple[str, str, Callable[[], object]]] = [
         ("boto3", "wrong secret: head_object", lambda: wrong.head_object(Bucket=BUCKET, Key=KEY)),
         ("boto3", "wrong secret: get_object", lambda: wrong.get_object(Bucket=BUCKET, Key=KEY)),
-        ("boto3", "unknown access key: get_object", lambda: bad_key.get_object(Bucket=BUCKET, Key=KEY)),
+        (
+            "boto3",
+            "unknown access key: get_object",
+            lambda: bad_key.get_object(Bucket=BUCKET, Key=KEY),
+        ),
         ("obstore", "wrong secret: head", lambda: _obstore_call("head", wrong_store, KEY)),
         ("obstore", "wrong secret: get", lambda: _obstore_call("get", wrong_store, KEY)),
     ]
@@ -615,7 +633,10 @@ def _iam_authentication(endpoint: str) -> Iterator[tuple[str, str]]:
         aws_secret_access_key=SECRET_KEY,
     )
     iam.create_user(UserName="bench")
-    policy = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}
+    policy = {
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}],
+    }
     iam.put_user_policy(UserName="bench", PolicyName="s3", PolicyDocument=json.dumps(policy))
     key = iam.create_access_key(UserName="bench")["AccessKey"]
     set_auth(endpoint, "0")
@@ -685,27 +706,50 @@ def report(summary: dict[str, Any], imports: dict[str, Any], errors: list[dict[s
     throughput = markdown_table(
         ["client", "median MiB/s", "min", "max", "client CPU s", "server CPU s", "requests"],
         [
-            [name, s["median_mib_s"], s["min_mib_s"], s["max_mib_s"], s["client_cpu_s"],
-             s["server_cpu_s"], s["requests"]]
+            [
+                name,
+                s["median_mib_s"],
+                s["min_mib_s"],
+                s["max_mib_s"],
+                s["client_cpu_s"],
+                s["server_cpu_s"],
+                s["requests"],
+            ]
             for name, s in summary.items()
         ],
     )
     cost = markdown_table(
-        ["library", "import s", "+client s", "+HEAD s", "PSS MiB import/client/HEAD",
-         "RSS MiB after HEAD"],
         [
-            [lib, i["import"]["seconds"], i["client"]["seconds"] - i["import"]["seconds"],
-             i["request"]["seconds"] - i["client"]["seconds"],
-             "/".join(f"{i[stage]['pss_mib']:.1f}" for stage in ("import", "client", "request")),
-             i["request"]["rss_mib"]]
+            "library",
+            "import s",
+            "+client s",
+            "+HEAD s",
+            "PSS MiB import/client/HEAD",
+            "RSS MiB after HEAD",
+        ],
+        [
+            [
+                lib,
+                i["import"]["seconds"],
+                i["client"]["seconds"] - i["import"]["seconds"],
+                i["request"]["seconds"] - i["client"]["seconds"],
+                "/".join(f"{i[stage]['pss_mib']:.1f}" for stage in ("import", "client", "request")),
+                i["request"]["rss_mib"],
+            ]
             for lib, i in imports.items()
         ],
     )
     shapes = markdown_table(
         ["library", "case", "exception", "code", "message", "s"],
         [
-            [e["library"], e["case"], e.get("exception"), e.get("code"),
-             e.get("error_message") or e.get("str", "")[:120], e["seconds"]]
+            [
+                e["library"],
+                e["case"],
+                e.get("exception"),
+                e.get("code"),
+                e.get("error_message") or e.get("str", "")[:120],
+                e["seconds"],
+            ]
             for e in errors
         ],
     )
@@ -796,9 +840,16 @@ def main() -> None:
     signal.alarm(0)
     summary = summarize(measured["runs"])
     print(report(summary, measured["imports"], measured["errors"]))
-    settings = {key: str(value) for key, value in vars(args).items() if key not in ("probe", "endpoint")}
-    results = {"settings": settings, "machine": machine(pin), "versions": versions(),
-               "summary": summary, **measured}
+    settings = {
+        key: str(value) for key, value in vars(args).items() if key not in ("probe", "endpoint")
+    }
+    results = {
+        "settings": settings,
+        "machine": machine(pin),
+        "versions": versions(),
+        "summary": summary,
+        **measured,
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"\nwrote {args.out}", file=sys.stderr)

@@ -55,6 +55,18 @@ def iris_logreg(path: Path) -> Path:
     return _dump(LogisticRegression(max_iter=1000).fit(x, y), path)
 
 
+def padded_logreg(path: Path, total_bytes: int, seed: int = 0) -> Path:
+    """The iris LogisticRegression carrying random padding up to about `total_bytes`: an artifact
+    that downloads and loads like a large model but predicts like a small one."""
+    import numpy as np
+    from sklearn.datasets import load_iris
+    from sklearn.linear_model import LogisticRegression
+
+    model = LogisticRegression(max_iter=500).fit(*load_iris(return_X_y=True))
+    model.padding_ = np.random.default_rng(seed).integers(0, 256, total_bytes, dtype=np.uint8)
+    return _dump(model, path)
+
+
 def random_forest(path: Path, target_bytes: int = 15 * 2**20, seed: int = 0) -> Path:
     """A RandomForestClassifier on digits whose joblib file is within ±30% of `target_bytes`.
 
