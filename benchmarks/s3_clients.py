@@ -41,6 +41,7 @@ import io
 import json
 import os
 import platform
+import resource
 import signal
 import socket
 import statistics
@@ -293,7 +294,8 @@ def upload(client: Any, size: int) -> dict[str, Any]:
     client.upload_fileobj(io.BytesIO(payload), BUCKET, KEY)
     seconds = time.perf_counter() - started
     head = client.head_object(Bucket=BUCKET, Key=KEY)
-    assert head["ContentLength"] == size, head
+    if head["ContentLength"] != size:
+        raise AssertionError(f"uploaded {size} bytes, the store has {head['ContentLength']}")
     return {
         "bytes": size,
         "md5": hashlib.md5(payload).hexdigest(),
@@ -492,8 +494,13 @@ def measure_imports(endpoint: str, runs: int) -> dict[str, dict[str, Any]]:
 
 
 def _run_probe(lib: str, endpoint: str) -> dict[str, Any]:
-    command = [sys.executable, __file__, "--probe", lib, "--endpoint", endpoint]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=True)
+    return _run_json(["--probe", lib, "--endpoint", endpoint])
+
+
+def _run_json(arguments: list[str]) -> dict[str, Any]:
+    """Run this script again in a fresh process; its last line of output is JSON."""
+    command = [sys.executable, __file__, *arguments]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=True)
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
@@ -512,11 +519,14 @@ def probe(lib: str, endpoint: str) -> None:
     stages: dict[str, dict[str, float]] = {}
     base = psutil.Process().memory_full_info()
     started = time.perf_counter()
+    measuring = [0.0]  # seconds spent reading memory, kept out of the stage times
 
     def mark(stage: str) -> None:
+        elapsed = time.perf_counter() - started - measuring[0]
         now = psutil.Process().memory_full_info()
+        measuring[0] = time.perf_counter() - started - elapsed
         stages[stage] = {
-            "seconds": time.perf_counter() - started,
+            "seconds": elapsed,
             "rss_mib": (now.rss - base.rss) / MiB,
             "pss_mib": (now.pss - base.pss) / MiB,
         }
@@ -565,6 +575,29 @@ PROBES: dict[str, Callable[[str, Callable[[str], None]], None]] = {
     "obstore": _probe_obstore,
     "aiobotocore": _probe_aiobotocore,
 }
+
+
+def measure_peaks(endpoint: str, folder: Path) -> dict[str, float]:
+    """Per candidate, in a fresh process: how far one download raises the peak RSS."""
+    return {
+        name: _run_json(["--probe-download", name, "--endpoint", endpoint, "--dir", str(folder)])[
+            "peak_rss_mib"
+        ]
+        for name in CANDIDATES
+    }
+
+
+def probe_download(name: str, endpoint: str, folder: Path) -> None:
+    clients = Clients.open(endpoint)
+    dest = folder / f"peak-{os.getpid()}.bin"
+    before = psutil.Process().memory_info().rss
+    try:
+        CANDIDATES[name](clients, dest)
+    finally:
+        dest.unlink(missing_ok=True)
+        clients.close()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+    print(json.dumps({"peak_rss_mib": max(0, peak - before) / MiB}))
 
 
 # --- error shapes -----------------------------------------------------------------------------
@@ -798,6 +831,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--probe", choices=LIBRARIES, help=argparse.SUPPRESS)
     parser.add_argument("--endpoint", help=argparse.SUPPRESS)
     parser.add_argument("--serve-moto", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--probe-download", choices=list(CANDIDATES), help=argparse.SUPPRESS)
     return parser.parse_args()
 
 
@@ -818,8 +852,15 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
         finally:
             clients.close()
         imports = measure_imports(server.endpoint, args.runs)
+        peaks = measure_peaks(server.endpoint, Path(scratch_dir))
         errors = error_shapes(server.endpoint)
-    return {"upload": uploaded, "runs": runs, "imports": imports, "errors": errors}
+    return {
+        "upload": uploaded,
+        "runs": runs,
+        "peak_rss_mib": peaks,
+        "imports": imports,
+        "errors": errors,
+    }
 
 
 def main() -> None:
@@ -830,6 +871,9 @@ def main() -> None:
         return
     if args.serve_moto:
         serve_moto(args.serve_moto)
+        return
+    if args.probe_download:
+        probe_download(args.probe_download, args.endpoint, args.dir)
         return
     pin = args.pin and args.server == "process"
     if pin:

@@ -97,11 +97,17 @@ def ignore_signals_after_drain() -> None:
 async def started_host(config: Config, run_dir: Path) -> AsyncIterator[ModelHost]:
     events = EventLog()
     pool = WorkerPool(config.workers or usable_cores(), config.threads_per_worker, run_dir, events)
+    stores = Stores(  # before the baseline is measured: an S3 client costs the frontend memory
+        config.model_store,
+        config.allowed_urls,
+        StoreSettings(config.store_timeout_s, config.max_concurrent_downloads),
+    )
     try:
         await pool.startup()
-        host = build_host(config, pool, events, await idle_pss(pool))
+        host = build_host(config, pool, stores, events, await idle_pss(pool))
     except BaseException:
         await pool.shutdown()
+        await stores.close()
         raise
     watcher = asyncio.ensure_future(watch_memory(host))
     try:
@@ -113,7 +119,9 @@ async def started_host(config: Config, run_dir: Path) -> AsyncIterator[ModelHost
         await host.disk.stores.close()
 
 
-def build_host(config: Config, pool: WorkerPool, events: EventLog, baseline: int) -> ModelHost:
+def build_host(
+    config: Config, pool: WorkerPool, stores: Stores, events: EventLog, baseline: int
+) -> ModelHost:
     budget = parse_size(config.memory_budget, usable_memory_bytes())
     if budget <= baseline:
         raise ConfigError(
@@ -127,11 +135,7 @@ def build_host(config: Config, pool: WorkerPool, events: EventLog, baseline: int
     disk = DiskTier(
         cache_dir,
         disk_budget,
-        Stores(
-            config.model_store,
-            config.allowed_urls,
-            StoreSettings(config.store_timeout_s, config.max_concurrent_downloads),
-        ),
+        stores,
         events,
         UnpackLimits(parse_size(config.max_unpacked_bytes), config.max_unpacked_files),
         DownloadPolicy(config.store_attempts, config.store_timeout_s),

@@ -361,3 +361,16 @@ def test_a_replaced_object_is_fetched_again_when_revalidation_is_on(
         downloads = logged(server, "versions/m.joblib", "download")
     assert unload["reason"] == "stale" and len(downloads) == 2
     assert fresh.status_code == 200 and fresh.json() == {"predictions": [2]}
+
+
+def test_load_models_all_preloads_every_artifact_under_the_s3_prefix(
+    moto: MotoServer, artifacts: Path, tmp_path: Path
+) -> None:
+    client = moto.client()
+    for key in ("all/a.joblib", "all/team/b.joblib"):
+        client.upload_file(str(artifacts / "iris.joblib"), BUCKET, key)
+    client.put_object(Bucket=BUCKET, Key="all/README.md", Body=b"not a model")
+    args = testing.serve_args(f"s3://{BUCKET}/all", tmp_path / "cache", load_models="ALL")
+    with testing.RunningServer(args, tmp_path, env=env_for(moto, moto.url)) as server:
+        listed = httpx.get(f"{server.url}/models").json()["models"]
+    assert sorted(m["modelName"] for m in listed) == ["a.joblib", "team/b.joblib"]

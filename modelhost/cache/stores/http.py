@@ -8,7 +8,7 @@ the caller saw.
 from __future__ import annotations
 
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 import httpx
 
@@ -39,7 +39,8 @@ class HttpStore:
         return f"{self.uri}/{quote(validate_name(key))}"
 
     def key_of(self, url: str) -> str | None:
-        return key_below(self.uri, url)
+        key = key_below(self.uri, url)
+        return unquote(key) if key else None
 
     def local_path(self, key: str) -> Path | None:
         return None
