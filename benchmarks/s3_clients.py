@@ -1,4 +1,4 @@
-"""S3 clients for downloading model artifacts: throughput, import cost and error shapes.
+"""S3 clients for downloading model artifacts: throughput, memory, import cost, error shapes.
 
 Everything runs against a moto S3 server on 127.0.0.1 that this script starts and stops; no
 request leaves the machine. Sizes are in MiB (2**20 bytes) and throughputs in MiB/s.
@@ -6,28 +6,31 @@ request leaves the machine. Sizes are in MiB (2**20 bytes) and throughputs in Mi
 1. Throughput: one random-bytes object of `--size-mb` MiB (multipart-uploaded with boto3) is
    downloaded into a file `--runs` times by each candidate, interleaved (A, B, C, A, B, C, ...) so
    drift hits all alike. Every run checks the size, the first run of each candidate the MD5, and
-   each run records the client process's CPU seconds, the server's and the requests it served:
+   records the client process's CPU seconds, the server's, and the requests the server logged:
    - boto3 `download_file` (s3transfer defaults: 8 MiB ranged GETs on 10 threads);
    - boto3 `get_object` read in 1 MiB chunks (one stream, no parallelism);
    - obstore `get_async` streamed in 1 MiB chunks (one stream);
    - obstore `get_range_async` of 8 MiB, 10 in flight, each written at its offset;
-   - obstore `get_ranges_async` with the same ranges (one call; every range held in memory);
+   - obstore `get_ranges_async` with the same ranges (one call, every range held in memory;
+     obstore coalesces adjacent ranges, so this is one GET);
    - aiobotocore `get_object` read in 1 MiB chunks (one stream).
+   Then, per candidate in a fresh process, how far one download raises the peak RSS.
 2. Import cost: per library, in a fresh process, the seconds and the RSS/PSS added by importing
    it, by creating one client, and by one HEAD request (the first request starts pools/runtimes).
-3. Error shapes: the exception each library raises for a missing key (HEAD and GET), a wrong
-   secret key (moto's IAM authentication is switched on for that), an unknown access key, and a
-   refused connection.
+3. Error shapes: what boto3 and obstore raise for a missing key (HEAD and GET), a wrong secret
+   key and an unknown access key (moto's IAM authentication is switched on for these), and a
+   refused connection (default retries).
 
-The server is `python -m moto.server` in a subprocess by default (`--server thread` runs
-`moto.server.ThreadedMotoServer` in this process instead, sharing the client's GIL and cores),
-with MOTO_S3_DEFAULT_KEY_BUFFER_SIZE raised so the object stays in memory. With two or more
-cores the server is pinned to core 0 and this process (and its probes) to core 1 (`--no-pin` to
-turn off).
+The server is `python -m moto.server` in a subprocess (`--server thread`: ThreadedMotoServer in
+this process, sharing the client's GIL and cores, which measured slower), holding the object in
+memory (MOTO_S3_DEFAULT_KEY_BUFFER_SIZE). moto reads the whole object for every ranged GET, so
+parallel ranged downloads are bound by moto; `--fast-ranges` patches that (see
+`patch_moto_ranges`) to compare the clients' parallel paths. With two or more cores the server is
+pinned to core 0 and this process and its probes to core 1 (`--no-pin` to turn off).
 
     pip install boto3 'moto[server]' obstore aiobotocore psutil
-    python benchmarks/s3_clients.py [--size-mb 200] [--runs 3] [--server process|thread]
-        [--no-pin] [--out benchmarks/results/s3_clients.json]
+    python benchmarks/s3_clients.py [--size-mb 200] [--runs 3] [--fast-ranges] [--no-pin]
+        [--server process|thread] [--dir FOLDER] [--out benchmarks/results/s3_clients.json]
 """
 
 from __future__ import annotations
@@ -41,7 +44,6 @@ import io
 import json
 import os
 import platform
-import resource
 import signal
 import socket
 import statistics
@@ -52,7 +54,6 @@ import time
 import urllib.request
 from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
-from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -184,19 +185,20 @@ def patch_moto_ranges() -> None:
     """
     from moto.s3.models import FakeKey
 
-    plain = FakeKey.value
+    plain: Any = FakeKey.__dict__["value"]  # the property itself
 
     def cached(key: Any) -> bytes:
-        value = key.__dict__.get("_whole_value")
+        value: bytes | None = key.__dict__.get("_whole_value")
         if value is None:
-            value = key.__dict__["_whole_value"] = plain.fget(key)
+            fresh: bytes = plain.fget(key)
+            value = key.__dict__["_whole_value"] = fresh
         return value
 
     def store(key: Any, new_value: bytes) -> None:
         key.__dict__.pop("_whole_value", None)
         plain.fset(key, new_value)
 
-    FakeKey.value = property(cached, store)  # type: ignore[method-assign]
+    FakeKey.value = property(cached, store)  # type: ignore[assignment,method-assign]
 
 
 def serve_moto(port: int) -> None:
@@ -590,14 +592,23 @@ def measure_peaks(endpoint: str, folder: Path) -> dict[str, float]:
 def probe_download(name: str, endpoint: str, folder: Path) -> None:
     clients = Clients.open(endpoint)
     dest = folder / f"peak-{os.getpid()}.bin"
+    Path("/proc/self/clear_refs").write_text("5")  # VmHWM := current RSS (Linux >= 4.0)
     before = psutil.Process().memory_info().rss
     try:
         CANDIDATES[name](clients, dest)
     finally:
         dest.unlink(missing_ok=True)
-        clients.close()
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+    peak = _vm_hwm()
+    clients.close()
     print(json.dumps({"peak_rss_mib": max(0, peak - before) / MiB}))
+
+
+def _vm_hwm() -> int:
+    """This process's peak RSS in bytes (unlike ru_maxrss, not inherited across fork/exec)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
 
 
 # --- error shapes -----------------------------------------------------------------------------
@@ -607,7 +618,7 @@ def error_shapes(endpoint: str) -> list[dict[str, Any]]:
     refused = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     good, bad_key = boto3_client(endpoint), boto3_client(endpoint, key="AKIANOSUCHKEY")
     down = boto3_client(refused)
-    store, down_store = s3_store(endpoint), s3_store(refused, retry_config=_short_retries())
+    store, down_store = s3_store(endpoint), s3_store(refused)  # default retries: 10, a few seconds
     cases: list[tuple[str, str, Callable[[], object]]] = [
         (
             "boto3",
@@ -677,11 +688,6 @@ def _iam_authentication(endpoint: str) -> Iterator[tuple[str, str]]:
         yield key["AccessKeyId"], key["SecretAccessKey"]
     finally:
         set_auth(endpoint, "inf")
-
-
-def _short_retries() -> dict[str, Any]:
-    """obstore retries a refused connection for up to 3 minutes by default; bound it."""
-    return {"max_retries": 2, "retry_timeout": timedelta(seconds=10)}
 
 
 def _obstore_call(operation: str, store: Any, key: str) -> object:
@@ -802,6 +808,7 @@ def machine(pin: bool) -> dict[str, Any]:
         "python": platform.python_version(),
         "platform": platform.platform(),
         "cores": os.cpu_count(),
+        "load_average_at_end": os.getloadavg(),  # other work on the machine skews the numbers
         "pinned": {"server_cpu": SERVER_CPU, "client_cpu": CLIENT_CPU} if pin else None,
     }
 

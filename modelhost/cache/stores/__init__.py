@@ -111,8 +111,4 @@ class Stores:
 
     async def close(self) -> None:
         for client in self._clients.values():
-            closing = client.aclose() if hasattr(client, "aclose") else None
-            if closing is not None:
-                await closing
-            else:
-                client.close()
+            await client.aclose()

@@ -23,6 +23,7 @@ from modelhost.errors import (
 
 CHUNK_BYTES = 1 << 20
 TRANSIENT_STATUSES = {408, 412, 425, 429, 500, 502, 503, 504}
+HEAD_REFUSED = {403, 405, 501}
 
 
 def http_client(timeout_s: float) -> httpx.AsyncClient:
@@ -47,16 +48,20 @@ class HttpStore:
 
     async def stat(self, key: str) -> ObjectInfo:
         url = self.url_of(key)
-        response = await self._send(url, self.client.build_request("HEAD", url))
+        response = await self._send(self.client.build_request("HEAD", url))
         await response.aclose()
+        if response.status_code in HEAD_REFUSED:
+            return ObjectInfo(None)  # e.g. a presigned GET URL: the GET will tell
+        check(response, url)
         length = response.headers.get("content-length")
         return ObjectInfo(int(length) if length else None, response.headers.get("etag"))
 
     async def fetch(self, key: str, dest: Path, expected: ObjectInfo, progress: Progress) -> None:
         url = self.url_of(key)
         headers = {"If-Match": expected.etag} if expected.etag else {}
-        response = await self._send(url, self.client.build_request("GET", url, headers=headers))
+        response = await self._send(self.client.build_request("GET", url, headers=headers))
         try:
+            check(response, url)
             with dest.open("wb") as file:
                 async for chunk in response.aiter_bytes(CHUNK_BYTES):
                     file.write(chunk)
@@ -72,15 +77,16 @@ class HttpStore:
             "load_models, or keep them in S3 or a folder"
         )
 
-    async def _send(self, url: str, request: httpx.Request) -> httpx.Response:
+    async def _send(self, request: httpx.Request) -> httpx.Response:
         try:
-            response = await self.client.send(request, stream=True)
+            return await self.client.send(request, stream=True)
         except httpx.HTTPError as error:
-            raise translate(error, url) from error
-        if response.status_code >= 400:
-            await response.aclose()
-            raise status_error(response.status_code, url)
-        return response
+            raise translate(error, str(request.url)) from error
+
+
+def check(response: httpx.Response, url: str) -> None:
+    if response.status_code >= 400:
+        raise status_error(response.status_code, url)
 
 
 def status_error(status: int, url: str) -> ModelhostError:

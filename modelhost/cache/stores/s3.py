@@ -58,7 +58,7 @@ class S3Client:
         )
         self.transfers = TransferManager(self.client, transfer)
 
-    def close(self) -> None:
+    async def aclose(self) -> None:
         self.transfers.shutdown(cancel=True)
 
 
