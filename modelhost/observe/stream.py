@@ -2,8 +2,8 @@
 queue of its own.
 
 A client that falls a whole queue behind is dropped rather than let the queue grow: its stream
-ends, and its EventSource reconnects with `Last-Event-ID`, which is resumed from the log's ring of
-recent events. `close()` ends every stream, so a draining server is not held open by them.
+ends after what it had queued, and its EventSource reconnects with `Last-Event-ID`, which is
+resumed from the log's ring of recent events. `close()` ends every stream, so a draining server is not held open by them.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ class EventStream:
         after each `heartbeat_s` of silence. `model` keeps only that model's events."""
         if self.closed:
             return
-        queue: asyncio.Queue[Item] = asyncio.Queue(self.queue_events)
+        queue: asyncio.Queue[Item] = asyncio.Queue(self.queue_events + 1)  # + 1: room for END
         self._queues.add(queue)  # subscribed and replayed in one step: no event falls between
         backlog = self.events.since(after_id) if after_id is not None else []
         try:
@@ -73,15 +73,13 @@ class EventStream:
 
     def _publish(self, event: Event) -> None:
         for queue in list(self._queues):
-            try:
+            if queue.qsize() < self.queue_events:
                 queue.put_nowait(event)
-            except asyncio.QueueFull:
+            else:
                 self._end(queue)
 
     def _end(self, queue: asyncio.Queue[Item]) -> None:
-        self._queues.discard(queue)
-        while queue.full():
-            queue.get_nowait()  # the client resumes what it lost from the ring
+        self._queues.discard(queue)  # so END is put once, in the room kept for it
         queue.put_nowait(END)
 
     def close(self) -> None:
