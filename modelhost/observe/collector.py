@@ -60,18 +60,13 @@ class HostCollector(Collector):
     def _models(self) -> Iterator[Metric]:
         states = GaugeMetricFamily(
             "modelhost_models",
-            "Models in memory by state (loaded, loading, unloading)",
+            "Models in memory by state; loaded is SageMaker's LoadedModelCount",
             labels=["state"],
         )
         residents = list(self.host.memory)
         for state in State:
             states.add_metric([state.value], sum(r.state is state for r in residents))
         yield states
-        yield _gauge(
-            "modelhost_loaded_models",
-            "Models loaded and ready to serve (SageMaker's LoadedModelCount)",
-            sum(r.state is State.LOADED for r in residents),
-        )
         if self.model_series:
             yield self._footprints([r for r in residents if r.state is State.LOADED])
 

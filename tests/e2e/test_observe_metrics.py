@@ -4,6 +4,7 @@ the access log say the same."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -23,6 +24,7 @@ ROW = json.dumps(testing.iris_rows(1)[0])
 JSON = {"content-type": "application/json"}
 INVOKE_ROUTE = "/models/{model:path}/invoke"
 MODEL_SERIES = 2
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +92,8 @@ def test_hits_and_misses_agree_with_what_the_test_did(client: httpx.Client) -> N
     assert delta("modelhost_http_requests_total", **ok) == len(misses) + hits
     assert delta("modelhost_http_request_bytes_total", route=INVOKE_ROUTE) == len(ROW) * 8
     stats = client.get("/stats").json()
-    assert value(after, "modelhost_loaded_models") == stats["memory"]["loadedModels"] >= 3
+    loaded = value(after, "modelhost_models", state="loaded")
+    assert loaded == stats["memory"]["loadedModels"] >= 3
     assert value(after, "modelhost_memory_budget_bytes") == stats["memory"]["budgetBytes"]
     assert value(after, "modelhost_workers") == 2
     footprints = [k for k in after if k[0] == "modelhost_model_memory_bytes"]
@@ -118,6 +121,28 @@ def test_promtool_accepts_the_metrics(client: httpx.Client) -> None:
         [promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+@pytest.mark.parametrize("doc", ["docs/observability.md", "deploy/grafana-dashboard.json"])
+def test_the_docs_and_the_grafana_dashboard_query_only_metrics_that_exist(
+    client: httpx.Client, doc: str
+) -> None:
+    exposed = exposed_names(client.get("/metrics").text)
+    queried = {n for n in re.findall(r"modelhost_\w+", (REPO / doc).read_text()) if n[-1] != "_"}
+    assert len(queried) > 10
+    assert queried - exposed == set()
+
+
+def exposed_names(text: str) -> set[str]:
+    """Every sample name the exposition declares, labelled series not yet seen included."""
+    names = set()
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            name, kind = line.split()[2:4]
+            names.add(name)
+            if kind == "histogram":
+                names |= {f"{name}_bucket", f"{name}_count", f"{name}_sum"}
+    return names
 
 
 def test_describe_gives_the_models_counters(client: httpx.Client) -> None:
