@@ -3,7 +3,8 @@ queue of its own.
 
 A client that falls a whole queue behind is dropped rather than let the queue grow: its stream
 ends after what it had queued, and its EventSource reconnects with `Last-Event-ID`, which is
-resumed from the log's ring of recent events. `close()` ends every stream, so a draining server is not held open by them.
+resumed from the log's ring of recent events. `close()` ends every stream, so a draining server
+is not held open by them.
 """
 
 from __future__ import annotations

@@ -35,6 +35,8 @@ class EventReader(threading.Thread):
         self.url, self.headers = url, dict(headers or {})
         self.events: list[dict[str, Any]] = []
         self.ended = False
+        self.error: Exception | None = None  # what broke the stream before it was closed
+        self._closing = False
         self._changed = threading.Condition()
         self._client = httpx.Client(timeout=httpx.Timeout(10, read=None))
         self._connected = threading.Event()
@@ -45,7 +47,10 @@ class EventReader(threading.Thread):
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._closing = True
         self._client.close()  # ends the stream; the thread sees a read error and stops
+        if self.error is not None:
+            raise self.error
 
     def run(self) -> None:
         try:
@@ -53,8 +58,9 @@ class EventReader(threading.Thread):
                 response.raise_for_status()
                 self._connected.set()
                 self._read(response)
-        except (httpx.HTTPError, RuntimeError):  # RuntimeError: the client closed under it
-            pass
+        except Exception as error:  # reported by __exit__, unless it is the close itself
+            if not self._closing:
+                self.error = error
         finally:
             with self._changed:
                 self.ended = True
