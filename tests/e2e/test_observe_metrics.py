@@ -152,7 +152,7 @@ def test_describe_gives_the_models_counters(client: httpx.Client) -> None:
     counters = client.get(f"/models/{name}").json()["counters"]
     assert counters["requests"] == 3 and counters["hits"] == 2
     assert counters["misses"] == {"disk": 1} and counters["errors"] == 0
-    assert set(counters["lastTimingsMs"]) == {"queue", "load", "infer"}
+    assert {"queue", "load", "infer"} <= set(counters["lastTimingsMs"])  # "download" with stores
 
 
 def test_the_access_log_has_a_line_per_request(
