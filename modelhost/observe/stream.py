@@ -34,12 +34,12 @@ class EventStream:
         self.queue_events = queue_events
         self.heartbeat_s = heartbeat_s
         self.closed = False
-        self._queues: set[asyncio.Queue[Item]] = set()
+        self._clients: dict[asyncio.Queue[Item], str | None] = {}  # queue → its model filter
         events.subscribe(self._publish)
 
     @property
     def clients(self) -> int:
-        return len(self._queues)
+        return len(self._clients)
 
     async def follow(
         self, after_id: int | None = None, model: str | None = None
@@ -49,17 +49,16 @@ class EventStream:
         if self.closed:
             return
         queue: asyncio.Queue[Item] = asyncio.Queue(self.queue_events + 1)  # + 1: room for END
-        self._queues.add(queue)  # subscribed and replayed in one step: no event falls between
+        self._clients[queue] = model  # subscribed and replayed in one step: nothing falls between
         backlog = self.events.since(after_id) if after_id is not None else []
         try:
             for event in backlog:
                 if model is None or event.model == model:
                     yield event
             async for item in self._live(queue):
-                if item is None or model is None or item.model == model:
-                    yield item
+                yield item
         finally:
-            self._queues.discard(queue)
+            self._clients.pop(queue, None)
 
     async def _live(self, queue: asyncio.Queue[Item]) -> AsyncIterator[Event | None]:
         while True:
@@ -73,18 +72,20 @@ class EventStream:
             yield item
 
     def _publish(self, event: Event) -> None:
-        for queue in list(self._queues):
+        for queue, model in list(self._clients.items()):
+            if model is not None and event.model != model:
+                continue
             if queue.qsize() < self.queue_events:
                 queue.put_nowait(event)
             else:
                 self._end(queue)
 
     def _end(self, queue: asyncio.Queue[Item]) -> None:
-        self._queues.discard(queue)  # so END is put once, in the room kept for it
+        self._clients.pop(queue, None)  # so END is put once, in the room kept for it
         queue.put_nowait(END)
 
     def close(self) -> None:
         """End every stream now and refuse new ones (the server is draining)."""
         self.closed = True
-        for queue in list(self._queues):
+        for queue in list(self._clients):
             self._end(queue)

@@ -107,3 +107,18 @@ def test_close_ends_open_streams_and_refuses_new_ones() -> None:
 
 async def _all(follow: AsyncIterator[Event | None]) -> list[Event | None]:
     return [event async for event in follow]
+
+
+def test_other_models_events_neither_fill_nor_drop_a_filtered_client() -> None:
+    async def scenario() -> list[str | None]:
+        log = EventLog()
+        follow = EventStream(log, queue_events=2).follow(model="b")
+        first = asyncio.ensure_future(take(follow, 2))
+        await asyncio.sleep(0)
+        for _ in range(5):
+            log.emit("load", "a")
+        log.emit("load", "b")
+        log.emit("evict", "b")
+        return [f"{e.kind} {e.model}" for e in await first if e]
+
+    assert run(scenario) == ["load b", "evict b"]
