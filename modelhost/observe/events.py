@@ -27,7 +27,7 @@ RECENT_EVENTS = 1000
 
 @dataclass(frozen=True)
 class Event:
-    kind: str  # download, load, unload, evict, delete, failure, worker_start, worker_exit, unpack
+    kind: str  # download unpack load unload evict delete failure worker_start worker_exit budget
     model: str | None = None
     bytes: int | None = None
     duration_ms: float | None = None
