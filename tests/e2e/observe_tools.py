@@ -17,12 +17,12 @@ INSTALL_HINT = "scripts/install-test-tools.sh installs it (make test runs it)"
 
 def require_tool(command: str, package: str) -> str:
     """The path of `command`; skips the test if it is missing, fails it under CI's
-    MODELHOST_REQUIRE_TOOLS=1 so a missing install step cannot pass as a skip."""
+    REQUIRE_TEST_TOOLS=1 so a missing install step cannot pass as a skip."""
     path = shutil.which(command)
     if path:
         return path
     message = f"{command} is not installed (Debian package {package}); {INSTALL_HINT}"
-    if os.environ.get("MODELHOST_REQUIRE_TOOLS"):
+    if os.environ.get("REQUIRE_TEST_TOOLS"):
         pytest.fail(message)
     pytest.skip(message)
 
