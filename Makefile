@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STORE ?= models
 PORT ?= 8080
 
-.PHONY: setup serve test lint bench clean
+.PHONY: setup serve test test-tools lint bench clean
 
 setup: $(VENV)/.installed
 
@@ -19,8 +19,11 @@ serve: setup  ## build the example store (a few hundred models) and serve it on 
 	$(PY) -m modelhost examples $(STORE)
 	$(PY) -m modelhost serve --model-store $(STORE) --port $(PORT)
 
-test: setup  ## every test: unit, property and end-to-end against real servers
+test: setup test-tools  ## every test: unit, property and end-to-end against real servers
 	$(PY) -m pytest
+
+test-tools:  ## promtool and chromium, which the observability tests drive (apt-get, as root)
+	scripts/install-test-tools.sh || echo "warning: promtool/chromium missing; their tests will skip"
 
 lint: setup
 	$(VENV)/bin/ruff check modelhost tests benchmarks

@@ -6,9 +6,10 @@ import asyncio
 import contextlib
 import logging
 import signal
+import socket
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from modelhost.http.app import build_app
 from modelhost.http.routes import HttpSettings, Routes
 from modelhost.observe.events import EventLog
 from modelhost.observe.memory import server_pss_bytes
+from modelhost.observe.observer import Observer
 from modelhost.resources import free_disk_bytes, usable_cores, usable_memory_bytes
 from modelhost.workers.pool import WorkerPool
 
@@ -56,7 +58,7 @@ def run_loop(coroutine: Coroutine[Any, Any, int]) -> int:
 
 async def main(config: Config) -> int:
     with tempfile.TemporaryDirectory(prefix="modelhost-") as run_dir:
-        async with started_host(config, Path(run_dir)) as host:
+        async with started_host(config, Path(run_dir)) as host, observed(host, config) as observer:
             routes = Routes(
                 host,
                 HttpSettings(
@@ -64,10 +66,12 @@ async def main(config: Config) -> int:
                     config.management_token,
                     config.single_model,
                 ),
+                observer.usage,
             )
-            server = uvicorn.Server(
+            server = DrainingServer(
+                observer.drain,
                 uvicorn.Config(
-                    build_app(routes),
+                    build_app(routes, observer),
                     host=config.host,
                     port=config.port,
                     lifespan="off",
@@ -75,7 +79,7 @@ async def main(config: Config) -> int:
                     log_level=config.log_level,
                     http="httptools",
                     timeout_graceful_shutdown=int(config.drain_timeout_s),
-                )
+                ),
             )
             await preload(host, config)
             ignore_signals_after_drain()
@@ -84,6 +88,36 @@ async def main(config: Config) -> int:
             logger.info("serving %s on http://%s:%d", store, config.host, config.port)
             await server.serve()
     return 0
+
+
+class DrainingServer(uvicorn.Server):
+    """uvicorn's server, calling `on_drain` as it starts to drain: open event streams never end
+    by themselves, and uvicorn would wait the whole drain timeout for them."""
+
+    def __init__(self, on_drain: Callable[[], None], config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.on_drain = on_drain
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        self.on_drain()
+        await super().shutdown(sockets)
+
+
+@contextlib.asynccontextmanager
+async def observed(host: ModelHost, config: Config) -> AsyncIterator[Observer]:
+    """Metrics, event stream and access log for `host`, for as long as the server runs."""
+    observer = Observer(host, config.access_log, config.metrics_model_series)
+    try:
+        observer.start()
+    except OSError as error:
+        raise ConfigError(
+            f"cannot open the access log {config.access_log}: {error}; set --access-log to a "
+            "writable file, - for stdout, or empty for none"
+        ) from None
+    try:
+        yield observer
+    finally:
+        observer.stop()
 
 
 def ignore_signals_after_drain() -> None:

@@ -143,6 +143,13 @@ class Config:
     max_unpacked_files: int = _setting(10000, "most files in a model archive", minimum=1)
     drain_timeout_s: float = _setting(25.0, "seconds to finish requests at shutdown", minimum=0)
     log_level: str = _setting("info", "log level", choices=LOG_LEVELS)
+    access_log: str = _setting("", "JSON-lines access log: a file path, - for stdout, empty: none")
+    metrics_model_series: int = _setting(
+        0,
+        "models (largest first) with their own memory series in /metrics (0: none)",
+        minimum=0,
+        maximum=1000,
+    )
     notices: tuple[str, ...] = ()  # what the server logs once at start: ignored properties keys
 
 

@@ -1,27 +1,40 @@
-"""The ASGI application: routes bound to a ModelHost, errors translated in one place."""
+"""The ASGI application: routes bound to a ModelHost, errors translated in one place, and, when an
+observer is given, the observability routes and the middleware that measures every request."""
 
 from __future__ import annotations
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.routing import Route
 
 from modelhost.errors import ModelhostError
 from modelhost.http.errors import handle_modelhost_error
+from modelhost.http.middleware import ObserveMiddleware
+from modelhost.http.observe import ObserveRoutes
 from modelhost.http.routes import Routes
+from modelhost.observe.observer import Observer
 
 
-def build_app(routes: Routes) -> Starlette:
+def build_app(routes: Routes, observer: Observer | None = None) -> Starlette:
+    served = [
+        Route("/ping", routes.ping, methods=["GET"]),
+        Route("/stats", routes.stats, methods=["GET"]),
+        Route("/invocations", routes.invocations, methods=["POST"]),
+        Route("/models", routes.list_models, methods=["GET"]),
+        Route("/models", routes.load_model, methods=["POST"]),
+        Route("/models/{model:path}/invoke", routes.invoke, methods=["POST"]),
+        Route("/models/{model:path}", routes.describe_model, methods=["GET"]),
+        Route("/models/{model:path}", routes.unload_model, methods=["DELETE"]),
+        Route("/predictions/{model:path}", routes.invoke, methods=["POST"]),
+    ]
     return Starlette(
-        routes=[
-            Route("/ping", routes.ping, methods=["GET"]),
-            Route("/stats", routes.stats, methods=["GET"]),
-            Route("/invocations", routes.invocations, methods=["POST"]),
-            Route("/models", routes.list_models, methods=["GET"]),
-            Route("/models", routes.load_model, methods=["POST"]),
-            Route("/models/{model:path}/invoke", routes.invoke, methods=["POST"]),
-            Route("/models/{model:path}", routes.describe_model, methods=["GET"]),
-            Route("/models/{model:path}", routes.unload_model, methods=["DELETE"]),
-            Route("/predictions/{model:path}", routes.invoke, methods=["POST"]),
-        ],
+        routes=served + (ObserveRoutes(observer).routes() if observer else []),
+        middleware=observe_middleware(observer, routes, served) if observer else [],
         exception_handlers={ModelhostError: handle_modelhost_error},
     )
+
+
+def observe_middleware(observer: Observer, routes: Routes, served: list[Route]) -> list[Middleware]:
+    invoking = (routes.invoke, routes.invocations)  # their responses carry the cache tier
+    invocation_routes = frozenset(r.path for r in served if r.endpoint in invoking)
+    return [Middleware(ObserveMiddleware, observer=observer, invocation_routes=invocation_routes)]

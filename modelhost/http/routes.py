@@ -23,6 +23,7 @@ from modelhost.errors import (
     Unauthorized,
 )
 from modelhost.host import Invocation, ModelHost, Result
+from modelhost.observe.usage import ModelUsage
 
 TARGET_MODEL_HEADER = "x-amzn-sagemaker-target-model"
 CUSTOM_ATTRIBUTES_HEADER = "x-amzn-sagemaker-custom-attributes"
@@ -38,9 +39,12 @@ class HttpSettings:
 
 
 class Routes:
-    def __init__(self, host: ModelHost, settings: HttpSettings) -> None:
+    def __init__(
+        self, host: ModelHost, settings: HttpSettings, usage: ModelUsage | None = None
+    ) -> None:
         self.host = host
         self.settings = settings
+        self.usage = usage or ModelUsage()  # the per-model counters the observer keeps
         self.ready = False
 
     # invocation -------------------------------------------------------------------------
@@ -114,14 +118,14 @@ class Routes:
         names = self.host.model_names()
         start = bisect.bisect_right(names, decode_token(token)) if token else 0
         page = names[start : start + limit]
-        body: dict[str, Any] = {"models": [self.host.describe(name) for name in page]}
+        body: dict[str, Any] = {"models": [self.describe(name) for name in page]}
         if start + limit < len(names):
             body["nextPageToken"] = body["next_page_token"] = encode_token(page[-1])
         return JSONResponse(body)
 
     async def describe_model(self, request: Request) -> Response:
         name = request.path_params["model"]
-        description = self.host.describe(name)
+        description = self.describe(name)
         if description["state"] not in ("loaded", "loading"):
             raise ModelNotLoaded(
                 f"model {name} is not loaded (state: {description['state']}); "
@@ -136,6 +140,9 @@ class Routes:
         return JSONResponse(
             {"status": f"model {name} unloaded", "freedBytes": freed, "freed": format_bytes(freed)}
         )
+
+    def describe(self, name: str) -> dict[str, Any]:
+        return {**self.host.describe(name), "counters": self.usage.for_model(name)}
 
     def _authorize(self, request: Request) -> None:
         """Loopback callers may manage models; others only with the configured bearer token."""

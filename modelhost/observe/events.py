@@ -2,19 +2,24 @@
 
 Each event is written once as a JSON line to the ``modelhost.events`` logger and kept in memory:
 the last few per model (for ``GET /models/{model}``) and a ring of recent ones for the whole server.
+Events are numbered from 1 in the order they happen (the ``id`` of ``GET /events``), and every
+subscriber (metrics, the event stream) is called with each one as it is emitted.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import time
 from collections import deque
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 logger = logging.getLogger("modelhost.events")
+errors_logger = logging.getLogger("modelhost.observe")
 
 EVENTS_PER_MODEL = 10
 RECENT_EVENTS = 1000
@@ -22,7 +27,7 @@ RECENT_EVENTS = 1000
 
 @dataclass(frozen=True)
 class Event:
-    kind: str  # download, load, unload, evict, delete, failure, worker_start, worker_exit, unpack
+    kind: str  # download unpack load unload evict delete failure worker_start worker_exit budget
     model: str | None = None
     bytes: int | None = None
     duration_ms: float | None = None
@@ -30,10 +35,14 @@ class Event:
     worker: int | None = None
     detail: dict[str, Any] = field(default_factory=dict)
     time: float = 0.0
+    id: int = 0
 
     def to_json(self) -> str:
         record = {key: value for key, value in asdict(self).items() if value not in (None, {}, "")}
         return json.dumps(record, separators=(",", ":"), default=str)
+
+
+Subscriber = Callable[[Event], None]
 
 
 class EventLog:
@@ -41,14 +50,36 @@ class EventLog:
         self._clock = clock
         self._by_model: dict[str, deque[Event]] = {}
         self.recent: deque[Event] = deque(maxlen=RECENT_EVENTS)
+        self._ids = itertools.count(1)
+        self._subscribers: list[Subscriber] = []
 
     def emit(self, kind: str, model: str | None = None, **fields: Any) -> Event:
-        event = Event(kind=kind, model=model, time=round(self._clock(), 3), **fields)
+        event = Event(
+            kind=kind, model=model, time=round(self._clock(), 3), id=next(self._ids), **fields
+        )
         logger.info(event.to_json())
         self.recent.append(event)
         if model is not None:
             self._by_model.setdefault(model, deque(maxlen=EVENTS_PER_MODEL)).append(event)
+        for subscriber in list(self._subscribers):
+            try:
+                subscriber(event)
+            except Exception:  # observing must never break what is observed
+                errors_logger.exception("event subscriber %r failed on %s", subscriber, event)
         return event
+
+    def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:
+        """Call `subscriber` with every event from now on; returns the call that stops it."""
+        self._subscribers.append(subscriber)
+        return lambda: self._unsubscribe(subscriber)
+
+    def _unsubscribe(self, subscriber: Subscriber) -> None:
+        with suppress(ValueError):
+            self._subscribers.remove(subscriber)
+
+    def since(self, event_id: int) -> list[Event]:
+        """The recent events after `event_id`, oldest first (as many as the ring still holds)."""
+        return [event for event in self.recent if event.id > event_id]
 
     def for_model(self, model: str) -> list[Event]:
         return list(self._by_model.get(model, ()))

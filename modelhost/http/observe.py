@@ -1,0 +1,70 @@
+"""The observability routes: `GET /metrics` (Prometheus), `GET /events` (server-sent events) and
+`GET /` (the dashboard). They are read-only and as open as `GET /models` and `GET /stats`."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import AsyncIterator
+from importlib import resources
+
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from modelhost.errors import BadRequestBody
+from modelhost.observe.events import Event
+from modelhost.observe.observer import Observer
+
+RECONNECT_MS = 1000
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+@functools.cache
+def dashboard_html() -> bytes:
+    return resources.files("modelhost.observe").joinpath("dashboard.html").read_bytes()
+
+
+class ObserveRoutes:
+    def __init__(self, observer: Observer) -> None:
+        self.observer = observer
+
+    def routes(self) -> list[Route]:
+        return [
+            Route("/", self.dashboard, methods=["GET"]),
+            Route("/metrics", self.metrics, methods=["GET"]),
+            Route("/events", self.events, methods=["GET"]),
+        ]
+
+    async def dashboard(self, request: Request) -> Response:
+        return HTMLResponse(dashboard_html())
+
+    async def metrics(self, request: Request) -> Response:
+        return Response(self.observer.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+    async def events(self, request: Request) -> Response:
+        """Server-sent events; `?model=` filters, `Last-Event-ID` (or `?last_event_id=`)
+        resumes after that event."""
+        after = last_event_id(request)
+        model = request.query_params.get("model") or None
+        frames = sse_frames(self.observer.stream.follow(after, model))
+        return StreamingResponse(frames, media_type="text/event-stream", headers=SSE_HEADERS)
+
+
+def last_event_id(request: Request) -> int | None:
+    text = request.headers.get("last-event-id") or request.query_params.get("last_event_id")
+    if not text:
+        return None
+    if not text.isdigit():
+        raise BadRequestBody(f"invalid Last-Event-ID {text!r}: give the id of an event received")
+    return int(text)
+
+
+async def sse_frames(events: AsyncIterator[Event | None]) -> AsyncIterator[str]:
+    """`id:` and `data:` lines per event, a comment as heartbeat; the retry delay first."""
+    yield f"retry: {RECONNECT_MS}\n\n"
+    async for event in events:
+        if event is None:
+            yield ": keep-alive\n\n"
+        else:
+            yield f"id: {event.id}\ndata: {event.to_json()}\n\n"

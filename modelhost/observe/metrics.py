@@ -1,0 +1,189 @@
+"""Prometheus metrics, named ``modelhost_*``, in a registry of their own per server.
+
+Counters and histograms are fed by what already happens, never by probes in the core: every
+event (load, unload, eviction, deletion, download, unpack, failure, worker exit) and every HTTP
+exchange (route, status, bytes; for an invocation the cache tier and latency parts its response
+headers carry). Gauges are read when scraped (`modelhost.observe.collector`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import generate_latest
+
+from modelhost.observe.events import Event
+from modelhost.observe.exchange import Exchange, error_reason
+
+# from a 1 ms cache hit to a two-minute download
+SECONDS_BUCKETS = (
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0
+)  # fmt: skip
+
+
+def _histogram(name: str, help_text: str, registry: CollectorRegistry, *labels: str) -> Histogram:
+    return Histogram(name, help_text, labels, registry=registry, buckets=SECONDS_BUCKETS)
+
+
+class Metrics:
+    """The counters and histograms; `on_event` and `on_exchange` feed them."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        r = self.registry = registry
+        self.lookups = Counter(
+            "modelhost_cache_lookups",
+            "Invocations by where their model was found: hit (in memory, SageMaker's "
+            "ModelCacheHit), disk (loaded from the disk tier) or remote (downloaded first)",
+            ["tier"],
+            registry=r,
+        )
+        self.load_seconds = _histogram(
+            "modelhost_model_load_seconds", "Time to load a model into a worker", r
+        )
+        self.unload_seconds = _histogram(
+            "modelhost_model_unload_seconds", "Time to unload a model, evictions included", r
+        )
+        self.download_seconds = _histogram(
+            "modelhost_model_download_seconds", "Time to download an artifact from the store", r
+        )
+        self.unpack_seconds = _histogram(
+            "modelhost_model_unpack_seconds", "Time to unpack an archive into the disk tier", r
+        )
+        self.load_wait_seconds = _histogram(
+            "modelhost_model_load_wait_seconds",
+            "Time an invocation waited for its model to be downloaded and loaded (misses only)",
+            r,
+        )
+        self.download_bytes = Counter(
+            "modelhost_model_download_bytes", "Bytes downloaded from the store", registry=r
+        )
+        self.unloads = Counter(
+            "modelhost_model_unloads",
+            "Models that left memory, by reason (lru, memory_pressure, requested, worker_died)",
+            ["reason"],
+            registry=r,
+        )
+        self.evictions = Counter(
+            "modelhost_evictions",
+            "Models the cache unloaded to make room, by reason",
+            ["reason"],
+            registry=r,
+        )
+        self.deletions = Counter(
+            "modelhost_disk_deletions",
+            "Artifacts deleted from the disk tier, by reason",
+            ["reason"],
+            registry=r,
+        )
+        self.failures = Counter(
+            "modelhost_failures",
+            "Failed loads and other failures, by reason",
+            ["reason"],
+            registry=r,
+        )
+        self.worker_restarts = Counter(
+            "modelhost_worker_restarts",
+            "Worker processes that exited and were replaced, by reason",
+            ["reason"],
+            registry=r,
+        )
+        self.requests = Counter(
+            "modelhost_http_requests",
+            "HTTP requests by method, route template and status",
+            ["method", "route", "status"],
+            registry=r,
+        )
+        self.request_seconds = _histogram(
+            "modelhost_http_request_duration_seconds",
+            "HTTP request latency by method, route template and status",
+            r,
+            "method",
+            "route",
+            "status",
+        )
+        self.request_bytes = Counter(
+            "modelhost_http_request_bytes", "Request body bytes by route", ["route"], registry=r
+        )
+        self.response_bytes = Counter(
+            "modelhost_http_response_bytes", "Response body bytes by route", ["route"], registry=r
+        )
+        self.in_flight = Gauge(
+            "modelhost_http_requests_in_flight",
+            "HTTP requests received and not yet answered (queued or running)",
+            registry=r,
+        )
+        self.invocation_seconds = _histogram(
+            "modelhost_invocation_part_seconds",
+            "Parts of invocation latency (queue, download, load, infer) as in Server-Timing",
+            r,
+            "part",
+        )
+        self.rejections = Counter(
+            "modelhost_rejections",
+            "Error responses by the error's type (e.g. InsufficientMemory, ModelNotFound)",
+            ["reason"],
+            registry=r,
+        )
+        self._by_kind: dict[str, Callable[[Event], None]] = {
+            "load": self._loaded,
+            "unload": self._unloaded,
+            "evict": self._evicted,
+            "delete": lambda e: self.deletions.labels(e.reason or "unknown").inc(),
+            "download": self._downloaded,
+            "unpack": lambda e: _observe_ms(self.unpack_seconds, e.duration_ms),
+            "failure": lambda e: self.failures.labels(e.reason or "unknown").inc(),
+            "worker_exit": lambda e: self.worker_restarts.labels(e.reason or "unknown").inc(),
+        }
+
+    def render(self) -> bytes:
+        """The Prometheus text exposition of every metric in the registry."""
+        return generate_latest(self.registry)
+
+    # events -----------------------------------------------------------------------------
+
+    def on_event(self, event: Event) -> None:
+        record = self._by_kind.get(event.kind)
+        if record is not None:
+            record(event)
+
+    def _loaded(self, event: Event) -> None:
+        _observe_ms(self.load_seconds, event.duration_ms)
+
+    def _unloaded(self, event: Event) -> None:
+        _observe_ms(self.unload_seconds, event.duration_ms)
+        self.unloads.labels(event.reason or "unknown").inc()
+
+    def _evicted(self, event: Event) -> None:
+        self._unloaded(event)
+        self.evictions.labels(event.reason or "unknown").inc()
+
+    def _downloaded(self, event: Event) -> None:
+        _observe_ms(self.download_seconds, event.duration_ms)
+        self.download_bytes.inc(event.bytes or 0)
+
+    # HTTP exchanges ---------------------------------------------------------------------
+
+    def on_exchange(self, exchange: Exchange) -> None:
+        method, route, status = exchange.method, exchange.route, str(exchange.status)
+        self.requests.labels(method, route, status).inc()
+        self.request_seconds.labels(method, route, status).observe(exchange.duration_s)
+        self.request_bytes.labels(route).inc(exchange.bytes_in)
+        self.response_bytes.labels(route).inc(exchange.bytes_out)
+        if exchange.status >= 400:
+            self.rejections.labels(error_reason(exchange.status, exchange.error)).inc()
+        if exchange.cache:
+            self._invoked(exchange)
+
+    def _invoked(self, exchange: Exchange) -> None:
+        assert exchange.cache is not None
+        self.lookups.labels(exchange.cache).inc()
+        for part, ms in exchange.timings_ms.items():
+            self.invocation_seconds.labels(part).observe(ms / 1000)
+        if exchange.cache != "hit":
+            self.load_wait_seconds.observe(exchange.load_wait_ms / 1000)
+
+
+def _observe_ms(histogram: Histogram, duration_ms: float | None) -> None:
+    if duration_ms is not None:
+        histogram.observe(duration_ms / 1000)

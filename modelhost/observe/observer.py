@@ -1,0 +1,52 @@
+"""Everything that watches one server: metrics, per-model counters, the event stream and the
+access log, fed by the host's EventLog and by each HTTP exchange."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.process_collector import ProcessCollector
+
+from modelhost.observe.access_log import AccessLog
+from modelhost.observe.collector import HostCollector
+from modelhost.observe.exchange import Exchange
+from modelhost.observe.metrics import Metrics
+from modelhost.observe.stream import EventStream
+from modelhost.observe.usage import ModelUsage
+
+if TYPE_CHECKING:
+    from modelhost.host import ModelHost
+
+
+class Observer:
+    """`access_log`: a path, "-" for stdout, "" for none; `model_series`: see HostCollector."""
+
+    def __init__(self, host: ModelHost, access_log: str = "", model_series: int = 0) -> None:
+        registry = CollectorRegistry()
+        ProcessCollector(namespace="modelhost", registry=registry)  # the frontend process
+        registry.register(HostCollector(host, model_series))
+        self.metrics = Metrics(registry)
+        self.usage = ModelUsage()
+        self.stream = EventStream(host.events)
+        self.access_log = AccessLog(access_log) if access_log else None
+        self._unsubscribe = host.events.subscribe(self.metrics.on_event)
+
+    def record(self, exchange: Exchange) -> None:
+        self.metrics.on_exchange(exchange)
+        self.usage.record(exchange)
+        if self.access_log is not None:
+            self.access_log.write(exchange)
+
+    def start(self) -> None:
+        if self.access_log is not None:
+            self.access_log.start()
+
+    def drain(self) -> None:
+        """The server stops taking requests: end the event streams so they do not hold it open."""
+        self.stream.close()
+
+    def stop(self) -> None:
+        self._unsubscribe()
+        if self.access_log is not None:
+            self.access_log.stop()

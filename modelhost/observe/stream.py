@@ -1,0 +1,91 @@
+"""The live event stream behind `GET /events`: each client follows the EventLog through a bounded
+queue of its own.
+
+A client that falls a whole queue behind is dropped rather than let the queue grow: its stream
+ends after what it had queued, and its EventSource reconnects with `Last-Event-ID`, which is
+resumed from the log's ring of recent events. `close()` ends every stream, so a draining server
+is not held open by them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+from modelhost.observe.events import Event, EventLog
+
+QUEUE_EVENTS = 1000
+HEARTBEAT_S = 15.0
+
+
+class _End:
+    """Put in a client's queue: the stream ends here (server closing, or the client too slow)."""
+
+
+END = _End()
+Item = Event | _End
+
+
+class EventStream:
+    def __init__(
+        self, events: EventLog, queue_events: int = QUEUE_EVENTS, heartbeat_s: float = HEARTBEAT_S
+    ) -> None:
+        self.events = events
+        self.queue_events = queue_events
+        self.heartbeat_s = heartbeat_s
+        self.closed = False
+        self._clients: dict[asyncio.Queue[Item], str | None] = {}  # queue → its model filter
+        events.subscribe(self._publish)
+
+    @property
+    def clients(self) -> int:
+        return len(self._clients)
+
+    async def follow(
+        self, after_id: int | None = None, model: str | None = None
+    ) -> AsyncIterator[Event | None]:
+        """The recent events after `after_id` (none if None), then live ones as they come; None
+        after each `heartbeat_s` of silence. `model` keeps only that model's events."""
+        if self.closed:
+            return
+        queue: asyncio.Queue[Item] = asyncio.Queue(self.queue_events + 1)  # + 1: room for END
+        self._clients[queue] = model  # subscribed and replayed in one step: nothing falls between
+        backlog = self.events.since(after_id) if after_id is not None else []
+        try:
+            for event in backlog:
+                if model is None or event.model == model:
+                    yield event
+            async for item in self._live(queue):
+                yield item
+        finally:
+            self._clients.pop(queue, None)
+
+    async def _live(self, queue: asyncio.Queue[Item]) -> AsyncIterator[Event | None]:
+        while True:
+            try:
+                item = await asyncio.wait_for(queue.get(), self.heartbeat_s)
+            except asyncio.TimeoutError:
+                yield None
+                continue
+            if isinstance(item, _End):
+                return
+            yield item
+
+    def _publish(self, event: Event) -> None:
+        for queue, model in list(self._clients.items()):
+            if model is not None and event.model != model:
+                continue
+            if queue.qsize() < self.queue_events:
+                queue.put_nowait(event)
+            else:
+                self._end(queue)
+
+    def _end(self, queue: asyncio.Queue[Item]) -> None:
+        self._clients.pop(queue, None)  # so END is put once, in the room kept for it
+        queue.put_nowait(END)
+
+    def close(self) -> None:
+        """End every stream now and refuse new ones (the server is draining)."""
+        self.closed = True
+        for queue in list(self._clients):
+            self._end(queue)

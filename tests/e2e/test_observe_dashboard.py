@@ -1,0 +1,86 @@
+"""The dashboard, opened in headless Chromium, shows the loaded models and updates live when
+another one loads, without a console error. Its screenshot is kept in test-artifacts/."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from observe_tools import require_tool
+
+from modelhost import testing
+
+pytestmark = pytest.mark.e2e
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+WAIT_MS = 30_000
+ROW = json.dumps(testing.iris_rows(1)[0])
+
+
+@pytest.fixture(scope="module")
+def server(
+    store: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[testing.RunningServer]:
+    work = tmp_path_factory.mktemp("dashboard")
+    args = testing.serve_args(store, work / "cache", workers=2, memory_budget="4GiB")
+    with testing.RunningServer(args, work) as running:
+        yield running
+
+
+def invoke(url: str, name: str) -> None:
+    response = httpx.post(
+        f"{url}/models/{name}/invoke", content=ROW, headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 200, response.text
+
+
+def model_row(name: str) -> str:
+    return f'#models tbody tr[data-model="{name}"]'
+
+
+def test_the_dashboard_shows_models_and_updates_when_one_loads(
+    server: testing.RunningServer, tmp_path: Path
+) -> None:
+    chromium = require_tool("chromium", "chromium")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+    invoke(server.url, "tenants/t000.joblib")
+    invoke(server.url, "tenants/t000.joblib")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1366, "height": 900})
+        problems: list[str] = []
+        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda error: problems.append(str(error)))
+        page.goto(server.url + "/")
+        page.wait_for_selector(model_row("tenants/t000.joblib"), timeout=WAIT_MS)
+        page.wait_for_selector("#status.live", timeout=WAIT_MS)
+
+        invoke(server.url, "tenants/t001.joblib")  # loads while the page is open
+        page.wait_for_selector(model_row("tenants/t001.joblib"), timeout=WAIT_MS)
+        page.wait_for_selector('#events li[data-kind="load"]', timeout=WAIT_MS)
+        page.wait_for_function(
+            "document.querySelector('#hit-ratio').textContent.endsWith('%')", timeout=WAIT_MS
+        )
+        hits = page.inner_text(f"{model_row('tenants/t000.joblib')} td:nth-child(6)")
+        memory = page.inner_text("#memory-now")
+        screenshot = tmp_path / "dashboard.png"
+        page.screenshot(path=str(screenshot), full_page=True)
+        browser.close()
+    ARTIFACTS.mkdir(exist_ok=True)
+    shutil.copyfile(screenshot, ARTIFACTS / "dashboard.png")
+    assert hits == "1"  # the second of its two invocations; the first was a miss
+    assert " of " in memory
+    assert problems == []

@@ -1,0 +1,142 @@
+"""GET /events delivers a load and the eviction it caused, in order; resumes after Last-Event-ID;
+filters by model; and does not hold a draining server open."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from observe_tools import EventReader
+
+from modelhost import testing
+
+pytestmark = pytest.mark.e2e
+
+MiB = 2**20
+FORESTS = 6
+ROOM_MIB = 32  # beside the idle server: a few forests, not all of them
+DIGITS = json.dumps(testing.digits_rows(1)[0])
+
+
+@pytest.fixture(scope="module")
+def forest_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("forests")
+    for index in range(FORESTS):
+        testing.random_forest(root / f"f{index}.joblib", target_bytes=3 * MiB, seed=index)
+    return root
+
+
+@pytest.fixture(scope="module")
+def tight_server(
+    forest_store: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[testing.RunningServer]:
+    """A server whose memory budget has room for only some of the forests."""
+    work = tmp_path_factory.mktemp("tight")
+    args = testing.serve_args(forest_store, work / "cache", workers=2, memory_budget="4GiB")
+    with testing.RunningServer(args, work) as probe:
+        baseline = httpx.get(f"{probe.url}/stats").json()["memory"]["baselineBytes"]
+    args = testing.serve_args(
+        forest_store, work / "cache", workers=2, memory_budget=baseline + ROOM_MIB * MiB
+    )
+    with testing.RunningServer(args, work) as server:
+        yield server
+
+
+def invoke(url: str, name: str) -> None:
+    response = httpx.post(
+        f"{url}/models/{name}/invoke",
+        content=DIGITS,
+        headers={"content-type": "application/json"},
+        timeout=60,
+    )
+    assert response.status_code == 200, response.text
+
+
+def evicted(events: list[dict[str, Any]]) -> bool:
+    return any(e["kind"] == "evict" for e in events)
+
+
+def cycle_until_an_eviction(url: str, reader: EventReader) -> list[dict[str, Any]]:
+    for _round in range(3):
+        for index in range(FORESTS):
+            invoke(url, f"f{index}.joblib")
+            if evicted(reader.events):
+                return reader.events
+    raise AssertionError(f"no eviction after cycling {FORESTS} forests three times")
+
+
+def test_a_load_and_the_eviction_it_caused_arrive_in_order(
+    tight_server: testing.RunningServer,
+) -> None:
+    with EventReader(f"{tight_server.url}/events") as reader:
+        cycle_until_an_eviction(tight_server.url, reader)
+        events = reader.wait_for(lambda got: cause(got) is not None)
+    ids = [e["id"] for e in events]
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)
+    eviction = next(e for e in events if e["kind"] == "evict")
+    assert eviction["reason"] in ("lru", "memory_pressure") and eviction["bytes"] > 0
+    loads = [e for e in events if is_load_of(e, eviction["model"])]
+    assert loads and loads[0]["id"] < eviction["id"]  # it was loaded, then evicted
+    newcomer = cause(events)
+    assert newcomer is not None and newcomer["model"] != eviction["model"]
+
+
+def cause(events: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The load that made the first eviction: the next one when room was made for it (lru), the
+    one before when its footprint came out larger than reserved (memory_pressure)."""
+    eviction = next(e for e in events if e["kind"] == "evict")
+    loads = [e for e in events if e["kind"] == "load"]
+    if eviction["reason"] == "lru":
+        return next((e for e in loads if e["id"] > eviction["id"]), None)
+    return ([e for e in loads if e["id"] < eviction["id"]] or [None])[-1]
+
+
+def test_a_client_resumes_after_its_last_event_id(tight_server: testing.RunningServer) -> None:
+    url = tight_server.url
+    with EventReader(f"{url}/events") as first:
+        cycle_until_an_eviction(url, first)
+    seen = first.events
+    resume_after = seen[len(seen) // 2]["id"]
+    missed = [e for e in seen if e["id"] > resume_after]
+    with EventReader(f"{url}/events", {"Last-Event-ID": str(resume_after)}) as resumed:
+        replayed = resumed.wait_for(lambda got: len(got) >= len(missed))
+    assert replayed[: len(missed)] == missed
+
+
+def test_the_model_filter_keeps_one_models_events(tight_server: testing.RunningServer) -> None:
+    url, name = tight_server.url, "f0.joblib"
+    with (
+        EventReader(f"{url}/events?model={name}") as filtered,
+        EventReader(f"{url}/events") as everything,
+    ):
+        httpx.delete(f"{url}/models/{name}")  # 404 if it is not loaded: either way, then
+        invoke(url, name)  # it loads
+        invoke(url, "f1.joblib")
+        seen = everything.wait_for(lambda got: any(is_load_of(e, name) for e in got))
+        mine = [e for e in seen if e.get("model") == name]
+        got = filtered.wait_for(lambda got: len(got) >= len(mine))
+    assert any(is_load_of(e, name) for e in mine)
+    assert got == mine
+
+
+def is_load_of(event: dict[str, Any], name: str) -> bool:
+    return bool(event["kind"] == "load" and event.get("model") == name)
+
+
+def test_an_open_stream_does_not_hold_a_draining_server(store: Path, tmp_path: Path) -> None:
+    # the drain timeout is far beyond stop()'s wait: a stream holding the drain open would end
+    # in SIGKILL and a negative exit code, not 0
+    args = testing.serve_args(store, tmp_path / "cache", workers=1, drain_timeout_s=600)
+    server = testing.RunningServer(args, tmp_path).start()
+    try:
+        with EventReader(f"{server.url}/events") as reader:
+            code = server.stop(timeout=60)
+            reader.wait_for(lambda got: False, timeout_s=30)
+            assert reader.ended
+    finally:
+        server.stop()
+    assert code == 0, server.log_text()[-2000:]

@@ -1,0 +1,183 @@
+"""/metrics agrees with what the test did, promtool accepts it, and the per-model counters and
+the access log say the same."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from observe_tools import require_tool
+from prometheus_client.parser import text_string_to_metric_families
+
+from modelhost import testing
+
+pytestmark = pytest.mark.e2e
+
+ROW = json.dumps(testing.iris_rows(1)[0])
+JSON = {"content-type": "application/json"}
+INVOKE_ROUTE = "/models/{model:path}/invoke"
+MODEL_SERIES = 2
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def observed(
+    store: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[testing.RunningServer, Path]]:
+    work = tmp_path_factory.mktemp("observed")
+    access_log = work / "access.log"
+    args = testing.serve_args(
+        store,
+        work / "cache",
+        workers=2,
+        memory_budget="4GiB",
+        access_log=access_log,
+        metrics_model_series=MODEL_SERIES,
+    )
+    with testing.RunningServer(args, work) as server:
+        yield server, access_log
+
+
+@pytest.fixture
+def client(observed: tuple[testing.RunningServer, Path]) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=observed[0].url, timeout=30) as http:
+        yield http
+
+
+def samples(client: httpx.Client) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(response.text)
+        for sample in family.samples
+    }
+
+
+def value(
+    scraped: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, **labels: str
+) -> float:
+    return scraped.get((name, frozenset(labels.items())), 0.0)
+
+
+def invoke(client: httpx.Client, name: str) -> httpx.Response:
+    return client.post(f"/models/{name}/invoke", content=ROW, headers=JSON)
+
+
+def test_hits_and_misses_agree_with_what_the_test_did(client: httpx.Client) -> None:
+    misses, hits = ["tenants/t000.joblib", "tenants/t001.joblib", "iris.pkl"], 5
+    before = samples(client)
+    tiers = [invoke(client, name).headers["x-modelhost-cache"] for name in misses]
+    tiers += [invoke(client, misses[i % 3]).headers["x-modelhost-cache"] for i in range(hits)]
+    assert tiers == ["disk"] * 3 + ["hit"] * hits
+    after = samples(client)
+
+    def delta(name: str, **labels: str) -> float:
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    assert delta("modelhost_cache_lookups_total", tier="hit") == hits
+    assert delta("modelhost_cache_lookups_total", tier="disk") == len(misses)
+    assert delta("modelhost_model_load_seconds_count") == len(misses)
+    assert delta("modelhost_model_load_wait_seconds_count") == len(misses)
+    assert delta("modelhost_invocation_part_seconds_count", part="infer") == len(misses) + hits
+    ok = {"method": "POST", "route": INVOKE_ROUTE, "status": "200"}
+    assert delta("modelhost_http_requests_total", **ok) == len(misses) + hits
+    assert delta("modelhost_http_request_bytes_total", route=INVOKE_ROUTE) == len(ROW) * 8
+    stats = client.get("/stats").json()
+    loaded = value(after, "modelhost_models", state="loaded")
+    assert loaded == stats["memory"]["loadedModels"] >= 3
+    assert value(after, "modelhost_memory_budget_bytes") == stats["memory"]["budgetBytes"]
+    assert value(after, "modelhost_workers") == 2
+    footprints = [k for k in after if k[0] == "modelhost_model_memory_bytes"]
+    assert len(footprints) == MODEL_SERIES  # capped, though more models are loaded
+
+
+def test_rejections_and_failed_loads_are_counted_by_reason(client: httpx.Client) -> None:
+    before = samples(client)
+    assert invoke(client, "no/such.joblib").status_code == 404
+    assert invoke(client, "broken/corrupt.joblib").status_code == 500
+    after = samples(client)
+    for reason in ("ModelNotFound", "ModelLoadError"):
+        name = "modelhost_rejections_total"
+        assert value(after, name, reason=reason) - value(before, name, reason=reason) == 1
+    failures = "modelhost_failures_total"
+    assert value(after, failures, reason="load") - value(before, failures, reason="load") == 1
+
+
+def test_promtool_accepts_the_metrics(client: httpx.Client) -> None:
+    promtool = require_tool("promtool", "prometheus")
+    invoke(client, "tenants/t002.joblib")
+    invoke(client, "no/such.joblib")
+    text = client.get("/metrics").text
+    checked = subprocess.run(
+        [promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+@pytest.mark.parametrize("doc", ["docs/observability.md", "deploy/grafana-dashboard.json"])
+def test_the_docs_and_the_grafana_dashboard_query_only_metrics_that_exist(
+    client: httpx.Client, doc: str
+) -> None:
+    exposed = exposed_names(client.get("/metrics").text)
+    queried = {n for n in re.findall(r"modelhost_\w+", (REPO / doc).read_text()) if n[-1] != "_"}
+    assert len(queried) > 10
+    assert queried - exposed == set()
+
+
+def exposed_names(text: str) -> set[str]:
+    """Every sample name the exposition declares, labelled series not yet seen included."""
+    names = set()
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            name, kind = line.split()[2:4]
+            names.add(name)
+            if kind == "histogram":
+                names |= {f"{name}_bucket", f"{name}_count", f"{name}_sum"}
+    return names
+
+
+def test_describe_gives_the_models_counters(client: httpx.Client) -> None:
+    name = "tenants/t003.joblib"
+    for _ in range(3):
+        invoke(client, name)
+    counters = client.get(f"/models/{name}").json()["counters"]
+    assert counters["requests"] == 3 and counters["hits"] == 2
+    assert counters["misses"] == {"disk": 1} and counters["errors"] == 0
+    assert {"queue", "load", "infer"} <= set(counters["lastTimingsMs"])  # "download" with stores
+
+
+def test_the_access_log_has_a_line_per_request(
+    client: httpx.Client, observed: tuple[testing.RunningServer, Path]
+) -> None:
+    name = "tenants/t004.joblib"
+    invoke(client, name)
+    invoke(client, name)
+    lines = wait_for_lines(observed[1], lambda r: r.get("model") == name, 2)
+    first, second = lines
+    assert (first["cache"], second["cache"]) == ("disk", "hit")
+    assert first["route"] == INVOKE_ROUTE and first["status"] == 200
+    assert first["bytes_in"] == len(ROW) and first["bytes_out"] > 0
+    assert first["load_ms"] > 0 and {"queue_ms", "infer_ms", "latency_ms"} <= set(first)
+
+
+def wait_for_lines(
+    path: Path, keep: Callable[[dict[str, Any]], bool], n: int, timeout_s: float = 30
+) -> list[dict[str, Any]]:
+    """The log's records for which `keep(record)` holds, once there are `n` (it is written on a
+    thread of the server's own, so a line may trail its response)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        records = [json.loads(line) for line in path.read_text().splitlines()]
+        kept = [r for r in records if keep(r)]
+        if len(kept) >= n or time.monotonic() > deadline:
+            return kept
+        time.sleep(0.05)

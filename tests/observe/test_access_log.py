@@ -1,0 +1,61 @@
+"""The access log writes one JSON line per exchange, off the event loop, all of it by stop()."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from modelhost.observe.access_log import AccessLog
+from modelhost.observe.exchange import Exchange
+
+
+def invocation(i: int) -> Exchange:
+    return Exchange(
+        time=1700000000.0 + i,
+        method="POST",
+        route="/models/{model:path}/invoke",
+        status=200,
+        duration_s=0.0125,
+        bytes_in=17,
+        bytes_out=20,
+        invocation=True,
+        model=f"t/{i}.joblib",
+        cache="disk" if i == 0 else "hit",
+        timings_ms={"queue": 0.1, "load": 10.0 if i == 0 else 0.0, "infer": 0.6},
+    )
+
+
+def test_every_exchange_is_one_json_line_in_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "access.log"
+    log = AccessLog(str(path))
+    log.start()
+    for i in range(200):
+        log.write(invocation(i))
+    log.stop()
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert len(lines) == 200
+    assert lines[0] == {
+        "time": 1700000000.0,
+        "model": "t/0.joblib",
+        "method": "POST",
+        "route": "/models/{model:path}/invoke",
+        "status": 200,
+        "cache": "disk",
+        "latency_ms": 12.5,
+        "queue_ms": 0.1,
+        "load_ms": 10.0,
+        "infer_ms": 0.6,
+        "bytes_in": 17,
+        "bytes_out": 20,
+    }
+    assert lines[199]["model"] == "t/199.joblib"
+
+
+def test_dash_writes_to_stdout(capsys: pytest.CaptureFixture[str]) -> None:
+    log = AccessLog("-")
+    log.start()
+    log.write(invocation(1))
+    log.stop()
+    assert json.loads(capsys.readouterr().out)["cache"] == "hit"

@@ -1,0 +1,55 @@
+"""Events are numbered in order, subscribers see each one as it is emitted, and a failing
+subscriber never breaks what emitted it."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from modelhost.observe.events import RECENT_EVENTS, Event, EventLog
+
+
+def test_events_are_numbered_from_one_in_order() -> None:
+    log = EventLog(clock=lambda: 1.0)
+    ids = [log.emit("load", f"m{i}").id for i in range(3)]
+    assert ids == [1, 2, 3]
+    assert '"id":3' in log.recent[-1].to_json()
+
+
+def test_subscribers_see_every_event_until_they_unsubscribe() -> None:
+    log = EventLog()
+    seen: list[Event] = []
+    unsubscribe = log.subscribe(seen.append)
+    log.emit("load", "a")
+    log.emit("evict", "a", reason="lru")
+    unsubscribe()
+    log.emit("load", "b")
+    assert [(e.kind, e.model) for e in seen] == [("load", "a"), ("evict", "a")]
+    unsubscribe()  # twice is harmless
+
+
+def test_a_failing_subscriber_is_logged_and_the_others_still_see_the_event(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    log = EventLog()
+    seen: list[Event] = []
+
+    def broken(event: Event) -> None:
+        raise RuntimeError("metrics bug")
+
+    log.subscribe(broken)
+    log.subscribe(seen.append)
+    with caplog.at_level(logging.ERROR, logger="modelhost.observe"):
+        event = log.emit("load", "a")
+    assert seen == [event]
+    assert "metrics bug" in caplog.text
+
+
+def test_since_gives_the_events_after_an_id_while_the_ring_holds_them() -> None:
+    log = EventLog()
+    for i in range(RECENT_EVENTS + 5):
+        log.emit("load", f"m{i}")
+    last = RECENT_EVENTS + 5
+    assert [e.id for e in log.since(last - 3)] == [last - 2, last - 1, last]
+    assert log.since(0)[0].id == 6  # the five oldest have left the ring

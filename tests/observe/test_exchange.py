@@ -1,0 +1,34 @@
+"""Reading an invocation's latency parts and an error's reason back from the response."""
+
+from __future__ import annotations
+
+import pytest
+
+from modelhost.observe.exchange import Exchange, error_reason, parse_server_timing
+
+
+def test_server_timing_parts_become_milliseconds_by_name() -> None:
+    header = "queue;dur=0.020, download;dur=812.5, load;dur=4.113, infer;dur=0.610"
+    assert parse_server_timing(header) == {
+        "queue": 0.02,
+        "download": 812.5,
+        "load": 4.113,
+        "infer": 0.61,
+    }
+
+
+@pytest.mark.parametrize("header", ["", "cache", "db;desc=x", "load;dur=abc", ";dur=1"])
+def test_parts_without_a_duration_are_skipped(header: str) -> None:
+    assert parse_server_timing(header) == {}
+
+
+def test_load_wait_is_download_plus_load() -> None:
+    exchange = Exchange(0.0, "POST", "/r", 200, 0.1, 0, 0, timings_ms={"download": 5, "load": 2})
+    assert exchange.load_wait_ms == 7
+
+
+def test_a_rejection_is_named_by_the_error_type_else_by_the_status() -> None:
+    assert error_reason(507, "InsufficientMemory") == "InsufficientMemory"
+    assert error_reason(404, None) == "NotFound"
+    assert error_reason(405, None) == "MethodNotAllowed"
+    assert error_reason(599, None) == "HTTP599"

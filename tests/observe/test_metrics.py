@@ -1,0 +1,103 @@
+"""Counters and histograms agree with the events and exchanges fed to them."""
+
+from __future__ import annotations
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from modelhost.observe.events import EventLog
+from modelhost.observe.exchange import Exchange
+from modelhost.observe.metrics import Metrics
+
+
+@pytest.fixture
+def fed() -> tuple[Metrics, EventLog]:
+    metrics, log = Metrics(CollectorRegistry()), EventLog()
+    log.subscribe(metrics.on_event)
+    return metrics, log
+
+
+def value(metrics: Metrics, name: str, **labels: str) -> float:
+    sample = metrics.registry.get_sample_value(name, labels)
+    return 0.0 if sample is None else sample
+
+
+def invocation(cache: str | None, status: int = 200, **timings_ms: float) -> Exchange:
+    return Exchange(
+        time=0.0,
+        method="POST",
+        route="/models/{model:path}/invoke",
+        status=status,
+        duration_s=0.01,
+        bytes_in=17,
+        bytes_out=20,
+        invocation=True,
+        model="m",
+        cache=cache,
+        timings_ms=timings_ms,
+        error="InsufficientMemory" if status == 507 else None,
+    )
+
+
+def test_a_download_event_feeds_the_download_histogram_and_bytes(
+    fed: tuple[Metrics, EventLog],
+) -> None:
+    metrics, log = fed
+    log.emit("download", "t/a.tar.gz", bytes=3_000_000, duration_ms=1500.0, reason="s3")
+    assert value(metrics, "modelhost_model_download_seconds_count") == 1
+    assert value(metrics, "modelhost_model_download_seconds_sum") == pytest.approx(1.5)
+    assert value(metrics, "modelhost_model_download_seconds_bucket", le="2.5") == 1
+    assert value(metrics, "modelhost_model_download_seconds_bucket", le="1.0") == 0
+    assert value(metrics, "modelhost_model_download_bytes_total") == 3_000_000
+
+
+def test_loads_unloads_evictions_deletions_failures_and_restarts_are_counted(
+    fed: tuple[Metrics, EventLog],
+) -> None:
+    metrics, log = fed
+    log.emit("load", "a", bytes=10, duration_ms=20.0)
+    log.emit("load", "b", bytes=10, duration_ms=30.0)
+    log.emit("evict", "a", reason="lru", duration_ms=2.0)
+    log.emit("unload", "b", reason="requested", duration_ms=3.0)
+    log.emit("delete", "a", reason="disk_budget")
+    log.emit("failure", "c", reason="load")
+    log.emit("worker_exit", worker=1, reason="died")
+    log.emit("budget", reason="start")  # no metric of its own: the gauges read the budgets
+    assert value(metrics, "modelhost_model_load_seconds_count") == 2
+    assert value(metrics, "modelhost_model_load_seconds_sum") == pytest.approx(0.05)
+    assert value(metrics, "modelhost_model_unload_seconds_count") == 2
+    assert value(metrics, "modelhost_evictions_total", reason="lru") == 1
+    assert value(metrics, "modelhost_model_unloads_total", reason="lru") == 1
+    assert value(metrics, "modelhost_model_unloads_total", reason="requested") == 1
+    assert value(metrics, "modelhost_disk_deletions_total", reason="disk_budget") == 1
+    assert value(metrics, "modelhost_failures_total", reason="load") == 1
+    assert value(metrics, "modelhost_worker_restarts_total", reason="died") == 1
+
+
+def test_hits_and_misses_are_counted_by_tier_and_misses_wait_for_their_load() -> None:
+    metrics = Metrics(CollectorRegistry())
+    for _ in range(3):
+        metrics.on_exchange(invocation("hit", queue=0.01, load=0.0, infer=1.0))
+    metrics.on_exchange(invocation("disk", queue=0.01, load=40.0, infer=1.0))
+    metrics.on_exchange(invocation("remote", download=900.0, load=60.0, infer=1.0))
+    assert value(metrics, "modelhost_cache_lookups_total", tier="hit") == 3
+    assert value(metrics, "modelhost_cache_lookups_total", tier="disk") == 1
+    assert value(metrics, "modelhost_cache_lookups_total", tier="remote") == 1
+    assert value(metrics, "modelhost_model_load_wait_seconds_count") == 2
+    assert value(metrics, "modelhost_model_load_wait_seconds_sum") == pytest.approx(1.0)
+    assert value(metrics, "modelhost_invocation_part_seconds_count", part="infer") == 5
+    assert value(metrics, "modelhost_invocation_part_seconds_count", part="download") == 1
+
+
+def test_requests_bytes_and_rejections_are_counted_by_route_and_status() -> None:
+    metrics = Metrics(CollectorRegistry())
+    metrics.on_exchange(invocation("hit"))
+    metrics.on_exchange(invocation(None, status=507))
+    route = "/models/{model:path}/invoke"
+    labels = {"method": "POST", "route": route}
+    assert value(metrics, "modelhost_http_requests_total", status="200", **labels) == 1
+    assert value(metrics, "modelhost_http_requests_total", status="507", **labels) == 1
+    assert value(metrics, "modelhost_http_request_bytes_total", route=route) == 34
+    assert value(metrics, "modelhost_http_response_bytes_total", route=route) == 40
+    assert value(metrics, "modelhost_rejections_total", reason="InsufficientMemory") == 1
+    assert value(metrics, "modelhost_cache_lookups_total", tier="hit") == 1  # the 507 found none
