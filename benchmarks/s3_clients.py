@@ -741,9 +741,19 @@ def _cell(value: Any) -> str:
     return str(value).replace("|", "\\|")
 
 
-def report(summary: dict[str, Any], imports: dict[str, Any], errors: list[dict[str, Any]]) -> str:
+def report(measured: dict[str, Any], summary: dict[str, Any]) -> str:
+    imports, errors, peaks = measured["imports"], measured["errors"], measured["peak_rss_mib"]
     throughput = markdown_table(
-        ["client", "median MiB/s", "min", "max", "client CPU s", "server CPU s", "requests"],
+        [
+            "client",
+            "median MiB/s",
+            "min",
+            "max",
+            "client CPU s",
+            "server CPU s",
+            "requests",
+            "peak +RSS MiB",
+        ],
         [
             [
                 name,
@@ -753,6 +763,7 @@ def report(summary: dict[str, Any], imports: dict[str, Any], errors: list[dict[s
                 s["client_cpu_s"],
                 s["server_cpu_s"],
                 s["requests"],
+                peaks[name],
             ]
             for name, s in summary.items()
         ],
@@ -890,7 +901,7 @@ def main() -> None:
     measured = benchmark(argparse.Namespace(**{**vars(args), "pin": pin}))
     signal.alarm(0)
     summary = summarize(measured["runs"])
-    print(report(summary, measured["imports"], measured["errors"]))
+    print(report(measured, summary))
     settings = {
         key: str(value) for key, value in vars(args).items() if key not in ("probe", "endpoint")
     }

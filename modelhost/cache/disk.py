@@ -37,7 +37,7 @@ from modelhost.observe.events import EventLog
 
 ENTRY_FILE = "modelhost-entry.json"
 UNPACK_STEP_BYTES = 32 * 2**20  # room is made for an unpacking archive this much at a time
-RECORD_BYTES = 4096  # room for the entry's record, reserved before anything else
+RECORD_SPARE_BYTES = 256  # in the record's reservation, for the ETag and times not known yet
 MAX_ENTRY_NAME = 200
 
 
@@ -180,7 +180,8 @@ class DiskTier:
         self.entries_dir.mkdir(parents=True, exist_ok=True)
         temp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.entries_dir))
         try:
-            self._grow(reservation, name, RECORD_BYTES, RECORD_BYTES)
+            record_bytes = len(json.dumps({"name": name, "source": url})) + RECORD_SPARE_BYTES
+            self._grow(reservation, name, record_bytes, record_bytes)
             info, download_ms, source = ObjectInfo(None), 0.0, local
             if source is None:
                 source = temp / PurePosixPath(key).name
