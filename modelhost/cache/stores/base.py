@@ -58,6 +58,21 @@ class Store(Protocol):
         ...
 
 
+class KeyedByPath:
+    """URLs of a remote store: its root, a slash, the key. Nothing is on this machine's disk."""
+
+    uri: str
+
+    def url_of(self, key: str) -> str:
+        return f"{self.uri}/{key}"
+
+    def key_of(self, url: str) -> str | None:
+        return key_below(self.uri, url)
+
+    def local_path(self, key: str) -> Path | None:
+        return None
+
+
 def validate_name(name: str) -> str:
     """A model name is a relative POSIX path with no way out of the store."""
     if not name or len(name) > MAX_NAME_LENGTH or "\x00" in name or "\\" in name:

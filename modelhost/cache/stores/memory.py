@@ -7,28 +7,19 @@ import asyncio
 import hashlib
 from pathlib import Path
 
-from modelhost.cache.stores.base import ObjectInfo, Progress, is_artifact_key, key_below
+from modelhost.cache.stores.base import KeyedByPath, ObjectInfo, Progress, is_artifact_key
 from modelhost.errors import ModelNotFound, StoreUnavailable
 
 CHUNK_BYTES = 64 * 1024
 
 
-class MemoryStore:
+class MemoryStore(KeyedByPath):
     def __init__(self, objects: dict[str, bytes] | None = None, uri: str = "memory://store"):
         self.uri = uri
         self.objects = dict(objects or {})
         self.failures_left = 0  # fetches that stop half-way, as a reset connection would
         self.stall_s = 0.0  # silence before each fetch sends anything
         self.fetches = 0
-
-    def url_of(self, key: str) -> str:
-        return f"{self.uri}/{key}"
-
-    def key_of(self, url: str) -> str | None:
-        return key_below(self.uri, url)
-
-    def local_path(self, key: str) -> Path | None:
-        return None
 
     async def stat(self, key: str) -> ObjectInfo:
         data = self._object(key)

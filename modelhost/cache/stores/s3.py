@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from modelhost.cache.stores.base import (
+    KeyedByPath,
     ObjectInfo,
     Progress,
     is_artifact_key,
     is_disk_full,
-    key_below,
     validate_name,
 )
 from modelhost.errors import (
@@ -62,22 +62,13 @@ class S3Client:
         self.transfers.shutdown(cancel=True)
 
 
-class S3Store:
+class S3Store(KeyedByPath):
     def __init__(self, bucket: str, prefix: str, s3: S3Client) -> None:
         self.bucket, self.prefix, self.s3 = bucket, prefix.strip("/"), s3
         self.uri = f"s3://{bucket}" + (f"/{self.prefix}" if self.prefix else "")
 
     def _object_key(self, key: str) -> str:
         return f"{self.prefix}/{validate_name(key)}" if self.prefix else validate_name(key)
-
-    def url_of(self, key: str) -> str:
-        return f"{self.uri}/{key}"
-
-    def key_of(self, url: str) -> str | None:
-        return key_below(self.uri, url)
-
-    def local_path(self, key: str) -> Path | None:
-        return None
 
     async def stat(self, key: str) -> ObjectInfo:
         call = functools.partial(
