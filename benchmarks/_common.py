@@ -61,16 +61,30 @@ def median(values: Sequence[float]) -> float:
     return float(statistics.median(values)) if values else float("nan")
 
 
-def parse_server_timing(header: str | None) -> dict[str, float]:
-    """`queue;dur=0.1, load;dur=12.5` → {"queue": 0.1, "load": 12.5} (milliseconds)."""
-    parts: dict[str, float] = {}
-    for metric in (header or "").split(","):
-        name, _, params = metric.strip().partition(";")
-        for param in params.split(";"):
-            key, _, value = param.strip().partition("=")
-            if key == "dur" and name:
-                parts[name] = float(value.strip('"'))
-    return parts
+def post_invoke(client: Any, base_url: str, name: str, rows: list[list[float]]) -> dict[str, Any]:
+    """POST one invocation; its wall time, cache header and Server-Timing parts (ms)."""
+    from modelhost.observe.exchange import parse_server_timing
+
+    started = time.perf_counter()
+    response = client.post(f"{base_url}/models/{name}/invoke", json=rows)
+    wall_ms = (time.perf_counter() - started) * 1000
+    if response.status_code != 200:
+        raise RuntimeError(f"POST {name} answered {response.status_code}: {response.text}")
+    return {
+        "model": name,
+        "wall_ms": wall_ms,
+        "cache": response.headers.get("x-modelhost-cache"),
+        "server_timing_ms": parse_server_timing(response.headers.get("server-timing", "")),
+    }
+
+
+def load_and_predict_ms(path: Path, rows: list[list[float]]) -> float:
+    """`joblib.load` plus one predict in this process: the floor for a cold model."""
+    import joblib
+
+    started = time.perf_counter()
+    joblib.load(path).predict(rows)
+    return (time.perf_counter() - started) * 1000
 
 
 def _cell(value: Any) -> str:

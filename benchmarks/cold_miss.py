@@ -13,11 +13,17 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-from _common import add_serve_arg, markdown_table, median, parse_server_timing, write_results
+from _common import (
+    add_serve_arg,
+    load_and_predict_ms,
+    markdown_table,
+    median,
+    post_invoke,
+    write_results,
+)
 
 from modelhost import testing
 
@@ -29,7 +35,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="modelhost-cold-miss-") as scratch:
         scratch_path = Path(scratch)
         forest = testing.random_forest(scratch_path / "forest.joblib", int(args.size_mib * 2**20))
-        in_process = [_load_and_predict(forest) for _ in range(args.copies)]
+        in_process = [
+            load_and_predict_ms(forest, testing.digits_rows(1)) for _ in range(args.copies)
+        ]
         store = scratch_path / "store"
         names = [f"forest-{i}.joblib" for i in range(args.copies)]
         for name in names:
@@ -72,15 +80,6 @@ def _parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def _load_and_predict(path: Path) -> float:
-    import joblib
-
-    row = testing.digits_rows(1)
-    started = time.perf_counter()
-    joblib.load(path).predict(row)
-    return (time.perf_counter() - started) * 1000
-
-
 def _against_modelhost(
     store: Path, scratch: Path, names: list[str], extra_args: list[str]
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -88,26 +87,14 @@ def _against_modelhost(
 
     serve_args = ["--model-store", str(store), "--cache-dir", str(scratch / "cache"), *extra_args]
     with testing.RunningServer(serve_args, scratch) as server, httpx.Client(timeout=120) as client:
-        _post(client, server.url, "warmup.joblib", testing.iris_rows(1))  # workers up and warm
+        post_invoke(
+            client, server.url, "warmup.joblib", testing.iris_rows(1)
+        )  # workers up and warm
         misses, hits = [], []
         for name in names:
-            misses.append(_post(client, server.url, name, testing.digits_rows(1)))
-            hits.append(_post(client, server.url, name, testing.digits_rows(1)))
+            misses.append(post_invoke(client, server.url, name, testing.digits_rows(1)))
+            hits.append(post_invoke(client, server.url, name, testing.digits_rows(1)))
         return misses, hits
-
-
-def _post(client: Any, base_url: str, name: str, rows: list[list[float]]) -> dict[str, Any]:
-    started = time.perf_counter()
-    response = client.post(f"{base_url}/models/{name}/invoke", json=rows)
-    wall_ms = (time.perf_counter() - started) * 1000
-    if response.status_code != 200:
-        raise RuntimeError(f"POST {name} answered {response.status_code}: {response.text}")
-    return {
-        "model": name,
-        "wall_ms": wall_ms,
-        "cache": response.headers.get("x-modelhost-cache"),
-        "server_timing_ms": parse_server_timing(response.headers.get("server-timing")),
-    }
 
 
 def _summary(values_ms: list[float]) -> list[Any]:

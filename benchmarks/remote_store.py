@@ -22,7 +22,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import add_serve_arg, markdown_table, median, parse_server_timing, write_results
+from _common import (
+    add_serve_arg,
+    load_and_predict_ms,
+    markdown_table,
+    median,
+    post_invoke,
+    write_results,
+)
 
 from modelhost import testing
 from modelhost.testing_stores import MotoServer
@@ -36,7 +43,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="modelhost-remote-") as scratch_dir:
         scratch = Path(scratch_dir)
         artifact = testing.padded_logreg(scratch / "big.joblib", int(args.size_mib * 2**20))
-        floors_ms = [_load_and_predict(artifact) for _ in range(args.runs)]
+        floors_ms = [load_and_predict_ms(artifact, testing.iris_rows(1)) for _ in range(args.runs)]
         with MotoServer() as moto:
             client = moto.client()
             client.create_bucket(Bucket=BUCKET)
@@ -77,9 +84,9 @@ def _measure(
     ):
         for name in names:
             run = {"boto3_s": _boto3_download(client, name, scratch / "boto3.bin")}
-            run["remote"] = _post(http, server.url, name)
+            run["remote"] = post_invoke(http, server.url, name, testing.iris_rows(1))
             assert http.delete(f"{server.url}/models/{name}").status_code == 200
-            run["disk"] = _post(http, server.url, name)
+            run["disk"] = post_invoke(http, server.url, name, testing.iris_rows(1))
             run["download"] = _download_event(http, server.url, name)
             runs.append(run)
     return runs
@@ -93,27 +100,9 @@ def _boto3_download(client: Any, name: str, dest: Path) -> float:
     return elapsed
 
 
-def _post(http: Any, url: str, name: str) -> dict[str, Any]:
-    started = time.perf_counter()
-    response = http.post(f"{url}/models/{name}/invoke", json=testing.iris_rows(1))
-    wall_ms = (time.perf_counter() - started) * 1000
-    if response.status_code != 200:
-        raise RuntimeError(f"POST {name} answered {response.status_code}: {response.text}")
-    timing = parse_server_timing(response.headers.get("server-timing"))
-    return {"wall_ms": wall_ms, "cache": response.headers["x-modelhost-cache"], "timing": timing}
-
-
 def _download_event(http: Any, url: str, name: str) -> dict[str, Any]:
     events = http.get(f"{url}/models/{name}").json()["events"]
     return next(e for e in events if e["kind"] == "download")
-
-
-def _load_and_predict(path: Path) -> float:
-    import joblib
-
-    started = time.perf_counter()
-    joblib.load(path).predict(testing.iris_rows(1))
-    return (time.perf_counter() - started) * 1000
 
 
 def _rows(runs: list[dict[str, Any]], size: int) -> list[list[Any]]:
@@ -125,8 +114,8 @@ def _rows(runs: list[dict[str, Any]], size: int) -> list[list[Any]]:
             "MiB/s",
         ),
         "first prediction, model in S3": ([r["remote"]["wall_ms"] for r in runs], "ms"),
-        "  of which download": ([r["remote"]["timing"]["download"] for r in runs], "ms"),
-        "  of which load": ([r["remote"]["timing"]["load"] for r in runs], "ms"),
+        "  of which download": ([r["remote"]["server_timing_ms"]["download"] for r in runs], "ms"),
+        "  of which load": ([r["remote"]["server_timing_ms"]["load"] for r in runs], "ms"),
         "first prediction, model on disk": ([r["disk"]["wall_ms"] for r in runs], "ms"),
         "joblib.load + predict in process": ([r["floor_ms"] for r in runs], "ms"),
     }

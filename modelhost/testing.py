@@ -349,6 +349,17 @@ def serve_args(store: Path, cache_dir: Path, **settings: object) -> list[str]:
     return flags
 
 
+class StepClock:
+    """A clock for tests: each reading is one second after the last; move `now` to jump."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago."""
     with socket.socket() as sock:

@@ -272,7 +272,9 @@ class DiskTier:
         entry = self.entries_dir / entry_folder_name(name)
         shutil.rmtree(entry, ignore_errors=True)
         temp.rename(entry)
-        return Artifact(name, entry / relative, tree_bytes(entry), entry, url, info.etag, now)
+        artifact = read_entry(entry)
+        assert artifact is not None, f"{entry} was renamed into place whole"
+        return artifact
 
     # the budget -------------------------------------------------------------------------
 

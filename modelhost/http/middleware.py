@@ -12,10 +12,11 @@ from typing import Any
 from prometheus_client import Gauge
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from modelhost.http.routes import TARGET_MODEL_HEADER
 from modelhost.observe.exchange import Exchange, parse_server_timing
 from modelhost.observe.observer import Observer
 
-TARGET_MODEL_HEADER = b"x-amzn-sagemaker-target-model"
+TARGET_MODEL_KEY = TARGET_MODEL_HEADER.encode()  # ASGI header names are bytes
 MAX_ERROR_BODY_BYTES = 64 * 1024
 
 
@@ -67,7 +68,7 @@ class ObserveMiddleware:
 def _model_of(scope: Scope) -> str | None:
     model = scope.get("path_params", {}).get("model")
     if model is None:
-        target = dict(scope["headers"]).get(TARGET_MODEL_HEADER)
+        target = dict(scope["headers"]).get(TARGET_MODEL_KEY)
         model = target.decode("latin-1") if target else None
     return model  # type: ignore[no-any-return]
 

@@ -20,6 +20,7 @@ from modelhost.cache.stores import Stores
 from modelhost.cache.stores.memory import MemoryStore
 from modelhost.errors import InsufficientDisk, StoreUnavailable
 from modelhost.observe.events import EventLog
+from modelhost.testing import StepClock
 
 KiB = 1024
 BUDGET = 64 * KiB
@@ -34,19 +35,10 @@ def disk_tier(cache_dir: Path, store: MemoryStore, budget: int = BUDGET) -> Disk
         UnpackLimits(max_bytes=2**30, max_files=100),
         DownloadPolicy(attempts=1, timeout_s=5),
         revalidate_interval_s=10.0,
-        clock=Clock(),
+        clock=StepClock(),
     )
     tier.rebuild()
     return tier
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        self.now += 1.0
-        return self.now
 
 
 def bytes_on_disk(folder: Path) -> int:

@@ -7,21 +7,13 @@ from hypothesis import strategies as st
 
 from modelhost.cache.memory import MemoryTier, State
 from modelhost.cache.policy import LRUPolicy
+from modelhost.testing import StepClock
 
 MiB = 2**20
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        self.now += 1.0
-        return self.now
-
-
 def tier(budget_mib: int = 100, baseline_mib: int = 20) -> MemoryTier:
-    return MemoryTier(budget_mib * MiB, baseline_mib * MiB, LRUPolicy(), FakeClock())
+    return MemoryTier(budget_mib * MiB, baseline_mib * MiB, LRUPolicy(), StepClock())
 
 
 def load(memory: MemoryTier, name: str, size: int, worker: int = 1) -> list[str]:

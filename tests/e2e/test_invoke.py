@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from modelhost import testing
+from modelhost.observe.exchange import parse_server_timing
 
 pytestmark = pytest.mark.e2e
 
@@ -23,8 +24,7 @@ def invoke(client: httpx.Client, name: str, body: object = ROW, **headers: str) 
 
 
 def timings(response: httpx.Response) -> dict[str, float]:
-    parts = (part.strip().split(";dur=") for part in response.headers["server-timing"].split(","))
-    return {name: float(ms) for name, ms in parts}
+    return parse_server_timing(response.headers["server-timing"])
 
 
 def test_sagemaker_target_model_header_invokes_by_store_path(client: httpx.Client) -> None:

@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from modelhost import testing
+from modelhost.observe.exchange import parse_server_timing
 from modelhost.testing_stores import MotoServer, StaticHttpServer, TcpProxy
 
 pytestmark = pytest.mark.e2e
@@ -98,8 +99,7 @@ def invoke(url: str, model: str) -> httpx.Response:
 
 
 def timings(response: httpx.Response) -> dict[str, float]:
-    parts = (part.split(";dur=") for part in response.headers["server-timing"].split(", "))
-    return {name: float(value) for name, value in parts}
+    return parse_server_timing(response.headers["server-timing"])
 
 
 def events(url: str, model: str, kind: str) -> list[dict[str, Any]]:

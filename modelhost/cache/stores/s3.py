@@ -130,9 +130,6 @@ class _Subscriber:
     def on_progress(self, future: Future[Any], bytes_transferred: int, **kwargs: Any) -> None:
         self.progress(bytes_transferred)
 
-    def on_done(self, future: Future[Any], **kwargs: Any) -> None:
-        pass
-
 
 def translate(error: Exception, url: str) -> ModelhostError:
     """A boto3 or s3transfer exception as the error tree's, with the store's own words."""
