@@ -103,7 +103,13 @@ class Config:
     workers_per_model: int = _setting(
         1, "workers each model gets", props="default_workers_per_model", minimum=1
     )
+    max_workers_per_model: int = _setting(
+        0, "most workers a hot model scales out to (0: every worker)", minimum=0
+    )
     threads_per_worker: int = _setting(1, "runtime threads in each worker", minimum=1)
+    max_concurrency: int = _setting(
+        0, "requests in flight in the whole server before 429 (0: no limit)", minimum=0
+    )
     job_queue_size: int = _setting(
         100, "requests each model may queue before 429", props="job_queue_size", minimum=1
     )

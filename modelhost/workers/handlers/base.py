@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 
@@ -29,6 +29,20 @@ class Handler(ABC):
     @abstractmethod
     def infer(self, request: InferRequest) -> InferReply:
         """Answer one request. Raise `BadRequestBody` for input the model cannot take."""
+
+    def infer_batch(self, requests: Sequence[InferRequest]) -> list[InferReply | Exception]:
+        """Answer requests the scheduler batched, in order; a failure answers only its request.
+
+        The default answers them one by one; handlers whose runtime predicts a matrix at once
+        override it (stack the rows, predict once, split the answers).
+        """
+        replies: list[InferReply | Exception] = []
+        for request in requests:
+            try:
+                replies.append(self.infer(request))
+            except Exception as error:  # noqa: BLE001  (isolated to the request that caused it)
+                replies.append(error)
+        return replies
 
     def close(self) -> None:  # noqa: B027  (optional: most handlers hold nothing to drop)
         """Drop references to the model so its memory can be returned on unload."""
