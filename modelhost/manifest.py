@@ -16,12 +16,18 @@ setting". Unknown keys are refused, so a typo never silently does nothing.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from modelhost.config import parse_size, tomllib
+from modelhost.config import parse_size
 from modelhost.errors import ModelLoadError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 MANIFEST_NAME = "modelhost.toml"
 
