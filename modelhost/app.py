@@ -28,11 +28,13 @@ from modelhost.observe.events import EventLog
 from modelhost.observe.memory import server_pss_bytes
 from modelhost.observe.observer import Observer
 from modelhost.resources import free_disk_bytes, usable_cores, usable_memory_bytes
+from modelhost.scheduler import SchedulerSettings
 from modelhost.workers.pool import WorkerPool
 
 logger = logging.getLogger("modelhost")
 
 MEMORY_WATCH_INTERVAL_S = 1.0
+REPLICA_WATCH_INTERVAL_S = 1.0
 SETTLE_S = 0.3
 
 
@@ -130,7 +132,9 @@ def ignore_signals_after_drain() -> None:
 @contextlib.asynccontextmanager
 async def started_host(config: Config, run_dir: Path) -> AsyncIterator[ModelHost]:
     events = EventLog()
-    pool = WorkerPool(config.workers or usable_cores(), config.threads_per_worker, run_dir, events)
+    workers = config.workers or usable_cores()
+    threads = config.threads_per_worker or max(1, usable_cores() // workers)
+    pool = WorkerPool(workers, threads, run_dir, events)
     stores = Stores(  # before the baseline is measured: an S3 client costs the frontend memory
         config.model_store,
         config.allowed_urls,
@@ -143,12 +147,13 @@ async def started_host(config: Config, run_dir: Path) -> AsyncIterator[ModelHost
         await pool.shutdown()
         await stores.close()
         raise
-    watcher = asyncio.ensure_future(watch_memory(host))
+    watchers = [asyncio.ensure_future(watch(host)) for watch in (watch_memory, watch_replicas)]
     try:
         yield host
     finally:
         host.closing = True
-        watcher.cancel()
+        for watcher in watchers:
+            watcher.cancel()
         await pool.shutdown()
         await host.disk.stores.close()
 
@@ -192,6 +197,16 @@ def build_host(
         events,
         frozenset(config.pinned_models),
         config.default_response_timeout_s,
+        scheduling=SchedulerSettings(
+            job_queue_size=config.job_queue_size,
+            max_batch_size=config.batch_size,
+            max_batch_delay_ms=config.max_batch_delay_ms,
+            max_workers_per_model=config.max_workers_per_model,
+            max_concurrency=config.max_concurrency,
+            response_timeout_s=config.default_response_timeout_s,
+            scale_in_idle_s=config.scale_in_idle_s,
+            slots_per_worker=pool.threads,
+        ),
     )
 
 
@@ -206,6 +221,13 @@ async def watch_memory(host: ModelHost) -> None:
         await asyncio.sleep(MEMORY_WATCH_INTERVAL_S)
         host.memory.observe(host.pss_bytes())
         await host.relieve_pressure()
+
+
+async def watch_replicas(host: ModelHost) -> None:
+    """Let go of the extra workers of models that no longer need them."""
+    while True:
+        await asyncio.sleep(REPLICA_WATCH_INTERVAL_S)
+        await host.scale_in()
 
 
 async def preload(host: ModelHost, config: Config) -> None:

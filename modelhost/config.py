@@ -106,7 +106,12 @@ class Config:
     max_workers_per_model: int = _setting(
         0, "most workers a hot model scales out to (0: every worker)", minimum=0
     )
-    threads_per_worker: int = _setting(1, "runtime threads in each worker", minimum=1)
+    threads_per_worker: int = _setting(
+        0, "runtime threads in each worker (0: its share of the cores, at least 1)", minimum=0
+    )
+    scale_in_idle_s: float = _setting(
+        30.0, "seconds without waiting requests before a model's extra worker is let go", minimum=0
+    )
     max_concurrency: int = _setting(
         0, "requests in flight in the whole server before 429 (0: no limit)", minimum=0
     )

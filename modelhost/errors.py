@@ -18,6 +18,10 @@ ModelhostError
 │   ├── ModelLoadError           the artifact could not be loaded (corrupt, missing runtime)
 │   │   └── UnsafeArtifact       an archive that escapes its folder, links out, or is too large
 │   └── HandlerError             the handler raised while serving a request
+├── Overloaded                   too much at once: retry after a pause
+│   ├── QueueFull                the model's queue holds job_queue_size requests
+│   └── ConcurrencyLimit         the server holds max_concurrency requests
+├── DeadlineExceeded             no answer within default_response_timeout
 ├── Unavailable                  retry is safe
 │   ├── WorkerDied               the worker process died while it held the request
 │   └── ShuttingDown
@@ -98,6 +102,22 @@ class UnsafeArtifact(ModelLoadError):
 
 
 class HandlerError(ModelError):
+    pass
+
+
+class Overloaded(ModelhostError):
+    pass
+
+
+class QueueFull(Overloaded):
+    pass
+
+
+class ConcurrencyLimit(Overloaded):
+    pass
+
+
+class DeadlineExceeded(ModelhostError):
     pass
 
 

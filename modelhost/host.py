@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,17 +20,24 @@ from modelhost.cache.disk import Artifact, DiskTier
 from modelhost.cache.memory import MemoryTier, Resident, State
 from modelhost.config import format_bytes
 from modelhost.errors import (
+    ConcurrencyLimit,
+    DeadlineExceeded,
     InsufficientMemory,
     ModelAlreadyLoaded,
     ModelhostError,
     ModelNotLoaded,
     ShuttingDown,
     Unavailable,
+    error_from_record,
 )
+from modelhost.manifest import Manifest, read_manifest
 from modelhost.observe.events import EventLog
 from modelhost.observe.memory import server_pss_bytes
+from modelhost.scheduler import SchedulerSettings
+from modelhost.scheduler.batcher import BatchQueue, Job
+from modelhost.scheduler.dispatch import Dispatcher
 from modelhost.scheduler.placement import least_loaded
-from modelhost.workers.pool import WorkerHandle, WorkerPool
+from modelhost.workers.pool import Reply, WorkerHandle, WorkerPool
 
 MIN_FOOTPRINT_BYTES = 64 * 1024
 ESTIMATE_FACTOR = 2.0  # reserve for the transient peak of unpickling, not only the resident size
@@ -58,6 +66,15 @@ class Result:
 
 
 @dataclass(frozen=True)
+class Answer:
+    """A worker's answer to one request of a batch."""
+
+    body: bytes
+    content_type: str
+    infer_ms: float  # the whole batch's
+
+
+@dataclass(frozen=True)
 class LoadOutcome:
     tier: str  # hit | disk | remote
     load_ms: float  # making room and loading into a worker
@@ -74,14 +91,20 @@ class ModelHost:
         pinned: frozenset[str],
         deadline_s: float,
         clock: Callable[[], float] = time.monotonic,
+        scheduling: SchedulerSettings | None = None,
     ) -> None:
         self.pool, self.memory, self.disk, self.events = pool, memory, disk, events
         self.pinned = pinned
         self.deadline_s = deadline_s
         self.clock = clock
+        self.scheduling = scheduling or SchedulerSettings(response_timeout_s=deadline_s)
         self.sources: dict[str, str] = {}  # model name → URL, when not its path in the store
         self.footprints: dict[str, int] = {}  # measured at each load, reused for the next
+        self.manifests: dict[str, Manifest] = {}
+        self.dispatchers: dict[str, Dispatcher] = {}  # one per loaded model
+        self.in_flight = 0  # invocations received and not yet answered
         self._loads: dict[str, asyncio.Task[LoadOutcome]] = {}
+        self._scaling: dict[str, asyncio.Task[None]] = {}
         self._revalidations: dict[str, asyncio.Task[None]] = {}
         self._changed = asyncio.Event()
         self.closing = False
@@ -91,35 +114,85 @@ class ModelHost:
     # invocation -------------------------------------------------------------------------
 
     async def invoke(self, name: str, invocation: Invocation) -> Result:
+        limit = self.scheduling.max_concurrency
+        if limit and self.in_flight >= limit:
+            raise ConcurrencyLimit(
+                f"the server has {self.in_flight} requests in flight, the limit "
+                f"(max_concurrency) is {limit}; retry after a pause, or raise --max-concurrency"
+            )
+        self.in_flight += 1
+        try:
+            return await self._invoke(name, invocation)
+        finally:
+            self.in_flight -= 1
+
+    async def _invoke(self, name: str, invocation: Invocation) -> Result:
         started = self.clock()
         resident, outcome = await self._acquire(name)
         try:
-            dispatched = self.clock()
-            reply = await self.pool.call(
-                self._worker_of(resident),
-                {
-                    "op": "infer",
-                    "model": name,
-                    "content_type": invocation.content_type,
-                    "accept": invocation.accept,
-                    "params": invocation.params,
-                },
-                invocation.body,
-                name,
-            )
+            job = await self._answer(name, invocation)
         finally:
             self.memory.end_request(resident)
             if resident.in_flight == 0:  # only an idle model can make room for a waiting load
                 self._notify()
+        answer: Answer = job.future.result()
         outcome = outcome or LoadOutcome("hit", 0.0)
         fetched_ms = outcome.download_ms + outcome.load_ms
         timings = {
-            "queue": max(0.0, (dispatched - started) * 1000 - fetched_ms),
+            "queue": max(0.0, (job.dispatched_at - started) * 1000 - fetched_ms),
             "download": outcome.download_ms,
             "load": outcome.load_ms,
-            "infer": reply.header["infer_ms"],
+            "infer": answer.infer_ms,
         }
-        return Result(reply.payload, reply.header["content_type"], outcome.tier, timings)
+        return Result(answer.body, answer.content_type, outcome.tier, timings)
+
+    async def _answer(self, name: str, invocation: Invocation) -> Job[Invocation]:
+        """Queue the request for the model's workers and wait for its answer or its deadline."""
+        dispatcher = self.dispatchers[name]
+        job: Job[Invocation] = Job(invocation, asyncio.get_running_loop().create_future(), 0.0)
+        job.enqueued_at = self.clock()
+        dispatcher.submit(job)
+        expiry = asyncio.get_running_loop().call_later(
+            self.scheduling.response_timeout_s, self._expire, dispatcher, job
+        )
+        try:
+            await job.future
+        finally:
+            expiry.cancel()
+        return job
+
+    def _expire(self, dispatcher: Dispatcher, job: Job[Invocation]) -> None:
+        if job.future.done():
+            return
+        dispatcher.queue.discard(job)
+        where = "running in a worker" if job.dispatched_at else "in the queue"
+        job.future.set_exception(
+            DeadlineExceeded(
+                f"model {dispatcher.queue.model} gave no answer within "
+                f"{self.scheduling.response_timeout_s:g} s (default_response_timeout); the "
+                f"request was still {where}; raise --default-response-timeout-s, or add "
+                "workers if requests wait in the queue"
+            )
+        )
+
+    async def _send_batch(self, name: str, worker: WorkerHandle, batch: list[Job[Any]]) -> None:
+        """One frame to the worker for the batch; each job gets its own answer or error."""
+        live = [job for job in batch if not job.future.done()]  # skip those past their deadline
+        if not live:
+            return
+        items = [
+            {
+                "content_type": job.request.content_type,
+                "accept": job.request.accept,
+                "params": job.request.params,
+                "size": len(job.request.body),
+            }
+            for job in live
+        ]
+        payload = b"".join(job.request.body for job in live)
+        header = {"op": "infer", "model": name, "items": items}
+        reply = await self.pool.call(worker, header, payload, name)
+        resolve_batch(live, reply)
 
     async def _acquire(self, name: str) -> tuple[Resident, LoadOutcome | None]:
         """The loaded model with one more request in flight, loading it first if need be."""
@@ -166,13 +239,13 @@ class ModelHost:
             raise
         started = self.clock()
         artifact = found.artifact
+        self.manifests[name] = read_manifest(artifact.path)
         size = max(self.footprints.get(name, 0), estimate_footprint(artifact.bytes))
         await self._make_room(name, size)
         try:
             await self._load_on_worker(name, artifact)
         except BaseException as error:
-            self.memory.remove(name)
-            self._notify()
+            self._forget(name)
             self.events.emit("failure", name, reason="load", detail={"error": repr(error)})
             raise
         await self.relieve_pressure()
@@ -180,20 +253,124 @@ class ModelHost:
 
     async def _load_on_worker(self, name: str, artifact: Artifact) -> None:
         worker = least_loaded(self.pool.workers.values(), self.memory)
-        reply = await self.pool.call(
-            worker, {"op": "load", "model": name, "path": str(artifact.path)}, model=name
-        )
+        reply = await self._load_copy(name, artifact, worker, "invoked")
         footprint = max(MIN_FOOTPRINT_BYTES, int(reply.header["footprint"]))
         self.footprints[name] = footprint
         self.memory.mark_loaded(name, worker.worker_id, footprint, reply.header["load_ms"])
+        self.dispatchers[name] = self._dispatcher(name)
+        self.dispatchers[name].add(worker, self.scheduling.slots_per_worker)
+
+    async def _load_copy(
+        self, name: str, artifact: Artifact, worker: WorkerHandle, reason: str
+    ) -> Reply:
+        reply = await self.pool.call(
+            worker, {"op": "load", "model": name, "path": str(artifact.path)}, model=name
+        )
         self.events.emit(
             "load",
             name,
-            bytes=footprint,
+            bytes=max(MIN_FOOTPRINT_BYTES, int(reply.header["footprint"])),
             duration_ms=round(reply.header["load_ms"], 2),
             worker=worker.worker_id,
-            reason="invoked",
+            reason=reason,
         )
+        return reply
+
+    def _dispatcher(self, name: str) -> Dispatcher:
+        """The model's queue and batcher, with its manifest's settings over the server's."""
+        manifest, settings = self.manifests.get(name, Manifest()), self.scheduling
+        delay_ms = manifest.max_batch_delay_ms
+        queue: BatchQueue[Invocation] = BatchQueue(
+            name,
+            settings.job_queue_size,
+            manifest.batch_size or settings.max_batch_size,
+            (settings.max_batch_delay_ms if delay_ms is None else delay_ms) / 1000,
+            self.clock,
+        )
+        send = functools.partial(self._send_batch, name)
+        return Dispatcher(queue, send, functools.partial(self._scale_out, name))
+
+    # scaling ----------------------------------------------------------------------------
+
+    def _scale_out(self, name: str) -> None:
+        """Requests wait for a free worker: load one more copy if the budget and limit allow."""
+        resident = self.memory.get(name)
+        artifact = self.disk.artifacts.get(name)
+        if name in self._scaling or self.closing or resident is None or artifact is None:
+            return
+        spare = [w for w in self.pool.workers.values() if w.worker_id not in resident.workers]
+        if len(resident.workers) >= self._max_copies(name) or resident.state is not State.LOADED:
+            return
+        if not spare or not self.memory.reserve_copy(resident):
+            return
+        worker = least_loaded(spare, self.memory)
+        task = asyncio.ensure_future(self._add_copy(resident, artifact, worker))
+        self._scaling[name] = task
+        task.add_done_callback(lambda _: self._scaling.pop(name, None))
+
+    def _max_copies(self, name: str) -> int:
+        limit = self.manifests.get(name, Manifest()).max_workers
+        return limit or self.scheduling.max_workers_per_model or len(self.pool.workers)
+
+    async def _add_copy(self, resident: Resident, artifact: Artifact, worker: WorkerHandle) -> None:
+        name = resident.name
+        try:
+            await self._load_copy(name, artifact, worker, "scale_out")
+        except ModelhostError as error:
+            self.memory.release_copy(resident)
+            self.events.emit("failure", name, reason="scale_out", detail={"error": str(error)})
+            return
+        dispatcher = self.dispatchers.get(name)
+        if dispatcher is None or self.memory.get(name) is not resident:  # unloaded meanwhile
+            await self._unload_copy(name, worker.worker_id)
+            return
+        resident.workers.append(worker.worker_id)
+        dispatcher.add(worker, self.scheduling.slots_per_worker)
+
+    async def scale_in(self) -> None:
+        """Unload one extra copy of each model that has not waited for a worker lately."""
+        now = self.clock()
+        for name, dispatcher in list(self.dispatchers.items()):
+            resident = self.memory.get(name)
+            if resident is None or len(resident.workers) < 2 or name in self._scaling:
+                continue
+            if now - dispatcher.pressed_at >= self.scheduling.scale_in_idle_s:
+                dispatcher.pressed_at = now  # one copy per idle period
+                await self._drop_copy(resident, dispatcher)
+
+    async def _drop_copy(self, resident: Resident, dispatcher: Dispatcher) -> None:
+        extra = [dispatcher.replicas[w] for w in resident.workers[1:] if w in dispatcher.replicas]
+        if not extra:
+            return
+        replica = min(extra, key=lambda r: r.busy)
+        replica.draining = True
+        while replica.busy:
+            await asyncio.sleep(0.01)
+        worker_id = replica.worker.worker_id
+        dispatcher.remove(worker_id)
+        if worker_id in resident.workers:
+            resident.workers.remove(worker_id)
+            await self._unload_copy(resident.name, worker_id)
+            self.memory.release_copy(resident)
+            self._notify()
+
+    async def _unload_copy(self, name: str, worker_id: int, reason: str = "scale_in") -> int:
+        started, worker = self.clock(), self.pool.workers.get(worker_id)
+        freed = 0
+        with contextlib.suppress(ModelhostError):  # a worker that died took the copy with it
+            if worker is not None:
+                reply = await self.pool.call(worker, {"op": "unload", "model": name}, model=name)
+                freed = int(reply.header["freed"])
+        self.events.emit(
+            "unload",
+            name,
+            bytes=self.footprints.get(name),
+            reason=reason,
+            worker=worker_id,
+            duration_ms=round((self.clock() - started) * 1000, 2),
+            detail={"freed_bytes": freed},
+        )
+        return freed
 
     async def _make_room(self, name: str, size: int) -> None:
         if not self.memory.fits_ever(size):
@@ -248,20 +425,20 @@ class ModelHost:
         await asyncio.gather(*(self._unload_one(victim, kind, reason) for victim in victims))
 
     async def _unload_one(self, resident: Resident, kind: str, reason: str) -> int:
+        """Unload every copy of a model; one event for the model, with the bytes all freed."""
         started = self.clock()
-        worker = self.pool.workers.get(resident.worker_id or -1)
-        freed = resident.bytes
+        freed = 0
         try:
-            if worker is not None:
-                reply = await self.pool.call(
-                    worker, {"op": "unload", "model": resident.name}, model=resident.name
-                )
-                freed = int(reply.header["freed"])
-        except ModelhostError:
-            pass  # the worker died meanwhile: its memory went with it
+            for worker_id in resident.workers:
+                worker = self.pool.workers.get(worker_id)
+                with contextlib.suppress(ModelhostError):  # a dead worker took its copy along
+                    if worker is not None:
+                        reply = await self.pool.call(
+                            worker, {"op": "unload", "model": resident.name}, model=resident.name
+                        )
+                        freed += int(reply.header["freed"])
         finally:
-            self.memory.remove(resident.name)
-            self._notify()
+            self._forget(resident.name)
         self.events.emit(
             kind,
             resident.name,
@@ -279,15 +456,31 @@ class ModelHost:
 
     def _worker_lost(self, worker: WorkerHandle) -> None:
         for resident in self.memory:
-            if resident.worker_id == worker.worker_id:
-                self.memory.remove(resident.name)
-                self.events.emit(
-                    "unload",
-                    resident.name,
-                    bytes=resident.bytes,
-                    reason="worker_died",
-                    worker=worker.worker_id,
-                )
+            if worker.worker_id not in resident.workers:
+                continue
+            if len(resident.workers) > 1:  # other copies carry on
+                resident.workers.remove(worker.worker_id)
+                self.memory.release_copy(resident)
+                self.dispatchers[resident.name].remove(worker.worker_id)
+            else:
+                self._forget(resident.name)
+            self.events.emit(
+                "unload",
+                resident.name,
+                bytes=resident.footprint,
+                reason="worker_died",
+                worker=worker.worker_id,
+            )
+        self._notify()
+
+    def _forget(self, name: str) -> None:
+        """The model is out of memory: drop its record and fail requests still waiting for it."""
+        self.memory.remove(name)
+        dispatcher = self.dispatchers.pop(name, None)
+        if dispatcher is not None:
+            dispatcher.fail_waiting(
+                Unavailable(f"model {name} was unloaded while this request waited; retry is safe")
+            )
         self._notify()
 
     # management -------------------------------------------------------------------------
@@ -351,3 +544,18 @@ class ModelHost:
         from modelhost.observe.describe import describe_model
 
         return describe_model(self, name)
+
+
+def resolve_batch(jobs: list[Job[Any]], reply: Reply) -> None:
+    """Give each job of a batch its answer, cut from the reply's payload, or its error."""
+    offset, infer_ms = 0, float(reply.header["infer_ms"])
+    for job, item in zip(jobs, reply.header["items"], strict=True):
+        if job.future.done():  # its deadline passed while the worker ran it
+            offset += item.get("size", 0)
+            continue
+        if item["ok"]:
+            body = reply.payload[offset : offset + item["size"]]
+            offset += item["size"]
+            job.future.set_result(Answer(body, item["content_type"], infer_ms))
+        else:
+            job.future.set_exception(error_from_record(item["type"], item["message"]))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 from modelhost.cache.policy import EvictionPolicy, LRUPolicy
@@ -24,15 +24,20 @@ class State(str, Enum):
 @dataclass(eq=False)
 class Resident:
     name: str
-    bytes: int
+    bytes: int  # held in all: the footprint once per worker holding (or loading) the model
     pinned: bool = False
     state: State = State.LOADING
-    worker_id: int | None = None
+    workers: list[int] = field(default_factory=list)  # the first loaded it; more are scale-out
+    footprint: int = 0  # of one copy, as measured by the worker that loaded it
     in_flight: int = 0
     hits: int = 0
     last_used: float = 0.0
     loaded_at: float | None = None
     load_ms: float | None = None
+
+    @property
+    def worker_id(self) -> int | None:
+        return self.workers[0] if self.workers else None
 
     @property
     def evictable(self) -> bool:
@@ -101,12 +106,21 @@ class MemoryTier:
 
     def mark_loaded(self, name: str, worker_id: int, footprint_bytes: int, load_ms: float) -> None:
         resident = self.residents[name]
-        resident.state, resident.worker_id, resident.bytes = (
-            State.LOADED,
-            worker_id,
-            footprint_bytes,
-        )
+        resident.state, resident.workers = State.LOADED, [worker_id]
+        resident.bytes = resident.footprint = footprint_bytes
         resident.loaded_at, resident.load_ms = time.time(), load_ms
+
+    def reserve_copy(self, resident: Resident) -> bool:
+        """Room for one more copy of a loaded model (scale-out), if it fits without evicting."""
+        if self.committed_bytes + resident.footprint > self.budget_bytes:
+            return False
+        resident.bytes += resident.footprint
+        return True
+
+    @staticmethod
+    def release_copy(resident: Resident) -> None:
+        """Give back a reserved copy's bytes (it failed to load, or was unloaded)."""
+        resident.bytes -= resident.footprint
 
     def begin_unload(self, name: str) -> Resident:
         resident = self.residents[name]

@@ -16,14 +16,16 @@ STATUS_BY_ERROR: dict[type[errors.ModelhostError], int] = {
     errors.ModelNotLoaded: 404,
     errors.ModelAlreadyLoaded: 409,
     errors.PayloadTooLarge: 413,
+    errors.Overloaded: 429,
     errors.ModelError: 500,
     errors.StoreError: 502,
     errors.Unavailable: 503,
     errors.StoreTimeout: 504,
+    errors.DeadlineExceeded: 504,
     errors.CapacityError: 507,
 }
 
-RETRY_AFTER_S = {503: "1"}
+RETRY_AFTER_S = {429: "1", 503: "1"}
 
 
 def status_of(error: errors.ModelhostError) -> int:

@@ -28,7 +28,8 @@ def _event(event: Event) -> dict[str, Any]:
 def describe_model(host: ModelHost, name: str) -> dict[str, Any]:
     resident = host.memory.get(name)
     artifact = host.disk.artifacts.get(name)
-    worker = host.pool.workers.get(resident.worker_id) if resident and resident.worker_id else None
+    workers = [host.pool.workers.get(w) for w in (resident.workers if resident else [])]
+    dispatcher = host.dispatchers.get(name)
     state = resident.state.value if resident else "on_disk" if artifact else "remote"
     last_used = (
         (time.time() - (host.clock() - resident.last_used))
@@ -41,7 +42,8 @@ def describe_model(host: ModelHost, name: str) -> dict[str, Any]:
         "state": state,
         "memoryBytes": resident.bytes if resident and resident.state is State.LOADED else 0,
         "diskBytes": artifact.bytes if artifact else 0,
-        "workers": [{"id": worker.worker_id, "pid": worker.pid}] if worker else [],
+        "workers": [{"id": w.worker_id, "pid": w.pid} for w in workers if w is not None],
+        "queued": len(dispatcher.queue) if dispatcher else 0,
         "pinned": bool(resident and resident.pinned) or name in host.pinned,
         "hits": resident.hits if resident else 0,
         "inFlight": resident.in_flight if resident else 0,

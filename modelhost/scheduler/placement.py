@@ -10,11 +10,11 @@ from modelhost.workers.pool import WorkerHandle
 
 
 def least_loaded(workers: Iterable[WorkerHandle], memory: MemoryTier) -> WorkerHandle:
-    """The live worker holding the fewest bytes of models (ties: fewest requests in flight)."""
+    """The live worker holding the fewest bytes of models (ties: fewest calls in flight)."""
     held: dict[int, int] = {}
     for resident in memory:
-        if resident.worker_id is not None:
-            held[resident.worker_id] = held.get(resident.worker_id, 0) + resident.bytes
+        for worker_id in resident.workers:
+            held[worker_id] = held.get(worker_id, 0) + resident.footprint
     live = [worker for worker in workers if worker.alive]
     if not live:
         raise Unavailable("no worker is running (they are restarting); retry in a moment")

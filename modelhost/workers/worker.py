@@ -10,13 +10,14 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from modelhost.errors import ModelNotLoaded
 from modelhost.observe.memory import pss_bytes, return_memory_to_os
-from modelhost.workers.handlers.base import Handler, InferRequest
+from modelhost.workers.handlers.base import Handler, InferReply, InferRequest
 from modelhost.workers.wire import Frame, encode, recv_frame
 
 
@@ -92,19 +93,41 @@ class Worker:
         return {"freed": max(0, before - after), "pss": after}, b""
 
     def infer(self, frame: Frame) -> tuple[dict[str, Any], bytes]:
+        """Answer a batch: one request per item, their bodies back to back in the payload."""
         header = frame.header
         handler = self.models.get(header["model"])
         if handler is None:
             raise ModelNotLoaded(
                 f"model {header['model']} is not loaded in worker {self.worker_id}"
             )
-        request = InferRequest(
-            frame.payload, header["content_type"], header["accept"], header.get("params", {})
-        )
+        requests = list(split_requests(header["items"], frame.payload))
         started = time.perf_counter()
-        reply = handler.infer(request)
+        replies = handler.infer_batch(requests)
         infer_ms = (time.perf_counter() - started) * 1000
-        return {"content_type": reply.content_type, "infer_ms": infer_ms}, reply.body
+        items, bodies = answer_items(replies)
+        return {"items": items, "infer_ms": infer_ms}, b"".join(bodies)
+
+
+def split_requests(items: list[dict[str, Any]], payload: bytes) -> Iterator[InferRequest]:
+    view, offset = memoryview(payload), 0
+    for item in items:
+        end = offset + item["size"]
+        body = bytes(view[offset:end])
+        offset = end
+        yield InferRequest(body, item["content_type"], item["accept"], item["params"])
+
+
+def answer_items(replies: list[InferReply | Exception]) -> tuple[list[dict[str, Any]], list[bytes]]:
+    """Per-request records (errors as data, never pickles) and the reply bodies in order."""
+    items: list[dict[str, Any]] = []
+    bodies: list[bytes] = []
+    for reply in replies:
+        if isinstance(reply, InferReply):
+            items.append({"ok": True, "content_type": reply.content_type, "size": len(reply.body)})
+            bodies.append(reply.body)
+        else:
+            items.append({"ok": False, "type": type(reply).__name__, "message": str(reply)})
+    return items, bodies
 
 
 def run(socket_path: str, worker_id: int, threads: int) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import inspect
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any, cast
@@ -54,11 +54,16 @@ class MmsContext:
         self.model_yaml_config: dict[str, Any] = {}
         self.request_processor = [RequestProcessor({})]
 
-    def for_request(self, request: InferRequest) -> MmsContext:
+    def for_requests(self, requests: Sequence[InferRequest]) -> MmsContext:
         """A copy for one call, so that concurrent calls never share response headers."""
-        headers = {"Content-Type": request.content_type, "Accept": request.accept}
         context = copy.copy(self)
-        context.request_processor = [RequestProcessor({**request.params, **headers})]
+        context.request_processor = [
+            RequestProcessor(
+                {**request.params, "Content-Type": request.content_type, "Accept": request.accept}
+            )
+            for request in requests
+        ]
+        context.system_properties = {**self.system_properties, "batch_size": len(requests)}
         return context
 
     def get_request_header(self, idx: int, key: str) -> str | None:
@@ -87,7 +92,18 @@ class MmsHandler(Handler):
 
     def infer(self, request: InferRequest) -> InferReply:
         """Call the entry point with a batch of one and encode the one item it returns."""
-        context = self._context.for_request(request)
+        reply = self.infer_batch([request])[0]
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+    def infer_batch(self, requests: Sequence[InferRequest]) -> list[InferReply | Exception]:
+        """One call with the whole batch, as MMS makes: `data` holds one item per request.
+
+        If the entry point raises, every request of the batch gets its error: which request
+        caused it is known only to the user's code.
+        """
+        context = self._context.for_requests(requests)
         data = [
             {
                 "body": request.body,
@@ -95,10 +111,13 @@ class MmsHandler(Handler):
                 "content_type": request.content_type,
                 "accept": request.accept,
             }
+            for request in requests
         ]
-        item = self._single_item(self._entry(data, context))
-        body, content_type = encode_value(item)
-        return InferReply(body, context.get_response_content_type(0) or content_type)
+        try:
+            items = self._items(self._entry(data, context), len(requests))
+        except Exception as error:  # noqa: BLE001  (the batch's answer, for each of its requests)
+            return [error] * len(requests)
+        return [_reply(item, context, index) for index, item in enumerate(items)]
 
     def close(self) -> None:
         """Drop the user's module and service object."""
@@ -107,14 +126,22 @@ class MmsHandler(Handler):
         self._module = None
         self._entry = _closed
 
-    def _single_item(self, result: Any) -> Any:
-        if isinstance(result, list) and len(result) == 1:
-            return result[0]
+    def _items(self, result: Any, count: int) -> list[Any]:
+        if isinstance(result, list) and len(result) == count:
+            return result
         got = f"a list of {len(result)}" if isinstance(result, list) else type(result).__name__
         raise HandlerError(
             f"{self._file.name}: handle(data, context) returned {got}; it must return a list "
-            "with one item per request in data (1 here)"
+            f"with one item per request in data ({count} here)"
         )
+
+
+def _reply(item: Any, context: MmsContext, index: int) -> InferReply | Exception:
+    try:
+        body, content_type = encode_value(item)
+    except Exception as error:  # noqa: BLE001  (an item JSON cannot carry: only its request fails)
+        return error
+    return InferReply(body, context.get_response_content_type(index) or content_type)
 
 
 def find_entry(model_dir: Path) -> tuple[Path, str | None] | None:

@@ -1,0 +1,90 @@
+"""A model's bounded queue of waiting requests, and the rule that cuts batches out of it.
+
+Pure bookkeeping with an injected clock, so its properties are tested directly: a batch never
+holds more than `max_batch_size` jobs, jobs leave in the order they came, each leaves once, and
+a job waits for company at most `max_batch_delay_s` once a worker is free to take it.
+
+With no delay (the default) a free worker takes whatever is waiting at once: under light load
+every request goes alone and pays nothing; under heavy load requests pile up while the worker is
+busy and the next batch takes them together, so batching grows exactly when it pays.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from modelhost.errors import QueueFull
+
+T = TypeVar("T")
+
+
+@dataclass(eq=False)
+class Job(Generic[T]):
+    """One request waiting for its answer; `future` is resolved exactly once."""
+
+    request: T
+    future: asyncio.Future[Any]
+    enqueued_at: float
+    dispatched_at: float = field(default=0.0)
+
+
+class BatchQueue(Generic[T]):
+    def __init__(
+        self,
+        model: str,
+        capacity: int,
+        max_batch_size: int,
+        max_batch_delay_s: float,
+        clock: Callable[[], float],
+    ) -> None:
+        self.model = model
+        self.capacity = capacity
+        self.max_batch_size = max_batch_size
+        self.max_batch_delay_s = max_batch_delay_s
+        self.clock = clock
+        self._jobs: deque[Job[T]] = deque()
+
+    def __len__(self) -> int:
+        return len(self._jobs)
+
+    def put(self, job: Job[T]) -> None:
+        """Queue a job, or raise `Overloaded` when `capacity` jobs already wait."""
+        if len(self._jobs) >= self.capacity:
+            raise QueueFull(
+                f"model {self.model} has {len(self._jobs)} requests queued, the limit "
+                f"(job_queue_size) is {self.capacity}; retry after a pause, or raise "
+                "--job-queue-size or --max-workers-per-model"
+            )
+        self._jobs.append(job)
+
+    def discard(self, job: Job[T]) -> None:
+        """Take out a job answered while it waited (its deadline passed)."""
+        with contextlib.suppress(ValueError):  # already taken into a batch
+            self._jobs.remove(job)
+
+    def due_at(self) -> float | None:
+        """When the oldest job has waited long enough to go in a partial batch."""
+        return self._jobs[0].enqueued_at + self.max_batch_delay_s if self._jobs else None
+
+    def ready(self) -> bool:
+        """Whether a free worker should take a batch now."""
+        due = self.due_at()
+        return due is not None and (len(self._jobs) >= self.max_batch_size or self.clock() >= due)
+
+    def take(self) -> list[Job[T]]:
+        """The oldest waiting jobs, at most `max_batch_size`, in order."""
+        now = self.clock()
+        count = min(self.max_batch_size, len(self._jobs))
+        batch = [self._jobs.popleft() for _ in range(count)]
+        for job in batch:
+            job.dispatched_at = now
+        return batch
+
+    def take_all(self) -> list[Job[T]]:
+        jobs, self._jobs = list(self._jobs), deque()
+        return jobs

@@ -1,0 +1,106 @@
+"""The dispatcher of one model: its queue fed, a batch at a time, to the workers that hold it.
+
+Each worker holding the model is a replica with a few slots (batches it may run at once: its
+inference threads). Whenever the queue is ready (see `BatchQueue.ready`) and a replica has a free
+slot, the least busy such replica takes the next batch; when a batch ends, the queue is looked at
+again. When requests are ready but every slot is taken, `on_pressure` tells the host, which may
+load the model into one more worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from modelhost.errors import ModelhostError
+from modelhost.scheduler.batcher import BatchQueue, Job
+from modelhost.workers.pool import WorkerHandle
+
+Send = Callable[[WorkerHandle, list[Job[Any]]], Awaitable[None]]
+
+
+@dataclass(eq=False)
+class Replica:
+    worker: WorkerHandle
+    slots: int
+    busy: int = 0
+    draining: bool = False  # being scaled in: finishes its batches, takes no new ones
+
+    @property
+    def free(self) -> bool:
+        return self.busy < self.slots and not self.draining and self.worker.alive
+
+
+class Dispatcher:
+    def __init__(self, queue: BatchQueue[Any], send: Send, on_pressure: Callable[[], None]) -> None:
+        self.queue = queue
+        self.send = send
+        self.on_pressure = on_pressure
+        self.replicas: dict[int, Replica] = {}
+        self.pressed_at = queue.clock()  # when requests last waited for a free slot
+        self._timer: asyncio.TimerHandle | None = None
+        self._running: set[asyncio.Future[None]] = set()  # a task nobody holds may be collected
+
+    def add(self, worker: WorkerHandle, slots: int) -> None:
+        self.replicas[worker.worker_id] = Replica(worker, slots)
+        self.pump()
+
+    def remove(self, worker_id: int) -> None:
+        self.replicas.pop(worker_id, None)
+
+    def fail_waiting(self, error: Exception) -> None:
+        """Answer every job still in the queue with `error` (the model has gone)."""
+        for job in self.queue.take_all():
+            if not job.future.done():
+                job.future.set_exception(error)
+
+    def busy(self) -> int:
+        """Batches running now, on every replica."""
+        return sum(replica.busy for replica in self.replicas.values())
+
+    def submit(self, job: Job[Any]) -> None:
+        self.queue.put(job)
+        self.pump()
+
+    def pump(self) -> None:
+        """Start a batch on each free replica while the queue is ready."""
+        while self.queue.ready():
+            replica = self._least_busy_free()
+            if replica is None:
+                self.pressed_at = self.queue.clock()
+                self.on_pressure()
+                return
+            replica.busy += 1
+            task = asyncio.ensure_future(self._run(replica, self.queue.take()))
+            self._running.add(task)
+            task.add_done_callback(self._running.discard)
+        self._wake_when_due()
+
+    def _least_busy_free(self) -> Replica | None:
+        free = [replica for replica in self.replicas.values() if replica.free]
+        return min(free, key=lambda r: (r.busy, len(r.worker.pending)), default=None)
+
+    async def _run(self, replica: Replica, batch: list[Job[Any]]) -> None:
+        try:
+            await self.send(replica.worker, batch)
+        except ModelhostError as error:  # the worker died or refused: the batch's answer
+            for job in batch:
+                if not job.future.done():
+                    job.future.set_exception(error)
+        finally:
+            replica.busy -= 1
+            self.pump()
+
+    def _wake_when_due(self) -> None:
+        """Look again when the oldest job has waited `max_batch_delay_s` for company."""
+        due = self.queue.due_at()
+        if due is None or self._timer is not None:
+            return
+        delay = max(0.0, due - self.queue.clock())
+        self._timer = asyncio.get_running_loop().call_later(delay, self._on_due)
+
+    def _on_due(self) -> None:
+        self._timer = None
+        self.pump()
