@@ -74,6 +74,20 @@ class Answer:
     infer_ms: float  # the whole batch's
 
 
+@dataclass
+class BatchingStats:
+    """Batches sent to workers and the requests they carried, since start (for /metrics)."""
+
+    batches: int = 0
+    requests: int = 0
+    largest: int = 0
+
+    def count(self, size: int) -> None:
+        self.batches += 1
+        self.requests += size
+        self.largest = max(self.largest, size)
+
+
 @dataclass(frozen=True)
 class LoadOutcome:
     tier: str  # hit | disk | remote
@@ -103,6 +117,7 @@ class ModelHost:
         self.manifests: dict[str, Manifest] = {}
         self.dispatchers: dict[str, Dispatcher] = {}  # one per loaded model
         self.in_flight = 0  # invocations received and not yet answered
+        self.batching = BatchingStats()
         self._loads: dict[str, asyncio.Task[LoadOutcome]] = {}
         self._scaling: dict[str, asyncio.Task[None]] = {}
         self._revalidations: dict[str, asyncio.Task[None]] = {}
@@ -190,6 +205,7 @@ class ModelHost:
             for job in live
         ]
         payload = b"".join(job.request.body for job in live)
+        self.batching.count(len(live))
         header = {"op": "infer", "model": name, "items": items}
         reply = await self.pool.call(worker, header, payload, name)
         resolve_batch(live, reply)

@@ -1,6 +1,6 @@
 """ASGI middleware that turns every request and its response into an `Exchange` for the observer:
-route template, status, bytes in and out, latency; for invocations the cache tier and latency
-parts from the response's own headers, and for errors the `type` of the JSON error body."""
+route template, status, bytes in and out, latency, and for errors the `type` of the JSON error
+body. Invocations never pass here: `invocations` answers and observes them itself."""
 
 from __future__ import annotations
 
@@ -12,11 +12,9 @@ from typing import Any
 from prometheus_client import Gauge
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from modelhost.http.routes import TARGET_MODEL_HEADER
-from modelhost.observe.exchange import Exchange, parse_server_timing
+from modelhost.observe.exchange import Exchange
 from modelhost.observe.observer import Observer
 
-TARGET_MODEL_KEY = TARGET_MODEL_HEADER.encode()  # ASGI header names are bytes
 MAX_ERROR_BODY_BYTES = 64 * 1024
 
 
@@ -25,12 +23,10 @@ class ObserveMiddleware:
         self,
         app: ASGIApp,
         observer: Observer,
-        invocation_routes: frozenset[str],
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.app = app
         self.observer = observer
-        self.invocation_routes = invocation_routes
         self.clock = clock
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -57,20 +53,9 @@ class ObserveMiddleware:
             duration_s=self.clock() - watch.started_at,
             bytes_in=watch.bytes_in,
             bytes_out=watch.bytes_out,
-            invocation=route in self.invocation_routes,
-            model=_model_of(scope),
-            cache=watch.headers.get(b"x-modelhost-cache", b"").decode() or None,
-            timings_ms=parse_server_timing(watch.headers.get(b"server-timing", b"").decode()),
+            model=scope.get("path_params", {}).get("model"),
             error=watch.error_type(),
         )
-
-
-def _model_of(scope: Scope) -> str | None:
-    model = scope.get("path_params", {}).get("model")
-    if model is None:
-        target = dict(scope["headers"]).get(TARGET_MODEL_KEY)
-        model = target.decode("latin-1") if target else None
-    return model  # type: ignore[no-any-return]
 
 
 class _Watch:

@@ -1,5 +1,5 @@
-"""Routes: SageMaker's container contract (invocations, ping, the multi-model management calls),
-and TorchServe's prediction route. The frontend passes request bodies through undecoded."""
+"""Routes: SageMaker's container contract (ping, the multi-model management calls) and /stats.
+The invocation routes are answered in front of the framework: see `invocations`."""
 
 from __future__ import annotations
 
@@ -19,14 +19,11 @@ from modelhost.errors import (
     BadRequestBody,
     Forbidden,
     ModelNotLoaded,
-    PayloadTooLarge,
     Unauthorized,
 )
-from modelhost.host import Invocation, ModelHost, Result
+from modelhost.host import ModelHost
 from modelhost.observe.usage import ModelUsage
 
-TARGET_MODEL_HEADER = "x-amzn-sagemaker-target-model"
-CUSTOM_ATTRIBUTES_HEADER = "x-amzn-sagemaker-custom-attributes"
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1000
 
@@ -54,40 +51,6 @@ class Routes:
         return JSONResponse(
             {"status": "Healthy" if healthy else "Unhealthy"}, 200 if healthy else 503
         )
-
-    async def invocations(self, request: Request) -> Response:
-        name = request.headers.get(TARGET_MODEL_HEADER) or self.settings.single_model
-        if not name:
-            raise BadRequestBody(
-                "no model named: send the X-Amzn-SageMaker-Target-Model header "
-                "with the model's path in the store, e.g. tenants/t007.joblib"
-            )
-        return await self._invoke(request, name)
-
-    async def invoke(self, request: Request) -> Response:
-        return await self._invoke(request, request.path_params["model"])
-
-    async def _invoke(self, request: Request, name: str) -> Response:
-        invocation = Invocation(
-            body=await self._body(request),
-            content_type=request.headers.get("content-type", "application/json"),
-            accept=request.headers.get("accept", "application/json"),
-            params=invocation_params(request),
-        )
-        return invocation_response(await self.host.invoke(name, invocation))
-
-    async def _body(self, request: Request) -> bytes:
-        limit = self.settings.max_request_bytes
-        declared = int(request.headers.get("content-length") or 0)
-        if declared > limit:
-            raise PayloadTooLarge(too_large(declared, limit))
-        chunks, received = [], 0
-        async for chunk in request.stream():
-            received += len(chunk)
-            if received > limit:
-                raise PayloadTooLarge(too_large(received, limit))
-            chunks.append(chunk)
-        return b"".join(chunks)
 
     async def stats(self, request: Request) -> Response:
         return JSONResponse(self.host.stats())
@@ -161,22 +124,6 @@ class Routes:
             )
 
 
-def invocation_params(request: Request) -> dict[str, str]:
-    """Query parameters and SageMaker's custom attributes (``method=predict_proba;k=v``)."""
-    params = dict(request.query_params)
-    for pair in request.headers.get(CUSTOM_ATTRIBUTES_HEADER, "").replace(",", ";").split(";"):
-        key, _, value = pair.partition("=")
-        if key.strip() and value:
-            params[key.strip()] = value.strip()
-    return params
-
-
-def invocation_response(result: Result) -> Response:
-    timing = ", ".join(f"{part};dur={ms:.3f}" for part, ms in result.timings_ms.items())
-    headers = {"X-Modelhost-Cache": result.cache, "Server-Timing": timing}
-    return Response(result.body, media_type=result.content_type, headers=headers)
-
-
 async def json_body(request: Request) -> dict[str, Any]:
     try:
         body = json.loads(await request.body())
@@ -185,13 +132,6 @@ async def json_body(request: Request) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise BadRequestBody("expected a JSON object")
     return body
-
-
-def too_large(size: int, limit: int) -> str:
-    return (
-        f"the request body is {format_bytes(size)} but max_request_size is "
-        f"{format_bytes(limit)}; send less or raise --max-request-size"
-    )
 
 
 def is_loopback(address: str) -> bool:

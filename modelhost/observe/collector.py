@@ -32,6 +32,7 @@ class HostCollector(Collector):
         yield from self._disk()
         yield from self._models()
         yield from self._workers()
+        yield from self._batching()
 
     def _memory(self) -> Iterator[Metric]:
         m = self.host.memory
@@ -99,6 +100,21 @@ class HostCollector(Collector):
             cpu.add_metric([str(worker.worker_id)], _cpu_seconds(worker.pid))
         yield in_flight
         yield cpu
+
+    def _batching(self) -> Iterator[Metric]:
+        stats = self.host.batching
+        yield CounterMetricFamily(
+            "modelhost_batches",
+            "Batches sent to workers (requests per batch: the ratio of "
+            "modelhost_batched_requests to this)",
+            value=stats.batches,
+        )
+        yield CounterMetricFamily(
+            "modelhost_batched_requests",
+            "Requests sent to workers in batches",
+            value=stats.requests,
+        )
+        yield _gauge("modelhost_batch_size_max", "The largest batch sent so far", stats.largest)
 
 
 def _cpu_seconds(pid: int) -> float:

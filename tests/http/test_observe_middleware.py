@@ -1,5 +1,5 @@
-"""The middleware sees each request as the client did: route template, status, bytes, and for an
-invocation the model, cache tier and latency parts from the response headers."""
+"""The middleware sees each request as the client did: route template, status, bytes, and the
+error's type."""
 
 from __future__ import annotations
 
@@ -18,8 +18,6 @@ from modelhost.http.middleware import ObserveMiddleware
 from modelhost.observe.exchange import Exchange
 from modelhost.observe.metrics import Metrics
 
-INVOKE = "/models/{model:path}/invoke"
-
 
 class RecordingObserver:
     def __init__(self) -> None:
@@ -32,12 +30,6 @@ class RecordingObserver:
 
     def in_flight(self) -> float | None:
         return self.metrics.registry.get_sample_value("modelhost_http_requests_in_flight")
-
-
-async def invoke(request: Request) -> Response:
-    await request.body()
-    headers = {"X-Modelhost-Cache": "disk", "Server-Timing": "queue;dur=0.5, load;dur=12.0"}
-    return Response(b'{"predictions": [0]}', media_type="application/json", headers=headers)
 
 
 async def refuse(request: Request) -> Response:
@@ -57,15 +49,11 @@ def app(observer: RecordingObserver) -> Starlette:
         return StreamingResponse(frames(), media_type="text/event-stream")
 
     routes = [
-        Route(INVOKE, invoke, methods=["POST"]),
-        Route("/invocations", invoke, methods=["POST"]),
         Route("/refuse/{model:path}", refuse),
         Route("/crash", crash),
         Route("/events", stream),
     ]
-    middleware = Middleware(
-        ObserveMiddleware, observer=observer, invocation_routes=frozenset({INVOKE, "/invocations"})
-    )
+    middleware = Middleware(ObserveMiddleware, observer=observer)
     return Starlette(routes=routes, middleware=[middleware])
 
 
@@ -80,21 +68,6 @@ def exchanges(*requests: tuple[str, str, dict[str, str]]) -> RecordingObserver:
 
     asyncio.run(send_all())
     return observer
-
-
-def test_an_invocation_is_seen_with_its_model_tier_parts_and_bytes() -> None:
-    [seen] = exchanges(("POST", "/models/tenants/t1.joblib/invoke", {})).exchanges
-    assert (seen.method, seen.route, seen.status, seen.invocation) == ("POST", INVOKE, 200, True)
-    assert (seen.model, seen.cache) == ("tenants/t1.joblib", "disk")
-    assert seen.timings_ms == {"queue": 0.5, "load": 12.0}
-    assert (seen.bytes_in, seen.bytes_out) == (9, 20)
-    assert seen.error is None
-
-
-def test_the_target_model_header_names_the_model_of_invocations() -> None:
-    headers = {"X-Amzn-SageMaker-Target-Model": "a.joblib"}
-    [seen] = exchanges(("POST", "/invocations", headers)).exchanges
-    assert (seen.route, seen.model, seen.cache) == ("/invocations", "a.joblib", "disk")
 
 
 def test_errors_are_seen_with_their_type_and_unmatched_paths_as_other() -> None:

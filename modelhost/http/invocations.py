@@ -1,0 +1,191 @@
+"""The invocation routes as a bare ASGI app, in front of the framework.
+
+Invocations are the hot path. Starlette's middleware stack, router, request and response objects
+and the observing middleware cost the frontend more per request than the model costs the worker
+(profile in docs/performance.md), so POSTs to these routes are answered here with as little as
+an invocation needs; every other request goes on to the Starlette app. Starlette's route table
+lists the same endpoint for these paths, so the table (and any document made from it) is whole.
+"""
+
+from __future__ import annotations
+
+import time
+import urllib.parse
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from modelhost.config import format_bytes
+from modelhost.errors import BadRequestBody, ModelhostError, PayloadTooLarge
+from modelhost.host import Invocation, ModelHost, Result
+from modelhost.http.errors import error_response, status_of
+from modelhost.observe.exchange import Exchange
+from modelhost.observe.observer import Observer
+
+TARGET_MODEL_HEADER = "x-amzn-sagemaker-target-model"
+CUSTOM_ATTRIBUTES_HEADER = "x-amzn-sagemaker-custom-attributes"
+INVOCATIONS = "/invocations"
+MODEL_INVOKE = "/models/{model:path}/invoke"
+PREDICTIONS = "/predictions/{model:path}"
+ROUTES = (INVOCATIONS, MODEL_INVOKE, PREDICTIONS)
+
+
+def route_of(path: str) -> tuple[str, str | None] | None:
+    """The invocation route a path matches, with the model it names (None: from a header)."""
+    if path == INVOCATIONS:
+        return INVOCATIONS, None
+    if path.startswith("/models/") and path.endswith("/invoke") and len(path) >= 15:
+        return MODEL_INVOKE, path[8:-7]
+    if path.startswith("/predictions/"):
+        return PREDICTIONS, path[13:]
+    return None
+
+
+class Invocations:
+    """The endpoint of every invocation route: a raw ASGI app, never wrapped by the framework."""
+
+    def __init__(
+        self,
+        host: ModelHost,
+        max_request_bytes: int,
+        single_model: str,
+        observer: Observer | None = None,
+    ) -> None:
+        self.host = host
+        self.max_request_bytes = max_request_bytes
+        self.single_model = single_model
+        self.observer = observer
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        template, model = route_of(scope["path"]) or (INVOCATIONS, None)
+        exchange = _Exchange(template, scope["method"])
+        if self.observer is not None:
+            self.observer.metrics.in_flight.inc()
+        try:
+            await self._answer(scope, receive, send, model, exchange)
+        finally:
+            if self.observer is not None:
+                self.observer.metrics.in_flight.dec()
+                self.observer.record(exchange.done())
+
+    async def _answer(
+        self, scope: Scope, receive: Receive, send: Send, model: str | None, exchange: _Exchange
+    ) -> None:
+        headers = _headers(scope)
+        try:
+            name = model or headers.get(TARGET_MODEL_HEADER) or self.single_model
+            exchange.model = name or None
+            body = await self._body(receive, headers, exchange)
+            if not name:
+                raise BadRequestBody(
+                    "no model named: send the X-Amzn-SageMaker-Target-Model header "
+                    "with the model's path in the store, e.g. tenants/t007.joblib"
+                )
+            invocation = Invocation(
+                body,
+                headers.get("content-type", "application/json"),
+                headers.get("accept", "application/json"),
+                _params(scope, headers),
+            )
+            result = await self.host.invoke(name, invocation)
+        except ModelhostError as error:
+            exchange.status, exchange.error = status_of(error), type(error).__name__
+            response = error_response(exchange.status, exchange.error, str(error))
+            exchange.bytes_out = len(response.body)
+            await response(scope, receive, send)
+            return
+        exchange.status, exchange.result = 200, result
+        exchange.bytes_out = len(result.body)
+        await send(
+            {"type": "http.response.start", "status": 200, "headers": _reply_headers(result)}
+        )
+        await send({"type": "http.response.body", "body": result.body})
+
+    async def _body(self, receive: Receive, headers: dict[str, str], exchange: _Exchange) -> bytes:
+        limit = self.max_request_bytes
+        declared = int(headers.get("content-length") or 0)
+        if declared > limit:
+            raise PayloadTooLarge(too_large(declared, limit))
+        chunks: list[bytes] = []
+        while True:
+            message = await receive()
+            chunk = message.get("body", b"")
+            exchange.bytes_in += len(chunk)
+            if exchange.bytes_in > limit:
+                raise PayloadTooLarge(too_large(exchange.bytes_in, limit))
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+class _Exchange:
+    """What the observers are told about one invocation, filled in as it is answered."""
+
+    def __init__(self, route: str, method: str) -> None:
+        self.route, self.method = route, method
+        self.arrived, self.started = time.time(), time.perf_counter()
+        self.status = 500  # until answered: an unexpected exception leaves it so
+        self.bytes_in = self.bytes_out = 0
+        self.model: str | None = None
+        self.error: str | None = None
+        self.result: Result | None = None
+
+    def done(self) -> Exchange:
+        result = self.result
+        return Exchange(
+            time=self.arrived,
+            method=self.method,
+            route=self.route,
+            status=self.status,
+            duration_s=time.perf_counter() - self.started,
+            bytes_in=self.bytes_in,
+            bytes_out=self.bytes_out,
+            invocation=True,
+            model=self.model,
+            cache=result.cache if result else None,
+            timings_ms=result.timings_ms if result else {},
+            error=self.error,
+        )
+
+
+def _headers(scope: Scope) -> dict[str, str]:
+    return {name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]}
+
+
+def _params(scope: Scope, headers: dict[str, str]) -> dict[str, str]:
+    """Query parameters and SageMaker's custom attributes (``method=predict_proba;k=v``)."""
+    query = scope.get("query_string", b"")
+    params = dict(urllib.parse.parse_qsl(query.decode("latin-1"))) if query else {}
+    for pair in headers.get(CUSTOM_ATTRIBUTES_HEADER, "").replace(",", ";").split(";"):
+        key, _, value = pair.partition("=")
+        if key.strip() and value:
+            params[key.strip()] = value.strip()
+    return params
+
+
+def _reply_headers(result: Result) -> list[tuple[bytes, bytes]]:
+    timing = ", ".join(f"{part};dur={ms:.3f}" for part, ms in result.timings_ms.items())
+    return [
+        (b"content-type", result.content_type.encode("latin-1")),
+        (b"content-length", str(len(result.body)).encode()),
+        (b"x-modelhost-cache", result.cache.encode()),
+        (b"server-timing", timing.encode()),
+    ]
+
+
+def too_large(size: int, limit: int) -> str:
+    return (
+        f"the request body is {format_bytes(size)} but max_request_size is "
+        f"{format_bytes(limit)}; send less or raise --max-request-size"
+    )
+
+
+def in_front_of(app: ASGIApp, invocations: Invocations) -> ASGIApp:
+    """Invocations answered at once; every other request goes on to `app`."""
+
+    async def front(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST" and route_of(scope["path"]):
+            await invocations(scope, receive, send)
+        else:
+            await app(scope, receive, send)
+
+    return front

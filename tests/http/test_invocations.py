@@ -1,0 +1,149 @@
+"""The invocation endpoint, in front of the framework: it answers the three invocation routes, tells
+the observer what the client saw (model, tier, latency parts, bytes, error type), and passes every
+other request on."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+import pytest
+from prometheus_client import CollectorRegistry
+from starlette.types import Receive, Scope, Send
+
+from modelhost.errors import QueueFull
+from modelhost.host import Invocation, Result
+from modelhost.http.invocations import MODEL_INVOKE, PREDICTIONS, Invocations, in_front_of, route_of
+from modelhost.observe.exchange import Exchange
+from modelhost.observe.metrics import Metrics
+
+
+class FakeHost:
+    """Answers every invocation with the model's name, or raises what it is told to."""
+
+    def __init__(self, error: Exception | None = None) -> None:
+        self.error = error
+        self.seen: list[tuple[str, Invocation]] = []
+
+    async def invoke(self, name: str, invocation: Invocation) -> Result:
+        self.seen.append((name, invocation))
+        if self.error is not None:
+            raise self.error
+        return Result(name.encode(), "text/plain", "disk", {"queue": 0.5, "load": 12.0})
+
+
+class RecordingObserver:
+    def __init__(self) -> None:
+        self.metrics = Metrics(CollectorRegistry())
+        self.exchanges: list[Exchange] = []
+
+    def record(self, exchange: Exchange) -> None:
+        self.exchanges.append(exchange)
+
+
+async def fallback(scope: Scope, receive: Receive, send: Send) -> None:
+    await send({"type": "http.response.start", "status": 418, "headers": []})
+    await send({"type": "http.response.body", "body": b"framework"})
+
+
+def send(host: FakeHost, method: str, path: str, **kwargs: Any) -> tuple[httpx.Response, Any]:
+    observer = RecordingObserver()
+    invocations = Invocations(host, 1024, "", observer)  # type: ignore[arg-type]
+    app = in_front_of(fallback, invocations)
+
+    async def request() -> httpx.Response:
+        transport = httpx.ASGITransport(app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://modelhost") as client:
+            return await client.request(method, path, **kwargs)
+
+    return asyncio.run(request()), observer
+
+
+@pytest.mark.parametrize(
+    ("path", "route"),
+    [
+        ("/invocations", ("/invocations", None)),
+        ("/models/tenants/t1.joblib/invoke", (MODEL_INVOKE, "tenants/t1.joblib")),
+        ("/predictions/a/b.joblib", (PREDICTIONS, "a/b.joblib")),
+        ("/models/t1.joblib", None),
+        ("/ping", None),
+    ],
+)
+def test_route_of_matches_the_invocation_routes_only(path: str, route: Any) -> None:
+    assert route_of(path) == route
+
+
+def test_an_invocation_is_answered_and_observed_with_its_tier_parts_and_bytes() -> None:
+    host = FakeHost()
+    response, observer = send(
+        host,
+        "POST",
+        "/models/tenants/t1.joblib/invoke?method=predict_proba",
+        content=b"[1, 2, 3]",
+        headers={"content-type": "text/csv", "X-Amzn-SageMaker-Custom-Attributes": "k=v"},
+    )
+    assert (response.status_code, response.text) == (200, "tenants/t1.joblib")
+    assert response.headers["x-modelhost-cache"] == "disk"
+    assert response.headers["server-timing"] == "queue;dur=0.500, load;dur=12.000"
+    [(name, invocation)] = host.seen
+    assert (invocation.body, invocation.content_type) == (b"[1, 2, 3]", "text/csv")
+    assert invocation.params == {"method": "predict_proba", "k": "v"}
+    [seen] = observer.exchanges
+    assert (seen.method, seen.route, seen.status, seen.invocation) == (
+        "POST",
+        MODEL_INVOKE,
+        200,
+        True,
+    )
+    assert (seen.model, seen.cache, seen.timings_ms) == (name, "disk", {"queue": 0.5, "load": 12.0})
+    assert (seen.bytes_in, seen.bytes_out, seen.error) == (9, len(name), None)
+    assert observer.metrics.registry.get_sample_value("modelhost_http_requests_in_flight") == 0
+
+
+def test_the_target_model_header_names_the_model_of_invocations() -> None:
+    headers = {"X-Amzn-SageMaker-Target-Model": "a.joblib"}
+    response, observer = send(FakeHost(), "POST", "/invocations", content=b"[1]", headers=headers)
+    assert response.text == "a.joblib"
+    assert (observer.exchanges[0].route, observer.exchanges[0].model) == (
+        "/invocations",
+        "a.joblib",
+    )
+
+
+def test_errors_get_their_status_json_body_and_are_observed_by_type() -> None:
+    host = FakeHost(QueueFull("model m has 100 requests queued"))
+    response, observer = send(host, "POST", "/predictions/m", content=b"[1]")
+    assert response.status_code == 429 and response.headers["retry-after"] == "1"
+    assert response.json() == {
+        "code": 429,
+        "type": "QueueFull",
+        "message": "model m has 100 requests queued",
+    }
+    assert (observer.exchanges[0].status, observer.exchanges[0].error) == (429, "QueueFull")
+
+
+def test_a_body_over_the_limit_is_refused_without_invoking() -> None:
+    host = FakeHost()
+    response, _ = send(
+        host,
+        "POST",
+        "/invocations",
+        content=b"x" * 2000,
+        headers={"X-Amzn-SageMaker-Target-Model": "m"},
+    )
+    assert response.status_code == 413 and "max_request_size" in response.json()["message"]
+    assert host.seen == []
+
+
+def test_no_model_named_is_a_400_that_says_which_header_to_send() -> None:
+    response, _ = send(FakeHost(), "POST", "/invocations", content=b"[1]")
+    assert response.status_code == 400
+    assert "X-Amzn-SageMaker-Target-Model" in response.json()["message"]
+
+
+def test_other_requests_go_on_to_the_framework() -> None:
+    for method, path in (("GET", "/ping"), ("GET", "/models/m/invoke"), ("POST", "/models")):
+        response, observer = send(FakeHost(), method, path)
+        assert (response.status_code, response.text) == (418, "framework")
+        assert observer.exchanges == []
