@@ -364,9 +364,9 @@ class ModelHost:
             await asyncio.sleep(0.01)
         worker_id = replica.worker.worker_id
         dispatcher.remove(worker_id)
-        if worker_id in resident.workers:
+        await self._unload_copy(resident.name, worker_id)
+        if worker_id in resident.workers:  # else its worker died meanwhile, and was counted so
             resident.workers.remove(worker_id)
-            await self._unload_copy(resident.name, worker_id)
             self.memory.release_copy(resident)
             self._notify()
 

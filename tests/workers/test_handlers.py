@@ -101,6 +101,36 @@ def test_model_without_predict_proba(tmp_path: Path) -> None:
     assert len(invoke(handler, ROWS)["predictions"]) == 2
 
 
+def test_a_batch_is_answered_as_one_by_one_with_failures_kept_to_their_request(
+    iris_file: Path,
+) -> None:
+    handler = load_handler(iris_file, "iris.joblib")
+    requests = [
+        InferRequest(json.dumps(ROWS).encode()),
+        InferRequest(b"[[1.0, 2.0]]"),  # too few features: fails alone
+        InferRequest(json.dumps(ROWS[0]).encode(), params={"method": "predict_proba"}),
+        InferRequest(b"5.1,3.5,1.4,0.2\n", content_type="text/csv", accept="text/csv"),
+        InferRequest(b"not json"),
+        InferRequest(json.dumps([ROWS[1]]).encode()),
+    ]
+    batched = handler.infer_batch(requests)
+    for request, reply in zip(requests, batched, strict=True):
+        try:
+            alone: Any = handler.infer(request)
+        except BadRequestBody as error:
+            assert isinstance(reply, BadRequestBody) and str(reply) == str(error)
+        else:
+            assert reply == alone
+    assert [type(reply).__name__ for reply in batched] == [
+        "InferReply",
+        "BadRequestBody",
+        "InferReply",
+        "InferReply",
+        "BadRequestBody",
+        "InferReply",
+    ]
+
+
 def test_model_refusing_input_is_a_bad_request(iris_file: Path) -> None:
     handler = load_handler(iris_file, "iris.joblib")
     with pytest.raises(BadRequestBody, match="NaN"):

@@ -1,0 +1,203 @@
+"""Queues, limits, deadlines, batching and scale-out on a real server with real workers.
+
+A gated model (an MMS handler that answers only once its gate file exists) holds its worker for
+as long as a test needs, so queue depths and batches are set by the test, not by timing.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import joblib
+import pytest
+
+from modelhost import testing
+
+pytestmark = pytest.mark.e2e
+
+GATED = "gated"
+
+
+@pytest.fixture
+def gate(tmp_path: Path) -> Path:
+    return tmp_path / "gate"
+
+
+@pytest.fixture
+def store(tmp_path: Path, gate: Path) -> Path:
+    root = tmp_path / "store"
+    testing.gated_handler_folder(root / GATED, gate)
+    testing.iris_logreg(root / "iris.joblib")
+    return root
+
+
+@pytest.fixture
+def serve(tmp_path: Path, store: Path) -> Iterator[Callable[..., httpx.Client]]:
+    """Start a server with the given settings; it stops when the test ends."""
+    with contextlib.ExitStack() as stack:
+
+        def start(**settings: object) -> httpx.Client:
+            args = testing.serve_args(store, tmp_path / "cache", **settings)
+            server = stack.enter_context(testing.RunningServer(args, tmp_path / "server"))
+            return stack.enter_context(httpx.Client(base_url=server.url, timeout=60))
+
+        yield start
+
+
+def invoke(client: httpx.Client, name: str, body: str = "[[5.1, 3.5, 1.4, 0.2]]") -> httpx.Response:
+    return client.post(
+        f"/models/{name}/invoke", content=body, headers={"content-type": "application/json"}
+    )
+
+
+def describe(client: httpx.Client, name: str) -> dict[str, Any]:
+    response = client.get(f"/models/{name}")
+    return response.json() if response.status_code == 200 else {}
+
+
+def wait_until(check: Callable[[], bool], timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, "the server never reached the state the test waits for"
+        time.sleep(0.02)
+
+
+def running_and_queued(client: httpx.Client, running: int, queued: int) -> Callable[[], bool]:
+    """The gated model has `running` requests in its workers and `queued` in its queue."""
+
+    def check() -> bool:
+        model = describe(client, GATED)
+        return bool(model) and (model["inFlight"] - model["queued"], model["queued"]) == (
+            running,
+            queued,
+        )
+
+    return check
+
+
+def metric(client: httpx.Client, line_start: str) -> float:
+    for line in client.get("/metrics").text.splitlines():
+        if line.startswith(line_start):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def test_a_full_queue_answers_429_with_its_numbers_and_recovers(
+    serve: Callable[..., httpx.Client], gate: Path
+) -> None:
+    client = serve(workers=1, threads_per_worker=1, job_queue_size=3, max_workers_per_model=1)
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        first = pool.submit(invoke, client, GATED, "0")
+        wait_until(running_and_queued(client, 1, 0))
+        waiting = [pool.submit(invoke, client, GATED, str(i)) for i in (1, 2, 3)]
+        wait_until(running_and_queued(client, 1, 3))
+        refused = invoke(client, GATED, "4")
+        assert refused.status_code == 429, refused.text
+        assert refused.headers["retry-after"] == "1"
+        error = refused.json()
+        assert error["type"] == "QueueFull"
+        assert (
+            "model gated has 3 requests queued, the limit (job_queue_size) is 3" in error["message"]
+        )
+        gate.touch()
+        answers = [future.result() for future in [first, *waiting]]
+    assert [a.json()["body"] for a in answers] == ["0", "1", "2", "3"]
+    assert invoke(client, GATED, "5").status_code == 200
+    assert len(describe(client, GATED)["workers"]) == 1  # max_workers_per_model held it to one
+    assert metric(client, 'modelhost_rejections_total{reason="QueueFull"}') == 1
+
+
+def test_max_concurrency_caps_requests_in_flight_across_models(
+    serve: Callable[..., httpx.Client], gate: Path
+) -> None:
+    client = serve(workers=1, threads_per_worker=1, max_concurrency=2)
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        held = [pool.submit(invoke, client, GATED, str(i)) for i in (1, 2)]
+        wait_until(lambda: describe(client, GATED).get("inFlight") == 2)
+        refused = invoke(client, "iris.joblib")  # another model: the cap is the server's
+        assert refused.status_code == 429, refused.text
+        assert refused.json()["type"] == "ConcurrencyLimit"
+        assert "2 requests in flight, the limit (max_concurrency) is 2" in refused.json()["message"]
+        gate.touch()
+        assert [future.result().status_code for future in held] == [200, 200]
+    assert invoke(client, "iris.joblib").status_code == 200
+    assert metric(client, 'modelhost_rejections_total{reason="ConcurrencyLimit"}') == 1
+
+
+def test_a_request_past_its_deadline_gets_504_running_or_queued(
+    serve: Callable[..., httpx.Client], gate: Path
+) -> None:
+    client = serve(
+        workers=1, threads_per_worker=1, default_response_timeout_s=1, max_workers_per_model=1
+    )
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        running = pool.submit(invoke, client, GATED, "0")
+        wait_until(running_and_queued(client, 1, 0))
+        queued = pool.submit(invoke, client, GATED, "1")
+        late = [running.result(), queued.result()]
+    assert [r.status_code for r in late] == [504, 504]
+    assert [r.json()["type"] for r in late] == ["DeadlineExceeded"] * 2
+    assert "still running in a worker" in late[0].json()["message"]
+    assert "still in the queue" in late[1].json()["message"]
+    assert "default_response_timeout" in late[0].json()["message"]
+    gate.touch()
+    assert invoke(client, GATED, "2").json()["body"] == "2"
+
+
+def test_custom_handlers_receive_the_waiting_requests_as_one_list(
+    serve: Callable[..., httpx.Client], gate: Path
+) -> None:
+    client = serve(workers=1, threads_per_worker=1, batch_size=4, max_workers_per_model=1)
+    with concurrent.futures.ThreadPoolExecutor(5) as pool:
+        first = pool.submit(invoke, client, GATED, "first")
+        wait_until(running_and_queued(client, 1, 0))
+        batch = [pool.submit(invoke, client, GATED, f"b{i}") for i in range(4)]
+        wait_until(running_and_queued(client, 1, 4))
+        gate.touch()
+        assert first.result().json() == {"batch": 1, "body": "first"}
+        answers = [future.result().json() for future in batch]
+    assert answers == [{"batch": 4, "body": f"b{i}"} for i in range(4)]  # each its own answer
+
+
+def test_scikit_learn_predicts_a_batch_as_one_matrix_and_isolates_a_bad_request(
+    serve: Callable[..., httpx.Client], store: Path
+) -> None:
+    client = serve(workers=1, threads_per_worker=1, batch_size=16, max_batch_delay_ms=300)
+    assert invoke(client, "iris.joblib").status_code == 200  # loaded: the batch is all hits
+    rows = testing.iris_rows(8)
+    model = joblib.load(store / "iris.joblib")
+    bodies = [f"[{row}]" for row in rows] + ["[[1.0, 2.0, 3.0]]"]  # the last is one value short
+    with concurrent.futures.ThreadPoolExecutor(len(bodies)) as pool:
+        answers = list(pool.map(lambda body: invoke(client, "iris.joblib", body), bodies))
+    assert [a.status_code for a in answers] == [200] * 8 + [400]
+    assert [a.json()["predictions"][0] for a in answers[:8]] == model.predict(rows).tolist()
+    assert "expects 4 features per row, got 3" in answers[8].json()["message"]
+    batches = metric(client, "modelhost_batches_total")
+    assert metric(client, "modelhost_batched_requests_total") == 10
+    assert batches < 10  # some requests shared a batch
+    assert metric(client, "modelhost_batch_size_max") > 1
+
+
+def test_a_hot_model_scales_out_to_another_worker_and_back_in_when_idle(
+    serve: Callable[..., httpx.Client], gate: Path
+) -> None:
+    client = serve(workers=2, scale_in_idle_s=1)
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        first = pool.submit(invoke, client, GATED, "0")
+        wait_until(running_and_queued(client, 1, 0))
+        second = pool.submit(invoke, client, GATED, "1")  # waits: the model takes a second worker
+        wait_until(running_and_queued(client, 2, 0))
+        assert len(describe(client, GATED)["workers"]) == 2
+        gate.touch()
+        assert [first.result().status_code, second.result().status_code] == [200, 200]
+    wait_until(lambda: len(describe(client, GATED)["workers"]) == 1)
+    events = [(e["kind"], e["reason"]) for e in describe(client, GATED)["events"]]
+    assert ("load", "scale_out") in events
+    assert ("unload", "scale_in") in events
+    assert invoke(client, GATED, "2").status_code == 200  # the remaining copy serves

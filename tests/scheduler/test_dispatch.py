@@ -1,0 +1,113 @@
+"""The dispatcher resolves every job exactly once, whatever the workers do: answer, fail a whole
+batch, or answer slowly; batches go only to free replicas and never exceed the batch size."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from modelhost.errors import WorkerDied
+from modelhost.scheduler.batcher import BatchQueue, Job
+from modelhost.scheduler.dispatch import Dispatcher
+
+
+class FakeWorker:
+    def __init__(self, worker_id: int) -> None:
+        self.worker_id, self.alive, self.pending = worker_id, True, {}
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    jobs=st.integers(1, 60),
+    workers=st.integers(1, 3),
+    slots=st.integers(1, 2),
+    max_batch_size=st.integers(1, 8),
+    seed=st.integers(0, 2**16),
+)
+def test_every_job_is_resolved_exactly_once(
+    jobs: int, workers: int, slots: int, max_batch_size: int, seed: int
+) -> None:
+    rng = random.Random(seed)
+    running: dict[int, int] = {}  # worker → batches running
+    batches: list[list[int]] = []
+
+    async def send(worker: Any, batch: list[Job[int]]) -> None:
+        running[worker.worker_id] = running.get(worker.worker_id, 0) + 1
+        assert running[worker.worker_id] <= slots  # only a free replica gets a batch
+        batches.append([job.request for job in batch])
+        await asyncio.sleep(rng.random() / 1000)
+        running[worker.worker_id] -= 1
+        if rng.random() < 0.2:
+            raise WorkerDied("the worker died")
+        for job in batch:
+            job.future.set_result(job.request)
+
+    async def scenario() -> list[Any]:
+        loop = asyncio.get_running_loop()
+        queue: BatchQueue[int] = BatchQueue("m", 1000, max_batch_size, 0.0, loop.time)
+        dispatcher = Dispatcher(queue, send, lambda: None)
+        for worker_id in range(workers):
+            dispatcher.add(FakeWorker(worker_id), slots)  # type: ignore[arg-type]
+        submitted = []
+        for number in range(jobs):
+            submitted.append(Job(number, loop.create_future(), loop.time()))
+            dispatcher.submit(submitted[-1])
+            if rng.random() < 0.3:
+                await asyncio.sleep(0)
+        return await asyncio.gather(*(j.future for j in submitted), return_exceptions=True)
+
+    outcomes = asyncio.run(scenario())
+    assert all(o == n or isinstance(o, WorkerDied) for n, o in enumerate(outcomes))
+    assert sorted(n for batch in batches for n in batch) == list(range(jobs))  # each sent once
+    assert all(len(batch) <= max_batch_size for batch in batches)
+
+
+def test_pressure_is_reported_when_ready_jobs_find_no_free_replica() -> None:
+    pressed: list[bool] = []
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        release = loop.create_future()
+
+        async def send(worker: Any, batch: list[Job[int]]) -> None:
+            await release
+            for job in batch:
+                job.future.set_result(job.request)
+
+        dispatcher = Dispatcher(
+            BatchQueue("m", 10, 1, 0.0, loop.time), send, lambda: pressed.append(True)
+        )
+        dispatcher.add(FakeWorker(1), 1)  # type: ignore[arg-type]
+        jobs = [Job(n, loop.create_future(), loop.time()) for n in range(2)]
+        dispatcher.submit(jobs[0])
+        assert pressed == []  # the one replica took it
+        dispatcher.submit(jobs[1])
+        assert pressed == [True]  # the second waits for a slot
+        release.set_result(None)
+        assert await asyncio.gather(*(j.future for j in jobs)) == [0, 1]
+
+    asyncio.run(scenario())
+
+
+def test_a_partial_batch_goes_when_its_oldest_job_has_waited_the_delay() -> None:
+    async def scenario() -> float:
+        loop = asyncio.get_running_loop()
+        sent_at: list[float] = []
+
+        async def send(worker: Any, batch: list[Job[int]]) -> None:
+            sent_at.append(loop.time())
+            for job in batch:
+                job.future.set_result(len(batch))
+
+        dispatcher = Dispatcher(BatchQueue("m", 10, 8, 0.05, loop.time), send, lambda: None)
+        dispatcher.add(FakeWorker(1), 1)  # type: ignore[arg-type]
+        queued = Job(0, loop.create_future(), loop.time())
+        dispatcher.submit(queued)
+        assert await queued.future == 1
+        return sent_at[0] - queued.enqueued_at
+
+    assert asyncio.run(scenario()) >= 0.05
