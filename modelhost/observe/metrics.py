@@ -9,6 +9,7 @@ headers carry). Gauges are read when scraped (`modelhost.observe.collector`).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import generate_latest
@@ -125,6 +126,9 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self._series: dict[tuple[str, str, int], _ExchangeSeries] = {}
+        self._tiers: dict[str, Counter] = {}
+        self._parts: dict[str, Histogram] = {}
         self._by_kind: dict[str, Callable[[Event], None]] = {
             "load": self._loaded,
             "unload": self._unloaded,
@@ -165,23 +169,55 @@ class Metrics:
     # HTTP exchanges ---------------------------------------------------------------------
 
     def on_exchange(self, exchange: Exchange) -> None:
-        method, route, status = exchange.method, exchange.route, str(exchange.status)
-        self.requests.labels(method, route, status).inc()
-        self.request_seconds.labels(method, route, status).observe(exchange.duration_s)
-        self.request_bytes.labels(route).inc(exchange.bytes_in)
-        self.response_bytes.labels(route).inc(exchange.bytes_out)
+        series = self._series_of(exchange.method, exchange.route, exchange.status)
+        series.requests.inc()
+        series.seconds.observe(exchange.duration_s)
+        series.bytes_in.inc(exchange.bytes_in)
+        series.bytes_out.inc(exchange.bytes_out)
         if exchange.status >= 400:
             self.rejections.labels(error_reason(exchange.status, exchange.error)).inc()
         if exchange.cache:
             self._invoked(exchange)
 
+    def _series_of(self, method: str, route: str, status: int) -> _ExchangeSeries:
+        """The labelled children of one (method, route, status), looked up once: `labels()` takes
+        a lock and builds a key on every call, which the hot path would pay per request."""
+        key = (method, route, status)
+        series = self._series.get(key)
+        if series is None:
+            code = str(status)
+            series = self._series[key] = _ExchangeSeries(
+                self.requests.labels(method, route, code),
+                self.request_seconds.labels(method, route, code),
+                self.request_bytes.labels(route),
+                self.response_bytes.labels(route),
+            )
+        return series
+
     def _invoked(self, exchange: Exchange) -> None:
         assert exchange.cache is not None
-        self.lookups.labels(exchange.cache).inc()
+        self._lookups_of(exchange.cache).inc()
         for part, ms in exchange.timings_ms.items():
-            self.invocation_seconds.labels(part).observe(ms / 1000)
+            self._part_of(part).observe(ms / 1000)
         if exchange.cache != "hit":
             self.load_wait_seconds.observe(exchange.load_wait_ms / 1000)
+
+    def _lookups_of(self, tier: str) -> Counter:
+        if tier not in self._tiers:
+            self._tiers[tier] = self.lookups.labels(tier)
+        return self._tiers[tier]
+
+    def _part_of(self, part: str) -> Histogram:
+        if part not in self._parts:
+            self._parts[part] = self.invocation_seconds.labels(part)
+        return self._parts[part]
+
+
+class _ExchangeSeries(NamedTuple):
+    requests: Counter
+    seconds: Histogram
+    bytes_in: Counter
+    bytes_out: Counter
 
 
 def _observe_ms(histogram: Histogram, duration_ms: float | None) -> None:
