@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from modelhost import __version__
+from modelhost.cli.bench import bench
 from modelhost.cli.examples import examples
 from modelhost.cli.serve import serve
 
@@ -17,6 +18,7 @@ def main() -> None:
 
 main.add_command(serve)
 main.add_command(examples)
+main.add_command(bench)
 
 if __name__ == "__main__":
     main()
