@@ -26,9 +26,14 @@ CLIENTS = ("aiohttp", "httpx")
 
 def measure(url: str, client: str, concurrency: int, duration_s: float) -> dict[str, float]:
     plan = ProcessPlan(
-        Target(url), Popularity.uniform(["iris.joblib"]), (Payload(b"[5.1, 3.5, 1.4, 0.2]"),),
-        duration_s, warmup_s=1.0, concurrency=concurrency, client=client,
-    )  # fmt: skip
+        Target(url),
+        Popularity.uniform(["iris.joblib"]),
+        (Payload(b"[5.1, 3.5, 1.4, 0.2]"),),
+        duration_s,
+        warmup_s=1.0,
+        concurrency=concurrency,
+        client=client,
+    )
     run = run_bench(plan, processes=1)
     summary = bench_summary(plan, run)
     cpu_s = run.diagnostics[0].cpu_s
@@ -51,10 +56,12 @@ def main() -> None:
         serve = testing.serve_args(work / "store", work / "cache", workers=1)
         with testing.RunningServer(serve, work) as server:
             results = {
-                client: [measure(server.url, client, args.concurrency, args.duration)
-                         for _ in range(args.runs)]
+                client: [
+                    measure(server.url, client, args.concurrency, args.duration)
+                    for _ in range(args.runs)
+                ]
                 for client in CLIENTS
-            }  # fmt: skip
+            }
     keys = ("rps", "p50_ms", "cpu_us_per_request")
     rows = [
         [client, *(median([r[key] for r in runs]) for key in keys)]

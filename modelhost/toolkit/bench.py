@@ -43,8 +43,10 @@ def split_plan(plan: ProcessPlan, processes: int) -> list[ProcessPlan]:
     """The plan shared out: users dealt round, rate divided, constant schedules interleaved."""
     if plan.concurrency:
         processes = max(1, min(processes, plan.concurrency))
-        users = [plan.concurrency // processes + (i < plan.concurrency % processes)
-                 for i in range(processes)]  # fmt: skip
+        users = [
+            plan.concurrency // processes + (i < plan.concurrency % processes)
+            for i in range(processes)
+        ]
         return [dataclasses.replace(plan, concurrency=n, index=i) for i, n in enumerate(users)]
     if plan.rate_rps <= 0:
         raise ValueError("give --concurrency N (closed loop) or --rate R (open loop)")

@@ -155,12 +155,22 @@ class Generator:
         parts = parse_server_timing(reply.server_timing)
         queue, download, load, infer = (round(parts.get(p, 0.0), 3) for p in TIMING_PARTS)
         row = Row(
-            self.plan.index, model, round(intended, 6), round(sent, 6), round(done, 6),
-            round((done - intended) * 1000, 3), reply.status,
+            self.plan.index,
+            model,
+            round(intended, 6),
+            round(sent, 6),
+            round(done, 6),
+            round((done - intended) * 1000, 3),
+            reply.status,
             error or ("" if reply.status < 400 else f"HTTP {reply.status}"),
-            reply.cache or "", reply.bytes_out, queue, download, load, infer,
+            reply.cache or "",
+            reply.bytes_out,
+            queue,
+            download,
+            load,
+            infer,
             intended < self.plan.warmup_s,
-        )  # fmt: skip
+        )
         self.rows.append(row)
         self.on_row(row)
 

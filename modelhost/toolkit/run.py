@@ -47,15 +47,26 @@ def plan_of(options: BenchOptions) -> ProcessPlan:
     if options.duration_s <= 0:
         raise ValueError(f"--duration must be above 0 s, not {options.duration_s}")
     names = read_models(options.models) if options.models else []
-    popularity = (Popularity.zipf(names, options.zipf_s) if options.popularity == "zipf"
-                  else Popularity.uniform(names))  # fmt: skip
+    popularity = (
+        Popularity.zipf(names, options.zipf_s)
+        if options.popularity == "zipf"
+        else Popularity.uniform(names)
+    )
     payloads = read_payloads(options.payloads) if options.payloads else [Payload(IRIS_ROW)]
     return ProcessPlan(
-        Target(options.url, options.in_path), popularity, tuple(payloads), options.duration_s,
-        options.warmup_s, options.concurrency, options.rate_rps, options.poisson,
-        max_in_flight=options.max_in_flight, timeout_s=options.timeout_s, client=options.client,
+        Target(options.url, options.in_path),
+        popularity,
+        tuple(payloads),
+        options.duration_s,
+        options.warmup_s,
+        options.concurrency,
+        options.rate_rps,
+        options.poisson,
+        max_in_flight=options.max_in_flight,
+        timeout_s=options.timeout_s,
+        client=options.client,
         seed=options.seed,
-    )  # fmt: skip
+    )
 
 
 def run_with_progress(

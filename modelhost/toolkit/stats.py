@@ -144,7 +144,11 @@ def latency_by_concurrency(rows: Sequence[Row]) -> list[dict[str, float]]:
         if ok(row) and not row.warmup:
             groups.setdefault(level, []).append(row.latency_ms)
     return [
-        {"concurrency": level, "count": len(values),
-         "p50_ms": float(np.percentile(values, 50)), "p99_ms": float(np.percentile(values, 99))}
+        {
+            "concurrency": level,
+            "count": len(values),
+            "p50_ms": float(np.percentile(values, 50)),
+            "p99_ms": float(np.percentile(values, 99)),
+        }
         for level, values in sorted(groups.items())
-    ]  # fmt: skip
+    ]

@@ -30,21 +30,42 @@ def bench_page(run: BenchRun, summary: dict[str, Any]) -> str:
         [[summary["throughput_rps"], requests["measured"], requests["ok"], *latency.values()]],
     )
     sections = [
-        ("Summary", html.paragraph(f"{summary['load']} for {summary['duration_s']} s after "
-                                   f"{summary['warmup_s']} s of warm-up") + figures
-         + html.warnings(summary["generator"]["warnings"])),
-        ("Latency distribution", charts.histogram([r.latency_ms for r in good],
-                                                  "Latency of answered requests")),
+        (
+            "Summary",
+            html.paragraph(
+                f"{summary['load']} for {summary['duration_s']} s after "
+                f"{summary['warmup_s']} s of warm-up"
+            )
+            + figures
+            + html.warnings(summary["generator"]["warnings"]),
+        ),
+        (
+            "Latency distribution",
+            charts.histogram([r.latency_ms for r in good], "Latency of answered requests"),
+        ),
         ("Over time", charts.over_time(summary["timeline"])),
-        ("Latency against concurrency", charts.lines(
-            [p["concurrency"] for p in levels],
-            {"p50": [p["p50_ms"] for p in levels], "p99": [p["p99_ms"] for p in levels]},
-            "Latency by requests in flight at send", "requests in flight", "latency (ms)",
-            markers=True)),
+        (
+            "Latency against concurrency",
+            charts.lines(
+                [p["concurrency"] for p in levels],
+                {"p50": [p["p50_ms"] for p in levels], "p99": [p["p99_ms"] for p in levels]},
+                "Latency by requests in flight at send",
+                "requests in flight",
+                "latency (ms)",
+                markers=True,
+            ),
+        ),
         ("Errors", html.table(["kind", "count"], list(requests["errors"].items()))),
         ("Cache tiers", html.table(["tier", "count"], list(summary["cache"].items()))),
-        ("Server-Timing (ms)", html.table(
-            ["part", "mean", "p50", "p99"],
-            [[p, f["mean"], f["p50"], f["p99"]] for p, f in summary["server_timing_ms"].items()])),
-    ]  # fmt: skip
+        (
+            "Server-Timing (ms)",
+            html.table(
+                ["part", "mean", "p50", "p99"],
+                [
+                    [p, f["mean"], f["p50"], f["p99"]]
+                    for p, f in summary["server_timing_ms"].items()
+                ],
+            ),
+        ),
+    ]
     return html.page(f"modelhost bench: {summary['target']}", sections)

@@ -31,15 +31,24 @@ def bench_tables(summary: dict[str, Any]) -> list[Table]:
     main = table(
         f"bench {summary['target']} ({summary['load']})",
         ["throughput/s", "requests", *latency, "errors"],
-        [[summary["throughput_rps"], requests["measured"], *latency.values(),
-          requests["measured"] - requests["ok"]]],
-    )  # fmt: skip
+        [
+            [
+                summary["throughput_rps"],
+                requests["measured"],
+                *latency.values(),
+                requests["measured"] - requests["ok"],
+            ]
+        ],
+    )
     tables = [main]
     if requests["errors"]:
         tables.append(table("errors", ["kind", "count"], list(requests["errors"].items())))
     if summary["cache"]:
-        tables.append(table("cache tier (X-Modelhost-Cache)", ["tier", "count"],
-                            list(summary["cache"].items())))  # fmt: skip
+        tables.append(
+            table(
+                "cache tier (X-Modelhost-Cache)", ["tier", "count"], list(summary["cache"].items())
+            )
+        )
     if summary["server_timing_ms"]:
         parts = summary["server_timing_ms"]
         rows = [[part, f["mean"], f["p50"], f["p99"]] for part, f in parts.items()]
