@@ -10,6 +10,7 @@ and how late its event loop wakes.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 import time
 from collections.abc import Callable, Iterator
@@ -89,7 +90,8 @@ class Generator:
         self.plan, self.transport, self.start, self.on_row = plan, transport, start, on_row
         self.rows: list[Row] = []
         self.diagnostics = Diagnostics()
-        self._rng = random.Random(plan.seed * 1_000_003 + plan.index)
+        self._rng = random.Random(plan.seed * 1_000_003 + plan.index)  # models and payloads
+        self._arrivals = random.Random(plan.seed * 1_000_003 + plan.index + 500_000)  # own stream
 
     async def run(self) -> list[Row]:
         cpu_before = time.process_time()
@@ -114,7 +116,8 @@ class Generator:
         slots = asyncio.Semaphore(self.plan.max_in_flight)
         tasks = set()
         for intended in self.schedule():
-            await asyncio.sleep(max(0.0, intended - self._now()))
+            while (early_s := intended - self._now()) > 0:  # a timer may fire up to 1 ms early
+                await asyncio.sleep(early_s)
             if slots.locked():
                 self.diagnostics.in_flight_cap_hits += 1
             await slots.acquire()
@@ -124,14 +127,17 @@ class Generator:
         await asyncio.gather(*tasks)
 
     def schedule(self) -> Iterator[float]:
-        """Due times in [0, end): every 1/rate from offset, or exponential gaps (Poisson)."""
-        gap = 1.0 / self.plan.rate_rps
-        intended = self.plan.offset_s
-        if self.plan.poisson:
-            intended = self._rng.expovariate(self.plan.rate_rps)
-        while intended < self.plan.end_s:
+        """Due times in [0, end): offset + k/rate, or exponential gaps (Poisson)."""
+        rate, end = self.plan.rate_rps, self.plan.end_s
+        if not self.plan.poisson:
+            yield from itertools.takewhile(
+                lambda t: t < end, (self.plan.offset_s + k / rate for k in itertools.count())
+            )
+            return
+        intended = self._arrivals.expovariate(rate)
+        while intended < end:
             yield intended
-            intended += self._rng.expovariate(self.plan.rate_rps) if self.plan.poisson else gap
+            intended += self._arrivals.expovariate(rate)
 
     async def _send(self, intended: float, slots: asyncio.Semaphore | None = None) -> None:
         model = self.plan.popularity.pick(self._rng) if self.plan.popularity.models else None
@@ -169,7 +175,7 @@ class Generator:
             download,
             load,
             infer,
-            intended < self.plan.warmup_s,
+            round(intended, 6) < self.plan.warmup_s,
         )
         self.rows.append(row)
         self.on_row(row)
