@@ -1,0 +1,77 @@
+"""`modelhost simulate ACCESS_LOG`: hit ratio by memory budget for LRU, cost-aware and optimum."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+
+@click.command(context_settings={"max_content_width": 100})
+@click.argument("access_log", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--sizes",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="JSON {model: bytes in memory}, for models the log gives no size",
+)
+@click.option("--default-size", help="size of a model neither the log nor --sizes gives (64MiB)")
+@click.option(
+    "--budgets",
+    default="",
+    help="comma-separated budgets (1GiB,2GiB) [default: 16 from the largest model to all of them]",
+)
+@click.option(
+    "--target", type=float, default=0.9, show_default=True, help="hit ratio to find the budget for"
+)
+@click.option(
+    "--no-optimum",
+    is_flag=True,
+    help="skip the optimum (a linear program: slow on long traces with models of different sizes)",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("simulate-out"),
+    show_default=True,
+)
+def simulate(
+    access_log: Path,
+    sizes: Path | None,
+    default_size: str | None,
+    budgets: str,
+    target: float,
+    no_optimum: bool,
+    out: Path,
+) -> None:
+    """Replay ACCESS_LOG (the JSON lines `modelhost serve --access-log` writes) through LRU (every
+    budget in one pass), the cost-aware policy and the optimum; the budget for --target."""
+    from rich.console import Console
+
+    from modelhost.config import parse_size
+    from modelhost.toolkit.report.terminal import table
+    from modelhost.toolkit.simulate.run import (
+        default_budgets,
+        needed_text,
+        rows_of,
+        simulate_summary,
+        write_simulate,
+    )
+    from modelhost.toolkit.simulate.trace import read_access_log
+
+    console = Console()
+    try:
+        size_map = json.loads(sizes.read_text()) if sizes else None
+        default = parse_size(default_size) if default_size else None
+        trace = read_access_log(access_log, size_map, default)
+        if not trace.models:
+            raise ValueError(f"{access_log} has no invocations that reached a model")
+        grid = [parse_size(b) for b in budgets.split(",") if b] or default_budgets(trace)
+        summary = simulate_summary(trace, sorted(grid), target, not no_optimum)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    header, rows = rows_of(summary)
+    console.print(table("hit ratio by memory budget", header, rows))
+    for line in needed_text(summary):
+        console.print(line)
+    console.print("wrote " + ", ".join(str(p) for p in write_simulate(out, summary).values()))

@@ -1,0 +1,202 @@
+"""One load-generator process: closed loop (N users, each sends when its last reply came) or open
+loop (sends at scheduled times, constant or Poisson, whatever the replies do).
+
+In open loop a request's latency counts from its scheduled send time, not from when it left: a
+server that stalls cannot hide its stall by slowing the sender (coordinated omission). Every
+process also measures what limits itself: its CPU time, how late it sends against its schedule,
+and how late its event loop wakes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import random
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from modelhost.observe.exchange import parse_server_timing
+from modelhost.toolkit.payloads import Payload
+from modelhost.toolkit.traffic import Popularity, Target
+from modelhost.toolkit.transport import Reply, Transport, open_transport
+
+TIMING_PARTS = ("queue", "download", "load", "infer")
+LOOP_TICK_S = 0.02
+
+
+class Row(NamedTuple):
+    """One request, times in seconds from the run's start, durations in ms (3 decimals)."""
+
+    process: int
+    model: str
+    intended_s: float  # when it was due; equals sent_s in closed loop
+    sent_s: float
+    done_s: float
+    latency_ms: float  # done - intended: what a user waiting from the due time saw
+    status: int  # 0: no HTTP answer (connection error, timeout)
+    error: str
+    cache: str
+    bytes_out: int
+    queue_ms: float
+    download_ms: float
+    load_ms: float
+    infer_ms: float
+    warmup: bool
+
+
+@dataclass(frozen=True)
+class ProcessPlan:
+    target: Target
+    popularity: Popularity
+    payloads: tuple[Payload, ...]
+    duration_s: float
+    warmup_s: float = 0.0
+    concurrency: int = 0  # closed loop: users in this process
+    rate_rps: float = 0.0  # open loop: this process's share of the rate
+    poisson: bool = False
+    offset_s: float = 0.0  # first send of a constant schedule, so processes interleave
+    max_in_flight: int = 10_000
+    timeout_s: float = 30.0
+    client: str = "aiohttp"
+    seed: int = 0
+    index: int = 0
+
+    @property
+    def end_s(self) -> float:
+        return self.warmup_s + self.duration_s
+
+
+@dataclass
+class Diagnostics:
+    cpu_s: float = 0.0
+    wall_s: float = 0.0
+    send_lag_ms: list[float] = field(default_factory=list)  # open loop: sent - intended
+    loop_lag_ms: list[float] = field(default_factory=list)  # oversleep of a 20 ms tick
+    in_flight_cap_hits: int = 0
+
+
+class Generator:
+    """Runs one plan from `start` (a time.monotonic() reading shared by all processes)."""
+
+    def __init__(
+        self,
+        plan: ProcessPlan,
+        transport: Transport,
+        start: float,
+        on_row: Callable[[Row], None] = lambda row: None,
+    ) -> None:
+        self.plan, self.transport, self.start, self.on_row = plan, transport, start, on_row
+        self.rows: list[Row] = []
+        self.diagnostics = Diagnostics()
+        self._rng = random.Random(plan.seed * 1_000_003 + plan.index)  # models and payloads
+        self._arrivals = random.Random(plan.seed * 1_000_003 + plan.index + 500_000)  # own stream
+
+    async def run(self) -> list[Row]:
+        cpu_before = time.process_time()
+        ticker = asyncio.create_task(self._watch_loop())
+        await asyncio.sleep(max(0.0, self.start - time.monotonic()))
+        try:
+            await (self._closed_loop() if self.plan.concurrency else self._open_loop())
+        finally:
+            ticker.cancel()
+        self.diagnostics.cpu_s = time.process_time() - cpu_before
+        self.diagnostics.wall_s = self._now()
+        return self.rows
+
+    async def _closed_loop(self) -> None:
+        async def user() -> None:
+            while self._now() < self.plan.end_s:
+                await self._send(self._now())
+
+        await asyncio.gather(*(user() for _ in range(self.plan.concurrency)))
+
+    async def _open_loop(self) -> None:
+        slots = asyncio.Semaphore(self.plan.max_in_flight)
+        tasks = set()
+        for intended in self.schedule():
+            while (early_s := intended - self._now()) > 0:  # a timer may fire up to 1 ms early
+                await asyncio.sleep(early_s)
+            if slots.locked():
+                self.diagnostics.in_flight_cap_hits += 1
+            await slots.acquire()
+            task = asyncio.create_task(self._send(intended, slots))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+        await asyncio.gather(*tasks)
+
+    def schedule(self) -> Iterator[float]:
+        """Due times in [0, end): offset + k/rate, or exponential gaps (Poisson)."""
+        rate, end = self.plan.rate_rps, self.plan.end_s
+        if not self.plan.poisson:
+            yield from itertools.takewhile(
+                lambda t: t < end, (self.plan.offset_s + k / rate for k in itertools.count())
+            )
+            return
+        intended = self._arrivals.expovariate(rate)
+        while intended < end:
+            yield intended
+            intended += self._arrivals.expovariate(rate)
+
+    async def _send(self, intended: float, slots: asyncio.Semaphore | None = None) -> None:
+        model = self.plan.popularity.pick(self._rng) if self.plan.popularity.models else None
+        payload = self._rng.choice(self.plan.payloads)
+        url, headers = self.plan.target.request_for(model)
+        headers["Content-Type"] = payload.content_type
+        sent = self._now()
+        if slots is not None:
+            self.diagnostics.send_lag_ms.append((sent - intended) * 1000)
+        try:
+            reply, error = await self.transport.post(url, payload.body, headers), ""
+        except Exception as exc:  # any failure to get an answer is a result, not a crash
+            reply, error = Reply(0), type(exc).__name__
+        finally:
+            if slots is not None:
+                slots.release()
+        self._record(model or "", intended, sent, reply, error)
+
+    def _record(self, model: str, intended: float, sent: float, reply: Reply, error: str) -> None:
+        done = self._now()
+        parts = parse_server_timing(reply.server_timing)
+        queue, download, load, infer = (round(parts.get(p, 0.0), 3) for p in TIMING_PARTS)
+        row = Row(
+            self.plan.index,
+            model,
+            round(intended, 6),
+            round(sent, 6),
+            round(done, 6),
+            round((done - intended) * 1000, 3),
+            reply.status,
+            error or ("" if reply.status < 400 else f"HTTP {reply.status}"),
+            reply.cache or "",
+            reply.bytes_out,
+            queue,
+            download,
+            load,
+            infer,
+            round(intended, 6) < self.plan.warmup_s,
+        )
+        self.rows.append(row)
+        self.on_row(row)
+
+    async def _watch_loop(self) -> None:
+        while True:
+            before = time.monotonic()
+            await asyncio.sleep(LOOP_TICK_S)
+            self.diagnostics.loop_lag_ms.append((time.monotonic() - before - LOOP_TICK_S) * 1000)
+
+    def _now(self) -> float:
+        return time.monotonic() - self.start
+
+
+async def run_plan(
+    plan: ProcessPlan, start: float, on_row: Callable[[Row], None] = lambda row: None
+) -> tuple[list[Row], Diagnostics]:
+    """Open the plan's HTTP client, run the plan, close the client."""
+    transport = open_transport(plan.client, plan.timeout_s)
+    try:
+        generator = Generator(plan, transport, start, on_row)
+        return await generator.run(), generator.diagnostics
+    finally:
+        await transport.close()

@@ -1,0 +1,68 @@
+"""Charts as SVG text drawn with matplotlib (no pyplot, no GUI backend), inlined in reports."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+WIDTH_IN, HEIGHT_IN = 7.5, 3.4
+
+
+def _figure() -> tuple[Any, Any]:
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(WIDTH_IN, HEIGHT_IN), layout="constrained")
+    return figure, figure.subplots()
+
+
+def _svg(figure: Any) -> str:
+    buffer = io.StringIO()
+    figure.savefig(buffer, format="svg")
+    text = buffer.getvalue()
+    return text[text.index("<svg") :]  # drop the XML prolog and doctype: inlined in HTML
+
+
+def histogram(values_ms: Sequence[float], title: str) -> str:
+    figure, axes = _figure()
+    if values_ms:
+        axes.hist(values_ms, bins=min(60, max(5, len(values_ms) // 20)), color="#4c78a8")
+    axes.set(title=title, xlabel="latency (ms)", ylabel="requests")
+    return _svg(figure)
+
+
+def lines(
+    x: Sequence[float],
+    series: Mapping[str, Sequence[float]],
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    *,
+    logx: bool = False,
+    markers: bool = False,
+) -> str:
+    """One line per series over the same x; the shared form of every other chart."""
+    figure, axes = _figure()
+    for label, y in series.items():
+        axes.plot(x, y, label=label, marker="o" if markers else None, markersize=3)
+    axes.set(title=title, xlabel=xlabel, ylabel=ylabel)
+    if logx:
+        axes.set_xscale("log")
+    if len(series) > 1:
+        axes.legend()
+    axes.grid(alpha=0.3)
+    return _svg(figure)
+
+
+def over_time(points: Sequence[Mapping[str, float]]) -> str:
+    """Throughput (left axis) and p50/p99 latency (right axis) per second of the run."""
+    figure, axes = _figure()
+    t = [p["t_s"] for p in points]
+    axes.plot(t, [p["rps"] for p in points], color="#4c78a8", label="answered/s")
+    axes.set(title="Throughput and latency over time", xlabel="time (s)", ylabel="requests/s")
+    right = axes.twinx()
+    right.plot(t, [p["p50_ms"] for p in points], color="#54a24b", label="p50 ms")
+    right.plot(t, [p["p99_ms"] for p in points], color="#e45756", label="p99 ms")
+    right.set_ylabel("latency (ms)")
+    figure.legend(loc="outside lower center", ncols=3)
+    return _svg(figure)

@@ -1,0 +1,63 @@
+"""Tables in the terminal, drawn by rich."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from modelhost.toolkit.report.html import cell
+
+
+def table(
+    title: str, header: Sequence[str], rows: Sequence[Sequence[Any]], highlight: int | None = None
+) -> Table:
+    shown = Table(title=title, title_justify="left")
+    for index, name in enumerate(header):
+        shown.add_column(name, justify="left" if index == 0 else "right")
+    for index, row in enumerate(rows):
+        shown.add_row(*(_plain(v) for v in row), style="bold green" if index == highlight else None)
+    return shown
+
+
+def _plain(value: Any) -> str:
+    return cell(value).replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+
+
+def bench_tables(summary: dict[str, Any]) -> list[Table]:
+    requests, latency = summary["requests"], summary["latency_ms"]
+    main = table(
+        f"bench {summary['target']} ({summary['load']})",
+        ["throughput/s", "requests", *latency, "errors"],
+        [
+            [
+                summary["throughput_rps"],
+                requests["measured"],
+                *latency.values(),
+                requests["measured"] - requests["ok"],
+            ]
+        ],
+    )
+    tables = [main]
+    if requests["errors"]:
+        tables.append(table("errors", ["kind", "count"], list(requests["errors"].items())))
+    if summary["cache"]:
+        tables.append(
+            table(
+                "cache tier (X-Modelhost-Cache)", ["tier", "count"], list(summary["cache"].items())
+            )
+        )
+    if summary["server_timing_ms"]:
+        parts = summary["server_timing_ms"]
+        rows = [[part, f["mean"], f["p50"], f["p99"]] for part, f in parts.items()]
+        tables.append(table("Server-Timing (ms)", ["part", "mean", "p50", "p99"], rows))
+    return tables
+
+
+def show(console: Console, tables: Sequence[Table], warnings: Sequence[str] = ()) -> None:
+    for shown in tables:
+        console.print(shown)
+    for warning in warnings:
+        console.print(f"[bold yellow]warning:[/] {warning}")

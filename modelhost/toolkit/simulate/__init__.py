@@ -1,0 +1,1 @@
+"""`simulate`: an access log replayed through eviction policies at many memory budgets."""

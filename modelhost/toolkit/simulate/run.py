@@ -1,0 +1,140 @@
+"""The hit-ratio curve: LRU (one pass), the cost-aware policy and the optimum at each budget, and
+the budget each needs for a target hit ratio."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from modelhost.cache.policy import LRUPolicy
+from modelhost.config import format_bytes
+from modelhost.toolkit.report import charts, files, html
+from modelhost.toolkit.simulate import lru
+from modelhost.toolkit.simulate.policies import CostAwarePolicy
+from modelhost.toolkit.simulate.replay import optimum, replay
+from modelhost.toolkit.simulate.trace import Trace
+
+POLICIES = {"lru-replay": LRUPolicy, "cost-aware": CostAwarePolicy}
+
+
+def default_budgets(trace: Trace, points: int = 16) -> list[int]:
+    """From the largest model (below it that model cannot load) to every model at once."""
+    low, high = max(trace.sizes.values()), max(trace.distinct_bytes, max(trace.sizes.values()))
+    grid = np.geomspace(low, high, points) if high > low else np.array([low])
+    return sorted({int(round(b)) for b in grid})
+
+
+def check_budgets(trace: Trace, budgets: Sequence[int]) -> None:
+    largest = max(trace.sizes.values())
+    if min(budgets) < largest:
+        raise ValueError(
+            f"budget {format_bytes(min(budgets))} is below the largest model "
+            f"({format_bytes(largest)}), which a server with it refuses (507): "
+            "simulate budgets from the largest model up"
+        )
+
+
+def curves(
+    trace: Trace, budgets: Sequence[int], with_optimum: bool = True, replay_lru: bool = False
+) -> dict[str, list[float]]:
+    """Hit ratio per budget for each policy: "lru" from stack distances, the others replayed."""
+    check_budgets(trace, budgets)
+    n = len(trace.models)
+    result = {"lru": lru.hit_ratios(lru.stack_distances(trace), budgets)}
+    for name, policy in POLICIES.items():
+        if name != "lru-replay" or replay_lru:
+            result[name] = [replay(trace, b, policy()) / n for b in budgets]
+    if with_optimum:
+        result["optimum"] = [optimum(trace, b) / n for b in budgets]
+    return result
+
+
+def needed_budgets(
+    trace: Trace, budgets: Sequence[int], ratios: dict[str, list[float]], target: float
+) -> dict[str, float]:
+    """Per policy, the least budget reaching `target`: exact for LRU, the least of the grid for
+    the others (infinity when none of the grid does)."""
+    needed = {"lru": lru.budget_for(lru.stack_distances(trace), target)}
+    for name, values in ratios.items():
+        if name != "lru":
+            needed[name] = next(
+                (b for b, r in zip(budgets, values, strict=True) if r >= target), math.inf
+            )
+    return needed
+
+
+def simulate_summary(
+    trace: Trace, budgets: Sequence[int], target: float, with_optimum: bool = True
+) -> dict[str, Any]:
+    ratios = curves(trace, budgets, with_optimum)
+    return {
+        "requests": len(trace.models),
+        "models": len(trace.sizes),
+        "distinct_bytes": trace.distinct_bytes,
+        "budgets_bytes": list(budgets),
+        "hit_ratio": ratios,
+        "target_hit_ratio": target,
+        "budget_needed_bytes": needed_budgets(trace, budgets, ratios, target),
+    }
+
+
+def rows_of(summary: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
+    names = list(summary["hit_ratio"])
+    rows = [
+        [format_bytes(budget), *(summary["hit_ratio"][n][i] for n in names)]
+        for i, budget in enumerate(summary["budgets_bytes"])
+    ]
+    return ["budget", *names], rows
+
+
+def needed_text(summary: dict[str, Any]) -> list[str]:
+    target = summary["target_hit_ratio"]
+    return [
+        f"{name}: {format_bytes(int(b)) if math.isfinite(b) else 'not reached'} "
+        f"for a {target:.0%} hit ratio"
+        for name, b in summary["budget_needed_bytes"].items()
+    ]
+
+
+def write_simulate(out_dir: Path, summary: dict[str, Any]) -> dict[str, Path]:
+    header, rows = rows_of(summary)
+    names = list(summary["hit_ratio"])
+    csv_rows = [
+        [b, *(summary["hit_ratio"][n][i] for n in names)]
+        for i, b in enumerate(summary["budgets_bytes"])
+    ]
+    chart = charts.lines(
+        [b / 2**20 for b in summary["budgets_bytes"]],
+        summary["hit_ratio"],
+        "Hit ratio against memory budget",
+        "memory budget (MiB)",
+        "hit ratio",
+        logx=True,
+        markers=True,
+    )
+    page = html.page(
+        "modelhost simulate",
+        [
+            (
+                "Trace",
+                html.paragraph(
+                    f"{summary['requests']} requests to {summary['models']} models, "
+                    f"{format_bytes(summary['distinct_bytes'])} in all"
+                ),
+            ),
+            ("Hit-ratio curve", chart),
+            ("Budget needed", "".join(html.paragraph(line) for line in needed_text(summary))),
+            ("Hit ratio by budget", html.table(header, rows)),
+        ],
+    )
+    paths = {
+        "summary": files.write_json(out_dir / "simulate.json", summary),
+        "csv": files.write_csv(out_dir / "simulate.csv", ["budget_bytes", *names], csv_rows),
+        "html": out_dir / "simulate.html",
+    }
+    paths["html"].write_text(page)
+    return paths

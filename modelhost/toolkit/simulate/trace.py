@@ -1,0 +1,80 @@
+"""The trace `simulate` replays: the model of each invocation in an access log, with its size in
+memory and what a miss on it cost (download + load, from the log's own Server-Timing parts)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_RELOAD_MS = 1.0
+
+
+@dataclass(frozen=True)
+class Trace:
+    models: list[str]  # one per request, in time order
+    sizes: dict[str, int]  # bytes in memory, per model
+    reload_ms: dict[str, float]  # median download + load of the log's misses, per model
+
+    def size_of(self, index: int) -> int:
+        return self.sizes[self.models[index]]
+
+    @property
+    def distinct_bytes(self) -> int:
+        return sum(self.sizes[m] for m in set(self.models))
+
+
+def read_access_log(
+    path: Path, sizes: Mapping[str, int] | None = None, default_size: int | None = None
+) -> Trace:
+    """Invocations that reached a model (they carry a cache tier), in order.
+
+    A model's size is the log's `model_bytes` where a line has it, else `sizes[model]`, else
+    `default_size`; a model with none of these is an error naming it.
+    """
+    models: list[str] = []
+    found = dict(sizes or {})
+    costs: dict[str, list[float]] = {}
+    for number, line in enumerate(Path(path).read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            raise ValueError(f"{path}:{number}: not a JSON line") from None
+        if not record.get("model") or not record.get("cache"):
+            continue
+        model = record["model"]
+        models.append(model)
+        if "model_bytes" in record:
+            found[model] = int(record["model_bytes"])
+        if record["cache"] != "hit":
+            costs.setdefault(model, []).append(
+                float(record.get("download_ms", 0.0)) + float(record.get("load_ms", 0.0))
+            )
+    return make_trace(models, _sizes_for(models, found, default_size, path), costs)
+
+
+def make_trace(
+    models: list[str], sizes: Mapping[str, int], costs: Mapping[str, list[float]] | None = None
+) -> Trace:
+    costs = costs or {}
+    reload_ms = {
+        m: statistics.median(costs[m]) if costs.get(m) else DEFAULT_RELOAD_MS for m in set(models)
+    }
+    return Trace(models, {m: int(sizes[m]) for m in set(models)}, reload_ms)
+
+
+def _sizes_for(
+    models: list[str], found: dict[str, int], default_size: int | None, path: Path
+) -> dict[str, int]:
+    missing = sorted(set(models) - set(found))
+    if missing and default_size is None:
+        shown = ", ".join(missing[:5]) + (" …" if len(missing) > 5 else "")
+        raise ValueError(
+            f"{len(missing)} models in {path} have no size ({shown}): "
+            "give --sizes FILE (JSON {model: bytes}) or --default-size SIZE"
+        )
+    return {m: found.get(m, default_size or 0) for m in set(models)}

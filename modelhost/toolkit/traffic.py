@@ -1,0 +1,68 @@
+"""Which model each request goes to, and how its name travels (header or path)."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+TARGET_MODEL_HEADER = "X-Amzn-SageMaker-Target-Model"
+
+
+@dataclass(frozen=True)
+class Popularity:
+    """Models with weights: uniform, or Zipf (weight of the k-th model ∝ 1 / k**s)."""
+
+    models: tuple[str, ...]
+    cum_weights: tuple[float, ...]
+
+    @classmethod
+    def uniform(cls, models: Sequence[str]) -> Popularity:
+        return cls.weighted(models, [1.0] * len(models))
+
+    @classmethod
+    def zipf(cls, models: Sequence[str], s: float = 1.0) -> Popularity:
+        return cls.weighted(models, [1.0 / k**s for k in range(1, len(models) + 1)])
+
+    @classmethod
+    def weighted(cls, models: Sequence[str], weights: Sequence[float]) -> Popularity:
+        return cls(tuple(models), tuple(itertools.accumulate(weights)))
+
+    def share(self, index: int) -> float:
+        """The fraction of requests the index-th model gets."""
+        previous = self.cum_weights[index - 1] if index else 0.0
+        return (self.cum_weights[index] - previous) / self.cum_weights[-1]
+
+    def pick(self, rng: random.Random) -> str:
+        return rng.choices(self.models, cum_weights=self.cum_weights)[0]
+
+
+def read_models(spec: str) -> list[str]:
+    """`@file` (one name a line) or a comma-separated list."""
+    if spec.startswith("@"):
+        names = Path(spec[1:]).read_text().split()
+    else:
+        names = [name.strip() for name in spec.split(",") if name.strip()]
+    if not names:
+        raise ValueError(f"no model names in {spec!r}")
+    return names
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where requests go: `url` is the endpoint root; `in_path` puts the model in the path
+    (`/models/{m}/invoke`), otherwise POST `/invocations` with the target-model header."""
+
+    url: str
+    in_path: bool = False
+
+    def request_for(self, model: str | None) -> tuple[str, dict[str, str]]:
+        base = self.url.rstrip("/")
+        if model is None:
+            return base, {}
+        if self.in_path:
+            return f"{base}/models/{model}/invoke", {}
+        url = base if base.endswith("/invocations") else f"{base}/invocations"
+        return url, {TARGET_MODEL_HEADER: model}

@@ -1,0 +1,93 @@
+"""The one-method seam the load generator sends through: aiohttp (the default, chosen by
+measurement, see docs/decisions.md), httpx, and an in-memory fake for tests."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int
+    cache: str | None = None  # X-Modelhost-Cache
+    server_timing: str = ""
+    bytes_out: int = 0
+
+
+class Transport(Protocol):
+    async def post(self, url: str, body: bytes, headers: Mapping[str, str]) -> Reply: ...
+
+    async def close(self) -> None: ...
+
+
+class AiohttpTransport:
+    def __init__(self, timeout_s: float) -> None:
+        import aiohttp
+
+        connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=None)
+        timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self._session = aiohttp.ClientSession(connector=connector, timeout=timeout)
+
+    async def post(self, url: str, body: bytes, headers: Mapping[str, str]) -> Reply:
+        async with self._session.post(url, data=body, headers=dict(headers)) as response:
+            content = await response.read()
+            return _reply(response.status, response.headers, len(content))
+
+    async def close(self) -> None:
+        await self._session.close()
+
+
+class HttpxTransport:
+    def __init__(self, timeout_s: float) -> None:
+        import httpx
+
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+        self._client = httpx.AsyncClient(timeout=timeout_s, limits=limits)
+
+    async def post(self, url: str, body: bytes, headers: Mapping[str, str]) -> Reply:
+        response = await self._client.post(url, content=body, headers=dict(headers))
+        return _reply(response.status_code, response.headers, len(response.content))
+
+    async def close(self) -> None:
+        await self._client.aclose()
+
+
+Handler = Callable[[str, bytes, Mapping[str, str]], Awaitable[Reply]]
+
+
+class FakeTransport:
+    """Answers with `handler(url, body, headers)`, or 200 after `delay_s` when none is given."""
+
+    def __init__(self, handler: Handler | None = None, delay_s: float = 0.0) -> None:
+        self.handler, self.delay_s, self.sent = handler, delay_s, 0
+
+    async def post(self, url: str, body: bytes, headers: Mapping[str, str]) -> Reply:
+        self.sent += 1
+        if self.handler is not None:
+            return await self.handler(url, body, headers)
+        await asyncio.sleep(self.delay_s)
+        return Reply(200, "hit", "infer;dur=0.5", 2)
+
+    async def close(self) -> None:
+        return None
+
+
+def _reply(status: int, headers: Mapping[str, str], bytes_out: int) -> Reply:
+    return Reply(
+        status, headers.get("x-modelhost-cache"), headers.get("server-timing", ""), bytes_out
+    )
+
+
+CLIENTS: dict[str, Callable[[float], Transport]] = {
+    "aiohttp": AiohttpTransport,
+    "httpx": HttpxTransport,
+}
+
+
+def open_transport(client: str, timeout_s: float) -> Transport:
+    if client not in CLIENTS:
+        raise ValueError(f"unknown client {client!r}: choose one of {sorted(CLIENTS)}")
+    return CLIENTS[client](timeout_s)

@@ -1,0 +1,63 @@
+"""A real server on loopback for the toolkit's end-to-end tests, and a browser check for reports."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from modelhost import testing
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+MODELS = [f"tenants/t{i:03d}.joblib" for i in range(3)]
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
+
+
+@pytest.fixture(scope="session")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("toolkit-store")
+    for name in MODELS:
+        testing.iris_logreg(root / name)
+    return root
+
+
+@pytest.fixture(scope="module")
+def server(
+    store: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[testing.RunningServer]:
+    work = tmp_path_factory.mktemp("toolkit-server")
+    args = testing.serve_args(
+        store, work / "cache", workers=1, memory_budget="2GiB", access_log=work / "access.jsonl"
+    )
+    with testing.RunningServer(args, work) as running:
+        yield running
+
+
+def open_in_chromium(report: Path, screenshot_name: str) -> str:
+    """Open a report in headless Chromium; its text, once it loaded without console errors.
+    The screenshot is kept in test-artifacts/."""
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        message = "chromium is not installed; scripts/install-test-tools.sh installs it"
+        if os.environ.get("REQUIRE_TEST_TOOLS"):
+            pytest.fail(message)
+        pytest.skip(message)
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        problems: list[str] = []
+        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda error: problems.append(str(error)))
+        page.goto(report.resolve().as_uri())
+        page.wait_for_load_state("load")
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / screenshot_name), full_page=True)
+        charts = page.locator("svg").count()
+        text = page.inner_text("body")
+        browser.close()
+    assert problems == [], problems
+    return f"{text}\n[svg charts: {charts}]"

@@ -1,0 +1,49 @@
+"""cost's figures, checked by hand on a worked example."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from modelhost.cli.main import main
+from modelhost.toolkit.cost import Instance, Serverless, break_even, savings_table
+
+# $0.115 an hour at 100 req/s: 360,000 requests an hour, so $0.115 / 0.36 = $0.3194 a million.
+# Serverless at $0.00002 per GB-s, 1 GB, 50 ms: $1e-6 a request; 2,000 bytes at $0.016 a GB:
+# $3.2e-8; so $1.032 a million. One instance a month: 0.115 × 730 = $83.95, which buys
+# 83.95 / 1.032e-6 = 81,346,899 serverless requests: the break-even.
+INSTANCE = Instance(price_per_hour=0.115, throughput_rps=100)
+SERVERLESS = Serverless(
+    0.00002, memory_gb=1, latency_ms=50, data_per_gb=0.016, bytes_per_request=2000
+)
+
+
+def test_per_million_and_break_even_by_hand() -> None:
+    assert INSTANCE.per_million() == pytest.approx(0.31944, rel=1e-4)
+    assert SERVERLESS.per_million() == pytest.approx(1.032, rel=1e-9)
+    assert break_even(INSTANCE, SERVERLESS) == pytest.approx(83.95 / 1.032e-6, rel=1e-9)
+
+
+def test_savings_table_by_hand() -> None:
+    low, high, beyond = savings_table(INSTANCE, SERVERLESS, [1e6, 1e8, 3e8])
+    assert (low["cheaper"], low["saving_monthly"]) == ("serverless", pytest.approx(83.95 - 1.032))
+    assert (high["cheaper"], high["saving_monthly"]) == ("instance", pytest.approx(103.2 - 83.95))
+    # one instance answers 100 × 3600 × 730 = 262.8 M a month: 300 M needs two
+    assert beyond["instances"] == 2
+    assert beyond["instance_monthly"] == pytest.approx(2 * 83.95)
+
+
+def test_the_command_reads_a_summary_and_labels_example_prices(tmp_path: Path) -> None:
+    summary = tmp_path / "summary.json"
+    summary.write_text(json.dumps({"throughput_rps": 100, "latency_ms": {"p50": 50}}))
+    result = CliRunner().invoke(
+        main, ["cost", "--from", str(summary), "--memory-gb", "1", "--out", str(tmp_path / "cost")]
+    )
+    assert result.exit_code == 0, result.output
+    figures = json.loads((tmp_path / "cost" / "cost.json").read_text())
+    assert figures["instance"]["per_million"] == pytest.approx(0.31944, rel=1e-4)
+    assert figures["serverless"]["per_million"] == pytest.approx(1.0, rel=1e-9)
+    assert "example" in figures["prices_source"] and "2024" in figures["prices_source"]

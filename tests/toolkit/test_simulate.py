@@ -1,0 +1,84 @@
+"""simulate's LRU curve equals a brute-force LRU at every budget, the server's own LRUPolicy
+replayed agrees with it, and the optimum bounds every policy (Hypothesis on random traces)."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from modelhost.cache.policy import LRUPolicy
+from modelhost.toolkit.simulate import lru
+from modelhost.toolkit.simulate.policies import CostAwarePolicy
+from modelhost.toolkit.simulate.replay import belady, optimum, replay
+from modelhost.toolkit.simulate.trace import Trace, make_trace
+
+
+def brute_force_lru(trace: Trace, budget: int) -> int:
+    cache: OrderedDict[str, int] = OrderedDict()
+    hits = 0
+    for model in trace.models:
+        if model in cache:
+            hits += 1
+            cache.move_to_end(model)
+            continue
+        cache[model] = trace.sizes[model]
+        while sum(cache.values()) > budget:
+            cache.popitem(last=False)
+    return hits
+
+
+@st.composite
+def traces(draw: st.DrawFn, equal_sizes: bool = False) -> tuple[Trace, list[int]]:
+    names = [f"m{i}" for i in range(draw(st.integers(1, 8)))]
+    models = draw(st.lists(st.sampled_from(names), min_size=1, max_size=60))
+    size = st.just(4) if equal_sizes else st.integers(1, 20)
+    sizes = {name: draw(size) for name in names}
+    trace = make_trace(models, sizes)
+    largest = max(trace.sizes.values())
+    budgets = draw(
+        st.lists(st.integers(largest, largest + trace.distinct_bytes), min_size=1, max_size=6)
+    )
+    return trace, budgets
+
+
+@settings(max_examples=200, deadline=None)
+@given(traces())
+def test_the_one_pass_lru_curve_equals_brute_force_at_every_budget(
+    case: tuple[Trace, list[int]],
+) -> None:
+    trace, budgets = case
+    ratios = lru.hit_ratios(lru.stack_distances(trace), budgets)
+    for budget, ratio in zip(budgets, ratios, strict=True):
+        assert ratio * len(trace.models) == brute_force_lru(trace, budget)
+        assert replay(trace, budget, LRUPolicy()) == brute_force_lru(trace, budget)
+
+
+@settings(max_examples=100, deadline=None)
+@given(traces())
+def test_the_optimum_bounds_every_policy(case: tuple[Trace, list[int]]) -> None:
+    trace, budgets = case
+    for budget in budgets:
+        best = optimum(trace, budget)
+        assert best + 1e-6 >= brute_force_lru(trace, budget)
+        assert best + 1e-6 >= replay(trace, budget, CostAwarePolicy())
+
+
+@settings(max_examples=150, deadline=None)
+@given(traces(equal_sizes=True))
+def test_with_equal_sizes_belady_is_the_linear_optimum(case: tuple[Trace, list[int]]) -> None:
+    from modelhost.toolkit.simulate.replay import _relaxed_optimum
+
+    trace, budgets = case
+    for budget in (b - b % 4 for b in budgets):  # whole slots: otherwise the relaxation splits one
+        assert abs(belady(trace.models, budget // 4) - _relaxed_optimum(trace, budget)) < 1e-6
+        assert belady(trace.models, budget // 4) >= brute_force_lru(trace, budget)
+
+
+def test_the_budget_for_a_target_is_the_least_that_reaches_it() -> None:
+    trace = make_trace(list("abcabcabcd"), {"a": 10, "b": 20, "c": 30, "d": 5})
+    distances = lru.stack_distances(trace)
+    needed = lru.budget_for(distances, 0.6)
+    assert brute_force_lru(trace, int(needed)) / 10 >= 0.6
+    assert brute_force_lru(trace, int(needed) - 1) / 10 < 0.6

@@ -1,0 +1,122 @@
+"""tune against real servers: its recommendation is the best point of its own table; simulate on
+the access log a real server wrote; the tune, simulate and cost reports open without errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import MODELS, open_in_chromium
+
+from modelhost import testing
+from modelhost.cli.main import main
+from modelhost.toolkit.tune import Step, recommend, step_of
+
+pytestmark = pytest.mark.e2e
+
+
+def invoke(*args: str) -> None:
+    result = CliRunner().invoke(main, list(args))
+    assert result.exit_code == 0, result.output
+
+
+def test_tune_recommends_the_best_point_of_its_own_table(store: Path, tmp_path: Path) -> None:
+    invoke(
+        "tune",
+        "--model-store",
+        str(store),
+        "--models",
+        ",".join(MODELS),
+        "--grid",
+        "workers=1,2",
+        "--grid",
+        "memory-budget=1GiB",
+        "--concurrency",
+        "1,4",
+        "--p99-limit-ms",
+        "10000",
+        "--duration",
+        "1",
+        "--warmup",
+        "0.3",
+        "--out",
+        str(tmp_path),
+    )
+    summary = json.loads((tmp_path / "tune.json").read_text())
+    steps = summary["steps"]
+    assert {step["workers"] for step in steps} == {"1", "2"}
+    inside = [s for s in steps if s["within_limit"]]
+    assert inside and summary["recommended"] == max(inside, key=lambda s: s["throughput_rps"])
+    text = open_in_chromium(tmp_path / "tune.html", "tune-report.png")
+    assert "Recommended: workers=" in text
+
+
+def test_the_knee_ends_a_ramp_and_the_recommendation_stays_inside_the_limit() -> None:
+    def summary(rps: float, p99: float) -> dict:
+        return {
+            "requests": {"measured": 10, "ok": 10, "errors": {}},
+            "throughput_rps": rps,
+            "latency_ms": {"p50": p99 / 2, "p99": p99},
+        }
+
+    steps: list[Step] = [
+        step_of({"workers": "1"}, 1, summary(100, 5), 50),
+        step_of({"workers": "1"}, 2, summary(300, 60), 50),
+        step_of({"workers": "2"}, 2, summary(150, 20), 50),
+    ]
+    assert recommend(steps) == 2
+
+
+def test_simulate_replays_a_real_servers_access_log(
+    server: testing.RunningServer, tmp_path: Path
+) -> None:
+    invoke(
+        "bench",
+        server.url,
+        "--models",
+        ",".join(MODELS),
+        "--popularity",
+        "zipf",
+        "--concurrency",
+        "2",
+        "--duration",
+        "1",
+        "--warmup",
+        "0",
+        "--processes",
+        "1",
+        "--quiet",
+        "--out",
+        str(tmp_path / "bench"),
+    )
+    log = Path(server.log_path).parent / "access.jsonl"
+    sizes = tmp_path / "sizes.json"
+    sizes.write_text(json.dumps({name: (i + 1) * 2**20 for i, name in enumerate(MODELS)}))
+    invoke(
+        "simulate",
+        str(log),
+        "--sizes",
+        str(sizes),
+        "--target",
+        "0.5",
+        "--out",
+        str(tmp_path / "sim"),
+    )
+    summary = json.loads((tmp_path / "sim" / "simulate.json").read_text())
+    assert summary["models"] == len(MODELS)
+    assert summary["hit_ratio"]["lru"][-1] == pytest.approx(1 - 3 / summary["requests"])
+    for policy in ("lru", "cost-aware"):
+        for ratio, bound in zip(
+            summary["hit_ratio"][policy], summary["hit_ratio"]["optimum"], strict=True
+        ):
+            assert ratio <= bound + 1e-9
+    text = open_in_chromium(tmp_path / "sim" / "simulate.html", "simulate-report.png")
+    assert "Hit-ratio curve" in text and "[svg charts: 1]" in text
+
+
+def test_the_cost_report_opens_without_errors(tmp_path: Path) -> None:
+    invoke("cost", "--throughput", "100", "--latency-ms", "50", "--out", str(tmp_path))
+    text = open_in_chromium(tmp_path / "cost.html", "cost-report.png")
+    assert "example" in text
