@@ -11,6 +11,8 @@ from modelhost.errors import ModelhostError
 from modelhost.http.errors import handle_modelhost_error
 from modelhost.http.middleware import ObserveMiddleware
 from modelhost.http.observe import ObserveRoutes
+from modelhost.http.oip import OipRoutes
+from modelhost.http.openapi import OpenApiRoute
 from modelhost.http.routes import Routes
 from modelhost.observe.observer import Observer
 
@@ -26,9 +28,11 @@ def build_app(routes: Routes, observer: Observer | None = None) -> Starlette:
         Route("/models/{model:path}", routes.describe_model, methods=["GET"]),
         Route("/models/{model:path}", routes.unload_model, methods=["DELETE"]),
         Route("/predictions/{model:path}", routes.invoke, methods=["POST"]),
+        *OipRoutes(routes).routes(),
     ]
+    served += ObserveRoutes(observer).routes() if observer else []
     return Starlette(
-        routes=served + (ObserveRoutes(observer).routes() if observer else []),
+        routes=[*served, OpenApiRoute(served, "main")],
         middleware=observe_middleware(observer, routes, served) if observer else [],
         exception_handlers={ModelhostError: handle_modelhost_error},
     )
@@ -36,5 +40,7 @@ def build_app(routes: Routes, observer: Observer | None = None) -> Starlette:
 
 def observe_middleware(observer: Observer, routes: Routes, served: list[Route]) -> list[Middleware]:
     invoking = (routes.invoke, routes.invocations)  # their responses carry the cache tier
-    invocation_routes = frozenset(r.path for r in served if r.endpoint in invoking)
+    invocation_routes = frozenset(
+        r.path for r in served if r.endpoint in invoking or r.path.endswith("/infer")
+    )
     return [Middleware(ObserveMiddleware, observer=observer, invocation_routes=invocation_routes)]

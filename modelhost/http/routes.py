@@ -69,14 +69,14 @@ class Routes:
 
     async def _invoke(self, request: Request, name: str) -> Response:
         invocation = Invocation(
-            body=await self._body(request),
+            body=await self.read_body(request),
             content_type=request.headers.get("content-type", "application/json"),
             accept=request.headers.get("accept", "application/json"),
             params=invocation_params(request),
         )
         return invocation_response(await self.host.invoke(name, invocation))
 
-    async def _body(self, request: Request) -> bytes:
+    async def read_body(self, request: Request) -> bytes:
         limit = self.settings.max_request_bytes
         declared = int(request.headers.get("content-length") or 0)
         if declared > limit:
@@ -95,7 +95,7 @@ class Routes:
     # management -------------------------------------------------------------------------
 
     async def load_model(self, request: Request) -> Response:
-        self._authorize(request)
+        self.authorize(request)
         spec = await json_body(request)
         name, url = spec.get("model_name"), spec.get("url")
         if not isinstance(name, str) or not isinstance(url, str):
@@ -134,7 +134,7 @@ class Routes:
         return JSONResponse(description)
 
     async def unload_model(self, request: Request) -> Response:
-        self._authorize(request)
+        self.authorize(request)
         name = request.path_params["model"]
         freed = await self.host.unload(name)
         return JSONResponse(
@@ -144,7 +144,7 @@ class Routes:
     def describe(self, name: str) -> dict[str, Any]:
         return {**self.host.describe(name), "counters": self.usage.for_model(name)}
 
-    def _authorize(self, request: Request) -> None:
+    def authorize(self, request: Request) -> None:
         """Loopback callers may manage models; others only with the configured bearer token."""
         if is_loopback(request.client.host if request.client else ""):
             return

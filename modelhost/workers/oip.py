@@ -251,7 +251,7 @@ def _wants_binary(request: OipRequest, name: str) -> bool:
 def _to_json(tensor: Tensor) -> list[Any]:
     if tensor.datatype == "BYTES":
         return [item.decode("utf-8", "replace") for item in tensor.values.flat]
-    return tensor.values.reshape(-1).tolist()  # type: ignore[no-any-return]
+    return list(tensor.values.reshape(-1).tolist())
 
 
 def _to_binary(tensor: Tensor) -> bytes:
