@@ -4,11 +4,12 @@ observer is given, the observability routes and the middleware that measures eve
 from __future__ import annotations
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.routing import Route
 
 from modelhost.errors import ModelhostError
-from modelhost.http.errors import handle_modelhost_error
+from modelhost.http.errors import handle_http_exception, handle_modelhost_error
 from modelhost.http.middleware import ObserveMiddleware
 from modelhost.http.observe import ObserveRoutes
 from modelhost.http.oip import OipRoutes
@@ -34,7 +35,10 @@ def build_app(routes: Routes, observer: Observer | None = None) -> Starlette:
     return Starlette(
         routes=[*served, OpenApiRoute(served, "main")],
         middleware=observe_middleware(observer, routes, served) if observer else [],
-        exception_handlers={ModelhostError: handle_modelhost_error},
+        exception_handlers={
+            ModelhostError: handle_modelhost_error,
+            HTTPException: handle_http_exception,
+        },
     )
 
 

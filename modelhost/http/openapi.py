@@ -194,6 +194,11 @@ def operation(
     }
     if parameters:
         described["parameters"] = list(parameters)
+    if any(p["in"] == "path" for p in parameters) and "404" not in described["responses"]:
+        described["responses"]["404"] = {  # a name no route matches, e.g. with a line break
+            "description": REASONS[404],
+            "content": {_JSON: {"schema": error}},
+        }
     if body:
         content = {kind: {"schema": schema} for kind, schema in body.items()}
         described["requestBody"] = {"required": body_required, "content": content}

@@ -14,12 +14,13 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from modelhost.errors import BadRequestBody, ModelAlreadyLoaded, ModelhostError, ModelNotFound
-from modelhost.http.errors import handle_modelhost_error
+from modelhost.http.errors import handle_http_exception, handle_modelhost_error
 from modelhost.http.openapi import OpenApiRoute
 from modelhost.http.routes import Routes, page_size
 
@@ -31,7 +32,10 @@ def build_management_app(routes: Routes) -> Starlette:
     served = TorchServeManagement(routes).routes()
     return Starlette(
         routes=[*served, OpenApiRoute(served, "torchserve")],
-        exception_handlers={ModelhostError: handle_modelhost_error},
+        exception_handlers={
+            ModelhostError: handle_modelhost_error,
+            HTTPException: handle_http_exception,
+        },
     )
 
 
