@@ -9,7 +9,7 @@ import signal
 import socket
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from modelhost.errors import ConfigError, ModelhostError
 from modelhost.host import ModelHost
 from modelhost.http.app import build_app
 from modelhost.http.routes import HttpSettings, Routes
+from modelhost.http.torchserve import build_management_app
 from modelhost.observe.events import EventLog
 from modelhost.observe.memory import server_pss_bytes
 from modelhost.observe.observer import Observer
@@ -83,13 +84,49 @@ async def main(config: Config) -> int:
                     timeout_graceful_shutdown=int(config.drain_timeout_s),
                 ),
             )
+            beside = management_servers(routes, config)
             await preload(host, config)
             ignore_signals_after_drain()
             routes.ready = True
             store = host.disk.stores.default.uri
             logger.info("serving %s on http://%s:%d", store, config.host, config.port)
-            await server.serve()
+            await serve_beside(server, beside)
     return 0
+
+
+def management_servers(routes: Routes, config: Config) -> list[uvicorn.Server]:
+    """TorchServe's management API on its own port, when one is configured."""
+    if not config.management_port:
+        return []
+    app = build_management_app(routes)
+    settings = uvicorn.Config(
+        app,
+        host=config.host,
+        port=config.management_port,
+        lifespan="off",
+        access_log=False,
+        log_level=config.log_level,
+        http="httptools",
+    )
+    return [BesideServer(settings)]
+
+
+class BesideServer(uvicorn.Server):
+    """A server that leaves the signals to the main one and stops when it stops."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+async def serve_beside(main: uvicorn.Server, beside: list[uvicorn.Server]) -> None:
+    tasks = [asyncio.ensure_future(server.serve()) for server in beside]
+    try:
+        await main.serve()
+    finally:
+        for server in beside:
+            server.should_exit = True
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 class DrainingServer(uvicorn.Server):

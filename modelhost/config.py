@@ -145,6 +145,12 @@ class Config:
     single_model: str = _setting(
         "", "model /invocations uses without a target-model header (empty: none)"
     )
+    management_port: int = _setting(
+        0,
+        "port of TorchServe's management API (register, describe, ...; 0: not served)",
+        minimum=0,
+        maximum=65535,
+    )
     management_token: str = _setting(
         "", "bearer token that allows management calls from non-loopback addresses"
     )

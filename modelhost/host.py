@@ -510,6 +510,25 @@ class ModelHost:
         self.sources[name] = self.disk.stores.admit(url)
         return await self.ensure_loaded(name)
 
+    def register(self, name: str, url: str) -> None:
+        """Remember `url` as the source of `name` without loading it (TorchServe's 0 workers)."""
+        if self.is_registered(name):
+            raise ModelAlreadyLoaded(
+                f"model {name} is already registered; unregister it first to register it again"
+            )
+        self.sources[name] = self.disk.stores.admit(url)
+
+    async def unregister(self, name: str) -> None:
+        """Unload `name` if it is loaded, and forget the URL it was registered with."""
+        resident = self.memory.get(name)
+        if resident is not None and resident.state is State.LOADED:
+            await self.unload(name)
+        self.sources.pop(name, None)
+
+    def is_registered(self, name: str) -> bool:
+        """Registered with a URL, loaded or loading: what TorchServe's API calls registered."""
+        return name in self.sources or name in self.memory.residents or name in self._loads
+
     def _revalidate_in_background(self, name: str) -> None:
         """Check a loaded model's artifact against the store when due; unload it if replaced."""
         if name in self._revalidations or not self.disk.revalidation_due(name):

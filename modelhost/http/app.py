@@ -4,21 +4,23 @@ observer is given, the observability routes and the middleware that measures eve
 from __future__ import annotations
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.routing import Route
-from starlette.types import ASGIApp
 
 from modelhost.errors import ModelhostError
-from modelhost.http.errors import handle_modelhost_error
+from modelhost.http.errors import handle_http_exception, handle_modelhost_error
 from modelhost.http.invocations import ROUTES as INVOCATION_ROUTES
-from modelhost.http.invocations import Invocations, in_front_of
+from modelhost.http.invocations import InFront, Invocations
 from modelhost.http.middleware import ObserveMiddleware
 from modelhost.http.observe import ObserveRoutes
+from modelhost.http.oip import OipRoutes
+from modelhost.http.openapi import OpenApiRoute
 from modelhost.http.routes import Routes
 from modelhost.observe.observer import Observer
 
 
-def build_app(routes: Routes, observer: Observer | None = None) -> ASGIApp:
+def build_app(routes: Routes, observer: Observer | None = None) -> InFront:
     settings = routes.settings
     invocations = Invocations(
         routes.host, settings.max_request_bytes, settings.single_model, observer
@@ -31,10 +33,21 @@ def build_app(routes: Routes, observer: Observer | None = None) -> ASGIApp:
         Route("/models/{model:path}", routes.describe_model, methods=["GET"]),
         Route("/models/{model:path}", routes.unload_model, methods=["DELETE"]),
         *(Route(path, invocations, methods=["POST"]) for path in INVOCATION_ROUTES),
+        *OipRoutes(routes).routes(),
     ]
+    served += ObserveRoutes(observer).routes() if observer else []
     app = Starlette(
-        routes=served + (ObserveRoutes(observer).routes() if observer else []),
-        middleware=[Middleware(ObserveMiddleware, observer=observer)] if observer else [],
-        exception_handlers={ModelhostError: handle_modelhost_error},
+        routes=[*served, OpenApiRoute(served, "main")],
+        middleware=observe_middleware(observer, served) if observer else [],
+        exception_handlers={
+            ModelhostError: handle_modelhost_error,
+            HTTPException: handle_http_exception,
+        },
     )
-    return in_front_of(app, invocations)
+    return InFront(app, invocations)
+
+
+def observe_middleware(observer: Observer, served: list[Route]) -> list[Middleware]:
+    """Invocations the framework routes (OIP's infer) are observed from their responses."""
+    infer_routes = frozenset(r.path for r in served if r.path.endswith("/infer"))
+    return [Middleware(ObserveMiddleware, observer=observer, invocation_routes=infer_routes)]

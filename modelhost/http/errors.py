@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -44,3 +45,15 @@ def error_response(status: int, type_name: str, message: str) -> JSONResponse:
 async def handle_modelhost_error(request: Request, error: Exception) -> Response:
     assert isinstance(error, errors.ModelhostError)
     return error_response(status_of(error), type(error).__name__, str(error))
+
+
+async def handle_http_exception(request: Request, error: Exception) -> Response:
+    """Starlette's own refusals (no such route, method not allowed) in the error shape the path's
+    protocol uses, not as plain text."""
+    assert isinstance(error, HTTPException)
+    message = f"{request.method} {request.url.path}: {error.detail}"
+    if request.url.path.startswith("/v2"):
+        return JSONResponse({"error": message}, error.status_code, error.headers)
+    response = error_response(error.status_code, "HTTPException", message)
+    response.headers.update(error.headers or {})
+    return response

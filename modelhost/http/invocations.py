@@ -12,7 +12,10 @@ from __future__ import annotations
 import time
 import urllib.parse
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.applications import Starlette
+from starlette.responses import Response
+from starlette.routing import BaseRoute
+from starlette.types import Receive, Scope, Send
 
 from modelhost.config import format_bytes
 from modelhost.errors import BadRequestBody, ModelhostError, PayloadTooLarge
@@ -163,13 +166,22 @@ def _params(scope: Scope, headers: dict[str, str]) -> dict[str, str]:
 
 
 def _reply_headers(result: Result) -> list[tuple[bytes, bytes]]:
-    timing = ", ".join(f"{part};dur={ms:.3f}" for part, ms in result.timings_ms.items())
     return [
         (b"content-type", result.content_type.encode("latin-1")),
         (b"content-length", str(len(result.body)).encode()),
         (b"x-modelhost-cache", result.cache.encode()),
-        (b"server-timing", timing.encode()),
+        (b"server-timing", server_timing(result).encode()),
     ]
+
+
+def server_timing(result: Result) -> str:
+    return ", ".join(f"{part};dur={ms:.3f}" for part, ms in result.timings_ms.items())
+
+
+def invocation_response(result: Result) -> Response:
+    """The same reply as a Starlette response, for an invocation the framework routes (OIP)."""
+    headers = {"X-Modelhost-Cache": result.cache, "Server-Timing": server_timing(result)}
+    return Response(result.body, media_type=result.content_type, headers=headers)
 
 
 def too_large(size: int, limit: int) -> str:
@@ -179,13 +191,20 @@ def too_large(size: int, limit: int) -> str:
     )
 
 
-def in_front_of(app: ASGIApp, invocations: Invocations) -> ASGIApp:
-    """Invocations answered at once; every other request goes on to `app`."""
+class InFront:
+    """Invocations answered at once; every other request goes on to the framework's `app`."""
 
-    async def front(scope: Scope, receive: Receive, send: Send) -> None:
+    def __init__(self, app: Starlette, invocations: Invocations) -> None:
+        self.app = app
+        self.invocations = invocations
+
+    @property
+    def routes(self) -> list[BaseRoute]:
+        """The framework's route table, which lists the invocation routes too."""
+        return self.app.routes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] == "POST" and route_of(scope["path"]):
-            await invocations(scope, receive, send)
+            await self.invocations(scope, receive, send)
         else:
-            await app(scope, receive, send)
-
-    return front
+            await self.app(scope, receive, send)

@@ -1,6 +1,8 @@
 """ASGI middleware that turns every request and its response into an `Exchange` for the observer:
-route template, status, bytes in and out, latency, and for errors the `type` of the JSON error
-body. Invocations never pass here: `invocations` answers and observes them itself."""
+route template, status, bytes in and out, latency; for invocations the framework routes (OIP's
+infer) the cache tier and latency parts from the response's own headers; for errors the `type`
+of the JSON error body. The SageMaker and TorchServe invocation routes never pass here:
+`invocations` answers and observes them itself."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from typing import Any
 from prometheus_client import Gauge
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from modelhost.observe.exchange import Exchange
+from modelhost.observe.exchange import Exchange, parse_server_timing
 from modelhost.observe.observer import Observer
 
 MAX_ERROR_BODY_BYTES = 64 * 1024
@@ -23,10 +25,12 @@ class ObserveMiddleware:
         self,
         app: ASGIApp,
         observer: Observer,
+        invocation_routes: frozenset[str] = frozenset(),
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.app = app
         self.observer = observer
+        self.invocation_routes = invocation_routes
         self.clock = clock
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -53,7 +57,10 @@ class ObserveMiddleware:
             duration_s=self.clock() - watch.started_at,
             bytes_in=watch.bytes_in,
             bytes_out=watch.bytes_out,
+            invocation=route in self.invocation_routes,
             model=scope.get("path_params", {}).get("model"),
+            cache=watch.headers.get(b"x-modelhost-cache", b"").decode() or None,
+            timings_ms=parse_server_timing(watch.headers.get(b"server-timing", b"").decode()),
             error=watch.error_type(),
         )
 

@@ -19,9 +19,11 @@ from modelhost.errors import (
     BadRequestBody,
     Forbidden,
     ModelNotLoaded,
+    PayloadTooLarge,
     Unauthorized,
 )
 from modelhost.host import ModelHost
+from modelhost.http.invocations import too_large
 from modelhost.observe.usage import ModelUsage
 
 DEFAULT_PAGE_SIZE = 100
@@ -52,13 +54,27 @@ class Routes:
             {"status": "Healthy" if healthy else "Unhealthy"}, 200 if healthy else 503
         )
 
+    async def read_body(self, request: Request) -> bytes:
+        """The body of a request the framework routes (OIP's infer), within max_request_size."""
+        limit = self.settings.max_request_bytes
+        declared = int(request.headers.get("content-length") or 0)
+        if declared > limit:
+            raise PayloadTooLarge(too_large(declared, limit))
+        chunks, received = [], 0
+        async for chunk in request.stream():
+            received += len(chunk)
+            if received > limit:
+                raise PayloadTooLarge(too_large(received, limit))
+            chunks.append(chunk)
+        return b"".join(chunks)
+
     async def stats(self, request: Request) -> Response:
         return JSONResponse(self.host.stats())
 
     # management -------------------------------------------------------------------------
 
     async def load_model(self, request: Request) -> Response:
-        self._authorize(request)
+        self.authorize(request)
         spec = await json_body(request)
         name, url = spec.get("model_name"), spec.get("url")
         if not isinstance(name, str) or not isinstance(url, str):
@@ -97,7 +113,7 @@ class Routes:
         return JSONResponse(description)
 
     async def unload_model(self, request: Request) -> Response:
-        self._authorize(request)
+        self.authorize(request)
         name = request.path_params["model"]
         freed = await self.host.unload(name)
         return JSONResponse(
@@ -107,7 +123,7 @@ class Routes:
     def describe(self, name: str) -> dict[str, Any]:
         return {**self.host.describe(name), "counters": self.usage.for_model(name)}
 
-    def _authorize(self, request: Request) -> None:
+    def authorize(self, request: Request) -> None:
         """Loopback callers may manage models; others only with the configured bearer token."""
         if is_loopback(request.client.host if request.client else ""):
             return

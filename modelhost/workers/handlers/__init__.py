@@ -41,6 +41,7 @@ RUNTIME_MODULES: tuple[str, ...] = (
     "sklearn.cluster",
     "modelhost.workers.codecs",
     "modelhost.workers.handlers.select",
+    "modelhost.workers.handlers.oip",
 )
 
 USER_MODULE_PREFIX = "modelhost_user_"
@@ -59,9 +60,10 @@ __all__ = [
 
 def load_handler(artifact: Path, model_name: str) -> Handler:
     """Build the handler an unpacked artifact (file or folder) calls for; see `select`."""
+    from modelhost.workers.handlers.oip import SpeaksOip
     from modelhost.workers.handlers.select import load_handler as select_and_load
 
-    return select_and_load(artifact, model_name)
+    return SpeaksOip(select_and_load(artifact, model_name))  # every handler answers OIP too
 
 
 @contextmanager

@@ -1,0 +1,503 @@
+"""The OpenAPI 3.1 document of every route, served at `GET /openapi.json`: the source of truth for
+docs/api.md (`python -m modelhost.http.openapi` writes it). A route with no entry in
+`OPERATIONS` fails the build of the document, so an undocumented route cannot ship."""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Sequence
+from importlib import metadata
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+Schema = dict[str, Any]
+_JSON = "application/json"
+
+ERROR: Schema = {
+    "type": "object",
+    "required": ["code", "type", "message"],
+    "properties": {
+        "code": {"type": "integer"},
+        "type": {"type": "string"},
+        "message": {"type": "string", "description": "what went wrong and what to do"},
+    },
+}
+OIP_ERROR: Schema = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {"error": {"type": "string"}},
+}
+OBJECT: Schema = {"type": "object"}
+ANY: Schema = {}
+STATUS: Schema = {
+    "type": "object",
+    "required": ["status"],
+    "properties": {"status": {"type": "string"}},
+}
+TENSOR: Schema = {
+    "type": "object",
+    "required": ["name", "shape", "datatype"],
+    "properties": {
+        "name": {"type": "string"},
+        "shape": {"type": "array", "items": {"type": "integer", "minimum": 0}},
+        "datatype": {
+            "enum": ["BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32"]
+            + ["INT64", "FP16", "FP32", "FP64", "BYTES"]
+        },
+        "parameters": OBJECT,
+        "data": {"type": "array"},
+    },
+}
+INFER_REQUEST: Schema = {
+    "type": "object",
+    "required": ["inputs"],
+    "properties": {
+        "id": {"type": "string"},
+        "parameters": OBJECT,
+        "inputs": {"type": "array", "items": TENSOR},
+        "outputs": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["name"],
+                "properties": {"name": {"type": "string"}, "parameters": OBJECT},
+            },
+        },
+    },
+}
+INFER_RESPONSE: Schema = {
+    "type": "object",
+    "required": ["model_name", "outputs"],
+    "properties": {
+        "model_name": {"type": "string"},
+        "model_version": {"type": "string"},
+        "id": {"type": "string"},
+        "outputs": {"type": "array", "items": TENSOR},
+    },
+}
+LIVE: Schema = {"type": "object", "required": ["live"], "properties": {"live": {"type": "boolean"}}}
+READY: Schema = {
+    "type": "object",
+    "required": ["ready"],
+    "properties": {"ready": {"type": "boolean"}},
+}
+MODEL_READY: Schema = {
+    "type": "object",
+    "required": ["name", "ready"],
+    "properties": {"name": {"type": "string"}, "ready": {"type": "boolean"}},
+}
+REPOSITORY_INDEX: Schema = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "required": ["name", "state"],
+        "properties": {
+            "name": {"type": "string"},
+            "version": {"type": "string"},
+            "state": {"enum": ["READY", "LOADING", "UNLOADING", "UNAVAILABLE"]},
+            "reason": {"type": "string"},
+        },
+    },
+}
+MODEL_PAGE: Schema = {
+    "type": "object",
+    "required": ["models"],
+    "properties": {
+        "models": {"type": "array", "items": OBJECT},
+        "nextPageToken": {"type": "string"},
+        "next_page_token": {"type": "string"},
+    },
+}
+
+INVOKE_BODY = {
+    "application/json": ANY,
+    "text/csv": {"type": "string"},
+    "application/x-npy": {"type": "string", "format": "binary"},
+}
+MODEL = {"name": "model", "in": "path", "required": True, "schema": {"type": "string"}}
+VERSION = {"name": "version", "in": "path", "required": True, "schema": {"type": "string"}}
+PAGE = [
+    {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1}},
+    {"name": "next_page_token", "in": "query", "schema": {"type": "string"}},
+]
+METHOD = {
+    "name": "method",
+    "in": "query",
+    "schema": {"enum": ["predict", "predict_proba"]},
+    "description": "the estimator method to run (built-in handlers)",
+}
+
+REASONS = {
+    200: "OK",
+    202: "accepted: loading in the background",
+    400: "the request cannot be decoded or is invalid",
+    401: "management call without the configured bearer token",
+    403: "management call from outside loopback, or a URL outside allowed_urls",
+    404: "no such model (in the store, or loaded where the call asks for it)",
+    409: "the model is already loaded or registered",
+    413: "the body is larger than max_request_size",
+    429: "the model's queue (job_queue_size) or the server (max_concurrency) is full; retry "
+    "after Retry-After",
+    500: "the handler raised, or the model could not be loaded",
+    502: "the model store refused or kept failing",
+    503: "shutting down, or the worker died mid-request; a retry is safe",
+    504: "no answer within default_response_timeout, or the model store sent nothing for "
+    "store_timeout_s",
+    507: "the model cannot fit in the memory or disk budget",
+}
+INVOKE_ERRORS = (400, 404, 413, 429, 500, 502, 503, 504, 507)
+LOAD_ERRORS = (400, 401, 403, 404, 409, 500, 502, 503, 504, 507)
+
+
+def responses(
+    ok: dict[str, Schema] | None,
+    errors: Sequence[int] = (),
+    error: Schema = ERROR,
+    also: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A 200 with the given media types (None: no body), and each error status in `errors`."""
+    table: dict[str, Any] = {"200": {"description": "OK"}}
+    if ok:
+        table["200"]["content"] = {kind: {"schema": schema} for kind, schema in ok.items()}
+    for status in errors:
+        table[str(status)] = {
+            "description": REASONS[status],
+            "content": {"application/json": {"schema": error}},
+        }
+    table.update(also or {})
+    return table
+
+
+def json_response(status: int, description: str, schema: Schema) -> dict[str, Any]:
+    """One more documented response, with a JSON body."""
+    return {str(status): {"description": description, "content": {_JSON: {"schema": schema}}}}
+
+
+def operation(
+    summary: str,
+    tag: str,
+    ok: dict[str, Schema] | None,
+    errors: Sequence[int] = (),
+    *,
+    parameters: Sequence[Schema] = (),
+    body: dict[str, Schema] | None = None,
+    body_required: bool = True,
+    error: Schema = ERROR,
+    also: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    described: dict[str, Any] = {
+        "summary": summary,
+        "tags": [tag],
+        "responses": responses(ok, errors, error, also),
+    }
+    if parameters:
+        described["parameters"] = list(parameters)
+    if any(p["in"] == "path" for p in parameters) and "404" not in described["responses"]:
+        described["responses"]["404"] = {  # a name no route matches, e.g. with a line break
+            "description": REASONS[404],
+            "content": {_JSON: {"schema": error}},
+        }
+    if body:
+        content = {kind: {"schema": schema} for kind, schema in body.items()}
+        described["requestBody"] = {"required": body_required, "content": content}
+    return described
+
+
+def _invoke(summary: str, tag: str, extra: Sequence[Schema] = ()) -> dict[str, Any]:
+    any_body = {"*/*": {"type": "string", "format": "binary"}}
+    return operation(
+        summary, tag, any_body, INVOKE_ERRORS, parameters=[*extra, METHOD], body=INVOKE_BODY
+    )
+
+
+def _oip(
+    summary: str, ok: dict[str, Schema] | None, errors: Sequence[int] = (), **kw: Any
+) -> dict[str, Any]:
+    return operation(summary, "Open Inference Protocol", ok, errors, error=OIP_ERROR, **kw)
+
+
+def _oip_infer(parameters: Sequence[Schema]) -> dict[str, Any]:
+    header_length = {
+        "name": "Inference-Header-Content-Length",
+        "in": "header",
+        "schema": {"type": "integer", "minimum": 0},
+        "description": "binary tensor data: the length of the JSON header that starts the body",
+    }
+    binary = {"type": "string", "format": "binary"}
+    return _oip(
+        "infer with typed tensors (JSON, or a JSON header and binary tensor data)",
+        {"application/json": INFER_RESPONSE, "application/octet-stream": binary},
+        INVOKE_ERRORS,
+        parameters=[*parameters, header_length],
+        body={"application/json": INFER_REQUEST, "application/octet-stream": binary},
+    )
+
+
+_SAGEMAKER, _TORCHSERVE, _OBSERVE = "SageMaker", "TorchServe", "Observability"
+_OIP_MODEL = (MODEL,)
+_OIP_VERSION = (MODEL, VERSION)
+
+# (method, path) → operation; paths as the app declares them, with Starlette's `:path`
+OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
+    ("GET", "/ping"): operation(
+        "health: 200 once ready, 503 while starting or stopping",
+        _SAGEMAKER,
+        {_JSON: STATUS},
+        also=json_response(503, REASONS[503], STATUS),
+    ),
+    ("GET", "/stats"): operation(
+        "memory and disk budgets and use; workers", _OBSERVE, {_JSON: OBJECT}
+    ),
+    ("POST", "/invocations"): _invoke(
+        "invoke the model named by X-Amzn-SageMaker-Target-Model (or --single-model)",
+        _SAGEMAKER,
+        [
+            {"name": "X-Amzn-SageMaker-Target-Model", "in": "header", "schema": {"type": "string"}},
+            {
+                "name": "X-Amzn-SageMaker-Custom-Attributes",
+                "in": "header",
+                "schema": {"type": "string"},
+            },
+        ],
+    ),
+    ("GET", "/models"): operation(
+        "models known to the server, paginated",
+        _SAGEMAKER,
+        {_JSON: MODEL_PAGE},
+        (400,),
+        parameters=PAGE,
+    ),
+    ("POST", "/models"): operation(
+        'load {"model_name", "url"}',
+        _SAGEMAKER,
+        {_JSON: OBJECT},
+        LOAD_ERRORS,
+        body={
+            _JSON: {
+                "type": "object",
+                "required": ["model_name", "url"],
+                "properties": {"model_name": {"type": "string"}, "url": {"type": "string"}},
+            }
+        },
+    ),
+    ("POST", "/models/{model:path}/invoke"): _invoke(
+        "invoke (SageMaker multi-model container contract)", _SAGEMAKER, _OIP_MODEL
+    ),
+    ("GET", "/models/{model:path}"): operation(
+        "describe a loaded model", _SAGEMAKER, {_JSON: OBJECT}, (400, 404), parameters=_OIP_MODEL
+    ),
+    ("DELETE", "/models/{model:path}"): operation(
+        "unload, after in-flight requests finish",
+        _SAGEMAKER,
+        {_JSON: OBJECT},
+        (400, 401, 403, 404),
+        parameters=_OIP_MODEL,
+    ),
+    ("POST", "/predictions/{model:path}"): _invoke(
+        "invoke (TorchServe / MMS clients)", _TORCHSERVE, _OIP_MODEL
+    ),
+    ("GET", "/"): operation("the dashboard", _OBSERVE, {"text/html": {"type": "string"}}),
+    ("GET", "/metrics"): operation(
+        "Prometheus metrics", _OBSERVE, {"text/plain": {"type": "string"}}
+    ),
+    ("GET", "/events"): operation(
+        "the live event stream (server-sent events)",
+        _OBSERVE,
+        {"text/event-stream": {"type": "string"}},
+        (400,),
+        parameters=[
+            {"name": "model", "in": "query", "schema": {"type": "string"}},
+            {"name": "last_event_id", "in": "query", "schema": {"type": "integer", "minimum": 0}},
+            {"name": "Last-Event-ID", "in": "header", "schema": {"type": "integer", "minimum": 0}},
+        ],
+    ),
+    ("GET", "/openapi.json"): operation("this document", "Meta", {_JSON: OBJECT}),
+    # Open Inference Protocol
+    ("GET", "/v2"): _oip(
+        "server metadata: name, version, extensions",
+        {
+            _JSON: {
+                "type": "object",
+                "required": ["name", "version", "extensions"],
+                "properties": {"extensions": {"type": "array", "items": {"type": "string"}}},
+            }
+        },
+    ),
+    ("GET", "/v2/health/live"): _oip("liveness", {_JSON: LIVE}),
+    ("GET", "/v2/health/ready"): _oip(
+        "readiness: 200 when ready, 400 when not (the protocol asks for a 4xx)",
+        {_JSON: READY},
+        also=json_response(400, "not ready", READY),
+    ),
+    ("POST", "/v2/repository/index"): _oip(
+        "the models known to the server and their state",
+        {_JSON: REPOSITORY_INDEX},
+        (400,),
+        body={_JSON: {"type": "object", "properties": {"ready": {"type": "boolean"}}}},
+        body_required=False,
+    ),
+    ("POST", "/v2/repository/models/{model:path}/load"): _oip(
+        "load from the store, or from parameters.url",
+        None,
+        LOAD_ERRORS,
+        parameters=_OIP_MODEL,
+        body={_JSON: {"type": "object", "properties": {"parameters": OBJECT}}},
+        body_required=False,
+    ),
+    ("POST", "/v2/repository/models/{model:path}/unload"): _oip(
+        "unload (a model not loaded is already unloaded)",
+        None,
+        (401, 403),
+        parameters=_OIP_MODEL,
+    ),
+    ("GET", "/v2/models/{model:path}"): _oip(
+        "model metadata", {_JSON: OBJECT}, (404,), parameters=_OIP_MODEL
+    ),
+    ("GET", "/v2/models/{model:path}/versions/{version}"): _oip(
+        "model metadata (version 1, the only one)", {_JSON: OBJECT}, (404,), parameters=_OIP_VERSION
+    ),
+    ("GET", "/v2/models/{model:path}/ready"): _oip(
+        "model readiness: 200 when loaded, 400 when not",
+        {_JSON: MODEL_READY},
+        (404,),
+        parameters=_OIP_MODEL,
+        also=json_response(400, "not loaded", MODEL_READY),
+    ),
+    ("GET", "/v2/models/{model:path}/versions/{version}/ready"): _oip(
+        "model readiness (version 1)",
+        {_JSON: MODEL_READY},
+        (404,),
+        parameters=_OIP_VERSION,
+        also=json_response(400, "not loaded", MODEL_READY),
+    ),
+    ("POST", "/v2/models/{model:path}/infer"): _oip_infer(_OIP_MODEL),
+    ("POST", "/v2/models/{model:path}/versions/{version}/infer"): _oip_infer(_OIP_VERSION),
+}
+
+# TorchServe's management API, on --management-port
+TORCHSERVE_OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
+    ("POST", "/models"): operation(
+        "register a model from url; load it now when initial_workers > 0",
+        _TORCHSERVE,
+        {_JSON: STATUS},
+        LOAD_ERRORS,
+        parameters=[
+            {"name": "url", "in": "query", "required": True, "schema": {"type": "string"}},
+            {"name": "model_name", "in": "query", "schema": {"type": "string"}},
+            {"name": "initial_workers", "in": "query", "schema": {"type": "integer", "minimum": 0}},
+            {"name": "synchronous", "in": "query", "schema": {"type": "boolean"}},
+        ],
+        also=json_response(202, REASONS[202], STATUS),
+    ),
+    ("GET", "/models"): operation(
+        "registered models, paginated",
+        _TORCHSERVE,
+        {_JSON: MODEL_PAGE},
+        (400,),
+        parameters=[
+            {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1}},
+            {"name": "next_page_token", "in": "query", "schema": {"type": "integer", "minimum": 0}},
+        ],
+    ),
+    ("GET", "/models/{model:path}"): operation(
+        "describe: a list of one description",
+        _TORCHSERVE,
+        {_JSON: {"type": "array", "items": OBJECT}},
+        (404,),
+        parameters=_OIP_MODEL,
+    ),
+    ("DELETE", "/models/{model:path}"): operation(
+        "unregister: unload, and forget its URL",
+        _TORCHSERVE,
+        {_JSON: STATUS},
+        (401, 403, 404, 503),
+        parameters=_OIP_MODEL,
+    ),
+    ("GET", "/openapi.json"): operation("this document", "Meta", {_JSON: OBJECT}),
+}
+
+FLAVOURS = {
+    "main": ("modelhost", OPERATIONS),
+    "torchserve": ("modelhost: TorchServe management API", TORCHSERVE_OPERATIONS),
+}
+
+
+def openapi_path(starlette_path: str) -> str:
+    """`/models/{model:path}` → `/models/{model}`."""
+    return re.sub(r"\{(\w+):\w+\}", r"{\1}", starlette_path)
+
+
+def route_keys(routes: Sequence[BaseRoute]) -> set[tuple[str, str]]:
+    """(method, path) of each route, HEAD left out (Starlette adds it to every GET)."""
+    return {
+        (method, route.path)
+        for route in routes
+        if isinstance(route, Route)
+        for method in route.methods or ()
+        if method != "HEAD"
+    }
+
+
+def document(routes: Sequence[BaseRoute], flavour: str) -> dict[str, Any]:
+    """The document of `routes`; KeyError names a route that has no entry in the table."""
+    title, table = FLAVOURS[flavour]
+    paths: dict[str, dict[str, Any]] = {}
+    for method, path in sorted(route_keys(routes)):
+        if (method, path) not in table:
+            raise KeyError(f"{method} {path} has no entry in modelhost.http.openapi")
+        paths.setdefault(openapi_path(path), {})[method.lower()] = table[(method, path)]
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": title, "version": metadata.version("modelhost")},
+        "paths": paths,
+    }
+
+
+class OpenApiRoute(Route):
+    """`GET /openapi.json`: the document of the routes given, and of itself."""
+
+    def __init__(self, served: Sequence[BaseRoute], flavour: str) -> None:
+        super().__init__("/openapi.json", self.serve, methods=["GET"])
+        self.document = document([*served, self], flavour)
+
+    async def serve(self, request: Request) -> Response:
+        return JSONResponse(self.document)
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    """A table of the document's operations: what docs/api.md holds."""
+    lines = [f"## {doc['info']['title']}", "", "| method | path | what it does | statuses |"]
+    lines.append("|---|---|---|---|")
+    for path, methods in doc["paths"].items():
+        for method, described in methods.items():
+            statuses = ", ".join(sorted(described["responses"]))
+            lines.append(f"| {method.upper()} | `{path}` | {described['summary']} | {statuses} |")
+    return "\n".join(lines) + "\n"
+
+
+def table_document(flavour: str) -> dict[str, Any]:
+    """The document of every operation in a table (an app built with an observer serves all)."""
+    title, table = FLAVOURS[flavour]
+    paths: dict[str, dict[str, Any]] = {}
+    for (method, path), described in table.items():
+        paths.setdefault(openapi_path(path), {})[method.lower()] = described
+    return {"info": {"title": title}, "paths": paths}
+
+
+def api_markdown() -> str:
+    """docs/api.md: the operations of both documents."""
+    header = (
+        "# HTTP API\n\nGenerated from the OpenAPI documents the server serves at "
+        "`GET /openapi.json` (on the main port, and on `--management-port` for TorchServe's "
+        "management API); regenerate with `python -m modelhost.http.openapi > docs/api.md`. The "
+        "documents hold the parameters and the request and response schemas.\n\n"
+    )
+    return header + "\n".join(markdown(table_document(flavour)) for flavour in FLAVOURS)
+
+
+if __name__ == "__main__":
+    sys.stdout.write(api_markdown())

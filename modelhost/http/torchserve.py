@@ -1,0 +1,171 @@
+"""TorchServe's management API (register, describe, unregister, list), served on its own port as
+TorchServe serves it (8081), with TorchServe's status codes and JSON shapes. The main port keeps
+SageMaker's management calls, which share the paths but not the shapes (see docs/decisions.md).
+
+A model here has one version, "1.0", and runs in one worker at a time; `initial_workers` says
+whether to load it now (1 or more) or on its first request (0, TorchServe's default).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import PurePosixPath
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from modelhost.errors import BadRequestBody, ModelAlreadyLoaded, ModelhostError, ModelNotFound
+from modelhost.http.errors import handle_http_exception, handle_modelhost_error
+from modelhost.http.openapi import OpenApiRoute
+from modelhost.http.routes import Routes, page_size
+
+MODEL_VERSION = "1.0"
+ARCHIVE_SUFFIXES = (".mar", ".tar.gz", ".tgz", ".tar", ".zip")
+
+
+def build_management_app(routes: Routes) -> Starlette:
+    served = TorchServeManagement(routes).routes()
+    return Starlette(
+        routes=[*served, OpenApiRoute(served, "torchserve")],
+        exception_handlers={
+            ModelhostError: handle_modelhost_error,
+            HTTPException: handle_http_exception,
+        },
+    )
+
+
+class TorchServeManagement:
+    def __init__(self, routes: Routes) -> None:
+        self.http = routes
+        self.host = routes.host
+        self._loads: set[asyncio.Task[Any]] = set()  # asynchronous registrations under way
+
+    def routes(self) -> list[Route]:
+        return [
+            Route("/models", self.register, methods=["POST"]),
+            Route("/models", self.list_models, methods=["GET"]),
+            Route("/models/{model:path}", self.describe, methods=["GET"]),
+            Route("/models/{model:path}", self.unregister, methods=["DELETE"]),
+        ]
+
+    async def register(self, request: Request) -> Response:
+        """`?url=…&model_name=…&initial_workers=N&synchronous=true|false`."""
+        self.http.authorize(request)
+        query = request.query_params
+        url = query.get("url")
+        if not url:
+            raise BadRequestBody("Parameter url is required.")
+        name = query.get("model_name") or name_from_url(url)
+        workers = count(query.get("initial_workers"), "initial_workers")
+        if self.host.is_registered(name):
+            raise ModelAlreadyLoaded(
+                f"Model version {MODEL_VERSION} is already registered for model {name}"
+            )
+        if workers == 0:
+            self.host.register(name, url)
+            return status(
+                f'Model "{name}" Version: {MODEL_VERSION} registered with 0 initial workers. '
+                "It loads on its first request."
+            )
+        if query.get("synchronous", "true").lower() == "false":
+            self.host.register(name, url)
+            self._load_in_background(name)
+            return status("Processing worker updates...", 202)
+        await self.host.register_and_load(name, url)
+        return status(
+            f'Model "{name}" Version: {MODEL_VERSION} registered with {workers} initial workers'
+        )
+
+    async def list_models(self, request: Request) -> Response:
+        """Registered models, `limit` at a time; `nextPageToken` is the next page's offset."""
+        query = request.query_params
+        limit = page_size(query.get("limit"))
+        start = count(query.get("next_page_token"), "next_page_token")
+        names = sorted(name for name in self.host.model_names() if self.host.is_registered(name))
+        page = names[start : start + limit]
+        body: dict[str, Any] = {
+            "models": [{"modelName": n, "modelUrl": self.host.source_of(n)} for n in page]
+        }
+        if start + limit < len(names):
+            body["nextPageToken"] = str(start + limit)
+        return JSONResponse(body)
+
+    async def describe(self, request: Request) -> Response:
+        """A list of one description, as TorchServe answers for a model's versions."""
+        name = self._registered(request)
+        facts = self.host.describe(name)
+        return JSONResponse([describe(facts)])
+
+    async def unregister(self, request: Request) -> Response:
+        self.http.authorize(request)
+        name = self._registered(request)
+        await self.host.unregister(name)
+        return status(f'Model "{name}" unregistered')
+
+    def _registered(self, request: Request) -> str:
+        name: str = request.path_params["model"]
+        if not self.host.is_registered(name):
+            raise ModelNotFound(f"Model not found: {name}")
+        return name
+
+    def _load_in_background(self, name: str) -> None:
+        task = asyncio.ensure_future(self._load(name))
+        self._loads.add(task)
+        task.add_done_callback(self._loads.discard)
+
+    async def _load(self, name: str) -> None:
+        with contextlib.suppress(ModelhostError):  # the failure is an event, as every load's
+            await self.host.ensure_loaded(name)
+
+
+def describe(facts: dict[str, Any]) -> dict[str, Any]:
+    """TorchServe's description of a model, from `ModelHost.describe`."""
+    workers = [
+        {
+            "id": str(worker["id"]),
+            "startTime": facts["loadedAt"],
+            "status": "READY" if facts["state"] == "loaded" else "LOADING",
+            "memoryUsage": facts["memoryBytes"],
+            "pid": worker["pid"],
+            "gpu": False,
+        }
+        for worker in facts["workers"]
+    ]
+    return {
+        "modelName": facts["modelName"],
+        "modelVersion": MODEL_VERSION,
+        "modelUrl": facts["modelUrl"],
+        "runtime": "python",
+        "minWorkers": len(workers),
+        "maxWorkers": len(workers),
+        "batchSize": 1,
+        "maxBatchDelay": 0,
+        "loadedAtStartup": False,
+        "workers": workers,
+    }
+
+
+def name_from_url(url: str) -> str:
+    """TorchServe's default model name: the archive's file name without its extension."""
+    base = PurePosixPath(url.rstrip("/")).name
+    for suffix in ARCHIVE_SUFFIXES:
+        if base.lower().endswith(suffix):
+            return base[: -len(suffix)] or base
+    return base.rsplit(".", 1)[0] or base
+
+
+def count(text: str | None, name: str) -> int:
+    if text is None or text == "":
+        return 0
+    if not text.isdigit():
+        raise BadRequestBody(f"invalid {name} {text!r}: give a whole number, 0 or more")
+    return int(text)
+
+
+def status(message: str, code: int = 200) -> JSONResponse:
+    return JSONResponse({"status": message}, code)

@@ -1,0 +1,326 @@
+"""Open Inference Protocol (KServe v2) tensors, worker-side: an inference request's body (JSON, or
+a JSON header followed by binary tensor data) to typed tensors and feature rows, and outputs to
+the response body, with binary data for the outputs the client asked to get that way."""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from modelhost.errors import BadRequestBody
+from modelhost.workers.oip_media import header_length_of, oip_media_type
+
+DTYPES: dict[str, np.dtype[Any]] = {
+    "BOOL": np.dtype(np.bool_),
+    "UINT8": np.dtype("<u1"),
+    "UINT16": np.dtype("<u2"),
+    "UINT32": np.dtype("<u4"),
+    "UINT64": np.dtype("<u8"),
+    "INT8": np.dtype("<i1"),
+    "INT16": np.dtype("<i2"),
+    "INT32": np.dtype("<i4"),
+    "INT64": np.dtype("<i8"),
+    "FP16": np.dtype("<f2"),
+    "FP32": np.dtype("<f4"),
+    "FP64": np.dtype("<f8"),
+    "BYTES": np.dtype(object),
+}
+_LENGTH = struct.Struct("<I")  # BYTES elements in binary data: a 4-byte little-endian length each
+
+
+@dataclass(frozen=True)
+class Tensor:
+    name: str
+    datatype: str
+    values: np.ndarray  # shaped as the tensor's shape; BYTES tensors hold bytes objects
+
+
+@dataclass(frozen=True)
+class RequestedOutput:
+    name: str
+    binary: bool
+
+
+@dataclass(frozen=True)
+class OipRequest:
+    id: str | None
+    inputs: list[Tensor]
+    outputs: list[RequestedOutput]
+    parameters: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def binary_by_default(self) -> bool:
+        """`binary_data_output`: every output in binary unless its own request says otherwise."""
+        return bool(self.parameters.get("binary_data_output", False))
+
+
+# ---------------------------------------------------------------------------- requests
+
+
+def decode_request(body: bytes, content_type: str) -> OipRequest:
+    """Parse an inference request: the JSON header, then each input's values."""
+    header_length = header_length_of(content_type)
+    header_bytes = body if header_length is None else body[:header_length]
+    document = _json_object(header_bytes)
+    binary = memoryview(body)[len(header_bytes) :]
+    inputs, offset = [], 0
+    for index, spec in enumerate(_list_of_objects(document, "inputs", required=True)):
+        tensor, used = _input(spec, index, binary[offset:])
+        inputs.append(tensor)
+        offset += used
+    if offset != len(binary):
+        raise BadRequestBody(
+            f"the body has {len(binary) - offset} bytes of binary data that no input's "
+            "binary_data_size accounts for"
+        )
+    return OipRequest(
+        id=_optional_str(document, "id"),
+        inputs=inputs,
+        outputs=[_requested(spec, document) for spec in _list_of_objects(document, "outputs")],
+        parameters=_parameters(document),
+    )
+
+
+def rows_of(request: OipRequest) -> np.ndarray:
+    """The inputs as a 2-D float array of rows: one input of shape [n, k] (or [k], one row), or
+    several inputs of shape [n] or [n, k] side by side as columns, in the order given."""
+    if len(request.inputs) == 1:
+        rows = _numbers(request.inputs[0])
+        rows = rows.reshape(1, -1) if rows.ndim == 1 else rows
+    else:
+        blocks = [_numbers(tensor) for tensor in request.inputs]
+        blocks = [block.reshape(-1, 1) if block.ndim == 1 else block for block in blocks]
+        if len({block.shape[0] for block in blocks}) != 1:
+            shapes = ", ".join(f"{t.name} {list(t.values.shape)}" for t in request.inputs)
+            raise BadRequestBody(f"inputs side by side need as many rows each: {shapes}")
+        rows = np.hstack(blocks)
+    if rows.size == 0:
+        raise BadRequestBody("the inputs hold no values")
+    return rows
+
+
+def _numbers(tensor: Tensor) -> np.ndarray:
+    if tensor.datatype == "BYTES":
+        raise BadRequestBody(
+            f"input {tensor.name} is BYTES; this model takes numbers (FP32, FP64, INT64, ...)"
+        )
+    if tensor.values.ndim not in (1, 2):
+        raise BadRequestBody(
+            f"input {tensor.name} has shape {list(tensor.values.shape)}; "
+            "send [rows, features] or [features]"
+        )
+    return tensor.values.astype(np.float64)
+
+
+def _input(spec: dict[str, Any], index: int, binary: memoryview) -> tuple[Tensor, int]:
+    name = _required_str(spec, "name", f"inputs[{index}]")
+    datatype = _datatype(spec, name)
+    shape = _shape(spec, name)
+    parameters = _parameters(spec)
+    size = parameters.get("binary_data_size")
+    if size is None:
+        if "data" not in spec:
+            raise BadRequestBody(f"input {name} has neither data nor binary_data_size")
+        return Tensor(name, datatype, _from_json(spec["data"], datatype, shape, name)), 0
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0 or size > len(binary):
+        raise BadRequestBody(
+            f"input {name}: binary_data_size {size!r} is not a byte count within the "
+            f"{len(binary)} bytes of binary data left"
+        )
+    return Tensor(name, datatype, _from_binary(bytes(binary[:size]), datatype, shape, name)), size
+
+
+def _from_json(data: Any, datatype: str, shape: list[int], name: str) -> np.ndarray:
+    if datatype == "BYTES":
+        flat = [item.encode() if isinstance(item, str) else item for item in _flatten(data)]
+        if not all(isinstance(item, bytes) for item in flat):
+            raise BadRequestBody(f"input {name} is BYTES: its data must be strings")
+        return _shaped(np.array(flat, dtype=object), shape, name)
+    try:
+        values = np.asarray(data, dtype=DTYPES[datatype])
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise BadRequestBody(f"input {name}: data is not {datatype} values ({exc})") from None
+    return _shaped(values.reshape(-1), shape, name)
+
+
+def _from_binary(chunk: bytes, datatype: str, shape: list[int], name: str) -> np.ndarray:
+    if datatype == "BYTES":
+        return _shaped(np.array(_split_bytes(chunk, name), dtype=object), shape, name)
+    dtype = DTYPES[datatype]
+    if len(chunk) % dtype.itemsize:
+        raise BadRequestBody(
+            f"input {name}: {len(chunk)} bytes is not a whole number of {datatype} values"
+        )
+    return _shaped(np.frombuffer(chunk, dtype=dtype), shape, name)
+
+
+def _split_bytes(chunk: bytes, name: str) -> list[bytes]:
+    items, offset = [], 0
+    while offset < len(chunk):
+        if offset + _LENGTH.size > len(chunk):
+            raise BadRequestBody(f"input {name}: BYTES data ends inside an element's length")
+        (length,) = _LENGTH.unpack_from(chunk, offset)
+        offset += _LENGTH.size
+        if offset + length > len(chunk):
+            raise BadRequestBody(f"input {name}: a BYTES element runs past the data sent")
+        items.append(chunk[offset : offset + length])
+        offset += length
+    return items
+
+
+def _shaped(flat: np.ndarray, shape: list[int], name: str) -> np.ndarray:
+    expected = int(np.prod(shape)) if shape else 1
+    if flat.size != expected:
+        raise BadRequestBody(
+            f"input {name}: shape {shape} holds {expected} values but {flat.size} were sent"
+        )
+    return flat.reshape(shape)
+
+
+def _flatten(data: Any) -> list[Any]:
+    if isinstance(data, list):
+        return [item for part in data for item in _flatten(part)]
+    return [data]
+
+
+def _requested(spec: dict[str, Any], document: dict[str, Any]) -> RequestedOutput:
+    name = _required_str(spec, "name", "outputs[]")
+    default = bool(_parameters(document).get("binary_data_output", False))
+    return RequestedOutput(name, bool(_parameters(spec).get("binary_data", default)))
+
+
+# ---------------------------------------------------------------------------- responses
+
+
+def encode_response(
+    model_name: str,
+    model_version: str,
+    request: OipRequest,
+    outputs: list[Tensor],
+) -> tuple[bytes, str]:
+    """The response body and its media type (with the header length when binary data follows)."""
+    header: dict[str, Any] = {"model_name": model_name}
+    if model_version:
+        header["model_version"] = model_version
+    if request.id is not None:
+        header["id"] = request.id
+    described, chunks = [], []
+    for tensor in outputs:
+        record: dict[str, Any] = {
+            "name": tensor.name,
+            "datatype": tensor.datatype,
+            "shape": list(tensor.values.shape),
+        }
+        if _wants_binary(request, tensor.name):
+            chunk = _to_binary(tensor)
+            record["parameters"] = {"binary_data_size": len(chunk)}
+            chunks.append(chunk)
+        else:
+            record["data"] = _to_json(tensor)
+        described.append(record)
+    header["outputs"] = described
+    header_bytes = json.dumps(header).encode()
+    if not chunks:
+        return header_bytes, "application/json"
+    return header_bytes + b"".join(chunks), oip_media_type(len(header_bytes))
+
+
+def tensor_of(name: str, values: Any) -> Tensor:
+    """Predictions as an output tensor, its datatype chosen from what they hold."""
+    array = np.asarray(values)
+    if array.dtype.kind in "USO":
+        items = [item if isinstance(item, bytes) else str(item).encode() for item in array.flat]
+        return Tensor(name, "BYTES", np.array(items, dtype=object).reshape(array.shape))
+    for datatype, dtype in DTYPES.items():
+        if datatype != "BYTES" and dtype == array.dtype.newbyteorder("<"):
+            return Tensor(name, datatype, array)
+    raise BadRequestBody(f"output {name} of type {array.dtype} has no Open Inference datatype")
+
+
+def _wants_binary(request: OipRequest, name: str) -> bool:
+    for output in request.outputs:
+        if output.name == name:
+            return output.binary
+    return request.binary_by_default
+
+
+def _to_json(tensor: Tensor) -> list[Any]:
+    if tensor.datatype == "BYTES":
+        return [item.decode("utf-8", "replace") for item in tensor.values.flat]
+    return list(tensor.values.reshape(-1).tolist())
+
+
+def _to_binary(tensor: Tensor) -> bytes:
+    if tensor.datatype == "BYTES":
+        return b"".join(_LENGTH.pack(len(item)) + item for item in tensor.values.flat)
+    return np.ascontiguousarray(tensor.values, dtype=DTYPES[tensor.datatype]).tobytes()
+
+
+# ---------------------------------------------------------------------------- JSON fields
+
+
+def _json_object(header: bytes) -> dict[str, Any]:
+    try:
+        document = json.loads(header)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadRequestBody(f"the inference request header is not valid JSON ({exc})") from None
+    if not isinstance(document, dict):
+        raise BadRequestBody('expected an inference request object: {"inputs": [...]}')
+    return document
+
+
+def _list_of_objects(
+    document: dict[str, Any], key: str, required: bool = False
+) -> list[dict[str, Any]]:
+    value = document.get(key)
+    if value is None and not required:
+        return []
+    if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+        raise BadRequestBody(f"'{key}' must be a list of objects")
+    if required and not value:
+        raise BadRequestBody(f"'{key}' must name at least one tensor")
+    return value
+
+
+def _parameters(spec: dict[str, Any]) -> dict[str, Any]:
+    parameters = spec.get("parameters") or {}
+    if not isinstance(parameters, dict):
+        raise BadRequestBody("'parameters' must be an object")
+    return parameters
+
+
+def _required_str(spec: dict[str, Any], key: str, where: str) -> str:
+    value = spec.get(key)
+    if not isinstance(value, str):
+        raise BadRequestBody(f"{where} needs '{key}' as a string")
+    return value
+
+
+def _optional_str(spec: dict[str, Any], key: str) -> str | None:
+    value = spec.get(key)
+    if value is not None and not isinstance(value, str):
+        raise BadRequestBody(f"'{key}' must be a string")
+    return value
+
+
+def _datatype(spec: dict[str, Any], name: str) -> str:
+    datatype = spec.get("datatype")
+    if datatype not in DTYPES:
+        raise BadRequestBody(
+            f"input {name}: datatype {datatype!r} is not one of {', '.join(DTYPES)}"
+        )
+    return str(datatype)
+
+
+def _shape(spec: dict[str, Any], name: str) -> list[int]:
+    shape = spec.get("shape")
+    valid = isinstance(shape, list) and all(
+        isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape
+    )
+    if not valid:
+        raise BadRequestBody(f"input {name}: shape must be a list of non-negative integers")
+    return list(shape)  # type: ignore[arg-type]

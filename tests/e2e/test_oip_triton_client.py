@@ -1,0 +1,93 @@
+"""Triton's own client, unmodified, against the Open Inference Protocol routes of a real server."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import numpy as np
+import pytest
+import tritonclient.http as triton
+from tritonclient.utils import InferenceServerException
+
+from modelhost import testing
+
+MODEL = "tenants/t001.joblib"  # a name with a slash, as every store path may have
+
+
+@pytest.fixture
+def oip(server: testing.RunningServer) -> Iterator[triton.InferenceServerClient]:
+    client = triton.InferenceServerClient(server.url.removeprefix("http://"))
+    yield client
+    client.close()
+
+
+def iris_input(n: int, binary: bool) -> triton.InferInput:
+    rows = np.asarray(testing.iris_rows(n), dtype=np.float32)
+    tensor = triton.InferInput("input-0", list(rows.shape), "FP32")
+    tensor.set_data_from_numpy(rows, binary_data=binary)
+    return tensor
+
+
+def test_server_health_and_metadata(oip: triton.InferenceServerClient) -> None:
+    assert oip.is_server_live()
+    assert oip.is_server_ready()
+    metadata = oip.get_server_metadata()
+    assert metadata["name"] == "modelhost"
+    assert set(metadata["extensions"]) >= {"binary_tensor_data", "model_repository"}
+
+
+def test_load_infer_unload_through_the_repository(oip: triton.InferenceServerClient) -> None:
+    assert not oip.is_model_ready(MODEL)
+    oip.load_model(MODEL)
+    assert oip.is_model_ready(MODEL)
+    assert {"name": MODEL, "version": "1", "state": "READY", "reason": ""} in (
+        oip.get_model_repository_index()
+    )
+    assert oip.get_model_metadata(MODEL)["name"] == MODEL
+    result = oip.infer(MODEL, [iris_input(3, binary=False)])
+    assert result.as_numpy("predict").tolist() == [0, 0, 0]
+    assert result.get_response()["model_name"] == MODEL
+    oip.unload_model(MODEL)
+    assert not oip.is_model_ready(MODEL)
+
+
+def test_binary_inputs_and_outputs(oip: triton.InferenceServerClient) -> None:
+    wanted = triton.InferRequestedOutput("predict_proba", binary_data=True)
+    result = oip.infer(MODEL, [iris_input(4, binary=True)], outputs=[wanted], request_id="r1")
+    probabilities = result.as_numpy("predict_proba")
+    assert probabilities.shape == (4, 3)
+    assert np.allclose(probabilities.sum(axis=1), 1.0)
+    response = result.get_response()
+    assert response["id"] == "r1"
+    assert response["outputs"][0]["parameters"]["binary_data_size"] == 4 * 3 * 8
+
+
+def test_versioned_path_and_json_outputs(oip: triton.InferenceServerClient) -> None:
+    wanted = triton.InferRequestedOutput("predict", binary_data=False)
+    result = oip.infer(MODEL, [iris_input(2, binary=True)], model_version="1", outputs=[wanted])
+    assert result.get_response()["outputs"][0]["data"] == [0, 0]
+    with pytest.raises(InferenceServerException, match="one version"):
+        oip.infer(MODEL, [iris_input(1, binary=False)], model_version="7")
+
+
+def test_errors_take_the_protocols_shape(client: httpx.Client) -> None:
+    missing = client.post("/v2/models/no/such.joblib/infer", json={"inputs": []})
+    assert missing.status_code == 404
+    assert set(missing.json()) == {"error"}
+    wrong = client.post(
+        f"/v2/models/{MODEL}/infer",
+        json={"inputs": [{"name": "x", "datatype": "FP32", "shape": [2], "data": [1]}]},
+    )
+    assert wrong.status_code == 400
+    assert "holds 2 values but 1 were sent" in wrong.json()["error"]
+
+
+def test_slashes_may_be_percent_encoded(client: httpx.Client) -> None:
+    body = {
+        "inputs": [{"name": "x", "datatype": "FP64", "shape": [4], "data": testing.iris_rows(1)[0]}]
+    }
+    response = client.post("/v2/models/tenants%2Ft002.joblib/infer", json=body)
+    assert response.status_code == 200, response.text
+    assert response.json()["model_name"] == "tenants/t002.joblib"
+    assert response.headers["x-modelhost-cache"] in ("disk", "remote")

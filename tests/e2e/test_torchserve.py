@@ -1,0 +1,141 @@
+"""TorchServe's request shapes: /predictions on the main port, and the management API (register,
+describe, list, unregister) on --management-port, with TorchServe's status codes and shapes."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from modelhost import testing
+
+ROW = testing.iris_rows(1)[0]
+
+
+@pytest.fixture(scope="module")
+def management_port() -> int:
+    return testing.free_port()
+
+
+@pytest.fixture(scope="module")
+def ts_server(
+    store: Path, management_port: int, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[testing.RunningServer]:
+    work = tmp_path_factory.mktemp("torchserve")
+    args = testing.serve_args(
+        store, work / "cache", workers=1, memory_budget="4GiB", management_port=management_port
+    )
+    with testing.RunningServer(args, work) as running:
+        yield running
+
+
+@pytest.fixture
+def inference(ts_server: testing.RunningServer) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=ts_server.url, timeout=30) as http:
+        yield http
+
+
+@pytest.fixture
+def management(ts_server: testing.RunningServer, management_port: int) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=f"http://127.0.0.1:{management_port}", timeout=30) as http:
+        yield http
+
+
+def test_predictions_take_torchserve_bodies(inference: httpx.Client) -> None:
+    raw = inference.post("/predictions/iris.pkl", content=str(ROW).encode())  # curl -T file
+    assert raw.status_code == 200, raw.text
+    assert raw.json() == {"predictions": [0]}
+    custom = inference.post("/predictions/custom/mms", json={"instances": [ROW]})
+    assert custom.json() == {"predictions": [0], "handler": "custom handler"}
+    missing = inference.post("/predictions/no/such.joblib", json=ROW)
+    assert missing.status_code == 404
+    assert set(missing.json()) == {"code", "type", "message"}
+
+
+def test_register_describe_unregister(management: httpx.Client) -> None:
+    registered = management.post(
+        "/models",
+        params={
+            "url": "tenants/t003.joblib",
+            "model_name": "reg",
+            "initial_workers": 1,
+            "synchronous": "true",
+        },
+    )
+    assert registered.status_code == 200, registered.text
+    assert registered.json() == {
+        "status": 'Model "reg" Version: 1.0 registered with 1 initial workers'
+    }
+    again = management.post("/models", params={"url": "tenants/t003.joblib", "model_name": "reg"})
+    assert again.status_code == 409
+    assert set(again.json()) == {"code", "type", "message"}
+    (described,) = management.get("/models/reg").json()
+    assert described["modelName"] == "reg"
+    assert described["modelVersion"] == "1.0"
+    assert described["workers"][0]["status"] == "READY"
+    assert management.delete("/models/reg").json() == {"status": 'Model "reg" unregistered'}
+    assert management.get("/models/reg").status_code == 404
+    assert management.delete("/models/reg").status_code == 404
+
+
+def test_register_without_workers_loads_on_first_request(
+    management: httpx.Client, inference: httpx.Client
+) -> None:
+    registered = management.post("/models", params={"url": "tenants/t004.joblib"})
+    assert registered.status_code == 200
+    assert registered.json()["status"].startswith('Model "t004" Version: 1.0 registered with 0')
+    assert management.get("/models/t004").json()[0]["workers"] == []
+    assert inference.post("/predictions/t004", json=ROW).json() == {"predictions": [0]}
+    assert management.get("/models/t004").json()[0]["workers"]
+    management.delete("/models/t004")
+
+
+def test_asynchronous_registration_answers_202(management: httpx.Client) -> None:
+    registered = management.post(
+        "/models",
+        params={
+            "url": "tenants/t005.joblib",
+            "model_name": "later",
+            "initial_workers": 1,
+            "synchronous": "false",
+        },
+    )
+    assert registered.status_code == 202
+    assert registered.json() == {"status": "Processing worker updates..."}
+    for _ in range(200):  # until the background load is done; no timing asserted
+        if management.get("/models/later").json()[0]["workers"]:
+            break
+        time.sleep(0.05)
+    assert management.get("/models/later").json()[0]["workers"][0]["status"] == "READY"
+    management.delete("/models/later")
+
+
+def test_list_is_paginated_with_offsets(management: httpx.Client) -> None:
+    for index in range(3):
+        management.post("/models", params={"url": "iris.pkl", "model_name": f"page-{index}"})
+    names, token, pages = [], None, 0
+    while True:
+        params = {"limit": 2} | ({"next_page_token": token} if token else {})
+        page = management.get("/models", params=params).json()
+        assert len(page["models"]) <= 2 and set(page["models"][0]) == {"modelName", "modelUrl"}
+        names += [model["modelName"] for model in page["models"]]
+        pages += 1
+        token = page.get("nextPageToken")
+        if token is None:
+            break
+    assert names == sorted(set(names))
+    assert {"page-0", "page-1", "page-2"} <= set(names)
+    assert pages == (len(names) + 1) // 2
+    for index in range(3):
+        management.delete(f"/models/page-{index}")
+
+
+def test_bad_registrations_say_why(management: httpx.Client) -> None:
+    missing = management.post("/models")
+    assert missing.status_code == 400
+    assert missing.json()["message"] == "Parameter url is required."
+    outside = management.post("/models", params={"url": "file:///etc/passwd", "model_name": "x"})
+    assert outside.status_code == 403

@@ -1,0 +1,72 @@
+"""The OpenAPI documents cover every route the apps serve; docs/api.md is generated from them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+from starlette.applications import Starlette
+from starlette.routing import Route
+
+from modelhost.http.app import build_app
+from modelhost.http.invocations import InFront
+from modelhost.http.openapi import (
+    OPERATIONS,
+    TORCHSERVE_OPERATIONS,
+    OpenApiRoute,
+    api_markdown,
+    document,
+    openapi_path,
+    route_keys,
+)
+from modelhost.http.routes import HttpSettings, Routes
+from modelhost.http.torchserve import build_management_app
+
+API_MD = Path(__file__).parents[2] / "docs" / "api.md"
+
+
+def routes() -> Routes:
+    return Routes(cast(Any, None), HttpSettings(1024, "", ""))
+
+
+def served_document(app: Starlette | InFront) -> dict[str, Any]:
+    (route,) = [r for r in app.routes if isinstance(r, OpenApiRoute)]
+    return route.document
+
+
+def documented(doc: dict[str, Any]) -> set[tuple[str, str]]:
+    return {(method.upper(), path) for path, methods in doc["paths"].items() for method in methods}
+
+
+def served(app: Starlette | InFront) -> set[tuple[str, str]]:
+    return {(method, openapi_path(path)) for method, path in route_keys(app.routes)}
+
+
+@pytest.mark.parametrize(
+    ("app", "table"),
+    [
+        (build_app(routes(), cast(Any, object())), OPERATIONS),  # with the observability routes
+        (build_management_app(routes()), TORCHSERVE_OPERATIONS),
+    ],
+    ids=["main", "torchserve"],
+)
+def test_documented_routes_are_the_served_routes(
+    app: Starlette | InFront, table: dict[tuple[str, str], Any]
+) -> None:
+    assert documented(served_document(app)) == served(app)
+    assert set(table) == route_keys(app.routes)  # no entry for a route that is gone
+
+
+def test_an_undocumented_route_fails_the_build() -> None:
+    async def endpoint(request: Any) -> Any:
+        raise NotImplementedError
+
+    with pytest.raises(KeyError, match="GET /nowhere"):
+        document([Route("/nowhere", endpoint, methods=["GET"])], "main")
+
+
+def test_docs_api_md_is_generated_from_the_documents() -> None:
+    assert API_MD.read_text() == api_markdown(), (
+        "docs/api.md is stale: python -m modelhost.http.openapi > docs/api.md"
+    )

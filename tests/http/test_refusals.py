@@ -1,0 +1,41 @@
+"""Routes Starlette itself refuses answer in the error shape of the path's protocol."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, cast
+
+import httpx
+
+from modelhost.http.app import build_app
+from modelhost.http.routes import HttpSettings, Routes
+
+
+def call(method: str, path: str) -> httpx.Response:
+    app = build_app(Routes(cast(Any, None), HttpSettings(1024, "", "")))
+
+    async def send() -> httpx.Response:
+        transport = httpx.ASGITransport(app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://modelhost") as client:
+            return await client.request(method, path)
+
+    return asyncio.run(send())
+
+
+def test_no_such_route_is_a_json_error() -> None:
+    response = call("GET", "/nowhere")
+    assert response.status_code == 404
+    assert set(response.json()) == {"code", "type", "message"}
+
+
+def test_oip_paths_answer_in_the_protocols_shape() -> None:
+    response = call("POST", "/v2/models/a%0Ab/infer")
+    assert response.status_code == 404
+    assert set(response.json()) == {"error"}
+
+
+def test_wrong_method_keeps_its_allow_header() -> None:
+    response = call("PUT", "/ping")
+    assert response.status_code == 405
+    assert response.json()["code"] == 405
+    assert "GET" in response.headers["allow"]

@@ -1,0 +1,200 @@
+"""The Open Inference Protocol codecs and the handler wrapper, without sockets."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from modelhost import testing
+from modelhost.errors import BadRequestBody
+from modelhost.workers.handlers import load_handler
+from modelhost.workers.handlers.base import Handler, InferRequest
+from modelhost.workers.oip import decode_request, encode_response, rows_of, tensor_of
+from modelhost.workers.oip_media import header_length_of, oip_media_type
+
+ROWS = testing.iris_rows(2)
+
+
+def oip_json(document: dict[str, object]) -> tuple[bytes, str]:
+    return json.dumps(document).encode(), oip_media_type()
+
+
+def oip_binary(document: dict[str, object], data: bytes) -> tuple[bytes, str]:
+    header = json.dumps(document).encode()
+    return header + data, oip_media_type(len(header))
+
+
+def fp32_input(rows: list[list[float]]) -> dict[str, object]:
+    size = len(rows) * len(rows[0]) * 4
+    shape = [len(rows), len(rows[0])]
+    return {
+        "name": "x",
+        "datatype": "FP32",
+        "shape": shape,
+        "parameters": {"binary_data_size": size},
+    }
+
+
+def test_json_tensor_becomes_rows() -> None:
+    body, kind = oip_json(
+        {"id": "a", "inputs": [{"name": "x", "datatype": "FP64", "shape": [2, 4], "data": ROWS}]}
+    )
+    request = decode_request(body, kind)
+    assert request.id == "a"
+    assert rows_of(request).tolist() == ROWS
+
+
+def test_flat_data_is_reshaped_and_a_vector_is_one_row() -> None:
+    flat = [v for row in ROWS for v in row]
+    body, kind = oip_json(
+        {"inputs": [{"name": "x", "datatype": "FP64", "shape": [2, 4], "data": flat}]}
+    )
+    assert rows_of(decode_request(body, kind)).shape == (2, 4)
+    body, kind = oip_json(
+        {"inputs": [{"name": "x", "datatype": "INT64", "shape": [3], "data": [1, 2, 3]}]}
+    )
+    assert rows_of(decode_request(body, kind)).tolist() == [[1.0, 2.0, 3.0]]
+
+
+def test_several_inputs_are_columns() -> None:
+    body, kind = oip_json(
+        {
+            "inputs": [
+                {"name": "a", "datatype": "FP32", "shape": [2], "data": [1, 2]},
+                {"name": "b", "datatype": "FP32", "shape": [2, 2], "data": [[3, 4], [5, 6]]},
+            ]
+        }
+    )
+    assert rows_of(decode_request(body, kind)).tolist() == [[1, 3, 4], [2, 5, 6]]
+
+
+def test_binary_tensor_data_is_read_after_the_header() -> None:
+    body, kind = oip_binary({"inputs": [fp32_input(ROWS)]}, np.asarray(ROWS, "<f4").tobytes())
+    assert header_length_of(kind) is not None
+    assert np.allclose(rows_of(decode_request(body, kind)), ROWS)
+
+
+def test_binary_bytes_elements_carry_their_length() -> None:
+    items = [b"ab", b"", b"xyz"]
+    data = b"".join(struct.pack("<I", len(item)) + item for item in items)
+    spec = {
+        "name": "s",
+        "datatype": "BYTES",
+        "shape": [3],
+        "parameters": {"binary_data_size": len(data)},
+    }
+    request = decode_request(*oip_binary({"inputs": [spec]}, data))
+    assert request.inputs[0].values.tolist() == items
+
+
+@pytest.mark.parametrize(
+    ("document", "words"),
+    [
+        ({"inputs": []}, "at least one"),
+        ({"inputs": [{"name": "x", "datatype": "FP99", "shape": [1], "data": [1]}]}, "datatype"),
+        ({"inputs": [{"name": "x", "datatype": "FP32", "shape": [3], "data": [1]}]}, "holds 3"),
+        ({"inputs": [{"name": "x", "datatype": "FP32", "shape": [1], "data": ["a"]}]}, "FP32"),
+        ({"inputs": [{"name": "x", "datatype": "FP32", "shape": [-1], "data": [1]}]}, "shape"),
+        ({"inputs": [{"name": "x", "datatype": "FP32", "shape": [1]}]}, "neither data"),
+    ],
+)
+def test_malformed_requests_say_what_is_wrong(document: dict[str, object], words: str) -> None:
+    with pytest.raises(BadRequestBody, match=words):
+        decode_request(*oip_json(document))
+
+
+def test_binary_data_must_be_accounted_for() -> None:
+    body, kind = oip_binary(
+        {"inputs": [fp32_input(ROWS)]}, np.asarray(ROWS, "<f4").tobytes() + b"x"
+    )
+    with pytest.raises(BadRequestBody, match="1 bytes of binary data"):
+        decode_request(body, kind)
+    spec = {**fp32_input(ROWS), "parameters": {"binary_data_size": 1000}}
+    with pytest.raises(BadRequestBody, match="binary_data_size"):
+        decode_request(*oip_binary({"inputs": [spec]}, b"1234"))
+
+
+def test_response_is_json_unless_an_output_is_asked_in_binary() -> None:
+    labels = tensor_of("predict", np.array(["setosa", "virginica"]))
+    request = decode_request(
+        *oip_json(
+            {"id": "7", "inputs": [{"name": "x", "datatype": "FP32", "shape": [1], "data": [1]}]}
+        )
+    )
+    body, kind = encode_response("m", "", request, [labels])
+    assert kind == "application/json"
+    assert json.loads(body) == {
+        "model_name": "m",
+        "id": "7",
+        "outputs": [
+            {"name": "predict", "datatype": "BYTES", "shape": [2], "data": ["setosa", "virginica"]}
+        ],
+    }
+    request = decode_request(
+        *oip_json(
+            {
+                "inputs": [{"name": "x", "datatype": "FP32", "shape": [1], "data": [1]}],
+                "outputs": [{"name": "p", "parameters": {"binary_data": True}}],
+            }
+        )
+    )
+    body, kind = encode_response("m", "1", request, [tensor_of("p", np.array([1.5, 2.5]))])
+    length = header_length_of(kind)
+    assert length is not None
+    header = json.loads(body[:length])
+    assert header["outputs"][0]["parameters"] == {"binary_data_size": 16}
+    assert np.frombuffer(body[length:], "<f8").tolist() == [1.5, 2.5]
+
+
+@pytest.fixture(scope="module")
+def iris(tmp_path_factory: pytest.TempPathFactory) -> Handler:
+    path = testing.iris_logreg(tmp_path_factory.mktemp("oip") / "iris.joblib")
+    return load_handler(Path(path), "iris")
+
+
+def oip_request(document: dict[str, object], binary: bytes = b"") -> InferRequest:
+    body, kind = oip_binary(document, binary) if binary else oip_json(document)
+    return InferRequest(body, kind, kind, {"oip_model_name": "iris"})
+
+
+def test_every_handler_answers_oip(iris: Handler) -> None:
+    document = {"inputs": [{"name": "x", "datatype": "FP64", "shape": [2, 4], "data": ROWS}]}
+    reply = iris.infer(oip_request(document))
+    answer = json.loads(reply.body)
+    assert answer["model_name"] == "iris"
+    assert answer["outputs"] == [
+        {"name": "predict", "datatype": "INT64", "shape": [2], "data": [0, 0]}
+    ]
+
+
+def test_a_requested_output_chooses_the_method(iris: Handler) -> None:
+    document = {"inputs": [fp32_input(ROWS)], "outputs": [{"name": "predict_proba"}]}
+    reply = iris.infer(oip_request(document, np.asarray(ROWS, "<f4").tobytes()))
+    (output,) = json.loads(reply.body)["outputs"]
+    assert (output["name"], output["datatype"], output["shape"]) == (
+        "predict_proba",
+        "FP64",
+        [2, 3],
+    )
+
+
+def test_other_requests_pass_through(iris: Handler) -> None:
+    assert json.loads(iris.infer(InferRequest(json.dumps(ROWS).encode())).body) == {
+        "predictions": [0, 0]
+    }
+
+
+def test_a_batch_mixes_protocols_and_isolates_failures(iris: Handler) -> None:
+    good = oip_request(
+        {"inputs": [{"name": "x", "datatype": "FP64", "shape": [1, 4], "data": ROWS[:1]}]}
+    )
+    bad = InferRequest(b"{", oip_media_type(), oip_media_type())
+    replies = iris.infer_batch([good, InferRequest(json.dumps(ROWS).encode()), bad])
+    assert not isinstance(replies[0], Exception)
+    assert json.loads(replies[0].body)["outputs"][0]["data"] == [0]
+    assert not isinstance(replies[1], Exception)
+    assert isinstance(replies[2], BadRequestBody)
