@@ -8,13 +8,12 @@ from typing import Any
 import numpy as np
 
 from modelhost.errors import BadRequestBody
-from modelhost.workers.codecs import decode_rows, encode_predictions
-from modelhost.workers.handlers.base import Handler, InferReply, InferRequest
+from modelhost.workers.handlers.rows import METHODS, RowsHandler
 
-METHODS = ("predict", "predict_proba")
+SUFFIXES = (".joblib", ".pkl", ".pickle")
 
 
-class SklearnHandler(Handler):
+class SklearnHandler(RowsHandler):
     """A joblib or pickle file holding an estimator; answers `predict` or `predict_proba`."""
 
     def __init__(self, path: Path) -> None:
@@ -22,12 +21,8 @@ class SklearnHandler(Handler):
 
         self._model: Any = joblib.load(path)
 
-    def infer(self, request: InferRequest) -> InferReply:
-        """Decode rows, run the requested method, encode its output for the Accept header."""
-        rows = decode_rows(request.body, request.content_type)
-        predictions = predict_rows(self._model, rows, request.params.get("method", "predict"))
-        body, content_type = encode_predictions(predictions, request.accept)
-        return InferReply(body, content_type)
+    def predict(self, rows: np.ndarray, method: str) -> Any:
+        return predict_rows(self._model, rows, method)
 
     def close(self) -> None:
         """Drop the estimator so its memory can be returned on unload."""
