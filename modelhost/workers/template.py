@@ -8,6 +8,7 @@ library pages stay shared between workers (counted once in PSS). It exits when s
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib
 import os
@@ -30,10 +31,14 @@ def limit_threads(threads: int) -> None:
 
 
 def import_runtimes() -> None:
-    from modelhost.workers.handlers import RUNTIME_MODULES
+    from modelhost.workers.handlers import OPTIONAL_RUNTIME_MODULES, RUNTIME_MODULES
 
     for module in RUNTIME_MODULES:
         importlib.import_module(module)
+    for module in OPTIONAL_RUNTIME_MODULES:
+        # absent or broken: the handler that needs it says so, naming the extra, at load time
+        with contextlib.suppress(Exception):
+            importlib.import_module(module)
     import modelhost.workers.worker  # noqa: F401  (shared by every worker)
 
     gc.collect()

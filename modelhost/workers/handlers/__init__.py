@@ -20,6 +20,7 @@ from modelhost.errors import ModelLoadError
 
 if TYPE_CHECKING:
     from modelhost.workers.handlers.base import Handler
+    from modelhost.workers.handlers.select import LoadSpec
 
 RUNTIME_MODULES: tuple[str, ...] = (
     "numpy",
@@ -43,12 +44,18 @@ RUNTIME_MODULES: tuple[str, ...] = (
     "modelhost.workers.handlers.select",
 )
 
+# imported as well where installed; their idle PSS in the template, shared by every worker, is
+# xgboost 19 MiB, onnxruntime 17 MiB, lightgbm 2 MiB. torch (177 MiB, 1.2 s to import) is left
+# to the first load of a torch model in each worker: see docs/decisions.md
+OPTIONAL_RUNTIME_MODULES: tuple[str, ...] = ("xgboost", "lightgbm", "onnxruntime")
+
 USER_MODULE_PREFIX = "modelhost_user_"
 
 # sys.path and sys.modules are process-wide: loads of user code take turns within a worker
 _USER_CODE_LOCK = threading.RLock()  # reentrant: user code may load a model itself
 
 __all__ = [
+    "OPTIONAL_RUNTIME_MODULES",
     "RUNTIME_MODULES",
     "forget_user_module",
     "import_user_module",
@@ -57,11 +64,12 @@ __all__ = [
 ]
 
 
-def load_handler(artifact: Path, model_name: str) -> Handler:
+def load_handler(artifact: Path, model_name: str, spec: LoadSpec | None = None) -> Handler:
     """Build the handler an unpacked artifact (file or folder) calls for; see `select`."""
+    from modelhost.workers.handlers.select import DEFAULT_SPEC
     from modelhost.workers.handlers.select import load_handler as select_and_load
 
-    return select_and_load(artifact, model_name)
+    return select_and_load(artifact, model_name, spec or DEFAULT_SPEC)
 
 
 @contextmanager
