@@ -143,12 +143,15 @@ async def started_host(config: Config, run_dir: Path) -> AsyncIterator[ModelHost
         await pool.shutdown()
         await stores.close()
         raise
-    watcher = asyncio.ensure_future(watch_memory(host))
+    watchers = [asyncio.ensure_future(watch_memory(host))]
+    if config.idle_unload_s:
+        watchers.append(asyncio.ensure_future(watch_idle(host, config.idle_unload_s)))
     try:
         yield host
     finally:
         host.closing = True
-        watcher.cancel()
+        for watcher in watchers:
+            watcher.cancel()
         await pool.shutdown()
         await host.disk.stores.close()
 
@@ -206,6 +209,13 @@ async def watch_memory(host: ModelHost) -> None:
         await asyncio.sleep(MEMORY_WATCH_INTERVAL_S)
         host.memory.observe(host.pss_bytes())
         await host.relieve_pressure()
+
+
+async def watch_idle(host: ModelHost, idle_s: float) -> None:
+    """Unload models unused for `idle_s`, checking a few times within each such span."""
+    while True:
+        await asyncio.sleep(min(MEMORY_WATCH_INTERVAL_S, idle_s / 4))
+        await host.unload_idle(idle_s)
 
 
 async def preload(host: ModelHost, config: Config) -> None:

@@ -134,6 +134,11 @@ class Config:
         (), "models to load at start: ALL, names, or name=path", props="load_models"
     )
     pinned_models: tuple[str, ...] = _setting((), "models never evicted")
+    idle_unload_s: float = _setting(
+        0.0,
+        "seconds a model may go unused before it is unloaded (0: never, as in SageMaker)",
+        minimum=0,
+    )
     multi_model: bool = _setting(
         True, "serve many models (SageMaker multi-model)", env=("SAGEMAKER_MULTI_MODEL",)
     )

@@ -22,10 +22,12 @@ from modelhost.errors import (
     InsufficientMemory,
     ModelAlreadyLoaded,
     ModelhostError,
+    ModelLoadError,
     ModelNotLoaded,
     ShuttingDown,
     Unavailable,
 )
+from modelhost.manifest import NO_MANIFEST, Manifest, manifest_root, read_manifest
 from modelhost.observe.events import EventLog
 from modelhost.observe.memory import server_pss_bytes
 from modelhost.scheduler.placement import least_loaded
@@ -81,6 +83,7 @@ class ModelHost:
         self.clock = clock
         self.sources: dict[str, str] = {}  # model name → URL, when not its path in the store
         self.footprints: dict[str, int] = {}  # measured at each load, reused for the next
+        self.manifests: dict[str, Manifest] = {}  # each model's own settings, read at each load
         self._loads: dict[str, asyncio.Task[LoadOutcome]] = {}
         self._revalidations: dict[str, asyncio.Task[None]] = {}
         self._changed = asyncio.Event()
@@ -166,8 +169,8 @@ class ModelHost:
             raise
         started = self.clock()
         artifact = found.artifact
-        size = max(self.footprints.get(name, 0), estimate_footprint(artifact.bytes))
-        await self._make_room(name, size)
+        manifest = self._read_manifest(name, artifact)
+        await self._make_room(name, self._reservation(name, artifact, manifest))
         try:
             await self._load_on_worker(name, artifact)
         except BaseException as error:
@@ -180,10 +183,9 @@ class ModelHost:
 
     async def _load_on_worker(self, name: str, artifact: Artifact) -> None:
         worker = least_loaded(self.pool.workers.values(), self.memory)
-        reply = await self.pool.call(
-            worker, {"op": "load", "model": name, "path": str(artifact.path)}, model=name
-        )
+        reply = await self.pool.call(worker, self._load_frame(name, artifact), model=name)
         footprint = max(MIN_FOOTPRINT_BYTES, int(reply.header["footprint"]))
+        footprint = max(footprint, self.manifest_of(name).memory_bytes or 0)
         self.footprints[name] = footprint
         self.memory.mark_loaded(name, worker.worker_id, footprint, reply.header["load_ms"])
         self.events.emit(
@@ -195,12 +197,47 @@ class ModelHost:
             reason="invoked",
         )
 
+    # the model's manifest ------------------------------------------------------------------
+
+    def manifest_of(self, name: str) -> Manifest:
+        return self.manifests.get(name, NO_MANIFEST)
+
+    def is_pinned(self, name: str) -> bool:
+        return name in self.pinned or self.manifest_of(name).pinned
+
+    def _read_manifest(self, name: str, artifact: Artifact) -> Manifest:
+        try:
+            manifest = read_manifest(artifact.path)
+        except ModelLoadError as error:
+            error = ModelLoadError(f"could not load model {name}: {error}")
+            self.events.emit("failure", name, reason="manifest", detail={"error": str(error)})
+            raise error from None
+        self.manifests[name] = manifest
+        return manifest
+
+    def _reservation(self, name: str, artifact: Artifact, manifest: Manifest) -> int:
+        """Bytes to reserve: the declared size, else the last measured or the estimate."""
+        if manifest.memory_bytes is not None:
+            return manifest.memory_bytes
+        return max(self.footprints.get(name, 0), estimate_footprint(artifact.bytes))
+
+    def _load_frame(self, name: str, artifact: Artifact) -> dict[str, Any]:
+        """The worker's load request: the artifact, and what the manifest tells the worker."""
+        manifest = self.manifest_of(name)
+        frame: dict[str, Any] = {"op": "load", "model": name, "path": str(artifact.path)}
+        if manifest.handler or manifest.model_file or manifest.warmup:
+            frame |= {"root": str(manifest_root(artifact.path)), "warmup": list(manifest.warmup)}
+            frame |= {"handler": manifest.handler, "model_file": manifest.model_file}
+        return frame
+
+    # making room ------------------------------------------------------------------------
+
     async def _make_room(self, name: str, size: int) -> None:
         if not self.memory.fits_ever(size):
             raise InsufficientMemory(self._never_fits(name, size))
         self.memory.observe(self.pss_bytes())
         deadline = self.clock() + self.deadline_s
-        while (victims := self.memory.reserve(name, size, name in self.pinned)) is None:
+        while (victims := self.memory.reserve(name, size, self.is_pinned(name))) is None:
             changed = self._changed
             remaining = deadline - self.clock()
             if remaining <= 0:
@@ -272,6 +309,10 @@ class ModelHost:
             detail={"freed_bytes": freed},
         )
         return freed
+
+    async def unload_idle(self, idle_s: float) -> None:
+        """Unload the models nobody has used for `idle_s` seconds (pinned ones stay)."""
+        await self._unload_many(self.memory.idle_victims(idle_s), "unload", "idle")
 
     async def relieve_pressure(self) -> None:
         """Unload idle models while more is committed than the budget (a footprint grew)."""
