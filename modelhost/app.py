@@ -130,7 +130,13 @@ def ignore_signals_after_drain() -> None:
 @contextlib.asynccontextmanager
 async def started_host(config: Config, run_dir: Path) -> AsyncIterator[ModelHost]:
     events = EventLog()
-    pool = WorkerPool(config.workers or usable_cores(), config.threads_per_worker, run_dir, events)
+    pool = WorkerPool(
+        config.workers or usable_cores(),
+        config.threads_per_worker,
+        run_dir,
+        events,
+        config.preload_runtimes,
+    )
     stores = Stores(  # before the baseline is measured: an S3 client costs the frontend memory
         config.model_store,
         config.allowed_urls,

@@ -1,7 +1,9 @@
 """Built-in handlers, the choice among them, and the loading of users' handler code.
 
 Importing this package imports no runtime (numpy, scikit-learn): the template process imports
-`RUNTIME_MODULES` on purpose before it forks workers, so their pages are shared.
+`RUNTIME_MODULES` on purpose before it forks workers, so their pages are shared, and the optional
+runtimes the `preload_runtimes` setting names where they are installed. The built-in handlers
+import their runtime when they load a model (see `runtime.require`).
 """
 
 from __future__ import annotations
@@ -44,18 +46,12 @@ RUNTIME_MODULES: tuple[str, ...] = (
     "modelhost.workers.handlers.select",
 )
 
-# imported as well where installed; their idle PSS in the template, shared by every worker, is
-# xgboost 19 MiB, onnxruntime 17 MiB, lightgbm 2 MiB. torch (177 MiB, 1.2 s to import) is left
-# to the first load of a torch model in each worker: see docs/decisions.md
-OPTIONAL_RUNTIME_MODULES: tuple[str, ...] = ("xgboost", "lightgbm", "onnxruntime")
-
 USER_MODULE_PREFIX = "modelhost_user_"
 
 # sys.path and sys.modules are process-wide: loads of user code take turns within a worker
 _USER_CODE_LOCK = threading.RLock()  # reentrant: user code may load a model itself
 
 __all__ = [
-    "OPTIONAL_RUNTIME_MODULES",
     "RUNTIME_MODULES",
     "forget_user_module",
     "import_user_module",
