@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -22,17 +21,6 @@ from modelhost.workers.warmup import warm_up
 ROWS = [[5.1, 3.5, 1.4, 0.2], [6.7, 3.0, 5.2, 2.3]]  # a setosa (0) and a virginica (2)
 
 
-def needs_torch() -> None:
-    """Skip where torch is absent; fail under CI's REQUIRE_TEST_TOOLS=1, which installs it."""
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        message = "torch is not installed; `make test` installs the CPU build (torch==2.13.0)"
-        if os.environ.get("REQUIRE_TEST_TOOLS"):
-            pytest.fail(message)
-        pytest.skip(message)
-
-
 MAKERS: dict[str, Callable[[Path], Path]] = {
     "model.ubj": testing.xgboost_iris,
     "model.json": testing.xgboost_iris,
@@ -49,7 +37,7 @@ MAKERS: dict[str, Callable[[Path], Path]] = {
 def model_file(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
     name = str(request.param)
     if name.startswith("model.pt"):
-        needs_torch()
+        request.getfixturevalue("torch_installed")
     return MAKERS[name](tmp_path_factory.mktemp("runtime") / name)
 
 
@@ -108,8 +96,7 @@ def test_xgboost_regressor_refuses_predict_proba(tmp_path: Path) -> None:
         handler.infer(request_of(ROWS, method="predict_proba"))
 
 
-def test_torch_export_answers_logits(tmp_path: Path) -> None:
-    needs_torch()
+def test_torch_export_answers_logits(tmp_path: Path, torch_installed: None) -> None:
     handler = load_handler(testing.torch_iris(tmp_path / "m.pt2"), "m.pt2")
     logits = answer(handler.infer(request_of(ROWS)))
     assert np.asarray(logits).shape == (2, 3)
