@@ -198,15 +198,18 @@ def test_idle_models_are_unloaded_pinned_ones_stay(lean_server: testing.RunningS
         for name in ("onnx/model.onnx", "lean/pinned"):
             assert invoke(http, name, ROWS).status_code == 200
         deadline = time.monotonic() + 30
-        while http.get("/models/onnx/model.onnx").status_code == 200:
+        while "onnx/model.onnx" not in (unloads := _unloads(lean_server)):
             assert time.monotonic() < deadline, "the idle model was never unloaded"
             time.sleep(0.2)
+        assert unloads["onnx/model.onnx"]["reason"] == "idle"
+        assert http.get("/models/onnx/model.onnx").status_code == 404
         assert http.get("/models/lean/pinned").json()["state"] == "loaded"
-    unloads = {e["model"]: e for e in _events(lean_server) if e.get("kind") == "unload"}
-    assert unloads["onnx/model.onnx"]["reason"] == "idle"
-    assert "lean/pinned" not in unloads
+    assert "lean/pinned" not in _unloads(lean_server)
 
 
-def _events(server: testing.RunningServer) -> list[dict[str, Any]]:
-    lines = [line for line in server.log_text().splitlines() if line.startswith("{")]
-    return [json.loads(line) for line in lines]
+def _unloads(server: testing.RunningServer) -> dict[str, dict[str, Any]]:
+    """The last unload event of each model, from the events the server logs."""
+    text = server.log_text()
+    lines = [line for line in text.splitlines() if line.startswith("{") and line.endswith("}")]
+    events = [json.loads(line) for line in lines]
+    return {event["model"]: event for event in events if event.get("kind") == "unload"}
