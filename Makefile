@@ -2,10 +2,13 @@
 VENV ?= .venv
 PYTHON ?= python3
 PY := $(VENV)/bin/python
+# the CPU build of torch for the TorchScript tests; on the project's machines pip takes a local
+# wheel (~30 s). Elsewhere PyPI's build pulls CUDA packages: `make test TORCH=` skips it
+TORCH ?= torch==2.13.0
 STORE ?= models
 PORT ?= 8080
 
-.PHONY: setup serve test test-tools lint bench clean
+.PHONY: setup serve test test-tools test-torch lint bench clean
 
 setup: $(VENV)/.installed
 
@@ -19,8 +22,12 @@ serve: setup  ## build the example store (a few hundred models) and serve it on 
 	$(PY) -m modelhost examples $(STORE)
 	$(PY) -m modelhost serve --model-store $(STORE) --port $(PORT)
 
-test: setup test-tools  ## every test: unit, property and end-to-end against real servers
+test: setup test-tools test-torch  ## every test: unit, property and end-to-end against real servers
 	$(PY) -m pytest
+
+test-torch: setup  ## torch for the TorchScript tests (they skip without it, fail under CI)
+	@[ -z "$(TORCH)" ] || $(PY) -c "import torch" 2>/dev/null \
+	  || $(PY) -m pip install --quiet "$(TORCH)" || echo "warning: torch missing; its tests will skip"
 
 test-tools:  ## promtool and chromium, which the observability tests drive (apt-get, as root)
 	scripts/install-test-tools.sh || echo "warning: promtool/chromium missing; their tests will skip"
@@ -33,6 +40,7 @@ bench: setup  ## the figures in docs/performance.md (needs wrk; installs it with
 	$(PY) benchmarks/hot_path.py
 	$(PY) benchmarks/cold_miss.py
 	$(PY) benchmarks/density.py
+	$(PY) benchmarks/runtimes.py
 
 clean:
 	rm -rf $(VENV) .cache

@@ -171,7 +171,7 @@ async def started_host(config: Config, run_dir: Path) -> AsyncIterator[ModelHost
     events = EventLog()
     workers = config.workers or usable_cores()
     threads = config.threads_per_worker or max(1, usable_cores() // workers)
-    pool = WorkerPool(workers, threads, run_dir, events)
+    pool = WorkerPool(workers, threads, run_dir, events, config.preload_runtimes)
     stores = Stores(  # before the baseline is measured: an S3 client costs the frontend memory
         config.model_store,
         config.allowed_urls,
@@ -185,6 +185,8 @@ async def started_host(config: Config, run_dir: Path) -> AsyncIterator[ModelHost
         await stores.close()
         raise
     watchers = [asyncio.ensure_future(watch(host)) for watch in (watch_memory, watch_replicas)]
+    if config.idle_unload_s:
+        watchers.append(asyncio.ensure_future(watch_idle(host, config.idle_unload_s)))
     try:
         yield host
     finally:
@@ -265,6 +267,13 @@ async def watch_replicas(host: ModelHost) -> None:
     while True:
         await asyncio.sleep(REPLICA_WATCH_INTERVAL_S)
         await host.scale_in()
+
+
+async def watch_idle(host: ModelHost, idle_s: float) -> None:
+    """Unload models unused for `idle_s`, checking a few times within each such span."""
+    while True:
+        await asyncio.sleep(min(MEMORY_WATCH_INTERVAL_S, idle_s / 4))
+        await host.unload_idle(idle_s)
 
 
 async def preload(host: ModelHost, config: Config) -> None:

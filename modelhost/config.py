@@ -32,6 +32,7 @@ else:  # pragma: no cover
 
 ENV_PREFIX = "MODELHOST_"
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+OPTIONAL_RUNTIMES = ("xgboost", "lightgbm", "onnxruntime", "torch")
 
 
 def _setting(
@@ -112,6 +113,12 @@ class Config:
     scale_in_idle_s: float = _setting(
         30.0, "seconds without waiting requests before a model's extra worker is let go", minimum=0
     )
+    preload_runtimes: tuple[str, ...] = _setting(
+        OPTIONAL_RUNTIMES[:3],
+        "optional runtimes the worker template imports where installed, shared by every worker "
+        "(add torch when serving torch models: 177 MiB once instead of in each worker)",
+        choices=OPTIONAL_RUNTIMES,
+    )
     max_concurrency: int = _setting(
         0, "requests in flight in the whole server before 429 (0: no limit)", minimum=0
     )
@@ -139,6 +146,11 @@ class Config:
         (), "models to load at start: ALL, names, or name=path", props="load_models"
     )
     pinned_models: tuple[str, ...] = _setting((), "models never evicted")
+    idle_unload_s: float = _setting(
+        0.0,
+        "seconds a model may go unused before it is unloaded (0: never, as in SageMaker)",
+        minimum=0,
+    )
     multi_model: bool = _setting(
         True, "serve many models (SageMaker multi-model)", env=("SAGEMAKER_MULTI_MODEL",)
     )
@@ -469,9 +481,16 @@ def _check_limits(f: dataclasses.Field[Any], value: Any) -> object:
         raise _Expected(f"at least {meta['minimum']}")
     if meta["maximum"] is not None and value > meta["maximum"]:
         raise _Expected(f"at most {meta['maximum']}")
-    if meta["choices"] and value.lower() not in meta["choices"]:
-        raise _Expected(f"one of {', '.join(meta['choices'])}")
-    return value.lower() if meta["choices"] else value
+    return _check_choices(value, meta["choices"]) if meta["choices"] else value
+
+
+def _check_choices(value: str | tuple[str, ...], choices: tuple[str, ...]) -> object:
+    """The value lowered if it (or each item of a list) is one of `choices`; else _Expected."""
+    items = tuple(item.lower() for item in (value if isinstance(value, tuple) else (value,)))
+    if any(item not in choices for item in items):
+        each = "each one of" if isinstance(value, tuple) else "one of"
+        raise _Expected(f"{each} {', '.join(choices)}")
+    return items if isinstance(value, tuple) else items[0]
 
 
 def _check_size(text: str, percent_ok: bool) -> None:

@@ -25,12 +25,13 @@ from modelhost.errors import (
     InsufficientMemory,
     ModelAlreadyLoaded,
     ModelhostError,
+    ModelLoadError,
     ModelNotLoaded,
     ShuttingDown,
     Unavailable,
     error_from_record,
 )
-from modelhost.manifest import Manifest, read_manifest
+from modelhost.manifest import NO_MANIFEST, Manifest, manifest_root, read_manifest
 from modelhost.observe.events import EventLog
 from modelhost.observe.memory import server_pss_bytes
 from modelhost.scheduler import SchedulerSettings
@@ -114,7 +115,7 @@ class ModelHost:
         self.scheduling = scheduling or SchedulerSettings(response_timeout_s=deadline_s)
         self.sources: dict[str, str] = {}  # model name → URL, when not its path in the store
         self.footprints: dict[str, int] = {}  # measured at each load, reused for the next
-        self.manifests: dict[str, Manifest] = {}
+        self.manifests: dict[str, Manifest] = {}  # each model's own settings, read at each load
         self.dispatchers: dict[str, Dispatcher] = {}  # one per loaded model
         self.in_flight = 0  # invocations received and not yet answered
         self.batching = BatchingStats()
@@ -255,9 +256,8 @@ class ModelHost:
             raise
         started = self.clock()
         artifact = found.artifact
-        self.manifests[name] = read_manifest(artifact.path)
-        size = max(self.footprints.get(name, 0), estimate_footprint(artifact.bytes))
-        await self._make_room(name, size)
+        manifest = self._read_manifest(name, artifact)
+        await self._make_room(name, self._reservation(name, artifact, manifest))
         try:
             await self._load_on_worker(name, artifact)
         except BaseException as error:
@@ -271,6 +271,7 @@ class ModelHost:
         worker = least_loaded(self.pool.workers.values(), self.memory)
         reply = await self._load_copy(name, artifact, worker, "invoked")
         footprint = max(MIN_FOOTPRINT_BYTES, int(reply.header["footprint"]))
+        footprint = max(footprint, self.manifest_of(name).memory_bytes or 0)
         self.footprints[name] = footprint
         self.memory.mark_loaded(name, worker.worker_id, footprint, reply.header["load_ms"])
         self.dispatchers[name] = self._dispatcher(name)
@@ -279,9 +280,7 @@ class ModelHost:
     async def _load_copy(
         self, name: str, artifact: Artifact, worker: WorkerHandle, reason: str
     ) -> Reply:
-        reply = await self.pool.call(
-            worker, {"op": "load", "model": name, "path": str(artifact.path)}, model=name
-        )
+        reply = await self.pool.call(worker, self._load_frame(name, artifact), model=name)
         self.events.emit(
             "load",
             name,
@@ -294,7 +293,7 @@ class ModelHost:
 
     def _dispatcher(self, name: str) -> Dispatcher:
         """The model's queue and batcher, with its manifest's settings over the server's."""
-        manifest, settings = self.manifests.get(name, Manifest()), self.scheduling
+        manifest, settings = self.manifest_of(name), self.scheduling
         delay_ms = manifest.max_batch_delay_ms
         queue: BatchQueue[Invocation] = BatchQueue(
             name,
@@ -325,7 +324,7 @@ class ModelHost:
         task.add_done_callback(lambda _: self._scaling.pop(name, None))
 
     def _max_copies(self, name: str) -> int:
-        limit = self.manifests.get(name, Manifest()).max_workers
+        limit = self.manifest_of(name).max_workers
         return limit or self.scheduling.max_workers_per_model or len(self.pool.workers)
 
     async def _add_copy(self, resident: Resident, artifact: Artifact, worker: WorkerHandle) -> None:
@@ -388,12 +387,47 @@ class ModelHost:
         )
         return freed
 
+    # the model's manifest ------------------------------------------------------------------
+
+    def manifest_of(self, name: str) -> Manifest:
+        return self.manifests.get(name, NO_MANIFEST)
+
+    def is_pinned(self, name: str) -> bool:
+        return name in self.pinned or self.manifest_of(name).pinned
+
+    def _read_manifest(self, name: str, artifact: Artifact) -> Manifest:
+        try:
+            manifest = read_manifest(artifact.path)
+        except ModelLoadError as error:
+            error = ModelLoadError(f"could not load model {name}: {error}")
+            self.events.emit("failure", name, reason="manifest", detail={"error": str(error)})
+            raise error from None
+        self.manifests[name] = manifest
+        return manifest
+
+    def _reservation(self, name: str, artifact: Artifact, manifest: Manifest) -> int:
+        """Bytes to reserve: the declared size, else the last measured or the estimate."""
+        if manifest.memory_bytes is not None:
+            return manifest.memory_bytes
+        return max(self.footprints.get(name, 0), estimate_footprint(artifact.bytes))
+
+    def _load_frame(self, name: str, artifact: Artifact) -> dict[str, Any]:
+        """The worker's load request: the artifact, and what the manifest tells the worker."""
+        manifest = self.manifest_of(name)
+        frame: dict[str, Any] = {"op": "load", "model": name, "path": str(artifact.path)}
+        if manifest.handler or manifest.model_file or manifest.warmup:
+            frame |= {"root": str(manifest_root(artifact.path)), "warmup": list(manifest.warmup)}
+            frame |= {"handler": manifest.handler, "model_file": manifest.model_file}
+        return frame
+
+    # making room ------------------------------------------------------------------------
+
     async def _make_room(self, name: str, size: int) -> None:
         if not self.memory.fits_ever(size):
             raise InsufficientMemory(self._never_fits(name, size))
         self.memory.observe(self.pss_bytes())
         deadline = self.clock() + self.deadline_s
-        while (victims := self.memory.reserve(name, size, name in self.pinned)) is None:
+        while (victims := self.memory.reserve(name, size, self.is_pinned(name))) is None:
             changed = self._changed
             remaining = deadline - self.clock()
             if remaining <= 0:
@@ -465,6 +499,10 @@ class ModelHost:
             detail={"freed_bytes": freed},
         )
         return freed
+
+    async def unload_idle(self, idle_s: float) -> None:
+        """Unload the models nobody has used for `idle_s` seconds (pinned ones stay)."""
+        await self._unload_many(self.memory.idle_victims(idle_s), "unload", "idle")
 
     async def relieve_pressure(self) -> None:
         """Unload idle models while more is committed than the budget (a footprint grew)."""

@@ -1,28 +1,35 @@
-"""A model's own settings, from `modelhost.toml` inside its artifact.
+"""A model's own settings, from `modelhost.toml` inside its artifact (or a `.mar`'s manifest).
 
 The frontend reads it once the artifact is on disk: batch size and delay, the most workers the
 model may use, pinning, a declared memory size and warm-up samples are scheduling decisions; the
 handler name is passed to the worker. Every field is optional: an absent one means "the server's
 setting". Unknown keys are refused, so a typo never silently does nothing.
 
-    handler = "sklearn"            # a built-in handler, or a file in the artifact
+    handler = "sklearn"            # sklearn, xgboost, lightgbm, onnx, torch, or handler.py[:fn]
+    model_file = "model.ubj"       # the file the handler loads, when the folder holds several
     batch_size = 16
     max_batch_delay_ms = 2
     max_workers = 2
     pinned = true
     memory = "300MiB"              # trust this over the estimate from the artifact's size
     warmup = ["samples/0.json"]    # bodies that must succeed before the model counts as loaded
+
+Paths are relative to the folder the manifest is in. A TorchServe archive's `MAR-INF/MANIFEST.json`
+gives the handler (when it is a file of the archive) and the model file (`serializedFile`);
+`modelhost.toml` beside it wins where both say something.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from modelhost.config import parse_size
-from modelhost.errors import ModelLoadError
+from modelhost.errors import ConfigError, ModelLoadError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -30,11 +37,13 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 MANIFEST_NAME = "modelhost.toml"
+MAR_MANIFEST = Path("MAR-INF") / "MANIFEST.json"
 
 
 @dataclass(frozen=True)
 class Manifest:
     handler: str | None = None
+    model_file: str | None = None
     batch_size: int | None = None
     max_batch_delay_ms: float | None = None
     max_workers: int | None = None
@@ -45,25 +54,81 @@ class Manifest:
 
 NO_MANIFEST = Manifest()
 _POSITIVE_INTS = ("batch_size", "max_workers")
+_TYPES: dict[str, type | tuple[type, ...]] = {
+    "handler": str,
+    "model_file": str,
+    "pinned": bool,
+    "memory": (str, int),
+    "warmup": list,
+}
+_TYPE_WORDS = {
+    "handler": 'a string such as "xgboost" or "handler.py"',
+    "model_file": "a path in the artifact, as a string",
+    "pinned": "true or false",
+    "memory": 'a size such as "300MiB", or a number of bytes',
+    "warmup": 'a list of paths in the artifact, such as ["samples/0.json"]',
+}
 
 
 def read_manifest(artifact: Path) -> Manifest:
     """The manifest of an unpacked artifact (its folder or a lone top folder), or the empty one."""
-    path = find_manifest(artifact)
-    if path is None:
-        return NO_MANIFEST
+    root = manifest_root(artifact)
+    mar = root / MAR_MANIFEST
+    manifest = _read_mar(mar, root) if mar.is_file() else NO_MANIFEST
+    path = root / MANIFEST_NAME
+    if not path.is_file():
+        return manifest
     try:
         table = tomllib.loads(path.read_text())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise ModelLoadError(f"{MANIFEST_NAME} is not valid TOML: {error}") from None
-    return parse_manifest(table)
+    own = parse_manifest(table)
+    return dataclasses.replace(manifest, **{key: getattr(own, key) for key in _given(table)})
 
 
 def find_manifest(artifact: Path) -> Path | None:
+    """`modelhost.toml`, else `MAR-INF/MANIFEST.json`, in the artifact or a lone top folder."""
     if not artifact.is_dir():
         return None
-    candidates = [artifact / MANIFEST_NAME, *artifact.glob(f"*/{MANIFEST_NAME}")]
-    return next((path for path in candidates if path.is_file()), None)
+    for name in (MANIFEST_NAME, MAR_MANIFEST.as_posix()):
+        candidates = [artifact / name, *artifact.glob(f"*/{name}")]
+        found = next((path for path in candidates if path.is_file()), None)
+        if found is not None:
+            return found
+    return None
+
+
+def manifest_root(artifact: Path) -> Path:
+    """The folder the manifest's paths are relative to: where it is, else the artifact."""
+    path = find_manifest(artifact)
+    if path is None:
+        return artifact
+    return path.parent if path.name == MANIFEST_NAME else path.parent.parent
+
+
+def _given(table: dict[str, Any]) -> list[str]:
+    return ["memory_bytes" if key == "memory" else key for key in table]
+
+
+def _read_mar(path: Path, root: Path) -> Manifest:
+    """The handler file and model file a TorchServe `MAR-INF/MANIFEST.json` names."""
+    try:
+        document = json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as error:
+        raise ModelLoadError(f"{MAR_MANIFEST} is not valid JSON: {error}") from None
+    model = document.get("model") if isinstance(document, dict) else None
+    if not isinstance(model, dict):
+        raise ModelLoadError(f'{MAR_MANIFEST} has no "model" object; rebuild the .mar')
+    handler, serialized = model.get("handler"), model.get("serializedFile")
+    file_name = str(handler or "").partition(":")[0]
+    if file_name and not file_name.endswith(".py"):
+        handler = file_name + ".py" + str(handler)[len(file_name) :]
+        file_name += ".py"
+    is_file = bool(file_name) and (root / file_name).is_file()
+    return Manifest(
+        handler=str(handler) if is_file else None,  # TorchServe's own handlers are not here
+        model_file=str(serialized) if serialized else None,
+    )
 
 
 def parse_manifest(table: dict[str, Any]) -> Manifest:
@@ -74,6 +139,10 @@ def parse_manifest(table: dict[str, Any]) -> Manifest:
             f"{MANIFEST_NAME} has unknown keys {sorted(unknown)}; allowed: {allowed}"
         )
     fields = dict(table)
+    for key, kind in _TYPES.items():
+        wrong_bool = isinstance(fields.get(key), bool) and kind is not bool  # True is an int
+        if key in fields and (wrong_bool or not isinstance(fields[key], kind)):
+            raise ModelLoadError(f"{MANIFEST_NAME}: {key} must be {_TYPE_WORDS[key]}")
     for key in _POSITIVE_INTS:
         if key in fields and (not isinstance(fields[key], int) or fields[key] < 1):
             raise ModelLoadError(f"{MANIFEST_NAME}: {key} must be a whole number of at least 1")
@@ -81,6 +150,15 @@ def parse_manifest(table: dict[str, Any]) -> Manifest:
     if not isinstance(delay, (int, float)) or delay < 0:
         raise ModelLoadError(f"{MANIFEST_NAME}: max_batch_delay_ms must be a number of at least 0")
     if "memory" in fields:
-        fields["memory_bytes"] = parse_size(str(fields.pop("memory")))
+        fields["memory_bytes"] = _size(fields.pop("memory"))
+    if not all(isinstance(sample, str) for sample in fields.get("warmup", ())):
+        raise ModelLoadError(f"{MANIFEST_NAME}: warmup must be {_TYPE_WORDS['warmup']}")
     fields["warmup"] = tuple(fields.get("warmup", ()))
     return Manifest(**fields)
+
+
+def _size(value: str | int) -> int:
+    try:
+        return parse_size(str(value))
+    except ConfigError as error:
+        raise ModelLoadError(f"{MANIFEST_NAME}: memory: {error}") from None

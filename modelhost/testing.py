@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tarfile
 import time
+import warnings
 import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -95,6 +96,101 @@ def random_forest(path: Path, target_bytes: int = 15 * 2**20, seed: int = 0) -> 
             forest.n_estimators = trees
         _dump(forest, path)
     return path
+
+
+# ---------------------------------------------------------------------------- other runtimes
+# Each is trained on iris and written to `path` itself (the suffix picks the format); each needs
+# its runtime installed (the dev extra has all but torch, which `make test` installs).
+
+
+def xgboost_iris(path: Path, objective: str = "multi:softprob") -> Path:
+    """An XGBoost booster on iris (`reg:squarederror` gives a regressor), saved by suffix."""
+    import xgboost
+    from sklearn.datasets import load_iris
+
+    x, y = load_iris(return_X_y=True)
+    params = {"objective": objective, "max_depth": 3, "nthread": 1}
+    if objective.startswith("multi:"):
+        params["num_class"] = 3
+    booster = xgboost.train(params, xgboost.DMatrix(x, label=y), num_boost_round=10)
+    path = _parent_made(path)
+    if path.suffix == ".bst":  # xgboost names no format for .bst; write UBJSON bytes
+        path.write_bytes(bytes(booster.save_raw("ubj")))
+    else:
+        booster.save_model(str(path))
+    return path
+
+
+def lightgbm_iris(path: Path) -> Path:
+    """A LightGBM multiclass booster on iris, saved as text (`.txt` or `.lgb`)."""
+    import lightgbm
+    from sklearn.datasets import load_iris
+
+    x, y = load_iris(return_X_y=True)
+    params = {"objective": "multiclass", "num_class": 3, "verbose": -1, "num_threads": 1}
+    booster = lightgbm.train(params, lightgbm.Dataset(x, label=y), num_boost_round=10)
+    booster.save_model(str(_parent_made(path)))
+    return path
+
+
+def onnx_iris(path: Path) -> Path:
+    """The iris LogisticRegression exported to ONNX with skl2onnx (label and probabilities)."""
+    import numpy as np
+    from skl2onnx import to_onnx
+    from sklearn.datasets import load_iris
+    from sklearn.linear_model import LogisticRegression
+
+    x, y = load_iris(return_X_y=True)
+    model = LogisticRegression(max_iter=1000).fit(x, y)
+    _parent_made(path).write_bytes(to_onnx(model, x[:1].astype(np.float32)).SerializeToString())
+    return path
+
+
+def torch_iris(path: Path) -> Path:
+    """A linear torch module holding the iris LogisticRegression's weights (it answers logits):
+    TorchScript for `.pt`, torch.export with a dynamic batch size for `.pt2`."""
+    import torch
+    from sklearn.datasets import load_iris
+    from sklearn.linear_model import LogisticRegression
+
+    model = LogisticRegression(max_iter=1000).fit(*load_iris(return_X_y=True))
+    linear = torch.nn.Linear(4, 3)
+    with torch.no_grad():
+        linear.weight.copy_(torch.tensor(model.coef_, dtype=torch.float32))
+        linear.bias.copy_(torch.tensor(model.intercept_, dtype=torch.float32))
+    linear.eval()
+    path = _parent_made(path)
+    if path.suffix == ".pt2":
+        batch = {0: torch.export.Dim.DYNAMIC}
+        program = torch.export.export(linear, (torch.zeros(2, 4),), dynamic_shapes=(batch,))
+        torch.export.save(program, str(path))
+    else:
+        with warnings.catch_warnings():  # torch 2.13 deprecates TorchScript; users still ship it
+            warnings.simplefilter("ignore", DeprecationWarning)
+            torch.jit.save(torch.jit.script(linear), str(path))
+    return path
+
+
+def mar_of(
+    folder: Path, archive_path: Path, handler: str = "handler.py", serialized_file: str = ""
+) -> Path:
+    """A TorchServe `.mar` of a folder, built with `torch-model-archiver`: the handler (a file of
+    the folder, or a TorchServe handler name), the serialized model file, the rest as extras."""
+    folder, archive_path = Path(folder), _parent_made(archive_path)
+    named = {handler, serialized_file}
+    extras = [str(p) for p in sorted(folder.iterdir()) if p.is_file() and p.name not in named]
+    command = [
+        str(Path(sys.executable).with_name("torch-model-archiver")),
+        *("--model-name", archive_path.name.removesuffix(".mar"), "--version", "1.0"),
+        *("--handler", str(folder / handler) if (folder / handler).is_file() else handler),
+        *("--export-path", str(archive_path.parent), "--force"),
+    ]
+    if serialized_file:
+        command += ["--serialized-file", str(folder / serialized_file)]
+    if extras:
+        command += ["--extra-files", ",".join(extras)]
+    subprocess.run(command, check=True, capture_output=True)
+    return archive_path
 
 
 def _dump(model: Any, path: Path) -> Path:

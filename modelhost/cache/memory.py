@@ -134,6 +134,11 @@ class MemoryTier:
         """Idle models to unload when a measured footprint turned out larger than reserved."""
         return self._claim(self.victims_for(0) or [])
 
+    def idle_victims(self, idle_s: float) -> list[Resident]:
+        """Loaded, unpinned models with no request for `idle_s` seconds, claimed for unloading."""
+        cutoff = self.clock() - idle_s
+        return self._claim([r for r in self if r.evictable and r.last_used <= cutoff])
+
     @staticmethod
     def _claim(victims: list[Resident]) -> list[Resident]:
         """Mark victims as unloading, so no other reservation counts on them or picks them."""

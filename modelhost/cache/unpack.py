@@ -29,7 +29,7 @@ from modelhost.errors import ModelLoadError, UnsafeArtifact
 TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
 ZIP_SUFFIXES = (".zip", ".mar")
 # single-file formats that are zips or gzips inside but must not be unpacked
-_MODEL_FILE_SUFFIXES = (".pt", ".pth", ".npz", ".keras", ".joblib", ".pkl", ".pickle")
+_MODEL_FILE_SUFFIXES = (".pt", ".pt2", ".pth", ".npz", ".keras", ".joblib", ".pkl", ".pickle")
 _CHUNK_BYTES = 1 << 20
 _DRIVE = re.compile(r"^[A-Za-z]:")
 # a truncated or malformed archive; a file and a folder of one name also land here

@@ -60,9 +60,17 @@ LostCallback = Callable[[WorkerHandle], None]
 
 
 class WorkerPool:
-    def __init__(self, size: int, threads: int, run_dir: Path, events: EventLog) -> None:
+    def __init__(
+        self,
+        size: int,
+        threads: int,
+        run_dir: Path,
+        events: EventLog,
+        preload_runtimes: tuple[str, ...] = (),
+    ) -> None:
         self.size = size
         self.threads = threads
+        self.preload_runtimes = preload_runtimes  # optional runtimes the template imports
         self.socket_path = str(run_dir / "workers.sock")
         self.events = events
         self.workers: dict[int, WorkerHandle] = {}
@@ -83,6 +91,7 @@ class WorkerPool:
             "modelhost.workers.template",
             self.socket_path,
             str(self.threads),
+            ",".join(self.preload_runtimes),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
         )

@@ -1,6 +1,7 @@
 """The template process: imports the runtimes once, then forks a worker per request.
 
-Started by the frontend as ``python -m modelhost.workers.template SOCKET THREADS``. It reads one
+Started by the frontend as ``python -m modelhost.workers.template SOCKET THREADS [RUNTIMES]``
+(RUNTIMES: the optional runtimes to import too, comma-separated). It reads one
 worker id per line on stdin and forks a worker that connects back to SOCKET. Forking a process
 that has already imported numpy and scikit-learn makes a worker ready in milliseconds, and the
 library pages stay shared between workers (counted once in PSS). It exits when stdin closes.
@@ -8,6 +9,7 @@ library pages stay shared between workers (counted once in PSS). It exits when s
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib
 import os
@@ -29,11 +31,15 @@ def limit_threads(threads: int) -> None:
         os.environ[variable] = str(threads)
 
 
-def import_runtimes() -> None:
+def import_runtimes(optional: list[str]) -> None:
     from modelhost.workers.handlers import RUNTIME_MODULES
 
     for module in RUNTIME_MODULES:
         importlib.import_module(module)
+    for module in optional:
+        # absent or broken: the handler that needs it says so, naming the extra, at load time
+        with contextlib.suppress(Exception):
+            importlib.import_module(module)
     import modelhost.workers.worker  # noqa: F401  (shared by every worker)
 
     gc.collect()
@@ -68,8 +74,9 @@ def main_loop(socket_path: str, threads: int) -> None:
 
 def main() -> None:
     socket_path, threads = sys.argv[1], int(sys.argv[2])
+    optional = [name for name in (sys.argv[3] if len(sys.argv) > 3 else "").split(",") if name]
     limit_threads(threads)
-    import_runtimes()
+    import_runtimes(optional)
     print("ready", flush=True)
     main_loop(socket_path, threads)
 

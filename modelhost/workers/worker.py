@@ -13,18 +13,22 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from modelhost.errors import ModelNotLoaded
 from modelhost.observe.memory import pss_bytes, return_memory_to_os
 from modelhost.workers.handlers.base import Handler, InferReply, InferRequest
 from modelhost.workers.wire import Frame, encode, recv_frame
 
+if TYPE_CHECKING:
+    from modelhost.workers.handlers.select import LoadSpec
+
 
 class Worker:
     def __init__(self, sock: socket.socket, worker_id: int, threads: int) -> None:
         self.sock = sock
         self.worker_id = worker_id
+        self.threads = threads
         self.models: dict[str, Handler] = {}
         self._send_lock = threading.Lock()
         self._loader = ThreadPoolExecutor(1, thread_name_prefix="loader")
@@ -71,14 +75,26 @@ class Worker:
             self.sock.sendall(data)
 
     def load(self, frame: Frame) -> tuple[dict[str, Any], bytes]:
+        """Load (then warm up) a model; the manifest's handler, model file and warm-up samples
+        come in the frame, paths relative to its `root`."""
         from modelhost.workers.handlers import load_handler
+        from modelhost.workers.warmup import warm_up
 
-        name = frame.header["model"]
+        header, name = frame.header, frame.header["model"]
+        artifact = Path(header["path"])
+        root = Path(header.get("root") or artifact)
         before, started = pss_bytes(), time.perf_counter()
-        self.models[name] = load_handler(Path(frame.header["path"]), name)
+        handler = load_handler(artifact, name, self._load_spec(header, root))
+        warm_up(handler, name, root, header.get("warmup", ()))
+        self.models[name] = handler
         load_ms = (time.perf_counter() - started) * 1000
         after = pss_bytes()
         return {"footprint": max(0, after - before), "load_ms": load_ms, "pss": after}, b""
+
+    def _load_spec(self, header: dict[str, Any], root: Path) -> LoadSpec:
+        from modelhost.workers.handlers.select import LoadSpec
+
+        return LoadSpec(header.get("handler"), header.get("model_file"), root, self.threads)
 
     def unload(self, frame: Frame) -> tuple[dict[str, Any], bytes]:
         name = frame.header["model"]

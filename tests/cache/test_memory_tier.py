@@ -103,3 +103,20 @@ def test_never_over_budget_and_never_evicts_busy_or_pinned(
         elif op == "unload" and resident is not None and resident.evictable:
             memory.remove(name)
         assert memory.committed_bytes <= memory.budget_bytes
+
+
+def test_idle_victims_are_the_loaded_idle_unpinned_models_unused_long_enough() -> None:
+    clock = StepClock()  # each reading is one second after the last
+    memory = MemoryTier(100 * MiB, 0, LRUPolicy(), clock)
+    for name in ("old", "busy", "pinned"):
+        memory.reserve(name, MiB, pinned=name == "pinned")
+        memory.mark_loaded(name, 1, MiB, 1.0)
+    memory.begin_request(memory.residents["busy"])
+    clock.now += 100
+    memory.reserve("fresh", MiB)
+    memory.mark_loaded("fresh", 1, MiB, 1.0)
+    memory.reserve("loading", MiB)
+    victims = memory.idle_victims(idle_s=50)
+    assert [victim.name for victim in victims] == ["old"]
+    assert memory.residents["old"].state is State.UNLOADING
+    assert memory.idle_victims(idle_s=50) == []  # claimed once

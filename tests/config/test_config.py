@@ -197,6 +197,12 @@ def test_invalid_toml(tmp_path: Path) -> None:
             "SAGEMAKER_MULTI_MODEL: expected true or false",
         ),
         ({"log_level": "loud"}, {}, "", "--log-level: expected one of debug, info"),
+        (
+            {"preload_runtimes": "xgboost,tensorflow"},
+            {},
+            "",
+            "--preload-runtimes: expected each one of xgboost, lightgbm, onnxruntime, torch",
+        ),
         ({"drain_timeout_s": "nan"}, {}, "", "--drain-timeout-s: expected a number"),
         ({"batch_size": "0"}, {}, "", "--batch-size: expected at least 1"),
         ({"prot": "1"}, {}, "", "unknown setting prot"),
@@ -280,3 +286,11 @@ def test_percent_is_a_share_of_the_whole(percent: float, whole_bytes: int) -> No
     size_bytes = parse_size(f"{percent:.4f}%", whole_bytes)
     assert 0 <= size_bytes <= whole_bytes
     assert abs(size_bytes - round(percent, 4) / 100 * whole_bytes) <= 1 + whole_bytes * 1e-12
+
+
+def test_runtimes_to_preload_are_a_list_of_known_ones(tmp_path: Path) -> None:
+    assert load_config({}, {}, tmp_path).preload_runtimes == ("xgboost", "lightgbm", "onnxruntime")
+    environ = {"MODELHOST_PRELOAD_RUNTIMES": "Torch, onnxruntime"}
+    assert load_config({}, environ, tmp_path).preload_runtimes == ("torch", "onnxruntime")
+    write(tmp_path / "modelhost.toml", "idle_unload_s = 300\n")
+    assert load_config({}, {}, tmp_path).idle_unload_s == 300.0

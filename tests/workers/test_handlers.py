@@ -404,8 +404,8 @@ def test_folder_with_two_models_is_ambiguous(tmp_path: Path, iris_file: Path) ->
 
 def test_folder_with_nothing_loadable_lists_what_it_found(tmp_path: Path) -> None:
     (tmp_path / "README.md").write_text("hi")
-    (tmp_path / "weights.onnx").write_bytes(b"")
-    with pytest.raises(ModelLoadError, match=r"found: README.md, weights.onnx\); ship one"):
+    (tmp_path / "weights.h5").write_bytes(b"")
+    with pytest.raises(ModelLoadError, match=r"found: README.md, weights.h5\); ship one"):
         load_handler(tmp_path, "m")
 
 

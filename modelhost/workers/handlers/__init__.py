@@ -1,7 +1,9 @@
 """Built-in handlers, the choice among them, and the loading of users' handler code.
 
 Importing this package imports no runtime (numpy, scikit-learn): the template process imports
-`RUNTIME_MODULES` on purpose before it forks workers, so their pages are shared.
+`RUNTIME_MODULES` on purpose before it forks workers, so their pages are shared, and the optional
+runtimes the `preload_runtimes` setting names where they are installed. The built-in handlers
+import their runtime when they load a model (see `runtime.require`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from modelhost.errors import ModelLoadError
 
 if TYPE_CHECKING:
     from modelhost.workers.handlers.base import Handler
+    from modelhost.workers.handlers.select import LoadSpec
 
 RUNTIME_MODULES: tuple[str, ...] = (
     "numpy",
@@ -58,12 +61,14 @@ __all__ = [
 ]
 
 
-def load_handler(artifact: Path, model_name: str) -> Handler:
+def load_handler(artifact: Path, model_name: str, spec: LoadSpec | None = None) -> Handler:
     """Build the handler an unpacked artifact (file or folder) calls for; see `select`."""
     from modelhost.workers.handlers.oip import SpeaksOip
+    from modelhost.workers.handlers.select import DEFAULT_SPEC
     from modelhost.workers.handlers.select import load_handler as select_and_load
 
-    return SpeaksOip(select_and_load(artifact, model_name))  # every handler answers OIP too
+    handler = select_and_load(artifact, model_name, spec or DEFAULT_SPEC)
+    return SpeaksOip(handler)  # every handler answers OIP too
 
 
 @contextmanager

@@ -5,6 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,9 @@ class InferReply:
 
 class Handler(ABC):
     """A loaded model, built once per (worker, model); `infer` may run on several threads."""
+
+    # whether `infer_batch` answers a batch in one call of the runtime (worth a batch delay)
+    batches: ClassVar[bool] = False
 
     @abstractmethod
     def infer(self, request: InferRequest) -> InferReply:

@@ -8,17 +8,47 @@ from importlib import metadata
 from pathlib import Path
 
 from modelhost.errors import ModelLoadError
+from modelhost.workers.handlers import lightgbm, onnx, sklearn, torch, xgboost
 from modelhost.workers.handlers.base import Handler
 from modelhost.workers.handlers.mms import MmsHandler, find_entry
 from modelhost.workers.handlers.sagemaker import SCRIPT, SageMakerHandler
-from modelhost.workers.handlers.sklearn import SklearnHandler
 
-PICKLE_SUFFIXES = (".joblib", ".pkl", ".pickle")
+PICKLE_SUFFIXES = sklearn.SUFFIXES
 _SHIPPING_FORMS = (
-    "ship one .joblib/.pkl/.pickle file, a folder with handler.py (MMS/TorchServe) "
-    "or a folder with code/inference.py (SageMaker)"
+    "ship one model file (.joblib/.pkl, .ubj/.json/.bst, .txt/.lgb, .onnx, .pt/.pt2), a folder "
+    "with handler.py (MMS/TorchServe) or a folder with code/inference.py (SageMaker)"
 )
 _LISTED_NAMES = 10
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """A built-in handler: the files it takes and how it builds a handler for one."""
+
+    name: str  # as the manifest's `handler` names it
+    suffixes: tuple[str, ...]
+    build: Callable[[Path, int], Handler]  # (model file, threads)
+    hint: Callable[[], str]
+    sniff: Callable[[Path], bool] | None = None  # for suffixes other files share (.json, .txt)
+
+    def takes(self, path: Path, *, declared: bool = False) -> bool:
+        """Whether `path` is this runtime's file; shared suffixes are read unless `declared`."""
+        if not path.name.lower().endswith(self.suffixes):
+            return False
+        return declared or self.sniff is None or self.sniff(path)
+
+
+@dataclass(frozen=True)
+class LoadSpec:
+    """What the frontend tells a worker about a model besides its path (from its manifest)."""
+
+    handler: str | None = None  # a runtime name, or a Python file of the artifact [":function"]
+    model_file: str | None = None  # relative to `root`
+    root: Path | None = None  # the folder the manifest is in; the artifact when None
+    threads: int = 1
+
+
+DEFAULT_SPEC = LoadSpec()
 
 
 @dataclass(frozen=True)
@@ -29,11 +59,11 @@ class Choice:
     hint: Callable[[], str]
 
 
-def load_handler(artifact: Path, model_name: str) -> Handler:
+def load_handler(artifact: Path, model_name: str, spec: LoadSpec = DEFAULT_SPEC) -> Handler:
     """Build the handler for an unpacked artifact; every failure becomes `ModelLoadError`."""
     choice: Choice | None = None
     try:
-        choice = choose(artifact, model_name)
+        choice = choose(artifact, model_name, spec)
         return choice.load()
     except ModelLoadError as exc:
         raise ModelLoadError(f"could not load model {model_name}: {exc}") from exc
@@ -44,45 +74,106 @@ def load_handler(artifact: Path, model_name: str) -> Handler:
         ) from exc
 
 
-def choose(artifact: Path, model_name: str) -> Choice:
-    """Pick the handler by file extension, or by what a folder contains."""
+def choose(artifact: Path, model_name: str, spec: LoadSpec = DEFAULT_SPEC) -> Choice:
+    """The manifest's handler if it names one; else by file extension or the folder's contents."""
+    if spec.handler or spec.model_file:
+        return _declared(artifact, model_name, spec)
     if artifact.is_file():
-        return _choose_file(artifact)
+        return _choose_file(artifact, spec.threads)
     if artifact.is_dir():
-        return _choose_folder(artifact, model_name, descend=True)
+        return _choose_folder(artifact, model_name, spec.threads, descend=True)
     raise ModelLoadError(f"artifact {artifact} does not exist; fetch it again")
 
 
-def _choose_file(path: Path) -> Choice:
-    if path.name.lower().endswith(PICKLE_SUFFIXES):
-        return _sklearn(path)
+def _choose_file(path: Path, threads: int) -> Choice:
+    runtime = next((r for r in RUNTIMES.values() if r.takes(path)), None)
+    if runtime is not None:
+        return _built_in(runtime, path, threads)
     kind = f"'{path.suffix}' files" if path.suffix else "files without an extension"
+    if path.suffix.lower() in (".json", ".txt"):
+        kind = f"{path.name}, which is not an XGBoost (.json) or LightGBM (.txt) model"
+    supported = ", ".join(suffix for runtime in RUNTIMES.values() for suffix in runtime.suffixes)
     raise ModelLoadError(
-        f"no built-in handler for {kind}; supported: {', '.join(PICKLE_SUFFIXES)}; "
-        "or ship a folder with handler.py or code/inference.py"
+        f"no built-in handler for {kind}; supported: {supported}; or ship a folder with "
+        "handler.py or code/inference.py, or name the handler in modelhost.toml"
     )
 
 
-def _choose_folder(folder: Path, model_name: str, *, descend: bool) -> Choice:
-    """User code first, then a single pickle; a lone subfolder (a tar's top folder) is entered."""
+def _choose_folder(folder: Path, model_name: str, threads: int, *, descend: bool) -> Choice:
+    """User code first, then a single model file; a lone subfolder (a tar's top folder) is
+    entered."""
     if (folder / SCRIPT).is_file():
         return Choice(lambda: SageMakerHandler(folder), _script_hint)
     entry = find_entry(folder)
     if entry is not None:
         return Choice(lambda: MmsHandler(folder, model_name, entry), _handler_hint)
-    pickles = _pickles_in(folder)
-    if descend and not pickles:
+    found = _model_files_in(folder)
+    if descend and not found:
         subfolders = [path for path in _visible(folder) if path.is_dir()]
         if len(subfolders) == 1:
-            return _choose_folder(subfolders[0], model_name, descend=False)
-        pickles = [path for subfolder in subfolders for path in _pickles_in(subfolder)]
-    if len(pickles) == 1:
-        return _sklearn(pickles[0])
-    raise ModelLoadError(_nothing_to_load(folder, pickles))
+            return _choose_folder(subfolders[0], model_name, threads, descend=False)
+        found = [path for subfolder in subfolders for path in _model_files_in(subfolder)]
+    if len(found) == 1:
+        return _choose_file(found[0], threads)
+    raise ModelLoadError(_nothing_to_load(folder, found))
 
 
-def _sklearn(path: Path) -> Choice:
-    return Choice(lambda: SklearnHandler(path), _sklearn_hint)
+def _declared(artifact: Path, model_name: str, spec: LoadSpec) -> Choice:
+    """The handler and model file the manifest names."""
+    root = spec.root or artifact
+    model_file = _inside(root, spec.model_file) if spec.model_file else None
+    runtime = RUNTIMES.get(spec.handler or "")
+    if spec.handler and runtime is None:
+        return _user_entry(root, model_name, spec.handler)
+    if runtime is None:  # only a model file: its extension decides
+        assert model_file is not None
+        return _choose_file(model_file, spec.threads)
+    path = model_file or _only_file_of(runtime, artifact)
+    return _built_in(runtime, path, spec.threads)
+
+
+def _user_entry(root: Path, model_name: str, handler: str) -> Choice:
+    file_name, _, function = handler.partition(":")
+    if not file_name.endswith(".py"):
+        names = ", ".join(RUNTIMES)
+        raise ModelLoadError(
+            f"the manifest's handler '{handler}' is neither a built-in handler ({names}) nor a "
+            "Python file of the artifact (handler.py or handler.py:function)"
+        )
+    entry = (_inside(root, file_name), function or None)
+    return Choice(lambda: MmsHandler(root, model_name, entry), _handler_hint)
+
+
+def _only_file_of(runtime: Runtime, artifact: Path) -> Path:
+    if artifact.is_file():
+        return artifact
+    folders = [artifact, *(path for path in _visible(artifact) if path.is_dir())]
+    found = [
+        path
+        for folder in folders
+        for path in _visible(folder)
+        if path.is_file() and runtime.takes(path, declared=True)
+    ]
+    if len(found) == 1:
+        return found[0]
+    names = ", ".join(str(path.relative_to(artifact)) for path in found) or "none"
+    raise ModelLoadError(
+        f"the manifest names the {runtime.name} handler, which needs exactly one "
+        f"{'/'.join(runtime.suffixes)} file; found {names}: set model_file in modelhost.toml"
+    )
+
+
+def _inside(root: Path, relative: str) -> Path:
+    path = root / relative
+    if not path.resolve().is_relative_to(root.resolve()):
+        raise ModelLoadError(f"the manifest names {relative}, which is outside the artifact")
+    if not path.is_file():
+        raise ModelLoadError(f"the manifest names {relative}, which the artifact does not hold")
+    return path
+
+
+def _built_in(runtime: Runtime, path: Path, threads: int) -> Choice:
+    return Choice(lambda: runtime.build(path, threads), runtime.hint)
 
 
 def _visible(folder: Path) -> list[Path]:
@@ -94,19 +185,19 @@ def _visible(folder: Path) -> list[Path]:
     )
 
 
-def _pickles_in(folder: Path) -> list[Path]:
+def _model_files_in(folder: Path) -> list[Path]:
     return [
         path
         for path in _visible(folder)
-        if path.is_file() and path.name.lower().endswith(PICKLE_SUFFIXES)
+        if path.is_file() and any(runtime.takes(path) for runtime in RUNTIMES.values())
     ]
 
 
-def _nothing_to_load(folder: Path, pickles: list[Path]) -> str:
-    if pickles:
-        names = ", ".join(str(path.relative_to(folder)) for path in pickles)
+def _nothing_to_load(folder: Path, files: list[Path]) -> str:
+    if files:
+        names = ", ".join(str(path.relative_to(folder)) for path in files)
         return (
-            f"found {len(pickles)} model files in {folder.name}/ ({names}); keep exactly one, "
+            f"found {len(files)} model files in {folder.name}/ ({names}); keep exactly one, "
             "or add a handler.py or code/inference.py that loads the right one"
         )
     entries = [path.name + ("/" if path.is_dir() else "") for path in _visible(folder)]
@@ -132,8 +223,48 @@ def _handler_hint() -> str:
     return "fix the handler file: the error came from importing it or from initialize(context)"
 
 
+def _runtime_hint(distribution: str, saved_with: str) -> Callable[[], str]:
+    def hint() -> str:
+        return (
+            f"check that it was saved with {saved_with} by a version this server can read "
+            f"({distribution} {_version(distribution)})"
+        )
+
+    return hint
+
+
 def _version(distribution: str) -> str:
     try:
         return metadata.version(distribution)
     except metadata.PackageNotFoundError:
         return "not installed"
+
+
+RUNTIMES: dict[str, Runtime] = {
+    "sklearn": Runtime(
+        "sklearn", sklearn.SUFFIXES, lambda path, _: sklearn.SklearnHandler(path), _sklearn_hint
+    ),
+    "xgboost": Runtime(
+        "xgboost",
+        xgboost.SUFFIXES,
+        xgboost.XGBoostHandler,
+        _runtime_hint("xgboost", "Booster.save_model"),
+        lambda path: path.suffix.lower() != ".json" or xgboost.is_xgboost_json(path),
+    ),
+    "lightgbm": Runtime(
+        "lightgbm",
+        lightgbm.SUFFIXES,
+        lightgbm.LightGBMHandler,
+        _runtime_hint("lightgbm", "Booster.save_model"),
+        lambda path: path.suffix.lower() != ".txt" or lightgbm.is_lightgbm_text(path),
+    ),
+    "onnx": Runtime(
+        "onnx", onnx.SUFFIXES, onnx.OnnxHandler, _runtime_hint("onnxruntime", "an ONNX exporter")
+    ),
+    "torch": Runtime(
+        "torch",
+        torch.SUFFIXES,
+        torch.TorchHandler,
+        _runtime_hint("torch", "torch.jit.save or torch.export.save"),
+    ),
+}

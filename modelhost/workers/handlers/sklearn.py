@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from modelhost.errors import BadRequestBody
-from modelhost.workers.codecs import decode_rows, encode_predictions
-from modelhost.workers.handlers.base import Handler, InferReply, InferRequest
+from modelhost.workers.handlers.rows import METHODS, RowsHandler
 
-METHODS = ("predict", "predict_proba")
+SUFFIXES = (".joblib", ".pkl", ".pickle")
 
 
-class SklearnHandler(Handler):
+class SklearnHandler(RowsHandler):
     """A joblib or pickle file holding an estimator; answers `predict` or `predict_proba`."""
 
     def __init__(self, path: Path) -> None:
@@ -23,60 +21,12 @@ class SklearnHandler(Handler):
 
         self._model: Any = joblib.load(path)
 
-    def infer(self, request: InferRequest) -> InferReply:
-        """Decode rows, run the requested method, encode its output for the Accept header."""
-        rows = decode_rows(request.body, request.content_type)
-        predictions = predict_rows(self._model, rows, request.params.get("method", "predict"))
-        body, content_type = encode_predictions(predictions, request.accept)
-        return InferReply(body, content_type)
-
-    def infer_batch(self, requests: Sequence[InferRequest]) -> list[InferReply | Exception]:
-        """Stack the rows of requests that ask the same thing, predict once, split the answers."""
-        replies: dict[int, InferReply | Exception] = {}
-        groups: dict[tuple[str, str], list[tuple[int, Any]]] = {}
-        for index, request in enumerate(requests):
-            try:
-                rows = decode_rows(request.body, request.content_type)
-                _check_width(self._model, rows)
-            except Exception as error:  # noqa: BLE001  (answers only this request)
-                replies[index] = error
-                continue
-            key = (request.params.get("method", "predict"), request.accept)
-            groups.setdefault(key, []).append((index, rows))
-        for (method, accept), members in groups.items():
-            for index, reply in self._predict_group(method, accept, members):
-                replies[index] = reply
-        return [replies[index] for index in range(len(requests))]
-
-    def _predict_group(
-        self, method: str, accept: str, members: list[tuple[int, Any]]
-    ) -> Iterator[tuple[int, InferReply | Exception]]:
-        try:
-            stacked = predict_rows(self._model, np.vstack([rows for _, rows in members]), method)
-        except Exception:  # noqa: BLE001  (some request's rows: find which, one by one)
-            yield from ((index, self._answer(rows, method, accept)) for index, rows in members)
-            return
-        offset = 0
-        for index, rows in members:
-            predictions, offset = stacked[offset : offset + len(rows)], offset + len(rows)
-            yield index, _encoded(predictions, accept)
-
-    def _answer(self, rows: Any, method: str, accept: str) -> InferReply | Exception:
-        try:
-            return _encoded(predict_rows(self._model, rows, method), accept)
-        except Exception as error:  # noqa: BLE001
-            return error
+    def predict(self, rows: np.ndarray, method: str) -> Any:
+        return predict_rows(self._model, rows, method)
 
     def close(self) -> None:
         """Drop the estimator so its memory can be returned on unload."""
         self._model = None
-
-
-def _encoded(predictions: Any, accept: str) -> InferReply | Exception:
-    try:
-        return InferReply(*encode_predictions(predictions, accept))
-    except Exception as error:  # noqa: BLE001  (e.g. an Accept this codec cannot answer)
-        return error
 
 
 def predict_rows(model: Any, rows: Any, method: str = "predict") -> Any:

@@ -1,0 +1,27 @@
+# modelhost as a drop-in SageMaker inference container (real-time and multi-model endpoints).
+#   docker build -t modelhost .                      (EXTRAS=xgboost,lightgbm,onnx,torch for torch)
+#   docker run -p 8080:8080 -v $PWD/model:/opt/ml/model modelhost serve
+# SageMaker runs `docker run IMAGE serve`; port 8080 (or SAGEMAKER_BIND_TO_PORT); the model in
+# /opt/ml/model, or many in /opt/ml/models with SAGEMAKER_MULTI_MODEL=true.
+FROM python:3.11-slim
+
+LABEL com.amazonaws.sagemaker.capabilities.multi-models=true
+LABEL com.amazonaws.sagemaker.capabilities.accept-bind-to-port=true
+
+ARG EXTRAS=xgboost,lightgbm,onnx
+# libgomp: the OpenMP runtime xgboost and lightgbm link
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends libgomp1 \
+    && rm -rf /var/lib/apt/lists/*
+
+WORKDIR /opt/modelhost
+COPY pyproject.toml README.md ./
+COPY modelhost ./modelhost
+RUN pip install --no-cache-dir ".[${EXTRAS}]"
+COPY deploy/sagemaker-entrypoint.sh /usr/local/bin/modelhost-entrypoint
+
+ENV PYTHONUNBUFFERED=1
+EXPOSE 8080
+# exec form: the entrypoint is PID 1 and execs the server, so SIGTERM reaches it
+ENTRYPOINT ["/usr/local/bin/modelhost-entrypoint"]
+CMD ["serve"]

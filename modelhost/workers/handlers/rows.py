@@ -1,0 +1,116 @@
+"""Models that predict a matrix of feature rows: the shared decoding, batching and encoding.
+
+A batch is answered with one call of the runtime: every request's rows are decoded, stacked and
+predicted at once, and the predictions are split back by each request's row count. A request
+whose body cannot be decoded fails alone; if the stacked call fails (rows of another width, a
+value one model refuses), each request is predicted alone so the failure stays with its cause.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from modelhost.errors import BadRequestBody
+from modelhost.workers.codecs import decode_rows, encode_predictions
+from modelhost.workers.handlers.base import Handler, InferReply, InferRequest
+
+METHODS = ("predict", "predict_proba")
+
+Group = list[tuple[int, np.ndarray]]  # (request index, its rows)
+
+
+class RowsHandler(Handler):
+    """A handler whose model maps an (n, features) matrix to n predictions."""
+
+    batches = True
+    n_features: int | None = None  # checked before predicting, for a clear 400
+
+    @abstractmethod
+    def predict(self, rows: np.ndarray, method: str) -> Any:
+        """Predictions for `rows`, one per row; `method` is one of METHODS."""
+
+    def infer(self, request: InferRequest) -> InferReply:
+        rows = decode_rows(request.body, request.content_type)
+        return self._encode(self._predict(rows, method_of(request)), request)
+
+    def infer_batch(self, requests: Sequence[InferRequest]) -> list[InferReply | Exception]:
+        replies: list[InferReply | Exception] = [BadRequestBody("not answered")] * len(requests)
+        groups: dict[str, Group] = {}
+        for index, request in enumerate(requests):
+            try:
+                rows = decode_rows(request.body, request.content_type)
+                groups.setdefault(method_of(request), []).append((index, rows))
+            except Exception as error:  # noqa: BLE001  (isolated to the request that caused it)
+                replies[index] = error
+        for method, group in groups.items():
+            self._answer_group(requests, method, group, replies)
+        return replies
+
+    def _answer_group(
+        self,
+        requests: Sequence[InferRequest],
+        method: str,
+        group: Group,
+        replies: list[InferReply | Exception],
+    ) -> None:
+        counts = [len(rows) for _, rows in group]
+        try:
+            predictions = self._predict(np.vstack([rows for _, rows in group]), method)
+            if len(predictions) != sum(counts):
+                raise ValueError("not one prediction per row")
+        except Exception:  # noqa: BLE001  (one request spoilt the batch: answer each alone)
+            for index, rows in group:
+                replies[index] = self._attempt(requests[index], rows, method)
+            return
+        parts = np.split(np.asarray(predictions), np.cumsum(counts)[:-1])
+        for (index, _), part in zip(group, parts, strict=True):
+            replies[index] = self._attempt(requests[index], part)
+
+    def _attempt(
+        self, request: InferRequest, values: Any, method: str | None = None
+    ) -> InferReply | Exception:
+        """Encode `values` (predicting them first when `method` is given), or the failure."""
+        try:
+            predictions = values if method is None else self._predict(values, method)
+            return self._encode(predictions, request)
+        except Exception as error:  # noqa: BLE001  (isolated to its request)
+            return error
+
+    def _predict(self, rows: np.ndarray, method: str) -> Any:
+        if self.n_features is not None and rows.shape[1] != self.n_features:
+            raise BadRequestBody(
+                f"model expects {self.n_features} features per row, got {rows.shape[1]}"
+            )
+        return self.predict(rows, method)
+
+    @staticmethod
+    def _encode(predictions: Any, request: InferRequest) -> InferReply:
+        values = predictions.tolist() if isinstance(predictions, np.ndarray) else predictions
+        body, content_type = encode_predictions(values, request.accept)
+        return InferReply(body, content_type)
+
+
+def method_of(request: InferRequest) -> str:
+    method = request.params.get("method", "predict")
+    if method not in METHODS:
+        raise BadRequestBody(f"unknown method '{method}'; allowed: {', '.join(METHODS)}")
+    return method
+
+
+def from_probabilities(probabilities: np.ndarray, method: str) -> np.ndarray:
+    """A classifier's answer from its class probabilities, as scikit-learn gives it: the index
+    of the likeliest class for predict, a row of probabilities for predict_proba."""
+    if probabilities.ndim == 1:  # binary models give the positive class only
+        probabilities = np.column_stack([1.0 - probabilities, probabilities])
+    return probabilities if method == "predict_proba" else probabilities.argmax(axis=1)
+
+
+def values_only(values: Any, method: str, kind: str) -> Any:
+    """The outputs of a model that gives no probabilities; predict_proba is refused."""
+    if method == "predict_proba":
+        raise BadRequestBody(f"this model ({kind}) gives no probabilities; use method=predict")
+    return values

@@ -1,0 +1,67 @@
+"""The built-in handler for TorchScript (.pt) and torch.export (.pt2) programs, on the CPU."""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from modelhost.errors import BadRequestBody, ModelLoadError
+from modelhost.workers.handlers.rows import RowsHandler, values_only
+from modelhost.workers.handlers.runtime import require
+
+SUFFIXES = (".pt", ".pt2")
+
+
+class TorchHandler(RowsHandler):
+    """A module called with the rows as a float32 tensor; answers its (first) output tensor."""
+
+    def __init__(self, path: Path, threads: int = 1) -> None:
+        torch = require("torch", "torch", f"{path.name} (a PyTorch model)")
+        self._torch: Any = torch
+        torch.set_num_threads(threads)
+        with contextlib.suppress(RuntimeError):  # allowed once, before any inter-op work
+            torch.set_num_interop_threads(1)
+        self._module, self.n_features = _load(torch, path)
+
+    def predict(self, rows: np.ndarray, method: str) -> Any:
+        values_only(None, method, "PyTorch")
+        try:
+            with self._torch.inference_mode():
+                output = self._module(self._torch.from_numpy(rows.astype(np.float32)))
+        except (RuntimeError, ValueError) as exc:  # torch's way of refusing a shape
+            raise BadRequestBody(f"the model refused the input: {exc}") from exc
+        if isinstance(output, (tuple, list)):
+            output = output[0]
+        return output.detach().cpu().numpy()
+
+    def close(self) -> None:
+        self._module = None
+
+
+def _load(torch: Any, path: Path) -> tuple[Any, int | None]:
+    """The module, and its row width where the file tells it (.pt2's example input)."""
+    if path.suffix == ".pt2":
+        program = torch.export.load(str(path))
+        return program.module(), _width(program.example_inputs)
+    try:
+        with warnings.catch_warnings():  # torch deprecates TorchScript; users still ship it
+            warnings.simplefilter("ignore", DeprecationWarning)
+            module = torch.jit.load(str(path), map_location="cpu")
+    except RuntimeError as exc:
+        raise ModelLoadError(
+            f"{path.name} is not a TorchScript archive ({exc}); save the model with "
+            "torch.jit.save(torch.jit.script(model), ...), torch.export.save as .pt2, or ship a "
+            "handler.py that builds it"
+        ) from exc
+    return module.eval(), None
+
+
+def _width(example_inputs: Any) -> int | None:
+    """The row width of an exported program's one 2-D input, from the example it was traced on."""
+    args: tuple[Any, ...] = tuple(example_inputs[0]) if example_inputs else ()
+    shape: tuple[int, ...] = tuple(getattr(args[0], "shape", ())) if len(args) == 1 else ()
+    return int(shape[1]) if len(shape) == 2 else None

@@ -1,0 +1,34 @@
+"""Warm-up: the sample bodies a model's manifest names, run after loading; all must succeed."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from modelhost.errors import ModelLoadError
+from modelhost.workers.codecs import CSV, JSON, NPY
+from modelhost.workers.handlers.base import Handler, InferRequest
+
+CONTENT_TYPES = {".json": JSON, ".csv": CSV, ".npy": NPY}
+
+
+def warm_up(handler: Handler, model_name: str, root: Path, samples: Sequence[str]) -> None:
+    """Answer each sample (its type from its extension; JSON otherwise); raise on the first
+    failure, having closed the handler, so a model that fails its warm-up is never loaded."""
+    for sample in samples:
+        try:
+            handler.infer(_request(root, sample))
+        except Exception as error:
+            handler.close()
+            raise ModelLoadError(
+                f"could not load model {model_name}: warm-up sample {sample} failed: "
+                f"{type(error).__name__}: {error}; fix the sample or the model, or remove it "
+                "from warmup in modelhost.toml"
+            ) from error
+
+
+def _request(root: Path, sample: str) -> InferRequest:
+    path = root / sample
+    if not path.resolve().is_relative_to(root.resolve()) or not path.is_file():
+        raise ModelLoadError(f"the artifact holds no file {sample}")
+    return InferRequest(path.read_bytes(), CONTENT_TYPES.get(path.suffix.lower(), JSON))

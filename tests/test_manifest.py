@@ -1,0 +1,111 @@
+"""The artifact manifest: modelhost.toml and a TorchServe archive's MAR-INF/MANIFEST.json."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from modelhost.errors import ModelLoadError
+from modelhost.manifest import NO_MANIFEST, Manifest, manifest_root, parse_manifest, read_manifest
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_every_key() -> None:
+    manifest = parse_manifest(
+        {
+            "handler": "xgboost",
+            "model_file": "m.ubj",
+            "batch_size": 8,
+            "max_batch_delay_ms": 2.5,
+            "max_workers": 2,
+            "pinned": True,
+            "memory": "300MiB",
+            "warmup": ["samples/0.json"],
+        }
+    )
+    assert manifest == Manifest(
+        "xgboost", "m.ubj", 8, 2.5, 2, True, 300 * 2**20, ("samples/0.json",)
+    )
+
+
+def test_unknown_keys_are_refused_with_the_allowed_ones() -> None:
+    with pytest.raises(ModelLoadError, match=r"unknown keys \['pined'\]; allowed: .*pinned"):
+        parse_manifest({"pined": True})
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ({"pinned": "yes"}, "pinned must be true or false"),
+        ({"handler": 3}, "handler must be a string"),
+        ({"warmup": "a.json"}, "warmup must be a list"),
+        ({"warmup": [1]}, "warmup must be a list"),
+        ({"memory": "lots"}, "memory: 'lots' is not a size"),
+        ({"memory": True}, "memory must be a size"),
+        ({"batch_size": 0}, "batch_size must be a whole number of at least 1"),
+        ({"max_batch_delay_ms": -1}, "max_batch_delay_ms must be a number of at least 0"),
+    ],
+)
+def test_wrong_types_are_refused(table: dict[str, object], message: str) -> None:
+    with pytest.raises(ModelLoadError, match=message):
+        parse_manifest(table)
+
+
+def test_memory_as_a_number_of_bytes() -> None:
+    assert parse_manifest({"memory": 1000}).memory_bytes == 1000
+
+
+def test_no_manifest_for_a_file_or_a_bare_folder(tmp_path: Path) -> None:
+    write(tmp_path / "model.ubj", "")
+    assert read_manifest(tmp_path / "model.ubj") is NO_MANIFEST
+    assert read_manifest(tmp_path) is NO_MANIFEST
+    assert manifest_root(tmp_path) == tmp_path
+
+
+def test_a_manifest_in_a_lone_top_folder(tmp_path: Path) -> None:
+    write(tmp_path / "top" / "modelhost.toml", 'pinned = true\nwarmup = ["s.json"]\n')
+    assert read_manifest(tmp_path) == Manifest(pinned=True, warmup=("s.json",))
+    assert manifest_root(tmp_path) == tmp_path / "top"
+
+
+def test_invalid_toml_is_a_load_error(tmp_path: Path) -> None:
+    write(tmp_path / "modelhost.toml", "pinned = \n")
+    with pytest.raises(ModelLoadError, match="not valid TOML"):
+        read_manifest(tmp_path)
+
+
+def mar_manifest(folder: Path, model: dict[str, str]) -> None:
+    document = {"runtime": "python", "model": {"modelName": "m", "modelVersion": "1.0", **model}}
+    write(folder / "MAR-INF" / "MANIFEST.json", json.dumps(document))
+
+
+def test_a_mar_manifest_gives_handler_file_and_model_file(tmp_path: Path) -> None:
+    mar_manifest(tmp_path, {"handler": "my_handler:handle", "serializedFile": "model.pt"})
+    write(tmp_path / "my_handler.py", "")
+    assert read_manifest(tmp_path) == Manifest("my_handler.py:handle", "model.pt")
+    assert manifest_root(tmp_path) == tmp_path
+
+
+def test_torchserve_own_handlers_leave_the_choice_to_the_model_file(tmp_path: Path) -> None:
+    mar_manifest(tmp_path, {"handler": "image_classifier", "serializedFile": "model.pt"})
+    assert read_manifest(tmp_path) == Manifest(model_file="model.pt")
+
+
+def test_modelhost_toml_wins_over_the_mar_manifest(tmp_path: Path) -> None:
+    mar_manifest(tmp_path, {"handler": "handler.py", "serializedFile": "model.pt"})
+    write(tmp_path / "handler.py", "")
+    write(tmp_path / "modelhost.toml", 'handler = "torch"\npinned = true\n')
+    assert read_manifest(tmp_path) == Manifest("torch", "model.pt", pinned=True)
+
+
+def test_a_broken_mar_manifest_is_a_load_error(tmp_path: Path) -> None:
+    write(tmp_path / "MAR-INF" / "MANIFEST.json", "[1, 2]")
+    with pytest.raises(ModelLoadError, match='no "model" object'):
+        read_manifest(tmp_path)
