@@ -122,7 +122,7 @@ def test_the_manifest_handler_and_model_file_choose(tmp_path: Path) -> None:
     testing.onnx_iris(tmp_path / "model.onnx")
     testing.xgboost_iris(tmp_path / "trees.data.json")
     handler = load_handler(tmp_path, "m", LoadSpec("xgboost", "trees.data.json"))
-    assert type(handler).__name__ == "XGBoostHandler"
+    assert type(handler.inner).__name__ == "XGBoostHandler"  # inside the OIP wrapper
     with pytest.raises(ModelLoadError, match="neither a built-in handler"):
         load_handler(tmp_path, "m", LoadSpec("tensorflow"))
     with pytest.raises(ModelLoadError, match="outside the artifact"):

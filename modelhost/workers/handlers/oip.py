@@ -36,6 +36,10 @@ class SpeaksOip(Handler):
             raise AttributeError(name)
         return getattr(self.inner, name)  # what a handler declares (batching) stays visible
 
+    @property
+    def batches(self) -> bool:  # type: ignore[override]
+        return self.inner.batches
+
     def infer(self, request: InferRequest) -> InferReply:
         if not is_oip(request.content_type):
             return self.inner.infer(request)
