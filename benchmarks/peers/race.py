@@ -1,0 +1,321 @@
+"""The race: modelhost, TorchServe, MMS and MLServer (and the in-process floor) on one iris model.
+
+Each server in turn is started pinned to core 1 (`taskset -c 1`: its whole process tree, Java
+included), waited for, checked to answer a correct prediction, warmed up, then loaded with
+`taskset -c 0 wrk -t1 -cC -dDs --latency` at each concurrency (a discarded warm-up run, then one
+measured run, three at 16), and stopped. Writes benchmarks/results/race-<date>.json and .md.
+
+    .venv/bin/python benchmarks/peers/install.py     # once: the peers' venvs and wrk
+    .venv/bin/python benchmarks/peers/race.py        # the full race (~25 minutes)
+    .venv/bin/python benchmarks/peers/race.py --servers mms --concurrency 1 16 --duration 2 \
+        --warmup 1 --runs-at-16 1                   # a smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
+
+from _common import RESULTS, machine, markdown_table, median, write_results  # noqa: E402
+from hot_path import ensure_wrk, parse_wrk  # noqa: E402
+from servers import ROW, SERVERS, Launch, Options, Server  # noqa: E402
+
+from modelhost import testing  # noqa: E402
+
+DEFAULT_SERVERS = ["modelhost", "floor", "torchserve", "mms", "mlserver"]
+HEADER = ["server", "concurrency", "runs", "requests/s", "p50 ms", "p90 ms", "p99 ms", "errors"]
+STARTUP_TIMEOUT_S = 180.0
+
+
+def main() -> None:
+    args = _parse_args()
+    ensure_wrk()
+    options = Options(args.serve_arg, args.batch_size, args.batch_delay_ms)
+    logs = RESULTS / time.strftime("race-%Y%m%d-%H%M%S-logs")
+    logs.mkdir(parents=True)
+    print(f"server logs: {logs}")
+    with tempfile.TemporaryDirectory(prefix="modelhost-race-") as scratch:
+        model = testing.iris_logreg(Path(scratch) / "iris.joblib")
+        expected = _expected_predictions(model)
+        results = [
+            _race_or_report(
+                SERVERS[name], Path(scratch) / name, model, expected, options, args, logs
+            )
+            for name in args.servers
+        ]
+    table = _markdown(results)
+    path = write_results("race", {"settings": vars(args), "servers": results}, table)
+    print("\n" + table)
+    print(f"\nraw results: {path}")
+    failed = [result["server"] for result in results if "error" in result]
+    if failed:
+        sys.exit(f"failed: {', '.join(failed)} (see {logs})")
+
+
+def _parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--servers", nargs="+", default=DEFAULT_SERVERS, choices=list(SERVERS))
+    parser.add_argument("--concurrency", nargs="+", type=int, default=[1, 4, 16, 64])
+    parser.add_argument("--duration", type=int, default=15, help="seconds per measured run")
+    parser.add_argument("--warmup", type=int, default=5, help="seconds of discarded warm-up")
+    parser.add_argument("--runs-at-16", type=int, default=3, help="measured runs at 16")
+    parser.add_argument("--server-core", default="1")
+    parser.add_argument("--wrk-core", default="0")
+    parser.add_argument("--batch-size", type=int, default=16, help="for the *-batch servers")
+    parser.add_argument("--batch-delay-ms", type=int, default=5, help="for the *-batch servers")
+    parser.add_argument(
+        "--serve-arg", action="append", default=[], help="extra argument for `modelhost serve`"
+    )
+    return parser.parse_args()
+
+
+def _expected_predictions(model: Path) -> list[Any]:
+    import joblib
+
+    return list(joblib.load(model).predict([ROW]).tolist())
+
+
+# ---------------------------------------------------------------------------- one server
+
+
+def _race_or_report(server: Server, *args: Any) -> dict[str, Any]:
+    """The server's results, or its failure recorded so the others still run."""
+    try:
+        return _race_server(server, *args)
+    except Exception as error:  # a peer that fails to start must not lose the others' runs
+        print(f"{server.name}: FAILED: {error}", file=sys.stderr, flush=True)
+        return {
+            "server": server.name,
+            "error": str(error),
+            "versions": {},
+            "medians": {},
+            "runs": [],
+        }
+
+
+def _race_server(
+    server: Server,
+    work: Path,
+    model: Path,
+    expected: list[Any],
+    options: Options,
+    args: argparse.Namespace,
+    logs: Path,
+) -> dict[str, Any]:
+    work.mkdir()
+    launch = server.launch(work, model, options)
+    versions = server.versions()
+    print(f"\n{server.name}: {versions}", flush=True)
+    with _running(launch, args.server_core, logs / f"{server.name}.log") as startup_s:
+        _check_prediction(server, launch, expected)
+        print(f"{server.name}: ready in {startup_s:.1f} s, predicts {expected}", flush=True)
+        runs = _load(server.name, launch, args)
+    return {
+        "server": server.name,
+        "versions": versions,
+        "command": launch.argv,
+        "url": launch.url,
+        "lua": str(launch.lua),
+        "startup_s": startup_s,
+        "medians": _medians(runs),
+        "runs": runs,
+    }
+
+
+def _load(name: str, launch: Launch, args: argparse.Namespace) -> list[dict[str, Any]]:
+    runs = []
+    for connections in args.concurrency:
+        _wrk(launch, connections, args.warmup, args.wrk_core)
+        repeats = args.runs_at_16 if connections == 16 else 1
+        for repeat in range(repeats):
+            result = _wrk(launch, connections, args.duration, args.wrk_core)
+            runs.append({"server": name, "concurrency": connections, "run": repeat, **result})
+            print(_row_text(runs[-1]), flush=True)
+    return runs
+
+
+def _wrk(launch: Launch, connections: int, duration_s: int, core: str) -> dict[str, Any]:
+    command = ["taskset", "-c", core, "wrk", "-t1", f"-c{connections}", f"-d{duration_s}s"]
+    command += ["--latency", "-s", str(launch.lua), launch.url]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    return {**parse_wrk(done.stdout), "wrk_output": done.stdout}
+
+
+def _check_prediction(server: Server, launch: Launch, expected: list[Any]) -> None:
+    """Refuse to load a server that does not answer the right prediction."""
+    import httpx
+
+    headers = {"Content-Type": "application/json"}
+    answer = httpx.post(launch.url, content=launch.body, headers=headers, timeout=30)
+    got = server.predictions(answer.json()) if answer.status_code == 200 else None
+    if got != expected:
+        raise RuntimeError(
+            f"{server.name} answered {answer.status_code} {answer.text[:300]!r}; "
+            f"expected predictions {expected}"
+        )
+
+
+# ---------------------------------------------------------------------------- processes
+
+
+@contextlib.contextmanager
+def _running(launch: Launch, core: str, log_path: Path) -> Iterator[float]:
+    """The server pinned to `core` in its own process group; yields its startup seconds."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", **launch.env}
+    started = time.monotonic()
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen(
+            ["taskset", "-c", core, *launch.argv],
+            cwd=launch.cwd,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    try:
+        _wait_ready(launch, process, log_path)
+        yield time.monotonic() - started
+    finally:
+        _stop(process)
+
+
+def _wait_ready(launch: Launch, process: subprocess.Popen[bytes], log_path: Path) -> None:
+    """Until the ready URL answers 200, then the after-start step, then one 200 to the POST."""
+    import httpx
+
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    if launch.ready_url:
+        _poll(lambda: httpx.get(launch.ready_url, timeout=2), process, deadline, log_path)
+    if launch.after_start:
+        launch.after_start()
+    headers = {"Content-Type": "application/json"}
+
+    def post() -> httpx.Response:
+        return httpx.post(launch.url, content=launch.body, headers=headers, timeout=5)
+
+    _poll(post, process, deadline, log_path)
+
+
+def _poll(request: Any, process: subprocess.Popen[bytes], deadline: float, log: Path) -> None:
+    import httpx
+
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited with {process.returncode}; see {_tail(log)}")
+        with contextlib.suppress(httpx.TransportError):
+            if request().status_code == 200:
+                return
+        time.sleep(0.2)
+    raise RuntimeError(f"server not ready in {STARTUP_TIMEOUT_S} s; see {_tail(log)}")
+
+
+def _tail(log: Path) -> str:
+    lines = log.read_text(errors="replace").splitlines()[-30:]
+    return f"{log}:\n" + "\n".join(lines)
+
+
+def _stop(process: subprocess.Popen[bytes], grace_s: float = 30.0) -> None:
+    """SIGTERM the server, then its whole group; SIGKILL the group if anything stays."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(grace_s)
+    for sig, wait_s in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 0.0)):
+        if not _group_alive(process.pid):
+            break
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, sig)
+        _wait_group(process.pid, wait_s)
+    process.wait()
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _wait_group(pgid: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while _group_alive(pgid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+# ---------------------------------------------------------------------------- results
+
+
+def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One row from one or more runs: the median of each figure, the errors of all of them."""
+    return {
+        "runs": len(runs),
+        "requests_per_s": median([run["requests_per_s"] for run in runs]),
+        **{
+            f"{p}_ms": median([run["latency_ms"][p] for run in runs]) for p in ("p50", "p90", "p99")
+        },
+        "errors": sum(run["error_count"] for run in runs),
+    }
+
+
+def _medians(runs: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """Per concurrency, the medians of its runs."""
+    by_concurrency: dict[int, list[dict[str, Any]]] = {}
+    for run in runs:
+        by_concurrency.setdefault(run["concurrency"], []).append(run)
+    return {c: _summary(runs_at_c) for c, runs_at_c in by_concurrency.items()}
+
+
+def _rows(result: dict[str, Any]) -> list[list[Any]]:
+    return [
+        [result["server"], connections, *summary.values()]
+        for connections, summary in result["medians"].items()
+    ]
+
+
+def _row_text(run: dict[str, Any]) -> str:
+    latency = run["latency_ms"]
+    figures = [run["requests_per_s"], latency["p50"], latency["p90"], latency["p99"]]
+    row = [run["server"], run["concurrency"], run["run"] + 1, *figures, run["error_count"]]
+    return markdown_table(HEADER, [row]).splitlines()[-1]
+
+
+def _markdown(results: list[dict[str, Any]]) -> str:
+    about = machine()
+    lines = [
+        f"Machine: {about['cpu']}, {about['usable_cores']} cores, Python {about['python']}, "
+        f"{about['platform']}, commit {about['commit']}{' (dirty)' if about['dirty'] else ''}.",
+        "",
+        "Versions: "
+        + "; ".join(
+            f"{r['server']} " + ", ".join(f"{k} {v}" for k, v in r["versions"].items())
+            for r in results
+        ),
+        "",
+        "Medians over the runs at each concurrency (`runs`); errors: non-2xx answers plus "
+        "socket errors, summed over those runs.",
+        "",
+        markdown_table(HEADER, [row for result in results for row in _rows(result)]),
+    ]
+    lines += [
+        f"\n{result['server']} FAILED: {result['error'].splitlines()[0]}"
+        for result in results
+        if "error" in result
+    ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
