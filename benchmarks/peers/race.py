@@ -188,7 +188,7 @@ def _running(launch: Launch, core: str, log_path: Path) -> Iterator[float]:
         _wait_ready(launch, process, log_path)
         yield time.monotonic() - started
     finally:
-        _stop(process)
+        print(f"stopped: {_stop(process)}", flush=True)
 
 
 def _wait_ready(launch: Launch, process: subprocess.Popen[bytes], log_path: Path) -> None:
@@ -226,19 +226,24 @@ def _tail(log: Path) -> str:
     return f"{log}:\n" + "\n".join(lines)
 
 
-def _stop(process: subprocess.Popen[bytes], grace_s: float = 30.0) -> None:
-    """SIGTERM the server, then its whole group; SIGKILL the group if anything stays."""
+def _stop(process: subprocess.Popen[bytes], grace_s: float = 30.0) -> str:
+    """SIGTERM the server, then its whole group; SIGKILL the group if anything stays.
+    How it ended, for the log."""
+    started = time.monotonic()
+    how = "exited on SIGTERM"
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(grace_s)
-    for sig, wait_s in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 0.0)):
+    for sig, wait_s in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 1.0)):
         if not _group_alive(process.pid):
             break
+        how = f"process group sent {sig.name}"
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, sig)
         _wait_group(process.pid, wait_s)
     process.wait()
+    return f"{how} in {time.monotonic() - started:.1f} s"
 
 
 def _group_alive(pgid: int) -> bool:
