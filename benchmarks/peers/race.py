@@ -172,7 +172,11 @@ def _check_prediction(server: Server, launch: Launch, expected: list[Any]) -> No
 @contextlib.contextmanager
 def _running(launch: Launch, core: str, log_path: Path) -> Iterator[float]:
     """The server pinned to `core` in its own process group; yields its startup seconds."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", **launch.env}
+    # TMPDIR of its own: TorchServe and MMS both keep a pid file at $TMPDIR/.model_server.pid
+    # and refuse to start while the pid it names exists (a zombie of the previous server does)
+    tmp = launch.cwd / "tmp"
+    tmp.mkdir(exist_ok=True)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TMPDIR": str(tmp), **launch.env}
     started = time.monotonic()
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
@@ -226,32 +230,38 @@ def _tail(log: Path) -> str:
     return f"{log}:\n" + "\n".join(lines)
 
 
-def _stop(process: subprocess.Popen[bytes], grace_s: float = 30.0) -> str:
-    """SIGTERM the server, then its whole group; SIGKILL the group if anything stays.
+def _stop(process: subprocess.Popen[bytes]) -> str:
+    """SIGTERM the server; once it has exited (or after 10 s) SIGTERM what is left of its group
+    (TorchServe's and MMS's launchers exit without stopping their JVM; MLServer waits for its
+    background tasks until a second signal); SIGKILL the group if anything stays 20 s more.
     How it ended, for the log."""
     started = time.monotonic()
     how = "exited on SIGTERM"
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(grace_s)
-    for sig, wait_s in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 1.0)):
-        if not _group_alive(process.pid):
-            break
-        how = f"process group sent {sig.name}"
+    process.send_signal(signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(10.0)
+    if _group_alive(process.pid):
+        how = "its group stopped on SIGTERM"
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, sig)
-        _wait_group(process.pid, wait_s)
-    process.wait()
-    return f"{how} in {time.monotonic() - started:.1f} s"
+            os.killpg(process.pid, signal.SIGTERM)
+        _wait_group(process.pid, 20.0)
+    if _group_alive(process.pid):
+        how = "its group killed (SIGKILL)"
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        _wait_group(process.pid, 5.0)
+    code = process.wait()
+    return f"{how} in {time.monotonic() - started:.1f} s (exit code {code})"
 
 
 def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+    """Whether any process of the group is left (the leader reaped, others not zombies)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                return True
+    return False
 
 
 def _wait_group(pgid: int, timeout_s: float) -> None:
