@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ from modelhost import testing  # noqa: E402
 DEFAULT_SERVERS = ["modelhost", "floor", "torchserve", "mms", "mlserver"]
 HEADER = ["server", "concurrency", "runs", "requests/s", "p50 ms", "p90 ms", "p99 ms", "errors"]
 STARTUP_TIMEOUT_S = 180.0
+Check = tuple[list[float], Any]  # a row and the model's prediction for it
 
 
 def main() -> None:
@@ -47,11 +49,9 @@ def main() -> None:
     print(f"server logs: {logs}")
     with tempfile.TemporaryDirectory(prefix="modelhost-race-") as scratch:
         model = testing.iris_logreg(Path(scratch) / "iris.joblib")
-        expected = _expected_predictions(model)
+        checks = _checks(model)
         results = [
-            _race_or_report(
-                SERVERS[name], Path(scratch) / name, model, expected, options, args, logs
-            )
+            _race_or_report(SERVERS[name], Path(scratch) / name, model, checks, options, args, logs)
             for name in args.servers
         ]
     table = _markdown(results)
@@ -80,10 +80,12 @@ def _parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def _expected_predictions(model: Path) -> list[Any]:
+def _checks(model: Path) -> list[Check]:
+    """Every third iris row (all three classes) with the model's prediction in-process."""
     import joblib
 
-    return list(joblib.load(model).predict([ROW]).tolist())
+    rows = [ROW, *testing.iris_rows(150)[::3]]
+    return list(zip(rows, joblib.load(model).predict(rows).tolist(), strict=True))
 
 
 # ---------------------------------------------------------------------------- one server
@@ -108,7 +110,7 @@ def _race_server(
     server: Server,
     work: Path,
     model: Path,
-    expected: list[Any],
+    checks: list[Check],
     options: Options,
     args: argparse.Namespace,
     logs: Path,
@@ -118,8 +120,8 @@ def _race_server(
     versions = server.versions()
     print(f"\n{server.name}: {versions}", flush=True)
     with _running(launch, args.server_core, logs / f"{server.name}.log") as startup_s:
-        _check_prediction(server, launch, expected)
-        print(f"{server.name}: ready in {startup_s:.1f} s, predicts {expected}", flush=True)
+        _check_predictions(server, launch, checks)
+        print(f"{server.name}: ready in {startup_s:.1f} s; {len(checks) + 1} answers right")
         runs = _load(server.name, launch, args)
     return {
         "server": server.name,
@@ -152,18 +154,29 @@ def _wrk(launch: Launch, connections: int, duration_s: int, core: str) -> dict[s
     return {**parse_wrk(done.stdout), "wrk_output": done.stdout}
 
 
-def _check_prediction(server: Server, launch: Launch, expected: list[Any]) -> None:
-    """Refuse to load a server that does not answer the right prediction."""
+def _check_predictions(server: Server, launch: Launch, checks: list[Check]) -> None:
+    """Refuse to load a server that does not answer the model's own predictions: one request,
+    then all of `checks` from 16 threads at once (so a batching server splits real batches)."""
     import httpx
 
-    headers = {"Content-Type": "application/json"}
-    answer = httpx.post(launch.url, content=launch.body, headers=headers, timeout=30)
-    got = server.predictions(answer.json()) if answer.status_code == 200 else None
-    if got != expected:
-        raise RuntimeError(
-            f"{server.name} answered {answer.status_code} {answer.text[:300]!r}; "
-            f"expected predictions {expected}"
-        )
+    with httpx.Client(timeout=30) as client:
+
+        def check(row_and_expected: Check) -> str | None:
+            row, expected = row_and_expected
+            headers = {"Content-Type": "application/json"}
+            answer = client.post(launch.url, content=launch.encode(row), headers=headers)
+            got = server.predictions(answer.json()) if answer.status_code == 200 else None
+            if got == [expected]:
+                return None
+            return f"{row} answered {answer.status_code} {answer.text[:200]!r}, not [{expected}]"
+
+        wrong = [check(checks[0])]
+        with ThreadPoolExecutor(16) as pool:
+            wrong += pool.map(check, checks)
+    mistakes = [mistake for mistake in wrong if mistake]
+    if mistakes:
+        shown = "\n".join(mistakes[:5])
+        raise RuntimeError(f"{server.name}: {len(mistakes)} wrong answers, e.g.\n{shown}")
 
 
 # ---------------------------------------------------------------------------- processes
@@ -230,28 +243,35 @@ def _tail(log: Path) -> str:
     return f"{log}:\n" + "\n".join(lines)
 
 
+# How a server is stopped: each step is taken only if some process of its group is left after
+# the previous one. TorchServe's and MMS's launchers exit on SIGTERM without stopping their JVM;
+# MLServer's uvicorn, after load, waits for background tasks until a SIGINT forces it.
+STOP_STEPS = [
+    ("SIGTERM to the server", signal.SIGTERM, False, 10.0),
+    ("SIGTERM to its group", signal.SIGTERM, True, 10.0),
+    ("SIGINT to its group", signal.SIGINT, True, 10.0),
+    ("SIGKILL to its group", signal.SIGKILL, True, 5.0),
+]
+
+
 def _stop(process: subprocess.Popen[bytes]) -> str:
-    """SIGTERM the server; once it has exited (or after 10 s) SIGTERM what is left of its group
-    (TorchServe's and MMS's launchers exit without stopping their JVM; MLServer waits for its
-    background tasks until a second signal); SIGKILL the group if anything stays 20 s more.
-    How it ended, for the log."""
+    """Stop the server and everything it started (STOP_STEPS); how it ended, for the log."""
     started = time.monotonic()
-    how = "exited on SIGTERM"
-    process.send_signal(signal.SIGTERM)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        process.wait(10.0)
-    if _group_alive(process.pid):
-        how = "its group stopped on SIGTERM"
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        _wait_group(process.pid, 20.0)
-    if _group_alive(process.pid):
-        how = "its group killed (SIGKILL)"
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        _wait_group(process.pid, 5.0)
+    taken = []
+    for what, sig, whole_group, wait_s in STOP_STEPS:
+        if not _group_alive(process.pid):
+            break
+        taken.append(what)
+        if whole_group:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, sig)
+            _wait_group(process.pid, wait_s)
+        else:  # its group may outlive it: the next step sees to that
+            process.send_signal(sig)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(wait_s)
     code = process.wait()
-    return f"{how} in {time.monotonic() - started:.1f} s (exit code {code})"
+    return f"{', '.join(taken)}: gone in {time.monotonic() - started:.1f} s (exit code {code})"
 
 
 def _group_alive(pgid: int) -> bool:

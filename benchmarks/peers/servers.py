@@ -29,10 +29,19 @@ REPO = BENCHMARKS.parent
 POST_LUA = BENCHMARKS / "post.lua"
 V2_LUA = PEERS_DIR / "lua" / "v2_infer.lua"
 ROW = [5.1, 3.5, 1.4, 0.2]
-ROW_BODY = json.dumps(ROW).encode()
-V2_BODY = json.dumps(
-    {"inputs": [{"name": "predict", "shape": [1, 4], "datatype": "FP64", "data": ROW}]}
-).encode()
+
+
+def row_body(row: list[float]) -> bytes:
+    """modelhost's, the floor's and the .mar handler's request: one JSON row."""
+    return json.dumps(row).encode()
+
+
+def v2_body(row: list[float]) -> bytes:
+    """MLServer's V2 inference request: one FP64 tensor of shape [1, 4]."""
+    tensor = {"name": "predict", "shape": [1, len(row)], "datatype": "FP64", "data": row}
+    return json.dumps({"inputs": [tensor]}).encode()
+
+
 MODEL_NAME = "iris"
 
 
@@ -41,11 +50,15 @@ class Launch:
     argv: list[str]
     url: str
     lua: Path
-    body: bytes
+    encode: Callable[[list[float]], bytes]  # the request body for one row
     cwd: Path
     env: dict[str, str] = field(default_factory=dict)
     after_start: Callable[[], None] | None = None  # e.g. register the model
     ready_url: str = ""  # a GET that answers once the process listens; else the POST itself
+
+    @property
+    def body(self) -> bytes:
+        return self.encode(ROW)
 
 
 @dataclass
@@ -95,7 +108,7 @@ def _modelhost(work: Path, model: Path, options: Options) -> Launch:
         argv,
         f"{base}/models/iris.joblib/invoke",
         POST_LUA,
-        ROW_BODY,
+        row_body,
         work,
         ready_url=f"{base}/ping",
     )
@@ -105,7 +118,7 @@ def _floor(work: Path, model: Path, options: Options) -> Launch:
     (port,) = free_ports(1)
     argv = [sys.executable, str(BENCHMARKS / "floor_app.py"), str(model), "--port", str(port)]
     base = f"http://127.0.0.1:{port}"
-    return Launch(argv, f"{base}/", POST_LUA, ROW_BODY, work, ready_url=f"{base}/ping")
+    return Launch(argv, f"{base}/", POST_LUA, row_body, work, ready_url=f"{base}/ping")
 
 
 def _repo_versions() -> dict[str, str]:
@@ -159,7 +172,7 @@ def _archive_server(peer: str, batched: bool) -> Callable[[Path, Path, Options],
             argv,
             url,
             POST_LUA,
-            ROW_BODY,
+            row_body,
             work,
             env,
             register,
@@ -264,7 +277,7 @@ def _mlserver(batched: bool) -> Callable[[Path, Path, Options], Launch]:
             argv,
             f"{base}/v2/models/{MODEL_NAME}/infer",
             V2_LUA,
-            V2_BODY,
+            v2_body,
             work,
             env,
             ready_url=f"{base}/v2/health/live",
