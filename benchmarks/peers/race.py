@@ -55,7 +55,8 @@ def main() -> None:
             for name in args.servers
         ]
     table = _markdown(results)
-    path = write_results("race", {"settings": vars(args), "servers": results}, table)
+    settings = {**vars(args), "logs": str(logs)}
+    path = write_results("race", {"settings": settings, "servers": results}, table)
     print("\n" + table)
     print(f"\nraw results: {path}")
     failed = [result["server"] for result in results if "error" in result]
@@ -119,9 +120,10 @@ def _race_server(
     launch = server.launch(work, model, options)
     versions = server.versions()
     print(f"\n{server.name}: {versions}", flush=True)
-    with _running(launch, args.server_core, logs / f"{server.name}.log") as startup_s:
+    log = logs / f"{server.name}.log"
+    with _running(launch, args.server_core, log) as life:
         _check_predictions(server, launch, checks)
-        print(f"{server.name}: ready in {startup_s:.1f} s; {len(checks) + 1} answers right")
+        print(f"{server.name}: ready in {life['startup_s']:.1f} s; {len(checks) + 1} answers right")
         runs = _load(server.name, launch, args)
     return {
         "server": server.name,
@@ -129,7 +131,8 @@ def _race_server(
         "command": launch.argv,
         "url": launch.url,
         "lua": str(launch.lua),
-        "startup_s": startup_s,
+        "log": str(log),
+        **life,
         "medians": _medians(runs),
         "runs": runs,
     }
@@ -183,8 +186,9 @@ def _check_predictions(server: Server, launch: Launch, checks: list[Check]) -> N
 
 
 @contextlib.contextmanager
-def _running(launch: Launch, core: str, log_path: Path) -> Iterator[float]:
-    """The server pinned to `core` in its own process group; yields its startup seconds."""
+def _running(launch: Launch, core: str, log_path: Path) -> Iterator[dict[str, Any]]:
+    """The server pinned to `core` in its own process group. Yields a dict holding its
+    `startup_s`, and after the block how it was `stopped`."""
     # TMPDIR of its own: TorchServe and MMS both keep a pid file at $TMPDIR/.model_server.pid
     # and refuse to start while the pid it names exists (a zombie of the previous server does)
     tmp = launch.cwd / "tmp"
@@ -201,11 +205,14 @@ def _running(launch: Launch, core: str, log_path: Path) -> Iterator[float]:
             stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
+    life: dict[str, Any] = {}
     try:
         _wait_ready(launch, process, log_path)
-        yield time.monotonic() - started
+        life["startup_s"] = time.monotonic() - started
+        yield life
     finally:
-        print(f"stopped: {_stop(process)}", flush=True)
+        life["stopped"] = _stop(process)
+        print(f"stopped: {life['stopped']}", flush=True)
 
 
 def _wait_ready(launch: Launch, process: subprocess.Popen[bytes], log_path: Path) -> None:
@@ -333,11 +340,7 @@ def _markdown(results: list[dict[str, Any]]) -> str:
         f"Machine: {about['cpu']}, {about['usable_cores']} cores, Python {about['python']}, "
         f"{about['platform']}, commit {about['commit']}{' (dirty)' if about['dirty'] else ''}.",
         "",
-        "Versions: "
-        + "; ".join(
-            f"{r['server']} " + ", ".join(f"{k} {v}" for k, v in r["versions"].items())
-            for r in results
-        ),
+        markdown_table(["server", "versions", "startup s", "stopped by"], _about_rows(results)),
         "",
         "Medians over the runs at each concurrency (`runs`); errors: non-2xx answers plus "
         "socket errors, summed over those runs.",
@@ -350,6 +353,18 @@ def _markdown(results: list[dict[str, Any]]) -> str:
         if "error" in result
     ]
     return "\n".join(lines)
+
+
+def _about_rows(results: list[dict[str, Any]]) -> list[list[Any]]:
+    return [
+        [
+            result["server"],
+            ", ".join(f"{name} {version}" for name, version in result["versions"].items()),
+            result.get("startup_s", "-"),
+            result.get("stopped", "-"),
+        ]
+        for result in results
+    ]
 
 
 if __name__ == "__main__":

@@ -76,6 +76,17 @@ class Server:
     versions: Callable[[], dict[str, str]]
 
 
+def peer_venv(peer: str) -> Path:
+    """The peer's venv, installed by install.py."""
+    venv = venvs_root() / peer
+    if not (venv / ".installed").exists():
+        raise RuntimeError(
+            f"no {peer} venv in {venv}: run .venv/bin/python benchmarks/peers/install.py "
+            "(with the same PEERS_VENVS)"
+        )
+    return venv
+
+
 def free_ports(count: int) -> list[int]:
     """Ports on 127.0.0.1 free a moment ago, below 32768: MMS refuses higher port numbers
     ("Invalid port number"), and the kernel hands out ephemeral ports above it."""
@@ -144,7 +155,7 @@ def _archive_server(peer: str, batched: bool) -> Callable[[Path, Path, Options],
     """TorchServe or MMS: a .mar of handler.py + the model, registered with one worker."""
 
     def launch(work: Path, model: Path, options: Options) -> Launch:
-        venv = venvs_root() / peer
+        venv = peer_venv(peer)
         store = work / "store"
         _archive(peer, venv, model, work, store)
         inference, management, metrics = free_ports(3)
@@ -249,7 +260,7 @@ def _mlserver(batched: bool) -> Callable[[Path, Path, Options], Launch]:
     """MLServer with mlserver-sklearn's runtime; `parallel_workers` left at its default (1)."""
 
     def launch(work: Path, model: Path, options: Options) -> Launch:
-        venv = venvs_root() / "mlserver"
+        venv = peer_venv("mlserver")
         folder = work / "models" / MODEL_NAME
         folder.mkdir(parents=True)
         shutil.copy(model, folder / "model.joblib")
