@@ -1,12 +1,13 @@
 """The race: modelhost, TorchServe, MMS and MLServer (and the in-process floor) on one iris model.
 
 Each server in turn is started pinned to core 1 (`taskset -c 1`: its whole process tree, Java
-included), waited for, checked to answer a correct prediction, warmed up, then loaded with
+included), waited for, checked against the model's own predictions, then loaded with
 `taskset -c 0 wrk -t1 -cC -dDs --latency` at each concurrency (a discarded warm-up run, then one
 measured run, three at 16), and stopped. Writes benchmarks/results/race-<date>.json and .md.
 
     .venv/bin/python benchmarks/peers/install.py     # once: the peers' venvs and wrk
-    .venv/bin/python benchmarks/peers/race.py        # the full race (~25 minutes)
+    .venv/bin/python benchmarks/peers/race.py        # the race (~12 min; ~20 with --servers
+                                                     # adding torchserve-batch mms-batch ...)
     .venv/bin/python benchmarks/peers/race.py --servers mms --concurrency 1 16 --duration 2 \
         --warmup 1 --runs-at-16 1                   # a smoke run
 """
@@ -28,7 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
 
-from _common import RESULTS, machine, markdown_table, median, write_results  # noqa: E402
+from _common import RESULTS, add_serve_arg, machine, markdown_table, median, write_results  # noqa: E402
 from hot_path import ensure_wrk, parse_wrk  # noqa: E402
 from servers import ROW, SERVERS, Launch, Options, Server  # noqa: E402
 
@@ -75,9 +76,7 @@ def _parse_args() -> argparse.Namespace:
     parser.add_argument("--wrk-core", default="0")
     parser.add_argument("--batch-size", type=int, default=16, help="for the *-batch servers")
     parser.add_argument("--batch-delay-ms", type=int, default=5, help="for the *-batch servers")
-    parser.add_argument(
-        "--serve-arg", action="append", default=[], help="extra argument for `modelhost serve`"
-    )
+    add_serve_arg(parser)
     return parser.parse_args()
 
 
@@ -154,7 +153,7 @@ def _wrk(launch: Launch, connections: int, duration_s: int, core: str) -> dict[s
     command = ["taskset", "-c", core, "wrk", "-t1", f"-c{connections}", f"-d{duration_s}s"]
     command += ["--latency", "-s", str(launch.lua), launch.url]
     done = subprocess.run(command, capture_output=True, text=True, check=True)
-    return {**parse_wrk(done.stdout), "wrk_output": done.stdout}
+    return {**parse_wrk(done.stdout), "wrk_command": command, "wrk_output": done.stdout}
 
 
 def _check_predictions(server: Server, launch: Launch, checks: list[Check]) -> None:

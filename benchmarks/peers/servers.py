@@ -25,10 +25,10 @@ from install import venvs_root
 
 PEERS_DIR = Path(__file__).resolve().parent
 BENCHMARKS = PEERS_DIR.parent
-REPO = BENCHMARKS.parent
 POST_LUA = BENCHMARKS / "post.lua"
 V2_LUA = PEERS_DIR / "lua" / "v2_infer.lua"
-ROW = [5.1, 3.5, 1.4, 0.2]
+ROW = [5.1, 3.5, 1.4, 0.2]  # the row post.lua and lua/v2_infer.lua send
+MODEL_NAME = "iris"
 
 
 def row_body(row: list[float]) -> bytes:
@@ -42,11 +42,10 @@ def v2_body(row: list[float]) -> bytes:
     return json.dumps({"inputs": [tensor]}).encode()
 
 
-MODEL_NAME = "iris"
-
-
 @dataclass
 class Launch:
+    """One server laid out in its work folder, ready to start."""
+
     argv: list[str]
     url: str
     lua: Path
