@@ -138,7 +138,13 @@ class Config:
     max_response_size: str = _setting(
         "6MiB", "largest response body", props="max_response_size", size="bytes"
     )
-    batch_size: int = _setting(1, "largest batch of requests", props="batch_size", minimum=1)
+    batch_size: int = _setting(
+        0,
+        "largest batch of requests (0: 32 for built-in handlers, which predict a batch as one "
+        "matrix, and 1 for your own handlers)",
+        props="batch_size",
+        minimum=0,
+    )
     max_batch_delay_ms: int = _setting(
         0, "milliseconds to wait to fill a batch", props="max_batch_delay", minimum=0
     )

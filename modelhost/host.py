@@ -274,7 +274,7 @@ class ModelHost:
         footprint = max(footprint, self.manifest_of(name).memory_bytes or 0)
         self.footprints[name] = footprint
         self.memory.mark_loaded(name, worker.worker_id, footprint, reply.header["load_ms"])
-        self.dispatchers[name] = self._dispatcher(name)
+        self.dispatchers[name] = self._dispatcher(name, bool(reply.header.get("batches")))
         self.dispatchers[name].add(worker, self.scheduling.slots_per_worker)
 
     async def _load_copy(
@@ -291,14 +291,14 @@ class ModelHost:
         )
         return reply
 
-    def _dispatcher(self, name: str) -> Dispatcher:
+    def _dispatcher(self, name: str, handler_batches: bool) -> Dispatcher:
         """The model's queue and batcher, with its manifest's settings over the server's."""
         manifest, settings = self.manifest_of(name), self.scheduling
         delay_ms = manifest.max_batch_delay_ms
         queue: BatchQueue[Invocation] = BatchQueue(
             name,
             settings.job_queue_size,
-            manifest.batch_size or settings.max_batch_size,
+            settings.batch_size(manifest.batch_size, handler_batches),
             (settings.max_batch_delay_ms if delay_ms is None else delay_ms) / 1000,
             self.clock,
         )

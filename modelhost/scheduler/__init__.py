@@ -4,16 +4,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# With no delay a batch holds only what piled up while the worker was busy: batching costs
+# nothing at light load, and under load one prediction serves up to this many requests.
+AUTO_BATCH_SIZE = 32
+
 
 @dataclass(frozen=True)
 class SchedulerSettings:
     """The server-wide knobs; a model's manifest may set its own batch size, delay and workers."""
 
     job_queue_size: int = 100
-    max_batch_size: int = 1
+    max_batch_size: int = 0  # 0: AUTO_BATCH_SIZE for handlers that batch, 1 for the others
     max_batch_delay_ms: float = 0.0
     max_workers_per_model: int = 0  # 0: every worker
     max_concurrency: int = 0  # 0: no limit
     response_timeout_s: float = 60.0
     scale_in_idle_s: float = 30.0
     slots_per_worker: int = 1  # batches a worker runs at once: its inference threads
+
+    def batch_size(self, declared: int | None, handler_batches: bool) -> int:
+        """A model's batch size: its manifest's, else the server's, else by its handler."""
+        if declared or self.max_batch_size:
+            return declared or self.max_batch_size
+        return AUTO_BATCH_SIZE if handler_batches else 1

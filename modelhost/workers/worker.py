@@ -89,7 +89,13 @@ class Worker:
         self.models[name] = handler
         load_ms = (time.perf_counter() - started) * 1000
         after = pss_bytes()
-        return {"footprint": max(0, after - before), "load_ms": load_ms, "pss": after}, b""
+        footprint = max(0, after - before)
+        return {
+            "footprint": footprint,
+            "load_ms": load_ms,
+            "pss": after,
+            "batches": handler.batches,
+        }, b""
 
     def _load_spec(self, header: dict[str, Any], root: Path) -> LoadSpec:
         from modelhost.workers.handlers.select import LoadSpec

@@ -204,7 +204,7 @@ def test_invalid_toml(tmp_path: Path) -> None:
             "--preload-runtimes: expected each one of xgboost, lightgbm, onnxruntime, torch",
         ),
         ({"drain_timeout_s": "nan"}, {}, "", "--drain-timeout-s: expected a number"),
-        ({"batch_size": "0"}, {}, "", "--batch-size: expected at least 1"),
+        ({"batch_size": "-1"}, {}, "", "--batch-size: expected at least 0"),
         ({"prot": "1"}, {}, "", "unknown setting prot"),
     ],
 )

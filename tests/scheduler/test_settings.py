@@ -1,0 +1,9 @@
+from modelhost.scheduler import AUTO_BATCH_SIZE, SchedulerSettings
+
+
+def test_a_models_batch_size_comes_from_its_manifest_then_the_server_then_its_handler() -> None:
+    auto, fixed = SchedulerSettings(), SchedulerSettings(max_batch_size=4)
+    assert auto.batch_size(None, handler_batches=True) == AUTO_BATCH_SIZE
+    assert auto.batch_size(None, handler_batches=False) == 1  # users' handlers: one at a time
+    assert fixed.batch_size(None, handler_batches=False) == 4  # as MMS's batch_size
+    assert fixed.batch_size(8, handler_batches=False) == 8  # the manifest wins
