@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from modelhost.errors import ModelNotLoaded
 from modelhost.observe.memory import pss_bytes, return_memory_to_os
 from modelhost.workers.handlers.base import Handler, InferReply, InferRequest
-from modelhost.workers.wire import Frame, encode, recv_frame
+from modelhost.workers.wire import Frame, FrameReader, encode
 
 if TYPE_CHECKING:
     from modelhost.workers.handlers.select import LoadSpec
@@ -44,9 +44,10 @@ class Worker:
             "load": (self._loader, self.load),
             "unload": (self._loader, self.unload),
         }
+        frames = FrameReader(self.sock)
         while True:
             try:
-                frame = recv_frame(self.sock)
+                frame = frames.read()
             except (EOFError, ConnectionError, OSError):
                 return  # the frontend has gone: so do we
             executor, method = routes[frame.header["op"]]

@@ -9,10 +9,12 @@ import threading
 from hypothesis import given
 from hypothesis import strategies as st
 
-from modelhost.workers.wire import Frame, encode, read_frame, recv_frame
+from modelhost.workers.wire import Frame, FrameReader, encode, read_frame
 
 headers = st.dictionaries(
-    st.text(max_size=10), st.one_of(st.integers(), st.text(max_size=20)), max_size=5
+    st.text(max_size=10),
+    st.one_of(st.integers(-(2**63), 2**63 - 1), st.text(max_size=20)),  # orjson: 64-bit ints
+    max_size=5,
 )
 
 
@@ -24,7 +26,7 @@ def test_blocking_reader_returns_what_was_sent(header: dict[str, object], payloa
         right.setblocking(True)
         thread = threading.Thread(target=left.sendall, args=(data,))
         thread.start()
-        frame = recv_frame(right)
+        frame = FrameReader(right).read()
         thread.join()
     assert frame.header == header and frame.payload == payload
 
@@ -45,10 +47,22 @@ def test_blocking_reader_reports_a_closed_peer() -> None:
     left, right = socket.socketpair()
     left.close()
     try:
-        recv_frame(right)
+        FrameReader(right).read()
     except EOFError:
         pass
     else:
         raise AssertionError("expected EOFError")
     finally:
         right.close()
+
+
+@given(st.lists(st.tuples(headers, st.binary(max_size=3000)), min_size=1, max_size=8))
+def test_blocking_reader_splits_frames_that_arrive_together(
+    frames: list[tuple[dict[str, object], bytes]],
+) -> None:
+    left, right = socket.socketpair()
+    with left, right:
+        left.sendall(b"".join(encode(Frame(header, payload)) for header, payload in frames))
+        reader = FrameReader(right)
+        received = [reader.read() for _ in frames]
+    assert [(f.header, f.payload) for f in received] == frames

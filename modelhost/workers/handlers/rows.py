@@ -58,6 +58,10 @@ class RowsHandler(Handler):
         replies: list[InferReply | Exception],
     ) -> None:
         counts = [len(rows) for _, rows in group]
+        if len(group) == 1:  # nothing to stack or split
+            index, rows = group[0]
+            replies[index] = self._attempt(requests[index], rows, method)
+            return
         try:
             predictions = self._predict(np.vstack([rows for _, rows in group]), method)
             if len(predictions) != sum(counts):
