@@ -8,7 +8,7 @@ TORCH ?= torch==2.13.0
 STORE ?= models
 PORT ?= 8080
 
-.PHONY: setup serve test test-tools test-torch lint bench clean
+.PHONY: setup serve test test-tools test-torch lint bench race clean
 
 setup: $(VENV)/.installed
 
@@ -41,6 +41,11 @@ bench: setup  ## the figures in docs/performance.md (needs wrk; installs it with
 	$(PY) benchmarks/cold_miss.py
 	$(PY) benchmarks/density.py
 	$(PY) benchmarks/runtimes.py
+	$(PY) benchmarks/cpu_per_request.py
+
+race: setup  ## modelhost against TorchServe, MMS and MLServer (installs them in their own venvs)
+	$(PY) benchmarks/peers/install.py
+	$(PY) benchmarks/peers/race.py
 
 clean:
 	rm -rf $(VENV) .cache
