@@ -73,14 +73,10 @@ async def main(config: Config) -> int:
             )
             server = DrainingServer(
                 observer.drain,
-                uvicorn.Config(
+                uvicorn_config(
                     build_app(routes, observer),
-                    host=config.host,
-                    port=config.port,
-                    lifespan="off",
-                    access_log=False,
-                    log_level=config.log_level,
-                    http="httptools",
+                    config,
+                    config.port,
                     timeout_graceful_shutdown=int(config.drain_timeout_s),
                 ),
             )
@@ -98,17 +94,23 @@ def management_servers(routes: Routes, config: Config) -> list[uvicorn.Server]:
     """TorchServe's management API on its own port, when one is configured."""
     if not config.management_port:
         return []
-    app = build_management_app(routes)
-    settings = uvicorn.Config(
+    return [
+        BesideServer(uvicorn_config(build_management_app(routes), config, config.management_port))
+    ]
+
+
+def uvicorn_config(app: Any, config: Config, port: int, **more: Any) -> uvicorn.Config:
+    """Both servers' settings: httptools, no lifespan, our own access log instead of uvicorn's."""
+    return uvicorn.Config(
         app,
         host=config.host,
-        port=config.management_port,
+        port=port,
         lifespan="off",
         access_log=False,
         log_level=config.log_level,
         http="httptools",
+        **more,
     )
-    return [BesideServer(settings)]
 
 
 class BesideServer(uvicorn.Server):

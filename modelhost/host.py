@@ -165,12 +165,10 @@ class ModelHost:
     async def _answer(self, name: str, invocation: Invocation) -> Job[Invocation]:
         """Queue the request for the model's workers and wait for its answer or its deadline."""
         dispatcher = self.dispatchers[name]
-        job: Job[Invocation] = Job(invocation, asyncio.get_running_loop().create_future(), 0.0)
-        job.enqueued_at = self.clock()
+        loop = asyncio.get_running_loop()
+        job: Job[Invocation] = Job(invocation, loop.create_future(), self.clock())
         dispatcher.submit(job)
-        expiry = asyncio.get_running_loop().call_later(
-            self.scheduling.response_timeout_s, self._expire, dispatcher, job
-        )
+        expiry = loop.call_later(self.scheduling.response_timeout_s, self._expire, dispatcher, job)
         try:
             await job.future
         finally:
@@ -370,12 +368,8 @@ class ModelHost:
             self._notify()
 
     async def _unload_copy(self, name: str, worker_id: int, reason: str = "scale_in") -> int:
-        started, worker = self.clock(), self.pool.workers.get(worker_id)
-        freed = 0
-        with contextlib.suppress(ModelhostError):  # a worker that died took the copy with it
-            if worker is not None:
-                reply = await self.pool.call(worker, {"op": "unload", "model": name}, model=name)
-                freed = int(reply.header["freed"])
+        started = self.clock()
+        freed = await self._unload_from(worker_id, name)
         self.events.emit(
             "unload",
             name,
@@ -386,6 +380,17 @@ class ModelHost:
             detail={"freed_bytes": freed},
         )
         return freed
+
+    async def _unload_from(self, worker_id: int, name: str) -> int:
+        """Unload one copy; the bytes its worker freed (0 if it died: the copy went with it)."""
+        worker = self.pool.workers.get(worker_id)
+        if worker is None:
+            return 0
+        try:
+            reply = await self.pool.call(worker, {"op": "unload", "model": name}, model=name)
+        except ModelhostError:
+            return 0
+        return int(reply.header["freed"])
 
     # the model's manifest ------------------------------------------------------------------
 
@@ -480,13 +485,7 @@ class ModelHost:
         freed = 0
         try:
             for worker_id in resident.workers:
-                worker = self.pool.workers.get(worker_id)
-                with contextlib.suppress(ModelhostError):  # a dead worker took its copy along
-                    if worker is not None:
-                        reply = await self.pool.call(
-                            worker, {"op": "unload", "model": resident.name}, model=resident.name
-                        )
-                        freed += int(reply.header["freed"])
+                freed += await self._unload_from(worker_id, resident.name)
         finally:
             self._forget(resident.name)
         self.events.emit(

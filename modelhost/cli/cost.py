@@ -101,21 +101,7 @@ def cost(
         if ctx.get_parameter_source(name) is click.core.ParameterSource.DEFAULT
     ]
     try:
-        cost_command(
-            Console(),
-            from_summary,
-            throughput,
-            latency_ms,
-            instance_price,
-            utilization,
-            gb_second_price,
-            memory_gb,
-            data_price,
-            bytes_per_request,
-            request_price,
-            [float(v) for v in volumes.split(",")],
-            out,
-            defaults,
-        )
+        volume_list = [float(v) for v in volumes.split(",")]
+        cost_command(Console(), **{**ctx.params, "volumes": volume_list}, example_prices=defaults)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None

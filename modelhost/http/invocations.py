@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 import urllib.parse
+from collections.abc import AsyncIterator
 
 from starlette.applications import Starlette
 from starlette.responses import Response
@@ -104,20 +105,33 @@ class Invocations:
         await send({"type": "http.response.body", "body": result.body})
 
     async def _body(self, receive: Receive, headers: dict[str, str], exchange: _Exchange) -> bytes:
-        limit = self.max_request_bytes
         declared = int(headers.get("content-length") or 0)
-        if declared > limit:
-            raise PayloadTooLarge(too_large(declared, limit))
-        chunks: list[bytes] = []
-        while True:
-            message = await receive()
-            chunk = message.get("body", b"")
-            exchange.bytes_in += len(chunk)
-            if exchange.bytes_in > limit:
-                raise PayloadTooLarge(too_large(exchange.bytes_in, limit))
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        return await read_within(_chunks(receive, exchange), declared, self.max_request_bytes)
+
+
+async def _chunks(receive: Receive, exchange: _Exchange) -> AsyncIterator[bytes]:
+    """The body's chunks as ASGI delivers them, counted for the observer as they come."""
+    while True:
+        message = await receive()
+        chunk = message.get("body", b"")
+        exchange.bytes_in += len(chunk)
+        yield chunk
+        if not message.get("more_body", False):
+            return
+
+
+async def read_within(chunks: AsyncIterator[bytes], declared: int, limit: int) -> bytes:
+    """A request body, refused with 413 once it (or its Content-Length) passes `limit`."""
+    if declared > limit:
+        raise PayloadTooLarge(too_large(declared, limit))
+    parts: list[bytes] = []
+    received = 0
+    async for chunk in chunks:
+        received += len(chunk)
+        if received > limit:
+            raise PayloadTooLarge(too_large(received, limit))
+        parts.append(chunk)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 class _Exchange:

@@ -10,7 +10,6 @@ worker answers in kind (see `modelhost.workers.oip`). Errors take the protocol's
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Awaitable, Callable
 from importlib import metadata
 from typing import Any
@@ -24,7 +23,7 @@ from modelhost.errors import BadRequestBody, ModelhostError, ModelNotFound
 from modelhost.host import Invocation, Result
 from modelhost.http.errors import RETRY_AFTER_S, status_of
 from modelhost.http.invocations import invocation_response
-from modelhost.http.routes import Routes
+from modelhost.http.routes import Routes, json_body
 from modelhost.workers.oip_media import (
     MODEL_NAME_PARAM,
     MODEL_VERSION_PARAM,
@@ -212,13 +211,6 @@ def oip_response(result: Result) -> Response:
 
 async def optional_json(request: Request) -> dict[str, Any]:
     """A JSON object body that may be left out (the repository calls take one optionally)."""
-    body = await request.body()
-    if not body.strip():
+    if not (await request.body()).strip():  # Starlette keeps the body for json_body to read
         return {}
-    try:
-        value = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as error:
-        raise BadRequestBody(f"the body is not valid JSON: {error}") from None
-    if not isinstance(value, dict):
-        raise BadRequestBody("expected a JSON object")
-    return value
+    return await json_body(request)

@@ -19,11 +19,10 @@ from modelhost.errors import (
     BadRequestBody,
     Forbidden,
     ModelNotLoaded,
-    PayloadTooLarge,
     Unauthorized,
 )
 from modelhost.host import ModelHost
-from modelhost.http.invocations import too_large
+from modelhost.http.invocations import read_within
 from modelhost.observe.usage import ModelUsage
 
 DEFAULT_PAGE_SIZE = 100
@@ -56,17 +55,8 @@ class Routes:
 
     async def read_body(self, request: Request) -> bytes:
         """The body of a request the framework routes (OIP's infer), within max_request_size."""
-        limit = self.settings.max_request_bytes
         declared = int(request.headers.get("content-length") or 0)
-        if declared > limit:
-            raise PayloadTooLarge(too_large(declared, limit))
-        chunks, received = [], 0
-        async for chunk in request.stream():
-            received += len(chunk)
-            if received > limit:
-                raise PayloadTooLarge(too_large(received, limit))
-            chunks.append(chunk)
-        return b"".join(chunks)
+        return await read_within(request.stream(), declared, self.settings.max_request_bytes)
 
     async def stats(self, request: Request) -> Response:
         return JSONResponse(self.host.stats())

@@ -56,10 +56,6 @@ class Dispatcher:
             if not job.future.done():
                 job.future.set_exception(error)
 
-    def busy(self) -> int:
-        """Batches running now, on every replica."""
-        return sum(replica.busy for replica in self.replicas.values())
-
     def submit(self, job: Job[Any]) -> None:
         self.queue.put(job)
         self.pump()

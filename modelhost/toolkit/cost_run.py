@@ -29,6 +29,7 @@ def measured(path: Path | None) -> dict[str, float]:
 
 def cost_command(
     console: Console,
+    *,
     from_summary: Path | None,
     throughput: float | None,
     latency_ms: float | None,
