@@ -43,6 +43,7 @@ from modelhost.workers.pool import Reply, WorkerHandle, WorkerPool
 MIN_FOOTPRINT_BYTES = 64 * 1024
 ESTIMATE_FACTOR = 2.0  # reserve for the transient peak of unpickling, not only the resident size
 MAX_ACQUIRE_ATTEMPTS = 5
+SCALE_OUT_BUSY_SHARE = 0.8  # a copy pays only when the model alone keeps its workers this busy
 
 
 def estimate_footprint(artifact_bytes: int) -> int:
@@ -247,6 +248,7 @@ class ModelHost:
         return self.sources.get(name) or self.disk.stores.url_of(name)
 
     async def _load(self, name: str) -> LoadOutcome:
+        await self._departed(name)
         try:
             found = await self.disk.materialize(name, self.source_of(name))
         except ModelhostError as error:
@@ -255,22 +257,30 @@ class ModelHost:
         started = self.clock()
         artifact = found.artifact
         manifest = self._read_manifest(name, artifact)
-        await self._make_room(name, self._reservation(name, artifact, manifest))
+        resident = await self._make_room(name, self._reservation(name, artifact, manifest))
         try:
-            await self._load_on_worker(name, artifact)
+            await self._load_on_worker(resident, artifact)
         except BaseException as error:
-            self._forget(name)
+            self._forget(resident)
             self.events.emit("failure", name, reason="load", detail={"error": repr(error)})
             raise
         await self.relieve_pressure()
         return LoadOutcome(found.tier, (self.clock() - started) * 1000, found.download_ms)
 
-    async def _load_on_worker(self, name: str, artifact: Artifact) -> None:
+    async def _departed(self, name: str) -> None:
+        """Wait until an earlier incarnation of `name` has left its workers (they key by name)."""
+        while self.memory.get(name) is not None:
+            await self._changed.wait()
+
+    async def _load_on_worker(self, resident: Resident, artifact: Artifact) -> None:
+        name = resident.name
         worker = least_loaded(self.pool.workers.values(), self.memory)
         reply = await self._load_copy(name, artifact, worker, "invoked")
         footprint = max(MIN_FOOTPRINT_BYTES, int(reply.header["footprint"]))
         footprint = max(footprint, self.manifest_of(name).memory_bytes or 0)
         self.footprints[name] = footprint
+        if not worker.alive:  # it died after answering: the model went with it
+            raise Unavailable(f"the worker loading model {name} died; retry is safe")
         self.memory.mark_loaded(name, worker.worker_id, footprint, reply.header["load_ms"])
         self.dispatchers[name] = self._dispatcher(name, bool(reply.header.get("batches")))
         self.dispatchers[name].add(worker, self.scheduling.slots_per_worker)
@@ -314,6 +324,9 @@ class ModelHost:
         spare = [w for w in self.pool.workers.values() if w.worker_id not in resident.workers]
         if len(resident.workers) >= self._max_copies(name) or resident.state is not State.LOADED:
             return
+        dispatcher = self.dispatchers.get(name)
+        if dispatcher is None or dispatcher.busy_share() < SCALE_OUT_BUSY_SHARE:
+            return
         if not spare or not self.memory.reserve_copy(resident):
             return
         worker = least_loaded(spare, self.memory)
@@ -334,7 +347,8 @@ class ModelHost:
             self.events.emit("failure", name, reason="scale_out", detail={"error": str(error)})
             return
         dispatcher = self.dispatchers.get(name)
-        if dispatcher is None or self.memory.get(name) is not resident:  # unloaded meanwhile
+        if not self._is_current(resident) or dispatcher is None or not worker.alive:
+            self.memory.release_copy(resident)  # unloaded (or its worker died) meanwhile
             await self._unload_copy(name, worker.worker_id)
             return
         resident.workers.append(worker.worker_id)
@@ -351,21 +365,36 @@ class ModelHost:
                 dispatcher.pressed_at = now  # one copy per idle period
                 await self._drop_copy(resident, dispatcher)
 
-    async def _drop_copy(self, resident: Resident, dispatcher: Dispatcher) -> None:
+    async def _drop_copy(self, resident: Resident, dispatcher: Dispatcher) -> int:
+        """Drain and unload the least busy extra copy; the bytes its worker freed."""
         extra = [dispatcher.replicas[w] for w in resident.workers[1:] if w in dispatcher.replicas]
         if not extra:
-            return
+            return 0
         replica = min(extra, key=lambda r: r.busy)
         replica.draining = True
         while replica.busy:
             await asyncio.sleep(0.01)
         worker_id = replica.worker.worker_id
         dispatcher.remove(worker_id)
-        await self._unload_copy(resident.name, worker_id)
-        if worker_id in resident.workers:  # else its worker died meanwhile, and was counted so
-            resident.workers.remove(worker_id)
+        if not self._is_current(resident) or worker_id not in resident.workers:
+            return 0  # evicted, or its worker died, meanwhile: that path unloads and counts it
+        resident.workers.remove(worker_id)  # before the await: an eviction now skips this copy
+        try:
+            return await self._unload_copy(resident.name, worker_id)
+        finally:
             self.memory.release_copy(resident)
             self._notify()
+
+    async def _shed_copies(self, need_bytes: int) -> None:
+        """Under memory pressure copies go first: unload idle extra copies, least recent first."""
+        copied = [r for r in self.memory if r.state is State.LOADED and len(r.workers) > 1]
+        for resident in sorted(copied, key=lambda r: r.last_used):
+            dispatcher = self.dispatchers.get(resident.name)
+            while need_bytes > 0 and dispatcher and len(resident.workers) > 1:
+                if all(dispatcher.replicas[w].busy for w in resident.workers[1:]):
+                    break
+                need_bytes -= resident.footprint
+                await self._drop_copy(resident, dispatcher)
 
     async def _unload_copy(self, name: str, worker_id: int, reason: str = "scale_in") -> int:
         started = self.clock()
@@ -427,10 +456,12 @@ class ModelHost:
 
     # making room ------------------------------------------------------------------------
 
-    async def _make_room(self, name: str, size: int) -> None:
+    async def _make_room(self, name: str, size: int) -> Resident:
+        """Reserve `size` for `name`, unloading victims first; the new record, loading."""
         if not self.memory.fits_ever(size):
             raise InsufficientMemory(self._never_fits(name, size))
         self.memory.observe(self.pss_bytes())
+        await self._shed_copies(self.memory.committed_bytes + size - self.memory.budget_bytes)
         deadline = self.clock() + self.deadline_s
         while (victims := self.memory.reserve(name, size, self.is_pinned(name))) is None:
             changed = self._changed
@@ -441,7 +472,10 @@ class ModelHost:
                 await asyncio.wait_for(changed.wait(), remaining)
             except asyncio.TimeoutError:
                 continue
+        resident = self.memory.get(name)
+        assert resident is not None  # reserved just now, and only this load task owns the name
         await self._unload_many(victims, "evict", "lru")
+        return resident
 
     def _never_fits(self, name: str, size: int) -> str:
         m = self.memory
@@ -473,6 +507,8 @@ class ModelHost:
         deadline = self.clock() + self.deadline_s
         while resident.in_flight and self.clock() < deadline:
             await asyncio.sleep(0.01)
+        if not self._is_current(resident) or resident.state is not State.LOADED:
+            raise ModelNotLoaded(f"model {name} was unloaded while this request waited")
         self.memory.begin_unload(name)
         return await self._unload_one(resident, "unload", reason)
 
@@ -483,11 +519,14 @@ class ModelHost:
         """Unload every copy of a model; one event for the model, with the bytes all freed."""
         started = self.clock()
         freed = 0
+        scaling = self._scaling.get(resident.name)
+        if scaling is not None:  # a copy on its way: it sees the model leaving and goes too
+            await asyncio.wait([scaling])
         try:
-            for worker_id in resident.workers:
+            for worker_id in list(resident.workers):
                 freed += await self._unload_from(worker_id, resident.name)
         finally:
-            self._forget(resident.name)
+            self._forget(resident)
         self.events.emit(
             kind,
             resident.name,
@@ -510,13 +549,15 @@ class ModelHost:
     def _worker_lost(self, worker: WorkerHandle) -> None:
         for resident in self.memory:
             if worker.worker_id not in resident.workers:
-                continue
-            if len(resident.workers) > 1:  # other copies carry on
-                resident.workers.remove(worker.worker_id)
+                continue  # a load under way there fails on its own, and forgets its record
+            dispatcher = self.dispatchers.get(resident.name)
+            if dispatcher is not None:
+                dispatcher.remove(worker.worker_id)
+            if len(resident.workers) > 1 or resident.state is State.UNLOADING:
+                resident.workers.remove(worker.worker_id)  # other copies carry on
                 self.memory.release_copy(resident)
-                self.dispatchers[resident.name].remove(worker.worker_id)
             else:
-                self._forget(resident.name)
+                self._forget(resident)
             self.events.emit(
                 "unload",
                 resident.name,
@@ -526,8 +567,15 @@ class ModelHost:
             )
         self._notify()
 
-    def _forget(self, name: str) -> None:
+    def _is_current(self, resident: Resident) -> bool:
+        """Still the record of its name (not unloaded and perhaps loaded again since)."""
+        return self.memory.get(resident.name) is resident
+
+    def _forget(self, resident: Resident) -> None:
         """The model is out of memory: drop its record and fail requests still waiting for it."""
+        name = resident.name
+        if not self._is_current(resident):
+            return  # an earlier incarnation's step finishing late: the name is someone else's
         self.memory.remove(name)
         dispatcher = self.dispatchers.pop(name, None)
         if dispatcher is not None:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
+import functools
 import gc
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 
 def pss_bytes(pid: int | str = "self") -> int:
@@ -33,9 +33,13 @@ def server_pss_bytes(child_pids: Iterable[int]) -> int:
 def return_memory_to_os() -> None:
     """Collect garbage, then ask glibc to give freed heap pages back (a no-op elsewhere)."""
     gc.collect()
-    libc_name = ctypes.util.find_library("c")
-    if libc_name is None:
-        return
-    libc = ctypes.CDLL(libc_name)
-    if hasattr(libc, "malloc_trim"):
-        libc.malloc_trim(0)
+    trim = malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def malloc_trim() -> Callable[[int], int] | None:
+    """glibc's malloc_trim from the symbols already in this process. Not ctypes.util's
+    find_library: it forks the whole worker to run ldconfig, on every unload."""
+    return getattr(ctypes.CDLL(None), "malloc_trim", None)

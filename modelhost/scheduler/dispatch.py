@@ -4,12 +4,13 @@ Each worker holding the model is a replica with a few slots (batches it may run 
 inference threads). Whenever the queue is ready (see `BatchQueue.ready`) and a replica has a free
 slot, the least busy such replica takes the next batch; when a batch ends, the queue is looked at
 again. When requests are ready but every slot is taken, `on_pressure` tells the host, which may
-load the model into one more worker.
+load the model into one more worker, if `busy_share` says the model alone keeps its workers busy.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +20,7 @@ from modelhost.scheduler.batcher import BatchQueue, Job
 from modelhost.workers.pool import WorkerHandle
 
 Send = Callable[[WorkerHandle, list[Job[Any]]], Awaitable[None]]
+BUSY_WINDOW_S = 1.0  # how far back busy_share looks
 
 
 @dataclass(eq=False)
@@ -42,6 +44,22 @@ class Dispatcher:
         self.pressed_at = queue.clock()  # when requests last waited for a free slot
         self._timer: asyncio.TimerHandle | None = None
         self._running: set[asyncio.Future[None]] = set()  # a task nobody holds may be collected
+        self._created_at = queue.clock()
+        self._batches: deque[tuple[float, float]] = deque()  # (ended at, seconds) in the window
+        self._busy_s = 0.0  # the sum of the window's batch seconds
+        self._started: dict[int, float] = {}  # when each running batch began, by id
+
+    def busy_share(self) -> float:
+        """Worker-seconds spent on this model per second and replica over the last window:
+        near 1.0 when it keeps each of its workers busy on its own."""
+        now = self.queue.clock()
+        while self._batches and self._batches[0][0] < now - BUSY_WINDOW_S:
+            self._busy_s -= self._batches.popleft()[1]
+        window_s = min(BUSY_WINDOW_S, now - self._created_at)
+        if window_s <= 0 or not self.replicas:
+            return 0.0
+        running_s = sum(now - max(start, now - window_s) for start in self._started.values())
+        return (self._busy_s + running_s) / (window_s * len(self.replicas))
 
     def add(self, worker: WorkerHandle, slots: int) -> None:
         self.replicas[worker.worker_id] = Replica(worker, slots)
@@ -79,6 +97,7 @@ class Dispatcher:
         return min(free, key=lambda r: (r.busy, len(r.worker.pending)), default=None)
 
     async def _run(self, replica: Replica, batch: list[Job[Any]]) -> None:
+        started = self._started[id(batch)] = self.queue.clock()
         try:
             await self.send(replica.worker, batch)
         except ModelhostError as error:  # the worker died or refused: the batch's answer
@@ -86,6 +105,10 @@ class Dispatcher:
                 if not job.future.done():
                     job.future.set_exception(error)
         finally:
+            ended = self.queue.clock()
+            del self._started[id(batch)]
+            self._batches.append((ended, ended - started))
+            self._busy_s += ended - started
             replica.busy -= 1
             self.pump()
 

@@ -1,0 +1,169 @@
+"""The workload the product exists for: many models, more than fit, 16 clients at once.
+
+Every answer must be the right prediction or a JSON 429/503/504 (back-pressure a client can
+retry); never a 500, never a traceback in the server's log, never more memory than the budget.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import joblib
+import numpy as np
+import pytest
+from pss_sampler import PssSampler
+
+from modelhost import testing
+
+pytestmark = pytest.mark.e2e
+
+MiB = 2**20
+MODELS = 30
+DISTINCT = 10  # forests trained; each is served under three names
+CLIENTS = 16
+DURATION_S = 20.0
+ROOM_FOR_MODELS = 4
+RETRYABLE = {429, 503, 504}
+
+
+@pytest.fixture(scope="module")
+def churn_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Thirty tenants' forests: ten trained ones (different seeds, so different answers), each
+    under three names."""
+    root = tmp_path_factory.mktemp("churn")
+    for seed in range(DISTINCT):
+        forest = testing.random_forest(root / f"tenant-{seed:02d}/m.joblib", 8 * MiB, seed=seed)
+        for copy in range(seed + DISTINCT, MODELS, DISTINCT):
+            testing.copy_artifact(forest, root / f"tenant-{copy:02d}/m.joblib")
+    return root
+
+
+def expected_answers(store: Path, rows: list[list[float]]) -> dict[str, list[int]]:
+    """Each model's probabilities in-process (distinct per seed, so a mix-up shows): the truth
+    the server's answers are checked against."""
+    features = np.asarray(rows)
+    return {
+        f"tenant-{i:02d}/m.joblib": joblib.load(store / f"tenant-{i:02d}/m.joblib")
+        .predict_proba(features)
+        .tolist()
+        for i in range(MODELS)
+    }
+
+
+@pytest.fixture(scope="module")
+def churn_server(
+    churn_store: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[testing.RunningServer]:
+    work = tmp_path_factory.mktemp("churn-server")
+    args = testing.serve_args(churn_store, work / "cache", workers=2, memory_budget="4GiB")
+    with testing.RunningServer(args, work) as probe:
+        baseline = httpx.get(f"{probe.url}/stats").json()["memory"]["baselineBytes"]
+        probe_footprint = footprint_of(probe.url, "tenant-00/m.joblib")
+    budget = baseline + ROOM_FOR_MODELS * probe_footprint
+    args = testing.serve_args(churn_store, work / "cache", workers=2, memory_budget=budget)
+    with testing.RunningServer(args, work) as server:
+        yield server
+
+
+def footprint_of(url: str, name: str) -> int:
+    with httpx.Client(base_url=url, timeout=60) as client:
+        invoke(client, name, testing.digits_rows(1))
+    described = httpx.get(f"{url}/models/{name}").json()
+    return int(described["memoryBytes"])
+
+
+def invoke(client: httpx.Client, name: str, rows: list[list[float]]) -> httpx.Response:
+    headers = {"content-type": "application/json", "X-Amzn-SageMaker-Target-Model": name}
+    params = {"method": "predict_proba"}
+    return client.post("/invocations", content=json.dumps(rows), headers=headers, params=params)
+
+
+class Client(threading.Thread):
+    """One user: picks models by Zipf(1.0) until the deadline and checks every answer."""
+
+    def __init__(self, url: str, seed: int, deadline: float, truth: dict[str, list[int]]):
+        super().__init__(daemon=True)
+        self.url, self.deadline, self.truth = url, deadline, truth
+        self.random = random.Random(seed)
+        self.statuses: Counter[int] = Counter()
+        self.caches: Counter[str] = Counter()
+        self.wrong: list[str] = []
+
+    def run(self) -> None:
+        names = sorted(self.truth)
+        weights = [1 / rank for rank in range(1, len(names) + 1)]
+        rows = testing.digits_rows(3)
+        with httpx.Client(base_url=self.url, timeout=120) as client:
+            while time.monotonic() < self.deadline:
+                name = self.random.choices(names, weights)[0]
+                self.check(name, invoke(client, name, rows))
+
+    def check(self, name: str, response: httpx.Response) -> None:
+        self.statuses[response.status_code] += 1
+        if response.status_code == 200:
+            self.caches[response.headers["x-modelhost-cache"]] += 1
+            if response.json()["predictions"] != self.truth[name]:
+                self.wrong.append(f"{name}: {response.text[:200]}")
+        elif response.status_code not in RETRYABLE or "message" not in response.json():
+            self.wrong.append(f"{name}: {response.status_code} {response.text[:300]}")
+
+
+@dataclass(frozen=True)
+class ChurnRun:
+    statuses: Counter[int]
+    caches: Counter[str]
+    wrong: list[str]
+    peak_pss_bytes: int
+    budget_bytes: int
+
+
+@pytest.fixture(scope="module")
+def churn_run(churn_server: testing.RunningServer, churn_store: Path) -> ChurnRun:
+    """Sixteen clients for DURATION_S, the server's PSS sampled every 10 ms meanwhile."""
+    truth = expected_answers(churn_store, testing.digits_rows(3))
+    budget = httpx.get(f"{churn_server.url}/stats").json()["memory"]["budgetBytes"]
+    deadline = time.monotonic() + DURATION_S
+    clients = [Client(churn_server.url, seed, deadline, truth) for seed in range(CLIENTS)]
+    sampler = PssSampler(churn_server.pid)
+    sampler.start()
+    for client in clients:
+        client.start()
+    for client in clients:
+        client.join(DURATION_S + 180)
+    sampler.stop()
+    return ChurnRun(
+        statuses=sum((c.statuses for c in clients), Counter()),
+        caches=sum((c.caches for c in clients), Counter()),
+        wrong=[line for c in clients for line in c.wrong],
+        peak_pss_bytes=sampler.peak_bytes,
+        budget_bytes=budget,
+    )
+
+
+def test_sixteen_clients_over_more_models_than_fit_get_every_answer_right(
+    churn_run: ChurnRun, churn_server: testing.RunningServer
+) -> None:
+    statuses, caches, wrong = churn_run.statuses, churn_run.caches, churn_run.wrong
+    assert not wrong, f"{len(wrong)} wrong answers, e.g. {wrong[:5]}; statuses {statuses}"
+    assert statuses[200] > 0.9 * sum(statuses.values()), statuses
+    assert caches["hit"] and caches["disk"] + caches["remote"], caches  # churn really happened
+    assert "Traceback" not in churn_server.log_text()
+
+
+@pytest.mark.xfail(
+    strict=False,  # it passes on some runs: the overshoot is a race with the memory watch
+    reason="known (issue 12): first loads in a worker dirty the template's shared pages "
+    "(copy-on-write) faster than the memory watch folds them into the baseline; peaks run up "
+    "to ~1% over the budget on some runs",
+)
+def test_churn_never_takes_more_memory_than_the_budget(churn_run: ChurnRun) -> None:
+    peak, budget = churn_run.peak_pss_bytes, churn_run.budget_bytes
+    assert peak <= budget, f"peak PSS {peak} over budget {budget}"
