@@ -21,6 +21,7 @@ from starlette.routing import Route
 
 from modelhost.errors import BadRequestBody, ModelAlreadyLoaded, ModelhostError, ModelNotFound
 from modelhost.http.errors import handle_http_exception, handle_modelhost_error
+from modelhost.http.last_resort import LastResort, Unhandled
 from modelhost.http.openapi import OpenApiRoute
 from modelhost.http.routes import Routes, page_size
 
@@ -28,15 +29,18 @@ MODEL_VERSION = "1.0"
 ARCHIVE_SUFFIXES = (".mar", ".tar.gz", ".tgz", ".tar", ".zip")
 
 
-def build_management_app(routes: Routes) -> Starlette:
+def build_management_app(routes: Routes, unhandled: Unhandled | None = None) -> LastResort:
     served = TorchServeManagement(routes).routes()
-    return Starlette(
+    unhandled = unhandled or Unhandled()
+    app = Starlette(
         routes=[*served, OpenApiRoute(served, "torchserve")],
         exception_handlers={
             ModelhostError: handle_modelhost_error,
             HTTPException: handle_http_exception,
+            Exception: unhandled.framework_handler,
         },
     )
+    return LastResort(app, unhandled)
 
 
 class TorchServeManagement:
