@@ -22,6 +22,7 @@ from modelhost.config import format_bytes
 from modelhost.errors import BadRequestBody, ModelhostError, PayloadTooLarge
 from modelhost.host import Invocation, ModelHost, Result
 from modelhost.http.errors import error_response, status_of
+from modelhost.names import model_name
 from modelhost.observe.exchange import Exchange
 from modelhost.observe.observer import Observer
 
@@ -84,6 +85,7 @@ class Invocations:
                     "no model named: send the X-Amzn-SageMaker-Target-Model header "
                     "with the model's path in the store, e.g. tenants/t007.joblib"
                 )
+            model_name(name)
             invocation = Invocation(
                 body,
                 headers.get("content-type", "application/json"),

@@ -23,7 +23,7 @@ from modelhost.errors import BadRequestBody, ModelhostError, ModelNotFound
 from modelhost.host import Invocation, Result
 from modelhost.http.errors import RETRY_AFTER_S, status_of
 from modelhost.http.invocations import invocation_response
-from modelhost.http.routes import Routes, json_body
+from modelhost.http.routes import Routes, json_body, model_in_path
 from modelhost.workers.oip_media import (
     MODEL_NAME_PARAM,
     MODEL_VERSION_PARAM,
@@ -142,7 +142,7 @@ class OipRoutes:
     async def load(self, request: Request) -> Response:
         """Load from the store, or from `parameters.url` (which `allowed_urls` must admit)."""
         self.http.authorize(request)
-        name = request.path_params["model"]
+        name = model_in_path(request)
         parameters = (await optional_json(request)).get("parameters") or {}
         url = parameters.get("url") if isinstance(parameters, dict) else None
         if self._state(name) is State.LOADED:
@@ -156,7 +156,7 @@ class OipRoutes:
     async def unload(self, request: Request) -> Response:
         """Unload after in-flight requests finish; a model not loaded is already unloaded."""
         self.http.authorize(request)
-        name = request.path_params["model"]
+        name = model_in_path(request)
         if self._state(name) is State.LOADED:
             await self.host.unload(name)
         return Response(status_code=200)
@@ -176,7 +176,7 @@ class OipRoutes:
 
 
 def model_of(request: Request) -> tuple[str, str]:
-    name = request.path_params["model"]
+    name = model_in_path(request)
     version = request.path_params.get("version", "")
     if version not in ("", MODEL_VERSION):
         raise ModelNotFound(

@@ -23,6 +23,7 @@ from modelhost.errors import (
 )
 from modelhost.host import ModelHost
 from modelhost.http.invocations import read_within
+from modelhost.names import model_name
 from modelhost.observe.usage import ModelUsage
 
 DEFAULT_PAGE_SIZE = 100
@@ -71,6 +72,7 @@ class Routes:
             raise BadRequestBody(
                 'expected JSON {"model_name": "...", "url": "..."} with both fields as strings'
             )
+        model_name(name)
         outcome = await self.host.register_and_load(name, url)
         return JSONResponse(
             {
@@ -93,7 +95,7 @@ class Routes:
         return JSONResponse(body)
 
     async def describe_model(self, request: Request) -> Response:
-        name = request.path_params["model"]
+        name = model_in_path(request)
         description = self.describe(name)
         if description["state"] not in ("loaded", "loading"):
             raise ModelNotLoaded(
@@ -104,7 +106,7 @@ class Routes:
 
     async def unload_model(self, request: Request) -> Response:
         self.authorize(request)
-        name = request.path_params["model"]
+        name = model_in_path(request)
         freed = await self.host.unload(name)
         return JSONResponse(
             {"status": f"model {name} unloaded", "freedBytes": freed, "freed": format_bytes(freed)}
@@ -128,6 +130,11 @@ class Routes:
                 "management calls from outside this machine need the header "
                 "'Authorization: Bearer <token>' with the configured token"
             )
+
+
+def model_in_path(request: Request) -> str:
+    """The model a route's path names, if it is a valid name."""
+    return model_name(request.path_params["model"])
 
 
 async def json_body(request: Request) -> dict[str, Any]:

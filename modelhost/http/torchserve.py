@@ -23,7 +23,8 @@ from modelhost.errors import BadRequestBody, ModelAlreadyLoaded, ModelhostError,
 from modelhost.http.errors import handle_http_exception, handle_modelhost_error
 from modelhost.http.last_resort import LastResort, Unhandled
 from modelhost.http.openapi import OpenApiRoute
-from modelhost.http.routes import Routes, page_size
+from modelhost.http.routes import Routes, model_in_path, page_size
+from modelhost.names import model_name
 
 MODEL_VERSION = "1.0"
 ARCHIVE_SUFFIXES = (".mar", ".tar.gz", ".tgz", ".tar", ".zip")
@@ -64,7 +65,7 @@ class TorchServeManagement:
         url = query.get("url")
         if not url:
             raise BadRequestBody("Parameter url is required.")
-        name = query.get("model_name") or name_from_url(url)
+        name = model_name(query.get("model_name") or name_from_url(url))
         workers = count(query.get("initial_workers"), "initial_workers")
         if self.host.is_registered(name):
             raise ModelAlreadyLoaded(
@@ -112,7 +113,7 @@ class TorchServeManagement:
         return status(f'Model "{name}" unregistered')
 
     def _registered(self, request: Request) -> str:
-        name: str = request.path_params["model"]
+        name = model_in_path(request)
         if not self.host.is_registered(name):
             raise ModelNotFound(f"Model not found: {name}")
         return name
