@@ -23,7 +23,7 @@ from modelhost.errors import BadRequestBody, ModelhostError, ModelNotFound
 from modelhost.host import Invocation, Result
 from modelhost.http.errors import RETRY_AFTER_S, status_of
 from modelhost.http.invocations import invocation_response
-from modelhost.http.routes import Routes, json_body, model_in_path
+from modelhost.http.routes import Routes, json_object, model_in_path
 from modelhost.workers.oip_media import (
     MODEL_NAME_PARAM,
     MODEL_VERSION_PARAM,
@@ -135,7 +135,7 @@ class OipRoutes:
     # model repository -------------------------------------------------------------------
 
     async def index(self, request: Request) -> Response:
-        ready_only = (await optional_json(request)).get("ready") is True
+        ready_only = (await self.optional_json(request)).get("ready") is True
         entries = [self._entry(name) for name in self.host.model_names()]
         return JSONResponse([e for e in entries if e["state"] == "READY" or not ready_only])
 
@@ -143,7 +143,7 @@ class OipRoutes:
         """Load from the store, or from `parameters.url` (which `allowed_urls` must admit)."""
         self.http.authorize(request)
         name = model_in_path(request)
-        parameters = (await optional_json(request)).get("parameters") or {}
+        parameters = (await self.optional_json(request)).get("parameters") or {}
         url = parameters.get("url") if isinstance(parameters, dict) else None
         if self._state(name) is State.LOADED:
             return Response(status_code=200)  # loaded already: nothing to do
@@ -160,6 +160,11 @@ class OipRoutes:
         if self._state(name) is State.LOADED:
             await self.host.unload(name)
         return Response(status_code=200)
+
+    async def optional_json(self, request: Request) -> dict[str, Any]:
+        """A JSON object body that may be left out (the repository calls take one optionally)."""
+        body = await self.http.read_body(request)
+        return json_object(body) if body.strip() else {}
 
     def _state(self, name: str) -> State | None:
         resident = self.host.memory.get(name)
@@ -207,10 +212,3 @@ def oip_response(result: Result) -> Response:
         if length is not None:
             response.headers["inference-header-content-length"] = str(length)
     return response
-
-
-async def optional_json(request: Request) -> dict[str, Any]:
-    """A JSON object body that may be left out (the repository calls take one optionally)."""
-    if not (await request.body()).strip():  # Starlette keeps the body for json_body to read
-        return {}
-    return await json_body(request)

@@ -55,9 +55,12 @@ class Routes:
         )
 
     async def read_body(self, request: Request) -> bytes:
-        """The body of a request the framework routes (OIP's infer), within max_request_size."""
-        declared = int(request.headers.get("content-length") or 0)
-        return await read_within(request.stream(), declared, self.settings.max_request_bytes)
+        """The body of a request the framework routes, within max_request_size."""
+        return await bounded_body(request, self.settings.max_request_bytes)
+
+    async def json_body(self, request: Request) -> dict[str, Any]:
+        """A JSON object body, within max_request_size."""
+        return json_object(await self.read_body(request))
 
     async def stats(self, request: Request) -> Response:
         return JSONResponse(self.host.stats())
@@ -66,7 +69,7 @@ class Routes:
 
     async def load_model(self, request: Request) -> Response:
         self.authorize(request)
-        spec = await json_body(request)
+        spec = await self.json_body(request)
         name, url = spec.get("model_name"), spec.get("url")
         if not isinstance(name, str) or not isinstance(url, str):
             raise BadRequestBody(
@@ -137,9 +140,15 @@ def model_in_path(request: Request) -> str:
     return model_name(request.path_params["model"])
 
 
-async def json_body(request: Request) -> dict[str, Any]:
+async def bounded_body(request: Request, limit: int) -> bytes:
+    """Every route's body is read here: refused with 413 once it passes `limit` bytes."""
+    declared = int(request.headers.get("content-length") or 0)
+    return await read_within(request.stream(), declared, limit)
+
+
+def json_object(data: bytes) -> dict[str, Any]:
     try:
-        body = json.loads(await request.body())
+        body = json.loads(data)
     except (ValueError, UnicodeDecodeError) as error:
         raise BadRequestBody(f"the body is not valid JSON: {error}") from None
     if not isinstance(body, dict):
