@@ -23,6 +23,7 @@ from modelhost.errors import BadRequestBody, ModelhostError, ModelNotFound
 from modelhost.host import Invocation, Result
 from modelhost.http.errors import RETRY_AFTER_S, status_of
 from modelhost.http.invocations import invocation_response
+from modelhost.http.params import is_whole_number
 from modelhost.http.routes import Routes, json_object, model_in_path
 from modelhost.workers.oip_media import (
     MODEL_NAME_PARAM,
@@ -195,7 +196,7 @@ def header_length(request: Request, body_bytes: int) -> int | None:
     text = request.headers.get(HEADER_LENGTH_HEADER)
     if text is None:
         return None
-    if not text.strip().isdigit() or int(text) > body_bytes:
+    if not is_whole_number(text.strip()) or int(text) > body_bytes:
         raise BadRequestBody(
             f"Inference-Header-Content-Length {text!r} must be the byte length of the JSON "
             f"header at the start of the {body_bytes}-byte body"

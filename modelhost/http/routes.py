@@ -23,6 +23,7 @@ from modelhost.errors import (
 )
 from modelhost.host import ModelHost
 from modelhost.http.invocations import read_within
+from modelhost.http.params import is_whole_number
 from modelhost.names import model_name
 from modelhost.observe.usage import ModelUsage
 
@@ -128,7 +129,13 @@ class Routes:
                 "management calls are allowed from loopback only; configure "
                 "management_token to allow them from elsewhere with a bearer token"
             )
-        if not hmac.compare_digest(request.headers.get("authorization", ""), f"Bearer {token}"):
+        given = request.headers.get("authorization", "")
+        if not given.isascii():
+            raise Unauthorized(
+                "the Authorization header holds non-ASCII characters; send "
+                "'Authorization: Bearer <token>' with the configured token"
+            )
+        if not hmac.compare_digest(given, f"Bearer {token}"):
             raise Unauthorized(
                 "management calls from outside this machine need the header "
                 "'Authorization: Bearer <token>' with the configured token"
@@ -166,7 +173,7 @@ def is_loopback(address: str) -> bool:
 def page_size(text: str | None) -> int:
     if not text:
         return DEFAULT_PAGE_SIZE
-    if not text.isdigit() or int(text) < 1:
+    if not is_whole_number(text) or int(text) < 1:
         raise BadRequestBody(f"invalid limit {text!r}: give a page size from 1 to {MAX_PAGE_SIZE}")
     return min(MAX_PAGE_SIZE, int(text))
 

@@ -23,6 +23,7 @@ from modelhost.errors import BadRequestBody, ModelAlreadyLoaded, ModelhostError,
 from modelhost.http.errors import handle_http_exception, handle_modelhost_error
 from modelhost.http.last_resort import LastResort, Unhandled
 from modelhost.http.openapi import OpenApiRoute
+from modelhost.http.params import is_whole_number
 from modelhost.http.routes import Routes, model_in_path, page_size
 from modelhost.names import model_name
 
@@ -167,7 +168,7 @@ def name_from_url(url: str) -> str:
 def count(text: str | None, name: str) -> int:
     if text is None or text == "":
         return 0
-    if not text.isdigit():
+    if not is_whole_number(text):
         raise BadRequestBody(f"invalid {name} {text!r}: give a whole number, 0 or more")
     return int(text)
 
