@@ -14,6 +14,7 @@ from starlette.routing import Route
 
 from modelhost.errors import BadRequestBody
 from modelhost.http.params import is_whole_number
+from modelhost.names import echo
 from modelhost.observe.events import Event
 from modelhost.observe.observer import Observer
 
@@ -57,7 +58,9 @@ def last_event_id(request: Request) -> int | None:
     if not text:
         return None
     if not is_whole_number(text):
-        raise BadRequestBody(f"invalid Last-Event-ID {text!r}: give the id of an event received")
+        raise BadRequestBody(
+            f"invalid Last-Event-ID {echo(text)}: give the id of an event received"
+        )
     return int(text)
 
 

@@ -23,8 +23,9 @@ from modelhost.errors import BadRequestBody, ModelhostError, ModelNotFound
 from modelhost.host import Invocation, Result
 from modelhost.http.errors import RETRY_AFTER_S, status_of
 from modelhost.http.invocations import invocation_response
-from modelhost.http.params import is_whole_number
+from modelhost.http.params import check_param, is_whole_number
 from modelhost.http.routes import Routes, json_object, model_in_path
+from modelhost.names import echo
 from modelhost.workers.oip_media import (
     MODEL_NAME_PARAM,
     MODEL_VERSION_PARAM,
@@ -146,6 +147,8 @@ class OipRoutes:
         name = model_in_path(request)
         parameters = (await self.optional_json(request)).get("parameters") or {}
         url = parameters.get("url") if isinstance(parameters, dict) else None
+        if isinstance(url, str):
+            check_param("parameters.url", url)
         if self._state(name) is State.LOADED:
             return Response(status_code=200)  # loaded already: nothing to do
         if isinstance(url, str):
@@ -198,7 +201,7 @@ def header_length(request: Request, body_bytes: int) -> int | None:
         return None
     if not is_whole_number(text.strip()) or int(text) > body_bytes:
         raise BadRequestBody(
-            f"Inference-Header-Content-Length {text!r} must be the byte length of the JSON "
+            f"Inference-Header-Content-Length {echo(text)} must be the byte length of the JSON "
             f"header at the start of the {body_bytes}-byte body"
         )
     return int(text)

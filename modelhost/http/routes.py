@@ -23,8 +23,8 @@ from modelhost.errors import (
 )
 from modelhost.host import ModelHost
 from modelhost.http.invocations import read_within
-from modelhost.http.params import is_whole_number
-from modelhost.names import model_name
+from modelhost.http.params import check_param, is_whole_number
+from modelhost.names import echo, model_name
 from modelhost.observe.usage import ModelUsage
 
 DEFAULT_PAGE_SIZE = 100
@@ -77,6 +77,7 @@ class Routes:
                 'expected JSON {"model_name": "...", "url": "..."} with both fields as strings'
             )
         model_name(name)
+        check_param("url", url)
         outcome = await self.host.register_and_load(name, url)
         return JSONResponse(
             {
@@ -174,7 +175,9 @@ def page_size(text: str | None) -> int:
     if not text:
         return DEFAULT_PAGE_SIZE
     if not is_whole_number(text) or int(text) < 1:
-        raise BadRequestBody(f"invalid limit {text!r}: give a page size from 1 to {MAX_PAGE_SIZE}")
+        raise BadRequestBody(
+            f"invalid limit {echo(text)}: give a page size from 1 to {MAX_PAGE_SIZE}"
+        )
     return min(MAX_PAGE_SIZE, int(text))
 
 
@@ -187,5 +190,5 @@ def decode_token(token: str) -> str:
         return base64.urlsafe_b64decode(token.encode()).decode()
     except (ValueError, UnicodeDecodeError):
         raise BadRequestBody(
-            f"invalid next_page_token {token!r}: pass the one the last page returned"
+            f"invalid next_page_token {echo(token)}: pass the one the last page returned"
         ) from None

@@ -23,9 +23,9 @@ from modelhost.errors import BadRequestBody, ModelAlreadyLoaded, ModelhostError,
 from modelhost.http.errors import handle_http_exception, handle_modelhost_error
 from modelhost.http.last_resort import LastResort, Unhandled
 from modelhost.http.openapi import OpenApiRoute
-from modelhost.http.params import is_whole_number
+from modelhost.http.params import check_param, is_whole_number
 from modelhost.http.routes import Routes, model_in_path, page_size
-from modelhost.names import model_name
+from modelhost.names import echo, model_name
 
 MODEL_VERSION = "1.0"
 ARCHIVE_SUFFIXES = (".mar", ".tar.gz", ".tgz", ".tar", ".zip")
@@ -66,6 +66,7 @@ class TorchServeManagement:
         url = query.get("url")
         if not url:
             raise BadRequestBody("Parameter url is required.")
+        check_param("url", url)
         name = model_name(query.get("model_name") or name_from_url(url))
         workers = count(query.get("initial_workers"), "initial_workers")
         if self.host.is_registered(name):
@@ -169,7 +170,7 @@ def count(text: str | None, name: str) -> int:
     if text is None or text == "":
         return 0
     if not is_whole_number(text):
-        raise BadRequestBody(f"invalid {name} {text!r}: give a whole number, 0 or more")
+        raise BadRequestBody(f"invalid {name} {echo(text)}: give a whole number, 0 or more")
     return int(text)
 
 
