@@ -104,7 +104,10 @@ def management_servers(
 
 
 def uvicorn_config(app: Any, config: Config, port: int, **more: Any) -> uvicorn.Config:
-    """Both servers' settings: httptools, no lifespan, our own access log instead of uvicorn's."""
+    """Both servers' settings: httptools, no lifespan, our own access log instead of uvicorn's.
+    Proxy headers are trusted only from --forwarded-allow-ips, given explicitly so uvicorn's own
+    FORWARDED_ALLOW_IPS variable cannot turn that trust on: the caller's address decides who may
+    manage models."""
     return uvicorn.Config(
         app,
         host=config.host,
@@ -113,6 +116,10 @@ def uvicorn_config(app: Any, config: Config, port: int, **more: Any) -> uvicorn.
         access_log=False,
         log_level=config.log_level,
         http="httptools",
+        proxy_headers=bool(config.forwarded_allow_ips),
+        forwarded_allow_ips=config.forwarded_allow_ips or "",
+        ssl_certfile=config.ssl_certfile or None,
+        ssl_keyfile=config.ssl_keyfile or None,
         **more,
     )
 
