@@ -23,6 +23,7 @@ from modelhost.config import Config, format_bytes, parse_size
 from modelhost.errors import ConfigError, ModelhostError
 from modelhost.host import ModelHost
 from modelhost.http.app import build_app
+from modelhost.http.last_resort import Unhandled
 from modelhost.http.routes import HttpSettings, Routes
 from modelhost.http.torchserve import build_management_app
 from modelhost.observe.events import EventLog
@@ -80,7 +81,9 @@ async def main(config: Config) -> int:
                     timeout_graceful_shutdown=int(config.drain_timeout_s),
                 ),
             )
-            beside = management_servers(routes, config)
+            beside = management_servers(
+                routes, config, Unhandled(observer.metrics.unhandled_errors)
+            )
             await preload(host, config)
             ignore_signals_after_drain()
             routes.ready = True
@@ -90,17 +93,21 @@ async def main(config: Config) -> int:
     return 0
 
 
-def management_servers(routes: Routes, config: Config) -> list[uvicorn.Server]:
+def management_servers(
+    routes: Routes, config: Config, unhandled: Unhandled
+) -> list[uvicorn.Server]:
     """TorchServe's management API on its own port, when one is configured."""
     if not config.management_port:
         return []
-    return [
-        BesideServer(uvicorn_config(build_management_app(routes), config, config.management_port))
-    ]
+    app = build_management_app(routes, unhandled)
+    return [BesideServer(uvicorn_config(app, config, config.management_port))]
 
 
 def uvicorn_config(app: Any, config: Config, port: int, **more: Any) -> uvicorn.Config:
-    """Both servers' settings: httptools, no lifespan, our own access log instead of uvicorn's."""
+    """Both servers' settings: httptools, no lifespan, our own access log instead of uvicorn's.
+    Proxy headers are trusted only from --forwarded-allow-ips, given explicitly so uvicorn's own
+    FORWARDED_ALLOW_IPS variable cannot turn that trust on: the caller's address decides who may
+    manage models."""
     return uvicorn.Config(
         app,
         host=config.host,
@@ -109,6 +116,10 @@ def uvicorn_config(app: Any, config: Config, port: int, **more: Any) -> uvicorn.
         access_log=False,
         log_level=config.log_level,
         http="httptools",
+        proxy_headers=bool(config.forwarded_allow_ips),
+        forwarded_allow_ips=config.forwarded_allow_ips or "",
+        ssl_certfile=config.ssl_certfile or None,
+        ssl_keyfile=config.ssl_keyfile or None,
         **more,
     )
 

@@ -172,6 +172,13 @@ class Config:
     management_token: str = _setting(
         "", "bearer token that allows management calls from non-loopback addresses"
     )
+    forwarded_allow_ips: str = _setting(
+        "",
+        "reverse proxies trusted to set X-Forwarded-For/-Proto: comma-separated addresses or "
+        "networks, * for any (empty: those headers are ignored, the caller is the TCP peer)",
+    )
+    ssl_certfile: str = _setting("", "TLS certificate file (PEM) to serve HTTPS (empty: HTTP)")
+    ssl_keyfile: str = _setting("", "TLS private key file (PEM) for --ssl-certfile")
     max_unpacked_bytes: str = _setting(
         "4GiB", "largest unpacked size of a model archive", size="bytes"
     )

@@ -5,6 +5,8 @@ ModelhostError
 ├── RequestError                 the caller can fix it
 │   ├── BadRequestBody           the body cannot be decoded for this model
 │   ├── PayloadTooLarge          body over max_request_size
+│   ├── HeaderTooLarge           a header longer than the server passes on to the core
+│   ├── ParameterTooLarge        a query parameter (or URL field) longer than the server passes on
 │   ├── InvalidModelName         a name that escapes the store (``..``, absolute, NUL)
 │   ├── ModelNotFound            no such model in the store
 │   ├── ModelNotLoaded           the contract asks for 404 when the model is not in memory
@@ -50,6 +52,14 @@ class BadRequestBody(RequestError):
 
 
 class PayloadTooLarge(RequestError):
+    pass
+
+
+class HeaderTooLarge(RequestError):
+    pass
+
+
+class ParameterTooLarge(RequestError):
     pass
 
 

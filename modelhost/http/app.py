@@ -12,6 +12,7 @@ from modelhost.errors import ModelhostError
 from modelhost.http.errors import handle_http_exception, handle_modelhost_error
 from modelhost.http.invocations import ROUTES as INVOCATION_ROUTES
 from modelhost.http.invocations import InFront, Invocations
+from modelhost.http.last_resort import LastResort, Unhandled
 from modelhost.http.middleware import ObserveMiddleware
 from modelhost.http.observe import ObserveRoutes
 from modelhost.http.oip import OipRoutes
@@ -20,8 +21,9 @@ from modelhost.http.routes import Routes
 from modelhost.observe.observer import Observer
 
 
-def build_app(routes: Routes, observer: Observer | None = None) -> InFront:
+def build_app(routes: Routes, observer: Observer | None = None) -> LastResort:
     settings = routes.settings
+    unhandled = Unhandled(observer.metrics.unhandled_errors if observer else None)
     invocations = Invocations(
         routes.host, settings.max_request_bytes, settings.single_model, observer
     )
@@ -42,9 +44,10 @@ def build_app(routes: Routes, observer: Observer | None = None) -> InFront:
         exception_handlers={
             ModelhostError: handle_modelhost_error,
             HTTPException: handle_http_exception,
+            Exception: unhandled.framework_handler,
         },
     )
-    return InFront(app, invocations)
+    return LastResort(InFront(app, invocations), unhandled)
 
 
 def observe_middleware(observer: Observer, served: list[Route]) -> list[Middleware]:

@@ -22,6 +22,8 @@ from modelhost.config import format_bytes
 from modelhost.errors import BadRequestBody, ModelhostError, PayloadTooLarge
 from modelhost.host import Invocation, ModelHost, Result
 from modelhost.http.errors import error_response, status_of
+from modelhost.http.params import check_headers, check_param, check_query
+from modelhost.names import model_name
 from modelhost.observe.exchange import Exchange
 from modelhost.observe.observer import Observer
 
@@ -31,6 +33,7 @@ INVOCATIONS = "/invocations"
 MODEL_INVOKE = "/models/{model:path}/invoke"
 PREDICTIONS = "/predictions/{model:path}"
 ROUTES = (INVOCATIONS, MODEL_INVOKE, PREDICTIONS)
+PASSED_ON_HEADERS = ("content-type", "accept", TARGET_MODEL_HEADER, CUSTOM_ATTRIBUTES_HEADER)
 
 
 def route_of(path: str) -> tuple[str, str | None] | None:
@@ -76,6 +79,7 @@ class Invocations:
     ) -> None:
         headers = _headers(scope)
         try:
+            check_headers(headers, PASSED_ON_HEADERS)
             name = model or headers.get(TARGET_MODEL_HEADER) or self.single_model
             exchange.model = name or None
             body = await self._body(receive, headers, exchange)
@@ -84,6 +88,7 @@ class Invocations:
                     "no model named: send the X-Amzn-SageMaker-Target-Model header "
                     "with the model's path in the store, e.g. tenants/t007.joblib"
                 )
+            model_name(name)
             invocation = Invocation(
                 body,
                 headers.get("content-type", "application/json"),
@@ -170,12 +175,15 @@ def _headers(scope: Scope) -> dict[str, str]:
 
 def _params(scope: Scope, headers: dict[str, str]) -> dict[str, str]:
     """Query parameters and SageMaker's custom attributes (``method=predict_proba;k=v``)."""
-    query = scope.get("query_string", b"")
-    params = dict(urllib.parse.parse_qsl(query.decode("latin-1"))) if query else {}
+    query = scope.get("query_string", b"").decode("latin-1")
+    check_query(query)
+    params = dict(urllib.parse.parse_qsl(query)) if query else {}
     for pair in headers.get(CUSTOM_ATTRIBUTES_HEADER, "").replace(",", ";").split(";"):
         key, _, value = pair.partition("=")
         if key.strip() and value:
             params[key.strip()] = value.strip()
+    for key, value in params.items():
+        check_param(key, value)
     return params
 
 

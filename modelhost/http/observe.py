@@ -13,6 +13,8 @@ from starlette.responses import HTMLResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from modelhost.errors import BadRequestBody
+from modelhost.http.params import is_whole_number
+from modelhost.names import echo
 from modelhost.observe.events import Event
 from modelhost.observe.observer import Observer
 
@@ -55,8 +57,10 @@ def last_event_id(request: Request) -> int | None:
     text = request.headers.get("last-event-id") or request.query_params.get("last_event_id")
     if not text:
         return None
-    if not text.isdigit():
-        raise BadRequestBody(f"invalid Last-Event-ID {text!r}: give the id of an event received")
+    if not is_whole_number(text):
+        raise BadRequestBody(
+            f"invalid Last-Event-ID {echo(text)}: give the id of an event received"
+        )
     return int(text)
 
 

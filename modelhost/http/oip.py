@@ -23,7 +23,9 @@ from modelhost.errors import BadRequestBody, ModelhostError, ModelNotFound
 from modelhost.host import Invocation, Result
 from modelhost.http.errors import RETRY_AFTER_S, status_of
 from modelhost.http.invocations import invocation_response
-from modelhost.http.routes import Routes, json_body
+from modelhost.http.params import check_param, is_whole_number
+from modelhost.http.routes import Routes, json_object, model_in_path
+from modelhost.names import echo
 from modelhost.workers.oip_media import (
     MODEL_NAME_PARAM,
     MODEL_VERSION_PARAM,
@@ -135,16 +137,18 @@ class OipRoutes:
     # model repository -------------------------------------------------------------------
 
     async def index(self, request: Request) -> Response:
-        ready_only = (await optional_json(request)).get("ready") is True
+        ready_only = (await self.optional_json(request)).get("ready") is True
         entries = [self._entry(name) for name in self.host.model_names()]
         return JSONResponse([e for e in entries if e["state"] == "READY" or not ready_only])
 
     async def load(self, request: Request) -> Response:
         """Load from the store, or from `parameters.url` (which `allowed_urls` must admit)."""
         self.http.authorize(request)
-        name = request.path_params["model"]
-        parameters = (await optional_json(request)).get("parameters") or {}
+        name = model_in_path(request)
+        parameters = (await self.optional_json(request)).get("parameters") or {}
         url = parameters.get("url") if isinstance(parameters, dict) else None
+        if isinstance(url, str):
+            check_param("parameters.url", url)
         if self._state(name) is State.LOADED:
             return Response(status_code=200)  # loaded already: nothing to do
         if isinstance(url, str):
@@ -156,10 +160,15 @@ class OipRoutes:
     async def unload(self, request: Request) -> Response:
         """Unload after in-flight requests finish; a model not loaded is already unloaded."""
         self.http.authorize(request)
-        name = request.path_params["model"]
+        name = model_in_path(request)
         if self._state(name) is State.LOADED:
             await self.host.unload(name)
         return Response(status_code=200)
+
+    async def optional_json(self, request: Request) -> dict[str, Any]:
+        """A JSON object body that may be left out (the repository calls take one optionally)."""
+        body = await self.http.read_body(request)
+        return json_object(body) if body.strip() else {}
 
     def _state(self, name: str) -> State | None:
         resident = self.host.memory.get(name)
@@ -176,7 +185,7 @@ class OipRoutes:
 
 
 def model_of(request: Request) -> tuple[str, str]:
-    name = request.path_params["model"]
+    name = model_in_path(request)
     version = request.path_params.get("version", "")
     if version not in ("", MODEL_VERSION):
         raise ModelNotFound(
@@ -190,9 +199,9 @@ def header_length(request: Request, body_bytes: int) -> int | None:
     text = request.headers.get(HEADER_LENGTH_HEADER)
     if text is None:
         return None
-    if not text.strip().isdigit() or int(text) > body_bytes:
+    if not is_whole_number(text.strip()) or int(text) > body_bytes:
         raise BadRequestBody(
-            f"Inference-Header-Content-Length {text!r} must be the byte length of the JSON "
+            f"Inference-Header-Content-Length {echo(text)} must be the byte length of the JSON "
             f"header at the start of the {body_bytes}-byte body"
         )
     return int(text)
@@ -207,10 +216,3 @@ def oip_response(result: Result) -> Response:
         if length is not None:
             response.headers["inference-header-content-length"] = str(length)
     return response
-
-
-async def optional_json(request: Request) -> dict[str, Any]:
-    """A JSON object body that may be left out (the repository calls take one optionally)."""
-    if not (await request.body()).strip():  # Starlette keeps the body for json_body to read
-        return {}
-    return await json_body(request)

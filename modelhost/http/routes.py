@@ -23,6 +23,8 @@ from modelhost.errors import (
 )
 from modelhost.host import ModelHost
 from modelhost.http.invocations import read_within
+from modelhost.http.params import check_param, is_whole_number
+from modelhost.names import echo, model_name
 from modelhost.observe.usage import ModelUsage
 
 DEFAULT_PAGE_SIZE = 100
@@ -54,9 +56,12 @@ class Routes:
         )
 
     async def read_body(self, request: Request) -> bytes:
-        """The body of a request the framework routes (OIP's infer), within max_request_size."""
-        declared = int(request.headers.get("content-length") or 0)
-        return await read_within(request.stream(), declared, self.settings.max_request_bytes)
+        """The body of a request the framework routes, within max_request_size."""
+        return await bounded_body(request, self.settings.max_request_bytes)
+
+    async def json_body(self, request: Request) -> dict[str, Any]:
+        """A JSON object body, within max_request_size."""
+        return json_object(await self.read_body(request))
 
     async def stats(self, request: Request) -> Response:
         return JSONResponse(self.host.stats())
@@ -65,12 +70,14 @@ class Routes:
 
     async def load_model(self, request: Request) -> Response:
         self.authorize(request)
-        spec = await json_body(request)
+        spec = await self.json_body(request)
         name, url = spec.get("model_name"), spec.get("url")
         if not isinstance(name, str) or not isinstance(url, str):
             raise BadRequestBody(
                 'expected JSON {"model_name": "...", "url": "..."} with both fields as strings'
             )
+        model_name(name)
+        check_param("url", url)
         outcome = await self.host.register_and_load(name, url)
         return JSONResponse(
             {
@@ -93,7 +100,7 @@ class Routes:
         return JSONResponse(body)
 
     async def describe_model(self, request: Request) -> Response:
-        name = request.path_params["model"]
+        name = model_in_path(request)
         description = self.describe(name)
         if description["state"] not in ("loaded", "loading"):
             raise ModelNotLoaded(
@@ -104,7 +111,7 @@ class Routes:
 
     async def unload_model(self, request: Request) -> Response:
         self.authorize(request)
-        name = request.path_params["model"]
+        name = model_in_path(request)
         freed = await self.host.unload(name)
         return JSONResponse(
             {"status": f"model {name} unloaded", "freedBytes": freed, "freed": format_bytes(freed)}
@@ -123,16 +130,33 @@ class Routes:
                 "management calls are allowed from loopback only; configure "
                 "management_token to allow them from elsewhere with a bearer token"
             )
-        if not hmac.compare_digest(request.headers.get("authorization", ""), f"Bearer {token}"):
+        given = request.headers.get("authorization", "")
+        if not given.isascii():
+            raise Unauthorized(
+                "the Authorization header holds non-ASCII characters; send "
+                "'Authorization: Bearer <token>' with the configured token"
+            )
+        if not hmac.compare_digest(given, f"Bearer {token}"):
             raise Unauthorized(
                 "management calls from outside this machine need the header "
                 "'Authorization: Bearer <token>' with the configured token"
             )
 
 
-async def json_body(request: Request) -> dict[str, Any]:
+def model_in_path(request: Request) -> str:
+    """The model a route's path names, if it is a valid name."""
+    return model_name(request.path_params["model"])
+
+
+async def bounded_body(request: Request, limit: int) -> bytes:
+    """Every route's body is read here: refused with 413 once it passes `limit` bytes."""
+    declared = int(request.headers.get("content-length") or 0)
+    return await read_within(request.stream(), declared, limit)
+
+
+def json_object(data: bytes) -> dict[str, Any]:
     try:
-        body = json.loads(await request.body())
+        body = json.loads(data)
     except (ValueError, UnicodeDecodeError) as error:
         raise BadRequestBody(f"the body is not valid JSON: {error}") from None
     if not isinstance(body, dict):
@@ -150,8 +174,10 @@ def is_loopback(address: str) -> bool:
 def page_size(text: str | None) -> int:
     if not text:
         return DEFAULT_PAGE_SIZE
-    if not text.isdigit() or int(text) < 1:
-        raise BadRequestBody(f"invalid limit {text!r}: give a page size from 1 to {MAX_PAGE_SIZE}")
+    if not is_whole_number(text) or int(text) < 1:
+        raise BadRequestBody(
+            f"invalid limit {echo(text)}: give a page size from 1 to {MAX_PAGE_SIZE}"
+        )
     return min(MAX_PAGE_SIZE, int(text))
 
 
@@ -164,5 +190,5 @@ def decode_token(token: str) -> str:
         return base64.urlsafe_b64decode(token.encode()).decode()
     except (ValueError, UnicodeDecodeError):
         raise BadRequestBody(
-            f"invalid next_page_token {token!r}: pass the one the last page returned"
+            f"invalid next_page_token {echo(token)}: pass the one the last page returned"
         ) from None

@@ -21,22 +21,28 @@ from starlette.routing import Route
 
 from modelhost.errors import BadRequestBody, ModelAlreadyLoaded, ModelhostError, ModelNotFound
 from modelhost.http.errors import handle_http_exception, handle_modelhost_error
+from modelhost.http.last_resort import LastResort, Unhandled
 from modelhost.http.openapi import OpenApiRoute
-from modelhost.http.routes import Routes, page_size
+from modelhost.http.params import check_param, is_whole_number
+from modelhost.http.routes import Routes, model_in_path, page_size
+from modelhost.names import echo, model_name
 
 MODEL_VERSION = "1.0"
 ARCHIVE_SUFFIXES = (".mar", ".tar.gz", ".tgz", ".tar", ".zip")
 
 
-def build_management_app(routes: Routes) -> Starlette:
+def build_management_app(routes: Routes, unhandled: Unhandled | None = None) -> LastResort:
     served = TorchServeManagement(routes).routes()
-    return Starlette(
+    unhandled = unhandled or Unhandled()
+    app = Starlette(
         routes=[*served, OpenApiRoute(served, "torchserve")],
         exception_handlers={
             ModelhostError: handle_modelhost_error,
             HTTPException: handle_http_exception,
+            Exception: unhandled.framework_handler,
         },
     )
+    return LastResort(app, unhandled)
 
 
 class TorchServeManagement:
@@ -60,7 +66,8 @@ class TorchServeManagement:
         url = query.get("url")
         if not url:
             raise BadRequestBody("Parameter url is required.")
-        name = query.get("model_name") or name_from_url(url)
+        check_param("url", url)
+        name = model_name(query.get("model_name") or name_from_url(url))
         workers = count(query.get("initial_workers"), "initial_workers")
         if self.host.is_registered(name):
             raise ModelAlreadyLoaded(
@@ -108,7 +115,7 @@ class TorchServeManagement:
         return status(f'Model "{name}" unregistered')
 
     def _registered(self, request: Request) -> str:
-        name: str = request.path_params["model"]
+        name = model_in_path(request)
         if not self.host.is_registered(name):
             raise ModelNotFound(f"Model not found: {name}")
         return name
@@ -162,8 +169,8 @@ def name_from_url(url: str) -> str:
 def count(text: str | None, name: str) -> int:
     if text is None or text == "":
         return 0
-    if not text.isdigit():
-        raise BadRequestBody(f"invalid {name} {text!r}: give a whole number, 0 or more")
+    if not is_whole_number(text):
+        raise BadRequestBody(f"invalid {name} {echo(text)}: give a whole number, 0 or more")
     return int(text)
 
 

@@ -12,7 +12,7 @@ import itertools
 import json
 import logging
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import asdict, dataclass, field
@@ -22,6 +22,9 @@ logger = logging.getLogger("modelhost.events")
 errors_logger = logging.getLogger("modelhost.observe")
 
 EVENTS_PER_MODEL = 10
+# names with a per-model history; beyond this the least recently active is forgotten, so requests
+# for ever new (nonexistent) names cannot grow memory without bound
+MAX_MODELS_WITH_EVENTS = 10_000
 RECENT_EVENTS = 1000
 
 
@@ -46,9 +49,12 @@ Subscriber = Callable[[Event], None]
 
 
 class EventLog:
-    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, clock: Callable[[], float] = time.time, max_models: int = MAX_MODELS_WITH_EVENTS
+    ) -> None:
         self._clock = clock
-        self._by_model: dict[str, deque[Event]] = {}
+        self.max_models = max_models
+        self._by_model: OrderedDict[str, deque[Event]] = OrderedDict()
         self.recent: deque[Event] = deque(maxlen=RECENT_EVENTS)
         self._ids = itertools.count(1)
         self._subscribers: list[Subscriber] = []
@@ -60,13 +66,24 @@ class EventLog:
         logger.info(event.to_json())
         self.recent.append(event)
         if model is not None:
-            self._by_model.setdefault(model, deque(maxlen=EVENTS_PER_MODEL)).append(event)
+            self._remember(model, event)
         for subscriber in list(self._subscribers):
             try:
                 subscriber(event)
             except Exception:  # observing must never break what is observed
                 errors_logger.exception("event subscriber %r failed on %s", subscriber, event)
         return event
+
+    def _remember(self, model: str, event: Event) -> None:
+        """Keep `event` in `model`'s history, the most recently active `max_models` only."""
+        history = self._by_model.pop(model, None) or deque(maxlen=EVENTS_PER_MODEL)
+        history.append(event)
+        self._by_model[model] = history
+        if len(self._by_model) > self.max_models:
+            self._by_model.popitem(last=False)
+
+    def models_with_events(self) -> int:
+        return len(self._by_model)
 
     def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:
         """Call `subscriber` with every event from now on; returns the call that stops it."""

@@ -126,6 +126,12 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self.unhandled_errors = Counter(
+            "modelhost_unhandled_errors",
+            "Requests answered 500 by the last-resort handler: an exception no route translated "
+            "(a bug; the log has its traceback under the response's X-Request-Id)",
+            registry=r,
+        )
         self._series: dict[tuple[str, str, int], _ExchangeSeries] = {}
         self._tiers: dict[str, Counter] = {}
         self._parts: dict[str, Histogram] = {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
@@ -11,6 +12,7 @@ from starlette.routing import Route
 
 from modelhost.http.app import build_app
 from modelhost.http.invocations import InFront
+from modelhost.http.last_resort import LastResort
 from modelhost.http.openapi import (
     OPERATIONS,
     TORCHSERVE_OPERATIONS,
@@ -26,11 +28,14 @@ from modelhost.http.torchserve import build_management_app
 API_MD = Path(__file__).parents[2] / "docs" / "api.md"
 
 
+OBSERVER = SimpleNamespace(metrics=SimpleNamespace(unhandled_errors=None))  # what build_app reads
+
+
 def routes() -> Routes:
     return Routes(cast(Any, None), HttpSettings(1024, "", ""))
 
 
-def served_document(app: Starlette | InFront) -> dict[str, Any]:
+def served_document(app: Starlette | InFront | LastResort) -> dict[str, Any]:
     (route,) = [r for r in app.routes if isinstance(r, OpenApiRoute)]
     return route.document
 
@@ -39,20 +44,20 @@ def documented(doc: dict[str, Any]) -> set[tuple[str, str]]:
     return {(method.upper(), path) for path, methods in doc["paths"].items() for method in methods}
 
 
-def served(app: Starlette | InFront) -> set[tuple[str, str]]:
+def served(app: Starlette | InFront | LastResort) -> set[tuple[str, str]]:
     return {(method, openapi_path(path)) for method, path in route_keys(app.routes)}
 
 
 @pytest.mark.parametrize(
     ("app", "table"),
     [
-        (build_app(routes(), cast(Any, object())), OPERATIONS),  # with the observability routes
+        (build_app(routes(), cast(Any, OBSERVER)), OPERATIONS),  # with the observability routes
         (build_management_app(routes()), TORCHSERVE_OPERATIONS),
     ],
     ids=["main", "torchserve"],
 )
 def test_documented_routes_are_the_served_routes(
-    app: Starlette | InFront, table: dict[tuple[str, str], Any]
+    app: Starlette | InFront | LastResort, table: dict[tuple[str, str], Any]
 ) -> None:
     assert documented(served_document(app)) == served(app)
     assert set(table) == route_keys(app.routes)  # no entry for a route that is gone

@@ -1,0 +1,18 @@
+"""Requests for names that do not exist must not grow the frontend's memory without bound."""
+
+from __future__ import annotations
+
+from modelhost.observe.events import EventLog
+
+
+def test_failures_for_distinct_unknown_names_keep_a_bounded_per_model_store() -> None:
+    log = EventLog(clock=lambda: 1.0, max_models=100)
+    log.emit("load", "tenants/real.joblib")
+    for i in range(10_000):
+        log.emit("failure", f"nonexistent/{i}.joblib", reason="ModelNotFound")
+        if i % 50 == 0:
+            log.emit("load", "tenants/real.joblib")  # a model in use keeps its history
+    assert log.models_with_events() <= 100
+    assert [e.kind for e in log.for_model("nonexistent/9999.joblib")] == ["failure"]
+    assert log.for_model("tenants/real.joblib")[-1].kind == "load"
+    assert log.for_model("nonexistent/0.joblib") == []

@@ -1,0 +1,75 @@
+"""Hostile inputs against a real server: refused at the HTTP layer, and the server, its worker
+and its caches are as they were."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+
+from modelhost import testing
+
+pytestmark = pytest.mark.e2e
+
+ROW = json.dumps(testing.iris_rows(1)[0])
+JSON = {"content-type": "application/json"}
+
+
+def files_in(folder: Path) -> list[Path]:
+    return sorted(path for path in folder.rglob("*") if path.is_file())
+
+
+def test_registering_the_name_dotdot_is_refused_and_the_cache_keeps_its_artifacts(
+    client: httpx.Client, store: Path, cache_dir: Path
+) -> None:
+    archive = "/models/archives/m.tar.gz/invoke"  # an archive: unpacked into the disk tier
+    assert client.post(archive, content=f"[{ROW}]", headers=JSON).status_code == 200
+    cached = files_in(cache_dir)
+    assert cached
+    for name in ("..", ".", "../..", "/"):
+        spec = {"model_name": name, "url": f"{store}/archives/m.tar.gz"}
+        response = client.post("/models", json=spec)
+        assert response.status_code == 400, response.text
+        assert "a valid name is a relative path" in response.json()["message"]
+        assert client.delete(f"/models/{name}").status_code in (400, 404, 405)
+    assert files_in(cache_dir) == cached
+    again = client.post(archive, content=f"[{ROW}]", headers=JSON)
+    assert again.status_code == 200 and again.headers["x-modelhost-cache"] == "hit"
+
+
+HUGE = "x" * (1100 * 1024)  # over the 1 MiB cap on a worker frame's header
+
+
+@pytest.mark.parametrize(
+    ("headers", "params", "status", "limit"),
+    [
+        ({"content-type": f"application/json; x={HUGE}"}, {}, 431, "4096"),
+        ({"accept": HUGE}, {}, 431, "4096"),
+        ({"x-amzn-sagemaker-custom-attributes": f"k={HUGE}"}, {}, 431, "4096"),
+        ({}, {"method": "x" * 60_000}, 400, "16384"),  # httpx sends at most 64 KiB of URL
+        ({}, {"method": "x" * 5000}, 400, "4096"),
+    ],
+    ids=["content-type", "accept", "custom-attributes", "query-string", "query-param"],
+)
+def test_oversized_strings_are_refused_before_the_worker_which_keeps_its_models(
+    client: httpx.Client, headers: dict[str, str], params: dict[str, str], status: int, limit: str
+) -> None:
+    other = "/models/tenants/t000.joblib/invoke"
+    assert client.post(other, content=ROW, headers=JSON).status_code == 200
+    hostile = client.post(
+        "/models/iris.pkl/invoke", content=ROW, headers={**JSON, **headers}, params=params
+    )
+    assert hostile.status_code == status, hostile.text[:500]
+    assert f"at most {limit}" in hostile.json()["message"]
+    assert len(hostile.text) < 1000  # the value is not echoed back
+    after = client.post(other, content=ROW, headers=JSON)
+    assert after.status_code == 200 and after.headers["x-modelhost-cache"] == "hit"
+
+
+def test_an_oversized_target_model_header_is_431(client: httpx.Client) -> None:
+    target = {"X-Amzn-SageMaker-Target-Model": HUGE}
+    response = client.post("/invocations", content=ROW, headers={**JSON, **target})
+    assert response.status_code == 431
+    assert "x-amzn-sagemaker-target-model header" in response.json()["message"]

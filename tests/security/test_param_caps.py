@@ -1,0 +1,59 @@
+"""A URL to load a model from is capped like every parameter the core is given: 400 naming the
+limit, before the host sees it."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, cast
+
+import httpx
+import pytest
+
+from modelhost.http.app import build_app
+from modelhost.http.routes import HttpSettings, Routes
+from modelhost.http.torchserve import build_management_app
+
+URL = "s3://bucket/" + "k" * 5000
+
+
+class UnreachableHost:
+    closing = False
+
+    def is_registered(self, name: str) -> bool:
+        return False
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"host.{name} reached with an oversized URL")
+
+
+def call(app: Any, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    async def send() -> httpx.Response:
+        transport = httpx.ASGITransport(app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://modelhost") as client:
+            return await client.request(method, path, **kwargs)
+
+    return asyncio.run(send())
+
+
+def routes() -> Routes:
+    return Routes(cast(Any, UnreachableHost()), HttpSettings(1 << 20, "", ""))
+
+
+@pytest.mark.parametrize(
+    ("torchserve", "path", "kwargs"),
+    [
+        (False, "/models", {"json": {"model_name": "m", "url": URL}}),
+        (False, "/v2/repository/models/m/load", {"json": {"parameters": {"url": URL}}}),
+        (True, "/models", {"params": {"url": URL, "model_name": "m"}}),
+    ],
+    ids=["sagemaker", "oip", "torchserve"],
+)
+def test_an_oversized_url_is_400_naming_the_limit(
+    torchserve: bool, path: str, kwargs: dict[str, Any]
+) -> None:
+    app = build_management_app(routes()) if torchserve else build_app(routes())
+    response = call(app, "POST", path, **kwargs)
+    assert response.status_code == 400
+    body = response.json()
+    message = body.get("message") or body["error"]
+    assert "at most 4096" in message and "k" * 300 not in message

@@ -1,0 +1,120 @@
+"""Who the caller is comes from the TCP peer unless proxies are trusted by --forwarded-allow-ips
+(uvicorn's FORWARDED_ALLOW_IPS variable alone does not turn that trust on), and the server can
+speak TLS itself with --ssl-certfile/--ssl-keyfile."""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import os
+import ssl
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from modelhost import testing
+
+pytestmark = pytest.mark.e2e
+
+FORGED = {"X-Forwarded-For": "203.0.113.7"}  # a caller outside this machine, if believed
+
+
+def management_call(url: str) -> httpx.Response:
+    """A management call from loopback: authorized, then refused (400) for its empty body;
+    403 if the server takes the caller for another machine."""
+    return httpx.post(f"{url}/models", json={}, headers=FORGED, timeout=30)
+
+
+def test_forwarded_for_is_ignored_even_with_uvicorns_variable_set(
+    store: Path, tmp_path: Path
+) -> None:
+    env = {**os.environ, "FORWARDED_ALLOW_IPS": "*"}
+    args = testing.serve_args(store, tmp_path / "cache", workers=1)
+    with testing.RunningServer(args, tmp_path, env=env) as server:
+        response = management_call(server.url)
+    assert response.status_code == 400 and response.json()["type"] == "BadRequestBody"
+
+
+def test_forwarded_for_is_believed_from_configured_proxies_only(
+    store: Path, tmp_path: Path
+) -> None:
+    args = testing.serve_args(store, tmp_path / "cache", workers=1, forwarded_allow_ips="127.0.0.1")
+    with testing.RunningServer(args, tmp_path) as server:
+        response = management_call(server.url)
+    assert response.status_code == 403 and response.json()["type"] == "Forbidden"
+
+
+def self_signed(folder: Path) -> tuple[Path, Path]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = folder / "cert.pem", folder / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_path, key_path
+
+
+class TlsServer(testing.RunningServer):
+    """A RunningServer answering HTTPS: it is ready once /ping answers over TLS."""
+
+    def __init__(self, args: list[str], log_dir: Path, trusted: ssl.SSLContext) -> None:
+        super().__init__(args, log_dir)
+        self.url = f"https://127.0.0.1:{self.port}"
+        self.trusted = trusted
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.startup_timeout_s
+        with httpx.Client(timeout=2.0, verify=self.trusted) as client:
+            while time.monotonic() < deadline:
+                if self._started().poll() is not None:
+                    raise RuntimeError(self._failure("exited"))
+                try:
+                    if client.get(f"{self.url}/ping").status_code == 200:
+                        return
+                except httpx.TransportError:
+                    pass
+                time.sleep(0.05)
+        raise RuntimeError(self._failure("did not answer /ping over TLS"))
+
+
+def test_the_server_speaks_tls_with_the_given_certificate(store: Path, tmp_path: Path) -> None:
+    cert, key = self_signed(tmp_path)
+    trusted = ssl.create_default_context(cafile=str(cert))
+    args = testing.serve_args(
+        store, tmp_path / "cache", workers=1, ssl_certfile=cert, ssl_keyfile=key
+    )
+    with TlsServer(args, tmp_path, trusted) as server:
+        row = testing.iris_rows(1)[0]
+        response = httpx.post(
+            f"{server.url}/models/iris.pkl/invoke", json=row, verify=trusted, timeout=30
+        )
+        assert response.status_code == 200
+        with pytest.raises(httpx.TransportError):
+            httpx.get(f"http://127.0.0.1:{server.port}/ping", timeout=5)  # no plain HTTP
