@@ -8,6 +8,8 @@ from pathlib import Path
 
 import click
 
+from modelhost.config import ADMISSIONS, EVICTION_POLICIES
+
 
 @click.command(context_settings={"max_content_width": 100})
 @click.argument("access_log", type=click.Path(exists=True, dir_okay=False, path_type=Path))
@@ -28,7 +30,7 @@ import click
 @click.option(
     "--policy",
     "policies",
-    type=click.Choice(["lru", "cost-aware"]),
+    type=click.Choice(EVICTION_POLICIES),
     multiple=True,
     default=("lru", "cost-aware"),
     show_default=True,
@@ -37,7 +39,7 @@ import click
 @click.option(
     "--admission",
     "admissions",
-    type=click.Choice(["none", "tinylfu"]),
+    type=click.Choice(ADMISSIONS),
     multiple=True,
     default=("none",),
     show_default=True,

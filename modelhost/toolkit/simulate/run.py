@@ -19,8 +19,6 @@ from modelhost.toolkit.simulate import lru
 from modelhost.toolkit.simulate.replay import optimum, replay
 from modelhost.toolkit.simulate.trace import Trace
 
-ADMISSIONS = ("none", "tinylfu")
-
 
 class Replayed(NamedTuple):
     """One replayed curve: the server's `--eviction-policy`, `--admission` and
