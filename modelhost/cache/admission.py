@@ -1,6 +1,6 @@
-"""The TinyLFU admission filter (Einziger et al. 2017): a load may evict only models that are
-requested less often than the one it brings in, so a burst of one-off requests (a scan) cannot
-push the hot set out of memory.
+"""The TinyLFU admission filter (Einziger et al. 2017): a load may evict only models requested
+no more often than the one it brings in, so a burst of one-off requests (a scan) cannot push the
+hot set out of memory.
 
 Frequencies are estimated by a count-min sketch: `depth` rows of `width` small counters, a
 model's estimate is the least of its counters. Every `sample_size` recorded requests all counters
@@ -8,11 +8,12 @@ are halved, so the estimates follow recent traffic instead of all of history.
 
 What "refused" means in the server: a model server cannot answer without loading the model, so
 refusal never means "serve without caching". The newcomer is loaded into free room, or by
-evicting only candidates whose estimate is at most the newcomer's (its own pending request
-counted, so a model as rare as a victim is admitted); when those cannot free enough, the tier's
-`reserve` returns None and the load takes the path of "every model busy": it waits for a change
-until its deadline, then fails with 507. Repeated requests raise the newcomer's estimate until it
-is admitted. `modelhost simulate` counts such a request as a miss that leaves the cache unchanged.
+evicting only candidates whose estimate is at most the newcomer's (the tier records the pending
+request before it asks, so a model as rare as its victim is admitted). When those cannot free
+enough, the tier's `reserve` returns None and the load takes the path of "every model busy": it
+waits for a change until its deadline, then fails with 507. Each retry and each new request
+raises the newcomer's estimate, so a model in real demand gets in. `modelhost simulate` counts a
+refused request as a miss that leaves the cache unchanged.
 """
 
 from __future__ import annotations
@@ -67,6 +68,6 @@ class FrequencySketch:
 
 def admissible(sketch: FrequencySketch, newcomer: str, candidates: Sequence[T]) -> list[T]:
     """The candidates a load of `newcomer` may evict: those no more frequent than the newcomer
-    with its pending request counted."""
-    newcomer_frequency = sketch.estimate(newcomer) + 1
-    return [c for c in candidates if sketch.estimate(c.name) < newcomer_frequency]
+    (whose pending request the sketch has already counted)."""
+    newcomer_frequency = sketch.estimate(newcomer)
+    return [c for c in candidates if sketch.estimate(c.name) <= newcomer_frequency]
