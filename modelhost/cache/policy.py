@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol, TypeVar
 
 MiB = 2**20
+FREQUENCY_CAP_HITS = 31  # past this, more hits add nothing: a once-hot model must age out in time
 
 
 class Sized(Protocol):
@@ -71,13 +72,15 @@ class CostAwarePolicy:
     """GreedyDual-Size-Frequency (Cherkasova 1998): lowest value first, where a model's value,
     set each time it is loaded or used, is
 
-        value = inflation + hits × reload cost (load_ms) / size (MiB)
+        value = inflation + min(hits, 31) × reload cost (load_ms) / size (MiB)
 
     `hits` counts requests since the model was loaded. `inflation` is the clock that makes old
     values age: it starts at 0 and rises to the value of each victim as it is evicted, so a model
     used often long ago ends up below one used less often lately (plain frequency × cost / size
-    would keep yesterday's hot model forever). Among equal values the least recently used goes
-    first. A model the policy never saw touched (none in the server) counts as value 0.
+    would keep yesterday's hot model forever). The cap on hits bounds how far ahead of the clock
+    a model can get, so that aging takes a bounded time after its traffic moves elsewhere
+    (docs/decisions.md has the traces). Among equal values the least recently used goes first. A
+    model the policy never saw touched (none in the server) counts as value 0.
     """
 
     name = "cost-aware"
@@ -87,7 +90,8 @@ class CostAwarePolicy:
         self.values: dict[str, float] = {}
 
     def value_of(self, item: Sized) -> float:
-        return self.inflation + item.hits * (item.load_ms or 0.0) / max(1, item.bytes) * MiB
+        frequency = min(item.hits, FREQUENCY_CAP_HITS)
+        return self.inflation + frequency * (item.load_ms or 0.0) / max(1, item.bytes) * MiB
 
     def touched(self, item: Sized) -> None:
         self.values[item.name] = self.value_of(item)

@@ -46,6 +46,18 @@ def test_cost_aware_values_age_so_a_once_hot_model_goes_in_the_end() -> None:
     raise AssertionError("the inflation clock never caught up with an old value")
 
 
+def test_a_model_hot_long_ago_ages_out_in_bounded_time_however_many_hits_it_had() -> None:
+    policy = CostAwarePolicy()
+    stale = Model("stale", hits=100_000)
+    policy.touched(stale)
+    for round_number in range(40):  # uncapped, it would take 500 rounds
+        newer = Model(f"new-{round_number}", hits=2)
+        policy.touched(newer)
+        if policy.choose([stale, newer], MiB) == [stale]:
+            return
+    raise AssertionError("a stale model with many hits stayed ahead of the inflation clock")
+
+
 def test_lru_ignores_touches_and_takes_the_oldest_first() -> None:
     a, b = Model("a", last_used=2.0), Model("b", last_used=1.0)
     assert LRUPolicy().choose([a, b], MiB) == [b]
