@@ -162,8 +162,8 @@ class Config:
     )
     admission: str = _setting(
         "none",
-        "tinylfu: a load may evict only models requested no more often than the one it loads "
-        "(else it waits like a load behind busy models); none: any idle model",
+        "tinylfu: a load evicts models requested no more often than the one it loads first, so a "
+        "scan of one-off models cannot flush the hot ones; none: the policy alone chooses",
         choices=ADMISSIONS,
     )
     min_residency_s: float = _setting(

@@ -6,10 +6,10 @@ reservation is granted, and a victim is always loaded, idle and unpinned.
 
 A load's victims are chosen by the eviction policy (`cache/policy.py`) among the evictable models
 that have been resident at least `min_residency_s` (so two models cannot take turns evicting each
-other on every request) and, with an admission filter (`cache/admission.py`), that are requested
-no more often than the newcomer. The filter's sketch counts each request once: `reserve` records
-a miss (a retry of a waiting load counts again, as demand that keeps waiting), `begin_request` a
-hit; the first request served by a fresh load was counted by its `reserve`.
+other on every request); with an admission filter (`cache/admission.py`), among those requested
+no more often than the newcomer first. The filter's sketch counts each request once: `reserve`
+records a miss (a retry of a waiting load counts again, as demand that keeps waiting),
+`begin_request` a hit; the first request served by a fresh load was counted by its `reserve`.
 """
 
 from __future__ import annotations
@@ -120,15 +120,17 @@ class MemoryTier:
         return self.policy.choose(candidates, shortfall)
 
     def load_victims(self, name: str, size_bytes: int) -> list[Resident] | None:
-        """Like `victims_for`, among the candidates a load of `name` may evict: resident for the
-        minimum time and, with admission, no more frequent than `name`."""
+        """Like `victims_for`, among the models resident for the minimum time; with admission,
+        those no more frequent than `name` when they can free enough."""
         shortfall = self.committed_bytes + size_bytes - self.budget_bytes
         if shortfall <= 0:
             return []
         now = self.clock()
         candidates = [r for r in self.residents.values() if r.evictable and self._settled(r, now)]
         if self.admission is not None:
-            candidates = admissible(self.admission, name, candidates)
+            rarer = self.policy.choose(admissible(self.admission, name, candidates), shortfall)
+            if rarer is not None:
+                return rarer
         return self.policy.choose(candidates, shortfall)
 
     def _settled(self, resident: Resident, now: float) -> bool:

@@ -185,11 +185,20 @@ def zipf_with_scan(requests: int, seed: int = 7) -> list[str]:
     return [f"scan-{i}" if i % 4 == 3 else picks[i] for i in range(requests)]
 
 
-@pytest.mark.parametrize("policy", list(POLICIES))
-def test_admission_keeps_the_hot_set_through_a_scan(policy: str) -> None:
+def test_admission_keeps_the_hot_set_through_a_scan() -> None:
+    """LRU, the default, is the policy a scan flushes; the cost-aware one already ranks a one-off
+    model lowest, so the filter changes it by a few hits either way (docs/decisions.md)."""
     models = zipf_with_scan(8000)
     trace = make_trace(models, dict.fromkeys(models, MiB))
     budget_bytes = 10 * MiB  # room for 10 of the 100 hot models
-    plain = replay(trace, budget_bytes, policy_named(policy))
-    filtered = replay(trace, budget_bytes, policy_named(policy), FrequencySketch())
+    plain = replay(trace, budget_bytes, policy_named("lru"))
+    filtered = replay(trace, budget_bytes, policy_named("lru"), FrequencySketch())
     assert filtered > plain
+
+
+def test_with_admission_every_request_is_still_served() -> None:
+    models = zipf_with_scan(2000)
+    driver = Driver(Setup("lru", tinylfu=True, min_residency_s=0.0), dict.fromkeys(models, MiB))
+    for name in models:
+        driver.request(name)
+        assert driver.memory.get(name) is not None  # loaded, however rare

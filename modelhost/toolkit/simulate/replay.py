@@ -32,7 +32,7 @@ def replay(
     """Hits of `policy` over the trace, through the server's own `MemoryTier` driven as the server
     drives it, one request at a time. The clock is the log's time of each request (its position
     when the trace has no times). A model larger than the budget is never loaded (the server
-    answers 507 and evicts nothing); a load the tier refuses (admission, minimum residency) is a
+    answers 507 and evicts nothing); a load the tier refuses (only the minimum residency does) is a
     miss that leaves the cache as it was (the server would wait, then answer 507)."""
     now = [0.0]
     tier = MemoryTier(
