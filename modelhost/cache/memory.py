@@ -113,6 +113,8 @@ class MemoryTier:
         self.baseline_bytes = unexplained if settled else max(self.baseline_bytes, unexplained)
 
     def victims_for(self, size_bytes: int) -> list[Resident] | None:
+        """Idle models freeing size_bytes, by the policy alone: memory over the budget (see
+        `overflow_victims`) outranks the minimum residency and admission."""
         shortfall = self.committed_bytes + size_bytes - self.budget_bytes
         if shortfall <= 0:
             return []
