@@ -15,9 +15,11 @@ from typing import Any
 
 import uvicorn
 
+from modelhost.cache.admission import FrequencySketch
 from modelhost.cache.disk import DiskTier, UnpackLimits
 from modelhost.cache.download import DownloadPolicy
 from modelhost.cache.memory import MemoryTier
+from modelhost.cache.policy import policy_named
 from modelhost.cache.stores import Stores, StoreSettings
 from modelhost.config import Config, format_bytes, parse_size
 from modelhost.errors import ConfigError, ModelhostError
@@ -222,7 +224,13 @@ def build_host(
         )
     cache_dir = Path(config.cache_dir)
     disk_budget = parse_size(config.disk_budget, free_disk_bytes(cache_dir))
-    memory = MemoryTier(budget, baseline)
+    memory = MemoryTier(
+        budget,
+        baseline,
+        policy_named(config.eviction_policy),
+        admission=FrequencySketch() if config.admission == "tinylfu" else None,
+        min_residency_s=config.min_residency_s,
+    )
     disk = DiskTier(
         cache_dir,
         disk_budget,

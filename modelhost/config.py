@@ -32,6 +32,8 @@ else:  # pragma: no cover
 
 ENV_PREFIX = "MODELHOST_"
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+EVICTION_POLICIES = ("lru", "cost-aware")  # modelhost.cache.policy.POLICIES
+ADMISSIONS = ("none", "tinylfu")
 OPTIONAL_RUNTIMES = ("xgboost", "lightgbm", "onnxruntime", "torch")
 
 
@@ -152,6 +154,23 @@ class Config:
         (), "models to load at start: ALL, names, or name=path", props="load_models"
     )
     pinned_models: tuple[str, ...] = _setting((), "models never evicted")
+    eviction_policy: str = _setting(
+        "lru",
+        "which idle model a load evicts: lru (least recently used, as in SageMaker) or "
+        "cost-aware (fewest hits × reload time per byte, aged)",
+        choices=EVICTION_POLICIES,
+    )
+    admission: str = _setting(
+        "none",
+        "tinylfu: a load evicts models requested no more often than the one it loads first, so a "
+        "scan of one-off models cannot flush the hot ones; none: the policy alone chooses",
+        choices=ADMISSIONS,
+    )
+    min_residency_s: float = _setting(
+        0.0,
+        "seconds a loaded model is safe from eviction, against thrashing (0: none)",
+        minimum=0,
+    )
     idle_unload_s: float = _setting(
         0.0,
         "seconds a model may go unused before it is unloaded (0: never, as in SageMaker)",

@@ -3,6 +3,13 @@
 Pure bookkeeping with no I/O, so its invariants are tested directly: the committed bytes (the idle
 server's baseline plus every model that is loading or loaded) never exceed the budget when a
 reservation is granted, and a victim is always loaded, idle and unpinned.
+
+A load's victims are chosen by the eviction policy (`cache/policy.py`) among the evictable models
+that have been resident at least `min_residency_s` (so two models cannot take turns evicting each
+other on every request); with an admission filter (`cache/admission.py`), among those requested
+no more often than the newcomer first. The filter's sketch counts each request once: `reserve`
+records a miss (a retry of a waiting load counts again, as demand that keeps waiting),
+`begin_request` a hit; the first request served by a fresh load was counted by its `reserve`.
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 
+from modelhost.cache.admission import FrequencySketch, admissible
 from modelhost.cache.policy import EvictionPolicy, LRUPolicy
 
 
@@ -32,7 +40,8 @@ class Resident:
     in_flight: int = 0
     hits: int = 0
     last_used: float = 0.0
-    loaded_at: float | None = None
+    loaded_at: float | None = None  # wall time, for GET /models
+    loaded_at_s: float | None = None  # the tier's monotonic clock, for the minimum residency
     load_ms: float | None = None
 
     @property
@@ -51,11 +60,16 @@ class MemoryTier:
         baseline_bytes: int,
         policy: EvictionPolicy | None = None,
         clock: Callable[[], float] = time.monotonic,
+        *,
+        admission: FrequencySketch | None = None,
+        min_residency_s: float = 0.0,
     ) -> None:
         self.budget_bytes = budget_bytes
         self.baseline_bytes = baseline_bytes
         self.policy = policy or LRUPolicy()
         self.clock = clock
+        self.admission = admission
+        self.min_residency_s = min_residency_s
         self.residents: dict[str, Resident] = {}
 
     def __iter__(self) -> Iterator[Resident]:
@@ -80,7 +94,8 @@ class MemoryTier:
 
     def reserve(self, name: str, size_bytes: int, pinned: bool = False) -> list[Resident] | None:
         """Reserve room for a load; returns the victims to unload first, or None if too busy now."""
-        victims = self.victims_for(size_bytes)
+        self.record_access(name)
+        victims = self.load_victims(name, size_bytes)
         if victims is None:
             return None
         self._claim(victims)
@@ -98,17 +113,45 @@ class MemoryTier:
         self.baseline_bytes = unexplained if settled else max(self.baseline_bytes, unexplained)
 
     def victims_for(self, size_bytes: int) -> list[Resident] | None:
+        """Idle models freeing size_bytes, by the policy alone: memory over the budget (see
+        `overflow_victims`) outranks the minimum residency and admission."""
         shortfall = self.committed_bytes + size_bytes - self.budget_bytes
         if shortfall <= 0:
             return []
         candidates = [r for r in self.residents.values() if r.evictable]
         return self.policy.choose(candidates, shortfall)
 
+    def load_victims(self, name: str, size_bytes: int) -> list[Resident] | None:
+        """Like `victims_for`, among the models resident for the minimum time; with admission,
+        those no more frequent than `name` when they can free enough."""
+        shortfall = self.committed_bytes + size_bytes - self.budget_bytes
+        if shortfall <= 0:
+            return []
+        now = self.clock()
+        candidates = [r for r in self.residents.values() if r.evictable and self._settled(r, now)]
+        if self.admission is not None:
+            rarer = self.policy.choose(admissible(self.admission, name, candidates), shortfall)
+            if rarer is not None:
+                return rarer
+        return self.policy.choose(candidates, shortfall)
+
+    def _settled(self, resident: Resident, now: float) -> bool:
+        """Resident for at least the minimum residency."""
+        loaded_at_s = resident.loaded_at_s
+        return loaded_at_s is not None and now - loaded_at_s >= self.min_residency_s
+
+    def record_access(self, name: str) -> None:
+        """Count a request for `name` in the admission filter's sketch, if there is one."""
+        if self.admission is not None:
+            self.admission.record(name)
+
     def mark_loaded(self, name: str, worker_id: int, footprint_bytes: int, load_ms: float) -> None:
         resident = self.residents[name]
         resident.state, resident.workers = State.LOADED, [worker_id]
         resident.bytes = resident.footprint = footprint_bytes
         resident.loaded_at, resident.load_ms = time.time(), load_ms
+        resident.loaded_at_s = self.clock()
+        self.policy.touched(resident)
 
     def reserve_copy(self, resident: Resident) -> bool:
         """Room for one more copy of a loaded model (scale-out), if it fits without evicting."""
@@ -147,9 +190,12 @@ class MemoryTier:
         return victims
 
     def begin_request(self, resident: Resident) -> None:
+        if resident.hits:  # the first request after a load was counted by its reserve
+            self.record_access(resident.name)
         resident.in_flight += 1
         resident.hits += 1
         resident.last_used = self.clock()
+        self.policy.touched(resident)
 
     def end_request(self, resident: Resident) -> None:
         resident.in_flight -= 1

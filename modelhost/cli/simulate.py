@@ -1,4 +1,5 @@
-"""`modelhost simulate ACCESS_LOG`: hit ratio by memory budget for LRU, cost-aware and optimum."""
+"""`modelhost simulate ACCESS_LOG`: hit ratio by memory budget for the server's eviction policies
+(with or without its admission filter) and the optimum."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import json
 from pathlib import Path
 
 import click
+
+from modelhost.config import ADMISSIONS, EVICTION_POLICIES
 
 
 @click.command(context_settings={"max_content_width": 100})
@@ -25,6 +28,31 @@ import click
     "--target", type=float, default=0.9, show_default=True, help="hit ratio to find the budget for"
 )
 @click.option(
+    "--policy",
+    "policies",
+    type=click.Choice(EVICTION_POLICIES),
+    multiple=True,
+    default=("lru", "cost-aware"),
+    show_default=True,
+    help="the server's --eviction-policy to replay (repeat for several)",
+)
+@click.option(
+    "--admission",
+    "admissions",
+    type=click.Choice(ADMISSIONS),
+    multiple=True,
+    default=("none",),
+    show_default=True,
+    help="the server's --admission filter to replay each policy with (repeat for several)",
+)
+@click.option(
+    "--min-residency-s",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    help="the server's --min-residency-s (by the log's request times)",
+)
+@click.option(
     "--no-optimum",
     is_flag=True,
     help="skip the optimum (a linear program: slow on long traces with models of different sizes)",
@@ -41,11 +69,15 @@ def simulate(
     default_size: str | None,
     budgets: str,
     target: float,
+    policies: tuple[str, ...],
+    admissions: tuple[str, ...],
+    min_residency_s: float,
     no_optimum: bool,
     out: Path,
 ) -> None:
     """Replay ACCESS_LOG (the JSON lines `modelhost serve --access-log` writes) through LRU (every
-    budget in one pass), the cost-aware policy and the optimum; the budget for --target."""
+    budget in one pass), the server's memory tier with each --policy and --admission, and the
+    optimum; the budget for --target."""
     from rich.console import Console
 
     from modelhost.config import parse_size
@@ -53,6 +85,7 @@ def simulate(
     from modelhost.toolkit.simulate.run import (
         default_budgets,
         needed_text,
+        replayed_curves,
         rows_of,
         simulate_summary,
         write_simulate,
@@ -67,7 +100,8 @@ def simulate(
         if not trace.models:
             raise ValueError(f"{access_log} has no invocations that reached a model")
         grid = [parse_size(b) for b in budgets.split(",") if b] or default_budgets(trace)
-        summary = simulate_summary(trace, sorted(grid), target, not no_optimum)
+        replayed = replayed_curves(policies, admissions, min_residency_s)
+        summary = simulate_summary(trace, sorted(grid), target, not no_optimum, replayed)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     header, rows = rows_of(summary)

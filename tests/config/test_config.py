@@ -197,6 +197,9 @@ def test_invalid_toml(tmp_path: Path) -> None:
             "SAGEMAKER_MULTI_MODEL: expected true or false",
         ),
         ({"log_level": "loud"}, {}, "", "--log-level: expected one of debug, info"),
+        ({"eviction_policy": "fifo"}, {}, "", "--eviction-policy: expected one of lru, cost-aware"),
+        ({}, {"MODELHOST_ADMISSION": "bloom"}, "", "MODELHOST_ADMISSION: expected one of none"),
+        ({"min_residency_s": "-1"}, {}, "", "--min-residency-s: expected at least 0"),
         (
             {"preload_runtimes": "xgboost,tensorflow"},
             {},
@@ -294,3 +297,22 @@ def test_runtimes_to_preload_are_a_list_of_known_ones(tmp_path: Path) -> None:
     assert load_config({}, environ, tmp_path).preload_runtimes == ("torch", "onnxruntime")
     write(tmp_path / "modelhost.toml", "idle_unload_s = 300\n")
     assert load_config({}, {}, tmp_path).idle_unload_s == 300.0
+
+
+def test_cache_policies_come_from_flags_variables_and_files(tmp_path: Path) -> None:
+    write(tmp_path / "modelhost.toml", "min_residency_s = 2.5\n")
+    environ = {"MODELHOST_ADMISSION": "tinylfu"}
+    config = load_config({"eviction_policy": "cost-aware"}, environ, tmp_path)
+    assert (config.eviction_policy, config.admission, config.min_residency_s) == (
+        "cost-aware",
+        "tinylfu",
+        2.5,
+    )
+
+
+def test_every_configurable_policy_exists_in_the_cache() -> None:
+    from modelhost.cache.policy import POLICIES
+    from modelhost.config import EVICTION_POLICIES
+
+    assert set(EVICTION_POLICIES) == set(POLICIES)
+    assert Config().eviction_policy == "lru" and Config().admission == "none"

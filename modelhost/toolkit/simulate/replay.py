@@ -1,5 +1,5 @@
-"""Replays of a trace at one budget: through any eviction policy with the server's protocol
-(`choose(candidates, need_bytes)`), and the optimum that bounds them all.
+"""Replays of a trace at one budget: through the server's memory tier with any of its eviction
+policies and admission filter, and the optimum that bounds them all.
 
 The optimum with objects of different sizes is NP-hard, so the bound is the linear relaxation of
 it (as in Berger et al., "Practical Bounds on Optimal Caching with Variable Object Sizes", 2018):
@@ -13,46 +13,66 @@ farthest-next-use, which is what is computed then.
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
+from modelhost.cache.admission import FrequencySketch
+from modelhost.cache.memory import MemoryTier, Resident
+from modelhost.cache.policy import EvictionPolicy
 from modelhost.toolkit.simulate.trace import Trace
 
 
-@dataclass
-class Entry:
-    """A model in the simulated memory tier: what the server's Resident shows a policy."""
-
-    model: str
-    bytes: int
-    last_used: float
-    load_ms: float
-    hits: int = 0
-
-
-def replay(trace: Trace, budget_bytes: int, policy: Any) -> int:
-    """Hits of `policy` over the trace. A model larger than the budget is never loaded (the
-    server answers 507 and evicts nothing)."""
-    resident: dict[str, Entry] = {}
-    used = hits = 0
-    for clock, model in enumerate(trace.models):
-        entry = resident.get(model)
-        if entry is not None:
-            hits += 1
-            entry.hits, entry.last_used = entry.hits + 1, float(clock)
-            continue
-        size = trace.sizes[model]
-        if size > budget_bytes:
-            continue
-        if used + size > budget_bytes:
-            victims = policy.choose(list(resident.values()), used + size - budget_bytes)
-            for victim in victims or []:
-                used -= resident.pop(victim.model).bytes
-        resident[model] = Entry(model, size, float(clock), trace.reload_ms[model], 1)
-        used += size
+def replay(
+    trace: Trace,
+    budget_bytes: int,
+    policy: EvictionPolicy,
+    admission: FrequencySketch | None = None,
+    min_residency_s: float = 0.0,
+) -> int:
+    """Hits of `policy` over the trace, through the server's own `MemoryTier` driven as the server
+    drives it, one request at a time. The clock is the log's time of each request (its position
+    when the trace has no times). A model larger than the budget is never loaded (the server
+    answers 507 and evicts nothing); a load the tier refuses (only the minimum residency does) is a
+    miss that leaves the cache as it was (the server would wait, then answer 507)."""
+    now = [0.0]
+    tier = MemoryTier(
+        budget_bytes,
+        0,
+        policy,
+        lambda: now[0],
+        admission=admission,
+        min_residency_s=min_residency_s,
+    )
+    hits = 0
+    for position, model in enumerate(trace.models):
+        now[0] = trace.times[position] if trace.times else float(position)
+        hits += serve(tier, model, trace.sizes[model], trace.reload_ms[model])
     return hits
+
+
+def serve(tier: MemoryTier, model: str, size_bytes: int, load_ms: float) -> bool:
+    """One request as the server's host serves it; True for a hit."""
+    resident = tier.get(model)
+    hit = resident is not None
+    if resident is None:
+        resident = _load(tier, model, size_bytes, load_ms)
+        if resident is None:
+            return False
+    tier.begin_request(resident)
+    tier.end_request(resident)
+    return hit
+
+
+def _load(tier: MemoryTier, model: str, size_bytes: int, load_ms: float) -> Resident | None:
+    if not tier.fits_ever(size_bytes):
+        return None
+    victims = tier.reserve(model, size_bytes)
+    if victims is None:
+        return None
+    for victim in victims:
+        tier.remove(victim.name)
+    tier.mark_loaded(model, 0, size_bytes, load_ms)
+    return tier.residents[model]
 
 
 def next_uses(models: list[str]) -> list[int]:

@@ -1,24 +1,52 @@
-"""The hit-ratio curve: LRU (one pass), the cost-aware policy and the optimum at each budget, and
-the budget each needs for a target hit ratio."""
+"""The hit-ratio curve: LRU (one pass), the server's policies replayed (with or without the
+admission filter) and the optimum at each budget, and the budget each needs for a target hit
+ratio."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from modelhost.cache.policy import LRUPolicy
+from modelhost.cache.admission import FrequencySketch
+from modelhost.cache.policy import policy_named
 from modelhost.config import format_bytes
 from modelhost.toolkit.report import charts, files, html
 from modelhost.toolkit.simulate import lru
-from modelhost.toolkit.simulate.policies import CostAwarePolicy
 from modelhost.toolkit.simulate.replay import optimum, replay
 from modelhost.toolkit.simulate.trace import Trace
 
-POLICIES = {"lru-replay": LRUPolicy, "cost-aware": CostAwarePolicy}
+
+class Replayed(NamedTuple):
+    """One replayed curve: the server's `--eviction-policy`, `--admission` and
+    `--min-residency-s`."""
+
+    policy: str = "cost-aware"
+    admission: str = "none"
+    min_residency_s: float = 0.0
+
+    @property
+    def label(self) -> str:
+        plain = self.admission == "none" and self.min_residency_s == 0
+        name = "lru-replay" if self.policy == "lru" and plain else self.policy
+        name += "" if self.admission == "none" else f"+{self.admission}"
+        return name + (f"+min{self.min_residency_s:g}s" if self.min_residency_s else "")
+
+    def hits(self, trace: Trace, budget_bytes: int) -> int:
+        sketch = FrequencySketch() if self.admission == "tinylfu" else None
+        policy = policy_named(self.policy)
+        return replay(trace, budget_bytes, policy, sketch, self.min_residency_s)
+
+
+def replayed_curves(
+    policies: Sequence[str], admissions: Sequence[str], min_residency_s: float = 0.0
+) -> list[Replayed]:
+    """Every policy × admission but plain LRU, whose one-pass curve ("lru") is exact."""
+    specs = [Replayed(p, a, min_residency_s) for p in policies for a in admissions]
+    return [s for s in specs if s.label != "lru-replay"]
 
 
 def default_budgets(trace: Trace, points: int = 16) -> list[int]:
@@ -39,15 +67,20 @@ def check_budgets(trace: Trace, budgets: Sequence[int]) -> None:
 
 
 def curves(
-    trace: Trace, budgets: Sequence[int], with_optimum: bool = True, replay_lru: bool = False
+    trace: Trace,
+    budgets: Sequence[int],
+    with_optimum: bool = True,
+    replay_lru: bool = False,
+    replayed: Sequence[Replayed] = (Replayed(),),
 ) -> dict[str, list[float]]:
     """Hit ratio per budget for each policy: "lru" from stack distances, the others replayed."""
     check_budgets(trace, budgets)
     n = len(trace.models)
     result = {"lru": lru.hit_ratios(lru.stack_distances(trace), budgets)}
-    for name, policy in POLICIES.items():
-        if name != "lru-replay" or replay_lru:
-            result[name] = [replay(trace, b, policy()) / n for b in budgets]
+    if replay_lru:
+        replayed = [Replayed("lru"), *replayed]
+    for spec in replayed:
+        result[spec.label] = [spec.hits(trace, b) / n for b in budgets]
     if with_optimum:
         result["optimum"] = [optimum(trace, b) / n for b in budgets]
     return result
@@ -68,9 +101,13 @@ def needed_budgets(
 
 
 def simulate_summary(
-    trace: Trace, budgets: Sequence[int], target: float, with_optimum: bool = True
+    trace: Trace,
+    budgets: Sequence[int],
+    target: float,
+    with_optimum: bool = True,
+    replayed: Sequence[Replayed] = (Replayed(),),
 ) -> dict[str, Any]:
-    ratios = curves(trace, budgets, with_optimum)
+    ratios = curves(trace, budgets, with_optimum, replayed=replayed)
     return {
         "requests": len(trace.models),
         "models": len(trace.sizes),

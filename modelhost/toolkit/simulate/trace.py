@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import statistics
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 DEFAULT_RELOAD_MS = 1.0
@@ -17,6 +17,7 @@ class Trace:
     models: list[str]  # one per request, in time order
     sizes: dict[str, int]  # bytes in memory, per model
     reload_ms: dict[str, float]  # median download + load of the log's misses, per model
+    times: list[float] = field(default_factory=list)  # seconds, one per request; empty: unknown
 
     def size_of(self, index: int) -> int:
         return self.sizes[self.models[index]]
@@ -35,6 +36,7 @@ def read_access_log(
     `default_size`; a model with none of these is an error naming it.
     """
     models: list[str] = []
+    times: list[float] = []
     found = dict(sizes or {})
     costs: dict[str, list[float]] = {}
     for number, line in enumerate(Path(path).read_text().splitlines(), start=1):
@@ -48,23 +50,27 @@ def read_access_log(
             continue
         model = record["model"]
         models.append(model)
+        times.append(float(record.get("time", len(times))))
         if "model_bytes" in record:
             found[model] = int(record["model_bytes"])
         if record["cache"] != "hit":
             costs.setdefault(model, []).append(
                 float(record.get("download_ms", 0.0)) + float(record.get("load_ms", 0.0))
             )
-    return make_trace(models, _sizes_for(models, found, default_size, path), costs)
+    return make_trace(models, _sizes_for(models, found, default_size, path), costs, times)
 
 
 def make_trace(
-    models: list[str], sizes: Mapping[str, int], costs: Mapping[str, list[float]] | None = None
+    models: list[str],
+    sizes: Mapping[str, int],
+    costs: Mapping[str, list[float]] | None = None,
+    times: list[float] | None = None,
 ) -> Trace:
     costs = costs or {}
     reload_ms = {
         m: statistics.median(costs[m]) if costs.get(m) else DEFAULT_RELOAD_MS for m in set(models)
     }
-    return Trace(models, {m: int(sizes[m]) for m in set(models)}, reload_ms)
+    return Trace(models, {m: int(sizes[m]) for m in set(models)}, reload_ms, list(times or []))
 
 
 def _sizes_for(

@@ -1,0 +1,122 @@
+"""The policies' own rules: GDSF ranking and aging, the sketch, admission, minimum residency."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from modelhost.cache.admission import FrequencySketch, admissible
+from modelhost.cache.memory import MemoryTier
+from modelhost.cache.policy import CostAwarePolicy, LRUPolicy, policy_named
+
+MiB = 2**20
+
+
+@dataclass
+class Model:
+    name: str
+    bytes: int = MiB
+    last_used: float = 0.0
+    hits: int = 1
+    load_ms: float | None = 100.0
+
+
+def test_cost_aware_evicts_the_cheapest_to_reload_per_byte_first() -> None:
+    policy = CostAwarePolicy()
+    dear = Model("dear", bytes=MiB, load_ms=500.0)
+    cheap_and_big = Model("cheap", bytes=8 * MiB, load_ms=100.0)
+    frequent = Model("frequent", bytes=8 * MiB, load_ms=100.0, hits=20)
+    for model in (dear, cheap_and_big, frequent):
+        policy.touched(model)
+    assert policy.choose([dear, cheap_and_big, frequent], MiB) == [cheap_and_big]
+
+
+def test_cost_aware_values_age_so_a_once_hot_model_goes_in_the_end() -> None:
+    policy = CostAwarePolicy()
+    old_hot = Model("old-hot", hits=5)
+    policy.touched(old_hot)
+    for round_number in range(10):  # a stream of models used twice each, evicted one by one
+        newer = Model(f"new-{round_number}", hits=2)
+        policy.touched(newer)
+        if policy.choose([old_hot, newer], MiB) == [old_hot]:
+            return
+    raise AssertionError("the inflation clock never caught up with an old value")
+
+
+def test_a_model_hot_long_ago_ages_out_in_bounded_time_however_many_hits_it_had() -> None:
+    policy = CostAwarePolicy()
+    stale = Model("stale", hits=100_000)
+    policy.touched(stale)
+    for round_number in range(40):  # uncapped, it would take 500 rounds
+        newer = Model(f"new-{round_number}", hits=2)
+        policy.touched(newer)
+        if policy.choose([stale, newer], MiB) == [stale]:
+            return
+    raise AssertionError("a stale model with many hits stayed ahead of the inflation clock")
+
+
+def test_lru_ignores_touches_and_takes_the_oldest_first() -> None:
+    a, b = Model("a", last_used=2.0), Model("b", last_used=1.0)
+    assert LRUPolicy().choose([a, b], MiB) == [b]
+    assert LRUPolicy().choose([a, b], 3 * MiB) is None
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.sampled_from([f"m{i}" for i in range(30)]), max_size=200))
+def test_the_sketch_never_underestimates_before_it_halves(names: list[str]) -> None:
+    sketch = FrequencySketch(width=16, sample_size=10_000)  # narrow: collisions happen
+    for name in names:
+        sketch.record(name)
+    for name in set(names):
+        assert sketch.estimate(name) >= min(15, names.count(name))
+
+
+def test_the_sketch_halves_every_sample() -> None:
+    sketch = FrequencySketch(width=64, sample_size=10)
+    for _ in range(9):
+        sketch.record("a")
+    assert sketch.estimate("a") == 9
+    sketch.record("b")
+    assert (sketch.estimate("a"), sketch.estimate("b")) == (4, 0)
+
+
+def test_admission_lets_a_load_evict_only_models_no_more_frequent() -> None:
+    sketch = FrequencySketch()
+    for name in ["hot"] * 5 + ["warm"] * 2 + ["cold"] + ["new"] * 2:
+        sketch.record(name)
+    candidates = [Model("hot"), Model("warm"), Model("cold")]
+    assert [c.name for c in admissible(sketch, "new", candidates)] == ["warm", "cold"]
+
+
+def test_a_model_younger_than_the_minimum_residency_is_not_a_victim() -> None:
+    now = [0.0]
+    memory = MemoryTier(100 * MiB, 0, policy_named("lru"), lambda: now[0], min_residency_s=5.0)
+    memory.reserve("a", 100 * MiB)
+    memory.mark_loaded("a", 1, 100 * MiB, 1.0)
+    now[0] = 4.0
+    assert memory.reserve("b", 10 * MiB) is None
+    now[0] = 5.0
+    assert [v.name for v in memory.reserve("b", 10 * MiB) or []] == ["a"]
+
+
+def test_loaded_at_stays_wall_time_and_residency_uses_the_tier_clock() -> None:
+    memory = MemoryTier(100 * MiB, 0, clock=lambda: 42.0)
+    memory.reserve("a", MiB)
+    memory.mark_loaded("a", 1, MiB, 1.0)
+    resident = memory.residents["a"]
+    assert resident.loaded_at is not None and abs(resident.loaded_at - time.time()) < 60
+    assert resident.loaded_at_s == 42.0
+
+
+def test_a_sketch_counts_each_request_once() -> None:
+    sketch = FrequencySketch()
+    memory = MemoryTier(100 * MiB, 0, admission=sketch)
+    memory.reserve("a", MiB)  # the miss
+    memory.mark_loaded("a", 1, MiB, 1.0)
+    for _ in range(3):  # the request that loaded it, then two hits
+        memory.begin_request(memory.residents["a"])
+        memory.end_request(memory.residents["a"])
+    assert sketch.estimate("a") == 3
