@@ -85,6 +85,7 @@ READY: Schema = {
     "required": ["ready"],
     "properties": {"ready": {"type": "boolean"}},
 }
+NOT_READY = "not loaded, or not a valid model name"  # names.model_name refuses it
 MODEL_READY: Schema = {
     "type": "object",
     "required": ["name", "ready"],
@@ -196,11 +197,11 @@ def operation(
     }
     if parameters:
         described["parameters"] = list(parameters)
-    if any(p["in"] == "path" for p in parameters) and "404" not in described["responses"]:
-        described["responses"]["404"] = {  # a name no route matches, e.g. with a line break
-            "description": REASONS[404],
-            "content": {_JSON: {"schema": error}},
-        }
+    for status in (400, 404) if any(p["in"] == "path" for p in parameters) else ():
+        # 400: a model name that names.model_name refuses; 404: one no route matches
+        described["responses"].setdefault(
+            str(status), {"description": REASONS[status], "content": {_JSON: {"schema": error}}}
+        )
     if body:
         content = {kind: {"schema": schema} for kind, schema in body.items()}
         described["requestBody"] = {"required": body_required, "content": content}
@@ -365,14 +366,14 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         {_JSON: MODEL_READY},
         (404,),
         parameters=_OIP_MODEL,
-        also=json_response(400, "not loaded", MODEL_READY),
+        also=json_response(400, NOT_READY, {"oneOf": [MODEL_READY, OIP_ERROR]}),
     ),
     ("GET", "/v2/models/{model:path}/versions/{version}/ready"): _oip(
         "model readiness (version 1)",
         {_JSON: MODEL_READY},
         (404,),
         parameters=_OIP_VERSION,
-        also=json_response(400, "not loaded", MODEL_READY),
+        also=json_response(400, NOT_READY, {"oneOf": [MODEL_READY, OIP_ERROR]}),
     ),
     ("POST", "/v2/models/{model:path}/infer"): _oip_infer(_OIP_MODEL),
     ("POST", "/v2/models/{model:path}/versions/{version}/infer"): _oip_infer(_OIP_VERSION),
