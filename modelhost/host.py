@@ -207,7 +207,10 @@ class ModelHost:
         payload = b"".join(job.request.body for job in live)
         self.batching.count(len(live))
         header = {"op": "infer", "model": name, "items": items}
-        reply = await self.pool.call(worker, header, payload, name)
+        try:
+            reply = await self.pool.call(worker, header, payload, name)
+        finally:
+            self._notify()  # a replica has a slot free again (a scale-in may wait for it)
         resolve_batch(live, reply)
 
     async def _acquire(self, name: str) -> tuple[Resident, LoadOutcome | None]:
@@ -266,6 +269,10 @@ class ModelHost:
             raise
         await self.relieve_pressure()
         return LoadOutcome(found.tier, (self.clock() - started) * 1000, found.download_ms)
+
+    async def _idle(self, resident: Resident) -> None:
+        while resident.in_flight:
+            await self._changed.wait()
 
     async def _departed(self, name: str) -> None:
         """Wait until an earlier incarnation of `name` has left its workers (they key by name)."""
@@ -373,7 +380,7 @@ class ModelHost:
         replica = min(extra, key=lambda r: r.busy)
         replica.draining = True
         while replica.busy:
-            await asyncio.sleep(0.01)
+            await self._changed.wait()
         worker_id = replica.worker.worker_id
         dispatcher.remove(worker_id)
         if not self._is_current(resident) or worker_id not in resident.workers:
@@ -504,9 +511,8 @@ class ModelHost:
         if resident is None or resident.state is not State.LOADED:
             raise ModelNotLoaded(f"model {name} is not loaded")
         resident.pinned = True  # keep eviction away while we wait for it to go idle
-        deadline = self.clock() + self.deadline_s
-        while resident.in_flight and self.clock() < deadline:
-            await asyncio.sleep(0.01)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._idle(resident), self.deadline_s)
         if not self._is_current(resident) or resident.state is not State.LOADED:
             raise ModelNotLoaded(f"model {name} was unloaded while this request waited")
         self.memory.begin_unload(name)

@@ -1,0 +1,280 @@
+"""The host's residency under any interleaving: a Hypothesis state machine drives the real ModelHost
+and MemoryTier against a fake worker pool whose calls finish, fail or lose their worker in whatever
+order Hypothesis picks, while requests, DELETEs, idle unloads and scale-in overlap on few models.
+
+Checked after every step: committed memory never exceeds the budget; no worker is asked to load a
+model it holds (two loads of one copy); every record's workers really hold the model. At the end,
+with every call answered, every request has been answered exactly once, with an answer or a
+documented ModelhostError (never a KeyError or AssertionError).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from modelhost.cache.disk import Artifact
+from modelhost.cache.memory import MemoryTier, State
+from modelhost.errors import ModelhostError, ModelNotLoaded, WorkerDied
+from modelhost.host import Invocation, ModelHost
+from modelhost.scheduler import SchedulerSettings
+from modelhost.workers.pool import Reply
+
+MiB = 2**20
+NAMES = ("a", "b", "c", "d")
+ARTIFACT_BYTES = 10 * MiB  # reserved at 2x + 64 KiB before the first load
+FOOTPRINT_BYTES = 12 * MiB  # what a load measures
+BUDGET_BYTES = 64 * MiB  # room for two or three models, not all four
+
+
+class ManualClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass(eq=False)
+class FakeWorker:
+    worker_id: int
+    alive: bool = True
+    pending: dict[int, Any] = field(default_factory=dict)
+    models: set[str] = field(default_factory=set)
+
+
+@dataclass
+class Call:
+    worker: FakeWorker
+    header: dict[str, Any]
+    future: asyncio.Future[Reply]
+
+
+class FakePool:
+    """Calls wait until the machine answers them; a worker that dies fails its calls."""
+
+    def __init__(self, size: int) -> None:
+        self._ids = itertools.count(1)
+        self.workers: dict[int, FakeWorker] = {}
+        self.calls: list[Call] = []
+        self.violations: list[str] = []
+        self.on_lost: Any = lambda worker: None
+        for _ in range(size):
+            self.spawn()
+
+    def spawn(self) -> None:
+        worker = FakeWorker(next(self._ids))
+        self.workers[worker.worker_id] = worker
+
+    def pids(self) -> list[int]:
+        return []
+
+    async def call(
+        self, worker: FakeWorker, header: dict[str, Any], payload: bytes = b"", model: str = ""
+    ) -> Reply:
+        if not worker.alive:
+            raise WorkerDied(f"worker {worker.worker_id} has died; retry is safe")
+        if header["op"] == "load" and header["model"] in worker.models:
+            self.violations.append(f"second load of {header['model']} on {worker.worker_id}")
+        future: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
+        self.calls.append(Call(worker, header, future))
+        return await future
+
+    def answer(self, call: Call) -> None:
+        self.calls.remove(call)
+        op, name, worker = call.header["op"], call.header["model"], call.worker
+        if op == "load":
+            worker.models.add(name)
+            reply = {"footprint": FOOTPRINT_BYTES, "load_ms": 1.0, "batches": True}
+        elif op == "unload":
+            if name not in worker.models:
+                call.future.set_exception(ModelNotLoaded(f"{name} not in {worker.worker_id}"))
+                return
+            worker.models.discard(name)
+            reply = {"freed": FOOTPRINT_BYTES}
+        else:
+            if name not in worker.models:
+                self.violations.append(f"infer of {name} on {worker.worker_id}, which lacks it")
+            items = [{"ok": True, "content_type": "text/plain", "size": 2}] * len(
+                call.header["items"]
+            )
+            call.future.set_result(Reply({"items": items, "infer_ms": 1.0}, b"ok" * len(items)))
+            return
+        call.future.set_result(Reply(reply, b""))
+
+    def kill(self, worker: FakeWorker) -> None:
+        worker.alive = False
+        del self.workers[worker.worker_id]
+        for call in [c for c in self.calls if c.worker is worker]:
+            self.calls.remove(call)
+            call.future.set_exception(WorkerDied(f"worker {worker.worker_id} died"))
+        self.on_lost(worker)
+        self.spawn()
+
+
+@dataclass
+class Materialized:
+    artifact: Artifact
+    tier: str = "disk"
+    download_ms: float = 0.0
+
+
+class FakeDisk:
+    """Every model is on disk already: the disk tier is not what this machine explores."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.artifacts: dict[str, Artifact] = {}
+        self.in_use: Any = None
+        self.stores = type("Stores", (), {"url_of": staticmethod(lambda name: f"file:///{name}")})
+
+    async def materialize(self, name: str, url: str) -> Materialized:
+        path = self.root / name
+        path.touch()
+        self.artifacts[name] = Artifact(name, path, ARTIFACT_BYTES)
+        return Materialized(self.artifacts[name])
+
+    def revalidation_due(self, name: str) -> bool:
+        return False
+
+
+class FakeEvents:
+    def emit(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
+class Interleavings(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.loop = asyncio.new_event_loop()
+        self.clock = ManualClock()
+        self.pool = FakePool(2)
+        self.memory = MemoryTier(BUDGET_BYTES, 0, clock=self.clock)
+        root = Path(self.loop.run_until_complete(asyncio.to_thread(_tmp_dir)))
+        scheduling = SchedulerSettings(response_timeout_s=1e9, scale_in_idle_s=5.0)
+        self.host = ModelHost(
+            self.pool,  # type: ignore[arg-type]
+            self.memory,
+            FakeDisk(root),  # type: ignore[arg-type]
+            FakeEvents(),  # type: ignore[arg-type]
+            pinned=frozenset(),
+            deadline_s=1e9,
+            clock=self.clock,
+            scheduling=scheduling,
+        )
+        self.host.pss_bytes = lambda: sum(r.bytes for r in self.memory)  # type: ignore[method-assign]
+        self.requests: list[asyncio.Task[Any]] = []
+        self.chores: list[asyncio.Task[Any]] = []
+
+    def settle(self) -> None:
+        for _ in range(10):
+            self.loop.run_until_complete(asyncio.sleep(0))
+
+    def start(self, coroutine: Any, into: list[asyncio.Task[Any]]) -> None:
+        into.append(self.loop.create_task(coroutine))
+        self.settle()
+
+    @rule(name=st.sampled_from(NAMES))
+    def request(self, name: str) -> None:
+        self.start(
+            self.host.invoke(name, Invocation(b"[1]", "application/json", "")), self.requests
+        )
+
+    @precondition(lambda self: self.pool.calls)
+    @rule(index=st.integers(0, 50))
+    def answer_a_call(self, index: int) -> None:
+        self.pool.answer(self.pool.calls[index % len(self.pool.calls)])
+        self.settle()
+
+    @precondition(lambda self: self.pool.calls)
+    @rule(index=st.integers(0, 50))
+    def a_call_fails(self, index: int) -> None:
+        call = self.pool.calls.pop(index % len(self.pool.calls))
+        if call.header["op"] == "unload":  # the worker drops the model before close() raises
+            call.worker.models.discard(call.header["model"])
+        call.future.set_exception(ModelhostError("the handler raised"))
+        self.settle()
+
+    @rule(worker=st.integers(0, 1))
+    def kill_a_worker(self, worker: int) -> None:
+        self.pool.kill(list(self.pool.workers.values())[worker])
+        self.settle()
+
+    @rule(name=st.sampled_from(NAMES))
+    def delete(self, name: str) -> None:
+        self.start(self.host.unload(name), self.chores)
+
+    @rule(seconds=st.sampled_from([0.5, 2.0, 10.0]))
+    def time_passes(self, seconds: float) -> None:
+        self.clock.now += seconds
+        self.settle()
+
+    @rule()
+    def idle_unload(self) -> None:
+        self.start(self.host.unload_idle(3.0), self.chores)
+
+    @rule()
+    def scale_in(self) -> None:
+        self.start(self.host.scale_in(), self.chores)
+
+    @invariant()
+    def never_over_budget(self) -> None:
+        assert self.memory.committed_bytes <= self.memory.budget_bytes
+
+    @invariant()
+    def no_worker_loads_a_model_twice(self) -> None:
+        assert not self.pool.violations
+
+    @invariant()
+    def loaded_records_name_workers_that_hold_them(self) -> None:
+        for resident in self.memory:
+            if resident.state is State.LOADED:
+                for worker_id in resident.workers:
+                    worker = self.pool.workers.get(worker_id)
+                    assert worker is not None and resident.name in worker.models, resident
+
+    def teardown(self) -> None:
+        try:
+            for _ in range(500):  # answer everything, so every request can finish
+                if not self.pool.calls:
+                    self.settle()
+                    if not self.pool.calls:
+                        break
+                    continue
+                self.pool.answer(self.pool.calls[0])
+                self.settle()
+            for task in self.requests:
+                assert task.done(), "a request was never answered"
+                error = task.exception()
+                assert error is None or isinstance(error, ModelhostError), repr(error)
+            for task in self.chores:
+                assert task.done(), "a DELETE, idle unload or scale-in never finished"
+                error = task.exception()
+                assert error is None or isinstance(error, ModelhostError), repr(error)
+        finally:
+            for task in asyncio.all_tasks(self.loop):
+                task.cancel()
+            self.loop.run_until_complete(asyncio.sleep(0))
+            self.loop.close()
+
+
+def _tmp_dir() -> str:
+    import tempfile
+
+    return tempfile.mkdtemp(prefix="interleavings-")
+
+
+Interleavings.TestCase.settings = settings(
+    max_examples=400,
+    stateful_step_count=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+TestResidencyUnderAnyInterleaving = Interleavings.TestCase
