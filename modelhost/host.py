@@ -207,10 +207,7 @@ class ModelHost:
         payload = b"".join(job.request.body for job in live)
         self.batching.count(len(live))
         header = {"op": "infer", "model": name, "items": items}
-        try:
-            reply = await self.pool.call(worker, header, payload, name)
-        finally:
-            self._notify()  # a replica has a slot free again (a scale-in may wait for it)
+        reply = await self.pool.call(worker, header, payload, name)
         resolve_batch(live, reply)
 
     async def _acquire(self, name: str) -> tuple[Resident, LoadOutcome | None]:
@@ -270,13 +267,13 @@ class ModelHost:
         await self.relieve_pressure()
         return LoadOutcome(found.tier, (self.clock() - started) * 1000, found.download_ms)
 
-    async def _idle(self, resident: Resident) -> None:
-        while resident.in_flight:
-            await self._changed.wait()
-
     async def _departed(self, name: str) -> None:
         """Wait until an earlier incarnation of `name` has left its workers (they key by name)."""
-        while self.memory.get(name) is not None:
+        await self._until(lambda: self.memory.get(name) is None)
+
+    async def _until(self, condition: Callable[[], bool]) -> None:
+        """Wait until `condition` holds, looking again at each change `_notify` announces."""
+        while not condition():
             await self._changed.wait()
 
     async def _load_on_worker(self, resident: Resident, artifact: Artifact) -> None:
@@ -378,9 +375,7 @@ class ModelHost:
         if not extra:
             return 0
         replica = min(extra, key=lambda r: r.busy)
-        replica.draining = True
-        while replica.busy:
-            await self._changed.wait()
+        await dispatcher.drain(replica)
         worker_id = replica.worker.worker_id
         dispatcher.remove(worker_id)
         if not self._is_current(resident) or worker_id not in resident.workers:
@@ -398,7 +393,8 @@ class ModelHost:
         for resident in sorted(copied, key=lambda r: r.last_used):
             dispatcher = self.dispatchers.get(resident.name)
             while need_bytes > 0 and dispatcher and len(resident.workers) > 1:
-                if all(dispatcher.replicas[w].busy for w in resident.workers[1:]):
+                extra = [dispatcher.replicas.get(w) for w in resident.workers[1:]]
+                if all(replica is None or replica.busy for replica in extra):
                     break
                 need_bytes -= resident.footprint
                 await self._drop_copy(resident, dispatcher)
@@ -512,7 +508,7 @@ class ModelHost:
             raise ModelNotLoaded(f"model {name} is not loaded")
         resident.pinned = True  # keep eviction away while we wait for it to go idle
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._idle(resident), self.deadline_s)
+            await asyncio.wait_for(self._until(lambda: not resident.in_flight), self.deadline_s)
         if not self._is_current(resident) or resident.state is not State.LOADED:
             raise ModelNotLoaded(f"model {name} was unloaded while this request waited")
         self.memory.begin_unload(name)

@@ -14,6 +14,7 @@ import random
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tarfile
@@ -495,7 +496,8 @@ class RunningServer:
     Starts on `__enter__` (or `start()`), returns once `GET /ping` answers 200, and stops with
     SIGTERM on exit. `prefix` goes before the command (e.g. `("taskset", "-c", "1")`);
     `command` replaces `python -m modelhost serve` (benchmarks use it for other servers that
-    take `--host`/`--port` and answer `/ping`).
+    take `--host`/`--port` and answer `/ping`). `tls`: the server speaks HTTPS, trusted by
+    this context (its `url` is then https).
     """
 
     def __init__(
@@ -507,9 +509,11 @@ class RunningServer:
         prefix: Sequence[str] = (),
         command: Sequence[str] | None = None,
         startup_timeout_s: float = 60.0,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.tls = tls
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
         self.log_path = Path(log_dir) / f"server-{self.port}.log"
         base = list(command) if command else [sys.executable, "-m", "modelhost", "serve"]
         self.argv = [*prefix, *base, *args, "--host", "127.0.0.1", "--port", str(self.port)]
@@ -573,7 +577,7 @@ class RunningServer:
         import httpx
 
         deadline = time.monotonic() + self.startup_timeout_s
-        with httpx.Client(timeout=2.0) as client:
+        with httpx.Client(timeout=2.0, verify=self.tls or True) as client:
             while time.monotonic() < deadline:
                 code = self._started().poll()
                 if code is not None:

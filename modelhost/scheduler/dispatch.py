@@ -29,6 +29,7 @@ class Replica:
     slots: int
     busy: int = 0
     draining: bool = False  # being scaled in: finishes its batches, takes no new ones
+    drained: asyncio.Future[None] | None = None  # resolved when a draining replica goes idle
 
     @property
     def free(self) -> bool:
@@ -64,6 +65,13 @@ class Dispatcher:
     def add(self, worker: WorkerHandle, slots: int) -> None:
         self.replicas[worker.worker_id] = Replica(worker, slots)
         self.pump()
+
+    async def drain(self, replica: Replica) -> None:
+        """Give `replica` no more batches and return once those it runs have ended."""
+        replica.draining = True
+        if replica.busy:
+            replica.drained = asyncio.get_running_loop().create_future()
+            await replica.drained
 
     def remove(self, worker_id: int) -> None:
         self.replicas.pop(worker_id, None)
@@ -110,6 +118,8 @@ class Dispatcher:
             self._batches.append((ended, ended - started))
             self._busy_s += ended - started
             replica.busy -= 1
+            if replica.drained is not None and not replica.busy:
+                replica.drained.set_result(None)
             self.pump()
 
     def _wake_when_due(self) -> None:

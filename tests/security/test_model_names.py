@@ -4,15 +4,13 @@ sees it."""
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any, cast
+from typing import Any
 
-import httpx
 import pytest
+from asgi_calls import call, routes
 
 from modelhost.errors import InvalidModelName
 from modelhost.http.app import build_app
-from modelhost.http.routes import HttpSettings, Routes
 from modelhost.http.torchserve import build_management_app
 from modelhost.names import MAX_NAME_BYTES, model_name
 
@@ -51,28 +49,6 @@ def test_a_long_name_is_cut_in_the_message() -> None:
     with pytest.raises(InvalidModelName) as refused:
         model_name("y" * 100_000)
     assert len(str(refused.value)) < 600 and "100000 characters" in str(refused.value)
-
-
-class UnreachableHost:
-    """The core: no request with a bad name may reach it."""
-
-    closing = False
-
-    def __getattr__(self, name: str) -> Any:
-        raise AssertionError(f"host.{name} reached with a bad name")
-
-
-def call(app: Any, method: str, path: str, **kwargs: Any) -> httpx.Response:
-    async def send() -> httpx.Response:
-        transport = httpx.ASGITransport(app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://modelhost") as client:
-            return await client.request(method, path, **kwargs)
-
-    return asyncio.run(send())
-
-
-def routes() -> Routes:
-    return Routes(cast(Any, UnreachableHost()), HttpSettings(1 << 20, "", ""))
 
 
 LONG = "x" * 300

@@ -3,40 +3,15 @@ limit, before the host sees it."""
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any, cast
+from typing import Any
 
-import httpx
 import pytest
+from asgi_calls import call, routes
 
 from modelhost.http.app import build_app
-from modelhost.http.routes import HttpSettings, Routes
 from modelhost.http.torchserve import build_management_app
 
 URL = "s3://bucket/" + "k" * 5000
-
-
-class UnreachableHost:
-    closing = False
-
-    def is_registered(self, name: str) -> bool:
-        return False
-
-    def __getattr__(self, name: str) -> Any:
-        raise AssertionError(f"host.{name} reached with an oversized URL")
-
-
-def call(app: Any, method: str, path: str, **kwargs: Any) -> httpx.Response:
-    async def send() -> httpx.Response:
-        transport = httpx.ASGITransport(app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://modelhost") as client:
-            return await client.request(method, path, **kwargs)
-
-    return asyncio.run(send())
-
-
-def routes() -> Routes:
-    return Routes(cast(Any, UnreachableHost()), HttpSettings(1 << 20, "", ""))
 
 
 @pytest.mark.parametrize(

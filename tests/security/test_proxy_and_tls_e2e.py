@@ -8,7 +8,6 @@ import datetime
 import ipaddress
 import os
 import ssl
-import time
 from pathlib import Path
 
 import httpx
@@ -81,36 +80,13 @@ def self_signed(folder: Path) -> tuple[Path, Path]:
     return cert_path, key_path
 
 
-class TlsServer(testing.RunningServer):
-    """A RunningServer answering HTTPS: it is ready once /ping answers over TLS."""
-
-    def __init__(self, args: list[str], log_dir: Path, trusted: ssl.SSLContext) -> None:
-        super().__init__(args, log_dir)
-        self.url = f"https://127.0.0.1:{self.port}"
-        self.trusted = trusted
-
-    def _wait_ready(self) -> None:
-        deadline = time.monotonic() + self.startup_timeout_s
-        with httpx.Client(timeout=2.0, verify=self.trusted) as client:
-            while time.monotonic() < deadline:
-                if self._started().poll() is not None:
-                    raise RuntimeError(self._failure("exited"))
-                try:
-                    if client.get(f"{self.url}/ping").status_code == 200:
-                        return
-                except httpx.TransportError:
-                    pass
-                time.sleep(0.05)
-        raise RuntimeError(self._failure("did not answer /ping over TLS"))
-
-
 def test_the_server_speaks_tls_with_the_given_certificate(store: Path, tmp_path: Path) -> None:
     cert, key = self_signed(tmp_path)
     trusted = ssl.create_default_context(cafile=str(cert))
     args = testing.serve_args(
         store, tmp_path / "cache", workers=1, ssl_certfile=cert, ssl_keyfile=key
     )
-    with TlsServer(args, tmp_path, trusted) as server:
+    with testing.RunningServer(args, tmp_path, tls=trusted) as server:
         row = testing.iris_rows(1)[0]
         response = httpx.post(
             f"{server.url}/models/iris.pkl/invoke", json=row, verify=trusted, timeout=30

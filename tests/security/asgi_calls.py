@@ -1,0 +1,35 @@
+"""Calling the ASGI apps in-process, with a host that no refused request may reach."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, cast
+
+import httpx
+
+from modelhost.http.routes import HttpSettings, Routes
+
+
+class UnreachableHost:
+    """The core: a request the HTTP layer refuses must never reach it."""
+
+    closing = False
+
+    def is_registered(self, name: str) -> bool:
+        return False
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"host.{name} reached by a request the HTTP layer should refuse")
+
+
+def call(app: Any, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    async def send() -> httpx.Response:
+        transport = httpx.ASGITransport(app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://modelhost") as client:
+            return await client.request(method, path, **kwargs)
+
+    return asyncio.run(send())
+
+
+def routes() -> Routes:
+    return Routes(cast(Any, UnreachableHost()), HttpSettings(1 << 20, "", ""))
