@@ -7,7 +7,9 @@ retry); never a 500, never a traceback in the server's log, never more memory th
 from __future__ import annotations
 
 import json
+import os
 import random
+import signal
 import threading
 import time
 from collections import Counter
@@ -127,17 +129,24 @@ class ChurnRun:
 
 @pytest.fixture(scope="module")
 def churn_run(churn_server: testing.RunningServer, churn_store: Path) -> ChurnRun:
-    """Sixteen clients for DURATION_S, the server's PSS sampled every 10 ms meanwhile."""
-    truth = expected_answers(churn_store, testing.digits_rows(3))
-    budget = httpx.get(f"{churn_server.url}/stats").json()["memory"]["budgetBytes"]
+    return run_churn(churn_server, churn_store)
+
+
+def run_churn(
+    server: testing.RunningServer, store: Path, beside: threading.Thread | None = None
+) -> ChurnRun:
+    """Sixteen clients for DURATION_S, the server's PSS sampled every 10 ms meanwhile, and
+    `beside` (e.g. a worker killer) started with them."""
+    truth = expected_answers(store, testing.digits_rows(3))
+    budget = httpx.get(f"{server.url}/stats").json()["memory"]["budgetBytes"]
     deadline = time.monotonic() + DURATION_S
-    clients = [Client(churn_server.url, seed, deadline, truth) for seed in range(CLIENTS)]
-    sampler = PssSampler(churn_server.pid)
+    clients = [Client(server.url, seed, deadline, truth) for seed in range(CLIENTS)]
+    sampler = PssSampler(server.pid)
     sampler.start()
-    for client in clients:
-        client.start()
-    for client in clients:
-        client.join(DURATION_S + 180)
+    for thread in [*clients, *([beside] if beside else [])]:
+        thread.start()
+    for thread in [*clients, *([beside] if beside else [])]:
+        thread.join(DURATION_S + 180)
     sampler.stop()
     return ChurnRun(
         statuses=sum((c.statuses for c in clients), Counter()),
@@ -167,3 +176,36 @@ def test_sixteen_clients_over_more_models_than_fit_get_every_answer_right(
 def test_churn_never_takes_more_memory_than_the_budget(churn_run: ChurnRun) -> None:
     peak, budget = churn_run.peak_pss_bytes, churn_run.budget_bytes
     assert peak <= budget, f"peak PSS {peak} over budget {budget}"
+
+
+class WorkerKiller(threading.Thread):
+    """SIGKILLs one of the server's workers every `every_s` seconds until the deadline."""
+
+    def __init__(self, server: testing.RunningServer, every_s: float, until: float) -> None:
+        super().__init__(daemon=True)
+        self.server, self.every_s, self.until = server, every_s, until
+        self.killed: list[int] = []
+
+    def run(self) -> None:
+        while time.monotonic() + self.every_s < self.until:
+            time.sleep(self.every_s)
+            workers = httpx.get(f"{self.server.url}/stats").json()["workers"]
+            if workers:
+                pid = workers[len(self.killed) % len(workers)]["pid"]
+                os.kill(pid, signal.SIGKILL)
+                self.killed.append(pid)
+
+
+def test_workers_killed_under_churn_cost_retries_never_wrong_answers(
+    churn_server: testing.RunningServer, churn_store: Path, churn_run: ChurnRun
+) -> None:
+    """After the plain run (churn_run), the same load while a worker dies every 3 s: requests
+    it held get a JSON 503 that says a retry is safe, every other answer stays right, workers
+    come back, and nothing in the server raises."""
+    killer = WorkerKiller(churn_server, 3.0, time.monotonic() + DURATION_S)
+    run = run_churn(churn_server, churn_store, beside=killer)
+    assert len(killer.killed) >= 4
+    assert not run.wrong, f"{len(run.wrong)} wrong answers, e.g. {run.wrong[:5]}; {run.statuses}"
+    assert run.statuses[200] > 0.5 * sum(run.statuses.values()), run.statuses
+    assert len(httpx.get(f"{churn_server.url}/stats").json()["workers"]) == 2
+    assert "Traceback" not in churn_server.log_text()
