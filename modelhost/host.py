@@ -123,6 +123,7 @@ class ModelHost:
         self._loads: dict[str, asyncio.Task[LoadOutcome]] = {}
         self._scaling: dict[str, asyncio.Task[None]] = {}
         self._revalidations: dict[str, asyncio.Task[None]] = {}
+        self._leaving: set[tuple[str, int]] = set()  # (model, worker) of copies being unloaded
         self._changed = asyncio.Event()
         self.closing = False
         pool.on_lost = self._worker_lost
@@ -269,7 +270,10 @@ class ModelHost:
 
     async def _departed(self, name: str) -> None:
         """Wait until an earlier incarnation of `name` has left its workers (they key by name)."""
-        await self._until(lambda: self.memory.get(name) is None)
+        await self._until(lambda: self.memory.get(name) is None and not self._copies_leaving(name))
+
+    def _copies_leaving(self, name: str) -> bool:
+        return any(model == name for model, _ in self._leaving)
 
     async def _until(self, condition: Callable[[], bool]) -> None:
         """Wait until `condition` holds, looking again at each change `_notify` announces."""
@@ -325,7 +329,11 @@ class ModelHost:
         artifact = self.disk.artifacts.get(name)
         if name in self._scaling or self.closing or resident is None or artifact is None:
             return
-        spare = [w for w in self.pool.workers.values() if w.worker_id not in resident.workers]
+        spare = [
+            w
+            for w in self.pool.workers.values()
+            if w.worker_id not in resident.workers and (name, w.worker_id) not in self._leaving
+        ]
         if len(resident.workers) >= self._max_copies(name) or resident.state is not State.LOADED:
             return
         dispatcher = self.dispatchers.get(name)
@@ -381,9 +389,11 @@ class ModelHost:
         if not self._is_current(resident) or worker_id not in resident.workers:
             return 0  # evicted, or its worker died, meanwhile: that path unloads and counts it
         resident.workers.remove(worker_id)  # before the await: an eviction now skips this copy
+        self._leaving.add((resident.name, worker_id))  # and no load lands there meanwhile
         try:
             return await self._unload_copy(resident.name, worker_id)
         finally:
+            self._leaving.discard((resident.name, worker_id))
             self.memory.release_copy(resident)
             self._notify()
 

@@ -278,3 +278,49 @@ Interleavings.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 TestResidencyUnderAnyInterleaving = Interleavings.TestCase
+
+
+def replay(steps: list[tuple[str, dict[str, Any]]]) -> None:
+    """Run one sequence of the machine's rules, checking its invariants after each, then its
+    teardown: the interleavings Hypothesis once found, kept as plain tests."""
+    machine = Interleavings()
+    try:
+        for rule_name, arguments in steps:
+            getattr(machine, rule_name)(**arguments)
+            machine.never_over_budget()
+            machine.no_worker_loads_a_model_twice()
+            machine.loaded_records_name_workers_that_hold_them()
+    finally:
+        machine.teardown()
+
+
+def test_two_scale_ins_draining_one_copy_both_finish() -> None:
+    replay(
+        [
+            ("request", {"name": "b"}),
+            ("answer_a_call", {"index": 0}),  # loaded; its first batch runs
+            ("time_passes", {"seconds": 0.5}),
+            ("request", {"name": "b"}),  # waits: the busy model scales out
+            ("answer_a_call", {"index": 1}),  # the copy is loaded and takes the batch
+            ("time_passes", {"seconds": 10.0}),
+            ("scale_in", {}),  # drains the busy copy
+            ("time_passes", {"seconds": 10.0}),
+            ("scale_in", {}),  # drains it too
+        ]
+    )
+
+
+def test_no_copy_is_loaded_where_a_copy_is_still_being_unloaded() -> None:
+    replay(
+        [
+            ("request", {"name": "b"}),
+            ("answer_a_call", {"index": 0}),
+            ("time_passes", {"seconds": 0.5}),
+            ("request", {"name": "b"}),
+            ("answer_a_call", {"index": 1}),
+            ("a_call_fails", {"index": 1}),  # the copy's batch fails: the copy is idle
+            ("time_passes", {"seconds": 10.0}),
+            ("scale_in", {}),  # the copy's unload is under way on worker 2
+            ("request", {"name": "b"}),  # pressure again: no new copy on worker 2 meanwhile
+        ]
+    )

@@ -70,8 +70,9 @@ class Dispatcher:
         """Give `replica` no more batches and return once those it runs have ended."""
         replica.draining = True
         if replica.busy:
-            replica.drained = asyncio.get_running_loop().create_future()
-            await replica.drained
+            if replica.drained is None:  # a second drain waits on the same future
+                replica.drained = asyncio.get_running_loop().create_future()
+            await asyncio.shield(replica.drained)
 
     def remove(self, worker_id: int) -> None:
         self.replicas.pop(worker_id, None)
