@@ -154,10 +154,3 @@ class StoreUnavailable(StoreError):
 class StoreTimeout(StoreError):
     pass
 
-
-def error_from_record(type_name: str, message: str) -> ModelhostError:
-    """Rebuild an exception that crossed the process boundary as (type name, message)."""
-    cls = globals().get(type_name)
-    if isinstance(cls, type) and issubclass(cls, ModelhostError):
-        return cls(message)
-    return HandlerError(f"{type_name}: {message}")

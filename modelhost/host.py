@@ -29,7 +29,6 @@ from modelhost.errors import (
     ModelNotLoaded,
     ShuttingDown,
     Unavailable,
-    error_from_record,
 )
 from modelhost.manifest import NO_MANIFEST, Manifest, manifest_root, read_manifest
 from modelhost.observe.events import EventLog
@@ -38,7 +37,8 @@ from modelhost.scheduler import SchedulerSettings
 from modelhost.scheduler.batcher import BatchQueue, Job
 from modelhost.scheduler.dispatch import Dispatcher
 from modelhost.scheduler.placement import least_loaded
-from modelhost.workers.pool import Reply, WorkerHandle, WorkerPool
+from modelhost.workers.messages import Answered, Infer, Item, Load, Loaded, Unload, Unloaded
+from modelhost.workers.pool import WorkerHandle, WorkerPool
 
 MIN_FOOTPRINT_BYTES = 64 * 1024
 ESTIMATE_FACTOR = 2.0  # reserve for the transient peak of unpickling, not only the resident size
@@ -196,20 +196,19 @@ class ModelHost:
         live = [job for job in batch if not job.future.done()]  # skip those past their deadline
         if not live:
             return
-        items = [
-            {
-                "content_type": job.request.content_type,
-                "accept": job.request.accept,
-                "params": job.request.params,
-                "size": len(job.request.body),
-            }
+        items = tuple(
+            Item(
+                job.request.content_type,
+                job.request.accept,
+                job.request.params,
+                len(job.request.body),
+            )
             for job in live
-        ]
+        )
         payload = b"".join(job.request.body for job in live)
         self.batching.count(len(live))
-        header = {"op": "infer", "model": name, "items": items}
-        reply = await self.pool.call(worker, header, payload, name)
-        resolve_batch(live, reply)
+        reply = await self.pool.call(worker, Infer(name, items), Answered, payload, name)
+        resolve_batch(live, *reply)
 
     async def _acquire(self, name: str) -> tuple[Resident, LoadOutcome | None]:
         """The loaded model with one more request in flight, loading it first if need be."""
@@ -283,29 +282,31 @@ class ModelHost:
     async def _load_on_worker(self, resident: Resident, artifact: Artifact) -> None:
         name = resident.name
         worker = least_loaded(self.pool.workers.values(), self.memory)
-        reply = await self._load_copy(name, artifact, worker, "invoked")
-        footprint = max(MIN_FOOTPRINT_BYTES, int(reply.header["footprint"]))
+        loaded = await self._load_copy(name, artifact, worker, "invoked")
+        footprint = max(MIN_FOOTPRINT_BYTES, loaded.footprint)
         footprint = max(footprint, self.manifest_of(name).memory_bytes or 0)
         self.footprints[name] = footprint
         if not worker.alive:  # it died after answering: the model went with it
             raise Unavailable(f"the worker loading model {name} died; retry is safe")
-        self.memory.mark_loaded(name, worker.worker_id, footprint, reply.header["load_ms"])
-        self.dispatchers[name] = self._dispatcher(name, bool(reply.header.get("batches")))
+        self.memory.mark_loaded(name, worker.worker_id, footprint, loaded.load_ms)
+        self.dispatchers[name] = self._dispatcher(name, loaded.batches)
         self.dispatchers[name].add(worker, self.scheduling.slots_per_worker)
 
     async def _load_copy(
         self, name: str, artifact: Artifact, worker: WorkerHandle, reason: str
-    ) -> Reply:
-        reply = await self.pool.call(worker, self._load_frame(name, artifact), model=name)
+    ) -> Loaded:
+        loaded, _ = await self.pool.call(
+            worker, self._load_request(name, artifact), Loaded, model=name
+        )
         self.events.emit(
             "load",
             name,
-            bytes=max(MIN_FOOTPRINT_BYTES, int(reply.header["footprint"])),
-            duration_ms=round(reply.header["load_ms"], 2),
+            bytes=max(MIN_FOOTPRINT_BYTES, loaded.footprint),
+            duration_ms=round(loaded.load_ms, 2),
             worker=worker.worker_id,
             reason=reason,
         )
-        return reply
+        return loaded
 
     def _dispatcher(self, name: str, handler_batches: bool) -> Dispatcher:
         """The model's queue and batcher, with its manifest's settings over the server's."""
@@ -429,10 +430,10 @@ class ModelHost:
         if worker is None:
             return 0
         try:
-            reply = await self.pool.call(worker, {"op": "unload", "model": name}, model=name)
+            unloaded, _ = await self.pool.call(worker, Unload(name), Unloaded, model=name)
         except ModelhostError:
             return 0
-        return int(reply.header["freed"])
+        return unloaded.freed
 
     # the model's manifest ------------------------------------------------------------------
 
@@ -458,14 +459,13 @@ class ModelHost:
             return manifest.memory_bytes
         return max(self.footprints.get(name, 0), estimate_footprint(artifact.bytes))
 
-    def _load_frame(self, name: str, artifact: Artifact) -> dict[str, Any]:
+    def _load_request(self, name: str, artifact: Artifact) -> Load:
         """The worker's load request: the artifact, and what the manifest tells the worker."""
-        manifest = self.manifest_of(name)
-        frame: dict[str, Any] = {"op": "load", "model": name, "path": str(artifact.path)}
-        if manifest.handler or manifest.model_file or manifest.warmup:
-            frame |= {"root": str(manifest_root(artifact.path)), "warmup": list(manifest.warmup)}
-            frame |= {"handler": manifest.handler, "model_file": manifest.model_file}
-        return frame
+        manifest, path = self.manifest_of(name), str(artifact.path)
+        if not (manifest.handler or manifest.model_file or manifest.warmup):
+            return Load(name, path)
+        root = str(manifest_root(artifact.path))
+        return Load(name, path, root, manifest.handler, manifest.model_file, tuple(manifest.warmup))
 
     # making room ------------------------------------------------------------------------
 
@@ -678,16 +678,15 @@ class ModelHost:
         return describe_model(self, name)
 
 
-def resolve_batch(jobs: list[Job[Any]], reply: Reply) -> None:
+def resolve_batch(jobs: list[Job[Any]], reply: Answered, payload: bytes) -> None:
     """Give each job of a batch its answer, cut from the reply's payload, or its error."""
-    offset, infer_ms = 0, float(reply.header["infer_ms"])
-    for job, item in zip(jobs, reply.header["items"], strict=True):
+    offset = 0
+    for job, answer in zip(jobs, reply.answers, strict=True):
+        body = payload[offset : offset + answer.size]
+        offset += answer.size
         if job.future.done():  # its deadline passed while the worker ran it
-            offset += item.get("size", 0)
             continue
-        if item["ok"]:
-            body = reply.payload[offset : offset + item["size"]]
-            offset += item["size"]
-            job.future.set_result(Answer(body, item["content_type"], infer_ms))
+        if answer.failure is None:
+            job.future.set_result(Answer(body, answer.content_type, reply.infer_ms))
         else:
-            job.future.set_exception(error_from_record(item["type"], item["message"]))
+            job.future.set_exception(answer.failure.rebuild())

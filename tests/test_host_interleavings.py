@@ -25,7 +25,16 @@ from modelhost.cache.memory import MemoryTier, State
 from modelhost.errors import ModelhostError, ModelNotLoaded, WorkerDied
 from modelhost.host import Invocation, ModelHost
 from modelhost.scheduler import SchedulerSettings
-from modelhost.workers.pool import Reply
+from modelhost.workers.messages import (
+    Answer,
+    Answered,
+    Load,
+    Loaded,
+    Reply,
+    Request,
+    Unload,
+    Unloaded,
+)
 
 MiB = 2**20
 NAMES = ("a", "b", "c", "d")
@@ -53,8 +62,8 @@ class FakeWorker:
 @dataclass
 class Call:
     worker: FakeWorker
-    header: dict[str, Any]
-    future: asyncio.Future[Reply]
+    request: Request
+    future: asyncio.Future[tuple[Reply, bytes]]
 
 
 class FakePool:
@@ -77,37 +86,46 @@ class FakePool:
         return []
 
     async def call(
-        self, worker: FakeWorker, header: dict[str, Any], payload: bytes = b"", model: str = ""
-    ) -> Reply:
+        self,
+        worker: FakeWorker,
+        request: Request,
+        expect: type[Any],
+        payload: bytes = b"",
+        model: str = "",
+    ) -> tuple[Any, bytes]:
         if not worker.alive:
             raise WorkerDied(f"worker {worker.worker_id} has died; retry is safe")
-        if header["op"] == "load" and header["model"] in worker.models:
-            self.violations.append(f"second load of {header['model']} on {worker.worker_id}")
-        future: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
-        self.calls.append(Call(worker, header, future))
-        return await future
+        if isinstance(request, Load) and request.model in worker.models:
+            self.violations.append(f"second load of {request.model} on {worker.worker_id}")
+        future: asyncio.Future[tuple[Reply, bytes]] = asyncio.get_running_loop().create_future()
+        self.calls.append(Call(worker, request, future))
+        reply, body = await future
+        assert isinstance(reply, expect)
+        return reply, body
 
     def answer(self, call: Call) -> None:
         self.calls.remove(call)
-        op, name, worker = call.header["op"], call.header["model"], call.worker
-        if op == "load":
-            worker.models.add(name)
-            reply = {"footprint": FOOTPRINT_BYTES, "load_ms": 1.0, "batches": True}
-        elif op == "unload":
-            if name not in worker.models:
-                call.future.set_exception(ModelNotLoaded(f"{name} not in {worker.worker_id}"))
+        request, worker = call.request, call.worker
+        reply: Reply
+        if isinstance(request, Load):
+            worker.models.add(request.model)
+            reply = Loaded(FOOTPRINT_BYTES, 1.0, 0, batches=True)
+        elif isinstance(request, Unload):
+            if request.model not in worker.models:
+                missing = f"{request.model} not in {worker.worker_id}"
+                call.future.set_exception(ModelNotLoaded(missing))
                 return
-            worker.models.discard(name)
-            reply = {"freed": FOOTPRINT_BYTES}
+            worker.models.discard(request.model)
+            reply = Unloaded(FOOTPRINT_BYTES, 0)
         else:
-            if name not in worker.models:
-                self.violations.append(f"infer of {name} on {worker.worker_id}, which lacks it")
-            items = [{"ok": True, "content_type": "text/plain", "size": 2}] * len(
-                call.header["items"]
-            )
-            call.future.set_result(Reply({"items": items, "infer_ms": 1.0}, b"ok" * len(items)))
+            if request.model not in worker.models:
+                self.violations.append(
+                    f"infer of {request.model} on {worker.worker_id}, lacking it"
+                )
+            answers = (Answer("text/plain", 2),) * len(request.items)
+            call.future.set_result((Answered(answers, 1.0), b"ok" * len(answers)))
             return
-        call.future.set_result(Reply(reply, b""))
+        call.future.set_result((reply, b""))
 
     def kill(self, worker: FakeWorker) -> None:
         worker.alive = False
@@ -197,8 +215,8 @@ class Interleavings(RuleBasedStateMachine):
     @rule(index=st.integers(0, 50))
     def a_call_fails(self, index: int) -> None:
         call = self.pool.calls.pop(index % len(self.pool.calls))
-        if call.header["op"] == "unload":  # the worker drops the model before close() raises
-            call.worker.models.discard(call.header["model"])
+        if isinstance(call.request, Unload):  # the worker drops the model before close() raises
+            call.worker.models.discard(call.request.model)
         call.future.set_exception(ModelhostError("the handler raised"))
         self.settle()
 

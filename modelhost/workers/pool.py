@@ -16,23 +16,21 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
-from modelhost.errors import ModelhostError, WorkerDied, error_from_record
+from modelhost.errors import ModelhostError, WorkerDied
 from modelhost.observe.events import EventLog
-from modelhost.workers.wire import Frame, encode, read_frame
+from modelhost.workers.messages import Failed, Hello, Reply, Request, decode_reply, encode
+from modelhost.workers.wire import Frame, read_frame
+from modelhost.workers.wire import encode as encode_frame
 
 logger = logging.getLogger("modelhost.workers")
+ReplyT = TypeVar("ReplyT", bound=Reply)
+Waiter = asyncio.Future[tuple[Reply, bytes]]
 
 WORKER_START_TIMEOUT_S = 60.0
 YOUNG_DEATH_S = 5.0
 MAX_BACKOFF_S = 10.0
-
-
-@dataclass(frozen=True)
-class Reply:
-    header: dict[str, Any]
-    payload: bytes
 
 
 @dataclass(eq=False)
@@ -41,7 +39,7 @@ class WorkerHandle:
     pid: int
     writer: asyncio.StreamWriter
     started_at: float
-    pending: dict[int, tuple[asyncio.Future[Reply], str]] = field(default_factory=dict)
+    pending: dict[int, tuple[Waiter, str]] = field(default_factory=dict)  # id → (reply, model)
     alive: bool = True
 
     def fail_pending(self, reason: str) -> None:
@@ -119,10 +117,9 @@ class WorkerPool:
         return worker
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        hello = await read_frame(reader)
-        worker = WorkerHandle(
-            hello.header["worker_id"], hello.header["pid"], writer, time.monotonic()
-        )
+        hello = decode_reply((await read_frame(reader)).header)
+        assert isinstance(hello, Hello), hello
+        worker = WorkerHandle(hello.worker_id, hello.pid, writer, time.monotonic())
         self.workers[worker.worker_id] = worker
         self._waiting.pop(worker.worker_id).set_result(worker)
         await self._read_replies(worker, reader)
@@ -131,9 +128,9 @@ class WorkerPool:
         try:
             while True:
                 frame = await read_frame(reader)
-                entry = worker.pending.pop(frame.header["id"], None)
+                entry = worker.pending.pop(frame.request_id, None)
                 if entry is not None and not entry[0].done():
-                    entry[0].set_result(Reply(frame.header, frame.payload))
+                    entry[0].set_result((decode_reply(frame.header), frame.payload))
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:
@@ -167,19 +164,28 @@ class WorkerPool:
             self._deaths[replacement.worker_id] = deaths
 
     async def call(
-        self, worker: WorkerHandle, header: dict[str, Any], payload: bytes = b"", model: str = ""
-    ) -> Reply:
-        """Send one request to one worker and wait for its reply; errors come back as exceptions."""
+        self,
+        worker: WorkerHandle,
+        request: Request,
+        expect: type[ReplyT],
+        payload: bytes = b"",
+        model: str = "",
+    ) -> tuple[ReplyT, bytes]:
+        """Send one request to one worker and wait for its reply (of type `expect`) and payload;
+        a failure comes back as the exception it was."""
         if not worker.alive:
             raise WorkerDied(f"worker {worker.worker_id} has died; retry is safe")
         request_id = next(self._request_ids)
-        future: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
+        frame = encode_frame(Frame(request_id, encode(request), payload))
+        future: Waiter = asyncio.get_running_loop().create_future()
         worker.pending[request_id] = (future, model)
-        worker.writer.write(encode(Frame({**header, "id": request_id}, payload)))
-        reply = await future
-        if not reply.header["ok"]:
-            raise error_from_record(reply.header["type"], reply.header["message"])
-        return reply
+        worker.writer.write(frame)
+        reply, body = await future
+        if isinstance(reply, Failed):
+            raise reply.failure.rebuild()
+        if not isinstance(reply, expect):
+            raise ModelhostError(f"worker {worker.worker_id} answered {reply!r} to {request!r}")
+        return reply, body
 
     async def shutdown(self) -> None:
         self._closing = True

@@ -1,9 +1,9 @@
-"""Frames between the frontend and its workers: a small JSON header plus raw payload bytes.
+"""Frames between the frontend and its workers: a request id, a small header, then raw payload.
 
-A frame is ``!II`` (header length, payload length), the header as UTF-8 JSON, then the payload.
-Request bodies and replies travel as payload, so neither side re-encodes them. Headers are
-encoded with orjson: a frame's header is written and read once on each side per batch, and the
-standard library's json costs several times more there (docs/decisions.md).
+A frame is ``!QII`` (request id, header length, payload length), the header (a message of
+`workers.messages`, as MessagePack), then the payload. Request bodies and replies travel as
+payload, so neither side re-encodes them. The header is capped on both sides: the sender refuses
+to write a frame the reader would take for a broken peer.
 """
 
 from __future__ import annotations
@@ -12,40 +12,49 @@ import asyncio
 import socket
 import struct
 from dataclasses import dataclass, field
-from typing import Any
 
-import orjson
+from modelhost.errors import HeaderTooLarge
 
-PREFIX = struct.Struct("!II")
+PREFIX = struct.Struct("!QII")
 MAX_HEADER_BYTES = 1 << 20
 
 
 @dataclass
 class Frame:
-    header: dict[str, Any]
+    request_id: int
+    header: bytes
     payload: bytes = field(default=b"")
 
 
 def encode(frame: Frame) -> bytes:
-    header = orjson.dumps(frame.header)
-    return PREFIX.pack(len(header), len(frame.payload)) + header + frame.payload
+    """The frame's bytes; refused when its header is over the cap the reader enforces."""
+    if len(frame.header) > MAX_HEADER_BYTES:
+        raise HeaderTooLarge(
+            f"the request's headers and parameters take {len(frame.header)} bytes on the way "
+            f"to the worker, over the cap of {MAX_HEADER_BYTES}; send shorter values"
+        )
+    return (
+        PREFIX.pack(frame.request_id, len(frame.header), len(frame.payload))
+        + frame.header
+        + frame.payload
+    )
 
 
-def _lengths(prefix: bytes) -> tuple[int, int]:
-    header_len, payload_len = PREFIX.unpack(prefix)
+def _lengths(prefix: bytes) -> tuple[int, int, int]:
+    request_id, header_len, payload_len = PREFIX.unpack(prefix)
     if header_len > MAX_HEADER_BYTES:
         raise ConnectionError(
             f"frame header of {header_len} bytes: the peer is not speaking modelhost"
         )
-    return header_len, payload_len
+    return request_id, header_len, payload_len
 
 
 async def read_frame(reader: asyncio.StreamReader) -> Frame:
     """Read one frame; raises `asyncio.IncompleteReadError` when the peer has gone."""
-    header_len, payload_len = _lengths(await reader.readexactly(PREFIX.size))
-    header = orjson.loads(await reader.readexactly(header_len))
+    request_id, header_len, payload_len = _lengths(await reader.readexactly(PREFIX.size))
+    header = await reader.readexactly(header_len)
     payload = await reader.readexactly(payload_len) if payload_len else b""
-    return Frame(header, payload)
+    return Frame(request_id, header, payload)
 
 
 class FrameReader:
@@ -70,17 +79,19 @@ class FrameReader:
     def _missing(self) -> int:
         if len(self.buffer) < PREFIX.size:
             return PREFIX.size
-        header_len, payload_len = _lengths(bytes(self.buffer[: PREFIX.size]))
+        _, header_len, payload_len = _lengths(bytes(self.buffer[: PREFIX.size]))
         return PREFIX.size + header_len + payload_len - len(self.buffer)
 
     def _take(self) -> Frame | None:
         if len(self.buffer) < PREFIX.size:
             return None
-        header_len, payload_len = _lengths(bytes(self.buffer[: PREFIX.size]))
-        end = PREFIX.size + header_len + payload_len
+        request_id, header_len, payload_len = _lengths(bytes(self.buffer[: PREFIX.size]))
+        body = PREFIX.size + header_len
+        end = body + payload_len
         if len(self.buffer) < end:
             return None
-        header = orjson.loads(self.buffer[PREFIX.size : PREFIX.size + header_len])
-        payload = bytes(self.buffer[PREFIX.size + header_len : end])
+        frame = Frame(
+            request_id, bytes(self.buffer[PREFIX.size : body]), bytes(self.buffer[body:end])
+        )
         del self.buffer[:end]
-        return Frame(header, payload)
+        return frame

@@ -13,12 +13,30 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from modelhost.errors import ModelNotLoaded
 from modelhost.observe.memory import pss_bytes, return_memory_to_os
 from modelhost.workers.handlers.base import Handler, InferReply, InferRequest
-from modelhost.workers.wire import Frame, FrameReader, encode
+from modelhost.workers.messages import (
+    Answer,
+    Answered,
+    Failed,
+    Failure,
+    Hello,
+    Infer,
+    Item,
+    Load,
+    Loaded,
+    Reply,
+    Request,
+    Unload,
+    Unloaded,
+    decode_request,
+    encode,
+)
+from modelhost.workers.wire import Frame, FrameReader
+from modelhost.workers.wire import encode as encode_frame
 
 if TYPE_CHECKING:
     from modelhost.workers.handlers.select import LoadSpec
@@ -36,121 +54,104 @@ class Worker:
         self._inference = ThreadPoolExecutor(threads, "infer") if threads > 1 else None
 
     def main_loop(self) -> None:
-        self.send(
-            {"op": "hello", "worker_id": self.worker_id, "pid": os.getpid(), "pss": pss_bytes()}
-        )
-        routes = {
-            "infer": (self._inference, self.infer),
-            "load": (self._loader, self.load),
-            "unload": (self._loader, self.unload),
-        }
+        self.send(0, Hello(self.worker_id, os.getpid(), pss_bytes()))
         frames = FrameReader(self.sock)
         while True:
             try:
                 frame = frames.read()
             except (EOFError, ConnectionError, OSError):
                 return  # the frontend has gone: so do we
-            executor, method = routes[frame.header["op"]]
+            request = decode_request(frame.header)
+            executor = self._inference if isinstance(request, Infer) else self._loader
             if executor is None:
-                self._answer(method, frame)
+                self._answer(frame, request)
             else:
-                executor.submit(self._answer, method, frame)
+                executor.submit(self._answer, frame, request)
 
-    def _answer(self, method: Any, frame: Frame) -> None:
-        request_id = frame.header["id"]
+    def _answer(self, frame: Frame, request: Request) -> None:
         try:
-            header, payload = method(frame)
+            reply, payload = self._serve(request, frame.payload)
         except BaseException as error:  # every failure goes back as data, never as a pickle
-            header, payload = (
-                {"ok": False, "type": type(error).__name__, "message": str(error)},
-                b"",
-            )
-        else:
-            header["ok"] = True
-        header["id"] = request_id
-        self.send(header, payload)
+            reply, payload = Failed(Failure.of(error)), b""
+        self.send(frame.request_id, reply, payload)
 
-    def send(self, header: dict[str, Any], payload: bytes = b"") -> None:
-        data = encode(Frame(header, payload))
+    def _serve(self, request: Request, payload: bytes) -> tuple[Reply, bytes]:
+        if isinstance(request, Infer):
+            return self.infer(request, payload)
+        if isinstance(request, Load):
+            return self.load(request), b""
+        return self.unload(request), b""
+
+    def send(self, request_id: int, reply: Reply, payload: bytes = b"") -> None:
+        data = encode_frame(Frame(request_id, encode(reply), payload))
         with self._send_lock:
             self.sock.sendall(data)
 
-    def load(self, frame: Frame) -> tuple[dict[str, Any], bytes]:
+    def load(self, request: Load) -> Loaded:
         """Load (then warm up) a model; the manifest's handler, model file and warm-up samples
-        come in the frame, paths relative to its `root`."""
+        come in the request, paths relative to its `root`."""
         from modelhost.workers.handlers import load_handler
         from modelhost.workers.warmup import warm_up
 
-        header, name = frame.header, frame.header["model"]
-        artifact = Path(header["path"])
-        root = Path(header.get("root") or artifact)
+        artifact = Path(request.path)
+        root = Path(request.root or artifact)
         before, started = pss_bytes(), time.perf_counter()
-        handler = load_handler(artifact, name, self._load_spec(header, root))
-        warm_up(handler, name, root, header.get("warmup", ()))
-        self.models[name] = handler
+        handler = load_handler(artifact, request.model, self._load_spec(request, root))
+        warm_up(handler, request.model, root, request.warmup)
+        self.models[request.model] = handler
         load_ms = (time.perf_counter() - started) * 1000
         after = pss_bytes()
-        footprint = max(0, after - before)
-        return {
-            "footprint": footprint,
-            "load_ms": load_ms,
-            "pss": after,
-            "batches": handler.batches,
-        }, b""
+        return Loaded(max(0, after - before), load_ms, after, handler.batches)
 
-    def _load_spec(self, header: dict[str, Any], root: Path) -> LoadSpec:
+    def _load_spec(self, request: Load, root: Path) -> LoadSpec:
         from modelhost.workers.handlers.select import LoadSpec
 
-        return LoadSpec(header.get("handler"), header.get("model_file"), root, self.threads)
+        return LoadSpec(request.handler, request.model_file, root, self.threads)
 
-    def unload(self, frame: Frame) -> tuple[dict[str, Any], bytes]:
-        name = frame.header["model"]
+    def unload(self, request: Unload) -> Unloaded:
         before = pss_bytes()
-        handler = self.models.pop(name, None)
+        handler = self.models.pop(request.model, None)
         if handler is None:
-            raise ModelNotLoaded(f"model {name} is not loaded in worker {self.worker_id}")
+            raise ModelNotLoaded(f"model {request.model} is not loaded in worker {self.worker_id}")
         handler.close()
         del handler
         return_memory_to_os()
         after = pss_bytes()
-        return {"freed": max(0, before - after), "pss": after}, b""
+        return Unloaded(max(0, before - after), after)
 
-    def infer(self, frame: Frame) -> tuple[dict[str, Any], bytes]:
+    def infer(self, request: Infer, payload: bytes) -> tuple[Answered, bytes]:
         """Answer a batch: one request per item, their bodies back to back in the payload."""
-        header = frame.header
-        handler = self.models.get(header["model"])
+        handler = self.models.get(request.model)
         if handler is None:
-            raise ModelNotLoaded(
-                f"model {header['model']} is not loaded in worker {self.worker_id}"
-            )
-        requests = list(split_requests(header["items"], frame.payload))
+            raise ModelNotLoaded(f"model {request.model} is not loaded in worker {self.worker_id}")
+        requests = list(split_requests(request.items, payload))
         started = time.perf_counter()
         replies = handler.infer_batch(requests)
         infer_ms = (time.perf_counter() - started) * 1000
-        items, bodies = answer_items(replies)
-        return {"items": items, "infer_ms": infer_ms}, b"".join(bodies)
+        answers, bodies = answers_of(replies)
+        return Answered(answers, infer_ms), b"".join(bodies)
 
 
-def split_requests(items: list[dict[str, Any]], payload: bytes) -> Iterator[InferRequest]:
+def split_requests(items: tuple[Item, ...], payload: bytes) -> Iterator[InferRequest]:
     view, offset = memoryview(payload), 0
     for item in items:
-        end = offset + item["size"]
+        end = offset + item.size
         body = bytes(view[offset:end])
         offset = end
-        yield InferRequest(body, item["content_type"], item["accept"], item["params"])
+        yield InferRequest(body, item.content_type, item.accept, item.params)
 
 
-def answer_items(replies: list[InferReply | Exception]) -> tuple[list[dict[str, Any]], list[bytes]]:
-    """Per-request records (errors as data, never pickles) and the reply bodies in order."""
-    items: list[dict[str, Any]] = []
+def answers_of(replies: list[InferReply | Exception]) -> tuple[tuple[Answer, ...], list[bytes]]:
+    """Per-request answers (errors as data, never pickles) and the reply bodies in order."""
+    answers: list[Answer] = []
     bodies: list[bytes] = []
     for reply in replies:
         if isinstance(reply, InferReply):
-            items.append({"ok": True, "content_type": reply.content_type, "size": len(reply.body)})
+            answers.append(Answer(reply.content_type, len(reply.body)))
             bodies.append(reply.body)
         else:
-            items.append({"ok": False, "type": type(reply).__name__, "message": str(reply)})
-    return items, bodies
+            answers.append(Answer(failure=Failure.of(reply)))
+    return tuple(answers), bodies
 
 
 def run(socket_path: str, worker_id: int, threads: int) -> None:

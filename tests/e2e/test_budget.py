@@ -71,7 +71,7 @@ def test_cycling_more_models_than_fit_never_exceeds_the_budget(
                 assert response.status_code == 200, response.text
     finally:
         sampler.stop()
-    assert sampler.samples > 50
+    assert sampler.samples >= 2 * FORESTS  # at least one sample per load, on a busy machine too
     assert sampler.peak_bytes <= budget, f"peak {sampler.peak_bytes} over budget {budget}"
     models = httpx.get(f"{small_server.url}/models").json()["models"]
     evictions = [e for m in models for e in m["events"] if e["kind"] == "evict"]

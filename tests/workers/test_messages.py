@@ -1,0 +1,67 @@
+"""Worker messages decode to what was encoded, and failures come back as the right exception."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from modelhost import errors
+from modelhost.errors import HandlerError, ModelNotLoaded
+from modelhost.workers.messages import (
+    Answer,
+    Answered,
+    Failed,
+    Failure,
+    Infer,
+    Item,
+    Load,
+    Loaded,
+    Unload,
+    decode_reply,
+    decode_request,
+    encode,
+)
+
+texts = st.text(max_size=30)
+items = st.builds(Item, texts, texts, st.dictionaries(texts, texts, max_size=3), st.integers(0, 2**63))
+requests = st.one_of(
+    st.builds(Load, texts, texts, st.none() | texts, st.none() | texts, st.none() | texts),
+    st.builds(Unload, texts),
+    st.builds(Infer, texts, st.lists(items, max_size=4).map(tuple)),
+)
+
+
+@given(requests)
+def test_a_request_decodes_to_what_was_sent(request: Load | Unload | Infer) -> None:
+    assert decode_request(encode(request)) == request
+
+
+def test_a_reply_decodes_to_its_own_type() -> None:
+    answered = Answered((Answer("application/json", 3), Answer(failure=Failure("x.E", "m"))), 1.5)
+    assert decode_reply(encode(answered)) == answered
+    assert decode_reply(encode(Loaded(10, 2.0, 30, batches=True))) == Loaded(10, 2.0, 30, True)
+
+
+def test_a_reply_where_a_request_belongs_is_refused() -> None:
+    with pytest.raises(msgspec.ValidationError):
+        decode_request(encode(Loaded(1, 1.0, 1, batches=False)))
+
+
+def test_modelhost_errors_come_back_as_themselves() -> None:
+    failure = decode_reply(encode(Failed(Failure.of(ModelNotLoaded("m is not loaded")))))
+    assert isinstance(failure, Failed)
+    error = failure.failure.rebuild()
+    assert type(error) is ModelNotLoaded and str(error) == "m is not loaded"
+
+
+def test_a_users_exception_named_like_ours_is_a_handler_error() -> None:
+    """Rebuilt by its full path: a handler's own `QueueFull` must not turn into a 429."""
+
+    class QueueFull(Exception):  # noqa: N818 - named like modelhost's on purpose
+        pass
+
+    error = Failure.of(QueueFull("my queue")).rebuild()
+    assert type(error) is HandlerError and str(error) == "QueueFull: my queue"
+    assert type(Failure.of(errors.QueueFull("full")).rebuild()) is errors.QueueFull
