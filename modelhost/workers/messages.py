@@ -125,8 +125,8 @@ Request = Load | Unload | Infer
 Reply = Hello | Loaded | Unloaded | Answered | Failed
 
 _encoder = msgspec.msgpack.Encoder()
-_requests = msgspec.msgpack.Decoder(Request)
-_replies = msgspec.msgpack.Decoder(Reply)
+_requests: msgspec.msgpack.Decoder[Request] = msgspec.msgpack.Decoder(Request)
+_replies: msgspec.msgpack.Decoder[Reply] = msgspec.msgpack.Decoder(Reply)
 
 
 def encode(message: Message) -> bytes:
