@@ -152,7 +152,7 @@ def _sklearn(folder: Path) -> Path:
     from sklearn.ensemble import RandomForestClassifier
 
     forest = RandomForestClassifier(n_estimators=100, max_depth=8, random_state=0).fit(*_digits())
-    return testing._dump(forest, folder / "forest.joblib")
+    return testing.dump(forest, folder / "forest.joblib")
 
 
 def _xgboost(folder: Path) -> Path:

@@ -21,24 +21,24 @@ from modelhost.cache.download import DownloadPolicy
 from modelhost.cache.memory import MemoryTier
 from modelhost.cache.policy import policy_named
 from modelhost.cache.stores import Stores, StoreSettings
-from modelhost.config import Config, format_bytes, parse_size
+from modelhost.config import Config
 from modelhost.errors import ConfigError, ModelhostError
 from modelhost.host import ModelHost
+from modelhost.host.upkeep import upkeep
 from modelhost.http.app import build_app
 from modelhost.http.last_resort import Unhandled
 from modelhost.http.routes import HttpSettings, Routes
 from modelhost.http.torchserve import build_management_app
-from modelhost.observe.events import EventLog
-from modelhost.observe.memory import server_pss_bytes
 from modelhost.observe.observer import Observer
+from modelhost.records.events import EventLog
+from modelhost.records.memory import server_pss_bytes
 from modelhost.resources import free_disk_bytes, usable_cores, usable_memory_bytes
 from modelhost.scheduler import SchedulerSettings
+from modelhost.units import format_bytes, parse_size
 from modelhost.workers.pool import WorkerPool
 
 logger = logging.getLogger("modelhost")
 
-MEMORY_WATCH_INTERVAL_S = 1.0
-REPLICA_WATCH_INTERVAL_S = 1.0
 SETTLE_S = 0.3
 
 
@@ -199,17 +199,13 @@ async def started_host(config: Config, run_dir: Path) -> AsyncIterator[ModelHost
         await pool.shutdown()
         await stores.close()
         raise
-    watchers = [asyncio.ensure_future(watch(host)) for watch in (watch_memory, watch_replicas)]
-    if config.idle_unload_s:
-        watchers.append(asyncio.ensure_future(watch_idle(host, config.idle_unload_s)))
     try:
-        yield host
+        async with upkeep(host, config.idle_unload_s):
+            yield host
     finally:
-        host.closing = True
-        for watcher in watchers:
-            watcher.cancel()
+        host.close()
         await pool.shutdown()
-        await host.disk.stores.close()
+        await stores.close()
 
 
 def build_host(
@@ -275,28 +271,6 @@ async def idle_pss(pool: WorkerPool) -> int:
     return server_pss_bytes(pool.pids())
 
 
-async def watch_memory(host: ModelHost) -> None:
-    """Follow the server's real PSS: fold drift into the baseline, evict if over budget."""
-    while True:
-        await asyncio.sleep(MEMORY_WATCH_INTERVAL_S)
-        host.memory.observe(host.pss_bytes())
-        await host.relieve_pressure()
-
-
-async def watch_replicas(host: ModelHost) -> None:
-    """Let go of the extra workers of models that no longer need them."""
-    while True:
-        await asyncio.sleep(REPLICA_WATCH_INTERVAL_S)
-        await host.scale_in()
-
-
-async def watch_idle(host: ModelHost, idle_s: float) -> None:
-    """Unload models unused for `idle_s`, checking a few times within each such span."""
-    while True:
-        await asyncio.sleep(min(MEMORY_WATCH_INTERVAL_S, idle_s / 4))
-        await host.unload_idle(idle_s)
-
-
 async def preload(host: ModelHost, config: Config) -> None:
     """Load pinned models and the configured start-up list; a failure is logged, not fatal."""
     for name in (*config.pinned_models, *await preload_names(host, config.load_models)):
@@ -312,7 +286,7 @@ async def preload_names(host: ModelHost, load_models: tuple[str, ...]) -> list[s
     for entry in load_models:
         name, _, source = entry.partition("=")
         if source:
-            host.sources[name] = stores.normalize(source)
+            host.add_source(name, stores.normalize(source))
         try:
             names.extend(await stores.default.list_keys() if name == "ALL" else [name])
         except ModelhostError as error:

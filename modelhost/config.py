@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from modelhost.errors import ConfigError
+from modelhost.units import parse_size
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -246,12 +247,6 @@ _PRELOAD_NOTICE = "is always on here: workers fork from a template that has impo
 _PROPS_NOTICES = {"preload_model": _PRELOAD_NOTICE}
 _BOOL_WORDS = {"true": True, "1": True, "yes": True, "on": True}
 _BOOL_WORDS |= {"false": False, "0": False, "no": False, "off": False}
-_SIZE_RE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([A-Za-z]*|%)\s*")
-_SIZE_UNITS: dict[str, int] = {"": 1, "b": 1} | {
-    letter + suffix: (1000 if suffix == "b" else 1024) ** power
-    for power, letter in enumerate("kmgtp", start=1)
-    for suffix in ("", "i", "ib", "b")
-}
 _ANY_WHOLE_BYTES = 1 << 50  # checks a percentage's syntax when the whole is not known yet
 
 Layer = dict[str, tuple[object, str]]  # field name -> (value as given, where it was given)
@@ -259,37 +254,6 @@ Layer = dict[str, tuple[object, str]]  # field name -> (value as given, where it
 
 class _Expected(Exception):
     """A value of the wrong shape; the message says what was expected."""
-
-
-def parse_size(text: str, whole_bytes: int | None = None) -> int:
-    """Bytes in a size such as "600MiB", "4GiB", "1.5G", "1000000" or "80%" (of `whole_bytes`).
-
-    Units are case-insensitive. KB, MB, GB, TB, PB are decimal (1000**n); KiB, MiB, GiB, TiB,
-    PiB, the Kubernetes forms Ki, Mi, Gi, and the bare K, M, G, T, P are binary (1024**n), as in
-    Docker. A bare number or B is bytes. A percentage needs `whole_bytes` and is at most 100%.
-    """
-    match = _SIZE_RE.fullmatch(text)
-    unit = match.group(2).lower() if match else ""
-    if match is None or (unit != "%" and unit not in _SIZE_UNITS):
-        raise ConfigError(f"{text!r} is not a size; expected e.g. 600MiB, 4GiB, 1.5G or 1000000")
-    number = float(match.group(1))
-    if unit != "%":
-        return round(number * _SIZE_UNITS[unit])
-    if whole_bytes is None:
-        raise ConfigError(f"{text!r}: a percentage is not allowed here; give a size such as 4GiB")
-    if number > 100:
-        raise ConfigError(f"{text!r}: a percentage must be at most 100%")
-    return math.floor(number / 100 * whole_bytes)
-
-
-def format_bytes(n: int) -> str:
-    """A byte count for people: "512 B", "600.0 MiB", "1.2 GiB"."""
-    if abs(n) < 1024:
-        return f"{n} B"
-    for power, unit in enumerate(("KiB", "MiB", "GiB", "TiB"), start=1):
-        if abs(n) < 1024 ** (power + 1):
-            return f"{n / 1024**power:.1f} {unit}"
-    return f"{n / 1024**5:.1f} PiB"
 
 
 def env_name(field_name: str) -> str:

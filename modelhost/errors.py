@@ -153,4 +153,3 @@ class StoreUnavailable(StoreError):
 
 class StoreTimeout(StoreError):
     pass
-

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from modelhost.config import parse_size
 from modelhost.errors import ConfigError, ModelLoadError
+from modelhost.units import parse_size
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -54,6 +54,7 @@ class ManualClock:
 @dataclass(eq=False)
 class FakeWorker:
     worker_id: int
+    pid: int = 0
     alive: bool = True
     pending: dict[int, Any] = field(default_factory=dict)
     models: set[str] = field(default_factory=set)
@@ -150,6 +151,7 @@ class FakeDisk:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.artifacts: dict[str, Artifact] = {}
+        self.budget_bytes = 1 << 40
         self.in_use: Any = None
         self.stores = type("Stores", (), {"url_of": staticmethod(lambda name: f"file:///{name}")})
 
@@ -158,6 +160,10 @@ class FakeDisk:
         path.touch()
         self.artifacts[name] = Artifact(name, path, ARTIFACT_BYTES)
         return Materialized(self.artifacts[name])
+
+    @property
+    def used_bytes(self) -> int:
+        return sum(artifact.bytes for artifact in self.artifacts.values())
 
     def revalidation_due(self, name: str) -> bool:
         return False
@@ -186,8 +192,8 @@ class Interleavings(RuleBasedStateMachine):
             deadline_s=1e9,
             clock=self.clock,
             scheduling=scheduling,
+            pss_bytes=lambda: sum(r.bytes for r in self.memory),
         )
-        self.host.pss_bytes = lambda: sum(r.bytes for r in self.memory)  # type: ignore[method-assign]
         self.requests: list[asyncio.Task[Any]] = []
         self.chores: list[asyncio.Task[Any]] = []
 

@@ -31,9 +31,9 @@ from modelhost.cache.download import DownloadPolicy, download
 from modelhost.cache.stores import ObjectInfo, Store, Stores
 from modelhost.cache.stores.base import is_disk_full
 from modelhost.cache.unpack import is_archive, unpack_archive
-from modelhost.config import format_bytes
 from modelhost.errors import InsufficientDisk, ModelNotFound, StoreError
-from modelhost.observe.events import EventLog
+from modelhost.records.events import EventLog
+from modelhost.units import format_bytes
 
 ENTRY_FILE = "modelhost-entry.json"
 UNPACK_STEP_BYTES = 32 * 2**20  # room is made for an unpacking archive this much at a time

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from modelhost.cache.stores import ObjectInfo, Store
-from modelhost.config import format_bytes
 from modelhost.errors import StoreTimeout, StoreUnavailable
+from modelhost.units import format_bytes
 
 WATCH_TICK_S = 0.25
 

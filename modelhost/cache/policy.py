@@ -37,6 +37,8 @@ T = TypeVar("T", bound=Sized)
 
 
 class EvictionPolicy(Protocol):
+    name: str  # as --eviction-policy spells it, and as eviction events give their reason
+
     def touched(self, item: Sized) -> None:
         """`item` was just loaded or served a request."""
 

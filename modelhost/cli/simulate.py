@@ -80,7 +80,6 @@ def simulate(
     optimum; the budget for --target."""
     from rich.console import Console
 
-    from modelhost.config import parse_size
     from modelhost.toolkit.report.terminal import table
     from modelhost.toolkit.simulate.run import (
         default_budgets,
@@ -91,6 +90,7 @@ def simulate(
         write_simulate,
     )
     from modelhost.toolkit.simulate.trace import read_access_log
+    from modelhost.units import parse_size
 
     console = Console()
     try:

@@ -18,7 +18,6 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute
 from starlette.types import Receive, Scope, Send
 
-from modelhost.config import format_bytes
 from modelhost.errors import BadRequestBody, ModelhostError, PayloadTooLarge
 from modelhost.host import Invocation, ModelHost, Result
 from modelhost.http.errors import error_response, status_of
@@ -26,6 +25,7 @@ from modelhost.http.params import check_headers, check_param, check_query
 from modelhost.names import model_name
 from modelhost.observe.exchange import Exchange
 from modelhost.observe.observer import Observer
+from modelhost.units import format_bytes
 
 TARGET_MODEL_HEADER = "x-amzn-sagemaker-target-model"
 CUSTOM_ATTRIBUTES_HEADER = "x-amzn-sagemaker-custom-attributes"

@@ -15,8 +15,8 @@ from starlette.routing import Route
 from modelhost.errors import BadRequestBody
 from modelhost.http.params import is_whole_number
 from modelhost.names import echo
-from modelhost.observe.events import Event
 from modelhost.observe.observer import Observer
+from modelhost.records.events import Event
 
 RECONNECT_MS = 1000
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}

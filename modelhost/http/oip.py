@@ -171,8 +171,7 @@ class OipRoutes:
         return json_object(body) if body.strip() else {}
 
     def _state(self, name: str) -> State | None:
-        resident = self.host.memory.get(name)
-        return resident.state if resident else None
+        return self.host.state_of(name)
 
     def _entry(self, name: str) -> dict[str, str]:
         state = self._state(name)

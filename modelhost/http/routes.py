@@ -14,7 +14,6 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from modelhost.config import format_bytes
 from modelhost.errors import (
     BadRequestBody,
     Forbidden,
@@ -25,7 +24,9 @@ from modelhost.host import ModelHost
 from modelhost.http.invocations import read_within
 from modelhost.http.params import check_param, is_whole_number
 from modelhost.names import echo, model_name
+from modelhost.observe.describe import describe_host, model_description
 from modelhost.observe.usage import ModelUsage
+from modelhost.units import format_bytes
 
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1000
@@ -64,7 +65,7 @@ class Routes:
         return json_object(await self.read_body(request))
 
     async def stats(self, request: Request) -> Response:
-        return JSONResponse(self.host.stats())
+        return JSONResponse(describe_host(self.host.statistics()))
 
     # management -------------------------------------------------------------------------
 
@@ -118,7 +119,8 @@ class Routes:
         )
 
     def describe(self, name: str) -> dict[str, Any]:
-        return {**self.host.describe(name), "counters": self.usage.for_model(name)}
+        description = model_description(self.host.model_statistics(name))
+        return {**description, "counters": self.usage.for_model(name)}
 
     def authorize(self, request: Request) -> None:
         """Loopback callers may manage models; others only with the configured bearer token."""

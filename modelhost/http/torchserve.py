@@ -26,6 +26,8 @@ from modelhost.http.openapi import OpenApiRoute
 from modelhost.http.params import check_param, is_whole_number
 from modelhost.http.routes import Routes, model_in_path, page_size
 from modelhost.names import echo, model_name
+from modelhost.observe.describe import iso_time
+from modelhost.records.statistics import ModelStatistics
 
 MODEL_VERSION = "1.0"
 ARCHIVE_SUFFIXES = (".mar", ".tar.gz", ".tgz", ".tar", ".zip")
@@ -105,8 +107,7 @@ class TorchServeManagement:
     async def describe(self, request: Request) -> Response:
         """A list of one description, as TorchServe answers for a model's versions."""
         name = self._registered(request)
-        facts = self.host.describe(name)
-        return JSONResponse([describe(facts)])
+        return JSONResponse([describe(self.host.model_statistics(name))])
 
     async def unregister(self, request: Request) -> Response:
         self.http.authorize(request)
@@ -130,23 +131,24 @@ class TorchServeManagement:
             await self.host.ensure_loaded(name)
 
 
-def describe(facts: dict[str, Any]) -> dict[str, Any]:
-    """TorchServe's description of a model, from `ModelHost.describe`."""
+def describe(model: ModelStatistics) -> dict[str, Any]:
+    """TorchServe's description of a model, from the host's statistics of it."""
+    started = iso_time(model.loaded_at)
     workers = [
         {
-            "id": str(worker["id"]),
-            "startTime": facts["loadedAt"],
-            "status": "READY" if facts["state"] == "loaded" else "LOADING",
-            "memoryUsage": facts["memoryBytes"],
-            "pid": worker["pid"],
+            "id": str(worker.worker_id),
+            "startTime": started,
+            "status": "READY" if model.state == "loaded" else "LOADING",
+            "memoryUsage": model.memory_bytes,
+            "pid": worker.pid,
             "gpu": False,
         }
-        for worker in facts["workers"]
+        for worker in model.workers
     ]
     return {
-        "modelName": facts["modelName"],
+        "modelName": model.name,
         "modelVersion": MODEL_VERSION,
-        "modelUrl": facts["modelUrl"],
+        "modelUrl": model.url,
         "runtime": "python",
         "minWorkers": len(workers),
         "maxWorkers": len(workers),

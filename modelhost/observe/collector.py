@@ -10,7 +10,12 @@ import psutil
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from modelhost.cache.memory import Resident, State
+from modelhost.records.statistics import (
+    BatchingStatistics,
+    DiskStatistics,
+    MemoryStatistics,
+    WorkerStatistics,
+)
 
 if TYPE_CHECKING:
     from modelhost.host import ModelHost
@@ -28,19 +33,19 @@ class HostCollector(Collector):
         self.model_series = model_series
 
     def collect(self) -> Iterator[Metric]:
-        yield from self._memory()
-        yield from self._disk()
-        yield from self._models()
-        yield from self._workers()
-        yield from self._batching()
+        stats = self.host.statistics()  # one reading for the whole scrape
+        yield from self._memory(stats.memory)
+        yield from self._disk(stats.disk)
+        yield from self._models(stats.memory)
+        yield from self._workers(stats.workers)
+        yield from self._batching(stats.batching)
 
-    def _memory(self) -> Iterator[Metric]:
-        m = self.host.memory
+    def _memory(self, m: MemoryStatistics) -> Iterator[Metric]:
         yield _gauge("modelhost_memory_budget_bytes", "The memory budget", m.budget_bytes)
         yield _gauge(
             "modelhost_memory_used_bytes",
             "The whole server's memory as PSS: frontend, template and workers",
-            self.host.pss_bytes(),
+            m.pss_bytes,
         )
         yield _gauge(
             "modelhost_memory_committed_bytes",
@@ -53,37 +58,34 @@ class HostCollector(Collector):
             m.baseline_bytes,
         )
 
-    def _disk(self) -> Iterator[Metric]:
-        d = self.host.disk
+    def _disk(self, d: DiskStatistics) -> Iterator[Metric]:
         yield _gauge("modelhost_disk_budget_bytes", "The disk tier's budget", d.budget_bytes)
         yield _gauge("modelhost_disk_used_bytes", "Bytes the disk tier holds", d.used_bytes)
 
-    def _models(self) -> Iterator[Metric]:
+    def _models(self, m: MemoryStatistics) -> Iterator[Metric]:
         states = GaugeMetricFamily(
             "modelhost_models",
             "Models in memory by state; loaded is SageMaker's LoadedModelCount",
             labels=["state"],
         )
-        residents = list(self.host.memory)
-        for state in State:
-            states.add_metric([state.value], sum(r.state is state for r in residents))
+        for state, count in m.models.items():
+            states.add_metric([state], count)
         yield states
         if self.model_series:
-            yield self._footprints([r for r in residents if r.state is State.LOADED])
+            yield self._footprints(m.footprints)
 
-    def _footprints(self, loaded: list[Resident]) -> Metric:
+    def _footprints(self, footprints: dict[str, int]) -> Metric:
         family = GaugeMetricFamily(
             "modelhost_model_memory_bytes",
             "Memory footprint of each loaded model (the largest ones, up to the configured cap)",
             labels=["model"],
         )
-        largest = sorted(loaded, key=lambda r: -r.bytes)[: self.model_series]
-        for resident in largest:
-            family.add_metric([resident.name], resident.bytes)
+        largest = sorted(footprints.items(), key=lambda item: -item[1])[: self.model_series]
+        for name, footprint in largest:
+            family.add_metric([name], footprint)
         return family
 
-    def _workers(self) -> Iterator[Metric]:
-        workers = list(self.host.pool.workers.values())
+    def _workers(self, workers: tuple[WorkerStatistics, ...]) -> Iterator[Metric]:
         yield _gauge("modelhost_workers", "Worker processes alive", len(workers))
         in_flight = GaugeMetricFamily(
             "modelhost_worker_requests_in_flight",
@@ -96,13 +98,12 @@ class HostCollector(Collector):
             labels=["worker"],
         )
         for worker in workers:
-            in_flight.add_metric([str(worker.worker_id)], len(worker.pending))
+            in_flight.add_metric([str(worker.worker_id)], worker.in_flight)
             cpu.add_metric([str(worker.worker_id)], _cpu_seconds(worker.pid))
         yield in_flight
         yield cpu
 
-    def _batching(self) -> Iterator[Metric]:
-        stats = self.host.batching
+    def _batching(self, stats: BatchingStatistics) -> Iterator[Metric]:
         yield CounterMetricFamily(
             "modelhost_batches",
             "Batches sent to workers (requests per batch: the ratio of "

@@ -1,19 +1,15 @@
-"""What GET /models and GET /models/{model} say about a model."""
+"""What GET /models and GET /models/{model} say about a model: its statistics as JSON."""
 
 from __future__ import annotations
 
-import time
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from modelhost.cache.memory import State
-from modelhost.observe.events import Event
-
-if TYPE_CHECKING:
-    from modelhost.host import ModelHost
+from modelhost.records.events import Event
+from modelhost.records.statistics import HostStatistics, ModelStatistics, WorkerStatistics
 
 
-def _iso(epoch_s: float | None) -> str | None:
+def iso_time(epoch_s: float | None) -> str | None:
     if not epoch_s:
         return None
     return datetime.fromtimestamp(epoch_s, timezone.utc).isoformat(timespec="milliseconds")
@@ -21,34 +17,44 @@ def _iso(epoch_s: float | None) -> str | None:
 
 def _event(event: Event) -> dict[str, Any]:
     record = {k: v for k, v in vars(event).items() if v not in (None, {}, "")}
-    record["time"] = _iso(event.time)
+    record["time"] = iso_time(event.time)
     return record
 
 
-def describe_model(host: ModelHost, name: str) -> dict[str, Any]:
-    resident = host.memory.get(name)
-    artifact = host.disk.artifacts.get(name)
-    workers = [host.pool.workers.get(w) for w in (resident.workers if resident else [])]
-    dispatcher = host.dispatchers.get(name)
-    state = resident.state.value if resident else "on_disk" if artifact else "remote"
-    last_used = (
-        (time.time() - (host.clock() - resident.last_used))
-        if resident
-        else (artifact.last_used if artifact else None)
-    )
+def model_description(model: ModelStatistics) -> dict[str, Any]:
     return {
-        "modelName": name,
-        "modelUrl": host.source_of(name),
-        "state": state,
-        "memoryBytes": resident.bytes if resident and resident.state is State.LOADED else 0,
-        "diskBytes": artifact.bytes if artifact else 0,
-        "workers": [{"id": w.worker_id, "pid": w.pid} for w in workers if w is not None],
-        "queued": len(dispatcher.queue) if dispatcher else 0,
-        "pinned": bool(resident and resident.pinned) or name in host.pinned,
-        "hits": resident.hits if resident else 0,
-        "inFlight": resident.in_flight if resident else 0,
-        "lastUsed": _iso(last_used),
-        "loadedAt": _iso(resident.loaded_at) if resident else None,
-        "loadTimeMs": round(resident.load_ms, 2) if resident and resident.load_ms else None,
-        "events": [_event(event) for event in host.events.for_model(name)],
+        "modelName": model.name,
+        "modelUrl": model.url,
+        "state": model.state,
+        "memoryBytes": model.memory_bytes,
+        "diskBytes": model.disk_bytes,
+        "workers": [{"id": w.worker_id, "pid": w.pid} for w in model.workers],
+        "queued": model.queued,
+        "pinned": model.pinned,
+        "hits": model.hits,
+        "inFlight": model.in_flight,
+        "lastUsed": iso_time(model.last_used),
+        "loadedAt": iso_time(model.loaded_at),
+        "loadTimeMs": round(model.load_ms, 2) if model.load_ms else None,
+        "events": [_event(event) for event in model.events],
     }
+
+
+def describe_host(host: HostStatistics) -> dict[str, Any]:
+    """GET /stats: the budgets and what holds them, for operators and tests."""
+    memory = host.memory
+    return {
+        "memory": {
+            "budgetBytes": memory.budget_bytes,
+            "baselineBytes": memory.baseline_bytes,
+            "committedBytes": memory.committed_bytes,
+            "pssBytes": memory.pss_bytes,
+            "loadedModels": memory.models.get("loaded", 0),
+        },
+        "disk": {"budgetBytes": host.disk.budget_bytes, "usedBytes": host.disk.used_bytes},
+        "workers": [_worker(w) for w in host.workers],
+    }
+
+
+def _worker(worker: WorkerStatistics) -> dict[str, Any]:
+    return {"id": worker.worker_id, "pid": worker.pid, "inFlight": worker.in_flight}

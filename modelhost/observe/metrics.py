@@ -14,8 +14,8 @@ from typing import NamedTuple
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import generate_latest
 
-from modelhost.observe.events import Event
 from modelhost.observe.exchange import Exchange, error_reason
+from modelhost.records.events import Event
 
 # from a 1 ms cache hit to a two-minute download
 SECONDS_BUCKETS = (

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-from modelhost.observe.events import Event, EventLog
+from modelhost.records.events import Event, EventLog
 
 QUEUE_EVENTS = 1000
 HEARTBEAT_S = 15.0

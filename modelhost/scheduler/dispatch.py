@@ -37,10 +37,17 @@ class Replica:
 
 
 class Dispatcher:
-    def __init__(self, queue: BatchQueue[Any], send: Send, on_pressure: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        queue: BatchQueue[Any],
+        send: Send,
+        on_pressure: Callable[[], None],
+        slots_per_worker: int = 1,
+    ) -> None:
         self.queue = queue
         self.send = send
         self.on_pressure = on_pressure
+        self.slots_per_worker = slots_per_worker
         self.replicas: dict[int, Replica] = {}
         self.pressed_at = queue.clock()  # when requests last waited for a free slot
         self._timer: asyncio.TimerHandle | None = None
@@ -62,8 +69,9 @@ class Dispatcher:
         running_s = sum(now - max(start, now - window_s) for start in self._started.values())
         return (self._busy_s + running_s) / (window_s * len(self.replicas))
 
-    def add(self, worker: WorkerHandle, slots: int) -> None:
-        self.replicas[worker.worker_id] = Replica(worker, slots)
+    def add(self, worker: WorkerHandle, slots: int | None = None) -> None:
+        """A worker now holds the model: it runs up to `slots` batches of it at once."""
+        self.replicas[worker.worker_id] = Replica(worker, slots or self.slots_per_worker)
         self.pump()
 
     async def drain(self, replica: Replica) -> None:

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from modelhost.config import parse_size
 from modelhost.toolkit.bench import BenchRun, bench_summary, run_bench
 from modelhost.toolkit.loadgen import ProcessPlan
+from modelhost.units import parse_size
 
 Settings = dict[str, str]
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from modelhost.errors import ModelhostError, WorkerDied
-from modelhost.observe.events import EventLog
+from modelhost.records.events import EventLog
 from modelhost.workers.messages import Failed, Hello, Reply, Request, decode_reply, encode
 from modelhost.workers.wire import Frame, read_frame
 from modelhost.workers.wire import encode as encode_frame

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from modelhost.errors import ModelNotLoaded
-from modelhost.observe.memory import pss_bytes, return_memory_to_os
+from modelhost.records.memory import pss_bytes, return_memory_to_os
 from modelhost.workers.handlers.base import Handler, InferReply, InferRequest
 from modelhost.workers.messages import (
     Answer,

@@ -19,7 +19,7 @@ from modelhost.cache.download import DownloadPolicy
 from modelhost.cache.stores import Stores
 from modelhost.cache.stores.memory import MemoryStore
 from modelhost.errors import InsufficientDisk, StoreUnavailable
-from modelhost.observe.events import EventLog
+from modelhost.records.events import EventLog
 from modelhost.testing import StepClock
 
 KiB = 1024

@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from modelhost.config import Config, cli_options, format_bytes, load_config, parse_size
+from modelhost.config import Config, cli_options, load_config
 from modelhost.errors import ConfigError
+from modelhost.units import format_bytes, parse_size
 
 GiB = 1024**3
 

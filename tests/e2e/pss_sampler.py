@@ -6,7 +6,7 @@ import threading
 
 import psutil
 
-from modelhost.observe.memory import total_pss_bytes
+from modelhost.records.memory import total_pss_bytes
 
 
 class PssSampler(threading.Thread):

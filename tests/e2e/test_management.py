@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from modelhost import testing
-from modelhost.observe.memory import pss_bytes
+from modelhost.records.memory import pss_bytes
 
 pytestmark = pytest.mark.e2e
 

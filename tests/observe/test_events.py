@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from modelhost.observe.events import RECENT_EVENTS, Event, EventLog
+from modelhost.records.events import RECENT_EVENTS, Event, EventLog
 
 
 def test_events_are_numbered_from_one_in_order() -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from prometheus_client import CollectorRegistry
 
-from modelhost.observe.events import EventLog
 from modelhost.observe.exchange import Exchange
 from modelhost.observe.metrics import Metrics
+from modelhost.records.events import EventLog
 
 
 @pytest.fixture

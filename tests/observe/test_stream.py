@@ -7,8 +7,8 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
-from modelhost.observe.events import Event, EventLog
 from modelhost.observe.stream import EventStream
+from modelhost.records.events import Event, EventLog
 
 T = TypeVar("T")
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from modelhost.observe.events import EventLog
+from modelhost.records.events import EventLog
 
 
 def test_failures_for_distinct_unknown_names_keep_a_bounded_per_model_store() -> None:

@@ -25,8 +25,8 @@ class BuggyHost:
     async def invoke(self, name: str, invocation: object) -> object:
         raise RuntimeError("a bug in invoke")
 
-    def stats(self) -> dict[str, Any]:
-        raise KeyError("a bug in stats")
+    def statistics(self) -> object:
+        raise KeyError("a bug in statistics")
 
     def model_names(self) -> list[str]:
         raise ZeroDivisionError("a bug in model_names")

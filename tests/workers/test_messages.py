@@ -25,7 +25,9 @@ from modelhost.workers.messages import (
 )
 
 texts = st.text(max_size=30)
-items = st.builds(Item, texts, texts, st.dictionaries(texts, texts, max_size=3), st.integers(0, 2**63))
+items = st.builds(
+    Item, texts, texts, st.dictionaries(texts, texts, max_size=3), st.integers(0, 2**63)
+)
 requests = st.one_of(
     st.builds(Load, texts, texts, st.none() | texts, st.none() | texts, st.none() | texts),
     st.builds(Unload, texts),

@@ -13,11 +13,11 @@ import numpy as np
 
 from modelhost.cache.admission import FrequencySketch
 from modelhost.cache.policy import policy_named
-from modelhost.config import format_bytes
 from modelhost.toolkit.report import charts, files, html
 from modelhost.toolkit.simulate import lru
 from modelhost.toolkit.simulate.replay import optimum, replay
 from modelhost.toolkit.simulate.trace import Trace
+from modelhost.units import format_bytes
 
 
 class Replayed(NamedTuple):

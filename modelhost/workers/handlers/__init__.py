@@ -8,17 +8,10 @@ import their runtime when they load a model (see `runtime.require`).
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-import threading
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING
 
-from modelhost.errors import ModelLoadError
+from modelhost.workers.handlers.user_code import forget_user_module, import_user_module, user_code
 
 if TYPE_CHECKING:
     from modelhost.workers.handlers.base import Handler
@@ -47,11 +40,6 @@ RUNTIME_MODULES: tuple[str, ...] = (
     "modelhost.workers.handlers.oip",
 )
 
-USER_MODULE_PREFIX = "modelhost_user_"
-
-# sys.path and sys.modules are process-wide: loads of user code take turns within a worker
-_USER_CODE_LOCK = threading.RLock()  # reentrant: user code may load a model itself
-
 __all__ = [
     "RUNTIME_MODULES",
     "forget_user_module",
@@ -69,63 +57,3 @@ def load_handler(artifact: Path, model_name: str, spec: LoadSpec | None = None) 
 
     handler = select_and_load(artifact, model_name, spec or DEFAULT_SPEC)
     return SpeaksOip(handler)  # every handler answers OIP too
-
-
-@contextmanager
-def user_code(search_dir: Path) -> Iterator[None]:
-    """Let user code import its sibling modules from `search_dir` while it loads, then forget them.
-
-    Sibling modules are dropped from `sys.modules` afterwards (the user's module keeps its
-    references), so two models that both ship a `utils.py` never see each other's.
-    """
-    with _USER_CODE_LOCK:
-        before = set(sys.modules)
-        sys.path.insert(0, str(search_dir))
-        try:
-            yield
-        finally:
-            if str(search_dir) in sys.path:  # user code may have removed it itself
-                sys.path.remove(str(search_dir))
-            _forget_modules_under(search_dir, set(sys.modules) - before)
-
-
-def import_user_module(path: Path) -> ModuleType:
-    """Import a user's Python file under a unique module name, so models never share a module."""
-    name = f"{USER_MODULE_PREFIX}{uuid.uuid4().hex}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ModelLoadError(f"{path.name} cannot be imported as a Python module")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses and pickle look classes up by module name
-    try:
-        spec.loader.exec_module(module)
-    except ModuleNotFoundError as exc:
-        del sys.modules[name]
-        raise ModelLoadError(_missing_module_message(path, exc)) from exc
-    except BaseException:
-        del sys.modules[name]
-        raise
-    return module
-
-
-def forget_user_module(module: ModuleType) -> None:
-    """Drop a module `import_user_module` made, once its handler is closed."""
-    sys.modules.pop(module.__name__, None)
-
-
-def _forget_modules_under(folder: Path, names: set[str]) -> None:
-    root = folder.resolve()
-    for name in names:
-        file = getattr(sys.modules.get(name), "__file__", None)
-        if name.startswith(USER_MODULE_PREFIX) or not file:
-            continue
-        if Path(file).resolve().is_relative_to(root):
-            del sys.modules[name]
-
-
-def _missing_module_message(path: Path, exc: ModuleNotFoundError) -> str:
-    missing = exc.name or str(exc)
-    message = f"{path.name} imports '{missing}', which is not installed on this server"
-    if (path.parent / "requirements.txt").exists():
-        message += f"; {path.parent.name}/requirements.txt is not installed at load time"
-    return message + f": install '{missing}' in the server's image"

@@ -12,8 +12,8 @@ from typing import Any, cast
 
 from modelhost.errors import HandlerError, ModelLoadError
 from modelhost.workers.codecs import encode_value
-from modelhost.workers.handlers import forget_user_module, import_user_module, user_code
 from modelhost.workers.handlers.base import Handler, InferReply, InferRequest
+from modelhost.workers.handlers.user_code import forget_user_module, import_user_module, user_code
 
 MANIFEST = Path("MAR-INF") / "MANIFEST.json"
 

@@ -10,9 +10,9 @@ from typing import Any
 
 from modelhost.errors import ModelLoadError
 from modelhost.workers.codecs import decode_rows, encode_predictions, encode_value, media_type
-from modelhost.workers.handlers import forget_user_module, import_user_module, user_code
 from modelhost.workers.handlers.base import Handler, InferReply, InferRequest
 from modelhost.workers.handlers.sklearn import predict_rows
+from modelhost.workers.handlers.user_code import forget_user_module, import_user_module, user_code
 
 SCRIPT = Path("code") / "inference.py"
 

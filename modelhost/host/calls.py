@@ -1,0 +1,43 @@
+"""What goes into the host and comes out of it: an invocation, its result, a load's outcome."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """One request for a model, as the HTTP layer hands it over."""
+
+    body: bytes
+    content_type: str
+    accept: str
+    params: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Result:
+    """The model's answer, where it came from and where its time went (for Server-Timing)."""
+
+    body: bytes
+    content_type: str
+    cache: str  # hit | disk | remote
+    timings_ms: dict[str, float]
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A worker's answer to one request of a batch."""
+
+    body: bytes
+    content_type: str
+    infer_ms: float  # the whole batch's
+
+
+@dataclass(frozen=True)
+class LoadOutcome:
+    """Where a model came from for a request, and what it cost to get it into a worker."""
+
+    tier: str  # hit | disk | remote
+    load_ms: float  # making room and loading into a worker
+    download_ms: float = 0.0

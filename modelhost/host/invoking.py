@@ -1,0 +1,169 @@
+"""The invoke path: admit a request, find its model loaded (loading it if need be), queue it for
+the model's workers in batches, and wait for its answer or its deadline."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from modelhost.cache.memory import Resident, State
+from modelhost.errors import ConcurrencyLimit, DeadlineExceeded, Unavailable
+from modelhost.host.calls import Answer, Invocation, LoadOutcome, Result
+from modelhost.host.residency import Residency
+from modelhost.records.statistics import BatchingStatistics
+from modelhost.scheduler import SchedulerSettings
+from modelhost.scheduler.batcher import BatchQueue, Job
+from modelhost.scheduler.dispatch import Dispatcher
+from modelhost.workers.messages import Answered, Infer, Item
+from modelhost.workers.pool import WorkerHandle
+
+MAX_ACQUIRE_ATTEMPTS = 5
+
+
+class InvokePath:
+    def __init__(
+        self,
+        residency: Residency,
+        scheduling: SchedulerSettings,
+        on_hit: Callable[[str], None],
+        on_pressure: Callable[[str], None],
+    ) -> None:
+        self.residency = residency
+        self.scheduling = scheduling
+        self.on_hit = on_hit  # a loaded model serves a request (the artifact may be due a check)
+        self.on_pressure = on_pressure  # a model's requests wait for a free worker
+        self.in_flight = 0  # invocations received and not yet answered
+        self.batching = BatchingStatistics()
+
+    async def invoke(self, name: str, invocation: Invocation) -> Result:
+        limit = self.scheduling.max_concurrency
+        if limit and self.in_flight >= limit:
+            raise ConcurrencyLimit(
+                f"the server has {self.in_flight} requests in flight, the limit "
+                f"(max_concurrency) is {limit}; retry after a pause, or raise --max-concurrency"
+            )
+        self.in_flight += 1
+        try:
+            return await self._invoke(name, invocation)
+        finally:
+            self.in_flight -= 1
+
+    async def _invoke(self, name: str, invocation: Invocation) -> Result:
+        started = self.residency.clock()
+        resident, outcome = await self._acquire(name)
+        try:
+            job = await self._answer(name, invocation)
+        finally:
+            self.residency.memory.end_request(resident)
+            if resident.in_flight == 0:  # only an idle model can make room for a waiting load
+                self.residency.notify()
+        answer: Answer = job.future.result()
+        outcome = outcome or LoadOutcome("hit", 0.0)
+        fetched_ms = outcome.download_ms + outcome.load_ms
+        timings = {
+            "queue": max(0.0, (job.dispatched_at - started) * 1000 - fetched_ms),
+            "download": outcome.download_ms,
+            "load": outcome.load_ms,
+            "infer": answer.infer_ms,
+        }
+        return Result(answer.body, answer.content_type, outcome.tier, timings)
+
+    async def _acquire(self, name: str) -> tuple[Resident, LoadOutcome | None]:
+        """The loaded model with one more request in flight, loading it first if need be."""
+        r, outcome = self.residency, None
+        for _ in range(MAX_ACQUIRE_ATTEMPTS):
+            r.check_open()
+            resident = r.memory.get(name)
+            if resident is not None and resident.state is State.LOADED:
+                r.memory.begin_request(resident)
+                self.on_hit(name)
+                return resident, outcome
+            outcome = await r.ensure_loaded(name)
+        raise Unavailable(
+            f"model {name} was unloaded {MAX_ACQUIRE_ATTEMPTS} times before it "
+            "could serve this request: the memory budget is too small for the "
+            "traffic; raise --memory-budget"
+        )
+
+    async def _answer(self, name: str, invocation: Invocation) -> Job[Invocation]:
+        """Queue the request for the model's workers and wait for its answer or its deadline."""
+        dispatcher = self.residency.dispatchers[name]
+        loop = asyncio.get_running_loop()
+        job: Job[Invocation] = Job(invocation, loop.create_future(), self.residency.clock())
+        dispatcher.submit(job)
+        expiry = loop.call_later(self.scheduling.response_timeout_s, self._expire, dispatcher, job)
+        try:
+            await job.future
+        finally:
+            expiry.cancel()
+        return job
+
+    def _expire(self, dispatcher: Dispatcher, job: Job[Invocation]) -> None:
+        if job.future.done():
+            return
+        dispatcher.queue.discard(job)
+        where = "running in a worker" if job.dispatched_at else "in the queue"
+        job.future.set_exception(
+            DeadlineExceeded(
+                f"model {dispatcher.queue.model} gave no answer within "
+                f"{self.scheduling.response_timeout_s:g} s (default_response_timeout); the "
+                f"request was still {where}; raise --default-response-timeout-s, or add "
+                "workers if requests wait in the queue"
+            )
+        )
+
+    def dispatcher(self, name: str, handler_batches: bool) -> Dispatcher:
+        """The model's queue and batcher, with its manifest's settings over the server's."""
+        manifest, settings = self.residency.manifests.of(name), self.scheduling
+        delay_ms = manifest.max_batch_delay_ms
+        queue: BatchQueue[Invocation] = BatchQueue(
+            name,
+            settings.job_queue_size,
+            settings.batch_size(manifest.batch_size, handler_batches),
+            (settings.max_batch_delay_ms if delay_ms is None else delay_ms) / 1000,
+            self.residency.clock,
+        )
+
+        async def send(worker: WorkerHandle, batch: list[Job[Any]]) -> None:
+            await self._send_batch(name, worker, batch)
+
+        return Dispatcher(queue, send, lambda: self.on_pressure(name), settings.slots_per_worker)
+
+    async def _send_batch(self, name: str, worker: WorkerHandle, batch: list[Job[Any]]) -> None:
+        """One frame to the worker for the batch; each job gets its own answer or error."""
+        live = [job for job in batch if not job.future.done()]  # skip those past their deadline
+        if not live:
+            return
+        items = tuple(
+            Item(
+                job.request.content_type,
+                job.request.accept,
+                job.request.params,
+                len(job.request.body),
+            )
+            for job in live
+        )
+        payload = b"".join(job.request.body for job in live)
+        self.batching.count(len(live))
+        pool = self.residency.pool
+        reply = await pool.call(worker, Infer(name, items), Answered, payload, name)
+        resolve_batch(live, *reply)
+
+
+def _item(request: Invocation) -> Item:
+    return Item(request.content_type, request.accept, request.params, len(request.body))
+
+
+def resolve_batch(jobs: list[Job[Any]], reply: Answered, payload: bytes) -> None:
+    """Give each job of a batch its answer, cut from the reply's payload, or its error."""
+    offset = 0
+    for job, answer in zip(jobs, reply.answers, strict=True):
+        body = payload[offset : offset + answer.size]
+        offset += answer.size
+        if job.future.done():  # its deadline passed while the worker ran it
+            continue
+        if answer.failure is None:
+            job.future.set_result(Answer(body, answer.content_type, reply.infer_ms))
+        else:
+            job.future.set_exception(answer.failure.rebuild())

@@ -1,0 +1,65 @@
+"""Each model's own settings (its manifest) and the memory to reserve for its next load."""
+
+from __future__ import annotations
+
+from modelhost.cache.disk import Artifact
+from modelhost.errors import ModelLoadError
+from modelhost.manifest import NO_MANIFEST, Manifest, manifest_root, read_manifest
+from modelhost.records.events import EventLog
+from modelhost.workers.messages import Load
+
+MIN_FOOTPRINT_BYTES = 64 * 1024
+ESTIMATE_FACTOR = 2.0  # reserve for the transient peak of unpickling, not only the resident size
+
+
+def estimate_footprint(artifact_bytes: int) -> int:
+    """Memory to reserve for a model never loaded before, from the size of its artifact."""
+    return int(artifact_bytes * ESTIMATE_FACTOR) + MIN_FOOTPRINT_BYTES
+
+
+class Manifests:
+    """What each model declared (read at each load) and what its last load measured."""
+
+    def __init__(self, events: EventLog, pinned: frozenset[str]) -> None:
+        self.events = events
+        self.pinned = pinned  # by the server's configuration
+        self.manifests: dict[str, Manifest] = {}
+        self.footprints: dict[str, int] = {}  # measured at each load, reused for the next
+
+    def of(self, name: str) -> Manifest:
+        return self.manifests.get(name, NO_MANIFEST)
+
+    def is_pinned(self, name: str) -> bool:
+        return name in self.pinned or self.of(name).pinned
+
+    def read(self, name: str, artifact: Artifact) -> Manifest:
+        try:
+            manifest = read_manifest(artifact.path)
+        except ModelLoadError as error:
+            error = ModelLoadError(f"could not load model {name}: {error}")
+            self.events.emit("failure", name, reason="manifest", detail={"error": str(error)})
+            raise error from None
+        self.manifests[name] = manifest
+        return manifest
+
+    def reservation(self, name: str, artifact: Artifact) -> int:
+        """Bytes to reserve: the declared size, else the last measured or the estimate."""
+        declared = self.of(name).memory_bytes
+        if declared is not None:
+            return declared
+        return max(self.footprints.get(name, 0), estimate_footprint(artifact.bytes))
+
+    def measured(self, name: str, footprint: int) -> int:
+        """Record a load's footprint; what the model is accounted at (never below its floor
+        nor below what its manifest declares)."""
+        footprint = max(MIN_FOOTPRINT_BYTES, footprint, self.of(name).memory_bytes or 0)
+        self.footprints[name] = footprint
+        return footprint
+
+    def load_request(self, name: str, artifact: Artifact) -> Load:
+        """The worker's load request: the artifact, and what the manifest tells the worker."""
+        manifest, path = self.of(name), str(artifact.path)
+        if not (manifest.handler or manifest.model_file or manifest.warmup):
+            return Load(name, path)
+        root = str(manifest_root(artifact.path))
+        return Load(name, path, root, manifest.handler, manifest.model_file, manifest.warmup)

@@ -1,0 +1,174 @@
+"""The core service: find a model (memory → disk → store), make room for it, load it, invoke it.
+
+`ModelHost` is the one object the HTTP layer and the upkeep loops talk to. It joins its parts
+(residency, scaling, the invoke path, registration) with explicit callables and reports what it
+holds as statistics records (`records/statistics.py`). Nothing here knows about HTTP.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from modelhost.cache.disk import DiskTier
+from modelhost.cache.memory import MemoryTier, State
+from modelhost.host.calls import Invocation, LoadOutcome, Result
+from modelhost.host.invoking import InvokePath
+from modelhost.host.manifests import Manifests
+from modelhost.host.registry import Registry
+from modelhost.host.residency import Residency
+from modelhost.host.scaling import Scaling
+from modelhost.records.events import EventLog
+from modelhost.records.memory import server_pss_bytes
+from modelhost.records.statistics import (
+    DiskStatistics,
+    HostStatistics,
+    MemoryStatistics,
+    ModelStatistics,
+    WorkerStatistics,
+)
+from modelhost.scheduler import SchedulerSettings
+from modelhost.workers.pool import WorkerHandle, WorkerPool
+
+
+class ModelHost:
+    """Serves invocations of any model in the store within the memory and disk budgets."""
+
+    def __init__(
+        self,
+        pool: WorkerPool,
+        memory: MemoryTier,
+        disk: DiskTier,
+        events: EventLog,
+        pinned: frozenset[str],
+        deadline_s: float,
+        clock: Callable[[], float] = time.monotonic,
+        scheduling: SchedulerSettings | None = None,
+        pss_bytes: Callable[[], int] | None = None,
+    ) -> None:
+        self.pool, self.memory, self.disk, self.events = pool, memory, disk, events
+        self.clock = clock
+        self.scheduling = scheduling or SchedulerSettings(response_timeout_s=deadline_s)
+        self.manifests = Manifests(events, pinned)
+        self.pss_bytes = pss_bytes or (lambda: server_pss_bytes(pool.pids()))
+        self.residency = Residency(
+            pool, memory, disk, events, self.manifests, deadline_s, clock, self.pss_bytes
+        )
+        self.scaling = Scaling(self.residency, self.scheduling)
+        self.registry = Registry(self.residency)
+        self.invoke_path = InvokePath(
+            self.residency,
+            self.scheduling,
+            on_hit=self.registry.revalidate_in_background,
+            on_pressure=self.scaling.scale_out,
+        )
+        self.residency.make_dispatcher = self.invoke_path.dispatcher
+        self.residency.shed_copies = self.scaling.shed_copies
+        self.residency.copy_arriving = self.scaling.copy_arriving
+        pool.on_lost = self.residency.worker_lost
+        disk.in_use = self.residency.holds
+
+    # the calls of the HTTP layer and the upkeep loops -----------------------------------------
+
+    async def invoke(self, name: str, invocation: Invocation) -> Result:
+        return await self.invoke_path.invoke(name, invocation)
+
+    async def ensure_loaded(self, name: str) -> LoadOutcome:
+        return await self.residency.ensure_loaded(name)
+
+    async def unload(self, name: str, reason: str = "requested") -> int:
+        return await self.residency.unload(name, reason)
+
+    async def unload_idle(self, idle_s: float) -> None:
+        await self.residency.unload_idle(idle_s)
+
+    async def relieve_pressure(self) -> None:
+        await self.residency.relieve_pressure()
+
+    async def scale_in(self) -> None:
+        await self.scaling.scale_in()
+
+    async def register_and_load(self, name: str, url: str) -> LoadOutcome:
+        return await self.registry.register_and_load(name, url)
+
+    def register(self, name: str, url: str) -> None:
+        self.registry.register(name, url)
+
+    async def unregister(self, name: str) -> None:
+        await self.registry.unregister(name)
+
+    def is_registered(self, name: str) -> bool:
+        return self.registry.is_registered(name)
+
+    def add_source(self, name: str, url: str) -> None:
+        """Load `name` from `url` (already admitted) instead of its path in the store."""
+        self.residency.sources[name] = url
+
+    def source_of(self, name: str) -> str:
+        return self.residency.source_of(name)
+
+    @property
+    def closing(self) -> bool:
+        return self.residency.closing
+
+    def close(self) -> None:
+        """Refuse new requests from now on (the server is draining)."""
+        self.residency.closing = True
+
+    # what it holds ------------------------------------------------------------------------------
+
+    def model_names(self) -> list[str]:
+        names = set(self.memory.residents) | set(self.disk.artifacts) | set(self.residency.sources)
+        return sorted(names)
+
+    def state_of(self, name: str) -> State | None:
+        """The model's state in memory; None when it is not there."""
+        resident = self.memory.get(name)
+        return resident.state if resident else None
+
+    def statistics(self) -> HostStatistics:
+        """The budgets, what holds them and the workers, now."""
+        m, d = self.memory, self.disk
+        residents = list(m)
+        memory = MemoryStatistics(
+            m.budget_bytes,
+            m.baseline_bytes,
+            m.committed_bytes,
+            self.pss_bytes(),
+            {state.value: sum(r.state is state for r in residents) for state in State},
+            {r.name: r.bytes for r in residents if r.state is State.LOADED},
+        )
+        workers = tuple(_worker(w) for w in self.pool.workers.values())
+        disk = DiskStatistics(d.budget_bytes, d.used_bytes)
+        return HostStatistics(memory, disk, workers, self.invoke_path.batching)
+
+    def model_statistics(self, name: str) -> ModelStatistics:
+        """One model as the host knows it, loaded or not."""
+        resident, artifact = self.memory.get(name), self.disk.artifacts.get(name)
+        state = resident.state.value if resident else "on_disk" if artifact else "remote"
+        dispatcher = self.residency.dispatchers.get(name)
+        held = [self.pool.workers.get(w) for w in (resident.workers if resident else [])]
+        last_used = artifact.last_used if artifact else None
+        if resident:  # the tier's clock is monotonic: turn it into wall time
+            last_used = time.time() - (self.clock() - resident.last_used)
+        loaded = resident is not None and resident.state is State.LOADED
+        return ModelStatistics(
+            name=name,
+            url=self.source_of(name),
+            state=state,
+            memory_bytes=resident.bytes if resident and loaded else 0,
+            disk_bytes=artifact.bytes if artifact else 0,
+            workers=tuple(_worker(w) for w in held if w is not None),
+            queued=len(dispatcher.queue) if dispatcher else 0,
+            pinned=bool(resident and resident.pinned) or self.manifests.is_pinned(name),
+            hits=resident.hits if resident else 0,
+            in_flight=resident.in_flight if resident else 0,
+            last_used=last_used,
+            loaded_at=resident.loaded_at if resident else None,
+            load_ms=resident.load_ms if resident else None,
+            events=tuple(self.events.for_model(name)),
+        )
+
+
+def _worker(worker: WorkerHandle) -> WorkerStatistics:
+    return WorkerStatistics(worker.worker_id, worker.pid, len(worker.pending))

@@ -1,0 +1,291 @@
+"""Residency: each model's way into memory and out of it.
+
+A model has at most one record (`Resident`) in the memory tier at a time, and every step of its
+life checks that the record it holds is still the current one before acting: loads are
+single-flight per name and wait for an earlier incarnation (and any copy still leaving) to be
+gone from its workers; room is made by unloading idle unpinned victims the eviction policy
+chooses, and when every candidate is busy a load waits for one to go idle, until its deadline,
+then fails with 507; an unload, an eviction and a worker's death each drop the record once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+
+from modelhost.cache.disk import Artifact, DiskTier
+from modelhost.cache.memory import MemoryTier, Resident, State
+from modelhost.errors import (
+    InsufficientMemory,
+    ModelhostError,
+    ModelNotLoaded,
+    ShuttingDown,
+    Unavailable,
+)
+from modelhost.host.calls import LoadOutcome
+from modelhost.host.manifests import MIN_FOOTPRINT_BYTES, Manifests
+from modelhost.records.events import EventLog
+from modelhost.scheduler.dispatch import Dispatcher
+from modelhost.scheduler.placement import least_loaded
+from modelhost.units import format_bytes
+from modelhost.workers.messages import Loaded, Unload, Unloaded
+from modelhost.workers.pool import WorkerHandle, WorkerPool
+
+MakeDispatcher = Callable[[str, bool], Dispatcher]  # (model, its handler takes whole batches)
+
+
+class Residency:
+    def __init__(
+        self,
+        pool: WorkerPool,
+        memory: MemoryTier,
+        disk: DiskTier,
+        events: EventLog,
+        manifests: Manifests,
+        deadline_s: float,
+        clock: Callable[[], float],
+        pss_bytes: Callable[[], int],
+    ) -> None:
+        self.pool, self.memory, self.disk, self.events = pool, memory, disk, events
+        self.pss_bytes = pss_bytes  # the whole server's memory as the OS measures it
+        self.manifests = manifests
+        self.deadline_s = deadline_s
+        self.clock = clock
+        self.dispatchers: dict[str, Dispatcher] = {}  # one per loaded model
+        self.sources: dict[str, str] = {}  # model name → URL, when not its path in the store
+        self.leaving: set[tuple[str, int]] = set()  # (model, worker) of copies being unloaded
+        self.closing = False
+        self.loads: dict[str, asyncio.Task[LoadOutcome]] = {}
+        self._changed = asyncio.Event()
+        # set by the host once the invoke path and scaling exist (they need this object first)
+        self.make_dispatcher: MakeDispatcher
+        self.shed_copies: Callable[[int], Awaitable[None]]
+        self.copy_arriving: Callable[[str], asyncio.Task[None] | None]
+
+    # loading --------------------------------------------------------------------------------
+
+    async def ensure_loaded(self, name: str) -> LoadOutcome:
+        """Load `name` unless already loading; concurrent callers share one load."""
+        task = self.loads.get(name)
+        if task is None:
+            task = asyncio.ensure_future(self._load(name))
+            self.loads[name] = task
+            task.add_done_callback(lambda _: self.loads.pop(name, None))
+        return await asyncio.shield(task)
+
+    def holds(self, name: str) -> bool:
+        """Loaded or loading: its artifact must stay on disk."""
+        return name in self.memory.residents or name in self.loads
+
+    def source_of(self, name: str) -> str:
+        return self.sources.get(name) or self.disk.stores.url_of(name)
+
+    async def _load(self, name: str) -> LoadOutcome:
+        await self._departed(name)
+        try:
+            found = await self.disk.materialize(name, self.source_of(name))
+        except ModelhostError as error:
+            self.events.emit("failure", name, reason="fetch", detail={"error": str(error)})
+            raise
+        started = self.clock()
+        artifact = found.artifact
+        self.manifests.read(name, artifact)
+        resident = await self.make_room(name, self.manifests.reservation(name, artifact))
+        try:
+            await self._load_on_worker(resident, artifact)
+        except BaseException as error:
+            self.forget(resident)
+            self.events.emit("failure", name, reason="load", detail={"error": repr(error)})
+            raise
+        await self.relieve_pressure()
+        return LoadOutcome(found.tier, (self.clock() - started) * 1000, found.download_ms)
+
+    async def _departed(self, name: str) -> None:
+        """Wait until an earlier incarnation of `name` has left its workers (they key by name)."""
+        await self.until(lambda: self.memory.get(name) is None and not self._copies_leaving(name))
+
+    def _copies_leaving(self, name: str) -> bool:
+        return any(model == name for model, _ in self.leaving)
+
+    async def _load_on_worker(self, resident: Resident, artifact: Artifact) -> None:
+        name = resident.name
+        worker = least_loaded(self.pool.workers.values(), self.memory)
+        loaded = await self.load_copy(name, artifact, worker, "invoked")
+        footprint = self.manifests.measured(name, loaded.footprint)
+        if not worker.alive:  # it died after answering: the model went with it
+            raise Unavailable(f"the worker loading model {name} died; retry is safe")
+        self.memory.mark_loaded(name, worker.worker_id, footprint, loaded.load_ms)
+        self.dispatchers[name] = self.make_dispatcher(name, loaded.batches)
+        self.dispatchers[name].add(worker)
+
+    async def load_copy(
+        self, name: str, artifact: Artifact, worker: WorkerHandle, reason: str
+    ) -> Loaded:
+        request = self.manifests.load_request(name, artifact)
+        loaded, _ = await self.pool.call(worker, request, Loaded, model=name)
+        self.events.emit(
+            "load",
+            name,
+            bytes=max(MIN_FOOTPRINT_BYTES, loaded.footprint),
+            duration_ms=round(loaded.load_ms, 2),
+            worker=worker.worker_id,
+            reason=reason,
+        )
+        return loaded
+
+    # making room ----------------------------------------------------------------------------
+
+    async def make_room(self, name: str, size: int) -> Resident:
+        """Reserve `size` for `name`, unloading victims first; the new record, loading."""
+        if not self.memory.fits_ever(size):
+            raise InsufficientMemory(self._never_fits(name, size))
+        self.memory.observe(self.pss_bytes())
+        await self.shed_copies(self.memory.committed_bytes + size - self.memory.budget_bytes)
+        deadline = self.clock() + self.deadline_s
+        pinned = self.manifests.is_pinned(name)
+        while (victims := self.memory.reserve(name, size, pinned)) is None:
+            changed = self._changed
+            remaining = deadline - self.clock()
+            if remaining <= 0:
+                raise InsufficientMemory(self._all_busy(name, size))
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(changed.wait(), remaining)
+        resident = self.memory.get(name)
+        assert resident is not None  # reserved just now, and only this load task owns the name
+        await self._unload_many(victims, "evict", self.memory.policy.name)
+        return resident
+
+    def _never_fits(self, name: str, size: int) -> str:
+        m = self.memory
+        return (
+            f"{self._needs(name, size)} leaves {format_bytes(m.capacity_bytes)} for models "
+            f"(the idle server uses {format_bytes(m.baseline_bytes)}); set --memory-budget to at "
+            f"least {format_bytes(m.baseline_bytes + size)}"
+        )
+
+    def _all_busy(self, name: str, size: int) -> str:
+        return (
+            f"{self._needs(name, size)} is held by models that stayed busy for "
+            f"{self.deadline_s:g} s ({format_bytes(self.memory.committed_bytes)} committed); "
+            "retry later or raise --memory-budget"
+        )
+
+    def _needs(self, name: str, size: int) -> str:
+        budget = format_bytes(self.memory.budget_bytes)
+        return f"model {name} needs about {format_bytes(size)} but the memory budget of {budget}"
+
+    # unloading ------------------------------------------------------------------------------
+
+    async def unload(self, name: str, reason: str = "requested") -> int:
+        """Unload on request (DELETE); waits for in-flight requests; returns the bytes freed."""
+        resident = self.memory.get(name)
+        if resident is None or resident.state is not State.LOADED:
+            raise ModelNotLoaded(f"model {name} is not loaded")
+        resident.pinned = True  # keep eviction away while we wait for it to go idle
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self.until(lambda: not resident.in_flight), self.deadline_s)
+        if not self.is_current(resident) or resident.state is not State.LOADED:
+            raise ModelNotLoaded(f"model {name} was unloaded while this request waited")
+        self.memory.begin_unload(name)
+        return await self._unload_one(resident, "unload", reason)
+
+    async def _unload_many(self, victims: list[Resident], kind: str, reason: str) -> None:
+        await asyncio.gather(*(self._unload_one(victim, kind, reason) for victim in victims))
+
+    async def _unload_one(self, resident: Resident, kind: str, reason: str) -> int:
+        """Unload every copy of a model; one event for the model, with the bytes all freed."""
+        started = self.clock()
+        freed = 0
+        arriving = self.copy_arriving(resident.name)
+        if arriving is not None:  # a copy on its way: it sees the model leaving and goes too
+            await asyncio.wait([arriving])
+        try:
+            for worker_id in list(resident.workers):
+                freed += await self.unload_from(worker_id, resident.name)
+        finally:
+            self.forget(resident)
+        self.events.emit(
+            kind,
+            resident.name,
+            bytes=resident.bytes,
+            reason=reason,
+            worker=resident.worker_id,
+            duration_ms=round((self.clock() - started) * 1000, 2),
+            detail={"freed_bytes": freed},
+        )
+        return freed
+
+    async def unload_from(self, worker_id: int, name: str) -> int:
+        """Unload one copy; the bytes its worker freed (0 if it died: the copy went with it)."""
+        worker = self.pool.workers.get(worker_id)
+        if worker is None:
+            return 0
+        try:
+            unloaded, _ = await self.pool.call(worker, Unload(name), Unloaded, model=name)
+        except ModelhostError:
+            return 0
+        return unloaded.freed
+
+    async def unload_idle(self, idle_s: float) -> None:
+        """Unload the models nobody has used for `idle_s` seconds (pinned ones stay)."""
+        await self._unload_many(self.memory.idle_victims(idle_s), "unload", "idle")
+
+    async def relieve_pressure(self) -> None:
+        """Unload idle models while more is committed than the budget (a footprint grew)."""
+        await self._unload_many(self.memory.overflow_victims(), "evict", "memory_pressure")
+
+    def worker_lost(self, worker: WorkerHandle) -> None:
+        """Every model the worker held lost that copy: the model goes if it was the last."""
+        for resident in self.memory:
+            if worker.worker_id not in resident.workers:
+                continue  # a load under way there fails on its own, and forgets its record
+            dispatcher = self.dispatchers.get(resident.name)
+            if dispatcher is not None:
+                dispatcher.remove(worker.worker_id)
+            if len(resident.workers) > 1 or resident.state is State.UNLOADING:
+                resident.workers.remove(worker.worker_id)  # other copies carry on
+                self.memory.release_copy(resident)
+            else:
+                self.forget(resident)
+            self.events.emit(
+                "unload",
+                resident.name,
+                bytes=resident.footprint,
+                reason="worker_died",
+                worker=worker.worker_id,
+            )
+        self.notify()
+
+    # the record -----------------------------------------------------------------------------
+
+    def is_current(self, resident: Resident) -> bool:
+        """Still the record of its name (not unloaded and perhaps loaded again since)."""
+        return self.memory.get(resident.name) is resident
+
+    def forget(self, resident: Resident) -> None:
+        """The model is out of memory: drop its record and fail requests still waiting for it."""
+        name = resident.name
+        if not self.is_current(resident):
+            return  # an earlier incarnation's step finishing late: the name is someone else's
+        self.memory.remove(name)
+        dispatcher = self.dispatchers.pop(name, None)
+        if dispatcher is not None:
+            dispatcher.fail_waiting(
+                Unavailable(f"model {name} was unloaded while this request waited; retry is safe")
+            )
+        self.notify()
+
+    async def until(self, condition: Callable[[], bool]) -> None:
+        """Wait until `condition` holds, looking again at each change `notify` announces."""
+        while not condition():
+            await self._changed.wait()
+
+    def notify(self) -> None:
+        """Something changed that a waiting load or unload may be waiting for."""
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    def check_open(self) -> None:
+        if self.closing:
+            raise ShuttingDown("the server is shutting down; retry on another instance")

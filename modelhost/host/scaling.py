@@ -1,0 +1,136 @@
+"""Scaling: more copies of a model that keeps its workers busy, fewer when it calms down.
+
+A copy pays only when the model alone keeps its workers busy (`SCALE_OUT_BUSY_SHARE` of the last
+second); under memory pressure copies are the first thing given back, idle ones least recently
+used first; an extra copy that has not been needed for `scale_in_idle_s` is unloaded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from modelhost.cache.disk import Artifact
+from modelhost.cache.memory import Resident, State
+from modelhost.errors import ModelhostError
+from modelhost.host.residency import Residency
+from modelhost.scheduler import SchedulerSettings
+from modelhost.scheduler.dispatch import Dispatcher
+from modelhost.scheduler.placement import least_loaded
+from modelhost.workers.pool import WorkerHandle
+
+SCALE_OUT_BUSY_SHARE = 0.8  # a copy pays only when the model alone keeps its workers this busy
+
+
+class Scaling:
+    def __init__(self, residency: Residency, scheduling: SchedulerSettings) -> None:
+        self.residency = residency
+        self.scheduling = scheduling
+        self.arriving: dict[str, asyncio.Task[None]] = {}  # a copy being loaded, per model
+
+    def copy_arriving(self, name: str) -> asyncio.Task[None] | None:
+        return self.arriving.get(name)
+
+    def scale_out(self, name: str) -> None:
+        """Requests wait for a free worker: load one more copy if the budget and limit allow."""
+        r = self.residency
+        resident, artifact = r.memory.get(name), r.disk.artifacts.get(name)
+        if name in self.arriving or r.closing or resident is None or artifact is None:
+            return
+        if len(resident.workers) >= self._max_copies(name) or resident.state is not State.LOADED:
+            return
+        dispatcher = r.dispatchers.get(name)
+        if dispatcher is None or dispatcher.busy_share() < SCALE_OUT_BUSY_SHARE:
+            return
+        spare = [w for w in r.pool.workers.values() if self._may_take(w, resident)]
+        if not spare or not r.memory.reserve_copy(resident):
+            return
+        worker = least_loaded(spare, r.memory)
+        task = asyncio.ensure_future(self._add_copy(resident, artifact, worker))
+        self.arriving[name] = task
+        task.add_done_callback(lambda _: self.arriving.pop(name, None))
+
+    def _may_take(self, worker: WorkerHandle, resident: Resident) -> bool:
+        """A worker without a copy of the model, and not still unloading one."""
+        here = (resident.name, worker.worker_id)
+        return worker.worker_id not in resident.workers and here not in self.residency.leaving
+
+    def _max_copies(self, name: str) -> int:
+        limit = self.residency.manifests.of(name).max_workers
+        workers = len(self.residency.pool.workers)
+        return limit or self.scheduling.max_workers_per_model or workers
+
+    async def _add_copy(self, resident: Resident, artifact: Artifact, worker: WorkerHandle) -> None:
+        r, name = self.residency, resident.name
+        try:
+            await r.load_copy(name, artifact, worker, "scale_out")
+        except ModelhostError as error:
+            r.memory.release_copy(resident)
+            r.events.emit("failure", name, reason="scale_out", detail={"error": str(error)})
+            return
+        dispatcher = r.dispatchers.get(name)
+        if not r.is_current(resident) or dispatcher is None or not worker.alive:
+            r.memory.release_copy(resident)  # unloaded (or its worker died) meanwhile
+            await self._unload_copy(name, worker.worker_id)
+            return
+        resident.workers.append(worker.worker_id)
+        dispatcher.add(worker)
+
+    async def scale_in(self) -> None:
+        """Unload one extra copy of each model that has not waited for a worker lately."""
+        now = self.residency.clock()
+        for name, dispatcher in list(self.residency.dispatchers.items()):
+            resident = self.residency.memory.get(name)
+            if resident is None or len(resident.workers) < 2 or name in self.arriving:
+                continue
+            if now - dispatcher.pressed_at >= self.scheduling.scale_in_idle_s:
+                dispatcher.pressed_at = now  # one copy per idle period
+                await self._drop_copy(resident, dispatcher)
+
+    async def _drop_copy(self, resident: Resident, dispatcher: Dispatcher) -> int:
+        """Drain and unload the least busy extra copy; the bytes its worker freed."""
+        r = self.residency
+        extra = [dispatcher.replicas[w] for w in resident.workers[1:] if w in dispatcher.replicas]
+        if not extra:
+            return 0
+        replica = min(extra, key=lambda replica: replica.busy)
+        await dispatcher.drain(replica)
+        worker_id = replica.worker.worker_id
+        dispatcher.remove(worker_id)
+        if not r.is_current(resident) or worker_id not in resident.workers:
+            return 0  # evicted, or its worker died, meanwhile: that path unloads and counts it
+        resident.workers.remove(worker_id)  # before the await: an eviction now skips this copy
+        r.leaving.add((resident.name, worker_id))  # and no load lands there meanwhile
+        try:
+            return await self._unload_copy(resident.name, worker_id)
+        finally:
+            r.leaving.discard((resident.name, worker_id))
+            r.memory.release_copy(resident)
+            r.notify()
+
+    async def shed_copies(self, need_bytes: int) -> None:
+        """Under memory pressure copies go first: unload idle extra copies, least recent first."""
+        memory = self.residency.memory
+        copied = [r for r in memory if r.state is State.LOADED and len(r.workers) > 1]
+        for resident in sorted(copied, key=lambda r: r.last_used):
+            dispatcher = self.residency.dispatchers.get(resident.name)
+            while need_bytes > 0 and dispatcher and len(resident.workers) > 1:
+                extra = [dispatcher.replicas.get(w) for w in resident.workers[1:]]
+                if all(replica is None or replica.busy for replica in extra):
+                    break
+                need_bytes -= resident.footprint
+                await self._drop_copy(resident, dispatcher)
+
+    async def _unload_copy(self, name: str, worker_id: int) -> int:
+        r = self.residency
+        started = r.clock()
+        freed = await r.unload_from(worker_id, name)
+        r.events.emit(
+            "unload",
+            name,
+            bytes=r.manifests.footprints.get(name),
+            reason="scale_in",
+            worker=worker_id,
+            duration_ms=round((r.clock() - started) * 1000, 2),
+            detail={"freed_bytes": freed},
+        )
+        return freed

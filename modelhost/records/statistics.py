@@ -1,0 +1,76 @@
+"""The host's statistics: plain records of what it holds, for `observe/` and `http/` to render.
+
+The core fills these and nothing else; the JSON of `/stats` and `GET /models/{model}`, the
+Prometheus families and the OIP repository's states are built from them by their presenters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from modelhost.records.events import Event
+
+
+@dataclass
+class BatchingStatistics:
+    """Batches sent to workers and the requests they carried, since start."""
+
+    batches: int = 0
+    requests: int = 0
+    largest: int = 0
+
+    def count(self, size: int) -> None:
+        self.batches += 1
+        self.requests += size
+        self.largest = max(self.largest, size)
+
+
+@dataclass(frozen=True)
+class MemoryStatistics:
+    budget_bytes: int
+    baseline_bytes: int  # the idle server's PSS, drift included
+    committed_bytes: int  # baseline plus the footprints of loading and loaded models
+    pss_bytes: int  # the whole server as the OS measures it now
+    models: dict[str, int]  # state → how many models are in it
+    footprints: dict[str, int]  # loaded model → its footprint
+
+
+@dataclass(frozen=True)
+class DiskStatistics:
+    budget_bytes: int
+    used_bytes: int
+
+
+@dataclass(frozen=True)
+class WorkerStatistics:
+    worker_id: int
+    pid: int
+    in_flight: int  # calls (infer, load, unload) sent and not yet answered
+
+
+@dataclass(frozen=True)
+class HostStatistics:
+    memory: MemoryStatistics
+    disk: DiskStatistics
+    workers: tuple[WorkerStatistics, ...]
+    batching: BatchingStatistics
+
+
+@dataclass(frozen=True)
+class ModelStatistics:
+    """One model as the host knows it, loaded or not."""
+
+    name: str
+    url: str
+    state: str  # loading | loaded | unloading | on_disk | remote
+    memory_bytes: int
+    disk_bytes: int
+    workers: tuple[WorkerStatistics, ...]
+    queued: int
+    pinned: bool
+    hits: int
+    in_flight: int
+    last_used: float | None  # epoch seconds
+    loaded_at: float | None  # epoch seconds
+    load_ms: float | None
+    events: tuple[Event, ...]

@@ -1,0 +1,209 @@
+"""Models trained on scikit-learn's bundled data sets (and other runtimes' on iris), and
+corrupt artifacts. Every maker takes the path to write; a file maker treats an existing
+directory as "write ``model.joblib`` inside it". Each returns the path it wrote."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import joblib
+
+# ---------------------------------------------------------------------------- data and models
+
+
+def iris_rows(n: int = 1) -> list[list[float]]:
+    """The first `n` rows of iris (cycling past 150), as plain floats ready for JSON."""
+    return _rows("iris", n)
+
+
+def digits_rows(n: int = 1) -> list[list[float]]:
+    """Rows of the digits data set: the input `random_forest` models take (64 features)."""
+    return _rows("digits", n)
+
+
+def _rows(dataset: str, n: int) -> list[list[float]]:
+    from sklearn import datasets
+
+    x = getattr(datasets, f"load_{dataset}")().data
+    return [[float(v) for v in x[i % len(x)]] for i in range(n)]
+
+
+def iris_logreg(path: Path) -> Path:
+    """A LogisticRegression fitted on iris, dumped with joblib."""
+    from sklearn.datasets import load_iris
+    from sklearn.linear_model import LogisticRegression
+
+    x, y = load_iris(return_X_y=True)
+    return dump(LogisticRegression(max_iter=1000).fit(x, y), path)
+
+
+def padded_logreg(path: Path, total_bytes: int, seed: int = 0) -> Path:
+    """The iris LogisticRegression carrying random padding up to about `total_bytes`: an artifact
+    that downloads and loads like a large model but predicts like a small one."""
+    import numpy as np
+    from sklearn.datasets import load_iris
+    from sklearn.linear_model import LogisticRegression
+
+    model = LogisticRegression(max_iter=500).fit(*load_iris(return_X_y=True))
+    model.padding_ = np.random.default_rng(seed).integers(0, 256, total_bytes, dtype=np.uint8)
+    return dump(model, path)
+
+
+def random_forest(path: Path, target_bytes: int = 15 * 2**20, seed: int = 0) -> Path:
+    """A RandomForestClassifier on digits whose joblib file is within ±30% of `target_bytes`.
+
+    Fully grown trees on digits dump to ~60 KB each, so a two-tree pilot gives the tree count;
+    the forest is then grown (warm start) or trimmed until the size fits. Below one tree's size
+    the file is one tree.
+    """
+    from sklearn.datasets import load_digits
+    from sklearn.ensemble import RandomForestClassifier
+
+    x, y = load_digits(return_X_y=True)
+    forest = RandomForestClassifier(n_estimators=2, random_state=seed, n_jobs=-1, warm_start=True)
+    forest.fit(x, y)
+    path = dump(forest, path)
+    for _ in range(4):
+        size = path.stat().st_size
+        one_tree_too_big = size > target_bytes and len(forest.estimators_) == 1
+        if abs(size - target_bytes) <= 0.1 * target_bytes or one_tree_too_big:
+            break
+        trees = max(1, round(len(forest.estimators_) * target_bytes / size))
+        if trees > len(forest.estimators_):
+            forest.n_estimators, forest.n_jobs = trees, -1
+            forest.fit(x, y)
+        else:
+            forest.estimators_ = forest.estimators_[:trees]
+            forest.n_estimators = trees
+        dump(forest, path)
+    return path
+
+
+# ---------------------------------------------------------------------------- other runtimes
+# Each is trained on iris and written to `path` itself (the suffix picks the format); each needs
+# its runtime installed (the dev extra has all but torch, which `make test` installs).
+
+
+def xgboost_iris(path: Path, objective: str = "multi:softprob") -> Path:
+    """An XGBoost booster on iris (`reg:squarederror` gives a regressor), saved by suffix."""
+    import xgboost
+    from sklearn.datasets import load_iris
+
+    x, y = load_iris(return_X_y=True)
+    params = {"objective": objective, "max_depth": 3, "nthread": 1}
+    if objective.startswith("multi:"):
+        params["num_class"] = 3
+    booster = xgboost.train(params, xgboost.DMatrix(x, label=y), num_boost_round=10)
+    path = parent_made(path)
+    if path.suffix == ".bst":  # xgboost names no format for .bst; write UBJSON bytes
+        path.write_bytes(bytes(booster.save_raw("ubj")))
+    else:
+        booster.save_model(str(path))
+    return path
+
+
+def lightgbm_iris(path: Path) -> Path:
+    """A LightGBM multiclass booster on iris, saved as text (`.txt` or `.lgb`)."""
+    import lightgbm
+    from sklearn.datasets import load_iris
+
+    x, y = load_iris(return_X_y=True)
+    params = {"objective": "multiclass", "num_class": 3, "verbose": -1, "num_threads": 1}
+    booster = lightgbm.train(params, lightgbm.Dataset(x, label=y), num_boost_round=10)
+    booster.save_model(str(parent_made(path)))
+    return path
+
+
+def onnx_iris(path: Path) -> Path:
+    """The iris LogisticRegression exported to ONNX with skl2onnx (label and probabilities)."""
+    import numpy as np
+    from skl2onnx import to_onnx
+    from sklearn.datasets import load_iris
+    from sklearn.linear_model import LogisticRegression
+
+    x, y = load_iris(return_X_y=True)
+    model = LogisticRegression(max_iter=1000).fit(x, y)
+    parent_made(path).write_bytes(to_onnx(model, x[:1].astype(np.float32)).SerializeToString())
+    return path
+
+
+def torch_iris(path: Path) -> Path:
+    """A linear torch module holding the iris LogisticRegression's weights (it answers logits):
+    TorchScript for `.pt`, torch.export with a dynamic batch size for `.pt2`."""
+    import torch
+    from sklearn.datasets import load_iris
+    from sklearn.linear_model import LogisticRegression
+
+    model = LogisticRegression(max_iter=1000).fit(*load_iris(return_X_y=True))
+    linear = torch.nn.Linear(4, 3)
+    with torch.no_grad():
+        linear.weight.copy_(torch.tensor(model.coef_, dtype=torch.float32))
+        linear.bias.copy_(torch.tensor(model.intercept_, dtype=torch.float32))
+    linear.eval()
+    path = parent_made(path)
+    if path.suffix == ".pt2":
+        batch = {0: torch.export.Dim.DYNAMIC}
+        program = torch.export.export(linear, (torch.zeros(2, 4),), dynamic_shapes=(batch,))
+        torch.export.save(program, str(path))
+    else:
+        with warnings.catch_warnings():  # torch 2.13 deprecates TorchScript; users still ship it
+            warnings.simplefilter("ignore", DeprecationWarning)
+            torch.jit.save(torch.jit.script(linear), str(path))
+    return path
+
+
+def mar_of(
+    folder: Path, archive_path: Path, handler: str = "handler.py", serialized_file: str = ""
+) -> Path:
+    """A TorchServe `.mar` of a folder, built with `torch-model-archiver`: the handler (a file of
+    the folder, or a TorchServe handler name), the serialized model file, the rest as extras."""
+    folder, archive_path = Path(folder), parent_made(archive_path)
+    named = {handler, serialized_file}
+    extras = [str(p) for p in sorted(folder.iterdir()) if p.is_file() and p.name not in named]
+    command = [
+        str(Path(sys.executable).with_name("torch-model-archiver")),
+        *("--model-name", archive_path.name.removesuffix(".mar"), "--version", "1.0"),
+        *("--handler", str(folder / handler) if (folder / handler).is_file() else handler),
+        *("--export-path", str(archive_path.parent), "--force"),
+    ]
+    if serialized_file:
+        command += ["--serialized-file", str(folder / serialized_file)]
+    if extras:
+        command += ["--extra-files", ",".join(extras)]
+    subprocess.run(command, check=True, capture_output=True)
+    return archive_path
+
+
+def dump(model: Any, path: Path) -> Path:
+    path = _file_path(path)
+    if hasattr(model, "n_jobs"):
+        model.n_jobs = None  # a served model must not start a thread per core on each predict
+    path.parent.mkdir(parents=True, exist_ok=True)
+    joblib.dump(model, path)
+    return path
+
+
+def _file_path(path: Path) -> Path:
+    path = Path(path)
+    return path / "model.joblib" if path.is_dir() else path
+
+
+def corrupt_artifact(path: Path, size_bytes: int = 4096, seed: int = 0) -> Path:
+    """Random bytes under a `.joblib` name: loading it must fail cleanly."""
+    path = _file_path(path)
+    if path.suffix != ".joblib":
+        path = path.with_name(path.name + ".joblib")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(random.Random(seed).randbytes(size_bytes))
+    return path
+
+
+def parent_made(path: Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path

@@ -1,0 +1,191 @@
+"""A modelhost server running in a subprocess on a free loopback port, and a test clock."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+
+from modelhost.testing.models import parent_made
+
+# ---------------------------------------------------------------------------- a running server
+
+
+def serve_args(store: Path, cache_dir: Path, **settings: object) -> list[str]:
+    """`modelhost serve` flags for a store and cache dir, plus settings by name (workers=2)."""
+    flags = ["--model-store", str(store), "--cache-dir", str(cache_dir)]
+    for name, value in settings.items():
+        flags += [f"--{name.replace('_', '-')}", str(value)]
+    return flags
+
+
+class StepClock:
+    """A clock for tests: each reading is one second after the last; move `now` to jump."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class RunningServer:
+    """`python -m modelhost serve ARGS --host 127.0.0.1 --port P` in its own process group.
+
+    Starts on `__enter__` (or `start()`), returns once `GET /ping` answers 200, and stops with
+    SIGTERM on exit. `prefix` goes before the command (e.g. `("taskset", "-c", "1")`);
+    `command` replaces `python -m modelhost serve` (benchmarks use it for other servers that
+    take `--host`/`--port` and answer `/ping`). `tls`: the server speaks HTTPS, trusted by
+    this context (its `url` is then https).
+    """
+
+    def __init__(
+        self,
+        args: Sequence[str],
+        log_dir: Path,
+        *,
+        env: Mapping[str, str] | None = None,
+        prefix: Sequence[str] = (),
+        command: Sequence[str] | None = None,
+        startup_timeout_s: float = 60.0,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
+        self.port = free_port()
+        self.tls = tls
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
+        self.log_path = Path(log_dir) / f"server-{self.port}.log"
+        base = list(command) if command else [sys.executable, "-m", "modelhost", "serve"]
+        self.argv = [*prefix, *base, *args, "--host", "127.0.0.1", "--port", str(self.port)]
+        self.env = dict(os.environ if env is None else env)
+        self.startup_timeout_s = startup_timeout_s
+        self.leaked_pids: list[int] = []  # processes of its group still alive after it exited
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int:
+        return self._started().pid
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def start(self) -> RunningServer:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            self._process = subprocess.Popen(
+                self.argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        try:
+            self._wait_ready()
+        except BaseException:
+            self._kill_group()
+            raise
+        return self
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM, wait up to `timeout`, SIGKILL the group if it is still there; the exit code."""
+        process = self._started()
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self._kill_group()
+        self.leaked_pids = self._group_pids()
+        if self.leaked_pids:
+            self._kill_group()
+        return int(process.wait())
+
+    def __enter__(self) -> RunningServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._process is not None:
+            self.stop()
+
+    def _wait_ready(self) -> None:
+        import httpx
+
+        deadline = time.monotonic() + self.startup_timeout_s
+        with httpx.Client(timeout=2.0, verify=self.tls or True) as client:
+            while time.monotonic() < deadline:
+                code = self._started().poll()
+                if code is not None:
+                    raise RuntimeError(self._failure(f"exited with code {code}"))
+                try:
+                    if client.get(f"{self.url}/ping").status_code == 200:
+                        return
+                except httpx.TransportError:
+                    pass
+                time.sleep(0.05)
+        waited = f"did not answer /ping with 200 in {self.startup_timeout_s} s"
+        raise RuntimeError(self._failure(waited))
+
+    def _failure(self, what: str) -> str:
+        tail = "\n".join(self.log_text().splitlines()[-40:])
+        return f"server {' '.join(self.argv)} {what}; log {self.log_path} ends:\n{tail}"
+
+    def _started(self) -> subprocess.Popen[bytes]:
+        if self._process is None:
+            raise RuntimeError("the server has not been started (use `with RunningServer(...)`)")
+        return self._process
+
+    def _group_pids(self) -> list[int]:
+        import psutil
+
+        pids = []
+        for proc in psutil.process_iter():
+            try:
+                if os.getpgid(proc.pid) == self.pid and proc.status() != psutil.STATUS_ZOMBIE:
+                    pids.append(proc.pid)
+            except (ProcessLookupError, psutil.Error):
+                continue
+        return pids
+
+    def _kill_group(self) -> None:
+        import psutil
+
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.pid, signal.SIGKILL)
+        self._started().wait()
+        members = []
+        for pid in self._group_pids():
+            with contextlib.suppress(psutil.Error):
+                members.append(psutil.Process(pid))
+        psutil.wait_procs(members, timeout=5)  # orphans belong to init; wait until they are gone
+
+
+def copy_artifact(source: Path, destination: Path) -> Path:
+    """Copy a file or folder artifact (e.g. several store names for one forest)."""
+    destination = parent_made(destination)
+    if Path(source).is_dir():
+        shutil.copytree(source, destination, dirs_exist_ok=True)
+    else:
+        shutil.copyfile(source, destination)
+    return destination

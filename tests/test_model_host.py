@@ -1,0 +1,101 @@
+"""ModelHost against a fake pool that answers at once (no processes): what it reports about the
+models it holds, and the events it emits, on plain sequences. Interleavings are explored by
+test_host_interleavings.py; the real thing by tests/e2e."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from test_host_interleavings import ARTIFACT_BYTES, FakeDisk, FakePool, FakeWorker
+
+from modelhost.cache.memory import MemoryTier
+from modelhost.cache.policy import CostAwarePolicy, EvictionPolicy, LRUPolicy
+from modelhost.host import Invocation, ModelHost
+from modelhost.host.manifests import estimate_footprint
+from modelhost.workers.messages import Request
+
+ROOM_FOR_TWO = 2 * estimate_footprint(ARTIFACT_BYTES) + 1
+
+
+class AnsweringPool(FakePool):
+    """Answers each call as soon as it is made."""
+
+    async def call(
+        self,
+        worker: FakeWorker,
+        request: Request,
+        expect: type[Any],
+        payload: bytes = b"",
+        model: str = "",
+    ) -> tuple[Any, bytes]:
+        reply = asyncio.ensure_future(super().call(worker, request, expect, payload, model))
+        await asyncio.sleep(0)
+        self.answer(next(call for call in self.calls if call.request is request))
+        return await reply
+
+
+class RecordedEvents:
+    def __init__(self) -> None:
+        self.emitted: list[tuple[str, str | None, dict[str, Any]]] = []
+
+    def emit(self, kind: str, model: str | None = None, **fields: Any) -> None:
+        self.emitted.append((kind, model, fields))
+
+    def for_model(self, name: str) -> list[Any]:
+        return []
+
+
+def host_on(tmp_path: Path, policy: EvictionPolicy, events: RecordedEvents) -> ModelHost:
+    memory = MemoryTier(ROOM_FOR_TWO, 0, policy)
+    return ModelHost(
+        AnsweringPool(2),  # type: ignore[arg-type]
+        memory,
+        FakeDisk(tmp_path),  # type: ignore[arg-type]
+        events,  # type: ignore[arg-type]
+        pinned=frozenset({"pinned"}),
+        deadline_s=5.0,
+        pss_bytes=lambda: memory.committed_bytes,
+    )
+
+
+def invoke_each(host: ModelHost, names: list[str]) -> list[bytes]:
+    async def scenario() -> list[bytes]:
+        invocation = Invocation(b"[1]", "application/json", "application/json")
+        return [(await host.invoke(name, invocation)).body for name in names]
+
+    return asyncio.run(scenario())
+
+
+def test_statistics_count_what_is_loaded_and_where(tmp_path: Path) -> None:
+    host = host_on(tmp_path, LRUPolicy(), RecordedEvents())
+    assert invoke_each(host, ["a", "b"]) == [b"ok", b"ok"]
+    stats = host.statistics()
+    assert stats.memory.models == {"loading": 0, "loaded": 2, "unloading": 0}
+    assert set(stats.memory.footprints) == {"a", "b"}
+    assert stats.memory.committed_bytes == sum(stats.memory.footprints.values())
+    assert [w.worker_id for w in stats.workers] == [1, 2]
+    assert stats.batching.requests == 2
+
+
+def test_a_models_statistics_say_where_it_is(tmp_path: Path) -> None:
+    host = host_on(tmp_path, LRUPolicy(), RecordedEvents())
+    invoke_each(host, ["a", "a"])
+    loaded = host.model_statistics("a")
+    assert (loaded.state, loaded.hits, loaded.in_flight) == ("loaded", 2, 0)  # both served
+    assert len(loaded.workers) == 1 and loaded.memory_bytes > 0
+    assert host.model_statistics("never-seen").state == "remote"
+    assert host.model_statistics("pinned").pinned
+
+
+def test_an_eviction_names_the_policy_that_chose_it(tmp_path: Path) -> None:
+    for policy in (LRUPolicy(), CostAwarePolicy()):
+        events = RecordedEvents()
+        host = host_on(tmp_path, policy, events)
+        invoke_each(host, ["a", "b", "c"])
+        evictions = [
+            (model, fields["reason"]) for kind, model, fields in events.emitted if kind == "evict"
+        ]
+        assert len(evictions) == 1 and evictions[0][1] == policy.name, evictions
+        assert host.state_of(evictions[0][0]) is None
