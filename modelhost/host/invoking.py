@@ -125,16 +125,19 @@ class InvokePath:
             self.residency.clock,
         )
 
-        async def send(worker: WorkerHandle, batch: list[Job[Any]]) -> None:
-            await self._send_batch(name, worker, batch)
+        async def send(worker: WorkerHandle, batch: list[Job[Any]]) -> float | None:
+            return await self._send_batch(name, worker, batch)
 
         return Dispatcher(queue, send, lambda: self.on_pressure(name), settings.slots_per_worker)
 
-    async def _send_batch(self, name: str, worker: WorkerHandle, batch: list[Job[Any]]) -> None:
-        """One frame to the worker for the batch; each job gets its own answer or error."""
+    async def _send_batch(
+        self, name: str, worker: WorkerHandle, batch: list[Job[Any]]
+    ) -> float | None:
+        """One frame to the worker for the batch; each job gets its own answer or error. The
+        seconds the worker spent on the batch (None if every job was past its deadline)."""
         live = [job for job in batch if not job.future.done()]  # skip those past their deadline
         if not live:
-            return
+            return None
         items = tuple(
             Item(
                 job.request.content_type,
@@ -147,8 +150,9 @@ class InvokePath:
         payload = b"".join(job.request.body for job in live)
         self.batching.count(len(live))
         pool = self.residency.pool
-        reply = await pool.call(worker, Infer(name, items), Answered, payload, name)
-        resolve_batch(live, *reply)
+        answered, body = await pool.call(worker, Infer(name, items), Answered, payload, name)
+        resolve_batch(live, answered, body)
+        return answered.infer_ms / 1000
 
 
 def _item(request: Invocation) -> Item:

@@ -19,7 +19,8 @@ from modelhost.errors import ModelhostError
 from modelhost.scheduler.batcher import BatchQueue, Job
 from modelhost.workers.pool import WorkerHandle
 
-Send = Callable[[WorkerHandle, list[Job[Any]]], Awaitable[None]]
+# sends a batch to a worker; returns the seconds the worker spent on it (None: nothing was sent)
+Send = Callable[[WorkerHandle, list[Job[Any]]], Awaitable[float | None]]
 BUSY_WINDOW_S = 1.0  # how far back busy_share looks
 
 
@@ -55,7 +56,7 @@ class Dispatcher:
         self._created_at = queue.clock()
         self._batches: deque[tuple[float, float]] = deque()  # (ended at, seconds) in the window
         self._busy_s = 0.0  # the sum of the window's batch seconds
-        self._started: dict[int, float] = {}  # when each running batch began, by id
+        self._running_since: dict[int, tuple[float, WorkerHandle]] = {}  # by id of the batch
 
     def busy_share(self) -> float:
         """Worker-seconds spent on this model per second and replica over the last window:
@@ -66,8 +67,17 @@ class Dispatcher:
         window_s = min(BUSY_WINDOW_S, now - self._created_at)
         if window_s <= 0 or not self.replicas:
             return 0.0
-        running_s = sum(now - max(start, now - window_s) for start in self._started.values())
+        running_s = sum(
+            now - max(start, now - window_s)
+            for start, worker in self._running_since.values()
+            if self._worker_only_ours(worker)
+        )
         return (self._busy_s + running_s) / (window_s * len(self.replicas))
+
+    def _worker_only_ours(self, worker: WorkerHandle) -> bool:
+        """Nothing of another model in flight there: a batch still running is this model's
+        work, not a wait behind another model's load or batch."""
+        return all(model == self.queue.model for _, model in worker.pending.values())
 
     def add(self, worker: WorkerHandle, slots: int | None = None) -> None:
         """A worker now holds the model: it runs up to `slots` batches of it at once."""
@@ -114,18 +124,19 @@ class Dispatcher:
         return min(free, key=lambda r: (r.busy, len(r.worker.pending)), default=None)
 
     async def _run(self, replica: Replica, batch: list[Job[Any]]) -> None:
-        started = self._started[id(batch)] = self.queue.clock()
+        worked_s = None
+        self._running_since[id(batch)] = (self.queue.clock(), replica.worker)
         try:
-            await self.send(replica.worker, batch)
+            worked_s = await self.send(replica.worker, batch)
         except ModelhostError as error:  # the worker died or refused: the batch's answer
             for job in batch:
                 if not job.future.done():
                     job.future.set_exception(error)
         finally:
-            ended = self.queue.clock()
-            del self._started[id(batch)]
-            self._batches.append((ended, ended - started))
-            self._busy_s += ended - started
+            # the worker's own time: a batch that waited behind a load there is not a busy model
+            del self._running_since[id(batch)]
+            self._batches.append((self.queue.clock(), worked_s or 0.0))
+            self._busy_s += worked_s or 0.0
             replica.busy -= 1
             if replica.drained is not None and not replica.busy:
                 replica.drained.set_result(None)

@@ -111,3 +111,42 @@ def test_a_partial_batch_goes_when_its_oldest_job_has_waited_the_delay() -> None
         return sent_at[0] - queued.enqueued_at
 
     assert asyncio.run(scenario()) >= 0.05
+
+
+def test_busy_share_counts_the_workers_time_not_a_wait_behind_another_model() -> None:
+    """A batch that waits in a worker busy loading another model is not this model's work (in
+    the churn run such waits made lukewarm models look hot and load copies)."""
+    now = [0.0]
+
+    async def scenario() -> tuple[float, float, float]:
+        loop = asyncio.get_running_loop()
+        release = loop.create_future()
+
+        async def send(worker: Any, batch: list[Job[int]]) -> float:
+            await release
+            for job in batch:
+                job.future.set_result(0)
+            return 0.1  # what the worker reports it spent
+
+        worker = FakeWorker(1)
+        queue: BatchQueue[int] = BatchQueue("m", 10, 1, 0.0, lambda: now[0])
+        dispatcher = Dispatcher(queue, send, lambda: None)
+        dispatcher.add(worker, 1)  # type: ignore[arg-type]
+        now[0] = 0.5
+        worker.pending[1] = (loop.create_future(), "other")  # another model's load there
+        job = Job(0, loop.create_future(), now[0])
+        dispatcher.submit(job)
+        await asyncio.sleep(0)  # the batch is sent
+        now[0] = 1.0
+        behind_a_load = dispatcher.busy_share()
+        del worker.pending[1]
+        alone = dispatcher.busy_share()  # the same batch, now the worker's only work
+        release.set_result(None)
+        await job.future
+        await asyncio.sleep(0)
+        return behind_a_load, alone, dispatcher.busy_share()
+
+    behind_a_load, alone, done = asyncio.run(scenario())
+    assert behind_a_load == 0.0
+    assert alone == 0.5  # running for the last 0.5 s of a 1 s window
+    assert done == 0.1  # ended: the 0.1 s the worker reports, not the 0.5 s it took
