@@ -145,8 +145,11 @@ def test_pinned_models_stay_and_declared_memory_is_reserved(
 ) -> None:
     memory = http.get("/stats").json()["memory"]
     room = memory["budgetBytes"] - memory["committedBytes"]
-    declared = int(room * 0.4)  # two fit; a third needs one of them gone
-    for name, pinned in (("pin/kept", "true"), ("pin/a", "false"), ("pin/b", "false")):
+    # two fit; five need room twice over, so evictions happen even if the idle server's
+    # baseline drifts down meanwhile (it follows the measured PSS once all is settled)
+    declared = int(room * 0.4)
+    unpinned = (("pin/a", "false"), ("pin/b", "false"), ("pin/c", "false"), ("pin/d", "false"))
+    for name, pinned in (("pin/kept", "true"), *unpinned):
         folder = toml(runtime_store / name, f"pinned = {pinned}\nmemory = {declared}\n")
         testing.onnx_iris(folder / "model.onnx")
         assert invoke(http, name, ROWS).status_code == 200
