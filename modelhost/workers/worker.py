@@ -95,12 +95,13 @@ class Worker:
 
         artifact = Path(request.path)
         root = Path(request.root or artifact)
-        before, started = pss_bytes(), time.perf_counter()
+        started = time.perf_counter()
+        before = settled_pss_bytes()
         handler = load_handler(artifact, request.model, self._load_spec(request, root))
         warm_up(handler, request.model, root, request.warmup)
         self.models[request.model] = handler
         load_ms = (time.perf_counter() - started) * 1000
-        after = pss_bytes()
+        after = settled_pss_bytes()
         return Loaded(max(0, after - before), load_ms, after, handler.batches)
 
     def _load_spec(self, request: Load, root: Path) -> LoadSpec:
@@ -130,6 +131,13 @@ class Worker:
         infer_ms = (time.perf_counter() - started) * 1000
         answers, bodies = answers_of(replies)
         return Answered(answers, infer_ms), b"".join(bodies)
+
+
+def settled_pss_bytes() -> int:
+    """PSS once freed memory is given back: what inference on other threads allocated and freed
+    meanwhile (and the load's own garbage) must not count as the model's footprint."""
+    return_memory_to_os()
+    return pss_bytes()
 
 
 def split_requests(items: tuple[Item, ...], payload: bytes) -> Iterator[InferRequest]:
