@@ -66,7 +66,7 @@ class ModelHost:
         self.residency.shed_copies = self.scaling.shed_copies
         self.residency.copy_arriving = self.scaling.copy_arriving
         pool.on_lost = self.residency.worker_lost
-        disk.in_use = self.residency.holds
+        disk.in_use = self.residency.needs_artifact
 
     # the calls of the HTTP layer and the upkeep loops -----------------------------------------
 

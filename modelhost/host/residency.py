@@ -58,6 +58,7 @@ class Residency:
         self.sources: dict[str, str] = {}  # model name → URL, when not its path in the store
         self.leaving: set[tuple[str, int]] = set()  # (model, worker) of copies being unloaded
         self.loaders: set[int] = set()  # workers with a load under way (one at a time each)
+        self.reading: set[str] = set()  # loaded models whose runtime may still read their files
         self.closing = False
         self.loads: dict[str, asyncio.Task[LoadOutcome]] = {}
         self._changed = asyncio.Event()
@@ -85,9 +86,12 @@ class Residency:
             if not awaited[name]:
                 del awaited[name]
 
-    def holds(self, name: str) -> bool:
-        """Loaded or loading: its artifact must stay on disk."""
-        return name in self.memory.residents or name in self.loads
+    def needs_artifact(self, name: str) -> bool:
+        """Its files must stay on disk: it is loading, a copy of it is, or its runtime may still
+        read them. A loaded model whose runtime read it whole can lose them (a later load
+        fetches them again), so a disk budget smaller than memory still serves every model."""
+        loading = name in self.loads or self.copy_arriving(name) is not None
+        return loading or name in self.reading
 
     def source_of(self, name: str) -> str:
         return self.sources.get(name) or self.disk.stores.url_of(name)
@@ -153,6 +157,8 @@ class Residency:
         if not worker.alive:  # it died after answering: the model went with it
             raise Unavailable(f"the worker loading model {name} died; retry is safe")
         self.memory.mark_loaded(name, worker.worker_id, footprint, loaded.load_ms)
+        if loaded.reads_artifact:
+            self.reading.add(name)
         self.dispatchers[name] = self.make_dispatcher(name, loaded.batches)
         self.dispatchers[name].add(worker)
 
@@ -306,6 +312,7 @@ class Residency:
         if not self.is_current(resident):
             return  # an earlier incarnation's step finishing late: the name is someone else's
         self.memory.remove(name)
+        self.reading.discard(name)
         dispatcher = self.dispatchers.pop(name, None)
         if dispatcher is not None:
             dispatcher.fail_waiting(

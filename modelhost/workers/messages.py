@@ -73,6 +73,7 @@ class Loaded(Message, frozen=True):
     load_ms: float
     pss: int  # the worker's PSS after the load
     batches: bool  # the handler takes a whole batch in one call
+    reads_artifact: bool = True  # the loaded model may still read its files: keep them on disk
 
 
 class Unloaded(Message, frozen=True):

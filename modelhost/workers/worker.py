@@ -102,7 +102,8 @@ class Worker:
         self.models[request.model] = handler
         load_ms = (time.perf_counter() - started) * 1000
         after = settled_pss_bytes()
-        return Loaded(max(0, after - before), load_ms, after, handler.batches)
+        footprint = max(0, after - before)
+        return Loaded(footprint, load_ms, after, handler.batches, handler.reads_artifact)
 
     def _load_spec(self, request: Load, root: Path) -> LoadSpec:
         from modelhost.workers.handlers.select import LoadSpec
