@@ -234,14 +234,17 @@ def run_modelhost(store: Path, which: dict[str, int], truth: list[Any], args: An
         with StatsPoller(server.url) as stats:
             run = sampled(server, drive(server.url, which, truth, args, floor=False))
         log = server.log_text()
-    errors = footprint_errors(log, which, alone["footprints"])
+    errors = footprint_errors(load_footprints(log, which), alone["footprints"])
+    sizes = sorted(abs(e) for e in errors)
     return {
         **run.summary(),
         "budget_bytes": budget,
         "peak_pss_bytes": run.peak_pss_bytes,
         "alone_footprint_bytes": alone["footprints"],
-        "footprint_error_max": round(max(errors), 3) if errors else None,
-        "footprint_error_median": round(statistics.median(errors), 3) if errors else None,
+        "footprint_error_max": round(sizes[-1], 3) if errors else None,
+        "footprint_error_median": round(statistics.median(sizes), 3) if errors else None,
+        "footprint_error_p90": round(sizes[int(0.9 * (len(sizes) - 1))], 3) if errors else None,
+        "footprint_errors_signed": [round(e, 3) for e in errors],
         "loads": len(errors),
         "tracebacks": log.count("Traceback"),
         "stats_medians": stats.medians(),
@@ -250,18 +253,22 @@ def run_modelhost(store: Path, which: dict[str, int], truth: list[Any], args: An
     }
 
 
-def footprint_errors(log: str, which: dict[str, int], alone: dict[int, int]) -> list[float]:
-    """Each load event's footprint against its forest's footprint measured alone."""
-    errors = []
+def load_footprints(log: str, which: dict[str, int]) -> list[tuple[int, int]]:
+    """(forest, bytes) of each load event in the server's log."""
+    loads = []
     for line in log.splitlines():
         match = re.search(r"\{.*\"kind\": ?\"load\".*\}", line)
-        if not match:
-            continue
-        event = json.loads(match.group(0))
-        forest = which.get(event.get("model", ""))
-        if forest is not None and event.get("bytes"):
-            errors.append(abs(event["bytes"] - alone[forest]) / alone[forest])
-    return errors
+        if match:
+            event = json.loads(match.group(0))
+            forest = which.get(event.get("model", ""))
+            if forest is not None and event.get("bytes"):
+                loads.append((forest, int(event["bytes"])))
+    return loads
+
+
+def footprint_errors(loads: list[tuple[int, int]], alone: dict[int, int]) -> list[float]:
+    """Each load's footprint against its forest's footprint measured alone, signed."""
+    return [(measured - alone[forest]) / alone[forest] for forest, measured in loads]
 
 
 def simulated(run: Run, footprint: int, room: int) -> dict[str, float]:
@@ -351,7 +358,8 @@ def report(results: dict[str, Any]) -> str:
         "",
         f"modelhost budget {mh['budget_bytes']} bytes; peak PSS {mh['peak_pss_bytes']}; "
         f"loads {mh['loads']}; footprint error median {mh['footprint_error_median']}, "
-        f"max {mh['footprint_error_max']}; tracebacks {mh['tracebacks']}; "
+        f"p90 {mh['footprint_error_p90']}, max {mh['footprint_error_max']}; "
+        f"tracebacks {mh['tracebacks']}; "
         f"statuses {mh['statuses']}",
         f"simulate's hit ratio on modelhost's trace: {mh['simulated']}",
         f"idle baseline alone {mh['baseline_alone_bytes']}; medians during the run "

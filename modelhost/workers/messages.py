@@ -69,7 +69,7 @@ class Infer(Message, frozen=True):
 
 
 class Loaded(Message, frozen=True):
-    footprint: int  # bytes the worker's PSS grew by while loading
+    footprint: int  # bytes the load allocated (where the C library cannot say, its PSS growth)
     load_ms: float
     pss: int  # the worker's PSS after the load
     batches: bool  # the handler takes a whole batch in one call

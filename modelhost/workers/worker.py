@@ -12,11 +12,12 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from modelhost.errors import ModelNotLoaded
-from modelhost.records.memory import pss_bytes, return_memory_to_os
+from modelhost.records.memory import allocated_bytes, pss_bytes, return_memory_to_os
 from modelhost.workers.handlers.base import Handler, InferReply, InferRequest
 from modelhost.workers.messages import (
     Answer,
@@ -96,14 +97,14 @@ class Worker:
         artifact = Path(request.path)
         root = Path(request.root or artifact)
         started = time.perf_counter()
-        before = settled_pss_bytes()
+        before = settled_memory()
         handler = load_handler(artifact, request.model, self._load_spec(request, root))
         warm_up(handler, request.model, root, request.warmup)
         self.models[request.model] = handler
         load_ms = (time.perf_counter() - started) * 1000
-        after = settled_pss_bytes()
-        footprint = max(0, after - before)
-        return Loaded(footprint, load_ms, after, handler.batches, handler.reads_artifact)
+        after = settled_memory()
+        footprint = max(0, after.footprint_since(before))
+        return Loaded(footprint, load_ms, after.pss, handler.batches, handler.reads_artifact)
 
     def _load_spec(self, request: Load, root: Path) -> LoadSpec:
         from modelhost.workers.handlers.select import LoadSpec
@@ -134,11 +135,25 @@ class Worker:
         return Answered(answers, infer_ms), b"".join(bodies)
 
 
-def settled_pss_bytes() -> int:
-    """PSS once freed memory is given back: what inference on other threads allocated and freed
-    meanwhile (and the load's own garbage) must not count as the model's footprint."""
+@dataclass(frozen=True)
+class MemoryReading:
+    pss: int
+    allocated: int | None
+
+    def footprint_since(self, before: MemoryReading) -> int:
+        """What a load between the two readings costs: the bytes it allocated where the C
+        library can say (a load that fills the holes of earlier unloads grows the PSS less than
+        it allocates, and such holes are the baseline's, not the model's), else the PSS growth."""
+        if self.allocated is None or before.allocated is None:
+            return self.pss - before.pss
+        return self.allocated - before.allocated
+
+
+def settled_memory() -> MemoryReading:
+    """Read once freed memory is given back: garbage of the load and of inference on other
+    threads must not count as the model's."""
     return_memory_to_os()
-    return pss_bytes()
+    return MemoryReading(pss_bytes(), allocated_bytes())
 
 
 def split_requests(items: tuple[Item, ...], payload: bytes) -> Iterator[InferRequest]:
