@@ -111,14 +111,14 @@ class FakePool:
         reply: Reply
         if isinstance(request, Load):
             worker.models.add(request.model)
-            reply = Loaded(FOOTPRINT_BYTES, 1.0, 0, batches=True)
+            reply = Loaded(FOOTPRINT_BYTES, 1.0, batches=True)
         elif isinstance(request, Unload):
             if request.model not in worker.models:
                 missing = f"{request.model} not in {worker.worker_id}"
                 call.future.set_exception(ModelNotLoaded(missing))
                 return
             worker.models.discard(request.model)
-            reply = Unloaded(FOOTPRINT_BYTES, 0)
+            reply = Unloaded(FOOTPRINT_BYTES)
         else:
             if request.model not in worker.models:
                 self.violations.append(

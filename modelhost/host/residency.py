@@ -47,10 +47,10 @@ class Residency:
         manifests: Manifests,
         deadline_s: float,
         clock: Callable[[], float],
-        pss_bytes: Callable[[], int],
+        read_pss: Callable[[], Awaitable[int]],
     ) -> None:
         self.pool, self.memory, self.disk, self.events = pool, memory, disk, events
-        self.pss_bytes = pss_bytes  # the whole server's memory as the OS measures it
+        self.read_pss = read_pss  # the whole server's memory as the OS measures it
         self.manifests = manifests
         self.deadline_s = deadline_s
         self.clock = clock
@@ -153,7 +153,7 @@ class Residency:
     ) -> None:
         name = resident.name
         loaded = await self.load_copy(name, artifact, worker, "invoked")
-        footprint = self.manifests.measured(name, loaded.footprint)
+        footprint = self.manifests.measured(name, loaded.footprint, loaded.peak)
         if not worker.alive:  # it died after answering: the model went with it
             raise Unavailable(f"the worker loading model {name} died; retry is safe")
         self.memory.mark_loaded(name, worker.worker_id, footprint, loaded.load_ms)
@@ -183,7 +183,7 @@ class Residency:
         """Reserve `size` for `name`, unloading victims first; the new record, loading."""
         if not self.memory.fits_ever(size):
             raise InsufficientMemory(self._never_fits(name, size))
-        self.memory.observe(self.pss_bytes())
+        self.memory.observe(await self.read_pss())
         await self.shed_copies(self.memory.committed_bytes + size - self.memory.budget_bytes)
         deadline = self.clock() + self.deadline_s
         pinned = self.manifests.is_pinned(name)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import gc
@@ -39,6 +40,23 @@ def return_memory_to_os() -> None:
     trim = malloc_trim()
     if trim is not None:
         trim(0)
+
+
+def reset_peak_rss() -> None:
+    """Start a new high-water mark of this process's resident set (Linux: VmHWM)."""
+    with contextlib.suppress(OSError), open("/proc/self/clear_refs", "w") as clear_refs:
+        clear_refs.write("5")
+
+
+def rss_and_peak_bytes() -> tuple[int, int]:
+    """This process's resident set now and its high-water mark since `reset_peak_rss`; zeros
+    where /proc cannot say."""
+    found = {}
+    with contextlib.suppress(OSError), open("/proc/self/status", "rb") as status:
+        for line in status:
+            if line.startswith((b"VmRSS:", b"VmHWM:")):
+                found[line[:5]] = int(line.split()[1]) * 1024
+    return found.get(b"VmRSS", 0), found.get(b"VmHWM", 0)
 
 
 def allocated_bytes() -> int | None:
