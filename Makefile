@@ -34,7 +34,7 @@ test: setup test-tools test-torch  ## every test: unit, property and end-to-end 
 	$(PY) -m pytest
 
 wheel-smoke: setup  ## build the sdist and wheel, install the wheel in a fresh venv, try it
-	scripts/wheel_smoke.sh $(PYTHON)
+	$(PY) scripts/wheel_smoke.py
 
 test-torch: setup  ## torch for the TorchScript tests (they skip without it, fail under CI)
 	@[ -z "$(TORCH)" ] || $(PY) -c "import torch" 2>/dev/null \
