@@ -2,8 +2,9 @@
 
 Clones the repository (its committed HEAD) into a temporary folder, runs `make serve PORT=P` there
 (a fresh .venv, the example store, the server), and POSTs the README's first invocation every
-0.2 s until it answers 200. Reports the seconds to the example store's "N models in" line (install
-and store built) and to that first answer, then stops `make` and everything it started. Bounded:
+0.2 s until it answers 200. Reports the seconds until make starts `modelhost examples` (the
+install done), until its "N models in" line (the store built) and until that first answer, then
+stops `make` and everything it started. Bounded:
 it gives up after --timeout-s. Pip's cache and the machine's local wheels stay as they are, so
 this is a new user's first run on a machine that has installed these packages before.
 
@@ -59,30 +60,31 @@ def first_run(clone: Path, timeout_s: float) -> dict[str, object]:
             start_new_session=True,
         )
     try:
-        store_s, answer_s = wait_for_answer(make, log_path, port, started, timeout_s)
+        seen_s = wait_for_answer(make, log_path, port, started, timeout_s)
     finally:
         stop(make)
-    return {
-        "commit": git_head(clone),
-        "store_built_s": round(store_s, 1),
-        "first_answer_s": round(answer_s, 1),
-        "log": str(log_path),
-    }
+    return {"commit": git_head(clone), **seen_s, "log": str(log_path)}
+
+
+MARKERS = {"installed_s": b"modelhost examples", "store_built_s": b" models in "}
 
 
 def wait_for_answer(
     make: subprocess.Popen[bytes], log_path: Path, port: int, started: float, timeout_s: float
-) -> tuple[float, float]:
-    store_s = float("nan")
+) -> dict[str, float]:
+    """Seconds from `started` to each marker's first line in the log, and to the first 200."""
+    seen_s: dict[str, float] = {}
     url = f"http://127.0.0.1:{port}/models/{MODEL}/invoke"
     while time.monotonic() - started < timeout_s:
         if make.poll() is not None:
             tail = log_path.read_text(errors="replace")[-3000:]
             raise SystemExit(f"make serve exited with {make.returncode}:\n{tail}")
-        if store_s != store_s and b" models in " in log_path.read_bytes():
-            store_s = time.monotonic() - started
+        log = log_path.read_bytes()
+        for name, marker in MARKERS.items():
+            if name not in seen_s and marker in log:
+                seen_s[name] = round(time.monotonic() - started, 1)
         if answers(url):
-            return store_s, time.monotonic() - started
+            return {**seen_s, "first_answer_s": round(time.monotonic() - started, 1)}
         time.sleep(0.2)
     raise SystemExit(f"no answer from {url} in {timeout_s} s; log: {log_path}")
 
