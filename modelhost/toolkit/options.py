@@ -63,7 +63,8 @@ def _click_option(field: dataclasses.Field[Any], annotation: Any) -> Callable[[F
     if annotation is bool:
         return click.option(*names, is_flag=True, **common)
     if typing.get_origin(annotation) is tuple:
-        return click.option(*names, multiple=True, **common)
+        kind = _click_type(typing.get_args(annotation)[0], cli)
+        return click.option(*names, multiple=True, type=kind, **common)
     return click.option(*names, type=_click_type(annotation, cli), **common)
 
 

@@ -66,3 +66,66 @@ def over_time(points: Sequence[Mapping[str, float]]) -> str:
     right.set_ylabel("latency (ms)")
     figure.legend(loc="outside lower center", ncols=3)
     return _svg(figure)
+
+
+def percentiles(records: Mapping[str, Mapping[str, float]], title: str) -> str:
+    """A latency distribution as its percentile record (min … max), one line per record."""
+    figure, axes = _figure()
+    for label, record in records.items():
+        names = [name for name in record if name != "mean"]
+        axes.plot(names, [record[n] for n in names], label=label, marker="o", markersize=3)
+    axes.set(title=title, xlabel="percentile", ylabel="latency (ms)")
+    axes.set_yscale("log")
+    if records:
+        axes.legend(fontsize="small")
+    axes.grid(alpha=0.3)
+    return _svg(figure)
+
+
+def twin(
+    x: Sequence[float],
+    left: Mapping[str, Sequence[float]],
+    right: Mapping[str, Sequence[float]],
+    title: str,
+    labels: tuple[str, str, str],
+) -> str:
+    """Series on a left and a right axis over the same x; `labels`: x, left and right axes."""
+    figure, axes = _figure()
+    other = axes.twinx()
+    colors = iter(["#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2"])
+    for side, series in ((axes, left), (other, right)):
+        for label, y in series.items():
+            side.plot(x, y, label=label, marker="o", markersize=3, color=next(colors))
+    axes.set(title=title, xlabel=labels[0], ylabel=labels[1])
+    other.set_ylabel(labels[2])
+    axes.grid(alpha=0.3)
+    figure.legend(loc="outside lower center", ncols=min(5, len(left) + len(right)))
+    return _svg(figure)
+
+
+def frontier(
+    points: Sequence[tuple[float, float, str]], best: Sequence[int], title: str, ylabel: str
+) -> str:
+    """(p99 ms, cost, label) points with the efficient frontier (`best`, in p99 order) marked."""
+    figure, axes = _figure()
+    groups: dict[str, list[tuple[float, float]]] = {}
+    for p99, cost, label in points:
+        groups.setdefault(label, []).append((p99, cost))
+    for label, xy in groups.items():
+        axes.scatter([p[0] for p in xy], [p[1] for p in xy], label=label, s=18)
+    edge = sorted((points[i][0], points[i][1]) for i in best)
+    axes.plot(
+        [p[0] for p in edge],
+        [p[1] for p in edge],
+        color="#222",
+        drawstyle="steps-post",
+        linewidth=1,
+        label="efficient frontier",
+    )
+    axes.scatter(
+        [p[0] for p in edge], [p[1] for p in edge], facecolors="none", edgecolors="#222", s=60
+    )
+    axes.set(title=title, xlabel="p99 latency (ms)", ylabel=ylabel)
+    axes.legend(fontsize="small")
+    axes.grid(alpha=0.3)
+    return _svg(figure)
