@@ -59,7 +59,8 @@ def _click_option(field: dataclasses.Field[Any], annotation: Any) -> Callable[[F
     cli = field.metadata["cli"]
     flag = cli["flag"] or "--" + field.name.replace("_", "-")
     names = [flag, *([cli["short"]] if cli["short"] else []), field.name]
-    common = {"default": field.default, "help": cli["help"], "show_default": cli["show_default"]}
+    shown = cli["show_default"] and field.default not in ("", None, ())
+    common = {"default": field.default, "help": cli["help"], "show_default": shown}
     if annotation is bool:
         return click.option(*names, is_flag=True, **common)
     if typing.get_origin(annotation) is tuple:
