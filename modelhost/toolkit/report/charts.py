@@ -75,7 +75,6 @@ def percentiles(records: Mapping[str, Mapping[str, float]], title: str) -> str:
         names = [name for name in record if name != "mean"]
         axes.plot(names, [record[n] for n in names], label=label, marker="o", markersize=3)
     axes.set(title=title, xlabel="percentile", ylabel="latency (ms)")
-    axes.set_yscale("log")
     if records:
         axes.legend(fontsize="small")
     axes.grid(alpha=0.3)
@@ -98,6 +97,8 @@ def twin(
             side.plot(x, y, label=label, marker="o", markersize=3, color=next(colors))
     axes.set(title=title, xlabel=labels[0], ylabel=labels[1])
     other.set_ylabel(labels[2])
+    for side in (axes, other):  # from zero: two points must not look like a steep rise
+        side.set_ylim(bottom=0)
     axes.grid(alpha=0.3)
     figure.legend(loc="outside lower center", ncols=min(5, len(left) + len(right)))
     return _svg(figure)
