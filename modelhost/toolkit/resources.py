@@ -95,7 +95,7 @@ class UsageProbe:
     """
 
     def __init__(self, read: Callable[[], Reading], source: str) -> None:
-        self._read, self._source = read, source
+        self._read, self.source = read, source
         self._readings: list[Reading] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
@@ -126,9 +126,9 @@ class UsageProbe:
     @property
     def usage(self) -> ServerUsage:
         if not self._readings:
-            return ServerUsage(float("nan"), float("nan"), self._source)
+            return ServerUsage(float("nan"), float("nan"), self.source)
         cpu = self._readings[-1][0] - self._readings[0][0]
-        return ServerUsage(cpu, max(r[1] for r in self._readings), self._source)
+        return ServerUsage(cpu, max(r[1] for r in self._readings), self.source)
 
 
 def probe_for(url: str, pid: int | None) -> UsageProbe:
