@@ -9,11 +9,12 @@ from modelhost.toolkit.run import BenchOptions
 
 
 @click.command(context_settings={"max_content_width": 100})
-@click.argument("url")
+@click.argument("url", required=False, default="")
 @click_options(BenchOptions)
 def bench(**values: object) -> None:
     """Load-test URL: the endpoint root of a multi-model server (with --models), or the full
-    invocation URL of a single model.
+    invocation URL of a single model; or, with --endpoint-name, a SageMaker endpoint (to measure
+    it before and after moving to modelhost with the same tool).
 
     Closed loop with --concurrency, open loop with --rate (latency then counts from each
     request's due time, so a slow server cannot hide its stalls). --requests N measures N

@@ -64,6 +64,7 @@ class ProcessPlan:
     seed: int = 0
     index: int = 0
     requests: int = 0  # measured requests to send (this process's share); 0: run duration_s
+    sign_region: str = ""  # SigV4-sign every request for SageMaker in this region
 
     @property
     def end_s(self) -> float:
@@ -203,7 +204,7 @@ async def run_plan(
     plan: ProcessPlan, start: float, on_row: Callable[[Row], None] = lambda row: None
 ) -> tuple[list[Row], Diagnostics]:
     """Open the plan's HTTP client, run the plan, close the client."""
-    transport = open_transport(plan.client, plan.timeout_s)
+    transport = open_transport(plan.client, plan.timeout_s, plan.sign_region)
     try:
         generator = Generator(plan, transport, start, on_row)
         return await generator.run(), generator.diagnostics

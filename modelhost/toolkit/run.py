@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
@@ -28,7 +29,14 @@ PROCESSES_DEFAULT = max(1, min(4, len(os.sched_getaffinity(0)) // 2))
 class BenchOptions:
     """`modelhost bench`'s options; its flags are derived from these fields."""
 
-    url: str
+    url: str = ""  # the argument; empty with --endpoint-name
+    endpoint_name: str = option(
+        "", "a SageMaker endpoint to load-test instead of URL: InvokeEndpoint, SigV4-signed"
+    )
+    region: str = option("", "the endpoint's AWS region [default: the standard chain's]")
+    endpoint_url: str = option(
+        "", "another InvokeEndpoint host (a VPC endpoint, a local stand-in) [default: AWS's]"
+    )
     payloads: Path | None = option(
         None,
         'JSON lines (SageMaker {"Body","ContentType"} or raw JSON), a folder of files (each sent '
@@ -65,7 +73,31 @@ class BenchOptions:
     quiet: bool = option(False, "no progress bar", show_default=False)
 
 
+def sagemaker_target(options: BenchOptions) -> tuple[str, str]:
+    """(invocation URL, region) of --endpoint-name; credentials checked here, before any load."""
+    import botocore.session
+
+    if options.url or options.model_in == "path":
+        raise ValueError("give URL or --endpoint-name (its models go in the header), not both")
+    session = botocore.session.get_session()
+    region = options.region or session.get_config_variable("region")
+    if not region:
+        raise ValueError("give --region (or AWS_REGION) for --endpoint-name")
+    if session.get_credentials() is None:
+        raise ValueError("no AWS credentials in the standard chain: set AWS_PROFILE or the keys")
+    host = options.endpoint_url or f"https://runtime.sagemaker.{region}.amazonaws.com"
+    return (
+        f"{host.rstrip('/')}/endpoints/{quote(options.endpoint_name, safe='')}/invocations",
+        region,
+    )
+
+
 def plan_of(options: BenchOptions) -> ProcessPlan:
+    url, sign_region = options.url, ""
+    if options.endpoint_name:
+        url, sign_region = sagemaker_target(options)
+    elif not url:
+        raise ValueError("give URL, or --endpoint-name for a SageMaker endpoint")
     if bool(options.concurrency) == bool(options.rate_rps):
         raise ValueError("give one of --concurrency N (closed loop) or --rate R (open loop)")
     if options.duration_s <= 0 and not options.requests:
@@ -80,7 +112,7 @@ def plan_of(options: BenchOptions) -> ProcessPlan:
     )
     payloads = read_payloads(options.payloads) if options.payloads else [Payload(IRIS_ROW)]
     return ProcessPlan(
-        target=Target(options.url, options.model_in == "path"),
+        target=Target(url, options.model_in == "path"),
         popularity=popularity,
         payloads=tuple(payloads),
         duration_s=options.duration_s,
@@ -93,6 +125,7 @@ def plan_of(options: BenchOptions) -> ProcessPlan:
         timeout_s=options.timeout_s,
         client=options.client,
         seed=options.seed,
+        sign_region=sign_region,
     )
 
 
