@@ -97,8 +97,9 @@ def twin(
             side.plot(x, y, label=label, marker="o", markersize=3, color=next(colors))
     axes.set(title=title, xlabel=labels[0], ylabel=labels[1])
     other.set_ylabel(labels[2])
-    for side in (axes, other):  # from zero: two points must not look like a steep rise
-        side.set_ylim(bottom=0)
+    for side, series in ((axes, left), (other, right)):  # from zero: no steep rise of two points
+        top = max((v for y in series.values() for v in y if v == v), default=0.0)
+        side.set_ylim(bottom=0, top=top * 1.15 or 1.0)
     axes.grid(alpha=0.3)
     figure.legend(loc="outside lower center", ncols=min(5, len(left) + len(right)))
     return _svg(figure)
@@ -118,13 +119,13 @@ def frontier(
     axes.plot(
         [p[0] for p in edge],
         [p[1] for p in edge],
-        color="#222",
+        color="#e45756",
         drawstyle="steps-post",
-        linewidth=1,
+        linewidth=2,
         label="efficient frontier",
     )
     axes.scatter(
-        [p[0] for p in edge], [p[1] for p in edge], facecolors="none", edgecolors="#222", s=60
+        [p[0] for p in edge], [p[1] for p in edge], facecolors="none", edgecolors="#e45756", s=60
     )
     axes.set(title=title, xlabel="p99 latency (ms)", ylabel=ylabel)
     axes.legend(fontsize="small")
