@@ -142,10 +142,13 @@ def run_with_progress(
         TextColumn("{task.fields[done]} answered, {task.fields[errors]} errors"),
     )
     with Progress(*columns, console=console, transient=True) as bar:
-        task = bar.add_task("bench", total=plan.end_s, done=0, errors=0)
+        # by time; with --requests by answers (warm-up ones included: an estimate)
+        total = plan.requests or plan.end_s
+        task = bar.add_task("bench", total=total, done=0, errors=0)
 
         def update(p: RunProgress) -> None:
-            bar.update(task, completed=min(p.elapsed_s, p.total_s), done=p.done, errors=p.errors)
+            done = p.done if plan.requests else p.elapsed_s
+            bar.update(task, completed=min(done, total), done=p.done, errors=p.errors)
 
         return run_bench(plan, processes, update)
 
