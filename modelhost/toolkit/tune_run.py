@@ -162,13 +162,13 @@ def tune_command(options: TuneOptions) -> dict[str, Any]:
     from rich.console import Console
 
     from modelhost.toolkit.report.terminal import table
-    from modelhost.toolkit.report.tune import table_of, write_tune
+    from modelhost.toolkit.report.tune import table_of, verdict, write_tune
 
     console = Console()
     summary = run_tune(options, options.target(), lambda p: console.print(describe(p)))
     header, rows = table_of(summary)
     console.print(table(f"tune ({options.mode})", header, rows, summary["recommended_index"]))
-    console.print(f"recommended: {summary['recommended']}")
+    console.print(verdict(summary))
     console.print("wrote " + ", ".join(str(p) for p in write_tune(options.out, summary).values()))
     return summary
 

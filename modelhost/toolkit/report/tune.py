@@ -23,11 +23,22 @@ COLUMNS = [
     "within_limit",
     "stop",
 ]
-SHORT = [c for c in COLUMNS if c not in ("min_ms", "mean_ms", "p90_ms", "p99.9_ms")]
+TERMINAL = [  # the figures a person compares first; the files keep every column
+    "concurrency",
+    "throughput_rps",
+    "p50_ms",
+    "p95_ms",
+    "p99_ms",
+    "errors",
+    "server_cpu_s",
+    "server_peak_pss_mib",
+    "cost_per_million",
+    "stop",
+]
 
 
 def table_of(
-    summary: dict[str, Any], columns: list[str] = SHORT
+    summary: dict[str, Any], columns: list[str] = TERMINAL
 ) -> tuple[list[str], list[list[Any]]]:
     header = [*summary["settings"], *columns]
     return header, [[row.get(name, "") for name in header] for row in summary["steps"]]
