@@ -4,6 +4,7 @@ need one, and the one-line error that names what to install instead of a traceba
 from __future__ import annotations
 
 import functools
+import importlib
 import importlib.util
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -72,3 +73,25 @@ def checked_callback(command: str, extra: str, callback: Callable[..., Any]) -> 
         return callback(*args, **kwargs)
 
     return run
+
+
+def command_or_stand_in(name: str) -> click.Command:
+    """Command `name` from its module in this folder; when importing it needs a module of an
+    extra that is not installed, a stand-in that takes any arguments and says what to install."""
+    try:
+        return getattr(importlib.import_module(f"modelhost.cli.{name}"), name)  # type: ignore[no-any-return]
+    except ModuleNotFoundError as exc:
+        extra = extra_of(exc.name)
+        if extra is None:
+            raise
+
+    def refuse(args: tuple[str, ...]) -> None:
+        raise MissingExtra(name, missing_modules(extra) or [str(extra)], extra)
+
+    return click.Command(
+        name,
+        callback=refuse,
+        params=[click.Argument(["args"], nargs=-1, type=click.UNPROCESSED)],
+        help=f"(needs pip install 'modelhost[{extra}]')",
+        context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+    )

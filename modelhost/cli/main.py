@@ -12,13 +12,15 @@ from typing import Any
 import click
 
 from modelhost import __version__
-from modelhost.cli.bench import bench
-from modelhost.cli.cost import cost
 from modelhost.cli.examples import examples
-from modelhost.cli.extras import COMMAND_EXTRAS, MissingExtra, checked_callback, extra_of
+from modelhost.cli.extras import (
+    COMMAND_EXTRAS,
+    MissingExtra,
+    checked_callback,
+    command_or_stand_in,
+    extra_of,
+)
 from modelhost.cli.serve import serve
-from modelhost.cli.simulate import simulate
-from modelhost.cli.tune import tune
 
 
 class Commands(click.Group):
@@ -50,10 +52,8 @@ def main() -> None:
 
 main.add_command(serve)
 main.add_command(examples)
-main.add_command(bench)
-main.add_command(tune)
-main.add_command(simulate)
-main.add_command(cost)
+for _name in COMMAND_EXTRAS:  # the toolkit's commands: they import what its extra installs
+    main.add_command(command_or_stand_in(_name))
 
 if __name__ == "__main__":
     main()

@@ -6,11 +6,8 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
-
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
 from modelhost.toolkit.bench import BenchRun, bench_summary, run_bench
 from modelhost.toolkit.bench import Progress as RunProgress
@@ -18,6 +15,9 @@ from modelhost.toolkit.loadgen import ProcessPlan
 from modelhost.toolkit.options import option
 from modelhost.toolkit.payloads import Payload, read_payloads
 from modelhost.toolkit.traffic import Popularity, Target, read_models
+
+if TYPE_CHECKING:  # rich comes with the toolkit extra: imported when bench runs, so that
+    from rich.console import Console  # `modelhost bench` can say what to install instead
 
 IRIS_ROW = b"[5.1, 3.5, 1.4, 0.2]"
 
@@ -133,6 +133,8 @@ def run_with_progress(
     plan: ProcessPlan, processes: int, console: Console, quiet: bool = False
 ) -> BenchRun:
     """The run, with a progress bar over its time on `console` unless `quiet`."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
     if quiet:
         return run_bench(plan, processes)
     columns = (
@@ -154,6 +156,8 @@ def run_with_progress(
 
 
 def bench_command(options: BenchOptions, console: Console | None = None) -> dict[str, Any]:
+    from rich.console import Console
+
     from modelhost.toolkit.report.bench import write_bench
     from modelhost.toolkit.report.terminal import bench_tables, show
 
