@@ -42,6 +42,7 @@ class Outcome:
     hit: bool
     latency_ms: float
     right: bool
+    timings: dict[str, float] = field(default_factory=dict)  # Server-Timing parts, ms
 
 
 @dataclass
@@ -64,6 +65,8 @@ class Run:
             "hit_p99_ms": _percentile(hits, 99),
             "miss_p50_ms": _percentile(misses, 50),
             "miss_p99_ms": _percentile(misses, 99),
+            "hit_queue_p50_ms": _percentile([o.timings.get("queue", 0) for o in ok if o.hit], 50),
+            "hit_infer_p50_ms": _percentile([o.timings.get("infer", 0) for o in ok if o.hit], 50),
         }
 
 
@@ -112,6 +115,8 @@ async def drive(
 ) -> Run:
     import aiohttp
 
+    from modelhost.observe.exchange import parse_server_timing
+
     names = sorted(which)
     random.Random(7).shuffle(names)  # popularity independent of which forest a name copies
     weights = [1 / rank**args.zipf for rank in range(1, len(names) + 1)]
@@ -135,7 +140,8 @@ async def drive(
         latency_ms = (time.monotonic() - started) * 1000
         cache = response.headers.get("x-floor-cache" if floor else "x-modelhost-cache", "")
         right = response.status == 200 and json.loads(body)["predictions"] == truth[forest]
-        return Outcome(started, name, response.status, cache == "hit", latency_ms, right)
+        timings = parse_server_timing(response.headers.get("server-timing", ""))
+        return Outcome(started, name, response.status, cache == "hit", latency_ms, right, timings)
 
     timeout = aiohttp.ClientTimeout(total=300)
     connector = aiohttp.TCPConnector(limit=args.clients)
@@ -247,6 +253,8 @@ def run_modelhost(store: Path, which: dict[str, int], truth: list[Any], args: An
         "footprint_errors_signed": [round(e, 3) for e in errors],
         "loads": len(errors),
         "tracebacks": log.count("Traceback"),
+        "evict_ms_p50": _percentile(evict_ms(log), 50),
+        "evict_ms_p99": _percentile(evict_ms(log), 99),
         "stats_medians": stats.medians(),
         "baseline_alone_bytes": alone["baseline"],
         "simulated": simulated(run, footprint, args.room),
@@ -264,6 +272,12 @@ def load_footprints(log: str, which: dict[str, int]) -> list[tuple[int, int]]:
             if forest is not None and event.get("bytes"):
                 loads.append((forest, int(event["bytes"])))
     return loads
+
+
+def evict_ms(log: str) -> list[float]:
+    """How long each eviction took (its unload in the worker, and any wait for it)."""
+    events = (re.search(r"\{.*\"kind\": ?\"evict\".*\}", line) for line in log.splitlines())
+    return [json.loads(m.group(0)).get("duration_ms", 0.0) for m in events if m]
 
 
 def footprint_errors(loads: list[tuple[int, int]], alone: dict[int, int]) -> list[float]:
@@ -359,8 +373,11 @@ def report(results: dict[str, Any]) -> str:
         f"modelhost budget {mh['budget_bytes']} bytes; peak PSS {mh['peak_pss_bytes']}; "
         f"loads {mh['loads']}; footprint error median {mh['footprint_error_median']}, "
         f"p90 {mh['footprint_error_p90']}, max {mh['footprint_error_max']}; "
-        f"tracebacks {mh['tracebacks']}; "
+        f"tracebacks {mh['tracebacks']}; evictions p50 {mh['evict_ms_p50']} ms, "
+        f"p99 {mh['evict_ms_p99']} ms; "
         f"statuses {mh['statuses']}",
+        f"hits' Server-Timing p50: queue {mh.get('hit_queue_p50_ms')} ms, "
+        f"infer {mh.get('hit_infer_p50_ms')} ms",
         f"simulate's hit ratio on modelhost's trace: {mh['simulated']}",
         f"idle baseline alone {mh['baseline_alone_bytes']}; medians during the run "
         f"(GET /stats): {mh['stats_medians']}",
