@@ -6,8 +6,8 @@
 #   single model (default)        /opt/ml/model is the model; /invocations needs no header
 #   SAGEMAKER_MULTI_MODEL=true    /opt/ml/models is the store; POST /models loads from it
 #
-# SageMaker's own variables (SAGEMAKER_BIND_TO_PORT, SAGEMAKER_MODEL_SERVER_WORKERS,
-# SAGEMAKER_MODEL_SERVER_TIMEOUT) are read by the server; any MODELHOST_* variable set on the
+# SageMaker's own variables (SAGEMAKER_BIND_TO_PORT, SAGEMAKER_MODEL_SERVER_WORKERS: workers per
+# model, SAGEMAKER_MODEL_SERVER_TIMEOUT) are read by the server; any MODELHOST_* variable set on the
 # container wins over what is set here. OPT_ML_DIR moves /opt/ml (the tests use it).
 set -eu
 

@@ -102,17 +102,20 @@ def management_servers(
     if not config.management_port:
         return []
     app = build_management_app(routes, unhandled)
-    return [BesideServer(uvicorn_config(app, config, config.management_port))]
+    host = config.management_host or config.host
+    return [BesideServer(uvicorn_config(app, config, config.management_port, host=host))]
 
 
-def uvicorn_config(app: Any, config: Config, port: int, **more: Any) -> uvicorn.Config:
+def uvicorn_config(
+    app: Any, config: Config, port: int, host: str = "", **more: Any
+) -> uvicorn.Config:
     """Both servers' settings: httptools, no lifespan, our own access log instead of uvicorn's.
     Proxy headers are trusted only from --forwarded-allow-ips, given explicitly so uvicorn's own
     FORWARDED_ALLOW_IPS variable cannot turn that trust on: the caller's address decides who may
     manage models."""
     return uvicorn.Config(
         app,
-        host=config.host,
+        host=host or config.host,
         port=port,
         lifespan="off",
         access_log=False,

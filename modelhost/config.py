@@ -98,14 +98,13 @@ class Config:
         "seconds after which a cached artifact's ETag is checked against the store (0: never)",
         minimum=0,
     )
-    workers: int = _setting(
-        0,
-        "worker processes in all (0: one per usable core)",
-        env=("SAGEMAKER_MODEL_SERVER_WORKERS",),
-        minimum=0,
-    )
+    workers: int = _setting(0, "worker processes in all (0: one per usable core)", minimum=0)
     workers_per_model: int = _setting(
-        1, "workers each model gets", props="default_workers_per_model", minimum=1
+        1,
+        "workers each model is loaded on (the floor; busy models scale out above it)",
+        props="default_workers_per_model",
+        env=("SAGEMAKER_MODEL_SERVER_WORKERS",),  # per model, as sagemaker-inference-toolkit
+        minimum=1,
     )
     max_workers_per_model: int = _setting(
         0, "most workers a hot model scales out to (0: every worker)", minimum=0
@@ -178,7 +177,9 @@ class Config:
         minimum=0,
     )
     multi_model: bool = _setting(
-        True, "serve many models (SageMaker multi-model)", env=("SAGEMAKER_MULTI_MODEL",)
+        True,
+        "serve many models (SageMaker multi-model); false needs --single-model, the one model",
+        env=("SAGEMAKER_MULTI_MODEL",),
     )
     single_model: str = _setting(
         "", "model /invocations uses without a target-model header (empty: none)"
@@ -189,6 +190,7 @@ class Config:
         minimum=0,
         maximum=65535,
     )
+    management_host: str = _setting("", "address the management API listens on (empty: --host)")
     management_token: str = _setting(
         "", "bearer token that allows management calls from non-loopback addresses"
     )
@@ -197,8 +199,12 @@ class Config:
         "reverse proxies trusted to set X-Forwarded-For/-Proto: comma-separated addresses or "
         "networks, * for any (empty: those headers are ignored, the caller is the TCP peer)",
     )
-    ssl_certfile: str = _setting("", "TLS certificate file (PEM) to serve HTTPS (empty: HTTP)")
-    ssl_keyfile: str = _setting("", "TLS private key file (PEM) for --ssl-certfile")
+    ssl_certfile: str = _setting(
+        "", "TLS certificate file (PEM) to serve HTTPS (empty: HTTP)", props="certificate_file"
+    )
+    ssl_keyfile: str = _setting(
+        "", "TLS private key file (PEM) for --ssl-certfile", props="private_key_file"
+    )
     max_unpacked_bytes: str = _setting(
         "4GiB", "largest unpacked size of a model archive", size="bytes"
     )
@@ -232,6 +238,7 @@ class _FileOption(NamedTuple):
     default_name: str
     env: tuple[str, ...]
     help: str
+    env_first: bool = False  # MMS and TorchServe read their variable before their flag
 
 
 _FILE_OPTIONS = (
@@ -240,11 +247,29 @@ _FILE_OPTIONS = (
         "mms_config",
         "config.properties",
         ("MMS_CONFIG_FILE", "TS_CONFIG_FILE"),
-        "MMS/TorchServe config.properties to read",
+        "MMS/TorchServe config.properties to read (MMS_CONFIG_FILE and TS_CONFIG_FILE win "
+        "over this flag, as in MMS)",
+        env_first=True,
     ),
 )
-_PRELOAD_NOTICE = "is always on here: workers fork from a template that has imported the runtimes"
+_PRELOAD_NOTICE = (
+    "has no switch here: workers fork from a template that has imported the runtimes, so the "
+    "libraries' pages are shared; model memory is not shared between workers: each copy of a "
+    "model is loaded in its own worker"
+)
 _PROPS_NOTICES = {"preload_model": _PRELOAD_NOTICE}
+# config.properties keys that would change what the server does if they were ignored
+_PROPS_REFUSED = {
+    "keystore": "convert the keystore to PEM and set certificate_file and private_key_file "
+    "(--ssl-certfile, --ssl-keyfile)",
+    "keystore_pass": "use an unencrypted PEM key with certificate_file and private_key_file",
+    "keystore_type": "use PEM files with certificate_file and private_key_file",
+    "enable_token_authorization": "set --management-token TOKEN (MODELHOST_MANAGEMENT_TOKEN); "
+    "management calls then need Authorization: Bearer TOKEN, inference calls need none",
+    "metrics_address": "metrics are served on the inference port at GET /metrics; scrape that",
+    "grpc_inference_port": "modelhost speaks HTTP only: use POST /predictions/{model} or /v2",
+    "grpc_management_port": "modelhost speaks HTTP only: use the management API over HTTP",
+}
 _BOOL_WORDS = {"true": True, "1": True, "yes": True, "on": True}
 _BOOL_WORDS |= {"false": False, "0": False, "no": False, "off": False}
 _ANY_WHOLE_BYTES = 1 << 50  # checks a percentage's syntax when the whole is not known yet
@@ -331,7 +356,19 @@ def load_config(
     fields = {f.name: f for f in _settings()}
     for layer in (props, toml, _env_layer(environ), _flag_layer(flags)):
         values |= {name: _coerce(fields[name], *given) for name, given in layer.items()}
-    return Config(**values, notices=tuple(notices))
+    config = Config(**values, notices=tuple(notices))
+    _refuse_unsupported(config)
+    return config
+
+
+def _refuse_unsupported(config: Config) -> None:
+    """Settings that parse but ask for something modelhost does not do: a ConfigError."""
+    if not config.multi_model and not config.single_model:
+        raise ConfigError(
+            "multi_model false (SAGEMAKER_MULTI_MODEL=false) asks for one model, but none is "
+            "named: set --single-model NAME (MODELHOST_SINGLE_MODEL), the model POST "
+            "/invocations serves without a target-model header, or unset it to serve many"
+        )
 
 
 def _find_file(
@@ -340,6 +377,8 @@ def _find_file(
     """The config file a flag or variable names (it must exist), else the default if present."""
     named = [(flags.get(option.name), _flag_name(option.name))]
     named += [(environ.get(var), var) for var in (env_name(option.name), *option.env)]
+    if option.env_first:
+        named = named[2:] + named[:2]  # MMS_CONFIG_FILE, --mms-config, MODELHOST_MMS_CONFIG
     for value, source in named:
         if value:
             path = cwd / str(value)
@@ -395,6 +434,8 @@ def _props_layer(path: Path) -> tuple[Layer, list[str]]:
             layer |= {name: (part, source) for name, part in _PROPS_SPLIT[key](value, source)}
         elif key in by_key:
             layer[by_key[key]] = (value, source)
+        elif key in _PROPS_REFUSED:
+            raise ConfigError(f"{source}: '{key}' is not supported here; {_PROPS_REFUSED[key]}")
         elif key in _PROPS_NOTICES:
             notices.append(f"{path}: '{key}' {_PROPS_NOTICES[key]}")
         else:
@@ -414,8 +455,14 @@ def _split_address(value: str, source: str) -> list[tuple[str, str]]:
     return [("host", parts.hostname), ("port", str(port))]
 
 
+def _split_management_address(value: str, source: str) -> list[tuple[str, str]]:
+    """Host and port of the management API from a management_address."""
+    return [("management_" + name, part) for name, part in _split_address(value, source)]
+
+
 _PROPS_SPLIT: dict[str, Callable[[str, str], list[tuple[str, str]]]] = {
-    "inference_address": _split_address
+    "inference_address": _split_address,
+    "management_address": _split_management_address,
 }
 
 

@@ -64,6 +64,7 @@ def test_unknown_variable_exits_2(served: list[Config]) -> None:
 
 def test_only_given_flags_override_the_environment(served: list[Config]) -> None:
     env = {"MODELHOST_PORT": "7000", "MODELHOST_WORKERS": "4", "MODELHOST_MULTI_MODEL": "false"}
+    env |= {"MODELHOST_SINGLE_MODEL": "m"}
     args = ["serve", "--port", "9000", "--load-models", "a,b"]
     result = CliRunner().invoke(main, args, env=env)
     assert result.exit_code == 3  # the server's exit code

@@ -82,9 +82,11 @@ def test_sagemaker_variables(tmp_path: Path) -> None:
         "SAGEMAKER_MODEL_SERVER_WORKERS": "3",
         "SAGEMAKER_MODEL_SERVER_TIMEOUT": "30",
         "SAGEMAKER_MULTI_MODEL": "false",
+        "MODELHOST_SINGLE_MODEL": "model",
     }
     config = load_config({}, environ, tmp_path)
-    assert (config.port, config.workers, config.default_response_timeout_s) == (8081, 3, 30.0)
+    assert (config.port, config.workers_per_model) == (8081, 3)
+    assert config.default_response_timeout_s == 30.0
     assert config.multi_model is False
 
 
@@ -130,11 +132,11 @@ def test_properties_mapping(tmp_path: Path) -> None:
 def test_properties_keys_without_meaning_become_notices(tmp_path: Path) -> None:
     path = write(tmp_path / "config.properties", PROPERTIES)
     notices = load_config({}, {}, tmp_path).notices
-    for key in ("management_address", "number_of_netty_threads", "enable_envvars_config"):
+    for key in ("number_of_netty_threads", "enable_envvars_config"):
         assert f"{path}: '{key}' has no meaning in modelhost; ignored" in notices
     preload = [n for n in notices if "'preload_model'" in n]
-    assert preload and "always on here" in preload[0] and "template" in preload[0]
-    assert len(notices) == 4
+    assert preload and "not shared" in preload[0] and "template" in preload[0]
+    assert len(notices) == 3
 
 
 def test_properties_load_models_list_and_continuation(tmp_path: Path) -> None:
@@ -223,6 +225,7 @@ def test_bad_values_name_their_source(
 
 def test_typed_values_from_toml(tmp_path: Path) -> None:
     text = 'max_request_size = 1000\ndrain_timeout_s = 3\nmulti_model = false\nhost = "::"\n'
+    text += 'single_model = "m"\n'
     write(tmp_path / "modelhost.toml", text)
     config = load_config({}, {}, tmp_path)
     assert (config.max_request_size, config.drain_timeout_s) == ("1000", 3.0)

@@ -1,0 +1,87 @@
+"""Migration settings read as MMS, TorchServe and SageMaker users wrote them (issue 16)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from modelhost.config import load_config
+from modelhost.errors import ConfigError
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_mms_config_file_variable_wins_over_the_flag_as_in_mms(tmp_path: Path) -> None:
+    """MMS: MMS_CONFIG_FILE first, then --mms-config, then ./config.properties."""
+    by_env = write(tmp_path / "env.properties", "model_store=/from-env\n")
+    write(tmp_path / "flag.properties", "model_store=/from-flag\n")
+    write(tmp_path / "config.properties", "model_store=/from-cwd\n")
+    environ = {"MMS_CONFIG_FILE": str(by_env)}
+    assert load_config({"mms_config": "flag.properties"}, environ, tmp_path).model_store == (
+        "/from-env"
+    )
+    assert load_config({"mms_config": "flag.properties"}, {}, tmp_path).model_store == "/from-flag"
+    assert load_config({}, {}, tmp_path).model_store == "/from-cwd"
+
+
+def test_sagemaker_model_server_workers_means_workers_per_model(tmp_path: Path) -> None:
+    """sagemaker-inference-toolkit passes it to MMS as default_workers_per_model."""
+    config = load_config({}, {"SAGEMAKER_MODEL_SERVER_WORKERS": "2"}, tmp_path)
+    assert (config.workers_per_model, config.workers) == (2, 0)
+
+
+def test_preload_model_notice_says_model_memory_is_not_shared(tmp_path: Path) -> None:
+    write(tmp_path / "config.properties", "preload_model=true\n")
+    (notice,) = load_config({}, {}, tmp_path).notices
+    assert "not shared" in notice and "libraries" in notice
+    assert "always on" not in notice
+
+
+@pytest.mark.parametrize(
+    "environ",
+    [{"SAGEMAKER_MULTI_MODEL": "false"}, {"MODELHOST_MULTI_MODEL": "false"}],
+)
+def test_single_model_mode_without_a_model_is_refused_naming_what_to_use(
+    tmp_path: Path, environ: dict[str, str]
+) -> None:
+    with pytest.raises(ConfigError, match="--single-model"):
+        load_config({}, environ, tmp_path)
+    assert load_config({}, {"SAGEMAKER_MULTI_MODEL": "true"}, tmp_path).multi_model
+    one = load_config({}, {**environ, "MODELHOST_SINGLE_MODEL": "model"}, tmp_path)
+    assert (one.multi_model, one.single_model) == (False, "model")
+
+
+def test_torchserve_tls_keys_map_to_the_ssl_settings(tmp_path: Path) -> None:
+    text = "certificate_file=/tls/cert.pem\nprivate_key_file=/tls/key.pem\n"
+    write(tmp_path / "config.properties", text)
+    config = load_config({}, {}, tmp_path)
+    assert (config.ssl_certfile, config.ssl_keyfile) == ("/tls/cert.pem", "/tls/key.pem")
+    assert config.notices == ()
+
+
+def test_management_address_binds_the_management_api(tmp_path: Path) -> None:
+    write(tmp_path / "config.properties", "management_address=http://127.0.0.2:8091\n")
+    config = load_config({}, {}, tmp_path)
+    assert (config.management_host, config.management_port) == ("127.0.0.2", 8091)
+    assert config.notices == ()
+
+
+@pytest.mark.parametrize(
+    ("key", "instead"),
+    [
+        ("keystore", "certificate_file"),
+        ("keystore_pass", "private_key_file"),
+        ("enable_token_authorization", "--management-token"),
+        ("metrics_address", "GET /metrics"),
+    ],
+)
+def test_properties_keys_that_would_change_behaviour_are_refused(
+    tmp_path: Path, key: str, instead: str
+) -> None:
+    write(tmp_path / "config.properties", f"{key}=x\n")
+    with pytest.raises(ConfigError, match=f"'{key}'.*{instead}"):
+        load_config({}, {}, tmp_path)
