@@ -71,6 +71,7 @@ async def main(config: Config) -> int:
                     parse_size(config.max_request_size),
                     config.management_token,
                     config.single_model,
+                    parse_size(config.max_response_size),
                 ),
                 observer.usage,
             )
@@ -261,6 +262,7 @@ def build_host(
             max_batch_size=config.batch_size,
             max_batch_delay_ms=config.max_batch_delay_ms,
             max_workers_per_model=config.max_workers_per_model,
+            min_workers_per_model=config.workers_per_model,
             max_concurrency=config.max_concurrency,
             response_timeout_s=config.default_response_timeout_s,
             scale_in_idle_s=config.scale_in_idle_s,

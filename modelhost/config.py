@@ -36,6 +36,14 @@ LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 EVICTION_POLICIES = ("lru", "cost-aware")  # modelhost.cache.policy.POLICIES
 ADMISSIONS = ("none", "tinylfu")
 OPTIONAL_RUNTIMES = ("xgboost", "lightgbm", "onnxruntime", "torch")
+# the runtimes' thread variables: a user's value wins over threads_per_worker in every worker
+THREAD_VARIABLES = (
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+)
 
 
 def _setting(
@@ -356,9 +364,18 @@ def load_config(
     fields = {f.name: f for f in _settings()}
     for layer in (props, toml, _env_layer(environ), _flag_layer(flags)):
         values |= {name: _coerce(fields[name], *given) for name, given in layer.items()}
+    notices += _thread_notices(environ)
     config = Config(**values, notices=tuple(notices))
     _refuse_unsupported(config)
     return config
+
+
+def _thread_notices(environ: Mapping[str, str]) -> list[str]:
+    """Say which of the user's thread variables the workers keep instead of threads_per_worker."""
+    given = [f"{var}={environ[var]}" for var in THREAD_VARIABLES if environ.get(var)]
+    if not given:
+        return []
+    return [f"{', '.join(given)} from the environment win over threads_per_worker in every worker"]
 
 
 def _refuse_unsupported(config: Config) -> None:

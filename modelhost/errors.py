@@ -5,6 +5,7 @@ ModelhostError
 ├── RequestError                 the caller can fix it
 │   ├── BadRequestBody           the body cannot be decoded for this model
 │   ├── PayloadTooLarge          body over max_request_size
+│   ├── ResponseTooLarge         a model's answer over max_response_size (ask for fewer rows)
 │   ├── HeaderTooLarge           a header longer than the server passes on to the core
 │   ├── ParameterTooLarge        a query parameter (or URL field) longer than the server passes on
 │   ├── InvalidModelName         a name that escapes the store (``..``, absolute, NUL)
@@ -52,6 +53,10 @@ class BadRequestBody(RequestError):
 
 
 class PayloadTooLarge(RequestError):
+    pass
+
+
+class ResponseTooLarge(RequestError):
     pass
 
 

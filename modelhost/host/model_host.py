@@ -29,6 +29,7 @@ from modelhost.records.statistics import (
     WorkerStatistics,
 )
 from modelhost.scheduler import SchedulerSettings
+from modelhost.scheduler.dispatch import Dispatcher
 from modelhost.workers.pool import WorkerHandle, WorkerPool
 
 
@@ -64,11 +65,20 @@ class ModelHost:
             on_hit=self.registry.revalidate_in_background,
             on_pressure=self.scaling.scale_out,
         )
-        self.residency.make_dispatcher = self.invoke_path.dispatcher
+        self.residency.make_dispatcher = self._dispatcher_then_floor
+        self._filling: set[asyncio.Task[None]] = set()
         self.residency.shed_copies = self.scaling.shed_copies
         self.residency.copy_arriving = self.scaling.copy_arriving
         pool.on_lost = self.residency.worker_lost
         disk.in_use = self.residency.needs_artifact
+
+    def _dispatcher_then_floor(self, name: str, handler_batches: bool) -> Dispatcher:
+        """A first copy's dispatcher; with workers_per_model above 1 the other copies follow."""
+        if self.scheduling.min_workers_per_model > 1:
+            task = asyncio.ensure_future(self.scaling.fill_floor(name))
+            self._filling.add(task)
+            task.add_done_callback(self._filling.discard)
+        return self.invoke_path.dispatcher(name, handler_batches)
 
     # the calls of the HTTP layer and the upkeep loops -----------------------------------------
 

@@ -3,6 +3,8 @@
 A copy pays only when the model alone keeps its workers busy (`SCALE_OUT_BUSY_SHARE` of the last
 second); under memory pressure copies are the first thing given back, idle ones least recently
 used first; an extra copy that has not been needed for `scale_in_idle_s` is unloaded.
+A model is loaded on `min_workers_per_model` workers at once (the floor: workers_per_model),
+and scale-in keeps that many; memory pressure may still take copies below it.
 """
 
 from __future__ import annotations
@@ -32,23 +34,36 @@ class Scaling:
 
     def scale_out(self, name: str) -> None:
         """Requests wait for a free worker: load one more copy if the budget and limit allow."""
+        dispatcher = self.residency.dispatchers.get(name)
+        if dispatcher is not None and dispatcher.busy_share() >= SCALE_OUT_BUSY_SHARE:
+            self._start_copy(name, "scale_out")
+
+    def _start_copy(self, name: str, reason: str) -> asyncio.Task[None] | None:
+        """Begin loading one more copy if the budget and limit allow; the task doing it."""
         r = self.residency
         resident, artifact = r.memory.get(name), r.disk.artifacts.get(name)
         if name in self.arriving or r.closing or resident is None or artifact is None:
-            return
+            return None
         if len(resident.workers) >= self._max_copies(name) or resident.state is not State.LOADED:
-            return
-        dispatcher = r.dispatchers.get(name)
-        if dispatcher is None or dispatcher.busy_share() < SCALE_OUT_BUSY_SHARE:
-            return
+            return None
         spare = [w for w in r.pool.workers.values() if self._may_take(w, resident)]
-        if not spare or not r.memory.reserve_copy(resident):
-            return
+        if name not in r.dispatchers or not spare or not r.memory.reserve_copy(resident):
+            return None
         worker = least_loaded(spare, r.memory)
         r.loaders.add(worker.worker_id)
-        task = asyncio.ensure_future(self._add_copy(resident, artifact, worker))
+        task = asyncio.ensure_future(self._add_copy(resident, artifact, worker, reason))
         self.arriving[name] = task
         task.add_done_callback(lambda _: self.arriving.pop(name, None))
+        return task
+
+    async def fill_floor(self, name: str) -> None:
+        """Add copies of a just loaded model until it is on workers_per_model workers."""
+        floor = min(self.scheduling.min_workers_per_model, self._max_copies(name))
+        while (resident := self.residency.memory.get(name)) and len(resident.workers) < floor:
+            task = self.arriving.get(name) or self._start_copy(name, "workers_per_model")
+            if task is None:
+                return  # no spare worker or no room: scale-out may add it later
+            await task
 
     def _may_take(self, worker: WorkerHandle, resident: Resident) -> bool:
         """A worker without a copy of the model, not still unloading one, and not loading."""
@@ -61,13 +76,15 @@ class Scaling:
         workers = len(self.residency.pool.workers)
         return limit or self.scheduling.max_workers_per_model or workers
 
-    async def _add_copy(self, resident: Resident, artifact: Artifact, worker: WorkerHandle) -> None:
+    async def _add_copy(
+        self, resident: Resident, artifact: Artifact, worker: WorkerHandle, reason: str
+    ) -> None:
         r, name = self.residency, resident.name
         try:
-            await r.load_copy(name, artifact, worker, "scale_out")
+            await r.load_copy(name, artifact, worker, reason)
         except ModelhostError as error:
             r.memory.release_copy(resident)
-            r.events.emit("failure", name, reason="scale_out", detail={"error": str(error)})
+            r.events.emit("failure", name, reason=reason, detail={"error": str(error)})
             return
         finally:
             r.release_loader(worker)
@@ -84,7 +101,8 @@ class Scaling:
         now = self.residency.clock()
         for name, dispatcher in list(self.residency.dispatchers.items()):
             resident = self.residency.memory.get(name)
-            if resident is None or len(resident.workers) < 2 or name in self.arriving:
+            floor = max(1, self.scheduling.min_workers_per_model)
+            if resident is None or len(resident.workers) <= floor or name in self.arriving:
                 continue
             if now - dispatcher.pressed_at >= self.scheduling.scale_in_idle_s:
                 dispatcher.pressed_at = now  # one copy per idle period

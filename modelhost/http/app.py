@@ -25,7 +25,11 @@ def build_app(routes: Routes, observer: Observer | None = None) -> LastResort:
     settings = routes.settings
     unhandled = Unhandled(observer.metrics.unhandled_errors if observer else None)
     invocations = Invocations(
-        routes.host, settings.max_request_bytes, settings.single_model, observer
+        routes.host,
+        settings.max_request_bytes,
+        settings.single_model,
+        observer,
+        settings.max_response_bytes,
     )
     served = [
         Route("/ping", routes.ping, methods=["GET"]),

@@ -18,7 +18,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute
 from starlette.types import Receive, Scope, Send
 
-from modelhost.errors import BadRequestBody, ModelhostError, PayloadTooLarge
+from modelhost.errors import BadRequestBody, ModelhostError, PayloadTooLarge, ResponseTooLarge
 from modelhost.host import Invocation, ModelHost, Result
 from modelhost.http.errors import error_response, status_of
 from modelhost.http.params import check_headers, check_param, check_query
@@ -56,9 +56,11 @@ class Invocations:
         max_request_bytes: int,
         single_model: str,
         observer: Observer | None = None,
+        max_response_bytes: int = 0,
     ) -> None:
         self.host = host
         self.max_request_bytes = max_request_bytes
+        self.max_response_bytes = max_response_bytes
         self.single_model = single_model
         self.observer = observer
 
@@ -96,6 +98,7 @@ class Invocations:
                 _params(scope, headers),
             )
             result = await self.host.invoke(name, invocation)
+            check_response_size(len(result.body), self.max_response_bytes)
         except ModelhostError as error:
             exchange.status, exchange.error = status_of(error), type(error).__name__
             response = error_response(exchange.status, exchange.error, str(error))
@@ -204,6 +207,15 @@ def invocation_response(result: Result) -> Response:
     """The same reply as a Starlette response, for an invocation the framework routes (OIP)."""
     headers = {"X-Modelhost-Cache": result.cache, "Server-Timing": server_timing(result)}
     return Response(result.body, media_type=result.content_type, headers=headers)
+
+
+def check_response_size(size: int, limit: int) -> None:
+    """Refuse a model's answer over max_response_size (0: no limit), as MMS and TorchServe do."""
+    if limit and size > limit:
+        raise ResponseTooLarge(
+            f"the model's response is {format_bytes(size)} but max_response_size is "
+            f"{format_bytes(limit)}; ask for fewer rows per request or raise --max-response-size"
+        )
 
 
 def too_large(size: int, limit: int) -> str:

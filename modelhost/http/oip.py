@@ -22,7 +22,7 @@ from modelhost.cache.memory import State
 from modelhost.errors import BadRequestBody, ModelhostError, ModelNotFound
 from modelhost.host import Invocation, Result
 from modelhost.http.errors import RETRY_AFTER_S, status_of
-from modelhost.http.invocations import invocation_response
+from modelhost.http.invocations import check_response_size, invocation_response
 from modelhost.http.params import check_param, is_whole_number
 from modelhost.http.routes import Routes, json_object, model_in_path
 from modelhost.names import echo
@@ -132,7 +132,9 @@ class OipRoutes:
             accept=OIP_MEDIA_TYPE,
             params={MODEL_NAME_PARAM: name, MODEL_VERSION_PARAM: version},
         )
-        return oip_response(await self.host.invoke(name, invocation))
+        result = await self.host.invoke(name, invocation)
+        check_response_size(len(result.body), self.http.settings.max_response_bytes)
+        return oip_response(result)
 
     # model repository -------------------------------------------------------------------
 

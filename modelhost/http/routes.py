@@ -37,6 +37,7 @@ class HttpSettings:
     max_request_bytes: int
     management_token: str
     single_model: str
+    max_response_bytes: int = 0  # 0: no limit
 
 
 class Routes:

@@ -17,6 +17,7 @@ class SchedulerSettings:
     max_batch_size: int = 0  # 0: AUTO_BATCH_SIZE for handlers that batch, 1 for the others
     max_batch_delay_ms: float = 0.0
     max_workers_per_model: int = 0  # 0: every worker
+    min_workers_per_model: int = 1  # workers_per_model: copies loaded at once, kept through lulls
     max_concurrency: int = 0  # 0: no limit
     response_timeout_s: float = 60.0
     scale_in_idle_s: float = 30.0

@@ -16,19 +16,14 @@ import os
 import signal
 import sys
 
-THREAD_VARIABLES = (
-    "OMP_NUM_THREADS",
-    "MKL_NUM_THREADS",
-    "OPENBLAS_NUM_THREADS",
-    "NUMEXPR_NUM_THREADS",
-    "VECLIB_MAXIMUM_THREADS",
-)
+from modelhost.config import THREAD_VARIABLES
 
 
 def limit_threads(threads: int) -> None:
-    """Set the runtimes' thread counts; must run before they are imported."""
+    """Set the runtimes' thread counts the user has not set; must run before they are imported."""
     for variable in THREAD_VARIABLES:
-        os.environ[variable] = str(threads)
+        if not os.environ.get(variable):
+            os.environ[variable] = str(threads)
 
 
 def import_runtimes(optional: list[str]) -> None:

@@ -1,0 +1,110 @@
+"""Migration settings observed on a real server with real workers (issue 16): a model on
+workers_per_model workers, a 413 for a response over max_response_size, the user's thread
+variables in each worker, the management API on management_host."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from modelhost import testing
+
+ROW = testing.iris_rows(1)[0]
+MANAGEMENT_HOST = "127.0.0.2"  # the whole 127/8 is loopback on Linux
+
+# answers with its worker's thread variables, padded to the size the body asks for
+ENV_HANDLER = """
+import json
+import os
+
+VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def handle(data, context):
+    if data is None:
+        return None
+    replies = []
+    for request in data:
+        body = json.loads(request["body"])
+        reply = {name: os.environ.get(name) for name in VARIABLES}
+        replies.append({**reply, "pad": "x" * int(body.get("pad", 0))})
+    return replies
+"""
+
+
+@pytest.fixture(scope="module")
+def management_port() -> int:
+    return testing.free_port()
+
+
+@pytest.fixture(scope="module")
+def migrated(
+    store: Path, management_port: int, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[testing.RunningServer]:
+    work = tmp_path_factory.mktemp("migrated")
+    (store / "envreport").mkdir(exist_ok=True)
+    (store / "envreport" / "handler.py").write_text(ENV_HANDLER)
+    args = testing.serve_args(
+        store,
+        work / "cache",
+        workers=2,
+        workers_per_model=2,
+        memory_budget="4GiB",
+        max_response_size="64KiB",
+        management_port=management_port,
+        management_host=MANAGEMENT_HOST,
+    )
+    env = {"OMP_NUM_THREADS": "3", "MKL_NUM_THREADS": "3"}
+    with testing.RunningServer(args, work, env={**_environ(), **env}) as running:
+        yield running
+
+
+def _environ() -> dict[str, str]:
+    import os
+
+    return {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS",)}
+
+
+@pytest.fixture
+def http(migrated: testing.RunningServer) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=migrated.url, timeout=60) as client:
+        yield client
+
+
+def test_workers_per_model_loads_each_model_on_that_many_workers(http: httpx.Client) -> None:
+    assert http.post("/models/iris.pkl/invoke", json=[ROW]).status_code == 200
+    deadline = time.monotonic() + 30  # the second copy loads beside the first request
+    while len((described := http.get("/models/iris.pkl").json())["workers"]) < 2:
+        assert time.monotonic() < deadline, described
+        time.sleep(0.05)
+    assert len(described["workers"]) == 2, described
+
+
+def test_a_response_over_max_response_size_is_refused_with_413(http: httpx.Client) -> None:
+    small = http.post("/predictions/envreport", json={"pad": 10})
+    assert small.status_code == 200, small.text
+    large = http.post("/predictions/envreport", json={"pad": 100_000})
+    assert large.status_code == 413, large.text
+    error = large.json()
+    assert error["type"] == "ResponseTooLarge"
+    assert "max_response_size" in error["message"] and "--max-response-size" in error["message"]
+
+
+def test_the_users_thread_variables_win_and_are_reported(
+    http: httpx.Client, migrated: testing.RunningServer
+) -> None:
+    reply = http.post("/predictions/envreport", json={}).json()
+    assert (reply["OMP_NUM_THREADS"], reply["MKL_NUM_THREADS"]) == ("3", "3")
+    assert reply["OPENBLAS_NUM_THREADS"] not in (None, "3")  # not the user's: the default
+    assert "OMP_NUM_THREADS=3" in migrated.log_text()
+
+
+def test_management_host_binds_the_management_api(management_port: int) -> None:
+    with httpx.Client(base_url=f"http://{MANAGEMENT_HOST}:{management_port}") as management:
+        assert management.get("/models").status_code == 200
+    with pytest.raises(httpx.ConnectError), httpx.Client() as other:
+        other.get(f"http://127.0.0.1:{management_port}/models")
