@@ -460,6 +460,19 @@ def _props_layer(path: Path) -> tuple[Layer, list[str]]:
     return layer, notices
 
 
+def properties_keys() -> dict[str, str]:
+    """Every config.properties key modelhost knows: "setting", "refused" or "notice"."""
+    keys = {f.metadata["props"]: "setting" for f in _settings() if f.metadata["props"]}
+    keys |= dict.fromkeys(_PROPS_SPLIT, "setting")
+    return keys | dict.fromkeys(_PROPS_REFUSED, "refused") | dict.fromkeys(_PROPS_NOTICES, "notice")
+
+
+def outside_variables() -> tuple[str, ...]:
+    """The variables of other servers modelhost reads: SageMaker's, MMS's, the runtimes'."""
+    named = [v for f in _settings() for v in f.metadata["env"]]
+    return (*named, *(v for o in _FILE_OPTIONS for v in o.env), *THREAD_VARIABLES)
+
+
 def _split_address(value: str, source: str) -> list[tuple[str, str]]:
     """Host and port from an MMS inference_address such as http://0.0.0.0:8080."""
     parts = urllib.parse.urlsplit(value if "://" in value else f"http://{value}")

@@ -1,0 +1,168 @@
+# ruff: noqa: E501  (a table of test ids: one per line reads better than wrapped strings)
+"""Every setting a migrating user can give does what it says or is refused at start (issue 16).
+
+One row per flag of `serve --help`, per config.properties key modelhost knows, and per outside
+variable it reads (SageMaker's, MMS's, the runtimes' thread counts). A row names the test that
+observes the setting's effect (most on a real server with real workers), or the value refused at
+start and the words of the refusal's way out. Adding a setting without a row fails this suite.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+
+from modelhost.config import cli_options, load_config, outside_variables, properties_keys
+from modelhost.errors import ConfigError
+
+TESTS = Path(__file__).resolve().parents[1]
+MIGRATION = "e2e/test_migration_effects.py::"
+CONFIG = "config/test_migration_config.py::"
+
+
+class Refused(NamedTuple):
+    """Given this way, the server refuses to start, and the message names `instead`."""
+
+    flags: dict[str, object]
+    environ: dict[str, str]
+    properties: str
+    instead: str
+
+
+def refused_key(key: str, instead: str) -> Refused:
+    return Refused({}, {}, f"{key}=x\n", instead)
+
+
+# an effect: the test that observes it
+EFFECTS: dict[str, str] = {
+    "--model-store": "e2e/test_remote_stores.py::test_first_invocation_downloads_and_the_next_is_a_hit",
+    "--host": "security/test_proxy_and_tls_e2e.py::test_the_server_speaks_tls_with_the_given_certificate",
+    "--port": "e2e/test_invoke.py::test_sagemaker_target_model_header_invokes_by_store_path",
+    "--memory-budget": "e2e/test_budget.py",
+    "--disk-budget": "e2e/test_disk.py::test_an_archive_larger_than_the_disk_budget_is_507",
+    "--cache-dir": "e2e/test_disk.py::test_cycling_archives_keeps_the_disk_budget_and_restart_keeps_the_tier",
+    "--allowed-urls": "e2e/test_remote_stores.py::test_post_models_loads_only_from_allowed_urls",
+    "--store-timeout-s": "e2e/test_remote_stores.py::test_a_stalled_store_is_504_within_the_store_timeout",
+    "--store-attempts": "e2e/test_remote_stores.py::test_a_store_that_dies_mid_download_leaves_nothing_and_a_retry_succeeds",
+    "--revalidate-interval-s": "e2e/test_remote_stores.py::test_a_replaced_object_is_fetched_again_when_revalidation_is_on",
+    "--workers": "e2e/test_scheduling.py::test_a_hot_model_scales_out_to_another_worker_and_back_in_when_idle",
+    "--workers-per-model": MIGRATION
+    + "test_workers_per_model_loads_each_model_on_that_many_workers",
+    "--max-workers-per-model": "e2e/test_scheduling.py::test_a_full_queue_answers_429_with_its_numbers_and_recovers",
+    "--threads-per-worker": "e2e/test_scheduling.py::test_max_concurrency_caps_requests_in_flight_across_models",
+    "--scale-in-idle-s": "e2e/test_scheduling.py::test_a_hot_model_scales_out_to_another_worker_and_back_in_when_idle",
+    "--max-concurrency": "e2e/test_scheduling.py::test_max_concurrency_caps_requests_in_flight_across_models",
+    "--job-queue-size": "e2e/test_scheduling.py::test_a_full_queue_answers_429_with_its_numbers_and_recovers",
+    "--default-response-timeout-s": "e2e/test_scheduling.py::test_a_request_past_its_deadline_gets_504_running_or_queued",
+    "--max-request-size": "e2e/test_invoke.py::test_body_over_the_limit_is_413",
+    "--max-response-size": MIGRATION + "test_a_response_over_max_response_size_is_refused_with_413",
+    "--batch-size": "e2e/test_scheduling.py::test_custom_handlers_receive_the_waiting_requests_as_one_list",
+    "--max-batch-delay-ms": "e2e/test_scheduling.py::test_scikit_learn_predicts_a_batch_as_one_matrix_and_isolates_a_bad_request",
+    "--load-models": "e2e/test_remote_stores.py::test_load_models_all_preloads_every_artifact_under_the_s3_prefix",
+    "--pinned-models": "e2e/test_runtimes_and_manifest.py::test_pinned_models_stay_and_declared_memory_is_reserved",
+    "--admission": "cache/test_policy_contract.py::test_admission_keeps_the_hot_set_through_a_scan",
+    "--min-residency-s": "cache/test_policy_contract.py::test_lru_equals_a_brute_force_lru",
+    "--idle-unload-s": "e2e/test_runtimes_and_manifest.py::test_idle_models_are_unloaded_pinned_ones_stay",
+    "--multi-model": "e2e/test_container.py::test_multi_model_mode_loads_from_opt_ml_models",
+    "--single-model": "e2e/test_container.py::test_single_model_mode_serves_opt_ml_model",
+    "--management-port": "e2e/test_torchserve.py::test_register_describe_unregister",
+    "--management-host": MIGRATION + "test_management_host_binds_the_management_api",
+    "--management-token": "http/test_management_auth.py::test_remote_callers_need_the_right_token",
+    "--forwarded-allow-ips": "security/test_proxy_and_tls_e2e.py::test_forwarded_for_is_believed_from_configured_proxies_only",
+    "--ssl-certfile": "security/test_proxy_and_tls_e2e.py::test_the_server_speaks_tls_with_the_given_certificate",
+    "--ssl-keyfile": "security/test_proxy_and_tls_e2e.py::test_the_server_speaks_tls_with_the_given_certificate",
+    "--drain-timeout-s": "e2e/test_observe_events.py::test_an_open_stream_does_not_hold_a_draining_server",
+    "--access-log": "e2e/test_observe_metrics.py::test_the_access_log_has_a_line_per_request",
+    "--config": "config/test_config.py::test_file_locations_from_flags_and_environment",
+    "--mms-config": CONFIG + "test_mms_config_file_variable_wins_over_the_flag_as_in_mms",
+    # config.properties
+    "model_store": "config/test_config.py::test_properties_mapping",
+    "inference_address": "config/test_config.py::test_properties_mapping",
+    "management_address": CONFIG + "test_management_address_binds_the_management_api",
+    "default_workers_per_model": "config/test_config.py::test_properties_mapping",
+    "job_queue_size": "config/test_config.py::test_properties_mapping",
+    "default_response_timeout": "config/test_config.py::test_properties_mapping",
+    "max_request_size": "config/test_config.py::test_properties_mapping",
+    "max_response_size": "config/test_config.py::test_properties_mapping",
+    "batch_size": "config/test_config.py::test_properties_mapping",
+    "max_batch_delay": "config/test_config.py::test_properties_mapping",
+    "load_models": "config/test_config.py::test_properties_load_models_list_and_continuation",
+    "certificate_file": CONFIG + "test_torchserve_tls_keys_map_to_the_ssl_settings",
+    "private_key_file": CONFIG + "test_torchserve_tls_keys_map_to_the_ssl_settings",
+    "preload_model": CONFIG + "test_preload_model_notice_says_model_memory_is_not_shared",
+    # outside variables
+    "SAGEMAKER_BIND_TO_PORT": "config/test_config.py::test_sagemaker_variables",
+    "SAGEMAKER_MODEL_SERVER_WORKERS": CONFIG
+    + "test_sagemaker_model_server_workers_means_workers_per_model",
+    "SAGEMAKER_MODEL_SERVER_TIMEOUT": "config/test_config.py::test_sagemaker_variables",
+    "SAGEMAKER_MULTI_MODEL": CONFIG
+    + "test_single_model_mode_without_a_model_is_refused_naming_what_to_use",
+    "MMS_CONFIG_FILE": CONFIG + "test_mms_config_file_variable_wins_over_the_flag_as_in_mms",
+    "TS_CONFIG_FILE": "config/test_config.py::test_file_locations_from_flags_and_environment",
+    "OMP_NUM_THREADS": MIGRATION + "test_the_users_thread_variables_win_and_are_reported",
+    "MKL_NUM_THREADS": MIGRATION + "test_the_users_thread_variables_win_and_are_reported",
+}
+
+REFUSED: dict[str, Refused] = {
+    "keystore": refused_key("keystore", "certificate_file"),
+    "keystore_pass": refused_key("keystore_pass", "private_key_file"),
+    "keystore_type": refused_key("keystore_type", "certificate_file"),
+    "enable_token_authorization": refused_key("enable_token_authorization", "--management-token"),
+    "metrics_address": refused_key("metrics_address", "GET /metrics"),
+    "grpc_inference_port": refused_key("grpc_inference_port", "/predictions"),
+    "grpc_management_port": refused_key("grpc_management_port", "management API over HTTP"),
+}
+
+# settings whose effect no test observes yet: this list may only shrink (issue 16's follow-up)
+NOT_YET_OBSERVED = {
+    "--max-concurrent-downloads": "downloads running at once; no test counts them",
+    "--preload-runtimes": "the template's imports; no test reads them from a worker",
+    "--eviction-policy": "cost-aware is tested in the cache, not yet chosen on a server",
+    "--max-unpacked-bytes": "unpack limits are tested in cache/test_unpack.py, not by the flag",
+    "--max-unpacked-files": "unpack limits are tested in cache/test_unpack.py, not by the flag",
+    "--log-level": "no test reads the log's level",
+    "--metrics-model-series": "the observe fixture sets it; no test counts the series",
+    "NUMEXPR_NUM_THREADS": "kept like OMP_NUM_THREADS (same code path), not observed itself",
+    "VECLIB_MAXIMUM_THREADS": "kept like OMP_NUM_THREADS (same code path), not observed itself",
+    "OPENBLAS_NUM_THREADS": "kept like OMP_NUM_THREADS (same code path), not observed itself",
+}
+
+
+def every_setting() -> set[str]:
+    flags = {option.flag for option in cli_options()}
+    return flags | set(properties_keys()) | set(outside_variables())
+
+
+def test_every_setting_has_exactly_one_row() -> None:
+    rows = [*EFFECTS, *REFUSED, *NOT_YET_OBSERVED]
+    assert len(rows) == len(set(rows)), "a setting has two rows"
+    missing, stale = every_setting() - set(rows), set(rows) - every_setting()
+    assert not missing, f"settings without a row (add its effect's test, or refuse it): {missing}"
+    assert not stale, f"rows for settings that no longer exist: {stale}"
+
+
+@pytest.mark.parametrize("setting", sorted(EFFECTS))
+def test_the_effects_test_exists(setting: str) -> None:
+    path, _, name = EFFECTS[setting].partition("::")
+    source = (TESTS / path).read_text(encoding="utf-8")
+    if name:
+        defined = {n.name for n in ast.walk(ast.parse(source)) if isinstance(n, ast.FunctionDef)}
+        assert name in defined, f"{setting}: no test {name} in {path}"
+
+
+@pytest.mark.parametrize("setting", sorted(REFUSED))
+def test_a_refused_setting_fails_at_start_naming_what_to_use(setting: str, tmp_path: Path) -> None:
+    row = REFUSED[setting]
+    if row.properties:
+        (tmp_path / "config.properties").write_text(row.properties, encoding="utf-8")
+    with pytest.raises(ConfigError) as refusal:
+        load_config(row.flags, row.environ, tmp_path)
+    assert row.instead in str(refusal.value)
+
+
+def test_refused_properties_keys_are_the_ones_config_refuses() -> None:
+    refused = {key for key, kind in properties_keys().items() if kind == "refused"}
+    assert refused == set(REFUSED)
