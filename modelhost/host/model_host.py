@@ -74,7 +74,7 @@ class ModelHost:
 
     def _dispatcher_then_floor(self, name: str, handler_batches: bool) -> Dispatcher:
         """A first copy's dispatcher; with workers_per_model above 1 the other copies follow."""
-        if self.scheduling.min_workers_per_model > 1:
+        if self.scaling.floor_of(name) > 1:
             task = asyncio.ensure_future(self.scaling.fill_floor(name))
             self._filling.add(task)
             task.add_done_callback(self._filling.discard)
@@ -93,6 +93,16 @@ class ModelHost:
 
     async def ensure_loaded(self, name: str) -> LoadOutcome:
         return await self.residency.ensure_loaded(name)
+
+    async def scale_workers(self, name: str, min_workers: int, max_workers: int) -> int:
+        """TorchServe's scaling call: the model's own range of copies, filled to its floor now;
+        the copies it is on."""
+        self.scaling.set_range(name, min_workers, max_workers)
+        if name in self.residency.loads or self.memory.get(name) is None:
+            await self.residency.ensure_loaded(name)  # it loads even a loaded model again
+        await self.scaling.fill_floor(name)
+        resident = self.memory.get(name)
+        return len(resident.workers) if resident else 0
 
     async def unload(self, name: str, reason: str = "requested") -> int:
         return await self.residency.unload(name, reason)

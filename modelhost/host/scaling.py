@@ -28,6 +28,17 @@ class Scaling:
         self.residency = residency
         self.scheduling = scheduling
         self.arriving: dict[str, asyncio.Task[None]] = {}  # a copy being loaded, per model
+        # TorchServe's PUT /models/{m}?min_worker=&max_worker=, over the server's settings
+        self.ranges: dict[str, tuple[int, int]] = {}
+
+    def set_range(self, name: str, min_workers: int, max_workers: int) -> None:
+        """A model's own floor and ceiling of copies (0: the server's settings)."""
+        self.ranges[name] = (min_workers, max_workers)
+
+    def floor_of(self, name: str) -> int:
+        """Copies the model is loaded on at once and kept through lulls: workers_per_model."""
+        floor = self.ranges.get(name, (0, 0))[0] or self.scheduling.min_workers_per_model
+        return max(1, min(floor, self._max_copies(name)))
 
     def copy_arriving(self, name: str) -> asyncio.Task[None] | None:
         return self.arriving.get(name)
@@ -58,7 +69,7 @@ class Scaling:
 
     async def fill_floor(self, name: str) -> None:
         """Add copies of a just loaded model until it is on workers_per_model workers."""
-        floor = min(self.scheduling.min_workers_per_model, self._max_copies(name))
+        floor = self.floor_of(name)
         while (resident := self.residency.memory.get(name)) and len(resident.workers) < floor:
             task = self.arriving.get(name) or self._start_copy(name, "workers_per_model")
             if task is None:
@@ -72,9 +83,9 @@ class Scaling:
         return not busy and here not in r.leaving
 
     def _max_copies(self, name: str) -> int:
-        limit = self.residency.manifests.of(name).max_workers
+        limit = self.ranges.get(name, (0, 0))[1] or self.residency.manifests.of(name).max_workers
         workers = len(self.residency.pool.workers)
-        return limit or self.scheduling.max_workers_per_model or workers
+        return min(limit or self.scheduling.max_workers_per_model or workers, workers)
 
     async def _add_copy(
         self, resident: Resident, artifact: Artifact, worker: WorkerHandle, reason: str
@@ -101,8 +112,9 @@ class Scaling:
         now = self.residency.clock()
         for name, dispatcher in list(self.residency.dispatchers.items()):
             resident = self.residency.memory.get(name)
-            floor = max(1, self.scheduling.min_workers_per_model)
-            if resident is None or len(resident.workers) <= floor or name in self.arriving:
+            if resident is None or len(resident.workers) <= self.floor_of(name):
+                continue
+            if name in self.arriving:
                 continue
             if now - dispatcher.pressed_at >= self.scheduling.scale_in_idle_s:
                 dispatcher.pressed_at = now  # one copy per idle period

@@ -32,6 +32,7 @@ CUSTOM_ATTRIBUTES_HEADER = "x-amzn-sagemaker-custom-attributes"
 INVOCATIONS = "/invocations"
 MODEL_INVOKE = "/models/{model:path}/invoke"
 PREDICTIONS = "/predictions/{model:path}"
+TORCHSERVE_VERSION = "1.0"  # a model here is one artifact: TorchServe's only version of it
 ROUTES = (INVOCATIONS, MODEL_INVOKE, PREDICTIONS)
 PASSED_ON_HEADERS = ("content-type", "accept", TARGET_MODEL_HEADER, CUSTOM_ATTRIBUTES_HEADER)
 
@@ -42,8 +43,8 @@ def route_of(path: str) -> tuple[str, str | None] | None:
         return INVOCATIONS, None
     if path.startswith("/models/") and path.endswith("/invoke") and len(path) >= 15:
         return MODEL_INVOKE, path[8:-7]
-    if path.startswith("/predictions/"):
-        return PREDICTIONS, path[13:]
+    if path.startswith("/predictions/"):  # TorchServe's /predictions/{model}[/{version}]
+        return PREDICTIONS, path[13:].removesuffix("/" + TORCHSERVE_VERSION)
     return None
 
 

@@ -418,6 +418,19 @@ TORCHSERVE_OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         (401, 403, 404, 503),
         parameters=_OIP_MODEL,
     ),
+    ("PUT", "/models/{model:path}"): operation(
+        "scale: load on min_worker workers now, scale out up to max_worker",
+        _TORCHSERVE,
+        {_JSON: STATUS},
+        (400, 401, 403, 404, 503, 507),
+        parameters=[
+            *_OIP_MODEL,
+            {"name": "min_worker", "in": "query", "schema": {"type": "integer", "minimum": 0}},
+            {"name": "max_worker", "in": "query", "schema": {"type": "integer", "minimum": 0}},
+            {"name": "synchronous", "in": "query", "schema": {"type": "boolean"}},
+        ],
+        also=json_response(202, REASONS[202], STATUS),
+    ),
     ("GET", "/openapi.json"): operation("this document", "Meta", {_JSON: OBJECT}),
 }
 

@@ -2,14 +2,16 @@
 TorchServe serves it (8081), with TorchServe's status codes and JSON shapes. The main port keeps
 SageMaker's management calls, which share the paths but not the shapes (see docs/decisions.md).
 
-A model here has one version, "1.0", and runs in one worker at a time; `initial_workers` says
-whether to load it now (1 or more) or on its first request (0, TorchServe's default).
+A model here has one version, "1.0" (a path may end in it); `initial_workers` says whether to
+load it now (1 or more) or on its first request (0, TorchServe's default), and
+`PUT /models/{model}?min_worker=N&max_worker=M` loads it on N workers and caps its scale-out at M.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -21,6 +23,7 @@ from starlette.routing import Route
 
 from modelhost.errors import BadRequestBody, ModelAlreadyLoaded, ModelhostError, ModelNotFound
 from modelhost.http.errors import handle_http_exception, handle_modelhost_error
+from modelhost.http.invocations import TORCHSERVE_VERSION
 from modelhost.http.last_resort import LastResort, Unhandled
 from modelhost.http.openapi import OpenApiRoute
 from modelhost.http.params import check_param, is_whole_number
@@ -29,7 +32,7 @@ from modelhost.names import echo, model_name
 from modelhost.observe.describe import iso_time
 from modelhost.records.statistics import ModelStatistics
 
-MODEL_VERSION = "1.0"
+MODEL_VERSION = TORCHSERVE_VERSION
 ARCHIVE_SUFFIXES = (".mar", ".tar.gz", ".tgz", ".tar", ".zip")
 
 
@@ -59,6 +62,7 @@ class TorchServeManagement:
             Route("/models", self.list_models, methods=["GET"]),
             Route("/models/{model:path}", self.describe, methods=["GET"]),
             Route("/models/{model:path}", self.unregister, methods=["DELETE"]),
+            Route("/models/{model:path}", self.scale, methods=["PUT"]),
         ]
 
     async def register(self, request: Request) -> Response:
@@ -115,20 +119,43 @@ class TorchServeManagement:
         await self.host.unregister(name)
         return status(f'Model "{name}" unregistered')
 
+    async def scale(self, request: Request) -> Response:
+        """`?min_worker=N&max_worker=M&synchronous=true|false`: the model's range of copies."""
+        self.http.authorize(request)
+        name = self._registered(request)
+        query = request.query_params
+        low, high = (
+            count(query.get("min_worker"), "min_worker"),
+            count(query.get("max_worker"), "max_worker"),
+        )
+        if high and low > high:
+            raise BadRequestBody(f"min_worker {low} is above max_worker {high}; lower min_worker")
+        if query.get("synchronous", "false").lower() != "true":
+            self._run_in_background(self.host.scale_workers(name, low, high))
+            return status("Processing worker updates...", 202)
+        copies = await self.host.scale_workers(name, low, high)
+        return status(f"Workers scaled to {copies} for model: {name}")
+
     def _registered(self, request: Request) -> str:
         name = model_in_path(request)
+        unversioned = name.removesuffix("/" + MODEL_VERSION)
+        if not self.host.is_registered(name) and self.host.is_registered(unversioned):
+            name = unversioned  # TorchServe's /models/{model}/{version}
         if not self.host.is_registered(name):
             raise ModelNotFound(f"Model not found: {name}")
         return name
 
     def _load_in_background(self, name: str) -> None:
-        task = asyncio.ensure_future(self._load(name))
+        self._run_in_background(self.host.ensure_loaded(name))
+
+    def _run_in_background(self, call: Awaitable[object]) -> None:
+        task = asyncio.ensure_future(self._quietly(call))
         self._loads.add(task)
         task.add_done_callback(self._loads.discard)
 
-    async def _load(self, name: str) -> None:
+    async def _quietly(self, call: Awaitable[object]) -> None:
         with contextlib.suppress(ModelhostError):  # the failure is an event, as every load's
-            await self.host.ensure_loaded(name)
+            await call
 
 
 def describe(model: ModelStatistics) -> dict[str, Any]:

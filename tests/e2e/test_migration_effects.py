@@ -1,6 +1,7 @@
 """Migration settings observed on a real server with real workers (issue 16): a model on
-workers_per_model workers, a 413 for a response over max_response_size, the user's thread
-variables in each worker, the management API on management_host."""
+workers_per_model workers and on TorchServe's min_worker, a 413 for a response over
+max_response_size, the user's thread variables in each worker, the management API on
+management_host, TorchServe's versioned /predictions."""
 
 from __future__ import annotations
 
@@ -51,7 +52,7 @@ def migrated(
     args = testing.serve_args(
         store,
         work / "cache",
-        workers=2,
+        workers=3,
         workers_per_model=2,
         memory_budget="4GiB",
         max_response_size="64KiB",
@@ -108,3 +109,40 @@ def test_management_host_binds_the_management_api(management_port: int) -> None:
         assert management.get("/models").status_code == 200
     with pytest.raises(httpx.ConnectError), httpx.Client() as other:
         other.get(f"http://127.0.0.1:{management_port}/models")
+
+
+@pytest.fixture
+def management(management_port: int) -> Iterator[httpx.Client]:
+    url = f"http://{MANAGEMENT_HOST}:{management_port}"
+    with httpx.Client(base_url=url, timeout=60) as client:
+        yield client
+
+
+def _copies(http: httpx.Client, name: str) -> int:
+    return len(http.get(f"/models/{name}").json()["workers"])
+
+
+def test_torchserve_put_min_worker_loads_that_many_copies(
+    http: httpx.Client, management: httpx.Client
+) -> None:
+    name = "tenants/t005.joblib"
+    put = management.put(f"/models/{name}", params={"min_worker": 3, "synchronous": "true"})
+    assert put.status_code == 404  # not registered yet, as in TorchServe
+    assert http.post(f"/models/{name}/invoke", json=[ROW]).status_code == 200
+    put = management.put(f"/models/{name}", params={"min_worker": 3, "synchronous": "true"})
+    assert put.status_code == 200, put.text
+    assert put.json() == {"status": f"Workers scaled to 3 for model: {name}"}
+    assert _copies(http, name) == 3  # above the server's workers_per_model of 2
+    assert management.get(f"/models/{name}/1.0").json()[0]["minWorkers"] == 3
+    bad = management.put(f"/models/{name}", params={"min_worker": "many"})
+    assert bad.status_code == 400 and "min_worker" in bad.json()["message"]
+    upside_down = management.put(f"/models/{name}", params={"min_worker": 3, "max_worker": 1})
+    assert upside_down.status_code == 400 and "max_worker" in upside_down.json()["message"]
+
+
+def test_torchserve_versioned_predictions(http: httpx.Client) -> None:
+    versioned = http.post("/predictions/iris.pkl/1.0", content=str(ROW).encode())
+    assert versioned.status_code == 200, versioned.text
+    assert versioned.json() == {"predictions": [0]}
+    other = http.post("/predictions/iris.pkl/2.0", content=str(ROW).encode())
+    assert other.status_code == 404  # no model iris.pkl/2.0: a model here has one version
