@@ -27,6 +27,7 @@ from modelhost.host import ModelHost
 from modelhost.host.upkeep import upkeep
 from modelhost.http.app import build_app
 from modelhost.http.last_resort import Unhandled
+from modelhost.http.observe import build_metrics_app
 from modelhost.http.routes import HttpSettings, Routes
 from modelhost.http.torchserve import build_management_app
 from modelhost.observe.observer import Observer
@@ -87,6 +88,7 @@ async def main(config: Config) -> int:
             beside = management_servers(
                 routes, config, Unhandled(observer.metrics.unhandled_errors)
             )
+            beside += metrics_servers(observer, config)
             await preload(host, config)
             ignore_signals_after_drain()
             routes.ready = True
@@ -105,6 +107,15 @@ def management_servers(
     app = build_management_app(routes, unhandled)
     host = config.management_host or config.host
     return [BesideServer(uvicorn_config(app, config, config.management_port, host=host))]
+
+
+def metrics_servers(observer: Observer, config: Config) -> list[uvicorn.Server]:
+    """GET /metrics on its own port too, when TorchServe's metrics_address asks for one."""
+    if not config.metrics_port:
+        return []
+    host = config.metrics_host or config.host
+    app = build_metrics_app(observer)
+    return [BesideServer(uvicorn_config(app, config, config.metrics_port, host=host))]
 
 
 def uvicorn_config(

@@ -199,6 +199,14 @@ class Config:
         maximum=65535,
     )
     management_host: str = _setting("", "address the management API listens on (empty: --host)")
+    metrics_port: int = _setting(
+        0,
+        "a second port serving only GET /metrics, as TorchServe's metrics_address (0: none; "
+        "/metrics is always on the main port too)",
+        minimum=0,
+        maximum=65535,
+    )
+    metrics_host: str = _setting("", "address the metrics port listens on (empty: --host)")
     management_token: str = _setting(
         "", "bearer token that allows management calls from non-loopback addresses"
     )
@@ -274,7 +282,6 @@ _PROPS_REFUSED = {
     "keystore_type": "use PEM files with certificate_file and private_key_file",
     "enable_token_authorization": "set --management-token TOKEN (MODELHOST_MANAGEMENT_TOKEN); "
     "management calls then need Authorization: Bearer TOKEN, inference calls need none",
-    "metrics_address": "metrics are served on the inference port at GET /metrics; scrape that",
     "grpc_inference_port": "modelhost speaks HTTP only: use POST /predictions/{model} or /v2",
     "grpc_management_port": "modelhost speaks HTTP only: use the management API over HTTP",
 }
@@ -490,9 +497,15 @@ def _split_management_address(value: str, source: str) -> list[tuple[str, str]]:
     return [("management_" + name, part) for name, part in _split_address(value, source)]
 
 
+def _split_metrics_address(value: str, source: str) -> list[tuple[str, str]]:
+    """Host and port of the metrics port from TorchServe's metrics_address."""
+    return [("metrics_" + name, part) for name, part in _split_address(value, source)]
+
+
 _PROPS_SPLIT: dict[str, Callable[[str, str], list[tuple[str, str]]]] = {
     "inference_address": _split_address,
     "management_address": _split_management_address,
+    "metrics_address": _split_metrics_address,
 }
 
 

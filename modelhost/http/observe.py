@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from importlib import resources
 
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -25,6 +26,11 @@ SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 @functools.cache
 def dashboard_html() -> bytes:
     return resources.files("modelhost.observe").joinpath("dashboard.html").read_bytes()
+
+
+def build_metrics_app(observer: Observer) -> Starlette:
+    """Only GET /metrics: TorchServe's metrics_address, for scrapers configured for it."""
+    return Starlette(routes=[Route("/metrics", ObserveRoutes(observer).metrics, methods=["GET"])])
 
 
 class ObserveRoutes:

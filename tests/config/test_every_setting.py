@@ -70,6 +70,9 @@ EFFECTS: dict[str, str] = {
     "--single-model": "e2e/test_container.py::test_single_model_mode_serves_opt_ml_model",
     "--management-port": "e2e/test_torchserve.py::test_register_describe_unregister",
     "--management-host": MIGRATION + "test_management_host_binds_the_management_api",
+    "--metrics-port": MIGRATION + "test_metrics_address_serves_metrics_on_its_own_port",
+    "--metrics-host": MIGRATION + "test_metrics_address_serves_metrics_on_its_own_port",
+    "metrics_address": CONFIG + "test_metrics_address_opens_a_metrics_port",
     "--management-token": "http/test_management_auth.py::test_remote_callers_need_the_right_token",
     "--forwarded-allow-ips": "security/test_proxy_and_tls_e2e.py::test_forwarded_for_is_believed_from_configured_proxies_only",
     "--ssl-certfile": "security/test_proxy_and_tls_e2e.py::test_the_server_speaks_tls_with_the_given_certificate",
@@ -111,7 +114,6 @@ REFUSED: dict[str, Refused] = {
     "keystore_pass": refused_key("keystore_pass", "private_key_file"),
     "keystore_type": refused_key("keystore_type", "certificate_file"),
     "enable_token_authorization": refused_key("enable_token_authorization", "--management-token"),
-    "metrics_address": refused_key("metrics_address", "GET /metrics"),
     "grpc_inference_port": refused_key("grpc_inference_port", "/predictions"),
     "grpc_management_port": refused_key("grpc_management_port", "management API over HTTP"),
 }

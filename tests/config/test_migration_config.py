@@ -63,6 +63,12 @@ def test_torchserve_tls_keys_map_to_the_ssl_settings(tmp_path: Path) -> None:
     assert config.notices == ()
 
 
+def test_metrics_address_opens_a_metrics_port(tmp_path: Path) -> None:
+    write(tmp_path / "config.properties", "metrics_address=http://0.0.0.0:8082\n")
+    config = load_config({}, {}, tmp_path)
+    assert (config.metrics_host, config.metrics_port) == ("0.0.0.0", 8082)
+
+
 def test_management_address_binds_the_management_api(tmp_path: Path) -> None:
     write(tmp_path / "config.properties", "management_address=http://127.0.0.2:8091\n")
     config = load_config({}, {}, tmp_path)
@@ -76,7 +82,6 @@ def test_management_address_binds_the_management_api(tmp_path: Path) -> None:
         ("keystore", "certificate_file"),
         ("keystore_pass", "private_key_file"),
         ("enable_token_authorization", "--management-token"),
-        ("metrics_address", "GET /metrics"),
     ],
 )
 def test_properties_keys_that_would_change_behaviour_are_refused(

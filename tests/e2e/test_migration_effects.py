@@ -16,6 +16,7 @@ from modelhost import testing
 
 ROW = testing.iris_rows(1)[0]
 MANAGEMENT_HOST = "127.0.0.2"  # the whole 127/8 is loopback on Linux
+METRICS_PORT = testing.free_port()
 
 # answers with its worker's thread variables, padded to the size the body asks for
 ENV_HANDLER = """
@@ -58,6 +59,7 @@ def migrated(
         max_response_size="64KiB",
         management_port=management_port,
         management_host=MANAGEMENT_HOST,
+        metrics_port=METRICS_PORT,
     )
     env = {"OMP_NUM_THREADS": "3", "MKL_NUM_THREADS": "3"}
     with testing.RunningServer(args, work, env={**_environ(), **env}) as running:
@@ -109,6 +111,12 @@ def test_management_host_binds_the_management_api(management_port: int) -> None:
         assert management.get("/models").status_code == 200
     with pytest.raises(httpx.ConnectError), httpx.Client() as other:
         other.get(f"http://127.0.0.1:{management_port}/models")
+
+
+def test_metrics_address_serves_metrics_on_its_own_port(http: httpx.Client) -> None:
+    scraped = httpx.get(f"http://127.0.0.1:{METRICS_PORT}/metrics")
+    assert scraped.status_code == 200 and "modelhost_" in scraped.text
+    assert httpx.get(f"http://127.0.0.1:{METRICS_PORT}/models").status_code == 404
 
 
 @pytest.fixture
