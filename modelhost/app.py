@@ -102,8 +102,8 @@ def management_servers(
     routes: Routes, config: Config, unhandled: Unhandled
 ) -> list[uvicorn.Server]:
     """TorchServe's management API on its own port, when one is configured."""
-    if not config.management_port:
-        return []
+    if not config.management_port or management_on_main_port(config):
+        return []  # the main port answers SageMaker's management calls already
     app = build_management_app(routes, unhandled)
     host = config.management_host or config.host
     return [BesideServer(uvicorn_config(app, config, config.management_port, host=host))]
@@ -116,6 +116,11 @@ def metrics_servers(observer: Observer, config: Config) -> list[uvicorn.Server]:
     host = config.metrics_host or config.host
     app = build_metrics_app(observer)
     return [BesideServer(uvicorn_config(app, config, config.metrics_port, host=host))]
+
+
+def management_on_main_port(config: Config) -> bool:
+    """SageMaker's multi-model config gives management_address the inference address."""
+    return config.management_port == config.port
 
 
 def uvicorn_config(
@@ -273,7 +278,7 @@ def build_host(
             max_batch_size=config.batch_size,
             max_batch_delay_ms=config.max_batch_delay_ms,
             max_workers_per_model=config.max_workers_per_model,
-            min_workers_per_model=config.workers_per_model,
+            min_workers_per_model=config.workers_per_model or len(pool.workers),
             max_concurrency=config.max_concurrency,
             response_timeout_s=config.default_response_timeout_s,
             scale_in_idle_s=config.scale_in_idle_s,

@@ -109,10 +109,11 @@ class Config:
     workers: int = _setting(0, "worker processes in all (0: one per usable core)", minimum=0)
     workers_per_model: int = _setting(
         1,
-        "workers each model is loaded on (the floor; busy models scale out above it)",
+        "workers each model is loaded on (the floor; busy models scale out above it; 0: every "
+        "worker, as MMS's 0)",
         props="default_workers_per_model",
         env=("SAGEMAKER_MODEL_SERVER_WORKERS",),  # per model, as sagemaker-inference-toolkit
-        minimum=1,
+        minimum=0,
     )
     max_workers_per_model: int = _setting(
         0, "most workers a hot model scales out to (0: every worker)", minimum=0
@@ -273,7 +274,42 @@ _PRELOAD_NOTICE = (
     "libraries' pages are shared; model memory is not shared between workers: each copy of a "
     "model is loaded in its own worker"
 )
-_PROPS_NOTICES = {"preload_model": _PRELOAD_NOTICE}
+_JAVA = "tunes MMS/TorchServe's Java frontend, which modelhost does not have"
+_PROPS_NOTICES = {
+    "preload_model": _PRELOAD_NOTICE,
+    "vmargs": _JAVA,
+    "number_of_netty_threads": _JAVA,
+    "netty_client_threads": _JAVA,
+    "async_logging": _JAVA,
+    "use_native_io": _JAVA,
+    "io_ratio": _JAVA,
+    "initial_worker_port": "has no meaning here: workers talk to the frontend over Unix sockets",
+    "number_of_gpu": "has no meaning here: modelhost runs models on the CPU",
+    "enable_envvars_config": "is always on here: $$NAME$$ in values and MMS_<KEY>/TS_<KEY> "
+    "variables are read, and MODELHOST_* variables always",
+    "decode_input_request": "has no switch here: handlers get the body as bytes, and JSON or "
+    "text decoded where the content type says so",
+    "blacklist_env_vars": "has no meaning here: handlers run in workers that inherit the server's "
+    "environment",
+    "default_service_handler": "has no meaning here: each model's handler is chosen from its "
+    "files (a built-in one by framework, your handler.py, or code/inference.py with "
+    "model_fn/input_fn/predict_fn/output_fn, as SageMaker's default handler service runs it)",
+    "unregister_model_timeout": "has no meaning here: an unload waits for the model's requests, "
+    "each bounded by default_response_timeout",
+    "workflow_store": "has no meaning here: workflows (.war) and the Workflow API are not served",
+    "model_snapshot": "has no meaning here: models loaded at start come from load_models",
+    "snapshot_store": "has no meaning here: models loaded at start come from load_models",
+    "metrics_mode": "has no meaning here: metrics are Prometheus text at GET /metrics",
+    "metrics_format": "has no meaning here: metrics are Prometheus text at GET /metrics",
+    "metrics_config": "has no meaning here: modelhost's metrics are fixed (docs/observability.md)",
+    "enable_metrics_api": "has no switch here: GET /metrics is always served",
+    "disable_system_metrics": "has no switch here: modelhost reports memory and CPU always",
+    "enable_model_api": "has no switch here: the management API is on when management_port is "
+    "set; calls need loopback or --management-token",
+    "disable_token_authorization": "has no switch here: management calls need loopback, or "
+    "Authorization: Bearer with --management-token",
+    "limit_max_image_pixels": "has no meaning here: no built-in handler decodes images",
+}
 # config.properties keys that would change what the server does if they were ignored
 _PROPS_REFUSED = {
     "keystore": "convert the keystore to PEM and set certificate_file and private_key_file "
@@ -284,6 +320,17 @@ _PROPS_REFUSED = {
     "management calls then need Authorization: Bearer TOKEN, inference calls need none",
     "grpc_inference_port": "modelhost speaks HTTP only: use POST /predictions/{model} or /v2",
     "grpc_management_port": "modelhost speaks HTTP only: use the management API over HTTP",
+    "allowed_urls": "TorchServe's patterns are regular expressions; write them as glob patterns "
+    "(* matches anything) in --allowed-urls (MODELHOST_ALLOWED_URLS)",
+    "models": "per-model settings go in a manifest inside the model's artifact (modelhost.json: "
+    "workers, batch_size, max_batch_delay_ms, pinned, handler)",
+    "install_py_dep_per_model": "install the models' requirements into the image or "
+    "environment the server runs in",
+    "cors_allowed_origin": "put a reverse proxy that sets CORS headers in front of modelhost",
+    "cors_allowed_methods": "put a reverse proxy that sets CORS headers in front of modelhost",
+    "cors_allowed_headers": "put a reverse proxy that sets CORS headers in front of modelhost",
+    "plugins_path": "modelhost has no Java plugins; its seams are Python (docs/architecture.md)",
+    "enable_grpc_ssl": "modelhost speaks HTTP only; set certificate_file and private_key_file",
 }
 _BOOL_WORDS = {"true": True, "1": True, "yes": True, "on": True}
 _BOOL_WORDS |= {"false": False, "0": False, "no": False, "off": False}
@@ -365,7 +412,7 @@ def load_config(
     environ = os.environ if environ is None else environ
     cwd = Path.cwd() if cwd is None else cwd
     toml_path, props_path = (_find_file(o, flags, environ, cwd) for o in _FILE_OPTIONS)
-    props, notices = _props_layer(props_path) if props_path else ({}, [])
+    props, notices = _props_layer(props_path, environ) if props_path else ({}, [])
     toml = _toml_layer(toml_path) if toml_path else {}
     values: dict[str, Any] = {}
     fields = {f.name: f for f in _settings()}
@@ -447,13 +494,14 @@ def _read_properties(path: Path) -> dict[str, str]:
     return pairs
 
 
-def _props_layer(path: Path) -> tuple[Layer, list[str]]:
+def _props_layer(path: Path, environ: Mapping[str, str]) -> tuple[Layer, list[str]]:
     """Settings from an MMS/TorchServe config.properties, and notices for keys not mapped."""
     by_key = {f.metadata["props"]: f.name for f in _settings() if f.metadata["props"]}
     layer: Layer = {}
     notices = []
-    for key, value in _read_properties(path).items():
-        source = f"{path}: {key}"
+    for key, (raw, source) in _properties_with_variables(path, environ).items():
+        value = _substitute(raw, environ, source)
+        where = source.removesuffix(f": {key}")
         if key in _PROPS_SPLIT:
             layer |= {name: (part, source) for name, part in _PROPS_SPLIT[key](value, source)}
         elif key in by_key:
@@ -461,10 +509,39 @@ def _props_layer(path: Path) -> tuple[Layer, list[str]]:
         elif key in _PROPS_REFUSED:
             raise ConfigError(f"{source}: '{key}' is not supported here; {_PROPS_REFUSED[key]}")
         elif key in _PROPS_NOTICES:
-            notices.append(f"{path}: '{key}' {_PROPS_NOTICES[key]}")
+            notices.append(f"{where}: '{key}' {_PROPS_NOTICES[key]}")
         else:
-            notices.append(f"{path}: '{key}' has no meaning in modelhost; ignored")
+            notices.append(f"{where}: '{key}' has no meaning in modelhost; ignored")
     return layer, notices
+
+
+def _properties_with_variables(
+    path: Path, environ: Mapping[str, str]
+) -> dict[str, tuple[str, str]]:
+    """The file's keys, and with enable_envvars_config=true MMS_<KEY>/TS_<KEY> variables over
+    them, as MMS and TorchServe read them; each with where it was given."""
+    pairs = {key: (value, f"{path}: {key}") for key, value in _read_properties(path).items()}
+    if pairs.get("enable_envvars_config", ("", ""))[0].lower() != "true":
+        return pairs
+    files = {var for option in _FILE_OPTIONS for var in option.env}
+    for var, value in environ.items():
+        prefix = next((p for p in ("MMS_", "TS_") if var.startswith(p)), "")
+        if prefix and value and var not in files:
+            pairs[var[len(prefix) :].lower()] = (value, var)
+    return pairs
+
+
+def _substitute(value: str, environ: Mapping[str, str], source: str) -> str:
+    """MMS's $$NAME$$ in a value: the variable NAME's value; refused if it is not set."""
+
+    def variable(match: re.Match[str]) -> str:
+        if not environ.get(match.group(1)):
+            raise ConfigError(
+                f"{source}: {match.group(0)} names {match.group(1)}, which is not set"
+            )
+        return environ[match.group(1)]
+
+    return re.sub(r"\$\$([A-Za-z_][A-Za-z0-9_]*)\$\$", variable, value)
 
 
 def properties_keys() -> dict[str, str]:

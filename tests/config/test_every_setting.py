@@ -116,6 +116,43 @@ REFUSED: dict[str, Refused] = {
     "enable_token_authorization": refused_key("enable_token_authorization", "--management-token"),
     "grpc_inference_port": refused_key("grpc_inference_port", "/predictions"),
     "grpc_management_port": refused_key("grpc_management_port", "management API over HTTP"),
+    "enable_grpc_ssl": refused_key("enable_grpc_ssl", "certificate_file"),
+    "allowed_urls": refused_key("allowed_urls", "--allowed-urls"),
+    "models": refused_key("models", "manifest"),
+    "install_py_dep_per_model": refused_key("install_py_dep_per_model", "requirements"),
+    "cors_allowed_origin": refused_key("cors_allowed_origin", "reverse proxy"),
+    "cors_allowed_methods": refused_key("cors_allowed_methods", "reverse proxy"),
+    "cors_allowed_headers": refused_key("cors_allowed_headers", "reverse proxy"),
+    "plugins_path": refused_key("plugins_path", "Python"),
+}
+
+# config.properties keys of MMS and TorchServe with no effect to have here: reported at start
+# with the reason, each in its own words (never the generic "has no meaning" of unknown keys)
+NOTICED = {
+    "vmargs",
+    "number_of_netty_threads",
+    "netty_client_threads",
+    "async_logging",
+    "use_native_io",
+    "io_ratio",
+    "initial_worker_port",
+    "number_of_gpu",
+    "enable_envvars_config",
+    "decode_input_request",
+    "blacklist_env_vars",
+    "default_service_handler",
+    "unregister_model_timeout",
+    "workflow_store",
+    "model_snapshot",
+    "snapshot_store",
+    "metrics_mode",
+    "metrics_format",
+    "metrics_config",
+    "enable_metrics_api",
+    "disable_system_metrics",
+    "enable_model_api",
+    "disable_token_authorization",
+    "limit_max_image_pixels",
 }
 
 # settings whose effect no test observes yet: this list may only shrink (issue 16's follow-up)
@@ -139,7 +176,7 @@ def every_setting() -> set[str]:
 
 
 def test_every_setting_has_exactly_one_row() -> None:
-    rows = [*EFFECTS, *REFUSED, *NOT_YET_OBSERVED]
+    rows = [*EFFECTS, *REFUSED, *NOTICED, *NOT_YET_OBSERVED]
     assert len(rows) == len(set(rows)), "a setting has two rows"
     missing, stale = every_setting() - set(rows), set(rows) - every_setting()
     assert not missing, f"settings without a row (add its effect's test, or refuse it): {missing}"
@@ -163,6 +200,13 @@ def test_a_refused_setting_fails_at_start_naming_what_to_use(setting: str, tmp_p
     with pytest.raises(ConfigError) as refusal:
         load_config(row.flags, row.environ, tmp_path)
     assert row.instead in str(refusal.value)
+
+
+@pytest.mark.parametrize("key", sorted(NOTICED))
+def test_a_noticed_key_is_reported_at_start_with_its_reason(key: str, tmp_path: Path) -> None:
+    (tmp_path / "config.properties").write_text(f"{key}=true\n", encoding="utf-8")
+    (notice,) = load_config({}, {}, tmp_path).notices
+    assert f"'{key}'" in notice and "has no meaning in modelhost" not in notice
 
 
 def test_refused_properties_keys_are_the_ones_config_refuses() -> None:

@@ -15,6 +15,13 @@ import pytest
 from modelhost import testing
 
 ROW = testing.iris_rows(1)[0]
+SAGEMAKER_MME_ENV = {  # what SageMaker and sagemaker-inference-toolkit set (the port: the test's)
+    "SAGEMAKER_MULTI_MODEL": "true",
+    "SAGEMAKER_SAFE_PORT_RANGE": "10000-10999",
+    "SAGEMAKER_HANDLER": "sagemaker_inference.default_handler_service",
+    "SAGEMAKER_MODEL_SERVER_WORKERS": "2",
+    "SAGEMAKER_MODEL_SERVER_TIMEOUT": "60",
+}
 MANAGEMENT_HOST = "127.0.0.2"  # the whole 127/8 is loopback on Linux
 METRICS_PORT = testing.free_port()
 
@@ -154,3 +161,26 @@ def test_torchserve_versioned_predictions(http: httpx.Client) -> None:
     assert versioned.json() == {"predictions": [0]}
     other = http.post("/predictions/iris.pkl/2.0", content=str(ROW).encode())
     assert other.status_code == 404  # no model iris.pkl/2.0: a model here has one version
+
+
+def test_sagemaker_multi_model_container_config_starts_and_serves(
+    store: Path, tmp_path: Path
+) -> None:
+    """The toolkit's mme-mms.properties and variables: management on the inference port, two
+    workers per model."""
+    properties = Path(__file__).parents[1] / "config" / "files" / "sagemaker-mme.properties"
+    args = testing.serve_args(store, tmp_path / "cache", workers=2, memory_budget="4GiB")
+    server = testing.RunningServer(args, tmp_path, env={**_environ(), **SAGEMAKER_MME_ENV})
+    server.env |= {"SAGEMAKER_BIND_TO_PORT": str(server.port), "MMS_CONFIG_FILE": str(properties)}
+    with server, httpx.Client(base_url=server.url, timeout=60) as http:
+        spec = {"model_name": "churn", "url": str(store / "iris.pkl")}
+        assert http.post("/models", json=spec).status_code == 200
+        headers = {"X-Amzn-SageMaker-Target-Model": "churn"}
+        invoked = http.post("/invocations", json=[ROW], headers=headers)
+        assert invoked.status_code == 200, invoked.text
+        deadline = time.monotonic() + 30
+        while _copies(http, "churn") < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert "'default_service_handler'" in server.log_text()
+        assert server.stop() == 0

@@ -1,0 +1,84 @@
+"""The configuration files MMS's, TorchServe's and sagemaker-inference-toolkit's own repositories
+ship, read as they are (issue 16): each key maps, is reported with its reason, or is refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from modelhost.config import load_config, properties_keys
+from modelhost.errors import ConfigError
+
+FILES = Path(__file__).parent / "files"  # each file's first line says where it comes from
+TORCHSERVE_DOCKER = (FILES / "torchserve-docker.properties").read_text(encoding="utf-8")
+MMS_DOCKER = (FILES / "mms-docker.properties").read_text(encoding="utf-8")
+SAGEMAKER_MME = (FILES / "sagemaker-mme.properties").read_text(encoding="utf-8")
+# the variables SageMaker and the toolkit set in a multi-model container
+SAGEMAKER_MME_ENV = {
+    "SAGEMAKER_MULTI_MODEL": "true",
+    "SAGEMAKER_BIND_TO_PORT": "8080",
+    "SAGEMAKER_SAFE_PORT_RANGE": "10000-10999",
+    "SAGEMAKER_HANDLER": "sagemaker_inference.default_handler_service",
+    "SAGEMAKER_MODEL_SERVER_WORKERS": "2",
+    "SAGEMAKER_MODEL_SERVER_TIMEOUT": "60",
+}
+
+
+def read(tmp_path: Path, text: str, environ: dict[str, str] | None = None):  # noqa: ANN201
+    (tmp_path / "config.properties").write_text(text, encoding="utf-8")
+    return load_config({}, environ or {}, tmp_path)
+
+
+def test_torchserve_docker_config(tmp_path: Path) -> None:
+    config = read(tmp_path, TORCHSERVE_DOCKER)
+    assert (config.host, config.port, config.management_port, config.metrics_port) == (
+        "0.0.0.0",
+        8080,
+        8081,
+        8082,
+    )
+    assert (config.job_queue_size, config.model_store) == (1000, "/home/model-server/model-store")
+    (netty,) = config.notices
+    assert "'number_of_netty_threads'" in netty and "Java" in netty
+
+
+def test_mms_docker_config_with_every_documented_key(tmp_path: Path) -> None:
+    config = read(tmp_path, MMS_DOCKER)
+    assert config.workers_per_model == 0  # MMS's 0: as many as there are workers
+    assert (config.default_response_timeout_s, config.load_models) == (120.0, ("ALL",))
+    keys = [notice.split("'")[1] for notice in config.notices]
+    expected = {"vmargs", "preload_model", "number_of_netty_threads", "netty_client_threads"}
+    expected |= {"async_logging", "number_of_gpu", "blacklist_env_vars", "decode_input_request"}
+    assert set(keys) == expected | {"enable_envvars_config"}
+    assert all("has no meaning in modelhost" not in notice for notice in config.notices)
+
+
+def test_sagemaker_multi_model_container(tmp_path: Path) -> None:
+    config = read(tmp_path, SAGEMAKER_MME, SAGEMAKER_MME_ENV)
+    assert (config.port, config.management_port, config.multi_model) == (8080, 8080, True)
+    assert (config.workers_per_model, config.default_response_timeout_s) == (2, 60.0)
+    handler = [n for n in config.notices if "'default_service_handler'" in n]
+    assert handler and "inference.py" in handler[0]
+
+
+def test_an_unset_variable_in_a_value_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"SAGEMAKER_BIND_TO_PORT.*not set"):
+        read(tmp_path, "inference_address=http://0.0.0.0:$$SAGEMAKER_BIND_TO_PORT$$\n")
+
+
+@pytest.mark.parametrize(
+    ("key", "instead"),
+    [
+        ("allowed_urls", "--allowed-urls"),
+        ("models", "manifest"),
+        ("install_py_dep_per_model", "image"),
+        ("cors_allowed_origin", "proxy"),
+    ],
+)
+def test_documented_keys_that_change_behaviour_are_refused(
+    tmp_path: Path, key: str, instead: str
+) -> None:
+    with pytest.raises(ConfigError, match=f"'{key}'.*{instead}"):
+        read(tmp_path, f"{key}=x\n")
+    assert properties_keys()[key] == "refused"
