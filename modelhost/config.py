@@ -418,7 +418,7 @@ def load_config(
     fields = {f.name: f for f in _settings()}
     for layer in (props, toml, _env_layer(environ), _flag_layer(flags)):
         values |= {name: _coerce(fields[name], *given) for name, given in layer.items()}
-    notices += _thread_notices(environ)
+    notices += _thread_notices(environ) + _sagemaker_notices(environ)
     config = Config(**values, notices=tuple(notices))
     _refuse_unsupported(config)
     return config
@@ -430,6 +430,45 @@ def _thread_notices(environ: Mapping[str, str]) -> list[str]:
     if not given:
         return []
     return [f"{', '.join(given)} from the environment win over threads_per_worker in every worker"]
+
+
+# sagemaker-inference-toolkit's and SageMaker's other variables: (accepted values, why or what
+# to use); a value outside the accepted ones stops the server, any other is reported at start
+SAGEMAKER_OTHERS: dict[str, tuple[tuple[str, ...] | None, str]] = {
+    "SAGEMAKER_SAFE_PORT_RANGE": (None, "has no use here: workers talk over Unix sockets"),
+    "SAGEMAKER_HANDLER": (None, "has no use here: each model's handler is chosen from its files"),
+    "SAGEMAKER_BASE_DIR": (None, "has no use here: the store is --model-store"),
+    "SAGEMAKER_CONTAINER_LOG_LEVEL": (
+        None,
+        "has no use here: set MODELHOST_LOG_LEVEL (debug, info, warning, error)",
+    ),
+    "SAGEMAKER_PROGRAM": (
+        ("inference.py",),
+        "names the inference script; modelhost runs code/inference.py in each model's folder: "
+        "rename the script to inference.py",
+    ),
+    "SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT": (
+        ("application/json",),
+        "answers without an Accept header are JSON here; send an Accept header instead",
+    ),
+    "SAGEMAKER_ADDITIONAL_MODEL_SERVER_OPTIONS": (
+        (),
+        "passes options to MMS/TorchServe's command line; give modelhost's own flags or "
+        "MODELHOST_* variables instead",
+    ),
+}
+
+
+def _sagemaker_notices(environ: Mapping[str, str]) -> list[str]:
+    """Report SageMaker's variables that need nothing here; refuse values that would."""
+    notices = []
+    for var, (accepted, text) in SAGEMAKER_OTHERS.items():
+        value = environ.get(var)
+        if value and accepted is not None and value.strip().lower() not in accepted:
+            raise ConfigError(f"{var}={value} is not supported here: {text}")
+        if value:
+            notices.append(f"{var}={value} {text}" if accepted is None else f"{var}={value}: ok")
+    return notices
 
 
 def _refuse_unsupported(config: Config) -> None:
@@ -554,7 +593,8 @@ def properties_keys() -> dict[str, str]:
 def outside_variables() -> tuple[str, ...]:
     """The variables of other servers modelhost reads: SageMaker's, MMS's, the runtimes'."""
     named = [v for f in _settings() for v in f.metadata["env"]]
-    return (*named, *(v for o in _FILE_OPTIONS for v in o.env), *THREAD_VARIABLES)
+    files = (v for o in _FILE_OPTIONS for v in o.env)
+    return (*named, *files, *THREAD_VARIABLES, *SAGEMAKER_OTHERS)
 
 
 def _split_address(value: str, source: str) -> list[tuple[str, str]]:

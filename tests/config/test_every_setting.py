@@ -107,9 +107,20 @@ EFFECTS: dict[str, str] = {
     "TS_CONFIG_FILE": "config/test_config.py::test_file_locations_from_flags_and_environment",
     "OMP_NUM_THREADS": MIGRATION + "test_the_users_thread_variables_win_and_are_reported",
     "MKL_NUM_THREADS": MIGRATION + "test_the_users_thread_variables_win_and_are_reported",
+    "SAGEMAKER_SAFE_PORT_RANGE": "config/test_real_config_files.py::test_sagemaker_multi_model_container",
+    "SAGEMAKER_HANDLER": "config/test_real_config_files.py::test_sagemaker_multi_model_container",
+    "SAGEMAKER_BASE_DIR": "config/test_migration_config.py::test_sagemaker_variables_with_no_use_here_are_reported",
+    "SAGEMAKER_CONTAINER_LOG_LEVEL": "config/test_migration_config.py::test_sagemaker_variables_with_no_use_here_are_reported",
 }
 
 REFUSED: dict[str, Refused] = {
+    "SAGEMAKER_PROGRAM": Refused({}, {"SAGEMAKER_PROGRAM": "serve.py"}, "", "inference.py"),
+    "SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT": Refused(
+        {}, {"SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT": "text/csv"}, "", "Accept header"
+    ),
+    "SAGEMAKER_ADDITIONAL_MODEL_SERVER_OPTIONS": Refused(
+        {}, {"SAGEMAKER_ADDITIONAL_MODEL_SERVER_OPTIONS": "-x"}, "", "MODELHOST_*"
+    ),
     "keystore": refused_key("keystore", "certificate_file"),
     "keystore_pass": refused_key("keystore_pass", "private_key_file"),
     "keystore_type": refused_key("keystore_type", "certificate_file"),
@@ -211,4 +222,4 @@ def test_a_noticed_key_is_reported_at_start_with_its_reason(key: str, tmp_path: 
 
 def test_refused_properties_keys_are_the_ones_config_refuses() -> None:
     refused = {key for key, kind in properties_keys().items() if kind == "refused"}
-    assert refused == set(REFUSED)
+    assert refused == {key for key in REFUSED if not key.startswith("SAGEMAKER_")}

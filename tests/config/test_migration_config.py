@@ -34,6 +34,14 @@ def test_sagemaker_model_server_workers_means_workers_per_model(tmp_path: Path) 
     assert (config.workers_per_model, config.workers) == (2, 0)
 
 
+def test_sagemaker_variables_with_no_use_here_are_reported(tmp_path: Path) -> None:
+    environ = {"SAGEMAKER_BASE_DIR": "/opt/ml", "SAGEMAKER_CONTAINER_LOG_LEVEL": "20"}
+    environ |= {"SAGEMAKER_PROGRAM": "inference.py"}
+    base, level, program = load_config({}, environ, tmp_path).notices
+    assert base.startswith("SAGEMAKER_BASE_DIR=/opt/ml has no use here")
+    assert "MODELHOST_LOG_LEVEL" in level and program == "SAGEMAKER_PROGRAM=inference.py: ok"
+
+
 def test_preload_model_notice_says_model_memory_is_not_shared(tmp_path: Path) -> None:
     write(tmp_path / "config.properties", "preload_model=true\n")
     (notice,) = load_config({}, {}, tmp_path).notices

@@ -60,6 +60,8 @@ def test_sagemaker_multi_model_container(tmp_path: Path) -> None:
     assert (config.workers_per_model, config.default_response_timeout_s) == (2, 60.0)
     handler = [n for n in config.notices if "'default_service_handler'" in n]
     assert handler and "inference.py" in handler[0]
+    reported = {notice.split("=")[0] for notice in config.notices}
+    assert {"SAGEMAKER_SAFE_PORT_RANGE", "SAGEMAKER_HANDLER"} <= reported
 
 
 def test_an_unset_variable_in_a_value_is_refused(tmp_path: Path) -> None:
