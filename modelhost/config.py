@@ -287,8 +287,9 @@ _PROPS_NOTICES = {
     "number_of_gpu": "has no meaning here: modelhost runs models on the CPU",
     "enable_envvars_config": "is always on here: $$NAME$$ in values and MMS_<KEY>/TS_<KEY> "
     "variables are read, and MODELHOST_* variables always",
-    "decode_input_request": "has no switch here: handlers get the body as bytes, and JSON or "
-    "text decoded where the content type says so",
+    "decode_input_request": "has no switch here: handlers get each body as bytes, as MMS gives "
+    "them with decode_input_request=false (what SageMaker's toolkit sets); a handler written "
+    "for true must decode JSON itself",
     "blacklist_env_vars": "has no meaning here: handlers run in workers that inherit the server's "
     "environment",
     "default_service_handler": "has no meaning here: each model's handler is chosen from its "
@@ -581,6 +582,54 @@ def _substitute(value: str, environ: Mapping[str, str], source: str) -> str:
         return environ[match.group(1)]
 
     return re.sub(r"\$\$([A-Za-z_][A-Za-z0-9_]*)\$\$", variable, value)
+
+
+class Explained(NamedTuple):
+    """What modelhost makes of one key of a config.properties or one outside variable."""
+
+    source: str  # the file and key, or the variable
+    value: str
+    outcome: str  # "maps", "reported", "refused" or "unknown"
+    detail: str  # the modelhost setting it sets, or the reason
+
+
+def explain(path: Path | None, environ: Mapping[str, str]) -> list[Explained]:
+    """Each key of `path` and each variable of other servers in `environ`, explained."""
+    rows = []
+    if path is not None:
+        for key, (value, source) in _properties_with_variables(path, environ).items():
+            rows.append(_explain_key(key, value, source))
+    for var in outside_variables():
+        if environ.get(var):
+            rows.append(_explain_variable(var, environ[var]))
+    return rows
+
+
+def _explain_key(key: str, value: str, source: str) -> Explained:
+    by_key = {f.metadata["props"]: f.name for f in _settings() if f.metadata["props"]}
+    if key in _PROPS_SPLIT:
+        names = [name for name, _ in _PROPS_SPLIT[key]("http://h:1", source)]
+        return Explained(source, value, "maps", ", ".join(_flag_name(n) for n in names))
+    if key in by_key:
+        return Explained(source, value, "maps", _flag_name(by_key[key]))
+    if key in _PROPS_REFUSED:
+        return Explained(source, value, "refused", _PROPS_REFUSED[key])
+    if key in _PROPS_NOTICES:
+        return Explained(source, value, "reported", _PROPS_NOTICES[key])
+    return Explained(source, value, "unknown", "has no meaning in modelhost; reported at start")
+
+
+def _explain_variable(var: str, value: str) -> Explained:
+    if var in SAGEMAKER_OTHERS:
+        accepted, text = SAGEMAKER_OTHERS[var]
+        refused = accepted is not None and value.strip().lower() not in accepted
+        return Explained(var, value, "refused" if refused else "reported", text)
+    if var in THREAD_VARIABLES:
+        return Explained(var, value, "maps", "kept in every worker over --threads-per-worker")
+    if any(o.env and var in o.env for o in _FILE_OPTIONS):
+        return Explained(var, value, "maps", "the config.properties to read")
+    field = next(f for f in _settings() if var in f.metadata["env"])
+    return Explained(var, value, "maps", _flag_name(field.name))
 
 
 def properties_keys() -> dict[str, str]:

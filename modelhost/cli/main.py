@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from modelhost import __version__
+from modelhost.cli.config_check import config
 from modelhost.cli.examples import examples
 from modelhost.cli.extras import (
     COMMAND_EXTRAS,
@@ -52,6 +53,7 @@ def main() -> None:
 
 main.add_command(serve)
 main.add_command(examples)
+main.add_command(config)
 for _name in COMMAND_EXTRAS:  # the toolkit's commands: they import what its extra installs
     main.add_command(command_or_stand_in(_name))
 

@@ -84,3 +84,34 @@ def test_documented_keys_that_change_behaviour_are_refused(
     with pytest.raises(ConfigError, match=f"'{key}'.*{instead}"):
         read(tmp_path, f"{key}=x\n")
     assert properties_keys()[key] == "refused"
+
+
+def test_config_check_explains_each_key_and_says_whether_the_server_would_start(
+    tmp_path: Path,
+) -> None:
+    from click.testing import CliRunner
+
+    from modelhost.cli.main import main
+
+    (tmp_path / "ok.properties").write_text(MMS_DOCKER, encoding="utf-8")
+    environ = {"SAGEMAKER_MODEL_SERVER_WORKERS": "2", "MODELHOST_CONFIG": ""}
+    result = CliRunner().invoke(
+        main, ["config", "check", str(tmp_path / "ok.properties")], env=environ
+    )
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert any(
+        line.startswith("maps") and "default_workers_per_model = 0" in line for line in lines
+    )
+    assert any(line.startswith("reported") and "vmargs" in line for line in lines)
+    assert any(
+        line.startswith("maps") and "SAGEMAKER_MODEL_SERVER_WORKERS = 2" in line for line in lines
+    )
+    assert lines[-1] == "the server would start with these settings"
+    (tmp_path / "bad.properties").write_text("keystore=ks.p12\nmodel_store=/m\n", encoding="utf-8")
+    result = CliRunner().invoke(main, ["config", "check", str(tmp_path / "bad.properties")])
+    assert result.exit_code == 1
+    assert any(
+        line.startswith("refused") and "keystore" in line for line in result.output.splitlines()
+    )
+    assert "the server would not start" in result.output and "certificate_file" in result.output
