@@ -5,8 +5,12 @@ management_host, TorchServe's versioned /predictions."""
 
 from __future__ import annotations
 
+import functools
+import threading
 import time
+import urllib.parse
 from collections.abc import Iterator
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -184,3 +188,48 @@ def test_sagemaker_multi_model_container_config_starts_and_serves(
             time.sleep(0.05)
         assert "'default_service_handler'" in server.log_text()
         assert server.stop() == 0
+
+
+class _SignedFiles(SimpleHTTPRequestHandler):
+    """Serves a file only to a URL carrying the right signature, as a presigned URL does."""
+
+    def do_GET(self) -> None:  # noqa: N802  (http.server's name)
+        if urllib.parse.urlsplit(self.path).query != SIGNATURE:
+            self.send_error(403, "signature missing or wrong")
+            return
+        super().do_GET()
+
+    def do_HEAD(self) -> None:  # noqa: N802
+        self.send_error(403, "a presigned GET URL does not allow HEAD")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+SIGNATURE = "X-Amz-Signature=abc123&X-Amz-Expires=300"
+
+
+def test_a_presigned_url_with_its_query_string_loads(store: Path, tmp_path: Path) -> None:
+    handler = functools.partial(_SignedFiles, directory=str(store))
+    signed = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=signed.serve_forever, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{signed.server_address[1]}"
+    args = testing.serve_args(
+        store, tmp_path / "cache", workers=1, memory_budget="4GiB", allowed_urls=f"{base}/*"
+    )
+    try:
+        with (
+            testing.RunningServer(args, tmp_path) as server,
+            httpx.Client(base_url=server.url, timeout=60) as client,
+        ):
+            spec = {"model_name": "signed", "url": f"{base}/iris.pkl?{SIGNATURE}"}
+            loaded = client.post("/models", json=spec)
+            assert loaded.status_code == 200, loaded.text
+            invoked = client.post("/models/signed/invoke", json=[ROW])
+            assert invoked.json() == {"predictions": [0]}
+            unsigned = {"model_name": "unsigned", "url": f"{base}/iris.pkl"}
+            assert client.post("/models", json=unsigned).status_code == 502
+    finally:
+        signed.shutdown()
+        signed.server_close()

@@ -79,8 +79,8 @@ class Stores:
     def normalize(self, url: str) -> str:
         """A URL given by a user in the one form kept; a relative path is in the store."""
         scheme = urlparse(url).scheme
-        if scheme in REMOTE_SCHEMES:
-            validate_name(url.partition("://")[2].partition("/")[2])  # no '..' in the key
+        if scheme in REMOTE_SCHEMES:  # no '..' in the key; a query (a presigned URL's) is kept
+            validate_name(url.partition("://")[2].partition("?")[0].partition("/")[2])
             return url
         if scheme not in ("", "file"):
             raise InvalidModelName(
@@ -103,11 +103,12 @@ class Stores:
 
     def locate(self, url: str) -> tuple[Store, str]:
         """The store and key of a normalized URL."""
-        key = self.default.key_of(url)
+        key = None if "?" in url else self.default.key_of(url)  # the store's URLs have no query
         if key is not None:
             return self.default, key
+        url, mark, query = url.partition("?")  # a presigned URL's signature: kept for its GET
         parent, _, key = url.rstrip("/").rpartition("/")
-        return self.open(parent), key
+        return self.open(parent + mark + query), key
 
     async def close(self) -> None:
         for client in self._clients.values():

@@ -33,11 +33,13 @@ def http_client(timeout_s: float) -> httpx.AsyncClient:
 
 class HttpStore:
     def __init__(self, root: str, client: httpx.AsyncClient) -> None:
+        root, _, self.query = root.partition("?")  # a presigned URL's query, sent with each
         self.uri = root.rstrip("/")
         self.client = client
 
     def url_of(self, key: str) -> str:
-        return f"{self.uri}/{quote(validate_name(key))}"
+        query = f"?{self.query}" if self.query else ""
+        return f"{self.uri}/{quote(validate_name(key))}{query}"
 
     def key_of(self, url: str) -> str | None:
         key = key_below(self.uri, url)
