@@ -107,6 +107,15 @@ EFFECTS: dict[str, str] = {
     "TS_CONFIG_FILE": "config/test_config.py::test_file_locations_from_flags_and_environment",
     "OMP_NUM_THREADS": MIGRATION + "test_the_users_thread_variables_win_and_are_reported",
     "MKL_NUM_THREADS": MIGRATION + "test_the_users_thread_variables_win_and_are_reported",
+    "NUMEXPR_NUM_THREADS": MIGRATION + "test_the_users_thread_variables_win_and_are_reported",
+    "VECLIB_MAXIMUM_THREADS": MIGRATION + "test_the_users_thread_variables_win_and_are_reported",
+    "OPENBLAS_NUM_THREADS": MIGRATION + "test_the_users_thread_variables_win_and_are_reported",
+    "--preload-runtimes": MIGRATION + "test_preload_runtimes_is_what_the_workers_have_imported",
+    "--max-unpacked-bytes": MIGRATION + "test_the_unpack_limits_refuse_an_archive_past_them",
+    "--max-unpacked-files": MIGRATION + "test_the_unpack_limits_refuse_an_archive_past_them",
+    "--log-level": MIGRATION + "test_log_level_warning_leaves_out_info_lines",
+    "--metrics-model-series": MIGRATION
+    + "test_metrics_model_series_gives_the_largest_model_its_own_series",
     "SAGEMAKER_SAFE_PORT_RANGE": "config/test_real_config_files.py::test_sagemaker_multi_model_container",
     "SAGEMAKER_HANDLER": "config/test_real_config_files.py::test_sagemaker_multi_model_container",
     "SAGEMAKER_BASE_DIR": "config/test_migration_config.py::test_sagemaker_variables_with_no_use_here_are_reported",
@@ -169,15 +178,7 @@ NOTICED = {
 # settings whose effect no test observes yet: this list may only shrink (issue 16's follow-up)
 NOT_YET_OBSERVED = {
     "--max-concurrent-downloads": "downloads running at once; no test counts them",
-    "--preload-runtimes": "the template's imports; no test reads them from a worker",
     "--eviction-policy": "cost-aware is tested in the cache, not yet chosen on a server",
-    "--max-unpacked-bytes": "unpack limits are tested in cache/test_unpack.py, not by the flag",
-    "--max-unpacked-files": "unpack limits are tested in cache/test_unpack.py, not by the flag",
-    "--log-level": "no test reads the log's level",
-    "--metrics-model-series": "the observe fixture sets it; no test counts the series",
-    "NUMEXPR_NUM_THREADS": "kept like OMP_NUM_THREADS (same code path), not observed itself",
-    "VECLIB_MAXIMUM_THREADS": "kept like OMP_NUM_THREADS (same code path), not observed itself",
-    "OPENBLAS_NUM_THREADS": "kept like OMP_NUM_THREADS (same code path), not observed itself",
 }
 
 

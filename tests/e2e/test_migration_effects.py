@@ -33,8 +33,16 @@ METRICS_PORT = testing.free_port()
 ENV_HANDLER = """
 import json
 import os
+import sys
 
-VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+VARIABLES = (
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+)
+OPTIONAL = ("xgboost", "lightgbm", "onnxruntime")
 
 
 def handle(data, context):
@@ -44,6 +52,7 @@ def handle(data, context):
     for request in data:
         body = json.loads(request["body"])
         reply = {name: os.environ.get(name) for name in VARIABLES}
+        reply["runtimes"] = [name for name in OPTIONAL if name in sys.modules]
         replies.append({**reply, "pad": "x" * int(body.get("pad", 0))})
     return replies
 """
@@ -61,6 +70,10 @@ def migrated(
     work = tmp_path_factory.mktemp("migrated")
     (store / "envreport").mkdir(exist_ok=True)
     (store / "envreport" / "handler.py").write_text(ENV_HANDLER)
+    many = work / "many"  # more files than max_unpacked_files allows
+    for index in range(5):
+        testing.iris_logreg(many / f"model{index}.joblib")
+    testing.tar_gz_of(many, store / "hostile" / "many.tar.gz")
     args = testing.serve_args(
         store,
         work / "cache",
@@ -71,8 +84,14 @@ def migrated(
         management_port=management_port,
         management_host=MANAGEMENT_HOST,
         metrics_port=METRICS_PORT,
+        preload_runtimes="lightgbm",
+        max_unpacked_bytes="16MiB",
+        max_unpacked_files=4,
+        log_level="warning",
+        metrics_model_series=1,
     )
-    env = {"OMP_NUM_THREADS": "3", "MKL_NUM_THREADS": "3"}
+    env = {"OMP_NUM_THREADS": "3", "MKL_NUM_THREADS": "3", "NUMEXPR_NUM_THREADS": "3"}
+    env |= {"VECLIB_MAXIMUM_THREADS": "3"}
     with testing.RunningServer(args, work, env={**_environ(), **env}) as running:
         yield running
 
@@ -113,6 +132,7 @@ def test_the_users_thread_variables_win_and_are_reported(
 ) -> None:
     reply = http.post("/predictions/envreport", json={}).json()
     assert (reply["OMP_NUM_THREADS"], reply["MKL_NUM_THREADS"]) == ("3", "3")
+    assert (reply["NUMEXPR_NUM_THREADS"], reply["VECLIB_MAXIMUM_THREADS"]) == ("3", "3")
     assert reply["OPENBLAS_NUM_THREADS"] not in (None, "3")  # not the user's: the default
     assert "OMP_NUM_THREADS=3" in migrated.log_text()
 
@@ -233,3 +253,34 @@ def test_a_presigned_url_with_its_query_string_loads(store: Path, tmp_path: Path
     finally:
         signed.shutdown()
         signed.server_close()
+
+
+def test_preload_runtimes_is_what_the_workers_have_imported(http: httpx.Client) -> None:
+    assert http.post("/predictions/envreport", json={}).json()["runtimes"] == ["lightgbm"]
+
+
+@pytest.mark.parametrize(
+    ("archive", "limit"),
+    [("hostile/bomb.tar.gz", "16777216 bytes"), ("hostile/many.tar.gz", "4 members")],
+)
+def test_the_unpack_limits_refuse_an_archive_past_them(
+    http: httpx.Client, archive: str, limit: str
+) -> None:
+    refused = http.post(f"/models/{archive}/invoke", json=[ROW])
+    assert refused.status_code == 500 and refused.json()["type"] == "UnsafeArtifact"
+    assert limit in refused.json()["message"]
+
+
+def test_log_level_warning_leaves_out_info_lines(migrated: testing.RunningServer) -> None:
+    log = migrated.log_text()
+    assert "WARNING" in log and " INFO " not in log and "INFO:" not in log
+
+
+def test_metrics_model_series_gives_the_largest_model_its_own_series(http: httpx.Client) -> None:
+    assert http.post("/models/iris.pkl/invoke", json=[ROW]).status_code == 200
+    series = [
+        line
+        for line in http.get("/metrics").text.splitlines()
+        if line.startswith("modelhost_model_memory_bytes{")
+    ]
+    assert len(series) == 1, series
