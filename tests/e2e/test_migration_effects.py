@@ -6,6 +6,7 @@ management_host, TorchServe's versioned /predictions."""
 from __future__ import annotations
 
 import functools
+import shutil
 import threading
 import time
 import urllib.parse
@@ -68,14 +69,15 @@ def migrated(
     store: Path, management_port: int, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[testing.RunningServer]:
     work = tmp_path_factory.mktemp("migrated")
-    (store / "envreport").mkdir(exist_ok=True)
-    (store / "envreport" / "handler.py").write_text(ENV_HANDLER)
+    own = shutil.copytree(store, work / "store")  # the session's store stays as other tests know it
+    (own / "envreport").mkdir()
+    (own / "envreport" / "handler.py").write_text(ENV_HANDLER)
     many = work / "many"  # more files than max_unpacked_files allows
     for index in range(5):
         testing.iris_logreg(many / f"model{index}.joblib")
-    testing.tar_gz_of(many, store / "hostile" / "many.tar.gz")
+    testing.tar_gz_of(many, own / "hostile" / "many.tar.gz")
     args = testing.serve_args(
-        store,
+        own,
         work / "cache",
         workers=3,
         workers_per_model=2,
