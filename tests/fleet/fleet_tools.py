@@ -143,12 +143,13 @@ class Answer:
 @dataclass
 class Load:
     """`users` threads invoking `models` round-robin through `url` until stopped or `max_requests`
-    are sent, recording every answer."""
+    are answered, recording every answer (status 0: no response at all)."""
 
     url: str
     models: Sequence[str]
     users: int = 4
     max_requests: int = 5000
+    pause_s: float = 0.005  # between one user's requests: a steady load that leaves cores spare
     answers: list[Answer] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -169,8 +170,18 @@ class Load:
 
     def wait_for(self, count: int, timeout_s: float = 60) -> None:
         deadline = time.monotonic() + timeout_s
+        count = min(count, self.max_requests)
         while len(self.answers) < count and time.monotonic() < deadline:
             time.sleep(0.02)
+
+    def wait_for_instance(self, instance: str, since: int, timeout_s: float = 60) -> bool:
+        """Whether an answer after the first `since` came from `instance` within the time."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and len(self.answers) < self.max_requests:
+            if any(a.instance == instance for a in self.answers[since:]):
+                return True
+            time.sleep(0.1)
+        return False
 
     def _user(self, user: int) -> None:
         with httpx.Client(base_url=self.url, timeout=30) as client:
@@ -188,3 +199,4 @@ class Load:
                 with self._lock:
                     self.answers.append(answer)
                 n += self.users
+                time.sleep(self.pause_s)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import statistics
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -112,8 +111,9 @@ def test_killing_an_instance_under_load_fails_nothing_and_moves_only_its_models(
     assert set(after) == set(MODELS)
     assert all(len(by) == 1 for by in after.values()), after
     moved = {m for m, by in after.items() if by != {before[m]}}
-    assert moved == {m for m in MODELS if before[m] == name(victim)}  # only its models move
-    assert len(moved) / len(MODELS) <= 1 / 3 + 0.05
+    # only its models move, so the share that moves is its share of the ring: 1/3 on average,
+    # within 1/3 + 5% for most fleets (tests/fleet/test_ring.py measures it over many)
+    assert moved == {m for m in MODELS if before[m] == name(victim)}
     assert all(after[m] == {ring.server_for(m, down={name(victim)})} for m in MODELS)
 
 
@@ -126,17 +126,20 @@ def _kill(server: testing.RunningServer) -> float:
     return killed_at
 
 
+@pytest.mark.timeout(300)
 def test_a_rolling_restart_under_load_fails_nothing(fleet: tuple) -> None:
     servers, router = fleet
-    load = Load(router.url, MODELS, users=4, max_requests=6000).start()
+    load = Load(router.url, MODELS, users=4, max_requests=40000).start()
     try:
         load.wait_for(len(MODELS) * 2)
-        for server in servers:
+        for index, server in enumerate(servers):
             assert server.stop() == 0  # SIGTERM: it drains what it holds, then exits
+            restarted_at = len(load.answers)
             server.start()  # same port, same id
-            load.wait_for(len(load.answers) + len(MODELS))
+            # the next one only once nginx sends it requests again (its fail_timeout has passed):
+            # with two instances out at once, nginx has none for some models and answers 502
+            assert load.wait_for_instance(f"fleet-{index}", restarted_at)
     finally:
         answers = load.stop()
     failed = [a for a in answers if a.status != 200]
     assert not failed, f"{len(failed)} of {len(answers)} failed, e.g. {failed[:3]}"
-    assert statistics.mean(a.status == 200 for a in answers) == 1
