@@ -6,10 +6,12 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import struct
 import subprocess
 import threading
 import time
-from collections.abc import Sequence
+import zlib
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,6 +19,7 @@ import httpx
 import pytest
 
 from modelhost import testing
+from modelhost.toolkit.simulate.ring import split_server
 
 DEPLOY = Path(__file__).parents[2] / "deploy" / "nginx"
 SHIPPED = ("modelhost.conf", "modelhost-hot-models.map")
@@ -200,3 +203,23 @@ class Load:
                     self.answers.append(answer)
                 n += self.users
                 time.sleep(self.pause_s)
+
+
+def brute_force_server(servers: list[str], key: str, down: Collection[str] = ()) -> str:
+    """ngx_http_upstream_update_chash and get_chash_peer, transcribed loop for loop."""
+    points = []
+    for server in servers:
+        host, port = split_server(server)
+        previous = 0
+        for _ in range(160):
+            previous = zlib.crc32(host + b"\0" + port + struct.pack("<I", previous))
+            points.append((previous, server))
+    points.sort(key=lambda p: p[0])
+    unique = [p for i, p in enumerate(points) if i == 0 or p[0] != points[i - 1][0]]
+    wanted = zlib.crc32(key.encode())
+    index = next((i for i, (h, _) in enumerate(unique) if h >= wanted), len(unique))
+    for step in range(21):
+        server = unique[(index + step) % len(unique)][1]
+        if server not in down:
+            return server
+    raise AssertionError("no server within 20 steps")

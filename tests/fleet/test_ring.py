@@ -5,33 +5,12 @@ from __future__ import annotations
 
 import random
 import statistics
-import struct
-import zlib
 
+from fleet_tools import brute_force_server
 from hypothesis import given
 from hypothesis import strategies as st
 
 from modelhost.toolkit.simulate.ring import Ring, split_server
-
-
-def brute_force_server(servers: list[str], key: str, down: set[str] = frozenset()) -> str:
-    """ngx_http_upstream_update_chash and get_chash_peer, transcribed loop for loop."""
-    points = []
-    for server in servers:
-        host, port = split_server(server)
-        previous = 0
-        for _ in range(160):
-            previous = zlib.crc32(host + b"\0" + port + struct.pack("<I", previous))
-            points.append((previous, server))
-    points.sort(key=lambda p: p[0])
-    unique = [p for i, p in enumerate(points) if i == 0 or p[0] != points[i - 1][0]]
-    wanted = zlib.crc32(key.encode())
-    index = next((i for i, (h, _) in enumerate(unique) if h >= wanted), len(unique))
-    for step in range(21):
-        server = unique[(index + step) % len(unique)][1]
-        if server not in down:
-            return server
-    raise AssertionError("no server within 20 steps")
 
 
 @given(
