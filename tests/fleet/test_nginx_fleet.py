@@ -143,3 +143,22 @@ def test_a_rolling_restart_under_load_fails_nothing(fleet: tuple) -> None:
         answers = load.stop()
     failed = [a for a in answers if a.status != 200]
     assert not failed, f"{len(failed)} of {len(answers)} failed, e.g. {failed[:3]}"
+
+
+def test_a_hot_model_in_the_map_is_spread_over_the_instances_the_ring_names(
+    fleet: tuple, tmp_path: Path
+) -> None:
+    servers, _ = fleet
+    ring = Ring([name(s) for s in servers])
+    hot = MODELS[0]
+    lines = f'"{hot}" $modelhost_one_of_3;\n'
+    with RunningNginx(tmp_path / "hot-nginx", [name(s) for s in servers], lines) as router:
+        with httpx.Client(base_url=router.url, timeout=30) as client:
+            answers = [
+                Answer(m, 200, invoke(client, m, r).headers[INSTANCE], 0.0)
+                for m in MODELS[:10]
+                for r in range(30 if m == hot else 1)
+            ]
+    served = owners(answers, servers)
+    assert served[hot] == {ring.server_for(f"{hot}#{i}") for i in range(3)}
+    assert all(served[m] == {ring.server_for(m)} for m in MODELS[1:10])
