@@ -152,13 +152,13 @@ def test_a_hot_model_in_the_map_is_spread_over_the_instances_the_ring_names(
     ring = Ring([name(s) for s in servers])
     hot = MODELS[0]
     lines = f'"{hot}" $modelhost_one_of_3;\n'
-    with RunningNginx(tmp_path / "hot-nginx", [name(s) for s in servers], lines) as router:
-        with httpx.Client(base_url=router.url, timeout=30) as client:
-            answers = [
-                Answer(m, 200, invoke(client, m, r).headers[INSTANCE], 0.0)
-                for m in MODELS[:10]
-                for r in range(30 if m == hot else 1)
-            ]
+    router = RunningNginx(tmp_path / "hot-nginx", [name(s) for s in servers], lines)
+    with router, httpx.Client(base_url=router.url, timeout=30) as client:
+        answers = [
+            Answer(m, 200, invoke(client, m, r).headers[INSTANCE], 0.0)
+            for m in MODELS[:10]
+            for r in range(30 if m == hot else 1)
+        ]
     served = owners(answers, servers)
     assert served[hot] == {ring.server_for(f"{hot}#{i}") for i in range(3)}
     assert all(served[m] == {ring.server_for(m)} for m in MODELS[1:10])
