@@ -111,6 +111,7 @@ def test_killing_an_instance_under_load_fails_nothing_and_moves_only_its_models(
     assert set(after) == set(MODELS)
     assert all(len(by) == 1 for by in after.values()), after
     moved = {m for m, by in after.items() if by != {before[m]}}
+    print(f"\nkill: {len(answers)} requests, {len(failed)} failed, {len(moved)} models moved")
     # only its models move, so the share that moves is its share of the ring: 1/3 on average,
     # within 1/3 + 5% for most fleets (tests/fleet/test_ring.py measures it over many)
     assert moved == {m for m in MODELS if before[m] == name(victim)}
@@ -142,6 +143,7 @@ def test_a_rolling_restart_under_load_fails_nothing(fleet: tuple) -> None:
     finally:
         answers = load.stop()
     failed = [a for a in answers if a.status != 200]
+    print(f"\nrolling restart: {len(answers)} requests, {len(failed)} failed")
     assert not failed, f"{len(failed)} of {len(answers)} failed, e.g. {failed[:3]}"
 
 
