@@ -4,8 +4,10 @@ instance under load fails no request and moves only that instance's models."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -49,15 +51,11 @@ def fleet(
     require_nginx()
     servers = [instance(store, tmp_path, i) for i in range(3)]
     router = RunningNginx(tmp_path / "nginx", [name(s) for s in servers])
-    try:
+    with contextlib.ExitStack() as running:
         for server in servers:
-            server.start()
+            running.enter_context(server)  # stopped on the way out, even if killed by a test
         with router:
             yield servers, router
-    finally:
-        for server in servers:
-            if server._process is not None:
-                server.stop()
 
 
 def name(server: testing.RunningServer) -> str:
@@ -119,8 +117,6 @@ def test_killing_an_instance_under_load_fails_nothing_and_moves_only_its_models(
 
 
 def _kill(server: testing.RunningServer) -> float:
-    import time
-
     os.killpg(server.pid, signal.SIGKILL)  # the frontend and its workers: a machine lost
     killed_at = time.monotonic()
     server.stop()
