@@ -7,6 +7,7 @@ import json
 from collections import OrderedDict
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from fleet_tools import brute_force_server
 
@@ -83,3 +84,19 @@ def test_instances_without_a_budget_is_a_usage_error(tmp_path: Path) -> None:
     result = CliRunner().invoke(simulate, [str(log), "--instances", "1,2"])
     assert result.exit_code == 2
     assert "--budget-per-instance" in result.output
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--spread", "model-0=5"], "K 2, 3 or 4"),
+        (["--servers", "web:8080"], "{i}"),
+        (["--instances", "0,2"], "counts like"),
+    ],
+)
+def test_fleet_options_are_checked(tmp_path: Path, flags: list[str], message: str) -> None:
+    log = synthetic.write(tmp_path / "a.jsonl", synthetic.Synthetic(models=3, requests=10))
+    base = ["--instances", "1,2", "--budget-per-instance", "8MiB", "--out", str(tmp_path)]
+    result = CliRunner().invoke(simulate, [str(log), *base, *flags])
+    assert result.exit_code == 2
+    assert message in result.output
