@@ -37,6 +37,7 @@ class HttpSettings:
     max_request_bytes: int
     management_token: str
     single_model: str
+    instance_id: str = ""  # X-Modelhost-Instance on every response (empty: the hostname)
 
 
 class Routes:
