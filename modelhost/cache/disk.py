@@ -34,6 +34,7 @@ from modelhost.cache.unpack import is_archive, unpack_archive
 from modelhost.errors import InsufficientDisk, ModelNotFound, StoreError
 from modelhost.records.events import EventLog
 from modelhost.units import format_bytes
+from modelhost.urls import redact_url
 
 ENTRY_FILE = "modelhost-entry.json"
 UNPACK_STEP_BYTES = 32 * 2**20  # room is made for an unpacking archive this much at a time
@@ -223,7 +224,7 @@ class DiskTier:
             duration_ms=round(done.duration_ms, 2),
             reason="miss",
             detail={
-                "url": url,
+                "url": redact_url(url),
                 "attempts": done.attempts,
                 "bytes_per_s": round(done.bytes / max(done.duration_ms / 1000, 1e-6)),
             },

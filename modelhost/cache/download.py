@@ -20,6 +20,7 @@ from pathlib import Path
 from modelhost.cache.stores import ObjectInfo, Store
 from modelhost.errors import StoreTimeout, StoreUnavailable
 from modelhost.units import format_bytes
+from modelhost.urls import redact_url
 
 WATCH_TICK_S = 0.25
 
@@ -74,7 +75,7 @@ async def download(
             info = await store.stat(key)
             on_info(info)
             await fetch_watched(store, key, dest, info, policy.timeout_s)
-            size = await asyncio.to_thread(verify, dest, info, store.url_of(key))
+            size = await asyncio.to_thread(verify, dest, info, redact_url(store.url_of(key)))
             duration_ms = (time.perf_counter() - started) * 1000
             return Downloaded(info, size, duration_ms, attempt)
         except StoreUnavailable as error:
@@ -98,7 +99,9 @@ async def fetch_watched(
             if meter.received != seen:
                 seen, quiet_since = meter.received, time.monotonic()
             elif not task.done() and time.monotonic() - quiet_since > timeout_s:
-                raise StoreTimeout(stalled(store.url_of(key), timeout_s, meter.received, info))
+                raise StoreTimeout(
+                    stalled(redact_url(store.url_of(key)), timeout_s, meter.received, info)
+                )
         task.result()
     finally:
         if not task.done():
