@@ -88,7 +88,7 @@ class Stores:
         scheme = urlparse(url).scheme
         if scheme in REMOTE_SCHEMES:
             path = urlsplit(url).path.removeprefix("/")
-            validate_name(unquote(path.partition("/")[2] if scheme == "s3" else path))
+            validate_name(unquote(path))
             return url
         if scheme not in ("", "file"):
             raise InvalidModelName(
