@@ -11,6 +11,10 @@ The budget is a hard limit. Bytes are reserved before they are written: the anno
 before a download, and in steps as an archive unpacks. Room is made by deleting the least
 recently used entries of models that are neither in memory nor being loaded; when that cannot
 make enough, the model gets 507 with the figures.
+
+A cached artifact whose load failed is deleted: a complete download may still be no model (an
+HTML error page saved as model.joblib), and kept it would fail every load, across restarts too;
+the next request downloads it again.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from modelhost.cache.stores import ObjectInfo, Store, Stores
 from modelhost.cache.stores.base import is_disk_full
 from modelhost.cache.unpack import is_archive, unpack_archive
 from modelhost.errors import InsufficientDisk, ModelNotFound, StoreError
-from modelhost.records.events import EventLog
+from modelhost.records.events import Event, EventLog
 from modelhost.units import format_bytes
 from modelhost.urls import redact_url
 
@@ -107,6 +111,12 @@ class DiskTier:
         self.artifacts: dict[str, Artifact] = {}
         self._reservations: set[Reservation] = set()
         self._download_slots = asyncio.Semaphore(stores.settings.max_concurrent_downloads)
+        events.subscribe(self._on_event)
+
+    def _on_event(self, event: Event) -> None:
+        """Drop a cached artifact whose load failed, so the next request fetches it anew."""
+        if event.kind == "failure" and event.reason == "load" and event.model is not None:
+            self.delete(event.model, reason="load_failed")
 
     @property
     def used_bytes(self) -> int:
