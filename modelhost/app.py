@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import socket
 import sys
@@ -35,6 +36,7 @@ from modelhost.records.memory import server_pss_bytes
 from modelhost.resources import free_disk_bytes, usable_cores, usable_memory_bytes
 from modelhost.scheduler import SchedulerSettings
 from modelhost.units import format_bytes, parse_size
+from modelhost.workers.environment import worker_environment
 from modelhost.workers.pool import WorkerPool
 
 logger = logging.getLogger("modelhost")
@@ -88,6 +90,7 @@ async def main(config: Config) -> int:
             )
             await preload(host, config)
             ignore_signals_after_drain()
+            routes.worker_health = host.pool.health
             routes.ready = True
             store = host.disk.stores.default.uri
             logger.info("serving %s on http://%s:%d", store, config.host, config.port)
@@ -186,7 +189,16 @@ async def started_host(config: Config, run_dir: Path) -> AsyncIterator[ModelHost
     events = EventLog()
     workers = config.workers or usable_cores()
     threads = config.threads_per_worker or max(1, usable_cores() // workers)
-    pool = WorkerPool(workers, threads, run_dir, events, config.preload_runtimes)
+    pool = WorkerPool(
+        workers,
+        threads,
+        run_dir,
+        events,
+        config.preload_runtimes,
+        load_timeout_s=config.worker_load_timeout_s,
+        infer_timeout_s=2 * config.default_response_timeout_s,  # stuck, not slow: kill it
+        environment=worker_environment(os.environ),
+    )
     stores = Stores(  # before the baseline is measured: an S3 client costs the frontend memory
         config.model_store,
         config.allowed_urls,

@@ -204,6 +204,12 @@ class Config:
     )
     max_unpacked_files: int = _setting(10000, "most files in a model archive", minimum=1)
     drain_timeout_s: float = _setting(25.0, "seconds to finish requests at shutdown", minimum=0)
+    worker_load_timeout_s: float = _setting(
+        300.0,
+        "seconds a worker may take to load or unload a model (the handler's import and "
+        "initialize included) before it is killed and replaced",
+        minimum=0.001,
+    )
     log_level: str = _setting("info", "log level", choices=LOG_LEVELS)
     access_log: str = _setting("", "JSON-lines access log: a file path, - for stdout, empty: none")
     metrics_model_series: int = _setting(

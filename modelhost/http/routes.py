@@ -8,6 +8,7 @@ import bisect
 import hmac
 import ipaddress
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,14 +48,23 @@ class Routes:
         self.settings = settings
         self.usage = usage or ModelUsage()  # the per-model counters the observer keeps
         self.ready = False
+        # (workers running, workers configured): the composition root gives the pool's
+        self.worker_health: Callable[[], tuple[int, int]] = lambda: (1, 1)
 
     # invocation -------------------------------------------------------------------------
 
     async def ping(self, request: Request) -> Response:
-        healthy = self.ready and not self.host.closing
-        return JSONResponse(
-            {"status": "Healthy" if healthy else "Unhealthy"}, 200 if healthy else 503
-        )
+        """200 once ready; 503 while starting, stopping or short of workers, so an orchestrator
+        (SageMaker, Kubernetes) stops sending traffic, and replaces the container if it lasts."""
+        running, configured = self.worker_health()
+        healthy = self.ready and not self.host.closing and running >= configured
+        body = {"status": "Healthy" if healthy else "Unhealthy"}
+        if running < configured:
+            body["message"] = (
+                f"{running} of {configured} workers running; replacements are being started "
+                "(see worker_exit events on GET /events)"
+            )
+        return JSONResponse(body, 200 if healthy else 503)
 
     async def read_body(self, request: Request) -> bytes:
         """The body of a request the framework routes, within max_request_size."""
