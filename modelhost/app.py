@@ -28,6 +28,7 @@ from modelhost.host import ModelHost
 from modelhost.host.upkeep import upkeep
 from modelhost.http.app import build_app
 from modelhost.http.last_resort import Unhandled
+from modelhost.http.protocol import header_deadline_protocol
 from modelhost.http.routes import HttpSettings, Routes
 from modelhost.http.torchserve import build_management_app
 from modelhost.observe.observer import Observer
@@ -110,7 +111,8 @@ def management_servers(
 
 def uvicorn_config(app: Any, config: Config, port: int, **more: Any) -> uvicorn.Config:
     """Both servers' settings: httptools, no lifespan, our own access log instead of uvicorn's.
-    Proxy headers are trusted only from --forwarded-allow-ips, given explicitly so uvicorn's own
+    Each request's headers must arrive within --header-timeout-s (slowloris). Proxy headers are
+    trusted only from --forwarded-allow-ips, given explicitly so uvicorn's own
     FORWARDED_ALLOW_IPS variable cannot turn that trust on: the caller's address decides who may
     manage models."""
     return uvicorn.Config(
@@ -120,7 +122,8 @@ def uvicorn_config(app: Any, config: Config, port: int, **more: Any) -> uvicorn.
         lifespan="off",
         access_log=False,
         log_level=config.log_level,
-        http="httptools",
+        http=header_deadline_protocol(config.header_timeout_s),
+        limit_concurrency=config.max_connections or None,
         proxy_headers=bool(config.forwarded_allow_ips),
         forwarded_allow_ips=config.forwarded_allow_ips or "",
         ssl_certfile=config.ssl_certfile or None,
@@ -163,7 +166,9 @@ class DrainingServer(uvicorn.Server):
 @contextlib.asynccontextmanager
 async def observed(host: ModelHost, config: Config) -> AsyncIterator[Observer]:
     """Metrics, event stream and access log for `host`, for as long as the server runs."""
-    observer = Observer(host, config.access_log, config.metrics_model_series)
+    observer = Observer(
+        host, config.access_log, config.metrics_model_series, config.max_event_streams
+    )
     try:
         observer.start()
     except OSError as error:

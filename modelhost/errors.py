@@ -26,6 +26,7 @@ ModelhostError
 ├── DeadlineExceeded             no answer within default_response_timeout
 ├── Unavailable                  retry is safe
 │   ├── WorkerDied               the worker process died while it held the request
+│   ├── TooManyStreams           max_event_streams GET /events streams are open
 │   └── ShuttingDown
 └── StoreError                   the model store failed (refused access, no such bucket)
     ├── StoreUnavailable         it may work again: connection refused or reset, 5xx, throttled
@@ -136,6 +137,10 @@ class Unavailable(ModelhostError):
 
 
 class WorkerDied(Unavailable):
+    pass
+
+
+class TooManyStreams(Unavailable):
     pass
 
 

@@ -32,6 +32,7 @@ from typing import Any
 from urllib.parse import quote
 
 from modelhost.cache.download import DownloadPolicy, download
+from modelhost.cache.missing import MissingUrls
 from modelhost.cache.stores import ObjectInfo, Store, Stores
 from modelhost.cache.stores.base import is_disk_full
 from modelhost.cache.unpack import is_archive, unpack_archive
@@ -111,6 +112,7 @@ class DiskTier:
         self.artifacts: dict[str, Artifact] = {}
         self._reservations: set[Reservation] = set()
         self._download_slots = asyncio.Semaphore(stores.settings.max_concurrent_downloads)
+        self.missing = MissingUrls()
         events.subscribe(self._on_event)
 
     def _on_event(self, event: Event) -> None:
@@ -150,10 +152,22 @@ class DiskTier:
             size = await asyncio.to_thread(tree_bytes, local)
             materialized = Materialized(Artifact(name, local, size, source=url), "disk")
         else:
-            materialized = await self._build_entry(name, url, store, key, local)
+            materialized = await self._fetch_entry(name, url, store, key, local)
         materialized.artifact.last_used = self.clock()
         self.artifacts[name] = materialized.artifact
         return materialized
+
+    async def _fetch_entry(
+        self, name: str, url: str, store: Store, key: str, local: Path | None
+    ) -> Materialized:
+        """An entry built from the store, unless it said lately that `url` does not exist."""
+        self.missing.check(url)
+        try:
+            return await self._build_entry(name, url, store, key, local)
+        except ModelNotFound as error:
+            if local is None:  # a remote store: asking again costs a request
+                self.missing.remember(url, error)
+            raise
 
     def revalidation_due(self, name: str) -> bool:
         artifact = self.artifacts.get(name)
@@ -224,8 +238,8 @@ class DiskTier:
             if info.size is not None:
                 self._grow(reservation, name, base + info.size, base + info.size)
 
-        async with self._download_slots:
-            done = await download(store, key, dest, self.policy, on_info=room_for)
+        slot = self._download_slots  # held while bytes flow, not while the store is asked
+        done = await download(store, key, dest, self.policy, on_info=room_for, slot=slot)
         self._grow(reservation, name, base + done.bytes, base + done.bytes)
         self.events.emit(
             "download",
