@@ -133,10 +133,21 @@ class Routes:
         return {**description, "counters": self.usage.for_model(name)}
 
     def authorize(self, request: Request) -> None:
-        """Loopback callers may manage models; others only with the configured bearer token."""
-        if is_loopback(request.client.host if request.client else ""):
+        """Loopback callers may manage models; others only with the configured bearer token.
+
+        A loopback caller whose Host names another machine is treated as from elsewhere: a web
+        page whose name was rebound to 127.0.0.1 (DNS rebinding) makes the browser such a caller.
+        """
+        loopback = is_loopback(request.client.host if request.client else "")
+        if loopback and names_this_machine(request.headers.get("host", "")):
             return
         token = self.settings.management_token
+        if not token and loopback:
+            raise Forbidden(
+                f"management calls from loopback must name this machine in the Host header "
+                f"(localhost or a loopback address), not {echo(request.headers.get('host', ''))}; "
+                "a page whose name resolves to 127.0.0.1 must not manage models (DNS rebinding)"
+            )
         if not token:
             raise Forbidden(
                 "management calls are allowed from loopback only; configure "
@@ -174,6 +185,16 @@ def json_object(data: bytes) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise BadRequestBody("expected a JSON object")
     return body
+
+
+def names_this_machine(host_header: str) -> bool:
+    """Whether a Host header names loopback: localhost, *.localhost or a loopback address."""
+    host = host_header.lower()
+    if host.startswith("["):  # [::1]:8080
+        host = host[1 : host.find("]")]
+    elif host.count(":") == 1:
+        host = host.partition(":")[0]
+    return host == "localhost" or host.endswith(".localhost") or is_loopback(host)
 
 
 def is_loopback(address: str) -> bool:
