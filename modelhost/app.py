@@ -252,6 +252,7 @@ def build_host(
         UnpackLimits(parse_size(config.max_unpacked_bytes), config.max_unpacked_files),
         DownloadPolicy(config.store_attempts, config.store_timeout_s),
         config.revalidate_interval_s,
+        refuse_pickle=config.refuse_pickle,
     )
     disk.rebuild()
     events.emit(

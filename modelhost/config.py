@@ -210,6 +210,10 @@ class Config:
         "initialize included) before it is killed and replaced",
         minimum=0.001,
     )
+    refuse_pickle: bool = _setting(
+        False,
+        "refuse pickle-based artifacts (.joblib, .pkl, .pickle): a pickle runs code as it loads",
+    )
     header_timeout_s: float = _setting(
         10.0, "seconds a client may take to send a request's headers (slowloris)", minimum=0.001
     )

@@ -33,6 +33,7 @@ from urllib.parse import quote
 
 from modelhost.cache.download import DownloadPolicy, download
 from modelhost.cache.missing import MissingUrls
+from modelhost.cache.pickles import refuse_pickles
 from modelhost.cache.stores import ObjectInfo, Store, Stores
 from modelhost.cache.stores.base import is_disk_full
 from modelhost.cache.unpack import is_archive, unpack_archive
@@ -102,7 +103,9 @@ class DiskTier:
         policy: DownloadPolicy,
         revalidate_interval_s: float = 0.0,
         clock: Callable[[], float] = time.time,
+        refuse_pickle: bool = False,
     ) -> None:
+        self.refuse_pickle = refuse_pickle
         self.entries_dir = cache_dir / "models"
         self.budget_bytes = budget_bytes
         self.stores, self.events, self.limits, self.policy = stores, events, limits, policy
@@ -145,7 +148,7 @@ class DiskTier:
             artifact = None
         if artifact is not None and not await self.revalidate(name):
             artifact.last_used = self.clock()
-            return Materialized(artifact, "disk")
+            return self._admitted(name, Materialized(artifact, "disk"))
         store, key = self.stores.locate(url)
         local = store.local_path(key)
         if local is not None and not await asyncio.to_thread(is_archive, local):
@@ -155,6 +158,11 @@ class DiskTier:
             materialized = await self._fetch_entry(name, url, store, key, local)
         materialized.artifact.last_used = self.clock()
         self.artifacts[name] = materialized.artifact
+        return self._admitted(name, materialized)
+
+    def _admitted(self, name: str, materialized: Materialized) -> Materialized:
+        if self.refuse_pickle:
+            refuse_pickles(name, materialized.artifact.path)
         return materialized
 
     async def _fetch_entry(
