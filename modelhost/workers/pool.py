@@ -262,27 +262,35 @@ class WorkerPool:
     async def _within_deadline(
         self, worker: WorkerHandle, request: Request, request_id: int, future: Waiter, model: str
     ) -> tuple[Reply, bytes]:
-        """The reply, or `DeadlineExceeded` and the worker killed (it may hold a thread forever)."""
+        """The reply, or `DeadlineExceeded` and the worker killed (it may hold a thread forever).
+
+        The deadline is a timer of its own, not the caller's wait: a caller that gives up (its
+        request timed out) must not leave a hung worker in place."""
         is_batch = isinstance(request, Infer)
         timeout_s = self.infer_timeout_s if is_batch else self.load_timeout_s
-        try:
-            return await asyncio.wait_for(asyncio.shield(future), timeout_s)
-        except asyncio.TimeoutError:
-            worker.pending.pop(request_id, None)
-            self.kill(worker)
-            what, setting = (
-                ("a batch", "default-response-timeout-s")
-                if is_batch
-                else (
-                    f"the {type(request).__name__.lower()}",
-                    "worker-load-timeout-s",
-                )
+        what, setting = (
+            ("a batch", "default-response-timeout-s")
+            if is_batch
+            else (
+                f"the {type(request).__name__.lower()}",
+                "worker-load-timeout-s",
             )
-            raise DeadlineExceeded(
-                f"worker {worker.worker_id} (pid {worker.pid}) did not finish {what} of model "
-                f"{model} within {timeout_s:g} s, so it was killed and is being replaced; check "
-                f"the model's handler, or raise --{setting}"
-            ) from None
+        )
+        missed = DeadlineExceeded(
+            f"worker {worker.worker_id} (pid {worker.pid}) did not finish {what} of model "
+            f"{model} within {timeout_s:g} s, so it was killed and is being replaced; check "
+            f"the model's handler, or raise --{setting}"
+        )
+
+        def expire() -> None:
+            if not future.done():
+                worker.pending.pop(request_id, None)
+                future.set_exception(missed)
+                self.kill(worker)
+
+        timer = asyncio.get_running_loop().call_later(timeout_s, expire)
+        future.add_done_callback(lambda done: settled(done, timer))
+        return await asyncio.shield(future)
 
     def kill(self, worker: WorkerHandle) -> None:
         """SIGKILL a worker; its dropped connection fails its calls and replaces it."""
@@ -304,3 +312,10 @@ class WorkerPool:
                 self._template.kill()
         if self._server is not None:
             self._server.close()
+
+
+def settled(future: Waiter, timer: asyncio.TimerHandle) -> None:
+    """Stop a call's deadline; mark its failure seen (its caller may have gone)."""
+    timer.cancel()
+    if not future.cancelled():
+        future.exception()
