@@ -4,6 +4,12 @@ type, and at the end the pool must be whole again.
 
     python benchmarks/faults.py [--clients 16] [--seconds 60] [--kill-every-s 3] [--workers 2]
                                 [--models 8] [--serve-arg=...]
+    python benchmarks/faults.py --slowloris 2000 [--seconds 30]
+
+`--slowloris N` runs the other fault instead: N connections that send a request line and then a
+header line a second, never the blank line (reopened when the server closes them), while
+`/ping` is timed every 50 ms; it reports /ping's latency and how many connections the server
+closed (`--header-timeout-s`).
 
 The goal (issue 13) is 0 failed requests for built-in handlers: a batch whose worker died is
 retried once on another worker. Until that retry lands, the 503s counted here are the requests
@@ -14,9 +20,11 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import os
 import random
 import signal
+import socket
 import tempfile
 import threading
 import time
@@ -55,9 +63,11 @@ def main() -> None:
             testing.iris_logreg(work / "store" / name)
         serve = testing.serve_args(work / "store", work / "cache", workers=args.workers)
         with testing.RunningServer([*serve, *args.serve_arg], work) as server:
-            results = run(server, names, args)
-    table = markdown_table(HEADER, [[results[key] for key in KEYS]])
-    path = write_results("faults", {"args": vars(args), **results}, table)
+            results = slowloris(server, args) if args.slowloris else run(server, names, args)
+    keys, header = (LORIS_KEYS, LORIS_KEYS) if args.slowloris else (KEYS, HEADER)
+    table = markdown_table(header, [[results[key] for key in keys]])
+    name = "slowloris" if args.slowloris else "faults"
+    path = write_results(name, {"args": vars(args), **results}, table)
     print(table)
     print(f"results: {path}")
 
@@ -202,6 +212,84 @@ def summary(
     }
 
 
+LORIS_KEYS = [
+    "connections",
+    "seconds",
+    "pings",
+    "ping_failed",
+    "ping_p50_ms",
+    "ping_p99_ms",
+    "ping_max_ms",
+    "closed_by_server",
+]
+
+
+def slowloris(server: testing.RunningServer, args: argparse.Namespace) -> dict[str, Any]:
+    stop = threading.Event()
+    closed = [0]
+    pings: list[float] = []
+    failed = [0]
+
+    def open_one() -> socket.socket:
+        sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        sock.sendall(b"GET /ping HTTP/1.1\r\nHost: localhost\r\n")
+        sock.setblocking(False)
+        return sock
+
+    def attacker() -> None:
+        socks = [open_one() for _ in range(args.slowloris)]
+        while not stop.wait(1.0):
+            for i, sock in enumerate(socks):
+                try:
+                    if sock.recv(1024) == b"":
+                        raise ConnectionResetError
+                except BlockingIOError:
+                    with contextlib.suppress(OSError):
+                        sock.send(b"X-a: b\r\n")
+                    continue
+                except OSError:
+                    pass
+                closed[0] += 1
+                sock.close()
+                socks[i] = open_one()
+        for sock in socks:
+            sock.close()
+
+    def pinger() -> None:
+        with httpx.Client(base_url=server.url, timeout=10) as http:
+            while not stop.wait(0.05):
+                started = time.perf_counter()
+                try:
+                    ok = http.get("/ping").status_code == 200
+                except httpx.HTTPError:
+                    ok = False
+                pings.append((time.perf_counter() - started) * 1000)
+                failed[0] += not ok
+
+    threads = [threading.Thread(target=attacker), threading.Thread(target=pinger)]
+    for thread in threads:
+        thread.start()
+    time.sleep(args.seconds)
+    stop.set()
+    for thread in threads:
+        thread.join(60)
+    ordered = sorted(pings)
+
+    def quantile(q: float) -> float:
+        return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 1)
+
+    return {
+        "connections": args.slowloris,
+        "seconds": args.seconds,
+        "pings": len(pings),
+        "ping_failed": failed[0],
+        "ping_p50_ms": quantile(0.5),
+        "ping_p99_ms": quantile(0.99),
+        "ping_max_ms": round(ordered[-1], 1),
+        "closed_by_server": closed[0],
+    }
+
+
 def _parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--clients", type=int, default=16)
@@ -209,6 +297,7 @@ def _parse_args() -> argparse.Namespace:
     parser.add_argument("--kill-every-s", type=float, default=3.0)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--models", type=int, default=8)
+    parser.add_argument("--slowloris", type=int, default=0, help="half-open connections instead")
     add_serve_arg(parser)
     return parser.parse_args()
 
