@@ -145,7 +145,7 @@ class Routes:
         if not token and loopback:
             raise Forbidden(
                 f"management calls from loopback must name this machine in the Host header "
-                f"(localhost or a loopback address), not {echo(request.headers.get('host', ''))}; "
+                f"(localhost or an IP address), not {echo(request.headers.get('host', ''))}; "
                 "a page whose name resolves to 127.0.0.1 must not manage models (DNS rebinding)"
             )
         if not token:
@@ -188,13 +188,22 @@ def json_object(data: bytes) -> dict[str, Any]:
 
 
 def names_this_machine(host_header: str) -> bool:
-    """Whether a Host header names loopback: localhost, *.localhost or a loopback address."""
+    """Whether a Host header cannot be a rebound name: localhost, *.localhost, an IP address
+    (rebinding needs a name), or none (no browser sends a request without one)."""
     host = host_header.lower()
     if host.startswith("["):  # [::1]:8080
         host = host[1 : host.find("]")]
     elif host.count(":") == 1:
         host = host.partition(":")[0]
-    return host == "localhost" or host.endswith(".localhost") or is_loopback(host)
+    return not host or host == "localhost" or host.endswith(".localhost") or is_address(host)
+
+
+def is_address(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
 
 
 def is_loopback(address: str) -> bool:

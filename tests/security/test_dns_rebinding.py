@@ -21,7 +21,8 @@ def test_a_loopback_call_naming_another_host_may_not_manage(host: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "host", ["localhost", "localhost:8080", "127.0.0.1:8080", "[::1]:8080", "api.localhost"]
+    "host",
+    ["localhost", "localhost:8080", "127.0.0.1:8080", "[::1]:8080", "api.localhost", "0.0.0.0:80"],
 )
 def test_a_loopback_call_naming_this_machine_may_manage(host: str) -> None:
     app = build_app(routes())
