@@ -1,10 +1,11 @@
-"""uvicorn's httptools protocol with a deadline on each request's headers.
+"""uvicorn's httptools protocol with deadlines on each request's headers and body.
 
 uvicorn times out a keep-alive connection between requests, but not one that has begun a request
-and trickles its headers (or sends none at all after connecting): a few thousand such
-connections (slowloris) hold as many file descriptors for ever. Here every request must have
-sent all its headers within `header_timeout_s` of its first byte (of the connection, for the
-first one), or the connection is closed.
+and trickles its headers (or sends none at all after connecting), nor one whose body stops
+arriving: a few thousand such connections (slowloris) hold as many file descriptors for ever.
+Here every request must have sent all its headers within `header_timeout_s` of its first byte
+(of the connection, for the first one), and its body may pause no longer than that between
+chunks, or the connection is closed.
 """
 
 from __future__ import annotations
@@ -28,8 +29,17 @@ class HeaderDeadlineProtocol(HttpToolsProtocol):
         self._arm_header_timer()
 
     def on_headers_complete(self) -> None:
-        self._cancel_header_timer()
         super().on_headers_complete()
+        self._arm_header_timer()  # now for the body; its end cancels it
+
+    def on_body(self, body: bytes) -> None:
+        super().on_body(body)
+        if self._header_timer is not None:
+            self._arm_header_timer()
+
+    def on_message_complete(self) -> None:
+        self._cancel_header_timer()
+        super().on_message_complete()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_header_timer()
