@@ -227,11 +227,29 @@ def _extract_tar_members(archive: Path, root: Path, budget: _Budget) -> None:
 
 
 def _extract_zip(archive: Path, root: Path, budget: _Budget) -> None:
+    declared = _zip_entries_declared(archive)
+    if declared is not None and declared > budget.max_files:
+        raise _refuse(
+            archive,
+            "(index)",
+            f"declares {declared} members, past the limit of {budget.max_files} members",
+        )
     with zipfile.ZipFile(archive) as zip_file:
         members = zip_file.infolist()  # the central directory lists every member up front
         _check_zip_index(members, budget)
         for member in members:
             _extract_zip_member(zip_file, member, _target(archive, root, member.filename), budget)
+
+
+def _zip_entries_declared(archive: Path) -> int | None:
+    """The member count the end-of-central-directory record declares, read before `ZipFile`
+    parses the whole index into objects (about 500 bytes each, in the frontend)."""
+    end_record = getattr(zipfile, "_EndRecData", None)  # zipfile's own reader, zip64 included
+    if end_record is None:
+        return None
+    with open(archive, "rb") as file:
+        record = end_record(file)
+    return int(record[zipfile._ECD_ENTRIES_TOTAL]) if record else None  # type: ignore[attr-defined]
 
 
 def _check_zip_index(members: list[zipfile.ZipInfo], budget: _Budget) -> None:

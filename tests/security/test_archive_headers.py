@@ -82,3 +82,22 @@ def test_a_name_the_file_system_cannot_hold_is_refused_not_an_os_error(tmp_path:
     archive = archive_with(tmp_path / "n.tar.gz", member, tarfile.GNU_FORMAT)
     with pytest.raises(UnsafeArtifact, match="255"):
         unpack_archive(archive, tmp_path / "out", max_bytes=2**20, max_files=10)
+
+
+def test_a_zip_index_past_the_member_limit_is_refused_before_it_is_parsed(
+    tmp_path: Path,
+) -> None:
+    import zipfile
+
+    archive = tmp_path / "many.zip"
+    with zipfile.ZipFile(archive, "w") as zip_file:
+        for i in range(60_000):
+            zip_file.writestr(f"{i}", b"")
+    tracemalloc.start()
+    try:
+        with pytest.raises(UnsafeArtifact, match="members"):
+            unpack_archive(archive, tmp_path / "out", max_bytes=2**30, max_files=1000)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * 2**20, f"unpacking allocated {peak / 2**20:.1f} MiB at its peak"
