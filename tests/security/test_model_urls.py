@@ -39,7 +39,12 @@ class Recorder(http.server.BaseHTTPRequestHandler):
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
-        ok = self.path in ("/models/a.joblib", "/secret/creds.joblib", "/models/p.joblib?sig=a%2Fb")
+        ok = self.path in (
+            "/models/a.joblib",
+            "/secret/creds.joblib",
+            "/models/p.joblib?sig=a%2Fb",
+            "/models/q.joblib?sig=hunter2",
+        )
         self.send_response(200 if ok else 404)
         self.send_header("Content-Length", str(len(BODY) if ok else 0))
         self.end_headers()
@@ -141,3 +146,26 @@ def test_a_folder_link_inside_the_store_does_not_lead_out(tmp_path: Path) -> Non
 )
 def test_credentials_in_a_url_are_redacted(url: str, shown: str) -> None:
     assert redact_url(url) == shown
+
+
+def test_the_download_event_shows_no_password_and_no_signature(origin: str, tmp_path: Path) -> None:
+    from modelhost.cache.disk import DiskTier, UnpackLimits
+    from modelhost.records.events import EventLog
+
+    secret_url = origin.replace("http://", "http://user:pa55word@") + "/models/q.joblib?sig=hunter2"
+    events = EventLog()
+    stores = Stores(str(tmp_path / "store"), allowed_urls=("*",))
+    disk = DiskTier(
+        tmp_path / "cache", 1 << 30, stores, events, UnpackLimits(1 << 30, 10), DownloadPolicy()
+    )
+
+    async def load() -> None:
+        try:
+            await disk.materialize("q", stores.admit(secret_url))
+        finally:
+            await stores.close()
+
+    asyncio.run(load())
+    shown = " ".join(event.to_json() for event in events.recent)
+    assert '"download"' in shown
+    assert "pa55word" not in shown and "hunter2" not in shown, shown
