@@ -8,22 +8,33 @@ TORCH ?= torch==2.13.0
 STORE ?= models
 PORT ?= 8080
 
-.PHONY: setup serve test test-tools test-torch lint bench race clean
+.PHONY: setup setup-serve serve test test-tools test-torch wheel-smoke lint bench race clean
 
-setup: $(VENV)/.installed
+setup: $(VENV)/.installed  ## the development set: toolkit, runtimes, test and lint tools
 
-$(VENV)/.installed: pyproject.toml
+setup-serve: $(VENV)/.installed-serve  ## only what `modelhost serve` and the example store need
+
+$(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
 	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@ $(VENV)/.installed-serve
+
+$(VENV)/.installed-serve: pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install --quiet -e .
 	touch $@
 
-serve: setup  ## build the example store (a few hundred models) and serve it on :8080
-	$(PY) -m modelhost examples $(STORE)
+serve: setup-serve  ## build the example store (a few hundred models) and serve it on :$(PORT)
+	$(PY) -m modelhost examples $(STORE) --port $(PORT)
 	$(PY) -m modelhost serve --model-store $(STORE) --port $(PORT)
 
 test: setup test-tools test-torch  ## every test: unit, property and end-to-end against real servers
 	$(PY) -m pytest
+
+wheel-smoke: setup  ## build the sdist and wheel, install the wheel in a fresh venv, try it
+	$(PY) scripts/wheel_smoke.py
 
 test-torch: setup  ## torch for the TorchScript tests (they skip without it, fail under CI)
 	@[ -z "$(TORCH)" ] || $(PY) -c "import torch" 2>/dev/null \

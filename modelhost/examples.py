@@ -23,12 +23,15 @@ from typing import Any
 
 import joblib
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from modelhost import testing
+from modelhost.config import Config
 
 MARKER_NAME = ".modelhost-examples"
 _FORMAT = 1
 _KINDS = ("churn", "fraud", "wine")
+DEFAULT_PORT: int = Config.port  # the server's default (8080)
 
 
 def build_example_store(root: Path, tenants: int = 100, seed: int = 0) -> list[str]:
@@ -41,7 +44,9 @@ def build_example_store(root: Path, tenants: int = 100, seed: int = 0) -> list[s
     (root / MARKER_NAME).unlink(missing_ok=True)
     if previous is not None:
         _remove_stale_tenants(root, previous["models"], tenants)
-    names = _build_tenants(root, tenants, seed) + _build_showcase(root)
+    # fits this small only wait on BLAS threads: one thread is 15x faster on a busy 2-core machine
+    with threadpool_limits(limits=1):
+        names = _build_tenants(root, tenants, seed) + _build_showcase(root)
     _write_readme(root, names)
     _write_atomically(root / MARKER_NAME, json.dumps({**wanted, "models": names}).encode())
     return names
@@ -126,32 +131,51 @@ def _build_showcase(root: Path) -> list[str]:
 
 
 def _write_readme(root: Path, names: list[str]) -> None:
-    tenant = next(tenant_names(1))
     lines = [
         f"modelhost example store: {len(names)} models.",
         "",
-        "Serve it:",
-        f"  modelhost serve --model-store {root}",
+        *try_lines(root, DEFAULT_PORT),
         "",
-        "Invoke:",
-        _curl(f"/models/{tenant}/churn.joblib/invoke", testing.iris_rows(1)[0]),
-        _curl("/invocations", _row("wine"), f"X-Amzn-SageMaker-Target-Model: {tenant}/wine.joblib"),
-        _curl(f"/predictions/{tenant}/fraud.joblib", _row("breast_cancer")),
-        _curl("/models/examples/iris-archive.tar.gz/invoke", testing.iris_rows(2)),
-        _curl("/models/examples/iris-custom/invoke", testing.iris_rows(1)[0]),
-        _curl("/models/examples/iris-sagemaker/invoke", {"instances": testing.iris_rows(2)}),
-        f"  curl -s -X POST http://127.0.0.1:8080/models/{tenant}/churn.joblib/invoke"
-        " -H 'Content-Type: text/csv' --data-binary '5.1,3.5,1.4,0.2'",
-        "",
-        "Look inside:",
-        "  curl -s http://127.0.0.1:8080/models",
-        "  curl -s http://127.0.0.1:8080/metrics",
+        f"For another port: modelhost examples {root} --port PORT prints these lines for it.",
         "",
     ]
     _write_atomically(root / "examples" / "README.txt", "\n".join(lines).encode())
 
 
-def curl_line(path: str, body: Any, header: str | None = None, port: int = 8080) -> str:
+def try_lines(root: Path, port: int = DEFAULT_PORT) -> list[str]:
+    """How to serve the store at `root` on `port`, and curl lines that invoke it there."""
+    tenant = next(tenant_names(1))
+    base = f"http://127.0.0.1:{port}"
+    port_flag = "" if port == DEFAULT_PORT else f" --port {port}"
+    return [
+        "Serve it:",
+        f"  modelhost serve --model-store {root}{port_flag}",
+        "",
+        "Invoke:",
+        _curl(f"/models/{tenant}/churn.joblib/invoke", testing.iris_rows(1)[0], port=port),
+        _curl(
+            "/invocations",
+            _row("wine"),
+            f"X-Amzn-SageMaker-Target-Model: {tenant}/wine.joblib",
+            port=port,
+        ),
+        _curl(f"/predictions/{tenant}/fraud.joblib", _row("breast_cancer"), port=port),
+        _curl("/models/examples/iris-archive.tar.gz/invoke", testing.iris_rows(2), port=port),
+        _curl("/models/examples/iris-custom/invoke", testing.iris_rows(1)[0], port=port),
+        _curl(
+            "/models/examples/iris-sagemaker/invoke", {"instances": testing.iris_rows(2)}, port=port
+        ),
+        f"  curl -s -X POST {base}/models/{tenant}/churn.joblib/invoke"
+        " -H 'Content-Type: text/csv' --data-binary '5.1,3.5,1.4,0.2'",
+        "",
+        "Look inside:",
+        f"  curl -s {base}/models",
+        f"  curl -s {base}/metrics",
+        f"  dashboard: {base}/",
+    ]
+
+
+def curl_line(path: str, body: Any, header: str | None = None, port: int = DEFAULT_PORT) -> str:
     """A copy-pastable curl invocation posting `body` as JSON."""
     extra = f" -H '{header}'" if header else ""
     return (
@@ -160,8 +184,8 @@ def curl_line(path: str, body: Any, header: str | None = None, port: int = 8080)
     )
 
 
-def _curl(path: str, body: Any, header: str | None = None) -> str:
-    return "  " + curl_line(path, body, header)
+def _curl(path: str, body: Any, header: str | None = None, port: int = DEFAULT_PORT) -> str:
+    return "  " + curl_line(path, body, header, port)
 
 
 def _row(dataset: str) -> list[float]:

@@ -8,7 +8,7 @@ import joblib
 import pytest
 from sklearn.datasets import load_breast_cancer, load_iris, load_wine
 
-from modelhost.examples import MARKER_NAME, build_example_store
+from modelhost.examples import MARKER_NAME, build_example_store, try_lines
 from modelhost.workers.handlers import import_user_module
 
 FEATURES = {
@@ -71,6 +71,14 @@ def test_sagemaker_folder_model_fn_loads(store: tuple[Path, list[str]]) -> None:
 def test_readme_has_curl_lines(store: tuple[Path, list[str]]) -> None:
     readme = (store[0] / "examples/README.txt").read_text()
     assert "curl -s -X POST http://127.0.0.1:8080/models/tenants/t000/churn.joblib/invoke" in readme
+
+
+def test_try_lines_use_the_port_given(store: tuple[Path, list[str]]) -> None:
+    lines = try_lines(store[0], 9123)
+    assert f"  modelhost serve --model-store {store[0]} --port 9123" in lines
+    urls = [word for line in lines for word in line.split() if word.startswith("http")]
+    assert len(urls) == 10
+    assert all(url.startswith("http://127.0.0.1:9123/") for url in urls)
 
 
 def test_second_build_rewrites_nothing(tmp_path: Path) -> None:

@@ -3,7 +3,8 @@ and MemoryTier against a fake worker pool whose calls finish, fail or lose their
 order Hypothesis picks, while requests, DELETEs, idle unloads and scale-in overlap on few models.
 
 Checked after every step: committed memory never exceeds the budget; no worker is asked to load a
-model it holds (two loads of one copy); every record's workers really hold the model. At the end,
+model it holds (two loads of one copy), nor two models at once (a load queued behind another would
+hold memory it cannot use yet); every record's workers really hold the model. At the end,
 with every call answered, every request has been answered exactly once, with an answer or a
 documented ModelhostError (never a KeyError or AssertionError).
 """
@@ -110,14 +111,14 @@ class FakePool:
         reply: Reply
         if isinstance(request, Load):
             worker.models.add(request.model)
-            reply = Loaded(FOOTPRINT_BYTES, 1.0, 0, batches=True)
+            reply = Loaded(FOOTPRINT_BYTES, 1.0, batches=True)
         elif isinstance(request, Unload):
             if request.model not in worker.models:
                 missing = f"{request.model} not in {worker.worker_id}"
                 call.future.set_exception(ModelNotLoaded(missing))
                 return
             worker.models.discard(request.model)
-            reply = Unloaded(FOOTPRINT_BYTES, 0)
+            reply = Unloaded(FOOTPRINT_BYTES)
         else:
             if request.model not in worker.models:
                 self.violations.append(
@@ -257,6 +258,11 @@ class Interleavings(RuleBasedStateMachine):
         assert not self.pool.violations
 
     @invariant()
+    def one_load_at_a_time_per_worker(self) -> None:
+        loading = [c.worker.worker_id for c in self.pool.calls if isinstance(c.request, Load)]
+        assert len(loading) == len(set(loading)), loading
+
+    @invariant()
     def loaded_records_name_workers_that_hold_them(self) -> None:
         for resident in self.memory:
             if resident.state is State.LOADED:
@@ -313,6 +319,7 @@ def replay(steps: list[tuple[str, dict[str, Any]]]) -> None:
             getattr(machine, rule_name)(**arguments)
             machine.never_over_budget()
             machine.no_worker_loads_a_model_twice()
+            machine.one_load_at_a_time_per_worker()
             machine.loaded_records_name_workers_that_hold_them()
     finally:
         machine.teardown()

@@ -10,11 +10,11 @@ from typing import Any
 
 from test_host_interleavings import ARTIFACT_BYTES, FakeDisk, FakePool, FakeWorker
 
-from modelhost.cache.memory import MemoryTier
+from modelhost.cache.memory import MemoryTier, State
 from modelhost.cache.policy import CostAwarePolicy, EvictionPolicy, LRUPolicy
 from modelhost.host import Invocation, ModelHost
 from modelhost.host.manifests import estimate_footprint
-from modelhost.workers.messages import Request
+from modelhost.workers.messages import Load, Request, Unload
 
 ROOM_FOR_TWO = 2 * estimate_footprint(ARTIFACT_BYTES) + 1
 
@@ -99,3 +99,44 @@ def test_an_eviction_names_the_policy_that_chose_it(tmp_path: Path) -> None:
         ]
         assert len(evictions) == 1 and evictions[0][1] == policy.name, evictions
         assert host.state_of(evictions[0][0]) is None
+
+
+def test_a_load_waiting_for_a_busy_worker_evicts_nothing(tmp_path: Path) -> None:
+    """One worker, room for two: while b loads, c's load waits for the worker and holds no room,
+    so a (loaded, idle) stays. Reserving first let c evict a for a load that could not start."""
+    pool = FakePool(1)
+    memory = MemoryTier(ROOM_FOR_TWO, 0)
+    host = ModelHost(
+        pool,  # type: ignore[arg-type]
+        memory,
+        FakeDisk(tmp_path),  # type: ignore[arg-type]
+        RecordedEvents(),  # type: ignore[arg-type]
+        pinned=frozenset(),
+        deadline_s=5.0,
+        pss_bytes=lambda: memory.committed_bytes,
+    )
+    invocation = Invocation(b"[1]", "application/json", "application/json")
+
+    async def scenario() -> None:
+        first = asyncio.ensure_future(host.invoke("a", invocation))
+        while not first.done():  # a's load, then its batch
+            if pool.calls:
+                pool.answer(pool.calls[0])
+            await asyncio.sleep(0)
+        requests = [asyncio.ensure_future(host.invoke(name, invocation)) for name in "bc"]
+        await until_called(pool)
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert [type(call.request) for call in pool.calls] == [Load]  # b's; c waits its turn
+        resident = memory.get("a")
+        assert resident is not None and resident.state is State.LOADED
+        for task in requests:
+            task.cancel()
+
+    asyncio.run(scenario())
+    assert not any(isinstance(c.request, Unload) for c in pool.calls)
+
+
+async def until_called(pool: FakePool) -> None:
+    while not pool.calls:
+        await asyncio.sleep(0)

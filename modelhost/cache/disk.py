@@ -9,8 +9,8 @@ on restart the tier is rebuilt from the entries and the temporary folders are dr
 
 The budget is a hard limit. Bytes are reserved before they are written: the announced size
 before a download, and in steps as an archive unpacks. Room is made by deleting the least
-recently used entries of models that are neither in memory nor being loaded; when that cannot
-make enough, the model gets 507 with the figures.
+recently used entries of models that are not being loaded and whose loaded runtime (if any) does
+not read them any more; when that cannot make enough, the model gets 507 with the figures.
 
 A cached artifact whose load failed is deleted: a complete download may still be no model (an
 HTML error page saved as model.joblib), and kept it would fail every load, across restarts too;
@@ -111,7 +111,8 @@ class DiskTier:
         self.stores, self.events, self.limits, self.policy = stores, events, limits, policy
         self.revalidate_interval_s = revalidate_interval_s
         self.clock = clock
-        self.in_use: Callable[[str], bool] = lambda name: False  # the host: loaded or loading
+        # the host: the model is loading, or its loaded runtime may still read the files
+        self.in_use: Callable[[str], bool] = lambda name: False
         self.artifacts: dict[str, Artifact] = {}
         self._reservations: set[Reservation] = set()
         self._download_slots = asyncio.Semaphore(stores.settings.max_concurrent_downloads)
@@ -327,7 +328,7 @@ class DiskTier:
             raise InsufficientDisk(
                 f"model {name} needs {format_bytes(minimum)} of disk but the disk budget is "
                 f"{format_bytes(self.budget_bytes)} with {format_bytes(held)} held by models "
-                "in memory or being fetched; raise --disk-budget"
+                "being fetched or loaded, or whose handlers read their files; raise --disk-budget"
             )
         free = self.budget_bytes - self.used_bytes + reservation.bytes
         target = max(minimum, min(wanted, free))  # delete only for what is needed now

@@ -15,6 +15,7 @@ records a miss (a retry of a waiting load counts again, as demand that keeps wai
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
@@ -71,6 +72,8 @@ class MemoryTier:
         self.admission = admission
         self.min_residency_s = min_residency_s
         self.residents: dict[str, Resident] = {}
+        # requests waiting for a model's load: it serves them before it can be a victim
+        self.awaited: Counter[str] = Counter()
 
     def __iter__(self) -> Iterator[Resident]:
         return iter(list(self.residents.values()))
@@ -118,8 +121,7 @@ class MemoryTier:
         shortfall = self.committed_bytes + size_bytes - self.budget_bytes
         if shortfall <= 0:
             return []
-        candidates = [r for r in self.residents.values() if r.evictable]
-        return self.policy.choose(candidates, shortfall)
+        return self.policy.choose(self._evictable(), shortfall)
 
     def load_victims(self, name: str, size_bytes: int) -> list[Resident] | None:
         """Like `victims_for`, among the models resident for the minimum time; with admission,
@@ -128,12 +130,16 @@ class MemoryTier:
         if shortfall <= 0:
             return []
         now = self.clock()
-        candidates = [r for r in self.residents.values() if r.evictable and self._settled(r, now)]
+        candidates = [r for r in self._evictable() if self._settled(r, now)]
         if self.admission is not None:
             rarer = self.policy.choose(admissible(self.admission, name, candidates), shortfall)
             if rarer is not None:
                 return rarer
         return self.policy.choose(candidates, shortfall)
+
+    def _evictable(self) -> list[Resident]:
+        """Loaded, idle, unpinned, and not awaited by requests that its load will serve."""
+        return [r for r in self.residents.values() if r.evictable and not self.awaited[r.name]]
 
     def _settled(self, resident: Resident, now: float) -> bool:
         """Resident for at least the minimum residency."""
@@ -150,7 +156,7 @@ class MemoryTier:
         resident.state, resident.workers = State.LOADED, [worker_id]
         resident.bytes = resident.footprint = footprint_bytes
         resident.loaded_at, resident.load_ms = time.time(), load_ms
-        resident.loaded_at_s = self.clock()
+        resident.loaded_at_s = resident.last_used = self.clock()
         self.policy.touched(resident)
 
     def reserve_copy(self, resident: Resident) -> bool:
@@ -180,7 +186,7 @@ class MemoryTier:
     def idle_victims(self, idle_s: float) -> list[Resident]:
         """Loaded, unpinned models with no request for `idle_s` seconds, claimed for unloading."""
         cutoff = self.clock() - idle_s
-        return self._claim([r for r in self if r.evictable and r.last_used <= cutoff])
+        return self._claim([r for r in self._evictable() if r.last_used <= cutoff])
 
     @staticmethod
     def _claim(victims: list[Resident]) -> list[Resident]:

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from modelhost.config import Config
+
 
 @click.command("examples")
 @click.argument("directory", default="./models", type=click.Path(file_okay=False, path_type=Path))
@@ -18,17 +20,20 @@ import click
     help="Tenants to make; each gets churn, fraud and wine models.",
 )
 @click.option("--seed", default=0, show_default=True, help="Seed of the tenants' training samples.")
-def examples(directory: Path, tenants: int, seed: int) -> None:
+@click.option(
+    "--port",
+    default=Config.port,
+    show_default=True,
+    type=click.IntRange(min=1, max=65535),
+    help="The port the server will listen on: the printed commands and curl lines use it.",
+)
+def examples(directory: Path, tenants: int, seed: int, port: int) -> None:
     """Build an example model store in DIRECTORY (default ./models); a rerun is instant."""
-    from modelhost.examples import build_example_store, curl_line
-    from modelhost.testing import iris_rows
+    from modelhost.examples import build_example_store, try_lines
 
     started = time.perf_counter()
     names = build_example_store(directory, tenants=tenants, seed=seed)
     elapsed_s = time.perf_counter() - started
-    click.echo(
-        f"{len(names)} models in {directory} ({elapsed_s:.1f} s); more curl lines in "
-        f"{directory / 'examples' / 'README.txt'}"
-    )
-    click.echo(f"serve:  modelhost serve --model-store {directory}")
-    click.echo(f"invoke: {curl_line(f'/models/{names[0]}/invoke', iris_rows(1)[0])}")
+    click.echo(f"{len(names)} models in {directory} ({elapsed_s:.1f} s)")
+    for line in try_lines(directory, port):
+        click.echo(line)

@@ -1,19 +1,50 @@
-"""The `modelhost` command: one subcommand per module in this folder, registered below."""
+"""The `modelhost` command: one subcommand per module in this folder, registered below.
+
+A command that needs an extra which is not installed (cli/extras.py) exits 2 with one line that
+says what to install, never a traceback: checked before it runs, and caught if a module of a
+known extra is still missing when it is imported.
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 import click
 
 from modelhost import __version__
-from modelhost.cli.bench import bench
-from modelhost.cli.cost import cost
 from modelhost.cli.examples import examples
+from modelhost.cli.extras import (
+    COMMAND_EXTRAS,
+    MissingExtra,
+    checked_callback,
+    command_or_stand_in,
+    extra_of,
+)
 from modelhost.cli.serve import serve
-from modelhost.cli.simulate import simulate
-from modelhost.cli.tune import tune
 
 
-@click.group()
+class Commands(click.Group):
+    """The subcommands, each checked for the extra COMMAND_EXTRAS says it needs."""
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        name = name or cmd.name or ""
+        extra = COMMAND_EXTRAS.get(name)
+        if extra is not None and cmd.callback is not None:
+            cmd.callback = checked_callback(name, extra, cmd.callback)
+        super().add_command(cmd, name)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except ModuleNotFoundError as exc:
+            extra = extra_of(exc.name)
+            if extra is None:
+                raise
+            command = ctx.invoked_subcommand or "command"
+            raise MissingExtra(command, [(exc.name or "").partition(".")[0]], extra) from None
+
+
+@click.group(cls=Commands)
 @click.version_option(__version__, prog_name="modelhost")
 def main() -> None:
     """Many models behind one endpoint, under memory and disk budgets."""
@@ -21,10 +52,8 @@ def main() -> None:
 
 main.add_command(serve)
 main.add_command(examples)
-main.add_command(bench)
-main.add_command(tune)
-main.add_command(simulate)
-main.add_command(cost)
+for _name in COMMAND_EXTRAS:  # the toolkit's commands: they import what its extra installs
+    main.add_command(command_or_stand_in(_name))
 
 if __name__ == "__main__":
     main()

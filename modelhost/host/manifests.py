@@ -25,6 +25,7 @@ class Manifests:
         self.pinned = pinned  # by the server's configuration
         self.manifests: dict[str, Manifest] = {}
         self.footprints: dict[str, int] = {}  # measured at each load, reused for the next
+        self.peaks: dict[str, int] = {}  # the most a load needed while it ran (unpickling)
 
     def of(self, name: str) -> Manifest:
         return self.manifests.get(name, NO_MANIFEST)
@@ -43,17 +44,20 @@ class Manifests:
         return manifest
 
     def reservation(self, name: str, artifact: Artifact) -> int:
-        """Bytes to reserve: the declared size, else the last measured or the estimate."""
+        """Bytes to reserve while loading: the declared size, else the most the last load
+        needed while it ran (its footprint, or more while unpickling), else the estimate."""
         declared = self.of(name).memory_bytes
         if declared is not None:
             return declared
-        return max(self.footprints.get(name, 0), estimate_footprint(artifact.bytes))
+        if name in self.footprints:
+            return max(self.footprints[name], self.peaks.get(name, 0))
+        return estimate_footprint(artifact.bytes)
 
-    def measured(self, name: str, footprint: int) -> int:
-        """Record a load's footprint; what the model is accounted at (never below its floor
-        nor below what its manifest declares)."""
+    def measured(self, name: str, footprint: int, peak: int = 0) -> int:
+        """Record a load's footprint and peak; what the model is accounted at once loaded (never
+        below its floor nor below what its manifest declares)."""
         footprint = max(MIN_FOOTPRINT_BYTES, footprint, self.of(name).memory_bytes or 0)
-        self.footprints[name] = footprint
+        self.footprints[name], self.peaks[name] = footprint, peak
         return footprint
 
     def load_request(self, name: str, artifact: Artifact) -> Load:

@@ -7,6 +7,7 @@ holds as statistics records (`records/statistics.py`). Nothing here knows about 
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 
@@ -51,8 +52,9 @@ class ModelHost:
         self.scheduling = scheduling or SchedulerSettings(response_timeout_s=deadline_s)
         self.manifests = Manifests(events, pinned)
         self.pss_bytes = pss_bytes or (lambda: server_pss_bytes(pool.pids()))
+        self._pss_off_loop = pss_bytes is None  # /proc takes milliseconds a process to read
         self.residency = Residency(
-            pool, memory, disk, events, self.manifests, deadline_s, clock, self.pss_bytes
+            pool, memory, disk, events, self.manifests, deadline_s, clock, self.read_pss
         )
         self.scaling = Scaling(self.residency, self.scheduling)
         self.registry = Registry(self.residency)
@@ -66,9 +68,15 @@ class ModelHost:
         self.residency.shed_copies = self.scaling.shed_copies
         self.residency.copy_arriving = self.scaling.copy_arriving
         pool.on_lost = self.residency.worker_lost
-        disk.in_use = self.residency.holds
+        disk.in_use = self.residency.needs_artifact
 
     # the calls of the HTTP layer and the upkeep loops -----------------------------------------
+
+    async def read_pss(self) -> int:
+        """The server's PSS, read on a thread so that hits never wait for /proc."""
+        if self._pss_off_loop:
+            return await asyncio.to_thread(self.pss_bytes)
+        return self.pss_bytes()
 
     async def invoke(self, name: str, invocation: Invocation) -> Result:
         return await self.invoke_path.invoke(name, invocation)

@@ -3,7 +3,9 @@
 A model has at most one record (`Resident`) in the memory tier at a time, and every step of its
 life checks that the record it holds is still the current one before acting: loads are
 single-flight per name and wait for an earlier incarnation (and any copy still leaving) to be
-gone from its workers; room is made by unloading idle unpinned victims the eviction policy
+gone from its workers; a worker runs one load at a time (its loader thread is serial), so a load
+claims a free worker before it reserves memory, and loads queued behind others hold no room that
+loaded models could use; room is made by unloading idle unpinned victims the eviction policy
 chooses, and when every candidate is busy a load waits for one to go idle, until its deadline,
 then fails with 507; an unload, an eviction and a worker's death each drop the record once.
 """
@@ -45,16 +47,18 @@ class Residency:
         manifests: Manifests,
         deadline_s: float,
         clock: Callable[[], float],
-        pss_bytes: Callable[[], int],
+        read_pss: Callable[[], Awaitable[int]],
     ) -> None:
         self.pool, self.memory, self.disk, self.events = pool, memory, disk, events
-        self.pss_bytes = pss_bytes  # the whole server's memory as the OS measures it
+        self.read_pss = read_pss  # the whole server's memory as the OS measures it
         self.manifests = manifests
         self.deadline_s = deadline_s
         self.clock = clock
         self.dispatchers: dict[str, Dispatcher] = {}  # one per loaded model
         self.sources: dict[str, str] = {}  # model name → URL, when not its path in the store
         self.leaving: set[tuple[str, int]] = set()  # (model, worker) of copies being unloaded
+        self.loaders: set[int] = set()  # workers with a load under way (one at a time each)
+        self.reading: set[str] = set()  # loaded models whose runtime may still read their files
         self.closing = False
         self.loads: dict[str, asyncio.Task[LoadOutcome]] = {}
         self._changed = asyncio.Event()
@@ -66,17 +70,28 @@ class Residency:
     # loading --------------------------------------------------------------------------------
 
     async def ensure_loaded(self, name: str) -> LoadOutcome:
-        """Load `name` unless already loading; concurrent callers share one load."""
+        """Load `name` unless already loading; concurrent callers share one load, and the model
+        cannot be evicted before they have resumed (a caller then begins its request at once)."""
         task = self.loads.get(name)
         if task is None:
             task = asyncio.ensure_future(self._load(name))
             self.loads[name] = task
             task.add_done_callback(lambda _: self.loads.pop(name, None))
-        return await asyncio.shield(task)
+        awaited = self.memory.awaited
+        awaited[name] += 1
+        try:
+            return await asyncio.shield(task)
+        finally:
+            awaited[name] -= 1
+            if not awaited[name]:
+                del awaited[name]
 
-    def holds(self, name: str) -> bool:
-        """Loaded or loading: its artifact must stay on disk."""
-        return name in self.memory.residents or name in self.loads
+    def needs_artifact(self, name: str) -> bool:
+        """Its files must stay on disk: it is loading, a copy of it is, or its runtime may still
+        read them. A loaded model whose runtime read it whole can lose them (a later load
+        fetches them again), so a disk budget smaller than memory still serves every model."""
+        loading = name in self.loads or self.copy_arriving(name) is not None
+        return loading or name in self.reading
 
     def source_of(self, name: str) -> str:
         return self.sources.get(name) or self.disk.stores.url_of(name)
@@ -91,15 +106,40 @@ class Residency:
         started = self.clock()
         artifact = found.artifact
         self.manifests.read(name, artifact)
+        worker = await self.claim_loader()
+        try:
+            await self._load_into(worker, name, artifact)
+        finally:
+            self.release_loader(worker)
+        await self.relieve_pressure()
+        return LoadOutcome(found.tier, (self.clock() - started) * 1000, found.download_ms)
+
+    async def _load_into(self, worker: WorkerHandle, name: str, artifact: Artifact) -> None:
         resident = await self.make_room(name, self.manifests.reservation(name, artifact))
         try:
-            await self._load_on_worker(resident, artifact)
+            await self._load_on_worker(resident, artifact, worker)
         except BaseException as error:
             self.forget(resident)
             self.events.emit("failure", name, reason="load", detail={"error": repr(error)})
             raise
-        await self.relieve_pressure()
-        return LoadOutcome(found.tier, (self.clock() - started) * 1000, found.download_ms)
+
+    async def claim_loader(self) -> WorkerHandle:
+        """The least loaded live worker with no load under way, once there is one."""
+        while not (free := self._free_loaders()):
+            await self._changed.wait()
+        worker = least_loaded(free, self.memory)
+        self.loaders.add(worker.worker_id)
+        return worker
+
+    def _free_loaders(self) -> list[WorkerHandle]:
+        live = [worker for worker in self.pool.workers.values() if worker.alive]
+        if not live:
+            raise Unavailable("no worker is running (they are restarting); retry in a moment")
+        return [worker for worker in live if worker.worker_id not in self.loaders]
+
+    def release_loader(self, worker: WorkerHandle) -> None:
+        self.loaders.discard(worker.worker_id)
+        self.notify()
 
     async def _departed(self, name: str) -> None:
         """Wait until an earlier incarnation of `name` has left its workers (they key by name)."""
@@ -108,14 +148,17 @@ class Residency:
     def _copies_leaving(self, name: str) -> bool:
         return any(model == name for model, _ in self.leaving)
 
-    async def _load_on_worker(self, resident: Resident, artifact: Artifact) -> None:
+    async def _load_on_worker(
+        self, resident: Resident, artifact: Artifact, worker: WorkerHandle
+    ) -> None:
         name = resident.name
-        worker = least_loaded(self.pool.workers.values(), self.memory)
         loaded = await self.load_copy(name, artifact, worker, "invoked")
-        footprint = self.manifests.measured(name, loaded.footprint)
+        footprint = self.manifests.measured(name, loaded.footprint, loaded.peak)
         if not worker.alive:  # it died after answering: the model went with it
             raise Unavailable(f"the worker loading model {name} died; retry is safe")
         self.memory.mark_loaded(name, worker.worker_id, footprint, loaded.load_ms)
+        if loaded.reads_artifact:
+            self.reading.add(name)
         self.dispatchers[name] = self.make_dispatcher(name, loaded.batches)
         self.dispatchers[name].add(worker)
 
@@ -140,7 +183,7 @@ class Residency:
         """Reserve `size` for `name`, unloading victims first; the new record, loading."""
         if not self.memory.fits_ever(size):
             raise InsufficientMemory(self._never_fits(name, size))
-        self.memory.observe(self.pss_bytes())
+        self.memory.observe(await self.read_pss())
         await self.shed_copies(self.memory.committed_bytes + size - self.memory.budget_bytes)
         deadline = self.clock() + self.deadline_s
         pinned = self.manifests.is_pinned(name)
@@ -269,6 +312,7 @@ class Residency:
         if not self.is_current(resident):
             return  # an earlier incarnation's step finishing late: the name is someone else's
         self.memory.remove(name)
+        self.reading.discard(name)
         dispatcher = self.dispatchers.pop(name, None)
         if dispatcher is not None:
             dispatcher.fail_waiting(

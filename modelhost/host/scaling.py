@@ -45,14 +45,16 @@ class Scaling:
         if not spare or not r.memory.reserve_copy(resident):
             return
         worker = least_loaded(spare, r.memory)
+        r.loaders.add(worker.worker_id)
         task = asyncio.ensure_future(self._add_copy(resident, artifact, worker))
         self.arriving[name] = task
         task.add_done_callback(lambda _: self.arriving.pop(name, None))
 
     def _may_take(self, worker: WorkerHandle, resident: Resident) -> bool:
-        """A worker without a copy of the model, and not still unloading one."""
-        here = (resident.name, worker.worker_id)
-        return worker.worker_id not in resident.workers and here not in self.residency.leaving
+        """A worker without a copy of the model, not still unloading one, and not loading."""
+        here, r = (resident.name, worker.worker_id), self.residency
+        busy = worker.worker_id in resident.workers or worker.worker_id in r.loaders
+        return not busy and here not in r.leaving
 
     def _max_copies(self, name: str) -> int:
         limit = self.residency.manifests.of(name).max_workers
@@ -67,10 +69,12 @@ class Scaling:
             r.memory.release_copy(resident)
             r.events.emit("failure", name, reason="scale_out", detail={"error": str(error)})
             return
+        finally:
+            r.release_loader(worker)
         dispatcher = r.dispatchers.get(name)
         if not r.is_current(resident) or dispatcher is None or not worker.alive:
             r.memory.release_copy(resident)  # unloaded (or its worker died) meanwhile
-            await self._unload_copy(name, worker.worker_id)
+            await self._unload_leaving(name, worker.worker_id)
             return
         resident.workers.append(worker.worker_id)
         dispatcher.add(worker)
@@ -99,12 +103,20 @@ class Scaling:
         if not r.is_current(resident) or worker_id not in resident.workers:
             return 0  # evicted, or its worker died, meanwhile: that path unloads and counts it
         resident.workers.remove(worker_id)  # before the await: an eviction now skips this copy
-        r.leaving.add((resident.name, worker_id))  # and no load lands there meanwhile
         try:
-            return await self._unload_copy(resident.name, worker_id)
+            return await self._unload_leaving(resident.name, worker_id)
         finally:
-            r.leaving.discard((resident.name, worker_id))
             r.memory.release_copy(resident)
+
+    async def _unload_leaving(self, name: str, worker_id: int) -> int:
+        """Unload a copy no record counts any more; no load of the model lands there meanwhile,
+        and a fresh load of it waits until the copy is gone (workers key models by name)."""
+        r = self.residency
+        r.leaving.add((name, worker_id))
+        try:
+            return await self._unload_copy(name, worker_id)
+        finally:
+            r.leaving.discard((name, worker_id))
             r.notify()
 
     async def shed_copies(self, need_bytes: int) -> None:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import gc
 import os
+import sys
 from collections.abc import Callable, Iterable
+
+SMALL_OBJECT_BYTES = 64  # a typical block of Python's small-object allocator (all are <= 512)
 
 
 def pss_bytes(pid: int | str = "self") -> int:
@@ -36,6 +40,67 @@ def return_memory_to_os() -> None:
     trim = malloc_trim()
     if trim is not None:
         trim(0)
+
+
+def reset_peak_rss() -> None:
+    """Start a new high-water mark of this process's resident set (Linux: VmHWM)."""
+    with contextlib.suppress(OSError), open("/proc/self/clear_refs", "w") as clear_refs:
+        clear_refs.write("5")
+
+
+def rss_and_peak_bytes() -> tuple[int, int]:
+    """This process's resident set now and its high-water mark since `reset_peak_rss`; zeros
+    where /proc cannot say."""
+    found = {}
+    with contextlib.suppress(OSError), open("/proc/self/status", "rb") as status:
+        for line in status:
+            if line.startswith((b"VmRSS:", b"VmHWM:")):
+                found[line[:5]] = int(line.split()[1]) * 1024
+    return found.get(b"VmRSS", 0), found.get(b"VmHWM", 0)
+
+
+def allocated_bytes() -> int | None:
+    """Bytes in live allocations: glibc's malloc (heap and mmapped chunks, every arena) plus an
+    estimate of Python's small objects; None where the C library cannot say (not glibc).
+
+    Unlike PSS it does not move with the heap's state: a load that fills holes freed by earlier
+    unloads, or that follows garbage not yet given back, allocates the same bytes.
+    """
+    info = mallinfo2()
+    if info is None:
+        return None
+    reading = info()
+    malloced = int(reading.uordblks) + int(reading.hblkhd)
+    return malloced + SMALL_OBJECT_BYTES * sys.getallocatedblocks()
+
+
+class MallInfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena",
+            "ordblks",
+            "smblks",
+            "hblks",
+            "hblkhd",
+            "usmblks",
+            "fsmblks",
+            "uordblks",
+            "fordblks",
+            "keepcost",
+        )
+    ]
+
+
+@functools.cache
+def mallinfo2() -> Callable[[], MallInfo2] | None:
+    """glibc's mallinfo2 (2.33 and later), or None."""
+    function = getattr(ctypes.CDLL(None), "mallinfo2", None)
+    if function is None:
+        return None
+    function.restype = MallInfo2
+    function.argtypes = []
+    return function  # type: ignore[no-any-return]
 
 
 @functools.cache

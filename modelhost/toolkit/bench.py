@@ -43,18 +43,27 @@ def split_plan(plan: ProcessPlan, processes: int) -> list[ProcessPlan]:
     """The plan shared out: users dealt round, rate divided, constant schedules interleaved."""
     if plan.concurrency:
         processes = max(1, min(processes, plan.concurrency))
-        users = [
-            plan.concurrency // processes + (i < plan.concurrency % processes)
-            for i in range(processes)
+        requests = _dealt(plan.requests, processes)
+        return [
+            dataclasses.replace(plan, concurrency=n, requests=r, index=i)
+            for i, (n, r) in enumerate(
+                zip(_dealt(plan.concurrency, processes), requests, strict=True)
+            )
         ]
-        return [dataclasses.replace(plan, concurrency=n, index=i) for i, n in enumerate(users)]
     if plan.rate_rps <= 0:
         raise ValueError("give --concurrency N (closed loop) or --rate R (open loop)")
+    if plan.requests:
+        processes = max(1, min(processes, plan.requests))
     share = plan.rate_rps / processes
     return [
-        dataclasses.replace(plan, rate_rps=share, offset_s=i / plan.rate_rps, index=i)
-        for i in range(processes)
+        dataclasses.replace(plan, rate_rps=share, offset_s=i / plan.rate_rps, requests=r, index=i)
+        for i, r in enumerate(_dealt(plan.requests, processes))
     ]
+
+
+def _dealt(total: int, processes: int) -> list[int]:
+    """`total` dealt round `processes` shares."""
+    return [total // processes + (i < total % processes) for i in range(processes)]
 
 
 def run_bench(
@@ -92,7 +101,7 @@ def _collect(
     go.set()
     counts: dict[int, tuple[int, int]] = {}
     results: dict[int, tuple[list[Row], Diagnostics]] = {}
-    total_s = plans[0].end_s
+    total_s = plans[0].warmup_s + plans[0].duration_s  # an estimate with --requests
     while len(results) < len(plans):
         try:
             kind, index, *body = messages.get(timeout=PROGRESS_EVERY_S)
@@ -176,15 +185,19 @@ def bench_summary(plan: ProcessPlan, run: BenchRun) -> dict[str, Any]:
     """summary.json: the plan, the figures, per-second timeline and the generator's health."""
     from modelhost.toolkit import stats
 
+    window_s = (
+        stats.measured_window_s(run.rows, plan.warmup_s) if plan.requests else plan.duration_s
+    )
     return {
         "target": plan.target.url,
         "load": describe_load(plan),
         "concurrency": plan.concurrency or None,
         "rate_rps": plan.rate_rps or None,
-        "duration_s": plan.duration_s,
+        "duration_s": window_s,
+        "requests_asked": plan.requests or None,
         "warmup_s": plan.warmup_s,
         "client": plan.client,
-        **stats.summarize(run.rows, plan.duration_s),
+        **stats.summarize(run.rows, window_s),
         "timeline": stats.timeline(stats.measured(run.rows)),
         "latency_by_concurrency": stats.latency_by_concurrency(run.rows),
         "generator": stats.generator_health(run.diagnostics, open_loop=not plan.concurrency),

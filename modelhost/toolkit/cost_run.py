@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
 from modelhost.toolkit.cost import EXAMPLE_PRICES, Instance, Serverless, cost_summary
+from modelhost.toolkit.options import numbers, option
 from modelhost.toolkit.report import files, html
 from modelhost.toolkit.report.terminal import table
+
+VOLUMES = "1e5,1e6,1e7,1e8,1e9"
 
 
 def measured(path: Path | None) -> dict[str, float]:
@@ -27,23 +32,51 @@ def measured(path: Path | None) -> dict[str, float]:
     return found
 
 
+@dataclass(frozen=True, kw_only=True)
+class CostOptions:
+    """`modelhost cost`'s options; its flags are derived from these fields."""
+
+    from_summary: Path | None = option(
+        None,
+        "a bench summary.json or tune.json: throughput and latency from it",
+        flag="--from",
+        exists=True,
+        show_default=False,
+    )
+    throughput: float | None = option(
+        None, "requests/s one instance answers within the limit", show_default=False
+    )
+    latency_ms: float | None = option(
+        None, "billed duration of a serverless request [default: --from's p50]", show_default=False
+    )
+    instance_price: float = option(
+        EXAMPLE_PRICES["instance_per_hour"], "per hour (example: ml.m5.large)"
+    )
+    utilization: float = option(1.0, "share of the throughput the traffic may use")
+    gb_second_price: float = option(EXAMPLE_PRICES["gb_second"])
+    memory_gb: float = option(2.0, "serverless memory size")
+    data_price: float = option(EXAMPLE_PRICES["data_per_gb"], "serverless, per GB in + out")
+    bytes_per_request: float = option(0.0, "in + out [default: --from's, else 0]")
+    request_price: float = option(
+        EXAMPLE_PRICES["per_million_requests"], "serverless, per million requests"
+    )
+    volumes: str = option(VOLUMES, "monthly requests to compare")
+    out: Path = option(Path("cost-out"), file_okay=False)
+
+
+EXAMPLE_PRICE_FIELDS = ("instance_price", "gb_second_price", "data_price")
+
+
 def cost_command(
-    console: Console,
-    *,
-    from_summary: Path | None,
-    throughput: float | None,
-    latency_ms: float | None,
-    instance_price: float,
-    utilization: float,
-    gb_second_price: float,
-    memory_gb: float,
-    data_price: float,
-    bytes_per_request: float,
-    request_price: float,
-    volumes: list[float],
-    out: Path,
-    example_prices: list[str],
+    console: Console, options: CostOptions, example_prices: Sequence[str] = ()
 ) -> dict[str, Any]:
+    """The table and files; `example_prices` names the prices left at their example defaults."""
+    from_summary, latency_ms, out = options.from_summary, options.latency_ms, options.out
+    instance_price, utilization = options.instance_price, options.utilization
+    gb_second_price, memory_gb = options.gb_second_price, options.memory_gb
+    data_price, bytes_per_request = options.data_price, options.bytes_per_request
+    request_price, volumes = options.request_price, numbers(options.volumes, float)
+    throughput = options.throughput
     found = measured(from_summary)
     throughput = throughput or found.get("throughput")
     latency_ms = latency_ms or found.get("latency_ms")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 import random
 import time
 from collections.abc import Callable, Iterator
@@ -62,10 +63,13 @@ class ProcessPlan:
     client: str = "aiohttp"
     seed: int = 0
     index: int = 0
+    requests: int = 0  # measured requests to send (this process's share); 0: run duration_s
+    sign_region: str = ""  # SigV4-sign every request for SageMaker in this region
 
     @property
     def end_s(self) -> float:
-        return self.warmup_s + self.duration_s
+        """When sending stops; with `requests`, only when that many measured ones were sent."""
+        return math.inf if self.requests else self.warmup_s + self.duration_s
 
 
 @dataclass
@@ -92,6 +96,7 @@ class Generator:
         self.diagnostics = Diagnostics()
         self._rng = random.Random(plan.seed * 1_000_003 + plan.index)  # models and payloads
         self._arrivals = random.Random(plan.seed * 1_000_003 + plan.index + 500_000)  # own stream
+        self._measured_sent = 0
 
     async def run(self) -> list[Row]:
         cpu_before = time.process_time()
@@ -107,8 +112,8 @@ class Generator:
 
     async def _closed_loop(self) -> None:
         async def user() -> None:
-            while self._now() < self.plan.end_s:
-                await self._send(self._now())
+            while self._more(now := self._now()):
+                await self._send(now)
 
         await asyncio.gather(*(user() for _ in range(self.plan.concurrency)))
 
@@ -126,18 +131,23 @@ class Generator:
             task.add_done_callback(tasks.discard)
         await asyncio.gather(*tasks)
 
+    def _more(self, intended: float) -> bool:
+        """Whether a request due at `intended` is still sent, counting it if it is measured."""
+        if round(intended, 6) < self.plan.warmup_s:  # as the row's warm-up flag rounds it
+            return True
+        if self.plan.requests:
+            self._measured_sent += 1
+            return self._measured_sent <= self.plan.requests
+        return intended < self.plan.end_s
+
     def schedule(self) -> Iterator[float]:
-        """Due times in [0, end): offset + k/rate, or exponential gaps (Poisson)."""
-        rate, end = self.plan.rate_rps, self.plan.end_s
+        """Due times from 0 while `_more`: offset + k/rate, or exponential gaps (Poisson)."""
+        rate = self.plan.rate_rps
         if not self.plan.poisson:
-            yield from itertools.takewhile(
-                lambda t: t < end, (self.plan.offset_s + k / rate for k in itertools.count())
-            )
-            return
-        intended = self._arrivals.expovariate(rate)
-        while intended < end:
-            yield intended
-            intended += self._arrivals.expovariate(rate)
+            due: Iterator[float] = (self.plan.offset_s + k / rate for k in itertools.count())
+        else:
+            due = itertools.accumulate(self._arrivals.expovariate(rate) for _ in itertools.count())
+        yield from itertools.takewhile(self._more, due)
 
     async def _send(self, intended: float, slots: asyncio.Semaphore | None = None) -> None:
         model = self.plan.popularity.pick(self._rng) if self.plan.popularity.models else None
@@ -194,7 +204,7 @@ async def run_plan(
     plan: ProcessPlan, start: float, on_row: Callable[[Row], None] = lambda row: None
 ) -> tuple[list[Row], Diagnostics]:
     """Open the plan's HTTP client, run the plan, close the client."""
-    transport = open_transport(plan.client, plan.timeout_s)
+    transport = open_transport(plan.client, plan.timeout_s, plan.sign_region)
     try:
         generator = Generator(plan, transport, start, on_row)
         return await generator.run(), generator.diagnostics

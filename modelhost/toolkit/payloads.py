@@ -1,16 +1,22 @@
-"""Request bodies for `bench`, read from a JSON-lines file.
+"""Request bodies for `bench`: a JSON-lines file, a folder of files, or arrays.
 
-A line is either SageMaker's form, `{"Body": ..., "ContentType": "text/csv"}` (Body a string, or
-any JSON value that is sent as JSON), or a raw body: any other JSON value, sent as JSON.
+A JSON line is either SageMaker's form, `{"Body": ..., "ContentType": "text/csv"}` (Body a
+string, or any JSON value that is sent as JSON), or a raw body: any other JSON value, sent as JSON.
+A folder's files are sent as they are (images, audio, `.npy`), each with the content type of its
+extension. A `.npy` file is one body; a `.npz` file is one `.npy` body per array it holds.
 """
 
 from __future__ import annotations
 
+import io
 import json
+import mimetypes
 from dataclasses import dataclass
 from pathlib import Path
 
 JSON = "application/json"
+NPY = "application/x-npy"
+CONTENT_TYPES = {".npy": NPY, ".json": JSON, ".csv": "text/csv", ".jsonl": "application/jsonlines"}
 
 
 @dataclass(frozen=True)
@@ -20,6 +26,46 @@ class Payload:
 
 
 def read_payloads(path: Path) -> list[Payload]:
+    """The bodies in `path`: a folder, a .npy or .npz, or JSON lines."""
+    path = Path(path)
+    if path.is_dir():
+        return folder_payloads(path)
+    if path.suffix == ".npy":
+        return [Payload(path.read_bytes(), NPY)]
+    if path.suffix == ".npz":
+        return array_payloads(path)
+    return json_line_payloads(path)
+
+
+def content_type_of(path: Path) -> str:
+    guessed = mimetypes.guess_type(path.name)[0]
+    return CONTENT_TYPES.get(path.suffix.lower()) or guessed or "application/octet-stream"
+
+
+def folder_payloads(folder: Path) -> list[Payload]:
+    """Every file in `folder` (not its subfolders, not hidden ones), by name."""
+    files = sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
+    if not files:
+        raise ValueError(f"{folder} holds no files to send as payloads")
+    return [Payload(p.read_bytes(), content_type_of(p)) for p in files]
+
+
+def array_payloads(path: Path) -> list[Payload]:
+    """Each array of a .npz file as its own .npy body (no pickled objects are loaded)."""
+    import numpy as np
+
+    with np.load(path, allow_pickle=False) as arrays:
+        bodies = []
+        for name in arrays.files:
+            buffer = io.BytesIO()
+            np.save(buffer, arrays[name], allow_pickle=False)
+            bodies.append(Payload(buffer.getvalue(), NPY))
+    if not bodies:
+        raise ValueError(f"{path} holds no arrays")
+    return bodies
+
+
+def json_line_payloads(path: Path) -> list[Payload]:
     """Every non-blank line of `path` as a Payload; a bad line is an error naming its number."""
     payloads = []
     for number, line in enumerate(Path(path).read_text().splitlines(), start=1):

@@ -3,49 +3,107 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from modelhost.toolkit.bench import BenchRun, bench_summary, run_bench
 from modelhost.toolkit.bench import Progress as RunProgress
 from modelhost.toolkit.loadgen import ProcessPlan
+from modelhost.toolkit.options import option
 from modelhost.toolkit.payloads import Payload, read_payloads
 from modelhost.toolkit.traffic import Popularity, Target, read_models
+
+if TYPE_CHECKING:  # rich comes with the toolkit extra: imported when bench runs, so that
+    from rich.console import Console  # `modelhost bench` can say what to install instead
 
 IRIS_ROW = b"[5.1, 3.5, 1.4, 0.2]"
 
 
-@dataclass(frozen=True)
+PROCESSES_DEFAULT = max(1, min(4, len(os.sched_getaffinity(0)) // 2))
+
+
+@dataclass(frozen=True, kw_only=True)
 class BenchOptions:
-    url: str
-    payloads: Path | None
-    models: str
-    popularity: str
-    zipf_s: float
-    in_path: bool
-    concurrency: int
-    rate_rps: float
-    poisson: bool
-    duration_s: float
-    warmup_s: float
-    processes: int
-    max_in_flight: int
-    timeout_s: float
-    client: str
-    seed: int
-    out: Path
-    quiet: bool
+    """`modelhost bench`'s options; its flags are derived from these fields."""
+
+    url: str = ""  # the argument; empty with --endpoint-name
+    endpoint_name: str = option(
+        "", "a SageMaker endpoint to load-test instead of URL: InvokeEndpoint, SigV4-signed"
+    )
+    region: str = option("", "the endpoint's AWS region [default: the standard chain's]")
+    endpoint_url: str = option(
+        "", "another InvokeEndpoint host (a VPC endpoint, a local stand-in) [default: AWS's]"
+    )
+    payloads: Path | None = option(
+        None,
+        'JSON lines (SageMaker {"Body","ContentType"} or raw JSON), a folder of files (each sent '
+        "with the content type of its extension), or a .npy/.npz [default: one iris row]",
+        exists=True,
+        show_default=False,
+    )
+    models: str = option("", "comma-separated model names, or @FILE (one a line)")
+    popularity: str = option("uniform", choices=("uniform", "zipf"))
+    zipf_s: float = option(1.0, "Zipf exponent")
+    model_in: str = option(
+        "header",
+        "X-Amzn-SageMaker-Target-Model on /invocations, or /models/{m}/invoke",
+        choices=("header", "path"),
+    )
+    concurrency: int = option(0, "closed loop: N users", short="-c")
+    rate_rps: float = option(0.0, "open loop: requests per second", flag="--rate", short="-r")
+    arrivals: str = option("poisson", "open loop schedule", choices=("constant", "poisson"))
+    duration_s: float = option(10.0, "seconds measured", flag="--duration")
+    requests: int = option(
+        0, "measure this many requests (after warm-up) instead of a --duration", show_default=False
+    )
+    warmup_s: float = option(
+        2.0, "seconds sent first and left out of every figure", flag="--warmup"
+    )
+    processes: int = option(PROCESSES_DEFAULT, "load-generator processes")
+    max_in_flight: int = option(10_000, "open loop: most requests outstanding per process")
+    timeout_s: float = option(30.0, "seconds a request", flag="--timeout")
+    client: str = option("aiohttp", choices=("aiohttp", "httpx"))
+    seed: int = option(0)
+    out: Path = option(
+        Path("bench-out"), "folder for summary.json, requests.csv, report.html", file_okay=False
+    )
+    quiet: bool = option(False, "no progress bar", show_default=False)
+
+
+def sagemaker_target(options: BenchOptions) -> tuple[str, str]:
+    """(invocation URL, region) of --endpoint-name; credentials checked here, before any load."""
+    import botocore.session
+
+    if options.url or options.model_in == "path":
+        raise ValueError("give URL or --endpoint-name (its models go in the header), not both")
+    session = botocore.session.get_session()
+    region = options.region or session.get_config_variable("region")
+    if not region:
+        raise ValueError("give --region (or AWS_REGION) for --endpoint-name")
+    if session.get_credentials() is None:
+        raise ValueError("no AWS credentials in the standard chain: set AWS_PROFILE or the keys")
+    host = options.endpoint_url or f"https://runtime.sagemaker.{region}.amazonaws.com"
+    return (
+        f"{host.rstrip('/')}/endpoints/{quote(options.endpoint_name, safe='')}/invocations",
+        region,
+    )
 
 
 def plan_of(options: BenchOptions) -> ProcessPlan:
+    url, sign_region = options.url, ""
+    if options.endpoint_name:
+        url, sign_region = sagemaker_target(options)
+    elif not url:
+        raise ValueError("give URL, or --endpoint-name for a SageMaker endpoint")
     if bool(options.concurrency) == bool(options.rate_rps):
         raise ValueError("give one of --concurrency N (closed loop) or --rate R (open loop)")
-    if options.duration_s <= 0:
+    if options.duration_s <= 0 and not options.requests:
         raise ValueError(f"--duration must be above 0 s, not {options.duration_s}")
+    if options.requests < 0:
+        raise ValueError(f"--requests must be 0 (use --duration) or more, not {options.requests}")
     names = read_models(options.models) if options.models else []
     popularity = (
         Popularity.zipf(names, options.zipf_s)
@@ -54,18 +112,20 @@ def plan_of(options: BenchOptions) -> ProcessPlan:
     )
     payloads = read_payloads(options.payloads) if options.payloads else [Payload(IRIS_ROW)]
     return ProcessPlan(
-        Target(options.url, options.in_path),
-        popularity,
-        tuple(payloads),
-        options.duration_s,
-        options.warmup_s,
-        options.concurrency,
-        options.rate_rps,
-        options.poisson,
+        target=Target(url, options.model_in == "path"),
+        popularity=popularity,
+        payloads=tuple(payloads),
+        duration_s=options.duration_s,
+        requests=options.requests,
+        warmup_s=options.warmup_s,
+        concurrency=options.concurrency,
+        rate_rps=options.rate_rps,
+        poisson=options.arrivals == "poisson",
         max_in_flight=options.max_in_flight,
         timeout_s=options.timeout_s,
         client=options.client,
         seed=options.seed,
+        sign_region=sign_region,
     )
 
 
@@ -73,6 +133,8 @@ def run_with_progress(
     plan: ProcessPlan, processes: int, console: Console, quiet: bool = False
 ) -> BenchRun:
     """The run, with a progress bar over its time on `console` unless `quiet`."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
     if quiet:
         return run_bench(plan, processes)
     columns = (
@@ -82,15 +144,20 @@ def run_with_progress(
         TextColumn("{task.fields[done]} answered, {task.fields[errors]} errors"),
     )
     with Progress(*columns, console=console, transient=True) as bar:
-        task = bar.add_task("bench", total=plan.end_s, done=0, errors=0)
+        # by time; with --requests by answers (warm-up ones included: an estimate)
+        total = plan.requests or plan.end_s
+        task = bar.add_task("bench", total=total, done=0, errors=0)
 
         def update(p: RunProgress) -> None:
-            bar.update(task, completed=min(p.elapsed_s, p.total_s), done=p.done, errors=p.errors)
+            done = p.done if plan.requests else p.elapsed_s
+            bar.update(task, completed=min(done, total), done=p.done, errors=p.errors)
 
         return run_bench(plan, processes, update)
 
 
 def bench_command(options: BenchOptions, console: Console | None = None) -> dict[str, Any]:
+    from rich.console import Console
+
     from modelhost.toolkit.report.bench import write_bench
     from modelhost.toolkit.report.terminal import bench_tables, show
 

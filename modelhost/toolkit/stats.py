@@ -14,7 +14,7 @@ import numpy as np
 
 from modelhost.toolkit.loadgen import TIMING_PARTS, Diagnostics, Row
 
-PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p99.9": 99.9}
+PERCENTILES = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p99.9": 99.9}
 CPU_BUSY = 0.90  # a generator process above this share of one core is the bottleneck
 SEND_LAG_LIMIT_MS = 5.0  # open loop: p99 lateness against the schedule
 LOOP_LAG_LIMIT_MS = 50.0  # the worst oversleep of the 20 ms tick
@@ -29,11 +29,23 @@ def ok(row: Row) -> bool:
 
 
 def latency_summary(latencies_ms: Sequence[float]) -> dict[str, float]:
+    """min, mean, the PERCENTILES and max: the full record every bench and tune step keeps."""
     if not latencies_ms:
-        return {name: float("nan") for name in [*PERCENTILES, "max", "mean"]}
+        return {name: float("nan") for name in ["min", "mean", *PERCENTILES, "max"]}
     values = np.asarray(latencies_ms, dtype=float)
     figures = {name: float(np.percentile(values, q)) for name, q in PERCENTILES.items()}
-    return {**figures, "max": float(values.max()), "mean": float(values.mean())}
+    return {
+        "min": float(values.min()),
+        "mean": float(values.mean()),
+        **figures,
+        "max": float(values.max()),
+    }
+
+
+def measured_window_s(rows: Sequence[Row], warmup_s: float) -> float:
+    """With --requests: from the end of warm-up to the last measured answer."""
+    ends = [row.done_s for row in measured(rows)]
+    return max(ends) - warmup_s if ends else float("nan")
 
 
 def summarize(rows: Sequence[Row], duration_s: float) -> dict[str, Any]:
@@ -47,6 +59,7 @@ def summarize(rows: Sequence[Row], duration_s: float) -> dict[str, Any]:
             "measured": len(window),
             "ok": len(good),
             "errors": dict(sorted(Counter(r.error for r in window if not ok(r)).items())),
+            "by_status": {str(k): n for k, n in sorted(Counter(r.status for r in window).items())},
         },
         "throughput_rps": len(good) / duration_s if duration_s else float("nan"),
         "latency_ms": latency_summary([row.latency_ms for row in good]),

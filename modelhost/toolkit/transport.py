@@ -1,5 +1,6 @@
 """The one-method seam the load generator sends through: aiohttp (the default, chosen by
-measurement, see docs/decisions.md), httpx, and an in-memory fake for tests."""
+measurement, see docs/decisions.md), httpx, either one SigV4-signed for a SageMaker endpoint, and
+an in-memory fake for tests."""
 
 from __future__ import annotations
 
@@ -87,7 +88,42 @@ CLIENTS: dict[str, Callable[[float], Transport]] = {
 }
 
 
-def open_transport(client: str, timeout_s: float) -> Transport:
+class SigV4Transport:
+    """Signs each request for SageMaker's InvokeEndpoint (AWS Signature Version 4, botocore's
+    SigV4Auth, credentials from the standard chain) and sends it through `inner`."""
+
+    SERVICE = "sagemaker"
+
+    def __init__(self, inner: Transport, region: str) -> None:
+        import botocore.session
+
+        credentials = botocore.session.get_session().get_credentials()
+        if credentials is None:
+            raise ValueError(
+                "no AWS credentials in the standard chain (environment, ~/.aws, SSO, instance "
+                "role): set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY"
+            )
+        self.inner, self.region, self._credentials = inner, region, credentials
+
+    def sign(self, url: str, body: bytes, headers: Mapping[str, str]) -> dict[str, str]:
+        from botocore.auth import SigV4Auth
+        from botocore.awsrequest import AWSRequest
+
+        request = AWSRequest(method="POST", url=url, data=body, headers=dict(headers))
+        frozen = self._credentials.get_frozen_credentials()  # refreshed when they expire
+        SigV4Auth(frozen, self.SERVICE, self.region).add_auth(request)
+        return dict(request.headers.items())
+
+    async def post(self, url: str, body: bytes, headers: Mapping[str, str]) -> Reply:
+        return await self.inner.post(url, body, self.sign(url, body, headers))
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+def open_transport(client: str, timeout_s: float, sign_region: str = "") -> Transport:
+    """The client by name; with `sign_region`, its requests SigV4-signed for SageMaker."""
     if client not in CLIENTS:
         raise ValueError(f"unknown client {client!r}: choose one of {sorted(CLIENTS)}")
-    return CLIENTS[client](timeout_s)
+    transport = CLIENTS[client](timeout_s)
+    return SigV4Transport(transport, sign_region) if sign_region else transport

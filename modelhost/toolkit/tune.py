@@ -1,8 +1,11 @@
 """`tune`: start `modelhost serve` at each point of a grid of settings, ramp the client concurrency
 against it, and recommend the point with the most throughput inside the p99 limit.
 
-A ramp stops at its knee: when p99 passes the limit, or when throughput grew by less than
-`min_gain` over the best step before it (more users only queue). Modes: `grid` (any settings),
+Each point first gets a cold-start request (the first for a model it has not loaded), then a
+ramp whose every step records the full latency record, errors by status and the server's CPU
+seconds and peak PSS. A ramp stops at its knee: when p99 passes the limit, or when throughput
+grew by less than `min_gain` over the best step before it (more users only queue). Modes: `grid`
+(any settings),
 `memory` (memory budgets, with a cost per million requests each and the cheapest that holds the
 limit recommended) and `concurrency` (the server's max concurrency × client multipliers, counting
 throttled 429 answers; every step is run).
@@ -20,26 +23,65 @@ from pathlib import Path
 from typing import Any
 
 from modelhost.toolkit.bench import BenchRun, bench_summary, run_bench
+from modelhost.toolkit.coldstart import cold_start
 from modelhost.toolkit.loadgen import ProcessPlan
+from modelhost.toolkit.resources import probe_for
 from modelhost.units import parse_size
 
 Settings = dict[str, str]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Step:
+    """One rung of a ramp: the bench figures at one concurrency and what the server used."""
+
     settings: Settings
     concurrency: int
     throughput_rps: float
-    p50_ms: float
-    p99_ms: float
+    latency_ms: dict[str, float]  # min, mean, p50, p90, p95, p99, p99.9, max
     errors: int
-    throttled: int  # 429 answers
+    errors_by_status: dict[str, int]  # "429": throttled, "0": no HTTP answer
     within_limit: bool
+    server_cpu_s: float = math.nan
+    server_peak_pss_bytes: float = math.nan
     stop: str = ""  # why the ramp ended after this step, if it did
 
+    @property
+    def p50_ms(self) -> float:
+        return self.latency_ms["p50"]
+
+    @property
+    def p99_ms(self) -> float:
+        return self.latency_ms["p99"]
+
+    @property
+    def throttled(self) -> int:
+        return self.errors_by_status.get("429", 0)
+
     def row(self) -> dict[str, Any]:
-        return {**self.settings, **{k: v for k, v in vars(self).items() if k != "settings"}}
+        """Flat, for the table and CSV: settings, figures, `{percentile}_ms`, then the rest."""
+        return {
+            **self.settings,
+            "concurrency": self.concurrency,
+            "throughput_rps": self.throughput_rps,
+            **{f"{name}_ms": value for name, value in self.latency_ms.items()},
+            "errors": self.errors,
+            "throttled": self.throttled,
+            "errors_by_status": self.errors_by_status,
+            "server_cpu_s": self.server_cpu_s,
+            "server_peak_pss_mib": self.server_peak_pss_bytes / 2**20,
+            "within_limit": self.within_limit,
+            "stop": self.stop,
+        }
+
+
+@dataclass(frozen=True)
+class Point:
+    """One configuration served: its cold start and its ramp."""
+
+    settings: Settings
+    cold_start: dict[str, Any]
+    steps: list[Step]
 
 
 def grid_points(grid: dict[str, list[str]]) -> list[Settings]:
@@ -66,20 +108,24 @@ def serve_flags(settings: Settings) -> list[str]:
 def step_of(
     settings: Settings, concurrency: int, summary: dict[str, Any], p99_limit_ms: float
 ) -> Step:
+    """A Step from a bench summary (and its `server` usage, when the probe added one)."""
     requests = summary["requests"]
     p99 = summary["latency_ms"]["p99"]
     errors = requests["measured"] - requests["ok"]
-    throttled = sum(n for kind, n in requests["errors"].items() if "429" in kind)
-    within = errors == 0 and not math.isnan(p99) and p99 <= p99_limit_ms
+    by_status = {
+        code: n for code, n in requests.get("by_status", {}).items() if not 0 < int(code) < 400
+    }
+    server = summary.get("server", {})
     return Step(
-        settings,
-        concurrency,
-        summary["throughput_rps"],
-        summary["latency_ms"]["p50"],
-        p99,
-        errors,
-        throttled,
-        within,
+        settings=settings,
+        concurrency=concurrency,
+        throughput_rps=summary["throughput_rps"],
+        latency_ms=dict(summary["latency_ms"]),
+        errors=errors,
+        errors_by_status=by_status,
+        within_limit=errors == 0 and not math.isnan(p99) and p99 <= p99_limit_ms,
+        server_cpu_s=server.get("cpu_s", math.nan),
+        server_peak_pss_bytes=server.get("peak_pss_bytes", math.nan),
     )
 
 
@@ -139,23 +185,37 @@ def measure_point(
     target: TuneTarget,
     settings: Settings,
     run_steps: Callable[[Callable[[int], dict[str, Any]]], list[Step]],
-) -> list[Step]:
-    """Serve with `settings` on a free loopback port, run the steps against it, stop the server."""
+) -> Point:
+    """Serve with `settings` on a free loopback port, time the first request for a model it has
+    not loaded, run the steps against it (sampling its CPU and PSS), stop the server."""
     from modelhost import testing
 
     with tempfile.TemporaryDirectory(prefix="modelhost-tune-") as folder:
         work = Path(folder)
         args = [*target.serve_args, "--cache-dir", str(work / "cache"), *serve_flags(settings)]
         with testing.RunningServer(args, target.log_dir or work) as server:
+            aimed = dataclasses.replace(
+                target.plan, target=dataclasses.replace(target.plan.target, url=server.url)
+            )
+            first = aimed.popularity.models[0] if aimed.popularity.models else None
+            cold = cold_start(aimed.target, first, aimed.payloads[0], aimed.timeout_s)
 
             def measure(concurrency: int) -> dict[str, Any]:
-                plan = dataclasses.replace(
-                    target.plan,
-                    concurrency=concurrency,
-                    rate_rps=0.0,
-                    target=dataclasses.replace(target.plan.target, url=server.url),
-                )
-                run: BenchRun = run_bench(plan, target.processes)
-                return bench_summary(plan, run)
+                plan = dataclasses.replace(aimed, concurrency=concurrency, rate_rps=0.0)
+                with probe_for(server.url, server.pid) as probe:
+                    run: BenchRun = run_bench(plan, target.processes)
+                usage = probe.usage
+                return {**bench_summary(plan, run), "server": usage._asdict()}
 
-            return run_steps(measure)
+            return Point(settings, cold, run_steps(measure))
+
+
+def efficient_frontier(points: Sequence[tuple[float, float]]) -> list[int]:
+    """Indexes of the (latency, cost) points no other point beats on both (ties kept once)."""
+    finite = [i for i, (x, y) in enumerate(points) if math.isfinite(x) and math.isfinite(y)]
+    kept, cheapest = [], math.inf
+    for i in sorted(finite, key=lambda i: (points[i][0], points[i][1])):
+        if points[i][1] < cheapest:
+            kept.append(i)
+            cheapest = points[i][1]
+    return kept

@@ -1,147 +1,188 @@
-"""`tune` from options to a table: every point's ramp, the recommendation, the files."""
+"""`tune` from options to files: every point's cold start and ramp, the recommendation, reports."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from modelhost.toolkit import tune
-from modelhost.toolkit.report import charts, files, html
-from modelhost.toolkit.tune import Settings, Step, TuneTarget
-
-COLUMNS = [
-    "concurrency",
-    "throughput_rps",
-    "p50_ms",
-    "p99_ms",
-    "errors",
-    "throttled",
-    "within_limit",
-    "stop",
-]
+from modelhost.toolkit.cost import EXAMPLE_PRICES
+from modelhost.toolkit.options import numbers, option
+from modelhost.toolkit.run import BenchOptions, plan_of
+from modelhost.toolkit.tune import Point, Settings, Step, TuneTarget
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TuneOptions:
-    mode: str  # grid | memory | concurrency
-    grid: dict[str, list[str]]
-    concurrencies: list[int]  # grid and memory modes: the ramp
-    multipliers: list[float]  # concurrency mode: client users = max concurrency × multiplier
-    p99_limit_ms: float
-    min_gain: float
-    price_per_gb_hour: float
-    limit_flag: str = "max-concurrency"
+    """`modelhost tune`'s options; its flags are derived from these fields."""
+
+    model_store: str = option("", "the store `modelhost serve` serves (required)")
+    models: str = option("", "models to invoke: comma-separated or @FILE")
+    payloads: Path | None = option(
+        None, "as bench's --payloads [default: one iris row]", exists=True, show_default=False
+    )
+    popularity: str = option("uniform", choices=("uniform", "zipf"))
+    mode: str = option("grid", choices=("grid", "memory", "concurrency"))
+    grid: tuple[str, ...] = option(
+        (), "a `modelhost serve` flag and its values, e.g. workers=1,2 (repeatable)"
+    )
+    concurrency: str = option("1,2,4,8,16,32", "the users ramp (grid and memory modes)")
+    multipliers: str = option("0.5,1,2,4", "concurrency mode: users = max concurrency × each")
+    limit_flag: str = option("max-concurrency", "concurrency mode: the server flag swept")
+    p99_limit_ms: float = option(100.0)
+    min_gain: float = option(0.05, "a step must add this share of throughput or the ramp stops")
+    price_per_gb_hour: float = option(
+        0.0, "memory mode: price of a GiB of memory per hour, for the cost per million"
+    )
+    instance_price: float = option(
+        EXAMPLE_PRICES["instance_per_hour"],
+        "grid and concurrency modes: price per hour of the instance (an EXAMPLE default, not a "
+        "quote), for the cost per million",
+    )
+    duration_s: float = option(5.0, "seconds per step", flag="--duration")
+    requests: int = option(0, "measure this many requests per step instead of a --duration")
+    warmup_s: float = option(1.0, "seconds per step left out of the figures", flag="--warmup")
+    processes: int = option(1, "load-generator processes")
+    serve_args: tuple[str, ...] = option(
+        (), "one more argument for every `modelhost serve` (repeatable)", flag="--serve-arg"
+    )
+    combine: tuple[Path, ...] = option(
+        (),
+        "a tune.json of an earlier run (repeatable): write one combined report of them "
+        "(e.g. stability, concurrency and cost runs) instead of running",
+        exists=True,
+        dir_okay=False,
+    )
+    out: Path = option(Path("tune-out"), file_okay=False)
+
+    @property
+    def grid_values(self) -> dict[str, list[str]]:
+        return tune.parse_grid(self.grid)
+
+    def target(self) -> TuneTarget:
+        if not self.model_store:
+            raise ValueError("give --model-store: the store each `modelhost serve` serves")
+        bench = BenchOptions(
+            url="http://127.0.0.1",  # each point's server replaces it
+            payloads=self.payloads,
+            models=self.models,
+            popularity=self.popularity,
+            concurrency=1,  # each step replaces it
+            duration_s=self.duration_s,
+            requests=self.requests,
+            warmup_s=self.warmup_s,
+            processes=self.processes,
+            out=self.out,
+            quiet=True,
+        )
+        serve_args = ["--model-store", self.model_store, *self.serve_args]
+        return TuneTarget(serve_args, plan_of(bench), self.processes, self.out / "logs")
 
 
 def points(options: TuneOptions) -> list[Settings]:
     needed = {"memory": "memory-budget", "concurrency": options.limit_flag}.get(options.mode)
-    if needed and needed not in options.grid:
+    if needed and needed not in options.grid_values:
         raise ValueError(f"--mode {options.mode} sweeps {needed}: give --grid {needed}=V1,V2,...")
-    return tune.grid_points(options.grid)
+    return tune.grid_points(options.grid_values)
 
 
 def run_point(options: TuneOptions, settings: Settings) -> Callable[[Any], list[Step]]:
     def steps(measure: Callable[[int], dict[str, Any]]) -> list[Step]:
         if options.mode == "concurrency":
             limit = int(settings[options.limit_flag])
-            users = [max(1, round(limit * m)) for m in options.multipliers]
+            users = [max(1, round(limit * m)) for m in numbers(options.multipliers, float)]
             return list(tune.ramp(settings, users, measure, options.p99_limit_ms, None))
-        return list(
-            tune.ramp(
-                settings, options.concurrencies, measure, options.p99_limit_ms, options.min_gain
-            )
-        )
+        ramp = numbers(options.concurrency, int)
+        return list(tune.ramp(settings, ramp, measure, options.p99_limit_ms, options.min_gain))
 
     return steps
 
 
 def run_tune(
-    options: TuneOptions, target: TuneTarget, on_point: Callable[[list[Step]], None] = print
+    options: TuneOptions, target: TuneTarget, on_point: Callable[[Point], None] = print
 ) -> dict[str, Any]:
-    steps: list[Step] = []
+    done: list[Point] = []
     for settings in points(options):
-        done = tune.measure_point(target, settings, run_point(options, settings))
-        on_point(done)
-        steps += done
-    return tune_summary(options, steps)
+        point = tune.measure_point(target, settings, run_point(options, settings))
+        on_point(point)
+        done.append(point)
+    return tune_summary(options, done)
 
 
-def tune_summary(options: TuneOptions, steps: Sequence[Step]) -> dict[str, Any]:
+def cost_per_million(options: TuneOptions, step: Step) -> float:
+    """Memory mode: the budget's price; other modes: the instance's; per million answered."""
+    if options.mode == "memory":
+        return tune.cost_per_million(step, options.price_per_gb_hour)
+    if step.throughput_rps <= 0:
+        return math.inf
+    return options.instance_price / (step.throughput_rps * 3600) * 1e6
+
+
+def tune_summary(options: TuneOptions, done: Sequence[Point]) -> dict[str, Any]:
+    steps = [step for point in done for step in point.steps]
+    costs = [cost_per_million(options, step) for step in steps]
     key = None
     if options.mode == "memory":
 
         def key(step: Step) -> float:
-            return tune.cost_per_million(step, options.price_per_gb_hour)
+            return cost_per_million(options, step)
 
     best = tune.recommend(steps, key)
-    rows = [step.row() for step in steps]
-    if options.mode == "memory":
-        for row, step in zip(rows, steps, strict=True):
-            row["cost_per_million"] = tune.cost_per_million(step, options.price_per_gb_hour)
+    rows = [{**step.row(), "cost_per_million": c} for step, c in zip(steps, costs, strict=True)]
     return {
         "mode": options.mode,
         "p99_limit_ms": options.p99_limit_ms,
-        "settings": list(options.grid),
+        "settings": list(options.grid_values),
+        "cost_basis": "memory GiB-hour" if options.mode == "memory" else "instance hour",
+        "points": [{"settings": p.settings, "cold_start": p.cold_start} for p in done],
         "steps": rows,
         "recommended_index": best,
         "recommended": rows[best] if best is not None else None,
         # what `modelhost cost --from` reads: the recommendation's figures
         "throughput_rps": rows[best]["throughput_rps"] if best is not None else None,
-        "latency_ms": {"p50": rows[best]["p50_ms"], "p99": rows[best]["p99_ms"]}
-        if best is not None
-        else None,
+        "latency_ms": steps[best].latency_ms if best is not None else None,
     }
 
 
-def table_of(summary: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
-    extra = ["cost_per_million"] if summary["mode"] == "memory" else []
-    header = [*summary["settings"], *COLUMNS, *extra]
-    return header, [[row.get(name, "") for name in header] for row in summary["steps"]]
+def describe(point: Point) -> str:
+    cold = point.cold_start
+    ramp = ", ".join(
+        f"{s.concurrency} users {s.throughput_rps:.0f}/s p95 {s.latency_ms['p95']:.0f} ms "
+        f"p99 {s.p99_ms:.0f} ms"
+        for s in point.steps
+    )
+    settings = " ".join(f"{n}={v}" for n, v in point.settings.items()) or "server"
+    return f"{settings}: cold start {cold['first_answer_ms']:.0f} ms ({cold['cache']}); {ramp}"
 
 
-def write_tune(out_dir: Path, summary: dict[str, Any]) -> dict[str, Path]:
+def tune_command(options: TuneOptions) -> dict[str, Any]:
+    from rich.console import Console
+
+    from modelhost.toolkit.report.terminal import table
+    from modelhost.toolkit.report.tune import table_of, verdict, write_tune
+
+    console = Console()
+    summary = run_tune(options, options.target(), lambda p: console.print(describe(p)))
     header, rows = table_of(summary)
-    series: dict[str, list[float]] = {}
-    xs: dict[str, list[float]] = {}
-    for row in summary["steps"]:
-        label = " ".join(f"{n}={row[n]}" for n in summary["settings"]) or "server"
-        xs.setdefault(label, []).append(row["concurrency"])
-        series.setdefault(label, []).append(row["throughput_rps"])
-    chart = "".join(
-        charts.lines(
-            xs[label],
-            {label: series[label]},
-            f"Throughput against users: {label}",
-            "client concurrency",
-            "requests/s",
-            markers=True,
-        )
-        for label in series
-    )
-    recommended = summary["recommended"]
-    verdict = (
-        (
-            f"Recommended: {', '.join(f'{n}={recommended[n]}' for n in summary['settings'])} "
-            f"at {recommended['concurrency']} users, {recommended['throughput_rps']:.1f} req/s, "
-            f"p99 {recommended['p99_ms']:.1f} ms"
-        )
-        if recommended
-        else (f"No point held p99 under {summary['p99_limit_ms']:g} ms without errors")
-    )
-    page = html.page(
-        f"modelhost tune ({summary['mode']})",
-        [
-            ("Recommendation", html.paragraph(verdict)),
-            ("Every step", html.table(header, rows, summary["recommended_index"])),
-            ("Throughput by concurrency", chart),
-        ],
-    )
-    paths = {
-        "summary": files.write_json(out_dir / "tune.json", summary),
-        "csv": files.write_csv(out_dir / "tune.csv", header, rows),
-        "html": out_dir / "tune.html",
-    }
-    paths["html"].write_text(page)
-    return paths
+    console.print(table(f"tune ({options.mode})", header, rows, summary["recommended_index"]))
+    console.print(verdict(summary))
+    console.print("wrote " + ", ".join(str(p) for p in write_tune(options.out, summary).values()))
+    return summary
+
+
+def combine_command(options: TuneOptions) -> Path:
+    """One report of several earlier runs' tune.json (stability, concurrency, cost, ...)."""
+    import json
+
+    from modelhost.toolkit.report.tune import write_combined
+
+    runs = {str(path): json.loads(Path(path).read_text()) for path in options.combine}
+    for name, summary in runs.items():
+        if "steps" not in summary or "points" not in summary:
+            raise ValueError(f"{name} is not a tune.json of this version (no steps or points)")
+    path = write_combined(options.out, runs)
+    print(f"wrote {path}")
+    return path

@@ -69,15 +69,15 @@ class Infer(Message, frozen=True):
 
 
 class Loaded(Message, frozen=True):
-    footprint: int  # bytes the worker's PSS grew by while loading
+    footprint: int  # bytes the load allocated (where the C library cannot say, its PSS growth)
     load_ms: float
-    pss: int  # the worker's PSS after the load
     batches: bool  # the handler takes a whole batch in one call
+    reads_artifact: bool = True  # the loaded model may still read its files: keep them on disk
+    peak: int = 0  # bytes the worker's resident set grew by at most while loading
 
 
 class Unloaded(Message, frozen=True):
-    freed: int  # bytes the worker's PSS shrank by
-    pss: int
+    freed: int  # bytes the unload gave up (measured as a load's footprint is)
 
 
 class Failure(msgspec.Struct, frozen=True, array_like=True):

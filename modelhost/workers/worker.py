@@ -16,7 +16,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from modelhost.errors import ModelNotLoaded
-from modelhost.records.memory import pss_bytes, return_memory_to_os
+from modelhost.records.memory import (
+    allocated_bytes,
+    pss_bytes,
+    reset_peak_rss,
+    return_memory_to_os,
+    rss_and_peak_bytes,
+)
 from modelhost.workers.handlers.base import Handler, InferReply, InferRequest
 from modelhost.workers.messages import (
     Answer,
@@ -95,13 +101,17 @@ class Worker:
 
         artifact = Path(request.path)
         root = Path(request.root or artifact)
-        before, started = pss_bytes(), time.perf_counter()
+        started = time.perf_counter()
+        before = settled_memory()
+        reset_peak_rss()
+        rss_before, _ = rss_and_peak_bytes()
         handler = load_handler(artifact, request.model, self._load_spec(request, root))
         warm_up(handler, request.model, root, request.warmup)
         self.models[request.model] = handler
         load_ms = (time.perf_counter() - started) * 1000
-        after = pss_bytes()
-        return Loaded(max(0, after - before), load_ms, after, handler.batches)
+        peak = max(0, rss_and_peak_bytes()[1] - rss_before)  # unpickling's buffers, at their most
+        footprint = max(0, settled_memory() - before)
+        return Loaded(footprint, load_ms, handler.batches, handler.reads_artifact, peak)
 
     def _load_spec(self, request: Load, root: Path) -> LoadSpec:
         from modelhost.workers.handlers.select import LoadSpec
@@ -109,15 +119,13 @@ class Worker:
         return LoadSpec(request.handler, request.model_file, root, self.threads)
 
     def unload(self, request: Unload) -> Unloaded:
-        before = pss_bytes()
+        before = settled_memory()
         handler = self.models.pop(request.model, None)
         if handler is None:
             raise ModelNotLoaded(f"model {request.model} is not loaded in worker {self.worker_id}")
         handler.close()
         del handler
-        return_memory_to_os()
-        after = pss_bytes()
-        return Unloaded(max(0, before - after), after)
+        return Unloaded(max(0, before - settled_memory()))
 
     def infer(self, request: Infer, payload: bytes) -> tuple[Answered, bytes]:
         """Answer a batch: one request per item, their bodies back to back in the payload."""
@@ -130,6 +138,17 @@ class Worker:
         infer_ms = (time.perf_counter() - started) * 1000
         answers, bodies = answers_of(replies)
         return Answered(answers, infer_ms), b"".join(bodies)
+
+
+def settled_memory() -> int:
+    """The worker's memory once freed memory is given back (garbage of a load, and of inference
+    on other threads, must not count as a model's): the bytes in live allocations where the C
+    library can say, else the PSS. Allocations do not move with the heap's state: a load that
+    fills the holes of earlier unloads grows the PSS less than it allocates, and those holes are
+    the baseline's, not the model's (the memory watch reconciles them with the real PSS)."""
+    return_memory_to_os()
+    allocated = allocated_bytes()
+    return pss_bytes() if allocated is None else allocated
 
 
 def split_requests(items: tuple[Item, ...], payload: bytes) -> Iterator[InferRequest]:

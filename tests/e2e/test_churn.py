@@ -33,6 +33,8 @@ DISTINCT = 10  # forests trained; each is served under three names
 CLIENTS = 16
 DURATION_S = 20.0
 ROOM_FOR_MODELS = 4
+# a forest's unpickling needs about twice its footprint while it runs; two workers load at once
+LOADING_ROOM = 2 * 2
 RETRYABLE = {429, 503, 504}
 
 
@@ -69,7 +71,7 @@ def churn_server(
     with testing.RunningServer(args, work) as probe:
         baseline = httpx.get(f"{probe.url}/stats").json()["memory"]["baselineBytes"]
         probe_footprint = footprint_of(probe.url, "tenant-00/m.joblib")
-    budget = baseline + ROOM_FOR_MODELS * probe_footprint
+    budget = baseline + (ROOM_FOR_MODELS + LOADING_ROOM) * probe_footprint
     args = testing.serve_args(churn_store, work / "cache", workers=2, memory_budget=budget)
     with testing.RunningServer(args, work) as server:
         yield server

@@ -78,3 +78,37 @@ def test_an_archive_larger_than_the_disk_budget_is_507(archive_store: Path, tmp_
         assert "disk budget" in response.json()["message"]
         assert httpx.post(f"{server.url}/models/a0.tar.gz/invoke", json=[ROW]).status_code == 200
     assert unpacked_bytes(tmp_path / "c") <= budget
+
+
+@pytest.fixture(scope="module")
+def forest_archives(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Six archived forests (built-in handler: nothing reads the files once loaded)."""
+    root = tmp_path_factory.mktemp("forest-archives")
+    for seed in range(6):
+        folder = root / f".src/f{seed}"
+        testing.random_forest(folder / "model.joblib", 2**20, seed=seed)
+        testing.tar_gz_of(folder, root / f"f{seed}.tar.gz")
+    return root
+
+
+def test_a_disk_smaller_than_memory_serves_every_model(
+    forest_archives: Path, tmp_path: Path
+) -> None:
+    """Room on disk for two unpacked forests, in memory for all six: the loaded ones do not need
+    their files, so each new model makes room on disk and all six stay loaded (no 507)."""
+    cache_dir = tmp_path / "cache"
+    one = max(p.stat().st_size for p in forest_archives.glob(".src/*/model.joblib"))
+    budget = int(one * 2.5)
+    serve = [*args(forest_archives, cache_dir, budget), "--memory-budget", "4GiB"]
+    rows = testing.digits_rows(2)
+    with testing.RunningServer(serve, tmp_path) as server:
+        for round_ in ("cold", "warm"):
+            for seed in range(6):
+                response = httpx.post(f"{server.url}/models/f{seed}.tar.gz/invoke", json=rows)
+                assert response.status_code == 200, f"{round_} f{seed}: {response.text}"
+                if round_ == "warm":
+                    assert response.headers["x-modelhost-cache"] == "hit"
+                assert unpacked_bytes(cache_dir) <= budget
+        stats = httpx.get(f"{server.url}/stats").json()
+    assert stats["memory"]["loadedModels"] == 6
+    assert stats["disk"]["usedBytes"] <= budget

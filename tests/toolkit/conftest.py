@@ -13,6 +13,7 @@ from modelhost import testing
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 MODELS = [f"tenants/t{i:03d}.joblib" for i in range(3)]
+SLOW = "slow"  # 50 ms a request: a worker's parallelism is its knee
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
 
 
@@ -21,6 +22,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("toolkit-store")
     for name in MODELS:
         testing.iris_logreg(root / name)
+    testing.slow_handler_folder(root / SLOW, sleep_s_param=False, fixed_sleep_s=0.05)
     return root
 
 

@@ -72,9 +72,11 @@ def test_closed_loop_count_matches_the_server_and_percentiles_match_numpy(
     assert len(rows) == summary["requests"]["sent"]
     measured = [float(r["latency_ms"]) for r in rows if r["warmup"] == "0" and r["status"] == "200"]
     assert len(measured) == summary["requests"]["ok"] > 0
-    for name, q in {"p50": 50, "p90": 90, "p99": 99, "p99.9": 99.9}.items():
+    for name, q in {"p50": 50, "p90": 90, "p95": 95, "p99": 99, "p99.9": 99.9}.items():
         assert summary["latency_ms"][name] == float(np.percentile(measured, q))
     assert summary["latency_ms"]["max"] == max(measured)
+    assert summary["latency_ms"]["min"] == min(measured)
+    assert summary["requests"]["by_status"] == {"200": len(measured)}
     assert sum(summary["cache"].values()) == summary["requests"]["ok"]
     assert set(summary["cache"]) <= {"hit", "disk", "remote"}
     assert "infer" in summary["server_timing_ms"]
@@ -116,3 +118,41 @@ def test_the_bench_report_opens_without_errors(
     text = open_in_chromium(tmp_path / "report.html", "bench-report.png")
     assert "Latency distribution" in text and "Server-Timing" in text
     assert "[svg charts: 3]" in text
+
+
+@pytest.mark.parametrize("load", [["--concurrency", "3"], ["--rate", "60"]])
+def test_requests_n_measures_exactly_n(
+    server: testing.RunningServer, tmp_path: Path, load: list[str]
+) -> None:
+    before = invocations_counted(server.url)
+    summary = run_bench(server.url, tmp_path, *load, "--requests", "45")
+    assert summary["requests"]["measured"] == 45 == summary["requests_asked"]
+    assert summary["requests"]["sent"] == invocations_counted(server.url) - before
+    rows = read_rows(tmp_path)
+    assert sum(r["warmup"] == "0" for r in rows) == 45
+    assert summary["throughput_rps"] == pytest.approx(
+        summary["requests"]["ok"] / summary["duration_s"]
+    )
+
+
+def test_a_folder_of_binary_payloads_goes_with_each_files_content_type(
+    server: testing.RunningServer, tmp_path: Path
+) -> None:
+    folder = tmp_path / "payloads"
+    folder.mkdir()
+    rows = testing.iris_rows(2)
+    np.save(folder / "two.npy", np.asarray(rows))
+    (folder / "one.csv").write_text("5.1,3.5,1.4,0.2\n")
+    (folder / "one.json").write_text(json.dumps(rows[0]))
+    summary = run_bench(
+        server.url, tmp_path / "out", "--concurrency", "2", "--payloads", str(folder)
+    )
+    measured = summary["requests"]["measured"]
+    assert measured > 0 and summary["requests"]["by_status"] == {"200": measured}
+    # the same .npy sent as JSON is a body the server cannot decode: the type travelled
+    (folder / "two.json").write_bytes((folder / "two.npy").read_bytes())
+    (folder / "two.npy").unlink()
+    wrong = run_bench(
+        server.url, tmp_path / "wrong", "--concurrency", "2", "--payloads", str(folder)
+    )
+    assert wrong["requests"]["by_status"].get("400", 0) > 0

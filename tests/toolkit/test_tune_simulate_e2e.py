@@ -53,7 +53,7 @@ def test_tune_recommends_the_best_point_of_its_own_table(store: Path, tmp_path: 
     assert "Recommended: workers=" in text
 
 
-def test_the_knee_ends_a_ramp_and_the_recommendation_stays_inside_the_limit() -> None:
+def test_recommend_takes_the_most_throughput_inside_the_limit() -> None:
     def summary(rps: float, p99: float) -> dict:
         return {
             "requests": {"measured": 10, "ok": 10, "errors": {}},

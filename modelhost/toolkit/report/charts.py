@@ -66,3 +66,68 @@ def over_time(points: Sequence[Mapping[str, float]]) -> str:
     right.set_ylabel("latency (ms)")
     figure.legend(loc="outside lower center", ncols=3)
     return _svg(figure)
+
+
+def percentiles(records: Mapping[str, Mapping[str, float]], title: str) -> str:
+    """A latency distribution as its percentile record (min … max), one line per record."""
+    figure, axes = _figure()
+    for label, record in records.items():
+        names = [name for name in record if name != "mean"]
+        axes.plot(names, [record[n] for n in names], label=label, marker="o", markersize=3)
+    axes.set(title=title, xlabel="percentile", ylabel="latency (ms)")
+    if records:
+        axes.legend(fontsize="small")
+    axes.grid(alpha=0.3)
+    return _svg(figure)
+
+
+def twin(
+    x: Sequence[float],
+    left: Mapping[str, Sequence[float]],
+    right: Mapping[str, Sequence[float]],
+    title: str,
+    labels: tuple[str, str, str],
+) -> str:
+    """Series on a left and a right axis over the same x; `labels`: x, left and right axes."""
+    figure, axes = _figure()
+    other = axes.twinx()
+    colors = iter(["#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2"])
+    for side, series in ((axes, left), (other, right)):
+        for label, y in series.items():
+            side.plot(x, y, label=label, marker="o", markersize=3, color=next(colors))
+    axes.set(title=title, xlabel=labels[0], ylabel=labels[1])
+    other.set_ylabel(labels[2])
+    for side, series in ((axes, left), (other, right)):  # from zero: no steep rise of two points
+        top = max((v for y in series.values() for v in y if v == v), default=0.0)
+        side.set_ylim(bottom=0, top=top * 1.15 or 1.0)
+    axes.grid(alpha=0.3)
+    figure.legend(loc="outside lower center", ncols=min(5, len(left) + len(right)))
+    return _svg(figure)
+
+
+def frontier(
+    points: Sequence[tuple[float, float, str]], best: Sequence[int], title: str, ylabel: str
+) -> str:
+    """(p99 ms, cost, label) points with the efficient frontier (`best`, in p99 order) marked."""
+    figure, axes = _figure()
+    groups: dict[str, list[tuple[float, float]]] = {}
+    for p99, cost, label in points:
+        groups.setdefault(label, []).append((p99, cost))
+    for label, xy in groups.items():
+        axes.scatter([p[0] for p in xy], [p[1] for p in xy], label=label, s=18)
+    edge = sorted((points[i][0], points[i][1]) for i in best)
+    axes.plot(
+        [p[0] for p in edge],
+        [p[1] for p in edge],
+        color="#e45756",
+        drawstyle="steps-post",
+        linewidth=2,
+        label="efficient frontier",
+    )
+    axes.scatter(
+        [p[0] for p in edge], [p[1] for p in edge], facecolors="none", edgecolors="#e45756", s=60
+    )
+    axes.set(title=title, xlabel="p99 latency (ms)", ylabel=ylabel)
+    axes.legend(fontsize="small")
+    axes.grid(alpha=0.3)
+    return _svg(figure)

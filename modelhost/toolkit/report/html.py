@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 STYLE = """
-body { font: 14px/1.45 system-ui, sans-serif; margin: 2rem auto; max-width: 60rem; color: #222; }
+body { font: 14px/1.45 system-ui, sans-serif; margin: 2rem auto; max-width: 90rem; color: #222; }
 h1 { font-size: 1.5rem; } h2 { font-size: 1.15rem; margin-top: 2rem; }
 table { border-collapse: collapse; margin: .5rem 0; }
 th, td { border-bottom: 1px solid #ddd; padding: .25rem .7rem; text-align: right; }
@@ -16,6 +16,7 @@ tr.best td { background: #e8f4e8; font-weight: 600; }
 .warning { background: #fff3cd; padding: .5rem .8rem; border-left: 4px solid #e0a800; }
 .note { color: #666; }
 svg { max-width: 100%; height: auto; }
+.grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(32rem, 1fr)); gap: 1rem; }
 """
 
 
@@ -45,6 +46,11 @@ def warnings(messages: Sequence[str]) -> str:
 def paragraph(text: str, css_class: str = "") -> str:
     attribute = f' class="{css_class}"' if css_class else ""
     return f"<p{attribute}>{html.escape(text)}</p>"
+
+
+def grid(charts: Sequence[str]) -> str:
+    """Charts side by side, as many to a row as fit."""
+    return '<div class="grid">' + "".join(f"<figure>{c}</figure>" for c in charts) + "</div>"
 
 
 def page(title: str, sections: Sequence[tuple[str, str]]) -> str:

@@ -29,6 +29,8 @@ class Handler(ABC):
 
     # whether `infer_batch` answers a batch in one call of the runtime (worth a batch delay)
     batches: ClassVar[bool] = False
+    # whether the loaded model may still read its artifact's files (then they stay on disk)
+    reads_artifact: ClassVar[bool] = True
 
     @abstractmethod
     def infer(self, request: InferRequest) -> InferReply:

@@ -40,6 +40,10 @@ class SpeaksOip(Handler):
     def batches(self) -> bool:  # type: ignore[override]
         return self.inner.batches
 
+    @property
+    def reads_artifact(self) -> bool:  # type: ignore[override]
+        return self.inner.reads_artifact
+
     def infer(self, request: InferRequest) -> InferReply:
         if not is_oip(request.content_type):
             return self.inner.infer(request)

@@ -27,6 +27,7 @@ class RowsHandler(Handler):
     """A handler whose model maps an (n, features) matrix to n predictions."""
 
     batches = True
+    reads_artifact = False  # the runtimes read the whole model into memory at load
     n_features: int | None = None  # checked before predicting, for a clear 400
 
     @abstractmethod

@@ -1,0 +1,372 @@
+"""Many models under concurrent churn: modelhost against the in-process floor, and the simulator.
+
+N model names (copies of a few digits forests, so answers differ between them) are requested by
+C clients at once, each picking names by Zipf(s), for a fixed time. The memory budget leaves room
+for R models beside the idle server; the floor (`churn_floor.py`: uvicorn + joblib + an LRU of R)
+runs the same clients on the same cores. Reported for each: throughput, hit ratio, p50/p99 of
+hits and of misses, errors (any status but 200, or a wrong answer); for modelhost also the hit
+ratio `modelhost simulate`'s replay predicts for the same trace and policy (and for the other
+policies), each load's footprint against the same forest's footprint measured alone, and the peak
+PSS of the server's processes against the budget.
+
+    python benchmarks/churn.py                      # 100 names, Zipf 1.0, room 10, 16 clients
+    python benchmarks/churn.py --duration 20 --serve-arg=--eviction-policy=cost-aware
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import re
+import statistics
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from _common import RESULTS, add_serve_arg, markdown_table, write_results
+
+MiB = 2**20
+
+
+@dataclass
+class Outcome:
+    started: float
+    model: str
+    status: int
+    hit: bool
+    latency_ms: float
+    right: bool
+
+
+@dataclass
+class Run:
+    outcomes: list[Outcome] = field(default_factory=list)
+    seconds: float = 0.0
+    peak_pss_bytes: int = 0
+
+    def summary(self) -> dict[str, Any]:
+        ok = [o for o in self.outcomes if o.status == 200 and o.right]
+        hits = [o.latency_ms for o in ok if o.hit]
+        misses = [o.latency_ms for o in ok if not o.hit]
+        return {
+            "requests": len(self.outcomes),
+            "throughput_rps": round(len(ok) / self.seconds, 2),
+            "hit_ratio": round(len(hits) / max(1, len(ok)), 3),
+            "errors": len(self.outcomes) - len(ok),
+            "statuses": dict(Counter(o.status for o in self.outcomes)),
+            "hit_p50_ms": _percentile(hits, 50),
+            "hit_p99_ms": _percentile(hits, 99),
+            "miss_p50_ms": _percentile(misses, 50),
+            "miss_p99_ms": _percentile(misses, 99),
+        }
+
+
+def _percentile(values: list[float], q: int) -> float | None:
+    if len(values) < 2:
+        return round(values[0], 2) if values else None
+    return round(statistics.quantiles(values, n=100)[q - 1], 2)
+
+
+# ------------------------------------------------------------------------------- the store
+
+
+def build_store(root: Path, names: int, distinct: int, artifact_mib: float) -> dict[str, int]:
+    """`names` tenants' forests, copies of `distinct` trained ones; name → which forest."""
+    from modelhost import testing
+
+    forests = [root / f"forest-{seed}.joblib" for seed in range(distinct)]
+    for seed, path in enumerate(forests):
+        if not path.exists():
+            testing.random_forest(path, int(artifact_mib * MiB), seed=seed)
+    which = {}
+    for i in range(names):
+        name = f"tenant-{i:03d}/m.joblib"
+        if not (root / name).exists():
+            testing.copy_artifact(forests[i % distinct], root / name)
+        which[name] = i % distinct
+    return which
+
+
+def truths(root: Path, distinct: int, rows: list[list[float]]) -> list[Any]:
+    import joblib
+    import numpy as np
+
+    features = np.asarray(rows)
+    return [
+        joblib.load(root / f"forest-{s}.joblib").predict_proba(features).tolist()
+        for s in range(distinct)
+    ]
+
+
+# ------------------------------------------------------------------------------- the clients
+
+
+async def drive(
+    url: str, which: dict[str, int], truth: list[Any], args: argparse.Namespace, floor: bool
+) -> Run:
+    import aiohttp
+
+    names = sorted(which)
+    random.Random(7).shuffle(names)  # popularity independent of which forest a name copies
+    weights = [1 / rank**args.zipf for rank in range(1, len(names) + 1)]
+    rows = json.dumps(ROWS).encode()
+    run = Run()
+    deadline = time.monotonic() + args.duration
+
+    async def client(seed: int, session: aiohttp.ClientSession) -> None:
+        rng = random.Random(seed)
+        while time.monotonic() < deadline:
+            name = rng.choices(names, weights)[0]
+            run.outcomes.append(await call(session, name, which[name]))
+
+    async def call(session: aiohttp.ClientSession, name: str, forest: int) -> Outcome:
+        started = time.monotonic()
+        path = f"{url}/models/{name}/invoke"
+        query = "" if floor else "?method=predict_proba"
+        headers = {"content-type": "application/json"}
+        async with session.post(path + query, data=rows, headers=headers) as response:
+            body = await response.read()
+        latency_ms = (time.monotonic() - started) * 1000
+        cache = response.headers.get("x-floor-cache" if floor else "x-modelhost-cache", "")
+        right = response.status == 200 and json.loads(body)["predictions"] == truth[forest]
+        return Outcome(started, name, response.status, cache == "hit", latency_ms, right)
+
+    timeout = aiohttp.ClientTimeout(total=300)
+    connector = aiohttp.TCPConnector(limit=args.clients)
+    async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
+        began = time.monotonic()
+        await asyncio.gather(*(client(seed, session) for seed in range(args.clients)))
+        run.seconds = time.monotonic() - began
+    return run
+
+
+ROWS: list[list[float]] = []
+
+
+class StatsPoller:
+    """GET /stats every half second while the clients run: models loaded, baseline, committed."""
+
+    def __init__(self, url: str) -> None:
+        import threading
+
+        self.url, self.samples = url, []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        import httpx
+
+        while not self._stop.wait(0.5):
+            try:
+                self.samples.append(httpx.get(f"{self.url}/stats", timeout=5).json()["memory"])
+            except (httpx.HTTPError, ValueError):
+                continue
+
+    def __enter__(self) -> StatsPoller:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def medians(self) -> dict[str, float]:
+        keys = ("loadedModels", "baselineBytes", "committedBytes", "pssBytes")
+        return {k: statistics.median(s[k] for s in self.samples) for k in keys if self.samples}
+
+
+def sampled(server: Any, coroutine: Any) -> Run:
+    """Run the clients while sampling the server's PSS every 10 ms."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "e2e"))
+    from pss_sampler import PssSampler
+
+    sampler = PssSampler(server.pid)
+    sampler.start()
+    try:
+        run: Run = asyncio.run(coroutine)
+    finally:
+        sampler.stop()
+    run.peak_pss_bytes = sampler.peak_bytes
+    return run
+
+
+# ------------------------------------------------------------------------------- modelhost
+
+
+def alone_footprints(store: Path, which: dict[str, int], work: Path, args: Any) -> dict[str, Any]:
+    """Each forest loaded alone in a fresh server (one at a time), and the idle baseline."""
+    import httpx
+
+    from modelhost import testing
+
+    first = {forest: name for name, forest in sorted(which.items(), reverse=True)}
+    serve = testing.serve_args(store, work / "alone-cache", workers=args.workers)
+    with testing.RunningServer([*serve, "--memory-budget", "8GiB"], work) as server:
+        baseline = httpx.get(f"{server.url}/stats").json()["memory"]["baselineBytes"]
+        footprints = {}
+        for forest, name in sorted(first.items()):
+            httpx.post(f"{server.url}/models/{name}/invoke", json=ROWS, timeout=120)
+            described = httpx.get(f"{server.url}/models/{name}").json()
+            footprints[forest] = int(described["memoryBytes"])
+    return {"baseline": int(baseline), "footprints": footprints}
+
+
+def run_modelhost(store: Path, which: dict[str, int], truth: list[Any], args: Any) -> dict:
+    from modelhost import testing
+
+    work = Path(tempfile.mkdtemp(prefix="churn-"))
+    alone = alone_footprints(store, which, work, args)
+    footprint = max(alone["footprints"].values())
+    budget = alone["baseline"] + args.room * footprint
+    serve = testing.serve_args(
+        store, work / "cache", workers=args.workers, memory_budget=budget
+    ) + list(args.serve_arg)
+    prefix = ("taskset", "-c", args.server_cpus) if args.server_cpus else ()
+    with testing.RunningServer(serve, work, prefix=prefix) as server:
+        with StatsPoller(server.url) as stats:
+            run = sampled(server, drive(server.url, which, truth, args, floor=False))
+        log = server.log_text()
+    errors = footprint_errors(load_footprints(log, which), alone["footprints"])
+    sizes = sorted(abs(e) for e in errors)
+    return {
+        **run.summary(),
+        "budget_bytes": budget,
+        "peak_pss_bytes": run.peak_pss_bytes,
+        "alone_footprint_bytes": alone["footprints"],
+        "footprint_error_max": round(sizes[-1], 3) if errors else None,
+        "footprint_error_median": round(statistics.median(sizes), 3) if errors else None,
+        "footprint_error_p90": round(sizes[int(0.9 * (len(sizes) - 1))], 3) if errors else None,
+        "footprint_errors_signed": [round(e, 3) for e in errors],
+        "loads": len(errors),
+        "tracebacks": log.count("Traceback"),
+        "stats_medians": stats.medians(),
+        "baseline_alone_bytes": alone["baseline"],
+        "simulated": simulated(run, footprint, args.room),
+    }
+
+
+def load_footprints(log: str, which: dict[str, int]) -> list[tuple[int, int]]:
+    """(forest, bytes) of each load event in the server's log."""
+    loads = []
+    for line in log.splitlines():
+        match = re.search(r"\{.*\"kind\": ?\"load\".*\}", line)
+        if match:
+            event = json.loads(match.group(0))
+            forest = which.get(event.get("model", ""))
+            if forest is not None and event.get("bytes"):
+                loads.append((forest, int(event["bytes"])))
+    return loads
+
+
+def footprint_errors(loads: list[tuple[int, int]], alone: dict[int, int]) -> list[float]:
+    """Each load's footprint against its forest's footprint measured alone, signed."""
+    return [(measured - alone[forest]) / alone[forest] for forest, measured in loads]
+
+
+def simulated(run: Run, footprint: int, room: int) -> dict[str, float]:
+    """The hit ratio `modelhost simulate` predicts on this run's trace, for each policy."""
+    from modelhost.cache.admission import FrequencySketch
+    from modelhost.cache.policy import policy_named
+    from modelhost.toolkit.simulate.replay import replay
+    from modelhost.toolkit.simulate.trace import make_trace
+
+    ordered = sorted(run.outcomes, key=lambda o: o.started)
+    models = [o.model for o in ordered]
+    trace = make_trace(models, dict.fromkeys(models, footprint), times=[o.started for o in ordered])
+    budget = room * footprint
+    results = {}
+    for policy in ("lru", "cost-aware"):
+        for admission in (None, "tinylfu"):
+            sketch = FrequencySketch() if admission else None
+            hits = replay(trace, budget, policy_named(policy), sketch)
+            results[policy + (f"+{admission}" if admission else "")] = round(hits / len(models), 3)
+    return results
+
+
+# ------------------------------------------------------------------------------- the floor
+
+
+def run_floor(store: Path, which: dict[str, int], truth: list[Any], args: Any) -> dict:
+    import sys
+
+    from modelhost import testing
+
+    work = Path(tempfile.mkdtemp(prefix="churn-floor-"))
+    command = [sys.executable, str(Path(__file__).with_name("churn_floor.py")), str(store)]
+    prefix = ("taskset", "-c", args.server_cpus) if args.server_cpus else ()
+    args_ = ["--room", str(args.room)]
+    with testing.RunningServer(args_, work, command=command, prefix=prefix) as server:
+        run = sampled(server, drive(server.url, which, truth, args, floor=True))
+    return {**run.summary(), "peak_pss_bytes": run.peak_pss_bytes}
+
+
+# ------------------------------------------------------------------------------- main
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", type=int, default=100, help="model names")
+    parser.add_argument("--distinct", type=int, default=10, help="forests trained")
+    parser.add_argument("--artifact-mib", type=float, default=8.0, help="each forest's file")
+    parser.add_argument("--zipf", type=float, default=1.0, help="popularity exponent s")
+    parser.add_argument("--room", type=int, default=10, help="models the budget has room for")
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--duration", type=float, default=40.0, help="seconds per server")
+    parser.add_argument("--workers", type=int, default=1, help="modelhost --workers")
+    parser.add_argument("--server-cpus", default="0", help="taskset list for servers ('' none)")
+    parser.add_argument("--client-cpus", default="1", help="CPUs for the clients ('' none)")
+    parser.add_argument("--skip-floor", action="store_true")
+    add_serve_arg(parser)
+    args = parser.parse_args()
+
+    from modelhost import testing
+
+    ROWS.extend(testing.digits_rows(3))
+    store = RESULTS / f".churn-store-{args.distinct}x{args.artifact_mib:g}MiB"
+    store.mkdir(parents=True, exist_ok=True)
+    which = build_store(store, args.models, args.distinct, args.artifact_mib)
+    truth = truths(store, args.distinct, ROWS)
+    if args.client_cpus:
+        os.sched_setaffinity(0, {int(cpu) for cpu in args.client_cpus.split(",")})
+    results = {"args": vars(args), "modelhost": run_modelhost(store, which, truth, args)}
+    if not args.skip_floor:
+        results["floor"] = run_floor(store, which, truth, args)
+    path = write_results("churn", results, report(results))
+    print(report(results))
+    print(f"\nraw results: {path}")
+
+
+def report(results: dict[str, Any]) -> str:
+    columns = ["throughput_rps", "hit_ratio", "hit_p50_ms", "hit_p99_ms", "miss_p50_ms"]
+    columns += ["miss_p99_ms", "errors", "peak_pss_bytes"]
+    rows = [
+        [name, *(results[name].get(c) for c in columns)]
+        for name in ("modelhost", "floor")
+        if name in results
+    ]
+    mh = results["modelhost"]
+    lines = [
+        markdown_table(["server", *columns], rows),
+        "",
+        f"modelhost budget {mh['budget_bytes']} bytes; peak PSS {mh['peak_pss_bytes']}; "
+        f"loads {mh['loads']}; footprint error median {mh['footprint_error_median']}, "
+        f"p90 {mh['footprint_error_p90']}, max {mh['footprint_error_max']}; "
+        f"tracebacks {mh['tracebacks']}; "
+        f"statuses {mh['statuses']}",
+        f"simulate's hit ratio on modelhost's trace: {mh['simulated']}",
+        f"idle baseline alone {mh['baseline_alone_bytes']}; medians during the run "
+        f"(GET /stats): {mh['stats_medians']}",
+    ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,97 @@
+"""The optional dependency groups (pyproject's extras): the modules each brings, the commands that
+need one, and the one-line error that names what to install instead of a traceback."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import click
+
+# extra → the top-level modules it installs that modelhost imports; tests/packaging checks this
+# against pyproject.toml, so a dependency added there without a line here fails
+EXTRA_MODULES: dict[str, tuple[str, ...]] = {
+    "toolkit": ("aiohttp", "rich", "matplotlib", "scipy"),
+    "xgboost": ("xgboost",),
+    "lightgbm": ("lightgbm",),
+    "onnx": ("onnxruntime",),
+    "torch": ("torch",),
+}
+# command → the extra it cannot run without (serve and examples need only the base install)
+COMMAND_EXTRAS: dict[str, str] = {
+    "bench": "toolkit",
+    "tune": "toolkit",
+    "simulate": "toolkit",
+    "cost": "toolkit",
+}
+EXIT_MISSING_EXTRA = 2
+
+
+class MissingExtra(click.ClickException):
+    """A command needs modules of an extra that is not installed; exits 2 with one line."""
+
+    exit_code = EXIT_MISSING_EXTRA
+
+    def __init__(self, command: str, modules: Sequence[str], extra: str) -> None:
+        names = " and ".join(
+            [", ".join(modules[:-1]), modules[-1]] if len(modules) > 1 else modules
+        )
+        verb = "is" if len(modules) == 1 else "are"
+        super().__init__(
+            f"modelhost {command} needs {names}, which {verb} not installed: "
+            f"pip install 'modelhost[{extra}]'"
+        )
+
+
+def extra_of(module: str | None) -> str | None:
+    """The extra that installs `module` (a dotted name counts by its top level), if any."""
+    top = (module or "").partition(".")[0]
+    return next((extra for extra, mods in EXTRA_MODULES.items() if top in mods), None)
+
+
+def missing_modules(extra: str) -> list[str]:
+    """The modules of `extra` that cannot be found; found ones are not imported here."""
+    return [m for m in EXTRA_MODULES[extra] if importlib.util.find_spec(m) is None]
+
+
+def require_extra(command: str, extra: str) -> None:
+    """Raise MissingExtra unless every module of `extra` is installed."""
+    missing = missing_modules(extra)
+    if missing:
+        raise MissingExtra(command, missing, extra)
+
+
+def checked_callback(command: str, extra: str, callback: Callable[..., Any]) -> Callable[..., Any]:
+    """`callback`, first checking `extra`: after option parsing, so `--help` works without it."""
+
+    @functools.wraps(callback)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        require_extra(command, extra)
+        return callback(*args, **kwargs)
+
+    return run
+
+
+def command_or_stand_in(name: str) -> click.Command:
+    """Command `name` from its module in this folder; when importing it needs a module of an
+    extra that is not installed, a stand-in that takes any arguments and says what to install."""
+    try:
+        return getattr(importlib.import_module(f"modelhost.cli.{name}"), name)  # type: ignore[no-any-return]
+    except ModuleNotFoundError as exc:
+        extra = extra_of(exc.name)
+        if extra is None:
+            raise
+
+    def refuse(args: tuple[str, ...]) -> None:
+        raise MissingExtra(name, missing_modules(extra) or [str(extra)], extra)
+
+    return click.Command(
+        name,
+        callback=refuse,
+        params=[click.Argument(["args"], nargs=-1, type=click.UNPROCESSED)],
+        help=f"(needs pip install 'modelhost[{extra}]')",
+        context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+    )

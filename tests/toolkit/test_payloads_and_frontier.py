@@ -1,0 +1,68 @@
+"""Payload files of every kind, the efficient frontier, and reading usage from /metrics text."""
+
+from __future__ import annotations
+
+import io
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from modelhost.toolkit.payloads import NPY, read_payloads
+from modelhost.toolkit.resources import parse_usage
+from modelhost.toolkit.tune import efficient_frontier
+
+
+def test_a_folder_sends_each_file_as_it_is_with_its_type(tmp_path: Path) -> None:
+    (tmp_path / "a.npy").write_bytes(b"\x93NUMPY")
+    (tmp_path / "b.csv").write_text("1,2\n")
+    (tmp_path / "c.jpg").write_bytes(b"\xff\xd8\xff")
+    (tmp_path / "d.wav").write_bytes(b"RIFF")
+    (tmp_path / "e.bin").write_bytes(b"\x00")
+    (tmp_path / ".hidden").write_text("x")
+    found = [(p.body, p.content_type) for p in read_payloads(tmp_path)]
+    assert [t for _, t in found] == [
+        NPY,
+        "text/csv",
+        "image/jpeg",
+        "audio/x-wav",
+        "application/octet-stream",
+    ]
+    assert found[2][0] == b"\xff\xd8\xff"
+
+
+def test_an_npz_is_one_npy_body_per_array(tmp_path: Path) -> None:
+    arrays = {"first": np.arange(4.0).reshape(1, 4), "second": np.ones((3, 4))}
+    np.savez(tmp_path / "batch.npz", **arrays)
+    payloads = read_payloads(tmp_path / "batch.npz")
+    assert [p.content_type for p in payloads] == [NPY, NPY]
+    for payload, expected in zip(payloads, arrays.values(), strict=True):
+        assert np.array_equal(np.load(io.BytesIO(payload.body)), expected)
+    np.save(tmp_path / "one.npy", arrays["second"])
+    (single,) = read_payloads(tmp_path / "one.npy")
+    assert single.body == (tmp_path / "one.npy").read_bytes() and single.content_type == NPY
+
+
+def test_an_empty_folder_says_so(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="holds no files"):
+        read_payloads(tmp_path)
+
+
+def test_the_frontier_keeps_only_points_nothing_beats_on_both() -> None:
+    points = [(10.0, 5.0), (20.0, 3.0), (15.0, 6.0), (30.0, 3.0), (5.0, 9.0), (8.0, math.inf)]
+    assert efficient_frontier(points) == [4, 0, 1]
+
+
+def test_usage_sums_frontend_and_worker_cpu_and_reads_pss() -> None:
+    text = "\n".join(
+        [
+            "# HELP modelhost_process_cpu_seconds_total Total user and system CPU time",
+            "modelhost_process_cpu_seconds_total 1.5",
+            'modelhost_worker_cpu_seconds_total{worker="0"} 2.0',
+            'modelhost_worker_cpu_seconds_total{worker="1"} 0.25',
+            "modelhost_memory_used_bytes 1.2e+08",
+            "modelhost_memory_budget_bytes 2e+09",
+        ]
+    )
+    assert parse_usage(text) == (3.75, 1.2e8)
