@@ -104,6 +104,8 @@ def test_event_streams_past_the_cap_are_503_and_a_closed_one_frees_its_place(
     with httpx.Client(base_url=server.url, timeout=30) as client:
         with contextlib_streams(client, STREAMS) as opened:
             assert all(r.status_code == 200 for r in opened)
+            # a stream registers as its body starts, a moment after its first frame: poll
+            wait_for(lambda: stream_status(client) == 503, "a stream past the cap to be 503")
             refused = client.get("/events")
             assert refused.status_code == 503, refused.text
             assert "--max-event-streams" in refused.json()["message"]
@@ -115,6 +117,11 @@ def test_event_streams_past_the_cap_are_503_and_a_closed_one_frees_its_place(
         wait_for(another_opens, "a place to free once the streams closed")
 
 
+def stream_status(client: httpx.Client) -> int:
+    with client.stream("GET", "/events") as response:
+        return response.status_code
+
+
 class contextlib_streams:  # noqa: N801 - reads as a context manager
     """`count` open GET /events responses, closed on exit."""
 
@@ -123,8 +130,10 @@ class contextlib_streams:  # noqa: N801 - reads as a context manager
 
     def __enter__(self) -> list[httpx.Response]:
         responses = [manager.__enter__() for manager in self.managers]
-        for response in responses:  # the first frame: the stream is registered by now
-            next(response.iter_lines())
+        # kept: a line iterator dropped closes its response, and the server ends its stream
+        self.lines = [response.iter_lines() for response in responses]
+        for lines in self.lines:
+            next(lines)  # the first frame
         return responses
 
     def __exit__(self, *exc: object) -> None:
