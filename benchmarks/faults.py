@@ -64,10 +64,12 @@ def main() -> None:
         serve = testing.serve_args(work / "store", work / "cache", workers=args.workers)
         with testing.RunningServer([*serve, *args.serve_arg], work) as server:
             results = slowloris(server, args) if args.slowloris else run(server, names, args)
+            log_text = server.log_text()
     keys, header = (LORIS_KEYS, LORIS_KEYS) if args.slowloris else (KEYS, HEADER)
     table = markdown_table(header, [[results[key] for key in keys]])
     name = "slowloris" if args.slowloris else "faults"
     path = write_results(name, {"args": vars(args), **results}, table)
+    path.with_suffix(".log").write_text(log_text)  # the server's log, to explain any failure
     print(table)
     print(f"results: {path}")
 
