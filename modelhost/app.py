@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import socket
 import sys
@@ -27,6 +28,7 @@ from modelhost.host import ModelHost
 from modelhost.host.upkeep import upkeep
 from modelhost.http.app import build_app
 from modelhost.http.last_resort import Unhandled
+from modelhost.http.protocol import header_deadline_protocol
 from modelhost.http.routes import HttpSettings, Routes
 from modelhost.http.torchserve import build_management_app
 from modelhost.observe.observer import Observer
@@ -35,6 +37,7 @@ from modelhost.records.memory import server_pss_bytes
 from modelhost.resources import free_disk_bytes, usable_cores, usable_memory_bytes
 from modelhost.scheduler import SchedulerSettings
 from modelhost.units import format_bytes, parse_size
+from modelhost.workers.environment import worker_environment
 from modelhost.workers.pool import WorkerPool
 
 logger = logging.getLogger("modelhost")
@@ -89,6 +92,7 @@ async def main(config: Config) -> int:
             )
             await preload(host, config)
             ignore_signals_after_drain()
+            routes.worker_health = host.pool.health
             routes.ready = True
             store = host.disk.stores.default.uri
             logger.info("serving %s on http://%s:%d", store, config.host, config.port)
@@ -108,7 +112,8 @@ def management_servers(
 
 def uvicorn_config(app: Any, config: Config, port: int, **more: Any) -> uvicorn.Config:
     """Both servers' settings: httptools, no lifespan, our own access log instead of uvicorn's.
-    Proxy headers are trusted only from --forwarded-allow-ips, given explicitly so uvicorn's own
+    Each request's headers must arrive within --header-timeout-s (slowloris). Proxy headers are
+    trusted only from --forwarded-allow-ips, given explicitly so uvicorn's own
     FORWARDED_ALLOW_IPS variable cannot turn that trust on: the caller's address decides who may
     manage models."""
     return uvicorn.Config(
@@ -118,7 +123,8 @@ def uvicorn_config(app: Any, config: Config, port: int, **more: Any) -> uvicorn.
         lifespan="off",
         access_log=False,
         log_level=config.log_level,
-        http="httptools",
+        http=header_deadline_protocol(config.header_timeout_s),
+        limit_concurrency=config.max_connections or None,
         proxy_headers=bool(config.forwarded_allow_ips),
         forwarded_allow_ips=config.forwarded_allow_ips or "",
         ssl_certfile=config.ssl_certfile or None,
@@ -161,7 +167,9 @@ class DrainingServer(uvicorn.Server):
 @contextlib.asynccontextmanager
 async def observed(host: ModelHost, config: Config) -> AsyncIterator[Observer]:
     """Metrics, event stream and access log for `host`, for as long as the server runs."""
-    observer = Observer(host, config.access_log, config.metrics_model_series)
+    observer = Observer(
+        host, config.access_log, config.metrics_model_series, config.max_event_streams
+    )
     try:
         observer.start()
     except OSError as error:
@@ -187,7 +195,16 @@ async def started_host(config: Config, run_dir: Path) -> AsyncIterator[ModelHost
     events = EventLog()
     workers = config.workers or usable_cores()
     threads = config.threads_per_worker or max(1, usable_cores() // workers)
-    pool = WorkerPool(workers, threads, run_dir, events, config.preload_runtimes)
+    pool = WorkerPool(
+        workers,
+        threads,
+        run_dir,
+        events,
+        config.preload_runtimes,
+        load_timeout_s=config.worker_load_timeout_s,
+        infer_timeout_s=2 * config.default_response_timeout_s,  # stuck, not slow: kill it
+        environment=worker_environment(os.environ),
+    )
     stores = Stores(  # before the baseline is measured: an S3 client costs the frontend memory
         config.model_store,
         config.allowed_urls,
@@ -236,6 +253,7 @@ def build_host(
         UnpackLimits(parse_size(config.max_unpacked_bytes), config.max_unpacked_files),
         DownloadPolicy(config.store_attempts, config.store_timeout_s),
         config.revalidate_interval_s,
+        refuse_pickle=config.refuse_pickle,
     )
     disk.rebuild()
     events.emit(

@@ -27,6 +27,7 @@ ModelhostError
 ├── DeadlineExceeded             no answer within default_response_timeout
 ├── Unavailable                  retry is safe
 │   ├── WorkerDied               the worker process died while it held the request
+│   ├── TooManyStreams           max_event_streams GET /events streams are open
 │   └── ShuttingDown
 └── StoreError                   the model store failed (refused access, no such bucket)
     ├── StoreUnavailable         it may work again: connection refused or reset, 5xx, throttled
@@ -142,6 +143,10 @@ class Unavailable(ModelhostError):
 
 class WorkerDied(Unavailable):
     running: bool = False  # set where it failed a request the worker was running (not a load)
+
+
+class TooManyStreams(Unavailable):
+    pass
 
 
 class ShuttingDown(Unavailable):

@@ -28,6 +28,7 @@ from modelhost.http.routes import Routes, model_in_path, page_size
 from modelhost.names import echo, model_name
 from modelhost.observe.describe import iso_time
 from modelhost.records.statistics import ModelStatistics
+from modelhost.urls import redact_url
 
 MODEL_VERSION = "1.0"
 ARCHIVE_SUFFIXES = (".mar", ".tar.gz", ".tgz", ".tar", ".zip")
@@ -148,7 +149,7 @@ def describe(model: ModelStatistics) -> dict[str, Any]:
     return {
         "modelName": model.name,
         "modelVersion": MODEL_VERSION,
-        "modelUrl": model.url,
+        "modelUrl": redact_url(model.url),
         "runtime": "python",
         "minWorkers": len(workers),
         "maxWorkers": len(workers),
@@ -161,7 +162,7 @@ def describe(model: ModelStatistics) -> dict[str, Any]:
 
 def name_from_url(url: str) -> str:
     """TorchServe's default model name: the archive's file name without its extension."""
-    base = PurePosixPath(url.rstrip("/")).name
+    base = PurePosixPath(url.partition("?")[0].rstrip("/")).name  # a presigned URL's query
     for suffix in ARCHIVE_SUFFIXES:
         if base.lower().endswith(suffix):
             return base[: -len(suffix)] or base

@@ -54,7 +54,7 @@ def send(host: FakeHost, method: str, path: str, **kwargs: Any) -> tuple[httpx.R
 
     async def request() -> httpx.Response:
         transport = httpx.ASGITransport(app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://modelhost") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
             return await client.request(method, path, **kwargs)
 
     return asyncio.run(request()), observer

@@ -31,7 +31,7 @@ def delete(client_ip: str, token: str = "", **headers: str) -> tuple[httpx.Respo
     transport = httpx.ASGITransport(build_app(routes), client=(client_ip, 40000))
 
     async def call() -> httpx.Response:
-        async with httpx.AsyncClient(transport=transport, base_url="http://modelhost") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
             return await client.delete("/models/tenants/t1.joblib", headers=headers)
 
     return asyncio.run(call()), host.unloaded

@@ -16,7 +16,7 @@ def call(method: str, path: str) -> httpx.Response:
 
     async def send() -> httpx.Response:
         transport = httpx.ASGITransport(app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://modelhost") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
             return await client.request(method, path)
 
     return asyncio.run(send())

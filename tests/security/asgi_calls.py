@@ -25,7 +25,7 @@ class UnreachableHost:
 def call(app: Any, method: str, path: str, **kwargs: Any) -> httpx.Response:
     async def send() -> httpx.Response:
         transport = httpx.ASGITransport(app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://modelhost") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
             return await client.request(method, path, **kwargs)
 
     return asyncio.run(send())

@@ -34,7 +34,7 @@ def call(path: str, chunked: bool) -> httpx.Response:
 
     async def send() -> httpx.Response:
         transport = httpx.ASGITransport(app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://modelhost") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
             return await client.post(path, content=chunks() if chunked else BIG)
 
     return asyncio.run(send())

@@ -48,7 +48,7 @@ class Observer:
 def call(app: Any, method: str, path: str) -> httpx.Response:
     async def send() -> httpx.Response:
         transport = httpx.ASGITransport(app, raise_app_exceptions=True)
-        async with httpx.AsyncClient(transport=transport, base_url="http://modelhost") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
             target = {"X-Amzn-SageMaker-Target-Model": "m"}
             return await client.request(method, path, content=b"[1]", headers=target)
 

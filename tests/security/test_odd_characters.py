@@ -36,7 +36,7 @@ def call(app: Any, method: str, path: str, client_ip: str = "127.0.0.1", **kw: A
     transport = httpx.ASGITransport(app, client=(client_ip, 40000))
 
     async def send() -> httpx.Response:
-        async with httpx.AsyncClient(transport=transport, base_url="http://modelhost") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
             return await client.request(method, path, **kw)
 
     return asyncio.run(send())

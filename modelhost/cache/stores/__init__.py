@@ -10,11 +10,12 @@ import fnmatch
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse, urlsplit
 
 from modelhost.cache.stores.base import ObjectInfo, Progress, Store, validate_name
 from modelhost.cache.stores.local import LocalStore, path_of
 from modelhost.errors import ConfigError, Forbidden, InvalidModelName
+from modelhost.urls import redact_url
 
 __all__ = ["ObjectInfo", "Progress", "Store", "StoreSettings", "Stores"]
 
@@ -74,20 +75,27 @@ class Stores:
 
     def url_of(self, name: str) -> str:
         """The source of a model invoked by name: its path in the configured store."""
-        return self.default.url_of(validate_name(name))
+        url = self.default.url_of(validate_name(name))
+        if isinstance(self.default, LocalStore):
+            self.default.inside(path_of(url), name)  # a folder link must not lead out
+        return url
 
     def normalize(self, url: str) -> str:
-        """A URL given by a user in the one form kept; a relative path is in the store."""
+        """A URL given by a user in the one form kept, on which `allowed_urls` decides: a
+        remote URL as given once its decoded path has no '.' or '..' (so '%2e%2e' cannot climb
+        past an allowed prefix), a local one resolved (so no link leads out), a relative path
+        in the store."""
         scheme = urlparse(url).scheme
         if scheme in REMOTE_SCHEMES:
-            validate_name(url.partition("://")[2].partition("/")[2])  # no '..' in the key
+            path = urlsplit(url).path.removeprefix("/")
+            validate_name(unquote(path))
             return url
         if scheme not in ("", "file"):
             raise InvalidModelName(
-                f"unsupported URL {url!r}: use s3://, http(s)://, file:// or a path"
+                f"unsupported URL {redact_url(url)!r}: use s3://, http(s)://, file:// or a path"
             )
         if scheme == "" and not Path(url).is_absolute():
-            return self.url_of(url)
+            return self.normalize(self.default.url_of(validate_name(url)))
         return path_of(url).as_uri()
 
     def admit(self, url: str) -> str:
@@ -95,7 +103,7 @@ class Stores:
         normalized = self.normalize(url)
         if not any(fnmatch.fnmatchcase(normalized, p) for p in self.allowed_urls):
             raise Forbidden(
-                f"url {url!r} is outside the URLs models may be loaded from "
+                f"url {redact_url(url)!r} is outside the URLs models may be loaded from "
                 f"({', '.join(self.allowed_urls)}); an operator can add a pattern to "
                 "--allowed-urls"
             )
@@ -106,8 +114,13 @@ class Stores:
         key = self.default.key_of(url)
         if key is not None:
             return self.default, key
-        parent, _, key = url.rstrip("/").rpartition("/")
-        return self.open(parent), key
+        path, mark, query = url.partition("?")  # a presigned URL's query may hold a '/'
+        parent = path.rstrip("/").rpartition("/")[0]
+        store = self.open(parent)
+        key = store.key_of(path.rstrip("/") + mark + query)
+        if key is None:
+            raise InvalidModelName(f"{redact_url(url)!r} names no object below {parent}")
+        return store, key
 
     async def close(self) -> None:
         for client in self._clients.values():
