@@ -14,10 +14,10 @@ from typing import Any
 
 import httpx
 import pytest
+from helpers.stores import MotoServer, StaticHttpServer, TcpProxy
 
 from modelhost import testing
 from modelhost.observe.exchange import parse_server_timing
-from modelhost.testing_stores import MotoServer, StaticHttpServer, TcpProxy
 
 pytestmark = pytest.mark.e2e
 

@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import joblib
 import pytest
+from helpers.handlers import gated_handler_folder
 
 from modelhost import testing
 
@@ -32,7 +33,7 @@ def gate(tmp_path: Path) -> Path:
 @pytest.fixture
 def store(tmp_path: Path, gate: Path) -> Path:
     root = tmp_path / "store"
-    testing.gated_handler_folder(root / GATED, gate)
+    gated_handler_folder(root / GATED, gate)
     testing.iris_logreg(root / "iris.joblib")
     return root
 
