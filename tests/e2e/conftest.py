@@ -8,6 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 from helpers.archives import symlink_tar, tar_bomb, traversal_tar
+from helpers.serving import Servers
 
 from modelhost import testing
 
@@ -35,20 +36,14 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def server(
-    store: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[testing.RunningServer]:
-    work = tmp_path_factory.mktemp("server")
-    args = testing.serve_args(
+def server(store: Path, serve: Servers) -> testing.RunningServer:
+    return serve(
         store,
-        work / "cache",
         workers=2,
         memory_budget="4GiB",
         max_unpacked_bytes="16MiB",
         max_request_size="1MiB",
     )
-    with testing.RunningServer(args, work) as running:
-        yield running
 
 
 @pytest.fixture

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from helpers.serving import Servers
 from observe_tools import require_tool
 
 from modelhost import testing
@@ -31,13 +31,8 @@ ROW = json.dumps(testing.iris_rows(1)[0])
 
 
 @pytest.fixture(scope="module")
-def server(
-    store: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[testing.RunningServer]:
-    work = tmp_path_factory.mktemp("dashboard")
-    args = testing.serve_args(store, work / "cache", workers=2, memory_budget="4GiB")
-    with testing.RunningServer(args, work) as running:
-        yield running
+def server(store: Path, serve: Servers) -> testing.RunningServer:
+    return serve(store, workers=2, memory_budget="4GiB")
 
 
 def invoke(url: str, name: str) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from helpers.serving import Servers
 
 from modelhost import testing
 
@@ -21,15 +22,8 @@ def management_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def ts_server(
-    store: Path, management_port: int, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[testing.RunningServer]:
-    work = tmp_path_factory.mktemp("torchserve")
-    args = testing.serve_args(
-        store, work / "cache", workers=1, memory_budget="4GiB", management_port=management_port
-    )
-    with testing.RunningServer(args, work) as running:
-        yield running
+def ts_server(store: Path, management_port: int, serve: Servers) -> testing.RunningServer:
+    return serve(store, workers=1, memory_budget="4GiB", management_port=management_port)
 
 
 @pytest.fixture
