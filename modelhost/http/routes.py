@@ -1,4 +1,4 @@
-"""Routes: SageMaker's container contract (ping, the multi-model management calls) and /stats.
+"""SageMaker's container contract (ping, the multi-model management calls) and /stats.
 The invocation routes are answered in front of the framework: see `invocations`."""
 
 from __future__ import annotations
@@ -39,7 +39,10 @@ class HttpSettings:
     single_model: str
 
 
-class Routes:
+class SageMakerRoutes:
+    """The handlers of SageMaker's container routes and /stats, bound to the host; OIP and the
+    TorchServe API reach the host, the settings and `authorize` through it."""
+
     def __init__(
         self, host: ModelHost, settings: HttpSettings, usage: ModelUsage | None = None
     ) -> None:
@@ -143,6 +146,9 @@ class Routes:
                 "management calls from outside this machine need the header "
                 "'Authorization: Bearer <token>' with the configured token"
             )
+
+
+Routes = SageMakerRoutes  # the old name, still imported by tests/security; drop once they move
 
 
 def model_in_path(request: Request) -> str:
