@@ -83,6 +83,15 @@ def running_and_queued(client: httpx.Client, running: int, queued: int) -> Calla
     return check
 
 
+def held_at_the_gate(
+    pool: concurrent.futures.Executor, client: httpx.Client, body: str
+) -> concurrent.futures.Future[httpx.Response]:
+    """A request to the gated model, returned once it runs in a worker with none queued behind."""
+    held = pool.submit(invoke, client, GATED, body)
+    wait_until(running_and_queued(client, 1, 0))
+    return held
+
+
 def metric(client: httpx.Client, line_start: str) -> float:
     for line in client.get("/metrics").text.splitlines():
         if line.startswith(line_start):
@@ -95,8 +104,7 @@ def test_a_full_queue_answers_429_with_its_numbers_and_recovers(
 ) -> None:
     client = client_of(workers=1, threads_per_worker=1, job_queue_size=3, max_workers_per_model=1)
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
-        first = pool.submit(invoke, client, GATED, "0")
-        wait_until(running_and_queued(client, 1, 0))
+        first = held_at_the_gate(pool, client, "0")
         waiting = [pool.submit(invoke, client, GATED, str(i)) for i in (1, 2, 3)]
         wait_until(running_and_queued(client, 1, 3))
         refused = invoke(client, GATED, "4")
@@ -139,8 +147,7 @@ def test_a_request_past_its_deadline_gets_504_running_or_queued(
         workers=1, threads_per_worker=1, default_response_timeout_s=1, max_workers_per_model=1
     )
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        running = pool.submit(invoke, client, GATED, "0")
-        wait_until(running_and_queued(client, 1, 0))
+        running = held_at_the_gate(pool, client, "0")
         queued = pool.submit(invoke, client, GATED, "1")
         late = [running.result(), queued.result()]
     assert [r.status_code for r in late] == [504, 504]
@@ -157,8 +164,7 @@ def test_custom_handlers_receive_the_waiting_requests_as_one_list(
 ) -> None:
     client = client_of(workers=1, threads_per_worker=1, batch_size=4, max_workers_per_model=1)
     with concurrent.futures.ThreadPoolExecutor(5) as pool:
-        first = pool.submit(invoke, client, GATED, "first")
-        wait_until(running_and_queued(client, 1, 0))
+        first = held_at_the_gate(pool, client, "first")
         batch = [pool.submit(invoke, client, GATED, f"b{i}") for i in range(4)]
         wait_until(running_and_queued(client, 1, 4))
         gate.touch()
@@ -191,8 +197,7 @@ def test_a_hot_model_scales_out_to_another_worker_and_back_in_when_idle(
 ) -> None:
     client = client_of(workers=2, scale_in_idle_s=1)
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        first = pool.submit(invoke, client, GATED, "0")
-        wait_until(running_and_queued(client, 1, 0))
+        first = held_at_the_gate(pool, client, "0")
         second = pool.submit(invoke, client, GATED, "1")  # waits: the model takes a second worker
         wait_until(running_and_queued(client, 2, 0))
         assert len(describe(client, GATED)["workers"]) == 2
