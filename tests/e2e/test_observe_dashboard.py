@@ -9,6 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from helpers.browser import chromium_page
 from helpers.serving import Servers
 from observe_tools import require_tool
 
@@ -50,15 +51,10 @@ def test_the_dashboard_shows_models_and_updates_when_one_loads(
     server: testing.RunningServer, tmp_path: Path
 ) -> None:
     chromium = require_tool("chromium", "chromium")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+    pytest.importorskip("playwright.sync_api", reason="pip install playwright")
     invoke(server.url, "tenants/t000.joblib")
     invoke(server.url, "tenants/t000.joblib")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1366, "height": 900})
-        problems: list[str] = []
-        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda error: problems.append(str(error)))
+    with chromium_page(chromium, CHROMIUM_ARGS, width=1366) as (page, problems):
         page.goto(server.url + "/")
         page.wait_for_selector(model_row("tenants/t000.joblib"), timeout=WAIT_MS)
         page.wait_for_selector("#status.live", timeout=WAIT_MS)
@@ -73,7 +69,6 @@ def test_the_dashboard_shows_models_and_updates_when_one_loads(
         memory = page.inner_text("#memory-now")
         screenshot = tmp_path / "dashboard.png"
         page.screenshot(path=str(screenshot), full_page=True)
-        browser.close()
     ARTIFACTS.mkdir(exist_ok=True)
     shutil.copyfile(screenshot, ARTIFACTS / "dashboard.png")
     assert hits == "1"  # the second of its two invocations; the first was a miss

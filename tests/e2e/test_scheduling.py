@@ -92,6 +92,15 @@ def held_at_the_gate(
     return held
 
 
+def queued_behind(
+    pool: concurrent.futures.Executor, client: httpx.Client, bodies: list[str]
+) -> list[concurrent.futures.Future[httpx.Response]]:
+    """Requests to the gated model, returned once all of them wait in its queue behind one."""
+    queued = [pool.submit(invoke, client, GATED, body) for body in bodies]
+    wait_until(running_and_queued(client, 1, len(queued)))
+    return queued
+
+
 def metric(client: httpx.Client, line_start: str) -> float:
     for line in client.get("/metrics").text.splitlines():
         if line.startswith(line_start):
@@ -105,8 +114,7 @@ def test_a_full_queue_answers_429_with_its_numbers_and_recovers(
     client = client_of(workers=1, threads_per_worker=1, job_queue_size=3, max_workers_per_model=1)
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
         first = held_at_the_gate(pool, client, "0")
-        waiting = [pool.submit(invoke, client, GATED, str(i)) for i in (1, 2, 3)]
-        wait_until(running_and_queued(client, 1, 3))
+        waiting = queued_behind(pool, client, ["1", "2", "3"])
         refused = invoke(client, GATED, "4")
         assert refused.status_code == 429, refused.text
         assert refused.headers["retry-after"] == "1"
@@ -165,8 +173,7 @@ def test_custom_handlers_receive_the_waiting_requests_as_one_list(
     client = client_of(workers=1, threads_per_worker=1, batch_size=4, max_workers_per_model=1)
     with concurrent.futures.ThreadPoolExecutor(5) as pool:
         first = held_at_the_gate(pool, client, "first")
-        batch = [pool.submit(invoke, client, GATED, f"b{i}") for i in range(4)]
-        wait_until(running_and_queued(client, 1, 4))
+        batch = queued_behind(pool, client, [f"b{i}" for i in range(4)])
         gate.touch()
         assert first.result().json() == {"batch": 1, "body": "first"}
         answers = [future.result().json() for future in batch]
