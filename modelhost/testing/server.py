@@ -13,7 +13,6 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 
 from modelhost.testing.models import parent_made
 
@@ -126,12 +125,7 @@ class RunningServer:
     def __enter__(self) -> RunningServer:
         return self.start()
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        value: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self._process is not None:
             self.stop()
 
