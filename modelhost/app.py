@@ -71,6 +71,7 @@ async def main(config: Config) -> int:
                     parse_size(config.max_request_size),
                     config.management_token,
                     config.single_model,
+                    config.instance_id,
                 ),
                 observer.usage,
             )

@@ -203,6 +203,10 @@ class Config:
         "4GiB", "largest unpacked size of a model archive", size="bytes"
     )
     max_unpacked_files: int = _setting(10000, "most files in a model archive", minimum=1)
+    instance_id: str = _setting(
+        "",
+        "name of this instance in every response's X-Modelhost-Instance header (empty: hostname)",
+    )
     drain_timeout_s: float = _setting(25.0, "seconds to finish requests at shutdown", minimum=0)
     log_level: str = _setting("info", "log level", choices=LOG_LEVELS)
     access_log: str = _setting("", "JSON-lines access log: a file path, - for stdout, empty: none")

@@ -19,7 +19,8 @@ ModelhostError
 ├── ModelError                   the model or its code failed
 │   ├── ModelLoadError           the artifact could not be loaded (corrupt, missing runtime)
 │   │   └── UnsafeArtifact       an archive that escapes its folder, links out, or is too large
-│   └── HandlerError             the handler raised while serving a request
+│   ├── HandlerError             the handler raised while serving a request
+│   └── PoisonRequest            its worker died running it, and again when it was retried alone
 ├── Overloaded                   too much at once: retry after a pause
 │   ├── QueueFull                the model's queue holds job_queue_size requests
 │   └── ConcurrencyLimit         the server holds max_concurrency requests
@@ -115,6 +116,10 @@ class HandlerError(ModelError):
     pass
 
 
+class PoisonRequest(ModelError):
+    pass
+
+
 class Overloaded(ModelhostError):
     pass
 
@@ -136,7 +141,7 @@ class Unavailable(ModelhostError):
 
 
 class WorkerDied(Unavailable):
-    pass
+    running: bool = False  # set where it failed a request the worker was running (not a load)
 
 
 class ShuttingDown(Unavailable):

@@ -10,6 +10,7 @@ from starlette.routing import Route
 
 from modelhost.errors import ModelhostError
 from modelhost.http.errors import handle_http_exception, handle_modelhost_error
+from modelhost.http.instance import InstanceHeader, instance_name
 from modelhost.http.invocations import ROUTES as INVOCATION_ROUTES
 from modelhost.http.invocations import InvocationFastPath, Invocations
 from modelhost.http.last_resort import LastResort, Unhandled
@@ -21,7 +22,7 @@ from modelhost.http.routes import SageMakerRoutes
 from modelhost.observe.observer import Observer
 
 
-def build_app(routes: SageMakerRoutes, observer: Observer | None = None) -> LastResort:
+def build_app(routes: SageMakerRoutes, observer: Observer | None = None) -> InstanceHeader:
     settings = routes.settings
     unhandled = Unhandled(observer.metrics.unhandled_errors if observer else None)
     invocations = Invocations(
@@ -47,7 +48,8 @@ def build_app(routes: SageMakerRoutes, observer: Observer | None = None) -> Last
             Exception: unhandled.framework_handler,
         },
     )
-    return LastResort(InvocationFastPath(app, invocations), unhandled)
+    answered = LastResort(InvocationFastPath(app, invocations), unhandled)
+    return InstanceHeader(answered, instance_name(settings.instance_id))
 
 
 def observe_middleware(observer: Observer, served: list[Route]) -> list[Middleware]:

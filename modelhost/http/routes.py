@@ -37,6 +37,7 @@ class HttpSettings:
     max_request_bytes: int
     management_token: str
     single_model: str
+    instance_id: str = ""  # X-Modelhost-Instance on every response (empty: the hostname)
 
 
 class SageMakerRoutes:
@@ -148,7 +149,7 @@ class SageMakerRoutes:
             )
 
 
-Routes = SageMakerRoutes  # the old name, still imported by tests/security; drop once they move
+Routes = SageMakerRoutes  # the old name, still imported by tests/security and tests/fleet
 
 
 def model_in_path(request: Request) -> str:
