@@ -29,7 +29,7 @@ from modelhost.host.upkeep import upkeep
 from modelhost.http.app import build_app
 from modelhost.http.last_resort import Unhandled
 from modelhost.http.protocol import header_deadline_protocol
-from modelhost.http.routes import HttpSettings, Routes
+from modelhost.http.routes import HttpSettings, SageMakerRoutes
 from modelhost.http.torchserve import build_management_app
 from modelhost.observe.observer import Observer
 from modelhost.records.events import EventLog
@@ -68,7 +68,7 @@ def run_loop(coroutine: Coroutine[Any, Any, int]) -> int:
 async def main(config: Config) -> int:
     with tempfile.TemporaryDirectory(prefix="modelhost-") as run_dir:
         async with started_host(config, Path(run_dir)) as host, observed(host, config) as observer:
-            routes = Routes(
+            routes = SageMakerRoutes(
                 host,
                 HttpSettings(
                     parse_size(config.max_request_size),
@@ -101,13 +101,13 @@ async def main(config: Config) -> int:
 
 
 def management_servers(
-    routes: Routes, config: Config, unhandled: Unhandled
+    routes: SageMakerRoutes, config: Config, unhandled: Unhandled
 ) -> list[uvicorn.Server]:
     """TorchServe's management API on its own port, when one is configured."""
     if not config.management_port:
         return []
     app = build_management_app(routes, unhandled)
-    return [BesideServer(uvicorn_config(app, config, config.management_port))]
+    return [SecondaryServer(uvicorn_config(app, config, config.management_port))]
 
 
 def uvicorn_config(app: Any, config: Config, port: int, **more: Any) -> uvicorn.Config:
@@ -133,7 +133,7 @@ def uvicorn_config(app: Any, config: Config, port: int, **more: Any) -> uvicorn.
     )
 
 
-class BesideServer(uvicorn.Server):
+class SecondaryServer(uvicorn.Server):
     """A server that leaves the signals to the main one and stops when it stops."""
 
     @contextlib.contextmanager

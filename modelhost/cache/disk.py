@@ -50,6 +50,8 @@ MAX_ENTRY_NAME = 200
 
 @dataclass(eq=False)
 class Artifact:
+    """A model's files on this machine: where the worker loads them, their size and origin."""
+
     name: str
     path: Path  # what the worker loads: a file or a folder
     bytes: int
@@ -62,6 +64,8 @@ class Artifact:
 
 @dataclass(frozen=True)
 class Materialized:
+    """An artifact made ready for a load, and whether this request had to download it."""
+
     artifact: Artifact
     tier: str  # "disk": it was on this machine; "remote": downloaded for this request
     download_ms: float = 0.0
@@ -69,6 +73,8 @@ class Materialized:
 
 @dataclass(frozen=True)
 class UnpackLimits:
+    """What unpacking one archive may write: bytes and files (a tar bomb stops at either)."""
+
     max_bytes: int
     max_files: int
 
@@ -93,6 +99,9 @@ def entry_folder_name(name: str) -> str:
 
 
 class DiskTier:
+    """Owns the cache folder: artifacts fetched from the stores and unpacked, kept within the
+    disk budget, revalidated against their store when due."""
+
     def __init__(
         self,
         cache_dir: Path,

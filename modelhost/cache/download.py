@@ -28,6 +28,8 @@ WATCH_TICK_S = 0.25
 
 @dataclass(frozen=True)
 class DownloadPolicy:
+    """How hard a download tries: attempts, the timeout of silence, and the backoff between."""
+
     attempts: int = 3
     timeout_s: float = 30.0
     backoff_s: float = 0.25
@@ -41,6 +43,8 @@ class DownloadPolicy:
 
 @dataclass(frozen=True)
 class Downloaded:
+    """A finished download: what the store said of the object, its size, time and attempts."""
+
     info: ObjectInfo
     bytes: int
     duration_ms: float

@@ -12,17 +12,17 @@ from modelhost.errors import ModelhostError
 from modelhost.http.errors import handle_http_exception, handle_modelhost_error
 from modelhost.http.instance import InstanceHeader, instance_name
 from modelhost.http.invocations import ROUTES as INVOCATION_ROUTES
-from modelhost.http.invocations import InFront, Invocations
+from modelhost.http.invocations import InvocationFastPath, Invocations
 from modelhost.http.last_resort import LastResort, Unhandled
 from modelhost.http.middleware import ObserveMiddleware
 from modelhost.http.observe import ObserveRoutes
 from modelhost.http.oip import OipRoutes
 from modelhost.http.openapi import OpenApiRoute
-from modelhost.http.routes import Routes
+from modelhost.http.routes import SageMakerRoutes
 from modelhost.observe.observer import Observer
 
 
-def build_app(routes: Routes, observer: Observer | None = None) -> InstanceHeader:
+def build_app(routes: SageMakerRoutes, observer: Observer | None = None) -> InstanceHeader:
     settings = routes.settings
     unhandled = Unhandled(observer.metrics.unhandled_errors if observer else None)
     invocations = Invocations(
@@ -48,7 +48,7 @@ def build_app(routes: Routes, observer: Observer | None = None) -> InstanceHeade
             Exception: unhandled.framework_handler,
         },
     )
-    answered = LastResort(InFront(app, invocations), unhandled)
+    answered = LastResort(InvocationFastPath(app, invocations), unhandled)
     return InstanceHeader(answered, instance_name(settings.instance_id))
 
 

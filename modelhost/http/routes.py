@@ -1,4 +1,4 @@
-"""Routes: SageMaker's container contract (ping, the multi-model management calls) and /stats.
+"""SageMaker's container contract (ping, the multi-model management calls) and /stats.
 The invocation routes are answered in front of the framework: see `invocations`."""
 
 from __future__ import annotations
@@ -41,7 +41,10 @@ class HttpSettings:
     instance_id: str = ""  # X-Modelhost-Instance on every response (empty: the hostname)
 
 
-class Routes:
+class SageMakerRoutes:
+    """The handlers of SageMaker's container routes and /stats, bound to the host; OIP and the
+    TorchServe API reach the host, the settings and `authorize` through it."""
+
     def __init__(
         self, host: ModelHost, settings: HttpSettings, usage: ModelUsage | None = None
     ) -> None:

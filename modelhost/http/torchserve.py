@@ -24,7 +24,7 @@ from modelhost.http.errors import handle_http_exception, handle_modelhost_error
 from modelhost.http.last_resort import LastResort, Unhandled
 from modelhost.http.openapi import OpenApiRoute
 from modelhost.http.params import check_param, is_whole_number
-from modelhost.http.routes import Routes, model_in_path, page_size
+from modelhost.http.routes import SageMakerRoutes, model_in_path, page_size
 from modelhost.names import echo, model_name
 from modelhost.observe.describe import iso_time
 from modelhost.records.statistics import ModelStatistics
@@ -34,7 +34,7 @@ MODEL_VERSION = "1.0"
 ARCHIVE_SUFFIXES = (".mar", ".tar.gz", ".tgz", ".tar", ".zip")
 
 
-def build_management_app(routes: Routes, unhandled: Unhandled | None = None) -> LastResort:
+def build_management_app(routes: SageMakerRoutes, unhandled: Unhandled | None = None) -> LastResort:
     served = TorchServeManagement(routes).routes()
     unhandled = unhandled or Unhandled()
     app = Starlette(
@@ -49,7 +49,7 @@ def build_management_app(routes: Routes, unhandled: Unhandled | None = None) -> 
 
 
 class TorchServeManagement:
-    def __init__(self, routes: Routes) -> None:
+    def __init__(self, routes: SageMakerRoutes) -> None:
         self.http = routes
         self.host = routes.host
         self._loads: set[asyncio.Task[Any]] = set()  # asynchronous registrations under way

@@ -35,6 +35,8 @@ class Job(Generic[T]):
 
 
 class BatchQueue(Generic[T]):
+    """One model's waiting jobs, bounded by `capacity`; cuts them into batches by size and delay."""
+
     def __init__(
         self,
         model: str,

@@ -26,6 +26,8 @@ BUSY_WINDOW_S = 1.0  # how far back busy_share looks
 
 @dataclass(eq=False)
 class Replica:
+    """A worker holding a copy of the model: its slots, how many are busy, whether it drains."""
+
     worker: WorkerHandle
     slots: int
     busy: int = 0
@@ -38,6 +40,9 @@ class Replica:
 
 
 class Dispatcher:
+    """Owns one model's replicas: hands its queue's batches to free ones, and says when requests
+    wait for lack of them (`on_pressure`)."""
+
     def __init__(
         self,
         queue: BatchQueue[Any],

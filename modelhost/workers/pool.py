@@ -48,6 +48,8 @@ MAX_BACKOFF_S = 10.0
 
 @dataclass(eq=False)
 class WorkerHandle:
+    """The server's side of one worker process: its socket, and the replies it still owes."""
+
     worker_id: int
     pid: int
     writer: asyncio.StreamWriter
@@ -71,6 +73,9 @@ LostCallback = Callable[[WorkerHandle], None]
 
 
 class WorkerPool:
+    """Owns the worker processes: forks them from the template, replaces the dead, and matches
+    replies to requests by id."""
+
     def __init__(
         self,
         size: int,

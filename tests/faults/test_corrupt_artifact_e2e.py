@@ -9,9 +9,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from helpers.stores import StaticHttpServer
 
 from modelhost import testing
-from modelhost.testing_stores import StaticHttpServer
 
 pytestmark = pytest.mark.e2e
 

@@ -11,11 +11,11 @@ import httpx
 
 from modelhost.config import load_config
 from modelhost.http.app import build_app
-from modelhost.http.routes import HttpSettings, Routes
+from modelhost.http.routes import HttpSettings, SageMakerRoutes
 
 
 def call(instance_id: str, method: str, path: str, **kwargs: Any) -> httpx.Response:
-    app = build_app(Routes(cast(Any, None), HttpSettings(1024, "", "", instance_id)))
+    app = build_app(SageMakerRoutes(cast(Any, None), HttpSettings(1024, "", "", instance_id)))
 
     async def send() -> httpx.Response:
         transport = httpx.ASGITransport(app, raise_app_exceptions=False)

@@ -7,7 +7,7 @@ from typing import Any, cast
 
 import httpx
 
-from modelhost.http.routes import HttpSettings, Routes
+from modelhost.http.routes import HttpSettings, SageMakerRoutes
 
 
 class UnreachableHost:
@@ -31,5 +31,5 @@ def call(app: Any, method: str, path: str, **kwargs: Any) -> httpx.Response:
     return asyncio.run(send())
 
 
-def routes() -> Routes:
-    return Routes(cast(Any, UnreachableHost()), HttpSettings(1 << 20, "", ""))
+def routes() -> SageMakerRoutes:
+    return SageMakerRoutes(cast(Any, UnreachableHost()), HttpSettings(1 << 20, "", ""))

@@ -12,7 +12,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from modelhost.http.app import build_app
-from modelhost.http.routes import HttpSettings, Routes
+from modelhost.http.routes import HttpSettings, SageMakerRoutes
 from modelhost.http.torchserve import build_management_app
 from modelhost.observe.metrics import Metrics
 
@@ -55,8 +55,8 @@ def call(app: Any, method: str, path: str) -> httpx.Response:
     return asyncio.run(send())
 
 
-def routes() -> Routes:
-    return Routes(cast(Any, BuggyHost()), HttpSettings(1024, "", ""))
+def routes() -> SageMakerRoutes:
+    return SageMakerRoutes(cast(Any, BuggyHost()), HttpSettings(1024, "", ""))
 
 
 @pytest.mark.parametrize(

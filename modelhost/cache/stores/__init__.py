@@ -24,6 +24,8 @@ REMOTE_SCHEMES = ("s3", "http", "https")
 
 @dataclass(frozen=True)
 class StoreSettings:
+    """What every store opened by the server shares: the timeout and the download slots."""
+
     timeout_s: float = 30.0
     max_concurrent_downloads: int = 4
 

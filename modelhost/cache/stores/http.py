@@ -37,6 +37,8 @@ def http_client(timeout_s: float) -> httpx.AsyncClient:
 
 
 class HttpStore:
+    """Artifacts under an HTTP(S) root, fetched by GET through the server's shared client."""
+
     def __init__(self, root: str, client: httpx.AsyncClient) -> None:
         self.uri = root.rstrip("/")
         self.client = client
