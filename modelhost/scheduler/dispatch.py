@@ -10,6 +10,7 @@ load the model into one more worker, if `busy_share` says the model alone keeps 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -22,6 +23,8 @@ from modelhost.workers.pool import WorkerHandle
 # sends a batch to a worker; returns the seconds the worker spent on it (None: nothing was sent)
 Send = Callable[[WorkerHandle, list[Job[Any]]], Awaitable[float | None]]
 BUSY_WINDOW_S = 1.0  # how far back busy_share looks
+
+logger = logging.getLogger("modelhost.scheduler")
 
 
 @dataclass(eq=False)
@@ -133,7 +136,9 @@ class Dispatcher:
         self._running_since[id(batch)] = (self.queue.clock(), replica.worker)
         try:
             worked_s = await self.send(replica.worker, batch)
-        except ModelhostError as error:  # the worker died or refused: the batch's answer
+        except Exception as error:  # the batch's answer: its worker died or refused it
+            if not isinstance(error, ModelhostError):  # a defect of ours: a 500 each, not a hang
+                logger.exception("a batch of model %s failed", self.queue.model)
             for job in batch:
                 if not job.future.done():
                     job.future.set_exception(error)

@@ -250,13 +250,18 @@ class WorkerPool:
     ) -> tuple[ReplyT, bytes]:
         """Send one request to one worker and wait for its reply (of type `expect`) and payload;
         a failure comes back as the exception it was."""
-        if not worker.alive:
-            raise WorkerDied(f"worker {worker.worker_id} has died; retry is safe")
+        gone = WorkerDied(f"worker {worker.worker_id} has died; retry is safe")
+        if not worker.alive or worker.writer.is_closing():
+            raise gone
         request_id = next(self._request_ids)
         frame = encode_frame(Frame(request_id, encode(request), payload))
         future: Waiter = asyncio.get_running_loop().create_future()
         worker.pending[request_id] = (future, model)
-        worker.writer.write(frame)
+        try:
+            worker.writer.write(frame)
+        except (RuntimeError, ConnectionError) as error:  # closed before its reader saw the end
+            worker.pending.pop(request_id, None)
+            raise gone from error
         reply, body = await self._within_deadline(worker, request, request_id, future, model)
         if isinstance(reply, Failed):
             raise reply.failure.rebuild()
