@@ -48,7 +48,16 @@ _EXTENDED_TYPES = (
     tarfile.SOLARIS_XHDTYPE,
 )
 # a truncated or malformed archive; a file and a folder of one name also land here
+class _Unreadable(Exception):
+    """A member the archive's damage makes unreadable (a bad offset, an unknown method)."""
+
+
+# what reading a damaged member raises, besides the archive modules' own errors (fuzzing found
+# zipfile seeking to a negative offset: OSError EINVAL)
+_READ_ERRORS = (OSError, ValueError, NotImplementedError, RuntimeError)
+
 _MALFORMED = (
+    _Unreadable,
     tarfile.TarError,
     zipfile.BadZipFile,
     EOFError,
@@ -270,7 +279,11 @@ def _extract_zip_member(
     if member.is_dir():
         _make_dir(target)
         return
-    with zip_file.open(member) as source:
+    try:
+        source = zip_file.open(member)
+    except _READ_ERRORS as error:
+        raise _Unreadable(f"{member.filename}: {error}") from error
+    with source:
         _write(source, target, member.filename, budget)
 
 
@@ -299,9 +312,18 @@ def _write(source: IO[bytes], target: Path | None, name: str, budget: _Budget) -
         raise _refuse(budget.archive, name, "is a file with no name")
     target.parent.mkdir(parents=True, exist_ok=True)
     with open(target, "wb") as sink:
-        while chunk := source.read(_CHUNK_BYTES):
+        while chunk := _read(source, name):
             budget.add_bytes(name, len(chunk))
             sink.write(chunk)
+
+
+def _read(source: IO[bytes], name: str) -> bytes:
+    """The member's next chunk; a read its damage breaks is a malformed archive, not an I/O
+    error of this machine (writing stays one: a full disk is not the archive's fault)."""
+    try:
+        return source.read(_CHUNK_BYTES)
+    except _READ_ERRORS as error:
+        raise _Unreadable(f"{name}: {error}") from error
 
 
 def _refuse_declared(budget: _Budget, name: str, declared_bytes: int) -> None:
