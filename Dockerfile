@@ -9,10 +9,12 @@ LABEL com.amazonaws.sagemaker.capabilities.multi-models=true
 LABEL com.amazonaws.sagemaker.capabilities.accept-bind-to-port=true
 
 ARG EXTRAS=xgboost,lightgbm,onnx
-# libgomp: the OpenMP runtime xgboost and lightgbm link
+# libgomp: the OpenMP runtime xgboost and lightgbm link; tini: an init for PID 1
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends libgomp1 \
+    && apt-get install -y --no-install-recommends libgomp1 tini \
     && rm -rf /var/lib/apt/lists/*
+# the server runs tenants' artifacts and handlers, which are code: never as root
+RUN useradd --system --uid 10001 --user-group --create-home --home-dir /home/modelhost modelhost
 
 WORKDIR /opt/modelhost
 COPY pyproject.toml README.md ./
@@ -22,6 +24,8 @@ COPY deploy/sagemaker-entrypoint.sh /usr/local/bin/modelhost-entrypoint
 
 ENV PYTHONUNBUFFERED=1
 EXPOSE 8080
-# exec form: the entrypoint is PID 1 and execs the server, so SIGTERM reaches it
-ENTRYPOINT ["/usr/local/bin/modelhost-entrypoint"]
+USER modelhost
+# tini is PID 1: it reaps orphaned processes and passes SIGTERM to the entrypoint, which execs
+# the server; the server drains, then stops its workers (they ignore SIGTERM themselves)
+ENTRYPOINT ["/usr/bin/tini", "--", "/usr/local/bin/modelhost-entrypoint"]
 CMD ["serve"]

@@ -40,8 +40,8 @@ test-torch: setup  ## torch for the TorchScript tests (they skip without it, fai
 	@[ -z "$(TORCH)" ] || $(PY) -c "import torch" 2>/dev/null \
 	  || $(PY) -m pip install --quiet "$(TORCH)" || echo "warning: torch missing; its tests will skip"
 
-test-tools:  ## promtool and chromium, which the observability tests drive (apt-get, as root)
-	scripts/install-test-tools.sh || echo "warning: promtool/chromium missing; their tests will skip"
+test-tools:  ## promtool, chromium and nginx, which the observability and fleet tests drive (apt-get, as root)
+	scripts/install-test-tools.sh || echo "warning: promtool/chromium/nginx missing; their tests will skip"
 
 lint: setup
 	$(VENV)/bin/ruff check modelhost tests benchmarks

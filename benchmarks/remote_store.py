@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from _common import (
+    REPO,
     add_serve_arg,
     load_and_predict_ms,
     markdown_table,
@@ -32,7 +34,9 @@ from _common import (
 )
 
 from modelhost import testing
-from modelhost.testing_stores import MotoServer
+
+sys.path.insert(0, str(REPO / "tests"))  # the store servers live beside the tests that use them
+from helpers.stores import MotoServer  # noqa: E402
 
 BUCKET, PREFIX = "bench", "models"
 HEADER = ["scenario", "n", "median", "min", "max", "unit"]

@@ -5,11 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import signal
-import socket
+import os
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,14 @@ from modelhost.host.upkeep import upkeep
 from modelhost.http.app import build_app
 from modelhost.http.last_resort import Unhandled
 from modelhost.http.observe import build_metrics_app
-from modelhost.http.routes import HttpSettings, Routes
+from modelhost.http.routes import HttpSettings, SageMakerRoutes
+from modelhost.http.server import (
+    DrainingServer,
+    SecondaryServer,
+    ignore_signals_after_drain,
+    serve_beside,
+    uvicorn_config,
+)
 from modelhost.http.torchserve import build_management_app
 from modelhost.observe.observer import Observer
 from modelhost.records.events import EventLog
@@ -36,6 +42,7 @@ from modelhost.records.memory import server_pss_bytes
 from modelhost.resources import free_disk_bytes, usable_cores, usable_memory_bytes
 from modelhost.scheduler import SchedulerSettings
 from modelhost.units import format_bytes, parse_size
+from modelhost.workers.environment import worker_environment
 from modelhost.workers.pool import WorkerPool
 
 logger = logging.getLogger("modelhost")
@@ -66,13 +73,14 @@ def run_loop(coroutine: Coroutine[Any, Any, int]) -> int:
 async def main(config: Config) -> int:
     with tempfile.TemporaryDirectory(prefix="modelhost-") as run_dir:
         async with started_host(config, Path(run_dir)) as host, observed(host, config) as observer:
-            routes = Routes(
+            routes = SageMakerRoutes(
                 host,
                 HttpSettings(
                     parse_size(config.max_request_size),
                     config.management_token,
                     config.single_model,
-                    parse_size(config.max_response_size),
+                    config.instance_id,
+                    max_response_bytes=parse_size(config.max_response_size),
                 ),
                 observer.usage,
             )
@@ -91,6 +99,7 @@ async def main(config: Config) -> int:
             beside += metrics_servers(observer, config)
             await preload(host, config)
             ignore_signals_after_drain()
+            routes.worker_health = host.pool.health
             routes.ready = True
             store = host.disk.stores.default.uri
             logger.info("serving %s on http://%s:%d", store, config.host, config.port)
@@ -99,14 +108,14 @@ async def main(config: Config) -> int:
 
 
 def management_servers(
-    routes: Routes, config: Config, unhandled: Unhandled
+    routes: SageMakerRoutes, config: Config, unhandled: Unhandled
 ) -> list[uvicorn.Server]:
     """TorchServe's management API on its own port, when one is configured."""
     if not config.management_port or management_on_main_port(config):
         return []  # the main port answers SageMaker's management calls already
     app = build_management_app(routes, unhandled)
     host = config.management_host or config.host
-    return [BesideServer(uvicorn_config(app, config, config.management_port, host=host))]
+    return [SecondaryServer(uvicorn_config(app, config, config.management_port, host=host))]
 
 
 def metrics_servers(observer: Observer, config: Config) -> list[uvicorn.Server]:
@@ -115,7 +124,7 @@ def metrics_servers(observer: Observer, config: Config) -> list[uvicorn.Server]:
         return []
     host = config.metrics_host or config.host
     app = build_metrics_app(observer)
-    return [BesideServer(uvicorn_config(app, config, config.metrics_port, host=host))]
+    return [SecondaryServer(uvicorn_config(app, config, config.metrics_port, host=host))]
 
 
 def management_on_main_port(config: Config) -> bool:
@@ -123,64 +132,12 @@ def management_on_main_port(config: Config) -> bool:
     return config.management_port == config.port
 
 
-def uvicorn_config(
-    app: Any, config: Config, port: int, host: str = "", **more: Any
-) -> uvicorn.Config:
-    """Both servers' settings: httptools, no lifespan, our own access log instead of uvicorn's.
-    Proxy headers are trusted only from --forwarded-allow-ips, given explicitly so uvicorn's own
-    FORWARDED_ALLOW_IPS variable cannot turn that trust on: the caller's address decides who may
-    manage models."""
-    return uvicorn.Config(
-        app,
-        host=host or config.host,
-        port=port,
-        lifespan="off",
-        access_log=False,
-        log_level=config.log_level,
-        http="httptools",
-        proxy_headers=bool(config.forwarded_allow_ips),
-        forwarded_allow_ips=config.forwarded_allow_ips or "",
-        ssl_certfile=config.ssl_certfile or None,
-        ssl_keyfile=config.ssl_keyfile or None,
-        **more,
-    )
-
-
-class BesideServer(uvicorn.Server):
-    """A server that leaves the signals to the main one and stops when it stops."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-
-async def serve_beside(main: uvicorn.Server, beside: list[uvicorn.Server]) -> None:
-    tasks = [asyncio.ensure_future(server.serve()) for server in beside]
-    try:
-        await main.serve()
-    finally:
-        for server in beside:
-            server.should_exit = True
-        await asyncio.gather(*tasks, return_exceptions=True)
-
-
-class DrainingServer(uvicorn.Server):
-    """uvicorn's server, calling `on_drain` as it starts to drain: open event streams never end
-    by themselves, and uvicorn would wait the whole drain timeout for them."""
-
-    def __init__(self, on_drain: Callable[[], None], config: uvicorn.Config) -> None:
-        super().__init__(config)
-        self.on_drain = on_drain
-
-    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        self.on_drain()
-        await super().shutdown(sockets)
-
-
 @contextlib.asynccontextmanager
 async def observed(host: ModelHost, config: Config) -> AsyncIterator[Observer]:
     """Metrics, event stream and access log for `host`, for as long as the server runs."""
-    observer = Observer(host, config.access_log, config.metrics_model_series)
+    observer = Observer(
+        host, config.access_log, config.metrics_model_series, config.max_event_streams
+    )
     try:
         observer.start()
     except OSError as error:
@@ -194,19 +151,21 @@ async def observed(host: ModelHost, config: Config) -> AsyncIterator[Observer]:
         observer.stop()
 
 
-def ignore_signals_after_drain() -> None:
-    """uvicorn drains on SIGTERM/SIGINT, then re-raises the signal to the handler it found;
-    finding this one, the server goes on to stop its workers and exit 0."""
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: None)
-
-
 @contextlib.asynccontextmanager
 async def started_host(config: Config, run_dir: Path) -> AsyncIterator[ModelHost]:
     events = EventLog()
     workers = config.workers or usable_cores()
     threads = config.threads_per_worker or max(1, usable_cores() // workers)
-    pool = WorkerPool(workers, threads, run_dir, events, config.preload_runtimes)
+    pool = WorkerPool(
+        workers,
+        threads,
+        run_dir,
+        events,
+        config.preload_runtimes,
+        load_timeout_s=config.worker_load_timeout_s,
+        infer_timeout_s=2 * config.default_response_timeout_s,  # stuck, not slow: kill it
+        environment=worker_environment(os.environ),
+    )
     stores = Stores(  # before the baseline is measured: an S3 client costs the frontend memory
         config.model_store,
         config.allowed_urls,
@@ -255,6 +214,7 @@ def build_host(
         UnpackLimits(parse_size(config.max_unpacked_bytes), config.max_unpacked_files),
         DownloadPolicy(config.store_attempts, config.store_timeout_s),
         config.revalidate_interval_s,
+        refuse_pickle=config.refuse_pickle,
     )
     disk.rebuild()
     events.emit(

@@ -226,7 +226,30 @@ class Config:
         "4GiB", "largest unpacked size of a model archive", size="bytes"
     )
     max_unpacked_files: int = _setting(10000, "most files in a model archive", minimum=1)
+    instance_id: str = _setting(
+        "",
+        "name of this instance in every response's X-Modelhost-Instance header (empty: hostname)",
+    )
     drain_timeout_s: float = _setting(25.0, "seconds to finish requests at shutdown", minimum=0)
+    worker_load_timeout_s: float = _setting(
+        300.0,
+        "seconds a worker may take to load or unload a model (the handler's import and "
+        "initialize included) before it is killed and replaced",
+        minimum=0.001,
+    )
+    refuse_pickle: bool = _setting(
+        False,
+        "refuse pickle-based artifacts (.joblib, .pkl, .pickle): a pickle runs code as it loads",
+    )
+    header_timeout_s: float = _setting(
+        10.0, "seconds a client may take to send a request's headers (slowloris)", minimum=0.001
+    )
+    max_connections: int = _setting(
+        0,
+        "open connections before new requests get 503 (uvicorn's limit_concurrency; 0: none)",
+        minimum=0,
+    )
+    max_event_streams: int = _setting(64, "GET /events streams open at once before 503", minimum=1)
     log_level: str = _setting("info", "log level", choices=LOG_LEVELS)
     access_log: str = _setting("", "JSON-lines access log: a file path, - for stdout, empty: none")
     metrics_model_series: int = _setting(

@@ -20,13 +20,15 @@ ModelhostError
 ├── ModelError                   the model or its code failed
 │   ├── ModelLoadError           the artifact could not be loaded (corrupt, missing runtime)
 │   │   └── UnsafeArtifact       an archive that escapes its folder, links out, or is too large
-│   └── HandlerError             the handler raised while serving a request
+│   ├── HandlerError             the handler raised while serving a request
+│   └── PoisonRequest            its worker died running it, and again when it was retried alone
 ├── Overloaded                   too much at once: retry after a pause
 │   ├── QueueFull                the model's queue holds job_queue_size requests
 │   └── ConcurrencyLimit         the server holds max_concurrency requests
 ├── DeadlineExceeded             no answer within default_response_timeout
 ├── Unavailable                  retry is safe
 │   ├── WorkerDied               the worker process died while it held the request
+│   ├── TooManyStreams           max_event_streams GET /events streams are open
 │   └── ShuttingDown
 └── StoreError                   the model store failed (refused access, no such bucket)
     ├── StoreUnavailable         it may work again: connection refused or reset, 5xx, throttled
@@ -120,6 +122,10 @@ class HandlerError(ModelError):
     pass
 
 
+class PoisonRequest(ModelError):
+    pass
+
+
 class Overloaded(ModelhostError):
     pass
 
@@ -141,6 +147,10 @@ class Unavailable(ModelhostError):
 
 
 class WorkerDied(Unavailable):
+    running: bool = False  # set where it failed a request the worker was running (not a load)
+
+
+class TooManyStreams(Unavailable):
     pass
 
 

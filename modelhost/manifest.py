@@ -11,6 +11,7 @@ setting". Unknown keys are refused, so a typo never silently does nothing.
     max_batch_delay_ms = 2
     max_workers = 2
     pinned = true
+    idempotent = true              # the handler may run a request twice (after its worker died)
     memory = "300MiB"              # trust this over the estimate from the artifact's size
     warmup = ["samples/0.json"]    # bodies that must succeed before the model counts as loaded
 
@@ -50,6 +51,7 @@ class Manifest:
     pinned: bool = False
     memory_bytes: int | None = None
     warmup: tuple[str, ...] = ()
+    idempotent: bool = False
 
 
 NO_MANIFEST = Manifest()
@@ -58,6 +60,7 @@ _TYPES: dict[str, type | tuple[type, ...]] = {
     "handler": str,
     "model_file": str,
     "pinned": bool,
+    "idempotent": bool,
     "memory": (str, int),
     "warmup": list,
 }
@@ -65,6 +68,7 @@ _TYPE_WORDS = {
     "handler": 'a string such as "xgboost" or "handler.py"',
     "model_file": "a path in the artifact, as a string",
     "pinned": "true or false",
+    "idempotent": "true or false",
     "memory": 'a size such as "300MiB", or a number of bytes',
     "warmup": 'a list of paths in the artifact, such as ["samples/0.json"]',
 }

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# The system tools the observability tests drive: promtool (Debian's prometheus package) checks
-# the /metrics output, and Debian's chromium opens the dashboard. Installs only what is missing.
+# The system tools the tests drive: promtool (Debian's prometheus package) checks the /metrics
+# output, Debian's chromium opens the dashboard, and nginx (nginx-light) routes the fleet tests.
+# Installs only what is missing.
 set -euo pipefail
 
 missing=()
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx-light)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 sudo=""
@@ -17,7 +19,7 @@ if [ "$(id -u)" -ne 0 ]; then
   sudo="sudo"
 fi
 export DEBIAN_FRONTEND=noninteractive
-# policy-rc.d exit 101: packages must not start services (prometheus would) while installing
+# policy-rc.d exit 101: packages must not start services (prometheus, nginx would) while installing
 policy=/usr/sbin/policy-rc.d
 if [ ! -e "$policy" ]; then
   printf '#!/bin/sh\nexit 101\n' | $sudo tee "$policy" >/dev/null

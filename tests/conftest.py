@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from collections.abc import Iterator
 
 import pytest
+from helpers.serving import Servers
 
 
 @pytest.fixture(scope="session")
@@ -18,3 +20,10 @@ def torch_installed() -> None:
     if os.environ.get("REQUIRE_TEST_TOOLS"):
         pytest.fail(message)
     pytest.skip(message)
+
+
+@pytest.fixture(scope="module")
+def serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
+    """Starts servers for this module (`serve(store, workers=2)`); stops them when it is done."""
+    with Servers(tmp_path_factory) as servers:
+        yield servers

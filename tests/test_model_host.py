@@ -8,15 +8,25 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from test_host_interleavings import ARTIFACT_BYTES, FakeDisk, FakePool, FakeWorker
+import msgspec
+import pytest
+from test_host_interleavings import (
+    ARTIFACT_BYTES,
+    FOOTPRINT_BYTES,
+    FakeDisk,
+    FakePool,
+    FakeWorker,
+)
 
 from modelhost.cache.memory import MemoryTier, State
 from modelhost.cache.policy import CostAwarePolicy, EvictionPolicy, LRUPolicy
+from modelhost.errors import PoisonRequest, WorkerDied
 from modelhost.host import Invocation, ModelHost
 from modelhost.host.manifests import estimate_footprint
-from modelhost.workers.messages import Load, Request, Unload
+from modelhost.manifest import Manifest
+from modelhost.workers.messages import Infer, Load, Request, Unload
 
-ROOM_FOR_TWO = 2 * estimate_footprint(ARTIFACT_BYTES) + 1
+ROOM_FOR_TWO = FOOTPRINT_BYTES + estimate_footprint(ARTIFACT_BYTES) + 1  # one loaded, one loading
 
 
 class AnsweringPool(FakePool):
@@ -140,3 +150,95 @@ def test_a_load_waiting_for_a_busy_worker_evicts_nothing(tmp_path: Path) -> None
 async def until_called(pool: FakePool) -> None:
     while not pool.calls:
         await asyncio.sleep(0)
+
+
+class DyingPool(FakePool):
+    """Answers loads at once; a batch of a model in `kills` takes its worker down with it."""
+
+    def __init__(self, size: int, kills: set[str], pure: bool = True) -> None:
+        super().__init__(size)
+        self.kills, self.pure, self.deaths = kills, pure, 0
+
+    async def call(
+        self,
+        worker: FakeWorker,
+        request: Request,
+        expect: type[Any],
+        payload: bytes = b"",
+        model: str = "",
+    ) -> tuple[Any, bytes]:
+        reply = asyncio.ensure_future(super().call(worker, request, expect, payload, model))
+        await asyncio.sleep(0)
+        call = next(c for c in self.calls if c.request is request)
+        if isinstance(request, Infer) and request.model in self.kills:
+            self.deaths += 1
+            self.kill(worker)
+        else:
+            self.answer(call)
+            if isinstance(request, Load):
+                loaded, body = await reply
+                return msgspec.structs.replace(loaded, pure=self.pure), body
+        return await reply
+
+
+def host_with(pool: FakePool, tmp_path: Path, manifests: dict[str, Manifest]) -> ModelHost:
+    memory = MemoryTier(2**40, 0)
+    host = ModelHost(
+        pool,  # type: ignore[arg-type]
+        memory,
+        FakeDisk(tmp_path),  # type: ignore[arg-type]
+        RecordedEvents(),  # type: ignore[arg-type]
+        pinned=frozenset(),
+        deadline_s=5.0,
+        pss_bytes=lambda: memory.committed_bytes,
+    )
+    host.manifests.manifests.update(manifests)
+    host.manifests.read = lambda name, artifact: host.manifests.of(name)  # type: ignore[method-assign]
+    pool.on_lost = host.residency.worker_lost
+    return host
+
+
+async def invoke_once(host: ModelHost, name: str) -> bytes:
+    return (await host.invoke(name, Invocation(b"[1]", "application/json", ""))).body
+
+
+def test_a_request_whose_worker_dies_is_answered_by_a_retry(tmp_path: Path) -> None:
+    """Built-in handlers are pure: the worker's death costs the request a retry, not a 503."""
+    pool = DyingPool(2, kills=set())
+    host = host_with(pool, tmp_path, {})
+
+    async def scenario() -> bytes:
+        await invoke_once(host, "a")
+        pool.kills.add("a")
+        first = asyncio.ensure_future(invoke_once(host, "a"))
+        while not pool.deaths:
+            await asyncio.sleep(0)
+        pool.kills.clear()  # the retry's worker survives
+        return await first
+
+    assert asyncio.run(scenario()) == b"ok"
+    assert host.invoke_path.batching.retried == 1
+
+
+def test_a_request_that_kills_two_workers_is_a_poison_request(tmp_path: Path) -> None:
+    pool = DyingPool(2, kills={"poison"})
+    host = host_with(pool, tmp_path, {})
+
+    async def scenario() -> None:
+        with pytest.raises(PoisonRequest, match="not tried again"):
+            await invoke_once(host, "poison")
+        assert await invoke_once(host, "fine") == b"ok"  # the pool carries on
+
+    asyncio.run(scenario())
+    assert pool.deaths == 2
+
+
+def test_a_users_handler_is_retried_only_when_its_manifest_says_idempotent(
+    tmp_path: Path,
+) -> None:
+    for idempotent, expected in ((False, WorkerDied), (True, PoisonRequest)):
+        pool = DyingPool(2, kills={"user"}, pure=False)
+        host = host_with(pool, tmp_path, {"user": Manifest(idempotent=idempotent)})
+        with pytest.raises(expected):
+            asyncio.run(invoke_once(host, "user"))
+        assert pool.deaths == (2 if idempotent else 1)

@@ -11,6 +11,7 @@ from pathlib import Path
 import joblib
 import psutil
 import pytest
+from helpers.archives import symlink_tar, tar_bomb, traversal_tar
 
 from modelhost import testing
 from modelhost.workers.handlers import import_user_module
@@ -102,19 +103,19 @@ def test_tar_gz_and_zip_hold_the_folder_contents(tmp_path: Path) -> None:
 
 
 def test_traversal_tar_member_escapes(tmp_path: Path) -> None:
-    with tarfile.open(testing.traversal_tar(tmp_path / "t.tar.gz")) as archive:
+    with tarfile.open(traversal_tar(tmp_path / "t.tar.gz")) as archive:
         [member] = archive.getmembers()
     assert member.name == "../escape.txt" and member.isfile()
 
 
 def test_symlink_tar_member_links_out(tmp_path: Path) -> None:
-    with tarfile.open(testing.symlink_tar(tmp_path / "s.tar.gz")) as archive:
+    with tarfile.open(symlink_tar(tmp_path / "s.tar.gz")) as archive:
         [member] = archive.getmembers()
     assert member.issym() and member.linkname == "/etc/passwd"
 
 
 def test_tar_bomb_unpacks_far_larger_than_it_is(tmp_path: Path) -> None:
-    path = testing.tar_bomb(tmp_path / "b.tar.gz", 64 * 2**20)
+    path = tar_bomb(tmp_path / "b.tar.gz", 64 * 2**20)
     with tarfile.open(path) as archive:
         [member] = archive.getmembers()
         assert member.size == 64 * 2**20

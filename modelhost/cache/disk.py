@@ -11,6 +11,10 @@ The budget is a hard limit. Bytes are reserved before they are written: the anno
 before a download, and in steps as an archive unpacks. Room is made by deleting the least
 recently used entries of models that are not being loaded and whose loaded runtime (if any) does
 not read them any more; when that cannot make enough, the model gets 507 with the figures.
+
+A cached artifact whose load failed is deleted: a complete download may still be no model (an
+HTML error page saved as model.joblib), and kept it would fail every load, across restarts too;
+the next request downloads it again.
 """
 
 from __future__ import annotations
@@ -28,12 +32,15 @@ from typing import Any
 from urllib.parse import quote
 
 from modelhost.cache.download import DownloadPolicy, download
+from modelhost.cache.missing import MissingUrls
+from modelhost.cache.pickles import refuse_pickles
 from modelhost.cache.stores import ObjectInfo, Store, Stores
 from modelhost.cache.stores.base import is_disk_full
 from modelhost.cache.unpack import is_archive, unpack_archive
 from modelhost.errors import InsufficientDisk, ModelNotFound, StoreError
-from modelhost.records.events import EventLog
+from modelhost.records.events import Event, EventLog
 from modelhost.units import format_bytes
+from modelhost.urls import redact_url
 
 ENTRY_FILE = "modelhost-entry.json"
 UNPACK_STEP_BYTES = 32 * 2**20  # room is made for an unpacking archive this much at a time
@@ -43,6 +50,8 @@ MAX_ENTRY_NAME = 200
 
 @dataclass(eq=False)
 class Artifact:
+    """A model's files on this machine: where the worker loads them, their size and origin."""
+
     name: str
     path: Path  # what the worker loads: a file or a folder
     bytes: int
@@ -55,6 +64,8 @@ class Artifact:
 
 @dataclass(frozen=True)
 class Materialized:
+    """An artifact made ready for a load, and whether this request had to download it."""
+
     artifact: Artifact
     tier: str  # "disk": it was on this machine; "remote": downloaded for this request
     download_ms: float = 0.0
@@ -62,6 +73,8 @@ class Materialized:
 
 @dataclass(frozen=True)
 class UnpackLimits:
+    """What unpacking one archive may write: bytes and files (a tar bomb stops at either)."""
+
     max_bytes: int
     max_files: int
 
@@ -86,6 +99,9 @@ def entry_folder_name(name: str) -> str:
 
 
 class DiskTier:
+    """Owns the cache folder: artifacts fetched from the stores and unpacked, kept within the
+    disk budget, revalidated against their store when due."""
+
     def __init__(
         self,
         cache_dir: Path,
@@ -96,7 +112,9 @@ class DiskTier:
         policy: DownloadPolicy,
         revalidate_interval_s: float = 0.0,
         clock: Callable[[], float] = time.time,
+        refuse_pickle: bool = False,
     ) -> None:
+        self.refuse_pickle = refuse_pickle
         self.entries_dir = cache_dir / "models"
         self.budget_bytes = budget_bytes
         self.stores, self.events, self.limits, self.policy = stores, events, limits, policy
@@ -107,6 +125,13 @@ class DiskTier:
         self.artifacts: dict[str, Artifact] = {}
         self._reservations: set[Reservation] = set()
         self._download_slots = asyncio.Semaphore(stores.settings.max_concurrent_downloads)
+        self.missing = MissingUrls()
+        events.subscribe(self._on_event)
+
+    def _on_event(self, event: Event) -> None:
+        """Drop a cached artifact whose load failed, so the next request fetches it anew."""
+        if event.kind == "failure" and event.reason == "load" and event.model is not None:
+            self.delete(event.model, reason="load_failed")
 
     @property
     def used_bytes(self) -> int:
@@ -133,17 +158,34 @@ class DiskTier:
             artifact = None
         if artifact is not None and not await self.revalidate(name):
             artifact.last_used = self.clock()
-            return Materialized(artifact, "disk")
+            return self._admitted(name, Materialized(artifact, "disk"))
         store, key = self.stores.locate(url)
         local = store.local_path(key)
         if local is not None and not await asyncio.to_thread(is_archive, local):
             size = await asyncio.to_thread(tree_bytes, local)
             materialized = Materialized(Artifact(name, local, size, source=url), "disk")
         else:
-            materialized = await self._build_entry(name, url, store, key, local)
+            materialized = await self._fetch_entry(name, url, store, key, local)
         materialized.artifact.last_used = self.clock()
         self.artifacts[name] = materialized.artifact
+        return self._admitted(name, materialized)
+
+    def _admitted(self, name: str, materialized: Materialized) -> Materialized:
+        if self.refuse_pickle:
+            refuse_pickles(name, materialized.artifact.path)
         return materialized
+
+    async def _fetch_entry(
+        self, name: str, url: str, store: Store, key: str, local: Path | None
+    ) -> Materialized:
+        """An entry built from the store, unless it said lately that `url` does not exist."""
+        self.missing.check(url)
+        try:
+            return await self._build_entry(name, url, store, key, local)
+        except ModelNotFound as error:
+            if local is None:  # a remote store: asking again costs a request
+                self.missing.remember(url, error)
+            raise
 
     def revalidation_due(self, name: str) -> bool:
         artifact = self.artifacts.get(name)
@@ -185,7 +227,7 @@ class DiskTier:
             self._grow(reservation, name, record_bytes, record_bytes)
             info, download_ms, source = ObjectInfo(None), 0.0, local
             if source is None:
-                source = temp / PurePosixPath(key).name
+                source = temp / PurePosixPath(key.partition("?")[0]).name  # no presigned query
                 info, download_ms = await self._download(name, url, store, key, source, reservation)
             payload = source
             if await asyncio.to_thread(is_archive, source):
@@ -214,8 +256,8 @@ class DiskTier:
             if info.size is not None:
                 self._grow(reservation, name, base + info.size, base + info.size)
 
-        async with self._download_slots:
-            done = await download(store, key, dest, self.policy, on_info=room_for)
+        slot = self._download_slots  # held while bytes flow, not while the store is asked
+        done = await download(store, key, dest, self.policy, on_info=room_for, slot=slot)
         self._grow(reservation, name, base + done.bytes, base + done.bytes)
         self.events.emit(
             "download",
@@ -224,7 +266,7 @@ class DiskTier:
             duration_ms=round(done.duration_ms, 2),
             reason="miss",
             detail={
-                "url": url,
+                "url": redact_url(url),
                 "attempts": done.attempts,
                 "bytes_per_s": round(done.bytes / max(done.duration_ms / 1000, 1e-6)),
             },

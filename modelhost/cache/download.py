@@ -16,16 +16,20 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from modelhost.cache.stores import ObjectInfo, Store
 from modelhost.errors import StoreTimeout, StoreUnavailable
 from modelhost.units import format_bytes
+from modelhost.urls import redact_url
 
 WATCH_TICK_S = 0.25
 
 
 @dataclass(frozen=True)
 class DownloadPolicy:
+    """How hard a download tries: attempts, the timeout of silence, and the backoff between."""
+
     attempts: int = 3
     timeout_s: float = 30.0
     backoff_s: float = 0.25
@@ -39,6 +43,8 @@ class DownloadPolicy:
 
 @dataclass(frozen=True)
 class Downloaded:
+    """A finished download: what the store said of the object, its size, time and attempts."""
+
     info: ObjectInfo
     bytes: int
     duration_ms: float
@@ -62,19 +68,23 @@ async def download(
     policy: DownloadPolicy,
     on_info: Callable[[ObjectInfo], None] = lambda info: None,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    slot: contextlib.AbstractAsyncContextManager[Any] | None = None,
 ) -> Downloaded:
     """Fetch `key` into `dest`, whole and verified, or raise the store's error.
 
     `on_info` hears the object's size and version before each try, and may refuse it by raising
-    (the disk tier makes room for the announced size first).
+    (the disk tier makes room for the announced size first). `slot` is held around each fetch
+    only, so asking the store about a name it does not have never waits for, or delays, a
+    download.
     """
     started = time.perf_counter()
     for attempt in range(1, policy.attempts + 1):
         try:
             info = await store.stat(key)
             on_info(info)
-            await fetch_watched(store, key, dest, info, policy.timeout_s)
-            size = await asyncio.to_thread(verify, dest, info, store.url_of(key))
+            async with slot or contextlib.nullcontext():
+                await fetch_watched(store, key, dest, info, policy.timeout_s)
+            size = await asyncio.to_thread(verify, dest, info, redact_url(store.url_of(key)))
             duration_ms = (time.perf_counter() - started) * 1000
             return Downloaded(info, size, duration_ms, attempt)
         except StoreUnavailable as error:
@@ -98,7 +108,9 @@ async def fetch_watched(
             if meter.received != seen:
                 seen, quiet_since = meter.received, time.monotonic()
             elif not task.done() and time.monotonic() - quiet_since > timeout_s:
-                raise StoreTimeout(stalled(store.url_of(key), timeout_s, meter.received, info))
+                raise StoreTimeout(
+                    stalled(redact_url(store.url_of(key)), timeout_s, meter.received, info)
+                )
         task.result()
     finally:
         if not task.done():

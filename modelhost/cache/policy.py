@@ -37,6 +37,8 @@ T = TypeVar("T", bound=Sized)
 
 
 class EvictionPolicy(Protocol):
+    """Chooses which idle models leave memory to make room; one per --eviction-policy."""
+
     name: str  # as --eviction-policy spells it, and as eviction events give their reason
 
     def touched(self, item: Sized) -> None:

@@ -4,6 +4,10 @@ Members are streamed one by one into a temporary sibling of the destination, whi
 into place only when every member passed: nothing escapes the folder (no absolute paths, no
 ``..``), no links or device files are created, and the member count and the bytes actually
 written stay within the limits. Any failure removes the temporary folder.
+
+Tar's extended headers (GNU long names and links, pax records) are read whole by `tarfile` before
+the member they describe is seen: their declared sizes are checked before they are read, so a
+20 KB archive cannot make the frontend allocate the 40 MiB its headers claim.
 """
 
 from __future__ import annotations
@@ -32,8 +36,30 @@ ZIP_SUFFIXES = (".zip", ".mar")
 _MODEL_FILE_SUFFIXES = (".pt", ".pt2", ".pth", ".npz", ".keras", ".joblib", ".pkl", ".pickle")
 _CHUNK_BYTES = 1 << 20
 _DRIVE = re.compile(r"^[A-Za-z]:")
+MAX_NAME_PART_BYTES = 255  # what Linux file systems hold
+MAX_EXTENDED_HEADER_BYTES = 64 * 1024  # one GNU long name or pax record block
+MAX_EXTENDED_HEADERS_BYTES = 1 << 20  # all of an archive's, together
+MAX_EXTENDED_HEADERS_IN_A_ROW = 8  # tarfile reads a chain of them by recursion
+_EXTENDED_TYPES = (
+    tarfile.GNUTYPE_LONGNAME,
+    tarfile.GNUTYPE_LONGLINK,
+    tarfile.XHDTYPE,
+    tarfile.XGLTYPE,
+    tarfile.SOLARIS_XHDTYPE,
+)
+
+
 # a truncated or malformed archive; a file and a folder of one name also land here
+class _Unreadable(Exception):
+    """A member the archive's damage makes unreadable (a bad offset, an unknown method)."""
+
+
+# what reading a damaged member raises, besides the archive modules' own errors (fuzzing found
+# zipfile seeking to a negative offset: OSError EINVAL)
+_READ_ERRORS = (OSError, ValueError, NotImplementedError, RuntimeError)
+
 _MALFORMED = (
+    _Unreadable,
     tarfile.TarError,
     zipfile.BadZipFile,
     EOFError,
@@ -162,8 +188,41 @@ def _publish(temp: Path, dest: Path) -> None:
         shutil.rmtree(temp, ignore_errors=True)
 
 
+class _OversizedHeader(Exception):
+    """An extended tar header past the limits, refused before `tarfile` reads it."""
+
+
+class _BoundedTarInfo(tarfile.TarInfo):
+    """A header that checks an extended header's declared size before `tarfile` reads it."""
+
+    def _proc_member(self, tar: tarfile.TarFile) -> tarfile.TarInfo:
+        seen = tar.__dict__.setdefault("_modelhost_extended", [0, 0])  # [bytes, in a row]
+        if self.type not in _EXTENDED_TYPES:
+            seen[1] = 0
+        else:
+            seen[0] += self.size
+            seen[1] += 1
+            if self.size > MAX_EXTENDED_HEADER_BYTES:
+                raise _OversizedHeader(f"declares a {self.size}-byte extended header")
+            if seen[0] > MAX_EXTENDED_HEADERS_BYTES or seen[1] > MAX_EXTENDED_HEADERS_IN_A_ROW:
+                raise _OversizedHeader("has too many extended headers")
+        member: tarfile.TarInfo = super()._proc_member(tar)  # type: ignore[misc]
+        return member
+
+
 def _extract_tar(archive: Path, root: Path, budget: _Budget) -> None:
-    with tarfile.open(archive, mode="r:*") as tar:
+    try:
+        _extract_tar_members(archive, root, budget)
+    except _OversizedHeader as error:
+        raise UnsafeArtifact(
+            f"refused to unpack {archive.name}: a member {error} (the limits are "
+            f"{MAX_EXTENDED_HEADER_BYTES} bytes each, {MAX_EXTENDED_HEADERS_BYTES} in all, "
+            f"{MAX_EXTENDED_HEADERS_IN_A_ROW} in a row); repack it with shorter names"
+        ) from None
+
+
+def _extract_tar_members(archive: Path, root: Path, budget: _Budget) -> None:
+    with tarfile.open(archive, mode="r:*", tarinfo=_BoundedTarInfo) as tar:
         for member in tar:  # headers are read one at a time, never the whole index up front
             budget.add_member(member.name)
             target = _target(archive, root, member.name)
@@ -179,11 +238,29 @@ def _extract_tar(archive: Path, root: Path, budget: _Budget) -> None:
 
 
 def _extract_zip(archive: Path, root: Path, budget: _Budget) -> None:
+    declared = _zip_entries_declared(archive)
+    if declared is not None and declared > budget.max_files:
+        raise _refuse(
+            archive,
+            "(index)",
+            f"declares {declared} members, past the limit of {budget.max_files} members",
+        )
     with zipfile.ZipFile(archive) as zip_file:
         members = zip_file.infolist()  # the central directory lists every member up front
         _check_zip_index(members, budget)
         for member in members:
             _extract_zip_member(zip_file, member, _target(archive, root, member.filename), budget)
+
+
+def _zip_entries_declared(archive: Path) -> int | None:
+    """The member count the end-of-central-directory record declares, read before `ZipFile`
+    parses the whole index into objects (about 500 bytes each, in the frontend)."""
+    end_record = getattr(zipfile, "_EndRecData", None)  # zipfile's own reader, zip64 included
+    if end_record is None:
+        return None
+    with open(archive, "rb") as file:
+        record = end_record(file)
+    return int(record[zipfile._ECD_ENTRIES_TOTAL]) if record else None  # type: ignore[attr-defined]
 
 
 def _check_zip_index(members: list[zipfile.ZipInfo], budget: _Budget) -> None:
@@ -204,7 +281,11 @@ def _extract_zip_member(
     if member.is_dir():
         _make_dir(target)
         return
-    with zip_file.open(member) as source:
+    try:
+        source = zip_file.open(member)
+    except _READ_ERRORS as error:
+        raise _Unreadable(f"{member.filename}: {error}") from error
+    with source:
         _write(source, target, member.filename, budget)
 
 
@@ -217,6 +298,8 @@ def _target(archive: Path, root: Path, name: str) -> Path | None:
         raise _refuse(archive, name, "has an absolute path")
     if ".." in path.parts:
         raise _refuse(archive, name, "climbs out of the folder with '..'")
+    if any(len(part.encode()) > MAX_NAME_PART_BYTES for part in path.parts):
+        raise _refuse(archive, name, f"has a name part over {MAX_NAME_PART_BYTES} bytes")
     return root.joinpath(*path.parts) if path.parts else None
 
 
@@ -231,9 +314,18 @@ def _write(source: IO[bytes], target: Path | None, name: str, budget: _Budget) -
         raise _refuse(budget.archive, name, "is a file with no name")
     target.parent.mkdir(parents=True, exist_ok=True)
     with open(target, "wb") as sink:
-        while chunk := source.read(_CHUNK_BYTES):
+        while chunk := _read(source, name):
             budget.add_bytes(name, len(chunk))
             sink.write(chunk)
+
+
+def _read(source: IO[bytes], name: str) -> bytes:
+    """The member's next chunk; a read its damage breaks is a malformed archive, not an I/O
+    error of this machine (writing stays one: a full disk is not the archive's fault)."""
+    try:
+        return source.read(_CHUNK_BYTES)
+    except _READ_ERRORS as error:
+        raise _Unreadable(f"{name}: {error}") from error
 
 
 def _refuse_declared(budget: _Budget, name: str, declared_bytes: int) -> None:
@@ -258,7 +350,8 @@ def _tar_kind(member: tarfile.TarInfo) -> str:
 
 
 def _refuse(archive: Path, name: str, rule: str) -> UnsafeArtifact:
-    return UnsafeArtifact(f"refused to unpack {archive.name}: member '{name}' {rule}")
+    shown = name if len(name) <= 200 else name[:200] + "…"
+    return UnsafeArtifact(f"refused to unpack {archive.name}: member '{shown}' {rule}")
 
 
 _EXTRACTORS: dict[str, Callable[[Path, Path, _Budget], None]] = {

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from modelhost.config import ADMISSIONS, EVICTION_POLICIES
+from modelhost.toolkit.cost import EXAMPLE_PRICES
 
 
 @click.command(context_settings={"max_content_width": 100})
@@ -58,6 +59,37 @@ from modelhost.config import ADMISSIONS, EVICTION_POLICIES
     help="skip the optimum (a linear program: slow on long traces with models of different sizes)",
 )
 @click.option(
+    "--instances",
+    default="",
+    help="fleet sizes (1,2,4,8): replay through nginx's consistent hash instead, one instance "
+    "per --budget-per-instance",
+)
+@click.option("--budget-per-instance", help="each instance's --memory-budget, with --instances")
+@click.option(
+    "--servers",
+    default="modelhost-{i}:8080",
+    show_default=True,
+    help="each instance's nginx `server` line, {i} its index: the ring hashes this text",
+)
+@click.option(
+    "--spread",
+    multiple=True,
+    help="MODEL=K: a hot model nginx spreads over K instances (2-4; repeat for several)",
+)
+@click.option(
+    "--instance-price",
+    type=float,
+    default=EXAMPLE_PRICES["instance_per_hour"],
+    show_default=True,
+    help="price per instance-hour (an example, not a quote)",
+)
+@click.option(
+    "--throughput-rps",
+    type=float,
+    default=0.0,
+    help="one instance's measured throughput (bench): gives the cost per million requests",
+)
+@click.option(
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("simulate-out"),
@@ -73,14 +105,22 @@ def simulate(
     admissions: tuple[str, ...],
     min_residency_s: float,
     no_optimum: bool,
+    instances: str,
+    budget_per_instance: str | None,
+    servers: str,
+    spread: tuple[str, ...],
+    instance_price: float,
+    throughput_rps: float,
     out: Path,
 ) -> None:
     """Replay ACCESS_LOG (the JSON lines `modelhost serve --access-log` writes) through LRU (every
     budget in one pass), the server's memory tier with each --policy and --admission, and the
-    optimum; the budget for --target."""
+    optimum; the budget for --target. With --instances, replay it through a fleet behind the
+    shipped nginx config instead: hit ratio, each instance's share and the cost, per fleet size."""
     from rich.console import Console
 
     from modelhost.toolkit.report.terminal import table
+    from modelhost.toolkit.simulate.fleet_run import FleetOptions
     from modelhost.toolkit.simulate.run import (
         default_budgets,
         needed_text,
@@ -99,6 +139,10 @@ def simulate(
         trace = read_access_log(access_log, size_map, default)
         if not trace.models:
             raise ValueError(f"{access_log} has no invocations that reached a model")
+        if instances:
+            fleet = FleetOptions(instances, budget_per_instance, servers, spread)
+            fleet.report(trace, instance_price, throughput_rps, out, console)
+            return
         grid = [parse_size(b) for b in budgets.split(",") if b] or default_budgets(trace)
         replayed = replayed_curves(policies, admissions, min_residency_s)
         summary = simulate_summary(trace, sorted(grid), target, not no_optimum, replayed)

@@ -1,5 +1,11 @@
 """The invoke path: admit a request, find its model loaded (loading it if need be), queue it for
-the model's workers in batches, and wait for its answer or its deadline."""
+the model's workers in batches, and wait for its answer or its deadline.
+
+A request that failed because a worker died (while it waited, while its model loaded, or while
+it ran, if its handler is pure or declared idempotent) is tried once more, alone in its batch: a
+crash costs latency, not an error. If its worker dies again while running it alone, it is a
+poison request: answered 500 and not tried again, so it cannot take down the pool.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +14,14 @@ from collections.abc import Callable
 from typing import Any
 
 from modelhost.cache.memory import Resident, State
-from modelhost.errors import ConcurrencyLimit, DeadlineExceeded, Unavailable
+from modelhost.errors import (
+    ConcurrencyLimit,
+    DeadlineExceeded,
+    PoisonRequest,
+    ShuttingDown,
+    Unavailable,
+    WorkerDied,
+)
 from modelhost.host.calls import Answer, Invocation, LoadOutcome, Result
 from modelhost.host.residency import Residency
 from modelhost.records.statistics import BatchingStatistics
@@ -51,9 +64,36 @@ class InvokePath:
 
     async def _invoke(self, name: str, invocation: Invocation) -> Result:
         started = self.residency.clock()
+        try:
+            return await self._attempt(name, invocation, started, solo=False)
+        except Unavailable as error:
+            if not self._retryable(name, error):
+                raise
+        self.batching.retried += 1
+        try:
+            return await self._attempt(name, invocation, started, solo=True)
+        except WorkerDied as error:
+            if not error.running:
+                raise
+            raise PoisonRequest(
+                f"model {name}: a worker died running this request, and another when it ran "
+                "alone: it is not tried again (does the handler crash its process on this "
+                "input?); other requests are served as before"
+            ) from error
+
+    def _retryable(self, name: str, error: Unavailable) -> bool:
+        """Worth one more try: the request never ran, or running it twice is harmless."""
+        if isinstance(error, ShuttingDown):
+            return False
+        ran = isinstance(error, WorkerDied) and error.running
+        return not ran or self.residency.manifests.retry_safe(name)
+
+    async def _attempt(
+        self, name: str, invocation: Invocation, started: float, solo: bool
+    ) -> Result:
         resident, outcome = await self._acquire(name)
         try:
-            job = await self._answer(name, invocation)
+            job = await self._answer(name, invocation, solo)
         finally:
             self.residency.memory.end_request(resident)
             if resident.in_flight == 0:  # only an idle model can make room for a waiting load
@@ -86,15 +126,19 @@ class InvokePath:
             "traffic; raise --memory-budget"
         )
 
-    async def _answer(self, name: str, invocation: Invocation) -> Job[Invocation]:
+    async def _answer(self, name: str, invocation: Invocation, solo: bool) -> Job[Invocation]:
         """Queue the request for the model's workers and wait for its answer or its deadline."""
         dispatcher = self.residency.dispatchers[name]
         loop = asyncio.get_running_loop()
-        job: Job[Invocation] = Job(invocation, loop.create_future(), self.residency.clock())
+        now = self.residency.clock()
+        job: Job[Invocation] = Job(invocation, loop.create_future(), now, solo=solo)
         dispatcher.submit(job)
         expiry = loop.call_later(self.scheduling.response_timeout_s, self._expire, dispatcher, job)
         try:
             await job.future
+        except WorkerDied as error:
+            error.running = True  # not a load's: the worker held this request's batch
+            raise
         finally:
             expiry.cancel()
         return job

@@ -28,12 +28,17 @@ class Manifests:
         self.manifests: dict[str, Manifest] = {}
         self.footprints: dict[str, int] = {}  # measured at each load, reused for the next
         self.peaks: dict[str, int] = {}  # the most a load needed while it ran (unpickling)
+        self.pure: set[str] = set()  # models whose last load said their handler is pure
 
     def of(self, name: str) -> Manifest:
         return self.manifests.get(name, NO_MANIFEST)
 
     def is_pinned(self, name: str) -> bool:
         return name in self.pinned or self.of(name).pinned
+
+    def retry_safe(self, name: str) -> bool:
+        """Whether a request may run twice: a built-in handler, or a manifest that says so."""
+        return name in self.pure or self.of(name).idempotent
 
     def read(self, name: str, artifact: Artifact) -> Manifest:
         try:

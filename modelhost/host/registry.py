@@ -13,6 +13,8 @@ from modelhost.host.residency import Residency
 
 
 class Registry:
+    """Owns the models registered by URL, and revalidates loaded ones against their store."""
+
     def __init__(self, residency: Residency) -> None:
         self.residency = residency
         self._revalidations: dict[str, asyncio.Task[None]] = {}

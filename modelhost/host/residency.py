@@ -154,6 +154,7 @@ class Residency:
         name = resident.name
         loaded = await self.load_copy(name, artifact, worker, "invoked")
         footprint = self.manifests.measured(name, loaded.footprint, loaded.peak)
+        (self.manifests.pure.add if loaded.pure else self.manifests.pure.discard)(name)
         if not worker.alive:  # it died after answering: the model went with it
             raise Unavailable(f"the worker loading model {name} died; retry is safe")
         self.memory.mark_loaded(name, worker.worker_id, footprint, loaded.load_ms)

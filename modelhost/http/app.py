@@ -10,18 +10,19 @@ from starlette.routing import Route
 
 from modelhost.errors import ModelhostError
 from modelhost.http.errors import handle_http_exception, handle_modelhost_error
+from modelhost.http.instance import InstanceHeader, instance_name
 from modelhost.http.invocations import ROUTES as INVOCATION_ROUTES
-from modelhost.http.invocations import InFront, Invocations
+from modelhost.http.invocations import InvocationFastPath, Invocations
 from modelhost.http.last_resort import LastResort, Unhandled
 from modelhost.http.middleware import ObserveMiddleware
 from modelhost.http.observe import ObserveRoutes
 from modelhost.http.oip import OipRoutes
 from modelhost.http.openapi import OpenApiRoute
-from modelhost.http.routes import Routes
+from modelhost.http.routes import SageMakerRoutes
 from modelhost.observe.observer import Observer
 
 
-def build_app(routes: Routes, observer: Observer | None = None) -> LastResort:
+def build_app(routes: SageMakerRoutes, observer: Observer | None = None) -> InstanceHeader:
     settings = routes.settings
     unhandled = Unhandled(observer.metrics.unhandled_errors if observer else None)
     invocations = Invocations(
@@ -51,7 +52,8 @@ def build_app(routes: Routes, observer: Observer | None = None) -> LastResort:
             Exception: unhandled.framework_handler,
         },
     )
-    return LastResort(InFront(app, invocations), unhandled)
+    answered = LastResort(InvocationFastPath(app, invocations), unhandled)
+    return InstanceHeader(answered, instance_name(settings.instance_id))
 
 
 def observe_middleware(observer: Observer, served: list[Route]) -> list[Middleware]:

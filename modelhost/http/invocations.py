@@ -226,7 +226,7 @@ def too_large(size: int, limit: int) -> str:
     )
 
 
-class InFront:
+class InvocationFastPath:
     """Invocations answered at once; every other request goes on to the framework's `app`."""
 
     def __init__(self, app: Starlette, invocations: Invocations) -> None:

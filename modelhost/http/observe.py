@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from modelhost.errors import BadRequestBody
+from modelhost.errors import BadRequestBody, TooManyStreams
 from modelhost.http.params import is_whole_number
 from modelhost.names import echo
 from modelhost.observe.observer import Observer
@@ -53,9 +53,15 @@ class ObserveRoutes:
     async def events(self, request: Request) -> Response:
         """Server-sent events; `?model=` filters, `Last-Event-ID` (or `?last_event_id=`)
         resumes after that event."""
+        stream = self.observer.stream
+        if stream.full:
+            raise TooManyStreams(
+                f"{stream.clients} event streams are open, the most this server allows "
+                "(--max-event-streams); close one, or raise the limit"
+            )
         after = last_event_id(request)
         model = request.query_params.get("model") or None
-        frames = sse_frames(self.observer.stream.follow(after, model))
+        frames = sse_frames(stream.follow(after, model))
         return StreamingResponse(frames, media_type="text/event-stream", headers=SSE_HEADERS)
 
 

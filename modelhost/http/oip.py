@@ -24,7 +24,7 @@ from modelhost.host import Invocation, Result
 from modelhost.http.errors import RETRY_AFTER_S, status_of
 from modelhost.http.invocations import check_response_size, invocation_response
 from modelhost.http.params import check_param, is_whole_number
-from modelhost.http.routes import Routes, json_object, model_in_path
+from modelhost.http.routes import SageMakerRoutes, json_object, model_in_path
 from modelhost.names import echo
 from modelhost.workers.oip_media import (
     MODEL_NAME_PARAM,
@@ -59,7 +59,7 @@ def oip_errors(endpoint: Endpoint) -> Endpoint:
 
 
 class OipRoutes:
-    def __init__(self, routes: Routes) -> None:
+    def __init__(self, routes: SageMakerRoutes) -> None:
         self.http = routes
         self.host = routes.host
 

@@ -1,4 +1,4 @@
-"""Routes: SageMaker's container contract (ping, the multi-model management calls) and /stats.
+"""SageMaker's container contract (ping, the multi-model management calls) and /stats.
 The invocation routes are answered in front of the framework: see `invocations`."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ import bisect
 import hmac
 import ipaddress
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,10 +38,14 @@ class HttpSettings:
     max_request_bytes: int
     management_token: str
     single_model: str
+    instance_id: str = ""  # X-Modelhost-Instance on every response (empty: the hostname)
     max_response_bytes: int = 0  # 0: no limit
 
 
-class Routes:
+class SageMakerRoutes:
+    """The handlers of SageMaker's container routes and /stats, bound to the host; OIP and the
+    TorchServe API reach the host, the settings and `authorize` through it."""
+
     def __init__(
         self, host: ModelHost, settings: HttpSettings, usage: ModelUsage | None = None
     ) -> None:
@@ -48,14 +53,23 @@ class Routes:
         self.settings = settings
         self.usage = usage or ModelUsage()  # the per-model counters the observer keeps
         self.ready = False
+        # (workers running, workers configured): the composition root gives the pool's
+        self.worker_health: Callable[[], tuple[int, int]] = lambda: (1, 1)
 
     # invocation -------------------------------------------------------------------------
 
     async def ping(self, request: Request) -> Response:
-        healthy = self.ready and not self.host.closing
-        return JSONResponse(
-            {"status": "Healthy" if healthy else "Unhealthy"}, 200 if healthy else 503
-        )
+        """200 once ready; 503 while starting, stopping or short of workers, so an orchestrator
+        (SageMaker, Kubernetes) stops sending traffic, and replaces the container if it lasts."""
+        running, configured = self.worker_health()
+        healthy = self.ready and not self.host.closing and running >= configured
+        body = {"status": "Healthy" if healthy else "Unhealthy"}
+        if running < configured:
+            body["message"] = (
+                f"{running} of {configured} workers running; replacements are being started "
+                "(see worker_exit events on GET /events)"
+            )
+        return JSONResponse(body, 200 if healthy else 503)
 
     async def read_body(self, request: Request) -> bytes:
         """The body of a request the framework routes, within max_request_size."""
@@ -124,10 +138,21 @@ class Routes:
         return {**description, "counters": self.usage.for_model(name)}
 
     def authorize(self, request: Request) -> None:
-        """Loopback callers may manage models; others only with the configured bearer token."""
-        if is_loopback(request.client.host if request.client else ""):
+        """Loopback callers may manage models; others only with the configured bearer token.
+
+        A loopback caller whose Host names another machine is treated as from elsewhere: a web
+        page whose name was rebound to 127.0.0.1 (DNS rebinding) makes the browser such a caller.
+        """
+        loopback = is_loopback(request.client.host if request.client else "")
+        if loopback and names_this_machine(request.headers.get("host", "")):
             return
         token = self.settings.management_token
+        if not token and loopback:
+            raise Forbidden(
+                f"management calls from loopback must name this machine in the Host header "
+                f"(localhost or an IP address), not {echo(request.headers.get('host', ''))}; "
+                "a page whose name resolves to 127.0.0.1 must not manage models (DNS rebinding)"
+            )
         if not token:
             raise Forbidden(
                 "management calls are allowed from loopback only; configure "
@@ -165,6 +190,25 @@ def json_object(data: bytes) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise BadRequestBody("expected a JSON object")
     return body
+
+
+def names_this_machine(host_header: str) -> bool:
+    """Whether a Host header cannot be a rebound name: localhost, *.localhost, an IP address
+    (rebinding needs a name), or none (no browser sends a request without one)."""
+    host = host_header.lower()
+    if host.startswith("["):  # [::1]:8080
+        host = host[1 : host.find("]")]
+    elif host.count(":") == 1:
+        host = host.partition(":")[0]
+    return not host or host == "localhost" or host.endswith(".localhost") or is_address(host)
+
+
+def is_address(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
 
 
 def is_loopback(address: str) -> bool:

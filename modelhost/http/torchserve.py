@@ -27,16 +27,17 @@ from modelhost.http.invocations import TORCHSERVE_VERSION
 from modelhost.http.last_resort import LastResort, Unhandled
 from modelhost.http.openapi import OpenApiRoute
 from modelhost.http.params import check_param, is_whole_number
-from modelhost.http.routes import Routes, model_in_path, page_size
+from modelhost.http.routes import SageMakerRoutes, model_in_path, page_size
 from modelhost.names import echo, model_name
 from modelhost.observe.describe import iso_time
 from modelhost.records.statistics import ModelStatistics
+from modelhost.urls import redact_url
 
 MODEL_VERSION = TORCHSERVE_VERSION
 ARCHIVE_SUFFIXES = (".mar", ".tar.gz", ".tgz", ".tar", ".zip")
 
 
-def build_management_app(routes: Routes, unhandled: Unhandled | None = None) -> LastResort:
+def build_management_app(routes: SageMakerRoutes, unhandled: Unhandled | None = None) -> LastResort:
     served = TorchServeManagement(routes).routes()
     unhandled = unhandled or Unhandled()
     app = Starlette(
@@ -51,7 +52,7 @@ def build_management_app(routes: Routes, unhandled: Unhandled | None = None) -> 
 
 
 class TorchServeManagement:
-    def __init__(self, routes: Routes) -> None:
+    def __init__(self, routes: SageMakerRoutes) -> None:
         self.http = routes
         self.host = routes.host
         self._loads: set[asyncio.Task[Any]] = set()  # asynchronous registrations under way
@@ -175,7 +176,7 @@ def describe(model: ModelStatistics) -> dict[str, Any]:
     return {
         "modelName": model.name,
         "modelVersion": MODEL_VERSION,
-        "modelUrl": model.url,
+        "modelUrl": redact_url(model.url),
         "runtime": "python",
         "minWorkers": len(workers),
         "maxWorkers": len(workers),
@@ -188,7 +189,7 @@ def describe(model: ModelStatistics) -> dict[str, Any]:
 
 def name_from_url(url: str) -> str:
     """TorchServe's default model name: the archive's file name without its extension."""
-    base = PurePosixPath(url.rstrip("/")).name
+    base = PurePosixPath(url.partition("?")[0].rstrip("/")).name  # a presigned URL's query
     for suffix in ARCHIVE_SUFFIXES:
         if base.lower().endswith(suffix):
             return base[: -len(suffix)] or base

@@ -116,6 +116,11 @@ class HostCollector(Collector):
             value=stats.requests,
         )
         yield _gauge("modelhost_batch_size_max", "The largest batch sent so far", stats.largest)
+        yield CounterMetricFamily(
+            "modelhost_request_retries",
+            "Requests tried once more, alone, because a worker died while it held them",
+            value=stats.retried,
+        )
 
 
 def _cpu_seconds(pid: int) -> float:

@@ -7,6 +7,7 @@ from typing import Any
 
 from modelhost.records.events import Event
 from modelhost.records.statistics import HostStatistics, ModelStatistics, WorkerStatistics
+from modelhost.urls import redact_url
 
 
 def iso_time(epoch_s: float | None) -> str | None:
@@ -24,7 +25,7 @@ def _event(event: Event) -> dict[str, Any]:
 def model_description(model: ModelStatistics) -> dict[str, Any]:
     return {
         "modelName": model.name,
-        "modelUrl": model.url,
+        "modelUrl": redact_url(model.url),
         "state": model.state,
         "memoryBytes": model.memory_bytes,
         "diskBytes": model.disk_bytes,

@@ -22,13 +22,15 @@ if TYPE_CHECKING:
 class Observer:
     """`access_log`: a path, "-" for stdout, "" for none; `model_series`: see HostCollector."""
 
-    def __init__(self, host: ModelHost, access_log: str = "", model_series: int = 0) -> None:
+    def __init__(
+        self, host: ModelHost, access_log: str = "", model_series: int = 0, max_streams: int = 64
+    ) -> None:
         registry = CollectorRegistry()
         ProcessCollector(namespace="modelhost", registry=registry)  # the frontend process
         registry.register(HostCollector(host, model_series))
         self.metrics = Metrics(registry)
         self.usage = ModelUsage()
-        self.stream = EventStream(host.events)
+        self.stream = EventStream(host.events, max_clients=max_streams)
         self.access_log = AccessLog(access_log) if access_log else None
         self._unsubscribe = host.events.subscribe(self.metrics.on_event)
 

@@ -4,7 +4,9 @@ queue of its own.
 A client that falls a whole queue behind is dropped rather than let the queue grow: its stream
 ends after what it had queued, and its EventSource reconnects with `Last-Event-ID`, which is
 resumed from the log's ring of recent events. `close()` ends every stream, so a draining server
-is not held open by them.
+is not held open by them. At most `max_clients` streams are open at once (each holds a
+connection and a queue): `full` tells the route to refuse another, and a stream that starts when
+the cap was reached anyway (requests racing past that check) ends at once.
 """
 
 from __future__ import annotations
@@ -28,9 +30,14 @@ Item = Event | _End
 
 class EventStream:
     def __init__(
-        self, events: EventLog, queue_events: int = QUEUE_EVENTS, heartbeat_s: float = HEARTBEAT_S
+        self,
+        events: EventLog,
+        queue_events: int = QUEUE_EVENTS,
+        heartbeat_s: float = HEARTBEAT_S,
+        max_clients: int = 64,
     ) -> None:
         self.events = events
+        self.max_clients = max_clients
         self.queue_events = queue_events
         self.heartbeat_s = heartbeat_s
         self.closed = False
@@ -41,12 +48,16 @@ class EventStream:
     def clients(self) -> int:
         return len(self._clients)
 
+    @property
+    def full(self) -> bool:
+        return len(self._clients) >= self.max_clients
+
     async def follow(
         self, after_id: int | None = None, model: str | None = None
     ) -> AsyncIterator[Event | None]:
         """The recent events after `after_id` (none if None), then live ones as they come; None
         after each `heartbeat_s` of silence. `model` keeps only that model's events."""
-        if self.closed:
+        if self.closed or self.full:
             return
         queue: asyncio.Queue[Item] = asyncio.Queue(self.queue_events + 1)  # + 1: room for END
         self._clients[queue] = model  # subscribed and replayed in one step: nothing falls between

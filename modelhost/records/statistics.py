@@ -18,6 +18,7 @@ class BatchingStatistics:
     batches: int = 0
     requests: int = 0
     largest: int = 0
+    retried: int = 0  # requests tried once more because a worker died
 
     def count(self, size: int) -> None:
         self.batches += 1

@@ -31,9 +31,12 @@ class Job(Generic[T]):
     future: asyncio.Future[Any]
     enqueued_at: float
     dispatched_at: float = field(default=0.0)
+    solo: bool = False  # in a batch of its own (a retry: if it kills a worker, it alone did)
 
 
 class BatchQueue(Generic[T]):
+    """One model's waiting jobs, bounded by `capacity`; cuts them into batches by size and delay."""
+
     def __init__(
         self,
         model: str,
@@ -77,10 +80,15 @@ class BatchQueue(Generic[T]):
         return due is not None and (len(self._jobs) >= self.max_batch_size or self.clock() >= due)
 
     def take(self) -> list[Job[T]]:
-        """The oldest waiting jobs, at most `max_batch_size`, in order."""
+        """The oldest waiting jobs, at most `max_batch_size`, in order; a solo job alone."""
         now = self.clock()
-        count = min(self.max_batch_size, len(self._jobs))
-        batch = [self._jobs.popleft() for _ in range(count)]
+        batch: list[Job[T]] = []
+        while self._jobs and len(batch) < self.max_batch_size:
+            if batch and self._jobs[0].solo:
+                break
+            batch.append(self._jobs.popleft())
+            if batch[-1].solo:
+                break
         for job in batch:
             job.dispatched_at = now
         return batch

@@ -10,6 +10,7 @@ load the model into one more worker, if `busy_share` says the model alone keeps 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -23,9 +24,13 @@ from modelhost.workers.pool import WorkerHandle
 Send = Callable[[WorkerHandle, list[Job[Any]]], Awaitable[float | None]]
 BUSY_WINDOW_S = 1.0  # how far back busy_share looks
 
+logger = logging.getLogger("modelhost.scheduler")
+
 
 @dataclass(eq=False)
 class Replica:
+    """A worker holding a copy of the model: its slots, how many are busy, whether it drains."""
+
     worker: WorkerHandle
     slots: int
     busy: int = 0
@@ -38,6 +43,9 @@ class Replica:
 
 
 class Dispatcher:
+    """Owns one model's replicas: hands its queue's batches to free ones, and says when requests
+    wait for lack of them (`on_pressure`)."""
+
     def __init__(
         self,
         queue: BatchQueue[Any],
@@ -128,7 +136,9 @@ class Dispatcher:
         self._running_since[id(batch)] = (self.queue.clock(), replica.worker)
         try:
             worked_s = await self.send(replica.worker, batch)
-        except ModelhostError as error:  # the worker died or refused: the batch's answer
+        except Exception as error:  # the batch's answer: its worker died or refused it
+            if not isinstance(error, ModelhostError):  # a defect of ours: a 500 each, not a hang
+                logger.exception("a batch of model %s failed", self.queue.model)
             for job in batch:
                 if not job.future.done():
                     job.future.set_exception(error)

@@ -1,5 +1,5 @@
-"""Model folders with handler code: MMS handlers (plain, slow, gated on a file) and SageMaker
-inference scripts, each around an iris model."""
+"""Model folders with handler code: MMS handlers (plain, slow) and SageMaker inference scripts,
+each around an iris model."""
 
 from __future__ import annotations
 
@@ -87,24 +87,6 @@ def handle(data, context):
 """
 )
 
-_GATED_HANDLER = '''"""An MMS handler that answers once its gate file exists, with its batch."""
-
-import os
-import time
-
-GATE = {gate!r}
-GIVE_UP_S = 60.0
-
-
-def handle(data, context):
-    if data is None:
-        return None
-    deadline = time.monotonic() + GIVE_UP_S
-    while not os.path.exists(GATE) and time.monotonic() < deadline:
-        time.sleep(0.005)
-    return [{{"batch": len(data), "body": request["body"].decode()}} for request in data]
-'''
-
 _SAGEMAKER_MODEL_FN = '''"""SageMaker-style inference code; the container supplies the other _fn."""
 
 import os
@@ -153,14 +135,6 @@ def slow_handler_folder(
     path = _fresh_folder(Path(path))
     source = _SLOW_HANDLER.format(from_body=bool(sleep_s_param), fixed_sleep_s=float(fixed_sleep_s))
     (path / "handler.py").write_text(source)
-    return path
-
-
-def gated_handler_folder(path: Path, gate: Path) -> Path:
-    """An MMS handler folder whose handle() waits until `gate` exists (a test opens it by creating
-    the file), then answers each request with `{"batch": len(data), "body": its body}`."""
-    path = _fresh_folder(Path(path))
-    (path / "handler.py").write_text(_GATED_HANDLER.format(gate=str(gate)))
     return path
 
 

@@ -13,14 +13,13 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 
 from modelhost.testing.models import parent_made
 
 # ---------------------------------------------------------------------------- a running server
 
 
-def serve_args(store: Path, cache_dir: Path, **settings: object) -> list[str]:
+def serve_args(store: Path | str, cache_dir: Path, **settings: object) -> list[str]:
     """`modelhost serve` flags for a store and cache dir, plus settings by name (workers=2)."""
     flags = ["--model-store", str(store), "--cache-dir", str(cache_dir)]
     for name, value in settings.items():
@@ -77,6 +76,7 @@ class RunningServer:
         self.startup_timeout_s = startup_timeout_s
         self.leaked_pids: list[int] = []  # processes of its group still alive after it exited
         self._process: subprocess.Popen[bytes] | None = None
+        self._stopped = False  # stop() has run since the last start()
 
     @property
     def pid(self) -> int:
@@ -96,6 +96,7 @@ class RunningServer:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
+        self._stopped = False
         try:
             self._wait_ready()
         except BaseException:
@@ -104,8 +105,12 @@ class RunningServer:
         return self
 
     def stop(self, timeout: float = 30.0) -> int:
-        """SIGTERM, wait up to `timeout`, SIGKILL the group if it is still there; the exit code."""
+        """SIGTERM, wait up to `timeout`, SIGKILL the group if it is still there; the exit code.
+        Stopping a stopped server only returns its code (a fixture stops what a test stopped)."""
         process = self._started()
+        if self._stopped:
+            return int(process.wait())
+        self._stopped = True
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)
             try:
@@ -120,12 +125,7 @@ class RunningServer:
     def __enter__(self) -> RunningServer:
         return self.start()
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        value: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self._process is not None:
             self.stop()
 

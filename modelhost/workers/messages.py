@@ -74,6 +74,7 @@ class Loaded(Message, frozen=True):
     batches: bool  # the handler takes a whole batch in one call
     reads_artifact: bool = True  # the loaded model may still read its files: keep them on disk
     peak: int = 0  # bytes the worker's resident set grew by at most while loading
+    pure: bool = False  # the handler answers a request twice harmlessly (built-in runtimes)
 
 
 class Unloaded(Message, frozen=True):

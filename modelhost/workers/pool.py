@@ -2,7 +2,10 @@
 
 Requests carry an id and wait on a future keyed by it, so many can be in flight per worker. A
 worker whose connection drops fails exactly its in-flight futures with `WorkerDied` and is replaced
-at once (with backoff if it keeps dying young).
+at once (with backoff if it keeps dying young). Every call has a deadline (loads and unloads
+`load_timeout_s`, batches `infer_timeout_s`): a worker that misses one is killed, which fails its
+other calls and replaces it. The template that forks workers is supervised: when it dies it is
+started again (with backoff) and the pool topped up to its size.
 """
 
 from __future__ import annotations
@@ -11,16 +14,26 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import os
+import signal
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from modelhost.errors import ModelhostError, WorkerDied
+from modelhost.errors import DeadlineExceeded, ModelhostError, Unavailable, WorkerDied
 from modelhost.records.events import EventLog
-from modelhost.workers.messages import Failed, Hello, Reply, Request, decode_reply, encode
+from modelhost.workers.messages import (
+    Failed,
+    Hello,
+    Infer,
+    Reply,
+    Request,
+    decode_reply,
+    encode,
+)
 from modelhost.workers.wire import Frame, read_frame
 from modelhost.workers.wire import encode as encode_frame
 
@@ -35,6 +48,8 @@ MAX_BACKOFF_S = 10.0
 
 @dataclass(eq=False)
 class WorkerHandle:
+    """The server's side of one worker process: its socket, and the replies it still owes."""
+
     worker_id: int
     pid: int
     writer: asyncio.StreamWriter
@@ -58,6 +73,9 @@ LostCallback = Callable[[WorkerHandle], None]
 
 
 class WorkerPool:
+    """Owns the worker processes: forks them from the template, replaces the dead, and matches
+    replies to requests by id."""
+
     def __init__(
         self,
         size: int,
@@ -65,8 +83,13 @@ class WorkerPool:
         run_dir: Path,
         events: EventLog,
         preload_runtimes: tuple[str, ...] = (),
+        load_timeout_s: float = 300.0,
+        infer_timeout_s: float = 120.0,
+        environment: dict[str, str] | None = None,
     ) -> None:
         self.size = size
+        self.load_timeout_s, self.infer_timeout_s = load_timeout_s, infer_timeout_s
+        self.environment = environment  # the workers' (and template's); None: the frontend's
         self.threads = threads
         self.preload_runtimes = preload_runtimes  # optional runtimes the template imports
         self.socket_path = str(run_dir / "workers.sock")
@@ -79,10 +102,16 @@ class WorkerPool:
         self._deaths: dict[int, int] = {}
         self._server: asyncio.AbstractServer | None = None
         self._template: asyncio.subprocess.Process | None = None
+        self._supervisor: asyncio.Task[None] | None = None
         self._closing = False
 
     async def startup(self) -> None:
         self._server = await asyncio.start_unix_server(self._accept, path=self.socket_path)
+        await self._start_template()
+        await asyncio.gather(*(self._spawn() for _ in range(self.size)))
+        self._supervisor = asyncio.ensure_future(self._supervise_template())
+
+    async def _start_template(self) -> None:
         self._template = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
@@ -92,25 +121,64 @@ class WorkerPool:
             ",".join(self.preload_runtimes),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
+            env=self.environment,
         )
         assert self._template.stdout is not None
         ready = await asyncio.wait_for(self._template.stdout.readline(), WORKER_START_TIMEOUT_S)
         if ready.strip() != b"ready":
             raise ModelhostError("the worker template process failed to start; see the log above")
-        await asyncio.gather(*(self._spawn() for _ in range(self.size)))
+
+    async def _supervise_template(self) -> None:
+        """Start the template again whenever it dies, then top the pool up to its size."""
+        failures = 0
+        while not self._closing:
+            assert self._template is not None
+            code = await self._template.wait()
+            if self._closing:
+                return
+            self.events.emit("worker_exit", reason="template_died", detail={"code": code})
+            await asyncio.sleep(min(MAX_BACKOFF_S, 0.1 * 2**failures) if failures else 0.0)
+            try:
+                await self._start_template()
+                await self._top_up()
+                failures = 0
+            except (ModelhostError, OSError, asyncio.TimeoutError) as error:  # Unavailable too
+                failures += 1
+                logger.error("restarting the worker template failed: %s", error)
+
+    async def _top_up(self) -> None:
+        missing = self.size - len(self.workers) - len(self._waiting)
+        await asyncio.gather(*(self._spawn() for _ in range(missing)))
+
+    def health(self) -> tuple[int, int]:
+        """Workers running, and the pool's size."""
+        return len(self.workers), self.size
 
     def pids(self) -> list[int]:
         template = [self._template.pid] if self._template else []
         return template + [worker.pid for worker in self.workers.values()]
 
     async def _spawn(self) -> WorkerHandle:
-        assert self._template is not None and self._template.stdin is not None
+        template = self._template
+        assert template is not None and template.stdin is not None
         worker_id = next(self._worker_ids)
         waiter: asyncio.Future[WorkerHandle] = asyncio.get_running_loop().create_future()
         self._waiting[worker_id] = waiter
-        self._template.stdin.write(f"{worker_id}\n".encode())
-        await self._template.stdin.drain()
-        worker = await asyncio.wait_for(waiter, WORKER_START_TIMEOUT_S)
+        exited: asyncio.Future[Any] = asyncio.ensure_future(template.wait())
+        try:
+            template.stdin.write(f"{worker_id}\n".encode())
+            await template.stdin.drain()
+            await asyncio.wait(
+                {waiter, exited}, timeout=WORKER_START_TIMEOUT_S, return_when="FIRST_COMPLETED"
+            )
+            if not waiter.done():
+                raise Unavailable(
+                    f"the worker template forked no worker {worker_id}: it died or hangs"
+                )
+            worker = waiter.result()
+        finally:
+            exited.cancel()
+            self._waiting.pop(worker_id, None)
         self.events.emit(
             "worker_start", worker=worker_id, reason="start", detail={"pid": worker.pid}
         )
@@ -121,7 +189,9 @@ class WorkerPool:
         assert isinstance(hello, Hello), hello
         worker = WorkerHandle(hello.worker_id, hello.pid, writer, time.monotonic())
         self.workers[worker.worker_id] = worker
-        self._waiting.pop(worker.worker_id).set_result(worker)
+        waiter = self._waiting.get(worker.worker_id)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(worker)
         await self._read_replies(worker, reader)
 
     async def _read_replies(self, worker: WorkerHandle, reader: asyncio.StreamReader) -> None:
@@ -159,9 +229,16 @@ class WorkerPool:
         deaths = self._deaths.get(worker.worker_id, 0) + 1 if young else 0
         delay = min(MAX_BACKOFF_S, 0.1 * 2**deaths) if deaths > 1 else 0.0
         await asyncio.sleep(delay)
-        if not self._closing:
+        if self._closing:
+            return
+        try:
             replacement = await self._spawn()
-            self._deaths[replacement.worker_id] = deaths
+        except (OSError, Unavailable) as error:  # the template is down: its supervisor
+            logger.warning(
+                "replacing worker %d waits for the template: %s", worker.worker_id, error
+            )
+            return  # restarts it and tops the pool up
+        self._deaths[replacement.worker_id] = deaths
 
     async def call(
         self,
@@ -173,22 +250,67 @@ class WorkerPool:
     ) -> tuple[ReplyT, bytes]:
         """Send one request to one worker and wait for its reply (of type `expect`) and payload;
         a failure comes back as the exception it was."""
-        if not worker.alive:
-            raise WorkerDied(f"worker {worker.worker_id} has died; retry is safe")
+        gone = WorkerDied(f"worker {worker.worker_id} has died; retry is safe")
+        if not worker.alive or worker.writer.is_closing():
+            raise gone
         request_id = next(self._request_ids)
         frame = encode_frame(Frame(request_id, encode(request), payload))
         future: Waiter = asyncio.get_running_loop().create_future()
         worker.pending[request_id] = (future, model)
-        worker.writer.write(frame)
-        reply, body = await future
+        try:
+            worker.writer.write(frame)
+        except (RuntimeError, ConnectionError) as error:  # closed before its reader saw the end
+            worker.pending.pop(request_id, None)
+            raise gone from error
+        reply, body = await self._within_deadline(worker, request, request_id, future, model)
         if isinstance(reply, Failed):
             raise reply.failure.rebuild()
         if not isinstance(reply, expect):
             raise ModelhostError(f"worker {worker.worker_id} answered {reply!r} to {request!r}")
         return reply, body
 
+    async def _within_deadline(
+        self, worker: WorkerHandle, request: Request, request_id: int, future: Waiter, model: str
+    ) -> tuple[Reply, bytes]:
+        """The reply, or `DeadlineExceeded` and the worker killed (it may hold a thread forever).
+
+        The deadline is a timer of its own, not the caller's wait: a caller that gives up (its
+        request timed out) must not leave a hung worker in place."""
+        is_batch = isinstance(request, Infer)
+        timeout_s = self.infer_timeout_s if is_batch else self.load_timeout_s
+        what, setting = (
+            ("a batch", "default-response-timeout-s")
+            if is_batch
+            else (
+                f"the {type(request).__name__.lower()}",
+                "worker-load-timeout-s",
+            )
+        )
+        missed = DeadlineExceeded(
+            f"worker {worker.worker_id} (pid {worker.pid}) did not finish {what} of model "
+            f"{model} within {timeout_s:g} s, so it was killed and is being replaced; check "
+            f"the model's handler, or raise --{setting}"
+        )
+
+        def expire() -> None:
+            if not future.done():
+                worker.pending.pop(request_id, None)
+                future.set_exception(missed)
+                self.kill(worker)
+
+        timer = asyncio.get_running_loop().call_later(timeout_s, expire)
+        future.add_done_callback(lambda done: settled(done, timer))
+        return await asyncio.shield(future)
+
+    def kill(self, worker: WorkerHandle) -> None:
+        """SIGKILL a worker; its dropped connection fails its calls and replaces it."""
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(worker.pid, signal.SIGKILL)
+
     async def shutdown(self) -> None:
         self._closing = True
+        if self._supervisor is not None:
+            self._supervisor.cancel()
         for worker in list(self.workers.values()):
             worker.writer.close()
         if self._template is not None and self._template.returncode is None:
@@ -200,3 +322,10 @@ class WorkerPool:
                 self._template.kill()
         if self._server is not None:
             self._server.close()
+
+
+def settled(future: Waiter, timer: asyncio.TimerHandle) -> None:
+    """Stop a call's deadline; mark its failure seen (its caller may have gone)."""
+    timer.cancel()
+    if not future.cancelled():
+        future.exception()

@@ -5,6 +5,10 @@ Started by the frontend as ``python -m modelhost.workers.template SOCKET THREADS
 worker id per line on stdin and forks a worker that connects back to SOCKET. Forking a process
 that has already imported numpy and scikit-learn makes a worker ready in milliseconds, and the
 library pages stay shared between workers (counted once in PSS). It exits when stdin closes.
+
+The template and its workers ignore SIGTERM and SIGINT: a signal sent to the whole process group
+(systemd, ``docker stop`` through an init) must not stop them before the frontend has drained
+its requests; the frontend stops them after the drain by closing their connections.
 """
 
 from __future__ import annotations
@@ -45,8 +49,8 @@ def fork_worker(socket_path: str, worker_id: int, threads: int) -> None:
     if os.fork() != 0:
         return
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the frontend decides when workers stop
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the frontend decides when workers stop
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     code = 0
     try:
         sys.stdin.close()
@@ -61,6 +65,7 @@ def fork_worker(socket_path: str, worker_id: int, threads: int) -> None:
 
 def main_loop(socket_path: str, threads: int) -> None:
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps exited workers
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     for line in sys.stdin:
         if line.strip():

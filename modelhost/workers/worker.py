@@ -111,7 +111,9 @@ class Worker:
         load_ms = (time.perf_counter() - started) * 1000
         peak = max(0, rss_and_peak_bytes()[1] - rss_before)  # unpickling's buffers, at their most
         footprint = max(0, settled_memory() - before)
-        return Loaded(footprint, load_ms, handler.batches, handler.reads_artifact, peak)
+        return Loaded(
+            footprint, load_ms, handler.batches, handler.reads_artifact, peak, handler.pure
+        )
 
     def _load_spec(self, request: Load, root: Path) -> LoadSpec:
         from modelhost.workers.handlers.select import LoadSpec

@@ -7,12 +7,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from helpers.stores import MotoServer, StaticHttpServer
 
 from modelhost.cache.stores import Store, Stores
 from modelhost.cache.stores.local import LocalStore
 from modelhost.cache.stores.memory import MemoryStore
 from modelhost.errors import Forbidden, InvalidModelName, ModelNotFound, StoreError
-from modelhost.testing_stores import MotoServer, StaticHttpServer
 
 PAYLOAD = bytes(range(256)) * 1000
 KEY = "tenants/t1.joblib"

@@ -79,6 +79,11 @@ EFFECTS: dict[str, str] = {
     "--ssl-keyfile": "security/test_proxy_and_tls_e2e.py::test_the_server_speaks_tls_with_the_given_certificate",
     "--drain-timeout-s": "e2e/test_observe_events.py::test_an_open_stream_does_not_hold_a_draining_server",
     "--access-log": "e2e/test_observe_metrics.py::test_the_access_log_has_a_line_per_request",
+    "--header-timeout-s": "security/test_floods_e2e.py::test_a_connection_that_never_finishes_its_headers_is_closed",
+    "--max-event-streams": "security/test_floods_e2e.py::test_event_streams_past_the_cap_are_503_and_a_closed_one_frees_its_place",
+    "--refuse-pickle": "security/test_refuse_pickle.py::test_pickle_based_artifacts_are_refused_when_asked",
+    "--instance-id": "fleet/test_instance_header.py::test_a_refusal_names_the_configured_instance",
+    "--worker-load-timeout-s": "faults/test_self_healing_e2e.py::test_a_load_that_hangs_fails_at_its_deadline_and_its_worker_is_replaced",
     "--config": "config/test_config.py::test_file_locations_from_flags_and_environment",
     "--mms-config": CONFIG + "test_mms_config_file_variable_wins_over_the_flag_as_in_mms",
     # config.properties
@@ -179,6 +184,7 @@ NOTICED = {
 NOT_YET_OBSERVED = {
     "--max-concurrent-downloads": "downloads running at once; no test counts them",
     "--eviction-policy": "cost-aware is tested in the cache, not yet chosen on a server",
+    "--max-connections": "uvicorn's limit_concurrency; no test opens that many connections",
 }
 
 

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from helpers.archives import symlink_tar, tar_bomb, traversal_tar
+from helpers.serving import Servers
 
 from modelhost import testing
 
@@ -27,27 +29,21 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     testing.sagemaker_folder(root / "custom/sagemaker")
     testing.tar_gz_of(testing.mms_handler_folder(root / ".src/tar"), root / "archives/m.tar.gz")
     testing.zip_of(testing.sagemaker_folder(root / ".src/zip"), root / "archives/m.zip")
-    testing.traversal_tar(root / "hostile/traversal.tar.gz")
-    testing.symlink_tar(root / "hostile/symlink.tar.gz")
-    testing.tar_bomb(root / "hostile/bomb.tar.gz", unpacked_bytes=64 * 2**20)
+    traversal_tar(root / "hostile/traversal.tar.gz")
+    symlink_tar(root / "hostile/symlink.tar.gz")
+    tar_bomb(root / "hostile/bomb.tar.gz", unpacked_bytes=64 * 2**20)
     return root
 
 
 @pytest.fixture(scope="module")
-def server(
-    store: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[testing.RunningServer]:
-    work = tmp_path_factory.mktemp("server")
-    args = testing.serve_args(
+def server(store: Path, serve: Servers) -> testing.RunningServer:
+    return serve(
         store,
-        work / "cache",
         workers=2,
         memory_budget="4GiB",
         max_unpacked_bytes="16MiB",
         max_request_size="1MiB",
     )
-    with testing.RunningServer(args, work) as running:
-        yield running
 
 
 @pytest.fixture

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from helpers.serving import Servers
 from pss_sampler import PssSampler
 
 from modelhost import testing
@@ -35,18 +35,14 @@ def serve_args(store: Path, work: Path, budget: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def small_server(
-    forest_store: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[testing.RunningServer]:
+def small_server(forest_store: Path, serve: Servers) -> testing.RunningServer:
     """A server whose budget leaves room for about three forests beside the idle server and
     the pinned one, f7."""
-    work = tmp_path_factory.mktemp("small")
-    with testing.RunningServer(serve_args(forest_store, work, "4GiB"), work) as probe:
-        baseline = httpx.get(f"{probe.url}/stats").json()["memory"]["baselineBytes"]
+    probe = serve(forest_store, workers=2, memory_budget="4GiB")
+    baseline = httpx.get(f"{probe.url}/stats").json()["memory"]["baselineBytes"]
+    probe.stop()
     budget = baseline + 64 * MiB
-    pinned = [*serve_args(forest_store, work, str(budget)), "--pinned-models", "f7.joblib"]
-    with testing.RunningServer(pinned, work) as server:
-        yield server
+    return serve(forest_store, workers=2, memory_budget=budget, pinned_models="f7.joblib")
 
 
 def invoke(url: str, name: str) -> httpx.Response:

@@ -30,7 +30,15 @@ def test_the_dockerfile_is_what_sagemaker_runs() -> None:
     assert "EXPOSE 8080" in text
     entrypoint = re.search(r"^ENTRYPOINT (.+)$", text, re.MULTILINE)
     assert entrypoint is not None
-    assert json.loads(entrypoint.group(1)) == ["/usr/local/bin/modelhost-entrypoint"]  # exec form
+    # exec form, under tini (Debian's): PID 1 reaps orphans and passes SIGTERM to the server
+    assert json.loads(entrypoint.group(1)) == [
+        "/usr/bin/tini",
+        "--",
+        "/usr/local/bin/modelhost-entrypoint",
+    ]
+    assert re.search(r"apt-get install .*\btini\b", text)
+    user = re.findall(r"^USER (\S+)$", text, re.MULTILINE)
+    assert user and user[-1] not in ("root", "0", "0:0"), "the server must not run as root"
     assert re.search(r"^CMD \[\"serve\"\]$", text, re.MULTILINE)
     assert "COPY deploy/sagemaker-entrypoint.sh /usr/local/bin/modelhost-entrypoint" in text
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from helpers.browser import chromium_page
+from helpers.serving import Servers
 from observe_tools import require_tool
 
 from modelhost import testing
@@ -31,13 +32,8 @@ ROW = json.dumps(testing.iris_rows(1)[0])
 
 
 @pytest.fixture(scope="module")
-def server(
-    store: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[testing.RunningServer]:
-    work = tmp_path_factory.mktemp("dashboard")
-    args = testing.serve_args(store, work / "cache", workers=2, memory_budget="4GiB")
-    with testing.RunningServer(args, work) as running:
-        yield running
+def server(store: Path, serve: Servers) -> testing.RunningServer:
+    return serve(store, workers=2, memory_budget="4GiB")
 
 
 def invoke(url: str, name: str) -> None:
@@ -55,15 +51,10 @@ def test_the_dashboard_shows_models_and_updates_when_one_loads(
     server: testing.RunningServer, tmp_path: Path
 ) -> None:
     chromium = require_tool("chromium", "chromium")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+    pytest.importorskip("playwright.sync_api", reason="pip install playwright")
     invoke(server.url, "tenants/t000.joblib")
     invoke(server.url, "tenants/t000.joblib")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1366, "height": 900})
-        problems: list[str] = []
-        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda error: problems.append(str(error)))
+    with chromium_page(chromium, CHROMIUM_ARGS, width=1366) as (page, problems):
         page.goto(server.url + "/")
         page.wait_for_selector(model_row("tenants/t000.joblib"), timeout=WAIT_MS)
         page.wait_for_selector("#status.live", timeout=WAIT_MS)
@@ -78,7 +69,6 @@ def test_the_dashboard_shows_models_and_updates_when_one_loads(
         memory = page.inner_text("#memory-now")
         screenshot = tmp_path / "dashboard.png"
         page.screenshot(path=str(screenshot), full_page=True)
-        browser.close()
     ARTIFACTS.mkdir(exist_ok=True)
     shutil.copyfile(screenshot, ARTIFACTS / "dashboard.png")
     assert hits == "1"  # the second of its two invocations; the first was a miss

@@ -4,12 +4,12 @@ filters by model; and does not hold a draining server open."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from helpers.serving import Servers
 from observe_tools import EventReader
 
 from modelhost import testing
@@ -31,19 +31,12 @@ def forest_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def tight_server(
-    forest_store: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[testing.RunningServer]:
+def tight_server(forest_store: Path, serve: Servers) -> testing.RunningServer:
     """A server whose memory budget has room for only some of the forests."""
-    work = tmp_path_factory.mktemp("tight")
-    args = testing.serve_args(forest_store, work / "cache", workers=2, memory_budget="4GiB")
-    with testing.RunningServer(args, work) as probe:
-        baseline = httpx.get(f"{probe.url}/stats").json()["memory"]["baselineBytes"]
-    args = testing.serve_args(
-        forest_store, work / "cache", workers=2, memory_budget=baseline + ROOM_MIB * MiB
-    )
-    with testing.RunningServer(args, work) as server:
-        yield server
+    probe = serve(forest_store, workers=2, memory_budget="4GiB")
+    baseline = httpx.get(f"{probe.url}/stats").json()["memory"]["baselineBytes"]
+    probe.stop()
+    return serve(forest_store, workers=2, memory_budget=baseline + ROOM_MIB * MiB)
 
 
 def invoke(url: str, name: str) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+from helpers.serving import Servers
 from observe_tools import require_tool
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -29,20 +30,17 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def observed(
-    store: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[testing.RunningServer, Path]]:
-    work = tmp_path_factory.mktemp("observed")
-    access_log = work / "access.log"
-    args = testing.serve_args(
+    store: Path, serve: Servers, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[testing.RunningServer, Path]:
+    access_log = tmp_path_factory.mktemp("observed") / "access.log"
+    server = serve(
         store,
-        work / "cache",
         workers=2,
         memory_budget="4GiB",
         access_log=access_log,
         metrics_model_series=MODEL_SERIES,
     )
-    with testing.RunningServer(args, work) as server:
-        yield server, access_log
+    return server, access_log
 
 
 @pytest.fixture

@@ -3,13 +3,13 @@ is documented (status, content type, schema) and malformed input never gets a 5x
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 import schemathesis
+from helpers.serving import Servers
 from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
@@ -31,12 +31,10 @@ STREAMS = {"/events"}  # never ends by itself
 
 
 @pytest.fixture(scope="module")
-def ports(store: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    work = tmp_path_factory.mktemp("openapi")
+def ports(store: Path, serve: Servers) -> tuple[str, str]:
     management_port = testing.free_port()
-    args = testing.serve_args(store, work / "cache", workers=1, management_port=management_port)
-    with testing.RunningServer(args, work) as running:
-        yield running.url, f"http://127.0.0.1:{management_port}"
+    running = serve(store, workers=1, management_port=management_port)
+    return running.url, f"http://127.0.0.1:{management_port}"
 
 
 @pytest.mark.parametrize("which", [0, 1], ids=["main", "torchserve"])

@@ -14,10 +14,11 @@ from typing import Any
 
 import httpx
 import pytest
+from helpers.serving import Servers
+from helpers.stores import MotoServer, StaticHttpServer, TcpProxy
 
 from modelhost import testing
 from modelhost.observe.exchange import parse_server_timing
-from modelhost.testing_stores import MotoServer, StaticHttpServer, TcpProxy
 
 pytestmark = pytest.mark.e2e
 
@@ -70,23 +71,17 @@ def http_store(artifacts: Path) -> Iterator[StaticHttpServer]:
 
 @pytest.fixture(scope="module")
 def server(
-    moto: MotoServer,
-    proxy: TcpProxy,
-    http_store: StaticHttpServer,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[testing.RunningServer]:
-    work = tmp_path_factory.mktemp("s3-server")
-    args = testing.serve_args(
+    moto: MotoServer, proxy: TcpProxy, http_store: StaticHttpServer, serve: Servers
+) -> testing.RunningServer:
+    return serve(
         f"s3://{BUCKET}/{PREFIX}",
-        work / "cache",
+        env=env_for(moto, proxy.url),
         workers=1,
         disk_budget="12MiB",
         store_timeout_s=1,
         store_attempts=2,
         allowed_urls=f"s3://{BUCKET}/{PREFIX}/*,{http_store.url}/*",
     )
-    with testing.RunningServer(args, work, env=env_for(moto, proxy.url)) as running:
-        yield running
 
 
 def env_for(moto: MotoServer, endpoint: str) -> dict[str, str]:

@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
+from helpers.serving import Servers
 
 from modelhost import testing
 
@@ -49,15 +50,8 @@ def runtime_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def runtime_server(
-    runtime_store: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[testing.RunningServer]:
-    work = tmp_path_factory.mktemp("runtime-server")
-    args = testing.serve_args(
-        runtime_store, work / "cache", workers=2, memory_budget="4GiB", batch_size=4
-    )
-    with testing.RunningServer(args, work) as running:
-        yield running
+def runtime_server(runtime_store: Path, serve: Servers) -> testing.RunningServer:
+    return serve(runtime_store, workers=2, memory_budget="4GiB", batch_size=4)
 
 
 @pytest.fixture
@@ -171,21 +165,15 @@ def test_a_declared_size_over_the_budget_is_507(http: httpx.Client, runtime_stor
 
 @pytest.fixture(scope="module")
 def lean_server(
-    runtime_store: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[testing.RunningServer]:
-    work = tmp_path_factory.mktemp("lean-server")
-    site = work / "site"
-    site.mkdir()
+    runtime_store: Path, serve: Servers, tmp_path_factory: pytest.TempPathFactory
+) -> testing.RunningServer:
+    site = tmp_path_factory.mktemp("lean-site")
     # how Python sees a package that is not installed: `import xgboost` raises ImportError
     (site / "sitecustomize.py").write_text("import sys\nsys.modules['xgboost'] = None\n")
     pinned = toml(runtime_store / "lean/pinned", "pinned = true\n")
     testing.onnx_iris(pinned / "model.onnx")
-    env = {"PYTHONPATH": str(site)}
-    args = testing.serve_args(
-        runtime_store, work / "cache", workers=1, memory_budget="4GiB", idle_unload_s=1
-    )
-    with testing.RunningServer(args, work, env={**os.environ, **env}) as running:
-        yield running
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    return serve(runtime_store, env=env, workers=1, memory_budget="4GiB", idle_unload_s=1)
 
 
 def test_a_missing_runtime_is_a_500_naming_the_extra(lean_server: testing.RunningServer) -> None:

@@ -7,7 +7,6 @@ as long as a test needs, so queue depths and batches are set by the test, not by
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,6 +15,8 @@ from typing import Any
 import httpx
 import joblib
 import pytest
+from helpers.handlers import gated_handler_folder
+from helpers.serving import Servers
 
 from modelhost import testing
 
@@ -32,20 +33,21 @@ def gate(tmp_path: Path) -> Path:
 @pytest.fixture
 def store(tmp_path: Path, gate: Path) -> Path:
     root = tmp_path / "store"
-    testing.gated_handler_folder(root / GATED, gate)
+    gated_handler_folder(root / GATED, gate)
     testing.iris_logreg(root / "iris.joblib")
     return root
 
 
 @pytest.fixture
-def serve(tmp_path: Path, store: Path) -> Iterator[Callable[..., httpx.Client]]:
-    """Start a server with the given settings; it stops when the test ends."""
-    with contextlib.ExitStack() as stack:
+def client_of(
+    store: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Callable[..., httpx.Client]]:
+    """A client of a server started with the given settings; both close when the test ends."""
+    with Servers(tmp_path_factory) as servers:
 
         def start(**settings: object) -> httpx.Client:
-            args = testing.serve_args(store, tmp_path / "cache", **settings)
-            server = stack.enter_context(testing.RunningServer(args, tmp_path / "server"))
-            return stack.enter_context(httpx.Client(base_url=server.url, timeout=60))
+            server = servers(store, **settings)
+            return servers.enter_context(httpx.Client(base_url=server.url, timeout=60))
 
         yield start
 
@@ -81,6 +83,24 @@ def running_and_queued(client: httpx.Client, running: int, queued: int) -> Calla
     return check
 
 
+def held_at_the_gate(
+    pool: concurrent.futures.Executor, client: httpx.Client, body: str
+) -> concurrent.futures.Future[httpx.Response]:
+    """A request to the gated model, returned once it runs in a worker with none queued behind."""
+    held = pool.submit(invoke, client, GATED, body)
+    wait_until(running_and_queued(client, 1, 0))
+    return held
+
+
+def queued_behind(
+    pool: concurrent.futures.Executor, client: httpx.Client, bodies: list[str]
+) -> list[concurrent.futures.Future[httpx.Response]]:
+    """Requests to the gated model, returned once all of them wait in its queue behind one."""
+    queued = [pool.submit(invoke, client, GATED, body) for body in bodies]
+    wait_until(running_and_queued(client, 1, len(queued)))
+    return queued
+
+
 def metric(client: httpx.Client, line_start: str) -> float:
     for line in client.get("/metrics").text.splitlines():
         if line.startswith(line_start):
@@ -89,14 +109,12 @@ def metric(client: httpx.Client, line_start: str) -> float:
 
 
 def test_a_full_queue_answers_429_with_its_numbers_and_recovers(
-    serve: Callable[..., httpx.Client], gate: Path
+    client_of: Callable[..., httpx.Client], gate: Path
 ) -> None:
-    client = serve(workers=1, threads_per_worker=1, job_queue_size=3, max_workers_per_model=1)
+    client = client_of(workers=1, threads_per_worker=1, job_queue_size=3, max_workers_per_model=1)
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
-        first = pool.submit(invoke, client, GATED, "0")
-        wait_until(running_and_queued(client, 1, 0))
-        waiting = [pool.submit(invoke, client, GATED, str(i)) for i in (1, 2, 3)]
-        wait_until(running_and_queued(client, 1, 3))
+        first = held_at_the_gate(pool, client, "0")
+        waiting = queued_behind(pool, client, ["1", "2", "3"])
         refused = invoke(client, GATED, "4")
         assert refused.status_code == 429, refused.text
         assert refused.headers["retry-after"] == "1"
@@ -114,9 +132,9 @@ def test_a_full_queue_answers_429_with_its_numbers_and_recovers(
 
 
 def test_max_concurrency_caps_requests_in_flight_across_models(
-    serve: Callable[..., httpx.Client], gate: Path
+    client_of: Callable[..., httpx.Client], gate: Path
 ) -> None:
-    client = serve(workers=1, threads_per_worker=1, max_concurrency=2)
+    client = client_of(workers=1, threads_per_worker=1, max_concurrency=2)
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         held = [pool.submit(invoke, client, GATED, str(i)) for i in (1, 2)]
         wait_until(lambda: describe(client, GATED).get("inFlight") == 2)
@@ -131,14 +149,13 @@ def test_max_concurrency_caps_requests_in_flight_across_models(
 
 
 def test_a_request_past_its_deadline_gets_504_running_or_queued(
-    serve: Callable[..., httpx.Client], gate: Path
+    client_of: Callable[..., httpx.Client], gate: Path
 ) -> None:
-    client = serve(
+    client = client_of(
         workers=1, threads_per_worker=1, default_response_timeout_s=1, max_workers_per_model=1
     )
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        running = pool.submit(invoke, client, GATED, "0")
-        wait_until(running_and_queued(client, 1, 0))
+        running = held_at_the_gate(pool, client, "0")
         queued = pool.submit(invoke, client, GATED, "1")
         late = [running.result(), queued.result()]
     assert [r.status_code for r in late] == [504, 504]
@@ -151,14 +168,12 @@ def test_a_request_past_its_deadline_gets_504_running_or_queued(
 
 
 def test_custom_handlers_receive_the_waiting_requests_as_one_list(
-    serve: Callable[..., httpx.Client], gate: Path
+    client_of: Callable[..., httpx.Client], gate: Path
 ) -> None:
-    client = serve(workers=1, threads_per_worker=1, batch_size=4, max_workers_per_model=1)
+    client = client_of(workers=1, threads_per_worker=1, batch_size=4, max_workers_per_model=1)
     with concurrent.futures.ThreadPoolExecutor(5) as pool:
-        first = pool.submit(invoke, client, GATED, "first")
-        wait_until(running_and_queued(client, 1, 0))
-        batch = [pool.submit(invoke, client, GATED, f"b{i}") for i in range(4)]
-        wait_until(running_and_queued(client, 1, 4))
+        first = held_at_the_gate(pool, client, "first")
+        batch = queued_behind(pool, client, [f"b{i}" for i in range(4)])
         gate.touch()
         assert first.result().json() == {"batch": 1, "body": "first"}
         answers = [future.result().json() for future in batch]
@@ -166,9 +181,9 @@ def test_custom_handlers_receive_the_waiting_requests_as_one_list(
 
 
 def test_scikit_learn_predicts_a_batch_as_one_matrix_and_isolates_a_bad_request(
-    serve: Callable[..., httpx.Client], store: Path
+    client_of: Callable[..., httpx.Client], store: Path
 ) -> None:
-    client = serve(workers=1, threads_per_worker=1, batch_size=16, max_batch_delay_ms=300)
+    client = client_of(workers=1, threads_per_worker=1, batch_size=16, max_batch_delay_ms=300)
     assert invoke(client, "iris.joblib").status_code == 200  # loaded: the batch is all hits
     rows = testing.iris_rows(8)
     model = joblib.load(store / "iris.joblib")
@@ -185,12 +200,11 @@ def test_scikit_learn_predicts_a_batch_as_one_matrix_and_isolates_a_bad_request(
 
 
 def test_a_hot_model_scales_out_to_another_worker_and_back_in_when_idle(
-    serve: Callable[..., httpx.Client], gate: Path
+    client_of: Callable[..., httpx.Client], gate: Path
 ) -> None:
-    client = serve(workers=2, scale_in_idle_s=1)
+    client = client_of(workers=2, scale_in_idle_s=1)
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        first = pool.submit(invoke, client, GATED, "0")
-        wait_until(running_and_queued(client, 1, 0))
+        first = held_at_the_gate(pool, client, "0")
         second = pool.submit(invoke, client, GATED, "1")  # waits: the model takes a second worker
         wait_until(running_and_queued(client, 2, 0))
         assert len(describe(client, GATED)["workers"]) == 2

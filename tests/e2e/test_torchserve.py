@@ -9,6 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from helpers.serving import Servers
 
 from modelhost import testing
 
@@ -21,15 +22,8 @@ def management_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def ts_server(
-    store: Path, management_port: int, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[testing.RunningServer]:
-    work = tmp_path_factory.mktemp("torchserve")
-    args = testing.serve_args(
-        store, work / "cache", workers=1, memory_budget="4GiB", management_port=management_port
-    )
-    with testing.RunningServer(args, work) as running:
-        yield running
+def ts_server(store: Path, management_port: int, serve: Servers) -> testing.RunningServer:
+    return serve(store, workers=1, memory_budget="4GiB", management_port=management_port)
 
 
 @pytest.fixture
@@ -44,6 +38,13 @@ def management(ts_server: testing.RunningServer, management_port: int) -> Iterat
         yield http
 
 
+def register_one_worker(
+    management: httpx.Client, url: str, name: str, synchronous: str
+) -> httpx.Response:
+    params = {"url": url, "model_name": name, "initial_workers": 1, "synchronous": synchronous}
+    return management.post("/models", params=params)
+
+
 def test_predictions_take_torchserve_bodies(inference: httpx.Client) -> None:
     raw = inference.post("/predictions/iris.pkl", content=str(ROW).encode())  # curl -T file
     assert raw.status_code == 200, raw.text
@@ -56,15 +57,7 @@ def test_predictions_take_torchserve_bodies(inference: httpx.Client) -> None:
 
 
 def test_register_describe_unregister(management: httpx.Client) -> None:
-    registered = management.post(
-        "/models",
-        params={
-            "url": "tenants/t003.joblib",
-            "model_name": "reg",
-            "initial_workers": 1,
-            "synchronous": "true",
-        },
-    )
+    registered = register_one_worker(management, "tenants/t003.joblib", "reg", "true")
     assert registered.status_code == 200, registered.text
     assert registered.json() == {
         "status": 'Model "reg" Version: 1.0 registered with 1 initial workers'
@@ -94,15 +87,7 @@ def test_register_without_workers_loads_on_first_request(
 
 
 def test_asynchronous_registration_answers_202(management: httpx.Client) -> None:
-    registered = management.post(
-        "/models",
-        params={
-            "url": "tenants/t005.joblib",
-            "model_name": "later",
-            "initial_workers": 1,
-            "synchronous": "false",
-        },
-    )
+    registered = register_one_worker(management, "tenants/t005.joblib", "later", "false")
     assert registered.status_code == 202
     assert registered.json() == {"status": "Processing worker updates..."}
     for _ in range(200):  # until the background load is done; no timing asserted

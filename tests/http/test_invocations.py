@@ -14,7 +14,13 @@ from starlette.types import Receive, Scope, Send
 
 from modelhost.errors import QueueFull
 from modelhost.host import Invocation, Result
-from modelhost.http.invocations import MODEL_INVOKE, PREDICTIONS, InFront, Invocations, route_of
+from modelhost.http.invocations import (
+    MODEL_INVOKE,
+    PREDICTIONS,
+    InvocationFastPath,
+    Invocations,
+    route_of,
+)
 from modelhost.observe.exchange import Exchange
 from modelhost.observe.metrics import Metrics
 
@@ -50,11 +56,11 @@ async def fallback(scope: Scope, receive: Receive, send: Send) -> None:
 def send(host: FakeHost, method: str, path: str, **kwargs: Any) -> tuple[httpx.Response, Any]:
     observer = RecordingObserver()
     invocations = Invocations(host, 1024, "", observer)  # type: ignore[arg-type]
-    app = InFront(fallback, invocations)  # type: ignore[arg-type]
+    app = InvocationFastPath(fallback, invocations)  # type: ignore[arg-type]
 
     async def request() -> httpx.Response:
         transport = httpx.ASGITransport(app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://modelhost") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
             return await client.request(method, path, **kwargs)
 
     return asyncio.run(request()), observer

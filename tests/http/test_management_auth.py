@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from modelhost.http.app import build_app
-from modelhost.http.routes import HttpSettings, Routes
+from modelhost.http.routes import HttpSettings, SageMakerRoutes
 
 
 class UnloadingHost:
@@ -27,11 +27,11 @@ class UnloadingHost:
 
 def delete(client_ip: str, token: str = "", **headers: str) -> tuple[httpx.Response, list[str]]:
     host = UnloadingHost()
-    routes = Routes(host, HttpSettings(1024, token, ""))  # type: ignore[arg-type]
+    routes = SageMakerRoutes(host, HttpSettings(1024, token, ""))  # type: ignore[arg-type]
     transport = httpx.ASGITransport(build_app(routes), client=(client_ip, 40000))
 
     async def call() -> httpx.Response:
-        async with httpx.AsyncClient(transport=transport, base_url="http://modelhost") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
             return await client.delete("/models/tenants/t1.joblib", headers=headers)
 
     return asyncio.run(call()), host.unloaded

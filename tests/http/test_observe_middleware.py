@@ -62,7 +62,7 @@ def exchanges(*requests: tuple[str, str, dict[str, str]]) -> RecordingObserver:
     transport = httpx.ASGITransport(app(observer), raise_app_exceptions=False)
 
     async def send_all() -> None:
-        async with httpx.AsyncClient(transport=transport, base_url="http://modelhost") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
             for method, path, headers in requests:
                 await client.request(method, path, headers=headers, content=b"[1, 2, 3]")
 

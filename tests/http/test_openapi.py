@@ -11,7 +11,7 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 
 from modelhost.http.app import build_app
-from modelhost.http.invocations import InFront
+from modelhost.http.invocations import InvocationFastPath
 from modelhost.http.last_resort import LastResort
 from modelhost.http.openapi import (
     OPERATIONS,
@@ -22,7 +22,7 @@ from modelhost.http.openapi import (
     openapi_path,
     route_keys,
 )
-from modelhost.http.routes import HttpSettings, Routes
+from modelhost.http.routes import HttpSettings, SageMakerRoutes
 from modelhost.http.torchserve import build_management_app
 
 API_MD = Path(__file__).parents[2] / "docs" / "api.md"
@@ -31,11 +31,11 @@ API_MD = Path(__file__).parents[2] / "docs" / "api.md"
 OBSERVER = SimpleNamespace(metrics=SimpleNamespace(unhandled_errors=None))  # what build_app reads
 
 
-def routes() -> Routes:
-    return Routes(cast(Any, None), HttpSettings(1024, "", ""))
+def routes() -> SageMakerRoutes:
+    return SageMakerRoutes(cast(Any, None), HttpSettings(1024, "", ""))
 
 
-def served_document(app: Starlette | InFront | LastResort) -> dict[str, Any]:
+def served_document(app: Starlette | InvocationFastPath | LastResort) -> dict[str, Any]:
     (route,) = [r for r in app.routes if isinstance(r, OpenApiRoute)]
     return route.document
 
@@ -44,7 +44,7 @@ def documented(doc: dict[str, Any]) -> set[tuple[str, str]]:
     return {(method.upper(), path) for path, methods in doc["paths"].items() for method in methods}
 
 
-def served(app: Starlette | InFront | LastResort) -> set[tuple[str, str]]:
+def served(app: Starlette | InvocationFastPath | LastResort) -> set[tuple[str, str]]:
     return {(method, openapi_path(path)) for method, path in route_keys(app.routes)}
 
 
@@ -57,7 +57,7 @@ def served(app: Starlette | InFront | LastResort) -> set[tuple[str, str]]:
     ids=["main", "torchserve"],
 )
 def test_documented_routes_are_the_served_routes(
-    app: Starlette | InFront | LastResort, table: dict[tuple[str, str], Any]
+    app: Starlette | InvocationFastPath | LastResort, table: dict[tuple[str, str], Any]
 ) -> None:
     assert documented(served_document(app)) == served(app)
     assert set(table) == route_keys(app.routes)  # no entry for a route that is gone

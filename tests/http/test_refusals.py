@@ -8,15 +8,15 @@ from typing import Any, cast
 import httpx
 
 from modelhost.http.app import build_app
-from modelhost.http.routes import HttpSettings, Routes
+from modelhost.http.routes import HttpSettings, SageMakerRoutes
 
 
 def call(method: str, path: str) -> httpx.Response:
-    app = build_app(Routes(cast(Any, None), HttpSettings(1024, "", "")))
+    app = build_app(SageMakerRoutes(cast(Any, None), HttpSettings(1024, "", "")))
 
     async def send() -> httpx.Response:
         transport = httpx.ASGITransport(app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://modelhost") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
             return await client.request(method, path)
 
     return asyncio.run(send())

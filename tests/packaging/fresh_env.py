@@ -45,7 +45,10 @@ def base_distributions() -> list[metadata.Distribution]:
         name = canonicalize_name(wanted.pop())
         if name in found:
             continue
-        found[name] = dist = metadata.distribution(name)
+        # from site-packages only: an imported package may have put its vendored copies
+        # (ray's thirdparty_files holds psutil) ahead of it on sys.path
+        site = [sysconfig.get_path("purelib")]
+        found[name] = dist = next(iter(metadata.distributions(name=name, path=site)))
         for text in dist.requires or []:
             requirement = Requirement(text)
             if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):

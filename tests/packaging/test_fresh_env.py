@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import importlib.util
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from helpers.serving import Servers
 
 from modelhost import testing
 
@@ -78,21 +78,18 @@ def test_help_version_and_examples_work_without_extras(base_env: Path, tmp_path:
 
 @pytest.fixture(scope="module")
 def runtime_server(
-    base_env: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[testing.RunningServer]:
+    base_env: Path, serve: Servers, tmp_path_factory: pytest.TempPathFactory
+) -> testing.RunningServer:
     """The wheel's server on a store with one model of each runtime, none of them installed."""
-    work = tmp_path_factory.mktemp("runtime-server")
-    store = work / "store"
+    store = tmp_path_factory.mktemp("runtime-store")
     testing.iris_logreg(store / "sklearn/model.joblib")
     testing.xgboost_iris(store / "xgb/model.ubj")
     testing.lightgbm_iris(store / "lgbm/model.txt")
     testing.onnx_iris(store / "onnx/model.onnx")
     if importlib.util.find_spec("torch") is not None:
         testing.torch_iris(store / "torch/model.pt")
-    args = testing.serve_args(store, work / "cache", workers=1, memory_budget="2GiB")
     command = [str(base_env / "modelhost"), "serve"]
-    with testing.RunningServer(args, work, command=command) as running:
-        yield running
+    return serve(store, command=command, workers=1, memory_budget="2GiB")
 
 
 @pytest.mark.e2e

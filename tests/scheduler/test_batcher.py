@@ -95,3 +95,19 @@ def test_a_discarded_job_leaves_the_queue_and_the_rest_keep_their_order() -> Non
     queue.discard(jobs[1])  # twice is harmless
     assert [j.request for j in queue.take()] == [0, 2, 3]
     loop.close()
+
+
+def test_a_solo_job_leaves_in_a_batch_of_its_own() -> None:
+    """A retried request goes alone: if its worker dies again, no other request shares the
+    blame (or the second death)."""
+    clock, loop = Clock(), asyncio.new_event_loop()
+    queue: BatchQueue[int] = BatchQueue("m", 10, 8, 0.0, clock)
+    for number in range(5):
+        queued = job(number, clock, loop)
+        queued.solo = number == 2
+        queue.put(queued)
+    batches = []
+    while queue.ready():
+        batches.append([j.request for j in queue.take()])
+    assert batches == [[0, 1], [2], [3, 4]]
+    loop.close()

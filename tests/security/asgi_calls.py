@@ -7,7 +7,7 @@ from typing import Any, cast
 
 import httpx
 
-from modelhost.http.routes import HttpSettings, Routes
+from modelhost.http.routes import HttpSettings, SageMakerRoutes
 
 
 class UnreachableHost:
@@ -25,11 +25,11 @@ class UnreachableHost:
 def call(app: Any, method: str, path: str, **kwargs: Any) -> httpx.Response:
     async def send() -> httpx.Response:
         transport = httpx.ASGITransport(app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://modelhost") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
             return await client.request(method, path, **kwargs)
 
     return asyncio.run(send())
 
 
-def routes() -> Routes:
-    return Routes(cast(Any, UnreachableHost()), HttpSettings(1 << 20, "", ""))
+def routes() -> SageMakerRoutes:
+    return SageMakerRoutes(cast(Any, UnreachableHost()), HttpSettings(1 << 20, "", ""))

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from modelhost.http.app import build_app
-from modelhost.http.routes import HttpSettings, Routes
+from modelhost.http.routes import HttpSettings, SageMakerRoutes
 
 LIMIT = 1024
 BIG = b'{"model_name": "m", "url": "' + b"x" * 4096 + b'"}'
@@ -30,11 +30,11 @@ async def chunks() -> AsyncIterator[bytes]:
 
 
 def call(path: str, chunked: bool) -> httpx.Response:
-    app = build_app(Routes(cast(Any, UnreachableHost()), HttpSettings(LIMIT, "", "")))
+    app = build_app(SageMakerRoutes(cast(Any, UnreachableHost()), HttpSettings(LIMIT, "", "")))
 
     async def send() -> httpx.Response:
         transport = httpx.ASGITransport(app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://modelhost") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
             return await client.post(path, content=chunks() if chunked else BIG)
 
     return asyncio.run(send())

@@ -12,7 +12,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from modelhost.http.app import build_app
-from modelhost.http.routes import HttpSettings, Routes
+from modelhost.http.routes import HttpSettings, SageMakerRoutes
 from modelhost.http.torchserve import build_management_app
 from modelhost.observe.metrics import Metrics
 
@@ -48,15 +48,15 @@ class Observer:
 def call(app: Any, method: str, path: str) -> httpx.Response:
     async def send() -> httpx.Response:
         transport = httpx.ASGITransport(app, raise_app_exceptions=True)
-        async with httpx.AsyncClient(transport=transport, base_url="http://modelhost") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
             target = {"X-Amzn-SageMaker-Target-Model": "m"}
             return await client.request(method, path, content=b"[1]", headers=target)
 
     return asyncio.run(send())
 
 
-def routes() -> Routes:
-    return Routes(cast(Any, BuggyHost()), HttpSettings(1024, "", ""))
+def routes() -> SageMakerRoutes:
+    return SageMakerRoutes(cast(Any, BuggyHost()), HttpSettings(1024, "", ""))
 
 
 @pytest.mark.parametrize(

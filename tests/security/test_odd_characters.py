@@ -15,7 +15,7 @@ from modelhost.errors import BadRequestBody
 from modelhost.http.app import build_app
 from modelhost.http.observe import last_event_id
 from modelhost.http.oip import header_length
-from modelhost.http.routes import HttpSettings, Routes
+from modelhost.http.routes import HttpSettings, SageMakerRoutes
 from modelhost.http.torchserve import build_management_app
 
 
@@ -36,14 +36,14 @@ def call(app: Any, method: str, path: str, client_ip: str = "127.0.0.1", **kw: A
     transport = httpx.ASGITransport(app, client=(client_ip, 40000))
 
     async def send() -> httpx.Response:
-        async with httpx.AsyncClient(transport=transport, base_url="http://modelhost") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
             return await client.request(method, path, **kw)
 
     return asyncio.run(send())
 
 
-def routes(token: str = "") -> Routes:
-    return Routes(cast(Any, Host()), HttpSettings(1024, token, ""))
+def routes(token: str = "") -> SageMakerRoutes:
+    return SageMakerRoutes(cast(Any, Host()), HttpSettings(1024, token, ""))
 
 
 def test_a_non_ascii_authorization_header_is_401_saying_what_to_send() -> None:

@@ -10,11 +10,12 @@ import fnmatch
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse, urlsplit
 
 from modelhost.cache.stores.base import ObjectInfo, Progress, Store, validate_name
 from modelhost.cache.stores.local import LocalStore, path_of
 from modelhost.errors import ConfigError, Forbidden, InvalidModelName
+from modelhost.urls import redact_url
 
 __all__ = ["ObjectInfo", "Progress", "Store", "StoreSettings", "Stores"]
 
@@ -23,6 +24,8 @@ REMOTE_SCHEMES = ("s3", "http", "https")
 
 @dataclass(frozen=True)
 class StoreSettings:
+    """What every store opened by the server shares: the timeout and the download slots."""
+
     timeout_s: float = 30.0
     max_concurrent_downloads: int = 4
 
@@ -74,20 +77,27 @@ class Stores:
 
     def url_of(self, name: str) -> str:
         """The source of a model invoked by name: its path in the configured store."""
-        return self.default.url_of(validate_name(name))
+        url = self.default.url_of(validate_name(name))
+        if isinstance(self.default, LocalStore):
+            self.default.inside(path_of(url), name)  # a folder link must not lead out
+        return url
 
     def normalize(self, url: str) -> str:
-        """A URL given by a user in the one form kept; a relative path is in the store."""
+        """A URL given by a user in the one form kept, on which `allowed_urls` decides: a
+        remote URL as given once its decoded path has no '.' or '..' (so '%2e%2e' cannot climb
+        past an allowed prefix), a local one resolved (so no link leads out), a relative path
+        in the store."""
         scheme = urlparse(url).scheme
-        if scheme in REMOTE_SCHEMES:  # no '..' in the key; a query (a presigned URL's) is kept
-            validate_name(url.partition("://")[2].partition("?")[0].partition("/")[2])
+        if scheme in REMOTE_SCHEMES:
+            path = urlsplit(url).path.removeprefix("/")
+            validate_name(unquote(path))
             return url
         if scheme not in ("", "file"):
             raise InvalidModelName(
-                f"unsupported URL {url!r}: use s3://, http(s)://, file:// or a path"
+                f"unsupported URL {redact_url(url)!r}: use s3://, http(s)://, file:// or a path"
             )
         if scheme == "" and not Path(url).is_absolute():
-            return self.url_of(url)
+            return self.normalize(self.default.url_of(validate_name(url)))
         return path_of(url).as_uri()
 
     def admit(self, url: str) -> str:
@@ -95,7 +105,7 @@ class Stores:
         normalized = self.normalize(url)
         if not any(fnmatch.fnmatchcase(normalized, p) for p in self.allowed_urls):
             raise Forbidden(
-                f"url {url!r} is outside the URLs models may be loaded from "
+                f"url {redact_url(url)!r} is outside the URLs models may be loaded from "
                 f"({', '.join(self.allowed_urls)}); an operator can add a pattern to "
                 "--allowed-urls"
             )
@@ -103,12 +113,16 @@ class Stores:
 
     def locate(self, url: str) -> tuple[Store, str]:
         """The store and key of a normalized URL."""
-        key = None if "?" in url else self.default.key_of(url)  # the store's URLs have no query
+        key = self.default.key_of(url)
         if key is not None:
             return self.default, key
-        url, mark, query = url.partition("?")  # a presigned URL's signature: kept for its GET
-        parent, _, key = url.rstrip("/").rpartition("/")
-        return self.open(parent + mark + query), key
+        path, mark, query = url.partition("?")  # a presigned URL's query may hold a '/'
+        parent = path.rstrip("/").rpartition("/")[0]
+        store = self.open(parent)
+        key = store.key_of(path.rstrip("/") + mark + query)
+        if key is None:
+            raise InvalidModelName(f"{redact_url(url)!r} names no object below {parent}")
+        return store, key
 
     async def close(self) -> None:
         for client in self._clients.values():

@@ -33,6 +33,8 @@ class ObjectInfo:
 
 
 class Store(Protocol):
+    """Where artifacts come from: a root URL under which it states, fetches and lists keys."""
+
     uri: str  # the root, as the user wrote it, without a trailing slash
 
     def url_of(self, key: str) -> str:

@@ -1,5 +1,9 @@
 """Artifacts behind plain HTTP(S): a GET per object, streamed to disk, through httpx.
 
+Redirects are not followed: `allowed_urls` decided on the URL asked for, and a redirect could lead
+anywhere (a metadata service, another tenant's files). A key may carry a query string (a
+presigned URL's signature), sent exactly as given.
+
 An HTTP server cannot be listed, so ``load_models=ALL`` needs a store that can. The ETag, when
 the server sends one, is kept for revalidation; ``If-Match`` refuses a version other than the one
 the caller saw.
@@ -20,6 +24,7 @@ from modelhost.errors import (
     StoreTimeout,
     StoreUnavailable,
 )
+from modelhost.urls import redact_url
 
 CHUNK_BYTES = 1 << 20
 TRANSIENT_STATUSES = {408, 412, 425, 429, 500, 502, 503, 504}
@@ -28,22 +33,26 @@ HEAD_REFUSED = {403, 405, 501}
 
 def http_client(timeout_s: float) -> httpx.AsyncClient:
     """One client (one connection pool) shared by every HTTP store of the server."""
-    return httpx.AsyncClient(timeout=httpx.Timeout(timeout_s), follow_redirects=True)
+    return httpx.AsyncClient(timeout=httpx.Timeout(timeout_s), follow_redirects=False)
 
 
 class HttpStore:
+    """Artifacts under an HTTP(S) root, fetched by GET through the server's shared client."""
+
     def __init__(self, root: str, client: httpx.AsyncClient) -> None:
-        root, _, self.query = root.partition("?")  # a presigned URL's query, sent with each
         self.uri = root.rstrip("/")
         self.client = client
 
     def url_of(self, key: str) -> str:
-        query = f"?{self.query}" if self.query else ""
-        return f"{self.uri}/{quote(validate_name(key))}{query}"
+        path, mark, query = key.partition("?")
+        return f"{self.uri}/{quote(validate_name(path))}{mark}{query}"
 
     def key_of(self, url: str) -> str | None:
         key = key_below(self.uri, url)
-        return unquote(key) if key else None
+        if not key:
+            return None
+        path, mark, query = key.partition("?")
+        return unquote(path) + mark + query
 
     def local_path(self, key: str) -> Path | None:
         return None
@@ -87,11 +96,18 @@ class HttpStore:
 
 
 def check(response: httpx.Response, url: str) -> None:
+    if response.is_redirect:
+        raise StoreError(
+            f"the store answered HTTP {response.status_code} for {redact_url(url)}, a redirect "
+            f"to {redact_url(response.headers.get('location', '?'))}; redirects are not followed "
+            "for model URLs: give the final URL (allowed_urls must admit it)"
+        )
     if response.status_code >= 400:
         raise status_error(response.status_code, url)
 
 
 def status_error(status: int, url: str) -> ModelhostError:
+    url = redact_url(url)
     if status in (404, 410):
         return ModelNotFound(f"{url} does not exist in the store (HTTP {status})")
     kind = StoreUnavailable if status in TRANSIENT_STATUSES else StoreError
@@ -99,6 +115,7 @@ def status_error(status: int, url: str) -> ModelhostError:
 
 
 def translate(error: httpx.HTTPError, url: str) -> ModelhostError:
+    url = redact_url(url)
     if isinstance(error, httpx.ReadTimeout | httpx.PoolTimeout):
         return StoreTimeout(f"the store stopped sending {url}: no byte for the read timeout")
     if isinstance(error, httpx.TransportError):

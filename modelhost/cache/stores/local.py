@@ -40,10 +40,15 @@ class LocalStore:
             return None
         return path.relative_to(self.root).as_posix()
 
-    def local_path(self, key: str) -> Path:
-        path = (self.root / validate_name(key)).resolve()
+    def inside(self, path: Path, key: str) -> Path:
+        """`path`, resolved, if it is inside the store (a folder link may lead anywhere)."""
+        path = path.resolve()
         if not path.is_relative_to(self.root):
             raise InvalidModelName(f"model {key!r} resolves outside the model store {self.root}")
+        return path
+
+    def local_path(self, key: str) -> Path:
+        path = self.inside(self.root / validate_name(key), key)
         if not path.exists():
             raise ModelNotFound(
                 f"model {key} is not in the model store {self.root}; "

@@ -14,6 +14,8 @@ CHUNK_BYTES = 64 * 1024
 
 
 class MemoryStore(KeyedByPath):
+    """Objects held in a dict, failing or stalling on request: the stores' fake."""
+
     def __init__(self, objects: dict[str, bytes] | None = None, uri: str = "memory://store"):
         self.uri = uri
         self.objects = dict(objects or {})

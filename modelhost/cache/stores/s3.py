@@ -63,6 +63,8 @@ class S3Client:
 
 
 class S3Store(KeyedByPath):
+    """Artifacts under an S3 bucket and prefix, through the server's shared boto3 client."""
+
     def __init__(self, bucket: str, prefix: str, s3: S3Client) -> None:
         self.bucket, self.prefix, self.s3 = bucket, prefix.strip("/"), s3
         self.uri = f"s3://{bucket}" + (f"/{self.prefix}" if self.prefix else "")

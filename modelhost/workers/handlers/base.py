@@ -31,6 +31,8 @@ class Handler(ABC):
     batches: ClassVar[bool] = False
     # whether the loaded model may still read its artifact's files (then they stay on disk)
     reads_artifact: ClassVar[bool] = True
+    # whether answering a request twice is harmless (then a worker's death costs a retry)
+    pure: ClassVar[bool] = False
 
     @abstractmethod
     def infer(self, request: InferRequest) -> InferReply:

@@ -44,6 +44,10 @@ class SpeaksOip(Handler):
     def reads_artifact(self) -> bool:  # type: ignore[override]
         return self.inner.reads_artifact
 
+    @property
+    def pure(self) -> bool:  # type: ignore[override]
+        return self.inner.pure
+
     def infer(self, request: InferRequest) -> InferReply:
         if not is_oip(request.content_type):
             return self.inner.infer(request)

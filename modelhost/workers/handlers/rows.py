@@ -28,6 +28,7 @@ class RowsHandler(Handler):
 
     batches = True
     reads_artifact = False  # the runtimes read the whole model into memory at load
+    pure = True  # a prediction, nothing else
     n_features: int | None = None  # checked before predicting, for a clear 400
 
     @abstractmethod

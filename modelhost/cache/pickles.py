@@ -1,0 +1,33 @@
+"""Artifacts that run code when loaded because they are pickles (joblib, pickle), for servers
+that refuse them (`--refuse-pickle`): a pickle can execute anything as it is read.
+
+Judged by file name, over every file of an artifact (a folder, or an archive once unpacked). A
+user's handler is code too, and is not refused here: see docs/security.md.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from modelhost.errors import UnsafeArtifact
+
+PICKLE_SUFFIXES = (".joblib", ".pkl", ".pickle")
+
+
+def pickled_files(path: Path) -> list[Path]:
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    return [p for p in files if p.name.lower().endswith(PICKLE_SUFFIXES)]
+
+
+def refuse_pickles(name: str, path: Path) -> None:
+    """Raise `UnsafeArtifact` if the artifact of model `name` holds a pickle."""
+    found = pickled_files(path)
+    if found:
+        shown = ", ".join(
+            p.name if p == path else p.relative_to(path).as_posix() for p in found[:3]
+        )
+        raise UnsafeArtifact(
+            f"model {name} holds pickle-based files ({shown}), which this server "
+            "refuses (--refuse-pickle): a pickle runs code as it loads; ship ONNX, XGBoost "
+            "JSON/UBJ or LightGBM text instead, or let an operator turn the option off"
+        )

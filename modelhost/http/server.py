@@ -1,0 +1,79 @@
+"""The uvicorn servers modelhost runs: their settings, the drain hook, a second server beside the
+main one (TorchServe's management port), and the signals after the drain."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import socket
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import uvicorn
+
+from modelhost.config import Config
+from modelhost.http.protocol import header_deadline_protocol
+
+
+def uvicorn_config(
+    app: Any, config: Config, port: int, host: str = "", **more: Any
+) -> uvicorn.Config:
+    """Both servers' settings: httptools, no lifespan, our own access log instead of uvicorn's.
+    Each request's headers must arrive within --header-timeout-s (slowloris). Proxy headers are
+    trusted only from --forwarded-allow-ips, given explicitly so uvicorn's own
+    FORWARDED_ALLOW_IPS variable cannot turn that trust on: the caller's address decides who may
+    manage models."""
+    return uvicorn.Config(
+        app,
+        host=host or config.host,  # the management and metrics ports may have their own
+        port=port,
+        lifespan="off",
+        access_log=False,
+        log_level=config.log_level,
+        http=header_deadline_protocol(config.header_timeout_s),
+        limit_concurrency=config.max_connections or None,
+        proxy_headers=bool(config.forwarded_allow_ips),
+        forwarded_allow_ips=config.forwarded_allow_ips or "",
+        ssl_certfile=config.ssl_certfile or None,
+        ssl_keyfile=config.ssl_keyfile or None,
+        **more,
+    )
+
+
+class SecondaryServer(uvicorn.Server):
+    """A server that leaves the signals to the main one and stops when it stops."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+async def serve_beside(main: uvicorn.Server, beside: list[uvicorn.Server]) -> None:
+    tasks = [asyncio.ensure_future(server.serve()) for server in beside]
+    try:
+        await main.serve()
+    finally:
+        for server in beside:
+            server.should_exit = True
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+class DrainingServer(uvicorn.Server):
+    """uvicorn's server, calling `on_drain` as it starts to drain: open event streams never end
+    by themselves, and uvicorn would wait the whole drain timeout for them."""
+
+    def __init__(self, on_drain: Callable[[], None], config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.on_drain = on_drain
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        self.on_drain()
+        await super().shutdown(sockets)
+
+
+def ignore_signals_after_drain() -> None:
+    """uvicorn drains on SIGTERM/SIGINT, then re-raises the signal to the handler it found;
+    finding this one, the server goes on to stop its workers and exit 0."""
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: None)

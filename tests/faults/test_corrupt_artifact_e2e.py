@@ -1,0 +1,42 @@
+"""A corrupt but complete artifact (an HTML error page saved as model.joblib) does not stay
+cached failing forever: its failed load deletes it from the disk tier, so the next request
+downloads it again."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+from helpers.stores import StaticHttpServer
+
+from modelhost import testing
+
+pytestmark = pytest.mark.e2e
+
+ROW = json.dumps(testing.iris_rows(1)[0])
+PAGE = b"<html><body>502 Bad Gateway</body></html>"
+
+
+def test_a_corrupt_artifact_is_dropped_after_its_load_fails_and_fetched_again(
+    tmp_path: Path,
+) -> None:
+    origin = tmp_path / "origin"
+    origin.mkdir()
+    (origin / "m.joblib").write_bytes(PAGE)
+    cache = tmp_path / "cache"
+    with StaticHttpServer(origin) as store:
+        args = testing.serve_args(store.url, cache, workers=1)  # type: ignore[arg-type]
+        with (
+            testing.RunningServer(args, tmp_path) as server,
+            httpx.Client(base_url=server.url, timeout=60) as client,
+        ):
+            invoke = "/models/m.joblib/invoke"
+            failed = client.post(invoke, content=ROW, headers={"content-type": "application/json"})
+            assert failed.status_code == 500, failed.text
+            assert not [p for p in cache.rglob("*") if p.is_file() and p.read_bytes() == PAGE]
+            testing.iris_logreg(origin / "m.joblib")  # the store is mended
+            mended = client.post(invoke, content=ROW, headers={"content-type": "application/json"})
+            assert mended.status_code == 200, mended.text
+            assert mended.headers["x-modelhost-cache"] == "remote"

@@ -1,0 +1,114 @@
+"""The Kubernetes base validates offline against a current Kubernetes's schemas, and its numbers
+agree with each other: budgets with limits, the grace period with the drain, probes with /ping."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from prometheus_client import CollectorRegistry
+
+from modelhost.config import Config
+from modelhost.observe.metrics import Metrics
+from modelhost.units import parse_size
+
+kubernetes_validate = pytest.importorskip("kubernetes_validate")
+
+BASE = Path(__file__).parents[2] / "deploy" / "k8s" / "base"
+KUBERNETES = "1.37.0"
+CUSTOM = {("monitoring.coreos.com/v1", "ServiceMonitor")}  # CRDs: no schema in Kubernetes's own
+
+
+def resources() -> list[dict[str, Any]]:
+    kustomization = yaml.safe_load((BASE / "kustomization.yaml").read_text())
+    listed = kustomization["resources"]
+    assert sorted(listed) == sorted(
+        p.name for p in BASE.glob("*.yaml") if p.name != "kustomization.yaml"
+    )
+    return [doc for name in listed for doc in yaml.safe_load_all((BASE / name).read_text())]
+
+
+def by_kind(kind: str) -> dict[str, Any]:
+    (found,) = [r for r in resources() if r["kind"] == kind]
+    return found
+
+
+def builtin() -> list[dict[str, Any]]:
+    """The resources Kubernetes itself defines; the ServiceMonitor is checked field by field
+    below (the operator's CRD, for which Kubernetes publishes no schema)."""
+    return [r for r in resources() if (r["apiVersion"], r["kind"]) not in CUSTOM]
+
+
+@pytest.mark.parametrize("resource", builtin(), ids=lambda r: r["kind"])
+def test_each_resource_validates_strictly(resource: dict[str, Any]) -> None:
+    kubernetes_validate.validate(resource, KUBERNETES, strict=True)
+
+
+def container() -> dict[str, Any]:
+    (only,) = by_kind("Deployment")["spec"]["template"]["spec"]["containers"]
+    return only
+
+
+def flag(name: str) -> str:
+    (value,) = [a.split("=", 1)[1] for a in container()["args"] if a.startswith(f"--{name}=")]
+    return value
+
+
+def quantity(text: str) -> int:
+    number, unit = re.fullmatch(r"(\d+)(Ki|Mi|Gi|Ti)?", text).groups()  # type: ignore[union-attr]
+    return int(number) * {None: 1, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}[unit]
+
+
+def test_every_flag_is_a_setting() -> None:
+    names = {f"--{n.replace('_', '-')}" for n in Config.__dataclass_fields__}
+    assert {a.split("=")[0] for a in container()["args"][1:]} <= names
+
+
+def test_memory_budget_is_a_share_of_the_limit_the_request_equals() -> None:
+    resources_ = container()["resources"]
+    assert resources_["requests"] == resources_["limits"]  # Guaranteed: evicted last
+    assert flag("memory-budget").endswith("%")  # of the cgroup limit, which modelhost reads
+
+
+def test_disk_budget_fits_the_cache_volume() -> None:
+    (volume,) = by_kind("Deployment")["spec"]["template"]["spec"]["volumes"]
+    mount = container()["volumeMounts"][0]
+    assert mount["name"] == volume["name"] and flag("cache-dir") == mount["mountPath"]
+    assert parse_size(flag("disk-budget")) < quantity(volume["emptyDir"]["sizeLimit"])
+
+
+def test_the_grace_period_covers_the_pre_stop_sleep_and_the_drain() -> None:
+    spec = by_kind("Deployment")["spec"]["template"]["spec"]
+    sleep_s = container()["lifecycle"]["preStop"]["sleep"]["seconds"]
+    assert spec["terminationGracePeriodSeconds"] > sleep_s + float(flag("drain-timeout-s"))
+
+
+def test_probes_ask_ping_and_the_ingress_hashes_on_the_model() -> None:
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert container()[probe]["httpGet"]["path"] == "/ping"
+    annotations = by_kind("Ingress")["metadata"]["annotations"]
+    key = annotations["nginx.ingress.kubernetes.io/upstream-hash-by"]
+    assert "$http_x_amzn_sagemaker_target_model" in key and "$uri" in key
+
+
+def test_the_monitor_and_the_autoscaler_point_at_modelhost() -> None:
+    service = by_kind("Service")
+    monitor = by_kind("ServiceMonitor")["spec"]
+    assert monitor["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert monitor["endpoints"][0]["port"] in {p["name"] for p in service["spec"]["ports"]}
+    hpa = by_kind("HorizontalPodAutoscaler")["spec"]
+    assert hpa["scaleTargetRef"]["name"] == by_kind("Deployment")["metadata"]["name"]
+    metric = hpa["metrics"][0]["pods"]["metric"]["name"]
+    registry = CollectorRegistry()
+    Metrics(registry)
+    assert registry.get_sample_value(metric) is not None  # a gauge every pod's /metrics serves
+
+
+def test_strict_validation_would_catch_a_misspelt_field() -> None:
+    broken = by_kind("Deployment")
+    broken["spec"]["template"]["spec"]["terminationGracePeriod"] = 35
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, KUBERNETES, strict=True)

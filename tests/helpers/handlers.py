@@ -1,0 +1,32 @@
+"""A handler a test holds: it answers only once the test opens its gate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+_GATED_HANDLER = '''"""An MMS handler that answers once its gate file exists, with its batch."""
+
+import os
+import time
+
+GATE = {gate!r}
+GIVE_UP_S = 60.0
+
+
+def handle(data, context):
+    if data is None:
+        return None
+    deadline = time.monotonic() + GIVE_UP_S
+    while not os.path.exists(GATE) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    return [{{"batch": len(data), "body": request["body"].decode()}} for request in data]
+'''
+
+
+def gated_handler_folder(path: Path, gate: Path) -> Path:
+    """An MMS handler folder whose handle() waits until `gate` exists (a test opens it by creating
+    the file), then answers each request with `{"batch": len(data), "body": its body}`."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "handler.py").write_text(_GATED_HANDLER.format(gate=str(gate)))
+    return path
