@@ -346,8 +346,9 @@ _PROPS_REFUSED = {
     "grpc_management_port": "modelhost speaks HTTP only: use the management API over HTTP",
     "allowed_urls": "TorchServe's patterns are regular expressions; write them as glob patterns "
     "(* matches anything) in --allowed-urls (MODELHOST_ALLOWED_URLS)",
-    "models": "per-model settings go in a manifest inside the model's artifact (modelhost.json: "
-    "workers, batch_size, max_batch_delay_ms, pinned, handler)",
+    "models": "per-model settings go in a manifest inside the model's artifact (modelhost.toml: "
+    "handler, batch_size, max_batch_delay_ms, max_workers, pinned), or TorchServe's "
+    "PUT /models/{model}?min_worker=N&max_worker=M",
     "install_py_dep_per_model": "install the models' requirements into the image or "
     "environment the server runs in",
     "cors_allowed_origin": "put a reverse proxy that sets CORS headers in front of modelhost",
