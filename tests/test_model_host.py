@@ -8,11 +8,11 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
 from test_host_interleavings import (
     ARTIFACT_BYTES,
     FOOTPRINT_BYTES,
+    Call,
     FakeDisk,
     FakePool,
     FakeWorker,
@@ -42,8 +42,11 @@ class AnsweringPool(FakePool):
     ) -> tuple[Any, bytes]:
         reply = asyncio.ensure_future(super().call(worker, request, expect, payload, model))
         await asyncio.sleep(0)
-        self.answer(next(call for call in self.calls if call.request is request))
+        self.respond(next(call for call in self.calls if call.request is request))
         return await reply
+
+    def respond(self, call: Call) -> None:
+        self.answer(call)
 
 
 class RecordedEvents:
@@ -152,33 +155,19 @@ async def until_called(pool: FakePool) -> None:
         await asyncio.sleep(0)
 
 
-class DyingPool(FakePool):
-    """Answers loads at once; a batch of a model in `kills` takes its worker down with it."""
+class DyingPool(AnsweringPool):
+    """Answers at once, but a batch of a model in `kills` takes its worker down with it."""
 
     def __init__(self, size: int, kills: set[str], pure: bool = True) -> None:
         super().__init__(size)
         self.kills, self.pure, self.deaths = kills, pure, 0
 
-    async def call(
-        self,
-        worker: FakeWorker,
-        request: Request,
-        expect: type[Any],
-        payload: bytes = b"",
-        model: str = "",
-    ) -> tuple[Any, bytes]:
-        reply = asyncio.ensure_future(super().call(worker, request, expect, payload, model))
-        await asyncio.sleep(0)
-        call = next(c for c in self.calls if c.request is request)
-        if isinstance(request, Infer) and request.model in self.kills:
+    def respond(self, call: Call) -> None:
+        if isinstance(call.request, Infer) and call.request.model in self.kills:
             self.deaths += 1
-            self.kill(worker)
+            self.kill(call.worker)
         else:
             self.answer(call)
-            if isinstance(request, Load):
-                loaded, body = await reply
-                return msgspec.structs.replace(loaded, pure=self.pure), body
-        return await reply
 
 
 def host_with(pool: FakePool, tmp_path: Path, manifests: dict[str, Manifest]) -> ModelHost:
