@@ -118,16 +118,8 @@ def test_a_load_waiting_for_a_busy_worker_evicts_nothing(tmp_path: Path) -> None
     """One worker, room for two: while b loads, c's load waits for the worker and holds no room,
     so a (loaded, idle) stays. Reserving first let c evict a for a load that could not start."""
     pool = FakePool(1)
-    memory = MemoryTier(ROOM_FOR_TWO, 0)
-    host = ModelHost(
-        pool,  # type: ignore[arg-type]
-        memory,
-        FakeDisk(tmp_path),  # type: ignore[arg-type]
-        RecordedEvents(),  # type: ignore[arg-type]
-        pinned=frozenset(),
-        deadline_s=5.0,
-        pss_bytes=lambda: memory.committed_bytes,
-    )
+    host = host_with(pool, tmp_path, {}, budget_bytes=ROOM_FOR_TWO)
+    memory = host.memory
     invocation = Invocation(b"[1]", "application/json", "application/json")
 
     async def scenario() -> None:
@@ -170,8 +162,11 @@ class DyingPool(AnsweringPool):
             self.answer(call)
 
 
-def host_with(pool: FakePool, tmp_path: Path, manifests: dict[str, Manifest]) -> ModelHost:
-    memory = MemoryTier(2**40, 0)
+def host_with(
+    pool: FakePool, tmp_path: Path, manifests: dict[str, Manifest], budget_bytes: int = 2**40
+) -> ModelHost:
+    """A host on `pool` whose models declare `manifests` (no files read for them)."""
+    memory = MemoryTier(budget_bytes, 0)
     host = ModelHost(
         pool,  # type: ignore[arg-type]
         memory,
