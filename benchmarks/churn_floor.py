@@ -16,6 +16,8 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
+from floor_app import _lifespan, _read_body  # the same ASGI plumbing as the one-model floor
+
 PREFIX = "/models/"
 SUFFIX = "/invoke"
 
@@ -65,31 +67,12 @@ def make_app(models: LRUModels) -> Any:
     return app
 
 
-async def _read_body(receive: Any) -> bytes:
-    chunks = []
-    while True:
-        message = await receive()
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body"):
-            return b"".join(chunks)
-
-
 async def _reply(send: Any, status: int, body: bytes, cache: bytes) -> None:
     headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
     if cache:
         headers.append((b"x-floor-cache", cache))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
-
-
-async def _lifespan(receive: Any, send: Any) -> None:
-    while True:
-        message = await receive()
-        if message["type"] == "lifespan.startup":
-            await send({"type": "lifespan.startup.complete"})
-        elif message["type"] == "lifespan.shutdown":
-            await send({"type": "lifespan.shutdown.complete"})
-            return
 
 
 def main() -> None:

@@ -76,6 +76,7 @@ class FakePool:
         self.workers: dict[int, FakeWorker] = {}
         self.calls: list[Call] = []
         self.violations: list[str] = []
+        self.pure = False  # what loads say of their handler
         self.on_lost: Any = lambda worker: None
         for _ in range(size):
             self.spawn()
@@ -111,7 +112,7 @@ class FakePool:
         reply: Reply
         if isinstance(request, Load):
             worker.models.add(request.model)
-            reply = Loaded(FOOTPRINT_BYTES, 1.0, batches=True)
+            reply = Loaded(FOOTPRINT_BYTES, 1.0, batches=True, pure=self.pure)
         elif isinstance(request, Unload):
             if request.model not in worker.models:
                 missing = f"{request.model} not in {worker.worker_id}"

@@ -8,11 +8,11 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
 from test_host_interleavings import (
     ARTIFACT_BYTES,
     FOOTPRINT_BYTES,
+    Call,
     FakeDisk,
     FakePool,
     FakeWorker,
@@ -42,8 +42,11 @@ class AnsweringPool(FakePool):
     ) -> tuple[Any, bytes]:
         reply = asyncio.ensure_future(super().call(worker, request, expect, payload, model))
         await asyncio.sleep(0)
-        self.answer(next(call for call in self.calls if call.request is request))
+        self.respond(next(call for call in self.calls if call.request is request))
         return await reply
+
+    def respond(self, call: Call) -> None:
+        self.answer(call)
 
 
 class RecordedEvents:
@@ -115,16 +118,8 @@ def test_a_load_waiting_for_a_busy_worker_evicts_nothing(tmp_path: Path) -> None
     """One worker, room for two: while b loads, c's load waits for the worker and holds no room,
     so a (loaded, idle) stays. Reserving first let c evict a for a load that could not start."""
     pool = FakePool(1)
-    memory = MemoryTier(ROOM_FOR_TWO, 0)
-    host = ModelHost(
-        pool,  # type: ignore[arg-type]
-        memory,
-        FakeDisk(tmp_path),  # type: ignore[arg-type]
-        RecordedEvents(),  # type: ignore[arg-type]
-        pinned=frozenset(),
-        deadline_s=5.0,
-        pss_bytes=lambda: memory.committed_bytes,
-    )
+    host = host_with(pool, tmp_path, {}, budget_bytes=ROOM_FOR_TWO)
+    memory = host.memory
     invocation = Invocation(b"[1]", "application/json", "application/json")
 
     async def scenario() -> None:
@@ -152,37 +147,26 @@ async def until_called(pool: FakePool) -> None:
         await asyncio.sleep(0)
 
 
-class DyingPool(FakePool):
-    """Answers loads at once; a batch of a model in `kills` takes its worker down with it."""
+class DyingPool(AnsweringPool):
+    """Answers at once, but a batch of a model in `kills` takes its worker down with it."""
 
     def __init__(self, size: int, kills: set[str], pure: bool = True) -> None:
         super().__init__(size)
         self.kills, self.pure, self.deaths = kills, pure, 0
 
-    async def call(
-        self,
-        worker: FakeWorker,
-        request: Request,
-        expect: type[Any],
-        payload: bytes = b"",
-        model: str = "",
-    ) -> tuple[Any, bytes]:
-        reply = asyncio.ensure_future(super().call(worker, request, expect, payload, model))
-        await asyncio.sleep(0)
-        call = next(c for c in self.calls if c.request is request)
-        if isinstance(request, Infer) and request.model in self.kills:
+    def respond(self, call: Call) -> None:
+        if isinstance(call.request, Infer) and call.request.model in self.kills:
             self.deaths += 1
-            self.kill(worker)
+            self.kill(call.worker)
         else:
             self.answer(call)
-            if isinstance(request, Load):
-                loaded, body = await reply
-                return msgspec.structs.replace(loaded, pure=self.pure), body
-        return await reply
 
 
-def host_with(pool: FakePool, tmp_path: Path, manifests: dict[str, Manifest]) -> ModelHost:
-    memory = MemoryTier(2**40, 0)
+def host_with(
+    pool: FakePool, tmp_path: Path, manifests: dict[str, Manifest], budget_bytes: int = 2**40
+) -> ModelHost:
+    """A host on `pool` whose models declare `manifests` (no files read for them)."""
+    memory = MemoryTier(budget_bytes, 0)
     host = ModelHost(
         pool,  # type: ignore[arg-type]
         memory,
