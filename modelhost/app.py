@@ -244,6 +244,7 @@ def build_host(
             scale_in_idle_s=config.scale_in_idle_s,
             slots_per_worker=pool.threads,
         ),
+        max_rows_per_request=config.max_rows_per_request,
     )
 
 

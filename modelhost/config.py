@@ -146,6 +146,9 @@ class Config:
     max_request_size: str = _setting(
         "6MiB", "largest request body (413 above)", props="max_request_size", size="bytes"
     )
+    max_rows_per_request: int = _setting(
+        100_000, "most rows one request may carry to a built-in handler (413 above)", minimum=1
+    )
     max_response_size: str = _setting(
         "6MiB", "largest response body", props="max_response_size", size="bytes"
     )

@@ -22,9 +22,10 @@ def estimate_footprint(artifact_bytes: int) -> int:
 class Manifests:
     """What each model declared (read at each load) and what its last load measured."""
 
-    def __init__(self, events: EventLog, pinned: frozenset[str]) -> None:
+    def __init__(self, events: EventLog, pinned: frozenset[str], max_rows: int = 0) -> None:
         self.events = events
         self.pinned = pinned  # by the server's configuration
+        self.max_rows = max_rows  # a request's rows, at most (the server's setting)
         self.manifests: dict[str, Manifest] = {}
         self.footprints: dict[str, int] = {}  # measured at each load, reused for the next
         self.peaks: dict[str, int] = {}  # the most a load needed while it ran (unpickling)
@@ -71,6 +72,14 @@ class Manifests:
         """The worker's load request: the artifact, and what the manifest tells the worker."""
         manifest, path = self.of(name), str(artifact.path)
         if not (manifest.handler or manifest.model_file or manifest.warmup):
-            return Load(name, path)
+            return Load(name, path, max_rows=self.max_rows)
         root = str(manifest_root(artifact.path))
-        return Load(name, path, root, manifest.handler, manifest.model_file, manifest.warmup)
+        return Load(
+            name,
+            path,
+            root,
+            manifest.handler,
+            manifest.model_file,
+            manifest.warmup,
+            self.max_rows,
+        )

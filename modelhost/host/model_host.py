@@ -47,11 +47,12 @@ class ModelHost:
         clock: Callable[[], float] = time.monotonic,
         scheduling: SchedulerSettings | None = None,
         pss_bytes: Callable[[], int] | None = None,
+        max_rows_per_request: int = 0,
     ) -> None:
         self.pool, self.memory, self.disk, self.events = pool, memory, disk, events
         self.clock = clock
         self.scheduling = scheduling or SchedulerSettings(response_timeout_s=deadline_s)
-        self.manifests = Manifests(events, pinned)
+        self.manifests = Manifests(events, pinned, max_rows_per_request)
         self.pss_bytes = pss_bytes or (lambda: server_pss_bytes(pool.pids()))
         self._pss_off_loop = pss_bytes is None  # /proc takes milliseconds a process to read
         self.residency = Residency(

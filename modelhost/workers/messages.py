@@ -43,6 +43,7 @@ class Load(Message, frozen=True):
     handler: str | None = None
     model_file: str | None = None
     warmup: tuple[str, ...] = ()
+    max_rows: int = 0  # the most rows a request may carry (built-in handlers); 0: no limit
 
 
 class Unload(Message, frozen=True):

@@ -106,6 +106,7 @@ class Worker:
         reset_peak_rss()
         rss_before, _ = rss_and_peak_bytes()
         handler = load_handler(artifact, request.model, self._load_spec(request, root))
+        handler.limit_rows(request.max_rows)
         warm_up(handler, request.model, root, request.warmup)
         self.models[request.model] = handler
         load_ms = (time.perf_counter() - started) * 1000

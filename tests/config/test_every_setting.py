@@ -58,6 +58,7 @@ EFFECTS: dict[str, str] = {
     "--job-queue-size": "e2e/test_scheduling.py::test_a_full_queue_answers_429_with_its_numbers_and_recovers",
     "--default-response-timeout-s": "e2e/test_scheduling.py::test_a_request_past_its_deadline_gets_504_running_or_queued",
     "--max-request-size": "e2e/test_invoke.py::test_body_over_the_limit_is_413",
+    "--max-rows-per-request": "security/test_row_limit_e2e.py::test_a_request_over_max_rows_per_request_is_413_before_predicting",
     "--max-response-size": MIGRATION + "test_a_response_over_max_response_size_is_refused_with_413",
     "--batch-size": "e2e/test_scheduling.py::test_custom_handlers_receive_the_waiting_requests_as_one_list",
     "--max-batch-delay-ms": "e2e/test_scheduling.py::test_scikit_learn_predicts_a_batch_as_one_matrix_and_isolates_a_bad_request",

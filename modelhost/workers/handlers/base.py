@@ -52,5 +52,8 @@ class Handler(ABC):
                 replies.append(error)
         return replies
 
+    def limit_rows(self, max_rows: int) -> None:  # noqa: B027  (handlers of rows take it)
+        """Refuse requests of more than `max_rows` rows (0: no limit)."""
+
     def close(self) -> None:  # noqa: B027  (optional: most handlers hold nothing to drop)
         """Drop references to the model so its memory can be returned on unload."""

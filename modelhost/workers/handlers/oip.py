@@ -40,6 +40,9 @@ class SpeaksOip(Handler):
     def batches(self) -> bool:  # type: ignore[override]
         return self.inner.batches
 
+    def limit_rows(self, max_rows: int) -> None:
+        self.inner.limit_rows(max_rows)
+
     @property
     def reads_artifact(self) -> bool:  # type: ignore[override]
         return self.inner.reads_artifact

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from modelhost.errors import BadRequestBody
+from modelhost.errors import BadRequestBody, PayloadTooLarge
 from modelhost.workers.codecs import decode_rows, encode_predictions
 from modelhost.workers.handlers.base import Handler, InferReply, InferRequest
 
@@ -30,13 +30,26 @@ class RowsHandler(Handler):
     reads_artifact = False  # the runtimes read the whole model into memory at load
     pure = True  # a prediction, nothing else
     n_features: int | None = None  # checked before predicting, for a clear 400
+    max_rows = 0  # a request's rows, at most; 0: no limit
+
+    def limit_rows(self, max_rows: int) -> None:
+        self.max_rows = max_rows
+
+    def _rows(self, request: InferRequest) -> np.ndarray:
+        rows = decode_rows(request.body, request.content_type)
+        if self.max_rows and len(rows) > self.max_rows:
+            raise PayloadTooLarge(
+                f"the request has {len(rows)} rows, the limit (max_rows_per_request) is "
+                f"{self.max_rows}; send fewer rows a request, or raise --max-rows-per-request"
+            )
+        return rows
 
     @abstractmethod
     def predict(self, rows: np.ndarray, method: str) -> Any:
         """Predictions for `rows`, one per row; `method` is one of METHODS."""
 
     def infer(self, request: InferRequest) -> InferReply:
-        rows = decode_rows(request.body, request.content_type)
+        rows = self._rows(request)
         return self._encode(self._predict(rows, method_of(request)), request)
 
     def infer_batch(self, requests: Sequence[InferRequest]) -> list[InferReply | Exception]:
@@ -44,7 +57,7 @@ class RowsHandler(Handler):
         groups: dict[str, Group] = {}
         for index, request in enumerate(requests):
             try:
-                rows = decode_rows(request.body, request.content_type)
+                rows = self._rows(request)
                 groups.setdefault(method_of(request), []).append((index, rows))
             except Exception as error:  # noqa: BLE001  (isolated to the request that caused it)
                 replies[index] = error
