@@ -3,7 +3,9 @@
 A JSON line is either SageMaker's form, `{"Body": ..., "ContentType": "text/csv"}` (Body a
 string, or any JSON value that is sent as JSON), or a raw body: any other JSON value, sent as JSON.
 A folder's files are sent as they are (images, audio, `.npy`), each with the content type of its
-extension. A `.npy` file is one body; a `.npz` file is one `.npy` body per array it holds.
+extension. A `.npy` file is one body; a `.npz` file is one `.npy` body per array it holds, and
+so is a pickle (`.pkl`, `.pickle`) of a list of arrays. A pickle runs code as it loads: give
+only your own.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import json
 import mimetypes
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 JSON = "application/json"
 NPY = "application/x-npy"
@@ -34,6 +37,8 @@ def read_payloads(path: Path) -> list[Payload]:
         return [Payload(path.read_bytes(), NPY)]
     if path.suffix == ".npz":
         return array_payloads(path)
+    if path.suffix in (".pkl", ".pickle"):
+        return pickled_payloads(path)
     return json_line_payloads(path)
 
 
@@ -55,14 +60,32 @@ def array_payloads(path: Path) -> list[Payload]:
     import numpy as np
 
     with np.load(path, allow_pickle=False) as arrays:
-        bodies = []
-        for name in arrays.files:
-            buffer = io.BytesIO()
-            np.save(buffer, arrays[name], allow_pickle=False)
-            bodies.append(Payload(buffer.getvalue(), NPY))
+        bodies = [npy_payload(arrays[name]) for name in arrays.files]
     if not bodies:
         raise ValueError(f"{path} holds no arrays")
     return bodies
+
+
+def pickled_payloads(path: Path) -> list[Payload]:
+    """Each array of a pickled list (or tuple) of arrays as its own .npy body."""
+    import pickle
+
+    import numpy as np
+
+    with open(path, "rb") as file:
+        value = pickle.load(file)  # noqa: S301  (the user's own file, named on the command line)
+    arrays = list(value) if isinstance(value, (list, tuple)) else [value]
+    if not arrays or not all(isinstance(a, np.ndarray) for a in arrays):
+        raise ValueError(f"{path} must hold an array or a list of arrays (numpy)")
+    return [npy_payload(array) for array in arrays]
+
+
+def npy_payload(array: Any) -> Payload:
+    import numpy as np
+
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=False)
+    return Payload(buffer.getvalue(), NPY)
 
 
 def json_line_payloads(path: Path) -> list[Payload]:

@@ -37,6 +37,9 @@ class BenchOptions:
     endpoint_url: str = option(
         "", "another InvokeEndpoint host (a VPC endpoint, a local stand-in) [default: AWS's]"
     )
+    target_model: str = option(
+        "", "with --endpoint-name: the TargetModel of a multi-model endpoint (--models: several)"
+    )
     payloads: Path | None = option(
         None,
         'JSON lines (SageMaker {"Body","ContentType"} or raw JSON), a folder of files (each sent '
@@ -104,7 +107,10 @@ def plan_of(options: BenchOptions) -> ProcessPlan:
         raise ValueError(f"--duration must be above 0 s, not {options.duration_s}")
     if options.requests < 0:
         raise ValueError(f"--requests must be 0 (use --duration) or more, not {options.requests}")
-    names = read_models(options.models) if options.models else []
+    if options.target_model and (options.models or not options.endpoint_name):
+        raise ValueError("--target-model goes with --endpoint-name, instead of --models")
+    models = options.models or options.target_model
+    names = read_models(models) if models else []
     popularity = (
         Popularity.zipf(names, options.zipf_s)
         if options.popularity == "zipf"

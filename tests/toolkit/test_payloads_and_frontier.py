@@ -66,3 +66,17 @@ def test_usage_sums_frontend_and_worker_cpu_and_reads_pss() -> None:
         ]
     )
     assert parse_usage(text) == (3.75, 1.2e8)
+
+
+def test_a_pickled_list_of_arrays_is_one_npy_body_per_array(tmp_path: Path) -> None:
+    import pickle
+
+    arrays = [np.arange(4.0).reshape(1, 4), np.ones((2, 4))]
+    (tmp_path / "batch.pkl").write_bytes(pickle.dumps(arrays))
+    payloads = read_payloads(tmp_path / "batch.pkl")
+    assert [p.content_type for p in payloads] == ["application/x-npy"] * 2
+    loaded = [np.load(io.BytesIO(p.body), allow_pickle=False) for p in payloads]
+    assert all(np.array_equal(a, b) for a, b in zip(arrays, loaded, strict=True))
+    (tmp_path / "odd.pkl").write_bytes(pickle.dumps({"not": "arrays"}))
+    with pytest.raises(ValueError, match="array or a list of arrays"):
+        read_payloads(tmp_path / "odd.pkl")

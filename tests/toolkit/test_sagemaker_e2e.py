@@ -48,6 +48,8 @@ def signature_is_valid(method: str, url: str, headers: dict[str, str], body: byt
 
 
 class InvokeEndpoint(BaseHTTPRequestHandler):
+    targets: list[str] = []  # the TargetModel of each request
+
     def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
         body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
         headers = {k.lower(): v for k, v in self.headers.items()}
@@ -56,6 +58,7 @@ class InvokeEndpoint(BaseHTTPRequestHandler):
             "POST", url, headers, body
         )
         model = headers.get("x-amzn-sagemaker-target-model", "")
+        self.targets.append(model)
         reply = json.dumps({"model": model} if good else {"message": "signature mismatch"})
         self.send_response(200 if good else 403)
         self.send_header("Content-Type", "application/json")
@@ -89,12 +92,13 @@ def credentials(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
 
 
-def bench(stand_in: str, out: Path) -> dict:
+def bench(stand_in: str, out: Path, *models: str) -> dict:
     result = CliRunner().invoke(
         main,
         ["bench", "--endpoint-name", "my-endpoint", "--region", REGION,
-         "--endpoint-url", stand_in, "--models", "a.tar.gz,b.tar.gz", "--concurrency", "2",
-         "--requests", "30", "--warmup", "0", "--processes", "2", "--quiet", "--out", str(out)],
+         "--endpoint-url", stand_in, *(models or ("--models", "a.tar.gz,b.tar.gz")),
+         "--concurrency", "2", "--requests", "30", "--warmup", "0", "--processes", "2",
+         "--quiet", "--out", str(out)],
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     summary: dict = json.loads((out / "summary.json").read_text())
@@ -125,3 +129,12 @@ def test_no_credentials_is_a_usage_error(
                "--endpoint-url", stand_in, "--out", str(tmp_path)],
     )  # fmt: skip
     assert result.exit_code == 2 and "no AWS credentials" in result.output
+
+
+def test_target_model_names_the_model_of_a_multi_model_endpoint(
+    stand_in: str, tmp_path: Path
+) -> None:
+    InvokeEndpoint.targets.clear()
+    summary = bench(stand_in, tmp_path, "--target-model", "tenant-7/churn.tar.gz")
+    assert summary["requests"]["by_status"] == {"200": 30}
+    assert set(InvokeEndpoint.targets) == {"tenant-7/churn.tar.gz"}
