@@ -45,6 +45,7 @@ class Row(NamedTuple):
     load_ms: float
     infer_ms: float
     warmup: bool
+    instance: str = ""  # X-Modelhost-Instance
 
 
 @dataclass(frozen=True)
@@ -186,6 +187,7 @@ class Generator:
             load,
             infer,
             round(intended, 6) < self.plan.warmup_s,
+            reply.instance,
         )
         self.rows.append(row)
         self.on_row(row)

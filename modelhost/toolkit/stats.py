@@ -64,6 +64,8 @@ def summarize(rows: Sequence[Row], duration_s: float) -> dict[str, Any]:
         "throughput_rps": len(good) / duration_s if duration_s else float("nan"),
         "latency_ms": latency_summary([row.latency_ms for row in good]),
         "cache": dict(sorted(Counter(row.cache or "none" for row in good).items())),
+        # behind a router: the spread over instances (X-Modelhost-Instance); empty elsewhere
+        "instances": dict(sorted(Counter(row.instance for row in good if row.instance).items())),
         "server_timing_ms": timing_summary(good),
         "models": len({row.model for row in window}),
     }

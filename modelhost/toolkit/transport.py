@@ -16,6 +16,7 @@ class Reply:
     cache: str | None = None  # X-Modelhost-Cache
     server_timing: str = ""
     bytes_out: int = 0
+    instance: str = ""  # X-Modelhost-Instance: which instance answered, behind a router
 
 
 class Transport(Protocol):
@@ -78,7 +79,11 @@ class FakeTransport:
 
 def _reply(status: int, headers: Mapping[str, str], bytes_out: int) -> Reply:
     return Reply(
-        status, headers.get("x-modelhost-cache"), headers.get("server-timing", ""), bytes_out
+        status,
+        headers.get("x-modelhost-cache"),
+        headers.get("server-timing", ""),
+        bytes_out,
+        headers.get("x-modelhost-instance", ""),
     )
 
 

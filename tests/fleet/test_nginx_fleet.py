@@ -5,6 +5,7 @@ instance under load fails no request and moves only that instance's models."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import time
@@ -160,3 +161,29 @@ def test_a_hot_model_in_the_map_is_spread_over_the_instances_the_ring_names(
     served = owners(answers, servers)
     assert served[hot] == {ring.server_for(f"{hot}#{i}") for i in range(3)}
     assert all(served[m] == {ring.server_for(m)} for m in MODELS[1:10])
+
+
+def test_bench_through_the_router_shows_the_spread_over_instances(
+    fleet: tuple, tmp_path: Path
+) -> None:
+    """`modelhost bench` works unchanged through nginx, and its summary counts the answers of
+    each instance (X-Modelhost-Instance) exactly as the ring spreads the models."""
+    from click.testing import CliRunner
+
+    from modelhost.cli.main import main
+
+    servers, router = fleet
+    models = tmp_path / "models.txt"
+    models.write_text("\n".join(MODELS) + "\n")
+    result = CliRunner().invoke(
+        main,
+        ["bench", router.url, "--models", f"@{models}", "--concurrency", "4",
+         "--requests", "600", "--warmup", "0", "--processes", "1", "--quiet",
+         "--out", str(tmp_path / "out")],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "out/summary.json").read_text())
+    assert summary["requests"]["by_status"] == {"200": 600}
+    assert set(summary["instances"]) == {f"fleet-{i}" for i in range(3)}
+    assert sum(summary["instances"].values()) == 600
+    assert all(f"fleet-{i}" in result.output for i in range(3))  # the terminal's table

@@ -58,6 +58,10 @@ def bench_page(run: BenchRun, summary: dict[str, Any]) -> str:
         ("Errors", html.table(["kind", "count"], list(requests["errors"].items()))),
         ("Cache tiers", html.table(["tier", "count"], list(summary["cache"].items()))),
         (
+            "Instances (X-Modelhost-Instance)",
+            html.table(["instance", "count"], list(summary.get("instances", {}).items())),
+        ),
+        (
             "Server-Timing (ms)",
             html.table(
                 ["part", "mean", "p50", "p99"],

@@ -49,6 +49,9 @@ def bench_tables(summary: dict[str, Any]) -> list[Table]:
                 "cache tier (X-Modelhost-Cache)", ["tier", "count"], list(summary["cache"].items())
             )
         )
+    if len(summary.get("instances", {})) > 1:
+        spread = list(summary["instances"].items())
+        tables.append(table("answered by (X-Modelhost-Instance)", ["instance", "count"], spread))
     if summary["server_timing_ms"]:
         parts = summary["server_timing_ms"]
         rows = [[part, f["mean"], f["p50"], f["p99"]] for part, f in parts.items()]
