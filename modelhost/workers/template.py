@@ -41,8 +41,32 @@ def import_runtimes(optional: list[str]) -> None:
             importlib.import_module(module)
     import modelhost.workers.worker  # noqa: F401  (shared by every worker)
 
+    global SERVING_EXERCISE
+    SERVING_EXERCISE = serving_exercise()
     gc.collect()
     gc.freeze()  # keep the collector from touching, and so copying, the template's objects
+
+
+SERVING_EXERCISE = b""
+
+
+def serving_exercise() -> bytes:
+    """Two tiny scikit-learn models, pickled: each worker unpickles and runs them before it
+    says hello, so the template's pages that serving writes to (reference counts, caches) are
+    copied then, and the idle baseline measured at start holds them (else they move into it
+    while the first models load, and the budget's room shrinks under them)."""
+    import io
+
+    import joblib
+    import numpy as np
+    from sklearn.ensemble import RandomForestClassifier
+    from sklearn.linear_model import LogisticRegression
+
+    x, y = np.arange(40.0).reshape(10, 4), np.arange(10) % 2
+    models = [RandomForestClassifier(n_estimators=2, random_state=0), LogisticRegression()]
+    buffer = io.BytesIO()
+    joblib.dump([model.fit(x, y) for model in models], buffer)
+    return buffer.getvalue()
 
 
 def fork_worker(socket_path: str, worker_id: int, threads: int) -> None:
@@ -54,8 +78,9 @@ def fork_worker(socket_path: str, worker_id: int, threads: int) -> None:
     code = 0
     try:
         sys.stdin.close()
-        from modelhost.workers.worker import run
+        from modelhost.workers.worker import exercise, run
 
+        exercise(SERVING_EXERCISE)
         run(socket_path, worker_id, threads)
     except BaseException:  # noqa: BLE001  (a worker must never return into the template's loop)
         code = 1

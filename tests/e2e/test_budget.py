@@ -36,12 +36,15 @@ def serve_args(store: Path, work: Path, budget: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def small_server(forest_store: Path, serve: Servers) -> testing.RunningServer:
-    """A server whose budget leaves room for about three forests beside the idle server and
-    the pinned one, f7."""
+    """A server whose budget leaves room for about four forests beside the idle server (the
+    pinned one, f7, among them), and for what two loads need while they unpickle (about twice a
+    forest each): eight forests do not fit."""
     probe = serve(forest_store, workers=2, memory_budget="4GiB")
     baseline = httpx.get(f"{probe.url}/stats").json()["memory"]["baselineBytes"]
+    invoke(probe.url, "f0.joblib")
+    footprint = httpx.get(f"{probe.url}/models/f0.joblib").json()["memoryBytes"]
     probe.stop()
-    budget = baseline + 64 * MiB
+    budget = baseline + (4 + 2 * 2) * footprint
     return serve(forest_store, workers=2, memory_budget=budget, pinned_models="f7.joblib")
 
 

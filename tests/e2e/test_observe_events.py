@@ -18,7 +18,6 @@ pytestmark = pytest.mark.e2e
 
 MiB = 2**20
 FORESTS = 6
-ROOM_MIB = 32  # beside the idle server: a few forests, not all of them
 DIGITS = json.dumps(testing.digits_rows(1)[0])
 
 
@@ -32,11 +31,14 @@ def forest_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def tight_server(forest_store: Path, serve: Servers) -> testing.RunningServer:
-    """A server whose memory budget has room for only some of the forests."""
+    """A server whose memory budget has room for only some of the forests: two, and what two
+    loads need while they unpickle (about twice a forest each)."""
     probe = serve(forest_store, workers=2, memory_budget="4GiB")
     baseline = httpx.get(f"{probe.url}/stats").json()["memory"]["baselineBytes"]
+    invoke(probe.url, "f0.joblib")
+    footprint = httpx.get(f"{probe.url}/models/f0.joblib").json()["memoryBytes"]
     probe.stop()
-    return serve(forest_store, workers=2, memory_budget=baseline + ROOM_MIB * MiB)
+    return serve(forest_store, workers=2, memory_budget=baseline + (2 + 2 * 2) * footprint)
 
 
 def invoke(url: str, name: str) -> None:

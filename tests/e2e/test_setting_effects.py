@@ -33,7 +33,9 @@ def test_the_eviction_policy_given_picks_the_victims(
         testing.copy_artifact(forest, store / name)
     probe = serve(store, workers=1)  # type: ignore[operator]
     baseline = httpx.get(f"{probe.url}/stats").json()["memory"]["baselineBytes"]
-    budget = baseline + 24 * MiB  # room for several forests, not all twelve
+    httpx.post(f"{probe.url}/models/f0.joblib/invoke", json=testing.digits_rows(1), timeout=60)
+    footprint = httpx.get(f"{probe.url}/models/f0.joblib").json()["memoryBytes"]
+    budget = baseline + (4 + 2) * footprint  # four forests, and a load's peak: not twelve
     server = serve(  # type: ignore[operator]
         store, workers=1, memory_budget=budget, eviction_policy="cost-aware"
     )
