@@ -20,10 +20,11 @@ from test_host_interleavings import (
 
 from modelhost.cache.memory import MemoryTier, State
 from modelhost.cache.policy import CostAwarePolicy, EvictionPolicy, LRUPolicy
-from modelhost.errors import PoisonRequest, WorkerDied
+from modelhost.errors import ModelNotFound, PoisonRequest, WorkerDied
 from modelhost.host import Invocation, ModelHost
 from modelhost.host.manifests import estimate_footprint
 from modelhost.manifest import Manifest
+from modelhost.records.events import EventLog
 from modelhost.workers.messages import Infer, Load, Request, Unload
 
 ROOM_FOR_TWO = FOOTPRINT_BYTES + estimate_footprint(ARTIFACT_BYTES) + 1  # one loaded, one loading
@@ -226,3 +227,30 @@ def test_a_users_handler_is_retried_only_when_its_manifest_says_idempotent(
         with pytest.raises(expected):
             asyncio.run(invoke_once(host, "user"))
         assert pool.deaths == (2 if idempotent else 1)
+
+
+class NoSuchModels(FakeDisk):
+    async def materialize(self, name: str, url: str) -> Any:
+        raise ModelNotFound(f"no model {name} in the store")
+
+
+def test_a_name_the_store_does_not_have_leaves_no_history(tmp_path: Path) -> None:
+    """A scan of made-up names holds nothing per name (issue 13): each failure is logged and
+    published, and kept in no model's history."""
+    events = EventLog()
+    seen: list[str] = []
+    events.subscribe(lambda event: seen.append(event.kind))
+    host = ModelHost(
+        FakePool(1),  # type: ignore[arg-type]
+        MemoryTier(2**40, 0),
+        NoSuchModels(tmp_path),  # type: ignore[arg-type]
+        events,
+        pinned=frozenset(),
+        deadline_s=5.0,
+        pss_bytes=lambda: 0,
+    )
+    for i in range(100):
+        with pytest.raises(ModelNotFound):
+            asyncio.run(invoke_once(host, f"made-up/{i}.joblib"))
+    assert seen == ["failure"] * 100
+    assert events.models_with_events() == 0

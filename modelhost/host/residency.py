@@ -21,6 +21,7 @@ from modelhost.cache.memory import MemoryTier, Resident, State
 from modelhost.errors import (
     InsufficientMemory,
     ModelhostError,
+    ModelNotFound,
     ModelNotLoaded,
     ShuttingDown,
     Unavailable,
@@ -101,7 +102,9 @@ class Residency:
         try:
             found = await self.disk.materialize(name, self.source_of(name))
         except ModelhostError as error:
-            self.events.emit("failure", name, reason="fetch", detail={"error": str(error)})
+            known = not isinstance(error, ModelNotFound)  # no per-name history for made-up names
+            detail = {"error": str(error)}
+            self.events.emit("failure", name, per_model=known, reason="fetch", detail=detail)
             raise
         started = self.clock()
         artifact = found.artifact

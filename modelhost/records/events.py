@@ -59,13 +59,17 @@ class EventLog:
         self._ids = itertools.count(1)
         self._subscribers: list[Subscriber] = []
 
-    def emit(self, kind: str, model: str | None = None, **fields: Any) -> Event:
+    def emit(
+        self, kind: str, model: str | None = None, *, per_model: bool = True, **fields: Any
+    ) -> Event:
+        """Log and publish an event; keep it in `model`'s history unless `per_model` is False (a
+        name the store does not have gets none: a scan of made-up names holds nothing)."""
         event = Event(
             kind=kind, model=model, time=round(self._clock(), 3), id=next(self._ids), **fields
         )
         logger.info(event.to_json())
         self.recent.append(event)
-        if model is not None:
+        if model is not None and per_model:
             self._remember(model, event)
         for subscriber in list(self._subscribers):
             try:
