@@ -170,6 +170,9 @@ class FakeDisk:
     def revalidation_due(self, name: str) -> bool:
         return False
 
+    def delete(self, name: str, reason: str) -> None:
+        self.artifacts.pop(name, None)
+
 
 class FakeEvents:
     def emit(self, *args: Any, **kwargs: Any) -> None:

@@ -38,7 +38,7 @@ from modelhost.cache.stores import ObjectInfo, Store, Stores
 from modelhost.cache.stores.base import is_disk_full
 from modelhost.cache.unpack import is_archive, unpack_archive
 from modelhost.errors import InsufficientDisk, ModelNotFound, StoreError
-from modelhost.records.events import Event, EventLog
+from modelhost.records.events import EventLog
 from modelhost.units import format_bytes
 from modelhost.urls import redact_url
 
@@ -126,12 +126,6 @@ class DiskTier:
         self._reservations: set[Reservation] = set()
         self._download_slots = asyncio.Semaphore(stores.settings.max_concurrent_downloads)
         self.missing = MissingUrls()
-        events.subscribe(self._on_event)
-
-    def _on_event(self, event: Event) -> None:
-        """Drop a cached artifact whose load failed, so the next request fetches it anew."""
-        if event.kind == "failure" and event.reason == "load" and event.model is not None:
-            self.delete(event.model, reason="load_failed")
 
     @property
     def used_bytes(self) -> int:

@@ -6,7 +6,7 @@ from modelhost.cache.disk import Artifact
 from modelhost.errors import ModelLoadError
 from modelhost.manifest import NO_MANIFEST, Manifest, manifest_root, read_manifest
 from modelhost.records.events import EventLog
-from modelhost.workers.messages import Load
+from modelhost.workers.messages import Load, Loaded
 
 MIN_FOOTPRINT_BYTES = 64 * 1024
 # before a model's first load, reserve for unpickling's transient peak, not only what stays:
@@ -61,19 +61,19 @@ class Manifests:
             return max(self.footprints[name], self.peaks.get(name, 0))
         return estimate_footprint(artifact.bytes)
 
-    def measured(self, name: str, footprint: int, peak: int = 0) -> int:
-        """Record a load's footprint and peak; what the model is accounted at once loaded (never
-        below its floor nor below what its manifest declares)."""
-        footprint = max(MIN_FOOTPRINT_BYTES, footprint, self.of(name).memory_bytes or 0)
-        self.footprints[name], self.peaks[name] = footprint, peak
+    def measured(self, name: str, loaded: Loaded) -> int:
+        """Record what a load measured (footprint, peak, a pure handler); what the model is
+        accounted at once loaded (never below its floor nor below what its manifest declares)."""
+        footprint = max(MIN_FOOTPRINT_BYTES, loaded.footprint, self.of(name).memory_bytes or 0)
+        self.footprints[name], self.peaks[name] = footprint, loaded.peak
+        (self.pure.add if loaded.pure else self.pure.discard)(name)
         return footprint
 
     def load_request(self, name: str, artifact: Artifact) -> Load:
         """The worker's load request: the artifact, and what the manifest tells the worker."""
         manifest, path = self.of(name), str(artifact.path)
-        if not (manifest.handler or manifest.model_file or manifest.warmup):
-            return Load(name, path, max_rows=self.max_rows)
-        root = str(manifest_root(artifact.path))
+        says = manifest.handler or manifest.model_file or manifest.warmup
+        root = str(manifest_root(artifact.path)) if says else None
         return Load(
             name,
             path,

@@ -124,13 +124,13 @@ class Residency:
         except BaseException as error:
             self.forget(resident)
             self.events.emit("failure", name, reason="load", detail={"error": repr(error)})
+            self.disk.delete(name, reason="load_failed")  # a corrupt file is fetched anew
             raise
 
     async def claim_loader(self) -> WorkerHandle:
         """The least loaded live worker with no load under way, once there is one."""
-        while not (free := self._free_loaders()):
-            await self._changed.wait()
-        worker = least_loaded(free, self.memory)
+        await self.until(lambda: bool(self._free_loaders()))
+        worker = least_loaded(self._free_loaders(), self.memory)
         self.loaders.add(worker.worker_id)
         return worker
 
@@ -156,8 +156,7 @@ class Residency:
     ) -> None:
         name = resident.name
         loaded = await self.load_copy(name, artifact, worker, "invoked")
-        footprint = self.manifests.measured(name, loaded.footprint, loaded.peak)
-        (self.manifests.pure.add if loaded.pure else self.manifests.pure.discard)(name)
+        footprint = self.manifests.measured(name, loaded)
         if not worker.alive:  # it died after answering: the model went with it
             raise Unavailable(f"the worker loading model {name} died; retry is safe")
         self.memory.mark_loaded(name, worker.worker_id, footprint, loaded.load_ms)

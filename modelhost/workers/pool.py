@@ -250,9 +250,8 @@ class WorkerPool:
     ) -> tuple[ReplyT, bytes]:
         """Send one request to one worker and wait for its reply (of type `expect`) and payload;
         a failure comes back as the exception it was."""
-        gone = WorkerDied(f"worker {worker.worker_id} has died; retry is safe")
         if not worker.alive or worker.writer.is_closing():
-            raise gone
+            raise gone(worker)
         request_id = next(self._request_ids)
         frame = encode_frame(Frame(request_id, encode(request), payload))
         future: Waiter = asyncio.get_running_loop().create_future()
@@ -261,7 +260,7 @@ class WorkerPool:
             worker.writer.write(frame)
         except (RuntimeError, ConnectionError) as error:  # closed before its reader saw the end
             worker.pending.pop(request_id, None)
-            raise gone from error
+            raise gone(worker) from error
         reply, body = await self._within_deadline(worker, request, request_id, future, model)
         if isinstance(reply, Failed):
             raise reply.failure.rebuild()
@@ -278,24 +277,11 @@ class WorkerPool:
         request timed out) must not leave a hung worker in place."""
         is_batch = isinstance(request, Infer)
         timeout_s = self.infer_timeout_s if is_batch else self.load_timeout_s
-        what, setting = (
-            ("a batch", "default-response-timeout-s")
-            if is_batch
-            else (
-                f"the {type(request).__name__.lower()}",
-                "worker-load-timeout-s",
-            )
-        )
-        missed = DeadlineExceeded(
-            f"worker {worker.worker_id} (pid {worker.pid}) did not finish {what} of model "
-            f"{model} within {timeout_s:g} s, so it was killed and is being replaced; check "
-            f"the model's handler, or raise --{setting}"
-        )
 
         def expire() -> None:
             if not future.done():
                 worker.pending.pop(request_id, None)
-                future.set_exception(missed)
+                future.set_exception(missed(worker, request, model, timeout_s))
                 self.kill(worker)
 
         timer = asyncio.get_running_loop().call_later(timeout_s, expire)
@@ -322,6 +308,23 @@ class WorkerPool:
                 self._template.kill()
         if self._server is not None:
             self._server.close()
+
+
+def gone(worker: WorkerHandle) -> WorkerDied:
+    return WorkerDied(f"worker {worker.worker_id} has died; retry is safe")
+
+
+def missed(worker: WorkerHandle, request: Request, model: str, timeout_s: float) -> Exception:
+    """The error of a call past its deadline (built only when one is: not on every call)."""
+    if isinstance(request, Infer):
+        what, setting = "a batch", "default-response-timeout-s"
+    else:
+        what, setting = f"the {type(request).__name__.lower()}", "worker-load-timeout-s"
+    return DeadlineExceeded(
+        f"worker {worker.worker_id} (pid {worker.pid}) did not finish {what} of model {model} "
+        f"within {timeout_s:g} s, so it was killed and is being replaced; check the model's "
+        f"handler, or raise --{setting}"
+    )
 
 
 def settled(future: Waiter, timer: asyncio.TimerHandle) -> None:

@@ -41,14 +41,6 @@ def import_runtimes(optional: list[str]) -> None:
             importlib.import_module(module)
     import modelhost.workers.worker  # noqa: F401  (shared by every worker)
 
-    global SERVING_EXERCISE
-    SERVING_EXERCISE = serving_exercise()
-    gc.collect()
-    gc.freeze()  # keep the collector from touching, and so copying, the template's objects
-
-
-SERVING_EXERCISE = b""
-
 
 def serving_exercise() -> bytes:
     """Two tiny scikit-learn models, pickled: each worker unpickles and runs them before it
@@ -69,7 +61,22 @@ def serving_exercise() -> bytes:
     return buffer.getvalue()
 
 
-def fork_worker(socket_path: str, worker_id: int, threads: int) -> None:
+def exercise(pickled: bytes) -> None:
+    """In a new worker: unpickle the tiny models and predict with them once, then give the
+    memory back."""
+    import io
+
+    import joblib
+    import numpy as np
+
+    from modelhost.records.memory import return_memory_to_os
+
+    for model in joblib.load(io.BytesIO(pickled)):
+        model.predict_proba(np.zeros((2, 4)))
+    return_memory_to_os()
+
+
+def fork_worker(socket_path: str, worker_id: int, threads: int, pickled: bytes) -> None:
     if os.fork() != 0:
         return
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -78,9 +85,9 @@ def fork_worker(socket_path: str, worker_id: int, threads: int) -> None:
     code = 0
     try:
         sys.stdin.close()
-        from modelhost.workers.worker import exercise, run
+        from modelhost.workers.worker import run
 
-        exercise(SERVING_EXERCISE)
+        exercise(pickled)
         run(socket_path, worker_id, threads)
     except BaseException:  # noqa: BLE001  (a worker must never return into the template's loop)
         code = 1
@@ -88,13 +95,13 @@ def fork_worker(socket_path: str, worker_id: int, threads: int) -> None:
         os._exit(code)
 
 
-def main_loop(socket_path: str, threads: int) -> None:
+def main_loop(socket_path: str, threads: int, pickled: bytes) -> None:
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps exited workers
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     for line in sys.stdin:
         if line.strip():
-            fork_worker(socket_path, int(line), threads)
+            fork_worker(socket_path, int(line), threads, pickled)
 
 
 def main() -> None:
@@ -102,8 +109,11 @@ def main() -> None:
     optional = [name for name in (sys.argv[3] if len(sys.argv) > 3 else "").split(",") if name]
     limit_threads(threads)
     import_runtimes(optional)
+    pickled = serving_exercise()
+    gc.collect()
+    gc.freeze()  # keep the collector from touching, and so copying, the template's objects
     print("ready", flush=True)
-    main_loop(socket_path, threads)
+    main_loop(socket_path, threads, pickled)
 
 
 if __name__ == "__main__":

@@ -176,20 +176,6 @@ def answers_of(replies: list[InferReply | Exception]) -> tuple[tuple[Answer, ...
     return tuple(answers), bodies
 
 
-def exercise(pickled: bytes) -> None:
-    """Unpickle the template's tiny models and predict with them once (see
-    `template.serving_exercise`), then give the memory back."""
-    import io
-
-    import joblib
-    import numpy as np
-
-    if pickled:
-        for model in joblib.load(io.BytesIO(pickled)):
-            model.predict_proba(np.zeros((2, 4)))
-    return_memory_to_os()
-
-
 def run(socket_path: str, worker_id: int, threads: int) -> None:
     """Entry point of a freshly forked worker."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from helpers.loopback import http_server
 
 from modelhost import testing
 
@@ -99,13 +100,8 @@ def slow_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     for i in range(3):
         testing.copy_artifact(trained, root / f"m{i}.joblib")
     SlowStore.root = root
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), SlowStore)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with http_server(SlowStore) as url:
+        yield url
 
 
 def test_no_more_downloads_run_at_once_than_max_concurrent_downloads(

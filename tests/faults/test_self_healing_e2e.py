@@ -10,14 +10,15 @@ import contextlib
 import json
 import os
 import signal
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import psutil
 import pytest
+from helpers.loopback import wait_for
+from helpers.serving import Servers
 
 from modelhost import testing
 
@@ -69,29 +70,16 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def server(
-    store: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[testing.RunningServer]:
-    work = tmp_path_factory.mktemp("healing")
-    args = testing.serve_args(store, work / "cache", workers=WORKERS, worker_load_timeout_s=3)
+def server(store: Path, serve: Servers) -> testing.RunningServer:
     env = {**os.environ, **SECRETS}
-    with testing.RunningServer(args, work, env=env) as running:
-        yield running
+    return serve(store, env=env, workers=WORKERS, worker_load_timeout_s=3)
 
 
 @pytest.fixture
 def client(server: testing.RunningServer) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=server.url, timeout=60) as http:
-        wait_for(lambda: whole(http), "the pool to be whole before the test")
+        wait_for(lambda: whole(http), "the pool to be whole before the test", PATIENCE_S)
         yield http
-
-
-def wait_for(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + PATIENCE_S
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"waited {PATIENCE_S:g} s for {what}")
-        time.sleep(0.1)
 
 
 def worker_pids(client: httpx.Client) -> list[int]:
@@ -141,7 +129,9 @@ def test_a_load_that_hangs_fails_at_its_deadline_and_its_worker_is_replaced(
     response = invoke(client, "hangs")
     assert response.status_code == 504, response.text
     assert "worker-load-timeout-s" in response.json()["message"]
-    wait_for(lambda: whole(client) and set(worker_pids(client)) != before, "a replacement")
+    wait_for(
+        lambda: whole(client) and set(worker_pids(client)) != before, "a replacement", PATIENCE_S
+    )
     assert len(before & set(worker_pids(client))) == WORKERS - 1  # only the hung one went
     assert invoke(client, "a.joblib").status_code == 200
 
@@ -153,12 +143,12 @@ def test_ping_is_503_while_a_worker_is_missing(
     os.kill(template, signal.SIGSTOP)  # no replacement can be forked while it is stopped
     try:
         os.kill(worker_pids(client)[0], signal.SIGKILL)
-        wait_for(lambda: client.get("/ping").status_code == 503, "/ping to say 503")
+        wait_for(lambda: client.get("/ping").status_code == 503, "/ping to say 503", PATIENCE_S)
         body = client.get("/ping").json()
         assert body["status"] == "Unhealthy" and f"of {WORKERS}" in body["message"], body
     finally:
         os.kill(template, signal.SIGCONT)
-    wait_for(lambda: whole(client), "/ping to say 200 once the worker is replaced")
+    wait_for(lambda: whole(client), "/ping to say 200 once the worker is replaced", PATIENCE_S)
 
 
 def test_the_template_is_restarted_and_workers_are_replaced_again(
@@ -166,9 +156,13 @@ def test_the_template_is_restarted_and_workers_are_replaced_again(
 ) -> None:
     old_template = template_pid(server)
     os.kill(old_template, signal.SIGKILL)
-    wait_for(lambda: template_pid_or_none(server) not in (None, old_template), "a new template")
+    wait_for(
+        lambda: template_pid_or_none(server) not in (None, old_template),
+        "a new template",
+        PATIENCE_S,
+    )
     os.kill(worker_pids(client)[0], signal.SIGKILL)
-    wait_for(lambda: whole(client), "the pool to be whole again")
+    wait_for(lambda: whole(client), "the pool to be whole again", PATIENCE_S)
     answered = invoke(client, "a.joblib")
     assert answered.status_code == 200, answered.text
     events = client.get("/models/a.joblib").json()  # the host still serves

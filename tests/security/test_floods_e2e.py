@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import http.server
 import socket
-import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from helpers.loopback import http_server, wait_for
 
 from modelhost import testing
 
@@ -41,13 +40,8 @@ class Origin(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def origin() -> Iterator[str]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Origin)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with http_server(Origin) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -64,14 +58,6 @@ def server(
     )
     with testing.RunningServer(args, work) as running:
         yield running
-
-
-def wait_for(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + PATIENCE_S
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"waited {PATIENCE_S:g} s for {what}")
-        time.sleep(0.1)
 
 
 def test_a_connection_that_never_finishes_its_headers_is_closed(

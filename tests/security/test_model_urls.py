@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import http.server
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers.loopback import http_server
 
 from modelhost.cache.download import DownloadPolicy, download
 from modelhost.cache.stores import Stores
@@ -58,14 +58,8 @@ class Recorder(http.server.BaseHTTPRequestHandler):
 @pytest.fixture
 def origin() -> Iterator[str]:
     Recorder.asked = []
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with http_server(Recorder) as url:
+        yield url
 
 
 def fetch(stores: Stores, url: str, dest: Path) -> bytes:

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 from click.testing import CliRunner
+from helpers.loopback import http_server
 
 from modelhost.cli.main import main
 
@@ -72,12 +72,8 @@ class InvokeEndpoint(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def stand_in() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), InvokeEndpoint)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with http_server(InvokeEndpoint) as url:
+        yield url
 
 
 @pytest.fixture(autouse=True)
