@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from modelhost.errors import ConfigError
-from modelhost.units import parse_size
+from modelhost.units import ByteBudget, parse_budget, parse_size
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -262,6 +262,23 @@ class Config:
         maximum=1000,
     )
     notices: tuple[str, ...] = ()  # what the server logs once at start: ignored properties keys
+    # the size settings above, parsed once; the settings keep the text as given, for messages
+    memory_budget_bytes: ByteBudget = dataclasses.field(init=False)
+    disk_budget_bytes: ByteBudget = dataclasses.field(init=False)
+    max_request_bytes: int = dataclasses.field(init=False)
+    max_response_bytes: int = dataclasses.field(init=False)
+    unpacked_limit_bytes: int = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        parsed = {
+            "memory_budget_bytes": parse_budget(self.memory_budget),
+            "disk_budget_bytes": parse_budget(self.disk_budget),
+            "max_request_bytes": parse_size(self.max_request_size),
+            "max_response_bytes": parse_size(self.max_response_size),
+            "unpacked_limit_bytes": parse_size(self.max_unpacked_bytes),
+        }
+        for name, value in parsed.items():
+            object.__setattr__(self, name, value)  # frozen: set once, here
 
 
 class CliOption(NamedTuple):
