@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from hypothesis import HealthCheck, settings
-from test_host_interleavings import Interleavings
+from test_host_interleavings import Interleavings, runs_of_30_steps
 
 from modelhost.cache.memory import State
 from modelhost.workers.messages import Load
@@ -22,12 +21,7 @@ class FloorInterleavings(Interleavings):
         scaling.scheduling = dataclasses.replace(scaling.scheduling, min_workers_per_model=2)
 
 
-FloorInterleavings.TestCase.settings = settings(
-    max_examples=100,
-    stateful_step_count=30,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+FloorInterleavings.TestCase.settings = runs_of_30_steps(100)
 TestTheFloorUnderAnyInterleaving = FloorInterleavings.TestCase
 
 

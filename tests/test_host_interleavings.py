@@ -318,12 +318,17 @@ def _tmp_dir() -> str:
     return tempfile.mkdtemp(prefix="interleavings-")
 
 
-Interleavings.TestCase.settings = settings(
-    max_examples=400,
-    stateful_step_count=30,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+def runs_of_30_steps(max_examples: int) -> settings:
+    """Hypothesis settings for a machine of the host: `max_examples` runs, no deadline."""
+    return settings(
+        max_examples=max_examples,
+        stateful_step_count=30,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
+
+
+Interleavings.TestCase.settings = runs_of_30_steps(400)
 TestResidencyUnderAnyInterleaving = Interleavings.TestCase
 
 
