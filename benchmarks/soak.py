@@ -48,11 +48,15 @@ def client(
             time.sleep(pause_s)
 
 
-def sample_rss(pid: int, deadline: float, samples: list[tuple[float, int]]) -> None:
+def sample_rss(pid: int, deadline: float, samples: list[tuple[float, int, int]]) -> None:
+    """(seconds, RSS, threads): a thread the loop starts late brings a malloc arena with it."""
     started = time.monotonic()
     process = psutil.Process(pid)
     while time.monotonic() < deadline:
-        samples.append((time.monotonic() - started, process.memory_info().rss))
+        with process.oneshot():
+            samples.append(
+                (time.monotonic() - started, process.memory_info().rss, process.num_threads())
+            )
         time.sleep(SAMPLE_EVERY_S)
 
 
@@ -64,7 +68,7 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
         testing.copy_artifact(trained, work / "store" / name)
     serve = testing.serve_args(work / "store", work / "cache", workers=args.workers)
     counts: Counter[str] = Counter()
-    samples: list[tuple[float, int]] = []
+    samples: list[tuple[float, int, int]] = []
     with testing.RunningServer([*serve, *args.serve_arg], work) as server:
         deadline = time.monotonic() + args.minutes * 60
         threads = [
@@ -82,9 +86,10 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
     return verdict(samples, counts, args.minutes)
 
 
-def verdict(samples: list[tuple[float, int]], counts: Counter[str], minutes: float) -> dict:
+def verdict(samples: list[tuple[float, int, int]], counts: Counter[str], minutes: float) -> dict:
     warm_up_s = min(300.0, minutes * 60 / 5)
-    after = [rss for at, rss in samples if at >= warm_up_s]
+    after = [rss for at, rss, _ in samples if at >= warm_up_s]
+    threads = [count for at, _, count in samples if at >= warm_up_s]
     base = after[0] if after else 0
     worst = max(after, default=0)
     return {
@@ -95,7 +100,9 @@ def verdict(samples: list[tuple[float, int]], counts: Counter[str], minutes: flo
         "rss_last_mib": round(after[-1] / 2**20, 1) if after else None,
         "growth": round(worst / base - 1, 4) if base else None,
         "flat": bool(base) and worst <= base * (1 + FLAT_WITHIN),
-        "samples": [(round(at), rss) for at, rss in samples],
+        "threads_at_warm_up": threads[0] if threads else None,
+        "threads_max_after": max(threads, default=None),
+        "samples": [(round(at), rss, count) for at, rss, count in samples],
     }
 
 
@@ -108,7 +115,15 @@ def main() -> None:
     parser.add_argument("--pause-ms", type=float, default=5.0, help="each client, between calls")
     add_serve_arg(parser)
     result = soak(parser.parse_args())
-    columns = ["minutes", "rss_at_warm_up_mib", "rss_max_after_mib", "rss_last_mib", "growth"]
+    columns = [
+        "minutes",
+        "rss_at_warm_up_mib",
+        "rss_max_after_mib",
+        "rss_last_mib",
+        "growth",
+        "threads_at_warm_up",
+        "threads_max_after",
+    ]
     table = markdown_table(
         [*columns, "flat", "statuses"],
         [[*(result[c] for c in columns), result["flat"], result["statuses"]]],

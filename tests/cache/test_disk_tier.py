@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import io
 import os
+import sys
 import tarfile
 import tempfile
 from pathlib import Path
@@ -18,7 +19,7 @@ from modelhost.cache.disk import DiskTier, UnpackLimits
 from modelhost.cache.download import DownloadPolicy
 from modelhost.cache.stores import Stores
 from modelhost.cache.stores.memory import MemoryStore
-from modelhost.errors import InsufficientDisk, StoreUnavailable
+from modelhost.errors import InsufficientDisk, ModelNotFound, StoreUnavailable
 from modelhost.records.events import EventLog
 from modelhost.testing import StepClock
 
@@ -128,3 +129,30 @@ def test_revalidation_deletes_a_replaced_artifact_and_keeps_one_the_store_cannot
     tier.clock.now += 100  # type: ignore[attr-defined]
     del store.objects["a.joblib"]
     assert asyncio.run(tier.revalidate("a.joblib")) is False  # gone from the store: keep serving
+
+
+def test_a_made_up_name_leaves_nothing_in_the_intern_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pathlib interns every part of a path it parses, and the interpreter's intern table grows
+    with them: the soak's late steps of ~1.8 MiB in the frontend were that table being resized
+    under a scan of made-up names (found with tracemalloc). A name is looked up as a string and
+    becomes a Path only once the store has it."""
+    (tmp_path / "store").mkdir()
+    stores = Stores(str(tmp_path / "store"))
+    tier = DiskTier(
+        tmp_path / "cache",
+        BUDGET,
+        stores,
+        EventLog(),
+        UnpackLimits(max_bytes=2**30, max_files=100),
+        DownloadPolicy(attempts=1, timeout_s=5),
+    )
+    tier.rebuild()
+    interned: list[str] = []
+    intern = sys.intern
+    monkeypatch.setattr(sys, "intern", lambda text: interned.append(text) or intern(text))
+    name = "made-up-7f3a/never-seen-9c1e.joblib"
+    with pytest.raises(ModelNotFound):
+        asyncio.run(tier.materialize(name, stores.url_of(name)))
+    assert [text for text in interned if "7f3a" in text or "9c1e" in text] == []

@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse, urlsplit
 
 from modelhost.cache.stores.base import ObjectInfo, Progress, Store, validate_name
-from modelhost.cache.stores.local import LocalStore, path_of
+from modelhost.cache.stores.local import LocalStore, path_of, resolved
 from modelhost.errors import ConfigError, Forbidden, InvalidModelName
 from modelhost.urls import redact_url
 
@@ -79,7 +79,7 @@ class Stores:
         """The source of a model invoked by name: its path in the configured store."""
         url = self.default.url_of(validate_name(name))
         if isinstance(self.default, LocalStore):
-            self.default.inside(path_of(url), name)  # a folder link must not lead out
+            self.default.inside(resolved(url), name)  # a folder link must not lead out
         return url
 
     def normalize(self, url: str) -> str:

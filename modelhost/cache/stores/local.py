@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 from pathlib import Path
-from urllib.parse import unquote, urlparse
+from urllib.parse import quote_from_bytes, unquote, urlparse
 
 from modelhost.cache.stores.base import (
     HANDLER_FILES,
@@ -17,11 +18,23 @@ from modelhost.cache.stores.base import (
 from modelhost.errors import InvalidModelName, ModelNotFound
 
 
-def path_of(url: str) -> Path:
-    """The absolute, resolved path of a file:// URL or a plain path."""
+def resolved(url: str) -> str:
+    """The absolute, resolved path of a file:// URL or a plain path.
+
+    A string, not a Path: names come from requests, and pathlib interns every part of a path it
+    parses, so a scan of made-up names would grow the interpreter's intern table. A name becomes
+    a Path only once the store has it."""
     parsed = urlparse(url)
-    raw = unquote(parsed.path) if parsed.scheme == "file" else url
-    return Path(raw).resolve()
+    return os.path.realpath(unquote(parsed.path) if parsed.scheme == "file" else url)
+
+
+def path_of(url: str) -> Path:
+    return Path(resolved(url))
+
+
+def file_uri(path: str) -> str:
+    """What Path(path).as_uri() gives, without parsing the path."""
+    return "file://" + quote_from_bytes(os.fsencode(path))
 
 
 class LocalStore:
@@ -30,31 +43,30 @@ class LocalStore:
     def __init__(self, root: Path) -> None:
         self.root = root.resolve()
         self.uri = self.root.as_uri()
+        self._prefix = os.path.join(self.root, "")  # what every path inside starts with
 
     def url_of(self, key: str) -> str:
-        return (self.root / key).as_uri()
+        return file_uri(os.path.join(self.root, key))
 
     def key_of(self, url: str) -> str | None:
-        path = path_of(url)
-        if path == self.root or not path.is_relative_to(self.root):
-            return None
-        return path.relative_to(self.root).as_posix()
+        path = resolved(url)
+        return path.removeprefix(self._prefix) if path.startswith(self._prefix) else None
 
-    def inside(self, path: Path, key: str) -> Path:
+    def inside(self, path: str, key: str) -> str:
         """`path`, resolved, if it is inside the store (a folder link may lead anywhere)."""
-        path = path.resolve()
-        if not path.is_relative_to(self.root):
+        path = os.path.realpath(path)
+        if not path.startswith(self._prefix):
             raise InvalidModelName(f"model {key!r} resolves outside the model store {self.root}")
         return path
 
     def local_path(self, key: str) -> Path:
-        path = self.inside(self.root / validate_name(key), key)
-        if not path.exists():
+        path = self.inside(os.path.join(self.root, validate_name(key)), key)
+        if not os.path.exists(path):
             raise ModelNotFound(
                 f"model {key} is not in the model store {self.root}; "
                 "check the name (it is the artifact's path relative to the store)"
             )
-        return path
+        return Path(path)
 
     async def stat(self, key: str) -> ObjectInfo:
         path = self.local_path(key)
