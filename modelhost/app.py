@@ -41,7 +41,7 @@ from modelhost.records.events import EventLog
 from modelhost.records.memory import server_pss_bytes
 from modelhost.resources import free_disk_bytes, usable_cores, usable_memory_bytes
 from modelhost.scheduler import SchedulerSettings
-from modelhost.units import format_bytes, parse_size
+from modelhost.units import format_bytes
 from modelhost.workers.environment import worker_environment
 from modelhost.workers.pool import WorkerPool
 
@@ -76,11 +76,11 @@ async def main(config: Config) -> int:
             routes = SageMakerRoutes(
                 host,
                 HttpSettings(
-                    parse_size(config.max_request_size),
+                    config.max_request_bytes,
                     config.management_token,
                     config.single_model,
                     config.instance_id,
-                    max_response_bytes=parse_size(config.max_response_size),
+                    max_response_bytes=config.max_response_bytes,
                 ),
                 observer.usage,
             )
@@ -190,7 +190,7 @@ async def started_host(config: Config, run_dir: Path) -> AsyncIterator[ModelHost
 def build_host(
     config: Config, pool: WorkerPool, stores: Stores, events: EventLog, baseline: int
 ) -> ModelHost:
-    budget = parse_size(config.memory_budget, usable_memory_bytes())
+    budget = config.memory_budget_bytes.of(usable_memory_bytes())
     if budget <= baseline:
         raise ConfigError(
             f"the memory budget of {format_bytes(budget)} is below what the idle server needs: "
@@ -198,7 +198,7 @@ def build_host(
             f"PSS); set --memory-budget above {format_bytes(baseline)} or use fewer --workers"
         )
     cache_dir = Path(config.cache_dir)
-    disk_budget = parse_size(config.disk_budget, free_disk_bytes(cache_dir))
+    disk_budget = config.disk_budget_bytes.of(free_disk_bytes(cache_dir))
     memory = MemoryTier(
         budget,
         baseline,
@@ -211,7 +211,7 @@ def build_host(
         disk_budget,
         stores,
         events,
-        UnpackLimits(parse_size(config.max_unpacked_bytes), config.max_unpacked_files),
+        UnpackLimits(config.unpacked_limit_bytes, config.max_unpacked_files),
         DownloadPolicy(config.store_attempts, config.store_timeout_s),
         config.revalidate_interval_s,
         refuse_pickle=config.refuse_pickle,

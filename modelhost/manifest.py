@@ -43,6 +43,8 @@ MAR_MANIFEST = Path("MAR-INF") / "MANIFEST.json"
 
 @dataclass(frozen=True)
 class Manifest:
+    """A model's own settings, read from its artifact (`modelhost.toml`, a `.mar`'s manifest)."""
+
     handler: str | None = None
     model_file: str | None = None
     batch_size: int | None = None

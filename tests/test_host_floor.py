@@ -5,10 +5,8 @@ invariant of tests/test_host_interleavings.py holds with the floor's copies arri
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
-from hypothesis import HealthCheck, settings
-from test_host_interleavings import Interleavings
+from test_host_interleavings import Interleavings, runs_of_30_steps
 
 from modelhost.cache.memory import State
 from modelhost.workers.messages import Load
@@ -23,27 +21,14 @@ class FloorInterleavings(Interleavings):
         scaling.scheduling = dataclasses.replace(scaling.scheduling, min_workers_per_model=2)
 
 
-FloorInterleavings.TestCase.settings = settings(
-    max_examples=100,
-    stateful_step_count=30,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+FloorInterleavings.TestCase.settings = runs_of_30_steps(100)
 TestTheFloorUnderAnyInterleaving = FloorInterleavings.TestCase
-
-
-def run(machine: FloorInterleavings, steps: list[tuple[str, dict[str, Any]]]) -> None:
-    for rule_name, arguments in steps:
-        getattr(machine, rule_name)(**arguments)
-        machine.never_over_budget()
-        machine.one_load_at_a_time_per_worker()
-        machine.loaded_records_name_workers_that_hold_them()
 
 
 def test_a_first_load_brings_the_floors_copies_and_scale_in_keeps_them() -> None:
     machine = FloorInterleavings()
     try:
-        run(machine, [("request", {"name": "b"}), ("answer_a_call", {"index": 0})])
+        machine.run_steps([("request", {"name": "b"}), ("answer_a_call", {"index": 0})])
         copy = [c for c in machine.pool.calls if isinstance(c.request, Load)]
         assert len(copy) == 1, machine.pool.calls  # the second copy, unasked by any pressure
         machine.pool.answer(copy[0])
@@ -51,7 +36,7 @@ def test_a_first_load_brings_the_floors_copies_and_scale_in_keeps_them() -> None
         resident = machine.memory.get("b")
         assert resident is not None and resident.state is State.LOADED
         assert len(resident.workers) == 2
-        run(machine, [("time_passes", {"seconds": 10.0}), ("scale_in", {})])
+        machine.run_steps([("time_passes", {"seconds": 10.0}), ("scale_in", {})])
         assert len(resident.workers) == 2  # idle past scale_in_idle_s: the floor stays
     finally:
         machine.teardown()

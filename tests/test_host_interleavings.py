@@ -102,9 +102,13 @@ class FakePool:
             self.violations.append(f"second load of {request.model} on {worker.worker_id}")
         future: asyncio.Future[tuple[Reply, bytes]] = asyncio.get_running_loop().create_future()
         self.calls.append(Call(worker, request, future))
+        self.called(self.calls[-1])
         reply, body = await future
         assert isinstance(reply, expect)
         return reply, body
+
+    def called(self, call: Call) -> None:
+        """A call was made; it waits for `answer` (a subclass may answer it here)."""
 
     def answer(self, call: Call) -> None:
         self.calls.remove(call)
@@ -274,6 +278,15 @@ class Interleavings(RuleBasedStateMachine):
                     worker = self.pool.workers.get(worker_id)
                     assert worker is not None and resident.name in worker.models, resident
 
+    def run_steps(self, steps: list[tuple[str, dict[str, Any]]]) -> None:
+        """Run rules by name, checking every invariant after each, as Hypothesis does."""
+        for rule_name, arguments in steps:
+            getattr(self, rule_name)(**arguments)
+            self.never_over_budget()
+            self.no_worker_loads_a_model_twice()
+            self.one_load_at_a_time_per_worker()
+            self.loaded_records_name_workers_that_hold_them()
+
     def teardown(self) -> None:
         try:
             for _ in range(500):  # answer everything, so every request can finish
@@ -305,12 +318,17 @@ def _tmp_dir() -> str:
     return tempfile.mkdtemp(prefix="interleavings-")
 
 
-Interleavings.TestCase.settings = settings(
-    max_examples=400,
-    stateful_step_count=30,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+def runs_of_30_steps(max_examples: int) -> settings:
+    """Hypothesis settings for a machine of the host: `max_examples` runs, no deadline."""
+    return settings(
+        max_examples=max_examples,
+        stateful_step_count=30,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
+
+
+Interleavings.TestCase.settings = runs_of_30_steps(400)
 TestResidencyUnderAnyInterleaving = Interleavings.TestCase
 
 
@@ -319,12 +337,7 @@ def replay(steps: list[tuple[str, dict[str, Any]]]) -> None:
     teardown: the interleavings Hypothesis once found, kept as plain tests."""
     machine = Interleavings()
     try:
-        for rule_name, arguments in steps:
-            getattr(machine, rule_name)(**arguments)
-            machine.never_over_budget()
-            machine.no_worker_loads_a_model_twice()
-            machine.one_load_at_a_time_per_worker()
-            machine.loaded_records_name_workers_that_hold_them()
+        machine.run_steps(steps)
     finally:
         machine.teardown()
 

@@ -15,7 +15,6 @@ from test_host_interleavings import (
     Call,
     FakeDisk,
     FakePool,
-    FakeWorker,
 )
 
 from modelhost.cache.memory import MemoryTier, State
@@ -25,7 +24,7 @@ from modelhost.host import Invocation, ModelHost
 from modelhost.host.manifests import estimate_footprint
 from modelhost.manifest import Manifest
 from modelhost.records.events import EventLog
-from modelhost.workers.messages import Infer, Load, Request, Unload
+from modelhost.workers.messages import Infer, Load, Unload
 
 ROOM_FOR_TWO = FOOTPRINT_BYTES + estimate_footprint(ARTIFACT_BYTES) + 1  # one loaded, one loading
 
@@ -33,18 +32,8 @@ ROOM_FOR_TWO = FOOTPRINT_BYTES + estimate_footprint(ARTIFACT_BYTES) + 1  # one l
 class AnsweringPool(FakePool):
     """Answers each call as soon as it is made."""
 
-    async def call(
-        self,
-        worker: FakeWorker,
-        request: Request,
-        expect: type[Any],
-        payload: bytes = b"",
-        model: str = "",
-    ) -> tuple[Any, bytes]:
-        reply = asyncio.ensure_future(super().call(worker, request, expect, payload, model))
-        await asyncio.sleep(0)
-        self.respond(next(call for call in self.calls if call.request is request))
-        return await reply
+    def called(self, call: Call) -> None:
+        asyncio.get_running_loop().call_soon(self.respond, call)
 
     def respond(self, call: Call) -> None:
         self.answer(call)

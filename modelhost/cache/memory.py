@@ -25,6 +25,8 @@ from modelhost.cache.policy import EvictionPolicy, LRUPolicy
 
 
 class State(str, Enum):
+    """Where a model's record is in its life: loading, loaded, or leaving memory."""
+
     LOADING = "loading"
     LOADED = "loaded"
     UNLOADING = "unloading"
@@ -32,6 +34,8 @@ class State(str, Enum):
 
 @dataclass(eq=False)
 class Resident:
+    """One model's record in the memory tier: the bytes it holds, its workers, its use."""
+
     name: str
     bytes: int  # held in all: the footprint once per worker holding (or loading) the model
     pinned: bool = False
@@ -55,6 +59,9 @@ class Resident:
 
 
 class MemoryTier:
+    """The memory budget's accounting (no I/O): which models hold how many bytes, and which idle
+    ones a load may evict."""
+
     def __init__(
         self,
         budget_bytes: int,

@@ -35,6 +35,9 @@ MAX_ACQUIRE_ATTEMPTS = 5
 
 
 class InvokePath:
+    """The invoke path: admission, the model's record, its queue, the retry of a batch whose
+    worker died."""
+
     def __init__(
         self,
         residency: Residency,

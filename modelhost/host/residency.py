@@ -39,6 +39,8 @@ MakeDispatcher = Callable[[str, bool], Dispatcher]  # (model, its handler takes 
 
 
 class Residency:
+    """Each model's way into memory and out of it: the only part that adds or drops a record."""
+
     def __init__(
         self,
         pool: WorkerPool,

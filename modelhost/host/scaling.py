@@ -24,6 +24,8 @@ SCALE_OUT_BUSY_SHARE = 0.8  # a copy pays only when the model alone keeps its wo
 
 
 class Scaling:
+    """Copies of a busy model on more workers, the floor of copies, and letting them go."""
+
     def __init__(self, residency: Residency, scheduling: SchedulerSettings) -> None:
         self.residency = residency
         self.scheduling = scheduling

@@ -30,6 +30,8 @@ RECENT_EVENTS = 1000
 
 @dataclass(frozen=True)
 class Event:
+    """One thing the cache or a worker did, with its model, bytes, duration and reason."""
+
     kind: str  # download unpack load unload evict delete failure worker_start worker_exit budget
     model: str | None = None
     bytes: int | None = None
@@ -49,6 +51,8 @@ Subscriber = Callable[[Event], None]
 
 
 class EventLog:
+    """Where the core emits events: the recent ones, a short history per model, and subscribers."""
+
     def __init__(
         self, clock: Callable[[], float] = time.time, max_models: int = MAX_MODELS_WITH_EVENTS
     ) -> None:

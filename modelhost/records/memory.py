@@ -75,6 +75,8 @@ def allocated_bytes() -> int | None:
 
 
 class MallInfo2(ctypes.Structure):
+    """glibc's struct mallinfo2, as mallinfo2() returns it."""
+
     _fields_ = [
         (name, ctypes.c_size_t)
         for name in (

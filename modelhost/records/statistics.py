@@ -28,6 +28,8 @@ class BatchingStatistics:
 
 @dataclass(frozen=True)
 class MemoryStatistics:
+    """The memory tier against its budget, as the host accounts it and as the OS measures it."""
+
     budget_bytes: int
     baseline_bytes: int  # the idle server's PSS, drift included
     committed_bytes: int  # baseline plus the footprints of loading and loaded models
@@ -38,12 +40,16 @@ class MemoryStatistics:
 
 @dataclass(frozen=True)
 class DiskStatistics:
+    """The disk tier against its budget."""
+
     budget_bytes: int
     used_bytes: int
 
 
 @dataclass(frozen=True)
 class WorkerStatistics:
+    """One live worker process and the calls it has under way."""
+
     worker_id: int
     pid: int
     in_flight: int  # calls (infer, load, unload) sent and not yet answered
@@ -51,6 +57,8 @@ class WorkerStatistics:
 
 @dataclass(frozen=True)
 class HostStatistics:
+    """Everything the host reports at once: memory, disk, workers and batching."""
+
     memory: MemoryStatistics
     disk: DiskStatistics
     workers: tuple[WorkerStatistics, ...]

@@ -34,6 +34,8 @@ _LENGTH = struct.Struct("<I")  # BYTES elements in binary data: a 4-byte little-
 
 @dataclass(frozen=True)
 class Tensor:
+    """One named, typed tensor of an Open Inference Protocol request or response."""
+
     name: str
     datatype: str
     values: np.ndarray  # shaped as the tensor's shape; BYTES tensors hold bytes objects
@@ -41,12 +43,16 @@ class Tensor:
 
 @dataclass(frozen=True)
 class RequestedOutput:
+    """An output the client asked for, and whether as binary data."""
+
     name: str
     binary: bool
 
 
 @dataclass(frozen=True)
 class OipRequest:
+    """An Open Inference Protocol inference request, decoded: its inputs and wanted outputs."""
+
     id: str | None
     inputs: list[Tensor]
     outputs: list[RequestedOutput]

@@ -19,6 +19,7 @@ import importlib
 import os
 import signal
 import sys
+from pathlib import Path
 
 from modelhost.config import THREAD_VARIABLES
 
@@ -42,13 +43,12 @@ def import_runtimes(optional: list[str]) -> None:
     import modelhost.workers.worker  # noqa: F401  (shared by every worker)
 
 
-def serving_exercise() -> bytes:
-    """Two tiny scikit-learn models, pickled: each worker unpickles and runs them before it
-    says hello, so the template's pages that serving writes to (reference counts, caches) are
-    copied then, and the idle baseline measured at start holds them (else they move into it
+def write_rehearsal_models(folder: Path) -> list[Path]:
+    """Two tiny scikit-learn models, written once by the template: each new worker loads,
+    answers and unloads them through its serving path before it says hello, so the template's
+    pages that serving writes to (reference counts, caches) are copied then, and the threads'
+    malloc arenas made, while the idle baseline is still being measured (else they move into it
     while the first models load, and the budget's room shrinks under them)."""
-    import io
-
     import joblib
     import numpy as np
     from sklearn.ensemble import RandomForestClassifier
@@ -56,27 +56,13 @@ def serving_exercise() -> bytes:
 
     x, y = np.arange(40.0).reshape(10, 4), np.arange(10) % 2
     models = [RandomForestClassifier(n_estimators=2, random_state=0), LogisticRegression()]
-    buffer = io.BytesIO()
-    joblib.dump([model.fit(x, y) for model in models], buffer)
-    return buffer.getvalue()
+    paths = [folder / f"rehearsal-{i}.joblib" for i in range(len(models))]
+    for model, path in zip(models, paths, strict=True):
+        joblib.dump(model.fit(x, y), path)
+    return paths
 
 
-def exercise(pickled: bytes) -> None:
-    """In a new worker: unpickle the tiny models and predict with them once, then give the
-    memory back."""
-    import io
-
-    import joblib
-    import numpy as np
-
-    from modelhost.records.memory import return_memory_to_os
-
-    for model in joblib.load(io.BytesIO(pickled)):
-        model.predict_proba(np.zeros((2, 4)))
-    return_memory_to_os()
-
-
-def fork_worker(socket_path: str, worker_id: int, threads: int, pickled: bytes) -> None:
+def fork_worker(socket_path: str, worker_id: int, threads: int, rehearsal: list[Path]) -> None:
     if os.fork() != 0:
         return
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -87,21 +73,20 @@ def fork_worker(socket_path: str, worker_id: int, threads: int, pickled: bytes) 
         sys.stdin.close()
         from modelhost.workers.worker import run
 
-        exercise(pickled)
-        run(socket_path, worker_id, threads)
+        run(socket_path, worker_id, threads, rehearsal)
     except BaseException:  # noqa: BLE001  (a worker must never return into the template's loop)
         code = 1
     finally:
         os._exit(code)
 
 
-def main_loop(socket_path: str, threads: int, pickled: bytes) -> None:
+def main_loop(socket_path: str, threads: int, rehearsal: list[Path]) -> None:
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps exited workers
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     for line in sys.stdin:
         if line.strip():
-            fork_worker(socket_path, int(line), threads, pickled)
+            fork_worker(socket_path, int(line), threads, rehearsal)
 
 
 def main() -> None:
@@ -109,11 +94,11 @@ def main() -> None:
     optional = [name for name in (sys.argv[3] if len(sys.argv) > 3 else "").split(",") if name]
     limit_threads(threads)
     import_runtimes(optional)
-    pickled = serving_exercise()
+    rehearsal = write_rehearsal_models(Path(socket_path).parent)
     gc.collect()
     gc.freeze()  # keep the collector from touching, and so copying, the template's objects
     print("ready", flush=True)
-    main_loop(socket_path, threads, pickled)
+    main_loop(socket_path, threads, rehearsal)
 
 
 if __name__ == "__main__":

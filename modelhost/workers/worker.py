@@ -59,6 +59,21 @@ class Worker:
         # one inference thread: run on the reading thread and save a hand-off per request
         self._inference = ThreadPoolExecutor(threads, "infer") if threads > 1 else None
 
+    def rehearse(self, models: list[Path]) -> None:
+        """Load, answer and unload each model on the threads that will serve (see the
+        template's `write_rehearsal_models`), then give the memory back."""
+        body = b"[[0, 0, 0, 0]]"
+        for path in models:
+            self._loader.submit(self.load, Load("rehearsal", str(path))).result()
+            item = Item("application/json", "application/json", {}, len(body))
+            infer = Infer("rehearsal", (item,))
+            if self._inference is None:
+                self.infer(infer, body)
+            else:
+                self._inference.submit(self.infer, infer, body).result()
+            self._loader.submit(self.unload, Unload("rehearsal")).result()
+        return_memory_to_os()
+
     def main_loop(self) -> None:
         self.send(0, Hello(self.worker_id, os.getpid(), pss_bytes()))
         frames = FrameReader(self.sock)
@@ -176,8 +191,10 @@ def answers_of(replies: list[InferReply | Exception]) -> tuple[tuple[Answer, ...
     return tuple(answers), bodies
 
 
-def run(socket_path: str, worker_id: int, threads: int) -> None:
+def run(socket_path: str, worker_id: int, threads: int, rehearsal: list[Path]) -> None:
     """Entry point of a freshly forked worker."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(socket_path)
-    Worker(sock, worker_id, threads).main_loop()
+    worker = Worker(sock, worker_id, threads)
+    worker.rehearse(rehearsal)
+    worker.main_loop()

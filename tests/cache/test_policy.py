@@ -34,28 +34,27 @@ def test_cost_aware_evicts_the_cheapest_to_reload_per_byte_first() -> None:
     assert policy.choose([dear, cheap_and_big, frequent], MiB) == [cheap_and_big]
 
 
-def test_cost_aware_values_age_so_a_once_hot_model_goes_in_the_end() -> None:
+def ages_out_within(rounds: int, old_hits: int) -> bool:
+    """Whether a model with `old_hits` hits long ago is chosen over a model used twice since,
+    within `rounds` of newer models evicted one by one."""
     policy = CostAwarePolicy()
-    old_hot = Model("old-hot", hits=5)
-    policy.touched(old_hot)
-    for round_number in range(10):  # a stream of models used twice each, evicted one by one
+    old = Model("old", hits=old_hits)
+    policy.touched(old)
+    for round_number in range(rounds):
         newer = Model(f"new-{round_number}", hits=2)
         policy.touched(newer)
-        if policy.choose([old_hot, newer], MiB) == [old_hot]:
-            return
-    raise AssertionError("the inflation clock never caught up with an old value")
+        if policy.choose([old, newer], MiB) == [old]:
+            return True
+    return False
+
+
+def test_cost_aware_values_age_so_a_once_hot_model_goes_in_the_end() -> None:
+    assert ages_out_within(10, old_hits=5), "the inflation clock never caught up with an old value"
 
 
 def test_a_model_hot_long_ago_ages_out_in_bounded_time_however_many_hits_it_had() -> None:
-    policy = CostAwarePolicy()
-    stale = Model("stale", hits=100_000)
-    policy.touched(stale)
-    for round_number in range(40):  # uncapped, it would take 500 rounds
-        newer = Model(f"new-{round_number}", hits=2)
-        policy.touched(newer)
-        if policy.choose([stale, newer], MiB) == [stale]:
-            return
-    raise AssertionError("a stale model with many hits stayed ahead of the inflation clock")
+    # uncapped, it would take 500 rounds
+    assert ages_out_within(40, old_hits=100_000), "a stale model with many hits stayed ahead"
 
 
 def test_lru_ignores_touches_and_takes_the_oldest_first() -> None:

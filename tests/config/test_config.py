@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from modelhost.config import Config, cli_options, load_config
 from modelhost.errors import ConfigError
-from modelhost.units import format_bytes, parse_size
+from modelhost.units import ByteBudget, format_bytes, parse_budget, parse_size
 
 GiB = 1024**3
 
@@ -125,7 +125,7 @@ def test_properties_mapping(tmp_path: Path) -> None:
     assert (config.model_store, config.load_models) == ("/opt/ml/models", ("ALL",))
     assert (config.workers_per_model, config.job_queue_size) == (2, 50)
     assert config.default_response_timeout_s == 120.0
-    assert parse_size(config.max_request_size) == 65535000
+    assert (config.max_request_bytes, config.max_response_bytes) == (65535000, 6553500)
     assert (config.batch_size, config.max_batch_delay_ms) == (8, 100)
 
 
@@ -232,11 +232,12 @@ def test_typed_values_from_toml(tmp_path: Path) -> None:
     write(tmp_path / "modelhost.toml", text)
     config = load_config({}, {}, tmp_path)
     assert (config.max_request_size, config.drain_timeout_s) == ("1000", 3.0)
+    assert config.max_request_bytes == 1000
     assert (config.multi_model, config.host) == (False, "::")
 
 
 def test_every_setting_has_a_flag_and_a_variable() -> None:
-    settings = [f.name for f in dataclasses.fields(Config) if f.name != "notices"]
+    settings = [f.name for f in dataclasses.fields(Config) if f.init and f.name != "notices"]
     options = {o.name: o for o in cli_options()}
     assert set(options) == {*settings, "config", "mms_config"}
     assert options["default_response_timeout_s"].flag == "--default-response-timeout-s"
@@ -276,6 +277,17 @@ def test_parse_size_percent() -> None:
 def test_parse_size_rejects(text: str) -> None:
     with pytest.raises(ConfigError, match="not a size"):
         parse_size(text)
+
+
+def test_sizes_are_parsed_once_at_load_and_shares_taken_at_start(tmp_path: Path) -> None:
+    write(tmp_path / "modelhost.toml", 'memory_budget = "2GiB"\nmax_unpacked_bytes = "16MiB"\n')
+    config = load_config({"disk_budget": "12.5%"}, {}, tmp_path)
+    assert (config.memory_budget_bytes.of(10 * GiB), config.unpacked_limit_bytes) == (
+        2 * GiB,
+        16 * 1024**2,
+    )
+    assert config.disk_budget_bytes.of(8 * GiB) == parse_size("12.5%", 8 * GiB) == GiB
+    assert Config().memory_budget_bytes == parse_budget("80%") == ByteBudget(share=0.8)
 
 
 def test_format_bytes() -> None:

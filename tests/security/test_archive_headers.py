@@ -23,6 +23,17 @@ def archive_with(path: Path, member: tarfile.TarInfo, format: int) -> Path:
     return path
 
 
+def peak_bytes_of_refusal(archive: Path, out: Path, match: str) -> int:
+    """The most Python allocated while unpacking refused `archive` (UnsafeArtifact: `match`)."""
+    tracemalloc.start()
+    try:
+        with pytest.raises(UnsafeArtifact, match=match):
+            unpack_archive(archive, out, max_bytes=2**30, max_files=1000)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
 def long_name(tmp_path: Path) -> Path:
     member = tarfile.TarInfo("a" * CLAIMED)
     member.size = 1
@@ -56,13 +67,7 @@ def test_extended_headers_are_refused_before_tarfile_reads_them_whole(
 ) -> None:
     archive = make(tmp_path)  # type: ignore[operator]
     assert archive.stat().st_size < 2 * 2**20  # small on the wire
-    tracemalloc.start()
-    try:
-        with pytest.raises(UnsafeArtifact, match="header"):
-            unpack_archive(archive, tmp_path / "out", max_bytes=2**30, max_files=1000)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    peak = peak_bytes_of_refusal(archive, tmp_path / "out", match="header")
     assert peak < 8 * 2**20, f"unpacking allocated {peak / 2**20:.1f} MiB at its peak"
     assert not (tmp_path / "out").exists()
 
@@ -93,11 +98,5 @@ def test_a_zip_index_past_the_member_limit_is_refused_before_it_is_parsed(
     with zipfile.ZipFile(archive, "w") as zip_file:
         for i in range(60_000):
             zip_file.writestr(f"{i}", b"")
-    tracemalloc.start()
-    try:
-        with pytest.raises(UnsafeArtifact, match="members"):
-            unpack_archive(archive, tmp_path / "out", max_bytes=2**30, max_files=1000)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    peak = peak_bytes_of_refusal(archive, tmp_path / "out", match="members")
     assert peak < 4 * 2**20, f"unpacking allocated {peak / 2**20:.1f} MiB at its peak"

@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 from helpers.loopback import http_server, wait_for
+from helpers.serving import Servers
 
 from modelhost import testing
 
@@ -45,19 +46,8 @@ def origin() -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def server(
-    origin: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[testing.RunningServer]:
-    work = tmp_path_factory.mktemp("floods")
-    args = testing.serve_args(
-        origin,  # type: ignore[arg-type]
-        work / "cache",
-        workers=1,
-        header_timeout_s=1,
-        max_event_streams=STREAMS,
-    )
-    with testing.RunningServer(args, work) as running:
-        yield running
+def server(origin: str, serve: Servers) -> testing.RunningServer:
+    return serve(origin, workers=1, header_timeout_s=1, max_event_streams=STREAMS)
 
 
 def test_a_connection_that_never_finishes_its_headers_is_closed(

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers.serving import Servers
 
 from modelhost import testing
 
@@ -27,15 +27,14 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def server(
-    store: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[testing.RunningServer]:
-    work = tmp_path_factory.mktemp("toolkit-server")
-    args = testing.serve_args(
-        store, work / "cache", workers=1, memory_budget="2GiB", access_log=work / "access.jsonl"
-    )
-    with testing.RunningServer(args, work) as running:
-        yield running
+def access_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The JSON-lines access log the module's server writes."""
+    return tmp_path_factory.mktemp("access") / "access.jsonl"
+
+
+@pytest.fixture(scope="module")
+def server(store: Path, serve: Servers, access_log: Path) -> testing.RunningServer:
+    return serve(store, workers=1, memory_budget="2GiB", access_log=access_log)
 
 
 def open_in_chromium(report: Path, screenshot_name: str) -> str:

@@ -70,7 +70,7 @@ def test_recommend_takes_the_most_throughput_inside_the_limit() -> None:
 
 
 def test_simulate_replays_a_real_servers_access_log(
-    server: testing.RunningServer, tmp_path: Path
+    server: testing.RunningServer, access_log: Path, tmp_path: Path
 ) -> None:
     invoke(
         "bench",
@@ -91,12 +91,11 @@ def test_simulate_replays_a_real_servers_access_log(
         "--out",
         str(tmp_path / "bench"),
     )
-    log = Path(server.log_path).parent / "access.jsonl"
     sizes = tmp_path / "sizes.json"
     sizes.write_text(json.dumps({name: (i + 1) * 2**20 for i, name in enumerate(MODELS)}))
     invoke(
         "simulate",
-        str(log),
+        str(access_log),
         "--sizes",
         str(sizes),
         "--target",

@@ -20,6 +20,8 @@ class InferRequest:
 
 @dataclass(frozen=True)
 class InferReply:
+    """One request's answer from a handler: its body and content type."""
+
     body: bytes
     content_type: str
 

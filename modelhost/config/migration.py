@@ -1,0 +1,299 @@
+"""What users of MMS, TorchServe and SageMaker bring along: the keys of a ``config.properties``
+and the variables of those servers and of the runtimes, each mapped to a setting, reported at
+start or refused with what to do instead."""
+
+from __future__ import annotations
+
+import re
+import urllib.parse
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import NamedTuple
+
+from modelhost.config.settings import FILE_OPTIONS, Layer, flag_name, setting_fields
+from modelhost.errors import ConfigError
+
+# the runtimes' thread variables: a user's value wins over threads_per_worker in every worker
+THREAD_VARIABLES = (
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+)
+
+_PRELOAD_NOTICE = (
+    "has no switch here: workers fork from a template that has imported the runtimes, so the "
+    "libraries' pages are shared; model memory is not shared between workers: each copy of a "
+    "model is loaded in its own worker"
+)
+_JAVA = "tunes MMS/TorchServe's Java frontend, which modelhost does not have"
+_PROPS_NOTICES = {
+    "preload_model": _PRELOAD_NOTICE,
+    "vmargs": _JAVA,
+    "number_of_netty_threads": _JAVA,
+    "netty_client_threads": _JAVA,
+    "async_logging": _JAVA,
+    "use_native_io": _JAVA,
+    "io_ratio": _JAVA,
+    "initial_worker_port": "has no meaning here: workers talk to the frontend over Unix sockets",
+    "number_of_gpu": "has no meaning here: modelhost runs models on the CPU",
+    "enable_envvars_config": "is always on here: $$NAME$$ in values and MMS_<KEY>/TS_<KEY> "
+    "variables are read, and MODELHOST_* variables always",
+    "decode_input_request": "has no switch here: handlers get each body as bytes, as MMS gives "
+    "them with decode_input_request=false (what SageMaker's toolkit sets); a handler written "
+    "for true must decode JSON itself",
+    "blacklist_env_vars": "has no meaning here: handlers run in workers that inherit the server's "
+    "environment",
+    "default_service_handler": "has no meaning here: each model's handler is chosen from its "
+    "files (a built-in one by framework, your handler.py, or code/inference.py with "
+    "model_fn/input_fn/predict_fn/output_fn, as SageMaker's default handler service runs it)",
+    "unregister_model_timeout": "has no meaning here: an unload waits for the model's requests, "
+    "each bounded by default_response_timeout",
+    "workflow_store": "has no meaning here: workflows (.war) and the Workflow API are not served",
+    "model_snapshot": "has no meaning here: models loaded at start come from load_models",
+    "snapshot_store": "has no meaning here: models loaded at start come from load_models",
+    "metrics_mode": "has no meaning here: metrics are Prometheus text at GET /metrics",
+    "metrics_format": "has no meaning here: metrics are Prometheus text at GET /metrics",
+    "metrics_config": "has no meaning here: modelhost's metrics are fixed (docs/observability.md)",
+    "enable_metrics_api": "has no switch here: GET /metrics is always served",
+    "disable_system_metrics": "has no switch here: modelhost reports memory and CPU always",
+    "enable_model_api": "has no switch here: the management API is on when management_port is "
+    "set; calls need loopback or --management-token",
+    "disable_token_authorization": "has no switch here: management calls need loopback, or "
+    "Authorization: Bearer with --management-token",
+    "limit_max_image_pixels": "has no meaning here: no built-in handler decodes images",
+}
+# config.properties keys that would change what the server does if they were ignored
+_PROPS_REFUSED = {
+    "keystore": "convert the keystore to PEM and set certificate_file and private_key_file "
+    "(--ssl-certfile, --ssl-keyfile)",
+    "keystore_pass": "use an unencrypted PEM key with certificate_file and private_key_file",
+    "keystore_type": "use PEM files with certificate_file and private_key_file",
+    "enable_token_authorization": "set --management-token TOKEN (MODELHOST_MANAGEMENT_TOKEN); "
+    "management calls then need Authorization: Bearer TOKEN, inference calls need none",
+    "grpc_inference_port": "modelhost speaks HTTP only: use POST /predictions/{model} or /v2",
+    "grpc_management_port": "modelhost speaks HTTP only: use the management API over HTTP",
+    "allowed_urls": "TorchServe's patterns are regular expressions; write them as glob patterns "
+    "(* matches anything) in --allowed-urls (MODELHOST_ALLOWED_URLS)",
+    "models": "per-model settings go in a manifest inside the model's artifact (modelhost.toml: "
+    "handler, batch_size, max_batch_delay_ms, max_workers, pinned), or TorchServe's "
+    "PUT /models/{model}?min_worker=N&max_worker=M",
+    "install_py_dep_per_model": "install the models' requirements into the image or "
+    "environment the server runs in",
+    "cors_allowed_origin": "put a reverse proxy that sets CORS headers in front of modelhost",
+    "cors_allowed_methods": "put a reverse proxy that sets CORS headers in front of modelhost",
+    "cors_allowed_headers": "put a reverse proxy that sets CORS headers in front of modelhost",
+    "plugins_path": "modelhost has no Java plugins; its seams are Python (docs/architecture.md)",
+    "enable_grpc_ssl": "modelhost speaks HTTP only; set certificate_file and private_key_file",
+}
+
+
+def thread_notices(environ: Mapping[str, str]) -> list[str]:
+    """Say which of the user's thread variables the workers keep instead of threads_per_worker."""
+    given = [f"{var}={environ[var]}" for var in THREAD_VARIABLES if environ.get(var)]
+    if not given:
+        return []
+    return [f"{', '.join(given)} from the environment win over threads_per_worker in every worker"]
+
+
+# sagemaker-inference-toolkit's and SageMaker's other variables: (accepted values, why or what
+# to use); a value outside the accepted ones stops the server, any other is reported at start
+SAGEMAKER_OTHERS: dict[str, tuple[tuple[str, ...] | None, str]] = {
+    "SAGEMAKER_SAFE_PORT_RANGE": (None, "has no use here: workers talk over Unix sockets"),
+    "SAGEMAKER_HANDLER": (None, "has no use here: each model's handler is chosen from its files"),
+    "SAGEMAKER_BASE_DIR": (None, "has no use here: the store is --model-store"),
+    "SAGEMAKER_CONTAINER_LOG_LEVEL": (
+        None,
+        "has no use here: set MODELHOST_LOG_LEVEL (debug, info, warning, error)",
+    ),
+    "SAGEMAKER_PROGRAM": (
+        ("inference.py",),
+        "names the inference script; modelhost runs code/inference.py in each model's folder: "
+        "rename the script to inference.py",
+    ),
+    "SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT": (
+        ("application/json",),
+        "answers without an Accept header are JSON here; send an Accept header instead",
+    ),
+    "SAGEMAKER_ADDITIONAL_MODEL_SERVER_OPTIONS": (
+        (),
+        "passes options to MMS/TorchServe's command line; give modelhost's own flags or "
+        "MODELHOST_* variables instead",
+    ),
+}
+
+
+def sagemaker_notices(environ: Mapping[str, str]) -> list[str]:
+    """Report SageMaker's variables that need nothing here; refuse values that would."""
+    notices = []
+    for var, (accepted, text) in SAGEMAKER_OTHERS.items():
+        value = environ.get(var)
+        if value and accepted is not None and value.strip().lower() not in accepted:
+            raise ConfigError(f"{var}={value} is not supported here: {text}")
+        if value:
+            notices.append(f"{var}={value} {text}" if accepted is None else f"{var}={value}: ok")
+    return notices
+
+
+def read_text(path: Path) -> str:
+    """A config file's text; a ConfigError if it cannot be read."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from None
+
+
+def _read_properties(path: Path) -> dict[str, str]:
+    """A Java .properties file: `key=value`, `key: value` or `key value`; # and ! comments.
+
+    A trailing backslash continues a line; other escapes are kept as written.
+    """
+    text = re.sub(r"\\\r?\n[ \t\f]*", "", read_text(path))
+    pairs: dict[str, str] = {}
+    for line in text.splitlines():
+        match = re.fullmatch(r"([^=:\s]+)(?:\s*[=:\s]\s*(.*))?", line.strip())
+        if match and not line.lstrip().startswith(("#", "!")):
+            pairs[match.group(1)] = (match.group(2) or "").strip()
+    return pairs
+
+
+def props_layer(path: Path, environ: Mapping[str, str]) -> tuple[Layer, list[str]]:
+    """Settings from an MMS/TorchServe config.properties, and notices for keys not mapped."""
+    by_key = {f.metadata["props"]: f.name for f in setting_fields() if f.metadata["props"]}
+    layer: Layer = {}
+    notices = []
+    for key, (raw, source) in _properties_with_variables(path, environ).items():
+        value = _substitute(raw, environ, source)
+        where = source.removesuffix(f": {key}")
+        if key in _PROPS_SPLIT:
+            layer |= {name: (part, source) for name, part in _PROPS_SPLIT[key](value, source)}
+        elif key in by_key:
+            layer[by_key[key]] = (value, source)
+        elif key in _PROPS_REFUSED:
+            raise ConfigError(f"{source}: '{key}' is not supported here; {_PROPS_REFUSED[key]}")
+        elif key in _PROPS_NOTICES:
+            notices.append(f"{where}: '{key}' {_PROPS_NOTICES[key]}")
+        else:
+            notices.append(f"{where}: '{key}' has no meaning in modelhost; ignored")
+    return layer, notices
+
+
+def _properties_with_variables(
+    path: Path, environ: Mapping[str, str]
+) -> dict[str, tuple[str, str]]:
+    """The file's keys, and with enable_envvars_config=true MMS_<KEY>/TS_<KEY> variables over
+    them, as MMS and TorchServe read them; each with where it was given."""
+    pairs = {key: (value, f"{path}: {key}") for key, value in _read_properties(path).items()}
+    if pairs.get("enable_envvars_config", ("", ""))[0].lower() != "true":
+        return pairs
+    files = {var for option in FILE_OPTIONS for var in option.env}
+    for var, value in environ.items():
+        prefix = next((p for p in ("MMS_", "TS_") if var.startswith(p)), "")
+        if prefix and value and var not in files:
+            pairs[var[len(prefix) :].lower()] = (value, var)
+    return pairs
+
+
+def _substitute(value: str, environ: Mapping[str, str], source: str) -> str:
+    """MMS's $$NAME$$ in a value: the variable NAME's value; refused if it is not set."""
+
+    def variable(match: re.Match[str]) -> str:
+        if not environ.get(match.group(1)):
+            raise ConfigError(
+                f"{source}: {match.group(0)} names {match.group(1)}, which is not set"
+            )
+        return environ[match.group(1)]
+
+    return re.sub(r"\$\$([A-Za-z_][A-Za-z0-9_]*)\$\$", variable, value)
+
+
+class Explained(NamedTuple):
+    """What modelhost makes of one key of a config.properties or one outside variable."""
+
+    source: str  # the file and key, or the variable
+    value: str
+    outcome: str  # "maps", "reported", "refused" or "unknown"
+    detail: str  # the modelhost setting it sets, or the reason
+
+
+def explain(path: Path | None, environ: Mapping[str, str]) -> list[Explained]:
+    """Each key of `path` and each variable of other servers in `environ`, explained."""
+    rows = []
+    if path is not None:
+        for key, (value, source) in _properties_with_variables(path, environ).items():
+            rows.append(_explain_key(key, value, source))
+    for var in outside_variables():
+        if environ.get(var):
+            rows.append(_explain_variable(var, environ[var]))
+    return rows
+
+
+def _explain_key(key: str, value: str, source: str) -> Explained:
+    by_key = {f.metadata["props"]: f.name for f in setting_fields() if f.metadata["props"]}
+    if key in _PROPS_SPLIT:
+        names = [name for name, _ in _PROPS_SPLIT[key]("http://h:1", source)]
+        return Explained(source, value, "maps", ", ".join(flag_name(n) for n in names))
+    if key in by_key:
+        return Explained(source, value, "maps", flag_name(by_key[key]))
+    if key in _PROPS_REFUSED:
+        return Explained(source, value, "refused", _PROPS_REFUSED[key])
+    if key in _PROPS_NOTICES:
+        return Explained(source, value, "reported", _PROPS_NOTICES[key])
+    return Explained(source, value, "unknown", "has no meaning in modelhost; reported at start")
+
+
+def _explain_variable(var: str, value: str) -> Explained:
+    if var in SAGEMAKER_OTHERS:
+        accepted, text = SAGEMAKER_OTHERS[var]
+        refused = accepted is not None and value.strip().lower() not in accepted
+        return Explained(var, value, "refused" if refused else "reported", text)
+    if var in THREAD_VARIABLES:
+        return Explained(var, value, "maps", "kept in every worker over --threads-per-worker")
+    if any(o.env and var in o.env for o in FILE_OPTIONS):
+        return Explained(var, value, "maps", "the config.properties to read")
+    field = next(f for f in setting_fields() if var in f.metadata["env"])
+    return Explained(var, value, "maps", flag_name(field.name))
+
+
+def properties_keys() -> dict[str, str]:
+    """Every config.properties key modelhost knows: "setting", "refused" or "notice"."""
+    keys = {f.metadata["props"]: "setting" for f in setting_fields() if f.metadata["props"]}
+    keys |= dict.fromkeys(_PROPS_SPLIT, "setting")
+    return keys | dict.fromkeys(_PROPS_REFUSED, "refused") | dict.fromkeys(_PROPS_NOTICES, "notice")
+
+
+def outside_variables() -> tuple[str, ...]:
+    """The variables of other servers modelhost reads: SageMaker's, MMS's, the runtimes'."""
+    named = [v for f in setting_fields() for v in f.metadata["env"]]
+    files = (v for o in FILE_OPTIONS for v in o.env)
+    return (*named, *files, *THREAD_VARIABLES, *SAGEMAKER_OTHERS)
+
+
+def _split_address(value: str, source: str) -> list[tuple[str, str]]:
+    """Host and port from an MMS inference_address such as http://0.0.0.0:8080."""
+    parts = urllib.parse.urlsplit(value if "://" in value else f"http://{value}")
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        port = None
+    if port is None or not parts.hostname:
+        raise ConfigError(f"{source}: expected an address like http://0.0.0.0:8080, got {value!r}")
+    return [("host", parts.hostname), ("port", str(port))]
+
+
+def _split_management_address(value: str, source: str) -> list[tuple[str, str]]:
+    """Host and port of the management API from a management_address."""
+    return [("management_" + name, part) for name, part in _split_address(value, source)]
+
+
+def _split_metrics_address(value: str, source: str) -> list[tuple[str, str]]:
+    """Host and port of the metrics port from TorchServe's metrics_address."""
+    return [("metrics_" + name, part) for name, part in _split_address(value, source)]
+
+
+_PROPS_SPLIT: dict[str, Callable[[str, str], list[tuple[str, str]]]] = {
+    "inference_address": _split_address,
+    "management_address": _split_management_address,
+    "metrics_address": _split_metrics_address,
+}

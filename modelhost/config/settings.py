@@ -1,0 +1,320 @@
+"""The settings table: every field of `Config` with its help text, its MMS/TorchServe
+``config.properties`` key, its SageMaker variables and its limits, and the names derived from a
+field (its ``MODELHOST_*`` variable, its ``--flag``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import typing
+from typing import Any, NamedTuple
+
+from modelhost.units import ByteBudget, parse_budget, parse_size
+
+ENV_PREFIX = "MODELHOST_"
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+EVICTION_POLICIES = ("lru", "cost-aware")  # modelhost.cache.policy.POLICIES
+ADMISSIONS = ("none", "tinylfu")
+OPTIONAL_RUNTIMES = ("xgboost", "lightgbm", "onnxruntime", "torch")
+
+
+def _setting(
+    default: Any,
+    help_text: str,
+    *,
+    props: str | None = None,
+    env: tuple[str, ...] = (),
+    size: str | None = None,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    choices: tuple[str, ...] = (),
+) -> Any:
+    """A Config field carrying its help, properties key, extra variables and limits.
+
+    `size` is "bytes" for a size such as 6MiB, or "percent" where 80% (of a whole) is allowed too.
+    """
+    meta: dict[str, object] = {"help": help_text, "props": props, "env": env, "size": size}
+    meta |= {"minimum": minimum, "maximum": maximum, "choices": choices}
+    return dataclasses.field(default=default, metadata=meta)
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """Every setting of a modelhost server; build it with `load_config`."""
+
+    model_store: str = _setting(
+        "./models", "the model store: a folder or a store URI", props="model_store"
+    )
+    host: str = _setting("127.0.0.1", "address to listen on")
+    port: int = _setting(
+        8080,
+        "port to listen on (0: any free port)",
+        env=("SAGEMAKER_BIND_TO_PORT",),
+        minimum=0,
+        maximum=65535,
+    )
+    memory_budget: str = _setting(
+        "80%", "memory for loaded models: a size, or a share of usable memory", size="percent"
+    )
+    disk_budget: str = _setting(
+        "80%",
+        "disk for cached models: a size, or a share of the free space where cache_dir is",
+        size="percent",
+    )
+    cache_dir: str = _setting("./.cache/modelhost", "folder of the disk cache of models")
+    allowed_urls: tuple[str, ...] = _setting(
+        (),
+        "URL patterns POST /models may load from, * matching anything (empty: the model store)",
+    )
+    store_timeout_s: float = _setting(
+        30.0, "seconds a store may stay silent before 504", minimum=0.001
+    )
+    store_attempts: int = _setting(
+        3, "tries of a download that failed in a way a retry may mend", minimum=1
+    )
+    max_concurrent_downloads: int = _setting(4, "downloads running at once", minimum=1)
+    revalidate_interval_s: float = _setting(
+        0.0,
+        "seconds after which a cached artifact's ETag is checked against the store (0: never)",
+        minimum=0,
+    )
+    workers: int = _setting(0, "worker processes in all (0: one per usable core)", minimum=0)
+    workers_per_model: int = _setting(
+        1,
+        "workers each model is loaded on (the floor; busy models scale out above it; 0: every "
+        "worker, as MMS's 0)",
+        props="default_workers_per_model",
+        env=("SAGEMAKER_MODEL_SERVER_WORKERS",),  # per model, as sagemaker-inference-toolkit
+        minimum=0,
+    )
+    max_workers_per_model: int = _setting(
+        0, "most workers a hot model scales out to (0: every worker)", minimum=0
+    )
+    threads_per_worker: int = _setting(
+        0, "runtime threads in each worker (0: its share of the cores, at least 1)", minimum=0
+    )
+    scale_in_idle_s: float = _setting(
+        30.0, "seconds without waiting requests before a model's extra worker is let go", minimum=0
+    )
+    preload_runtimes: tuple[str, ...] = _setting(
+        OPTIONAL_RUNTIMES[:3],
+        "optional runtimes the worker template imports where installed, shared by every worker "
+        "(add torch when serving torch models: 177 MiB once instead of in each worker)",
+        choices=OPTIONAL_RUNTIMES,
+    )
+    max_concurrency: int = _setting(
+        0, "requests in flight in the whole server before 429 (0: no limit)", minimum=0
+    )
+    job_queue_size: int = _setting(
+        100, "requests each model may queue before 429", props="job_queue_size", minimum=1
+    )
+    default_response_timeout_s: float = _setting(
+        60.0,
+        "seconds a request may take before 504",
+        props="default_response_timeout",
+        env=("SAGEMAKER_MODEL_SERVER_TIMEOUT",),
+        minimum=0.001,
+    )
+    max_request_size: str = _setting(
+        "6MiB", "largest request body (413 above)", props="max_request_size", size="bytes"
+    )
+    max_rows_per_request: int = _setting(
+        100_000, "most rows one request may carry to a built-in handler (413 above)", minimum=1
+    )
+    max_response_size: str = _setting(
+        "6MiB", "largest response body", props="max_response_size", size="bytes"
+    )
+    batch_size: int = _setting(
+        0,
+        "largest batch of requests (0: 32 for built-in handlers, which predict a batch as one "
+        "matrix, and 1 for your own handlers)",
+        props="batch_size",
+        minimum=0,
+    )
+    max_batch_delay_ms: int = _setting(
+        0, "milliseconds to wait to fill a batch", props="max_batch_delay", minimum=0
+    )
+    load_models: tuple[str, ...] = _setting(
+        (), "models to load at start: ALL, names, or name=path", props="load_models"
+    )
+    pinned_models: tuple[str, ...] = _setting((), "models never evicted")
+    eviction_policy: str = _setting(
+        "lru",
+        "which idle model a load evicts: lru (least recently used, as in SageMaker) or "
+        "cost-aware (fewest hits × reload time per byte, aged)",
+        choices=EVICTION_POLICIES,
+    )
+    admission: str = _setting(
+        "none",
+        "tinylfu: a load evicts models requested no more often than the one it loads first, so a "
+        "scan of one-off models cannot flush the hot ones; none: the policy alone chooses",
+        choices=ADMISSIONS,
+    )
+    min_residency_s: float = _setting(
+        0.0,
+        "seconds a loaded model is safe from eviction, against thrashing (0: none)",
+        minimum=0,
+    )
+    idle_unload_s: float = _setting(
+        0.0,
+        "seconds a model may go unused before it is unloaded (0: never, as in SageMaker)",
+        minimum=0,
+    )
+    multi_model: bool = _setting(
+        True,
+        "serve many models (SageMaker multi-model); false needs --single-model, the one model",
+        env=("SAGEMAKER_MULTI_MODEL",),
+    )
+    single_model: str = _setting(
+        "", "model /invocations uses without a target-model header (empty: none)"
+    )
+    management_port: int = _setting(
+        0,
+        "port of TorchServe's management API (register, describe, ...; 0: not served)",
+        minimum=0,
+        maximum=65535,
+    )
+    management_host: str = _setting("", "address the management API listens on (empty: --host)")
+    metrics_port: int = _setting(
+        0,
+        "a second port serving only GET /metrics, as TorchServe's metrics_address (0: none; "
+        "/metrics is always on the main port too)",
+        minimum=0,
+        maximum=65535,
+    )
+    metrics_host: str = _setting("", "address the metrics port listens on (empty: --host)")
+    management_token: str = _setting(
+        "", "bearer token that allows management calls from non-loopback addresses"
+    )
+    forwarded_allow_ips: str = _setting(
+        "",
+        "reverse proxies trusted to set X-Forwarded-For/-Proto: comma-separated addresses or "
+        "networks, * for any (empty: those headers are ignored, the caller is the TCP peer)",
+    )
+    ssl_certfile: str = _setting(
+        "", "TLS certificate file (PEM) to serve HTTPS (empty: HTTP)", props="certificate_file"
+    )
+    ssl_keyfile: str = _setting(
+        "", "TLS private key file (PEM) for --ssl-certfile", props="private_key_file"
+    )
+    max_unpacked_bytes: str = _setting(
+        "4GiB", "largest unpacked size of a model archive", size="bytes"
+    )
+    max_unpacked_files: int = _setting(10000, "most files in a model archive", minimum=1)
+    instance_id: str = _setting(
+        "",
+        "name of this instance in every response's X-Modelhost-Instance header (empty: hostname)",
+    )
+    drain_timeout_s: float = _setting(25.0, "seconds to finish requests at shutdown", minimum=0)
+    worker_load_timeout_s: float = _setting(
+        300.0,
+        "seconds a worker may take to load or unload a model (the handler's import and "
+        "initialize included) before it is killed and replaced",
+        minimum=0.001,
+    )
+    refuse_pickle: bool = _setting(
+        False,
+        "refuse pickle-based artifacts (.joblib, .pkl, .pickle): a pickle runs code as it loads",
+    )
+    header_timeout_s: float = _setting(
+        10.0, "seconds a client may take to send a request's headers (slowloris)", minimum=0.001
+    )
+    max_connections: int = _setting(
+        0,
+        "open connections before new requests get 503 (uvicorn's limit_concurrency; 0: none)",
+        minimum=0,
+    )
+    max_event_streams: int = _setting(64, "GET /events streams open at once before 503", minimum=1)
+    log_level: str = _setting("info", "log level", choices=LOG_LEVELS)
+    access_log: str = _setting("", "JSON-lines access log: a file path, - for stdout, empty: none")
+    metrics_model_series: int = _setting(
+        0,
+        "models (largest first) with their own memory series in /metrics (0: none)",
+        minimum=0,
+        maximum=1000,
+    )
+    notices: tuple[str, ...] = ()  # what the server logs once at start: ignored properties keys
+    # the size settings above, parsed once; the settings keep the text as given, for messages
+    memory_budget_bytes: ByteBudget = dataclasses.field(init=False)
+    disk_budget_bytes: ByteBudget = dataclasses.field(init=False)
+    max_request_bytes: int = dataclasses.field(init=False)
+    max_response_bytes: int = dataclasses.field(init=False)
+    unpacked_limit_bytes: int = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        parsed = {
+            "memory_budget_bytes": parse_budget(self.memory_budget),
+            "disk_budget_bytes": parse_budget(self.disk_budget),
+            "max_request_bytes": parse_size(self.max_request_size),
+            "max_response_bytes": parse_size(self.max_response_size),
+            "unpacked_limit_bytes": parse_size(self.max_unpacked_bytes),
+        }
+        for name, value in parsed.items():
+            object.__setattr__(self, name, value)  # frozen: set once, here
+
+
+class CliOption(NamedTuple):
+    """One `serve` flag, derived from a Config field or a config file option."""
+
+    name: str  # its key in load_config's flags
+    flag: str  # e.g. --model-store
+    metavar: str
+    is_bool: bool
+    help: str
+
+
+class FileOption(NamedTuple):
+    """A flag or variable naming a config file, with its default file name and variables."""
+
+    name: str
+    default_name: str
+    env: tuple[str, ...]
+    help: str
+    env_first: bool = False  # MMS and TorchServe read their variable before their flag
+
+
+FILE_OPTIONS = (
+    FileOption("config", "modelhost.toml", (), "modelhost.toml to read"),
+    FileOption(
+        "mms_config",
+        "config.properties",
+        ("MMS_CONFIG_FILE", "TS_CONFIG_FILE"),
+        "MMS/TorchServe config.properties to read (MMS_CONFIG_FILE and TS_CONFIG_FILE win "
+        "over this flag, as in MMS)",
+        env_first=True,
+    ),
+)
+
+Layer = dict[str, tuple[object, str]]  # field name -> (value as given, where it was given)
+
+
+def env_name(field_name: str) -> str:
+    """The MODELHOST_* variable of a setting."""
+    return ENV_PREFIX + field_name.upper()
+
+
+def flag_name(field_name: str) -> str:
+    """The --flag of a setting."""
+    return "--" + field_name.replace("_", "-")
+
+
+def setting_fields() -> tuple[dataclasses.Field[Any], ...]:
+    """The Config fields that are settings (every field with help text)."""
+    return tuple(f for f in dataclasses.fields(Config) if "help" in f.metadata)
+
+
+def setting_names() -> list[str]:
+    """Names of all settings, in declaration order."""
+    return [f.name for f in setting_fields()]
+
+
+@functools.cache
+def _type_hints() -> dict[str, Any]:
+    """Config's field annotations, resolved (they are strings under `from __future__`)."""
+    return typing.get_type_hints(Config)
+
+
+def kind(f: dataclasses.Field[Any]) -> type:
+    """The Python type of a setting: bool, int, float, str or tuple."""
+    hint = _type_hints()[f.name]
+    return typing.get_origin(hint) or hint  # type: ignore[no-any-return]
