@@ -88,7 +88,8 @@ def _counters(
     print(f"{answered} requests, {result['requests_per_s']:,.0f}/s at c={args.concurrency}")
     rows = []
     for name in processes:
-        cpu, voluntary, involuntary = (a - b for a, b in zip(after[name], before[name]))
+        spent = zip(after[name], before[name], strict=True)
+        cpu, voluntary, involuntary = (a - b for a, b in spent)
         rows.append(
             [
                 name,
