@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from modelhost.errors import DeadlineExceeded, ModelhostError, Unavailable, WorkerDied
 from modelhost.records.events import EventLog
@@ -34,7 +34,7 @@ from modelhost.workers.messages import (
     decode_reply,
     encode,
 )
-from modelhost.workers.wire import Frame, read_frame
+from modelhost.workers.wire import Frame, FrameBuffer
 from modelhost.workers.wire import encode as encode_frame
 
 logger = logging.getLogger("modelhost.workers")
@@ -52,7 +52,7 @@ class WorkerHandle:
 
     worker_id: int
     pid: int
-    writer: asyncio.StreamWriter
+    transport: asyncio.WriteTransport
     started_at: float
     pending: dict[int, tuple[Waiter, str]] = field(default_factory=dict)  # id → (reply, model)
     alive: bool = True
@@ -101,12 +101,16 @@ class WorkerPool:
         self._waiting: dict[int, asyncio.Future[WorkerHandle]] = {}
         self._deaths: dict[int, int] = {}
         self._server: asyncio.AbstractServer | None = None
+        self._losses: set[asyncio.Future[None]] = set()  # a task nobody holds may be collected
         self._template: asyncio.subprocess.Process | None = None
         self._supervisor: asyncio.Task[None] | None = None
         self._closing = False
 
     async def startup(self) -> None:
-        self._server = await asyncio.start_unix_server(self._accept, path=self.socket_path)
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_unix_server(
+            lambda: WorkerConnection(self), path=self.socket_path
+        )
         await self._start_template()
         await asyncio.gather(*(self._spawn() for _ in range(self.size)))
         self._supervisor = asyncio.ensure_future(self._supervise_template())
@@ -184,32 +188,33 @@ class WorkerPool:
         )
         return worker
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        hello = decode_reply((await read_frame(reader)).header)
-        assert isinstance(hello, Hello), hello
-        worker = WorkerHandle(hello.worker_id, hello.pid, writer, time.monotonic())
+    def _hello(self, frame: Frame, transport: asyncio.WriteTransport) -> WorkerHandle:
+        """A worker connected: it is ready to take calls."""
+        hello = decode_reply(frame.header)
+        if not isinstance(hello, Hello):
+            raise ConnectionError(f"a worker's first frame was {hello!r}, not a hello")
+        worker = WorkerHandle(hello.worker_id, hello.pid, transport, time.monotonic())
         self.workers[worker.worker_id] = worker
         waiter = self._waiting.get(worker.worker_id)
         if waiter is not None and not waiter.done():
             waiter.set_result(worker)
-        await self._read_replies(worker, reader)
+        return worker
 
-    async def _read_replies(self, worker: WorkerHandle, reader: asyncio.StreamReader) -> None:
-        try:
-            while True:
-                frame = await read_frame(reader)
-                entry = worker.pending.pop(frame.request_id, None)
-                if entry is not None and not entry[0].done():
-                    entry[0].set_result((decode_reply(frame.header), frame.payload))
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            await self._lost(worker)
+    def _reply(self, worker: WorkerHandle, frame: Frame) -> None:
+        """A reply came: its call's future gets it, unless the call is over (deadline)."""
+        entry = worker.pending.pop(frame.request_id, None)
+        if entry is not None and not entry[0].done():
+            entry[0].set_result((decode_reply(frame.header), frame.payload))
+
+    def _disconnected(self, worker: WorkerHandle) -> None:
+        task = asyncio.ensure_future(self._lost(worker))
+        self._losses.add(task)
+        task.add_done_callback(self._losses.discard)
 
     async def _lost(self, worker: WorkerHandle) -> None:
         worker.alive = False
         self.workers.pop(worker.worker_id, None)
-        worker.writer.close()
+        worker.transport.close()
         if self._closing:
             worker.fail_pending("stopped")
             return
@@ -250,14 +255,14 @@ class WorkerPool:
     ) -> tuple[ReplyT, bytes]:
         """Send one request to one worker and wait for its reply (of type `expect`) and payload;
         a failure comes back as the exception it was."""
-        if not worker.alive or worker.writer.is_closing():
+        if not worker.alive or worker.transport.is_closing():
             raise gone(worker)
         request_id = next(self._request_ids)
         frame = encode_frame(Frame(request_id, encode(request), payload))
         future: Waiter = asyncio.get_running_loop().create_future()
         worker.pending[request_id] = (future, model)
         try:
-            worker.writer.write(frame)
+            worker.transport.write(frame)
         except (RuntimeError, ConnectionError) as error:  # closed before its reader saw the end
             worker.pending.pop(request_id, None)
             raise gone(worker) from error
@@ -298,7 +303,7 @@ class WorkerPool:
         if self._supervisor is not None:
             self._supervisor.cancel()
         for worker in list(self.workers.values()):
-            worker.writer.close()
+            worker.transport.close()
         if self._template is not None and self._template.returncode is None:
             assert self._template.stdin is not None
             self._template.stdin.close()
@@ -308,6 +313,37 @@ class WorkerPool:
                 self._template.kill()
         if self._server is not None:
             self._server.close()
+
+
+class WorkerConnection(asyncio.Protocol):
+    """The frontend's end of one worker's socket: frames are cut from each read as it arrives
+    and handed to the pool (the first is the worker's hello, the rest replies), with no task
+    or stream reader between the socket and the waiting call."""
+
+    def __init__(self, pool: WorkerPool) -> None:
+        self.pool = pool
+        self.frames = FrameBuffer()
+        self.transport: asyncio.WriteTransport | None = None
+        self.worker: WorkerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.WriteTransport, transport)  # uvloop's is not a subclass
+
+    def data_received(self, data: bytes) -> None:
+        assert self.transport is not None
+        try:
+            for frame in self.frames.feed(data):
+                if self.worker is None:
+                    self.worker = self.pool._hello(frame, self.transport)
+                else:
+                    self.pool._reply(self.worker, frame)
+        except (ConnectionError, ValueError) as error:  # not a worker of ours, or a broken one
+            logger.error("dropping a worker connection: %s", error)
+            self.transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.worker is not None:
+            self.pool._disconnected(self.worker)
 
 
 def gone(worker: WorkerHandle) -> WorkerDied:

@@ -40,8 +40,8 @@ def encode(frame: Frame) -> bytes:
     )
 
 
-def _lengths(prefix: bytes) -> tuple[int, int, int]:
-    request_id, header_len, payload_len = PREFIX.unpack(prefix)
+def _lengths(data: bytes, offset: int = 0) -> tuple[int, int, int]:
+    request_id, header_len, payload_len = PREFIX.unpack_from(data, offset)
     if header_len > MAX_HEADER_BYTES:
         raise ConnectionError(
             f"frame header of {header_len} bytes: the peer is not speaking modelhost"
@@ -55,6 +55,42 @@ async def read_frame(reader: asyncio.StreamReader) -> Frame:
     header = await reader.readexactly(header_len)
     payload = await reader.readexactly(payload_len) if payload_len else b""
     return Frame(request_id, header, payload)
+
+
+class FrameBuffer:
+    """Frames cut out of a byte stream however it arrives: in pieces, or several in one chunk.
+
+    No I/O of its own: the pool's protocol feeds it what each read brought. A chunk holding
+    whole frames (the usual case) is cut without being copied into the buffer first.
+    """
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+
+    def feed(self, data: bytes) -> list[Frame]:
+        """The frames `data` completes; raises `ConnectionError` for a peer that is not ours."""
+        if self._buffer:
+            self._buffer += data
+            data = bytes(self._buffer)
+        frames, end = _cut(data)
+        self._buffer = bytearray(data[end:]) if end < len(data) else bytearray()
+        return frames
+
+
+def _cut(data: bytes) -> tuple[list[Frame], int]:
+    """The whole frames at the start of `data`, and where the first incomplete one starts."""
+    frames: list[Frame] = []
+    start, size = 0, len(data)
+    while size - start >= PREFIX.size:
+        request_id, header_len, payload_len = _lengths(data, start)
+        body = start + PREFIX.size + header_len
+        end = body + payload_len
+        if end > size:
+            break
+        payload = data[body:end] if payload_len else b""
+        frames.append(Frame(request_id, data[start + PREFIX.size : body], payload))
+        start = end
+    return frames, start
 
 
 class FrameReader:
