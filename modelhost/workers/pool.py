@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import logging
 import os
@@ -23,14 +24,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
+from modelhost.deadlines import Deadlines
 from modelhost.errors import DeadlineExceeded, ModelhostError, Unavailable, WorkerDied
 from modelhost.records.events import EventLog
 from modelhost.workers.messages import (
     Failed,
     Hello,
     Infer,
+    Load,
     Reply,
     Request,
+    Unload,
     decode_reply,
     encode,
 )
@@ -40,6 +44,7 @@ from modelhost.workers.wire import encode as encode_frame
 logger = logging.getLogger("modelhost.workers")
 ReplyT = TypeVar("ReplyT", bound=Reply)
 Waiter = asyncio.Future[tuple[Reply, bytes]]
+CallKey = tuple["WorkerHandle", int]  # a call in flight: its worker and request id
 
 WORKER_START_TIMEOUT_S = 60.0
 YOUNG_DEATH_S = 5.0
@@ -54,11 +59,13 @@ class WorkerHandle:
     pid: int
     transport: asyncio.WriteTransport
     started_at: float
-    pending: dict[int, tuple[Waiter, str]] = field(default_factory=dict)  # id → (reply, model)
+    # request id → (reply, model, the deadlines it is in)
+    pending: dict[int, tuple[Waiter, str, Deadlines[CallKey]]] = field(default_factory=dict)
     alive: bool = True
 
     def fail_pending(self, reason: str) -> None:
-        for future, model in self.pending.values():
+        for request_id, (future, model, deadlines) in self.pending.items():
+            deadlines.discard((self, request_id))
             if not future.done():
                 future.set_exception(
                     WorkerDied(
@@ -102,12 +109,22 @@ class WorkerPool:
         self._deaths: dict[int, int] = {}
         self._server: asyncio.AbstractServer | None = None
         self._losses: set[asyncio.Future[None]] = set()  # a task nobody holds may be collected
+        self._loop: asyncio.AbstractEventLoop | None = None
+        # one timer per kind of call, not one per call (`Deadlines`)
+        self._deadlines: dict[type[Request], Deadlines[CallKey]] = {
+            kind: Deadlines(timeout_s, functools.partial(self._missed, kind))
+            for kind, timeout_s in (
+                (Infer, infer_timeout_s),
+                (Load, load_timeout_s),
+                (Unload, load_timeout_s),
+            )
+        }
         self._template: asyncio.subprocess.Process | None = None
         self._supervisor: asyncio.Task[None] | None = None
         self._closing = False
 
     async def startup(self) -> None:
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
         self._server = await loop.create_unix_server(
             lambda: WorkerConnection(self), path=self.socket_path
         )
@@ -203,8 +220,12 @@ class WorkerPool:
     def _reply(self, worker: WorkerHandle, frame: Frame) -> None:
         """A reply came: its call's future gets it, unless the call is over (deadline)."""
         entry = worker.pending.pop(frame.request_id, None)
-        if entry is not None and not entry[0].done():
-            entry[0].set_result((decode_reply(frame.header), frame.payload))
+        if entry is None:
+            return
+        future, _, deadlines = entry
+        deadlines.discard((worker, frame.request_id))
+        if not future.done():  # done: its caller was cancelled
+            future.set_result((decode_reply(frame.header), frame.payload))
 
     def _disconnected(self, worker: WorkerHandle) -> None:
         task = asyncio.ensure_future(self._lost(worker))
@@ -259,39 +280,35 @@ class WorkerPool:
             raise gone(worker)
         request_id = next(self._request_ids)
         frame = encode_frame(Frame(request_id, encode(request), payload))
-        future: Waiter = asyncio.get_running_loop().create_future()
-        worker.pending[request_id] = (future, model)
+        future: Waiter = (self._loop or asyncio.get_running_loop()).create_future()
+        deadlines = self._deadlines[type(request)]
+        worker.pending[request_id] = (future, model, deadlines)
         try:
             worker.transport.write(frame)
         except (RuntimeError, ConnectionError) as error:  # closed before its reader saw the end
             worker.pending.pop(request_id, None)
             raise gone(worker) from error
-        reply, body = await self._within_deadline(worker, request, request_id, future, model)
+        # the deadline is the call's own, not its caller's wait: a caller that gives up (its
+        # request timed out) must not leave a hung worker in place
+        deadlines.add((worker, request_id))
+        reply, body = await future
         if isinstance(reply, Failed):
             raise reply.failure.rebuild()
         if not isinstance(reply, expect):
             raise ModelhostError(f"worker {worker.worker_id} answered {reply!r} to {request!r}")
         return reply, body
 
-    async def _within_deadline(
-        self, worker: WorkerHandle, request: Request, request_id: int, future: Waiter, model: str
-    ) -> tuple[Reply, bytes]:
-        """The reply, or `DeadlineExceeded` and the worker killed (it may hold a thread forever).
-
-        The deadline is a timer of its own, not the caller's wait: a caller that gives up (its
-        request timed out) must not leave a hung worker in place."""
-        is_batch = isinstance(request, Infer)
-        timeout_s = self.infer_timeout_s if is_batch else self.load_timeout_s
-
-        def expire() -> None:
-            if not future.done():
-                worker.pending.pop(request_id, None)
-                future.set_exception(missed(worker, request, model, timeout_s))
-                self.kill(worker)
-
-        timer = asyncio.get_running_loop().call_later(timeout_s, expire)
-        future.add_done_callback(lambda done: settled(done, timer))
-        return await asyncio.shield(future)
+    def _missed(self, kind: type[Request], key: CallKey) -> None:
+        """A call past its deadline: `DeadlineExceeded`, and its worker killed (it may hold a
+        thread forever); also when its caller has gone."""
+        worker, request_id = key
+        entry = worker.pending.pop(request_id, None)
+        if entry is None:  # answered, or failed with its worker
+            return
+        future, model, deadlines = entry
+        if not future.done():
+            future.set_exception(missed(worker, kind, model, deadlines.timeout_s))
+        self.kill(worker)
 
     def kill(self, worker: WorkerHandle) -> None:
         """SIGKILL a worker; its dropped connection fails its calls and replaces it."""
@@ -300,6 +317,8 @@ class WorkerPool:
 
     async def shutdown(self) -> None:
         self._closing = True
+        for deadlines in self._deadlines.values():
+            deadlines.close()
         if self._supervisor is not None:
             self._supervisor.cancel()
         for worker in list(self.workers.values()):
@@ -350,21 +369,14 @@ def gone(worker: WorkerHandle) -> WorkerDied:
     return WorkerDied(f"worker {worker.worker_id} has died; retry is safe")
 
 
-def missed(worker: WorkerHandle, request: Request, model: str, timeout_s: float) -> Exception:
+def missed(worker: WorkerHandle, kind: type[Request], model: str, timeout_s: float) -> Exception:
     """The error of a call past its deadline (built only when one is: not on every call)."""
-    if isinstance(request, Infer):
+    if kind is Infer:
         what, setting = "a batch", "default-response-timeout-s"
     else:
-        what, setting = f"the {type(request).__name__.lower()}", "worker-load-timeout-s"
+        what, setting = f"the {kind.__name__.lower()}", "worker-load-timeout-s"
     return DeadlineExceeded(
         f"worker {worker.worker_id} (pid {worker.pid}) did not finish {what} of model {model} "
         f"within {timeout_s:g} s, so it was killed and is being replaced; check the model's "
         f"handler, or raise --{setting}"
     )
-
-
-def settled(future: Waiter, timer: asyncio.TimerHandle) -> None:
-    """Stop a call's deadline; mark its failure seen (its caller may have gone)."""
-    timer.cancel()
-    if not future.cancelled():
-        future.exception()
