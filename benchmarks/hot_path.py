@@ -102,6 +102,10 @@ def _start(
         str(scratch / "cache"),
         *args.serve_arg,
     ]
+    without = getattr(args, "without", None)  # cpu_per_request's: a part switched off
+    if without:
+        command = [sys.executable, str(BENCHMARKS / "serve_without.py"), without]
+        return testing.RunningServer(serve_args, scratch, command=command, prefix=pin, env=env)
     return testing.RunningServer(serve_args, scratch, prefix=pin, env=env)
 
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from modelhost.cache.memory import Resident, State
+from modelhost.deadlines import Deadlines
 from modelhost.errors import (
     ConcurrencyLimit,
     DeadlineExceeded,
@@ -51,6 +52,10 @@ class InvokePath:
         self.on_pressure = on_pressure  # a model's requests wait for a free worker
         self.in_flight = 0  # invocations received and not yet answered
         self.batching = BatchingStatistics()
+        # every request's deadline, kept by one timer (`Deadlines`), not one per request
+        self._deadlines: Deadlines[tuple[Dispatcher, Job[Invocation]]] = Deadlines(
+            scheduling.response_timeout_s, lambda key: self._expire(*key)
+        )
 
     async def invoke(self, name: str, invocation: Invocation) -> Result:
         limit = self.scheduling.max_concurrency
@@ -132,18 +137,18 @@ class InvokePath:
     async def _answer(self, name: str, invocation: Invocation, solo: bool) -> Job[Invocation]:
         """Queue the request for the model's workers and wait for its answer or its deadline."""
         dispatcher = self.residency.dispatchers[name]
-        loop = asyncio.get_running_loop()
-        now = self.residency.clock()
-        job: Job[Invocation] = Job(invocation, loop.create_future(), now, solo=solo)
+        future = asyncio.get_running_loop().create_future()
+        job: Job[Invocation] = Job(invocation, future, self.residency.clock(), solo=solo)
         dispatcher.submit(job)
-        expiry = loop.call_later(self.scheduling.response_timeout_s, self._expire, dispatcher, job)
+        key = (dispatcher, job)
+        self._deadlines.add(key)
         try:
             await job.future
         except WorkerDied as error:
             error.running = True  # not a load's: the worker held this request's batch
             raise
         finally:
-            expiry.cancel()
+            self._deadlines.discard(key)
         return job
 
     def _expire(self, dispatcher: Dispatcher, job: Job[Invocation]) -> None:

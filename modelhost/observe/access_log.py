@@ -1,22 +1,32 @@
 """The access log: one JSON line per HTTP request, to a file or stdout, written on a thread of its
-own (a QueueHandler hands records to a QueueListener) so the event loop never waits on the disk.
+own so the event loop never waits on the disk.
 
 Each line has what replaying the traffic needs (the input of `modelhost simulate`): time, model,
 method, route, status, cache tier, the latency parts in milliseconds, and bytes in and out.
+
+A request's line is encoded on the event loop and queued; the writer thread wakes when lines
+wait, lets more gather for `FLUSH_S`, and writes them all with one `write`. (It was a logging
+`QueueHandler` and `QueueListener`: a `LogRecord`, a caller lookup, a thread wake-up and a
+flushed write per request cost the frontend more than the rest of observing it; issue 15.)
 """
 
 from __future__ import annotations
 
-import json
+import collections
 import logging
-import queue
 import sys
-from logging.handlers import QueueHandler, QueueListener
-from typing import Any
+import threading
+import time
+from typing import IO, Any
+
+import msgspec
 
 from modelhost.observe.exchange import Exchange
 
 STDOUT = "-"
+FLUSH_S = 0.1  # a line reaches the file at most about this long after its response
+
+logger = logging.getLogger("modelhost.observe")
 
 
 def access_record(exchange: Exchange) -> dict[str, Any]:
@@ -41,24 +51,55 @@ class AccessLog:
 
     def __init__(self, target: str) -> None:
         self.target = target
-        self._queue: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()
-        self._logger = logging.Logger("modelhost.access")  # private: never reaches the root's
-        self._logger.addHandler(QueueHandler(self._queue))
-        self._listener: QueueListener | None = None
+        self._lines: collections.deque[bytes] = collections.deque()  # thread-safe append/pop
+        self._waiting = threading.Event()  # lines wait to be written, or stop() was called
+        self._stopping = False
+        self._stream: IO[bytes] | IO[str] | None = None
+        self._thread: threading.Thread | None = None
+        self._encode = msgspec.json.Encoder().encode
 
     def start(self) -> None:
-        sink = logging.StreamHandler(sys.stdout) if self.target == STDOUT else None
-        handler = sink or logging.FileHandler(self.target, encoding="utf-8")
-        handler.setFormatter(logging.Formatter("%(message)s"))
-        self._listener = QueueListener(self._queue, handler)
-        self._listener.start()
+        self._stream = sys.stdout if self.target == STDOUT else open(self.target, "ab")  # noqa: SIM115
+        self._stopping = False
+        self._thread = threading.Thread(target=self._write_lines, name="access-log", daemon=True)
+        self._thread.start()
 
     def write(self, exchange: Exchange) -> None:
-        self._logger.info(json.dumps(access_record(exchange), separators=(",", ":")))
+        self._lines.append(self._encode(access_record(exchange)) + b"\n")
+        if not self._waiting.is_set():
+            self._waiting.set()
 
     def stop(self) -> None:
-        if self._listener is not None:
-            self._listener.stop()  # writes what is queued first
-            for handler in self._listener.handlers:
-                handler.close()
-            self._listener = None
+        if self._thread is None:
+            return
+        self._stopping = True
+        self._waiting.set()
+        self._thread.join()
+        self._thread = None
+        self._flush()  # what came after the thread's last write
+        if self._stream is not None and self._stream is not sys.stdout:
+            self._stream.close()
+        self._stream = None
+
+    def _write_lines(self) -> None:
+        while not self._stopping:
+            self._waiting.wait()
+            time.sleep(FLUSH_S)  # let more lines gather: one write for all of them
+            self._waiting.clear()
+            self._flush()
+
+    def _flush(self) -> None:
+        lines = []
+        while self._lines:
+            lines.append(self._lines.popleft())
+        if not lines or self._stream is None:
+            return
+        data = b"".join(lines)
+        try:
+            if self._stream is sys.stdout:
+                self._stream.write(data.decode())
+            else:
+                self._stream.write(data)  # type: ignore[arg-type]
+            self._stream.flush()
+        except (OSError, ValueError) as error:  # a full disk, a closed stdout
+            logger.warning("the access log lost %d lines: %s", len(lines), error)

@@ -85,7 +85,7 @@ class Dispatcher:
     def _worker_only_ours(self, worker: WorkerHandle) -> bool:
         """Nothing of another model in flight there: a batch still running is this model's
         work, not a wait behind another model's load or batch."""
-        return all(model == self.queue.model for _, model in worker.pending.values())
+        return all(entry[1] == self.queue.model for entry in worker.pending.values())
 
     def add(self, worker: WorkerHandle, slots: int | None = None) -> None:
         """A worker now holds the model: it runs up to `slots` batches of it at once."""

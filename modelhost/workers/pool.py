@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import logging
 import os
@@ -21,25 +22,29 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
+from modelhost.deadlines import Deadlines
 from modelhost.errors import DeadlineExceeded, ModelhostError, Unavailable, WorkerDied
 from modelhost.records.events import EventLog
 from modelhost.workers.messages import (
     Failed,
     Hello,
     Infer,
+    Load,
     Reply,
     Request,
+    Unload,
     decode_reply,
     encode,
 )
-from modelhost.workers.wire import Frame, read_frame
+from modelhost.workers.wire import Frame, FrameBuffer
 from modelhost.workers.wire import encode as encode_frame
 
 logger = logging.getLogger("modelhost.workers")
 ReplyT = TypeVar("ReplyT", bound=Reply)
 Waiter = asyncio.Future[tuple[Reply, bytes]]
+CallKey = tuple["WorkerHandle", int]  # a call in flight: its worker and request id
 
 WORKER_START_TIMEOUT_S = 60.0
 YOUNG_DEATH_S = 5.0
@@ -52,13 +57,15 @@ class WorkerHandle:
 
     worker_id: int
     pid: int
-    writer: asyncio.StreamWriter
+    transport: asyncio.WriteTransport
     started_at: float
-    pending: dict[int, tuple[Waiter, str]] = field(default_factory=dict)  # id → (reply, model)
+    # request id → (reply, model, the deadlines it is in)
+    pending: dict[int, tuple[Waiter, str, Deadlines[CallKey]]] = field(default_factory=dict)
     alive: bool = True
 
     def fail_pending(self, reason: str) -> None:
-        for future, model in self.pending.values():
+        for request_id, (future, model, deadlines) in self.pending.items():
+            deadlines.discard((self, request_id))
             if not future.done():
                 future.set_exception(
                     WorkerDied(
@@ -101,12 +108,26 @@ class WorkerPool:
         self._waiting: dict[int, asyncio.Future[WorkerHandle]] = {}
         self._deaths: dict[int, int] = {}
         self._server: asyncio.AbstractServer | None = None
+        self._losses: set[asyncio.Future[None]] = set()  # a task nobody holds may be collected
+        self._loop: asyncio.AbstractEventLoop | None = None
+        # one timer per kind of call, not one per call (`Deadlines`)
+        self._deadlines: dict[type[Request], Deadlines[CallKey]] = {
+            kind: Deadlines(timeout_s, functools.partial(self._missed, kind))
+            for kind, timeout_s in (
+                (Infer, infer_timeout_s),
+                (Load, load_timeout_s),
+                (Unload, load_timeout_s),
+            )
+        }
         self._template: asyncio.subprocess.Process | None = None
         self._supervisor: asyncio.Task[None] | None = None
         self._closing = False
 
     async def startup(self) -> None:
-        self._server = await asyncio.start_unix_server(self._accept, path=self.socket_path)
+        loop = self._loop = asyncio.get_running_loop()
+        self._server = await loop.create_unix_server(
+            lambda: WorkerConnection(self), path=self.socket_path
+        )
         await self._start_template()
         await asyncio.gather(*(self._spawn() for _ in range(self.size)))
         self._supervisor = asyncio.ensure_future(self._supervise_template())
@@ -184,32 +205,37 @@ class WorkerPool:
         )
         return worker
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        hello = decode_reply((await read_frame(reader)).header)
-        assert isinstance(hello, Hello), hello
-        worker = WorkerHandle(hello.worker_id, hello.pid, writer, time.monotonic())
+    def _hello(self, frame: Frame, transport: asyncio.WriteTransport) -> WorkerHandle:
+        """A worker connected: it is ready to take calls."""
+        hello = decode_reply(frame.header)
+        if not isinstance(hello, Hello):
+            raise ConnectionError(f"a worker's first frame was {hello!r}, not a hello")
+        worker = WorkerHandle(hello.worker_id, hello.pid, transport, time.monotonic())
         self.workers[worker.worker_id] = worker
         waiter = self._waiting.get(worker.worker_id)
         if waiter is not None and not waiter.done():
             waiter.set_result(worker)
-        await self._read_replies(worker, reader)
+        return worker
 
-    async def _read_replies(self, worker: WorkerHandle, reader: asyncio.StreamReader) -> None:
-        try:
-            while True:
-                frame = await read_frame(reader)
-                entry = worker.pending.pop(frame.request_id, None)
-                if entry is not None and not entry[0].done():
-                    entry[0].set_result((decode_reply(frame.header), frame.payload))
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            await self._lost(worker)
+    def _reply(self, worker: WorkerHandle, frame: Frame) -> None:
+        """A reply came: its call's future gets it, unless the call is over (deadline)."""
+        entry = worker.pending.pop(frame.request_id, None)
+        if entry is None:
+            return
+        future, _, deadlines = entry
+        deadlines.discard((worker, frame.request_id))
+        if not future.done():  # done: its caller was cancelled
+            future.set_result((decode_reply(frame.header), frame.payload))
+
+    def _disconnected(self, worker: WorkerHandle) -> None:
+        task = asyncio.ensure_future(self._lost(worker))
+        self._losses.add(task)
+        task.add_done_callback(self._losses.discard)
 
     async def _lost(self, worker: WorkerHandle) -> None:
         worker.alive = False
         self.workers.pop(worker.worker_id, None)
-        worker.writer.close()
+        worker.transport.close()
         if self._closing:
             worker.fail_pending("stopped")
             return
@@ -250,43 +276,39 @@ class WorkerPool:
     ) -> tuple[ReplyT, bytes]:
         """Send one request to one worker and wait for its reply (of type `expect`) and payload;
         a failure comes back as the exception it was."""
-        if not worker.alive or worker.writer.is_closing():
+        if not worker.alive or worker.transport.is_closing():
             raise gone(worker)
         request_id = next(self._request_ids)
         frame = encode_frame(Frame(request_id, encode(request), payload))
-        future: Waiter = asyncio.get_running_loop().create_future()
-        worker.pending[request_id] = (future, model)
+        future: Waiter = (self._loop or asyncio.get_running_loop()).create_future()
+        deadlines = self._deadlines[type(request)]
+        worker.pending[request_id] = (future, model, deadlines)
         try:
-            worker.writer.write(frame)
+            worker.transport.write(frame)
         except (RuntimeError, ConnectionError) as error:  # closed before its reader saw the end
             worker.pending.pop(request_id, None)
             raise gone(worker) from error
-        reply, body = await self._within_deadline(worker, request, request_id, future, model)
+        # the deadline is the call's own, not its caller's wait: a caller that gives up (its
+        # request timed out) must not leave a hung worker in place
+        deadlines.add((worker, request_id))
+        reply, body = await future
         if isinstance(reply, Failed):
             raise reply.failure.rebuild()
         if not isinstance(reply, expect):
             raise ModelhostError(f"worker {worker.worker_id} answered {reply!r} to {request!r}")
         return reply, body
 
-    async def _within_deadline(
-        self, worker: WorkerHandle, request: Request, request_id: int, future: Waiter, model: str
-    ) -> tuple[Reply, bytes]:
-        """The reply, or `DeadlineExceeded` and the worker killed (it may hold a thread forever).
-
-        The deadline is a timer of its own, not the caller's wait: a caller that gives up (its
-        request timed out) must not leave a hung worker in place."""
-        is_batch = isinstance(request, Infer)
-        timeout_s = self.infer_timeout_s if is_batch else self.load_timeout_s
-
-        def expire() -> None:
-            if not future.done():
-                worker.pending.pop(request_id, None)
-                future.set_exception(missed(worker, request, model, timeout_s))
-                self.kill(worker)
-
-        timer = asyncio.get_running_loop().call_later(timeout_s, expire)
-        future.add_done_callback(lambda done: settled(done, timer))
-        return await asyncio.shield(future)
+    def _missed(self, kind: type[Request], key: CallKey) -> None:
+        """A call past its deadline: `DeadlineExceeded`, and its worker killed (it may hold a
+        thread forever); also when its caller has gone."""
+        worker, request_id = key
+        entry = worker.pending.pop(request_id, None)
+        if entry is None:  # answered, or failed with its worker
+            return
+        future, model, deadlines = entry
+        if not future.done():
+            future.set_exception(missed(worker, kind, model, deadlines.timeout_s))
+        self.kill(worker)
 
     def kill(self, worker: WorkerHandle) -> None:
         """SIGKILL a worker; its dropped connection fails its calls and replaces it."""
@@ -295,10 +317,12 @@ class WorkerPool:
 
     async def shutdown(self) -> None:
         self._closing = True
+        for deadlines in self._deadlines.values():
+            deadlines.close()
         if self._supervisor is not None:
             self._supervisor.cancel()
         for worker in list(self.workers.values()):
-            worker.writer.close()
+            worker.transport.close()
         if self._template is not None and self._template.returncode is None:
             assert self._template.stdin is not None
             self._template.stdin.close()
@@ -310,25 +334,49 @@ class WorkerPool:
             self._server.close()
 
 
+class WorkerConnection(asyncio.Protocol):
+    """The frontend's end of one worker's socket: frames are cut from each read as it arrives
+    and handed to the pool (the first is the worker's hello, the rest replies), with no task
+    or stream reader between the socket and the waiting call."""
+
+    def __init__(self, pool: WorkerPool) -> None:
+        self.pool = pool
+        self.frames = FrameBuffer()
+        self.transport: asyncio.WriteTransport | None = None
+        self.worker: WorkerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.WriteTransport, transport)  # uvloop's is not a subclass
+
+    def data_received(self, data: bytes) -> None:
+        assert self.transport is not None
+        try:
+            for frame in self.frames.feed(data):
+                if self.worker is None:
+                    self.worker = self.pool._hello(frame, self.transport)
+                else:
+                    self.pool._reply(self.worker, frame)
+        except (ConnectionError, ValueError) as error:  # not a worker of ours, or a broken one
+            logger.error("dropping a worker connection: %s", error)
+            self.transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.worker is not None:
+            self.pool._disconnected(self.worker)
+
+
 def gone(worker: WorkerHandle) -> WorkerDied:
     return WorkerDied(f"worker {worker.worker_id} has died; retry is safe")
 
 
-def missed(worker: WorkerHandle, request: Request, model: str, timeout_s: float) -> Exception:
+def missed(worker: WorkerHandle, kind: type[Request], model: str, timeout_s: float) -> Exception:
     """The error of a call past its deadline (built only when one is: not on every call)."""
-    if isinstance(request, Infer):
+    if kind is Infer:
         what, setting = "a batch", "default-response-timeout-s"
     else:
-        what, setting = f"the {type(request).__name__.lower()}", "worker-load-timeout-s"
+        what, setting = f"the {kind.__name__.lower()}", "worker-load-timeout-s"
     return DeadlineExceeded(
         f"worker {worker.worker_id} (pid {worker.pid}) did not finish {what} of model {model} "
         f"within {timeout_s:g} s, so it was killed and is being replaced; check the model's "
         f"handler, or raise --{setting}"
     )
-
-
-def settled(future: Waiter, timer: asyncio.TimerHandle) -> None:
-    """Stop a call's deadline; mark its failure seen (its caller may have gone)."""
-    timer.cancel()
-    if not future.cancelled():
-        future.exception()

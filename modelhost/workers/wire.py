@@ -9,6 +9,7 @@ to write a frame the reader would take for a broken peer.
 from __future__ import annotations
 
 import asyncio
+import collections
 import socket
 import struct
 from dataclasses import dataclass, field
@@ -40,8 +41,8 @@ def encode(frame: Frame) -> bytes:
     )
 
 
-def _lengths(prefix: bytes) -> tuple[int, int, int]:
-    request_id, header_len, payload_len = PREFIX.unpack(prefix)
+def _lengths(data: bytes | bytearray, offset: int = 0) -> tuple[int, int, int]:
+    request_id, header_len, payload_len = PREFIX.unpack_from(data, offset)
     if header_len > MAX_HEADER_BYTES:
         raise ConnectionError(
             f"frame header of {header_len} bytes: the peer is not speaking modelhost"
@@ -57,6 +58,50 @@ async def read_frame(reader: asyncio.StreamReader) -> Frame:
     return Frame(request_id, header, payload)
 
 
+class FrameBuffer:
+    """Frames cut out of a byte stream however it arrives: in pieces, or several in one chunk.
+
+    No I/O of its own: the pool's protocol feeds it what each read brought, the worker's
+    blocking reader what each `recv` brought. A chunk holding whole frames (the usual case) is
+    cut without being copied into the buffer first.
+    """
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+
+    def feed(self, data: bytes) -> list[Frame]:
+        """The frames `data` completes; raises `ConnectionError` for a peer that is not ours."""
+        if self._buffer:
+            self._buffer += data
+            data = bytes(self._buffer)
+        frames, end = _cut(data)
+        self._buffer = bytearray(data[end:]) if end < len(data) else bytearray()
+        return frames
+
+    def missing(self) -> int:
+        """Bytes still to come before the next frame is whole (its prefix, at least)."""
+        if len(self._buffer) < PREFIX.size:
+            return PREFIX.size - len(self._buffer)
+        _, header_len, payload_len = _lengths(self._buffer)
+        return PREFIX.size + header_len + payload_len - len(self._buffer)
+
+
+def _cut(data: bytes) -> tuple[list[Frame], int]:
+    """The whole frames at the start of `data`, and where the first incomplete one starts."""
+    frames: list[Frame] = []
+    start, size = 0, len(data)
+    while size - start >= PREFIX.size:
+        request_id, header_len, payload_len = _lengths(data, start)
+        body = start + PREFIX.size + header_len
+        end = body + payload_len
+        if end > size:
+            break
+        payload = data[body:end] if payload_len else b""
+        frames.append(Frame(request_id, data[start + PREFIX.size : body], payload))
+        start = end
+    return frames, start
+
+
 class FrameReader:
     """Blocking reads of frames from a socket, with as few `recv` calls as the data allows:
     one per frame when it arrives whole, which is the usual case for requests."""
@@ -65,33 +110,14 @@ class FrameReader:
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
-        self.buffer = bytearray()
+        self.frames = FrameBuffer()
+        self.ready: collections.deque[Frame] = collections.deque()
 
     def read(self) -> Frame:
         """The next frame; raises `EOFError` when the peer has gone."""
-        while (frame := self._take()) is None:
-            chunk = self.sock.recv(max(self.RECV_BYTES, self._missing()))
+        while not self.ready:
+            chunk = self.sock.recv(max(self.RECV_BYTES, self.frames.missing()))
             if not chunk:
                 raise EOFError("the frontend closed the connection")
-            self.buffer += chunk
-        return frame
-
-    def _missing(self) -> int:
-        if len(self.buffer) < PREFIX.size:
-            return PREFIX.size
-        _, header_len, payload_len = _lengths(bytes(self.buffer[: PREFIX.size]))
-        return PREFIX.size + header_len + payload_len - len(self.buffer)
-
-    def _take(self) -> Frame | None:
-        if len(self.buffer) < PREFIX.size:
-            return None
-        request_id, header_len, payload_len = _lengths(bytes(self.buffer[: PREFIX.size]))
-        body = PREFIX.size + header_len
-        end = body + payload_len
-        if len(self.buffer) < end:
-            return None
-        frame = Frame(
-            request_id, bytes(self.buffer[PREFIX.size : body]), bytes(self.buffer[body:end])
-        )
-        del self.buffer[:end]
-        return frame
+            self.ready.extend(self.frames.feed(chunk))
+        return self.ready.popleft()

@@ -170,6 +170,9 @@ def settled_memory() -> int:
 
 
 def split_requests(items: tuple[Item, ...], payload: bytes) -> Iterator[InferRequest]:
+    if len(items) == 1:  # a request alone: its body is the whole payload, no copy
+        yield InferRequest(payload, items[0].content_type, items[0].accept, items[0].params)
+        return
     view, offset = memoryview(payload), 0
     for item in items:
         end = offset + item.size

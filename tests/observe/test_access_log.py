@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -59,3 +60,23 @@ def test_dash_writes_to_stdout(capsys: pytest.CaptureFixture[str]) -> None:
     log.write(invocation(1))
     log.stop()
     assert json.loads(capsys.readouterr().out)["cache"] == "hit"
+
+
+def test_lines_reach_the_file_while_the_log_runs(tmp_path: Path) -> None:
+    """Written in batches by the log's thread, not only at stop()."""
+    path = tmp_path / "access.log"
+    log = AccessLog(str(path))
+    log.start()
+    try:
+        for i in range(3):
+            log.write(invocation(i))
+        deadline = time.monotonic() + 30
+        while len(path.read_text().splitlines()) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert [json.loads(line)["model"] for line in path.read_text().splitlines()] == [
+            "t/0.joblib",
+            "t/1.joblib",
+            "t/2.joblib",
+        ]
+    finally:
+        log.stop()

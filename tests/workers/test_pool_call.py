@@ -20,7 +20,7 @@ def test_a_call_on_a_closed_connection_fails_with_worker_died(tmp_path: Path) ->
     async def scenario() -> None:
         ours, theirs = socket.socketpair()
         _, writer = await asyncio.open_unix_connection(sock=ours)
-        worker = WorkerHandle(1, 0, writer, 0.0)
+        worker = WorkerHandle(1, 0, writer.transport, 0.0)
         writer.close()  # as when the worker dies: the transport closes before _lost runs
         pool = WorkerPool(1, 1, tmp_path, EventLog())
         with pytest.raises(WorkerDied, match="retry is safe"):

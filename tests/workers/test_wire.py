@@ -11,7 +11,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from modelhost.errors import HeaderTooLarge
-from modelhost.workers.wire import MAX_HEADER_BYTES, Frame, FrameReader, encode, read_frame
+from modelhost.workers.wire import (
+    MAX_HEADER_BYTES,
+    PREFIX,
+    Frame,
+    FrameBuffer,
+    FrameReader,
+    encode,
+    read_frame,
+)
 
 headers = st.binary(max_size=300)
 ids = st.integers(0, 2**64 - 1)
@@ -74,3 +82,35 @@ def test_a_header_over_the_cap_is_refused_by_the_sender() -> None:
     the sender fails the one request instead."""
     with pytest.raises(HeaderTooLarge, match="over the cap"):
         encode(Frame(1, b"x" * (MAX_HEADER_BYTES + 1)))
+
+
+@given(
+    st.lists(st.tuples(ids, headers, st.binary(max_size=3000)), min_size=1, max_size=8),
+    st.lists(st.integers(1, 4000), max_size=30),
+)
+def test_a_frame_buffer_returns_the_frames_however_the_bytes_are_cut(
+    frames: list[tuple[int, bytes, bytes]], cuts: list[int]
+) -> None:
+    """Partial reads (a prefix split in two, a payload in pieces) and several frames in one read
+    give back the frames as sent, each once, in order."""
+    data = b"".join(encode(Frame(*frame)) for frame in frames)
+    buffer, received, start = FrameBuffer(), [], 0
+    for cut in [*cuts, len(data)]:
+        received += buffer.feed(data[start : start + cut])
+        start += cut
+    received += buffer.feed(data[start:])
+    assert [(f.request_id, f.header, f.payload) for f in received] == frames
+
+
+def test_a_frame_buffer_holds_an_incomplete_frame_until_its_last_byte() -> None:
+    data = encode(Frame(7, b"header", b"payload"))
+    buffer = FrameBuffer()
+    assert buffer.feed(data[:3]) == []  # part of the prefix
+    assert buffer.feed(data[3:-1]) == []  # all but the last byte
+    (frame,) = buffer.feed(data[-1:] + encode(Frame(8, b"h"))[:5])
+    assert (frame.request_id, frame.header, frame.payload) == (7, b"header", b"payload")
+
+
+def test_a_frame_buffer_refuses_a_peer_that_is_not_ours() -> None:
+    with pytest.raises(ConnectionError, match="not speaking modelhost"):
+        FrameBuffer().feed(PREFIX.pack(1, MAX_HEADER_BYTES + 1, 0))

@@ -59,6 +59,8 @@ class SpeaksOip(Handler):
 
     def infer_batch(self, requests: Sequence[InferRequest]) -> list[InferReply | Exception]:
         """Translate the OIP requests of a batch, let the handler batch them all, translate back."""
+        if len(requests) == 1 and not is_oip(requests[0].content_type):
+            return self.inner.infer_batch(requests)  # nothing to translate
         decoded: list[OipRequest | Exception | None] = []
         inner: list[InferRequest] = []
         for request in requests:

@@ -53,6 +53,11 @@ class RowsHandler(Handler):
         return self._encode(self._predict(rows, method_of(request)), request)
 
     def infer_batch(self, requests: Sequence[InferRequest]) -> list[InferReply | Exception]:
+        if len(requests) == 1:  # a request alone: nothing to group, stack or split
+            try:
+                return [self.infer(requests[0])]
+            except Exception as error:  # noqa: BLE001  (its answer, as in a batch)
+                return [error]
         replies: list[InferReply | Exception] = [BadRequestBody("not answered")] * len(requests)
         groups: dict[str, Group] = {}
         for index, request in enumerate(requests):

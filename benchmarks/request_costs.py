@@ -1,0 +1,189 @@
+"""Where one request's time goes, per process: CPU, context switches and system calls per request.
+
+The server (pinned to core 1, `--workers 1`) is loaded by wrk (core 0) at one concurrency. For
+each process of the server (frontend, template, worker) it reports, per answered request: CPU µs
+(user and system, from /proc), voluntary and involuntary context switches (all threads, from
+/proc/PID/task/*/status) and, with `--strace`, system calls by name (`strace -c -f`, attached for
+a run of its own: strace slows the server, but not what it calls per request). `--py-spy DIR`
+also writes a py-spy profile (`--native`, raw collapsed stacks) of the frontend and the worker.
+
+    python benchmarks/request_costs.py --concurrency 1 --strace
+    python benchmarks/request_costs.py --py-spy /tmp/profiles --serve-arg=--access-log=/dev/null
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+from _common import add_serve_arg, markdown_table
+from hot_path import MODEL, _invoke_url, _start, ensure_wrk, wrk
+
+from modelhost import testing
+
+HEADER = ["process", "CPU µs/request", "voluntary switches", "involuntary switches"]
+
+
+def main() -> None:
+    args = _parse_args()
+    ensure_wrk()
+    with tempfile.TemporaryDirectory(prefix="modelhost-costs-") as scratch:
+        store = Path(scratch) / "store"
+        testing.iris_logreg(store / MODEL)
+        with _start("modelhost", store, Path(scratch) / "modelhost", args) as running:
+            url = _invoke_url("modelhost", running.url)
+            processes = _processes(running.pid)
+            wrk(url, args.concurrency, args.warmup, args.wrk_core)
+            print(markdown_table(HEADER, _counters(processes, url, args)))
+            if args.strace:
+                print()
+                print(_syscalls(processes, url, args))
+            if args.py_spy:
+                _profile(processes, url, args)
+
+
+def _processes(pid: int) -> dict[str, psutil.Process]:
+    """frontend, template and worker, by role (the worker is the template's child)."""
+    frontend = psutil.Process(pid)
+    named = {"frontend": frontend}
+    for child in frontend.children(recursive=True):
+        named["worker" if child.ppid() != pid else "template"] = child
+    return named
+
+
+def _switches(process: psutil.Process) -> tuple[int, int]:
+    voluntary = involuntary = 0
+    for task in Path(f"/proc/{process.pid}/task").iterdir():
+        with contextlib.suppress(OSError):  # a thread that ended meanwhile
+            for line in (task / "status").read_text().splitlines():
+                if line.startswith("voluntary_ctxt_switches"):
+                    voluntary += int(line.split()[1])
+                elif line.startswith("nonvoluntary_ctxt_switches"):
+                    involuntary += int(line.split()[1])
+    return voluntary, involuntary
+
+
+def _cpu_s(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return float(times.user + times.system)
+
+
+def _counters(
+    processes: dict[str, psutil.Process], url: str, args: argparse.Namespace
+) -> list[list[str]]:
+    before = {name: (_cpu_s(p), *_switches(p)) for name, p in processes.items()}
+    result = wrk(url, args.concurrency, args.duration, args.wrk_core)
+    after = {name: (_cpu_s(p), *_switches(p)) for name, p in processes.items()}
+    answered = result["requests"]
+    print(f"{answered} requests, {result['requests_per_s']:,.0f}/s at c={args.concurrency}")
+    rows = []
+    for name in processes:
+        spent = zip(after[name], before[name], strict=True)
+        cpu, voluntary, involuntary = (a - b for a, b in spent)
+        rows.append(
+            [
+                name,
+                f"{cpu / answered * 1e6:,.0f}",
+                f"{voluntary / answered:.2f}",
+                f"{involuntary / answered:.2f}",
+            ]
+        )
+    return rows
+
+
+def _syscalls(processes: dict[str, psutil.Process], url: str, args: argparse.Namespace) -> str:
+    """System calls per request by name, strace attached to each process while wrk runs."""
+    if not shutil.which("strace"):
+        return "(strace is not installed)"
+    with tempfile.TemporaryDirectory() as scratch:
+        outputs = {name: Path(scratch) / f"{name}.txt" for name in processes}
+        with _traced(processes, outputs, args.wrk_core):
+            answered = wrk(url, args.concurrency, args.duration, args.wrk_core)["requests"]
+        counts = {name: _strace_counts(path) for name, path in outputs.items()}
+    names = sorted({call for calls in counts.values() for call in calls})
+    rows = [
+        [call, *(f"{counts[p].get(call, 0) / answered:.2f}" for p in processes)]
+        for call in names
+        if any(counts[p].get(call, 0) >= answered / 100 for p in processes)  # 0.01 or more
+    ]
+    rows.append(["total", *(f"{sum(counts[p].values()) / answered:.2f}" for p in processes)])
+    return markdown_table(["system call (per request)", *processes], rows)
+
+
+@contextlib.contextmanager
+def _traced(
+    processes: dict[str, psutil.Process], outputs: dict[str, Path], core: str
+) -> Iterator[None]:
+    tracers = [
+        subprocess.Popen(
+            ["taskset", "-c", core, "strace", "-c", "-f", "-p", str(p.pid), "-o", str(outputs[n])],
+            stderr=subprocess.DEVNULL,
+        )
+        for n, p in processes.items()
+    ]
+    threading.Event().wait(1.0)  # attached to every thread before the load starts
+    try:
+        yield
+    finally:
+        for tracer in tracers:
+            tracer.send_signal(signal.SIGINT)
+        for tracer in tracers:
+            tracer.wait(30)
+
+
+def _strace_counts(path: Path) -> collections.Counter[str]:
+    counts: collections.Counter[str] = collections.Counter()
+    for line in path.read_text().splitlines():
+        fields = line.split()
+        if len(fields) >= 5 and fields[0][0].isdigit() and fields[-1] != "total":
+            counts[fields[-1]] += int(fields[3])
+    return counts
+
+
+def _profile(processes: dict[str, psutil.Process], url: str, args: argparse.Namespace) -> None:
+    out = Path(args.py_spy)
+    out.mkdir(parents=True, exist_ok=True)
+    spy = str(Path(sys.executable).with_name("py-spy"))
+    recorders = [
+        subprocess.Popen(
+            [
+                *("taskset", "-c", args.wrk_core, spy, "record", "--native", "-r", "500"),
+                *("-d", str(args.duration), "-f", "raw", "-p", str(processes[name].pid)),
+                *("-o", str(out / f"{name}.raw")),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for name in ("frontend", "worker")
+    ]
+    wrk(url, args.concurrency, args.duration + 2, args.wrk_core)
+    for recorder in recorders:
+        recorder.wait(60)
+    print(f"\npy-spy profiles (raw collapsed stacks): {out}/frontend.raw, {out}/worker.raw")
+
+
+def _parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--concurrency", type=int, default=1)
+    parser.add_argument("--duration", type=int, default=8, help="seconds per measured run")
+    parser.add_argument("--warmup", type=int, default=2, help="seconds of discarded warm-up")
+    parser.add_argument("--strace", action="store_true", help="count system calls per request")
+    parser.add_argument("--py-spy", metavar="DIR", help="write py-spy profiles to DIR")
+    parser.add_argument("--server-core", default="1")
+    parser.add_argument("--wrk-core", default="0")
+    add_serve_arg(parser)
+    return parser.parse_args()
+
+
+if __name__ == "__main__":
+    main()

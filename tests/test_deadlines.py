@@ -1,0 +1,78 @@
+"""Deadlines: one timer for many keys with the same timeout. A key expires once, after its
+timeout, unless discarded first; expiring keys may add new ones."""
+
+from __future__ import annotations
+
+import asyncio
+
+from modelhost.deadlines import Deadlines
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def run(scenario: object) -> None:
+    asyncio.run(scenario)  # type: ignore[arg-type]
+
+
+def test_keys_expire_in_order_once_each_and_discarded_ones_never() -> None:
+    async def scenario() -> None:
+        clock, expired = Clock(), []
+        deadlines: Deadlines[str] = Deadlines(10.0, expired.append, clock)
+        deadlines.add("a")
+        clock.now = 1.0
+        deadlines.add("b")
+        deadlines.add("c")
+        deadlines.discard("b")
+        clock.now = 10.5  # a is due; c is not
+        deadlines._expire()
+        assert expired == ["a"] and len(deadlines) == 1
+        clock.now = 11.0
+        deadlines._expire()
+        assert expired == ["a", "c"] and len(deadlines) == 0
+        deadlines._expire()  # a timer that fires with nothing due does nothing
+        assert expired == ["a", "c"]
+        deadlines.close()
+
+    run(scenario())
+
+
+def test_one_timer_serves_every_key_and_a_key_added_while_expiring_gets_one() -> None:
+    async def scenario() -> None:
+        clock, expired = Clock(), []
+        deadlines: Deadlines[int] = Deadlines(5.0, lambda key: expired.append(key), clock)
+        for key in range(100):
+            deadlines.add(key)
+        timer = deadlines._timer
+        assert timer is not None  # one, set for the oldest key
+        for key in range(99):
+            deadlines.discard(key)
+        assert deadlines._timer is timer
+
+        def again(key: int) -> None:
+            expired.append(key)
+            if key == 99:
+                deadlines.add(100)  # e.g. a retry of the expired call
+
+        deadlines.on_expiry = again
+        clock.now = 5.0
+        deadlines._expire()
+        assert expired == [99] and len(deadlines) == 1 and deadlines._timer is not None
+        deadlines.close()
+
+    run(scenario())
+
+
+def test_a_key_expires_on_the_event_loop_after_its_timeout() -> None:
+    async def scenario() -> None:
+        expired: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        deadlines: Deadlines[str] = Deadlines(0.01, expired.set_result)
+        deadlines.add("late")
+        assert await asyncio.wait_for(expired, 10) == "late"
+
+    run(scenario())

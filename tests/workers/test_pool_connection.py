@@ -1,0 +1,143 @@
+"""The pool's end of a worker's socket, against a scripted worker on a real Unix socket: replies
+cut at any byte or sent several at once reach their calls; a worker that dies mid-frame fails
+its calls with WorkerDied; a worker that never answers is killed at the call's deadline."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import pytest
+import uvloop
+
+from modelhost.errors import DeadlineExceeded, WorkerDied
+from modelhost.records.events import EventLog
+from modelhost.workers.messages import Hello, Unload, Unloaded, decode_request, encode
+from modelhost.workers.pool import WorkerConnection, WorkerHandle, WorkerPool
+from modelhost.workers.wire import Frame, FrameBuffer
+from modelhost.workers.wire import encode as encode_frame
+
+Scenario = Callable[[WorkerPool, WorkerHandle, socket.socket], Awaitable[None]]
+
+
+def with_scripted_worker(tmp_path: Path, scenario: Scenario, **timeouts: float) -> WorkerPool:
+    """A pool (no template) whose one worker is a socket the scenario speaks for."""
+    pool = WorkerPool(1, 1, tmp_path, EventLog(), **timeouts)
+    pool.killed: list[int] = []  # type: ignore[misc]
+
+    async def replace(worker: WorkerHandle) -> None:  # no template here to fork from
+        return None
+
+    pool._replace = replace  # type: ignore[method-assign]
+    pool.kill = lambda worker: pool.killed.append(worker.worker_id)  # type: ignore[attr-defined,method-assign]
+
+    async def run() -> None:
+        await asyncio.wait_for(connected(), 10)
+
+    async def connected() -> None:
+        loop = asyncio.get_running_loop()
+        server = await loop.create_unix_server(lambda: WorkerConnection(pool), pool.socket_path)
+        theirs = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        theirs.setblocking(False)
+        await loop.sock_connect(theirs, pool.socket_path)
+        await loop.sock_sendall(theirs, encode_frame(Frame(0, encode(Hello(1, os.getpid(), 0)))))
+        while 1 not in pool.workers:
+            await asyncio.sleep(0.001)
+        try:
+            await scenario(pool, pool.workers[1], theirs)
+        finally:
+            theirs.close()
+            server.close()
+
+    uvloop.run(run())  # the server's loop
+    return pool
+
+
+async def requests_of(sock: socket.socket, count: int) -> list[Frame]:
+    """The next `count` frames the pool sent the worker."""
+    buffer, frames = FrameBuffer(), []
+    while len(frames) < count:
+        frames += buffer.feed(await asyncio.get_running_loop().sock_recv(sock, 1 << 16))
+    return frames
+
+
+def reply(request: Frame, freed: int) -> bytes:
+    return encode_frame(Frame(request.request_id, encode(Unloaded(freed))))
+
+
+def test_replies_cut_at_every_byte_reach_their_calls(tmp_path: Path) -> None:
+    async def scenario(pool: WorkerPool, worker: WorkerHandle, sock: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        calls = [
+            asyncio.ensure_future(pool.call(worker, Unload(f"m{i}"), Unloaded, model=f"m{i}"))
+            for i in range(3)
+        ]
+        requests = await requests_of(sock, 3)
+        assert [decode_request(r.header) for r in requests] == [Unload(f"m{i}") for i in range(3)]
+        data = b"".join(reply(r, freed) for r, freed in zip(requests, [10, 20, 30], strict=True))
+        for i in range(len(data)):  # one byte per read
+            await loop.sock_sendall(sock, data[i : i + 1])
+            await asyncio.sleep(0)
+        assert [(await call)[0].freed for call in calls] == [10, 20, 30]
+
+    with_scripted_worker(tmp_path, scenario)
+
+
+def test_several_replies_in_one_read_reach_their_calls_in_any_order(tmp_path: Path) -> None:
+    async def scenario(pool: WorkerPool, worker: WorkerHandle, sock: socket.socket) -> None:
+        calls = [
+            asyncio.ensure_future(pool.call(worker, Unload(f"m{i}"), Unloaded, model=f"m{i}"))
+            for i in range(4)
+        ]
+        requests = await requests_of(sock, 4)
+        data = b"".join(reply(r, i) for i, r in reversed(list(enumerate(requests))))
+        await asyncio.get_running_loop().sock_sendall(sock, data)
+        assert [(await call)[0].freed for call in calls] == [0, 1, 2, 3]
+        assert not worker.pending
+
+    with_scripted_worker(tmp_path, scenario)
+
+
+def test_a_worker_that_dies_mid_frame_fails_its_calls_with_worker_died(tmp_path: Path) -> None:
+    async def scenario(pool: WorkerPool, worker: WorkerHandle, sock: socket.socket) -> None:
+        calls = [
+            asyncio.ensure_future(pool.call(worker, Unload(f"m{i}"), Unloaded, model=f"m{i}"))
+            for i in range(2)
+        ]
+        first, second = await requests_of(sock, 2)
+        half = reply(second, 2)[:10]
+        await asyncio.get_running_loop().sock_sendall(sock, reply(first, 1) + half)
+        assert (await calls[0])[0].freed == 1
+        sock.close()  # dies with half a frame sent
+        with pytest.raises(WorkerDied, match="died while serving model m1"):
+            await calls[1]
+        assert not worker.alive and 1 not in pool.workers
+
+    with_scripted_worker(tmp_path, scenario)
+
+
+def test_a_worker_that_never_answers_is_killed_at_the_deadline(tmp_path: Path) -> None:
+    async def scenario(pool: WorkerPool, worker: WorkerHandle, sock: socket.socket) -> None:
+        with pytest.raises(DeadlineExceeded, match="did not finish the unload of model m"):
+            await pool.call(worker, Unload("m"), Unloaded, model="m")
+        assert pool.killed == [1]  # type: ignore[attr-defined]
+        assert not worker.pending
+
+    with_scripted_worker(tmp_path, scenario, load_timeout_s=0.05)
+
+
+def test_a_caller_that_gives_up_still_leaves_the_deadline_to_kill_a_stuck_worker(
+    tmp_path: Path,
+) -> None:
+    async def scenario(pool: WorkerPool, worker: WorkerHandle, sock: socket.socket) -> None:
+        call = asyncio.ensure_future(pool.call(worker, Unload("m"), Unloaded, model="m"))
+        await requests_of(sock, 1)
+        call.cancel()
+        while not pool.killed:  # type: ignore[attr-defined]
+            await asyncio.sleep(0.01)
+        assert not worker.pending
+
+    with_scripted_worker(tmp_path, scenario, load_timeout_s=0.05)
