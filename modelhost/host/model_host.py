@@ -69,8 +69,6 @@ class ModelHost:
             on_hit=self.registry.revalidate_in_background,
             on_pressure=self.scaling.scale_out,
         )
-        pool.on_lost = self.residency.worker_lost
-        disk.in_use = self.residency.needs_artifact
 
     # what residency asks of the parts built on it (`residency.Neighbours`) -----------------------
 
