@@ -226,7 +226,7 @@ def build_host(
             "disk_budget_bytes": disk_budget,
         },
     )
-    return ModelHost(
+    host = ModelHost(
         pool,
         memory,
         disk,
@@ -246,6 +246,9 @@ def build_host(
         ),
         max_rows_per_request=config.max_rows_per_request,
     )
+    pool.attach(on_lost=host.residency.worker_lost)  # the pool started first, for the baseline
+    disk.attach(in_use=host.residency.needs_artifact)
+    return host
 
 
 async def idle_pss(pool: WorkerPool) -> int:

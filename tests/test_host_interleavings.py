@@ -77,9 +77,12 @@ class FakePool:
         self.calls: list[Call] = []
         self.violations: list[str] = []
         self.pure = False  # what loads say of their handler
-        self.on_lost: Any = lambda worker: None
+        self._on_lost: Any = lambda worker: None
         for _ in range(size):
             self.spawn()
+
+    def attach(self, on_lost: Any) -> None:
+        self._on_lost = on_lost
 
     def spawn(self) -> None:
         worker = FakeWorker(next(self._ids))
@@ -140,7 +143,7 @@ class FakePool:
         for call in [c for c in self.calls if c.worker is worker]:
             self.calls.remove(call)
             call.future.set_exception(WorkerDied(f"worker {worker.worker_id} died"))
-        self.on_lost(worker)
+        self._on_lost(worker)
         self.spawn()
 
 
@@ -158,7 +161,6 @@ class FakeDisk:
         self.root = root
         self.artifacts: dict[str, Artifact] = {}
         self.budget_bytes = 1 << 40
-        self.in_use: Any = None
         self.stores = type("Stores", (), {"url_of": staticmethod(lambda name: f"file:///{name}")})
 
     async def materialize(self, name: str, url: str) -> Materialized:
@@ -203,6 +205,7 @@ class Interleavings(RuleBasedStateMachine):
             scheduling=scheduling,
             pss_bytes=lambda: sum(r.bytes for r in self.memory),
         )
+        self.pool.attach(on_lost=self.host.residency.worker_lost)  # as the composition root does
         self.requests: list[asyncio.Task[Any]] = []
         self.chores: list[asyncio.Task[Any]] = []
 

@@ -168,7 +168,7 @@ def host_with(
     )
     host.manifests.manifests.update(manifests)
     host.manifests.read = lambda name, artifact: host.manifests.of(name)  # type: ignore[method-assign]
-    pool.on_lost = host.residency.worker_lost
+    pool.attach(on_lost=host.residency.worker_lost)
     return host
 
 

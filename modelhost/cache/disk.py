@@ -120,12 +120,17 @@ class DiskTier:
         self.stores, self.events, self.limits, self.policy = stores, events, limits, policy
         self.revalidate_interval_s = revalidate_interval_s
         self.clock = clock
-        # the host: the model is loading, or its loaded runtime may still read the files
-        self.in_use: Callable[[str], bool] = lambda name: False
+        self._in_use: Callable[[str], bool] = lambda name: False  # until `attach`
         self.artifacts: dict[str, Artifact] = {}
         self._reservations: set[Reservation] = set()
         self._download_slots = asyncio.Semaphore(stores.settings.max_concurrent_downloads)
         self.missing = MissingUrls()
+
+    def attach(self, in_use: Callable[[str], bool]) -> None:
+        """Keep the files of each model `in_use` says must stay (it is loading, or its runtime may
+        still read them). Called once by the composition root, when the host built on this tier
+        exists."""
+        self._in_use = in_use
 
     @property
     def used_bytes(self) -> int:
@@ -346,7 +351,7 @@ class DiskTier:
             self.delete(victim.name, reason="disk_budget")
 
     def _deletable(self) -> list[Artifact]:
-        return [a for a in self.artifacts.values() if a.entry and not self.in_use(a.name)]
+        return [a for a in self.artifacts.values() if a.entry and not self._in_use(a.name)]
 
     def delete(self, name: str, reason: str) -> None:
         artifact = self.artifacts.pop(name, None)

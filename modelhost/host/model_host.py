@@ -1,8 +1,10 @@
 """The core service: find a model (memory → disk → store), make room for it, load it, invoke it.
 
 `ModelHost` is the one object the HTTP layer and the upkeep loops talk to. It joins its parts
-(residency, scaling, the invoke path, registration) with explicit callables and reports what it
-holds as statistics records (`records/statistics.py`). Nothing here knows about HTTP.
+(residency, scaling, the invoke path, registration) with explicit callables, given at
+construction; scaling and the invoke path are built on residency, so what residency asks of them
+(`residency.Neighbours`) the host answers by delegation. It reports what it holds as statistics
+records (`records/statistics.py`). Nothing here knows about HTTP.
 """
 
 from __future__ import annotations
@@ -55,8 +57,9 @@ class ModelHost:
         self.manifests = Manifests(events, pinned, max_rows_per_request)
         self.pss_bytes = pss_bytes or (lambda: server_pss_bytes(pool.pids()))
         self._pss_off_loop = pss_bytes is None  # /proc takes milliseconds a process to read
+        self._filling: set[asyncio.Task[None]] = set()
         self.residency = Residency(
-            pool, memory, disk, events, self.manifests, deadline_s, clock, self.read_pss
+            pool, memory, disk, events, self.manifests, deadline_s, clock, self.read_pss, self
         )
         self.scaling = Scaling(self.residency, self.scheduling)
         self.registry = Registry(self.residency)
@@ -66,20 +69,22 @@ class ModelHost:
             on_hit=self.registry.revalidate_in_background,
             on_pressure=self.scaling.scale_out,
         )
-        self.residency.make_dispatcher = self._dispatcher_then_floor
-        self._filling: set[asyncio.Task[None]] = set()
-        self.residency.shed_copies = self.scaling.shed_copies
-        self.residency.copy_arriving = self.scaling.copy_arriving
-        pool.on_lost = self.residency.worker_lost
-        disk.in_use = self.residency.needs_artifact
 
-    def _dispatcher_then_floor(self, name: str, handler_batches: bool) -> Dispatcher:
+    # what residency asks of the parts built on it (`residency.Neighbours`) -----------------------
+
+    def make_dispatcher(self, name: str, handler_batches: bool) -> Dispatcher:
         """A first copy's dispatcher; with workers_per_model above 1 the other copies follow."""
         if self.scaling.floor_of(name) > 1:
             task = asyncio.ensure_future(self.scaling.fill_floor(name))
             self._filling.add(task)
             task.add_done_callback(self._filling.discard)
         return self.invoke_path.dispatcher(name, handler_batches)
+
+    async def shed_copies(self, need_bytes: int) -> None:
+        await self.scaling.shed_copies(need_bytes)
+
+    def copy_arriving(self, name: str) -> asyncio.Task[None] | None:
+        return self.scaling.copy_arriving(name)
 
     # the calls of the HTTP layer and the upkeep loops -----------------------------------------
 

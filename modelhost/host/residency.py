@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 from modelhost.cache.disk import Artifact, DiskTier
 from modelhost.cache.memory import MemoryTier, Resident, State
@@ -35,7 +36,22 @@ from modelhost.units import format_bytes
 from modelhost.workers.messages import Loaded, Unload, Unloaded
 from modelhost.workers.pool import WorkerHandle, WorkerPool
 
-MakeDispatcher = Callable[[str, bool], Dispatcher]  # (model, its handler takes whole batches)
+
+class Neighbours(Protocol):
+    """What residency asks of the parts built on it (the invoke path, scaling): they need
+    residency first, so the host answers for them by delegation."""
+
+    def make_dispatcher(self, name: str, handler_batches: bool) -> Dispatcher:
+        """The queue of a model just loaded (`handler_batches`: its handler takes batches)."""
+        ...
+
+    async def shed_copies(self, need_bytes: int) -> None:
+        """Unload idle extra copies of models until `need_bytes` more would fit."""
+        ...
+
+    def copy_arriving(self, name: str) -> asyncio.Task[None] | None:
+        """The load of an extra copy of `name` under way, if there is one."""
+        ...
 
 
 class Residency:
@@ -51,8 +67,10 @@ class Residency:
         deadline_s: float,
         clock: Callable[[], float],
         read_pss: Callable[[], Awaitable[int]],
+        neighbours: Neighbours,
     ) -> None:
         self.pool, self.memory, self.disk, self.events = pool, memory, disk, events
+        self.neighbours = neighbours
         self.read_pss = read_pss  # the whole server's memory as the OS measures it
         self.manifests = manifests
         self.deadline_s = deadline_s
@@ -65,10 +83,6 @@ class Residency:
         self.closing = False
         self.loads: dict[str, asyncio.Task[LoadOutcome]] = {}
         self._changed = asyncio.Event()
-        # set by the host once the invoke path and scaling exist (they need this object first)
-        self.make_dispatcher: MakeDispatcher
-        self.shed_copies: Callable[[int], Awaitable[None]]
-        self.copy_arriving: Callable[[str], asyncio.Task[None] | None]
 
     # loading --------------------------------------------------------------------------------
 
@@ -93,7 +107,7 @@ class Residency:
         """Its files must stay on disk: it is loading, a copy of it is, or its runtime may still
         read them. A loaded model whose runtime read it whole can lose them (a later load
         fetches them again), so a disk budget smaller than memory still serves every model."""
-        loading = name in self.loads or self.copy_arriving(name) is not None
+        loading = name in self.loads or self.neighbours.copy_arriving(name) is not None
         return loading or name in self.reading
 
     def source_of(self, name: str) -> str:
@@ -164,7 +178,7 @@ class Residency:
         self.memory.mark_loaded(name, worker.worker_id, footprint, loaded.load_ms)
         if loaded.reads_artifact:
             self.reading.add(name)
-        self.dispatchers[name] = self.make_dispatcher(name, loaded.batches)
+        self.dispatchers[name] = self.neighbours.make_dispatcher(name, loaded.batches)
         self.dispatchers[name].add(worker)
 
     async def load_copy(
@@ -189,7 +203,9 @@ class Residency:
         if not self.memory.fits_ever(size):
             raise InsufficientMemory(self._never_fits(name, size))
         self.memory.observe(await self.read_pss())
-        await self.shed_copies(self.memory.committed_bytes + size - self.memory.budget_bytes)
+        await self.neighbours.shed_copies(
+            self.memory.committed_bytes + size - self.memory.budget_bytes
+        )
         deadline = self.clock() + self.deadline_s
         pinned = self.manifests.is_pinned(name)
         while (victims := self.memory.reserve(name, size, pinned)) is None:
@@ -245,7 +261,7 @@ class Residency:
         """Unload every copy of a model; one event for the model, with the bytes all freed."""
         started = self.clock()
         freed = 0
-        arriving = self.copy_arriving(resident.name)
+        arriving = self.neighbours.copy_arriving(resident.name)
         if arriving is not None:  # a copy on its way: it sees the model leaving and goes too
             await asyncio.wait([arriving])
         try:

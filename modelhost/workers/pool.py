@@ -102,7 +102,7 @@ class WorkerPool:
         self.socket_path = str(run_dir / "workers.sock")
         self.events = events
         self.workers: dict[int, WorkerHandle] = {}
-        self.on_lost: LostCallback = lambda worker: None
+        self._on_lost: LostCallback = lambda worker: None  # until `attach`
         self._worker_ids = itertools.count(1)
         self._request_ids = itertools.count(1)
         self._waiting: dict[int, asyncio.Future[WorkerHandle]] = {}
@@ -122,6 +122,11 @@ class WorkerPool:
         self._template: asyncio.subprocess.Process | None = None
         self._supervisor: asyncio.Task[None] | None = None
         self._closing = False
+
+    def attach(self, on_lost: LostCallback) -> None:
+        """Tell `on_lost` of each worker that dies (before it is replaced). Called once by the
+        composition root, when the host exists: the pool starts first, to measure the baseline."""
+        self._on_lost = on_lost
 
     async def startup(self) -> None:
         loop = self._loop = asyncio.get_running_loop()
@@ -247,7 +252,7 @@ class WorkerPool:
             reason="died",
             detail={"pid": worker.pid, "lost_requests": lost_requests},
         )
-        self.on_lost(worker)
+        self._on_lost(worker)
         await self._replace(worker)
 
     async def _replace(self, worker: WorkerHandle) -> None:

@@ -61,11 +61,15 @@ def test_the_budget_holds_and_busy_models_keep_their_artifacts(
     store = MemoryStore()
     with tempfile.TemporaryDirectory() as cache:
         tier = disk_tier(Path(cache), store)
-        tier.in_use = lambda name: int(name[1]) in busy
+
+        def in_use(name: str) -> bool:
+            return int(name[1]) in busy
+
+        tier.attach(in_use=in_use)
         for index, kib in requests:
             key = f"m{index}.joblib"
             store.objects.setdefault(key, os.urandom(kib * KiB))
-            held_before = {n for n in tier.artifacts if tier.in_use(n)}
+            held_before = {n for n in tier.artifacts if in_use(n)}
             try:
                 fetch(tier, store, key)
             except InsufficientDisk as error:
