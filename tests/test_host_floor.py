@@ -40,3 +40,24 @@ def test_a_first_load_brings_the_floors_copies_and_scale_in_keeps_them() -> None
         assert len(resident.workers) == 2  # idle past scale_in_idle_s: the floor stays
     finally:
         machine.teardown()
+
+
+def test_a_new_load_never_picks_a_worker_whose_copy_is_leaving() -> None:
+    """Found by the machine above: a floor copy of `a` still loading on worker 1 when worker 0
+    dies; the next request for `a` loads it afresh, and must not claim worker 1, which still
+    holds the copy on its way out, to load `a` a second time there."""
+    machine = FloorInterleavings()
+    try:
+        machine.run_steps(
+            [
+                ("request", {"name": "a"}),
+                ("answer_a_call", {"index": 0}),
+                ("request", {"name": "a"}),
+                ("request", {"name": "b"}),
+                ("request", {"name": "c"}),
+                ("kill_a_worker", {"worker": 0}),
+                ("answer_a_call", {"index": 0}),
+            ]
+        )
+    finally:
+        machine.teardown()

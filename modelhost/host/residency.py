@@ -125,7 +125,7 @@ class Residency:
         started = self.clock()
         artifact = found.artifact
         self.manifests.read(name, artifact)
-        worker = await self.claim_loader()
+        worker = await self.claim_loader(name)
         try:
             await self._load_into(worker, name, artifact)
         finally:
@@ -143,18 +143,20 @@ class Residency:
             self.disk.delete(name, reason="load_failed")  # a corrupt file is fetched anew
             raise
 
-    async def claim_loader(self) -> WorkerHandle:
-        """The least loaded live worker with no load under way, once there is one."""
-        await self.until(lambda: bool(self._free_loaders()))
-        worker = least_loaded(self._free_loaders(), self.memory)
+    async def claim_loader(self, name: str) -> WorkerHandle:
+        """The least loaded live worker with no load under way and no copy of `name` still
+        leaving it (a copy that arrived after its model had gone), once there is one."""
+        await self.until(lambda: bool(self._free_loaders(name)))
+        worker = least_loaded(self._free_loaders(name), self.memory)
         self.loaders.add(worker.worker_id)
         return worker
 
-    def _free_loaders(self) -> list[WorkerHandle]:
+    def _free_loaders(self, name: str) -> list[WorkerHandle]:
         live = [worker for worker in self.pool.workers.values() if worker.alive]
         if not live:
             raise Unavailable("no worker is running (they are restarting); retry in a moment")
-        return [worker for worker in live if worker.worker_id not in self.loaders]
+        busy = self.loaders | {worker_id for model, worker_id in self.leaving if model == name}
+        return [worker for worker in live if worker.worker_id not in busy]
 
     def release_loader(self, worker: WorkerHandle) -> None:
         self.loaders.discard(worker.worker_id)
