@@ -9,6 +9,7 @@ import os
 import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import uvloop
@@ -68,13 +69,18 @@ def reply(request: Frame, freed: int) -> bytes:
     return encode_frame(Frame(request.request_id, encode(Unloaded(freed))))
 
 
+def unload_calls(pool: WorkerPool, worker: WorkerHandle, count: int) -> list[asyncio.Future[Any]]:
+    """`count` unloads (m0, m1, ...) sent to the scripted worker, not yet answered."""
+    return [
+        asyncio.ensure_future(pool.call(worker, Unload(f"m{i}"), Unloaded, model=f"m{i}"))
+        for i in range(count)
+    ]
+
+
 def test_replies_cut_at_every_byte_reach_their_calls(tmp_path: Path) -> None:
     async def scenario(pool: WorkerPool, worker: WorkerHandle, sock: socket.socket) -> None:
         loop = asyncio.get_running_loop()
-        calls = [
-            asyncio.ensure_future(pool.call(worker, Unload(f"m{i}"), Unloaded, model=f"m{i}"))
-            for i in range(3)
-        ]
+        calls = unload_calls(pool, worker, 3)
         requests = await requests_of(sock, 3)
         assert [decode_request(r.header) for r in requests] == [Unload(f"m{i}") for i in range(3)]
         data = b"".join(reply(r, freed) for r, freed in zip(requests, [10, 20, 30], strict=True))
@@ -88,10 +94,7 @@ def test_replies_cut_at_every_byte_reach_their_calls(tmp_path: Path) -> None:
 
 def test_several_replies_in_one_read_reach_their_calls_in_any_order(tmp_path: Path) -> None:
     async def scenario(pool: WorkerPool, worker: WorkerHandle, sock: socket.socket) -> None:
-        calls = [
-            asyncio.ensure_future(pool.call(worker, Unload(f"m{i}"), Unloaded, model=f"m{i}"))
-            for i in range(4)
-        ]
+        calls = unload_calls(pool, worker, 4)
         requests = await requests_of(sock, 4)
         data = b"".join(reply(r, i) for i, r in reversed(list(enumerate(requests))))
         await asyncio.get_running_loop().sock_sendall(sock, data)
@@ -103,10 +106,7 @@ def test_several_replies_in_one_read_reach_their_calls_in_any_order(tmp_path: Pa
 
 def test_a_worker_that_dies_mid_frame_fails_its_calls_with_worker_died(tmp_path: Path) -> None:
     async def scenario(pool: WorkerPool, worker: WorkerHandle, sock: socket.socket) -> None:
-        calls = [
-            asyncio.ensure_future(pool.call(worker, Unload(f"m{i}"), Unloaded, model=f"m{i}"))
-            for i in range(2)
-        ]
+        calls = unload_calls(pool, worker, 2)
         first, second = await requests_of(sock, 2)
         half = reply(second, 2)[:10]
         await asyncio.get_running_loop().sock_sendall(sock, reply(first, 1) + half)
