@@ -25,6 +25,8 @@ class Message(msgspec.Struct, frozen=True, tag_field="op", tag=str.lower):
 
 
 class Hello(Message, frozen=True):
+    """A new worker's first reply: who it is and its idle PSS, measured after its rehearsal."""
+
     worker_id: int
     pid: int
     pss: int
@@ -47,6 +49,8 @@ class Load(Message, frozen=True):
 
 
 class Unload(Message, frozen=True):
+    """Drop a loaded model and give its memory back."""
+
     model: str
 
 
@@ -70,6 +74,8 @@ class Infer(Message, frozen=True):
 
 
 class Loaded(Message, frozen=True):
+    """A load done: what it cost and what the host needs to know of the handler."""
+
     footprint: int  # bytes the load allocated (where the C library cannot say, its PSS growth)
     load_ms: float
     batches: bool  # the handler takes a whole batch in one call
@@ -79,6 +85,8 @@ class Loaded(Message, frozen=True):
 
 
 class Unloaded(Message, frozen=True):
+    """An unload done."""
+
     freed: int  # bytes the unload gave up (measured as a load's footprint is)
 
 

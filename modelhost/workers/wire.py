@@ -22,6 +22,8 @@ MAX_HEADER_BYTES = 1 << 20
 
 @dataclass
 class Frame:
+    """One message on the socket: the request it answers (0: none), a msgpack header, raw bytes."""
+
     request_id: int
     header: bytes
     payload: bytes = field(default=b"")

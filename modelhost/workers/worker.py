@@ -49,6 +49,9 @@ if TYPE_CHECKING:
 
 
 class Worker:
+    """One worker process: the models it holds, a reading thread, a loader thread and the
+    inference threads (see the module docstring)."""
+
     def __init__(self, sock: socket.socket, worker_id: int, threads: int) -> None:
         self.sock = sock
         self.worker_id = worker_id
