@@ -233,11 +233,11 @@ class WorkerPool:
             future.set_result((decode_reply(frame.header), frame.payload))
 
     def _disconnected(self, worker: WorkerHandle) -> None:
-        task = asyncio.ensure_future(self._lost(worker))
-        self._losses.add(task)
-        task.add_done_callback(self._losses.discard)
-
-    async def _lost(self, worker: WorkerHandle) -> None:
+        """Its connection dropped: the worker is gone at once, in this callback (its calls
+        fail, the host forgets its copies), so nothing can be sent to it in between; its
+        replacement follows in a task."""
+        if not worker.alive:
+            return
         worker.alive = False
         self.workers.pop(worker.worker_id, None)
         worker.transport.close()
@@ -253,7 +253,9 @@ class WorkerPool:
             detail={"pid": worker.pid, "lost_requests": lost_requests},
         )
         self._on_lost(worker)
-        await self._replace(worker)
+        task = asyncio.ensure_future(self._replace(worker))
+        self._losses.add(task)
+        task.add_done_callback(self._losses.discard)
 
     async def _replace(self, worker: WorkerHandle) -> None:
         young = time.monotonic() - worker.started_at < YOUNG_DEATH_S

@@ -141,3 +141,25 @@ def test_a_caller_that_gives_up_still_leaves_the_deadline_to_kill_a_stuck_worker
         assert not worker.pending
 
     with_scripted_worker(tmp_path, scenario, load_timeout_s=0.05)
+
+
+def test_a_dropped_connection_reports_its_worker_lost_before_anything_else_runs(
+    tmp_path: Path,
+) -> None:
+    """The host forgets the worker's copies in the same callback that saw the connection drop:
+    a request retried after its worker died went to the same dead copy while the loss waited
+    for its task, died "again" and was answered 500 PoisonRequest (seen in CI)."""
+
+    async def scenario(pool: WorkerPool, worker: WorkerHandle, sock: socket.socket) -> None:
+        lost: list[int] = []
+        pool.attach(on_lost=lambda gone: lost.append(gone.worker_id))
+        call = asyncio.ensure_future(pool.call(worker, Unload("m"), Unloaded, model="m"))
+        await requests_of(sock, 1)
+        worker.transport.get_protocol().connection_lost(None)  # what the loop calls on a drop
+        assert lost == [1] and not worker.alive and 1 not in pool.workers
+        with pytest.raises(WorkerDied):
+            await call
+        with pytest.raises(WorkerDied):
+            await pool.call(worker, Unload("m"), Unloaded, model="m")
+
+    with_scripted_worker(tmp_path, scenario)
