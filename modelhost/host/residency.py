@@ -155,8 +155,11 @@ class Residency:
         live = [worker for worker in self.pool.workers.values() if worker.alive]
         if not live:
             raise Unavailable("no worker is running (they are restarting); retry in a moment")
-        busy = self.loaders | {worker_id for model, worker_id in self.leaving if model == name}
-        return [worker for worker in live if worker.worker_id not in busy]
+        return [
+            worker
+            for worker in live
+            if worker.worker_id not in self.loaders and (name, worker.worker_id) not in self.leaving
+        ]
 
     def release_loader(self, worker: WorkerHandle) -> None:
         self.loaders.discard(worker.worker_id)

@@ -108,7 +108,8 @@ class WorkerPool:
         self._waiting: dict[int, asyncio.Future[WorkerHandle]] = {}
         self._deaths: dict[int, int] = {}
         self._server: asyncio.AbstractServer | None = None
-        self._losses: set[asyncio.Future[None]] = set()  # a task nobody holds may be collected
+        # the replacement tasks under way: a task nobody holds may be collected
+        self._replacements: set[asyncio.Future[None]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         # one timer per kind of call, not one per call (`Deadlines`)
         self._deadlines: dict[type[Request], Deadlines[CallKey]] = {
@@ -254,8 +255,8 @@ class WorkerPool:
         )
         self._on_lost(worker)
         task = asyncio.ensure_future(self._replace(worker))
-        self._losses.add(task)
-        task.add_done_callback(self._losses.discard)
+        self._replacements.add(task)
+        task.add_done_callback(self._replacements.discard)
 
     async def _replace(self, worker: WorkerHandle) -> None:
         young = time.monotonic() - worker.started_at < YOUNG_DEATH_S

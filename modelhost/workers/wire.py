@@ -8,7 +8,6 @@ to write a frame the reader would take for a broken peer.
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import socket
 import struct
@@ -50,14 +49,6 @@ def _lengths(data: bytes | bytearray, offset: int = 0) -> tuple[int, int, int]:
             f"frame header of {header_len} bytes: the peer is not speaking modelhost"
         )
     return request_id, header_len, payload_len
-
-
-async def read_frame(reader: asyncio.StreamReader) -> Frame:
-    """Read one frame; raises `asyncio.IncompleteReadError` when the peer has gone."""
-    request_id, header_len, payload_len = _lengths(await reader.readexactly(PREFIX.size))
-    header = await reader.readexactly(header_len)
-    payload = await reader.readexactly(payload_len) if payload_len else b""
-    return Frame(request_id, header, payload)
 
 
 class FrameBuffer:

@@ -66,10 +66,10 @@ class Worker:
         """Load, answer and unload each model on the threads that will serve (see the
         template's `write_rehearsal_models`), then give the memory back."""
         body = b"[[0, 0, 0, 0]]"
+        item = Item("application/json", "application/json", {}, len(body))
+        infer = Infer("rehearsal", (item,))
         for path in models:
             self._loader.submit(self.load, Load("rehearsal", str(path))).result()
-            item = Item("application/json", "application/json", {}, len(body))
-            infer = Infer("rehearsal", (item,))
             if self._inference is None:
                 self.infer(infer, body)
             else:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import socket
 import threading
 
@@ -18,7 +17,6 @@ from modelhost.workers.wire import (
     FrameBuffer,
     FrameReader,
     encode,
-    read_frame,
 )
 
 headers = st.binary(max_size=300)
@@ -38,18 +36,6 @@ def test_blocking_reader_returns_what_was_sent(
         frame = FrameReader(right).read()
         thread.join()
     assert (frame.request_id, frame.header, frame.payload) == (request_id, header, payload)
-
-
-def test_async_reader_reads_consecutive_frames() -> None:
-    async def scenario() -> list[Frame]:
-        reader = asyncio.StreamReader()
-        reader.feed_data(encode(Frame(1, b"h1", b"abc")) + encode(Frame(2, b"h2")))
-        reader.feed_eof()
-        return [await read_frame(reader), await read_frame(reader)]
-
-    first, second = asyncio.run(scenario())
-    assert (first.request_id, first.header, first.payload) == (1, b"h1", b"abc")
-    assert (second.request_id, second.header, second.payload) == (2, b"h2", b"")
 
 
 def test_blocking_reader_reports_a_closed_peer() -> None:

@@ -7,13 +7,14 @@ cannot lead outside an allowed root), ``s3://bucket/key`` or ``http(s)://host/pa
 from __future__ import annotations
 
 import fnmatch
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse, urlsplit
 
 from modelhost.cache.stores.base import ObjectInfo, Progress, Store, validate_name
-from modelhost.cache.stores.local import LocalStore, path_of, resolved
+from modelhost.cache.stores.local import LocalStore, file_uri, resolved
 from modelhost.errors import ConfigError, Forbidden, InvalidModelName
 from modelhost.urls import redact_url
 
@@ -57,7 +58,7 @@ class Stores:
 
             return HttpStore(uri, self._client("http"))
         if scheme in ("", "file"):
-            return LocalStore(path_of(uri))
+            return LocalStore(Path(resolved(uri)))
         raise ConfigError(
             f"unsupported model store {uri!r}: use s3://, http(s)://, file:// or a path"
         )
@@ -96,9 +97,9 @@ class Stores:
             raise InvalidModelName(
                 f"unsupported URL {redact_url(url)!r}: use s3://, http(s)://, file:// or a path"
             )
-        if scheme == "" and not Path(url).is_absolute():
+        if scheme == "" and not os.path.isabs(url):
             return self.normalize(self.default.url_of(validate_name(url)))
-        return path_of(url).as_uri()
+        return file_uri(resolved(url))
 
     def admit(self, url: str) -> str:
         """The normalized form of a URL given to POST /models, if `allowed_urls` admits it."""

@@ -28,10 +28,6 @@ def resolved(url: str) -> str:
     return os.path.realpath(unquote(parsed.path) if parsed.scheme == "file" else url)
 
 
-def path_of(url: str) -> Path:
-    return Path(resolved(url))
-
-
 def file_uri(path: str) -> str:
     """What Path(path).as_uri() gives, without parsing the path."""
     return "file://" + quote_from_bytes(os.fsencode(path))
