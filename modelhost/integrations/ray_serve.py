@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import os
 import signal
 import socket
 import subprocess
@@ -25,26 +26,35 @@ from typing import Any
 
 import httpx
 
+from modelhost.http.instance import INSTANCE_HEADER
 from modelhost.integrations.routing import target_model
+
+INSTANCE = INSTANCE_HEADER.decode()
 
 HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "host"}
 PR_SET_PDEATHSIG = 1
+# another replica may take the same free port between our look and our server's bind
+PORT_ATTEMPTS = 3
 
 
 class ModelhostReplica:
     """One replica: a modelhost server it started, and the forwarding to it."""
 
     def __init__(self, serve_args: Sequence[str], startup_timeout_s: float = 120.0) -> None:
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.instance_id = f"{_replica_name()}@127.0.0.1:{self.port}"
+        name = _replica_name()
         # "{replica}" in an argument: this replica's name, e.g. a --cache-dir of its own
-        own = [a.replace("{replica}", self.instance_id.split("@")[0]) for a in serve_args]
-        argv = [sys.executable, "-m", "modelhost", "serve", *own]
-        argv += ["--host", "127.0.0.1", "--port", str(self.port), "--instance-id", self.instance_id]
-        self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+        own = [a.replace("{replica}", name) for a in serve_args]
+        for attempt in range(PORT_ATTEMPTS):
+            self.port = _free_port()
+            self.url = f"http://127.0.0.1:{self.port}"
+            self.instance_id = f"{name}@127.0.0.1:{self.port}"
+            self.process = _start_server(own, self.port, self.instance_id)
+            if _wait_ready(self.url, self.instance_id, self.process, startup_timeout_s):
+                break
+            if attempt == PORT_ATTEMPTS - 1:
+                code = self.process.returncode
+                raise RuntimeError(f"modelhost serve exited with {code} before /ping answered")
         self.client = httpx.AsyncClient(base_url=self.url, timeout=None)
-        _wait_ready(self.url, self.process, startup_timeout_s)
 
     async def serves(self, model: str) -> str:
         """Ray's multiplexing calls this the first time this replica gets `model`; modelhost
@@ -134,10 +144,15 @@ def _replica_name() -> str:
     return "ray-replica"
 
 
-def _die_with_parent() -> None:
-    """In the child: SIGTERM when the replica's process dies, so no server outlives its replica
-    (Ray may end a replica without running its __del__)."""
-    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+def _start_server(
+    serve_args: Sequence[str], port: int, instance_id: str
+) -> subprocess.Popen[bytes]:
+    """The server runs through this module's main, which ties its life to this process's. No
+    preexec_fn: that would fork a Ray worker whose gRPC threads abort a forked child, while
+    Popen without one spawns (vfork) and runs no code of the parent's in the child."""
+    argv = [sys.executable, "-m", __name__, str(os.getpid()), "serve", *serve_args]
+    argv += ["--host", "127.0.0.1", "--port", str(port), "--instance-id", instance_id]
+    return subprocess.Popen(argv, stdin=subprocess.DEVNULL)
 
 
 def _free_port() -> int:
@@ -146,13 +161,34 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _wait_ready(url: str, process: subprocess.Popen[bytes], timeout_s: float) -> None:
+def _wait_ready(
+    url: str, instance_id: str, process: subprocess.Popen[bytes], timeout_s: float
+) -> bool:
+    """True once our own server answers /ping (a 200 from whoever else holds the port does not
+    count); False when it exited first, as it does when another process took its port."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"modelhost serve exited with {process.returncode} before /ping")
+            return False
         with contextlib.suppress(httpx.TransportError):
-            if httpx.get(f"{url}/ping", timeout=2).status_code == 200:
-                return
+            answer = httpx.get(f"{url}/ping", timeout=2)
+            if answer.status_code == 200 and answer.headers.get(INSTANCE) == instance_id:
+                return True
         time.sleep(0.1)
+    process.terminate()
     raise RuntimeError(f"modelhost at {url} did not answer /ping in {timeout_s} s")
+
+
+def _serve_with_parent(parent_pid: int, args: list[str]) -> None:
+    """The child's side: SIGTERM when the replica's process dies, so no server outlives its
+    replica (Ray may end a replica without running its __del__)."""
+    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent_pid:  # the replica died before the line above
+        sys.exit("modelhost: the Ray replica that started this server is gone")
+    from modelhost.cli.main import main
+
+    main(args=args)
+
+
+if __name__ == "__main__":
+    _serve_with_parent(int(sys.argv[1]), sys.argv[2:])
