@@ -18,6 +18,7 @@ from modelhost.cache.memory import MemoryTier, State
 from modelhost.host.calls import Invocation, LoadOutcome, Result
 from modelhost.host.invoking import InvokePath
 from modelhost.host.manifests import Manifests
+from modelhost.host.memory_readings import MemoryReadings
 from modelhost.host.registry import Registry
 from modelhost.host.residency import Residency
 from modelhost.host.scaling import Scaling
@@ -55,11 +56,22 @@ class ModelHost:
         self.clock = clock
         self.scheduling = scheduling or SchedulerSettings(response_timeout_s=deadline_s)
         self.manifests = Manifests(events, pinned, max_rows_per_request)
-        self.pss_bytes = pss_bytes or (lambda: server_pss_bytes(pool.pids()))
-        self._pss_off_loop = pss_bytes is None  # /proc takes milliseconds a process to read
+        # /proc takes milliseconds a process to read: off the loop, unless a test gives a reader
+        self.memory_readings = MemoryReadings(
+            pss_bytes or (lambda: server_pss_bytes(pool.pids())), memory, pss_bytes is None
+        )
+        self.memory_readings.last_bytes = memory.baseline_bytes  # the idle server's, at start
         self._filling: set[asyncio.Task[None]] = set()
         self.residency = Residency(
-            pool, memory, disk, events, self.manifests, deadline_s, clock, self.read_pss, self
+            pool,
+            memory,
+            disk,
+            events,
+            self.manifests,
+            deadline_s,
+            clock,
+            self.memory_readings.observe,
+            self,
         )
         self.scaling = Scaling(self.residency, self.scheduling)
         self.registry = Registry(self.residency)
@@ -87,12 +99,6 @@ class ModelHost:
         return self.scaling.copy_arriving(name)
 
     # the calls of the HTTP layer and the upkeep loops -----------------------------------------
-
-    async def read_pss(self) -> int:
-        """The server's PSS, read on a thread so that hits never wait for /proc."""
-        if self._pss_off_loop:
-            return await asyncio.to_thread(self.pss_bytes)
-        return self.pss_bytes()
 
     async def invoke(self, name: str, invocation: Invocation) -> Result:
         return await self.invoke_path.invoke(name, invocation)
@@ -168,7 +174,7 @@ class ModelHost:
             m.budget_bytes,
             m.baseline_bytes,
             m.committed_bytes,
-            self.pss_bytes(),
+            self.memory_readings.last_bytes,
             {state.value: sum(r.state is state for r in residents) for state in State},
             {r.name: r.bytes for r in residents if r.state is State.LOADED},
         )

@@ -66,12 +66,12 @@ class Residency:
         manifests: Manifests,
         deadline_s: float,
         clock: Callable[[], float],
-        read_pss: Callable[[], Awaitable[int]],
+        observe_memory: Callable[[], Awaitable[None]],
         neighbours: Neighbours,
     ) -> None:
         self.pool, self.memory, self.disk, self.events = pool, memory, disk, events
         self.neighbours = neighbours
-        self.read_pss = read_pss  # the whole server's memory as the OS measures it
+        self.observe_memory = observe_memory  # folds the server's real PSS into the tier
         self.manifests = manifests
         self.deadline_s = deadline_s
         self.clock = clock
@@ -207,7 +207,7 @@ class Residency:
         """Reserve `size` for `name`, unloading victims first; the new record, loading."""
         if not self.memory.fits_ever(size):
             raise InsufficientMemory(self._never_fits(name, size))
-        self.memory.observe(await self.read_pss())
+        await self.observe_memory()
         await self.neighbours.shed_copies(
             self.memory.committed_bytes + size - self.memory.budget_bytes
         )

@@ -16,7 +16,7 @@ async def watch_memory(host: ModelHost) -> None:
     """Follow the server's real PSS: fold drift into the baseline, evict if over budget."""
     while True:
         await asyncio.sleep(MEMORY_WATCH_INTERVAL_S)
-        host.memory.observe(await host.read_pss())
+        await host.memory_readings.observe()
         await host.relieve_pressure()
 
 

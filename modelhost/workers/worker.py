@@ -6,6 +6,7 @@ its own threads, so loading a model never stalls inference of the models already
 
 from __future__ import annotations
 
+import gc
 import os
 import socket
 import threading
@@ -130,6 +131,7 @@ class Worker:
         load_ms = (time.perf_counter() - started) * 1000
         peak = max(0, rss_and_peak_bytes()[1] - rss_before)  # unpickling's buffers, at their most
         footprint = max(0, settled_memory() - before)
+        return_memory_to_os()  # unpickling's buffers: else they stay in the heap, and in the PSS
         return Loaded(
             footprint, load_ms, handler.batches, handler.reads_artifact, peak, handler.pure
         )
@@ -146,7 +148,9 @@ class Worker:
             raise ModelNotLoaded(f"model {request.model} is not loaded in worker {self.worker_id}")
         handler.close()
         del handler
-        return Unloaded(max(0, before - settled_memory()))
+        freed = max(0, before - settled_memory())
+        return_memory_to_os()
+        return Unloaded(freed)
 
     def infer(self, request: Infer, payload: bytes) -> tuple[Answered, bytes]:
         """Answer a batch: one request per item, their bodies back to back in the payload."""
@@ -162,14 +166,18 @@ class Worker:
 
 
 def settled_memory() -> int:
-    """The worker's memory once freed memory is given back (garbage of a load, and of inference
-    on other threads, must not count as a model's): the bytes in live allocations where the C
-    library can say, else the PSS. Allocations do not move with the heap's state: a load that
-    fills the holes of earlier unloads grows the PSS less than it allocates, and those holes are
-    the baseline's, not the model's (the memory watch reconciles them with the real PSS)."""
-    return_memory_to_os()
+    """The worker's memory once garbage is collected (garbage of a load, and of inference on other
+    threads, must not count as a model's): the bytes in live allocations where the C library can
+    say, else the PSS once freed memory is given back. Allocations do not move with the heap's
+    state: a load that fills the holes of earlier unloads grows the PSS less than it allocates,
+    and those holes are the baseline's, not the model's (the memory watch reconciles them with
+    the real PSS). The template froze its objects, so a collection sees only the models'."""
+    gc.collect()
     allocated = allocated_bytes()
-    return pss_bytes() if allocated is None else allocated
+    if allocated is not None:
+        return allocated
+    return_memory_to_os()
+    return pss_bytes()
 
 
 def split_requests(items: tuple[Item, ...], payload: bytes) -> Iterator[InferRequest]:

@@ -1,0 +1,79 @@
+"""The server's PSS is read at a bounded rate: concurrent callers share one reading, a fresh one
+serves later callers, and each is set against the records of the moment it was taken."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from modelhost.cache.memory import MemoryTier
+from modelhost.host.memory_readings import FRESH_S, MemoryReadings
+
+MiB = 2**20
+
+
+class SlowReader:
+    """A PSS reader that counts its calls and blocks until released, as /proc does for ms."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+        self.calls = 0
+        self.release = threading.Event()
+
+    def __call__(self) -> int:
+        self.calls += 1
+        self.release.wait(5)
+        return self.value
+
+
+def test_misses_at_once_share_one_reading() -> None:
+    memory = MemoryTier(1000 * MiB, 100 * MiB)
+    reader = SlowReader(150 * MiB)
+    readings = MemoryReadings(reader, memory, off_loop=True)
+
+    async def scenario() -> None:
+        callers = [asyncio.ensure_future(readings.observe()) for _ in range(16)]
+        await asyncio.sleep(0.05)
+        reader.release.set()
+        await asyncio.gather(*callers)
+
+    asyncio.run(scenario())
+    assert reader.calls == 1
+    assert memory.baseline_bytes == 150 * MiB  # nothing loaded: all of it is the baseline
+    assert readings.last_bytes == 150 * MiB
+
+
+def test_a_fresh_reading_serves_and_a_stale_one_is_taken_again() -> None:
+    memory = MemoryTier(1000 * MiB, 100 * MiB)
+    reader = SlowReader(120 * MiB)
+    reader.release.set()
+    now = [1000.0]
+    readings = MemoryReadings(reader, memory, off_loop=False, clock=lambda: now[0])
+
+    asyncio.run(readings.observe())
+    now[0] += FRESH_S / 2
+    asyncio.run(readings.observe())
+    assert reader.calls == 1
+    now[0] += FRESH_S
+    reader.value = 130 * MiB
+    asyncio.run(readings.observe())
+    assert reader.calls == 2
+    assert memory.baseline_bytes == 130 * MiB
+
+
+def test_a_reading_is_set_against_the_records_when_it_completes() -> None:
+    """A model loaded while the reading ran is part of what the reading explains."""
+    memory = MemoryTier(1000 * MiB, 100 * MiB)
+    reader = SlowReader(180 * MiB)
+    readings = MemoryReadings(reader, memory, off_loop=True)
+
+    async def scenario() -> None:
+        observing = asyncio.ensure_future(readings.observe())
+        await asyncio.sleep(0.05)
+        assert memory.reserve("m", 80 * MiB) == []
+        memory.mark_loaded("m", 1, 80 * MiB, 5.0)
+        reader.release.set()
+        await observing
+
+    asyncio.run(scenario())
+    assert memory.baseline_bytes == 100 * MiB
