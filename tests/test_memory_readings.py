@@ -77,3 +77,25 @@ def test_a_reading_is_set_against_the_records_when_it_completes() -> None:
 
     asyncio.run(scenario())
     assert memory.baseline_bytes == 100 * MiB
+
+
+def test_a_reading_that_saw_memory_given_back_meanwhile_is_set_aside() -> None:
+    """Under churn something always loads, so the baseline may only grow: a reading that still
+    held a model unloaded before it completed would raise it by that model for good."""
+    memory = MemoryTier(1000 * MiB, 100 * MiB)
+    assert memory.reserve("leaving", 80 * MiB) == []
+    memory.mark_loaded("leaving", 1, 80 * MiB, 5.0)
+    assert memory.reserve("loading", 50 * MiB) == []  # in motion: the baseline may only grow
+    reader = SlowReader(180 * MiB)  # taken while "leaving" was still in the worker
+    readings = MemoryReadings(reader, memory, off_loop=True)
+
+    async def scenario() -> None:
+        observing = asyncio.ensure_future(readings.observe())
+        await asyncio.sleep(0.05)
+        memory.begin_unload("leaving")
+        memory.remove("leaving")
+        reader.release.set()
+        await observing
+
+    asyncio.run(scenario())
+    assert memory.baseline_bytes == 100 * MiB

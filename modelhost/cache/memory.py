@@ -79,6 +79,7 @@ class MemoryTier:
         self.admission = admission
         self.min_residency_s = min_residency_s
         self.residents: dict[str, Resident] = {}
+        self.releases = 0  # how many times records gave bytes back (see `observe`)
         # requests waiting for a model's load: it serves them before it can be a victim
         self.awaited: Counter[str] = Counter()
 
@@ -112,12 +113,17 @@ class MemoryTier:
         self.residents[name] = Resident(name, size_bytes, pinned, last_used=self.clock())
         return victims
 
-    def observe(self, real_bytes: int) -> None:
+    def observe(self, real_bytes: int, releases_before: int | None = None) -> None:
         """Fold the server's measured PSS into the baseline: what the models do not explain.
 
         While anything is loading or unloading the figure is in motion, so the baseline may only
-        grow then; once all is settled it follows the measurement both ways.
+        grow then; once all is settled it follows the measurement both ways. A reading takes
+        milliseconds: if a record gave bytes back meanwhile (`releases_before`, the count when
+        it began), the reading may hold memory the records no longer explain, and would raise
+        the baseline by it for good under churn, so it is set aside.
         """
+        if releases_before is not None and releases_before != self.releases:
+            return
         settled = all(r.state is State.LOADED for r in self.residents.values())
         unexplained = max(0, real_bytes - sum(r.bytes for r in self.residents.values()))
         self.baseline_bytes = unexplained if settled else max(self.baseline_bytes, unexplained)
@@ -161,6 +167,7 @@ class MemoryTier:
     def mark_loaded(self, name: str, worker_id: int, footprint_bytes: int, load_ms: float) -> None:
         resident = self.residents[name]
         resident.state, resident.workers = State.LOADED, [worker_id]
+        self.releases += footprint_bytes < resident.bytes  # a load's reservation shrinks to it
         resident.bytes = resident.footprint = footprint_bytes
         resident.loaded_at, resident.load_ms = time.time(), load_ms
         resident.loaded_at_s = resident.last_used = self.clock()
@@ -173,10 +180,10 @@ class MemoryTier:
         resident.bytes += resident.footprint
         return True
 
-    @staticmethod
-    def release_copy(resident: Resident) -> None:
+    def release_copy(self, resident: Resident) -> None:
         """Give back a reserved copy's bytes (it failed to load, or was unloaded)."""
         resident.bytes -= resident.footprint
+        self.releases += 1
 
     def begin_unload(self, name: str) -> Resident:
         resident = self.residents[name]
@@ -184,6 +191,7 @@ class MemoryTier:
         return resident
 
     def remove(self, name: str) -> Resident | None:
+        self.releases += 1
         return self.residents.pop(name, None)
 
     def overflow_victims(self) -> list[Resident]:

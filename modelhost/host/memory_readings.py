@@ -5,8 +5,8 @@ ten forests, three processes a reading. Under churn every miss asked for one bef
 (a fifth of the server's core went to it, `docs/performance.md`), so concurrent callers now share
 the reading in flight, and a reading younger than `FRESH_S` serves every caller. Each reading is
 folded into the tier (`MemoryTier.observe`) the moment it completes, against the records of that
-moment: an old figure set against today's records would count a model unloaded since as
-baseline.
+moment, and only if no record gave bytes back while it was read: a figure set against records
+that have since shrunk would count a model gone as baseline.
 """
 
 from __future__ import annotations
@@ -44,10 +44,10 @@ class MemoryReadings:
         await asyncio.shield(self._in_flight)
 
     async def _take(self) -> None:
-        started = self._clock()
+        started, releases = self._clock(), self._memory.releases
         try:
             reading = await asyncio.to_thread(self._read) if self._off_loop else self._read()
-            self._memory.observe(reading)
+            self._memory.observe(reading, releases)
             self.last_bytes, self._taken_at = reading, started
         finally:
             self._in_flight = None
