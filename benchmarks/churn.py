@@ -208,7 +208,9 @@ def sampled(server: Any, coroutine: Any) -> Run:
 
 
 def alone_footprints(store: Path, which: dict[str, int], work: Path, args: Any) -> dict[str, Any]:
-    """Each forest loaded alone in a fresh server (one at a time), and the idle baseline."""
+    """Each forest loaded alone in a fresh server (one at a time): its footprint and what its
+    load reserves while unpickling; the idle baseline before, and once every forest has been
+    loaded and unloaded (the server's first uses grow it by a few MB, for good)."""
     import httpx
 
     from modelhost import testing
@@ -217,12 +219,33 @@ def alone_footprints(store: Path, which: dict[str, int], work: Path, args: Any) 
     serve = testing.serve_args(store, work / "alone-cache", workers=args.workers)
     with testing.RunningServer([*serve, "--memory-budget", "8GiB"], work) as server:
         baseline = httpx.get(f"{server.url}/stats").json()["memory"]["baselineBytes"]
-        footprints = {}
+        footprints, reserves = {}, {}
         for forest, name in sorted(first.items()):
             httpx.post(f"{server.url}/models/{name}/invoke", json=ROWS, timeout=120)
             described = httpx.get(f"{server.url}/models/{name}").json()
             footprints[forest] = int(described["memoryBytes"])
-    return {"baseline": int(baseline), "footprints": footprints}
+            reserves[forest] = int(described["loadReserveBytes"])
+        for name in first.values():
+            httpx.delete(f"{server.url}/models/{name}", timeout=120)
+        time.sleep(2.5)  # the memory watch's next readings, once nothing is loaded
+        warm = httpx.get(f"{server.url}/stats").json()["memory"]["baselineBytes"]
+    return {
+        "baseline": int(baseline),
+        "baseline_warm": int(warm),
+        "footprints": footprints,
+        "reserves": reserves,
+    }
+
+
+def budget_of(alone: dict[str, Any], args: Any) -> int:
+    """Room for `args.room` of the largest forest; with load headroom, beside the served
+    server's baseline and what each worker's load in flight needs above a footprint (the floor's
+    LRU holds its room and loads one more beyond it, unbudgeted)."""
+    footprint = max(alone["footprints"].values())
+    if not args.load_headroom:
+        return alone["baseline"] + args.room * footprint
+    transient = max(alone["reserves"].values()) - footprint
+    return alone["baseline_warm"] + args.room * footprint + args.workers * transient
 
 
 def run_modelhost(store: Path, which: dict[str, int], truth: list[Any], args: Any) -> dict:
@@ -231,7 +254,7 @@ def run_modelhost(store: Path, which: dict[str, int], truth: list[Any], args: An
     work = Path(tempfile.mkdtemp(prefix="churn-"))
     alone = alone_footprints(store, which, work, args)
     footprint = max(alone["footprints"].values())
-    budget = alone["baseline"] + args.room * footprint
+    budget = budget_of(alone, args)
     serve = testing.serve_args(
         store, work / "cache", workers=args.workers, memory_budget=budget
     ) + list(args.serve_arg)
@@ -257,6 +280,9 @@ def run_modelhost(store: Path, which: dict[str, int], truth: list[Any], args: An
         "evict_ms_p99": _percentile(evict_ms(log), 99),
         "stats_medians": stats.medians(),
         "baseline_alone_bytes": alone["baseline"],
+        "baseline_served_bytes": alone["baseline_warm"],
+        "load_reserve_bytes": max(alone["reserves"].values()),
+        "footprint_bytes": footprint,
         "simulated": simulated(run, footprint, args.room),
     }
 
@@ -338,6 +364,13 @@ def main() -> None:
     parser.add_argument("--server-cpus", default="0", help="taskset list for servers ('' none)")
     parser.add_argument("--client-cpus", default="1", help="CPUs for the clients ('' none)")
     parser.add_argument("--skip-floor", action="store_true")
+    parser.add_argument(
+        "--load-headroom",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="budget the room beside the served baseline plus each worker's load in flight "
+        "(--no-load-headroom: beside the fresh server's baseline alone, as before)",
+    )
     add_serve_arg(parser)
     args = parser.parse_args()
 
@@ -379,7 +412,9 @@ def report(results: dict[str, Any]) -> str:
         f"hits' Server-Timing p50: queue {mh.get('hit_queue_p50_ms')} ms, "
         f"infer {mh.get('hit_infer_p50_ms')} ms",
         f"simulate's hit ratio on modelhost's trace: {mh['simulated']}",
-        f"idle baseline alone {mh['baseline_alone_bytes']}; medians during the run "
+        f"idle baseline alone {mh['baseline_alone_bytes']}, once served "
+        f"{mh['baseline_served_bytes']}; footprint {mh['footprint_bytes']}, a load reserves "
+        f"{mh['load_reserve_bytes']}; medians during the run "
         f"(GET /stats): {mh['stats_medians']}",
     ]
     return "\n".join(lines)

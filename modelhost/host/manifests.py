@@ -57,9 +57,14 @@ class Manifests:
         declared = self.of(name).memory_bytes
         if declared is not None:
             return declared
-        if name in self.footprints:
-            return max(self.footprints[name], self.peaks.get(name, 0))
-        return estimate_footprint(artifact.bytes)
+        known = self.known_reservation(name)
+        return estimate_footprint(artifact.bytes) if known is None else known
+
+    def known_reservation(self, name: str) -> int | None:
+        """What a load of `name` reserves once a load of it has been measured."""
+        if name not in self.footprints:
+            return None
+        return max(self.footprints[name], self.peaks.get(name, 0))
 
     def measured(self, name: str, loaded: Loaded) -> int:
         """Record what a load measured (footprint, peak, a pure handler); what the model is

@@ -206,6 +206,7 @@ class ModelHost:
             last_used=last_used,
             loaded_at=resident.loaded_at if resident else None,
             load_ms=resident.load_ms if resident else None,
+            load_reserve_bytes=self.manifests.known_reservation(name),
             events=tuple(self.events.for_model(name)),
         )
 

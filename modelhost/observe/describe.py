@@ -37,6 +37,7 @@ def model_description(model: ModelStatistics) -> dict[str, Any]:
         "lastUsed": iso_time(model.last_used),
         "loadedAt": iso_time(model.loaded_at),
         "loadTimeMs": round(model.load_ms, 2) if model.load_ms else None,
+        "loadReserveBytes": model.load_reserve_bytes,
         "events": [_event(event) for event in model.events],
     }
 

@@ -82,4 +82,6 @@ class ModelStatistics:
     last_used: float | None  # epoch seconds
     loaded_at: float | None  # epoch seconds
     load_ms: float | None
+    # what its next load reserves while it runs: its footprint, or more if unpickling needed more
+    load_reserve_bytes: int | None
     events: tuple[Event, ...]

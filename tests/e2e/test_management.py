@@ -51,6 +51,7 @@ def test_describe_gives_state_sizes_workers_hits_and_events(client: httpx.Client
     assert described["state"] == "loaded"
     assert described["memoryBytes"] > 0 and described["diskBytes"] > 0
     assert described["hits"] >= 1 and described["lastUsed"] and described["loadTimeMs"] > 0
+    assert described["loadReserveBytes"] >= described["memoryBytes"]  # what its next load holds
     assert len(described["workers"]) == 1 and described["workers"][0]["pid"] > 0
     assert any(event["kind"] == "load" for event in described["events"])
 
