@@ -246,7 +246,8 @@ def build_host(
         ),
         max_rows_per_request=config.max_rows_per_request,
     )
-    pool.attach(on_lost=host.residency.worker_lost)  # the pool started first, for the baseline
+    # the pool started first, for the baseline
+    pool.attach(on_lost=host.residency.worker_lost, on_joined=host.residency.notify)
     disk.attach(in_use=host.residency.needs_artifact)
     return host
 

@@ -78,15 +78,17 @@ class FakePool:
         self.violations: list[str] = []
         self.pure = False  # what loads say of their handler
         self._on_lost: Any = lambda worker: None
+        self._on_joined: Any = lambda: None
         for _ in range(size):
             self.spawn()
 
-    def attach(self, on_lost: Any) -> None:
-        self._on_lost = on_lost
+    def attach(self, on_lost: Any, on_joined: Any) -> None:
+        self._on_lost, self._on_joined = on_lost, on_joined
 
     def spawn(self) -> None:
         worker = FakeWorker(next(self._ids))
         self.workers[worker.worker_id] = worker
+        self._on_joined()
 
     def pids(self) -> list[int]:
         return []
@@ -205,7 +207,9 @@ class Interleavings(RuleBasedStateMachine):
             scheduling=scheduling,
             pss_bytes=lambda: sum(r.bytes for r in self.memory),
         )
-        self.pool.attach(on_lost=self.host.residency.worker_lost)  # as the composition root does
+        self.pool.attach(
+            on_lost=self.host.residency.worker_lost, on_joined=self.host.residency.notify
+        )  # as the composition root does
         self.requests: list[asyncio.Task[Any]] = []
         self.chores: list[asyncio.Task[Any]] = []
 

@@ -19,7 +19,7 @@ from test_host_interleavings import (
 
 from modelhost.cache.memory import MemoryTier, State
 from modelhost.cache.policy import CostAwarePolicy, EvictionPolicy, LRUPolicy
-from modelhost.errors import ModelNotFound, PoisonRequest, WorkerDied
+from modelhost.errors import ModelNotFound, PoisonRequest, Unavailable, WorkerDied
 from modelhost.host import Invocation, ModelHost
 from modelhost.host.manifests import estimate_footprint
 from modelhost.manifest import Manifest
@@ -168,7 +168,7 @@ def host_with(
     )
     host.manifests.manifests.update(manifests)
     host.manifests.read = lambda name, artifact: host.manifests.of(name)  # type: ignore[method-assign]
-    pool.attach(on_lost=host.residency.worker_lost)
+    pool.attach(on_lost=host.residency.worker_lost, on_joined=host.residency.notify)
     return host
 
 
@@ -243,3 +243,29 @@ def test_a_name_the_store_does_not_have_leaves_no_history(tmp_path: Path) -> Non
             asyncio.run(invoke_once(host, f"made-up/{i}.joblib"))
     assert seen == ["failure"] * 100
     assert events.models_with_events() == 0
+
+
+def test_a_load_while_every_worker_is_down_waits_for_the_first_replacement(tmp_path: Path) -> None:
+    """While the template restarts, every worker can be down for a moment: a load waits for the
+    first one back instead of answering 503 at once (a fault run lost 120 requests so)."""
+    pool = AnsweringPool(1)
+    host = host_with(pool, tmp_path, {})
+    pool.workers.pop(1).alive = False
+
+    async def scenario() -> bytes:
+        loading = asyncio.ensure_future(invoke_once(host, "a"))
+        await asyncio.sleep(0.05)
+        assert not loading.done()
+        pool.spawn()
+        return await loading
+
+    assert asyncio.run(scenario()) == b"ok"
+
+
+def test_a_load_gives_up_on_workers_that_stay_down_at_its_deadline(tmp_path: Path) -> None:
+    pool = AnsweringPool(1)
+    host = host_with(pool, tmp_path, {})
+    host.residency.deadline_s = 0.05
+    pool.workers.pop(1).alive = False
+    with pytest.raises(Unavailable, match="no worker is running"):
+        asyncio.run(invoke_once(host, "a"))

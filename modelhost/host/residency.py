@@ -145,19 +145,32 @@ class Residency:
 
     async def claim_loader(self, name: str) -> WorkerHandle:
         """The least loaded live worker with no load under way and no copy of `name` still
-        leaving it (a copy that arrived after its model had gone), once there is one."""
-        await self.until(lambda: bool(self._free_loaders(name)))
-        worker = least_loaded(self._free_loaders(name), self.memory)
+        leaving it (a copy that arrived after its model had gone), once there is one. While
+        every worker is down (the template restarting), wait for one until the deadline."""
+        while not (free := self._free_loaders(name)):
+            if not self._live_workers():
+                await self._a_worker_joins()
+            else:
+                await self._changed.wait()
+        worker = least_loaded(free, self.memory)
         self.loaders.add(worker.worker_id)
         return worker
 
+    def _live_workers(self) -> list[WorkerHandle]:
+        return [worker for worker in self.pool.workers.values() if worker.alive]
+
+    async def _a_worker_joins(self) -> None:
+        try:
+            await asyncio.wait_for(self.until(lambda: bool(self._live_workers())), self.deadline_s)
+        except asyncio.TimeoutError:
+            raise Unavailable(
+                "no worker is running (they are restarting); retry in a moment"
+            ) from None
+
     def _free_loaders(self, name: str) -> list[WorkerHandle]:
-        live = [worker for worker in self.pool.workers.values() if worker.alive]
-        if not live:
-            raise Unavailable("no worker is running (they are restarting); retry in a moment")
         return [
             worker
-            for worker in live
+            for worker in self._live_workers()
             if worker.worker_id not in self.loaders and (name, worker.worker_id) not in self.leaving
         ]
 

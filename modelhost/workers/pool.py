@@ -103,6 +103,7 @@ class WorkerPool:
         self.events = events
         self.workers: dict[int, WorkerHandle] = {}
         self._on_lost: LostCallback = lambda worker: None  # until `attach`
+        self._on_joined: Callable[[], None] = lambda: None
         self._worker_ids = itertools.count(1)
         self._request_ids = itertools.count(1)
         self._waiting: dict[int, asyncio.Future[WorkerHandle]] = {}
@@ -124,10 +125,11 @@ class WorkerPool:
         self._supervisor: asyncio.Task[None] | None = None
         self._closing = False
 
-    def attach(self, on_lost: LostCallback) -> None:
-        """Tell `on_lost` of each worker that dies (before it is replaced). Called once by the
-        composition root, when the host exists: the pool starts first, to measure the baseline."""
-        self._on_lost = on_lost
+    def attach(self, on_lost: LostCallback, on_joined: Callable[[], None]) -> None:
+        """Tell `on_lost` of each worker that dies (before it is replaced), and `on_joined` when
+        a worker is ready. Called once by the composition root, when the host exists: the pool
+        starts first, to measure the baseline."""
+        self._on_lost, self._on_joined = on_lost, on_joined
 
     async def startup(self) -> None:
         loop = self._loop = asyncio.get_running_loop()
@@ -221,6 +223,7 @@ class WorkerPool:
         waiter = self._waiting.get(worker.worker_id)
         if waiter is not None and not waiter.done():
             waiter.set_result(worker)
+        self._on_joined()
         return worker
 
     def _reply(self, worker: WorkerHandle, frame: Frame) -> None:

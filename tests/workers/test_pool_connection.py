@@ -152,7 +152,7 @@ def test_a_dropped_connection_reports_its_worker_lost_before_anything_else_runs(
 
     async def scenario(pool: WorkerPool, worker: WorkerHandle, sock: socket.socket) -> None:
         lost: list[int] = []
-        pool.attach(on_lost=lambda gone: lost.append(gone.worker_id))
+        pool.attach(on_lost=lambda gone: lost.append(gone.worker_id), on_joined=lambda: None)
         call = asyncio.ensure_future(pool.call(worker, Unload("m"), Unloaded, model="m"))
         await requests_of(sock, 1)
         worker.transport.get_protocol().connection_lost(None)  # what the loop calls on a drop
