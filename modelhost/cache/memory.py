@@ -113,7 +113,7 @@ class MemoryTier:
         self.residents[name] = Resident(name, size_bytes, pinned, last_used=self.clock())
         return victims
 
-    def observe(self, real_bytes: int, releases_before: int | None = None) -> None:
+    def observe(self, real_bytes: int, releases_before: int) -> None:
         """Fold the server's measured PSS into the baseline: what the models do not explain.
 
         While anything is loading or unloading the figure is in motion, so the baseline may only
@@ -122,7 +122,7 @@ class MemoryTier:
         it began), the reading may hold memory the records no longer explain, and would raise
         the baseline by it for good under churn, so it is set aside.
         """
-        if releases_before is not None and releases_before != self.releases:
+        if releases_before != self.releases:
             return
         settled = all(r.state is State.LOADED for r in self.residents.values())
         unexplained = max(0, real_bytes - sum(r.bytes for r in self.residents.values()))

@@ -31,7 +31,7 @@ class MemoryReadings:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._read, self._memory, self._off_loop, self._clock = read, memory, off_loop, clock
-        self.last_bytes = 0  # the latest reading, for statistics
+        self.last_bytes = memory.baseline_bytes  # the latest reading (at first, the idle server's)
         self._taken_at = -FRESH_S
         self._in_flight: asyncio.Future[None] | None = None
 

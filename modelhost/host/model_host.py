@@ -60,7 +60,6 @@ class ModelHost:
         self.memory_readings = MemoryReadings(
             pss_bytes or (lambda: server_pss_bytes(pool.pids())), memory, pss_bytes is None
         )
-        self.memory_readings.last_bytes = memory.baseline_bytes  # the idle server's, at start
         self._filling: set[asyncio.Task[None]] = set()
         self.residency = Residency(
             pool,

@@ -35,8 +35,13 @@ def server_pss_bytes(child_pids: Iterable[int]) -> int:
 
 
 def return_memory_to_os() -> None:
-    """Collect garbage, then ask glibc to give freed heap pages back (a no-op elsewhere)."""
+    """Collect garbage, then give freed heap pages back."""
     gc.collect()
+    trim_heap()
+
+
+def trim_heap() -> None:
+    """Ask glibc to give freed heap pages back (a no-op elsewhere)."""
     trim = malloc_trim()
     if trim is not None:
         trim(0)

@@ -23,6 +23,7 @@ from modelhost.records.memory import (
     reset_peak_rss,
     return_memory_to_os,
     rss_and_peak_bytes,
+    trim_heap,
 )
 from modelhost.workers.handlers.base import Handler, InferReply, InferRequest
 from modelhost.workers.messages import (
@@ -131,7 +132,7 @@ class Worker:
         load_ms = (time.perf_counter() - started) * 1000
         peak = max(0, rss_and_peak_bytes()[1] - rss_before)  # unpickling's buffers, at their most
         footprint = max(0, settled_memory() - before)
-        return_memory_to_os()  # unpickling's buffers: else they stay in the heap, and in the PSS
+        trim_heap()  # unpickling's buffers: else they stay in the heap, and in the PSS
         return Loaded(
             footprint, load_ms, handler.batches, handler.reads_artifact, peak, handler.pure
         )
@@ -149,7 +150,7 @@ class Worker:
         handler.close()
         del handler
         freed = max(0, before - settled_memory())
-        return_memory_to_os()
+        trim_heap()
         return Unloaded(freed)
 
     def infer(self, request: Infer, payload: bytes) -> tuple[Answered, bytes]:
@@ -176,7 +177,7 @@ def settled_memory() -> int:
     allocated = allocated_bytes()
     if allocated is not None:
         return allocated
-    return_memory_to_os()
+    trim_heap()
     return pss_bytes()
 
 
