@@ -178,6 +178,9 @@ class FakeDisk:
     def revalidation_due(self, name: str) -> bool:
         return False
 
+    def offer_fast_copy(self, artifact: Artifact) -> None:
+        return None  # fast copies are the disk tier's and the worker's (tests/cache, e2e)
+
     def delete(self, name: str, reason: str) -> None:
         self.artifacts.pop(name, None)
 

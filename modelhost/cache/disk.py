@@ -32,8 +32,9 @@ from typing import Any
 from urllib.parse import quote
 
 from modelhost.cache.download import DownloadPolicy, download
+from modelhost.cache.fast_copies import FOLDER, FastCopies, Offer, identity
 from modelhost.cache.missing import MissingUrls
-from modelhost.cache.pickles import refuse_pickles
+from modelhost.cache.pickles import PICKLE_SUFFIXES, refuse_pickles
 from modelhost.cache.stores import ObjectInfo, Store, Stores
 from modelhost.cache.stores.base import is_disk_full
 from modelhost.cache.unpack import is_archive, unpack_archive
@@ -46,6 +47,7 @@ ENTRY_FILE = "modelhost-entry.json"
 UNPACK_STEP_BYTES = 32 * 2**20  # room is made for an unpacking archive this much at a time
 RECORD_SPARE_BYTES = 256  # in the record's reservation, for the ETag and times not known yet
 MAX_ENTRY_NAME = 200
+FAST = {"fast_copy": True}  # the detail of a fast copy's delete event
 
 
 @dataclass(eq=False)
@@ -125,6 +127,7 @@ class DiskTier:
         self._reservations: set[Reservation] = set()
         self._download_slots = asyncio.Semaphore(stores.settings.max_concurrent_downloads)
         self.missing = MissingUrls()
+        self.fast_copies = FastCopies(cache_dir / FOLDER)
 
     def attach(self, in_use: Callable[[str], bool]) -> None:
         """Keep the files of each model `in_use` says must stay (it is loading, or its runtime may
@@ -135,11 +138,12 @@ class DiskTier:
     @property
     def used_bytes(self) -> int:
         cached = sum(a.bytes for a in self.artifacts.values() if a.entry)
-        return cached + sum(r.bytes for r in self._reservations)
+        return cached + sum(r.bytes for r in self._reservations) + self.fast_copies.bytes
 
     def rebuild(self) -> None:
         """Take back the entries of a previous run; drop half-built ones."""
         self.entries_dir.mkdir(parents=True, exist_ok=True)
+        self.fast_copies.reset()
         for folder in self.entries_dir.iterdir():
             artifact = None if folder.name.startswith(".tmp-") else read_entry(folder)
             if artifact is None:
@@ -185,6 +189,20 @@ class DiskTier:
             if local is None:  # a remote store: asking again costs a request
                 self.missing.remember(url, error)
             raise
+
+    def offer_fast_copy(self, artifact: Artifact) -> Offer | None:
+        """For a load of `artifact`: its fast copy to read, or free room to write one (see
+        fast_copies). Not for a folder of a local store: a file rewritten inside it leaves the
+        folder's identity as it was."""
+        path = artifact.path
+        if artifact.entry is None and not path.name.lower().endswith(PICKLE_SUFFIXES):
+            return None
+        try:
+            key = identity(artifact.source, artifact.etag, path)
+        except OSError:  # gone since it was materialized: the load will say so
+            return None
+        free = self.budget_bytes - self.used_bytes
+        return self.fast_copies.offer(artifact.name, key, artifact.bytes, free)
 
     def revalidation_due(self, name: str) -> bool:
         artifact = self.artifacts.get(name)
@@ -330,7 +348,8 @@ class DiskTier:
         up to `wanted` where that fits without deleting any."""
         if minimum <= reservation.bytes:
             return
-        held = self.used_bytes - sum(a.bytes for a in self._deletable()) - reservation.bytes
+        deletable = sum(a.bytes for a in self._deletable()) + self._fast_copy_bytes()
+        held = self.used_bytes - deletable - reservation.bytes
         room = self.budget_bytes - held
         if room < minimum:
             raise InsufficientDisk(
@@ -343,17 +362,34 @@ class DiskTier:
         self._free(target - reservation.bytes)
         reservation.bytes = target
 
+    def _fast_copy_bytes(self) -> int:
+        return sum(copy.bytes for copy in self.fast_copies.copies.values())
+
     def _free(self, extra: int) -> None:
-        """Delete least recently used entries until `extra` more bytes fit the budget."""
+        """Delete fast copies, then least recently used entries, until `extra` more bytes fit
+        the budget."""
+        for name in sorted(self.fast_copies.copies, key=self._last_used):
+            if self.used_bytes + extra <= self.budget_bytes:
+                return
+            freed = self.fast_copies.drop(name)
+            self.events.emit("delete", name, bytes=freed, reason="disk_budget", detail=FAST)
         for victim in sorted(self._deletable(), key=lambda a: a.last_used):
             if self.used_bytes + extra <= self.budget_bytes:
                 return
             self.delete(victim.name, reason="disk_budget")
 
+    def _last_used(self, name: str) -> float:
+        artifact = self.artifacts.get(name)
+        return artifact.last_used if artifact else 0.0
+
     def _deletable(self) -> list[Artifact]:
         return [a for a in self.artifacts.values() if a.entry and not self._in_use(a.name)]
 
     def delete(self, name: str, reason: str) -> None:
+        """Delete `name`'s entry (an artifact read in place stays) and its fast copy."""
+        freed = self.fast_copies.drop(name)
+        if freed:
+            self.events.emit("delete", name, bytes=freed, reason=reason, detail=FAST)
         artifact = self.artifacts.pop(name, None)
         if artifact is not None and artifact.entry is not None:
             shutil.rmtree(artifact.entry, ignore_errors=True)

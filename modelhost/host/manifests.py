@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from modelhost.cache.disk import Artifact
+from modelhost.cache.fast_copies import Offer
 from modelhost.errors import ModelLoadError
 from modelhost.manifest import NO_MANIFEST, Manifest, manifest_root, read_manifest
 from modelhost.records.events import EventLog
@@ -74,8 +75,14 @@ class Manifests:
         (self.pure.add if loaded.pure else self.pure.discard)(name)
         return footprint
 
-    def load_request(self, name: str, artifact: Artifact) -> Load:
-        """The worker's load request: the artifact, and what the manifest tells the worker."""
+    def plain(self, name: str) -> bool:
+        """Its manifest chooses neither handler nor model file: a fast copy may stand in."""
+        manifest = self.of(name)
+        return not (manifest.handler or manifest.model_file)
+
+    def load_request(self, name: str, artifact: Artifact, fast_copy: Offer | None = None) -> Load:
+        """The worker's load request: the artifact, what the manifest tells the worker, and the
+        fast copy to read or write."""
         manifest, path = self.of(name), str(artifact.path)
         says = manifest.handler or manifest.model_file or manifest.warmup
         root = str(manifest_root(artifact.path)) if says else None
@@ -87,4 +94,6 @@ class Manifests:
             manifest.model_file,
             manifest.warmup,
             self.max_rows,
+            str(fast_copy.path) if fast_copy else "",
+            fast_copy.room if fast_copy else 0,
         )

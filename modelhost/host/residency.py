@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 from modelhost.cache.disk import Artifact, DiskTier
 from modelhost.cache.memory import MemoryTier, Resident, State
@@ -202,8 +202,17 @@ class Residency:
     async def load_copy(
         self, name: str, artifact: Artifact, worker: WorkerHandle, reason: str
     ) -> Loaded:
-        request = self.manifests.load_request(name, artifact)
-        loaded, _ = await self.pool.call(worker, request, Loaded, model=name)
+        offer = self.disk.offer_fast_copy(artifact) if self.manifests.plain(name) else None
+        request = self.manifests.load_request(name, artifact, offer)
+        loaded: Loaded | None = None
+        try:
+            loaded, _ = await self.pool.call(worker, request, Loaded, model=name)
+        finally:
+            if offer is not None:
+                written, read = (
+                    (loaded.fast_copy_written, loaded.fast_copy_read) if loaded else (0, False)
+                )
+                self.disk.fast_copies.settle(offer, written, read)
         self.events.emit(
             "load",
             name,
@@ -211,6 +220,7 @@ class Residency:
             duration_ms=round(loaded.load_ms, 2),
             worker=worker.worker_id,
             reason=reason,
+            **fast_copy_detail(loaded),
         )
         return loaded
 
@@ -372,3 +382,12 @@ class Residency:
     def check_open(self) -> None:
         if self.closing:
             raise ShuttingDown("the server is shutting down; retry on another instance")
+
+
+def fast_copy_detail(loaded: Loaded) -> dict[str, Any]:
+    """A load event's word on its fast copy (cache.fast_copies): read, written, or none."""
+    if loaded.fast_copy_read:
+        return {"detail": {"fast_copy": "read"}}
+    if loaded.fast_copy_written:
+        return {"detail": {"fast_copy": "written", "fast_copy_bytes": loaded.fast_copy_written}}
+    return {}

@@ -46,6 +46,10 @@ class Load(Message, frozen=True):
     model_file: str | None = None
     warmup: tuple[str, ...] = ()
     max_rows: int = 0  # the most rows a request may carry (built-in handlers); 0: no limit
+    fast_copy: str = (
+        ""  # a plain pickle of the model to read first, or to write (cache.fast_copies)
+    )
+    fast_copy_room: int = 0  # bytes the worker may write there; 0: read it
 
 
 class Unload(Message, frozen=True):
@@ -82,6 +86,8 @@ class Loaded(Message, frozen=True):
     reads_artifact: bool = True  # the loaded model may still read its files: keep them on disk
     peak: int = 0  # bytes the worker's resident set grew by at most while loading
     pure: bool = False  # the handler answers a request twice harmlessly (built-in runtimes)
+    fast_copy_written: int = 0  # bytes of the fast copy this load wrote
+    fast_copy_read: bool = False  # the model came from its fast copy
 
 
 class Unloaded(Message, frozen=True):

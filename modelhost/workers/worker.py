@@ -116,6 +116,7 @@ class Worker:
     def load(self, request: Load) -> Loaded:
         """Load (then warm up) a model; the manifest's handler, model file and warm-up samples
         come in the request, paths relative to its `root`."""
+        from modelhost.workers import fast_copy
         from modelhost.workers.handlers import load_handler
         from modelhost.workers.warmup import warm_up
 
@@ -125,16 +126,26 @@ class Worker:
         before = settled_memory()
         reset_peak_rss()
         rss_before, _ = rss_and_peak_bytes()
-        handler = load_handler(artifact, request.model, self._load_spec(request, root))
+        copy = fast_copy.read(request)
+        spec = self._load_spec(request, root)
+        handler = copy if copy is not None else load_handler(artifact, request.model, spec)
         handler.limit_rows(request.max_rows)
         warm_up(handler, request.model, root, request.warmup)
         self.models[request.model] = handler
         load_ms = (time.perf_counter() - started) * 1000
         peak = max(0, rss_and_peak_bytes()[1] - rss_before)  # unpickling's buffers, at their most
         footprint = max(0, settled_memory() - before)
+        written = 0 if copy else fast_copy.write(handler, request)  # not in load_ms: done once
         trim_heap()  # unpickling's buffers: else they stay in the heap, and in the PSS
         return Loaded(
-            footprint, load_ms, handler.batches, handler.reads_artifact, peak, handler.pure
+            footprint,
+            load_ms,
+            handler.batches,
+            handler.reads_artifact,
+            peak,
+            handler.pure,
+            written,
+            copy is not None,
         )
 
     def _load_spec(self, request: Load, root: Path) -> LoadSpec:

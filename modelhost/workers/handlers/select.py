@@ -242,7 +242,10 @@ def _version(distribution: str) -> str:
 
 RUNTIMES: dict[str, Runtime] = {
     "sklearn": Runtime(
-        "sklearn", sklearn.SUFFIXES, lambda path, _: sklearn.SklearnHandler(path), _sklearn_hint
+        "sklearn",
+        sklearn.SUFFIXES,
+        lambda path, _: sklearn.SklearnHandler.load(path),
+        _sklearn_hint,
     ),
     "xgboost": Runtime(
         "xgboost",

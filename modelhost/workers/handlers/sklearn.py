@@ -16,17 +16,21 @@ SUFFIXES = (".joblib", ".pkl", ".pickle")
 class SklearnHandler(RowsHandler):
     """A joblib or pickle file holding an estimator; answers `predict` or `predict_proba`."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, model: Any) -> None:
+        self.model = model
+
+    @classmethod
+    def load(cls, path: Path) -> SklearnHandler:
         import joblib  # imported here so that importing the handlers package stays cheap
 
-        self._model: Any = joblib.load(path)
+        return cls(joblib.load(path))
 
     def predict(self, rows: np.ndarray, method: str) -> Any:
-        return predict_rows(self._model, rows, method)
+        return predict_rows(self.model, rows, method)
 
     def close(self) -> None:
         """Drop the estimator so its memory can be returned on unload."""
-        self._model = None
+        self.model = None
 
 
 def predict_rows(model: Any, rows: Any, method: str = "predict") -> Any:

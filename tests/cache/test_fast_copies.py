@@ -1,0 +1,103 @@
+"""Fast copies, the tier's side: offered only into free room, read once written, never across a
+new version of the artifact, counted against the disk budget and the first bytes deleted."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+from test_disk_tier import KiB, disk_tier, fetch
+
+from modelhost.cache.disk import Artifact, DiskTier
+from modelhost.cache.fast_copies import Offer, room_for
+from modelhost.cache.stores.memory import MemoryStore
+
+BUDGET = 64 * KiB
+
+
+def written(tier: DiskTier, offer: Offer | None, size: int) -> None:
+    """What a worker does with room: write `size` bytes; then the host settles the offer."""
+    assert offer is not None and not offer.reads
+    offer.path.write_bytes(b"p" * size)
+    tier.fast_copies.settle(offer, size, read=False)
+
+
+def local_artifact(tmp_path: Path, name: str, size: int) -> Artifact:
+    path = tmp_path / "store" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(os.urandom(size))
+    return Artifact(name, path, size, source=f"file:///{name}")
+
+
+def test_a_copy_is_offered_into_free_room_then_read(tmp_path: Path) -> None:
+    tier = disk_tier(tmp_path / "cache", MemoryStore())
+    artifact = local_artifact(tmp_path, "m.joblib", 4 * KiB)
+    offer = tier.offer_fast_copy(artifact)
+    assert offer is not None and offer.room == room_for(4 * KiB)
+    assert tier.used_bytes == offer.room  # promised while the worker writes
+    assert tier.offer_fast_copy(artifact) is None  # one writer at a time
+    written(tier, offer, 4 * KiB)
+    assert tier.used_bytes == 4 * KiB
+    again = tier.offer_fast_copy(artifact)
+    assert again is not None and again.reads and again.path == offer.path
+
+
+def test_no_copy_without_free_room_or_for_a_file_that_is_no_pickle(tmp_path: Path) -> None:
+    tier = disk_tier(tmp_path / "cache", MemoryStore())
+    assert tier.offer_fast_copy(local_artifact(tmp_path, "big.joblib", BUDGET)) is None
+    assert tier.offer_fast_copy(local_artifact(tmp_path, "m.onnx", KiB)) is None
+    assert tier.used_bytes == 0
+
+
+def test_an_artifact_rewritten_in_place_never_meets_its_old_copy(tmp_path: Path) -> None:
+    tier = disk_tier(tmp_path / "cache", MemoryStore())
+    artifact = local_artifact(tmp_path, "m.joblib", 4 * KiB)
+    first = tier.offer_fast_copy(artifact)
+    written(tier, first, 4 * KiB)
+    artifact.path.write_bytes(os.urandom(5 * KiB))  # a new version, same name
+    second = tier.offer_fast_copy(artifact)
+    assert first is not None and second is not None
+    assert not second.reads and second.path != first.path
+    assert not first.path.exists()  # the old version's copy is gone, and its bytes
+
+
+def test_a_copy_that_could_not_be_read_is_forgotten(tmp_path: Path) -> None:
+    tier = disk_tier(tmp_path / "cache", MemoryStore())
+    artifact = local_artifact(tmp_path, "m.joblib", 4 * KiB)
+    written(tier, tier.offer_fast_copy(artifact), 4 * KiB)
+    offer = tier.offer_fast_copy(artifact)
+    assert offer is not None and offer.reads
+    tier.fast_copies.settle(offer, 0, read=False)  # torn: the worker loaded the artifact
+    assert tier.used_bytes == 0 and not offer.path.exists()
+    assert not tier.offer_fast_copy(artifact).reads  # type: ignore[union-attr]
+
+
+def test_copies_are_deleted_before_any_entry_when_the_disk_needs_room(tmp_path: Path) -> None:
+    store = MemoryStore({f"m{i}.joblib": os.urandom(14 * KiB) for i in range(4)})
+    tier = disk_tier(tmp_path / "cache", store)
+    for index in range(2):
+        fetch(tier, store, f"m{index}.joblib")
+        written(tier, tier.offer_fast_copy(tier.artifacts[f"m{index}.joblib"]), 14 * KiB)
+    entries = sum(artifact.bytes for artifact in tier.artifacts.values())
+    assert tier.used_bytes == entries + 28 * KiB
+    fetch(tier, store, "m2.joblib")  # needs room: a copy goes, no entry
+    assert set(tier.artifacts) == {"m0.joblib", "m1.joblib", "m2.joblib"}
+    assert set(tier.fast_copies.copies) == {"m1.joblib"}  # the least recently used went
+    assert tier.used_bytes <= BUDGET
+
+
+def test_deleting_a_model_deletes_its_copy_and_a_restart_starts_without_copies(
+    tmp_path: Path,
+) -> None:
+    store = MemoryStore({"a.joblib": os.urandom(KiB), "b.joblib": os.urandom(KiB)})
+    tier = disk_tier(tmp_path / "cache", store)
+    for name in ("a.joblib", "b.joblib"):
+        fetch(tier, store, name)
+        written(tier, tier.offer_fast_copy(tier.artifacts[name]), KiB)
+    tier.delete("a.joblib", reason="stale")
+    assert set(tier.fast_copies.copies) == {"b.joblib"}
+    restarted = disk_tier(tmp_path / "cache", store)  # other library versions, maybe
+    assert not any(restarted.fast_copies.folder.iterdir())
+    assert restarted.used_bytes == sum(a.bytes for a in restarted.artifacts.values())
+    assert asyncio.run(restarted.materialize("b.joblib", store.url_of("b.joblib"))).tier == "disk"
