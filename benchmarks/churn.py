@@ -67,6 +67,9 @@ class Run:
             "miss_p99_ms": _percentile(misses, 99),
             "hit_queue_p50_ms": _percentile([o.timings.get("queue", 0) for o in ok if o.hit], 50),
             "hit_infer_p50_ms": _percentile([o.timings.get("infer", 0) for o in ok if o.hit], 50),
+            "miss_load_p50_ms": _percentile(
+                [o.timings.get("load", 0) for o in ok if not o.hit], 50
+            ),
         }
 
 
@@ -187,14 +190,14 @@ class StatsPoller:
         return {k: statistics.median(s[k] for s in self.samples) for k in keys if self.samples}
 
 
-def sampled(server: Any, coroutine: Any) -> Run:
-    """Run the clients while sampling the server's PSS every 10 ms."""
+def sampled(server: Any, coroutine: Any, every_ms: float) -> Run:
+    """Run the clients while sampling the server's PSS every `every_ms`."""
     import sys
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "e2e"))
     from pss_sampler import PssSampler
 
-    sampler = PssSampler(server.pid)
+    sampler = PssSampler(server.pid, every_ms / 1000)
     sampler.start()
     try:
         run: Run = asyncio.run(coroutine)
@@ -261,7 +264,9 @@ def run_modelhost(store: Path, which: dict[str, int], truth: list[Any], args: An
     prefix = ("taskset", "-c", args.server_cpus) if args.server_cpus else ()
     with testing.RunningServer(serve, work, prefix=prefix) as server:
         with StatsPoller(server.url) as stats:
-            run = sampled(server, drive(server.url, which, truth, args, floor=False))
+            run = sampled(
+                server, drive(server.url, which, truth, args, floor=False), args.pss_every_ms
+            )
         log = server.log_text()
     errors = footprint_errors(load_footprints(log, which), alone["footprints"])
     sizes = sorted(abs(e) for e in errors)
@@ -275,6 +280,7 @@ def run_modelhost(store: Path, which: dict[str, int], truth: list[Any], args: An
         "footprint_error_p90": round(sizes[int(0.9 * (len(sizes) - 1))], 3) if errors else None,
         "footprint_errors_signed": [round(e, 3) for e in errors],
         "loads": len(errors),
+        "no_load_ratio": round(1 - len(errors) / max(1, len(run.outcomes)), 3),
         "tracebacks": log.count("Traceback"),
         "evict_ms_p50": _percentile(evict_ms(log), 50),
         "evict_ms_p99": _percentile(evict_ms(log), 99),
@@ -344,7 +350,7 @@ def run_floor(store: Path, which: dict[str, int], truth: list[Any], args: Any) -
     prefix = ("taskset", "-c", args.server_cpus) if args.server_cpus else ()
     args_ = ["--room", str(args.room)]
     with testing.RunningServer(args_, work, command=command, prefix=prefix) as server:
-        run = sampled(server, drive(server.url, which, truth, args, floor=True))
+        run = sampled(server, drive(server.url, which, truth, args, floor=True), args.pss_every_ms)
     return {**run.summary(), "peak_pss_bytes": run.peak_pss_bytes}
 
 
@@ -364,6 +370,14 @@ def main() -> None:
     parser.add_argument("--server-cpus", default="0", help="taskset list for servers ('' none)")
     parser.add_argument("--client-cpus", default="1", help="CPUs for the clients ('' none)")
     parser.add_argument("--skip-floor", action="store_true")
+    parser.add_argument(
+        "--pss-every-ms",
+        type=float,
+        default=100.0,
+        help="how often the PSS of every server process is sampled for its peak; each sample "
+        "costs milliseconds of kernel time per process, taken from the cores the servers share "
+        "(every 10 ms took half a core and a quarter of modelhost's throughput)",
+    )
     parser.add_argument(
         "--load-headroom",
         action=argparse.BooleanOptionalAction,
@@ -410,8 +424,10 @@ def report(results: dict[str, Any]) -> str:
         f"p99 {mh['evict_ms_p99']} ms; "
         f"statuses {mh['statuses']}",
         f"hits' Server-Timing p50: queue {mh.get('hit_queue_p50_ms')} ms, "
-        f"infer {mh.get('hit_infer_p50_ms')} ms",
-        f"simulate's hit ratio on modelhost's trace: {mh['simulated']}",
+        f"infer {mh.get('hit_infer_p50_ms')} ms; misses' load p50 {mh.get('miss_load_p50_ms')} ms",
+        f"simulate's hit ratio on modelhost's trace: {mh['simulated']}; requests that started "
+        f"no load (a request that joined another's load is a miss by its header, and a hit to "
+        f"a simulation, which loads in no time): {mh['no_load_ratio']}",
         f"idle baseline alone {mh['baseline_alone_bytes']}, once served "
         f"{mh['baseline_served_bytes']}; footprint {mh['footprint_bytes']}, a load reserves "
         f"{mh['load_reserve_bytes']}; medians during the run "
