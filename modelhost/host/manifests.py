@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from modelhost.cache.disk import Artifact
 from modelhost.cache.fast_copies import Offer
 from modelhost.errors import ModelLoadError
@@ -71,7 +73,9 @@ class Manifests:
         """Record what a load measured (footprint, peak, a pure handler); what the model is
         accounted at once loaded (never below its floor nor below what its manifest declares)."""
         footprint = max(MIN_FOOTPRINT_BYTES, loaded.footprint, self.of(name).memory_bytes or 0)
-        self.footprints[name], self.peaks[name] = footprint, loaded.peak
+        self.footprints[name] = footprint
+        # the most any load needed: one into a heap an unload left (Unload.keep_heap) needs less
+        self.peaks[name] = max(self.peaks.get(name, 0), loaded.peak)
         (self.pure.add if loaded.pure else self.pure.discard)(name)
         return footprint
 
@@ -97,3 +101,12 @@ class Manifests:
             str(fast_copy.path) if fast_copy else "",
             fast_copy.room if fast_copy else 0,
         )
+
+
+def fast_copy_detail(loaded: Loaded) -> dict[str, Any]:
+    """A load event's word on its fast copy (cache.fast_copies): read, written, or none."""
+    if loaded.fast_copy_read:
+        return {"detail": {"fast_copy": "read"}}
+    if loaded.fast_copy_written:
+        return {"detail": {"fast_copy": "written", "fast_copy_bytes": loaded.fast_copy_written}}
+    return {}

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 from modelhost.cache.disk import Artifact, DiskTier
 from modelhost.cache.memory import MemoryTier, Resident, State
@@ -28,7 +28,7 @@ from modelhost.errors import (
     Unavailable,
 )
 from modelhost.host.calls import LoadOutcome
-from modelhost.host.manifests import MIN_FOOTPRINT_BYTES, Manifests
+from modelhost.host.manifests import MIN_FOOTPRINT_BYTES, Manifests, fast_copy_detail
 from modelhost.records.events import EventLog
 from modelhost.scheduler.dispatch import Dispatcher
 from modelhost.scheduler.placement import least_loaded
@@ -134,7 +134,8 @@ class Residency:
         return LoadOutcome(found.tier, (self.clock() - started) * 1000, found.download_ms)
 
     async def _load_into(self, worker: WorkerHandle, name: str, artifact: Artifact) -> None:
-        resident = await self.make_room(name, self.manifests.reservation(name, artifact))
+        size = self.manifests.reservation(name, artifact)
+        resident = await self.make_room(name, size, worker.worker_id)
         try:
             await self._load_on_worker(resident, artifact, worker)
         except BaseException as error:
@@ -226,8 +227,9 @@ class Residency:
 
     # making room ----------------------------------------------------------------------------
 
-    async def make_room(self, name: str, size: int) -> Resident:
-        """Reserve `size` for `name`, unloading victims first; the new record, loading."""
+    async def make_room(self, name: str, size: int, loader: int | None = None) -> Resident:
+        """Reserve `size` for `name`, unloading victims first; the new record, loading. A victim
+        on the `loader` worker leaves its memory in that worker's heap for the load to reuse."""
         if not self.memory.fits_ever(size):
             raise InsufficientMemory(self._never_fits(name, size))
         await self.observe_memory()
@@ -245,7 +247,7 @@ class Residency:
                 await asyncio.wait_for(changed.wait(), remaining)
         resident = self.memory.get(name)
         assert resident is not None  # reserved just now, and only this load task owns the name
-        await self._unload_many(victims, "evict", self.memory.policy.name)
+        await self._unload_many(victims, "evict", self.memory.policy.name, loader)
         return resident
 
     def _never_fits(self, name: str, size: int) -> str:
@@ -282,10 +284,15 @@ class Residency:
         self.memory.begin_unload(name)
         return await self._unload_one(resident, "unload", reason)
 
-    async def _unload_many(self, victims: list[Resident], kind: str, reason: str) -> None:
-        await asyncio.gather(*(self._unload_one(victim, kind, reason) for victim in victims))
+    async def _unload_many(
+        self, victims: list[Resident], kind: str, reason: str, loader: int | None = None
+    ) -> None:
+        unloads = (self._unload_one(victim, kind, reason, loader) for victim in victims)
+        await asyncio.gather(*unloads)
 
-    async def _unload_one(self, resident: Resident, kind: str, reason: str) -> int:
+    async def _unload_one(
+        self, resident: Resident, kind: str, reason: str, loader: int | None = None
+    ) -> int:
         """Unload every copy of a model; one event for the model, with the bytes all freed."""
         started = self.clock()
         freed = 0
@@ -294,7 +301,7 @@ class Residency:
             await asyncio.wait([arriving])
         try:
             for worker_id in list(resident.workers):
-                freed += await self.unload_from(worker_id, resident.name)
+                freed += await self.unload_from(worker_id, resident.name, worker_id == loader)
         finally:
             self.forget(resident)
         self.events.emit(
@@ -308,13 +315,15 @@ class Residency:
         )
         return freed
 
-    async def unload_from(self, worker_id: int, name: str) -> int:
-        """Unload one copy; the bytes its worker freed (0 if it died: the copy went with it)."""
+    async def unload_from(self, worker_id: int, name: str, keep_heap: bool = False) -> int:
+        """Unload one copy; the bytes its worker freed (0 if it died: the copy went with it).
+        `keep_heap`: a load follows on that worker, which reuses the memory (messages.Unload)."""
         worker = self.pool.workers.get(worker_id)
         if worker is None:
             return 0
         try:
-            unloaded, _ = await self.pool.call(worker, Unload(name), Unloaded, model=name)
+            request = Unload(name, keep_heap)
+            unloaded, _ = await self.pool.call(worker, request, Unloaded, model=name)
         except ModelhostError:
             return 0
         return unloaded.freed
@@ -382,12 +391,3 @@ class Residency:
     def check_open(self) -> None:
         if self.closing:
             raise ShuttingDown("the server is shutting down; retry on another instance")
-
-
-def fast_copy_detail(loaded: Loaded) -> dict[str, Any]:
-    """A load event's word on its fast copy (cache.fast_copies): read, written, or none."""
-    if loaded.fast_copy_read:
-        return {"detail": {"fast_copy": "read"}}
-    if loaded.fast_copy_written:
-        return {"detail": {"fast_copy": "written", "fast_copy_bytes": loaded.fast_copy_written}}
-    return {}

@@ -161,7 +161,8 @@ class Worker:
         handler.close()
         del handler
         freed = max(0, before - settled_memory())
-        trim_heap()
+        if not request.keep_heap:
+            trim_heap()
         return Unloaded(freed)
 
     def infer(self, request: Infer, payload: bytes) -> tuple[Answered, bytes]:
