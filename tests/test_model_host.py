@@ -287,8 +287,8 @@ class RecordingPool(AnsweringPool):
 def test_a_victim_on_the_loading_worker_leaves_its_heap_for_the_load(
     tmp_path: Path, workers: int
 ) -> None:
-    """Memory the OS took back costs page faults to fill again (a digits forest: 11.2 ms for an
-    unload and reload against 3.1 ms), so only a victim on another worker trims its heap."""
+    """Memory the OS took back costs page faults to fill again (a digits forest: 11.1 ms for an
+    unload and reload against 7.4 ms), so only a victim on another worker trims its heap."""
     pool = RecordingPool(workers)
     host = host_with(pool, tmp_path, {}, budget_bytes=ROOM_FOR_TWO)
 

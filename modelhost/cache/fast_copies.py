@@ -1,7 +1,7 @@
 """Fast copies: a pickle-based model saved again, by the worker that first loaded it, as a plain
 pickle (protocol 5) that Python's C unpickler reads; joblib reads its files with the pure-Python
-unpickler. An 8 MB digits forest loads in 2.7 ms from its fast copy against 13.6 ms from its
-.joblib (docs/decisions.md), and under churn most requests are loads.
+unpickler. An 8 MB digits forest loads in 2.1 ms from its fast copy against 20-23 ms from its
+.joblib (benchmarks/load_formats.py), and under churn most requests are loads.
 
 A copy is named by its artifact's identity (source, ETag, file and inode, size, change time), so
 a new version of the artifact never meets an old copy. Copies live as long as the server runs:

@@ -55,8 +55,8 @@ class Load(Message, frozen=True):
 class Unload(Message, frozen=True):
     """Drop a loaded model and give its memory back to the OS, unless `keep_heap`: a load follows
     on this worker, and refilling pages the OS just took back costs more than the load (a
-    digits forest's unload and reload: 3.1 ms kept, 11.2 ms given back); the load's own trim
-    returns what it leaves."""
+    digits forest's unload and reload: 7.4 ms kept, 11.1 ms given back,
+    benchmarks/load_formats.py); the load's own trim returns what it leaves."""
 
     model: str
     keep_heap: bool = False
