@@ -209,11 +209,9 @@ class Residency:
         try:
             loaded, _ = await self.pool.call(worker, request, Loaded, model=name)
         finally:
-            if offer is not None:
-                written, read = (
-                    (loaded.fast_copy_written, loaded.fast_copy_read) if loaded else (0, False)
-                )
-                self.disk.fast_copies.settle(offer, written, read)
+            if offer is not None:  # a load that failed wrote and read nothing
+                written = loaded.fast_copy_written if loaded else 0
+                self.disk.fast_copies.settle(offer, written, bool(loaded and loaded.fast_copy_read))
         self.events.emit(
             "load",
             name,
