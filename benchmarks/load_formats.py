@@ -1,8 +1,9 @@
 """What a load costs from each format a worker may read a scikit-learn model from, in one process:
 the artifact through `joblib.load`, and its fast copy (a protocol-5 pickle, `cache/fast_copies`)
 through the C unpickler; and an unload and reload with the heap trimmed between them (as a
-victim on another worker) or kept (`Unload.keep_heap`). Medians of `--repeats`; footprints and
-peaks as the worker measures them (allocated bytes; the resident set's high-water mark).
+worker does) or kept (what refilling pages the OS took back costs; see docs/decisions.md).
+Medians of `--repeats`; footprints and peaks as the worker measures them (allocated bytes; the
+resident set's high-water mark).
 
     python benchmarks/load_formats.py                 # the churn benchmark's 8 MiB forest
     python benchmarks/load_formats.py --artifact-mib 2

@@ -99,3 +99,27 @@ def test_a_reading_that_saw_memory_given_back_meanwhile_is_set_aside() -> None:
 
     asyncio.run(scenario())
     assert memory.baseline_bytes == 100 * MiB
+
+
+def test_a_reading_raced_by_a_release_still_raises_the_baseline_by_what_it_cannot_explain() -> None:
+    """Under churn nearly every reading races a release (two workers loading 59 models a second,
+    a reading of four processes taking 16 ms): setting them all aside left the baseline stale
+    while the server grew, and the PSS went over the budget. The released bytes are all a
+    reading can hold that the records no longer explain, so what is beyond them is growth."""
+    memory = MemoryTier(1000 * MiB, 100 * MiB)
+    assert memory.reserve("leaving", 80 * MiB) == []
+    memory.mark_loaded("leaving", 1, 80 * MiB, 5.0)
+    assert memory.reserve("loading", 50 * MiB) == []
+    reader = SlowReader(260 * MiB)  # the baseline grew: 260 - 80 (leaving) - 50 (loading) = 130
+    readings = MemoryReadings(reader, memory, off_loop=True)
+
+    async def scenario() -> None:
+        observing = asyncio.ensure_future(readings.observe())
+        await asyncio.sleep(0.05)
+        memory.begin_unload("leaving")
+        memory.remove("leaving")
+        reader.release.set()
+        await observing
+
+    asyncio.run(scenario())
+    assert memory.baseline_bytes == 130 * MiB

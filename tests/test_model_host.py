@@ -21,10 +21,10 @@ from modelhost.cache.memory import MemoryTier, State
 from modelhost.cache.policy import CostAwarePolicy, EvictionPolicy, LRUPolicy
 from modelhost.errors import ModelNotFound, PoisonRequest, Unavailable, WorkerDied
 from modelhost.host import Invocation, ModelHost
-from modelhost.host.manifests import Manifests, estimate_footprint
+from modelhost.host.manifests import estimate_footprint
 from modelhost.manifest import Manifest
 from modelhost.records.events import EventLog
-from modelhost.workers.messages import Infer, Load, Loaded, Unload
+from modelhost.workers.messages import Infer, Load, Unload
 
 ROOM_FOR_TWO = FOOTPRINT_BYTES + estimate_footprint(ARTIFACT_BYTES) + 1  # one loaded, one loading
 
@@ -269,46 +269,3 @@ def test_a_load_gives_up_on_workers_that_stay_down_at_its_deadline(tmp_path: Pat
     pool.workers.pop(1).alive = False
     with pytest.raises(Unavailable, match="no worker is running"):
         asyncio.run(invoke_once(host, "a"))
-
-
-class RecordingPool(AnsweringPool):
-    """Answers at once, and keeps every request it was sent."""
-
-    def __init__(self, size: int) -> None:
-        super().__init__(size)
-        self.sent: list[tuple[int, Any]] = []
-
-    def called(self, call: Call) -> None:
-        self.sent.append((call.worker.worker_id, call.request))
-        super().called(call)
-
-
-@pytest.mark.parametrize("workers", [1, 2])
-def test_a_victim_on_the_loading_worker_leaves_its_heap_for_the_load(
-    tmp_path: Path, workers: int
-) -> None:
-    """Memory the OS took back costs page faults to fill again (a digits forest: 11.1 ms for an
-    unload and reload against 7.4 ms), so only a victim on another worker trims its heap."""
-    pool = RecordingPool(workers)
-    host = host_with(pool, tmp_path, {}, budget_bytes=ROOM_FOR_TWO)
-
-    async def scenario() -> None:
-        for name in "abcd":  # room for two: c evicts a, d evicts b
-            await invoke_once(host, name)
-
-    asyncio.run(scenario())
-    loads = {request.model: worker for worker, request in pool.sent if isinstance(request, Load)}
-    unloads = [(w, r) for w, r in pool.sent if isinstance(r, Unload)]
-    assert [r.model for _, r in unloads] == ["a", "b"]
-    for worker, request in unloads:
-        following = {"a": "c", "b": "d"}[request.model]
-        assert request.keep_heap == (loads[following] == worker)
-    kept = [request.keep_heap for _, request in unloads]
-    assert kept == ([True, True] if workers == 1 else [True, False])  # d loads beside b
-
-
-def test_a_load_into_a_kept_heap_does_not_shrink_what_the_next_load_reserves() -> None:
-    manifests = Manifests(RecordedEvents(), frozenset())  # type: ignore[arg-type]
-    manifests.measured("m", Loaded(FOOTPRINT_BYTES, 1.0, True, peak=3 * FOOTPRINT_BYTES))
-    manifests.measured("m", Loaded(FOOTPRINT_BYTES, 1.0, True, peak=FOOTPRINT_BYTES))
-    assert manifests.known_reservation("m") == 3 * FOOTPRINT_BYTES

@@ -79,7 +79,7 @@ class MemoryTier:
         self.admission = admission
         self.min_residency_s = min_residency_s
         self.residents: dict[str, Resident] = {}
-        self.releases = 0  # how many times records gave bytes back (see `observe`)
+        self.released_bytes = 0  # given back by records, ever (see `observe`)
         # requests waiting for a model's load: it serves them before it can be a victim
         self.awaited: Counter[str] = Counter()
 
@@ -113,19 +113,18 @@ class MemoryTier:
         self.residents[name] = Resident(name, size_bytes, pinned, last_used=self.clock())
         return victims
 
-    def observe(self, real_bytes: int, releases_before: int) -> None:
+    def observe(self, real_bytes: int, released_before: int) -> None:
         """Fold the server's measured PSS into the baseline: what the models do not explain.
 
         While anything is loading or unloading the figure is in motion, so the baseline may only
         grow then; once all is settled it follows the measurement both ways. A reading takes
-        milliseconds: if a record gave bytes back meanwhile (`releases_before`, the count when
-        it began), the reading may hold memory the records no longer explain, and would raise
-        the baseline by it for good under churn, so it is set aside.
+        milliseconds: if records gave bytes back meanwhile (`released_before`: the count when it
+        began), the reading may still hold them, and they would raise the baseline for good
+        under churn; so they are taken off, and what is left can only raise it.
         """
-        if releases_before != self.releases:
-            return
-        settled = all(r.state is State.LOADED for r in self.residents.values())
-        unexplained = max(0, real_bytes - sum(r.bytes for r in self.residents.values()))
+        raced = self.released_bytes - released_before
+        settled = not raced and all(r.state is State.LOADED for r in self.residents.values())
+        unexplained = max(0, real_bytes - raced - sum(r.bytes for r in self.residents.values()))
         self.baseline_bytes = unexplained if settled else max(self.baseline_bytes, unexplained)
 
     def victims_for(self, size_bytes: int) -> list[Resident] | None:
@@ -167,7 +166,7 @@ class MemoryTier:
     def mark_loaded(self, name: str, worker_id: int, footprint_bytes: int, load_ms: float) -> None:
         resident = self.residents[name]
         resident.state, resident.workers = State.LOADED, [worker_id]
-        self.releases += footprint_bytes < resident.bytes  # a load's reservation shrinks to it
+        self.released_bytes += max(0, resident.bytes - footprint_bytes)  # its reservation's rest
         resident.bytes = resident.footprint = footprint_bytes
         resident.loaded_at, resident.load_ms = time.time(), load_ms
         resident.loaded_at_s = resident.last_used = self.clock()
@@ -183,7 +182,7 @@ class MemoryTier:
     def release_copy(self, resident: Resident) -> None:
         """Give back a reserved copy's bytes (it failed to load, or was unloaded)."""
         resident.bytes -= resident.footprint
-        self.releases += 1
+        self.released_bytes += resident.footprint
 
     def begin_unload(self, name: str) -> Resident:
         resident = self.residents[name]
@@ -191,8 +190,9 @@ class MemoryTier:
         return resident
 
     def remove(self, name: str) -> Resident | None:
-        self.releases += 1
-        return self.residents.pop(name, None)
+        resident = self.residents.pop(name, None)
+        self.released_bytes += resident.bytes if resident else 0
+        return resident
 
     def overflow_victims(self) -> list[Resident]:
         """Idle models to unload when a measured footprint turned out larger than reserved."""

@@ -73,9 +73,7 @@ class Manifests:
         """Record what a load measured (footprint, peak, a pure handler); what the model is
         accounted at once loaded (never below its floor nor below what its manifest declares)."""
         footprint = max(MIN_FOOTPRINT_BYTES, loaded.footprint, self.of(name).memory_bytes or 0)
-        self.footprints[name] = footprint
-        # the most any load needed: one into a heap an unload left (Unload.keep_heap) needs less
-        self.peaks[name] = max(self.peaks.get(name, 0), loaded.peak)
+        self.footprints[name], self.peaks[name] = footprint, loaded.peak
         (self.pure.add if loaded.pure else self.pure.discard)(name)
         return footprint
 

@@ -44,10 +44,10 @@ class MemoryReadings:
         await asyncio.shield(self._in_flight)
 
     async def _take(self) -> None:
-        started, releases = self._clock(), self._memory.releases
+        started, released = self._clock(), self._memory.released_bytes
         try:
             reading = await asyncio.to_thread(self._read) if self._off_loop else self._read()
-            self._memory.observe(reading, releases)
+            self._memory.observe(reading, released)
             self.last_bytes, self._taken_at = reading, started
         finally:
             self._in_flight = None

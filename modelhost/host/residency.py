@@ -134,8 +134,7 @@ class Residency:
         return LoadOutcome(found.tier, (self.clock() - started) * 1000, found.download_ms)
 
     async def _load_into(self, worker: WorkerHandle, name: str, artifact: Artifact) -> None:
-        size = self.manifests.reservation(name, artifact)
-        resident = await self.make_room(name, size, worker.worker_id)
+        resident = await self.make_room(name, self.manifests.reservation(name, artifact))
         try:
             await self._load_on_worker(resident, artifact, worker)
         except BaseException as error:
@@ -225,9 +224,8 @@ class Residency:
 
     # making room ----------------------------------------------------------------------------
 
-    async def make_room(self, name: str, size: int, loader: int | None = None) -> Resident:
-        """Reserve `size` for `name`, unloading victims first; the new record, loading. A victim
-        on the `loader` worker leaves its memory in that worker's heap for the load to reuse."""
+    async def make_room(self, name: str, size: int) -> Resident:
+        """Reserve `size` for `name`, unloading victims first; the new record, loading."""
         if not self.memory.fits_ever(size):
             raise InsufficientMemory(self._never_fits(name, size))
         await self.observe_memory()
@@ -245,7 +243,7 @@ class Residency:
                 await asyncio.wait_for(changed.wait(), remaining)
         resident = self.memory.get(name)
         assert resident is not None  # reserved just now, and only this load task owns the name
-        await self._unload_many(victims, "evict", self.memory.policy.name, loader)
+        await self._unload_many(victims, "evict", self.memory.policy.name)
         return resident
 
     def _never_fits(self, name: str, size: int) -> str:
@@ -282,15 +280,10 @@ class Residency:
         self.memory.begin_unload(name)
         return await self._unload_one(resident, "unload", reason)
 
-    async def _unload_many(
-        self, victims: list[Resident], kind: str, reason: str, loader: int | None = None
-    ) -> None:
-        unloads = (self._unload_one(victim, kind, reason, loader) for victim in victims)
-        await asyncio.gather(*unloads)
+    async def _unload_many(self, victims: list[Resident], kind: str, reason: str) -> None:
+        await asyncio.gather(*(self._unload_one(victim, kind, reason) for victim in victims))
 
-    async def _unload_one(
-        self, resident: Resident, kind: str, reason: str, loader: int | None = None
-    ) -> int:
+    async def _unload_one(self, resident: Resident, kind: str, reason: str) -> int:
         """Unload every copy of a model; one event for the model, with the bytes all freed."""
         started = self.clock()
         freed = 0
@@ -299,7 +292,7 @@ class Residency:
             await asyncio.wait([arriving])
         try:
             for worker_id in list(resident.workers):
-                freed += await self.unload_from(worker_id, resident.name, worker_id == loader)
+                freed += await self.unload_from(worker_id, resident.name)
         finally:
             self.forget(resident)
         self.events.emit(
@@ -313,15 +306,13 @@ class Residency:
         )
         return freed
 
-    async def unload_from(self, worker_id: int, name: str, keep_heap: bool = False) -> int:
-        """Unload one copy; the bytes its worker freed (0 if it died: the copy went with it).
-        `keep_heap`: a load follows on that worker, which reuses the memory (messages.Unload)."""
+    async def unload_from(self, worker_id: int, name: str) -> int:
+        """Unload one copy; the bytes its worker freed (0 if it died: the copy went with it)."""
         worker = self.pool.workers.get(worker_id)
         if worker is None:
             return 0
         try:
-            request = Unload(name, keep_heap)
-            unloaded, _ = await self.pool.call(worker, request, Unloaded, model=name)
+            unloaded, _ = await self.pool.call(worker, Unload(name), Unloaded, model=name)
         except ModelhostError:
             return 0
         return unloaded.freed

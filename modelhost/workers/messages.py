@@ -46,20 +46,14 @@ class Load(Message, frozen=True):
     model_file: str | None = None
     warmup: tuple[str, ...] = ()
     max_rows: int = 0  # the most rows a request may carry (built-in handlers); 0: no limit
-    fast_copy: str = (
-        ""  # a plain pickle of the model to read first, or to write (cache.fast_copies)
-    )
+    fast_copy: str = ""  # a plain pickle to read first, or to write (cache.fast_copies)
     fast_copy_room: int = 0  # bytes the worker may write there; 0: read it
 
 
 class Unload(Message, frozen=True):
-    """Drop a loaded model and give its memory back to the OS, unless `keep_heap`: a load follows
-    on this worker, and refilling pages the OS just took back costs more than the load (a
-    digits forest's unload and reload: 7.4 ms kept, 11.1 ms given back,
-    benchmarks/load_formats.py); the load's own trim returns what it leaves."""
+    """Drop a loaded model and give its memory back."""
 
     model: str
-    keep_heap: bool = False
 
 
 class Item(msgspec.Struct, frozen=True, array_like=True):

@@ -161,8 +161,7 @@ class Worker:
         handler.close()
         del handler
         freed = max(0, before - settled_memory())
-        if not request.keep_heap:
-            trim_heap()
+        trim_heap()
         return Unloaded(freed)
 
     def infer(self, request: Infer, payload: bytes) -> tuple[Answered, bytes]:
