@@ -348,7 +348,7 @@ class DiskTier:
         up to `wanted` where that fits without deleting any."""
         if minimum <= reservation.bytes:
             return
-        deletable = sum(a.bytes for a in self._deletable()) + self._fast_copy_bytes()
+        deletable = sum(a.bytes for a in self._deletable()) + self.fast_copies.written_bytes
         held = self.used_bytes - deletable - reservation.bytes
         room = self.budget_bytes - held
         if room < minimum:
@@ -361,9 +361,6 @@ class DiskTier:
         target = max(minimum, min(wanted, free))  # delete only for what is needed now
         self._free(target - reservation.bytes)
         reservation.bytes = target
-
-    def _fast_copy_bytes(self) -> int:
-        return sum(copy.bytes for copy in self.fast_copies.copies.values())
 
     def _free(self, extra: int) -> None:
         """Delete fast copies, then least recently used entries, until `extra` more bytes fit

@@ -73,10 +73,14 @@ class FastCopies:
         self.folder.mkdir(parents=True, exist_ok=True)
 
     @property
+    def written_bytes(self) -> int:
+        """On disk: what deleting every copy would free."""
+        return sum(copy.bytes for copy in self.copies.values())
+
+    @property
     def bytes(self) -> int:
         """On disk, and promised to copies being written."""
-        written = sum(copy.bytes for copy in self.copies.values())
-        return written + sum(offer.room for offer in self._writing.values())
+        return self.written_bytes + sum(offer.room for offer in self._writing.values())
 
     def offer(self, name: str, key: str, artifact_bytes: int, free_bytes: int) -> Offer | None:
         """The copy of this version to read; else room to write one if `free_bytes` has it
