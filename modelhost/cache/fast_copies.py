@@ -103,6 +103,8 @@ class FastCopies:
             self._writing.pop(offer.name, None)
             if written:
                 self.copies[offer.name] = FastCopy(offer.name, offer.path, written)
+            for torn in self.folder.glob(f".{offer.path.name}.*"):  # a worker died writing it
+                torn.unlink(missing_ok=True)
         elif not read:  # gone, or unreadable (the worker deleted it)
             self.drop(offer.name)
 

@@ -56,7 +56,7 @@ def write(handler: Handler, request: Load) -> int:
     if not request.fast_copy_room or type(inner) is not SklearnHandler:
         return 0
     path = Path(request.fast_copy)
-    aside = path.with_name(f".{path.name}.{os.getpid()}")
+    aside = path.with_name(f".{path.name}.{os.getpid()}")  # the host deletes it if we die
     try:
         with aside.open("wb") as file:
             pickle.dump(inner.model, BoundedFile(file, request.fast_copy_room), protocol=5)

@@ -101,3 +101,14 @@ def test_deleting_a_model_deletes_its_copy_and_a_restart_starts_without_copies(
     assert not any(restarted.fast_copies.folder.iterdir())
     assert restarted.used_bytes == sum(a.bytes for a in restarted.artifacts.values())
     assert asyncio.run(restarted.materialize("b.joblib", store.url_of("b.joblib"))).tier == "disk"
+
+
+def test_a_copy_whose_worker_died_writing_it_leaves_no_file(tmp_path: Path) -> None:
+    tier = disk_tier(tmp_path / "cache", MemoryStore())
+    offer = tier.offer_fast_copy(local_artifact(tmp_path, "m.joblib", 4 * KiB))
+    assert offer is not None
+    torn = offer.path.with_name(f".{offer.path.name}.4242")  # as workers/fast_copy.py writes
+    torn.write_bytes(b"p" * KiB)
+    tier.fast_copies.settle(offer, 0, read=False)  # the load failed: the worker died
+    assert not any(tier.fast_copies.folder.iterdir())
+    assert tier.used_bytes == 0
