@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import threading
 
+import pytest
+
 from modelhost.cache.memory import MemoryTier
 from modelhost.host.memory_readings import FRESH_S, MemoryReadings
 
@@ -79,14 +81,27 @@ def test_a_reading_is_set_against_the_records_when_it_completes() -> None:
     assert memory.baseline_bytes == 100 * MiB
 
 
-def test_a_reading_that_saw_memory_given_back_meanwhile_is_set_aside() -> None:
+@pytest.mark.parametrize(
+    ("reading_mib", "baseline_mib"),
+    [
+        (180, 100),  # no more than the model unloaded meanwhile: the baseline stays
+        (260, 130),  # beyond it (and the load's reservation): the growth is the baseline's
+    ],
+)
+def test_a_reading_raced_by_a_release_raises_the_baseline_only_by_what_the_release_cannot_explain(
+    reading_mib: int, baseline_mib: int
+) -> None:
     """Under churn something always loads, so the baseline may only grow: a reading that still
-    held a model unloaded before it completed would raise it by that model for good."""
+    held a model unloaded before it completed would raise it by that model for good. Yet nearly
+    every reading races a release (two workers loading 59 models a second, a reading of four
+    processes taking 16 ms): setting them all aside left the baseline stale while the server
+    grew, and the PSS went over the budget. The bytes released meanwhile are all a reading can
+    hold that the records no longer explain; what is beyond them is growth."""
     memory = MemoryTier(1000 * MiB, 100 * MiB)
     assert memory.reserve("leaving", 80 * MiB) == []
     memory.mark_loaded("leaving", 1, 80 * MiB, 5.0)
     assert memory.reserve("loading", 50 * MiB) == []  # in motion: the baseline may only grow
-    reader = SlowReader(180 * MiB)  # taken while "leaving" was still in the worker
+    reader = SlowReader(reading_mib * MiB)  # taken while "leaving" was still in the worker
     readings = MemoryReadings(reader, memory, off_loop=True)
 
     async def scenario() -> None:
@@ -98,28 +113,4 @@ def test_a_reading_that_saw_memory_given_back_meanwhile_is_set_aside() -> None:
         await observing
 
     asyncio.run(scenario())
-    assert memory.baseline_bytes == 100 * MiB
-
-
-def test_a_reading_raced_by_a_release_still_raises_the_baseline_by_what_it_cannot_explain() -> None:
-    """Under churn nearly every reading races a release (two workers loading 59 models a second,
-    a reading of four processes taking 16 ms): setting them all aside left the baseline stale
-    while the server grew, and the PSS went over the budget. The released bytes are all a
-    reading can hold that the records no longer explain, so what is beyond them is growth."""
-    memory = MemoryTier(1000 * MiB, 100 * MiB)
-    assert memory.reserve("leaving", 80 * MiB) == []
-    memory.mark_loaded("leaving", 1, 80 * MiB, 5.0)
-    assert memory.reserve("loading", 50 * MiB) == []
-    reader = SlowReader(260 * MiB)  # the baseline grew: 260 - 80 (leaving) - 50 (loading) = 130
-    readings = MemoryReadings(reader, memory, off_loop=True)
-
-    async def scenario() -> None:
-        observing = asyncio.ensure_future(readings.observe())
-        await asyncio.sleep(0.05)
-        memory.begin_unload("leaving")
-        memory.remove("leaving")
-        reader.release.set()
-        await observing
-
-    asyncio.run(scenario())
-    assert memory.baseline_bytes == 130 * MiB
+    assert memory.baseline_bytes == baseline_mib * MiB
