@@ -37,21 +37,15 @@ def timed(load: Callable[[], Any], repeats: int) -> float:
 
 def measured(load: Callable[[], Any]) -> tuple[int, int]:
     """(footprint, peak) of one load, as `Worker.load` measures them."""
-    from modelhost.records.memory import (
-        allocated_bytes,
-        reset_peak_rss,
-        rss_and_peak_bytes,
-        trim_heap,
-    )
+    from modelhost.records.memory import reset_peak_rss, rss_and_peak_bytes, trim_heap
+    from modelhost.workers.worker import settled_memory
 
-    gc.collect()
     trim_heap()
-    before = allocated_bytes() or 0
+    before = settled_memory()
     reset_peak_rss()
     rss_before, _ = rss_and_peak_bytes()
     model = load()
-    gc.collect()
-    footprint = (allocated_bytes() or 0) - before
+    footprint = settled_memory() - before
     peak = rss_and_peak_bytes()[1] - rss_before
     del model
     return footprint, peak

@@ -33,7 +33,6 @@ def room_for(artifact_bytes: int) -> int:
 class FastCopy:
     """A model's fast copy on disk."""
 
-    name: str
     path: Path
     bytes: int
 
@@ -102,9 +101,10 @@ class FastCopies:
         if not offer.reads:
             self._writing.pop(offer.name, None)
             if written:
-                self.copies[offer.name] = FastCopy(offer.name, offer.path, written)
-            for torn in self.folder.glob(f".{offer.path.name}.*"):  # a worker died writing it
-                torn.unlink(missing_ok=True)
+                self.copies[offer.name] = FastCopy(offer.path, written)
+            else:  # the worker may have died writing it aside
+                for torn in self.folder.glob(f".{offer.path.name}.*"):
+                    torn.unlink(missing_ok=True)
         elif not read:  # gone, or unreadable (the worker deleted it)
             self.drop(offer.name)
 

@@ -5,8 +5,8 @@ ten forests, three processes a reading. Under churn every miss asked for one bef
 (a fifth of the server's core went to it, `docs/performance.md`), so concurrent callers now share
 the reading in flight, and a reading younger than `FRESH_S` serves every caller. Each reading is
 folded into the tier (`MemoryTier.observe`) the moment it completes, against the records of that
-moment, and only if no record gave bytes back while it was read: a figure set against records
-that have since shrunk would count a model gone as baseline.
+moment, less what records gave back while it was read: a figure set against records that have
+since shrunk would otherwise count a model gone as baseline.
 """
 
 from __future__ import annotations

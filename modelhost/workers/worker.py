@@ -127,8 +127,9 @@ class Worker:
         reset_peak_rss()
         rss_before, _ = rss_and_peak_bytes()
         copy = fast_copy.read(request)
-        spec = self._load_spec(request, root)
-        handler = copy if copy is not None else load_handler(artifact, request.model, spec)
+        handler = copy
+        if handler is None:
+            handler = load_handler(artifact, request.model, self._load_spec(request, root))
         handler.limit_rows(request.max_rows)
         warm_up(handler, request.model, root, request.warmup)
         self.models[request.model] = handler
