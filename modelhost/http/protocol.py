@@ -6,12 +6,17 @@ arriving: a few thousand such connections (slowloris) hold as many file descript
 Here every request must have sent all its headers within `header_timeout_s` of its first byte
 (of the connection, for the first one), and its body may pause no longer than that between
 chunks, or the connection is closed.
+
+uvicorn writes a response's head and its body with a `write` each: two TCP segments, two
+wake-ups of the client, and on loopback the kernel's whole receive path run twice in our
+process. `HeadWithBody` holds the head until the body's first write (or the end of the event
+loop's turn, for a response whose body comes later), so a response leaves in one `write`.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, cast
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
@@ -21,7 +26,7 @@ class HeaderDeadlineProtocol(HttpToolsProtocol):
     _header_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: Any) -> None:
-        super().connection_made(transport)
+        super().connection_made(cast(asyncio.Transport, HeadWithBody(transport, self.loop)))
         self._arm_header_timer()
 
     def on_message_begin(self) -> None:
@@ -58,6 +63,46 @@ class HeaderDeadlineProtocol(HttpToolsProtocol):
         self._header_timer = None
         if not self.transport.is_closing():
             self.transport.close()
+
+
+class HeadWithBody:
+    """A transport that sends a response's head with the first bytes after it, in one `write`."""
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self.transport = transport
+        self.loop = loop
+        self.head: bytes | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.transport, name)
+
+    def write(self, data: bytes) -> None:
+        if self.head is not None:
+            head, self.head = self.head, None
+            self.transport.write(head + data)
+        elif _is_head(data):
+            self.head = data  # the body's write, or the turn's end, sends it
+            self.loop.call_soon(self.flush)
+        else:
+            self.transport.write(data)
+
+    def flush(self) -> None:
+        if self.head is not None:
+            head, self.head = self.head, None
+            if not self.transport.is_closing():
+                self.transport.write(head)
+
+    def is_closing(self) -> bool:
+        return self.transport.is_closing()
+
+    def close(self) -> None:
+        self.flush()
+        self.transport.close()
+
+
+def _is_head(data: bytes) -> bool:
+    """A response's status line and headers, as uvicorn writes them: in one piece."""
+    return isinstance(data, bytes) and data.startswith(b"HTTP/1.1 ") and data.endswith(b"\r\n\r\n")
 
 
 def header_deadline_protocol(header_timeout_s: float) -> type[HeaderDeadlineProtocol]:
