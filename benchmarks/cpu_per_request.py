@@ -134,7 +134,10 @@ def _cpu_s(process: psutil.Process) -> float:
 def _parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--servers", nargs="+", default=["modelhost", "floor"], choices=["modelhost", "floor"]
+        "--servers",
+        nargs="+",
+        default=["modelhost", "floor", "boundary-floor"],
+        choices=["modelhost", "floor", "boundary-floor"],
     )
     parser.add_argument("--concurrency", nargs="+", type=int, default=[1, 16])
     parser.add_argument("--duration", type=int, default=8, help="seconds per measured run")

@@ -85,13 +85,16 @@ def _bench_server(
         return runs
 
 
+FLOORS = {"floor": "floor_app.py", "boundary-floor": "boundary_floor_app.py"}
+
+
 def _start(
     server: str, store: Path, scratch: Path, args: argparse.Namespace
 ) -> testing.RunningServer:
     pin = ["taskset", "-c", args.server_core]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    if server == "floor":
-        command = [sys.executable, str(BENCHMARKS / "floor_app.py"), str(store / MODEL)]
+    if server in FLOORS:
+        command = [sys.executable, str(BENCHMARKS / FLOORS[server]), str(store / MODEL)]
         return testing.RunningServer([], scratch, command=command, prefix=pin, env=env)
     serve_args = [
         "--model-store",

@@ -1,6 +1,6 @@
 """Where one request's time goes, per process: CPU, context switches and system calls per request.
 
-The server (pinned to core 1, `--workers 1`) is loaded by wrk (core 0) at one concurrency. For
+The server (modelhost by default, or a floor: `--server`; pinned to core 1, `--workers 1`) is loaded by wrk (core 0) at one concurrency. For
 each process of the server (frontend, template, worker) it reports, per answered request: CPU µs
 (user and system, from /proc), voluntary and involuntary context switches (all threads, from
 /proc/PID/task/*/status) and, with `--strace`, system calls by name (`strace -c -f`, attached for
@@ -40,8 +40,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="modelhost-costs-") as scratch:
         store = Path(scratch) / "store"
         testing.iris_logreg(store / MODEL)
-        with _start("modelhost", store, Path(scratch) / "modelhost", args) as running:
-            url = _invoke_url("modelhost", running.url)
+        with _start(args.server, store, Path(scratch) / args.server, args) as running:
+            url = _invoke_url(args.server, running.url)
             processes = _processes(running.pid)
             wrk(url, args.concurrency, args.warmup, args.wrk_core)
             print(markdown_table(HEADER, _counters(processes, url, args)))
@@ -53,11 +53,13 @@ def main() -> None:
 
 
 def _processes(pid: int) -> dict[str, psutil.Process]:
-    """frontend, template and worker, by role (the worker is the template's child)."""
+    """frontend, template and worker, by role (modelhost's worker is the template's child; the
+    boundary floor's model process is the frontend's only child)."""
     frontend = psutil.Process(pid)
+    children = frontend.children(recursive=True)
     named = {"frontend": frontend}
-    for child in frontend.children(recursive=True):
-        named["worker" if child.ppid() != pid else "template"] = child
+    for child in children:
+        named["worker" if child.ppid() != pid or len(children) == 1 else "template"] = child
     return named
 
 
@@ -174,6 +176,9 @@ def _profile(processes: dict[str, psutil.Process], url: str, args: argparse.Name
 
 def _parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--server", default="modelhost", choices=["modelhost", "floor", "boundary-floor"]
+    )
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--duration", type=int, default=8, help="seconds per measured run")
     parser.add_argument("--warmup", type=int, default=2, help="seconds of discarded warm-up")

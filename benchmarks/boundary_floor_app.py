@@ -1,0 +1,134 @@
+"""The process-boundary floor: the least a Python server with its model in another process can do.
+
+floor_app.py's raw ASGI app on uvicorn, except that the model lives in a forked child process:
+the frontend writes each body, length-prefixed, to a socketpair and answers with what comes
+back; the child reads with a blocking `recv`, decodes, predicts and encodes as floor_app.py
+does, and writes the answer back. No batching, no queue, no deadlines, no accounting: what is
+left is the price of the boundary itself (a frame each way, two processes taking turns), which
+no design with model code out of the frontend avoids. modelhost's overhead is measured above it.
+
+    python benchmarks/boundary_floor_app.py MODEL.joblib --host 127.0.0.1 --port 8081
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import json
+import os
+import socket
+from typing import Any
+
+from floor_app import JSON_HEADERS, _lifespan, _read_body, _rows
+
+LENGTH = 4  # bytes of the big-endian length before each frame
+
+
+def make_app(child: socket.socket) -> Any:
+    """The ASGI callable forwarding each POST body to the model's process over `child`."""
+    model = ModelProcess(child)
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await model.connect()
+            return await _lifespan(receive, send)
+        if scope["method"] != "POST":
+            return await _reply(send, 200 if scope["path"] == "/ping" else 404, b"{}")
+        answer = await model.call(await _read_body(receive))
+        await _reply(send, 200 if answer[:1] == b"2" else 400, answer[1:])
+
+    return app
+
+
+class ModelProcess(asyncio.Protocol):
+    """The frontend's end of the socketpair: frames out, answers back in the same order."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.waiting: collections.deque[asyncio.Future[bytes]] = collections.deque()
+        self.buffer = b""
+
+    async def connect(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.transport, _ = await self.loop.create_connection(lambda: self, sock=self.sock)
+
+    def call(self, body: bytes) -> asyncio.Future[bytes]:
+        future = self.loop.create_future()
+        self.waiting.append(future)
+        self.transport.write(len(body).to_bytes(LENGTH, "big") + body)
+        return future
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        while len(self.buffer) >= LENGTH:
+            size = int.from_bytes(self.buffer[:LENGTH], "big")
+            if len(self.buffer) < LENGTH + size:
+                return
+            frame, self.buffer = self.buffer[LENGTH : LENGTH + size], self.buffer[LENGTH + size :]
+            self.waiting.popleft().set_result(frame)
+
+
+def serve_model(sock: socket.socket, model: Any) -> None:
+    """The child: answer each frame with b"2" + predictions, or b"4" + a JSON error."""
+    import numpy as np
+
+    buffer = b""
+    while data := sock.recv(65536):
+        buffer += data
+        while len(buffer) >= LENGTH:
+            size = int.from_bytes(buffer[:LENGTH], "big")
+            if len(buffer) < LENGTH + size:
+                break
+            body, buffer = buffer[LENGTH : LENGTH + size], buffer[LENGTH + size :]
+            answer = _answer(model, body, np)
+            sock.sendall(len(answer).to_bytes(LENGTH, "big") + answer)
+
+
+def _answer(model: Any, body: bytes, np: Any) -> bytes:
+    try:
+        rows = _rows(json.loads(body), np)
+    except (ValueError, TypeError) as error:
+        message = {"code": 400, "type": "BadRequestBody", "message": str(error)}
+        return b"4" + json.dumps(message).encode()
+    return b"2" + json.dumps({"predictions": model.predict(rows).tolist()}).encode()
+
+
+async def _reply(send: Any, status: int, body: bytes) -> None:
+    headers = [*JSON_HEADERS, (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("model", help="a joblib file with a predict() method")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8081)
+    args = parser.parse_args()
+    os.environ.setdefault("OMP_NUM_THREADS", "1")  # as modelhost's workers: one thread per core
+
+    import joblib
+    import uvicorn
+
+    frontend, child = socket.socketpair()
+    if os.fork() == 0:  # the model's process: it dies with the socket's other end
+        frontend.close()
+        serve_model(child, joblib.load(args.model))
+        os._exit(0)
+    child.close()
+    uvicorn.run(
+        make_app(frontend),
+        host=args.host,
+        port=args.port,
+        loop="uvloop",
+        http="httptools",
+        workers=1,
+        access_log=False,
+        log_level="warning",
+        lifespan="on",
+    )
+
+
+if __name__ == "__main__":
+    main()
