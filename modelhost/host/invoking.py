@@ -52,6 +52,7 @@ class InvokePath:
         self.on_pressure = on_pressure  # a model's requests wait for a free worker
         self.in_flight = 0  # invocations received and not yet answered
         self.batching = BatchingStatistics()
+        self._loop: asyncio.AbstractEventLoop | None = None  # kept: 3.11 asks the pid each time
         # every request's deadline, kept by one timer (`Deadlines`), not one per request
         self._deadlines: Deadlines[tuple[Dispatcher, Job[Invocation]]] = Deadlines(
             scheduling.response_timeout_s, lambda key: self._expire(*key)
@@ -137,7 +138,8 @@ class InvokePath:
     async def _answer(self, name: str, invocation: Invocation, solo: bool) -> Job[Invocation]:
         """Queue the request for the model's workers and wait for its answer or its deadline."""
         dispatcher = self.residency.dispatchers[name]
-        future = asyncio.get_running_loop().create_future()
+        loop = self._loop = self._loop or asyncio.get_running_loop()
+        future = loop.create_future()
         job: Job[Invocation] = Job(invocation, future, self.residency.clock(), solo=solo)
         dispatcher.submit(job)
         key = (dispatcher, job)

@@ -65,6 +65,7 @@ class Dispatcher:
         self._batches: deque[tuple[float, float]] = deque()  # (ended at, seconds) in the window
         self._busy_s = 0.0  # the sum of the window's batch seconds
         self._running_since: dict[int, tuple[float, WorkerHandle]] = {}  # by id of the batch
+        self._loop: asyncio.AbstractEventLoop | None = None  # kept: 3.11 asks the pid each time
 
     def busy_share(self) -> float:
         """Worker-seconds spent on this model per second and replica over the last window:
@@ -122,7 +123,8 @@ class Dispatcher:
                 self.on_pressure()
                 return
             replica.busy += 1
-            task = asyncio.ensure_future(self._run(replica, self.queue.take()))
+            loop = self._loop = self._loop or asyncio.get_running_loop()
+            task = loop.create_task(self._run(replica, self.queue.take()))
             self._running.add(task)
             task.add_done_callback(self._running.discard)
         self._wake_when_due()
