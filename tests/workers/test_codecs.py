@@ -45,6 +45,25 @@ def test_json_null_is_a_missing_value() -> None:
 @pytest.mark.parametrize(
     "body",
     [
+        json.dumps([1.0, float("nan")]).encode(),  # Python clients write a missing value so
+        b"\xef\xbb\xbf[1.0, 2.0]",  # a byte-order mark
+        json.dumps([1.0, 2.0]).encode("utf-16"),
+    ],
+)
+def test_json_as_python_clients_write_it_is_taken(body: bytes) -> None:
+    """Strict JSON refuses these; Python's json (the first decoder here) took them, and so do we."""
+    rows = decode_rows(body, "application/json")
+    assert rows.shape == (1, 2) and rows[0, 0] == 1.0
+
+
+def test_predictions_are_compact_json_with_nan_as_null() -> None:
+    body, content_type = encode_predictions([np.float32(0.5), np.int64(3), float("nan")], "")
+    assert (body, content_type) == (b'{"predictions":[0.5,3,null]}', "application/json")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
         b"5.1,3.5,1.4,0.2\n6.2,2.9,4.3,1.3\n",
         b"5.1, 3.5,1.4,0.2\r\n6.2,2.9,4.3,1.3",
         b"\xef\xbb\xbf5.1,3.5,1.4,0.2\n\n6.2,2.9,4.3,1.3",
