@@ -13,6 +13,8 @@ from modelhost.workers.handlers.oip import SpeaksOip
 from modelhost.workers.handlers.sklearn import SklearnHandler
 from modelhost.workers.messages import Load
 
+UNSHARED_SLACK_BYTES = 1 << 20  # a copy without a memo may pass the footprint by 1/4 and this
+
 
 class TooLarge(Exception):
     """The copy outgrew the room the frontend gave it."""
@@ -49,20 +51,37 @@ def read(request: Load) -> Handler | None:
         return None
 
 
-def write(handler: Handler, request: Load) -> int:
+def write(handler: Handler, request: Load, footprint: int) -> int:
     """Write the fast copy the request has room for, if `handler` is one of scikit-learn's just
-    loaded from its artifact; the bytes written (0: none). Written aside, renamed when whole."""
+    loaded from its artifact (`footprint` bytes in memory); the bytes written (0: none). Written
+    aside, renamed when whole.
+
+    Pickled without a memo where that stays near the footprint: the unpickler's memo holds every
+    object until the load ends, so a forest's trees keep the arrays they were rebuilt from and a
+    memoized copy loads at twice the model's size. A model whose parts are shared (a voting
+    ensemble's estimators, listed twice) or cyclic cannot be pickled so within bounds, and gets
+    the memoized copy."""
     inner = handler.inner if isinstance(handler, SpeaksOip) else handler
     if not request.fast_copy_room or type(inner) is not SklearnHandler:
         return 0
     path = Path(request.fast_copy)
     aside = path.with_name(f".{path.name}.{os.getpid()}")  # the host deletes it if we die
+    unshared = min(request.fast_copy_room, footprint + footprint // 4 + UNSHARED_SLACK_BYTES)
+    for room, memo in ((unshared, False), (request.fast_copy_room, True)):
+        if _dumped(inner.model, aside, room, memo):
+            written = aside.stat().st_size
+            aside.rename(path)
+            return written
+    return 0
+
+
+def _dumped(model: Any, aside: Path, room: int, memo: bool) -> bool:
     try:
         with aside.open("wb") as file:
-            pickle.dump(inner.model, BoundedFile(file, request.fast_copy_room), protocol=5)
-        written = aside.stat().st_size
-        aside.rename(path)
-    except Exception:  # noqa: BLE001  (no room, a full disk, an object that cannot be pickled)
+            pickler = pickle.Pickler(BoundedFile(file, room), protocol=5)
+            pickler.fast = not memo  # fast: no memo (and a ValueError for a cycle)
+            pickler.dump(model)
+    except Exception:  # noqa: BLE001  (no room, a full disk, a cycle, an object not picklable)
         aside.unlink(missing_ok=True)
-        return 0
-    return written
+        return False
+    return True

@@ -136,7 +136,8 @@ class Worker:
         load_ms = (time.perf_counter() - started) * 1000
         peak = max(0, rss_and_peak_bytes()[1] - rss_before)  # unpickling's buffers, at their most
         footprint = max(0, settled_memory() - before)
-        written = fast_copy.write(handler, request) if copy is None else 0  # once, not in load_ms
+        # written once, after the artifact's load, and not counted in load_ms
+        written = fast_copy.write(handler, request, footprint) if copy is None else 0
         trim_heap()  # unpickling's buffers: else they stay in the heap, and in the PSS
         return Loaded(
             footprint,
