@@ -12,7 +12,6 @@ no design with model code out of the frontend avoids. modelhost's overhead is me
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import collections
 import json
@@ -20,7 +19,7 @@ import os
 import socket
 from typing import Any
 
-from floor_app import JSON_HEADERS, _lifespan, _read_body, _rows
+from floor_app import _lifespan, _read_body, _reply, _rows, parse_args, serve
 
 LENGTH = 4  # bytes of the big-endian length before each frame
 
@@ -94,22 +93,9 @@ def _answer(model: Any, body: bytes, np: Any) -> bytes:
     return b"2" + json.dumps({"predictions": model.predict(rows).tolist()}).encode()
 
 
-async def _reply(send: Any, status: int, body: bytes) -> None:
-    headers = [*JSON_HEADERS, (b"content-length", str(len(body)).encode())]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("model", help="a joblib file with a predict() method")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8081)
-    args = parser.parse_args()
-    os.environ.setdefault("OMP_NUM_THREADS", "1")  # as modelhost's workers: one thread per core
-
+    args = parse_args(__doc__)
     import joblib
-    import uvicorn
 
     frontend, child = socket.socketpair()
     if os.fork() == 0:  # the model's process: it dies with the socket's other end
@@ -117,17 +103,7 @@ def main() -> None:
         serve_model(child, joblib.load(args.model))
         os._exit(0)
     child.close()
-    uvicorn.run(
-        make_app(frontend),
-        host=args.host,
-        port=args.port,
-        loop="uvloop",
-        http="httptools",
-        workers=1,
-        access_log=False,
-        log_level="warning",
-        lifespan="on",
-    )
+    serve(make_app(frontend), args)
 
 
 if __name__ == "__main__":

@@ -76,17 +76,26 @@ async def _lifespan(receive: Any, send: Any) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    args = parse_args(__doc__)
+    import joblib
+
+    serve(make_app(joblib.load(args.model)), args)
+
+
+def parse_args(doc: str | None) -> argparse.Namespace:
+    """The model and the address, for this floor and the boundary floor."""
+    parser = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
     parser.add_argument("model", help="a joblib file with a predict() method")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8081)
-    args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # as modelhost's workers: one thread per core
+    return parser.parse_args()
 
-    import joblib
+
+def serve(app: Any, args: argparse.Namespace) -> None:
+    """uvicorn with uvloop and httptools, one process, no access log."""
     import uvicorn
 
-    app = make_app(joblib.load(args.model))
     uvicorn.run(
         app,
         host=args.host,

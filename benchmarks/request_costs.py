@@ -1,7 +1,8 @@
 """Where one request's time goes, per process: CPU, context switches and system calls per request.
 
-The server (modelhost by default, or a floor: `--server`; pinned to core 1, `--workers 1`) is loaded by wrk (core 0) at one concurrency. For
-each process of the server (frontend, template, worker) it reports, per answered request: CPU µs
+The server (modelhost by default, or a floor: `--server`; pinned to core 1, `--workers 1`) is
+loaded by wrk (core 0) at one concurrency. For each process of the server (frontend, template,
+worker; the boundary floor's model process is its worker) it reports, per answered request: CPU µs
 (user and system, from /proc), voluntary and involuntary context switches (all threads, from
 /proc/PID/task/*/status) and, with `--strace`, system calls by name (`strace -c -f`, attached for
 a run of its own: strace slows the server, but not what it calls per request). `--py-spy DIR`
