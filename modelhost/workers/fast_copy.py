@@ -67,21 +67,22 @@ def write(handler: Handler, request: Load, footprint: int) -> int:
     path = Path(request.fast_copy)
     aside = path.with_name(f".{path.name}.{os.getpid()}")  # the host deletes it if we die
     unshared = min(request.fast_copy_room, footprint + footprint // 4 + UNSHARED_SLACK_BYTES)
-    for room, memo in ((unshared, False), (request.fast_copy_room, True)):
-        if _dumped(inner.model, aside, room, memo):
-            written = aside.stat().st_size
-            aside.rename(path)
-            return written
-    return 0
+    return _written(inner.model, aside, path, unshared, memo=False) or _written(
+        inner.model, aside, path, request.fast_copy_room, memo=True
+    )
 
 
-def _dumped(model: Any, aside: Path, room: int, memo: bool) -> bool:
+def _written(model: Any, aside: Path, path: Path, room: int, memo: bool) -> int:
+    """`model` pickled to `aside` within `room` bytes, then renamed to `path`: the bytes written,
+    or 0 (and no file)."""
     try:
         with aside.open("wb") as file:
             pickler = pickle.Pickler(BoundedFile(file, room), protocol=5)
             pickler.fast = not memo  # fast: no memo (and a ValueError for a cycle)
             pickler.dump(model)
+        written = aside.stat().st_size
+        aside.rename(path)
     except Exception:  # noqa: BLE001  (no room, a full disk, a cycle, an object not picklable)
         aside.unlink(missing_ok=True)
-        return False
-    return True
+        return 0
+    return written
