@@ -23,6 +23,7 @@ from modelhost.workers.pool import WorkerHandle
 # sends a batch to a worker; returns the seconds the worker spent on it (None: nothing was sent)
 Send = Callable[[WorkerHandle, list[Job[Any]]], Awaitable[float | None]]
 BUSY_WINDOW_S = 1.0  # how far back busy_share looks
+PRESSURE_RECHECK_S = 0.1  # while requests wait for a slot, how often on_pressure hears again
 
 logger = logging.getLogger("modelhost.scheduler")
 
@@ -60,12 +61,13 @@ class Dispatcher:
         self.replicas: dict[int, Replica] = {}
         self.pressed_at = queue.clock()  # when requests last waited for a free slot
         self._timer: asyncio.TimerHandle | None = None
+        self._pressure_timer: asyncio.TimerHandle | None = None
         self._running: set[asyncio.Future[None]] = set()  # a task nobody holds may be collected
         self._created_at = queue.clock()
         self._batches: deque[tuple[float, float]] = deque()  # (ended at, seconds) in the window
         self._busy_s = 0.0  # the sum of the window's batch seconds
         self._running_since: dict[int, tuple[float, WorkerHandle]] = {}  # by id of the batch
-        self._loop: asyncio.AbstractEventLoop | None = None  # kept: 3.11 asks the pid each time
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def busy_share(self) -> float:
         """Worker-seconds spent on this model per second and replica over the last window:
@@ -121,10 +123,10 @@ class Dispatcher:
             if replica is None:
                 self.pressed_at = self.queue.clock()
                 self.on_pressure()
+                self._press_again()
                 return
             replica.busy += 1
-            loop = self._loop = self._loop or asyncio.get_running_loop()
-            task = loop.create_task(self._run(replica, self.queue.take()))
+            task = self._event_loop().create_task(self._run(replica, self.queue.take()))
             self._running.add(task)
             task.add_done_callback(self._running.discard)
         self._wake_when_due()
@@ -154,13 +156,30 @@ class Dispatcher:
                 replica.drained.set_result(None)
             self.pump()
 
+    def _press_again(self) -> None:
+        """Look again in a while: the busy share the host was told may have been read too early
+        (the batch ahead had just begun), and a worker may have joined since."""
+        if self._pressure_timer is None:
+            self._pressure_timer = self._event_loop().call_later(
+                PRESSURE_RECHECK_S, self._on_press_again
+            )
+
+    def _on_press_again(self) -> None:
+        self._pressure_timer = None
+        self.pump()
+
+    def _event_loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:  # kept: CPython 3.11 asks the kernel for the pid each time
+            self._loop = asyncio.get_running_loop()
+        return self._loop
+
     def _wake_when_due(self) -> None:
         """Look again when the oldest job has waited `max_batch_delay_s` for company."""
         due = self.queue.due_at()
         if due is None or self._timer is not None:
             return
         delay = max(0.0, due - self.queue.clock())
-        self._timer = asyncio.get_running_loop().call_later(delay, self._on_due)
+        self._timer = self._event_loop().call_later(delay, self._on_due)
 
     def _on_due(self) -> None:
         self._timer = None

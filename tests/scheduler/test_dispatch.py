@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from modelhost.errors import WorkerDied
 from modelhost.scheduler.batcher import BatchQueue, Job
-from modelhost.scheduler.dispatch import Dispatcher
+from modelhost.scheduler.dispatch import PRESSURE_RECHECK_S, Dispatcher
 
 
 class FakeWorker:
@@ -150,3 +150,36 @@ def test_busy_share_counts_the_workers_time_not_a_wait_behind_another_model() ->
     assert behind_a_load == 0.0
     assert alone == 0.5  # running for the last 0.5 s of a 1 s window
     assert done == 0.1  # ended: the 0.1 s the worker reports, not the 0.5 s it took
+
+
+def test_pressure_is_told_again_while_requests_keep_waiting() -> None:
+    """A busy share read too early (the batch ahead had just begun) is not the last word: while
+    requests wait for a slot the host hears of it again, and not once none waits (a hot model's
+    scale-out was missed so, once, in CI)."""
+    pressed: list[float] = []
+
+    async def scenario() -> tuple[int, int]:
+        loop = asyncio.get_running_loop()
+        release = loop.create_future()
+
+        async def send(worker: Any, batch: list[Job[int]]) -> None:
+            await release
+            for job in batch:
+                job.future.set_result(job.request)
+
+        queue: BatchQueue[int] = BatchQueue("m", 10, 1, 0.0, loop.time)
+        dispatcher = Dispatcher(queue, send, lambda: pressed.append(loop.time()))
+        dispatcher.add(FakeWorker(1), 1)  # type: ignore[arg-type]
+        jobs = [Job(n, loop.create_future(), loop.time()) for n in range(2)]
+        for job in jobs:
+            dispatcher.submit(job)
+        await asyncio.sleep(5 * PRESSURE_RECHECK_S)
+        while_waiting = len(pressed)
+        release.set_result(None)
+        assert await asyncio.gather(*(j.future for j in jobs)) == [0, 1]
+        await asyncio.sleep(3 * PRESSURE_RECHECK_S)
+        return while_waiting, len(pressed)
+
+    while_waiting, after = asyncio.run(scenario())
+    assert while_waiting >= 3  # at once, then again while the second request waited
+    assert after == while_waiting  # and no more once none waits
