@@ -9,7 +9,6 @@ poison request: answered 500 and not tried again, so it cannot take down the poo
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -52,7 +51,6 @@ class InvokePath:
         self.on_pressure = on_pressure  # a model's requests wait for a free worker
         self.in_flight = 0  # invocations received and not yet answered
         self.batching = BatchingStatistics()
-        self._loop: asyncio.AbstractEventLoop | None = None  # kept: 3.11 asks the pid each time
         # every request's deadline, kept by one timer (`Deadlines`), not one per request
         self._deadlines: Deadlines[tuple[Dispatcher, Job[Invocation]]] = Deadlines(
             scheduling.response_timeout_s, lambda key: self._expire(*key)
@@ -138,8 +136,7 @@ class InvokePath:
     async def _answer(self, name: str, invocation: Invocation, solo: bool) -> Job[Invocation]:
         """Queue the request for the model's workers and wait for its answer or its deadline."""
         dispatcher = self.residency.dispatchers[name]
-        loop = self._loop = self._loop or asyncio.get_running_loop()
-        future = loop.create_future()
+        future = dispatcher.loop.create_future()
         job: Job[Invocation] = Job(invocation, future, self.residency.clock(), solo=solo)
         dispatcher.submit(job)
         key = (dispatcher, job)

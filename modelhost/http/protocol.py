@@ -92,7 +92,7 @@ class HeadWithBody:
             if not self.transport.is_closing():
                 self.transport.write(head)
 
-    def is_closing(self) -> bool:
+    def is_closing(self) -> bool:  # asked on every request: not through __getattr__
         return self.transport.is_closing()
 
     def close(self) -> None:

@@ -60,14 +60,13 @@ class Dispatcher:
         self.slots_per_worker = slots_per_worker
         self.replicas: dict[int, Replica] = {}
         self.pressed_at = queue.clock()  # when requests last waited for a free slot
-        self._timer: asyncio.TimerHandle | None = None
-        self._pressure_timer: asyncio.TimerHandle | None = None
+        self._timer: asyncio.TimerHandle | None = None  # the next look at the queue
         self._running: set[asyncio.Future[None]] = set()  # a task nobody holds may be collected
         self._created_at = queue.clock()
         self._batches: deque[tuple[float, float]] = deque()  # (ended at, seconds) in the window
         self._busy_s = 0.0  # the sum of the window's batch seconds
         self._running_since: dict[int, tuple[float, WorkerHandle]] = {}  # by id of the batch
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # see `loop`
 
     def busy_share(self) -> float:
         """Worker-seconds spent on this model per second and replica over the last window:
@@ -100,7 +99,7 @@ class Dispatcher:
         replica.draining = True
         if replica.busy:
             if replica.drained is None:  # a second drain waits on the same future
-                replica.drained = asyncio.get_running_loop().create_future()
+                replica.drained = self.loop.create_future()
             await asyncio.shield(replica.drained)
 
     def remove(self, worker_id: int) -> None:
@@ -123,10 +122,12 @@ class Dispatcher:
             if replica is None:
                 self.pressed_at = self.queue.clock()
                 self.on_pressure()
-                self._press_again()
+                # again in a while: the busy share the host read may have been read too early
+                # (the batch ahead had just begun), and a worker may have joined since
+                self._look_again_in(PRESSURE_RECHECK_S)
                 return
             replica.busy += 1
-            task = self._event_loop().create_task(self._run(replica, self.queue.take()))
+            task = self.loop.create_task(self._run(replica, self.queue.take()))
             self._running.add(task)
             task.add_done_callback(self._running.discard)
         self._wake_when_due()
@@ -156,30 +157,28 @@ class Dispatcher:
                 replica.drained.set_result(None)
             self.pump()
 
-    def _press_again(self) -> None:
-        """Look again in a while: the busy share the host was told may have been read too early
-        (the batch ahead had just begun), and a worker may have joined since."""
-        if self._pressure_timer is None:
-            self._pressure_timer = self._event_loop().call_later(
-                PRESSURE_RECHECK_S, self._on_press_again
-            )
-
-    def _on_press_again(self) -> None:
-        self._pressure_timer = None
-        self.pump()
-
-    def _event_loop(self) -> asyncio.AbstractEventLoop:
-        if self._loop is None:  # kept: CPython 3.11 asks the kernel for the pid each time
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The running event loop, kept: CPython 3.11 asks the kernel for the pid on each
+        `asyncio.get_running_loop()`, and the invoke path wants it for every request."""
+        if self._loop is None:
             self._loop = asyncio.get_running_loop()
         return self._loop
 
     def _wake_when_due(self) -> None:
         """Look again when the oldest job has waited `max_batch_delay_s` for company."""
         due = self.queue.due_at()
-        if due is None or self._timer is not None:
-            return
-        delay = max(0.0, due - self.queue.clock())
-        self._timer = self._event_loop().call_later(delay, self._on_due)
+        if due is not None:
+            self._look_again_in(max(0.0, due - self.queue.clock()))
+
+    def _look_again_in(self, delay_s: float) -> None:
+        """Pump again after `delay_s`, unless a look is due sooner already."""
+        at = self.loop.time() + delay_s
+        if self._timer is not None:
+            if self._timer.when() <= at:
+                return
+            self._timer.cancel()
+        self._timer = self.loop.call_at(at, self._on_due)
 
     def _on_due(self) -> None:
         self._timer = None

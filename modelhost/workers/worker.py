@@ -127,9 +127,7 @@ class Worker:
         reset_peak_rss()
         rss_before, _ = rss_and_peak_bytes()
         copy = fast_copy.read(request)
-        handler = copy
-        if handler is None:
-            handler = load_handler(artifact, request.model, self._load_spec(request, root))
+        handler = copy or load_handler(artifact, request.model, self._load_spec(request, root))
         handler.limit_rows(request.max_rows)
         warm_up(handler, request.model, root, request.warmup)
         self.models[request.model] = handler

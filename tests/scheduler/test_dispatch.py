@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from hypothesis import given, settings
@@ -18,6 +19,17 @@ from modelhost.scheduler.dispatch import PRESSURE_RECHECK_S, Dispatcher
 class FakeWorker:
     def __init__(self, worker_id: int) -> None:
         self.worker_id, self.alive, self.pending = worker_id, True, {}
+
+
+def answered_on(release: asyncio.Future[None]) -> Callable[[Any, list[Job[int]]], Awaitable[None]]:
+    """A worker's `send` that answers each job of a batch with its request once `release` is set."""
+
+    async def send(worker: Any, batch: list[Job[int]]) -> None:
+        await release
+        for job in batch:
+            job.future.set_result(job.request)
+
+    return send
 
 
 @settings(max_examples=60, deadline=None)
@@ -73,13 +85,10 @@ def test_pressure_is_reported_when_ready_jobs_find_no_free_replica() -> None:
         loop = asyncio.get_running_loop()
         release = loop.create_future()
 
-        async def send(worker: Any, batch: list[Job[int]]) -> None:
-            await release
-            for job in batch:
-                job.future.set_result(job.request)
-
         dispatcher = Dispatcher(
-            BatchQueue("m", 10, 1, 0.0, loop.time), send, lambda: pressed.append(True)
+            BatchQueue("m", 10, 1, 0.0, loop.time),
+            answered_on(release),
+            lambda: pressed.append(True),
         )
         dispatcher.add(FakeWorker(1), 1)  # type: ignore[arg-type]
         jobs = [Job(n, loop.create_future(), loop.time()) for n in range(2)]
@@ -162,13 +171,8 @@ def test_pressure_is_told_again_while_requests_keep_waiting() -> None:
         loop = asyncio.get_running_loop()
         release = loop.create_future()
 
-        async def send(worker: Any, batch: list[Job[int]]) -> None:
-            await release
-            for job in batch:
-                job.future.set_result(job.request)
-
         queue: BatchQueue[int] = BatchQueue("m", 10, 1, 0.0, loop.time)
-        dispatcher = Dispatcher(queue, send, lambda: pressed.append(loop.time()))
+        dispatcher = Dispatcher(queue, answered_on(release), lambda: pressed.append(loop.time()))
         dispatcher.add(FakeWorker(1), 1)  # type: ignore[arg-type]
         jobs = [Job(n, loop.create_future(), loop.time()) for n in range(2)]
         for job in jobs:
