@@ -59,13 +59,21 @@ class ModelProcess(asyncio.Protocol):
         return future
 
     def data_received(self, data: bytes) -> None:
-        self.buffer += data
-        while len(self.buffer) >= LENGTH:
-            size = int.from_bytes(self.buffer[:LENGTH], "big")
-            if len(self.buffer) < LENGTH + size:
-                return
-            frame, self.buffer = self.buffer[LENGTH : LENGTH + size], self.buffer[LENGTH + size :]
+        frames, self.buffer = cut_frames(self.buffer + data)
+        for frame in frames:
             self.waiting.popleft().set_result(frame)
+
+
+def cut_frames(buffer: bytes) -> tuple[list[bytes], bytes]:
+    """The whole length-prefixed frames at the start of `buffer`, and the bytes after them."""
+    frames = []
+    while len(buffer) >= LENGTH:
+        size = int.from_bytes(buffer[:LENGTH], "big")
+        if len(buffer) < LENGTH + size:
+            break
+        frames.append(buffer[LENGTH : LENGTH + size])
+        buffer = buffer[LENGTH + size :]
+    return frames, buffer
 
 
 def serve_model(sock: socket.socket, model: Any) -> None:
@@ -74,12 +82,8 @@ def serve_model(sock: socket.socket, model: Any) -> None:
 
     buffer = b""
     while data := sock.recv(65536):
-        buffer += data
-        while len(buffer) >= LENGTH:
-            size = int.from_bytes(buffer[:LENGTH], "big")
-            if len(buffer) < LENGTH + size:
-                break
-            body, buffer = buffer[LENGTH : LENGTH + size], buffer[LENGTH + size :]
+        bodies, buffer = cut_frames(buffer + data)
+        for body in bodies:
             answer = _answer(model, body, np)
             sock.sendall(len(answer).to_bytes(LENGTH, "big") + answer)
 

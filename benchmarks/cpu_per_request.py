@@ -30,7 +30,7 @@ from pathlib import Path
 
 import psutil
 from _common import BENCHMARKS, add_serve_arg, machine, markdown_table
-from hot_path import MODEL, _invoke_url, _start, ensure_wrk, wrk
+from hot_path import MODEL, SERVERS, _invoke_url, _start, ensure_wrk, wrk
 
 from modelhost import testing
 
@@ -136,8 +136,8 @@ def _parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--servers",
         nargs="+",
-        default=["modelhost", "floor", "boundary-floor"],
-        choices=["modelhost", "floor", "boundary-floor"],
+        default=list(SERVERS),
+        choices=SERVERS,
     )
     parser.add_argument("--concurrency", nargs="+", type=int, default=[1, 16])
     parser.add_argument("--duration", type=int, default=8, help="seconds per measured run")

@@ -86,6 +86,7 @@ def _bench_server(
 
 
 FLOORS = {"floor": "floor_app.py", "boundary-floor": "boundary_floor_app.py"}
+SERVERS = ("modelhost", *FLOORS)  # what `_start` can start
 
 
 def _start(

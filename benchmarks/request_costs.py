@@ -28,7 +28,7 @@ from pathlib import Path
 
 import psutil
 from _common import add_serve_arg, markdown_table
-from hot_path import MODEL, _invoke_url, _start, ensure_wrk, wrk
+from hot_path import MODEL, SERVERS, _invoke_url, _start, ensure_wrk, wrk
 
 from modelhost import testing
 
@@ -177,9 +177,7 @@ def _profile(processes: dict[str, psutil.Process], url: str, args: argparse.Name
 
 def _parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--server", default="modelhost", choices=["modelhost", "floor", "boundary-floor"]
-    )
+    parser.add_argument("--server", default="modelhost", choices=SERVERS)
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--duration", type=int, default=8, help="seconds per measured run")
     parser.add_argument("--warmup", type=int, default=2, help="seconds of discarded warm-up")
