@@ -373,10 +373,11 @@ def main() -> None:
     parser.add_argument(
         "--pss-every-ms",
         type=float,
-        default=100.0,
+        default=250.0,
         help="how often the PSS of every server process is sampled for its peak; each sample "
-        "costs milliseconds of kernel time per process, taken from the cores the servers share "
-        "(every 10 ms took half a core and a quarter of modelhost's throughput)",
+        "stops the server's processes while it reads them (milliseconds per process: modelhost "
+        "has four, the floor one), so sampling often costs modelhost more throughput than the "
+        "floor (every 100 ms: about a tenth of modelhost's)",
     )
     parser.add_argument(
         "--load-headroom",

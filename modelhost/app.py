@@ -48,6 +48,9 @@ from modelhost.workers.pool import WorkerPool
 logger = logging.getLogger("modelhost")
 
 SETTLE_S = 0.3
+# a worker's first real loads copy template pages and grow its heap past what the rehearsal
+# did (1.3-1.8 MB a worker, 6 MB in all with two under churn): the headroom before any reading
+WORKER_GROWTH_SEED_BYTES = 4 * 2**20
 
 
 def serve(config: Config) -> int:
@@ -205,6 +208,7 @@ def build_host(
         policy_named(config.eviction_policy),
         admission=FrequencySketch() if config.admission == "tinylfu" else None,
         min_residency_s=config.min_residency_s,
+        drift_seed_bytes=len(pool.workers) * WORKER_GROWTH_SEED_BYTES,
     )
     disk = DiskTier(
         cache_dir,

@@ -15,13 +15,15 @@ records a miss (a retry of a waiting load counts again, as demand that keeps wai
 from __future__ import annotations
 
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 
 from modelhost.cache.admission import FrequencySketch, admissible
 from modelhost.cache.policy import EvictionPolicy, LRUPolicy
+
+DRIFT_READINGS = 32  # the headroom is the largest rise of the baseline over this many readings
 
 
 class State(str, Enum):
@@ -71,6 +73,7 @@ class MemoryTier:
         *,
         admission: FrequencySketch | None = None,
         min_residency_s: float = 0.0,
+        drift_seed_bytes: int = 0,
     ) -> None:
         self.budget_bytes = budget_bytes
         self.baseline_bytes = baseline_bytes
@@ -82,6 +85,9 @@ class MemoryTier:
         self.released_bytes = 0  # given back by records, ever (see `observe`)
         # requests waiting for a model's load: it serves them before it can be a victim
         self.awaited: Counter[str] = Counter()
+        # how far each reading raised the baseline above the recent ones: unannounced growth
+        self.drift: deque[int] = deque([drift_seed_bytes], maxlen=DRIFT_READINGS)
+        self.recent_baselines: deque[int] = deque([baseline_bytes], maxlen=DRIFT_READINGS)
 
     def __iter__(self) -> Iterator[Resident]:
         return iter(list(self.residents.values()))
@@ -94,6 +100,21 @@ class MemoryTier:
         """The baseline plus every model that is loading or loaded (not those being unloaded)."""
         held = sum(r.bytes for r in self.residents.values() if r.state is not State.UNLOADING)
         return self.baseline_bytes + held
+
+    @property
+    def headroom_bytes(self) -> int:
+        """Kept free by reservations: as much as the server grew above its recent baselines
+        between two readings, unseen until the second (copy-on-write of the template's pages,
+        heap the allocator keeps); reservations that used it would put the server over its
+        budget until a reading showed the growth and victims left. Before any reading, the seed
+        (new workers grow). A baseline that comes back after a dip (a worker replaced) is no
+        growth."""
+        return max(self.drift)
+
+    @property
+    def usable_bytes(self) -> int:
+        """The budget less the headroom: what reservations may commit."""
+        return self.budget_bytes - self.headroom_bytes
 
     @property
     def capacity_bytes(self) -> int:
@@ -125,12 +146,14 @@ class MemoryTier:
         raced = self.released_bytes - released_before
         settled = not raced and all(r.state is State.LOADED for r in self.residents.values())
         unexplained = max(0, real_bytes - raced - sum(r.bytes for r in self.residents.values()))
+        self.drift.append(max(0, unexplained - max(self.recent_baselines)))
         self.baseline_bytes = unexplained if settled else max(self.baseline_bytes, unexplained)
+        self.recent_baselines.append(self.baseline_bytes)
 
     def victims_for(self, size_bytes: int) -> list[Resident] | None:
         """Idle models freeing size_bytes, by the policy alone: memory over the budget (see
         `overflow_victims`) outranks the minimum residency and admission."""
-        shortfall = self.committed_bytes + size_bytes - self.budget_bytes
+        shortfall = self.committed_bytes + size_bytes - self.usable_bytes
         if shortfall <= 0:
             return []
         return self.policy.choose(self._evictable(), shortfall)
@@ -138,7 +161,7 @@ class MemoryTier:
     def load_victims(self, name: str, size_bytes: int) -> list[Resident] | None:
         """Like `victims_for`, among the models resident for the minimum time; with admission,
         those no more frequent than `name` when they can free enough."""
-        shortfall = self.committed_bytes + size_bytes - self.budget_bytes
+        shortfall = self.committed_bytes + size_bytes - self.usable_bytes
         if shortfall <= 0:
             return []
         now = self.clock()
@@ -174,7 +197,7 @@ class MemoryTier:
 
     def reserve_copy(self, resident: Resident) -> bool:
         """Room for one more copy of a loaded model (scale-out), if it fits without evicting."""
-        if self.committed_bytes + resident.footprint > self.budget_bytes:
+        if self.committed_bytes + resident.footprint > self.usable_bytes:
             return False
         resident.bytes += resident.footprint
         return True
@@ -195,7 +218,8 @@ class MemoryTier:
         return resident
 
     def overflow_victims(self) -> list[Resident]:
-        """Idle models to unload when a measured footprint turned out larger than reserved."""
+        """Idle models to unload when a measured footprint turned out larger than reserved, or
+        a reading showed the baseline grown into the headroom."""
         return self._claim(self.victims_for(0) or [])
 
     def idle_victims(self, idle_s: float) -> list[Resident]:

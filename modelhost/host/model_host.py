@@ -173,6 +173,7 @@ class ModelHost:
             m.budget_bytes,
             m.baseline_bytes,
             m.committed_bytes,
+            m.headroom_bytes,
             self.memory_readings.last_bytes,
             {state.value: sum(r.state is state for r in residents) for state in State},
             {r.name: r.bytes for r in residents if r.state is State.LOADED},

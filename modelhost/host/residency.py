@@ -230,7 +230,7 @@ class Residency:
             raise InsufficientMemory(self._never_fits(name, size))
         await self.observe_memory()
         await self.neighbours.shed_copies(
-            self.memory.committed_bytes + size - self.memory.budget_bytes
+            self.memory.committed_bytes + size - self.memory.usable_bytes
         )
         deadline = self.clock() + self.deadline_s
         pinned = self.manifests.is_pinned(name)
@@ -322,7 +322,8 @@ class Residency:
         await self._unload_many(self.memory.idle_victims(idle_s), "unload", "idle")
 
     async def relieve_pressure(self) -> None:
-        """Unload idle models while more is committed than the budget (a footprint grew)."""
+        """Unload idle models while more is committed than the budget less its headroom (a
+        footprint or the baseline grew)."""
         await self._unload_many(self.memory.overflow_victims(), "evict", "memory_pressure")
 
     def worker_lost(self, worker: WorkerHandle) -> None:

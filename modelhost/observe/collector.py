@@ -57,6 +57,11 @@ class HostCollector(Collector):
             "The idle server's PSS, drift included",
             m.baseline_bytes,
         )
+        yield _gauge(
+            "modelhost_memory_headroom_bytes",
+            "Budget kept free for growth seen only at the next reading",
+            m.headroom_bytes,
+        )
 
     def _disk(self, d: DiskStatistics) -> Iterator[Metric]:
         yield _gauge("modelhost_disk_budget_bytes", "The disk tier's budget", d.budget_bytes)

@@ -50,6 +50,7 @@ def describe_host(host: HostStatistics) -> dict[str, Any]:
             "budgetBytes": memory.budget_bytes,
             "baselineBytes": memory.baseline_bytes,
             "committedBytes": memory.committed_bytes,
+            "headroomBytes": memory.headroom_bytes,
             "pssBytes": memory.pss_bytes,
             "loadedModels": memory.models.get("loaded", 0),
         },

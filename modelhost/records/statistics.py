@@ -33,6 +33,7 @@ class MemoryStatistics:
     budget_bytes: int
     baseline_bytes: int  # the idle server's PSS, drift included
     committed_bytes: int  # baseline plus the footprints of loading and loaded models
+    headroom_bytes: int  # kept free for growth between readings (see `MemoryTier.headroom_bytes`)
     pss_bytes: int  # the whole server as the OS measured it at the last reading (< 1 s ago)
     models: dict[str, int]  # state → how many models are in it
     footprints: dict[str, int]  # loaded model → its footprint

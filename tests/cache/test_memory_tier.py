@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from modelhost.cache.memory import MemoryTier, State
+from modelhost.cache.memory import DRIFT_READINGS, MemoryTier, State
 from modelhost.cache.policy import LRUPolicy
 from modelhost.testing import StepClock
 
@@ -120,3 +120,34 @@ def test_idle_victims_are_the_loaded_idle_unpinned_models_unused_long_enough() -
     assert [victim.name for victim in victims] == ["old"]
     assert memory.residents["old"].state is State.UNLOADING
     assert memory.idle_victims(idle_s=50) == []  # claimed once
+
+
+def test_memory_that_grew_unannounced_between_readings_is_kept_free_for_the_next_loads() -> None:
+    memory = tier(budget_mib=100, baseline_mib=20)
+    memory.reserve("a", 30 * MiB)  # loading: the reading is in motion, the baseline may only grow
+    memory.observe(real_bytes=55 * MiB, released_before=0)  # 5 MiB that no record explains
+    assert memory.baseline_bytes == 25 * MiB
+    assert memory.headroom_bytes == 5 * MiB  # as much again may grow before the next reading
+    assert memory.reserve("b", 41 * MiB) is None  # 25 + 30 + 41 + 5 > 100, and "a" is busy
+    assert memory.reserve("b", 40 * MiB) == []
+
+
+def test_the_headroom_is_the_largest_rise_of_the_recent_readings() -> None:
+    memory = MemoryTier(100 * MiB, 20 * MiB, LRUPolicy(), StepClock(), drift_seed_bytes=8 * MiB)
+    assert memory.headroom_bytes == 8 * MiB  # before any reading: the seed (a new worker grows)
+    memory.reserve("a", 30 * MiB)
+    memory.observe(real_bytes=53 * MiB, released_before=0)
+    assert memory.headroom_bytes == 8 * MiB
+    for _ in range(DRIFT_READINGS - 1):
+        memory.observe(real_bytes=53 * MiB, released_before=0)
+    assert memory.headroom_bytes == 3 * MiB  # the seed has left the window, the rise has not
+    memory.observe(real_bytes=53 * MiB, released_before=0)
+    assert memory.headroom_bytes == 0
+
+
+def test_a_baseline_back_where_it_was_after_a_dip_is_no_growth() -> None:
+    memory = tier(budget_mib=100, baseline_mib=20)
+    memory.observe(real_bytes=12 * MiB, released_before=0)  # settled: a worker gone, say
+    memory.observe(real_bytes=20 * MiB, released_before=0)  # and its replacement started
+    assert memory.baseline_bytes == 20 * MiB
+    assert memory.headroom_bytes == 0

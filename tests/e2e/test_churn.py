@@ -170,12 +170,6 @@ def test_sixteen_clients_over_more_models_than_fit_get_every_answer_right(
     assert "Traceback" not in churn_server.log_text()
 
 
-@pytest.mark.xfail(
-    strict=False,  # it passes on some runs: the overshoot is a race with the memory watch
-    reason="known (issue 12): a load's copy-on-write of the template's pages is seen at the "
-    "next PSS reading; benchmarks/churn.py's peaks went over the budget by 0.05-0.9% "
-    "(0.1-3 MB of 330 MB) on some runs, and under it on others (docs/performance.md)",
-)
 def test_churn_never_takes_more_memory_than_the_budget(churn_run: ChurnRun) -> None:
     peak, budget = churn_run.peak_pss_bytes, churn_run.budget_bytes
     assert peak <= budget, f"peak PSS {peak} over budget {budget}"
