@@ -111,10 +111,10 @@ class MemoryTier:
         growth."""
         return max(self.drift)
 
-    @property
-    def usable_bytes(self) -> int:
-        """The budget less the headroom: what reservations may commit."""
-        return self.budget_bytes - self.headroom_bytes
+    def shortfall_bytes(self, size_bytes: int) -> int:
+        """How far committing `size_bytes` more would pass the budget less its headroom (what
+        reservations may commit); 0 or less: it fits."""
+        return self.committed_bytes + size_bytes - (self.budget_bytes - self.headroom_bytes)
 
     @property
     def capacity_bytes(self) -> int:
@@ -151,9 +151,9 @@ class MemoryTier:
         self.recent_baselines.append(self.baseline_bytes)
 
     def victims_for(self, size_bytes: int) -> list[Resident] | None:
-        """Idle models freeing size_bytes, by the policy alone: memory over the budget (see
-        `overflow_victims`) outranks the minimum residency and admission."""
-        shortfall = self.committed_bytes + size_bytes - self.usable_bytes
+        """Idle models freeing size_bytes, by the policy alone: memory over the budget less its
+        headroom (see `overflow_victims`) outranks the minimum residency and admission."""
+        shortfall = self.shortfall_bytes(size_bytes)
         if shortfall <= 0:
             return []
         return self.policy.choose(self._evictable(), shortfall)
@@ -161,7 +161,7 @@ class MemoryTier:
     def load_victims(self, name: str, size_bytes: int) -> list[Resident] | None:
         """Like `victims_for`, among the models resident for the minimum time; with admission,
         those no more frequent than `name` when they can free enough."""
-        shortfall = self.committed_bytes + size_bytes - self.usable_bytes
+        shortfall = self.shortfall_bytes(size_bytes)
         if shortfall <= 0:
             return []
         now = self.clock()
@@ -197,7 +197,7 @@ class MemoryTier:
 
     def reserve_copy(self, resident: Resident) -> bool:
         """Room for one more copy of a loaded model (scale-out), if it fits without evicting."""
-        if self.committed_bytes + resident.footprint > self.usable_bytes:
+        if self.shortfall_bytes(resident.footprint) > 0:
             return False
         resident.bytes += resident.footprint
         return True

@@ -229,9 +229,7 @@ class Residency:
         if not self.memory.fits_ever(size):
             raise InsufficientMemory(self._never_fits(name, size))
         await self.observe_memory()
-        await self.neighbours.shed_copies(
-            self.memory.committed_bytes + size - self.memory.usable_bytes
-        )
+        await self.neighbours.shed_copies(self.memory.shortfall_bytes(size))
         deadline = self.clock() + self.deadline_s
         pinned = self.manifests.is_pinned(name)
         while (victims := self.memory.reserve(name, size, pinned)) is None:
