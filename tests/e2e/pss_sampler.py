@@ -69,5 +69,5 @@ def _stopped(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat", "rb") as stat:
             return stat.read().rpartition(b") ")[2][:1] in (b"T", b"t", b"Z", b"X")
-    except FileNotFoundError:
+    except OSError:  # gone before the open (FileNotFoundError) or during the read (ESRCH)
         return True
