@@ -151,26 +151,35 @@ class MemoryTier:
         self.recent_baselines.append(self.baseline_bytes)
 
     def victims_for(self, size_bytes: int) -> list[Resident] | None:
-        """Idle models freeing size_bytes, by the policy alone: memory over the budget less its
-        headroom (see `overflow_victims`) outranks the minimum residency and admission."""
-        shortfall = self.shortfall_bytes(size_bytes)
-        if shortfall <= 0:
-            return []
-        return self.policy.choose(self._evictable(), shortfall)
+        """Idle models freeing size_bytes, by the policy alone: memory over the budget (see
+        `overflow_victims`) outranks the minimum residency and admission."""
+        return self._choose(self._evictable(), size_bytes)
 
     def load_victims(self, name: str, size_bytes: int) -> list[Resident] | None:
         """Like `victims_for`, among the models resident for the minimum time; with admission,
         those no more frequent than `name` when they can free enough."""
-        shortfall = self.shortfall_bytes(size_bytes)
-        if shortfall <= 0:
-            return []
         now = self.clock()
         candidates = [r for r in self._evictable() if self._settled(r, now)]
-        if self.admission is not None:
-            rarer = self.policy.choose(admissible(self.admission, name, candidates), shortfall)
-            if rarer is not None:
-                return rarer
-        return self.policy.choose(candidates, shortfall)
+        return self._choose(candidates, size_bytes, name)
+
+    def _choose(
+        self, candidates: list[Resident], size_bytes: int, name: str | None = None
+    ) -> list[Resident] | None:
+        """The policy's victims among `candidates` (with admission and `name`, the rarer ones
+        first) freeing room for `size_bytes` and the headroom; where they cannot free that much,
+        room within the budget itself: the headroom is kept by evicting idle models, never by
+        making a load wait (readings, which move it, wake no one)."""
+        soft = self.shortfall_bytes(size_bytes)
+        for shortfall in (soft, soft - self.headroom_bytes):
+            if shortfall <= 0:
+                return []
+            if self.admission is not None and name is not None:
+                rarer = admissible(self.admission, name, candidates)
+                if (chosen := self.policy.choose(rarer, shortfall)) is not None:
+                    return chosen
+            if (chosen := self.policy.choose(candidates, shortfall)) is not None:
+                return chosen
+        return None
 
     def _evictable(self) -> list[Resident]:
         """Loaded, idle, unpinned, and not awaited by requests that its load will serve."""

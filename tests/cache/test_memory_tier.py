@@ -128,8 +128,21 @@ def test_memory_that_grew_unannounced_between_readings_is_kept_free_for_the_next
     memory.observe(real_bytes=55 * MiB, released_before=0)  # 5 MiB that no record explains
     assert memory.baseline_bytes == 25 * MiB
     assert memory.headroom_bytes == 5 * MiB  # as much again may grow before the next reading
-    assert memory.reserve("b", 41 * MiB) is None  # 25 + 30 + 41 + 5 > 100, and "a" is busy
-    assert memory.reserve("b", 40 * MiB) == []
+    memory.mark_loaded("a", 1, 30 * MiB, 1.0)
+    assert [v.name for v in memory.reserve("b", 41 * MiB) or []] == ["a"]  # 25+30+41+5 > 100
+    memory.remove("a")
+    memory.remove("b")
+    assert memory.reserve("c", 70 * MiB) == []
+
+
+def test_the_headroom_never_makes_a_load_wait() -> None:
+    """Kept by evicting idle models; where none can go, a load that fits the budget takes it (a
+    load waiting on it would wait for nothing: readings wake no one)."""
+    memory = MemoryTier(100 * MiB, 20 * MiB, LRUPolicy(), StepClock(), drift_seed_bytes=10 * MiB)
+    load(memory, "a", 30 * MiB)
+    memory.begin_request(memory.residents["a"])
+    assert memory.reserve("b", 45 * MiB) == []  # 20 + 30 + 45 fits 100, not 100 less 10
+    assert memory.reserve("c", 6 * MiB) is None  # past the budget itself, "a" busy: it waits
 
 
 def test_the_headroom_is_the_largest_rise_of_the_recent_readings() -> None:
