@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 from starlette.applications import Starlette
 from starlette.responses import Response
 from starlette.routing import BaseRoute
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from modelhost.errors import BadRequestBody, ModelhostError, PayloadTooLarge, ResponseTooLarge
 from modelhost.host import Invocation, ModelHost, Result
@@ -115,18 +115,40 @@ class Invocations:
 
     async def _body(self, receive: Receive, headers: dict[str, str], exchange: _Exchange) -> bytes:
         declared = int(headers.get("content-length") or 0)
-        return await read_within(_chunks(receive, exchange), declared, self.max_request_bytes)
+        limit = self.max_request_bytes
+        if declared > limit:
+            raise PayloadTooLarge(too_large(declared, limit))
+        message = await receive()  # most bodies come whole: no iterator for them
+        if message.get("more_body", False):
+            return await read_within(_chunks(receive, message, exchange), declared, limit)
+        body = _chunk(message)
+        exchange.bytes_in = len(body)
+        if len(body) > limit:
+            raise PayloadTooLarge(too_large(len(body), limit))
+        return body
 
 
-async def _chunks(receive: Receive, exchange: _Exchange) -> AsyncIterator[bytes]:
-    """The body's chunks as ASGI delivers them, counted for the observer as they come."""
+async def _chunks(receive: Receive, message: Message, exchange: _Exchange) -> AsyncIterator[bytes]:
+    """The body's chunks as ASGI delivers them from `message` on, counted for the observer as
+    they come."""
     while True:
-        message = await receive()
-        chunk = message.get("body", b"")
+        chunk = _chunk(message)
         exchange.bytes_in += len(chunk)
         yield chunk
         if not message.get("more_body", False):
             return
+        message = await receive()
+
+
+def _chunk(message: Message) -> bytes:
+    """A chunk of the body; a body cut short by the client going away is not run."""
+    if message["type"] == "http.disconnect":
+        raise BadRequestBody(
+            "the client closed the connection before its request body came whole; the request "
+            "was not run"
+        )
+    body: bytes = message.get("body", b"")
+    return body
 
 
 async def read_within(chunks: AsyncIterator[bytes], declared: int, limit: int) -> bytes:
@@ -180,6 +202,8 @@ def _headers(scope: Scope) -> dict[str, str]:
 def _params(scope: Scope, headers: dict[str, str]) -> dict[str, str]:
     """Query parameters and SageMaker's custom attributes (``method=predict_proba;k=v``)."""
     query = scope.get("query_string", b"").decode("latin-1")
+    if not query and CUSTOM_ATTRIBUTES_HEADER not in headers:
+        return {}
     check_query(query)
     params = dict(urllib.parse.parse_qsl(query)) if query else {}
     for pair in headers.get(CUSTOM_ATTRIBUTES_HEADER, "").replace(",", ";").split(";"):
@@ -201,7 +225,7 @@ def _reply_headers(result: Result) -> list[tuple[bytes, bytes]]:
 
 
 def server_timing(result: Result) -> str:
-    return ", ".join(f"{part};dur={ms:.3f}" for part, ms in result.timings_ms.items())
+    return ", ".join([f"{part};dur={ms:.3f}" for part, ms in result.timings_ms.items()])
 
 
 def invocation_response(result: Result) -> Response:

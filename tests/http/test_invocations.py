@@ -153,3 +153,37 @@ def test_other_requests_go_on_to_the_framework() -> None:
         response, observer = send(FakeHost(), method, path)
         assert (response.status_code, response.text) == (418, "framework")
         assert observer.exchanges == []
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [
+        [{"type": "http.disconnect"}],
+        [
+            {"type": "http.request", "body": b"[1, 2", "more_body": True},
+            {"type": "http.disconnect"},
+        ],
+    ],
+    ids=["gone-before-the-body", "gone-in-the-middle"],
+)
+def test_a_body_cut_by_the_client_going_away_is_never_invoked(messages: list[Any]) -> None:
+    host, observer = FakeHost(), RecordingObserver()
+    invocations = Invocations(host, 1024, "", observer)  # type: ignore[arg-type]
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/models/m/invoke",
+        "headers": [(b"content-length", b"100")],
+        "query_string": b"",
+    }
+    sent: list[Any] = []
+
+    async def receive() -> Any:
+        return messages.pop(0)
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    asyncio.run(invocations(scope, receive, send))
+    assert host.seen == []  # a truncated body is not a request to run
+    assert (observer.exchanges[0].status, observer.exchanges[0].error) == (400, "BadRequestBody")
