@@ -37,7 +37,9 @@ def _problem(name: str) -> str:
         return "it is not valid UTF-8"
     if size > MAX_NAME_BYTES:
         return f"it is {size} bytes long"
-    if any(unicodedata.category(char) == "Cc" for char in name):
+    if not (name.isascii() and name.isprintable()) and any(
+        unicodedata.category(char) == "Cc" for char in name
+    ):
         return "it holds a control character"
     if "\\" in name:
         return "it holds a backslash"
