@@ -11,11 +11,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from prometheus_client import Gauge
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from modelhost.observe.exchange import Exchange, parse_server_timing
 from modelhost.observe.observer import Observer
+from modelhost.observe.tallies import LevelTally
 
 MAX_ERROR_BODY_BYTES = 64 * 1024
 
@@ -68,7 +68,7 @@ class ObserveMiddleware:
 class _Watch:
     """What one request brought and its response sent."""
 
-    def __init__(self, arrived: float, started_at: float, in_flight: Gauge) -> None:
+    def __init__(self, arrived: float, started_at: float, in_flight: LevelTally) -> None:
         self.arrived, self.started_at = arrived, started_at
         self.in_flight = in_flight
         self.waiting = True  # counted in `in_flight` until answered, or until a stream starts

@@ -9,12 +9,12 @@ headers carry). Gauges are read when scraped (`modelhost.observe.collector`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import generate_latest
 
 from modelhost.observe.exchange import Exchange, error_reason
+from modelhost.observe.tallies import CounterTally, HistogramTally, LevelTally, Tallies
 from modelhost.records.events import Event
 
 # from a 1 ms cache hit to a two-minute download
@@ -32,12 +32,11 @@ class Metrics:
 
     def __init__(self, registry: CollectorRegistry) -> None:
         r = self.registry = registry
-        self.lookups = Counter(
+        self.lookups = CounterTally(
             "modelhost_cache_lookups",
             "Invocations by where their model was found: hit (in memory, SageMaker's "
             "ModelCacheHit), disk (loaded from the disk tier) or remote (downloaded first)",
             ["tier"],
-            registry=r,
         )
         self.load_seconds = _histogram(
             "modelhost_model_load_seconds", "Time to load a model into a worker", r
@@ -89,36 +88,44 @@ class Metrics:
             ["reason"],
             registry=r,
         )
-        self.requests = Counter(
+        self.requests = CounterTally(
             "modelhost_http_requests",
             "HTTP requests by method, route template and status",
             ["method", "route", "status"],
-            registry=r,
         )
-        self.request_seconds = _histogram(
+        self.request_seconds = HistogramTally(
             "modelhost_http_request_duration_seconds",
             "HTTP request latency by method, route template and status",
-            r,
-            "method",
-            "route",
-            "status",
+            ["method", "route", "status"],
+            SECONDS_BUCKETS,
         )
-        self.request_bytes = Counter(
-            "modelhost_http_request_bytes", "Request body bytes by route", ["route"], registry=r
+        self.request_bytes = CounterTally(
+            "modelhost_http_request_bytes", "Request body bytes by route", ["route"]
         )
-        self.response_bytes = Counter(
-            "modelhost_http_response_bytes", "Response body bytes by route", ["route"], registry=r
+        self.response_bytes = CounterTally(
+            "modelhost_http_response_bytes", "Response body bytes by route", ["route"]
         )
-        self.in_flight = Gauge(
+        self.in_flight = LevelTally()
+        Gauge(
             "modelhost_http_requests_in_flight",
             "HTTP requests received and not yet answered (queued or running)",
             registry=r,
-        )
-        self.invocation_seconds = _histogram(
+        ).set_function(lambda: self.in_flight.value)
+        self.invocation_seconds = HistogramTally(
             "modelhost_invocation_part_seconds",
             "Parts of invocation latency (queue, download, load, infer) as in Server-Timing",
+            ["part"],
+            SECONDS_BUCKETS,
+        )
+        # fed by every request: plain numbers, not locked metrics (see observe.tallies)
+        Tallies(
             r,
-            "part",
+            self.lookups,
+            self.requests,
+            self.request_seconds,
+            self.request_bytes,
+            self.response_bytes,
+            self.invocation_seconds,
         )
         self.rejections = Counter(
             "modelhost_rejections",
@@ -132,9 +139,6 @@ class Metrics:
             "(a bug; the log has its traceback under the response's X-Request-Id)",
             registry=r,
         )
-        self._series: dict[tuple[str, str, int], _ExchangeSeries] = {}
-        self._tiers: dict[str, Counter] = {}
-        self._parts: dict[str, Histogram] = {}
         self._by_kind: dict[str, Callable[[Event], None]] = {
             "load": self._loaded,
             "unload": self._unloaded,
@@ -175,55 +179,24 @@ class Metrics:
     # HTTP exchanges ---------------------------------------------------------------------
 
     def on_exchange(self, exchange: Exchange) -> None:
-        series = self._series_of(exchange.method, exchange.route, exchange.status)
-        series.requests.inc()
-        series.seconds.observe(exchange.duration_s)
-        series.bytes_in.inc(exchange.bytes_in)
-        series.bytes_out.inc(exchange.bytes_out)
+        route = (exchange.route,)
+        series = (exchange.method, exchange.route, str(exchange.status))
+        self.requests.inc(series)
+        self.request_seconds.observe(series, exchange.duration_s)
+        self.request_bytes.inc(route, exchange.bytes_in)
+        self.response_bytes.inc(route, exchange.bytes_out)
         if exchange.status >= 400:
             self.rejections.labels(error_reason(exchange.status, exchange.error)).inc()
         if exchange.cache:
             self._invoked(exchange)
 
-    def _series_of(self, method: str, route: str, status: int) -> _ExchangeSeries:
-        """The labelled children of one (method, route, status), looked up once: `labels()` takes
-        a lock and builds a key on every call, which the hot path would pay per request."""
-        key = (method, route, status)
-        series = self._series.get(key)
-        if series is None:
-            code = str(status)
-            series = self._series[key] = _ExchangeSeries(
-                self.requests.labels(method, route, code),
-                self.request_seconds.labels(method, route, code),
-                self.request_bytes.labels(route),
-                self.response_bytes.labels(route),
-            )
-        return series
-
     def _invoked(self, exchange: Exchange) -> None:
         assert exchange.cache is not None
-        self._lookups_of(exchange.cache).inc()
+        self.lookups.inc((exchange.cache,))
         for part, ms in exchange.timings_ms.items():
-            self._part_of(part).observe(ms / 1000)
+            self.invocation_seconds.observe((part,), ms / 1000)
         if exchange.cache != "hit":
             self.load_wait_seconds.observe(exchange.load_wait_ms / 1000)
-
-    def _lookups_of(self, tier: str) -> Counter:
-        if tier not in self._tiers:
-            self._tiers[tier] = self.lookups.labels(tier)
-        return self._tiers[tier]
-
-    def _part_of(self, part: str) -> Histogram:
-        if part not in self._parts:
-            self._parts[part] = self.invocation_seconds.labels(part)
-        return self._parts[part]
-
-
-class _ExchangeSeries(NamedTuple):
-    requests: Counter
-    seconds: Histogram
-    bytes_in: Counter
-    bytes_out: Counter
 
 
 def _observe_ms(histogram: Histogram, duration_ms: float | None) -> None:
