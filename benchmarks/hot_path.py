@@ -94,9 +94,12 @@ def _start(
 ) -> testing.RunningServer:
     pin = ["taskset", "-c", args.server_core]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    # not from the current folder: `python -m modelhost` there would import a checkout's package
+    # before PYTHONPATH's, and comparing two versions by PYTHONPATH would compare one with itself
+    scratch.mkdir(parents=True, exist_ok=True)
     if server in FLOORS:
         command = [sys.executable, str(BENCHMARKS / FLOORS[server]), str(store / MODEL)]
-        return testing.RunningServer([], scratch, command=command, prefix=pin, env=env)
+        return testing.RunningServer([], scratch, command=command, prefix=pin, env=env, cwd=scratch)
     serve_args = [
         "--model-store",
         str(store),
@@ -109,8 +112,10 @@ def _start(
     without = getattr(args, "without", None)  # cpu_per_request's: a part switched off
     if without:
         command = [sys.executable, str(BENCHMARKS / "serve_without.py"), without]
-        return testing.RunningServer(serve_args, scratch, command=command, prefix=pin, env=env)
-    return testing.RunningServer(serve_args, scratch, prefix=pin, env=env)
+        return testing.RunningServer(
+            serve_args, scratch, command=command, prefix=pin, env=env, cwd=scratch
+        )
+    return testing.RunningServer(serve_args, scratch, prefix=pin, env=env, cwd=scratch)
 
 
 def _invoke_url(server: str, base_url: str) -> str:

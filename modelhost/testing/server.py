@@ -65,8 +65,10 @@ class RunningServer:
         command: Sequence[str] | None = None,
         startup_timeout_s: float = 60.0,
         tls: ssl.SSLContext | None = None,
+        cwd: Path | None = None,
     ) -> None:
         self.port = free_port()
+        self.cwd = cwd  # `python -m` imports from here first (a checkout's package, say)
         self.tls = tls
         self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
         self.log_path = Path(log_dir) / f"server-{self.port}.log"
@@ -93,6 +95,7 @@ class RunningServer:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=self.env,
+                cwd=self.cwd,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
