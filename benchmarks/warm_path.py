@@ -30,9 +30,8 @@ from test_host_interleavings import Call  # noqa: E402
 from test_model_host import AnsweringPool, host_with  # noqa: E402
 
 from modelhost.host import Invocation  # noqa: E402
-from modelhost.http.instance import InstanceHeader  # noqa: E402
-from modelhost.http.invocations import InvocationFastPath, Invocations  # noqa: E402
-from modelhost.http.last_resort import LastResort, Unhandled  # noqa: E402
+from modelhost.http.app import build_app  # noqa: E402
+from modelhost.http.routes import HttpSettings, SageMakerRoutes  # noqa: E402
 from modelhost.observe.observer import Observer  # noqa: E402
 from modelhost.records.events import EventLog  # noqa: E402
 from modelhost.workers.messages import Answer, Answered, Infer  # noqa: E402
@@ -57,8 +56,8 @@ async def layers() -> dict[str, Callable[[], Awaitable[Any]]]:
     host.events = EventLog()  # the observer subscribes to it
     invocation = Invocation(BODY, "application/json", "application/json", {})
     await host.invoke("m", invocation)  # loaded: every timed request is a hit
-    invocations = Invocations(host, 6 * 2**20, "", Observer(host))
-    app = InstanceHeader(LastResort(InvocationFastPath(None, invocations), Unhandled()), "i")  # type: ignore[arg-type]
+    observer = Observer(host)
+    app = build_app(SageMakerRoutes(host, HttpSettings(6 * 2**20, "", "", "i")), observer)
     scope = {
         "type": "http",
         "method": "POST",
@@ -75,7 +74,7 @@ async def layers() -> dict[str, Callable[[], Awaitable[Any]]]:
 
     return {
         "host.invoke": lambda: host.invoke("m", invocation),
-        "invocation endpoint": lambda: invocations(scope, receive, send),
+        "invocation endpoint": lambda: app.invocations(scope, receive, send),
         "whole ASGI stack": lambda: app(scope, receive, send),
     }
 

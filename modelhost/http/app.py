@@ -10,7 +10,7 @@ from starlette.routing import Route
 
 from modelhost.errors import ModelhostError
 from modelhost.http.errors import handle_http_exception, handle_modelhost_error
-from modelhost.http.instance import InstanceHeader, instance_name
+from modelhost.http.instance import InstanceHeader, instance_header, instance_name
 from modelhost.http.invocations import ROUTES as INVOCATION_ROUTES
 from modelhost.http.invocations import InvocationFastPath, Invocations
 from modelhost.http.last_resort import LastResort, Unhandled
@@ -22,15 +22,18 @@ from modelhost.http.routes import SageMakerRoutes
 from modelhost.observe.observer import Observer
 
 
-def build_app(routes: SageMakerRoutes, observer: Observer | None = None) -> InstanceHeader:
+def build_app(routes: SageMakerRoutes, observer: Observer | None = None) -> InvocationFastPath:
     settings = routes.settings
     unhandled = Unhandled(observer.metrics.unhandled_errors if observer else None)
+    instance = instance_name(settings.instance_id)
     invocations = Invocations(
         routes.host,
         settings.max_request_bytes,
         settings.single_model,
         observer,
         settings.max_response_bytes,
+        unhandled=unhandled,
+        headers=[instance_header(instance)],
     )
     served = [
         Route("/ping", routes.ping, methods=["GET"]),
@@ -52,8 +55,8 @@ def build_app(routes: SageMakerRoutes, observer: Observer | None = None) -> Inst
             Exception: unhandled.framework_handler,
         },
     )
-    answered = LastResort(InvocationFastPath(app, invocations), unhandled)
-    return InstanceHeader(answered, instance_name(settings.instance_id))
+    # invocations first, answered whole by their endpoint (last resort and instance header too)
+    return InvocationFastPath(InstanceHeader(LastResort(app, unhandled), instance), invocations)
 
 
 def observe_middleware(observer: Observer, served: list[Route]) -> list[Middleware]:

@@ -15,12 +15,16 @@ def instance_name(configured: str) -> str:
     return configured or socket.gethostname()
 
 
+def instance_header(instance: str) -> tuple[bytes, bytes]:
+    return INSTANCE_HEADER, instance.encode("latin-1")
+
+
 class InstanceHeader:
     """Wraps the whole ASGI app and adds the header to each response's start."""
 
     def __init__(self, app: ASGIApp, instance: str) -> None:
         self.app = app
-        self.header = (INSTANCE_HEADER, instance.encode("latin-1"))
+        self.header = instance_header(instance)
 
     @property
     def routes(self) -> object:

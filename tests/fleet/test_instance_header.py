@@ -38,6 +38,12 @@ def test_an_invocation_the_last_resort_answers_names_it_too() -> None:
     assert response.headers["x-modelhost-instance"] == "pod-7"
 
 
+def test_an_invocation_refused_names_it_too() -> None:
+    response = call("pod-7", "POST", "/invocations", json=[[1, 2]])  # no model named
+    assert response.status_code == 400
+    assert response.headers["x-modelhost-instance"] == "pod-7"
+
+
 def test_the_default_is_the_hostname() -> None:
     response = call("", "GET", "/nowhere")
     assert response.headers["x-modelhost-instance"] == socket.gethostname()
