@@ -93,6 +93,18 @@ class FakePool:
     def pids(self) -> list[int]:
         return []
 
+    def send(
+        self, worker: FakeWorker, request: Request, payload: bytes = b"", model: str = ""
+    ) -> asyncio.Future[tuple[Reply, bytes]]:
+        if not worker.alive:
+            raise WorkerDied(f"worker {worker.worker_id} has died; retry is safe")
+        if isinstance(request, Load) and request.model in worker.models:
+            self.violations.append(f"second load of {request.model} on {worker.worker_id}")
+        future: asyncio.Future[tuple[Reply, bytes]] = asyncio.get_running_loop().create_future()
+        self.calls.append(Call(worker, request, future))
+        self.called(self.calls[-1])
+        return future
+
     async def call(
         self,
         worker: FakeWorker,
@@ -101,14 +113,7 @@ class FakePool:
         payload: bytes = b"",
         model: str = "",
     ) -> tuple[Any, bytes]:
-        if not worker.alive:
-            raise WorkerDied(f"worker {worker.worker_id} has died; retry is safe")
-        if isinstance(request, Load) and request.model in worker.models:
-            self.violations.append(f"second load of {request.model} on {worker.worker_id}")
-        future: asyncio.Future[tuple[Reply, bytes]] = asyncio.get_running_loop().create_future()
-        self.calls.append(Call(worker, request, future))
-        self.called(self.calls[-1])
-        reply, body = await future
+        reply, body = await self.send(worker, request, payload, model)
         assert isinstance(reply, expect)
         return reply, body
 

@@ -9,6 +9,7 @@ poison request: answered 500 and not tried again, so it cannot take down the poo
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -27,9 +28,10 @@ from modelhost.host.residency import Residency
 from modelhost.records.statistics import BatchingStatistics
 from modelhost.scheduler import SchedulerSettings
 from modelhost.scheduler.batcher import BatchQueue, Job
-from modelhost.scheduler.dispatch import Dispatcher
+from modelhost.scheduler.dispatch import Dispatcher, Ended
 from modelhost.workers.messages import Answered, Infer, Item
-from modelhost.workers.pool import WorkerHandle
+from modelhost.workers.pool import Waiter as Sent
+from modelhost.workers.pool import WorkerHandle, checked
 
 MAX_ACQUIRE_ATTEMPTS = 5
 
@@ -176,38 +178,37 @@ class InvokePath:
             self.residency.clock,
         )
 
-        async def send(worker: WorkerHandle, batch: list[Job[Any]]) -> float | None:
-            return await self._send_batch(name, worker, batch)
+        def start(worker: WorkerHandle, batch: list[Job[Any]], ended: Ended) -> None:
+            self._start_batch(name, worker, batch, ended)
 
-        return Dispatcher(queue, send, lambda: self.on_pressure(name), settings.slots_per_worker)
+        return Dispatcher(queue, start, lambda: self.on_pressure(name), settings.slots_per_worker)
 
-    async def _send_batch(
-        self, name: str, worker: WorkerHandle, batch: list[Job[Any]]
-    ) -> float | None:
-        """One frame to the worker for the batch; each job gets its own answer or error. The
-        seconds the worker spent on the batch (None if every job was past its deadline)."""
-        live = [job for job in batch if not job.future.done()]  # skip those past their deadline
-        if not live:
-            return None
-        items = tuple(
-            Item(
-                job.request.content_type,
-                job.request.accept,
-                job.request.params,
-                len(job.request.body),
-            )
-            for job in live
-        )
-        payload = b"".join(job.request.body for job in live)
-        self.batching.count(len(live))
-        pool = self.residency.pool
-        answered, body = await pool.call(worker, Infer(name, items), Answered, payload, name)
-        resolve_batch(live, answered, body)
-        return answered.infer_ms / 1000
+    def _start_batch(
+        self, name: str, worker: WorkerHandle, batch: list[Job[Any]], ended: Ended
+    ) -> None:
+        """One frame to the worker for the batch; when its reply comes, each job gets its own
+        answer or error, and `ended` the seconds the worker spent."""
+        items = tuple(_item(job.request) for job in batch)
+        payload = b"".join(job.request.body for job in batch)
+        self.batching.count(len(batch))
+        sent = self.residency.pool.send(worker, Infer(name, items), payload, name)
+        sent.add_done_callback(functools.partial(_answer_batch, batch, worker, ended))
 
 
 def _item(request: Invocation) -> Item:
     return Item(request.content_type, request.accept, request.params, len(request.body))
+
+
+def _answer_batch(jobs: list[Job[Any]], worker: WorkerHandle, ended: Ended, sent: Sent) -> None:
+    """The batch's reply came (or its worker died): answer its jobs, then say it has ended."""
+    try:
+        reply, body = sent.result()
+        answered = checked(reply, Answered, worker)
+    except Exception as error:  # noqa: BLE001  (every job of the batch gets it)
+        ended(0.0, error)
+        return
+    resolve_batch(jobs, answered, body)
+    ended(answered.infer_ms / 1000, None)
 
 
 def resolve_batch(jobs: list[Job[Any]], reply: Answered, payload: bytes) -> None:

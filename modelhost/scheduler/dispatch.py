@@ -10,9 +10,10 @@ load the model into one more worker, if `busy_share` says the model alone keeps 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,8 +21,11 @@ from modelhost.errors import ModelhostError
 from modelhost.scheduler.batcher import BatchQueue, Job
 from modelhost.workers.pool import WorkerHandle
 
-# sends a batch to a worker; returns the seconds the worker spent on it (None: nothing was sent)
-Send = Callable[[WorkerHandle, list[Job[Any]]], Awaitable[float | None]]
+# told once when a batch is over: the seconds its worker spent on it, or the error that ended it
+Ended = Callable[[float, BaseException | None], None]
+# sends a batch to a worker and returns at once; its jobs are answered, then `Ended` told, later
+# (never within the call): no task per batch, which cost the warm invoke path 4 of its 16 µs
+Start = Callable[[WorkerHandle, list[Job[Any]], Ended], None]
 BUSY_WINDOW_S = 1.0  # how far back busy_share looks
 PRESSURE_RECHECK_S = 0.1  # while requests wait for a slot, how often on_pressure hears again
 
@@ -50,18 +54,17 @@ class Dispatcher:
     def __init__(
         self,
         queue: BatchQueue[Any],
-        send: Send,
+        start: Start,
         on_pressure: Callable[[], None],
         slots_per_worker: int = 1,
     ) -> None:
         self.queue = queue
-        self.send = send
+        self.start = start
         self.on_pressure = on_pressure
         self.slots_per_worker = slots_per_worker
         self.replicas: dict[int, Replica] = {}
         self.pressed_at = queue.clock()  # when requests last waited for a free slot
         self._timer: asyncio.TimerHandle | None = None  # the next look at the queue
-        self._running: set[asyncio.Future[None]] = set()  # a task nobody holds may be collected
         self._created_at = queue.clock()
         self._batches: deque[tuple[float, float]] = deque()  # (ended at, seconds) in the window
         self._busy_s = 0.0  # the sum of the window's batch seconds
@@ -126,36 +129,41 @@ class Dispatcher:
                 # (the batch ahead had just begun), and a worker may have joined since
                 self._look_again_in(PRESSURE_RECHECK_S)
                 return
-            replica.busy += 1
-            task = self.loop.create_task(self._run(replica, self.queue.take()))
-            self._running.add(task)
-            task.add_done_callback(self._running.discard)
+            batch = [job for job in self.queue.take() if not job.future.done()]  # not expired
+            if batch:
+                self._start(replica, batch)
         self._wake_when_due()
 
     def _least_busy_free(self) -> Replica | None:
         free = [replica for replica in self.replicas.values() if replica.free]
         return min(free, key=lambda r: (r.busy, len(r.worker.pending)), default=None)
 
-    async def _run(self, replica: Replica, batch: list[Job[Any]]) -> None:
-        worked_s = None
+    def _start(self, replica: Replica, batch: list[Job[Any]]) -> None:
+        replica.busy += 1
         self._running_since[id(batch)] = (self.queue.clock(), replica.worker)
+        ended = functools.partial(self._ended, replica, batch)
         try:
-            worked_s = await self.send(replica.worker, batch)
-        except Exception as error:  # the batch's answer: its worker died or refused it
+            self.start(replica.worker, batch, ended)
+        except Exception as error:  # not sent (its worker had died): the batch's answer, soon
+            self.loop.call_soon(ended, 0.0, error)
+
+    def _ended(
+        self, replica: Replica, batch: list[Job[Any]], worked_s: float, error: BaseException | None
+    ) -> None:
+        if error is not None:  # the batch's answer: its worker died or refused it
             if not isinstance(error, ModelhostError):  # a defect of ours: a 500 each, not a hang
-                logger.exception("a batch of model %s failed", self.queue.model)
+                logger.error("a batch of model %s failed", self.queue.model, exc_info=error)
             for job in batch:
                 if not job.future.done():
                     job.future.set_exception(error)
-        finally:
-            # the worker's own time: a batch that waited behind a load there is not a busy model
-            del self._running_since[id(batch)]
-            self._batches.append((self.queue.clock(), worked_s or 0.0))
-            self._busy_s += worked_s or 0.0
-            replica.busy -= 1
-            if replica.drained is not None and not replica.busy:
-                replica.drained.set_result(None)
-            self.pump()
+        # the worker's own time: a batch that waited behind a load there is not a busy model
+        del self._running_since[id(batch)]
+        self._batches.append((self.queue.clock(), worked_s))
+        self._busy_s += worked_s
+        replica.busy -= 1
+        if replica.drained is not None and not replica.busy:
+            replica.drained.set_result(None)
+        self.pump()
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:

@@ -277,16 +277,11 @@ class WorkerPool:
             return  # restarts it and tops the pool up
         self._deaths[replacement.worker_id] = deaths
 
-    async def call(
-        self,
-        worker: WorkerHandle,
-        request: Request,
-        expect: type[ReplyT],
-        payload: bytes = b"",
-        model: str = "",
-    ) -> tuple[ReplyT, bytes]:
-        """Send one request to one worker and wait for its reply (of type `expect`) and payload;
-        a failure comes back as the exception it was."""
+    def send(
+        self, worker: WorkerHandle, request: Request, payload: bytes = b"", model: str = ""
+    ) -> Waiter:
+        """Send one request to one worker; the future gets its reply (a `Failed` one too) and
+        payload. For a caller that must not wait in a task of its own (a batch); others `call`."""
         if not worker.alive or worker.transport.is_closing():
             raise gone(worker)
         request_id = next(self._request_ids)
@@ -302,12 +297,20 @@ class WorkerPool:
         # the deadline is the call's own, not its caller's wait: a caller that gives up (its
         # request timed out) must not leave a hung worker in place
         deadlines.add((worker, request_id))
-        reply, body = await future
-        if isinstance(reply, Failed):
-            raise reply.failure.rebuild()
-        if not isinstance(reply, expect):
-            raise ModelhostError(f"worker {worker.worker_id} answered {reply!r} to {request!r}")
-        return reply, body
+        return future
+
+    async def call(
+        self,
+        worker: WorkerHandle,
+        request: Request,
+        expect: type[ReplyT],
+        payload: bytes = b"",
+        model: str = "",
+    ) -> tuple[ReplyT, bytes]:
+        """Send one request to one worker and wait for its reply (of type `expect`) and payload;
+        a failure comes back as the exception it was."""
+        reply, body = await self.send(worker, request, payload, model)
+        return checked(reply, expect, worker), body
 
     def _missed(self, kind: type[Request], key: CallKey) -> None:
         """A call past its deadline: `DeadlineExceeded`, and its worker killed (it may hold a
@@ -374,6 +377,15 @@ class WorkerConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self.worker is not None:
             self.pool._disconnected(self.worker)
+
+
+def checked(reply: Reply, expect: type[ReplyT], worker: WorkerHandle) -> ReplyT:
+    """The reply, if it is of type `expect`; a failure raised as the exception it was."""
+    if isinstance(reply, Failed):
+        raise reply.failure.rebuild()
+    if not isinstance(reply, expect):
+        raise ModelhostError(f"worker {worker.worker_id} answered {reply!r}, not {expect.__name__}")
+    return reply
 
 
 def gone(worker: WorkerHandle) -> WorkerDied:

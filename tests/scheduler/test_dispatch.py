@@ -13,12 +13,33 @@ from hypothesis import strategies as st
 
 from modelhost.errors import WorkerDied
 from modelhost.scheduler.batcher import BatchQueue, Job
-from modelhost.scheduler.dispatch import PRESSURE_RECHECK_S, Dispatcher
+from modelhost.scheduler.dispatch import PRESSURE_RECHECK_S, Dispatcher, Ended, Start
 
 
 class FakeWorker:
     def __init__(self, worker_id: int) -> None:
         self.worker_id, self.alive, self.pending = worker_id, True, {}
+
+
+def started(send: Callable[[Any, list[Job[int]]], Awaitable[float | None]]) -> Start:
+    """The dispatcher's `start` of a fake worker written as a coroutine: run as a task, and the
+    batch's end told as the dispatcher asks (seconds spent, or the error that ended it)."""
+
+    def start(worker: Any, batch: list[Job[Any]], ended: Ended) -> None:
+        task = asyncio.ensure_future(send(worker, batch))
+        running.add(task)
+
+        def done(task: asyncio.Future[float | None]) -> None:
+            running.discard(task)
+            error = task.exception()
+            ended(0.0 if error else task.result() or 0.0, error)
+
+        task.add_done_callback(done)
+
+    return start
+
+
+running: set[asyncio.Future[Any]] = set()  # a task nobody holds may be collected
 
 
 def answered_on(release: asyncio.Future[None]) -> Callable[[Any, list[Job[int]]], Awaitable[None]]:
@@ -61,7 +82,7 @@ def test_every_job_is_resolved_exactly_once(
     async def scenario() -> list[Any]:
         loop = asyncio.get_running_loop()
         queue: BatchQueue[int] = BatchQueue("m", 1000, max_batch_size, 0.0, loop.time)
-        dispatcher = Dispatcher(queue, send, lambda: None)
+        dispatcher = Dispatcher(queue, started(send), lambda: None)
         for worker_id in range(workers):
             dispatcher.add(FakeWorker(worker_id), slots)  # type: ignore[arg-type]
         submitted = []
@@ -87,7 +108,7 @@ def test_pressure_is_reported_when_ready_jobs_find_no_free_replica() -> None:
 
         dispatcher = Dispatcher(
             BatchQueue("m", 10, 1, 0.0, loop.time),
-            answered_on(release),
+            started(answered_on(release)),
             lambda: pressed.append(True),
         )
         dispatcher.add(FakeWorker(1), 1)  # type: ignore[arg-type]
@@ -112,7 +133,9 @@ def test_a_partial_batch_goes_when_its_oldest_job_has_waited_the_delay() -> None
             for job in batch:
                 job.future.set_result(len(batch))
 
-        dispatcher = Dispatcher(BatchQueue("m", 10, 8, 0.05, loop.time), send, lambda: None)
+        dispatcher = Dispatcher(
+            BatchQueue("m", 10, 8, 0.05, loop.time), started(send), lambda: None
+        )
         dispatcher.add(FakeWorker(1), 1)  # type: ignore[arg-type]
         queued = Job(0, loop.create_future(), loop.time())
         dispatcher.submit(queued)
@@ -139,7 +162,7 @@ def test_busy_share_counts_the_workers_time_not_a_wait_behind_another_model() ->
 
         worker = FakeWorker(1)
         queue: BatchQueue[int] = BatchQueue("m", 10, 1, 0.0, lambda: now[0])
-        dispatcher = Dispatcher(queue, send, lambda: None)
+        dispatcher = Dispatcher(queue, started(send), lambda: None)
         dispatcher.add(worker, 1)  # type: ignore[arg-type]
         now[0] = 0.5
         worker.pending[1] = (loop.create_future(), "other")  # another model's load there
@@ -172,7 +195,9 @@ def test_pressure_is_told_again_while_requests_keep_waiting() -> None:
         release = loop.create_future()
 
         queue: BatchQueue[int] = BatchQueue("m", 10, 1, 0.0, loop.time)
-        dispatcher = Dispatcher(queue, answered_on(release), lambda: pressed.append(loop.time()))
+        dispatcher = Dispatcher(
+            queue, started(answered_on(release)), lambda: pressed.append(loop.time())
+        )
         dispatcher.add(FakeWorker(1), 1)  # type: ignore[arg-type]
         jobs = [Job(n, loop.create_future(), loop.time()) for n in range(2)]
         for job in jobs:
