@@ -24,7 +24,7 @@ from modelhost.host import Invocation, ModelHost
 from modelhost.host.manifests import estimate_footprint
 from modelhost.manifest import Manifest
 from modelhost.records.events import EventLog
-from modelhost.workers.messages import Infer, Load, Unload
+from modelhost.workers.messages import Answered, Infer, Load, Unload
 
 ROOM_FOR_TWO = FOOTPRINT_BYTES + estimate_footprint(ARTIFACT_BYTES) + 1  # one loaded, one loading
 
@@ -269,3 +269,32 @@ def test_a_load_gives_up_on_workers_that_stay_down_at_its_deadline(tmp_path: Pat
     pool.workers.pop(1).alive = False
     with pytest.raises(Unavailable, match="no worker is running"):
         asyncio.run(invoke_once(host, "a"))
+
+
+class GarblingPool(AnsweringPool):
+    """Answers the first batch with a reply that has no answer for its request (a defect)."""
+
+    garbled = False
+
+    def answer(self, call: Call) -> None:
+        if isinstance(call.request, Infer) and not self.garbled:
+            self.garbled = True
+            self.calls.remove(call)
+            call.future.set_result((Answered((), 1.0), b""))
+            return
+        super().answer(call)
+
+
+def test_a_batch_whose_reply_cannot_be_read_fails_its_request_and_frees_the_worker(
+    tmp_path: Path,
+) -> None:
+    """A defect while answering a batch is each of its requests' error, not a hang; the worker's
+    slot is free again for the next batch."""
+    host = host_with(GarblingPool(1), tmp_path, {})
+
+    async def scenario() -> bytes:
+        with pytest.raises(ValueError):
+            await invoke_once(host, "a")
+        return await asyncio.wait_for(invoke_once(host, "a"), 5)
+
+    assert asyncio.run(scenario()) == b"ok"

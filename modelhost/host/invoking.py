@@ -204,10 +204,10 @@ def _answer_batch(jobs: list[Job[Any]], worker: WorkerHandle, ended: Ended, sent
     try:
         reply, body = sent.result()
         answered = checked(reply, Answered, worker)
-    except Exception as error:  # noqa: BLE001  (every job of the batch gets it)
+        resolve_batch(jobs, answered, body)
+    except Exception as error:  # noqa: BLE001  (every job not yet answered gets it)
         ended(0.0, error)
         return
-    resolve_batch(jobs, answered, body)
     ended(answered.infer_ms / 1000, None)
 
 

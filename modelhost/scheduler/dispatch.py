@@ -24,7 +24,7 @@ from modelhost.workers.pool import WorkerHandle
 # told once when a batch is over: the seconds its worker spent on it, or the error that ended it
 Ended = Callable[[float, BaseException | None], None]
 # sends a batch to a worker and returns at once; its jobs are answered, then `Ended` told, later
-# (never within the call): no task per batch, which cost the warm invoke path 4 of its 16 µs
+# (never within the call): no task per batch, its creation, registration and first loop turn
 Start = Callable[[WorkerHandle, list[Job[Any]], Ended], None]
 BUSY_WINDOW_S = 1.0  # how far back busy_share looks
 PRESSURE_RECHECK_S = 0.1  # while requests wait for a slot, how often on_pressure hears again
