@@ -51,6 +51,9 @@ SETTLE_S = 0.3
 # a worker's first real loads copy template pages and grow its heap past what the rehearsal
 # did (1.3-1.8 MB a worker, 6 MB in all with two under churn): the headroom before any reading
 WORKER_GROWTH_SEED_BYTES = 4 * 2**20
+# and after: a worker's heap grows in steps the readings see late (0.2 MB past the budget in a CI
+# churn run once the drift of 32 quiet readings had fallen under it): a pymalloc arena a worker
+WORKER_GROWTH_FLOOR_BYTES = 2**20
 
 
 def serve(config: Config) -> int:
@@ -209,6 +212,7 @@ def build_host(
         admission=FrequencySketch() if config.admission == "tinylfu" else None,
         min_residency_s=config.min_residency_s,
         drift_seed_bytes=len(pool.workers) * WORKER_GROWTH_SEED_BYTES,
+        headroom_floor_bytes=len(pool.workers) * WORKER_GROWTH_FLOOR_BYTES,
     )
     disk = DiskTier(
         cache_dir,

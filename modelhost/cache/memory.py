@@ -74,6 +74,7 @@ class MemoryTier:
         admission: FrequencySketch | None = None,
         min_residency_s: float = 0.0,
         drift_seed_bytes: int = 0,
+        headroom_floor_bytes: int = 0,
     ) -> None:
         self.budget_bytes = budget_bytes
         self.baseline_bytes = baseline_bytes
@@ -88,6 +89,7 @@ class MemoryTier:
         # how far each reading raised the baseline above the recent ones: unannounced growth
         self.drift: deque[int] = deque([drift_seed_bytes], maxlen=DRIFT_READINGS)
         self.recent_baselines: deque[int] = deque([baseline_bytes], maxlen=DRIFT_READINGS)
+        self.headroom_floor_bytes = headroom_floor_bytes  # kept however still the readings
 
     def __iter__(self) -> Iterator[Resident]:
         return iter(list(self.residents.values()))
@@ -108,8 +110,9 @@ class MemoryTier:
         heap the allocator keeps); reservations that used it would put the server over its
         budget until a reading showed the growth and victims left. Before any reading, the seed
         (new workers grow). A baseline that comes back after a dip (a worker replaced) is no
-        growth."""
-        return max(self.drift)
+        growth. Never under the floor: quiet readings do not mean the next step of a heap's
+        growth is small."""
+        return max(self.headroom_floor_bytes, *self.drift)
 
     def shortfall_bytes(self, size_bytes: int) -> int:
         """How far committing `size_bytes` more would pass the budget less its headroom (what

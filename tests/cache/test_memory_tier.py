@@ -164,3 +164,15 @@ def test_a_baseline_back_where_it_was_after_a_dip_is_no_growth() -> None:
     memory.observe(real_bytes=20 * MiB, released_before=0)  # and its replacement started
     assert memory.baseline_bytes == 20 * MiB
     assert memory.headroom_bytes == 0
+
+
+def test_quiet_readings_never_take_the_headroom_under_its_floor() -> None:
+    memory = MemoryTier(
+        100 * MiB, 20 * MiB, LRUPolicy(), StepClock(), drift_seed_bytes=8 * MiB,
+        headroom_floor_bytes=2 * MiB,
+    )  # fmt: skip
+    for _ in range(2 * DRIFT_READINGS):
+        memory.observe(real_bytes=20 * MiB, released_before=0)
+    assert memory.headroom_bytes == 2 * MiB  # the next step of a heap's growth may still come
+    memory.reserve("a", 78 * MiB)  # more would commit the floor: still a load that fits, no wait
+    assert memory.shortfall_bytes(1 * MiB) == 1 * MiB
