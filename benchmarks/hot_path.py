@@ -97,9 +97,18 @@ def _start(
     # not from the current folder: `python -m modelhost` there would import a checkout's package
     # before PYTHONPATH's, and comparing two versions by PYTHONPATH would compare one with itself
     scratch.mkdir(parents=True, exist_ok=True)
+    serve_args, command = _command(server, store, scratch, args)
+    return testing.RunningServer(
+        serve_args, scratch, command=command, prefix=pin, env=env, cwd=scratch
+    )
+
+
+def _command(
+    server: str, store: Path, scratch: Path, args: argparse.Namespace
+) -> tuple[list[str], list[str] | None]:
+    """The server's arguments, and its command (None: `python -m modelhost serve`)."""
     if server in FLOORS:
-        command = [sys.executable, str(BENCHMARKS / FLOORS[server]), str(store / MODEL)]
-        return testing.RunningServer([], scratch, command=command, prefix=pin, env=env, cwd=scratch)
+        return [], [sys.executable, str(BENCHMARKS / FLOORS[server]), str(store / MODEL)]
     serve_args = [
         "--model-store",
         str(store),
@@ -111,11 +120,8 @@ def _start(
     ]
     without = getattr(args, "without", None)  # cpu_per_request's: a part switched off
     if without:
-        command = [sys.executable, str(BENCHMARKS / "serve_without.py"), without]
-        return testing.RunningServer(
-            serve_args, scratch, command=command, prefix=pin, env=env, cwd=scratch
-        )
-    return testing.RunningServer(serve_args, scratch, prefix=pin, env=env, cwd=scratch)
+        return serve_args, [sys.executable, str(BENCHMARKS / "serve_without.py"), without]
+    return serve_args, None
 
 
 def _invoke_url(server: str, base_url: str) -> str:

@@ -178,9 +178,7 @@ class InvokePath:
             self.residency.clock,
         )
 
-        def start(worker: WorkerHandle, batch: list[Job[Any]], ended: Ended) -> None:
-            self._start_batch(name, worker, batch, ended)
-
+        start = functools.partial(self._start_batch, name)
         return Dispatcher(queue, start, lambda: self.on_pressure(name), settings.slots_per_worker)
 
     def _start_batch(

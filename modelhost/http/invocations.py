@@ -135,15 +135,13 @@ class Invocations:
     async def _body(self, receive: Receive, headers: dict[str, str], exchange: _Exchange) -> bytes:
         declared = int(headers.get("content-length") or 0)
         limit = self.max_request_bytes
-        if declared > limit:
-            raise PayloadTooLarge(too_large(declared, limit))
+        check_body_size(declared, limit)
         message = await receive()  # most bodies come whole: no iterator for them
         if message.get("more_body", False):
             return await read_within(_chunks(receive, message, exchange), declared, limit)
         body = _chunk(message)
         exchange.bytes_in = len(body)
-        if len(body) > limit:
-            raise PayloadTooLarge(too_large(len(body), limit))
+        check_body_size(len(body), limit)
         return body
 
 
@@ -172,14 +170,12 @@ def _chunk(message: Message) -> bytes:
 
 async def read_within(chunks: AsyncIterator[bytes], declared: int, limit: int) -> bytes:
     """A request body, refused with 413 once it (or its Content-Length) passes `limit`."""
-    if declared > limit:
-        raise PayloadTooLarge(too_large(declared, limit))
+    check_body_size(declared, limit)
     parts: list[bytes] = []
     received = 0
     async for chunk in chunks:
         received += len(chunk)
-        if received > limit:
-            raise PayloadTooLarge(too_large(received, limit))
+        check_body_size(received, limit)
         parts.append(chunk)
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
@@ -263,11 +259,13 @@ def check_response_size(size: int, limit: int) -> None:
         )
 
 
-def too_large(size: int, limit: int) -> str:
-    return (
-        f"the request body is {format_bytes(size)} but max_request_size is "
-        f"{format_bytes(limit)}; send less or raise --max-request-size"
-    )
+def check_body_size(size: int, limit: int) -> None:
+    """413 for a request body (or its Content-Length) over max_request_size."""
+    if size > limit:
+        raise PayloadTooLarge(
+            f"the request body is {format_bytes(size)} but max_request_size is "
+            f"{format_bytes(limit)}; send less or raise --max-request-size"
+        )
 
 
 class InvocationFastPath:

@@ -68,7 +68,7 @@ class HistogramTally:
         family = HistogramMetricFamily(self.name, self.documentation, labels=self.labels)
         for labels, counts in list(self.counts.items()):
             cumulative, running = [], 0
-            for le, count in zip(self.les, list(counts), strict=True):
+            for le, count in zip(self.les, counts, strict=True):
                 running += count
                 cumulative.append((le, float(running)))
             family.add_metric(labels, cumulative, self.sums[labels])

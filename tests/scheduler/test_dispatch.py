@@ -21,6 +21,9 @@ class FakeWorker:
         self.worker_id, self.alive, self.pending = worker_id, True, {}
 
 
+running: set[asyncio.Future[Any]] = set()  # a task nobody holds may be collected
+
+
 def started(send: Callable[[Any, list[Job[int]]], Awaitable[float | None]]) -> Start:
     """The dispatcher's `start` of a fake worker written as a coroutine: run as a task, and the
     batch's end told as the dispatcher asks (seconds spent, or the error that ended it)."""
@@ -37,9 +40,6 @@ def started(send: Callable[[Any, list[Job[int]]], Awaitable[float | None]]) -> S
         task.add_done_callback(done)
 
     return start
-
-
-running: set[asyncio.Future[Any]] = set()  # a task nobody holds may be collected
 
 
 def answered_on(release: asyncio.Future[None]) -> Callable[[Any, list[Job[int]]], Awaitable[None]]:
