@@ -2,7 +2,8 @@
 and MemoryTier against a fake worker pool whose calls finish, fail or lose their worker in whatever
 order Hypothesis picks, while requests, DELETEs, idle unloads and scale-in overlap on few models.
 
-Checked after every step: committed memory never exceeds the budget; no worker is asked to load a
+Checked after every step: committed memory never exceeds the budget, nor does what the workers
+really hold, a load under way counted at its peak; no worker is asked to load a
 model it holds (two loads of one copy), nor two models at once (a load queued behind another would
 hold memory it cannot use yet); every record's workers really hold the model. At the end,
 with every call answered, every request has been answered exactly once, with an answer or a
@@ -41,6 +42,7 @@ MiB = 2**20
 NAMES = ("a", "b", "c", "d")
 ARTIFACT_BYTES = 10 * MiB  # reserved at 2x + 64 KiB before the first load
 FOOTPRINT_BYTES = 12 * MiB  # what a load measures
+PEAK_BYTES = 18 * MiB  # what a load needs while it runs (unpickling), as the worker measures it
 BUDGET_BYTES = 64 * MiB  # room for two or three models, not all four
 
 
@@ -126,7 +128,7 @@ class FakePool:
         reply: Reply
         if isinstance(request, Load):
             worker.models.add(request.model)
-            reply = Loaded(FOOTPRINT_BYTES, 1.0, batches=True, pure=self.pure)
+            reply = Loaded(FOOTPRINT_BYTES, 1.0, batches=True, peak=PEAK_BYTES, pure=self.pure)
         elif isinstance(request, Unload):
             if request.model not in worker.models:
                 missing = f"{request.model} not in {worker.worker_id}"
@@ -143,6 +145,12 @@ class FakePool:
             call.future.set_result((Answered(answers, 1.0), b"ok" * len(answers)))
             return
         call.future.set_result((reply, b""))
+
+    def held_bytes(self) -> int:
+        """What the workers really hold: each model they hold, and each load under way at its
+        peak."""
+        held = sum(len(worker.models) for worker in self.workers.values()) * FOOTPRINT_BYTES
+        return held + sum(isinstance(c.request, Load) for c in self.calls) * PEAK_BYTES
 
     def kill(self, worker: FakeWorker) -> None:
         worker.alive = False
@@ -277,6 +285,10 @@ class Interleavings(RuleBasedStateMachine):
         assert self.memory.committed_bytes <= self.memory.budget_bytes
 
     @invariant()
+    def workers_never_hold_more_than_the_budget(self) -> None:
+        assert self.pool.held_bytes() <= self.memory.budget_bytes, self.memory.residents
+
+    @invariant()
     def no_worker_loads_a_model_twice(self) -> None:
         assert not self.pool.violations
 
@@ -298,6 +310,7 @@ class Interleavings(RuleBasedStateMachine):
         for rule_name, arguments in steps:
             getattr(self, rule_name)(**arguments)
             self.never_over_budget()
+            self.workers_never_hold_more_than_the_budget()
             self.no_worker_loads_a_model_twice()
             self.one_load_at_a_time_per_worker()
             self.loaded_records_name_workers_that_hold_them()
@@ -385,5 +398,24 @@ def test_no_copy_is_loaded_where_a_copy_is_still_being_unloaded() -> None:
             ("time_passes", {"seconds": 10.0}),
             ("scale_in", {}),  # the copy's unload is under way on worker 2
             ("request", {"name": "b"}),  # pressure again: no new copy on worker 2 meanwhile
+        ]
+    )
+
+
+def test_a_model_being_deleted_holds_its_memory_until_it_is_gone() -> None:
+    """Found by the machine: the record of a model being unloaded (not for a load) stopped
+    counting when its unload began, so a load could start while its worker still held it."""
+    loads_of_all_four = [
+        (rule, {"name": name} if rule == "request" else {"index": 0})
+        for name in NAMES
+        for rule in ("request", "answer_a_call", "answer_a_call")  # loaded, then answered
+    ]
+    replay(
+        [
+            *loads_of_all_four,  # 48 of 64 MiB
+            ("delete", {"name": "a"}),  # its unload waits for its worker
+            ("request", {"name": "b"}),  # b's batch runs
+            ("time_passes", {"seconds": 0.5}),
+            ("request", {"name": "b"}),  # b is busy: a copy, 18 MiB at its peak, if it fits
         ]
     )

@@ -50,6 +50,7 @@ class Resident:
     loaded_at: float | None = None  # wall time, for GET /models
     loaded_at_s: float | None = None  # the tier's monotonic clock, for the minimum residency
     load_ms: float | None = None
+    room_taken: bool = False  # leaving for a load, whose reservation holds its bytes meanwhile
 
     @property
     def worker_id(self) -> int | None:
@@ -99,8 +100,9 @@ class MemoryTier:
 
     @property
     def committed_bytes(self) -> int:
-        """The baseline plus every model that is loading or loaded (not those being unloaded)."""
-        held = sum(r.bytes for r in self.residents.values() if r.state is not State.UNLOADING)
+        """The baseline plus every model that is loading or loaded, or leaving memory: a model
+        evicted for a load is counted by that load's reservation until it is gone."""
+        held = sum(r.bytes for r in self.residents.values() if not r.room_taken)
         return self.baseline_bytes + held
 
     @property
@@ -128,14 +130,25 @@ class MemoryTier:
         return size_bytes <= self.capacity_bytes
 
     def reserve(self, name: str, size_bytes: int, pinned: bool = False) -> list[Resident] | None:
-        """Reserve room for a load; returns the victims to unload first, or None if too busy now."""
+        """Reserve room for a load; returns the victims to unload first, or None if too busy now.
+        Until they are gone (`victims_gone`) the reservation holds their bytes where those are
+        more: they are in memory still, and room for other loads once the reservation is not."""
         self.record_access(name)
         victims = self.load_victims(name, size_bytes)
         if victims is None:
             return None
-        self._claim(victims)
-        self.residents[name] = Resident(name, size_bytes, pinned, last_used=self.clock())
+        for victim in self._claim(victims):
+            victim.room_taken = True
+        held = max(size_bytes, sum(victim.bytes for victim in victims))
+        self.residents[name] = Resident(name, held, pinned, last_used=self.clock())
         return victims
+
+    def victims_gone(self, resident: Resident, size_bytes: int) -> None:
+        """The victims of `resident`'s reservation are out of memory: it keeps `size_bytes`."""
+        if self.residents.get(resident.name) is not resident:
+            return  # forgotten meanwhile: its bytes were given back whole
+        self.released_bytes += resident.bytes - size_bytes
+        resident.bytes = size_bytes
 
     def observe(self, real_bytes: int, released_before: int) -> None:
         """Fold the server's measured PSS into the baseline: what the models do not explain.
@@ -207,17 +220,23 @@ class MemoryTier:
         resident.loaded_at_s = resident.last_used = self.clock()
         self.policy.touched(resident)
 
-    def reserve_copy(self, resident: Resident) -> bool:
-        """Room for one more copy of a loaded model (scale-out), if it fits without evicting."""
-        if self.shortfall_bytes(resident.footprint) > 0:
-            return False
-        resident.bytes += resident.footprint
-        return True
+    def reserve_copy(self, resident: Resident, peak_bytes: int) -> int | None:
+        """Room for one more copy of a loaded model (scale-out) while it loads, if that fits
+        without evicting: its footprint, or its load's peak (`peak_bytes`: unpickling's buffers)
+        where that is more. The bytes reserved, or None."""
+        reserved = max(resident.footprint, peak_bytes)
+        if self.shortfall_bytes(reserved) > 0:
+            return None
+        resident.bytes += reserved
+        return reserved
 
-    def release_copy(self, resident: Resident) -> None:
-        """Give back a reserved copy's bytes (it failed to load, or was unloaded)."""
-        resident.bytes -= resident.footprint
-        self.released_bytes += resident.footprint
+    def release_copy(self, resident: Resident, size_bytes: int | None = None) -> None:
+        """Give back a copy's bytes: its footprint (it was unloaded), or `size_bytes` (what a
+        copy that failed to load reserved, or what one that loaded reserved past its
+        footprint)."""
+        size = resident.footprint if size_bytes is None else size_bytes
+        resident.bytes -= size
+        self.released_bytes += size
 
     def begin_unload(self, name: str) -> Resident:
         resident = self.residents[name]
@@ -241,7 +260,7 @@ class MemoryTier:
 
     @staticmethod
     def _claim(victims: list[Resident]) -> list[Resident]:
-        """Mark victims as unloading, so no other reservation counts on them or picks them."""
+        """Mark victims as unloading, so no other reservation picks them."""
         for victim in victims:
             victim.state = State.UNLOADING
         return victims

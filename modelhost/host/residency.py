@@ -242,6 +242,7 @@ class Residency:
         resident = self.memory.get(name)
         assert resident is not None  # reserved just now, and only this load task owns the name
         await self._unload_many(victims, "evict", self.memory.policy.name)
+        self.memory.victims_gone(resident, size)
         return resident
 
     def _never_fits(self, name: str, size: int) -> str:

@@ -60,11 +60,14 @@ class Scaling:
         if len(resident.workers) >= self._max_copies(name) or resident.state is not State.LOADED:
             return None
         spare = [w for w in r.pool.workers.values() if self._may_take(w, resident)]
-        if name not in r.dispatchers or not spare or not r.memory.reserve_copy(resident):
+        if name not in r.dispatchers or not spare:
+            return None
+        reserved = r.memory.reserve_copy(resident, r.manifests.known_reservation(name) or 0)
+        if reserved is None:
             return None
         worker = least_loaded(spare, r.memory)
         r.loaders.add(worker.worker_id)
-        task = asyncio.ensure_future(self._add_copy(resident, artifact, worker, reason))
+        task = asyncio.ensure_future(self._add_copy(resident, artifact, worker, reason, reserved))
         self.arriving[name] = task
         task.add_done_callback(lambda _: self.arriving.pop(name, None))
         return task
@@ -90,17 +93,24 @@ class Scaling:
         return min(limit or self.scheduling.max_workers_per_model or workers, workers)
 
     async def _add_copy(
-        self, resident: Resident, artifact: Artifact, worker: WorkerHandle, reason: str
+        self,
+        resident: Resident,
+        artifact: Artifact,
+        worker: WorkerHandle,
+        reason: str,
+        reserved: int,
     ) -> None:
+        """Load the copy `reserved` bytes were reserved for; once loaded it keeps its footprint."""
         r, name = self.residency, resident.name
         try:
             await r.load_copy(name, artifact, worker, reason)
         except ModelhostError as error:
-            r.memory.release_copy(resident)
+            r.memory.release_copy(resident, reserved)
             r.events.emit("failure", name, reason=reason, detail={"error": str(error)})
             return
         finally:
             r.release_loader(worker)
+        r.memory.release_copy(resident, reserved - resident.footprint)  # its load's peak is over
         dispatcher = r.dispatchers.get(name)
         if not r.is_current(resident) or dispatcher is None or not worker.alive:
             r.memory.release_copy(resident)  # unloaded (or its worker died) meanwhile

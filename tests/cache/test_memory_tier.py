@@ -67,6 +67,44 @@ def test_a_footprint_larger_than_reserved_evicts_the_overflow() -> None:
     assert [v.name for v in memory.overflow_victims()] == ["a"]
 
 
+def test_a_model_evicted_for_a_load_counts_as_that_reservation_until_it_is_gone() -> None:
+    memory = tier(budget_mib=100, baseline_mib=20)
+    load(memory, "big", 70 * MiB)
+    small = memory.reserve("small", 15 * MiB)
+    assert [victim.name for victim in small or []] == ["big"]
+    assert memory.committed_bytes == 90 * MiB  # big is still in memory, for small's sake
+    assert memory.reserve("other", 30 * MiB) is None
+    memory.remove("big")
+    memory.victims_gone(memory.residents["small"], 15 * MiB)
+    assert memory.committed_bytes == 35 * MiB
+    assert memory.reserve("other", 30 * MiB) == []
+
+
+def test_a_model_unloaded_for_no_load_counts_until_it_is_gone() -> None:
+    memory = tier(budget_mib=100, baseline_mib=20)
+    load(memory, "leaving", 40 * MiB)
+    load(memory, "busy", 30 * MiB)
+    memory.begin_request(memory.residents["busy"])
+    memory.begin_unload("leaving")  # DELETE, or idle: its worker holds it until it answers
+    assert memory.committed_bytes == 90 * MiB
+    assert memory.reserve("next", 30 * MiB) is None
+    memory.remove("leaving")
+    assert memory.reserve("next", 30 * MiB) == []
+
+
+def test_a_copy_reserves_its_loads_peak_and_keeps_its_footprint() -> None:
+    memory = tier(budget_mib=100, baseline_mib=20)
+    load(memory, "a", 20 * MiB)
+    resident = memory.residents["a"]
+    assert memory.reserve_copy(resident, peak_bytes=70 * MiB) is None  # 20 + 20 + 70 > 100
+    assert memory.reserve_copy(resident, peak_bytes=35 * MiB) == 35 * MiB
+    assert memory.committed_bytes == 75 * MiB
+    memory.release_copy(resident, 35 * MiB - resident.footprint)  # loaded: the peak is over
+    assert memory.committed_bytes == 60 * MiB
+    memory.release_copy(resident)  # unloaded
+    assert memory.committed_bytes == 40 * MiB
+
+
 operations = st.lists(
     st.tuples(
         st.sampled_from(["load", "begin", "end", "unload", "pin"]),
