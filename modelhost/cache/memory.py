@@ -106,6 +106,13 @@ class MemoryTier:
         return self.baseline_bytes + held
 
     @property
+    def leaving_bytes(self) -> int:
+        """Held by models unloading for no load (DELETE, idle, memory pressure): counted until
+        they are gone, but no victim is chosen for their bytes."""
+        leaving = (r for r in self.residents.values() if r.state is State.UNLOADING)
+        return sum(r.bytes for r in leaving if not r.room_taken)
+
+    @property
     def headroom_bytes(self) -> int:
         """Kept free by reservations: as much as the server grew above its recent baselines
         between two readings, unseen until the second (copy-on-write of the template's pages,
@@ -137,10 +144,14 @@ class MemoryTier:
         victims = self.load_victims(name, size_bytes)
         if victims is None:
             return None
+        freed = sum(victim.bytes for victim in victims)
+        if self.committed_bytes - freed + size_bytes > self.budget_bytes:
+            return None  # models leaving will make the room: wait for them, evict no more
         for victim in self._claim(victims):
             victim.room_taken = True
-        held = max(size_bytes, sum(victim.bytes for victim in victims))
-        self.residents[name] = Resident(name, held, pinned, last_used=self.clock())
+        self.residents[name] = Resident(
+            name, max(size_bytes, freed), pinned, last_used=self.clock()
+        )
         return victims
 
     def victims_gone(self, resident: Resident, size_bytes: int) -> None:
@@ -182,10 +193,11 @@ class MemoryTier:
         self, candidates: list[Resident], size_bytes: int, name: str | None = None
     ) -> list[Resident] | None:
         """The policy's victims among `candidates` (with admission and `name`, the rarer ones
-        first) freeing room for `size_bytes` and the headroom; where they cannot free that much,
-        room within the budget itself: the headroom is kept by evicting idle models, never by
-        making a load wait (readings, which move it, wake no one)."""
-        soft = self.shortfall_bytes(size_bytes)
+        first) freeing room for `size_bytes` and the headroom, the models leaving memory counted
+        as gone (a load waits for them: `reserve`); where they cannot free that much, room within
+        the budget itself: the headroom is kept by evicting idle models, never by making a load
+        wait (readings, which move it, wake no one)."""
+        soft = self.shortfall_bytes(size_bytes) - self.leaving_bytes
         for shortfall in (soft, soft - self.headroom_bytes):
             if shortfall <= 0:
                 return []

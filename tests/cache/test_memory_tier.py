@@ -84,10 +84,12 @@ def test_a_model_unloaded_for_no_load_counts_until_it_is_gone() -> None:
     memory = tier(budget_mib=100, baseline_mib=20)
     load(memory, "leaving", 40 * MiB)
     load(memory, "busy", 30 * MiB)
+    load(memory, "idle", 10 * MiB)
     memory.begin_request(memory.residents["busy"])
     memory.begin_unload("leaving")  # DELETE, or idle: its worker holds it until it answers
-    assert memory.committed_bytes == 90 * MiB
-    assert memory.reserve("next", 30 * MiB) is None
+    assert memory.committed_bytes == 100 * MiB
+    assert memory.reserve("next", 30 * MiB) is None  # waits for the room leaving makes
+    assert memory.residents["idle"].state is State.LOADED  # rather than evict for it
     memory.remove("leaving")
     assert memory.reserve("next", 30 * MiB) == []
 
