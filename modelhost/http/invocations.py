@@ -160,12 +160,16 @@ async def _chunks(receive: Receive, message: Message, exchange: _Exchange) -> As
 def _chunk(message: Message) -> bytes:
     """A chunk of the body; a body cut short by the client going away is not run."""
     if message["type"] == "http.disconnect":
-        raise BadRequestBody(
-            "the client closed the connection before its request body came whole; the request "
-            "was not run"
-        )
+        raise body_cut_short()
     body: bytes = message.get("body", b"")
     return body
+
+
+def body_cut_short() -> BadRequestBody:
+    return BadRequestBody(
+        "the client closed the connection before its request body came whole; the request was "
+        "not run"
+    )
 
 
 async def read_within(chunks: AsyncIterator[bytes], declared: int, limit: int) -> bytes:

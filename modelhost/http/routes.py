@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
 from modelhost.errors import (
@@ -22,7 +22,7 @@ from modelhost.errors import (
     Unauthorized,
 )
 from modelhost.host import ModelHost
-from modelhost.http.invocations import read_within
+from modelhost.http.invocations import body_cut_short, read_within
 from modelhost.http.params import check_param, is_whole_number
 from modelhost.names import echo, model_name
 from modelhost.observe.describe import describe_host, model_description
@@ -179,7 +179,10 @@ def model_in_path(request: Request) -> str:
 async def bounded_body(request: Request, limit: int) -> bytes:
     """Every route's body is read here: refused with 413 once it passes `limit` bytes."""
     declared = int(request.headers.get("content-length") or 0)
-    return await read_within(request.stream(), declared, limit)
+    try:
+        return await read_within(request.stream(), declared, limit)
+    except ClientDisconnect:
+        raise body_cut_short() from None
 
 
 def json_object(data: bytes) -> dict[str, Any]:
