@@ -104,7 +104,7 @@ class Manifests:
 def fast_copy_detail(loaded: Loaded) -> dict[str, Any]:
     """A load event's word on its fast copy (cache.fast_copies): read, written, or none."""
     if loaded.fast_copy_read:
-        return {"detail": {"fast_copy": "read"}}
+        return {"fast_copy": "read"}
     if loaded.fast_copy_written:
-        return {"detail": {"fast_copy": "written", "fast_copy_bytes": loaded.fast_copy_written}}
+        return {"fast_copy": "written", "fast_copy_bytes": loaded.fast_copy_written}
     return {}

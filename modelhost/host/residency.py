@@ -78,7 +78,8 @@ class Residency:
         self.dispatchers: dict[str, Dispatcher] = {}  # one per loaded model
         self.sources: dict[str, str] = {}  # model name → URL, when not its path in the store
         self.leaving: set[tuple[str, int]] = set()  # (model, worker) of copies being unloaded
-        self.loaders: set[int] = set()  # workers with a load under way (one at a time each)
+        # workers with a load under way (one at a time each), and since when (the clock's time)
+        self.loaders: dict[int, float] = {}
         self.reading: set[str] = set()  # loaded models whose runtime may still read their files
         self.closing = False
         self.loads: dict[str, asyncio.Task[LoadOutcome]] = {}
@@ -153,8 +154,11 @@ class Residency:
             else:
                 await self._changed.wait()
         worker = least_loaded(free, self.memory)
-        self.loaders.add(worker.worker_id)
+        self.take_loader(worker)
         return worker
+
+    def take_loader(self, worker: WorkerHandle) -> None:
+        self.loaders[worker.worker_id] = self.clock()
 
     def _live_workers(self) -> list[WorkerHandle]:
         return [worker for worker in self.pool.workers.values() if worker.alive]
@@ -175,7 +179,7 @@ class Residency:
         ]
 
     def release_loader(self, worker: WorkerHandle) -> None:
-        self.loaders.discard(worker.worker_id)
+        self.loaders.pop(worker.worker_id, None)
         self.notify()
 
     async def _departed(self, name: str) -> None:
@@ -211,6 +215,7 @@ class Residency:
             if offer is not None:  # a load that failed wrote and read nothing
                 written = loaded.fast_copy_written if loaded else 0
                 self.disk.fast_copies.settle(offer, written, bool(loaded and loaded.fast_copy_read))
+        held_ms = (self.clock() - self.loaders.get(worker.worker_id, self.clock())) * 1000
         self.events.emit(
             "load",
             name,
@@ -218,7 +223,8 @@ class Residency:
             duration_ms=round(loaded.load_ms, 2),
             worker=worker.worker_id,
             reason=reason,
-            **fast_copy_detail(loaded),
+            # the worker's loader, taken for this load: room made, victims gone, the load sent
+            detail={"loader_ms": round(held_ms, 2), **fast_copy_detail(loaded)},
         )
         return loaded
 

@@ -66,7 +66,7 @@ class Scaling:
         if reserved is None:
             return None
         worker = least_loaded(spare, r.memory)
-        r.loaders.add(worker.worker_id)
+        r.take_loader(worker)
         task = asyncio.ensure_future(self._add_copy(resident, artifact, worker, reason, reserved))
         self.arriving[name] = task
         task.add_done_callback(lambda _: self.arriving.pop(name, None))

@@ -78,6 +78,8 @@ def test_a_load_and_the_eviction_it_caused_arrive_in_order(
     assert loads and loads[0]["id"] < eviction["id"]  # it was loaded, then evicted
     newcomer = cause(events)
     assert newcomer is not None and newcomer["model"] != eviction["model"]
+    if eviction["reason"] == "lru":  # its loader was held while the victim left, then the load
+        assert newcomer["detail"]["loader_ms"] >= newcomer["duration_ms"]
 
 
 def cause(events: list[dict[str, Any]]) -> dict[str, Any] | None:

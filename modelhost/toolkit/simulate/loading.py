@@ -1,0 +1,130 @@
+"""A replay in which loads take time, as they do in the server: each worker has one loader, a load
+takes its model's duration on it, room is reserved (its victims leave) when a loader takes the
+load, and the model is resident when the load ends. Loads wait in line for a free loader, holding
+no room meanwhile; a request whose model is loading or in line joins that load.
+
+`replay` (loads in no time) counts as a hit every request but a model's first after an eviction;
+the server's `X-Modelhost-Cache` header calls a hit only a request that found its model resident,
+and a request that joined a load waited like a miss. Under concurrency the two differ by the
+requests that arrive while loads wait in line, and the line itself changes what is resident (an
+eviction happens when the load reaches a loader, not when it is asked for). This replay counts
+each kind, so both of the server's figures can be predicted.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from dataclasses import dataclass, field
+
+from modelhost.cache.admission import FrequencySketch
+from modelhost.cache.memory import MemoryTier, State
+from modelhost.cache.policy import EvictionPolicy
+from modelhost.toolkit.simulate.trace import Trace
+
+
+@dataclass
+class Outcomes:
+    """How the trace's requests were served."""
+
+    hits: int = 0  # found their model resident
+    joined: int = 0  # found it loading or waiting for a loader
+    loads: int = 0  # asked for a load
+    refused: int = 0  # a model larger than the budget (the server answers 507)
+
+    @property
+    def requests(self) -> int:
+        return self.hits + self.joined + self.loads + self.refused
+
+    @property
+    def hit_ratio(self) -> float:
+        """As the server's header counts them."""
+        return self.hits / max(1, self.requests)
+
+    @property
+    def no_load_ratio(self) -> float:
+        """The requests that started no load: what `replay` calls hits."""
+        return (self.hits + self.joined) / max(1, self.requests)
+
+
+@dataclass
+class Loaders:
+    """The loads under way (their ends, soonest first) and those waiting for a loader."""
+
+    tier: MemoryTier
+    trace: Trace
+    count: int
+    ends: list[tuple[float, str]] = field(default_factory=list)
+    waiting: deque[str] = field(default_factory=deque)
+
+    def pending(self, model: str) -> bool:
+        return model in self.waiting or self.tier.get(model) is not None
+
+    def ask(self, model: str, now: float) -> None:
+        self.waiting.append(model)
+        self.start(now)
+
+    def start(self, now: float) -> None:
+        """Hand waiting loads to free loaders, in order, while room can be made. A load that no
+        load under way can make room for (only the minimum residency refuses one) is dropped:
+        the server would answer its requests 507 after its deadline."""
+        while self.waiting and len(self.ends) < self.count:
+            model = self.waiting.popleft()
+            victims = self.tier.reserve(model, self.trace.sizes[model])
+            if victims is None:
+                if self.ends:
+                    self.waiting.appendleft(model)  # a load's end may make room
+                    return
+                continue
+            for victim in victims:
+                self.tier.remove(victim.name)
+            heapq.heappush(self.ends, (now + self.trace.reload_ms[model] / 1000, model))
+
+    def finish_until(self, now: float, clock: list[float]) -> None:
+        """End the loads due by `now`, each at its own time, starting the next in line."""
+        while self.ends and self.ends[0][0] <= now:
+            end, model = heapq.heappop(self.ends)
+            clock[0] = end
+            self.tier.mark_loaded(model, 0, self.trace.sizes[model], self.trace.reload_ms[model])
+            self.start(end)
+
+
+def replay_loading(
+    trace: Trace,
+    budget_bytes: int,
+    policy: EvictionPolicy,
+    loaders: int,
+    admission: FrequencySketch | None = None,
+    min_residency_s: float = 0.0,
+) -> Outcomes:
+    """The trace through the server's own `MemoryTier` with `loaders` loaders, each load lasting
+    its model's `reload_ms`; the trace must have times."""
+    if not trace.times:
+        raise ValueError("a replay with load times needs the time of each request")
+    clock = [0.0]
+    tier = MemoryTier(
+        budget_bytes,
+        0,
+        policy,
+        lambda: clock[0],
+        admission=admission,
+        min_residency_s=min_residency_s,
+    )
+    line = Loaders(tier, trace, loaders)
+    outcomes = Outcomes()
+    for model, now in zip(trace.models, trace.times, strict=True):
+        line.finish_until(now, clock)
+        clock[0] = now
+        resident = tier.get(model)
+        if resident is not None and resident.state is State.LOADED:
+            outcomes.hits += 1
+            tier.begin_request(resident)
+            tier.end_request(resident)
+        elif line.pending(model):
+            outcomes.joined += 1
+        elif tier.fits_ever(trace.sizes[model]):
+            outcomes.loads += 1
+            line.ask(model, now)
+        else:
+            outcomes.refused += 1
+    return outcomes
