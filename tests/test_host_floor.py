@@ -64,8 +64,8 @@ def test_a_new_load_never_picks_a_worker_whose_copy_is_leaving() -> None:
 
 
 def test_a_floor_copy_reserves_what_its_load_needs_at_its_peak() -> None:
-    """Found by the machine above (and by the e2e churn test in CI, 0.5 MB over its budget): a
-    copy reserved only its footprint, while its load, like any, needs its peak while it runs."""
+    """Found by the machine above: a copy reserved only its footprint, while its load, like any,
+    needs its peak while it runs."""
     machine = FloorInterleavings()
     try:
         machine.run_steps(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,7 @@ MiB = 2**20
 NAMES = ("a", "b", "c", "d")
 ARTIFACT_BYTES = 10 * MiB  # reserved at 2x + 64 KiB before the first load
 FOOTPRINT_BYTES = 12 * MiB  # what a load measures
-PEAK_BYTES = 18 * MiB  # what a load needs while it runs (unpickling), as the worker measures it
+PEAK_SHARE = 1.5  # what a load needs while it runs (unpickling), as the worker measures it
 BUDGET_BYTES = 64 * MiB  # room for two or three models, not all four
 
 
@@ -70,10 +71,15 @@ class Call:
     future: asyncio.Future[tuple[Reply, bytes]]
 
 
+def footprint_of(name: str) -> int:
+    return FOOTPRINT_BYTES
+
+
 class FakePool:
     """Calls wait until the machine answers them; a worker that dies fails its calls."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, footprint: Callable[[str], int] = footprint_of) -> None:
+        self.footprint = footprint
         self._ids = itertools.count(1)
         self.workers: dict[int, FakeWorker] = {}
         self.calls: list[Call] = []
@@ -128,14 +134,16 @@ class FakePool:
         reply: Reply
         if isinstance(request, Load):
             worker.models.add(request.model)
-            reply = Loaded(FOOTPRINT_BYTES, 1.0, batches=True, peak=PEAK_BYTES, pure=self.pure)
+            name = request.model
+            footprint, peak = self.footprint(name), self.peak(name)
+            reply = Loaded(footprint, 1.0, batches=True, peak=peak, pure=self.pure)
         elif isinstance(request, Unload):
             if request.model not in worker.models:
                 missing = f"{request.model} not in {worker.worker_id}"
                 call.future.set_exception(ModelNotLoaded(missing))
                 return
             worker.models.discard(request.model)
-            reply = Unloaded(FOOTPRINT_BYTES)
+            reply = Unloaded(self.footprint(request.model))
         else:
             if request.model not in worker.models:
                 self.violations.append(
@@ -146,11 +154,15 @@ class FakePool:
             return
         call.future.set_result((reply, b""))
 
+    def peak(self, name: str) -> int:
+        return int(self.footprint(name) * PEAK_SHARE)
+
     def held_bytes(self) -> int:
         """What the workers really hold: each model they hold, and each load under way at its
         peak."""
-        held = sum(len(worker.models) for worker in self.workers.values()) * FOOTPRINT_BYTES
-        return held + sum(isinstance(c.request, Load) for c in self.calls) * PEAK_BYTES
+        held = sum(self.footprint(m) for worker in self.workers.values() for m in worker.models)
+        loads = [c.request.model for c in self.calls if isinstance(c.request, Load)]
+        return held + sum(self.peak(name) for name in loads)
 
     def kill(self, worker: FakeWorker) -> None:
         worker.alive = False
@@ -172,8 +184,9 @@ class Materialized:
 class FakeDisk:
     """Every model is on disk already: the disk tier is not what this machine explores."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, footprint: Callable[[str], int] = footprint_of) -> None:
         self.root = root
+        self.footprint = footprint  # an artifact is to its footprint as ARTIFACT_BYTES is
         self.artifacts: dict[str, Artifact] = {}
         self.budget_bytes = 1 << 40
         self.stores = type("Stores", (), {"url_of": staticmethod(lambda name: f"file:///{name}")})
@@ -181,7 +194,8 @@ class FakeDisk:
     async def materialize(self, name: str, url: str) -> Materialized:
         path = self.root / name
         path.touch()
-        self.artifacts[name] = Artifact(name, path, ARTIFACT_BYTES)
+        size = self.footprint(name) * ARTIFACT_BYTES // FOOTPRINT_BYTES
+        self.artifacts[name] = Artifact(name, path, size)
         return Materialized(self.artifacts[name])
 
     @property
@@ -204,18 +218,20 @@ class FakeEvents:
 
 
 class Interleavings(RuleBasedStateMachine):
+    footprint = staticmethod(footprint_of)  # of each model, as its loads measure it
+
     def __init__(self) -> None:
         super().__init__()
         self.loop = asyncio.new_event_loop()
         self.clock = ManualClock()
-        self.pool = FakePool(2)
+        self.pool = FakePool(2, self.footprint)
         self.memory = MemoryTier(BUDGET_BYTES, 0, clock=self.clock)
         root = Path(self.loop.run_until_complete(asyncio.to_thread(_tmp_dir)))
         scheduling = SchedulerSettings(response_timeout_s=1e9, scale_in_idle_s=5.0)
         self.host = ModelHost(
             self.pool,  # type: ignore[arg-type]
             self.memory,
-            FakeDisk(root),  # type: ignore[arg-type]
+            FakeDisk(root, self.footprint),  # type: ignore[arg-type]
             FakeEvents(),  # type: ignore[arg-type]
             pinned=frozenset(),
             deadline_s=1e9,

@@ -68,6 +68,8 @@ def test_a_footprint_larger_than_reserved_evicts_the_overflow() -> None:
 
 
 def test_a_model_evicted_for_a_load_counts_as_that_reservation_until_it_is_gone() -> None:
+    """What put the e2e churn test over its budget in CI: a load that evicted more than it
+    reserves left the difference free while its victims were still in memory."""
     memory = tier(budget_mib=100, baseline_mib=20)
     load(memory, "big", 70 * MiB)
     small = memory.reserve("small", 15 * MiB)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from modelhost.cache.admission import FrequencySketch
 from modelhost.cache.memory import MemoryTier, State
 from modelhost.cache.policy import EvictionPolicy
+from modelhost.toolkit.simulate.replay import replay_tier
 from modelhost.toolkit.simulate.trace import Trace
 
 
@@ -102,14 +103,7 @@ def replay_loading(
     if not trace.times:
         raise ValueError("a replay with load times needs the time of each request")
     clock = [0.0]
-    tier = MemoryTier(
-        budget_bytes,
-        0,
-        policy,
-        lambda: clock[0],
-        admission=admission,
-        min_residency_s=min_residency_s,
-    )
+    tier = replay_tier(budget_bytes, policy, lambda: clock[0], admission, min_residency_s)
     line = Loaders(tier, trace, loaders)
     outcomes = Outcomes()
     for model, now in zip(trace.models, trace.times, strict=True):

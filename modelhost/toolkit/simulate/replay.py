@@ -13,6 +13,7 @@ farthest-next-use, which is what is computed then.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 
 import numpy as np
 
@@ -35,19 +36,26 @@ def replay(
     answers 507 and evicts nothing); a load the tier refuses (only the minimum residency does) is a
     miss that leaves the cache as it was (the server would wait, then answer 507)."""
     now = [0.0]
-    tier = MemoryTier(
-        budget_bytes,
-        0,
-        policy,
-        lambda: now[0],
-        admission=admission,
-        min_residency_s=min_residency_s,
-    )
+    tier = replay_tier(budget_bytes, policy, lambda: now[0], admission, min_residency_s)
     hits = 0
     for position, model in enumerate(trace.models):
         now[0] = trace.times[position] if trace.times else float(position)
         hits += serve(tier, model, trace.sizes[model], trace.reload_ms[model])
     return hits
+
+
+def replay_tier(
+    budget_bytes: int,
+    policy: EvictionPolicy,
+    clock: Callable[[], float],
+    admission: FrequencySketch | None = None,
+    min_residency_s: float = 0.0,
+) -> MemoryTier:
+    """The server's memory tier as a replay drives it: the budget is all for models, the clock is
+    the trace's."""
+    return MemoryTier(
+        budget_bytes, 0, policy, clock, admission=admission, min_residency_s=min_residency_s
+    )
 
 
 def serve(tier: MemoryTier, model: str, size_bytes: int, load_ms: float) -> bool:

@@ -1,0 +1,46 @@
+"""The host's interleavings with models of unequal sizes: a load of a small model may evict a
+large one, freeing more than it reserves, while the large one is still in its worker. Every
+invariant of tests/test_host_interleavings.py holds, what the workers really hold included."""
+
+from __future__ import annotations
+
+from test_host_interleavings import FOOTPRINT_BYTES, Interleavings, runs_of_30_steps
+
+
+def twice_larger_a(name: str) -> int:
+    return 2 * FOOTPRINT_BYTES if name == "a" else FOOTPRINT_BYTES
+
+
+class UnequalInterleavings(Interleavings):
+    """The host's machine with `a` twice the other models' size (its artifact too)."""
+
+    footprint = staticmethod(twice_larger_a)
+
+
+UnequalInterleavings.TestCase.settings = runs_of_30_steps(200)
+TestUnequalModelsUnderAnyInterleaving = UnequalInterleavings.TestCase
+
+
+def test_a_load_evicting_more_than_it_reserves_frees_nothing_before_its_victims_go() -> None:
+    """What put the e2e churn test over its budget in CI: b (known, 18 MiB at its peak) evicts
+    a (24 MiB); the 6 MiB between looked free while a was still in its worker, and a copy of c
+    (18 MiB at its peak) started in them. In the server the copy was a load on the other worker,
+    and a's unload waited behind it on that worker's loader thread."""
+    machine = UnequalInterleavings()
+    loaded = [
+        (rule, {"name": name} if rule == "request" else {"index": 0})
+        for name in "bacd"  # d's first load, estimated at 25 MiB, evicts b
+        for rule in ("request", "answer_a_call", "answer_a_call")
+    ]
+    try:
+        machine.run_steps(
+            [
+                *loaded,  # a, c and d: 48 of 64 MiB
+                ("request", {"name": "b"}),  # evicts a: its unload waits for its worker
+                ("request", {"name": "c"}),
+                ("time_passes", {"seconds": 0.5}),
+                ("request", {"name": "c"}),  # c is busy: a copy, if there is room
+            ]
+        )
+    finally:
+        machine.teardown()
