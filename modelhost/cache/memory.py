@@ -130,8 +130,9 @@ class MemoryTier:
 
     @property
     def capacity_bytes(self) -> int:
-        """What the budget leaves for models once the idle server is paid for."""
-        return self.budget_bytes - self.baseline_bytes
+        """What the budget leaves for models once the idle server is paid for, and the
+        headroom's floor kept."""
+        return self.budget_bytes - self.baseline_bytes - self.headroom_floor_bytes
 
     def fits_ever(self, size_bytes: int) -> bool:
         return size_bytes <= self.capacity_bytes
@@ -145,7 +146,10 @@ class MemoryTier:
         if victims is None:
             return None
         freed = sum(victim.bytes for victim in victims)
-        if self.committed_bytes - freed + size_bytes > self.budget_bytes:
+        if (
+            self.committed_bytes - freed + size_bytes
+            > self.budget_bytes - self.headroom_floor_bytes
+        ):
             return None  # models leaving will make the room: wait for them, evict no more
         for victim in self._claim(victims):
             victim.room_taken = True
@@ -194,11 +198,12 @@ class MemoryTier:
     ) -> list[Resident] | None:
         """The policy's victims among `candidates` (with admission and `name`, the rarer ones
         first) freeing room for `size_bytes` and the headroom, the models leaving memory counted
-        as gone (a load waits for them: `reserve`); where they cannot free that much, room within
-        the budget itself: the headroom is kept by evicting idle models, never by making a load
-        wait (readings, which move it, wake no one)."""
+        as gone (a load waits for them: `reserve`); where they cannot free that much, room that
+        keeps the headroom's floor: the learned headroom above it is kept by evicting idle
+        models, never by making a load wait (readings, which move it, wake no one)."""
         soft = self.shortfall_bytes(size_bytes) - self.leaving_bytes
-        for shortfall in (soft, soft - self.headroom_bytes):
+        learned = self.headroom_bytes - self.headroom_floor_bytes
+        for shortfall in (soft, soft - learned):
             if shortfall <= 0:
                 return []
             if self.admission is not None and name is not None:

@@ -255,8 +255,9 @@ class Residency:
         m = self.memory
         return (
             f"{self._needs(name, size)} leaves {format_bytes(m.capacity_bytes)} for models "
-            f"(the idle server uses {format_bytes(m.baseline_bytes)}); set --memory-budget to at "
-            f"least {format_bytes(m.baseline_bytes + size)}"
+            f"(the idle server uses {format_bytes(m.baseline_bytes)}, and "
+            f"{format_bytes(m.headroom_floor_bytes)} is kept free for its growth); set "
+            f"--memory-budget to at least {format_bytes(m.budget_bytes - m.capacity_bytes + size)}"
         )
 
     def _all_busy(self, name: str, size: int) -> str:

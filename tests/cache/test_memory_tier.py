@@ -178,8 +178,9 @@ def test_memory_that_grew_unannounced_between_readings_is_kept_free_for_the_next
 
 
 def test_the_headroom_never_makes_a_load_wait() -> None:
-    """Kept by evicting idle models; where none can go, a load that fits the budget takes it (a
-    load waiting on it would wait for nothing: readings wake no one)."""
+    """Kept by evicting idle models; where none can go, a load that fits the budget (less the
+    floor, here none) takes it (a load waiting on it would wait for nothing: readings wake no
+    one)."""
     memory = MemoryTier(100 * MiB, 20 * MiB, LRUPolicy(), StepClock(), drift_seed_bytes=10 * MiB)
     load(memory, "a", 30 * MiB)
     memory.begin_request(memory.residents["a"])
@@ -218,3 +219,18 @@ def test_quiet_readings_never_take_the_headroom_under_its_floor() -> None:
     assert memory.headroom_bytes == 2 * MiB  # the next step of a heap's growth may still come
     memory.reserve("a", 78 * MiB)  # more would commit the floor: still a load that fits, no wait
     assert memory.shortfall_bytes(1 * MiB) == 1 * MiB
+
+
+def test_the_headroom_floor_is_kept_even_where_no_idle_model_can_go() -> None:
+    """A CI churn run read 7.5 KB over its budget with every byte committed: growth between two
+    readings has to fit somewhere. The floor is kept by waiting for a busy model to go idle, and
+    a model that fits only into it is one that never fits."""
+    memory = MemoryTier(
+        100 * MiB, 20 * MiB, LRUPolicy(), StepClock(), drift_seed_bytes=8 * MiB,
+        headroom_floor_bytes=2 * MiB,
+    )  # fmt: skip
+    assert memory.fits_ever(78 * MiB) and not memory.fits_ever(79 * MiB)
+    load(memory, "a", 30 * MiB)
+    memory.begin_request(memory.residents["a"])
+    assert memory.reserve("b", 49 * MiB) is None  # 20 + 30 + 49 fits 100, not 100 less 2
+    assert memory.reserve("b", 48 * MiB) == []  # into the learned headroom, not the floor

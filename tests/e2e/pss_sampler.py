@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import psutil
 
-from modelhost.records.memory import total_pss_bytes
+from modelhost.records.memory import pss_bytes
 
 STOP_WAIT_S = 1.0  # a process not stopped by then is read as it runs
 
@@ -31,6 +31,8 @@ class PssSampler(threading.Thread):
         self.root = psutil.Process(pid)
         self.every_s = every_s
         self.peak_bytes = 0
+        self.peak_at = 0.0  # wall time, to set beside the server's events
+        self.peak_by_pid: dict[int, int] = {}
         self.samples = 0
         self._stop_event = threading.Event()
 
@@ -39,7 +41,10 @@ class PssSampler(threading.Thread):
             with contextlib.suppress(psutil.NoSuchProcess):
                 pids = [self.root.pid, *(child.pid for child in self.root.children(recursive=True))]
                 with stopped(pids):
-                    self.peak_bytes = max(self.peak_bytes, total_pss_bytes(pids))
+                    by_pid = {pid: pss_bytes(pid) for pid in pids}
+                if sum(by_pid.values()) > self.peak_bytes:
+                    self.peak_bytes, self.peak_by_pid = sum(by_pid.values()), by_pid
+                    self.peak_at = time.time()
                 self.samples += 1
 
     def stop(self) -> None:

@@ -128,6 +128,7 @@ class ChurnRun:
     wrong: list[str]
     peak_pss_bytes: int
     budget_bytes: int
+    peak_detail: str  # when, each process's share, and the server's events about then
 
 
 @pytest.fixture(scope="module")
@@ -157,7 +158,22 @@ def run_churn(
         wrong=[line for c in clients for line in c.wrong],
         peak_pss_bytes=sampler.peak_bytes,
         budget_bytes=budget,
+        peak_detail=peak_detail(sampler, server),
     )
+
+
+def peak_detail(sampler: PssSampler, server: testing.RunningServer) -> str:
+    """The peak sample's processes (KiB) and the server's events within half a second of it:
+    what a failure of the budget check needs to be understood."""
+    near = []
+    for line in server.log_text().splitlines():
+        match = re.search(r"\{.*\"kind\".*\}", line)
+        event = json.loads(match.group(0)) if match else {}
+        if abs(event.get("time", 0.0) - sampler.peak_at) < 0.5:
+            keys = ("time", "kind", "model", "worker", "bytes", "reason", "duration_ms")
+            near.append({key: event[key] for key in keys if key in event})
+    shares = {pid: size // 1024 for pid, size in sampler.peak_by_pid.items()}
+    return f"peak at {sampler.peak_at:.3f}, KiB by process {shares}; events then: {near}"
 
 
 def test_sixteen_clients_over_more_models_than_fit_get_every_answer_right(
@@ -172,7 +188,7 @@ def test_sixteen_clients_over_more_models_than_fit_get_every_answer_right(
 
 def test_churn_never_takes_more_memory_than_the_budget(churn_run: ChurnRun) -> None:
     peak, budget = churn_run.peak_pss_bytes, churn_run.budget_bytes
-    assert peak <= budget, f"peak PSS {peak} over budget {budget}"
+    assert peak <= budget, f"peak PSS {peak} over budget {budget}; {churn_run.peak_detail}"
 
 
 class WorkerKiller(threading.Thread):
