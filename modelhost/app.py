@@ -49,12 +49,11 @@ logger = logging.getLogger("modelhost")
 
 SETTLE_S = 0.3
 # a worker's first real loads copy template pages and grow its heap past what the rehearsal
-# did, unseen while loads' estimates hide it (7.5 MB in all with two under churn, typically; once
-# the idle reading was 11 MB low too, and the server 9.7 MB above its records): the headroom
-# before any reading
-WORKER_GROWTH_SEED_BYTES = 8 * 2**20
+# did (1.3-1.8 MB a worker, 6 MB in all with two under churn): the headroom before any reading
+WORKER_GROWTH_SEED_BYTES = 4 * 2**20
 # and after: a worker's heap grows in steps the readings see late (0.2 MB past the budget in a CI
-# churn run once the drift of 32 quiet readings had fallen under it): a pymalloc arena a worker
+# churn run once the drift of 32 quiet readings had fallen under it): a pymalloc arena a worker,
+# kept free whatever happens (a load waits for it, where the learned headroom above it is taken)
 WORKER_GROWTH_FLOOR_BYTES = 2**20
 
 
