@@ -20,16 +20,18 @@ import asyncio
 import json
 import os
 import random
-import re
 import statistics
 import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from _common import RESULTS, add_serve_arg, markdown_table, write_results
+
+if TYPE_CHECKING:
+    from modelhost.toolkit.simulate.trace import Trace
 
 MiB = 2**20
 
@@ -268,7 +270,8 @@ def run_modelhost(store: Path, which: dict[str, int], truth: list[Any], args: An
                 server, drive(server.url, which, truth, args, floor=False), args.pss_every_ms
             )
         log = server.log_text()
-    errors = footprint_errors(load_footprints(log, which), alone["footprints"])
+        loads, evictions = server.events("load"), server.events("evict")
+    errors = footprint_errors(load_footprints(loads, which), alone["footprints"])
     sizes = sorted(abs(e) for e in errors)
     return {
         **run.summary(),
@@ -282,46 +285,35 @@ def run_modelhost(store: Path, which: dict[str, int], truth: list[Any], args: An
         "loads": len(errors),
         "no_load_ratio": round(1 - len(errors) / max(1, len(run.outcomes)), 3),
         "tracebacks": log.count("Traceback"),
-        "evict_ms_p50": _percentile(evict_ms(log), 50),
-        "evict_ms_p99": _percentile(evict_ms(log), 99),
+        "evict_ms_p50": _percentile(durations_ms(evictions), 50),
+        "evict_ms_p99": _percentile(durations_ms(evictions), 99),
         "stats_medians": stats.medians(),
         "baseline_alone_bytes": alone["baseline"],
         "baseline_served_bytes": alone["baseline_warm"],
         "load_reserve_bytes": max(alone["reserves"].values()),
         "footprint_bytes": footprint,
         "simulated": simulated(run, footprint, args.room),
-        "simulated_in_line": simulated_in_line(run, footprint, args, load_durations_ms(log)),
+        "simulated_in_line": simulated_in_line(run, footprint, args, loader_ms(loads)),
     }
 
 
-def load_footprints(log: str, which: dict[str, int]) -> list[tuple[int, int]]:
-    """(forest, bytes) of each load event in the server's log."""
-    loads = []
-    for line in log.splitlines():
-        match = re.search(r"\{.*\"kind\": ?\"load\".*\}", line)
-        if match:
-            event = json.loads(match.group(0))
-            forest = which.get(event.get("model", ""))
-            if forest is not None and event.get("bytes"):
-                loads.append((forest, int(event["bytes"])))
-    return loads
+def load_footprints(loads: list[dict[str, Any]], which: dict[str, int]) -> list[tuple[int, int]]:
+    """(forest, bytes) of each load event."""
+    found = ((which.get(event.get("model", "")), event.get("bytes")) for event in loads)
+    return [(forest, int(size)) for forest, size in found if forest is not None and size]
 
 
-def load_durations_ms(log: str) -> dict[str, float]:
-    """Each model's median time holding a worker's loader (the load events' `loader_ms`), in the
-    server's log."""
-    durations: dict[str, list[float]] = {}
-    for match in (re.search(r"\{.*\"kind\": ?\"load\".*\}", line) for line in log.splitlines()):
-        if match:
-            event = json.loads(match.group(0))
-            durations.setdefault(event["model"], []).append(event["detail"]["loader_ms"])
-    return {model: statistics.median(times) for model, times in durations.items()}
+def loader_ms(loads: list[dict[str, Any]]) -> dict[str, float]:
+    """Each model's median time holding a worker's loader (the load events' `loader_ms`)."""
+    held: dict[str, list[float]] = {}
+    for event in loads:
+        held.setdefault(event["model"], []).append(event["detail"]["loader_ms"])
+    return {model: statistics.median(times) for model, times in held.items()}
 
 
-def evict_ms(log: str) -> list[float]:
-    """How long each eviction took (its unload in the worker, and any wait for it)."""
-    events = (re.search(r"\{.*\"kind\": ?\"evict\".*\}", line) for line in log.splitlines())
-    return [json.loads(m.group(0)).get("duration_ms", 0.0) for m in events if m]
+def durations_ms(events: list[dict[str, Any]]) -> list[float]:
+    """How long each event's step took (an eviction: its unload in the worker, and any wait)."""
+    return [event.get("duration_ms", 0.0) for event in events]
 
 
 def footprint_errors(loads: list[tuple[int, int]], alone: dict[int, int]) -> list[float]:
@@ -329,28 +321,37 @@ def footprint_errors(loads: list[tuple[int, int]], alone: dict[int, int]) -> lis
     return [(measured - alone[forest]) / alone[forest] for forest, measured in loads]
 
 
+def run_trace(run: Run, footprint: int, costs: dict[str, list[float]] | None = None) -> Trace:
+    """The run's requests in the order they started, each model the footprint's size (and, in
+    `costs`, its load's milliseconds)."""
+    from modelhost.toolkit.simulate.trace import make_trace
+
+    ordered = sorted(run.outcomes, key=lambda o: o.started)
+    models = [o.model for o in ordered]
+    times = [o.started for o in ordered]
+    return make_trace(models, dict.fromkeys(models, footprint), costs, times)
+
+
 def simulated(run: Run, footprint: int, room: int) -> dict[str, float]:
     """The hit ratio `modelhost simulate` predicts on this run's trace, for each policy."""
     from modelhost.cache.admission import FrequencySketch
     from modelhost.cache.policy import policy_named
     from modelhost.toolkit.simulate.replay import replay
-    from modelhost.toolkit.simulate.trace import make_trace
 
-    ordered = sorted(run.outcomes, key=lambda o: o.started)
-    models = [o.model for o in ordered]
-    trace = make_trace(models, dict.fromkeys(models, footprint), times=[o.started for o in ordered])
+    trace = run_trace(run, footprint)
     budget = room * footprint
     results = {}
     for policy in ("lru", "cost-aware"):
         for admission in (None, "tinylfu"):
             sketch = FrequencySketch() if admission else None
             hits = replay(trace, budget, policy_named(policy), sketch)
-            results[policy + (f"+{admission}" if admission else "")] = round(hits / len(models), 3)
+            label = policy + (f"+{admission}" if admission else "")
+            results[label] = round(hits / len(trace.models), 3)
     return results
 
 
 def simulated_in_line(
-    run: Run, footprint: int, args: Any, durations_ms: dict[str, float]
+    run: Run, footprint: int, args: Any, held_ms: dict[str, float]
 ) -> dict[str, dict[str, float]]:
     """The header's hit ratio and the share of requests that started no load, as the replay
     with loads that take their time (one loader a worker, each load holding it its model's
@@ -358,13 +359,8 @@ def simulated_in_line(
     from modelhost.cache.admission import FrequencySketch
     from modelhost.cache.policy import policy_named
     from modelhost.toolkit.simulate.loading import replay_loading
-    from modelhost.toolkit.simulate.trace import make_trace
 
-    ordered = sorted(run.outcomes, key=lambda o: o.started)
-    models = [o.model for o in ordered]
-    costs = {model: [ms] for model, ms in durations_ms.items()}
-    times = [o.started for o in ordered]
-    trace = make_trace(models, dict.fromkeys(models, footprint), costs, times)
+    trace = run_trace(run, footprint, {model: [ms] for model, ms in held_ms.items()})
     results = {}
     for label, policy, sketch in (
         ("lru", "lru", None),

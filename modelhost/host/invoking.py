@@ -30,8 +30,7 @@ from modelhost.scheduler import SchedulerSettings
 from modelhost.scheduler.batcher import BatchQueue, Job
 from modelhost.scheduler.dispatch import Dispatcher, Ended
 from modelhost.workers.messages import Answered, Infer, Item
-from modelhost.workers.pool import Waiter as Sent
-from modelhost.workers.pool import WorkerHandle, checked
+from modelhost.workers.pool import Waiter, WorkerHandle, checked
 
 MAX_ACQUIRE_ATTEMPTS = 5
 
@@ -197,7 +196,7 @@ def _item(request: Invocation) -> Item:
     return Item(request.content_type, request.accept, request.params, len(request.body))
 
 
-def _answer_batch(jobs: list[Job[Any]], worker: WorkerHandle, ended: Ended, sent: Sent) -> None:
+def _answer_batch(jobs: list[Job[Any]], worker: WorkerHandle, ended: Ended, sent: Waiter) -> None:
     """The batch's reply came (or its worker died): answer its jobs, then say it has ended."""
     try:
         reply, body = sent.result()

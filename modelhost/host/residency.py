@@ -215,7 +215,8 @@ class Residency:
             if offer is not None:  # a load that failed wrote and read nothing
                 written = loaded.fast_copy_written if loaded else 0
                 self.disk.fast_copies.settle(offer, written, bool(loaded and loaded.fast_copy_read))
-        held_ms = (self.clock() - self.loaders.get(worker.worker_id, self.clock())) * 1000
+        now = self.clock()
+        held_ms = (now - self.loaders.get(worker.worker_id, now)) * 1000
         self.events.emit(
             "load",
             name,

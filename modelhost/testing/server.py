@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -13,6 +15,7 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from modelhost.testing.models import parent_made
 
@@ -86,6 +89,12 @@ class RunningServer:
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def events(self, kind: str | None = None) -> list[dict[str, Any]]:
+        """The events its log holds (one JSON object a line), of one kind if given."""
+        found = (re.search(r"\{.*\"kind\".*\}", line) for line in self.log_text().splitlines())
+        events = [json.loads(match.group(0)) for match in found if match]
+        return [event for event in events if kind is None or event["kind"] == kind]
 
     def start(self) -> RunningServer:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)

@@ -165,13 +165,12 @@ def run_churn(
 def peak_detail(sampler: PssSampler, server: testing.RunningServer) -> str:
     """The peak sample's processes (KiB) and the server's events within half a second of it:
     what a failure of the budget check needs to be understood."""
-    near = []
-    for line in server.log_text().splitlines():
-        match = re.search(r"\{.*\"kind\".*\}", line)
-        event = json.loads(match.group(0)) if match else {}
-        if abs(event.get("time", 0.0) - sampler.peak_at) < 0.5:
-            keys = ("time", "kind", "model", "worker", "bytes", "reason", "duration_ms")
-            near.append({key: event[key] for key in keys if key in event})
+    keys = ("time", "kind", "model", "worker", "bytes", "reason", "duration_ms")
+    near = [
+        {key: event[key] for key in keys if key in event}
+        for event in server.events()
+        if abs(event["time"] - sampler.peak_at) < 0.5
+    ]
     shares = {pid: size // 1024 for pid, size in sampler.peak_by_pid.items()}
     return f"peak at {sampler.peak_at:.3f}, KiB by process {shares}; events then: {near}"
 
