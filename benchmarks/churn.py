@@ -188,7 +188,7 @@ class StatsPoller:
         self._thread.join()
 
     def medians(self) -> dict[str, float]:
-        keys = ("loadedModels", "baselineBytes", "committedBytes", "pssBytes")
+        keys = ("loadedModels", "baselineBytes", "headroomBytes", "committedBytes", "pssBytes")
         return {k: statistics.median(s[k] for s in self.samples) for k in keys if self.samples}
 
 
@@ -255,6 +255,7 @@ def budget_of(alone: dict[str, Any], args: Any) -> int:
 
 def run_modelhost(store: Path, which: dict[str, int], truth: list[Any], args: Any) -> dict:
     from modelhost import testing
+    from modelhost.toolkit.simulate.loading import load_samples
 
     work = Path(tempfile.mkdtemp(prefix="churn-"))
     alone = alone_footprints(store, which, work, args)
@@ -272,6 +273,9 @@ def run_modelhost(store: Path, which: dict[str, int], truth: list[Any], args: An
         log = server.log_text()
         loads, evictions = server.events("load"), server.events("evict")
     errors = footprint_errors(load_footprints(loads, which), alone["footprints"])
+    model_bytes = model_sizes(loads, which, alone["footprints"])
+    room = room_for_models(budget, stats.medians())
+    samples = load_samples(loads)
     sizes = sorted(abs(e) for e in errors)
     return {
         **run.summary(),
@@ -292,8 +296,9 @@ def run_modelhost(store: Path, which: dict[str, int], truth: list[Any], args: An
         "baseline_served_bytes": alone["baseline_warm"],
         "load_reserve_bytes": max(alone["reserves"].values()),
         "footprint_bytes": footprint,
-        "simulated": simulated(run, footprint, args.room),
-        "simulated_in_line": simulated_in_line(run, footprint, args, loader_ms(loads)),
+        "simulated": simulated(run, model_bytes, room),
+        "simulated_in_line": simulated_in_line(run, model_bytes, room, args.workers, samples),
+        "simulated_room_bytes": room,
     }
 
 
@@ -303,12 +308,23 @@ def load_footprints(loads: list[dict[str, Any]], which: dict[str, int]) -> list[
     return [(forest, int(size)) for forest, size in found if forest is not None and size]
 
 
-def loader_ms(loads: list[dict[str, Any]]) -> dict[str, float]:
-    """Each model's median time holding a worker's loader (the load events' `loader_ms`)."""
-    held: dict[str, list[float]] = {}
+def model_sizes(
+    loads: list[dict[str, Any]], which: dict[str, int], alone: dict[int, int]
+) -> dict[str, int]:
+    """Each model's median footprint in the run's load events (its forest's alone if none)."""
+    measured: dict[str, list[int]] = {}
     for event in loads:
-        held.setdefault(event["model"], []).append(event["detail"]["loader_ms"])
-    return {model: statistics.median(times) for model, times in held.items()}
+        measured.setdefault(event["model"], []).append(int(event["bytes"]))
+    return {
+        name: int(statistics.median(measured[name])) if name in measured else alone[forest]
+        for name, forest in which.items()
+    }
+
+
+def room_for_models(budget: int, medians: dict[str, float]) -> int:
+    """What the server's budget left its models during the run: less the baseline and the
+    headroom it kept (medians of GET /stats), as the replays' budget."""
+    return int(budget - medians["baselineBytes"] - medians["headroomBytes"])
 
 
 def durations_ms(events: list[dict[str, Any]]) -> list[float]:
@@ -321,53 +337,52 @@ def footprint_errors(loads: list[tuple[int, int]], alone: dict[int, int]) -> lis
     return [(measured - alone[forest]) / alone[forest] for forest, measured in loads]
 
 
-def run_trace(run: Run, footprint: int, costs: dict[str, list[float]] | None = None) -> Trace:
-    """The run's requests in the order they started, each model the footprint's size (and, in
-    `costs`, its load's milliseconds)."""
+def run_trace(run: Run, sizes: dict[str, int]) -> Trace:
+    """The run's requests in the order they started, each model its size."""
     from modelhost.toolkit.simulate.trace import make_trace
 
     ordered = sorted(run.outcomes, key=lambda o: o.started)
     models = [o.model for o in ordered]
-    times = [o.started for o in ordered]
-    return make_trace(models, dict.fromkeys(models, footprint), costs, times)
+    return make_trace(models, sizes, None, [o.started for o in ordered])
 
 
-def simulated(run: Run, footprint: int, room: int) -> dict[str, float]:
-    """The hit ratio `modelhost simulate` predicts on this run's trace, for each policy."""
+def simulated(run: Run, sizes: dict[str, int], room: int) -> dict[str, float]:
+    """The hit ratio `modelhost simulate`'s replay (loads in no time) predicts on this run's
+    trace, at the room the server's models had, for each policy."""
     from modelhost.cache.admission import FrequencySketch
     from modelhost.cache.policy import policy_named
     from modelhost.toolkit.simulate.replay import replay
 
-    trace = run_trace(run, footprint)
-    budget = room * footprint
+    trace = run_trace(run, sizes)
     results = {}
     for policy in ("lru", "cost-aware"):
         for admission in (None, "tinylfu"):
             sketch = FrequencySketch() if admission else None
-            hits = replay(trace, budget, policy_named(policy), sketch)
+            hits = replay(trace, room, policy_named(policy), sketch)
             label = policy + (f"+{admission}" if admission else "")
             results[label] = round(hits / len(trace.models), 3)
     return results
 
 
 def simulated_in_line(
-    run: Run, footprint: int, args: Any, held_ms: dict[str, float]
+    run: Run, sizes: dict[str, int], room: int, loaders: int, samples: dict[str, Any]
 ) -> dict[str, dict[str, float]]:
-    """The header's hit ratio and the share of requests that started no load, as the replay
-    with loads that take their time (one loader a worker, each load holding it its model's
-    median on the server) predicts them on this run's trace, for LRU and the best policy."""
+    """The header's hit ratio and the share of requests that started no load, as `modelhost
+    simulate --loaders` predicts them on this run's trace (one loader a worker, each load as
+    the run's load events of its model say it ran), for LRU and the best policy."""
     from modelhost.cache.admission import FrequencySketch
     from modelhost.cache.policy import policy_named
     from modelhost.toolkit.simulate.loading import replay_loading
 
-    trace = run_trace(run, footprint, {model: [ms] for model, ms in held_ms.items()})
+    trace = run_trace(run, sizes)
     results = {}
     for label, policy, sketch in (
         ("lru", "lru", None),
         ("cost-aware+tinylfu", "cost-aware", FrequencySketch()),
     ):
-        tier_policy = policy_named(policy)
-        outcomes = replay_loading(trace, args.room * footprint, tier_policy, args.workers, sketch)
+        outcomes = replay_loading(
+            trace, room, policy_named(policy), loaders, sketch, recorded=samples
+        )
         results[label] = {
             "hit": round(outcomes.hit_ratio, 3),
             "no_load": round(outcomes.no_load_ratio, 3),
@@ -464,11 +479,12 @@ def report(results: dict[str, Any]) -> str:
         f"statuses {mh['statuses']}",
         f"hits' Server-Timing p50: queue {mh.get('hit_queue_p50_ms')} ms, "
         f"infer {mh.get('hit_infer_p50_ms')} ms; misses' load p50 {mh.get('miss_load_p50_ms')} ms",
-        f"simulate's hit ratio on modelhost's trace: {mh['simulated']}; requests that started "
-        f"no load (a request that joined another's load is a miss by its header, and a hit to "
-        f"a simulation, which loads in no time): {mh['no_load_ratio']}; with loads in line "
-        f"for one loader a worker, each held its model's median (hit by the header, no load): "
-        f"{mh['simulated_in_line']}",
+        f"simulate's hit ratio on modelhost's trace, at the {mh['simulated_room_bytes']} bytes "
+        f"the server's models had: {mh['simulated']}; requests that started no load (a "
+        f"request that joined another's load is a miss by its header, and a hit to a "
+        f"simulation, which loads in no time): {mh['no_load_ratio']}; `simulate --loaders` "
+        f"(one loader a worker, each load as the run's events say; hit by the header, no "
+        f"load): {mh['simulated_in_line']}",
         f"idle baseline alone {mh['baseline_alone_bytes']}, once served "
         f"{mh['baseline_served_bytes']}; footprint {mh['footprint_bytes']}, a load reserves "
         f"{mh['load_reserve_bytes']}; medians during the run "

@@ -54,6 +54,18 @@ from modelhost.toolkit.cost import EXAMPLE_PRICES
     help="the server's --min-residency-s (by the log's request times)",
 )
 @click.option(
+    "--loaders",
+    type=click.IntRange(min=1),
+    help="also replay each policy with loads in line for this many loaders (the server's "
+    "--workers), each load as --load-events says it ran: the hit ratio the server's header shows",
+)
+@click.option(
+    "--load-events",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="the server's log (or a saved GET /events stream) whose load events give, with "
+    "--loaders, each load's time on its loader and the room it took",
+)
+@click.option(
     "--no-optimum",
     is_flag=True,
     help="skip the optimum (a linear program: slow on long traces with models of different sizes)",
@@ -104,6 +116,8 @@ def simulate(
     policies: tuple[str, ...],
     admissions: tuple[str, ...],
     min_residency_s: float,
+    loaders: int | None,
+    load_events: Path | None,
     no_optimum: bool,
     instances: str,
     budget_per_instance: str | None,
@@ -115,7 +129,9 @@ def simulate(
 ) -> None:
     """Replay ACCESS_LOG (the JSON lines `modelhost serve --access-log` writes) through LRU (every
     budget in one pass), the server's memory tier with each --policy and --admission, and the
-    optimum; the budget for --target. With --instances, replay it through a fleet behind the
+    optimum; the budget for --target. With --loaders, each policy also with the server's loads
+    in line, as its header counts hits (a request that waits for its model's load is a miss
+    there, and a hit to the plain replay). With --instances, replay it through a fleet behind the
     shipped nginx config instead: hit ratio, each instance's share and the cost, per fleet size."""
     from rich.console import Console
 
@@ -123,6 +139,7 @@ def simulate(
     from modelhost.toolkit.simulate.fleet_run import FleetOptions
     from modelhost.toolkit.simulate.run import (
         default_budgets,
+        in_line,
         needed_text,
         replayed_curves,
         rows_of,
@@ -145,7 +162,8 @@ def simulate(
             return
         grid = [parse_size(b) for b in budgets.split(",") if b] or default_budgets(trace)
         replayed = replayed_curves(policies, admissions, min_residency_s)
-        summary = simulate_summary(trace, sorted(grid), target, not no_optimum, replayed)
+        queued = in_line(loaders, load_events)
+        summary = simulate_summary(trace, sorted(grid), target, not no_optimum, replayed, queued)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     header, rows = rows_of(summary)

@@ -135,9 +135,10 @@ class Residency:
         return LoadOutcome(found.tier, (self.clock() - started) * 1000, found.download_ms)
 
     async def _load_into(self, worker: WorkerHandle, name: str, artifact: Artifact) -> None:
-        resident = await self.make_room(name, self.manifests.reservation(name, artifact))
+        reserved = self.manifests.reservation(name, artifact)
+        resident = await self.make_room(name, reserved)
         try:
-            await self._load_on_worker(resident, artifact, worker)
+            await self._load_on_worker(resident, artifact, worker, reserved)
         except BaseException as error:
             self.forget(resident)
             self.events.emit("failure", name, reason="load", detail={"error": repr(error)})
@@ -190,10 +191,10 @@ class Residency:
         return any(model == name for model, _ in self.leaving)
 
     async def _load_on_worker(
-        self, resident: Resident, artifact: Artifact, worker: WorkerHandle
+        self, resident: Resident, artifact: Artifact, worker: WorkerHandle, reserved: int
     ) -> None:
         name = resident.name
-        loaded = await self.load_copy(name, artifact, worker, "invoked")
+        loaded = await self.load_copy(name, artifact, worker, "invoked", reserved)
         footprint = self.manifests.measured(name, loaded)
         if not worker.alive:  # it died after answering: the model went with it
             raise Unavailable(f"the worker loading model {name} died; retry is safe")
@@ -204,7 +205,7 @@ class Residency:
         self.dispatchers[name].add(worker)
 
     async def load_copy(
-        self, name: str, artifact: Artifact, worker: WorkerHandle, reason: str
+        self, name: str, artifact: Artifact, worker: WorkerHandle, reason: str, reserved: int
     ) -> Loaded:
         offer = self.disk.offer_fast_copy(artifact) if self.manifests.plain(name) else None
         request = self.manifests.load_request(name, artifact, offer)
@@ -224,8 +225,13 @@ class Residency:
             duration_ms=round(loaded.load_ms, 2),
             worker=worker.worker_id,
             reason=reason,
-            # the worker's loader, taken for this load: room made, victims gone, the load sent
-            detail={"loader_ms": round(held_ms, 2), **fast_copy_detail(loaded)},
+            # the worker's loader, taken for this load: room made, victims gone, the load sent;
+            # and the memory the budget held for the load while it ran
+            detail={
+                "loader_ms": round(held_ms, 2),
+                "reserved_bytes": reserved,
+                **fast_copy_detail(loaded),
+            },
         )
         return loaded
 

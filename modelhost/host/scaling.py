@@ -103,7 +103,7 @@ class Scaling:
         """Load the copy `reserved` bytes were reserved for; once loaded it keeps its footprint."""
         r, name = self.residency, resident.name
         try:
-            await r.load_copy(name, artifact, worker, reason)
+            await r.load_copy(name, artifact, worker, reason, reserved)
         except ModelhostError as error:
             r.memory.release_copy(resident, reserved)
             r.events.emit("failure", name, reason=reason, detail={"error": str(error)})

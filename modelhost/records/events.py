@@ -11,9 +11,10 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import re
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import suppress
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -48,6 +49,16 @@ class Event:
 
 
 Subscriber = Callable[[Event], None]
+
+LOGGED = re.compile(r"\{.*\"kind\".*\}")  # an event in a log line, or in an /events data line
+
+
+def events_in(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
+    """The events among `lines`: a server's log (each event's JSON line, whatever the logging
+    format puts before it), or what `GET /events` streamed."""
+    for line in lines:
+        if found := LOGGED.search(line):
+            yield json.loads(found.group(0))
 
 
 class EventLog:

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import re
 import shutil
 import signal
 import socket
@@ -17,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from modelhost.records.events import events_in
 from modelhost.testing.models import parent_made
 
 # ---------------------------------------------------------------------------- a running server
@@ -92,8 +91,7 @@ class RunningServer:
 
     def events(self, kind: str | None = None) -> list[dict[str, Any]]:
         """The events its log holds (one JSON object a line), of one kind if given."""
-        found = (re.search(r"\{.*\"kind\".*\}", line) for line in self.log_text().splitlines())
-        events = [json.loads(match.group(0)) for match in found if match]
+        events = events_in(self.log_text().splitlines())
         return [event for event in events if kind is None or event["kind"] == kind]
 
     def start(self) -> RunningServer:

@@ -76,6 +76,8 @@ def test_a_load_and_the_eviction_it_caused_arrive_in_order(
     assert eviction["reason"] in ("lru", "memory_pressure") and eviction["bytes"] > 0
     loads = [e for e in events if is_load_of(e, eviction["model"])]
     assert loads and loads[0]["id"] < eviction["id"]  # it was loaded, then evicted
+    # what the budget held for each load while it ran, which `simulate --loaders` replays
+    assert all(e["detail"]["reserved_bytes"] > 0 for e in events if e["kind"] == "load")
     newcomer = cause(events)
     assert newcomer is not None and newcomer["model"] != eviction["model"]
     if eviction["reason"] == "lru":  # its loader was held while the victim left, then the load

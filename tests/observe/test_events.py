@@ -3,11 +3,12 @@ subscriber never breaks what emitted it."""
 
 from __future__ import annotations
 
+import json
 import logging
 
 import pytest
 
-from modelhost.records.events import RECENT_EVENTS, Event, EventLog
+from modelhost.records.events import RECENT_EVENTS, Event, EventLog, events_in
 
 
 def test_events_are_numbered_from_one_in_order() -> None:
@@ -53,3 +54,15 @@ def test_since_gives_the_events_after_an_id_while_the_ring_holds_them() -> None:
     last = RECENT_EVENTS + 5
     assert [e.id for e in log.since(last - 3)] == [last - 2, last - 1, last]
     assert log.since(0)[0].id == 6  # the five oldest have left the ring
+
+
+def test_events_are_read_back_from_a_log_and_from_an_events_stream() -> None:
+    log = EventLog(clock=lambda: 1.0)
+    emitted = [log.emit("load", "a", bytes=5, detail={"loader_ms": 2.5}), log.emit("evict", "a")]
+    lines = [
+        "2026-11-25 06:00:00 INFO modelhost.events " + emitted[0].to_json(),
+        '{"time":1.0,"model":"a","route":"/models/{model}/invoke","status":200}',  # access log
+        "id: 2",
+        "data: " + emitted[1].to_json(),
+    ]
+    assert list(events_in(lines)) == [json.loads(event.to_json()) for event in emitted]

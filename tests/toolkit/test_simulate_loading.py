@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from modelhost.cache.policy import LRUPolicy
-from modelhost.toolkit.simulate.loading import replay_loading
+from modelhost.toolkit.simulate.loading import LoadSample, load_samples, replay_loading
 from modelhost.toolkit.simulate.replay import replay
 from modelhost.toolkit.simulate.trace import Trace
 
@@ -57,3 +57,38 @@ def test_with_loads_in_no_time_it_is_the_plain_replay(models: list[str], room: i
     outcomes = replay_loading(trace, room * MiB, LRUPolicy(), loaders=2)
     assert outcomes.joined == 0
     assert outcomes.hits == replay(trace, room * MiB, LRUPolicy())
+
+
+def test_a_load_takes_the_room_it_reserved_and_gives_back_what_the_model_does_not_keep() -> None:
+    requests = [(0.0, "a"), (2.0, "b"), (4.0, "c"), (6.0, "a"), (8.0, "b")]
+    trace = trace_of(requests, load_s=1.0)
+    unpickling = {"c": [LoadSample(held_ms=1000.0, reserved_bytes=2 * MiB)]}
+    outcomes = replay_loading(trace, 3 * MiB, LRUPolicy(), loaders=1, recorded=unpickling)
+    # c's load needs 2 MiB beside a and b: a goes; c keeps 1 MiB, so a comes back beside b
+    assert (outcomes.loads, outcomes.hits) == (4, 1)
+    plain = replay_loading(trace, 3 * MiB, LRUPolicy(), loaders=1)
+    assert (plain.loads, plain.hits) == (3, 2)
+
+
+def test_each_load_of_a_model_lasts_as_its_recorded_loads_did_in_turn() -> None:
+    requests = [(0.0, "a"), (2.0, "b"), (4.0, "a"), (6.0, "a"), (8.0, "a")]
+    recorded = {"a": [LoadSample(1000.0, MiB), LoadSample(3000.0, MiB)]}
+    outcomes = replay_loading(
+        trace_of(requests, load_s=1.0), MiB, LRUPolicy(), loaders=1, recorded=recorded
+    )
+    # a's second load (4-7 s) is joined at 6 s and hit at 8 s
+    assert (outcomes.loads, outcomes.joined, outcomes.hits) == (3, 1, 1)
+
+
+def test_the_loads_a_server_logged_are_read_for_its_models_requests_only() -> None:
+    def load(model: str, reason: str, **detail: float) -> dict[str, object]:
+        return {"kind": "load", "model": model, "reason": reason, "detail": detail}
+
+    events = [
+        load("a", "invoked", loader_ms=30.0, reserved_bytes=2 * MiB),
+        load("a", "scale_out", loader_ms=20.0, reserved_bytes=MiB),  # a copy: not in the replay
+        {"kind": "evict", "model": "a", "reason": "lru"},
+        load("b", "invoked"),  # an older server's: no loader_ms
+        load("a", "invoked", loader_ms=25.0, reserved_bytes=MiB),
+    ]
+    assert load_samples(events) == {"a": [LoadSample(30.0, 2 * MiB), LoadSample(25.0, MiB)]}

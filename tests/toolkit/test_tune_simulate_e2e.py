@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import httpx
 import pytest
 from click.testing import CliRunner
 from conftest import MODELS, open_in_chromium
@@ -113,6 +114,27 @@ def test_simulate_replays_a_real_servers_access_log(
             assert ratio <= bound + 1e-9
     text = open_in_chromium(tmp_path / "sim" / "simulate.html", "simulate-report.png")
     assert "Hit-ratio curve" in text and "[svg charts: 1]" in text
+
+
+def test_simulate_replays_the_servers_loads_in_line_from_its_log(
+    server: testing.RunningServer, access_log: Path, tmp_path: Path
+) -> None:
+    for name in MODELS:  # each loaded (once: they all fit), so the log has a load of each
+        response = httpx.post(f"{server.url}/models/{name}/invoke", json=testing.iris_rows(1))
+        assert response.status_code == 200, response.text
+    sizes = tmp_path / "sizes.json"
+    sizes.write_text(json.dumps(dict.fromkeys(MODELS, 2**20)))
+    common = ["simulate", str(access_log), "--sizes", str(sizes), "--budgets", "1MiB,3MiB"]
+    out = tmp_path / "sim"
+    invoke(*common, "--loaders", "1", "--load-events", str(server.log_path), "--out", str(out))
+    ratios = json.loads((out / "simulate.json").read_text())["hit_ratio"]
+    requests = json.loads((out / "simulate.json").read_text())["requests"]
+    for label in ("lru", "cost-aware"):
+        assert len(ratios[f"{label} in line"]) == 2
+    # room for all: each model loads once, and a request that waited for its load is no hit
+    assert ratios["lru in line"][1] <= ratios["lru"][1] == pytest.approx(1 - 3 / requests)
+    refused = CliRunner().invoke(main, [*common, "--loaders", "1", "--out", str(out)])
+    assert refused.exit_code == 2 and "--loaders needs --load-events" in refused.output
 
 
 def test_the_cost_report_opens_without_errors(tmp_path: Path) -> None:

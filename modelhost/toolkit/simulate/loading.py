@@ -9,17 +9,27 @@ and a request that joined a load waited like a miss. Under concurrency the two d
 requests that arrive while loads wait in line, and the line itself changes what is resident (an
 eviction happens when the load reaches a loader, not when it is asked for). This replay counts
 each kind, so both of the server's figures can be predicted.
+
+How long a load holds its loader and how much room it takes while it runs come from the server's
+own load events where it has them (`read_load_events`: each load's `loader_ms` and
+`reserved_bytes`, replayed in their order for each model); a load that takes more room than the
+model keeps (unpickling's buffers) gives the rest back when it ends.
 """
 
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from modelhost.cache.admission import FrequencySketch
 from modelhost.cache.memory import MemoryTier, State
 from modelhost.cache.policy import EvictionPolicy
+from modelhost.records.events import events_in
 from modelhost.toolkit.simulate.replay import replay_tier
 from modelhost.toolkit.simulate.trace import Trace
 
@@ -48,12 +58,55 @@ class Outcomes:
         return (self.hits + self.joined) / max(1, self.requests)
 
 
+@dataclass(frozen=True)
+class LoadSample:
+    """One load as the server ran it: how long it held its worker's loader, and the room the
+    budget held for it meanwhile."""
+
+    held_ms: float
+    reserved_bytes: int
+
+
+def read_load_events(path: Path) -> dict[str, list[LoadSample]]:
+    """Each model's loads in `path` (a server's log or a saved `/events` stream), in order."""
+    return load_samples(events_in(Path(path).read_text().splitlines()))
+
+
+def load_samples(events: Iterable[dict[str, Any]]) -> dict[str, list[LoadSample]]:
+    """Each model's loads for its requests (not its scale-out copies) among `events`, in order."""
+    samples: dict[str, list[LoadSample]] = {}
+    for event in events:
+        detail = event.get("detail") or {}
+        if event.get("kind") != "load" or event.get("reason") != "invoked":
+            continue
+        if "loader_ms" in detail and "reserved_bytes" in detail:  # older servers: neither
+            sample = LoadSample(float(detail["loader_ms"]), int(detail["reserved_bytes"]))
+            samples.setdefault(str(event["model"]), []).append(sample)
+    return samples
+
+
+class Samples:
+    """The next load of each model: its recorded loads in turn, else its trace figures (the
+    trace's load time, its size as the room)."""
+
+    def __init__(self, trace: Trace, recorded: dict[str, list[LoadSample]] | None) -> None:
+        self.trace = trace
+        self._turns = {model: itertools.cycle(loads) for model, loads in (recorded or {}).items()}
+
+    def next(self, model: str) -> LoadSample:
+        turns = self._turns.get(model)
+        if turns is not None:
+            return next(turns)
+        return LoadSample(self.trace.reload_ms[model], self.trace.sizes[model])
+
+
 @dataclass
 class Loaders:
     """The loads under way (their ends, soonest first) and those waiting for a loader."""
 
     tier: MemoryTier
     trace: Trace
+    samples: Samples
     count: int
     ends: list[tuple[float, str]] = field(default_factory=list)
     waiting: deque[str] = field(default_factory=deque)
@@ -71,7 +124,9 @@ class Loaders:
         the server would answer its requests 507 after its deadline."""
         while self.waiting and len(self.ends) < self.count:
             model = self.waiting.popleft()
-            victims = self.tier.reserve(model, self.trace.sizes[model])
+            load = self.samples.next(model)
+            reserved = max(load.reserved_bytes, self.trace.sizes[model])
+            victims = self.tier.reserve(model, reserved)
             if victims is None:
                 if self.ends:
                     self.waiting.appendleft(model)  # a load's end may make room
@@ -79,7 +134,8 @@ class Loaders:
                 continue
             for victim in victims:
                 self.tier.remove(victim.name)
-            heapq.heappush(self.ends, (now + self.trace.reload_ms[model] / 1000, model))
+            self.tier.victims_gone(self.tier.residents[model], reserved)
+            heapq.heappush(self.ends, (now + load.held_ms / 1000, model))
 
     def finish_until(self, now: float, clock: list[float]) -> None:
         """End the loads due by `now`, each at its own time, starting the next in line."""
@@ -97,14 +153,16 @@ def replay_loading(
     loaders: int,
     admission: FrequencySketch | None = None,
     min_residency_s: float = 0.0,
+    recorded: dict[str, list[LoadSample]] | None = None,
 ) -> Outcomes:
-    """The trace through the server's own `MemoryTier` with `loaders` loaders, each load lasting
-    its model's `reload_ms`; the trace must have times."""
+    """The trace through the server's own `MemoryTier` with `loaders` loaders, each load as the
+    server's `recorded` loads of its model ran (in turn), else lasting its `reload_ms`; the
+    trace must have times."""
     if not trace.times:
         raise ValueError("a replay with load times needs the time of each request")
     clock = [0.0]
     tier = replay_tier(budget_bytes, policy, lambda: clock[0], admission, min_residency_s)
-    line = Loaders(tier, trace, loaders)
+    line = Loaders(tier, trace, Samples(trace, recorded), loaders)
     outcomes = Outcomes()
     for model, now in zip(trace.models, trace.times, strict=True):
         line.finish_until(now, clock)

@@ -15,6 +15,7 @@ from modelhost.cache.admission import FrequencySketch
 from modelhost.cache.policy import policy_named
 from modelhost.toolkit.report import charts, files, html
 from modelhost.toolkit.simulate import lru
+from modelhost.toolkit.simulate.loading import LoadSample, read_load_events, replay_loading
 from modelhost.toolkit.simulate.replay import optimum, replay
 from modelhost.toolkit.simulate.trace import Trace
 from modelhost.units import format_bytes
@@ -39,6 +40,42 @@ class Replayed(NamedTuple):
         sketch = FrequencySketch() if self.admission == "tinylfu" else None
         policy = policy_named(self.policy)
         return replay(trace, budget_bytes, policy, sketch, self.min_residency_s)
+
+
+class InLine(NamedTuple):
+    """Replays with the server's loader line (`loading.py`): `loaders` (its workers), each load
+    as the server's `recorded` loads of its model ran."""
+
+    loaders: int
+    recorded: dict[str, list[LoadSample]]
+
+    def hit_ratio(self, spec: Replayed, trace: Trace, budget_bytes: int) -> float:
+        """By the server's header: the requests that found their model loaded."""
+        sketch = FrequencySketch() if spec.admission == "tinylfu" else None
+        policy = policy_named(spec.policy)
+        return replay_loading(
+            trace, budget_bytes, policy, self.loaders, sketch, spec.min_residency_s, self.recorded
+        ).hit_ratio
+
+
+def in_line(loaders: int | None, load_events: Path | None) -> InLine | None:
+    """The loader line `simulate --loaders N --load-events LOG` asks for, if it does."""
+    if loaders is None:
+        if load_events is not None:
+            raise ValueError("--load-events is read with --loaders N (the server's --workers)")
+        return None
+    if load_events is None:
+        raise ValueError(
+            "--loaders needs --load-events LOG: the server's log (or a saved GET /events "
+            "stream), whose load events say how long each load held its worker's loader"
+        )
+    recorded = read_load_events(load_events)
+    if not recorded:
+        raise ValueError(
+            f"{load_events} has no load events with loader_ms and reserved_bytes "
+            "(a modelhost server's log, or its GET /events stream, since 2026-11-25)"
+        )
+    return InLine(loaders, recorded)
 
 
 def replayed_curves(
@@ -72,8 +109,10 @@ def curves(
     with_optimum: bool = True,
     replay_lru: bool = False,
     replayed: Sequence[Replayed] = (Replayed(),),
+    in_line: InLine | None = None,
 ) -> dict[str, list[float]]:
-    """Hit ratio per budget for each policy: "lru" from stack distances, the others replayed."""
+    """Hit ratio per budget for each policy: "lru" from stack distances, the others replayed;
+    with `in_line`, each also as the server's header counts it with its loads in line."""
     check_budgets(trace, budgets)
     n = len(trace.models)
     result = {"lru": lru.hit_ratios(lru.stack_distances(trace), budgets)}
@@ -81,6 +120,10 @@ def curves(
         replayed = [Replayed("lru"), *replayed]
     for spec in replayed:
         result[spec.label] = [spec.hits(trace, b) / n for b in budgets]
+    if in_line is not None:
+        for spec in (Replayed("lru"), *replayed):
+            label = f"{spec.label.removesuffix('-replay')} in line"
+            result[label] = [in_line.hit_ratio(spec, trace, b) for b in budgets]
     if with_optimum:
         result["optimum"] = [optimum(trace, b) / n for b in budgets]
     return result
@@ -106,8 +149,9 @@ def simulate_summary(
     target: float,
     with_optimum: bool = True,
     replayed: Sequence[Replayed] = (Replayed(),),
+    in_line: InLine | None = None,
 ) -> dict[str, Any]:
-    ratios = curves(trace, budgets, with_optimum, replayed=replayed)
+    ratios = curves(trace, budgets, with_optimum, replayed=replayed, in_line=in_line)
     return {
         "requests": len(trace.models),
         "models": len(trace.sizes),
