@@ -108,6 +108,18 @@ def test_loading_one_model_does_not_stall_inference_on_the_same_worker(
             client.post("/models/iris.pkl/invoke", content=body, headers=JSON) for _ in range(5)
         ]
         still_loading = client.get("/models/slow-load").json()["state"]
+        worker_pid = client.get("/models/iris.pkl").json()["workers"][0]["pid"]
+        niceness = threads_niceness(worker_pid)
+        main = os.getpriority(os.PRIO_PROCESS, worker_pid)
         loader.join()
     assert [a.status_code for a in answers] == [200] * 5
     assert still_loading == "loading"
+    # the loader thread yields the cores to inference: one thread runs 10 nicer than the rest
+    assert niceness.count(main + 10) == 1, niceness
+    assert set(niceness) == {main, main + 10}, niceness
+
+
+def threads_niceness(pid: int) -> list[int]:
+    """The CPU niceness of each thread of process `pid` (Linux)."""
+    tasks = Path(f"/proc/{pid}/task").iterdir()
+    return [os.getpriority(os.PRIO_PROCESS, int(task.name)) for task in tasks]
