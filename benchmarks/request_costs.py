@@ -5,10 +5,14 @@ loaded by wrk (core 0) at one concurrency. For each process of the server (front
 worker; the boundary floor's model process is its worker) it reports, per answered request: CPU µs
 (user and system, from /proc), voluntary and involuntary context switches (all threads, from
 /proc/PID/task/*/status) and, with `--strace`, system calls by name (`strace -c -f`, attached for
-a run of its own: strace slows the server, but not what it calls per request). `--py-spy DIR`
-also writes a py-spy profile (`--native`, raw collapsed stacks) of the frontend and the worker.
+a run of its own: strace slows the server, but not what it calls per request). `--perf` splits
+the frontend's and the worker's CPU by shared object (the kernel, the interpreter, uvloop,
+httptools, numpy...), from `perf record` samples over a run of its own: where Python and C
+extensions are told apart. `--py-spy DIR` also writes a py-spy profile (`--native`, raw collapsed
+stacks) of the frontend and the worker.
 
-    python benchmarks/request_costs.py --concurrency 1 --strace
+    python benchmarks/request_costs.py --concurrency 1 --strace --perf
+    python benchmarks/request_costs.py --server boundary-floor --perf
     python benchmarks/request_costs.py --py-spy /tmp/profiles --serve-arg=--access-log=/dev/null
 """
 
@@ -49,6 +53,9 @@ def main() -> None:
             if args.strace:
                 print()
                 print(_syscalls(processes, url, args))
+            if args.perf:
+                print()
+                print(_by_shared_object(processes, url, args))
             if args.py_spy:
                 _profile(processes, url, args)
 
@@ -153,6 +160,64 @@ def _strace_counts(path: Path) -> collections.Counter[str]:
     return counts
 
 
+PERF_HZ = 4000  # samples a second of a process's CPU time: one stands for 250 µs of it
+
+
+def _by_shared_object(
+    processes: dict[str, psutil.Process], url: str, args: argparse.Namespace
+) -> str:
+    """CPU µs per request of the frontend and the worker by shared object, from perf samples
+    (perf's own cost is in them: compare servers measured the same way, not with `_counters`)."""
+    if not shutil.which("perf"):
+        return "(perf is not installed)"
+    roles = [role for role in ("frontend", "worker") if role in processes]  # the floor: one
+    with tempfile.TemporaryDirectory() as scratch:
+        data = {role: Path(scratch) / f"{role}.data" for role in roles}
+        recorders = [
+            subprocess.Popen(
+                [
+                    *("taskset", "-c", args.wrk_core, "perf", "record", "-F", str(PERF_HZ)),
+                    *("-p", str(processes[role].pid), "-o", str(data[role])),
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for role in roles
+        ]
+        threading.Event().wait(1.0)  # attached before the load starts; idle time has no samples
+        answered = wrk(url, args.concurrency, args.duration, args.wrk_core)["requests"]
+        for recorder in recorders:
+            recorder.send_signal(signal.SIGINT)
+            recorder.wait(30)
+        samples = {role: _samples_by_object(data[role]) for role in roles}
+    per_request = {
+        role: {name: n * 1e6 / PERF_HZ / answered for name, n in counts.items()}
+        for role, counts in samples.items()
+    }
+    names = sorted(
+        {name for costs in per_request.values() for name, us in costs.items() if us >= 0.5},
+        key=lambda name: -sum(costs.get(name, 0) for costs in per_request.values()),
+    )
+    rows = [[name, *(f"{per_request[r].get(name, 0):.1f}" for r in roles)] for name in names]
+    rows.append(["total", *(f"{sum(per_request[r].values()):.1f}" for r in roles)])
+    return markdown_table(["shared object (CPU µs per request, under perf)", *roles], rows)
+
+
+def _samples_by_object(data: Path) -> collections.Counter[str]:
+    report = subprocess.run(
+        ["perf", "report", "-i", str(data), "--stdio", "--sort", "dso", "-g", "none", "-n"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    counts: collections.Counter[str] = collections.Counter()
+    for line in report.splitlines():
+        fields = line.split()  # "  55.06%   9333  libpython3.11.so.1.0"
+        if len(fields) == 3 and fields[0].endswith("%") and fields[1].isdigit():
+            counts[fields[2]] += int(fields[1])
+    return counts
+
+
 def _profile(processes: dict[str, psutil.Process], url: str, args: argparse.Namespace) -> None:
     out = Path(args.py_spy)
     out.mkdir(parents=True, exist_ok=True)
@@ -182,6 +247,7 @@ def _parse_args() -> argparse.Namespace:
     parser.add_argument("--duration", type=int, default=8, help="seconds per measured run")
     parser.add_argument("--warmup", type=int, default=2, help="seconds of discarded warm-up")
     parser.add_argument("--strace", action="store_true", help="count system calls per request")
+    parser.add_argument("--perf", action="store_true", help="CPU by shared object (perf)")
     parser.add_argument("--py-spy", metavar="DIR", help="write py-spy profiles to DIR")
     parser.add_argument("--server-core", default="1")
     parser.add_argument("--wrk-core", default="0")
