@@ -4,7 +4,8 @@ N model names (copies of a few digits forests, so answers differ between them) a
 C clients at once, each picking names by Zipf(s), for a fixed time. The memory budget leaves room
 for R models beside the idle server; the floor (`churn_floor.py`: uvicorn + joblib + an LRU of R)
 runs the same clients on the same cores. Reported for each: throughput, hit ratio, p50/p99 of
-hits and of misses, errors (any status but 200, or a wrong answer); for modelhost also the hit
+hits and of misses, errors (any status but 200, or a wrong answer); for modelhost also the hits'
+latency at the server (its access log: the clients share the cores), the hit
 ratio `modelhost simulate`'s replay predicts for the same trace and policy (and for the other
 policies), each load's footprint against the same forest's footprint measured alone, and the peak
 PSS of the server's processes against the budget.
