@@ -120,9 +120,11 @@ def curves(
         replayed = [Replayed("lru"), *replayed]
     for spec in replayed:
         result[spec.label] = [spec.hits(trace, b) / n for b in budgets]
-    if in_line is not None:
-        for spec in (Replayed("lru"), *replayed):
-            label = f"{spec.label.removesuffix('-replay')} in line"
+    if in_line is not None:  # LRU's once, whether or not it is also replayed above
+        lines = {
+            f"{s.label.removesuffix('-replay')} in line": s for s in (Replayed("lru"), *replayed)
+        }
+        for label, spec in lines.items():
             result[label] = [in_line.hit_ratio(spec, trace, b) for b in budgets]
     if with_optimum:
         result["optimum"] = [optimum(trace, b) / n for b in budgets]
