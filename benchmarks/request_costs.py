@@ -117,7 +117,11 @@ def _syscalls(processes: dict[str, psutil.Process], url: str, args: argparse.Nam
         return "(strace is not installed)"
     with tempfile.TemporaryDirectory() as scratch:
         outputs = {name: Path(scratch) / f"{name}.txt" for name in processes}
-        with _traced(processes, outputs, args.wrk_core):
+        tracers = [
+            ["strace", "-c", "-f", "-p", str(p.pid), "-o", str(outputs[n])]
+            for n, p in processes.items()
+        ]
+        with _attached(tracers, args.wrk_core):
             answered = wrk(url, args.concurrency, args.duration, args.wrk_core)["requests"]
         counts = {name: _strace_counts(path) for name, path in outputs.items()}
     names = sorted({call for calls in counts.values() for call in calls})
@@ -131,24 +135,25 @@ def _syscalls(processes: dict[str, psutil.Process], url: str, args: argparse.Nam
 
 
 @contextlib.contextmanager
-def _traced(
-    processes: dict[str, psutil.Process], outputs: dict[str, Path], core: str
-) -> Iterator[None]:
-    tracers = [
+def _attached(commands: list[list[str]], core: str) -> Iterator[None]:
+    """Tools that attach to the server's processes (strace, perf record), run on `core` while
+    the block runs and stopped with SIGINT after it, when they write what they saw."""
+    tools = [
         subprocess.Popen(
-            ["taskset", "-c", core, "strace", "-c", "-f", "-p", str(p.pid), "-o", str(outputs[n])],
+            ["taskset", "-c", core, *command],
+            stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        for n, p in processes.items()
+        for command in commands
     ]
     threading.Event().wait(1.0)  # attached to every thread before the load starts
     try:
         yield
     finally:
-        for tracer in tracers:
-            tracer.send_signal(signal.SIGINT)
-        for tracer in tracers:
-            tracer.wait(30)
+        for tool in tools:
+            tool.send_signal(signal.SIGINT)
+        for tool in tools:
+            tool.wait(30)
 
 
 def _strace_counts(path: Path) -> collections.Counter[str]:
@@ -174,21 +179,11 @@ def _by_shared_object(
     with tempfile.TemporaryDirectory() as scratch:
         data = {role: Path(scratch) / f"{role}.data" for role in roles}
         recorders = [
-            subprocess.Popen(
-                [
-                    *("taskset", "-c", args.wrk_core, "perf", "record", "-F", str(PERF_HZ)),
-                    *("-p", str(processes[role].pid), "-o", str(data[role])),
-                ],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-            for role in roles
+            ["perf", "record", "-F", str(PERF_HZ), "-p", str(processes[r].pid), "-o", str(data[r])]
+            for r in roles
         ]
-        threading.Event().wait(1.0)  # attached before the load starts; idle time has no samples
-        answered = wrk(url, args.concurrency, args.duration, args.wrk_core)["requests"]
-        for recorder in recorders:
-            recorder.send_signal(signal.SIGINT)
-            recorder.wait(30)
+        with _attached(recorders, args.wrk_core):  # idle time has no samples
+            answered = wrk(url, args.concurrency, args.duration, args.wrk_core)["requests"]
         samples = {role: _samples_by_object(data[role]) for role in roles}
     per_request = {
         role: {name: n * 1e6 / PERF_HZ / answered for name, n in counts.items()}
