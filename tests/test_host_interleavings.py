@@ -1,6 +1,7 @@
 """The host's residency under any interleaving: a Hypothesis state machine drives the real ModelHost
 and MemoryTier against a fake worker pool whose calls finish, fail or lose their worker in whatever
-order Hypothesis picks, while requests, DELETEs, idle unloads and scale-in overlap on few models.
+order Hypothesis picks, while requests, DELETEs, TorchServe's PUT of a model's copies, idle
+unloads and scale-in overlap on few models.
 
 Checked after every step: committed memory never exceeds the budget, nor does what the workers
 really hold, a load under way counted at its peak; no worker is asked to load a
@@ -268,10 +269,27 @@ class Interleavings(RuleBasedStateMachine):
     @precondition(lambda self: self.pool.calls)
     @rule(index=st.integers(0, 50))
     def a_call_fails(self, index: int) -> None:
-        call = self.pool.calls.pop(index % len(self.pool.calls))
+        self.fail(self.pool.calls[index % len(self.pool.calls)])
+        self.settle()
+
+    def fail(self, call: Call) -> None:
+        self.pool.calls.remove(call)
         if isinstance(call.request, Unload):  # the worker drops the model before close() raises
             call.worker.models.discard(call.request.model)
         call.future.set_exception(ModelhostError("the handler raised"))
+
+    @rule(name=st.sampled_from(NAMES), copies=st.integers(0, 2))
+    def put_min_worker(self, name: str, copies: int) -> None:
+        self.start(self.host.scale_workers(name, copies, 0), self.chores)
+
+    @precondition(lambda self: self.pool.calls)
+    @rule(index=st.integers(0, 50), fails=st.booleans(), name=st.sampled_from(NAMES))
+    def a_put_arrives_as_a_call_ends(self, index: int, fails: bool, name: str) -> None:
+        """The PUT runs in the same turn of the loop as the task the call finished, before the
+        callbacks that task's end scheduled."""
+        call = self.pool.calls[index % len(self.pool.calls)]
+        self.fail(call) if fails else self.pool.answer(call)
+        self.chores.append(self.loop.create_task(self.host.scale_workers(name, 2, 0)))
         self.settle()
 
     @rule(worker=st.integers(0, 1))
@@ -346,7 +364,7 @@ class Interleavings(RuleBasedStateMachine):
                 error = task.exception()
                 assert error is None or isinstance(error, ModelhostError), repr(error)
             for task in self.chores:
-                assert task.done(), "a DELETE, idle unload or scale-in never finished"
+                assert task.done(), "a DELETE, PUT, idle unload or scale-in never finished"
                 error = task.exception()
                 assert error is None or isinstance(error, ModelhostError), repr(error)
         finally:
@@ -435,3 +453,39 @@ def test_a_model_being_deleted_holds_its_memory_until_it_is_gone() -> None:
             ("request", {"name": "b"}),  # b is busy: a copy, 18 MiB at its peak, if it fits
         ]
     )
+
+
+def test_a_put_arriving_as_a_copy_fails_does_not_spin_on_the_ended_copy() -> None:
+    """Found on CI (tests/e2e/test_migration_effects.py): a PUT ?min_worker that ran in the turn
+    a copy's load ended, before the copy's done-callback had forgotten it, awaited the ended task
+    (which returns at once) again and again, and the server's loop spun for ever."""
+    replay(
+        [
+            ("request", {"name": "b"}),
+            ("answer_a_call", {"index": 0}),  # loaded on worker 1; its batch waits
+            ("put_min_worker", {"name": "b", "copies": 2}),  # a copy loads on worker 2
+            ("a_put_arrives_as_a_call_ends", {"index": 1, "fails": True, "name": "b"}),
+        ]
+    )
+
+
+def test_a_put_whose_copy_fails_answers_with_the_copies_there_are() -> None:
+    """A copy that fails is not tried again in a loop (a load that kills its worker would
+    kill one worker after another): the PUT answers with the copies the model has."""
+    machine = Interleavings()
+    try:
+        machine.run_steps(
+            [
+                ("request", {"name": "b"}),
+                ("answer_a_call", {"index": 0}),
+                ("put_min_worker", {"name": "b", "copies": 2}),
+            ]
+        )
+        [copy] = [call for call in machine.pool.calls if isinstance(call.request, Load)]
+        machine.fail(copy)
+        machine.settle()
+        put = machine.chores[-1]
+        assert put.done() and put.result() == 1
+        assert not [call for call in machine.pool.calls if isinstance(call.request, Load)]
+    finally:
+        machine.teardown()

@@ -29,6 +29,7 @@ from modelhost.errors import (
 )
 from modelhost.host.calls import LoadOutcome
 from modelhost.host.manifests import MIN_FOOTPRINT_BYTES, Manifests, fast_copy_detail
+from modelhost.host.under_way import UnderWay
 from modelhost.records.events import EventLog
 from modelhost.scheduler.dispatch import Dispatcher
 from modelhost.scheduler.placement import least_loaded
@@ -82,7 +83,7 @@ class Residency:
         self.loaders: dict[int, float] = {}
         self.reading: set[str] = set()  # loaded models whose runtime may still read their files
         self.closing = False
-        self.loads: dict[str, asyncio.Task[LoadOutcome]] = {}
+        self.loads: UnderWay[LoadOutcome] = UnderWay()
         self._changed = asyncio.Event()
 
     # loading --------------------------------------------------------------------------------
@@ -90,11 +91,7 @@ class Residency:
     async def ensure_loaded(self, name: str) -> LoadOutcome:
         """Load `name` unless already loading; concurrent callers share one load, and the model
         cannot be evicted before they have resumed (a caller then begins its request at once)."""
-        task = self.loads.get(name)
-        if task is None:
-            task = asyncio.ensure_future(self._load(name))
-            self.loads[name] = task
-            task.add_done_callback(lambda _: self.loads.pop(name, None))
+        task = self.loads.get(name) or self.loads.start(name, self._load(name))
         awaited = self.memory.awaited
         awaited[name] += 1
         try:

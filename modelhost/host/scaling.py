@@ -15,6 +15,7 @@ from modelhost.cache.disk import Artifact
 from modelhost.cache.memory import Resident, State
 from modelhost.errors import ModelhostError
 from modelhost.host.residency import Residency
+from modelhost.host.under_way import UnderWay
 from modelhost.scheduler import SchedulerSettings
 from modelhost.scheduler.dispatch import Dispatcher
 from modelhost.scheduler.placement import least_loaded
@@ -29,7 +30,7 @@ class Scaling:
     def __init__(self, residency: Residency, scheduling: SchedulerSettings) -> None:
         self.residency = residency
         self.scheduling = scheduling
-        self.arriving: dict[str, asyncio.Task[None]] = {}  # a copy being loaded, per model
+        self.arriving: UnderWay[None] = UnderWay()  # a copy being loaded, per model
         # TorchServe's PUT /models/{m}?min_worker=&max_worker=, over the server's settings
         self.ranges: dict[str, tuple[int, int]] = {}
 
@@ -67,19 +68,21 @@ class Scaling:
             return None
         worker = least_loaded(spare, r.memory)
         r.take_loader(worker)
-        task = asyncio.ensure_future(self._add_copy(resident, artifact, worker, reason, reserved))
-        self.arriving[name] = task
-        task.add_done_callback(lambda _: self.arriving.pop(name, None))
-        return task
+        return self.arriving.start(
+            name, self._add_copy(resident, artifact, worker, reason, reserved)
+        )
 
     async def fill_floor(self, name: str) -> None:
         """Add copies of a just loaded model until it is on workers_per_model workers."""
         floor = self.floor_of(name)
         while (resident := self.residency.memory.get(name)) and len(resident.workers) < floor:
+            copies = len(resident.workers)
             task = self.arriving.get(name) or self._start_copy(name, "workers_per_model")
             if task is None:
                 return  # no spare worker or no room: scale-out may add it later
             await task
+            if len(resident.workers) <= copies:
+                return  # the copy failed (its event says why): no retrying in a loop
 
     def _may_take(self, worker: WorkerHandle, resident: Resident) -> bool:
         """A worker without a copy of the model, not still unloading one, and not loading."""
