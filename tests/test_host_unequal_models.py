@@ -44,3 +44,22 @@ def test_a_load_evicting_more_than_it_reserves_frees_nothing_before_its_victims_
         )
     finally:
         machine.teardown()
+
+
+def test_a_copy_loading_when_its_models_last_worker_dies_stays_counted() -> None:
+    """Found by the machine: b's only loaded copy died with its worker while a copy of b was
+    loading on the other worker; b's record went, and with it the copy's reservation, so a load
+    of a (36 MiB at its peak) started beside the copy still unpickling (18 MiB): 66 of 64 MiB."""
+    machine = UnequalInterleavings()
+    try:
+        machine.run_steps(
+            [
+                ("request", {"name": "c"}),
+                ("a_put_arrives_as_a_call_ends", {"fails": False, "index": 0, "name": "b"}),
+                ("a_put_arrives_as_a_call_ends", {"fails": False, "index": 0, "name": "a"}),
+                ("kill_a_worker", {"worker": 1}),  # b's loaded copy; its second still loads
+                ("request", {"name": "a"}),
+            ]
+        )
+    finally:
+        machine.teardown()

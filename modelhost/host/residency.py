@@ -348,7 +348,7 @@ class Residency:
                 resident.workers.remove(worker.worker_id)  # other copies carry on
                 self.memory.release_copy(resident)
             else:
-                self.forget(resident)
+                self._lose_last_copy(resident, worker.worker_id)
             self.events.emit(
                 "unload",
                 resident.name,
@@ -357,6 +357,20 @@ class Residency:
                 worker=worker.worker_id,
             )
         self.notify()
+
+    def _lose_last_copy(self, resident: Resident, worker_id: int) -> None:
+        """The model is gone from memory. A copy of it still loading on another worker keeps
+        the record, and what the copy reserved, until it has ended and left that worker; no
+        request starts on the record meanwhile, and those waiting for it fail now."""
+        arriving = self.neighbours.copy_arriving(resident.name)
+        if arriving is None:
+            self.forget(resident)
+            return
+        resident.workers.remove(worker_id)
+        self.memory.release_copy(resident)
+        self.memory.begin_unload(resident.name)
+        self._close_dispatcher(resident.name)
+        arriving.add_done_callback(lambda _: self.forget(resident))
 
     # the record -----------------------------------------------------------------------------
 
@@ -371,12 +385,16 @@ class Residency:
             return  # an earlier incarnation's step finishing late: the name is someone else's
         self.memory.remove(name)
         self.reading.discard(name)
+        self._close_dispatcher(name)
+        self.notify()
+
+    def _close_dispatcher(self, name: str) -> None:
+        """No request goes to the model's workers any more; those waiting fail, safe to retry."""
         dispatcher = self.dispatchers.pop(name, None)
         if dispatcher is not None:
             dispatcher.fail_waiting(
                 Unavailable(f"model {name} was unloaded while this request waited; retry is safe")
             )
-        self.notify()
 
     async def until(self, condition: Callable[[], bool]) -> None:
         """Wait until `condition` holds, looking again at each change `notify` announces."""

@@ -116,8 +116,10 @@ class Scaling:
         r.memory.release_copy(resident, reserved - resident.footprint)  # its load's peak is over
         dispatcher = r.dispatchers.get(name)
         if not r.is_current(resident) or dispatcher is None or not worker.alive:
-            r.memory.release_copy(resident)  # unloaded (or its worker died) meanwhile
-            await self._unload_leaving(name, worker.worker_id)
+            try:  # unloaded (or its worker died) meanwhile: counted until it has left
+                await self._unload_leaving(name, worker.worker_id)
+            finally:
+                r.memory.release_copy(resident)
             return
         resident.workers.append(worker.worker_id)
         dispatcher.add(worker)
