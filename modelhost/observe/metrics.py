@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import generate_latest
 
 from modelhost.observe.exchange import Exchange, error_reason
+from modelhost.observe.loop_watch import STALL_S
 from modelhost.observe.tallies import CounterTally, HistogramTally, LevelTally, Tallies
 from modelhost.records.events import Event
 
@@ -137,6 +138,12 @@ class Metrics:
             "modelhost_unhandled_errors",
             "Requests answered 500 by the last-resort handler: an exception no route translated "
             "(a bug; the log has its traceback under the response's X-Request-Id)",
+            registry=r,
+        )
+        self.loop_stalls = Counter(
+            "modelhost_event_loop_stalls",
+            f"Times the frontend's event loop ran nothing for {STALL_S:g} s: no request was "
+            "answered meanwhile (a bug; the log has the stack it was stuck at)",
             registry=r,
         )
         self._by_kind: dict[str, Callable[[Event], None]] = {

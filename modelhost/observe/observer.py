@@ -3,6 +3,7 @@ access log, fed by the host's EventLog and by each HTTP exchange."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
@@ -11,6 +12,7 @@ from prometheus_client.process_collector import ProcessCollector
 from modelhost.observe.access_log import AccessLog
 from modelhost.observe.collector import HostCollector
 from modelhost.observe.exchange import Exchange
+from modelhost.observe.loop_watch import LoopWatch
 from modelhost.observe.metrics import Metrics
 from modelhost.observe.stream import EventStream
 from modelhost.observe.usage import ModelUsage
@@ -33,6 +35,7 @@ class Observer:
         self.stream = EventStream(host.events, max_clients=max_streams)
         self.access_log = AccessLog(access_log) if access_log else None
         self._unsubscribe = host.events.subscribe(self.metrics.on_event)
+        self._loop_watch: LoopWatch | None = None
 
     def record(self, exchange: Exchange) -> None:
         self.metrics.on_exchange(exchange)
@@ -41,8 +44,11 @@ class Observer:
             self.access_log.write(exchange)
 
     def start(self) -> None:
+        """Begin writing the access log and watching the event loop (call it on the loop)."""
         if self.access_log is not None:
             self.access_log.start()
+        self._loop_watch = LoopWatch(asyncio.get_running_loop(), self.metrics.loop_stalls.inc)
+        self._loop_watch.start()
 
     def drain(self) -> None:
         """The server stops taking requests: end the event streams so they do not hold it open."""
@@ -50,5 +56,7 @@ class Observer:
 
     def stop(self) -> None:
         self._unsubscribe()
+        if self._loop_watch is not None:
+            self._loop_watch.stop()
         if self.access_log is not None:
             self.access_log.stop()
