@@ -3,13 +3,13 @@ and the check of a loaded model's artifact against the store when it is due."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 
 from modelhost.cache.memory import State
 from modelhost.errors import ModelAlreadyLoaded, ModelhostError
 from modelhost.host.calls import LoadOutcome
 from modelhost.host.residency import Residency
+from modelhost.host.under_way import UnderWay
 
 
 class Registry:
@@ -17,7 +17,7 @@ class Registry:
 
     def __init__(self, residency: Residency) -> None:
         self.residency = residency
-        self._revalidations: dict[str, asyncio.Task[None]] = {}
+        self._revalidations: UnderWay[None] = UnderWay()
 
     async def register_and_load(self, name: str, url: str) -> LoadOutcome:
         """POST /models: load `name` from `url`, which `allowed_urls` must admit."""
@@ -53,9 +53,7 @@ class Registry:
         """Check a loaded model's artifact against the store when due; unload it if replaced."""
         if name in self._revalidations or not self.residency.disk.revalidation_due(name):
             return
-        task = asyncio.ensure_future(self._revalidate_loaded(name))
-        self._revalidations[name] = task
-        task.add_done_callback(lambda _: self._revalidations.pop(name, None))
+        self._revalidations.start(name, self._revalidate_loaded(name))
 
     async def _revalidate_loaded(self, name: str) -> None:
         if await self.residency.disk.revalidate(name):

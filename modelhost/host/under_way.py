@@ -1,4 +1,4 @@
-"""Tasks under way, one per model: a model's load, or the load of one more copy of it.
+"""Tasks under way, one per model: its load, the load of one more copy, its revalidation.
 
 A task counts until it ends, not until its done-callback runs a turn of the loop later: code
 that runs in between (a request arriving in the same turn) neither joins an ended task as if it
