@@ -1,7 +1,8 @@
 """The host's residency under any interleaving: a Hypothesis state machine drives the real ModelHost
 and MemoryTier against a fake worker pool whose calls finish, fail or lose their worker in whatever
-order Hypothesis picks, while requests, DELETEs, TorchServe's PUT of a model's copies, idle
-unloads and scale-in overlap on few models.
+order Hypothesis picks (workers dying, and their successors forked at once or later), while
+requests, DELETEs, TorchServe's PUT of a model's copies, idle unloads, scale-in and the server's
+shutdown overlap on few models.
 
 Checked after every step: committed memory never exceeds the budget, nor does what the workers
 really hold, a load under way counted at its peak; no worker is asked to load a
@@ -46,6 +47,7 @@ ARTIFACT_BYTES = 10 * MiB  # reserved at 2x + 64 KiB before the first load
 FOOTPRINT_BYTES = 12 * MiB  # what a load measures
 PEAK_SHARE = 1.5  # what a load needs while it runs (unpickling), as the worker measures it
 BUDGET_BYTES = 64 * MiB  # room for two or three models, not all four
+POOL_SIZE = 2
 
 
 class ManualClock:
@@ -165,14 +167,16 @@ class FakePool:
         loads = [c.request.model for c in self.calls if isinstance(c.request, Load)]
         return held + sum(self.peak(name) for name in loads)
 
-    def kill(self, worker: FakeWorker) -> None:
+    def kill(self, worker: FakeWorker, respawn: bool = True) -> None:
+        """The worker dies; the template forks its successor at once, or later (`spawn`)."""
         worker.alive = False
         del self.workers[worker.worker_id]
         for call in [c for c in self.calls if c.worker is worker]:
             self.calls.remove(call)
             call.future.set_exception(WorkerDied(f"worker {worker.worker_id} died"))
         self._on_lost(worker)
-        self.spawn()
+        if respawn:
+            self.spawn()
 
 
 @dataclass
@@ -225,7 +229,7 @@ class Interleavings(RuleBasedStateMachine):
         super().__init__()
         self.loop = asyncio.new_event_loop()
         self.clock = ManualClock()
-        self.pool = FakePool(2, self.footprint)
+        self.pool = FakePool(POOL_SIZE, self.footprint)
         self.memory = MemoryTier(BUDGET_BYTES, 0, clock=self.clock)
         root = Path(self.loop.run_until_complete(asyncio.to_thread(_tmp_dir)))
         scheduling = SchedulerSettings(response_timeout_s=1e9, scale_in_idle_s=5.0)
@@ -292,9 +296,23 @@ class Interleavings(RuleBasedStateMachine):
         self.chores.append(self.loop.create_task(self.host.scale_workers(name, 2, 0)))
         self.settle()
 
-    @rule(worker=st.integers(0, 1))
-    def kill_a_worker(self, worker: int) -> None:
-        self.pool.kill(list(self.pool.workers.values())[worker])
+    @precondition(lambda self: self.pool.workers)
+    @rule(worker=st.integers(0, 1), respawn=st.booleans())
+    def kill_a_worker(self, worker: int, respawn: bool = True) -> None:
+        workers = list(self.pool.workers.values())
+        self.pool.kill(workers[worker % len(workers)], respawn)
+        self.settle()
+
+    @precondition(lambda self: len(self.pool.workers) < POOL_SIZE)
+    @rule()
+    def a_worker_joins(self) -> None:
+        self.pool.spawn()
+        self.settle()
+
+    @rule()
+    def shutdown(self) -> None:
+        """The server drains: no request starts; what is under way finishes."""
+        self.host.close()
         self.settle()
 
     @rule(name=st.sampled_from(NAMES))
@@ -351,6 +369,8 @@ class Interleavings(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         try:
+            while len(self.pool.workers) < POOL_SIZE:  # the template forks the missing ones
+                self.pool.spawn()
             for _ in range(500):  # answer everything, so every request can finish
                 if not self.pool.calls:
                     self.settle()
