@@ -29,11 +29,11 @@ from modelhost.errors import (
 )
 from modelhost.host.calls import LoadOutcome
 from modelhost.host.manifests import MIN_FOOTPRINT_BYTES, Manifests, fast_copy_detail
+from modelhost.host.shortfall import all_busy, never_fits
 from modelhost.host.under_way import UnderWay
 from modelhost.records.events import EventLog
 from modelhost.scheduler.dispatch import Dispatcher
 from modelhost.scheduler.placement import least_loaded
-from modelhost.units import format_bytes
 from modelhost.workers.messages import Loaded, Unload, Unloaded
 from modelhost.workers.pool import WorkerHandle, WorkerPool
 
@@ -237,7 +237,7 @@ class Residency:
     async def make_room(self, name: str, size: int) -> Resident:
         """Reserve `size` for `name`, unloading victims first; the new record, loading."""
         if not self.memory.fits_ever(size):
-            raise InsufficientMemory(self._never_fits(name, size))
+            raise InsufficientMemory(never_fits(self.memory, name, size))
         await self.observe_memory()
         await self.neighbours.shed_copies(self.memory.shortfall_bytes(size))
         deadline = self.clock() + self.deadline_s
@@ -246,7 +246,7 @@ class Residency:
             changed = self._changed
             remaining = deadline - self.clock()
             if remaining <= 0:
-                raise InsufficientMemory(self._all_busy(name, size))
+                raise InsufficientMemory(all_busy(self.memory, name, size, self.deadline_s))
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(changed.wait(), remaining)
         resident = self.memory.get(name)
@@ -254,26 +254,6 @@ class Residency:
         await self._unload_many(victims, "evict", self.memory.policy.name)
         self.memory.victims_gone(resident, size)
         return resident
-
-    def _never_fits(self, name: str, size: int) -> str:
-        m = self.memory
-        return (
-            f"{self._needs(name, size)} leaves {format_bytes(m.capacity_bytes)} for models "
-            f"(the idle server uses {format_bytes(m.baseline_bytes)}, and "
-            f"{format_bytes(m.headroom_floor_bytes)} is kept free for its growth); set "
-            f"--memory-budget to at least {format_bytes(m.budget_bytes - m.capacity_bytes + size)}"
-        )
-
-    def _all_busy(self, name: str, size: int) -> str:
-        return (
-            f"{self._needs(name, size)} is held by models that stayed busy for "
-            f"{self.deadline_s:g} s ({format_bytes(self.memory.committed_bytes)} committed); "
-            "retry later or raise --memory-budget"
-        )
-
-    def _needs(self, name: str, size: int) -> str:
-        budget = format_bytes(self.memory.budget_bytes)
-        return f"model {name} needs about {format_bytes(size)} but the memory budget of {budget}"
 
     # unloading ------------------------------------------------------------------------------
 

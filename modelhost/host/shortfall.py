@@ -1,0 +1,32 @@
+"""What a 507 says when a model cannot have its room: how much it needs, what holds the budget,
+and the setting that would make room."""
+
+from __future__ import annotations
+
+from modelhost.cache.memory import MemoryTier
+from modelhost.units import format_bytes
+
+
+def never_fits(memory: MemoryTier, name: str, size: int) -> str:
+    """The model needs more than the budget leaves for models even with none loaded."""
+    m = memory
+    return (
+        f"{_needs(m, name, size)} leaves {format_bytes(m.capacity_bytes)} for models "
+        f"(the idle server uses {format_bytes(m.baseline_bytes)}, and "
+        f"{format_bytes(m.headroom_floor_bytes)} is kept free for its growth); set "
+        f"--memory-budget to at least {format_bytes(m.budget_bytes - m.capacity_bytes + size)}"
+    )
+
+
+def all_busy(memory: MemoryTier, name: str, size: int, deadline_s: float) -> str:
+    """The room is held by models that stayed busy until the load's deadline."""
+    return (
+        f"{_needs(memory, name, size)} is held by models that stayed busy for "
+        f"{deadline_s:g} s ({format_bytes(memory.committed_bytes)} committed); "
+        "retry later or raise --memory-budget"
+    )
+
+
+def _needs(memory: MemoryTier, name: str, size: int) -> str:
+    budget = format_bytes(memory.budget_bytes)
+    return f"model {name} needs about {format_bytes(size)} but the memory budget of {budget}"
