@@ -109,6 +109,7 @@ def test_a_model_that_can_never_fit_is_507_and_nothing_else_is_disturbed(
     assert response.status_code == 507, response.text
     message = response.json()["message"]
     assert "huge.joblib" in message and "memory budget" in message and "MiB" in message
+    assert "set --memory-budget to at least" in message  # what to do about it
     assert invoke(url, "f5.joblib").headers["x-modelhost-cache"] == "hit"
 
 
