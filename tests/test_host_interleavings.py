@@ -48,6 +48,7 @@ FOOTPRINT_BYTES = 12 * MiB  # what a load measures
 PEAK_SHARE = 1.5  # what a load needs while it runs (unpickling), as the worker measures it
 BUDGET_BYTES = 64 * MiB  # room for two or three models, not all four
 POOL_SIZE = 2
+INVOCATION = Invocation(b"[1]", "application/json", "")
 
 
 class ManualClock:
@@ -260,9 +261,7 @@ class Interleavings(RuleBasedStateMachine):
 
     @rule(name=st.sampled_from(NAMES))
     def request(self, name: str) -> None:
-        self.start(
-            self.host.invoke(name, Invocation(b"[1]", "application/json", "")), self.requests
-        )
+        self.start(self.host.invoke(name, INVOCATION), self.requests)
 
     @precondition(lambda self: self.pool.calls)
     @rule(index=st.integers(0, 50))
@@ -287,13 +286,27 @@ class Interleavings(RuleBasedStateMachine):
         self.start(self.host.scale_workers(name, copies, 0), self.chores)
 
     @precondition(lambda self: self.pool.calls)
-    @rule(index=st.integers(0, 50), fails=st.booleans(), name=st.sampled_from(NAMES))
-    def a_put_arrives_as_a_call_ends(self, index: int, fails: bool, name: str) -> None:
-        """The PUT runs in the same turn of the loop as the task the call finished, before the
-        callbacks that task's end scheduled."""
+    @rule(
+        index=st.integers(0, 50),
+        fails=st.booleans(),
+        turns=st.integers(0, 6),
+        what=st.sampled_from(["request", "put"]),
+        name=st.sampled_from(NAMES),
+    )
+    def something_arrives_as_a_call_ends(
+        self, index: int, fails: bool, turns: int, what: str, name: str
+    ) -> None:
+        """A request or a PUT ?min_worker=2 arrives `turns` turns of the loop after a call
+        ends: in the midst of what the call's end sets going, not only once it has settled."""
         call = self.pool.calls[index % len(self.pool.calls)]
         self.fail(call) if fails else self.pool.answer(call)
-        self.chores.append(self.loop.create_task(self.host.scale_workers(name, 2, 0)))
+        for _ in range(turns):
+            self.loop.call_soon(self.loop.stop)
+            self.loop.run_forever()  # one turn
+        if what == "put":
+            self.chores.append(self.loop.create_task(self.host.scale_workers(name, 2, 0)))
+        else:
+            self.requests.append(self.loop.create_task(self.host.invoke(name, INVOCATION)))
         self.settle()
 
     @precondition(lambda self: self.pool.workers)
@@ -383,6 +396,7 @@ class Interleavings(RuleBasedStateMachine):
                 assert task.done(), "a request was never answered"
                 error = task.exception()
                 assert error is None or isinstance(error, ModelhostError), repr(error)
+            assert not self.pool.violations, self.pool.violations
             for task in self.chores:
                 assert task.done(), "a DELETE, PUT, idle unload or scale-in never finished"
                 error = task.exception()
@@ -412,6 +426,11 @@ def runs_of_30_steps(max_examples: int) -> settings:
 
 Interleavings.TestCase.settings = runs_of_30_steps(400)
 TestResidencyUnderAnyInterleaving = Interleavings.TestCase
+
+
+def put_as_it_ends(index: int, fails: bool, name: str) -> dict[str, Any]:
+    """A PUT ?min_worker=2 of `name` in the very turn call `index` ends."""
+    return {"index": index, "fails": fails, "turns": 0, "what": "put", "name": name}
 
 
 def replay(steps: list[tuple[str, dict[str, Any]]]) -> None:
@@ -484,7 +503,7 @@ def test_a_put_arriving_as_a_copy_fails_does_not_spin_on_the_ended_copy() -> Non
             ("request", {"name": "b"}),
             ("answer_a_call", {"index": 0}),  # loaded on worker 1; its batch waits
             ("put_min_worker", {"name": "b", "copies": 2}),  # a copy loads on worker 2
-            ("a_put_arrives_as_a_call_ends", {"index": 1, "fails": True, "name": "b"}),
+            ("something_arrives_as_a_call_ends", put_as_it_ends(index=1, fails=True, name="b")),
         ]
     )
 
@@ -509,3 +528,20 @@ def test_a_put_whose_copy_fails_answers_with_the_copies_there_are() -> None:
         assert not [call for call in machine.pool.calls if isinstance(call.request, Load)]
     finally:
         machine.teardown()
+
+
+def test_a_request_arriving_as_a_delete_stops_waiting_never_runs_on_an_unloaded_model() -> None:
+    """Found by the machine once requests could arrive a few turns after a call ended: the last
+    request in flight ended, the DELETE's wait saw no request in flight, and in the turns before
+    it began to unload a new request started on the model; the worker unloaded the model under
+    it (a 404 "not loaded in worker" in the e2e churn test with an operator beside it)."""
+    arrives = {"fails": False, "turns": 2, "what": "request", "name": "b"}
+    replay(
+        [
+            ("request", {"name": "b"}),
+            ("answer_a_call", {"index": 0}),  # loaded; its request runs
+            ("delete", {"name": "b"}),  # waits for that request
+            ("something_arrives_as_a_call_ends", {"index": 0, **arrives}),
+            ("answer_a_call", {"index": 1}),  # the unload, before the new request's batch
+        ]
+    )

@@ -4,7 +4,12 @@ invariant of tests/test_host_interleavings.py holds, what the workers really hol
 
 from __future__ import annotations
 
-from test_host_interleavings import FOOTPRINT_BYTES, Interleavings, runs_of_30_steps
+from test_host_interleavings import (
+    FOOTPRINT_BYTES,
+    Interleavings,
+    put_as_it_ends,
+    runs_of_30_steps,
+)
 
 
 def twice_larger_a(name: str) -> int:
@@ -55,8 +60,8 @@ def test_a_copy_loading_when_its_models_last_worker_dies_stays_counted() -> None
         machine.run_steps(
             [
                 ("request", {"name": "c"}),
-                ("a_put_arrives_as_a_call_ends", {"fails": False, "index": 0, "name": "b"}),
-                ("a_put_arrives_as_a_call_ends", {"fails": False, "index": 0, "name": "a"}),
+                ("something_arrives_as_a_call_ends", put_as_it_ends(0, False, "b")),
+                ("something_arrives_as_a_call_ends", put_as_it_ends(0, False, "a")),
                 ("kill_a_worker", {"worker": 1}),  # b's loaded copy; its second still loads
                 ("request", {"name": "a"}),
             ]

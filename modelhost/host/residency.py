@@ -258,16 +258,17 @@ class Residency:
     # unloading ------------------------------------------------------------------------------
 
     async def unload(self, name: str, reason: str = "requested") -> int:
-        """Unload on request (DELETE); waits for in-flight requests; returns the bytes freed."""
+        """Unload on request (DELETE); returns the bytes freed. No request starts on the model
+        from now on (later ones wait to load it again); those in flight finish first, until
+        the deadline."""
         resident = self.memory.get(name)
         if resident is None or resident.state is not State.LOADED:
             raise ModelNotLoaded(f"model {name} is not loaded")
-        resident.pinned = True  # keep eviction away while we wait for it to go idle
+        self.memory.begin_unload(name)
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self.until(lambda: not resident.in_flight), self.deadline_s)
-        if not self.is_current(resident) or resident.state is not State.LOADED:
+        if not self.is_current(resident):
             raise ModelNotLoaded(f"model {name} was unloaded while this request waited")
-        self.memory.begin_unload(name)
         return await self._unload_one(resident, "unload", reason)
 
     async def _unload_many(self, victims: list[Resident], kind: str, reason: str) -> None:
