@@ -292,7 +292,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "describe a loaded model", _SAGEMAKER, {_JSON: OBJECT}, (400, 404), parameters=_OIP_MODEL
     ),
     ("DELETE", "/models/{model:path}"): operation(
-        "unload, after in-flight requests finish",
+        "unload, after in-flight requests finish (later ones load it again)",
         _SAGEMAKER,
         {_JSON: OBJECT},
         (400, 401, 403, 404),
