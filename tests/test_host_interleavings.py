@@ -48,6 +48,7 @@ FOOTPRINT_BYTES = 12 * MiB  # what a load measures
 PEAK_SHARE = 1.5  # what a load needs while it runs (unpickling), as the worker measures it
 BUDGET_BYTES = 64 * MiB  # room for two or three models, not all four
 POOL_SIZE = 2
+Step = tuple[str, dict[str, Any]]  # a rule's name and its arguments
 INVOCATION = Invocation(b"[1]", "application/json", "")
 
 
@@ -370,7 +371,7 @@ class Interleavings(RuleBasedStateMachine):
                     worker = self.pool.workers.get(worker_id)
                     assert worker is not None and resident.name in worker.models, resident
 
-    def run_steps(self, steps: list[tuple[str, dict[str, Any]]]) -> None:
+    def run_steps(self, steps: list[Step]) -> None:
         """Run rules by name, checking every invariant after each, as Hypothesis does."""
         for rule_name, arguments in steps:
             getattr(self, rule_name)(**arguments)
@@ -428,12 +429,13 @@ Interleavings.TestCase.settings = runs_of_30_steps(400)
 TestResidencyUnderAnyInterleaving = Interleavings.TestCase
 
 
-def put_as_it_ends(index: int, fails: bool, name: str) -> dict[str, Any]:
-    """A PUT ?min_worker=2 of `name` in the very turn call `index` ends."""
-    return {"index": index, "fails": fails, "turns": 0, "what": "put", "name": name}
+def arrives(what: str, name: str, call: int, fails: bool = False, turns: int = 0) -> Step:
+    """A step: a request or a PUT of `name` arrives `turns` turns after call `call` ends."""
+    arguments = {"what": what, "name": name, "index": call, "fails": fails, "turns": turns}
+    return ("something_arrives_as_a_call_ends", arguments)
 
 
-def replay(steps: list[tuple[str, dict[str, Any]]]) -> None:
+def replay(steps: list[Step]) -> None:
     """Run one sequence of the machine's rules, checking its invariants after each, then its
     teardown: the interleavings Hypothesis once found, kept as plain tests."""
     machine = Interleavings()
@@ -503,7 +505,7 @@ def test_a_put_arriving_as_a_copy_fails_does_not_spin_on_the_ended_copy() -> Non
             ("request", {"name": "b"}),
             ("answer_a_call", {"index": 0}),  # loaded on worker 1; its batch waits
             ("put_min_worker", {"name": "b", "copies": 2}),  # a copy loads on worker 2
-            ("something_arrives_as_a_call_ends", put_as_it_ends(index=1, fails=True, name="b")),
+            arrives("put", "b", call=1, fails=True),
         ]
     )
 
@@ -535,13 +537,26 @@ def test_a_request_arriving_as_a_delete_stops_waiting_never_runs_on_an_unloaded_
     request in flight ended, the DELETE's wait saw no request in flight, and in the turns before
     it began to unload a new request started on the model; the worker unloaded the model under
     it (a 404 "not loaded in worker" in the e2e churn test with an operator beside it)."""
-    arrives = {"fails": False, "turns": 2, "what": "request", "name": "b"}
     replay(
         [
             ("request", {"name": "b"}),
             ("answer_a_call", {"index": 0}),  # loaded; its request runs
             ("delete", {"name": "b"}),  # waits for that request
-            ("something_arrives_as_a_call_ends", {"index": 0, **arrives}),
+            arrives("request", "b", call=0, turns=2),
             ("answer_a_call", {"index": 1}),  # the unload, before the new request's batch
+        ]
+    )
+
+
+def test_requests_queued_for_a_model_being_deleted_fail_over_when_its_worker_dies() -> None:
+    """Found by the machine once a DELETE closed its model to new requests at once: the model's
+    only worker died while a request waited in its queue and the DELETE waited for that request;
+    the request waited for a worker that would never serve it, and the DELETE for the request."""
+    replay(
+        [
+            ("request", {"name": "a"}),
+            arrives("request", "a", call=0),
+            ("delete", {"name": "a"}),
+            ("kill_a_worker", {"respawn": False, "worker": 0}),
         ]
     )

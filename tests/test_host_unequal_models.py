@@ -7,7 +7,7 @@ from __future__ import annotations
 from test_host_interleavings import (
     FOOTPRINT_BYTES,
     Interleavings,
-    put_as_it_ends,
+    arrives,
     runs_of_30_steps,
 )
 
@@ -60,8 +60,8 @@ def test_a_copy_loading_when_its_models_last_worker_dies_stays_counted() -> None
         machine.run_steps(
             [
                 ("request", {"name": "c"}),
-                ("something_arrives_as_a_call_ends", put_as_it_ends(0, False, "b")),
-                ("something_arrives_as_a_call_ends", put_as_it_ends(0, False, "a")),
+                arrives("put", "b", call=0),
+                arrives("put", "a", call=0),
                 ("kill_a_worker", {"worker": 1}),  # b's loaded copy; its second still loads
                 ("request", {"name": "a"}),
             ]

@@ -328,6 +328,8 @@ class Residency:
             if len(resident.workers) > 1 or resident.state is State.UNLOADING:
                 resident.workers.remove(worker.worker_id)  # other copies carry on
                 self.memory.release_copy(resident)
+                if not resident.workers:  # unloading (a DELETE waits): none left to serve it
+                    self._close_dispatcher(resident.name)
             else:
                 self._lose_last_copy(resident, worker.worker_id)
             self.events.emit(
