@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from test_host_interleavings import Interleavings, runs_of_30_steps
+from test_host_interleavings import Interleavings, replay, runs_of_30_steps
 
 from modelhost.cache.memory import State
 from modelhost.workers.messages import Load
@@ -46,40 +46,34 @@ def test_a_new_load_never_picks_a_worker_whose_copy_is_leaving() -> None:
     """Found by the machine above: a floor copy of `a` still loading on worker 1 when worker 0
     dies; the next request for `a` loads it afresh, and must not claim worker 1, which still
     holds the copy on its way out, to load `a` a second time there."""
-    machine = FloorInterleavings()
-    try:
-        machine.run_steps(
-            [
-                ("request", {"name": "a"}),
-                ("answer_a_call", {"index": 0}),
-                ("request", {"name": "a"}),
-                ("request", {"name": "b"}),
-                ("request", {"name": "c"}),
-                ("kill_a_worker", {"worker": 0}),
-                ("answer_a_call", {"index": 0}),
-            ]
-        )
-    finally:
-        machine.teardown()
+    replay(
+        [
+            ("request", {"name": "a"}),
+            ("answer_a_call", {"index": 0}),
+            ("request", {"name": "a"}),
+            ("request", {"name": "b"}),
+            ("request", {"name": "c"}),
+            ("kill_a_worker", {"worker": 0}),
+            ("answer_a_call", {"index": 0}),
+        ],
+        FloorInterleavings,
+    )
 
 
 def test_a_floor_copy_reserves_what_its_load_needs_at_its_peak() -> None:
     """Found by the machine above: a copy reserved only its footprint, while its load, like any,
     needs its peak while it runs."""
-    machine = FloorInterleavings()
-    try:
-        machine.run_steps(
-            [
-                ("request", {"name": "a"}),
-                ("request", {"name": "c"}),
-                ("answer_a_call", {"index": 0}),
-                ("answer_a_call", {"index": 0}),
-                ("a_call_fails", {"index": 0}),
-                ("answer_a_call", {"index": 0}),
-                ("a_call_fails", {"index": 0}),
-                ("request", {"name": "b"}),
-                ("answer_a_call", {"index": 0}),
-            ]
-        )
-    finally:
-        machine.teardown()
+    replay(
+        [
+            ("request", {"name": "a"}),
+            ("request", {"name": "c"}),
+            ("answer_a_call", {"index": 0}),
+            ("answer_a_call", {"index": 0}),
+            ("a_call_fails", {"index": 0}),
+            ("answer_a_call", {"index": 0}),
+            ("a_call_fails", {"index": 0}),
+            ("request", {"name": "b"}),
+            ("answer_a_call", {"index": 0}),
+        ],
+        FloorInterleavings,
+    )

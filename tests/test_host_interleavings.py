@@ -435,10 +435,10 @@ def arrives(what: str, name: str, call: int, fails: bool = False, turns: int = 0
     return ("something_arrives_as_a_call_ends", arguments)
 
 
-def replay(steps: list[Step]) -> None:
+def replay(steps: list[Step], machine_class: type[Interleavings] | None = None) -> None:
     """Run one sequence of the machine's rules, checking its invariants after each, then its
     teardown: the interleavings Hypothesis once found, kept as plain tests."""
-    machine = Interleavings()
+    machine = (machine_class or Interleavings)()
     try:
         machine.run_steps(steps)
     finally:

@@ -318,20 +318,11 @@ class Residency:
         await self._unload_many(self.memory.overflow_victims(), "evict", "memory_pressure")
 
     def worker_lost(self, worker: WorkerHandle) -> None:
-        """Every model the worker held lost that copy: the model goes if it was the last."""
+        """Every model the worker held lost that copy (`_lose_copy`)."""
         for resident in self.memory:
             if worker.worker_id not in resident.workers:
                 continue  # a load under way there fails on its own, and forgets its record
-            dispatcher = self.dispatchers.get(resident.name)
-            if dispatcher is not None:
-                dispatcher.remove(worker.worker_id)
-            if len(resident.workers) > 1 or resident.state is State.UNLOADING:
-                resident.workers.remove(worker.worker_id)  # other copies carry on
-                self.memory.release_copy(resident)
-                if not resident.workers:  # unloading (a DELETE waits): none left to serve it
-                    self._close_dispatcher(resident.name)
-            else:
-                self._lose_last_copy(resident, worker.worker_id)
+            self._lose_copy(resident, worker.worker_id)
             self.events.emit(
                 "unload",
                 resident.name,
@@ -341,18 +332,27 @@ class Residency:
             )
         self.notify()
 
-    def _lose_last_copy(self, resident: Resident, worker_id: int) -> None:
-        """The model is gone from memory. A copy of it still loading on another worker keeps
-        the record, and what the copy reserved, until it has ended and left that worker; no
-        request starts on the record meanwhile, and those waiting for it fail now."""
+    def _lose_copy(self, resident: Resident, worker_id: int) -> None:
+        """One copy died with its worker; the others carry on. With the last, the model is out
+        of memory: no request goes to it (those waiting fail, safe to retry) and its record
+        goes, unless what is under way still needs it: an unload, which drops it when done, or
+        a copy still loading on another worker, whose reservation the record keeps until that
+        copy has ended and left."""
+        dispatcher = self.dispatchers.get(resident.name)
+        if dispatcher is not None:
+            dispatcher.remove(worker_id)
+        resident.workers.remove(worker_id)
+        self.memory.release_copy(resident)
+        if resident.workers:
+            return
+        self._close_dispatcher(resident.name)
+        if resident.state is State.UNLOADING:
+            return  # the unload under way drops the record
         arriving = self.neighbours.copy_arriving(resident.name)
         if arriving is None:
             self.forget(resident)
             return
-        resident.workers.remove(worker_id)
-        self.memory.release_copy(resident)
         self.memory.begin_unload(resident.name)
-        self._close_dispatcher(resident.name)
         arriving.add_done_callback(lambda _: self.forget(resident))
 
     # the record -----------------------------------------------------------------------------
