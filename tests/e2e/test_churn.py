@@ -252,9 +252,10 @@ def test_an_operator_unloading_and_scaling_models_under_churn_loses_nothing(
 
 
 # The operator's run comes before the workers' deaths. Run after them on the same server, it
-# went 1.2% over the budget (283.9 against 280.6 MB) in 2 runs of 21, while 7 of 7 without a
-# kill run before it stayed within: the server's memory after workers are replaced is not yet
-# understood (the kill run checks no budget). Said in the closing note of issue 12, 2026-11-25.
+# went 1.2% over the budget (283.9 against 280.6 MB) in 2 runs of 21; the plain run above went
+# 0.34% over (320.6 against 319.5 MB) once, in a clean-clone CI. Brief overshoots past the
+# budget under churn, more often after workers were replaced, are not yet understood (the kill
+# run checks no budget). Said in the closing note of issue 12, 2026-11-25.
 class WorkerKiller(threading.Thread):
     """SIGKILLs one of the server's workers every `every_s` seconds until the deadline."""
 
