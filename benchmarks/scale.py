@@ -20,6 +20,7 @@ with an empty cache. Then, each phase bounded in time:
     python benchmarks/scale.py --names 1000 10000            # the default sizes, one at a time
     python benchmarks/scale.py --names 1000 --quick          # small phases, a minute or so
     python benchmarks/scale.py --names 100000 --million      # 1,000,000 as well (slow to seed)
+    python benchmarks/scale.py --checkout /tmp/at-abc1234    # a `git archive` of another commit
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import random
 import shutil
 import signal
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -45,6 +47,7 @@ from _common import add_serve_arg, markdown_table, write_results
 KiB = 2**10
 PLAIN, WARM, UNPACK = "plain", "warm", "unpack"  # a name's kind: how its miss is served
 ENTRY_FILE = "modelhost-entry.json"
+CHECKOUT: list[Path | None] = [None]  # the folder whose `modelhost` the servers run, if given
 
 
 # ------------------------------------------------------------------------------- the store
@@ -127,7 +130,7 @@ def timed_start(args: list[str], work: Path, timeout_s: float) -> Iterator[tuple
     stopped (its process group) on the way out."""
     from modelhost import testing
 
-    server = testing.RunningServer(args, work, startup_timeout_s=timeout_s)
+    server = testing.RunningServer(args, work, startup_timeout_s=timeout_s, cwd=CHECKOUT[0])
     started = time.monotonic()
     with server:
         yield server, time.monotonic() - started
@@ -518,6 +521,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--deadline-s", type=int, default=3600, help="the whole run, then stop")
     parser.add_argument("--work", default=None, help="folder for stores and caches (a temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep the stores and caches")
+    parser.add_argument(
+        "--checkout",
+        type=Path,
+        default=None,
+        help="a folder holding the `modelhost` package to benchmark (say a `git archive` of a "
+        "commit), for the servers and for the entry format; default: this checkout's",
+    )
     add_serve_arg(parser)
     return parser.parse_args()
 
@@ -534,6 +544,9 @@ def _deadline(signum: int, frame: Any) -> None:
 
 def main() -> None:
     args = parse_args()
+    if args.checkout:  # before any import of modelhost
+        CHECKOUT[0] = args.checkout.resolve()
+        sys.path.insert(0, str(CHECKOUT[0]))
     signal.signal(signal.SIGALRM, _deadline)
     signal.alarm(args.deadline_s)  # every server is stopped by its `with` on the way out
     plan, sizes = plan_of(args), sorted(set(args.names + ([10**6] if args.million else [])))
@@ -542,7 +555,8 @@ def main() -> None:
         budget = probe_budget(Path(probe), sources, args.room, args.serve_arg)
     print(f"budget {budget}", flush=True)
     runs = [run_one(n, args, plan, budget) for n in sizes]
-    results = {"settings": vars(args), "plan": vars(plan), "budget": budget, "runs": runs}
+    settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
+    results = {"settings": settings, "plan": vars(plan), "budget": budget, "runs": runs}
     table = report(runs)
     path = write_results("scale", results, table)
     print(f"{table}\n\nraw results: {path}")
