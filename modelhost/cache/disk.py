@@ -392,13 +392,8 @@ class DiskTier:
             shutil.rmtree(artifact.entry, ignore_errors=True)
             self.events.emit("delete", name, bytes=artifact.bytes, reason=reason)
 
-    # a stand-in for the ordered index's calls until it lands: it sorts every name
-    def names(self, after: str = "", limit: int = 100) -> list[str]:
-        """Up to `limit` names after `after`, in order."""
+    def names(self, after: str = "", limit: int = 100) -> list[str]:  # until the index lands
         return sorted(name for name in self.artifacts if name > after)[:limit]
-
-    def get(self, name: str) -> Artifact | None:
-        return self.artifacts.get(name)
 
 
 def read_entry(folder: Path) -> Artifact | None:
