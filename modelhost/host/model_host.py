@@ -17,6 +17,7 @@ from modelhost.cache.disk import DiskTier
 from modelhost.cache.memory import MemoryTier, State
 from modelhost.host.calls import Invocation, LoadOutcome, Result
 from modelhost.host.invoking import InvokePath
+from modelhost.host.listing import Listing
 from modelhost.host.manifests import Manifests
 from modelhost.host.memory_readings import MemoryReadings
 from modelhost.host.registry import Registry
@@ -156,9 +157,9 @@ class ModelHost:
 
     # what it holds ------------------------------------------------------------------------------
 
-    def model_names(self) -> list[str]:
-        names = set(self.memory.residents) | set(self.disk.artifacts) | set(self.residency.sources)
-        return sorted(names)
+    def model_names(self) -> Listing:
+        """The names it knows, in order, a page at a time (`host/listing.py`)."""
+        return Listing(self.memory.residents, self.disk, self.residency.sources)
 
     def state_of(self, name: str) -> State | None:
         """The model's state in memory; None when it is not there."""

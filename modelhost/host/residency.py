@@ -17,6 +17,8 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
+from sortedcontainers import SortedDict
+
 from modelhost.cache.disk import Artifact, DiskTier
 from modelhost.cache.memory import MemoryTier, Resident, State
 from modelhost.errors import (
@@ -77,7 +79,7 @@ class Residency:
         self.deadline_s = deadline_s
         self.clock = clock
         self.dispatchers: dict[str, Dispatcher] = {}  # one per loaded model
-        self.sources: dict[str, str] = {}  # model name → URL, when not its path in the store
+        self.sources: SortedDict = SortedDict()  # model name → URL, when not its store path
         self.leaving: set[tuple[str, int]] = set()  # (model, worker) of copies being unloaded
         # workers with a load under way (one at a time each), and since when (the clock's time)
         self.loaders: dict[int, float] = {}

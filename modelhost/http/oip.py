@@ -10,17 +10,19 @@ worker answers in kind (see `modelhost.workers.oip`). Errors take the protocol's
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
 from importlib import metadata
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from modelhost.cache.memory import State
 from modelhost.errors import BadRequestBody, ModelhostError, ModelNotFound
 from modelhost.host import Invocation, Result
+from modelhost.host.listing import EVERYWHERE, LOADED
 from modelhost.http.errors import RETRY_AFTER_S, status_of
 from modelhost.http.invocations import check_response_size, invocation_response
 from modelhost.http.params import check_param, is_whole_number
@@ -39,6 +41,7 @@ HEADER_LENGTH_HEADER = "inference-header-content-length"
 MODEL_VERSION = "1"  # a model is one artifact: its only version
 EXTENSIONS = ["binary_tensor_data", "model_repository"]
 REPOSITORY_STATE = {State.LOADED: "READY", State.LOADING: "LOADING", State.UNLOADING: "UNLOADING"}
+INDEX_PART_NAMES = 1000  # names read and sent at a time by the repository index
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 
@@ -139,9 +142,24 @@ class OipRoutes:
     # model repository -------------------------------------------------------------------
 
     async def index(self, request: Request) -> Response:
+        """Every model known, streamed a part at a time; `{"ready": true}`: the loaded ones."""
         ready_only = (await self.optional_json(request)).get("ready") is True
-        entries = [self._entry(name) for name in self.host.model_names()]
-        return JSONResponse([e for e in entries if e["state"] == "READY" or not ready_only])
+        places = (LOADED,) if ready_only else EVERYWHERE
+        return StreamingResponse(self._index_parts(places), media_type="application/json")
+
+    async def _index_parts(self, places: tuple[str, ...]) -> AsyncIterator[bytes]:
+        """The index as a JSON array, one page of names a part; each page is read when the
+        one before has been sent, from the last name sent."""
+        after, separator = "", b"["
+        while True:
+            names = self.host.model_names().page(after, INDEX_PART_NAMES, places)
+            if names:
+                entries = ",".join(json.dumps(self._entry(n), separators=(",", ":")) for n in names)
+                yield separator + entries.encode()
+                after, separator = names[-1], b","
+            if len(names) < INDEX_PART_NAMES:
+                break
+        yield b"[]" if separator == b"[" else b"]"
 
     async def load(self, request: Request) -> Response:
         """Load from the store, or from `parameters.url` (which `allowed_urls` must admit)."""

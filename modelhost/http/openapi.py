@@ -121,9 +121,27 @@ INVOKE_BODY = {
 }
 MODEL = {"name": "model", "in": "path", "required": True, "schema": {"type": "string"}}
 VERSION = {"name": "version", "in": "path", "required": True, "schema": {"type": "string"}}
+LIMIT = {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1}}
+CURSOR = "the nextPageToken of the page before: a cursor, the last name it listed"
 PAGE = [
-    {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1}},
-    {"name": "next_page_token", "in": "query", "schema": {"type": "string"}},
+    LIMIT,
+    {"name": "next_page_token", "in": "query", "schema": {"type": "string"}, "description": CURSOR},
+    {
+        "name": "state",
+        "in": "query",
+        "schema": {"enum": ["loaded", "on_disk", "registered"]},
+        "description": "only the models loaded, those whose artifact is on disk, or those "
+        "registered with a URL of their own",
+    },
+]
+TORCHSERVE_PAGE = [
+    LIMIT,
+    {
+        "name": "next_page_token",
+        "in": "query",
+        "schema": {"type": "string"},
+        "description": CURSOR + "; a whole number is read as an offset, as TorchServe's are",
+    },
 ]
 METHOD = {
     "name": "method",
@@ -399,10 +417,7 @@ TORCHSERVE_OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         _TORCHSERVE,
         {_JSON: MODEL_PAGE},
         (400,),
-        parameters=[
-            {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1}},
-            {"name": "next_page_token", "in": "query", "schema": {"type": "integer", "minimum": 0}},
-        ],
+        parameters=TORCHSERVE_PAGE,
     ),
     ("GET", "/models/{model:path}"): operation(
         "describe: a list of one description",

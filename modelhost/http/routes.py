@@ -4,7 +4,6 @@ The invocation routes are answered in front of the framework: see `invocations`.
 from __future__ import annotations
 
 import base64
-import bisect
 import hmac
 import ipaddress
 import json
@@ -22,6 +21,7 @@ from modelhost.errors import (
     Unauthorized,
 )
 from modelhost.host import ModelHost
+from modelhost.host.listing import EVERYWHERE, STATES
 from modelhost.http.invocations import body_cut_short, read_within
 from modelhost.http.params import check_param, is_whole_number
 from modelhost.names import echo, model_name
@@ -31,6 +31,7 @@ from modelhost.units import format_bytes
 
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1000
+TOKEN_PREFIX = "n"  # a cursor: the last name listed, in URL-safe base64 behind it
 
 
 @dataclass(frozen=True)
@@ -104,15 +105,17 @@ class SageMakerRoutes:
         )
 
     async def list_models(self, request: Request) -> Response:
+        """A page of the models known, in name order; `state` keeps those of one place."""
         query = request.query_params
         limit = page_size(query.get("limit") or query.get("page_size"))
         token = query.get("next_page_token") or query.get("nextPageToken")
-        names = self.host.model_names()
-        start = bisect.bisect_right(names, decode_token(token)) if token else 0
-        page = names[start : start + limit]
-        body: dict[str, Any] = {"models": [self.describe(name) for name in page]}
-        if start + limit < len(names):
-            body["nextPageToken"] = body["next_page_token"] = encode_token(page[-1])
+        places = places_of(query.get("state"))
+        names = self.host.model_names().page(
+            decode_token(token) if token else "", limit + 1, places
+        )
+        body: dict[str, Any] = {"models": [self.describe(name) for name in names[:limit]]}
+        if len(names) > limit:  # one name more than the page: there is a next page
+            body["nextPageToken"] = body["next_page_token"] = encode_token(names[limit - 1])
         return JSONResponse(body)
 
     async def describe_model(self, request: Request) -> Response:
@@ -231,13 +234,27 @@ def page_size(text: str | None) -> int:
     return min(MAX_PAGE_SIZE, int(text))
 
 
+def places_of(state: str | None) -> tuple[str, ...]:
+    """The places `GET /models?state=` reads names from: all, or the one it names."""
+    if not state:
+        return EVERYWHERE
+    if state not in STATES:
+        raise BadRequestBody(f"invalid state {echo(state)}: give one of {', '.join(STATES)}")
+    return (state,)
+
+
 def encode_token(name: str) -> str:
-    return base64.urlsafe_b64encode(name.encode()).decode()
+    """The cursor after `name`: never a whole number, so TorchServe's offsets stay apart."""
+    return TOKEN_PREFIX + base64.urlsafe_b64encode(name.encode()).decode().rstrip("=")
 
 
 def decode_token(token: str) -> str:
+    """The name a cursor from `encode_token` starts after."""
+    encoded = token.removeprefix(TOKEN_PREFIX)
     try:
-        return base64.urlsafe_b64decode(token.encode()).decode()
+        if encoded == token:
+            raise ValueError("not a cursor")
+        return base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
     except (ValueError, UnicodeDecodeError):
         raise BadRequestBody(
             f"invalid next_page_token {echo(token)}: pass the one the last page returned"

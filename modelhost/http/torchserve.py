@@ -22,12 +22,19 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from modelhost.errors import BadRequestBody, ModelAlreadyLoaded, ModelhostError, ModelNotFound
+from modelhost.host.listing import IN_MEMORY, REGISTERED, Listing
 from modelhost.http.errors import handle_http_exception, handle_modelhost_error
 from modelhost.http.invocations import TORCHSERVE_VERSION
 from modelhost.http.last_resort import LastResort, Unhandled
 from modelhost.http.openapi import OpenApiRoute
 from modelhost.http.params import check_param, is_whole_number
-from modelhost.http.routes import SageMakerRoutes, model_in_path, page_size
+from modelhost.http.routes import (
+    SageMakerRoutes,
+    decode_token,
+    encode_token,
+    model_in_path,
+    page_size,
+)
 from modelhost.names import echo, model_name
 from modelhost.observe.describe import iso_time
 from modelhost.records.statistics import ModelStatistics
@@ -35,6 +42,7 @@ from modelhost.urls import redact_url
 
 MODEL_VERSION = TORCHSERVE_VERSION
 ARCHIVE_SUFFIXES = (".mar", ".tar.gz", ".tgz", ".tar", ".zip")
+REGISTERED_OR_IN_MEMORY = (IN_MEMORY, REGISTERED)  # what TorchServe calls registered
 
 
 def build_management_app(routes: SageMakerRoutes, unhandled: Unhandled | None = None) -> LastResort:
@@ -96,17 +104,18 @@ class TorchServeManagement:
         )
 
     async def list_models(self, request: Request) -> Response:
-        """Registered models, `limit` at a time; `nextPageToken` is the next page's offset."""
+        """Registered models (and those in memory), `limit` at a time. `nextPageToken` is a
+        cursor (the last name listed); an offset, what TorchServe itself returns, is read too."""
         query = request.query_params
         limit = page_size(query.get("limit"))
-        start = count(query.get("next_page_token"), "next_page_token")
-        names = sorted(name for name in self.host.model_names() if self.host.is_registered(name))
-        page = names[start : start + limit]
+        listing = self.host.model_names()
+        after = start_after(listing, query.get("next_page_token"))
+        names = listing.page(after, limit + 1, REGISTERED_OR_IN_MEMORY) if after is not None else []
         body: dict[str, Any] = {
-            "models": [{"modelName": n, "modelUrl": self.host.source_of(n)} for n in page]
+            "models": [{"modelName": n, "modelUrl": self.host.source_of(n)} for n in names[:limit]]
         }
-        if start + limit < len(names):
-            body["nextPageToken"] = str(start + limit)
+        if len(names) > limit:
+            body["nextPageToken"] = encode_token(names[limit - 1])
         return JSONResponse(body)
 
     async def describe(self, request: Request) -> Response:
@@ -194,6 +203,16 @@ def name_from_url(url: str) -> str:
         if base.lower().endswith(suffix):
             return base[: -len(suffix)] or base
     return base.rsplit(".", 1)[0] or base
+
+
+def start_after(listing: Listing, token: str | None) -> str | None:
+    """The name a page starts after, from a cursor or an offset; None for an offset past the
+    end. An offset is found by position, not by walking the names before it."""
+    if not token:
+        return ""
+    if is_whole_number(token):
+        return listing.name_before(int(token))
+    return decode_token(token)
 
 
 def count(text: str | None, name: str) -> int:

@@ -1,0 +1,108 @@
+"""The names the host knows, in name order, a page at a time.
+
+Names come from three places, each ordered on its own: the memory tier (bounded by the memory
+budget, so its few hundred names are ordered per page), the disk tier's index and the
+registrations (a `SortedDict`). A page merges the places from a cursor, the last name of the
+page before, and takes as many names as it returns: its cost follows the page, not the number
+of names. A filter names the places to read; the others are not touched.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, Protocol
+
+from modelhost.cache.memory import Resident, State
+
+IN_MEMORY = "in_memory"  # every resident: loading, loaded or unloading
+LOADED = "loaded"  # residents ready to answer
+ON_DISK = "on_disk"
+REGISTERED = "registered"
+EVERYWHERE = (IN_MEMORY, ON_DISK, REGISTERED)
+STATES = (LOADED, ON_DISK, REGISTERED)  # what GET /models?state= may ask for
+
+
+class NameIndex(Protocol):
+    """The disk tier's ordered index of names."""
+
+    def names(self, after: str = "", limit: int = ...) -> list[str]: ...
+
+
+class Listing:
+    """Pages of the names in the memory tier, the disk tier and the registrations."""
+
+    def __init__(self, residents: Mapping[str, Resident], disk: NameIndex, sources: Any) -> None:
+        self.residents = residents
+        self.disk = disk
+        self.sources = sources  # a SortedDict: name → URL
+        self._runs: dict[str, Callable[[str, int], Iterable[str]]] = {
+            IN_MEMORY: self._in_memory,
+            LOADED: self._loaded,
+            ON_DISK: self._on_disk,
+            REGISTERED: self._registered,
+        }
+
+    def page(self, after: str, limit: int, places: Iterable[str] = EVERYWHERE) -> list[str]:
+        """Up to `limit` names after `after`, in order, from `places` only."""
+        runs = [self._runs[place](after, limit) for place in places]
+        return list(itertools.islice(distinct(heapq.merge(*runs)), limit))
+
+    def name_before(self, offset: int) -> str | None:
+        """The name an offset into the registered and in-memory names starts after ("" for the
+        first); None past the end. Found by position, as TorchServe's offsets are read."""
+        if offset <= 0:
+            return ""
+        others = sorted(name for name in self.residents if name not in self.sources)
+        return nth_of_two(self.sources, others, offset - 1)
+
+    def _in_memory(self, after: str, limit: int) -> list[str]:
+        return heapq.nsmallest(limit, (name for name in self.residents if name > after))
+
+    def _loaded(self, after: str, limit: int) -> list[str]:
+        ready = (n for n, r in self.residents.items() if n > after and r.state is State.LOADED)
+        return heapq.nsmallest(limit, ready)
+
+    def _on_disk(self, after: str, limit: int) -> list[str]:
+        return self.disk.names(after, limit)
+
+    def _registered(self, after: str, limit: int) -> Iterator[str]:
+        walk: Iterator[str] = self.sources.irange(minimum=after, inclusive=(False, True))
+        return walk
+
+
+def distinct(names: Iterable[str]) -> Iterator[str]:
+    """Ordered names without repeats (a name may be in several places)."""
+    last = None
+    for name in names:
+        if name != last:
+            yield name
+            last = name
+
+
+def nth_of_two(indexed: Any, others: list[str], n: int) -> str | None:
+    """The `n`th name (from 0) of two ordered sets with no name in common: `indexed`, a
+    SortedDict read by position, and the short list `others`; None past the end.
+
+    The names of `others` that come before it are found by bisection, each step reading one
+    name of `indexed` by position, so the cost grows with the logarithms of both sizes.
+    """
+
+    def rank(j: int) -> int:  # where others[j] stands in the two together
+        return j + int(indexed.bisect_left(others[j]))
+
+    low, high = 0, len(others)  # how many of `others` come before the nth
+    while low < high:
+        middle = (low + high) // 2
+        if rank(middle) < n:
+            low = middle + 1
+        else:
+            high = middle
+    if low < len(others) and rank(low) == n:
+        return others[low]
+    position = n - low
+    if position >= len(indexed):
+        return None
+    name: str = indexed.peekitem(position)[0]
+    return name
