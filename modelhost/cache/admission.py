@@ -27,16 +27,17 @@ from typing import TypeVar
 from modelhost.cache.policy import Sized
 
 COUNTER_MAX = 15  # 4-bit counters, as in TinyLFU: enough to rank, and halving keeps them small
+# the hot names' hashes stay cached; a scan of ever new names must not grow the frontend
+HASHED_NAMES = 4096
 
 T = TypeVar("T", bound=Sized)
 
 
-@functools.lru_cache(maxsize=65536)  # the same few model names are hashed on every request
-def _hashes(name: str, depth: int) -> tuple[int, ...]:
-    """`depth` independent 32-bit hashes of a name; stable across processes (unlike `hash`), so
-    simulate repeats itself."""
-    digest = hashlib.blake2b(name.encode(), digest_size=4 * depth).digest()
-    return tuple(int.from_bytes(digest[4 * i : 4 * i + 4], "little") for i in range(depth))
+@functools.lru_cache(maxsize=HASHED_NAMES)  # the few hot names are hashed on every request
+def _hashes(name: str, depth: int) -> int:
+    """`depth` independent 32-bit hashes of a name, packed in one int (one object a cached name);
+    stable across processes (unlike `hash`), so simulate repeats itself."""
+    return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=4 * depth).digest(), "little")
 
 
 class FrequencySketch:
@@ -49,7 +50,8 @@ class FrequencySketch:
         self.recorded = 0
 
     def _slots(self, name: str) -> list[int]:
-        return [h % self.width for h in _hashes(name, self.depth)]
+        packed = _hashes(name, self.depth)
+        return [(packed >> (32 * i) & 0xFFFFFFFF) % self.width for i in range(self.depth)]
 
     def record(self, name: str) -> None:
         for row, slot in zip(self.rows, self._slots(name), strict=True):
