@@ -1,40 +1,34 @@
 """Per-model counters for `GET /models/{model}`: requests, hits, misses by tier, errors, and the
-latency parts of the last invocation. They outlive unloads (the memory tier's `hits` does not)."""
+latency parts of the last invocation. They outlive unloads (the memory tier's `hits` does not).
+
+A server may see a million names, so each model's counters are one packed `bytes` in a capped
+LRU: the most recently counted `MAX_MODELS` are kept, at most `ENTRY_BYTES` each.
+"""
 
 from __future__ import annotations
 
+import math
+import struct
 from collections import OrderedDict
-from dataclasses import dataclass, field
 from typing import Any
 
 from modelhost.observe.exchange import Exchange
 
-MAX_MODELS = 100_000  # beyond this the least recently counted model is forgotten
+MAX_MODELS = 32_768  # beyond this the least recently counted model is forgotten
+ENTRY_BYTES = 320  # an entry, as tracemalloc measures it: name, LRU link, packed counters
 UNCOUNTED_ERRORS = frozenset({"ModelNotFound", "InvalidModelName"})  # names that are no model
-
-
-@dataclass
-class ModelCounters:
-    requests: int = 0
-    hits: int = 0
-    misses: dict[str, int] = field(default_factory=dict)  # by tier: disk, remote
-    errors: int = 0
-    last_timings_ms: dict[str, float] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "requests": self.requests,
-            "hits": self.hits,
-            "misses": dict(self.misses),
-            "errors": self.errors,
-            "lastTimingsMs": dict(self.last_timings_ms),
-        }
+COUNTS = ("requests", "hits", "disk", "remote", "errors")
+PARTS = ("queue", "download", "load", "infer")  # the Server-Timing parts an invocation gives
+PACKED = struct.Struct(f"<{len(COUNTS)}Q{len(PARTS)}d")
+EMPTY = PACKED.pack(*[0] * len(COUNTS), *[math.nan] * len(PARTS))
 
 
 class ModelUsage:
+    """The counters of the most recently invoked models, packed."""
+
     def __init__(self, max_models: int = MAX_MODELS) -> None:
         self.max_models = max_models
-        self._counters: OrderedDict[str, ModelCounters] = OrderedDict()
+        self._packed: OrderedDict[str, bytes] = OrderedDict()
 
     def record(self, exchange: Exchange) -> None:
         """Count an invocation, answered or failed, against its model."""
@@ -42,23 +36,39 @@ class ModelUsage:
             return
         if exchange.error in UNCOUNTED_ERRORS:
             return
-        counters = self._counters_of(exchange.model)
-        counters.requests += 1
-        if exchange.status >= 400:
-            counters.errors += 1
-        if exchange.cache == "hit":
-            counters.hits += 1
-        elif exchange.cache:
-            counters.misses[exchange.cache] = counters.misses.get(exchange.cache, 0) + 1
+        fields = list(PACKED.unpack(self._take(exchange.model)))
+        for index in _counted(exchange):
+            fields[index] += 1
         if exchange.timings_ms:
-            counters.last_timings_ms = dict(exchange.timings_ms)
+            fields[len(COUNTS) :] = [exchange.timings_ms.get(part, math.nan) for part in PARTS]
+        self._packed[exchange.model] = PACKED.pack(*fields)
+        if len(self._packed) > self.max_models:
+            self._packed.popitem(last=False)
 
-    def _counters_of(self, model: str) -> ModelCounters:
-        counters = self._counters.pop(model, None) or ModelCounters()
-        self._counters[model] = counters
-        if len(self._counters) > self.max_models:
-            self._counters.popitem(last=False)
-        return counters
+    def _take(self, model: str) -> bytes:
+        """The model's packed counters, taken out so that putting them back makes it the newest."""
+        return self._packed.pop(model, EMPTY)
 
     def for_model(self, model: str) -> dict[str, Any]:
-        return (self._counters.get(model) or ModelCounters()).to_json()
+        fields = PACKED.unpack(self._packed.get(model, EMPTY))
+        counts = dict(zip(COUNTS, fields, strict=False))
+        timings = dict(zip(PARTS, fields[len(COUNTS) :], strict=True))
+        return {
+            "requests": counts["requests"],
+            "hits": counts["hits"],
+            "misses": {tier: counts[tier] for tier in ("disk", "remote") if counts[tier]},
+            "errors": counts["errors"],
+            "lastTimingsMs": {part: ms for part, ms in timings.items() if not math.isnan(ms)},
+        }
+
+
+def _counted(exchange: Exchange) -> list[int]:
+    """Which of `COUNTS` an exchange adds one to."""
+    counted = [COUNTS.index("requests")]
+    if exchange.status >= 400:
+        counted.append(COUNTS.index("errors"))
+    if exchange.cache == "hit":
+        counted.append(COUNTS.index("hits"))
+    elif exchange.cache in COUNTS:
+        counted.append(COUNTS.index(exchange.cache))
+    return counted

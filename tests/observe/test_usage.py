@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import tracemalloc
+
 from modelhost.observe.exchange import Exchange
-from modelhost.observe.usage import ModelUsage
+from modelhost.observe.usage import ENTRY_BYTES, MAX_MODELS, ModelUsage
 
 
 def exchange(
@@ -45,3 +47,32 @@ def test_beyond_the_cap_the_least_recently_counted_model_is_forgotten() -> None:
     for name in ("a", "b", "a", "c"):
         usage.record(exchange(model=name))
     assert [usage.for_model(n)["requests"] for n in ("a", "b", "c")] == [2, 0, 1]
+
+
+def test_counters_of_100000_models_stay_under_their_byte_cap() -> None:
+    """Ever new names keep the most recently counted `MAX_MODELS`, each in a few bytes."""
+    usage = ModelUsage()
+    parts = ["".join(part) for part in (("que", "ue"), ("lo", "ad"), ("inf", "er"))]
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(100_000):
+            timings = dict.fromkeys(parts, 1.5)  # parsed from each response's header, unshared
+            model = f"t{i}/m"
+            usage.record(Exchange(0.0, "POST", "/r", 200, 0.01, 1, 1, True, model, "disk", timings))
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert held <= MAX_MODELS * ENTRY_BYTES
+    assert usage.for_model("t99999/m")["misses"] == {"disk": 1}
+    assert usage.for_model("t0/m")["requests"] == 0
+
+
+def test_counters_read_back_as_counted() -> None:
+    usage = ModelUsage()
+    for cache in ("remote", "disk", "hit", "hit"):
+        usage.record(exchange(cache=cache))
+    usage.record(exchange(cache="hit", status=500, error="HandlerError"))
+    counted = usage.for_model("m")
+    assert counted["requests"] == 5 and counted["hits"] == 3 and counted["errors"] == 1
+    assert counted["misses"] == {"remote": 1, "disk": 1}
