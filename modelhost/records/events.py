@@ -2,6 +2,8 @@
 
 Each event is written once as a JSON line to the ``modelhost.events`` logger and kept in memory:
 the last few per model (for ``GET /models/{model}``) and a ring of recent ones for the whole server.
+Both are capped in bytes, each event counted at its JSON line's length and its objects' overhead,
+so that ever new names (and long error details) cannot grow the frontend past its allowance.
 Events are numbered from 1 in the order they happen (the ``id`` of ``GET /events``), and every
 subscriber (metrics, the event stream) is called with each one as it is emitted.
 """
@@ -17,7 +19,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import suppress
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 logger = logging.getLogger("modelhost.events")
 errors_logger = logging.getLogger("modelhost.observe")
@@ -27,6 +29,11 @@ EVENTS_PER_MODEL = 10
 # for ever new (nonexistent) names cannot grow memory without bound
 MAX_MODELS_WITH_EVENTS = 10_000
 RECENT_EVENTS = 1000
+HISTORY_BYTES = 16 * 2**20  # the per-model histories, all together
+RECENT_BYTES = 4 * 2**20  # the ring of recent events
+EVENT_BYTES = 400  # an event's objects beyond its JSON line's characters (tracemalloc)
+DETAIL_BYTES = 200  # and its detail's dict, when it has one
+HISTORY_ENTRY_BYTES = 200  # a model's place in the histories: its link and its tuple
 
 
 @dataclass(frozen=True)
@@ -65,14 +72,24 @@ class EventLog:
     """Where the core emits events: the recent ones, a short history per model, and subscribers."""
 
     def __init__(
-        self, clock: Callable[[], float] = time.time, max_models: int = MAX_MODELS_WITH_EVENTS
+        self,
+        clock: Callable[[], float] = time.time,
+        max_models: int = MAX_MODELS_WITH_EVENTS,
+        max_history_bytes: int = HISTORY_BYTES,
     ) -> None:
         self._clock = clock
-        self.max_models = max_models
-        self._by_model: OrderedDict[str, deque[Event]] = OrderedDict()
-        self.recent: deque[Event] = deque(maxlen=RECENT_EVENTS)
+        self.max_models, self.max_history_bytes = max_models, max_history_bytes
+        # a tuple, not a deque: a few events cost a few words, where a deque costs hundreds
+        self._by_model: OrderedDict[str, tuple[Sized, ...]] = OrderedDict()
+        self.history_bytes = 0
+        self._recent: deque[Sized] = deque()
+        self.recent_bytes = 0
         self._ids = itertools.count(1)
         self._subscribers: list[Subscriber] = []
+
+    @property
+    def recent(self) -> list[Event]:
+        return [sized.event for sized in self._recent]
 
     def emit(
         self, kind: str, model: str | None = None, *, per_model: bool = True, **fields: Any
@@ -82,10 +99,12 @@ class EventLog:
         event = Event(
             kind=kind, model=model, time=round(self._clock(), 3), id=next(self._ids), **fields
         )
-        logger.info(event.to_json())
-        self.recent.append(event)
+        line = event.to_json()
+        logger.info(line)
+        sized = Sized(event, EVENT_BYTES + (DETAIL_BYTES if event.detail else 0) + len(line))
+        self._keep_recent(sized)
         if model is not None and per_model:
-            self._remember(model, event)
+            self._remember(model, sized)
         for subscriber in list(self._subscribers):
             try:
                 subscriber(event)
@@ -93,13 +112,28 @@ class EventLog:
                 errors_logger.exception("event subscriber %r failed on %s", subscriber, event)
         return event
 
-    def _remember(self, model: str, event: Event) -> None:
-        """Keep `event` in `model`'s history, the most recently active `max_models` only."""
-        history = self._by_model.pop(model, None) or deque(maxlen=EVENTS_PER_MODEL)
-        history.append(event)
+    def _keep_recent(self, sized: Sized) -> None:
+        """Add to the ring, dropping the oldest past its count or its bytes."""
+        self._recent.append(sized)
+        self.recent_bytes += sized.bytes
+        while len(self._recent) > RECENT_EVENTS or self.recent_bytes > RECENT_BYTES:
+            self.recent_bytes -= self._recent.popleft().bytes
+
+    def _remember(self, model: str, sized: Sized) -> None:
+        """Keep `sized` in `model`'s history; the least recently active are forgotten past
+        `max_models` or `max_history_bytes`."""
+        history = self._forget(model)[-(EVENTS_PER_MODEL - 1) :] + (sized,)
         self._by_model[model] = history
-        if len(self._by_model) > self.max_models:
-            self._by_model.popitem(last=False)
+        self.history_bytes += _bytes_of(history)
+        while self._by_model and (
+            len(self._by_model) > self.max_models or self.history_bytes > self.max_history_bytes
+        ):
+            self._forget(next(iter(self._by_model)))
+
+    def _forget(self, model: str) -> tuple[Sized, ...]:
+        history = self._by_model.pop(model, ())
+        self.history_bytes -= _bytes_of(history) if history else 0
+        return history
 
     def models_with_events(self) -> int:
         return len(self._by_model)
@@ -115,7 +149,18 @@ class EventLog:
 
     def since(self, event_id: int) -> list[Event]:
         """The recent events after `event_id`, oldest first (as many as the ring still holds)."""
-        return [event for event in self.recent if event.id > event_id]
+        return [sized.event for sized in self._recent if sized.event.id > event_id]
 
     def for_model(self, model: str) -> list[Event]:
-        return list(self._by_model.get(model, ()))
+        return [sized.event for sized in self._by_model.get(model, ())]
+
+
+class Sized(NamedTuple):
+    """An event kept in memory, with what it costs there."""
+
+    event: Event
+    bytes: int
+
+
+def _bytes_of(history: tuple[Sized, ...]) -> int:
+    return HISTORY_ENTRY_BYTES + sum(sized.bytes for sized in history)

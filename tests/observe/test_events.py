@@ -5,10 +5,18 @@ from __future__ import annotations
 
 import json
 import logging
+import tracemalloc
 
 import pytest
 
-from modelhost.records.events import RECENT_EVENTS, Event, EventLog, events_in
+from modelhost.records.events import (
+    HISTORY_BYTES,
+    RECENT_BYTES,
+    RECENT_EVENTS,
+    Event,
+    EventLog,
+    events_in,
+)
 
 
 def test_events_are_numbered_from_one_in_order() -> None:
@@ -66,3 +74,40 @@ def test_events_are_read_back_from_a_log_and_from_an_events_stream() -> None:
         "data: " + emitted[1].to_json(),
     ]
     assert list(events_in(lines)) == [json.loads(event.to_json()) for event in emitted]
+
+
+def test_histories_stay_under_their_byte_cap_after_100000_models_with_long_details() -> None:
+    """A failure's detail may carry a long error: the histories of ever new names are capped in
+    bytes, as the frontend measures them, not only in names."""
+    log = EventLog(clock=lambda: 1.0)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(100_000):
+            error = "no such file " + "x" * 2000 + str(i)
+            log.emit("failure", f"tenant-{i}/model.tar.gz", reason="load", detail={"error": error})
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert log.history_bytes <= HISTORY_BYTES
+    assert held <= HISTORY_BYTES + RECENT_BYTES
+    assert [e.kind for e in log.for_model("tenant-99999/model.tar.gz")] == ["failure"]
+
+
+def test_the_recent_ring_is_capped_in_bytes_too() -> None:
+    log = EventLog(clock=lambda: 1.0)
+    for i in range(RECENT_EVENTS):
+        log.emit("failure", f"m{i}", detail={"error": "x" * 100_000})
+    assert log.recent_bytes <= RECENT_BYTES
+    assert log.since(0)[-1].model == f"m{RECENT_EVENTS - 1}"
+
+
+def test_a_model_in_use_keeps_its_history_while_new_names_pass() -> None:
+    log = EventLog(clock=lambda: 1.0, max_history_bytes=64 * 1024)
+    for i in range(5_000):
+        log.emit("failure", f"nonexistent/{i}", detail={"error": "x" * 200})
+        if i % 20 == 0:
+            log.emit("load", "tenants/real.joblib")
+    assert log.history_bytes <= 64 * 1024
+    assert log.for_model("tenants/real.joblib")[-1].kind == "load"
+    assert log.for_model("nonexistent/0") == []
