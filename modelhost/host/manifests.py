@@ -1,7 +1,13 @@
-"""Each model's own settings (its manifest) and the memory to reserve for its next load."""
+"""Each model's own settings (its manifest) and the memory to reserve for its next load.
+
+A server may see a million names: a manifest is kept only while its model is in memory (it is
+read again at each load), and what loads measured is packed one int a name in a capped LRU.
+"""
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 from modelhost.cache.disk import Artifact
@@ -15,6 +21,11 @@ MIN_FOOTPRINT_BYTES = 64 * 1024
 # before a model's first load, reserve for unpickling's transient peak, not only what stays:
 # a digits forest's peaks at 2.1x its file (its footprint is 1.0x), so 2x fell short
 ESTIMATE_FACTOR = 2.5
+# far more than a budget holds loaded; an older model's next load reserves the estimate instead
+MAX_MEASURED = 32_768
+MEASURED_BYTES = 256  # an entry, as tracemalloc measures it: name, LRU link, packed int
+MAX_MANIFESTS = 1024  # kept before those of models out of memory are dropped
+PEAK_BITS = 47  # a peak of up to 128 TiB, below a footprint and above the purity bit
 
 
 def estimate_footprint(artifact_bytes: int) -> int:
@@ -22,17 +33,63 @@ def estimate_footprint(artifact_bytes: int) -> int:
     return int(artifact_bytes * ESTIMATE_FACTOR) + MIN_FOOTPRINT_BYTES
 
 
+class Measurements:
+    """What the last load of each model measured (footprint, peak, a pure handler), packed in one
+    int a name, for the most recently measured or used `max_models`."""
+
+    def __init__(self, max_models: int = MAX_MEASURED) -> None:
+        self.max_models = max_models
+        self._packed: OrderedDict[str, int] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._packed)
+
+    def record(self, name: str, footprint: int, peak: int, pure: bool) -> None:
+        self._packed.pop(name, None)
+        peak = min(peak, (1 << PEAK_BITS) - 1)
+        self._packed[name] = footprint << (PEAK_BITS + 1) | peak << 1 | pure
+        if len(self._packed) > self.max_models:
+            self._packed.popitem(last=False)
+
+    def _used(self, name: str) -> int | None:
+        """The packed record, now the most recently used; None if not kept."""
+        packed = self._packed.get(name)
+        if packed is not None:
+            self._packed.move_to_end(name)
+        return packed
+
+    def get(self, name: str) -> int | None:
+        """The footprint its last load measured."""
+        packed = self._used(name)
+        return None if packed is None else packed >> (PEAK_BITS + 1)
+
+    def peak(self, name: str) -> int:
+        packed = self._used(name)
+        return 0 if packed is None else packed >> 1 & ((1 << PEAK_BITS) - 1)
+
+    def pure(self, name: str) -> bool:
+        packed = self._used(name)
+        return bool(packed and packed & 1)
+
+
 class Manifests:
     """What each model declared (read at each load) and what its last load measured."""
 
-    def __init__(self, events: EventLog, pinned: frozenset[str], max_rows: int = 0) -> None:
+    def __init__(
+        self,
+        events: EventLog,
+        pinned: frozenset[str],
+        max_rows: int = 0,
+        in_memory: Callable[[str], bool] = lambda name: True,
+    ) -> None:
         self.events = events
         self.pinned = pinned  # by the server's configuration
         self.max_rows = max_rows  # a request's rows, at most (the server's setting)
-        self.manifests: dict[str, Manifest] = {}
-        self.footprints: dict[str, int] = {}  # measured at each load, reused for the next
-        self.peaks: dict[str, int] = {}  # the most a load needed while it ran (unpickling)
-        self.pure: set[str] = set()  # models whose last load said their handler is pure
+        self.in_memory = in_memory  # loading or loaded: its manifest must stay
+        self.manifests: dict[str, Manifest] = {}  # only those that say something
+        self.max_manifests = MAX_MANIFESTS
+        self._sweep_at = MAX_MANIFESTS
+        self.footprints = Measurements()  # measured at each load, reused for the next
 
     def of(self, name: str) -> Manifest:
         return self.manifests.get(name, NO_MANIFEST)
@@ -42,7 +99,7 @@ class Manifests:
 
     def retry_safe(self, name: str) -> bool:
         """Whether a request may run twice: a built-in handler, or a manifest that says so."""
-        return name in self.pure or self.of(name).idempotent
+        return self.footprints.pure(name) or self.of(name).idempotent
 
     def read(self, name: str, artifact: Artifact) -> Manifest:
         try:
@@ -51,8 +108,20 @@ class Manifests:
             error = ModelLoadError(f"could not load model {name}: {error}")
             self.events.emit("failure", name, reason="manifest", detail={"error": str(error)})
             raise error from None
-        self.manifests[name] = manifest
+        self.manifests.pop(name, None)
+        if manifest != NO_MANIFEST:
+            self.manifests[name] = manifest
+            self._sweep(keep=name)
         return manifest
+
+    def _sweep(self, keep: str) -> None:
+        """Past `_sweep_at`, drop the manifests of models out of memory; the next sweep comes
+        when as many again were read, so sweeping costs O(1) a read."""
+        if len(self.manifests) <= self._sweep_at:
+            return
+        for name in [n for n in self.manifests if n != keep and not self.in_memory(n)]:
+            del self.manifests[name]
+        self._sweep_at = max(self.max_manifests, 2 * len(self.manifests))
 
     def reservation(self, name: str, artifact: Artifact) -> int:
         """Bytes to reserve while loading: the declared size, else the most the last load
@@ -65,16 +134,16 @@ class Manifests:
 
     def known_reservation(self, name: str) -> int | None:
         """What a load of `name` reserves once a load of it has been measured."""
-        if name not in self.footprints:
+        footprint = self.footprints.get(name)
+        if footprint is None:
             return None
-        return max(self.footprints[name], self.peaks.get(name, 0))
+        return max(footprint, self.footprints.peak(name))
 
     def measured(self, name: str, loaded: Loaded) -> int:
         """Record what a load measured (footprint, peak, a pure handler); what the model is
         accounted at once loaded (never below its floor nor below what its manifest declares)."""
         footprint = max(MIN_FOOTPRINT_BYTES, loaded.footprint, self.of(name).memory_bytes or 0)
-        self.footprints[name], self.peaks[name] = footprint, loaded.peak
-        (self.pure.add if loaded.pure else self.pure.discard)(name)
+        self.footprints.record(name, footprint, loaded.peak, loaded.pure)
         return footprint
 
     def plain(self, name: str) -> bool:

@@ -56,7 +56,7 @@ class ModelHost:
         self.pool, self.memory, self.disk, self.events = pool, memory, disk, events
         self.clock = clock
         self.scheduling = scheduling or SchedulerSettings(response_timeout_s=deadline_s)
-        self.manifests = Manifests(events, pinned, max_rows_per_request)
+        self.manifests = Manifests(events, pinned, max_rows_per_request, self._holds)
         # /proc takes milliseconds a process to read: off the loop, unless a test gives a reader
         self.memory_readings = MemoryReadings(
             pss_bytes or (lambda: server_pss_bytes(pool.pids())), memory, pss_bytes is None
@@ -81,6 +81,10 @@ class ModelHost:
             on_hit=self.registry.revalidate_in_background,
             on_pressure=self.scaling.scale_out,
         )
+
+    def _holds(self, name: str) -> bool:
+        """Loading or loaded: its manifest must stay (`Manifests`)."""
+        return self.memory.get(name) is not None or name in self.residency.loads
 
     # what residency asks of the parts built on it (`residency.Neighbours`) -----------------------
 
