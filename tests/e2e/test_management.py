@@ -82,6 +82,18 @@ def test_list_is_paginated_with_both_token_spellings(client: httpx.Client) -> No
     assert client.get("/models", params={"limit": "zero"}).status_code == 400
 
 
+def test_list_filters_by_state(client: httpx.Client) -> None:
+    """state=loaded lists the models in memory only; on_disk those whose artifact is here."""
+    client.post("/models/tenants/t001.joblib/invoke", content=json.dumps(ROW), headers=JSON)
+    loaded = client.get("/models", params={"state": "loaded", "limit": 1000}).json()["models"]
+    assert "tenants/t001.joblib" in {model["modelName"] for model in loaded}
+    assert {model["state"] for model in loaded} == {"loaded"}
+    on_disk = client.get("/models", params={"state": "on_disk", "limit": 1000}).json()["models"]
+    assert "tenants/t001.joblib" in {model["modelName"] for model in on_disk}
+    refused = client.get("/models", params={"state": "warm"})
+    assert refused.status_code == 400 and "loaded, on_disk, registered" in refused.json()["message"]
+
+
 def test_delete_unloads_and_returns_the_memory(client: httpx.Client, store: Path) -> None:
     testing.random_forest(store / "big/forest.joblib", target_bytes=20 * 2**20)
     body = json.dumps(testing.digits_rows(1)[0])

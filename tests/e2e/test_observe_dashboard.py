@@ -1,10 +1,13 @@
 """The dashboard, opened in headless Chromium, shows the loaded models and updates live when
-another one loads, without a console error. Its screenshot is kept in test-artifacts/."""
+another one loads, without a console error, and lists every loaded model of a server with
+thousands of names from the event stream, not by listing again. Its screenshot is kept in
+test-artifacts/."""
 
 from __future__ import annotations
 
 import json
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -73,4 +76,59 @@ def test_the_dashboard_shows_models_and_updates_when_one_loads(
     shutil.copyfile(screenshot, ARTIFACTS / "dashboard.png")
     assert hits == "1"  # the second of its two invocations; the first was a miss
     assert " of " in memory
+    assert problems == []
+
+
+REGISTERED_ONLY = 4_800  # 'aa-…': registered, never loaded; they fill the first pages
+LOADED = 200  # 'zz-…': loaded, after every 'aa-…' in name order
+
+
+@pytest.fixture(scope="module")
+def crowded(store: Path, serve: Servers) -> tuple[testing.RunningServer, str]:
+    """A server knowing 5,000 names, of which the 200 loaded sort after the others."""
+    port = testing.free_port()
+    running = serve(store, workers=2, memory_budget="4GiB", management_port=port)
+    management = f"http://127.0.0.1:{port}"
+    names = [f"aa-{i:04d}" for i in range(REGISTERED_ONLY)]
+    names += [f"zz-{i:03d}" for i in range(LOADED)]
+    with ThreadPoolExecutor(4) as threads:
+        list(threads.map(lambda part: register(management, part), [names[i::4] for i in range(4)]))
+    return running, management
+
+
+def register(management: str, names: list[str]) -> None:
+    """TorchServe's register: with 0 workers a name only, with 1 loaded now."""
+    with httpx.Client(base_url=management, timeout=60) as client:
+        for name in names:
+            workers = 1 if name.startswith("zz-") else 0
+            params = {"url": "iris.pkl", "model_name": name, "initial_workers": workers}
+            response = client.post("/models", params=params)
+            assert response.status_code == 200, response.text
+
+
+def test_the_dashboard_lists_every_loaded_model_among_thousands_from_events(
+    crowded: tuple[testing.RunningServer, str],
+) -> None:
+    """5,000 names whose 200 loaded ones come after the first pages: all are listed; loads and
+    unloads while the page is open update it from /events without another listing."""
+    chromium = require_tool("chromium", "chromium")
+    server, management = crowded
+    with chromium_page(chromium, CHROMIUM_ARGS, width=1366) as (page, problems):
+        listings: list[str] = []
+        page.on("request", lambda r: listings.append(r.url) if "/models?" in r.url else None)
+        page.goto(server.url + "/")
+        page.wait_for_selector(model_row(f"zz-{LOADED - 1:03d}"), timeout=WAIT_MS)
+        page.wait_for_selector("#status.live", timeout=WAIT_MS)
+        assert page.locator("#models tbody tr").count() == LOADED
+        listed = len(listings)
+        for i in range(3):
+            invoke(server.url, f"tenants/t00{i}.joblib")  # loads while the page is open
+            page.wait_for_selector(model_row(f"tenants/t00{i}.joblib"), timeout=WAIT_MS)
+            assert httpx.delete(f"{management}/models/zz-00{i}").status_code == 200
+            page.wait_for_selector(model_row(f"zz-00{i}"), state="detached", timeout=WAIT_MS)
+        rows = page.locator("#models tbody tr").count()
+        count = page.inner_text("#models-count")
+    assert all("state=loaded" in url for url in listings)
+    assert len(listings) - listed <= 1  # at most the slow refresh of figures, not one an event
+    assert rows == LOADED and count == f"{LOADED} in memory"
     assert problems == []

@@ -98,7 +98,9 @@ def test_asynchronous_registration_answers_202(management: httpx.Client) -> None
     management.delete("/models/later")
 
 
-def test_list_is_paginated_with_offsets(management: httpx.Client) -> None:
+def test_list_is_paginated_with_cursors_and_still_reads_offsets(management: httpx.Client) -> None:
+    """nextPageToken is a cursor that round-trips; a whole number, TorchServe's own offset,
+    starts the page at that position."""
     for index in range(3):
         management.post("/models", params={"url": "iris.pkl", "model_name": f"page-{index}"})
     names, token, pages = [], None, 0
@@ -111,9 +113,15 @@ def test_list_is_paginated_with_offsets(management: httpx.Client) -> None:
         token = page.get("nextPageToken")
         if token is None:
             break
+        assert not token.isdigit()
     assert names == sorted(set(names))
     assert {"page-0", "page-1", "page-2"} <= set(names)
     assert pages == (len(names) + 1) // 2
+    by_offset = management.get("/models", params={"limit": 2, "next_page_token": "1"}).json()
+    assert [model["modelName"] for model in by_offset["models"]] == names[1:3]
+    past = management.get("/models", params={"next_page_token": str(len(names))}).json()
+    assert past == {"models": []}
+    assert management.get("/models", params={"next_page_token": "nonsense!"}).status_code == 400
     for index in range(3):
         management.delete(f"/models/page-{index}")
 
