@@ -17,12 +17,13 @@ import uvicorn
 from modelhost.cache.admission import FrequencySketch
 from modelhost.cache.disk import DiskTier, UnpackLimits
 from modelhost.cache.download import DownloadPolicy
-from modelhost.cache.memory import MemoryTier
+from modelhost.cache.memory import FrontendAllowance, MemoryTier
 from modelhost.cache.policy import policy_named
 from modelhost.cache.stores import Stores, StoreSettings
 from modelhost.config import Config
 from modelhost.errors import ConfigError, ModelhostError
 from modelhost.host import ModelHost
+from modelhost.host.memory_readings import PssReading, split_pss_bytes
 from modelhost.host.upkeep import upkeep
 from modelhost.http.app import build_app
 from modelhost.http.last_resort import Unhandled
@@ -38,7 +39,6 @@ from modelhost.http.server import (
 from modelhost.http.torchserve import build_management_app
 from modelhost.observe.observer import Observer
 from modelhost.records.events import EventLog
-from modelhost.records.memory import server_pss_bytes
 from modelhost.resources import free_disk_bytes, usable_cores, usable_memory_bytes
 from modelhost.scheduler import SchedulerSettings
 from modelhost.units import format_bytes
@@ -195,26 +195,12 @@ async def started_host(config: Config, run_dir: Path) -> AsyncIterator[ModelHost
 
 
 def build_host(
-    config: Config, pool: WorkerPool, stores: Stores, events: EventLog, baseline: int
+    config: Config, pool: WorkerPool, stores: Stores, events: EventLog, idle: PssReading
 ) -> ModelHost:
-    budget = config.memory_budget_bytes.of(usable_memory_bytes())
-    if budget <= baseline:
-        raise ConfigError(
-            f"the memory budget of {format_bytes(budget)} is below what the idle server needs: "
-            f"{format_bytes(baseline)} (frontend, template and {len(pool.workers)} workers, as "
-            f"PSS); set --memory-budget above {format_bytes(baseline)} or use fewer --workers"
-        )
+    memory = memory_tier(config, pool, idle)
+    budget, baseline = memory.budget_bytes, memory.baseline_bytes
     cache_dir = Path(config.cache_dir)
     disk_budget = config.disk_budget_bytes.of(free_disk_bytes(cache_dir))
-    memory = MemoryTier(
-        budget,
-        baseline,
-        policy_named(config.eviction_policy),
-        admission=FrequencySketch() if config.admission == "tinylfu" else None,
-        min_residency_s=config.min_residency_s,
-        drift_seed_bytes=len(pool.workers) * WORKER_GROWTH_SEED_BYTES,
-        headroom_floor_bytes=len(pool.workers) * WORKER_GROWTH_FLOOR_BYTES,
-    )
     disk = DiskTier(
         cache_dir,
         disk_budget,
@@ -232,6 +218,8 @@ def build_host(
         detail={
             "memory_budget_bytes": budget,
             "baseline_bytes": baseline,
+            "frontend_bytes": idle.frontend_bytes,
+            "frontend_allowance_bytes": memory.frontend.bytes if memory.frontend else 0,
             "disk_budget_bytes": disk_budget,
         },
     )
@@ -261,9 +249,45 @@ def build_host(
     return host
 
 
-async def idle_pss(pool: WorkerPool) -> int:
+def memory_tier(config: Config, pool: WorkerPool, idle: PssReading) -> MemoryTier:
+    """The memory budget's accounting: the idle server, its frontend's allowance, and the room
+    left for models, said at start."""
+    budget = config.memory_budget_bytes.of(usable_memory_bytes())
+    frontend = FrontendAllowance(idle.frontend_bytes, config.frontend_allowance_bytes)
+    baseline = idle.total_bytes + frontend.growth_bytes
+    if budget <= baseline:
+        raise ConfigError(
+            f"the memory budget of {format_bytes(budget)} is below what the idle server needs: "
+            f"{format_bytes(baseline)} (frontend, template and {len(pool.workers)} workers, as "
+            f"PSS, and {format_bytes(frontend.growth_bytes)} of growth allowed to the frontend); "
+            f"set --memory-budget above {format_bytes(baseline)}, or use fewer --workers or a "
+            "smaller --frontend-memory-allowance"
+        )
+    memory = MemoryTier(
+        budget,
+        idle.total_bytes,
+        policy_named(config.eviction_policy),
+        admission=FrequencySketch() if config.admission == "tinylfu" else None,
+        min_residency_s=config.min_residency_s,
+        drift_seed_bytes=len(pool.workers) * WORKER_GROWTH_SEED_BYTES,
+        headroom_floor_bytes=len(pool.workers) * WORKER_GROWTH_FLOOR_BYTES,
+        frontend=frontend,
+    )
+    logger.info(
+        "the frontend uses %s at start and may grow by %s (--frontend-memory-allowance); "
+        "the idle server is %s and models have %s of the %s budget",
+        format_bytes(frontend.start_bytes),
+        format_bytes(frontend.growth_bytes),
+        format_bytes(memory.baseline_bytes),
+        format_bytes(memory.capacity_bytes),
+        format_bytes(budget),
+    )
+    return memory
+
+
+async def idle_pss(pool: WorkerPool) -> PssReading:
     await asyncio.sleep(SETTLE_S)
-    return server_pss_bytes(pool.pids())
+    return split_pss_bytes(pool.pids())
 
 
 async def preload(host: ModelHost, config: Config) -> None:

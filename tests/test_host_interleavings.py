@@ -29,6 +29,7 @@ from modelhost.cache.disk import Artifact
 from modelhost.cache.memory import MemoryTier, State
 from modelhost.errors import ModelhostError, ModelNotLoaded, WorkerDied
 from modelhost.host import Invocation, ModelHost
+from modelhost.host.memory_readings import PssReading
 from modelhost.scheduler import SchedulerSettings
 from modelhost.workers.messages import (
     Answer,
@@ -232,7 +233,7 @@ class Interleavings(RuleBasedStateMachine):
         self.loop = asyncio.new_event_loop()
         self.clock = ManualClock()
         self.pool = FakePool(POOL_SIZE, self.footprint)
-        self.memory = MemoryTier(BUDGET_BYTES, 0, clock=self.clock)
+        self.memory = self.make_memory()
         root = Path(self.loop.run_until_complete(asyncio.to_thread(_tmp_dir)))
         scheduling = SchedulerSettings(response_timeout_s=1e9, scale_in_idle_s=5.0)
         self.host = ModelHost(
@@ -244,13 +245,20 @@ class Interleavings(RuleBasedStateMachine):
             deadline_s=1e9,
             clock=self.clock,
             scheduling=scheduling,
-            pss_bytes=lambda: sum(r.bytes for r in self.memory),
+            pss_bytes=self.read_pss,
         )
         self.pool.attach(
             on_lost=self.host.residency.worker_lost, on_joined=self.host.residency.notify
         )  # as the composition root does
         self.requests: list[asyncio.Task[Any]] = []
         self.chores: list[asyncio.Task[Any]] = []
+
+    def make_memory(self) -> MemoryTier:
+        return MemoryTier(BUDGET_BYTES, 0, clock=self.clock)
+
+    def read_pss(self) -> int | PssReading:
+        """The server's PSS as the fake workers make it: what the records say they hold."""
+        return sum(r.bytes for r in self.memory)
 
     def settle(self) -> None:
         for _ in range(10):

@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from modelhost.cache.memory import MemoryTier
-from modelhost.host.memory_readings import FRESH_S, MemoryReadings
+from modelhost.cache.memory import FrontendAllowance, MemoryTier
+from modelhost.host.memory_readings import FRESH_S, MemoryReadings, PssReading
 
 MiB = 2**20
 
@@ -114,3 +114,17 @@ def test_a_reading_raced_by_a_release_raises_the_baseline_only_by_what_the_relea
 
     asyncio.run(scenario())
     assert memory.baseline_bytes == baseline_mib * MiB
+
+
+def test_a_split_reading_charges_the_frontend_at_its_allowance() -> None:
+    """The frontend's PSS is read apart from the workers': its growth within the allowance said
+    at start leaves the room for models as it was."""
+    frontend = FrontendAllowance(start_bytes=40 * MiB, growth_bytes=64 * MiB)
+    memory = MemoryTier(1000 * MiB, 100 * MiB, frontend=frontend)
+    room = memory.capacity_bytes
+    grown = PssReading(total_bytes=(60 + 90) * MiB, frontend_bytes=90 * MiB)
+    readings = MemoryReadings(lambda: grown, memory, off_loop=False)
+    asyncio.run(readings.observe())
+    assert memory.capacity_bytes == room
+    assert readings.last_bytes == 150 * MiB  # what the OS measured, for /stats and /metrics
+    assert memory.frontend_bytes == 90 * MiB

@@ -26,6 +26,23 @@ from modelhost.cache.policy import EvictionPolicy, LRUPolicy
 DRIFT_READINGS = 32  # the headroom is the largest rise of the baseline over this many readings
 
 
+@dataclass(frozen=True)
+class FrontendAllowance:
+    """What the frontend process may use, said at start: its size then and the growth it may have
+    (per-name state, buffers). Within it the frontend is charged its allowance, so its growth is
+    no model's loss; past it, what it really uses."""
+
+    start_bytes: int
+    growth_bytes: int
+
+    @property
+    def bytes(self) -> int:
+        return self.start_bytes + self.growth_bytes
+
+    def charged(self, frontend_bytes: int) -> int:
+        return max(frontend_bytes, self.bytes)
+
+
 class State(str, Enum):
     """Where a model's record is in its life: loading, loaded, or leaving memory."""
 
@@ -76,8 +93,13 @@ class MemoryTier:
         min_residency_s: float = 0.0,
         drift_seed_bytes: int = 0,
         headroom_floor_bytes: int = 0,
+        frontend: FrontendAllowance | None = None,
     ) -> None:
         self.budget_bytes = budget_bytes
+        # the idle server as measured, its frontend charged its whole allowance from the start
+        self.frontend = frontend
+        self.frontend_bytes = frontend.start_bytes if frontend else 0  # at the last reading
+        baseline_bytes += frontend.growth_bytes if frontend else 0
         self.baseline_bytes = baseline_bytes
         self.policy = policy or LRUPolicy()
         self.clock = clock
@@ -165,15 +187,26 @@ class MemoryTier:
         self.released_bytes += resident.bytes - size_bytes
         resident.bytes = size_bytes
 
-    def observe(self, real_bytes: int, released_before: int) -> None:
+    @property
+    def frontend_excess_bytes(self) -> int:
+        """How far the frontend has grown past its allowance, at the last reading."""
+        return max(0, self.frontend_bytes - self.frontend.bytes) if self.frontend else 0
+
+    def observe(
+        self, real_bytes: int, released_before: int, frontend_bytes: int | None = None
+    ) -> None:
         """Fold the server's measured PSS into the baseline: what the models do not explain.
 
         While anything is loading or unloading the figure is in motion, so the baseline may only
         grow then; once all is settled it follows the measurement both ways. A reading takes
         milliseconds: if records gave bytes back meanwhile (`released_before`: the count when it
         began), the reading may still hold them, and they would raise the baseline for good
-        under churn; so they are taken off, and what is left can only raise it.
+        under churn; so they are taken off, and what is left can only raise it. The frontend's
+        share of the reading (`frontend_bytes`), where known, is charged as its allowance says.
         """
+        if frontend_bytes is not None and self.frontend is not None:
+            self.frontend_bytes = frontend_bytes
+            real_bytes += self.frontend.charged(frontend_bytes) - frontend_bytes
         raced = self.released_bytes - released_before
         settled = not raced and all(r.state is State.LOADED for r in self.residents.values())
         unexplained = max(0, real_bytes - raced - sum(r.bytes for r in self.residents.values()))

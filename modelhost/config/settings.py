@@ -56,6 +56,12 @@ class Config:
     memory_budget: str = _setting(
         "80%", "memory for loaded models: a size, or a share of usable memory", size="percent"
     )
+    frontend_memory_allowance: str = _setting(
+        "64MiB",
+        "memory the frontend may grow by past its size at start (per-name state, buffers), "
+        "kept apart from the models' room in the memory budget",
+        size="bytes",
+    )
     disk_budget: str = _setting(
         "80%",
         "disk for cached models: a size, or a share of the free space where cache_dir is",
@@ -236,6 +242,7 @@ class Config:
     notices: tuple[str, ...] = ()  # what the server logs once at start: ignored properties keys
     # the size settings above, parsed once; the settings keep the text as given, for messages
     memory_budget_bytes: ByteBudget = dataclasses.field(init=False)
+    frontend_allowance_bytes: int = dataclasses.field(init=False)
     disk_budget_bytes: ByteBudget = dataclasses.field(init=False)
     max_request_bytes: int = dataclasses.field(init=False)
     max_response_bytes: int = dataclasses.field(init=False)
@@ -244,6 +251,7 @@ class Config:
     def __post_init__(self) -> None:
         parsed = {
             "memory_budget_bytes": parse_budget(self.memory_budget),
+            "frontend_allowance_bytes": parse_size(self.frontend_memory_allowance),
             "disk_budget_bytes": parse_budget(self.disk_budget),
             "max_request_bytes": parse_size(self.max_request_size),
             "max_response_bytes": parse_size(self.max_response_size),

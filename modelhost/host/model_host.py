@@ -19,12 +19,11 @@ from modelhost.host.calls import Invocation, LoadOutcome, Result
 from modelhost.host.invoking import InvokePath
 from modelhost.host.listing import Listing
 from modelhost.host.manifests import Manifests
-from modelhost.host.memory_readings import MemoryReadings
+from modelhost.host.memory_readings import MemoryReadings, PssReading, split_pss_bytes
 from modelhost.host.registry import Registry
 from modelhost.host.residency import Residency
 from modelhost.host.scaling import Scaling
 from modelhost.records.events import EventLog
-from modelhost.records.memory import server_pss_bytes
 from modelhost.records.statistics import (
     DiskStatistics,
     HostStatistics,
@@ -50,7 +49,7 @@ class ModelHost:
         deadline_s: float,
         clock: Callable[[], float] = time.monotonic,
         scheduling: SchedulerSettings | None = None,
-        pss_bytes: Callable[[], int] | None = None,
+        pss_bytes: Callable[[], int | PssReading] | None = None,
         max_rows_per_request: int = 0,
     ) -> None:
         self.pool, self.memory, self.disk, self.events = pool, memory, disk, events
@@ -59,7 +58,7 @@ class ModelHost:
         self.manifests = Manifests(events, pinned, max_rows_per_request, self._holds)
         # /proc takes milliseconds a process to read: off the loop, unless a test gives a reader
         self.memory_readings = MemoryReadings(
-            pss_bytes or (lambda: server_pss_bytes(pool.pids())), memory, pss_bytes is None
+            pss_bytes or (lambda: split_pss_bytes(pool.pids())), memory, pss_bytes is None
         )
         self._filling: set[asyncio.Task[None]] = set()
         self.residency = Residency(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from modelhost.cache.memory import DRIFT_READINGS, MemoryTier, State
+from modelhost.cache.memory import DRIFT_READINGS, FrontendAllowance, MemoryTier, State
 from modelhost.cache.policy import LRUPolicy
 from modelhost.testing import StepClock
 
@@ -234,3 +234,47 @@ def test_the_headroom_floor_is_kept_even_where_no_idle_model_can_go() -> None:
     memory.begin_request(memory.residents["a"])
     assert memory.reserve("b", 49 * MiB) is None  # 20 + 30 + 49 fits 100, not 100 less 2
     assert memory.reserve("b", 48 * MiB) == []  # into the learned headroom, not the floor
+
+
+def allowed(growth_mib: int = 30) -> MemoryTier:
+    """A tier whose idle server (20 MiB) has a frontend of 8 MiB that may grow by `growth_mib`."""
+    frontend = FrontendAllowance(start_bytes=8 * MiB, growth_bytes=growth_mib * MiB)
+    return MemoryTier(200 * MiB, 20 * MiB, LRUPolicy(), StepClock(), frontend=frontend)
+
+
+def test_the_frontends_allowance_is_paid_for_at_start() -> None:
+    memory = allowed(growth_mib=30)
+    assert memory.baseline_bytes == 50 * MiB  # the idle server, and the growth it may have
+    assert memory.capacity_bytes == 150 * MiB
+
+
+def test_the_frontend_growing_within_its_allowance_leaves_the_room_for_models() -> None:
+    """Per-name state (events, counters, footprints) grows as names are seen: inside the
+    allowance it is no model's loss, so the room at a million names is the room at a thousand."""
+    memory = allowed(growth_mib=30)
+    load(memory, "a", 40 * MiB)
+    before = memory.capacity_bytes
+    for frontend_mib in (8, 20, 37, 38, 12):
+        workers = 12 + 40  # template and workers, and the model they hold
+        memory.observe((workers + frontend_mib) * MiB, 0, frontend_bytes=frontend_mib * MiB)
+        assert memory.capacity_bytes == before
+        assert memory.headroom_bytes == 0  # nor is it growth to keep free for
+    assert memory.frontend_excess_bytes == 0
+
+
+def test_the_frontend_past_its_allowance_is_counted() -> None:
+    """The budget is a promise: what the frontend takes beyond its allowance is taken from the
+    models, and a full tier evicts for it."""
+    memory = allowed(growth_mib=30)
+    load(memory, "a", 140 * MiB)
+    memory.observe((12 + 140 + 48) * MiB, 0, frontend_bytes=48 * MiB)
+    assert memory.frontend_excess_bytes == 10 * MiB
+    assert memory.baseline_bytes == 60 * MiB
+    assert [v.name for v in memory.overflow_victims()] == ["a"]
+
+
+def test_a_reading_without_the_frontends_share_is_taken_whole() -> None:
+    memory = tier(budget_mib=100, baseline_mib=20)
+    memory.observe(real_bytes=30 * MiB, released_before=0)
+    assert memory.baseline_bytes == 30 * MiB
+    assert memory.frontend_excess_bytes == 0

@@ -1,0 +1,34 @@
+"""The composition root says at start what the frontend may use and leaves models the rest."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from modelhost.app import memory_tier
+from modelhost.config import load_config
+from modelhost.errors import ConfigError
+from modelhost.host.memory_readings import PssReading
+
+MiB = 2**20
+POOL = SimpleNamespace(workers={0: None, 1: None})  # two workers, as memory_tier counts them
+
+
+def test_the_frontend_allowance_is_paid_for_beside_the_idle_server(tmp_path: Path) -> None:
+    flags = {"memory_budget": "1GiB", "frontend_memory_allowance": "32MiB"}
+    config = load_config(flags, {}, tmp_path)
+    memory = memory_tier(config, POOL, PssReading(300 * MiB, 60 * MiB))  # type: ignore[arg-type]
+    assert memory.frontend is not None and memory.frontend.bytes == (60 + 32) * MiB
+    assert memory.baseline_bytes == (300 + 32) * MiB
+    room = memory.capacity_bytes
+    memory.observe((240 + 90) * MiB, 0, frontend_bytes=90 * MiB)  # grown within: no room lost
+    assert memory.capacity_bytes == room
+
+
+def test_an_allowance_the_budget_cannot_pay_for_is_refused_naming_it(tmp_path: Path) -> None:
+    flags = {"memory_budget": "400MiB", "frontend_memory_allowance": "200MiB"}
+    config = load_config(flags, {}, tmp_path)
+    with pytest.raises(ConfigError, match="--frontend-memory-allowance"):
+        memory_tier(config, POOL, PssReading(300 * MiB, 60 * MiB))  # type: ignore[arg-type]

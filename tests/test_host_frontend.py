@@ -1,0 +1,53 @@
+"""The frontend's allowance through the host's interleaving machine: the frontend grows and
+shrinks as names are seen while loads, evictions and worker deaths overlap, and every invariant
+of tests/test_host_interleavings.py holds; while it stays within its allowance the room for
+models is the room said at start, and past it the budget still holds."""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+from hypothesis.stateful import invariant, rule
+from test_host_interleavings import BUDGET_BYTES, Interleavings, runs_of_30_steps
+
+from modelhost.cache.memory import FrontendAllowance, MemoryTier
+from modelhost.host.memory_readings import PssReading
+
+MiB = 2**20
+FRONTEND = FrontendAllowance(start_bytes=10 * MiB, growth_bytes=8 * MiB)
+
+
+class FrontendInterleavings(Interleavings):
+    """The host's machine, its budget paying for a frontend that grows as the rules say."""
+
+    def make_memory(self) -> MemoryTier:
+        self.frontend_bytes = self.most_frontend_bytes = FRONTEND.start_bytes
+        budget = BUDGET_BYTES + FRONTEND.bytes  # the same room for models as the plain machine
+        return MemoryTier(budget, FRONTEND.start_bytes, clock=self.clock, frontend=FRONTEND)
+
+    def read_pss(self) -> PssReading:
+        workers = sum(r.bytes for r in self.memory)
+        return PssReading(workers + self.frontend_bytes, self.frontend_bytes)
+
+    @rule(growth_mib=st.integers(-10, 12))
+    def names_pass_through_the_frontend(self, growth_mib: int) -> None:
+        """Per-name state grows (or is collected); the memory watch reads the server at once and
+        relieves the pressure, as its upkeep loop does every second."""
+        self.frontend_bytes = FRONTEND.start_bytes + growth_mib * MiB
+        self.most_frontend_bytes = max(self.most_frontend_bytes, self.frontend_bytes)
+        reading = self.read_pss()
+        self.memory.observe(reading.total_bytes, self.memory.released_bytes, self.frontend_bytes)
+        self.start(self.host.relieve_pressure(), self.chores)
+
+    @invariant()
+    def the_room_for_models_holds_while_the_frontend_keeps_its_allowance(self) -> None:
+        if self.most_frontend_bytes <= FRONTEND.bytes:
+            assert self.memory.capacity_bytes == BUDGET_BYTES
+
+    @invariant()
+    def growth_past_the_allowance_is_counted(self) -> None:
+        excess = max(0, self.memory.frontend_bytes - FRONTEND.bytes)
+        assert self.memory.baseline_bytes >= FRONTEND.bytes + excess
+
+
+FrontendInterleavings.TestCase.settings = runs_of_30_steps(200)
+TestTheFrontendAllowanceUnderAnyInterleaving = FrontendInterleavings.TestCase

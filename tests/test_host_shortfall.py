@@ -1,0 +1,34 @@
+"""A 507 says what holds the budget and which setting makes room."""
+
+from __future__ import annotations
+
+from modelhost.cache.memory import FrontendAllowance, MemoryTier
+from modelhost.host.shortfall import all_busy, never_fits
+
+MiB = 2**20
+
+
+def grown_frontend() -> MemoryTier:
+    """A frontend allowed 30 MiB of growth that grew by 130: 100 MiB of the models' room."""
+    frontend = FrontendAllowance(start_bytes=50 * MiB, growth_bytes=30 * MiB)
+    memory = MemoryTier(400 * MiB, 150 * MiB, frontend=frontend)
+    memory.observe((100 + 180) * MiB, 0, frontend_bytes=180 * MiB)
+    return memory
+
+
+def test_a_507_caused_by_the_frontends_growth_names_its_setting() -> None:
+    message = never_fits(grown_frontend(), "m", 200 * MiB)
+    assert "the frontend uses 180.0 MiB, 100.0 MiB past its allowance" in message
+    assert "--frontend-memory-allowance" in message
+
+
+def test_a_507_of_busy_models_names_the_frontends_setting_when_it_grew_past() -> None:
+    message = all_busy(grown_frontend(), "m", 50 * MiB, deadline_s=5)
+    assert "--frontend-memory-allowance" in message
+
+
+def test_a_frontend_within_its_allowance_is_not_blamed() -> None:
+    frontend = FrontendAllowance(start_bytes=50 * MiB, growth_bytes=30 * MiB)
+    memory = MemoryTier(400 * MiB, 150 * MiB, frontend=frontend)
+    memory.observe((100 + 70) * MiB, 0, frontend_bytes=70 * MiB)
+    assert "frontend" not in never_fits(memory, "m", 500 * MiB)
