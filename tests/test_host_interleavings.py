@@ -195,7 +195,7 @@ class FakeDisk:
     def __init__(self, root: Path, footprint: Callable[[str], int] = footprint_of) -> None:
         self.root = root
         self.footprint = footprint  # an artifact is to its footprint as ARTIFACT_BYTES is
-        self.artifacts: dict[str, Artifact] = {}
+        self._artifacts: dict[str, Artifact] = {}
         self.budget_bytes = 1 << 40
         self.stores = type("Stores", (), {"url_of": staticmethod(lambda name: f"file:///{name}")})
 
@@ -203,12 +203,21 @@ class FakeDisk:
         path = self.root / name
         path.touch()
         size = self.footprint(name) * ARTIFACT_BYTES // FOOTPRINT_BYTES
-        self.artifacts[name] = Artifact(name, path, size)
-        return Materialized(self.artifacts[name])
+        self._artifacts[name] = Artifact(name, path, size)
+        return Materialized(self._artifacts[name])
+
+    def get(self, name: str) -> Artifact | None:
+        return self._artifacts.get(name)
+
+    def names(self, after: str = "", limit: int = 100) -> list[str]:
+        return sorted(name for name in self._artifacts if name > after)[:limit]
+
+    def count(self) -> int:
+        return len(self._artifacts)
 
     @property
     def used_bytes(self) -> int:
-        return sum(artifact.bytes for artifact in self.artifacts.values())
+        return sum(artifact.bytes for artifact in self._artifacts.values())
 
     def revalidation_due(self, name: str) -> bool:
         return False
@@ -217,7 +226,7 @@ class FakeDisk:
         return None  # fast copies are the disk tier's and the worker's (tests/cache, e2e)
 
     def delete(self, name: str, reason: str) -> None:
-        self.artifacts.pop(name, None)
+        self._artifacts.pop(name, None)
 
 
 class FakeEvents:

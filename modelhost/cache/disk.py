@@ -4,13 +4,17 @@ Plain files and folders in a local store are read in place and cost the cache no
 else becomes an entry under ``CACHE_DIR/models/``: a download from a remote store, an archive
 unpacked (its download deleted once unpacked), and ``modelhost-entry.json`` saying which model,
 from which URL, at which ETag. An entry is built in a ``.tmp-`` folder and renamed into place
-only when whole and verified, so a crash never leaves a half-written artifact that looks whole;
-on restart the tier is rebuilt from the entries and the temporary folders are dropped.
+only when whole and verified, so a crash never leaves a half-written artifact that looks whole.
+Every artifact has a row in the index (cache.disk_index), which survives restarts: start-up opens
+it, and what it missed is reconciled in the background (cache.reconcile).
 
-The budget is a hard limit. Bytes are reserved before they are written: the announced size
-before a download, and in steps as an archive unpacks. Room is made by deleting the least
-recently used entries of models that are not being loaded and whose loaded runtime (if any) does
-not read them any more; when that cannot make enough, the model gets 507 with the figures.
+The budget is a hard limit, kept with running totals. Bytes are reserved before they are
+written: the announced size before a download, and in steps as an archive unpacks. Room is made
+by deleting fast copies, then the least recently used entries of models that are not being
+loaded and whose loaded runtime (if any) does not read them any more, taken from the index in
+that order; when that cannot make enough, the model gets 507 with the figures. A deleted entry
+is renamed to a temporary name at once and removed by a thread; its bytes count until then, and
+a reservation that took their room writes nothing before they are gone.
 
 A cached artifact whose load failed is deleted: a complete download may still be no model (an
 HTML error page saved as model.joblib), and kept it would fail every load, across restarts too;
@@ -20,48 +24,54 @@ the next request downloads it again.
 from __future__ import annotations
 
 import asyncio
-import hashlib
+import contextlib
 import json
-import shutil
+import os
+import secrets
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
-from urllib.parse import quote
 
+from modelhost.cache.disk_budget import DiskBudget, Reservation, RoomFirst
+from modelhost.cache.disk_index import INDEX_FILE, DiskIndex
 from modelhost.cache.download import DownloadPolicy, download
+from modelhost.cache.entries import (
+    ENTRY_FILE,
+    TEMP_PREFIX,
+    Artifact,
+    artifact_of,
+    entry_folder_name,
+    has_any,
+    remove_tree,
+    row_of,
+    tree_bytes,
+    write_record,
+)
 from modelhost.cache.fast_copies import FOLDER, FastCopies, Offer, identity
 from modelhost.cache.missing import MissingUrls
 from modelhost.cache.pickles import PICKLE_SUFFIXES, refuse_pickles
+from modelhost.cache.reconcile import BUDGET_FACT, Reconciliation
 from modelhost.cache.stores import ObjectInfo, Store, Stores
 from modelhost.cache.stores.base import is_disk_full
 from modelhost.cache.unpack import is_archive, unpack_archive
 from modelhost.errors import InsufficientDisk, ModelNotFound, StoreError
 from modelhost.records.events import EventLog
-from modelhost.units import format_bytes
 from modelhost.urls import redact_url
 
-ENTRY_FILE = "modelhost-entry.json"
+__all__ = [
+    "ENTRY_FILE",
+    "Artifact",
+    "DiskTier",
+    "Materialized",
+    "UnpackLimits",
+    "entry_folder_name",
+    "tree_bytes",
+]
+
 UNPACK_STEP_BYTES = 32 * 2**20  # room is made for an unpacking archive this much at a time
 RECORD_SPARE_BYTES = 256  # in the record's reservation, for the ETag and times not known yet
-MAX_ENTRY_NAME = 200
-FAST = {"fast_copy": True}  # the detail of a fast copy's delete event
-
-
-@dataclass(eq=False)
-class Artifact:
-    """A model's files on this machine: where the worker loads them, their size and origin."""
-
-    name: str
-    path: Path  # what the worker loads: a file or a folder
-    bytes: int
-    entry: Path | None = None  # its folder in the cache, counted against the budget; None: in place
-    source: str = ""  # the normalized URL it came from
-    etag: str | None = None
-    checked_at: float = 0.0  # when the store last vouched for `etag`
-    last_used: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -79,25 +89,6 @@ class UnpackLimits:
 
     max_bytes: int
     max_files: int
-
-
-class Reservation:
-    """Bytes an entry under construction may write."""
-
-    def __init__(self) -> None:
-        self.bytes = 0
-
-
-def tree_bytes(path: Path) -> int:
-    if path.is_file():
-        return path.stat().st_size
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
-
-
-def entry_folder_name(name: str) -> str:
-    """A file name for a model's entry: the quoted name, or its digest when that is too long."""
-    quoted = quote(name, safe="")
-    return quoted if len(quoted) <= MAX_ENTRY_NAME else hashlib.sha256(name.encode()).hexdigest()
 
 
 class DiskTier:
@@ -118,60 +109,120 @@ class DiskTier:
     ) -> None:
         self.refuse_pickle = refuse_pickle
         self.entries_dir = cache_dir / "models"
-        self.budget_bytes = budget_bytes
         self.stores, self.events, self.limits, self.policy = stores, events, limits, policy
         self.revalidate_interval_s = revalidate_interval_s
         self.clock = clock
-        self._in_use: Callable[[str], bool] = lambda name: False  # until `attach`
-        self.artifacts: dict[str, Artifact] = {}
-        self._reservations: set[Reservation] = set()
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        self.index = DiskIndex(cache_dir / INDEX_FILE)
+        self._run = f"{os.getpid()}-{secrets.token_hex(3)}"
+        self._own_prefix = f"{TEMP_PREFIX}{self._run}-"  # this run's folders: the scan skips them
+        self._publishing: set[str] = set()  # entry folders renamed into place, rows not yet put
+        self.fast_copies = FastCopies(cache_dir / FOLDER)
+        self.budget = DiskBudget(
+            budget_bytes, self.index, self.fast_copies, self.entries_dir, self._own_prefix, events
+        )
+        self.reconciliation = self._reconciliation(0)
+        self.reconciliation.done = True  # nothing to reconcile before `rebuild`
         self._download_slots = asyncio.Semaphore(stores.settings.max_concurrent_downloads)
         self.missing = MissingUrls()
-        self.fast_copies = FastCopies(cache_dir / FOLDER)
 
     def attach(self, in_use: Callable[[str], bool]) -> None:
         """Keep the files of each model `in_use` says must stay (it is loading, or its runtime may
         still read them). Called once by the composition root, when the host built on this tier
         exists."""
-        self._in_use = in_use
+        self.budget.in_use = in_use
+
+    def close(self) -> None:
+        self.index.close()
+
+    # what it holds ----------------------------------------------------------------------
+
+    @property
+    def budget_bytes(self) -> int:
+        return self.budget.budget_bytes
 
     @property
     def used_bytes(self) -> int:
-        cached = sum(a.bytes for a in self.artifacts.values() if a.entry)
-        return cached + sum(r.bytes for r in self._reservations) + self.fast_copies.bytes
+        return self.budget.used_bytes
+
+    @property
+    def free_bytes(self) -> int:
+        return self.budget.free_bytes
+
+    def get(self, name: str) -> Artifact | None:
+        """Model `name`'s artifact on this machine, if the index has it."""
+        row = self.index.get(name)
+        return artifact_of(row, self.entries_dir) if row else None
+
+    def names(self, after: str = "", limit: int = 100) -> list[str]:
+        """Up to `limit` names of artifacts on this machine that sort after `after`, in order."""
+        return self.index.names(after, limit)
+
+    def count(self) -> int:
+        return self.index.rows
+
+    # start ------------------------------------------------------------------------------
 
     def rebuild(self) -> None:
-        """Take back the entries of a previous run; drop half-built ones."""
+        """Take back the cache of a previous run: the index at once, the folders in the
+        background (cache.reconcile), started now if the event loop runs, else by `reconcile`."""
         self.entries_dir.mkdir(parents=True, exist_ok=True)
-        self.fast_copies.reset()
-        for folder in self.entries_dir.iterdir():
-            artifact = None if folder.name.startswith(".tmp-") else read_entry(folder)
-            if artifact is None:
-                shutil.rmtree(folder, ignore_errors=True)
-            else:
-                self.artifacts[artifact.name] = artifact
+        aside = self.entries_dir / f"{TEMP_PREFIX}fast-copies-{self._run}"
+        copies_left = self.fast_copies.set_aside(aside)
+        previous = self.index.fact(BUDGET_FACT) or self.budget_bytes
+        self.index.set_fact(BUDGET_FACT, max(previous, self.budget_bytes))  # until reconciled
+        held = copies_left or has_any(self.entries_dir)
+        unreconciled = max(0, previous - self.index.entry_bytes) if held else 0
+        self.reconciliation = self._reconciliation(unreconciled)
+        with contextlib.suppress(RuntimeError):  # no loop: the first `reconcile` starts it
+            self.reconciliation.start(asyncio.get_running_loop())
+
+    def _reconciliation(self, unreconciled_bytes: int) -> Reconciliation:
+        self.budget.reconciliation = Reconciliation(
+            self.index,
+            self.entries_dir,
+            self._own_prefix,
+            self.budget.set_aside,
+            self._publishing,
+            unreconciled_bytes,
+            self.budget_bytes,
+            self.events,
+        )
+        return self.budget.reconciliation
+
+    async def reconcile(self) -> None:
+        """Return once the index and the folders agree, starting the reconciliation if need be."""
+        await self.reconciliation.finished()
+
+    async def settled(self) -> None:
+        """Once every folder deleted so far is gone from the disk."""
+        await self.budget.settled()
+
+    def delete(self, name: str, reason: str) -> None:
+        """Delete `name`'s entry (an artifact read in place stays) and its fast copy."""
+        self.budget.delete(name, reason)
 
     # lookup -----------------------------------------------------------------------------
 
     async def materialize(self, name: str, url: str) -> Materialized:
         """The artifact of model `name` from `url`, downloaded and unpacked if need be."""
-        artifact = self.artifacts.get(name)
+        artifact = self.get(name)
         if artifact is not None and (artifact.source != url or not artifact.path.exists()):
             self.delete(name, reason="source_changed")
             artifact = None
         if artifact is not None and not await self.revalidate(name):
             artifact.last_used = self.clock()
+            self.index.touch(name, artifact.last_used)
             return self._admitted(name, Materialized(artifact, "disk"))
         store, key = self.stores.locate(url)
         local = store.local_path(key)
         if local is not None and not await asyncio.to_thread(is_archive, local):
             size = await asyncio.to_thread(tree_bytes, local)
-            materialized = Materialized(Artifact(name, local, size, source=url), "disk")
-        else:
-            materialized = await self._fetch_entry(name, url, store, key, local)
-        materialized.artifact.last_used = self.clock()
-        self.artifacts[name] = materialized.artifact
-        return self._admitted(name, materialized)
+            now = self.clock()
+            read_in_place = Artifact(name, local, size, source=url, last_used=now)
+            self.index.put(row_of(read_in_place))
+            return self._admitted(name, Materialized(read_in_place, "disk"))
+        return self._admitted(name, await self._fetch_entry(name, url, store, key, local))
 
     def _admitted(self, name: str, materialized: Materialized) -> Materialized:
         if self.refuse_pickle:
@@ -201,31 +252,32 @@ class DiskTier:
             key = identity(artifact.source, artifact.etag, path)
         except OSError:  # gone since it was materialized: the load will say so
             return None
-        free = self.budget_bytes - self.used_bytes
-        return self.fast_copies.offer(artifact.name, key, artifact.bytes, free)
+        return self.fast_copies.offer(artifact.name, key, artifact.bytes, self.free_bytes)
 
     def revalidation_due(self, name: str) -> bool:
-        artifact = self.artifacts.get(name)
-        if not self.revalidate_interval_s or artifact is None or artifact.etag is None:
+        if not self.revalidate_interval_s:
             return False
-        return self.clock() - artifact.checked_at >= self.revalidate_interval_s
+        row = self.index.get(name)
+        if row is None or row.etag is None:
+            return False
+        return self.clock() - row.checked_at >= self.revalidate_interval_s
 
     async def revalidate(self, name: str) -> bool:
         """If due, ask the store for the artifact's ETag; delete a stale copy. True if stale.
 
         A store that cannot answer leaves the cached copy in service (SageMaker's behaviour).
         """
-        if not self.revalidation_due(name):
+        row = self.index.get(name) if self.revalidation_due(name) else None
+        if row is None:
             return False
-        artifact = self.artifacts[name]
-        artifact.checked_at = self.clock()
-        store, key = self.stores.locate(artifact.source)
+        self.index.vouch(name, self.clock())
+        store, key = self.stores.locate(row.source)
         try:
             etag = (await store.stat(key)).etag
         except (StoreError, ModelNotFound) as error:
             self.events.emit("failure", name, reason="revalidate", detail={"error": str(error)})
             return False
-        if etag == artifact.etag:
+        if etag == row.etag:
             return False
         self.delete(name, reason="stale")
         return True
@@ -235,13 +287,15 @@ class DiskTier:
     async def _build_entry(
         self, name: str, url: str, store: Store, key: str, local: Path | None
     ) -> Materialized:
+        if self.reconciliation.unreconciled_bytes:  # room may be held by folders not found yet
+            await self.reconcile()
         reservation = Reservation()
-        self._reservations.add(reservation)
+        self.budget.reservations.add(reservation)
         self.entries_dir.mkdir(parents=True, exist_ok=True)
-        temp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.entries_dir))
+        temp = Path(tempfile.mkdtemp(prefix=self._own_prefix, dir=self.entries_dir))
         try:
             record_bytes = len(json.dumps({"name": name, "source": url})) + RECORD_SPARE_BYTES
-            self._grow(reservation, name, record_bytes, record_bytes)
+            await self.budget.grow_async(reservation, name, record_bytes, record_bytes)
             info, download_ms, source = ObjectInfo(None), 0.0, local
             if source is None:
                 source = temp / PurePosixPath(key.partition("?")[0]).name  # no presigned query
@@ -251,7 +305,7 @@ class DiskTier:
                 payload = await self._unpack(name, source, temp / "model", reservation)
                 if local is None:
                     source.unlink()
-            artifact = await asyncio.to_thread(self._publish, name, url, info, temp, payload)
+            artifact = await self._published(name, url, info, temp, payload)
             return Materialized(artifact, "disk" if local else "remote", download_ms)
         except OSError as error:
             if not is_disk_full(error):
@@ -261,8 +315,7 @@ class DiskTier:
                 "free space on that volume, or set --disk-budget below what it can hold"
             ) from error
         finally:
-            self._reservations.discard(reservation)
-            shutil.rmtree(temp, ignore_errors=True)
+            self.budget.release(reservation, temp)
 
     async def _download(
         self, name: str, url: str, store: Store, key: str, dest: Path, reservation: Reservation
@@ -271,11 +324,12 @@ class DiskTier:
 
         def room_for(info: ObjectInfo) -> None:
             if info.size is not None:
-                self._grow(reservation, name, base + info.size, base + info.size)
+                self.budget.grow(reservation, name, base + info.size, base + info.size)
 
-        slot = self._download_slots  # held while bytes flow, not while the store is asked
+        # held while bytes flow, not while the store is asked; entered once the room is free
+        slot = RoomFirst(reservation, self._download_slots)
         done = await download(store, key, dest, self.policy, on_info=room_for, slot=slot)
-        self._grow(reservation, name, base + done.bytes, base + done.bytes)
+        await self.budget.grow_async(reservation, name, base + done.bytes, base + done.bytes)
         self.events.emit(
             "download",
             name,
@@ -299,7 +353,7 @@ class DiskTier:
             needed = base + written
             if needed > reservation.bytes:
                 wanted = needed + UNPACK_STEP_BYTES
-                grow = self._grow_async(reservation, name, needed, wanted)
+                grow = self.budget.grow_async(reservation, name, needed, wanted)
                 asyncio.run_coroutine_threadsafe(grow, loop).result()
 
         limits = self.limits
@@ -320,98 +374,30 @@ class DiskTier:
         )
         return dest
 
+    async def _published(
+        self, name: str, url: str, info: ObjectInfo, temp: Path, payload: Path
+    ) -> Artifact:
+        """Rename the entry into place (in a thread), then give it its row."""
+        folder = entry_folder_name(name)
+        self._publishing.add(folder)
+        try:
+            artifact = await asyncio.to_thread(self._publish, name, url, info, temp, payload)
+            self.index.put(row_of(artifact))
+        finally:
+            self._publishing.discard(folder)
+        return artifact
+
     def _publish(
         self, name: str, url: str, info: ObjectInfo, temp: Path, payload: Path
     ) -> Artifact:
         """Write the entry's record and rename the folder into place (in a thread)."""
         now = self.clock()
-        relative = payload.relative_to(temp).as_posix()
-        record = {"name": name, "source": url, "etag": info.etag, "checked_at": now}
-        (temp / ENTRY_FILE).write_text(json.dumps(record | {"payload": relative}))
+        write_record(temp, Artifact(name, payload, 0, temp, url, info.etag, now))
         temp.chmod(0o755)  # mkdtemp made it private to this user
         entry = self.entries_dir / entry_folder_name(name)
-        shutil.rmtree(entry, ignore_errors=True)
+        left = self.budget.set_aside(entry)  # an earlier folder the index did not know
+        if left is not None:
+            remove_tree(left)
         temp.rename(entry)
-        artifact = read_entry(entry)
-        assert artifact is not None, f"{entry} was renamed into place whole"
-        return artifact
-
-    # the budget -------------------------------------------------------------------------
-
-    async def _grow_async(
-        self, reservation: Reservation, name: str, minimum: int, wanted: int
-    ) -> None:
-        self._grow(reservation, name, minimum, wanted)
-
-    def _grow(self, reservation: Reservation, name: str, minimum: int, wanted: int) -> None:
-        """Raise the reservation to at least `minimum` bytes, deleting entries if need be, and
-        up to `wanted` where that fits without deleting any."""
-        if minimum <= reservation.bytes:
-            return
-        deletable = sum(a.bytes for a in self._deletable()) + self.fast_copies.written_bytes
-        held = self.used_bytes - deletable - reservation.bytes
-        room = self.budget_bytes - held
-        if room < minimum:
-            raise InsufficientDisk(
-                f"model {name} needs {format_bytes(minimum)} of disk but the disk budget is "
-                f"{format_bytes(self.budget_bytes)} with {format_bytes(held)} held by models "
-                "being fetched or loaded, or whose handlers read their files; raise --disk-budget"
-            )
-        free = self.budget_bytes - self.used_bytes + reservation.bytes
-        target = max(minimum, min(wanted, free))  # delete only for what is needed now
-        self._free(target - reservation.bytes)
-        reservation.bytes = target
-
-    def _free(self, extra: int) -> None:
-        """Delete fast copies, then least recently used entries, until `extra` more bytes fit
-        the budget."""
-        for name in sorted(self.fast_copies.copies, key=self._last_used):
-            if self.used_bytes + extra <= self.budget_bytes:
-                return
-            freed = self.fast_copies.drop(name)
-            self.events.emit("delete", name, bytes=freed, reason="disk_budget", detail=FAST)
-        for victim in sorted(self._deletable(), key=lambda a: a.last_used):
-            if self.used_bytes + extra <= self.budget_bytes:
-                return
-            self.delete(victim.name, reason="disk_budget")
-
-    def _last_used(self, name: str) -> float:
-        artifact = self.artifacts.get(name)
-        return artifact.last_used if artifact else 0.0
-
-    def _deletable(self) -> list[Artifact]:
-        return [a for a in self.artifacts.values() if a.entry and not self._in_use(a.name)]
-
-    def delete(self, name: str, reason: str) -> None:
-        """Delete `name`'s entry (an artifact read in place stays) and its fast copy."""
-        freed = self.fast_copies.drop(name)
-        if freed:
-            self.events.emit("delete", name, bytes=freed, reason=reason, detail=FAST)
-        artifact = self.artifacts.pop(name, None)
-        if artifact is not None and artifact.entry is not None:
-            shutil.rmtree(artifact.entry, ignore_errors=True)
-            self.events.emit("delete", name, bytes=artifact.bytes, reason=reason)
-
-    def names(self, after: str = "", limit: int = 100) -> list[str]:  # until the index lands
-        return sorted(name for name in self.artifacts if name > after)[:limit]
-
-
-def read_entry(folder: Path) -> Artifact | None:
-    """The artifact an entry folder holds, or None if its record is missing or broken."""
-    try:
-        record: dict[str, Any] = json.loads((folder / ENTRY_FILE).read_text())
-        payload = folder / record["payload"]
-        if not payload.exists():
-            return None
-        return Artifact(
-            record["name"],
-            payload,
-            tree_bytes(folder),
-            folder,
-            record["source"],
-            record.get("etag"),
-            record.get("checked_at", 0.0),
-            folder.stat().st_mtime,
-        )
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+        path = entry / payload.relative_to(temp)
+        return Artifact(name, path, tree_bytes(entry), entry, url, info.etag, now, now)

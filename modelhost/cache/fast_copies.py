@@ -5,16 +5,18 @@ unpickler. An 8 MB digits forest loads in 2.1 ms from its fast copy against 20-2
 
 A copy is named by its artifact's identity (source, ETag, file and inode, size, change time), so
 a new version of the artifact never meets an old copy. Copies live as long as the server runs:
-the folder is emptied at start, since the libraries that wrote them may have changed. They count
-against the disk budget, are written only into room that is free (never by deleting anything),
-and are the first bytes deleted when the disk tier needs room: a slower load costs less than a
-download.
+the folder is set aside at start and deleted in the background, since the libraries that wrote
+them may have changed. They count against the disk budget, are written only into room that is
+free (never by deleting anything), and are the first bytes deleted when the disk tier needs room,
+least recently read first: a slower load costs less than a download. Their bytes are running
+totals, so the budget never sums them.
 """
 
 from __future__ import annotations
 
 import hashlib
-import shutil
+import os
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,23 +67,32 @@ class FastCopies:
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self.copies: dict[str, FastCopy] = {}
+        self.copies: OrderedDict[str, FastCopy] = OrderedDict()  # least recently read first
         self._writing: dict[str, Offer] = {}
+        self.written_bytes = 0  # on disk: what deleting every copy would free
+        self._promised_bytes = 0
 
-    def reset(self) -> None:
-        """Start empty: copies of an earlier run may come from other library versions."""
-        shutil.rmtree(self.folder, ignore_errors=True)
+    def set_aside(self, aside: Path) -> bool:
+        """Start empty: copies of an earlier run may come from other library versions. They are
+        renamed to `aside` for the caller to delete in the background; True if there were any."""
+        try:
+            with os.scandir(self.folder) as listing:
+                left = next(listing, None) is not None
+        except FileNotFoundError:
+            left = False
+        if left:
+            self.folder.rename(aside)
         self.folder.mkdir(parents=True, exist_ok=True)
-
-    @property
-    def written_bytes(self) -> int:
-        """On disk: what deleting every copy would free."""
-        return sum(copy.bytes for copy in self.copies.values())
+        return left
 
     @property
     def bytes(self) -> int:
         """On disk, and promised to copies being written."""
-        return self.written_bytes + sum(offer.room for offer in self._writing.values())
+        return self.written_bytes + self._promised_bytes
+
+    def oldest(self) -> str | None:
+        """The model whose copy was read least recently."""
+        return next(iter(self.copies), None)
 
     def offer(self, name: str, key: str, artifact_bytes: int, free_bytes: int) -> Offer | None:
         """The copy of this version to read; else room to write one if `free_bytes` has it
@@ -89,6 +100,7 @@ class FastCopies:
         path = self.folder / f"{key}{SUFFIX}"
         known = self.copies.get(name)
         if known is not None and known.path == path:
+            self.copies.move_to_end(name)
             return Offer(name, path, 0)
         if known is not None:
             self.drop(name)  # an earlier version's
@@ -96,14 +108,19 @@ class FastCopies:
         if name in self._writing or room > free_bytes:
             return None
         self._writing[name] = offer = Offer(name, path, room)
+        self._promised_bytes += room
         return offer
 
     def settle(self, offer: Offer, written: int, read: bool) -> None:
         """After the load: record the copy written, or forget one that could not be read."""
         if not offer.reads:
-            self._writing.pop(offer.name, None)
+            if self._writing.get(offer.name) is offer:
+                del self._writing[offer.name]
+                self._promised_bytes -= offer.room
             if written:
+                self._forget(offer.name)  # a copy of the same path, written over
                 self.copies[offer.name] = FastCopy(offer.path, written)
+                self.written_bytes += written
             else:  # the worker may have died writing it aside
                 for torn in self.folder.glob(f".{offer.path.name}.*"):
                     torn.unlink(missing_ok=True)
@@ -112,8 +129,14 @@ class FastCopies:
 
     def drop(self, name: str) -> int:
         """Delete `name`'s copy; the bytes it held."""
-        copy = self.copies.pop(name, None)
+        copy = self._forget(name)
         if copy is None:
             return 0
         copy.path.unlink(missing_ok=True)
         return copy.bytes
+
+    def _forget(self, name: str) -> FastCopy | None:
+        copy = self.copies.pop(name, None)
+        if copy is not None:
+            self.written_bytes -= copy.bytes
+        return copy

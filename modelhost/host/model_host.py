@@ -188,7 +188,7 @@ class ModelHost:
 
     def model_statistics(self, name: str) -> ModelStatistics:
         """One model as the host knows it, loaded or not."""
-        resident, artifact = self.memory.get(name), self.disk.artifacts.get(name)
+        resident, artifact = self.memory.get(name), self.disk.get(name)
         state = resident.state.value if resident else "on_disk" if artifact else "remote"
         dispatcher = self.residency.dispatchers.get(name)
         held = [self.pool.workers.get(w) for w in (resident.workers if resident else [])]

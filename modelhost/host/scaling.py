@@ -55,7 +55,7 @@ class Scaling:
     def _start_copy(self, name: str, reason: str) -> asyncio.Task[None] | None:
         """Begin loading one more copy if the budget and limit allow; the task doing it."""
         r = self.residency
-        resident, artifact = r.memory.get(name), r.disk.artifacts.get(name)
+        resident, artifact = r.memory.get(name), r.disk.get(name)
         if name in self.arriving or r.closing or resident is None or artifact is None:
             return None
         if len(resident.workers) >= self._max_copies(name) or resident.state is not State.LOADED:

@@ -27,7 +27,14 @@ KiB = 1024
 BUDGET = 64 * KiB
 
 
-def disk_tier(cache_dir: Path, store: MemoryStore, budget: int = BUDGET) -> DiskTier:
+def disk_tier(
+    cache_dir: Path,
+    store: MemoryStore,
+    budget: int = BUDGET,
+    reconcile: bool = True,
+    rebuild: bool = True,
+) -> DiskTier:
+    """A tier on `store`, rebuilt and reconciled (as a server's is a moment after start)."""
     tier = DiskTier(
         cache_dir,
         budget,
@@ -38,7 +45,10 @@ def disk_tier(cache_dir: Path, store: MemoryStore, budget: int = BUDGET) -> Disk
         revalidate_interval_s=10.0,
         clock=StepClock(),
     )
-    tier.rebuild()
+    if rebuild:
+        tier.rebuild()
+    if rebuild and reconcile:
+        asyncio.run(tier.reconcile())
     return tier
 
 
@@ -69,14 +79,14 @@ def test_the_budget_holds_and_busy_models_keep_their_artifacts(
         for index, kib in requests:
             key = f"m{index}.joblib"
             store.objects.setdefault(key, os.urandom(kib * KiB))
-            held_before = {n for n in tier.artifacts if in_use(n)}
+            held_before = {n for n in tier.names(limit=10) if in_use(n)}
             try:
                 fetch(tier, store, key)
             except InsufficientDisk as error:
                 assert "raise --disk-budget" in str(error)
             assert tier.used_bytes <= BUDGET
-            assert bytes_on_disk(Path(cache)) <= BUDGET
-            assert held_before <= set(tier.artifacts)
+            assert bytes_on_disk(Path(cache) / "models") <= BUDGET
+            assert held_before <= set(tier.names(limit=10))
 
 
 def test_an_archive_is_unpacked_and_only_the_unpacked_tree_is_kept(tmp_path: Path) -> None:
@@ -90,10 +100,10 @@ def test_an_archive_is_unpacked_and_only_the_unpacked_tree_is_kept(tmp_path: Pat
     tier = disk_tier(tmp_path, store)
     fetch(tier, store, "small.joblib")
     fetch(tier, store, "m.tar.gz")
-    artifact = tier.artifacts["m.tar.gz"]
-    assert (artifact.path / "model.joblib").read_bytes() == content
+    artifact = tier.get("m.tar.gz")
+    assert artifact is not None and (artifact.path / "model.joblib").read_bytes() == content
     assert not list(artifact.entry.glob("*.tar.gz"))  # type: ignore[union-attr]
-    assert bytes_on_disk(tmp_path) == tier.used_bytes <= BUDGET
+    assert bytes_on_disk(tmp_path / "models") == tier.used_bytes <= BUDGET
 
 
 def test_restart_takes_back_whole_entries_and_drops_the_rest(tmp_path: Path) -> None:
@@ -101,10 +111,11 @@ def test_restart_takes_back_whole_entries_and_drops_the_rest(tmp_path: Path) -> 
     tier = disk_tier(tmp_path, store)
     assert fetch(tier, store, "a.joblib") == "remote"
     fetch(tier, store, "b.joblib")
-    (tier.artifacts["b.joblib"].entry / "modelhost-entry.json").unlink()  # type: ignore[operator]
+    (tmp_path / "models/b.joblib/modelhost-entry.json").unlink()
+    tier.index.remove("b.joblib")  # a folder whose record is missing: no row either
     (tmp_path / "models/.tmp-half").mkdir()
     again = disk_tier(tmp_path, store)
-    assert set(again.artifacts) == {"a.joblib"}
+    assert again.names(limit=10) == ["a.joblib"]
     assert sorted(p.name for p in (tmp_path / "models").iterdir()) == ["a.joblib"]
     assert fetch(again, store, "a.joblib") == "disk" and store.fetches == 2
 
@@ -129,7 +140,7 @@ def test_revalidation_deletes_a_replaced_artifact_and_keeps_one_the_store_cannot
     tier.clock.now += 100  # type: ignore[attr-defined]
     store.stall_s, store.objects["a.joblib"] = 0, b"v2"
     assert asyncio.run(tier.revalidate("a.joblib")) is True
-    assert "a.joblib" not in tier.artifacts and fetch(tier, store, "a.joblib") == "remote"
+    assert tier.get("a.joblib") is None and fetch(tier, store, "a.joblib") == "remote"
     tier.clock.now += 100  # type: ignore[attr-defined]
     del store.objects["a.joblib"]
     assert asyncio.run(tier.revalidate("a.joblib")) is False  # gone from the store: keep serving
@@ -153,6 +164,7 @@ def test_a_made_up_name_leaves_nothing_in_the_intern_table(
         DownloadPolicy(attempts=1, timeout_s=5),
     )
     tier.rebuild()
+    asyncio.run(tier.reconcile())
     interned: list[str] = []
     intern = sys.intern
     monkeypatch.setattr(sys, "intern", lambda text: interned.append(text) or intern(text))

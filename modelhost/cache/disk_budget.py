@@ -1,0 +1,208 @@
+"""The disk budget: running totals of what the cache holds, and room made by deleting.
+
+Every figure is a running total: the entries' bytes come from the index's triggers, the fast
+copies keep their own, and reservations are one per entry being built. Room is made by deleting
+fast copies, least recently read first, then the least recently used entries no model needs,
+read from the index in that order a few at a time; with room to spare nothing is read. A deleted
+entry is renamed to a temporary name at once, so its name is free, and removed by a thread. Its
+bytes count until the thread is done, or, when deleted to make room, the reservation that took
+its room writes nothing before it is gone (`Reservation.settled`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Callable
+from pathlib import Path
+
+from modelhost.cache.disk_index import DiskIndex, Row
+from modelhost.cache.entries import remove_tree
+from modelhost.cache.fast_copies import FastCopies
+from modelhost.cache.reconcile import Reconciliation
+from modelhost.errors import InsufficientDisk
+from modelhost.records.events import EventLog
+from modelhost.units import format_bytes
+
+FAST = {"fast_copy": True}  # the detail of a fast copy's delete event
+
+
+class Reservation:
+    """Bytes an entry under construction may write, and the deletions it waits for first."""
+
+    def __init__(self) -> None:
+        self.bytes = 0
+        self.freeing: dict[asyncio.Future[None], int] = {}  # bytes this room still holds
+
+    async def settled(self) -> None:
+        """Once the entries deleted to make this room are gone from the disk."""
+        pending = [future for future in self.freeing if not future.done()]
+        if pending:
+            await asyncio.wait(pending)
+
+
+class RoomFirst:
+    """A download slot, entered once the room reserved for the download is free on disk."""
+
+    def __init__(self, reservation: Reservation, slot: asyncio.Semaphore) -> None:
+        self.reservation, self.slot = reservation, slot
+
+    async def __aenter__(self) -> None:
+        await self.reservation.settled()
+        await self.slot.acquire()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.slot.release()
+
+
+class DiskBudget:
+    """What the cache holds against its budget, and the deletions that make room."""
+
+    def __init__(
+        self,
+        budget_bytes: int,
+        index: DiskIndex,
+        fast_copies: FastCopies,
+        entries_dir: Path,
+        own_prefix: str,
+        events: EventLog,
+    ) -> None:
+        self.budget_bytes, self.index, self.fast_copies = budget_bytes, index, fast_copies
+        self.entries_dir, self.own_prefix, self.events = entries_dir, own_prefix, events
+        self.in_use: Callable[[str], bool] = lambda name: False
+        self.reconciliation: Reconciliation | None = None  # its bytes count until it is done
+        self.reservations: set[Reservation] = set()
+        self._trash: dict[asyncio.Future[None], int] = {}  # folders being removed, their bytes
+        self._trash_bytes = 0
+        self._trash_numbers = itertools.count()
+
+    @property
+    def used_bytes(self) -> int:
+        reserved = sum(r.bytes for r in self.reservations)  # one per entry being built
+        unreconciled = self.reconciliation.unreconciled_bytes if self.reconciliation else 0
+        held = self.index.entry_bytes + self._trash_bytes + unreconciled
+        return held + reserved + self.fast_copies.bytes
+
+    @property
+    def free_bytes(self) -> int:
+        return self.budget_bytes - self.used_bytes
+
+    # reservations -----------------------------------------------------------------------
+
+    async def grow_async(
+        self, reservation: Reservation, name: str, minimum: int, wanted: int
+    ) -> None:
+        self.grow(reservation, name, minimum, wanted)
+        await reservation.settled()
+
+    def grow(self, reservation: Reservation, name: str, minimum: int, wanted: int) -> None:
+        """Raise the reservation to at least `minimum` bytes, deleting entries if need be, and
+        up to `wanted` where that fits without deleting any."""
+        if minimum <= reservation.bytes:
+            return
+        if self.free_bytes < minimum - reservation.bytes:
+            self._make_room(reservation, name, minimum)
+        reservation.bytes = max(minimum, min(wanted, reservation.bytes + self.free_bytes))
+
+    def release(self, reservation: Reservation, temp: Path) -> None:
+        """Forget a reservation: its bytes still being deleted, or written to `temp` by a build
+        that failed, count until they are gone."""
+        self.reservations.discard(reservation)
+        for future, freeing in reservation.freeing.items():
+            if not future.done():
+                self._count_trash(future, freeing)
+        if temp.exists():
+            self._remove_later(temp, reservation.bytes)
+
+    def _make_room(self, reservation: Reservation, name: str, minimum: int) -> None:
+        """Free `minimum` bytes beyond the reservation: fast copies first, then the least
+        recently used entries no model needs; or delete nothing and raise if they cannot."""
+        needed = minimum - reservation.bytes
+        on_hand = self.free_bytes + self._trash_bytes + self.fast_copies.written_bytes
+        victims, deletable = self._victims(needed - on_hand)
+        if on_hand + deletable < needed:
+            raise self._no_room(name, minimum, reservation, on_hand + deletable)
+        while self.free_bytes + self._trash_bytes < needed and self.fast_copies.copies:
+            oldest = self.fast_copies.oldest() or ""
+            freed = self.fast_copies.drop(oldest)
+            self.events.emit("delete", oldest, bytes=freed, reason="disk_budget", detail=FAST)
+        for victim in victims:
+            if self.free_bytes + self._trash_bytes >= needed:
+                break
+            self.delete(victim.name, reason="disk_budget")
+        reservation.freeing.update(self._trash)  # this room: written once they are gone
+        self._trash.clear()
+        self._trash_bytes = 0
+
+    def _victims(self, wanted: int) -> tuple[list[Row], int]:
+        """The least recently used entries no model needs, oldest first, until they hold
+        `wanted` bytes; and the bytes they hold (less than `wanted` if all of them do)."""
+        if wanted <= 0 or wanted > self.index.entry_bytes:  # none needed, or all would not do
+            return [], 0 if wanted <= 0 else self.index.entry_bytes
+        victims: list[Row] = []
+        held = 0
+        for row in self.index.oldest_entries():
+            if held >= wanted:
+                break
+            if not self.in_use(row.name):
+                victims.append(row)
+                held += row.bytes
+        return victims, held
+
+    def _no_room(
+        self, name: str, minimum: int, reservation: Reservation, freeable: int
+    ) -> InsufficientDisk:
+        held = max(0, self.budget_bytes - freeable - reservation.bytes)
+        return InsufficientDisk(
+            f"model {name} needs {format_bytes(minimum)} of disk but the disk budget is "
+            f"{format_bytes(self.budget_bytes)} with {format_bytes(held)} held by models "
+            "being fetched or loaded, or whose handlers read their files; raise --disk-budget"
+        )
+
+    # deleting ---------------------------------------------------------------------------
+
+    def delete(self, name: str, reason: str) -> None:
+        """Delete `name`'s entry (an artifact read in place stays) and its fast copy."""
+        freed = self.fast_copies.drop(name)
+        if freed:
+            self.events.emit("delete", name, bytes=freed, reason=reason, detail=FAST)
+        row = self.index.get(name)
+        if row is None:
+            return
+        self.index.remove(name)
+        if row.entry is not None:
+            aside = self.set_aside(self.entries_dir / row.entry)
+            if aside is not None:
+                self._remove_later(aside, row.bytes)
+            self.events.emit("delete", name, bytes=row.bytes, reason=reason)
+
+    def set_aside(self, folder: Path) -> Path | None:
+        """Rename `folder` to a temporary name, freeing its name at once; None if it is gone."""
+        aside = self.entries_dir / f"{self.own_prefix}gone-{next(self._trash_numbers)}"
+        try:
+            folder.rename(aside)
+        except FileNotFoundError:
+            return None
+        return aside
+
+    async def settled(self) -> None:
+        """Once every folder deleted so far is gone from the disk."""
+        if self._trash:
+            await asyncio.wait(list(self._trash))
+
+    def _remove_later(self, path: Path, held_bytes: int) -> None:
+        """Remove `path` in a thread; its bytes count against the budget until it is gone."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # called outside the server's loop (a test, a tool)
+            remove_tree(path)
+            return
+        self._count_trash(loop.run_in_executor(None, remove_tree, path), held_bytes)
+
+    def _count_trash(self, future: asyncio.Future[None], held_bytes: int) -> None:
+        self._trash[future] = held_bytes
+        self._trash_bytes += held_bytes
+        future.add_done_callback(self._removed)
+
+    def _removed(self, future: asyncio.Future[None]) -> None:
+        self._trash_bytes -= self._trash.pop(future, 0)

@@ -1,0 +1,137 @@
+"""Reconciling the disk index with the entry folders, in the background after start.
+
+Start-up only opens the index; what it may have missed is found afterwards, while the server
+serves. Entry folders the index does not know (a cache written before there was an index, a
+crash between an entry's rename into place and its row) are read and taken back, or deleted when
+their record is broken; rows whose folder is gone are dropped; the temporary folders of earlier
+runs (half-built entries, deletions under way, fast copies set aside) are deleted. A thread lists
+and reads the folders; their results are applied on the event loop a batch at a time.
+
+The budget holds meanwhile. Bytes on disk outside the index are unknown until the scan finds
+them, but the previous run kept the whole cache within its budget, which the index records. So
+until the reconciliation ends, the tier counts the difference between that budget and the
+index's entries as held (`unreconciled_bytes`): a folder found moves its bytes from there to its
+row, and a row found without its folder moves its bytes there, so that the count never drops
+below what may be on disk. A model whose entry has not been found yet may be fetched again; the
+tier waits for the reconciliation before building an entry while such bytes are counted, so it
+never writes into room that the unknown folders may fill.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from modelhost.cache.disk_index import DiskIndex
+from modelhost.cache.entries import TEMP_PREFIX, Artifact, read_entries, remove_tree, row_of
+from modelhost.records.events import EventLog
+
+BATCH = 256  # folders or rows handled per trip to the thread and back
+BUDGET_FACT = "budget_bytes"  # the most the cache may hold on disk, as the last run left it
+
+
+class Reconciliation:
+    """One run's reconciliation of the index and the folders under `entries_dir`."""
+
+    def __init__(
+        self,
+        index: DiskIndex,
+        entries_dir: Path,
+        own_prefix: str,
+        set_aside: Callable[[Path], Path | None],
+        publishing: set[str],
+        unreconciled_bytes: int,
+        budget_bytes: int,
+        events: EventLog,
+    ) -> None:
+        self.index, self.entries_dir, self.own_prefix = index, entries_dir, own_prefix
+        self.set_aside = set_aside  # renames a folder to a temporary name on the loop
+        self.publishing = publishing  # entry folders renamed into place, their rows not yet put
+        self.unreconciled_bytes = unreconciled_bytes
+        self.counting = unreconciled_bytes > 0
+        self.budget_bytes, self.events = budget_bytes, events
+        self.done = False
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> asyncio.Task[None]:
+        self._task = task = loop.create_task(self._run_recorded())
+        return task
+
+    async def finished(self) -> None:
+        """Once done, starting it on this loop if it is not running there."""
+        if self.done:
+            return
+        loop, task = asyncio.get_running_loop(), self._task
+        if task is None or task.get_loop() is not loop or task.done():
+            task = self.start(loop)
+        await asyncio.shield(task)
+
+    async def _run_recorded(self) -> None:
+        try:
+            await self.run()
+        except Exception as error:
+            self.events.emit("failure", reason="reconcile", detail={"error": repr(error)})
+            raise
+        self.index.set_fact(BUDGET_FACT, self.budget_bytes)  # all that is on disk is known
+
+    async def run(self) -> None:
+        """Bring the index and the folders into agreement; safe to run again if interrupted."""
+        with os.scandir(self.entries_dir) as listing:
+            while batch := await asyncio.to_thread(next_names, listing):
+                await self._folders(batch)
+        after = ""
+        while page := self.index.entries_after(after, BATCH):
+            await self._rows(page)
+            after = page[-1][0]
+        self.unreconciled_bytes, self.done = 0, True
+
+    async def _folders(self, names: list[str]) -> None:
+        own = self.own_prefix  # this run's builds and deletions
+        temps = [n for n in names if n.startswith(TEMP_PREFIX) and not n.startswith(own)]
+        entries = [n for n in names if not n.startswith(TEMP_PREFIX)]
+        known = self.index.known_folders(entries) | self.publishing
+        unknown = [self.entries_dir / n for n in entries if n not in known]
+        found = await asyncio.to_thread(read_entries, unknown)
+        doomed = [self.entries_dir / n for n in temps]
+        doomed += [folder for folder, artifact in found if not self._adopted(folder, artifact)]
+        await asyncio.to_thread(remove_all, [p for p in map(self._aside, doomed) if p])
+
+    def _adopted(self, folder: Path, artifact: Artifact | None) -> bool:
+        """Take back a folder found whole; False if it is to be deleted."""
+        if folder.name in self.publishing or self.index.known_folders([folder.name]):
+            return True  # put in place since it was listed
+        if artifact is None or self.index.get(artifact.name) is not None:
+            return False  # broken, or another folder of a model the index knows
+        self.index.put(row_of(artifact))
+        self.unreconciled_bytes -= min(artifact.bytes, self.unreconciled_bytes)
+        return True
+
+    def _aside(self, path: Path) -> Path | None:
+        return path if path.name.startswith(TEMP_PREFIX) else self.set_aside(path)
+
+    async def _rows(self, page: list[tuple[str, str]]) -> None:
+        folders = [self.entries_dir / entry for _, entry in page]
+        gone = await asyncio.to_thread(missing, folders)
+        for name, entry in page:
+            row = self.index.get(name)
+            if row is None or row.entry != entry or entry not in gone or entry in self.publishing:
+                continue
+            if not (self.entries_dir / entry).exists():  # nor put back meanwhile
+                self.index.remove(name)
+                self.unreconciled_bytes += row.bytes if self.counting else 0
+
+
+def next_names(listing: Iterator[os.DirEntry[str]]) -> list[str]:
+    return [entry.name for entry in itertools.islice(listing, BATCH)]
+
+
+def missing(folders: list[Path]) -> set[str]:
+    return {folder.name for folder in folders if not folder.exists()}
+
+
+def remove_all(paths: list[Path]) -> None:
+    for path in paths:
+        remove_tree(path)

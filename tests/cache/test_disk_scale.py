@@ -1,0 +1,214 @@
+"""The disk tier at scale: a miss, a new entry and making room cost the same at 1,000 and 100,000
+entries, a restart reads no entry folder, and crash leftovers are reconciled in the background.
+
+Cost is counted, never timed: SQLite calls a progress handler every few virtual-machine steps, so
+a scan of the index shows up as steps in proportion to its rows."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_disk_tier import KiB, bytes_on_disk, disk_tier, fetch
+
+from modelhost.cache import disk, entries
+from modelhost.cache.disk import DiskTier
+from modelhost.cache.disk_index import INDEX_FILE, DiskIndex, Row
+from modelhost.cache.stores.memory import MemoryStore
+
+ROW_BYTES = KiB
+
+
+def seed(cache_dir: Path, count: int) -> None:
+    """An index of `count` entries of a KiB each, as a previous run left it (rows, no folders)."""
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    index = DiskIndex(cache_dir / INDEX_FILE)
+    rows = (
+        Row(f"m{i:07d}.joblib", f"m{i:07d}.joblib", "model.joblib", ROW_BYTES, "s3://b", None, 0, i)
+        for i in range(count)
+    )
+    index.put_many(rows)
+    index.close()
+
+
+class Steps:
+    """SQLite virtual-machine steps (in hundreds) run on the tier's index while counting."""
+
+    def __init__(self, tier: DiskTier) -> None:
+        self.count = 0
+        tier.index.connection.set_progress_handler(self._tick, 100)
+
+    def _tick(self) -> int:
+        self.count += 1
+        return 0  # go on
+
+
+def seeded_tier(cache_dir: Path, count: int, store: MemoryStore, budget: int) -> DiskTier:
+    seed(cache_dir, count)
+    return disk_tier(cache_dir, store, budget, reconcile=False)
+
+
+def steps_of(count: int, tmp: Path, act: Callable[[DiskTier, MemoryStore], Any], room: int) -> int:
+    """The index steps `act` takes on a tier of `count` entries with `room` bytes to spare."""
+    store = MemoryStore({"new.joblib": os.urandom(KiB)})
+    tier = seeded_tier(tmp / str(count), count, store, count * ROW_BYTES + room)
+    steps = Steps(tier)
+    act(tier, store)
+    tier.close()
+    return steps.count
+
+
+def a_miss(tier: DiskTier, store: MemoryStore) -> None:
+    assert fetch(tier, store, "new.joblib") == "remote"
+
+
+@pytest.mark.parametrize("room", [64 * KiB, 0], ids=["room to spare", "room to make"])
+def test_a_new_entry_costs_the_same_at_any_number_of_entries(tmp_path: Path, room: int) -> None:
+    """A miss that downloads into a new entry, with room to spare or evicting the oldest entry
+    to make it: the index steps at 100,000 entries stay within those at 1,000 (a scan of
+    100,000 rows takes thousands more)."""
+    small = steps_of(1_000, tmp_path, a_miss, room)
+    large = steps_of(100_000, tmp_path, a_miss, room)
+    assert large < small + 20
+
+
+def test_making_room_skips_the_entries_in_use_and_takes_the_oldest(tmp_path: Path) -> None:
+    store = MemoryStore({"new.joblib": os.urandom(3 * KiB)})
+    tier = seeded_tier(tmp_path, 1_000, store, 1_000 * ROW_BYTES)
+    tier.attach(in_use=lambda name: name < "m0000002")  # the two oldest
+    fetch(tier, store, "new.joblib")
+    assert tier.names(limit=2) == ["m0000000.joblib", "m0000001.joblib"]
+    assert tier.get("m0000002.joblib") is None and tier.get("m0000009.joblib") is not None
+    assert tier.used_bytes <= tier.budget_bytes
+
+
+def test_used_bytes_and_a_fast_copy_offer_read_no_record(tmp_path: Path) -> None:
+    store = MemoryStore({"new.joblib": os.urandom(KiB)})
+    tier = seeded_tier(tmp_path, 10_000, store, 20_000 * ROW_BYTES)
+    fetch(tier, store, "new.joblib")
+    artifact = tier.get("new.joblib")
+    assert artifact is not None
+    steps = Steps(tier)
+    assert tier.used_bytes == 10_000 * ROW_BYTES + artifact.bytes
+    assert tier.offer_fast_copy(artifact) is not None
+    assert steps.count == 0
+
+
+@pytest.fixture
+def entry_reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Every entry folder read, or tree walked, by the disk tier's modules."""
+    calls: list[str] = []
+
+    def counting(name: str, real: Callable[..., Any]) -> Callable[..., Any]:
+        return lambda *args: calls.append(name) or real(*args)
+
+    for module in (disk, entries):
+        for name in ("read_entry", "tree_bytes"):
+            if hasattr(module, name):
+                monkeypatch.setattr(module, name, counting(name, getattr(module, name)))
+    yield calls
+
+
+def test_a_restart_with_100000_entries_reads_no_entry_folder(
+    tmp_path: Path, entry_reads: list[str]
+) -> None:
+    """Start-up opens the index: its running totals come with it, and it lists by name at once."""
+    seed(tmp_path / "large", 100_000)
+    seed(tmp_path / "small", 1_000)
+    started = {}
+    for size in ("small", "large"):
+        tier = disk_tier(tmp_path / size, MemoryStore(), 2**40, reconcile=False, rebuild=False)
+        steps = Steps(tier)
+        tier.rebuild()
+        started[size] = steps.count
+        tier.close()
+    assert entry_reads == []
+    assert started["large"] < started["small"] + 20
+    tier = disk_tier(tmp_path / "large", MemoryStore(), 2**40, reconcile=False)
+    assert tier.count() == 100_000 and tier.used_bytes == 100_000 * ROW_BYTES
+    assert tier.names(after="m0000041.joblib", limit=2) == ["m0000042.joblib", "m0000043.joblib"]
+    assert tier.get("m0099999.joblib") is not None
+
+
+def test_crash_leftovers_are_reconciled_and_the_budget_counts_them_meanwhile(
+    tmp_path: Path,
+) -> None:
+    """A temporary folder, an entry renamed into place whose row was never written, a row whose
+    folder is gone and a folder with no record: after reconciling, the index and the folders
+    agree, and before it the tier counts at least what the folders hold."""
+    names = ("a.joblib", "b.joblib", "c.joblib")
+    store = MemoryStore({name: os.urandom(4 * KiB) for name in names})
+    tier = disk_tier(tmp_path, store)
+    for name in names:
+        fetch(tier, store, name)
+    models = tmp_path / "models"
+    tier.index.remove("b.joblib")  # renamed into place, then the crash
+    shutil.rmtree(models / "c.joblib")  # deleted by hand
+    (models / ".tmp-half").mkdir()
+    (models / ".tmp-half/part").write_bytes(b"x" * KiB)
+    (models / "broken").mkdir()
+    (models / "broken/model.joblib").write_bytes(b"y" * KiB)
+    tier.close()
+    again = disk_tier(tmp_path, store, reconcile=False)
+    assert again.used_bytes >= bytes_on_disk(models)
+    asyncio.run(again.reconcile())
+    assert again.names(limit=10) == ["a.joblib", "b.joblib"]
+    assert sorted(p.name for p in models.iterdir()) == ["a.joblib", "b.joblib"]
+    assert again.used_bytes == bytes_on_disk(models)
+    assert fetch(again, store, "b.joblib") == "disk" and store.fetches == 3
+
+
+def test_a_cache_without_an_index_is_taken_back_in_the_background(tmp_path: Path) -> None:
+    """A cache written by the version before the index: nothing read before the tier serves,
+    and every whole entry is known once reconciled."""
+    store = MemoryStore({f"m{i}.joblib": os.urandom(2 * KiB) for i in range(5)})
+    tier = disk_tier(tmp_path, store)
+    for i in range(5):
+        fetch(tier, store, f"m{i}.joblib")
+    tier.close()
+    for path in tmp_path.glob(f"{INDEX_FILE}*"):
+        path.unlink()
+    again = disk_tier(tmp_path, store, reconcile=False)
+    assert again.count() == 0 and again.used_bytes >= bytes_on_disk(tmp_path / "models")
+    asyncio.run(again.reconcile())
+    assert again.count() == 5 and again.used_bytes == bytes_on_disk(tmp_path / "models")
+    assert fetch(again, store, "m3.joblib") == "disk"
+
+
+def test_a_deleted_entry_frees_its_name_at_once_and_is_removed_off_the_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = MemoryStore({"a.joblib": os.urandom(4 * KiB)})
+    tier = disk_tier(tmp_path, store)
+    fetch(tier, store, "a.joblib")
+    removed_in: list[bool] = []
+    rmtree = shutil.rmtree
+
+    def recording(path: Any, *args: Any, **kwargs: Any) -> None:
+        removed_in.append(asyncio_loop_running())
+        rmtree(path, *args, **kwargs)
+
+    monkeypatch.setattr(shutil, "rmtree", recording)
+
+    async def delete_then_look() -> None:
+        tier.delete("a.joblib", reason="stale")
+        assert not (tmp_path / "models/a.joblib").exists() and tier.get("a.joblib") is None
+        assert tier.used_bytes > 0  # still on disk until the thread is done
+        await tier.settled()
+
+    asyncio.run(delete_then_look())
+    assert removed_in == [False] and tier.used_bytes == 0
+    assert bytes_on_disk(tmp_path / "models") == 0
+
+
+def asyncio_loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
