@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 import httpx
-from listing_fakes import Places, answer, counting_host
+from helpers.counting_host import Places, answer, counting_host
 
 from modelhost.host import ModelHost
 from modelhost.http.app import build_app

@@ -8,9 +8,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from helpers.counting_host import CountingDisk, answer, counting_host
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from listing_fakes import CountingDisk, answer, counting_host
 
 from modelhost.cache.memory import Resident, State
 from modelhost.host import ModelHost
