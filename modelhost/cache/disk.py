@@ -206,7 +206,8 @@ class DiskTier:
 
     async def materialize(self, name: str, url: str) -> Materialized:
         """The artifact of model `name` from `url`, downloaded and unpacked if need be."""
-        artifact = self.get(name)
+        row = self.index.get(name) or await self.reconciliation.found(name)
+        artifact = artifact_of(row, self.entries_dir) if row else None
         if artifact is not None and (artifact.source != url or not artifact.path.exists()):
             self.delete(name, reason="source_changed")
             artifact = None
@@ -315,7 +316,7 @@ class DiskTier:
                 "free space on that volume, or set --disk-budget below what it can hold"
             ) from error
         finally:
-            self.budget.release(reservation, temp)
+            await self.budget.released(reservation, temp)
 
     async def _download(
         self, name: str, url: str, store: Store, key: str, dest: Path, reservation: Reservation

@@ -12,7 +12,8 @@ them, but the previous run kept the whole cache within its budget, which the ind
 until the reconciliation ends, the tier counts the difference between that budget and the
 index's entries as held (`unreconciled_bytes`): a folder found moves its bytes from there to its
 row, and a row found without its folder moves its bytes there, so that the count never drops
-below what may be on disk. A model whose entry has not been found yet may be fetched again; the
+below what may be on disk. A model asked for before the scan reaches its folder has that one
+folder read and taken back at once (`found`); a folder that does not pass is fetched again. The
 tier waits for the reconciliation before building an entry while such bytes are counted, so it
 never writes into room that the unknown folders may fill.
 """
@@ -25,8 +26,15 @@ import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from modelhost.cache.disk_index import DiskIndex
-from modelhost.cache.entries import TEMP_PREFIX, Artifact, read_entries, remove_tree, row_of
+from modelhost.cache.disk_index import DiskIndex, Row
+from modelhost.cache.entries import (
+    TEMP_PREFIX,
+    Artifact,
+    entry_folder_name,
+    read_entries,
+    remove_tree,
+    row_of,
+)
 from modelhost.records.events import EventLog
 
 BATCH = 256  # folders or rows handled per trip to the thread and back
@@ -80,7 +88,7 @@ class Reconciliation:
     async def run(self) -> None:
         """Bring the index and the folders into agreement; safe to run again if interrupted."""
         with os.scandir(self.entries_dir) as listing:
-            while batch := await asyncio.to_thread(next_names, listing):
+            while batch := await listed(listing):
                 await self._folders(batch)
         after = ""
         while page := self.index.entries_after(after, BATCH):
@@ -98,6 +106,18 @@ class Reconciliation:
         doomed = [self.entries_dir / n for n in temps]
         doomed += [folder for folder, artifact in found if not self._adopted(folder, artifact)]
         await asyncio.to_thread(remove_all, [p for p in map(self._aside, doomed) if p])
+
+    async def found(self, name: str) -> Row | None:
+        """The row of `name` from its entry folder, if the scan has yet to take that back."""
+        if self.done:
+            return None
+        folder = os.path.join(self.entries_dir, entry_folder_name(name))
+        if not os.path.isdir(folder):  # a name as text: no Path for a made-up one
+            return None
+        [(_, artifact)] = await asyncio.to_thread(read_entries, [Path(folder)])
+        if artifact is None or artifact.name != name or not self._adopted(Path(folder), artifact):
+            return None
+        return self.index.get(name)
 
     def _adopted(self, folder: Path, artifact: Artifact | None) -> bool:
         """Take back a folder found whole; False if it is to be deleted."""
@@ -122,6 +142,17 @@ class Reconciliation:
             if not (self.entries_dir / entry).exists():  # nor put back meanwhile
                 self.index.remove(name)
                 self.unreconciled_bytes += row.bytes if self.counting else 0
+
+
+async def listed(listing: Iterator[os.DirEntry[str]]) -> list[str]:
+    """The next names of `listing`, read by a thread. Cancelled, it waits for the thread first:
+    closing a listing that a thread still reads is unsafe."""
+    reading = asyncio.ensure_future(asyncio.to_thread(next_names, listing))
+    try:
+        return await asyncio.shield(reading)
+    except asyncio.CancelledError:
+        await asyncio.wait([reading])
+        raise
 
 
 def next_names(listing: Iterator[os.DirEntry[str]]) -> list[str]:

@@ -164,8 +164,9 @@ def test_crash_leftovers_are_reconciled_and_the_budget_counts_them_meanwhile(
 
 
 def test_a_cache_without_an_index_is_taken_back_in_the_background(tmp_path: Path) -> None:
-    """A cache written by the version before the index: nothing read before the tier serves,
-    and every whole entry is known once reconciled."""
+    """A cache written by the version before the index: nothing read before the tier serves, a
+    model asked for meanwhile is taken from its folder, and every whole entry is known once
+    reconciled."""
     store = MemoryStore({f"m{i}.joblib": os.urandom(2 * KiB) for i in range(5)})
     tier = disk_tier(tmp_path, store)
     for i in range(5):
@@ -175,9 +176,11 @@ def test_a_cache_without_an_index_is_taken_back_in_the_background(tmp_path: Path
         path.unlink()
     again = disk_tier(tmp_path, store, reconcile=False)
     assert again.count() == 0 and again.used_bytes >= bytes_on_disk(tmp_path / "models")
+    assert fetch(again, store, "m3.joblib") == "disk"  # its folder read ahead of the scan
+    assert again.count() == 1 and store.fetches == 5
     asyncio.run(again.reconcile())
     assert again.count() == 5 and again.used_bytes == bytes_on_disk(tmp_path / "models")
-    assert fetch(again, store, "m3.joblib") == "disk"
+    assert fetch(again, store, "m1.joblib") == "disk" and store.fetches == 5
 
 
 def test_a_deleted_entry_frees_its_name_at_once_and_is_removed_off_the_loop(
@@ -212,3 +215,25 @@ def asyncio_loop_running() -> bool:
     except RuntimeError:
         return False
     return True
+
+
+def test_a_reconciliation_cut_short_runs_again_to_the_end(tmp_path: Path) -> None:
+    """The server stops while the scan reads the folders; the next start scans them again."""
+    store = MemoryStore({f"m{i}.joblib": os.urandom(KiB) for i in range(5)})
+    tier = disk_tier(tmp_path, store)
+    for i in range(5):
+        fetch(tier, store, f"m{i}.joblib")
+    tier.close()
+    for path in tmp_path.glob(f"{INDEX_FILE}*"):
+        path.unlink()
+    again = disk_tier(tmp_path, store, reconcile=False)
+
+    async def cut_short() -> None:
+        waiting = asyncio.ensure_future(again.reconcile())
+        await asyncio.sleep(0)
+        waiting.cancel()  # and asyncio.run cancels the reconciliation on its way out
+
+    asyncio.run(cut_short())
+    assert not again.reconciliation.done
+    asyncio.run(again.reconcile())
+    assert again.count() == 5 and again.used_bytes == bytes_on_disk(tmp_path / "models")
