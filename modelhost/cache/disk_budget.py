@@ -104,6 +104,15 @@ class DiskBudget:
             self._make_room(reservation, name, minimum)
         reservation.bytes = max(minimum, min(wanted, reservation.bytes + self.free_bytes))
 
+    async def released(self, reservation: Reservation, temp: Path) -> None:
+        """Forget a reservation once what a failed build wrote to `temp` is gone (the build's
+        error then leaves no trace behind it)."""
+        try:
+            if temp.exists():
+                await asyncio.to_thread(remove_tree, temp)
+        finally:
+            self.release(reservation, temp)
+
     def release(self, reservation: Reservation, temp: Path) -> None:
         """Forget a reservation: its bytes still being deleted, or written to `temp` by a build
         that failed, count until they are gone."""
