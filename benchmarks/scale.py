@@ -17,11 +17,14 @@ with an empty cache. Then, each phase bounded in time:
 - registrations: 3 clients hit while none, then one, client POSTs `/models` with archives;
 - a second start on the same cache, once the server has had a run to index it.
 
-    python benchmarks/scale.py --names 1000 10000            # the default sizes, one at a time
+    python benchmarks/scale.py                               # N = 1k, 10k, 100k in turn
     python benchmarks/scale.py --names 1000 --quick          # small phases, a minute or so
     python benchmarks/scale.py --names 100000 --million      # 1,000,000 as well (slow to seed)
     python benchmarks/scale.py --names 222222 --startup-only # 100,000 warm entries: start-ups
-    python benchmarks/scale.py --checkout /tmp/at-abc1234    # a `git archive` of another commit
+    python benchmarks/scale.py --checkout /tmp/at-abc1234 --commit abc1234   # another commit
+
+where `git archive abc1234 modelhost | tar -x -C /tmp/at-abc1234` made the checkout: the package
+of a named commit, untouched by edits in the working tree while the run lasts.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from _common import add_serve_arg, markdown_table, write_results
+from _common import add_serve_arg, machine, markdown_table, write_results
 
 KiB = 2**10
 PLAIN, WARM, UNPACK = "plain", "warm", "unpack"  # a name's kind: how its miss is served
@@ -574,6 +577,9 @@ def parse_args() -> argparse.Namespace:
         help="a folder holding the `modelhost` package to benchmark (say a `git archive` of a "
         "commit), for the servers and for the entry format; default: this checkout's",
     )
+    parser.add_argument(
+        "--commit", default="", help="the commit --checkout holds, recorded with the figures"
+    )
     add_serve_arg(parser)
     return parser.parse_args()
 
@@ -602,14 +608,17 @@ def main() -> None:
     print(f"budget {budget}", flush=True)
     runs = [run_one(n, args, plan, budget) for n in sizes]
     settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
-    results = {"settings": settings, "plan": vars(plan), "budget": budget, "runs": runs}
+    measured = args.commit or ("?" if args.checkout else machine()["commit"])
+    results = {"server_commit": measured, "settings": settings, "plan": vars(plan)}
+    results |= {"budget": budget, "runs": runs}
     table = report(runs)
     path = write_results("scale", results, table)
-    print(f"{table}\n\nraw results: {path}")
+    print(f"{table}\n\nservers ran commit {measured}; raw results: {path}")
 
 
 def report(runs: list[dict[str, Any]]) -> str:
     rows = [[label, *(_get(run, keys) for run in runs)] for label, keys in ROWS_SHOWN]
+    rows = [row for row in rows if any(cell != "-" for cell in row[1:])]  # --startup-only
     return markdown_table(["figure", *(f"N = {run['names']:,}" for run in runs)], rows)
 
 
