@@ -94,6 +94,22 @@ def test_probes_ask_ping_and_the_ingress_hashes_on_the_model() -> None:
     assert "$http_x_amzn_sagemaker_target_model" in key and "$uri" in key
 
 
+def window_s(probe: dict[str, Any]) -> int:
+    """How long a probe lets /ping fail before it acts (Kubernetes's defaults where unset)."""
+    period, threshold = probe.get("periodSeconds", 10), probe.get("failureThreshold", 3)
+    return int(probe.get("initialDelaySeconds", 0) + period * threshold)
+
+
+def test_a_starting_pod_is_given_longer_than_a_running_one() -> None:
+    """The startupProbe holds the liveness probe off while a large warm cache is read, and asks
+    as often as the readiness probe, so a quick start is not kept out of service."""
+    startup, liveness = container()["startupProbe"], container()["livenessProbe"]
+    assert startup["httpGet"] == liveness["httpGet"] == {"path": "/ping", "port": "http"}
+    assert window_s(startup) > window_s(liveness)
+    assert startup["periodSeconds"] <= container()["readinessProbe"]["periodSeconds"]
+    assert "initialDelaySeconds" not in liveness  # the startupProbe already waits for the start
+
+
 def test_the_monitor_and_the_autoscaler_point_at_modelhost() -> None:
     service = by_kind("Service")
     monitor = by_kind("ServiceMonitor")["spec"]
