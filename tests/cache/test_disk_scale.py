@@ -9,11 +9,14 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_disk_tier import KiB, bytes_on_disk, disk_tier, fetch
 
 from modelhost.cache import disk, entries
@@ -237,3 +240,49 @@ def test_a_reconciliation_cut_short_runs_again_to_the_end(tmp_path: Path) -> Non
     assert not again.reconciliation.done
     asyncio.run(again.reconcile())
     assert again.count() == 5 and again.used_bytes == bytes_on_disk(tmp_path / "models")
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 12), min_size=1, max_size=6),
+    lost_rows=st.sets(st.integers(0, 5)),
+    lost_folders=st.sets(st.integers(0, 5)),
+    leftovers=st.lists(st.integers(1, 8), max_size=3),
+    lost_index=st.booleans(),
+)
+def test_before_and_after_reconciling_the_tier_counts_all_that_is_on_disk(
+    sizes: list[int],
+    lost_rows: set[int],
+    lost_folders: set[int],
+    leftovers: list[int],
+    lost_index: bool,
+) -> None:
+    """Whatever a crash left (rows without folders, folders without rows, half-built folders,
+    no index at all), the tier never counts less than the cache holds, and once reconciled
+    it counts exactly that."""
+    store = MemoryStore({f"m{i}.joblib": os.urandom(kib * KiB) for i, kib in enumerate(sizes)})
+    with tempfile.TemporaryDirectory() as scratch:
+        cache = Path(scratch)
+        tier = disk_tier(cache, store)
+        for i in range(len(sizes)):
+            fetch(tier, store, f"m{i}.joblib")
+        for i in lost_rows & set(range(len(sizes))):
+            tier.index.remove(f"m{i}.joblib")
+        for i in lost_folders & set(range(len(sizes))):
+            shutil.rmtree(cache / "models" / f"m{i}.joblib", ignore_errors=True)
+        for n, kib in enumerate(leftovers):  # builds under way: within the budget's room
+            if bytes_on_disk(cache / "models") + kib * KiB > tier.budget_bytes:
+                break
+            (cache / f"models/.tmp-crashed-{n}").mkdir()
+            (cache / f"models/.tmp-crashed-{n}/part").write_bytes(b"x" * kib * KiB)
+        tier.close()
+        if lost_index:
+            for path in cache.glob(f"{INDEX_FILE}*"):
+                path.unlink()
+        again = disk_tier(cache, store, reconcile=False)
+        assert again.used_bytes >= bytes_on_disk(cache / "models")
+        asyncio.run(again.reconcile())
+        whole = sorted(p.name for p in (cache / "models").iterdir())
+        assert again.names(limit=10) == whole
+        assert again.used_bytes == bytes_on_disk(cache / "models") <= again.budget_bytes
+        again.close()
