@@ -38,7 +38,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="modelhost-disk-index-") as scratch:
         cache = Path(scratch)
         seed(cache, args.entries)
-        if args.folders:
+        if args.folders:  # a restart's reconciliation, with the previous run's budget full
             print(f"reconciled in the background after start: {reconciled_ms(cache, args.entries)}")
         print(f"entries: {args.entries:,}")
         print(f"start-up (open the index, take the totals): {ms(args.tries, lambda: start(cache))}")
@@ -63,11 +63,18 @@ def reconciled_ms(cache: Path, count: int) -> str:
         (cache / "models" / f"m{i:08d}").mkdir(parents=True)
         (cache / "models" / f"m{i:08d}" / "model.joblib").write_bytes(bytes(ROW_BYTES))
     tier = start(cache)
-    started = time.perf_counter()
-    asyncio.run(tier.reconcile())
+    counted, finished = asyncio.run(reconciled(tier))
     assert tier.count() == count, "every folder was known to the index"
     tier.close()
-    return f"{(time.perf_counter() - started) * 1000:.0f} ms"
+    return f"folders counted (entries may be built) {counted:.0f} ms, done {finished:.0f} ms"
+
+
+async def reconciled(tier: DiskTier) -> tuple[float, float]:
+    started = time.perf_counter()
+    await tier.reconciliation.counted()
+    counted = (time.perf_counter() - started) * 1000
+    await tier.reconcile()
+    return counted, (time.perf_counter() - started) * 1000
 
 
 def start(cache: Path) -> DiskTier:

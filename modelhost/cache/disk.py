@@ -121,7 +121,7 @@ class DiskTier:
         self.budget = DiskBudget(
             budget_bytes, self.index, self.fast_copies, self.entries_dir, self._own_prefix, events
         )
-        self.reconciliation = self._reconciliation(0)
+        self.reconciliation = self._reconciliation(0, counting=False)
         self.reconciliation.done = True  # nothing to reconcile before `rebuild`
         self._download_slots = asyncio.Semaphore(stores.settings.max_concurrent_downloads)
         self.missing = MissingUrls()
@@ -173,11 +173,11 @@ class DiskTier:
         self.index.set_fact(BUDGET_FACT, max(previous, self.budget_bytes))  # until reconciled
         held = copies_left or has_any(self.entries_dir)
         unreconciled = max(0, previous - self.index.entry_bytes) if held else 0
-        self.reconciliation = self._reconciliation(unreconciled)
+        self.reconciliation = self._reconciliation(unreconciled, counting=held)
         with contextlib.suppress(RuntimeError):  # no loop: the first `reconcile` starts it
             self.reconciliation.start(asyncio.get_running_loop())
 
-    def _reconciliation(self, unreconciled_bytes: int) -> Reconciliation:
+    def _reconciliation(self, unreconciled_bytes: int, counting: bool) -> Reconciliation:
         self.budget.reconciliation = Reconciliation(
             self.index,
             self.entries_dir,
@@ -187,6 +187,7 @@ class DiskTier:
             unreconciled_bytes,
             self.budget_bytes,
             self.events,
+            counting,
         )
         return self.budget.reconciliation
 
@@ -288,8 +289,7 @@ class DiskTier:
     async def _build_entry(
         self, name: str, url: str, store: Store, key: str, local: Path | None
     ) -> Materialized:
-        if self.reconciliation.unreconciled_bytes:  # room may be held by folders not found yet
-            await self.reconcile()
+        await self.reconciliation.counted()  # room may be held by folders not found yet
         reservation = Reservation()
         self.budget.reservations.add(reservation)
         self.entries_dir.mkdir(parents=True, exist_ok=True)

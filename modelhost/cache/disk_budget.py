@@ -183,6 +183,8 @@ class DiskBudget:
             aside = self.set_aside(self.entries_dir / row.entry)
             if aside is not None:
                 self._remove_later(aside, row.bytes)
+            elif self.reconciliation:
+                self.reconciliation.lost(row.bytes)
             self.events.emit("delete", name, bytes=row.bytes, reason=reason)
 
     def set_aside(self, folder: Path) -> Path | None:

@@ -7,15 +7,15 @@ their record is broken; rows whose folder is gone are dropped; the temporary fol
 runs (half-built entries, deletions under way, fast copies set aside) are deleted. A thread lists
 and reads the folders; their results are applied on the event loop a batch at a time.
 
-The budget holds meanwhile. Bytes on disk outside the index are unknown until the scan finds
-them, but the previous run kept the whole cache within its budget, which the index records. So
-until the reconciliation ends, the tier counts the difference between that budget and the
-index's entries as held (`unreconciled_bytes`): a folder found moves its bytes from there to its
-row, and a row found without its folder moves its bytes there, so that the count never drops
-below what may be on disk. A model asked for before the scan reaches its folder has that one
-folder read and taken back at once (`found`); a folder that does not pass is fetched again. The
-tier waits for the reconciliation before building an entry while such bytes are counted, so it
-never writes into room that the unknown folders may fill.
+The budget holds meanwhile. Bytes on disk outside the index are unknown until the scan of
+folders finds them, but the previous run kept the whole cache within its budget, which the index
+records. So until every folder is counted, the tier counts the difference between that budget
+and the index's entries as held (`unreconciled_bytes`): a folder found moves its bytes from there
+to its row, and a row whose folder is gone moves its bytes there, so that the count never drops
+below what may be on disk. Building an entry waits until every folder is counted (`counted`),
+so nothing is written into room that unknown folders may fill; the check of every row's folder
+comes after and holds nothing up. A model asked for before the scan reaches its folder has that
+one folder read and taken back at once (`found`); a folder that does not pass is fetched again.
 """
 
 from __future__ import annotations
@@ -54,34 +54,56 @@ class Reconciliation:
         unreconciled_bytes: int,
         budget_bytes: int,
         events: EventLog,
+        counting: bool = True,
     ) -> None:
         self.index, self.entries_dir, self.own_prefix = index, entries_dir, own_prefix
         self.set_aside = set_aside  # renames a folder to a temporary name on the loop
         self.publishing = publishing  # entry folders renamed into place, their rows not yet put
         self.unreconciled_bytes = unreconciled_bytes
-        self.counting = unreconciled_bytes > 0
+        self.counting = counting  # until every folder is counted: False if there were none
         self.budget_bytes, self.events = budget_bytes, events
         self.done = False
         self._task: asyncio.Task[None] | None = None
+        self._counted: asyncio.Future[None] | None = None  # set once every folder is counted
 
     def start(self, loop: asyncio.AbstractEventLoop) -> asyncio.Task[None]:
+        self._counted = loop.create_future()
+        self._counted.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved
         self._task = task = loop.create_task(self._run_recorded())
         return task
 
     async def finished(self) -> None:
         """Once done, starting it on this loop if it is not running there."""
-        if self.done:
-            return
+        if not self.done:
+            await asyncio.shield(self._running())
+
+    async def counted(self) -> None:
+        """Once every folder on disk is counted: the tier may build entries from then on."""
+        if self.counting:
+            self._running()
+            assert self._counted is not None
+            await asyncio.shield(self._counted)
+
+    def _running(self) -> asyncio.Task[None]:
         loop, task = asyncio.get_running_loop(), self._task
         if task is None or task.get_loop() is not loop or task.done():
             task = self.start(loop)
-        await asyncio.shield(task)
+        return task
+
+    def lost(self, row_bytes: int) -> None:
+        """A row's folder was found gone: until every folder is counted, its bytes stay held."""
+        if self.counting:
+            self.unreconciled_bytes += row_bytes
 
     async def _run_recorded(self) -> None:
+        counted = self._counted
         try:
             await self.run()
-        except Exception as error:
-            self.events.emit("failure", reason="reconcile", detail={"error": repr(error)})
+        except BaseException as error:
+            if counted and not counted.done():  # its waiters hear why
+                counted.set_exception(error)
+            if isinstance(error, Exception):
+                self.events.emit("failure", reason="reconcile", detail={"error": repr(error)})
             raise
         self.index.set_fact(BUDGET_FACT, self.budget_bytes)  # all that is on disk is known
 
@@ -90,11 +112,14 @@ class Reconciliation:
         with os.scandir(self.entries_dir) as listing:
             while batch := await listed(listing):
                 await self._folders(batch)
+        self.unreconciled_bytes, self.counting = 0, False  # all folders on disk have rows now
+        if self._counted and not self._counted.done():
+            self._counted.set_result(None)
         after = ""
         while page := self.index.entries_after(after, BATCH):
             await self._rows(page)
             after = page[-1][0]
-        self.unreconciled_bytes, self.done = 0, True
+        self.done = True
 
     async def _folders(self, names: list[str]) -> None:
         own = self.own_prefix  # this run's builds and deletions
@@ -141,7 +166,6 @@ class Reconciliation:
                 continue
             if not (self.entries_dir / entry).exists():  # nor put back meanwhile
                 self.index.remove(name)
-                self.unreconciled_bytes += row.bytes if self.counting else 0
 
 
 async def listed(listing: Iterator[os.DirEntry[str]]) -> list[str]:

@@ -22,6 +22,7 @@ from test_disk_tier import KiB, bytes_on_disk, disk_tier, fetch
 from modelhost.cache import disk, entries
 from modelhost.cache.disk import DiskTier
 from modelhost.cache.disk_index import INDEX_FILE, DiskIndex, Row
+from modelhost.cache.reconcile import Reconciliation
 from modelhost.cache.stores.memory import MemoryStore
 
 ROW_BYTES = KiB
@@ -286,3 +287,29 @@ def test_before_and_after_reconciling_the_tier_counts_all_that_is_on_disk(
         assert again.names(limit=10) == whole
         assert again.used_bytes == bytes_on_disk(cache / "models") <= again.budget_bytes
         again.close()
+
+
+def test_a_new_entry_waits_for_the_folders_to_be_counted_not_for_the_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a restart, building an entry waits until every folder on disk is counted (the
+    scan of folders), not for the check of every row's folder that follows."""
+    store = MemoryStore({"a.joblib": os.urandom(KiB), "new.joblib": os.urandom(KiB)})
+    tier = disk_tier(tmp_path, store)
+    fetch(tier, store, "a.joblib")
+    tier.close()
+    again = disk_tier(tmp_path, store, reconcile=False)
+    pages: list[object] = []
+
+    async def stalled(self: Reconciliation, page: object) -> None:
+        pages.append(page)
+        await asyncio.Event().wait()  # the check of rows never ends
+
+    monkeypatch.setattr(Reconciliation, "_rows", stalled)
+
+    async def miss() -> str:
+        url = store.url_of("new.joblib")
+        return (await asyncio.wait_for(again.materialize("new.joblib", url), 30)).tier
+
+    assert asyncio.run(miss()) == "remote"
+    assert pages and not again.reconciliation.done
