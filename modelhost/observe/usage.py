@@ -17,7 +17,8 @@ from modelhost.observe.exchange import Exchange
 MAX_MODELS = 32_768  # beyond this the least recently counted model is forgotten
 ENTRY_BYTES = 320  # an entry, as tracemalloc measures it: name, LRU link, packed counters
 UNCOUNTED_ERRORS = frozenset({"ModelNotFound", "InvalidModelName"})  # names that are no model
-COUNTS = ("requests", "hits", "disk", "remote", "errors")
+TIERS = ("disk", "remote")  # where a miss found its model
+COUNTS = ("requests", "hits", *TIERS, "errors")
 PARTS = ("queue", "download", "load", "infer")  # the Server-Timing parts an invocation gives
 PACKED = struct.Struct(f"<{len(COUNTS)}Q{len(PARTS)}d")
 EMPTY = PACKED.pack(*[0] * len(COUNTS), *[math.nan] * len(PARTS))
@@ -51,12 +52,12 @@ class ModelUsage:
 
     def for_model(self, model: str) -> dict[str, Any]:
         fields = PACKED.unpack(self._packed.get(model, EMPTY))
-        counts = dict(zip(COUNTS, fields, strict=False))
+        counts = dict(zip(COUNTS, fields[: len(COUNTS)], strict=True))
         timings = dict(zip(PARTS, fields[len(COUNTS) :], strict=True))
         return {
             "requests": counts["requests"],
             "hits": counts["hits"],
-            "misses": {tier: counts[tier] for tier in ("disk", "remote") if counts[tier]},
+            "misses": {tier: counts[tier] for tier in TIERS if counts[tier]},
             "errors": counts["errors"],
             "lastTimingsMs": {part: ms for part, ms in timings.items() if not math.isnan(ms)},
         }
@@ -69,6 +70,6 @@ def _counted(exchange: Exchange) -> list[int]:
         counted.append(COUNTS.index("errors"))
     if exchange.cache == "hit":
         counted.append(COUNTS.index("hits"))
-    elif exchange.cache in COUNTS:
+    elif exchange.cache in TIERS:
         counted.append(COUNTS.index(exchange.cache))
     return counted
