@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from modelhost.cache.disk_budget import DiskBudget, Reservation, RoomFirst
-from modelhost.cache.disk_index import INDEX_FILE, DiskIndex
+from modelhost.cache.disk_index import INDEX_FILE, open_index
 from modelhost.cache.download import DownloadPolicy, download
 from modelhost.cache.entries import (
     ENTRY_FILE,
@@ -113,7 +113,7 @@ class DiskTier:
         self.revalidate_interval_s = revalidate_interval_s
         self.clock = clock
         cache_dir.mkdir(parents=True, exist_ok=True)
-        self.index = DiskIndex(cache_dir / INDEX_FILE)
+        self.index = open_index(cache_dir / INDEX_FILE)
         self._run = f"{os.getpid()}-{secrets.token_hex(3)}"
         self._own_prefix = f"{TEMP_PREFIX}{self._run}-"  # this run's folders: the scan skips them
         self._publishing: set[str] = set()  # entry folders renamed into place, rows not yet put
@@ -165,7 +165,7 @@ class DiskTier:
 
     def rebuild(self) -> None:
         """Take back the cache of a previous run: the index at once, the folders in the
-        background (cache.reconcile), started now if the event loop runs, else by `reconcile`."""
+        background (cache.reconcile), started now if the event loop runs, else when awaited."""
         self.entries_dir.mkdir(parents=True, exist_ok=True)
         aside = self.entries_dir / f"{TEMP_PREFIX}fast-copies-{self._run}"
         copies_left = self.fast_copies.set_aside(aside)

@@ -14,6 +14,7 @@ the reconciliation of entry folders (cache.reconcile) finds again.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -182,3 +183,15 @@ class DiskIndex:
     def _transaction(self) -> sqlite3.Connection:
         self.connection.execute("BEGIN")
         return self.connection  # as a context manager: COMMIT, or ROLLBACK on an exception
+
+
+def open_index(path: Path) -> DiskIndex:
+    """The index at `path`; one SQLite cannot read is set aside and a new one begun, so the
+    server starts and its folders are taken back by the reconciliation."""
+    try:
+        return DiskIndex(path)
+    except sqlite3.DatabaseError:
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                Path(f"{path}{suffix}").rename(f"{path}.unreadable{suffix}")
+        return DiskIndex(path)

@@ -313,3 +313,18 @@ def test_a_new_entry_waits_for_the_folders_to_be_counted_not_for_the_rows(
 
     assert asyncio.run(miss()) == "remote"
     assert pages and not again.reconciliation.done
+
+
+def test_an_index_sqlite_cannot_read_is_set_aside_and_the_folders_taken_back(
+    tmp_path: Path,
+) -> None:
+    store = MemoryStore({"a.joblib": os.urandom(KiB)})
+    tier = disk_tier(tmp_path, store)
+    fetch(tier, store, "a.joblib")
+    tier.close()
+    for path in tmp_path.glob(f"{INDEX_FILE}*"):
+        path.unlink()
+    (tmp_path / INDEX_FILE).write_bytes(b"not a database, a disk that lost its sectors" * 100)
+    again = disk_tier(tmp_path, store)
+    assert again.names(limit=10) == ["a.joblib"] and fetch(again, store, "a.joblib") == "disk"
+    assert (tmp_path / f"{INDEX_FILE}.unreadable").exists()
