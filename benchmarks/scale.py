@@ -294,9 +294,11 @@ def misses(outcomes: list[Outcome], log: list[dict[str, Any]], kinds: dict[str, 
 
 
 def hits(outcomes: list[Outcome], log: list[dict[str, Any]]) -> dict[str, Any]:
+    """Latency of the hits, at the client and at the server; the share of requests they were."""
     client = [o.wall_ms for o in outcomes if o.status == 200 and o.cache == "hit"]
     server = [e["latency_ms"] for e in log if e.get("status") == 200 and e.get("cache") == "hit"]
-    return {"client": spread(client), "server": spread(server)}
+    share = round(len(client) / max(1, len(outcomes)), 3)
+    return {"client": spread(client), "server": spread(server), "hit_ratio": share}
 
 
 def rates(outcomes: list[Outcome]) -> dict[str, Any]:
@@ -643,6 +645,7 @@ ROWS_SHOWN = [
     ("misses/s, first tenth of the pass", "first.pass.first_tenth_per_s"),
     ("misses/s, last tenth of the pass", "first.pass.last_tenth_per_s"),
     ("names seen in the pass", "first.pass.names_seen"),
+    ("hit ratio of the hot set (fits the budget at 1k)", "first.hits.hit_ratio"),
     ("hit: server p50 (ms)", "first.hits.server.p50_ms"),
     ("hit: server p99 (ms)", "first.hits.server.p99_ms"),
     ("hit: client p50 (ms)", "first.hits.client.p50_ms"),
@@ -656,6 +659,8 @@ ROWS_SHOWN = [
     ("frontend bytes per name seen", "first.pass.frontend_bytes_per_name_seen"),
     ("models loaded after the pass (/stats)", "first.loaded_after_pass.stats_loaded"),
     ("models loaded after the hits (/stats)", "first.loaded_after_hits.stats_loaded"),
+    ("hits in the window, 3 clients alone", "first.registration.quiet.client.n"),
+    ("hits in the window, beside registrations", "first.registration.registering.client.n"),
     ("hit p99, 3 clients alone: server (ms)", "first.registration.quiet.server.p99_ms"),
     ("hit p99, beside registrations: server (ms)", "first.registration.registering.server.p99_ms"),
     ("hit p99, 3 clients alone: client (ms)", "first.registration.quiet.client.p99_ms"),
