@@ -118,3 +118,14 @@ def test_a_copy_whose_worker_died_writing_it_leaves_no_file(tmp_path: Path) -> N
     tier.fast_copies.settle(offer, 0, read=False)  # the load failed: the worker died
     assert not any(tier.fast_copies.folder.iterdir())
     assert tier.used_bytes == 0
+
+
+def test_the_copy_read_least_recently_goes_first(tmp_path: Path) -> None:
+    """Copies leave in the order of their last read, kept as they are read (no sort)."""
+    tier = disk_tier(tmp_path / "cache", MemoryStore())
+    first, second = (local_artifact(tmp_path, name, 4 * KiB) for name in ("a.joblib", "b.joblib"))
+    for artifact in (first, second):
+        written(tier, tier.offer_fast_copy(artifact), 4 * KiB)
+    assert tier.offer_fast_copy(first).reads  # type: ignore[union-attr]
+    assert tier.fast_copies.oldest() == "b.joblib"
+    assert tier.fast_copies.written_bytes == 8 * KiB == tier.used_bytes
