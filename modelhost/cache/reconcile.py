@@ -158,13 +158,14 @@ class Reconciliation:
         return path if path.name.startswith(TEMP_PREFIX) else self.set_aside(path)
 
     async def _rows(self, page: list[tuple[str, str]]) -> None:
-        folders = [self.entries_dir / entry for _, entry in page]
+        # paths as text: pathlib would intern every entry's name, and the table never shrinks
+        folders = [os.path.join(self.entries_dir, entry) for _, entry in page]
         gone = await asyncio.to_thread(missing, folders)
         for name, entry in page:
             row = self.index.get(name)
             if row is None or row.entry != entry or entry not in gone or entry in self.publishing:
                 continue
-            if not (self.entries_dir / entry).exists():  # nor put back meanwhile
+            if not os.path.exists(os.path.join(self.entries_dir, entry)):  # nor put back since
                 self.index.remove(name)
 
 
@@ -183,8 +184,8 @@ def next_names(listing: Iterator[os.DirEntry[str]]) -> list[str]:
     return [entry.name for entry in itertools.islice(listing, BATCH)]
 
 
-def missing(folders: list[Path]) -> set[str]:
-    return {folder.name for folder in folders if not folder.exists()}
+def missing(folders: list[str]) -> set[str]:
+    return {os.path.basename(folder) for folder in folders if not os.path.exists(folder)}
 
 
 def remove_all(paths: list[Path]) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -328,3 +329,18 @@ def test_an_index_sqlite_cannot_read_is_set_aside_and_the_folders_taken_back(
     again = disk_tier(tmp_path, store)
     assert again.names(limit=10) == ["a.joblib"] and fetch(again, store, "a.joblib") == "disk"
     assert (tmp_path / f"{INDEX_FILE}.unreadable").exists()
+
+
+def test_checking_every_rows_folder_interns_no_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pathlib interns the parts of every path it parses, and the intern table never shrinks:
+    the check of 100,000 rows' folders would leave it that large. Their paths stay text."""
+    seed(tmp_path, 300)
+    tier = disk_tier(tmp_path, MemoryStore(), reconcile=False)
+    interned: list[str] = []
+    intern = sys.intern
+    monkeypatch.setattr(sys, "intern", lambda text: interned.append(text) or intern(text))
+    asyncio.run(tier.reconcile())
+    assert tier.count() == 0  # none of the rows had its folder
+    assert [text for text in interned if text.startswith("m00")] == []
