@@ -423,6 +423,7 @@ def _run_one(work: Path, n: int, args: argparse.Namespace, plan: Plan, budget: d
     first = start_only if args.startup_only else phases
     result["first"] = first(serve, work, kinds, args, plan)
     result["second_start_entries"] = cache_entries(work / "cache")
+    result["second_start_fast_copies"] = len(list((work / "cache").glob("fast-copies/*")))
     with timed_start(serve, work, args.startup_timeout_s) as (server, second_s):
         result["second_start_s"] = round(second_s, 2)
         result["second_start_frontend_pss_bytes"] = pss_bytes(server.pid)
@@ -635,6 +636,7 @@ ROWS_SHOWN = [
     ("warm cache entries", "warm_entries"),
     ("start-up to /ping, warm cache (s)", "first.startup_s"),
     ("cache entries at the second start", "second_start_entries"),
+    ("fast copies at the second start", "second_start_fast_copies"),
     ("second start-up to /ping (s)", "second_start_s"),
     ("miss, plain file: server p50 (ms)", "first.pass.misses.plain.server.p50_ms"),
     ("miss, plain file: server p99 (ms)", "first.pass.misses.plain.server.p99_ms"),
