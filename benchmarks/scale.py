@@ -50,7 +50,6 @@ from _common import add_serve_arg, machine, markdown_table, write_results
 
 KiB = 2**10
 PLAIN, WARM, UNPACK = "plain", "warm", "unpack"  # a name's kind: how its miss is served
-ENTRY_FILE = "modelhost-entry.json"
 CHECKOUT: list[Path | None] = [None]  # the folder whose `modelhost` the servers run, if given
 
 
@@ -96,7 +95,7 @@ def build_store(store: Path, sources: list[Path], names: int) -> dict[str, str]:
 def seed_cache(cache: Path, store: Path, sources: list[Path], kinds: dict[str, str]) -> int:
     """Entry folders for the warm archives, as modelhost/cache/disk.py's `_publish` writes
     them (its record, the unpacked folder as payload), the file a hard link; how many."""
-    from modelhost.cache.disk import entry_folder_name
+    from modelhost.cache.disk import ENTRY_FILE, entry_folder_name
     from modelhost.cache.stores import Stores
 
     stores, entries = Stores(str(store)), cache / "models"
@@ -105,16 +104,18 @@ def seed_cache(cache: Path, store: Path, sources: list[Path], kinds: dict[str, s
     for i, (name, kind) in enumerate(kinds.items()):
         if kind == WARM:
             url = stores.default.url_of(name)
-            _entry(entries / entry_folder_name(name), name, url, sources[i % len(sources)])
+            folder = entries / entry_folder_name(name)
+            _entry(folder / ENTRY_FILE, name, url, sources[i % len(sources)])
             seeded += 1
     return seeded
 
 
-def _entry(folder: Path, name: str, url: str, source: Path) -> None:
-    (folder / "model").mkdir(parents=True)
-    os.link(source / "model.joblib", folder / "model" / "model.joblib")
+def _entry(record_path: Path, name: str, url: str, source: Path) -> None:
+    payload = record_path.parent / "model"
+    payload.mkdir(parents=True)
+    os.link(source / "model.joblib", payload / "model.joblib")
     record = {"name": name, "source": url, "etag": None, "checked_at": 0.0, "payload": "model"}
-    (folder / ENTRY_FILE).write_text(json.dumps(record))
+    record_path.write_text(json.dumps(record))
 
 
 # ------------------------------------------------------------------------------- the server
@@ -123,6 +124,7 @@ def _entry(folder: Path, name: str, url: str, source: Path) -> None:
 def serve_args(store: Path, cache: Path, work: Path, budget: str, extra: list[str]) -> list[str]:
     from modelhost import testing
 
+    # the tier counts each hard link's full size: no budget may make it delete the warm cache
     settings = {"workers": 1, "memory_budget": budget, "disk_budget": "1000TiB"}
     flags = testing.serve_args(store, cache, **settings)
     return [*flags, "--access-log", str(work / "access.jsonl"), *extra]
@@ -149,7 +151,7 @@ def pss_bytes(pid: int) -> int:
     raise RuntimeError(f"no Pss: line in /proc/{pid}/smaps_rollup")
 
 
-def probe_budget(work: Path, sources: list[Path], room: int, extra: list[str]) -> dict[str, int]:
+def probe_budget(work: Path, sources: list[Path], room: int, extra: list[str]) -> dict[str, Any]:
     """Baseline and largest footprint on a server with an empty cache; the budget for `room`."""
     import httpx
 
@@ -353,9 +355,9 @@ def walk_listing(client: Any, url: str, seconds: float) -> dict[str, Any]:
     """Follow next_page_token from the first page until the end or `seconds` pass."""
     deadline, token, pages, last_ms, names = time.monotonic() + seconds, None, 0, 0.0, 0
     while True:
-        query = f"?limit=100&next_page_token={token}" if token else "?limit=100"
+        params = {"limit": 100, **({"next_page_token": token} if token else {})}
         started = time.perf_counter()
-        body = client.get(f"{url}/models{query}").json()
+        body = client.get(f"{url}/models", params=params).json()
         last_ms, pages = (time.perf_counter() - started) * 1000, pages + 1
         names += len(body.get("models", []))
         token = body.get("next_page_token") or body.get("nextPageToken")
@@ -376,9 +378,9 @@ def loaded_models(client: Any, url: str) -> dict[str, Any]:
     listed = answer.json().get("models", []) if answer.status_code == 200 else []
     honoured = answer.status_code == 200 and all(m.get("state") == "loaded" for m in listed)
     return {
-        "stats_loaded": stats["loadedModels"],
-        "baseline_bytes": stats["baselineBytes"],
-        "budget_bytes": stats["budgetBytes"],
+        "stats_loaded": stats.get("loadedModels"),
+        "baseline_bytes": stats.get("baselineBytes"),
+        "budget_bytes": stats.get("budgetBytes"),
         "state_filter": honoured,
         "listed_loaded": len(listed) if honoured else None,
     }
@@ -398,7 +400,7 @@ class Plan:
     repeats: int
 
 
-def run_one(n: int, args: argparse.Namespace, plan: Plan, budget: dict[str, int]) -> dict:
+def run_one(n: int, args: argparse.Namespace, plan: Plan, budget: dict[str, Any]) -> dict:
     """Store, warm cache and every phase for N names; the figures."""
     work = Path(tempfile.mkdtemp(prefix=f"scale-{n}-", dir=args.work))
     try:
@@ -556,6 +558,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="short phases, for a try-out")
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--room", type=int, default=300, help="models the budget has room for")
+    parser.add_argument(
+        "--memory-budget",
+        default="",
+        help="the servers' budget as a size (e.g. 290MB), to compare commits at one budget; "
+        "default: measured, an empty-cache server's idle baseline plus --room footprints",
+    )
     parser.add_argument("--hot", type=int, default=100, help="names in the hit phases' hot set")
     parser.add_argument("--distinct", type=int, default=4, help="padded models hard-linked")
     parser.add_argument("--pad-kib", type=int, default=256, help="each model's padding")
@@ -608,6 +616,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="scale-probe-", dir=args.work) as probe:
         sources = build_sources(Path(probe) / "sources", args.distinct, args.pad_kib * KiB)
         budget = probe_budget(Path(probe), sources, args.room, args.serve_arg)
+    if args.memory_budget:
+        budget["budget"] = args.memory_budget
     print(f"budget {budget}", flush=True)
     runs = [run_one(n, args, plan, budget) for n in sizes]
     settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
