@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,10 +33,17 @@ class Artifact:
     last_used: float = 0.0
 
 
-def tree_bytes(path: Path) -> int:
-    if path.is_file():
-        return path.stat().st_size
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+def tree_bytes(path: str | Path) -> int:
+    """Bytes of the file at `path`, or of the regular files under it, links not followed. Paths
+    stay text: pathlib interns every name it parses, and the intern table never shrinks."""
+    if os.path.isfile(path):
+        return os.path.getsize(path)
+    total = 0
+    for folder, _, files in os.walk(path):
+        for name in files:
+            status = os.lstat(os.path.join(folder, name))
+            total += status.st_size if stat.S_ISREG(status.st_mode) else 0
+    return total
 
 
 def entry_folder_name(name: str) -> str:
@@ -53,29 +61,25 @@ def write_record(folder: Path, artifact: Artifact) -> None:
     )
 
 
-def read_entry(folder: Path) -> Artifact | None:
-    """The artifact an entry folder holds, or None if its record is missing or broken."""
+def read_entry(folder: str) -> Row | None:
+    """The row for an entry folder found on disk, or None if its record is missing or broken."""
     try:
-        record: dict[str, Any] = json.loads((folder / ENTRY_FILE).read_text())
-        payload = folder / record["payload"]
-        if not payload.exists():
+        with open(os.path.join(folder, ENTRY_FILE)) as file:
+            record: dict[str, Any] = json.load(file)
+        name, source, payload = record["name"], record["source"], record["payload"]
+        if not all(isinstance(text, str) for text in (name, source, payload)):
             return None
-        return Artifact(
-            record["name"],
-            payload,
-            tree_bytes(folder),
-            folder,
-            record["source"],
-            record.get("etag"),
-            record.get("checked_at", 0.0),
-            folder.stat().st_mtime,
-        )
+        if not os.path.exists(os.path.join(folder, payload)):
+            return None
+        etag, checked_at = record.get("etag"), float(record.get("checked_at", 0.0))
+        size, used = tree_bytes(folder), os.stat(folder).st_mtime
+        return Row(name, os.path.basename(folder), payload, size, source, etag, checked_at, used)
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
-def read_entries(folders: list[Path]) -> list[tuple[Path, Artifact | None]]:
-    """Each folder's artifact, or None for a folder to delete (run in a thread)."""
+def read_entries(folders: list[str]) -> list[tuple[str, Row | None]]:
+    """Each folder's row, or None for a folder to delete (run in a thread)."""
     return [(folder, read_entry(folder)) for folder in folders]
 
 

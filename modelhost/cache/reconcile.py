@@ -27,14 +27,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from modelhost.cache.disk_index import DiskIndex, Row
-from modelhost.cache.entries import (
-    TEMP_PREFIX,
-    Artifact,
-    entry_folder_name,
-    read_entries,
-    remove_tree,
-    row_of,
-)
+from modelhost.cache.entries import TEMP_PREFIX, entry_folder_name, read_entries, remove_tree
 from modelhost.records.events import EventLog
 
 BATCH = 256  # folders or rows handled per trip to the thread and back
@@ -126,10 +119,10 @@ class Reconciliation:
         temps = [n for n in names if n.startswith(TEMP_PREFIX) and not n.startswith(own)]
         entries = [n for n in names if not n.startswith(TEMP_PREFIX)]
         known = self.index.known_folders(entries) | self.publishing
-        unknown = [self.entries_dir / n for n in entries if n not in known]
+        unknown = [os.path.join(self.entries_dir, n) for n in entries if n not in known]
         found = await asyncio.to_thread(read_entries, unknown)
         doomed = [self.entries_dir / n for n in temps]
-        doomed += [folder for folder, artifact in found if not self._adopted(folder, artifact)]
+        doomed += [Path(folder) for folder, row in found if not self._adopted(folder, row)]
         await asyncio.to_thread(remove_all, [p for p in map(self._aside, doomed) if p])
 
     async def found(self, name: str) -> Row | None:
@@ -139,19 +132,20 @@ class Reconciliation:
         folder = os.path.join(self.entries_dir, entry_folder_name(name))
         if not os.path.isdir(folder):  # a name as text: no Path for a made-up one
             return None
-        [(_, artifact)] = await asyncio.to_thread(read_entries, [Path(folder)])
-        if artifact is None or artifact.name != name or not self._adopted(Path(folder), artifact):
+        [(_, row)] = await asyncio.to_thread(read_entries, [folder])
+        if row is None or row.name != name or not self._adopted(folder, row):
             return None
         return self.index.get(name)
 
-    def _adopted(self, folder: Path, artifact: Artifact | None) -> bool:
+    def _adopted(self, folder: str, row: Row | None) -> bool:
         """Take back a folder found whole; False if it is to be deleted."""
-        if folder.name in self.publishing or self.index.known_folders([folder.name]):
+        entry = os.path.basename(folder)
+        if entry in self.publishing or self.index.known_folders([entry]):
             return True  # put in place since it was listed
-        if artifact is None or self.index.get(artifact.name) is not None:
+        if row is None or self.index.get(row.name) is not None:
             return False  # broken, or another folder of a model the index knows
-        self.index.put(row_of(artifact))
-        self.unreconciled_bytes -= min(artifact.bytes, self.unreconciled_bytes)
+        self.index.put(row)
+        self.unreconciled_bytes -= min(row.bytes, self.unreconciled_bytes)
         return True
 
     def _aside(self, path: Path) -> Path | None:

@@ -344,3 +344,23 @@ def test_checking_every_rows_folder_interns_no_name(
     asyncio.run(tier.reconcile())
     assert tier.count() == 0  # none of the rows had its folder
     assert [text for text in interned if text.startswith("m00")] == []
+
+
+def test_taking_back_folders_without_rows_interns_no_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same for a cache written before the index: its folders are read as text."""
+    store = MemoryStore({f"m00{i}.joblib": os.urandom(KiB) for i in range(3)})
+    tier = disk_tier(tmp_path, store)
+    for i in range(3):
+        fetch(tier, store, f"m00{i}.joblib")
+    tier.close()
+    for path in tmp_path.glob(f"{INDEX_FILE}*"):
+        path.unlink()
+    again = disk_tier(tmp_path, store, reconcile=False)
+    interned: list[str] = []
+    intern = sys.intern
+    monkeypatch.setattr(sys, "intern", lambda text: interned.append(text) or intern(text))
+    asyncio.run(again.reconcile())
+    assert again.count() == 3
+    assert [text for text in interned if text.startswith("m00")] == []
