@@ -49,6 +49,7 @@ from typing import Any
 from _common import add_serve_arg, machine, markdown_table, write_results
 
 KiB = 2**10
+LINKS_PER_FILE = 50_000  # ext4 refuses a file's 65,000th hard link
 PLAIN, WARM, UNPACK = "plain", "warm", "unpack"  # a name's kind: how its miss is served
 CHECKOUT: list[Path | None] = [None]  # the folder whose `modelhost` the servers run, if given
 
@@ -77,6 +78,19 @@ def build_sources(root: Path, distinct: int, pad_bytes: int) -> list[Path]:
         testing.tar_gz_of(folder, root / f"source-{seed}.tar.gz")
         folders.append(folder)
     return folders
+
+
+def linkable(sources: list[Path], names: int) -> list[Path]:
+    """Copies of the sources, enough that no file takes more hard links than ext4 allows."""
+    groups = -(-names // LINKS_PER_FILE)
+    copies = list(sources)
+    for k in range(len(sources), len(sources) * groups):
+        original = sources[k % len(sources)]
+        copy = original.with_name(f"{original.name}-{k}")
+        shutil.copytree(original, copy)
+        shutil.copyfile(f"{original}.tar.gz", f"{copy}.tar.gz")
+        copies.append(copy)
+    return copies
 
 
 def build_store(store: Path, sources: list[Path], names: int) -> dict[str, str]:
@@ -413,6 +427,7 @@ def run_one(n: int, args: argparse.Namespace, plan: Plan, budget: dict[str, Any]
 def _run_one(work: Path, n: int, args: argparse.Namespace, plan: Plan, budget: dict) -> dict:
     began = time.monotonic()
     sources = build_sources(work / "sources", args.distinct, args.pad_kib * KiB)
+    sources = linkable(sources, n)
     kinds = build_store(work / "store", sources, n)
     seeded = seed_cache(work / "cache", work / "store", sources, kinds)
     result: dict[str, Any] = {
