@@ -181,9 +181,11 @@ class ModelHost:
             self.memory_readings.last_bytes,
             {state.value: sum(r.state is state for r in residents) for state in State},
             {r.name: r.bytes for r in residents if r.state is State.LOADED},
+            m.frontend_bytes,
+            m.frontend.bytes if m.frontend else 0,
         )
         workers = tuple(_worker(w) for w in self.pool.workers.values())
-        disk = DiskStatistics(d.budget_bytes, d.used_bytes)
+        disk = DiskStatistics(d.budget_bytes, d.used_bytes, d.count())
         return HostStatistics(memory, disk, workers, self.invoke_path.batching)
 
     def model_statistics(self, name: str) -> ModelStatistics:

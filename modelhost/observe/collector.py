@@ -53,6 +53,16 @@ class HostCollector(Collector):
             m.committed_bytes,
         )
         yield _gauge(
+            "modelhost_frontend_memory_bytes",
+            "The frontend process's PSS, at the last reading",
+            m.frontend_bytes,
+        )
+        yield _gauge(
+            "modelhost_frontend_memory_allowance_bytes",
+            "What the frontend may use before its growth takes room from models",
+            m.frontend_allowance_bytes,
+        )
+        yield _gauge(
             "modelhost_memory_baseline_bytes",
             "The idle server's PSS, drift included",
             m.baseline_bytes,
@@ -66,6 +76,9 @@ class HostCollector(Collector):
     def _disk(self, d: DiskStatistics) -> Iterator[Metric]:
         yield _gauge("modelhost_disk_budget_bytes", "The disk tier's budget", d.budget_bytes)
         yield _gauge("modelhost_disk_used_bytes", "Bytes the disk tier holds", d.used_bytes)
+        yield _gauge(
+            "modelhost_disk_artifacts", "Artifacts the disk tier's index knows", d.artifacts
+        )
 
     def _models(self, m: MemoryStatistics) -> Iterator[Metric]:
         states = GaugeMetricFamily(

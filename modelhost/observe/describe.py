@@ -52,9 +52,15 @@ def describe_host(host: HostStatistics) -> dict[str, Any]:
             "committedBytes": memory.committed_bytes,
             "headroomBytes": memory.headroom_bytes,
             "pssBytes": memory.pss_bytes,
+            "frontendBytes": memory.frontend_bytes,
+            "frontendAllowanceBytes": memory.frontend_allowance_bytes,
             "loadedModels": memory.models.get("loaded", 0),
         },
-        "disk": {"budgetBytes": host.disk.budget_bytes, "usedBytes": host.disk.used_bytes},
+        "disk": {
+            "budgetBytes": host.disk.budget_bytes,
+            "usedBytes": host.disk.used_bytes,
+            "artifacts": host.disk.artifacts,
+        },
         "workers": [_worker(w) for w in host.workers],
     }
 

@@ -37,6 +37,8 @@ class MemoryStatistics:
     pss_bytes: int  # the whole server as the OS measured it at the last reading (< 1 s ago)
     models: dict[str, int]  # state → how many models are in it
     footprints: dict[str, int]  # loaded model → its footprint
+    frontend_bytes: int = 0  # the frontend's share of `pss_bytes`
+    frontend_allowance_bytes: int = 0  # what it may use, said at start (0: not accounted apart)
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,7 @@ class DiskStatistics:
 
     budget_bytes: int
     used_bytes: int
+    artifacts: int = 0  # rows in its index: cache entries and files read in place
 
 
 @dataclass(frozen=True)

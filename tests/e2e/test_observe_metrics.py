@@ -110,6 +110,19 @@ def test_rejections_and_failed_loads_are_counted_by_reason(client: httpx.Client)
     assert value(after, failures, reason="load") - value(before, failures, reason="load") == 1
 
 
+def test_the_frontend_and_the_disk_index_are_measured(client: httpx.Client) -> None:
+    """The frontend's PSS and allowance, and the disk tier's artifacts, as /stats gives them."""
+    assert invoke(client, "tenants/t000.joblib").status_code == 200
+    stats, scraped = client.get("/stats").json(), samples(client)
+    allowance = value(scraped, "modelhost_frontend_memory_allowance_bytes")
+    assert allowance == stats["memory"]["frontendAllowanceBytes"]
+    assert allowance > value(scraped, "modelhost_frontend_memory_bytes") > 0
+    assert value(scraped, "modelhost_memory_used_bytes") > value(
+        scraped, "modelhost_frontend_memory_bytes"
+    )
+    assert value(scraped, "modelhost_disk_artifacts") == stats["disk"]["artifacts"] >= 1
+
+
 def test_promtool_accepts_the_metrics(client: httpx.Client) -> None:
     promtool = require_tool("promtool", "prometheus")
     invoke(client, "tenants/t002.joblib")
