@@ -331,6 +331,7 @@ def rates(outcomes: list[Outcome]) -> dict[str, Any]:
         "first_tenth_per_s": round(first, 1) if first else None,
         "last_tenth_per_s": round(last, 1) if last else None,
         "statuses": statuses,
+        "not_ok": len(outcomes) - statuses.get("200", 0),
     }
 
 
@@ -672,6 +673,8 @@ ROWS_SHOWN = [
     ("misses/s, first tenth of the pass", "first.pass.first_tenth_per_s"),
     ("misses/s, last tenth of the pass", "first.pass.last_tenth_per_s"),
     ("names seen in the pass", "first.pass.names_seen"),
+    ("answers other than 200 in the pass", "first.pass.not_ok"),
+    ("answers other than 200 in the hit phase", "first.hits.not_ok"),
     ("hit ratio of the hot set (fits the budget at 1k)", "first.hits.hit_ratio"),
     ("hit: server p50 (ms)", "first.hits.server.p50_ms"),
     ("hit: server p99 (ms)", "first.hits.server.p99_ms"),
