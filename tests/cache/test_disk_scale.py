@@ -72,6 +72,18 @@ def a_miss(tier: DiskTier, store: MemoryStore) -> None:
     assert fetch(tier, store, "new.joblib") == "remote"
 
 
+def written_before_the_index(cache: Path, store: MemoryStore) -> tuple[DiskTier, DiskTier]:
+    """A tier that fetched every model of `store`, closed; and the tier a start finds after
+    its index was lost, not yet reconciled."""
+    tier = disk_tier(cache, store)
+    for key in store.objects:
+        fetch(tier, store, key)
+    tier.close()
+    for path in cache.glob(f"{INDEX_FILE}*"):
+        path.unlink()
+    return tier, disk_tier(cache, store, reconcile=False)
+
+
 @pytest.mark.parametrize("room", [64 * KiB, 0], ids=["room to spare", "room to make"])
 def test_a_new_entry_costs_the_same_at_any_number_of_entries(tmp_path: Path, room: int) -> None:
     """A miss that downloads into a new entry, with room to spare or evicting the oldest entry
@@ -173,13 +185,7 @@ def test_a_cache_without_an_index_is_taken_back_in_the_background(tmp_path: Path
     model asked for meanwhile is taken from its folder, and every whole entry is known once
     reconciled."""
     store = MemoryStore({f"m{i}.joblib": os.urandom(2 * KiB) for i in range(5)})
-    tier = disk_tier(tmp_path, store)
-    for i in range(5):
-        fetch(tier, store, f"m{i}.joblib")
-    tier.close()
-    for path in tmp_path.glob(f"{INDEX_FILE}*"):
-        path.unlink()
-    again = disk_tier(tmp_path, store, reconcile=False)
+    tier, again = written_before_the_index(tmp_path, store)
     assert again.count() == 0 and again.used_bytes >= bytes_on_disk(tmp_path / "models")
     assert fetch(again, store, "m3.joblib") == "disk"  # its folder read ahead of the scan
     assert again.count() == 1 and store.fetches == 5
@@ -225,13 +231,7 @@ def asyncio_loop_running() -> bool:
 def test_a_reconciliation_cut_short_runs_again_to_the_end(tmp_path: Path) -> None:
     """The server stops while the scan reads the folders; the next start scans them again."""
     store = MemoryStore({f"m{i}.joblib": os.urandom(KiB) for i in range(5)})
-    tier = disk_tier(tmp_path, store)
-    for i in range(5):
-        fetch(tier, store, f"m{i}.joblib")
-    tier.close()
-    for path in tmp_path.glob(f"{INDEX_FILE}*"):
-        path.unlink()
-    again = disk_tier(tmp_path, store, reconcile=False)
+    tier, again = written_before_the_index(tmp_path, store)
 
     async def cut_short() -> None:
         waiting = asyncio.ensure_future(again.reconcile())
@@ -351,13 +351,7 @@ def test_taking_back_folders_without_rows_interns_no_name(
 ) -> None:
     """The same for a cache written before the index: its folders are read as text."""
     store = MemoryStore({f"m00{i}.joblib": os.urandom(KiB) for i in range(3)})
-    tier = disk_tier(tmp_path, store)
-    for i in range(3):
-        fetch(tier, store, f"m00{i}.joblib")
-    tier.close()
-    for path in tmp_path.glob(f"{INDEX_FILE}*"):
-        path.unlink()
-    again = disk_tier(tmp_path, store, reconcile=False)
+    tier, again = written_before_the_index(tmp_path, store)
     interned: list[str] = []
     intern = sys.intern
     monkeypatch.setattr(sys, "intern", lambda text: interned.append(text) or intern(text))
