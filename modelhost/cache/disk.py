@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from modelhost.cache.disk_budget import DiskBudget, Reservation, RoomFirst
-from modelhost.cache.disk_index import INDEX_FILE, open_index
+from modelhost.cache.disk_index import INDEX_FILE, Row, open_index
 from modelhost.cache.download import DownloadPolicy, download
 from modelhost.cache.entries import (
     ENTRY_FILE,
@@ -212,7 +212,7 @@ class DiskTier:
         if artifact is not None and (artifact.source != url or not artifact.path.exists()):
             self.delete(name, reason="source_changed")
             artifact = None
-        if artifact is not None and not await self.revalidate(name):
+        if artifact is not None and not (row and await self._stale(row)):
             artifact.last_used = self.clock()
             self.index.touch(name, artifact.last_used)
             return self._admitted(name, Materialized(artifact, "disk"))
@@ -257,21 +257,24 @@ class DiskTier:
         return self.fast_copies.offer(artifact.name, key, artifact.bytes, self.free_bytes)
 
     def revalidation_due(self, name: str) -> bool:
-        if not self.revalidate_interval_s:
-            return False
-        row = self.index.get(name)
-        if row is None or row.etag is None:
+        return bool(self.revalidate_interval_s) and self._due(self.index.get(name))
+
+    def _due(self, row: Row | None) -> bool:
+        if not self.revalidate_interval_s or row is None or row.etag is None:
             return False
         return self.clock() - row.checked_at >= self.revalidate_interval_s
 
     async def revalidate(self, name: str) -> bool:
-        """If due, ask the store for the artifact's ETag; delete a stale copy. True if stale.
+        """If due, ask the store for the artifact's ETag; delete a stale copy. True if stale."""
+        row = self.index.get(name) if self.revalidate_interval_s else None
+        return row is not None and await self._stale(row)
 
-        A store that cannot answer leaves the cached copy in service (SageMaker's behaviour).
-        """
-        row = self.index.get(name) if self.revalidation_due(name) else None
-        if row is None:
+    async def _stale(self, row: Row) -> bool:
+        """`revalidate` of a row already read. A store that cannot answer leaves the cached copy
+        in service (SageMaker's behaviour)."""
+        if not self._due(row):
             return False
+        name = row.name
         self.index.vouch(name, self.clock())
         store, key = self.stores.locate(row.source)
         try:
