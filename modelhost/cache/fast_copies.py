@@ -1,15 +1,17 @@
-"""Fast copies: a pickle-based model saved again, by the worker that first loaded it, as a plain
-pickle (protocol 5) that Python's C unpickler reads; joblib reads its files with the pure-Python
+"""Fast copies: a pickle-based model saved again by a worker that loaded it, as a plain pickle
+(protocol 5) that Python's C unpickler reads; joblib reads its files with the pure-Python
 unpickler. An 8 MB digits forest loads in 2.1 ms from its fast copy against 20-23 ms from its
 .joblib (benchmarks/load_formats.py), and under churn most requests are loads.
 
-A copy is named by its artifact's identity (source, ETag, file and inode, size, change time), so
-a new version of the artifact never meets an old copy. Copies live as long as the server runs:
-the folder is set aside at start and deleted in the background, since the libraries that wrote
-them may have changed. They count against the disk budget, are written only into room that is
-free (never by deleting anything), and are the first bytes deleted when the disk tier needs room,
-least recently read first: a slower load costs less than a download. Their bytes are running
-totals, so the budget never sums them.
+A copy is written at a model's second load, not its first (cache/doorkeeper.py): a model loaded
+once, as in a scan over many names, would never read it, and the writes would cost the loads
+beside them disk bandwidth. A copy is named by its artifact's identity (source, ETag, file and
+inode, size, change time), so a new version of the artifact never meets an old copy. Copies live
+as long as the server runs: the folder is set aside at start and deleted in the background, since
+the libraries that wrote them may have changed. They count against the disk budget, are written
+only into room that is free (never by deleting anything), and are the first bytes deleted when the
+disk tier needs room, least recently read first: a slower load costs less than a download. Their
+bytes are running totals, so the budget never sums them.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import os
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
+
+from modelhost.cache.doorkeeper import Doorkeeper
 
 FOLDER = "fast-copies"
 SUFFIX = ".pickle"
@@ -71,6 +75,7 @@ class FastCopies:
         self._writing: dict[str, Offer] = {}
         self.written_bytes = 0  # on disk: what deleting every copy would free
         self._promised_bytes = 0
+        self._loaded_before = Doorkeeper()
 
     def set_aside(self, aside: Path) -> bool:
         """Start empty: copies of an earlier run may come from other library versions. They are
@@ -95,8 +100,8 @@ class FastCopies:
         return next(iter(self.copies), None)
 
     def offer(self, name: str, key: str, artifact_bytes: int, free_bytes: int) -> Offer | None:
-        """The copy of this version to read; else room to write one if `free_bytes` has it
-        and no other load of `name` is writing one; else None."""
+        """The copy of this version to read; else room to write one if `name` was loaded before,
+        `free_bytes` has the room and no other load of `name` is writing one; else None."""
         path = self.folder / f"{key}{SUFFIX}"
         known = self.copies.get(name)
         if known is not None and known.path == path:
@@ -104,6 +109,8 @@ class FastCopies:
             return Offer(name, path, 0)
         if known is not None:
             self.drop(name)  # an earlier version's
+        elif not self._loaded_before.seen(name):
+            return None
         room = room_for(artifact_bytes)
         if name in self._writing or room > free_bytes:
             return None

@@ -1,5 +1,6 @@
-"""Fast copies, the tier's side: offered only into free room, read once written, never across a
-new version of the artifact, counted against the disk budget and the first bytes deleted."""
+"""Fast copies, the tier's side: offered from a name's second load on, only into free room, read
+once written, never across a new version of the artifact, counted against the disk budget and the
+first bytes deleted."""
 
 from __future__ import annotations
 
@@ -23,6 +24,12 @@ def written(tier: DiskTier, offer: Offer | None, size: int) -> None:
     tier.fast_copies.settle(offer, size, read=False)
 
 
+def offered(tier: DiskTier, artifact: Artifact) -> Offer | None:
+    """The offer of a load after the name's first (which is offered nothing)."""
+    tier.offer_fast_copy(artifact)
+    return tier.offer_fast_copy(artifact)
+
+
 def known(tier: DiskTier, name: str) -> Artifact:
     artifact = tier.get(name)
     assert artifact is not None
@@ -36,10 +43,20 @@ def local_artifact(tmp_path: Path, name: str, size: int) -> Artifact:
     return Artifact(name, path, size, source=f"file:///{name}")
 
 
+def test_a_name_loaded_once_gets_no_copy_and_its_second_load_writes_one(tmp_path: Path) -> None:
+    """A scan of one-off loads writes nothing to disk: copies pay off on reloads."""
+    tier = disk_tier(tmp_path / "cache", MemoryStore())
+    once = [local_artifact(tmp_path, f"once{i}.joblib", 4 * KiB) for i in range(3)]
+    assert [tier.offer_fast_copy(artifact) for artifact in once] == [None] * 3
+    assert tier.used_bytes == 0
+    again = tier.offer_fast_copy(once[1])
+    assert again is not None and again.room == room_for(4 * KiB)
+
+
 def test_a_copy_is_offered_into_free_room_then_read(tmp_path: Path) -> None:
     tier = disk_tier(tmp_path / "cache", MemoryStore())
     artifact = local_artifact(tmp_path, "m.joblib", 4 * KiB)
-    offer = tier.offer_fast_copy(artifact)
+    offer = offered(tier, artifact)
     assert offer is not None and offer.room == room_for(4 * KiB)
     assert tier.used_bytes == offer.room  # promised while the worker writes
     assert tier.offer_fast_copy(artifact) is None  # one writer at a time
@@ -51,15 +68,15 @@ def test_a_copy_is_offered_into_free_room_then_read(tmp_path: Path) -> None:
 
 def test_no_copy_without_free_room_or_for_a_file_that_is_no_pickle(tmp_path: Path) -> None:
     tier = disk_tier(tmp_path / "cache", MemoryStore())
-    assert tier.offer_fast_copy(local_artifact(tmp_path, "big.joblib", BUDGET)) is None
-    assert tier.offer_fast_copy(local_artifact(tmp_path, "m.onnx", KiB)) is None
+    assert offered(tier, local_artifact(tmp_path, "big.joblib", BUDGET)) is None
+    assert offered(tier, local_artifact(tmp_path, "m.onnx", KiB)) is None
     assert tier.used_bytes == 0
 
 
 def test_an_artifact_rewritten_in_place_never_meets_its_old_copy(tmp_path: Path) -> None:
     tier = disk_tier(tmp_path / "cache", MemoryStore())
     artifact = local_artifact(tmp_path, "m.joblib", 4 * KiB)
-    first = tier.offer_fast_copy(artifact)
+    first = offered(tier, artifact)
     written(tier, first, 4 * KiB)
     artifact.path.write_bytes(os.urandom(5 * KiB))  # a new version, same name
     second = tier.offer_fast_copy(artifact)
@@ -71,7 +88,7 @@ def test_an_artifact_rewritten_in_place_never_meets_its_old_copy(tmp_path: Path)
 def test_a_copy_that_could_not_be_read_is_forgotten(tmp_path: Path) -> None:
     tier = disk_tier(tmp_path / "cache", MemoryStore())
     artifact = local_artifact(tmp_path, "m.joblib", 4 * KiB)
-    written(tier, tier.offer_fast_copy(artifact), 4 * KiB)
+    written(tier, offered(tier, artifact), 4 * KiB)
     offer = tier.offer_fast_copy(artifact)
     assert offer is not None and offer.reads
     tier.fast_copies.settle(offer, 0, read=False)  # torn: the worker loaded the artifact
@@ -84,7 +101,7 @@ def test_copies_are_deleted_before_any_entry_when_the_disk_needs_room(tmp_path: 
     tier = disk_tier(tmp_path / "cache", store)
     for index in range(2):
         fetch(tier, store, f"m{index}.joblib")
-        written(tier, tier.offer_fast_copy(known(tier, f"m{index}.joblib")), 14 * KiB)
+        written(tier, offered(tier, known(tier, f"m{index}.joblib")), 14 * KiB)
     entries = sum(known(tier, name).bytes for name in tier.names(limit=10))
     assert tier.used_bytes == entries + 28 * KiB
     fetch(tier, store, "m2.joblib")  # needs room: a copy goes, no entry
@@ -100,7 +117,7 @@ def test_deleting_a_model_deletes_its_copy_and_a_restart_starts_without_copies(
     tier = disk_tier(tmp_path / "cache", store)
     for name in ("a.joblib", "b.joblib"):
         fetch(tier, store, name)
-        written(tier, tier.offer_fast_copy(known(tier, name)), KiB)
+        written(tier, offered(tier, known(tier, name)), KiB)
     tier.delete("a.joblib", reason="stale")
     assert set(tier.fast_copies.copies) == {"b.joblib"}
     restarted = disk_tier(tmp_path / "cache", store)  # other library versions, maybe
@@ -111,7 +128,7 @@ def test_deleting_a_model_deletes_its_copy_and_a_restart_starts_without_copies(
 
 def test_a_copy_whose_worker_died_writing_it_leaves_no_file(tmp_path: Path) -> None:
     tier = disk_tier(tmp_path / "cache", MemoryStore())
-    offer = tier.offer_fast_copy(local_artifact(tmp_path, "m.joblib", 4 * KiB))
+    offer = offered(tier, local_artifact(tmp_path, "m.joblib", 4 * KiB))
     assert offer is not None
     torn = offer.path.with_name(f".{offer.path.name}.4242")  # as workers/fast_copy.py writes
     torn.write_bytes(b"p" * KiB)
@@ -125,7 +142,7 @@ def test_the_copy_read_least_recently_goes_first(tmp_path: Path) -> None:
     tier = disk_tier(tmp_path / "cache", MemoryStore())
     first, second = (local_artifact(tmp_path, name, 4 * KiB) for name in ("a.joblib", "b.joblib"))
     for artifact in (first, second):
-        written(tier, tier.offer_fast_copy(artifact), 4 * KiB)
+        written(tier, offered(tier, artifact), 4 * KiB)
     assert tier.offer_fast_copy(first).reads  # type: ignore[union-attr]
     assert tier.fast_copies.oldest() == "b.joblib"
     assert tier.fast_copies.written_bytes == 8 * KiB == tier.used_bytes

@@ -45,8 +45,8 @@ def test_a_reload_reads_the_copy_and_a_replaced_artifact_is_never_answered_by_it
     artifact = testing.iris_logreg(store / "m.joblib")
     first = predictions(artifact)
     with testing.RunningServer(testing.serve_args(store, cache_dir, workers=1), tmp_path) as server:
-        assert reload(server, "m.joblib") == first
-        assert reload(server, "m.joblib") == first
+        for _ in range(3):  # the second load writes the copy, the third reads it
+            assert reload(server, "m.joblib") == first
         data = load_iris()
         testing.dump(DecisionTreeClassifier(max_depth=1).fit(data.data, data.target), artifact)
         replaced = predictions(artifact)
@@ -55,5 +55,5 @@ def test_a_reload_reads_the_copy_and_a_replaced_artifact_is_never_answered_by_it
         assert reload(server, "m.joblib") == replaced
         copies = list((cache_dir / "fast-copies").iterdir())
         log = server.log_text()
-    assert fast_copy_words(log, "m.joblib") == ["written", "read", "written", "read"]
+    assert fast_copy_words(log, "m.joblib") == [None, "written", "read", "written", "read"]
     assert len(copies) == 1  # the old version's copy was deleted
