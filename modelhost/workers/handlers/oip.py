@@ -1,6 +1,8 @@
-"""Every handler speaks the Open Inference Protocol: an OIP request's tensors become the rows a
-handler predicts on (sent to it as JSON, which built-in and user handlers all read), and its
-predictions become the OIP response's output tensor.
+"""Every handler speaks the Open Inference Protocol. A model of rows (the built-in runtimes) gets
+the request's tensors as rows (sent to it as JSON) and answers one output tensor. A TorchServe or
+MMS handler gets what TorchServe's KServe v2 envelope gives it: the inputs, each with its shape,
+and its results become outputs named after them. Other user code gets the rows, or one tensor of
+any rank with its shape.
 
 The request's header (id, requested outputs, which of them in binary) is needed to write the
 response, so the translation wraps the handler rather than living in `decode_rows` /
@@ -19,7 +21,16 @@ import numpy as np
 from modelhost.errors import BadRequestBody, HandlerError
 from modelhost.workers.codecs import JSON, NPY, media_type
 from modelhost.workers.handlers.base import Handler, InferReply, InferRequest
-from modelhost.workers.oip import OipRequest, decode_request, encode_response, rows_of, tensor_of
+from modelhost.workers.handlers.mms import MmsHandler
+from modelhost.workers.handlers.rows import RowsHandler
+from modelhost.workers.oip import (
+    OipRequest,
+    Tensor,
+    decode_request,
+    encode_response,
+    rows_of,
+    tensor_of,
+)
 from modelhost.workers.oip_media import MODEL_NAME_PARAM, MODEL_VERSION_PARAM, is_oip
 
 METHODS = ("predict", "predict_proba")
@@ -55,12 +66,16 @@ class SpeaksOip(Handler):
         if not is_oip(request.content_type):
             return self.inner.infer(request)
         oip = decode_request(request.body, request.content_type)
-        return answer(request, oip, self.inner.infer(rows_request(oip)))
+        if isinstance(self.inner, MmsHandler):
+            return kserve_v2(self.inner, request, oip)
+        return answer(request, oip, self.inner.infer(rows_request(oip, self.inner)))
 
     def infer_batch(self, requests: Sequence[InferRequest]) -> list[InferReply | Exception]:
         """Translate the OIP requests of a batch, let the handler batch them all, translate back."""
         if len(requests) == 1 and not is_oip(requests[0].content_type):
             return self.inner.infer_batch(requests)  # nothing to translate
+        if isinstance(self.inner, MmsHandler):  # its envelope takes one request a call
+            return Handler.infer_batch(self, requests)
         decoded: list[OipRequest | Exception | None] = []
         inner: list[InferRequest] = []
         for request in requests:
@@ -70,7 +85,7 @@ class SpeaksOip(Handler):
                 continue
             try:
                 oip = decode_request(request.body, request.content_type)
-                inner.append(rows_request(oip))
+                inner.append(rows_request(oip, self.inner))
             except BadRequestBody as error:
                 decoded.append(error)
             else:
@@ -99,10 +114,27 @@ def _batch_reply(
         return error
 
 
-def rows_request(oip: OipRequest) -> InferRequest:
-    """The request a handler predicts on: the rows as JSON, the method the client asked for."""
-    body = json.dumps({"instances": rows_of(oip).tolist()}).encode()
+def rows_request(oip: OipRequest, handler: Handler) -> InferRequest:
+    """The request a handler predicts on, as JSON, with the method the client asked for: the
+    rows, or for user code given one tensor of rank 3 or more, that tensor in its shape."""
+    high = [tensor for tensor in oip.inputs if tensor.values.ndim > 2]
+    if high and isinstance(handler, RowsHandler):
+        raise BadRequestBody(_takes_rows(high[0]))
+    one = oip.inputs[0]
+    shaped = high == [one] and one.datatype != "BYTES"
+    instances = one.values if shaped else rows_of(oip)
+    body = json.dumps({"instances": instances.tolist()}).encode()
     return InferRequest(body, JSON, JSON, {"method": method_of(oip)})
+
+
+def _takes_rows(tensor: Tensor) -> str:
+    shape = list(tensor.values.shape)
+    rows = [shape[0], int(np.prod(shape[1:]))]
+    return (
+        f"input {tensor.name} has shape {shape}; this model takes rows of numbers, shape "
+        f"[rows, features] (or [features] for one row): send {rows} if it was trained on "
+        "these values flattened"
+    )
 
 
 def method_of(oip: OipRequest) -> str:
@@ -129,6 +161,48 @@ def answer(request: InferRequest, oip: OipRequest, reply: InferReply) -> InferRe
         [tensor],
     )
     return InferReply(body, content_type)
+
+
+def kserve_v2(handler: MmsHandler, request: InferRequest, oip: OipRequest) -> InferReply:
+    """What TorchServe's KServe v2 envelope does around a handler: `data` is the request's
+    inputs, each with its values nested in its shape; the handler's list of results become
+    outputs, flattened, each named after the input at its place."""
+    data = [_envelope_input(tensor) for tensor in oip.inputs]
+    context = handler._context.for_requests([request])
+    results = handler._entry(data, context)
+    if not isinstance(results, list):
+        raise HandlerError(
+            f"handle(data, context) returned {type(results).__name__}; for a KServe v2 request "
+            f"it must return a list with one result per input in data ({len(data)} here)"
+        )
+    names = [tensor.name for tensor in oip.inputs]
+    outputs = [
+        tensor_of(names[i] if i < len(names) else f"output-{i}", np.asarray(result).reshape(-1))
+        for i, result in enumerate(results)
+    ]
+    manifest_model = handler._context.manifest.get("model") or {}
+    version = request.params.get(MODEL_VERSION_PARAM) or manifest_model.get("modelVersion", "")
+    body, content_type = encode_response(
+        request.params.get(MODEL_NAME_PARAM, ""), str(version), oip, outputs
+    )
+    return InferReply(body, content_type)
+
+
+def _envelope_input(tensor: Tensor) -> dict[str, Any]:
+    """An input as TorchServe's envelope hands it: BYTES as their first element, as sent."""
+    values: Any = tensor.values.tolist()
+    if tensor.datatype == "BYTES":
+        first = tensor.values.reshape(-1)[0] if tensor.values.size else b""
+        values = _text_if_utf8(first)
+    shape = list(tensor.values.shape)
+    return {"name": tensor.name, "shape": shape, "datatype": tensor.datatype, "data": values}
+
+
+def _text_if_utf8(item: bytes) -> str | bytes:
+    try:
+        return item.decode()
+    except UnicodeDecodeError:
+        return item
 
 
 def predictions_of(reply: InferReply) -> Any:
