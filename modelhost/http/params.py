@@ -21,6 +21,11 @@ def is_whole_number(text: str) -> bool:
     return text.isascii() and text.isdigit()
 
 
+def is_negative_number(text: str) -> bool:
+    """A minus sign and ASCII digits: TorchServe reads some negative values as defaults."""
+    return text.startswith("-") and is_whole_number(text[1:])
+
+
 def check_headers(headers: Mapping[str, str], names: Iterable[str]) -> None:
     """431 for any of the headers `names` over MAX_HEADER_CHARS."""
     for name in names:

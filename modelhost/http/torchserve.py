@@ -27,12 +27,11 @@ from modelhost.http.errors import handle_http_exception, handle_modelhost_error
 from modelhost.http.invocations import TORCHSERVE_VERSION
 from modelhost.http.last_resort import LastResort, Unhandled
 from modelhost.http.openapi import OpenApiRoute
-from modelhost.http.params import check_param, is_whole_number
+from modelhost.http.params import check_param, is_negative_number, is_whole_number
 from modelhost.http.routes import (
     SageMakerRoutes,
     decode_token,
     encode_token,
-    model_in_path,
     page_size,
 )
 from modelhost.names import echo, model_name
@@ -43,6 +42,7 @@ from modelhost.urls import redact_url
 MODEL_VERSION = TORCHSERVE_VERSION
 ARCHIVE_SUFFIXES = (".mar", ".tar.gz", ".tgz", ".tar", ".zip")
 REGISTERED_OR_IN_MEMORY = (IN_MEMORY, REGISTERED)  # what TorchServe calls registered
+SET_DEFAULT = "/set-default"
 
 
 def build_management_app(routes: SageMakerRoutes, unhandled: Unhandled | None = None) -> LastResort:
@@ -107,7 +107,7 @@ class TorchServeManagement:
         """Registered models (and those in memory), `limit` at a time. `nextPageToken` is a
         cursor (the last name listed); an offset, what TorchServe itself returns, is read too."""
         query = request.query_params
-        limit = page_size(query.get("limit"))
+        limit = page_size(unless_negative(query.get("limit")))
         listing = self.host.model_names()
         after = start_after(listing, query.get("next_page_token"))
         names = listing.page(after, limit + 1, REGISTERED_OR_IN_MEMORY) if after is not None else []
@@ -119,20 +119,34 @@ class TorchServeManagement:
         return JSONResponse(body)
 
     async def describe(self, request: Request) -> Response:
-        """A list of one description, as TorchServe answers for a model's versions."""
-        name = self._registered(request)
+        """A list of one description, as TorchServe answers for a model's versions; the same
+        for `/models/{model}/all`, since a model here has one version."""
+        path = request.path_params["model"].rstrip("/")
+        base = path.removesuffix("/all")
+        name = base if base != path and self.host.is_registered(base) else self._registered(path)
         return JSONResponse([describe(self.host.model_statistics(name))])
+
+    def set_default(self, request: Request) -> Response:
+        """The one version of a model is its default already."""
+        path = request.path_params["model"].removesuffix(SET_DEFAULT)
+        name = self._registered(path, version_required=True)
+        return status(
+            f'Default version successfully updated for model "{name}" to "{MODEL_VERSION}"'
+        )
 
     async def unregister(self, request: Request) -> Response:
         self.http.authorize(request)
-        name = self._registered(request)
+        name = self._registered(request.path_params["model"])
         await self.host.unregister(name)
         return status(f'Model "{name}" unregistered')
 
     async def scale(self, request: Request) -> Response:
-        """`?min_worker=N&max_worker=M&synchronous=true|false`: the model's range of copies."""
+        """`?min_worker=N&max_worker=M&synchronous=true|false`: the model's range of copies.
+        `PUT /models/{model}/{version}/set-default` comes here too: the paths overlap."""
         self.http.authorize(request)
-        name = self._registered(request)
+        if request.path_params["model"].endswith(SET_DEFAULT):
+            return self.set_default(request)
+        name = self._registered(request.path_params["model"])
         query = request.query_params
         low, high = (
             count(query.get("min_worker"), "min_worker"),
@@ -146,14 +160,22 @@ class TorchServeManagement:
         copies = await self.host.scale_workers(name, low, high)
         return status(f"Workers scaled to {copies} for model: {name}")
 
-    def _registered(self, request: Request) -> str:
-        name = model_in_path(request)
-        unversioned = name.removesuffix("/" + MODEL_VERSION)
-        if not self.host.is_registered(name) and self.host.is_registered(unversioned):
-            name = unversioned  # TorchServe's /models/{model}/{version}
-        if not self.host.is_registered(name):
-            raise ModelNotFound(f"Model not found: {name}")
-        return name
+    def _registered(self, path: str, version_required: bool = False) -> str:
+        """The registered model a path names, as `{model}` or TorchServe's `{model}/{version}`;
+        a trailing slash is ignored, as TorchServe ignores it."""
+        path = path.rstrip("/")
+        if self.host.is_registered(path) and not version_required:
+            return path  # a name may hold '/': the whole path wins
+        name, _, version = path.rpartition("/")
+        if name and self.host.is_registered(name):
+            if version != MODEL_VERSION:
+                raise ModelNotFound(
+                    f"Model version {echo(version)} does not exist for model {name}: a model "
+                    f"here has one version, {MODEL_VERSION}"
+                )
+            return name
+        model_name(path)  # an invalid name says what a valid one is
+        raise ModelNotFound(f"Model not found: {path}")
 
     def _load_in_background(self, name: str) -> None:
         self._run_in_background(self.host.ensure_loaded(name))
@@ -208,11 +230,16 @@ def name_from_url(url: str) -> str:
 def start_after(listing: Listing, token: str | None) -> str | None:
     """The name a page starts after, from a cursor or an offset; None for an offset past the
     end. An offset is found by position, not by walking the names before it."""
-    if not token:
+    if not token or is_negative_number(token):  # TorchServe starts a negative offset at 0
         return ""
     if is_whole_number(token):
         return listing.name_before(int(token))
     return decode_token(token)
+
+
+def unless_negative(limit: str | None) -> str | None:
+    """TorchServe reads a negative limit as none given: its default page size."""
+    return None if limit and is_negative_number(limit) else limit
 
 
 def count(text: str | None, name: str) -> int:

@@ -132,3 +132,59 @@ def test_bad_registrations_say_why(management: httpx.Client) -> None:
     assert missing.json()["message"] == "Parameter url is required."
     outside = management.post("/models", params={"url": "file:///etc/passwd", "model_name": "x"})
     assert outside.status_code == 403
+
+
+def test_unregister_with_a_trailing_slash_forgets_the_model(management: httpx.Client) -> None:
+    """`DELETE /models/m/?synchronous=true`, as TorchServe's own suite sends it."""
+    management.post("/models", params={"url": "iris.pkl", "model_name": "slash"})
+    gone = management.delete("/models/slash/", params={"synchronous": "true"})
+    assert gone.status_code == 200, gone.text
+    assert gone.json() == {"status": 'Model "slash" unregistered'}
+    assert management.get("/models/slash").status_code == 404
+
+
+def test_list_reads_negative_limit_and_token_as_torchserve_does(management: httpx.Client) -> None:
+    """TorchServe reads a negative limit as its default and a negative token as the start."""
+    management.post("/models", params={"url": "iris.pkl", "model_name": "negative"})
+    first = management.get("/models", params={"limit": "1"}).json()
+    unlimited = management.get("/models", params={"limit": "-1"})
+    assert unlimited.status_code == 200, unlimited.text
+    assert "negative" in [model["modelName"] for model in unlimited.json()["models"]]
+    from_start = management.get("/models", params={"limit": "1", "next_page_token": "-1"})
+    assert from_start.status_code == 200, from_start.text
+    assert from_start.json()["models"] == first["models"]
+    management.delete("/models/negative")
+
+
+def test_all_versions_lists_the_one_version(management: httpx.Client) -> None:
+    management.post("/models", params={"url": "iris.pkl", "model_name": "versions"})
+    versions = management.get("/models/versions/all")
+    assert versions.status_code == 200, versions.text
+    (only,) = versions.json()
+    assert (only["modelName"], only["modelVersion"]) == ("versions", "1.0")
+    assert management.get("/models/nothing-here/all").status_code == 404
+    management.delete("/models/versions")
+
+
+def test_set_default_answers_for_the_version_that_exists(management: httpx.Client) -> None:
+    management.post("/models", params={"url": "iris.pkl", "model_name": "default"})
+    chosen = management.put("/models/default/1.0/set-default")
+    assert chosen.status_code == 200, chosen.text
+    assert chosen.json() == {
+        "status": 'Default version successfully updated for model "default" to "1.0"'
+    }
+    other = management.put("/models/default/0.0/set-default")
+    assert other.status_code == 404
+    assert "0.0" in other.json()["message"] and "1.0" in other.json()["message"]
+    assert management.put("/models/nothing-here/1.0/set-default").status_code == 404
+    management.delete("/models/default")
+
+
+def test_a_version_other_than_the_one_is_not_found(management: httpx.Client) -> None:
+    management.post("/models", params={"url": "iris.pkl", "model_name": "one"})
+    for call in (management.get, management.delete):
+        missing = call("/models/one/0.0")
+        assert missing.status_code == 404
+        assert "version '0.0'" in missing.json()["message"]
+    assert management.get("/models/one").status_code == 200
+    management.delete("/models/one")
