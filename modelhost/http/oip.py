@@ -1,6 +1,9 @@
 """The Open Inference Protocol (KServe v2) over REST: health, server and model metadata, model
-readiness, inference with typed tensors (binary tensor data included) and the model repository
-extension, so Triton's and KServe's clients work unmodified.
+readiness, inference with typed tensors (binary tensor data included), the model repository
+extension and Triton's statistics extension, so Triton's and KServe's clients work unmodified.
+
+Triton's `…/config` and `…/stats` calls reach the metadata route as a model named `m/config`: a
+model of that very name answers as itself, else the call is answered for `m`.
 
 Inference bodies travel to the worker undecoded, labelled with modelhost's OIP media type; the
 worker answers in kind (see `modelhost.workers.oip`). Errors take the protocol's shape,
@@ -42,6 +45,8 @@ MODEL_VERSION = "1"  # a model is one artifact: its only version
 EXTENSIONS = ["binary_tensor_data", "model_repository"]
 REPOSITORY_STATE = {State.LOADED: "READY", State.LOADING: "LOADING", State.UNLOADING: "UNLOADING"}
 INDEX_PART_NAMES = 1000  # names read and sent at a time by the repository index
+EXTENSION_CALLS = ("config", "stats")  # Triton's, on a model's path
+ALL_MODELS_STATS = "stats"  # `GET /v2/models/stats`: every loaded model's statistics
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 
@@ -105,7 +110,14 @@ class OipRoutes:
 
     async def model_metadata(self, request: Request) -> Response:
         """What every model takes and gives; a model's own metadata would need it loaded."""
-        name, _ = model_of(request)
+        name, version = model_of(request)
+        if not await self._exists(name):
+            call = extension_call(name) if not version else None
+            if call is not None and await self._exists(call[0]):
+                return self._extension(*call)
+            if name == ALL_MODELS_STATS and not version:
+                return JSONResponse({"model_stats": self._all_stats()})
+            raise ModelNotFound(_missing(name))
         return JSONResponse(
             {
                 "name": name,
@@ -122,7 +134,56 @@ class OipRoutes:
     async def model_ready(self, request: Request) -> Response:
         name, _ = model_of(request)
         ready = self._state(name) is State.LOADED
+        if not ready and not await self._exists(name):
+            raise ModelNotFound(_missing(name))
         return JSONResponse({"name": name, "ready": ready}, 200 if ready else 400)
+
+    # Triton's extensions ----------------------------------------------------------------
+
+    def _extension(self, name: str, version: str, call: str) -> Response:
+        if version not in ("", MODEL_VERSION):
+            raise ModelNotFound(f"model {name} has one version, {MODEL_VERSION}")
+        if call == "stats":
+            return JSONResponse({"model_stats": [self._stats(name)]})
+        return JSONResponse(
+            {
+                "error": f"modelhost keeps no Triton model configuration for {name}; "
+                f"GET /v2/models/{name} gives its metadata"
+            },
+            501,
+        )
+
+    def _stats(self, name: str) -> dict[str, Any]:
+        """Triton's statistics of a model, from the counts kept: its durations are not kept."""
+        counters = self.http.usage.for_model(name)
+        succeeded, failed = counters["requests"] - counters["errors"], counters["errors"]
+        last_used = self.host.model_statistics(name).last_used
+        return {
+            "name": name,
+            "version": MODEL_VERSION,
+            "last_inference": round(last_used * 1000) if last_used else 0,
+            "inference_count": succeeded,
+            "inference_stats": {"success": {"count": succeeded}, "fail": {"count": failed}},
+        }
+
+    def _all_stats(self) -> list[dict[str, Any]]:
+        """The statistics of every loaded model, as Triton gives those of its loaded models."""
+        stats, after = [], ""
+        while names := self.host.model_names().page(after, INDEX_PART_NAMES, (LOADED,)):
+            stats += [self._stats(name) for name in names]
+            after = names[-1]
+        return stats
+
+    async def _exists(self, name: str) -> bool:
+        """Whether `name` is a model: held, on disk, registered, or in its store."""
+        if self._state(name) or self.host.disk.get(name) or self.host.is_registered(name):
+            return True
+        try:
+            store, key = self.host.disk.stores.locate(self.host.source_of(name))
+            await store.stat(key)
+        except ModelNotFound:
+            return False
+        return True
 
     # inference --------------------------------------------------------------------------
 
@@ -211,6 +272,25 @@ def model_of(request: Request) -> tuple[str, str]:
             f"model {name} has one version, {MODEL_VERSION}; leave the version out or ask for it"
         )
     return name, version
+
+
+def extension_call(name: str) -> tuple[str, str, str] | None:
+    """(model, version, call) of a Triton extension path taken as a model name:
+    `m/stats`, `m/versions/1/config`; None for any other name."""
+    head, _, call = name.rpartition("/")
+    if call not in EXTENSION_CALLS or not head:
+        return None
+    model, marker, version = head.rpartition("/versions/")
+    if marker and model and version and "/" not in version:
+        return model, version, call
+    return head, "", call
+
+
+def _missing(name: str) -> str:
+    return (
+        f"model {name} is neither loaded nor registered nor in the model store; check the "
+        "name (POST /v2/repository/index lists the models known)"
+    )
 
 
 def header_length(request: Request, body_bytes: int) -> int | None:

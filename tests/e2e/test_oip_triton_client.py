@@ -91,3 +91,55 @@ def test_slashes_may_be_percent_encoded(client: httpx.Client) -> None:
     assert response.status_code == 200, response.text
     assert response.json()["model_name"] == "tenants/t002.joblib"
     assert response.headers["x-modelhost-cache"] in ("disk", "remote")
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/v2/models/no/such.joblib", "/v2/models/no/such.joblib/versions/1"],
+    ids=["metadata", "versioned"],
+)
+def test_a_missing_model_has_no_metadata(client: httpx.Client, path: str) -> None:
+    response = client.get(path)
+    assert response.status_code == 404
+    assert set(response.json()) == {"error"}
+    assert "no/such.joblib" in response.json()["error"]
+
+
+def test_a_missing_model_is_not_merely_unready(
+    client: httpx.Client, oip: triton.InferenceServerClient
+) -> None:
+    response = client.get("/v2/models/no/such.joblib/ready")
+    assert response.status_code == 404
+    assert set(response.json()) == {"error"}
+    with pytest.raises(InferenceServerException) as raised:
+        oip.get_model_metadata("no/such.joblib")
+    assert raised.value.status() == "404"
+
+
+def test_config_is_not_taken_for_a_model_named_config(client: httpx.Client) -> None:
+    """Triton's model configuration extension: modelhost keeps no such configuration."""
+    response = client.get(f"/v2/models/{MODEL}/config")
+    assert response.status_code == 501
+    assert set(response.json()) == {"error"}
+    assert f"GET /v2/models/{MODEL}" in response.json()["error"]
+    assert client.get("/v2/models/no/such.joblib/config").status_code == 404
+
+
+def test_stats_count_a_models_inferences(oip: triton.InferenceServerClient) -> None:
+    """Triton's statistics extension, from the counters the server keeps per model."""
+    model = "tenants/t005.joblib"
+    for _ in range(2):
+        oip.infer(model, [iris_input(1, binary=False)])
+    (entry,) = oip.get_inference_statistics(model)["model_stats"]
+    assert (entry["name"], entry["version"]) == (model, "1")
+    assert entry["inference_count"] == 2
+    assert entry["inference_stats"]["success"]["count"] == 2
+    assert entry["inference_stats"]["fail"]["count"] == 0
+    assert entry["last_inference"] > 0
+    versioned = oip.get_inference_statistics(model, model_version="1")["model_stats"]
+    assert versioned == [entry]
+    every = oip.get_inference_statistics()["model_stats"]
+    assert entry in every
+    with pytest.raises(InferenceServerException) as raised:
+        oip.get_inference_statistics("no/such.joblib")
+    assert raised.value.status() == "404"
