@@ -20,6 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from modelhost.errors import BadRequestBody, ModelhostError, PayloadTooLarge, ResponseTooLarge
 from modelhost.host import Invocation, ModelHost, Result
 from modelhost.http.errors import error_response, status_of
+from modelhost.http.forms import form_input, is_form
 from modelhost.http.last_resort import Unhandled
 from modelhost.http.params import check_headers, check_param, check_query
 from modelhost.names import model_name
@@ -34,6 +35,7 @@ MODEL_INVOKE = "/models/{model:path}/invoke"
 PREDICTIONS = "/predictions/{model:path}"
 TORCHSERVE_VERSION = "1.0"  # a model here is one artifact: TorchServe's only version of it
 ROUTES = (INVOCATIONS, MODEL_INVOKE, PREDICTIONS)
+MODEL_NAME_PARAM = "model_name"  # TorchServe's /invocations?model_name=m, or a form field
 PASSED_ON_HEADERS = ("content-type", "accept", TARGET_MODEL_HEADER, CUSTOM_ATTRIBUTES_HEADER)
 
 
@@ -95,21 +97,19 @@ class Invocations:
         headers = _headers(scope)
         try:
             check_headers(headers, PASSED_ON_HEADERS)
-            name = model or headers.get(TARGET_MODEL_HEADER) or self.single_model
+            name = model or headers.get(TARGET_MODEL_HEADER)
             exchange.model = name or None
             body = await self._body(receive, headers, exchange)
+            invocation = _invocation(body, headers, _params(scope, headers))
+            name = name or invocation.params.get(MODEL_NAME_PARAM) or self.single_model
+            exchange.model = name or None
             if not name:
                 raise BadRequestBody(
-                    "no model named: send the X-Amzn-SageMaker-Target-Model header "
-                    "with the model's path in the store, e.g. tenants/t007.joblib"
+                    "no model named: send the X-Amzn-SageMaker-Target-Model header, or the "
+                    "model_name parameter, with the model's path in the store, e.g. "
+                    "tenants/t007.joblib"
                 )
             model_name(name)
-            invocation = Invocation(
-                body,
-                headers.get("content-type", "application/json"),
-                headers.get("accept", "application/json"),
-                _params(scope, headers),
-            )
             result = await self.host.invoke(name, invocation)
             check_response_size(len(result.body), self.max_response_bytes)
         except ModelhostError as error:
@@ -215,6 +215,18 @@ class _Exchange:
         )
 
 
+def _invocation(body: bytes, headers: dict[str, str], params: dict[str, str]) -> Invocation:
+    """The invocation of a request; a form body gives its input part and its text fields."""
+    content_type = headers.get("content-type", "application/json")
+    accept = headers.get("accept", "application/json")
+    form = form_input(body, content_type) if is_form(content_type) else None
+    if form is None:
+        return Invocation(body, content_type, accept, params)
+    for key, value in form.fields.items():
+        check_param(key, value)
+    return Invocation(form.body, form.content_type, accept, {**form.fields, **params})
+
+
 def _headers(scope: Scope) -> dict[str, str]:
     return {name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]}
 
@@ -286,7 +298,14 @@ class InvocationFastPath:
         return routes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] == "POST" and route_of(scope["path"]):
+        if scope["type"] == "http" and is_invocation(scope["method"], scope["path"]):
             await self.invocations(scope, receive, send)
         else:
             await self.app(scope, receive, send)
+
+
+def is_invocation(method: str, path: str) -> bool:
+    """A POST to an invocation route, or a PUT to TorchServe's (curl -T sends a PUT)."""
+    if method == "POST":
+        return route_of(path) is not None
+    return method == "PUT" and path.startswith("/predictions/")

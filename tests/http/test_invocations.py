@@ -187,3 +187,73 @@ def test_a_body_cut_by_the_client_going_away_is_never_invoked(messages: list[Any
     asyncio.run(invocations(scope, receive, send))
     assert host.seen == []  # a truncated body is not a request to run
     assert (observer.exchanges[0].status, observer.exchanges[0].error) == (400, "BadRequestBody")
+
+
+def test_a_multipart_body_reaches_the_host_as_its_data_part() -> None:
+    """`curl -F data=@kitten.jpg -F k=v`: the file's bytes and type, the text field a parameter."""
+    host = FakeHost()
+    files = {"data": ("kitten.jpg", b"\xff\xd8 jpeg", "image/jpeg")}
+    response, observer = send(host, "POST", "/predictions/m", files=files, data={"k": "v"})
+    assert response.status_code == 200, response.text
+    [(name, invocation)] = host.seen
+    assert (name, invocation.body, invocation.content_type) == ("m", b"\xff\xd8 jpeg", "image/jpeg")
+    assert invocation.params == {"k": "v"}
+    assert observer.exchanges[0].bytes_in > len(b"\xff\xd8 jpeg")  # the whole form came in
+
+
+def test_a_urlencoded_form_reaches_the_host_as_its_data_field() -> None:
+    host = FakeHost()
+    form = {"data": "[[1, 2]]", "method": "predict_proba"}
+    response, _ = send(host, "POST", "/predictions/m?method=predict", data=form)
+    assert response.status_code == 200, response.text
+    [(_, invocation)] = host.seen
+    assert (invocation.body, invocation.content_type) == (b"[[1, 2]]", "application/json")
+    assert invocation.params == {"method": "predict"}  # the query's parameter wins, as in TS
+
+
+def test_a_malformed_multipart_body_is_a_400_that_says_what_to_fix() -> None:
+    host = FakeHost()
+    headers = {"content-type": "multipart/form-data; boundary=xyz"}
+    body = b'--xyz\r\nContent-Disposition: form-data; name="data"\r\n\r\n[1]\r\n'  # no --xyz--
+    response, observer = send(host, "POST", "/predictions/m", content=body, headers=headers)
+    assert response.status_code == 400
+    assert "closing boundary --xyz--" in response.json()["message"]
+    assert host.seen == []
+    assert observer.exchanges[0].error == "BadRequestBody"
+
+
+def test_a_put_to_predictions_is_an_invocation() -> None:
+    """`curl -T kitten.jpg http://host:8080/predictions/m`, TorchServe's quick start, is a PUT."""
+    host = FakeHost()
+    response, observer = send(host, "PUT", "/predictions/m", content=b"\xff\xd8 jpeg")
+    assert (response.status_code, response.text) == (200, "m")
+    assert host.seen[0][1].body == b"\xff\xd8 jpeg"
+    assert (observer.exchanges[0].method, observer.exchanges[0].route) == ("PUT", PREDICTIONS)
+
+
+def test_a_put_to_other_invocation_routes_goes_on_to_the_framework() -> None:
+    for path in ("/invocations", "/models/m/invoke"):
+        response, _ = send(FakeHost(), "PUT", path, content=b"[1]")
+        assert (response.status_code, response.text) == (418, "framework")
+
+
+@pytest.mark.parametrize(
+    ("path", "form"),
+    [("/invocations?model_name=m", None), ("/invocations", {"model_name": "m", "data": "[1]"})],
+    ids=["query", "form-field"],
+)
+def test_invocations_take_the_model_from_model_name(path: str, form: Any) -> None:
+    """TorchServe's `POST /invocations?model_name=m`, or the name as a form field."""
+    host = FakeHost()
+    response, observer = send(host, "POST", path, content=None if form else b"[1]", data=form)
+    assert (response.status_code, response.text) == (200, "m")
+    assert host.seen[0][1].body == b"[1]"
+    assert observer.exchanges[0].model == "m"
+
+
+def test_the_target_model_header_wins_over_model_name() -> None:
+    headers = {"X-Amzn-SageMaker-Target-Model": "a.joblib"}
+    response, _ = send(
+        FakeHost(), "POST", "/invocations?model_name=b", content=b"[1]", headers=headers
+    )
+    assert response.text == "a.joblib"
