@@ -16,7 +16,7 @@ from modelhost.cache.memory import Resident, State
 from modelhost.errors import ModelhostError
 from modelhost.host.residency import Residency
 from modelhost.host.under_way import UnderWay
-from modelhost.scheduler import SchedulerSettings
+from modelhost.scheduler import ModelSchedule, SchedulerSettings
 from modelhost.scheduler.dispatch import Dispatcher
 from modelhost.scheduler.placement import least_loaded
 from modelhost.workers.pool import WorkerHandle
@@ -42,6 +42,22 @@ class Scaling:
         """Copies the model is loaded on at once and kept through lulls: workers_per_model."""
         floor = self.ranges.get(name, (0, 0))[0] or self.scheduling.min_workers_per_model
         return max(1, min(floor, self._max_copies(name)))
+
+    def schedule_of(self, name: str) -> ModelSchedule:
+        """The model's range of copies and its batching."""
+        size, delay_ms = self._batching(name)
+        return ModelSchedule(self.floor_of(name), self._max_copies(name), size, delay_ms)
+
+    def _batching(self, name: str) -> tuple[int, float]:
+        """Batch size and delay: its queue's once loaded, else what its manifest and the
+        server's settings give a handler that does not batch."""
+        dispatcher = self.residency.dispatchers.get(name)
+        if dispatcher is not None:
+            return dispatcher.queue.max_batch_size, dispatcher.queue.max_batch_delay_s * 1000
+        manifest = self.residency.manifests.of(name)
+        size = self.scheduling.batch_size(manifest.batch_size, handler_batches=False)
+        declared = manifest.max_batch_delay_ms
+        return size, self.scheduling.max_batch_delay_ms if declared is None else declared
 
     def copy_arriving(self, name: str) -> asyncio.Task[None] | None:
         return self.arriving.get(name)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -37,12 +37,25 @@ from modelhost.http.routes import (
 from modelhost.names import echo, model_name
 from modelhost.observe.describe import iso_time
 from modelhost.records.statistics import ModelStatistics
+from modelhost.scheduler import ModelSchedule
 from modelhost.urls import redact_url
 
 MODEL_VERSION = TORCHSERVE_VERSION
 ARCHIVE_SUFFIXES = (".mar", ".tar.gz", ".tgz", ".tar", ".zip")
 REGISTERED_OR_IN_MEMORY = (IN_MEMORY, REGISTERED)  # what TorchServe calls registered
 SET_DEFAULT = "/set-default"
+PYTHON_RUNTIMES = ("python", "python3")  # TorchServe's Python runtimes: what workers here run
+# the manifest's handler names (workers.handlers.select.RUNTIMES), kept here to spare the
+# frontend importing every runtime
+BUILT_IN_HANDLERS = ("sklearn", "xgboost", "lightgbm", "onnx", "torch")
+# registration parameters TorchServe applies per model that are set elsewhere here
+SET_ELSEWHERE = {
+    "batch_size": "batch_size in the model's modelhost.toml",
+    "max_batch_delay": "max_batch_delay_ms in the model's modelhost.toml",
+    "handler": "handler in the model's modelhost.toml (or in the .mar's MAR-INF/MANIFEST.json)",
+    "response_timeout": "the server's default_response_timeout (--default-response-timeout-s)",
+    "startup_timeout": "the server's worker_load_timeout (--worker-load-timeout-s)",
+}
 
 
 def build_management_app(routes: SageMakerRoutes, unhandled: Unhandled | None = None) -> LastResort:
@@ -75,15 +88,17 @@ class TorchServeManagement:
         ]
 
     async def register(self, request: Request) -> Response:
-        """`?url=…&model_name=…&initial_workers=N&synchronous=true|false`."""
+        """`?url=…&model_name=…&initial_workers=N&synchronous=true|false&runtime=python`."""
         self.http.authorize(request)
         query = request.query_params
         url = query.get("url")
         if not url:
             raise BadRequestBody("Parameter url is required.")
         check_param("url", url)
+        check_registration(query)
         name = model_name(query.get("model_name") or name_from_url(url))
         workers = count(query.get("initial_workers"), "initial_workers")
+        synchronous = boolean(query.get("synchronous"), "synchronous", default=True)
         if self.host.is_registered(name):
             raise ModelAlreadyLoaded(
                 f"Model version {MODEL_VERSION} is already registered for model {name}"
@@ -94,7 +109,7 @@ class TorchServeManagement:
                 f'Model "{name}" Version: {MODEL_VERSION} registered with 0 initial workers. '
                 "It loads on its first request."
             )
-        if query.get("synchronous", "true").lower() == "false":
+        if not synchronous:
             self.host.register(name, url)
             self._load_in_background(name)
             return status("Processing worker updates...", 202)
@@ -124,7 +139,8 @@ class TorchServeManagement:
         path = request.path_params["model"].rstrip("/")
         base = path.removesuffix("/all")
         name = base if base != path and self.host.is_registered(base) else self._registered(path)
-        return JSONResponse([describe(self.host.model_statistics(name))])
+        schedule = self.host.scaling.schedule_of(name)
+        return JSONResponse([describe(self.host.model_statistics(name), schedule)])
 
     def set_default(self, request: Request) -> Response:
         """The one version of a model is its default already."""
@@ -190,8 +206,9 @@ class TorchServeManagement:
             await call
 
 
-def describe(model: ModelStatistics) -> dict[str, Any]:
-    """TorchServe's description of a model, from the host's statistics of it."""
+def describe(model: ModelStatistics, schedule: ModelSchedule) -> dict[str, Any]:
+    """TorchServe's description of a model, from the host's statistics of it and the
+    scheduling in effect for it."""
     started = iso_time(model.loaded_at)
     workers = [
         {
@@ -209,10 +226,10 @@ def describe(model: ModelStatistics) -> dict[str, Any]:
         "modelVersion": MODEL_VERSION,
         "modelUrl": redact_url(model.url),
         "runtime": "python",
-        "minWorkers": len(workers),
-        "maxWorkers": len(workers),
-        "batchSize": 1,
-        "maxBatchDelay": 0,
+        "minWorkers": schedule.min_workers,
+        "maxWorkers": schedule.max_workers,
+        "batchSize": schedule.batch_size,
+        "maxBatchDelay": round(schedule.max_batch_delay_ms),
         "loadedAtStartup": False,
         "workers": workers,
     }
@@ -240,6 +257,41 @@ def start_after(listing: Listing, token: str | None) -> str | None:
 def unless_negative(limit: str | None) -> str | None:
     """TorchServe reads a negative limit as none given: its default page size."""
     return None if limit and is_negative_number(limit) else limit
+
+
+def check_registration(query: Mapping[str, str]) -> None:
+    """Refuse what a registration asks that is not applied here, saying where it is set."""
+    runtime = query.get("runtime")
+    if runtime and runtime not in PYTHON_RUNTIMES:
+        raise BadRequestBody(
+            f"unknown runtime {echo(runtime)}: workers here run Python handlers; give "
+            f"{' or '.join(PYTHON_RUNTIMES)}, or leave runtime out"
+        )
+    handler = query.get("handler")
+    if handler and not is_handler_name(handler):
+        raise BadRequestBody(
+            f"unknown handler {echo(handler)}: give a built-in handler "
+            f"({', '.join(BUILT_IN_HANDLERS)}) or a Python file of the archive "
+            "(handler.py or handler.py:function)"
+        )
+    for param, where in SET_ELSEWHERE.items():
+        if query.get(param):
+            raise BadRequestBody(
+                f"{param} is not taken at registration here: set {where}, or leave {param} out"
+            )
+
+
+def is_handler_name(handler: str) -> bool:
+    """A name the manifest's `handler` takes: a built-in handler, or `file.py[:function]`."""
+    return handler in BUILT_IN_HANDLERS or handler.partition(":")[0].endswith(".py")
+
+
+def boolean(text: str | None, name: str, default: bool) -> bool:
+    if not text:
+        return default
+    if text.lower() not in ("true", "false"):
+        raise BadRequestBody(f"invalid {name} {echo(text)}: give true or false")
+    return text.lower() == "true"
 
 
 def count(text: str | None, name: str) -> int:

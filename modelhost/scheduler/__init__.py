@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 # With no delay a batch holds only what piled up while the worker was busy: batching costs
 # nothing at light load, and under load one prediction serves up to this many requests.
@@ -28,3 +29,12 @@ class SchedulerSettings:
         if declared or self.max_batch_size:
             return declared or self.max_batch_size
         return AUTO_BATCH_SIZE if handler_batches else 1
+
+
+class ModelSchedule(NamedTuple):
+    """What scheduling is in effect for one model: its range of copies and its batching."""
+
+    min_workers: int
+    max_workers: int
+    batch_size: int
+    max_batch_delay_ms: float

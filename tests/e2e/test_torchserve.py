@@ -22,8 +22,22 @@ def management_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def ts_server(store: Path, management_port: int, serve: Servers) -> testing.RunningServer:
-    return serve(store, workers=1, memory_budget="4GiB", management_port=management_port)
+def ts_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """What these tests register: iris models, an MMS handler, and a model whose modelhost.toml
+    sets its batching."""
+    root = tmp_path_factory.mktemp("ts-store")
+    testing.iris_logreg(root / "iris.pkl")
+    for tenant in (3, 4, 5):
+        testing.iris_logreg(root / f"tenants/t{tenant:03d}.joblib")
+    testing.mms_handler_folder(root / "custom/mms")
+    batching = testing.mms_handler_folder(root / "batching")
+    (batching / "modelhost.toml").write_text("batch_size = 4\nmax_batch_delay_ms = 7\n")
+    return root
+
+
+@pytest.fixture(scope="module")
+def ts_server(ts_store: Path, management_port: int, serve: Servers) -> testing.RunningServer:
+    return serve(ts_store, workers=1, memory_budget="4GiB", management_port=management_port)
 
 
 @pytest.fixture
@@ -188,3 +202,61 @@ def test_a_version_other_than_the_one_is_not_found(management: httpx.Client) -> 
         assert "version '0.0'" in missing.json()["message"]
     assert management.get("/models/one").status_code == 200
     management.delete("/models/one")
+
+
+@pytest.mark.parametrize(
+    ("param", "value", "where"),
+    [
+        ("batch_size", "4", "modelhost.toml"),
+        ("max_batch_delay", "100", "modelhost.toml"),
+        ("handler", "handler.py", "modelhost.toml"),
+        ("response_timeout", "5", "default_response_timeout"),
+        ("startup_timeout", "10", "worker_load_timeout"),
+    ],
+)
+def test_registration_refuses_what_it_cannot_apply(
+    management: httpx.Client, param: str, value: str, where: str
+) -> None:
+    """A setting is applied or refused, never ignored: the refusal says where it is set."""
+    params = {"url": "iris.pkl", "model_name": "refused", param: value}
+    refused = management.post("/models", params=params)
+    assert refused.status_code == 400, refused.text
+    assert param in refused.json()["message"] and where in refused.json()["message"]
+    assert management.get("/models/refused").status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("param", "value"),
+    [
+        ("runtime", "python4"),
+        ("runtime", "LSP"),
+        ("synchronous", "-1"),
+        ("initial_workers", "-1"),
+        ("handler", "invalidHandler"),
+    ],
+)
+def test_registration_refuses_values_out_of_range(
+    management: httpx.Client, param: str, value: str
+) -> None:
+    params = {"url": "iris.pkl", "model_name": "refused", param: value}
+    refused = management.post("/models", params=params)
+    assert refused.status_code == 400, refused.text
+    assert f"{param} '{value}'" in refused.json()["message"]
+    assert management.get("/models/refused").status_code == 404
+
+
+def test_registration_takes_the_python_runtimes(management: httpx.Client) -> None:
+    for runtime in ("python", "python3"):
+        params = {"url": "iris.pkl", "model_name": "py", "runtime": runtime}
+        assert management.post("/models", params=params).status_code == 200
+        assert management.get("/models/py").json()[0]["runtime"] == "python"
+        management.delete("/models/py")
+
+
+def test_describe_shows_the_batching_in_effect(management: httpx.Client) -> None:
+    """batchSize and maxBatchDelay are the model's queue's, here from its modelhost.toml."""
+    registered = register_one_worker(management, "batching", "batching", "true")
+    assert registered.status_code == 200, registered.text
+    (described,) = management.get("/models/batching").json()
+    assert (described["batchSize"], described["maxBatchDelay"]) == (4, 7)
+    management.delete("/models/batching")

@@ -1,0 +1,66 @@
+"""TorchServe's registration and listing parameters, read without a server: what is taken, what
+is refused and what each refusal says."""
+
+from __future__ import annotations
+
+import pytest
+
+from modelhost.errors import BadRequestBody
+from modelhost.http.torchserve import (
+    BUILT_IN_HANDLERS,
+    boolean,
+    check_registration,
+    is_handler_name,
+    unless_negative,
+)
+from modelhost.workers.handlers.select import RUNTIMES
+
+
+def test_built_in_handler_names_are_the_workers_own() -> None:
+    assert set(BUILT_IN_HANDLERS) == set(RUNTIMES)
+
+
+@pytest.mark.parametrize("handler", ["sklearn", "torch", "handler.py", "custom.py:predict"])
+def test_handler_names_the_manifest_takes(handler: str) -> None:
+    assert is_handler_name(handler)
+
+
+@pytest.mark.parametrize("handler", ["invalidHandler", "image_classifier", "handler.pyc"])
+def test_handler_names_nothing_here_runs(handler: str) -> None:
+    assert not is_handler_name(handler)
+
+
+def test_python_runtimes_and_no_runtime_are_taken() -> None:
+    for query in ({}, {"runtime": "python"}, {"runtime": "python3"}, {"batch_size": ""}):
+        check_registration(query)
+
+
+@pytest.mark.parametrize(
+    ("query", "words"),
+    [
+        ({"runtime": "python4"}, "unknown runtime 'python4'"),
+        ({"handler": "image_classifier"}, "unknown handler 'image_classifier'"),
+        ({"handler": "sklearn"}, "handler in the model's modelhost.toml"),
+        ({"batch_size": "dd"}, "batch_size in the model's modelhost.toml"),
+        ({"max_batch_delay": "100"}, "max_batch_delay_ms in the model's modelhost.toml"),
+        ({"response_timeout": "5"}, "--default-response-timeout-s"),
+        ({"startup_timeout": "0"}, "--worker-load-timeout-s"),
+    ],
+)
+def test_registration_refusals_say_what_to_do(query: dict[str, str], words: str) -> None:
+    with pytest.raises(BadRequestBody, match=words):
+        check_registration(query)
+
+
+def test_booleans_are_true_or_false_in_any_case() -> None:
+    assert boolean("TRUE", "synchronous", default=False) is True
+    assert boolean("false", "synchronous", default=True) is False
+    assert boolean(None, "synchronous", default=True) is True
+    with pytest.raises(BadRequestBody, match="invalid synchronous 'nan': give true or false"):
+        boolean("nan", "synchronous", default=True)
+
+
+def test_a_negative_limit_is_no_limit_given() -> None:
+    assert unless_negative("-1") is None
+    assert unless_negative("5") == "5"
+    assert unless_negative("-x") == "-x"  # not a number: page_size refuses it
