@@ -1,6 +1,9 @@
 """The OpenAPI 3.1 document of every route, served at `GET /openapi.json`: the source of truth for
 docs/api.md (`python -m modelhost.http.openapi` writes it). A route with no entry in
-`OPERATIONS` fails the build of the document, so an undocumented route cannot ship."""
+`OPERATIONS` fails the build of the document, so an undocumented route cannot ship.
+
+The same document answers TorchServe's API discovery calls, `OPTIONS /` and `/api-description`
+(any method), on each port that serves one: clients of TorchServe find the API there."""
 
 from __future__ import annotations
 
@@ -12,7 +15,8 @@ from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute, Match, Route
+from starlette.types import Receive, Scope, Send
 
 Schema = dict[str, Any]
 _JSON = "application/json"
@@ -487,14 +491,31 @@ def document(routes: Sequence[BaseRoute], flavour: str) -> dict[str, Any]:
 
 
 class OpenApiRoute(Route):
-    """`GET /openapi.json`: the document of the routes given, and of itself."""
+    """`GET /openapi.json` and TorchServe's discovery calls: the document of the routes given,
+    and of itself."""
 
     def __init__(self, served: Sequence[BaseRoute], flavour: str) -> None:
         super().__init__("/openapi.json", self.serve, methods=["GET"])
         self.document = document([*served, self], flavour)
 
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        if scope["type"] == "http" and is_discovery(scope["method"], scope["path"]):
+            return Match.FULL, {"endpoint": self.endpoint, "path_params": {}}
+        return super().matches(scope)
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if is_discovery(scope["method"], scope["path"]):  # any method, as TorchServe answers
+            await self.app(scope, receive, send)
+        else:
+            await super().handle(scope, receive, send)
+
     async def serve(self, request: Request) -> Response:
         return JSONResponse(self.document)
+
+
+def is_discovery(method: str, path: str) -> bool:
+    """TorchServe's API discovery: `OPTIONS /`, or `/api-description` by any method."""
+    return path == "/api-description" or (path == "/" and method == "OPTIONS")
 
 
 def markdown(doc: dict[str, Any]) -> str:
