@@ -41,6 +41,8 @@ from modelhost.scheduler import ModelSchedule
 from modelhost.urls import redact_url
 
 MODEL_VERSION = TORCHSERVE_VERSION
+TORCHSERVE, MMS = "torchserve", "mms"
+MANAGEMENT_APIS = (TORCHSERVE, MMS)  # whose shapes the management API answers in
 ARCHIVE_SUFFIXES = (".mar", ".tar.gz", ".tgz", ".tar", ".zip")
 REGISTERED_OR_IN_MEMORY = (IN_MEMORY, REGISTERED)  # what TorchServe calls registered
 SET_DEFAULT = "/set-default"
@@ -58,8 +60,11 @@ SET_ELSEWHERE = {
 }
 
 
-def build_management_app(routes: SageMakerRoutes, unhandled: Unhandled | None = None) -> LastResort:
-    served = TorchServeManagement(routes).routes()
+def build_management_app(
+    routes: SageMakerRoutes, unhandled: Unhandled | None = None, api: str = TORCHSERVE
+) -> LastResort:
+    """The management app, answering as TorchServe's API or MMS's (`api`)."""
+    served = TorchServeManagement(routes, api).routes()
     unhandled = unhandled or Unhandled()
     app = Starlette(
         routes=[*served, OpenApiRoute(served, "torchserve")],
@@ -73,7 +78,12 @@ def build_management_app(routes: SageMakerRoutes, unhandled: Unhandled | None = 
 
 
 class TorchServeManagement:
-    def __init__(self, routes: SageMakerRoutes) -> None:
+    """TorchServe's management calls; with `api="mms"`, MMS's shapes where they differ."""
+
+    def __init__(self, routes: SageMakerRoutes, api: str = TORCHSERVE) -> None:
+        if api not in MANAGEMENT_APIS:
+            raise ValueError(f"api must be one of {MANAGEMENT_APIS}, not {api!r}")
+        self.api = api
         self.http = routes
         self.host = routes.host
         self._loads: set[asyncio.Task[Any]] = set()  # asynchronous registrations under way
@@ -134,13 +144,14 @@ class TorchServeManagement:
         return JSONResponse(body)
 
     async def describe(self, request: Request) -> Response:
-        """A list of one description, as TorchServe answers for a model's versions; the same
-        for `/models/{model}/all`, since a model here has one version."""
+        """A list of one description, as TorchServe answers for a model's versions (the same
+        for `/models/{model}/all`: a model here has one version); MMS answers the object."""
         path = request.path_params["model"].rstrip("/")
         base = path.removesuffix("/all")
         name = base if base != path and self.host.is_registered(base) else self._registered(path)
         schedule = self.host.scaling.schedule_of(name)
-        return JSONResponse([describe(self.host.model_statistics(name), schedule)])
+        description = describe(self.host.model_statistics(name), schedule)
+        return JSONResponse(description if self.api == MMS else [description])
 
     def set_default(self, request: Request) -> Response:
         """The one version of a model is its default already."""

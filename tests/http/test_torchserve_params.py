@@ -3,11 +3,19 @@ is refused and what each refusal says."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+from typing import Any
+
 import pytest
+from helpers.counting_host import counting_host, request
+from starlette.requests import Request
 
 from modelhost.errors import BadRequestBody
+from modelhost.http.routes import HttpSettings, SageMakerRoutes
 from modelhost.http.torchserve import (
     BUILT_IN_HANDLERS,
+    TorchServeManagement,
     boolean,
     check_registration,
     is_handler_name,
@@ -64,3 +72,30 @@ def test_a_negative_limit_is_no_limit_given() -> None:
     assert unless_negative("-1") is None
     assert unless_negative("5") == "5"
     assert unless_negative("-x") == "-x"  # not a number: page_size refuses it
+
+
+def describe_as(api: str) -> tuple[int, Any]:
+    """GET /models/reg from the management API answering as `api`, on a host without workers."""
+    host, _ = counting_host(registered=["reg"])
+    management = TorchServeManagement(SageMakerRoutes(host, HttpSettings(1 << 20, "", "")), api)
+    scope = {**request("/models/reg").scope, "path_params": {"model": "reg"}}
+    response = asyncio.run(management.describe(Request(scope)))
+    return response.status_code, json.loads(bytes(response.body))
+
+
+def test_torchserve_describes_a_model_as_a_list_of_its_versions() -> None:
+    status, body = describe_as("torchserve")
+    assert status == 200
+    assert isinstance(body, list) and body[0]["modelName"] == "reg"
+
+
+def test_mms_describes_a_model_as_one_object() -> None:
+    status, body = describe_as("mms")
+    assert status == 200
+    assert isinstance(body, dict) and body["modelName"] == "reg"
+
+
+def test_an_api_nobody_speaks_is_refused() -> None:
+    host, _ = counting_host()
+    with pytest.raises(ValueError, match="torchserve"):
+        TorchServeManagement(SageMakerRoutes(host, HttpSettings(1 << 20, "", "")), "kserve")
