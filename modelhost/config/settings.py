@@ -174,6 +174,13 @@ class Config:
     single_model: str = _setting(
         "", "model /invocations uses without a target-model header (empty: none)"
     )
+    sagemaker_contract: bool = _setting(
+        False,
+        "keep SageMaker's multi-model container contract to the letter (the container's "
+        "multi-model mode): only POST /models loads, invoking a model not loaded is 404, GET "
+        "/models lists loaded models as {modelName, modelUrl}, and a load that does not fit is "
+        "507 rather than evicting (SageMaker chooses what to unload)",
+    )
     management_port: int = _setting(
         0,
         "port of TorchServe's management API (register, describe, ...; 0: not served)",

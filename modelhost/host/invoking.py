@@ -5,6 +5,9 @@ A request that failed because a worker died (while it waited, while its model lo
 it ran, if its handler is pure or declared idempotent) is tried once more, alone in its batch: a
 crash costs latency, not an error. If its worker dies again while running it alone, it is a
 poison request: answered 500 and not tried again, so it cannot take down the pool.
+
+Under SageMaker's contract (`loads_on_invoke` false) only LoadModel loads: a request for a model
+not in memory fails with 404 (the platform's cue to load it), and joins a load under way.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from modelhost.deadlines import Deadlines
 from modelhost.errors import (
     ConcurrencyLimit,
     DeadlineExceeded,
+    ModelNotLoaded,
     PoisonRequest,
     ShuttingDown,
     Unavailable,
@@ -45,11 +49,13 @@ class InvokePath:
         scheduling: SchedulerSettings,
         on_hit: Callable[[str], None],
         on_pressure: Callable[[str], None],
+        loads_on_invoke: bool = True,
     ) -> None:
         self.residency = residency
         self.scheduling = scheduling
         self.on_hit = on_hit  # a loaded model serves a request (the artifact may be due a check)
         self.on_pressure = on_pressure  # a model's requests wait for a free worker
+        self.loads_on_invoke = loads_on_invoke
         self.in_flight = 0  # invocations received and not yet answered
         self.batching = BatchingStatistics()
         # every request's deadline, kept by one timer (`Deadlines`), not one per request
@@ -127,6 +133,11 @@ class InvokePath:
                 r.memory.begin_request(resident)
                 self.on_hit(name)
                 return resident, outcome
+            if not self.loads_on_invoke and name not in r.loads:
+                raise ModelNotLoaded(
+                    f"model {name} is not loaded; load it with POST /models "
+                    f'{{"model_name": "{name}", "url": ...}} (SageMaker does on this 404)'
+                )
             outcome = await r.ensure_loaded(name)
         raise Unavailable(
             f"model {name} was unloaded {MAX_ACQUIRE_ATTEMPTS} times before it "

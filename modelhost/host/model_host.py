@@ -5,16 +5,25 @@
 construction; scaling and the invoke path are built on residency, so what residency asks of them
 (`residency.Neighbours`) the host answers by delegation. It reports what it holds as statistics
 records (`records/statistics.py`). Nothing here knows about HTTP.
+
+Under SageMaker's multi-model contract (`sagemaker_contract`) the platform decides what is in
+memory: only `load_as_told` loads, an invocation of a model not loaded fails with
+`ModelNotLoaded` (the platform's cue to load it), and a load that would have to evict fails with
+`InsufficientMemory` instead (the platform's cue to unload the model it chooses). The host still
+unloads models when memory itself runs short (a footprint or the baseline grew): those answer
+`ModelNotLoaded` until loaded again, and leave the listing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Callable
 
 from modelhost.cache.disk import DiskTier
 from modelhost.cache.memory import MemoryTier, State
+from modelhost.errors import InsufficientMemory, ModelAlreadyLoaded
 from modelhost.host.calls import Invocation, LoadOutcome, Result
 from modelhost.host.invoking import InvokePath
 from modelhost.host.listing import Listing
@@ -23,6 +32,7 @@ from modelhost.host.memory_readings import MemoryReadings, PssReading, split_pss
 from modelhost.host.registry import Registry
 from modelhost.host.residency import Residency
 from modelhost.host.scaling import Scaling
+from modelhost.host.shortfall import never_fits
 from modelhost.records.events import EventLog
 from modelhost.records.statistics import (
     DiskStatistics,
@@ -33,6 +43,7 @@ from modelhost.records.statistics import (
 )
 from modelhost.scheduler import SchedulerSettings
 from modelhost.scheduler.dispatch import Dispatcher
+from modelhost.units import format_bytes
 from modelhost.workers.pool import WorkerHandle, WorkerPool
 
 
@@ -51,8 +62,13 @@ class ModelHost:
         scheduling: SchedulerSettings | None = None,
         pss_bytes: Callable[[], int | PssReading] | None = None,
         max_rows_per_request: int = 0,
+        sagemaker_contract: bool = False,
     ) -> None:
         self.pool, self.memory, self.disk, self.events = pool, memory, disk, events
+        self.sagemaker_contract = sagemaker_contract
+        self.given_urls: dict[str, str] = {}  # the url each LoadModel gave, as it gave it
+        if sagemaker_contract:  # no load evicts: the platform unloads what it chooses on 507
+            memory.min_residency_s = math.inf
         self.clock = clock
         self.scheduling = scheduling or SchedulerSettings(response_timeout_s=deadline_s)
         self.manifests = Manifests(events, pinned, max_rows_per_request, self._holds)
@@ -79,6 +95,7 @@ class ModelHost:
             self.scheduling,
             on_hit=self.registry.revalidate_in_background,
             on_pressure=self.scaling.scale_out,
+            loads_on_invoke=not sagemaker_contract,
         )
 
     def _holds(self, name: str) -> bool:
@@ -133,6 +150,58 @@ class ModelHost:
 
     async def register_and_load(self, name: str, url: str) -> LoadOutcome:
         return await self.registry.register_and_load(name, url)
+
+    async def load_as_told(self, name: str, url: str) -> LoadOutcome:
+        """SageMaker's LoadModel: 409 if held, 507 where room would need an eviction."""
+        self._check_not_held(name)
+        await self._check_room(name, self.disk.stores.admit(url))
+        self._check_not_held(name)  # another LoadModel of the name may have begun meanwhile
+        self.given_urls[name] = url
+        try:
+            return await self.registry.register_and_load(name, url)
+        except BaseException:
+            self._forget_unless_held(name)
+            raise
+
+    async def unload_as_told(self, name: str) -> int:
+        """SageMaker's UnloadModel: the model leaves memory, and its URL is forgotten."""
+        try:
+            return await self.unload(name)
+        finally:
+            self._forget_unless_held(name)
+
+    def given_url(self, name: str) -> str:
+        return self.given_urls.get(name) or self.source_of(name)
+
+    def _check_not_held(self, name: str) -> None:
+        if self._holds(name):
+            raise ModelAlreadyLoaded(
+                f"model {name} is already loaded; DELETE /models/{name} first to load it again"
+            )
+
+    def _forget_unless_held(self, name: str) -> None:
+        """Forget what LoadModel gave, unless another LoadModel of the name is under way."""
+        if not self._holds(name):
+            self.given_urls.pop(name, None)
+            self.residency.sources.pop(name, None)
+
+    async def _check_room(self, name: str, url: str) -> None:
+        """507 at once where the load would need to evict, so the platform picks the victim."""
+        artifact = (await self.disk.materialize(name, url)).artifact
+        self.manifests.read(name, artifact)
+        size = self.manifests.reservation(name, artifact)
+        m = self.memory
+        if not m.fits_ever(size):
+            raise InsufficientMemory(never_fits(m, name, size))
+        await self.memory_readings.observe()
+        free = m.budget_bytes - m.headroom_floor_bytes - m.committed_bytes  # as `reserve` sees
+        if size > free:
+            raise InsufficientMemory(
+                f"model {name} needs about {format_bytes(size)} but {format_bytes(max(0, free))} "
+                f"of the memory budget of {format_bytes(m.budget_bytes)} is free with the models "
+                f"loaded ({format_bytes(m.committed_bytes)} committed); DELETE /models/<name> "
+                "to make room (SageMaker does on this 507), or raise --memory-budget"
+            )
 
     def register(self, name: str, url: str) -> None:
         self.registry.register(name, url)
