@@ -1,5 +1,11 @@
 """SageMaker's container contract (ping, the multi-model management calls) and /stats.
-The invocation routes are answered in front of the framework: see `invocations`."""
+The invocation routes are answered in front of the framework: see `invocations`.
+
+The management calls answer in one of two ways. Natively, a model is listed wherever it is
+(memory, disk, registered) with its state, sizes and events. Under SageMaker's multi-model
+contract (the container's mode, `HttpSettings.sagemaker_contract`) they answer as AWS documents the
+contract and as MMS, the server SageMaker shipped, answered: loaded models only, each entry
+`{modelName, modelUrl}` with the url LoadModel gave."""
 
 from __future__ import annotations
 
@@ -14,6 +20,7 @@ from typing import Any
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
+from modelhost.cache.memory import State
 from modelhost.errors import (
     BadRequestBody,
     Forbidden,
@@ -21,7 +28,7 @@ from modelhost.errors import (
     Unauthorized,
 )
 from modelhost.host import ModelHost
-from modelhost.host.listing import EVERYWHERE, STATES
+from modelhost.host.listing import EVERYWHERE, LOADED, STATES
 from modelhost.http.invocations import body_cut_short, read_within
 from modelhost.http.params import check_param, is_whole_number
 from modelhost.names import echo, model_name
@@ -41,6 +48,7 @@ class HttpSettings:
     single_model: str
     instance_id: str = ""  # X-Modelhost-Instance on every response (empty: the hostname)
     max_response_bytes: int = 0  # 0: no limit
+    sagemaker_contract: bool = False  # the management calls answer as SageMaker's contract says
 
 
 class SageMakerRoutes:
@@ -95,6 +103,9 @@ class SageMakerRoutes:
             )
         model_name(name)
         check_param("url", url)
+        if self.settings.sagemaker_contract:
+            await self.host.load_as_told(name, url)
+            return JSONResponse({"status": "Workers scaled"})  # MMS's words
         outcome = await self.host.register_and_load(name, url)
         return JSONResponse(
             {
@@ -106,6 +117,8 @@ class SageMakerRoutes:
 
     async def list_models(self, request: Request) -> Response:
         """A page of the models known, in name order; `state` keeps those of one place."""
+        if self.settings.sagemaker_contract:
+            return self.list_loaded(request)
         query = request.query_params
         limit = page_size(query.get("limit") or query.get("page_size"))
         token = query.get("next_page_token") or query.get("nextPageToken")
@@ -118,8 +131,28 @@ class SageMakerRoutes:
             body["nextPageToken"] = body["next_page_token"] = encode_token(names[limit - 1])
         return JSONResponse(body)
 
+    def list_loaded(self, request: Request) -> Response:
+        """SageMaker's ListModels: a page of the loaded models; `nextPageToken` if more."""
+        query = request.query_params
+        limit = page_size(query.get("max_results") or query.get("limit"))
+        token = query.get("next_page_token")
+        after = decode_token(token) if token else ""
+        names = self.host.model_names().page(after, limit + 1, (LOADED,))
+        body: dict[str, Any] = {"models": [self.entry(name) for name in names[:limit]]}
+        if len(names) > limit:
+            body["nextPageToken"] = encode_token(names[limit - 1])
+        return JSONResponse(body)
+
+    def entry(self, name: str) -> dict[str, str]:
+        """A model as SageMaker's ListModels and GetModel show it."""
+        return {"modelName": name, "modelUrl": self.host.given_url(name)}
+
     async def describe_model(self, request: Request) -> Response:
         name = model_in_path(request)
+        if self.settings.sagemaker_contract:
+            if self.host.state_of(name) is not State.LOADED:
+                raise ModelNotLoaded(f"model {name} is not loaded; POST /models to load it")
+            return JSONResponse(self.entry(name))
         description = self.describe(name)
         if description["state"] not in ("loaded", "loading"):
             raise ModelNotLoaded(
@@ -131,6 +164,9 @@ class SageMakerRoutes:
     async def unload_model(self, request: Request) -> Response:
         self.authorize(request)
         name = model_in_path(request)
+        if self.settings.sagemaker_contract:
+            await self.host.unload_as_told(name)
+            return JSONResponse({"status": f'Model "{name}" unregistered'})  # MMS's words
         freed = await self.host.unload(name)
         return JSONResponse(
             {"status": f"model {name} unloaded", "freedBytes": freed, "freed": format_bytes(freed)}
