@@ -13,17 +13,17 @@ from typing import Any
 import uvicorn
 
 from modelhost.config import Config
-from modelhost.http.protocol import header_deadline_protocol
+from modelhost.http.head_limits import head_limited_protocol
 
 
 def uvicorn_config(
     app: Any, config: Config, port: int, host: str = "", **more: Any
 ) -> uvicorn.Config:
     """Both servers' settings: httptools, no lifespan, our own access log instead of uvicorn's.
-    Each request's headers must arrive within --header-timeout-s (slowloris). Proxy headers are
-    trusted only from --forwarded-allow-ips, given explicitly so uvicorn's own
-    FORWARDED_ALLOW_IPS variable cannot turn that trust on: the caller's address decides who may
-    manage models."""
+    Each request's headers must arrive within --header-timeout-s (slowloris) and within the caps
+    of http/head_limits. Proxy headers are trusted only from --forwarded-allow-ips, given
+    explicitly so uvicorn's own FORWARDED_ALLOW_IPS variable cannot turn that trust on: the
+    caller's address decides who may manage models."""
     return uvicorn.Config(
         app,
         host=host or config.host,  # the management and metrics ports may have their own
@@ -31,7 +31,7 @@ def uvicorn_config(
         lifespan="off",
         access_log=False,
         log_level=config.log_level,
-        http=header_deadline_protocol(config.header_timeout_s),
+        http=head_limited_protocol(config.header_timeout_s),
         limit_concurrency=config.max_connections or None,
         proxy_headers=bool(config.forwarded_allow_ips),
         forwarded_allow_ips=config.forwarded_allow_ips or "",
