@@ -56,7 +56,9 @@ class FormInput:
 
 def is_form(content_type: str) -> bool:
     """Whether a Content-Type is one of the form types: the only bodies decoded here."""
-    return content_type[:33].lower().startswith((MULTIPART, URLENCODED))
+    lowered = content_type.lower()
+    # every invocation asks: one substring scan rules out the JSON, CSV and binary bodies
+    return "form" in lowered and lowered.startswith((MULTIPART, URLENCODED))
 
 
 def form_input(body: bytes, content_type: str) -> FormInput | None:
