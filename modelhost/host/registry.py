@@ -37,6 +37,16 @@ class Registry:
             )
         self.residency.sources[name] = self.residency.disk.stores.admit(url)
 
+    async def register_fetched(self, name: str, url: str) -> None:
+        """Register `name` and fetch its artifact to disk without loading it, as TorchServe
+        fetches an archive when it registers it: a URL that names nothing fails now."""
+        self.register(name, url)
+        try:
+            await self.residency.disk.materialize(name, self.residency.sources[name])
+        except ModelhostError:
+            self.residency.sources.pop(name, None)
+            raise
+
     async def unregister(self, name: str) -> None:
         """Unload `name` if it is loaded, and forget the URL it was registered with."""
         resident = self.residency.memory.get(name)

@@ -113,20 +113,29 @@ class TorchServeManagement:
             raise ModelAlreadyLoaded(
                 f"Model version {MODEL_VERSION} is already registered for model {name}"
             )
+        await self._fetch(name, url)
         if workers == 0:
-            self.host.register(name, url)
             return status(
                 f'Model "{name}" Version: {MODEL_VERSION} registered with 0 initial workers. '
                 "It loads on its first request."
             )
         if not synchronous:
-            self.host.register(name, url)
             self._load_in_background(name)
             return status("Processing worker updates...", 202)
-        await self.host.register_and_load(name, url)
+        await self.host.ensure_loaded(name)
         return status(
             f'Model "{name}" Version: {MODEL_VERSION} registered with {workers} initial workers'
         )
+
+    async def _fetch(self, name: str, url: str) -> None:
+        """Register the model and fetch its archive, as TorchServe does; 400 if there is none."""
+        try:
+            await self.host.registry.register_fetched(name, url)
+        except ModelNotFound as error:
+            raise BadRequestBody(
+                f"cannot register model {name}: the url {echo(url)} names no archive ({error}); "
+                "give the url of an archive in the model store"
+            ) from None
 
     async def list_models(self, request: Request) -> Response:
         """Registered models (and those in memory), `limit` at a time. `nextPageToken` is a
