@@ -1,12 +1,17 @@
-"""Upkeep: the host's background loops, for as long as the server runs."""
+"""Upkeep: the host's background loops, for as long as the server runs. Each outlives its own
+errors: a failure is an event (logged, and counted in `modelhost_failures_total` by the loop's
+name) and the loop goes on; the first of a run of failures is logged with its traceback."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from modelhost.host.model_host import ModelHost
+
+logger = logging.getLogger("modelhost.host")
 
 MEMORY_WATCH_INTERVAL_S = 1.0
 REPLICA_WATCH_INTERVAL_S = 1.0
@@ -14,24 +19,45 @@ REPLICA_WATCH_INTERVAL_S = 1.0
 
 async def watch_memory(host: ModelHost) -> None:
     """Follow the server's real PSS: fold drift into the baseline, evict if over budget."""
-    while True:
-        await asyncio.sleep(MEMORY_WATCH_INTERVAL_S)
+
+    async def step() -> None:
         await host.memory_readings.observe()
         await host.relieve_pressure()
+
+    await repeat(host, "memory_watch", lambda: MEMORY_WATCH_INTERVAL_S, step)
 
 
 async def watch_replicas(host: ModelHost) -> None:
     """Let go of the extra workers of models that no longer need them."""
-    while True:
-        await asyncio.sleep(REPLICA_WATCH_INTERVAL_S)
-        await host.scale_in()
+    await repeat(host, "replica_watch", lambda: REPLICA_WATCH_INTERVAL_S, host.scale_in)
 
 
 async def watch_idle(host: ModelHost, idle_s: float) -> None:
     """Unload models unused for `idle_s`, checking a few times within each such span."""
+    await repeat(
+        host,
+        "idle_watch",
+        lambda: min(MEMORY_WATCH_INTERVAL_S, idle_s / 4),
+        lambda: host.unload_idle(idle_s),
+    )
+
+
+async def repeat(
+    host: ModelHost, name: str, interval_s: Callable[[], float], step: Callable[[], Awaitable[None]]
+) -> None:
+    """Run `step` every `interval_s()` seconds for ever, whatever it raises."""
+    failing = False
     while True:
-        await asyncio.sleep(min(MEMORY_WATCH_INTERVAL_S, idle_s / 4))
-        await host.unload_idle(idle_s)
+        await asyncio.sleep(interval_s())
+        try:
+            await step()
+        except Exception as error:  # noqa: BLE001  (the loop must outlive it: it is reported)
+            if not failing:
+                logger.exception("the %s loop failed; it goes on", name)
+            host.events.emit("failure", reason=name, detail={"error": repr(error)})
+            failing = True
+        else:
+            failing = False
 
 
 @contextlib.asynccontextmanager
