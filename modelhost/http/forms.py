@@ -11,6 +11,7 @@ refused rather than dropped. A body typed as a form that is not one passes on as
 
 from __future__ import annotations
 
+import logging
 import urllib.parse
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -32,6 +33,8 @@ UNTYPED = "application/json"  # a part with no Content-Type, as a body with none
 # the types built-in handlers decode, for a file part that curl sends as application/octet-stream
 TYPE_OF_SUFFIX = {".json": "application/json", ".csv": "text/csv", ".npy": "application/x-npy"}
 HOW_TO_SEND = "send the input as a part named data (curl -F data=@file)"
+# python-multipart logs each malformed body; the 400 says it to the client instead of the log
+QUIET = logging.Logger("modelhost.http.forms", logging.CRITICAL + 1)
 
 
 @dataclass(frozen=True)
@@ -88,8 +91,10 @@ def multipart_parts(body: bytes, content_type: str) -> list[Part]:
             "write the header (curl -F, requests' files=) rather than setting it by hand"
         )
     collector = _PartCollector()
+    parser = MultipartParser(boundary, collector.callbacks())
+    parser.logger = QUIET
     try:
-        MultipartParser(boundary, collector.callbacks()).write(body)
+        parser.write(body)
     except MultipartParseError as error:
         raise malformed(f"it cannot be read ({error})") from None
     if not collector.ended:

@@ -4,12 +4,15 @@ what to fix."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import httpx
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from modelhost.errors import BadRequestBody, ParameterTooLarge
+from modelhost.errors import BadRequestBody, ParameterTooLarge, RequestError
 from modelhost.http.forms import FormInput, form_input, is_form
 from modelhost.http.params import MAX_QUERY_CHARS
 
@@ -151,3 +154,28 @@ def test_text_fields_are_capped_as_a_query_is() -> None:
     body, content_type = encoded(data={"data": "[1]", "note": "x" * MAX_QUERY_CHARS})
     with pytest.raises(ParameterTooLarge, match="text fields are"):
         form_input(body, content_type)
+
+
+PART_PIECES = [b"--b0", b"--b0--", b"\r\n", b"Content-Disposition: form-data", b'; name="data"']
+PART_PIECES += [b'; filename="a.json"', b"Content-Type: text/csv", b"\r\n\r\n", b"1,2", b"\xff"]
+
+
+@given(
+    body=st.one_of(st.binary(max_size=200), st.lists(st.sampled_from(PART_PIECES)).map(b"".join)),
+    content_type=st.sampled_from(
+        ["multipart/form-data; boundary=b0", "application/x-www-form-urlencoded"]
+    ),
+)
+def test_any_body_decodes_or_is_refused_as_a_bad_request(body: bytes, content_type: str) -> None:
+    """No body typed as a form makes the decoder fail other than with a 4xx."""
+    with contextlib.suppress(RequestError):
+        form_input(body, content_type)
+
+
+def test_a_malformed_body_is_told_to_the_client_not_the_log(
+    capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    with pytest.raises(BadRequestBody):
+        form_input(b"not a form", "multipart/form-data; boundary=b0")
+    assert capsys.readouterr().err == ""
+    assert caplog.records == []
