@@ -118,10 +118,18 @@ MODEL_PAGE: Schema = {
     },
 }
 
+FORM: Schema = {
+    "type": "object",
+    "description": "the input is the part named data, else body, else the only file; other "
+    "text fields are parameters (modelhost.http.forms)",
+    "properties": {"data": {"type": "string", "format": "binary"}},
+}
 INVOKE_BODY = {
     "application/json": ANY,
     "text/csv": {"type": "string"},
     "application/x-npy": {"type": "string", "format": "binary"},
+    "multipart/form-data": FORM,
+    "application/x-www-form-urlencoded": FORM,
 }
 MODEL = {"name": "model", "in": "path", "required": True, "schema": {"type": "string"}}
 VERSION = {"name": "version", "in": "path", "required": True, "schema": {"type": "string"}}
