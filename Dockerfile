@@ -2,7 +2,9 @@
 #   docker build -t modelhost .                      (EXTRAS=xgboost,lightgbm,onnx,torch for torch)
 #   docker run -p 8080:8080 -v $PWD/model:/opt/ml/model modelhost serve
 # SageMaker runs `docker run IMAGE serve`; port 8080 (or SAGEMAKER_BIND_TO_PORT); the model in
-# /opt/ml/model, or many in /opt/ml/models with SAGEMAKER_MULTI_MODEL=true.
+# /opt/ml/model, or many in /opt/ml/models with SAGEMAKER_MULTI_MODEL=true, where the entrypoint
+# keeps SageMaker's multi-model contract to the letter (MODELHOST_SAGEMAKER_CONTRACT=false: not).
+# What changes from an MMS-based container: docs/migrating-sagemaker.md.
 FROM python:3.11-slim
 
 LABEL com.amazonaws.sagemaker.capabilities.multi-models=true

@@ -93,6 +93,22 @@ def test_multi_model_mode_loads_from_opt_ml_models(tmp_path: Path) -> None:
         assert server.stop() == 0
 
 
+@pytest.mark.parametrize("contract", ["", "false"])
+def test_multi_model_mode_keeps_the_sagemaker_contract_unless_turned_off(
+    tmp_path: Path, contract: str
+) -> None:
+    """Multi-model mode loads only through LoadModel (a model in the store but not loaded is
+    404, SageMaker's cue to load it); MODELHOST_SAGEMAKER_CONTRACT=false on the container
+    brings back loading on the first request."""
+    testing.iris_logreg(tmp_path / "ml" / "models" / "3f2a" / "model" / "model.joblib")
+    variables = {"MODELHOST_SAGEMAKER_CONTRACT": contract} if contract else {}
+    server = entrypoint_server(tmp_path / "ml", SAGEMAKER_MULTI_MODEL="true", **variables)
+    with server, httpx.Client(base_url=server.url, timeout=60) as http:
+        invoked = http.post("/models/3f2a/model/invoke", content=json.dumps(ROWS), headers=JSON)
+        assert invoked.status_code == (200 if contract == "false" else 404), invoked.text
+        assert server.stop() == 0
+
+
 def test_other_commands_run_as_given() -> None:
     result = subprocess.run(
         ["sh", str(ENTRYPOINT), "echo", "hello"], capture_output=True, text=True, check=True

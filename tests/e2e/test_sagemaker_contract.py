@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -49,9 +50,8 @@ def model_dir(opt_ml: Path, name: str) -> Path:
     return opt_ml / "models" / name / "model"
 
 
-@pytest.fixture(scope="module")
-def container(opt_ml: Path) -> Iterator[testing.RunningServer]:
-    """The container's server: room for two of the 1 GiB models, not three."""
+def entrypoint_server(opt_ml: Path, **variables: str) -> testing.RunningServer:
+    """`sagemaker-entrypoint.sh serve` in multi-model mode, with the venv's `modelhost`."""
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     env = {
         **os.environ,
@@ -60,11 +60,17 @@ def container(opt_ml: Path) -> Iterator[testing.RunningServer]:
         "SAGEMAKER_MULTI_MODEL": "true",
         "SAGEMAKER_MODEL_SERVER_WORKERS": "1",
         "MODELHOST_WORKERS": "1",
-        "MODELHOST_CACHE_DIR": str(opt_ml / "cache"),
         "MODELHOST_MEMORY_BUDGET": "2560MiB",
+        **variables,
     }
     command = ["sh", str(ENTRYPOINT), "serve"]
-    with testing.RunningServer([], opt_ml, env=env, command=command) as server:
+    return testing.RunningServer([], opt_ml, env=env, command=command)
+
+
+@pytest.fixture(scope="module")
+def container(opt_ml: Path) -> Iterator[testing.RunningServer]:
+    """The container's server: room for two of the 1 GiB models, not three."""
+    with entrypoint_server(opt_ml, MODELHOST_CACHE_DIR=str(opt_ml / "cache")) as server:
         yield server
 
 
@@ -90,6 +96,17 @@ def invoke_model(http: httpx.Client, name: str) -> httpx.Response:
 def entry(opt_ml: Path, name: str) -> dict[str, str]:
     """A ListModels/GetModel entry as the contract shows it: the url as LoadModel gave it."""
     return {"modelName": name, "modelUrl": str(model_dir(opt_ml, name))}
+
+
+def unload_event(server: testing.RunningServer, name: str) -> dict[str, object]:
+    """The model's first unload event, once the server's log has it."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        for event in server.events("unload"):
+            if event["model"] == name:
+                return event
+        time.sleep(0.1)
+    raise AssertionError(f"no unload of {name} in the log:\n{server.log_text()[-4000:]}")
 
 
 def listed(http: httpx.Client) -> list[dict[str, str]]:
@@ -257,3 +274,20 @@ def test_a_scripted_sequence_keeps_the_contract(sagemaker: httpx.Client, opt_ml:
     assert invoke_model(http, "alpha").status_code == 404
     assert invoke_model(http, "bravo").status_code == 200
     assert listed(http) == [entry(opt_ml, "bravo"), entry(opt_ml, "charlie")]
+
+
+def test_a_model_the_container_unloads_by_itself_answers_404_and_leaves_the_list(
+    opt_ml: Path,
+) -> None:
+    """The container unloads without being told only when it must (memory pressure, a dead
+    worker, or idle_unload_s as here): invoke then answers 404, the platform's cue to load."""
+    cache = str(opt_ml / "idle-cache")
+    server = entrypoint_server(opt_ml, MODELHOST_IDLE_UNLOAD_S="1", MODELHOST_CACHE_DIR=cache)
+    with server, httpx.Client(base_url=server.url, timeout=60) as http:
+        assert load_model(http, opt_ml, "delta").status_code == 200
+        assert unload_event(server, "delta")["reason"] == "idle"
+        assert invoke_model(http, "delta").status_code == 404
+        assert listed(http) == []
+        assert http.get("/models/delta").status_code == 404
+        assert load_model(http, opt_ml, "delta").status_code == 200
+        assert invoke_model(http, "delta").status_code == 200
