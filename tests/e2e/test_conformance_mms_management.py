@@ -1,0 +1,161 @@
+"""MMS's management API collection (test/postman/management_api_test_collection.json of
+awslabs/multi-model-server), mirrored: one test per request, named after it, with the statuses it
+accepts, against a real server.
+
+The collection is a sequence: a request sees what the ones before it registered. Each test first
+sends the requests before it that were not sent yet, so a test run alone sees the same server.
+The collection's archives are on S3; `.mar` files of our own under the same names stand in, given
+by their names in the model store. Requests left out, and why: docs/conformance/mms-management.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+import httpx
+import pytest
+from helpers.serving import Servers
+
+from modelhost import testing
+
+pytestmark = pytest.mark.e2e
+
+ARCHIVES = ("squeezenet_v1.1", "resnet-18")
+
+
+class Step(NamedTuple):
+    """One request of the collection: its name, method and path, and the statuses it accepts."""
+
+    name: str
+    method: str
+    path: str
+    accepted: tuple[int, ...]
+
+
+STEPS = [
+    Step(
+        "Register Model", "POST", "models?url=squeezenet_v1.1.mar&model_name=squeezenet1_1", (200,)
+    ),
+    Step("Get Valid Model", "GET", "models/squeezenet1_1", (200,)),
+    Step("List Models", "GET", "models", (200,)),
+    Step(
+        "Scale Min Workers - Asynchronous",
+        "PUT",
+        "models/squeezenet1_1?min_worker=3",
+        (200, 201, 202),
+    ),
+    Step(
+        "Scale Min Workers - Synchronous",
+        "PUT",
+        "models/squeezenet1_1?min_worker=4&synchronous=true",
+        (200, 201, 202),
+    ),
+    Step(
+        "Scale Min Workers with GPU",
+        "PUT",
+        "models/squeezenet1_1?min_worker=6&number_gpu=1",
+        (200, 201, 202),
+    ),
+    Step("UnRegister Model", "DELETE", "models/squeezenet1_1", (200, 201, 202)),
+    Step(
+        "Register Model with Additional Params",
+        "POST",
+        "models?url=squeezenet_v1.1.mar&model_name=squeezenet1_1&initial_workers=1&synchronous=true",
+        (200,),
+    ),
+    Step(
+        "Register Model Synchronous",
+        "POST",
+        "models?url=resnet-18.mar&model_name=resnet18&synchronous=true",
+        (200,),
+    ),
+    Step("UnRegister Model", "DELETE", "models/resnet18", (200,)),
+    Step(
+        "Register Resnet Model",
+        "POST",
+        "models?url=resnet-18.mar&model_name=resnet18&synchronous=false",
+        (200,),
+    ),
+    Step("List with Limit", "GET", "models?limit=1", (200,)),
+    Step("List with Pagination", "GET", "models?limit=1&next_page_token=1", (200,)),
+    Step("Update GPU Count", "PUT", "models/resnet18?number_gpu=10", (200, 201, 202)),
+    Step(
+        "Scale up Workers -  Synchronous",
+        "PUT",
+        "models/resnet18?min_worker=5&max_worker=5&synchronous=true",
+        (200, 201, 202),
+    ),
+    Step(
+        "Scale up Workers - Asynchronous",
+        "PUT",
+        "models/resnet18?min_worker=6&max_worker=6&synchronous=false",
+        (200, 201, 202),
+    ),
+    Step("Update Timeout to -1", "PUT", "models/resnet18?timeout=-1", (200, 201, 202)),
+    Step("Update Timeout to 0", "PUT", "models/resnet18?timeout=0", (200, 201, 202)),
+    Step(
+        "Register Model - Invalid URL",
+        "POST",
+        "models?url=invalid-resnet-18.mar&model_name=invalid-resnet18",
+        (400,),
+    ),
+    Step("Get Model - Invalid Model", "GET", "models/invalid_squeezenet1_1", (404,)),
+    Step("List Models - Invalid Next Page Token", "GET", "models?next_page_token=12", (200,)),
+    Step(
+        "Update Worker with Invalid Worker Count",
+        "PUT",
+        "models/resnet18?min_worker=10&max_worker=9",
+        (400,),
+    ),
+    Step("UnRegister Invalid Model Name", "DELETE", "models/invalid_squeezenet1_1", (404,)),
+]
+
+
+class Replay:
+    """Sends the collection's requests in order, each once."""
+
+    def __init__(self, management: httpx.Client) -> None:
+        self.management = management
+        self.sent = 0
+
+    def answer(self, index: int) -> httpx.Response:
+        """The answer to request `index`, once every request before it has been sent."""
+        if index < self.sent:
+            pytest.fail(
+                f"request {index} was sent already: the steps run in the collection's order"
+            )
+        for earlier in STEPS[self.sent : index]:
+            self._send(earlier)
+        self.sent = index + 1
+        return self._send(STEPS[index])
+
+    def _send(self, step: Step) -> httpx.Response:
+        return self.management.request(step.method, "/" + step.path)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("mms-management-store")
+    source = testing.mms_handler_folder(root / ".src/iris")
+    for name in ARCHIVES:
+        testing.mar_of(source, root / f"{name}.mar")
+    return root
+
+
+@pytest.fixture(scope="module")
+def replay(store: Path, serve: Servers) -> Iterator[Replay]:
+    port = testing.free_port()
+    serve(store, workers=1, memory_budget="4GiB", management_port=port)
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as management:
+        yield Replay(management)
+
+
+@pytest.mark.parametrize(
+    "index", range(len(STEPS)), ids=[f"{i:02d} {step.name}" for i, step in enumerate(STEPS)]
+)
+def test_management_request(replay: Replay, index: int) -> None:
+    step = STEPS[index]
+    response = replay.answer(index)
+    assert response.status_code in step.accepted, f"{step.method} {step.path}: {response.text}"
