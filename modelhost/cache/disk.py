@@ -330,9 +330,16 @@ class DiskTier:
             if info.size is not None:
                 self.budget.grow(reservation, name, base + info.size, base + info.size)
 
+        def room_for_bytes(received: int) -> None:  # a size the store did not announce
+            if base + received > reservation.bytes:
+                wanted = base + received + UNPACK_STEP_BYTES
+                self.budget.grow(reservation, name, base + received, wanted)
+
         # held while bytes flow, not while the store is asked; entered once the room is free
         slot = RoomFirst(reservation, self._download_slots)
-        done = await download(store, key, dest, self.policy, on_info=room_for, slot=slot)
+        done = await download(
+            store, key, dest, self.policy, room_for, slot=slot, room_for_bytes=room_for_bytes
+        )
         await self.budget.grow_async(reservation, name, base + done.bytes, base + done.bytes)
         self.events.emit(
             "download",

@@ -52,13 +52,25 @@ class Downloaded:
 
 
 class Meter:
-    """Bytes received so far; stores call it from any thread, the watcher only reads it."""
+    """Bytes received so far; stores call it from any thread, the watcher only reads it. Past
+    the size the store announced it raises, so the store's fetch stops writing; an object of
+    unannounced size (only an HTTP store's, which calls it on the event loop) asks
+    `room_for_bytes` for room as its bytes arrive."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self, url: str, announced: int | None, room_for_bytes: Callable[[int], None]
+    ) -> None:
+        self.url, self.announced, self.room_for_bytes = url, announced, room_for_bytes
         self.received = 0
 
     def __call__(self, count: int) -> None:
         self.received += count
+        if self.announced is None:
+            self.room_for_bytes(self.received)
+        elif self.received > self.announced:
+            raise StoreUnavailable(
+                f"{self.url} sent more than the {format_bytes(self.announced)} it announced"
+            )
 
 
 async def download(
@@ -69,13 +81,15 @@ async def download(
     on_info: Callable[[ObjectInfo], None] = lambda info: None,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     slot: contextlib.AbstractAsyncContextManager[Any] | None = None,
+    room_for_bytes: Callable[[int], None] = lambda received: None,
 ) -> Downloaded:
     """Fetch `key` into `dest`, whole and verified, or raise the store's error.
 
     `on_info` hears the object's size and version before each try, and may refuse it by raising
-    (the disk tier makes room for the announced size first). `slot` is held around each fetch
-    only, so asking the store about a name it does not have never waits for, or delays, a
-    download.
+    (the disk tier makes room for the announced size first); for an object whose size the store
+    does not announce, `room_for_bytes` hears the bytes received so far as they arrive, and may
+    refuse them the same way. `slot` is held around each fetch only, so asking the store about a
+    name it does not have never waits for, or delays, a download.
     """
     started = time.perf_counter()
     for attempt in range(1, policy.attempts + 1):
@@ -83,7 +97,7 @@ async def download(
             info = await store.stat(key)
             on_info(info)
             async with slot or contextlib.nullcontext():
-                await fetch_watched(store, key, dest, info, policy.timeout_s)
+                await fetch_watched(store, key, dest, info, policy.timeout_s, room_for_bytes)
             size = await asyncio.to_thread(verify, dest, info, redact_url(store.url_of(key)))
             duration_ms = (time.perf_counter() - started) * 1000
             return Downloaded(info, size, duration_ms, attempt)
@@ -96,10 +110,15 @@ async def download(
 
 
 async def fetch_watched(
-    store: Store, key: str, dest: Path, info: ObjectInfo, timeout_s: float
+    store: Store,
+    key: str,
+    dest: Path,
+    info: ObjectInfo,
+    timeout_s: float,
+    room_for_bytes: Callable[[int], None] = lambda received: None,
 ) -> None:
     """One try, cancelled with `StoreTimeout` if no byte arrives for `timeout_s`."""
-    meter = Meter()
+    meter = Meter(redact_url(store.url_of(key)), info.size, room_for_bytes)
     task = asyncio.ensure_future(store.fetch(key, dest, info, meter))
     seen, quiet_since = -1, time.monotonic()
     try:

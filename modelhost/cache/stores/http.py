@@ -26,7 +26,8 @@ from modelhost.errors import (
 )
 from modelhost.urls import redact_url
 
-CHUNK_BYTES = 1 << 20
+# the object's bytes as stored: a body encoded on the way (gzip) is never inflated into the cache
+IDENTITY = {"Accept-Encoding": "identity"}
 TRANSIENT_STATUSES = {408, 412, 425, 429, 500, 502, 503, 504}
 HEAD_REFUSED = {403, 405, 501}
 
@@ -59,7 +60,7 @@ class HttpStore:
 
     async def stat(self, key: str) -> ObjectInfo:
         url = self.url_of(key)
-        response = await self._send(self.client.build_request("HEAD", url))
+        response = await self._send(self.client.build_request("HEAD", url, headers=IDENTITY))
         await response.aclose()
         if response.status_code in HEAD_REFUSED:
             return ObjectInfo(None)  # e.g. a presigned GET URL: the GET will tell
@@ -69,12 +70,12 @@ class HttpStore:
 
     async def fetch(self, key: str, dest: Path, expected: ObjectInfo, progress: Progress) -> None:
         url = self.url_of(key)
-        headers = {"If-Match": expected.etag} if expected.etag else {}
+        headers = {**IDENTITY, "If-Match": expected.etag} if expected.etag else IDENTITY
         response = await self._send(self.client.build_request("GET", url, headers=headers))
         try:
             check(response, url)
             with dest.open("wb") as file:
-                async for chunk in response.aiter_bytes(CHUNK_BYTES):
+                async for chunk in response.aiter_raw():  # as it arrives: progress is seen
                     file.write(chunk)
                     progress(len(chunk))
         except httpx.HTTPError as error:
