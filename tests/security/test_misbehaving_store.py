@@ -16,11 +16,10 @@ import httpx
 import pytest
 from helpers.loopback import http_server
 
-from modelhost.cache.disk import DiskTier
+from modelhost.cache.disk import DiskTier, UnpackLimits
 from modelhost.cache.download import DownloadPolicy, download
 from modelhost.cache.stores import Stores
 from modelhost.cache.stores.http import HttpStore
-from modelhost.cache.disk import UnpackLimits
 from modelhost.errors import InsufficientDisk, StoreUnavailable
 from modelhost.records.events import EventLog
 
@@ -132,7 +131,5 @@ def test_an_object_of_unannounced_size_gets_room_as_it_arrives_within_the_budget
     assert left < MiB  # the index, no model bytes
 
 
-def test_a_slow_but_steady_store_is_not_taken_for_a_silent_one(
-    origin: str, tmp_path: Path
-) -> None:
+def test_a_slow_but_steady_store_is_not_taken_for_a_silent_one(origin: str, tmp_path: Path) -> None:
     assert fetched(origin, "slow", tmp_path / "m.bin", timeout_s=1.0) == 4096
