@@ -11,8 +11,8 @@ from starlette.routing import Route
 from modelhost.errors import ModelhostError
 from modelhost.http.errors import handle_http_exception, handle_modelhost_error
 from modelhost.http.instance import InstanceHeader, instance_header, instance_name
+from modelhost.http.invocations import PREDICTIONS, InvocationFastPath, Invocations
 from modelhost.http.invocations import ROUTES as INVOCATION_ROUTES
-from modelhost.http.invocations import InvocationFastPath, Invocations
 from modelhost.http.last_resort import LastResort, Unhandled
 from modelhost.http.middleware import ObserveMiddleware
 from modelhost.http.observe import ObserveRoutes
@@ -43,6 +43,7 @@ def build_app(routes: SageMakerRoutes, observer: Observer | None = None) -> Invo
         Route("/models/{model:path}", routes.describe_model, methods=["GET"]),
         Route("/models/{model:path}", routes.unload_model, methods=["DELETE"]),
         *(Route(path, invocations, methods=["POST"]) for path in INVOCATION_ROUTES),
+        Route(PREDICTIONS, invocations, methods=["PUT"]),  # curl -T
         *OipRoutes(routes).routes(),
     ]
     served += ObserveRoutes(observer).routes() if observer else []

@@ -14,6 +14,7 @@ from starlette.responses import HTMLResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from modelhost.errors import BadRequestBody, TooManyStreams
+from modelhost.http.openapi import OpenApiRoute
 from modelhost.http.params import is_whole_number
 from modelhost.names import echo
 from modelhost.observe.observer import Observer
@@ -29,8 +30,10 @@ def dashboard_html() -> bytes:
 
 
 def build_metrics_app(observer: Observer) -> Starlette:
-    """Only GET /metrics: TorchServe's metrics_address, for scrapers configured for it."""
-    return Starlette(routes=[Route("/metrics", ObserveRoutes(observer).metrics, methods=["GET"])])
+    """GET /metrics, and its API description: TorchServe's metrics_address, for scrapers
+    configured for it."""
+    served = [Route("/metrics", ObserveRoutes(observer).metrics, methods=["GET"])]
+    return Starlette(routes=[*served, OpenApiRoute(served, "metrics")])
 
 
 class ObserveRoutes:

@@ -331,6 +331,11 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/predictions/{model:path}"): _invoke(
         "invoke (TorchServe / MMS clients)", _TORCHSERVE, _OIP_MODEL
     ),
+    ("PUT", "/predictions/{model:path}"): _invoke(
+        "invoke with the body as sent by `curl -T` (TorchServe's quick start)",
+        _TORCHSERVE,
+        _OIP_MODEL,
+    ),
     ("GET", "/"): operation("the dashboard", _OBSERVE, {"text/html": {"type": "string"}}),
     ("GET", "/metrics"): operation(
         "Prometheus metrics", _OBSERVE, {"text/plain": {"type": "string"}}
@@ -461,9 +466,14 @@ TORCHSERVE_OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
     ("GET", "/openapi.json"): operation("this document", "Meta", {_JSON: OBJECT}),
 }
 
+METRICS_OPERATIONS: dict[tuple[str, str], Schema] = {
+    key: OPERATIONS[key] for key in (("GET", "/metrics"), ("GET", "/openapi.json"))
+}
+
 FLAVOURS = {
     "main": ("modelhost", OPERATIONS),
     "torchserve": ("modelhost: TorchServe management API", TORCHSERVE_OPERATIONS),
+    "metrics": ("modelhost: TorchServe metrics API", METRICS_OPERATIONS),
 }
 
 

@@ -6,18 +6,13 @@ docs/conformance/torchserve-https.md."""
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 import ssl
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+from helpers.tls import self_signed
 
 from modelhost import testing
 
@@ -33,33 +28,6 @@ IMAGE = b"\xff\xd8\xff\xe0" + bytes(range(256)) * 64  # stands in for kitten.jpg
 MODEL = "squeezenet1_1"
 
 
-def self_signed(folder: Path) -> tuple[Path, Path]:
-    """A certificate for 127.0.0.1 and localhost, valid for a day, and its key."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    names = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(hours=1))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName(names), critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = folder / "cert.pem", folder / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    pkcs8 = serialization.PrivateFormat.PKCS8
-    key_path.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, pkcs8, serialization.NoEncryption())
-    )
-    return cert_path, key_path
-
-
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("ts-https-store")
@@ -73,28 +41,30 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def tls_server(
     store: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[testing.RunningServer, int, ssl.SSLContext]]:
-    """The server on HTTPS: its inference port, its management port, a context trusting it."""
+) -> Iterator[tuple[testing.RunningServer, dict[str, int], ssl.SSLContext]]:
+    """The server on HTTPS (its inference port), its management and metrics ports, a context
+    trusting it."""
     work = tmp_path_factory.mktemp("ts-https")
     cert, key = self_signed(work)
     trusted = ssl.create_default_context(cafile=str(cert))
-    management_port = testing.free_port()
+    ports = {"management": testing.free_port(), "metrics": testing.free_port()}
     args = testing.serve_args(
         store,
         work / "cache",
         workers=1,
         memory_budget="4GiB",
-        management_port=management_port,
+        management_port=ports["management"],
+        metrics_port=ports["metrics"],
         ssl_certfile=cert,
         ssl_keyfile=key,
     )
     with testing.RunningServer(args, work, tls=trusted) as server:
-        yield server, management_port, trusted
+        yield server, ports, trusted
 
 
 @pytest.fixture
 def inference(
-    tls_server: tuple[testing.RunningServer, int, ssl.SSLContext],
+    tls_server: tuple[testing.RunningServer, dict[str, int], ssl.SSLContext],
 ) -> Iterator[httpx.Client]:
     server, _, trusted = tls_server
     with httpx.Client(base_url=server.url, verify=trusted, timeout=60) as http:
@@ -103,10 +73,24 @@ def inference(
 
 @pytest.fixture
 def management(
-    tls_server: tuple[testing.RunningServer, int, ssl.SSLContext],
+    tls_server: tuple[testing.RunningServer, dict[str, int], ssl.SSLContext],
 ) -> Iterator[httpx.Client]:
-    _, port, trusted = tls_server
-    with httpx.Client(base_url=f"https://127.0.0.1:{port}", verify=trusted, timeout=60) as http:
+    yield from client_of(tls_server, "management")
+
+
+@pytest.fixture
+def metrics(
+    tls_server: tuple[testing.RunningServer, dict[str, int], ssl.SSLContext],
+) -> Iterator[httpx.Client]:
+    yield from client_of(tls_server, "metrics")
+
+
+def client_of(
+    tls_server: tuple[testing.RunningServer, dict[str, int], ssl.SSLContext], port: str
+) -> Iterator[httpx.Client]:
+    _, ports, trusted = tls_server
+    url = f"https://127.0.0.1:{ports[port]}"
+    with httpx.Client(base_url=url, verify=trusted, timeout=60) as http:
         yield http
 
 
@@ -127,6 +111,12 @@ def test_https_inference_api_description(inference: httpx.Client) -> None:
 
 def test_https_management_api_description(management: httpx.Client) -> None:
     assert management.options("/").status_code == 200
+
+
+def test_https_metrics_api_description(metrics: httpx.Client) -> None:
+    response = metrics.options("/")
+    assert response.status_code == 200
+    assert "/metrics" in response.json()["paths"]
 
 
 def test_https_register_model_squeezenet(management: httpx.Client) -> None:
