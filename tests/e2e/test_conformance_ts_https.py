@@ -101,7 +101,7 @@ def registered(management: httpx.Client) -> None:
 
 
 def register(management: httpx.Client) -> httpx.Response:
-    params = {"url": f"{MODEL}.mar", "model_name": MODEL, "initial_workers": 1}
+    params = {"url": f"{MODEL}.mar", "model_name": MODEL, "initial_workers": "1"}
     return management.post("/models", params={**params, "synchronous": "true"})
 
 
@@ -135,7 +135,7 @@ def test_https_get_squeezenet_model_description(management: httpx.Client) -> Non
 def test_https_scale_up_workers(management: httpx.Client, synchronous: str) -> None:
     """ "HTTPS Scale up Workers - Synchronous" and "- Asynchronous"."""
     registered(management)
-    params = {"min_worker": 1, "max_worker": 1, "synchronous": synchronous}
+    params = {"min_worker": "1", "max_worker": "1", "synchronous": synchronous}
     response = management.put(f"/models/{MODEL}", params=params)
     assert response.status_code in (200, 201, 202), response.text
 
