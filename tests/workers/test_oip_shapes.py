@@ -99,3 +99,34 @@ def test_a_model_of_rows_still_takes_rank_2(iris: Handler) -> None:
     document = {"inputs": [{"name": "x", "datatype": "FP64", "shape": [2, 4], "data": rows}]}
     reply = iris.infer(oip(document))
     assert json.loads(reply.body)["outputs"][0]["data"] == [0, 0]
+
+
+SAGEMAKER_SHAPES = '''"""Answers the shape of the instances it is sent."""
+
+import json
+
+import numpy as np
+
+
+def model_fn(model_dir):
+    return None
+
+
+def input_fn(body, content_type):
+    return np.asarray(json.loads(body)["instances"])
+
+
+def predict_fn(instances, model):
+    return list(instances.shape)
+
+
+def output_fn(prediction, accept):
+    return json.dumps({"predictions": prediction}), "application/json"
+'''
+
+
+def test_sagemaker_code_gets_one_rank_3_tensor_in_its_shape(tmp_path: Path) -> None:
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "inference.py").write_text(SAGEMAKER_SHAPES)
+    reply = load_handler(tmp_path, "sm").infer(oip({"inputs": [image([1, 28, 28])]}))
+    assert json.loads(reply.body)["outputs"][0]["data"] == [1, 28, 28]
