@@ -172,6 +172,7 @@ async def started_host(config: Config, run_dir: Path) -> AsyncIterator[ModelHost
         load_timeout_s=config.worker_load_timeout_s,
         infer_timeout_s=2 * config.default_response_timeout_s,  # stuck, not slow: kill it
         environment=worker_environment(os.environ),
+        refuse_pickle=config.refuse_pickle,
     )
     stores = Stores(  # before the baseline is measured: an S3 client costs the frontend memory
         config.model_store,

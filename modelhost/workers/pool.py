@@ -93,8 +93,10 @@ class WorkerPool:
         load_timeout_s: float = 300.0,
         infer_timeout_s: float = 120.0,
         environment: dict[str, str] | None = None,
+        refuse_pickle: bool = False,
     ) -> None:
         self.size = size
+        self.refuse_pickle = refuse_pickle  # workers/no_pickle.py
         self.load_timeout_s, self.infer_timeout_s = load_timeout_s, infer_timeout_s
         self.environment = environment  # the workers' (and template's); None: the frontend's
         self.threads = threads
@@ -148,6 +150,7 @@ class WorkerPool:
             self.socket_path,
             str(self.threads),
             ",".join(self.preload_runtimes),
+            *(["refuse-pickle"] if self.refuse_pickle else []),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             env=self.environment,

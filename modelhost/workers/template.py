@@ -1,10 +1,12 @@
 """The template process: imports the runtimes once, then forks a worker per request.
 
-Started by the frontend as ``python -m modelhost.workers.template SOCKET THREADS [RUNTIMES]``
-(RUNTIMES: the optional runtimes to import too, comma-separated). It reads one
-worker id per line on stdin and forks a worker that connects back to SOCKET. Forking a process
-that has already imported numpy and scikit-learn makes a worker ready in milliseconds, and the
-library pages stay shared between workers (counted once in PSS). It exits when stdin closes.
+Started by the frontend as
+``python -m modelhost.workers.template SOCKET THREADS RUNTIMES [refuse-pickle]`` (RUNTIMES: the
+optional runtimes to import too, comma-separated; `refuse-pickle`: workers/no_pickle.py). It
+reads one worker id per line on stdin and forks a worker that connects back to SOCKET. Forking a
+process that has already imported numpy and scikit-learn makes a worker ready in milliseconds,
+and the library pages stay shared between workers (counted once in PSS). It exits when stdin
+closes.
 
 The template and its workers ignore SIGTERM and SIGINT: a signal sent to the whole process group
 (systemd, ``docker stop`` through an init) must not stop them before the frontend has drained
@@ -62,7 +64,9 @@ def write_rehearsal_models(folder: Path) -> list[Path]:
     return paths
 
 
-def fork_worker(socket_path: str, worker_id: int, threads: int, rehearsal: list[Path]) -> None:
+def fork_worker(
+    socket_path: str, worker_id: int, threads: int, rehearsal: list[Path], refuse_pickle: bool
+) -> None:
     if os.fork() != 0:
         return
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -73,32 +77,33 @@ def fork_worker(socket_path: str, worker_id: int, threads: int, rehearsal: list[
         sys.stdin.close()
         from modelhost.workers.worker import run
 
-        run(socket_path, worker_id, threads, rehearsal)
+        run(socket_path, worker_id, threads, rehearsal, refuse_pickle)
     except BaseException:  # noqa: BLE001  (a worker must never return into the template's loop)
         code = 1
     finally:
         os._exit(code)
 
 
-def main_loop(socket_path: str, threads: int, rehearsal: list[Path]) -> None:
+def main_loop(socket_path: str, threads: int, rehearsal: list[Path], refuse_pickle: bool) -> None:
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps exited workers
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     for line in sys.stdin:
         if line.strip():
-            fork_worker(socket_path, int(line), threads, rehearsal)
+            fork_worker(socket_path, int(line), threads, rehearsal, refuse_pickle)
 
 
 def main() -> None:
     socket_path, threads = sys.argv[1], int(sys.argv[2])
     optional = [name for name in (sys.argv[3] if len(sys.argv) > 3 else "").split(",") if name]
+    refuse_pickle = sys.argv[4:5] == ["refuse-pickle"]
     limit_threads(threads)
     import_runtimes(optional)
     rehearsal = write_rehearsal_models(Path(socket_path).parent)
     gc.collect()
     gc.freeze()  # keep the collector from touching, and so copying, the template's objects
     print("ready", flush=True)
-    main_loop(socket_path, threads, rehearsal)
+    main_loop(socket_path, threads, rehearsal, refuse_pickle)
 
 
 if __name__ == "__main__":

@@ -236,10 +236,16 @@ def answers_of(replies: list[InferReply | Exception]) -> tuple[tuple[Answer, ...
     return tuple(answers), bodies
 
 
-def run(socket_path: str, worker_id: int, threads: int, rehearsal: list[Path]) -> None:
+def run(
+    socket_path: str, worker_id: int, threads: int, rehearsal: list[Path], refuse_pickle: bool
+) -> None:
     """Entry point of a freshly forked worker."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(socket_path)
     worker = Worker(sock, worker_id, threads)
-    worker.rehearse(rehearsal)
+    worker.rehearse(rehearsal)  # the template's own pickles, before any model's
+    if refuse_pickle:
+        from modelhost.workers.no_pickle import refuse_unpickling
+
+        refuse_unpickling()
     worker.main_loop()

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from modelhost.errors import ModelLoadError
+from modelhost.errors import ModelLoadError, UnsafeArtifact
 from modelhost.workers.handlers import lightgbm, onnx, sklearn, torch, xgboost
 from modelhost.workers.handlers.base import Handler
 from modelhost.workers.handlers.mms import MmsHandler, find_entry
@@ -65,6 +65,8 @@ def load_handler(artifact: Path, model_name: str, spec: LoadSpec = DEFAULT_SPEC)
     try:
         choice = choose(artifact, model_name, spec)
         return choice.load()
+    except UnsafeArtifact:
+        raise  # a pickle refused (workers/no_pickle.py): its message says what to ship
     except ModelLoadError as exc:
         raise ModelLoadError(f"could not load model {model_name}: {exc}") from exc
     except (Exception, SystemExit) as exc:  # user code may sys.exit(), e.g. argparse at import
