@@ -107,25 +107,26 @@ REGISTER = {"url": "mnist.mar", "model_name": "mnist", "initial_workers": 1, "sy
 
 
 class Ports:
-    """The addresses of one server's inference and management ports."""
+    """The addresses of one server's inference, management and metrics ports."""
 
-    def __init__(self, scheme: str, main: int, management: int, verify: Any) -> None:
-        self.urls = [f"{scheme}://127.0.0.1:{port}" for port in (main, management)]
+    def __init__(self, scheme: str, ports: tuple[int, int, int], verify: Any) -> None:
+        self.urls = [f"{scheme}://127.0.0.1:{port}" for port in ports]
         self.verify = verify
 
     def client(self, which: int) -> httpx.Client:
         return httpx.Client(base_url=self.urls[which], verify=self.verify, timeout=60)
 
 
-def ports_of(server: testing.RunningServer, management: int, verify: Any) -> Ports:
-    return Ports("https" if server.tls else "http", server.port, management, verify)
+def ports_of(server: testing.RunningServer, management: int, metrics: int, verify: Any) -> Ports:
+    scheme = "https" if server.tls else "http"
+    return Ports(scheme, (server.port, management, metrics), verify)
 
 
 @pytest.fixture(scope="module")
 def plain(store: Path, serve: Servers) -> Ports:
     management, metrics = testing.free_port(), testing.free_port()
     server = serve(store, workers=1, management_port=management, metrics_port=metrics)
-    return ports_of(server, management, True)
+    return ports_of(server, management, metrics, True)
 
 
 @pytest.fixture(scope="module")
@@ -146,7 +147,7 @@ def secure(store: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Po
         ssl_keyfile=key,
     )
     with testing.RunningServer(args, work, tls=trusted) as server:
-        yield ports_of(server, management, trusted)
+        yield ports_of(server, management, metrics, trusted)
 
 
 def register(management: httpx.Client) -> httpx.Response:
@@ -203,6 +204,12 @@ def https(secure: Ports) -> Iterator[Pair]:
 
 
 @pytest.fixture
+def https_metrics(secure: Ports) -> Iterator[httpx.Client]:
+    with secure.client(2) as client:
+        yield client
+
+
+@pytest.fixture
 def https_registered(https: Pair) -> Pair:
     assert register(https[1]).status_code == 200
     return https
@@ -214,6 +221,10 @@ def test_https_inference_api_description(https: Pair) -> None:
 
 def test_https_management_api_description(https: Pair) -> None:
     assert https[1].options("/").status_code == 200
+
+
+def test_https_metrics_api_description(https_metrics: httpx.Client) -> None:
+    assert https_metrics.options("/").status_code == 200
 
 
 def test_https_register_model_mnist(https: Pair) -> None:
