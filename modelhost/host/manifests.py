@@ -6,6 +6,7 @@ read again at each load), and what loads measured is packed one int a name in a 
 
 from __future__ import annotations
 
+import dataclasses
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
@@ -90,6 +91,8 @@ class Manifests:
         self.max_manifests = MAX_MANIFESTS
         self._sweep_at = MAX_MANIFESTS
         self.footprints = Measurements()  # measured at each load, reused for the next
+        # fields a registration set (TorchServe's POST /models), over the artifact's manifest
+        self.given: dict[str, dict[str, Any]] = {}
 
     def of(self, name: str) -> Manifest:
         return self.manifests.get(name, NO_MANIFEST)
@@ -103,7 +106,7 @@ class Manifests:
 
     def read(self, name: str, artifact: Artifact) -> Manifest:
         try:
-            manifest = read_manifest(artifact.path)
+            manifest = dataclasses.replace(read_manifest(artifact.path), **self.given.get(name, {}))
         except ModelLoadError as error:
             error = ModelLoadError(f"could not load model {name}: {error}")
             self.events.emit("failure", name, reason="manifest", detail={"error": str(error)})

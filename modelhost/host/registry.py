@@ -4,7 +4,10 @@ and the check of a loaded model's artifact against the store when it is due."""
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
+from typing import Any
 
+from modelhost.cache.disk import Artifact
 from modelhost.cache.memory import State
 from modelhost.errors import ModelAlreadyLoaded, ModelhostError
 from modelhost.host.calls import LoadOutcome
@@ -37,22 +40,32 @@ class Registry:
             )
         self.residency.sources[name] = self.residency.disk.stores.admit(url)
 
-    async def register_fetched(self, name: str, url: str) -> None:
+    async def register_fetched(
+        self, name: str, url: str, settings: Mapping[str, Any] | None = None
+    ) -> Artifact:
         """Register `name` and fetch its artifact to disk without loading it, as TorchServe
-        fetches an archive when it registers it: a URL that names nothing fails now."""
+        fetches an archive when it registers it: a URL that names nothing fails now.
+        `settings` are manifest fields the model's loads take over its artifact's."""
         self.register(name, url)
+        if settings:
+            self.residency.manifests.given[name] = dict(settings)
         try:
-            await self.residency.disk.materialize(name, self.residency.sources[name])
+            found = await self.residency.disk.materialize(name, self.residency.sources[name])
         except ModelhostError:
-            self.residency.sources.pop(name, None)
+            self._forget(name)
             raise
+        return found.artifact
 
     async def unregister(self, name: str) -> None:
         """Unload `name` if it is loaded, and forget the URL it was registered with."""
         resident = self.residency.memory.get(name)
         if resident is not None and resident.state is State.LOADED:
             await self.residency.unload(name)
+        self._forget(name)
+
+    def _forget(self, name: str) -> None:
         self.residency.sources.pop(name, None)
+        self.residency.manifests.given.pop(name, None)
 
     def is_registered(self, name: str) -> bool:
         """Registered with a URL, loaded or loading: what TorchServe's API calls registered."""

@@ -21,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from modelhost.cache.disk import Artifact
 from modelhost.errors import BadRequestBody, ModelAlreadyLoaded, ModelhostError, ModelNotFound
 from modelhost.host.listing import IN_MEMORY, REGISTERED, Listing
 from modelhost.http.errors import handle_http_exception, handle_modelhost_error
@@ -34,6 +35,7 @@ from modelhost.http.routes import (
     encode_token,
     page_size,
 )
+from modelhost.manifest import manifest_root
 from modelhost.names import echo, model_name
 from modelhost.observe.describe import iso_time
 from modelhost.records.statistics import ModelStatistics
@@ -50,11 +52,8 @@ PYTHON_RUNTIMES = ("python", "python3")  # TorchServe's Python runtimes: what wo
 # the manifest's handler names (workers.handlers.select.RUNTIMES), kept here to spare the
 # frontend importing every runtime
 BUILT_IN_HANDLERS = ("sklearn", "xgboost", "lightgbm", "onnx", "torch")
-# registration parameters TorchServe applies per model that are set elsewhere here
+# registration parameters TorchServe applies per model that are server-wide here
 SET_ELSEWHERE = {
-    "batch_size": "batch_size in the model's modelhost.toml",
-    "max_batch_delay": "max_batch_delay_ms in the model's modelhost.toml",
-    "handler": "handler in the model's modelhost.toml (or in the .mar's MAR-INF/MANIFEST.json)",
     "response_timeout": "the server's default_response_timeout (--default-response-timeout-s)",
     "startup_timeout": "the server's worker_load_timeout (--worker-load-timeout-s)",
 }
@@ -106,6 +105,7 @@ class TorchServeManagement:
             raise BadRequestBody("Parameter url is required.")
         check_param("url", url)
         check_registration(query)
+        settings = registration_settings(query)
         name = model_name(query.get("model_name") or name_from_url(url))
         workers = count(query.get("initial_workers"), "initial_workers")
         synchronous = boolean(query.get("synchronous"), "synchronous", default=True)
@@ -113,7 +113,7 @@ class TorchServeManagement:
             raise ModelAlreadyLoaded(
                 f"Model version {MODEL_VERSION} is already registered for model {name}"
             )
-        await self._fetch(name, url)
+        await self._fetch(name, url, settings)
         if workers == 0:
             return status(
                 f'Model "{name}" Version: {MODEL_VERSION} registered with 0 initial workers. '
@@ -127,15 +127,23 @@ class TorchServeManagement:
             f'Model "{name}" Version: {MODEL_VERSION} registered with {workers} initial workers'
         )
 
-    async def _fetch(self, name: str, url: str) -> None:
-        """Register the model and fetch its archive, as TorchServe does; 400 if there is none."""
+    async def _fetch(self, name: str, url: str, settings: dict[str, Any]) -> None:
+        """Register the model with its settings and fetch its archive, as TorchServe does; 400
+        if there is none, or if it lacks the handler file named."""
         try:
-            await self.host.registry.register_fetched(name, url)
+            artifact = await self.host.registry.register_fetched(name, url, settings)
         except ModelNotFound as error:
             raise BadRequestBody(
                 f"cannot register model {name}: the url {echo(url)} names no archive ({error}); "
                 "give the url of an archive in the model store"
             ) from None
+        missing = missing_handler(settings.get("handler"), artifact)
+        if missing:
+            await self.host.unregister(name)
+            raise BadRequestBody(
+                f"cannot register model {name}: its archive holds no {echo(missing)}, the file "
+                "the handler names; give a Python file of the archive, or leave handler out"
+            )
 
     async def list_models(self, request: Request) -> Response:
         """Registered models (and those in memory), `limit` at a time. `nextPageToken` is a
@@ -294,11 +302,34 @@ def check_registration(query: Mapping[str, str]) -> None:
             f"({', '.join(BUILT_IN_HANDLERS)}) or a Python file of the archive "
             "(handler.py or handler.py:function)"
         )
-    for param, where in SET_ELSEWHERE.items():
+    for param, where in SET_ELSEWHERE.items():  # kept by the server for every model
         if query.get(param):
             raise BadRequestBody(
                 f"{param} is not taken at registration here: set {where}, or leave {param} out"
             )
+
+
+def registration_settings(query: Mapping[str, str]) -> dict[str, Any]:
+    """What a registration sets for the model, as its manifest's fields: the batch size, the
+    batch delay and the handler, over what its archive says."""
+    settings: dict[str, Any] = {}
+    if query.get("batch_size"):
+        settings["batch_size"] = count(query["batch_size"], "batch_size", minimum=1)
+    if query.get("max_batch_delay"):  # milliseconds, in TorchServe as here
+        settings["max_batch_delay_ms"] = count(query["max_batch_delay"], "max_batch_delay")
+    if query.get("handler"):  # check_registration has checked its name
+        settings["handler"] = query["handler"]
+    return settings
+
+
+def missing_handler(handler: str | None, artifact: Artifact) -> str | None:
+    """The Python file `handler` names, if the artifact does not hold it."""
+    file_name = (handler or "").partition(":")[0]
+    if not file_name.endswith(".py"):
+        return None
+    root = manifest_root(artifact.path).resolve()
+    path = (root / file_name).resolve()
+    return None if path.is_relative_to(root) and path.is_file() else file_name
 
 
 def is_handler_name(handler: str) -> bool:
@@ -314,11 +345,11 @@ def boolean(text: str | None, name: str, default: bool) -> bool:
     return text.lower() == "true"
 
 
-def count(text: str | None, name: str) -> int:
+def count(text: str | None, name: str, minimum: int = 0) -> int:
     if text is None or text == "":
         return 0
-    if not is_whole_number(text):
-        raise BadRequestBody(f"invalid {name} {echo(text)}: give a whole number, 0 or more")
+    if not is_whole_number(text) or int(text) < minimum:
+        raise BadRequestBody(f"invalid {name} {echo(text)}: give a whole number, {minimum} or more")
     return int(text)
 
 

@@ -158,9 +158,8 @@ STEPS = [
         "POST",
         "models?url=resnet-152-batch.mar&model_name=resnet152&batch_size=2",
         200,
-        ours=400,
     ),
-    Step("UnRegister Model Resnet152", "DELETE", "models/resnet152", 200, ours=404),
+    Step("UnRegister Model Resnet152", "DELETE", "models/resnet152", 200),
     Step(
         "Register Model with Non integer Batch Size",
         "POST",

@@ -207,9 +207,6 @@ def test_a_version_other_than_the_one_is_not_found(management: httpx.Client) -> 
 @pytest.mark.parametrize(
     ("param", "value", "where"),
     [
-        ("batch_size", "4", "modelhost.toml"),
-        ("max_batch_delay", "100", "modelhost.toml"),
-        ("handler", "handler.py", "modelhost.toml"),
         ("response_timeout", "5", "default_response_timeout"),
         ("startup_timeout", "10", "worker_load_timeout"),
     ],
@@ -233,6 +230,9 @@ def test_registration_refuses_what_it_cannot_apply(
         ("synchronous", "-1"),
         ("initial_workers", "-1"),
         ("handler", "invalidHandler"),
+        ("batch_size", "dd"),
+        ("batch_size", "0"),
+        ("max_batch_delay", "junk"),
     ],
 )
 def test_registration_refuses_values_out_of_range(
@@ -271,3 +271,37 @@ def test_registration_of_an_archive_that_cannot_be_fetched_is_refused(
     assert refused.status_code == 400, refused.text
     assert "no-such.mar" in refused.json()["message"]
     assert management.get("/models/absent").status_code == 404
+
+
+def test_registration_sets_the_models_batching(
+    management: httpx.Client, inference: httpx.Client
+) -> None:
+    """batch_size and max_batch_delay (milliseconds) are the model's, over its archive's."""
+    params = {"url": "custom/mms", "model_name": "batched", "batch_size": 3}
+    registered = management.post("/models", params={**params, "max_batch_delay": 9})
+    assert registered.status_code == 200, registered.text
+    (before_load,) = management.get("/models/batched").json()
+    assert (before_load["batchSize"], before_load["maxBatchDelay"]) == (3, 9)
+    assert inference.post("/predictions/batched", json={"instances": [ROW]}).status_code == 200
+    (loaded,) = management.get("/models/batched").json()
+    assert (loaded["batchSize"], loaded["maxBatchDelay"]) == (3, 9)
+    management.delete("/models/batched")
+
+
+def test_registration_sets_the_models_handler(
+    management: httpx.Client, inference: httpx.Client
+) -> None:
+    """The folder's handler.py tags its answers; the built-in handler named instead does not."""
+    params = {"url": "batching", "model_name": "built-in", "handler": "sklearn"}
+    assert management.post("/models", params=params).status_code == 200
+    answered = inference.post("/predictions/built-in", json=[ROW])
+    assert answered.json() == {"predictions": [0]}, answered.text
+    management.delete("/models/built-in")
+
+
+def test_registration_refuses_a_handler_file_the_archive_lacks(management: httpx.Client) -> None:
+    params = {"url": "custom/mms", "model_name": "lacking", "handler": "other.py:handle"}
+    refused = management.post("/models", params=params)
+    assert refused.status_code == 400, refused.text
+    assert "other.py" in refused.json()["message"]
+    assert management.get("/models/lacking").status_code == 404

@@ -19,6 +19,7 @@ from modelhost.http.torchserve import (
     boolean,
     check_registration,
     is_handler_name,
+    registration_settings,
     unless_negative,
 )
 from modelhost.workers.handlers.select import RUNTIMES
@@ -48,9 +49,6 @@ def test_python_runtimes_and_no_runtime_are_taken() -> None:
     [
         ({"runtime": "python4"}, "unknown runtime 'python4'"),
         ({"handler": "image_classifier"}, "unknown handler 'image_classifier'"),
-        ({"handler": "sklearn"}, "handler in the model's modelhost.toml"),
-        ({"batch_size": "dd"}, "batch_size in the model's modelhost.toml"),
-        ({"max_batch_delay": "100"}, "max_batch_delay_ms in the model's modelhost.toml"),
         ({"response_timeout": "5"}, "--default-response-timeout-s"),
         ({"startup_timeout": "0"}, "--worker-load-timeout-s"),
     ],
@@ -58,6 +56,29 @@ def test_python_runtimes_and_no_runtime_are_taken() -> None:
 def test_registration_refusals_say_what_to_do(query: dict[str, str], words: str) -> None:
     with pytest.raises(BadRequestBody, match=words):
         check_registration(query)
+
+
+def test_registration_settings_are_the_manifests_fields() -> None:
+    query = {"batch_size": "4", "max_batch_delay": "100", "handler": "handler.py:handle"}
+    assert registration_settings(query) == {
+        "batch_size": 4,
+        "max_batch_delay_ms": 100,
+        "handler": "handler.py:handle",
+    }
+    assert registration_settings({"batch_size": ""}) == {}
+
+
+@pytest.mark.parametrize(
+    ("query", "words"),
+    [
+        ({"batch_size": "dd"}, "invalid batch_size 'dd': give a whole number, 1 or more"),
+        ({"batch_size": "0"}, "invalid batch_size '0': give a whole number, 1 or more"),
+        ({"max_batch_delay": "-1"}, "invalid max_batch_delay '-1': give a whole number, 0 or"),
+    ],
+)
+def test_registration_settings_out_of_range_are_refused(query: dict[str, str], words: str) -> None:
+    with pytest.raises(BadRequestBody, match=words):
+        registration_settings(query)
 
 
 def test_booleans_are_true_or_false_in_any_case() -> None:
