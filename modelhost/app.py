@@ -88,6 +88,7 @@ async def main(config: Config) -> int:
                     config.single_model,
                     config.instance_id,
                     max_response_bytes=config.max_response_bytes,
+                    sagemaker_contract=config.sagemaker_contract,
                 ),
                 observer.usage,
             )
@@ -243,6 +244,7 @@ def build_host(
             slots_per_worker=pool.threads,
         ),
         max_rows_per_request=config.max_rows_per_request,
+        sagemaker_contract=config.sagemaker_contract,
     )
     # the pool started first, for the baseline
     pool.attach(on_lost=host.residency.worker_lost, on_joined=host.residency.notify)

@@ -101,6 +101,12 @@ def _refuse_unsupported(config: Config) -> None:
             "named: set --single-model NAME (MODELHOST_SINGLE_MODEL), the model POST "
             "/invocations serves without a target-model header, or unset it to serve many"
         )
+    if config.sagemaker_contract and (config.admission != "none" or config.min_residency_s):
+        raise ConfigError(
+            "admission and min_residency_s choose and delay the victims of a load, but under "
+            "sagemaker_contract no load evicts (SageMaker unloads models on a 507): unset them, "
+            "or set sagemaker_contract false (MODELHOST_SAGEMAKER_CONTRACT=false)"
+        )
 
 
 def _find_file(

@@ -63,6 +63,19 @@ def test_single_model_mode_without_a_model_is_refused_naming_what_to_use(
     assert (one.multi_model, one.single_model) == (False, "model")
 
 
+@pytest.mark.parametrize(
+    ("variable", "value"), [("MODELHOST_ADMISSION", "tinylfu"), ("MODELHOST_MIN_RESIDENCY_S", "5")]
+)
+def test_eviction_settings_are_refused_under_the_sagemaker_contract(
+    variable: str, value: str, tmp_path: Path
+) -> None:
+    """Under the contract no load evicts, so what chooses or delays a victim would do nothing."""
+    contract = {"MODELHOST_SAGEMAKER_CONTRACT": "true", variable: value}
+    with pytest.raises(ConfigError, match="sagemaker_contract"):
+        load_config({}, contract, tmp_path)
+    assert load_config({}, {variable: value}, tmp_path)
+
+
 def test_torchserve_tls_keys_map_to_the_ssl_settings(tmp_path: Path) -> None:
     text = "certificate_file=/tls/cert.pem\nprivate_key_file=/tls/key.pem\n"
     write(tmp_path / "config.properties", text)
