@@ -121,7 +121,7 @@ def management_servers(
     """TorchServe's management API on its own port, when one is configured."""
     if not config.management_port or management_on_main_port(config):
         return []  # the main port answers SageMaker's management calls already
-    app = build_management_app(routes, unhandled)
+    app = build_management_app(routes, unhandled, config.management_api)
     host = config.management_host or config.host
     return [SecondaryServer(uvicorn_config(app, config, config.management_port, host=host))]
 

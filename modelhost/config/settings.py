@@ -188,6 +188,12 @@ class Config:
         maximum=65535,
     )
     management_host: str = _setting("", "address the management API listens on (empty: --host)")
+    management_api: str = _setting(
+        "torchserve",
+        "whose management API the management port speaks: torchserve (describe answers a list "
+        "of one model) or mms (describe answers the model as one object)",
+        choices=("torchserve", "mms"),
+    )
     metrics_port: int = _setting(
         0,
         "a second port serving only GET /metrics, as TorchServe's metrics_address (0: none; "

@@ -147,7 +147,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def replay(store: Path, serve: Servers) -> Iterator[Replay]:
     port = testing.free_port()
-    serve(store, workers=1, memory_budget="4GiB", management_port=port)
+    serve(store, workers=1, memory_budget="4GiB", management_port=port, management_api="mms")
     with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as management:
         yield Replay(management)
 
@@ -159,3 +159,12 @@ def test_management_request(replay: Replay, index: int) -> None:
     step = STEPS[index]
     response = replay.answer(index)
     assert response.status_code in step.accepted, f"{step.method} {step.path}: {response.text}"
+
+
+def test_describe_answers_one_object_as_mms_does(replay: Replay) -> None:
+    """MMS's describe is the model itself; TorchServe's, a list of one (`--management-api`)."""
+    management = replay.management
+    params = {"url": f"{ARCHIVES[0]}.mar", "model_name": "described"}
+    assert management.post("/models", params=params).status_code == 200
+    described = management.get("/models/described").json()
+    assert isinstance(described, dict) and described["modelName"] == "described"
