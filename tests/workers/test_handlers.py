@@ -212,6 +212,26 @@ def test_mms_class_with_handle_sets_the_content_type(tmp_path: Path) -> None:
     assert (reply.body, reply.content_type) == (b"echo:1,2", "text/csv")
 
 
+def test_torchserve_handlers_may_record_metrics_on_the_context(tmp_path: Path) -> None:
+    """TorchServe's BaseHandler times every call through `context.metrics`."""
+    folder = tmp_path / "model"
+    write(
+        folder,
+        "handler.py",
+        """
+        class Timed:
+            def initialize(self, context):
+                self.metrics = context.metrics
+
+            def handle(self, data, context):
+                self.metrics.add_time("HandlerTime", 1.5, None, "ms")
+                context.metrics.add_counter("Requests", 1)
+                return [len(data[0]["data"])]
+        """,
+    )
+    assert load_handler(folder, "timed").infer(InferRequest(b"abc")).body == b"3"
+
+
 def test_mms_manifest_names_the_entry_point(tmp_path: Path) -> None:
     folder = tmp_path / "model"
     write(folder, "serve.py", "def entry(data, context):\n    return [b'raw']\n")

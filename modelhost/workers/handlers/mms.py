@@ -40,6 +40,18 @@ class RequestProcessor:
         return self._response_header.get(key)
 
 
+class NoMetrics:
+    """`context.metrics` of TorchServe's handlers, which time their calls through it; modelhost
+    measures each request itself (Server-Timing, /metrics), so what they record is dropped."""
+
+    def __getattr__(self, name: str) -> Callable[..., None]:
+        return _record_nothing
+
+
+def _record_nothing(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
 class MmsContext:
     """The `context` MMS and TorchServe handlers receive: the model's facts and its requests."""
 
@@ -53,6 +65,7 @@ class MmsContext:
         }
         self.model_yaml_config: dict[str, Any] = {}
         self.request_processor = [RequestProcessor({})]
+        self.metrics = NoMetrics()
 
     def for_requests(self, requests: Sequence[InferRequest]) -> MmsContext:
         """A copy for one call, so that concurrent calls never share response headers."""
@@ -89,6 +102,14 @@ class MmsHandler(Handler):
             except BaseException:
                 forget_user_module(self._module)
                 raise
+
+    @property
+    def manifest(self) -> dict[str, Any]:
+        return self._context.manifest
+
+    def call(self, data: list[Any], request: InferRequest) -> Any:
+        """The entry point's result for `data` given as it is (an envelope's, say), one request."""
+        return self._entry(data, self._context.for_requests([request]))
 
     def infer(self, request: InferRequest) -> InferReply:
         """Call the entry point with a batch of one and encode the one item it returns."""

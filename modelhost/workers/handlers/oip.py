@@ -168,8 +168,7 @@ def kserve_v2(handler: MmsHandler, request: InferRequest, oip: OipRequest) -> In
     inputs, each with its values nested in its shape; the handler's list of results become
     outputs, flattened, each named after the input at its place."""
     data = [_envelope_input(tensor) for tensor in oip.inputs]
-    context = handler._context.for_requests([request])
-    results = handler._entry(data, context)
+    results = handler.call(data, request)
     if not isinstance(results, list):
         raise HandlerError(
             f"handle(data, context) returned {type(results).__name__}; for a KServe v2 request "
@@ -180,7 +179,7 @@ def kserve_v2(handler: MmsHandler, request: InferRequest, oip: OipRequest) -> In
         tensor_of(names[i] if i < len(names) else f"output-{i}", np.asarray(result).reshape(-1))
         for i, result in enumerate(results)
     ]
-    manifest_model = handler._context.manifest.get("model") or {}
+    manifest_model = handler.manifest.get("model") or {}
     version = request.params.get(MODEL_VERSION_PARAM) or manifest_model.get("modelVersion", "")
     body, content_type = encode_response(
         request.params.get(MODEL_NAME_PARAM, ""), str(version), oip, outputs
