@@ -11,7 +11,7 @@ TARGET_MODEL_HEADER = "x-amzn-sagemaker-target-model"
 _PATH_MODEL = [
     re.compile(r"^/models/(?P<m>.+)/invoke$"),
     re.compile(r"^/predictions/(?P<m>.+)$"),
-    re.compile(r"^/v2/models/(?P<m>.+?)(?:/versions/[^/]+)?(?:/infer|/ready)?$"),
+    re.compile(r"^/v2/models/(?P<m>.+?)(?:/versions/[^/]+)?(?:/infer|/ready|/stats|/config)?$"),
     re.compile(r"^/models/(?P<m>.+)$"),
 ]
 

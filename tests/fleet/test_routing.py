@@ -18,6 +18,8 @@ HEADER = {"x-amzn-sagemaker-target-model": "from/header.joblib"}
         ("/v2/models/t/a.joblib/infer", "t/a.joblib"),
         ("/v2/models/t/a.joblib/versions/3/infer", "t/a.joblib"),
         ("/v2/models/t/a.joblib/ready", "t/a.joblib"),
+        ("/v2/models/t/a.joblib/stats", "t/a.joblib"),  # Triton's extensions
+        ("/v2/models/t/a.joblib/config", "t/a.joblib"),
         ("/models/t/a.joblib", "t/a.joblib"),
         ("/invocations", "from/header.joblib"),
     ],
