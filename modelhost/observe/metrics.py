@@ -23,6 +23,9 @@ SECONDS_BUCKETS = (
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0
 )  # fmt: skip
 
+# every label comes from a closed set: a method a client invents is "other", not a new series
+HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH"})
+
 
 def _histogram(name: str, help_text: str, registry: CollectorRegistry, *labels: str) -> Histogram:
     return Histogram(name, help_text, labels, registry=registry, buckets=SECONDS_BUCKETS)
@@ -187,7 +190,8 @@ class Metrics:
 
     def on_exchange(self, exchange: Exchange) -> None:
         route = (exchange.route,)
-        series = (exchange.method, exchange.route, str(exchange.status))
+        method = exchange.method if exchange.method in HTTP_METHODS else "other"
+        series = (method, exchange.route, str(exchange.status))
         self.requests.inc(series)
         self.request_seconds.observe(series, exchange.duration_s)
         self.request_bytes.inc(route, exchange.bytes_in)

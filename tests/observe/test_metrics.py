@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from prometheus_client import CollectorRegistry
 
@@ -101,3 +103,22 @@ def test_requests_bytes_and_rejections_are_counted_by_route_and_status() -> None
     assert value(metrics, "modelhost_http_response_bytes_total", route=route) == 40
     assert value(metrics, "modelhost_rejections_total", reason="InsufficientMemory") == 1
     assert value(metrics, "modelhost_cache_lookups_total", tier="hit") == 1  # the 507 found none
+
+
+def test_made_up_methods_share_one_series() -> None:
+    """Every label comes from a closed set: a scan of invented methods adds one series, not one
+    per method."""
+    metrics = Metrics(CollectorRegistry())
+    for index in range(50):
+        metrics.on_exchange(dataclasses.replace(invocation("hit"), method=f"M{index}"))
+    metrics.on_exchange(dataclasses.replace(invocation("hit"), method="PATCH"))
+    labels = {"route": "/models/{model:path}/invoke", "status": "200"}
+    assert value(metrics, "modelhost_http_requests_total", method="other", **labels) == 50
+    assert value(metrics, "modelhost_http_requests_total", method="PATCH", **labels) == 1
+    series = {
+        sample.labels["method"]
+        for family in metrics.registry.collect()
+        if family.name == "modelhost_http_requests"
+        for sample in family.samples
+    }
+    assert series == {"other", "PATCH"}
