@@ -194,12 +194,14 @@ class WorkerPool:
         template = self._template
         assert template is not None and template.stdin is not None
         worker_id = next(self._worker_ids)
+        if template.returncode is not None or template.stdin.is_closing():
+            # it died and its successor is not started yet: the supervisor tops the pool up
+            raise Unavailable(f"the worker template has exited before forking worker {worker_id}")
         waiter: asyncio.Future[WorkerHandle] = asyncio.get_running_loop().create_future()
         self._waiting[worker_id] = waiter
         exited: asyncio.Future[Any] = asyncio.ensure_future(template.wait())
         try:
-            template.stdin.write(f"{worker_id}\n".encode())
-            await template.stdin.drain()
+            await self._order(template.stdin, worker_id)
             await asyncio.wait(
                 {waiter, exited}, timeout=WORKER_START_TIMEOUT_S, return_when="FIRST_COMPLETED"
             )
@@ -215,6 +217,17 @@ class WorkerPool:
             "worker_start", worker=worker_id, reason="start", detail={"pid": worker.pid}
         )
         return worker
+
+    @staticmethod
+    async def _order(stdin: asyncio.StreamWriter, worker_id: int) -> None:
+        """Ask the template for a worker; a pipe closed under us is a template gone."""
+        try:
+            stdin.write(f"{worker_id}\n".encode())
+            await stdin.drain()
+        except (RuntimeError, ConnectionError) as error:
+            raise Unavailable(
+                f"the worker template has exited before forking worker {worker_id}"
+            ) from error
 
     def _hello(self, frame: Frame, transport: asyncio.WriteTransport) -> WorkerHandle:
         """A worker connected: it is ready to take calls."""
