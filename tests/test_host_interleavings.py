@@ -206,6 +206,9 @@ class FakeDisk:
         self._artifacts[name] = Artifact(name, path, size)
         return Materialized(self._artifacts[name])
 
+    async def version(self, url: str) -> str:
+        return "1"  # never replaced: what a failed load would be remembered by
+
     def get(self, name: str) -> Artifact | None:
         return self._artifacts.get(name)
 

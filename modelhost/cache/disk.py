@@ -243,6 +243,17 @@ class DiskTier:
                 self.missing.remember(url, error)
             raise
 
+    async def version(self, url: str) -> str:
+        """What the store says now of the artifact at `url`: its size and ETag, or the identity
+        on disk (inode, size, change time) of a file or folder it is read from in place."""
+        store, key = self.stores.locate(url)
+        local = store.local_path(key)
+        if local is not None:
+            status = await asyncio.to_thread(local.stat)
+            return f"{status.st_ino}:{status.st_size}:{status.st_mtime_ns}"
+        info = await store.stat(key)
+        return f"{info.size}:{info.etag}"
+
     def offer_fast_copy(self, artifact: Artifact) -> Offer | None:
         """For a load of `artifact`: its fast copy to read, or free room to write one (see
         fast_copies). Not for a folder of a local store: a file rewritten inside it leaves the
@@ -292,6 +303,23 @@ class DiskTier:
     async def _build_entry(
         self, name: str, url: str, store: Store, key: str, local: Path | None
     ) -> Materialized:
+        """Download (or copy) and unpack into a new entry. The volume may fill before the budget
+        does (other writers): the fast copies then go, being expendable, and it is tried again."""
+        try:
+            return await self._build_once(name, url, store, key, local)
+        except OSError as error:
+            if not is_disk_full(error):
+                raise
+            if self.budget.drop_fast_copies():
+                return await self._build_entry(name, url, store, key, local)
+            raise InsufficientDisk(
+                f"the cache's volume is full while writing model {name} ({error.strerror}); free "
+                "space on it, or set --disk-budget below what it can hold"
+            ) from error
+
+    async def _build_once(
+        self, name: str, url: str, store: Store, key: str, local: Path | None
+    ) -> Materialized:
         await self.reconciliation.counted()  # room may be held by folders not found yet
         reservation = Reservation()
         self.budget.reservations.add(reservation)
@@ -311,13 +339,6 @@ class DiskTier:
                     source.unlink()
             artifact = await self._published(name, url, info, temp, payload)
             return Materialized(artifact, "disk" if local else "remote", download_ms)
-        except OSError as error:
-            if not is_disk_full(error):
-                raise
-            raise InsufficientDisk(
-                f"could not write model {name} into the cache at {self.entries_dir}: {error}; "
-                "free space on that volume, or set --disk-budget below what it can hold"
-            ) from error
         finally:
             await self.budget.released(reservation, temp)
 

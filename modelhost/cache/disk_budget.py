@@ -123,6 +123,15 @@ class DiskBudget:
         if temp.exists():
             self._remove_later(temp, reservation.bytes)
 
+    def drop_fast_copies(self) -> int:
+        """Delete every fast copy, as the volume is full; the bytes freed."""
+        freed = 0
+        while (oldest := self.fast_copies.oldest()) is not None:
+            dropped = self.fast_copies.drop(oldest)
+            self.events.emit("delete", oldest, bytes=dropped, reason="disk_full", detail=FAST)
+            freed += dropped
+        return freed
+
     def _make_room(self, reservation: Reservation, name: str, minimum: int) -> None:
         """Free `minimum` bytes beyond the reservation: fast copies first, then the least
         recently used entries no model needs; or delete nothing and raise if they cannot."""

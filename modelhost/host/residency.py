@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
@@ -24,12 +25,14 @@ from modelhost.cache.memory import MemoryTier, Resident, State
 from modelhost.errors import (
     InsufficientMemory,
     ModelhostError,
+    ModelLoadError,
     ModelNotFound,
     ModelNotLoaded,
     ShuttingDown,
     Unavailable,
 )
 from modelhost.host.calls import LoadOutcome
+from modelhost.host.failed_loads import FailedLoads
 from modelhost.host.manifests import MIN_FOOTPRINT_BYTES, Manifests, fast_copy_detail
 from modelhost.host.shortfall import all_busy, never_fits
 from modelhost.host.under_way import UnderWay
@@ -86,6 +89,7 @@ class Residency:
         self.reading: set[str] = set()  # loaded models whose runtime may still read their files
         self.closing = False
         self.loads: UnderWay[LoadOutcome] = UnderWay()
+        self.failed_loads = FailedLoads()  # the same version would fail the same way
         self._changed = asyncio.Event()
 
     # loading --------------------------------------------------------------------------------
@@ -115,23 +119,32 @@ class Residency:
 
     async def _load(self, name: str) -> LoadOutcome:
         await self._departed(name)
+        source = self.source_of(name)
+        version = functools.partial(self.disk.version, source)  # asked only when needed
+        await self.failed_loads.check(name, version)
         try:
-            found = await self.disk.materialize(name, self.source_of(name))
+            found = await self.disk.materialize(name, source)
         except ModelhostError as error:
             known = not isinstance(error, ModelNotFound)  # no per-name history for made-up names
             detail = {"error": str(error)}
             self.events.emit("failure", name, per_model=known, reason="fetch", detail=detail)
             raise
         started = self.clock()
-        artifact = found.artifact
+        try:
+            await self._load_artifact(name, found.artifact)
+        except ModelLoadError as error:  # the artifact's fault: its version fails again
+            await self.failed_loads.remember(name, version, error)
+            raise
+        await self.relieve_pressure()
+        return LoadOutcome(found.tier, (self.clock() - started) * 1000, found.download_ms)
+
+    async def _load_artifact(self, name: str, artifact: Artifact) -> None:
         self.manifests.read(name, artifact)
         worker = await self.claim_loader(name)
         try:
             await self._load_into(worker, name, artifact)
         finally:
             self.release_loader(worker)
-        await self.relieve_pressure()
-        return LoadOutcome(found.tier, (self.clock() - started) * 1000, found.download_ms)
 
     async def _load_into(self, worker: WorkerHandle, name: str, artifact: Artifact) -> None:
         reserved = self.manifests.reservation(name, artifact)

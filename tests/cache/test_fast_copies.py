@@ -5,14 +5,18 @@ first bytes deleted."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 from pathlib import Path
+from typing import Any
 
+import pytest
 from test_disk_tier import KiB, disk_tier, fetch
 
 from modelhost.cache.disk import Artifact, DiskTier
 from modelhost.cache.fast_copies import Offer, room_for
 from modelhost.cache.stores.memory import MemoryStore
+from modelhost.errors import InsufficientDisk
 
 BUDGET = 64 * KiB
 
@@ -146,3 +150,40 @@ def test_the_copy_read_least_recently_goes_first(tmp_path: Path) -> None:
     assert tier.offer_fast_copy(first).reads  # type: ignore[union-attr]
     assert tier.fast_copies.oldest() == "b.joblib"
     assert tier.fast_copies.written_bytes == 8 * KiB == tier.used_bytes
+
+
+def test_a_full_disk_takes_the_fast_copies_first_and_the_entry_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The volume fills before the budget does (something else wrote to it): copies are
+    expendable, so they go and the entry is written again, instead of a 507."""
+    store = MemoryStore({"old.joblib": os.urandom(KiB), "new.joblib": os.urandom(KiB)})
+    tier = disk_tier(tmp_path / "cache", store)
+    fetch(tier, store, "old.joblib")
+    written(tier, offered(tier, known(tier, "old.joblib")), KiB)
+    publish, full = tier._publish, [True]
+
+    def full_once(*args: Any) -> Any:
+        if full.pop() if full else False:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return publish(*args)
+
+    monkeypatch.setattr(tier, "_publish", full_once)
+    assert fetch(tier, store, "new.joblib") == "remote"
+    assert not tier.fast_copies.copies and not any(tier.fast_copies.folder.iterdir())
+    assert tier.get("new.joblib") is not None
+
+
+def test_a_full_disk_without_copies_to_drop_is_507_without_paths(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = MemoryStore({"new.joblib": os.urandom(KiB)})
+    tier = disk_tier(tmp_path / "cache", store)
+
+    def full(*args: Any) -> Any:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(tier, "_publish", full)
+    with pytest.raises(InsufficientDisk) as refused:
+        fetch(tier, store, "new.joblib")
+    assert str(tmp_path) not in str(refused.value)  # where the cache is stays on the server
