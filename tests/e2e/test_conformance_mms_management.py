@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 import httpx
 import pytest
+from helpers.replay import Replay
 from helpers.serving import Servers
 
 from modelhost import testing
@@ -113,28 +114,6 @@ STEPS = [
 ]
 
 
-class Replay:
-    """Sends the collection's requests in order, each once."""
-
-    def __init__(self, management: httpx.Client) -> None:
-        self.management = management
-        self.sent = 0
-
-    def answer(self, index: int) -> httpx.Response:
-        """The answer to request `index`, once every request before it has been sent."""
-        if index < self.sent:
-            pytest.fail(
-                f"request {index} was sent already: the steps run in the collection's order"
-            )
-        for earlier in STEPS[self.sent : index]:
-            self._send(earlier)
-        self.sent = index + 1
-        return self._send(STEPS[index])
-
-    def _send(self, step: Step) -> httpx.Response:
-        return self.management.request(step.method, "/" + step.path)
-
-
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("mms-management-store")
@@ -149,7 +128,7 @@ def replay(store: Path, serve: Servers) -> Iterator[Replay]:
     port = testing.free_port()
     serve(store, workers=1, memory_budget="4GiB", management_port=port, management_api="mms")
     with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as management:
-        yield Replay(management)
+        yield Replay(management, STEPS)
 
 
 @pytest.mark.parametrize(
@@ -163,7 +142,7 @@ def test_management_request(replay: Replay, index: int) -> None:
 
 def test_describe_answers_one_object_as_mms_does(replay: Replay) -> None:
     """MMS's describe is the model itself; TorchServe's, a list of one (`--management-api`)."""
-    management = replay.management
+    management = replay.client
     params = {"url": f"{ARCHIVES[0]}.mar", "model_name": "described"}
     assert management.post("/models", params=params).status_code == 200
     described = management.get("/models/described").json()

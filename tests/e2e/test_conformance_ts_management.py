@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 import httpx
 import pytest
+from helpers.replay import Replay
 from helpers.serving import Servers
 
 from modelhost import testing
@@ -340,28 +341,6 @@ STEPS = [
 ]
 
 
-class Replay:
-    """Sends the collection's requests in order, each once."""
-
-    def __init__(self, management: httpx.Client) -> None:
-        self.management = management
-        self.sent = 0
-
-    def answer(self, index: int) -> httpx.Response:
-        """The answer to request `index`, once every request before it has been sent."""
-        if index < self.sent:
-            pytest.fail(
-                f"request {index} was sent already: the steps run in the collection's order"
-            )
-        for earlier in STEPS[self.sent : index]:
-            self._send(earlier)
-        self.sent = index + 1
-        return self._send(STEPS[index])
-
-    def _send(self, step: Step) -> httpx.Response:
-        return self.management.request(step.method, "/" + step.path)
-
-
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("ts-management-store")
@@ -376,7 +355,7 @@ def replay(store: Path, serve: Servers) -> Iterator[Replay]:
     port = testing.free_port()
     serve(store, workers=1, memory_budget="4GiB", management_port=port)
     with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as management:
-        yield Replay(management)
+        yield Replay(management, STEPS)
 
 
 @pytest.mark.parametrize(
