@@ -266,6 +266,20 @@ def hot_names(url: str, hot: list[str]) -> Call:
     return lambda session, rng: invoke(session, url, rng.choice(hot))
 
 
+def paced(call: Call, per_s: float) -> Call:
+    """`call`, started at most `per_s` times a second (0: as soon as the last one answers)."""
+    if not per_s:
+        return call
+    due = [time.monotonic()]
+
+    async def on_time(session: Any, rng: random.Random) -> Outcome:
+        await asyncio.sleep(max(0.0, due[0] - time.monotonic()))
+        due[0] = max(due[0] + 1 / per_s, time.monotonic())
+        return await call(session, rng)  # type: ignore[no-any-return]
+
+    return on_time
+
+
 def registrations(url: str, archives: list[str]) -> Call:
     """Calls that register the archives in turn under new names."""
     count = iter(range(10**9))
@@ -558,9 +572,13 @@ def registration_phase(url: str, work: Path, kinds: dict, args: Any, plan: Plan)
     asyncio.run(clients([fresh_names(url, hot)], plan.hit_s))  # the hot set loaded again
     archives = [n for n, k in kinds.items() if k != PLAIN][:200]
     since = time.time()
-    quiet = asyncio.run(clients([hot_names(url, hot)] * 3, plan.register_s))
+    rate = args.registration_hit_rate
+    quiet = asyncio.run(
+        clients([paced(hot_names(url, hot), rate) for _ in range(3)], plan.register_s)
+    )
     middle = time.time()
-    calls = [hot_names(url, hot)] * 3 + [registrations(url, archives)]
+    registering = paced(registrations(url, archives), args.registration_rate)
+    calls = [paced(hot_names(url, hot), rate) for _ in range(3)] + [registering]
     busy = asyncio.run(clients(calls, plan.register_s))
     time.sleep(0.5)
     log = access_lines(work, since)
@@ -594,6 +612,19 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--pass-s", type=float, default=120.0, help="the pass over fresh names")
     parser.add_argument("--hit-s", type=float, default=20.0)
     parser.add_argument("--register-s", type=float, default=15.0, help="each registration window")
+    parser.add_argument(
+        "--registration-rate",
+        type=float,
+        default=0.0,
+        help="registrations/s in the registration window (0: back to back)",
+    )
+    parser.add_argument(
+        "--registration-hit-rate",
+        type=float,
+        default=0.0,
+        help="requests/s of each of the 3 hit clients in the registration windows (0: each as "
+        "fast as answers come, which saturates two cores before any registration)",
+    )
     parser.add_argument("--walk-s", type=float, default=30.0, help="the listing walk")
     parser.add_argument("--startup-timeout-s", type=float, default=600.0)
     parser.add_argument(
