@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
 import os
 import secrets
@@ -70,6 +71,7 @@ __all__ = [
     "tree_bytes",
 ]
 
+UNWRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM)  # the cache's volume, not the request
 UNPACK_STEP_BYTES = 32 * 2**20  # room is made for an unpacking archive this much at a time
 RECORD_SPARE_BYTES = 256  # in the record's reservation, for the ETag and times not known yet
 
@@ -308,6 +310,11 @@ class DiskTier:
         try:
             return await self._build_once(name, url, store, key, local)
         except OSError as error:
+            if error.errno in UNWRITABLE and self._in_cache(error.filename):
+                raise InsufficientDisk(
+                    f"the disk cache cannot be written ({error.strerror}) to hold model {name}: "
+                    "make the --cache-dir volume writable by the server's user"
+                ) from error
             if not is_disk_full(error):
                 raise
             if self.budget.drop_fast_copies():
@@ -316,6 +323,10 @@ class DiskTier:
                 f"the cache's volume is full while writing model {name} ({error.strerror}); free "
                 "space on it, or set --disk-budget below what it can hold"
             ) from error
+
+    def _in_cache(self, filename: object) -> bool:
+        cache = self.entries_dir.parent
+        return isinstance(filename, str) and Path(filename).is_relative_to(cache)
 
     async def _build_once(
         self, name: str, url: str, store: Store, key: str, local: Path | None
