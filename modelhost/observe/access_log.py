@@ -8,12 +8,16 @@ A request's line is encoded on the event loop and queued; the writer thread wake
 wait, lets more gather for `FLUSH_S`, and writes them all with one `write`. (It was a logging
 `QueueHandler` and `QueueListener`: a `LogRecord`, a caller lookup, a thread wake-up and a
 flushed write per request cost the frontend more than the rest of observing it; issue 15.)
+
+A file is reopened when its path no longer names it (rotated away, or deleted), as logging's
+`WatchedFileHandler` does, so logrotate needs no `copytruncate`: one `stat` per write.
 """
 
 from __future__ import annotations
 
 import collections
 import logging
+import os
 import sys
 import threading
 import time
@@ -81,6 +85,15 @@ class AccessLog:
             self._stream.close()
         self._stream = None
 
+    def _reopen_if_moved(self) -> None:
+        """Open the file at the path again if the one open is no longer there (or a reopen
+        failed before)."""
+        assert self._stream is not None
+        if not self._stream.closed and _names(self.target, self._stream.fileno()):
+            return
+        self._stream.close()
+        self._stream = open(self.target, "ab")  # noqa: SIM115
+
     def _write_lines(self) -> None:
         while not self._stopping:
             self._waiting.wait()
@@ -99,7 +112,18 @@ class AccessLog:
             if self._stream is sys.stdout:
                 self._stream.write(data.decode())
             else:
+                self._reopen_if_moved()
                 self._stream.write(data)  # type: ignore[arg-type]
             self._stream.flush()
         except (OSError, ValueError) as error:  # a full disk, a closed stdout
             logger.warning("the access log lost %d lines: %s", len(lines), error)
+
+
+def _names(path: str, fd: int) -> bool:
+    """Whether `path` is the file open as `fd`."""
+    try:
+        there = os.stat(path)
+    except FileNotFoundError:
+        return False
+    mine = os.fstat(fd)
+    return (there.st_dev, there.st_ino) == (mine.st_dev, mine.st_ino)

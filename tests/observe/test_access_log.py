@@ -80,3 +80,31 @@ def test_lines_reach_the_file_while_the_log_runs(tmp_path: Path) -> None:
         ]
     finally:
         log.stop()
+
+
+def test_a_log_rotated_away_is_reopened_at_its_path(tmp_path: Path) -> None:
+    """logrotate renames the file (no copytruncate): the next lines go to a new file there."""
+    path, rotated = tmp_path / "access.log", tmp_path / "access.log.1"
+    log = AccessLog(str(path))
+    log.start()
+    try:
+        log.write(invocation(0))
+        wait_for_lines(path, 1)
+        path.rename(rotated)
+        log.write(invocation(1))
+        wait_for_lines(path, 1)
+    finally:
+        log.stop()
+    assert [json.loads(line)["model"] for line in rotated.read_text().splitlines()] == [
+        "t/0.joblib"
+    ]
+    assert [json.loads(line)["model"] for line in path.read_text().splitlines()] == ["t/1.joblib"]
+
+
+def wait_for_lines(path: Path, count: int) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if path.exists() and len(path.read_text().splitlines()) >= count:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"{path} did not get {count} lines")
