@@ -9,6 +9,7 @@ from starlette.middleware import Middleware
 from starlette.routing import Route
 
 from modelhost.errors import ModelhostError
+from modelhost.http.cross_site import CrossSiteGuard
 from modelhost.http.errors import handle_http_exception, handle_modelhost_error
 from modelhost.http.instance import InstanceHeader, instance_header, instance_name
 from modelhost.http.invocations import PREDICTIONS, InvocationFastPath, Invocations
@@ -49,7 +50,10 @@ def build_app(routes: SageMakerRoutes, observer: Observer | None = None) -> Invo
     served += ObserveRoutes(observer).routes() if observer else []
     app = Starlette(
         routes=[*served, OpenApiRoute(served, "main")],
-        middleware=observe_middleware(observer, served) if observer else [],
+        middleware=[
+            *(observe_middleware(observer, served) if observer else []),
+            Middleware(CrossSiteGuard, routes=management_routes(served)),
+        ],
         exception_handlers={
             ModelhostError: handle_modelhost_error,
             HTTPException: handle_http_exception,
@@ -58,6 +62,26 @@ def build_app(routes: SageMakerRoutes, observer: Observer | None = None) -> Invo
     )
     # invocations first, answered whole by their endpoint (last resort and instance header too)
     return InvocationFastPath(InstanceHeader(LastResort(app, unhandled), instance), invocations)
+
+
+# the calls that change what is served; invocations and reads are open to pages (security.md)
+MANAGEMENT_CALLS = frozenset(
+    {
+        ("POST", "/models"),
+        ("DELETE", "/models/{model:path}"),
+        ("POST", "/v2/repository/models/{model:path}/load"),
+        ("POST", "/v2/repository/models/{model:path}/unload"),
+    }
+)
+
+
+def management_routes(served: list[Route]) -> list[Route]:
+    """The routes a page of another origin may not call (cross_site.py)."""
+    return [
+        route
+        for route in served
+        if any((method, route.path) in MANAGEMENT_CALLS for method in route.methods or ())
+    ]
 
 
 def observe_middleware(observer: Observer, served: list[Route]) -> list[Middleware]:
