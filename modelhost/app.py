@@ -7,7 +7,6 @@ import contextlib
 import logging
 import os
 import sys
-import tempfile
 from collections.abc import AsyncIterator, Coroutine
 from pathlib import Path
 from typing import Any
@@ -40,6 +39,7 @@ from modelhost.http.torchserve import build_management_app
 from modelhost.observe.observer import Observer
 from modelhost.records.events import EventLog
 from modelhost.resources import free_disk_bytes, usable_cores, usable_memory_bytes
+from modelhost.run_dirs import run_dir
 from modelhost.scheduler import SchedulerSettings
 from modelhost.units import format_bytes
 from modelhost.workers.environment import worker_environment
@@ -78,8 +78,8 @@ def run_loop(coroutine: Coroutine[Any, Any, int]) -> int:
 
 
 async def main(config: Config) -> int:
-    with tempfile.TemporaryDirectory(prefix="modelhost-") as run_dir:
-        async with started_host(config, Path(run_dir)) as host, observed(host, config) as observer:
+    with run_dir() as folder:
+        async with started_host(config, folder) as host, observed(host, config) as observer:
             routes = SageMakerRoutes(
                 host,
                 HttpSettings(

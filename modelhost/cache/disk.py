@@ -35,9 +35,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from modelhost.cache.disk_budget import DiskBudget, Reservation, RoomFirst
+from modelhost.cache.disk_budget import DiskBudget, Reservation
 from modelhost.cache.disk_index import INDEX_FILE, Row, open_index
-from modelhost.cache.download import DownloadPolicy, download
+from modelhost.cache.download import DownloadPolicy
 from modelhost.cache.entries import (
     ENTRY_FILE,
     TEMP_PREFIX,
@@ -51,15 +51,15 @@ from modelhost.cache.entries import (
     write_record,
 )
 from modelhost.cache.fast_copies import FOLDER, FastCopies, Offer, identity
+from modelhost.cache.filling import Filling, UnpackLimits
 from modelhost.cache.missing import MissingUrls
 from modelhost.cache.pickles import PICKLE_SUFFIXES, refuse_pickles
 from modelhost.cache.reconcile import BUDGET_FACT, Reconciliation
 from modelhost.cache.stores import ObjectInfo, Store, Stores
 from modelhost.cache.stores.base import is_disk_full
-from modelhost.cache.unpack import is_archive, unpack_archive
+from modelhost.cache.unpack import is_archive
 from modelhost.errors import InsufficientDisk, ModelNotFound, StoreError
 from modelhost.records.events import EventLog
-from modelhost.urls import redact_url
 
 __all__ = [
     "ENTRY_FILE",
@@ -72,7 +72,6 @@ __all__ = [
 ]
 
 UNWRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM)  # the cache's volume, not the request
-UNPACK_STEP_BYTES = 32 * 2**20  # room is made for an unpacking archive this much at a time
 RECORD_SPARE_BYTES = 256  # in the record's reservation, for the ETag and times not known yet
 
 
@@ -83,14 +82,6 @@ class Materialized:
     artifact: Artifact
     tier: str  # "disk": it was on this machine; "remote": downloaded for this request
     download_ms: float = 0.0
-
-
-@dataclass(frozen=True)
-class UnpackLimits:
-    """What unpacking one archive may write: bytes and files (a tar bomb stops at either)."""
-
-    max_bytes: int
-    max_files: int
 
 
 class DiskTier:
@@ -339,83 +330,21 @@ class DiskTier:
         try:
             record_bytes = len(json.dumps({"name": name, "source": url})) + RECORD_SPARE_BYTES
             await self.budget.grow_async(reservation, name, record_bytes, record_bytes)
+            filling = Filling(name, reservation, self.budget, self.events)
             info, download_ms, source = ObjectInfo(None), 0.0, local
             if source is None:
                 source = temp / PurePosixPath(key.partition("?")[0]).name  # no presigned query
-                info, download_ms = await self._download(name, url, store, key, source, reservation)
+                slots = self._download_slots
+                info, download_ms = await filling.download(store, key, source, self.policy, slots)
             payload = source
             if await asyncio.to_thread(is_archive, source):
-                payload = await self._unpack(name, source, temp / "model", reservation)
+                payload = await filling.unpack(source, temp / "model", self.limits)
                 if local is None:
                     source.unlink()
             artifact = await self._published(name, url, info, temp, payload)
             return Materialized(artifact, "disk" if local else "remote", download_ms)
         finally:
             await self.budget.released(reservation, temp)
-
-    async def _download(
-        self, name: str, url: str, store: Store, key: str, dest: Path, reservation: Reservation
-    ) -> tuple[ObjectInfo, float]:
-        base = reservation.bytes
-
-        def room_for(info: ObjectInfo) -> None:
-            if info.size is not None:
-                self.budget.grow(reservation, name, base + info.size, base + info.size)
-
-        def room_for_bytes(received: int) -> None:  # a size the store did not announce
-            if base + received > reservation.bytes:
-                wanted = base + received + UNPACK_STEP_BYTES
-                self.budget.grow(reservation, name, base + received, wanted)
-
-        # held while bytes flow, not while the store is asked; entered once the room is free
-        slot = RoomFirst(reservation, self._download_slots)
-        done = await download(
-            store, key, dest, self.policy, room_for, slot=slot, room_for_bytes=room_for_bytes
-        )
-        await self.budget.grow_async(reservation, name, base + done.bytes, base + done.bytes)
-        self.events.emit(
-            "download",
-            name,
-            bytes=done.bytes,
-            duration_ms=round(done.duration_ms, 2),
-            reason="miss",
-            detail={
-                "url": redact_url(url),
-                "attempts": done.attempts,
-                "bytes_per_s": round(done.bytes / max(done.duration_ms / 1000, 1e-6)),
-            },
-        )
-        return done.info, done.duration_ms
-
-    async def _unpack(self, name: str, archive: Path, dest: Path, reservation: Reservation) -> Path:
-        started = time.perf_counter()
-        loop = asyncio.get_running_loop()
-        base = reservation.bytes
-
-        def room_for(written: int) -> None:  # runs in the unpacking thread
-            needed = base + written
-            if needed > reservation.bytes:
-                wanted = needed + UNPACK_STEP_BYTES
-                grow = self.budget.grow_async(reservation, name, needed, wanted)
-                asyncio.run_coroutine_threadsafe(grow, loop).result()
-
-        limits = self.limits
-        await asyncio.to_thread(
-            unpack_archive,
-            archive,
-            dest,
-            max_bytes=limits.max_bytes,
-            max_files=limits.max_files,
-            on_bytes=room_for,
-        )
-        self.events.emit(
-            "unpack",
-            name,
-            bytes=await asyncio.to_thread(tree_bytes, dest),
-            reason="archive",
-            duration_ms=round((time.perf_counter() - started) * 1000, 2),
-        )
-        return dest
 
     async def _published(
         self, name: str, url: str, info: ObjectInfo, temp: Path, payload: Path

@@ -1,0 +1,101 @@
+"""Filling one new cache entry: the download and the unpacking, each asking the disk budget for
+room as its bytes come, so an entry never holds more than its reservation."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from modelhost.cache.disk_budget import DiskBudget, Reservation, RoomFirst
+from modelhost.cache.download import DownloadPolicy, download
+from modelhost.cache.entries import tree_bytes
+from modelhost.cache.stores import ObjectInfo, Store
+from modelhost.cache.unpack import unpack_archive
+from modelhost.records.events import EventLog
+from modelhost.urls import redact_url
+
+STEP_BYTES = 32 * 2**20  # room is made for bytes of unknown total this much at a time
+
+
+@dataclass(frozen=True)
+class UnpackLimits:
+    """What unpacking one archive may write: bytes and files (a tar bomb stops at either)."""
+
+    max_bytes: int
+    max_files: int
+
+
+@dataclass(frozen=True)
+class Filling:
+    """Model `name`'s entry being built under `reservation`."""
+
+    name: str
+    reservation: Reservation
+    budget: DiskBudget
+    events: EventLog
+
+    async def download(
+        self, store: Store, key: str, dest: Path, policy: DownloadPolicy, slots: asyncio.Semaphore
+    ) -> tuple[ObjectInfo, float]:
+        """`key` into `dest`: the object's info and the milliseconds it took."""
+        name, reservation, base = self.name, self.reservation, self.reservation.bytes
+
+        def room_for(info: ObjectInfo) -> None:
+            if info.size is not None:
+                self.budget.grow(reservation, name, base + info.size, base + info.size)
+
+        def room_for_bytes(received: int) -> None:  # a size the store did not announce
+            if base + received > reservation.bytes:
+                wanted = base + received + STEP_BYTES
+                self.budget.grow(reservation, name, base + received, wanted)
+
+        # held while bytes flow, not while the store is asked; entered once the room is free
+        slot = RoomFirst(reservation, slots)
+        done = await download(
+            store, key, dest, policy, room_for, slot=slot, room_for_bytes=room_for_bytes
+        )
+        await self.budget.grow_async(reservation, name, base + done.bytes, base + done.bytes)
+        self.events.emit(
+            "download",
+            name,
+            bytes=done.bytes,
+            duration_ms=round(done.duration_ms, 2),
+            reason="miss",
+            detail={
+                "url": redact_url(store.url_of(key)),
+                "attempts": done.attempts,
+                "bytes_per_s": round(done.bytes / max(done.duration_ms / 1000, 1e-6)),
+            },
+        )
+        return done.info, done.duration_ms
+
+    async def unpack(self, archive: Path, dest: Path, limits: UnpackLimits) -> Path:
+        """`archive` into `dest`, within `limits`."""
+        started = time.perf_counter()
+        loop = asyncio.get_running_loop()
+        name, reservation, base = self.name, self.reservation, self.reservation.bytes
+
+        def room_for(written: int) -> None:  # runs in the unpacking thread
+            needed = base + written
+            if needed > reservation.bytes:
+                grow = self.budget.grow_async(reservation, name, needed, needed + STEP_BYTES)
+                asyncio.run_coroutine_threadsafe(grow, loop).result()
+
+        await asyncio.to_thread(
+            unpack_archive,
+            archive,
+            dest,
+            max_bytes=limits.max_bytes,
+            max_files=limits.max_files,
+            on_bytes=room_for,
+        )
+        self.events.emit(
+            "unpack",
+            name,
+            bytes=await asyncio.to_thread(tree_bytes, dest),
+            reason="archive",
+            duration_ms=round((time.perf_counter() - started) * 1000, 2),
+        )
+        return dest

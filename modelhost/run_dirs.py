@@ -1,0 +1,45 @@
+"""The folder a server keeps its workers' socket in while it runs, and those of servers that were
+killed: a SIGKILL leaves no chance to delete it, so each server's folder names its process, and a
+starting server deletes the folders of processes of its user that no longer run."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+PREFIX = "modelhost-"
+
+
+@contextlib.contextmanager
+def run_dir(parent: str | None = None) -> Iterator[Path]:
+    """A new folder for this server, deleted when it stops; left by killed ones, deleted now."""
+    root = Path(parent or tempfile.gettempdir())
+    remove_orphans(root)
+    with tempfile.TemporaryDirectory(prefix=f"{PREFIX}{os.getpid()}-", dir=root) as folder:
+        yield Path(folder)
+
+
+def remove_orphans(root: Path) -> list[Path]:
+    """Delete the run folders under `root` of this user's servers that no longer run."""
+    removed = []
+    for folder in root.glob(f"{PREFIX}*-*"):
+        pid = folder.name[len(PREFIX) :].partition("-")[0]
+        with contextlib.suppress(OSError):
+            if pid.isdigit() and folder.stat().st_uid == os.getuid() and not _runs(int(pid)):
+                shutil.rmtree(folder)
+                removed.append(folder)
+    return removed
+
+
+def _runs(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        return True
+    return True
