@@ -173,6 +173,24 @@ class Manifests:
         )
 
 
+def load_event(
+    loaded: Loaded, worker_id: int, reason: str, loader_ms: float, reserved: int
+) -> dict[str, Any]:
+    """A load event's fields: the worker's loader, taken for this load (room made, victims
+    gone, the load sent), and the memory the budget held for the load while it ran."""
+    return {
+        "bytes": max(MIN_FOOTPRINT_BYTES, loaded.footprint),
+        "duration_ms": round(loaded.load_ms, 2),
+        "worker": worker_id,
+        "reason": reason,
+        "detail": {
+            "loader_ms": round(loader_ms, 2),
+            "reserved_bytes": reserved,
+            **fast_copy_detail(loaded),
+        },
+    }
+
+
 def fast_copy_detail(loaded: Loaded) -> dict[str, Any]:
     """A load event's word on its fast copy (cache.fast_copies): read, written, or none."""
     if loaded.fast_copy_read:

@@ -33,7 +33,7 @@ from modelhost.errors import (
 )
 from modelhost.host.calls import LoadOutcome
 from modelhost.host.failed_loads import FailedLoads
-from modelhost.host.manifests import MIN_FOOTPRINT_BYTES, Manifests, fast_copy_detail
+from modelhost.host.manifests import Manifests, load_event
 from modelhost.host.shortfall import all_busy, never_fits
 from modelhost.host.under_way import UnderWay
 from modelhost.records.events import EventLog
@@ -230,21 +230,8 @@ class Residency:
                 self.disk.fast_copies.settle(offer, written, bool(loaded and loaded.fast_copy_read))
         now = self.clock()
         held_ms = (now - self.loaders.get(worker.worker_id, now)) * 1000
-        self.events.emit(
-            "load",
-            name,
-            bytes=max(MIN_FOOTPRINT_BYTES, loaded.footprint),
-            duration_ms=round(loaded.load_ms, 2),
-            worker=worker.worker_id,
-            reason=reason,
-            # the worker's loader, taken for this load: room made, victims gone, the load sent;
-            # and the memory the budget held for the load while it ran
-            detail={
-                "loader_ms": round(held_ms, 2),
-                "reserved_bytes": reserved,
-                **fast_copy_detail(loaded),
-            },
-        )
+        fields = load_event(loaded, worker.worker_id, reason, held_ms, reserved)
+        self.events.emit("load", name, **fields)
         return loaded
 
     # making room ----------------------------------------------------------------------------
