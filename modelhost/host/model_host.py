@@ -121,7 +121,8 @@ class ModelHost:
     # the calls of the HTTP layer and the upkeep loops -----------------------------------------
 
     async def invoke(self, name: str, invocation: Invocation) -> Result:
-        return await self.invoke_path.invoke(name, invocation)
+        """Invoke `name`; a registered model's name (`m`, `m/v`) means its default or its v."""
+        return await self.invoke_path.invoke(self.registry.resolve(name), invocation)
 
     async def ensure_loaded(self, name: str) -> LoadOutcome:
         return await self.residency.ensure_loaded(name)

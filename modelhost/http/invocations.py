@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 import urllib.parse
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Container, Sequence
 
 from starlette.responses import Response
 from starlette.routing import BaseRoute
@@ -33,7 +33,8 @@ CUSTOM_ATTRIBUTES_HEADER = "x-amzn-sagemaker-custom-attributes"
 INVOCATIONS = "/invocations"
 MODEL_INVOKE = "/models/{model:path}/invoke"
 PREDICTIONS = "/predictions/{model:path}"
-TORCHSERVE_VERSION = "1.0"  # a model here is one artifact: TorchServe's only version of it
+TORCHSERVE_VERSION = "1.0"  # the one version of a model that was not registered with others
+ONE_VERSION = "/" + TORCHSERVE_VERSION
 ROUTES = (INVOCATIONS, MODEL_INVOKE, PREDICTIONS)
 MODEL_NAME_PARAM = "model_name"  # TorchServe's /invocations?model_name=m, or a form field
 PASSED_ON_HEADERS = ("content-type", "accept", TARGET_MODEL_HEADER, CUSTOM_ATTRIBUTES_HEADER)
@@ -46,8 +47,15 @@ def route_of(path: str) -> tuple[str, str | None] | None:
     if path.startswith("/models/") and path.endswith("/invoke") and len(path) >= 15:
         return MODEL_INVOKE, path[8:-7]
     if path.startswith("/predictions/"):  # TorchServe's /predictions/{model}[/{version}]
-        return PREDICTIONS, path[13:].removesuffix("/" + TORCHSERVE_VERSION)
+        return PREDICTIONS, path[13:]
     return None
+
+
+def one_version(path: str, versioned: Container[str]) -> str:
+    """The model TorchServe's `{model}/1.0` names. A model with versions finds its own in
+    `ModelHost.invoke`; any other has one, 1.0."""
+    model = path.removesuffix(ONE_VERSION)
+    return path if not model or model in versioned else model
 
 
 class Invocations:
@@ -76,6 +84,8 @@ class Invocations:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         template, model = route_of(scope["path"]) or (INVOCATIONS, None)
+        if template == PREDICTIONS and model and model.endswith(ONE_VERSION):
+            model = one_version(model, self.host.registry.versions)
         exchange = _Exchange(template, scope["method"])
         if self.observer is not None:
             self.observer.metrics.in_flight.inc()

@@ -41,7 +41,7 @@ from modelhost.workers.oip_media import (
 )
 
 HEADER_LENGTH_HEADER = "inference-header-content-length"
-MODEL_VERSION = "1"  # a model is one artifact: its only version
+MODEL_VERSION = "1"  # the one version of a model that was not registered with versions
 EXTENSIONS = ["binary_tensor_data", "model_repository"]
 REPOSITORY_STATE = {State.LOADED: "READY", State.LOADING: "LOADING", State.UNLOADING: "UNLOADING"}
 INDEX_PART_NAMES = 1000  # names read and sent at a time by the repository index
@@ -110,18 +110,19 @@ class OipRoutes:
 
     async def model_metadata(self, request: Request) -> Response:
         """What every model takes and gives; a model's own metadata would need it loaded."""
-        name, version = model_of(request)
-        if not await self._exists(name):
+        name, version = model_in_path(request), request.path_params.get("version", "")
+        if not await self._exists(self._held(name, version)):
             call = extension_call(name) if not version else None
             if call is not None and await self._exists(call[0]):
                 return self._extension(*call)
             if name == ALL_MODELS_STATS and not version:
                 return JSONResponse({"model_stats": self._all_stats()})
             raise ModelNotFound(_missing(name))
+        versions = self.host.registry.versions.get(name)
         return JSONResponse(
             {
                 "name": name,
-                "versions": [MODEL_VERSION],
+                "versions": list(versions.names) if versions else [MODEL_VERSION],
                 "platform": "modelhost",
                 "inputs": [{"name": "input-0", "datatype": "FP64", "shape": [-1, -1]}],
                 "outputs": [
@@ -132,19 +133,37 @@ class OipRoutes:
         )
 
     async def model_ready(self, request: Request) -> Response:
-        name, _ = model_of(request)
-        ready = self._state(name) is State.LOADED
-        if not ready and not await self._exists(name):
+        name, _, held = self._model_of(request)
+        ready = self._state(held) is State.LOADED
+        if not ready and not await self._exists(held):
             raise ModelNotFound(_missing(name))
         return JSONResponse({"name": name, "ready": ready}, 200 if ready else 400)
+
+    def _model_of(self, request: Request) -> tuple[str, str, str]:
+        """The model a path names, the version it names ("" for none) and the name the host
+        holds that version under."""
+        name = model_in_path(request)
+        version = request.path_params.get("version", "")
+        return name, version, self._held(name, version)
+
+    def _held(self, name: str, version: str) -> str:
+        """The name the host holds `version` of model `name` under ("": its default)."""
+        registry = self.host.registry
+        if name in registry.versions:
+            return registry.name_of(name, version) if version else registry.resolve(name)
+        if version not in ("", MODEL_VERSION):
+            raise ModelNotFound(
+                f"model {name} has one version, {MODEL_VERSION}; leave the version out or ask "
+                "for it"
+            )
+        return name
 
     # Triton's extensions ----------------------------------------------------------------
 
     def _extension(self, name: str, version: str, call: str) -> Response:
-        if version not in ("", MODEL_VERSION):
-            raise ModelNotFound(f"model {name} has one version, {MODEL_VERSION}")
+        held = self._held(name, version)
         if call == "stats":
-            return JSONResponse({"model_stats": [self._stats(name)]})
+            return JSONResponse({"model_stats": [self._stats(held)]})
         return JSONResponse(
             {
                 "error": f"modelhost keeps no Triton model configuration for {name}; "
@@ -158,9 +177,10 @@ class OipRoutes:
         counters = self.http.usage.for_model(name)
         succeeded, failed = counters["requests"] - counters["errors"], counters["errors"]
         last_used = self.host.model_statistics(name).last_used
+        model, version = self._version_held(name)
         return {
-            "name": name,
-            "version": MODEL_VERSION,
+            "name": model,
+            "version": version,
             "last_inference": round(last_used * 1000) if last_used else 0,
             "inference_count": succeeded,
             "inference_stats": {"success": {"count": succeeded}, "fail": {"count": failed}},
@@ -176,6 +196,7 @@ class OipRoutes:
 
     async def _exists(self, name: str) -> bool:
         """Whether `name` is a model: held, on disk, registered, or in its store."""
+        name = self.host.registry.resolve(name)
         if self._state(name) or self.host.disk.get(name) or self.host.is_registered(name):
             return True
         try:
@@ -188,15 +209,16 @@ class OipRoutes:
     # inference --------------------------------------------------------------------------
 
     async def infer(self, request: Request) -> Response:
-        name, version = model_of(request)
+        name, version = model_in_path(request), request.path_params.get("version", "")
         body = await self.http.read_body(request)
+        held = self._held(name, version)
         invocation = Invocation(
             body=body,
             content_type=oip_media_type(header_length(request, len(body))),
             accept=OIP_MEDIA_TYPE,
             params={MODEL_NAME_PARAM: name, MODEL_VERSION_PARAM: version},
         )
-        result = await self.host.invoke(name, invocation)
+        result = await self.host.invoke(held, invocation)
         check_response_size(len(result.body), self.http.settings.max_response_bytes)
         return oip_response(result)
 
@@ -230,18 +252,20 @@ class OipRoutes:
         url = parameters.get("url") if isinstance(parameters, dict) else None
         if isinstance(url, str):
             check_param("parameters.url", url)
-        if self._state(name) is State.LOADED:
+        held = self.host.registry.resolve(name)  # a model with versions: its default
+        if self._state(held) is State.LOADED:
             return Response(status_code=200)  # loaded already: nothing to do
         if isinstance(url, str):
             await self.host.register_and_load(name, url)
         else:
-            await self.host.ensure_loaded(name)
+            await self.host.ensure_loaded(held)
         return Response(status_code=200)
 
     async def unload(self, request: Request) -> Response:
         """Unload after in-flight requests finish; a model not loaded is already unloaded."""
         self.http.authorize(request)
         name = model_in_path(request)
+        name = self.host.registry.resolve(name)  # a model with versions: its default
         if self._state(name) is State.LOADED:
             await self.host.unload(name)
         return Response(status_code=200)
@@ -254,24 +278,19 @@ class OipRoutes:
     def _state(self, name: str) -> State | None:
         return self.host.state_of(name)
 
+    def _version_held(self, name: str) -> tuple[str, str]:
+        """The model and version the host holds under `name`."""
+        return self.host.registry.owners.get(name, (name, MODEL_VERSION))
+
     def _entry(self, name: str) -> dict[str, str]:
         state = self._state(name)
+        model, version = self._version_held(name)
         return {
-            "name": name,
-            "version": MODEL_VERSION,
+            "name": model,
+            "version": version,
             "state": REPOSITORY_STATE[state] if state else "UNAVAILABLE",
             "reason": "" if state else "not loaded; it loads on its first request or on load",
         }
-
-
-def model_of(request: Request) -> tuple[str, str]:
-    name = model_in_path(request)
-    version = request.path_params.get("version", "")
-    if version not in ("", MODEL_VERSION):
-        raise ModelNotFound(
-            f"model {name} has one version, {MODEL_VERSION}; leave the version out or ask for it"
-        )
-    return name, version
 
 
 def extension_call(name: str) -> tuple[str, str, str] | None:

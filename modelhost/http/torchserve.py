@@ -2,8 +2,10 @@
 TorchServe serves it (8081), with TorchServe's status codes and JSON shapes. The main port keeps
 SageMaker's management calls, which share the paths but not the shapes (see docs/decisions.md).
 
-A model here has one version, "1.0" (a path may end in it); `initial_workers` says whether to
-load it now (1 or more) or on its first request (0, TorchServe's default), and
+A registered model has the versions its archives name (`host/registry.py`); a path names one
+as `{model}/{version}`, or the default as `{model}`. A model that was not registered has one
+version, "1.0". `initial_workers` says whether to load a version now (1 or more) or on its
+first request (0, TorchServe's default), and
 `PUT /models/{model}?min_worker=N&max_worker=M` loads it on N workers and caps its scale-out at M.
 """
 
@@ -13,7 +15,7 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Mapping
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, NamedTuple
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -24,6 +26,7 @@ from starlette.routing import Route
 from modelhost.cache.disk import Artifact
 from modelhost.errors import BadRequestBody, ModelAlreadyLoaded, ModelhostError, ModelNotFound
 from modelhost.host.listing import IN_MEMORY, REGISTERED, Listing
+from modelhost.host.registry import Registered
 from modelhost.http.errors import handle_http_exception, handle_modelhost_error
 from modelhost.http.invocations import TORCHSERVE_VERSION
 from modelhost.http.last_resort import LastResort, Unhandled
@@ -109,41 +112,44 @@ class TorchServeManagement:
         name = model_name(query.get("model_name") or name_from_url(url))
         workers = count(query.get("initial_workers"), "initial_workers")
         synchronous = boolean(query.get("synchronous"), "synchronous", default=True)
-        if self.host.is_registered(name):
+        if self.host.is_registered(name) and name not in self.host.registry.versions:
             raise ModelAlreadyLoaded(
                 f"Model version {MODEL_VERSION} is already registered for model {name}"
             )
-        await self._fetch(name, url, settings)
+        registered = await self._fetch(name, url, settings)
+        version = registered.version
         if workers == 0:
             return status(
-                f'Model "{name}" Version: {MODEL_VERSION} registered with 0 initial workers. '
+                f'Model "{name}" Version: {version} registered with 0 initial workers. '
                 "It loads on its first request."
             )
         if not synchronous:
-            self._load_in_background(name)
+            self._load_in_background(registered.name)
             return status("Processing worker updates...", 202)
-        await self.host.ensure_loaded(name)
+        await self.host.ensure_loaded(registered.name)
         return status(
-            f'Model "{name}" Version: {MODEL_VERSION} registered with {workers} initial workers'
+            f'Model "{name}" Version: {version} registered with {workers} initial workers'
         )
 
-    async def _fetch(self, name: str, url: str, settings: dict[str, Any]) -> None:
-        """Register the model with its settings and fetch its archive, as TorchServe does; 400
-        if there is none, or if it lacks the handler file named."""
+    async def _fetch(self, name: str, url: str, settings: dict[str, Any]) -> Registered:
+        """Register the version of the model that its archive holds, with its settings, and
+        fetch the archive, as TorchServe does; 400 if there is none, or if it lacks the handler
+        file named."""
         try:
-            artifact = await self.host.registry.register_fetched(name, url, settings)
+            registered = await self.host.registry.register_version(name, url, settings)
         except ModelNotFound as error:
             raise BadRequestBody(
                 f"cannot register model {name}: the url {echo(url)} names no archive ({error}); "
                 "give the url of an archive in the model store"
             ) from None
-        missing = missing_handler(settings.get("handler"), artifact)
+        missing = missing_handler(settings.get("handler"), registered.artifact)
         if missing:
-            await self.host.unregister(name)
+            await self.host.unregister(registered.name)
             raise BadRequestBody(
                 f"cannot register model {name}: its archive holds no {echo(missing)}, the file "
                 "the handler names; give a Python file of the archive, or leave handler out"
             )
+        return registered
 
     async def list_models(self, request: Request) -> Response:
         """Registered models (and those in memory), `limit` at a time. `nextPageToken` is a
@@ -152,37 +158,77 @@ class TorchServeManagement:
         limit = page_size(unless_negative(query.get("limit")))
         listing = self.host.model_names()
         after = start_after(listing, query.get("next_page_token"))
-        names = listing.page(after, limit + 1, REGISTERED_OR_IN_MEMORY) if after is not None else []
+        names = self._page(listing, after, limit + 1) if after is not None else []
         body: dict[str, Any] = {
-            "models": [{"modelName": n, "modelUrl": self.host.source_of(n)} for n in names[:limit]]
+            "models": [
+                {"modelName": m, "modelUrl": self.host.source_of(n)} for n, m in names[:limit]
+            ]
         }
         if len(names) > limit:
-            body["nextPageToken"] = encode_token(names[limit - 1])
+            body["nextPageToken"] = encode_token(names[limit - 1][0])
         return JSONResponse(body)
 
+    def _page(self, listing: Listing, after: str, limit: int) -> list[tuple[str, str]]:
+        """Up to `limit` (name in the host, model) pairs after `after`: a model with versions
+        is listed once, at its default version's name."""
+        page: list[tuple[str, str]] = []
+        while len(page) < limit:
+            names = listing.page(after, limit, REGISTERED_OR_IN_MEMORY)
+            page += [(n, m) for n in names if (m := self._listed_as(n))]
+            if len(names) < limit:
+                break
+            after = names[-1]
+        return page[:limit]
+
+    def _listed_as(self, name: str) -> str:
+        """The model a name is listed as: itself, or the model it is the default version of;
+        "" for another version."""
+        model, version = self.host.registry.owners.get(name, (name, ""))
+        versions = self.host.registry.versions.get(model)
+        return model if versions is None or versions.default == version else ""
+
     async def describe(self, request: Request) -> Response:
-        """A list of one description, as TorchServe answers for a model's versions (the same
-        for `/models/{model}/all`: a model here has one version); MMS answers the object."""
-        path = request.path_params["model"].rstrip("/")
+        """A list of descriptions, as TorchServe answers: of the default version, of the version
+        named, or of every version (`/models/{model}/all`); MMS answers the first object."""
+        path = model_name(request.path_params["model"].rstrip("/"))
         base = path.removesuffix("/all")
-        name = base if base != path and self.host.is_registered(base) else self._registered(path)
-        schedule = self.host.scaling.schedule_of(name)
-        description = describe(self.host.model_statistics(name), schedule)
-        return JSONResponse(description if self.api == MMS else [description])
+        every = self._versions(base) if base != path else None
+        targets = every or [self._target(path)]
+        descriptions = [self._description(target) for target in targets]
+        return JSONResponse(descriptions[0] if self.api == MMS else descriptions)
+
+    def _versions(self, model: str) -> list[Target] | None:
+        """Every version of `model`, if it is registered; None if not."""
+        versions = self.host.registry.versions.get(model)
+        if versions is not None:
+            return [Target(model, v, n) for v, n in versions.names.items()]
+        return [Target(model, MODEL_VERSION, model)] if self.host.is_registered(model) else None
+
+    def _description(self, target: Target) -> dict[str, Any]:
+        statistics = self.host.model_statistics(target.name)
+        schedule = self.host.scaling.schedule_of(target.name)
+        return describe(statistics, schedule, target.model, target.version)
 
     def set_default(self, request: Request) -> Response:
-        """The one version of a model is its default already."""
+        """Make the version named the default: what a request naming no version gets."""
         path = request.path_params["model"].removesuffix(SET_DEFAULT)
-        name = self._registered(path, version_required=True)
+        target = self._target(path, version_required=True)
+        if target.model in self.host.registry.versions:
+            self.host.registry.set_default(target.model, target.version)
         return status(
-            f'Default version successfully updated for model "{name}" to "{MODEL_VERSION}"'
+            f'Default version successfully updated for model "{target.model}" to "{target.version}"'
         )
 
     async def unregister(self, request: Request) -> Response:
+        """Unregister the version named, or the default; the default stays while other
+        versions exist, as in TorchServe."""
         self.http.authorize(request)
-        name = self._registered(request.path_params["model"])
-        await self.host.unregister(name)
-        return status(f'Model "{name}" unregistered')
+        target = self._target(request.path_params["model"])
+        if target.model in self.host.registry.versions:
+            await self.host.registry.unregister_version(target.model, target.version)
+        else:
+            await self.host.unregister(target.name)
+        return status(f'Model "{target.model}" unregistered')
 
     async def scale(self, request: Request) -> Response:
         """`?min_worker=N&max_worker=M&synchronous=true|false`: the model's range of copies.
@@ -190,7 +236,7 @@ class TorchServeManagement:
         self.http.authorize(request)
         if request.path_params["model"].endswith(SET_DEFAULT):
             return self.set_default(request)
-        name = self._registered(request.path_params["model"])
+        name = self._target(request.path_params["model"]).name
         query = request.query_params
         low, high = (
             count(query.get("min_worker"), "min_worker"),
@@ -204,21 +250,26 @@ class TorchServeManagement:
         copies = await self.host.scale_workers(name, low, high)
         return status(f"Workers scaled to {copies} for model: {name}")
 
-    def _registered(self, path: str, version_required: bool = False) -> str:
-        """The registered model a path names, as `{model}` or TorchServe's `{model}/{version}`;
-        a trailing slash is ignored, as TorchServe ignores it."""
-        path = path.rstrip("/")
+    def _target(self, path: str, version_required: bool = False) -> Target:
+        """The registered model and version a path names, as `{model}` (its default version) or
+        TorchServe's `{model}/{version}`; a trailing slash is ignored, as TorchServe ignores it."""
+        path = model_name(path.rstrip("/"))  # an invalid name says what a valid one is
+        registry = self.host.registry
+        if path in registry.versions and not version_required:
+            default = registry.versions[path].default
+            return Target(path, default, registry.name_of(path, default))
+        model, _, version = path.rpartition("/")
+        if model in registry.versions:
+            return Target(model, version, registry.name_of(model, version))
         if self.host.is_registered(path) and not version_required:
-            return path  # a name may hold '/': the whole path wins
-        name, _, version = path.rpartition("/")
-        if name and self.host.is_registered(name):
+            return Target(path, MODEL_VERSION, path)  # a name may hold '/': the whole path wins
+        if model and self.host.is_registered(model):
             if version != MODEL_VERSION:
                 raise ModelNotFound(
-                    f"Model version {echo(version)} does not exist for model {name}: a model "
-                    f"here has one version, {MODEL_VERSION}"
+                    f"Model version {echo(version)} does not exist for model {model}: it has "
+                    f"one version, {MODEL_VERSION}"
                 )
-            return name
-        model_name(path)  # an invalid name says what a valid one is
+            return Target(model, version, model)
         raise ModelNotFound(f"Model not found: {path}")
 
     def _load_in_background(self, name: str) -> None:
@@ -234,9 +285,19 @@ class TorchServeManagement:
             await call
 
 
-def describe(model: ModelStatistics, schedule: ModelSchedule) -> dict[str, Any]:
-    """TorchServe's description of a model, from the host's statistics of it and the
-    scheduling in effect for it."""
+class Target(NamedTuple):
+    """A version of a model a path names, and the name the host holds it under."""
+
+    model: str
+    version: str
+    name: str
+
+
+def describe(
+    model: ModelStatistics, schedule: ModelSchedule, name: str, version: str
+) -> dict[str, Any]:
+    """TorchServe's description of version `version` of model `name`, from the host's
+    statistics of it and the scheduling in effect for it."""
     started = iso_time(model.loaded_at)
     workers = [
         {
@@ -250,8 +311,8 @@ def describe(model: ModelStatistics, schedule: ModelSchedule) -> dict[str, Any]:
         for worker in model.workers
     ]
     return {
-        "modelName": model.name,
-        "modelVersion": MODEL_VERSION,
+        "modelName": name,
+        "modelVersion": version,
         "modelUrl": redact_url(model.url),
         "runtime": "python",
         "minWorkers": schedule.min_workers,

@@ -55,7 +55,7 @@ STEPS = [
         "POST",
         "models?url=https://torchserve.pytorch.org/mar_files/densenet161.mar&model_name=densenet161",
         500,
-        ours=409,
+        ours=403,
     ),
     Step("UnRegister Model Densenet161", "DELETE", "models/densenet161", 200),
     Step("Register Model missing url", "POST", "models", 400),
