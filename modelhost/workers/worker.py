@@ -56,6 +56,8 @@ if TYPE_CHECKING:
 
 # how much nicer than the worker's other threads its loader thread runs (see decisions.md)
 LOADER_NICENESS = 10
+# a request and its reply this large give their heap pages back when answered (security.md)
+TRIM_AFTER_BYTES = 1 << 20
 
 
 def yield_to_inference() -> None:
@@ -119,6 +121,11 @@ class Worker:
         except BaseException as error:  # every failure goes back as data, never as a pickle
             reply, payload = Failed(Failure.of(error)), b""
         self.send(frame.request_id, reply, payload)
+        if len(frame.payload) + len(payload) >= TRIM_AFTER_BYTES:
+            # a large body's parsing leaves freed pages in the heap (and a failure's traceback
+            # keeps it in a cycle), counted in the PSS and so taken from the models' budget;
+            # small requests leave too little to pay for a collection and a trim
+            return_memory_to_os()
 
     def _serve(self, request: Request, payload: bytes) -> tuple[Reply, bytes]:
         if isinstance(request, Infer):
