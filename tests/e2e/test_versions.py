@@ -29,10 +29,10 @@ def handle(data, context):
 VERSIONS = {"1.0": 1, "2.0": 2}  # modelVersion → what that version's handler answers
 
 
-def versioned_mar(folder: Path, archive: Path, version: str) -> Path:
-    """A `.mar` whose manifest says `version`, with a handler answering that version's number."""
+def versioned_mar(folder: Path, archive: Path, version: str, answer: int = 0) -> Path:
+    """A `.mar` whose manifest says `version`, with a handler answering `answer`."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "handler.py").write_text(HANDLER.format(answer=VERSIONS[version]))
+    (folder / "handler.py").write_text(HANDLER.format(answer=answer))
     testing.mar_of(folder, archive)
     with zipfile.ZipFile(archive) as old:
         members = {info.filename: old.read(info) for info in old.infolist()}
@@ -48,8 +48,9 @@ def versioned_mar(folder: Path, archive: Path, version: str) -> Path:
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("versions-store")
-    for version in VERSIONS:
-        versioned_mar(root / f".src/{version}", root / f"churn-{version}.mar", version)
+    for version, answer in VERSIONS.items():
+        versioned_mar(root / f".src/{version}", root / f"churn-{version}.mar", version, answer)
+    versioned_mar(root / ".src/slashed", root / "slashed.mar", "2/0")
     testing.iris_logreg(root / "iris.pkl")
     return root
 
@@ -249,3 +250,27 @@ def test_a_store_model_keeps_its_one_version(inference: httpx.Client) -> None:
     """A model of the store that was never registered answers as version 1.0 and 1."""
     assert inference.post("/predictions/iris.pkl/1.0", json=[[1.0, 2.0, 3.0, 4.0]]).is_success
     assert inference.get("/v2/models/iris.pkl").json()["versions"] == ["1"]
+
+
+def test_scale_names_a_version(management: httpx.Client, inference: httpx.Client) -> None:
+    register_both(management, "scaled")
+    response = management.put("/models/scaled/2.0", params={"min_worker": 1, "synchronous": "true"})
+    assert response.status_code == 200, response.text
+    loaded = inference.get("/models", params={"state": "loaded"}).json()["models"]
+    names = {model["modelName"] for model in loaded}
+    assert "scaled/2.0" in names and "scaled" not in names
+
+
+def test_a_version_that_cannot_be_in_a_path_is_400(management: httpx.Client) -> None:
+    """An archive whose modelVersion holds '/' could never be named by `/models/{m}/{v}`."""
+    response = management.post("/models", params={"url": "slashed.mar", "model_name": "slashed"})
+    assert response.status_code == 400, response.text
+    assert "modelVersion" in response.json()["message"]
+    assert management.get("/models/slashed").status_code == 404
+
+
+def test_oip_index_names_each_version(management: httpx.Client, inference: httpx.Client) -> None:
+    register_both(management, "indexed")
+    entries = inference.post("/v2/repository/index", json={}).json()
+    versions = sorted(entry["version"] for entry in entries if entry["name"] == "indexed")
+    assert versions == ["1.0", "2.0"]
