@@ -330,7 +330,10 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         parameters=_OIP_MODEL,
     ),
     ("POST", "/predictions/{model:path}"): _invoke(
-        "invoke (TorchServe / MMS clients)", _TORCHSERVE, _OIP_MODEL
+        "invoke (TorchServe / MMS clients): `{model}` its default version, `{model}/{version}` "
+        "that version",
+        _TORCHSERVE,
+        _OIP_MODEL,
     ),
     ("PUT", "/predictions/{model:path}"): _invoke(
         "invoke with the body as sent by `curl -T` (TorchServe's quick start)",
@@ -398,7 +401,11 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         parameters=_OIP_MODEL,
     ),
     ("GET", "/v2/models/{model:path}/versions/{version}"): _oip(
-        "model metadata (version 1, the only one)", {_JSON: OBJECT}, (404,), parameters=_OIP_VERSION
+        "model metadata of a version: a registered model's versions are its archives', any "
+        "other model's is 1",
+        {_JSON: OBJECT},
+        (404,),
+        parameters=_OIP_VERSION,
     ),
     ("GET", "/v2/models/{model:path}/ready"): _oip(
         "model readiness: 200 when loaded, 400 when not",
@@ -408,7 +415,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         also=json_response(400, NOT_READY, {"oneOf": [MODEL_READY, OIP_ERROR]}),
     ),
     ("GET", "/v2/models/{model:path}/versions/{version}/ready"): _oip(
-        "model readiness (version 1)",
+        "readiness of a version of the model",
         {_JSON: MODEL_READY},
         (404,),
         parameters=_OIP_VERSION,
@@ -441,21 +448,25 @@ TORCHSERVE_OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         parameters=TORCHSERVE_PAGE,
     ),
     ("GET", "/models/{model:path}"): operation(
-        "describe: a list of one description",
+        "describe: a list of one description (`{model}`: the default version, "
+        "`{model}/{version}`: that version), or of every version (`{model}/all`)",
         _TORCHSERVE,
         {_JSON: {"type": "array", "items": OBJECT}},
         (404,),
         parameters=_OIP_MODEL,
     ),
     ("DELETE", "/models/{model:path}"): operation(
-        "unregister: unload, and forget its URL",
+        "unregister a version (`{model}`: the default, refused with 403 while other versions "
+        "exist): unload it, and forget its URL",
         _TORCHSERVE,
         {_JSON: STATUS},
         (401, 403, 404, 503),
         parameters=_OIP_MODEL,
     ),
     ("PUT", "/models/{model:path}"): operation(
-        "scale: load on min_worker workers now, scale out up to max_worker",
+        "scale a version (`{model}`: the default): load on min_worker workers now, scale out "
+        "up to max_worker; `PUT /models/{model}/{version}/set-default` makes that version the "
+        "default",
         _TORCHSERVE,
         {_JSON: STATUS},
         (400, 401, 403, 404, 503, 507),
