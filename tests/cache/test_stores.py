@@ -143,3 +143,15 @@ def test_a_url_outside_the_configured_store_gets_a_store_of_its_own(tmp_path: Pa
     stores = Stores(str(tmp_path / "store"))
     store, key = stores.locate((tmp_path / "elsewhere/m.joblib").as_uri())
     assert key == "m.joblib" and store.url_of(key) == (tmp_path / "elsewhere/m.joblib").as_uri()
+
+
+def test_a_folder_store_never_tells_clients_where_it_is(tmp_path: Path) -> None:
+    """Its errors name the model, not the store's path on the server (issue 34)."""
+    (tmp_path / "store").mkdir()
+    (tmp_path / "outside.joblib").write_bytes(b"x")
+    (tmp_path / "store/link.joblib").symlink_to(tmp_path / "outside.joblib")
+    store = Stores(str(tmp_path / "store")).default
+    for key, error in (("none.joblib", ModelNotFound), ("link.joblib", InvalidModelName)):
+        with pytest.raises(error) as raised:
+            store.local_path(key)
+        assert key in str(raised.value) and str(tmp_path) not in str(raised.value)

@@ -52,14 +52,14 @@ class LocalStore:
         """`path`, resolved, if it is inside the store (a folder link may lead anywhere)."""
         path = os.path.realpath(path)
         if not path.startswith(self._prefix):
-            raise InvalidModelName(f"model {key!r} resolves outside the model store {self.root}")
+            raise InvalidModelName(f"model {key!r} resolves outside the model store")
         return path
 
     def local_path(self, key: str) -> Path:
         path = self.inside(os.path.join(self.root, validate_name(key)), key)
         if not os.path.exists(path):
             raise ModelNotFound(
-                f"model {key} is not in the model store {self.root}; "
+                f"model {key} is not in the model store; "
                 "check the name (it is the artifact's path relative to the store)"
             )
         return Path(path)
