@@ -236,8 +236,8 @@ class TorchServeManagement:
         self.http.authorize(request)
         if request.path_params["model"].endswith(SET_DEFAULT):
             return self.set_default(request)
-        name = self._target(request.path_params["model"]).name
         query = request.query_params
+        name = self._scaled(request.path_params["model"], query.get("model_version")).name
         low, high = (
             count(query.get("min_worker"), "min_worker"),
             count(query.get("max_worker"), "max_worker"),
@@ -249,6 +249,13 @@ class TorchServeManagement:
             return status("Processing worker updates...", 202)
         copies = await self.host.scale_workers(name, low, high)
         return status(f"Workers scaled to {copies} for model: {name}")
+
+    def _scaled(self, path: str, version: str | None) -> Target:
+        """The version a scale call names: in its path, else TorchServe's `model_version`."""
+        target = self._target(path)
+        if version and target.model == path.rstrip("/"):
+            return self._target(f"{target.model}/{version}", version_required=True)
+        return target
 
     def _target(self, path: str, version_required: bool = False) -> Target:
         """The registered model and version a path names, as `{model}` (its default version) or

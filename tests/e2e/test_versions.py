@@ -274,3 +274,16 @@ def test_oip_index_names_each_version(management: httpx.Client, inference: httpx
     entries = inference.post("/v2/repository/index", json={}).json()
     versions = sorted(entry["version"] for entry in entries if entry["name"] == "indexed")
     assert versions == ["1.0", "2.0"]
+
+
+def test_scale_takes_torchserve_model_version_param(
+    management: httpx.Client, inference: httpx.Client
+) -> None:
+    """TorchServe's scale reads `model_version` when the path names no version."""
+    register_both(management, "param")
+    params = {"min_worker": 1, "synchronous": "true", "model_version": "2.0"}
+    response = management.put("/models/param", params=params)
+    assert response.status_code == 200, response.text
+    loaded = inference.get("/models", params={"state": "loaded"}).json()["models"]
+    names = {model["modelName"] for model in loaded}
+    assert "param/2.0" in names and "param" not in names
