@@ -237,7 +237,8 @@ class TorchServeManagement:
         if request.path_params["model"].endswith(SET_DEFAULT):
             return self.set_default(request)
         query = request.query_params
-        name = self._scaled(request.path_params["model"], query.get("model_version")).name
+        target, named = self._scaled(request.path_params["model"], query.get("model_version"))
+        name = target.name
         low, high = (
             count(query.get("min_worker"), "min_worker"),
             count(query.get("max_worker"), "max_worker"),
@@ -248,14 +249,18 @@ class TorchServeManagement:
             self._run_in_background(self.host.scale_workers(name, low, high))
             return status("Processing worker updates...", 202)
         copies = await self.host.scale_workers(name, low, high)
-        return status(f"Workers scaled to {copies} for model: {name}")
+        version = f", version: {target.version}" if named else ""  # TorchServe's words
+        return status(f"Workers scaled to {copies} for model: {target.model}{version}")
 
-    def _scaled(self, path: str, version: str | None) -> Target:
-        """The version a scale call names: in its path, else TorchServe's `model_version`."""
+    def _scaled(self, path: str, version: str | None) -> tuple[Target, bool]:
+        """The version a scale call names, in its path or else in TorchServe's `model_version`
+        (the default if neither), and whether one was named."""
         target = self._target(path)
-        if version and target.model == path.rstrip("/"):
-            return self._target(f"{target.model}/{version}", version_required=True)
-        return target
+        if target.model != path.rstrip("/"):
+            return target, True
+        if version:
+            return self._target(f"{target.model}/{version}", version_required=True), True
+        return target, False
 
     def _target(self, path: str, version_required: bool = False) -> Target:
         """The registered model and version a path names, as `{model}` (its default version) or

@@ -256,6 +256,7 @@ def test_scale_names_a_version(management: httpx.Client, inference: httpx.Client
     register_both(management, "scaled")
     response = management.put("/models/scaled/2.0", params={"min_worker": 1, "synchronous": "true"})
     assert response.status_code == 200, response.text
+    assert response.json() == {"status": "Workers scaled to 1 for model: scaled, version: 2.0"}
     loaded = inference.get("/models", params={"state": "loaded"}).json()["models"]
     names = {model["modelName"] for model in loaded}
     assert "scaled/2.0" in names and "scaled" not in names
@@ -284,6 +285,7 @@ def test_scale_takes_torchserve_model_version_param(
     params = {"min_worker": 1, "synchronous": "true", "model_version": "2.0"}
     response = management.put("/models/param", params=params)
     assert response.status_code == 200, response.text
+    assert response.json() == {"status": "Workers scaled to 1 for model: param, version: 2.0"}
     loaded = inference.get("/models", params={"state": "loaded"}).json()["models"]
     names = {model["modelName"] for model in loaded}
     assert "param/2.0" in names and "param" not in names
