@@ -189,8 +189,8 @@ class Registry:
         if name is None:
             known = ", ".join(sorted(self.versions[model].names))
             raise ModelNotFound(
-                f"Model version {echo(version)} does not exist for model {model}; its versions "
-                f"are {known} (GET /models/{model}/all)"
+                f"Model version {echo(version)} does not exist for model {model}; name one of "
+                f"its versions: {known}"
             )
         return name
 
