@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable
 from pathlib import PurePosixPath
 from typing import Any, NamedTuple
 
@@ -23,7 +23,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from modelhost.cache.disk import Artifact
 from modelhost.errors import BadRequestBody, ModelAlreadyLoaded, ModelhostError, ModelNotFound
 from modelhost.host.listing import IN_MEMORY, REGISTERED, Listing
 from modelhost.host.registry import Registered
@@ -32,13 +31,19 @@ from modelhost.http.invocations import TORCHSERVE_VERSION
 from modelhost.http.last_resort import LastResort, Unhandled
 from modelhost.http.openapi import OpenApiRoute
 from modelhost.http.params import check_param, is_negative_number, is_whole_number
+from modelhost.http.registration import (
+    boolean,
+    check_registration,
+    count,
+    missing_handler,
+    registration_settings,
+)
 from modelhost.http.routes import (
     SageMakerRoutes,
     decode_token,
     encode_token,
     page_size,
 )
-from modelhost.manifest import manifest_root
 from modelhost.names import echo, model_name
 from modelhost.observe.describe import iso_time
 from modelhost.records.statistics import ModelStatistics
@@ -51,15 +56,6 @@ MANAGEMENT_APIS = (TORCHSERVE, MMS)  # whose shapes the management API answers i
 ARCHIVE_SUFFIXES = (".mar", ".tar.gz", ".tgz", ".tar", ".zip")
 REGISTERED_OR_IN_MEMORY = (IN_MEMORY, REGISTERED)  # what TorchServe calls registered
 SET_DEFAULT = "/set-default"
-PYTHON_RUNTIMES = ("python", "python3")  # TorchServe's Python runtimes: what workers here run
-# the manifest's handler names (workers.handlers.select.RUNTIMES), kept here to spare the
-# frontend importing every runtime
-BUILT_IN_HANDLERS = ("sklearn", "xgboost", "lightgbm", "onnx", "torch")
-# registration parameters TorchServe applies per model that are server-wide here
-SET_ELSEWHERE = {
-    "response_timeout": "the server's default_response_timeout (--default-response-timeout-s)",
-    "startup_timeout": "the server's worker_load_timeout (--worker-load-timeout-s)",
-}
 
 
 def build_management_app(
@@ -358,72 +354,6 @@ def start_after(listing: Listing, token: str | None) -> str | None:
 def unless_negative(limit: str | None) -> str | None:
     """TorchServe reads a negative limit as none given: its default page size."""
     return None if limit and is_negative_number(limit) else limit
-
-
-def check_registration(query: Mapping[str, str]) -> None:
-    """Refuse what a registration asks that is not applied here, saying where it is set."""
-    runtime = query.get("runtime")
-    if runtime and runtime not in PYTHON_RUNTIMES:
-        raise BadRequestBody(
-            f"unknown runtime {echo(runtime)}: workers here run Python handlers; give "
-            f"{' or '.join(PYTHON_RUNTIMES)}, or leave runtime out"
-        )
-    handler = query.get("handler")
-    if handler and not is_handler_name(handler):
-        raise BadRequestBody(
-            f"unknown handler {echo(handler)}: give a built-in handler "
-            f"({', '.join(BUILT_IN_HANDLERS)}) or a Python file of the archive "
-            "(handler.py or handler.py:function)"
-        )
-    for param, where in SET_ELSEWHERE.items():  # kept by the server for every model
-        if query.get(param):
-            raise BadRequestBody(
-                f"{param} is not taken at registration here: set {where}, or leave {param} out"
-            )
-
-
-def registration_settings(query: Mapping[str, str]) -> dict[str, Any]:
-    """What a registration sets for the model, as its manifest's fields: the batch size, the
-    batch delay and the handler, over what its archive says."""
-    settings: dict[str, Any] = {}
-    if query.get("batch_size"):
-        settings["batch_size"] = count(query["batch_size"], "batch_size", minimum=1)
-    if query.get("max_batch_delay"):  # milliseconds, in TorchServe as here
-        settings["max_batch_delay_ms"] = count(query["max_batch_delay"], "max_batch_delay")
-    if query.get("handler"):  # check_registration has checked its name
-        settings["handler"] = query["handler"]
-    return settings
-
-
-def missing_handler(handler: str | None, artifact: Artifact) -> str | None:
-    """The Python file `handler` names, if the artifact does not hold it."""
-    file_name = (handler or "").partition(":")[0]
-    if not file_name.endswith(".py"):
-        return None
-    root = manifest_root(artifact.path).resolve()
-    path = (root / file_name).resolve()
-    return None if path.is_relative_to(root) and path.is_file() else file_name
-
-
-def is_handler_name(handler: str) -> bool:
-    """A name the manifest's `handler` takes: a built-in handler, or `file.py[:function]`."""
-    return handler in BUILT_IN_HANDLERS or handler.partition(":")[0].endswith(".py")
-
-
-def boolean(text: str | None, name: str, default: bool) -> bool:
-    if not text:
-        return default
-    if text.lower() not in ("true", "false"):
-        raise BadRequestBody(f"invalid {name} {echo(text)}: give true or false")
-    return text.lower() == "true"
-
-
-def count(text: str | None, name: str, minimum: int = 0) -> int:
-    if text is None or text == "":
-        return 0
-    if not is_whole_number(text) or int(text) < minimum:
-        raise BadRequestBody(f"invalid {name} {echo(text)}: give a whole number, {minimum} or more")
-    return int(text)
 
 
 def status(message: str, code: int = 200) -> JSONResponse:

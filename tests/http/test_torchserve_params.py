@@ -12,16 +12,15 @@ from helpers.counting_host import counting_host, request
 from starlette.requests import Request
 
 from modelhost.errors import BadRequestBody
-from modelhost.http.routes import HttpSettings, SageMakerRoutes
-from modelhost.http.torchserve import (
+from modelhost.http.registration import (
     BUILT_IN_HANDLERS,
-    TorchServeManagement,
     boolean,
     check_registration,
     is_handler_name,
     registration_settings,
-    unless_negative,
 )
+from modelhost.http.routes import HttpSettings, SageMakerRoutes
+from modelhost.http.torchserve import TorchServeManagement, unless_negative
 from modelhost.workers.handlers.select import RUNTIMES
 
 
