@@ -11,8 +11,6 @@ listed, with the reason, in docs/conformance/kfv2.md.
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 import json
 import ssl
 from collections.abc import Iterator
@@ -22,11 +20,8 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from helpers.serving import Servers
+from helpers.tls import self_signed
 from sklearn.datasets import load_digits
 from sklearn.linear_model import LogisticRegression
 
@@ -254,32 +249,3 @@ def test_https_inference_mnist_kf(https_registered: Pair, request_file: bytes) -
 
 def test_https_unregister_model_mnist(https_registered: Pair) -> None:
     assert https_registered[1].delete("/models/mnist").status_code == 200
-
-
-def self_signed(folder: Path) -> tuple[Path, Path]:
-    """A certificate for 127.0.0.1 and its key, as PEM files."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(days=1))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = folder / "cert.pem", folder / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    pem = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-    key_path.write_bytes(pem)
-    return cert_path, key_path
