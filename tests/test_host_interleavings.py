@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -246,7 +247,7 @@ class Interleavings(RuleBasedStateMachine):
         self.clock = ManualClock()
         self.pool = FakePool(POOL_SIZE, self.footprint)
         self.memory = self.make_memory()
-        root = Path(self.loop.run_until_complete(asyncio.to_thread(_tmp_dir)))
+        root = self.root = Path(self.loop.run_until_complete(asyncio.to_thread(_tmp_dir)))
         scheduling = SchedulerSettings(response_timeout_s=1e9, scale_in_idle_s=5.0)
         self.host = ModelHost(
             self.pool,  # type: ignore[arg-type]
@@ -427,6 +428,7 @@ class Interleavings(RuleBasedStateMachine):
                 task.cancel()
             self.loop.run_until_complete(asyncio.sleep(0))
             self.loop.close()
+            shutil.rmtree(self.root, ignore_errors=True)  # one folder per example, else /tmp fills
 
 
 def _tmp_dir() -> str:
