@@ -5,7 +5,8 @@ worker whose connection drops fails exactly its in-flight futures with `WorkerDi
 at once (with backoff if it keeps dying young). Every call has a deadline (loads and unloads
 `load_timeout_s`, batches `infer_timeout_s`): a worker that misses one is killed, which fails its
 other calls and replaces it. The template that forks workers is supervised: when it dies it is
-started again (with backoff) and the pool topped up to its size.
+started again (with backoff) and the pool topped up to its size. A worker whose unload says it
+keeps memory its models do not explain is recycled once idle: replaced as if it had died.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from modelhost.workers.messages import (
     Reply,
     Request,
     Unload,
+    Unloaded,
     decode_reply,
     encode,
 )
@@ -48,6 +50,8 @@ CallKey = tuple["WorkerHandle", int]  # a call in flight: its worker and request
 
 WORKER_START_TIMEOUT_S = 60.0
 YOUNG_DEATH_S = 5.0
+# a worker keeping this much past its models' footprints is replaced once idle (security.md)
+RECYCLE_KEPT_BYTES = 64 * 2**20
 MAX_BACKOFF_S = 10.0
 
 
@@ -62,6 +66,7 @@ class WorkerHandle:
     # request id → (reply, model, the deadlines it is in)
     pending: dict[int, tuple[Waiter, str, Deadlines[CallKey]]] = field(default_factory=dict)
     alive: bool = True
+    kept_bytes: int = 0  # memory its models do not explain, once past RECYCLE_KEPT_BYTES
 
     def fail_pending(self, reason: str) -> None:
         for request_id, (future, model, deadlines) in self.pending.items():
@@ -249,8 +254,21 @@ class WorkerPool:
             return
         future, _, deadlines = entry
         deadlines.discard((worker, frame.request_id))
+        reply = decode_reply(frame.header)
         if not future.done():  # done: its caller was cancelled
-            future.set_result((decode_reply(frame.header), frame.payload))
+            future.set_result((reply, frame.payload))
+        if isinstance(reply, Unloaded) and reply.kept >= RECYCLE_KEPT_BYTES:
+            worker.kept_bytes = reply.kept
+        if worker.kept_bytes and not worker.pending:
+            # after its caller has taken the reply: to the host it is a worker lost
+            asyncio.get_running_loop().call_soon(self._recycle, worker)
+
+    def _recycle(self, worker: WorkerHandle) -> None:
+        """Replace an idle worker holding memory its models do not explain: only a fresh fork
+        of the template gives a handler's or a library's leftovers back."""
+        if worker.alive and not worker.pending:
+            worker.transport.close()  # nothing more is sent to it; `_disconnected` follows
+            self.kill(worker)  # it would exit on the end of its socket, but surely now
 
     def _disconnected(self, worker: WorkerHandle) -> None:
         """Its connection dropped: the worker is gone at once, in this callback (its calls
@@ -266,11 +284,14 @@ class WorkerPool:
             return
         lost_requests = len(worker.pending)
         worker.fail_pending("died")
+        detail = {"pid": worker.pid, "lost_requests": lost_requests}
+        if worker.kept_bytes:
+            detail["kept_bytes"] = worker.kept_bytes
         self.events.emit(
             "worker_exit",
             worker=worker.worker_id,
-            reason="died",
-            detail={"pid": worker.pid, "lost_requests": lost_requests},
+            reason="recycled" if worker.kept_bytes else "died",
+            detail=detail,
         )
         self._on_lost(worker)
         task = asyncio.ensure_future(self._replace(worker))
@@ -278,7 +299,7 @@ class WorkerPool:
         task.add_done_callback(self._replacements.discard)
 
     async def _replace(self, worker: WorkerHandle) -> None:
-        young = time.monotonic() - worker.started_at < YOUNG_DEATH_S
+        young = not worker.kept_bytes and time.monotonic() - worker.started_at < YOUNG_DEATH_S
         deaths = self._deaths.get(worker.worker_id, 0) + 1 if young else 0
         delay = min(MAX_BACKOFF_S, 0.1 * 2**deaths) if deaths > 1 else 0.0
         await asyncio.sleep(delay)
@@ -342,6 +363,8 @@ class WorkerPool:
 
     def kill(self, worker: WorkerHandle) -> None:
         """SIGKILL a worker; its dropped connection fails its calls and replaces it."""
+        if worker.pid <= 0:  # not a process: 0 would name our own process group
+            return
         with contextlib.suppress(ProcessLookupError):
             os.kill(worker.pid, signal.SIGKILL)
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from modelhost.errors import ModelNotLoaded
 from modelhost.records.memory import (
     allocated_bytes,
+    mallinfo2,
     pss_bytes,
     reset_peak_rss,
     return_memory_to_os,
@@ -80,6 +81,8 @@ class Worker:
         self.worker_id = worker_id
         self.threads = threads
         self.models: dict[str, Handler] = {}
+        self.footprints: dict[str, int] = {}  # bytes each model's load allocated
+        self.idle_bytes = 0  # bytes allocated once rehearsed, before any model
         self._send_lock = threading.Lock()
         self._loader = ThreadPoolExecutor(1, "loader", initializer=yield_to_inference)
         # one inference thread: run on the reading thread and save a hand-off per request
@@ -101,6 +104,7 @@ class Worker:
         return_memory_to_os()
 
     def main_loop(self) -> None:
+        self.idle_bytes = allocated_bytes() or 0
         self.send(0, Hello(self.worker_id, os.getpid(), pss_bytes()))
         frames = FrameReader(self.sock)
         while True:
@@ -120,12 +124,12 @@ class Worker:
             reply, payload = self._serve(request, frame.payload)
         except BaseException as error:  # every failure goes back as data, never as a pickle
             reply, payload = Failed(Failure.of(error)), b""
+            forget_frames(error)
         self.send(frame.request_id, reply, payload)
         if len(frame.payload) + len(payload) >= TRIM_AFTER_BYTES:
-            # a large body's parsing leaves freed pages in the heap (and a failure's traceback
-            # keeps it in a cycle), counted in the PSS and so taken from the models' budget;
-            # small requests leave too little to pay for a collection and a trim
-            return_memory_to_os()
+            # a large body's parsing leaves freed pages in the heap, counted in the PSS and so
+            # taken from the models' budget; small requests leave too little to pay for a trim
+            trim_heap()
 
     def _serve(self, request: Request, payload: bytes) -> tuple[Reply, bytes]:
         if isinstance(request, Infer):
@@ -159,7 +163,7 @@ class Worker:
         self.models[request.model] = handler
         load_ms = (time.perf_counter() - started) * 1000
         peak = max(0, rss_and_peak_bytes()[1] - rss_before)  # unpickling's buffers, at their most
-        footprint = max(0, settled_memory() - before)
+        footprint = self.footprints[request.model] = max(0, settled_memory() - before)
         # written once, after the artifact's load, and not counted in load_ms
         written = fast_copy.write(handler, request, footprint) if copy is None else 0
         trim_heap()  # unpickling's buffers: else they stay in the heap, and in the PSS
@@ -184,11 +188,19 @@ class Worker:
         handler = self.models.pop(request.model, None)
         if handler is None:
             raise ModelNotLoaded(f"model {request.model} is not loaded in worker {self.worker_id}")
+        self.footprints.pop(request.model, None)
         handler.close()
         del handler
-        freed = max(0, before - settled_memory())
+        after = settled_memory()
         trim_heap()
-        return Unloaded(freed)
+        return Unloaded(max(0, before - after), self.kept_bytes(after))
+
+    def kept_bytes(self, settled_bytes: int) -> int:
+        """What the worker holds past its idle self and its models: memory a handler or its
+        libraries kept (a cache, an import), which only a fresh worker gives back."""
+        if mallinfo2() is None:  # not glibc: the settled figure is a PSS, not comparable
+            return 0
+        return max(0, settled_bytes - self.idle_bytes - sum(self.footprints.values()))
 
     def infer(self, request: Infer, payload: bytes) -> tuple[Answered, bytes]:
         """Answer a batch: one request per item, their bodies back to back in the payload."""
@@ -240,7 +252,19 @@ def answers_of(replies: list[InferReply | Exception]) -> tuple[tuple[Answer, ...
             bodies.append(reply.body)
         else:
             answers.append(Answer(failure=Failure.of(reply)))
+            forget_frames(reply)
     return tuple(answers), bodies
+
+
+def forget_frames(error: BaseException) -> None:
+    """Drop the tracebacks of an error sent back as data, and of the errors it came from: their
+    frames hold the request's parsed body, often in a cycle only a collection would free."""
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        cause.__traceback__ = None
+        cause = cause.__cause__ or cause.__context__
 
 
 def run(

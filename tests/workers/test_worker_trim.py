@@ -14,7 +14,7 @@ from modelhost.workers.wire import Frame
 def answer_once(monkeypatch: pytest.MonkeyPatch, body_bytes: int) -> int:
     """Answer one request of `body_bytes` (to a model not loaded); how many trims followed."""
     trims: list[None] = []
-    monkeypatch.setattr(worker_module, "return_memory_to_os", lambda: trims.append(None))
+    monkeypatch.setattr(worker_module, "trim_heap", lambda: trims.append(None))
     ours, theirs = socket.socketpair()
     with ours, theirs:
         worker = worker_module.Worker(ours, worker_id=1, threads=1)
@@ -30,3 +30,24 @@ def test_a_small_request_leaves_the_heap_alone(monkeypatch: pytest.MonkeyPatch) 
 
 def test_a_large_request_gives_the_heap_back(monkeypatch: pytest.MonkeyPatch) -> None:
     assert answer_once(monkeypatch, worker_module.TRIM_AFTER_BYTES) == 1
+
+
+def test_a_failure_sent_back_lets_go_of_its_frames() -> None:
+    """A handler's error, and the error it came from, keep no traceback (and so no parsed body)
+    once sent back as data."""
+
+    def parse() -> None:
+        rows = [0.0] * 1000  # noqa: F841  (held by the frame the traceback keeps)
+        try:
+            raise ValueError("wide row")
+        except ValueError as error:
+            raise RuntimeError("model expects 4 features") from error
+
+    try:
+        parse()
+    except RuntimeError as error:
+        failure = error
+    answers, _ = worker_module.answers_of([failure])
+    assert answers[0].failure is not None
+    assert failure.__traceback__ is None
+    assert failure.__cause__ is not None and failure.__cause__.__traceback__ is None
