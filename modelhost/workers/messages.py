@@ -92,7 +92,7 @@ class Unloaded(Message, frozen=True):
     """An unload done."""
 
     freed: int  # bytes the unload gave up (measured as a load's footprint is)
-    kept: int = 0  # bytes the worker holds past its idle self and its models' footprints
+    kept: int = 0  # bytes the worker, left with no model, holds past its idle self
 
 
 class Failure(msgspec.Struct, frozen=True, array_like=True):

@@ -5,8 +5,8 @@ worker whose connection drops fails exactly its in-flight futures with `WorkerDi
 at once (with backoff if it keeps dying young). Every call has a deadline (loads and unloads
 `load_timeout_s`, batches `infer_timeout_s`): a worker that misses one is killed, which fails its
 other calls and replaces it. The template that forks workers is supervised: when it dies it is
-started again (with backoff) and the pool topped up to its size. A worker whose unload says it
-keeps memory its models do not explain is recycled once idle: replaced as if it had died.
+started again (with backoff) and the pool topped up to its size. A worker whose last model's unload
+finds it holding memory nothing explains is recycled once idle: replaced as if it had died.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from modelhost.workers.messages import (
     Hello,
     Infer,
     Load,
+    Loaded,
     Reply,
     Request,
     Unload,
@@ -66,7 +67,7 @@ class WorkerHandle:
     # request id → (reply, model, the deadlines it is in)
     pending: dict[int, tuple[Waiter, str, Deadlines[CallKey]]] = field(default_factory=dict)
     alive: bool = True
-    kept_bytes: int = 0  # memory its models do not explain, once past RECYCLE_KEPT_BYTES
+    kept_bytes: int = 0  # memory it kept with no model left, once past RECYCLE_KEPT_BYTES
 
     def fail_pending(self, reason: str) -> None:
         for request_id, (future, model, deadlines) in self.pending.items():
@@ -259,6 +260,8 @@ class WorkerPool:
             future.set_result((reply, frame.payload))
         if isinstance(reply, Unloaded) and reply.kept >= RECYCLE_KEPT_BYTES:
             worker.kept_bytes = reply.kept
+        elif isinstance(reply, Loaded):
+            worker.kept_bytes = 0  # it holds a model again: keep it
         if worker.kept_bytes and not worker.pending:
             # after its caller has taken the reply: to the host it is a worker lost
             asyncio.get_running_loop().call_soon(self._recycle, worker)

@@ -193,7 +193,9 @@ class Worker:
         del handler
         after = settled_memory()
         trim_heap()
-        return Unloaded(max(0, before - after), self.kept_bytes(after))
+        # with models left, memory kept may be theirs (a runtime the first of them imported)
+        kept = 0 if self.models else self.kept_bytes(after)
+        return Unloaded(max(0, before - after), kept)
 
     def kept_bytes(self, settled_bytes: int) -> int:
         """What the worker holds past its idle self and its models: memory a handler or its

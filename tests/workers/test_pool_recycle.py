@@ -10,14 +10,17 @@ from pathlib import Path
 import uvloop
 
 from modelhost.records.events import EventLog
-from modelhost.workers.messages import Infer, Unload, Unloaded, encode
+from modelhost.workers.messages import Infer, Load, Loaded, Unload, Unloaded, encode
 from modelhost.workers.pool import RECYCLE_KEPT_BYTES, WorkerHandle, WorkerPool
 from modelhost.workers.wire import Frame
 
 
-def unload_then_closing(tmp_path: Path, kept_bytes: int, busy: bool = False) -> bool:
-    """Answer an unload with `kept_bytes` kept (another call still in flight if `busy`);
-    whether the pool then closes the worker's connection and kills its process."""
+def unload_then_closing(
+    tmp_path: Path, kept_bytes: int, busy: bool = False, loads_again: bool = False
+) -> bool:
+    """Answer an unload with `kept_bytes` kept (another call still in flight if `busy`; a load
+    sent meanwhile, and answered, if `loads_again`); whether the pool then closes the worker's
+    connection and kills its process."""
     process = subprocess.Popen(["sleep", "60"])  # the worker's process
 
     async def scenario() -> bool:
@@ -28,10 +31,16 @@ def unload_then_closing(tmp_path: Path, kept_bytes: int, busy: bool = False) -> 
         unloading = pool.send(worker, Unload("m"), model="m")
         if busy:
             pool.send(worker, Infer("other", ()), model="other")
-        request_id = min(worker.pending)
-        pool._reply(worker, Frame(request_id, encode(Unloaded(0, kept_bytes)), b""))
+        loading = (
+            pool.send(worker, Load("next", "next.joblib"), model="next") if loads_again else None
+        )
+        unload_id, load_id = sorted(worker.pending)[0], max(worker.pending)
+        pool._reply(worker, Frame(unload_id, encode(Unloaded(0, kept_bytes)), b""))
         reply, _ = await unloading
         assert reply == Unloaded(0, kept_bytes)
+        if loading is not None:
+            pool._reply(worker, Frame(load_id, encode(Loaded(1, 1.0, False)), b""))
+            await loading
         await asyncio.sleep(0)  # the recycling follows the reply
         closing = writer.transport.is_closing()
         writer.close()
@@ -67,3 +76,7 @@ def test_a_worker_keeping_little_is_kept(tmp_path: Path) -> None:
 
 def test_a_busy_worker_is_recycled_only_once_idle(tmp_path: Path) -> None:
     assert not unload_then_closing(tmp_path, RECYCLE_KEPT_BYTES, busy=True)
+
+
+def test_a_worker_that_takes_a_model_again_is_kept(tmp_path: Path) -> None:
+    assert not unload_then_closing(tmp_path, RECYCLE_KEPT_BYTES, loads_again=True)
