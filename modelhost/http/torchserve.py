@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -26,6 +27,7 @@ from starlette.routing import Route
 from modelhost.errors import BadRequestBody, ModelAlreadyLoaded, ModelhostError, ModelNotFound
 from modelhost.host.listing import IN_MEMORY, REGISTERED, Listing
 from modelhost.host.registry import Registered
+from modelhost.http.cross_site import CrossSiteGuard, state_changing
 from modelhost.http.errors import handle_http_exception, handle_modelhost_error
 from modelhost.http.invocations import TORCHSERVE_VERSION
 from modelhost.http.last_resort import LastResort, Unhandled
@@ -61,11 +63,13 @@ SET_DEFAULT = "/set-default"
 def build_management_app(
     routes: SageMakerRoutes, unhandled: Unhandled | None = None, api: str = TORCHSERVE
 ) -> LastResort:
-    """The management app, answering as TorchServe's API or MMS's (`api`)."""
+    """The management app, answering as TorchServe's API or MMS's (`api`); its calls that change
+    state are refused to pages of other origins (http/cross_site.py)."""
     served = TorchServeManagement(routes, api).routes()
     unhandled = unhandled or Unhandled()
     app = Starlette(
         routes=[*served, OpenApiRoute(served, "torchserve")],
+        middleware=[Middleware(CrossSiteGuard, routes=state_changing(served))],
         exception_handlers={
             ModelhostError: handle_modelhost_error,
             HTTPException: handle_http_exception,

@@ -9,9 +9,12 @@ their body is not JSON. Invocations and reads from pages are served: see docs/se
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
+from helpers.serving import Servers
 
 from modelhost import testing
 
@@ -129,3 +132,23 @@ def test_cross_site_oip_infer_is_served(client: httpx.Client) -> None:
     body = {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP64", "data": [1, 2, 3, 4]}]}
     response = client.post(f"/v2/models/{MODEL}/infer", json=body, headers=EVIL)
     assert response.status_code == 200, response.text
+
+
+@pytest.fixture(scope="module")
+def management(store: Path, serve: Servers) -> Iterator[httpx.Client]:
+    """TorchServe's management API on a port of its own."""
+    port = testing.free_port()
+    serve(store, workers=1, management_port=port)
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
+        yield http
+
+
+def test_cross_site_torchserve_register_and_scale_answer_403(management: httpx.Client) -> None:
+    params = {"url": "tenants/t000.joblib", "model_name": "xsite-ts"}
+    assert management.post("/models", params=params, headers=EVIL).status_code == 403
+    assert management.get("/models/xsite-ts").status_code == 404
+    assert management.post("/models", params=params).status_code == 200  # Postman, curl
+    scaled = management.put("/models/xsite-ts", params={"min_worker": "1"}, headers=EVIL)
+    assert scaled.status_code == 403, scaled.text
+    assert management.delete("/models/xsite-ts", headers=EVIL).status_code == 403
+    assert management.delete("/models/xsite-ts").status_code == 200
