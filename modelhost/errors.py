@@ -4,6 +4,7 @@ ModelhostError
 ├── ConfigError                  bad configuration, refused at start
 ├── RequestError                 the caller can fix it
 │   ├── BadRequestBody           the body cannot be decoded for this model
+│   │   └── NestedTooDeep        JSON nested deeper than a parser recurses
 │   ├── PayloadTooLarge          body over max_request_size
 │   ├── ResponseTooLarge         a model's answer over max_response_size (ask for fewer rows)
 │   ├── HeaderTooLarge           a header longer than the server passes on to the core
@@ -52,6 +53,11 @@ class RequestError(ModelhostError):
 
 class BadRequestBody(RequestError):
     pass
+
+
+class NestedTooDeep(BadRequestBody):
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message or "the body's JSON nests too deep to read: send a flatter one")
 
 
 class PayloadTooLarge(RequestError):

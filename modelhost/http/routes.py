@@ -25,6 +25,7 @@ from modelhost.errors import (
     BadRequestBody,
     Forbidden,
     ModelNotLoaded,
+    NestedTooDeep,
     Unauthorized,
 )
 from modelhost.host import ModelHost
@@ -229,6 +230,8 @@ def json_object(data: bytes) -> dict[str, Any]:
         body = json.loads(data)
     except (ValueError, UnicodeDecodeError) as error:
         raise BadRequestBody(f"the body is not valid JSON: {error}") from None
+    except RecursionError:
+        raise NestedTooDeep from None
     if not isinstance(body, dict):
         raise BadRequestBody("expected a JSON object")
     return body

@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from modelhost.errors import BadRequestBody
+from modelhost.errors import BadRequestBody, NestedTooDeep
 
 JSON = "application/json"
 CSV = "text/csv"
@@ -95,6 +95,8 @@ def _decode_json(body: bytes) -> np.ndarray:
         value = _JSON_DECODER.decode(body)
     except msgspec.DecodeError:
         value = _decode_lenient_json(body)
+    except RecursionError:
+        raise NestedTooDeep from None
     if isinstance(value, dict):
         value = _unwrap(value)
     if not isinstance(value, list):
@@ -109,6 +111,8 @@ def _decode_lenient_json(body: bytes) -> Any:
         return json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
         raise BadRequestBody(f"body is not valid JSON ({exc}); {_EXPECTED_JSON}") from exc
+    except RecursionError:
+        raise NestedTooDeep from None
 
 
 def _unwrap(document: dict[str, Any]) -> Any:

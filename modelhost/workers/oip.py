@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from modelhost.errors import BadRequestBody
+from modelhost.errors import BadRequestBody, NestedTooDeep
 from modelhost.workers.oip_media import header_length_of, oip_media_type
 
 DTYPES: dict[str, np.dtype[Any]] = {
@@ -274,6 +274,8 @@ def _json_object(header: bytes) -> dict[str, Any]:
         document = json.loads(header)
     except (ValueError, UnicodeDecodeError) as exc:
         raise BadRequestBody(f"the inference request header is not valid JSON ({exc})") from None
+    except RecursionError:
+        raise NestedTooDeep from None
     if not isinstance(document, dict):
         raise BadRequestBody('expected an inference request object: {"inputs": [...]}')
     return document

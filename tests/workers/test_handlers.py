@@ -14,7 +14,7 @@ import pytest
 from sklearn.datasets import load_iris
 from sklearn.linear_model import LinearRegression, LogisticRegression
 
-from modelhost.errors import BadRequestBody, HandlerError, ModelLoadError
+from modelhost.errors import BadRequestBody, HandlerError, ModelLoadError, Unavailable
 from modelhost.workers.handlers import RUNTIME_MODULES, load_handler
 from modelhost.workers.handlers.base import Handler, InferRequest
 
@@ -439,3 +439,10 @@ def test_importing_the_package_imports_no_runtime() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     assert result.stdout.strip() == "[]"
+
+
+def test_an_artifact_gone_from_disk_is_a_retry_without_its_path(tmp_path: Path) -> None:
+    """Its cache entry was deleted as it loaded: a retry fetches it again (not a broken model)."""
+    with pytest.raises(Unavailable) as gone:
+        load_handler(tmp_path / "cache/models/m", "m")
+    assert "model m" in str(gone.value) and str(tmp_path) not in str(gone.value)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from modelhost.errors import ModelLoadError, UnsafeArtifact
+from modelhost.errors import ModelLoadError, Unavailable, UnsafeArtifact
 from modelhost.workers.handlers import lightgbm, onnx, sklearn, torch, xgboost
 from modelhost.workers.handlers.base import Handler
 from modelhost.workers.handlers.mms import MmsHandler, find_entry
@@ -60,13 +60,14 @@ class Choice:
 
 
 def load_handler(artifact: Path, model_name: str, spec: LoadSpec = DEFAULT_SPEC) -> Handler:
-    """Build the handler for an unpacked artifact; every failure becomes `ModelLoadError`."""
+    """Build the handler for an unpacked artifact; a failure of the artifact or its code
+    becomes `ModelLoadError`."""
     choice: Choice | None = None
     try:
         choice = choose(artifact, model_name, spec)
         return choice.load()
-    except UnsafeArtifact:
-        raise  # a pickle refused (workers/no_pickle.py): its message says what to ship
+    except (UnsafeArtifact, Unavailable):
+        raise  # a pickle refused (workers/no_pickle.py), or the files gone: said as they are
     except ModelLoadError as exc:
         raise ModelLoadError(f"could not load model {model_name}: {exc}") from exc
     except (Exception, SystemExit) as exc:  # user code may sys.exit(), e.g. argparse at import
@@ -84,7 +85,7 @@ def choose(artifact: Path, model_name: str, spec: LoadSpec = DEFAULT_SPEC) -> Ch
         return _choose_file(artifact, spec.threads)
     if artifact.is_dir():
         return _choose_folder(artifact, model_name, spec.threads, descend=True)
-    raise ModelLoadError(f"artifact {artifact} does not exist; fetch it again")
+    raise Unavailable(f"the artifact of model {model_name} left the disk as it loaded; retry")
 
 
 def _choose_file(path: Path, threads: int) -> Choice:
