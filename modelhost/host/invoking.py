@@ -33,8 +33,9 @@ from modelhost.records.statistics import BatchingStatistics
 from modelhost.scheduler import SchedulerSettings
 from modelhost.scheduler.batcher import BatchQueue, Job
 from modelhost.scheduler.dispatch import Dispatcher, Ended
+from modelhost.workers.handle import Waiter, WorkerHandle
 from modelhost.workers.messages import Answered, Infer, Item
-from modelhost.workers.pool import Waiter, WorkerHandle, checked
+from modelhost.workers.replies import checked
 
 MAX_ACQUIRE_ATTEMPTS = 5
 

@@ -44,7 +44,8 @@ from modelhost.records.statistics import (
 from modelhost.scheduler import SchedulerSettings
 from modelhost.scheduler.dispatch import Dispatcher
 from modelhost.units import format_bytes
-from modelhost.workers.pool import WorkerHandle, WorkerPool
+from modelhost.workers.handle import WorkerHandle
+from modelhost.workers.pool import WorkerPool
 
 
 class ModelHost:

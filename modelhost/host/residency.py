@@ -39,8 +39,9 @@ from modelhost.host.under_way import UnderWay
 from modelhost.records.events import EventLog
 from modelhost.scheduler.dispatch import Dispatcher
 from modelhost.scheduler.placement import least_loaded
+from modelhost.workers.handle import WorkerHandle
 from modelhost.workers.messages import Loaded, Unload, Unloaded
-from modelhost.workers.pool import WorkerHandle, WorkerPool
+from modelhost.workers.pool import WorkerPool
 
 
 class Neighbours(Protocol):

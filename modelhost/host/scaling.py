@@ -20,7 +20,7 @@ from modelhost.host.under_way import UnderWay
 from modelhost.scheduler import ModelSchedule, SchedulerSettings
 from modelhost.scheduler.dispatch import Dispatcher
 from modelhost.scheduler.placement import least_loaded
-from modelhost.workers.pool import WorkerHandle
+from modelhost.workers.handle import WorkerHandle
 
 SCALE_OUT_BUSY_SHARE = 0.8  # a copy pays only when the model alone keeps its workers this busy
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from modelhost.errors import ModelhostError
 from modelhost.scheduler.batcher import BatchQueue, Job
-from modelhost.workers.pool import WorkerHandle
+from modelhost.workers.handle import WorkerHandle
 
 # told once when a batch is over: the seconds its worker spent on it, or the error that ended it
 Ended = Callable[[float, BaseException | None], None]

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from modelhost.cache.memory import MemoryTier
 from modelhost.errors import Unavailable
-from modelhost.workers.pool import WorkerHandle
+from modelhost.workers.handle import WorkerHandle
 
 
 def least_loaded(workers: Iterable[WorkerHandle], memory: MemoryTier) -> WorkerHandle:

@@ -21,65 +21,35 @@ import signal
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, cast
 
 from modelhost.deadlines import Deadlines
-from modelhost.errors import DeadlineExceeded, ModelhostError, Unavailable, WorkerDied
+from modelhost.errors import ModelhostError, Unavailable
 from modelhost.records.events import EventLog
+from modelhost.workers.handle import CallKey, Waiter, WorkerHandle
 from modelhost.workers.messages import (
-    Failed,
     Hello,
     Infer,
     Load,
     Loaded,
-    Reply,
     Request,
     Unload,
     Unloaded,
     decode_reply,
     encode,
 )
+from modelhost.workers.replies import ReplyT, checked, gone, missed
 from modelhost.workers.wire import Frame, FrameBuffer
 from modelhost.workers.wire import encode as encode_frame
 
 logger = logging.getLogger("modelhost.workers")
-ReplyT = TypeVar("ReplyT", bound=Reply)
-Waiter = asyncio.Future[tuple[Reply, bytes]]
-CallKey = tuple["WorkerHandle", int]  # a call in flight: its worker and request id
 
 WORKER_START_TIMEOUT_S = 60.0
 YOUNG_DEATH_S = 5.0
 # a worker keeping this much past its models' footprints is replaced once idle (security.md)
 RECYCLE_KEPT_BYTES = 64 * 2**20
 MAX_BACKOFF_S = 10.0
-
-
-@dataclass(eq=False)
-class WorkerHandle:
-    """The server's side of one worker process: its socket, and the replies it still owes."""
-
-    worker_id: int
-    pid: int
-    transport: asyncio.WriteTransport
-    started_at: float
-    # request id → (reply, model, the deadlines it is in)
-    pending: dict[int, tuple[Waiter, str, Deadlines[CallKey]]] = field(default_factory=dict)
-    alive: bool = True
-    kept_bytes: int = 0  # memory it kept with no model left, once past RECYCLE_KEPT_BYTES
-
-    def fail_pending(self, reason: str) -> None:
-        for request_id, (future, model, deadlines) in self.pending.items():
-            deadlines.discard((self, request_id))
-            if not future.done():
-                future.set_exception(
-                    WorkerDied(
-                        f"worker {self.worker_id} (pid {self.pid}) {reason} while serving model "
-                        f"{model}; it is being replaced and a retry is safe"
-                    )
-                )
-        self.pending.clear()
 
 
 LostCallback = Callable[[WorkerHandle], None]
@@ -419,29 +389,3 @@ class WorkerConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self.worker is not None:
             self.pool._disconnected(self.worker)
-
-
-def checked(reply: Reply, expect: type[ReplyT], worker: WorkerHandle) -> ReplyT:
-    """The reply, if it is of type `expect`; a failure raised as the exception it was."""
-    if isinstance(reply, Failed):
-        raise reply.failure.rebuild()
-    if not isinstance(reply, expect):
-        raise ModelhostError(f"worker {worker.worker_id} answered {reply!r}, not {expect.__name__}")
-    return reply
-
-
-def gone(worker: WorkerHandle) -> WorkerDied:
-    return WorkerDied(f"worker {worker.worker_id} has died; retry is safe")
-
-
-def missed(worker: WorkerHandle, kind: type[Request], model: str, timeout_s: float) -> Exception:
-    """The error of a call past its deadline (built only when one is: not on every call)."""
-    if kind is Infer:
-        what, setting = "a batch", "default-response-timeout-s"
-    else:
-        what, setting = f"the {kind.__name__.lower()}", "worker-load-timeout-s"
-    return DeadlineExceeded(
-        f"worker {worker.worker_id} (pid {worker.pid}) did not finish {what} of model {model} "
-        f"within {timeout_s:g} s, so it was killed and is being replaced; check the model's "
-        f"handler, or raise --{setting}"
-    )

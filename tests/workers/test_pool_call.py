@@ -12,8 +12,9 @@ import uvloop
 
 from modelhost.errors import WorkerDied
 from modelhost.records.events import EventLog
+from modelhost.workers.handle import WorkerHandle
 from modelhost.workers.messages import Unload, Unloaded
-from modelhost.workers.pool import WorkerHandle, WorkerPool
+from modelhost.workers.pool import WorkerPool
 
 
 def test_a_call_on_a_closed_connection_fails_with_worker_died(tmp_path: Path) -> None:

@@ -16,8 +16,9 @@ import uvloop
 
 from modelhost.errors import DeadlineExceeded, WorkerDied
 from modelhost.records.events import EventLog
+from modelhost.workers.handle import WorkerHandle
 from modelhost.workers.messages import Hello, Unload, Unloaded, decode_request, encode
-from modelhost.workers.pool import WorkerConnection, WorkerHandle, WorkerPool
+from modelhost.workers.pool import WorkerConnection, WorkerPool
 from modelhost.workers.wire import Frame, FrameBuffer
 from modelhost.workers.wire import encode as encode_frame
 

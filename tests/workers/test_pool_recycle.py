@@ -10,8 +10,9 @@ from pathlib import Path
 import uvloop
 
 from modelhost.records.events import EventLog
+from modelhost.workers.handle import WorkerHandle
 from modelhost.workers.messages import Infer, Load, Loaded, Unload, Unloaded, encode
-from modelhost.workers.pool import RECYCLE_KEPT_BYTES, WorkerHandle, WorkerPool
+from modelhost.workers.pool import RECYCLE_KEPT_BYTES, WorkerPool
 from modelhost.workers.wire import Frame
 
 

@@ -1,0 +1,37 @@
+"""A worker's reply as its caller gets it: the reply expected, or the error it stands for."""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from modelhost.errors import DeadlineExceeded, ModelhostError, WorkerDied
+from modelhost.workers.handle import WorkerHandle
+from modelhost.workers.messages import Failed, Infer, Reply, Request
+
+ReplyT = TypeVar("ReplyT", bound=Reply)
+
+
+def checked(reply: Reply, expect: type[ReplyT], worker: WorkerHandle) -> ReplyT:
+    """The reply, if it is of type `expect`; a failure raised as the exception it was."""
+    if isinstance(reply, Failed):
+        raise reply.failure.rebuild()
+    if not isinstance(reply, expect):
+        raise ModelhostError(f"worker {worker.worker_id} answered {reply!r}, not {expect.__name__}")
+    return reply
+
+
+def gone(worker: WorkerHandle) -> WorkerDied:
+    return WorkerDied(f"worker {worker.worker_id} has died; retry is safe")
+
+
+def missed(worker: WorkerHandle, kind: type[Request], model: str, timeout_s: float) -> Exception:
+    """The error of a call past its deadline (built only when one is: not on every call)."""
+    if kind is Infer:
+        what, setting = "a batch", "default-response-timeout-s"
+    else:
+        what, setting = f"the {kind.__name__.lower()}", "worker-load-timeout-s"
+    return DeadlineExceeded(
+        f"worker {worker.worker_id} (pid {worker.pid}) did not finish {what} of model {model} "
+        f"within {timeout_s:g} s, so it was killed and is being replaced; check the model's "
+        f"handler, or raise --{setting}"
+    )
