@@ -74,7 +74,8 @@ class SpeaksOip(Handler):
         """Translate the OIP requests of a batch, let the handler batch them all, translate back."""
         if len(requests) == 1 and not is_oip(requests[0].content_type):
             return self.inner.infer_batch(requests)  # nothing to translate
-        if isinstance(self.inner, MmsHandler):  # its envelope takes one request a call
+        oip_in_batch = any(is_oip(request.content_type) for request in requests)
+        if isinstance(self.inner, MmsHandler) and oip_in_batch:  # one envelope a call
             return Handler.infer_batch(self, requests)
         decoded: list[OipRequest | Exception | None] = []
         inner: list[InferRequest] = []
