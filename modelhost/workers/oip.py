@@ -5,6 +5,7 @@ the response body, with binary data for the outputs the client asked to get that
 from __future__ import annotations
 
 import json
+import math
 import struct
 from dataclasses import dataclass, field
 from typing import Any
@@ -179,7 +180,7 @@ def _split_bytes(chunk: bytes, name: str) -> list[bytes]:
 
 
 def _shaped(flat: np.ndarray, shape: list[int], name: str) -> np.ndarray:
-    expected = int(np.prod(shape)) if shape else 1
+    expected = math.prod(shape)  # exact: numpy's product wraps past 64 bits
     if flat.size != expected:
         raise BadRequestBody(
             f"input {name}: shape {shape} holds {expected} values but {flat.size} were sent"

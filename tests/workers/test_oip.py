@@ -100,6 +100,11 @@ def test_binary_bytes_elements_carry_their_length() -> None:
         ({"inputs": [{"name": "x", "datatype": "FP32", "shape": [1], "data": ["a"]}]}, "FP32"),
         ({"inputs": [{"name": "x", "datatype": "FP32", "shape": [-1], "data": [1]}]}, "shape"),
         ({"inputs": [{"name": "x", "datatype": "FP32", "shape": [1]}]}, "neither data"),
+        # a shape whose product passes 64 bits (numpy's product wraps it to 0)
+        (
+            {"inputs": [{"name": "x", "datatype": "FP32", "shape": [2**62, 2**62], "data": []}]},
+            "holds",
+        ),
     ],
 )
 def test_malformed_requests_say_what_is_wrong(document: dict[str, object], words: str) -> None:
