@@ -238,12 +238,11 @@ class DiskTier:
 
     async def version(self, url: str) -> str:
         """What the store says now of the artifact at `url`: its size and ETag, or the identity
-        on disk (inode, size, change time) of a file or folder it is read from in place."""
+        on disk of a file or folder it is read from in place (fast_copies.identity)."""
         store, key = self.stores.locate(url)
         local = store.local_path(key)
         if local is not None:
-            status = await asyncio.to_thread(local.stat)
-            return f"{status.st_ino}:{status.st_size}:{status.st_mtime_ns}"
+            return await asyncio.to_thread(identity, url, None, local)
         info = await store.stat(key)
         return f"{info.size}:{info.etag}"
 

@@ -126,10 +126,15 @@ class DiskBudget:
     def drop_fast_copies(self) -> int:
         """Delete every fast copy, as the volume is full; the bytes freed."""
         freed = 0
-        while (oldest := self.fast_copies.oldest()) is not None:
-            dropped = self.fast_copies.drop(oldest)
-            self.events.emit("delete", oldest, bytes=dropped, reason="disk_full", detail=FAST)
-            freed += dropped
+        while self.fast_copies.copies:
+            freed += self._drop_oldest_copy("disk_full")
+        return freed
+
+    def _drop_oldest_copy(self, reason: str) -> int:
+        """Delete the fast copy read least recently; the bytes freed."""
+        oldest = self.fast_copies.oldest() or ""
+        freed = self.fast_copies.drop(oldest)
+        self.events.emit("delete", oldest, bytes=freed, reason=reason, detail=FAST)
         return freed
 
     def _make_room(self, reservation: Reservation, name: str, minimum: int) -> None:
@@ -141,9 +146,7 @@ class DiskBudget:
         if on_hand + deletable < needed:
             raise self._no_room(name, minimum, reservation, on_hand + deletable)
         while self.free_bytes + self._trash_bytes < needed and self.fast_copies.copies:
-            oldest = self.fast_copies.oldest() or ""
-            freed = self.fast_copies.drop(oldest)
-            self.events.emit("delete", oldest, bytes=freed, reason="disk_budget", detail=FAST)
+            self._drop_oldest_copy("disk_budget")
         for victim in victims:
             if self.free_bytes + self._trash_bytes >= needed:
                 break

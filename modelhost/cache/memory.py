@@ -156,6 +156,12 @@ class MemoryTier:
         headroom's floor kept."""
         return self.budget_bytes - self.baseline_bytes - self.headroom_floor_bytes
 
+    @property
+    def unreserved_bytes(self) -> int:
+        """What a reservation may still commit without a victim: the budget less its headroom's
+        floor and all that is committed."""
+        return self.budget_bytes - self.headroom_floor_bytes - self.committed_bytes
+
     def fits_ever(self, size_bytes: int) -> bool:
         return size_bytes <= self.capacity_bytes
 
@@ -168,10 +174,7 @@ class MemoryTier:
         if victims is None:
             return None
         freed = sum(victim.bytes for victim in victims)
-        if (
-            self.committed_bytes - freed + size_bytes
-            > self.budget_bytes - self.headroom_floor_bytes
-        ):
+        if size_bytes - freed > self.unreserved_bytes:
             return None  # models leaving will make the room: wait for them, evict no more
         for victim in self._claim(victims):
             victim.room_taken = True

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from modelhost.cache.disk import Artifact
@@ -92,10 +92,26 @@ class Manifests:
         self._sweep_at = MAX_MANIFESTS
         self.footprints = Measurements()  # measured at each load, reused for the next
         # fields a registration set (TorchServe's POST /models), over the artifact's manifest
-        self.given: dict[str, dict[str, Any]] = {}
+        self._given: dict[str, dict[str, Any]] = {}
 
     def of(self, name: str) -> Manifest:
         return self.manifests.get(name, NO_MANIFEST)
+
+    def give(self, name: str, fields: Mapping[str, Any]) -> None:
+        """Fields `name`'s loads take over its artifact's manifest (none: forget them)."""
+        if fields:
+            self._given[name] = dict(fields)
+        else:
+            self._given.pop(name, None)
+
+    def declared(self, name: str) -> Manifest:
+        """What is known of `name`'s manifest before it loads: the last read, and the fields
+        a registration gave."""
+        return self._with_given(name, self.of(name))
+
+    def _with_given(self, name: str, manifest: Manifest) -> Manifest:
+        given = self._given.get(name)
+        return dataclasses.replace(manifest, **given) if given else manifest
 
     def is_pinned(self, name: str) -> bool:
         return name in self.pinned or self.of(name).pinned
@@ -106,7 +122,7 @@ class Manifests:
 
     def read(self, name: str, artifact: Artifact) -> Manifest:
         try:
-            manifest = dataclasses.replace(read_manifest(artifact.path), **self.given.get(name, {}))
+            manifest = self._with_given(name, read_manifest(artifact.path))
         except ModelLoadError as error:
             error = ModelLoadError(f"could not load model {name}: {error}")
             self.events.emit("failure", name, reason="manifest", detail={"error": str(error)})

@@ -196,7 +196,7 @@ class ModelHost:
         if not m.fits_ever(size):
             raise InsufficientMemory(never_fits(m, name, size))
         await self.memory_readings.observe()
-        free = m.budget_bytes - m.headroom_floor_bytes - m.committed_bytes  # as `reserve` sees
+        free = m.unreserved_bytes
         if size > free:
             raise InsufficientMemory(
                 f"model {name} needs about {format_bytes(size)} but {format_bytes(max(0, free))} "

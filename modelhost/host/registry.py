@@ -135,8 +135,7 @@ class Registry:
 
     async def _fetch(self, name: str, url: str, settings: Mapping[str, Any] | None) -> Artifact:
         self.register(name, url)
-        if settings:
-            self.residency.manifests.given[name] = dict(settings)
+        self.residency.manifests.give(name, settings or {})
         try:
             found = await self.residency.disk.materialize(name, self.residency.sources[name])
         except ModelhostError:
@@ -169,7 +168,7 @@ class Registry:
 
     def _forget(self, name: str) -> None:
         self.residency.sources.pop(name, None)
-        self.residency.manifests.given.pop(name, None)
+        self.residency.manifests.give(name, {})
         model, version = self.owners.pop(name, (None, None))
         versions = self.versions.get(model) if model else None
         if versions is None or version is None:

@@ -10,7 +10,6 @@ and scale-in keeps that many; memory pressure may still take copies below it.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 
 from modelhost.cache.disk import Artifact
 from modelhost.cache.memory import Resident, State
@@ -55,8 +54,7 @@ class Scaling:
         dispatcher = self.residency.dispatchers.get(name)
         if dispatcher is not None:
             return dispatcher.queue.max_batch_size, dispatcher.queue.max_batch_delay_s * 1000
-        manifests = self.residency.manifests
-        manifest = dataclasses.replace(manifests.of(name), **manifests.given.get(name, {}))
+        manifest = self.residency.manifests.declared(name)
         size = self.scheduling.batch_size(manifest.batch_size, handler_batches=False)
         declared = manifest.max_batch_delay_ms
         return size, self.scheduling.max_batch_delay_ms if declared is None else declared

@@ -105,6 +105,6 @@ def refusal_message(status: int) -> str:
 
 def head_limited_protocol(header_timeout_s: float) -> type[HeadLimitedProtocol]:
     """The protocol class for uvicorn's `http=`: header deadline and head caps. A class per
-    server, as `protocol.header_deadline_protocol`."""
+    server, so that each server sweeps its own connections (`HeaderDeadlineProtocol.late`)."""
     attributes: dict[str, Any] = {"header_timeout_s": header_timeout_s}
     return type("HeadLimitedProtocol", (HeadLimitedProtocol,), attributes)

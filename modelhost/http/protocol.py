@@ -24,7 +24,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 class HeaderDeadlineProtocol(HttpToolsProtocol):
     header_timeout_s: float = 10.0
-    late: LateConnections | None = None  # one per server (per class: see header_deadline_protocol)
+    late: LateConnections | None = None  # one per server (per class: see head_limits)
     _due: float | None = None  # when this request's headers, or its body's next chunk, are late
 
     def connection_made(self, transport: Any) -> None:
@@ -130,10 +130,3 @@ class HeadWithBody:
 def _is_head(data: bytes) -> bool:
     """A response's status line and headers, as uvicorn writes them: in one piece."""
     return isinstance(data, bytes) and data.startswith(b"HTTP/1.1 ") and data.endswith(b"\r\n\r\n")
-
-
-def header_deadline_protocol(header_timeout_s: float) -> type[HeaderDeadlineProtocol]:
-    """The protocol class for uvicorn's `http=`, with this deadline."""
-    return type(
-        "HeaderDeadlineProtocol", (HeaderDeadlineProtocol,), {"header_timeout_s": header_timeout_s}
-    )
