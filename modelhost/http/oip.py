@@ -31,6 +31,7 @@ from modelhost.http.invocations import check_response_size, invocation_response
 from modelhost.http.params import check_param, is_whole_number
 from modelhost.http.routes import SageMakerRoutes, json_object, model_in_path
 from modelhost.names import echo
+from modelhost.oip_models import OipModels, missing
 from modelhost.workers.oip_media import (
     MODEL_NAME_PARAM,
     MODEL_VERSION_PARAM,
@@ -41,9 +42,7 @@ from modelhost.workers.oip_media import (
 )
 
 HEADER_LENGTH_HEADER = "inference-header-content-length"
-MODEL_VERSION = "1"  # the one version of a model that was not registered with versions
 EXTENSIONS = ["binary_tensor_data", "model_repository"]
-REPOSITORY_STATE = {State.LOADED: "READY", State.LOADING: "LOADING", State.UNLOADING: "UNLOADING"}
 INDEX_PART_NAMES = 1000  # names read and sent at a time by the repository index
 EXTENSION_CALLS = ("config", "stats")  # Triton's, on a model's path
 ALL_MODELS_STATS = "stats"  # `GET /v2/models/stats`: every loaded model's statistics
@@ -70,6 +69,7 @@ class OipRoutes:
     def __init__(self, routes: SageMakerRoutes) -> None:
         self.http = routes
         self.host = routes.host
+        self.models = OipModels(routes.host)
 
     def routes(self) -> list[Route]:
         """`{model}` may hold `/` (sent as is or as %2F); the more specific paths match first."""
@@ -117,26 +117,14 @@ class OipRoutes:
                 return self._extension(*call)
             if name == ALL_MODELS_STATS and not version:
                 return JSONResponse({"model_stats": self._all_stats()})
-            raise ModelNotFound(_missing(name))
-        versions = self.host.registry.versions.get(name)
-        return JSONResponse(
-            {
-                "name": name,
-                "versions": list(versions.names) if versions else [MODEL_VERSION],
-                "platform": "modelhost",
-                "inputs": [{"name": "input-0", "datatype": "FP64", "shape": [-1, -1]}],
-                "outputs": [
-                    {"name": "predict", "datatype": "FP64", "shape": [-1]},
-                    {"name": "predict_proba", "datatype": "FP64", "shape": [-1, -1]},
-                ],
-            }
-        )
+            raise ModelNotFound(missing(name))
+        return JSONResponse(self.models.metadata(name))
 
     async def model_ready(self, request: Request) -> Response:
         name, _, held = self._model_of(request)
         ready = self._state(held) is State.LOADED
         if not ready and not await self._exists(held):
-            raise ModelNotFound(_missing(name))
+            raise ModelNotFound(missing(name))
         return JSONResponse({"name": name, "ready": ready}, 200 if ready else 400)
 
     def _model_of(self, request: Request) -> tuple[str, str, str]:
@@ -148,15 +136,7 @@ class OipRoutes:
 
     def _held(self, name: str, version: str) -> str:
         """The name the host holds `version` of model `name` under ("": its default)."""
-        registry = self.host.registry
-        if name in registry.versions:
-            return registry.name_of(name, version) if version else registry.resolve(name)
-        if version not in ("", MODEL_VERSION):
-            raise ModelNotFound(
-                f"model {name} has one version, {MODEL_VERSION}; leave the version out or ask "
-                "for it"
-            )
-        return name
+        return self.models.held(name, version)
 
     # Triton's extensions ----------------------------------------------------------------
 
@@ -196,15 +176,7 @@ class OipRoutes:
 
     async def _exists(self, name: str) -> bool:
         """Whether `name` is a model: held, on disk, registered, or in its store."""
-        name = self.host.registry.resolve(name)
-        if self._state(name) or self.host.disk.get(name) or self.host.is_registered(name):
-            return True
-        try:
-            store, key = self.host.disk.stores.locate(self.host.source_of(name))
-            await store.stat(key)
-        except ModelNotFound:
-            return False
-        return True
+        return await self.models.exists(name)
 
     # inference --------------------------------------------------------------------------
 
@@ -280,17 +252,10 @@ class OipRoutes:
 
     def _version_held(self, name: str) -> tuple[str, str]:
         """The model and version the host holds under `name`."""
-        return self.host.registry.owners.get(name, (name, MODEL_VERSION))
+        return self.models.version_held(name)
 
     def _entry(self, name: str) -> dict[str, str]:
-        state = self._state(name)
-        model, version = self._version_held(name)
-        return {
-            "name": model,
-            "version": version,
-            "state": REPOSITORY_STATE[state] if state else "UNAVAILABLE",
-            "reason": "" if state else "not loaded; it loads on its first request or on load",
-        }
+        return self.models.entry(name)
 
 
 def extension_call(name: str) -> tuple[str, str, str] | None:
@@ -303,13 +268,6 @@ def extension_call(name: str) -> tuple[str, str, str] | None:
     if marker and model and version and "/" not in version:
         return model, version, call
     return head, "", call
-
-
-def _missing(name: str) -> str:
-    return (
-        f"model {name} is neither loaded nor registered nor in the model store; check the "
-        "name (POST /v2/repository/index lists the models known)"
-    )
 
 
 def header_length(request: Request, body_bytes: int) -> int | None:

@@ -1,0 +1,88 @@
+"""The host's models as the Open Inference Protocol sees them, for its REST and gRPC servers
+alike: which name holds a version of a model, whether a model exists, its metadata and its
+entry in the repository index."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from modelhost.cache.memory import State
+from modelhost.errors import ModelNotFound
+from modelhost.host import ModelHost
+
+MODEL_VERSION = "1"  # the one version of a model that was not registered with versions
+REPOSITORY_STATE = {State.LOADED: "READY", State.LOADING: "LOADING", State.UNLOADING: "UNLOADING"}
+NOT_LOADED_REASON = "not loaded; it loads on its first request or on load"
+INPUTS = [{"name": "input-0", "datatype": "FP64", "shape": [-1, -1]}]
+OUTPUTS = [
+    {"name": "predict", "datatype": "FP64", "shape": [-1]},
+    {"name": "predict_proba", "datatype": "FP64", "shape": [-1, -1]},
+]
+
+
+class OipModels:
+    """Answers about the host's models in the protocol's terms; no transport here."""
+
+    def __init__(self, host: ModelHost) -> None:
+        self.host = host
+
+    def held(self, name: str, version: str) -> str:
+        """The name the host holds `version` of model `name` under ("": its default)."""
+        registry = self.host.registry
+        if name in registry.versions:
+            return registry.name_of(name, version) if version else registry.resolve(name)
+        if version not in ("", MODEL_VERSION):
+            raise ModelNotFound(
+                f"model {name} has one version, {MODEL_VERSION}; leave the version out or ask "
+                "for it"
+            )
+        return name
+
+    async def exists(self, name: str) -> bool:
+        """Whether `name` is a model: held, on disk, registered, or in its store."""
+        name = self.host.registry.resolve(name)
+        if self.state(name) or self.host.disk.get(name) or self.host.is_registered(name):
+            return True
+        try:
+            store, key = self.host.disk.stores.locate(self.host.source_of(name))
+            await store.stat(key)
+        except ModelNotFound:
+            return False
+        return True
+
+    def state(self, name: str) -> State | None:
+        return self.host.state_of(name)
+
+    def metadata(self, name: str) -> dict[str, Any]:
+        """What every model takes and gives; a model's own metadata would need it loaded."""
+        versions = self.host.registry.versions.get(name)
+        return {
+            "name": name,
+            "versions": list(versions.names) if versions else [MODEL_VERSION],
+            "platform": "modelhost",
+            "inputs": INPUTS,
+            "outputs": OUTPUTS,
+        }
+
+    def version_held(self, name: str) -> tuple[str, str]:
+        """The model and version the host holds under `name`."""
+        return self.host.registry.owners.get(name, (name, MODEL_VERSION))
+
+    def entry(self, name: str) -> dict[str, str]:
+        """The repository index's entry of the model held under `name`."""
+        state = self.state(name)
+        model, version = self.version_held(name)
+        return {
+            "name": model,
+            "version": version,
+            "state": REPOSITORY_STATE[state] if state else "UNAVAILABLE",
+            "reason": "" if state else NOT_LOADED_REASON,
+        }
+
+
+def missing(name: str) -> str:
+    """The message of a model that is nowhere."""
+    return (
+        f"model {name} is neither loaded nor registered nor in the model store; check the "
+        "name (POST /v2/repository/index lists the models known)"
+    )
