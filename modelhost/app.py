@@ -9,7 +9,7 @@ import os
 import sys
 from collections.abc import AsyncIterator, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 
@@ -44,6 +44,9 @@ from modelhost.scheduler import SchedulerSettings
 from modelhost.units import format_bytes
 from modelhost.workers.environment import worker_environment
 from modelhost.workers.pool import WorkerPool
+
+if TYPE_CHECKING:
+    from modelhost.rpc.server import RpcServer
 
 logger = logging.getLogger("modelhost")
 
@@ -92,8 +95,9 @@ async def main(config: Config) -> int:
                 ),
                 observer.usage,
             )
+            rpc = grpc_servers(host, config, observer, routes)
             server = DrainingServer(
-                observer.drain,
+                lambda: drain(observer, rpc),
                 uvicorn_config(
                     build_app(routes, observer),
                     config,
@@ -111,8 +115,41 @@ async def main(config: Config) -> int:
             routes.ready = True
             store = host.disk.stores.default.uri
             logger.info("serving %s on http://%s:%d", store, config.host, config.port)
-            await serve_beside(server, beside)
+            await serve_rpc_beside(server, beside, rpc)
     return 0
+
+
+async def serve_rpc_beside(
+    server: uvicorn.Server, beside: list[uvicorn.Server], rpc: list[RpcServer]
+) -> None:
+    """The HTTP servers, with the gRPC ones running beside them until they stop."""
+    try:
+        for each in rpc:
+            await each.start()
+            await each.serving()
+            logger.info("serving gRPC on %s", each.address)
+        await serve_beside(server, beside)
+    finally:
+        await asyncio.gather(*(each.stop() for each in rpc))
+
+
+def grpc_servers(
+    host: ModelHost, config: Config, observer: Observer, routes: SageMakerRoutes
+) -> list[RpcServer]:
+    """The gRPC servers, when a gRPC port is set: only then is grpcio imported, which the
+    frontend would otherwise carry for nothing (docs/performance.md)."""
+    if not config.grpc_port:
+        return []
+    from modelhost.rpc.services import rpc_servers
+
+    return rpc_servers(host, config, observer, lambda: routes.ready)
+
+
+def drain(observer: Observer, rpc: list[RpcServer]) -> None:
+    """SIGTERM: end the event streams, and stop the gRPC servers taking calls."""
+    observer.drain()
+    for each in rpc:
+        each.drain()
 
 
 def management_servers(

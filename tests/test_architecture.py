@@ -16,7 +16,7 @@ CORE = (
     *("host", "cache", "scheduler", "workers", "records", "errors", "manifest", "names", "units"),
     *("config", "resources", "urls"),
 )
-ABOVE = ("observe", "http", "toolkit", "cli", "app")
+ABOVE = ("observe", "http", "rpc", "toolkit", "cli", "app")
 MAX_LINES = 400  # of logic: data tables (module-level constants, class fields) aside
 
 

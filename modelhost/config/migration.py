@@ -63,6 +63,8 @@ _PROPS_NOTICES = {
     "disable_token_authorization": "has no switch here: management calls need loopback, or "
     "Authorization: Bearer with --management-token",
     "limit_max_image_pixels": "has no meaning here: no built-in handler decodes images",
+    "enable_grpc_ssl": "has no switch here: gRPC uses TLS whenever certificate_file and "
+    "private_key_file are set, as HTTP does",
 }
 # config.properties keys that would change what the server does if they were ignored
 _PROPS_REFUSED = {
@@ -72,8 +74,8 @@ _PROPS_REFUSED = {
     "keystore_type": "use PEM files with certificate_file and private_key_file",
     "enable_token_authorization": "set --management-token TOKEN (MODELHOST_MANAGEMENT_TOKEN); "
     "management calls then need Authorization: Bearer TOKEN, inference calls need none",
-    "grpc_inference_port": "modelhost speaks HTTP only: use POST /predictions/{model} or /v2",
-    "grpc_management_port": "modelhost speaks HTTP only: use the management API over HTTP",
+    "grpc_management_port": "modelhost serves TorchServe's management API over HTTP only: set "
+    "--management-port",
     "allowed_urls": "TorchServe's patterns are regular expressions; write them as glob patterns "
     "(* matches anything) in --allowed-urls (MODELHOST_ALLOWED_URLS)",
     "models": "per-model settings go in a manifest inside the model's artifact (modelhost.toml: "
@@ -85,7 +87,6 @@ _PROPS_REFUSED = {
     "cors_allowed_methods": "put a reverse proxy that sets CORS headers in front of modelhost",
     "cors_allowed_headers": "put a reverse proxy that sets CORS headers in front of modelhost",
     "plugins_path": "modelhost has no Java plugins; its seams are Python (docs/architecture.md)",
-    "enable_grpc_ssl": "modelhost speaks HTTP only; set certificate_file and private_key_file",
 }
 
 

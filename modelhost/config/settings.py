@@ -202,6 +202,14 @@ class Config:
         maximum=65535,
     )
     metrics_host: str = _setting("", "address the metrics port listens on (empty: --host)")
+    grpc_port: int = _setting(
+        0,
+        "port of the gRPC inference services, the Open Inference Protocol's and TorchServe's, "
+        "on --host (0: not served; Triton's clients expect 8001)",
+        props="grpc_inference_port",
+        minimum=0,
+        maximum=65535,
+    )
     management_token: str = _setting(
         "", "bearer token that allows management calls from non-loopback addresses"
     )

@@ -1,0 +1,89 @@
+"""Each RPC as the observers see an HTTP request (metrics, per-model counters, access log), and
+core exceptions turned into its status, once, by the table in `status`.
+
+An RPC is an HTTP/2 POST to its method's path, and is recorded so: the route is the path, the
+status the one HTTP gives the same outcome, so dashboards and `simulate` read both alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from typing import Any, TypeAlias
+
+from modelhost.errors import ModelhostError
+from modelhost.host import Result
+from modelhost.http.errors import status_of
+from modelhost.http.invocations import server_timing
+from modelhost.observe.exchange import Exchange
+from modelhost.observe.observer import Observer
+from modelhost.rpc.status import code_of, trailers_of
+
+Context: TypeAlias = Any  # grpc.aio.ServicerContext: grpcio ships no type hints
+CANCELLED_STATUS = 499  # the client went away or its deadline passed (nginx's number)
+
+
+class Call:
+    """One RPC, filled in as it is answered."""
+
+    def __init__(self, route: str, invocation: bool) -> None:
+        self.route, self.invocation = route, invocation
+        self.arrived, self.started = time.time(), time.perf_counter()
+        self.status = 500  # until answered: an unexpected exception leaves it so
+        self.error: str | None = None
+        self.model: str | None = None
+        self.result: Result | None = None
+        self.bytes_in = self.bytes_out = 0
+
+    def answered(self, result: Result, context: Context) -> None:
+        """The model's answer: where it came from and where its time went, as trailers."""
+        self.result, self.bytes_out = result, len(result.body)
+        context.set_trailing_metadata(
+            (("server-timing", server_timing(result)), ("x-modelhost-cache", result.cache))
+        )
+
+    def done(self) -> Exchange:
+        result = self.result
+        return Exchange(
+            time=self.arrived,
+            method="POST",
+            route=self.route,
+            status=self.status,
+            duration_s=time.perf_counter() - self.started,
+            bytes_in=self.bytes_in,
+            bytes_out=self.bytes_out,
+            invocation=self.invocation,
+            model=self.model,
+            cache=result.cache if result else None,
+            timings_ms=result.timings_ms if result else {},
+            error=self.error,
+        )
+
+
+class Calls:
+    """Where every servicer's calls are observed; `observer` None: not observed (unit tests)."""
+
+    def __init__(self, observer: Observer | None = None) -> None:
+        self.observer = observer
+
+    @contextlib.asynccontextmanager
+    async def observed(
+        self, route: str, context: Context, invocation: bool = False
+    ) -> AsyncIterator[Call]:
+        """The call, recorded when it ends; a core exception ends it with its status."""
+        call = Call(route, invocation)
+        try:
+            yield call
+            call.status = 200
+        except ModelhostError as error:
+            call.status, call.error = status_of(error), type(error).__name__
+            context.set_trailing_metadata(trailers_of(error))
+            await context.abort(code_of(error), str(error))
+        except asyncio.CancelledError:
+            call.status, call.error = CANCELLED_STATUS, "Cancelled"
+            raise
+        finally:
+            if self.observer is not None:
+                self.observer.record(call.done())

@@ -1,0 +1,169 @@
+"""The Open Inference Protocol's GRPCInferenceService: health, metadata, inference and the model
+repository extension, answered as the REST routes answer (http/oip.py) from the same host.
+
+An inference becomes the same `host.invoke` call as REST's: the request is turned into the body
+the worker decodes (see `tensors`), and the worker's reply into a ModelInferResponse.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from importlib import metadata
+from typing import Any
+
+from modelhost.cache.memory import State
+from modelhost.errors import ModelNotFound
+from modelhost.host import Invocation, ModelHost
+from modelhost.host.listing import EVERYWHERE, LOADED
+from modelhost.http.invocations import check_response_size
+from modelhost.http.params import check_param
+from modelhost.names import model_name
+from modelhost.oip_models import OipModels, missing
+from modelhost.rpc.access import Access
+from modelhost.rpc.calls import Calls, Context
+from modelhost.rpc.messages import OIP_SERVICE, message
+from modelhost.rpc.stubs import method_path
+from modelhost.rpc.tensors import fill_response, request_body
+from modelhost.workers.oip_media import (
+    MODEL_NAME_PARAM,
+    MODEL_VERSION_PARAM,
+    OIP_MEDIA_TYPE,
+    oip_media_type,
+)
+
+EXTENSIONS = ("model_repository",)
+INDEX_PART_NAMES = 1000  # names read at a time by the repository index, the loop let go between
+
+
+def _route(method: str) -> str:
+    return method_path(OIP_SERVICE, method)
+
+
+class OipServicer:
+    """GRPCInferenceService's methods, by their names in the service."""
+
+    def __init__(
+        self,
+        host: ModelHost,
+        calls: Calls,
+        access: Access,
+        ready: Callable[[], bool],
+        max_response_bytes: int = 0,
+    ) -> None:
+        self.host = host
+        self.models = OipModels(host)
+        self.calls = calls
+        self.access = access
+        self.ready = ready  # whether the server has started and is not stopping
+        self.max_response_bytes = max_response_bytes
+
+    # health and metadata ----------------------------------------------------------------
+
+    async def ServerLive(self, request: Any, context: Context) -> Any:
+        async with self.calls.observed(_route("ServerLive"), context):
+            return message("inference.ServerLiveResponse")(live=True)
+
+    async def ServerReady(self, request: Any, context: Context) -> Any:
+        async with self.calls.observed(_route("ServerReady"), context):
+            ready = self.ready() and not self.host.closing
+            return message("inference.ServerReadyResponse")(ready=ready)
+
+    async def ServerMetadata(self, request: Any, context: Context) -> Any:
+        async with self.calls.observed(_route("ServerMetadata"), context):
+            return message("inference.ServerMetadataResponse")(
+                name="modelhost", version=metadata.version("modelhost"), extensions=EXTENSIONS
+            )
+
+    async def ModelReady(self, request: Any, context: Context) -> Any:
+        async with self.calls.observed(_route("ModelReady"), context) as call:
+            name = call.model = model_name(request.name)
+            held = self.models.held(name, request.version)
+            ready = self.models.state(held) is State.LOADED
+            if not ready and not await self.models.exists(held):
+                raise ModelNotFound(missing(name))
+            return message("inference.ModelReadyResponse")(ready=ready)
+
+    async def ModelMetadata(self, request: Any, context: Context) -> Any:
+        async with self.calls.observed(_route("ModelMetadata"), context) as call:
+            name = call.model = model_name(request.name)
+            if not await self.models.exists(self.models.held(name, request.version)):
+                raise ModelNotFound(missing(name))
+            return message("inference.ModelMetadataResponse")(**self.models.metadata(name))
+
+    # inference --------------------------------------------------------------------------
+
+    async def ModelInfer(self, request: Any, context: Context) -> Any:
+        async with self.calls.observed(_route("ModelInfer"), context, invocation=True) as call:
+            name = call.model = model_name(request.model_name)
+            version = request.model_version
+            held = self.models.held(name, version)
+            body, header_length = request_body(request)
+            call.bytes_in = len(body)
+            invocation = Invocation(
+                body=body,
+                content_type=oip_media_type(header_length),
+                accept=OIP_MEDIA_TYPE,
+                params={MODEL_NAME_PARAM: name, MODEL_VERSION_PARAM: version},
+            )
+            result = await self.host.invoke(held, invocation)
+            check_response_size(len(result.body), self.max_response_bytes)
+            call.answered(result, context)
+            response = message("inference.ModelInferResponse")()
+            raw = len(request.raw_input_contents) > 0
+            fill_response(response, result.body, result.content_type, raw)
+            return response
+
+    # model repository -------------------------------------------------------------------
+
+    async def RepositoryIndex(self, request: Any, context: Context) -> Any:
+        """Every model known (`ready`: the loaded ones), read a page of names at a time."""
+        async with self.calls.observed(_route("RepositoryIndex"), context):
+            response = message("inference.RepositoryIndexResponse")()
+            places = (LOADED,) if request.ready else EVERYWHERE
+            after = ""
+            while names := self.host.model_names().page(after, INDEX_PART_NAMES, places):
+                for name in names:
+                    response.models.add(**self.models.entry(name))
+                after = names[-1]
+                await asyncio.sleep(0)  # a long index lets other requests through
+            return response
+
+    async def RepositoryModelLoad(self, request: Any, context: Context) -> Any:
+        """Load from the store, or from the `url` parameter (which allowed_urls must admit)."""
+        async with self.calls.observed(_route("RepositoryModelLoad"), context) as call:
+            self.access.authorize(context)
+            name = call.model = model_name(_model_of(request))
+            url = _url_of(request)
+            if url:
+                check_param("parameters.url", url)
+            held = self.host.registry.resolve(name)  # a model with versions: its default
+            if self.models.state(held) is not State.LOADED:
+                if url:
+                    await self.host.register_and_load(name, url)
+                else:
+                    await self.host.ensure_loaded(held)
+            return message("inference.RepositoryModelLoadResponse")(model_name=name, isLoaded=True)
+
+    async def RepositoryModelUnload(self, request: Any, context: Context) -> Any:
+        """Unload after in-flight requests finish; a model not loaded is already unloaded."""
+        async with self.calls.observed(_route("RepositoryModelUnload"), context) as call:
+            self.access.authorize(context)
+            name = call.model = model_name(_model_of(request))
+            held = self.host.registry.resolve(name)
+            if self.models.state(held) is State.LOADED:
+                await self.host.unload(held)
+            return message("inference.RepositoryModelUnloadResponse")(
+                model_name=name, isUnloaded=True
+            )
+
+
+def _model_of(request: Any) -> str:
+    """Triton's layout names the model in field 2; KServe's puts it in field 1, which Triton's
+    layout reads as the repository's name."""
+    return str(request.model_name or request.repository_name)
+
+
+def _url_of(request: Any) -> str:
+    parameter = request.parameters.get("url")
+    return str(parameter.string_param) if parameter is not None else ""

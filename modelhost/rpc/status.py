@@ -1,0 +1,43 @@
+"""The one table from core exceptions to gRPC status codes, beside HTTP's in http/errors.py."""
+
+from __future__ import annotations
+
+import grpc
+
+from modelhost import errors
+
+CODE_BY_ERROR: dict[type[errors.ModelhostError], grpc.StatusCode] = {
+    errors.BadRequestBody: grpc.StatusCode.INVALID_ARGUMENT,
+    errors.InvalidModelName: grpc.StatusCode.INVALID_ARGUMENT,
+    errors.HeaderTooLarge: grpc.StatusCode.INVALID_ARGUMENT,
+    errors.ParameterTooLarge: grpc.StatusCode.INVALID_ARGUMENT,
+    errors.Unauthorized: grpc.StatusCode.UNAUTHENTICATED,
+    errors.Forbidden: grpc.StatusCode.PERMISSION_DENIED,
+    errors.ModelNotFound: grpc.StatusCode.NOT_FOUND,
+    errors.ModelNotLoaded: grpc.StatusCode.NOT_FOUND,
+    errors.ModelAlreadyLoaded: grpc.StatusCode.ALREADY_EXISTS,
+    errors.PayloadTooLarge: grpc.StatusCode.RESOURCE_EXHAUSTED,  # what gRPC gives its own limit
+    errors.ResponseTooLarge: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    errors.Overloaded: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    errors.CapacityError: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    errors.ModelError: grpc.StatusCode.INTERNAL,
+    errors.StoreError: grpc.StatusCode.INTERNAL,
+    errors.StoreUnavailable: grpc.StatusCode.UNAVAILABLE,
+    errors.StoreTimeout: grpc.StatusCode.DEADLINE_EXCEEDED,
+    errors.Unavailable: grpc.StatusCode.UNAVAILABLE,
+    errors.DeadlineExceeded: grpc.StatusCode.DEADLINE_EXCEEDED,
+}
+RETRY_AFTER_S = "1"  # trailing metadata `retry-after` on the codes a retry may mend, as HTTP's
+RETRIED = (errors.Overloaded, errors.Unavailable)
+
+
+def code_of(error: errors.ModelhostError) -> grpc.StatusCode:
+    """The code of the most specific class of `error` in the table (INTERNAL if none)."""
+    for cls in type(error).__mro__:
+        if cls in CODE_BY_ERROR:
+            return CODE_BY_ERROR[cls]
+    return grpc.StatusCode.INTERNAL
+
+
+def trailers_of(error: errors.ModelhostError) -> tuple[tuple[str, str], ...]:
+    return (("retry-after", RETRY_AFTER_S),) if isinstance(error, RETRIED) else ()

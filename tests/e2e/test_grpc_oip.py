@@ -1,0 +1,287 @@
+"""Triton's own gRPC client, unmodified, against the Open Inference Protocol's gRPC service of a
+real server (GRPCInferenceService on --grpc-port). Each test is named after the client call or
+the protocol's rule it mirrors (tritonclient.grpc's InferenceServerClient methods; the typed
+contents of grpc_predict_v2.proto's InferTensorContents)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import httpx
+import numpy as np
+import pytest
+import tritonclient.grpc as triton
+from helpers.serving import Servers
+from tritonclient.grpc import service_pb2, service_pb2_grpc
+from tritonclient.utils import InferenceServerException
+
+from modelhost import testing
+
+pytestmark = pytest.mark.e2e
+
+MODEL = "tenants/t001.joblib"  # a name with a slash, as every store path may have
+ECHO = "echo"  # an MMS handler that answers each input's values back
+LOGGED = "logged"  # an MMS handler that sleeps, and notes each request it runs in a file
+
+_ECHO_HANDLER = """
+def handle(data, context):
+    if data is None:
+        return None
+    return [item["data"] for item in data]
+"""
+
+_LOGGED_HANDLER = """
+import time
+
+LOG = {log!r}
+
+
+def handle(data, context):
+    if data is None:
+        return None
+    with open(LOG, "a") as log:
+        log.write("start\\n")
+    time.sleep(1.5)
+    with open(LOG, "a") as log:
+        log.write("end\\n")
+    return [item["data"] for item in data]
+"""
+
+
+@pytest.fixture(scope="module")
+def runs_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("runs") / "runs.log"
+
+
+@pytest.fixture(scope="module")
+def grpc_port() -> int:
+    return testing.free_port()
+
+
+@pytest.fixture(scope="module")
+def grpc_server(
+    store: Path, runs_log: Path, serve: Servers, grpc_port: int
+) -> testing.RunningServer:
+    (store / ECHO).mkdir(exist_ok=True)
+    (store / ECHO / "handler.py").write_text(_ECHO_HANDLER)
+    (store / LOGGED).mkdir(exist_ok=True)
+    (store / LOGGED / "handler.py").write_text(_LOGGED_HANDLER.format(log=str(runs_log)))
+    return serve(
+        store,
+        workers=2,
+        memory_budget="4GiB",
+        max_request_size="1MiB",
+        workers_per_model=1,
+        max_workers_per_model=1,
+        grpc_port=grpc_port,
+    )
+
+
+@pytest.fixture
+def address(grpc_server: testing.RunningServer, grpc_port: int) -> str:
+    return f"127.0.0.1:{grpc_port}"
+
+
+@pytest.fixture
+def oip(address: str) -> Iterator[triton.InferenceServerClient]:
+    client = triton.InferenceServerClient(address)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def stub(address: str) -> Iterator[service_pb2_grpc.GRPCInferenceServiceStub]:
+    with grpc.insecure_channel(address) as channel:
+        yield service_pb2_grpc.GRPCInferenceServiceStub(channel)
+
+
+def iris_input(rows: np.ndarray, datatype: str = "FP32") -> triton.InferInput:
+    tensor = triton.InferInput("input-0", list(rows.shape), datatype)
+    tensor.set_data_from_numpy(rows)
+    return tensor
+
+
+def iris(n: int, dtype: type = np.float32) -> np.ndarray:
+    return np.asarray(testing.iris_rows(n), dtype=dtype)
+
+
+# ---------------------------------------------------------------------------- health, metadata
+
+
+def test_is_server_live_and_ready(oip: triton.InferenceServerClient) -> None:
+    assert oip.is_server_live()
+    assert oip.is_server_ready()
+
+
+def test_get_server_metadata(oip: triton.InferenceServerClient) -> None:
+    metadata = oip.get_server_metadata(as_json=True)
+    assert metadata["name"] == "modelhost"
+    assert "model_repository" in metadata["extensions"]
+
+
+def test_get_model_metadata(oip: triton.InferenceServerClient) -> None:
+    metadata = oip.get_model_metadata(MODEL, as_json=True)
+    assert metadata["name"] == MODEL
+    assert metadata["versions"] == ["1"]
+    assert {o["name"] for o in metadata["outputs"]} == {"predict", "predict_proba"}
+
+
+# ---------------------------------------------------------------------------- inference
+
+
+@pytest.mark.parametrize("dtype,datatype", [(np.float32, "FP32"), (np.int64, "INT64")])
+def test_infer_with_raw_contents(
+    oip: triton.InferenceServerClient, dtype: type, datatype: str
+) -> None:
+    """tritonclient sends raw_input_contents and reads raw_output_contents."""
+    wanted = [triton.InferRequestedOutput("predict_proba")]
+    result = oip.infer(MODEL, [iris_input(iris(3, dtype), datatype)], outputs=wanted)
+    probabilities = result.as_numpy("predict_proba")
+    assert probabilities.shape == (3, 3)
+    assert np.allclose(probabilities.sum(axis=1), 1.0)
+
+
+def test_infer_rank_one_is_one_row(oip: triton.InferenceServerClient) -> None:
+    result = oip.infer(MODEL, [iris_input(iris(1)[0])], request_id="r-1")
+    assert result.as_numpy("predict").tolist() == [0]
+    assert result.get_response().id == "r-1"
+
+
+@pytest.mark.parametrize("shape", [[2, 2, 2], [1, 2, 2, 2]])
+def test_infer_rank_three_and_four(oip: triton.InferenceServerClient, shape: list[int]) -> None:
+    values = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+    tensor = triton.InferInput("x", shape, "FP32")
+    tensor.set_data_from_numpy(values)
+    result = oip.infer(ECHO, [tensor])
+    assert result.as_numpy("x").tolist() == values.reshape(-1).tolist()
+
+
+def test_infer_bytes(oip: triton.InferenceServerClient) -> None:
+    tensor = triton.InferInput("text", [1], "BYTES")
+    tensor.set_data_from_numpy(np.array([b"hello"], dtype=np.object_))
+    result = oip.infer(ECHO, [tensor])
+    assert result.as_numpy("text").tolist() == [b"hello"]
+
+
+def test_model_infer_with_typed_contents_answers_typed(
+    stub: service_pb2_grpc.GRPCInferenceServiceStub,
+) -> None:
+    """InferTensorContents instead of raw bytes: the answer comes typed too."""
+    request = service_pb2.ModelInferRequest(model_name=MODEL)
+    tensor = request.inputs.add(name="input-0", datatype="FP64", shape=[2, 4])
+    tensor.contents.fp64_contents.extend(np.asarray(testing.iris_rows(2)).reshape(-1).tolist())
+    request.outputs.add(name="predict_proba")
+    response = stub.ModelInfer(request)
+    assert not response.raw_output_contents
+    (output,) = response.outputs
+    assert list(output.shape) == [2, 3]
+    assert len(output.contents.fp64_contents) == 6
+
+
+def test_model_infer_typed_bytes(stub: service_pb2_grpc.GRPCInferenceServiceStub) -> None:
+    request = service_pb2.ModelInferRequest(model_name=ECHO)
+    tensor = request.inputs.add(name="text", datatype="BYTES", shape=[1])
+    tensor.contents.bytes_contents.append(b"hi")
+    (output,) = stub.ModelInfer(request).outputs
+    assert list(output.contents.bytes_contents) == [b"hi"]
+
+
+def test_infer_answers_server_timing_as_trailing_metadata(
+    stub: service_pb2_grpc.GRPCInferenceServiceStub,
+) -> None:
+    request = service_pb2.ModelInferRequest(model_name=MODEL)
+    tensor = request.inputs.add(name="input-0", datatype="FP64", shape=[1, 4])
+    tensor.contents.fp64_contents.extend(testing.iris_rows(1)[0])
+    _, call = stub.ModelInfer.with_call(request)
+    trailers = dict(call.trailing_metadata())
+    assert "infer;dur=" in trailers["server-timing"]
+    assert trailers["x-modelhost-cache"] in ("hit", "disk", "remote")
+
+
+# ---------------------------------------------------------------------------- errors
+
+
+def test_unknown_model_is_not_found(oip: triton.InferenceServerClient) -> None:
+    with pytest.raises(InferenceServerException) as error:
+        oip.infer("no/such.joblib", [iris_input(iris(1))])
+    assert error.value.status() == "StatusCode.NOT_FOUND"
+    assert "is not in the model store" in error.value.message()
+
+
+def test_bad_shape_is_invalid_argument_with_the_rest_message(
+    oip: triton.InferenceServerClient,
+) -> None:
+    tensor = iris_input(iris(1))
+    tensor.set_shape([2, 4])  # 4 values for a shape of 8
+    with pytest.raises(InferenceServerException) as error:
+        oip.infer(MODEL, [tensor])
+    assert error.value.status() == "StatusCode.INVALID_ARGUMENT"
+    assert "shape [2, 4] holds 8 values but 4 were sent" in error.value.message()
+
+
+def test_wrong_datatype_is_invalid_argument_with_the_rest_message(
+    stub: service_pb2_grpc.GRPCInferenceServiceStub,
+) -> None:
+    request = service_pb2.ModelInferRequest(model_name=MODEL)
+    request.inputs.add(name="input-0", datatype="FP128", shape=[1, 4])
+    with pytest.raises(grpc.RpcError) as error:
+        stub.ModelInfer(request)
+    assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "datatype 'FP128' is not one of" in error.value.details()
+
+
+def test_a_deadline_that_expires_in_the_queue_cancels_the_request(
+    oip: triton.InferenceServerClient, runs_log: Path
+) -> None:
+    """The model has one worker, busy; a second request whose deadline passes while it waits is
+    never run: the handler notes every request it runs."""
+    tensor = triton.InferInput("x", [1], "FP32")
+    tensor.set_data_from_numpy(np.zeros(1, dtype=np.float32))
+    oip.infer(LOGGED, [tensor])  # loaded
+    runs_log.write_text("")
+    first = threading.Thread(target=oip.infer, args=(LOGGED, [tensor]))
+    first.start()
+    while "start" not in runs_log.read_text():
+        time.sleep(0.02)
+    with pytest.raises(InferenceServerException) as error:
+        oip.infer(LOGGED, [tensor], client_timeout=0.3)
+    assert error.value.status() == "StatusCode.DEADLINE_EXCEEDED"
+    first.join()
+    oip.infer(LOGGED, [tensor])
+    assert runs_log.read_text().split() == ["start", "end", "start", "end"]
+
+
+# ---------------------------------------------------------------------------- repository
+
+
+def test_load_model_unload_model_and_get_model_repository_index(
+    oip: triton.InferenceServerClient,
+) -> None:
+    model = "tenants/t002.joblib"
+    assert not oip.is_model_ready(model)
+    oip.load_model(model)
+    assert oip.is_model_ready(model)
+    index = oip.get_model_repository_index(as_json=True)["models"]
+    assert {"name": model, "version": "1", "state": "READY"} in index
+    oip.unload_model(model)
+    assert not oip.is_model_ready(model)
+
+
+def test_is_model_ready_of_an_unknown_model_is_not_found(
+    oip: triton.InferenceServerClient,
+) -> None:
+    with pytest.raises(InferenceServerException) as error:
+        oip.is_model_ready("no/such.joblib")
+    assert error.value.status() == "StatusCode.NOT_FOUND"
+
+
+def test_metrics_count_grpc_calls_by_their_method_path(
+    oip: triton.InferenceServerClient, grpc_server: testing.RunningServer
+) -> None:
+    oip.infer(MODEL, [iris_input(iris(1))])
+    metrics = httpx.get(grpc_server.url + "/metrics").text
+    assert 'route="/inference.GRPCInferenceService/ModelInfer",status="200"' in metrics
