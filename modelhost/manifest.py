@@ -8,6 +8,7 @@ setting". Unknown keys are refused, so a typo never silently does nothing.
     handler = "sklearn"            # sklearn, xgboost, lightgbm, onnx, torch, or handler.py[:fn]
     model_file = "model.ubj"       # the file the handler loads, when the folder holds several
     batch_size = 16
+    threads = 2                    # the runtime's threads for this model (torch, onnx, ...)
     max_batch_delay_ms = 2
     max_workers = 2
     pinned = true
@@ -55,9 +56,10 @@ class Manifest:
     warmup: tuple[str, ...] = ()
     idempotent: bool = False
 
+    threads: int | None = None
 
 NO_MANIFEST = Manifest()
-_POSITIVE_INTS = ("batch_size", "max_workers")
+_POSITIVE_INTS = ("batch_size", "max_workers", "threads")
 _TYPES: dict[str, type | tuple[type, ...]] = {
     "handler": str,
     "model_file": str,

@@ -186,6 +186,7 @@ class Manifests:
             self.max_rows,
             str(fast_copy.path) if fast_copy else "",
             fast_copy.room if fast_copy else 0,
+            manifest.threads or 0,
         )
 
 

@@ -49,6 +49,7 @@ class Load(Message, frozen=True):
     fast_copy: str = ""  # a plain pickle to read first, or to write (cache.fast_copies)
     fast_copy_room: int = 0  # bytes the worker may write there; 0: read it
 
+    threads: int = 0  # the runtime's threads for this model (its manifest); 0: the worker's
 
 class Unload(Message, frozen=True):
     """Drop a loaded model and give its memory back."""

@@ -181,7 +181,7 @@ class Worker:
     def _load_spec(self, request: Load, root: Path) -> LoadSpec:
         from modelhost.workers.handlers.select import LoadSpec
 
-        return LoadSpec(request.handler, request.model_file, root, self.threads)
+        return LoadSpec(request.handler, request.model_file, root, request.threads or self.threads)
 
     def unload(self, request: Unload) -> Unloaded:
         before = settled_memory()

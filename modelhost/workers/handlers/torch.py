@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from modelhost.errors import BadRequestBody, ModelLoadError
+from modelhost.resources import usable_cores
 from modelhost.workers.handlers.rows import RowsHandler, values_only
 from modelhost.workers.handlers.runtime import require
 
@@ -22,15 +24,13 @@ class TorchHandler(RowsHandler):
     def __init__(self, path: Path, threads: int = 1) -> None:
         torch = require("torch", "torch", f"{path.name} (a PyTorch model)")
         self._torch: Any = torch
-        torch.set_num_threads(threads)
-        with contextlib.suppress(RuntimeError):  # allowed once, before any inter-op work
-            torch.set_num_interop_threads(1)
+        self.threads = limit_threads(torch, threads)
         self._module, self.n_features = _load(torch, path)
 
     def predict(self, rows: np.ndarray, method: str) -> Any:
         values_only(None, method, "PyTorch")
         try:
-            with self._torch.inference_mode():
+            with intra_op_threads(self._torch, self.threads), self._torch.inference_mode():
                 output = self._module(self._torch.from_numpy(rows.astype(np.float32)))
         except (RuntimeError, ValueError) as exc:  # torch's way of refusing a shape
             raise BadRequestBody(f"the model refused the input: {exc}") from exc
@@ -40,6 +40,32 @@ class TorchHandler(RowsHandler):
 
     def close(self) -> None:
         self._module = None
+
+
+def limit_threads(torch: Any, threads: int) -> int:
+    """The intra-op threads a model runs with: `threads`, at most the usable cores; torch's
+    inter-op pool is set to one thread, which it allows once, before any inter-op work."""
+    with contextlib.suppress(RuntimeError):
+        torch.set_num_interop_threads(1)
+    return max(1, min(threads, usable_cores()))
+
+
+@contextlib.contextmanager
+def intra_op_threads(torch: Any, threads: int) -> Iterator[None]:
+    """Run the block on `threads` intra-op threads, then give the calling thread its count back.
+
+    torch keeps the count per calling thread: set where the model loads, it would not reach the
+    inference threads, and models of one worker may each ask for their own.
+    """
+    before = torch.get_num_threads()
+    if before == threads:
+        yield
+        return
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def _load(torch: Any, path: Path) -> tuple[Any, int | None]:

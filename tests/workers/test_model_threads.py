@@ -1,0 +1,53 @@
+"""A model's manifest may set its runtime's threads: read by the frontend, sent with the load,
+given to the handler in place of the worker's count."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from modelhost import testing
+from modelhost.cache.entries import Artifact
+from modelhost.errors import ModelLoadError
+from modelhost.host.manifests import Manifests
+from modelhost.manifest import parse_manifest
+from modelhost.records.events import EventLog
+from modelhost.resources import usable_cores
+from modelhost.workers.messages import Load
+from modelhost.workers.worker import Worker
+
+
+def test_the_manifest_takes_a_whole_number_of_threads() -> None:
+    assert parse_manifest({"threads": 2}).threads == 2
+    with pytest.raises(ModelLoadError, match="threads must be a whole number of at least 1"):
+        parse_manifest({"threads": 0})
+
+
+def test_the_load_request_carries_the_manifests_threads(tmp_path: Path) -> None:
+    folder = tmp_path / "model"
+    testing.iris_logreg(folder / "model.joblib")
+    (folder / "modelhost.toml").write_text("threads = 3\n")
+    manifests = Manifests(EventLog(), frozenset())
+    artifact = Artifact("model", folder, 1)
+    manifests.read("model", artifact)
+    assert manifests.load_request("model", artifact).threads == 3
+    (folder / "modelhost.toml").unlink()
+    manifests.read("model", artifact)
+    assert manifests.load_request("model", artifact).threads == 0  # the worker's own
+
+
+def test_a_torch_model_gets_the_threads_its_load_asks_for(
+    tmp_path: Path, torch_installed: None
+) -> None:
+    path = testing.torch_iris(tmp_path / "model.pt")
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        worker = Worker(ours, worker_id=1, threads=1)
+        worker.load(Load("own", str(path), threads=2))
+        worker.load(Load("default", str(path)))
+        threads = [getattr(worker.models[name], "threads", None) for name in ("own", "default")]
+        for name in list(worker.models):
+            worker.models.pop(name).close()
+    assert threads == [min(2, usable_cores()), 1]
