@@ -6,6 +6,10 @@ manage the server, so the management token, cloud credentials and whatever else 
 exported stay in the frontend. What passes: the process basics (paths, locale, time zone, temp
 folders), Python's and the runtimes' own variables (threads, CUDA), and SageMaker's container
 variables that handlers read.
+
+Workers read models from the disk tier only, so the Hugging Face libraries run offline: they
+never fetch from the hub, whatever the model's config names. The thread counts are set by the
+template (`limit_threads`), from the server's threads per worker.
 """
 
 from __future__ import annotations
@@ -48,15 +52,26 @@ PASSED = (
     "SM_*",
 )
 NEVER = ("*TOKEN*", "*SECRET*", "*PASSWORD*", "*CREDENTIAL*", "AWS_*", "MODELHOST_*")
+OFFLINE = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_HUB_DISABLE_TELEMETRY": "1",
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",  # a bar per load in the server's log
+}
+# one tokenizer thread per inference thread unless the user says otherwise (its name holds
+# TOKEN, which NEVER refuses): its default is a thread per core in every worker
+TOKENIZER_THREADS = "TOKENIZERS_PARALLELISM"
 
 
 def worker_environment(environ: Mapping[str, str]) -> dict[str, str]:
-    """The variables of `environ` a worker gets."""
-    return {
+    """The variables of `environ` a worker gets, and those that keep it offline."""
+    passed = {
         name: value
         for name, value in environ.items()
         if _matches(name, PASSED) and not _matches(name, NEVER)
     }
+    tokenizers = {TOKENIZER_THREADS: environ.get(TOKENIZER_THREADS, "false")}
+    return {**passed, **tokenizers, **OFFLINE}
 
 
 def _matches(name: str, patterns: tuple[str, ...]) -> bool:
