@@ -19,6 +19,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "lightgbm": ("lightgbm",),
     "onnx": ("onnxruntime",),
     "torch": ("torch",),
+    "huggingface": ("transformers", "safetensors", "tokenizers", "torch"),
     "ray": ("ray",),  # modelhost.integrations.ray_serve; no command needs it
 }
 # command → the extra it cannot run without (serve and examples need only the base install)

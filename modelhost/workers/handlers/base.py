@@ -35,6 +35,8 @@ class Handler(ABC):
     reads_artifact: ClassVar[bool] = True
     # whether answering a request twice is harmless (then a worker's death costs a retry)
     pure: ClassVar[bool] = False
+    # whether it decodes Open Inference Protocol requests itself (then they reach it unchanged)
+    answers_oip: ClassVar[bool] = False
 
     @abstractmethod
     def infer(self, request: InferRequest) -> InferReply:

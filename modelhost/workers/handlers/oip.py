@@ -63,7 +63,7 @@ class SpeaksOip(Handler):
         return self.inner.pure
 
     def infer(self, request: InferRequest) -> InferReply:
-        if not is_oip(request.content_type):
+        if not is_oip(request.content_type) or self.inner.answers_oip:
             return self.inner.infer(request)
         oip = decode_request(request.body, request.content_type)
         if isinstance(self.inner, MmsHandler):
@@ -72,7 +72,7 @@ class SpeaksOip(Handler):
 
     def infer_batch(self, requests: Sequence[InferRequest]) -> list[InferReply | Exception]:
         """Translate the OIP requests of a batch, let the handler batch them all, translate back."""
-        if len(requests) == 1 and not is_oip(requests[0].content_type):
+        if self.inner.answers_oip or (len(requests) == 1 and not is_oip(requests[0].content_type)):
             return self.inner.infer_batch(requests)  # nothing to translate
         oip_in_batch = any(is_oip(request.content_type) for request in requests)
         if isinstance(self.inner, MmsHandler) and oip_in_batch:  # one envelope a call

@@ -1,0 +1,236 @@
+"""The built-in handler for Hugging Face folders: text classification and embeddings, on the CPU.
+
+A folder as `save_pretrained` writes it: `config.json`, weights in safetensors, tokenizer files.
+It is read from disk only (`local_files_only`; the workers also run with `HF_HUB_OFFLINE=1`) and
+with no code of its own (`trust_remote_code` stays off). The task comes from the manifest's
+handler (`huggingface-classification`, `huggingface-embeddings`) or else from config.json's
+`architectures`: `...ForSequenceClassification` classifies, a bare `...Model` embeds.
+
+A batch of requests is one tokenizer call (padded to its longest text) and one forward pass.
+Classification answers every label with its score (softmax, or sigmoid for multi-label models),
+best first, as a `text-classification` pipeline with `top_k=None` does. Embeddings are the mean
+of the last hidden states over the text's tokens, L2-normalised unless the request says
+`"normalize": false`, as sentence-transformers and text-embeddings-inference give them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from modelhost.errors import ModelLoadError
+from modelhost.workers.handlers.base import Handler, InferReply, InferRequest
+from modelhost.workers.handlers.runtime import require
+from modelhost.workers.handlers.texts import (
+    TextRequest,
+    decode_texts,
+    json_reply,
+    oip_reply,
+    parameter,
+)
+from modelhost.workers.handlers.torch import intra_op_threads, limit_threads
+
+SUFFIXES = (".safetensors",)
+CLASSIFICATION, EMBEDDINGS = "classification", "embeddings"
+TASKS = {  # the manifest's handler name → the task it asks for (None: config.json says)
+    "huggingface": None,
+    "huggingface-classification": CLASSIFICATION,
+    "huggingface-embeddings": EMBEDDINGS,
+}
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "vocab.txt",
+    "vocab.json",
+    "tokenizer.model",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+)
+_CONFIG_BYTES = 1 << 20  # a config.json is a few kB; a larger .json is something else
+_SAVE = "write the folder with model.save_pretrained(folder) and tokenizer.save_pretrained(folder)"
+
+
+def is_folder(folder: Path) -> bool:
+    """Whether `folder` holds a Hugging Face model: a config.json naming its model type."""
+    config = _read_config(folder) if (folder / "config.json").is_file() else None
+    return config is not None and ("model_type" in config or "architectures" in config)
+
+
+def takes_weights(path: Path) -> bool:
+    """Whether a .safetensors file is a model's weights: alone, or the first of its shards."""
+    return "-of-" not in path.name or "-00001-of-" in path.name
+
+
+class HuggingFaceHandler(Handler):
+    """A transformers model and its tokenizer; answers labels with scores, or vectors."""
+
+    batches = True
+    pure = True  # a prediction, nothing else
+    answers_oip = True  # decodes texts from OIP requests itself
+
+    def __init__(self, folder: Path, threads: int = 1, task: str | None = None) -> None:
+        artifact = f"{folder.name}/ (a Hugging Face model)"
+        torch = require("torch", "huggingface", artifact)
+        transformers = require("transformers", "huggingface", artifact)
+        self._torch: Any = torch
+        self.threads = limit_threads(torch, threads)
+        config = _check_folder(folder)
+        self.task = task or _task_of(config)
+        self.max_texts = 0
+        self.tokenizer, self.model = _load(transformers, folder, self.task)
+        self.max_length = _max_length(self.tokenizer, self.model.config)
+        labels = self.model.config.id2label or {}
+        self.labels = [str(labels.get(i, f"LABEL_{i}")) for i in range(len(labels))]
+        self.multi_label = self.model.config.problem_type == "multi_label_classification"
+
+    @classmethod
+    def build(cls, task: str | None) -> Any:
+        """A runtime's build function: (the weights file, threads) → handler of its folder."""
+        return lambda path, threads: cls(path.parent, threads, task)
+
+    def limit_rows(self, max_rows: int) -> None:
+        self.max_texts = max_rows
+
+    def infer(self, request: InferRequest) -> InferReply:
+        reply = self.infer_batch([request])[0]
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+    def infer_batch(self, requests: Sequence[InferRequest]) -> list[InferReply | Exception]:
+        """Decode every request, run all their texts at once, split the outputs back."""
+        decoded: list[TextRequest | Exception] = []
+        for request in requests:
+            try:
+                decoded.append(decode_texts(request, self.max_texts))
+            except Exception as error:  # noqa: BLE001  (isolated to the request that caused it)
+                decoded.append(error)
+        texts = [text for item in decoded if not isinstance(item, Exception) for text in item.texts]
+        outputs = iter(self._forward(texts) if texts else [])
+        replies: list[InferReply | Exception] = []
+        for request, item in zip(requests, decoded, strict=True):
+            if isinstance(item, Exception):
+                replies.append(item)
+                continue
+            rows = np.stack([next(outputs) for _ in item.texts])
+            try:
+                replies.append(self._reply(request, item, rows))
+            except Exception as error:  # noqa: BLE001  (a bad parameter fails its request only)
+                replies.append(error)
+        return replies
+
+    def _forward(self, texts: list[str]) -> np.ndarray:
+        """The logits, or the token-mean hidden states, of each text: one row per text."""
+        torch = self._torch
+        encoded = self.tokenizer(
+            texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt"
+        )
+        with intra_op_threads(torch, self.threads), torch.inference_mode():
+            output = self.model(**encoded)
+            if self.task == CLASSIFICATION:
+                return np.asarray(output.logits.float().numpy())
+            mask = encoded["attention_mask"].unsqueeze(-1).to(output.last_hidden_state.dtype)
+            summed = (output.last_hidden_state * mask).sum(dim=1)
+            return np.asarray((summed / mask.sum(dim=1).clamp(min=1)).float().numpy())
+
+    def _reply(self, request: InferRequest, texts: TextRequest, rows: np.ndarray) -> InferReply:
+        if self.task == EMBEDDINGS:
+            if parameter(texts, "normalize", bool, True):
+                rows = rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
+            if texts.oip is not None:
+                return oip_reply(request, texts, {"embedding": rows.astype(np.float32)})
+            return json_reply(rows.tolist(), texts)
+        scores = _sigmoid(rows) if self.multi_label or rows.shape[1] == 1 else _softmax(rows)
+        if texts.oip is not None:
+            best = [self.labels[i].encode() for i in scores.argmax(axis=1)]
+            outputs = {"label": np.array(best, dtype=object), "scores": scores.astype(np.float32)}
+            return oip_reply(request, texts, outputs)
+        top_k = parameter(texts, "top_k", int, len(self.labels))
+        return json_reply([self._ranked(row, top_k) for row in scores], texts)
+
+    def _ranked(self, scores: np.ndarray, top_k: int) -> list[dict[str, Any]]:
+        order = np.argsort(-scores, kind="stable")[: max(1, top_k)]
+        return [{"label": self.labels[i], "score": float(scores[i])} for i in order]
+
+    def close(self) -> None:
+        self.model = self.tokenizer = None
+
+
+def _softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return np.asarray(shifted / shifted.sum(axis=1, keepdims=True))
+
+
+def _sigmoid(logits: np.ndarray) -> np.ndarray:
+    return np.asarray(1.0 / (1.0 + np.exp(-logits)))
+
+
+def _read_config(folder: Path) -> dict[str, Any] | None:
+    path = folder / "config.json"
+    try:
+        if path.stat().st_size > _CONFIG_BYTES:
+            return None
+        config = json.loads(path.read_bytes())
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    return config if isinstance(config, dict) else None
+
+
+def _check_folder(folder: Path) -> dict[str, Any]:
+    """The folder's config, once it is known to hold weights and a tokenizer: else what is
+    missing, and how to write it."""
+    config = _read_config(folder)
+    if config is None:
+        raise ModelLoadError(f"{folder.name}/ has no readable config.json; {_SAVE}")
+    if not any(folder.glob("*.safetensors")):
+        raise ModelLoadError(
+            f"{folder.name}/ has no weights in safetensors (*.safetensors); {_SAVE} "
+            "(safe_serialization, the default, writes model.safetensors)"
+        )
+    if not any((folder / name).is_file() for name in TOKENIZER_FILES):
+        raise ModelLoadError(
+            f"{folder.name}/ has no tokenizer (none of {', '.join(TOKENIZER_FILES)}); "
+            "save it beside the model with tokenizer.save_pretrained(folder)"
+        )
+    return config
+
+
+def _task_of(config: dict[str, Any]) -> str:
+    """Classification or embeddings, from the architecture config.json names."""
+    architectures = config.get("architectures") or []
+    names = [name for name in architectures if isinstance(name, str)]
+    if any(name.endswith("ForSequenceClassification") for name in names):
+        return CLASSIFICATION
+    if any(name.endswith("Model") and "For" not in name for name in names):
+        return EMBEDDINGS
+    named = ", ".join(names) or "none"
+    raise ModelLoadError(
+        f"config.json's architectures ({named}) are neither a ...ForSequenceClassification "
+        '(classification) nor a bare ...Model (embeddings); set handler = "huggingface-embeddings" '
+        'or "huggingface-classification" in modelhost.toml, or ship a handler.py'
+    )
+
+
+def _load(transformers: Any, folder: Path, task: str) -> tuple[Any, Any]:
+    """The tokenizer and the model in eval mode, from the folder only, running none of its code."""
+    kind = (
+        transformers.AutoModelForSequenceClassification
+        if task == CLASSIFICATION
+        else transformers.AutoModel
+    )
+    local = {"local_files_only": True, "trust_remote_code": False}
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder), **local)
+    model = kind.from_pretrained(str(folder), use_safetensors=True, **local)
+    return tokenizer, model.eval()
+
+
+def _max_length(tokenizer: Any, config: Any) -> int | None:
+    """The longest input the model takes, in tokens: the tokenizer's limit where it has a real
+    one (it says 1e30 when none was saved), else the model's position embeddings."""
+    limits = [getattr(config, "max_position_embeddings", None)]
+    limits.append(getattr(tokenizer, "model_max_length", None))
+    known = [int(limit) for limit in limits if isinstance(limit, int) and 0 < limit < 1 << 20]
+    return min(known) if known else None
