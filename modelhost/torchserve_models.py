@@ -1,0 +1,300 @@
+"""TorchServe's management calls on the host's models, for its REST API (http/torchserve.py)
+and its gRPC one (rpc/torchserve.py) alike: register, list, describe, scale, set the default
+version, unregister. Each answers what TorchServe answers; the transport shapes it.
+
+A registered model has the versions its archives name (`host/registry.py`); a path names one
+as `{model}/{version}`, or the default as `{model}`. A model that was not registered has one
+version, "1.0".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Mapping
+from pathlib import PurePosixPath
+from typing import Any, NamedTuple
+
+from modelhost.errors import BadRequestBody, ModelAlreadyLoaded, ModelhostError, ModelNotFound
+from modelhost.host import ModelHost
+from modelhost.host.listing import IN_MEMORY, REGISTERED, Listing
+from modelhost.host.registry import Registered
+from modelhost.http.invocations import TORCHSERVE_VERSION
+from modelhost.http.params import check_param, is_negative_number, is_whole_number
+from modelhost.http.registration import (
+    boolean,
+    check_registration,
+    count,
+    missing_handler,
+    registration_settings,
+)
+from modelhost.http.routes import decode_token, encode_token, page_size
+from modelhost.names import echo, model_name
+from modelhost.observe.describe import iso_time
+from modelhost.records.statistics import ModelStatistics
+from modelhost.scheduler import ModelSchedule
+from modelhost.urls import redact_url
+
+MODEL_VERSION = TORCHSERVE_VERSION
+ARCHIVE_SUFFIXES = (".mar", ".tar.gz", ".tgz", ".tar", ".zip")
+REGISTERED_OR_IN_MEMORY = (IN_MEMORY, REGISTERED)  # what TorchServe calls registered
+ACCEPTED = "Processing worker updates..."  # TorchServe's words for a call answered at once
+
+
+class Answer(NamedTuple):
+    """A management call's status message and the HTTP status TorchServe gives it."""
+
+    message: str
+    code: int = 200
+
+
+class Target(NamedTuple):
+    """A version of a model a path names, and the name the host holds it under."""
+
+    model: str
+    version: str
+    name: str
+
+
+class TorchServeModels:
+    """The management calls, each a method taking what the call names."""
+
+    def __init__(self, host: ModelHost) -> None:
+        self.host = host
+        self._loads: set[asyncio.Task[Any]] = set()  # asynchronous registrations under way
+
+    async def register(self, params: Mapping[str, str]) -> Answer:
+        """TorchServe's registration parameters: `url`, `model_name`, `initial_workers`,
+        `synchronous`, and those of http/registration.py."""
+        url = params.get("url")
+        if not url:
+            raise BadRequestBody("Parameter url is required.")
+        check_param("url", url)
+        check_registration(params)
+        settings = registration_settings(params)
+        name = model_name(params.get("model_name") or name_from_url(url))
+        workers = count(params.get("initial_workers"), "initial_workers")
+        synchronous = boolean(params.get("synchronous"), "synchronous", default=True)
+        if self.host.is_registered(name) and name not in self.host.registry.versions:
+            raise ModelAlreadyLoaded(
+                f"Model version {MODEL_VERSION} is already registered for model {name}"
+            )
+        registered = await self._fetch(name, url, settings)
+        version = registered.version
+        if workers == 0:
+            return Answer(
+                f'Model "{name}" Version: {version} registered with 0 initial workers. '
+                "It loads on its first request."
+            )
+        if not synchronous:
+            self._run_in_background(self.host.ensure_loaded(registered.name))
+            return Answer(ACCEPTED, 202)
+        await self.host.ensure_loaded(registered.name)
+        return Answer(
+            f'Model "{name}" Version: {version} registered with {workers} initial workers'
+        )
+
+    async def _fetch(self, name: str, url: str, settings: dict[str, Any]) -> Registered:
+        """Register the version of the model that its archive holds, with its settings, and
+        fetch the archive, as TorchServe does; 400 if there is none, or if it lacks the handler
+        file named."""
+        try:
+            registered = await self.host.registry.register_version(name, url, settings)
+        except ModelNotFound as error:
+            raise BadRequestBody(
+                f"cannot register model {name}: the url {echo(url)} names no archive ({error}); "
+                "give the url of an archive in the model store"
+            ) from None
+        missing = missing_handler(settings.get("handler"), registered.artifact)
+        if missing:
+            await self.host.unregister(registered.name)
+            raise BadRequestBody(
+                f"cannot register model {name}: its archive holds no {echo(missing)}, the file "
+                "the handler names; give a Python file of the archive, or leave handler out"
+            )
+        return registered
+
+    def list_models(self, limit: str | None, token: str | None) -> dict[str, Any]:
+        """Registered models (and those in memory), `limit` at a time. `nextPageToken` is a
+        cursor (the last name listed); an offset, what TorchServe itself returns, is read too."""
+        size = page_size(unless_negative(limit))
+        listing = self.host.model_names()
+        after = start_after(listing, token)
+        names = self._page(listing, after, size + 1) if after is not None else []
+        body: dict[str, Any] = {
+            "models": [
+                {"modelName": m, "modelUrl": self.host.source_of(n)} for n, m in names[:size]
+            ]
+        }
+        if len(names) > size:
+            body["nextPageToken"] = encode_token(names[size - 1][0])
+        return body
+
+    def _page(self, listing: Listing, after: str, limit: int) -> list[tuple[str, str]]:
+        """Up to `limit` (name in the host, model) pairs after `after`: a model with versions
+        is listed once, at its default version's name."""
+        page: list[tuple[str, str]] = []
+        while len(page) < limit:
+            names = listing.page(after, limit, REGISTERED_OR_IN_MEMORY)
+            page += [(n, m) for n in names if (m := self._listed_as(n))]
+            if len(names) < limit:
+                break
+            after = names[-1]
+        return page[:limit]
+
+    def _listed_as(self, name: str) -> str:
+        """The model a name is listed as: itself, or the model it is the default version of;
+        "" for another version."""
+        model, version = self.host.registry.owners.get(name, (name, ""))
+        versions = self.host.registry.versions.get(model)
+        return model if versions is None or versions.default == version else ""
+
+    def describe(self, path: str) -> list[dict[str, Any]]:
+        """Descriptions of the default version, of the version named, or of every version
+        (`{model}/all`)."""
+        path = model_name(path.rstrip("/"))
+        base = path.removesuffix("/all")
+        every = self._versions(base) if base != path else None
+        targets = every or [self.target(path)]
+        return [self._description(target) for target in targets]
+
+    def _versions(self, model: str) -> list[Target] | None:
+        """Every version of `model`, if it is registered; None if not."""
+        versions = self.host.registry.versions.get(model)
+        if versions is not None:
+            return [Target(model, v, n) for v, n in versions.names.items()]
+        return [Target(model, MODEL_VERSION, model)] if self.host.is_registered(model) else None
+
+    def _description(self, target: Target) -> dict[str, Any]:
+        statistics = self.host.model_statistics(target.name)
+        schedule = self.host.scaling.schedule_of(target.name)
+        return describe(statistics, schedule, target.model, target.version)
+
+    def set_default(self, path: str) -> str:
+        """Make the version `path` names the default: what a request naming no version gets."""
+        target = self.target(path, version_required=True)
+        if target.model in self.host.registry.versions:
+            self.host.registry.set_default(target.model, target.version)
+        return (
+            f'Default version successfully updated for model "{target.model}" to "{target.version}"'
+        )
+
+    async def unregister(self, path: str) -> str:
+        """Unregister the version named, or the default; the default stays while other
+        versions exist, as in TorchServe."""
+        target = self.target(path)
+        if target.model in self.host.registry.versions:
+            await self.host.registry.unregister_version(target.model, target.version)
+        else:
+            await self.host.unregister(target.name)
+        return f'Model "{target.model}" unregistered'
+
+    async def scale(
+        self, path: str, version: str | None, low: int, high: int, synchronous: bool
+    ) -> Answer:
+        """The range of copies of the version named (in the path, or as `version`)."""
+        target, named = self._scaled(path, version)
+        if high and low > high:
+            raise BadRequestBody(f"min_worker {low} is above max_worker {high}; lower min_worker")
+        if not synchronous:
+            self._run_in_background(self.host.scale_workers(target.name, low, high))
+            return Answer(ACCEPTED, 202)
+        copies = await self.host.scale_workers(target.name, low, high)
+        named_version = f", version: {target.version}" if named else ""  # TorchServe's words
+        return Answer(f"Workers scaled to {copies} for model: {target.model}{named_version}")
+
+    def _scaled(self, path: str, version: str | None) -> tuple[Target, bool]:
+        """The version a scale call names, in its path or else in TorchServe's `model_version`
+        (the default if neither), and whether one was named."""
+        target = self.target(path)
+        if target.model != path.rstrip("/"):
+            return target, True
+        if version:
+            return self.target(f"{target.model}/{version}", version_required=True), True
+        return target, False
+
+    def target(self, path: str, version_required: bool = False) -> Target:
+        """The registered model and version a path names, as `{model}` (its default version) or
+        TorchServe's `{model}/{version}`; a trailing slash is ignored, as TorchServe ignores it."""
+        path = model_name(path.rstrip("/"))  # an invalid name says what a valid one is
+        registry = self.host.registry
+        if path in registry.versions and not version_required:
+            default = registry.versions[path].default
+            return Target(path, default, registry.name_of(path, default))
+        model, _, version = path.rpartition("/")
+        if model in registry.versions:
+            return Target(model, version, registry.name_of(model, version))
+        if self.host.is_registered(path) and not version_required:
+            return Target(path, MODEL_VERSION, path)  # a name may hold '/': the whole path wins
+        if model and self.host.is_registered(model):
+            if version != MODEL_VERSION:
+                raise ModelNotFound(
+                    f"Model version {echo(version)} does not exist for model {model}: it has "
+                    f"one version, {MODEL_VERSION}"
+                )
+            return Target(model, version, model)
+        raise ModelNotFound(f"Model not found: {path}")
+
+    def _run_in_background(self, call: Awaitable[object]) -> None:
+        task = asyncio.ensure_future(self._quietly(call))
+        self._loads.add(task)
+        task.add_done_callback(self._loads.discard)
+
+    async def _quietly(self, call: Awaitable[object]) -> None:
+        with contextlib.suppress(ModelhostError):  # the failure is an event, as every load's
+            await call
+
+
+def describe(
+    model: ModelStatistics, schedule: ModelSchedule, name: str, version: str
+) -> dict[str, Any]:
+    """TorchServe's description of version `version` of model `name`, from the host's
+    statistics of it and the scheduling in effect for it."""
+    started = iso_time(model.loaded_at)
+    workers = [
+        {
+            "id": str(worker.worker_id),
+            "startTime": started,
+            "status": "READY" if model.state == "loaded" else "LOADING",
+            "memoryUsage": model.memory_bytes,
+            "pid": worker.pid,
+            "gpu": False,
+        }
+        for worker in model.workers
+    ]
+    return {
+        "modelName": name,
+        "modelVersion": version,
+        "modelUrl": redact_url(model.url),
+        "runtime": "python",
+        "minWorkers": schedule.min_workers,
+        "maxWorkers": schedule.max_workers,
+        "batchSize": schedule.batch_size,
+        "maxBatchDelay": round(schedule.max_batch_delay_ms),
+        "loadedAtStartup": False,
+        "workers": workers,
+    }
+
+
+def name_from_url(url: str) -> str:
+    """TorchServe's default model name: the archive's file name without its extension."""
+    base = PurePosixPath(url.partition("?")[0].rstrip("/")).name  # a presigned URL's query
+    for suffix in ARCHIVE_SUFFIXES:
+        if base.lower().endswith(suffix):
+            return base[: -len(suffix)] or base
+    return base.rsplit(".", 1)[0] or base
+
+
+def start_after(listing: Listing, token: str | None) -> str | None:
+    """The name a page starts after, from a cursor or an offset; None for an offset past the
+    end. An offset is found by position, not by walking the names before it."""
+    if not token or is_negative_number(token):  # TorchServe starts a negative offset at 0
+        return ""
+    if is_whole_number(token):
+        return listing.name_before(int(token))
+    return decode_token(token)
+
+
+def unless_negative(limit: str | None) -> str | None:
+    """TorchServe reads a negative limit as none given: its default page size."""
+    return None if limit and is_negative_number(limit) else limit
