@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import inspect
 import json
+import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
@@ -13,6 +14,14 @@ from typing import Any, cast
 from modelhost.errors import HandlerError, ModelLoadError
 from modelhost.workers.codecs import encode_value
 from modelhost.workers.handlers.base import Handler, InferReply, InferRequest
+from modelhost.workers.handlers.ts_context import (
+    decoded_body,
+    is_torchserve_archive,
+    model_yaml_config,
+    system_properties,
+)
+from modelhost.workers.handlers.ts_defaults import default_named, import_default, missing_message
+from modelhost.workers.handlers.ts_metrics import HandlerMetrics
 from modelhost.workers.handlers.user_code import forget_user_module, import_user_module, user_code
 
 MANIFEST = Path("MAR-INF") / "MANIFEST.json"
@@ -26,6 +35,7 @@ class RequestProcessor:
     def __init__(self, request_header: dict[str, str]) -> None:
         self._request_header = request_header
         self._response_header: dict[str, str] = {}
+        self._status: tuple[int, str | None] = (200, None)
 
     def get_request_property(self, key: str) -> str | None:
         return self._request_header.get(key)
@@ -39,33 +49,31 @@ class RequestProcessor:
     def get_response_header(self, key: str) -> str | None:
         return self._response_header.get(key)
 
+    def get_response_headers(self) -> dict[str, str]:
+        return self._response_header
 
-class NoMetrics:
-    """`context.metrics` of TorchServe's handlers, which time their calls through it; modelhost
-    measures each request itself (Server-Timing, /metrics), so what they record is dropped."""
+    def report_status(self, code: int, reason_phrase: str | None = None) -> None:
+        self._status = (code, reason_phrase)
 
-    def __getattr__(self, name: str) -> Callable[..., None]:
-        return _record_nothing
+    def get_response_status_code(self) -> int:
+        return self._status[0]
 
-
-def _record_nothing(*args: Any, **kwargs: Any) -> None:
-    return None
+    def get_response_status_phrase(self) -> str | None:
+        return self._status[1]
 
 
 class MmsContext:
-    """The `context` MMS and TorchServe handlers receive: the model's facts and its requests."""
+    """The `context` MMS and TorchServe handlers receive: the model's facts, its requests, and
+    `metrics`, whose records show in /metrics (see ts_metrics)."""
 
     def __init__(self, model_dir: Path, model_name: str, manifest: dict[str, Any]) -> None:
         self.model_name = model_name
         self.manifest = manifest
-        self.system_properties: dict[str, Any] = {
-            "model_dir": str(model_dir),
-            "gpu_id": None,
-            "batch_size": 1,
-        }
-        self.model_yaml_config: dict[str, Any] = {}
+        self.system_properties = system_properties(model_dir, 1)
+        self.model_yaml_config = model_yaml_config(model_dir, manifest)
         self.request_processor = [RequestProcessor({})]
-        self.metrics = NoMetrics()
+        self.request_ids: dict[int, str] | None = None
+        self.metrics = HandlerMetrics(model_name)
 
     def for_requests(self, requests: Sequence[InferRequest]) -> MmsContext:
         """A copy for one call, so that concurrent calls never share response headers."""
@@ -77,26 +85,60 @@ class MmsContext:
             for request in requests
         ]
         context.system_properties = {**self.system_properties, "batch_size": len(requests)}
+        context.request_ids = {index: uuid.uuid4().hex for index in range(len(requests))}
         return context
+
+    def get_request_id(self, idx: int = 0) -> str | None:
+        return None if self.request_ids is None else self.request_ids.get(idx)
 
     def get_request_header(self, idx: int, key: str) -> str | None:
         return self.request_processor[idx].get_request_property(key)
+
+    def get_all_request_header(self, idx: int) -> dict[str, str]:
+        return self.request_processor[idx].get_request_properties()
+
+    def set_response_header(self, idx: int, key: str, value: str) -> None:
+        self.request_processor[idx].add_response_property(key, value)
+
+    def get_response_headers(self, idx: int) -> dict[str, str]:
+        return self.request_processor[idx].get_response_headers()
 
     def set_response_content_type(self, idx: int, value: str) -> None:
         self.request_processor[idx].add_response_property("Content-Type", value)
 
     def get_response_content_type(self, idx: int) -> str | None:
-        return self.request_processor[idx].get_response_header("Content-Type")
+        """MMS's key, else TorchServe's lower-case one (`set_response_header`)."""
+        headers = self.request_processor[idx].get_response_headers()
+        return headers.get("Content-Type") or headers.get("content-type")
+
+    def set_response_status(self, code: int = 200, phrase: str = "", idx: int = 0) -> None:
+        self.request_processor[idx].report_status(code, phrase)
+
+    def get_response_status(self, idx: int) -> tuple[int, str | None]:
+        processor = self.request_processor[idx]
+        return processor.get_response_status_code(), processor.get_response_status_phrase()
 
 
 class MmsHandler(Handler):
-    """A folder with the user's handler file; its entry point gets one request per call."""
+    """A folder with the user's handler file, or a `.mar` naming one of TorchServe's built-in
+    handlers (`entry` is then its name); the entry point gets one request per call."""
 
-    def __init__(self, model_dir: Path, model_name: str, entry: tuple[Path, str | None]) -> None:
+    def __init__(
+        self, model_dir: Path, model_name: str, entry: tuple[Path, str | None] | str
+    ) -> None:
+        manifest = read_manifest(model_dir)
+        self._context = MmsContext(model_dir, model_name, manifest)
+        self._decodes = is_torchserve_archive(manifest)  # bodies as TorchServe hands them over
+        self._module: ModuleType | None = None
+        if isinstance(entry, str):
+            self._label = entry
+            with user_code(model_dir):  # its initialize imports the archive's model file
+                self._entry = _entry_point(import_default(entry), self._context, None)
+            return
         self._file, function_name = entry
-        self._context = MmsContext(model_dir, model_name, read_manifest(model_dir))
+        self._label = self._file.name
         with user_code(self._file.parent):
-            self._module: ModuleType | None = import_user_module(self._file)
+            self._module = _import_handler(self._file)
             try:
                 self._entry = _entry_point(self._module, self._context, function_name)
             except BaseException:
@@ -125,15 +167,7 @@ class MmsHandler(Handler):
         caused it is known only to the user's code.
         """
         context = self._context.for_requests(requests)
-        data = [
-            {
-                "body": request.body,
-                "data": request.body,  # MMS handlers read either key
-                "content_type": request.content_type,
-                "accept": request.accept,
-            }
-            for request in requests
-        ]
+        data = [self._item(request) for request in requests]
         try:
             items = self._items(self._entry(data, context), len(requests))
         except Exception as error:  # noqa: BLE001  (the batch's answer, for each of its requests)
@@ -147,12 +181,21 @@ class MmsHandler(Handler):
         self._module = None
         self._entry = _closed
 
+    def _item(self, request: InferRequest) -> dict[str, Any]:
+        body = decoded_body(request.body, request.content_type) if self._decodes else request.body
+        return {
+            "body": body,
+            "data": body,  # MMS handlers read either key
+            "content_type": request.content_type,
+            "accept": request.accept,
+        }
+
     def _items(self, result: Any, count: int) -> list[Any]:
         if isinstance(result, list) and len(result) == count:
             return result
         got = f"a list of {len(result)}" if isinstance(result, list) else type(result).__name__
         raise HandlerError(
-            f"{self._file.name}: handle(data, context) returned {got}; it must return a list "
+            f"{self._label}: handle(data, context) returned {got}; it must return a list "
             f"with one item per request in data ({count} here)"
         )
 
@@ -165,9 +208,14 @@ def _reply(item: Any, context: MmsContext, index: int) -> InferReply | Exception
     return InferReply(body, context.get_response_content_type(index) or content_type)
 
 
-def find_entry(model_dir: Path) -> tuple[Path, str | None] | None:
-    """The handler file and function the MAR manifest names, else `handler.py`, else None."""
-    model = read_manifest(model_dir).get("model")
+def find_entry(model_dir: Path) -> tuple[Path, str | None] | str | None:
+    """The handler file and function the MAR manifest names, or the name of the TorchServe
+    built-in handler it names; else `handler.py`, else None."""
+    manifest = read_manifest(model_dir)
+    built_in = default_named(model_dir, manifest)
+    if built_in is not None:
+        return built_in
+    model = manifest.get("model")
     handler = model.get("handler") if isinstance(model, dict) else None
     module_name, _, function_name = (handler if isinstance(handler, str) else "").partition(":")
     if module_name:
@@ -177,6 +225,18 @@ def find_entry(model_dir: Path) -> tuple[Path, str | None] | None:
             return named, function_name or None
     default = model_dir / "handler.py"
     return (default, None) if default.is_file() else None
+
+
+def _import_handler(file: Path) -> ModuleType:
+    """The user's handler module; one that imports a `ts` module this server lacks says what
+    to install."""
+    try:
+        return import_user_module(file)
+    except ModelLoadError as exc:
+        cause = exc.__cause__
+        if isinstance(cause, ModuleNotFoundError) and (cause.name or "").split(".")[0] == "ts":
+            raise ModelLoadError(missing_message(file.name, cause)) from cause
+        raise
 
 
 def read_manifest(model_dir: Path) -> dict[str, Any]:

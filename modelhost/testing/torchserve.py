@@ -1,0 +1,205 @@
+"""TorchServe archives as users bring them, built with `torch-model-archiver`, and the answers
+TorchServe's own code gives for them in-process (its model loader and handler, no server).
+
+- `custom_handler_mar`: an eager model (model.py plus a state_dict), a handler subclassing
+  BaseHandler, index_to_name.json and a model-config.yaml; its handler records metrics.
+- `image_classifier_mar`: a tiny CNN served by TorchServe's built-in `image_classifier`.
+
+Needs torch, torch-model-archiver and torchserve (`modelhost[torchserve-handlers]`).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from typing import Any
+
+from modelhost.testing.models import parent_made
+
+GREETING = "hello from model-config.yaml"
+LABELS = ["setosa", "versicolor", "virginica"]
+IMAGE_LABELS = ["cat", "dog", "fox", "owl", "bee", "eel"]
+
+TINY_NET = '''"""A linear layer and a softmax: four features in, three class scores out."""
+import torch
+from torch import nn
+
+
+class TinyNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(4, 3)
+
+    def forward(self, x):
+        return torch.softmax(self.linear(x), dim=1)
+'''
+
+TINY_CNN = '''"""A convolution, a pooling and a linear layer: an image in, six class scores out."""
+import torch
+from torch import nn
+
+
+class TinyCnn(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, kernel_size=8, stride=8)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.linear = nn.Linear(4, 6)
+
+    def forward(self, x):
+        return self.linear(torch.flatten(self.pool(torch.relu(self.conv(x))), 1))
+'''
+
+ROWS_HANDLER = '''"""A TorchServe handler as users write it: JSON rows in, labels and scores out."""
+import torch
+from ts.metrics.dimension import Dimension
+from ts.torch_handler.base_handler import BaseHandler
+
+
+class RowsHandler(BaseHandler):
+    def preprocess(self, data):
+        rows = [row.get("data") or row.get("body") for row in data]
+        return torch.as_tensor(rows, dtype=torch.float32)
+
+    def postprocess(self, data):
+        self.context.metrics.add_counter("RowsSeen", len(data), None, [Dimension("Kind", "rows")])
+        greeting = self.model_yaml_config["handler"]["greeting"]
+        server = self.context.system_properties["server_name"]
+        return [
+            {
+                "label": self.mapping[str(int(scores.argmax()))],
+                "scores": [round(float(v), 6) for v in scores],
+                "greeting": greeting,
+                "server": server,
+            }
+            for scores in data
+        ]
+'''
+
+MODEL_CONFIG = f"""minWorkers: 1
+maxWorkers: 1
+handler:
+  greeting: {GREETING}
+  profile: true
+"""
+
+# TorchServe's loader and handler called in-process, as its worker calls them
+_REFERENCE = """
+import json, os, sys, tempfile, zipfile
+mar, bodies = sys.argv[1], json.loads(sys.argv[2])
+model_dir = tempfile.mkdtemp()
+zipfile.ZipFile(mar).extractall(model_dir)
+sys.path.insert(0, model_dir)
+os.chdir(model_dir)
+import ts
+from ts.context import RequestProcessor
+from ts.metrics.metric_cache_yaml_impl import MetricsCacheYamlImpl
+from ts.model_loader import TsModelLoader
+manifest = json.load(open(os.path.join(model_dir, "MAR-INF", "MANIFEST.json")))
+configs = os.path.join(os.path.dirname(ts.__file__), "configs")
+metrics = MetricsCacheYamlImpl(os.path.join(configs, "metrics.yaml"))
+metrics.initialize_cache()
+service = TsModelLoader().load("model", model_dir, manifest["model"]["handler"], None, 1,
+                               metrics_cache=metrics)
+answers = []
+for body in bodies:
+    value = bytes.fromhex(body["hex"]) if "hex" in body else body["json"]
+    service.context.request_processor = [RequestProcessor({})]
+    service.context.request_ids = {0: "0"}
+    metrics.set_request_ids({0: "0"})
+    answers.append(service._entry_point([{"body": value}], service.context)[0])
+print("ANSWERS" + json.dumps(answers))
+"""
+
+
+def custom_handler_mar(archive_path: Path, seed: int = 0) -> Path:
+    """A `.mar` with an eager TinyNet (random weights from `seed`), a BaseHandler subclass,
+    index_to_name.json and a model-config.yaml."""
+    source = _sources(archive_path, "rows", TINY_NET, ROWS_HANDLER)
+    _state_dict(source, TINY_NET, "TinyNet", seed)
+    (source / "index_to_name.json").write_text(json.dumps(dict(enumerate(LABELS))))
+    (source / "model-config.yaml").write_text(MODEL_CONFIG)
+    return _archive(source, archive_path, "handler.py", config=True)
+
+
+def image_classifier_mar(archive_path: Path, seed: int = 0) -> Path:
+    """A `.mar` naming TorchServe's `image_classifier` for an eager TinyCnn with random weights."""
+    source = _sources(archive_path, "image", TINY_CNN, None)
+    _state_dict(source, TINY_CNN, "TinyCnn", seed)
+    (source / "index_to_name.json").write_text(json.dumps(dict(enumerate(IMAGE_LABELS))))
+    return _archive(source, archive_path, "image_classifier", config=False)
+
+
+def png(path: Path, seed: int = 0, size: int = 64) -> Path:
+    """A PNG of random colours (needs pillow)."""
+    import numpy as np
+    from PIL import Image
+
+    pixels = np.random.default_rng(seed).integers(0, 256, (size, size, 3), dtype=np.uint8)
+    Image.fromarray(pixels).save(parent_made(path), format="PNG")
+    return Path(path)
+
+
+def torchserve_answers(
+    archive_path: Path, bodies: list[Any], python: str = sys.executable
+) -> list[Any]:
+    """What TorchServe's own loader and handler answer for each body (JSON values, or bytes),
+    one request at a time, in a fresh process with `python` (which must have torchserve)."""
+    encoded = [
+        {"hex": body.hex()} if isinstance(body, bytes) else {"json": body} for body in bodies
+    ]
+    done = subprocess.run(
+        [python, "-c", _REFERENCE, str(archive_path), json.dumps(encoded)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    )
+    line = next(line for line in done.stdout.splitlines() if line.startswith("ANSWERS"))
+    answers: list[Any] = json.loads(line.removeprefix("ANSWERS"))
+    return answers
+
+
+def unpacked(archive_path: Path, folder: Path) -> Path:
+    """The archive's files in `folder`, as a server unpacks it."""
+    with zipfile.ZipFile(archive_path) as archive:
+        archive.extractall(folder)
+    return folder
+
+
+def _sources(archive_path: Path, kind: str, model_source: str, handler: str | None) -> Path:
+    source = parent_made(Path(archive_path)).parent / f".{Path(archive_path).stem}-{kind}-src"
+    source.mkdir(exist_ok=True)
+    (source / "model.py").write_text(model_source)
+    if handler is not None:
+        (source / "handler.py").write_text(handler)
+    return source
+
+
+def _state_dict(source: Path, model_source: str, class_name: str, seed: int) -> None:
+    import torch
+
+    namespace: dict[str, Any] = {}
+    exec(compile(model_source, str(source / "model.py"), "exec"), namespace)  # noqa: S102
+    torch.manual_seed(seed)
+    torch.save(namespace[class_name]().state_dict(), source / "weights.pt")
+
+
+def _archive(source: Path, archive_path: Path, handler: str, *, config: bool) -> Path:
+    handler_arg = str(source / handler) if (source / handler).is_file() else handler
+    command = [
+        str(Path(sys.executable).with_name("torch-model-archiver")),
+        *("--model-name", Path(archive_path).stem, "--version", "1.0"),
+        *("--model-file", str(source / "model.py")),
+        *("--serialized-file", str(source / "weights.pt")),
+        *("--handler", handler_arg),
+        *("--extra-files", str(source / "index_to_name.json")),
+        *("--export-path", str(Path(archive_path).parent), "--force"),
+    ]
+    if config:
+        command += ["--config-file", str(source / "model-config.yaml")]
+    subprocess.run(command, check=True, capture_output=True)
+    return Path(archive_path)

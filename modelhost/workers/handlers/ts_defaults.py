@@ -1,0 +1,81 @@
+"""TorchServe's built-in handlers, named in a `.mar` by `--handler image_classifier`, resolved as
+TorchServe resolves them: a file of the archive first, else `ts.torch_handler.<name>`.
+
+The handlers come from the `torchserve` package itself (the `torchserve-handlers` extra), so
+they answer as TorchServe's do; see docs/decisions.md for why it is not a copy of our own.
+"""
+
+from __future__ import annotations
+
+import importlib
+from importlib import metadata
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from modelhost.errors import ModelLoadError
+from modelhost.workers.handlers.ts_context import EXTRA, is_torchserve_archive
+
+DEFAULT_HANDLERS = ("image_classifier", "image_segmenter", "object_detector", "text_classifier")
+# named by archives whose serialized file chooses the handler (a TorchScript program); kept so
+BY_MODEL_FILE = ("base_handler",)
+# modules TorchServe's handlers import whose distribution is named otherwise
+DISTRIBUTIONS = {"PIL": "pillow", "yaml": "pyyaml", "cv2": "opencv-python-headless"}
+
+
+def default_named(model_dir: Path, manifest: dict[str, Any]) -> str | None:
+    """The built-in handler a TorchServe manifest names, or None when it names a file of the
+    archive (or nothing); a name that is neither fails with the list of known ones."""
+    model = manifest.get("model")
+    handler = model.get("handler") if isinstance(model, dict) else None
+    if not isinstance(handler, str) or not is_torchserve_archive(manifest):
+        return None
+    module_name = handler.partition(":")[0].removesuffix(".py")
+    if not module_name or (model_dir / f"{module_name}.py").is_file():
+        return None
+    if module_name in DEFAULT_HANDLERS:
+        return module_name
+    if module_name in BY_MODEL_FILE:
+        return None
+    raise ModelLoadError(
+        f"the archive names handler '{handler}', which is neither a file of the archive nor a "
+        f"TorchServe built-in handler ({', '.join(DEFAULT_HANDLERS)}); rebuild it with "
+        "torch-model-archiver --handler naming one of them or your handler file"
+    )
+
+
+def import_default(name: str) -> ModuleType:
+    """TorchServe's module of the built-in handler `name`, or a message saying what to install."""
+    try:
+        return importlib.import_module(f"ts.torch_handler.{name}")
+    except ModuleNotFoundError as exc:
+        raise ModelLoadError(missing_message(f"TorchServe's {name} handler", exc)) from exc
+
+
+def missing_message(who: str, exc: ModuleNotFoundError) -> str:
+    """What to install when `who` imports a module this server lacks."""
+    missing = exc.name or str(exc)
+    if missing == "ts":
+        return (
+            f"{who} imports 'ts', TorchServe's handler package, which is not installed on this "
+            f"server: pip install 'modelhost[{EXTRA}]'"
+        )
+    if missing.startswith("ts."):
+        return (
+            f"{who} imports '{missing}', which torchserve {_version()} does not provide; "
+            f"import what that version has (ts.torch_handler.base_handler, "
+            f"{', '.join(f'ts.torch_handler.{d}' for d in DEFAULT_HANDLERS)}), or install "
+            "the torchserve release the handler was written for"
+        )
+    distribution = DISTRIBUTIONS.get(missing.partition(".")[0], missing.partition(".")[0])
+    return (
+        f"{who} imports '{missing}', which is not installed on this server: "
+        f"pip install {distribution}"
+    )
+
+
+def _version() -> str:
+    try:
+        return metadata.version("torchserve")
+    except metadata.PackageNotFoundError:
+        return "(not installed)"

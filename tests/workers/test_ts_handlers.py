@@ -1,0 +1,118 @@
+"""TorchServe handlers loaded as a worker loads them: the context they see, the answers they
+give against TorchServe's own loader, what their metrics calls become, and the load errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from modelhost.errors import ModelLoadError
+from modelhost.records.handler_metrics import HandlerMetrics, HandlerSample
+from modelhost.testing import torchserve
+from modelhost.workers.handlers import load_handler
+from modelhost.workers.handlers.base import Handler, InferRequest
+from modelhost.workers.handlers.ts_metrics import drain_samples
+
+ROWS = [[5.1, 3.5, 1.4, 0.2], [6.0, 2.9, 4.5, 1.5], [7.7, 3.0, 6.1, 2.3]]
+
+
+@pytest.fixture(scope="module")
+def rows_mar(tmp_path_factory: pytest.TempPathFactory, torch_installed: None) -> Path:
+    pytest.importorskip("ts", reason="pip install 'modelhost[torchserve-handlers]'")
+    return torchserve.custom_handler_mar(tmp_path_factory.mktemp("mar") / "rows.mar", seed=7)
+
+
+@pytest.fixture(scope="module")
+def rows_handler(rows_mar: Path, tmp_path_factory: pytest.TempPathFactory) -> Handler:
+    folder = torchserve.unpacked(rows_mar, tmp_path_factory.mktemp("rows"))
+    return load_handler(folder, "rows.mar")
+
+
+def answer(handler: Handler, row: list[float]) -> object:
+    return json.loads(handler.infer(InferRequest(json.dumps(row).encode())).body)
+
+
+def test_a_base_handler_subclass_answers_as_torchserve_does(
+    rows_mar: Path, rows_handler: Handler
+) -> None:
+    """Eager model from model.py and a state_dict, index_to_name.json, model-config.yaml: the
+    answers equal those of TorchServe's own loader and handler on the same archive."""
+    expected = torchserve.torchserve_answers(rows_mar, ROWS)
+    assert [answer(rows_handler, row) for row in ROWS] == expected
+    assert {a["greeting"] for a in expected} == {torchserve.GREETING}  # type: ignore[index]
+
+
+def test_handler_metrics_become_samples_of_the_model(rows_handler: Handler) -> None:
+    drain_samples()
+    answer(rows_handler, ROWS[0])
+    table = HandlerMetrics()
+    table.record(drain_samples())
+    series = {(name, kind, dims): s.value for (_, name, _, kind, dims), s in table.series.items()}
+    assert series[("RowsSeen", "counter", (("Kind", "rows"),))] == 1
+    # BaseHandler.handle times itself; profile: true in model-config.yaml times inference
+    assert ("HandlerTime", "gauge", ()) in series
+    assert ("ts_handler_inference", "gauge", ()) in series
+    assert {model for model, *_ in table.series} == {"rows.mar"}
+
+
+def test_the_series_table_is_capped() -> None:
+    """A handler that puts a request id in a dimension cannot grow the frontend unbounded."""
+    table = HandlerMetrics(max_series=2)
+    samples = (
+        HandlerSample("m", "Hits", "count", "counter", 1, (("id", str(i)),)) for i in range(5)
+    )
+    table.record(tuple(samples))
+    assert len(table.series) == 2
+    assert table.dropped == 3
+
+
+def test_an_unknown_built_in_handler_name_lists_the_known_ones(
+    rows_mar: Path, tmp_path: Path
+) -> None:
+    folder = torchserve.unpacked(rows_mar, tmp_path / "m")
+    manifest_path = folder / "MAR-INF" / "MANIFEST.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["model"]["handler"] = "image_classifer"  # sic: a typo of image_classifier
+    manifest_path.write_text(json.dumps(manifest))
+    with pytest.raises(ModelLoadError) as failure:
+        load_handler(folder, "typo.mar")
+    message = str(failure.value)
+    assert "image_classifer" in message
+    assert "image_classifier, image_segmenter, object_detector, text_classifier" in message
+
+
+def test_a_ts_module_torchserve_lacks_is_named_with_the_way_out(
+    rows_mar: Path, tmp_path: Path
+) -> None:
+    folder = torchserve.unpacked(rows_mar, tmp_path / "m")
+    source = (folder / "handler.py").read_text()
+    (folder / "handler.py").write_text("import ts.torch_handler.no_such_handler\n" + source)
+    with pytest.raises(ModelLoadError) as failure:
+        load_handler(folder, "old.mar")
+    message = str(failure.value)
+    assert "ts.torch_handler.no_such_handler" in message
+    assert "does not provide" in message and "torchserve" in message
+
+
+def test_image_classifier_without_torchvision_says_what_to_install(
+    tmp_path: Path, torch_installed: None
+) -> None:
+    pytest.importorskip("ts", reason="pip install 'modelhost[torchserve-handlers]'")
+    if _imports("torchvision"):
+        pytest.skip("torchvision is installed here: the e2e test serves image_classifier")
+    mar = torchserve.image_classifier_mar(tmp_path / "image.mar")
+    folder = torchserve.unpacked(mar, tmp_path / "image")
+    with pytest.raises(ModelLoadError) as failure:
+        load_handler(folder, "image.mar")
+    assert "image_classifier" in str(failure.value)
+    assert "pip install torchvision" in str(failure.value)
+
+
+def _imports(module: str) -> bool:
+    try:
+        __import__(module)
+    except Exception:  # noqa: BLE001  (a wheel for another build fails with RuntimeError)
+        return False
+    return True
