@@ -32,6 +32,7 @@ from typing import Any
 
 from modelhost.errors import ConfigError, ModelLoadError
 from modelhost.units import parse_size
+from modelhost.workers.handlers.ts_defaults import BY_MODEL_FILE
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -55,8 +56,8 @@ class Manifest:
     memory_bytes: int | None = None
     warmup: tuple[str, ...] = ()
     idempotent: bool = False
-
     threads: int | None = None
+
 
 NO_MANIFEST = Manifest()
 _POSITIVE_INTS = ("batch_size", "max_workers", "threads")
@@ -133,9 +134,11 @@ def _read_mar(path: Path, root: Path) -> Manifest:
         handler = file_name + ".py" + str(handler)[len(file_name) :]
         file_name += ".py"
     is_file = bool(file_name) and (root / file_name).is_file()
+    # any other name is TorchServe's built-in handler (or a typo): the worker resolves it
+    by_model_file = is_file or file_name.removesuffix(".py") in ("", *BY_MODEL_FILE)
     return Manifest(
-        handler=str(handler) if is_file else None,  # TorchServe's own handlers are not here
-        model_file=str(serialized) if serialized else None,
+        handler=str(handler) if is_file else None,
+        model_file=str(serialized) if serialized and by_model_file else None,
     )
 
 

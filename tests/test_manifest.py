@@ -93,8 +93,13 @@ def test_a_mar_manifest_gives_handler_file_and_model_file(tmp_path: Path) -> Non
     assert manifest_root(tmp_path) == tmp_path
 
 
-def test_torchserve_own_handlers_leave_the_choice_to_the_model_file(tmp_path: Path) -> None:
+def test_torchserve_built_in_handlers_are_the_workers_to_resolve(tmp_path: Path) -> None:
     mar_manifest(tmp_path, {"handler": "image_classifier", "serializedFile": "model.pt"})
+    assert read_manifest(tmp_path) == Manifest()
+
+
+def test_base_handler_leaves_the_choice_to_the_model_file(tmp_path: Path) -> None:
+    mar_manifest(tmp_path, {"handler": "base_handler", "serializedFile": "model.pt"})
     assert read_manifest(tmp_path) == Manifest(model_file="model.pt")
 
 

@@ -20,6 +20,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "onnx": ("onnxruntime",),
     "torch": ("torch",),
     "huggingface": ("transformers", "safetensors", "tokenizers", "torch"),
+    "torchserve-handlers": ("ts", "torch", "yaml"),  # ts: the torchserve distribution
     "ray": ("ray",),  # modelhost.integrations.ray_serve; no command needs it
 }
 # command → the extra it cannot run without (serve and examples need only the base install)

@@ -15,6 +15,7 @@ import msgspec
 
 from modelhost import errors
 from modelhost.errors import HandlerError, ModelhostError
+from modelhost.records.handler_metrics import HandlerSample
 
 
 class Message(msgspec.Struct, frozen=True, tag_field="op", tag=str.lower):
@@ -48,8 +49,8 @@ class Load(Message, frozen=True):
     max_rows: int = 0  # the most rows a request may carry (built-in handlers); 0: no limit
     fast_copy: str = ""  # a plain pickle to read first, or to write (cache.fast_copies)
     fast_copy_room: int = 0  # bytes the worker may write there; 0: read it
-
     threads: int = 0  # the runtime's threads for this model (its manifest); 0: the worker's
+
 
 class Unload(Message, frozen=True):
     """Drop a loaded model and give its memory back."""
@@ -129,6 +130,7 @@ class Answered(Message, frozen=True):
 
     answers: tuple[Answer, ...]
     infer_ms: float
+    samples: tuple[HandlerSample, ...] = ()  # what handlers recorded through context.metrics
 
 
 class Failed(Message, frozen=True):

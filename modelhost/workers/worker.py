@@ -31,6 +31,7 @@ from modelhost.records.memory import (
     trim_heap,
 )
 from modelhost.workers.handlers.base import Handler, InferReply, InferRequest
+from modelhost.workers.handlers.ts_metrics import drain_samples
 from modelhost.workers.messages import (
     Answer,
     Answered,
@@ -214,7 +215,7 @@ class Worker:
         replies = handler.infer_batch(requests)
         infer_ms = (time.perf_counter() - started) * 1000
         answers, bodies = answers_of(replies)
-        return Answered(answers, infer_ms), b"".join(bodies)
+        return Answered(answers, infer_ms, drain_samples()), b"".join(bodies)
 
 
 def settled_memory() -> int:

@@ -20,7 +20,7 @@ else:
     import tomli as tomllib
 
 # distributions whose import name is not their own
-IMPORT_NAMES = {"scikit-learn": "sklearn"}
+IMPORT_NAMES = {"scikit-learn": "sklearn", "torchserve": "ts", "pyyaml": "yaml"}
 TOOLKIT = "pip install 'modelhost[toolkit]'"
 
 
