@@ -138,11 +138,11 @@ def grpc_servers(
 ) -> list[RpcServer]:
     """The gRPC servers, when a gRPC port is set: only then is grpcio imported, which the
     frontend would otherwise carry for nothing (docs/performance.md)."""
-    if not config.grpc_port:
+    if not (config.grpc_port or config.grpc_management_port):
         return []
     from modelhost.rpc.services import rpc_servers
 
-    return rpc_servers(host, config, observer, lambda: routes.ready)
+    return rpc_servers(host, config, observer, routes)
 
 
 def drain(observer: Observer, rpc: list[RpcServer]) -> None:

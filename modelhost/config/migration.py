@@ -74,8 +74,6 @@ _PROPS_REFUSED = {
     "keystore_type": "use PEM files with certificate_file and private_key_file",
     "enable_token_authorization": "set --management-token TOKEN (MODELHOST_MANAGEMENT_TOKEN); "
     "management calls then need Authorization: Bearer TOKEN, inference calls need none",
-    "grpc_management_port": "modelhost serves TorchServe's management API over HTTP only: set "
-    "--management-port",
     "allowed_urls": "TorchServe's patterns are regular expressions; write them as glob patterns "
     "(* matches anything) in --allowed-urls (MODELHOST_ALLOWED_URLS)",
     "models": "per-model settings go in a manifest inside the model's artifact (modelhost.toml: "

@@ -210,6 +210,13 @@ class Config:
         minimum=0,
         maximum=65535,
     )
+    grpc_management_port: int = _setting(
+        0,
+        "port of TorchServe's gRPC management service, on --management-host (0: not served)",
+        props="grpc_management_port",
+        minimum=0,
+        maximum=65535,
+    )
     management_token: str = _setting(
         "", "bearer token that allows management calls from non-loopback addresses"
     )

@@ -70,15 +70,18 @@ class Calls:
 
     @contextlib.asynccontextmanager
     async def observed(
-        self, route: str, context: Context, invocation: bool = False
+        self, route: str, context: Context, invocation: bool = False, abort: bool = True
     ) -> AsyncIterator[Call]:
-        """The call, recorded when it ends; a core exception ends it with its status."""
+        """The call, recorded when it ends; a core exception ends the RPC with its status, or
+        without `abort` is raised on (a stream's answer carries it)."""
         call = Call(route, invocation)
         try:
             yield call
             call.status = 200
         except ModelhostError as error:
             call.status, call.error = status_of(error), type(error).__name__
+            if not abort:
+                raise
             context.set_trailing_metadata(trailers_of(error))
             await context.abort(code_of(error), str(error))
         except asyncio.CancelledError:

@@ -2,29 +2,50 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
 
 from modelhost.config import Config
 from modelhost.host import ModelHost
+from modelhost.http.routes import SageMakerRoutes
 from modelhost.observe.observer import Observer
 from modelhost.rpc.access import Access
 from modelhost.rpc.calls import Calls
-from modelhost.rpc.messages import OIP_SERVICE
+from modelhost.rpc.messages import OIP_SERVICE, TS_INFERENCE_SERVICE, TS_MANAGEMENT_SERVICE
 from modelhost.rpc.oip import OipServicer
 from modelhost.rpc.server import RpcServer
 from modelhost.rpc.stubs import generic_handler
+from modelhost.rpc.torchserve import TorchServeInference, TorchServeManagementServicer
 
 
 def rpc_servers(
-    host: ModelHost, config: Config, observer: Observer | None, ready: Callable[[], bool]
+    host: ModelHost, config: Config, observer: Observer | None, routes: SageMakerRoutes
 ) -> list[RpcServer]:
     """The inference port's server (--grpc-port) and the management port's
-    (--grpc-management-port), each when its port is set."""
+    (--grpc-management-port, on --management-host), each when its port is set."""
     calls, access = Calls(observer), Access(config.management_token)
     servers = []
     if config.grpc_port:
+        ready = functools.partial(getattr, routes, "ready")  # set once the server has started
         oip = OipServicer(host, calls, access, ready, config.max_response_bytes)
-        handlers = [generic_handler(OIP_SERVICE, oip)]
-        services = (OIP_SERVICE,)
+        inference = TorchServeInference(
+            host, calls, lambda: healthy(routes), config.max_response_bytes
+        )
+        handlers = [
+            generic_handler(OIP_SERVICE, oip),
+            generic_handler(TS_INFERENCE_SERVICE, inference),
+        ]
+        services = (OIP_SERVICE, TS_INFERENCE_SERVICE)
         servers.append(RpcServer(config, config.host, config.grpc_port, handlers, services))
+    if config.grpc_management_port:
+        management = TorchServeManagementServicer(host, calls, access)
+        handlers = [generic_handler(TS_MANAGEMENT_SERVICE, management)]
+        address = config.management_host or config.host
+        port = config.grpc_management_port
+        servers.append(RpcServer(config, address, port, handlers, (TS_MANAGEMENT_SERVICE,)))
     return servers
+
+
+def healthy(routes: SageMakerRoutes) -> bool:
+    """What GET /ping says: started, and every configured worker running."""
+    running, configured = routes.worker_health()
+    return routes.ready and running >= configured

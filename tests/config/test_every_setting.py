@@ -108,8 +108,10 @@ EFFECTS: dict[str, str] = {
     "certificate_file": CONFIG + "test_torchserve_tls_keys_map_to_the_ssl_settings",
     "private_key_file": CONFIG + "test_torchserve_tls_keys_map_to_the_ssl_settings",
     "preload_model": CONFIG + "test_preload_model_notice_says_model_memory_is_not_shared",
-    "grpc_inference_port": "rpc/test_grpc_settings.py::test_torchserve_grpc_inference_port_sets_the_grpc_port",
+    "grpc_inference_port": "rpc/test_grpc_settings.py::test_torchserve_grpc_ports_set_the_grpc_ports",
     "--grpc-port": "e2e/test_grpc_oip.py::test_is_server_live_and_ready",
+    "grpc_management_port": "rpc/test_grpc_settings.py::test_torchserve_grpc_ports_set_the_grpc_ports",
+    "--grpc-management-port": "e2e/test_grpc_torchserve.py::test_register_describe_scale_unregister",
     # outside variables
     "SAGEMAKER_BIND_TO_PORT": "config/test_config.py::test_sagemaker_variables",
     "SAGEMAKER_MODEL_SERVER_WORKERS": CONFIG
@@ -148,7 +150,6 @@ REFUSED: dict[str, Refused] = {
     "keystore_pass": refused_key("keystore_pass", "private_key_file"),
     "keystore_type": refused_key("keystore_type", "certificate_file"),
     "enable_token_authorization": refused_key("enable_token_authorization", "--management-token"),
-    "grpc_management_port": refused_key("grpc_management_port", "--management-port"),
     "allowed_urls": refused_key("allowed_urls", "--allowed-urls"),
     "models": refused_key("models", "manifest"),
     "install_py_dep_per_model": refused_key("install_py_dep_per_model", "requirements"),

@@ -7,15 +7,17 @@ from pathlib import Path
 from modelhost.config import load_config
 
 
-def test_torchserve_grpc_inference_port_sets_the_grpc_port(tmp_path: Path) -> None:
-    (tmp_path / "config.properties").write_text("grpc_inference_port=7070\n")
+def test_torchserve_grpc_ports_set_the_grpc_ports(tmp_path: Path) -> None:
+    text = "grpc_inference_port=7070\ngrpc_management_port=7071\n"
+    (tmp_path / "config.properties").write_text(text)
     config = load_config({}, {}, tmp_path)
-    assert config.grpc_port == 7070
+    assert (config.grpc_port, config.grpc_management_port) == (7070, 7071)
     assert config.notices == ()
 
 
 def test_grpc_is_off_unless_a_port_is_given(tmp_path: Path) -> None:
-    assert load_config({}, {}, tmp_path).grpc_port == 0
+    config = load_config({}, {}, tmp_path)
+    assert (config.grpc_port, config.grpc_management_port) == (0, 0)
 
 
 def test_enable_grpc_ssl_is_reported_as_following_the_certificate(tmp_path: Path) -> None:

@@ -1,0 +1,230 @@
+"""TorchServe's gRPC services: InferenceAPIsService (Ping, Predictions and its streams) on the
+inference port, ManagementAPIsService on the management port, answered from the same host and
+management calls as TorchServe's REST API (`modelhost.torchserve_models`).
+
+A prediction's `input` map is what a TorchServe handler gets as one request: its `data` (or
+`body`) entry is the body, the other entries its parameters. Sequences (`sequence_id`) are
+echoed back but not kept: each request stands alone.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from modelhost.errors import BadRequestBody, ModelhostError, ModelNotFound
+from modelhost.host import Invocation, ModelHost
+from modelhost.http.invocations import check_response_size
+from modelhost.http.params import check_param
+from modelhost.names import echo, model_name
+from modelhost.rpc.access import Access
+from modelhost.rpc.calls import Call, Calls, Context
+from modelhost.rpc.messages import TS_INFERENCE_SERVICE, TS_MANAGEMENT_SERVICE, message
+from modelhost.rpc.status import code_of
+from modelhost.rpc.stubs import method_path
+from modelhost.torchserve_models import MODEL_VERSION, TorchServeModels
+
+BODY_KEYS = ("data", "body")  # the entries TorchServe's handlers read the body from
+JSON = "application/json"
+_INFERENCE = "org.pytorch.serve.grpc.inference."
+_MANAGEMENT = "org.pytorch.serve.grpc.management."
+
+
+class TorchServeInference:
+    """InferenceAPIsService's methods; `healthy` says whether Ping answers Healthy."""
+
+    def __init__(
+        self,
+        host: ModelHost,
+        calls: Calls,
+        healthy: Callable[[], bool],
+        max_response_bytes: int = 0,
+    ) -> None:
+        self.host = host
+        self.calls = calls
+        self.healthy = healthy
+        self.max_response_bytes = max_response_bytes
+
+    async def Ping(self, request: Any, context: Context) -> Any:
+        async with self.calls.observed(_inference("Ping"), context):
+            words = "Healthy" if self.healthy() and not self.host.closing else "Unhealthy"
+            health = json.dumps({"status": words}, indent=2)  # TorchServe's StatusResponse
+            return message(_INFERENCE + "TorchServeHealthResponse")(health=health)
+
+    async def Predictions(self, request: Any, context: Context) -> Any:
+        async with self.calls.observed(_inference("Predictions"), context, True) as call:
+            return await self._predict(request, context, call)
+
+    async def StreamPredictions(self, request: Any, context: Context) -> AsyncIterator[Any]:
+        """A handler's answer as a stream: one message, as TorchServe sends a handler that
+        does not send intermediate answers."""
+        route = _inference("StreamPredictions")
+        async with self.calls.observed(route, context, True) as call:
+            response = await self._predict(request, context, call)
+        yield response
+
+    async def StreamPredictions2(
+        self, requests: AsyncIterator[Any], context: Context
+    ) -> AsyncIterator[Any]:
+        """One answer per request, in order; a failed request's answer carries its status, as
+        TorchServe's does, and the stream goes on."""
+        route = _inference("StreamPredictions2")
+        async for request in requests:
+            try:
+                async with self.calls.observed(route, context, True, abort=False) as call:
+                    response = await self._predict(request, context, call)
+            except ModelhostError as error:
+                response = _failed(request, error)
+            yield response
+
+    async def _predict(self, request: Any, context: Context, call: Call) -> Any:
+        name = call.model = self._invoked(model_name(request.model_name), request.model_version)
+        body, params = body_and_params(dict(request.input))
+        call.bytes_in = len(body)
+        result = await self.host.invoke(name, Invocation(body, JSON, JSON, params))
+        check_response_size(len(result.body), self.max_response_bytes)
+        call.answered(result, context)
+        response = message(_INFERENCE + "PredictionResponse")(prediction=result.body)
+        if request.HasField("sequence_id"):
+            response.sequence_id = request.sequence_id
+        return response
+
+    def _invoked(self, model: str, version: str) -> str:
+        """The name to invoke for `version` of `model` (its default if none)."""
+        registry = self.host.registry
+        if not version:
+            return model
+        if model in registry.versions:
+            return registry.name_of(model, version)
+        if version != MODEL_VERSION:
+            raise ModelNotFound(
+                f"Model version {echo(version)} does not exist for model {model}: it has one "
+                f"version, {MODEL_VERSION}"
+            )
+        return model
+
+
+def body_and_params(entries: dict[str, bytes]) -> tuple[bytes, dict[str, str]]:
+    """The body (the `data` or `body` entry, or the only entry) and the other entries as
+    parameters, which must be text."""
+    key = next((k for k in BODY_KEYS if k in entries), None)
+    if key is None and len(entries) == 1:
+        key = next(iter(entries))
+    if key is None:
+        raise BadRequestBody(
+            "the input map holds no body: put it under 'data' (as TorchServe's clients do)"
+        )
+    params = {}
+    for name, value in entries.items():
+        if name != key:
+            try:
+                params[name] = value.decode()
+            except UnicodeDecodeError:
+                raise BadRequestBody(
+                    f"input {echo(name)} is not text: only 'data' may hold binary data"
+                ) from None
+            check_param(name, params[name])
+    return entries[key], params
+
+
+def _failed(request: Any, error: ModelhostError) -> Any:
+    status = message("google.rpc.Status")(code=code_of(error).value[0], message=str(error))
+    response = message(_INFERENCE + "PredictionResponse")(status=status)
+    if request.HasField("sequence_id"):
+        response.sequence_id = request.sequence_id
+    return response
+
+
+class TorchServeManagementServicer:
+    """ManagementAPIsService's methods: each answers TorchServe's `msg`, the status message of
+    the call, or the JSON of its REST answer for describe and list."""
+
+    def __init__(self, host: ModelHost, calls: Calls, access: Access) -> None:
+        self.models = TorchServeModels(host)
+        self.calls = calls
+        self.access = access
+
+    async def RegisterModel(self, request: Any, context: Context) -> Any:
+        async with self.calls.observed(_management("RegisterModel"), context) as call:
+            self.access.authorize(context)
+            params = registration_params(request)
+            call.model = params.get("model_name")
+            return _response((await self.models.register(params)).message)
+
+    async def ScaleWorker(self, request: Any, context: Context) -> Any:
+        """TorchServe's defaults: one worker at least, and at most the least."""
+        async with self.calls.observed(_management("ScaleWorker"), context) as call:
+            self.access.authorize(context)
+            call.model = request.model_name
+            low = request.min_worker or 1
+            high = request.max_worker or low
+            answer = await self.models.scale(
+                request.model_name, request.model_version or None, low, high, request.synchronous
+            )
+            return _response(answer.message)
+
+    async def SetDefault(self, request: Any, context: Context) -> Any:
+        async with self.calls.observed(_management("SetDefault"), context) as call:
+            self.access.authorize(context)
+            call.model = request.model_name
+            path = _path(request.model_name, request.model_version)
+            return _response(self.models.set_default(path))
+
+    async def UnregisterModel(self, request: Any, context: Context) -> Any:
+        async with self.calls.observed(_management("UnregisterModel"), context) as call:
+            self.access.authorize(context)
+            if not request.model_name:
+                raise BadRequestBody("model_name is required: name the model to unregister")
+            call.model = request.model_name
+            path = _path(request.model_name, request.model_version)
+            return _response(await self.models.unregister(path))
+
+    async def DescribeModel(self, request: Any, context: Context) -> Any:
+        async with self.calls.observed(_management("DescribeModel"), context) as call:
+            call.model = request.model_name
+            path = _path(request.model_name, request.model_version)
+            return _response(json.dumps(self.models.describe(path), indent=2))
+
+    async def ListModels(self, request: Any, context: Context) -> Any:
+        """A page of the models; the next page's token is an offset, as the int32 field holds."""
+        async with self.calls.observed(_management("ListModels"), context):
+            limit = str(request.limit) if request.limit else None
+            offset = max(0, request.next_page_token)
+            body = self.models.list_models(limit, str(offset))
+            if "nextPageToken" in body:
+                body["nextPageToken"] = str(offset + len(body["models"]))
+            return _response(json.dumps(body, indent=2))
+
+
+def registration_params(request: Any) -> dict[str, str]:
+    """A RegisterModelRequest as the REST call's parameters; a field left at its zero value is
+    not given. No `initial_workers` means one, as TorchServe's default workers load it."""
+    params = {
+        "url": request.url,
+        "model_name": request.model_name,
+        "handler": request.handler,
+        "runtime": request.runtime,
+        "initial_workers": str(request.initial_workers or 1),
+        "synchronous": "true" if request.synchronous else "false",
+    }
+    for field in ("batch_size", "max_batch_delay", "response_timeout", "startup_timeout"):
+        if getattr(request, field):
+            params[field] = str(getattr(request, field))
+    return {key: value for key, value in params.items() if value}
+
+
+def _path(model: str, version: str) -> str:
+    return f"{model}/{version}" if version else model
+
+
+def _response(text: str) -> Any:
+    return message(_MANAGEMENT + "ManagementResponse")(msg=text)
+
+
+def _inference(method: str) -> str:
+    return method_path(TS_INFERENCE_SERVICE, method)
+
+
+def _management(method: str) -> str:
+    return method_path(TS_MANAGEMENT_SERVICE, method)
