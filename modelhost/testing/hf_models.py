@@ -43,11 +43,12 @@ def hf_classifier(folder: Path, seed: int = 0) -> Path:
     return _save(AutoModelForSequenceClassification, config, folder, seed)
 
 
-def hf_embedder(folder: Path, seed: int = 0) -> Path:
-    """A bare BertModel (what a sentence-embedding folder holds), and its tokenizer."""
+def hf_embedder(folder: Path, seed: int = 0, **sizes: int) -> Path:
+    """A bare BertModel (what a sentence-embedding folder holds), and its tokenizer; `sizes`
+    are BertConfig's (hidden_size, num_hidden_layers, ...)."""
     from transformers import AutoModel
 
-    return _save(AutoModel, bert_config(), folder, seed)
+    return _save(AutoModel, bert_config(**sizes), folder, seed)
 
 
 def _save(kind: Any, config: Any, folder: Path, seed: int) -> Path:

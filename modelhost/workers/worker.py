@@ -164,7 +164,8 @@ class Worker:
         self.models[request.model] = handler
         load_ms = (time.perf_counter() - started) * 1000
         peak = max(0, rss_and_peak_bytes()[1] - rss_before)  # unpickling's buffers, at their most
-        footprint = self.footprints[request.model] = max(0, settled_memory() - before)
+        grown = self.footprints[request.model] = max(0, settled_memory() - before)
+        footprint = grown + handler.mapped_bytes  # its mapped files: outside the C library's counts
         # written once, after the artifact's load, and not counted in load_ms
         written = fast_copy.write(handler, request, footprint) if copy is None else 0
         trim_heap()  # unpickling's buffers: else they stay in the heap, and in the PSS

@@ -236,3 +236,14 @@ def test_a_model_runs_on_its_threads_and_gives_the_caller_its_count_back(
     thread.start()
     thread.join()
     assert (seen, after) == ([min(2, usable_cores())], [1])
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads Linux's /proc/self/maps")
+def test_the_weights_it_maps_are_counted_as_its_own(
+    classifier: HuggingFaceHandler, folders: dict[str, Path]
+) -> None:
+    """transformers maps safetensors weights rather than copying them: pages the C library's
+    allocation counts miss, so the handler says how many bytes of them it holds."""
+    weights = (folders["classifier"] / "model.safetensors").stat().st_size
+    assert weights // 2 < classifier.mapped_bytes <= weights
+    assert SpeaksOip(classifier).mapped_bytes == classifier.mapped_bytes

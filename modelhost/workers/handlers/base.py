@@ -37,6 +37,9 @@ class Handler(ABC):
     pure: ClassVar[bool] = False
     # whether it decodes Open Inference Protocol requests itself (then they reach it unchanged)
     answers_oip: ClassVar[bool] = False
+    # bytes of its artifact's files the model maps and reads: in its footprint, though the C
+    # library's counts miss them
+    mapped_bytes = 0
 
     @abstractmethod
     def infer(self, request: InferRequest) -> InferReply:

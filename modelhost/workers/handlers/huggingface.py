@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +86,7 @@ class HuggingFaceHandler(Handler):
         labels = self.model.config.id2label or {}
         self.labels = [str(labels.get(i, f"LABEL_{i}")) for i in range(len(labels))]
         self.multi_label = self.model.config.problem_type == "multi_label_classification"
+        self.mapped_bytes = mapped_bytes(self.model, folder)
 
     @classmethod
     def build(cls, task: str | None) -> Any:
@@ -225,6 +227,25 @@ def _load(transformers: Any, folder: Path, task: str) -> tuple[Any, Any]:
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder), **local)
     model = kind.from_pretrained(str(folder), use_safetensors=True, **local)
     return tokenizer, model.eval()
+
+
+def mapped_bytes(model: Any, folder: Path) -> int:
+    """Bytes of the model's tensors that are pages of its safetensors files, mapped rather than
+    copied (transformers maps them where it can): /proc/self/maps names each mapping's file."""
+    weights = {str(path.resolve()) for path in folder.glob("*.safetensors")}
+    try:
+        maps = Path("/proc/self/maps").read_text().splitlines()
+    except OSError:  # not Linux: not counted
+        return 0
+    ranges = []
+    for line in maps:
+        fields = line.split(maxsplit=5)
+        if len(fields) == 6 and fields[5] in weights:
+            start, end = fields[0].split("-")
+            ranges.append((int(start, 16), int(end, 16)))
+    tensors = chain(model.parameters(), model.buffers())
+    storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}
+    return sum(n for at, n in storages.items() if any(lo <= at < hi for lo, hi in ranges))
 
 
 def _max_length(tokenizer: Any, config: Any) -> int | None:

@@ -62,6 +62,10 @@ class SpeaksOip(Handler):
     def pure(self) -> bool:  # type: ignore[override]
         return self.inner.pure
 
+    @property
+    def mapped_bytes(self) -> int:  # type: ignore[override]
+        return self.inner.mapped_bytes
+
     def infer(self, request: InferRequest) -> InferReply:
         if not is_oip(request.content_type) or self.inner.answers_oip:
             return self.inner.infer(request)
