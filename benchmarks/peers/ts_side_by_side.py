@@ -1,6 +1,7 @@
 """The same TorchServe `.mar` served by modelhost and by TorchServe itself: same answers, then
 throughput and p99 at each concurrency, memory (PSS of the whole process tree with the model
-loaded), and cold start (process start to the first answered request).
+loaded, and what each further copy of the model under another name adds), and cold start
+(process start to the first answered request).
 
     .venv/bin/python benchmarks/peers/install.py --peers torchserve   # once
     .venv/bin/python benchmarks/peers/ts_side_by_side.py [--duration 10] [--concurrency 1 16]
@@ -15,9 +16,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,16 +39,23 @@ MODEL = "rows"
 ROWS = [[5.1, 3.5, 1.4, 0.2], [6.0, 2.9, 4.5, 1.5], [7.7, 3.0, 6.1, 2.3]]
 
 
-def modelhost_launch(work: Path, store: Path) -> Launch:
+LoadMore = Callable[[str], None]  # load one more model, by the name of its archive's stem
+
+
+def modelhost_launch(work: Path, store: Path) -> tuple[Launch, LoadMore]:
     (port,) = free_ports(1)
     argv = [sys.executable, "-m", "modelhost", "serve", "--model-store", str(store)]
     argv += ["--cache-dir", str(work / "cache"), "--workers", "1", "--host", "127.0.0.1"]
     argv += ["--port", str(port), "--memory-budget", "4GiB"]
     url = f"http://127.0.0.1:{port}/predictions/{MODEL}.mar"
-    return Launch(argv, url, POST_LUA, _row_body, work)
+
+    def load_more(name: str) -> None:  # a model loads on its first request
+        _answered(f"http://127.0.0.1:{port}/predictions/{name}.mar")
+
+    return Launch(argv, url, POST_LUA, _row_body, work), load_more
 
 
-def torchserve_launch(work: Path, store: Path) -> Launch:
+def torchserve_launch(work: Path, store: Path) -> tuple[Launch, LoadMore]:
     venv = venvs_root() / "torchserve"
     inference, management, metrics = free_ports(3)
     config = [
@@ -54,6 +64,7 @@ def torchserve_launch(work: Path, store: Path) -> Launch:
         f"metrics_address=http://127.0.0.1:{metrics}",
         "disable_token_authorization=true",
         "default_workers_per_model=1",
+        "enable_model_api=true",  # lets the management API register the further models
     ]
     (work / "config.properties").write_text("\n".join(config) + "\n")
     argv = [str(venv / "bin" / "torchserve"), "--start", "--foreground", "--ncs"]
@@ -61,7 +72,25 @@ def torchserve_launch(work: Path, store: Path) -> Launch:
     argv += ["--models", f"{MODEL}={MODEL}.mar"]
     env = {"PATH": f"{venv / 'bin'}:/usr/bin:/bin"}  # its workers run `python3`
     url = f"http://127.0.0.1:{inference}/predictions/{MODEL}"
-    return Launch(argv, url, POST_LUA, _row_body, work, env)
+
+    def load_more(name: str) -> None:  # registered with one worker, as the first one is
+        import httpx
+
+        params = {"url": f"{name}.mar", "model_name": name, "initial_workers": 1}
+        management_url = f"http://127.0.0.1:{management}/models"
+        registered = httpx.post(
+            management_url, params={**params, "synchronous": "true"}, timeout=120
+        )
+        registered.raise_for_status()
+        _answered(f"http://127.0.0.1:{inference}/predictions/{name}")
+
+    return Launch(argv, url, POST_LUA, _row_body, work, env), load_more
+
+
+def _answered(url: str) -> None:
+    import httpx
+
+    httpx.post(url, json=ROWS[0], timeout=120).raise_for_status()
 
 
 def _row_body(row: list[float]) -> bytes:
@@ -92,7 +121,9 @@ def tree_pss_bytes(root_pid: int) -> int:
     return total
 
 
-def measure(name: str, launch: Launch, args: argparse.Namespace) -> dict[str, Any]:
+def measure(
+    name: str, launch: Launch, load_more: LoadMore, args: argparse.Namespace
+) -> dict[str, Any]:
     log = launch.cwd / f"{name}.log"
     started = time.monotonic()
     with _running(launch, args.server_core, log) as life:
@@ -106,11 +137,18 @@ def measure(name: str, launch: Launch, args: argparse.Namespace) -> dict[str, An
             runs.append({"concurrency": connections, **result})
             print(name, connections, round(result["requests_per_s"]), result["latency_ms"]["p99"])
         pss = tree_pss_bytes(pid) if pid else 0
+        for copy in range(1, args.models):
+            load_more(f"{MODEL}-{copy}")
+        time.sleep(2)  # let the last load's garbage go
+        pss_all = tree_pss_bytes(pid) if pid else 0
+    per_model = (pss_all - pss) / (args.models - 1) if args.models > 1 else 0.0
     return {
         "server": name,
         "cold_start_s": cold_start_s,
         "answers": got,
         "pss_bytes": pss,
+        "pss_bytes_with_all_models": pss_all,
+        "pss_bytes_per_further_model": per_model,
         "runs": runs,
         **life,
     }
@@ -134,6 +172,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16])
     parser.add_argument("--duration", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--models", type=int, default=4, help="copies loaded for memory/model")
     parser.add_argument("--server-core", default="1")
     parser.add_argument("--wrk-core", default="0")
     args = parser.parse_args()
@@ -142,15 +181,17 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         store = Path(tmp) / "store"
         archive = torchserve.custom_handler_mar(store / f"{MODEL}.mar", seed=11)
+        for copy in range(1, args.models):
+            shutil.copy(archive, store / f"{MODEL}-{copy}.mar")
         expected = torchserve.torchserve_answers(archive, ROWS)
         for name, make in (("modelhost", modelhost_launch), ("torchserve", torchserve_launch)):
             work = Path(tmp) / name
             work.mkdir()
-            results.append(measure(name, make(work, store), args))
+            results.append(measure(name, *make(work, store), args))
     for result in results:
         result["same_answers"] = result["answers"] == expected
     rows = [_row(result, run) for result in results for run in result["runs"]]
-    header = ["server", "c", "req/s", "p50 ms", "p99 ms", "PSS MiB", "cold start s", "same"]
+    header = ["server", "c", "req/s", "p50 ms", "p99 ms", "PSS MiB", "MiB/model", "cold s", "same"]
     document = {"machine": machine(), "settings": vars(args), "results": results}
     write_results("ts-side-by-side", document, markdown_table(header, rows))
     print(markdown_table(header, rows))
@@ -165,6 +206,7 @@ def _row(result: dict[str, Any], run: dict[str, Any]) -> list[Any]:
         run["latency_ms"]["p50"],
         run["latency_ms"]["p99"],
         round(result["pss_bytes"] / 2**20),
+        round(result["pss_bytes_per_further_model"] / 2**20, 1),
         round(result["cold_start_s"], 2),
         result["same_answers"],
     ]
