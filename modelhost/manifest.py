@@ -32,6 +32,7 @@ from typing import Any
 
 from modelhost.errors import ConfigError, ModelLoadError
 from modelhost.units import parse_size
+from modelhost.workers.handlers.ts_context import model_yaml_config
 from modelhost.workers.handlers.ts_defaults import BY_MODEL_FILE
 
 if sys.version_info >= (3, 11):
@@ -139,7 +140,33 @@ def _read_mar(path: Path, root: Path) -> Manifest:
     return Manifest(
         handler=str(handler) if is_file else None,
         model_file=str(serialized) if serialized and by_model_file else None,
+        **_mar_scheduling(model_yaml_config(root, document)),
     )
+
+
+# model-config.yaml's keys TorchServe schedules a model by, and modelhost's name for each
+_MAR_CONFIG_KEYS = {
+    "batchSize": "batch_size",
+    "maxBatchDelay": "max_batch_delay_ms",
+    "maxWorkers": "max_workers",
+}
+
+
+def _mar_scheduling(config: dict[str, Any]) -> dict[str, Any]:
+    """The batching and workers a `.mar`'s model-config.yaml sets, as TorchServe reads them."""
+    found: dict[str, Any] = {}
+    for key, name in _MAR_CONFIG_KEYS.items():
+        value = config.get(key)
+        if value is None:
+            continue
+        least = 0 if name == "max_batch_delay_ms" else 1
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < least:
+            raise ModelLoadError(
+                f"model-config.yaml sets {key} to {value!r}; it must be a number of at least "
+                f"{least}: fix it and rebuild the .mar"
+            )
+        found[name] = float(value) if name == "max_batch_delay_ms" else int(value)
+    return found
 
 
 def parse_manifest(table: dict[str, Any]) -> Manifest:

@@ -98,6 +98,22 @@ def test_torchserve_built_in_handlers_are_the_workers_to_resolve(tmp_path: Path)
     assert read_manifest(tmp_path) == Manifest()
 
 
+def test_a_mar_model_config_sets_batching_and_workers(tmp_path: Path) -> None:
+    """TorchServe schedules by model-config.yaml's batchSize, maxBatchDelay and maxWorkers."""
+    mar_manifest(tmp_path, {"handler": "h.py", "configFile": "model-config.yaml"})
+    write(tmp_path / "h.py", "")
+    write(tmp_path / "model-config.yaml", "batchSize: 4\nmaxBatchDelay: 7\nmaxWorkers: 2\n")
+    expected = Manifest("h.py", batch_size=4, max_batch_delay_ms=7.0, max_workers=2)
+    assert read_manifest(tmp_path) == expected
+
+
+def test_a_bad_mar_model_config_value_is_a_load_error(tmp_path: Path) -> None:
+    mar_manifest(tmp_path, {"handler": "h.py", "configFile": "model-config.yaml"})
+    write(tmp_path / "model-config.yaml", "batchSize: many\n")
+    with pytest.raises(ModelLoadError, match="batchSize to 'many'"):
+        read_manifest(tmp_path)
+
+
 def test_base_handler_leaves_the_choice_to_the_model_file(tmp_path: Path) -> None:
     mar_manifest(tmp_path, {"handler": "base_handler", "serializedFile": "model.pt"})
     assert read_manifest(tmp_path) == Manifest(model_file="model.pt")
