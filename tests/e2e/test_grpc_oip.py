@@ -77,6 +77,7 @@ def grpc_server(
         max_request_size="1MiB",
         workers_per_model=1,
         max_workers_per_model=1,
+        job_queue_size=1,
         grpc_port=grpc_port,
     )
 
@@ -253,6 +254,46 @@ def test_a_deadline_that_expires_in_the_queue_cancels_the_request(
     first.join()
     oip.infer(LOGGED, [tensor])
     assert runs_log.read_text().split() == ["start", "end", "start", "end"]
+
+
+def test_a_full_queue_is_resource_exhausted_with_the_numbers(
+    oip: triton.InferenceServerClient, runs_log: Path
+) -> None:
+    """One request runs, the queue (job_queue_size 1) holds the next: of two more sent at once,
+    one waits and the other is refused."""
+    tensor = triton.InferInput("x", [1], "FP32")
+    tensor.set_data_from_numpy(np.zeros(1, dtype=np.float32))
+    oip.infer(LOGGED, [tensor])  # loaded
+    runs_log.write_text("")
+    first = threading.Thread(target=oip.infer, args=(LOGGED, [tensor]))
+    first.start()
+    while "start" not in runs_log.read_text():
+        time.sleep(0.02)
+    refusals: list[InferenceServerException] = []
+
+    def send() -> None:
+        try:
+            oip.infer(LOGGED, [tensor])
+        except InferenceServerException as error:
+            refusals.append(error)
+
+    others = [threading.Thread(target=send) for _ in range(2)]
+    for thread in others:
+        thread.start()
+    for thread in [first, *others]:
+        thread.join()
+    (refused,) = refusals
+    assert refused.status() == "StatusCode.RESOURCE_EXHAUSTED"
+    assert "the limit (job_queue_size) is 1" in refused.message()
+
+
+def test_a_message_over_max_request_size_is_resource_exhausted(
+    oip: triton.InferenceServerClient,
+) -> None:
+    rows = np.zeros((2**16, 4), dtype=np.float32)  # 1 MiB of values, and the message around them
+    with pytest.raises(InferenceServerException) as error:
+        oip.infer(MODEL, [iris_input(rows)])
+    assert error.value.status() == "StatusCode.RESOURCE_EXHAUSTED"
 
 
 # ---------------------------------------------------------------------------- repository
