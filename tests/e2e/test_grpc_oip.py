@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import httpx
@@ -20,6 +21,8 @@ from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
 from modelhost import testing
+from modelhost.rpc.messages import OIP_SERVICE, message
+from modelhost.rpc.stubs import Stub
 
 pytestmark = pytest.mark.e2e
 
@@ -310,6 +313,31 @@ def test_load_model_unload_model_and_get_model_repository_index(
     assert {"name": model, "version": "1", "state": "READY"} in index
     oip.unload_model(model)
     assert not oip.is_model_ready(model)
+
+
+def test_infer_with_a_model_version(oip: triton.InferenceServerClient) -> None:
+    """A model of the store has one version, "1", as on REST's versioned path."""
+    result = oip.infer(MODEL, [iris_input(iris(1))], model_version="1")
+    assert result.get_response().model_version == "1"
+    with pytest.raises(InferenceServerException) as error:
+        oip.infer(MODEL, [iris_input(iris(1))], model_version="7")
+    assert error.value.status() == "StatusCode.NOT_FOUND"
+    assert "one version" in error.value.message()
+
+
+def test_repository_model_load_in_kserves_layout(address: str) -> None:
+    """KServe's RepositoryModelLoadRequest has model_name as field 1, where Triton's has
+    repository_name: sent so, it loads the model named and answers KServe's fields."""
+    model = "tenants/t003.joblib"
+    with grpc.insecure_channel(address) as channel:
+        stub: Any = Stub(channel, OIP_SERVICE)
+        request = message("inference.RepositoryModelLoadRequest")(repository_name=model)
+        response = stub.RepositoryModelLoad(request)
+        assert (response.model_name, response.isLoaded) == (model, True)
+        ready = stub.ModelReady(message("inference.ModelReadyRequest")(name=model))
+        assert ready.ready
+        unload = message("inference.RepositoryModelUnloadRequest")(repository_name=model)
+        assert stub.RepositoryModelUnload(unload).isUnloaded
 
 
 def test_is_model_ready_of_an_unknown_model_is_not_found(
