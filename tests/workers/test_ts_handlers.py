@@ -13,6 +13,8 @@ from modelhost.records.handler_metrics import HandlerMetrics, HandlerSample
 from modelhost.testing import torchserve
 from modelhost.workers.handlers import load_handler
 from modelhost.workers.handlers.base import Handler, InferRequest
+from modelhost.workers.handlers.mms import MmsContext, read_manifest
+from modelhost.workers.handlers.ts_context import decoded_body
 from modelhost.workers.handlers.ts_metrics import drain_samples
 
 ROWS = [[5.1, 3.5, 1.4, 0.2], [6.0, 2.9, 4.5, 1.5], [7.7, 3.0, 6.1, 2.3]]
@@ -116,3 +118,42 @@ def _imports(module: str) -> bool:
     except Exception:  # noqa: BLE001  (a wheel for another build fails with RuntimeError)
         return False
     return True
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "handed_over"),
+    [
+        (b"[1, 2]", "application/json; charset=utf-8", [1, 2]),
+        (b"{not json", "application/json", b"{not json"),
+        (b"caf\xc3\xa9", "text/plain", "café"),
+        (b"\xff", "text/plain", b"\xff"),
+        (b"\x89PNG", "image/png", b"\x89PNG"),
+    ],
+)
+def test_bodies_are_handed_over_as_torchserve_decodes_them(
+    body: bytes, content_type: str, handed_over: object
+) -> None:
+    assert decoded_body(body, content_type) == handed_over
+
+
+def test_the_context_carries_what_torchserve_gives(rows_mar: Path, tmp_path: Path) -> None:
+    folder = torchserve.unpacked(rows_mar, tmp_path / "m")
+    context = MmsContext(folder, "rows.mar", read_manifest(folder))
+    assert context.manifest["model"]["modelName"] == "rows"
+    assert context.system_properties == {
+        "model_dir": str(folder),
+        "gpu_id": None,
+        "batch_size": 1,
+        "server_name": "MMS",  # as TorchServe says, and handlers may compare
+        "server_version": context.system_properties["server_version"],
+        "limit_max_image_pixels": True,
+    }
+    assert context.model_yaml_config["handler"] == {
+        "greeting": torchserve.GREETING,
+        "profile": True,
+    }
+    call = context.for_requests([InferRequest(b"[]"), InferRequest(b"[]")])
+    assert call.system_properties["batch_size"] == 2
+    assert call.get_request_id(1) is not None and call.get_request_id(0) != call.get_request_id(1)
+    call.set_response_header(1, "content-type", "text/plain")
+    assert call.get_response_content_type(1) == "text/plain"
