@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import sys
@@ -23,6 +24,7 @@ from modelhost.config import Config
 from modelhost.errors import ConfigError, ModelhostError
 from modelhost.host import ModelHost
 from modelhost.host.memory_readings import PssReading, split_pss_bytes
+from modelhost.host.sizing import Sizing
 from modelhost.host.upkeep import upkeep
 from modelhost.http.app import build_app
 from modelhost.http.last_resort import Unhandled
@@ -282,6 +284,9 @@ def build_host(
         ),
         max_rows_per_request=config.max_rows_per_request,
         sagemaker_contract=config.sagemaker_contract,
+        sizing=functools.partial(
+            Sizing, max_names=config.sizing_names, thrash_window_s=config.thrash_window_s
+        ),
     )
     # the pool started first, for the baseline
     pool.attach(on_lost=host.residency.worker_lost, on_joined=host.residency.notify)

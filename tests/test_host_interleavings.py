@@ -237,6 +237,9 @@ class FakeEvents:
     def emit(self, *args: Any, **kwargs: Any) -> None:
         pass
 
+    def subscribe(self, subscriber: Any) -> Any:
+        return lambda: None
+
 
 class Interleavings(RuleBasedStateMachine):
     footprint = staticmethod(footprint_of)  # of each model, as its loads measure it

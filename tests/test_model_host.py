@@ -49,6 +49,9 @@ class RecordedEvents:
     def for_model(self, name: str) -> list[Any]:
         return []
 
+    def subscribe(self, subscriber: Any) -> Any:
+        return lambda: None
+
 
 def host_on(tmp_path: Path, policy: EvictionPolicy, events: RecordedEvents) -> ModelHost:
     memory = MemoryTier(ROOM_FOR_TWO, 0, policy)

@@ -35,6 +35,23 @@ class Fenwick:
             self.tree[index] += delta
             index += index & -index
 
+    def move(self, source: int, removed: int, target: int, added: int) -> None:
+        """`add(source, -removed)` then `add(target, added)` for `source < target`, the nodes
+        that cover both changed once (not at all when the two are equal)."""
+        tree, end = self.tree, len(self.tree)
+        i, j = source + 1, target + 1
+        while i < j:  # nodes that cover the source and end before the target
+            tree[i] -= removed
+            i += i & -i
+        stop = min(i, end)  # i is the first node that covers both
+        while j < stop:  # nodes that cover the target only
+            tree[j] += added
+            j += j & -j
+        if delta := added - removed:
+            while i < end:
+                tree[i] += delta
+                i += i & -i
+
     def prefix(self, index: int) -> int:
         """Sum of positions [0, index)."""
         total = 0
@@ -46,14 +63,20 @@ class Fenwick:
 
 class StackDistances:
     """Each use's byte stack distance; infinity for an object's first use (or first since
-    `forget`)."""
+    `forget`).
 
-    def __init__(self, min_positions: int = MIN_POSITIONS) -> None:
-        self._latest: dict[str, tuple[int, int]] = {}  # name: (position of its last use, size)
+    Objects belong to groups, each with a weight its bytes count for in others' distances (a
+    sample of names stands for the names it leaves out: `cache/curve.py`); one group of weight 1
+    gives the plain distance."""
+
+    def __init__(self, groups: int = 1, min_positions: int = MIN_POSITIONS) -> None:
+        # name: (position of its last use, size, group)
+        self._latest: dict[str, tuple[int, int, int]] = {}
         self.min_positions = min_positions
-        self._tree = Fenwick([0] * min_positions)
+        self.weights = [1.0] * groups
+        self._trees = [Fenwick([0] * min_positions) for _ in range(groups)]
+        self._totals = [0] * groups  # each group's sizes, at their latest uses
         self._next = 0  # the position the next use takes
-        self._total = 0  # the sizes of every tracked object, at their latest uses
         self._top = ""  # the object used last: used again, nothing moves
 
     def __len__(self) -> int:
@@ -62,44 +85,62 @@ class StackDistances:
     def __contains__(self, name: object) -> bool:
         return name in self._latest
 
-    def use(self, name: str, size: int) -> float:
+    def use(self, name: str, size: int, group: int = 0) -> float:
         """Record a use of `name`, `size` bytes now; its distance."""
         latest = self._latest.get(name)
         if latest is None:
-            distance = math.inf
-        else:
-            position, old_size = latest
-            if name == self._top and size == old_size:
-                return float(size)
-            distance = float(size + self._total - self._tree.prefix(position + 1))
+            self._push(name, size, group)
+            return math.inf
+        position, old_size, old_group = latest
+        if name == self._top and size == old_size and group == old_group:
+            return float(size)
+        distance = float(size)
+        for weight, tree, total in zip(self.weights, self._trees, self._totals, strict=True):
+            if total:
+                distance += weight * (total - tree.prefix(position + 1))
+        if group != old_group or self._next == self.positions:
             self.forget(name)
-        self._push(name, size)
+            self._push(name, size, group)
+            return distance
+        self._trees[group].move(position, old_size, self._next, size)  # to the top, in one pass
+        self._totals[group] += size - old_size
+        self._latest[name] = (self._next, size, group)
+        self._next += 1
+        self._top = name
         return distance
+
+    @property
+    def positions(self) -> int:
+        return len(self._trees[0].tree) - 1
 
     def forget(self, name: str) -> None:
         """Stop tracking `name`: its next use is a first use, and it is in no other's distance."""
         latest = self._latest.pop(name, None)
         if latest is not None:
-            position, size = latest
-            self._tree.add(position, -size)
-            self._total -= size
+            position, size, group = latest
+            self._trees[group].add(position, -size)
+            self._totals[group] -= size
             self._top = "" if name == self._top else self._top
 
-    def _push(self, name: str, size: int) -> None:
-        if self._next == len(self._tree.tree) - 1:
+    def _push(self, name: str, size: int, group: int) -> None:
+        if self._next == self.positions:
             self._renumber()
-        self._tree.add(self._next, size)
-        self._total += size
-        self._latest[name] = (self._next, size)
+        self._trees[group].add(self._next, size)
+        self._totals[group] += size
+        self._latest[name] = (self._next, size, group)
         self._next += 1
         self._top = name
 
     def _renumber(self) -> None:
-        """Give the tracked objects positions 0.. in the order of their last uses, in a tree
+        """Give the tracked objects positions 0.. in the order of their last uses, in trees
         twice their number."""
         ordered = sorted(self._latest.items(), key=lambda item: item[1][0])
-        sizes = [size for _, (_, size) in ordered]
-        capacity = max(self.min_positions, 2 * len(sizes))
-        self._tree = Fenwick(sizes + [0] * (capacity - len(sizes)))
-        self._latest = {name: (i, size) for i, (name, (_, size)) in enumerate(ordered)}
-        self._next = len(sizes)
+        capacity = max(self.min_positions, 2 * len(ordered))
+        columns = [[0] * capacity for _ in self._trees]
+        for index, (_, (_, size, group)) in enumerate(ordered):
+            columns[group][index] = size
+        self._trees = [Fenwick(column) for column in columns]
+        self._latest = {
+            name: (i, size, group) for i, (name, (_, size, group)) in enumerate(ordered)
+        }
+        self._next = len(ordered)

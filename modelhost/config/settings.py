@@ -161,6 +161,18 @@ class Config:
         "seconds a loaded model is safe from eviction, against thrashing (0: none)",
         minimum=0,
     )
+    sizing_names: int = _setting(
+        10_000,
+        "model names the live miss-ratio curve (GET /sizing) tracks at most; past them it samples "
+        "fewer (0: no curve)",
+        minimum=0,
+    )
+    thrash_window_s: float = _setting(
+        60.0,
+        "seconds the thrash alarm counts over: it goes off when a tenth of their requests are for "
+        "models evicted less than the cache's age before",
+        minimum=1,
+    )
     idle_unload_s: float = _setting(
         0.0,
         "seconds a model may go unused before it is unloaded (0: never, as in SageMaker)",

@@ -51,11 +51,13 @@ class InvokePath:
         on_hit: Callable[[str], None],
         on_pressure: Callable[[str], None],
         loads_on_invoke: bool = True,
+        on_use: Callable[[str, int, bool], None] = lambda name, size, hit: None,
     ) -> None:
         self.residency = residency
         self.scheduling = scheduling
         self.on_hit = on_hit  # a loaded model serves a request (the artifact may be due a check)
         self.on_pressure = on_pressure  # a model's requests wait for a free worker
+        self.on_use = on_use  # (model, its footprint, found loaded): what sizing counts
         self.loads_on_invoke = loads_on_invoke
         self.in_flight = 0  # invocations received and not yet answered
         self.batching = BatchingStatistics()
@@ -133,6 +135,7 @@ class InvokePath:
             if resident is not None and resident.state is State.LOADED:
                 r.memory.begin_request(resident)
                 self.on_hit(name)
+                self.on_use(name, resident.footprint, outcome is None)
                 return resident, outcome
             if not self.loads_on_invoke and name not in r.loads:
                 raise ModelNotLoaded(

@@ -33,6 +33,7 @@ from modelhost.host.registry import Registry
 from modelhost.host.residency import Residency
 from modelhost.host.scaling import Scaling
 from modelhost.host.shortfall import never_fits
+from modelhost.host.sizing import Sizing
 from modelhost.records.events import EventLog
 from modelhost.records.statistics import (
     DiskStatistics,
@@ -64,6 +65,7 @@ class ModelHost:
         pss_bytes: Callable[[], int | PssReading] | None = None,
         max_rows_per_request: int = 0,
         sagemaker_contract: bool = False,
+        sizing: Callable[[MemoryTier, EventLog, Callable[[], float]], Sizing] = Sizing,
     ) -> None:
         self.pool, self.memory, self.disk, self.events = pool, memory, disk, events
         self.sagemaker_contract = sagemaker_contract
@@ -91,12 +93,14 @@ class ModelHost:
         )
         self.scaling = Scaling(self.residency, self.scheduling)
         self.registry = Registry(self.residency)
+        self.sizing = sizing(memory, events, clock)
         self.invoke_path = InvokePath(
             self.residency,
             self.scheduling,
             on_hit=self.registry.revalidate_in_background,
             on_pressure=self.scaling.scale_out,
             loads_on_invoke=not sagemaker_contract,
+            on_use=self.sizing.used,
         )
 
     def _holds(self, name: str) -> bool:
@@ -257,7 +261,9 @@ class ModelHost:
         )
         workers = tuple(_worker(w) for w in self.pool.workers.values())
         disk = DiskStatistics(d.budget_bytes, d.used_bytes, d.count())
-        return HostStatistics(memory, disk, workers, self.invoke_path.batching)
+        return HostStatistics(
+            memory, disk, workers, self.invoke_path.batching, self.sizing.statistics()
+        )
 
     def model_statistics(self, name: str) -> ModelStatistics:
         """One model as the host knows it, loaded or not."""

@@ -296,7 +296,7 @@ class Residency:
             reason=reason,
             worker=resident.worker_id,
             duration_ms=round((self.clock() - started) * 1000, 2),
-            detail={"freed_bytes": freed},
+            detail={"freed_bytes": freed, "idle_s": round(started - resident.last_used, 3)},
         )
         return freed
 

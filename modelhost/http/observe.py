@@ -10,13 +10,16 @@ from importlib import resources
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, Response, StreamingResponse
+from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from modelhost.cache.curve import WINDOWS_S
 from modelhost.errors import BadRequestBody, TooManyStreams
+from modelhost.host.sizing import DEFAULT_WINDOW
 from modelhost.http.openapi import OpenApiRoute
 from modelhost.http.params import is_whole_number
 from modelhost.names import echo
+from modelhost.observe.describe import describe_sizing
 from modelhost.observe.observer import Observer
 from modelhost.records.events import Event
 
@@ -45,6 +48,7 @@ class ObserveRoutes:
             Route("/", self.dashboard, methods=["GET"]),
             Route("/metrics", self.metrics, methods=["GET"]),
             Route("/events", self.events, methods=["GET"]),
+            Route("/sizing", self.sizing, methods=["GET"]),
         ]
 
     async def dashboard(self, request: Request) -> Response:
@@ -52,6 +56,16 @@ class ObserveRoutes:
 
     async def metrics(self, request: Request) -> Response:
         return Response(self.observer.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+    async def sizing(self, request: Request) -> Response:
+        """The live miss-ratio curve; `?window=day` weighs the last day instead of the hour."""
+        window = request.query_params.get("window", DEFAULT_WINDOW)
+        if window not in WINDOWS_S:
+            raise BadRequestBody(
+                f"unknown window {echo(window)}: give one of {', '.join(WINDOWS_S)}"
+            )
+        statistics = self.observer.host.sizing.statistics(window)
+        return JSONResponse(describe_sizing(statistics))
 
     async def events(self, request: Request) -> Response:
         """Server-sent events; `?model=` filters, `Last-Event-ID` (or `?last_event_id=`)

@@ -355,6 +355,20 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
             {"name": "Last-Event-ID", "in": "header", "schema": {"type": "integer", "minimum": 0}},
         ],
     ),
+    ("GET", "/sizing"): operation(
+        "the live miss-ratio curve: hit ratio at every budget, the budget each target hit ratio "
+        "needs, instances needed, the thrash alarm",
+        _OBSERVE,
+        {_JSON: OBJECT},
+        (400,),
+        parameters=[
+            {
+                "name": "window",
+                "in": "query",
+                "schema": {"type": "string", "enum": ["hour", "day"], "default": "hour"},
+            }
+        ],
+    ),
     ("GET", "/openapi.json"): operation("this document", "Meta", {_JSON: OBJECT}),
     # Open Inference Protocol
     ("GET", "/v2"): _oip(

@@ -10,6 +10,7 @@ import psutil
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from modelhost.observe.sizing_series import sizing_families
 from modelhost.records.statistics import (
     BatchingStatistics,
     DiskStatistics,
@@ -39,6 +40,8 @@ class HostCollector(Collector):
         yield from self._models(stats.memory)
         yield from self._workers(stats.workers)
         yield from self._batching(stats.batching)
+        if stats.sizing is not None:
+            yield from sizing_families(stats.sizing)
 
     def _memory(self, m: MemoryStatistics) -> Iterator[Metric]:
         yield _gauge("modelhost_memory_budget_bytes", "The memory budget", m.budget_bytes)

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, timezone
 from typing import Any
 
 from modelhost.records.events import Event
-from modelhost.records.statistics import HostStatistics, ModelStatistics, WorkerStatistics
+from modelhost.records.statistics import (
+    HostStatistics,
+    ModelStatistics,
+    SizingStatistics,
+    WorkerStatistics,
+)
 from modelhost.urls import redact_url
 
 
@@ -62,7 +68,46 @@ def describe_host(host: HostStatistics) -> dict[str, Any]:
             "artifacts": host.disk.artifacts,
         },
         "workers": [_worker(w) for w in host.workers],
+        "sizing": describe_sizing(host.sizing) if host.sizing else None,
     }
+
+
+def describe_sizing(s: SizingStatistics) -> dict[str, Any]:
+    """GET /sizing, and /stats's `sizing`: the live curve and what it says about the budget."""
+    return {
+        "window": s.window,
+        "curvePolicy": "lru",
+        "evictionPolicy": s.policy,
+        "budgetBytes": s.budget_bytes,
+        "roomBytes": s.room_bytes,
+        "fixedBytes": s.fixed_bytes,
+        "observedHitRatio": s.observed_hit_ratio,
+        "predictedHitRatio": s.predicted_hit_ratio,
+        "memoryNeededBytes": {f"{t:g}": _finite(b) for t, b in s.budget_needed.items()},
+        "hitRatioAtBudget": {f"{f:g}": r for f, r in s.hit_ratio_at_factor.items()},
+        "instancesNeeded": {f"{t:g}": _finite(n, 3) for t, n in s.instances_needed.items()},
+        "curve": [
+            {
+                "roomBytes": p.room_bytes,
+                "budgetBytes": p.room_bytes + s.fixed_bytes,
+                "hitRatio": p.hit_ratio,
+            }
+            for p in s.curve
+        ],
+        "sample": {"names": s.sampled_names, "rate": s.sample_rate},
+        "thrash": {
+            "thrashing": s.thrashing,
+            "earlyReturns": s.early_returns,
+            "cacheAgeS": s.cache_age_s,
+        },
+    }
+
+
+def _finite(value: float, digits: int = 0) -> float | None:
+    """JSON has no infinity: None says no budget reaches the target."""
+    if math.isinf(value):
+        return None
+    return round(value, digits) if digits else round(value)
 
 
 def _worker(worker: WorkerStatistics) -> dict[str, Any]:

@@ -27,6 +27,7 @@ class Observer:
     def __init__(
         self, host: ModelHost, access_log: str = "", model_series: int = 0, max_streams: int = 64
     ) -> None:
+        self.host = host
         registry = CollectorRegistry()
         ProcessCollector(namespace="modelhost", registry=registry)  # the frontend process
         registry.register(HostCollector(host, model_series))

@@ -6,7 +6,8 @@ Prometheus families and the OIP repository's states are built from them by their
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from modelhost.records.events import Event
 
@@ -41,6 +42,36 @@ class MemoryStatistics:
     frontend_allowance_bytes: int = 0  # what it may use, said at start (0: not accounted apart)
 
 
+class CurvePoint(NamedTuple):
+    room_bytes: int  # for models: the budget less `SizingStatistics.fixed_bytes`
+    hit_ratio: float  # LRU's, with that room
+
+
+@dataclass(frozen=True)
+class SizingStatistics:
+    """What the live miss-ratio curve says about the budget (`host/sizing.py`)."""
+
+    window: str  # hour | day: the decay of the requests it weighs
+    policy: str  # the server's eviction policy; the curve is LRU's
+    budget_bytes: int
+    room_bytes: int  # what the budget leaves for models today
+    observed_hit_ratio: float | None  # of the last hour's requests; None before any
+    predicted_hit_ratio: float | None  # the curve's at `room_bytes`; None without a curve
+    budget_needed: dict[float, float]  # hit ratio → memory budget; inf: none reaches it
+    hit_ratio_at_factor: dict[float, float]  # multiple of `room_bytes` → hit ratio
+    instances_needed: dict[float, float]  # hit ratio → room it needs / room of one instance
+    curve: tuple[CurvePoint, ...]
+    sampled_names: int
+    sample_rate: float  # the share of names the curve tracks
+    thrashing: bool
+    early_returns: int  # evicted models that came back within the cache's age, ever
+    cache_age_s: float | None  # how long recent victims had gone unused
+
+    @property
+    def fixed_bytes(self) -> int:
+        return self.budget_bytes - self.room_bytes
+
+
 @dataclass(frozen=True)
 class DiskStatistics:
     """The disk tier against its budget."""
@@ -67,6 +98,7 @@ class HostStatistics:
     disk: DiskStatistics
     workers: tuple[WorkerStatistics, ...]
     batching: BatchingStatistics
+    sizing: SizingStatistics | None = field(default=None)
 
 
 @dataclass(frozen=True)

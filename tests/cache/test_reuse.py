@@ -72,4 +72,31 @@ def test_tracking_is_as_large_as_the_names_tracked() -> None:
         distances.use(f"m{i}", 1)
         distances.forget(f"m{i - 3}")
     assert len(distances) == 3
-    assert len(distances._tree.tree) <= MIN_POSITIONS + 1
+    assert distances.positions <= MIN_POSITIONS
+
+
+GROUPED = st.lists(st.tuples(NAMES, SIZES, st.integers(min_value=0, max_value=1)), max_size=200)
+
+
+@settings(max_examples=200, deadline=None)
+@given(GROUPED, st.integers(min_value=1, max_value=16))
+def test_each_groups_bytes_count_at_its_weight(
+    steps: list[tuple[str, int, int]], positions: int
+) -> None:
+    """A name may change group between uses (a sampled name turns frequent)."""
+    weights = [1.0, 8.0]
+    distances = StackDistances(groups=2, min_positions=positions)
+    distances.weights = weights
+    stack: list[str] = []
+    latest: dict[str, tuple[int, int]] = {}  # name: (size, group)
+    for name, size, group in steps:
+        found = distances.use(name, size, group)
+        if name in stack:
+            since = stack[stack.index(name) + 1 :]
+            expected = size + sum(weights[latest[o][1]] * latest[o][0] for o in since)
+            assert found == expected
+            stack.remove(name)
+        else:
+            assert found == math.inf
+        stack.append(name)
+        latest[name] = (size, group)

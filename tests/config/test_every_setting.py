@@ -72,6 +72,8 @@ EFFECTS: dict[str, str] = {
     "--pinned-models": "e2e/test_runtimes_and_manifest.py::test_pinned_models_stay_and_declared_memory_is_reserved",
     "--admission": "cache/test_policy_contract.py::test_admission_keeps_the_hot_set_through_a_scan",
     "--min-residency-s": "cache/test_policy_contract.py::test_lru_equals_a_brute_force_lru",
+    "--sizing-names": "e2e/test_sizing.py::test_sizing_names_zero_serves_without_a_curve",
+    "--thrash-window-s": "e2e/test_sizing.py::test_the_thrash_alarm_fires_when_the_working_set_is_twice_the_room",
     "--idle-unload-s": "e2e/test_runtimes_and_manifest.py::test_idle_models_are_unloaded_pinned_ones_stay",
     "--multi-model": "e2e/test_container.py::test_multi_model_mode_loads_from_opt_ml_models",
     "--single-model": "e2e/test_container.py::test_single_model_mode_serves_opt_ml_model",

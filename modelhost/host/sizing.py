@@ -1,0 +1,110 @@
+"""What the live traffic says about the memory budget: the miss-ratio curve (`cache/curve.py`) read
+at today's room for models and at others, the budget a target hit ratio needs, how many instances
+a fleet needs for it, and the thrash alarm (`host/thrash.py`).
+
+The curve is LRU's, exact for `--eviction-policy lru` and an estimate for the others (which keep
+at least as many hits on the workloads `modelhost simulate` measures). "Room" is what the budget
+leaves for models once the idle server and its headroom floor are paid for; a budget is the room
+plus that fixed part.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from modelhost.cache.curve import COLD, MAX_NAMES, WINDOWS_S, MissRatioCurve, Windows
+from modelhost.cache.memory import MemoryTier
+from modelhost.host.thrash import WINDOW_S, ThrashWatch
+from modelhost.records.events import EventLog
+from modelhost.records.statistics import CurvePoint, SizingStatistics
+
+TARGETS = (0.9, 0.95, 0.99)  # hit ratios: the memory and instances each needs
+FACTORS = (0.5, 2.0, 4.0)  # multiples of today's room: the hit ratio each would give
+DEFAULT_WINDOW = "hour"
+
+
+class Sizing:
+    """Fed every request that reached a model; read by `/sizing`, `/stats` and `/metrics`."""
+
+    def __init__(
+        self,
+        memory: MemoryTier,
+        events: EventLog,
+        clock: Callable[[], float],
+        max_names: int = MAX_NAMES,
+        thrash_window_s: float = WINDOW_S,
+    ) -> None:
+        now = clock()
+        self.memory, self.clock = memory, clock
+        self.curve = MissRatioCurve(now, max_names) if max_names else None
+        self.observed = Windows(now, WINDOWS_S, bins=1)  # [hits, misses]
+        self.thrash = ThrashWatch(events, clock, self.advice, thrash_window_s)
+        events.subscribe(self.thrash.on_event)
+
+    def used(self, name: str, size: int, hit: bool) -> None:
+        """A request found `name` loaded (`hit`) or waited for its load; `size`: its footprint."""
+        now = self.clock()
+        self.thrash.used(name, hit, now)
+        self.observed.add(0 if hit else COLD, 1.0, now)
+        if self.curve is not None:
+            self.curve.record(name, size, now)
+
+    @property
+    def fixed_bytes(self) -> int:
+        """The budget's part that is not room for models."""
+        return self.memory.budget_bytes - self.memory.capacity_bytes
+
+    def budget_for(self, hit_ratio: float, window: str = DEFAULT_WINDOW) -> float:
+        """The memory budget at which LRU reaches `hit_ratio`; infinity: none does (too many
+        requests are a name's first), or no curve."""
+        if self.curve is None:
+            return math.inf
+        return self.fixed_bytes + self.curve.windows.curve(window).room_for(hit_ratio)
+
+    def advice(self) -> dict[str, Any]:
+        """What the thrash alarm says besides its counts."""
+        needed = self.budget_for(0.95)
+        return {
+            "budget_bytes": self.memory.budget_bytes,
+            "memory_needed_bytes_for_0.95": None if math.isinf(needed) else round(needed),
+        }
+
+    def statistics(self, window: str = DEFAULT_WINDOW) -> SizingStatistics:
+        self.roll()
+        room = self.memory.capacity_bytes
+        histogram = self.curve.windows.curve(window) if self.curve else None
+        observed = self.observed.curve(window)
+        curve = self.curve
+        return SizingStatistics(
+            window=window,
+            policy=self.memory.policy.name,
+            budget_bytes=self.memory.budget_bytes,
+            room_bytes=room,
+            observed_hit_ratio=_share(observed.bins[0], observed.total),
+            predicted_hit_ratio=histogram.hit_ratio_at(room) if histogram else None,
+            budget_needed={t: self.budget_for(t, window) for t in TARGETS},
+            hit_ratio_at_factor={
+                f: histogram.hit_ratio_at(f * room) for f in FACTORS if histogram
+            },
+            instances_needed={
+                t: histogram.room_for(t) / room for t in TARGETS if histogram and room > 0
+            },
+            curve=tuple(CurvePoint(*p) for p in histogram.points()) if histogram else (),
+            sampled_names=len(curve.distances) if curve else 0,
+            sample_rate=curve.rate if curve else 0.0,
+            thrashing=self.thrash.thrashing,
+            early_returns=self.thrash.early_returns,
+            cache_age_s=self.thrash.cache_age_s,
+        )
+
+    def roll(self) -> None:
+        """Close the thrash alarm's window if it is due (requests close it too)."""
+        now = self.clock()
+        if now >= self.thrash.window_ends:
+            self.thrash.roll(now)
+
+
+def _share(part: float, total: float) -> float | None:
+    return part / total if total else None

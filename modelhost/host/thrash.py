@@ -1,0 +1,110 @@
+"""The thrash alarm: evicted models come back sooner than the cache's own age.
+
+The cache's age is how long its victims had gone unused when they were evicted (the median of the
+recent ones). A model that comes back within that age after its eviction would have stayed in a
+cache about twice as large: the working set has passed the budget. A load now and then of a model
+evicted long ago is what a cache is for; when early returns are a tenth of all requests over a
+window (`--thrash-window-s`), the alarm goes off (a `thrash` event, reason `started`, with the
+numbers), and it ends when they fall under half that.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from typing import Any
+
+from modelhost.records.events import Event, EventLog
+
+WINDOW_S = 60.0  # the default
+STARTS_AT = 0.10  # early returns per request over a window
+ENDS_UNDER = 0.05
+MIN_EARLY_RETURNS = 10  # a few loads of an idle server are no alarm
+RECENT_VICTIMS = 64  # whose idle times make the cache's age
+REMEMBERED_EVICTIONS = 10_000  # names evicted lately: bounded, whatever the names seen
+
+
+class Window:
+    """Counts of one window of requests."""
+
+    def __init__(self) -> None:
+        self.requests = self.misses = self.early = 0
+
+    @property
+    def early_share(self) -> float:
+        return self.early / self.requests if self.requests else 0.0
+
+
+class ThrashWatch:
+    """Fed each request (`used`) and each eviction (`on_event`); `thrashing` says whether the
+    last full window passed the alarm's threshold."""
+
+    def __init__(
+        self,
+        events: EventLog,
+        clock: Callable[[], float],
+        advice: Callable[[], dict[str, Any]],
+        window_s: float = WINDOW_S,
+    ) -> None:
+        self.events, self.clock, self.advice = events, clock, advice
+        self.window_s = window_s
+        self.evicted: OrderedDict[str, float] = OrderedDict()  # name: when it was evicted
+        self.victim_idle_s: deque[float] = deque(maxlen=RECENT_VICTIMS)
+        self.window, self.last = Window(), Window()
+        self.window_ends = clock() + window_s
+        self.thrashing = False
+        self.early_returns = 0  # ever
+
+    @property
+    def cache_age_s(self) -> float | None:
+        return statistics.median(self.victim_idle_s) if self.victim_idle_s else None
+
+    def on_event(self, event: Event) -> None:
+        if event.kind != "evict" or event.model is None or "idle_s" not in event.detail:
+            return
+        self.evicted[event.model] = self.clock()
+        self.evicted.move_to_end(event.model)
+        while len(self.evicted) > REMEMBERED_EVICTIONS:
+            self.evicted.popitem(last=False)
+        self.victim_idle_s.append(float(event.detail["idle_s"]))
+
+    def used(self, name: str, hit: bool, now: float) -> None:
+        """A request served by `name`; `hit`: it found the model in memory."""
+        if now >= self.window_ends:
+            self.roll(now)
+        self.window.requests += 1
+        if hit:
+            return
+        self.window.misses += 1
+        evicted_at = self.evicted.pop(name, None)
+        age = self.cache_age_s
+        if evicted_at is not None and age is not None and now - evicted_at < age:
+            self.window.early += 1
+            self.early_returns += 1
+
+    def roll(self, now: float) -> None:
+        """End the window (an empty one if a whole window passed without requests)."""
+        self.last = self.window if now < self.window_ends + self.window_s else Window()
+        self.window, self.window_ends = Window(), now + self.window_s
+        share = self.last.early_share
+        if not self.thrashing and share >= STARTS_AT and self.last.early >= MIN_EARLY_RETURNS:
+            self._alarm("started")
+        elif self.thrashing and share < ENDS_UNDER:
+            self._alarm("ended")
+
+    def _alarm(self, reason: str) -> None:
+        self.thrashing = reason == "started"
+        last = self.last
+        self.events.emit(
+            "thrash",
+            reason=reason,
+            detail={
+                "window_s": self.window_s,
+                "requests": last.requests,
+                "misses": last.misses,
+                "early_returns": last.early,
+                "cache_age_s": round(self.cache_age_s or 0.0, 3),
+                **self.advice(),
+            },
+        )

@@ -1,0 +1,93 @@
+"""The live miss-ratio curve: exact while it tracks every name, close to exact when it samples,
+bounded in memory at a million names, and following the traffic of its window."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from modelhost.cache.curve import BINS_PER_DOUBLING, COLD, EDGES, MissRatioCurve, Windows
+from modelhost.toolkit.simulate import lru
+from modelhost.toolkit.simulate.trace import make_trace
+
+KiB = 1024
+
+
+def zipf_requests(names: int, count: int, seed: int = 0) -> list[str]:
+    weights = 1 / np.arange(1, names + 1)
+    rng = np.random.default_rng(seed)
+    picks = rng.choice(names, size=count, p=weights / weights.sum())
+    return [f"tenant-{i}" for i in picks]
+
+
+def size_of(name: str) -> int:
+    return (100 + int(name.rsplit("-", 1)[1]) % 7 * 50) * KiB
+
+
+def replay(curve: MissRatioCurve, requests: list[str]) -> None:
+    for i, name in enumerate(requests):
+        curve.record(name, size_of(name), now=i * 0.001)
+
+
+def exact_hit_ratios(requests: list[str], budgets: list[float]) -> list[float]:
+    trace = make_trace(requests, {n: size_of(n) for n in set(requests)})
+    return lru.hit_ratios(lru.stack_distances(trace), [int(b) for b in budgets])
+
+
+def test_tracking_every_name_gives_simulates_curve_at_every_bin_edge() -> None:
+    requests = zipf_requests(500, 20_000)
+    curve = MissRatioCurve(now=0.0, max_names=1000)
+    replay(curve, requests)
+    assert curve.rate == 1.0
+    edges, shares = zip(*curve.windows.curve("day").points(), strict=True)
+    # the window's decay weighs the 20 s of requests within 0.03% of each other
+    assert list(shares) == pytest.approx(exact_hit_ratios(requests, list(edges)), abs=0.002)
+
+
+def test_a_sample_of_the_names_estimates_the_curve_of_all() -> None:
+    requests = zipf_requests(100_000, 300_000, seed=1)
+    curve = MissRatioCurve(now=0.0, max_names=4000)
+    replay(curve, requests)
+    assert curve.rate < 0.2
+    budgets = [2.0**k * KiB for k in range(10, 24)]
+    day = curve.windows.curve("day")
+    estimated = [day.hit_ratio_at(b) for b in budgets]
+    assert estimated == pytest.approx(exact_hit_ratios(requests, budgets), abs=0.03)
+
+
+def test_a_million_names_keep_the_sample_within_its_bound() -> None:
+    curve = MissRatioCurve(now=0.0, max_names=1000)
+    for i in range(1_000_000):
+        curve.record(f"name-{i}", 100 * KiB, now=i * 1e-4)
+    assert len(curve.distances) <= 1000
+    assert len(curve._highest) <= 1000
+    assert curve.distances.positions <= 2 * 1000
+    assert 1000 / 1_000_000 / 2 < curve.rate < 2 * 1000 / 1_000_000
+
+
+def test_the_hour_window_follows_the_traffic_the_day_remembers() -> None:
+    """Three hours of a working set of 40 models, then one hour of 4: the last hour's curve
+    reaches its hits in the room of 4 models, the day's still needs more."""
+    curve = MissRatioCurve(now=0.0)
+    wide = [f"tenant-{i % 40}" for i in range(3 * 3600)]
+    narrow = [f"tenant-{i % 4}" for i in range(3600)]
+    for i, name in enumerate(wide + narrow):
+        curve.record(name, 100 * KiB, now=float(i * 1))
+    room_of_four = 4 * 100 * KiB * 1.1
+    assert curve.windows.curve("hour").hit_ratio_at(room_of_four) > 0.6
+    assert curve.windows.curve("day").hit_ratio_at(room_of_four) < 0.35
+
+
+def test_room_for_and_hit_ratio_at_read_the_same_curve() -> None:
+    windows = Windows(now=0.0)
+    rng = random.Random(0)
+    for _ in range(5000):
+        windows.add(rng.randrange(8 * BINS_PER_DOUBLING, 30 * BINS_PER_DOUBLING), 1.0, 0.0)
+    windows.add(COLD, 500.0, 0.0)  # first uses: no room gives more than 10/11 of hits
+    histogram = windows.curve("hour")
+    for target in (0.1, 0.5, 0.9):
+        assert histogram.hit_ratio_at(histogram.room_for(target)) == pytest.approx(target)
+    assert histogram.room_for(0.95) == float("inf")
+    assert histogram.hit_ratio_at(EDGES[-1]) == pytest.approx(5000 / 5500)

@@ -1,0 +1,135 @@
+"""Sizing on a memory tier of its own: the thrash alarm fires when the working set is twice the
+room and stays silent when it fits; the curve's readings say what a budget needs."""
+
+from __future__ import annotations
+
+import random
+from collections import OrderedDict
+
+import pytest
+
+from modelhost.cache.memory import MemoryTier
+from modelhost.cache.policy import LRUPolicy
+from modelhost.host.sizing import Sizing
+from modelhost.host.thrash import WINDOW_S
+from modelhost.records.events import EventLog
+
+MiB = 2**20
+MODEL = 10 * MiB
+ROOM = 10  # models
+BASELINE = 100 * MiB
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class LruServer:
+    """What the host tells sizing as it serves: each request's model and whether it was loaded,
+    and an `evict` event (with the victim's idle time) for each model that made room."""
+
+    def __init__(self, sizing: Sizing, events: EventLog, clock: Clock) -> None:
+        self.sizing, self.events, self.clock = sizing, events, clock
+        self.loaded: OrderedDict[str, float] = OrderedDict()  # name: last used
+
+    def request(self, name: str) -> None:
+        hit = name in self.loaded
+        if not hit and len(self.loaded) == ROOM:
+            victim, last_used = self.loaded.popitem(last=False)
+            idle_s = round(self.clock.now - last_used, 3)
+            self.events.emit("evict", victim, reason="lru", detail={"idle_s": idle_s})
+        self.loaded[name] = self.clock.now
+        self.loaded.move_to_end(name)
+        self.sizing.used(name, MODEL, hit)
+
+
+class Alarms(list[tuple[str, dict[str, object]]]):
+    """The thrash events of a log, as they are emitted (its ring of recent events forgets)."""
+
+    def __init__(self, events: EventLog) -> None:
+        super().__init__()
+        events.subscribe(
+            lambda e: self.append((e.reason, e.detail)) if e.kind == "thrash" else None
+        )
+
+
+def serve(models: int, seconds: float, rate: float = 50.0, seed: int = 0) -> Alarms:
+    """Uniform requests over `models` models for `seconds` at `rate` a second."""
+    clock, events = Clock(), EventLog()
+    alarms = Alarms(events)
+    memory = MemoryTier(BASELINE + ROOM * MODEL, BASELINE, LRUPolicy(), clock=clock)
+    sizing = Sizing(memory, events, clock)
+    server = LruServer(sizing, events, clock)
+    rng = random.Random(seed)
+    while clock.now < seconds:
+        server.request(f"m{rng.randrange(models)}")
+        clock.now += 1 / rate
+    sizing.roll()
+    return alarms
+
+
+def test_a_working_set_twice_the_room_sets_the_alarm_off_with_the_numbers() -> None:
+    alarms = serve(models=2 * ROOM, seconds=3 * WINDOW_S)
+    assert [reason for reason, _ in alarms] == ["started"]
+    detail = alarms[0][1]
+    assert float(str(detail["early_returns"])) >= 0.1 * float(str(detail["requests"]))
+    assert 0 < float(str(detail["cache_age_s"])) < WINDOW_S
+    # LRU over 20 models needs room for about all of them to hit 95% of the requests
+    needed = float(str(detail["memory_needed_bytes_for_0.95"]))
+    assert BASELINE + 15 * MODEL < needed < BASELINE + 25 * MODEL
+
+
+def test_a_working_set_that_fits_never_sets_it_off() -> None:
+    assert serve(models=ROOM, seconds=3 * WINDOW_S) == []
+
+
+def test_the_alarm_ends_when_the_working_set_fits_again() -> None:
+    clock, events = Clock(), EventLog()
+    alarms = Alarms(events)
+    memory = MemoryTier(BASELINE + ROOM * MODEL, BASELINE, LRUPolicy(), clock=clock)
+    sizing = Sizing(memory, events, clock)
+    server = LruServer(sizing, events, clock)
+    rng = random.Random(1)
+    for models in (2 * ROOM, ROOM // 2):
+        until = clock.now + 3 * WINDOW_S
+        while clock.now < until:
+            server.request(f"m{rng.randrange(models)}")
+            clock.now += 0.02
+    sizing.roll()
+    assert [reason for reason, _ in alarms] == ["started", "ended"]
+    assert not sizing.thrash.thrashing
+
+
+def test_the_readings_say_what_the_budget_needs() -> None:
+    """Models used in turn, 18 of them, with room for 10: LRU misses every request; twice the
+    room hits them all, and 95% of hits needs the room of about 18 models."""
+    clock, events = Clock(), EventLog()
+    memory = MemoryTier(BASELINE + ROOM * MODEL, BASELINE, LRUPolicy(), clock=clock)
+    sizing = Sizing(memory, events, clock)
+    for i in range(4000):
+        sizing.used(f"m{i % 18}", MODEL, hit=False)
+        clock.now += 0.01
+    stats = sizing.statistics()
+    assert stats.room_bytes == ROOM * MODEL
+    assert stats.predicted_hit_ratio == pytest.approx(0.0, abs=0.01)
+    assert stats.hit_ratio_at_factor[0.5] == pytest.approx(0.0, abs=0.01)
+    assert stats.hit_ratio_at_factor[2.0] == pytest.approx(0.995, abs=0.01)
+    assert stats.budget_needed[0.95] == pytest.approx(BASELINE + 18 * MODEL, rel=0.1)
+    assert stats.instances_needed[0.95] == pytest.approx(1.8, rel=0.1)
+    assert stats.observed_hit_ratio == 0.0
+    assert stats.sample_rate == 1.0
+    assert stats.curve[-1].hit_ratio == pytest.approx(0.995, abs=0.01)
+
+
+def test_no_curve_when_sizing_names_is_zero() -> None:
+    clock, events = Clock(), EventLog()
+    memory = MemoryTier(BASELINE + ROOM * MODEL, BASELINE, LRUPolicy(), clock=clock)
+    sizing = Sizing(memory, events, clock, max_names=0)
+    sizing.used("m0", MODEL, hit=True)
+    stats = sizing.statistics()
+    assert stats.curve == () and stats.predicted_hit_ratio is None
+    assert stats.observed_hit_ratio == 1.0
