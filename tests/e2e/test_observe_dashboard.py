@@ -68,6 +68,12 @@ def test_the_dashboard_shows_models_and_updates_when_one_loads(
         page.wait_for_function(
             "document.querySelector('#hit-ratio').textContent.endsWith('%')", timeout=WAIT_MS
         )
+        page.wait_for_function(
+            "Number(document.querySelector('#sizing-chart').dataset.points) > 0",
+            timeout=WAIT_MS,
+        )
+        sizing = page.inner_text("#sizing-now")
+        thrash = page.inner_text("#thrash")
         hits = page.inner_text(f"{model_row('tenants/t000.joblib')} td:nth-child(6)")
         memory = page.inner_text("#memory-now")
         screenshot = tmp_path / "dashboard.png"
@@ -76,6 +82,8 @@ def test_the_dashboard_shows_models_and_updates_when_one_loads(
     shutil.copyfile(screenshot, ARTIFACTS / "dashboard.png")
     assert hits == "1"  # the second of its two invocations; the first was a miss
     assert " of " in memory
+    assert sizing.endswith("predicted") and "% hits seen" in sizing
+    assert thrash == "quiet"
     assert problems == []
 
 
