@@ -3,10 +3,10 @@ would make them, for message classes that live in our own pool (see `messages`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import grpc
+from google.protobuf.descriptor import MethodDescriptor
 
 from modelhost.rpc.messages import message, service
 
@@ -24,7 +24,8 @@ def generic_handler(service_name: str, servicer: object) -> grpc.GenericRpcHandl
             continue  # not served: the client gets UNIMPLEMENTED
         request = message(method.input_type.full_name)
         response = message(method.output_type.full_name)
-        handlers[method.name] = _handler(method.client_streaming, method.server_streaming)(
+        maker = getattr(grpc, f"{_kind(method)}_rpc_method_handler")
+        handlers[method.name] = maker(
             call,
             request_deserializer=request.FromString,
             response_serializer=response.SerializeToString,
@@ -32,11 +33,10 @@ def generic_handler(service_name: str, servicer: object) -> grpc.GenericRpcHandl
     return grpc.method_handlers_generic_handler(service_name, handlers)
 
 
-def _handler(client_streaming: bool, server_streaming: bool) -> Callable[..., Any]:
-    kind = ("stream" if client_streaming else "unary") + "_"
-    kind += "stream" if server_streaming else "unary"
-    maker: Callable[..., Any] = getattr(grpc, f"{kind}_rpc_method_handler")
-    return maker
+def _kind(method: MethodDescriptor) -> str:
+    """unary_unary, unary_stream, stream_unary or stream_stream: grpc's names of the shapes."""
+    sent = "stream" if method.client_streaming else "unary"
+    return f"{sent}_{'stream' if method.server_streaming else 'unary'}"
 
 
 class Stub:
@@ -45,12 +45,7 @@ class Stub:
 
     def __init__(self, channel: grpc.Channel | grpc.aio.Channel, service_name: str) -> None:
         for method in service(service_name).methods:
-            kind = (
-                ("stream" if method.client_streaming else "unary")
-                + "_"
-                + ("stream" if method.server_streaming else "unary")
-            )
-            call = getattr(channel, kind)(
+            call = getattr(channel, _kind(method))(
                 method_path(service_name, method.name),
                 request_serializer=message(method.input_type.full_name).SerializeToString,
                 response_deserializer=message(method.output_type.full_name).FromString,

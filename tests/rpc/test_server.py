@@ -1,0 +1,27 @@
+"""The gRPC server's port: a port another server holds is refused at start, saying which."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from pathlib import Path
+
+import pytest
+
+from modelhost.config import load_config
+from modelhost.errors import ConfigError
+from modelhost.rpc.server import RpcServer
+
+
+def test_a_port_in_use_is_refused_naming_the_flag(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        config = load_config({"grpc_port": port}, {}, tmp_path)
+
+        async def bind() -> None:
+            RpcServer(config, "127.0.0.1", port, [])
+
+        with pytest.raises(ConfigError, match=f"127.0.0.1:{port}.*--grpc-port"):
+            asyncio.run(bind())
