@@ -8,7 +8,7 @@ from importlib import metadata
 from pathlib import Path
 
 from modelhost.errors import ModelLoadError, Unavailable, UnsafeArtifact
-from modelhost.workers.handlers import lightgbm, onnx, sklearn, torch, xgboost
+from modelhost.workers.handlers import huggingface, lightgbm, onnx, sklearn, torch, xgboost
 from modelhost.workers.handlers.base import Handler
 from modelhost.workers.handlers.mms import MmsHandler, find_entry
 from modelhost.workers.handlers.sagemaker import SCRIPT, SageMakerHandler
@@ -16,7 +16,8 @@ from modelhost.workers.handlers.sagemaker import SCRIPT, SageMakerHandler
 PICKLE_SUFFIXES = sklearn.SUFFIXES
 _SHIPPING_FORMS = (
     "ship one model file (.joblib/.pkl, .ubj/.json/.bst, .txt/.lgb, .onnx, .pt/.pt2), a folder "
-    "with handler.py (MMS/TorchServe) or a folder with code/inference.py (SageMaker)"
+    "with handler.py (MMS/TorchServe), a folder with code/inference.py (SageMaker) or a Hugging "
+    "Face folder (config.json, model.safetensors, tokenizer files)"
 )
 _LISTED_NAMES = 10
 
@@ -95,7 +96,8 @@ def _choose_file(path: Path, threads: int) -> Choice:
     kind = f"'{path.suffix}' files" if path.suffix else "files without an extension"
     if path.suffix.lower() in (".json", ".txt"):
         kind = f"{path.name}, which is not an XGBoost (.json) or LightGBM (.txt) model"
-    supported = ", ".join(suffix for runtime in RUNTIMES.values() for suffix in runtime.suffixes)
+    suffixes = (suffix for runtime in RUNTIMES.values() for suffix in runtime.suffixes)
+    supported = ", ".join(dict.fromkeys(suffixes))
     raise ModelLoadError(
         f"no built-in handler for {kind}; supported: {supported}; or ship a folder with "
         "handler.py or code/inference.py, or name the handler in modelhost.toml"
@@ -110,6 +112,8 @@ def _choose_folder(folder: Path, model_name: str, threads: int, *, descend: bool
     entry = find_entry(folder)
     if entry is not None:
         return Choice(lambda: MmsHandler(folder, model_name, entry), _handler_hint)
+    if huggingface.is_folder(folder):  # config.json and its weights, built-in files of their own
+        return _built_in(RUNTIMES["huggingface"], folder / "config.json", threads)
     found = _model_files_in(folder)
     if descend and not found:
         subfolders = [path for path in _visible(folder) if path.is_dir()]
@@ -273,4 +277,14 @@ RUNTIMES: dict[str, Runtime] = {
         torch.TorchHandler,
         _runtime_hint("torch", "torch.jit.save or torch.export.save"),
     ),
+    **{
+        name: Runtime(
+            name,
+            huggingface.SUFFIXES,
+            huggingface.HuggingFaceHandler.build(task),
+            _runtime_hint("transformers", "save_pretrained"),
+            huggingface.takes_weights,
+        )
+        for name, task in huggingface.TASKS.items()
+    },
 }
