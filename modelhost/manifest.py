@@ -6,6 +6,7 @@ handler name is passed to the worker. Every field is optional: an absent one mea
 setting". Unknown keys are refused, so a typo never silently does nothing.
 
     handler = "sklearn"            # sklearn, xgboost, lightgbm, onnx, torch, or handler.py[:fn]
+                                   # (huggingface, huggingface-classification/-embeddings)
     model_file = "model.ubj"       # the file the handler loads, when the folder holds several
     batch_size = 16
     threads = 2                    # the runtime's threads for this model (torch, onnx, ...)
