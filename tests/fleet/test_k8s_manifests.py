@@ -11,8 +11,14 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
+from modelhost.cache.memory import MemoryTier
+from modelhost.cache.policy import LRUPolicy
 from modelhost.config import Config
+from modelhost.host.sizing import Sizing
 from modelhost.observe.metrics import Metrics
+from modelhost.observe.sizing_series import sizing_families
+from modelhost.records.events import EventLog
+from modelhost.testing import StepClock
 from modelhost.units import parse_size
 
 kubernetes_validate = pytest.importorskip("kubernetes_validate")
@@ -117,10 +123,40 @@ def test_the_monitor_and_the_autoscaler_point_at_modelhost() -> None:
     assert monitor["endpoints"][0]["port"] in {p["name"] for p in service["spec"]["ports"]}
     hpa = by_kind("HorizontalPodAutoscaler")["spec"]
     assert hpa["scaleTargetRef"]["name"] == by_kind("Deployment")["metadata"]["name"]
-    metric = hpa["metrics"][0]["pods"]["metric"]["name"]
+
+
+def served_series() -> set[tuple[str, frozenset[tuple[str, str]]]]:
+    """Every (name, labels) a pod's /metrics serves: the frontend's metrics and, from a host with
+    a curve, the sizing families."""
     registry = CollectorRegistry()
     Metrics(registry)
-    assert registry.get_sample_value(metric) is not None  # a gauge every pod's /metrics serves
+    clock = StepClock()
+    sizing = Sizing(MemoryTier(2**30, 2**28, LRUPolicy(), clock), EventLog(), clock)
+    for i in range(1000):  # 7 first uses in 1000: 95% of hits is in reach
+        sizing.used(f"m{i % 7}", 2**20, hit=i >= 7)
+    families = [*registry.collect(), *sizing_families(sizing.statistics())]
+    return {(s.name, frozenset(s.labels.items())) for f in families for s in f.samples}
+
+
+def test_the_autoscaler_scales_on_series_every_pod_serves() -> None:
+    served = served_series()
+    for metric in by_kind("HorizontalPodAutoscaler")["spec"]["metrics"]:
+        wanted = metric["pods"]["metric"]
+        labels = wanted.get("selector", {}).get("matchLabels", {})
+        assert any(name == wanted["name"] and set(labels.items()) <= got for name, got in served), (
+            wanted
+        )
+
+
+def test_the_adapter_has_a_rule_for_each_metric_the_autoscaler_reads() -> None:
+    values = yaml.safe_load((BASE.parent / "prometheus-adapter" / "values.yaml").read_text())
+    queried = {rule["seriesQuery"].partition("{")[0] for rule in values["rules"]["custom"]}
+    read = {
+        m["pods"]["metric"]["name"] for m in by_kind("HorizontalPodAutoscaler")["spec"]["metrics"]
+    }
+    assert read <= queried
+    served = {name for name, _ in served_series()}
+    assert queried <= served
 
 
 def test_strict_validation_would_catch_a_misspelt_field() -> None:
