@@ -29,6 +29,7 @@ from modelhost.errors import (
 )
 from modelhost.host.calls import Answer, Invocation, LoadOutcome, Result
 from modelhost.host.residency import Residency
+from modelhost.records.handler_metrics import HandlerMetrics
 from modelhost.records.statistics import BatchingStatistics
 from modelhost.scheduler import SchedulerSettings
 from modelhost.scheduler.batcher import BatchQueue, Job
@@ -61,6 +62,7 @@ class InvokePath:
         self.loads_on_invoke = loads_on_invoke
         self.in_flight = 0  # invocations received and not yet answered
         self.batching = BatchingStatistics()
+        self.handler_metrics = HandlerMetrics()  # what handlers record through context.metrics
         # every request's deadline, kept by one timer (`Deadlines`), not one per request
         self._deadlines: Deadlines[tuple[Dispatcher, Job[Invocation]]] = Deadlines(
             scheduling.response_timeout_s, lambda key: self._expire(*key)
@@ -204,19 +206,28 @@ class InvokePath:
         payload = b"".join(job.request.body for job in batch)
         self.batching.count(len(batch))
         sent = self.residency.pool.send(worker, Infer(name, items), payload, name)
-        sent.add_done_callback(functools.partial(_answer_batch, batch, worker, ended))
+        sent.add_done_callback(
+            functools.partial(_answer_batch, batch, worker, ended, self.handler_metrics)
+        )
 
 
 def _item(request: Invocation) -> Item:
     return Item(request.content_type, request.accept, request.params, len(request.body))
 
 
-def _answer_batch(jobs: list[Job[Any]], worker: WorkerHandle, ended: Ended, sent: Waiter) -> None:
+def _answer_batch(
+    jobs: list[Job[Any]],
+    worker: WorkerHandle,
+    ended: Ended,
+    handler_metrics: HandlerMetrics,
+    sent: Waiter,
+) -> None:
     """The batch's reply came (or its worker died): answer its jobs, then say it has ended."""
     try:
         reply, body = sent.result()
         answered = checked(reply, Answered, worker)
         resolve_batch(jobs, answered, body)
+        handler_metrics.record(answered.samples)
     except Exception as error:  # noqa: BLE001  (every job not yet answered gets it)
         ended(0.0, error)
         return

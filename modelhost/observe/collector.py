@@ -10,6 +10,7 @@ import psutil
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from modelhost.observe.handler_series import handler_families
 from modelhost.observe.sizing_series import sizing_families
 from modelhost.records.statistics import (
     BatchingStatistics,
@@ -42,6 +43,7 @@ class HostCollector(Collector):
         yield from self._batching(stats.batching)
         if stats.sizing is not None:
             yield from sizing_families(stats.sizing)
+        yield from handler_families(self.host.invoke_path.handler_metrics)
 
     def _memory(self, m: MemoryStatistics) -> Iterator[Metric]:
         yield _gauge("modelhost_memory_budget_bytes", "The memory budget", m.budget_bytes)

@@ -1,0 +1,140 @@
+"""TorchServe `.mar` files served unchanged by a real server with real workers: a BaseHandler
+subclass and the built-in image_classifier answer as TorchServe's own code does in-process,
+handler metrics reach /metrics, and archives that cannot load say what to do."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from helpers.serving import Servers
+
+from modelhost import testing
+from modelhost.testing import torchserve
+
+pytestmark = pytest.mark.e2e
+
+ROWS = [[5.1, 3.5, 1.4, 0.2], [6.0, 2.9, 4.5, 1.5], [7.7, 3.0, 6.1, 2.3]]
+JSON = {"content-type": "application/json"}
+
+
+def torchvision_imports() -> bool:
+    try:
+        import torchvision  # noqa: F401
+    except Exception:  # noqa: BLE001  (a CUDA wheel beside a CPU torch raises RuntimeError)
+        return False
+    return True
+
+
+@pytest.fixture(scope="module")
+def ts_store(tmp_path_factory: pytest.TempPathFactory, torch_installed: None) -> Path:
+    pytest.importorskip("ts", reason="pip install 'modelhost[torchserve-handlers]'")
+    root = tmp_path_factory.mktemp("ts-handlers")
+    torchserve.custom_handler_mar(root / "rows.mar", seed=3)
+    torchserve.image_classifier_mar(root / "image.mar", seed=4)
+    torchserve.png(root / ".inputs/picture.png", seed=5)
+    _rewritten(torchserve.custom_handler_mar(root / ".src/old.mar"), root / "old.mar", _old_import)
+    _rewritten(torchserve.custom_handler_mar(root / ".src/typo.mar"), root / "typo.mar", _typo)
+    return root
+
+
+@pytest.fixture(scope="module")
+def ts_server(ts_store: Path, serve: Servers) -> testing.RunningServer:
+    return serve(ts_store, workers=1, memory_budget="4GiB")
+
+
+@pytest.fixture
+def http(ts_server: testing.RunningServer) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=ts_server.url, timeout=120) as client:
+        yield client
+
+
+def test_a_base_handler_mar_answers_as_torchserve_does(http: httpx.Client, ts_store: Path) -> None:
+    expected = torchserve.torchserve_answers(ts_store / "rows.mar", ROWS)
+    answers = []
+    for row in ROWS:
+        response = http.post("/predictions/rows.mar", content=json.dumps(row), headers=JSON)
+        assert response.status_code == 200, response.text
+        answers.append(response.json())
+    assert answers == expected
+
+
+def test_handler_metrics_show_in_metrics(http: httpx.Client) -> None:
+    """RowsSeen is the handler's own counter; HandlerTime is BaseHandler.handle's."""
+    for row in ROWS:
+        assert http.post("/predictions/rows.mar", content=json.dumps(row), headers=JSON).is_success
+    text = http.get("/metrics").text
+    counted = re.search(r"^modelhost_handler_rowsseen_count_total\{(.*)\} (\S+)$", text, re.M)
+    assert counted is not None, text
+    assert sorted(counted.group(1).split(",")) == ['kind="rows"', 'model="rows.mar"']
+    assert float(counted.group(2)) >= len(ROWS)
+    assert 'modelhost_handler_handlertime_ms{model="rows.mar"}' in text
+
+
+def test_image_classifier_mar_answers_as_torchserve_does(
+    http: httpx.Client, ts_store: Path
+) -> None:
+    if not torchvision_imports():
+        pytest.skip("torchvision does not import beside this torch: the next test covers it")
+    picture = (ts_store / ".inputs/picture.png").read_bytes()
+    expected = torchserve.torchserve_answers(ts_store / "image.mar", [picture])
+    response = http.post(
+        "/predictions/image.mar", content=picture, headers={"content-type": "image/png"}
+    )
+    assert response.status_code == 200, response.text
+    assert response.json() == expected[0]
+
+
+def test_image_classifier_without_torchvision_says_what_to_install(http: httpx.Client) -> None:
+    if torchvision_imports():
+        pytest.skip("torchvision is installed: the test above serves image_classifier")
+    response = http.post("/predictions/image.mar", content=b"\x89PNG", headers=JSON)
+    assert response.status_code == 500
+    message = response.json()["message"]
+    assert "image_classifier" in message and "pip install torchvision" in message
+
+
+def test_a_ts_module_torchserve_lacks_is_a_load_error_that_says_why(http: httpx.Client) -> None:
+    response = http.post("/predictions/old.mar", content=json.dumps(ROWS[0]), headers=JSON)
+    assert response.status_code == 500
+    message = response.json()["message"]
+    assert "ts.torch_handler.legacy" in message and "does not provide" in message
+
+
+def test_an_unknown_built_in_handler_gets_the_known_ones(http: httpx.Client) -> None:
+    response = http.post("/predictions/typo.mar", content=json.dumps(ROWS[0]), headers=JSON)
+    assert response.status_code == 500
+    message = response.json()["message"]
+    assert "image_classifer" in message
+    assert "image_classifier, image_segmenter, object_detector, text_classifier" in message
+
+
+def _rewritten(archive: Path, target: Path, change: dict[str, object]) -> None:
+    """`archive` copied to `target` with some of its files replaced."""
+    import zipfile
+
+    with zipfile.ZipFile(archive) as source, zipfile.ZipFile(target, "w") as copy:
+        for item in source.infolist():
+            data = source.read(item)
+            if item.filename in change:
+                rewrite = change[item.filename]
+                data = rewrite(data) if callable(rewrite) else data
+            copy.writestr(item, data)
+
+
+def _with_legacy_import(source: bytes) -> bytes:
+    return b"from ts.torch_handler.legacy import LegacyHandler  # noqa\n" + source
+
+
+def _with_typo(manifest: bytes) -> bytes:
+    parsed = json.loads(manifest)
+    parsed["model"]["handler"] = "image_classifer"  # sic
+    return json.dumps(parsed).encode()
+
+
+_old_import: dict[str, object] = {"handler.py": _with_legacy_import}
+_typo: dict[str, object] = {"MAR-INF/MANIFEST.json": _with_typo}
