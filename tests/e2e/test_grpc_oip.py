@@ -5,6 +5,7 @@ contents of grpc_predict_v2.proto's InferTensorContents)."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -81,6 +82,7 @@ def grpc_server(
         workers_per_model=1,
         max_workers_per_model=1,
         job_queue_size=1,
+        access_log="-",  # into the server's log, one JSON line a request
         grpc_port=grpc_port,
     )
 
@@ -346,6 +348,26 @@ def test_is_model_ready_of_an_unknown_model_is_not_found(
     with pytest.raises(InferenceServerException) as error:
         oip.is_model_ready("no/such.joblib")
     assert error.value.status() == "StatusCode.NOT_FOUND"
+
+
+def test_the_access_log_has_a_line_per_grpc_call(
+    oip: triton.InferenceServerClient, grpc_server: testing.RunningServer
+) -> None:
+    route = "/inference.GRPCInferenceService/ModelInfer"
+
+    def logged() -> list[dict[str, object]]:
+        lines = [json.loads(x) for x in grpc_server.log_text().splitlines() if route in x]
+        return [line for line in lines if line["model"] == MODEL and line["status"] == 200]
+
+    before = len(logged())
+    oip.infer(MODEL, [iris_input(iris(1))])
+    for _ in range(100):  # the log's writer flushes a tenth of a second after the answer
+        if len(logged()) > before:
+            break
+        time.sleep(0.05)
+    line = logged()[-1]
+    assert line["method"] == "POST"
+    assert {"infer_ms", "queue_ms", "cache"} <= set(line)
 
 
 def test_metrics_count_grpc_calls_by_their_method_path(
