@@ -157,3 +157,25 @@ def test_the_context_carries_what_torchserve_gives(rows_mar: Path, tmp_path: Pat
     assert call.get_request_id(1) is not None and call.get_request_id(0) != call.get_request_id(1)
     call.set_response_header(1, "content-type", "text/plain")
     assert call.get_response_content_type(1) == "text/plain"
+
+
+FUNCTION_HANDLER = """
+_initialised = []
+
+
+def handle(data, context):
+    if data is None:  # TorchServe's call at load
+        _initialised.append(context.system_properties["model_dir"])
+        return None
+    return [{"initialised": len(_initialised)} for _ in data]
+"""
+
+
+def test_a_function_handler_is_initialised_at_load_as_torchserve_does(
+    rows_mar: Path, tmp_path: Path
+) -> None:
+    """TorchServe calls handle(None, context) once when it loads a function-style handler."""
+    folder = torchserve.unpacked(rows_mar, tmp_path / "m")
+    (folder / "handler.py").write_text(FUNCTION_HANDLER)
+    handler = load_handler(folder, "function.mar")
+    assert answer(handler, ROWS[0]) == {"initialised": 1}

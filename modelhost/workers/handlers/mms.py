@@ -140,7 +140,9 @@ class MmsHandler(Handler):
         with user_code(self._file.parent):
             self._module = _import_handler(self._file)
             try:
-                self._entry = _entry_point(self._module, self._context, function_name)
+                self._entry = _entry_point(
+                    self._module, self._context, function_name, initialize=self._decodes
+                )
             except BaseException:
                 forget_user_module(self._module)
                 raise
@@ -248,11 +250,19 @@ def read_manifest(model_dir: Path) -> dict[str, Any]:
     return manifest if isinstance(manifest, dict) else {}
 
 
-def _entry_point(module: ModuleType, context: MmsContext, function_name: str | None) -> Entry:
-    """TorchServe's rule: a named or module-level `handle` function, else the one service class."""
+def _entry_point(
+    module: ModuleType, context: MmsContext, function_name: str | None, *, initialize: bool = False
+) -> Entry:
+    """TorchServe's rule: a named or module-level `handle` function, else the one service class.
+
+    With `initialize`, a function is first called as TorchServe calls it at load,
+    `handle(None, context)`; otherwise it initialises itself lazily on its first request.
+    """
     handle = getattr(module, function_name or "handle", None)
     if callable(handle) and not inspect.isclass(handle):
-        return cast(Entry, handle)  # module style initialises itself lazily on its first call
+        if initialize:
+            handle(None, context)
+        return cast(Entry, handle)
     if function_name:
         raise ModelLoadError(f"the manifest names {function_name}, which is not a function")
     service = _service_class(module)()
