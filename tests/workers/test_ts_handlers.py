@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from modelhost.cli.extras import extra_of
 from modelhost.errors import ModelLoadError
 from modelhost.records.handler_metrics import HandlerMetrics, HandlerSample
 from modelhost.testing import torchserve
@@ -15,6 +16,7 @@ from modelhost.workers.handlers import load_handler
 from modelhost.workers.handlers.base import Handler, InferRequest
 from modelhost.workers.handlers.mms import MmsContext, read_manifest
 from modelhost.workers.handlers.ts_context import decoded_body
+from modelhost.workers.handlers.ts_defaults import missing_message
 from modelhost.workers.handlers.ts_metrics import drain_samples
 
 ROWS = [[5.1, 3.5, 1.4, 0.2], [6.0, 2.9, 4.5, 1.5], [7.7, 3.0, 6.1, 2.3]]
@@ -179,3 +181,11 @@ def test_a_function_handler_is_initialised_at_load_as_torchserve_does(
     (folder / "handler.py").write_text(FUNCTION_HANDLER)
     handler = load_handler(folder, "function.mar")
     assert answer(handler, ROWS[0]) == {"initialised": 1}
+
+
+def test_a_server_without_torchserve_names_the_extra() -> None:
+    """Where the torchserve package is absent, `import ts` fails with the extra to install."""
+    error = ModuleNotFoundError("No module named 'ts'", name="ts")
+    message = missing_message("handler.py", error)
+    assert "pip install 'modelhost[torchserve-handlers]'" in message
+    assert extra_of("ts.torch_handler.base_handler") == "torchserve-handlers"
