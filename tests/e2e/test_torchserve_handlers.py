@@ -22,10 +22,10 @@ ROWS = [[5.1, 3.5, 1.4, 0.2], [6.0, 2.9, 4.5, 1.5], [7.7, 3.0, 6.1, 2.3]]
 JSON = {"content-type": "application/json"}
 
 
-def torchvision_imports() -> bool:
+def imports(module: str) -> bool:
     try:
-        import torchvision  # noqa: F401
-    except Exception:  # noqa: BLE001  (a CUDA wheel beside a CPU torch raises RuntimeError)
+        __import__(module)
+    except Exception:  # noqa: BLE001  (a CUDA torchvision beside a CPU torch raises RuntimeError)
         return False
     return True
 
@@ -78,8 +78,8 @@ def test_handler_metrics_show_in_metrics(http: httpx.Client) -> None:
 def test_image_classifier_mar_answers_as_torchserve_does(
     http: httpx.Client, ts_store: Path
 ) -> None:
-    if not torchvision_imports():
-        pytest.skip("torchvision does not import beside this torch: the next test covers it")
+    if not (imports("torchvision") and imports("captum")):  # TorchServe's vision handlers need both
+        pytest.skip("torchvision or captum does not import here: the next test covers it")
     picture = (ts_store / ".inputs/picture.png").read_bytes()
     expected = torchserve.torchserve_answers(ts_store / "image.mar", [picture])
     response = http.post(
@@ -90,7 +90,7 @@ def test_image_classifier_mar_answers_as_torchserve_does(
 
 
 def test_image_classifier_without_torchvision_says_what_to_install(http: httpx.Client) -> None:
-    if torchvision_imports():
+    if imports("torchvision"):
         pytest.skip("torchvision is installed: the test above serves image_classifier")
     response = http.post("/predictions/image.mar", content=b"\x89PNG", headers=JSON)
     assert response.status_code == 500
