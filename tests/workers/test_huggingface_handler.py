@@ -247,3 +247,22 @@ def test_the_weights_it_maps_are_counted_as_its_own(
     weights = (folders["classifier"] / "model.safetensors").stat().st_size
     assert weights // 2 < classifier.mapped_bytes <= weights
     assert SpeaksOip(classifier).mapped_bytes == classifier.mapped_bytes
+
+
+def test_inference_threads_may_share_the_handler(classifier: HuggingFaceHandler) -> None:
+    """A worker with several inference threads calls one handler from each at once."""
+    alone = [body(classifier.infer(request({"inputs": TEXTS[: i + 1]}))) for i in range(4)]
+    answers: list[list[Any]] = [[] for _ in range(4)]
+
+    def serve(i: int) -> None:
+        for _ in range(10):
+            answers[i].append(body(classifier.infer(request({"inputs": TEXTS[: i + 1]}))))
+
+    threads = [threading.Thread(target=serve, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for i, got in enumerate(answers):
+        labels = [[[item["label"] for item in ranked] for ranked in answer] for answer in got]
+        assert labels == [[[item["label"] for item in ranked] for ranked in alone[i]]] * 10

@@ -16,6 +16,7 @@ of the last hidden states over the text's tokens, L2-normalised unless the reque
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Sequence
 from itertools import chain
 from pathlib import Path
@@ -81,6 +82,8 @@ class HuggingFaceHandler(Handler):
         config = _check_folder(folder)
         self.task = task or _task_of(config)
         self.max_texts = 0
+        # a fast tokenizer keeps its padding and truncation settings on itself while it encodes
+        self._tokenizing = threading.Lock()
         self.tokenizer, self.model = _load(transformers, folder, self.task)
         self.max_length = _max_length(self.tokenizer, self.model.config)
         labels = self.model.config.id2label or {}
@@ -127,9 +130,14 @@ class HuggingFaceHandler(Handler):
     def _forward(self, texts: list[str]) -> np.ndarray:
         """The logits, or the token-mean hidden states, of each text: one row per text."""
         torch = self._torch
-        encoded = self.tokenizer(
-            texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt"
-        )
+        with self._tokenizing:
+            encoded = self.tokenizer(
+                texts,
+                padding=True,
+                truncation=True,
+                max_length=self.max_length,
+                return_tensors="pt",
+            )
         with intra_op_threads(torch, self.threads), torch.inference_mode():
             output = self.model(**encoded)
             if self.task == CLASSIFICATION:
