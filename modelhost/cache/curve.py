@@ -144,38 +144,59 @@ class Curve:
 
 
 class Frequent:
-    """The names with at least `min_count` of every `stride`-th request over a window of
-    `window` of those: the requests' heavy hitters, at most `max_names` of them."""
+    """The names with at least `min_count` of every `stride`-th request in a window: the
+    requests' heavy hitters, at most `max_names` of them, and each one's share of the requests.
+    A window ends after `window` counted requests or `half_life_s`, whichever comes first, and
+    halves the counts, so they follow the traffic."""
 
     def __init__(
-        self, stride: int = 8, window: int = 8192, min_count: int = 8, max_names: int = 1024
+        self,
+        stride: int = 8,
+        window: int = 8192,
+        min_count: int = 8,
+        max_names: int = 1024,
+        half_life_s: float = 30.0,
     ) -> None:
         self.stride, self.window, self.min_count = stride, window, min_count
-        self.max_names = max_names
+        self.max_names, self.half_life_s = max_names, half_life_s
         self.names: set[str] = set()
         self.counts: dict[str, int] = {}
-        self._skip, self._counted = stride, 0
+        self.total = 0.0  # the counted requests, halved with the counts
+        self.served: dict[str, int] = {}  # each frequent name's requests since it became one
+        self._skip, self._counted, self._ends = stride, 0, math.inf
 
-    def saw(self, name: str) -> list[str]:
+    def saw(self, name: str, now: float) -> list[str]:
         """Count a request; the names no longer frequent, when a window ends."""
         self._skip -= 1
         if self._skip:
             return []
         self._skip = self.stride
         count = self.counts[name] = self.counts.get(name, 0) + 1
-        if count >= self.min_count and len(self.names) < self.max_names:
-            self.names.add(name)
+        if count >= self.min_count and name not in self.names:
+            self._add(name)
         self._counted += 1
+        self.total += 1
+        self._ends = min(self._ends, now + self.half_life_s)
         if self._counted < self.window and len(self.counts) < 4 * self.max_names:
-            return []
-        return self._next_window()
+            return [] if now < self._ends else self._next_window(now)
+        return self._next_window(now)
 
-    def _next_window(self) -> list[str]:
-        """Halve the counts (dropping the ones at zero), so they follow the traffic."""
-        self._counted = 0
+    def _add(self, name: str) -> None:
+        if len(self.names) < self.max_names:
+            self.names.add(name)
+            self.served[name] = 0
+
+    def shares(self) -> dict[str, float]:
+        """Each frequent name's share of the requests."""
+        return {name: self.counts.get(name, 0) / self.total for name in self.names}
+
+    def _next_window(self, now: float) -> list[str]:
+        self._counted, self._ends, self.total = 0, now + self.half_life_s, self.total / 2
         self.counts = {n: c // 2 for n, c in self.counts.items() if c > 1}
         cooled = [n for n in self.names if self.counts.get(n, 0) < self.min_count // 2]
         self.names.difference_update(cooled)
+        for name in cooled:
+            del self.served[name]
         return cooled
 
 
@@ -197,9 +218,10 @@ class MissRatioCurve:
 
     def record(self, name: str, size: int, now: float) -> None:
         """A request for `name`, which takes `size` bytes in memory."""
-        for cooled in self.frequent.saw(name):
+        for cooled in self.frequent.saw(name, now):
             self.distances.forget(cooled)  # a sampled one comes back in its group
         if name in self.frequent.names:
+            self.frequent.served[name] += 1
             self._add(self.distances.use(name, size, FREQUENT), 1.0, now)
             return
         hashed = name_hash(name)

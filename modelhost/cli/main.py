@@ -21,6 +21,7 @@ from modelhost.cli.extras import (
     command_or_stand_in,
     extra_of,
 )
+from modelhost.cli.fleet import fleet
 from modelhost.cli.serve import serve
 
 
@@ -54,6 +55,7 @@ def main() -> None:
 main.add_command(serve)
 main.add_command(examples)
 main.add_command(config)
+main.add_command(fleet)
 for _name in COMMAND_EXTRAS:  # the toolkit's commands: they import what its extra installs
     main.add_command(command_or_stand_in(_name))
 

@@ -18,8 +18,9 @@ from modelhost.cache.curve import COLD, MAX_NAMES, WINDOWS_S, MissRatioCurve, Wi
 from modelhost.cache.memory import MemoryTier
 from modelhost.host.thrash import WINDOW_S, ThrashWatch
 from modelhost.records.events import EventLog
-from modelhost.records.statistics import CurvePoint, SizingStatistics
+from modelhost.records.statistics import CurvePoint, HotModel, SizingStatistics
 
+HOT_MODELS = 32  # listed by share of the requests, for a router to spread
 TARGETS = (0.9, 0.95, 0.99)  # hit ratios: the memory and instances each needs
 FACTORS = (0.5, 2.0, 4.0)  # multiples of today's room: the hit ratio each would give
 DEFAULT_WINDOW = "hour"
@@ -41,11 +42,13 @@ class Sizing:
         self.curve = MissRatioCurve(now, max_names) if max_names else None
         self.observed = Windows(now, WINDOWS_S, bins=1)  # [hits, misses]
         self.thrash = ThrashWatch(events, clock, self.advice, thrash_window_s)
+        self.requests = 0
         events.subscribe(self.thrash.on_event)
 
     def used(self, name: str, size: int, hit: bool) -> None:
         """A request found `name` loaded (`hit`) or waited for its load; `size`: its footprint."""
         now = self.clock()
+        self.requests += 1
         self.thrash.used(name, hit, now)
         self.observed.add(0 if hit else COLD, 1.0, now)
         if self.curve is not None:
@@ -97,7 +100,17 @@ class Sizing:
             thrashing=self.thrash.thrashing,
             early_returns=self.thrash.early_returns,
             cache_age_s=self.thrash.cache_age_s,
+            requests=self.requests,
+            hot_models=self.hot_models(),
         )
+
+    def hot_models(self) -> tuple[HotModel, ...]:
+        """The frequent names, by their share of the requests (none without a curve)."""
+        if self.curve is None:
+            return ()
+        frequent = self.curve.frequent
+        ranked = sorted(frequent.shares().items(), key=lambda item: -item[1])[:HOT_MODELS]
+        return tuple(HotModel(n, round(s, 4), frequent.served[n]) for n, s in ranked)
 
     def roll(self) -> None:
         """Close the thrash alarm's window if it is due (requests close it too)."""

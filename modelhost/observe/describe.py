@@ -95,6 +95,11 @@ def describe_sizing(s: SizingStatistics) -> dict[str, Any]:
             for p in s.curve
         ],
         "sample": {"names": s.sampled_names, "rate": s.sample_rate},
+        "requests": s.requests,
+        "hotModels": [
+            {"model": hot.name, "share": hot.share, "requests": hot.requests}
+            for hot in s.hot_models
+        ],
         "thrash": {
             "thrashing": s.thrashing,
             "earlyReturns": s.early_returns,

@@ -47,6 +47,12 @@ class CurvePoint(NamedTuple):
     hit_ratio: float  # LRU's, with that room
 
 
+class HotModel(NamedTuple):
+    name: str
+    share: float  # of the requests lately
+    requests: int  # since it became one of the most requested
+
+
 @dataclass(frozen=True)
 class SizingStatistics:
     """What the live miss-ratio curve says about the budget (`host/sizing.py`)."""
@@ -66,6 +72,8 @@ class SizingStatistics:
     thrashing: bool
     early_returns: int  # evicted models that came back within the cache's age, ever
     cache_age_s: float | None  # how long recent victims had gone unused
+    requests: int = 0  # served by a model, ever
+    hot_models: tuple[HotModel, ...] = ()  # the most requested
 
     @property
     def fixed_bytes(self) -> int:

@@ -1,0 +1,97 @@
+"""`modelhost fleet hot-models`: keep the router's hot-model map in step with the traffic."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import click
+import httpx
+
+from modelhost.integrations import spread
+
+POLL_TIMEOUT_S = 5.0
+
+
+@click.group()
+def fleet() -> None:
+    """Commands for a fleet of modelhost instances behind a router."""
+
+
+@fleet.command("hot-models")
+@click.option(
+    "--instance",
+    "instances",
+    multiple=True,
+    required=True,
+    metavar="URL",
+    help="an instance's base URL, once per instance",
+)
+@click.option(
+    "--map",
+    "map_path",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="the hot-model map nginx includes (deploy/nginx/modelhost-hot-models.map)",
+)
+@click.option(
+    "--reload",
+    "reload_command",
+    default="nginx -s reload",
+    show_default=True,
+    help="run when the map changed; empty: none",
+)
+@click.option("--interval", default=10.0, show_default=True, help="seconds between polls")
+@click.option("--rounds", default=0, help="stop after this many polls (0: never)")
+def hot_models(
+    instances: tuple[str, ...], map_path: Path, reload_command: str, interval: float, rounds: int
+) -> None:
+    """Spread hot models over more instances, and gather them back when they cool.
+
+    Polls each instance's GET /sizing for its request rate and most requested models; a model
+    over half an instance's fair share of the fleet's requests gets more instances (up to 4).
+    The map is rewritten, and the router reloaded, only when the spread changes."""
+    with httpx.Client(timeout=POLL_TIMEOUT_S) as client:
+        before = poll(client, instances)
+        done = 0
+        while not rounds or done < rounds:
+            time.sleep(interval)
+            after = poll(client, instances)
+            model_rates, total = spread.rates(before, after)
+            current = spread.parse(map_path.read_text()) if map_path.exists() else {}
+            wanted = spread.spread(model_rates, total, len(instances), current)
+            if wanted != current or not map_path.exists():
+                rewrite(map_path, wanted, reload_command)
+            before, done = after, done + 1
+
+
+def poll(client: httpx.Client, instances: tuple[str, ...]) -> list[spread.Poll]:
+    """Every instance's sizing, now; an instance that does not answer counts as idle."""
+    polls = []
+    for url in instances:
+        try:
+            sizing = client.get(f"{url.rstrip('/')}/sizing").raise_for_status().json()
+        except (httpx.HTTPError, ValueError) as error:
+            click.echo(f"warning: {url}: {error}; counted as idle this round", err=True)
+            polls.append(spread.Poll(time.monotonic(), 0, {}))
+            continue
+        hot = {model["model"]: int(model["requests"]) for model in sizing.get("hotModels", [])}
+        polls.append(spread.Poll(time.monotonic(), int(sizing.get("requests", 0)), hot))
+    return polls
+
+
+def rewrite(map_path: Path, wanted: dict[str, int], reload_command: str) -> None:
+    """Replace the map in one rename (nginx never reads half of it), then reload the router."""
+    partial = map_path.with_name(map_path.name + ".partial")
+    partial.write_text(spread.render(wanted))
+    partial.replace(map_path)
+    click.echo(f"hot models: {wanted or 'none'}", err=True)
+    if not reload_command:
+        return
+    done = subprocess.run(shlex.split(reload_command), capture_output=True, text=True)
+    if done.returncode:
+        click.echo(f"error: {reload_command!r} failed: {done.stderr.strip()}", err=True)
+        sys.exit(1)
