@@ -44,7 +44,7 @@ def test_all_is_every_user_extra() -> None:
 
 
 def test_toolkit_commands_are_checked_and_the_rest_are_not() -> None:
-    assert set(main.commands) == {"serve", "examples", "config", *COMMAND_EXTRAS}
+    assert set(main.commands) == {"serve", "examples", "config", "fleet", *COMMAND_EXTRAS}
     assert set(COMMAND_EXTRAS.values()) <= set(EXTRA_MODULES)
 
 
