@@ -263,6 +263,8 @@ def budget_of(alone: dict[str, Any], args: Any) -> int:
 
 
 def run_modelhost(store: Path, which: dict[str, int], truth: list[Any], args: Any) -> dict:
+    import httpx
+
     from modelhost import testing
     from modelhost.toolkit.simulate.loading import load_samples
 
@@ -280,6 +282,7 @@ def run_modelhost(store: Path, which: dict[str, int], truth: list[Any], args: An
             run = sampled(
                 server, drive(server.url, which, truth, args, floor=False), args.pss_every_ms
             )
+        sizing = httpx.get(f"{server.url}/sizing", timeout=30).json()  # the live curve
         log = server.log_text()
         loads, evictions = server.events("load"), server.events("evict")
     errors = footprint_errors(load_footprints(loads, which), alone["footprints"])
@@ -310,6 +313,7 @@ def run_modelhost(store: Path, which: dict[str, int], truth: list[Any], args: An
         "simulated": simulated(run, model_bytes, room),
         "simulated_in_line": simulated_in_line(run, model_bytes, room, args.workers, samples),
         "simulated_room_bytes": room,
+        "sizing": sizing,
     }
 
 
