@@ -15,7 +15,16 @@ from modelhost.names import echo
 PYTHON_RUNTIMES = ("python", "python3")  # TorchServe's Python runtimes: what workers here run
 # the manifest's handler names (workers.handlers.select.RUNTIMES), kept here to spare the
 # frontend importing every runtime
-BUILT_IN_HANDLERS = ("sklearn", "xgboost", "lightgbm", "onnx", "torch")
+BUILT_IN_HANDLERS = (
+    "sklearn",
+    "xgboost",
+    "lightgbm",
+    "onnx",
+    "torch",
+    "huggingface",
+    "huggingface-classification",
+    "huggingface-embeddings",
+)
 # registration parameters TorchServe applies per model that are server-wide here
 SET_ELSEWHERE = {
     "response_timeout": "the server's default_response_timeout (--default-response-timeout-s)",
