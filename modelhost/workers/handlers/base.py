@@ -64,3 +64,17 @@ class Handler(ABC):
 
     def close(self) -> None:  # noqa: B027  (optional: most handlers hold nothing to drop)
         """Drop references to the model so its memory can be returned on unload."""
+
+
+class BatchHandler(Handler):
+    """A handler whose runtime takes the batch as its unit: one request is a batch of one."""
+
+    def infer(self, request: InferRequest) -> InferReply:
+        reply = self.infer_batch([request])[0]
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+    @abstractmethod
+    def infer_batch(self, requests: Sequence[InferRequest]) -> list[InferReply | Exception]:
+        """Answer the batch in order; a failure answers only its request."""

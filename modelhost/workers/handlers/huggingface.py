@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from modelhost.errors import ModelLoadError
-from modelhost.workers.handlers.base import Handler, InferReply, InferRequest
+from modelhost.workers.handlers.base import BatchHandler, InferReply, InferRequest
 from modelhost.workers.handlers.runtime import require
 from modelhost.workers.handlers.texts import (
     TextRequest,
@@ -66,7 +66,7 @@ def takes_weights(path: Path) -> bool:
     return "-of-" not in path.name or "-00001-of-" in path.name
 
 
-class HuggingFaceHandler(Handler):
+class HuggingFaceHandler(BatchHandler):
     """A transformers model and its tokenizer; answers labels with scores, or vectors."""
 
     batches = True
@@ -98,12 +98,6 @@ class HuggingFaceHandler(Handler):
 
     def limit_rows(self, max_rows: int) -> None:
         self.max_texts = max_rows
-
-    def infer(self, request: InferRequest) -> InferReply:
-        reply = self.infer_batch([request])[0]
-        if isinstance(reply, Exception):
-            raise reply
-        return reply
 
     def infer_batch(self, requests: Sequence[InferRequest]) -> list[InferReply | Exception]:
         """Decode every request, run all their texts at once, split the outputs back."""

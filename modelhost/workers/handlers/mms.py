@@ -13,7 +13,7 @@ from typing import Any, cast
 
 from modelhost.errors import HandlerError, ModelLoadError
 from modelhost.workers.codecs import encode_value
-from modelhost.workers.handlers.base import Handler, InferReply, InferRequest
+from modelhost.workers.handlers.base import BatchHandler, InferReply, InferRequest
 from modelhost.workers.handlers.ts_context import (
     decoded_body,
     is_torchserve_archive,
@@ -119,7 +119,7 @@ class MmsContext:
         return processor.get_response_status_code(), processor.get_response_status_phrase()
 
 
-class MmsHandler(Handler):
+class MmsHandler(BatchHandler):
     """A folder with the user's handler file, or a `.mar` naming one of TorchServe's built-in
     handlers (`entry` is then its name); the entry point gets one request per call."""
 
@@ -154,13 +154,6 @@ class MmsHandler(Handler):
     def call(self, data: list[Any], request: InferRequest) -> Any:
         """The entry point's result for `data` given as it is (an envelope's, say), one request."""
         return self._entry(data, self._context.for_requests([request]))
-
-    def infer(self, request: InferRequest) -> InferReply:
-        """Call the entry point with a batch of one and encode the one item it returns."""
-        reply = self.infer_batch([request])[0]
-        if isinstance(reply, Exception):
-            raise reply
-        return reply
 
     def infer_batch(self, requests: Sequence[InferRequest]) -> list[InferReply | Exception]:
         """One call with the whole batch, as MMS makes: `data` holds one item per request.
