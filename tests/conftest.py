@@ -5,9 +5,30 @@ from __future__ import annotations
 import importlib.util
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from helpers.serving import Servers
+
+E2E_FOLDER = Path(__file__).parent / "e2e"
+# `serve` starts servers through helpers.serving; `server` is each folder's running server
+SERVER_FIXTURES = frozenset({"serve", "server"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark e2e every test that starts a real server, so `pytest -m "not e2e"` is the fast loop.
+
+    A `pytestmark` in a conftest.py marks nothing. Tests under tests/e2e/, in a `*_e2e.py` module or
+    using a server fixture are marked here; a mixed module marks its own server tests.
+    """
+    for item in items:
+        if _starts_a_server(item):
+            item.add_marker(pytest.mark.e2e)
+
+
+def _starts_a_server(item: pytest.Item) -> bool:
+    in_e2e_module = item.path.is_relative_to(E2E_FOLDER) or item.path.stem.endswith("_e2e")
+    return in_e2e_module or not SERVER_FIXTURES.isdisjoint(getattr(item, "fixturenames", ()))
 
 
 @pytest.fixture(scope="session")

@@ -12,8 +12,6 @@ from helpers.serving import Servers
 
 from modelhost import testing
 
-pytestmark = pytest.mark.e2e
-
 TENANTS = 6
 
 
