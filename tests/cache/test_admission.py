@@ -7,7 +7,8 @@ import tracemalloc
 from modelhost.cache.admission import HASHED_NAMES, FrequencySketch, _hashes
 
 
-def test_a_sketch_that_counted_100000_names_holds_a_bounded_few_bytes() -> None:
+def test_sketch_size_is_bounded() -> None:
+    """A sketch that counted 100000 names holds a bounded few bytes."""
     _hashes.cache_clear()
     sketch = FrequencySketch()
     tracemalloc.start()

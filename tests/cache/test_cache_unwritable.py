@@ -17,9 +17,10 @@ from modelhost.errors import InsufficientDisk
 
 
 @pytest.mark.parametrize("code", [errno.EROFS, errno.EACCES])
-def test_a_cache_that_cannot_be_written_is_507_without_its_path(
+def test_unwritable_cache_is_507(
     code: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A cache that cannot be written is 507 without its path."""
     store = MemoryStore({"new.joblib": os.urandom(KiB), "old.joblib": os.urandom(KiB)})
     tier = disk_tier(tmp_path / "cache", store)
     asyncio.run(tier.materialize("old.joblib", store.url_of("old.joblib")))
@@ -34,9 +35,10 @@ def test_a_cache_that_cannot_be_written_is_507_without_its_path(
     assert asyncio.run(tier.materialize("old.joblib", store.url_of("old.joblib"))).tier == "disk"
 
 
-def test_a_store_file_the_server_cannot_read_is_not_called_a_cache_fault(
+def test_unreadable_store_file_is_no_cache_fault(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A store file the server cannot read is not called a cache fault."""
     store = MemoryStore({"new.joblib": os.urandom(KiB)})
     tier = disk_tier(tmp_path / "cache", store)
 

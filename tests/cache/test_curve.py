@@ -36,7 +36,8 @@ def exact_hit_ratios(requests: list[str], budgets: list[float]) -> list[float]:
     return lru.hit_ratios(lru.stack_distances(trace), [int(b) for b in budgets])
 
 
-def test_tracking_every_name_gives_simulates_curve_at_every_bin_edge() -> None:
+def test_full_tracking_matches_simulate() -> None:
+    """Tracking every name gives `simulate`'s curve at every bin edge."""
     requests = zipf_requests(500, 20_000)
     curve = MissRatioCurve(now=0.0, max_names=1000)
     replay(curve, requests)
@@ -46,7 +47,8 @@ def test_tracking_every_name_gives_simulates_curve_at_every_bin_edge() -> None:
     assert list(shares) == pytest.approx(exact_hit_ratios(requests, list(edges)), abs=0.002)
 
 
-def test_a_sample_of_the_names_estimates_the_curve_of_all() -> None:
+def test_sampled_names_estimate_the_curve() -> None:
+    """A sample of the names estimates the curve of all."""
     requests = zipf_requests(100_000, 300_000, seed=1)
     curve = MissRatioCurve(now=0.0, max_names=4000)
     replay(curve, requests)
@@ -80,7 +82,8 @@ def test_the_hour_window_follows_the_traffic_the_day_remembers() -> None:
     assert curve.windows.curve("day").hit_ratio_at(room_of_four) < 0.35
 
 
-def test_room_for_and_hit_ratio_at_read_the_same_curve() -> None:
+def test_room_for_and_hit_ratio_agree() -> None:
+    """`room_for` and `hit_ratio_at` read the same curve."""
     windows = Windows(now=0.0)
     rng = random.Random(0)
     for _ in range(5000):

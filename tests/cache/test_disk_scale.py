@@ -85,8 +85,10 @@ def written_before_the_index(cache: Path, store: MemoryStore) -> tuple[DiskTier,
 
 
 @pytest.mark.parametrize("room", [64 * KiB, 0], ids=["room to spare", "room to make"])
-def test_a_new_entry_costs_the_same_at_any_number_of_entries(tmp_path: Path, room: int) -> None:
-    """A miss that downloads into a new entry, with room to spare or evicting the oldest entry
+def test_new_entry_cost_is_flat(tmp_path: Path, room: int) -> None:
+    """A new entry costs the same at any number of entries.
+
+    A miss that downloads into a new entry, with room to spare or evicting the oldest entry
     to make it: the index steps at 100,000 entries stay within those at 1,000 (a scan of
     100,000 rows takes thousands more)."""
     small = steps_of(1_000, tmp_path, a_miss, room)
@@ -94,7 +96,8 @@ def test_a_new_entry_costs_the_same_at_any_number_of_entries(tmp_path: Path, roo
     assert large < small + 20
 
 
-def test_making_room_skips_the_entries_in_use_and_takes_the_oldest(tmp_path: Path) -> None:
+def test_making_room_takes_oldest_unused(tmp_path: Path) -> None:
+    """Making room skips the entries in use and takes the oldest."""
     store = MemoryStore({"new.joblib": os.urandom(3 * KiB)})
     tier = seeded_tier(tmp_path, 1_000, store, 1_000 * ROW_BYTES)
     tier.attach(in_use=lambda name: name < "m0000002")  # the two oldest
@@ -104,7 +107,8 @@ def test_making_room_skips_the_entries_in_use_and_takes_the_oldest(tmp_path: Pat
     assert tier.used_bytes <= tier.budget_bytes
 
 
-def test_used_bytes_and_a_fast_copy_offer_read_no_record(tmp_path: Path) -> None:
+def test_used_bytes_read_no_record(tmp_path: Path) -> None:
+    """`used_bytes` and a fast copy offer read no record."""
     store = MemoryStore({"new.joblib": os.urandom(KiB)})
     tier = seeded_tier(tmp_path, 10_000, store, 20_000 * ROW_BYTES)
     fetch(tier, store, "new.joblib")
@@ -153,10 +157,12 @@ def test_a_restart_with_100000_entries_reads_no_entry_folder(
     assert tier.get("m0099999.joblib") is not None
 
 
-def test_crash_leftovers_are_reconciled_and_the_budget_counts_them_meanwhile(
+def test_crash_leftovers_are_reconciled(
     tmp_path: Path,
 ) -> None:
-    """A temporary folder, an entry renamed into place whose row was never written, a row whose
+    """Crash leftovers are reconciled and the budget counts them meanwhile.
+
+    A temporary folder, an entry renamed into place whose row was never written, a row whose
     folder is gone and a folder with no record: after reconciling, the index and the folders
     agree, and before it the tier counts at least what the folders hold."""
     names = ("a.joblib", "b.joblib", "c.joblib")
@@ -181,8 +187,10 @@ def test_crash_leftovers_are_reconciled_and_the_budget_counts_them_meanwhile(
     assert fetch(again, store, "b.joblib") == "disk" and store.fetches == 3
 
 
-def test_a_cache_without_an_index_is_taken_back_in_the_background(tmp_path: Path) -> None:
-    """A cache written by the version before the index: nothing read before the tier serves, a
+def test_unindexed_cache_is_taken_back(tmp_path: Path) -> None:
+    """A cache without an index is taken back in the background.
+
+    A cache written by the version before the index: nothing read before the tier serves, a
     model asked for meanwhile is taken from its folder, and every whole entry is known once
     reconciled."""
     store = MemoryStore({f"m{i}.joblib": os.urandom(2 * KiB) for i in range(5)})
@@ -195,9 +203,10 @@ def test_a_cache_without_an_index_is_taken_back_in_the_background(tmp_path: Path
     assert fetch(again, store, "m1.joblib") == "disk" and store.fetches == 5
 
 
-def test_a_deleted_entry_frees_its_name_at_once_and_is_removed_off_the_loop(
+def test_deleted_entry_frees_its_name_at_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A deleted entry frees its name at once and is removed off the loop."""
     store = MemoryStore({"a.joblib": os.urandom(4 * KiB)})
     tier = disk_tier(tmp_path, store)
     fetch(tier, store, "a.joblib")
@@ -253,14 +262,16 @@ def test_a_reconciliation_cut_short_runs_again_to_the_end(tmp_path: Path) -> Non
     leftovers=st.lists(st.integers(1, 8), max_size=3),
     lost_index=st.booleans(),
 )
-def test_before_and_after_reconciling_the_tier_counts_all_that_is_on_disk(
+def test_tier_counts_all_on_disk(
     sizes: list[int],
     lost_rows: set[int],
     lost_folders: set[int],
     leftovers: list[int],
     lost_index: bool,
 ) -> None:
-    """Whatever a crash left (rows without folders, folders without rows, half-built folders,
+    """Before and after reconciling the tier counts all that is on disk.
+
+    Whatever a crash left (rows without folders, folders without rows, half-built folders,
     no index at all), the tier never counts less than the cache holds, and once reconciled
     it counts exactly that."""
     store = MemoryStore({f"m{i}.joblib": os.urandom(kib * KiB) for i, kib in enumerate(sizes)})
@@ -291,10 +302,10 @@ def test_before_and_after_reconciling_the_tier_counts_all_that_is_on_disk(
         again.close()
 
 
-def test_a_new_entry_waits_for_the_folders_to_be_counted_not_for_the_rows(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """After a restart, building an entry waits until every folder on disk is counted (the
+def test_new_entry_waits_for_folder_count(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new entry waits for the folders to be counted, not for the rows.
+
+    After a restart, building an entry waits until every folder on disk is counted (the
     scan of folders), not for the check of every row's folder that follows."""
     store = MemoryStore({"a.joblib": os.urandom(KiB), "new.joblib": os.urandom(KiB)})
     tier = disk_tier(tmp_path, store)
@@ -317,9 +328,10 @@ def test_a_new_entry_waits_for_the_folders_to_be_counted_not_for_the_rows(
     assert pages and not again.reconciliation.done
 
 
-def test_an_index_sqlite_cannot_read_is_set_aside_and_the_folders_taken_back(
+def test_unreadable_index_is_set_aside(
     tmp_path: Path,
 ) -> None:
+    """An index SQLite cannot read is set aside and the folders taken back."""
     store = MemoryStore({"a.joblib": os.urandom(KiB)})
     tier = disk_tier(tmp_path, store)
     fetch(tier, store, "a.joblib")

@@ -89,7 +89,8 @@ def test_the_budget_holds_and_busy_models_keep_their_artifacts(
             assert held_before <= set(tier.names(limit=10))
 
 
-def test_an_archive_is_unpacked_and_only_the_unpacked_tree_is_kept(tmp_path: Path) -> None:
+def test_archive_keeps_only_unpacked_tree(tmp_path: Path) -> None:
+    """An archive is unpacked and only the unpacked tree is kept."""
     content = bytes(48 * KiB)  # compresses to almost nothing: the peak is the unpacked tree
     archive = io.BytesIO()
     with tarfile.open(fileobj=archive, mode="w:gz") as tar:
@@ -129,9 +130,10 @@ def test_a_failed_download_leaves_no_trace(tmp_path: Path) -> None:
     assert list((tmp_path / "models").iterdir()) == [] and tier.used_bytes == 0
 
 
-def test_revalidation_deletes_a_replaced_artifact_and_keeps_one_the_store_cannot_check(
+def test_revalidation_deletes_replaced_artifact(
     tmp_path: Path,
 ) -> None:
+    """Revalidation deletes a replaced artifact and keeps one the store cannot check."""
     store = MemoryStore({"a.joblib": b"v1"})
     tier = disk_tier(tmp_path, store)
     fetch(tier, store, "a.joblib")
@@ -146,10 +148,10 @@ def test_revalidation_deletes_a_replaced_artifact_and_keeps_one_the_store_cannot
     assert asyncio.run(tier.revalidate("a.joblib")) is False  # gone from the store: keep serving
 
 
-def test_a_made_up_name_leaves_nothing_in_the_intern_table(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """pathlib interns every part of a path it parses, and the interpreter's intern table grows
+def test_made_up_name_is_not_interned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A made-up name leaves nothing in the intern table.
+
+    pathlib interns every part of a path it parses, and the interpreter's intern table grows
     with them: the soak's late steps of ~1.8 MiB in the frontend were that table being resized
     under a scan of made-up names (found with tracemalloc). A name is looked up as a string and
     becomes a Path only once the store has it."""

@@ -12,7 +12,8 @@ def test_a_name_is_new_once_then_seen() -> None:
     assert not keeper.seen("b")
 
 
-def test_names_are_forgotten_together_once_capacity_new_names_were_recorded() -> None:
+def test_names_are_forgotten_at_capacity() -> None:
+    """Names are forgotten together once capacity new names were recorded."""
     keeper = Doorkeeper(bits=1 << 12, capacity=256)
     names = [f"m{i:05d}" for i in range(256)]
     assert not any(keeper.seen(name) for name in names[:-1])
@@ -29,7 +30,8 @@ def test_names_never_recorded_pass_as_seen_rarely_at_capacity() -> None:
     assert false < 2000 * 0.05  # a false "seen" writes one copy early, nothing worse
 
 
-def test_its_memory_does_not_grow_with_the_names_it_sees() -> None:
+def test_memory_does_not_grow_with_names() -> None:
+    """Its memory does not grow with the names it sees."""
     keeper = Doorkeeper(bits=1 << 12, capacity=256)
     before = len(keeper.bits)
     for i in range(10_000):
@@ -37,7 +39,8 @@ def test_its_memory_does_not_grow_with_the_names_it_sees() -> None:
     assert len(keeper.bits) == before
 
 
-def test_the_name_that_fills_it_is_remembered_after_the_clearing() -> None:
+def test_filling_name_survives_clearing() -> None:
+    """The name that fills it is remembered after the clearing."""
     keeper = Doorkeeper(bits=1 << 12, capacity=4)
     for name in "abcd":
         keeper.seen(name)

@@ -33,7 +33,8 @@ def test_a_reset_connection_is_retried_after_growing_pauses(tmp_path: Path) -> N
     assert 0.5 <= pauses[0] <= 1.0 and 1.0 <= pauses[1] <= 2.0
 
 
-def test_after_the_last_try_the_error_says_so_and_no_file_is_left(tmp_path: Path) -> None:
+def test_last_try_fails_leaving_no_file(tmp_path: Path) -> None:
+    """After the last try the error says so and no file is left."""
     store, pauses = MemoryStore({"m.joblib": DATA}), Pauses()
     store.failures_left = 5
     with pytest.raises(StoreUnavailable, match="gave up after 2 tries"):

@@ -47,8 +47,10 @@ def local_artifact(tmp_path: Path, name: str, size: int) -> Artifact:
     return Artifact(name, path, size, source=f"file:///{name}")
 
 
-def test_a_name_loaded_once_gets_no_copy_and_its_second_load_writes_one(tmp_path: Path) -> None:
-    """A scan of one-off loads writes nothing to disk: copies pay off on reloads."""
+def test_second_load_writes_a_copy(tmp_path: Path) -> None:
+    """A name loaded once gets no copy and its second load writes one.
+
+    A scan of one-off loads writes nothing to disk: copies pay off on reloads."""
     tier = disk_tier(tmp_path / "cache", MemoryStore())
     once = [local_artifact(tmp_path, f"once{i}.joblib", 4 * KiB) for i in range(3)]
     assert [tier.offer_fast_copy(artifact) for artifact in once] == [None] * 3
@@ -70,14 +72,16 @@ def test_a_copy_is_offered_into_free_room_then_read(tmp_path: Path) -> None:
     assert again is not None and again.reads and again.path == offer.path
 
 
-def test_no_copy_without_free_room_or_for_a_file_that_is_no_pickle(tmp_path: Path) -> None:
+def test_no_copy_without_room_or_pickle(tmp_path: Path) -> None:
+    """No copy without free room or for a file that is no pickle."""
     tier = disk_tier(tmp_path / "cache", MemoryStore())
     assert offered(tier, local_artifact(tmp_path, "big.joblib", BUDGET)) is None
     assert offered(tier, local_artifact(tmp_path, "m.onnx", KiB)) is None
     assert tier.used_bytes == 0
 
 
-def test_an_artifact_rewritten_in_place_never_meets_its_old_copy(tmp_path: Path) -> None:
+def test_rewritten_artifact_skips_old_copy(tmp_path: Path) -> None:
+    """An artifact rewritten in place never meets its old copy."""
     tier = disk_tier(tmp_path / "cache", MemoryStore())
     artifact = local_artifact(tmp_path, "m.joblib", 4 * KiB)
     first = offered(tier, artifact)
@@ -100,7 +104,8 @@ def test_a_copy_that_could_not_be_read_is_forgotten(tmp_path: Path) -> None:
     assert not tier.offer_fast_copy(artifact).reads  # type: ignore[union-attr]
 
 
-def test_copies_are_deleted_before_any_entry_when_the_disk_needs_room(tmp_path: Path) -> None:
+def test_copies_go_before_entries(tmp_path: Path) -> None:
+    """Copies are deleted before any entry when the disk needs room."""
     store = MemoryStore({f"m{i}.joblib": os.urandom(14 * KiB) for i in range(4)})
     tier = disk_tier(tmp_path / "cache", store)
     for index in range(2):
@@ -114,9 +119,10 @@ def test_copies_are_deleted_before_any_entry_when_the_disk_needs_room(tmp_path: 
     assert tier.used_bytes <= BUDGET
 
 
-def test_deleting_a_model_deletes_its_copy_and_a_restart_starts_without_copies(
+def test_delete_and_restart_drop_copies(
     tmp_path: Path,
 ) -> None:
+    """Deleting a model deletes its copy and a restart starts without copies."""
     store = MemoryStore({"a.joblib": os.urandom(KiB), "b.joblib": os.urandom(KiB)})
     tier = disk_tier(tmp_path / "cache", store)
     for name in ("a.joblib", "b.joblib"):
@@ -130,7 +136,8 @@ def test_deleting_a_model_deletes_its_copy_and_a_restart_starts_without_copies(
     assert asyncio.run(restarted.materialize("b.joblib", store.url_of("b.joblib"))).tier == "disk"
 
 
-def test_a_copy_whose_worker_died_writing_it_leaves_no_file(tmp_path: Path) -> None:
+def test_copy_of_dead_writer_leaves_no_file(tmp_path: Path) -> None:
+    """A copy whose worker died writing it leaves no file."""
     tier = disk_tier(tmp_path / "cache", MemoryStore())
     offer = offered(tier, local_artifact(tmp_path, "m.joblib", 4 * KiB))
     assert offer is not None
@@ -152,10 +159,10 @@ def test_the_copy_read_least_recently_goes_first(tmp_path: Path) -> None:
     assert tier.fast_copies.written_bytes == 8 * KiB == tier.used_bytes
 
 
-def test_a_full_disk_takes_the_fast_copies_first_and_the_entry_is_written(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The volume fills before the budget does (something else wrote to it): copies are
+def test_full_disk_drops_copies_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full disk takes the fast copies first and the entry is written.
+
+    The volume fills before the budget does (something else wrote to it): copies are
     expendable, so they go and the entry is written again, instead of a 507."""
     store = MemoryStore({"old.joblib": os.urandom(KiB), "new.joblib": os.urandom(KiB)})
     tier = disk_tier(tmp_path / "cache", store)
@@ -174,9 +181,8 @@ def test_a_full_disk_takes_the_fast_copies_first_and_the_entry_is_written(
     assert tier.get("new.joblib") is not None
 
 
-def test_a_full_disk_without_copies_to_drop_is_507_without_paths(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_full_disk_without_copies_is_507(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full disk without copies to drop is 507 without paths."""
     store = MemoryStore({"new.joblib": os.urandom(KiB)})
     tier = disk_tier(tmp_path / "cache", store)
 

@@ -67,8 +67,10 @@ def test_a_footprint_larger_than_reserved_evicts_the_overflow() -> None:
     assert [v.name for v in memory.overflow_victims()] == ["a"]
 
 
-def test_a_model_evicted_for_a_load_counts_as_that_reservation_until_it_is_gone() -> None:
-    """What put the e2e churn test over its budget in CI: a load that evicted more than it
+def test_evicted_model_counts_as_the_reservation() -> None:
+    """A model evicted for a load counts as that reservation until it is gone.
+
+    What put the e2e churn test over its budget in CI: a load that evicted more than it
     reserves left the difference free while its victims were still in memory."""
     memory = tier(budget_mib=100, baseline_mib=20)
     load(memory, "big", 70 * MiB)
@@ -82,7 +84,8 @@ def test_a_model_evicted_for_a_load_counts_as_that_reservation_until_it_is_gone(
     assert memory.reserve("other", 30 * MiB) == []
 
 
-def test_a_model_unloaded_for_no_load_counts_until_it_is_gone() -> None:
+def test_unloaded_model_counts_until_gone() -> None:
+    """A model unloaded for no load counts until it is gone."""
     memory = tier(budget_mib=100, baseline_mib=20)
     load(memory, "leaving", 40 * MiB)
     load(memory, "busy", 30 * MiB)
@@ -96,7 +99,8 @@ def test_a_model_unloaded_for_no_load_counts_until_it_is_gone() -> None:
     assert memory.reserve("next", 30 * MiB) == []
 
 
-def test_a_copy_reserves_its_loads_peak_and_keeps_its_footprint() -> None:
+def test_copy_reserves_its_load_peak() -> None:
+    """A copy reserves its load's peak and keeps its footprint."""
     memory = tier(budget_mib=100, baseline_mib=20)
     load(memory, "a", 20 * MiB)
     resident = memory.residents["a"]
@@ -147,7 +151,8 @@ def test_never_over_budget_and_never_evicts_busy_or_pinned(
         assert memory.committed_bytes <= memory.budget_bytes
 
 
-def test_idle_victims_are_the_loaded_idle_unpinned_models_unused_long_enough() -> None:
+def test_idle_victims_are_unpinned_and_unused() -> None:
+    """Idle victims are the loaded idle unpinned models unused long enough."""
     clock = StepClock()  # each reading is one second after the last
     memory = MemoryTier(100 * MiB, 0, LRUPolicy(), clock)
     for name in ("old", "busy", "pinned"):
@@ -164,7 +169,8 @@ def test_idle_victims_are_the_loaded_idle_unpinned_models_unused_long_enough() -
     assert memory.idle_victims(idle_s=50) == []  # claimed once
 
 
-def test_memory_that_grew_unannounced_between_readings_is_kept_free_for_the_next_loads() -> None:
+def test_unannounced_growth_is_kept_free() -> None:
+    """Memory that grew unannounced between readings is kept free for the next loads."""
     memory = tier(budget_mib=100, baseline_mib=20)
     memory.reserve("a", 30 * MiB)  # loading: the reading is in motion, the baseline may only grow
     memory.observe(real_bytes=55 * MiB, released_before=0)  # 5 MiB that no record explains
@@ -188,7 +194,8 @@ def test_the_headroom_never_makes_a_load_wait() -> None:
     assert memory.reserve("c", 6 * MiB) is None  # past the budget itself, "a" busy: it waits
 
 
-def test_the_headroom_is_the_largest_rise_of_the_recent_readings() -> None:
+def test_headroom_is_largest_recent_rise() -> None:
+    """The headroom is the largest rise of the recent readings."""
     memory = MemoryTier(100 * MiB, 20 * MiB, LRUPolicy(), StepClock(), drift_seed_bytes=8 * MiB)
     assert memory.headroom_bytes == 8 * MiB  # before any reading: the seed (a new worker grows)
     memory.reserve("a", 30 * MiB)
@@ -201,7 +208,8 @@ def test_the_headroom_is_the_largest_rise_of_the_recent_readings() -> None:
     assert memory.headroom_bytes == 0
 
 
-def test_a_baseline_back_where_it_was_after_a_dip_is_no_growth() -> None:
+def test_baseline_back_after_dip_is_no_growth() -> None:
+    """A baseline back where it was after a dip is no growth."""
     memory = tier(budget_mib=100, baseline_mib=20)
     memory.observe(real_bytes=12 * MiB, released_before=0)  # settled: a worker gone, say
     memory.observe(real_bytes=20 * MiB, released_before=0)  # and its replacement started
@@ -221,8 +229,10 @@ def test_quiet_readings_never_take_the_headroom_under_its_floor() -> None:
     assert memory.shortfall_bytes(1 * MiB) == 1 * MiB
 
 
-def test_the_headroom_floor_is_kept_even_where_no_idle_model_can_go() -> None:
-    """A CI churn run read 7.5 KB over its budget with every byte committed: growth between two
+def test_headroom_floor_is_kept() -> None:
+    """The headroom floor is kept even where no idle model can go.
+
+    A CI churn run read 7.5 KB over its budget with every byte committed: growth between two
     readings has to fit somewhere. The floor is kept by waiting for a busy model to go idle, and
     a model that fits only into it is one that never fits."""
     memory = MemoryTier(
@@ -248,8 +258,10 @@ def test_the_frontends_allowance_is_paid_for_at_start() -> None:
     assert memory.capacity_bytes == 150 * MiB
 
 
-def test_the_frontend_growing_within_its_allowance_leaves_the_room_for_models() -> None:
-    """Per-name state (events, counters, footprints) grows as names are seen: inside the
+def test_frontend_growth_within_allowance() -> None:
+    """The frontend growing within its allowance leaves the room for models.
+
+    Per-name state (events, counters, footprints) grows as names are seen: inside the
     allowance it is no model's loss, so the room at a million names is the room at a thousand."""
     memory = allowed(growth_mib=30)
     load(memory, "a", 40 * MiB)

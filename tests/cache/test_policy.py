@@ -24,7 +24,8 @@ class Model:
     load_ms: float | None = 100.0
 
 
-def test_cost_aware_evicts_the_cheapest_to_reload_per_byte_first() -> None:
+def test_cost_aware_evicts_cheapest_first() -> None:
+    """Cost-aware evicts the cheapest to reload per byte first."""
     policy = CostAwarePolicy()
     dear = Model("dear", bytes=MiB, load_ms=500.0)
     cheap_and_big = Model("cheap", bytes=8 * MiB, load_ms=100.0)
@@ -48,12 +49,14 @@ def ages_out_within(rounds: int, old_hits: int) -> bool:
     return False
 
 
-def test_cost_aware_values_age_so_a_once_hot_model_goes_in_the_end() -> None:
+def test_cost_aware_ages_out_hot_models() -> None:
+    """Cost-aware values age, so a once hot model goes in the end."""
     assert ages_out_within(10, old_hits=5), "the inflation clock never caught up with an old value"
 
 
-def test_a_model_hot_long_ago_ages_out_in_bounded_time_however_many_hits_it_had() -> None:
+def test_old_hits_age_out_in_bounded_time() -> None:
     # uncapped, it would take 500 rounds
+    """A model hot long ago ages out in bounded time however many hits it had."""
     assert ages_out_within(40, old_hits=100_000), "a stale model with many hits stayed ahead"
 
 
@@ -82,7 +85,8 @@ def test_the_sketch_halves_every_sample() -> None:
     assert (sketch.estimate("a"), sketch.estimate("b")) == (4, 0)
 
 
-def test_admission_lets_a_load_evict_only_models_no_more_frequent() -> None:
+def test_admission_evicts_only_less_frequent() -> None:
+    """Admission lets a load evict only models no more frequent."""
     sketch = FrequencySketch()
     for name in ["hot"] * 5 + ["warm"] * 2 + ["cold"] + ["new"] * 2:
         sketch.record(name)
@@ -90,7 +94,8 @@ def test_admission_lets_a_load_evict_only_models_no_more_frequent() -> None:
     assert [c.name for c in admissible(sketch, "new", candidates)] == ["warm", "cold"]
 
 
-def test_a_model_younger_than_the_minimum_residency_is_not_a_victim() -> None:
+def test_minimum_residency_protects_young_models() -> None:
+    """A model younger than the minimum residency is not a victim."""
     now = [0.0]
     memory = MemoryTier(100 * MiB, 0, policy_named("lru"), lambda: now[0], min_residency_s=5.0)
     memory.reserve("a", 100 * MiB)
@@ -101,7 +106,8 @@ def test_a_model_younger_than_the_minimum_residency_is_not_a_victim() -> None:
     assert [v.name for v in memory.reserve("b", 10 * MiB) or []] == ["a"]
 
 
-def test_loaded_at_stays_wall_time_and_residency_uses_the_tier_clock() -> None:
+def test_residency_uses_the_tier_clock() -> None:
+    """`loaded_at` stays wall time and residency uses the tier clock."""
     memory = MemoryTier(100 * MiB, 0, clock=lambda: 42.0)
     memory.reserve("a", MiB)
     memory.mark_loaded("a", 1, MiB, 1.0)

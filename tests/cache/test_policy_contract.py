@@ -109,9 +109,10 @@ steps = st.lists(
 @pytest.mark.parametrize("setup", SETUPS, ids=str)
 @settings(max_examples=60, deadline=None)
 @given(sizes=sizes_mib, script=steps)
-def test_the_budget_holds_and_victims_are_idle_unpinned_and_settled(
+def test_budget_holds_and_victims_are_idle(
     setup: Setup, sizes: dict[str, int], script: list[tuple[str, str, int]]
 ) -> None:
+    """The budget holds and victims are idle unpinned and settled."""
     driver = Driver(setup, {n: s * MiB for n, s in sizes.items()})
     for action, name, dt_s in script:
         driver.clock[0] += dt_s

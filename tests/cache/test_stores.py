@@ -139,7 +139,8 @@ def test_remote_urls_keep_their_form_but_never_climb(tmp_path: Path) -> None:
         stores.admit(str(tmp_path / "a.joblib"))  # the store itself is not in the list given
 
 
-def test_a_url_outside_the_configured_store_gets_a_store_of_its_own(tmp_path: Path) -> None:
+def test_outside_url_gets_its_own_store(tmp_path: Path) -> None:
+    """A URL outside the configured store gets a store of its own."""
     stores = Stores(str(tmp_path / "store"))
     store, key = stores.locate((tmp_path / "elsewhere/m.joblib").as_uri())
     assert key == "m.joblib" and store.url_of(key) == (tmp_path / "elsewhere/m.joblib").as_uri()

@@ -60,9 +60,10 @@ def damaged(draw: st.DrawFn) -> tuple[str, bytes]:
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=damaged())
-def test_a_damaged_archive_unpacks_within_its_folder_or_is_refused(
+def test_damaged_archive_stays_in_its_folder(
     case: tuple[str, bytes],
 ) -> None:
+    """A damaged archive unpacks within its folder or is refused."""
     name, data = case
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
