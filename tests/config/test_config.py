@@ -279,7 +279,8 @@ def test_parse_size_rejects(text: str) -> None:
         parse_size(text)
 
 
-def test_sizes_are_parsed_once_at_load_and_shares_taken_at_start(tmp_path: Path) -> None:
+def test_sizes_parse_at_load_shares_at_start(tmp_path: Path) -> None:
+    """Sizes are parsed once at load and shares taken at start."""
     write(tmp_path / "modelhost.toml", 'memory_budget = "2GiB"\nmax_unpacked_bytes = "16MiB"\n')
     config = load_config({"disk_budget": "12.5%"}, {}, tmp_path)
     assert (config.memory_budget_bytes.of(10 * GiB), config.unpacked_limit_bytes) == (

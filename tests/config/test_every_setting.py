@@ -94,7 +94,7 @@ EFFECTS: dict[str, str] = {
     "--instance-id": "fleet/test_instance_header.py::test_a_refusal_names_the_configured_instance",
     "--worker-load-timeout-s": "faults/test_self_healing_e2e.py::test_a_load_that_hangs_fails_at_its_deadline_and_its_worker_is_replaced",
     "--config": "config/test_config.py::test_file_locations_from_flags_and_environment",
-    "--mms-config": CONFIG + "test_mms_config_file_variable_wins_over_the_flag_as_in_mms",
+    "--mms-config": CONFIG + "test_mms_config_file_variable_wins",
     # config.properties
     "model_store": "config/test_config.py::test_properties_mapping",
     "inference_address": "config/test_config.py::test_properties_mapping",
@@ -119,9 +119,8 @@ EFFECTS: dict[str, str] = {
     "SAGEMAKER_MODEL_SERVER_WORKERS": CONFIG
     + "test_sagemaker_model_server_workers_means_workers_per_model",
     "SAGEMAKER_MODEL_SERVER_TIMEOUT": "config/test_config.py::test_sagemaker_variables",
-    "SAGEMAKER_MULTI_MODEL": CONFIG
-    + "test_single_model_mode_without_a_model_is_refused_naming_what_to_use",
-    "MMS_CONFIG_FILE": CONFIG + "test_mms_config_file_variable_wins_over_the_flag_as_in_mms",
+    "SAGEMAKER_MULTI_MODEL": CONFIG + "test_single_model_mode_needs_a_model",
+    "MMS_CONFIG_FILE": CONFIG + "test_mms_config_file_variable_wins",
     "TS_CONFIG_FILE": "config/test_config.py::test_file_locations_from_flags_and_environment",
     "OMP_NUM_THREADS": MIGRATION + "test_the_users_thread_variables_win_and_are_reported",
     "MKL_NUM_THREADS": MIGRATION + "test_the_users_thread_variables_win_and_are_reported",
@@ -218,7 +217,8 @@ def test_the_effects_test_exists(setting: str) -> None:
 
 
 @pytest.mark.parametrize("setting", sorted(REFUSED))
-def test_a_refused_setting_fails_at_start_naming_what_to_use(setting: str, tmp_path: Path) -> None:
+def test_refused_setting_fails_at_start(setting: str, tmp_path: Path) -> None:
+    """A refused setting fails at start naming what to use."""
     row = REFUSED[setting]
     if row.properties:
         (tmp_path / "config.properties").write_text(row.properties, encoding="utf-8")
@@ -228,7 +228,8 @@ def test_a_refused_setting_fails_at_start_naming_what_to_use(setting: str, tmp_p
 
 
 @pytest.mark.parametrize("key", sorted(NOTICED))
-def test_a_noticed_key_is_reported_at_start_with_its_reason(key: str, tmp_path: Path) -> None:
+def test_noticed_key_is_reported_at_start(key: str, tmp_path: Path) -> None:
+    """A noticed key is reported at start with its reason."""
     (tmp_path / "config.properties").write_text(f"{key}=true\n", encoding="utf-8")
     (notice,) = load_config({}, {}, tmp_path).notices
     assert f"'{key}'" in notice and "has no meaning in modelhost" not in notice

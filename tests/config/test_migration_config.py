@@ -15,8 +15,10 @@ def write(path: Path, text: str) -> Path:
     return path
 
 
-def test_mms_config_file_variable_wins_over_the_flag_as_in_mms(tmp_path: Path) -> None:
-    """MMS: MMS_CONFIG_FILE first, then --mms-config, then ./config.properties."""
+def test_mms_config_file_variable_wins(tmp_path: Path) -> None:
+    """MMS_CONFIG_FILE wins over the flag, as in MMS.
+
+    MMS: MMS_CONFIG_FILE first, then --mms-config, then ./config.properties."""
     by_env = write(tmp_path / "env.properties", "model_store=/from-env\n")
     write(tmp_path / "flag.properties", "model_store=/from-flag\n")
     write(tmp_path / "config.properties", "model_store=/from-cwd\n")
@@ -53,9 +55,8 @@ def test_preload_model_notice_says_model_memory_is_not_shared(tmp_path: Path) ->
     "environ",
     [{"SAGEMAKER_MULTI_MODEL": "false"}, {"MODELHOST_MULTI_MODEL": "false"}],
 )
-def test_single_model_mode_without_a_model_is_refused_naming_what_to_use(
-    tmp_path: Path, environ: dict[str, str]
-) -> None:
+def test_single_model_mode_needs_a_model(tmp_path: Path, environ: dict[str, str]) -> None:
+    """Single-model mode without a model is refused naming what to use."""
     with pytest.raises(ConfigError, match="--single-model"):
         load_config({}, environ, tmp_path)
     assert load_config({}, {"SAGEMAKER_MULTI_MODEL": "true"}, tmp_path).multi_model

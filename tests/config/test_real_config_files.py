@@ -86,9 +86,10 @@ def test_documented_keys_that_change_behaviour_are_refused(
     assert properties_keys()[key] == "refused"
 
 
-def test_config_check_explains_each_key_and_says_whether_the_server_would_start(
+def test_config_check_explains_each_key(
     tmp_path: Path,
 ) -> None:
+    """Config check explains each key and says whether the server would start."""
     from click.testing import CliRunner
 
     from modelhost.cli.main import main
