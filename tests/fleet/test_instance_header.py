@@ -49,6 +49,7 @@ def test_the_default_is_the_hostname() -> None:
     assert response.headers["x-modelhost-instance"] == socket.gethostname()
 
 
-def test_the_instance_id_is_a_setting_with_an_environment_variable(tmp_path: Path) -> None:
+def test_instance_id_is_a_setting(tmp_path: Path) -> None:
+    """The instance id is a setting with an environment variable."""
     config = load_config(flags={}, environ={"MODELHOST_INSTANCE_ID": "blue-1"}, cwd=tmp_path)
     assert config.instance_id == "blue-1"

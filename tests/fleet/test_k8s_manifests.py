@@ -73,7 +73,8 @@ def test_every_flag_is_a_setting() -> None:
     assert {a.split("=")[0] for a in container()["args"][1:]} <= names
 
 
-def test_memory_budget_is_a_share_of_the_limit_the_request_equals() -> None:
+def test_memory_budget_is_share_of_limit() -> None:
+    """Memory budget is a share of the limit the request equals."""
     resources_ = container()["resources"]
     assert resources_["requests"] == resources_["limits"]  # Guaranteed: evicted last
     assert flag("memory-budget").endswith("%")  # of the cgroup limit, which modelhost reads
@@ -86,13 +87,15 @@ def test_disk_budget_fits_the_cache_volume() -> None:
     assert parse_size(flag("disk-budget")) < quantity(volume["emptyDir"]["sizeLimit"])
 
 
-def test_the_grace_period_covers_the_pre_stop_sleep_and_the_drain() -> None:
+def test_grace_period_covers_sleep_and_drain() -> None:
+    """The grace period covers the preStop sleep and the drain."""
     spec = by_kind("Deployment")["spec"]["template"]["spec"]
     sleep_s = container()["lifecycle"]["preStop"]["sleep"]["seconds"]
     assert spec["terminationGracePeriodSeconds"] > sleep_s + float(flag("drain-timeout-s"))
 
 
-def test_probes_ask_ping_and_the_ingress_hashes_on_the_model() -> None:
+def test_probes_ping_and_ingress_hashes_model() -> None:
+    """Probes ask /ping and the ingress hashes on the model."""
     for probe in ("readinessProbe", "livenessProbe"):
         assert container()[probe]["httpGet"]["path"] == "/ping"
     annotations = by_kind("Ingress")["metadata"]["annotations"]
@@ -106,8 +109,10 @@ def window_s(probe: dict[str, Any]) -> int:
     return int(probe.get("initialDelaySeconds", 0) + period * threshold)
 
 
-def test_a_starting_pod_is_given_longer_than_a_running_one() -> None:
-    """The startupProbe holds the liveness probe off while a large warm cache is read, and asks
+def test_starting_pod_gets_longer() -> None:
+    """A starting pod is given longer than a running one.
+
+    The startupProbe holds the liveness probe off while a large warm cache is read, and asks
     as often as the readiness probe, so a quick start is not kept out of service."""
     startup, liveness = container()["startupProbe"], container()["livenessProbe"]
     assert startup["httpGet"] == liveness["httpGet"] == {"path": "/ping", "port": "http"}
@@ -148,7 +153,8 @@ def test_the_autoscaler_scales_on_series_every_pod_serves() -> None:
         )
 
 
-def test_the_adapter_has_a_rule_for_each_metric_the_autoscaler_reads() -> None:
+def test_adapter_has_a_rule_per_metric() -> None:
+    """The adapter has a rule for each metric the autoscaler reads."""
     values = yaml.safe_load((BASE.parent / "prometheus-adapter" / "values.yaml").read_text())
     queried = {rule["seriesQuery"].partition("{")[0] for rule in values["rules"]["custom"]}
     read = {

@@ -73,7 +73,8 @@ def owners(answers: list[Answer], servers: list[testing.RunningServer]) -> dict[
     return found
 
 
-def test_each_model_is_served_by_the_instance_the_ring_names(fleet: tuple) -> None:
+def test_each_model_goes_to_its_ring_instance(fleet: tuple) -> None:
+    """Each model is served by the instance the ring names."""
     servers, router = fleet
     ring = Ring([name(s) for s in servers])
     with httpx.Client(base_url=router.url, timeout=30) as client:
@@ -89,9 +90,10 @@ def test_each_model_is_served_by_the_instance_the_ring_names(fleet: tuple) -> No
     assert len({ring.server_for(m) for m in MODELS}) >= 2  # the models are spread out
 
 
-def test_killing_an_instance_under_load_fails_nothing_and_moves_only_its_models(
+def test_killing_an_instance_fails_nothing(
     fleet: tuple,
 ) -> None:
+    """Killing an instance under load fails nothing and moves only its models."""
     servers, router = fleet
     ring = Ring([name(s) for s in servers])
     before = {m: ring.server_for(m) for m in MODELS}
@@ -144,9 +146,8 @@ def test_a_rolling_restart_under_load_fails_nothing(fleet: tuple) -> None:
     assert not failed, f"{len(failed)} of {len(answers)} failed, e.g. {failed[:3]}"
 
 
-def test_a_hot_model_in_the_map_is_spread_over_the_instances_the_ring_names(
-    fleet: tuple, tmp_path: Path
-) -> None:
+def test_hot_model_spreads_over_ring_instances(fleet: tuple, tmp_path: Path) -> None:
+    """A hot model in the map is spread over the instances the ring names."""
     servers, _ = fleet
     ring = Ring([name(s) for s in servers])
     hot = MODELS[0]

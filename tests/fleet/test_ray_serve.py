@@ -42,7 +42,8 @@ def ray_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         ray.shutdown()
 
 
-def test_each_model_stays_on_the_replica_that_first_served_it(ray_app: str) -> None:
+def test_each_model_stays_on_its_replica(ray_app: str) -> None:
+    """Each model stays on the replica that first served it."""
     with httpx.Client(base_url=ray_app, timeout=60) as client:
         first = {m: call(client, m, 0).headers[INSTANCE] for m in MODELS}
         # a replica reports the models it serves every 0.1 s (Ray's push interval), through the

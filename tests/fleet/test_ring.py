@@ -35,8 +35,10 @@ def test_split_server_follows_nginx() -> None:
     assert split_server("unix:/run/m.sock") == (b"/run/m.sock", b"")
 
 
-def test_losing_one_of_three_moves_a_third_of_the_models_on_average() -> None:
-    """Over 300 fleets of three loopback instances (random ports, as the e2e test has) and 3000
+def test_losing_one_of_three_moves_a_third() -> None:
+    """Losing one of three moves a third of the models on average.
+
+    Over 300 fleets of three loopback instances (random ports, as the e2e test has) and 3000
     models, the share of models that change instance when one instance is lost."""
     pick = random.Random(7)
     models = [f"tenants/t{i:04d}.joblib" for i in range(3000)]

@@ -65,9 +65,10 @@ def test_the_fleet_replay_equals_a_brute_force_one(tmp_path: Path) -> None:
         assert fleet["hit_ratio"] == hits / len(trace.models)
 
 
-def test_a_spread_hot_model_reaches_several_instances_and_nothing_else_moves(
+def test_spread_hot_model_moves_nothing_else(
     tmp_path: Path,
 ) -> None:
+    """A spread hot model reaches several instances and nothing else moves."""
     log = synthetic.write(tmp_path / "a.jsonl", synthetic.Synthetic(models=30, requests=2000))
     trace = read_access_log(log)
     ring = Ring(server_names(8))

@@ -26,8 +26,9 @@ def test_a_model_no_longer_hot_has_no_rate() -> None:
     assert models == {}
 
 
-def test_a_model_over_half_a_fair_share_gets_enough_instances() -> None:
+def test_heavy_model_gets_enough_instances() -> None:
     # 3 instances, 300 req/s: a fair share is 100; 150 req/s needs 3 copies of 50
+    """A model over half a fair share gets enough instances."""
     assert spread({"hot": 150.0, "cold": 5.0}, 300.0, 3, {}) == {"hot": 3}
     assert spread({"hot": 90.0}, 300.0, 3, {}) == {"hot": 2}
     assert spread({"hot": 40.0}, 300.0, 3, {}) == {}
