@@ -51,14 +51,16 @@ def test_only_the_form_types_are_decoded(content_type: str, form: bool) -> None:
     assert is_form(content_type) is form
 
 
-def test_the_data_file_is_the_input_with_its_own_type_and_fields_are_parameters() -> None:
+def test_data_file_is_the_input() -> None:
+    """The data file is the input with its own type and fields are parameters."""
     body, content_type = encoded(
         files={"data": ("kitten.jpg", b"\xff\xd8 jpeg", "image/jpeg")}, data={"k": "v"}
     )
     assert form_input(body, content_type) == FormInput(b"\xff\xd8 jpeg", "image/jpeg", {"k": "v"})
 
 
-def test_a_part_named_body_is_the_input_when_none_is_named_data() -> None:
+def test_body_part_is_the_input_without_data() -> None:
+    """A part named body is the input when none is named data."""
     body, content_type = encoded(data={"body": "[[1, 2]]", "k": "v"})
     assert form_input(body, content_type) == FormInput(b"[[1, 2]]", "application/json", {"k": "v"})
 
@@ -86,7 +88,8 @@ def test_curls_octet_stream_is_typed_by_the_file_suffix(filename: str, content_t
     assert form_input(body, form_type) == FormInput(b"[1]", content_type, {})
 
 
-def test_a_part_without_a_type_is_json_as_a_body_without_one() -> None:
+def test_untyped_part_is_json() -> None:
+    """A part without a type is JSON as a body without one."""
     body, content_type = multipart(b'Content-Disposition: form-data; name="data"\r\n\r\n[1]')
     assert form_input(body, content_type) == FormInput(b"[1]", "application/json", {})
 
@@ -98,8 +101,10 @@ def test_urlencoded_fields_are_decoded() -> None:
 
 
 @pytest.mark.parametrize("body", [b'{"instances": [[1, 2]]}', b"1,2\n3,4\n", b"\xff\xfe", b""])
-def test_a_urlencoded_body_that_is_not_a_form_passes_on(body: bytes) -> None:
-    """`curl -d @rows.json` types any text as a form: it reaches the handler as it came."""
+def test_urlencoded_non_form_passes_on(body: bytes) -> None:
+    """A urlencoded body that is not a form passes on.
+
+    `curl -d @rows.json` types any text as a form: it reaches the handler as it came."""
     assert form_input(body, "application/x-www-form-urlencoded") is None
 
 
@@ -166,15 +171,18 @@ PART_PIECES += [b'; filename="a.json"', b"Content-Type: text/csv", b"\r\n\r\n", 
         ["multipart/form-data; boundary=b0", "application/x-www-form-urlencoded"]
     ),
 )
-def test_any_body_decodes_or_is_refused_as_a_bad_request(body: bytes, content_type: str) -> None:
-    """No body typed as a form makes the decoder fail other than with a 4xx."""
+def test_any_body_decodes_or_is_400(body: bytes, content_type: str) -> None:
+    """Any body decodes or is refused as a bad request.
+
+    No body typed as a form makes the decoder fail other than with a 4xx."""
     with contextlib.suppress(RequestError):
         form_input(body, content_type)
 
 
-def test_a_malformed_body_is_told_to_the_client_not_the_log(
+def test_malformed_body_is_told_to_the_client(
     capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
+    """A malformed body is told to the client, not the log."""
     with pytest.raises(BadRequestBody):
         form_input(b"not a form", "multipart/form-data; boundary=b0")
     assert capsys.readouterr().err == ""

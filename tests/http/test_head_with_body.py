@@ -59,7 +59,9 @@ def test_head_and_body_leave_in_one_write() -> None:
     assert in_a_loop(steps).writes == [HEAD + b"ok"]
 
 
-def test_a_head_alone_is_sent_at_the_end_of_the_turn() -> None:
+def test_lone_head_goes_at_end_of_turn() -> None:
+    """A head alone is sent at the end of the turn."""
+
     async def steps(held: HeadWithBody, transport: Transport) -> None:
         held.write(HEAD)  # a streamed body that comes later
         assert transport.writes == []
@@ -90,7 +92,8 @@ def test_other_writes_and_attributes_pass_through() -> None:
 
 
 @pytest.mark.e2e
-def test_a_real_server_sends_whole_answers_and_a_stream_s_head_at_once(tmp_path: Path) -> None:
+def test_real_server_sends_whole_answers(tmp_path: Path) -> None:
+    """A real server sends whole answers and a stream's head at once."""
     store = tmp_path / "store"
     testing.iris_logreg(store / "iris.joblib")
     args = testing.serve_args(store, tmp_path / "cache")

@@ -80,7 +80,8 @@ def test_route_of_matches_the_invocation_routes_only(path: str, route: Any) -> N
     assert route_of(path) == route
 
 
-def test_an_invocation_is_answered_and_observed_with_its_tier_parts_and_bytes() -> None:
+def test_invocation_is_answered_and_observed() -> None:
+    """An invocation is answered and observed with its tier parts and bytes."""
     host = FakeHost()
     response, observer = send(
         host,
@@ -117,7 +118,8 @@ def test_the_target_model_header_names_the_model_of_invocations() -> None:
     )
 
 
-def test_errors_get_their_status_json_body_and_are_observed_by_type() -> None:
+def test_errors_get_status_body_and_type() -> None:
+    """Errors get their status JSON body and are observed by type."""
     host = FakeHost(QueueFull("model m has 100 requests queued"))
     response, observer = send(host, "POST", "/predictions/m", content=b"[1]")
     assert response.status_code == 429 and response.headers["retry-after"] == "1"
@@ -142,7 +144,8 @@ def test_a_body_over_the_limit_is_refused_without_invoking() -> None:
     assert host.seen == []
 
 
-def test_no_model_named_is_a_400_that_says_which_header_to_send() -> None:
+def test_no_model_named_is_400() -> None:
+    """No model named is a 400 that says which header to send."""
     response, _ = send(FakeHost(), "POST", "/invocations", content=b"[1]")
     assert response.status_code == 400
     assert "X-Amzn-SageMaker-Target-Model" in response.json()["message"]
@@ -166,7 +169,8 @@ def test_other_requests_go_on_to_the_framework() -> None:
     ],
     ids=["gone-before-the-body", "gone-in-the-middle"],
 )
-def test_a_body_cut_by_the_client_going_away_is_never_invoked(messages: list[Any]) -> None:
+def test_cut_body_is_never_invoked(messages: list[Any]) -> None:
+    """A body cut by the client going away is never invoked."""
     host, observer = FakeHost(), RecordingObserver()
     invocations = Invocations(host, 1024, "", observer)  # type: ignore[arg-type]
     scope = {
@@ -189,8 +193,10 @@ def test_a_body_cut_by_the_client_going_away_is_never_invoked(messages: list[Any
     assert (observer.exchanges[0].status, observer.exchanges[0].error) == (400, "BadRequestBody")
 
 
-def test_a_multipart_body_reaches_the_host_as_its_data_part() -> None:
-    """`curl -F data=@kitten.jpg -F k=v`: the file's bytes and type, the text field a parameter."""
+def test_multipart_body_sends_its_data_part() -> None:
+    """A multipart body reaches the host as its data part.
+
+    `curl -F data=@kitten.jpg -F k=v`: the file's bytes and type, the text field a parameter."""
     host = FakeHost()
     files = {"data": ("kitten.jpg", b"\xff\xd8 jpeg", "image/jpeg")}
     response, observer = send(host, "POST", "/predictions/m", files=files, data={"k": "v"})
@@ -201,7 +207,8 @@ def test_a_multipart_body_reaches_the_host_as_its_data_part() -> None:
     assert observer.exchanges[0].bytes_in > len(b"\xff\xd8 jpeg")  # the whole form came in
 
 
-def test_a_urlencoded_form_reaches_the_host_as_its_data_field() -> None:
+def test_urlencoded_form_sends_its_data_field() -> None:
+    """A urlencoded form reaches the host as its data field."""
     host = FakeHost()
     form = {"data": "[[1, 2]]", "method": "predict_proba"}
     response, _ = send(host, "POST", "/predictions/m?method=predict", data=form)
@@ -211,7 +218,8 @@ def test_a_urlencoded_form_reaches_the_host_as_its_data_field() -> None:
     assert invocation.params == {"method": "predict"}  # the query's parameter wins, as in TS
 
 
-def test_a_malformed_multipart_body_is_a_400_that_says_what_to_fix() -> None:
+def test_malformed_multipart_is_400() -> None:
+    """A malformed multipart body is a 400 that says what to fix."""
     host = FakeHost()
     headers = {"content-type": "multipart/form-data; boundary=xyz"}
     body = b'--xyz\r\nContent-Disposition: form-data; name="data"\r\n\r\n[1]\r\n'  # no --xyz--
@@ -231,7 +239,8 @@ def test_a_put_to_predictions_is_an_invocation() -> None:
     assert (observer.exchanges[0].method, observer.exchanges[0].route) == ("PUT", PREDICTIONS)
 
 
-def test_a_put_to_other_invocation_routes_goes_on_to_the_framework() -> None:
+def test_put_to_other_routes_passes_on() -> None:
+    """A PUT to other invocation routes goes on to the framework."""
     for path in ("/invocations", "/models/m/invoke"):
         response, _ = send(FakeHost(), "PUT", path, content=b"[1]")
         assert (response.status_code, response.text) == (418, "framework")

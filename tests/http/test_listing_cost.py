@@ -55,7 +55,8 @@ def test_a_page_of_models_reads_what_it_returns() -> None:
     read_at_most(places, 2 * (LIMIT + 1))
 
 
-def test_the_last_page_has_no_token_and_a_page_deep_in_reads_as_little() -> None:
+def test_deep_page_reads_as_little() -> None:
+    """The last page has no token and a page deep in reads as little."""
     host, places = big_host()
     _, page = answer(sagemaker(host).list_models, "/models", {"limit": 1000})
     for _ in range(3):
@@ -86,7 +87,8 @@ def test_a_loaded_filter_leaves_out_models_still_loading() -> None:
     assert [m["modelName"] for m in page["models"]] == ["b"]
 
 
-def test_state_on_disk_and_registered_read_their_own_place_only() -> None:
+def test_state_filters_read_their_own_place() -> None:
+    """State on disk and registered read their own place only."""
     host, places = big_host()
     _, page = answer(sagemaker(host).list_models, "/models", {"state": "on_disk", "limit": LIMIT})
     assert len(page["models"]) == LIMIT
@@ -106,7 +108,8 @@ def test_an_unknown_state_is_400_naming_the_states() -> None:
     assert "loaded, on_disk, registered" in response.json()["message"]
 
 
-def test_torchserve_pages_read_what_they_return_and_tokens_round_trip() -> None:
+def test_torchserve_pages_read_what_they_return() -> None:
+    """TorchServe pages read what they return and tokens round trip."""
     host, places = big_host()
     torchserve = TorchServeManagement(sagemaker(host))
     _, first = answer(torchserve.list_models, "/models", {"limit": LIMIT})
@@ -119,8 +122,10 @@ def test_torchserve_pages_read_what_they_return_and_tokens_round_trip() -> None:
     read_at_most(places, 2 * (LIMIT + 1))
 
 
-def test_a_torchserve_offset_is_read_by_position_not_by_walking() -> None:
-    """TorchServe's own tokens are offsets; one deep in the list reads a few names to find its
+def test_torchserve_offset_is_read_by_position() -> None:
+    """A TorchServe offset is read by position, not by walking.
+
+    TorchServe's own tokens are offsets; one deep in the list reads a few names to find its
     place (by position in the ordered registrations), then the page."""
     host, places = big_host()
     torchserve = TorchServeManagement(sagemaker(host))
@@ -144,7 +149,8 @@ def call_app(app: Any, method: str, path: str, **kw: Any) -> httpx.Response:
     return asyncio.run(send())
 
 
-def test_the_oip_index_of_ready_models_reads_the_memory_tier_only() -> None:
+def test_oip_index_reads_memory_tier_only() -> None:
+    """The OIP index of ready models reads the memory tier only."""
     host, places = big_host()
     response = call_app(
         build_app(sagemaker(host)), "POST", "/v2/repository/index", json={"ready": True}

@@ -95,12 +95,13 @@ LISTINGS: dict[str, tuple[Lister, tuple[str, ...]]] = {
     limit=st.integers(1, 4),
     changes=st.lists(st.lists(change, min_size=1, max_size=4), max_size=40),
 )
-def test_a_walk_lists_each_name_once_while_names_come_and_go(
+def test_walk_lists_each_name_once(
     listing: str,
     start: list[tuple[str, str]],
     limit: int,
     changes: list[list[tuple[bool, str, str]]],
 ) -> None:
+    """A walk lists each name once while names come and go."""
     lister, places = LISTINGS[listing]
     host, _ = counting_host()
     for where, model in start:

@@ -19,6 +19,7 @@ class UnloadingHost:
 
     def __init__(self) -> None:
         self.unloaded: list[str] = []
+        self.residency = self  # the routes unload through the host's residency
 
     async def unload(self, name: str) -> int:
         self.unloaded.append(name)

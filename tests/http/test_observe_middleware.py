@@ -70,7 +70,8 @@ def exchanges(*requests: tuple[str, str, dict[str, str]]) -> RecordingObserver:
     return observer
 
 
-def test_errors_are_seen_with_their_type_and_unmatched_paths_as_other() -> None:
+def test_errors_are_seen_by_type() -> None:
+    """Errors are seen with their type and unmatched paths as "other"."""
     observer = exchanges(("GET", "/refuse/m", {}), ("GET", "/crash", {}), ("GET", "/nope", {}))
     refused, crashed, unmatched = observer.exchanges
     assert (refused.status, refused.error, refused.model) == (507, "InsufficientMemory", "m")
@@ -79,7 +80,8 @@ def test_errors_are_seen_with_their_type_and_unmatched_paths_as_other() -> None:
     assert observer.in_flight() == 0
 
 
-def test_an_event_stream_is_not_counted_as_a_request_in_flight() -> None:
+def test_event_stream_is_not_in_flight() -> None:
+    """An event stream is not counted as a request in flight."""
     observer = exchanges(("GET", "/events", {}))
     assert observer.in_flight_while_streaming == 0
     assert observer.in_flight() == 0

@@ -103,7 +103,8 @@ def describe_as(api: str) -> tuple[int, Any]:
     return response.status_code, json.loads(bytes(response.body))
 
 
-def test_torchserve_describes_a_model_as_a_list_of_its_versions() -> None:
+def test_describe_lists_versions() -> None:
+    """TorchServe describes a model as a list of its versions."""
     status, body = describe_as("torchserve")
     assert status == 200
     assert isinstance(body, list) and body[0]["modelName"] == "reg"
