@@ -38,9 +38,10 @@ def test_subscribers_see_every_event_until_they_unsubscribe() -> None:
     unsubscribe()  # twice is harmless
 
 
-def test_a_failing_subscriber_is_logged_and_the_others_still_see_the_event(
+def test_failing_subscriber_spares_the_others(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    """A failing subscriber is logged and the others still see the event."""
     log = EventLog()
     seen: list[Event] = []
 
@@ -55,7 +56,8 @@ def test_a_failing_subscriber_is_logged_and_the_others_still_see_the_event(
     assert "metrics bug" in caplog.text
 
 
-def test_since_gives_the_events_after_an_id_while_the_ring_holds_them() -> None:
+def test_since_gives_later_events() -> None:
+    """`since` gives the events after an id while the ring holds them."""
     log = EventLog()
     for i in range(RECENT_EVENTS + 5):
         log.emit("load", f"m{i}")
@@ -64,7 +66,8 @@ def test_since_gives_the_events_after_an_id_while_the_ring_holds_them() -> None:
     assert log.since(0)[0].id == 6  # the five oldest have left the ring
 
 
-def test_events_are_read_back_from_a_log_and_from_an_events_stream() -> None:
+def test_events_read_back_from_log_and_stream() -> None:
+    """Events are read back from a log and from an events stream."""
     log = EventLog(clock=lambda: 1.0)
     emitted = [log.emit("load", "a", bytes=5, detail={"loader_ms": 2.5}), log.emit("evict", "a")]
     lines = [
@@ -76,8 +79,10 @@ def test_events_are_read_back_from_a_log_and_from_an_events_stream() -> None:
     assert list(events_in(lines)) == [json.loads(event.to_json()) for event in emitted]
 
 
-def test_histories_stay_under_their_byte_cap_after_100000_models_with_long_details() -> None:
-    """A failure's detail may carry a long error: the histories of ever new names are capped in
+def test_histories_stay_under_byte_cap() -> None:
+    """Histories stay under their byte cap after 100000 models with long details.
+
+    A failure's detail may carry a long error: the histories of ever new names are capped in
     bytes, as the frontend measures them, not only in names."""
     log = EventLog(clock=lambda: 1.0)
     tracemalloc.start()
@@ -102,7 +107,8 @@ def test_the_recent_ring_is_capped_in_bytes_too() -> None:
     assert log.since(0)[-1].model == f"m{RECENT_EVENTS - 1}"
 
 
-def test_a_model_in_use_keeps_its_history_while_new_names_pass() -> None:
+def test_model_in_use_keeps_its_history() -> None:
+    """A model in use keeps its history while new names pass."""
     log = EventLog(clock=lambda: 1.0, max_history_bytes=64 * 1024)
     for i in range(5_000):
         log.emit("failure", f"nonexistent/{i}", detail={"error": "x" * 200})

@@ -27,7 +27,8 @@ def test_load_wait_is_download_plus_load() -> None:
     assert exchange.load_wait_ms == 7
 
 
-def test_a_rejection_is_named_by_the_error_type_else_by_the_status() -> None:
+def test_rejection_is_named_by_type_or_status() -> None:
+    """A rejection is named by the error type, else by the status."""
     assert error_reason(507, "InsufficientMemory") == "InsufficientMemory"
     assert error_reason(404, None) == "NotFound"
     assert error_reason(405, None) == "MethodNotAllowed"

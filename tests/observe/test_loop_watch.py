@@ -32,9 +32,10 @@ async def stall_twice(stalls: list[int]) -> None:
         watch.stop()
 
 
-def test_a_stalled_loop_is_logged_with_its_stack_once_a_stall(
+def test_stalled_loop_is_logged_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    """A stalled loop is logged with its stack once a stall."""
     stalls: list[int] = []
     with caplog.at_level(logging.ERROR, logger="modelhost.loop"):
         asyncio.run(stall_twice(stalls))

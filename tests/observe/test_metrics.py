@@ -76,7 +76,8 @@ def test_loads_unloads_evictions_deletions_failures_and_restarts_are_counted(
     assert value(metrics, "modelhost_worker_restarts_total", reason="died") == 1
 
 
-def test_hits_and_misses_are_counted_by_tier_and_misses_wait_for_their_load() -> None:
+def test_hits_and_misses_by_tier() -> None:
+    """Hits and misses are counted by tier and misses wait for their load."""
     metrics = Metrics(CollectorRegistry())
     for _ in range(3):
         metrics.on_exchange(invocation("hit", queue=0.01, load=0.0, infer=1.0))
@@ -91,7 +92,8 @@ def test_hits_and_misses_are_counted_by_tier_and_misses_wait_for_their_load() ->
     assert value(metrics, "modelhost_invocation_part_seconds_count", part="download") == 1
 
 
-def test_requests_bytes_and_rejections_are_counted_by_route_and_status() -> None:
+def test_requests_counted_by_route_and_status() -> None:
+    """Requests, bytes and rejections are counted by route and status."""
     metrics = Metrics(CollectorRegistry())
     metrics.on_exchange(invocation("hit"))
     metrics.on_exchange(invocation(None, status=507))

@@ -69,7 +69,9 @@ def test_silence_is_broken_by_heartbeats() -> None:
     assert run(scenario) == [None, None]
 
 
-def test_a_client_a_whole_queue_behind_is_dropped_and_can_resume() -> None:
+def test_lagging_client_is_dropped_and_resumes() -> None:
+    """A client a whole queue behind is dropped and can resume."""
+
     async def scenario() -> tuple[list[int], int, list[int]]:
         log = EventLog()
         stream = EventStream(log, queue_events=3)
@@ -109,7 +111,9 @@ async def _all(follow: AsyncIterator[Event | None]) -> list[Event | None]:
     return [event async for event in follow]
 
 
-def test_other_models_events_neither_fill_nor_drop_a_filtered_client() -> None:
+def test_filtered_client_ignores_other_models() -> None:
+    """Other models' events neither fill nor drop a filtered client."""
+
     async def scenario() -> list[str | None]:
         log = EventLog()
         follow = EventStream(log, queue_events=2).follow(model="b")

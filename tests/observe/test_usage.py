@@ -34,7 +34,8 @@ def test_invocations_are_counted_per_model() -> None:
     }
 
 
-def test_other_calls_and_names_that_are_no_model_are_not_counted() -> None:
+def test_only_model_calls_are_counted() -> None:
+    """Other calls and names that are no model are not counted."""
     usage = ModelUsage()
     usage.record(exchange(invocation=False))
     usage.record(exchange(model="nope", cache=None, status=404, error="ModelNotFound"))
@@ -42,7 +43,8 @@ def test_other_calls_and_names_that_are_no_model_are_not_counted() -> None:
     assert usage.for_model("nope")["requests"] == 0
 
 
-def test_beyond_the_cap_the_least_recently_counted_model_is_forgotten() -> None:
+def test_cap_forgets_least_recently_counted() -> None:
+    """Beyond the cap the least recently counted model is forgotten."""
     usage = ModelUsage(max_models=2)
     for name in ("a", "b", "a", "c"):
         usage.record(exchange(model=name))
