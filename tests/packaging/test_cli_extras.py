@@ -29,7 +29,8 @@ def extras() -> dict[str, list[str]]:
     return dict(project["optional-dependencies"])
 
 
-def test_every_user_extra_is_in_the_table_with_its_modules() -> None:
+def test_every_user_extra_is_in_the_table() -> None:
+    """Every user extra is in the table with its modules."""
     declared = {name: reqs for name, reqs in extras().items() if name not in ("all", "dev")}
     modules = {
         name: {IMPORT_NAMES.get(Requirement(r).name, Requirement(r).name) for r in reqs}
