@@ -85,7 +85,8 @@ def test_the_queue_refuses_exactly_the_job_over_its_capacity() -> None:
     loop.close()
 
 
-def test_a_discarded_job_leaves_the_queue_and_the_rest_keep_their_order() -> None:
+def test_discarded_job_keeps_the_order() -> None:
+    """A discarded job leaves the queue and the rest keep their order."""
     clock, loop = Clock(), asyncio.new_event_loop()
     queue: BatchQueue[int] = BatchQueue("m", 10, 10, 0.0, clock)
     jobs = [job(number, clock, loop) for number in range(4)]
@@ -97,8 +98,10 @@ def test_a_discarded_job_leaves_the_queue_and_the_rest_keep_their_order() -> Non
     loop.close()
 
 
-def test_a_solo_job_leaves_in_a_batch_of_its_own() -> None:
-    """A retried request goes alone: if its worker dies again, no other request shares the
+def test_solo_job_goes_alone() -> None:
+    """A solo job leaves in a batch of its own.
+
+    A retried request goes alone: if its worker dies again, no other request shares the
     blame (or the second death)."""
     clock, loop = Clock(), asyncio.new_event_loop()
     queue: BatchQueue[int] = BatchQueue("m", 10, 8, 0.0, clock)

@@ -99,7 +99,8 @@ def test_every_job_is_resolved_exactly_once(
     assert all(len(batch) <= max_batch_size for batch in batches)
 
 
-def test_pressure_is_reported_when_ready_jobs_find_no_free_replica() -> None:
+def test_pressure_without_free_replica() -> None:
+    """Pressure is reported when ready jobs find no free replica."""
     pressed: list[bool] = []
 
     async def scenario() -> None:
@@ -123,7 +124,9 @@ def test_pressure_is_reported_when_ready_jobs_find_no_free_replica() -> None:
     asyncio.run(scenario())
 
 
-def test_a_partial_batch_goes_when_its_oldest_job_has_waited_the_delay() -> None:
+def test_partial_batch_goes_after_the_delay() -> None:
+    """A partial batch goes when its oldest job has waited the delay."""
+
     async def scenario() -> float:
         loop = asyncio.get_running_loop()
         sent_at: list[float] = []
@@ -145,8 +148,10 @@ def test_a_partial_batch_goes_when_its_oldest_job_has_waited_the_delay() -> None
     assert asyncio.run(scenario()) >= 0.05
 
 
-def test_busy_share_counts_the_workers_time_not_a_wait_behind_another_model() -> None:
-    """A batch that waits in a worker busy loading another model is not this model's work (in
+def test_busy_share_counts_own_work_only() -> None:
+    """Busy share counts the worker's time, not a wait behind another model.
+
+    A batch that waits in a worker busy loading another model is not this model's work (in
     the churn run such waits made lukewarm models look hot and load copies)."""
     now = [0.0]
 

@@ -1,7 +1,8 @@
 from modelhost.scheduler import AUTO_BATCH_SIZE, SchedulerSettings
 
 
-def test_a_models_batch_size_comes_from_its_manifest_then_the_server_then_its_handler() -> None:
+def test_batch_size_manifest_then_server_then_handler() -> None:
+    """A model's batch size comes from its manifest then the server then its handler."""
     auto, fixed = SchedulerSettings(), SchedulerSettings(max_batch_size=4)
     assert auto.batch_size(None, handler_batches=True) == AUTO_BATCH_SIZE
     assert auto.batch_size(None, handler_batches=False) == 1  # users' handlers: one at a time
