@@ -16,7 +16,8 @@ MiB = 2**20
 POOL = SimpleNamespace(workers={0: None, 1: None})  # two workers, as memory_tier counts them
 
 
-def test_the_frontend_allowance_is_paid_for_beside_the_idle_server(tmp_path: Path) -> None:
+def test_frontend_allowance_is_paid_for(tmp_path: Path) -> None:
+    """The frontend allowance is paid for beside the idle server."""
     flags = {"memory_budget": "1GiB", "frontend_memory_allowance": "32MiB"}
     config = load_config(flags, {}, tmp_path)
     memory = memory_tier(config, POOL, PssReading(300 * MiB, 60 * MiB))  # type: ignore[arg-type]
@@ -27,7 +28,8 @@ def test_the_frontend_allowance_is_paid_for_beside_the_idle_server(tmp_path: Pat
     assert memory.capacity_bytes == room
 
 
-def test_an_allowance_the_budget_cannot_pay_for_is_refused_naming_it(tmp_path: Path) -> None:
+def test_unaffordable_allowance_is_refused(tmp_path: Path) -> None:
+    """An allowance the budget cannot pay for is refused naming it."""
     flags = {"memory_budget": "400MiB", "frontend_memory_allowance": "200MiB"}
     config = load_config(flags, {}, tmp_path)
     with pytest.raises(ConfigError, match="--frontend-memory-allowance"):

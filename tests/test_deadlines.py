@@ -20,7 +20,9 @@ def run(scenario: object) -> None:
     asyncio.run(scenario)  # type: ignore[arg-type]
 
 
-def test_keys_expire_in_order_once_each_and_discarded_ones_never() -> None:
+def test_keys_expire_in_order() -> None:
+    """Keys expire in order, once each, and discarded ones never."""
+
     async def scenario() -> None:
         clock, expired = Clock(), []
         deadlines: Deadlines[str] = Deadlines(10.0, expired.append, clock)
@@ -42,7 +44,9 @@ def test_keys_expire_in_order_once_each_and_discarded_ones_never() -> None:
     run(scenario())
 
 
-def test_one_timer_serves_every_key_and_a_key_added_while_expiring_gets_one() -> None:
+def test_one_timer_serves_every_key() -> None:
+    """One timer serves every key and a key added while expiring gets one."""
+
     async def scenario() -> None:
         clock, expired = Clock(), []
         deadlines: Deadlines[int] = Deadlines(5.0, lambda key: expired.append(key), clock)
@@ -68,7 +72,9 @@ def test_one_timer_serves_every_key_and_a_key_added_while_expiring_gets_one() ->
     run(scenario())
 
 
-def test_a_key_expires_on_the_event_loop_after_its_timeout() -> None:
+def test_key_expires_on_the_event_loop() -> None:
+    """A key expires on the event loop after its timeout."""
+
     async def scenario() -> None:
         expired: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         deadlines: Deadlines[str] = Deadlines(0.01, expired.set_result)

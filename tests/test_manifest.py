@@ -107,7 +107,8 @@ def test_a_mar_model_config_sets_batching_and_workers(tmp_path: Path) -> None:
     assert read_manifest(tmp_path) == expected
 
 
-def test_a_bad_mar_model_config_value_is_a_load_error(tmp_path: Path) -> None:
+def test_bad_mar_config_is_a_load_error(tmp_path: Path) -> None:
+    """A bad MAR model config value is a load error."""
     mar_manifest(tmp_path, {"handler": "h.py", "configFile": "model-config.yaml"})
     write(tmp_path / "model-config.yaml", "batchSize: many\n")
     with pytest.raises(ModelLoadError, match="batchSize to 'many'"):

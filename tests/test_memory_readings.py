@@ -45,7 +45,8 @@ def test_misses_at_once_share_one_reading() -> None:
     assert readings.last_bytes == 150 * MiB
 
 
-def test_a_fresh_reading_serves_and_a_stale_one_is_taken_again() -> None:
+def test_fresh_reading_is_reused() -> None:
+    """A fresh reading serves and a stale one is taken again."""
     memory = MemoryTier(1000 * MiB, 100 * MiB)
     reader = SlowReader(120 * MiB)
     reader.release.set()
@@ -63,8 +64,10 @@ def test_a_fresh_reading_serves_and_a_stale_one_is_taken_again() -> None:
     assert memory.baseline_bytes == 130 * MiB
 
 
-def test_a_reading_is_set_against_the_records_when_it_completes() -> None:
-    """A model loaded while the reading ran is part of what the reading explains."""
+def test_reading_meets_records_at_completion() -> None:
+    """A reading is set against the records when it completes.
+
+    A model loaded while the reading ran is part of what the reading explains."""
     memory = MemoryTier(1000 * MiB, 100 * MiB)
     reader = SlowReader(180 * MiB)
     readings = MemoryReadings(reader, memory, off_loop=True)
@@ -88,10 +91,10 @@ def test_a_reading_is_set_against_the_records_when_it_completes() -> None:
         (260, 130),  # beyond it (and the load's reservation): the growth is the baseline's
     ],
 )
-def test_a_reading_raced_by_a_release_raises_the_baseline_only_by_what_the_release_cannot_explain(
-    reading_mib: int, baseline_mib: int
-) -> None:
-    """Under churn something always loads, so the baseline may only grow: a reading that still
+def test_raced_release_raises_only_unexplained(reading_mib: int, baseline_mib: int) -> None:
+    """A reading raced by a release raises the baseline only by what the release cannot explain.
+
+    Under churn something always loads, so the baseline may only grow: a reading that still
     held a model unloaded before it completed would raise it by that model for good. Yet nearly
     every reading races a release (two workers loading 59 models a second, a reading of four
     processes taking 16 ms): setting them all aside left the baseline stale while the server

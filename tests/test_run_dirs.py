@@ -27,7 +27,8 @@ def test_the_folders_of_servers_no_longer_running_are_deleted(tmp_path: Path) ->
     assert running.exists() and other.exists() and not killed.exists()
 
 
-def test_a_run_folder_names_its_server_and_goes_when_it_stops(tmp_path: Path) -> None:
+def test_run_folder_goes_with_its_server(tmp_path: Path) -> None:
+    """A run folder names its server and goes when it stops."""
     with run_dir(str(tmp_path)) as folder:
         assert folder.name.startswith(f"modelhost-{os.getpid()}-")
         assert folder.is_dir()

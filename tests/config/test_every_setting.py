@@ -44,7 +44,7 @@ EFFECTS: dict[str, str] = {
     "--host": "security/test_proxy_and_tls_e2e.py::test_the_server_speaks_tls_with_the_given_certificate",
     "--port": "e2e/test_invoke.py::test_sagemaker_target_model_header_invokes_by_store_path",
     "--memory-budget": "e2e/test_budget.py",
-    "--frontend-memory-allowance": "test_app_memory.py::test_the_frontend_allowance_is_paid_for_beside_the_idle_server",
+    "--frontend-memory-allowance": "test_app_memory.py::test_frontend_allowance_is_paid_for",
     "--disk-budget": "e2e/test_disk.py::test_an_archive_larger_than_the_disk_budget_is_507",
     "--cache-dir": "e2e/test_disk.py::test_cycling_archives_keeps_the_disk_budget_and_restart_keeps_the_tier",
     "--allowed-urls": "e2e/test_remote_stores.py::test_post_models_loads_only_from_allowed_urls",
