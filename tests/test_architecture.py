@@ -146,7 +146,8 @@ def made_up_package(root: Path, files: dict[str, str]) -> Path:
     return root / "modelhost"
 
 
-def test_every_form_of_import_counts_and_an_upward_one_is_found(tmp_path: Path) -> None:
+def test_upward_import_is_found(tmp_path: Path) -> None:
+    """Every form of import counts and an upward one is found."""
     package = made_up_package(
         tmp_path,
         {
@@ -184,7 +185,8 @@ def test_a_circle_through_a_package_is_found(tmp_path: Path) -> None:
     assert circles(graph(package)) == [["host", "host.a"]]
 
 
-def test_a_long_module_is_found_but_its_tables_do_not_count(tmp_path: Path) -> None:
+def test_long_module_is_found(tmp_path: Path) -> None:
+    """A long module is found but its tables do not count."""
     logic = "".join(f"def f{i}():\n    return {i}\n" for i in range(MAX_LINES // 2 + 1))
     table = "TABLE = {\n" + "".join(f"    {i}: {i},\n" for i in range(1000)) + "}\n"
     fields = "class Row:\n" + "".join(f"    f{i}: int\n" for i in range(1000))
