@@ -81,7 +81,8 @@ def test_an_ordinary_long_name_still_unpacks(tmp_path: Path) -> None:
         assert (out / member.name).read_bytes() == b"x"
 
 
-def test_a_name_the_file_system_cannot_hold_is_refused_not_an_os_error(tmp_path: Path) -> None:
+def test_unholdable_name_is_refused(tmp_path: Path) -> None:
+    """A name the file system cannot hold is refused, not an OS error."""
     member = tarfile.TarInfo("d/" + "n" * 300 + ".txt")  # one part past 255 bytes
     member.size = 1
     archive = archive_with(tmp_path / "n.tar.gz", member, tarfile.GNU_FORMAT)
@@ -89,9 +90,10 @@ def test_a_name_the_file_system_cannot_hold_is_refused_not_an_os_error(tmp_path:
         unpack_archive(archive, tmp_path / "out", max_bytes=2**20, max_files=10)
 
 
-def test_a_zip_index_past_the_member_limit_is_refused_before_it_is_parsed(
+def test_zip_index_past_member_limit_is_refused(
     tmp_path: Path,
 ) -> None:
+    """A zip index past the member limit is refused before it is parsed."""
     import zipfile
 
     archive = tmp_path / "many.zip"

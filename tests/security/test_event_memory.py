@@ -5,7 +5,8 @@ from __future__ import annotations
 from modelhost.records.events import EventLog
 
 
-def test_failures_for_distinct_unknown_names_keep_a_bounded_per_model_store() -> None:
+def test_unknown_name_failures_stay_bounded() -> None:
+    """Failures for distinct unknown names keep a bounded per-model store."""
     log = EventLog(clock=lambda: 1.0, max_models=100)
     log.emit("load", "tenants/real.joblib")
     for i in range(10_000):

@@ -74,9 +74,10 @@ def test_a_body_that_stops_arriving_closes_its_connection(server: testing.Runnin
             pytest.fail(f"the server still held the connection after {PATIENCE_S:g} s")
 
 
-def test_event_streams_past_the_cap_are_503_and_a_closed_one_frees_its_place(
+def test_event_streams_past_cap_are_503(
     server: testing.RunningServer,
 ) -> None:
+    """Event streams past the cap are 503 and a closed one frees its place."""
     with httpx.Client(base_url=server.url, timeout=30) as client:
         with contextlib_streams(client, STREAMS) as opened:
             assert all(r.status_code == 200 for r in opened)
@@ -117,9 +118,8 @@ class contextlib_streams:  # noqa: N801 - reads as a context manager
             manager.__exit__(None, None, None)
 
 
-def test_a_missing_name_asked_again_costs_no_second_store_request(
-    server: testing.RunningServer, tmp_path: Path
-) -> None:
+def test_missing_name_is_asked_of_store_once(server: testing.RunningServer, tmp_path: Path) -> None:
+    """A missing name asked again costs no second store request."""
     Origin.asked.clear()
     for _ in range(5):
         response = httpx.post(f"{server.url}/models/nowhere/x.joblib/invoke", json=[1])

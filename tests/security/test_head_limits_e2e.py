@@ -73,10 +73,12 @@ def test_heads_at_the_caps_are_served(server: testing.RunningServer) -> None:
     assert response.status_code == 200, response.text
 
 
-def test_a_body_of_many_lines_sent_with_its_head_is_not_counted_as_headers(
+def test_body_lines_are_not_headers(
     server: testing.RunningServer,
 ) -> None:
-    """A CSV or pretty-printed JSON body arrives in the head's packet: its lines are no headers."""
+    """A body of many lines sent with its head is not counted as headers.
+
+    A CSV or pretty-printed JSON body arrives in the head's packet: its lines are no headers."""
     body = json.dumps([testing.iris_rows(1)[0]] * 2000, indent=1).encode()
     assert body.count(b"\n") > 10 * MAX_HEADER_LINES
     head = (
@@ -92,9 +94,10 @@ def test_other_clients_are_served_while_a_head_floods(server: testing.RunningSer
         assert httpx.get(f"{server.url}/ping", timeout=PATIENCE_S).status_code == 200
 
 
-def test_a_head_whose_end_straddles_two_packets_is_not_counted_into_its_body(
+def test_head_split_over_packets_is_not_body(
     server: testing.RunningServer,
 ) -> None:
+    """A head whose end straddles two packets is not counted into its body."""
     body = json.dumps([testing.iris_rows(1)[0]] * 4000, indent=1).encode()
     head = (
         b"POST /models/iris.pkl/invoke HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"

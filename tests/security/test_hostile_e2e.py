@@ -21,9 +21,8 @@ def files_in(folder: Path) -> list[Path]:
     return sorted(path for path in folder.rglob("*") if path.is_file())
 
 
-def test_registering_the_name_dotdot_is_refused_and_the_cache_keeps_its_artifacts(
-    client: httpx.Client, store: Path, cache_dir: Path
-) -> None:
+def test_registering_dotdot_is_refused(client: httpx.Client, store: Path, cache_dir: Path) -> None:
+    """Registering the name '..' is refused and the cache keeps its artifacts."""
     archive = "/models/archives/m.tar.gz/invoke"  # an archive: unpacked into the disk tier
     assert client.post(archive, content=f"[{ROW}]", headers=JSON).status_code == 200
     cached = files_in(cache_dir)
@@ -53,9 +52,10 @@ HUGE = "x" * 5000  # over the 4096-byte cap on a header passed to the worker
     ],
     ids=["content-type", "accept", "custom-attributes", "query-string", "query-param"],
 )
-def test_oversized_strings_are_refused_before_the_worker_which_keeps_its_models(
+def test_oversized_strings_are_refused(
     client: httpx.Client, headers: dict[str, str], params: dict[str, str], status: int, limit: str
 ) -> None:
+    """Oversized strings are refused before the worker, which keeps its models."""
     other = "/models/tenants/t000.joblib/invoke"
     assert client.post(other, content=ROW, headers=JSON).status_code == 200
     hostile = client.post(

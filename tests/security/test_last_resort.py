@@ -68,9 +68,8 @@ def routes() -> SageMakerRoutes:
         ("GET", "/models"),
     ],
 )
-def test_a_bug_is_a_json_500_with_a_request_id_logged_and_counted(
-    method: str, path: str, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_bug_is_a_json_500(method: str, path: str, caplog: pytest.LogCaptureFixture) -> None:
+    """A bug is a JSON 500 with a request id logged and counted."""
     observer = Observer()
     app = build_app(routes(), cast(Any, observer))
     with caplog.at_level(logging.ERROR, logger="modelhost.http"):

@@ -89,27 +89,25 @@ def fetched(origin: str, key: str, dest: Path, timeout_s: float = 5.0) -> int:
     return asyncio.run(run())
 
 
-def test_a_gzipped_body_is_stored_as_sent_and_identity_is_asked(
-    origin: str, tmp_path: Path
-) -> None:
+def test_gzipped_body_is_stored_as_sent(origin: str, tmp_path: Path) -> None:
+    """A gzipped body is stored as sent and identity is asked."""
     dest = tmp_path / "m.bin"
     assert fetched(origin, "gzip", dest) == len(DEFLATED)
     assert dest.read_bytes() == DEFLATED
     assert Misbehaving.accepted[-1] == "identity"
 
 
-def test_a_get_longer_than_its_head_is_cut_off_at_the_announced_size(
-    origin: str, tmp_path: Path
-) -> None:
+def test_long_get_is_cut_at_announced_size(origin: str, tmp_path: Path) -> None:
+    """A GET longer than its head is cut off at the announced size."""
     with pytest.raises(StoreUnavailable, match="more than the 1.0 KiB it announced"):
         fetched(origin, "longer", tmp_path / "m.bin")
     assert not (tmp_path / "m.bin").exists()
     assert Misbehaving.sent.get("/longer", 0) < 32 * MiB  # the client hung up early
 
 
-def test_an_object_of_unannounced_size_gets_room_as_it_arrives_within_the_budget(
-    origin: str, tmp_path: Path
-) -> None:
+def test_unannounced_size_gets_room_as_it_arrives(origin: str, tmp_path: Path) -> None:
+    """An object of unannounced size gets room as it arrives within the budget."""
+
     async def run() -> None:
         tier = DiskTier(
             tmp_path / "cache",
@@ -131,5 +129,6 @@ def test_an_object_of_unannounced_size_gets_room_as_it_arrives_within_the_budget
     assert left < MiB  # the index, no model bytes
 
 
-def test_a_slow_but_steady_store_is_not_taken_for_a_silent_one(origin: str, tmp_path: Path) -> None:
+def test_slow_steady_store_is_not_silent(origin: str, tmp_path: Path) -> None:
+    """A slow but steady store is not taken for a silent one."""
     assert fetched(origin, "slow", tmp_path / "m.bin", timeout_s=1.0) == 4096

@@ -35,7 +35,8 @@ BAD_NAMES = [
 
 
 @pytest.mark.parametrize("name", BAD_NAMES)
-def test_bad_names_are_refused_saying_what_a_valid_name_is(name: str) -> None:
+def test_bad_names_are_refused(name: str) -> None:
+    """Bad names are refused saying what a valid name is."""
     with pytest.raises(InvalidModelName, match="a valid name is a relative path"):
         model_name(name)
 

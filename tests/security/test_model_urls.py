@@ -74,7 +74,8 @@ def fetch(stores: Stores, url: str, dest: Path) -> bytes:
     return asyncio.run(run())
 
 
-def test_a_redirect_out_of_the_allowed_urls_is_not_followed(origin: str, tmp_path: Path) -> None:
+def test_redirect_out_is_not_followed(origin: str, tmp_path: Path) -> None:
+    """A redirect out of the allowed URLs is not followed."""
     stores = Stores(str(tmp_path), allowed_urls=(f"{origin}/models/*",))
     assert fetch(stores, f"{origin}/models/a.joblib", tmp_path / "a") == BODY
     with pytest.raises(StoreError, match="redirect"):
@@ -103,16 +104,16 @@ def test_a_presigned_url_keeps_its_query_string(origin: str, tmp_path: Path) -> 
         "a%2fb/..%2f..%2fsecret.joblib",
     ],
 )
-def test_percent_encoded_dots_do_not_climb_out_of_an_allowed_prefix(
-    tail: str, tmp_path: Path
-) -> None:
+def test_encoded_dots_stay_in_prefix(tail: str, tmp_path: Path) -> None:
+    """Percent-encoded dots do not climb out of an allowed prefix."""
     stores = Stores(str(tmp_path), allowed_urls=("http://origin/models/*", "s3://b/models/*"))
     for root in ("http://origin/models/", "s3://b/models/"):
         with pytest.raises((InvalidModelName, Forbidden)):
             stores.admit(root + tail)
 
 
-def test_a_folder_link_inside_the_store_does_not_lead_out(tmp_path: Path) -> None:
+def test_folder_link_does_not_lead_out(tmp_path: Path) -> None:
+    """A folder link inside the store does not lead out."""
     (tmp_path / "store").mkdir()
     (tmp_path / "secret").mkdir()
     (tmp_path / "secret/creds.joblib").write_bytes(b"x")

@@ -22,7 +22,8 @@ def url(tmp_path_factory: pytest.TempPathFactory, serve: object) -> str:
     return serve(store, workers=1, max_rows_per_request=LIMIT).url  # type: ignore[operator]
 
 
-def test_a_request_over_max_rows_per_request_is_413_before_predicting(url: str) -> None:
+def test_max_rows_per_request_is_413(url: str) -> None:
+    """A request over `--max-rows-per-request` is 413 before predicting."""
     rows = testing.iris_rows(LIMIT + 1)
     with httpx.Client(base_url=url, timeout=30) as client:
         fits = client.post("/models/iris.joblib/invoke", json=rows[:LIMIT])
