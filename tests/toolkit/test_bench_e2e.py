@@ -60,9 +60,8 @@ def read_rows(out: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(rows))
 
 
-def test_closed_loop_count_matches_the_server_and_percentiles_match_numpy(
-    server: testing.RunningServer, tmp_path: Path
-) -> None:
+def test_closed_loop_counts_and_percentiles(server: testing.RunningServer, tmp_path: Path) -> None:
+    """Closed-loop count matches the server and percentiles match NumPy."""
     before = invocations_counted(server.url)
     summary = run_bench(server.url, tmp_path, "--concurrency", "4", "--popularity", "zipf")
     after = invocations_counted(server.url)
@@ -135,9 +134,10 @@ def test_requests_n_measures_exactly_n(
     )
 
 
-def test_a_folder_of_binary_payloads_goes_with_each_files_content_type(
+def test_binary_payloads_keep_their_content_type(
     server: testing.RunningServer, tmp_path: Path
 ) -> None:
+    """A folder of binary payloads goes with each file's content type."""
     folder = tmp_path / "payloads"
     folder.mkdir()
     rows = testing.iris_rows(2)

@@ -22,9 +22,8 @@ from modelhost.toolkit.tune_run import TuneOptions
 @pytest.mark.parametrize(
     ("command", "options"), [(bench, BenchOptions), (tune, TuneOptions), (cost, CostOptions)]
 )
-def test_every_field_is_a_flag_and_every_flag_a_field(
-    command: click.Command, options: type
-) -> None:
+def test_fields_and_flags_match(command: click.Command, options: type) -> None:
+    """Every field is a flag and every flag a field."""
     names = {p.name for p in command.params if isinstance(p, click.Option)}
     assert names == {field.name for field, _ in cli_fields(options)}
     defaults = {p.name: p.default for p in command.params if isinstance(p, click.Option)}

@@ -14,7 +14,8 @@ from modelhost.toolkit.resources import parse_usage
 from modelhost.toolkit.tune import efficient_frontier
 
 
-def test_a_folder_sends_each_file_as_it_is_with_its_type(tmp_path: Path) -> None:
+def test_folder_sends_files_as_they_are(tmp_path: Path) -> None:
+    """A folder sends each file as it is with its type."""
     (tmp_path / "a.npy").write_bytes(b"\x93NUMPY")
     (tmp_path / "b.csv").write_text("1,2\n")
     (tmp_path / "c.jpg").write_bytes(b"\xff\xd8\xff")
@@ -68,7 +69,8 @@ def test_usage_sums_frontend_and_worker_cpu_and_reads_pss() -> None:
     assert parse_usage(text) == (3.75, 1.2e8)
 
 
-def test_a_pickled_list_of_arrays_is_one_npy_body_per_array(tmp_path: Path) -> None:
+def test_pickled_arrays_are_npy_bodies(tmp_path: Path) -> None:
+    """A pickled list of arrays is one npy body per array."""
     import pickle
 
     arrays = [np.arange(4.0).reshape(1, 4), np.ones((2, 4))]

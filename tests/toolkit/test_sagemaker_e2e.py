@@ -127,9 +127,8 @@ def test_no_credentials_is_a_usage_error(
     assert result.exit_code == 2 and "no AWS credentials" in result.output
 
 
-def test_target_model_names_the_model_of_a_multi_model_endpoint(
-    stand_in: str, tmp_path: Path
-) -> None:
+def test_target_model_names_the_model(stand_in: str, tmp_path: Path) -> None:
+    """TargetModel names the model of a multi-model endpoint."""
     InvokeEndpoint.targets.clear()
     summary = bench(stand_in, tmp_path, "--target-model", "tenant-7/churn.tar.gz")
     assert summary["requests"]["by_status"] == {"200": 30}

@@ -44,9 +44,10 @@ def traces(draw: st.DrawFn, equal_sizes: bool = False) -> tuple[Trace, list[int]
 
 @settings(max_examples=200, deadline=None)
 @given(traces())
-def test_the_one_pass_lru_curve_equals_brute_force_at_every_budget(
+def test_lru_curve_equals_brute_force(
     case: tuple[Trace, list[int]],
 ) -> None:
+    """The one-pass LRU curve equals brute force at every budget."""
     trace, budgets = case
     ratios = lru.hit_ratios(lru.stack_distances(trace), budgets)
     for budget, ratio in zip(budgets, ratios, strict=True):
@@ -75,7 +76,8 @@ def test_with_equal_sizes_belady_is_the_linear_optimum(case: tuple[Trace, list[i
         assert belady(trace.models, budget // 4) >= brute_force_lru(trace, budget)
 
 
-def test_the_budget_for_a_target_is_the_least_that_reaches_it() -> None:
+def test_budget_for_target_is_the_least() -> None:
+    """The budget for a target is the least that reaches it."""
     trace = make_trace(list("abcabcabcd"), {"a": 10, "b": 20, "c": 30, "d": 5})
     distances = lru.stack_distances(trace)
     needed = lru.budget_for(distances, 0.6)

@@ -24,7 +24,8 @@ def trace_of(requests: list[tuple[float, str]], load_s: float) -> Trace:
     )
 
 
-def test_requests_during_a_load_join_it_and_loads_wait_for_the_loader() -> None:
+def test_requests_during_a_load_join_it() -> None:
+    """Requests during a load join it and loads wait for the loader."""
     trace = trace_of(
         [(0.0, "a"), (0.1, "a"), (0.2, "b"), (0.3, "b"), (1.05, "a"), (1.5, "b"), (2.5, "b")],
         load_s=1.0,
@@ -35,7 +36,8 @@ def test_requests_during_a_load_join_it_and_loads_wait_for_the_loader() -> None:
     assert outcomes.hit_ratio == 2 / 7 and outcomes.no_load_ratio == 5 / 7
 
 
-def test_a_load_evicts_when_a_loader_takes_it_not_when_it_is_asked_for() -> None:
+def test_load_evicts_when_a_loader_takes_it() -> None:
+    """A load evicts when a loader takes it, not when it is asked for."""
     requests = [(0.0, "a"), (0.2, "c"), (1.2, "d"), (1.5, "a")]
     trace = trace_of(requests, load_s=1.0)
     outcomes = replay_loading(trace, 2 * MiB, LRUPolicy(), loaders=1)
@@ -52,14 +54,16 @@ def test_a_model_larger_than_the_budget_is_refused() -> None:
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.sampled_from("abcdefgh"), min_size=1, max_size=200), st.integers(1, 6))
-def test_with_loads_in_no_time_it_is_the_plain_replay(models: list[str], room: int) -> None:
+def test_instant_loads_are_the_plain_replay(models: list[str], room: int) -> None:
+    """With loads in no time it is the plain replay."""
     trace = trace_of([(float(i), name) for i, name in enumerate(models)], load_s=0.0)
     outcomes = replay_loading(trace, room * MiB, LRUPolicy(), loaders=2)
     assert outcomes.joined == 0
     assert outcomes.hits == replay(trace, room * MiB, LRUPolicy())
 
 
-def test_a_load_takes_the_room_it_reserved_and_gives_back_what_the_model_does_not_keep() -> None:
+def test_load_gives_back_unkept_room() -> None:
+    """A load takes the room it reserved and gives back what the model does not keep."""
     requests = [(0.0, "a"), (2.0, "b"), (4.0, "c"), (6.0, "a"), (8.0, "b")]
     trace = trace_of(requests, load_s=1.0)
     unpickling = {"c": [LoadSample(held_ms=1000.0, reserved_bytes=2 * MiB)]}
@@ -70,7 +74,8 @@ def test_a_load_takes_the_room_it_reserved_and_gives_back_what_the_model_does_no
     assert (plain.loads, plain.hits) == (3, 2)
 
 
-def test_each_load_of_a_model_lasts_as_its_recorded_loads_did_in_turn() -> None:
+def test_loads_last_as_recorded() -> None:
+    """Each load of a model lasts as its recorded loads did in turn."""
     requests = [(0.0, "a"), (2.0, "b"), (4.0, "a"), (6.0, "a"), (8.0, "a")]
     recorded = {"a": [LoadSample(1000.0, MiB), LoadSample(3000.0, MiB)]}
     outcomes = replay_loading(
@@ -80,7 +85,9 @@ def test_each_load_of_a_model_lasts_as_its_recorded_loads_did_in_turn() -> None:
     assert (outcomes.loads, outcomes.joined, outcomes.hits) == (3, 1, 1)
 
 
-def test_the_loads_a_server_logged_are_read_for_its_models_requests_only() -> None:
+def test_logged_loads_are_read_per_model() -> None:
+    """The loads a server logged are read for its models' requests only."""
+
     def load(model: str, reason: str, **detail: float) -> dict[str, object]:
         return {"kind": "load", "model": model, "reason": reason, "detail": detail}
 

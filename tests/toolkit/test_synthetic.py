@@ -12,7 +12,8 @@ from modelhost.toolkit.simulate.synthetic import Synthetic, records, write
 from modelhost.toolkit.simulate.trace import read_access_log
 
 
-def test_scan_models_are_one_offs_and_each_first_request_is_a_miss() -> None:
+def test_scan_models_are_one_offs() -> None:
+    """Scan models are one-offs and each first request is a miss."""
     log = list(records(Synthetic(models=5, requests=200, scan_every=4)))
     scans = [r["model"] for r in log if str(r["model"]).startswith("scan-")]
     assert len(scans) == len(set(scans)) == 50

@@ -116,9 +116,10 @@ def test_simulate_replays_a_real_servers_access_log(
     assert "Hit-ratio curve" in text and "[svg charts: 1]" in text
 
 
-def test_simulate_replays_the_servers_loads_in_line_from_its_log(
+def test_simulate_replays_logged_loads(
     server: testing.RunningServer, access_log: Path, tmp_path: Path
 ) -> None:
+    """`simulate` replays the server's loads in line from its log."""
     for name in MODELS:  # each loaded (once: they all fit), so the log has a load of each
         response = httpx.post(f"{server.url}/models/{name}/invoke", json=testing.iris_rows(1))
         assert response.status_code == 200, response.text
