@@ -29,8 +29,10 @@ def compile_script() -> object:
     return module
 
 
-def test_the_checked_in_descriptor_set_is_what_the_protos_compile_to() -> None:
-    """Edit a .proto, then run scripts/compile_protos.py."""
+def test_descriptor_set_is_fresh() -> None:
+    """The checked-in descriptor set is what the protos compile to.
+
+    Edit a .proto, then run scripts/compile_protos.py."""
     pytest.importorskip("grpc_tools")
     compiled = compile_script().compiled()  # type: ignore[attr-defined]
     checked_in = (ROOT / "modelhost/rpc/protos/descriptors.binpb").read_bytes()
@@ -44,7 +46,8 @@ def fields(descriptor: object) -> dict[str, tuple[int, int, str]]:
     }
 
 
-def test_every_method_of_ours_is_tritons_with_the_same_messages() -> None:
+def test_methods_match_tritons() -> None:
+    """Every method of ours is Triton's with the same messages."""
     theirs = triton.DESCRIPTOR.services_by_name["GRPCInferenceService"]
     for method in service(OIP_SERVICE).methods:
         other = theirs.methods_by_name[method.name]

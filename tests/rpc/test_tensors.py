@@ -61,7 +61,8 @@ def test_raw_contents_reach_the_worker_unchanged_in_any_rank() -> None:
     assert np.array_equal(got.values, values)
 
 
-def test_outputs_are_asked_for_as_binary_data_with_the_clients_parameters() -> None:
+def test_outputs_asked_as_binary_data() -> None:
+    """Outputs are asked for as binary data with the client's parameters."""
     request = infer_request(id="r7")
     request.inputs.add(name="x", datatype="FP64", shape=[1]).contents.fp64_contents.append(1.0)
     output = request.outputs.add(name="predict_proba")
@@ -73,7 +74,8 @@ def test_outputs_are_asked_for_as_binary_data_with_the_clients_parameters() -> N
     assert [(o.name, o.binary) for o in oip.outputs] == [("predict_proba", True)]
 
 
-def test_a_datatype_the_worker_does_not_know_gets_its_message() -> None:
+def test_unknown_datatype_gets_its_message() -> None:
+    """A datatype the worker does not know gets its message."""
     request = infer_request()
     request.inputs.add(name="x", datatype="FP128", shape=[1])
     with pytest.raises(BadRequestBody, match="datatype 'FP128' is not one of"):
@@ -148,7 +150,8 @@ def test_the_reply_becomes_a_response_raw_or_typed(raw: bool) -> None:
         assert list(t.bytes_contents) == [b"x", b"yz"]
 
 
-def test_an_output_with_no_typed_field_makes_the_whole_answer_raw() -> None:
+def test_untyped_output_makes_answer_raw() -> None:
+    """An output with no typed field makes the whole answer raw."""
     body, content_type = worker_reply([Tensor("h", "FP16", np.array([1.5], np.float16))], True)
     response = message("inference.ModelInferResponse")()
     fill_response(response, body, content_type, raw=False)
