@@ -230,7 +230,7 @@ async def started_host(config: Config, run_dir: Path) -> AsyncIterator[ModelHost
         async with upkeep(host, config.idle_unload_s):
             yield host
     finally:
-        host.close()
+        host.changes.close()
         await pool.shutdown()
         await stores.close()
 
@@ -289,7 +289,7 @@ def build_host(
         ),
     )
     # the pool started first, for the baseline
-    pool.attach(on_lost=host.residency.worker_lost, on_joined=host.residency.notify)
+    pool.attach(on_lost=host.residency.worker_lost, on_joined=host.changes.notify)
     disk.attach(in_use=host.residency.needs_artifact)
     return host
 
@@ -339,7 +339,7 @@ async def preload(host: ModelHost, config: Config) -> None:
     """Load pinned models and the configured start-up list; a failure is logged, not fatal."""
     for name in (*config.pinned_models, *await preload_names(host, config.load_models)):
         try:
-            await host.ensure_loaded(name)
+            await host.residency.ensure_loaded(name)
         except ModelhostError as error:
             logger.error("could not preload model %s: %s", name, error)
 
@@ -350,7 +350,7 @@ async def preload_names(host: ModelHost, load_models: tuple[str, ...]) -> list[s
     for entry in load_models:
         name, _, source = entry.partition("=")
         if source:
-            host.add_source(name, stores.normalize(source))
+            host.residency.set_source(name, stores.normalize(source))
         try:
             names.extend(await stores.default.list_keys() if name == "ALL" else [name])
         except ModelhostError as error:

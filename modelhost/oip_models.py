@@ -41,10 +41,10 @@ class OipModels:
     async def exists(self, name: str) -> bool:
         """Whether `name` is a model: held, on disk, registered, or in its store."""
         name = self.host.registry.resolve(name)
-        if self.state(name) or self.host.disk.get(name) or self.host.is_registered(name):
+        if self.state(name) or self.host.disk.get(name) or self.host.registry.is_registered(name):
             return True
         try:
-            store, key = self.host.disk.stores.locate(self.host.source_of(name))
+            store, key = self.host.disk.stores.locate(self.host.residency.source_of(name))
             await store.stat(key)
         except ModelNotFound:
             return False

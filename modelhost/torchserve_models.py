@@ -75,7 +75,7 @@ class TorchServeModels:
         name = model_name(params.get("model_name") or name_from_url(url))
         workers = count(params.get("initial_workers"), "initial_workers")
         synchronous = boolean(params.get("synchronous"), "synchronous", default=True)
-        if self.host.is_registered(name) and name not in self.host.registry.versions:
+        if self.host.registry.is_registered(name) and name not in self.host.registry.versions:
             raise ModelAlreadyLoaded(
                 f"Model version {MODEL_VERSION} is already registered for model {name}"
             )
@@ -87,9 +87,9 @@ class TorchServeModels:
                 "It loads on its first request."
             )
         if not synchronous:
-            self._run_in_background(self.host.ensure_loaded(registered.name))
+            self._run_in_background(self.host.residency.ensure_loaded(registered.name))
             return Answer(ACCEPTED, 202)
-        await self.host.ensure_loaded(registered.name)
+        await self.host.residency.ensure_loaded(registered.name)
         return Answer(
             f'Model "{name}" Version: {version} registered with {workers} initial workers'
         )
@@ -107,7 +107,7 @@ class TorchServeModels:
             ) from None
         missing = missing_handler(settings.get("handler"), registered.artifact)
         if missing:
-            await self.host.unregister(registered.name)
+            await self.host.registry.unregister(registered.name)
             raise BadRequestBody(
                 f"cannot register model {name}: its archive holds no {echo(missing)}, the file "
                 "the handler names; give a Python file of the archive, or leave handler out"
@@ -123,7 +123,8 @@ class TorchServeModels:
         names = self._page(listing, after, size + 1) if after is not None else []
         body: dict[str, Any] = {
             "models": [
-                {"modelName": m, "modelUrl": self.host.source_of(n)} for n, m in names[:size]
+                {"modelName": m, "modelUrl": self.host.residency.source_of(n)}
+                for n, m in names[:size]
             ]
         }
         if len(names) > size:
@@ -163,7 +164,11 @@ class TorchServeModels:
         versions = self.host.registry.versions.get(model)
         if versions is not None:
             return [Target(model, v, n) for v, n in versions.names.items()]
-        return [Target(model, MODEL_VERSION, model)] if self.host.is_registered(model) else None
+        return (
+            [Target(model, MODEL_VERSION, model)]
+            if self.host.registry.is_registered(model)
+            else None
+        )
 
     def _description(self, target: Target) -> dict[str, Any]:
         statistics = self.host.model_statistics(target.name)
@@ -186,7 +191,7 @@ class TorchServeModels:
         if target.model in self.host.registry.versions:
             await self.host.registry.unregister_version(target.model, target.version)
         else:
-            await self.host.unregister(target.name)
+            await self.host.registry.unregister(target.name)
         return f'Model "{target.model}" unregistered'
 
     async def scale(
@@ -224,9 +229,9 @@ class TorchServeModels:
         model, _, version = path.rpartition("/")
         if model in registry.versions:
             return Target(model, version, registry.name_of(model, version))
-        if self.host.is_registered(path) and not version_required:
+        if self.host.registry.is_registered(path) and not version_required:
             return Target(path, MODEL_VERSION, path)  # a name may hold '/': the whole path wins
-        if model and self.host.is_registered(model):
+        if model and self.host.registry.is_registered(model):
             if version != MODEL_VERSION:
                 raise ModelNotFound(
                     f"Model version {echo(version)} does not exist for model {model}: it has "

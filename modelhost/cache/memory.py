@@ -283,6 +283,14 @@ class MemoryTier:
         resident.bytes += reserved
         return reserved
 
+    def add_copy(self, resident: Resident, worker_id: int) -> None:
+        """One more worker holds the model (its bytes were reserved by `reserve_copy`)."""
+        resident.workers.append(worker_id)
+
+    def remove_copy(self, resident: Resident, worker_id: int) -> None:
+        """A worker no longer serves the model; its bytes count until `release_copy`."""
+        resident.workers.remove(worker_id)
+
     def release_copy(self, resident: Resident, size_bytes: int | None = None) -> None:
         """Give back a copy's bytes: its footprint (it was unloaded), or `size_bytes` (what a
         copy that failed to load reserved, or what one that loaded reserved past its

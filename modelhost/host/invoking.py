@@ -12,9 +12,7 @@ not in memory fails with 404 (the platform's cue to load it), and joins a load u
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
-from typing import Any
 
 from modelhost.cache.memory import Resident, State
 from modelhost.deadlines import Deadlines
@@ -28,15 +26,11 @@ from modelhost.errors import (
     WorkerDied,
 )
 from modelhost.host.calls import Answer, Invocation, LoadOutcome, Result
+from modelhost.host.queues import Queues
 from modelhost.host.residency import Residency
-from modelhost.records.handler_metrics import HandlerMetrics
-from modelhost.records.statistics import BatchingStatistics
 from modelhost.scheduler import SchedulerSettings
-from modelhost.scheduler.batcher import BatchQueue, Job
-from modelhost.scheduler.dispatch import Dispatcher, Ended
-from modelhost.workers.handle import Waiter, WorkerHandle
-from modelhost.workers.messages import Answered, Infer, Item
-from modelhost.workers.replies import checked
+from modelhost.scheduler.batcher import Job
+from modelhost.scheduler.dispatch import Dispatcher
 
 MAX_ACQUIRE_ATTEMPTS = 5
 
@@ -48,21 +42,18 @@ class InvokePath:
     def __init__(
         self,
         residency: Residency,
+        queues: Queues,
         scheduling: SchedulerSettings,
         on_hit: Callable[[str], None],
-        on_pressure: Callable[[str], None],
         loads_on_invoke: bool = True,
         on_use: Callable[[str, int, bool], None] = lambda name, size, hit: None,
     ) -> None:
-        self.residency = residency
-        self.scheduling = scheduling
+        self.residency, self.queues, self.scheduling = residency, queues, scheduling
+        self.dispatchers = residency.copies.dispatchers  # read only: `Copies` opens and closes
         self.on_hit = on_hit  # a loaded model serves a request (the artifact may be due a check)
-        self.on_pressure = on_pressure  # a model's requests wait for a free worker
         self.on_use = on_use  # (model, its footprint, found loaded): what sizing counts
         self.loads_on_invoke = loads_on_invoke
         self.in_flight = 0  # invocations received and not yet answered
-        self.batching = BatchingStatistics()
-        self.handler_metrics = HandlerMetrics()  # what handlers record through context.metrics
         # every request's deadline, kept by one timer (`Deadlines`), not one per request
         self._deadlines: Deadlines[tuple[Dispatcher, Job[Invocation]]] = Deadlines(
             scheduling.response_timeout_s, lambda key: self._expire(*key)
@@ -88,7 +79,7 @@ class InvokePath:
         except Unavailable as error:
             if not self._retryable(name, error):
                 raise
-        self.batching.retried += 1
+        self.queues.count_retry()
         try:
             return await self._attempt(name, invocation, started, solo=True)
         except WorkerDied as error:
@@ -116,7 +107,7 @@ class InvokePath:
         finally:
             self.residency.memory.end_request(resident)
             if resident.in_flight == 0:  # only an idle model can make room for a waiting load
-                self.residency.notify()
+                self.residency.changes.notify()
         answer: Answer = job.future.result()
         outcome = outcome or LoadOutcome("hit", 0.0)
         fetched_ms = outcome.download_ms + outcome.load_ms
@@ -153,7 +144,7 @@ class InvokePath:
 
     async def _answer(self, name: str, invocation: Invocation, solo: bool) -> Job[Invocation]:
         """Queue the request for the model's workers and wait for its answer or its deadline."""
-        dispatcher = self.residency.dispatchers[name]
+        dispatcher = self.dispatchers[name]
         future = dispatcher.loop.create_future()
         job: Job[Invocation] = Job(invocation, future, self.residency.clock(), solo=solo)
         dispatcher.submit(job)
@@ -181,68 +172,3 @@ class InvokePath:
                 "workers if requests wait in the queue"
             )
         )
-
-    def dispatcher(self, name: str, handler_batches: bool) -> Dispatcher:
-        """The model's queue and batcher, with its manifest's settings over the server's."""
-        manifest, settings = self.residency.manifests.of(name), self.scheduling
-        delay_ms = manifest.max_batch_delay_ms
-        queue: BatchQueue[Invocation] = BatchQueue(
-            name,
-            settings.job_queue_size,
-            settings.batch_size(manifest.batch_size, handler_batches),
-            (settings.max_batch_delay_ms if delay_ms is None else delay_ms) / 1000,
-            self.residency.clock,
-        )
-
-        start = functools.partial(self._start_batch, name)
-        return Dispatcher(queue, start, lambda: self.on_pressure(name), settings.slots_per_worker)
-
-    def _start_batch(
-        self, name: str, worker: WorkerHandle, batch: list[Job[Any]], ended: Ended
-    ) -> None:
-        """One frame to the worker for the batch; when its reply comes, each job gets its own
-        answer or error, and `ended` the seconds the worker spent."""
-        items = tuple(_item(job.request) for job in batch)
-        payload = b"".join(job.request.body for job in batch)
-        self.batching.count(len(batch))
-        sent = self.residency.pool.send(worker, Infer(name, items), payload, name)
-        sent.add_done_callback(
-            functools.partial(_answer_batch, batch, worker, ended, self.handler_metrics)
-        )
-
-
-def _item(request: Invocation) -> Item:
-    return Item(request.content_type, request.accept, request.params, len(request.body))
-
-
-def _answer_batch(
-    jobs: list[Job[Any]],
-    worker: WorkerHandle,
-    ended: Ended,
-    handler_metrics: HandlerMetrics,
-    sent: Waiter,
-) -> None:
-    """The batch's reply came (or its worker died): answer its jobs, then say it has ended."""
-    try:
-        reply, body = sent.result()
-        answered = checked(reply, Answered, worker)
-        resolve_batch(jobs, answered, body)
-        handler_metrics.record(answered.samples)
-    except Exception as error:  # noqa: BLE001  (every job not yet answered gets it)
-        ended(0.0, error)
-        return
-    ended(answered.infer_ms / 1000, None)
-
-
-def resolve_batch(jobs: list[Job[Any]], reply: Answered, payload: bytes) -> None:
-    """Give each job of a batch its answer, cut from the reply's payload, or its error."""
-    offset = 0
-    for job, answer in zip(jobs, reply.answers, strict=True):
-        body = payload[offset : offset + answer.size]
-        offset += answer.size
-        if job.future.done():  # its deadline passed while the worker ran it
-            continue
-        if answer.failure is None:
-            job.future.set_result(Answer(body, answer.content_type, reply.infer_ms))
-        else:
-            job.future.set_exception(answer.failure.rebuild())

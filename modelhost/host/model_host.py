@@ -1,10 +1,9 @@
 """The core service: find a model (memory → disk → store), make room for it, load it, invoke it.
 
-`ModelHost` is the one object the HTTP layer and the upkeep loops talk to. It joins its parts
-(residency, scaling, the invoke path, registration) with explicit callables, given at
-construction; scaling and the invoke path are built on residency, so what residency asks of them
-(`residency.Neighbours`) the host answers by delegation. It reports what it holds as statistics
-records (`records/statistics.py`). Nothing here knows about HTTP.
+`ModelHost` is the one object the HTTP layer and the upkeep loops talk to: they call its parts
+(`residency`, `copies`, `scaling`, `registry`, `invoke_path`) directly. It builds each part
+after those it needs, joined by explicit callables, so no part sees one half built. It reports
+what it holds as statistics records (`records/statistics.py`). Nothing here knows about HTTP.
 
 Under SageMaker's multi-model contract (`sagemaker_contract`) the platform decides what is in
 memory: only `load_as_told` loads, an invocation of a model not loaded fails with
@@ -16,7 +15,6 @@ unloads models when memory itself runs short (a footprint or the baseline grew):
 
 from __future__ import annotations
 
-import asyncio
 import math
 import time
 from collections.abc import Callable
@@ -25,15 +23,19 @@ from modelhost.cache.disk import DiskTier
 from modelhost.cache.memory import MemoryTier, State
 from modelhost.errors import InsufficientMemory, ModelAlreadyLoaded
 from modelhost.host.calls import Invocation, LoadOutcome, Result
+from modelhost.host.changes import Changes
+from modelhost.host.copies import Copies
 from modelhost.host.invoking import InvokePath
 from modelhost.host.listing import Listing
 from modelhost.host.manifests import Manifests
 from modelhost.host.memory_readings import MemoryReadings, PssReading, split_pss_bytes
+from modelhost.host.queues import Queues
 from modelhost.host.registry import Registry
 from modelhost.host.residency import Residency
 from modelhost.host.scaling import Scaling
 from modelhost.host.shortfall import never_fits
 from modelhost.host.sizing import Sizing
+from modelhost.host.under_way import UnderWay
 from modelhost.records.events import EventLog
 from modelhost.records.statistics import (
     DiskStatistics,
@@ -43,7 +45,6 @@ from modelhost.records.statistics import (
     WorkerStatistics,
 )
 from modelhost.scheduler import SchedulerSettings
-from modelhost.scheduler.dispatch import Dispatcher
 from modelhost.units import format_bytes
 from modelhost.workers.handle import WorkerHandle
 from modelhost.workers.pool import WorkerPool
@@ -74,63 +75,48 @@ class ModelHost:
             memory.min_residency_s = math.inf
         self.clock = clock
         self.scheduling = scheduling or SchedulerSettings(response_timeout_s=deadline_s)
-        self.manifests = Manifests(events, pinned, max_rows_per_request, self._holds)
+        loads: UnderWay[LoadOutcome] = UnderWay()
+        self.manifests = Manifests(
+            events, pinned, max_rows_per_request, lambda name: _held(memory, loads, name)
+        )
         # /proc takes milliseconds a process to read: off the loop, unless a test gives a reader
         self.memory_readings = MemoryReadings(
             pss_bytes or (lambda: split_pss_bytes(pool.pids())), memory, pss_bytes is None
         )
-        self._filling: set[asyncio.Task[None]] = set()
+        self.changes = Changes()
+        self.copies = Copies(
+            pool, memory, disk, events, self.manifests, self.changes, deadline_s, clock
+        )
+        self.scaling = Scaling(self.copies, self.scheduling)
+        self.queues = Queues(pool, self.manifests, self.scheduling, clock, self.scaling.scale_out)
         self.residency = Residency(
-            pool,
             memory,
             disk,
             events,
             self.manifests,
+            self.copies,
             deadline_s,
             clock,
             self.memory_readings.observe,
-            self,
+            on_loaded=self.scaling.loaded(self.queues.dispatcher),
+            loads=loads,
         )
-        self.scaling = Scaling(self.residency, self.scheduling)
         self.registry = Registry(self.residency)
         self.sizing = sizing(memory, events, clock)
         self.invoke_path = InvokePath(
             self.residency,
+            self.queues,
             self.scheduling,
             on_hit=self.registry.revalidate_in_background,
-            on_pressure=self.scaling.scale_out,
             loads_on_invoke=not sagemaker_contract,
             on_use=self.sizing.used,
         )
 
-    def _holds(self, name: str) -> bool:
-        """Loading or loaded: its manifest must stay (`Manifests`)."""
-        return self.memory.get(name) is not None or name in self.residency.loads
-
-    # what residency asks of the parts built on it (`residency.Neighbours`) -----------------------
-
-    def make_dispatcher(self, name: str, handler_batches: bool) -> Dispatcher:
-        """A first copy's dispatcher; with workers_per_model above 1 the other copies follow."""
-        if self.scaling.floor_of(name) > 1:
-            task = asyncio.ensure_future(self.scaling.fill_floor(name))
-            self._filling.add(task)
-            task.add_done_callback(self._filling.discard)
-        return self.invoke_path.dispatcher(name, handler_batches)
-
-    async def shed_copies(self, need_bytes: int) -> None:
-        await self.scaling.shed_copies(need_bytes)
-
-    def copy_arriving(self, name: str) -> asyncio.Task[None] | None:
-        return self.scaling.copy_arriving(name)
-
-    # the calls of the HTTP layer and the upkeep loops -----------------------------------------
+    # the calls of the HTTP layer that join parts -----------------------------------------------
 
     async def invoke(self, name: str, invocation: Invocation) -> Result:
         """Invoke `name`; a registered model's name (`m`, `m/v`) means its default or its v."""
         return await self.invoke_path.invoke(self.registry.resolve(name), invocation)
-
-    async def ensure_loaded(self, name: str) -> LoadOutcome:
-        return await self.residency.ensure_loaded(name)
 
     async def scale_workers(self, name: str, min_workers: int, max_workers: int) -> int:
         """TorchServe's scaling call: the model's own range of copies, filled to its floor now;
@@ -141,21 +127,6 @@ class ModelHost:
         await self.scaling.fill_floor(name)
         resident = self.memory.get(name)
         return len(resident.workers) if resident else 0
-
-    async def unload(self, name: str, reason: str = "requested") -> int:
-        return await self.residency.unload(name, reason)
-
-    async def unload_idle(self, idle_s: float) -> None:
-        await self.residency.unload_idle(idle_s)
-
-    async def relieve_pressure(self) -> None:
-        await self.residency.relieve_pressure()
-
-    async def scale_in(self) -> None:
-        await self.scaling.scale_in()
-
-    async def register_and_load(self, name: str, url: str) -> LoadOutcome:
-        return await self.registry.register_and_load(name, url)
 
     async def load_as_told(self, name: str, url: str) -> LoadOutcome:
         """SageMaker's LoadModel: 409 if held, 507 where room would need an eviction."""
@@ -172,24 +143,24 @@ class ModelHost:
     async def unload_as_told(self, name: str) -> int:
         """SageMaker's UnloadModel: the model leaves memory, and its URL is forgotten."""
         try:
-            return await self.unload(name)
+            return await self.residency.unload(name)
         finally:
             self._forget_unless_held(name)
 
     def given_url(self, name: str) -> str:
-        return self.given_urls.get(name) or self.source_of(name)
+        return self.given_urls.get(name) or self.residency.source_of(name)
 
     def _check_not_held(self, name: str) -> None:
-        if self._holds(name):
+        if _held(self.memory, self.residency.loads, name):
             raise ModelAlreadyLoaded(
                 f"model {name} is already loaded; DELETE /models/{name} first to load it again"
             )
 
     def _forget_unless_held(self, name: str) -> None:
         """Forget what LoadModel gave, unless another LoadModel of the name is under way."""
-        if not self._holds(name):
+        if not _held(self.memory, self.residency.loads, name):
             self.given_urls.pop(name, None)
-            self.residency.sources.pop(name, None)
+            self.residency.forget_source(name)
 
     async def _check_room(self, name: str, url: str) -> None:
         """507 at once where the load would need to evict, so the platform picks the victim."""
@@ -209,29 +180,10 @@ class ModelHost:
                 "to make room (SageMaker does on this 507), or raise --memory-budget"
             )
 
-    def register(self, name: str, url: str) -> None:
-        self.registry.register(name, url)
-
-    async def unregister(self, name: str) -> None:
-        await self.registry.unregister(name)
-
-    def is_registered(self, name: str) -> bool:
-        return self.registry.is_registered(name)
-
-    def add_source(self, name: str, url: str) -> None:
-        """Load `name` from `url` (already admitted) instead of its path in the store."""
-        self.residency.sources[name] = url
-
-    def source_of(self, name: str) -> str:
-        return self.residency.source_of(name)
-
     @property
     def closing(self) -> bool:
-        return self.residency.closing
-
-    def close(self) -> None:
-        """Refuse new requests from now on (the server is draining)."""
-        self.residency.closing = True
+        """The server drains: health checks answer unhealthy, new requests fail."""
+        return self.changes.closing
 
     # what it holds ------------------------------------------------------------------------------
 
@@ -261,15 +213,13 @@ class ModelHost:
         )
         workers = tuple(_worker(w) for w in self.pool.workers.values())
         disk = DiskStatistics(d.budget_bytes, d.used_bytes, d.count())
-        return HostStatistics(
-            memory, disk, workers, self.invoke_path.batching, self.sizing.statistics()
-        )
+        return HostStatistics(memory, disk, workers, self.queues.batching, self.sizing.statistics())
 
     def model_statistics(self, name: str) -> ModelStatistics:
         """One model as the host knows it, loaded or not."""
         resident, artifact = self.memory.get(name), self.disk.get(name)
         state = resident.state.value if resident else "on_disk" if artifact else "remote"
-        dispatcher = self.residency.dispatchers.get(name)
+        dispatcher = self.copies.dispatchers.get(name)
         held = [self.pool.workers.get(w) for w in (resident.workers if resident else [])]
         last_used = artifact.last_used if artifact else None
         if resident:  # the tier's clock is monotonic: turn it into wall time
@@ -277,7 +227,7 @@ class ModelHost:
         loaded = resident is not None and resident.state is State.LOADED
         return ModelStatistics(
             name=name,
-            url=self.source_of(name),
+            url=self.residency.source_of(name),
             state=state,
             memory_bytes=resident.bytes if resident and loaded else 0,
             disk_bytes=artifact.bytes if artifact else 0,
@@ -292,6 +242,11 @@ class ModelHost:
             load_reserve_bytes=self.manifests.known_reservation(name),
             events=tuple(self.events.for_model(name)),
         )
+
+
+def _held(memory: MemoryTier, loads: UnderWay[LoadOutcome], name: str) -> bool:
+    """Loading or loaded: its manifest must stay (`Manifests`), and LoadModel answers 409."""
+    return memory.get(name) is not None or name in loads
 
 
 def _worker(worker: WorkerHandle) -> WorkerStatistics:

@@ -78,7 +78,7 @@ class Registry:
             raise ModelAlreadyLoaded(
                 f"model {name} is already loaded; DELETE /models/{name} first to load it again"
             )
-        r.sources[name] = r.disk.stores.admit(url)
+        r.set_source(name, r.disk.stores.admit(url))
         return await r.ensure_loaded(name)
 
     def register(self, name: str, url: str) -> None:
@@ -87,7 +87,7 @@ class Registry:
             raise ModelAlreadyLoaded(
                 f"model {name} is already registered; unregister it first to register it again"
             )
-        self.residency.sources[name] = self.residency.disk.stores.admit(url)
+        self.residency.set_source(name, self.residency.disk.stores.admit(url))
 
     async def register_version(
         self, model: str, url: str, settings: Mapping[str, Any] | None = None
@@ -167,7 +167,7 @@ class Registry:
         return name
 
     def _forget(self, name: str) -> None:
-        self.residency.sources.pop(name, None)
+        self.residency.forget_source(name)
         self.residency.manifests.give(name, {})
         model, version = self.owners.pop(name, (None, None))
         versions = self.versions.get(model) if model else None

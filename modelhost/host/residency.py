@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import functools
 from collections.abc import Awaitable, Callable
-from typing import Protocol
 
 from sortedcontainers import SortedDict
 
@@ -32,33 +31,13 @@ from modelhost.errors import (
     Unavailable,
 )
 from modelhost.host.calls import LoadOutcome
+from modelhost.host.copies import Copies, OnLoaded
 from modelhost.host.failed_loads import FailedLoads
-from modelhost.host.manifests import Manifests, load_event
+from modelhost.host.manifests import Manifests
 from modelhost.host.shortfall import all_busy, never_fits
 from modelhost.host.under_way import UnderWay
 from modelhost.records.events import EventLog
-from modelhost.scheduler.dispatch import Dispatcher
-from modelhost.scheduler.placement import least_loaded
 from modelhost.workers.handle import WorkerHandle
-from modelhost.workers.messages import Loaded, Unload, Unloaded
-from modelhost.workers.pool import WorkerPool
-
-
-class Neighbours(Protocol):
-    """What residency asks of the parts built on it (the invoke path, scaling): they need
-    residency first, so the host answers for them by delegation."""
-
-    def make_dispatcher(self, name: str, handler_batches: bool) -> Dispatcher:
-        """The queue of a model just loaded (`handler_batches`: its handler takes batches)."""
-        ...
-
-    async def shed_copies(self, need_bytes: int) -> None:
-        """Unload idle extra copies of models until `need_bytes` more would fit."""
-        ...
-
-    def copy_arriving(self, name: str) -> asyncio.Task[None] | None:
-        """The load of an extra copy of `name` under way, if there is one."""
-        ...
 
 
 class Residency:
@@ -66,32 +45,27 @@ class Residency:
 
     def __init__(
         self,
-        pool: WorkerPool,
         memory: MemoryTier,
         disk: DiskTier,
         events: EventLog,
         manifests: Manifests,
+        copies: Copies,
         deadline_s: float,
         clock: Callable[[], float],
         observe_memory: Callable[[], Awaitable[None]],
-        neighbours: Neighbours,
+        on_loaded: OnLoaded,
+        loads: UnderWay[LoadOutcome] | None = None,
     ) -> None:
-        self.pool, self.memory, self.disk, self.events = pool, memory, disk, events
-        self.neighbours = neighbours
+        self.memory, self.disk, self.events = memory, disk, events
+        self.manifests, self.copies, self.changes = manifests, copies, copies.changes
+        self.on_loaded = on_loaded  # the queue of a model just loaded (and its floor of copies)
         self.observe_memory = observe_memory  # folds the server's real PSS into the tier
-        self.manifests = manifests
         self.deadline_s = deadline_s
         self.clock = clock
-        self.dispatchers: dict[str, Dispatcher] = {}  # one per loaded model
         self.sources: SortedDict = SortedDict()  # model name → URL, when not its store path
-        self.leaving: set[tuple[str, int]] = set()  # (model, worker) of copies being unloaded
-        # workers with a load under way (one at a time each), and since when (the clock's time)
-        self.loaders: dict[int, float] = {}
         self.reading: set[str] = set()  # loaded models whose runtime may still read their files
-        self.closing = False
-        self.loads: UnderWay[LoadOutcome] = UnderWay()
+        self.loads: UnderWay[LoadOutcome] = UnderWay() if loads is None else loads
         self.failed_loads = FailedLoads()  # the same version would fail the same way
-        self._changed = asyncio.Event()
 
     # loading --------------------------------------------------------------------------------
 
@@ -112,11 +86,18 @@ class Residency:
         """Its files must stay on disk: it is loading, a copy of it is, or its runtime may still
         read them. A loaded model whose runtime read it whole can lose them (a later load
         fetches them again), so a disk budget smaller than memory still serves every model."""
-        loading = name in self.loads or self.neighbours.copy_arriving(name) is not None
+        loading = name in self.loads or self.copies.arriving_of(name) is not None
         return loading or name in self.reading
 
     def source_of(self, name: str) -> str:
         return self.sources.get(name) or self.disk.stores.url_of(name)
+
+    def set_source(self, name: str, url: str) -> None:
+        """Load `name` from `url` (already admitted) instead of its path in the store."""
+        self.sources[name] = url
+
+    def forget_source(self, name: str) -> None:
+        self.sources.pop(name, None)
 
     async def _load(self, name: str) -> LoadOutcome:
         await self._departed(name)
@@ -141,11 +122,11 @@ class Residency:
 
     async def _load_artifact(self, name: str, artifact: Artifact) -> None:
         self.manifests.read(name, artifact)
-        worker = await self.claim_loader(name)
+        worker = await self.copies.claim_loader(name)
         try:
             await self._load_into(worker, name, artifact)
         finally:
-            self.release_loader(worker)
+            self.copies.release_loader(worker)
 
     async def _load_into(self, worker: WorkerHandle, name: str, artifact: Artifact) -> None:
         reserved = self.manifests.reservation(name, artifact)
@@ -158,82 +139,25 @@ class Residency:
             self.disk.delete(name, reason="load_failed")  # a corrupt file is fetched anew
             raise
 
-    async def claim_loader(self, name: str) -> WorkerHandle:
-        """The least loaded live worker with no load under way and no copy of `name` still
-        leaving it (a copy that arrived after its model had gone), once there is one. While
-        every worker is down (the template restarting), wait for one until the deadline."""
-        while not (free := self._free_loaders(name)):
-            if not self._live_workers():
-                await self._a_worker_joins()
-            else:
-                await self._changed.wait()
-        worker = least_loaded(free, self.memory)
-        self.take_loader(worker)
-        return worker
-
-    def take_loader(self, worker: WorkerHandle) -> None:
-        self.loaders[worker.worker_id] = self.clock()
-
-    def _live_workers(self) -> list[WorkerHandle]:
-        return [worker for worker in self.pool.workers.values() if worker.alive]
-
-    async def _a_worker_joins(self) -> None:
-        try:
-            await asyncio.wait_for(self.until(lambda: bool(self._live_workers())), self.deadline_s)
-        except asyncio.TimeoutError:
-            raise Unavailable(
-                "no worker is running (they are restarting); retry in a moment"
-            ) from None
-
-    def _free_loaders(self, name: str) -> list[WorkerHandle]:
-        return [
-            worker
-            for worker in self._live_workers()
-            if worker.worker_id not in self.loaders and (name, worker.worker_id) not in self.leaving
-        ]
-
-    def release_loader(self, worker: WorkerHandle) -> None:
-        self.loaders.pop(worker.worker_id, None)
-        self.notify()
-
     async def _departed(self, name: str) -> None:
         """Wait until an earlier incarnation of `name` has left its workers (they key by name)."""
-        await self.until(lambda: self.memory.get(name) is None and not self._copies_leaving(name))
+        await self.changes.until(lambda: self._gone(name))
 
-    def _copies_leaving(self, name: str) -> bool:
-        return any(model == name for model, _ in self.leaving)
+    def _gone(self, name: str) -> bool:
+        return self.memory.get(name) is None and not self.copies.leaving_of(name)
 
     async def _load_on_worker(
         self, resident: Resident, artifact: Artifact, worker: WorkerHandle, reserved: int
     ) -> None:
         name = resident.name
-        loaded = await self.load_copy(name, artifact, worker, "invoked", reserved)
+        loaded = await self.copies.load(name, artifact, worker, "invoked", reserved)
         footprint = self.manifests.measured(name, loaded)
         if not worker.alive:  # it died after answering: the model went with it
             raise Unavailable(f"the worker loading model {name} died; retry is safe")
         self.memory.mark_loaded(name, worker.worker_id, footprint, loaded.load_ms)
         if loaded.reads_artifact:
             self.reading.add(name)
-        self.dispatchers[name] = self.neighbours.make_dispatcher(name, loaded.batches)
-        self.dispatchers[name].add(worker)
-
-    async def load_copy(
-        self, name: str, artifact: Artifact, worker: WorkerHandle, reason: str, reserved: int
-    ) -> Loaded:
-        offer = self.disk.offer_fast_copy(artifact) if self.manifests.plain(name) else None
-        request = self.manifests.load_request(name, artifact, offer)
-        loaded: Loaded | None = None
-        try:
-            loaded, _ = await self.pool.call(worker, request, Loaded, model=name)
-        finally:
-            if offer is not None:  # a load that failed wrote and read nothing
-                written = loaded.fast_copy_written if loaded else 0
-                self.disk.fast_copies.settle(offer, written, bool(loaded and loaded.fast_copy_read))
-        now = self.clock()
-        held_ms = (now - self.loaders.get(worker.worker_id, now)) * 1000
-        fields = load_event(loaded, worker.worker_id, reason, held_ms, reserved)
-        self.events.emit("load", name, **fields)
-        return loaded
+        self.copies.open(name, self.on_loaded(name, loaded.batches), worker)
 
     # making room ----------------------------------------------------------------------------
 
@@ -242,16 +166,14 @@ class Residency:
         if not self.memory.fits_ever(size):
             raise InsufficientMemory(never_fits(self.memory, name, size))
         await self.observe_memory()
-        await self.neighbours.shed_copies(self.memory.shortfall_bytes(size))
+        await self.copies.shed(self.memory.shortfall_bytes(size))
         deadline = self.clock() + self.deadline_s
         pinned = self.manifests.is_pinned(name)
         while (victims := self.memory.reserve(name, size, pinned)) is None:
-            changed = self._changed
             remaining = deadline - self.clock()
             if remaining <= 0:
                 raise InsufficientMemory(all_busy(self.memory, name, size, self.deadline_s))
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(changed.wait(), remaining)
+            await self.changes.next(remaining)
         resident = self.memory.get(name)
         assert resident is not None  # reserved just now, and only this load task owns the name
         await self._unload_many(victims, "evict", self.memory.policy.name)
@@ -269,7 +191,9 @@ class Residency:
             raise ModelNotLoaded(f"model {name} is not loaded")
         self.memory.begin_unload(name)
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self.until(lambda: not resident.in_flight), self.deadline_s)
+            await asyncio.wait_for(
+                self.changes.until(lambda: not resident.in_flight), self.deadline_s
+            )
         if not self.is_current(resident):
             raise ModelNotLoaded(f"model {name} was unloaded while this request waited")
         return await self._unload_one(resident, "unload", reason)
@@ -281,12 +205,12 @@ class Residency:
         """Unload every copy of a model; one event for the model, with the bytes all freed."""
         started = self.clock()
         freed = 0
-        arriving = self.neighbours.copy_arriving(resident.name)
+        arriving = self.copies.arriving_of(resident.name)
         if arriving is not None:  # a copy on its way: it sees the model leaving and goes too
             await asyncio.wait([arriving])
         try:
             for worker_id in list(resident.workers):
-                freed += await self.unload_from(worker_id, resident.name)
+                freed += await self.copies.unload_from(worker_id, resident.name)
         finally:
             self.forget(resident)
         self.events.emit(
@@ -299,17 +223,6 @@ class Residency:
             detail={"freed_bytes": freed, "idle_s": round(started - resident.last_used, 3)},
         )
         return freed
-
-    async def unload_from(self, worker_id: int, name: str) -> int:
-        """Unload one copy; the bytes its worker freed (0 if it died: the copy went with it)."""
-        worker = self.pool.workers.get(worker_id)
-        if worker is None:
-            return 0
-        try:
-            unloaded, _ = await self.pool.call(worker, Unload(name), Unloaded, model=name)
-        except ModelhostError:
-            return 0
-        return unloaded.freed
 
     async def unload_idle(self, idle_s: float) -> None:
         """Unload the models nobody has used for `idle_s` seconds (pinned ones stay)."""
@@ -333,7 +246,7 @@ class Residency:
                 reason="worker_died",
                 worker=worker.worker_id,
             )
-        self.notify()
+        self.changes.notify()
 
     def _lose_copy(self, resident: Resident, worker_id: int) -> None:
         """One copy died with its worker; the others carry on. With the last, the model is out
@@ -341,17 +254,13 @@ class Residency:
         goes, unless what is under way still needs it: an unload, which drops it when done, or
         a copy still loading on another worker, whose reservation the record keeps until that
         copy has ended and left."""
-        dispatcher = self.dispatchers.get(resident.name)
-        if dispatcher is not None:
-            dispatcher.remove(worker_id)
-        resident.workers.remove(worker_id)
-        self.memory.release_copy(resident)
+        self.copies.lose(resident, worker_id)
         if resident.workers:
             return
-        self._close_dispatcher(resident.name)
+        self.copies.close(resident.name)
         if resident.state is State.UNLOADING:
             return  # the unload under way drops the record
-        arriving = self.neighbours.copy_arriving(resident.name)
+        arriving = self.copies.arriving_of(resident.name)
         if arriving is None:
             self.forget(resident)
             return
@@ -371,27 +280,9 @@ class Residency:
             return  # an earlier incarnation's step finishing late: the name is someone else's
         self.memory.remove(name)
         self.reading.discard(name)
-        self._close_dispatcher(name)
-        self.notify()
-
-    def _close_dispatcher(self, name: str) -> None:
-        """No request goes to the model's workers any more; those waiting fail, safe to retry."""
-        dispatcher = self.dispatchers.pop(name, None)
-        if dispatcher is not None:
-            dispatcher.fail_waiting(
-                Unavailable(f"model {name} was unloaded while this request waited; retry is safe")
-            )
-
-    async def until(self, condition: Callable[[], bool]) -> None:
-        """Wait until `condition` holds, looking again at each change `notify` announces."""
-        while not condition():
-            await self._changed.wait()
-
-    def notify(self) -> None:
-        """Something changed that a waiting load or unload may be waiting for."""
-        self._changed.set()
-        self._changed = asyncio.Event()
+        self.copies.close(name)
+        self.changes.notify()
 
     def check_open(self) -> None:
-        if self.closing:
+        if self.changes.closing:
             raise ShuttingDown("the server is shutting down; retry on another instance")

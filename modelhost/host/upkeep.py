@@ -22,14 +22,14 @@ async def watch_memory(host: ModelHost) -> None:
 
     async def step() -> None:
         await host.memory_readings.observe()
-        await host.relieve_pressure()
+        await host.residency.relieve_pressure()
 
     await repeat(host, "memory_watch", lambda: MEMORY_WATCH_INTERVAL_S, step)
 
 
 async def watch_replicas(host: ModelHost) -> None:
     """Let go of the extra workers of models that no longer need them."""
-    await repeat(host, "replica_watch", lambda: REPLICA_WATCH_INTERVAL_S, host.scale_in)
+    await repeat(host, "replica_watch", lambda: REPLICA_WATCH_INTERVAL_S, host.scaling.scale_in)
 
 
 async def watch_idle(host: ModelHost, idle_s: float) -> None:
@@ -38,7 +38,7 @@ async def watch_idle(host: ModelHost, idle_s: float) -> None:
         host,
         "idle_watch",
         lambda: min(MEMORY_WATCH_INTERVAL_S, idle_s / 4),
-        lambda: host.unload_idle(idle_s),
+        lambda: host.residency.unload_idle(idle_s),
     )
 
 

@@ -228,9 +228,9 @@ class OipRoutes:
         if self._state(held) is State.LOADED:
             return Response(status_code=200)  # loaded already: nothing to do
         if isinstance(url, str):
-            await self.host.register_and_load(name, url)
+            await self.host.registry.register_and_load(name, url)
         else:
-            await self.host.ensure_loaded(held)
+            await self.host.residency.ensure_loaded(held)
         return Response(status_code=200)
 
     async def unload(self, request: Request) -> Response:
@@ -239,7 +239,7 @@ class OipRoutes:
         name = model_in_path(request)
         name = self.host.registry.resolve(name)  # a model with versions: its default
         if self._state(name) is State.LOADED:
-            await self.host.unload(name)
+            await self.host.residency.unload(name)
         return Response(status_code=200)
 
     async def optional_json(self, request: Request) -> dict[str, Any]:

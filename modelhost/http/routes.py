@@ -107,7 +107,7 @@ class SageMakerRoutes:
         if self.settings.sagemaker_contract:
             await self.host.load_as_told(name, url)
             return JSONResponse({"status": "Workers scaled"})  # MMS's words
-        outcome = await self.host.register_and_load(name, url)
+        outcome = await self.host.registry.register_and_load(name, url)
         return JSONResponse(
             {
                 "status": f"model {name} loaded",
@@ -168,7 +168,7 @@ class SageMakerRoutes:
         if self.settings.sagemaker_contract:
             await self.host.unload_as_told(name)
             return JSONResponse({"status": f'Model "{name}" unregistered'})  # MMS's words
-        freed = await self.host.unload(name)
+        freed = await self.host.residency.unload(name)
         return JSONResponse(
             {"status": f"model {name} unloaded", "freedBytes": freed, "freed": format_bytes(freed)}
         )

@@ -43,7 +43,7 @@ class HostCollector(Collector):
         yield from self._batching(stats.batching)
         if stats.sizing is not None:
             yield from sizing_families(stats.sizing)
-        yield from handler_families(self.host.invoke_path.handler_metrics)
+        yield from handler_families(self.host.queues.handler_metrics)
 
     def _memory(self, m: MemoryStatistics) -> Iterator[Metric]:
         yield _gauge("modelhost_memory_budget_bytes", "The memory budget", m.budget_bytes)

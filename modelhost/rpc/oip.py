@@ -140,9 +140,9 @@ class OipServicer:
             held = self.host.registry.resolve(name)  # a model with versions: its default
             if self.models.state(held) is not State.LOADED:
                 if url:
-                    await self.host.register_and_load(name, url)
+                    await self.host.registry.register_and_load(name, url)
                 else:
-                    await self.host.ensure_loaded(held)
+                    await self.host.residency.ensure_loaded(held)
             return message("inference.RepositoryModelLoadResponse")(model_name=name, isLoaded=True)
 
     async def RepositoryModelUnload(self, request: Any, context: Context) -> Any:
@@ -152,7 +152,7 @@ class OipServicer:
             name = call.model = model_name(_model_of(request))
             held = self.host.registry.resolve(name)
             if self.models.state(held) is State.LOADED:
-                await self.host.unload(held)
+                await self.host.residency.unload(held)
             return message("inference.RepositoryModelUnloadResponse")(
                 model_name=name, isUnloaded=True
             )

@@ -22,6 +22,9 @@ from modelhost.http.torchserve import build_management_app
 class Host:
     closing = False
 
+    def __init__(self) -> None:
+        self.registry = self.residency = self  # the parts the routes call, in one fake
+
     def model_names(self) -> list[str]:
         return ["a", "b"]
 

@@ -1,13 +1,12 @@
 """workers_per_model as a floor (issue 16), through the same interleaving machine as the host's
 other lifecycles: a model is loaded on the floor's workers, scale-in keeps them, and every
-invariant of tests/test_host_interleavings.py holds with the floor's copies arriving."""
+invariant of tests/host/machine.py holds with the floor's copies arriving."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from test_host_interleavings import Interleavings, replay, runs_of_30_steps
-
+from host.machine import Interleavings, replay, runs_of_30_steps
 from modelhost.cache.memory import State
 from modelhost.workers.messages import Load
 

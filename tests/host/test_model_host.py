@@ -1,6 +1,6 @@
 """ModelHost against a fake pool that answers at once (no processes): what it reports about the
 models it holds, and the events it emits, on plain sequences. Interleavings are explored by
-test_host_interleavings.py; the real thing by tests/e2e."""
+tests/host/machine.py; the real thing by tests/e2e."""
 
 from __future__ import annotations
 
@@ -9,14 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_host_interleavings import (
-    ARTIFACT_BYTES,
-    FOOTPRINT_BYTES,
-    Call,
-    FakeDisk,
-    FakePool,
-)
 
+from host.fakes import ARTIFACT_BYTES, FOOTPRINT_BYTES, Call, FakeDisk, FakePool
 from modelhost.cache.memory import MemoryTier, State
 from modelhost.cache.policy import CostAwarePolicy, EvictionPolicy, LRUPolicy
 from modelhost.errors import ModelNotFound, PoisonRequest, Unavailable, WorkerDied
@@ -171,7 +165,7 @@ def host_with(
     )
     host.manifests.manifests.update(manifests)
     host.manifests.read = lambda name, artifact: host.manifests.of(name)  # type: ignore[method-assign]
-    pool.attach(on_lost=host.residency.worker_lost, on_joined=host.residency.notify)
+    pool.attach(on_lost=host.residency.worker_lost, on_joined=host.changes.notify)
     return host
 
 
@@ -194,7 +188,7 @@ def test_a_request_whose_worker_dies_is_answered_by_a_retry(tmp_path: Path) -> N
         return await first
 
     assert asyncio.run(scenario()) == b"ok"
-    assert host.invoke_path.batching.retried == 1
+    assert host.queues.batching.retried == 1
 
 
 def test_a_request_that_kills_two_workers_is_a_poison_request(tmp_path: Path) -> None:
@@ -268,7 +262,7 @@ def test_a_load_while_every_worker_is_down_waits_for_the_first_replacement(tmp_p
 def test_a_load_gives_up_on_workers_that_stay_down_at_its_deadline(tmp_path: Path) -> None:
     pool = AnsweringPool(1)
     host = host_with(pool, tmp_path, {})
-    host.residency.deadline_s = 0.05
+    host.copies.deadline_s = 0.05
     pool.workers.pop(1).alive = False
     with pytest.raises(Unavailable, match="no worker is running"):
         asyncio.run(invoke_once(host, "a"))

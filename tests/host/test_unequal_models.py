@@ -1,16 +1,11 @@
 """The host's interleavings with models of unequal sizes: a load of a small model may evict a
 large one, freeing more than it reserves, while the large one is still in its worker. Every
-invariant of tests/test_host_interleavings.py holds, what the workers really hold included."""
+invariant of tests/host/machine.py holds, what the workers really hold included."""
 
 from __future__ import annotations
 
-from test_host_interleavings import (
-    FOOTPRINT_BYTES,
-    Interleavings,
-    arrives,
-    replay,
-    runs_of_30_steps,
-)
+from host.fakes import FOOTPRINT_BYTES
+from host.machine import Interleavings, arrives, replay, runs_of_30_steps
 
 
 def twice_larger_a(name: str) -> int:

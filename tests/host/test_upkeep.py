@@ -22,6 +22,8 @@ class FlakyHost:
         self.failures_left = failures
         self.relieved = self.scaled_in = 0
         self.memory_readings = SimpleNamespace(observe=self.observe)
+        self.residency = SimpleNamespace(relieve_pressure=self.relieve_pressure)
+        self.scaling = SimpleNamespace(scale_in=self.scale_in)
 
     async def observe(self) -> None:
         if self.failures_left:

@@ -1,14 +1,15 @@
 """The frontend's allowance through the host's interleaving machine: the frontend grows and
 shrinks as names are seen while loads, evictions and worker deaths overlap, and every invariant
-of tests/test_host_interleavings.py holds; while it stays within its allowance the room for
+of tests/host/machine.py holds; while it stays within its allowance the room for
 models is the room said at start, and past it the budget still holds."""
 
 from __future__ import annotations
 
 from hypothesis import strategies as st
-from hypothesis.stateful import invariant, rule
-from test_host_interleavings import BUDGET_BYTES, Interleavings, runs_of_30_steps
+from hypothesis.stateful import rule
 
+from host.fakes import BUDGET_BYTES
+from host.machine import Interleavings, checked, runs_of_30_steps
 from modelhost.cache.memory import FrontendAllowance, MemoryTier
 from modelhost.host.memory_readings import PssReading
 
@@ -36,14 +37,14 @@ class FrontendInterleavings(Interleavings):
         self.most_frontend_bytes = max(self.most_frontend_bytes, self.frontend_bytes)
         reading = self.read_pss()
         self.memory.observe(reading.total_bytes, self.memory.released_bytes, self.frontend_bytes)
-        self.start(self.host.relieve_pressure(), self.chores)
+        self.start(self.host.residency.relieve_pressure(), self.chores)
 
-    @invariant()
+    @checked
     def the_room_for_models_holds_while_the_frontend_keeps_its_allowance(self) -> None:
         if self.most_frontend_bytes <= FRONTEND.bytes:
             assert self.memory.capacity_bytes == BUDGET_BYTES
 
-    @invariant()
+    @checked
     def growth_past_the_allowance_is_counted(self) -> None:
         excess = max(0, self.memory.frontend_bytes - FRONTEND.bytes)
         assert self.memory.baseline_bytes >= FRONTEND.bytes + excess

@@ -1,0 +1,259 @@
+"""Copies: which workers hold each loaded model, and every change to that.
+
+A model's copies are the workers its record names and the queue that feeds them. This part owns
+them and what is under way: the loaders (a worker runs one load at a time, its loader thread is
+serial), the extra copies arriving, the copies leaving (counted until their worker has let go,
+since workers key models by name), and shedding idle copies under memory pressure. `Scaling`
+decides when a copy comes or goes; `Residency` adds the first copy and drops the last.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from modelhost.cache.disk import Artifact, DiskTier
+from modelhost.cache.memory import MemoryTier, Resident, State
+from modelhost.errors import ModelhostError, Unavailable
+from modelhost.host.changes import Changes
+from modelhost.host.manifests import Manifests, load_event
+from modelhost.host.under_way import UnderWay
+from modelhost.records.events import EventLog
+from modelhost.scheduler.dispatch import Dispatcher
+from modelhost.scheduler.placement import least_loaded
+from modelhost.workers.handle import WorkerHandle
+from modelhost.workers.messages import Loaded, Unload, Unloaded
+from modelhost.workers.pool import WorkerPool
+
+OnLoaded = Callable[[str, bool], Dispatcher]  # (model, its handler batches) → its queue
+
+
+class Copies:
+    """Each loaded model's copies on workers, the loads and unloads of copies under way."""
+
+    def __init__(
+        self,
+        pool: WorkerPool,
+        memory: MemoryTier,
+        disk: DiskTier,
+        events: EventLog,
+        manifests: Manifests,
+        changes: Changes,
+        deadline_s: float,
+        clock: Callable[[], float],
+    ) -> None:
+        self.pool, self.memory, self.disk, self.events = pool, memory, disk, events
+        self.manifests, self.changes = manifests, changes
+        self.deadline_s = deadline_s
+        self.clock = clock
+        self.dispatchers: dict[str, Dispatcher] = {}  # one per loaded model
+        self.loaders: dict[int, float] = {}  # workers with a load under way, and since when
+        self.leaving: set[tuple[str, int]] = set()  # (model, worker) of copies being unloaded
+        self.arriving: UnderWay[None] = UnderWay()  # an extra copy being loaded, per model
+
+    # loaders --------------------------------------------------------------------------------
+
+    async def claim_loader(self, name: str) -> WorkerHandle:
+        """The least loaded live worker with no load under way and no copy of `name` still
+        leaving it (a copy that arrived after its model had gone), once there is one. While
+        every worker is down (the template restarting), wait for one until the deadline."""
+        while not (free := self._free_loaders(name)):
+            if not self._live_workers():
+                await self._a_worker_joins()
+            else:
+                await self.changes.next()
+        worker = least_loaded(free, self.memory)
+        self.loaders[worker.worker_id] = self.clock()
+        return worker
+
+    def release_loader(self, worker: WorkerHandle) -> None:
+        self.loaders.pop(worker.worker_id, None)
+        self.changes.notify()
+
+    def _live_workers(self) -> list[WorkerHandle]:
+        return [worker for worker in self.pool.workers.values() if worker.alive]
+
+    async def _a_worker_joins(self) -> None:
+        try:
+            await asyncio.wait_for(
+                self.changes.until(lambda: bool(self._live_workers())), self.deadline_s
+            )
+        except asyncio.TimeoutError:
+            raise Unavailable(
+                "no worker is running (they are restarting); retry in a moment"
+            ) from None
+
+    def _free_loaders(self, name: str) -> list[WorkerHandle]:
+        return [
+            worker
+            for worker in self._live_workers()
+            if worker.worker_id not in self.loaders and (name, worker.worker_id) not in self.leaving
+        ]
+
+    def leaving_of(self, name: str) -> bool:
+        """A copy of `name` is still being unloaded from some worker."""
+        return any(model == name for model, _ in self.leaving)
+
+    def arriving_of(self, name: str) -> asyncio.Task[None] | None:
+        """The load of an extra copy of `name` under way, if there is one."""
+        return self.arriving.get(name)
+
+    # loading and unloading one copy --------------------------------------------------------
+
+    async def load(
+        self, name: str, artifact: Artifact, worker: WorkerHandle, reason: str, reserved: int
+    ) -> Loaded:
+        """Load `name` on `worker` (its loader); one `load` event, with the time it was held."""
+        offer = self.disk.offer_fast_copy(artifact) if self.manifests.plain(name) else None
+        request = self.manifests.load_request(name, artifact, offer)
+        loaded: Loaded | None = None
+        try:
+            loaded, _ = await self.pool.call(worker, request, Loaded, model=name)
+        finally:
+            if offer is not None:  # a load that failed wrote and read nothing
+                written = loaded.fast_copy_written if loaded else 0
+                self.disk.fast_copies.settle(offer, written, bool(loaded and loaded.fast_copy_read))
+        now = self.clock()
+        held_ms = (now - self.loaders.get(worker.worker_id, now)) * 1000
+        fields = load_event(loaded, worker.worker_id, reason, held_ms, reserved)
+        self.events.emit("load", name, **fields)
+        return loaded
+
+    def open(self, name: str, dispatcher: Dispatcher, worker: WorkerHandle) -> None:
+        """The first copy is loaded: requests go to it through `dispatcher`."""
+        self.dispatchers[name] = dispatcher
+        dispatcher.add(worker)
+
+    def close(self, name: str) -> None:
+        """No request goes to the model's workers any more; those waiting fail, safe to retry."""
+        dispatcher = self.dispatchers.pop(name, None)
+        if dispatcher is not None:
+            dispatcher.fail_waiting(
+                Unavailable(f"model {name} was unloaded while this request waited; retry is safe")
+            )
+
+    async def unload_from(self, worker_id: int, name: str) -> int:
+        """Unload one copy; the bytes its worker freed (0 if it died: the copy went with it)."""
+        worker = self.pool.workers.get(worker_id)
+        if worker is None:
+            return 0
+        try:
+            unloaded, _ = await self.pool.call(worker, Unload(name), Unloaded, model=name)
+        except ModelhostError:
+            return 0
+        return unloaded.freed
+
+    def lose(self, resident: Resident, worker_id: int) -> None:
+        """One copy died with its worker: no request goes there, and its bytes are free."""
+        dispatcher = self.dispatchers.get(resident.name)
+        if dispatcher is not None:
+            dispatcher.remove(worker_id)
+        self.memory.remove_copy(resident, worker_id)
+        self.memory.release_copy(resident)
+
+    # extra copies ---------------------------------------------------------------------------
+
+    def start(self, name: str, reason: str, limit: int) -> asyncio.Task[None] | None:
+        """Begin loading one more copy if the budget allows and the model has fewer than
+        `limit`; the task doing it."""
+        resident, artifact = self.memory.get(name), self.disk.get(name)
+        if name in self.arriving or self.changes.closing or resident is None or artifact is None:
+            return None
+        if len(resident.workers) >= limit or resident.state is not State.LOADED:
+            return None
+        spare = [w for w in self.pool.workers.values() if self._may_take(w, resident)]
+        if name not in self.dispatchers or not spare:
+            return None
+        reserved = self.memory.reserve_copy(resident, self.manifests.known_reservation(name) or 0)
+        if reserved is None:
+            return None
+        worker = least_loaded(spare, self.memory)
+        self.loaders[worker.worker_id] = self.clock()
+        return self.arriving.start(name, self._add(resident, artifact, worker, reason, reserved))
+
+    def _may_take(self, worker: WorkerHandle, resident: Resident) -> bool:
+        """A worker without a copy of the model, not still unloading one, and not loading."""
+        busy = worker.worker_id in resident.workers or worker.worker_id in self.loaders
+        return not busy and (resident.name, worker.worker_id) not in self.leaving
+
+    async def _add(
+        self,
+        resident: Resident,
+        artifact: Artifact,
+        worker: WorkerHandle,
+        reason: str,
+        reserved: int,
+    ) -> None:
+        """Load the copy `reserved` bytes were reserved for; once loaded it keeps its footprint."""
+        name = resident.name
+        try:
+            await self.load(name, artifact, worker, reason, reserved)
+        except ModelhostError as error:
+            self.memory.release_copy(resident, reserved)
+            self.events.emit("failure", name, reason=reason, detail={"error": str(error)})
+            return
+        finally:
+            self.release_loader(worker)
+        self.memory.release_copy(resident, reserved - resident.footprint)  # its peak is over
+        dispatcher = self.dispatchers.get(name)
+        if self.memory.get(name) is not resident or dispatcher is None or not worker.alive:
+            try:  # unloaded (or its worker died) meanwhile: counted until it has left
+                await self._unload_leaving(name, worker.worker_id)
+            finally:
+                self.memory.release_copy(resident)
+            return
+        self.memory.add_copy(resident, worker.worker_id)
+        dispatcher.add(worker)
+
+    async def drop(self, resident: Resident, dispatcher: Dispatcher) -> int:
+        """Drain and unload the least busy extra copy; the bytes its worker freed."""
+        extra = [dispatcher.replicas[w] for w in resident.workers[1:] if w in dispatcher.replicas]
+        if not extra:
+            return 0
+        replica = min(extra, key=lambda replica: replica.busy)
+        await dispatcher.drain(replica)
+        worker_id = replica.worker.worker_id
+        dispatcher.remove(worker_id)
+        if self.memory.get(resident.name) is not resident or worker_id not in resident.workers:
+            return 0  # evicted, or its worker died, meanwhile: that path unloads and counts it
+        self.memory.remove_copy(resident, worker_id)  # before the await: an eviction skips it
+        try:
+            return await self._unload_leaving(resident.name, worker_id)
+        finally:
+            self.memory.release_copy(resident)
+
+    async def _unload_leaving(self, name: str, worker_id: int) -> int:
+        """Unload a copy no record counts any more; no load of the model lands there meanwhile,
+        and a fresh load of it waits until the copy is gone (workers key models by name)."""
+        self.leaving.add((name, worker_id))
+        try:
+            return await self._unload_copy(name, worker_id)
+        finally:
+            self.leaving.discard((name, worker_id))
+            self.changes.notify()
+
+    async def _unload_copy(self, name: str, worker_id: int) -> int:
+        started = self.clock()
+        freed = await self.unload_from(worker_id, name)
+        self.events.emit(
+            "unload",
+            name,
+            bytes=self.manifests.footprints.get(name),
+            reason="scale_in",
+            worker=worker_id,
+            duration_ms=round((self.clock() - started) * 1000, 2),
+            detail={"freed_bytes": freed},
+        )
+        return freed
+
+    async def shed(self, need_bytes: int) -> None:
+        """Under memory pressure copies go first: unload idle extra copies, least recent first."""
+        copied = [r for r in self.memory if r.state is State.LOADED and len(r.workers) > 1]
+        for resident in sorted(copied, key=lambda r: r.last_used):
+            dispatcher = self.dispatchers.get(resident.name)
+            while need_bytes > 0 and dispatcher and len(resident.workers) > 1:
+                extra = [dispatcher.replicas.get(w) for w in resident.workers[1:]]
+                if all(replica is None or replica.busy for replica in extra):
+                    break
+                need_bytes -= resident.footprint
+                await self.drop(resident, dispatcher)

@@ -1,0 +1,105 @@
+"""Each model's queue and batcher, and the frames that carry its batches to its workers."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from modelhost.host.calls import Answer, Invocation
+from modelhost.host.manifests import Manifests
+from modelhost.records.handler_metrics import HandlerMetrics
+from modelhost.records.statistics import BatchingStatistics
+from modelhost.scheduler import SchedulerSettings
+from modelhost.scheduler.batcher import BatchQueue, Job
+from modelhost.scheduler.dispatch import Dispatcher, Ended
+from modelhost.workers.handle import Waiter, WorkerHandle
+from modelhost.workers.messages import Answered, Infer, Item
+from modelhost.workers.pool import WorkerPool
+from modelhost.workers.replies import checked
+
+
+class Queues:
+    """Makes a model's dispatcher; counts the batches it sends and what handlers record."""
+
+    def __init__(
+        self,
+        pool: WorkerPool,
+        manifests: Manifests,
+        scheduling: SchedulerSettings,
+        clock: Callable[[], float],
+        on_pressure: Callable[[str], None],
+    ) -> None:
+        self.pool, self.manifests, self.scheduling, self.clock = pool, manifests, scheduling, clock
+        self.on_pressure = on_pressure  # a model's requests wait for a free worker
+        self.batching = BatchingStatistics()
+        self.handler_metrics = HandlerMetrics()  # what handlers record through context.metrics
+
+    def dispatcher(self, name: str, handler_batches: bool) -> Dispatcher:
+        """The model's queue and batcher, with its manifest's settings over the server's."""
+        manifest, settings = self.manifests.of(name), self.scheduling
+        delay_ms = manifest.max_batch_delay_ms
+        queue: BatchQueue[Invocation] = BatchQueue(
+            name,
+            settings.job_queue_size,
+            settings.batch_size(manifest.batch_size, handler_batches),
+            (settings.max_batch_delay_ms if delay_ms is None else delay_ms) / 1000,
+            self.clock,
+        )
+
+        start = functools.partial(self._start_batch, name)
+        return Dispatcher(queue, start, lambda: self.on_pressure(name), settings.slots_per_worker)
+
+    def count_retry(self) -> None:
+        """A request whose worker died is tried once more."""
+        self.batching.retried += 1
+
+    def _start_batch(
+        self, name: str, worker: WorkerHandle, batch: list[Job[Any]], ended: Ended
+    ) -> None:
+        """One frame to the worker for the batch; when its reply comes, each job gets its own
+        answer or error, and `ended` the seconds the worker spent."""
+        items = tuple(_item(job.request) for job in batch)
+        payload = b"".join(job.request.body for job in batch)
+        self.batching.count(len(batch))
+        sent = self.pool.send(worker, Infer(name, items), payload, name)
+        sent.add_done_callback(
+            functools.partial(_answer_batch, batch, worker, ended, self.handler_metrics)
+        )
+
+
+def _item(request: Invocation) -> Item:
+    return Item(request.content_type, request.accept, request.params, len(request.body))
+
+
+def _answer_batch(
+    jobs: list[Job[Any]],
+    worker: WorkerHandle,
+    ended: Ended,
+    handler_metrics: HandlerMetrics,
+    sent: Waiter,
+) -> None:
+    """The batch's reply came (or its worker died): answer its jobs, then say it has ended."""
+    try:
+        reply, body = sent.result()
+        answered = checked(reply, Answered, worker)
+        resolve_batch(jobs, answered, body)
+        handler_metrics.record(answered.samples)
+    except Exception as error:  # noqa: BLE001  (every job not yet answered gets it)
+        ended(0.0, error)
+        return
+    ended(answered.infer_ms / 1000, None)
+
+
+def resolve_batch(jobs: list[Job[Any]], reply: Answered, payload: bytes) -> None:
+    """Give each job of a batch its answer, cut from the reply's payload, or its error."""
+    offset = 0
+    for job, answer in zip(jobs, reply.answers, strict=True):
+        body = payload[offset : offset + answer.size]
+        offset += answer.size
+        if job.future.done():  # its deadline passed while the worker ran it
+            continue
+        if answer.failure is None:
+            job.future.set_result(Answer(body, answer.content_type, reply.infer_ms))
+        else:
+            job.future.set_exception(answer.failure.rebuild())

@@ -1,0 +1,227 @@
+"""Fakes of the host's side effects: a worker pool whose calls wait until a test answers them,
+a disk tier with every model on it already, a clock that moves when told, and events dropped."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from modelhost.cache.disk import Artifact
+from modelhost.errors import ModelNotLoaded, WorkerDied
+from modelhost.host import Invocation
+from modelhost.workers.messages import (
+    Answer,
+    Answered,
+    Load,
+    Loaded,
+    Reply,
+    Request,
+    Unload,
+    Unloaded,
+)
+
+MiB = 2**20
+NAMES = ("a", "b", "c", "d")
+ARTIFACT_BYTES = 10 * MiB  # reserved at 2x + 64 KiB before the first load
+FOOTPRINT_BYTES = 12 * MiB  # what a load measures
+PEAK_SHARE = 1.5  # what a load needs while it runs (unpickling), as the worker measures it
+BUDGET_BYTES = 64 * MiB  # room for two or three models, not all four
+POOL_SIZE = 2
+INVOCATION = Invocation(b"[1]", "application/json", "")
+
+
+class ManualClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass(eq=False)
+class FakeWorker:
+    worker_id: int
+    pid: int = 0
+    alive: bool = True
+    pending: dict[int, Any] = field(default_factory=dict)
+    models: set[str] = field(default_factory=set)
+
+
+@dataclass
+class Call:
+    worker: FakeWorker
+    request: Request
+    future: asyncio.Future[tuple[Reply, bytes]]
+
+
+def footprint_of(name: str) -> int:
+    return FOOTPRINT_BYTES
+
+
+class FakePool:
+    """Calls wait until the machine answers them; a worker that dies fails its calls."""
+
+    def __init__(self, size: int, footprint: Callable[[str], int] = footprint_of) -> None:
+        self.footprint = footprint
+        self._ids = itertools.count(1)
+        self.workers: dict[int, FakeWorker] = {}
+        self.calls: list[Call] = []
+        self.violations: list[str] = []
+        self.pure = False  # what loads say of their handler
+        self._on_lost: Any = lambda worker: None
+        self._on_joined: Any = lambda: None
+        for _ in range(size):
+            self.spawn()
+
+    def attach(self, on_lost: Any, on_joined: Any) -> None:
+        self._on_lost, self._on_joined = on_lost, on_joined
+
+    def spawn(self) -> None:
+        worker = FakeWorker(next(self._ids))
+        self.workers[worker.worker_id] = worker
+        self._on_joined()
+
+    def pids(self) -> list[int]:
+        return []
+
+    def send(
+        self, worker: FakeWorker, request: Request, payload: bytes = b"", model: str = ""
+    ) -> asyncio.Future[tuple[Reply, bytes]]:
+        if not worker.alive:
+            raise WorkerDied(f"worker {worker.worker_id} has died; retry is safe")
+        if isinstance(request, Load) and request.model in worker.models:
+            self.violations.append(f"second load of {request.model} on {worker.worker_id}")
+        future: asyncio.Future[tuple[Reply, bytes]] = asyncio.get_running_loop().create_future()
+        self.calls.append(Call(worker, request, future))
+        self.called(self.calls[-1])
+        return future
+
+    async def call(
+        self,
+        worker: FakeWorker,
+        request: Request,
+        expect: type[Any],
+        payload: bytes = b"",
+        model: str = "",
+    ) -> tuple[Any, bytes]:
+        reply, body = await self.send(worker, request, payload, model)
+        assert isinstance(reply, expect)
+        return reply, body
+
+    def called(self, call: Call) -> None:
+        """A call was made; it waits for `answer` (a subclass may answer it here)."""
+
+    def answer(self, call: Call) -> None:
+        self.calls.remove(call)
+        request, worker = call.request, call.worker
+        reply: Reply
+        if isinstance(request, Load):
+            worker.models.add(request.model)
+            name = request.model
+            footprint, peak = self.footprint(name), self.peak(name)
+            reply = Loaded(footprint, 1.0, batches=True, peak=peak, pure=self.pure)
+        elif isinstance(request, Unload):
+            if request.model not in worker.models:
+                missing = f"{request.model} not in {worker.worker_id}"
+                call.future.set_exception(ModelNotLoaded(missing))
+                return
+            worker.models.discard(request.model)
+            reply = Unloaded(self.footprint(request.model))
+        else:
+            if request.model not in worker.models:
+                self.violations.append(
+                    f"infer of {request.model} on {worker.worker_id}, lacking it"
+                )
+            answers = (Answer("text/plain", 2),) * len(request.items)
+            call.future.set_result((Answered(answers, 1.0), b"ok" * len(answers)))
+            return
+        call.future.set_result((reply, b""))
+
+    def peak(self, name: str) -> int:
+        return int(self.footprint(name) * PEAK_SHARE)
+
+    def held_bytes(self) -> int:
+        """What the workers really hold: each model they hold, and each load under way at its
+        peak."""
+        held = sum(self.footprint(m) for worker in self.workers.values() for m in worker.models)
+        loads = [c.request.model for c in self.calls if isinstance(c.request, Load)]
+        return held + sum(self.peak(name) for name in loads)
+
+    def kill(self, worker: FakeWorker, respawn: bool = True) -> None:
+        """The worker dies; the template forks its successor at once, or later (`spawn`)."""
+        worker.alive = False
+        del self.workers[worker.worker_id]
+        for call in [c for c in self.calls if c.worker is worker]:
+            self.calls.remove(call)
+            call.future.set_exception(WorkerDied(f"worker {worker.worker_id} died"))
+        self._on_lost(worker)
+        if respawn:
+            self.spawn()
+
+
+@dataclass
+class Materialized:
+    artifact: Artifact
+    tier: str = "disk"
+    download_ms: float = 0.0
+
+
+class FakeDisk:
+    """Every model is on disk already: the disk tier is not what this machine explores."""
+
+    def __init__(self, root: Path, footprint: Callable[[str], int] = footprint_of) -> None:
+        self.root = root
+        self.footprint = footprint  # an artifact is to its footprint as ARTIFACT_BYTES is
+        self._artifacts: dict[str, Artifact] = {}
+        self.budget_bytes = 1 << 40
+        self.stores = type("Stores", (), {"url_of": staticmethod(lambda name: f"file:///{name}")})
+
+    async def materialize(self, name: str, url: str) -> Materialized:
+        path = self.root / name
+        path.touch()
+        size = self.footprint(name) * ARTIFACT_BYTES // FOOTPRINT_BYTES
+        self._artifacts[name] = Artifact(name, path, size)
+        return Materialized(self._artifacts[name])
+
+    async def version(self, url: str) -> str:
+        return "1"  # never replaced: what a failed load would be remembered by
+
+    def get(self, name: str) -> Artifact | None:
+        return self._artifacts.get(name)
+
+    def names(self, after: str = "", limit: int = 100) -> list[str]:
+        return sorted(name for name in self._artifacts if name > after)[:limit]
+
+    def count(self) -> int:
+        return len(self._artifacts)
+
+    @property
+    def used_bytes(self) -> int:
+        return sum(artifact.bytes for artifact in self._artifacts.values())
+
+    def revalidation_due(self, name: str) -> bool:
+        return False
+
+    def offer_fast_copy(self, artifact: Artifact) -> None:
+        return None  # fast copies are the disk tier's and the worker's (tests/cache, e2e)
+
+    def delete(self, name: str, reason: str) -> None:
+        self._artifacts.pop(name, None)
+
+
+class FakeEvents:
+    def emit(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def subscribe(self, subscriber: Any) -> Any:
+        return lambda: None
+
+
+def tmp_dir() -> str:
+    import tempfile
+
+    return tempfile.mkdtemp(prefix="interleavings-")
