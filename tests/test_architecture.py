@@ -195,3 +195,118 @@ def test_long_module_is_found(tmp_path: Path) -> None:
         {"long.py": logic, "table.py": table + fields, "short.py": "def f():\n    return 1\n"},
     )
     assert long_modules(package) == {"long": MAX_LINES + 2}
+
+
+# The records: the dataclasses of the memory tier (`Resident` and friends), and the state each
+# part of host/ keeps on itself. Each is written only by the module that defines it.
+RECORD_MODULES = ("cache/memory.py",)
+PARTS = "host"
+MUTATORS = {"add", "append", "clear", "discard", "extend", "insert", "pop", "popitem"}
+MUTATORS |= {"remove", "setdefault", "update"}
+
+
+def declared(tree: ast.AST, fields: bool = True, state: bool = True) -> set[str]:
+    """Attribute names a module declares: its dataclasses' fields, what its methods set on self."""
+    names = set()
+    for node in ast.walk(tree):
+        if fields and isinstance(node, ast.ClassDef):
+            names |= {
+                item.target.id
+                for item in node.body
+                if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)
+            }
+        if (
+            state
+            and isinstance(node, ast.Attribute)
+            and isinstance(node.ctx, ast.Store)
+            and ast.unparse(node.value) == "self"
+        ):
+            names.add(node.attr)
+    return names
+
+
+def record_owners(package: Path = PACKAGE) -> dict[str, str]:
+    """Each attribute of a record or a part, and the one module that owns it (names that
+    two modules declare tell nothing, and are left out)."""
+    owners: dict[str, set[str]] = {}
+    sources = [(package / path, True, False) for path in RECORD_MODULES]
+    sources += [(path, False, True) for path in sorted((package / PARTS).glob("*.py"))]
+    for path, fields, state in sources:
+        for name in declared(ast.parse(path.read_text()), fields, state):
+            owners.setdefault(name, set()).add(module_name(path, package))
+    return {name: next(iter(modules)) for name, modules in owners.items() if len(modules) == 1}
+
+
+def writes(tree: ast.AST) -> list[tuple[int, ast.Attribute]]:
+    """Each attribute of something other than `self` the module assigns, deletes or changes in
+    place: `r.workers = ...`, `r.bytes += 1`, `r.sources[k] = v`, `r.leaving.add(x)`."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.Delete)):
+            targets = node.targets
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            targets = [node.func.value] if node.func.attr in MUTATORS else []
+        else:
+            continue
+        for target in targets:
+            for item in target.elts if isinstance(target, ast.Tuple) else [target]:
+                while isinstance(item, ast.Subscript):
+                    item = item.value
+                if isinstance(item, ast.Attribute) and ast.unparse(item.value) != "self":
+                    found.append((node.lineno, item))
+    return found
+
+
+def foreign_writes(package: Path = PACKAGE) -> list[str]:
+    """Writes to a record's or a part's attributes outside the module that owns them, in every
+    module that imports an owner (one that does not holds none of their records)."""
+    owners = record_owners(package)
+    edges = graph(package)
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        module, tree = module_name(path, package), ast.parse(path.read_text())
+        if not edges[module] & set(owners.values()):
+            continue
+        own = declared(tree)  # a record of its own may share a name with ours
+        for line, target in writes(tree):
+            owner = owners.get(target.attr)
+            if owner and owner != module and target.attr not in own:
+                found.append(f"{module}:{line} writes {ast.unparse(target)} ({owner}'s)")
+    return found
+
+
+def test_no_module_writes_another_parts_records() -> None:
+    assert foreign_writes() == []
+
+
+def test_a_write_to_another_parts_record_is_found(tmp_path: Path) -> None:
+    memory = "import dataclasses\n@dataclasses.dataclass\nclass Resident:\n    workers: list\n"
+    copies = "class Copies:\n    def __init__(self):\n        self.leaving = set()\n"
+    scaling = (
+        "from modelhost.cache.memory import Resident\n"
+        "from modelhost.host.copies import Copies\n"
+        "class Scaling:\n"
+        "    def __init__(self):\n"
+        "        self.ranges = {}\n"
+        "    def drop(self, resident, copies):\n"
+        "        self.ranges['a'] = 1\n"
+        "        resident.workers = []\n"
+        "        resident.workers.append(2)\n"
+        "        copies.leaving.add(('a', 2))\n"
+    )
+    package = made_up_package(
+        tmp_path,
+        {
+            "cache/memory.py": memory,
+            "host/copies.py": copies,
+            "host/scaling.py": scaling,
+            "cache/disk.py": "def touch(artifact):\n    artifact.workers = []\n",  # no import
+        },
+    )
+    assert foreign_writes(package) == [
+        "host.scaling:8 writes resident.workers (cache.memory's)",
+        "host.scaling:9 writes resident.workers (cache.memory's)",
+        "host.scaling:10 writes copies.leaving (host.copies's)",
+    ]
