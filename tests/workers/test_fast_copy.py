@@ -42,9 +42,8 @@ def artifact(tmp_path: Path) -> Path:
     return testing.iris_logreg(tmp_path / "model.joblib")
 
 
-def test_a_copy_written_after_a_load_reads_back_to_the_same_answers(
-    artifact: Path, tmp_path: Path
-) -> None:
+def test_copy_reads_back_the_same_answers(artifact: Path, tmp_path: Path) -> None:
+    """A copy written after a load reads back to the same answers."""
     copy = tmp_path / "copy.pickle"
     loaded = load_handler(artifact, "m")
     written = fast_copy.write(loaded, request(artifact, copy, 1 << 20), FOOTPRINT)
@@ -55,9 +54,8 @@ def test_a_copy_written_after_a_load_reads_back_to_the_same_answers(
     assert fast_copy.read(request(artifact, copy, 1 << 20)) is None  # room: write, not read
 
 
-def test_a_copy_past_its_room_is_not_written_and_leaves_nothing(
-    artifact: Path, tmp_path: Path
-) -> None:
+def test_copy_past_its_room_is_not_written(artifact: Path, tmp_path: Path) -> None:
+    """A copy past its room is not written and leaves nothing."""
     copies = tmp_path / "copies"
     copies.mkdir()
     loaded = load_handler(artifact, "m")
@@ -74,9 +72,8 @@ def test_only_scikit_learn_models_get_a_copy(tmp_path: Path) -> None:
     assert not (tmp_path / "copy.pickle").exists()
 
 
-def test_a_torn_copy_is_deleted_and_the_artifact_loads_instead(
-    artifact: Path, tmp_path: Path
-) -> None:
+def test_torn_copy_falls_back_to_the_artifact(artifact: Path, tmp_path: Path) -> None:
+    """A torn copy is deleted and the artifact loads instead."""
     copy = tmp_path / "copy.pickle"
     fast_copy.write(load_handler(artifact, "m"), request(artifact, copy, 1 << 20), FOOTPRINT)
     copy.write_bytes(copy.read_bytes()[: copy.stat().st_size // 2])
@@ -101,8 +98,10 @@ print((rss_and_peak_bytes()[1] - rss) / (allocated_bytes() - allocated))
 """
 
 
-def test_a_forest_s_copy_loads_at_about_its_size_not_twice(tmp_path: Path) -> None:
-    """The unpickler's memo would keep every tree's arrays until the load ends (a peak of 2x the
+def test_forest_copy_loads_at_its_size(tmp_path: Path) -> None:
+    """A forest's copy loads at about its size, not twice.
+
+    The unpickler's memo would keep every tree's arrays until the load ends (a peak of 2x the
     model, reserved by each load of it); the copy is written without one, within the room the
     disk tier offers (a copy without a memo is a few % larger than the artifact)."""
     forest = testing.random_forest(tmp_path / "forest.joblib", 4 * MiB)
@@ -118,10 +117,10 @@ def test_a_forest_s_copy_loads_at_about_its_size_not_twice(tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize("shape", ["shared", "cyclic"])
-def test_a_model_with_shared_or_cyclic_parts_gets_a_copy_that_keeps_them(
-    artifact: Path, tmp_path: Path, shape: str
-) -> None:
-    """Without a memo a shared part would be copied once per reference (and a cycle never
+def test_copy_keeps_shared_and_cyclic_parts(artifact: Path, tmp_path: Path, shape: str) -> None:
+    """A model with shared or cyclic parts gets a copy that keeps them.
+
+    Without a memo a shared part would be copied once per reference (and a cycle never
     ends): such a model gets the memoized copy, the same objects as loaded."""
     model = load_handler(artifact, "m").inner.model  # type: ignore[attr-defined]
     part = np.zeros(MiB)  # 8 MiB

@@ -39,9 +39,8 @@ def footprint(worker: Worker, path: Path, name: str) -> int:
     return worker.load(Load(name, str(path))).footprint
 
 
-def test_a_load_after_unloads_measures_what_a_fresh_load_does(
-    forests: list[Path], worker: Worker
-) -> None:
+def test_load_after_unloads_measures_as_fresh(forests: list[Path], worker: Worker) -> None:
+    """A load after unloads measures what a fresh load does."""
     footprint(worker, forests[1], "warm-up")  # the runtime's first-use costs are not a model's
     worker.unload(Unload("warm-up"))
     fresh = footprint(worker, forests[0], "first")
@@ -54,9 +53,8 @@ def test_a_load_after_unloads_measures_what_a_fresh_load_does(
     assert abs(again - fresh) <= 0.1 * fresh, (fresh, again)
 
 
-def test_inference_on_another_thread_does_not_count_as_the_load(
-    forests: list[Path], worker: Worker
-) -> None:
+def test_other_thread_inference_is_not_the_load(forests: list[Path], worker: Worker) -> None:
+    """Inference on another thread does not count as the load."""
     footprint(worker, forests[1], "warm-up")
     alone = footprint(worker, forests[0], "alone")
     worker.unload(Unload("alone"))

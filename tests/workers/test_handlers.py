@@ -101,9 +101,10 @@ def test_model_without_predict_proba(tmp_path: Path) -> None:
     assert len(invoke(handler, ROWS)["predictions"]) == 2
 
 
-def test_a_batch_is_answered_as_one_by_one_with_failures_kept_to_their_request(
+def test_batch_answers_as_one_by_one(
     iris_file: Path,
 ) -> None:
+    """A batch is answered as one by one with failures kept to their request."""
     handler = load_handler(iris_file, "iris.joblib")
     requests = [
         InferRequest(json.dumps(ROWS).encode()),
@@ -441,8 +442,10 @@ def test_importing_the_package_imports_no_runtime() -> None:
     assert result.stdout.strip() == "[]"
 
 
-def test_an_artifact_gone_from_disk_is_a_retry_without_its_path(tmp_path: Path) -> None:
-    """Its cache entry was deleted as it loaded: a retry fetches it again (not a broken model)."""
+def test_artifact_gone_from_disk_is_a_retry(tmp_path: Path) -> None:
+    """An artifact gone from disk is a retry without its path.
+
+    Its cache entry was deleted as it loaded: a retry fetches it again (not a broken model)."""
     with pytest.raises(Unavailable) as gone:
         load_handler(tmp_path / "cache/models/m", "m")
     assert "model m" in str(gone.value) and str(tmp_path) not in str(gone.value)

@@ -96,9 +96,10 @@ def test_a_classifier_answers_every_label_best_first(
         assert [item["score"] for item in ranked] == sorted(item["score"] for item in ranked)[::-1]
 
 
-def test_one_text_gets_one_answer_and_top_k_cuts_it(
+def test_one_text_one_answer_top_k_cuts(
     classifier: HuggingFaceHandler, folders: dict[str, Path]
 ) -> None:
+    """One text gets one answer and top_k cuts it."""
     from modelhost.testing.hf_models import LABELS
 
     best = softmax(reference(folders["classifier"], "classification"))[0]
@@ -109,9 +110,10 @@ def test_one_text_gets_one_answer_and_top_k_cuts_it(
     assert len(plain) == len(LABELS) and plain[0]["label"] == answer[0]["label"]
 
 
-def test_a_batch_is_answered_as_each_request_alone_and_a_bad_one_fails_alone(
+def test_batch_answers_each_alone(
     classifier: HuggingFaceHandler,
 ) -> None:
+    """A batch is answered as each request alone and a bad one fails alone."""
     alone = [body(classifier.infer(request({"inputs": text}))) for text in TEXTS]
     batch = [request({"inputs": text}) for text in TEXTS]
     replies = classifier.infer_batch([*batch[:2], request({"inputs": 42}), *batch[2:]])
@@ -160,9 +162,10 @@ def test_an_oip_request_may_ask_for_one_output(embedder: HuggingFaceHandler) -> 
     assert output["shape"] == [2, 16]
 
 
-def test_numbers_sent_to_a_text_model_are_refused_with_what_it_takes(
+def test_text_model_refuses_numbers(
     classifier: HuggingFaceHandler,
 ) -> None:
+    """Numbers sent to a text model are refused with what it takes."""
     oip = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 2], "data": [1.0, 2.0]}]}
     with pytest.raises(BadRequestBody, match="one BYTES input of texts; got x \\(FP32\\)"):
         SpeaksOip(classifier).infer(request(oip, oip_media_type()))
@@ -215,10 +218,12 @@ def test_an_architecture_with_no_task_here_is_refused(
         HuggingFaceHandler(folder)
 
 
-def test_a_model_runs_on_its_threads_and_gives_the_caller_its_count_back(
+def test_model_runs_on_its_threads(
     folders: dict[str, Path],
 ) -> None:
-    """torch keeps a thread count per calling thread: the handler sets its own around each
+    """A model runs on its threads and gives the caller its count back.
+
+    torch keeps a thread count per calling thread: the handler sets its own around each
     call on whichever thread serves it."""
     import torch
 

@@ -58,8 +58,10 @@ def test_modelhost_errors_come_back_as_themselves() -> None:
     assert type(error) is ModelNotLoaded and str(error) == "m is not loaded"
 
 
-def test_a_users_exception_named_like_ours_is_a_handler_error() -> None:
-    """Rebuilt by its full path: a handler's own `QueueFull` must not turn into a 429."""
+def test_users_lookalike_exception_is_handler_error() -> None:
+    """A user's exception named like ours is a handler error.
+
+    Rebuilt by its full path: a handler's own `QueueFull` must not turn into a 429."""
 
     class QueueFull(Exception):  # noqa: N818 - named like modelhost's on purpose
         pass

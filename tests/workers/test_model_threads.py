@@ -38,9 +38,8 @@ def test_the_load_request_carries_the_manifests_threads(tmp_path: Path) -> None:
     assert manifests.load_request("model", artifact).threads == 0  # the worker's own
 
 
-def test_a_torch_model_gets_the_threads_its_load_asks_for(
-    tmp_path: Path, torch_installed: None
-) -> None:
+def test_torch_model_gets_its_threads(tmp_path: Path, torch_installed: None) -> None:
+    """A torch model gets the threads its load asks for."""
     path = testing.torch_iris(tmp_path / "model.pt")
     ours, theirs = socket.socketpair()
     with ours, theirs:

@@ -35,7 +35,8 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def test_plain_data_loads_and_every_pickle_importing_a_name_is_refused() -> None:
+def test_importing_pickles_are_refused() -> None:
+    """Plain data loads and every pickle importing a name is refused."""
     run = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "refused"

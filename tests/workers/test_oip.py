@@ -48,7 +48,8 @@ def test_json_tensor_becomes_rows() -> None:
     assert rows_of(request).tolist() == ROWS
 
 
-def test_flat_data_is_reshaped_and_a_vector_is_one_row() -> None:
+def test_flat_data_is_reshaped() -> None:
+    """Flat data is reshaped and a vector is one row."""
     flat = [v for row in ROWS for v in row]
     body, kind = oip_json(
         {"inputs": [{"name": "x", "datatype": "FP64", "shape": [2, 4], "data": flat}]}
@@ -123,7 +124,8 @@ def test_binary_data_must_be_accounted_for() -> None:
         decode_request(*oip_binary({"inputs": [spec]}, b"1234"))
 
 
-def test_response_is_json_unless_an_output_is_asked_in_binary() -> None:
+def test_response_is_json_unless_binary() -> None:
+    """Response is JSON unless an output is asked in binary."""
     labels = tensor_of("predict", np.array(["setosa", "virginica"]))
     request = decode_request(
         *oip_json(

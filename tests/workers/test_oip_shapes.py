@@ -54,8 +54,10 @@ def image(shape: list[int], nested: bool = True) -> dict[str, object]:
     return {"name": "input-0", "datatype": "FP32", "shape": shape, "data": data}
 
 
-def test_a_torchserve_handler_gets_a_rank_3_tensor_with_its_shape(shapes: Handler) -> None:
-    """TorchServe's v2 MNIST request: one [1, 28, 28] input, answered as its envelope does."""
+def test_torchserve_handler_gets_rank_3(shapes: Handler) -> None:
+    """A TorchServe handler gets a rank 3 tensor with its shape.
+
+    TorchServe's v2 MNIST request: one [1, 28, 28] input, answered as its envelope does."""
     reply = shapes.infer(oip({"id": "r-1", "inputs": [image([1, 28, 28])]}))
     assert json.loads(reply.body) == {
         "id": "r-1",
@@ -85,7 +87,8 @@ def test_the_path_version_wins_over_the_manifests(shapes: Handler) -> None:
     assert json.loads(reply.body)["model_version"] == "1"
 
 
-def test_a_model_of_rows_refuses_rank_3_and_says_what_it_takes(iris: Handler) -> None:
+def test_row_model_refuses_rank_3(iris: Handler) -> None:
+    """A model of rows refuses rank 3 and says what it takes."""
     with pytest.raises(BadRequestBody) as refused:
         iris.infer(oip({"inputs": [image([1, 28, 28])]}))
     message = str(refused.value)
@@ -125,7 +128,8 @@ def output_fn(prediction, accept):
 '''
 
 
-def test_sagemaker_code_gets_one_rank_3_tensor_in_its_shape(tmp_path: Path) -> None:
+def test_sagemaker_code_gets_rank_3(tmp_path: Path) -> None:
+    """SageMaker code gets one rank 3 tensor in its shape."""
     (tmp_path / "code").mkdir()
     (tmp_path / "code" / "inference.py").write_text(SAGEMAKER_SHAPES)
     reply = load_handler(tmp_path, "sm").infer(oip({"inputs": [image([1, 28, 28])]}))

@@ -17,7 +17,9 @@ from modelhost.workers.messages import Unload, Unloaded
 from modelhost.workers.pool import WorkerPool
 
 
-def test_a_call_on_a_closed_connection_fails_with_worker_died(tmp_path: Path) -> None:
+def test_closed_connection_call_fails(tmp_path: Path) -> None:
+    """A call on a closed connection fails with WorkerDied."""
+
     async def scenario() -> None:
         ours, theirs = socket.socketpair()
         _, writer = await asyncio.open_unix_connection(sock=ours)

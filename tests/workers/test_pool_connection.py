@@ -93,7 +93,9 @@ def test_replies_cut_at_every_byte_reach_their_calls(tmp_path: Path) -> None:
     with_scripted_worker(tmp_path, scenario)
 
 
-def test_several_replies_in_one_read_reach_their_calls_in_any_order(tmp_path: Path) -> None:
+def test_replies_in_one_read_reach_calls(tmp_path: Path) -> None:
+    """Several replies in one read reach their calls in any order."""
+
     async def scenario(pool: WorkerPool, worker: WorkerHandle, sock: socket.socket) -> None:
         calls = unload_calls(pool, worker, 4)
         requests = await requests_of(sock, 4)
@@ -105,7 +107,9 @@ def test_several_replies_in_one_read_reach_their_calls_in_any_order(tmp_path: Pa
     with_scripted_worker(tmp_path, scenario)
 
 
-def test_a_worker_that_dies_mid_frame_fails_its_calls_with_worker_died(tmp_path: Path) -> None:
+def test_worker_dying_mid_frame_fails_calls(tmp_path: Path) -> None:
+    """A worker that dies mid-frame fails its calls with WorkerDied."""
+
     async def scenario(pool: WorkerPool, worker: WorkerHandle, sock: socket.socket) -> None:
         calls = unload_calls(pool, worker, 2)
         first, second = await requests_of(sock, 2)
@@ -120,7 +124,9 @@ def test_a_worker_that_dies_mid_frame_fails_its_calls_with_worker_died(tmp_path:
     with_scripted_worker(tmp_path, scenario)
 
 
-def test_a_worker_that_never_answers_is_killed_at_the_deadline(tmp_path: Path) -> None:
+def test_silent_worker_is_killed_at_deadline(tmp_path: Path) -> None:
+    """A worker that never answers is killed at the deadline."""
+
     async def scenario(pool: WorkerPool, worker: WorkerHandle, sock: socket.socket) -> None:
         with pytest.raises(DeadlineExceeded, match="did not finish the unload of model m"):
             await pool.call(worker, Unload("m"), Unloaded, model="m")
@@ -130,9 +136,11 @@ def test_a_worker_that_never_answers_is_killed_at_the_deadline(tmp_path: Path) -
     with_scripted_worker(tmp_path, scenario, load_timeout_s=0.05)
 
 
-def test_a_caller_that_gives_up_still_leaves_the_deadline_to_kill_a_stuck_worker(
+def test_stuck_worker_killed_after_caller_quits(
     tmp_path: Path,
 ) -> None:
+    """A caller that gives up still leaves the deadline to kill a stuck worker."""
+
     async def scenario(pool: WorkerPool, worker: WorkerHandle, sock: socket.socket) -> None:
         call = asyncio.ensure_future(pool.call(worker, Unload("m"), Unloaded, model="m"))
         await requests_of(sock, 1)
@@ -144,10 +152,12 @@ def test_a_caller_that_gives_up_still_leaves_the_deadline_to_kill_a_stuck_worker
     with_scripted_worker(tmp_path, scenario, load_timeout_s=0.05)
 
 
-def test_a_dropped_connection_reports_its_worker_lost_before_anything_else_runs(
+def test_dropped_connection_reports_loss_first(
     tmp_path: Path,
 ) -> None:
-    """The host forgets the worker's copies in the same callback that saw the connection drop:
+    """A dropped connection reports its worker lost before anything else runs.
+
+    The host forgets the worker's copies in the same callback that saw the connection drop:
     a request retried after its worker died went to the same dead copy while the loss waited
     for its task, died "again" and was answered 500 PoisonRequest (seen in CI)."""
 

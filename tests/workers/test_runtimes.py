@@ -72,7 +72,8 @@ def test_batched_answers_each_request_as_alone(model_file: Path) -> None:
     assert isinstance(replies[2], BadRequestBody)
 
 
-def test_a_batch_with_a_wrong_width_fails_only_that_request(model_file: Path) -> None:
+def test_wrong_width_fails_only_its_request(model_file: Path) -> None:
+    """A batch with a wrong width fails only that request."""
     handler = load_handler(model_file, model_file.name)
     replies = handler.infer_batch([request_of(ROWS), request_of([1.0, 2.0])])
     assert len(answer(replies[0])) == 2
@@ -104,14 +105,16 @@ def test_torch_export_answers_logits(tmp_path: Path, torch_installed: None) -> N
     assert np.asarray(logits).shape == (2, 3)
 
 
-def test_a_json_file_that_is_no_xgboost_model_is_refused(tmp_path: Path) -> None:
+def test_non_xgboost_json_is_refused(tmp_path: Path) -> None:
+    """A JSON file that is no XGBoost model is refused."""
     path = tmp_path / "config.json"
     path.write_text('{"hello": 1}')
     with pytest.raises(ModelLoadError, match="config.json, which is not an XGBoost"):
         load_handler(path, "config.json")
 
 
-def test_a_folder_picks_its_model_among_other_json_and_text(tmp_path: Path) -> None:
+def test_folder_picks_its_model(tmp_path: Path) -> None:
+    """A folder picks its model among other JSON and text."""
     (tmp_path / "README.txt").write_text("how to use this model\n")
     (tmp_path / "labels.json").write_text('["setosa", "versicolor", "virginica"]')
     testing.onnx_iris(tmp_path / "model.onnx")

@@ -72,9 +72,8 @@ def test_the_series_table_is_capped() -> None:
     assert table.dropped == 3
 
 
-def test_an_unknown_built_in_handler_name_lists_the_known_ones(
-    rows_mar: Path, tmp_path: Path
-) -> None:
+def test_unknown_handler_lists_known_ones(rows_mar: Path, tmp_path: Path) -> None:
+    """An unknown built-in handler name lists the known ones."""
     folder = torchserve.unpacked(rows_mar, tmp_path / "m")
     manifest_path = folder / "MAR-INF" / "MANIFEST.json"
     manifest = json.loads(manifest_path.read_text())
@@ -87,9 +86,8 @@ def test_an_unknown_built_in_handler_name_lists_the_known_ones(
     assert "image_classifier, image_segmenter, object_detector, text_classifier" in message
 
 
-def test_a_ts_module_torchserve_lacks_is_named_with_the_way_out(
-    rows_mar: Path, tmp_path: Path
-) -> None:
+def test_missing_ts_module_is_named(rows_mar: Path, tmp_path: Path) -> None:
+    """A `ts` module TorchServe lacks is named with the way out."""
     folder = torchserve.unpacked(rows_mar, tmp_path / "m")
     source = (folder / "handler.py").read_text()
     (folder / "handler.py").write_text("import ts.torch_handler.no_such_handler\n" + source)
@@ -173,10 +171,10 @@ def handle(data, context):
 """
 
 
-def test_a_function_handler_is_initialised_at_load_as_torchserve_does(
-    rows_mar: Path, tmp_path: Path
-) -> None:
-    """TorchServe calls handle(None, context) once when it loads a function-style handler."""
+def test_function_handler_initialised_at_load(rows_mar: Path, tmp_path: Path) -> None:
+    """A function handler is initialised at load as TorchServe does.
+
+    TorchServe calls handle(None, context) once when it loads a function-style handler."""
     folder = torchserve.unpacked(rows_mar, tmp_path / "m")
     (folder / "handler.py").write_text(FUNCTION_HANDLER)
     handler = load_handler(folder, "function.mar")

@@ -63,8 +63,10 @@ def test_blocking_reader_splits_frames_that_arrive_together(
     assert [(f.request_id, f.header, f.payload) for f in received] == frames
 
 
-def test_a_header_over_the_cap_is_refused_by_the_sender() -> None:
-    """The reader would take it for a broken peer and drop the worker with every model in it;
+def test_header_over_cap_is_refused() -> None:
+    """A header over the cap is refused by the sender.
+
+    The reader would take it for a broken peer and drop the worker with every model in it;
     the sender fails the one request instead."""
     with pytest.raises(HeaderTooLarge, match="over the cap"):
         encode(Frame(1, b"x" * (MAX_HEADER_BYTES + 1)))
@@ -74,10 +76,12 @@ def test_a_header_over_the_cap_is_refused_by_the_sender() -> None:
     st.lists(st.tuples(ids, headers, st.binary(max_size=3000)), min_size=1, max_size=8),
     st.lists(st.integers(1, 4000), max_size=30),
 )
-def test_a_frame_buffer_returns_the_frames_however_the_bytes_are_cut(
+def test_frame_buffer_reassembles_frames(
     frames: list[tuple[int, bytes, bytes]], cuts: list[int]
 ) -> None:
-    """Partial reads (a prefix split in two, a payload in pieces) and several frames in one read
+    """A frame buffer returns the frames however the bytes are cut.
+
+    Partial reads (a prefix split in two, a payload in pieces) and several frames in one read
     give back the frames as sent, each once, in order."""
     data = b"".join(encode(Frame(*frame)) for frame in frames)
     buffer, received, start = FrameBuffer(), [], 0
@@ -88,7 +92,8 @@ def test_a_frame_buffer_returns_the_frames_however_the_bytes_are_cut(
     assert [(f.request_id, f.header, f.payload) for f in received] == frames
 
 
-def test_a_frame_buffer_holds_an_incomplete_frame_until_its_last_byte() -> None:
+def test_frame_buffer_holds_partial_frame() -> None:
+    """A frame buffer holds an incomplete frame until its last byte."""
     data = encode(Frame(7, b"header", b"payload"))
     buffer = FrameBuffer()
     assert buffer.feed(data[:3]) == []  # part of the prefix
@@ -97,6 +102,7 @@ def test_a_frame_buffer_holds_an_incomplete_frame_until_its_last_byte() -> None:
     assert (frame.request_id, frame.header, frame.payload) == (7, b"header", b"payload")
 
 
-def test_a_frame_buffer_refuses_a_peer_that_is_not_ours() -> None:
+def test_frame_buffer_refuses_foreign_peer() -> None:
+    """A frame buffer refuses a peer that is not ours."""
     with pytest.raises(ConnectionError, match="not speaking modelhost"):
         FrameBuffer().feed(PREFIX.pack(1, MAX_HEADER_BYTES + 1, 0))

@@ -11,7 +11,8 @@ def test_workers_never_reach_the_hugging_face_hub() -> None:
     assert "HF_TOKEN" not in environment
 
 
-def test_tokenizers_run_on_one_thread_unless_the_user_says_otherwise() -> None:
+def test_tokenizers_default_to_one_thread() -> None:
+    """Tokenizers run on one thread unless the user says otherwise."""
     assert worker_environment({})["TOKENIZERS_PARALLELISM"] == "false"
     given = worker_environment({"TOKENIZERS_PARALLELISM": "true"})
     assert given["TOKENIZERS_PARALLELISM"] == "true"
