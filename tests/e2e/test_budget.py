@@ -79,9 +79,10 @@ def test_cycling_more_models_than_fit_never_exceeds_the_budget(
     assert invoke(small_server.url, "f7.joblib").headers["x-modelhost-cache"] == "hit"
 
 
-def test_least_recently_used_goes_first_as_the_cache_header_shows(
+def test_least_recently_used_goes_first(
     small_server: testing.RunningServer,
 ) -> None:
+    """Least recently used goes first as the cache header shows."""
     url = small_server.url
     for name in ("f0", "f1", "f2"):
         invoke(url, f"{name}.joblib")
@@ -100,9 +101,10 @@ def test_least_recently_used_goes_first_as_the_cache_header_shows(
     assert invoke(url, "f1.joblib").headers["x-modelhost-cache"] == "disk"
 
 
-def test_a_model_that_can_never_fit_is_507_and_nothing_else_is_disturbed(
+def test_model_that_never_fits_is_507(
     small_server: testing.RunningServer,
 ) -> None:
+    """A model that can never fit is 507 and nothing else is disturbed."""
     url = small_server.url
     invoke(url, "f5.joblib")
     response = invoke(url, "huge.joblib")
@@ -113,9 +115,8 @@ def test_a_model_that_can_never_fit_is_507_and_nothing_else_is_disturbed(
     assert invoke(url, "f5.joblib").headers["x-modelhost-cache"] == "hit"
 
 
-def test_a_budget_below_the_idle_server_is_refused_at_start(
-    forest_store: Path, tmp_path: Path
-) -> None:
+def test_budget_below_idle_server_is_refused(forest_store: Path, tmp_path: Path) -> None:
+    """A budget below the idle server is refused at start."""
     command = [
         sys.executable,
         "-m",

@@ -183,9 +183,10 @@ def peak_detail(sampler: PssSampler, server: testing.RunningServer) -> str:
     return f"peak at {sampler.peak_at:.3f}, KiB by process {shares}; events then: {near}"
 
 
-def test_sixteen_clients_over_more_models_than_fit_get_every_answer_right(
+def test_churn_answers_every_request_right(
     churn_run: ChurnRun, churn_server: testing.RunningServer
 ) -> None:
+    """Sixteen clients over more models than fit get every answer right."""
     statuses, caches, wrong = churn_run.statuses, churn_run.caches, churn_run.wrong
     assert not wrong, f"{len(wrong)} wrong answers, e.g. {wrong[:5]}; statuses {statuses}"
     assert statuses[200] > 0.9 * sum(statuses.values()), statuses
@@ -231,10 +232,12 @@ class Operator(threading.Thread):
                 self.answers.append((" ".join(call), answer.status_code, answer.text[:300]))
 
 
-def test_an_operator_unloading_and_scaling_models_under_churn_loses_nothing(
+def test_operator_changes_under_churn_lose_nothing(
     churn_server: testing.RunningServer, churn_store: Path, churn_run: ChurnRun
 ) -> None:
-    """The same load while DELETEs and PUT ?min_worker land on models in use: every call is
+    """An operator unloading and scaling models under churn loses nothing.
+
+    The same load while DELETEs and PUT ?min_worker land on models in use: every call is
     answered within its minute, with success or a JSON 404 (not loaded, not known); every
     client's answer stays right; memory stays within the budget; nothing in the server raises.
     (The PUT that spun the loop needed a copy's load to end in the same turn of the loop: the

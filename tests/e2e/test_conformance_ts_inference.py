@@ -112,10 +112,10 @@ def test_model_zoo_unregister_model(management: httpx.Client) -> None:
 # the inference API's documented calls -------------------------------------------------------
 
 
-def test_curl_form_data_file_gives_the_handler_the_files_bytes(
-    management: httpx.Client, inference: httpx.Client
-) -> None:
-    """`curl http://host:8080/predictions/m -F "data=@kitten.jpg"`."""
+def test_curl_form_data_file(management: httpx.Client, inference: httpx.Client) -> None:
+    """curl's form data file gives the handler the file's bytes.
+
+    `curl http://host:8080/predictions/m -F "data=@kitten.jpg"`."""
     assert register(management, "zoo_form").status_code == 200
     files = {"data": ("kitten.jpg", IMAGE, "image/jpeg")}
     response = inference.post("/predictions/zoo_form", files=files)
@@ -138,7 +138,8 @@ def test_urlencoded_form_reaches_a_built_in_model(inference: httpx.Client) -> No
     assert response.json() == {"predictions": [0, 0]}
 
 
-def test_malformed_multipart_is_a_400_that_says_what_to_fix(inference: httpx.Client) -> None:
+def test_malformed_multipart_is_400(inference: httpx.Client) -> None:
+    """Malformed multipart is a 400 that says what to fix."""
     headers = {"content-type": "multipart/form-data; boundary=xyz"}
     body = b'--xyz\r\nContent-Disposition: form-data; name="data"\r\n\r\n[1]\r\n'
     response = inference.post("/predictions/iris.pkl", content=body, headers=headers)

@@ -94,10 +94,10 @@ def test_multi_model_mode_loads_from_opt_ml_models(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("contract", ["", "false"])
-def test_multi_model_mode_keeps_the_sagemaker_contract_unless_turned_off(
-    tmp_path: Path, contract: str
-) -> None:
-    """Multi-model mode loads only through LoadModel (a model in the store but not loaded is
+def test_multi_model_mode_keeps_the_contract(tmp_path: Path, contract: str) -> None:
+    """Multi-model mode keeps the SageMaker contract unless turned off.
+
+    Multi-model mode loads only through LoadModel (a model in the store but not loaded is
     404, SageMaker's cue to load it); MODELHOST_SAGEMAKER_CONTRACT=false on the container
     brings back loading on the first request."""
     testing.iris_logreg(tmp_path / "ml" / "models" / "3f2a" / "model" / "model.joblib")

@@ -42,9 +42,8 @@ def args(store: Path, cache_dir: Path, disk_budget: int) -> list[str]:
     return testing.serve_args(store, cache_dir, workers=1, disk_budget=disk_budget)
 
 
-def test_cycling_archives_keeps_the_disk_budget_and_restart_keeps_the_tier(
-    archive_store: Path, tmp_path: Path
-) -> None:
+def test_cycling_archives_keeps_the_disk_budget(archive_store: Path, tmp_path: Path) -> None:
+    """Cycling archives keeps the disk budget and restart keeps the tier."""
     cache_dir = tmp_path / "cache"
     budget = int(one_archive_bytes(archive_store) * 2.5)  # room for two unpacked archives
     with testing.RunningServer(args(archive_store, cache_dir, budget), tmp_path) as server:

@@ -240,10 +240,12 @@ def test_wrong_datatype_is_invalid_argument_with_the_rest_message(
     assert "datatype 'FP128' is not one of" in error.value.details()
 
 
-def test_a_deadline_that_expires_in_the_queue_cancels_the_request(
+def test_deadline_expiring_in_queue_cancels(
     oip: triton.InferenceServerClient, runs_log: Path
 ) -> None:
-    """The model has one worker, busy; a second request whose deadline passes while it waits is
+    """A deadline that expires in the queue cancels the request.
+
+    The model has one worker, busy; a second request whose deadline passes while it waits is
     never run: the handler notes every request it runs."""
     tensor = triton.InferInput("x", [1], "FP32")
     tensor.set_data_from_numpy(np.zeros(1, dtype=np.float32))
@@ -342,9 +344,10 @@ def test_repository_model_load_in_kserves_layout(address: str) -> None:
         assert stub.RepositoryModelUnload(unload).isUnloaded
 
 
-def test_is_model_ready_of_an_unknown_model_is_not_found(
+def test_model_ready_of_unknown_is_not_found(
     oip: triton.InferenceServerClient,
 ) -> None:
+    """IsModelReady of an unknown model is NOT_FOUND."""
     with pytest.raises(InferenceServerException) as error:
         oip.is_model_ready("no/such.joblib")
     assert error.value.status() == "StatusCode.NOT_FOUND"

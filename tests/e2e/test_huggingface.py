@@ -124,9 +124,8 @@ def test_the_manifest_turns_a_classifier_into_an_embedder(http: httpx.Client) ->
     assert np.allclose(np.linalg.norm(response.json(), axis=1), 1.0, atol=TOLERANCE)
 
 
-def test_requests_sent_together_are_batched_and_answered_each_as_alone(
-    http: httpx.Client, store: Path
-) -> None:
+def test_requests_together_are_batched(http: httpx.Client, store: Path) -> None:
+    """Requests sent together are batched and answered each as alone."""
     assert invoke(http, "hf/embedder", {"inputs": "warm"}).status_code == 200  # loaded: all hits
     before = metric(http, "modelhost_batched_requests_total")
     bodies: list[object] = [{"inputs": text} for text in TEXTS] * 2 + [{"inputs": 7}]

@@ -37,7 +37,8 @@ def test_sagemaker_target_model_header_invokes_by_store_path(client: httpx.Clien
     assert response.json() == {"predictions": [0]}
 
 
-def test_first_call_loads_from_disk_and_the_next_is_a_hit(client: httpx.Client) -> None:
+def test_first_call_loads_next_hits(client: httpx.Client) -> None:
+    """First call loads from disk and the next is a hit."""
     first = invoke(client, "tenants/t001.joblib")
     second = invoke(client, "tenants/t001.joblib")
     assert first.headers["x-modelhost-cache"] == "disk"

@@ -89,9 +89,8 @@ class SlowToLoad:
 """
 
 
-def test_loading_one_model_does_not_stall_inference_on_the_same_worker(
-    store: Path, tmp_path: Path
-) -> None:
+def test_load_does_not_stall_inference(store: Path, tmp_path: Path) -> None:
+    """Loading one model does not stall inference on the same worker."""
     (store / "slow-load").mkdir(exist_ok=True)
     (store / "slow-load" / "handler.py").write_text(SLOW_LOADING_HANDLER)
     args = testing.serve_args(store, tmp_path / "c", workers=1)

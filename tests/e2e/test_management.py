@@ -21,7 +21,8 @@ def test_ping(client: httpx.Client) -> None:
     assert client.get("/ping").status_code == 200
 
 
-def test_load_by_url_then_409_then_invoke_by_its_name(client: httpx.Client, store: Path) -> None:
+def test_load_by_url_then_invoke(client: httpx.Client, store: Path) -> None:
+    """Load by URL then 409 then invoke by its name."""
     spec = {"model_name": "acme-churn", "url": f"{store}/tenants/t000.joblib"}
     assert client.post("/models", json=spec).status_code == 200
     again = client.post("/models", json=spec)
@@ -56,7 +57,8 @@ def test_describe_gives_state_sizes_workers_hits_and_events(client: httpx.Client
     assert any(event["kind"] == "load" for event in described["events"])
 
 
-def test_describe_and_delete_of_a_model_not_loaded_are_404(client: httpx.Client) -> None:
+def test_describe_and_delete_unloaded_are_404(client: httpx.Client) -> None:
+    """Describe and delete of a model not loaded are 404."""
     assert client.get("/models/tenants/never.joblib").status_code == 404
     assert client.delete("/models/tenants/never.joblib").status_code == 404
 

@@ -110,7 +110,8 @@ def http(migrated: testing.RunningServer) -> Iterator[httpx.Client]:
         yield client
 
 
-def test_workers_per_model_loads_each_model_on_that_many_workers(http: httpx.Client) -> None:
+def test_workers_per_model_loads_that_many(http: httpx.Client) -> None:
+    """`--workers-per-model` loads each model on that many workers."""
     assert http.post("/models/iris.pkl/invoke", json=[ROW]).status_code == 200
     deadline = time.monotonic() + 30  # the second copy loads beside the first request
     while len((described := http.get("/models/iris.pkl").json())["workers"]) < 2:
@@ -119,7 +120,8 @@ def test_workers_per_model_loads_each_model_on_that_many_workers(http: httpx.Cli
     assert len(described["workers"]) == 2, described
 
 
-def test_a_response_over_max_response_size_is_refused_with_413(http: httpx.Client) -> None:
+def test_max_response_size_is_413(http: httpx.Client) -> None:
+    """A response over `--max-response-size` is refused with 413."""
     small = http.post("/predictions/envreport", json={"pad": 10})
     assert small.status_code == 200, small.text
     large = http.post("/predictions/envreport", json={"pad": 100_000})
@@ -278,7 +280,8 @@ def test_log_level_warning_leaves_out_info_lines(migrated: testing.RunningServer
     assert "WARNING" in log and " INFO " not in log and "INFO:" not in log
 
 
-def test_metrics_model_series_gives_the_largest_model_its_own_series(http: httpx.Client) -> None:
+def test_largest_model_gets_its_own_series(http: httpx.Client) -> None:
+    """`--metrics-model-series` gives the largest model its own series."""
     assert http.post("/models/iris.pkl/invoke", json=[ROW]).status_code == 200
     series = [
         line

@@ -114,10 +114,12 @@ def register(management: str, names: list[str]) -> None:
             assert response.status_code == 200, response.text
 
 
-def test_the_dashboard_lists_every_loaded_model_among_thousands_from_events(
+def test_dashboard_lists_every_loaded_model(
     crowded: tuple[testing.RunningServer, str],
 ) -> None:
-    """5,000 names whose 200 loaded ones come after the first pages: all are listed; loads and
+    """The dashboard lists every loaded model among thousands from events.
+
+    5,000 names whose 200 loaded ones come after the first pages: all are listed; loads and
     unloads while the page is open update it from /events without another listing."""
     chromium = require_tool("chromium", "chromium")
     server, management = crowded

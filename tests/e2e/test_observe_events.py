@@ -64,9 +64,10 @@ def cycle_until_an_eviction(url: str, reader: EventReader) -> list[dict[str, Any
     raise AssertionError(f"no eviction after cycling {FORESTS} forests three times")
 
 
-def test_a_load_and_the_eviction_it_caused_arrive_in_order(
+def test_load_and_its_eviction_arrive_in_order(
     tight_server: testing.RunningServer,
 ) -> None:
+    """A load and the eviction it caused arrive in order."""
     with EventReader(f"{tight_server.url}/events") as reader:
         cycle_until_an_eviction(tight_server.url, reader)
         events = reader.wait_for(lambda got: cause(got) is not None)

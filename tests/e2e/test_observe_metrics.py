@@ -135,9 +135,8 @@ def test_promtool_accepts_the_metrics(client: httpx.Client) -> None:
 
 
 @pytest.mark.parametrize("doc", ["docs/observability.md", "deploy/grafana-dashboard.json"])
-def test_the_docs_and_the_grafana_dashboard_query_only_metrics_that_exist(
-    client: httpx.Client, doc: str
-) -> None:
+def test_docs_and_dashboard_query_real_metrics(client: httpx.Client, doc: str) -> None:
+    """The docs and the Grafana dashboard query only metrics that exist."""
     exposed = exposed_names(client.get("/metrics").text)
     queried = {n for n in re.findall(r"modelhost_\w+", (REPO / doc).read_text()) if n[-1] != "_"}
     assert len(queried) > 10

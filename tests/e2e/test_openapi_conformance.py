@@ -46,9 +46,8 @@ def ports(store: Path, serve: Servers) -> tuple[str, str]:
 
 
 @pytest.mark.parametrize("which", [0, 1], ids=["main", "torchserve"])
-def test_every_response_is_documented_and_no_input_breaks_the_server(
-    ports: tuple[str, str], which: int
-) -> None:
+def test_responses_are_documented_and_robust(ports: tuple[str, str], which: int) -> None:
+    """Every response is documented and no input breaks the server."""
     schema = schemathesis.openapi.from_url(f"{ports[which]}/openapi.json")
     failures = []
     for result in schema.get_all_operations():

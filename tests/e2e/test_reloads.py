@@ -38,9 +38,10 @@ def fast_copy_words(log: str, name: str) -> list[str | None]:
     return [(e.get("detail") or {}).get("fast_copy") for e in events if e["model"] == name]
 
 
-def test_a_reload_reads_the_copy_and_a_replaced_artifact_is_never_answered_by_it(
+def test_reload_reads_the_copy(
     tmp_path: Path,
 ) -> None:
+    """A reload reads the copy and a replaced artifact is never answered by it."""
     store, cache_dir = tmp_path / "store", tmp_path / "cache"
     artifact = testing.iris_logreg(store / "m.joblib")
     first = predictions(artifact)

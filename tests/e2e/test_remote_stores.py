@@ -156,9 +156,10 @@ def test_concurrent_first_requests_share_one_download(
     assert len(events(server.url, "crowd/forest.joblib", "download")) == 1
 
 
-def test_a_missing_object_is_404_and_a_deleted_one_is_served_from_the_cache(
+def test_missing_object_is_404(
     server: testing.RunningServer, moto: MotoServer, artifacts: Path, healthy_proxy: TcpProxy
 ) -> None:
+    """A missing object is 404 and a deleted one is served from the cache."""
     missing = invoke(server.url, "tenants/never-uploaded.joblib")
     assert missing.status_code == 404 and missing.json()["type"] == "ModelNotFound"
     upload(moto, artifacts / "iris.joblib", "tenants/deleted.joblib")
@@ -169,13 +170,14 @@ def test_a_missing_object_is_404_and_a_deleted_one_is_served_from_the_cache(
     assert again.status_code == 200 and again.headers["x-modelhost-cache"] == "disk"
 
 
-def test_a_store_that_dies_mid_download_leaves_nothing_and_a_retry_succeeds(
+def test_store_dying_mid_download_leaves_nothing(
     server: testing.RunningServer,
     moto: MotoServer,
     artifacts: Path,
     healthy_proxy: TcpProxy,
     tmp_path: Path,
 ) -> None:
+    """A store that dies mid-download leaves nothing and a retry succeeds."""
     upload(moto, artifacts / "forest.joblib", "cut/forest.joblib")
     healthy_proxy.cut_after(2**20)
     failed = invoke(server.url, "cut/forest.joblib")
@@ -188,9 +190,10 @@ def test_a_store_that_dies_mid_download_leaves_nothing_and_a_retry_succeeds(
     assert response.status_code == 200 and response.headers["x-modelhost-cache"] == "remote"
 
 
-def test_a_store_that_is_down_is_502_and_other_models_carry_on(
+def test_store_down_is_502(
     server: testing.RunningServer, moto: MotoServer, artifacts: Path, healthy_proxy: TcpProxy
 ) -> None:
+    """A store that is down is 502 and other models carry on."""
     upload(moto, artifacts / "iris.joblib", "tenants/warm.joblib")
     upload(moto, artifacts / "iris.joblib", "tenants/cold.joblib")
     assert invoke(server.url, "tenants/warm.joblib").status_code == 200
@@ -210,9 +213,10 @@ def test_a_stalled_store_is_504_within_the_store_timeout(
     assert response.json()["type"] == "StoreTimeout"
 
 
-def test_an_artifact_larger_than_the_disk_budget_is_507_before_downloading(
+def test_artifact_over_disk_budget_is_507(
     server: testing.RunningServer, moto: MotoServer, tmp_path: Path, healthy_proxy: TcpProxy
 ) -> None:
+    """An artifact larger than the disk budget is 507 before downloading."""
     big = tmp_path / "big.joblib"
     big.write_bytes(b"\0" * 13 * 2**20)
     upload(moto, big, "big.joblib")
@@ -256,9 +260,8 @@ def test_wrong_credentials_are_502_with_the_stores_words(artifacts: Path, tmp_pa
     assert "the store refused" in message and "check the AWS credentials" in message
 
 
-def test_http_store_downloads_then_hits_and_a_missing_file_is_404(
-    http_store: StaticHttpServer, tmp_path: Path
-) -> None:
+def test_http_store_downloads_then_hits(http_store: StaticHttpServer, tmp_path: Path) -> None:
+    """HTTP store downloads then hits and a missing file is 404."""
     args = testing.serve_args(http_store.url + "/", tmp_path / "cache", workers=1)
     with testing.RunningServer(args, tmp_path) as server:
         first = invoke(server.url, "iris.joblib")
@@ -301,9 +304,8 @@ def cache_bytes(cache_dir: Path) -> int:
     return total
 
 
-def test_cycling_more_artifacts_than_fit_keeps_the_disk_budget_and_restart_keeps_the_tier(
-    moto: MotoServer, tmp_path: Path
-) -> None:
+def test_cycling_artifacts_keeps_the_disk_budget(moto: MotoServer, tmp_path: Path) -> None:
+    """Cycling more artifacts than fit keeps the disk budget and restart keeps the tier."""
     sizes = [
         upload(
             moto, testing.random_forest(tmp_path / f"f{i}.joblib", 2**20, seed=i), f"f{i}.joblib"
@@ -331,9 +333,10 @@ def test_cycling_more_artifacts_than_fit_keeps_the_disk_budget_and_restart_keeps
     assert '"kind":"download"' not in log
 
 
-def test_a_replaced_object_is_fetched_again_when_revalidation_is_on(
+def test_revalidation_fetches_replaced_object(
     moto: MotoServer, artifacts: Path, tmp_path: Path
 ) -> None:
+    """A replaced object is fetched again when revalidation is on."""
     import joblib
     from sklearn.datasets import load_iris
     from sklearn.dummy import DummyClassifier
@@ -358,9 +361,10 @@ def test_a_replaced_object_is_fetched_again_when_revalidation_is_on(
     assert fresh.status_code == 200 and fresh.json() == {"predictions": [2]}
 
 
-def test_load_models_all_preloads_every_artifact_under_the_s3_prefix(
+def test_load_models_all_preloads_the_prefix(
     moto: MotoServer, artifacts: Path, tmp_path: Path
 ) -> None:
+    """`--load-models all` preloads every artifact under the S3 prefix."""
     client = moto.client()
     for key in ("all/a.joblib", "all/team/b.joblib"):
         client.upload_file(str(artifacts / "iris.joblib"), BUCKET, key)

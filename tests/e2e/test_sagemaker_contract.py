@@ -145,10 +145,10 @@ def test_load_model_of_a_missing_url_is_404(sagemaker: httpx.Client, opt_ml: Pat
     assert listed(sagemaker) == []
 
 
-def test_load_model_past_the_memory_is_507_and_unloads_nothing(
-    sagemaker: httpx.Client, opt_ml: Path
-) -> None:
-    """The platform chooses what to unload on a 507: the container must not choose for it."""
+def test_load_model_past_memory_is_507(sagemaker: httpx.Client, opt_ml: Path) -> None:
+    """LoadModel past the memory is 507 and unloads nothing.
+
+    The platform chooses what to unload on a 507: the container must not choose for it."""
     for name in ("alpha", "bravo"):
         assert load_model(sagemaker, opt_ml, name).status_code == 200
     refused = load_model(sagemaker, opt_ml, "charlie")
@@ -233,10 +233,12 @@ def test_invoke_model_answers_with_the_prediction(sagemaker: httpx.Client, opt_m
     assert response.json() == {"predictions": [0]}
 
 
-def test_invoke_model_of_a_model_never_loaded_is_404_and_loads_nothing(
+def test_invoke_model_never_loaded_is_404(
     sagemaker: httpx.Client,
 ) -> None:
-    """Only LoadModel loads: the folder is in the store, and still it is not loaded."""
+    """InvokeModel of a model never loaded is 404 and loads nothing.
+
+    Only LoadModel loads: the folder is in the store, and still it is not loaded."""
     response = invoke_model(sagemaker, "alpha/model")
     assert response.status_code == 404 and "POST /models" in response.json()["message"]
     assert listed(sagemaker) == []
@@ -276,10 +278,12 @@ def test_a_scripted_sequence_keeps_the_contract(sagemaker: httpx.Client, opt_ml:
     assert listed(http) == [entry(opt_ml, "bravo"), entry(opt_ml, "charlie")]
 
 
-def test_a_model_the_container_unloads_by_itself_answers_404_and_leaves_the_list(
+def test_self_unloaded_model_is_404(
     opt_ml: Path,
 ) -> None:
-    """The container unloads without being told only when it must (memory pressure, a dead
+    """A model the container unloads by itself answers 404 and leaves the list.
+
+    The container unloads without being told only when it must (memory pressure, a dead
     worker, or idle_unload_s as here): invoke then answers 404, the platform's cue to load."""
     cache = str(opt_ml / "idle-cache")
     server = entrypoint_server(opt_ml, MODELHOST_IDLE_UNLOAD_S="1", MODELHOST_CACHE_DIR=cache)

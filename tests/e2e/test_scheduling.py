@@ -108,9 +108,8 @@ def metric(client: httpx.Client, line_start: str) -> float:
     return 0.0
 
 
-def test_a_full_queue_answers_429_with_its_numbers_and_recovers(
-    client_of: Callable[..., httpx.Client], gate: Path
-) -> None:
+def test_full_queue_answers_429(client_of: Callable[..., httpx.Client], gate: Path) -> None:
+    """A full queue answers 429 with its numbers and recovers."""
     client = client_of(workers=1, threads_per_worker=1, job_queue_size=3, max_workers_per_model=1)
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
         first = held_at_the_gate(pool, client, "0")
@@ -148,9 +147,8 @@ def test_max_concurrency_caps_requests_in_flight_across_models(
     assert metric(client, 'modelhost_rejections_total{reason="ConcurrencyLimit"}') == 1
 
 
-def test_a_request_past_its_deadline_gets_504_running_or_queued(
-    client_of: Callable[..., httpx.Client], gate: Path
-) -> None:
+def test_request_past_deadline_gets_504(client_of: Callable[..., httpx.Client], gate: Path) -> None:
+    """A request past its deadline gets 504 running or queued."""
     client = client_of(
         workers=1, threads_per_worker=1, default_response_timeout_s=1, max_workers_per_model=1
     )
@@ -180,9 +178,10 @@ def test_custom_handlers_receive_the_waiting_requests_as_one_list(
     assert answers == [{"batch": 4, "body": f"b{i}"} for i in range(4)]  # each its own answer
 
 
-def test_scikit_learn_predicts_a_batch_as_one_matrix_and_isolates_a_bad_request(
+def test_sklearn_batch_isolates_bad_request(
     client_of: Callable[..., httpx.Client], store: Path
 ) -> None:
+    """Scikit-learn predicts a batch as one matrix and isolates a bad request."""
     client = client_of(workers=1, threads_per_worker=1, batch_size=16, max_batch_delay_ms=300)
     assert invoke(client, "iris.joblib").status_code == 200  # loaded: the batch is all hits
     rows = testing.iris_rows(8)
@@ -199,9 +198,8 @@ def test_scikit_learn_predicts_a_batch_as_one_matrix_and_isolates_a_bad_request(
     assert metric(client, "modelhost_batch_size_max") > 1
 
 
-def test_a_hot_model_scales_out_to_another_worker_and_back_in_when_idle(
-    client_of: Callable[..., httpx.Client], gate: Path
-) -> None:
+def test_hot_model_scales_out_and_in(client_of: Callable[..., httpx.Client], gate: Path) -> None:
+    """A hot model scales out to another worker and back in when idle."""
     client = client_of(workers=2, scale_in_idle_s=1)
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         first = held_at_the_gate(pool, client, "0")

@@ -104,9 +104,8 @@ def slow_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield url
 
 
-def test_no_more_downloads_run_at_once_than_max_concurrent_downloads(
-    slow_store: str, serve: object
-) -> None:
+def test_max_concurrent_downloads_is_a_cap(slow_store: str, serve: object) -> None:
+    """No more downloads run at once than `--max-concurrent-downloads`."""
     server = serve(slow_store, workers=1, max_concurrent_downloads=2)  # type: ignore[operator]
     SlowStore.most = 0
 
@@ -120,9 +119,8 @@ def test_no_more_downloads_run_at_once_than_max_concurrent_downloads(
     assert SlowStore.most == 2  # three misses at once: two downloads, then the third
 
 
-def test_no_more_connections_are_served_at_once_than_max_connections(
-    tmp_path_factory: pytest.TempPathFactory, serve: object
-) -> None:
+def test_max_connections_is_a_cap(tmp_path_factory: pytest.TempPathFactory, serve: object) -> None:
+    """No more connections are served at once than `--max-connections`."""
     store = tmp_path_factory.mktemp("slow-model")
     testing.slow_handler_folder(store / "slow")
     server = serve(store, workers=1, max_connections=2)  # type: ignore[operator]

@@ -53,10 +53,10 @@ def zipf_names(count: int, seed: int = 0) -> list[str]:
     return [f"m{i}.joblib" for i in picks]
 
 
-def test_the_live_curve_is_simulates_curve_of_the_same_access_log(
-    store: Path, serve: Servers, tmp_path: Path
-) -> None:
-    """The requests of a run, replayed from its access log by `modelhost simulate`'s LRU, hit
+def test_live_curve_matches_simulate(store: Path, serve: Servers, tmp_path: Path) -> None:
+    """The live curve is `simulate`'s curve of the same access log.
+
+    The requests of a run, replayed from its access log by `modelhost simulate`'s LRU, hit
     at each room what the server's own curve says."""
     log = tmp_path / "access.jsonl"
     server = serve(store, workers=1, access_log=log)
@@ -95,9 +95,8 @@ def thrash_alarms(server: testing.RunningServer) -> list[dict[str, object]]:
     return [event for event in server.events("thrash")]
 
 
-def test_the_thrash_alarm_fires_when_the_working_set_is_twice_the_room(
-    store: Path, serve: Servers
-) -> None:
+def test_thrash_alarm_fires_on_twice_the_room(store: Path, serve: Servers) -> None:
+    """The thrash alarm fires when the working set is twice the room."""
     server = serve(
         store, workers=1, memory_budget=fixed_part(store, serve) + 90 * MiB, thrash_window_s=2
     )
@@ -114,9 +113,8 @@ def test_the_thrash_alarm_fires_when_the_working_set_is_twice_the_room(
     assert "modelhost_thrashing" in metrics
 
 
-def test_the_thrash_alarm_stays_silent_when_the_working_set_fits(
-    store: Path, serve: Servers
-) -> None:
+def test_thrash_alarm_silent_when_set_fits(store: Path, serve: Servers) -> None:
+    """The thrash alarm stays silent when the working set fits."""
     server = serve(
         store, workers=1, memory_budget=fixed_part(store, serve) + 150 * MiB, thrash_window_s=2
     )

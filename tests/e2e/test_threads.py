@@ -66,17 +66,17 @@ def report(http: httpx.Client) -> Any:
     return response.json()
 
 
-def test_each_worker_runs_torch_on_its_share_of_the_cores(
-    http: httpx.Client, cores: set[int]
-) -> None:
+def test_each_worker_gets_its_core_share(http: httpx.Client, cores: set[int]) -> None:
+    """Each worker runs torch on its share of the cores."""
     share = max(1, len(cores) // WORKERS)
     seen = report(http)
     assert seen["torch"] == share
     assert (seen["OMP_NUM_THREADS"], seen["MKL_NUM_THREADS"]) == (str(share), str(share))
 
 
-def test_workers_keep_the_hugging_face_libraries_offline_and_on_one_thread(
+def test_hugging_face_runs_offline_one_thread(
     http: httpx.Client,
 ) -> None:
+    """Workers keep the Hugging Face libraries offline and on one thread."""
     seen = report(http)
     assert (seen["HF_HUB_OFFLINE"], seen["TOKENIZERS_PARALLELISM"]) == ("1", "false")

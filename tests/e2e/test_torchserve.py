@@ -262,10 +262,12 @@ def test_describe_shows_the_batching_in_effect(management: httpx.Client) -> None
     management.delete("/models/batching")
 
 
-def test_registration_of_an_archive_that_cannot_be_fetched_is_refused(
+def test_unfetchable_archive_is_refused(
     management: httpx.Client,
 ) -> None:
-    """TorchServe fetches the archive when it registers it, even for 0 workers: a URL that
+    """Registration of an archive that cannot be fetched is refused.
+
+    TorchServe fetches the archive when it registers it, even for 0 workers: a URL that
     names nothing is a 400 then, not a failure at the model's first request."""
     refused = management.post("/models", params={"url": "no-such.mar", "model_name": "absent"})
     assert refused.status_code == 400, refused.text

@@ -98,7 +98,8 @@ def test_image_classifier_without_torchvision_says_what_to_install(http: httpx.C
     assert "image_classifier" in message and "pip install torchvision" in message
 
 
-def test_a_ts_module_torchserve_lacks_is_a_load_error_that_says_why(http: httpx.Client) -> None:
+def test_missing_ts_module_is_a_load_error(http: httpx.Client) -> None:
+    """A `ts` module TorchServe lacks is a load error that says why."""
     response = http.post("/predictions/old.mar", content=json.dumps(ROWS[0]), headers=JSON)
     assert response.status_code == 500
     message = response.json()["message"]

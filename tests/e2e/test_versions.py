@@ -262,8 +262,10 @@ def test_scale_names_a_version(management: httpx.Client, inference: httpx.Client
     assert "scaled/2.0" in names and "scaled" not in names
 
 
-def test_a_version_that_cannot_be_in_a_path_is_400(management: httpx.Client) -> None:
-    """An archive whose modelVersion holds '/' could never be named by `/models/{m}/{v}`."""
+def test_version_unfit_for_a_path_is_400(management: httpx.Client) -> None:
+    """A version that cannot be in a path is 400.
+
+    An archive whose modelVersion holds '/' could never be named by `/models/{m}/{v}`."""
     response = management.post("/models", params={"url": "slashed.mar", "model_name": "slashed"})
     assert response.status_code == 400, response.text
     assert "modelVersion" in response.json()["message"]

@@ -27,9 +27,10 @@ ROW = json.dumps(testing.iris_rows(1)[0])
 PAGE = b"<html><body>502 Bad Gateway</body></html>"
 
 
-def test_a_corrupt_artifact_is_dropped_after_its_load_fails_and_fetched_again(
+def test_corrupt_artifact_is_fetched_again(
     tmp_path: Path,
 ) -> None:
+    """A corrupt artifact is dropped after its load fails and fetched again."""
     origin = tmp_path / "origin"
     origin.mkdir()
     (origin / "m.joblib").write_bytes(PAGE)
@@ -75,10 +76,12 @@ class CountingOrigin(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-def test_a_load_that_failed_is_answered_again_without_fetching_or_evicting(
+def test_failed_load_is_answered_from_memory(
     tmp_path: Path,
 ) -> None:
-    """The same version fails the same way: its error is remembered, so a client retrying a
+    """A load that failed is answered again without fetching or evicting.
+
+    The same version fails the same way: its error is remembered, so a client retrying a
     corrupt model neither downloads it each time nor evicts healthy models for it."""
     origin = tmp_path / "origin"
     origin.mkdir()

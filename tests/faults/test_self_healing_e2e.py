@@ -122,9 +122,10 @@ def test_workers_and_the_template_ignore_sigterm(
     assert all(psutil.pid_exists(pid) for pid in before)
 
 
-def test_a_load_that_hangs_fails_at_its_deadline_and_its_worker_is_replaced(
+def test_hung_load_fails_at_its_deadline(
     client: httpx.Client,
 ) -> None:
+    """A load that hangs fails at its deadline and its worker is replaced."""
     before = set(worker_pids(client))
     response = invoke(client, "hangs")
     assert response.status_code == 504, response.text
