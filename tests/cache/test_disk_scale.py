@@ -269,7 +269,7 @@ def test_tier_counts_all_on_disk(
     leftovers: list[int],
     lost_index: bool,
 ) -> None:
-    """Before and after reconciling the tier counts all that is on disk.
+    """Before and after reconciling, the tier counts all that is on disk.
 
     Whatever a crash left (rows without folders, folders without rows, half-built folders,
     no index at all), the tier never counts less than the cache holds, and once reconciled

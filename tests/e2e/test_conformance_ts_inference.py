@@ -113,7 +113,7 @@ def test_model_zoo_unregister_model(management: httpx.Client) -> None:
 
 
 def test_curl_form_data_file(management: httpx.Client, inference: httpx.Client) -> None:
-    """curl's form data file gives the handler the file's bytes.
+    """A curl form data file gives the handler the file's bytes.
 
     `curl http://host:8080/predictions/m -F "data=@kitten.jpg"`."""
     assert register(management, "zoo_form").status_code == 200
