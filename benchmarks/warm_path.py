@@ -26,8 +26,7 @@ from _common import REPO, markdown_table
 
 sys.path.insert(0, str(REPO / "tests"))  # the fake pool and disk the host's unit tests use
 
-from test_host_interleavings import Call  # noqa: E402
-from test_model_host import AnsweringPool, host_with  # noqa: E402
+from host.fakes import AnsweringPool, Call, host_with  # noqa: E402
 
 from modelhost.host import Invocation  # noqa: E402
 from modelhost.http.app import build_app  # noqa: E402

@@ -11,8 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from modelhost.cache.disk import Artifact
+from modelhost.cache.memory import MemoryTier
 from modelhost.errors import ModelNotLoaded, WorkerDied
-from modelhost.host import Invocation
+from modelhost.host import Invocation, ModelHost
+from modelhost.manifest import Manifest
 from modelhost.workers.messages import (
     Answer,
     Answered,
@@ -225,3 +227,47 @@ def tmp_dir() -> str:
     import tempfile
 
     return tempfile.mkdtemp(prefix="interleavings-")
+
+
+class AnsweringPool(FakePool):
+    """Answers each call as soon as it is made."""
+
+    def called(self, call: Call) -> None:
+        asyncio.get_running_loop().call_soon(self.respond, call)
+
+    def respond(self, call: Call) -> None:
+        self.answer(call)
+
+
+class RecordedEvents:
+    def __init__(self) -> None:
+        self.emitted: list[tuple[str, str | None, dict[str, Any]]] = []
+
+    def emit(self, kind: str, model: str | None = None, **fields: Any) -> None:
+        self.emitted.append((kind, model, fields))
+
+    def for_model(self, name: str) -> list[Any]:
+        return []
+
+    def subscribe(self, subscriber: Any) -> Any:
+        return lambda: None
+
+
+def host_with(
+    pool: FakePool, tmp_path: Path, manifests: dict[str, Manifest], budget_bytes: int = 2**40
+) -> ModelHost:
+    """A host on `pool` whose models declare `manifests` (no files read for them)."""
+    memory = MemoryTier(budget_bytes, 0)
+    host = ModelHost(
+        pool,  # type: ignore[arg-type]
+        memory,
+        FakeDisk(tmp_path),  # type: ignore[arg-type]
+        RecordedEvents(),  # type: ignore[arg-type]
+        pinned=frozenset(),
+        deadline_s=5.0,
+        pss_bytes=lambda: memory.committed_bytes,
+    )
+    host.manifests.manifests.update(manifests)
+    host.manifests.read = lambda name, artifact: host.manifests.of(name)  # type: ignore[method-assign]
+    pool.attach(on_lost=host.residency.worker_lost, on_joined=host.changes.notify)
+    return host

@@ -10,7 +10,16 @@ from typing import Any
 
 import pytest
 
-from host.fakes import ARTIFACT_BYTES, FOOTPRINT_BYTES, Call, FakeDisk, FakePool
+from host.fakes import (
+    ARTIFACT_BYTES,
+    FOOTPRINT_BYTES,
+    AnsweringPool,
+    Call,
+    FakeDisk,
+    FakePool,
+    RecordedEvents,
+    host_with,
+)
 from modelhost.cache.memory import MemoryTier, State
 from modelhost.cache.policy import CostAwarePolicy, EvictionPolicy, LRUPolicy
 from modelhost.errors import ModelNotFound, PoisonRequest, Unavailable, WorkerDied
@@ -21,30 +30,6 @@ from modelhost.records.events import EventLog
 from modelhost.workers.messages import Answered, Infer, Load, Unload
 
 ROOM_FOR_TWO = FOOTPRINT_BYTES + estimate_footprint(ARTIFACT_BYTES) + 1  # one loaded, one loading
-
-
-class AnsweringPool(FakePool):
-    """Answers each call as soon as it is made."""
-
-    def called(self, call: Call) -> None:
-        asyncio.get_running_loop().call_soon(self.respond, call)
-
-    def respond(self, call: Call) -> None:
-        self.answer(call)
-
-
-class RecordedEvents:
-    def __init__(self) -> None:
-        self.emitted: list[tuple[str, str | None, dict[str, Any]]] = []
-
-    def emit(self, kind: str, model: str | None = None, **fields: Any) -> None:
-        self.emitted.append((kind, model, fields))
-
-    def for_model(self, name: str) -> list[Any]:
-        return []
-
-    def subscribe(self, subscriber: Any) -> Any:
-        return lambda: None
 
 
 def host_on(tmp_path: Path, policy: EvictionPolicy, events: RecordedEvents) -> ModelHost:
@@ -147,26 +132,6 @@ class DyingPool(AnsweringPool):
             self.kill(call.worker)
         else:
             self.answer(call)
-
-
-def host_with(
-    pool: FakePool, tmp_path: Path, manifests: dict[str, Manifest], budget_bytes: int = 2**40
-) -> ModelHost:
-    """A host on `pool` whose models declare `manifests` (no files read for them)."""
-    memory = MemoryTier(budget_bytes, 0)
-    host = ModelHost(
-        pool,  # type: ignore[arg-type]
-        memory,
-        FakeDisk(tmp_path),  # type: ignore[arg-type]
-        RecordedEvents(),  # type: ignore[arg-type]
-        pinned=frozenset(),
-        deadline_s=5.0,
-        pss_bytes=lambda: memory.committed_bytes,
-    )
-    host.manifests.manifests.update(manifests)
-    host.manifests.read = lambda name, artifact: host.manifests.of(name)  # type: ignore[method-assign]
-    pool.attach(on_lost=host.residency.worker_lost, on_joined=host.changes.notify)
-    return host
 
 
 async def invoke_once(host: ModelHost, name: str) -> bytes:
