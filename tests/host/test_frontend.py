@@ -1,7 +1,8 @@
 """The frontend's allowance through the host's interleaving machine: the frontend grows and
-shrinks as names are seen while loads, evictions and worker deaths overlap, and every invariant
-of tests/host/machine.py holds; while it stays within its allowance the room for
-models is the room said at start, and past it the budget still holds."""
+shrinks as names are seen while loads, evictions and worker deaths overlap. While it stays within
+its allowance the room for models is the room said at start; past it, idle models are evicted,
+and only busy ones may keep the server over its budget, by no more than the growth. Every other
+invariant of tests/host/machine.py holds."""
 
 from __future__ import annotations
 
@@ -38,6 +39,15 @@ class FrontendInterleavings(Interleavings):
         reading = self.read_pss()
         self.memory.observe(reading.total_bytes, self.memory.released_bytes, self.frontend_bytes)
         self.start(self.host.residency.relieve_pressure(), self.chores)
+
+    @checked
+    def never_over_budget(self) -> None:
+        """The frontend's growth past its allowance may put the server over its budget, by no
+        more than that growth, and only while no model is idle: idle ones are evicted first."""
+        over_bytes = self.memory.committed_bytes - self.memory.budget_bytes
+        if over_bytes > 0:
+            assert over_bytes <= self.memory.frontend_excess_bytes, over_bytes
+            assert not [r for r in self.memory if r.evictable], self.memory.residents
 
     @checked
     def the_room_for_models_holds_while_the_frontend_keeps_its_allowance(self) -> None:
