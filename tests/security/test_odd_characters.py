@@ -49,7 +49,8 @@ def routes(token: str = "") -> SageMakerRoutes:
     return SageMakerRoutes(cast(Any, Host()), HttpSettings(1024, token, ""))
 
 
-def test_a_non_ascii_authorization_header_is_401_saying_what_to_send() -> None:
+def test_non_ascii_authorization_is_401() -> None:
+    """A non-ASCII authorization header is 401 saying what to send."""
     headers = {"Authorization": "Bearer s\xe9cret".encode("latin-1")}
     response = call(build_app(routes("secret")), "DELETE", "/models/m", "10.0.0.5", headers=headers)
     assert response.status_code == 401
@@ -58,7 +59,8 @@ def test_a_non_ascii_authorization_header_is_401_saying_what_to_send() -> None:
 
 
 @pytest.mark.parametrize("limit", ["²", "1²", "٣"])
-def test_a_non_ascii_digit_in_a_page_size_is_400(limit: str) -> None:
+def test_non_ascii_page_size_is_400(limit: str) -> None:
+    """A non-ASCII digit in a page size is 400."""
     response = call(build_app(routes()), "GET", "/models", params={"limit": limit})
     assert response.status_code == 400
     assert "give a page size from 1 to" in response.json()["message"]
