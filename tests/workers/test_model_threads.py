@@ -4,6 +4,9 @@ given to the handler in place of the worker's count."""
 from __future__ import annotations
 
 import socket
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -15,6 +18,7 @@ from modelhost.host.manifests import Manifests
 from modelhost.manifest import parse_manifest
 from modelhost.records.events import EventLog
 from modelhost.resources import usable_cores
+from modelhost.workers.handlers.torch import intra_op_threads
 from modelhost.workers.messages import Load
 from modelhost.workers.worker import Worker
 
@@ -50,3 +54,39 @@ def test_torch_model_gets_its_threads(tmp_path: Path, torch_installed: None) -> 
         for name in list(worker.models):
             worker.models.pop(name).close()
     assert threads == [min(2, usable_cores()), 1]
+
+
+class FakeTorch:
+    """torch's thread count, kept per calling thread as torch keeps it; counts the calls that
+    run at once on more than one thread."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self.busy_threads = self.most_busy = 0
+
+    def get_num_threads(self) -> int:
+        return getattr(self._local, "threads", 2)
+
+    def set_num_threads(self, threads: int) -> None:
+        self._local.threads = threads
+
+    def run(self, threads: int) -> None:
+        with intra_op_threads(self, threads):
+            with self._lock:
+                self.busy_threads += self.get_num_threads()
+                self.most_busy = max(self.most_busy, self.busy_threads)
+            time.sleep(0.02)
+            with self._lock:
+                self.busy_threads -= self.get_num_threads()
+
+
+@pytest.mark.parametrize(("threads", "most"), [(2, 2), (1, 4)])
+def test_calls_at_once_stay_within_the_workers_threads(threads: int, most: int) -> None:
+    """Four calls at once on a worker of two cores: a model on two intra-op threads runs one
+    call at a time (2 threads busy, not 8); on one thread, all four run (4 threads)."""
+    torch = FakeTorch()
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(lambda _: torch.run(threads), range(8)))
+    assert torch.most_busy == most
+    assert torch.get_num_threads() == 2  # each caller got its own count back

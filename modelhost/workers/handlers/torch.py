@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import threading
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,13 +51,30 @@ def limit_threads(torch: Any, threads: int) -> int:
     return max(1, min(threads, usable_cores()))
 
 
+# one call at a time in a worker runs on more than one intra-op thread: a worker runs up to
+# --threads-per-worker calls at once, each of which would start its model's threads
+PARALLEL_CALLS = threading.Lock()
+
+
 @contextlib.contextmanager
 def intra_op_threads(torch: Any, threads: int) -> Iterator[None]:
     """Run the block on `threads` intra-op threads, then give the calling thread its count back.
 
     torch keeps the count per calling thread: set where the model loads, it would not reach the
-    inference threads, and models of one worker may each ask for their own.
+    inference threads, and models of one worker may each ask for their own. A block of more than
+    one thread waits for the worker's other such blocks, so the threads a worker keeps busy stay
+    within its share of the cores (its threads per worker) whatever runs beside it.
     """
+    if threads == 1:
+        with _count(torch, 1):
+            yield
+        return
+    with PARALLEL_CALLS, _count(torch, threads):
+        yield
+
+
+@contextlib.contextmanager
+def _count(torch: Any, threads: int) -> Iterator[None]:
     before = torch.get_num_threads()
     if before == threads:
         yield
