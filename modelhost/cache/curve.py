@@ -151,10 +151,10 @@ class Frequent:
 
     def __init__(
         self,
-        stride: int = 8,
+        stride: int = 4,
         window: int = 8192,
-        min_count: int = 8,
-        max_names: int = 1024,
+        min_count: int = 4,
+        max_names: int = 4096,
         half_life_s: float = 30.0,
     ) -> None:
         self.stride, self.window, self.min_count = stride, window, min_count
@@ -222,7 +222,9 @@ class MissRatioCurve:
             self.distances.forget(cooled)  # a sampled one comes back in its group
         if name in self.frequent.names:
             self.frequent.served[name] += 1
-            self._add(self.distances.use(name, size, FREQUENT), 1.0, now)
+            distance = self.distances.use(name, size, FREQUENT)
+            if distance != math.inf:  # else it just joined: seen before, it is no first use
+                self._add(distance, 1.0, now)
             return
         hashed = name_hash(name)
         if hashed >= self.threshold:
