@@ -25,11 +25,15 @@ Context: TypeAlias = Any  # grpc.aio.ServicerContext: grpcio ships no type hints
 CANCELLED_STATUS = 499  # the client went away or its deadline passed (nginx's number)
 
 
-class Call:
-    """One RPC, filled in as it is answered."""
+Trailers: TypeAlias = tuple[tuple[str, str], ...]
 
-    def __init__(self, route: str, invocation: bool) -> None:
-        self.route, self.invocation = route, invocation
+
+class Call:
+    """One RPC, filled in as it is answered; `instance`: the trailer naming this instance (none
+    without --instance-id), as HTTP's X-Modelhost-Instance."""
+
+    def __init__(self, route: str, invocation: bool, instance: Trailers = ()) -> None:
+        self.route, self.invocation, self.instance = route, invocation, instance
         self.arrived, self.started = time.time(), time.perf_counter()
         self.status = 500  # until answered: an unexpected exception leaves it so
         self.error: str | None = None
@@ -41,7 +45,11 @@ class Call:
         """The model's answer: where it came from and where its time went, as trailers."""
         self.result, self.bytes_out = result, len(result.body)
         context.set_trailing_metadata(
-            (("server-timing", server_timing(result)), ("x-modelhost-cache", result.cache))
+            (
+                ("server-timing", server_timing(result)),
+                ("x-modelhost-cache", result.cache),
+                *self.instance,
+            )
         )
 
     def done(self) -> Exchange:
@@ -65,8 +73,9 @@ class Call:
 class Calls:
     """Where every servicer's calls are observed; `observer` None: not observed (unit tests)."""
 
-    def __init__(self, observer: Observer | None = None) -> None:
+    def __init__(self, observer: Observer | None = None, instance_id: str = "") -> None:
         self.observer = observer
+        self.instance: Trailers = (("x-modelhost-instance", instance_id),) if instance_id else ()
 
     @contextlib.asynccontextmanager
     async def observed(
@@ -74,7 +83,7 @@ class Calls:
     ) -> AsyncIterator[Call]:
         """The call, recorded when it ends; a core exception ends the RPC with its status, or
         without `abort` is raised on (a stream's answer carries it)."""
-        call = Call(route, invocation)
+        call = Call(route, invocation, self.instance)
         try:
             yield call
             call.status = 200
@@ -82,7 +91,7 @@ class Calls:
             call.status, call.error = status_of(error), type(error).__name__
             if not abort:
                 raise
-            context.set_trailing_metadata(trailers_of(error))
+            context.set_trailing_metadata((*trailers_of(error), *self.instance))
             await context.abort(code_of(error), str(error))
         except asyncio.CancelledError:
             call.status, call.error = CANCELLED_STATUS, "Cancelled"

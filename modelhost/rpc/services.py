@@ -22,7 +22,7 @@ def rpc_servers(
 ) -> list[RpcServer]:
     """The inference port's server (--grpc-port) and the management port's
     (--grpc-management-port, on --management-host), each when its port is set."""
-    calls, access = Calls(observer), Access(config.management_token)
+    calls, access = Calls(observer, config.instance_id), Access(config.management_token)
     servers = []
     if config.grpc_port:
         ready = functools.partial(getattr, routes, "ready")  # set once the server has started

@@ -37,8 +37,8 @@ def resources() -> list[dict[str, Any]]:
     return [doc for name in listed for doc in yaml.safe_load_all((BASE / name).read_text())]
 
 
-def by_kind(kind: str) -> dict[str, Any]:
-    (found,) = [r for r in resources() if r["kind"] == kind]
+def by_kind(kind: str, name: str = "modelhost") -> dict[str, Any]:
+    (found,) = [r for r in resources() if r["kind"] == kind and r["metadata"]["name"] == name]
     return found
 
 
@@ -101,6 +101,21 @@ def test_probes_ping_and_ingress_hashes_model() -> None:
     annotations = by_kind("Ingress")["metadata"]["annotations"]
     key = annotations["nginx.ingress.kubernetes.io/upstream-hash-by"]
     assert "$http_x_amzn_sagemaker_target_model" in key and "$uri" in key
+
+
+def test_grpc_reaches_the_pods_port_hashed_on_the_model() -> None:
+    """The gRPC ingress speaks gRPC to the Service's grpc port, which is the container's
+    --grpc-port, and hashes on the metadata ModelMesh's clients name the model in."""
+    ingress = by_kind("Ingress", "modelhost-grpc")
+    annotations = ingress["metadata"]["annotations"]
+    assert annotations["nginx.ingress.kubernetes.io/backend-protocol"] == "GRPC"
+    key = annotations["nginx.ingress.kubernetes.io/upstream-hash-by"]
+    assert "$http_mm_vmodel_id" in key and "$http_mm_model_id" in key
+    (rule,) = ingress["spec"]["rules"]
+    assert rule["http"]["paths"][0]["backend"]["service"]["port"]["name"] == "grpc"
+    (port,) = [p for p in by_kind("Service")["spec"]["ports"] if p["name"] == "grpc"]
+    (container_port,) = [p for p in container()["ports"] if p["name"] == port["targetPort"]]
+    assert f"--grpc-port={container_port['containerPort']}" in container()["args"]
 
 
 def window_s(probe: dict[str, Any]) -> int:

@@ -1,0 +1,115 @@
+"""gRPC through the shipped nginx config (modelhost-grpc.conf): three real instances, each model to
+the one instance its ring names, by the metadata KServe ModelMesh's clients send."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from fleet_tools import DEPLOY, RunningNginx, brute_force_server, require_nginx
+
+from modelhost import testing
+from modelhost.rpc.messages import message
+from modelhost.rpc.stubs import Stub
+
+pytestmark = pytest.mark.e2e
+
+INFERENCE = "org.pytorch.serve.grpc.inference."
+MODELS = [f"tenants/t{i:03d}.joblib" for i in range(12)]
+ROWS = json.dumps(testing.iris_rows(2)).encode()
+
+
+class GrpcNginx(RunningNginx):
+    """The HTTP router of RunningNginx, with modelhost-grpc.conf beside it on a port of its own."""
+
+    def __init__(self, work: Path, servers: list[str], grpc_servers: list[str]) -> None:
+        super().__init__(work, servers)
+        self.grpc_port = testing.free_port()
+        conf = (DEPLOY / "modelhost-grpc.conf").read_text()
+        assert conf.count("listen 8001 http2;") == 1
+        (work / "modelhost-grpc.conf").write_text(
+            conf.replace("listen 8001 http2;", f"listen 127.0.0.1:{self.grpc_port} http2;")
+        )
+        lines = [f"server {s} max_fails=1 fail_timeout=10s;" for s in grpc_servers]
+        (work / "modelhost-grpc-servers.conf").write_text("\n".join(lines) + "\n")
+        main = (work / "nginx.conf").read_text()
+        (work / "nginx.conf").write_text(
+            main.replace(
+                "include modelhost.conf;",
+                "include modelhost.conf;\n    include modelhost-grpc.conf;",
+            )
+        )
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("grpc-fleet-store")
+    trained = testing.iris_logreg(root / ".src/iris.joblib")
+    for model in MODELS:
+        testing.copy_artifact(trained, root / model)
+    return root
+
+
+@pytest.fixture
+def fleet(store: Path, tmp_path: Path) -> Iterator[tuple[list[str], GrpcNginx]]:
+    require_nginx()
+    ports = [testing.free_port() for _ in range(3)]
+    servers = [
+        testing.RunningServer(
+            testing.serve_args(
+                store,
+                tmp_path / f"i{i}/cache",
+                workers=1,
+                memory_budget="1GiB",
+                instance_id=f"fleet-{i}",
+                grpc_port=port,
+            ),
+            tmp_path / f"i{i}",
+        )
+        for i, port in enumerate(ports)
+    ]
+    with contextlib.ExitStack() as running:
+        for server in servers:
+            running.enter_context(server)
+        grpc_lines = [f"127.0.0.1:{port}" for port in ports]
+        http_lines = [f"127.0.0.1:{s.port}" for s in servers]
+        with GrpcNginx(tmp_path / "nginx", http_lines, grpc_lines) as router:
+            yield grpc_lines, router
+
+
+def predict(inference: Any, model: str, metadata: tuple[tuple[str, str], ...]) -> str:
+    """A TorchServe Predictions call through the router; the instance that answered it."""
+    request = message(INFERENCE + "PredictionsRequest")(model_name=model, input={"data": ROWS})
+    response, call = inference.Predictions.with_call(request, metadata=metadata, timeout=30)
+    assert json.loads(response.prediction) == {"predictions": [0, 0]}
+    return str(dict(call.trailing_metadata())["x-modelhost-instance"])
+
+
+@pytest.mark.parametrize("header", ["mm-vmodel-id", "mm-model-id", "x-model-name"])
+def test_each_model_goes_to_the_instance_its_ring_names(
+    fleet: tuple[list[str], GrpcNginx], header: str
+) -> None:
+    """Whichever metadata names the model, its calls reach the one instance that the
+    consistent hash of modelhost-grpc.conf places it on."""
+    lines, router = fleet
+    with grpc.insecure_channel(f"127.0.0.1:{router.grpc_port}") as channel:
+        inference: Any = Stub(channel, INFERENCE + "InferenceAPIsService")
+        served = {
+            model: {predict(inference, model, ((header, model),)) for _ in range(3)}
+            for model in MODELS
+        }
+    expected = {m: {f"fleet-{lines.index(brute_force_server(lines, m))}"} for m in MODELS}
+    assert served == expected
+    assert len(set().union(*served.values())) >= 2  # the models are spread out
+
+
+def test_a_call_naming_no_model_is_still_served(fleet: tuple[list[str], GrpcNginx]) -> None:
+    _, router = fleet
+    with grpc.insecure_channel(f"127.0.0.1:{router.grpc_port}") as channel:
+        inference: Any = Stub(channel, INFERENCE + "InferenceAPIsService")
+        assert predict(inference, MODELS[0], ()).startswith("fleet-")
