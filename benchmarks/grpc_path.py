@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from _common import markdown_table, write_results
+from _common import add_serve_arg, markdown_table, write_results
 from hot_path import _start, ensure_wrk, wrk
 
 from modelhost import testing
@@ -48,7 +48,7 @@ def main() -> None:
         request = scratch_path / "model_infer.bin"
         request.write_bytes(grpc_frame(model_infer()))
         grpc_port = testing.free_port()
-        args.serve_arg = ["--grpc-port", str(grpc_port)]
+        args.serve_arg = ["--grpc-port", str(grpc_port), *args.serve_arg]
         runs = []
         with _start("modelhost", store, scratch_path / "modelhost", args) as modelhost:
             check_grpc(f"127.0.0.1:{grpc_port}", request.read_bytes())
@@ -67,6 +67,7 @@ def main() -> None:
 
 def _parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_serve_arg(parser)
     parser.add_argument("--concurrency", nargs="+", type=int, default=[1, 16])
     parser.add_argument("--duration", type=int, default=15, help="seconds per measured run")
     parser.add_argument("--warmup", type=int, default=5, help="seconds of discarded warm-up")
