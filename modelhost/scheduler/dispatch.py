@@ -64,7 +64,10 @@ class Dispatcher:
         self.slots_per_worker = slots_per_worker
         self.replicas: dict[int, Replica] = {}
         self.pressed_at = queue.clock()  # when requests last waited for a free slot
-        self._timer: asyncio.TimerHandle | None = None  # the next look at the queue
+        # the next look at the queue, and when (uvloop's handle of a call less than a
+        # millisecond ahead is a plain Handle, which does not say when)
+        self._timer: asyncio.Handle | None = None
+        self._timer_at = 0.0
         self._created_at = queue.clock()
         self._batches: deque[tuple[float, float]] = deque()  # (ended at, seconds) in the window
         self._busy_s = 0.0  # the sum of the window's batch seconds
@@ -183,10 +186,10 @@ class Dispatcher:
         """Pump again after `delay_s`, unless a look is due sooner already."""
         at = self.loop.time() + delay_s
         if self._timer is not None:
-            if self._timer.when() <= at:
+            if self._timer_at <= at:
                 return
             self._timer.cancel()
-        self._timer = self.loop.call_at(at, self._on_due)
+        self._timer, self._timer_at = self.loop.call_at(at, self._on_due), at
 
     def _on_due(self) -> None:
         self._timer = None

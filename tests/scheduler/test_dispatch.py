@@ -8,6 +8,7 @@ import random
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -217,3 +218,32 @@ def test_pressure_is_told_again_while_requests_keep_waiting() -> None:
     while_waiting, after = asyncio.run(scenario())
     assert while_waiting >= 3  # at once, then again while the second request waited
     assert after == while_waiting  # and no more once none waits
+
+
+def test_batch_delay_under_uvloop_answers_every_job() -> None:
+    """With a batch delay, jobs arriving while their worker is busy are all answered under
+    uvloop, whose `call_at` less than half a millisecond ahead returns a handle without
+    `when()`."""
+    uvloop = pytest.importorskip("uvloop")
+
+    async def scenario() -> list[int]:
+        loop = asyncio.get_running_loop()
+
+        async def send(worker: Any, batch: list[Job[int]]) -> None:
+            await asyncio.sleep(0.0005)
+            for job in batch:
+                job.future.set_result(job.request)
+
+        queue: BatchQueue[int] = BatchQueue("m", 1000, 8, 0.0004, loop.time)  # < 0.5 ms
+        dispatcher = Dispatcher(queue, started(send), lambda: None)
+        dispatcher.add(FakeWorker(1), 1)  # type: ignore[arg-type]
+        jobs = []
+        for n in range(400):
+            job = Job(n, loop.create_future(), loop.time())
+            dispatcher.submit(job)
+            jobs.append(job)
+            if n % 3 == 0:
+                await asyncio.sleep(0)
+        return [await job.future for job in jobs]
+
+    assert uvloop.run(scenario()) == list(range(400))
