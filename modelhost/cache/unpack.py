@@ -69,6 +69,7 @@ _MALFORMED = (
     FileExistsError,
     IsADirectoryError,
     NotADirectoryError,
+    NotImplementedError,  # zipfile's "zip file version 8.4": a damaged version field
 )
 
 
