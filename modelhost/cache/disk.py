@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from modelhost.cache.disk_budget import DiskBudget, Reservation
-from modelhost.cache.disk_index import INDEX_FILE, Row, open_index
+from modelhost.cache.disk_index import INDEX_FILE, open_index
 from modelhost.cache.download import DownloadPolicy
 from modelhost.cache.entries import (
     ENTRY_FILE,
@@ -55,10 +55,11 @@ from modelhost.cache.filling import Filling, UnpackLimits
 from modelhost.cache.missing import MissingUrls
 from modelhost.cache.pickles import PICKLE_SUFFIXES, refuse_pickles
 from modelhost.cache.reconcile import BUDGET_FACT, Reconciliation
+from modelhost.cache.revalidation import Revalidation
 from modelhost.cache.stores import ObjectInfo, Store, Stores
 from modelhost.cache.stores.base import is_disk_full
 from modelhost.cache.unpack import is_archive
-from modelhost.errors import InsufficientDisk, ModelNotFound, StoreError
+from modelhost.errors import InsufficientDisk, ModelNotFound
 from modelhost.records.events import EventLog
 
 __all__ = [
@@ -103,7 +104,6 @@ class DiskTier:
         self.refuse_pickle = refuse_pickle
         self.entries_dir = cache_dir / "models"
         self.stores, self.events, self.limits, self.policy = stores, events, limits, policy
-        self.revalidate_interval_s = revalidate_interval_s
         self.clock = clock
         cache_dir.mkdir(parents=True, exist_ok=True)
         self.index = open_index(cache_dir / INDEX_FILE)
@@ -113,6 +113,9 @@ class DiskTier:
         self.fast_copies = FastCopies(cache_dir / FOLDER)
         self.budget = DiskBudget(
             budget_bytes, self.index, self.fast_copies, self.entries_dir, self._own_prefix, events
+        )
+        self.revalidation = Revalidation(
+            self.index, stores, events, revalidate_interval_s, clock, self.budget.delete
         )
         self.reconciliation = self._reconciliation(0, counting=False)
         self.reconciliation.done = True  # nothing to reconcile before `rebuild`
@@ -205,7 +208,7 @@ class DiskTier:
         if artifact is not None and (artifact.source != url or not artifact.path.exists()):
             self.delete(name, reason="source_changed")
             artifact = None
-        if artifact is not None and not (row and await self._stale(row)):
+        if artifact is not None and not (row and await self.revalidation.stale(row)):
             artifact.last_used = self.clock()
             self.index.touch(name, artifact.last_used)
             return self._admitted(name, Materialized(artifact, "disk"))
@@ -258,37 +261,6 @@ class DiskTier:
         except OSError:  # gone since it was materialized: the load will say so
             return None
         return self.fast_copies.offer(artifact.name, key, artifact.bytes, self.free_bytes)
-
-    def revalidation_due(self, name: str) -> bool:
-        return bool(self.revalidate_interval_s) and self._due(self.index.get(name))
-
-    def _due(self, row: Row | None) -> bool:
-        if not self.revalidate_interval_s or row is None or row.etag is None:
-            return False
-        return self.clock() - row.checked_at >= self.revalidate_interval_s
-
-    async def revalidate(self, name: str) -> bool:
-        """If due, ask the store for the artifact's ETag; delete a stale copy. True if stale."""
-        row = self.index.get(name) if self.revalidate_interval_s else None
-        return row is not None and await self._stale(row)
-
-    async def _stale(self, row: Row) -> bool:
-        """`revalidate` of a row already read. A store that cannot answer leaves the cached copy
-        in service (SageMaker's behaviour)."""
-        if not self._due(row):
-            return False
-        name = row.name
-        self.index.vouch(name, self.clock())
-        store, key = self.stores.locate(row.source)
-        try:
-            etag = (await store.stat(key)).etag
-        except (StoreError, ModelNotFound) as error:
-            self.events.emit("failure", name, reason="revalidate", detail={"error": str(error)})
-            return False
-        if etag == row.etag:
-            return False
-        self.delete(name, reason="stale")
-        return True
 
     # building an entry ------------------------------------------------------------------
 

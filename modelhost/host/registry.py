@@ -212,12 +212,12 @@ class Registry:
 
     def revalidate_in_background(self, name: str) -> None:
         """Check a loaded model's artifact against the store when due; unload it if replaced."""
-        if name in self._revalidations or not self.residency.disk.revalidation_due(name):
+        if name in self._revalidations or not self.residency.disk.revalidation.due(name):
             return
         self._revalidations.start(name, self._revalidate_loaded(name))
 
     async def _revalidate_loaded(self, name: str) -> None:
-        if await self.residency.disk.revalidate(name):
+        if await self.residency.disk.revalidation.check(name):
             with contextlib.suppress(ModelhostError):
                 await self.residency.unload(name, reason="stale")
 

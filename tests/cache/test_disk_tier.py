@@ -138,14 +138,15 @@ def test_revalidation_deletes_replaced_artifact(
     tier = disk_tier(tmp_path, store)
     fetch(tier, store, "a.joblib")
     tier.clock.now += 100  # type: ignore[attr-defined]
-    assert asyncio.run(tier.revalidate("a.joblib")) is False  # unchanged: checked, kept
+    assert asyncio.run(tier.revalidation.check("a.joblib")) is False  # unchanged: checked, kept
     tier.clock.now += 100  # type: ignore[attr-defined]
     store.stall_s, store.objects["a.joblib"] = 0, b"v2"
-    assert asyncio.run(tier.revalidate("a.joblib")) is True
+    assert asyncio.run(tier.revalidation.check("a.joblib")) is True
     assert tier.get("a.joblib") is None and fetch(tier, store, "a.joblib") == "remote"
     tier.clock.now += 100  # type: ignore[attr-defined]
     del store.objects["a.joblib"]
-    assert asyncio.run(tier.revalidate("a.joblib")) is False  # gone from the store: keep serving
+    # gone from the store: keep serving
+    assert asyncio.run(tier.revalidation.check("a.joblib")) is False
 
 
 def test_made_up_name_is_not_interned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

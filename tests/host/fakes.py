@@ -172,6 +172,13 @@ class Materialized:
     download_ms: float = 0.0
 
 
+class NeverDue:
+    """No artifact is ever due a check against its store."""
+
+    def due(self, name: str) -> bool:
+        return False
+
+
 class FakeDisk:
     """Every model is on disk already: the disk tier is not what this machine explores."""
 
@@ -181,6 +188,7 @@ class FakeDisk:
         self._artifacts: dict[str, Artifact] = {}
         self.budget_bytes = 1 << 40
         self.stores = type("Stores", (), {"url_of": staticmethod(lambda name: f"file:///{name}")})
+        self.revalidation = NeverDue()
 
     async def materialize(self, name: str, url: str) -> Materialized:
         path = self.root / name
@@ -204,9 +212,6 @@ class FakeDisk:
     @property
     def used_bytes(self) -> int:
         return sum(artifact.bytes for artifact in self._artifacts.values())
-
-    def revalidation_due(self, name: str) -> bool:
-        return False
 
     def offer_fast_copy(self, artifact: Artifact) -> None:
         return None  # fast copies are the disk tier's and the worker's (tests/cache, e2e)
