@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import add_serve_arg, markdown_table, write_results
-from hot_path import _start, ensure_wrk, wrk
+from hot_path import _start, _table_row, ensure_wrk, wrk
 
 from modelhost import testing
 
@@ -59,7 +59,7 @@ def main() -> None:
         with _start("floor", store, scratch_path / "floor", args) as floor:
             row = json.dumps(ROW).encode()
             runs += _runs(args, "floor", lambda c, d: _wrk(floor.url + "/", row, c, d, args))
-    table = markdown_table(HEADER, [_row(run) for run in runs])
+    table = markdown_table(HEADER, [_table_row(run, "target") for run in runs])
     path = write_results("grpc_path", {"settings": vars(args), "runs": runs}, table)
     print(table)
     print(f"\nraw results: {path}")
@@ -124,7 +124,7 @@ def _runs(args: argparse.Namespace, target: str, run: Any) -> list[dict[str, Any
     for users in args.concurrency:
         run(users, args.warmup)
         runs.append({"target": target, "concurrency": users, **run(users, args.duration)})
-        print(markdown_table(HEADER, [_row(runs[-1])]).splitlines()[-1], flush=True)
+        print(markdown_table(HEADER, [_table_row(runs[-1], "target")]).splitlines()[-1], flush=True)
     return runs
 
 
@@ -163,18 +163,6 @@ def h2load(
 
 def _quantile(values: list[int], q: float) -> float:
     return float(values[min(len(values) - 1, int(q * len(values)))]) if values else float("nan")
-
-
-def _row(run: dict[str, Any]) -> list[Any]:
-    latency = run["latency_ms"]
-    return [
-        run["target"],
-        run["concurrency"],
-        run["requests_per_s"],
-        latency["p50"],
-        latency["p99"],
-        run["error_count"],
-    ]
 
 
 if __name__ == "__main__":

@@ -161,10 +161,10 @@ def parse_wrk(output: str) -> dict[str, Any]:
     }
 
 
-def _table_row(run: dict[str, Any]) -> list[Any]:
+def _table_row(run: dict[str, Any], label: str = "server") -> list[Any]:
     latency = run["latency_ms"]
     return [
-        run["server"],
+        run[label],
         run["concurrency"],
         run["requests_per_s"],
         latency["p50"],

@@ -1,5 +1,5 @@
 """The sizing families of /metrics: what the live miss-ratio curve says about the budget, for
-alerts and autoscalers (deploy/k8s/autoscaling scales on `modelhost_instances_needed`)."""
+alerts and autoscalers (deploy/k8s/base/hpa.yaml scales on `modelhost_instances_needed`)."""
 
 from __future__ import annotations
 
@@ -12,40 +12,41 @@ from modelhost.records.statistics import SizingStatistics
 
 
 def sizing_families(s: SizingStatistics) -> Iterator[Metric]:
-    needed = GaugeMetricFamily(
+    yield _by_label(
         "modelhost_memory_needed_bytes",
         "The memory budget at which the last hour's requests would reach this hit ratio under "
         "LRU (absent: no budget reaches it, too many requests are a name's first)",
-        labels=["hit_ratio"],
+        "hit_ratio",
+        s.budget_needed,
     )
-    for target, budget in s.budget_needed.items():
-        if not math.isinf(budget):
-            needed.add_metric([f"{target:g}"], budget)
-    yield needed
-    at_budget = GaugeMetricFamily(
+    yield _by_label(
         "modelhost_hit_ratio_at_budget",
         "LRU's hit ratio on the last hour's requests with this multiple of today's room for "
         "models (the budget less the idle server)",
-        labels=["budget_factor"],
+        "budget_factor",
+        s.hit_ratio_at_factor,
     )
-    for factor, ratio in s.hit_ratio_at_factor.items():
-        at_budget.add_metric([f"{factor:g}"], ratio)
-    yield at_budget
     yield from _instances(s)
     yield from _thrash(s)
 
 
+def _by_label(name: str, help_text: str, label: str, values: dict[float, float]) -> Metric:
+    """A gauge with one series a key; an infinite value (out of reach) has none."""
+    family = GaugeMetricFamily(name, help_text, labels=[label])
+    for key, value in values.items():
+        if not math.isinf(value):
+            family.add_metric([f"{key:g}"], value)
+    return family
+
+
 def _instances(s: SizingStatistics) -> Iterator[Metric]:
-    instances = GaugeMetricFamily(
+    yield _by_label(
         "modelhost_instances_needed",
         "The room this instance's requests need for this hit ratio, in instances of its size: "
         "a fleet behind a model-affinity hash needs the sum over its instances",
-        labels=["hit_ratio"],
+        "hit_ratio",
+        s.instances_needed,
     )
-    for target, count in s.instances_needed.items():
-        if not math.isinf(count):
-            instances.add_metric([f"{target:g}"], count)
-    yield instances
     if s.predicted_hit_ratio is not None:
         yield GaugeMetricFamily(
             "modelhost_hit_ratio_predicted",

@@ -3,6 +3,7 @@ and a bounded load of invocations that records who answered each."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -11,7 +12,7 @@ import subprocess
 import threading
 import time
 import zlib
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,6 +26,36 @@ DEPLOY = Path(__file__).parents[2] / "deploy" / "nginx"
 SHIPPED = ("modelhost.conf", "modelhost-hot-models.map")
 INSTANCE = "x-modelhost-instance"
 IRIS_ROW = [[5.1, 3.5, 1.4, 0.2]]
+
+
+def iris_store(root: Path, models: Iterable[str]) -> Path:
+    """A store of `models`, each a copy of one iris LogisticRegression."""
+    trained = testing.iris_logreg(root / ".src/iris.joblib")
+    for model in models:
+        testing.copy_artifact(trained, root / model)
+    return root
+
+
+def instance(store: Path, work: Path, index: int, **settings: object) -> testing.RunningServer:
+    """Instance `fleet-{index}` of a fleet: one worker, 1 GiB, its own cache under `work`."""
+    args = testing.serve_args(
+        store,
+        work / f"i{index}/cache",
+        workers=1,
+        memory_budget="1GiB",
+        instance_id=f"fleet-{index}",
+        **settings,
+    )
+    return testing.RunningServer(args, work / f"i{index}")
+
+
+@contextlib.contextmanager
+def running(servers: Sequence[testing.RunningServer]) -> Iterator[None]:
+    """Every server started, and stopped on the way out, even one a test killed."""
+    with contextlib.ExitStack() as stack:
+        for server in servers:
+            stack.enter_context(server)
+        yield
 
 
 def require_nginx() -> str:

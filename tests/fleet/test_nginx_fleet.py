@@ -4,7 +4,6 @@ instance under load fails no request and moves only that instance's models."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -14,7 +13,17 @@ from pathlib import Path
 
 import httpx
 import pytest
-from fleet_tools import INSTANCE, Answer, Load, RunningNginx, invoke, require_nginx
+from fleet_tools import (
+    INSTANCE,
+    Answer,
+    Load,
+    RunningNginx,
+    instance,
+    invoke,
+    iris_store,
+    require_nginx,
+    running,
+)
 
 from modelhost import testing
 from modelhost.toolkit.simulate.ring import Ring
@@ -26,23 +35,7 @@ MODELS = [f"tenants/t{i:03d}.joblib" for i in range(60)]
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("fleet-store")
-    trained = testing.iris_logreg(root / ".src/iris.joblib")
-    for model in MODELS:
-        testing.copy_artifact(trained, root / model)
-    return root
-
-
-def instance(store: Path, work: Path, index: int) -> testing.RunningServer:
-    args = testing.serve_args(
-        store,
-        work / f"i{index}/cache",
-        workers=1,
-        memory_budget="1GiB",
-        instance_id=f"fleet-{index}",
-        drain_timeout_s=10,
-    )
-    return testing.RunningServer(args, work / f"i{index}")
+    return iris_store(tmp_path_factory.mktemp("fleet-store"), MODELS)
 
 
 @pytest.fixture
@@ -50,13 +43,10 @@ def fleet(
     store: Path, tmp_path: Path
 ) -> Iterator[tuple[list[testing.RunningServer], RunningNginx]]:
     require_nginx()
-    servers = [instance(store, tmp_path, i) for i in range(3)]
+    servers = [instance(store, tmp_path, i, drain_timeout_s=10) for i in range(3)]
     router = RunningNginx(tmp_path / "nginx", [name(s) for s in servers])
-    with contextlib.ExitStack() as running:
-        for server in servers:
-            running.enter_context(server)  # stopped on the way out, even if killed by a test
-        with router:
-            yield servers, router
+    with running(servers), router:
+        yield servers, router
 
 
 def name(server: testing.RunningServer) -> str:

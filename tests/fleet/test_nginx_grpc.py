@@ -3,7 +3,6 @@ the one instance its ring names, by the metadata KServe ModelMesh's clients send
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,7 +10,15 @@ from typing import Any
 
 import grpc
 import pytest
-from fleet_tools import DEPLOY, RunningNginx, brute_force_server, require_nginx
+from fleet_tools import (
+    DEPLOY,
+    RunningNginx,
+    brute_force_server,
+    instance,
+    iris_store,
+    require_nginx,
+    running,
+)
 
 from modelhost import testing
 from modelhost.rpc.messages import message
@@ -48,34 +55,15 @@ class GrpcNginx(RunningNginx):
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("grpc-fleet-store")
-    trained = testing.iris_logreg(root / ".src/iris.joblib")
-    for model in MODELS:
-        testing.copy_artifact(trained, root / model)
-    return root
+    return iris_store(tmp_path_factory.mktemp("grpc-fleet-store"), MODELS)
 
 
 @pytest.fixture
 def fleet(store: Path, tmp_path: Path) -> Iterator[tuple[list[str], GrpcNginx]]:
     require_nginx()
     ports = [testing.free_port() for _ in range(3)]
-    servers = [
-        testing.RunningServer(
-            testing.serve_args(
-                store,
-                tmp_path / f"i{i}/cache",
-                workers=1,
-                memory_budget="1GiB",
-                instance_id=f"fleet-{i}",
-                grpc_port=port,
-            ),
-            tmp_path / f"i{i}",
-        )
-        for i, port in enumerate(ports)
-    ]
-    with contextlib.ExitStack() as running:
-        for server in servers:
-            running.enter_context(server)
+    servers = [instance(store, tmp_path, i, grpc_port=port) for i, port in enumerate(ports)]
+    with running(servers):
         grpc_lines = [f"127.0.0.1:{port}" for port in ports]
         http_lines = [f"127.0.0.1:{s.port}" for s in servers]
         with GrpcNginx(tmp_path / "nginx", http_lines, grpc_lines) as router:

@@ -5,7 +5,6 @@ cools, it goes back to one instance."""
 
 from __future__ import annotations
 
-import contextlib
 import subprocess
 import sys
 from collections import Counter
@@ -13,9 +12,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fleet_tools import Answer, Load, RunningNginx, brute_force_server, require_nginx
+from fleet_tools import (
+    Answer,
+    Load,
+    RunningNginx,
+    brute_force_server,
+    instance,
+    iris_store,
+    require_nginx,
+    running,
+)
 
-from modelhost import testing
 from modelhost.integrations.spread import parse
 
 pytestmark = pytest.mark.e2e
@@ -26,32 +33,15 @@ INSTANCES = 3
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("spread-store")
-    trained = testing.iris_logreg(root / ".src/iris.joblib")
-    for model in [*OTHERS, *(f"hot/h{i}.joblib" for i in range(20))]:
-        testing.copy_artifact(trained, root / model)
-    return root
+    hot = [f"hot/h{i}.joblib" for i in range(20)]
+    return iris_store(tmp_path_factory.mktemp("spread-store"), [*OTHERS, *hot])
 
 
 @pytest.fixture
 def fleet(store: Path, tmp_path: Path) -> Iterator[tuple[list[str], RunningNginx]]:
     require_nginx()
-    servers = [
-        testing.RunningServer(
-            testing.serve_args(
-                store,
-                tmp_path / f"i{i}/cache",
-                workers=1,
-                memory_budget="1GiB",
-                instance_id=f"fleet-{i}",
-            ),
-            tmp_path / f"i{i}",
-        )
-        for i in range(INSTANCES)
-    ]
-    with contextlib.ExitStack() as running:
-        for server in servers:
-            running.enter_context(server)
+    servers = [instance(store, tmp_path, i) for i in range(INSTANCES)]
+    with running(servers):
         lines = [f"127.0.0.1:{s.port}" for s in servers]
         with RunningNginx(tmp_path / "nginx", lines) as router:
             yield [s.url for s in servers], router
