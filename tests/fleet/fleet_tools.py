@@ -177,14 +177,19 @@ class Answer:
 @dataclass
 class Load:
     """`users` threads invoking `models` round-robin through `url` until stopped or `max_requests`
-    are answered, recording every answer (status 0: no response at all)."""
+    are answered, recording every answer (status 0: no response at all).
+
+    With `retry_resets`, a request whose idle keep-alive connection nginx reset while reloading is
+    sent once more, as botocore does and RFC 9112 9.3.1 allows: nginx never read it."""
 
     url: str
     models: Sequence[str]
     users: int = 4
     max_requests: int = 5000
     pause_s: float = 0.005  # between one user's requests: a steady load that leaves cores spare
+    retry_resets: bool = False
     answers: list[Answer] = field(default_factory=list)
+    resets: int = 0  # requests sent again after a reset
     _stop: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -222,18 +227,28 @@ class Load:
             n = user
             while not self._stop.is_set() and len(self.answers) < self.max_requests:
                 model = self.models[n % len(self.models)]
-                sent_at = time.monotonic()
-                try:
-                    response = invoke(client, model, n // len(self.models))
-                    answer = Answer(
-                        model, response.status_code, response.headers.get(INSTANCE, ""), sent_at
-                    )
-                except httpx.TransportError:
-                    answer = Answer(model, 0, "", sent_at)
+                answer = self._send(client, model, n // len(self.models))
                 with self._lock:
                     self.answers.append(answer)
                 n += self.users
                 time.sleep(self.pause_s)
+
+    def _send(self, client: httpx.Client, model: str, route: int) -> Answer:
+        sent_at = time.monotonic()
+        for attempt in (1, 2):
+            try:
+                response = invoke(client, model, route)
+                return Answer(
+                    model, response.status_code, response.headers.get(INSTANCE, ""), sent_at
+                )
+            except (httpx.ReadError, httpx.RemoteProtocolError):
+                if not self.retry_resets or attempt == 2:
+                    break
+                with self._lock:
+                    self.resets += 1
+            except httpx.TransportError:
+                break
+        return Answer(model, 0, "", sent_at)
 
 
 def brute_force_server(servers: list[str], key: str, down: Collection[str] = ()) -> str:

@@ -94,7 +94,14 @@ def test_a_hot_model_is_spread_and_gathered_by_itself(
     ]
     hot = spreads_three_ways(lines)
     map_file = router.work / "modelhost-hot-models.map"
-    load = Load(router.url, [hot] * 12 + OTHERS, users=4, max_requests=20_000, pause_s=0.002)
+    load = Load(
+        router.url,
+        [hot] * 12 + OTHERS,
+        users=4,
+        max_requests=20_000,
+        pause_s=0.002,
+        retry_resets=True,
+    )
     load.start()
     try:
         load.wait_for(600)
@@ -108,6 +115,7 @@ def test_a_hot_model_is_spread_and_gathered_by_itself(
         answers = load.stop()
     failed = [a for a in answers if a.status != 200]
     assert not failed, f"{len(failed)} of {len(answers)} failed, e.g. {failed[:3]}"
+    assert load.resets <= load.users  # one reload resets at most each client's idle connection
     assert {a.instance for a in before if a.model == hot} == {
         f"fleet-{lines.index(brute_force_server(lines, hot))}"
     }
@@ -115,7 +123,9 @@ def test_a_hot_model_is_spread_and_gathered_by_itself(
     print(f"\nbusiest instance's share: {busiest_share(before):.2f} -> {busiest_share(after):.2f}")
     assert busiest_share(before) > 0.5 > busiest_share(after)
 
-    cooled = Load(router.url, OTHERS, users=4, max_requests=2_000, pause_s=0.002).start()
+    cooled = Load(
+        router.url, OTHERS, users=4, max_requests=2_000, pause_s=0.002, retry_resets=True
+    ).start()
     try:
         cooled.wait_for(300)
         run_command(instances, router, rounds=2)
@@ -123,3 +133,4 @@ def test_a_hot_model_is_spread_and_gathered_by_itself(
         rest = cooled.stop()
     assert parse(map_file.read_text()) == {}
     assert all(a.status == 200 for a in rest)
+    assert cooled.resets <= cooled.users
