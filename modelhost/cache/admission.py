@@ -1,20 +1,9 @@
-"""The TinyLFU admission filter (Einziger et al. 2017): a load evicts models requested no more
-often than the one it brings in before any other, so a burst of one-off requests (a scan) costs
-the hot set one slot instead of one model per request.
+"""The TinyLFU admission filter (Einziger et al. 2017), as a choice of whom to evict.
 
-Frequencies are estimated by a count-min sketch: `depth` rows of `width` small counters, a
-model's estimate is the least of its counters. Every `sample_size` recorded requests all counters
-are halved, so the estimates follow recent traffic instead of all of history.
-
-What "refused" means in the server: a model server cannot answer without loading the model, and
-a cache filter must not turn a servable request into an error, so the newcomer is always loaded.
-The filter decides *whom* it evicts: the policy chooses among the candidates whose estimate is at
-most the newcomer's (the tier records the pending request before it asks, so a model as rare as
-its victim is admitted); only when those cannot free enough does the policy choose among all
-idle models, as without the filter. A newcomer let in that way is itself the rarest model in
-memory, so the next load evicts it first: a scan churns one slot. (Waiting instead, like a load
-behind busy models, kept more hits in `modelhost simulate` but failed 11% of requests with 507 on
-a plain Zipf trace; docs/decisions.md has the figures.)
+A load evicts first among idle models no more frequent than the newcomer, so a scan of one-off
+names churns one slot instead of the hot set. The newcomer is always loaded: a cache filter must
+not turn a servable request into an error (docs/decisions.md, "Admission (TinyLFU) picks whom to
+evict first and never refuses a request").
 """
 
 from __future__ import annotations
@@ -26,26 +15,24 @@ from typing import TypeVar
 
 from modelhost.cache.policy import Sized
 
-COUNTER_MAX = 15  # 4-bit counters, as in TinyLFU: enough to rank, and halving keeps them small
-# the hot names' hashes stay cached; a scan of ever new names must not grow the frontend
-HASHED_NAMES = 4096
+COUNTER_MAX = 15  # 4-bit counters, as in TinyLFU
+HASHED_NAMES = 4096  # bounded, so a scan of new names cannot grow the frontend
 
 T = TypeVar("T", bound=Sized)
 
 
-@functools.lru_cache(maxsize=HASHED_NAMES)  # the few hot names are hashed on every request
+@functools.lru_cache(maxsize=HASHED_NAMES)  # hot names are hashed on every request
 def _hashes(name: str, depth: int) -> int:
-    """`depth` independent 32-bit hashes of a name, packed in one int (one object a cached name);
-    stable across processes (unlike `hash`), so simulate repeats itself."""
+    """`depth` 32-bit hashes packed in one int; unlike `hash`, stable so simulate repeats."""
     return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=4 * depth).digest(), "little")
 
 
 class FrequencySketch:
-    """Count-min sketch of request counts per model name, halved every `sample_size` records."""
+    """Count-min sketch of requests per name, halved every `sample_size` to follow recent ones."""
 
     def __init__(self, width: int = 1024, depth: int = 4, sample_size: int | None = None) -> None:
         self.width, self.depth = width, depth
-        self.sample_size = sample_size or 10 * width  # TinyLFU's W = 10 × counters per row
+        self.sample_size = sample_size or 10 * width  # TinyLFU's W
         self.rows = [[0] * width for _ in range(depth)]
         self.recorded = 0
 
@@ -61,7 +48,6 @@ class FrequencySketch:
             self._halve()
 
     def _halve(self) -> None:
-        """Age every count, so a model hot long ago does not outrank one hot now."""
         self.rows = [[count // 2 for count in row] for row in self.rows]
         self.recorded //= 2
 
@@ -70,7 +56,6 @@ class FrequencySketch:
 
 
 def admissible(sketch: FrequencySketch, newcomer: str, candidates: Sequence[T]) -> list[T]:
-    """The candidates a load of `newcomer` may evict: those no more frequent than the newcomer
-    (whose pending request the sketch has already counted)."""
+    """The candidates no more frequent than `newcomer`, whose pending request is counted."""
     newcomer_frequency = sketch.estimate(newcomer)
     return [c for c in candidates if sketch.estimate(c.name) <= newcomer_frequency]

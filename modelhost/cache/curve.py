@@ -1,21 +1,8 @@
 """The live miss-ratio curve: LRU's hit ratio at every memory size, from the requests served.
 
-Stack distances (`cache/reuse.py`, the code `modelhost simulate` measures with) are taken on a
-spatial sample of the names, as SHARDS does (Waldspurger et al., FAST 2015): a name is sampled
-when its hash falls under a threshold, so the sample keeps every use of the names it holds and the
-distances it measures, scaled by the sampling rate, estimate the whole stream's. Past `max_names`
-tracked names the threshold falls to drop the highest hashes, so memory and the work per request
-stay bounded at millions of names; a name outside the sample costs one cached hash.
-
-A spatial sample alone is far off on the skewed traffic of a model server: whether the second
-hottest of 100,000 names falls in a 1% sample moves the curve by ten points. So the names
-frequent in a sample of the requests (`Frequent`) are tracked apart, each one's own use counted
-once and its bytes at their size, and the hash sample stands only for the rest: SHARDS with its
-heavy hitters taken out (SHARDS_adj's correction of the total, tried too, was worse with them).
-
-Each sampled use adds to histograms of distances in log-spaced byte bins, one per window: its
-weight decays with the window's time constant, so the curve follows the traffic of the last hour
-(or day) rather than all of history.
+SHARDS (Waldspurger et al. 2015) samples names by hash, keeping memory bounded at millions of
+names. Skewed traffic makes a hash sample alone far off, so frequent names are tracked apart
+(docs/decisions.md, "The live miss-ratio curve: SHARDS with its frequent names taken out").
 """
 
 from __future__ import annotations
@@ -31,19 +18,19 @@ from collections.abc import Iterator
 from modelhost.cache.reuse import StackDistances
 
 HASH_SPACE = 1 << 24
-BINS_PER_DOUBLING = 8  # a bin's upper edge is 9% above its lower one
+BINS_PER_DOUBLING = 8
 BINS = 64 * BINS_PER_DOUBLING  # distances up to 2**64 bytes
 WINDOWS_S = {"hour": 3600.0, "day": 86400.0}
 MAX_NAMES = 10_000
 FREQUENT, SAMPLED = 0, 1  # the groups of `StackDistances`
-HASHED_NAMES = 4096  # the hot names' hashes stay cached, as the admission filter's do
-RESCALE_AT = 1e200  # decay is applied by growing new weights; past this, shrink the histogram
-GROWTH_STEP_S = 1.0  # how often the growth of new weights is brought up to date
+HASHED_NAMES = 4096
+RESCALE_AT = 1e200  # new weights grow instead of old ones decaying, until this
+GROWTH_STEP_S = 1.0
 
 
 @functools.lru_cache(maxsize=HASHED_NAMES)
 def name_hash(name: str) -> int:
-    """A name's place in the hash space; stable across processes, so a replay samples alike."""
+    """Stable across processes, so a replay samples alike."""
     return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=3).digest(), "little")
 
 
@@ -59,30 +46,28 @@ def upper_edge(index: int) -> float:
 EDGES = [upper_edge(i) for i in range(BINS)]
 
 
-COLD = -1  # the slot of first uses, after the bins: missed at any size
+COLD = -1  # first uses, missed at any size
 
 
 class Windows:
-    """Weighted uses by bin (of stack distance, or any other), one histogram per window, all
-    added to at once. Each decays with its window's time constant: a use's weight is multiplied
-    by e^(age/tau) when added rather than every other's divided, so an add is O(1)."""
+    """Weighted uses by bin, one decaying histogram per window.
+
+    A new use is multiplied by e^(age/tau) rather than every old one divided, so an add is O(1).
+    """
 
     def __init__(self, now: float, windows_s: dict[str, float] = WINDOWS_S, bins: int = BINS):
         self.names, self.taus = tuple(windows_s), tuple(windows_s.values())
-        self.histograms = [[0.0] * (bins + 1) for _ in self.taus]  # [-1]: first uses
+        self.histograms = [[0.0] * (bins + 1) for _ in self.taus]
         self.origin = now
         self.growth, self.growth_until = [1.0] * len(self.taus), now + GROWTH_STEP_S
 
     def add(self, index: int, weight: float, now: float) -> None:
-        """`weight` uses in bin `index` (`COLD`: first uses)."""
         if now >= self.growth_until:
             self._grow(now)
         for histogram, growth in zip(self.histograms, self.growth, strict=True):
             histogram[index] += weight * growth
 
     def _grow(self, now: float) -> None:
-        """The factors new weights take from now, for the next step; past `RESCALE_AT`, what is
-        held shrinks instead."""
         self.growth = [math.exp((now - self.origin) / tau) for tau in self.taus]
         self.growth_until = now + GROWTH_STEP_S
         if max(self.growth) > RESCALE_AT:
@@ -96,7 +81,7 @@ class Windows:
 
 
 class Curve:
-    """One window's histogram, read as LRU's hit ratio at each room for models."""
+    """One window's histogram, read as LRU's hit ratio by room."""
 
     def __init__(self, bins: list[float], cold: float) -> None:
         self.bins, self.cold = bins, cold
@@ -106,12 +91,11 @@ class Curve:
         return self.cold + math.fsum(self.bins)
 
     def cumulative(self) -> list[float]:
-        """The share of uses at each bin's upper edge or under."""
         total = self.total
         return [value / total if total else 0.0 for value in itertools.accumulate(self.bins)]
 
     def hit_ratio_at(self, room_bytes: float) -> float:
-        """LRU's hit ratio with `room_bytes` for models, interpolated inside its bin."""
+        """Interpolated inside its bin."""
         if room_bytes < 1 or not self.total:
             return 0.0
         shares = self.cumulative()
@@ -122,8 +106,7 @@ class Curve:
         return below + (shares[index] - below) * min(1.0, max(0.0, inside))
 
     def room_for(self, hit_ratio: float) -> float:
-        """The least room at which LRU reaches `hit_ratio`; infinity when none does (too many
-        first uses)."""
+        """The least room reaching `hit_ratio`; infinity when first uses forbid it."""
         shares = self.cumulative()
         index = bisect.bisect_left(shares, hit_ratio)
         if index == BINS or not self.total:
@@ -134,7 +117,6 @@ class Curve:
         return low + (EDGES[index] - low) * inside
 
     def points(self) -> Iterator[tuple[int, float]]:
-        """The curve at each bin edge between the first and last bins used."""
         used = [i for i, value in enumerate(self.bins) if value]
         if not used:
             return
@@ -144,10 +126,7 @@ class Curve:
 
 
 class Frequent:
-    """The names with at least `min_count` of every `stride`-th request in a window: the
-    requests' heavy hitters, at most `max_names` of them, and each one's share of the requests.
-    A window ends after `window` counted requests or `half_life_s`, whichever comes first, and
-    halves the counts, so they follow the traffic."""
+    """The heavy hitters among every `stride`-th request, their counts halved each window."""
 
     def __init__(
         self,
@@ -161,12 +140,12 @@ class Frequent:
         self.max_names, self.half_life_s = max_names, half_life_s
         self.names: set[str] = set()
         self.counts: dict[str, int] = {}
-        self.total = 0.0  # the counted requests, halved with the counts
-        self.served: dict[str, int] = {}  # each frequent name's requests since it became one
+        self.total = 0.0
+        self.served: dict[str, int] = {}  # since the name became frequent
         self._skip, self._counted, self._ends = stride, 0, math.inf
 
     def saw(self, name: str, now: float) -> list[str]:
-        """Count a request; the names no longer frequent, when a window ends."""
+        """Count a request; returns the names no longer frequent."""
         self._skip -= 1
         if self._skip:
             return []
@@ -187,7 +166,6 @@ class Frequent:
             self.served[name] = 0
 
     def shares(self) -> dict[str, float]:
-        """Each frequent name's share of the requests."""
         return {name: self.counts.get(name, 0) / self.total for name in self.names}
 
     def _next_window(self, now: float) -> list[str]:
@@ -201,15 +179,14 @@ class Frequent:
 
 
 class MissRatioCurve:
-    """Stack distances of the frequent names and a spatial sample of the others; each window's
-    histogram of them."""
+    """Stack distances of the frequent names and a hash sample of the rest, by window."""
 
     def __init__(self, now: float, max_names: int = MAX_NAMES) -> None:
         self.max_names = max_names
-        self.threshold = HASH_SPACE  # a name is sampled when its hash is under this
+        self.threshold = HASH_SPACE
         self.frequent = Frequent()
         self.distances = StackDistances(groups=2)
-        self._highest: list[tuple[int, str]] = []  # (-hash, name): the next to drop on top
+        self._highest: list[tuple[int, str]] = []  # a max-heap of hashes, the next to drop
         self.windows = Windows(now)
 
     @property
@@ -217,13 +194,12 @@ class MissRatioCurve:
         return self.threshold / HASH_SPACE
 
     def record(self, name: str, size: int, now: float) -> None:
-        """A request for `name`, which takes `size` bytes in memory."""
         for cooled in self.frequent.saw(name, now):
             self.distances.forget(cooled)  # a sampled one comes back in its group
         if name in self.frequent.names:
             self.frequent.served[name] += 1
             distance = self.distances.use(name, size, FREQUENT)
-            if distance != math.inf:  # else it just joined: seen before, it is no first use
+            if distance != math.inf:  # it just joined, and was seen before: no first use
                 self._add(distance, 1.0, now)
             return
         hashed = name_hash(name)
@@ -239,7 +215,7 @@ class MissRatioCurve:
         self.windows.add(COLD if distance == math.inf else bin_of(distance), weight, now)
 
     def _lower_threshold(self) -> None:
-        """Drop the sampled names with the highest hash, and sample below it from now on."""
+        """Drop the names with the highest hash and sample below it."""
         self.threshold = -self._highest[0][0]
         while self._highest and -self._highest[0][0] >= self.threshold:
             name = heapq.heappop(self._highest)[1]

@@ -1,16 +1,14 @@
-"""The doorkeeper of TinyLFU (Einziger et al. 2017): a Bloom filter of the names seen since it was
-last cleared, so that state is kept only for names seen twice. Fast copies use it: a copy is
-written at a name's second load, and a scan of one-off loads writes none.
+"""TinyLFU's doorkeeper: a Bloom filter of names seen, so fast copies wait for a second load.
 
-Fixed memory whatever the number of names: it forgets every name at once when `capacity` new
-names were recorded, while its false positives are still rare (a false "seen" only writes a copy
-one load early)."""
+It clears itself after `capacity` names, which keeps its memory fixed and false positives rare;
+a false "seen" only writes a copy one load early.
+"""
 
 from __future__ import annotations
 
 import hashlib
 
-HASHES = 3  # with `bits` = 8 × capacity, a false positive rate near 3% at capacity
+HASHES = 3  # the best count for `bits` = 8 × capacity
 
 
 class Doorkeeper:
@@ -22,7 +20,7 @@ class Doorkeeper:
         self.recorded = 0
 
     def seen(self, name: str) -> bool:
-        """True if `name` was seen since the filter was last cleared; else record it."""
+        """Whether `name` was seen since the last clear; records it if not."""
         positions = self._positions(name)
         if all(self.bits[p >> 3] & (1 << (p & 7)) for p in positions):
             return True

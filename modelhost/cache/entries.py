@@ -16,26 +16,28 @@ from modelhost.cache.disk_index import Row
 
 ENTRY_FILE = "modelhost-entry.json"
 MAX_ENTRY_NAME = 200
-TEMP_PREFIX = ".tmp-"  # a folder being built or deleted; never an entry
+TEMP_PREFIX = ".tmp-"  # being built or deleted
 
 
 @dataclass(eq=False)
 class Artifact:
-    """A model's files on this machine: where the worker loads them, their size and origin."""
+    """A model's files on this machine."""
 
     name: str
-    path: Path  # what the worker loads: a file or a folder
+    path: Path  # a file or a folder
     bytes: int
-    entry: Path | None = None  # its folder in the cache, counted against the budget; None: in place
-    source: str = ""  # the normalized URL it came from
+    entry: Path | None = None  # None: read in place, outside the budget
+    source: str = ""  # normalized URL
     etag: str | None = None
     checked_at: float = 0.0  # when the store last vouched for `etag`
     last_used: float = 0.0
 
 
 def tree_bytes(path: str | Path) -> int:
-    """Bytes of the file at `path`, or of the regular files under it, links not followed. Paths
-    stay text: pathlib interns every name it parses, and the intern table never shrinks."""
+    """Bytes of a file or of the regular files under a folder, links not followed.
+
+    Paths stay text: pathlib interns every name it parses, for good.
+    """
     if os.path.isfile(path):
         return os.path.getsize(path)
     total = 0
@@ -47,13 +49,13 @@ def tree_bytes(path: str | Path) -> int:
 
 
 def entry_folder_name(name: str) -> str:
-    """A file name for a model's entry: the quoted name, or its digest when that is too long."""
+    """The quoted name, or its digest when that is too long."""
     quoted = quote(name, safe="")
     return quoted if len(quoted) <= MAX_ENTRY_NAME else hashlib.sha256(name.encode()).hexdigest()
 
 
 def write_record(folder: Path, artifact: Artifact) -> None:
-    """Say in the folder what it holds, so that a folder the index lost can be taken back."""
+    """Say in the folder what it holds, so a folder the index lost can be taken back."""
     record = {"name": artifact.name, "source": artifact.source, "etag": artifact.etag}
     payload = artifact.path.relative_to(folder).as_posix()
     (folder / ENTRY_FILE).write_text(
@@ -62,7 +64,7 @@ def write_record(folder: Path, artifact: Artifact) -> None:
 
 
 def read_entry(folder: str) -> Row | None:
-    """The row for an entry folder found on disk, or None if its record is missing or broken."""
+    """The row for an entry folder, or None if its record is missing or broken."""
     try:
         with open(os.path.join(folder, ENTRY_FILE)) as file:
             record: dict[str, Any] = json.load(file)
@@ -79,7 +81,7 @@ def read_entry(folder: str) -> Row | None:
 
 
 def read_entries(folders: list[str]) -> list[tuple[str, Row | None]]:
-    """Each folder's row, or None for a folder to delete (run in a thread)."""
+    """Each folder's row, or None for a folder to delete."""
     return [(folder, read_entry(folder)) for folder in folders]
 
 
@@ -89,7 +91,6 @@ def has_any(folder: Path) -> bool:
 
 
 def remove_tree(path: Path) -> None:
-    """Delete a folder or file, whichever it is (run in a thread)."""
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path, ignore_errors=True)
     else:
@@ -97,7 +98,6 @@ def remove_tree(path: Path) -> None:
 
 
 def row_of(artifact: Artifact) -> Row:
-    """The index's row for `artifact`: its payload relative to its entry folder, if it has one."""
     a, entry = artifact, artifact.entry
     path = a.path.relative_to(entry).as_posix() if entry else str(a.path)
     folder = entry.name if entry else None
@@ -105,7 +105,6 @@ def row_of(artifact: Artifact) -> Row:
 
 
 def artifact_of(row: Row, entries_dir: Path) -> Artifact:
-    """The artifact a row of the index describes, its entry under `entries_dir`."""
     entry = entries_dir / row.entry if row.entry else None
     path = entry / row.path if entry else Path(row.path)
     return Artifact(

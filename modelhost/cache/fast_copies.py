@@ -1,17 +1,8 @@
-"""Fast copies: a pickle-based model saved again by a worker that loaded it, as a plain pickle
-(protocol 5) that Python's C unpickler reads; joblib reads its files with the pure-Python
-unpickler. An 8 MB digits forest loads in 2.1 ms from its fast copy against 20-23 ms from its
-.joblib (benchmarks/load_formats.py), and under churn most requests are loads.
+"""Fast copies: pickled models saved again as plain pickles, which the C unpickler reads.
 
-A copy is written at a model's second load, not its first (cache/doorkeeper.py): a model loaded
-once, as in a scan over many names, would never read it, and the writes would cost the loads
-beside them disk bandwidth. A copy is named by its artifact's identity (source, ETag, file and
-inode, size, change time), so a new version of the artifact never meets an old copy. Copies live
-as long as the server runs: the folder is set aside at start and deleted in the background, since
-the libraries that wrote them may have changed. They count against the disk budget, are written
-only into room that is free (never by deleting anything), and are the first bytes deleted when the
-disk tier needs room, least recently read first: a slower load costs less than a download. Their
-bytes are running totals, so the budget never sums them.
+joblib unpickles in pure Python, and under churn most requests are loads (docs/decisions.md,
+"Fast copies: scikit-learn models are reloaded from a plain pickle"). A copy is named by its
+artifact's identity, written only into free room, and deleted before any entry.
 """
 
 from __future__ import annotations
@@ -26,10 +17,7 @@ from modelhost.cache.doorkeeper import Doorkeeper
 
 FOLDER = "fast-copies"
 SUFFIX = ".pickle"
-# room for a copy beyond its artifact's bytes: a copy pickled without a memo repeats what a memo
-# would have referred back to (each tree's dtypes and class names), and came out 2.2% larger than
-# the digits forests' .joblib files (8.17 against 7.99 MB; the tests' forest the same);
-# within 1/64 it did not fit, and every such forest got the memoized copy, which loads at 2x
+# a copy without a memo is larger than its artifact ("Fast copies are pickled without a memo")
 SLACK_BYTES = 4096
 
 
@@ -39,8 +27,6 @@ def room_for(artifact_bytes: int) -> int:
 
 @dataclass(frozen=True)
 class FastCopy:
-    """A model's fast copy on disk."""
-
     path: Path
     bytes: int
 
@@ -59,27 +45,25 @@ class Offer:
 
 
 def identity(source: str, etag: str | None, path: Path) -> str:
-    """A digest that changes whenever the artifact at `path` may have: a new ETag, a file
-    rewritten in place (size, change time), or an entry rebuilt (a new inode)."""
+    """A digest that changes with the ETag, the file's size and change time, or its inode."""
     status = path.stat()
     facts = (source, etag or "", str(path), status.st_ino, status.st_size, status.st_ctime_ns)
     return hashlib.sha256("\0".join(map(str, facts)).encode()).hexdigest()[:32]
 
 
 class FastCopies:
-    """The fast copies this server has written, and the room promised to those being written."""
+    """The copies this server wrote, and the room promised to those being written."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.copies: OrderedDict[str, FastCopy] = OrderedDict()  # least recently read first
         self._writing: dict[str, Offer] = {}
-        self.written_bytes = 0  # on disk: what deleting every copy would free
+        self.written_bytes = 0  # a running total, so the disk budget never sums the copies
         self._promised_bytes = 0
         self._loaded_before = Doorkeeper()
 
     def set_aside(self, aside: Path) -> bool:
-        """Start empty: copies of an earlier run may come from other library versions. They are
-        renamed to `aside` for the caller to delete in the background; True if there were any."""
+        """Move an earlier run's copies to `aside`: other library versions may have written them."""
         try:
             with os.scandir(self.folder) as listing:
                 left = next(listing, None) is not None
@@ -92,16 +76,13 @@ class FastCopies:
 
     @property
     def bytes(self) -> int:
-        """On disk, and promised to copies being written."""
         return self.written_bytes + self._promised_bytes
 
     def oldest(self) -> str | None:
-        """The model whose copy was read least recently."""
         return next(iter(self.copies), None)
 
     def offer(self, name: str, key: str, artifact_bytes: int, free_bytes: int) -> Offer | None:
-        """The copy of this version to read; else room to write one if `name` was loaded before,
-        `free_bytes` has the room and no other load of `name` is writing one; else None."""
+        """The copy to read, or room to write one at a name's second load, or None."""
         path = self.folder / f"{key}{SUFFIX}"
         known = self.copies.get(name)
         if known is not None and known.path == path:
@@ -119,7 +100,7 @@ class FastCopies:
         return offer
 
     def settle(self, offer: Offer, written: int, read: bool) -> None:
-        """After the load: record the copy written, or forget one that could not be read."""
+        """Record the copy written, or forget one that could not be read."""
         if not offer.reads:
             if self._writing.get(offer.name) is offer:
                 del self._writing[offer.name]
@@ -128,14 +109,13 @@ class FastCopies:
                 self._forget(offer.name)  # a copy of the same path, written over
                 self.copies[offer.name] = FastCopy(offer.path, written)
                 self.written_bytes += written
-            else:  # the worker may have died writing it aside
+            else:  # the worker may have died mid-write
                 for torn in self.folder.glob(f".{offer.path.name}.*"):
                     torn.unlink(missing_ok=True)
-        elif not read:  # gone, or unreadable (the worker deleted it)
+        elif not read:  # the worker deleted it as unreadable
             self.drop(offer.name)
 
     def drop(self, name: str) -> int:
-        """Delete `name`'s copy; the bytes it held."""
         copy = self._forget(name)
         if copy is None:
             return 0

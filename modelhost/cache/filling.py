@@ -1,5 +1,4 @@
-"""Filling one new cache entry: the download and the unpacking, each asking the disk budget for
-room as its bytes come, so an entry never holds more than its reservation."""
+"""Filling one cache entry, growing its disk reservation as the bytes come."""
 
 from __future__ import annotations
 
@@ -16,12 +15,12 @@ from modelhost.cache.unpack import unpack_archive
 from modelhost.records.events import EventLog
 from modelhost.urls import redact_url
 
-STEP_BYTES = 32 * 2**20  # room is made for bytes of unknown total this much at a time
+STEP_BYTES = 32 * 2**20  # room for an unknown total grows by this much
 
 
 @dataclass(frozen=True)
 class UnpackLimits:
-    """What unpacking one archive may write: bytes and files (a tar bomb stops at either)."""
+    """What unpacking one archive may write; a tar bomb stops at either."""
 
     max_bytes: int
     max_files: int
@@ -39,7 +38,7 @@ class Filling:
     async def download(
         self, store: Store, key: str, dest: Path, policy: DownloadPolicy, slots: asyncio.Semaphore
     ) -> tuple[ObjectInfo, float]:
-        """`key` into `dest`: the object's info and the milliseconds it took."""
+        """The object's info and the milliseconds it took."""
         name, reservation, base = self.name, self.reservation, self.reservation.bytes
 
         def room_for(info: ObjectInfo) -> None:
@@ -51,7 +50,7 @@ class Filling:
                 wanted = base + received + STEP_BYTES
                 self.budget.grow(reservation, name, base + received, wanted)
 
-        # held while bytes flow, not while the store is asked; entered once the room is free
+        # held while bytes flow, not while the store is asked
         slot = RoomFirst(reservation, slots)
         done = await download(
             store, key, dest, policy, room_for, slot=slot, room_for_bytes=room_for_bytes
@@ -72,7 +71,6 @@ class Filling:
         return done.info, done.duration_ms
 
     async def unpack(self, archive: Path, dest: Path, limits: UnpackLimits) -> Path:
-        """`archive` into `dest`, within `limits`."""
         started = time.perf_counter()
         loop = asyncio.get_running_loop()
         name, reservation, base = self.name, self.reservation, self.reservation.bytes

@@ -1,8 +1,6 @@
 """Names a remote store said it does not have, remembered briefly.
 
-A scan of made-up names, or a client retrying one, would otherwise send the store a request
-(a HEAD to S3 or an HTTP server) per request. For `ttl_s` the answer is the one the store gave;
-a model uploaded meanwhile is found once that passes. The most recent `max_urls` are kept.
+Otherwise a scan of made-up names sends the store a request per request.
 """
 
 from __future__ import annotations
@@ -27,10 +25,10 @@ class MissingUrls:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.ttl_s, self.max_urls, self.clock = ttl_s, max_urls, clock
-        self._until: OrderedDict[str, tuple[float, str]] = OrderedDict()  # url → (expiry, why)
+        self._until: OrderedDict[str, tuple[float, str]] = OrderedDict()  # (expiry, message)
 
     def check(self, url: str) -> None:
-        """Raise the store's `ModelNotFound` again if it said so for `url` within `ttl_s`."""
+        """Raise the store's `ModelNotFound` again if it is recent."""
         entry = self._until.get(url)
         if entry is None:
             return

@@ -1,8 +1,6 @@
-"""Artifacts that run code when loaded because they are pickles (joblib, pickle), for servers
-that refuse them (`--refuse-pickle`): a pickle can execute anything as it is read.
+"""Pickled artifacts, for `--refuse-pickle`: a pickle can run anything as it is read.
 
-Judged by file name, over every file of an artifact (a folder, or an archive once unpacked). A
-user's handler is code too, and is not refused here: see docs/security.md.
+Judged by file name. A user's handler is code too and is not refused here (docs/security.md).
 """
 
 from __future__ import annotations
@@ -20,7 +18,6 @@ def pickled_files(path: Path) -> list[Path]:
 
 
 def refuse_pickles(name: str, path: Path) -> None:
-    """Raise `UnsafeArtifact` if the artifact of model `name` holds a pickle."""
     found = pickled_files(path)
     if found:
         shown = ", ".join(

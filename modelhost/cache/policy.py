@@ -1,8 +1,6 @@
-"""Eviction policies: given the evictable models and the bytes needed, which to unload.
+"""Eviction policies: which idle models to unload for the bytes needed.
 
-One implementation of each serves both the memory tier and `modelhost simulate`, so the simulator
-predicts what the server does. A policy sees what a `Resident` shows (`Sized`); the tier tells it
-when a model was used (`touched`) so a stateful policy can keep its own ranking.
+The memory tier and `modelhost simulate` share each policy, so the simulator predicts the server.
 """
 
 from __future__ import annotations
@@ -11,7 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol, TypeVar
 
 MiB = 2**20
-FREQUENCY_CAP_HITS = 31  # past this, more hits add nothing: a once-hot model must age out in time
+FREQUENCY_CAP_HITS = 31  # so a once-hot model ages out in bounded time
 
 
 class Sized(Protocol):
@@ -39,7 +37,7 @@ T = TypeVar("T", bound=Sized)
 class EvictionPolicy(Protocol):
     """Chooses which idle models leave memory to make room; one per --eviction-policy."""
 
-    name: str  # as --eviction-policy spells it, and as eviction events give their reason
+    name: str  # also the reason eviction events give
 
     def touched(self, item: Sized) -> None:
         """`item` was just loaded or served a request."""
@@ -73,18 +71,12 @@ class LRUPolicy:
 
 
 class CostAwarePolicy:
-    """GreedyDual-Size-Frequency (Cherkasova 1998): lowest value first, where a model's value,
-    set each time it is loaded or used, is
+    """GreedyDual-Size-Frequency (Cherkasova 1998): the lowest value goes first.
 
-        value = inflation + min(hits, 31) × reload cost (load_ms) / size (MiB)
+        value = inflation + min(hits, 31) × load_ms / MiB, set at each load or use
 
-    `hits` counts requests since the model was loaded. `inflation` is the clock that makes old
-    values age: it starts at 0 and rises to the value of each victim as it is evicted, so a model
-    used often long ago ends up below one used less often lately (plain frequency × cost / size
-    would keep yesterday's hot model forever). The cap on hits bounds how far ahead of the clock
-    a model can get, so that aging takes a bounded time after its traffic moves elsewhere
-    (docs/decisions.md has the traces). Among equal values the least recently used goes first. A
-    model the policy never saw touched (none in the server) counts as value 0.
+    `inflation` rises to each victim's value, so values set long ago fall behind and yesterday's
+    hot model ages out (docs/decisions.md, "cost-aware: GreedyDual-Size-Frequency").
     """
 
     name = "cost-aware"

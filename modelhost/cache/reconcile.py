@@ -1,21 +1,8 @@
-"""Reconciling the disk index with the entry folders, in the background after start.
+"""Reconciling the disk index with the entry folders, in the background while serving.
 
-Start-up only opens the index; what it may have missed is found afterwards, while the server
-serves. Entry folders the index does not know (a cache written before there was an index, a
-crash between an entry's rename into place and its row) are read and taken back, or deleted when
-their record is broken; rows whose folder is gone are dropped; the temporary folders of earlier
-runs (half-built entries, deletions under way, fast copies set aside) are deleted. A thread lists
-and reads the folders; their results are applied on the event loop a batch at a time.
-
-The budget holds meanwhile. Bytes on disk outside the index are unknown until the scan of
-folders finds them, but the previous run kept the whole cache within its budget, which the index
-records. So until every folder is counted, the tier counts the difference between that budget
-and the index's entries as held (`unreconciled_bytes`): a folder found moves its bytes from there
-to its row, and a row whose folder is gone moves its bytes there, so that the count never drops
-below what may be on disk. Building an entry waits until every folder is counted (`counted`),
-so nothing is written into room that unknown folders may fill; the check of every row's folder
-comes after and holds nothing up. A model asked for before the scan reaches its folder has that
-one folder read and taken back at once (`found`); a folder that does not pass is fetched again.
+Unknown folders are taken back or deleted, rows without folders dropped, earlier runs' temporary
+folders deleted. Until every folder is counted, the last run's budget less the known entries
+counts as held (`unreconciled_bytes`), so the budget holds, and no entry is built before then.
 """
 
 from __future__ import annotations
@@ -30,13 +17,11 @@ from modelhost.cache.disk_index import DiskIndex, Row
 from modelhost.cache.entries import TEMP_PREFIX, entry_folder_name, read_entries, remove_tree
 from modelhost.records.events import EventLog
 
-BATCH = 256  # folders or rows handled per trip to the thread and back
-BUDGET_FACT = "budget_bytes"  # the most the cache may hold on disk, as the last run left it
+BATCH = 256  # folders or rows per trip to the thread
+BUDGET_FACT = "budget_bytes"  # as the last run left it
 
 
 class Reconciliation:
-    """One run's reconciliation of the index and the folders under `entries_dir`."""
-
     def __init__(
         self,
         index: DiskIndex,
@@ -50,28 +35,28 @@ class Reconciliation:
         counting: bool = True,
     ) -> None:
         self.index, self.entries_dir, self.own_prefix = index, entries_dir, own_prefix
-        self.set_aside = set_aside  # renames a folder to a temporary name on the loop
-        self.publishing = publishing  # entry folders renamed into place, their rows not yet put
+        self.set_aside = set_aside
+        self.publishing = publishing  # folders renamed into place whose rows are not yet put
         self.unreconciled_bytes = unreconciled_bytes
-        self.counting = counting  # until every folder is counted: False if there were none
+        self.counting = counting
         self.budget_bytes, self.events = budget_bytes, events
         self.done = False
         self._task: asyncio.Task[None] | None = None
-        self._counted: asyncio.Future[None] | None = None  # set once every folder is counted
+        self._counted: asyncio.Future[None] | None = None
 
     def start(self, loop: asyncio.AbstractEventLoop) -> asyncio.Task[None]:
         self._counted = loop.create_future()
-        self._counted.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved
+        self._counted.add_done_callback(lambda f: f.cancelled() or f.exception())  # no warning
         self._task = task = loop.create_task(self._run_recorded())
         return task
 
     async def finished(self) -> None:
-        """Once done, starting it on this loop if it is not running there."""
+        """Wait until done, starting it on this loop if needed."""
         if not self.done:
             await asyncio.shield(self._running())
 
     async def counted(self) -> None:
-        """Once every folder on disk is counted: the tier may build entries from then on."""
+        """Wait until every folder is counted, after which entries may be built."""
         if self.counting:
             self._running()
             assert self._counted is not None
@@ -84,7 +69,7 @@ class Reconciliation:
         return task
 
     def lost(self, row_bytes: int) -> None:
-        """A row's folder was found gone: until every folder is counted, its bytes stay held."""
+        """A row's folder is gone: its bytes stay held until every folder is counted."""
         if self.counting:
             self.unreconciled_bytes += row_bytes
 
@@ -93,19 +78,19 @@ class Reconciliation:
         try:
             await self.run()
         except BaseException as error:
-            if counted and not counted.done():  # its waiters hear why
+            if counted and not counted.done():
                 counted.set_exception(error)
             if isinstance(error, Exception):
                 self.events.emit("failure", reason="reconcile", detail={"error": repr(error)})
             raise
-        self.index.set_fact(BUDGET_FACT, self.budget_bytes)  # all that is on disk is known
+        self.index.set_fact(BUDGET_FACT, self.budget_bytes)
 
     async def run(self) -> None:
-        """Bring the index and the folders into agreement; safe to run again if interrupted."""
+        """Safe to run again if interrupted."""
         with os.scandir(self.entries_dir) as listing:
             while batch := await listed(listing):
                 await self._folders(batch)
-        self.unreconciled_bytes, self.counting = 0, False  # all folders on disk have rows now
+        self.unreconciled_bytes, self.counting = 0, False
         if self._counted and not self._counted.done():
             self._counted.set_result(None)
         after = ""
@@ -115,7 +100,7 @@ class Reconciliation:
         self.done = True
 
     async def _folders(self, names: list[str]) -> None:
-        own = self.own_prefix  # this run's builds and deletions
+        own = self.own_prefix
         temps = [n for n in names if n.startswith(TEMP_PREFIX) and not n.startswith(own)]
         entries = [n for n in names if not n.startswith(TEMP_PREFIX)]
         known = self.index.known_folders(entries) | self.publishing
@@ -126,11 +111,11 @@ class Reconciliation:
         await asyncio.to_thread(remove_all, [p for p in map(self._aside, doomed) if p])
 
     async def found(self, name: str) -> Row | None:
-        """The row of `name` from its entry folder, if the scan has yet to take that back."""
+        """Take back `name`'s folder at once, for a request that comes before the scan."""
         if self.done:
             return None
         folder = os.path.join(self.entries_dir, entry_folder_name(name))
-        if not os.path.isdir(folder):  # a name as text: no Path for a made-up one
+        if not os.path.isdir(folder):  # text, not Path: a made-up name must not be interned
             return None
         [(_, row)] = await asyncio.to_thread(read_entries, [folder])
         if row is None or row.name != name or not self._adopted(folder, row):
@@ -138,12 +123,12 @@ class Reconciliation:
         return self.index.get(name)
 
     def _adopted(self, folder: str, row: Row | None) -> bool:
-        """Take back a folder found whole; False if it is to be deleted."""
+        """Take back a whole folder; False if it is to be deleted."""
         entry = os.path.basename(folder)
         if entry in self.publishing or self.index.known_folders([entry]):
-            return True  # put in place since it was listed
+            return True  # put in place since listed
         if row is None or self.index.get(row.name) is not None:
-            return False  # broken, or another folder of a model the index knows
+            return False  # broken, or a second folder of a known model
         self.index.put(row)
         self.unreconciled_bytes -= min(row.bytes, self.unreconciled_bytes)
         return True
@@ -152,20 +137,19 @@ class Reconciliation:
         return path if path.name.startswith(TEMP_PREFIX) else self.set_aside(path)
 
     async def _rows(self, page: list[tuple[str, str]]) -> None:
-        # paths as text: pathlib would intern every entry's name, and the table never shrinks
+        # text, not Path: pathlib would intern every entry's name for good
         folders = [os.path.join(self.entries_dir, entry) for _, entry in page]
         gone = await asyncio.to_thread(missing, folders)
         for name, entry in page:
             row = self.index.get(name)
             if row is None or row.entry != entry or entry not in gone or entry in self.publishing:
                 continue
-            if not os.path.exists(os.path.join(self.entries_dir, entry)):  # nor put back since
+            if not os.path.exists(os.path.join(self.entries_dir, entry)):  # not put back since
                 self.index.remove(name)
 
 
 async def listed(listing: Iterator[os.DirEntry[str]]) -> list[str]:
-    """The next names of `listing`, read by a thread. Cancelled, it waits for the thread first:
-    closing a listing that a thread still reads is unsafe."""
+    """The next names, read by a thread; cancelled, it waits for the thread, which still reads."""
     reading = asyncio.ensure_future(asyncio.to_thread(next_names, listing))
     try:
         return await asyncio.shield(reading)

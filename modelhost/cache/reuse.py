@@ -1,15 +1,8 @@
 """Byte stack distances, online: the smallest LRU budget at which each use would have hit.
 
-Under LRU with objects of different sizes the cache always holds the longest prefix of the recency
-stack that fits the budget (a miss puts the object on top and evicts from the bottom until it
-fits; a hit only reorders inside the prefix). So a use hits at budget B exactly when its object's
-byte stack distance, its own size plus the sizes of the distinct objects used since its last use,
-is at most B. A Fenwick tree over use positions, holding each object's size at its latest use,
-gives each distance in O(log n); when its positions run out, the live ones are numbered again in
-order, so the tree stays as large as twice the objects it tracks, however long the stream.
-
-`modelhost simulate` (every use of a trace) and the server's live curve (a sample of names,
-`cache/curve.py`) both measure with this class.
+LRU holds the longest prefix of the recency stack that fits, so a use hits at budget B when its
+size plus the sizes used since its last use is at most B. A Fenwick tree over use positions
+gives each distance in O(log n), renumbered when its positions run out.
 """
 
 from __future__ import annotations
@@ -24,7 +17,7 @@ class Fenwick:
 
     def __init__(self, values: list[int]) -> None:
         self.tree = [0, *values]
-        for index in range(1, len(self.tree)):  # built in O(n): each node passes its sum up
+        for index in range(1, len(self.tree)):  # O(n): each node passes its sum up
             parent = index + (index & -index)
             if parent < len(self.tree):
                 self.tree[parent] += self.tree[index]
@@ -36,15 +29,14 @@ class Fenwick:
             index += index & -index
 
     def move(self, source: int, removed: int, target: int, added: int) -> None:
-        """`add(source, -removed)` then `add(target, added)` for `source < target`, the nodes
-        that cover both changed once (not at all when the two are equal)."""
+        """`add(source, -removed)`, `add(target, added)` in one pass, for `source < target`."""
         tree, end = self.tree, len(self.tree)
         i, j = source + 1, target + 1
-        while i < j:  # nodes that cover the source and end before the target
+        while i < j:  # nodes covering the source only
             tree[i] -= removed
             i += i & -i
-        stop = min(i, end)  # i is the first node that covers both
-        while j < stop:  # nodes that cover the target only
+        stop = min(i, end)  # i is the first node covering both
+        while j < stop:
             tree[j] += added
             j += j & -j
         if delta := added - removed:
@@ -53,7 +45,6 @@ class Fenwick:
                 i += i & -i
 
     def prefix(self, index: int) -> int:
-        """Sum of positions [0, index)."""
         total = 0
         while index > 0:
             total += self.tree[index]
@@ -62,22 +53,19 @@ class Fenwick:
 
 
 class StackDistances:
-    """Each use's byte stack distance; infinity for an object's first use (or first since
-    `forget`).
+    """Each use's byte stack distance; infinity for a first use.
 
-    Objects belong to groups, each with a weight its bytes count for in others' distances (a
-    sample of names stands for the names it leaves out: `cache/curve.py`); one group of weight 1
-    gives the plain distance."""
+    Each group's bytes count with its weight, so a hash sample can stand for the names it omits.
+    """
 
     def __init__(self, groups: int = 1, min_positions: int = MIN_POSITIONS) -> None:
-        # name: (position of its last use, size, group)
         self._latest: dict[str, tuple[int, int, int]] = {}
         self.min_positions = min_positions
         self.weights = [1.0] * groups
         self._trees = [Fenwick([0] * min_positions) for _ in range(groups)]
-        self._totals = [0] * groups  # each group's sizes, at their latest uses
-        self._next = 0  # the position the next use takes
-        self._top = ""  # the object used last: used again, nothing moves
+        self._totals = [0] * groups
+        self._next = 0
+        self._top = ""  # used again, nothing moves
 
     def __len__(self) -> int:
         return len(self._latest)
@@ -86,7 +74,6 @@ class StackDistances:
         return name in self._latest
 
     def use(self, name: str, size: int, group: int = 0) -> float:
-        """Record a use of `name`, `size` bytes now; its distance."""
         latest = self._latest.get(name)
         if latest is None:
             self._push(name, size, group)
@@ -102,7 +89,7 @@ class StackDistances:
             self.forget(name)
             self._push(name, size, group)
             return distance
-        self._trees[group].move(position, old_size, self._next, size)  # to the top, in one pass
+        self._trees[group].move(position, old_size, self._next, size)
         self._totals[group] += size - old_size
         self._latest[name] = (self._next, size, group)
         self._next += 1
@@ -114,7 +101,7 @@ class StackDistances:
         return len(self._trees[0].tree) - 1
 
     def forget(self, name: str) -> None:
-        """Stop tracking `name`: its next use is a first use, and it is in no other's distance."""
+        """Its next use is a first use, and it counts in no other's distance."""
         latest = self._latest.pop(name, None)
         if latest is not None:
             position, size, group = latest
@@ -132,8 +119,7 @@ class StackDistances:
         self._top = name
 
     def _renumber(self) -> None:
-        """Give the tracked objects positions 0.. in the order of their last uses, in trees
-        twice their number."""
+        """Number the tracked objects 0.. in order, in trees twice their number."""
         ordered = sorted(self._latest.items(), key=lambda item: item[1][0])
         capacity = max(self.min_positions, 2 * len(ordered))
         columns = [[0] * capacity for _ in self._trees]

@@ -1,6 +1,6 @@
-"""Revalidation: a cached artifact checked against its store when due, and deleted when stale.
+"""Revalidation: a cached artifact checked against its store when due, deleted when stale.
 
-A store that cannot answer leaves the cached copy in service (SageMaker's behaviour).
+A store that cannot answer leaves the copy in service, as SageMaker does.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ class Revalidation:
         self.index, self.stores, self.events = index, stores, events
         self.interval_s = interval_s  # 0: never
         self.clock = clock
-        self.delete = delete  # (name, reason): the disk tier's delete
+        self.delete = delete  # (name, reason)
 
     def due(self, name: str) -> bool:
         return bool(self.interval_s) and self._due(self.index.get(name))
@@ -39,7 +39,7 @@ class Revalidation:
         return self.clock() - row.checked_at >= self.interval_s
 
     async def check(self, name: str) -> bool:
-        """If due, ask the store for the artifact's ETag; delete a stale copy. True if stale."""
+        """If due, ask the store for the ETag and delete a stale copy; True if stale."""
         row = self.index.get(name) if self.interval_s else None
         return row is not None and await self.stale(row)
 
