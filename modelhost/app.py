@@ -1,4 +1,7 @@
-"""Composition root: config → store → disk tier → workers → memory tier → host → HTTP."""
+"""Composition root: config → store → disk tier → workers → memory tier → host → HTTP.
+
+It is near the size limit because it wires every part; each function builds one.
+"""
 
 from __future__ import annotations
 
@@ -53,12 +56,10 @@ if TYPE_CHECKING:
 logger = logging.getLogger("modelhost")
 
 SETTLE_S = 0.3
-# a worker's first real loads copy template pages and grow its heap past what the rehearsal
-# did (1.3-1.8 MB a worker, 6 MB in all with two under churn): the headroom before any reading
+# first loads grow a worker past its rehearsal; see decisions.md, "The budget keeps a learned
+# headroom"
 WORKER_GROWTH_SEED_BYTES = 4 * 2**20
-# and after: a worker's heap grows in steps the readings see late (0.2 MB past the budget in a CI
-# churn run once the drift of 32 quiet readings had fallen under it): a pymalloc arena a worker,
-# kept free whatever happens (a load waits for it, where the learned headroom above it is taken)
+# a pymalloc arena a worker, kept free whatever happens: readings see heap growth late
 WORKER_GROWTH_FLOOR_BYTES = 2**20
 
 
@@ -138,8 +139,7 @@ async def serve_rpc_beside(
 def grpc_servers(
     host: ModelHost, config: Config, observer: Observer, routes: SageMakerRoutes
 ) -> list[RpcServer]:
-    """The gRPC servers, when a gRPC port is set: only then is grpcio imported, which the
-    frontend would otherwise carry for nothing (docs/performance.md)."""
+    """The gRPC servers, if a gRPC port is set: only then is grpcio imported."""
     if not (config.grpc_port or config.grpc_management_port):
         return []
     from modelhost.rpc.services import rpc_servers
@@ -166,7 +166,7 @@ def management_servers(
 
 
 def metrics_servers(observer: Observer, config: Config) -> list[uvicorn.Server]:
-    """GET /metrics on its own port too, when TorchServe's metrics_address asks for one."""
+    """GET /metrics on its own port too, if TorchServe's metrics_address asks for one."""
     if not config.metrics_port:
         return []
     host = config.metrics_host or config.host
@@ -181,7 +181,7 @@ def management_on_main_port(config: Config) -> bool:
 
 @contextlib.asynccontextmanager
 async def observed(host: ModelHost, config: Config) -> AsyncIterator[Observer]:
-    """Metrics, event stream and access log for `host`, for as long as the server runs."""
+    """Metrics, event stream and access log for `host` while the server runs."""
     observer = Observer(
         host, config.access_log, config.metrics_model_series, config.max_event_streams
     )
@@ -214,7 +214,7 @@ async def started_host(config: Config, run_dir: Path) -> AsyncIterator[ModelHost
         environment=worker_environment(os.environ),
         refuse_pickle=config.refuse_pickle,
     )
-    stores = Stores(  # before the baseline is measured: an S3 client costs the frontend memory
+    stores = Stores(  # before the baseline: an S3 client costs the frontend memory
         config.model_store,
         config.allowed_urls,
         StoreSettings(config.store_timeout_s, config.max_concurrent_downloads),
@@ -295,8 +295,7 @@ def build_host(
 
 
 def memory_tier(config: Config, pool: WorkerPool, idle: PssReading) -> MemoryTier:
-    """The memory budget's accounting: the idle server, its frontend's allowance, and the room
-    left for models, said at start."""
+    """The memory budget less the idle server and its frontend's allowance."""
     budget = config.memory_budget_bytes.of(usable_memory_bytes())
     frontend = FrontendAllowance(idle.frontend_bytes, config.frontend_allowance_bytes)
     baseline = idle.total_bytes + frontend.growth_bytes
@@ -336,7 +335,7 @@ async def idle_pss(pool: WorkerPool) -> PssReading:
 
 
 async def preload(host: ModelHost, config: Config) -> None:
-    """Load pinned models and the configured start-up list; a failure is logged, not fatal."""
+    """Load pinned and start-up models; a failure is logged, not fatal."""
     for name in (*config.pinned_models, *await preload_names(host, config.load_models)):
         try:
             await host.residency.ensure_loaded(name)
@@ -345,7 +344,7 @@ async def preload(host: ModelHost, config: Config) -> None:
 
 
 async def preload_names(host: ModelHost, load_models: tuple[str, ...]) -> list[str]:
-    """The models `load_models` names: ALL (every artifact in the store), names, name=URL."""
+    """The models `load_models` names: ALL, names, or name=URL."""
     stores, names = host.disk.stores, []
     for entry in load_models:
         name, _, source = entry.partition("=")

@@ -1,9 +1,6 @@
-"""Deadlines for many calls that share one timeout, kept by one timer instead of one per call.
+"""Deadlines for calls that share one timeout, kept by one timer instead of one per call.
 
-Every key waits the same `timeout_s`, so the order keys were added in is the order they are due
-in: the timer is set for the oldest key only, and when it fires it expires every key that is due
-and is set again for the next one. Adding and removing a key is a dict operation; a timer is
-made only when the dict was empty or the oldest key expired (once per timeout, not per call).
+With one timeout, keys fall due in the order added, so the timer waits for the oldest only.
 """
 
 from __future__ import annotations
@@ -17,7 +14,7 @@ K = TypeVar("K", bound=Hashable)
 
 
 class Deadlines(Generic[K]):
-    """`on_expiry(key)` runs `timeout_s` after `add(key)`, unless `discard(key)` came first."""
+    """`on_expiry(key)` runs `timeout_s` after `add(key)` unless discarded first."""
 
     def __init__(
         self,
@@ -28,20 +25,20 @@ class Deadlines(Generic[K]):
         self.timeout_s = timeout_s
         self.on_expiry = on_expiry
         self.clock = clock
-        self._due: dict[K, float] = {}  # in the order added: the order they fall due
+        self._due: dict[K, float] = {}  # insertion order is due order
         self._timer: asyncio.TimerHandle | None = None
 
     def __len__(self) -> int:
         return len(self._due)
 
     def add(self, key: K) -> None:
-        self._due.pop(key, None)  # a key added again goes to the back, where its due time is
+        self._due.pop(key, None)  # a re-added key goes to the back
         self._due[key] = self.clock() + self.timeout_s
         if self._timer is None:
             self._set_timer()
 
     def discard(self, key: K) -> None:
-        self._due.pop(key, None)  # the timer stays set: when it fires it finds nothing due
+        self._due.pop(key, None)  # the timer stays; it will find nothing due
 
     def close(self) -> None:
         if self._timer is not None:
@@ -61,6 +58,6 @@ class Deadlines(Generic[K]):
             if due > now:
                 break
             del self._due[key]
-            self.on_expiry(key)  # which may add keys, and so set the timer
+            self.on_expiry(key)  # may add keys and so set the timer
         if self._due and self._timer is None:
             self._set_timer()

@@ -1,39 +1,39 @@
-"""The exception tree. No HTTP status codes here: `modelhost.http.errors` maps these to statuses.
+"""The exception tree. `modelhost.http.errors` maps it to HTTP statuses.
 
 ModelhostError
-├── ConfigError                  bad configuration, refused at start
+├── ConfigError                  refused at start
 ├── RequestError                 the caller can fix it
-│   ├── BadRequestBody           the body cannot be decoded for this model
-│   │   └── NestedTooDeep        JSON nested deeper than a parser recurses
-│   ├── PayloadTooLarge          body over max_request_size
-│   ├── ResponseTooLarge         a model's answer over max_response_size (ask for fewer rows)
-│   ├── HeaderTooLarge           a header longer than the server passes on to the core
-│   ├── ParameterTooLarge        a query parameter (or URL field) longer than the server passes on
-│   ├── InvalidModelName         a name that escapes the store (``..``, absolute, NUL)
-│   ├── ModelNotFound            no such model in the store
-│   ├── ModelNotLoaded           the contract asks for 404 when the model is not in memory
-│   ├── ModelAlreadyLoaded       load of a model already loaded
-│   ├── Unauthorized             management call without the configured token
-│   └── Forbidden                management call from outside loopback, or a URL outside the store
-├── CapacityError                no room within a budget
+│   ├── BadRequestBody
+│   │   └── NestedTooDeep
+│   ├── PayloadTooLarge
+│   ├── ResponseTooLarge
+│   ├── HeaderTooLarge
+│   ├── ParameterTooLarge
+│   ├── InvalidModelName         escapes the store
+│   ├── ModelNotFound
+│   ├── ModelNotLoaded
+│   ├── ModelAlreadyLoaded
+│   ├── Unauthorized             no management token
+│   └── Forbidden                not loopback, or a URL outside the store
+├── CapacityError
 │   ├── InsufficientMemory
 │   └── InsufficientDisk
 ├── ModelError                   the model or its code failed
-│   ├── ModelLoadError           the artifact could not be loaded (corrupt, missing runtime)
-│   │   └── UnsafeArtifact       an archive that escapes its folder, links out, or is too large
-│   ├── HandlerError             the handler raised while serving a request
-│   └── PoisonRequest            its worker died running it, and again when it was retried alone
-├── Overloaded                   too much at once: retry after a pause
-│   ├── QueueFull                the model's queue holds job_queue_size requests
-│   └── ConcurrencyLimit         the server holds max_concurrency requests
-├── DeadlineExceeded             no answer within default_response_timeout
+│   ├── ModelLoadError
+│   │   └── UnsafeArtifact       escapes its folder or is too large
+│   ├── HandlerError
+│   └── PoisonRequest            killed its worker twice
+├── Overloaded                   retry after a pause
+│   ├── QueueFull
+│   └── ConcurrencyLimit
+├── DeadlineExceeded
 ├── Unavailable                  retry is safe
-│   ├── WorkerDied               the worker process died while it held the request
-│   ├── TooManyStreams           max_event_streams GET /events streams are open
+│   ├── WorkerDied
+│   ├── TooManyStreams
 │   └── ShuttingDown
-└── StoreError                   the model store failed (refused access, no such bucket)
-    ├── StoreUnavailable         it may work again: connection refused or reset, 5xx, throttled
-    └── StoreTimeout             it stopped sending for longer than store_timeout_s
+└── StoreError
+    ├── StoreUnavailable         may work again
+    └── StoreTimeout
 """
 
 from __future__ import annotations
@@ -153,7 +153,7 @@ class Unavailable(ModelhostError):
 
 
 class WorkerDied(Unavailable):
-    running: bool = False  # set where it failed a request the worker was running (not a load)
+    running: bool = False  # it failed a running request, not a load
 
 
 class TooManyStreams(Unavailable):

@@ -1,14 +1,12 @@
 """An example store: three small real models per tenant plus one artifact of each showcase kind.
 
-    tenants/t000/churn.joblib      LogisticRegression on a bootstrap sample of iris
-    tenants/t000/fraud.joblib      DecisionTreeClassifier on breast_cancer, depth 2-8 by tenant
-    tenants/t000/wine.joblib       RandomForestClassifier, 10 trees, on wine
-    examples/iris-archive.tar.gz   a SageMaker-style model.tar.gz holding model.joblib
-    examples/iris-custom/          an MMS-style handler.py beside model.joblib
-    examples/iris-sagemaker/       model.joblib and code/inference.py defining model_fn
-    examples/README.txt            curl lines to try
-
-A marker file records the parameters; building again with the same ones does nothing.
+tenants/t000/churn.joblib      LogisticRegression on iris
+tenants/t000/fraud.joblib      DecisionTreeClassifier on breast_cancer
+tenants/t000/wine.joblib       RandomForestClassifier on wine
+examples/iris-archive.tar.gz   a SageMaker model.tar.gz
+examples/iris-custom/          an MMS handler.py
+examples/iris-sagemaker/       code/inference.py
+examples/README.txt            curl lines to try
 """
 
 from __future__ import annotations
@@ -31,11 +29,11 @@ from modelhost.config import Config
 MARKER_NAME = ".modelhost-examples"
 _FORMAT = 1
 _KINDS = ("churn", "fraud", "wine")
-DEFAULT_PORT: int = Config.port  # the server's default (8080)
+DEFAULT_PORT: int = Config.port
 
 
 def build_example_store(root: Path, tenants: int = 100, seed: int = 0) -> list[str]:
-    """Build (or find already built) the example store under `root`; the model names in it."""
+    """Build the example store under `root`, unless built with these parameters; its names."""
     root = Path(root)
     wanted = {"format": _FORMAT, "tenants": tenants, "seed": seed}
     previous = _read_marker(root)
@@ -44,7 +42,7 @@ def build_example_store(root: Path, tenants: int = 100, seed: int = 0) -> list[s
     (root / MARKER_NAME).unlink(missing_ok=True)
     if previous is not None:
         _remove_stale_tenants(root, previous["models"], tenants)
-    # fits this small only wait on BLAS threads: one thread is 15x faster on a busy 2-core machine
+    # small fits only wait on BLAS threads (decisions.md, "The example store trains on one ...")
     with threadpool_limits(limits=1):
         names = _build_tenants(root, tenants, seed) + _build_showcase(root)
     _write_readme(root, names)
@@ -53,7 +51,7 @@ def build_example_store(root: Path, tenants: int = 100, seed: int = 0) -> list[s
 
 
 def tenant_names(tenants: int) -> Iterator[str]:
-    """`tenants/t000` … in order; three digits up to 1000 tenants, more beyond."""
+    """`tenants/t000` … in order."""
     width = max(3, len(str(tenants - 1)))
     return (f"tenants/t{i:0{width}d}" for i in range(tenants))
 
@@ -72,7 +70,7 @@ def _is_complete(root: Path, marker: dict[str, Any], wanted: dict[str, int]) -> 
 
 
 def _remove_stale_tenants(root: Path, old_names: list[str], tenants: int) -> None:
-    """Drop tenant folders a previous, larger build made, so the store matches the list."""
+    """Drop the tenant folders of a previous, larger build."""
     keep = set(tenant_names(tenants))
     for folder in {name.rsplit("/", 1)[0] for name in old_names if name.startswith("tenants/")}:
         if folder not in keep:
@@ -95,7 +93,7 @@ def _build_tenants(root: Path, tenants: int, seed: int) -> list[str]:
         rng = np.random.default_rng([seed, index])
         for kind in _KINDS:
             x, y = data[kind]
-            sample = rng.integers(0, len(y), size=len(y))  # each tenant's own bootstrap sample
+            sample = rng.integers(0, len(y), size=len(y))  # a bootstrap sample per tenant
             model = _tenant_model(kind, index, seed).fit(x[sample], y[sample])
             name = f"{folder}/{kind}.joblib"
             _dump_atomically(model, root / name)
@@ -143,7 +141,7 @@ def _write_readme(root: Path, names: list[str]) -> None:
 
 
 def try_lines(root: Path, port: int = DEFAULT_PORT) -> list[str]:
-    """How to serve the store at `root` on `port`, and curl lines that invoke it there."""
+    """How to serve the store at `root`, and curl lines that invoke it."""
     tenant = next(tenant_names(1))
     base = f"http://127.0.0.1:{port}"
     port_flag = "" if port == DEFAULT_PORT else f" --port {port}"
@@ -198,7 +196,7 @@ def _row(dataset: str) -> list[float]:
 
 
 def _dump_atomically(model: Any, path: Path) -> None:
-    """Write to a temporary name, then rename: a server reading the store never sees half a file."""
+    """Write, then rename: a server reading the store never sees half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     part = path.with_name(path.name + ".part")
     joblib.dump(model, part)

@@ -1,25 +1,7 @@
-"""A model's own settings, from `modelhost.toml` inside its artifact (or a `.mar`'s manifest).
+"""A model's own settings, from `modelhost.toml` in its artifact or a `.mar`'s manifest.
 
-The frontend reads it once the artifact is on disk: batch size and delay, the most workers the
-model may use, pinning, a declared memory size and warm-up samples are scheduling decisions; the
-handler name is passed to the worker. Every field is optional: an absent one means "the server's
-setting". Unknown keys are refused, so a typo never silently does nothing.
-
-    handler = "sklearn"            # sklearn, xgboost, lightgbm, onnx, torch, or handler.py[:fn]
-                                   # (huggingface, huggingface-classification/-embeddings)
-    model_file = "model.ubj"       # the file the handler loads, when the folder holds several
-    batch_size = 16
-    threads = 2                    # the runtime's threads for this model (torch, onnx, ...)
-    max_batch_delay_ms = 2
-    max_workers = 2
-    pinned = true
-    idempotent = true              # the handler may run a request twice (after its worker died)
-    memory = "300MiB"              # trust this over the estimate from the artifact's size
-    warmup = ["samples/0.json"]    # bodies that must succeed before the model counts as loaded
-
-Paths are relative to the folder the manifest is in. A TorchServe archive's `MAR-INF/MANIFEST.json`
-gives the handler (when it is a file of the archive) and the model file (`serializedFile`);
-`modelhost.toml` beside it wins where both say something.
+The keys are in the README's "Model manifest". Unknown keys are refused, so a typo never
+silently does nothing. `modelhost.toml` wins over a `.mar`'s manifest.
 """
 
 from __future__ import annotations
@@ -47,7 +29,7 @@ MAR_MANIFEST = Path("MAR-INF") / "MANIFEST.json"
 
 @dataclass(frozen=True)
 class Manifest:
-    """A model's own settings, read from its artifact (`modelhost.toml`, a `.mar`'s manifest)."""
+    """A model's own settings; None means the server's setting."""
 
     handler: str | None = None
     model_file: str | None = None
@@ -82,7 +64,7 @@ _TYPE_WORDS = {
 
 
 def read_manifest(artifact: Path) -> Manifest:
-    """The manifest of an unpacked artifact (its folder or a lone top folder), or the empty one."""
+    """The manifest of an unpacked artifact, or the empty one."""
     root = manifest_root(artifact)
     mar = root / MAR_MANIFEST
     manifest = _read_mar(mar, root) if mar.is_file() else NO_MANIFEST
@@ -98,7 +80,7 @@ def read_manifest(artifact: Path) -> Manifest:
 
 
 def find_manifest(artifact: Path) -> Path | None:
-    """`modelhost.toml`, else `MAR-INF/MANIFEST.json`, in the artifact or a lone top folder."""
+    """`modelhost.toml`, else the MAR manifest, in the artifact or its lone top folder."""
     if not artifact.is_dir():
         return None
     for name in (MANIFEST_NAME, MAR_MANIFEST.as_posix()):
@@ -110,7 +92,6 @@ def find_manifest(artifact: Path) -> Path | None:
 
 
 def manifest_root(artifact: Path) -> Path:
-    """The folder the manifest's paths are relative to: where it is, else the artifact."""
     path = find_manifest(artifact)
     if path is None:
         return artifact
@@ -122,7 +103,6 @@ def _given(table: dict[str, Any]) -> list[str]:
 
 
 def _read_mar(path: Path, root: Path) -> Manifest:
-    """The handler file and model file a TorchServe `MAR-INF/MANIFEST.json` names."""
     try:
         document = json.loads(path.read_text())
     except (ValueError, UnicodeDecodeError) as error:
@@ -136,7 +116,7 @@ def _read_mar(path: Path, root: Path) -> Manifest:
         handler = file_name + ".py" + str(handler)[len(file_name) :]
         file_name += ".py"
     is_file = bool(file_name) and (root / file_name).is_file()
-    # any other name is TorchServe's built-in handler (or a typo): the worker resolves it
+    # any other name is a TorchServe built-in (or a typo): the worker resolves it
     by_model_file = is_file or file_name.removesuffix(".py") in ("", *BY_MODEL_FILE)
     return Manifest(
         handler=str(handler) if is_file else None,
@@ -145,7 +125,7 @@ def _read_mar(path: Path, root: Path) -> Manifest:
     )
 
 
-# model-config.yaml's keys TorchServe schedules a model by, and modelhost's name for each
+# TorchServe's model-config.yaml keys and modelhost's names
 _MAR_CONFIG_KEYS = {
     "batchSize": "batch_size",
     "maxBatchDelay": "max_batch_delay_ms",
@@ -154,7 +134,7 @@ _MAR_CONFIG_KEYS = {
 
 
 def _mar_scheduling(config: dict[str, Any]) -> dict[str, Any]:
-    """The batching and workers a `.mar`'s model-config.yaml sets, as TorchServe reads them."""
+    """The batching and workers a `.mar`'s model-config.yaml sets."""
     found: dict[str, Any] = {}
     for key, name in _MAR_CONFIG_KEYS.items():
         value = config.get(key)

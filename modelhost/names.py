@@ -1,8 +1,6 @@
-"""What a model name may be, checked once wherever a name enters (every HTTP route that takes one).
+"""What a model name may be, checked wherever a name enters.
 
-A name is a relative POSIX path in the model store (``tenants/t007.joblib``) or a name given at
-registration (``acme-churn``). Names become keys of the store, folders of the disk tier and fields
-of the frames sent to workers, so anything that could escape a folder or a frame is refused.
+Names become store keys, disk folders and frame fields, so nothing may escape a folder or frame.
 """
 
 from __future__ import annotations
@@ -12,7 +10,7 @@ import unicodedata
 from modelhost.errors import InvalidModelName
 
 MAX_NAME_BYTES = 256
-MAX_PART_BYTES = 255  # a file name's limit on most file systems
+MAX_PART_BYTES = 255  # most file systems' limit
 MAX_ECHO_CHARS = 200  # of a refused value, in an error message
 
 VALID = (
@@ -23,7 +21,7 @@ VALID = (
 
 
 def model_name(name: str) -> str:
-    """`name`, if it is a valid model name; else InvalidModelName saying what a valid one is."""
+    """`name` if valid, else InvalidModelName saying what a valid one is."""
     problem = _problem(name)
     if problem:
         raise InvalidModelName(f"invalid model name {echo(name)}: {problem}; {VALID}")
@@ -52,7 +50,7 @@ def _problem(name: str) -> str:
 
 
 def echo(value: str) -> str:
-    """`value` quoted for an error message, cut to MAX_ECHO_CHARS characters."""
+    """`value` quoted and cut for an error message."""
     if len(value) <= MAX_ECHO_CHARS:
         return repr(value)
     return f"{value[:MAX_ECHO_CHARS]!r}... ({len(value)} characters)"

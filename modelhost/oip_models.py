@@ -1,6 +1,4 @@
-"""The host's models as the Open Inference Protocol sees them, for its REST and gRPC servers
-alike: which name holds a version of a model, whether a model exists, its metadata and its
-entry in the repository index."""
+"""The host's models as the Open Inference Protocol sees them, for REST and gRPC alike."""
 
 from __future__ import annotations
 
@@ -10,7 +8,7 @@ from modelhost.cache.memory import State
 from modelhost.errors import ModelNotFound
 from modelhost.host import ModelHost
 
-MODEL_VERSION = "1"  # the one version of a model that was not registered with versions
+MODEL_VERSION = "1"  # of a model registered without versions
 REPOSITORY_STATE = {State.LOADED: "READY", State.LOADING: "LOADING", State.UNLOADING: "UNLOADING"}
 NOT_LOADED_REASON = "not loaded; it loads on its first request or on load"
 INPUTS = [{"name": "input-0", "datatype": "FP64", "shape": [-1, -1]}]
@@ -21,13 +19,13 @@ OUTPUTS = [
 
 
 class OipModels:
-    """Answers about the host's models in the protocol's terms; no transport here."""
+    """Answers about the host's models in the protocol's terms."""
 
     def __init__(self, host: ModelHost) -> None:
         self.host = host
 
     def held(self, name: str, version: str) -> str:
-        """The name the host holds `version` of model `name` under ("": its default)."""
+        """The name the host holds `version` of `name` under ("": the default)."""
         registry = self.host.registry
         if name in registry.versions:
             return registry.name_of(name, version) if version else registry.resolve(name)
@@ -54,7 +52,7 @@ class OipModels:
         return self.host.state_of(name)
 
     def metadata(self, name: str) -> dict[str, Any]:
-        """What every model takes and gives; a model's own metadata would need it loaded."""
+        """What every model takes and gives: its own would need it loaded."""
         versions = self.host.registry.versions.get(name)
         return {
             "name": name,
@@ -65,11 +63,9 @@ class OipModels:
         }
 
     def version_held(self, name: str) -> tuple[str, str]:
-        """The model and version the host holds under `name`."""
         return self.host.registry.owners.get(name, (name, MODEL_VERSION))
 
     def entry(self, name: str) -> dict[str, str]:
-        """The repository index's entry of the model held under `name`."""
         state = self.state(name)
         model, version = self.version_held(name)
         return {
@@ -81,7 +77,6 @@ class OipModels:
 
 
 def missing(name: str) -> str:
-    """The message of a model that is nowhere."""
     return (
         f"model {name} is neither loaded nor registered nor in the model store; check the "
         "name (POST /v2/repository/index lists the models known)"

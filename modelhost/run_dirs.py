@@ -1,6 +1,8 @@
-"""The folder a server keeps its workers' socket in while it runs, and those of servers that were
-killed: a SIGKILL leaves no chance to delete it, so each server's folder names its process, and a
-starting server deletes the folders of processes of its user that no longer run."""
+"""The folder that holds a server's worker sockets.
+
+A SIGKILL leaves no chance to delete it, so the folder names its process and a starting
+server deletes those of dead ones.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ PREFIX = "modelhost-"
 
 @contextlib.contextmanager
 def run_dir(parent: str | None = None) -> Iterator[Path]:
-    """A new folder for this server, deleted when it stops; left by killed ones, deleted now."""
+    """A new folder for this server, deleted when it stops."""
     root = Path(parent or tempfile.gettempdir())
     remove_orphans(root)
     with tempfile.TemporaryDirectory(prefix=f"{PREFIX}{os.getpid()}-", dir=root) as folder:
@@ -24,7 +26,7 @@ def run_dir(parent: str | None = None) -> Iterator[Path]:
 
 
 def remove_orphans(root: Path) -> list[Path]:
-    """Delete the run folders under `root` of this user's servers that no longer run."""
+    """Delete the run folders of this user's servers that no longer run."""
     removed = []
     for folder in root.glob(f"{PREFIX}*-*"):
         pid = folder.name[len(PREFIX) :].partition("-")[0]

@@ -1,10 +1,6 @@
-"""TorchServe's management calls on the host's models, for its REST API (http/torchserve.py)
-and its gRPC one (rpc/torchserve.py) alike: register, list, describe, scale, set the default
-version, unregister. Each answers what TorchServe answers; the transport shapes it.
+"""TorchServe's management calls on the host's models, for its REST and gRPC APIs alike.
 
-A registered model has the versions its archives name (`host/registry.py`); a path names one
-as `{model}/{version}`, or the default as `{model}`. A model that was not registered has one
-version, "1.0".
+A path names a version as `{model}/{version}`, or the default as `{model}`.
 """
 
 from __future__ import annotations
@@ -38,18 +34,16 @@ from modelhost.urls import redact_url
 MODEL_VERSION = TORCHSERVE_VERSION
 ARCHIVE_SUFFIXES = (".mar", ".tar.gz", ".tgz", ".tar", ".zip")
 REGISTERED_OR_IN_MEMORY = (IN_MEMORY, REGISTERED)  # what TorchServe calls registered
-ACCEPTED = "Processing worker updates..."  # TorchServe's words for a call answered at once
+ACCEPTED = "Processing worker updates..."  # TorchServe's words
 
 
 class Answer(NamedTuple):
-    """A management call's status message and the HTTP status TorchServe gives it."""
-
     message: str
     code: int = 200
 
 
 class Target(NamedTuple):
-    """A version of a model a path names, and the name the host holds it under."""
+    """A version of a model, and the name the host holds it under."""
 
     model: str
     version: str
@@ -57,15 +51,11 @@ class Target(NamedTuple):
 
 
 class TorchServeModels:
-    """The management calls, each a method taking what the call names."""
-
     def __init__(self, host: ModelHost) -> None:
         self.host = host
-        self._loads: set[asyncio.Task[Any]] = set()  # asynchronous registrations under way
+        self._loads: set[asyncio.Task[Any]] = set()  # asynchronous registrations
 
     async def register(self, params: Mapping[str, str]) -> Answer:
-        """TorchServe's registration parameters: `url`, `model_name`, `initial_workers`,
-        `synchronous`, and those of http/registration.py."""
         url = params.get("url")
         if not url:
             raise BadRequestBody("Parameter url is required.")
@@ -95,9 +85,7 @@ class TorchServeModels:
         )
 
     async def _fetch(self, name: str, url: str, settings: dict[str, Any]) -> Registered:
-        """Register the version of the model that its archive holds, with its settings, and
-        fetch the archive, as TorchServe does; 400 if there is none, or if it lacks the handler
-        file named."""
+        """Register the version its archive holds and fetch the archive, as TorchServe does."""
         try:
             registered = await self.host.registry.register_version(name, url, settings)
         except ModelNotFound as error:
@@ -115,8 +103,10 @@ class TorchServeModels:
         return registered
 
     def list_models(self, limit: str | None, token: str | None) -> dict[str, Any]:
-        """Registered models (and those in memory), `limit` at a time. `nextPageToken` is a
-        cursor (the last name listed); an offset, what TorchServe itself returns, is read too."""
+        """Registered and loaded models, a page at a time.
+
+        `nextPageToken` is the last name listed; TorchServe's offsets are read too.
+        """
         size = page_size(unless_negative(limit))
         listing = self.host.model_names()
         after = start_after(listing, token)
@@ -132,8 +122,7 @@ class TorchServeModels:
         return body
 
     def _page(self, listing: Listing, after: str, limit: int) -> list[tuple[str, str]]:
-        """Up to `limit` (name in the host, model) pairs after `after`: a model with versions
-        is listed once, at its default version's name."""
+        """Up to `limit` (host name, model) pairs after `after`, a model once."""
         page: list[tuple[str, str]] = []
         while len(page) < limit:
             names = listing.page(after, limit, REGISTERED_OR_IN_MEMORY)
@@ -144,15 +133,13 @@ class TorchServeModels:
         return page[:limit]
 
     def _listed_as(self, name: str) -> str:
-        """The model a name is listed as: itself, or the model it is the default version of;
-        "" for another version."""
+        """The model a name is listed as; "" for a version not the default."""
         model, version = self.host.registry.owners.get(name, (name, ""))
         versions = self.host.registry.versions.get(model)
         return model if versions is None or versions.default == version else ""
 
     def describe(self, path: str) -> list[dict[str, Any]]:
-        """Descriptions of the default version, of the version named, or of every version
-        (`{model}/all`)."""
+        """The default version, the version named, or every version (`{model}/all`)."""
         path = model_name(path.rstrip("/"))
         base = path.removesuffix("/all")
         every = self._versions(base) if base != path else None
@@ -160,7 +147,6 @@ class TorchServeModels:
         return [self._description(target) for target in targets]
 
     def _versions(self, model: str) -> list[Target] | None:
-        """Every version of `model`, if it is registered; None if not."""
         versions = self.host.registry.versions.get(model)
         if versions is not None:
             return [Target(model, v, n) for v, n in versions.names.items()]
@@ -176,7 +162,6 @@ class TorchServeModels:
         return describe(statistics, schedule, target.model, target.version)
 
     def set_default(self, path: str) -> str:
-        """Make the version `path` names the default: what a request naming no version gets."""
         target = self.target(path, version_required=True)
         if target.model in self.host.registry.versions:
             self.host.registry.set_default(target.model, target.version)
@@ -185,8 +170,7 @@ class TorchServeModels:
         )
 
     async def unregister(self, path: str) -> str:
-        """Unregister the version named, or the default; the default stays while other
-        versions exist, as in TorchServe."""
+        """Unregister a version; as in TorchServe, the default stays while others exist."""
         target = self.target(path)
         if target.model in self.host.registry.versions:
             await self.host.registry.unregister_version(target.model, target.version)
@@ -197,7 +181,7 @@ class TorchServeModels:
     async def scale(
         self, path: str, version: str | None, low: int, high: int, synchronous: bool
     ) -> Answer:
-        """The range of copies of the version named (in the path, or as `version`)."""
+        """Set the range of copies of the version named."""
         target, named = self._scaled(path, version)
         if high and low > high:
             raise BadRequestBody(f"min_worker {low} is above max_worker {high}; lower min_worker")
@@ -209,8 +193,7 @@ class TorchServeModels:
         return Answer(f"Workers scaled to {copies} for model: {target.model}{named_version}")
 
     def _scaled(self, path: str, version: str | None) -> tuple[Target, bool]:
-        """The version a scale call names, in its path or else in TorchServe's `model_version`
-        (the default if neither), and whether one was named."""
+        """The version a scale call names, in its path or `model_version`, and whether named."""
         target = self.target(path)
         if target.model != path.rstrip("/"):
             return target, True
@@ -219,9 +202,8 @@ class TorchServeModels:
         return target, False
 
     def target(self, path: str, version_required: bool = False) -> Target:
-        """The registered model and version a path names, as `{model}` (its default version) or
-        TorchServe's `{model}/{version}`; a trailing slash is ignored, as TorchServe ignores it."""
-        path = model_name(path.rstrip("/"))  # an invalid name says what a valid one is
+        """The registered model and version a path names."""
+        path = model_name(path.rstrip("/"))  # TorchServe ignores a trailing slash
         registry = self.host.registry
         if path in registry.versions and not version_required:
             default = registry.versions[path].default
@@ -230,7 +212,7 @@ class TorchServeModels:
         if model in registry.versions:
             return Target(model, version, registry.name_of(model, version))
         if self.host.registry.is_registered(path) and not version_required:
-            return Target(path, MODEL_VERSION, path)  # a name may hold '/': the whole path wins
+            return Target(path, MODEL_VERSION, path)  # a name may hold '/'
         if model and self.host.registry.is_registered(model):
             if version != MODEL_VERSION:
                 raise ModelNotFound(
@@ -246,15 +228,14 @@ class TorchServeModels:
         task.add_done_callback(self._loads.discard)
 
     async def _quietly(self, call: Awaitable[object]) -> None:
-        with contextlib.suppress(ModelhostError):  # the failure is an event, as every load's
+        with contextlib.suppress(ModelhostError):  # the failure is an event
             await call
 
 
 def describe(
     model: ModelStatistics, schedule: ModelSchedule, name: str, version: str
 ) -> dict[str, Any]:
-    """TorchServe's description of version `version` of model `name`, from the host's
-    statistics of it and the scheduling in effect for it."""
+    """TorchServe's description of a version, from the host's statistics and scheduling."""
     started = iso_time(model.loaded_at)
     workers = [
         {
@@ -283,7 +264,7 @@ def describe(
 
 def name_from_url(url: str) -> str:
     """TorchServe's default model name: the archive's file name without its extension."""
-    base = PurePosixPath(url.partition("?")[0].rstrip("/")).name  # a presigned URL's query
+    base = PurePosixPath(url.partition("?")[0].rstrip("/")).name  # drop a presigned query
     for suffix in ARCHIVE_SUFFIXES:
         if base.lower().endswith(suffix):
             return base[: -len(suffix)] or base
@@ -291,8 +272,7 @@ def name_from_url(url: str) -> str:
 
 
 def start_after(listing: Listing, token: str | None) -> str | None:
-    """The name a page starts after, from a cursor or an offset; None for an offset past the
-    end. An offset is found by position, not by walking the names before it."""
+    """The name a page starts after, from a cursor or offset; None for one past the end."""
     if not token or is_negative_number(token):  # TorchServe starts a negative offset at 0
         return ""
     if is_whole_number(token):

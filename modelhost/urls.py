@@ -1,8 +1,6 @@
-"""URLs as they are shown to people (events, descriptions, messages): without their secrets.
+"""URLs as shown to people, without passwords or query-string signatures.
 
-A URL may carry a password (``https://user:pass@host/…``) or a signature in its query string
-(a presigned S3 URL's ``X-Amz-Signature``, an Azure SAS token). Whoever may read events or
-``GET /models`` is not necessarily whoever gave the URL, so both are masked wherever one is shown.
+Whoever reads events or ``GET /models`` may not be whoever gave the URL.
 """
 
 from __future__ import annotations
@@ -13,7 +11,7 @@ MASK = "***"
 
 
 def redact_url(url: str) -> str:
-    """`url` with its user information and every query value replaced by ``***``."""
+    """`url` with user information and query values masked."""
     try:
         parts = urlsplit(url)
     except ValueError:
