@@ -1,4 +1,4 @@
-"""`modelhost bench URL`: load-test an endpoint; write summary.json, requests.csv, report.html."""
+"""`modelhost bench URL`: load-test an endpoint."""
 
 from __future__ import annotations
 
@@ -12,13 +12,10 @@ from modelhost.toolkit.run import BenchOptions
 @click.argument("url", required=False, default="")
 @click_options(BenchOptions)
 def bench(**values: object) -> None:
-    """Load-test URL: the endpoint root of a multi-model server (with --models), or the full
-    invocation URL of a single model; or, with --endpoint-name, a SageMaker endpoint (to measure
-    it before and after moving to modelhost with the same tool).
+    """Load-test URL: a multi-model root (--models), one model's URL, or a SageMaker endpoint.
 
-    Closed loop with --concurrency, open loop with --rate (latency then counts from each
-    request's due time, so a slow server cannot hide its stalls). --requests N measures N
-    requests instead of a duration."""
+    Closed loop with --concurrency, open loop with --rate (latency counts from each request's
+    due time, so a slow server cannot hide its stalls)."""
     from modelhost.toolkit.run import bench_command
 
     try:

@@ -1,4 +1,4 @@
-"""`modelhost config check [FILE]`: what modelhost makes of a migrating user's own settings."""
+"""`modelhost config check [FILE]`: what modelhost makes of a migrating user's settings."""
 
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ def config() -> None:
 @click.command("check")
 @click.argument("file", required=False, type=click.Path(dir_okay=False, path_type=Path))
 def check(file: Path | None) -> None:
-    """Explain each key of FILE (a config.properties) and each MMS, TorchServe, SageMaker or
-    thread variable set here: what it maps to, what is reported, what is refused. Exits 1 if
-    the server would refuse to start with them."""
+    """Explain what each key of FILE and each known variable set here maps to.
+
+    Exits 1 if the server would refuse to start with them."""
     if file is not None and not file.is_file():
         raise click.BadParameter(f"no such file {file}", param_hint="FILE")
     try:

@@ -1,4 +1,4 @@
-"""`modelhost cost`: cost per million requests on an instance and serverless; the break-even."""
+"""`modelhost cost`: cost per million requests on an instance and serverless."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from modelhost.toolkit.options import click_options
 @click_options(CostOptions)
 @click.pass_context
 def cost(ctx: click.Context, /, **values: object) -> None:
-    """Cost per million requests on an always-on instance (price per hour ÷ measured throughput)
-    and serverless (GB-seconds × memory × latency + data), the break-even monthly volume, and a
-    savings table. Default prices are EXAMPLES (AWS SageMaker, us-east-1, read in 2024)."""
+    """Cost per million requests on an instance and serverless, and the break-even volume.
+
+    Default prices are EXAMPLES (AWS SageMaker, us-east-1, read in 2024)."""
     from rich.console import Console
 
     from modelhost.toolkit.cost_run import cost_command

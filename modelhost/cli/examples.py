@@ -28,7 +28,7 @@ from modelhost.config import Config
     help="The port the server will listen on: the printed commands and curl lines use it.",
 )
 def examples(directory: Path, tenants: int, seed: int, port: int) -> None:
-    """Build an example model store in DIRECTORY (default ./models); a rerun is instant."""
+    """Build an example model store in DIRECTORY (default ./models)."""
     from modelhost.examples import build_example_store, try_lines
 
     started = time.perf_counter()

@@ -1,5 +1,4 @@
-"""The optional dependency groups (pyproject's extras): the modules each brings, the commands that
-need one, and the one-line error that names what to install instead of a traceback."""
+"""The extras: the modules each brings, the commands that need one, and the error naming it."""
 
 from __future__ import annotations
 
@@ -11,8 +10,7 @@ from typing import Any
 
 import click
 
-# extra → the top-level modules it installs that modelhost imports; tests/packaging checks this
-# against pyproject.toml, so a dependency added there without a line here fails
+# tests/packaging holds this to pyproject.toml
 EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "toolkit": ("aiohttp", "rich", "matplotlib", "scipy"),
     "xgboost": ("xgboost",),
@@ -20,10 +18,9 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "onnx": ("onnxruntime",),
     "torch": ("torch",),
     "huggingface": ("transformers", "safetensors", "tokenizers", "torch"),
-    "torchserve-handlers": ("ts", "torch", "yaml"),  # ts: the torchserve distribution
-    "ray": ("ray",),  # modelhost.integrations.ray_serve; no command needs it
+    "torchserve-handlers": ("ts", "torch", "yaml"),
+    "ray": ("ray",),  # for modelhost.integrations.ray_serve
 }
-# command → the extra it cannot run without (serve and examples need only the base install)
 COMMAND_EXTRAS: dict[str, str] = {
     "bench": "toolkit",
     "tune": "toolkit",
@@ -34,7 +31,7 @@ EXIT_MISSING_EXTRA = 2
 
 
 class MissingExtra(click.ClickException):
-    """A command needs modules of an extra that is not installed; exits 2 with one line."""
+    """A command needs an extra that is not installed; exits 2 with one line."""
 
     exit_code = EXIT_MISSING_EXTRA
 
@@ -50,25 +47,23 @@ class MissingExtra(click.ClickException):
 
 
 def extra_of(module: str | None) -> str | None:
-    """The extra that installs `module` (a dotted name counts by its top level), if any."""
     top = (module or "").partition(".")[0]
     return next((extra for extra, mods in EXTRA_MODULES.items() if top in mods), None)
 
 
 def missing_modules(extra: str) -> list[str]:
-    """The modules of `extra` that cannot be found; found ones are not imported here."""
+    """The modules of `extra` that cannot be found, without importing them."""
     return [m for m in EXTRA_MODULES[extra] if importlib.util.find_spec(m) is None]
 
 
 def require_extra(command: str, extra: str) -> None:
-    """Raise MissingExtra unless every module of `extra` is installed."""
     missing = missing_modules(extra)
     if missing:
         raise MissingExtra(command, missing, extra)
 
 
 def checked_callback(command: str, extra: str, callback: Callable[..., Any]) -> Callable[..., Any]:
-    """`callback`, first checking `extra`: after option parsing, so `--help` works without it."""
+    """`callback`, checking `extra` after option parsing, so `--help` works without it."""
 
     @functools.wraps(callback)
     def run(*args: Any, **kwargs: Any) -> Any:
@@ -79,8 +74,7 @@ def checked_callback(command: str, extra: str, callback: Callable[..., Any]) -> 
 
 
 def command_or_stand_in(name: str) -> click.Command:
-    """Command `name` from its module in this folder; when importing it needs a module of an
-    extra that is not installed, a stand-in that takes any arguments and says what to install."""
+    """Command `name`, or a stand-in that says which missing extra to install."""
     try:
         return getattr(importlib.import_module(f"modelhost.cli.{name}"), name)  # type: ignore[no-any-return]
     except ModuleNotFoundError as exc:

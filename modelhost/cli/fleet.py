@@ -51,9 +51,8 @@ def hot_models(
 ) -> None:
     """Spread hot models over more instances, and gather them back when they cool.
 
-    Polls each instance's GET /sizing for its request rate and most requested models; a model
-    over half an instance's fair share of the fleet's requests gets more instances (up to 4).
-    The map is rewritten, and the router reloaded, only when the spread changes."""
+    A model over half an instance's fair share of the fleet's requests gets more instances
+    (up to 4), read from each instance's GET /sizing."""
     with httpx.Client(timeout=POLL_TIMEOUT_S) as client:
         before = poll(client, instances)
         done = 0
@@ -69,7 +68,7 @@ def hot_models(
 
 
 def poll(client: httpx.Client, instances: tuple[str, ...]) -> list[spread.Poll]:
-    """Every instance's sizing, now; an instance that does not answer counts as idle."""
+    """Every instance's sizing; one that does not answer counts as idle."""
     polls = []
     for url in instances:
         try:
@@ -84,7 +83,7 @@ def poll(client: httpx.Client, instances: tuple[str, ...]) -> list[spread.Poll]:
 
 
 def rewrite(map_path: Path, wanted: dict[str, int], reload_command: str) -> None:
-    """Replace the map in one rename (nginx never reads half of it), then reload the router."""
+    """Replace the map in one rename, so nginx never reads half, then reload the router."""
     partial = map_path.with_name(map_path.name + ".partial")
     partial.write_text(spread.render(wanted))
     partial.replace(map_path)

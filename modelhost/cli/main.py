@@ -1,8 +1,6 @@
-"""The `modelhost` command: one subcommand per module in this folder, registered below.
+"""The `modelhost` command: one subcommand per module in this folder.
 
-A command that needs an extra which is not installed (cli/extras.py) exits 2 with one line that
-says what to install, never a traceback: checked before it runs, and caught if a module of a
-known extra is still missing when it is imported.
+A command whose extra is missing exits 2 with one line saying what to install, never a traceback.
 """
 
 from __future__ import annotations
@@ -26,7 +24,7 @@ from modelhost.cli.serve import serve
 
 
 class Commands(click.Group):
-    """The subcommands, each checked for the extra COMMAND_EXTRAS says it needs."""
+    """The subcommands, each checked for its extra."""
 
     def add_command(self, cmd: click.Command, name: str | None = None) -> None:
         name = name or cmd.name or ""
@@ -56,7 +54,7 @@ main.add_command(serve)
 main.add_command(examples)
 main.add_command(config)
 main.add_command(fleet)
-for _name in COMMAND_EXTRAS:  # the toolkit's commands: they import what its extra installs
+for _name in COMMAND_EXTRAS:
     main.add_command(command_or_stand_in(_name))
 
 if __name__ == "__main__":

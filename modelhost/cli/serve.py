@@ -16,7 +16,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _click_option(option: CliOption) -> Callable[[F], F]:
-    """A click option for one setting; it parses nothing, so load_config checks every value."""
+    """A click option for one setting; load_config parses and checks the value."""
     if option.is_bool:
         flags = f"{option.flag}/--no-{option.flag[2:]}"
         return click.option(flags, option.name, default=None, help=option.help)
@@ -24,7 +24,6 @@ def _click_option(option: CliOption) -> Callable[[F], F]:
 
 
 def _config_options(func: F) -> F:
-    """Add one option per setting, in the order Config declares them."""
     for option in reversed(list(cli_options())):
         func = _click_option(option)(func)
     return func
@@ -45,6 +44,6 @@ def serve(ctx: click.Context, /, **values: object) -> None:
     except ConfigError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
-    from modelhost.app import serve as run_server  # the server's imports cost; --help stays fast
+    from modelhost.app import serve as run_server  # --help stays fast
 
     sys.exit(run_server(config))

@@ -1,5 +1,4 @@
-"""`modelhost simulate ACCESS_LOG`: hit ratio by memory budget for the server's eviction policies
-(with or without its admission filter) and the optimum."""
+"""`modelhost simulate ACCESS_LOG`: hit ratio by memory budget for each eviction policy."""
 
 from __future__ import annotations
 
@@ -127,12 +126,10 @@ def simulate(
     throughput_rps: float,
     out: Path,
 ) -> None:
-    """Replay ACCESS_LOG (the JSON lines `modelhost serve --access-log` writes) through LRU (every
-    budget in one pass), the server's memory tier with each --policy and --admission, and the
-    optimum; the budget for --target. With --loaders, each policy also with the server's loads
-    in line, as its header counts hits (a request that waits for its model's load is a miss
-    there, and a hit to the plain replay). With --instances, replay it through a fleet behind the
-    shipped nginx config instead: hit ratio, each instance's share and the cost, per fleet size."""
+    """Replay ACCESS_LOG (from `serve --access-log`) through LRU, each policy and the optimum.
+
+    --loaders also replays the server's loads, so a request waiting for a load is a miss.
+    --instances replays through a fleet behind the shipped nginx config instead."""
     from rich.console import Console
 
     from modelhost.toolkit.report.terminal import table
