@@ -1,4 +1,4 @@
-"""What goes into the host and comes out of it: an invocation, its result, a load's outcome."""
+"""What goes into the host and comes out of it."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ class Invocation:
 
 @dataclass(frozen=True)
 class Result:
-    """The model's answer, where it came from and where its time went (for Server-Timing)."""
+    """The model's answer, with its tier and timings for Server-Timing."""
 
     body: bytes
     content_type: str
@@ -36,8 +36,8 @@ class Answer:
 
 @dataclass(frozen=True)
 class LoadOutcome:
-    """Where a model came from for a request, and what it cost to get it into a worker."""
+    """Where a model came from for a request, and what loading it cost."""
 
     tier: str  # hit | disk | remote
-    load_ms: float  # making room and loading into a worker
+    load_ms: float  # making room included
     download_ms: float = 0.0

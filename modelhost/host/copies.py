@@ -1,10 +1,7 @@
-"""Copies: which workers hold each loaded model, and every change to that.
+"""Which workers hold each loaded model, and every change to that.
 
-A model's copies are the workers its record names and the queue that feeds them. This part owns
-them and what is under way: the loaders (a worker runs one load at a time, its loader thread is
-serial), the extra copies arriving, the copies leaving (counted until their worker has let go,
-since workers key models by name), and shedding idle copies under memory pressure. `Scaling`
-decides when a copy comes or goes; `Residency` adds the first copy and drops the last.
+This part owns the loaders, copies arriving and leaving, and shedding. A leaving copy counts
+until its worker lets go, since workers key models by name.
 """
 
 from __future__ import annotations
@@ -25,12 +22,10 @@ from modelhost.workers.handle import WorkerHandle
 from modelhost.workers.messages import Loaded, Unload, Unloaded
 from modelhost.workers.pool import WorkerPool
 
-OnLoaded = Callable[[str, bool], Dispatcher]  # (model, its handler batches) → its queue
+OnLoaded = Callable[[str, bool], Dispatcher]  # (model, handler batches) → its queue
 
 
 class Copies:
-    """Each loaded model's copies on workers, the loads and unloads of copies under way."""
-
     def __init__(
         self,
         pool: WorkerPool,
@@ -46,17 +41,13 @@ class Copies:
         self.manifests, self.changes = manifests, changes
         self.deadline_s = deadline_s
         self.clock = clock
-        self.dispatchers: dict[str, Dispatcher] = {}  # one per loaded model
-        self.loaders: dict[int, float] = {}  # workers with a load under way, and since when
-        self.leaving: set[tuple[str, int]] = set()  # (model, worker) of copies being unloaded
-        self.arriving: UnderWay[None] = UnderWay()  # an extra copy being loaded, per model
-
-    # loaders --------------------------------------------------------------------------------
+        self.dispatchers: dict[str, Dispatcher] = {}
+        self.loaders: dict[int, float] = {}  # worker → load started at
+        self.leaving: set[tuple[str, int]] = set()  # (model, worker)
+        self.arriving: UnderWay[None] = UnderWay()
 
     async def claim_loader(self, name: str) -> WorkerHandle:
-        """The least loaded live worker with no load under way and no copy of `name` still
-        leaving it (a copy that arrived after its model had gone), once there is one. While
-        every worker is down (the template restarting), wait for one until the deadline."""
+        """The least loaded free worker no copy of `name` is leaving; waits for one."""
         while not (free := self._free_loaders(name)):
             if not self._live_workers():
                 await self._a_worker_joins()
@@ -91,26 +82,22 @@ class Copies:
         ]
 
     def leaving_of(self, name: str) -> bool:
-        """A copy of `name` is still being unloaded from some worker."""
         return any(model == name for model, _ in self.leaving)
 
     def arriving_of(self, name: str) -> asyncio.Task[None] | None:
-        """The load of an extra copy of `name` under way, if there is one."""
         return self.arriving.get(name)
-
-    # loading and unloading one copy --------------------------------------------------------
 
     async def load(
         self, name: str, artifact: Artifact, worker: WorkerHandle, reason: str, reserved: int
     ) -> Loaded:
-        """Load `name` on `worker` (its loader); one `load` event, with the time it was held."""
+        """Load `name` on `worker`, with one `load` event."""
         offer = self.disk.offer_fast_copy(artifact) if self.manifests.plain(name) else None
         request = self.manifests.load_request(name, artifact, offer)
         loaded: Loaded | None = None
         try:
             loaded, _ = await self.pool.call(worker, request, Loaded, model=name)
         finally:
-            if offer is not None:  # a load that failed wrote and read nothing
+            if offer is not None:
                 written = loaded.fast_copy_written if loaded else 0
                 self.disk.fast_copies.settle(offer, written, bool(loaded and loaded.fast_copy_read))
         now = self.clock()
@@ -120,12 +107,11 @@ class Copies:
         return loaded
 
     def open(self, name: str, dispatcher: Dispatcher, worker: WorkerHandle) -> None:
-        """The first copy is loaded: requests go to it through `dispatcher`."""
         self.dispatchers[name] = dispatcher
         dispatcher.add(worker)
 
     def close(self, name: str) -> None:
-        """No request goes to the model's workers any more; those waiting fail, safe to retry."""
+        """Stop sending requests to the model; those waiting fail, safe to retry."""
         dispatcher = self.dispatchers.pop(name, None)
         if dispatcher is not None:
             dispatcher.fail_waiting(
@@ -133,7 +119,7 @@ class Copies:
             )
 
     async def unload_from(self, worker_id: int, name: str) -> int:
-        """Unload one copy; the bytes its worker freed (0 if it died: the copy went with it)."""
+        """Unload one copy; return the bytes freed (0 if its worker died)."""
         worker = self.pool.workers.get(worker_id)
         if worker is None:
             return 0
@@ -144,18 +130,14 @@ class Copies:
         return unloaded.freed
 
     def lose(self, resident: Resident, worker_id: int) -> None:
-        """One copy died with its worker: no request goes there, and its bytes are free."""
         dispatcher = self.dispatchers.get(resident.name)
         if dispatcher is not None:
             dispatcher.remove(worker_id)
         self.memory.remove_copy(resident, worker_id)
         self.memory.release_copy(resident)
 
-    # extra copies ---------------------------------------------------------------------------
-
     def start(self, name: str, reason: str, limit: int) -> asyncio.Task[None] | None:
-        """Begin loading one more copy if the budget allows and the model has fewer than
-        `limit`; the task doing it."""
+        """Start loading one more copy if the budget and `limit` allow."""
         resident, artifact = self.memory.get(name), self.disk.get(name)
         if name in self.arriving or self.changes.closing or resident is None or artifact is None:
             return None
@@ -172,7 +154,6 @@ class Copies:
         return self.arriving.start(name, self._add(resident, artifact, worker, reason, reserved))
 
     def _may_take(self, worker: WorkerHandle, resident: Resident) -> bool:
-        """A worker without a copy of the model, not still unloading one, and not loading."""
         busy = worker.worker_id in resident.workers or worker.worker_id in self.loaders
         return not busy and (resident.name, worker.worker_id) not in self.leaving
 
@@ -184,7 +165,7 @@ class Copies:
         reason: str,
         reserved: int,
     ) -> None:
-        """Load the copy `reserved` bytes were reserved for; once loaded it keeps its footprint."""
+        """Load the reserved copy; once loaded it keeps only its footprint."""
         name = resident.name
         try:
             await self.load(name, artifact, worker, reason, reserved)
@@ -197,7 +178,7 @@ class Copies:
         self.memory.release_copy(resident, reserved - resident.footprint)  # its peak is over
         dispatcher = self.dispatchers.get(name)
         if self.memory.get(name) is not resident or dispatcher is None or not worker.alive:
-            try:  # unloaded (or its worker died) meanwhile: counted until it has left
+            try:  # unloaded meanwhile: counted until it has left
                 await self._unload_leaving(name, worker.worker_id)
             finally:
                 self.memory.release_copy(resident)
@@ -206,7 +187,7 @@ class Copies:
         dispatcher.add(worker)
 
     async def drop(self, resident: Resident, dispatcher: Dispatcher) -> int:
-        """Drain and unload the least busy extra copy; the bytes its worker freed."""
+        """Drain and unload the least busy extra copy; return the bytes freed."""
         extra = [dispatcher.replicas[w] for w in resident.workers[1:] if w in dispatcher.replicas]
         if not extra:
             return 0
@@ -215,7 +196,7 @@ class Copies:
         worker_id = replica.worker.worker_id
         dispatcher.remove(worker_id)
         if self.memory.get(resident.name) is not resident or worker_id not in resident.workers:
-            return 0  # evicted, or its worker died, meanwhile: that path unloads and counts it
+            return 0  # the eviction or worker-death path counts it
         self.memory.remove_copy(resident, worker_id)  # before the await: an eviction skips it
         try:
             return await self._unload_leaving(resident.name, worker_id)
@@ -223,8 +204,7 @@ class Copies:
             self.memory.release_copy(resident)
 
     async def _unload_leaving(self, name: str, worker_id: int) -> int:
-        """Unload a copy no record counts any more; no load of the model lands there meanwhile,
-        and a fresh load of it waits until the copy is gone (workers key models by name)."""
+        """Unload a copy no record counts; loads of the model wait until it is gone."""
         self.leaving.add((name, worker_id))
         try:
             return await self._unload_copy(name, worker_id)
@@ -247,7 +227,7 @@ class Copies:
         return freed
 
     async def shed(self, need_bytes: int) -> None:
-        """Under memory pressure copies go first: unload idle extra copies, least recent first."""
+        """Unload idle extra copies, least recent first: they go before models."""
         copied = [r for r in self.memory if r.state is State.LOADED and len(r.workers) > 1]
         for resident in sorted(copied, key=lambda r: r.last_used):
             dispatcher = self.dispatchers.get(resident.name)

@@ -1,10 +1,7 @@
 """Loads that failed because of their artifact, remembered by the artifact's version.
 
-A corrupt or unloadable artifact fails the same way each time: without this, each retry of a
-client downloaded it again and made room for it again (evicting healthy idle models) only to
-fail. For `ttl_s` the error is answered again while the store still has the same version, which
-is asked of it each time (a HEAD for a remote store, a stat for a folder: far less than the
-download and the load); a new version is loaded at once. The most recent `max_names` are kept.
+A broken artifact fails the same way each time, and each retry would evict idle models to
+make room for it. Asking the store for the version is far cheaper than a download.
 """
 
 from __future__ import annotations
@@ -19,7 +16,7 @@ from modelhost.errors import ModelhostError, ModelLoadError
 TTL_S = 60.0
 MAX_NAMES = 10_000
 
-Version = Callable[[], Awaitable[str]]  # the artifact's version as its store says now
+Version = Callable[[], Awaitable[str]]
 
 
 @dataclass(frozen=True)
@@ -30,8 +27,6 @@ class Failed:
 
 
 class FailedLoads:
-    """Models whose artifact failed to load, each with the version that failed."""
-
     def __init__(
         self,
         ttl_s: float = TTL_S,
@@ -42,8 +37,7 @@ class FailedLoads:
         self._failed: OrderedDict[str, Failed] = OrderedDict()
 
     async def check(self, name: str, version: Version) -> None:
-        """Raise the remembered error if `name`'s load failed within `ttl_s` and its artifact
-        is still the version that failed."""
+        """Raise the remembered error while the failed version is still the store's."""
         failed = self._failed.get(name)
         if failed is None:
             return
@@ -57,7 +51,7 @@ class FailedLoads:
         )
 
     async def remember(self, name: str, version: Version, error: ModelLoadError) -> None:
-        """Remember `error` for the artifact's current version (if the store can say it)."""
+
         current = await self._current(version)
         if current is None:
             return
@@ -70,5 +64,5 @@ class FailedLoads:
     async def _current(version: Version) -> str | None:
         try:
             return await version()
-        except (ModelhostError, OSError):  # the store cannot say: nothing to compare
+        except (ModelhostError, OSError):  # nothing to compare
             return None

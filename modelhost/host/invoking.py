@@ -1,13 +1,7 @@
-"""The invoke path: admit a request, find its model loaded (loading it if need be), queue it for
-the model's workers in batches, and wait for its answer or its deadline.
+"""The invoke path: admit a request, acquire its model, queue it, await answer or deadline.
 
-A request that failed because a worker died (while it waited, while its model loaded, or while
-it ran, if its handler is pure or declared idempotent) is tried once more, alone in its batch: a
-crash costs latency, not an error. If its worker dies again while running it alone, it is a
-poison request: answered 500 and not tried again, so it cannot take down the pool.
-
-Under SageMaker's contract (`loads_on_invoke` false) only LoadModel loads: a request for a model
-not in memory fails with 404 (the platform's cue to load it), and joins a load under way.
+A request whose worker died is tried once more, alone, if it never ran or is safe to rerun, so
+a crash costs latency, not an error. A second death makes it a poison request, answered 500.
 """
 
 from __future__ import annotations
@@ -36,9 +30,6 @@ MAX_ACQUIRE_ATTEMPTS = 5
 
 
 class InvokePath:
-    """The invoke path: admission, the model's record, its queue, the retry of a batch whose
-    worker died."""
-
     def __init__(
         self,
         residency: Residency,
@@ -49,12 +40,12 @@ class InvokePath:
         on_use: Callable[[str, int, bool], None] = lambda name, size, hit: None,
     ) -> None:
         self.residency, self.queues, self.scheduling = residency, queues, scheduling
-        self.dispatchers = residency.copies.dispatchers  # read only: `Copies` opens and closes
-        self.on_hit = on_hit  # a loaded model serves a request (the artifact may be due a check)
-        self.on_use = on_use  # (model, its footprint, found loaded): what sizing counts
-        self.loads_on_invoke = loads_on_invoke
-        self.in_flight = 0  # invocations received and not yet answered
-        # every request's deadline, kept by one timer (`Deadlines`), not one per request
+        self.dispatchers = residency.copies.dispatchers  # read only
+        self.on_hit = on_hit
+        self.on_use = on_use  # (model, footprint, found loaded)
+        self.loads_on_invoke = loads_on_invoke  # false under SageMaker's contract
+        self.in_flight = 0
+        # one timer for every deadline, not one per request
         self._deadlines: Deadlines[tuple[Dispatcher, Job[Invocation]]] = Deadlines(
             scheduling.response_timeout_s, lambda key: self._expire(*key)
         )
@@ -92,7 +83,7 @@ class InvokePath:
             ) from error
 
     def _retryable(self, name: str, error: Unavailable) -> bool:
-        """Worth one more try: the request never ran, or running it twice is harmless."""
+        """Whether the request never ran, or running it twice is harmless."""
         if isinstance(error, ShuttingDown):
             return False
         ran = isinstance(error, WorkerDied) and error.running
@@ -106,7 +97,7 @@ class InvokePath:
             job = await self._answer(name, invocation, solo)
         finally:
             self.residency.memory.end_request(resident)
-            if resident.in_flight == 0:  # only an idle model can make room for a waiting load
+            if resident.in_flight == 0:  # an idle model can make room for a waiting load
                 self.residency.changes.notify()
         answer: Answer = job.future.result()
         outcome = outcome or LoadOutcome("hit", 0.0)
@@ -120,7 +111,7 @@ class InvokePath:
         return Result(answer.body, answer.content_type, outcome.tier, timings)
 
     async def _acquire(self, name: str) -> tuple[Resident, LoadOutcome | None]:
-        """The loaded model with one more request in flight, loading it first if need be."""
+        """The loaded model with one more request in flight."""
         r, outcome = self.residency, None
         for _ in range(MAX_ACQUIRE_ATTEMPTS):
             r.check_open()
@@ -143,7 +134,6 @@ class InvokePath:
         )
 
     async def _answer(self, name: str, invocation: Invocation, solo: bool) -> Job[Invocation]:
-        """Queue the request for the model's workers and wait for its answer or its deadline."""
         dispatcher = self.dispatchers[name]
         future = dispatcher.loop.create_future()
         job: Job[Invocation] = Job(invocation, future, self.residency.clock(), solo=solo)
@@ -153,7 +143,7 @@ class InvokePath:
         try:
             await job.future
         except WorkerDied as error:
-            error.running = True  # not a load's: the worker held this request's batch
+            error.running = True  # the worker held this request's batch
             raise
         finally:
             self._deadlines.discard(key)

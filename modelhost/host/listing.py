@@ -1,10 +1,7 @@
 """The names the host knows, in name order, a page at a time.
 
-Names come from three places, each ordered on its own: the memory tier (bounded by the memory
-budget, so its few hundred names are ordered per page), the disk tier's index and the
-registrations (a `SortedDict`). A page merges the places from a cursor, the last name of the
-page before, and takes as many names as it returns: its cost follows the page, not the number
-of names. A filter names the places to read; the others are not touched.
+A page merges three ordered sources (memory tier, disk index, registrations) from a cursor, so
+its cost follows the page, not the number of names.
 """
 
 from __future__ import annotations
@@ -16,23 +13,19 @@ from typing import Any, Protocol
 
 from modelhost.cache.memory import Resident, State
 
-IN_MEMORY = "in_memory"  # every resident: loading, loaded or unloading
-LOADED = "loaded"  # residents ready to answer
+IN_MEMORY = "in_memory"  # loading, loaded or unloading
+LOADED = "loaded"
 ON_DISK = "on_disk"
 REGISTERED = "registered"
 EVERYWHERE = (IN_MEMORY, ON_DISK, REGISTERED)
-STATES = (LOADED, ON_DISK, REGISTERED)  # what GET /models?state= may ask for
+STATES = (LOADED, ON_DISK, REGISTERED)  # GET /models?state=
 
 
 class NameIndex(Protocol):
-    """The disk tier's ordered index of names."""
-
     def names(self, after: str = "", limit: int = ...) -> list[str]: ...
 
 
 class Listing:
-    """Pages of the names in the memory tier, the disk tier and the registrations."""
-
     def __init__(self, residents: Mapping[str, Resident], disk: NameIndex, sources: Any) -> None:
         self.residents = residents
         self.disk = disk
@@ -50,8 +43,7 @@ class Listing:
         return list(itertools.islice(distinct(heapq.merge(*runs)), limit))
 
     def name_before(self, offset: int) -> str | None:
-        """The name an offset into the registered and in-memory names starts after ("" for the
-        first); None past the end. Found by position, as TorchServe's offsets are read."""
+        """The name a TorchServe offset starts after ("" for the first; None past the end)."""
         if offset <= 0:
             return ""
         others = sorted(name for name in self.residents if name not in self.sources)
@@ -73,7 +65,7 @@ class Listing:
 
 
 def distinct(names: Iterable[str]) -> Iterator[str]:
-    """Ordered names without repeats (a name may be in several places)."""
+    """Ordered names without repeats."""
     last = None
     for name in names:
         if name != last:
@@ -82,17 +74,12 @@ def distinct(names: Iterable[str]) -> Iterator[str]:
 
 
 def nth_of_two(indexed: Any, others: list[str], n: int) -> str | None:
-    """The `n`th name (from 0) of two ordered sets with no name in common: `indexed`, a
-    SortedDict read by position, and the short list `others`; None past the end.
-
-    The names of `others` that come before it are found by bisection, each step reading one
-    name of `indexed` by position, so the cost grows with the logarithms of both sizes.
-    """
+    """The `n`th name of a SortedDict and a short disjoint list together, by bisection."""
 
     def rank(j: int) -> int:  # where others[j] stands in the two together
         return j + int(indexed.bisect_left(others[j]))
 
-    low, high = 0, len(others)  # how many of `others` come before the nth
+    low, high = 0, len(others)  # how many of `others` precede the nth
     while low < high:
         middle = (low + high) // 2
         if rank(middle) < n:

@@ -1,7 +1,7 @@
-"""Each model's own settings (its manifest) and the memory to reserve for its next load.
+"""Each model's manifest and the memory to reserve for its next load.
 
-A server may see a million names: a manifest is kept only while its model is in memory (it is
-read again at each load), and what loads measured is packed one int a name in a capped LRU.
+A server may see a million names, so manifests are kept only while in memory and measurements
+are packed one int a name in a capped LRU.
 """
 
 from __future__ import annotations
@@ -19,24 +19,21 @@ from modelhost.records.events import EventLog
 from modelhost.workers.messages import Load, Loaded
 
 MIN_FOOTPRINT_BYTES = 64 * 1024
-# before a model's first load, reserve for unpickling's transient peak, not only what stays:
-# a digits forest's peaks at 2.1x its file (its footprint is 1.0x), so 2x fell short
+# covers unpickling's peak (docs/decisions.md, "A load's footprint is what it allocated")
 ESTIMATE_FACTOR = 2.5
-# far more than a budget holds loaded; an older model's next load reserves the estimate instead
-MAX_MEASURED = 32_768
-MEASURED_BYTES = 256  # an entry, as tracemalloc measures it: name, LRU link, packed int
-MAX_MANIFESTS = 1024  # kept before those of models out of memory are dropped
-PEAK_BITS = 47  # a peak of up to 128 TiB, below a footprint and above the purity bit
+MAX_MEASURED = 32_768  # far more than a budget holds loaded
+MEASURED_BYTES = 256  # an entry, as tracemalloc measures it
+MAX_MANIFESTS = 1024
+PEAK_BITS = 47  # up to 128 TiB, between the footprint and the purity bit
 
 
 def estimate_footprint(artifact_bytes: int) -> int:
-    """Memory to reserve for a model never loaded before, from the size of its artifact."""
+    """Memory to reserve for a model never loaded before."""
     return int(artifact_bytes * ESTIMATE_FACTOR) + MIN_FOOTPRINT_BYTES
 
 
 class Measurements:
-    """What the last load of each model measured (footprint, peak, a pure handler), packed in one
-    int a name, for the most recently measured or used `max_models`."""
+    """Each model's last footprint, peak and purity, packed in one int, LRU-capped."""
 
     def __init__(self, max_models: int = MAX_MEASURED) -> None:
         self.max_models = max_models
@@ -53,14 +50,12 @@ class Measurements:
             self._packed.popitem(last=False)
 
     def _used(self, name: str) -> int | None:
-        """The packed record, now the most recently used; None if not kept."""
         packed = self._packed.get(name)
         if packed is not None:
             self._packed.move_to_end(name)
         return packed
 
     def get(self, name: str) -> int | None:
-        """The footprint its last load measured."""
         packed = self._used(name)
         return None if packed is None else packed >> (PEAK_BITS + 1)
 
@@ -74,8 +69,6 @@ class Measurements:
 
 
 class Manifests:
-    """What each model declared (read at each load) and what its last load measured."""
-
     def __init__(
         self,
         events: EventLog,
@@ -84,29 +77,27 @@ class Manifests:
         in_memory: Callable[[str], bool] = lambda name: True,
     ) -> None:
         self.events = events
-        self.pinned = pinned  # by the server's configuration
-        self.max_rows = max_rows  # a request's rows, at most (the server's setting)
-        self.in_memory = in_memory  # loading or loaded: its manifest must stay
+        self.pinned = pinned
+        self.max_rows = max_rows
+        self.in_memory = in_memory  # its manifest must stay
         self.manifests: dict[str, Manifest] = {}  # only those that say something
         self.max_manifests = MAX_MANIFESTS
         self._sweep_at = MAX_MANIFESTS
-        self.footprints = Measurements()  # measured at each load, reused for the next
-        # fields a registration set (TorchServe's POST /models), over the artifact's manifest
+        self.footprints = Measurements()
+        # set by a TorchServe registration, over the artifact's manifest
         self._given: dict[str, dict[str, Any]] = {}
 
     def of(self, name: str) -> Manifest:
         return self.manifests.get(name, NO_MANIFEST)
 
     def give(self, name: str, fields: Mapping[str, Any]) -> None:
-        """Fields `name`'s loads take over its artifact's manifest (none: forget them)."""
         if fields:
             self._given[name] = dict(fields)
         else:
             self._given.pop(name, None)
 
     def declared(self, name: str) -> Manifest:
-        """What is known of `name`'s manifest before it loads: the last read, and the fields
-        a registration gave."""
+        """`name`'s manifest as known before it loads."""
         return self._with_given(name, self.of(name))
 
     def _with_given(self, name: str, manifest: Manifest) -> Manifest:
@@ -117,7 +108,7 @@ class Manifests:
         return name in self.pinned or self.of(name).pinned
 
     def retry_safe(self, name: str) -> bool:
-        """Whether a request may run twice: a built-in handler, or a manifest that says so."""
+        """Whether a request may run twice."""
         return self.footprints.pure(name) or self.of(name).idempotent
 
     def read(self, name: str, artifact: Artifact) -> Manifest:
@@ -134,8 +125,7 @@ class Manifests:
         return manifest
 
     def _sweep(self, keep: str) -> None:
-        """Past `_sweep_at`, drop the manifests of models out of memory; the next sweep comes
-        when as many again were read, so sweeping costs O(1) a read."""
+        """Drop the manifests of models out of memory, at O(1) a read amortised."""
         if len(self.manifests) <= self._sweep_at:
             return
         for name in [n for n in self.manifests if n != keep and not self.in_memory(n)]:
@@ -143,8 +133,7 @@ class Manifests:
         self._sweep_at = max(self.max_manifests, 2 * len(self.manifests))
 
     def reservation(self, name: str, artifact: Artifact) -> int:
-        """Bytes to reserve while loading: the declared size, else the most the last load
-        needed while it ran (its footprint, or more while unpickling), else the estimate."""
+        """Bytes to reserve while loading: declared, else last measured, else estimated."""
         declared = self.of(name).memory_bytes
         if declared is not None:
             return declared
@@ -152,27 +141,24 @@ class Manifests:
         return estimate_footprint(artifact.bytes) if known is None else known
 
     def known_reservation(self, name: str) -> int | None:
-        """What a load of `name` reserves once a load of it has been measured."""
         footprint = self.footprints.get(name)
         if footprint is None:
             return None
         return max(footprint, self.footprints.peak(name))
 
     def measured(self, name: str, loaded: Loaded) -> int:
-        """Record what a load measured (footprint, peak, a pure handler); what the model is
-        accounted at once loaded (never below its floor nor below what its manifest declares)."""
+        """Record what a load measured; return the bytes the model is accounted at."""
         footprint = max(MIN_FOOTPRINT_BYTES, loaded.footprint, self.of(name).memory_bytes or 0)
         self.footprints.record(name, footprint, loaded.peak, loaded.pure)
         return footprint
 
     def plain(self, name: str) -> bool:
-        """Its manifest chooses neither handler nor model file: a fast copy may stand in."""
+        """Whether a fast copy may stand in (no handler or model file chosen)."""
         manifest = self.of(name)
         return not (manifest.handler or manifest.model_file)
 
     def load_request(self, name: str, artifact: Artifact, fast_copy: Offer | None = None) -> Load:
-        """The worker's load request: the artifact, what the manifest tells the worker, and the
-        fast copy to read or write."""
+
         manifest, path = self.of(name), str(artifact.path)
         says = manifest.handler or manifest.model_file or manifest.warmup
         root = str(manifest_root(artifact.path)) if says else None
@@ -193,8 +179,7 @@ class Manifests:
 def load_event(
     loaded: Loaded, worker_id: int, reason: str, loader_ms: float, reserved: int
 ) -> dict[str, Any]:
-    """A load event's fields: the worker's loader, taken for this load (room made, victims
-    gone, the load sent), and the memory the budget held for the load while it ran."""
+
     return {
         "bytes": max(MIN_FOOTPRINT_BYTES, loaded.footprint),
         "duration_ms": round(loaded.load_ms, 2),
@@ -209,7 +194,7 @@ def load_event(
 
 
 def fast_copy_detail(loaded: Loaded) -> dict[str, Any]:
-    """A load event's word on its fast copy (cache.fast_copies): read, written, or none."""
+
     if loaded.fast_copy_read:
         return {"fast_copy": "read"}
     if loaded.fast_copy_written:

@@ -1,13 +1,8 @@
 """The server's PSS, read at a bounded rate and folded into the memory tier as it is read.
 
-Reading /proc/PID/smaps_rollup walks a process's page tables: about 4 ms for a worker holding
-ten forests, three processes a reading. Under churn every miss asked for one before making room
-(a fifth of the server's core went to it, `docs/performance.md`), so concurrent callers now share
-the reading in flight, and a reading younger than `FRESH_S` serves every caller. Each reading is
-folded into the tier (`MemoryTier.observe`) the moment it completes, against the records of that
-moment, less what records gave back while it was read: a figure set against records that have
-since shrunk would otherwise count a model gone as baseline. A reading says the frontend's share
-apart (`PssReading`), which the tier charges at the allowance the frontend was given at start.
+Reading the PSS walks page tables, so callers share the reading in flight and a fresh one. A
+reading is folded in when it completes, less what records released meanwhile, so a model gone
+is not counted as baseline (docs/decisions.md, "The server's PSS is read at a bounded rate").
 """
 
 from __future__ import annotations
@@ -24,24 +19,22 @@ from modelhost.units import format_bytes
 
 logger = logging.getLogger("modelhost.memory")
 
-FRESH_S = 0.25  # the memory watch reads every second; a miss may use a figure this old
+FRESH_S = 0.25  # well under the memory watch's second
 
 
 class PssReading(NamedTuple):
-    """The whole server's PSS, and the frontend's share of it."""
-
     total_bytes: int
     frontend_bytes: int
 
 
 def split_pss_bytes(child_pids: Iterable[int]) -> PssReading:
-    """The server's PSS: this (frontend) process, and the given children with it."""
+    """The PSS of this (frontend) process and its children."""
     frontend = pss_bytes()
     return PssReading(frontend + total_pss_bytes(child_pids), frontend)
 
 
 class MemoryReadings:
-    """The server's PSS, read on a thread (or inline, for a cheap reader) and shared."""
+    """The server's PSS, read on a thread (or inline) and shared."""
 
     def __init__(
         self,
@@ -51,13 +44,13 @@ class MemoryReadings:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._read, self._memory, self._off_loop, self._clock = read, memory, off_loop, clock
-        self.last_bytes = memory.baseline_bytes  # the latest reading (at first, the idle server's)
+        self.last_bytes = memory.baseline_bytes
         self._taken_at = -FRESH_S
         self._in_flight: asyncio.Future[None] | None = None
         self._over_allowance = False
 
     async def observe(self) -> None:
-        """Fold a reading no older than FRESH_S into the memory tier, taking one if needed."""
+        """Fold a reading no older than FRESH_S into the tier."""
         if self._clock() - self._taken_at < FRESH_S:
             return
         if self._in_flight is None:
@@ -73,7 +66,7 @@ class MemoryReadings:
             self._in_flight = None
 
     def _fold(self, reading: int | PssReading, released: int) -> int:
-        """Fold a reading into the memory tier; the whole server's PSS."""
+        """Fold a reading into the tier; return the whole server's PSS."""
         if not isinstance(reading, PssReading):
             self._memory.observe(reading, released)
             return reading
@@ -82,7 +75,7 @@ class MemoryReadings:
         return reading.total_bytes
 
     def _warn_when_over_allowance(self) -> None:
-        """Say once each time the frontend passes its allowance: models lose that room."""
+        """Warn once each time the frontend passes its allowance."""
         excess = self._memory.frontend_excess_bytes
         if excess and not self._over_allowance:
             logger.warning(

@@ -1,16 +1,8 @@
-"""The core service: find a model (memory → disk → store), make room for it, load it, invoke it.
+"""The core service: find a model, make room for it, load it, invoke it.
 
-`ModelHost` is the one object the HTTP layer and the upkeep loops talk to: they call its parts
-(`residency`, `copies`, `scaling`, `registry`, `invoke_path`) directly. It builds each part
-after those it needs, joined by explicit callables, so no part sees one half built. It reports
-what it holds as statistics records (`records/statistics.py`). Nothing here knows about HTTP.
-
-Under SageMaker's multi-model contract (`sagemaker_contract`) the platform decides what is in
-memory: only `load_as_told` loads, an invocation of a model not loaded fails with
-`ModelNotLoaded` (the platform's cue to load it), and a load that would have to evict fails with
-`InsufficientMemory` instead (the platform's cue to unload the model it chooses). The host still
-unloads models when memory itself runs short (a footprint or the baseline grew): those answer
-`ModelNotLoaded` until loaded again, and leave the listing.
+Each part is built after those it needs, so none sees another half built. Under SageMaker's
+multi-model contract the platform decides what is loaded and evicted; the host still unloads
+when memory itself runs short.
 """
 
 from __future__ import annotations
@@ -51,7 +43,7 @@ from modelhost.workers.pool import WorkerPool
 
 
 class ModelHost:
-    """Serves invocations of any model in the store within the memory and disk budgets."""
+    """Serves any model in the store within the memory and disk budgets."""
 
     def __init__(
         self,
@@ -70,8 +62,8 @@ class ModelHost:
     ) -> None:
         self.pool, self.memory, self.disk, self.events = pool, memory, disk, events
         self.sagemaker_contract = sagemaker_contract
-        self.given_urls: dict[str, str] = {}  # the url each LoadModel gave, as it gave it
-        if sagemaker_contract:  # no load evicts: the platform unloads what it chooses on 507
+        self.given_urls: dict[str, str] = {}  # as each LoadModel gave it
+        if sagemaker_contract:  # the platform picks what to unload on 507
             memory.min_residency_s = math.inf
         self.clock = clock
         self.scheduling = scheduling or SchedulerSettings(response_timeout_s=deadline_s)
@@ -79,7 +71,7 @@ class ModelHost:
         self.manifests = Manifests(
             events, pinned, max_rows_per_request, lambda name: _held(memory, loads, name)
         )
-        # /proc takes milliseconds a process to read: off the loop, unless a test gives a reader
+        # /proc is slow to read: off the loop, unless a test gives a reader
         self.memory_readings = MemoryReadings(
             pss_bytes or (lambda: split_pss_bytes(pool.pids())), memory, pss_bytes is None
         )
@@ -112,18 +104,15 @@ class ModelHost:
             on_use=self.sizing.used,
         )
 
-    # the calls of the HTTP layer that join parts -----------------------------------------------
-
     async def invoke(self, name: str, invocation: Invocation) -> Result:
-        """Invoke `name`; a registered model's name (`m`, `m/v`) means its default or its v."""
+        """Invoke `name` (or a registered `m/v`)."""
         return await self.invoke_path.invoke(self.registry.resolve(name), invocation)
 
     async def scale_workers(self, name: str, min_workers: int, max_workers: int) -> int:
-        """TorchServe's scaling call: the model's own range of copies, filled to its floor now;
-        the copies it is on."""
+        """TorchServe's scaling call; return the copies the model is on."""
         self.scaling.set_range(name, min_workers, max_workers)
         if name in self.residency.loads or self.memory.get(name) is None:
-            await self.residency.ensure_loaded(name)  # it loads even a loaded model again
+            await self.residency.ensure_loaded(name)
         await self.scaling.fill_floor(name)
         resident = self.memory.get(name)
         return len(resident.workers) if resident else 0
@@ -132,7 +121,7 @@ class ModelHost:
         """SageMaker's LoadModel: 409 if held, 507 where room would need an eviction."""
         self._check_not_held(name)
         await self._check_room(name, self.disk.stores.admit(url))
-        self._check_not_held(name)  # another LoadModel of the name may have begun meanwhile
+        self._check_not_held(name)  # another LoadModel may have begun meanwhile
         self.given_urls[name] = url
         try:
             return await self.registry.register_and_load(name, url)
@@ -141,7 +130,7 @@ class ModelHost:
             raise
 
     async def unload_as_told(self, name: str) -> int:
-        """SageMaker's UnloadModel: the model leaves memory, and its URL is forgotten."""
+        """SageMaker's UnloadModel."""
         try:
             return await self.residency.unload(name)
         finally:
@@ -157,13 +146,13 @@ class ModelHost:
             )
 
     def _forget_unless_held(self, name: str) -> None:
-        """Forget what LoadModel gave, unless another LoadModel of the name is under way."""
+        """Forget what LoadModel gave, unless another one is under way."""
         if not _held(self.memory, self.residency.loads, name):
             self.given_urls.pop(name, None)
             self.residency.forget_source(name)
 
     async def _check_room(self, name: str, url: str) -> None:
-        """507 at once where the load would need to evict, so the platform picks the victim."""
+        """507 where the load would evict, so the platform picks the victim."""
         artifact = (await self.disk.materialize(name, url)).artifact
         self.manifests.read(name, artifact)
         size = self.manifests.reservation(name, artifact)
@@ -182,22 +171,16 @@ class ModelHost:
 
     @property
     def closing(self) -> bool:
-        """The server drains: health checks answer unhealthy, new requests fail."""
         return self.changes.closing
 
-    # what it holds ------------------------------------------------------------------------------
-
     def model_names(self) -> Listing:
-        """The names it knows, in order, a page at a time (`host/listing.py`)."""
         return Listing(self.memory.residents, self.disk, self.residency.sources)
 
     def state_of(self, name: str) -> State | None:
-        """The model's state in memory; None when it is not there."""
         resident = self.memory.get(name)
         return resident.state if resident else None
 
     def statistics(self) -> HostStatistics:
-        """The budgets, what holds them and the workers, now."""
         m, d = self.memory, self.disk
         residents = list(m)
         memory = MemoryStatistics(
@@ -216,13 +199,12 @@ class ModelHost:
         return HostStatistics(memory, disk, workers, self.queues.batching, self.sizing.statistics())
 
     def model_statistics(self, name: str) -> ModelStatistics:
-        """One model as the host knows it, loaded or not."""
         resident, artifact = self.memory.get(name), self.disk.get(name)
         state = resident.state.value if resident else "on_disk" if artifact else "remote"
         dispatcher = self.copies.dispatchers.get(name)
         held = [self.pool.workers.get(w) for w in (resident.workers if resident else [])]
         last_used = artifact.last_used if artifact else None
-        if resident:  # the tier's clock is monotonic: turn it into wall time
+        if resident:  # the tier's clock is monotonic
             last_used = time.time() - (self.clock() - resident.last_used)
         loaded = resident is not None and resident.state is State.LOADED
         return ModelStatistics(
@@ -245,7 +227,7 @@ class ModelHost:
 
 
 def _held(memory: MemoryTier, loads: UnderWay[LoadOutcome], name: str) -> bool:
-    """Loading or loaded: its manifest must stay (`Manifests`), and LoadModel answers 409."""
+    """Loading or loaded."""
     return memory.get(name) is not None or name in loads
 
 

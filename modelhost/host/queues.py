@@ -1,4 +1,4 @@
-"""Each model's queue and batcher, and the frames that carry its batches to its workers."""
+"""Each model's queue and batcher, and the frames that carry its batches."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from modelhost.workers.replies import checked
 
 
 class Queues:
-    """Makes a model's dispatcher; counts the batches it sends and what handlers record."""
+    """Makes each model's dispatcher and counts its batches."""
 
     def __init__(
         self,
@@ -31,12 +31,12 @@ class Queues:
         on_pressure: Callable[[str], None],
     ) -> None:
         self.pool, self.manifests, self.scheduling, self.clock = pool, manifests, scheduling, clock
-        self.on_pressure = on_pressure  # a model's requests wait for a free worker
+        self.on_pressure = on_pressure  # requests wait for a free worker
         self.batching = BatchingStatistics()
-        self.handler_metrics = HandlerMetrics()  # what handlers record through context.metrics
+        self.handler_metrics = HandlerMetrics()
 
     def dispatcher(self, name: str, handler_batches: bool) -> Dispatcher:
-        """The model's queue and batcher, with its manifest's settings over the server's."""
+        """The model's queue and batcher, its manifest's settings over the server's."""
         manifest, settings = self.manifests.of(name), self.scheduling
         delay_ms = manifest.max_batch_delay_ms
         queue: BatchQueue[Invocation] = BatchQueue(
@@ -51,14 +51,12 @@ class Queues:
         return Dispatcher(queue, start, lambda: self.on_pressure(name), settings.slots_per_worker)
 
     def count_retry(self) -> None:
-        """A request whose worker died is tried once more."""
         self.batching.retried += 1
 
     def _start_batch(
         self, name: str, worker: WorkerHandle, batch: list[Job[Any]], ended: Ended
     ) -> None:
-        """One frame to the worker for the batch; when its reply comes, each job gets its own
-        answer or error, and `ended` the seconds the worker spent."""
+        """Send the batch in one frame; its reply answers each job."""
         items = tuple(_item(job.request) for job in batch)
         payload = b"".join(job.request.body for job in batch)
         self.batching.count(len(batch))
@@ -79,25 +77,25 @@ def _answer_batch(
     handler_metrics: HandlerMetrics,
     sent: Waiter,
 ) -> None:
-    """The batch's reply came (or its worker died): answer its jobs, then say it has ended."""
+    """Answer the batch's jobs from its reply (or its worker's death)."""
     try:
         reply, body = sent.result()
         answered = checked(reply, Answered, worker)
         resolve_batch(jobs, answered, body)
         handler_metrics.record(answered.samples)
-    except Exception as error:  # noqa: BLE001  (every job not yet answered gets it)
+    except Exception as error:  # noqa: BLE001  (each unanswered job gets it)
         ended(0.0, error)
         return
     ended(answered.infer_ms / 1000, None)
 
 
 def resolve_batch(jobs: list[Job[Any]], reply: Answered, payload: bytes) -> None:
-    """Give each job of a batch its answer, cut from the reply's payload, or its error."""
+    """Give each job its answer, cut from the reply's payload, or its error."""
     offset = 0
     for job, answer in zip(jobs, reply.answers, strict=True):
         body = payload[offset : offset + answer.size]
         offset += answer.size
-        if job.future.done():  # its deadline passed while the worker ran it
+        if job.future.done():  # its deadline passed
             continue
         if answer.failure is None:
             job.future.set_result(Answer(body, answer.content_type, reply.infer_ms))

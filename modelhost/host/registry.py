@@ -1,12 +1,7 @@
-"""Registration: models loaded from a URL of their own (`POST /models`, TorchServe's register),
-their versions, and the check of a loaded model's artifact against the store when it is due.
+"""Models registered from a URL of their own, their versions, and revalidation.
 
-A model registered through TorchServe's API has versions, each read from its archive's manifest
-(`modelVersion`). Each version is a model of its own in the host, under a name of its own: the
-first version registered takes the model's name, a later one `{model}/{version}`. The memory and
-disk tiers, the listings, events and metrics see those names and nothing else; the registry maps
-a model and a version to them, and keeps each model's default version (the first registered,
-until `set_default`).
+Each TorchServe version is a model of its own: the first takes the model's name, a later one
+`{model}/{version}`. Only the registry knows a name is a version.
 """
 
 from __future__ import annotations
@@ -35,14 +30,12 @@ from modelhost.host.under_way import UnderWay
 from modelhost.manifest import MAR_MANIFEST, find_manifest
 from modelhost.names import echo, model_name
 
-DEFAULT_VERSION = "1.0"  # TorchServe's, for an archive whose manifest names none
-PROBE = ".version-of-"  # the name an archive is fetched under to read its version
+DEFAULT_VERSION = "1.0"  # TorchServe's
+PROBE = ".version-of-"
 
 
 @dataclass
 class Versions:
-    """The versions of one registered model: the name each is held under, and the default."""
-
     default: str
     names: dict[str, str] = field(default_factory=dict)  # version → name in the host
 
@@ -53,26 +46,21 @@ class Versions:
 
 @dataclass(frozen=True)
 class Registered:
-    """A version just registered: the name it is held under, its version and its artifact."""
-
     name: str
     version: str
     artifact: Artifact
 
 
 class Registry:
-    """Owns the models registered by URL and their versions, and revalidates loaded ones
-    against their store."""
-
     def __init__(self, residency: Residency) -> None:
         self.residency = residency
-        self.versions: dict[str, Versions] = {}  # model → its versions
+        self.versions: dict[str, Versions] = {}
         self.owners: dict[str, tuple[str, str]] = {}  # name in the host → (model, version)
         self._revalidations: UnderWay[None] = UnderWay()
         self._probes = itertools.count()
 
     async def register_and_load(self, name: str, url: str) -> LoadOutcome:
-        """POST /models: load `name` from `url`, which `allowed_urls` must admit."""
+        """POST /models: load `name` from `url`."""
         r = self.residency
         if name in r.memory.residents or name in r.loads:
             raise ModelAlreadyLoaded(
@@ -82,7 +70,7 @@ class Registry:
         return await r.ensure_loaded(name)
 
     def register(self, name: str, url: str) -> None:
-        """Remember `url` as the source of `name` without loading it (TorchServe's 0 workers)."""
+        """Remember `url` as the source of `name` without loading it."""
         if self.is_registered(name):
             raise ModelAlreadyLoaded(
                 f"model {name} is already registered; unregister it first to register it again"
@@ -92,9 +80,7 @@ class Registry:
     async def register_version(
         self, model: str, url: str, settings: Mapping[str, Any] | None = None
     ) -> Registered:
-        """Register the version of `model` that the archive at `url` holds, and fetch it without
-        loading it, as TorchServe does: a URL that names nothing fails now. `settings` are
-        manifest fields the version's loads take over its archive's."""
+        """Register and fetch the version of `model` at `url`, so a bad URL fails now."""
         if model not in self.versions:
             artifact = await self._fetch(model, url, settings)
             version = archive_version(artifact.path)
@@ -124,7 +110,6 @@ class Registry:
             )
 
     async def _read_version(self, model: str, url: str) -> str:
-        """The version in the archive at `url`, fetched aside under a name of its own."""
         probe = f"{model}/{PROBE}{next(self._probes)}"
         disk = self.residency.disk
         try:
@@ -144,16 +129,13 @@ class Registry:
         return found.artifact
 
     async def unregister(self, name: str) -> None:
-        """Unload `name` if it is loaded, and forget the URL (and version) it was registered
-        with."""
         resident = self.residency.memory.get(name)
         if resident is not None and resident.state is State.LOADED:
             await self.residency.unload(name)
         self._forget(name)
 
     async def unregister_version(self, model: str, version: str | None) -> str:
-        """Unregister `version` of `model` (None: its default), as TorchServe does: the default
-        stays while other versions exist. The name it was held under."""
+        """Unregister `version` (None: the default, which stays while others exist)."""
         versions = self.versions[model]
         version = version or versions.default
         name = self.name_of(model, version)
@@ -178,12 +160,10 @@ class Registry:
             del self.versions[model]  # type: ignore[arg-type]
 
     def set_default(self, model: str, version: str) -> None:
-        """Make `version` of `model` the one a request that names no version gets."""
         self.name_of(model, version)
         self.versions[model].default = version
 
     def name_of(self, model: str, version: str) -> str:
-        """The name `version` of a registered `model` is held under; 404 if it has none."""
         name = self.versions[model].names.get(version)
         if name is None:
             known = ", ".join(sorted(self.versions[model].names))
@@ -194,8 +174,7 @@ class Registry:
         return name
 
     def resolve(self, path: str) -> str:
-        """The name a request's `m` or `m/v` means: m's default version or its version v, for a
-        model with versions; any other name means itself."""
+        """The name a request's `m` or `m/v` means."""
         if not self.versions:
             return path
         versions = self.versions.get(path)
@@ -206,12 +185,12 @@ class Registry:
         return versions.names.get(version, path) if versions else path
 
     def is_registered(self, name: str) -> bool:
-        """Registered with a URL, loaded or loading: what TorchServe's API calls registered."""
+        """Registered with a URL, loaded or loading."""
         r = self.residency
         return name in r.sources or name in r.memory.residents or name in r.loads
 
     def revalidate_in_background(self, name: str) -> None:
-        """Check a loaded model's artifact against the store when due; unload it if replaced."""
+        """Unload a loaded model if the store's artifact was replaced; checked when due."""
         if name in self._revalidations or not self.residency.disk.revalidation.due(name):
             return
         self._revalidations.start(name, self._revalidate_loaded(name))
@@ -223,20 +202,20 @@ class Registry:
 
 
 def archive_version(artifact: Path) -> str:
-    """The `modelVersion` of a TorchServe archive's manifest; `1.0` for any other artifact."""
+    """The `modelVersion` of a TorchServe archive; `1.0` for any other artifact."""
     manifest = find_manifest(artifact)
     if manifest is None or not manifest.as_posix().endswith(MAR_MANIFEST.as_posix()):
         return DEFAULT_VERSION
     try:
         model = json.loads(manifest.read_text()).get("model") or {}
     except (ValueError, UnicodeDecodeError, AttributeError):
-        return DEFAULT_VERSION  # the load says what is wrong with the manifest
+        return DEFAULT_VERSION  # the load reports the broken manifest
     version = model.get("modelVersion") if isinstance(model, dict) else None
     return str(version) if version else DEFAULT_VERSION
 
 
 def check_version(model: str, version: str) -> str:
-    """`version`, if it can name a model's version in a path (`/models/{model}/{version}`)."""
+    """`version`, if it can be part of `/models/{model}/{version}`."""
     try:
         model_name(f"{model}/{version}")
         valid = "/" not in version

@@ -1,13 +1,9 @@
-"""Residency: each model's way into memory and out of it.
+"""Each model's way into memory and out of it.
 
-A model has at most one record (`Resident`) in the memory tier at a time, and every step of its
-life checks that the record it holds is still the current one before acting: loads are
-single-flight per name and wait for an earlier incarnation (and any copy still leaving) to be
-gone from its workers; a worker runs one load at a time (its loader thread is serial), so a load
-claims a free worker before it reserves memory, and loads queued behind others hold no room that
-loaded models could use; room is made by unloading idle unpinned victims the eviction policy
-chooses, and when every candidate is busy a load waits for one to go idle, until its deadline,
-then fails with 507; an unload, an eviction and a worker's death each drop the record once.
+A model has at most one record in the memory tier, and each step checks its record is still
+current before acting. Loads are single-flight per name and wait for an earlier incarnation to
+leave its workers. A load claims a free worker before it reserves memory, so queued loads hold
+no room.
 """
 
 from __future__ import annotations
@@ -41,7 +37,7 @@ from modelhost.workers.handle import WorkerHandle
 
 
 class Residency:
-    """Each model's way into memory and out of it: the only part that adds or drops a record."""
+    """The only part that adds or drops a model's record."""
 
     def __init__(
         self,
@@ -58,20 +54,17 @@ class Residency:
     ) -> None:
         self.memory, self.disk, self.events = memory, disk, events
         self.manifests, self.copies, self.changes = manifests, copies, copies.changes
-        self.on_loaded = on_loaded  # the queue of a model just loaded (and its floor of copies)
-        self.observe_memory = observe_memory  # folds the server's real PSS into the tier
+        self.on_loaded = on_loaded
+        self.observe_memory = observe_memory
         self.deadline_s = deadline_s
         self.clock = clock
-        self.sources: SortedDict = SortedDict()  # model name → URL, when not its store path
+        self.sources: SortedDict = SortedDict()  # name → URL, when not its store path
         self.reading: set[str] = set()  # loaded models whose runtime may still read their files
         self.loads: UnderWay[LoadOutcome] = UnderWay() if loads is None else loads
-        self.failed_loads = FailedLoads()  # the same version would fail the same way
-
-    # loading --------------------------------------------------------------------------------
+        self.failed_loads = FailedLoads()
 
     async def ensure_loaded(self, name: str) -> LoadOutcome:
-        """Load `name` unless already loading; concurrent callers share one load, and the model
-        cannot be evicted before they have resumed (a caller then begins its request at once)."""
+        """Load `name` once for all callers; it is not evicted before they resume."""
         task = self.loads.get(name) or self.loads.start(name, self._load(name))
         awaited = self.memory.awaited
         awaited[name] += 1
@@ -83,9 +76,10 @@ class Residency:
                 del awaited[name]
 
     def needs_artifact(self, name: str) -> bool:
-        """Its files must stay on disk: it is loading, a copy of it is, or its runtime may still
-        read them. A loaded model whose runtime read it whole can lose them (a later load
-        fetches them again), so a disk budget smaller than memory still serves every model."""
+        """Whether its files must stay on disk (loading, or its runtime may read them).
+
+        A loaded model read whole can lose them, so a disk smaller than memory still serves.
+        """
         loading = name in self.loads or self.copies.arriving_of(name) is not None
         return loading or name in self.reading
 
@@ -93,7 +87,6 @@ class Residency:
         return self.sources.get(name) or self.disk.stores.url_of(name)
 
     def set_source(self, name: str, url: str) -> None:
-        """Load `name` from `url` (already admitted) instead of its path in the store."""
         self.sources[name] = url
 
     def forget_source(self, name: str) -> None:
@@ -102,7 +95,7 @@ class Residency:
     async def _load(self, name: str) -> LoadOutcome:
         await self._departed(name)
         source = self.source_of(name)
-        version = functools.partial(self.disk.version, source)  # asked only when needed
+        version = functools.partial(self.disk.version, source)  # asked only if needed
         await self.failed_loads.check(name, version)
         try:
             found = await self.disk.materialize(name, source)
@@ -114,7 +107,7 @@ class Residency:
         started = self.clock()
         try:
             await self._load_artifact(name, found.artifact)
-        except ModelLoadError as error:  # the artifact's fault: its version fails again
+        except ModelLoadError as error:  # the artifact's fault
             await self.failed_loads.remember(name, version, error)
             raise
         await self.relieve_pressure()
@@ -140,7 +133,7 @@ class Residency:
             raise
 
     async def _departed(self, name: str) -> None:
-        """Wait until an earlier incarnation of `name` has left its workers (they key by name)."""
+        """Wait for an earlier incarnation to leave its workers (they key by name)."""
         await self.changes.until(lambda: self._gone(name))
 
     def _gone(self, name: str) -> bool:
@@ -152,17 +145,15 @@ class Residency:
         name = resident.name
         loaded = await self.copies.load(name, artifact, worker, "invoked", reserved)
         footprint = self.manifests.measured(name, loaded)
-        if not worker.alive:  # it died after answering: the model went with it
+        if not worker.alive:  # died after answering: the model went with it
             raise Unavailable(f"the worker loading model {name} died; retry is safe")
         self.memory.mark_loaded(name, worker.worker_id, footprint, loaded.load_ms)
         if loaded.reads_artifact:
             self.reading.add(name)
         self.copies.open(name, self.on_loaded(name, loaded.batches), worker)
 
-    # making room ----------------------------------------------------------------------------
-
     async def make_room(self, name: str, size: int) -> Resident:
-        """Reserve `size` for `name`, unloading victims first; the new record, loading."""
+        """Reserve `size` for `name`, unloading victims; return the new record."""
         if not self.memory.fits_ever(size):
             raise InsufficientMemory(never_fits(self.memory, name, size))
         await self.observe_memory()
@@ -175,17 +166,13 @@ class Residency:
                 raise InsufficientMemory(all_busy(self.memory, name, size, self.deadline_s))
             await self.changes.next(remaining)
         resident = self.memory.get(name)
-        assert resident is not None  # reserved just now, and only this load task owns the name
+        assert resident is not None  # only this load task owns the name
         await self._unload_many(victims, "evict", self.memory.policy.name)
         self.memory.victims_gone(resident, size)
         return resident
 
-    # unloading ------------------------------------------------------------------------------
-
     async def unload(self, name: str, reason: str = "requested") -> int:
-        """Unload on request (DELETE); returns the bytes freed. No request starts on the model
-        from now on (later ones wait to load it again); those in flight finish first, until
-        the deadline."""
+        """Unload on DELETE; those in flight finish first, until the deadline."""
         resident = self.memory.get(name)
         if resident is None or resident.state is not State.LOADED:
             raise ModelNotLoaded(f"model {name} is not loaded")
@@ -202,11 +189,11 @@ class Residency:
         await asyncio.gather(*(self._unload_one(victim, kind, reason) for victim in victims))
 
     async def _unload_one(self, resident: Resident, kind: str, reason: str) -> int:
-        """Unload every copy of a model; one event for the model, with the bytes all freed."""
+        """Unload every copy of a model, with one event."""
         started = self.clock()
         freed = 0
         arriving = self.copies.arriving_of(resident.name)
-        if arriving is not None:  # a copy on its way: it sees the model leaving and goes too
+        if arriving is not None:  # it sees the model leaving and goes too
             await asyncio.wait([arriving])
         try:
             for worker_id in list(resident.workers):
@@ -225,19 +212,16 @@ class Residency:
         return freed
 
     async def unload_idle(self, idle_s: float) -> None:
-        """Unload the models nobody has used for `idle_s` seconds (pinned ones stay)."""
         await self._unload_many(self.memory.idle_victims(idle_s), "unload", "idle")
 
     async def relieve_pressure(self) -> None:
-        """Unload idle models while more is committed than the budget less its headroom (a
-        footprint or the baseline grew)."""
+        """Unload idle models while more is committed than the budget allows."""
         await self._unload_many(self.memory.overflow_victims(), "evict", "memory_pressure")
 
     def worker_lost(self, worker: WorkerHandle) -> None:
-        """Every model the worker held lost that copy (`_lose_copy`)."""
         for resident in self.memory:
             if worker.worker_id not in resident.workers:
-                continue  # a load under way there fails on its own, and forgets its record
+                continue  # a load under way there fails and forgets on its own
             self._lose_copy(resident, worker.worker_id)
             self.events.emit(
                 "unload",
@@ -249,11 +233,10 @@ class Residency:
         self.changes.notify()
 
     def _lose_copy(self, resident: Resident, worker_id: int) -> None:
-        """One copy died with its worker; the others carry on. With the last, the model is out
-        of memory: no request goes to it (those waiting fail, safe to retry) and its record
-        goes, unless what is under way still needs it: an unload, which drops it when done, or
-        a copy still loading on another worker, whose reservation the record keeps until that
-        copy has ended and left."""
+        """One copy died with its worker; with the last, the model leaves memory.
+
+        The record stays while an unload or an arriving copy still needs it.
+        """
         self.copies.lose(resident, worker_id)
         if resident.workers:
             return
@@ -267,17 +250,15 @@ class Residency:
         self.memory.begin_unload(resident.name)
         arriving.add_done_callback(lambda _: self.forget(resident))
 
-    # the record -----------------------------------------------------------------------------
-
     def is_current(self, resident: Resident) -> bool:
-        """Still the record of its name (not unloaded and perhaps loaded again since)."""
+        """Whether it is still the record of its name."""
         return self.memory.get(resident.name) is resident
 
     def forget(self, resident: Resident) -> None:
-        """The model is out of memory: drop its record and fail requests still waiting for it."""
+        """Drop the record and fail requests still waiting for the model."""
         name = resident.name
         if not self.is_current(resident):
-            return  # an earlier incarnation's step finishing late: the name is someone else's
+            return  # an earlier incarnation finishing late
         self.memory.remove(name)
         self.reading.discard(name)
         self.copies.close(name)

@@ -1,5 +1,4 @@
-"""What a 507 says when a model cannot have its room: how much it needs, what holds the budget,
-and the setting that would make room."""
+"""What a 507 says when a model cannot have its room."""
 
 from __future__ import annotations
 
@@ -8,7 +7,7 @@ from modelhost.units import format_bytes
 
 
 def never_fits(memory: MemoryTier, name: str, size: int) -> str:
-    """The model needs more than the budget leaves for models even with none loaded."""
+    """The model needs more than an empty server leaves."""
     m = memory
     return (
         f"{_needs(m, name, size)} leaves {format_bytes(m.capacity_bytes)} for models "
@@ -19,7 +18,7 @@ def never_fits(memory: MemoryTier, name: str, size: int) -> str:
 
 
 def all_busy(memory: MemoryTier, name: str, size: int, deadline_s: float) -> str:
-    """The room is held by models that stayed busy until the load's deadline."""
+    """Busy models held the room until the load's deadline."""
     return (
         f"{_needs(memory, name, size)} is held by models that stayed busy for "
         f"{deadline_s:g} s ({format_bytes(memory.committed_bytes)} committed){_frontend(memory)}; "
@@ -28,7 +27,7 @@ def all_busy(memory: MemoryTier, name: str, size: int, deadline_s: float) -> str
 
 
 def _frontend(memory: MemoryTier) -> str:
-    """Where the frontend grew past its allowance, by how much, and the setting that says it."""
+    """How far the frontend grew past its allowance."""
     excess = memory.frontend_excess_bytes
     if not excess or memory.frontend is None:
         return ""

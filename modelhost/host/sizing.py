@@ -1,11 +1,7 @@
-"""What the live traffic says about the memory budget: the miss-ratio curve (`cache/curve.py`) read
-at today's room for models and at others, the budget a target hit ratio needs, how many instances
-a fleet needs for it, and the thrash alarm (`host/thrash.py`).
+"""What the live traffic says about the memory budget: hit ratios, budgets and instances needed.
 
-The curve is LRU's, exact for `--eviction-policy lru` and an estimate for the others (which keep
-at least as many hits on the workloads `modelhost simulate` measures). "Room" is what the budget
-leaves for models once the idle server and its headroom floor are paid for; a budget is the room
-plus that fixed part.
+The curve is LRU's, so for other policies it is an estimate. "Room" is the budget less the
+idle server and its headroom floor.
 """
 
 from __future__ import annotations
@@ -20,9 +16,9 @@ from modelhost.host.thrash import WINDOW_S, ThrashWatch
 from modelhost.records.events import EventLog
 from modelhost.records.statistics import CurvePoint, HotModel, SizingStatistics
 
-HOT_MODELS = 32  # listed by share of the requests, for a router to spread
-TARGETS = (0.9, 0.95, 0.99)  # hit ratios: the memory and instances each needs
-FACTORS = (0.5, 2.0, 4.0)  # multiples of today's room: the hit ratio each would give
+HOT_MODELS = 32  # for a router to spread
+TARGETS = (0.9, 0.95, 0.99)  # hit ratios
+FACTORS = (0.5, 2.0, 4.0)  # multiples of today's room
 DEFAULT_WINDOW = "hour"
 
 
@@ -46,7 +42,6 @@ class Sizing:
         events.subscribe(self.thrash.on_event)
 
     def used(self, name: str, size: int, hit: bool) -> None:
-        """A request found `name` loaded (`hit`) or waited for its load; `size`: its footprint."""
         now = self.clock()
         self.requests += 1
         self.thrash.used(name, hit, now)
@@ -56,18 +51,15 @@ class Sizing:
 
     @property
     def fixed_bytes(self) -> int:
-        """The budget's part that is not room for models."""
         return self.memory.budget_bytes - self.memory.capacity_bytes
 
     def budget_for(self, hit_ratio: float, window: str = DEFAULT_WINDOW) -> float:
-        """The memory budget at which LRU reaches `hit_ratio`; infinity: none does (too many
-        requests are a name's first), or no curve."""
+        """The budget at which LRU reaches `hit_ratio` (infinity where none does)."""
         if self.curve is None:
             return math.inf
         return self.fixed_bytes + self.curve.windows.curve(window).room_for(hit_ratio)
 
     def advice(self) -> dict[str, Any]:
-        """What the thrash alarm says besides its counts."""
         needed = self.budget_for(0.95)
         return {
             "budget_bytes": self.memory.budget_bytes,
@@ -88,9 +80,7 @@ class Sizing:
             observed_hit_ratio=_share(observed.bins[0], observed.total),
             predicted_hit_ratio=histogram.hit_ratio_at(room) if histogram else None,
             budget_needed={t: self.budget_for(t, window) for t in TARGETS},
-            hit_ratio_at_factor={
-                f: histogram.hit_ratio_at(f * room) for f in FACTORS if histogram
-            },
+            hit_ratio_at_factor={f: histogram.hit_ratio_at(f * room) for f in FACTORS if histogram},
             instances_needed={
                 t: histogram.room_for(t) / room for t in TARGETS if histogram and room > 0
             },
@@ -105,7 +95,7 @@ class Sizing:
         )
 
     def hot_models(self) -> tuple[HotModel, ...]:
-        """The frequent names, by their share of the requests (none without a curve)."""
+        """The frequent names, by their share of the requests."""
         if self.curve is None:
             return ()
         frequent = self.curve.frequent
@@ -113,7 +103,7 @@ class Sizing:
         return tuple(HotModel(n, round(s, 4), frequent.served[n]) for n, s in ranked)
 
     def roll(self) -> None:
-        """Close the thrash alarm's window if it is due (requests close it too)."""
+        """Close the thrash alarm's window if it is due."""
         now = self.clock()
         if now >= self.thrash.window_ends:
             self.thrash.roll(now)

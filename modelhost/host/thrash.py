@@ -1,11 +1,8 @@
 """The thrash alarm: evicted models come back sooner than the cache's own age.
 
-The cache's age is how long its victims had gone unused when they were evicted (the median of the
-recent ones). A model that comes back within that age after its eviction would have stayed in a
-cache about twice as large: the working set has passed the budget. A load now and then of a model
-evicted long ago is what a cache is for; when early returns are a tenth of all requests over a
-window (`--thrash-window-s`), the alarm goes off (a `thrash` event, reason `started`, with the
-numbers), and it ends when they fall under half that.
+The cache's age is the median idle time of recent victims. A model back within that age would
+have stayed in a cache about twice as large, so many early returns mean the working set has
+outgrown the budget.
 """
 
 from __future__ import annotations
@@ -17,17 +14,15 @@ from typing import Any
 
 from modelhost.records.events import Event, EventLog
 
-WINDOW_S = 60.0  # the default
+WINDOW_S = 60.0
 STARTS_AT = 0.10  # early returns per request over a window
 ENDS_UNDER = 0.05
 MIN_EARLY_RETURNS = 10  # a few loads of an idle server are no alarm
-RECENT_VICTIMS = 64  # whose idle times make the cache's age
-REMEMBERED_EVICTIONS = 10_000  # names evicted lately: bounded, whatever the names seen
+RECENT_VICTIMS = 64
+REMEMBERED_EVICTIONS = 10_000  # bounded, whatever the names seen
 
 
 class Window:
-    """Counts of one window of requests."""
-
     def __init__(self) -> None:
         self.requests = self.misses = self.early = 0
 
@@ -37,8 +32,7 @@ class Window:
 
 
 class ThrashWatch:
-    """Fed each request (`used`) and each eviction (`on_event`); `thrashing` says whether the
-    last full window passed the alarm's threshold."""
+    """Fed each request and eviction; `thrashing` reflects the last full window."""
 
     def __init__(
         self,
@@ -49,12 +43,12 @@ class ThrashWatch:
     ) -> None:
         self.events, self.clock, self.advice = events, clock, advice
         self.window_s = window_s
-        self.evicted: OrderedDict[str, float] = OrderedDict()  # name: when it was evicted
+        self.evicted: OrderedDict[str, float] = OrderedDict()  # name: evicted at
         self.victim_idle_s: deque[float] = deque(maxlen=RECENT_VICTIMS)
         self.window, self.last = Window(), Window()
         self.window_ends = clock() + window_s
         self.thrashing = False
-        self.early_returns = 0  # ever
+        self.early_returns = 0  # since start
 
     @property
     def cache_age_s(self) -> float | None:
@@ -70,7 +64,6 @@ class ThrashWatch:
         self.victim_idle_s.append(float(event.detail["idle_s"]))
 
     def used(self, name: str, hit: bool, now: float) -> None:
-        """A request served by `name`; `hit`: it found the model in memory."""
         if now >= self.window_ends:
             self.roll(now)
         self.window.requests += 1
@@ -84,7 +77,7 @@ class ThrashWatch:
             self.early_returns += 1
 
     def roll(self, now: float) -> None:
-        """End the window (an empty one if a whole window passed without requests)."""
+        """End the window (empty if a whole window passed without requests)."""
         self.last = self.window if now < self.window_ends + self.window_s else Window()
         self.window, self.window_ends = Window(), now + self.window_s
         share = self.last.early_share

@@ -1,9 +1,7 @@
-"""Tasks under way, one per model: its load, the load of one more copy, its revalidation.
+"""The task under way for each model: its load, one more copy, its revalidation.
 
-A task counts until it ends, not until its done-callback runs a turn of the loop later: code
-that runs in between (a request arriving in the same turn) neither joins an ended task as if it
-were still running nor awaits it again and again (awaiting an ended task returns without
-yielding, so such a loop would hold the event loop for ever).
+A task counts until it ends, not until its done-callback runs a turn later. Otherwise a loop
+awaiting an ended task would never yield and hold the event loop.
 """
 
 from __future__ import annotations
@@ -16,8 +14,6 @@ T = TypeVar("T")
 
 
 class UnderWay(Generic[T]):
-    """The task under way for each model name, if any."""
-
     def __init__(self) -> None:
         self._tasks: dict[str, asyncio.Task[T]] = {}
 
@@ -35,5 +31,5 @@ class UnderWay(Generic[T]):
         return task
 
     def _forget(self, name: str, ended: asyncio.Task[T]) -> None:
-        if self._tasks.get(name) is ended:  # not a later task of the same model
+        if self._tasks.get(name) is ended:  # not a later task of the model
             del self._tasks[name]

@@ -1,6 +1,4 @@
-"""Upkeep: the host's background loops, for as long as the server runs. Each outlives its own
-errors: a failure is an event (logged, and counted in `modelhost_failures_total` by the loop's
-name) and the loop goes on; the first of a run of failures is logged with its traceback."""
+"""The host's background loops; each outlives its errors, which it reports as events."""
 
 from __future__ import annotations
 
@@ -18,7 +16,7 @@ REPLICA_WATCH_INTERVAL_S = 1.0
 
 
 async def watch_memory(host: ModelHost) -> None:
-    """Follow the server's real PSS: fold drift into the baseline, evict if over budget."""
+    """Follow the server's PSS and evict if over budget."""
 
     async def step() -> None:
         await host.memory_readings.observe()
@@ -28,12 +26,11 @@ async def watch_memory(host: ModelHost) -> None:
 
 
 async def watch_replicas(host: ModelHost) -> None:
-    """Let go of the extra workers of models that no longer need them."""
     await repeat(host, "replica_watch", lambda: REPLICA_WATCH_INTERVAL_S, host.scaling.scale_in)
 
 
 async def watch_idle(host: ModelHost, idle_s: float) -> None:
-    """Unload models unused for `idle_s`, checking a few times within each such span."""
+    """Unload models unused for `idle_s`."""
     await repeat(
         host,
         "idle_watch",
@@ -45,13 +42,13 @@ async def watch_idle(host: ModelHost, idle_s: float) -> None:
 async def repeat(
     host: ModelHost, name: str, interval_s: Callable[[], float], step: Callable[[], Awaitable[None]]
 ) -> None:
-    """Run `step` every `interval_s()` seconds for ever, whatever it raises."""
+    """Run `step` every `interval_s()` seconds, whatever it raises."""
     failing = False
     while True:
         await asyncio.sleep(interval_s())
         try:
             await step()
-        except Exception as error:  # noqa: BLE001  (the loop must outlive it: it is reported)
+        except Exception as error:  # noqa: BLE001  (reported; the loop goes on)
             if not failing:
                 logger.exception("the %s loop failed; it goes on", name)
             host.events.emit("failure", reason=name, detail={"error": repr(error)})
@@ -62,7 +59,7 @@ async def repeat(
 
 @contextlib.asynccontextmanager
 async def upkeep(host: ModelHost, idle_unload_s: float) -> AsyncIterator[None]:
-    """Run the loops while the block runs; stop them when it ends."""
+    """Run the loops while the block runs."""
     loops = [watch_memory(host), watch_replicas(host)]
     if idle_unload_s:
         loops.append(watch_idle(host, idle_unload_s))
