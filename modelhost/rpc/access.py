@@ -1,7 +1,7 @@
-"""Who may call the management methods over gRPC: the rules of the HTTP management API.
-Callers on loopback may; others only with the configured token, as `authorization: Bearer`
-metadata. (HTTP's Host check against DNS rebinding has no gRPC counterpart: a web page cannot
-make a gRPC call.)"""
+"""Who may call the management methods over gRPC: the HTTP management API's rules.
+
+No Host check against DNS rebinding: a web page cannot make a gRPC call.
+"""
 
 from __future__ import annotations
 
@@ -36,10 +36,10 @@ class Access:
 
 
 def peer_address(peer: str) -> str:
-    """The address in grpc's peer string: ipv4:127.0.0.1:5000, ipv6:[::1]:5000, unix:/path."""
+    """The address in grpc's peer string, such as ipv6:[::1]:5000."""
     kind, _, rest = urllib.parse.unquote(peer).partition(":")
     if kind == "ipv4":
         return rest.rpartition(":")[0]
     if kind == "ipv6":
         return rest.rpartition(":")[0].strip("[]")
-    return ""  # a Unix socket or anything else: not an address we know to be loopback
+    return ""  # a Unix socket: not known to be loopback

@@ -1,8 +1,7 @@
-"""Each RPC as the observers see an HTTP request (metrics, per-model counters, access log), and
-core exceptions turned into its status, once, by the table in `status`.
+"""Each RPC observed as an HTTP request, and core exceptions turned into its status.
 
-An RPC is an HTTP/2 POST to its method's path, and is recorded so: the route is the path, the
-status the one HTTP gives the same outcome, so dashboards and `simulate` read both alike.
+An RPC is recorded as a POST to its method's path with HTTP's status, so dashboards and
+`simulate` read both alike.
 """
 
 from __future__ import annotations
@@ -22,27 +21,26 @@ from modelhost.observe.observer import Observer
 from modelhost.rpc.status import code_of, trailers_of
 
 Context: TypeAlias = Any  # grpc.aio.ServicerContext: grpcio ships no type hints
-CANCELLED_STATUS = 499  # the client went away or its deadline passed (nginx's number)
+CANCELLED_STATUS = 499  # nginx's number for a client gone
 
 
 Trailers: TypeAlias = tuple[tuple[str, str], ...]
 
 
 class Call:
-    """One RPC, filled in as it is answered; `instance`: the trailer naming this instance (none
-    without --instance-id), as HTTP's X-Modelhost-Instance."""
+    """One RPC, filled in as it is answered."""
 
     def __init__(self, route: str, invocation: bool, instance: Trailers = ()) -> None:
         self.route, self.invocation, self.instance = route, invocation, instance
         self.arrived, self.started = time.time(), time.perf_counter()
-        self.status = 500  # until answered: an unexpected exception leaves it so
+        self.status = 500  # what an unexpected exception leaves
         self.error: str | None = None
         self.model: str | None = None
         self.result: Result | None = None
         self.bytes_in = self.bytes_out = 0
 
     def answered(self, result: Result, context: Context) -> None:
-        """The model's answer: where it came from and where its time went, as trailers."""
+        """Where the answer came from and where its time went, as trailers."""
         self.result, self.bytes_out = result, len(result.body)
         context.set_trailing_metadata(
             (
@@ -71,7 +69,7 @@ class Call:
 
 
 class Calls:
-    """Where every servicer's calls are observed; `observer` None: not observed (unit tests)."""
+    """Where every servicer's calls are observed."""
 
     def __init__(self, observer: Observer | None = None, instance_id: str = "") -> None:
         self.observer = observer
@@ -81,8 +79,9 @@ class Calls:
     async def observed(
         self, route: str, context: Context, invocation: bool = False, abort: bool = True
     ) -> AsyncIterator[Call]:
-        """The call, recorded when it ends; a core exception ends the RPC with its status, or
-        without `abort` is raised on (a stream's answer carries it)."""
+        """The call, recorded when it ends; a core exception aborts with its status.
+
+        Without `abort` it is raised on, for a stream's answer to carry."""
         call = Call(route, invocation, self.instance)
         try:
             yield call

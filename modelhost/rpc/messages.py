@@ -1,8 +1,6 @@
 """The protocols' message classes, built from the descriptor set of modelhost/rpc/protos.
 
-They live in a descriptor pool of their own, not protobuf's default one: a client's generated
-modules (tritonclient's `inference.*`) register the same names there, and a process that imports
-both would fail (docs/decisions.md). The wire only carries field numbers, so they interoperate.
+A pool of their own: tritonclient registers the same names in protobuf's default one.
 """
 
 from __future__ import annotations
@@ -22,7 +20,6 @@ TS_MANAGEMENT_SERVICE = "org.pytorch.serve.grpc.management.ManagementAPIsService
 
 @functools.cache
 def pool() -> descriptor_pool.DescriptorPool:
-    """A pool holding our protos and what they import, loaded once."""
     data = resources.files("modelhost.rpc").joinpath("protos", DESCRIPTOR_SET).read_bytes()
     files = descriptor_pb2.FileDescriptorSet.FromString(data)
     loaded = descriptor_pool.DescriptorPool()
@@ -33,7 +30,6 @@ def pool() -> descriptor_pool.DescriptorPool:
 
 @functools.cache
 def message(full_name: str) -> Any:
-    """The message class of `full_name`, e.g. inference.ModelInferRequest."""
     return message_factory.GetMessageClass(pool().FindMessageTypeByName(full_name))
 
 

@@ -1,9 +1,4 @@
-"""The Open Inference Protocol's GRPCInferenceService: health, metadata, inference and the model
-repository extension, answered as the REST routes answer (http/oip.py) from the same host.
-
-An inference becomes the same `host.invoke` call as REST's: the request is turned into the body
-the worker decodes (see `tensors`), and the worker's reply into a ModelInferResponse.
-"""
+"""The Open Inference Protocol's GRPCInferenceService, answered as the REST routes answer."""
 
 from __future__ import annotations
 
@@ -33,7 +28,7 @@ from modelhost.workers.oip_media import (
 )
 
 EXTENSIONS = ("model_repository",)
-INDEX_PART_NAMES = 1000  # names read at a time by the repository index, the loop let go between
+INDEX_PART_NAMES = 1000  # the index yields to the loop between parts
 
 
 def _route(method: str) -> str:
@@ -41,8 +36,6 @@ def _route(method: str) -> str:
 
 
 class OipServicer:
-    """GRPCInferenceService's methods, by their names in the service."""
-
     def __init__(
         self,
         host: ModelHost,
@@ -55,7 +48,7 @@ class OipServicer:
         self.models = OipModels(host)
         self.calls = calls
         self.access = access
-        self.ready = ready  # whether the server has started and is not stopping
+        self.ready = ready
         self.max_response_bytes = max_response_bytes
 
     # health and metadata ----------------------------------------------------------------
@@ -117,7 +110,7 @@ class OipServicer:
     # model repository -------------------------------------------------------------------
 
     async def RepositoryIndex(self, request: Any, context: Context) -> Any:
-        """Every model known (`ready`: the loaded ones), read a page of names at a time."""
+        """Every model known (`ready`: the loaded ones)."""
         async with self.calls.observed(_route("RepositoryIndex"), context):
             response = message("inference.RepositoryIndexResponse")()
             places = (LOADED,) if request.ready else EVERYWHERE
@@ -126,18 +119,18 @@ class OipServicer:
                 for name in names:
                     response.models.add(**self.models.entry(name))
                 after = names[-1]
-                await asyncio.sleep(0)  # a long index lets other requests through
+                await asyncio.sleep(0)  # let other requests through
             return response
 
     async def RepositoryModelLoad(self, request: Any, context: Context) -> Any:
-        """Load from the store, or from the `url` parameter (which allowed_urls must admit)."""
+        """Load from the store, or from an allowed `url` parameter."""
         async with self.calls.observed(_route("RepositoryModelLoad"), context) as call:
             self.access.authorize(context)
             name = call.model = model_name(_model_of(request))
             url = _url_of(request)
             if url:
                 check_param("parameters.url", url)
-            held = self.host.registry.resolve(name)  # a model with versions: its default
+            held = self.host.registry.resolve(name)  # the default version
             if self.models.state(held) is not State.LOADED:
                 if url:
                     await self.host.registry.register_and_load(name, url)
@@ -146,7 +139,7 @@ class OipServicer:
             return message("inference.RepositoryModelLoadResponse")(model_name=name, isLoaded=True)
 
     async def RepositoryModelUnload(self, request: Any, context: Context) -> Any:
-        """Unload after in-flight requests finish; a model not loaded is already unloaded."""
+        """Unload after in-flight requests finish."""
         async with self.calls.observed(_route("RepositoryModelUnload"), context) as call:
             self.access.authorize(context)
             name = call.model = model_name(_model_of(request))
@@ -159,8 +152,7 @@ class OipServicer:
 
 
 def _model_of(request: Any) -> str:
-    """Triton's layout names the model in field 2; KServe's puts it in field 1, which Triton's
-    layout reads as the repository's name."""
+    """Triton names the model in field 2; KServe in field 1, Triton's repository name."""
     return str(request.model_name or request.repository_name)
 
 

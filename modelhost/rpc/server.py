@@ -1,10 +1,6 @@
 """The gRPC servers: grpc.aio servers on the frontend's event loop, beside the HTTP ones.
 
-The inference port serves the Open Inference Protocol's GRPCInferenceService, TorchServe's
-InferenceAPIsService and the standard health service (`grpc.health.v1`, for Kubernetes probes);
-the management port serves TorchServe's ManagementAPIsService. Both take the HTTP servers' TLS
-certificate when one is configured. They drain with the HTTP servers: at SIGTERM they stop
-taking calls and finish those under way within --drain-timeout-s.
+They share the HTTP servers' TLS certificate and drain with them.
 """
 
 from __future__ import annotations
@@ -51,11 +47,9 @@ class RpcServer:
         await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
 
     async def serving(self) -> None:
-        """Ready: the health service answers SERVING."""
         await self._set_health(health_pb2.HealthCheckResponse.SERVING)
 
     def drain(self) -> None:
-        """Stop taking calls; those under way have the drain timeout to finish."""
         if self._stopping is None:
             self._stopping = asyncio.ensure_future(self._stop())
 
@@ -76,8 +70,7 @@ class RpcServer:
 
 
 def server_options(config: Config) -> list[tuple[str, int]]:
-    """A request message may be as large as --max-request-size (gRPC refuses a larger one with
-    RESOURCE_EXHAUSTED); a port is never shared with another process (SO_REUSEPORT off)."""
+    """Messages up to --max-request-size; no SO_REUSEPORT, so a port is never shared."""
     return [
         ("grpc.max_receive_message_length", config.max_request_bytes),
         ("grpc.so_reuseport", 0),
@@ -85,7 +78,7 @@ def server_options(config: Config) -> list[tuple[str, int]]:
 
 
 def bind(server: grpc.aio.Server, address: str, config: Config) -> int:
-    """Listen on `address`, with TLS when the HTTP servers have a certificate; the port."""
+    """Listen on `address`, with TLS if configured; the port."""
     try:
         if config.ssl_certfile:
             port = server.add_secure_port(address, credentials(config))

@@ -20,12 +20,11 @@ from modelhost.rpc.torchserve import TorchServeInference, TorchServeManagementSe
 def rpc_servers(
     host: ModelHost, config: Config, observer: Observer | None, routes: SageMakerRoutes
 ) -> list[RpcServer]:
-    """The inference port's server (--grpc-port) and the management port's
-    (--grpc-management-port, on --management-host), each when its port is set."""
+    """The inference and management ports' servers, each if its port is set."""
     calls, access = Calls(observer, config.instance_id), Access(config.management_token)
     servers = []
     if config.grpc_port:
-        ready = functools.partial(getattr, routes, "ready")  # set once the server has started
+        ready = functools.partial(getattr, routes, "ready")  # set once started
         oip = OipServicer(host, calls, access, ready, config.max_response_bytes)
         inference = TorchServeInference(
             host, calls, lambda: healthy(routes), config.max_response_bytes
@@ -46,6 +45,6 @@ def rpc_servers(
 
 
 def healthy(routes: SageMakerRoutes) -> bool:
-    """What GET /ping says: started, and every configured worker running."""
+    """What GET /ping says."""
     running, configured = routes.worker_health()
     return routes.ready and running >= configured

@@ -16,7 +16,7 @@ CODE_BY_ERROR: dict[type[errors.ModelhostError], grpc.StatusCode] = {
     errors.ModelNotFound: grpc.StatusCode.NOT_FOUND,
     errors.ModelNotLoaded: grpc.StatusCode.NOT_FOUND,
     errors.ModelAlreadyLoaded: grpc.StatusCode.ALREADY_EXISTS,
-    errors.PayloadTooLarge: grpc.StatusCode.RESOURCE_EXHAUSTED,  # what gRPC gives its own limit
+    errors.PayloadTooLarge: grpc.StatusCode.RESOURCE_EXHAUSTED,  # as gRPC's own limit
     errors.ResponseTooLarge: grpc.StatusCode.RESOURCE_EXHAUSTED,
     errors.Overloaded: grpc.StatusCode.RESOURCE_EXHAUSTED,
     errors.CapacityError: grpc.StatusCode.RESOURCE_EXHAUSTED,
@@ -27,12 +27,12 @@ CODE_BY_ERROR: dict[type[errors.ModelhostError], grpc.StatusCode] = {
     errors.Unavailable: grpc.StatusCode.UNAVAILABLE,
     errors.DeadlineExceeded: grpc.StatusCode.DEADLINE_EXCEEDED,
 }
-RETRY_AFTER_S = "1"  # trailing metadata `retry-after` on the codes a retry may mend, as HTTP's
+RETRY_AFTER_S = "1"  # as HTTP's Retry-After
 RETRIED = (errors.Overloaded, errors.Unavailable)
 
 
 def code_of(error: errors.ModelhostError) -> grpc.StatusCode:
-    """The code of the most specific class of `error` in the table (INTERNAL if none)."""
+    """The code of `error`'s most specific class in the table (INTERNAL if none)."""
     for cls in type(error).__mro__:
         if cls in CODE_BY_ERROR:
             return CODE_BY_ERROR[cls]

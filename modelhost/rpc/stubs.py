@@ -1,5 +1,4 @@
-"""Servicers and client stubs made from a service's descriptor, as protoc's `_pb2_grpc` modules
-would make them, for message classes that live in our own pool (see `messages`)."""
+"""Servicers and client stubs made from a service's descriptor, as protoc's `_pb2_grpc` would."""
 
 from __future__ import annotations
 
@@ -16,7 +15,7 @@ def method_path(service_name: str, method: str) -> str:
 
 
 def generic_handler(service_name: str, servicer: object) -> grpc.GenericRpcHandler:
-    """The handler of every method of `service_name` that `servicer` has a coroutine for."""
+    """A handler of the methods of `service_name` that `servicer` has coroutines for."""
     handlers = {}
     for method in service(service_name).methods:
         call = getattr(servicer, method.name, None)
@@ -34,14 +33,13 @@ def generic_handler(service_name: str, servicer: object) -> grpc.GenericRpcHandl
 
 
 def _kind(method: MethodDescriptor) -> str:
-    """unary_unary, unary_stream, stream_unary or stream_stream: grpc's names of the shapes."""
+    """grpc's name of a method's shape, such as unary_stream."""
     sent = "stream" if method.client_streaming else "unary"
     return f"{sent}_{'stream' if method.server_streaming else 'unary'}"
 
 
 class Stub:
-    """A client of `service_name` on `channel` (sync or grpc.aio): one callable per method,
-    by the method's name, as a generated stub has."""
+    """A client of `service_name` on `channel`, with a callable per method."""
 
     def __init__(self, channel: grpc.Channel | grpc.aio.Channel, service_name: str) -> None:
         for method in service(service_name).methods:
@@ -52,5 +50,5 @@ class Stub:
             )
             setattr(self, method.name, call)
 
-    def __getattr__(self, name: str) -> Any:  # the methods set above, for the type checker
+    def __getattr__(self, name: str) -> Any:  # for the type checker
         raise AttributeError(name)

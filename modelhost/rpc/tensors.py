@@ -1,11 +1,7 @@
-"""A ModelInferRequest as the body the worker's OIP decoder reads, and its reply as a
-ModelInferResponse. No numpy: the frontend never decodes tensors.
+"""A ModelInferRequest as the OIP body the worker reads, and the reply as a ModelInferResponse.
 
-Every input travels as binary tensor data behind a JSON header (the binary tensor data
-extension): raw contents as they came, typed contents packed with `array`. The worker checks
-datatypes and shapes and says what is wrong in the words REST clients get; a datatype it does not
-know is passed on with no data, so that message is the worker's too. Outputs are asked for as
-binary data and handed back raw to a request that sent raw inputs, typed to one that did not.
+Inputs travel as binary tensor data, so the frontend needs no numpy. The worker checks
+datatypes and shapes, so errors read as REST clients get them.
 """
 
 from __future__ import annotations
@@ -20,7 +16,7 @@ import msgspec
 from modelhost.errors import BadRequestBody
 from modelhost.workers.oip_media import header_length_of, is_oip
 
-# datatype -> (the InferTensorContents field of its values, the `array` type code packing them)
+# datatype -> (its InferTensorContents field, its `array` type code)
 TYPED: dict[str, tuple[str, str]] = {
     "BOOL": ("bool_contents", "B"),
     "INT8": ("int_contents", "b"),
@@ -36,15 +32,14 @@ TYPED: dict[str, tuple[str, str]] = {
     "BYTES": ("bytes_contents", ""),
 }
 FIELDS = {field for field, _ in TYPED.values()}
-RAW_ONLY = ("FP16",)  # no typed field holds them: raw_input_contents only
-_LENGTH = struct.Struct("<I")  # a BYTES element's length in binary data
-_SWAP = sys.byteorder == "big"  # the wire's binary data is little-endian
+RAW_ONLY = ("FP16",)  # no typed field holds them
+_LENGTH = struct.Struct("<I")  # a BYTES element's length
+_SWAP = sys.byteorder == "big"  # the wire is little-endian
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder().decode
 
 
 def request_body(request: Any) -> tuple[bytes, int]:
-    """The body and its JSON header's length for a ModelInferRequest."""
     raw = list(request.raw_input_contents)
     if raw and len(raw) != len(request.inputs):
         raise BadRequestBody(
@@ -83,7 +78,7 @@ def _input(tensor: Any, raw: bytes | None) -> tuple[dict[str, Any], bytes]:
             f"input {tensor.name} is {tensor.datatype}, which no typed contents field holds: "
             "send it in raw_input_contents"
         )
-    else:  # the worker refuses the datatype in the words REST clients get
+    else:  # the worker refuses it as REST's decoder does
         spec["data"] = []
         return {**spec, "parameters": parameters}, b""
     parameters["binary_data_size"] = len(chunk)
@@ -91,7 +86,6 @@ def _input(tensor: Any, raw: bytes | None) -> tuple[dict[str, Any], bytes]:
 
 
 def _packed(tensor: Any) -> bytes:
-    """Typed contents as binary tensor data."""
     field, code = TYPED[tensor.datatype]
     contents = tensor.contents
     for other in FIELDS - {field}:
@@ -120,7 +114,6 @@ def _requested(output: Any) -> dict[str, Any]:
 
 
 def _parameters(parameters: Any) -> dict[str, Any]:
-    """InferParameters as the JSON values REST clients send."""
     return {
         key: getattr(value, value.WhichOneof("parameter_choice"))
         for key, value in parameters.items()
@@ -132,8 +125,7 @@ def _parameters(parameters: Any) -> dict[str, Any]:
 
 
 def fill_response(response: Any, body: bytes, content_type: str, raw: bool) -> None:
-    """Fill a ModelInferResponse from the worker's OIP reply: raw outputs if `raw`, else typed
-    ones (raw all the same if an output has no typed field, such as FP16)."""
+    """Fill a ModelInferResponse: raw outputs if `raw` or untyped (FP16), else typed."""
     length = header_length_of(content_type) if is_oip(content_type) else None
     header = _decode(body if length is None else body[:length])
     data = memoryview(body)[len(body) if length is None else length :]
@@ -179,7 +171,6 @@ def _split(chunk: bytes) -> list[bytes]:
 
 
 def _from_json(values: list[Any], datatype: str) -> bytes:
-    """An output the worker sent as JSON data, as binary data."""
     flat = _flatten(values)
     if datatype == "BYTES":
         items = [v.encode() if isinstance(v, str) else bytes(v) for v in flat]

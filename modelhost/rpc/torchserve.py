@@ -1,10 +1,6 @@
-"""TorchServe's gRPC services: InferenceAPIsService (Ping, Predictions and its streams) on the
-inference port, ManagementAPIsService on the management port, answered from the same host and
-management calls as TorchServe's REST API (`modelhost.torchserve_models`).
+"""TorchServe's gRPC inference and management services, answered as its REST API answers.
 
-A prediction's `input` map is what a TorchServe handler gets as one request: its `data` (or
-`body`) entry is the body, the other entries its parameters. Sequences (`sequence_id`) are
-echoed back but not kept: each request stands alone.
+Sequences (`sequence_id`) are echoed back but not kept: each request stands alone.
 """
 
 from __future__ import annotations
@@ -25,15 +21,13 @@ from modelhost.rpc.status import code_of
 from modelhost.rpc.stubs import method_path
 from modelhost.torchserve_models import MODEL_VERSION, TorchServeModels
 
-BODY_KEYS = ("data", "body")  # the entries TorchServe's handlers read the body from
+BODY_KEYS = ("data", "body")  # as TorchServe's handlers read them
 JSON = "application/json"
 _INFERENCE = "org.pytorch.serve.grpc.inference."
 _MANAGEMENT = "org.pytorch.serve.grpc.management."
 
 
 class TorchServeInference:
-    """InferenceAPIsService's methods; `healthy` says whether Ping answers Healthy."""
-
     def __init__(
         self,
         host: ModelHost,
@@ -49,7 +43,7 @@ class TorchServeInference:
     async def Ping(self, request: Any, context: Context) -> Any:
         async with self.calls.observed(_inference("Ping"), context):
             words = "Healthy" if self.healthy() and not self.host.closing else "Unhealthy"
-            health = json.dumps({"status": words}, indent=2)  # TorchServe's StatusResponse
+            health = json.dumps({"status": words}, indent=2)  # as TorchServe's
             return message(_INFERENCE + "TorchServeHealthResponse")(health=health)
 
     async def Predictions(self, request: Any, context: Context) -> Any:
@@ -57,8 +51,7 @@ class TorchServeInference:
             return await self._predict(request, context, call)
 
     async def StreamPredictions(self, request: Any, context: Context) -> AsyncIterator[Any]:
-        """A handler's answer as a stream: one message, as TorchServe sends a handler that
-        does not send intermediate answers."""
+        """A handler's answer as a stream of one message, as TorchServe sends it."""
         route = _inference("StreamPredictions")
         async with self.calls.observed(route, context, True) as call:
             response = await self._predict(request, context, call)
@@ -67,8 +60,7 @@ class TorchServeInference:
     async def StreamPredictions2(
         self, requests: AsyncIterator[Any], context: Context
     ) -> AsyncIterator[Any]:
-        """One answer per request, in order; a failed request's answer carries its status, as
-        TorchServe's does, and the stream goes on."""
+        """One answer per request, in order; a failure carries its status and the stream goes on."""
         route = _inference("StreamPredictions2")
         async for request in requests:
             try:
@@ -91,7 +83,6 @@ class TorchServeInference:
         return response
 
     def _invoked(self, model: str, version: str) -> str:
-        """The name to invoke for `version` of `model` (its default if none)."""
         registry = self.host.registry
         if not version:
             return model
@@ -106,8 +97,7 @@ class TorchServeInference:
 
 
 def body_and_params(entries: dict[str, bytes]) -> tuple[bytes, dict[str, str]]:
-    """The body (the `data` or `body` entry, or the only entry) and the other entries as
-    parameters, which must be text."""
+    """The body entry, and the other entries as text parameters."""
     key = next((k for k in BODY_KEYS if k in entries), None)
     if key is None and len(entries) == 1:
         key = next(iter(entries))
@@ -137,8 +127,7 @@ def _failed(request: Any, error: ModelhostError) -> Any:
 
 
 class TorchServeManagementServicer:
-    """ManagementAPIsService's methods: each answers TorchServe's `msg`, the status message of
-    the call, or the JSON of its REST answer for describe and list."""
+    """ManagementAPIsService: each answers TorchServe's `msg`, the REST answer's message or JSON."""
 
     def __init__(self, host: ModelHost, calls: Calls, access: Access) -> None:
         self.models = TorchServeModels(host)
@@ -187,7 +176,7 @@ class TorchServeManagementServicer:
             return _response(json.dumps(self.models.describe(path), indent=2))
 
     async def ListModels(self, request: Any, context: Context) -> Any:
-        """A page of the models; the next page's token is an offset, as the int32 field holds."""
+        """A page of the models; the next token is an offset, as the int32 field holds."""
         async with self.calls.observed(_management("ListModels"), context):
             limit = str(request.limit) if request.limit else None
             offset = max(0, request.next_page_token)
@@ -198,8 +187,7 @@ class TorchServeManagementServicer:
 
 
 def registration_params(request: Any) -> dict[str, str]:
-    """A RegisterModelRequest as the REST call's parameters; a field left at its zero value is
-    not given. No `initial_workers` means one, as TorchServe's default workers load it."""
+    """A RegisterModelRequest as REST parameters; a field at its zero value is not given."""
     params = {
         "url": request.url,
         "model_name": request.model_name,
