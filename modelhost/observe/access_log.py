@@ -1,16 +1,8 @@
-"""The access log: one JSON line per HTTP request, to a file or stdout, written on a thread of its
-own so the event loop never waits on the disk.
+"""The access log: one JSON line per request, written in batches on a thread of its own.
 
-Each line has what replaying the traffic needs (the input of `modelhost simulate`): time, model,
-method, route, status, cache tier, the latency parts in milliseconds, and bytes in and out.
-
-A request's line is encoded on the event loop and queued; the writer thread wakes when lines
-wait, lets more gather for `FLUSH_S`, and writes them all with one `write`. (It was a logging
-`QueueHandler` and `QueueListener`: a `LogRecord`, a caller lookup, a thread wake-up and a
-flushed write per request cost the frontend more than the rest of observing it; issue 15.)
-
-A file is reopened when its path no longer names it (rotated away, or deleted), as logging's
-`WatchedFileHandler` does, so logrotate needs no `copytruncate`: one `stat` per write.
+Each line holds what `modelhost simulate` needs to replay the traffic. Batching on a thread
+keeps the disk off the event loop (docs/decisions.md, "What one request costs"). A file that
+is rotated away is reopened, so logrotate needs no `copytruncate`.
 """
 
 from __future__ import annotations
@@ -28,7 +20,7 @@ import msgspec
 from modelhost.observe.exchange import Exchange
 
 STDOUT = "-"
-FLUSH_S = 0.1  # a line reaches the file at most about this long after its response
+FLUSH_S = 0.1  # how long lines gather before one write
 
 logger = logging.getLogger("modelhost.observe")
 
@@ -56,7 +48,7 @@ class AccessLog:
     def __init__(self, target: str) -> None:
         self.target = target
         self._lines: collections.deque[bytes] = collections.deque()  # thread-safe append/pop
-        self._waiting = threading.Event()  # lines wait to be written, or stop() was called
+        self._waiting = threading.Event()
         self._stopping = False
         self._stream: IO[bytes] | IO[str] | None = None
         self._thread: threading.Thread | None = None
@@ -80,14 +72,13 @@ class AccessLog:
         self._waiting.set()
         self._thread.join()
         self._thread = None
-        self._flush()  # what came after the thread's last write
+        self._flush()  # lines after the thread's last write
         if self._stream is not None and self._stream is not sys.stdout:
             self._stream.close()
         self._stream = None
 
     def _reopen_if_moved(self) -> None:
-        """Open the file at the path again if the one open is no longer there (or a reopen
-        failed before)."""
+        """Reopen the file if the path no longer names the one open."""
         assert self._stream is not None
         if not self._stream.closed and _names(self.target, self._stream.fileno()):
             return
@@ -97,7 +88,7 @@ class AccessLog:
     def _write_lines(self) -> None:
         while not self._stopping:
             self._waiting.wait()
-            time.sleep(FLUSH_S)  # let more lines gather: one write for all of them
+            time.sleep(FLUSH_S)  # one write for all that gather
             self._waiting.clear()
             self._flush()
 
@@ -120,7 +111,6 @@ class AccessLog:
 
 
 def _names(path: str, fd: int) -> bool:
-    """Whether `path` is the file open as `fd`."""
     try:
         there = os.stat(path)
     except FileNotFoundError:

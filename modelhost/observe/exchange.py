@@ -1,6 +1,4 @@
-"""One HTTP request and its response, as the observers (metrics, per-model counters, access log)
-see it: route template, status, bytes, and for an invocation where the model was found and the
-parts of its latency, read back from the headers the client got."""
+"""One HTTP request and its response, as the metrics, counters and access log see it."""
 
 from __future__ import annotations
 
@@ -10,27 +8,26 @@ from http import HTTPStatus
 
 @dataclass(frozen=True)
 class Exchange:
-    time: float  # epoch seconds when the request arrived
+    time: float  # epoch seconds
     method: str
-    route: str  # the route's template, e.g. /models/{model:path}/invoke; "other" when none matched
+    route: str  # the route's template (bounded labels); "other" when none matched
     status: int
     duration_s: float
     bytes_in: int
     bytes_out: int
-    invocation: bool = False  # a route that invokes a model
+    invocation: bool = False
     model: str | None = None
-    cache: str | None = None  # hit | disk | remote, for invocations that reached a model
+    cache: str | None = None  # hit | disk | remote
     timings_ms: dict[str, float] = field(default_factory=dict)  # Server-Timing parts
-    error: str | None = None  # the error body's `type`, for responses of 400 and above
+    error: str | None = None  # the error body's `type`
 
     @property
     def load_wait_ms(self) -> float:
-        """How long this request waited for its model to be fetched and loaded."""
         return self.timings_ms.get("download", 0.0) + self.timings_ms.get("load", 0.0)
 
 
 def parse_server_timing(header: str) -> dict[str, float]:
-    """`queue;dur=0.020, load;dur=4.1` → {"queue": 0.02, "load": 4.1}; parts without dur skipped."""
+    """`queue;dur=0.020, load;dur=4.1` → {"queue": 0.02, "load": 4.1}."""
     parts = {}
     for entry in header.split(","):
         name, *params = (piece.strip() for piece in entry.split(";"))
@@ -45,7 +42,7 @@ def parse_server_timing(header: str) -> dict[str, float]:
 
 
 def error_reason(status: int, error_type: str | None) -> str:
-    """What a rejection is counted as: the JSON error's type, else the status's phrase."""
+    """The JSON error's type, else the status's phrase."""
     if error_type:
         return error_type
     try:

@@ -1,11 +1,7 @@
-"""A stalled event loop, said in the log with the line it is stuck on.
+"""A stalled event loop, logged with the stack it is stuck on.
 
-The frontend answers every request on one event loop. Code that never yields (a bug: the
-server's own, or a library's) stops every model's requests while the process stays up and
-looks healthy to a process manager. A thread beside the loop watches a heartbeat the loop
-keeps: once the loop has not run for `stall_s`, it logs the loop thread's stack (once a stall)
-and counts the stall in `modelhost_event_loop_stalls_total`; an orchestrator's liveness probe
-on /ping restarts the server, and the log says why.
+Code that never yields stops every request while the process looks healthy, so a thread
+watches a heartbeat the loop keeps and says where it stuck.
 """
 
 from __future__ import annotations
@@ -20,12 +16,12 @@ from collections.abc import Callable
 
 logger = logging.getLogger("modelhost.loop")
 
-STALL_S = 10.0  # far above any callback's run (a load's bookkeeping takes milliseconds)
+STALL_S = 10.0  # far above any callback's run
 BEAT_S = 0.5
 
 
 class LoopWatch:
-    """Watches `loop` from a thread of its own while started; `on_stall` runs once a stall."""
+    """Watches `loop` from a thread; `on_stall` runs once a stall."""
 
     def __init__(
         self,
@@ -37,7 +33,7 @@ class LoopWatch:
         self.loop, self.on_stall = loop, on_stall
         self.stall_s, self.beat_s = stall_s, beat_s
         self.beat_at = time.monotonic()
-        self._loop_thread = threading.get_ident()  # started from the loop's thread
+        self._loop_thread = threading.get_ident()  # built on the loop's thread
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="loop-watch", daemon=True)
         self._beat_handle: asyncio.TimerHandle | None = None

@@ -1,12 +1,7 @@
-"""The live event stream behind `GET /events`: each client follows the EventLog through a bounded
-queue of its own.
+"""The live event stream behind `GET /events`, a bounded queue per client.
 
-A client that falls a whole queue behind is dropped rather than let the queue grow: its stream
-ends after what it had queued, and its EventSource reconnects with `Last-Event-ID`, which is
-resumed from the log's ring of recent events. `close()` ends every stream, so a draining server
-is not held open by them. At most `max_clients` streams are open at once (each holds a
-connection and a queue): `full` tells the route to refuse another, and a stream that starts when
-the cap was reached anyway (requests racing past that check) ends at once.
+A client a whole queue behind is dropped rather than buffered for; its EventSource resumes
+from the log's ring with `Last-Event-ID`. `close()` ends every stream so draining is not held.
 """
 
 from __future__ import annotations
@@ -21,7 +16,7 @@ HEARTBEAT_S = 15.0
 
 
 class _End:
-    """Put in a client's queue: the stream ends here (server closing, or the client too slow)."""
+    """Ends a client's stream."""
 
 
 END = _End()
@@ -41,7 +36,7 @@ class EventStream:
         self.queue_events = queue_events
         self.heartbeat_s = heartbeat_s
         self.closed = False
-        self._clients: dict[asyncio.Queue[Item], str | None] = {}  # queue → its model filter
+        self._clients: dict[asyncio.Queue[Item], str | None] = {}  # queue → model filter
         events.subscribe(self._publish)
 
     @property
@@ -55,12 +50,11 @@ class EventStream:
     async def follow(
         self, after_id: int | None = None, model: str | None = None
     ) -> AsyncIterator[Event | None]:
-        """The recent events after `after_id` (none if None), then live ones as they come; None
-        after each `heartbeat_s` of silence. `model` keeps only that model's events."""
+        """Events after `after_id`, then live ones; None after each `heartbeat_s` of silence."""
         if self.closed or self.full:
             return
         queue: asyncio.Queue[Item] = asyncio.Queue(self.queue_events + 1)  # + 1: room for END
-        self._clients[queue] = model  # subscribed and replayed in one step: nothing falls between
+        self._clients[queue] = model  # with the replay in one step: nothing falls between
         backlog = self.events.since(after_id) if after_id is not None else []
         try:
             for event in backlog:
@@ -96,7 +90,6 @@ class EventStream:
         queue.put_nowait(END)
 
     def close(self) -> None:
-        """End every stream now and refuse new ones (the server is draining)."""
         self.closed = True
         for queue in list(self._clients):
             self._end(queue)

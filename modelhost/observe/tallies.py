@@ -1,10 +1,7 @@
-"""Counters and histograms kept as plain numbers, turned into Prometheus families when scraped.
+"""Counters and histograms as plain numbers, turned into Prometheus families when scraped.
 
-prometheus_client takes a lock and makes three calls for each update, and every invocation makes
-sixteen (its count, bytes in and out, the latency histogram, the tier, four latency parts): in
-the warm invocation path that was the largest single cost, 8 of 38 µs (docs/performance.md).
-The exchanges that feed these tallies are all told on the event loop's thread, so a tally is a
-dict of numbers; a scrape, on the same thread, reads it into the registry through `Tallies`.
+prometheus_client locks on each update, a large cost on the warm path (docs/decisions.md,
+"What one request costs"). Updates and scrapes all run on the event loop's thread, so no lock.
 """
 
 from __future__ import annotations
@@ -21,8 +18,6 @@ Labels = tuple[str, ...]
 
 
 class CounterTally:
-    """A labelled counter: `inc((label values), amount)`."""
-
     def __init__(self, name: str, documentation: str, labels: Sequence[str]) -> None:
         self.name, self.documentation, self.labels = name, documentation, labels
         self.values: dict[Labels, float] = {}
@@ -43,14 +38,11 @@ class CounterTally:
 
 
 class HistogramTally:
-    """A labelled histogram over fixed bucket bounds: `observe((label values), value)`."""
-
     def __init__(
         self, name: str, documentation: str, labels: Sequence[str], bounds: Sequence[float]
     ) -> None:
         self.name, self.documentation, self.labels = name, documentation, labels
         self.bounds = tuple(bounds)
-        # the `le` labels as prometheus_client writes them
         les = [floatToGoString(bound) for bound in self.bounds]  # type: ignore[no-untyped-call]
         self.les = [*les, "+Inf"]
         self.counts: dict[Labels, list[int]] = {}  # per bucket, not cumulative; +Inf last
@@ -61,7 +53,7 @@ class HistogramTally:
         if counts is None:
             counts = self.counts[labels] = [0] * (len(self.bounds) + 1)
             self.sums[labels] = 0.0
-        counts[bisect_left(self.bounds, value)] += 1  # the first bound at or above it: le
+        counts[bisect_left(self.bounds, value)] += 1  # the first bound at or above it
         self.sums[labels] += value
 
     def family(self) -> Metric:
@@ -76,7 +68,7 @@ class HistogramTally:
 
 
 class LevelTally:
-    """A level moved up and down (requests in flight); a gauge's function reads `value`."""
+    """A level a gauge's function reads (requests in flight)."""
 
     def __init__(self) -> None:
         self.value = 0
@@ -89,8 +81,6 @@ class LevelTally:
 
 
 class Tallies(Collector):
-    """The tallies of one registry, collected with its other metrics."""
-
     def __init__(self, registry: CollectorRegistry, *tallies: CounterTally | HistogramTally):
         self.tallies = tallies
         registry.register(self)

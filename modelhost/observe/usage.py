@@ -1,8 +1,7 @@
-"""Per-model counters for `GET /models/{model}`: requests, hits, misses by tier, errors, and the
-latency parts of the last invocation. They outlive unloads (the memory tier's `hits` does not).
+"""Per-model counters for `GET /models/{model}`, which outlive unloads.
 
 A server may see a million names, so each model's counters are one packed `bytes` in a capped
-LRU: the most recently counted `MAX_MODELS` are kept, at most `ENTRY_BYTES` each.
+LRU.
 """
 
 from __future__ import annotations
@@ -14,25 +13,22 @@ from typing import Any
 
 from modelhost.observe.exchange import Exchange
 
-MAX_MODELS = 32_768  # beyond this the least recently counted model is forgotten
-ENTRY_BYTES = 320  # an entry, as tracemalloc measures it: name, LRU link, packed counters
+MAX_MODELS = 32_768
+ENTRY_BYTES = 320  # an entry, as tracemalloc measures it
 UNCOUNTED_ERRORS = frozenset({"ModelNotFound", "InvalidModelName"})  # names that are no model
-TIERS = ("disk", "remote")  # where a miss found its model
+TIERS = ("disk", "remote")
 COUNTS = ("requests", "hits", *TIERS, "errors")
-PARTS = ("queue", "download", "load", "infer")  # the Server-Timing parts an invocation gives
+PARTS = ("queue", "download", "load", "infer")
 PACKED = struct.Struct(f"<{len(COUNTS)}Q{len(PARTS)}d")
 EMPTY = PACKED.pack(*[0] * len(COUNTS), *[math.nan] * len(PARTS))
 
 
 class ModelUsage:
-    """The counters of the most recently invoked models, packed."""
-
     def __init__(self, max_models: int = MAX_MODELS) -> None:
         self.max_models = max_models
         self._packed: OrderedDict[str, bytes] = OrderedDict()
 
     def record(self, exchange: Exchange) -> None:
-        """Count an invocation, answered or failed, against its model."""
         if not exchange.invocation or exchange.model is None:
             return
         if exchange.error in UNCOUNTED_ERRORS:
@@ -47,7 +43,7 @@ class ModelUsage:
             self._packed.popitem(last=False)
 
     def _take(self, model: str) -> bytes:
-        """The model's packed counters, taken out so that putting them back makes it the newest."""
+        """Pop the model's counters, so putting them back makes it the newest."""
         return self._packed.pop(model, EMPTY)
 
     def for_model(self, model: str) -> dict[str, Any]:
@@ -64,7 +60,6 @@ class ModelUsage:
 
 
 def _counted(exchange: Exchange) -> list[int]:
-    """Which of `COUNTS` an exchange adds one to."""
     counted = [COUNTS.index("requests")]
     if exchange.status >= 400:
         counted.append(COUNTS.index("errors"))
