@@ -10,7 +10,7 @@ from modelhost.testing.models import parent_made
 
 
 def tar_gz_of(folder: Path, archive_path: Path) -> Path:
-    """A .tar.gz of the folder's contents, members relative to it (SageMaker's model.tar.gz)."""
+    """A .tar.gz of the folder's contents, as SageMaker's model.tar.gz."""
     archive_path = parent_made(archive_path)
     with tarfile.open(archive_path, "w:gz") as tar:
         for item in sorted(Path(folder).iterdir()):
@@ -19,7 +19,6 @@ def tar_gz_of(folder: Path, archive_path: Path) -> Path:
 
 
 def zip_of(folder: Path, archive_path: Path) -> Path:
-    """A .zip of the folder's contents, members relative to it."""
     folder, archive_path = Path(folder), parent_made(archive_path)
     with zipfile.ZipFile(archive_path, "w", zipfile.ZIP_DEFLATED) as archive:
         for item in sorted(folder.rglob("*")):

@@ -1,5 +1,4 @@
-"""Model folders with handler code: MMS handlers (plain, slow) and SageMaker inference scripts,
-each around an iris model."""
+"""Model folders with MMS handlers and SageMaker inference scripts, each around iris."""
 
 from __future__ import annotations
 
@@ -117,7 +116,7 @@ def output_fn(prediction, accept):
 
 
 def mms_handler_folder(path: Path) -> Path:
-    """A folder with `model.joblib` (iris) and an MMS-style `handler.py` tagging its output."""
+    """An iris folder with an MMS `handler.py` tagging its output."""
     path = Path(path)
     iris_logreg(_fresh_folder(path) / "model.joblib")
     (path / "handler.py").write_text(_MMS_HANDLER)
@@ -129,8 +128,7 @@ def slow_handler_folder(
 ) -> Path:
     """An MMS handler folder whose handle() sleeps, then returns `{"slept": s}`.
 
-    With `sleep_s_param` it sleeps for the body's `{"sleep": 2.0}` (0 when absent); without,
-    for `fixed_sleep_s` whatever the body says.
+    With `sleep_s_param` it sleeps for the body's `{"sleep": s}`, else `fixed_sleep_s`.
     """
     path = _fresh_folder(Path(path))
     source = _SLOW_HANDLER.format(from_body=bool(sleep_s_param), fixed_sleep_s=float(fixed_sleep_s))
@@ -139,11 +137,7 @@ def slow_handler_folder(
 
 
 def sagemaker_folder(path: Path, full: bool = False) -> Path:
-    """A folder with `model.joblib` (iris) and `code/inference.py` defining `model_fn`.
-
-    With `full`, inference.py also defines input_fn, predict_fn and output_fn (tagging the reply
-    with `"handler": "sagemaker"`).
-    """
+    """An iris folder with `code/inference.py`; `full` adds input_fn, predict_fn, output_fn."""
     path = Path(path)
     iris_logreg(_fresh_folder(path) / "model.joblib")
     (path / "code").mkdir(exist_ok=True)

@@ -1,6 +1,4 @@
-"""Tiny Hugging Face folders with random weights, written locally (nothing is downloaded): a
-text classifier and an embedder, as `save_pretrained` writes them, and the same model called
-in-process for comparison."""
+"""Tiny Hugging Face folders with random weights, written locally, and their in-process answers."""
 
 from __future__ import annotations
 
@@ -17,7 +15,7 @@ TEXTS = ("the cat sat on the mat", "a very good movie", "not fun", "the plot was
 
 
 def bert_config(**overrides: Any) -> Any:
-    """A BERT of a few kilobytes; weights drawn wide so that texts get different answers."""
+    """A tiny BERT; weights drawn wide so that texts get different answers."""
     from transformers import BertConfig
 
     settings: dict[str, Any] = {
@@ -33,7 +31,6 @@ def bert_config(**overrides: Any) -> Any:
 
 
 def hf_classifier(folder: Path, seed: int = 0) -> Path:
-    """A BertForSequenceClassification over LABELS, and its tokenizer, saved to `folder`."""
     from transformers import AutoModelForSequenceClassification
 
     id2label = dict(enumerate(LABELS))
@@ -44,8 +41,7 @@ def hf_classifier(folder: Path, seed: int = 0) -> Path:
 
 
 def hf_embedder(folder: Path, seed: int = 0, **sizes: int) -> Path:
-    """A bare BertModel (what a sentence-embedding folder holds), and its tokenizer; `sizes`
-    are BertConfig's (hidden_size, num_hidden_layers, ...)."""
+    """A bare BertModel, as a sentence-embedding folder holds, and its tokenizer."""
     from transformers import AutoModel
 
     return _save(AutoModel, bert_config(**sizes), folder, seed)
@@ -60,12 +56,12 @@ def _save(kind: Any, config: Any, folder: Path, seed: int) -> Path:
     kind.from_config(config).save_pretrained(folder, safe_serialization=True)
     vocab = folder / "vocab.txt"
     vocab.write_text("\n".join(VOCAB) + "\n")
-    AutoTokenizer.from_pretrained(folder).save_pretrained(folder)  # from vocab.txt and config
+    AutoTokenizer.from_pretrained(folder).save_pretrained(folder)
     return folder
 
 
 def reference_outputs(folder: Path, texts: list[str], task: str) -> Any:
-    """What the model answers in-process, one text at a time: logits, or mean-pooled vectors."""
+    """The model's answers in-process, one text at a time: logits or mean-pooled vectors."""
     import numpy as np
     import torch
     from transformers import AutoModel, AutoModelForSequenceClassification, AutoTokenizer

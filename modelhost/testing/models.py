@@ -1,6 +1,7 @@
-"""Models trained on scikit-learn's bundled data sets (and other runtimes' on iris), and
-corrupt artifacts. Every maker takes the path to write; a file maker treats an existing
-directory as "write ``model.joblib`` inside it". Each returns the path it wrote."""
+"""Models trained on scikit-learn's bundled data sets, and corrupt artifacts.
+
+Each maker writes to the path given (``model.joblib`` inside a directory) and returns it.
+"""
 
 from __future__ import annotations
 
@@ -17,12 +18,12 @@ import joblib
 
 
 def iris_rows(n: int = 1) -> list[list[float]]:
-    """The first `n` rows of iris (cycling past 150), as plain floats ready for JSON."""
+    """The first `n` rows of iris, cycling, as plain floats."""
     return _rows("iris", n)
 
 
 def digits_rows(n: int = 1) -> list[list[float]]:
-    """Rows of the digits data set: the input `random_forest` models take (64 features)."""
+    """Rows of digits, which `random_forest` models take."""
     return _rows("digits", n)
 
 
@@ -34,7 +35,6 @@ def _rows(dataset: str, n: int) -> list[list[float]]:
 
 
 def iris_logreg(path: Path) -> Path:
-    """A LogisticRegression fitted on iris, dumped with joblib."""
     from sklearn.datasets import load_iris
     from sklearn.linear_model import LogisticRegression
 
@@ -43,8 +43,7 @@ def iris_logreg(path: Path) -> Path:
 
 
 def padded_logreg(path: Path, total_bytes: int, seed: int = 0) -> Path:
-    """The iris LogisticRegression carrying random padding up to about `total_bytes`: an artifact
-    that downloads and loads like a large model but predicts like a small one."""
+    """The iris model padded to about `total_bytes`: large to load, small to predict."""
     import numpy as np
     from sklearn.datasets import load_iris
     from sklearn.linear_model import LogisticRegression
@@ -55,11 +54,9 @@ def padded_logreg(path: Path, total_bytes: int, seed: int = 0) -> Path:
 
 
 def random_forest(path: Path, target_bytes: int = 15 * 2**20, seed: int = 0) -> Path:
-    """A RandomForestClassifier on digits whose joblib file is within ±30% of `target_bytes`.
+    """A RandomForestClassifier on digits whose file is within ±30% of `target_bytes`.
 
-    Fully grown trees on digits dump to ~60 KB each, so a two-tree pilot gives the tree count;
-    the forest is then grown (warm start) or trimmed until the size fits. Below one tree's size
-    the file is one tree.
+    A two-tree pilot gives the tree count; the forest then grows or is trimmed to fit.
     """
     from sklearn.datasets import load_digits
     from sklearn.ensemble import RandomForestClassifier
@@ -85,12 +82,11 @@ def random_forest(path: Path, target_bytes: int = 15 * 2**20, seed: int = 0) -> 
 
 
 # ---------------------------------------------------------------------------- other runtimes
-# Each is trained on iris and written to `path` itself (the suffix picks the format); each needs
-# its runtime installed (the dev extra has all but torch, which `make test` installs).
+# each trained on iris; the suffix of `path` picks the format
 
 
 def xgboost_iris(path: Path, objective: str = "multi:softprob") -> Path:
-    """An XGBoost booster on iris (`reg:squarederror` gives a regressor), saved by suffix."""
+    """An XGBoost booster on iris, a regressor for `reg:squarederror`."""
     import xgboost
     from sklearn.datasets import load_iris
 
@@ -100,7 +96,7 @@ def xgboost_iris(path: Path, objective: str = "multi:softprob") -> Path:
         params["num_class"] = 3
     booster = xgboost.train(params, xgboost.DMatrix(x, label=y), num_boost_round=10)
     path = parent_made(path)
-    if path.suffix == ".bst":  # xgboost names no format for .bst; write UBJSON bytes
+    if path.suffix == ".bst":  # xgboost names no format for .bst
         path.write_bytes(bytes(booster.save_raw("ubj")))
     else:
         booster.save_model(str(path))
@@ -108,7 +104,7 @@ def xgboost_iris(path: Path, objective: str = "multi:softprob") -> Path:
 
 
 def lightgbm_iris(path: Path) -> Path:
-    """A LightGBM multiclass booster on iris, saved as text (`.txt` or `.lgb`)."""
+    """A LightGBM multiclass booster on iris, saved as text."""
     import lightgbm
     from sklearn.datasets import load_iris
 
@@ -120,7 +116,7 @@ def lightgbm_iris(path: Path) -> Path:
 
 
 def onnx_iris(path: Path) -> Path:
-    """The iris LogisticRegression exported to ONNX with skl2onnx (label and probabilities)."""
+    """The iris LogisticRegression exported to ONNX with skl2onnx."""
     import numpy as np
     from skl2onnx import to_onnx
     from sklearn.datasets import load_iris
@@ -133,8 +129,7 @@ def onnx_iris(path: Path) -> Path:
 
 
 def torch_iris(path: Path) -> Path:
-    """A linear torch module holding the iris LogisticRegression's weights (it answers logits):
-    TorchScript for `.pt`, torch.export with a dynamic batch size for `.pt2`."""
+    """The iris model as a torch module answering logits: TorchScript `.pt` or exported `.pt2`."""
     import torch
     from sklearn.datasets import load_iris
     from sklearn.linear_model import LogisticRegression
@@ -151,7 +146,7 @@ def torch_iris(path: Path) -> Path:
         program = torch.export.export(linear, (torch.zeros(2, 4),), dynamic_shapes=(batch,))
         torch.export.save(program, str(path))
     else:
-        with warnings.catch_warnings():  # torch 2.13 deprecates TorchScript; users still ship it
+        with warnings.catch_warnings():  # TorchScript is deprecated; users still ship it
             warnings.simplefilter("ignore", DeprecationWarning)
             torch.jit.save(torch.jit.script(linear), str(path))
     return path
@@ -160,8 +155,7 @@ def torch_iris(path: Path) -> Path:
 def mar_of(
     folder: Path, archive_path: Path, handler: str = "handler.py", serialized_file: str = ""
 ) -> Path:
-    """A TorchServe `.mar` of a folder, built with `torch-model-archiver`: the handler (a file of
-    the folder, or a TorchServe handler name), the serialized model file, the rest as extras."""
+    """A TorchServe `.mar` of a folder, built with `torch-model-archiver`."""
     folder, archive_path = Path(folder), parent_made(archive_path)
     named = {handler, serialized_file}
     extras = [str(p) for p in sorted(folder.iterdir()) if p.is_file() and p.name not in named]
@@ -182,7 +176,7 @@ def mar_of(
 def dump(model: Any, path: Path) -> Path:
     path = _file_path(path)
     if hasattr(model, "n_jobs"):
-        model.n_jobs = None  # a served model must not start a thread per core on each predict
+        model.n_jobs = None  # no thread per core on each predict
     path.parent.mkdir(parents=True, exist_ok=True)
     joblib.dump(model, path)
     return path
@@ -194,7 +188,6 @@ def _file_path(path: Path) -> Path:
 
 
 def corrupt_artifact(path: Path, size_bytes: int = 4096, seed: int = 0) -> Path:
-    """Random bytes under a `.joblib` name: loading it must fail cleanly."""
     path = _file_path(path)
     if path.suffix != ".joblib":
         path = path.with_name(path.name + ".joblib")

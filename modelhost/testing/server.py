@@ -22,7 +22,7 @@ from modelhost.testing.models import parent_made
 
 
 def serve_args(store: Path | str, cache_dir: Path, **settings: object) -> list[str]:
-    """`modelhost serve` flags for a store and cache dir, plus settings by name (workers=2)."""
+    """`modelhost serve` flags for a store and cache dir, plus settings by name."""
     flags = ["--model-store", str(store), "--cache-dir", str(cache_dir)]
     for name, value in settings.items():
         flags += [f"--{name.replace('_', '-')}", str(value)]
@@ -41,20 +41,16 @@ class StepClock:
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
 
 
 class RunningServer:
-    """`python -m modelhost serve ARGS --host 127.0.0.1 --port P` in its own process group.
+    """`python -m modelhost serve ARGS` on loopback in its own process group.
 
-    Starts on `__enter__` (or `start()`), returns once `GET /ping` answers 200, and stops with
-    SIGTERM on exit. `prefix` goes before the command (e.g. `("taskset", "-c", "1")`);
-    `command` replaces `python -m modelhost serve` (benchmarks use it for other servers that
-    take `--host`/`--port` and answer `/ping`). `tls`: the server speaks HTTPS, trusted by
-    this context (its `url` is then https).
+    Ready once `GET /ping` answers 200, stopped with SIGTERM. `prefix` goes before the command
+    (taskset, say), `command` replaces it for other servers, and `tls` trusts their HTTPS.
     """
 
     def __init__(
@@ -70,7 +66,7 @@ class RunningServer:
         cwd: Path | None = None,
     ) -> None:
         self.port = free_port()
-        self.cwd = cwd  # `python -m` imports from here first (a checkout's package, say)
+        self.cwd = cwd  # `python -m` imports from here first
         self.tls = tls
         self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
         self.log_path = Path(log_dir) / f"server-{self.port}.log"
@@ -78,9 +74,9 @@ class RunningServer:
         self.argv = [*prefix, *base, *args, "--host", "127.0.0.1", "--port", str(self.port)]
         self.env = dict(os.environ if env is None else env)
         self.startup_timeout_s = startup_timeout_s
-        self.leaked_pids: list[int] = []  # processes of its group still alive after it exited
+        self.leaked_pids: list[int] = []  # of its group, alive after it exited
         self._process: subprocess.Popen[bytes] | None = None
-        self._stopped = False  # stop() has run since the last start()
+        self._stopped = False  # since the last start()
 
     @property
     def pid(self) -> int:
@@ -90,7 +86,7 @@ class RunningServer:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     def events(self, kind: str | None = None) -> list[dict[str, Any]]:
-        """The events its log holds (one JSON object a line), of one kind if given."""
+        """The events its log holds, of one kind if given."""
         events = events_in(self.log_text().splitlines())
         return [event for event in events if kind is None or event["kind"] == kind]
 
@@ -115,8 +111,7 @@ class RunningServer:
         return self
 
     def stop(self, timeout: float = 30.0) -> int:
-        """SIGTERM, wait up to `timeout`, SIGKILL the group if it is still there; the exit code.
-        Stopping a stopped server only returns its code (a fixture stops what a test stopped)."""
+        """SIGTERM, then SIGKILL the group after `timeout`; the exit code. Idempotent."""
         process = self._started()
         if self._stopped:
             return int(process.wait())
@@ -188,11 +183,10 @@ class RunningServer:
         for pid in self._group_pids():
             with contextlib.suppress(psutil.Error):
                 members.append(psutil.Process(pid))
-        psutil.wait_procs(members, timeout=5)  # orphans belong to init; wait until they are gone
+        psutil.wait_procs(members, timeout=5)  # orphans belong to init
 
 
 def copy_artifact(source: Path, destination: Path) -> Path:
-    """Copy a file or folder artifact (e.g. several store names for one forest)."""
     destination = parent_made(destination)
     if Path(source).is_dir():
         shutil.copytree(source, destination, dirs_exist_ok=True)

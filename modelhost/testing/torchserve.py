@@ -1,11 +1,6 @@
-"""TorchServe archives as users bring them, built with `torch-model-archiver`, and the answers
-TorchServe's own code gives for them in-process (its model loader and handler, no server).
+"""TorchServe archives as users bring them, and what TorchServe's own code answers for them.
 
-- `custom_handler_mar`: an eager model (model.py plus a state_dict), a handler subclassing
-  BaseHandler, index_to_name.json and a model-config.yaml; its handler records metrics.
-- `image_classifier_mar`: a tiny CNN served by TorchServe's built-in `image_classifier`.
-
-Needs torch, torch-model-archiver and torchserve (`modelhost[torchserve-handlers]`).
+Needs `modelhost[torchserve-handlers]` and torch-model-archiver.
 """
 
 from __future__ import annotations
@@ -116,8 +111,7 @@ print("ANSWERS" + json.dumps(answers))
 
 
 def custom_handler_mar(archive_path: Path, seed: int = 0) -> Path:
-    """A `.mar` with an eager TinyNet (random weights from `seed`), a BaseHandler subclass,
-    index_to_name.json and a model-config.yaml."""
+    """A `.mar` with an eager TinyNet, a BaseHandler subclass recording metrics, and configs."""
     source = _sources(archive_path, "rows", TINY_NET, ROWS_HANDLER)
     _state_dict(source, TINY_NET, "TinyNet", seed)
     (source / "index_to_name.json").write_text(json.dumps(dict(enumerate(LABELS))))
@@ -146,8 +140,7 @@ def png(path: Path, seed: int = 0, size: int = 64) -> Path:
 def torchserve_answers(
     archive_path: Path, bodies: list[Any], python: str = sys.executable
 ) -> list[Any]:
-    """What TorchServe's own loader and handler answer for each body (JSON values, or bytes),
-    one request at a time, in a fresh process with `python` (which must have torchserve)."""
+    """What TorchServe's loader and handler answer for each body, in a fresh `python` process."""
     encoded = [
         {"hex": body.hex()} if isinstance(body, bytes) else {"json": body} for body in bodies
     ]
@@ -164,7 +157,6 @@ def torchserve_answers(
 
 
 def unpacked(archive_path: Path, folder: Path) -> Path:
-    """The archive's files in `folder`, as a server unpacks it."""
     with zipfile.ZipFile(archive_path) as archive:
         archive.extractall(folder)
     return folder
