@@ -1,9 +1,7 @@
 """The TinyLFU admission filter (Einziger et al. 2017), as a choice of whom to evict.
 
-A load evicts first among idle models no more frequent than the newcomer, so a scan of one-off
-names churns one slot instead of the hot set. The newcomer is always loaded: a cache filter must
-not turn a servable request into an error (docs/decisions.md, "Admission (TinyLFU) picks whom to
-evict first and never refuses a request").
+A load evicts rarer models first, so a scan churns one slot, and the newcomer is always loaded:
+docs/decisions.md, "Admission (TinyLFU) picks whom to evict first and never refuses a request".
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The live miss-ratio curve: LRU's hit ratio at every memory size, from the requests served.
 
-SHARDS (Waldspurger et al. 2015) samples names by hash, keeping memory bounded at millions of
-names. Skewed traffic makes a hash sample alone far off, so frequent names are tracked apart
-(docs/decisions.md, "The live miss-ratio curve: SHARDS with its frequent names taken out").
+SHARDS's hash sample, with the frequent names tracked apart: docs/decisions.md, "The live
+miss-ratio curve: SHARDS with its frequent names taken out".
 """
 
 from __future__ import annotations

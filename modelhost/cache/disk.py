@@ -1,24 +1,7 @@
 """The disk tier: artifacts ready to load, within the disk budget.
 
-Plain files and folders in a local store are read in place and cost the cache nothing. Everything
-else becomes an entry under ``CACHE_DIR/models/``: a download from a remote store, an archive
-unpacked (its download deleted once unpacked), and ``modelhost-entry.json`` saying which model,
-from which URL, at which ETag. An entry is built in a ``.tmp-`` folder and renamed into place
-only when whole and verified, so a crash never leaves a half-written artifact that looks whole.
-Every artifact has a row in the index (cache.disk_index), which survives restarts: start-up opens
-it, and what it missed is reconciled in the background (cache.reconcile).
-
-The budget is a hard limit, kept with running totals. Bytes are reserved before they are
-written: the announced size before a download, and in steps as an archive unpacks. Room is made
-by deleting fast copies, then the least recently used entries of models that are not being
-loaded and whose loaded runtime (if any) does not read them any more, taken from the index in
-that order; when that cannot make enough, the model gets 507 with the figures. A deleted entry
-is renamed to a temporary name at once and removed by a thread; its bytes count until then, and
-a reservation that took their room writes nothing before they are gone.
-
-A cached artifact whose load failed is deleted: a complete download may still be no model (an
-HTML error page saved as model.joblib), and kept it would fail every load, across restarts too;
-the next request downloads it again.
+An entry is built in a ``.tmp-`` folder and renamed into place only when whole, so a crash
+leaves no half-written artifact that looks whole.
 """
 
 from __future__ import annotations
@@ -73,21 +56,20 @@ __all__ = [
 ]
 
 UNWRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM)  # the cache's volume, not the request
-RECORD_SPARE_BYTES = 256  # in the record's reservation, for the ETag and times not known yet
+RECORD_SPARE_BYTES = 256  # for the ETag and times not known yet
 
 
 @dataclass(frozen=True)
 class Materialized:
-    """An artifact made ready for a load, and whether this request had to download it."""
+    """An artifact ready for a load, and whether this request downloaded it."""
 
     artifact: Artifact
-    tier: str  # "disk": it was on this machine; "remote": downloaded for this request
+    tier: str  # "disk" or "remote"
     download_ms: float = 0.0
 
 
 class DiskTier:
-    """Owns the cache folder: artifacts fetched from the stores and unpacked, kept within the
-    disk budget, revalidated against their store when due."""
+    """Owns the cache folder: artifacts fetched, unpacked, budgeted and revalidated."""
 
     def __init__(
         self,
@@ -108,8 +90,8 @@ class DiskTier:
         cache_dir.mkdir(parents=True, exist_ok=True)
         self.index = open_index(cache_dir / INDEX_FILE)
         self._run = f"{os.getpid()}-{secrets.token_hex(3)}"
-        self._own_prefix = f"{TEMP_PREFIX}{self._run}-"  # this run's folders: the scan skips them
-        self._publishing: set[str] = set()  # entry folders renamed into place, rows not yet put
+        self._own_prefix = f"{TEMP_PREFIX}{self._run}-"  # the scan skips this run's folders
+        self._publishing: set[str] = set()  # renamed into place, rows not yet put
         self.fast_copies = FastCopies(cache_dir / FOLDER)
         self.budget = DiskBudget(
             budget_bytes, self.index, self.fast_copies, self.entries_dir, self._own_prefix, events
@@ -123,9 +105,7 @@ class DiskTier:
         self.missing = MissingUrls()
 
     def attach(self, in_use: Callable[[str], bool]) -> None:
-        """Keep the files of each model `in_use` says must stay (it is loading, or its runtime may
-        still read them). Called once by the composition root, when the host built on this tier
-        exists."""
+        """Keep the files of models `in_use`; the host built on this tier supplies it."""
         self.budget.in_use = in_use
 
     def close(self) -> None:
@@ -146,12 +126,10 @@ class DiskTier:
         return self.budget.free_bytes
 
     def get(self, name: str) -> Artifact | None:
-        """Model `name`'s artifact on this machine, if the index has it."""
         row = self.index.get(name)
         return artifact_of(row, self.entries_dir) if row else None
 
     def names(self, after: str = "", limit: int = 100) -> list[str]:
-        """Up to `limit` names of artifacts on this machine that sort after `after`, in order."""
         return self.index.names(after, limit)
 
     def count(self) -> int:
@@ -160,8 +138,7 @@ class DiskTier:
     # start ------------------------------------------------------------------------------
 
     def rebuild(self) -> None:
-        """Take back the cache of a previous run: the index at once, the folders in the
-        background (cache.reconcile), started now if the event loop runs, else when awaited."""
+        """Take back a previous run's cache: the index now, the folders in the background."""
         self.entries_dir.mkdir(parents=True, exist_ok=True)
         aside = self.entries_dir / f"{TEMP_PREFIX}fast-copies-{self._run}"
         copies_left = self.fast_copies.set_aside(aside)
@@ -188,21 +165,20 @@ class DiskTier:
         return self.budget.reconciliation
 
     async def reconcile(self) -> None:
-        """Return once the index and the folders agree, starting the reconciliation if need be."""
+        """Wait until the index and the folders agree."""
         await self.reconciliation.finished()
 
     async def settled(self) -> None:
-        """Once every folder deleted so far is gone from the disk."""
+        """Wait until every folder deleted so far is gone."""
         await self.budget.settled()
 
     def delete(self, name: str, reason: str) -> None:
-        """Delete `name`'s entry (an artifact read in place stays) and its fast copy."""
+        """Delete `name`'s entry and fast copy; a file read in place stays."""
         self.budget.delete(name, reason)
 
     # lookup -----------------------------------------------------------------------------
 
     async def materialize(self, name: str, url: str) -> Materialized:
-        """The artifact of model `name` from `url`, downloaded and unpacked if need be."""
         row = self.index.get(name) or await self.reconciliation.found(name)
         artifact = artifact_of(row, self.entries_dir) if row else None
         if artifact is not None and (artifact.source != url or not artifact.path.exists()):
@@ -230,18 +206,16 @@ class DiskTier:
     async def _fetch_entry(
         self, name: str, url: str, store: Store, key: str, local: Path | None
     ) -> Materialized:
-        """An entry built from the store, unless it said lately that `url` does not exist."""
         self.missing.check(url)
         try:
             return await self._build_entry(name, url, store, key, local)
         except ModelNotFound as error:
-            if local is None:  # a remote store: asking again costs a request
+            if local is None:  # asking a remote store again costs a request
                 self.missing.remember(url, error)
             raise
 
     async def version(self, url: str) -> str:
-        """What the store says now of the artifact at `url`: its size and ETag, or the identity
-        on disk of a file or folder it is read from in place (fast_copies.identity)."""
+        """The artifact's size and ETag now, or its identity on disk where read in place."""
         store, key = self.stores.locate(url)
         local = store.local_path(key)
         if local is not None:
@@ -250,15 +224,13 @@ class DiskTier:
         return f"{info.size}:{info.etag}"
 
     def offer_fast_copy(self, artifact: Artifact) -> Offer | None:
-        """For a load of `artifact`: its fast copy to read, or free room to write one (see
-        fast_copies). Not for a folder of a local store: a file rewritten inside it leaves the
-        folder's identity as it was."""
+        """Its fast copy or room for one; not for a folder read in place, whose identity lags."""
         path = artifact.path
         if artifact.entry is None and not path.name.lower().endswith(PICKLE_SUFFIXES):
             return None
         try:
             key = identity(artifact.source, artifact.etag, path)
-        except OSError:  # gone since it was materialized: the load will say so
+        except OSError:  # gone since: the load will say so
             return None
         return self.fast_copies.offer(artifact.name, key, artifact.bytes, self.free_bytes)
 
@@ -267,8 +239,7 @@ class DiskTier:
     async def _build_entry(
         self, name: str, url: str, store: Store, key: str, local: Path | None
     ) -> Materialized:
-        """Download (or copy) and unpack into a new entry. The volume may fill before the budget
-        does (other writers): the fast copies then go, being expendable, and it is tried again."""
+        """Download and unpack into a new entry; a full volume costs the fast copies first."""
         try:
             return await self._build_once(name, url, store, key, local)
         except OSError as error:
@@ -293,7 +264,7 @@ class DiskTier:
     async def _build_once(
         self, name: str, url: str, store: Store, key: str, local: Path | None
     ) -> Materialized:
-        await self.reconciliation.counted()  # room may be held by folders not found yet
+        await self.reconciliation.counted()  # folders not found yet may hold room
         reservation = Reservation()
         self.budget.reservations.add(reservation)
         self.entries_dir.mkdir(parents=True, exist_ok=True)
@@ -320,7 +291,6 @@ class DiskTier:
     async def _published(
         self, name: str, url: str, info: ObjectInfo, temp: Path, payload: Path
     ) -> Artifact:
-        """Rename the entry into place (in a thread), then give it its row."""
         folder = entry_folder_name(name)
         self._publishing.add(folder)
         try:
@@ -333,10 +303,9 @@ class DiskTier:
     def _publish(
         self, name: str, url: str, info: ObjectInfo, temp: Path, payload: Path
     ) -> Artifact:
-        """Write the entry's record and rename the folder into place (in a thread)."""
         now = self.clock()
         write_record(temp, Artifact(name, payload, 0, temp, url, info.etag, now))
-        temp.chmod(0o755)  # mkdtemp made it private to this user
+        temp.chmod(0o755)  # mkdtemp makes it private
         entry = self.entries_dir / entry_folder_name(name)
         left = self.budget.set_aside(entry)  # an earlier folder the index did not know
         if left is not None:

@@ -1,12 +1,6 @@
 """The disk budget: running totals of what the cache holds, and room made by deleting.
 
-Every figure is a running total: the entries' bytes come from the index's triggers, the fast
-copies keep their own, and reservations are one per entry being built. Room is made by deleting
-fast copies, least recently read first, then the least recently used entries no model needs,
-read from the index in that order a few at a time; with room to spare nothing is read. A deleted
-entry is renamed to a temporary name at once, so its name is free, and removed by a thread. Its
-bytes count until the thread is done, or, when deleted to make room, the reservation that took
-its room writes nothing before it is gone (`Reservation.settled`).
+A deleted entry's bytes count until a thread has removed it.
 """
 
 from __future__ import annotations
@@ -24,25 +18,25 @@ from modelhost.errors import InsufficientDisk
 from modelhost.records.events import EventLog
 from modelhost.units import format_bytes
 
-FAST = {"fast_copy": True}  # the detail of a fast copy's delete event
+FAST = {"fast_copy": True}
 
 
 class Reservation:
-    """Bytes an entry under construction may write, and the deletions it waits for first."""
+    """Bytes an entry being built may write, and the deletions it waits for first."""
 
     def __init__(self) -> None:
         self.bytes = 0
-        self.freeing: dict[asyncio.Future[None], int] = {}  # bytes this room still holds
+        self.freeing: dict[asyncio.Future[None], int] = {}
 
     async def settled(self) -> None:
-        """Once the entries deleted to make this room are gone from the disk."""
+        """Wait until the entries deleted for this room are gone."""
         pending = [future for future in self.freeing if not future.done()]
         if pending:
             await asyncio.wait(pending)
 
 
 class RoomFirst:
-    """A download slot, entered once the room reserved for the download is free on disk."""
+    """A download slot, entered once the reserved room is free on disk."""
 
     def __init__(self, reservation: Reservation, slot: asyncio.Semaphore) -> None:
         self.reservation, self.slot = reservation, slot
@@ -70,15 +64,15 @@ class DiskBudget:
         self.budget_bytes, self.index, self.fast_copies = budget_bytes, index, fast_copies
         self.entries_dir, self.own_prefix, self.events = entries_dir, own_prefix, events
         self.in_use: Callable[[str], bool] = lambda name: False
-        self.reconciliation: Reconciliation | None = None  # its bytes count until it is done
+        self.reconciliation: Reconciliation | None = None
         self.reservations: set[Reservation] = set()
-        self._trash: dict[asyncio.Future[None], int] = {}  # folders being removed, their bytes
+        self._trash: dict[asyncio.Future[None], int] = {}  # removals under way, their bytes
         self._trash_bytes = 0
         self._trash_numbers = itertools.count()
 
     @property
     def used_bytes(self) -> int:
-        reserved = sum(r.bytes for r in self.reservations)  # one per entry being built
+        reserved = sum(r.bytes for r in self.reservations)
         unreconciled = self.reconciliation.unreconciled_bytes if self.reconciliation else 0
         held = self.index.entry_bytes + self._trash_bytes + unreconciled
         return held + reserved + self.fast_copies.bytes
@@ -96,8 +90,7 @@ class DiskBudget:
         await reservation.settled()
 
     def grow(self, reservation: Reservation, name: str, minimum: int, wanted: int) -> None:
-        """Raise the reservation to at least `minimum` bytes, deleting entries if need be, and
-        up to `wanted` where that fits without deleting any."""
+        """Raise the reservation to `minimum`, deleting if need be, and to `wanted` if free."""
         if minimum <= reservation.bytes:
             return
         if self.free_bytes < minimum - reservation.bytes:
@@ -105,8 +98,7 @@ class DiskBudget:
         reservation.bytes = max(minimum, min(wanted, reservation.bytes + self.free_bytes))
 
     async def released(self, reservation: Reservation, temp: Path) -> None:
-        """Forget a reservation once what a failed build wrote to `temp` is gone (the build's
-        error then leaves no trace behind it)."""
+        """Forget a reservation once a failed build's `temp` is gone, leaving no trace."""
         try:
             if temp.exists():
                 await asyncio.to_thread(remove_tree, temp)
@@ -114,8 +106,7 @@ class DiskBudget:
             self.release(reservation, temp)
 
     def release(self, reservation: Reservation, temp: Path) -> None:
-        """Forget a reservation: its bytes still being deleted, or written to `temp` by a build
-        that failed, count until they are gone."""
+        """Forget a reservation; bytes still being deleted count until they are gone."""
         self.reservations.discard(reservation)
         for future, freeing in reservation.freeing.items():
             if not future.done():
@@ -124,22 +115,20 @@ class DiskBudget:
             self._remove_later(temp, reservation.bytes)
 
     def drop_fast_copies(self) -> int:
-        """Delete every fast copy, as the volume is full; the bytes freed."""
+        """For a full volume; returns the bytes freed."""
         freed = 0
         while self.fast_copies.copies:
             freed += self._drop_oldest_copy("disk_full")
         return freed
 
     def _drop_oldest_copy(self, reason: str) -> int:
-        """Delete the fast copy read least recently; the bytes freed."""
         oldest = self.fast_copies.oldest() or ""
         freed = self.fast_copies.drop(oldest)
         self.events.emit("delete", oldest, bytes=freed, reason=reason, detail=FAST)
         return freed
 
     def _make_room(self, reservation: Reservation, name: str, minimum: int) -> None:
-        """Free `minimum` bytes beyond the reservation: fast copies first, then the least
-        recently used entries no model needs; or delete nothing and raise if they cannot."""
+        """Free room for `minimum`, or delete nothing and raise if that cannot be done."""
         needed = minimum - reservation.bytes
         on_hand = self.free_bytes + self._trash_bytes + self.fast_copies.written_bytes
         victims, deletable = self._victims(needed - on_hand)
@@ -151,13 +140,12 @@ class DiskBudget:
             if self.free_bytes + self._trash_bytes >= needed:
                 break
             self.delete(victim.name, reason="disk_budget")
-        reservation.freeing.update(self._trash)  # this room: written once they are gone
+        reservation.freeing.update(self._trash)  # written into once they are gone
         self._trash.clear()
         self._trash_bytes = 0
 
     def _victims(self, wanted: int) -> tuple[list[Row], int]:
-        """The least recently used entries no model needs, oldest first, until they hold
-        `wanted` bytes; and the bytes they hold (less than `wanted` if all of them do)."""
+        """The oldest entries no model needs, until they hold `wanted`; and their bytes."""
         if wanted <= 0 or wanted > self.index.entry_bytes:  # none needed, or all would not do
             return [], 0 if wanted <= 0 else self.index.entry_bytes
         victims: list[Row] = []
@@ -183,7 +171,7 @@ class DiskBudget:
     # deleting ---------------------------------------------------------------------------
 
     def delete(self, name: str, reason: str) -> None:
-        """Delete `name`'s entry (an artifact read in place stays) and its fast copy."""
+        """Delete `name`'s entry and fast copy; a file read in place stays."""
         freed = self.fast_copies.drop(name)
         if freed:
             self.events.emit("delete", name, bytes=freed, reason=reason, detail=FAST)
@@ -200,7 +188,7 @@ class DiskBudget:
             self.events.emit("delete", name, bytes=row.bytes, reason=reason)
 
     def set_aside(self, folder: Path) -> Path | None:
-        """Rename `folder` to a temporary name, freeing its name at once; None if it is gone."""
+        """Rename `folder` out of the way, freeing its name; None if it is gone."""
         aside = self.entries_dir / f"{self.own_prefix}gone-{next(self._trash_numbers)}"
         try:
             folder.rename(aside)
@@ -209,15 +197,14 @@ class DiskBudget:
         return aside
 
     async def settled(self) -> None:
-        """Once every folder deleted so far is gone from the disk."""
+        """Wait until every folder deleted so far is gone."""
         if self._trash:
             await asyncio.wait(list(self._trash))
 
     def _remove_later(self, path: Path, held_bytes: int) -> None:
-        """Remove `path` in a thread; its bytes count against the budget until it is gone."""
         try:
             loop = asyncio.get_running_loop()
-        except RuntimeError:  # called outside the server's loop (a test, a tool)
+        except RuntimeError:  # outside the server's loop (a test, a tool)
             remove_tree(path)
             return
         self._count_trash(loop.run_in_executor(None, remove_tree, path), held_bytes)

@@ -1,15 +1,7 @@
-"""The disk tier's index: one SQLite row per artifact on this machine, kept across restarts.
+"""The disk tier's index: one SQLite row per artifact, kept across restarts.
 
-A row names the artifact (the primary key, so listings page by name), its entry folder (None for
-a file a local store lends in place), what the worker loads, its bytes and origin, and when it
-was last used (indexed for entries, so eviction takes the oldest without sorting). Triggers keep
-the number of rows and the bytes of entries in a one-row table, so a restart reads two numbers
-instead of every row. The frontend keeps no row in memory: each is read when its model is
-materialized.
-
-One connection, used from the event loop's thread only. WAL with synchronous=NORMAL: a commit
-writes the log without waiting for the disk, and a crash loses at most the last commits, which
-the reconciliation of entry folders (cache.reconcile) finds again.
+Triggers keep the totals, so a restart reads two numbers, not every row. A crash may lose the
+last commits, which the reconciliation finds again.
 """
 
 from __future__ import annotations
@@ -21,7 +13,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 INDEX_FILE = "disk-index.sqlite3"
-FETCH_ROWS = 16  # rows read at a time while looking for victims
+FETCH_ROWS = 16
 MAX_PARAMETERS = 500  # per IN (...) query, below SQLite's oldest limit
 
 SCHEMA = """
@@ -69,11 +61,11 @@ ON CONFLICT (name) DO UPDATE SET entry = excluded.entry, path = excluded.path,
 
 
 class Row(NamedTuple):
-    """An artifact as the index stores it; paths as text, relative to the entry when it has one."""
+    """An artifact as the index stores it."""
 
     name: str
-    entry: str | None  # the entry folder's name; None: a file read in place
-    path: str  # within the entry folder, or absolute for a file read in place
+    entry: str | None  # None: read in place
+    path: str  # relative to the entry, else absolute
     bytes: int
     source: str
     etag: str | None
@@ -82,8 +74,6 @@ class Row(NamedTuple):
 
 
 class DiskIndex:
-    """The rows of the disk tier and their running totals."""
-
     def __init__(self, path: Path) -> None:
         self.connection = sqlite3.connect(path, isolation_level=None, check_same_thread=True)
         self.connection.execute("PRAGMA journal_mode = WAL")
@@ -109,12 +99,10 @@ class DiskIndex:
         return Row(*found) if found else None
 
     def put(self, row: Row) -> None:
-        """Insert the row, or replace the one of the same name."""
         self.connection.execute(UPSERT, row)
         self._read_totals()
 
     def put_many(self, rows: Iterable[Row]) -> None:
-        """Put every row in one transaction."""
         with self._transaction():
             self.connection.executemany(UPSERT, rows)
         self._read_totals()
@@ -128,7 +116,6 @@ class DiskIndex:
         self.connection.execute(query, (last_used, name))
 
     def vouch(self, name: str, checked_at: float) -> None:
-        """The store said the row's ETag is current at `checked_at`."""
         self.connection.execute(
             "UPDATE artifacts SET checked_at = ? WHERE name = ?", (checked_at, name)
         )
@@ -140,7 +127,7 @@ class DiskIndex:
         return [name for (name,) in self.connection.execute(query, (after, limit))]
 
     def oldest_entries(self) -> Iterator[Row]:
-        """Entries, least recently used first, read a few at a time as the caller goes on."""
+        """Entries, least recently used first, read lazily."""
         cursor = self.connection.execute(
             f"SELECT {COLUMNS} FROM artifacts WHERE entry IS NOT NULL ORDER BY last_used"
         )
@@ -151,7 +138,6 @@ class DiskIndex:
             cursor.close()
 
     def entries_after(self, after: str, limit: int) -> list[tuple[str, str]]:
-        """(name, entry folder) of entries whose name sorts after `after`, in name order."""
         query = (
             "SELECT name, entry FROM artifacts WHERE name > ? AND entry IS NOT NULL "
             "ORDER BY name LIMIT ?"
@@ -159,7 +145,6 @@ class DiskIndex:
         return list(self.connection.execute(query, (after, limit)))
 
     def known_folders(self, folders: list[str]) -> set[str]:
-        """Those of `folders` that are some row's entry."""
         known: set[str] = set()
         for start in range(0, len(folders), MAX_PARAMETERS):
             chunk = folders[start : start + MAX_PARAMETERS]
@@ -182,12 +167,11 @@ class DiskIndex:
 
     def _transaction(self) -> sqlite3.Connection:
         self.connection.execute("BEGIN")
-        return self.connection  # as a context manager: COMMIT, or ROLLBACK on an exception
+        return self.connection  # as a context manager it commits or rolls back
 
 
 def open_index(path: Path) -> DiskIndex:
-    """The index at `path`; one SQLite cannot read is set aside and a new one begun, so the
-    server starts and its folders are taken back by the reconciliation."""
+    """The index at `path`; an unreadable one is set aside and the folders taken back."""
     try:
         return DiskIndex(path)
     except sqlite3.DatabaseError:

@@ -1,7 +1,6 @@
 """TinyLFU's doorkeeper: a Bloom filter of names seen, so fast copies wait for a second load.
 
-It clears itself after `capacity` names, which keeps its memory fixed and false positives rare;
-a false "seen" only writes a copy one load early.
+It clears itself after `capacity` names, and a false "seen" only writes a copy early.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """Downloads into the disk tier: watched for stalls, verified, and retried with backoff.
 
-A try that fails in a way a retry may mend (connection refused or reset, a 5xx, a truncated or
-corrupt body, an object replaced mid-download) is tried again after an exponential, jittered
-pause, with the object's size and version asked anew. A store that sends nothing for
-`timeout_s` is a `StoreTimeout` at once: waiting again would only double the wait.
+A stall is a `StoreTimeout` at once, without a retry: waiting again would double the wait.
 """
 
 from __future__ import annotations
@@ -28,23 +25,18 @@ WATCH_TICK_S = 0.25
 
 @dataclass(frozen=True)
 class DownloadPolicy:
-    """How hard a download tries: attempts, the timeout of silence, and the backoff between."""
-
     attempts: int = 3
     timeout_s: float = 30.0
     backoff_s: float = 0.25
     max_backoff_s: float = 5.0
 
     def pause_s(self, attempt: int) -> float:
-        """The pause after failed try number `attempt` (1-based), with jitter."""
         ceiling = min(self.max_backoff_s, self.backoff_s * 2.0 ** (attempt - 1))
         return ceiling * (0.5 + random.random() / 2)
 
 
 @dataclass(frozen=True)
 class Downloaded:
-    """A finished download: what the store said of the object, its size, time and attempts."""
-
     info: ObjectInfo
     bytes: int
     duration_ms: float
@@ -52,10 +44,7 @@ class Downloaded:
 
 
 class Meter:
-    """Bytes received so far; stores call it from any thread, the watcher only reads it. Past
-    the size the store announced it raises, so the store's fetch stops writing; an object of
-    unannounced size (only an HTTP store's, which calls it on the event loop) asks
-    `room_for_bytes` for room as its bytes arrive."""
+    """Bytes received, raising past the announced size; called from any thread."""
 
     def __init__(
         self, url: str, announced: int | None, room_for_bytes: Callable[[int], None]
@@ -85,11 +74,7 @@ async def download(
 ) -> Downloaded:
     """Fetch `key` into `dest`, whole and verified, or raise the store's error.
 
-    `on_info` hears the object's size and version before each try, and may refuse it by raising
-    (the disk tier makes room for the announced size first); for an object whose size the store
-    does not announce, `room_for_bytes` hears the bytes received so far as they arrive, and may
-    refuse them the same way. `slot` is held around each fetch only, so asking the store about a
-    name it does not have never waits for, or delays, a download.
+    `slot` is held around each fetch only, so a stat never waits on a download.
     """
     started = time.perf_counter()
     for attempt in range(1, policy.attempts + 1):
@@ -148,7 +133,6 @@ def stalled(url: str, timeout_s: float, received: int, info: ObjectInfo) -> str:
 
 
 def verify(path: Path, info: ObjectInfo, url: str) -> int:
-    """The size of a downloaded file, checked against what the store announced."""
     size = path.stat().st_size
     if info.size is not None and size != info.size:
         raise StoreUnavailable(f"{url} arrived with {size} of {info.size} bytes")

@@ -1,4 +1,4 @@
-"""Entry folders of the disk tier: what an artifact is, an entry's record file, its size."""
+"""Entry folders of the disk tier."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def entry_folder_name(name: str) -> str:
 
 
 def write_record(folder: Path, artifact: Artifact) -> None:
-    """Say in the folder what it holds, so a folder the index lost can be taken back."""
+    """So a folder the index lost can be taken back."""
     record = {"name": artifact.name, "source": artifact.source, "etag": artifact.etag}
     payload = artifact.path.relative_to(folder).as_posix()
     (folder / ENTRY_FILE).write_text(
@@ -64,7 +64,7 @@ def write_record(folder: Path, artifact: Artifact) -> None:
 
 
 def read_entry(folder: str) -> Row | None:
-    """The row for an entry folder, or None if its record is missing or broken."""
+    """None if the record is missing or broken."""
     try:
         with open(os.path.join(folder, ENTRY_FILE)) as file:
             record: dict[str, Any] = json.load(file)

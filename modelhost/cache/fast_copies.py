@@ -1,8 +1,6 @@
 """Fast copies: pickled models saved again as plain pickles, which the C unpickler reads.
 
-joblib unpickles in pure Python, and under churn most requests are loads (docs/decisions.md,
-"Fast copies: scikit-learn models are reloaded from a plain pickle"). A copy is named by its
-artifact's identity, written only into free room, and deleted before any entry.
+docs/decisions.md, "Fast copies: scikit-learn models are reloaded from a plain pickle".
 """
 
 from __future__ import annotations
@@ -33,7 +31,7 @@ class FastCopy:
 
 @dataclass(frozen=True, eq=False)
 class Offer:
-    """What one load is told: the copy to read at `path`, or room to write one there."""
+    """The copy to read at `path`, or room to write one there."""
 
     name: str
     path: Path
@@ -63,7 +61,7 @@ class FastCopies:
         self._loaded_before = Doorkeeper()
 
     def set_aside(self, aside: Path) -> bool:
-        """Move an earlier run's copies to `aside`: other library versions may have written them."""
+        """Move earlier copies to `aside`: other library versions may have written them."""
         try:
             with os.scandir(self.folder) as listing:
                 left = next(listing, None) is not None
@@ -82,7 +80,7 @@ class FastCopies:
         return next(iter(self.copies), None)
 
     def offer(self, name: str, key: str, artifact_bytes: int, free_bytes: int) -> Offer | None:
-        """The copy to read, or room to write one at a name's second load, or None."""
+        """A copy to read, or room to write one at a name's second load."""
         path = self.folder / f"{key}{SUFFIX}"
         known = self.copies.get(name)
         if known is not None and known.path == path:

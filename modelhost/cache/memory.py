@@ -1,8 +1,7 @@
 """The memory tier: which models hold how many bytes against the memory budget.
 
-Bookkeeping without I/O, so its invariants are tested directly: a granted reservation keeps the
-committed bytes within the budget, and a victim is always loaded, idle and unpinned. Victims must
-have been resident `min_residency_s`, so two models cannot take turns evicting each other.
+No I/O, so its invariants are tested directly: a granted reservation stays within the budget, and
+a victim is loaded, idle and unpinned.
 """
 
 from __future__ import annotations
@@ -16,12 +15,12 @@ from enum import Enum
 from modelhost.cache.admission import FrequencySketch, admissible
 from modelhost.cache.policy import EvictionPolicy, LRUPolicy
 
-DRIFT_READINGS = 32  # the headroom remembers the largest rise over this many readings
+DRIFT_READINGS = 32
 
 
 @dataclass(frozen=True)
 class FrontendAllowance:
-    """The frontend's size at start plus the growth it may have, charged whole so no model pays."""
+    """The frontend's size at start and allowed growth, charged whole so no model pays."""
 
     start_bytes: int
     growth_bytes: int
@@ -42,19 +41,17 @@ class State(str, Enum):
 
 @dataclass(eq=False)
 class Resident:
-    """One model's bytes, workers and use."""
-
     name: str
     bytes: int  # in all: one footprint per worker holding or loading it
     pinned: bool = False
     state: State = State.LOADING
-    workers: list[int] = field(default_factory=list)  # after the first, scale-out copies
-    footprint: int = 0  # of one copy, as measured
+    workers: list[int] = field(default_factory=list)
+    footprint: int = 0  # of one copy
     in_flight: int = 0
     hits: int = 0
     last_used: float = 0.0
     loaded_at: float | None = None  # wall time, for GET /models
-    loaded_at_s: float | None = None  # the tier's clock, for the minimum residency
+    loaded_at_s: float | None = None  # the tier's clock
     load_ms: float | None = None
     room_taken: bool = False  # leaving for a load whose reservation counts its bytes
 
@@ -68,8 +65,6 @@ class Resident:
 
 
 class MemoryTier:
-    """The memory budget's accounting, and which idle models a load may evict."""
-
     def __init__(
         self,
         budget_bytes: int,
@@ -85,7 +80,7 @@ class MemoryTier:
     ) -> None:
         self.budget_bytes = budget_bytes
         self.frontend = frontend
-        self.frontend_bytes = frontend.start_bytes if frontend else 0  # at the last reading
+        self.frontend_bytes = frontend.start_bytes if frontend else 0
         baseline_bytes += frontend.growth_bytes if frontend else 0
         self.baseline_bytes = baseline_bytes
         self.policy = policy or LRUPolicy()
@@ -93,7 +88,7 @@ class MemoryTier:
         self.admission = admission
         self.min_residency_s = min_residency_s
         self.residents: dict[str, Resident] = {}
-        self.released_bytes = 0  # ever, so `observe` can tell a reading that raced a release
+        self.released_bytes = 0  # ever, so `observe` sees a reading that raced a release
         self.awaited: Counter[str] = Counter()  # a load serves its waiters before it is a victim
         self.drift: deque[int] = deque([drift_seed_bytes], maxlen=DRIFT_READINGS)
         self.recent_baselines: deque[int] = deque([baseline_bytes], maxlen=DRIFT_READINGS)
@@ -113,41 +108,34 @@ class MemoryTier:
 
     @property
     def leaving_bytes(self) -> int:
-        """Held by models unloading for no load; no victim is chosen for these bytes."""
+        """Held by models unloading for no load; no victim is chosen for them."""
         leaving = (r for r in self.residents.values() if r.state is State.UNLOADING)
         return sum(r.bytes for r in leaving if not r.room_taken)
 
     @property
     def headroom_bytes(self) -> int:
-        """Room reservations leave free for growth no reading has shown yet.
-
-        It is the largest rise of the baseline above its recent values (copy-on-write, heap the
-        allocator keeps), never under the floor: quiet readings do not bound the next step.
-        """
+        """Room left for growth no reading has shown yet: the largest recent rise, or the floor."""
         return max(self.headroom_floor_bytes, *self.drift)
 
     def shortfall_bytes(self, size_bytes: int) -> int:
-        """How far `size_bytes` more would pass the budget less headroom; 0 or less fits."""
+        """Over the budget less headroom with `size_bytes` more; 0 or less fits."""
         return self.committed_bytes + size_bytes - (self.budget_bytes - self.headroom_bytes)
 
     @property
     def capacity_bytes(self) -> int:
-        """The budget less the idle server and the headroom's floor."""
         return self.budget_bytes - self.baseline_bytes - self.headroom_floor_bytes
 
     @property
     def unreserved_bytes(self) -> int:
-        """What a reservation may still commit without a victim."""
         return self.budget_bytes - self.headroom_floor_bytes - self.committed_bytes
 
     def fits_ever(self, size_bytes: int) -> bool:
         return size_bytes <= self.capacity_bytes
 
     def reserve(self, name: str, size_bytes: int, pinned: bool = False) -> list[Resident] | None:
-        """Reserve room for a load: the victims to unload first, or None while too busy.
+        """The victims to unload for a load, or None while too busy.
 
-        Until `victims_gone` the reservation holds the victims' bytes where those are more,
-        since they are still in memory.
+        Until `victims_gone` the reservation holds the victims' bytes, still in memory.
         """
         self.record_access(name)
         victims = self.load_victims(name, size_bytes)
@@ -164,7 +152,7 @@ class MemoryTier:
         return victims
 
     def victims_gone(self, resident: Resident, size_bytes: int) -> None:
-        """The victims of `resident`'s reservation are out of memory: it keeps `size_bytes`."""
+        """The reservation's victims are gone: it keeps `size_bytes`."""
         if self.residents.get(resident.name) is not resident:
             return  # removed meanwhile, and its bytes with it
         self.released_bytes += resident.bytes - size_bytes
@@ -177,11 +165,9 @@ class MemoryTier:
     def observe(
         self, real_bytes: int, released_before: int, frontend_bytes: int | None = None
     ) -> None:
-        """Fold the server's measured PSS into the baseline: what the models do not explain.
+        """Fold the measured PSS into the baseline: what the models do not explain.
 
-        While anything loads or unloads the baseline may only grow. Bytes released during the
-        reading (`released_before` counts from its start) may still be in it, so they are taken
-        off; otherwise churn would raise the baseline for good.
+        Bytes released during the reading are taken off, or churn would raise it for good.
         """
         if frontend_bytes is not None and self.frontend is not None:
             self.frontend_bytes = frontend_bytes
@@ -194,11 +180,11 @@ class MemoryTier:
         self.recent_baselines.append(self.baseline_bytes)
 
     def victims_for(self, size_bytes: int) -> list[Resident] | None:
-        """Idle models freeing size_bytes; being over budget outranks residency and admission."""
+        """Over budget outranks minimum residency and admission."""
         return self._choose(self._evictable(), size_bytes)
 
     def load_victims(self, name: str, size_bytes: int) -> list[Resident] | None:
-        """Like `victims_for`, among models past the minimum residency, rarer ones first."""
+        """Models past the minimum residency, so two cannot take turns evicting each other."""
         now = self.clock()
         candidates = [r for r in self._evictable() if self._settled(r, now)]
         return self._choose(candidates, size_bytes, name)
@@ -206,10 +192,9 @@ class MemoryTier:
     def _choose(
         self, candidates: list[Resident], size_bytes: int, name: str | None = None
     ) -> list[Resident] | None:
-        """The policy's victims for `size_bytes` and the headroom, models leaving counted as gone.
+        """Victims for `size_bytes` and the headroom, else the floor alone.
 
-        Where that is too much, the floor alone: a load never waits for the learned headroom,
-        since the readings that move it wake no one.
+        A load never waits for the learned headroom: readings that move it wake no one.
         """
         soft = self.shortfall_bytes(size_bytes) - self.leaving_bytes
         learned = self.headroom_bytes - self.headroom_floor_bytes
@@ -225,7 +210,6 @@ class MemoryTier:
         return None
 
     def _evictable(self) -> list[Resident]:
-        """Loaded, idle, unpinned, and awaited by no request."""
         return [r for r in self.residents.values() if r.evictable and not self.awaited[r.name]]
 
     def _settled(self, resident: Resident, now: float) -> bool:
@@ -246,7 +230,7 @@ class MemoryTier:
         self.policy.touched(resident)
 
     def reserve_copy(self, resident: Resident, peak_bytes: int) -> int | None:
-        """Bytes for one more copy, the larger of footprint and load peak, if they fit unevicted."""
+        """Bytes for one more copy (footprint or load peak) if they fit without evicting."""
         reserved = max(resident.footprint, peak_bytes)
         if self.shortfall_bytes(reserved) > 0:
             return None
@@ -257,11 +241,10 @@ class MemoryTier:
         resident.workers.append(worker_id)
 
     def remove_copy(self, resident: Resident, worker_id: int) -> None:
-        """Its bytes count until `release_copy`."""
         resident.workers.remove(worker_id)
 
     def release_copy(self, resident: Resident, size_bytes: int | None = None) -> None:
-        """Give back a copy's footprint, or `size_bytes` of a reservation it did not use."""
+        """A copy's footprint, or `size_bytes` of a reservation it did not use."""
         size = resident.footprint if size_bytes is None else size_bytes
         resident.bytes -= size
         self.released_bytes += size
@@ -277,17 +260,15 @@ class MemoryTier:
         return resident
 
     def overflow_victims(self) -> list[Resident]:
-        """Idle models to unload when memory outgrew what was reserved."""
         return self._claim(self.victims_for(0) or [])
 
     def idle_victims(self, idle_s: float) -> list[Resident]:
-        """Evictable models unused for `idle_s`, claimed for unloading."""
         cutoff = self.clock() - idle_s
         return self._claim([r for r in self._evictable() if r.last_used <= cutoff])
 
     @staticmethod
     def _claim(victims: list[Resident]) -> list[Resident]:
-        """Mark victims as unloading, so no other reservation picks them."""
+        """So no other reservation picks them."""
         for victim in victims:
             victim.state = State.UNLOADING
         return victims

@@ -16,8 +16,6 @@ MAX_URLS = 10_000
 
 
 class MissingUrls:
-    """Model URLs a store said it does not have, each for `ttl_s`, the newest `max_urls`."""
-
     def __init__(
         self,
         ttl_s: float = TTL_S,

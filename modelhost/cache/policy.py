@@ -1,7 +1,4 @@
-"""Eviction policies: which idle models to unload for the bytes needed.
-
-The memory tier and `modelhost simulate` share each policy, so the simulator predicts the server.
-"""
+"""Eviction policies, shared with `modelhost simulate` so that it predicts the server."""
 
 from __future__ import annotations
 
@@ -13,8 +10,6 @@ FREQUENCY_CAP_HITS = 31  # so a once-hot model ages out in bounded time
 
 
 class Sized(Protocol):
-    """What a policy may read of a model in memory."""
-
     @property
     def name(self) -> str: ...
 
@@ -40,14 +35,13 @@ class EvictionPolicy(Protocol):
     name: str  # also the reason eviction events give
 
     def touched(self, item: Sized) -> None:
-        """`item` was just loaded or served a request."""
+        """Loaded or used just now."""
 
     def choose(self, candidates: Sequence[T], need_bytes: int) -> list[T] | None:
-        """The victims freeing at least need_bytes, or None when all of them together cannot."""
+        """None when all together cannot free need_bytes."""
 
 
 def take_until(ranked: Sequence[T], need_bytes: int) -> list[T] | None:
-    """The shortest prefix of `ranked` freeing need_bytes, or None when all of it cannot."""
     victims: list[T] = []
     freed = 0
     for candidate in ranked:
@@ -59,12 +53,12 @@ def take_until(ranked: Sequence[T], need_bytes: int) -> list[T] | None:
 
 
 class LRUPolicy:
-    """Least recently used first: what SageMaker multi-model endpoint users expect."""
+    """What SageMaker multi-model endpoint users expect."""
 
     name = "lru"
 
     def touched(self, item: Sized) -> None:
-        """LRU reads `last_used`, which the tier keeps."""
+        """The tier keeps `last_used`."""
 
     def choose(self, candidates: Sequence[T], need_bytes: int) -> list[T] | None:
         return take_until(sorted(candidates, key=lambda c: c.last_used), need_bytes)
@@ -75,8 +69,7 @@ class CostAwarePolicy:
 
         value = inflation + min(hits, 31) × load_ms / MiB, set at each load or use
 
-    `inflation` rises to each victim's value, so values set long ago fall behind and yesterday's
-    hot model ages out (docs/decisions.md, "cost-aware: GreedyDual-Size-Frequency").
+    `inflation` rises to each victim's value, so yesterday's hot model ages out.
     """
 
     name = "cost-aware"
@@ -107,7 +100,6 @@ POLICIES: dict[str, Callable[[], EvictionPolicy]] = {
 
 
 def policy_named(name: str) -> EvictionPolicy:
-    """A fresh policy by its configuration name (`--eviction-policy`)."""
     try:
         return POLICIES[name]()
     except KeyError:

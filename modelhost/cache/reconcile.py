@@ -1,8 +1,7 @@
 """Reconciling the disk index with the entry folders, in the background while serving.
 
-Unknown folders are taken back or deleted, rows without folders dropped, earlier runs' temporary
-folders deleted. Until every folder is counted, the last run's budget less the known entries
-counts as held (`unreconciled_bytes`), so the budget holds, and no entry is built before then.
+Until every folder is counted, the last run's budget less the known entries counts as held, so
+the budget holds.
 """
 
 from __future__ import annotations

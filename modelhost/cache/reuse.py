@@ -1,8 +1,6 @@
 """Byte stack distances, online: the smallest LRU budget at which each use would have hit.
 
-LRU holds the longest prefix of the recency stack that fits, so a use hits at budget B when its
-size plus the sizes used since its last use is at most B. A Fenwick tree over use positions
-gives each distance in O(log n), renumbered when its positions run out.
+A use hits at budget B when its size plus the sizes used since its last use is at most B.
 """
 
 from __future__ import annotations

@@ -1,7 +1,4 @@
-"""Revalidation: a cached artifact checked against its store when due, deleted when stale.
-
-A store that cannot answer leaves the copy in service, as SageMaker does.
-"""
+"""Revalidation against the store; a store that cannot answer leaves the copy in service."""
 
 from __future__ import annotations
 
@@ -39,7 +36,7 @@ class Revalidation:
         return self.clock() - row.checked_at >= self.interval_s
 
     async def check(self, name: str) -> bool:
-        """If due, ask the store for the ETag and delete a stale copy; True if stale."""
+        """Delete a stale copy, if due; True if stale."""
         row = self.index.get(name) if self.interval_s else None
         return row is not None and await self.stale(row)
 

@@ -1,13 +1,7 @@
-"""Safe unpacking of tar, tar.gz and zip (and TorchServe .mar) artifacts into the disk tier.
+"""Safe unpacking of tar, zip and TorchServe .mar artifacts into the disk tier.
 
-Members are streamed one by one into a temporary sibling of the destination, which is renamed
-into place only when every member passed: nothing escapes the folder (no absolute paths, no
-``..``), no links or device files are created, and the member count and the bytes actually
-written stay within the limits. Any failure removes the temporary folder.
-
-Tar's extended headers (GNU long names and links, pax records) are read whole by `tarfile` before
-the member they describe is seen: their declared sizes are checked before they are read, so a
-20 KB archive cannot make the frontend allocate the 40 MiB its headers claim.
+Nothing escapes the folder and no links are made. Tar's extended headers are size-checked before
+`tarfile` reads them whole, so an archive cannot make the frontend allocate what they claim.
 """
 
 from __future__ import annotations
@@ -32,13 +26,13 @@ from modelhost.errors import ModelLoadError, UnsafeArtifact
 
 TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
 ZIP_SUFFIXES = (".zip", ".mar")
-# single-file formats that are zips or gzips inside but must not be unpacked
+# zips or gzips inside, but single files
 _MODEL_FILE_SUFFIXES = (".pt", ".pt2", ".pth", ".npz", ".keras", ".joblib", ".pkl", ".pickle")
 _CHUNK_BYTES = 1 << 20
 _DRIVE = re.compile(r"^[A-Za-z]:")
 MAX_NAME_PART_BYTES = 255  # what Linux file systems hold
-MAX_EXTENDED_HEADER_BYTES = 64 * 1024  # one GNU long name or pax record block
-MAX_EXTENDED_HEADERS_BYTES = 1 << 20  # all of an archive's, together
+MAX_EXTENDED_HEADER_BYTES = 64 * 1024
+MAX_EXTENDED_HEADERS_BYTES = 1 << 20  # an archive's, together
 MAX_EXTENDED_HEADERS_IN_A_ROW = 8  # tarfile reads a chain of them by recursion
 _EXTENDED_TYPES = (
     tarfile.GNUTYPE_LONGNAME,
@@ -49,13 +43,11 @@ _EXTENDED_TYPES = (
 )
 
 
-# a truncated or malformed archive; a file and a folder of one name also land here
 class _Unreadable(Exception):
     """A member the archive's damage makes unreadable (a bad offset, an unknown method)."""
 
 
-# what reading a damaged member raises, besides the archive modules' own errors (fuzzing found
-# zipfile seeking to a negative offset: OSError EINVAL)
+# besides the archive modules' own errors; fuzzing found zipfile seeking to a negative offset
 _READ_ERRORS = (OSError, ValueError, NotImplementedError, RuntimeError)
 
 _MALFORMED = (
@@ -74,7 +66,7 @@ _MALFORMED = (
 
 
 class _Budget:
-    """Counts members and bytes written against the limits; refuses as soon as one is passed."""
+    """Counts members and bytes written, refusing as soon as a limit is passed."""
 
     def __init__(
         self, archive: Path, max_bytes: int, max_files: int, on_bytes: Callable[[int], None]
@@ -101,7 +93,7 @@ class _Budget:
 
 
 def is_archive(path: Path) -> bool:
-    """Whether `path` is an archive to unpack: by its name, else by its first bytes."""
+    """By its name, else by its first bytes."""
     return _kind(path) is not None
 
 
@@ -113,10 +105,9 @@ def unpack_archive(
     max_files: int,
     on_bytes: Callable[[int], None] = lambda total: None,
 ) -> Path:
-    """Unpack `archive` into the folder `dest`, atomically; raise `UnsafeArtifact` if unsafe.
+    """Unpack `archive` into `dest` atomically, or raise `UnsafeArtifact`.
 
-    `on_bytes` hears the bytes written so far before each write goes on, and may raise to stop
-    the unpack (the disk tier makes room as the folder grows).
+    `on_bytes` hears the bytes written so far and may raise to stop.
     """
     kind = _kind(archive)
     if kind is None:
@@ -125,7 +116,7 @@ def unpack_archive(
     temp = Path(tempfile.mkdtemp(prefix=f".tmp-{dest.name}", dir=dest.parent))
     try:
         _EXTRACTORS[kind](archive, temp, _Budget(archive, max_bytes, max_files, on_bytes))
-        temp.chmod(0o755)  # mkdtemp made it private to this user
+        temp.chmod(0o755)  # mkdtemp makes it private
         _publish(temp, dest)
     except _MALFORMED as exc:
         shutil.rmtree(temp, ignore_errors=True)
@@ -153,7 +144,7 @@ def _kind(path: Path) -> str | None:
 
 
 def _has_tar_header(path: Path) -> bool:
-    """Whether the file starts with a POSIX tar header ('ustar' at byte 257), maybe compressed."""
+    """Whether a POSIX tar header starts the file, maybe compressed."""
     # not tarfile.is_tarfile: it says yes to any file that starts with 512 zero bytes
     try:
         return _first_block(path)[257:262] == b"ustar"
@@ -162,7 +153,6 @@ def _has_tar_header(path: Path) -> bool:
 
 
 def _first_block(path: Path) -> bytes:
-    """The first 512 bytes of a file, decompressed if it is gzip, bzip2 or xz."""
     with open(path, "rb") as raw:
         magic = raw.read(6)
         raw.seek(0)
@@ -190,11 +180,11 @@ def _publish(temp: Path, dest: Path) -> None:
 
 
 class _OversizedHeader(Exception):
-    """An extended tar header past the limits, refused before `tarfile` reads it."""
+    """An extended tar header past the limits."""
 
 
 class _BoundedTarInfo(tarfile.TarInfo):
-    """A header that checks an extended header's declared size before `tarfile` reads it."""
+    """Checks an extended header's declared size before `tarfile` reads it."""
 
     def _proc_member(self, tar: tarfile.TarFile) -> tarfile.TarInfo:
         seen = tar.__dict__.setdefault("_modelhost_extended", [0, 0])  # [bytes, in a row]
@@ -254,8 +244,7 @@ def _extract_zip(archive: Path, root: Path, budget: _Budget) -> None:
 
 
 def _zip_entries_declared(archive: Path) -> int | None:
-    """The member count the end-of-central-directory record declares, read before `ZipFile`
-    parses the whole index into objects (about 500 bytes each, in the frontend)."""
+    """The declared member count, read before `ZipFile` parses the index into objects."""
     end_record = getattr(zipfile, "_EndRecData", None)  # zipfile's own reader, zip64 included
     if end_record is None:
         return None
@@ -265,7 +254,6 @@ def _zip_entries_declared(archive: Path) -> int | None:
 
 
 def _check_zip_index(members: list[zipfile.ZipInfo], budget: _Budget) -> None:
-    """Refuse before writing anything when the index has too many members or bytes."""
     declared_bytes = 0
     for member in members:
         budget.add_member(member.filename)
@@ -310,7 +298,7 @@ def _make_dir(target: Path | None) -> None:
 
 
 def _write(source: IO[bytes], target: Path | None, name: str, budget: _Budget) -> None:
-    """Copy in chunks, counting bytes actually written: headers may lie, the data cannot."""
+    """Count bytes actually written: headers may lie, the data cannot."""
     if target is None:
         raise _refuse(budget.archive, name, "is a file with no name")
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -321,8 +309,7 @@ def _write(source: IO[bytes], target: Path | None, name: str, budget: _Budget) -
 
 
 def _read(source: IO[bytes], name: str) -> bytes:
-    """The member's next chunk; a read its damage breaks is a malformed archive, not an I/O
-    error of this machine (writing stays one: a full disk is not the archive's fault)."""
+    """The next chunk; a failed read is a malformed archive, not this machine's I/O error."""
     try:
         return source.read(_CHUNK_BYTES)
     except _READ_ERRORS as error:
@@ -330,7 +317,6 @@ def _read(source: IO[bytes], name: str) -> bytes:
 
 
 def _refuse_declared(budget: _Budget, name: str, declared_bytes: int) -> None:
-    """Refuse before writing a member when the headers already declare too many bytes."""
     if declared_bytes > budget.max_bytes:
         raise _refuse(
             budget.archive,

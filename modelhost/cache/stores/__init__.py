@@ -1,8 +1,4 @@
-"""Where artifacts live: the configured store, and any URL that `allowed_urls` lets in.
-
-Every source is held as a normalized URL: ``file:///abs/path`` (symlinks resolved, so a link
-cannot lead outside an allowed root), ``s3://bucket/key`` or ``http(s)://host/path``.
-"""
+"""Where artifacts live: the configured store, and any URL that `allowed_urls` lets in."""
 
 from __future__ import annotations
 
@@ -25,14 +21,14 @@ REMOTE_SCHEMES = ("s3", "http", "https")
 
 @dataclass(frozen=True)
 class StoreSettings:
-    """What every store opened by the server shares: the timeout and the download slots."""
+    """What every store of the server shares."""
 
     timeout_s: float = 30.0
     max_concurrent_downloads: int = 4
 
 
 class Stores:
-    """The configured store, stores opened for other allowed URLs, and the clients they share."""
+    """The configured store, stores for other allowed URLs, and their shared clients."""
 
     def __init__(
         self,
@@ -46,7 +42,6 @@ class Stores:
         self.allowed_urls = allowed_urls or (self.default.uri + "/*",)
 
     def open(self, uri: str) -> Store:
-        """A store rooted at `uri`: s3://bucket/prefix, http(s)://host/prefix, a folder."""
         scheme = urlparse(uri).scheme
         if scheme == "s3":
             from modelhost.cache.stores.s3 import S3Store
@@ -77,17 +72,14 @@ class Stores:
         return self._clients[kind]
 
     def url_of(self, name: str) -> str:
-        """The source of a model invoked by name: its path in the configured store."""
+        """A model's URL in the configured store."""
         url = self.default.url_of(validate_name(name))
         if isinstance(self.default, LocalStore):
             self.default.inside(resolved(url), name)  # a folder link must not lead out
         return url
 
     def normalize(self, url: str) -> str:
-        """A URL given by a user in the one form kept, on which `allowed_urls` decides: a
-        remote URL as given once its decoded path has no '.' or '..' (so '%2e%2e' cannot climb
-        past an allowed prefix), a local one resolved (so no link leads out), a relative path
-        in the store."""
+        """The one form `allowed_urls` decides on: '%2e%2e' refused, local links resolved."""
         scheme = urlparse(url).scheme
         if scheme in REMOTE_SCHEMES:
             path = urlsplit(url).path.removeprefix("/")
@@ -102,7 +94,7 @@ class Stores:
         return file_uri(resolved(url))
 
     def admit(self, url: str) -> str:
-        """The normalized form of a URL given to POST /models, if `allowed_urls` admits it."""
+        """The normalized URL, if `allowed_urls` admits it."""
         normalized = self.normalize(url)
         if not any(fnmatch.fnmatchcase(normalized, p) for p in self.allowed_urls):
             raise Forbidden(
@@ -113,7 +105,6 @@ class Stores:
         return normalized
 
     def locate(self, url: str) -> tuple[Store, str]:
-        """The store and key of a normalized URL."""
         key = self.default.key_of(url)
         if key is not None:
             return self.default, key

@@ -1,12 +1,7 @@
-"""Artifacts behind plain HTTP(S): a GET per object, streamed to disk, through httpx.
+"""Artifacts behind plain HTTP(S), through httpx.
 
-Redirects are not followed: `allowed_urls` decided on the URL asked for, and a redirect could lead
-anywhere (a metadata service, another tenant's files). A key may carry a query string (a
-presigned URL's signature), sent exactly as given.
-
-An HTTP server cannot be listed, so ``load_models=ALL`` needs a store that can. The ETag, when
-the server sends one, is kept for revalidation; ``If-Match`` refuses a version other than the one
-the caller saw.
+Redirects are not followed: `allowed_urls` judged the URL asked for, and a redirect could lead to
+a metadata service or another tenant's files.
 """
 
 from __future__ import annotations
@@ -26,7 +21,7 @@ from modelhost.errors import (
 )
 from modelhost.urls import redact_url
 
-# the object's bytes as stored: a body encoded on the way (gzip) is never inflated into the cache
+# the bytes as stored: a gzip transfer encoding is never inflated into the cache
 IDENTITY = {"Accept-Encoding": "identity"}
 TRANSIENT_STATUSES = {408, 412, 425, 429, 500, 502, 503, 504}
 HEAD_REFUSED = {403, 405, 501}

@@ -19,11 +19,10 @@ from modelhost.errors import InvalidModelName, ModelNotFound
 
 
 def resolved(url: str) -> str:
-    """The absolute, resolved path of a file:// URL or a plain path.
+    """The resolved path of a file:// URL or a plain path.
 
-    A string, not a Path: names come from requests, and pathlib interns every part of a path it
-    parses, so a scan of made-up names would grow the interpreter's intern table. A name becomes
-    a Path only once the store has it."""
+    Text, not Path: pathlib interns every part it parses, so made-up names would grow the table.
+    """
     parsed = urlparse(url)
     return os.path.realpath(unquote(parsed.path) if parsed.scheme == "file" else url)
 
@@ -39,7 +38,7 @@ class LocalStore:
     def __init__(self, root: Path) -> None:
         self.root = root.resolve()
         self.uri = self.root.as_uri()
-        self._prefix = os.path.join(self.root, "")  # what every path inside starts with
+        self._prefix = os.path.join(self.root, "")
 
     def url_of(self, key: str) -> str:
         return file_uri(os.path.join(self.root, key))

@@ -1,5 +1,4 @@
-"""A store held in a dict: the fake for tests of the disk tier and of downloads, with the
-misbehaviours of real stores on request (failures a retry mends, and silence)."""
+"""A store held in a dict: the fake for tests, failing or stalling on request."""
 
 from __future__ import annotations
 
@@ -14,8 +13,6 @@ CHUNK_BYTES = 64 * 1024
 
 
 class MemoryStore(KeyedByPath):
-    """Objects held in a dict, failing or stalling on request: the stores' fake."""
-
     def __init__(self, objects: dict[str, bytes] | None = None, uri: str = "memory://store"):
         self.uri = uri
         self.objects = dict(objects or {})

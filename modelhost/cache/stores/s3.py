@@ -1,10 +1,7 @@
-"""S3 and S3-compatible stores (MinIO, moto), through boto3 and s3transfer.
+"""S3 and S3-compatible stores, through boto3 and s3transfer.
 
-Credentials, region and endpoint come from the standard AWS chain: environment variables,
-profiles, SSO, instance and container roles, and ``AWS_ENDPOINT_URL`` for S3-compatible stores.
-Large objects download as parallel ranged GETs pinned to the ETag the caller saw (s3transfer's
-``IfMatch``), so an object replaced mid-download is refused, not mixed. Retries belong to the
-disk tier, so botocore and s3transfer are told to try once.
+Ranged GETs are pinned to the ETag seen, so an object replaced mid-download is refused, not
+mixed. Retries belong to the disk tier, so botocore tries once.
 """
 
 from __future__ import annotations
@@ -117,8 +114,7 @@ class S3Store(KeyedByPath):
 
 
 class _Subscriber:
-    """Hands s3transfer the size and ETag already known (no second HEAD; IfMatch on every part)
-    and reports progress."""
+    """Hands s3transfer the known size and ETag, saving a HEAD, and reports progress."""
 
     def __init__(self, expected: ObjectInfo, progress: Progress) -> None:
         self.expected, self.progress = expected, progress
