@@ -1,10 +1,4 @@
-"""What users' handlers record through `context.metrics`: samples sent with a batch's answers,
-and the frontend's running table of them that `/metrics` renders.
-
-Series are keyed by model, metric name and the handler's dimensions; the table keeps at most
-`max_series` of them, so a handler that puts a request id in a dimension cannot grow the
-frontend without bound (the samples past the cap are counted, not kept).
-"""
+"""What users' handlers record through `context.metrics`, for `/metrics` to render."""
 
 from __future__ import annotations
 
@@ -17,34 +11,32 @@ MAX_SERIES = 1000
 
 
 class HandlerSample(msgspec.Struct, frozen=True, array_like=True):
-    """One call of `context.metrics` in a worker: which model's handler made it, and what."""
-
     model: str
     name: str
     unit: str
-    kind: str  # one of KINDS
+    kind: str
     value: float
     dimensions: tuple[tuple[str, str], ...] = ()
 
 
-SeriesKey = tuple[str, str, str, str, tuple[tuple[str, str], ...]]  # model, name, unit, kind, dims
+SeriesKey = tuple[str, str, str, str, tuple[tuple[str, str], ...]]
 
 
 @dataclass
 class Series:
-    """A series' state: a counter's total, a gauge's last value, a histogram's sum and count."""
+    """A counter's total, a gauge's last value, or a histogram's sum and count."""
 
     value: float = 0.0
     count: int = 0
 
 
 class HandlerMetrics:
-    """The frontend's table of handler series, fed with each batch's samples."""
+    """Capped, so a request id in a dimension cannot grow the frontend."""
 
     def __init__(self, max_series: int = MAX_SERIES) -> None:
         self.max_series = max_series
         self.series: dict[SeriesKey, Series] = {}
-        self.dropped = 0  # samples of series past the cap
+        self.dropped = 0
 
     def record(self, samples: tuple[HandlerSample, ...]) -> None:
         for sample in samples:
