@@ -1,15 +1,7 @@
-"""The environment a worker runs in: what the runtimes and handlers need, none of the server's
-secrets.
+"""The environment a worker runs in: what runtimes and handlers need, none of the secrets.
 
-Workers run tenants' code. They never talk to the model store (the frontend downloads) nor
-manage the server, so the management token, cloud credentials and whatever else the operator
-exported stay in the frontend. What passes: the process basics (paths, locale, time zone, temp
-folders), Python's and the runtimes' own variables (threads, CUDA), and SageMaker's container
-variables that handlers read.
-
-Workers read models from the disk tier only, so the Hugging Face libraries run offline: they
-never fetch from the hub, whatever the model's config names. The thread counts are set by the
-template (`limit_threads`), from the server's threads per worker.
+Workers run tenants' code and never talk to the store, so tokens and credentials stay in the
+frontend. Hugging Face runs offline: models come from the disk tier only.
 """
 
 from __future__ import annotations
@@ -41,7 +33,7 @@ PASSED = (
     "MKL_*",
     "KMP_*",
     "OPENBLAS_*",
-    "VECLIB_*",  # macOS Accelerate's thread count, one of config.THREAD_VARIABLES
+    "VECLIB_*",  # macOS Accelerate's thread count
     "CUDA_*",
     "NVIDIA_*",
     "SAGEMAKER_PROGRAM",
@@ -58,13 +50,12 @@ OFFLINE = {
     "HF_HUB_DISABLE_TELEMETRY": "1",
     "HF_HUB_DISABLE_PROGRESS_BARS": "1",  # a bar per load in the server's log
 }
-# one tokenizer thread per inference thread unless the user says otherwise (its name holds
-# TOKEN, which NEVER refuses): its default is a thread per core in every worker
+# its default is a thread per core in every worker; NEVER would refuse it (TOKEN)
 TOKENIZER_THREADS = "TOKENIZERS_PARALLELISM"
 
 
 def worker_environment(environ: Mapping[str, str]) -> dict[str, str]:
-    """The variables of `environ` a worker gets, and those that keep it offline."""
+    """The variables a worker gets, and those that keep it offline."""
     passed = {
         name: value
         for name, value in environ.items()

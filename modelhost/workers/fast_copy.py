@@ -1,5 +1,4 @@
-"""A worker's side of fast copies (`modelhost.cache.fast_copies`): a scikit-learn model read from
-its plain pickle instead of its artifact, or that pickle written after the artifact's load."""
+"""A worker's side of fast copies: a scikit-learn model read from or written to a plain pickle."""
 
 from __future__ import annotations
 
@@ -13,16 +12,14 @@ from modelhost.workers.handlers.oip import SpeaksOip
 from modelhost.workers.handlers.sklearn import SklearnHandler
 from modelhost.workers.messages import Load
 
-UNSHARED_SLACK_BYTES = 1 << 20  # a copy without a memo may pass the footprint by 1/4 and this
+UNSHARED_SLACK_BYTES = 1 << 20  # over a quarter past the footprint
 
 
 class TooLarge(Exception):
-    """The copy outgrew the room the frontend gave it."""
+    """The copy outgrew its room."""
 
 
 class BoundedFile:
-    """A file that refuses to be written past `room` bytes."""
-
     def __init__(self, file: Any, room: int) -> None:
         self.file, self.room = file, room
 
@@ -35,9 +32,7 @@ class BoundedFile:
 
 
 def read(request: Load) -> Handler | None:
-    """The model from the fast copy the request names, answering OIP too as `load_handler`'s
-    do; or None: there is none, or it cannot be read (a broken one is deleted), and the artifact
-    is loaded instead."""
+    """The model from its fast copy, or None to load the artifact (a broken copy is deleted)."""
     if not request.fast_copy or request.fast_copy_room:
         return None
     path = Path(request.fast_copy)
@@ -52,15 +47,11 @@ def read(request: Load) -> Handler | None:
 
 
 def write(handler: Handler, request: Load, footprint: int) -> int:
-    """Write the fast copy the request has room for, if `handler` is one of scikit-learn's just
-    loaded from its artifact (`footprint` bytes in memory); the bytes written (0: none). Written
-    aside, renamed when whole.
+    """Write a scikit-learn model's fast copy if there is room; return the bytes written.
 
-    Pickled without a memo where that stays near the footprint: the unpickler's memo holds every
-    object until the load ends, so a forest's trees keep the arrays they were rebuilt from and a
-    memoized copy loads at twice the model's size. A model whose parts are shared (a voting
-    ensemble's estimators, listed twice) or cyclic cannot be pickled so within bounds, and gets
-    the memoized copy."""
+    Without a memo where possible: the unpickler's memo holds every object until the load ends
+    (docs/decisions.md, "Fast copies are pickled without a memo"). Shared or cyclic parts need it.
+    """
     inner = handler.inner if isinstance(handler, SpeaksOip) else handler
     if not request.fast_copy_room or type(inner) is not SklearnHandler:
         return 0
@@ -73,16 +64,15 @@ def write(handler: Handler, request: Load, footprint: int) -> int:
 
 
 def _written(model: Any, aside: Path, path: Path, room: int, memo: bool) -> int:
-    """`model` pickled to `aside` within `room` bytes, then renamed to `path`: the bytes written,
-    or 0 (and no file)."""
+    """Pickle `model` within `room` bytes, renamed when whole; 0 leaves no file."""
     try:
         with aside.open("wb") as file:
             pickler = pickle.Pickler(BoundedFile(file, room), protocol=5)
-            pickler.fast = not memo  # fast: no memo (and a ValueError for a cycle)
+            pickler.fast = not memo  # a cycle raises ValueError
             pickler.dump(model)
         written = aside.stat().st_size
         aside.rename(path)
-    except Exception:  # noqa: BLE001  (no room, a full disk, a cycle, an object not picklable)
+    except Exception:  # noqa: BLE001  (no room, a full disk, a cycle, not picklable)
         aside.unlink(missing_ok=True)
         return 0
     return written

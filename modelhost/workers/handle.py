@@ -1,4 +1,4 @@
-"""The frontend's handle on one worker process, and the calls it still owes replies to."""
+"""The frontend's handle on one worker process."""
 
 from __future__ import annotations
 
@@ -10,21 +10,19 @@ from modelhost.errors import WorkerDied
 from modelhost.workers.messages import Reply
 
 Waiter = asyncio.Future[tuple[Reply, bytes]]
-CallKey = tuple["WorkerHandle", int]  # a call in flight: its worker and request id
+CallKey = tuple["WorkerHandle", int]  # worker, request id
 
 
 @dataclass(eq=False)
 class WorkerHandle:
-    """The server's side of one worker process: its socket, and the replies it still owes."""
-
     worker_id: int
     pid: int
     transport: asyncio.WriteTransport
     started_at: float
-    # request id → (reply, model, the deadlines it is in)
+    # request id → (reply, model, its deadlines)
     pending: dict[int, tuple[Waiter, str, Deadlines[CallKey]]] = field(default_factory=dict)
     alive: bool = True
-    kept_bytes: int = 0  # memory it kept with no model left, once past RECYCLE_KEPT_BYTES
+    kept_bytes: int = 0  # held with no model left, once past RECYCLE_KEPT_BYTES
 
     def fail_pending(self, reason: str) -> None:
         for request_id, (future, model, deadlines) in self.pending.items():

@@ -1,12 +1,8 @@
-"""`--refuse-pickle` in a worker: no pickle that could run code is unpickled, whatever its file is
-called, whichever handler reads it, however its folder reaches it.
+"""`--refuse-pickle` in a worker: no pickle that could run code is unpickled.
 
-Unpickling runs code only through the names a pickle imports (a class, or a function such as
-`os.system` to call), and both of Python's unpicklers raise the `pickle.find_class` audit event
-before they import one. A worker started with the option adds an audit hook, which no code can
-remove, that refuses every such import; a pickle of plain data (lists, numbers, strings) imports
-nothing and still loads. The frontend's refusal by file name (`cache/pickles.py`) answers sooner
-with a better message; this is the guarantee.
+Unpickling runs code only through the names it imports, and both unpicklers raise the
+`pickle.find_class` audit event first. An audit hook cannot be removed, so this is the
+guarantee; the frontend's refusal by file name answers sooner.
 """
 
 from __future__ import annotations
@@ -17,7 +13,7 @@ from modelhost.errors import UnsafeArtifact
 
 
 def refuse_unpickling() -> None:
-    """From now on in this process, every unpickler importing a name raises `UnsafeArtifact`."""
+    """Make every unpickler in this process that imports a name raise `UnsafeArtifact`."""
     sys.addaudithook(_refuse_imports_by_pickles)
 
 

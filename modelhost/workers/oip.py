@@ -1,6 +1,4 @@
-"""Open Inference Protocol (KServe v2) tensors, worker-side: an inference request's body (JSON, or
-a JSON header followed by binary tensor data) to typed tensors and feature rows, and outputs to
-the response body, with binary data for the outputs the client asked to get that way."""
+"""Open Inference Protocol (KServe v2) bodies to tensors and rows, and outputs back."""
 
 from __future__ import annotations
 
@@ -93,8 +91,7 @@ def decode_request(body: bytes, content_type: str) -> OipRequest:
 
 
 def rows_of(request: OipRequest) -> np.ndarray:
-    """The inputs as a 2-D float array of rows: one input of shape [n, k] (or [k], one row), or
-    several inputs of shape [n] or [n, k] side by side as columns, in the order given."""
+    """The inputs as a 2-D float array: one input of rows, or several side by side as columns."""
     if len(request.inputs) == 1:
         rows = _numbers(request.inputs[0])
         rows = rows.reshape(1, -1) if rows.ndim == 1 else rows

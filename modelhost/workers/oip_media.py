@@ -1,8 +1,5 @@
-"""How an Open Inference Protocol body crosses from the frontend to a worker and back.
+"""The media type an Open Inference Protocol body crosses to a worker under, undecoded.
 
-The frontend never decodes an OIP body: it labels it with this media type, carrying the length
-of the JSON header when the body has binary tensor data after it (the
-`Inference-Header-Content-Length` of the binary tensor data extension). A worker answers in kind.
 No numpy here: the frontend imports this module.
 """
 
@@ -10,12 +7,12 @@ from __future__ import annotations
 
 OIP_MEDIA_TYPE = "application/vnd.modelhost.oip"
 HEADER_LENGTH = "header-length"
-MODEL_NAME_PARAM = "oip_model_name"  # Invocation params the frontend sets for the reply header
+MODEL_NAME_PARAM = "oip_model_name"  # for the reply header
 MODEL_VERSION_PARAM = "oip_model_version"
 
 
 def oip_media_type(header_length: int | None = None) -> str:
-    """The media type of an OIP body, with its JSON header's length when binary data follows."""
+    """The media type, with the JSON header's length when binary data follows."""
     return (
         OIP_MEDIA_TYPE
         if header_length is None
@@ -28,7 +25,7 @@ def is_oip(content_type: str) -> bool:
 
 
 def header_length_of(content_type: str) -> int | None:
-    """The `header-length` parameter of an OIP media type, or None when the body is all JSON."""
+    """The `header-length` parameter, or None when the body is all JSON."""
     for parameter in content_type.split(";")[1:]:
         key, _, value = parameter.partition("=")
         if key.strip().lower() == HEADER_LENGTH:

@@ -1,12 +1,8 @@
 """The frontend's side of the worker pool: start workers, send them requests, notice when they die.
 
-Requests carry an id and wait on a future keyed by it, so many can be in flight per worker. A
-worker whose connection drops fails exactly its in-flight futures with `WorkerDied` and is replaced
-at once (with backoff if it keeps dying young). Every call has a deadline (loads and unloads
-`load_timeout_s`, batches `infer_timeout_s`): a worker that misses one is killed, which fails its
-other calls and replaces it. The template that forks workers is supervised: when it dies it is
-started again (with backoff) and the pool topped up to its size. A worker whose last model's unload
-finds it holding memory nothing explains is recycled once idle: replaced as if it had died.
+A dropped connection fails exactly that worker's in-flight futures, and the worker is replaced.
+A call past its deadline kills its worker. The module is near the size limit because spawning,
+supervising and calling all share the table of workers and their pending calls.
 """
 
 from __future__ import annotations
@@ -47,7 +43,7 @@ logger = logging.getLogger("modelhost.workers")
 
 WORKER_START_TIMEOUT_S = 60.0
 YOUNG_DEATH_S = 5.0
-# a worker keeping this much past its models' footprints is replaced once idle (security.md)
+# kept past its models' footprints, a worker is replaced once idle (security.md)
 RECYCLE_KEPT_BYTES = 64 * 2**20
 MAX_BACKOFF_S = 10.0
 
@@ -56,9 +52,6 @@ LostCallback = Callable[[WorkerHandle], None]
 
 
 class WorkerPool:
-    """Owns the worker processes: forks them from the template, replaces the dead, and matches
-    replies to requests by id."""
-
     def __init__(
         self,
         size: int,
@@ -72,11 +65,11 @@ class WorkerPool:
         refuse_pickle: bool = False,
     ) -> None:
         self.size = size
-        self.refuse_pickle = refuse_pickle  # workers/no_pickle.py
+        self.refuse_pickle = refuse_pickle
         self.load_timeout_s, self.infer_timeout_s = load_timeout_s, infer_timeout_s
-        self.environment = environment  # the workers' (and template's); None: the frontend's
+        self.environment = environment  # None: the frontend's
         self.threads = threads
-        self.preload_runtimes = preload_runtimes  # optional runtimes the template imports
+        self.preload_runtimes = preload_runtimes
         self.socket_path = str(run_dir / "workers.sock")
         self.events = events
         self.workers: dict[int, WorkerHandle] = {}
@@ -87,10 +80,10 @@ class WorkerPool:
         self._waiting: dict[int, asyncio.Future[WorkerHandle]] = {}
         self._deaths: dict[int, int] = {}
         self._server: asyncio.AbstractServer | None = None
-        # the replacement tasks under way: a task nobody holds may be collected
+        # a task nobody holds may be collected
         self._replacements: set[asyncio.Future[None]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
-        # one timer per kind of call, not one per call (`Deadlines`)
+        # one timer per kind of call, not one per call
         self._deadlines: dict[type[Request], Deadlines[CallKey]] = {
             kind: Deadlines(timeout_s, functools.partial(self._missed, kind))
             for kind, timeout_s in (
@@ -104,9 +97,7 @@ class WorkerPool:
         self._closing = False
 
     def attach(self, on_lost: LostCallback, on_joined: Callable[[], None]) -> None:
-        """Tell `on_lost` of each worker that dies (before it is replaced), and `on_joined` when
-        a worker is ready. Called once by the composition root, when the host exists: the pool
-        starts first, to measure the baseline."""
+        """Set the callbacks once the host exists (the pool starts first, for the baseline)."""
         self._on_lost, self._on_joined = on_lost, on_joined
 
     async def startup(self) -> None:
@@ -137,7 +128,7 @@ class WorkerPool:
             raise ModelhostError("the worker template process failed to start; see the log above")
 
     async def _supervise_template(self) -> None:
-        """Start the template again whenever it dies, then top the pool up to its size."""
+        """Restart the template whenever it dies, then top the pool up."""
         failures = 0
         while not self._closing:
             assert self._template is not None
@@ -150,7 +141,7 @@ class WorkerPool:
                 await self._start_template()
                 await self._top_up()
                 failures = 0
-            except (ModelhostError, OSError, asyncio.TimeoutError) as error:  # Unavailable too
+            except (ModelhostError, OSError, asyncio.TimeoutError) as error:
                 failures += 1
                 logger.error("restarting the worker template failed: %s", error)
 
@@ -159,7 +150,6 @@ class WorkerPool:
         await asyncio.gather(*(self._spawn() for _ in range(missing)))
 
     def health(self) -> tuple[int, int]:
-        """Workers running, and the pool's size."""
         return len(self.workers), self.size
 
     def pids(self) -> list[int]:
@@ -171,7 +161,7 @@ class WorkerPool:
         assert template is not None and template.stdin is not None
         worker_id = next(self._worker_ids)
         if template.returncode is not None or template.stdin.is_closing():
-            # it died and its successor is not started yet: the supervisor tops the pool up
+            # the supervisor tops the pool up once a successor starts
             raise Unavailable(f"the worker template has exited before forking worker {worker_id}")
         waiter: asyncio.Future[WorkerHandle] = asyncio.get_running_loop().create_future()
         self._waiting[worker_id] = waiter
@@ -196,7 +186,7 @@ class WorkerPool:
 
     @staticmethod
     async def _order(stdin: asyncio.StreamWriter, worker_id: int) -> None:
-        """Ask the template for a worker; a pipe closed under us is a template gone."""
+        """Ask the template for a worker."""
         try:
             stdin.write(f"{worker_id}\n".encode())
             await stdin.drain()
@@ -206,7 +196,6 @@ class WorkerPool:
             ) from error
 
     def _hello(self, frame: Frame, transport: asyncio.WriteTransport) -> WorkerHandle:
-        """A worker connected: it is ready to take calls."""
         hello = decode_reply(frame.header)
         if not isinstance(hello, Hello):
             raise ConnectionError(f"a worker's first frame was {hello!r}, not a hello")
@@ -219,7 +208,7 @@ class WorkerPool:
         return worker
 
     def _reply(self, worker: WorkerHandle, frame: Frame) -> None:
-        """A reply came: its call's future gets it, unless the call is over (deadline)."""
+        """Give a reply to its call's future, unless the call is over."""
         entry = worker.pending.pop(frame.request_id, None)
         if entry is None:
             return
@@ -231,22 +220,19 @@ class WorkerPool:
         if isinstance(reply, Unloaded) and reply.kept >= RECYCLE_KEPT_BYTES:
             worker.kept_bytes = reply.kept
         elif isinstance(reply, Loaded):
-            worker.kept_bytes = 0  # it holds a model again: keep it
+            worker.kept_bytes = 0  # it holds a model again
         if worker.kept_bytes and not worker.pending:
-            # after its caller has taken the reply: to the host it is a worker lost
+            # after its caller has taken the reply
             asyncio.get_running_loop().call_soon(self._recycle, worker)
 
     def _recycle(self, worker: WorkerHandle) -> None:
-        """Replace an idle worker holding memory its models do not explain: only a fresh fork
-        of the template gives a handler's or a library's leftovers back."""
+        """Replace an idle worker holding unexplained memory: only a fresh fork gives it back."""
         if worker.alive and not worker.pending:
-            worker.transport.close()  # nothing more is sent to it; `_disconnected` follows
-            self.kill(worker)  # it would exit on the end of its socket, but surely now
+            worker.transport.close()  # `_disconnected` follows
+            self.kill(worker)  # surely now, not at the end of its socket
 
     def _disconnected(self, worker: WorkerHandle) -> None:
-        """Its connection dropped: the worker is gone at once, in this callback (its calls
-        fail, the host forgets its copies), so nothing can be sent to it in between; its
-        replacement follows in a task."""
+        """Drop the worker within this callback, so nothing is sent to it in between."""
         if not worker.alive:
             return
         worker.alive = False
@@ -280,18 +266,17 @@ class WorkerPool:
             return
         try:
             replacement = await self._spawn()
-        except (OSError, Unavailable) as error:  # the template is down: its supervisor
+        except (OSError, Unavailable) as error:  # the supervisor restarts the template
             logger.warning(
                 "replacing worker %d waits for the template: %s", worker.worker_id, error
             )
-            return  # restarts it and tops the pool up
+            return
         self._deaths[replacement.worker_id] = deaths
 
     def send(
         self, worker: WorkerHandle, request: Request, payload: bytes = b"", model: str = ""
     ) -> Waiter:
-        """Send one request to one worker; the future gets its reply (a `Failed` one too) and
-        payload. For a caller that must not wait in a task of its own (a batch); others `call`."""
+        """Send one request; the future gets its reply and payload (for callers without a task)."""
         if not worker.alive or worker.transport.is_closing():
             raise gone(worker)
         request_id = next(self._request_ids)
@@ -304,8 +289,7 @@ class WorkerPool:
         except (RuntimeError, ConnectionError) as error:  # closed before its reader saw the end
             worker.pending.pop(request_id, None)
             raise gone(worker) from error
-        # the deadline is the call's own, not its caller's wait: a caller that gives up (its
-        # request timed out) must not leave a hung worker in place
+        # the call's own deadline: a caller that gives up must not leave a hung worker
         deadlines.add((worker, request_id))
         return future
 
@@ -317,17 +301,15 @@ class WorkerPool:
         payload: bytes = b"",
         model: str = "",
     ) -> tuple[ReplyT, bytes]:
-        """Send one request to one worker and wait for its reply (of type `expect`) and payload;
-        a failure comes back as the exception it was."""
+        """Send one request and await its reply of type `expect`, or its failure raised."""
         reply, body = await self.send(worker, request, payload, model)
         return checked(reply, expect, worker), body
 
     def _missed(self, kind: type[Request], key: CallKey) -> None:
-        """A call past its deadline: `DeadlineExceeded`, and its worker killed (it may hold a
-        thread forever); also when its caller has gone."""
+        """Fail a call past its deadline and kill its worker, which may hang for ever."""
         worker, request_id = key
         entry = worker.pending.pop(request_id, None)
-        if entry is None:  # answered, or failed with its worker
+        if entry is None:
             return
         future, model, deadlines = entry
         if not future.done():
@@ -335,7 +317,7 @@ class WorkerPool:
         self.kill(worker)
 
     def kill(self, worker: WorkerHandle) -> None:
-        """SIGKILL a worker; its dropped connection fails its calls and replaces it."""
+        """SIGKILL a worker; its dropped connection does the rest."""
         if worker.pid <= 0:  # not a process: 0 would name our own process group
             return
         with contextlib.suppress(ProcessLookupError):
@@ -361,9 +343,7 @@ class WorkerPool:
 
 
 class WorkerConnection(asyncio.Protocol):
-    """The frontend's end of one worker's socket: frames are cut from each read as it arrives
-    and handed to the pool (the first is the worker's hello, the rest replies), with no task
-    or stream reader between the socket and the waiting call."""
+    """The frontend's end of one worker's socket, with no task between it and the call."""
 
     def __init__(self, pool: WorkerPool) -> None:
         self.pool = pool
@@ -382,7 +362,7 @@ class WorkerConnection(asyncio.Protocol):
                     self.worker = self.pool._hello(frame, self.transport)
                 else:
                     self.pool._reply(self.worker, frame)
-        except (ConnectionError, ValueError) as error:  # not a worker of ours, or a broken one
+        except (ConnectionError, ValueError) as error:  # not a worker of ours
             logger.error("dropping a worker connection: %s", error)
             self.transport.close()
 

@@ -1,4 +1,4 @@
-"""A worker's reply as its caller gets it: the reply expected, or the error it stands for."""
+"""A worker's reply as its caller gets it, or the error it stands for."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def gone(worker: WorkerHandle) -> WorkerDied:
 
 
 def missed(worker: WorkerHandle, kind: type[Request], model: str, timeout_s: float) -> Exception:
-    """The error of a call past its deadline (built only when one is: not on every call)."""
+    """The error of a call past its deadline."""
     if kind is Infer:
         what, setting = "a batch", "default-response-timeout-s"
     else:

@@ -1,16 +1,8 @@
-"""The template process: imports the runtimes once, then forks a worker per request.
+"""The template process: imports the runtimes once, then forks a worker per id on stdin.
 
-Started by the frontend as
-``python -m modelhost.workers.template SOCKET THREADS RUNTIMES [refuse-pickle]`` (RUNTIMES: the
-optional runtimes to import too, comma-separated; `refuse-pickle`: workers/no_pickle.py). It
-reads one worker id per line on stdin and forks a worker that connects back to SOCKET. Forking a
-process that has already imported numpy and scikit-learn makes a worker ready in milliseconds,
-and the library pages stay shared between workers (counted once in PSS). It exits when stdin
-closes.
-
-The template and its workers ignore SIGTERM and SIGINT: a signal sent to the whole process group
-(systemd, ``docker stop`` through an init) must not stop them before the frontend has drained
-its requests; the frontend stops them after the drain by closing their connections.
+``python -m modelhost.workers.template SOCKET THREADS RUNTIMES [refuse-pickle]``. Forking after
+the imports makes workers start fast and share the library pages. SIGTERM and SIGINT are
+ignored so a signal to the process group cannot stop workers before the frontend drains.
 """
 
 from __future__ import annotations
@@ -27,7 +19,7 @@ from modelhost.config import THREAD_VARIABLES
 
 
 def limit_threads(threads: int) -> None:
-    """Set the runtimes' thread counts the user has not set; must run before they are imported."""
+    """Set the runtimes' thread counts the user has not; before they are imported."""
     for variable in THREAD_VARIABLES:
         if not os.environ.get(variable):
             os.environ[variable] = str(threads)
@@ -39,18 +31,18 @@ def import_runtimes(optional: list[str]) -> None:
     for module in RUNTIME_MODULES:
         importlib.import_module(module)
     for module in optional:
-        # absent or broken: the handler that needs it says so, naming the extra, at load time
+        # the handler that needs it names the missing extra at load time
         with contextlib.suppress(Exception):
             importlib.import_module(module)
     import modelhost.workers.worker  # noqa: F401  (shared by every worker)
 
 
 def write_rehearsal_models(folder: Path) -> list[Path]:
-    """Two tiny scikit-learn models, written once by the template: each new worker loads,
-    answers and unloads them through its serving path before it says hello, so the template's
-    pages that serving writes to (reference counts, caches) are copied then, and the threads'
-    malloc arenas made, while the idle baseline is still being measured (else they move into it
-    while the first models load, and the budget's room shrinks under them)."""
+    """Two tiny models each new worker serves before it says hello.
+
+    Serving copies the template's pages and makes the malloc arenas while the idle baseline is
+    measured, not while the first models load.
+    """
     import joblib
     import numpy as np
     from sklearn.ensemble import RandomForestClassifier
@@ -70,7 +62,7 @@ def fork_worker(
     if os.fork() != 0:
         return
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the frontend decides when workers stop
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the frontend stops workers
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     code = 0
     try:
@@ -78,7 +70,7 @@ def fork_worker(
         from modelhost.workers.worker import run
 
         run(socket_path, worker_id, threads, rehearsal, refuse_pickle)
-    except BaseException:  # noqa: BLE001  (a worker must never return into the template's loop)
+    except BaseException:  # noqa: BLE001  (never return into the template's loop)
         code = 1
     finally:
         os._exit(code)
@@ -101,7 +93,7 @@ def main() -> None:
     import_runtimes(optional)
     rehearsal = write_rehearsal_models(Path(socket_path).parent)
     gc.collect()
-    gc.freeze()  # keep the collector from touching, and so copying, the template's objects
+    gc.freeze()  # the collector would touch, and so copy, the template's pages
     print("ready", flush=True)
     main_loop(socket_path, threads, rehearsal, refuse_pickle)
 

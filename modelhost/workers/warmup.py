@@ -1,4 +1,4 @@
-"""Warm-up: the sample bodies a model's manifest names, run after loading; all must succeed."""
+"""Warm-up: the manifest's sample bodies, run after loading; all must succeed."""
 
 from __future__ import annotations
 
@@ -13,8 +13,7 @@ CONTENT_TYPES = {".json": JSON, ".csv": CSV, ".npy": NPY}
 
 
 def warm_up(handler: Handler, model_name: str, root: Path, samples: Sequence[str]) -> None:
-    """Answer each sample (its type from its extension; JSON otherwise); raise on the first
-    failure, having closed the handler, so a model that fails its warm-up is never loaded."""
+    """Answer each sample; on a failure close the handler and raise."""
     for sample in samples:
         try:
             handler.infer(_request(root, sample))

@@ -1,9 +1,7 @@
-"""Frames between the frontend and its workers: a request id, a small header, then raw payload.
+"""Frames between the frontend and its workers: ``!QII``, a MessagePack header, raw payload.
 
-A frame is ``!QII`` (request id, header length, payload length), the header (a message of
-`workers.messages`, as MessagePack), then the payload. Request bodies and replies travel as
-payload, so neither side re-encodes them. The header is capped on both sides: the sender refuses
-to write a frame the reader would take for a broken peer.
+Bodies travel as payload, so neither side re-encodes them. The sender refuses a header over
+the cap the reader enforces.
 """
 
 from __future__ import annotations
@@ -21,15 +19,12 @@ MAX_HEADER_BYTES = 1 << 20
 
 @dataclass
 class Frame:
-    """One message on the socket: the request it answers (0: none), a msgpack header, raw bytes."""
-
-    request_id: int
+    request_id: int  # 0: none
     header: bytes
     payload: bytes = field(default=b"")
 
 
 def encode(frame: Frame) -> bytes:
-    """The frame's bytes; refused when its header is over the cap the reader enforces."""
     if len(frame.header) > MAX_HEADER_BYTES:
         raise HeaderTooLarge(
             f"the request's headers and parameters take {len(frame.header)} bytes on the way "
@@ -52,18 +47,16 @@ def _lengths(data: bytes | bytearray, offset: int = 0) -> tuple[int, int, int]:
 
 
 class FrameBuffer:
-    """Frames cut out of a byte stream however it arrives: in pieces, or several in one chunk.
+    """Frames cut out of a byte stream however it arrives; no I/O of its own.
 
-    No I/O of its own: the pool's protocol feeds it what each read brought, the worker's
-    blocking reader what each `recv` brought. A chunk holding whole frames (the usual case) is
-    cut without being copied into the buffer first.
+    A chunk of whole frames, the usual case, is cut without a copy.
     """
 
     def __init__(self) -> None:
         self._buffer = bytearray()
 
     def feed(self, data: bytes) -> list[Frame]:
-        """The frames `data` completes; raises `ConnectionError` for a peer that is not ours."""
+        """The frames `data` completes; `ConnectionError` for a peer that is not ours."""
         if self._buffer:
             self._buffer += data
             data = bytes(self._buffer)
@@ -72,7 +65,7 @@ class FrameBuffer:
         return frames
 
     def missing(self) -> int:
-        """Bytes still to come before the next frame is whole (its prefix, at least)."""
+        """Bytes still to come before the next frame is whole."""
         if len(self._buffer) < PREFIX.size:
             return PREFIX.size - len(self._buffer)
         _, header_len, payload_len = _lengths(self._buffer)
@@ -80,7 +73,7 @@ class FrameBuffer:
 
 
 def _cut(data: bytes) -> tuple[list[Frame], int]:
-    """The whole frames at the start of `data`, and where the first incomplete one starts."""
+    """The whole frames at the start of `data`, and where the rest starts."""
     frames: list[Frame] = []
     start, size = 0, len(data)
     while size - start >= PREFIX.size:
@@ -96,8 +89,7 @@ def _cut(data: bytes) -> tuple[list[Frame], int]:
 
 
 class FrameReader:
-    """Blocking reads of frames from a socket, with as few `recv` calls as the data allows:
-    one per frame when it arrives whole, which is the usual case for requests."""
+    """Blocking reads of frames, one `recv` per frame when it arrives whole."""
 
     RECV_BYTES = 1 << 16
 
@@ -107,7 +99,6 @@ class FrameReader:
         self.ready: collections.deque[Frame] = collections.deque()
 
     def read(self) -> Frame:
-        """The next frame; raises `EOFError` when the peer has gone."""
         while not self.ready:
             chunk = self.sock.recv(max(self.RECV_BYTES, self.frames.missing()))
             if not chunk:
