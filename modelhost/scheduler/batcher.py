@@ -1,12 +1,6 @@
 """A model's bounded queue of waiting requests, and the rule that cuts batches out of it.
 
-Pure bookkeeping with an injected clock, so its properties are tested directly: a batch never
-holds more than `max_batch_size` jobs, jobs leave in the order they came, each leaves once, and
-a job waits for company at most `max_batch_delay_s` once a worker is free to take it.
-
-With no delay (the default) a free worker takes whatever is waiting at once: under light load
-every request goes alone and pays nothing; under heavy load requests pile up while the worker is
-busy and the next batch takes them together, so batching grows exactly when it pays.
+With no delay a free worker takes whatever waits, so batches grow only under load.
 """
 
 from __future__ import annotations
@@ -25,18 +19,16 @@ T = TypeVar("T")
 
 @dataclass(eq=False)
 class Job(Generic[T]):
-    """One request waiting for its answer; `future` is resolved exactly once."""
+    """One request; `future` is resolved exactly once."""
 
     request: T
     future: asyncio.Future[Any]
     enqueued_at: float
     dispatched_at: float = field(default=0.0)
-    solo: bool = False  # in a batch of its own (a retry: if it kills a worker, it alone did)
+    solo: bool = False  # a retry goes alone: if it kills a worker, it alone did
 
 
 class BatchQueue(Generic[T]):
-    """One model's waiting jobs, bounded by `capacity`; cuts them into batches by size and delay."""
-
     def __init__(
         self,
         model: str,
@@ -56,7 +48,6 @@ class BatchQueue(Generic[T]):
         return len(self._jobs)
 
     def put(self, job: Job[T]) -> None:
-        """Queue a job, or raise `Overloaded` when `capacity` jobs already wait."""
         if len(self._jobs) >= self.capacity:
             raise QueueFull(
                 f"model {self.model} has {len(self._jobs)} requests queued, the limit "
@@ -66,21 +57,19 @@ class BatchQueue(Generic[T]):
         self._jobs.append(job)
 
     def discard(self, job: Job[T]) -> None:
-        """Take out a job answered while it waited (its deadline passed)."""
-        with contextlib.suppress(ValueError):  # already taken into a batch
+        """Take out a job whose deadline passed while it waited."""
+        with contextlib.suppress(ValueError):  # already in a batch
             self._jobs.remove(job)
 
     def due_at(self) -> float | None:
-        """When the oldest job has waited long enough to go in a partial batch."""
         return self._jobs[0].enqueued_at + self.max_batch_delay_s if self._jobs else None
 
     def ready(self) -> bool:
-        """Whether a free worker should take a batch now."""
         due = self.due_at()
         return due is not None and (len(self._jobs) >= self.max_batch_size or self.clock() >= due)
 
     def take(self) -> list[Job[T]]:
-        """The oldest waiting jobs, at most `max_batch_size`, in order; a solo job alone."""
+        """A solo job goes alone."""
         now = self.clock()
         batch: list[Job[T]] = []
         while self._jobs and len(batch) < self.max_batch_size:

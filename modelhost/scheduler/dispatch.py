@@ -1,10 +1,6 @@
 """The dispatcher of one model: its queue fed, a batch at a time, to the workers that hold it.
 
-Each worker holding the model is a replica with a few slots (batches it may run at once: its
-inference threads). Whenever the queue is ready (see `BatchQueue.ready`) and a replica has a free
-slot, the least busy such replica takes the next batch; when a batch ends, the queue is looked at
-again. When requests are ready but every slot is taken, `on_pressure` tells the host, which may
-load the model into one more worker, if `busy_share` says the model alone keeps its workers busy.
+Full slots call `on_pressure`, and the host may add a copy.
 """
 
 from __future__ import annotations
@@ -21,26 +17,24 @@ from modelhost.errors import ModelhostError
 from modelhost.scheduler.batcher import BatchQueue, Job
 from modelhost.workers.handle import WorkerHandle
 
-# told once when a batch is over: the seconds its worker spent on it, or the error that ended it
-Ended = Callable[[float, BaseException | None], None]
-# sends a batch to a worker and returns at once; its jobs are answered, then `Ended` told, later
-# (never within the call): no task per batch, its creation, registration and first loop turn
+Ended = Callable[[float, BaseException | None], None]  # the worker's seconds, or the error
+# calls `Ended` later, never within: no task per batch
 Start = Callable[[WorkerHandle, list[Job[Any]], Ended], None]
-BUSY_WINDOW_S = 1.0  # how far back busy_share looks
-PRESSURE_RECHECK_S = 0.1  # while requests wait for a slot, how often on_pressure hears again
+BUSY_WINDOW_S = 1.0
+PRESSURE_RECHECK_S = 0.1
 
 logger = logging.getLogger("modelhost.scheduler")
 
 
 @dataclass(eq=False)
 class Replica:
-    """A worker holding a copy of the model: its slots, how many are busy, whether it drains."""
+    """A worker holding a copy."""
 
     worker: WorkerHandle
     slots: int
     busy: int = 0
-    draining: bool = False  # being scaled in: finishes its batches, takes no new ones
-    drained: asyncio.Future[None] | None = None  # resolved when a draining replica goes idle
+    draining: bool = False  # being scaled in: takes no new batches
+    drained: asyncio.Future[None] | None = None
 
     @property
     def free(self) -> bool:
@@ -48,8 +42,7 @@ class Replica:
 
 
 class Dispatcher:
-    """Owns one model's replicas: hands its queue's batches to free ones, and says when requests
-    wait for lack of them (`on_pressure`)."""
+    """Owns one model's replicas."""
 
     def __init__(
         self,
@@ -63,20 +56,18 @@ class Dispatcher:
         self.on_pressure = on_pressure
         self.slots_per_worker = slots_per_worker
         self.replicas: dict[int, Replica] = {}
-        self.pressed_at = queue.clock()  # when requests last waited for a free slot
-        # the next look at the queue, and when (uvloop's handle of a call less than a
-        # millisecond ahead is a plain Handle, which does not say when)
+        self.pressed_at = queue.clock()  # when requests last waited for a slot
+        # uvloop's handle of a call under a millisecond ahead has no `when`
         self._timer: asyncio.Handle | None = None
         self._timer_at = 0.0
         self._created_at = queue.clock()
-        self._batches: deque[tuple[float, float]] = deque()  # (ended at, seconds) in the window
-        self._busy_s = 0.0  # the sum of the window's batch seconds
+        self._batches: deque[tuple[float, float]] = deque()  # (ended at, seconds)
+        self._busy_s = 0.0
         self._running_since: dict[int, tuple[float, WorkerHandle]] = {}  # by id of the batch
-        self._loop: asyncio.AbstractEventLoop | None = None  # see `loop`
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def busy_share(self) -> float:
-        """Worker-seconds spent on this model per second and replica over the last window:
-        near 1.0 when it keeps each of its workers busy on its own."""
+        """Worker-seconds per second and replica, lately."""
         now = self.queue.clock()
         while self._batches and self._batches[0][0] < now - BUSY_WINDOW_S:
             self._busy_s -= self._batches.popleft()[1]
@@ -91,20 +82,18 @@ class Dispatcher:
         return (self._busy_s + running_s) / (window_s * len(self.replicas))
 
     def _worker_only_ours(self, worker: WorkerHandle) -> bool:
-        """Nothing of another model in flight there: a batch still running is this model's
-        work, not a wait behind another model's load or batch."""
+        """Waiting behind another model is not busy."""
         return all(entry[1] == self.queue.model for entry in worker.pending.values())
 
     def add(self, worker: WorkerHandle, slots: int | None = None) -> None:
-        """A worker now holds the model: it runs up to `slots` batches of it at once."""
         self.replicas[worker.worker_id] = Replica(worker, slots or self.slots_per_worker)
         self.pump()
 
     async def drain(self, replica: Replica) -> None:
-        """Give `replica` no more batches and return once those it runs have ended."""
+        """Return once its batches have ended."""
         replica.draining = True
         if replica.busy:
-            if replica.drained is None:  # a second drain waits on the same future
+            if replica.drained is None:
                 replica.drained = self.loop.create_future()
             await asyncio.shield(replica.drained)
 
@@ -112,7 +101,6 @@ class Dispatcher:
         self.replicas.pop(worker_id, None)
 
     def fail_waiting(self, error: Exception) -> None:
-        """Answer every job still in the queue with `error` (the model has gone)."""
         for job in self.queue.take_all():
             if not job.future.done():
                 job.future.set_exception(error)
@@ -122,17 +110,15 @@ class Dispatcher:
         self.pump()
 
     def pump(self) -> None:
-        """Start a batch on each free replica while the queue is ready."""
         while self.queue.ready():
             replica = self._least_busy_free()
             if replica is None:
                 self.pressed_at = self.queue.clock()
                 self.on_pressure()
-                # again in a while: the busy share the host read may have been read too early
-                # (the batch ahead had just begun), and a worker may have joined since
+                # the busy share may have been read too early
                 self._look_again_in(PRESSURE_RECHECK_S)
                 return
-            batch = [job for job in self.queue.take() if not job.future.done()]  # not expired
+            batch = [job for job in self.queue.take() if not job.future.done()]
             if batch:
                 self._start(replica, batch)
         self._wake_when_due()
@@ -147,19 +133,19 @@ class Dispatcher:
         ended = functools.partial(self._ended, replica, batch)
         try:
             self.start(replica.worker, batch, ended)
-        except Exception as error:  # not sent (its worker had died): the batch's answer, soon
+        except Exception as error:  # its worker had died: answer the batch, soon
             self.loop.call_soon(ended, 0.0, error)
 
     def _ended(
         self, replica: Replica, batch: list[Job[Any]], worked_s: float, error: BaseException | None
     ) -> None:
-        if error is not None:  # the batch's answer: its worker died or refused it
+        if error is not None:
             if not isinstance(error, ModelhostError):  # a defect of ours: a 500 each, not a hang
                 logger.error("a batch of model %s failed", self.queue.model, exc_info=error)
             for job in batch:
                 if not job.future.done():
                     job.future.set_exception(error)
-        # the worker's own time: a batch that waited behind a load there is not a busy model
+        # the worker's own time, not a wait behind a load there
         del self._running_since[id(batch)]
         self._batches.append((self.queue.clock(), worked_s))
         self._busy_s += worked_s
@@ -170,20 +156,17 @@ class Dispatcher:
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
-        """The running event loop, kept: CPython 3.11 asks the kernel for the pid on each
-        `asyncio.get_running_loop()`, and the invoke path wants it for every request."""
+        """Kept: CPython 3.11's `get_running_loop()` asks the kernel for the pid each time."""
         if self._loop is None:
             self._loop = asyncio.get_running_loop()
         return self._loop
 
     def _wake_when_due(self) -> None:
-        """Look again when the oldest job has waited `max_batch_delay_s` for company."""
         due = self.queue.due_at()
         if due is not None:
             self._look_again_in(max(0.0, due - self.queue.clock()))
 
     def _look_again_in(self, delay_s: float) -> None:
-        """Pump again after `delay_s`, unless a look is due sooner already."""
         at = self.loop.time() + delay_s
         if self._timer is not None:
             if self._timer_at <= at:

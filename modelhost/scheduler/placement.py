@@ -10,7 +10,7 @@ from modelhost.workers.handle import WorkerHandle
 
 
 def least_loaded(workers: Iterable[WorkerHandle], memory: MemoryTier) -> WorkerHandle:
-    """The live worker holding the fewest bytes of models (ties: fewest calls in flight)."""
+    """Fewest bytes held, then fewest calls in flight."""
     held: dict[int, int] = {}
     for resident in memory:
         for worker_id in resident.workers:
