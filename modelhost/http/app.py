@@ -1,5 +1,4 @@
-"""The ASGI application: routes bound to a ModelHost, errors translated in one place, and, when an
-observer is given, the observability routes and the middleware that measures every request."""
+"""The ASGI application: routes bound to a ModelHost, errors translated in one place."""
 
 from __future__ import annotations
 
@@ -60,11 +59,11 @@ def build_app(routes: SageMakerRoutes, observer: Observer | None = None) -> Invo
             Exception: unhandled.framework_handler,
         },
     )
-    # invocations first, answered whole by their endpoint (last resort and instance header too)
+    # invocations first, answered whole by their endpoint
     return InvocationFastPath(InstanceHeader(LastResort(app, unhandled), instance), invocations)
 
 
-# the calls that change what is served; invocations and reads are open to pages (security.md)
+# the calls that change what is served (docs/security.md)
 MANAGEMENT_CALLS = frozenset(
     {
         ("POST", "/models"),
@@ -85,6 +84,6 @@ def management_routes(served: list[Route]) -> list[Route]:
 
 
 def observe_middleware(observer: Observer, served: list[Route]) -> list[Middleware]:
-    """Invocations the framework routes (OIP's infer) are observed from their responses."""
+    """The observing middleware; OIP's invocations are observed from their responses."""
     infer_routes = frozenset(r.path for r in served if r.path.endswith("/infer"))
     return [Middleware(ObserveMiddleware, observer=observer, invocation_routes=infer_routes)]

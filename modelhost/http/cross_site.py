@@ -1,11 +1,8 @@
 """Refuse calls that change the server's state when a web page of another origin sent them.
 
-A page in a browser on this machine can send a "simple" request (POST with `text/plain`, a form's
-content type, or none) to 127.0.0.1 with no preflight, so the loopback trust of management calls
-would extend to any site the user visits. Browsers name the page in `Origin` and say how it
-relates to the target in `Sec-Fetch-Site`; clients that are not browsers (curl, the SDKs) send
-neither. A guarded call is refused with 403 when either names another origin, and with 415 when
-it carries a body that is not JSON, which no simple request can then smuggle in.
+A page can send a "simple" request to 127.0.0.1 with no preflight, so loopback trust would
+extend to any site the user visits. Browsers name the page in `Origin` and `Sec-Fetch-Site`.
+A body that is not JSON is refused too, as no simple request can send JSON.
 """
 
 from __future__ import annotations
@@ -22,12 +19,12 @@ from modelhost.http.errors import error_response
 from modelhost.names import echo
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-OWN_SITES = frozenset({"same-origin", "none"})  # `none`: typed in the address bar, a bookmark
+OWN_SITES = frozenset({"same-origin", "none"})  # `none`: the address bar, a bookmark
 DEFAULT_PORTS = {"http": "80", "https": "443", "ws": "80", "wss": "443"}
 
 
 class CrossSiteGuard:
-    """ASGI middleware: the `routes` given are checked, every other request passes untouched."""
+    """ASGI middleware checking the `routes` given."""
 
     def __init__(self, app: ASGIApp, routes: Sequence[BaseRoute]) -> None:
         self.app = app
@@ -46,12 +43,12 @@ class CrossSiteGuard:
 
 
 def state_changing(routes: Iterable[Route]) -> list[Route]:
-    """The routes taking a method other than a read's (a management app's are all guarded)."""
+    """The routes taking a method other than a read's."""
     return [route for route in routes if set(route.methods or ()) - SAFE_METHODS]
 
 
 def refusal(headers: Headers) -> tuple[int, str] | None:
-    """The status and reason to refuse a guarded call with, or None to let it through."""
+    """The status and reason to refuse a guarded call with, if any."""
     site = headers.get("sec-fetch-site")
     if site is not None and site.lower() not in OWN_SITES:
         return 403, f"the browser says it is {echo(site)} (Sec-Fetch-Site)"
@@ -65,7 +62,7 @@ def refusal(headers: Headers) -> tuple[int, str] | None:
 
 
 def same_origin(origin: str, host: str) -> bool:
-    """Whether `Origin` names the server the request was sent to (its Host), port and all."""
+    """Whether `Origin` names the Host the request was sent to, port and all."""
     parts = urlsplit(origin.lower())
     if not parts.scheme or not parts.hostname:  # `null`: a sandboxed frame, a file:// page
         return False
@@ -77,7 +74,7 @@ def host_and_port(netloc: str, default_port: str) -> tuple[str, str]:
     parts = urlsplit(f"//{netloc}")
     try:
         port = str(parts.port) if parts.port is not None else default_port
-    except ValueError:  # not a port: then it names no origin of ours
+    except ValueError:  # not a port: no origin of ours
         port = "?"
     return parts.hostname or "", port
 
@@ -92,7 +89,7 @@ def is_json(content_type: str) -> bool:
 
 
 def answer(scope: Scope, status: int, reason: str) -> Response:
-    """The refusal, in the error shape of the path's protocol (OIP's under /v2)."""
+    """The refusal, in the error shape of the path's protocol."""
     call = f"{scope['method']} {echo(scope['path'])}"
     if status == 415:
         message = (

@@ -33,7 +33,7 @@ RETRY_AFTER_S = {429: "1", 503: "1"}
 
 
 def status_of(error: errors.ModelhostError) -> int:
-    """The status of the most specific class of `error` in the table (500 if none)."""
+    """The status of `error`'s most specific class in the table (500 if none)."""
     for cls in type(error).__mro__:
         if cls in STATUS_BY_ERROR:
             return STATUS_BY_ERROR[cls]
@@ -51,8 +51,7 @@ async def handle_modelhost_error(request: Request, error: Exception) -> Response
 
 
 async def handle_http_exception(request: Request, error: Exception) -> Response:
-    """Starlette's own refusals (no such route, method not allowed) in the error shape the path's
-    protocol uses, not as plain text."""
+    """Starlette's own refusals in the error shape of the path's protocol."""
     assert isinstance(error, HTTPException)
     message = f"{request.method} {request.url.path}: {error.detail}"
     if request.url.path.startswith("/v2"):

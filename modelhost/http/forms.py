@@ -1,11 +1,8 @@
-"""Form bodies of invocations (`curl -F`, `requests.post(files=...)`, HTML forms), decoded into
-the one body a handler is given and the text fields that join the query's parameters.
+"""Form bodies of invocations, decoded into the handler's one body and text parameters.
 
-TorchServe hands its handlers each part of a form by name, and their code reads the input from
-the part named `data`, else `body`. The handler here is given the part named `data`, else `body`,
-else the form's only file, with the part's own content type. The other text fields become
-parameters, as TorchServe passes query parameters and form fields alike. A second file is
-refused rather than dropped. A body typed as a form that is not one passes on as it came:
+TorchServe's handlers read the part named `data`, else `body`, so this one is the body.
+The other text fields become parameters, as in TorchServe. A second file is refused rather
+than dropped. A body typed as a form that is not one passes on as it came, since
 `curl -d @rows.json` types any text so.
 """
 
@@ -28,19 +25,18 @@ if TYPE_CHECKING:
 
 MULTIPART = "multipart/form-data"
 URLENCODED = "application/x-www-form-urlencoded"
-BODY_PARTS = ("data", "body")  # the names TorchServe's handlers read their input from
-UNTYPED = "application/json"  # a part with no Content-Type, as a body with none is taken
-# the types built-in handlers decode, for a file part that curl sends as application/octet-stream
+BODY_PARTS = ("data", "body")
+UNTYPED = "application/json"  # as a body with no Content-Type is taken
+# for a file part that curl sends as application/octet-stream
 TYPE_OF_SUFFIX = {".json": "application/json", ".csv": "text/csv", ".npy": "application/x-npy"}
 HOW_TO_SEND = "send the input as a part named data (curl -F data=@file)"
-# python-multipart logs each malformed body; the 400 says it to the client instead of the log
+# the 400 tells the client; python-multipart would log each malformed body
 QUIET = logging.Logger("modelhost.http.forms", logging.CRITICAL + 1)
 
 
 @dataclass(frozen=True)
 class Part:
-    """One field of a form: its value's bytes, its own content type ("" if none), and its file
-    name (None: a text field)."""
+    """One field of a form; `file_name` None for a text field."""
 
     name: str
     value: bytes
@@ -50,17 +46,14 @@ class Part:
 
 @dataclass(frozen=True)
 class FormInput:
-    """What an invocation takes from a form: the handler's body and the fields beside it."""
-
     body: bytes
     content_type: str
     fields: dict[str, str]
 
 
 def is_form(content_type: str) -> bool:
-    """Whether a Content-Type is one of the form types: the only bodies decoded here."""
     lowered = content_type.lower()
-    # every invocation asks: one substring scan rules out the JSON, CSV and binary bodies
+    # every invocation asks: one substring scan rules out the other bodies
     return "form" in lowered and lowered.startswith((MULTIPART, URLENCODED))
 
 
@@ -73,7 +66,7 @@ def form_input(body: bytes, content_type: str) -> FormInput | None:
 
 
 def urlencoded_parts(body: bytes) -> list[Part] | None:
-    """The fields of `a=1&b=2`; None for an empty body or a field without `=` (not a form)."""
+    """The fields of `a=1&b=2`; None if it is not a form."""
     try:
         text = body.decode("utf-8")
         pairs = urllib.parse.parse_qsl(text, keep_blank_values=True, strict_parsing=True)
@@ -83,7 +76,7 @@ def urlencoded_parts(body: bytes) -> list[Part] | None:
 
 
 def multipart_parts(body: bytes, content_type: str) -> list[Part]:
-    """The parts of a multipart/form-data body, or 400 saying what is wrong with it."""
+    """The parts of a multipart/form-data body, or 400 saying what is wrong."""
     boundary = parse_options_header(content_type)[1].get(b"boundary")
     if not boundary:
         raise BadRequestBody(
@@ -110,7 +103,7 @@ def malformed(why: str) -> BadRequestBody:
 
 
 def chosen(parts: list[Part]) -> FormInput:
-    """The body part and the text fields beside it; 400 for a form a handler cannot be given."""
+    """The body part and the text fields; 400 for a form a handler cannot be given."""
     body = body_part(parts)
     others = [part for part in parts if part is not body]
     files = [part.name for part in others if part.filename is not None]
@@ -137,7 +130,7 @@ def body_part(parts: list[Part]) -> Part:
 
 
 def type_of(part: Part) -> str:
-    """The part's own type; from its file name's suffix where it says only "binary"."""
+    """The part's own type, or its file name's suffix's where it says only "binary"."""
     kind = part.content_type or UNTYPED
     if kind.lower() == "application/octet-stream" and part.filename:
         suffix = "." + part.filename.rpartition(".")[2].lower()
@@ -146,7 +139,6 @@ def type_of(part: Part) -> str:
 
 
 def text_fields(parts: list[Part]) -> dict[str, str]:
-    """Text fields as parameters, within the characters a query may have."""
     fields: dict[str, str] = {}
     for part in parts:
         try:
@@ -166,7 +158,7 @@ def text_fields(parts: list[Part]) -> dict[str, str]:
 
 
 class _PartCollector:
-    """python-multipart's callbacks, collecting each part whole (the body is already in memory)."""
+    """python-multipart's callbacks, collecting each part whole."""
 
     def __init__(self) -> None:
         self.parts: list[Part] = []

@@ -1,11 +1,7 @@
 """Caps on a request's head, applied to the bytes as they arrive, before the parser takes them in.
 
-uvicorn's httptools protocol puts no bound on a head: the URL is concatenated chunk by chunk
-(`self.url += url`, quadratic), httptools does the same with a header's value, and every header
-is kept. One connection sending an endless URL, an endless header value or headers without end
-grew the frontend by gigabytes and stalled every client. Here a connection whose head passes a
-cap is answered 414 (the request line) or 431 (the headers) and closed: the caps are of the
-same order as nginx's `large_client_header_buffers` (docs/security.md has the comparison).
+uvicorn's httptools protocol puts no bound on a head, so one endless URL or header stalls
+every client (docs/security.md). Past a cap the connection gets 414 or 431 and is closed.
 """
 
 from __future__ import annotations
@@ -23,15 +19,16 @@ REASONS = {414: b"URI Too Long", 431: b"Request Header Fields Too Large"}
 
 
 class HeadLimitedProtocol(HeaderDeadlineProtocol):
-    """The deadline protocol, refusing heads past the caps. Bytes are counted from the end of
-    the previous request (or the connection's start) to the end of the head, so a body sent in
-    the head's packet is never counted."""
+    """The deadline protocol, refusing heads past the caps.
+
+    Bytes count from the previous request's end, so a body in the head's packet is not counted.
+    """
 
     _in_head = True
     _head_bytes = 0
     _head_lines = 0
     _line_bytes = 0  # of its request line
-    _tail = b""  # the last bytes of the head so far: its end may straddle two chunks
+    _tail = b""  # the head's end may straddle two chunks
 
     def data_received(self, data: bytes) -> None:
         if self._in_head and self._refused(data):
@@ -44,14 +41,14 @@ class HeadLimitedProtocol(HeaderDeadlineProtocol):
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
-        # the next head starts here; one already parsed (pipelined) ends it at once
+        # a pipelined head already parsed ends at once
         self._in_head, self._tail = True, b""
         self._head_bytes = self._head_lines = self._line_bytes = 0
 
     def _refused(self, data: bytes) -> bool:
         """Count the head's part of `data`; answer and close if it passes a cap."""
         part = self._head_part(data)
-        if self._head_lines == 0:  # the request line is still coming
+        if self._head_lines == 0:  # still in the request line
             line_end = data.find(b"\n", 0, part)
             self._line_bytes += part if line_end < 0 else line_end
         self._head_lines += data.count(b"\n", 0, part)
@@ -63,7 +60,6 @@ class HeadLimitedProtocol(HeaderDeadlineProtocol):
         return bool(status)
 
     def _head_part(self, data: bytes) -> int:
-        """How many of `data`'s bytes belong to the head."""
         end = data.find(END_OF_HEAD)
         if end < 0 and self._tail:
             end = (self._tail + data[:3]).find(END_OF_HEAD)
@@ -104,7 +100,6 @@ def refusal_message(status: int) -> str:
 
 
 def head_limited_protocol(header_timeout_s: float) -> type[HeadLimitedProtocol]:
-    """The protocol class for uvicorn's `http=`: header deadline and head caps. A class per
-    server, so that each server sweeps its own connections (`HeaderDeadlineProtocol.late`)."""
+    """The protocol class for uvicorn's `http=`, one per server so each sweeps its own."""
     attributes: dict[str, Any] = {"header_timeout_s": header_timeout_s}
     return type("HeadLimitedProtocol", (HeadLimitedProtocol,), attributes)

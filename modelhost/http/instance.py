@@ -1,5 +1,4 @@
-"""`X-Modelhost-Instance` on every response, so a client behind a router (nginx, an ingress, Ray
-Serve) can tell which instance answered: the configured instance id, or the hostname."""
+"""`X-Modelhost-Instance` on every response, so a client behind a router sees who answered."""
 
 from __future__ import annotations
 
@@ -11,7 +10,7 @@ INSTANCE_HEADER = b"x-modelhost-instance"
 
 
 def instance_name(configured: str) -> str:
-    """The configured id, or this machine's hostname (a pod's name in Kubernetes)."""
+    """The configured id, or this machine's hostname."""
     return configured or socket.gethostname()
 
 
@@ -20,15 +19,12 @@ def instance_header(instance: str) -> tuple[bytes, bytes]:
 
 
 class InstanceHeader:
-    """Wraps the whole ASGI app and adds the header to each response's start."""
-
     def __init__(self, app: ASGIApp, instance: str) -> None:
         self.app = app
         self.header = instance_header(instance)
 
     @property
     def routes(self) -> object:
-        """The wrapped app's route table."""
         return getattr(self.app, "routes", [])
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -1,10 +1,7 @@
 """The invocation routes as a bare ASGI app, in front of the framework.
 
-Invocations are the hot path. Starlette's middleware stack, router, request and response objects
-and the observing middleware cost the frontend more per request than the model costs the worker
-(profile in docs/performance.md), so POSTs to these routes are answered here with as little as
-an invocation needs; every other request goes on to the Starlette app. Starlette's route table
-lists the same endpoint for these paths, so the table (and any document made from it) is whole.
+Starlette's stack costs more per request than the model (docs/performance.md), so the hot path
+skips it. Its route table still lists these paths, so the OpenAPI document is whole.
 """
 
 from __future__ import annotations
@@ -33,10 +30,10 @@ CUSTOM_ATTRIBUTES_HEADER = "x-amzn-sagemaker-custom-attributes"
 INVOCATIONS = "/invocations"
 MODEL_INVOKE = "/models/{model:path}/invoke"
 PREDICTIONS = "/predictions/{model:path}"
-TORCHSERVE_VERSION = "1.0"  # the one version of a model that was not registered with others
+TORCHSERVE_VERSION = "1.0"  # of a model registered without versions
 ONE_VERSION = "/" + TORCHSERVE_VERSION
 ROUTES = (INVOCATIONS, MODEL_INVOKE, PREDICTIONS)
-MODEL_NAME_PARAM = "model_name"  # TorchServe's /invocations?model_name=m, or a form field
+MODEL_NAME_PARAM = "model_name"  # TorchServe's /invocations?model_name=m
 PASSED_ON_HEADERS = ("content-type", "accept", TARGET_MODEL_HEADER, CUSTOM_ATTRIBUTES_HEADER)
 
 
@@ -46,20 +43,19 @@ def route_of(path: str) -> tuple[str, str | None] | None:
         return INVOCATIONS, None
     if path.startswith("/models/") and path.endswith("/invoke") and len(path) >= 15:
         return MODEL_INVOKE, path[8:-7]
-    if path.startswith("/predictions/"):  # TorchServe's /predictions/{model}[/{version}]
+    if path.startswith("/predictions/"):  # /predictions/{model}[/{version}]
         return PREDICTIONS, path[13:]
     return None
 
 
 def one_version(path: str, versioned: Container[str]) -> str:
-    """The model TorchServe's `{model}/1.0` names. A model with versions finds its own in
-    `ModelHost.invoke`; any other has one, 1.0."""
+    """The model TorchServe's `{model}/1.0` names."""
     model = path.removesuffix(ONE_VERSION)
     return path if not model or model in versioned else model
 
 
 class Invocations:
-    """The endpoint of every invocation route: a raw ASGI app, never wrapped by the framework."""
+    """The endpoint of every invocation route, never wrapped by the framework."""
 
     def __init__(
         self,
@@ -77,8 +73,7 @@ class Invocations:
         self.max_response_bytes = max_response_bytes
         self.single_model = single_model
         self.observer = observer
-        # the last resort and the instance header of every route, here rather than around this
-        # endpoint: wrapping `send` for them cost each invocation 3 of its 34 µs (warm_path.py)
+        # here, not wrapped around `send` (decisions.md, "What one request costs")
         self.unhandled = unhandled or Unhandled()
         self.headers = list(headers)
 
@@ -91,7 +86,7 @@ class Invocations:
             self.observer.metrics.in_flight.inc()
         try:
             await self._answer(scope, receive, send, model, exchange)
-        except Exception as error:  # a bug: the last resort's 500, as on every route
+        except Exception as error:  # a bug: the last resort's 500
             exchange.status, exchange.error = 500, "InternalError"
             if not exchange.answering:
                 response = self.unhandled.answer(scope, error)
@@ -146,7 +141,7 @@ class Invocations:
         declared = int(headers.get("content-length") or 0)
         limit = self.max_request_bytes
         check_body_size(declared, limit)
-        message = await receive()  # most bodies come whole: no iterator for them
+        message = await receive()  # most bodies come whole
         if message.get("more_body", False):
             return await read_within(_chunks(receive, message, exchange), declared, limit)
         body = _chunk(message)
@@ -156,8 +151,7 @@ class Invocations:
 
 
 async def _chunks(receive: Receive, message: Message, exchange: _Exchange) -> AsyncIterator[bytes]:
-    """The body's chunks as ASGI delivers them from `message` on, counted for the observer as
-    they come."""
+    """The body's chunks from `message` on, counted for the observer."""
     while True:
         chunk = _chunk(message)
         exchange.bytes_in += len(chunk)
@@ -168,7 +162,7 @@ async def _chunks(receive: Receive, message: Message, exchange: _Exchange) -> As
 
 
 def _chunk(message: Message) -> bytes:
-    """A chunk of the body; a body cut short by the client going away is not run."""
+    """A chunk of the body; a body cut short by the client is not run."""
     if message["type"] == "http.disconnect":
         raise body_cut_short()
     body: bytes = message.get("body", b"")
@@ -183,7 +177,7 @@ def body_cut_short() -> BadRequestBody:
 
 
 async def read_within(chunks: AsyncIterator[bytes], declared: int, limit: int) -> bytes:
-    """A request body, refused with 413 once it (or its Content-Length) passes `limit`."""
+    """A request body, refused with 413 once it passes `limit`."""
     check_body_size(declared, limit)
     parts: list[bytes] = []
     received = 0
@@ -200,8 +194,8 @@ class _Exchange:
     def __init__(self, route: str, method: str) -> None:
         self.route, self.method = route, method
         self.arrived, self.started = time.time(), time.perf_counter()
-        self.status = 500  # until answered: an unexpected exception leaves it so
-        self.answering = False  # a response has begun: a later failure cannot send another
+        self.status = 500  # what an unexpected exception leaves
+        self.answering = False  # once begun, a failure cannot send another response
         self.bytes_in = self.bytes_out = 0
         self.model: str | None = None
         self.error: str | None = None
@@ -226,7 +220,7 @@ class _Exchange:
 
 
 def _invocation(body: bytes, headers: dict[str, str], params: dict[str, str]) -> Invocation:
-    """The invocation of a request; a form body gives its input part and its text fields."""
+    """The invocation of a request, from its body or form."""
     content_type = headers.get("content-type", "application/json")
     accept = headers.get("accept", "application/json")
     form = form_input(body, content_type) if is_form(content_type) else None
@@ -242,7 +236,7 @@ def _headers(scope: Scope) -> dict[str, str]:
 
 
 def _params(scope: Scope, headers: dict[str, str]) -> dict[str, str]:
-    """Query parameters and SageMaker's custom attributes (``method=predict_proba;k=v``)."""
+    """Query parameters and SageMaker's custom attributes."""
     query = scope.get("query_string", b"").decode("latin-1")
     if not query and CUSTOM_ATTRIBUTES_HEADER not in headers:
         return {}
@@ -271,13 +265,13 @@ def server_timing(result: Result) -> str:
 
 
 def invocation_response(result: Result) -> Response:
-    """The same reply as a Starlette response, for an invocation the framework routes (OIP)."""
+    """The same reply as a Starlette response, for OIP's invocations."""
     headers = {"X-Modelhost-Cache": result.cache, "Server-Timing": server_timing(result)}
     return Response(result.body, media_type=result.content_type, headers=headers)
 
 
 def check_response_size(size: int, limit: int) -> None:
-    """Refuse a model's answer over max_response_size (0: no limit), as MMS and TorchServe do."""
+    """Refuse an answer over max_response_size, as MMS and TorchServe do."""
     if limit and size > limit:
         raise ResponseTooLarge(
             f"the model's response is {format_bytes(size)} but max_response_size is "
@@ -286,7 +280,6 @@ def check_response_size(size: int, limit: int) -> None:
 
 
 def check_body_size(size: int, limit: int) -> None:
-    """413 for a request body (or its Content-Length) over max_request_size."""
     if size > limit:
         raise PayloadTooLarge(
             f"the request body is {format_bytes(size)} but max_request_size is "
@@ -295,7 +288,7 @@ def check_body_size(size: int, limit: int) -> None:
 
 
 class InvocationFastPath:
-    """Invocations answered at once; every other request goes on to the framework's `app`."""
+    """Invocations answered here; every other request goes on to `app`."""
 
     def __init__(self, app: ASGIApp, invocations: Invocations) -> None:
         self.app = app
@@ -303,7 +296,6 @@ class InvocationFastPath:
 
     @property
     def routes(self) -> list[BaseRoute]:
-        """The framework's route table, which lists the invocation routes too."""
         routes: list[BaseRoute] = getattr(self.app, "routes", [])
         return routes
 
@@ -315,7 +307,7 @@ class InvocationFastPath:
 
 
 def is_invocation(method: str, path: str) -> bool:
-    """A POST to an invocation route, or a PUT to TorchServe's (curl -T sends a PUT)."""
+    """A POST to an invocation route, or a PUT (curl -T) to TorchServe's."""
     if method == "POST":
         return route_of(path) is not None
     return method == "PUT" and path.startswith("/predictions/")

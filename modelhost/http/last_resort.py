@@ -1,7 +1,7 @@
-"""The last resort: an exception no route translated is answered 500 in the JSON error shape with
-a request id (in the body's message and the X-Request-Id header), logged once with its traceback
-under that id, and counted in ``modelhost_unhandled_errors_total``. No exception reaches the ASGI
-server, which would answer in its own shape, or not at all."""
+"""The last resort: an exception no route translated gets a 500 with a request id, and is logged.
+
+No exception reaches the ASGI server, which would answer in its own shape, or not at all.
+"""
 
 from __future__ import annotations
 
@@ -21,12 +21,11 @@ from modelhost.http.errors import error_response
 logger = logging.getLogger("modelhost.http")
 
 REQUEST_ID_HEADER = "X-Request-Id"
-_ANSWERED = "modelhost.answered_error"  # the scope key of an error the framework answered
+_ANSWERED = "modelhost.answered_error"  # scope key of an error the framework answered
 
 
 class LastResort:
-    """Wraps the whole ASGI app; the Starlette app inside has `unhandled.framework_handler` as its
-    handler for `Exception`."""
+    """Wraps the whole ASGI app, whose handler for `Exception` is `unhandled.framework_handler`."""
 
     def __init__(self, app: ASGIApp, unhandled: Unhandled) -> None:
         self.app = app
@@ -34,7 +33,6 @@ class LastResort:
 
     @property
     def routes(self) -> Any:
-        """The wrapped app's route table."""
         return getattr(self.app, "routes", [])
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -52,15 +50,13 @@ class LastResort:
             await self.app(scope, receive, watched)
         except Exception as error:
             if scope.get(_ANSWERED) is error:
-                return  # the framework sent `answer`'s response already
+                return  # the framework sent the response already
             response = self.unhandled.answer(scope, error)
             if not started:
                 await response(scope, receive, send)
 
 
 class Unhandled:
-    """Answers, logs and counts the exceptions no route translated."""
-
     def __init__(self, counter: Counter | None = None) -> None:
         self.counter = counter
 
@@ -70,7 +66,7 @@ class Unhandled:
         return self.answer(request.scope, error)
 
     def answer(self, scope: Scope, error: Exception) -> JSONResponse:
-        """Log and count `error`; the 500 that tells the client the id to report."""
+        """Log and count `error`; the 500 telling the client the id to report."""
         request_id = uuid.uuid4().hex
         where = f"{scope.get('method', '')} {scope.get('path', '')}"[:300]
         trace = "".join(traceback.format_exception(error))
@@ -79,7 +75,7 @@ class Unhandled:
             request_id,
             where,
             type(error).__name__,
-            json.dumps(trace),  # one line: the traceback's newlines escaped
+            json.dumps(trace),  # one line
         )
         if self.counter is not None:
             self.counter.inc()

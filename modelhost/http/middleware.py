@@ -1,8 +1,7 @@
-"""ASGI middleware that turns every request and its response into an `Exchange` for the observer:
-route template, status, bytes in and out, latency; for invocations the framework routes (OIP's
-infer) the cache tier and latency parts from the response's own headers; for errors the `type`
-of the JSON error body. The SageMaker and TorchServe invocation routes never pass here:
-`invocations` answers and observes them itself."""
+"""ASGI middleware that turns every request and its response into an `Exchange` for the observer.
+
+The SageMaker and TorchServe invocations never pass here: `invocations` observes them.
+"""
 
 from __future__ import annotations
 
@@ -71,7 +70,7 @@ class _Watch:
     def __init__(self, arrived: float, started_at: float, in_flight: LevelTally) -> None:
         self.arrived, self.started_at = arrived, started_at
         self.in_flight = in_flight
-        self.waiting = True  # counted in `in_flight` until answered, or until a stream starts
+        self.waiting = True  # in `in_flight` until answered or a stream starts
         in_flight.inc()
         self.status = 500
         self.started = False
@@ -94,7 +93,7 @@ class _Watch:
                 self.started, self.status = True, message["status"]
                 self.headers = {name.lower(): value for name, value in message.get("headers", [])}
                 if self.headers.get(b"content-type", b"").startswith(b"text/event-stream"):
-                    self.answered()  # a stream is not a request waiting for its answer
+                    self.answered()  # a stream is not waiting for its answer
             elif message["type"] == "http.response.body":
                 self._body(message.get("body", b""))
             await send(message)

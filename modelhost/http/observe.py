@@ -1,5 +1,4 @@
-"""The observability routes: `GET /metrics` (Prometheus), `GET /events` (server-sent events) and
-`GET /` (the dashboard). They are read-only and as open as `GET /models` and `GET /stats`."""
+"""The observability routes: metrics, events and the dashboard, as open as `GET /models`."""
 
 from __future__ import annotations
 
@@ -33,8 +32,7 @@ def dashboard_html() -> bytes:
 
 
 def build_metrics_app(observer: Observer) -> Starlette:
-    """GET /metrics, and its API description: TorchServe's metrics_address, for scrapers
-    configured for it."""
+    """GET /metrics on TorchServe's metrics_address, with its API description."""
     served = [Route("/metrics", ObserveRoutes(observer).metrics, methods=["GET"])]
     return Starlette(routes=[*served, OpenApiRoute(served, "metrics")])
 
@@ -58,7 +56,7 @@ class ObserveRoutes:
         return Response(self.observer.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
     async def sizing(self, request: Request) -> Response:
-        """The live miss-ratio curve; `?window=day` weighs the last day instead of the hour."""
+        """The live miss-ratio curve, of the hour or `?window=day`."""
         window = request.query_params.get("window", DEFAULT_WINDOW)
         if window not in WINDOWS_S:
             raise BadRequestBody(
@@ -68,8 +66,7 @@ class ObserveRoutes:
         return JSONResponse(describe_sizing(statistics))
 
     async def events(self, request: Request) -> Response:
-        """Server-sent events; `?model=` filters, `Last-Event-ID` (or `?last_event_id=`)
-        resumes after that event."""
+        """Server-sent events; `?model=` filters, `Last-Event-ID` resumes."""
         stream = self.observer.stream
         if stream.full:
             raise TooManyStreams(
@@ -94,7 +91,7 @@ def last_event_id(request: Request) -> int | None:
 
 
 async def sse_frames(events: AsyncIterator[Event | None]) -> AsyncIterator[str]:
-    """`id:` and `data:` lines per event, a comment as heartbeat; the retry delay first."""
+    """`id:` and `data:` lines per event, a comment as heartbeat."""
     yield f"retry: {RECONNECT_MS}\n\n"
     async for event in events:
         if event is None:

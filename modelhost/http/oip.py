@@ -1,13 +1,7 @@
-"""The Open Inference Protocol (KServe v2) over REST: health, server and model metadata, model
-readiness, inference with typed tensors (binary tensor data included), the model repository
-extension and Triton's statistics extension, so Triton's and KServe's clients work unmodified.
+"""The Open Inference Protocol (KServe v2) over REST, with Triton's extensions.
 
-Triton's `…/config` and `…/stats` calls reach the metadata route as a model named `m/config`: a
-model of that very name answers as itself, else the call is answered for `m`.
-
-Inference bodies travel to the worker undecoded, labelled with modelhost's OIP media type; the
-worker answers in kind (see `modelhost.workers.oip`). Errors take the protocol's shape,
-`{"error": "..."}`, with the status the one table gives each core exception.
+Inference bodies travel to the worker undecoded (see `modelhost.workers.oip`).
+Triton's `m/config` and `m/stats` reach the metadata route as a model name.
 """
 
 from __future__ import annotations
@@ -43,15 +37,15 @@ from modelhost.workers.oip_media import (
 
 HEADER_LENGTH_HEADER = "inference-header-content-length"
 EXTENSIONS = ["binary_tensor_data", "model_repository"]
-INDEX_PART_NAMES = 1000  # names read and sent at a time by the repository index
+INDEX_PART_NAMES = 1000  # the index yields to the loop between parts
 EXTENSION_CALLS = ("config", "stats")  # Triton's, on a model's path
-ALL_MODELS_STATS = "stats"  # `GET /v2/models/stats`: every loaded model's statistics
+ALL_MODELS_STATS = "stats"  # `GET /v2/models/stats`
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 
 
 def oip_errors(endpoint: Endpoint) -> Endpoint:
-    """Answer core exceptions with the protocol's error body, `{"error": message}`."""
+    """Answer core exceptions with the protocol's `{"error": message}`."""
 
     @functools.wraps(endpoint)
     async def answered(request: Request) -> Response:
@@ -72,7 +66,7 @@ class OipRoutes:
         self.models = OipModels(routes.host)
 
     def routes(self) -> list[Route]:
-        """`{model}` may hold `/` (sent as is or as %2F); the more specific paths match first."""
+        """`{model}` may hold `/`, so the more specific paths come first."""
         model = "/v2/models/{model:path}"
         table: list[tuple[str, Endpoint, str]] = [
             ("/v2", self.server_metadata, "GET"),
@@ -106,10 +100,10 @@ class OipRoutes:
 
     async def ready(self, request: Request) -> Response:
         ready = self.http.ready and not self.host.closing
-        return JSONResponse({"ready": ready}, 200 if ready else 400)  # the protocol: 4xx if not
+        return JSONResponse({"ready": ready}, 200 if ready else 400)  # the protocol's 4xx
 
     async def model_metadata(self, request: Request) -> Response:
-        """What every model takes and gives; a model's own metadata would need it loaded."""
+        """What every model takes and gives: its own would need it loaded."""
         name, version = model_in_path(request), request.path_params.get("version", "")
         if not await self._exists(self._held(name, version)):
             call = extension_call(name) if not version else None
@@ -128,14 +122,12 @@ class OipRoutes:
         return JSONResponse({"name": name, "ready": ready}, 200 if ready else 400)
 
     def _model_of(self, request: Request) -> tuple[str, str, str]:
-        """The model a path names, the version it names ("" for none) and the name the host
-        holds that version under."""
+        """The model and version a path names, and the name the host holds it under."""
         name = model_in_path(request)
         version = request.path_params.get("version", "")
         return name, version, self._held(name, version)
 
     def _held(self, name: str, version: str) -> str:
-        """The name the host holds `version` of model `name` under ("": its default)."""
         return self.models.held(name, version)
 
     # Triton's extensions ----------------------------------------------------------------
@@ -153,7 +145,7 @@ class OipRoutes:
         )
 
     def _stats(self, name: str) -> dict[str, Any]:
-        """Triton's statistics of a model, from the counts kept: its durations are not kept."""
+        """Triton's statistics of a model, without durations, which are not kept."""
         counters = self.http.usage.for_model(name)
         succeeded, failed = counters["requests"] - counters["errors"], counters["errors"]
         last_used = self.host.model_statistics(name).last_used
@@ -167,7 +159,6 @@ class OipRoutes:
         }
 
     def _all_stats(self) -> list[dict[str, Any]]:
-        """The statistics of every loaded model, as Triton gives those of its loaded models."""
         stats, after = [], ""
         while names := self.host.model_names().page(after, INDEX_PART_NAMES, (LOADED,)):
             stats += [self._stats(name) for name in names]
@@ -175,7 +166,6 @@ class OipRoutes:
         return stats
 
     async def _exists(self, name: str) -> bool:
-        """Whether `name` is a model: held, on disk, registered, or in its store."""
         return await self.models.exists(name)
 
     # inference --------------------------------------------------------------------------
@@ -197,14 +187,13 @@ class OipRoutes:
     # model repository -------------------------------------------------------------------
 
     async def index(self, request: Request) -> Response:
-        """Every model known, streamed a part at a time; `{"ready": true}`: the loaded ones."""
+        """Every model known, streamed; `{"ready": true}`: the loaded ones."""
         ready_only = (await self.optional_json(request)).get("ready") is True
         places = (LOADED,) if ready_only else EVERYWHERE
         return StreamingResponse(self._index_parts(places), media_type="application/json")
 
     async def _index_parts(self, places: tuple[str, ...]) -> AsyncIterator[bytes]:
-        """The index as a JSON array, one page of names a part; each page is read when the
-        one before has been sent, from the last name sent."""
+        """The index as a JSON array, each page of names read once the last is sent."""
         after, separator = "", b"["
         while True:
             names = self.host.model_names().page(after, INDEX_PART_NAMES, places)
@@ -217,16 +206,16 @@ class OipRoutes:
         yield b"[]" if separator == b"[" else b"]"
 
     async def load(self, request: Request) -> Response:
-        """Load from the store, or from `parameters.url` (which `allowed_urls` must admit)."""
+        """Load from the store, or from an allowed `parameters.url`."""
         self.http.authorize(request)
         name = model_in_path(request)
         parameters = (await self.optional_json(request)).get("parameters") or {}
         url = parameters.get("url") if isinstance(parameters, dict) else None
         if isinstance(url, str):
             check_param("parameters.url", url)
-        held = self.host.registry.resolve(name)  # a model with versions: its default
+        held = self.host.registry.resolve(name)  # the default version
         if self._state(held) is State.LOADED:
-            return Response(status_code=200)  # loaded already: nothing to do
+            return Response(status_code=200)
         if isinstance(url, str):
             await self.host.registry.register_and_load(name, url)
         else:
@@ -234,16 +223,16 @@ class OipRoutes:
         return Response(status_code=200)
 
     async def unload(self, request: Request) -> Response:
-        """Unload after in-flight requests finish; a model not loaded is already unloaded."""
+        """Unload after in-flight requests finish."""
         self.http.authorize(request)
         name = model_in_path(request)
-        name = self.host.registry.resolve(name)  # a model with versions: its default
+        name = self.host.registry.resolve(name)  # the default version
         if self._state(name) is State.LOADED:
             await self.host.residency.unload(name)
         return Response(status_code=200)
 
     async def optional_json(self, request: Request) -> dict[str, Any]:
-        """A JSON object body that may be left out (the repository calls take one optionally)."""
+        """A JSON object body that may be left out."""
         body = await self.http.read_body(request)
         return json_object(body) if body.strip() else {}
 
@@ -251,7 +240,6 @@ class OipRoutes:
         return self.host.state_of(name)
 
     def _version_held(self, name: str) -> tuple[str, str]:
-        """The model and version the host holds under `name`."""
         return self.models.version_held(name)
 
     def _entry(self, name: str) -> dict[str, str]:
@@ -259,8 +247,7 @@ class OipRoutes:
 
 
 def extension_call(name: str) -> tuple[str, str, str] | None:
-    """(model, version, call) of a Triton extension path taken as a model name:
-    `m/stats`, `m/versions/1/config`; None for any other name."""
+    """(model, version, call) of a Triton extension path such as `m/versions/1/config`."""
     head, _, call = name.rpartition("/")
     if call not in EXTENSION_CALLS or not head:
         return None
@@ -271,7 +258,6 @@ def extension_call(name: str) -> tuple[str, str, str] | None:
 
 
 def header_length(request: Request, body_bytes: int) -> int | None:
-    """The binary tensor data extension's JSON header length, checked against the body."""
     text = request.headers.get(HEADER_LENGTH_HEADER)
     if text is None:
         return None
@@ -284,7 +270,7 @@ def header_length(request: Request, body_bytes: int) -> int | None:
 
 
 def oip_response(result: Result) -> Response:
-    """The worker's reply; binary data gets the extension's header and a binary media type."""
+    """The worker's reply, binary data with the extension's header."""
     response = invocation_response(result)
     if is_oip(result.content_type):
         response.headers["content-type"] = "application/octet-stream"

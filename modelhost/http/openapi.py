@@ -1,9 +1,7 @@
-"""The OpenAPI 3.1 document of every route, served at `GET /openapi.json`: the source of truth for
-docs/api.md (`python -m modelhost.http.openapi` writes it). A route with no entry in
-`OPERATIONS` fails the build of the document, so an undocumented route cannot ship.
+"""The OpenAPI 3.1 document of every route, and docs/api.md made from it.
 
-The same document answers TorchServe's API discovery calls, `OPTIONS /` and `/api-description`
-(any method), on each port that serves one: clients of TorchServe find the API there."""
+A route with no entry in `OPERATIONS` fails the build, so an undocumented route cannot ship.
+"""
 
 from __future__ import annotations
 
@@ -191,7 +189,7 @@ def responses(
     error: Schema = ERROR,
     also: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A 200 with the given media types (None: no body), and each error status in `errors`."""
+    """A 200 with the given media types, and each error status in `errors`."""
     table: dict[str, Any] = {"200": {"description": "OK"}}
     if ok:
         table["200"]["content"] = {kind: {"schema": schema} for kind, schema in ok.items()}
@@ -205,7 +203,6 @@ def responses(
 
 
 def json_response(status: int, description: str, schema: Schema) -> dict[str, Any]:
-    """One more documented response, with a JSON body."""
     return {str(status): {"description": description, "content": {_JSON: {"schema": schema}}}}
 
 
@@ -229,7 +226,7 @@ def operation(
     if parameters:
         described["parameters"] = list(parameters)
     for status in (400, 404) if any(p["in"] == "path" for p in parameters) else ():
-        # 400: a model name that names.model_name refuses; 404: one no route matches
+        # 400: an invalid model name; 404: one no route matches
         described["responses"].setdefault(
             str(status), {"description": REASONS[status], "content": {_JSON: {"schema": error}}}
         )
@@ -507,7 +504,6 @@ FLAVOURS = {
 
 
 def openapi_path(starlette_path: str) -> str:
-    """`/models/{model:path}` → `/models/{model}`."""
     return re.sub(r"\{(\w+):\w+\}", r"{\1}", starlette_path)
 
 
@@ -523,7 +519,7 @@ def route_keys(routes: Sequence[BaseRoute]) -> set[tuple[str, str]]:
 
 
 def document(routes: Sequence[BaseRoute], flavour: str) -> dict[str, Any]:
-    """The document of `routes`; KeyError names a route that has no entry in the table."""
+    """The document of `routes`; KeyError names a route with no entry in the table."""
     title, table = FLAVOURS[flavour]
     paths: dict[str, dict[str, Any]] = {}
     for method, path in sorted(route_keys(routes)):
@@ -538,8 +534,7 @@ def document(routes: Sequence[BaseRoute], flavour: str) -> dict[str, Any]:
 
 
 class OpenApiRoute(Route):
-    """`GET /openapi.json` and TorchServe's discovery calls: the document of the routes given,
-    and of itself."""
+    """`GET /openapi.json` and TorchServe's discovery calls."""
 
     def __init__(self, served: Sequence[BaseRoute], flavour: str) -> None:
         super().__init__("/openapi.json", self.serve, methods=["GET"])
@@ -566,7 +561,6 @@ def is_discovery(method: str, path: str) -> bool:
 
 
 def markdown(doc: dict[str, Any]) -> str:
-    """A table of the document's operations: what docs/api.md holds."""
     lines = [f"## {doc['info']['title']}", "", "| method | path | what it does | statuses |"]
     lines.append("|---|---|---|---|")
     for path, methods in doc["paths"].items():
@@ -577,7 +571,7 @@ def markdown(doc: dict[str, Any]) -> str:
 
 
 def table_document(flavour: str) -> dict[str, Any]:
-    """The document of every operation in a table (an app built with an observer serves all)."""
+    """The document of every operation in a table."""
     title, table = FLAVOURS[flavour]
     paths: dict[str, dict[str, Any]] = {}
     for (method, path), described in table.items():

@@ -1,8 +1,6 @@
-"""Checks on what callers put in headers and query parameters, before any of it reaches the core.
+"""Caps on headers and query parameters, far below the worker frame's, before the core sees them.
 
-Headers and parameters an invocation passes on travel to the worker in a frame whose header is
-capped (`workers.wire`); a value over the frame's cap would kill the worker and every model on
-it, so values are capped here, far below it.
+A value over the frame's cap would kill the worker and every model on it.
 """
 
 from __future__ import annotations
@@ -11,13 +9,13 @@ from collections.abc import Iterable, Mapping
 
 from modelhost.errors import HeaderTooLarge, ParameterTooLarge
 
-MAX_HEADER_CHARS = 4096  # of each header passed on: content-type, accept, the target model
-MAX_PARAM_CHARS = 4096  # of each query parameter, and of a URL to load a model from
-MAX_QUERY_CHARS = 16384  # of the whole query string
+MAX_HEADER_CHARS = 4096  # of each header passed on
+MAX_PARAM_CHARS = 4096  # of each query parameter, and of a model's URL
+MAX_QUERY_CHARS = 16384
 
 
 def is_whole_number(text: str) -> bool:
-    """ASCII digits only: `str.isdigit` also takes '²' and other digits that `int` refuses."""
+    """ASCII digits only: `str.isdigit` also takes '²', which `int` refuses."""
     return text.isascii() and text.isdigit()
 
 
@@ -27,7 +25,6 @@ def is_negative_number(text: str) -> bool:
 
 
 def check_headers(headers: Mapping[str, str], names: Iterable[str]) -> None:
-    """431 for any of the headers `names` over MAX_HEADER_CHARS."""
     for name in names:
         size = len(headers.get(name, ""))
         if size > MAX_HEADER_CHARS:
@@ -38,7 +35,6 @@ def check_headers(headers: Mapping[str, str], names: Iterable[str]) -> None:
 
 
 def check_query(query: str) -> None:
-    """400 for a query string over MAX_QUERY_CHARS."""
     if len(query) > MAX_QUERY_CHARS:
         raise ParameterTooLarge(
             f"the query string is {len(query)} characters long but at most {MAX_QUERY_CHARS} "
@@ -47,7 +43,6 @@ def check_query(query: str) -> None:
 
 
 def check_param(name: str, value: str) -> str:
-    """`value`, if it is at most MAX_PARAM_CHARS long; else 400 naming the parameter."""
     if len(value) > MAX_PARAM_CHARS:
         raise ParameterTooLarge(
             f"the parameter {name[:100]!r} is {len(value)} characters long but at most "

@@ -1,17 +1,10 @@
 """uvicorn's httptools protocol with deadlines on each request's headers and body.
 
-uvicorn times out a keep-alive connection between requests, but not one that has begun a request
-and trickles its headers (or sends none at all after connecting), nor one whose body stops
-arriving: a few thousand such connections (slowloris) hold as many file descriptors for ever.
-Here every request must have sent all its headers within `header_timeout_s` of its first byte
-(of the connection, for the first one), and its body may pause no longer than that between
-chunks, or the connection is closed (by a sweep a few times per timeout: up to a quarter of it,
-at most a second, late).
+uvicorn does not time out a request that trickles its headers or body (slowloris). Here a
+request must send its headers within `header_timeout_s`, and its body may pause no longer.
 
-uvicorn writes a response's head and its body with a `write` each: two TCP segments, two
-wake-ups of the client, and on loopback the kernel's whole receive path run twice in our
-process. `HeadWithBody` holds the head until the body's first write (or the end of the event
-loop's turn, for a response whose body comes later), so a response leaves in one `write`.
+`HeadWithBody` sends a response's head and body in one `write`, not two, which spares the
+client a wake-up and a loopback server the kernel's receive path.
 """
 
 from __future__ import annotations
@@ -25,7 +18,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 class HeaderDeadlineProtocol(HttpToolsProtocol):
     header_timeout_s: float = 10.0
     late: LateConnections | None = None  # one per server (per class: see head_limits)
-    _due: float | None = None  # when this request's headers, or its body's next chunk, are late
+    _due: float | None = None  # when the headers, or the body's next chunk, are late
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(cast(asyncio.Transport, HeadWithBody(transport, self.loop)))
@@ -39,7 +32,7 @@ class HeaderDeadlineProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         super().on_headers_complete()
-        self._due_in_timeout()  # now for the body; its end clears it
+        self._due_in_timeout()  # for the body; its end clears it
 
     def on_body(self, body: bytes) -> None:
         super().on_body(body)
@@ -65,9 +58,10 @@ class HeaderDeadlineProtocol(HttpToolsProtocol):
 
 
 class LateConnections:
-    """Every connection of a server, looked at a few times per timeout: those whose request is
-    late are closed. A float stored per request instead of a timer armed and cancelled three
-    times (timer handles cost the invocation path more than the rest of this protocol)."""
+    """Every connection of a server, swept a few times per timeout for late ones.
+
+    A due time per request, not a timer: timer handles cost more than the rest of the protocol.
+    """
 
     def __init__(self, loop: asyncio.AbstractEventLoop, timeout_s: float) -> None:
         self.loop = loop
@@ -93,7 +87,7 @@ class LateConnections:
 
 
 class HeadWithBody:
-    """A transport that sends a response's head with the first bytes after it, in one `write`."""
+    """A transport that sends a response's head with the first bytes after it."""
 
     def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
         self.transport = transport
@@ -108,7 +102,7 @@ class HeadWithBody:
             head, self.head = self.head, None
             self.transport.write(head + data)
         elif _is_head(data):
-            self.head = data  # the body's write, or the turn's end, sends it
+            self.head = data  # the body's write, or the loop turn's end, sends it
             self.loop.call_soon(self.flush)
         else:
             self.transport.write(data)
@@ -128,5 +122,5 @@ class HeadWithBody:
 
 
 def _is_head(data: bytes) -> bool:
-    """A response's status line and headers, as uvicorn writes them: in one piece."""
+    """A response's status line and headers, which uvicorn writes in one piece."""
     return isinstance(data, bytes) and data.startswith(b"HTTP/1.1 ") and data.endswith(b"\r\n\r\n")

@@ -1,5 +1,4 @@
-"""The parameters of TorchServe's registration call (`POST /models?url=…&batch_size=…`): each one
-applied to the model or refused, saying where it is set here; never ignored."""
+"""TorchServe's registration parameters: each applied or refused, never ignored."""
 
 from __future__ import annotations
 
@@ -12,9 +11,8 @@ from modelhost.http.params import is_whole_number
 from modelhost.manifest import manifest_root
 from modelhost.names import echo
 
-PYTHON_RUNTIMES = ("python", "python3")  # TorchServe's Python runtimes: what workers here run
-# the manifest's handler names (workers.handlers.select.RUNTIMES), kept here to spare the
-# frontend importing every runtime
+PYTHON_RUNTIMES = ("python", "python3")
+# workers.handlers.select.RUNTIMES' names, copied so the frontend imports no runtime
 BUILT_IN_HANDLERS = (
     "sklearn",
     "xgboost",
@@ -25,7 +23,7 @@ BUILT_IN_HANDLERS = (
     "huggingface-classification",
     "huggingface-embeddings",
 )
-# registration parameters TorchServe applies per model that are server-wide here
+# per model in TorchServe, server-wide here
 SET_ELSEWHERE = {
     "response_timeout": "the server's default_response_timeout (--default-response-timeout-s)",
     "startup_timeout": "the server's worker_load_timeout (--worker-load-timeout-s)",
@@ -33,7 +31,7 @@ SET_ELSEWHERE = {
 
 
 def check_registration(query: Mapping[str, str]) -> None:
-    """Refuse what a registration asks that is not applied here, saying where it is set."""
+    """Refuse what is not applied here, saying where it is set."""
     runtime = query.get("runtime")
     if runtime and runtime not in PYTHON_RUNTIMES:
         raise BadRequestBody(
@@ -47,7 +45,7 @@ def check_registration(query: Mapping[str, str]) -> None:
             f"({', '.join(BUILT_IN_HANDLERS)}) or a Python file of the archive "
             "(handler.py or handler.py:function)"
         )
-    for param, where in SET_ELSEWHERE.items():  # kept by the server for every model
+    for param, where in SET_ELSEWHERE.items():
         if query.get(param):
             raise BadRequestBody(
                 f"{param} is not taken at registration here: set {where}, or leave {param} out"
@@ -55,20 +53,18 @@ def check_registration(query: Mapping[str, str]) -> None:
 
 
 def registration_settings(query: Mapping[str, str]) -> dict[str, Any]:
-    """What a registration sets for the model, as its manifest's fields: the batch size, the
-    batch delay and the handler, over what its archive says."""
+    """What a registration sets for the model, as manifest fields over its archive's."""
     settings: dict[str, Any] = {}
     if query.get("batch_size"):
         settings["batch_size"] = count(query["batch_size"], "batch_size", minimum=1)
-    if query.get("max_batch_delay"):  # milliseconds, in TorchServe as here
+    if query.get("max_batch_delay"):  # milliseconds, as here
         settings["max_batch_delay_ms"] = count(query["max_batch_delay"], "max_batch_delay")
-    if query.get("handler"):  # check_registration has checked its name
+    if query.get("handler"):  # check_registration checked its name
         settings["handler"] = query["handler"]
     return settings
 
 
 def missing_handler(handler: str | None, artifact: Artifact) -> str | None:
-    """The Python file `handler` names, if the artifact does not hold it."""
     file_name = (handler or "").partition(":")[0]
     if not file_name.endswith(".py"):
         return None
@@ -78,7 +74,7 @@ def missing_handler(handler: str | None, artifact: Artifact) -> str | None:
 
 
 def is_handler_name(handler: str) -> bool:
-    """A name the manifest's `handler` takes: a built-in handler, or `file.py[:function]`."""
+    """A built-in handler, or `file.py[:function]`."""
     return handler in BUILT_IN_HANDLERS or handler.partition(":")[0].endswith(".py")
 
 

@@ -1,11 +1,8 @@
 """SageMaker's container contract (ping, the multi-model management calls) and /stats.
-The invocation routes are answered in front of the framework: see `invocations`.
 
-The management calls answer in one of two ways. Natively, a model is listed wherever it is
-(memory, disk, registered) with its state, sizes and events. Under SageMaker's multi-model
-contract (the container's mode, `HttpSettings.sagemaker_contract`) they answer as AWS documents the
-contract and as MMS, the server SageMaker shipped, answered: loaded models only, each entry
-`{modelName, modelUrl}` with the url LoadModel gave."""
+Natively, a model is listed wherever it is, with its state. Under `sagemaker_contract` the
+calls answer as SageMaker documents and MMS answered: loaded models only.
+"""
 
 from __future__ import annotations
 
@@ -39,7 +36,7 @@ from modelhost.units import format_bytes
 
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1000
-TOKEN_PREFIX = "n"  # a cursor: the last name listed, in URL-safe base64 behind it
+TOKEN_PREFIX = "n"  # then the last name listed, in URL-safe base64
 
 
 @dataclass(frozen=True)
@@ -47,30 +44,28 @@ class HttpSettings:
     max_request_bytes: int
     management_token: str
     single_model: str
-    instance_id: str = ""  # X-Modelhost-Instance on every response (empty: the hostname)
+    instance_id: str = ""  # empty: the hostname
     max_response_bytes: int = 0  # 0: no limit
-    sagemaker_contract: bool = False  # the management calls answer as SageMaker's contract says
+    sagemaker_contract: bool = False
 
 
 class SageMakerRoutes:
-    """The handlers of SageMaker's container routes and /stats, bound to the host; OIP and the
-    TorchServe API reach the host, the settings and `authorize` through it."""
+    """The handlers of SageMaker's container routes and /stats, bound to the host."""
 
     def __init__(
         self, host: ModelHost, settings: HttpSettings, usage: ModelUsage | None = None
     ) -> None:
         self.host = host
         self.settings = settings
-        self.usage = usage or ModelUsage()  # the per-model counters the observer keeps
+        self.usage = usage or ModelUsage()
         self.ready = False
-        # (workers running, workers configured): the composition root gives the pool's
+        # (running, configured); the composition root gives the pool's
         self.worker_health: Callable[[], tuple[int, int]] = lambda: (1, 1)
 
     # invocation -------------------------------------------------------------------------
 
     async def ping(self, request: Request) -> Response:
-        """200 once ready; 503 while starting, stopping or short of workers, so an orchestrator
-        (SageMaker, Kubernetes) stops sending traffic, and replaces the container if it lasts."""
+        """200 once ready; 503 while starting, stopping or short of workers."""
         running, configured = self.worker_health()
         healthy = self.ready and not self.host.closing and running >= configured
         body = {"status": "Healthy" if healthy else "Unhealthy"}
@@ -82,11 +77,9 @@ class SageMakerRoutes:
         return JSONResponse(body, 200 if healthy else 503)
 
     async def read_body(self, request: Request) -> bytes:
-        """The body of a request the framework routes, within max_request_size."""
         return await bounded_body(request, self.settings.max_request_bytes)
 
     async def json_body(self, request: Request) -> dict[str, Any]:
-        """A JSON object body, within max_request_size."""
         return json_object(await self.read_body(request))
 
     async def stats(self, request: Request) -> Response:
@@ -117,7 +110,7 @@ class SageMakerRoutes:
         )
 
     async def list_models(self, request: Request) -> Response:
-        """A page of the models known, in name order; `state` keeps those of one place."""
+        """A page of the models known, in name order, of one `state` if given."""
         if self.settings.sagemaker_contract:
             return self.list_loaded(request)
         query = request.query_params
@@ -128,12 +121,12 @@ class SageMakerRoutes:
             decode_token(token) if token else "", limit + 1, places
         )
         body: dict[str, Any] = {"models": [self.describe(name) for name in names[:limit]]}
-        if len(names) > limit:  # one name more than the page: there is a next page
+        if len(names) > limit:  # a next page
             body["nextPageToken"] = body["next_page_token"] = encode_token(names[limit - 1])
         return JSONResponse(body)
 
     def list_loaded(self, request: Request) -> Response:
-        """SageMaker's ListModels: a page of the loaded models; `nextPageToken` if more."""
+        """SageMaker's ListModels: a page of the loaded models."""
         query = request.query_params
         limit = page_size(query.get("max_results") or query.get("limit"))
         token = query.get("next_page_token")
@@ -180,8 +173,8 @@ class SageMakerRoutes:
     def authorize(self, request: Request) -> None:
         """Loopback callers may manage models; others only with the configured bearer token.
 
-        A loopback caller whose Host names another machine is treated as from elsewhere: a web
-        page whose name was rebound to 127.0.0.1 (DNS rebinding) makes the browser such a caller.
+        A loopback caller whose Host names another machine counts as from elsewhere: DNS
+        rebinding makes a browser such a caller.
         """
         loopback = is_loopback(request.client.host if request.client else "")
         if loopback and names_this_machine(request.headers.get("host", "")):
@@ -212,12 +205,11 @@ class SageMakerRoutes:
 
 
 def model_in_path(request: Request) -> str:
-    """The model a route's path names, if it is a valid name."""
     return model_name(request.path_params["model"])
 
 
 async def bounded_body(request: Request, limit: int) -> bytes:
-    """Every route's body is read here: refused with 413 once it passes `limit` bytes."""
+    """Every route's body, refused with 413 once it passes `limit` bytes."""
     declared = int(request.headers.get("content-length") or 0)
     try:
         return await read_within(request.stream(), declared, limit)
@@ -238,8 +230,7 @@ def json_object(data: bytes) -> dict[str, Any]:
 
 
 def names_this_machine(host_header: str) -> bool:
-    """Whether a Host header cannot be a rebound name: localhost, *.localhost, an IP address
-    (rebinding needs a name), or none (no browser sends a request without one)."""
+    """Whether a Host cannot be a rebound name: localhost, an IP address, or none."""
     host = host_header.lower()
     if host.startswith("["):  # [::1]:8080
         host = host[1 : host.find("]")]
@@ -274,7 +265,7 @@ def page_size(text: str | None) -> int:
 
 
 def places_of(state: str | None) -> tuple[str, ...]:
-    """The places `GET /models?state=` reads names from: all, or the one it names."""
+    """The places `GET /models?state=` reads names from."""
     if not state:
         return EVERYWHERE
     if state not in STATES:
@@ -288,7 +279,6 @@ def encode_token(name: str) -> str:
 
 
 def decode_token(token: str) -> str:
-    """The name a cursor from `encode_token` starts after."""
     encoded = token.removeprefix(TOKEN_PREFIX)
     try:
         if encoded == token:

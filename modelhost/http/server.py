@@ -1,5 +1,4 @@
-"""The uvicorn servers modelhost runs: their settings, the drain hook, a second server beside the
-main one (TorchServe's management port), and the signals after the drain."""
+"""The uvicorn servers modelhost runs: settings, the drain hook, and servers beside the main one."""
 
 from __future__ import annotations
 
@@ -19,14 +18,14 @@ from modelhost.http.head_limits import head_limited_protocol
 def uvicorn_config(
     app: Any, config: Config, port: int, host: str = "", **more: Any
 ) -> uvicorn.Config:
-    """Both servers' settings: httptools, no lifespan, our own access log instead of uvicorn's.
-    Each request's headers must arrive within --header-timeout-s (slowloris) and within the caps
-    of http/head_limits. Proxy headers are trusted only from --forwarded-allow-ips, given
-    explicitly so uvicorn's own FORWARDED_ALLOW_IPS variable cannot turn that trust on: the
-    caller's address decides who may manage models."""
+    """The servers' settings: httptools, head limits and deadlines, our own access log.
+
+    Proxy headers are trusted only from --forwarded-allow-ips, never from uvicorn's own
+    variable: the caller's address decides who may manage models.
+    """
     return uvicorn.Config(
         app,
-        host=host or config.host,  # the management and metrics ports may have their own
+        host=host or config.host,
         port=port,
         lifespan="off",
         access_log=False,
@@ -60,8 +59,7 @@ async def serve_beside(main: uvicorn.Server, beside: list[uvicorn.Server]) -> No
 
 
 class DrainingServer(uvicorn.Server):
-    """uvicorn's server, calling `on_drain` as it starts to drain: open event streams never end
-    by themselves, and uvicorn would wait the whole drain timeout for them."""
+    """uvicorn's server, calling `on_drain` as it starts: event streams never end by themselves."""
 
     def __init__(self, on_drain: Callable[[], None], config: uvicorn.Config) -> None:
         super().__init__(config)
@@ -73,7 +71,6 @@ class DrainingServer(uvicorn.Server):
 
 
 def ignore_signals_after_drain() -> None:
-    """uvicorn drains on SIGTERM/SIGINT, then re-raises the signal to the handler it found;
-    finding this one, the server goes on to stop its workers and exit 0."""
+    """After uvicorn's drain re-raises the signal, stop the workers and exit 0."""
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: None)

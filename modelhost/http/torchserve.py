@@ -1,12 +1,6 @@
-"""TorchServe's management API (register, describe, unregister, list), served on its own port as
-TorchServe serves it (8081), with TorchServe's status codes and JSON shapes. The main port keeps
-SageMaker's management calls, which share the paths but not the shapes (see docs/decisions.md).
+"""TorchServe's management API over REST, on its own port as TorchServe serves it.
 
-The calls themselves are `modelhost.torchserve_models`, which TorchServe's gRPC management
-service answers from too; here they are read from the request and answered as JSON.
-`initial_workers` says whether to load a version now (1 or more) or on its first request (0,
-TorchServe's default), and `PUT /models/{model}?min_worker=N&max_worker=M` loads it on N workers
-and caps its scale-out at M.
+The main port keeps SageMaker's calls, which share the paths but not the shapes.
 """
 
 from __future__ import annotations
@@ -35,7 +29,7 @@ from modelhost.torchserve_models import (
 )
 
 TORCHSERVE, MMS = "torchserve", "mms"
-MANAGEMENT_APIS = (TORCHSERVE, MMS)  # whose shapes the management API answers in
+MANAGEMENT_APIS = (TORCHSERVE, MMS)
 SET_DEFAULT = "/set-default"
 __all__ = [
     "MODEL_VERSION",
@@ -51,8 +45,7 @@ __all__ = [
 def build_management_app(
     routes: SageMakerRoutes, unhandled: Unhandled | None = None, api: str = TORCHSERVE
 ) -> LastResort:
-    """The management app, answering as TorchServe's API or MMS's (`api`); its calls that change
-    state are refused to pages of other origins (http/cross_site.py)."""
+    """The management app, answering as TorchServe's or MMS's API, guarded from other origins."""
     served = TorchServeManagement(routes, api).routes()
     unhandled = unhandled or Unhandled()
     app = Starlette(
@@ -99,13 +92,11 @@ class TorchServeManagement:
         )
 
     async def describe(self, request: Request) -> Response:
-        """A list of descriptions, as TorchServe answers: of the default version, of the version
-        named, or of every version (`/models/{model}/all`); MMS answers the first object."""
+        """A list of descriptions, as TorchServe answers; MMS answers the first object."""
         descriptions = self.models.describe(request.path_params["model"])
         return JSONResponse(descriptions[0] if self.api == MMS else descriptions)
 
     def set_default(self, request: Request) -> Response:
-        """Make the version named the default: what a request naming no version gets."""
         path = request.path_params["model"].removesuffix(SET_DEFAULT)
         return status(self.models.set_default(path))
 
@@ -114,8 +105,7 @@ class TorchServeManagement:
         return status(await self.models.unregister(request.path_params["model"]))
 
     async def scale(self, request: Request) -> Response:
-        """`?min_worker=N&max_worker=M&synchronous=true|false`: the model's range of copies.
-        `PUT /models/{model}/{version}/set-default` comes here too: the paths overlap."""
+        """`?min_worker=N&max_worker=M`: the range of copies; set-default comes here too."""
         self.http.authorize(request)
         if request.path_params["model"].endswith(SET_DEFAULT):
             return self.set_default(request)
