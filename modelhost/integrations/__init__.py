@@ -1,1 +1,1 @@
-"""modelhost inside other serving systems' routers (Ray Serve); each one an optional extra."""
+"""Optional bridges to other serving systems' routers."""

@@ -1,13 +1,8 @@
-"""modelhost as a Ray Serve application, for Ray users (`pip install modelhost[ray]`).
+"""modelhost as a Ray Serve application (`pip install modelhost[ray]`).
 
-Each replica runs a whole modelhost server (frontend, template, workers) as a child process on a
-loopback port, with its own memory budget, and forwards to it. An ingress deployment reads the
-model of each request (the path's model, or SageMaker's target-model header) and calls the
-replicas with it as Ray's multiplexed model id, so Ray's router sends each model to the replicas
-that have served it before — the affinity deploy/nginx gets from its consistent hash. Ray only
-tracks which replica has which model; loading, eviction and budgets stay modelhost's.
+Each replica runs a modelhost server as a child, and the model is Ray's multiplexed model id,
+so Ray sends each model to the replicas that served it.
 
-    from modelhost.integrations.ray_serve import modelhost_app
     serve.run(modelhost_app(["--model-store", "s3://bucket/models"], replicas=4))
 """
 
@@ -33,16 +28,12 @@ INSTANCE = INSTANCE_HEADER.decode()
 
 HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "host"}
 PR_SET_PDEATHSIG = 1
-# another replica may take the same free port between our look and our server's bind
-PORT_ATTEMPTS = 3
+PORT_ATTEMPTS = 3  # another replica may take the port before ours binds it
 
 
 class ModelhostReplica:
-    """One replica: a modelhost server it started, and the forwarding to it."""
-
     def __init__(self, serve_args: Sequence[str], startup_timeout_s: float = 120.0) -> None:
         name = _replica_name()
-        # "{replica}" in an argument: this replica's name, e.g. a --cache-dir of its own
         own = [a.replace("{replica}", name) for a in serve_args]
         for attempt in range(PORT_ATTEMPTS):
             self.port = _free_port()
@@ -57,8 +48,7 @@ class ModelhostReplica:
         self.client = httpx.AsyncClient(base_url=self.url, timeout=None)
 
     async def serves(self, model: str) -> str:
-        """Ray's multiplexing calls this the first time this replica gets `model`; modelhost
-        itself loads the model on its first request."""
+        """The server loads the model on its first request."""
         return model
 
     async def invoke(
@@ -75,14 +65,14 @@ class ModelhostReplica:
         return response.status_code, kept, response.content
 
     def __del__(self) -> None:
-        """Ray Serve's graceful stop: SIGTERM, and the server drains before it exits."""
+        """The server drains on SIGTERM."""
         with contextlib.suppress(Exception):
             self.process.send_signal(signal.SIGTERM)
             self.process.wait(60)
 
 
 class ModelhostIngress:
-    """Reads each request's model and sends the request to a replica by it."""
+    """Routes each request by its model."""
 
     def __init__(self, replicas: Any) -> None:
         self.replicas = replicas
@@ -114,15 +104,14 @@ def modelhost_app(
     max_models_per_replica: int = 100_000,
     replica_options: dict[str, Any] | None = None,
 ) -> Any:
-    """The application: `replicas` modelhost servers (each started with `serve_args`, which set
-    its --memory-budget and the rest; `{replica}` in one is the replica's name, for a
-    --cache-dir of its own) behind an ingress that routes by model.
-    `max_models_per_replica` only bounds Ray's bookkeeping of who holds what; keep it above what
-    a replica's budget holds so Ray never forgets a model modelhost still has loaded."""
+    """Servers behind an ingress; `{replica}` in `serve_args` becomes the replica's name.
+
+    `max_models_per_replica` must exceed what a budget holds, or Ray forgets loaded models.
+    """
     from ray import serve
 
     multiplexed = serve.multiplexed(max_num_models_per_replica=max_models_per_replica)
-    # Ray finds the method by its function's name, so the two must match
+    # Ray finds the method by its function's name
     replica_class = type(
         "ModelhostReplica", (ModelhostReplica,), {"model_served": multiplexed(model_served)}
     )
@@ -147,9 +136,7 @@ def _replica_name() -> str:
 def _start_server(
     serve_args: Sequence[str], port: int, instance_id: str
 ) -> subprocess.Popen[bytes]:
-    """The server runs through this module's main, which ties its life to this process's. No
-    preexec_fn: that would fork a Ray worker whose gRPC threads abort a forked child, while
-    Popen without one spawns (vfork) and runs no code of the parent's in the child."""
+    """No preexec_fn: forking a Ray worker aborts the child in gRPC's threads."""
     argv = [sys.executable, "-m", __name__, str(os.getpid()), "serve", *serve_args]
     argv += ["--host", "127.0.0.1", "--port", str(port), "--instance-id", instance_id]
     return subprocess.Popen(argv, stdin=subprocess.DEVNULL)
@@ -164,8 +151,7 @@ def _free_port() -> int:
 def _wait_ready(
     url: str, instance_id: str, process: subprocess.Popen[bytes], timeout_s: float
 ) -> bool:
-    """True once our own server answers /ping (a 200 from whoever else holds the port does not
-    count); False when it exited first, as it does when another process took its port."""
+    """False if our server exited first, as when its port was taken."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -180,8 +166,7 @@ def _wait_ready(
 
 
 def _serve_with_parent(parent_pid: int, args: list[str]) -> None:
-    """The child's side: SIGTERM when the replica's process dies, so no server outlives its
-    replica (Ray may end a replica without running its __del__)."""
+    """SIGTERM when the replica dies, since Ray may skip its __del__."""
     ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     if os.getppid() != parent_pid:  # the replica died before the line above
         sys.exit("modelhost: the Ray replica that started this server is gone")

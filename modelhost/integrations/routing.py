@@ -1,5 +1,4 @@
-"""The model a request is for, read as deploy/nginx/modelhost.conf's maps read it: from the path
-where the route names it, else from SageMaker's target-model header ("" when neither does)."""
+"""The model a request is for, read as deploy/nginx/modelhost.conf's maps read it."""
 
 from __future__ import annotations
 
@@ -17,7 +16,7 @@ _PATH_MODEL = [
 
 
 def target_model(path: str, headers: Mapping[str, str]) -> str:
-    """`path` as sent (percent-encoded or not); `headers` with lower-case names."""
+    """`headers` with lower-case names."""
     decoded = urllib.parse.unquote(path)
     for pattern in _PATH_MODEL:
         found = pattern.match(decoded)

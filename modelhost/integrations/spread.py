@@ -1,12 +1,7 @@
-"""Hot models spread over instances by themselves: from each instance's request rate and its
-most requested models (`GET /sizing`), which models a router should send to more than one
-instance, and to how many; written as the nginx map `deploy/nginx` includes.
+"""Hot models spread over instances, written as an nginx map.
 
-A model whose requests are more than half an instance's fair share (the fleet's rate over its
-instances) gets as many instances as keep each copy's share under that half, up to 4 (the map's
-widest split) and the fleet's size. It gives one back only when each of the fewer copies would
-carry under a quarter of a fair share: between the two, nothing changes, so a model near a
-threshold does not flap.
+Copies are added above half a fair share and given back under a quarter, so a model does not
+flap.
 """
 
 from __future__ import annotations
@@ -16,9 +11,9 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-SPREAD_ABOVE = 0.5  # a copy's rate, in fair shares, above which the model gets more copies
-GATHER_BELOW = 0.25  # ...and under which, with one copy fewer, it gives one back
-WIDEST = 4  # deploy/nginx splits a model 2, 3 or 4 ways
+SPREAD_ABOVE = 0.5  # fair shares: the fleet's rate per instance
+GATHER_BELOW = 0.25
+WIDEST = 4  # deploy/nginx's widest split
 MAP_LINE = re.compile(r'^"(?P<model>(?:[^"\\]|\\.)*)"\s+\$modelhost_one_of_(?P<k>\d+);')
 HEADER = (
     "# Written by `modelhost fleet hot-models` from the instances' own request rates: each line\n"
@@ -28,17 +23,15 @@ HEADER = (
 
 @dataclass(frozen=True)
 class Poll:
-    """What one instance's `GET /sizing` said at one time."""
+    """What one instance's `GET /sizing` said."""
 
-    at: float  # seconds, the poller's clock
-    requests: int  # served by a model, ever
-    hot: Mapping[str, int]  # its most requested models, each one's requests since it became one
+    at: float  # the poller's clock
+    requests: int
+    hot: Mapping[str, int]  # requests since each became hot
 
 
 def rates(before: Sequence[Poll], after: Sequence[Poll]) -> tuple[dict[str, float], float]:
-    """Each hot model's requests a second over the fleet, and the fleet's (instance by instance,
-    `before` and `after` in the same order). A count that went down started again (the instance
-    restarted, or the model became hot again): all of it is new."""
+    """Rates over the fleet; a count that fell started again."""
     models: dict[str, float] = {}
     total = 0.0
     for old, new in zip(before, after, strict=True):
@@ -57,7 +50,7 @@ def _since(before: int, after: int) -> int:
 def spread(
     model_rates: Mapping[str, float], total: float, instances: int, now: Mapping[str, int]
 ) -> dict[str, int]:
-    """The copies each model should have (only models with more than one are listed)."""
+    """Only models with more than one copy."""
     fair = total / max(1, instances)
     widest = min(WIDEST, instances)
     wanted: dict[str, int] = {}
@@ -77,7 +70,6 @@ def render(copies: Mapping[str, int]) -> str:
 
 
 def parse(text: str) -> dict[str, int]:
-    """The spread a map file holds (its comments and other lines are skipped)."""
     copies = {}
     for line in text.splitlines():
         if found := MAP_LINE.match(line.strip()):
