@@ -1,6 +1,6 @@
-"""Events: what the cache and the workers did, and why, logged and kept in memory.
+"""Events: what the cache and the workers did, and why.
 
-What is kept is capped in bytes, so ever new names cannot grow the frontend past its allowance.
+What stays in memory is capped in bytes, so new names cannot grow the frontend.
 """
 
 from __future__ import annotations
@@ -52,14 +52,14 @@ LOGGED = re.compile(r"\{.*\"kind\".*\}")
 
 
 def events_in(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
-    """The events in a server's log or in what `GET /events` streamed."""
+    """From a server's log or a `GET /events` stream."""
     for line in lines:
         if found := LOGGED.search(line):
             yield json.loads(found.group(0))
 
 
 class EventLog:
-    """A ring of events, a history per model, and subscribers."""
+    """A ring, a history per model, and subscribers."""
 
     def __init__(
         self,

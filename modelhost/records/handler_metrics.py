@@ -1,4 +1,4 @@
-"""What users' handlers record through `context.metrics`, for `/metrics` to render."""
+"""Metrics users' handlers record through `context.metrics`."""
 
 from __future__ import annotations
 

@@ -25,8 +25,6 @@ class BatchingStatistics:
 
 @dataclass(frozen=True)
 class MemoryStatistics:
-    """As the host accounts it, and as the OS measures it."""
-
     budget_bytes: int
     baseline_bytes: int  # the idle server's
     committed_bytes: int
@@ -51,7 +49,7 @@ class HotModel(NamedTuple):
 
 @dataclass(frozen=True)
 class SizingStatistics:
-    """What the live miss-ratio curve says about the budget (`host/sizing.py`)."""
+    """What the live miss-ratio curve says (`host/sizing.py`)."""
 
     window: str  # hour | day
     policy: str  # the server's, while the curve is LRU's
