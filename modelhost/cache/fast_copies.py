@@ -1,6 +1,6 @@
 """Fast copies: pickled models saved again as plain pickles, which the C unpickler reads.
 
-docs/decisions.md, "Fast copies: scikit-learn models are reloaded from a plain pickle".
+Why and how: docs/decisions.md, "Fast copies: scikit-learn models are reloaded from a plain pickle".
 """
 
 from __future__ import annotations

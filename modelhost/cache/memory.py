@@ -180,7 +180,7 @@ class MemoryTier:
         self.recent_baselines.append(self.baseline_bytes)
 
     def victims_for(self, size_bytes: int) -> list[Resident] | None:
-        """Over budget outranks minimum residency and admission."""
+        """Ignores minimum residency and admission: being over budget comes first."""
         return self._choose(self._evictable(), size_bytes)
 
     def load_victims(self, name: str, size_bytes: int) -> list[Resident] | None:
