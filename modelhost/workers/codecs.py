@@ -67,7 +67,7 @@ def encode_predictions(values: np.ndarray | list[Any], accept: str) -> tuple[byt
 
 
 def encode_value(value: Any) -> tuple[bytes, str]:
-    """Encode whatever user code returned: bytes as-is, str as text, anything else as JSON."""
+    """Encode what user code returned: bytes as-is, str as text, else JSON."""
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value), "application/octet-stream"
     if isinstance(value, str):
@@ -108,7 +108,7 @@ def _decode_lenient_json(body: bytes) -> Any:
     """What strict JSON refuses and clients write: NaN, Infinity, a byte-order mark, UTF-16."""
     try:
         return json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
+    except (ValueError, UnicodeDecodeError) as exc:
         raise BadRequestBody(f"body is not valid JSON ({exc}); {_EXPECTED_JSON}") from exc
     except RecursionError:
         raise NestedTooDeep from None
@@ -142,7 +142,7 @@ def _decode_npy(body: bytes) -> np.ndarray:
 def _to_matrix(rows: Any, expected: str) -> np.ndarray:
     """Rows (or one row) as a 2-D float64 array."""
     try:
-        matrix = np.asarray(rows, dtype=np.float64)  # JSON null becomes NaN, a missing value
+        matrix = np.asarray(rows, dtype=np.float64)  # null becomes NaN, a missing value
     except (ValueError, TypeError) as exc:
         raise BadRequestBody(f"{_diagnose(rows)}; {expected}") from exc
     if matrix.ndim == 1:
@@ -172,7 +172,7 @@ def _is_number(item: Any) -> bool:
     try:
         float(item)
     except (TypeError, ValueError):
-        return item is None  # null is accepted as a missing value
+        return item is None  # a missing value
     return True
 
 
@@ -186,13 +186,13 @@ def _encode_csv(values: np.ndarray | list[Any]) -> bytes:
 
 
 def _as_row(prediction: Any) -> list[Any] | tuple[Any, ...] | np.ndarray:
-    """A prediction as a CSV row: a vector (probabilities) stays whole, a label is one cell."""
+    """A prediction as a CSV row: a vector stays whole, a label is one cell."""
     return prediction if isinstance(prediction, (list, tuple, np.ndarray)) else [prediction]
 
 
 def _encode_npy(values: np.ndarray | list[Any]) -> bytes:
     array = np.asarray(values)
-    if array.dtype == object:  # e.g. string labels from a model trained on a DataFrame
+    if array.dtype == object:  # string labels, say
         array = np.asarray(array.tolist())
     buffer = io.BytesIO()
     try:

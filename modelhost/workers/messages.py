@@ -19,7 +19,7 @@ class Message(msgspec.Struct, frozen=True, tag_field="op", tag=str.lower):
 
 
 class Hello(Message, frozen=True):
-    """A new worker's first reply, with its idle PSS after its rehearsal."""
+    """A new worker's first reply, with its idle PSS."""
 
     worker_id: int
     pid: int
@@ -78,7 +78,7 @@ class Unloaded(Message, frozen=True):
 
 
 class Failure(msgspec.Struct, frozen=True, array_like=True):
-    """An exception as data: its type's full path and its message."""
+    """An exception as data."""
 
     type: str
     message: str
@@ -98,8 +98,6 @@ class Failure(msgspec.Struct, frozen=True, array_like=True):
 
 
 class Answer(msgspec.Struct, frozen=True, array_like=True):
-    """One request's outcome: `size` bytes of the payload, or a failure."""
-
     content_type: str = ""
     size: int = 0
     failure: Failure | None = None

@@ -28,16 +28,16 @@ DTYPES: dict[str, np.dtype[Any]] = {
     "FP64": np.dtype("<f8"),
     "BYTES": np.dtype(object),
 }
-_LENGTH = struct.Struct("<I")  # BYTES elements in binary data: a 4-byte little-endian length each
+_LENGTH = struct.Struct("<I")  # before each BYTES element in binary data
 
 
 @dataclass(frozen=True)
 class Tensor:
-    """One named, typed tensor of an Open Inference Protocol request or response."""
+    """One named, typed tensor of an OIP request or response."""
 
     name: str
     datatype: str
-    values: np.ndarray  # shaped as the tensor's shape; BYTES tensors hold bytes objects
+    values: np.ndarray  # BYTES tensors hold bytes objects
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ class RequestedOutput:
 
 @dataclass(frozen=True)
 class OipRequest:
-    """An Open Inference Protocol inference request, decoded: its inputs and wanted outputs."""
+    """An OIP inference request, decoded."""
 
     id: str | None
     inputs: list[Tensor]
@@ -59,11 +59,8 @@ class OipRequest:
 
     @property
     def binary_by_default(self) -> bool:
-        """`binary_data_output`: every output in binary unless its own request says otherwise."""
+        """`binary_data_output`: every output in binary unless its own says otherwise."""
         return bool(self.parameters.get("binary_data_output", False))
-
-
-# ---------------------------------------------------------------------------- requests
 
 
 def decode_request(body: bytes, content_type: str) -> OipRequest:
@@ -197,16 +194,13 @@ def _requested(spec: dict[str, Any], document: dict[str, Any]) -> RequestedOutpu
     return RequestedOutput(name, bool(_parameters(spec).get("binary_data", default)))
 
 
-# ---------------------------------------------------------------------------- responses
-
-
 def encode_response(
     model_name: str,
     model_version: str,
     request: OipRequest,
     outputs: list[Tensor],
 ) -> tuple[bytes, str]:
-    """The response body and its media type (with the header length when binary data follows)."""
+    """The response body and its media type."""
     header: dict[str, Any] = {"model_name": model_name}
     if model_version:
         header["model_version"] = model_version
@@ -234,7 +228,7 @@ def encode_response(
 
 
 def tensor_of(name: str, values: Any) -> Tensor:
-    """Predictions as an output tensor, its datatype chosen from what they hold."""
+    """Predictions as an output tensor, its datatype from what they hold."""
     array = np.asarray(values)
     if array.dtype.kind in "USO":
         items = [item if isinstance(item, bytes) else str(item).encode() for item in array.flat]
@@ -262,9 +256,6 @@ def _to_binary(tensor: Tensor) -> bytes:
     if tensor.datatype == "BYTES":
         return b"".join(_LENGTH.pack(len(item)) + item for item in tensor.values.flat)
     return np.ascontiguousarray(tensor.values, dtype=DTYPES[tensor.datatype]).tobytes()
-
-
-# ---------------------------------------------------------------------------- JSON fields
 
 
 def _json_object(header: bytes) -> dict[str, Any]:

@@ -1,9 +1,7 @@
 """Built-in handlers, the choice among them, and the loading of users' handler code.
 
-Importing this package imports no runtime (numpy, scikit-learn): the template process imports
-`RUNTIME_MODULES` on purpose before it forks workers, so their pages are shared, and the optional
-runtimes the `preload_runtimes` setting names where they are installed. The built-in handlers
-import their runtime when they load a model (see `runtime.require`).
+Importing this package imports no runtime: the template imports `RUNTIME_MODULES` before it
+forks, so their pages are shared.
 """
 
 from __future__ import annotations
@@ -21,7 +19,7 @@ RUNTIME_MODULES: tuple[str, ...] = (
     "numpy",
     "joblib",
     "sklearn",
-    # the submodules whose classes pickled estimators name most often
+    # those pickled estimators name most often
     "sklearn.linear_model",
     "sklearn.ensemble",
     "sklearn.tree",
@@ -50,10 +48,10 @@ __all__ = [
 
 
 def load_handler(artifact: Path, model_name: str, spec: LoadSpec | None = None) -> Handler:
-    """Build the handler an unpacked artifact (file or folder) calls for; see `select`."""
+    """Build the handler an unpacked artifact calls for."""
     from modelhost.workers.handlers.oip import SpeaksOip
     from modelhost.workers.handlers.select import DEFAULT_SPEC
     from modelhost.workers.handlers.select import load_handler as select_and_load
 
     handler = select_and_load(artifact, model_name, spec or DEFAULT_SPEC)
-    return SpeaksOip(handler)  # every handler answers OIP too
+    return SpeaksOip(handler)

@@ -1,16 +1,8 @@
 """The built-in handler for Hugging Face folders: text classification and embeddings, on the CPU.
 
-A folder as `save_pretrained` writes it: `config.json`, weights in safetensors, tokenizer files.
-It is read from disk only (`local_files_only`; the workers also run with `HF_HUB_OFFLINE=1`) and
-with no code of its own (`trust_remote_code` stays off). The task comes from the manifest's
-handler (`huggingface-classification`, `huggingface-embeddings`) or else from config.json's
-`architectures`: `...ForSequenceClassification` classifies, a bare `...Model` embeds.
-
-A batch of requests is one tokenizer call (padded to its longest text) and one forward pass.
-Classification answers every label with its score (softmax, or sigmoid for multi-label models),
-best first, as a `text-classification` pipeline with `top_k=None` does. Embeddings are the mean
-of the last hidden states over the text's tokens, L2-normalised unless the request says
-`"normalize": false`, as sentence-transformers and text-embeddings-inference give them.
+The folder is read from disk only and runs none of its own code. A batch is one tokenizer call
+and one forward pass. Answers match a `text-classification` pipeline with `top_k=None`, and
+sentence-transformers' mean-pooled embeddings.
 """
 
 from __future__ import annotations
@@ -38,7 +30,7 @@ from modelhost.workers.handlers.torch import intra_op_threads, limit_threads
 
 SUFFIXES = (".safetensors",)
 CLASSIFICATION, EMBEDDINGS = "classification", "embeddings"
-TASKS = {  # the manifest's handler name → the task it asks for (None: config.json says)
+TASKS = {  # the manifest's handler → task (None: config.json says)
     "huggingface": None,
     "huggingface-classification": CLASSIFICATION,
     "huggingface-embeddings": EMBEDDINGS,
@@ -51,18 +43,18 @@ TOKENIZER_FILES = (
     "spiece.model",
     "sentencepiece.bpe.model",
 )
-_CONFIG_BYTES = 1 << 20  # a config.json is a few kB; a larger .json is something else
+_CONFIG_BYTES = 1 << 20  # a larger .json is something else
 _SAVE = "write the folder with model.save_pretrained(folder) and tokenizer.save_pretrained(folder)"
 
 
 def is_folder(folder: Path) -> bool:
-    """Whether `folder` holds a Hugging Face model: a config.json naming its model type."""
+    """Whether `folder` has a config.json naming its model type."""
     config = _read_config(folder) if (folder / "config.json").is_file() else None
     return config is not None and ("model_type" in config or "architectures" in config)
 
 
 def takes_weights(path: Path) -> bool:
-    """Whether a .safetensors file is a model's weights: alone, or the first of its shards."""
+    """Whether a .safetensors file is a model's weights, or the first shard."""
     return "-of-" not in path.name or "-00001-of-" in path.name
 
 
@@ -70,8 +62,8 @@ class HuggingFaceHandler(BatchHandler):
     """A transformers model and its tokenizer; answers labels with scores, or vectors."""
 
     batches = True
-    pure = True  # a prediction, nothing else
-    answers_oip = True  # decodes texts from OIP requests itself
+    pure = True
+    answers_oip = True
 
     def __init__(self, folder: Path, threads: int = 1, task: str | None = None) -> None:
         artifact = f"{folder.name}/ (a Hugging Face model)"
@@ -82,7 +74,7 @@ class HuggingFaceHandler(BatchHandler):
         config = _check_folder(folder)
         self.task = task or _task_of(config)
         self.max_texts = 0
-        # a fast tokenizer keeps its padding and truncation settings on itself while it encodes
+        # a fast tokenizer holds its padding settings on itself while it encodes
         self._tokenizing = threading.Lock()
         self.tokenizer, self.model = _load(transformers, folder, self.task)
         self.max_length = _max_length(self.tokenizer, self.model.config)
@@ -93,19 +85,19 @@ class HuggingFaceHandler(BatchHandler):
 
     @classmethod
     def build(cls, task: str | None) -> Any:
-        """A runtime's build function: (the weights file, threads) → handler of its folder."""
+        """A runtime's build function for the weights file's folder."""
         return lambda path, threads: cls(path.parent, threads, task)
 
     def limit_rows(self, max_rows: int) -> None:
         self.max_texts = max_rows
 
     def infer_batch(self, requests: Sequence[InferRequest]) -> list[InferReply | Exception]:
-        """Decode every request, run all their texts at once, split the outputs back."""
+        """Run all the batch's texts at once and split the outputs back."""
         decoded: list[TextRequest | Exception] = []
         for request in requests:
             try:
                 decoded.append(decode_texts(request, self.max_texts))
-            except Exception as error:  # noqa: BLE001  (isolated to the request that caused it)
+            except Exception as error:  # noqa: BLE001  (only its request's)
                 decoded.append(error)
         texts = [text for item in decoded if not isinstance(item, Exception) for text in item.texts]
         outputs = iter(self._forward(texts) if texts else [])
@@ -117,12 +109,12 @@ class HuggingFaceHandler(BatchHandler):
             rows = np.stack([next(outputs) for _ in item.texts])
             try:
                 replies.append(self._reply(request, item, rows))
-            except Exception as error:  # noqa: BLE001  (a bad parameter fails its request only)
+            except Exception as error:  # noqa: BLE001  (only its request's)
                 replies.append(error)
         return replies
 
     def _forward(self, texts: list[str]) -> np.ndarray:
-        """The logits, or the token-mean hidden states, of each text: one row per text."""
+        """The logits, or the token-mean hidden states, one row per text."""
         torch = self._torch
         with self._tokenizing:
             encoded = self.tokenizer(
@@ -184,8 +176,7 @@ def _read_config(folder: Path) -> dict[str, Any] | None:
 
 
 def _check_folder(folder: Path) -> dict[str, Any]:
-    """The folder's config, once it is known to hold weights and a tokenizer: else what is
-    missing, and how to write it."""
+    """The folder's config, once it has weights and a tokenizer."""
     config = _read_config(folder)
     if config is None:
         raise ModelLoadError(f"{folder.name}/ has no readable config.json; {_SAVE}")
@@ -203,7 +194,7 @@ def _check_folder(folder: Path) -> dict[str, Any]:
 
 
 def _task_of(config: dict[str, Any]) -> str:
-    """Classification or embeddings, from the architecture config.json names."""
+    """Classification or embeddings, from config.json's architecture."""
     architectures = config.get("architectures") or []
     names = [name for name in architectures if isinstance(name, str)]
     if any(name.endswith("ForSequenceClassification") for name in names):
@@ -219,7 +210,7 @@ def _task_of(config: dict[str, Any]) -> str:
 
 
 def _load(transformers: Any, folder: Path, task: str) -> tuple[Any, Any]:
-    """The tokenizer and the model in eval mode, from the folder only, running none of its code."""
+    """The tokenizer and the model in eval mode, running none of the folder's code."""
     kind = (
         transformers.AutoModelForSequenceClassification
         if task == CLASSIFICATION
@@ -232,12 +223,11 @@ def _load(transformers: Any, folder: Path, task: str) -> tuple[Any, Any]:
 
 
 def mapped_bytes(model: Any, folder: Path) -> int:
-    """Bytes of the model's tensors that are pages of its safetensors files, mapped rather than
-    copied (transformers maps them where it can): /proc/self/maps names each mapping's file."""
+    """Bytes of the model's tensors mapped from its safetensors files."""
     weights = {str(path.resolve()) for path in folder.glob("*.safetensors")}
     try:
         maps = Path("/proc/self/maps").read_text().splitlines()
-    except OSError:  # not Linux: not counted
+    except OSError:  # not Linux
         return 0
     ranges = []
     for line in maps:
@@ -251,8 +241,7 @@ def mapped_bytes(model: Any, folder: Path) -> int:
 
 
 def _max_length(tokenizer: Any, config: Any) -> int | None:
-    """The longest input the model takes, in tokens: the tokenizer's limit where it has a real
-    one (it says 1e30 when none was saved), else the model's position embeddings."""
+    """The longest input in tokens (a tokenizer with no saved limit says 1e30)."""
     limits = [getattr(config, "max_position_embeddings", None)]
     limits.append(getattr(tokenizer, "model_max_length", None))
     known = [int(limit) for limit in limits if isinstance(limit, int) and 0 < limit < 1 << 20]

@@ -15,7 +15,7 @@ PROBABILITY_OBJECTIVES = ("binary", "multiclass", "multiclassova")
 
 
 class LightGBMHandler(RowsHandler):
-    """A LightGBM booster; classifiers answer like scikit-learn's (class index, probabilities)."""
+    """A LightGBM booster; classifiers answer like scikit-learn's."""
 
     def __init__(self, path: Path, threads: int = 1) -> None:
         lightgbm = require("lightgbm", "lightgbm", f"{path.name} (a LightGBM model)")
@@ -35,6 +35,6 @@ class LightGBMHandler(RowsHandler):
 
 
 def is_lightgbm_text(path: Path) -> bool:
-    """Whether a .txt file is a LightGBM model (its first line is `tree`)."""
+    """Whether a .txt file's first line is `tree`."""
     with open(path, "rb") as file:
         return file.readline(64).strip() == b"tree"

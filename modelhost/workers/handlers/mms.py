@@ -30,7 +30,7 @@ Entry = Callable[[list[dict[str, Any]], "MmsContext"], Any]
 
 
 class RequestProcessor:
-    """One request's headers in, response headers out, as TorchServe's handlers expect."""
+    """One request's headers in, response headers out."""
 
     def __init__(self, request_header: dict[str, str]) -> None:
         self._request_header = request_header
@@ -63,8 +63,7 @@ class RequestProcessor:
 
 
 class MmsContext:
-    """The `context` MMS and TorchServe handlers receive: the model's facts, its requests, and
-    `metrics`, whose records show in /metrics (see ts_metrics)."""
+    """The `context` MMS and TorchServe handlers receive."""
 
     def __init__(self, model_dir: Path, model_name: str, manifest: dict[str, Any]) -> None:
         self.model_name = model_name
@@ -76,7 +75,7 @@ class MmsContext:
         self.metrics = HandlerMetrics(model_name)
 
     def for_requests(self, requests: Sequence[InferRequest]) -> MmsContext:
-        """A copy for one call, so that concurrent calls never share response headers."""
+        """A copy for one call, so concurrent calls never share response headers."""
         context = copy.copy(self)
         context.request_processor = [
             RequestProcessor(
@@ -107,7 +106,7 @@ class MmsContext:
         self.request_processor[idx].add_response_property("Content-Type", value)
 
     def get_response_content_type(self, idx: int) -> str | None:
-        """MMS's key, else TorchServe's lower-case one (`set_response_header`)."""
+        """MMS's key, else TorchServe's lower-case one."""
         headers = self.request_processor[idx].get_response_headers()
         return headers.get("Content-Type") or headers.get("content-type")
 
@@ -120,19 +119,18 @@ class MmsContext:
 
 
 class MmsHandler(BatchHandler):
-    """A folder with the user's handler file, or a `.mar` naming one of TorchServe's built-in
-    handlers (`entry` is then its name); the entry point gets one request per call."""
+    """A user's handler file, or a TorchServe built-in handler a `.mar` names."""
 
     def __init__(
         self, model_dir: Path, model_name: str, entry: tuple[Path, str | None] | str
     ) -> None:
         manifest = read_manifest(model_dir)
         self._context = MmsContext(model_dir, model_name, manifest)
-        self._decodes = is_torchserve_archive(manifest)  # bodies as TorchServe hands them over
+        self._decodes = is_torchserve_archive(manifest)  # bodies as TorchServe hands them
         self._module: ModuleType | None = None
         if isinstance(entry, str):
             self._label = entry
-            with user_code(model_dir):  # its initialize imports the archive's model file
+            with user_code(model_dir):  # initialize imports the archive's model file
                 self._entry = _entry_point(import_default(entry), self._context, None)
             return
         self._file, function_name = entry
@@ -152,25 +150,20 @@ class MmsHandler(BatchHandler):
         return self._context.manifest
 
     def call(self, data: list[Any], request: InferRequest) -> Any:
-        """The entry point's result for `data` given as it is (an envelope's, say), one request."""
+        """The entry point's result for `data` as given, for one request."""
         return self._entry(data, self._context.for_requests([request]))
 
     def infer_batch(self, requests: Sequence[InferRequest]) -> list[InferReply | Exception]:
-        """One call with the whole batch, as MMS makes: `data` holds one item per request.
-
-        If the entry point raises, every request of the batch gets its error: which request
-        caused it is known only to the user's code.
-        """
+        """One call with the whole batch, as MMS makes; an error answers every request."""
         context = self._context.for_requests(requests)
         data = [self._item(request) for request in requests]
         try:
             items = self._items(self._entry(data, context), len(requests))
-        except Exception as error:  # noqa: BLE001  (the batch's answer, for each of its requests)
+        except Exception as error:  # noqa: BLE001  (the whole batch's answer)
             return [error] * len(requests)
         return [_reply(item, context, index) for index, item in enumerate(items)]
 
     def close(self) -> None:
-        """Drop the user's module and service object."""
         if self._module is not None:
             forget_user_module(self._module)
         self._module = None
@@ -198,14 +191,13 @@ class MmsHandler(BatchHandler):
 def _reply(item: Any, context: MmsContext, index: int) -> InferReply | Exception:
     try:
         body, content_type = encode_value(item)
-    except Exception as error:  # noqa: BLE001  (an item JSON cannot carry: only its request fails)
+    except Exception as error:  # noqa: BLE001  (only its request fails)
         return error
     return InferReply(body, context.get_response_content_type(index) or content_type)
 
 
 def find_entry(model_dir: Path) -> tuple[Path, str | None] | str | None:
-    """The handler file and function the MAR manifest names, or the name of the TorchServe
-    built-in handler it names; else `handler.py`, else None."""
+    """The handler the MAR manifest names; else `handler.py`, else None."""
     manifest = read_manifest(model_dir)
     built_in = default_named(model_dir, manifest)
     if built_in is not None:
@@ -223,8 +215,7 @@ def find_entry(model_dir: Path) -> tuple[Path, str | None] | str | None:
 
 
 def _import_handler(file: Path) -> ModuleType:
-    """The user's handler module; one that imports a `ts` module this server lacks says what
-    to install."""
+    """The user's handler module, or what to install for a missing `ts` module."""
     try:
         return import_user_module(file)
     except ModelLoadError as exc:
@@ -235,7 +226,7 @@ def _import_handler(file: Path) -> ModuleType:
 
 
 def read_manifest(model_dir: Path) -> dict[str, Any]:
-    """The MAR manifest (`MAR-INF/MANIFEST.json`), or `{}` when the folder has none."""
+    """The MAR manifest, or `{}`."""
     path = model_dir / MANIFEST
     if not path.is_file():
         return {}
@@ -246,11 +237,7 @@ def read_manifest(model_dir: Path) -> dict[str, Any]:
 def _entry_point(
     module: ModuleType, context: MmsContext, function_name: str | None, *, initialize: bool = False
 ) -> Entry:
-    """TorchServe's rule: a named or module-level `handle` function, else the one service class.
-
-    With `initialize`, a function is first called as TorchServe calls it at load,
-    `handle(None, context)`; otherwise it initialises itself lazily on its first request.
-    """
+    """TorchServe's rule: a named or module-level `handle` function, else the service class."""
     handle = getattr(module, function_name or "handle", None)
     if callable(handle) and not inspect.isclass(handle):
         if initialize:
@@ -267,7 +254,7 @@ def _entry_point(
 
 
 def _service_class(module: ModuleType) -> type:
-    """The class defined in the module that serves: has `handle` or `inference`, most derived."""
+    """The module's most derived class with `handle` or `inference`."""
     candidates = [
         value
         for value in vars(module).values()
@@ -292,7 +279,7 @@ def _service_class(module: ModuleType) -> type:
 
 
 def _pipeline(service: Any) -> Entry:
-    """TorchServe's BaseHandler.handle, for a class with only preprocess/inference/postprocess."""
+    """TorchServe's BaseHandler.handle, for a class with only its steps."""
 
     def unchanged(value: Any) -> Any:
         return value

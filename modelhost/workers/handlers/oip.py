@@ -1,12 +1,7 @@
-"""Every handler speaks the Open Inference Protocol. A model of rows (the built-in runtimes) gets
-the request's tensors as rows (sent to it as JSON) and answers one output tensor. A TorchServe or
-MMS handler gets what TorchServe's KServe v2 envelope gives it: the inputs, each with its shape,
-and its results become outputs named after them. Other user code gets the rows, or one tensor of
-any rank with its shape.
+"""Every handler speaks the Open Inference Protocol through this wrapper.
 
-The request's header (id, requested outputs, which of them in binary) is needed to write the
-response, so the translation wraps the handler rather than living in `decode_rows` /
-`encode_predictions`, which see only a body or an Accept header.
+Models of rows get the tensors as rows; TorchServe handlers get its KServe v2 envelope. The
+response needs the request's header, so the translation wraps the handler rather than the codecs.
 """
 
 from __future__ import annotations
@@ -37,7 +32,7 @@ METHODS = ("predict", "predict_proba")
 
 
 class SpeaksOip(Handler):
-    """A handler, answering OIP requests itself and passing every other request through."""
+    """A handler, answering OIP requests itself and passing the others through."""
 
     def __init__(self, inner: Handler) -> None:
         self.inner = inner
@@ -45,7 +40,7 @@ class SpeaksOip(Handler):
     def __getattr__(self, name: str) -> Any:
         if name == "inner":  # not set yet (copying, unpickling)
             raise AttributeError(name)
-        return getattr(self.inner, name)  # what a handler declares (batching) stays visible
+        return getattr(self.inner, name)
 
     @property
     def batches(self) -> bool:  # type: ignore[override]
@@ -75,9 +70,9 @@ class SpeaksOip(Handler):
         return answer(request, oip, self.inner.infer(rows_request(oip, self.inner)))
 
     def infer_batch(self, requests: Sequence[InferRequest]) -> list[InferReply | Exception]:
-        """Translate the OIP requests of a batch, let the handler batch them all, translate back."""
+        """Translate a batch's OIP requests, let the handler batch them, translate back."""
         if self.inner.answers_oip or (len(requests) == 1 and not is_oip(requests[0].content_type)):
-            return self.inner.infer_batch(requests)  # nothing to translate
+            return self.inner.infer_batch(requests)
         oip_in_batch = any(is_oip(request.content_type) for request in requests)
         if isinstance(self.inner, MmsHandler) and oip_in_batch:  # one envelope a call
             return Handler.infer_batch(self, requests)
@@ -120,8 +115,7 @@ def _batch_reply(
 
 
 def rows_request(oip: OipRequest, handler: Handler) -> InferRequest:
-    """The request a handler predicts on, as JSON, with the method the client asked for: the
-    rows, or for user code given one tensor of rank 3 or more, that tensor in its shape."""
+    """The JSON request a handler predicts on: the rows, or user code's one tensor of rank 3+."""
     high = [tensor for tensor in oip.inputs if tensor.values.ndim > 2]
     if high and isinstance(handler, RowsHandler):
         raise BadRequestBody(_takes_rows(high[0]))
@@ -154,7 +148,7 @@ def method_of(oip: OipRequest) -> str:
 
 
 def answer(request: InferRequest, oip: OipRequest, reply: InferReply) -> InferReply:
-    """The handler's reply as the OIP response, its one output named as the client asked."""
+    """The handler's reply as the OIP response, with one output."""
     if len(oip.outputs) > 1:
         raise BadRequestBody("request one output at a time; this model answers with one tensor")
     name = oip.outputs[0].name if oip.outputs else method_of(oip)
@@ -169,9 +163,7 @@ def answer(request: InferRequest, oip: OipRequest, reply: InferReply) -> InferRe
 
 
 def kserve_v2(handler: MmsHandler, request: InferRequest, oip: OipRequest) -> InferReply:
-    """What TorchServe's KServe v2 envelope does around a handler: `data` is the request's
-    inputs, each with its values nested in its shape; the handler's list of results become
-    outputs, flattened, each named after the input at its place."""
+    """What TorchServe's KServe v2 envelope does around a handler."""
     data = [_envelope_input(tensor) for tensor in oip.inputs]
     results = handler.call(data, request)
     if not isinstance(results, list):
@@ -193,7 +185,7 @@ def kserve_v2(handler: MmsHandler, request: InferRequest, oip: OipRequest) -> In
 
 
 def _envelope_input(tensor: Tensor) -> dict[str, Any]:
-    """An input as TorchServe's envelope hands it: BYTES as their first element, as sent."""
+    """An input as TorchServe's envelope hands it (BYTES as their first element)."""
     values: Any = tensor.values.tolist()
     if tensor.datatype == "BYTES":
         first = tensor.values.reshape(-1)[0] if tensor.values.size else b""
@@ -210,7 +202,7 @@ def _text_if_utf8(item: bytes) -> str | bytes:
 
 
 def predictions_of(reply: InferReply) -> Any:
-    """The values in a handler's reply: `predictions` of JSON, an .npy array, else raw bytes."""
+    """The values in a handler's reply: JSON `predictions`, an .npy array, else raw bytes."""
     kind = media_type(reply.content_type)
     if kind == NPY:
         return np.load(io.BytesIO(reply.body), allow_pickle=False)

@@ -22,13 +22,12 @@ INPUT_TYPES = {
 
 
 class OnnxHandler(RowsHandler):
-    """A one-input ONNX graph fed the rows; predict answers its first output, predict_proba its
-    probabilities (skl2onnx's `output_probability`, or the second output)."""
+    """A one-input ONNX graph fed the rows; predict_proba reads its probabilities output."""
 
     def __init__(self, path: Path, threads: int = 1) -> None:
         ort = require("onnxruntime", "onnx", f"{path.name} (an ONNX model)")
         options = ort.SessionOptions()
-        options.intra_op_num_threads = threads  # 0 would start a thread per core in each worker
+        options.intra_op_num_threads = threads  # 0: a thread per core in each worker
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         self._session: Any = ort.InferenceSession(
@@ -55,7 +54,7 @@ class OnnxHandler(RowsHandler):
 
 
 def _only_input(session: Any, file_name: str) -> tuple[str, Any, int | None]:
-    """The graph's one input: name, numpy type, and its width when the graph fixes it."""
+    """The graph's one input: name, numpy type, and width if fixed."""
     inputs = session.get_inputs()
     if len(inputs) != 1:
         names = ", ".join(item.name for item in inputs)
@@ -75,7 +74,7 @@ def _only_input(session: Any, file_name: str) -> tuple[str, Any, int | None]:
 
 
 def _as_matrix(output: Any) -> Any:
-    """skl2onnx's ZipMap output (a list of {class: probability}) as rows of probabilities."""
+    """skl2onnx's ZipMap output as rows of probabilities."""
     if isinstance(output, list) and output and isinstance(output[0], dict):
         return np.array([list(row.values()) for row in output])
     return output

@@ -1,9 +1,7 @@
-"""Models that predict a matrix of feature rows: the shared decoding, batching and encoding.
+"""Models that predict a matrix of feature rows: one runtime call per batch.
 
-A batch is answered with one call of the runtime: every request's rows are decoded, stacked and
-predicted at once, and the predictions are split back by each request's row count. A request
-whose body cannot be decoded fails alone; if the stacked call fails (rows of another width, a
-value one model refuses), each request is predicted alone so the failure stays with its cause.
+Rows are stacked, predicted at once and split back. If the stacked call fails, each request is
+predicted alone so the failure stays with its cause.
 """
 
 from __future__ import annotations
@@ -20,17 +18,17 @@ from modelhost.workers.handlers.base import Handler, InferReply, InferRequest
 
 METHODS = ("predict", "predict_proba")
 
-Group = list[tuple[int, np.ndarray]]  # (request index, its rows)
+Group = list[tuple[int, np.ndarray]]  # (request index, rows)
 
 
 class RowsHandler(Handler):
     """A handler whose model maps an (n, features) matrix to n predictions."""
 
     batches = True
-    reads_artifact = False  # the runtimes read the whole model into memory at load
-    pure = True  # a prediction, nothing else
-    n_features: int | None = None  # checked before predicting, for a clear 400
-    max_rows = 0  # a request's rows, at most; 0: no limit
+    reads_artifact = False  # the runtimes read the whole model at load
+    pure = True
+    n_features: int | None = None  # checked first, for a clear 400
+    max_rows = 0
 
     def limit_rows(self, max_rows: int) -> None:
         self.max_rows = max_rows
@@ -46,14 +44,14 @@ class RowsHandler(Handler):
 
     @abstractmethod
     def predict(self, rows: np.ndarray, method: str) -> Any:
-        """Predictions for `rows`, one per row; `method` is one of METHODS."""
+        """Predictions for `rows`, one per row."""
 
     def infer(self, request: InferRequest) -> InferReply:
         rows = self._rows(request)
         return self._encode(self._predict(rows, method_of(request)), request)
 
     def infer_batch(self, requests: Sequence[InferRequest]) -> list[InferReply | Exception]:
-        if len(requests) == 1:  # a request alone: nothing to group, stack or split
+        if len(requests) == 1:  # nothing to group, stack or split
             try:
                 return [self.infer(requests[0])]
             except Exception as error:  # noqa: BLE001  (its answer, as in a batch)
@@ -64,7 +62,7 @@ class RowsHandler(Handler):
             try:
                 rows = self._rows(request)
                 groups.setdefault(method_of(request), []).append((index, rows))
-            except Exception as error:  # noqa: BLE001  (isolated to the request that caused it)
+            except Exception as error:  # noqa: BLE001  (only its request's)
                 replies[index] = error
         for method, group in groups.items():
             self._answer_group(requests, method, group, replies)
@@ -78,7 +76,7 @@ class RowsHandler(Handler):
         replies: list[InferReply | Exception],
     ) -> None:
         counts = [len(rows) for _, rows in group]
-        if len(group) == 1:  # nothing to stack or split
+        if len(group) == 1:
             index, rows = group[0]
             replies[index] = self._attempt(requests[index], rows, method)
             return
@@ -86,7 +84,7 @@ class RowsHandler(Handler):
             predictions = self._predict(np.vstack([rows for _, rows in group]), method)
             if len(predictions) != sum(counts):
                 raise ValueError("not one prediction per row")
-        except Exception:  # noqa: BLE001  (one request spoilt the batch: answer each alone)
+        except Exception:  # noqa: BLE001  (answer each alone)
             for index, rows in group:
                 replies[index] = self._attempt(requests[index], rows, method)
             return
@@ -97,11 +95,11 @@ class RowsHandler(Handler):
     def _attempt(
         self, request: InferRequest, values: Any, method: str | None = None
     ) -> InferReply | Exception:
-        """Encode `values` (predicting them first when `method` is given), or the failure."""
+        """Encode `values` (predicted first given `method`), or the failure."""
         try:
             predictions = values if method is None else self._predict(values, method)
             return self._encode(predictions, request)
-        except Exception as error:  # noqa: BLE001  (isolated to its request)
+        except Exception as error:  # noqa: BLE001  (only its request's)
             return error
 
     def _predict(self, rows: np.ndarray, method: str) -> Any:
@@ -126,15 +124,14 @@ def method_of(request: InferRequest) -> str:
 
 
 def from_probabilities(probabilities: np.ndarray, method: str) -> np.ndarray:
-    """A classifier's answer from its class probabilities, as scikit-learn gives it: the index
-    of the likeliest class for predict, a row of probabilities for predict_proba."""
-    if probabilities.ndim == 1:  # binary models give the positive class only
+    """A classifier's answer from its class probabilities, as scikit-learn gives it."""
+    if probabilities.ndim == 1:  # the positive class only
         probabilities = np.column_stack([1.0 - probabilities, probabilities])
     return probabilities if method == "predict_proba" else probabilities.argmax(axis=1)
 
 
 def values_only(values: Any, method: str, kind: str) -> Any:
-    """The outputs of a model that gives no probabilities; predict_proba is refused."""
+    """The outputs of a model without probabilities; predict_proba is refused."""
     if method == "predict_proba":
         raise BadRequestBody(f"this model ({kind}) gives no probabilities; use method=predict")
     return values

@@ -1,4 +1,4 @@
-"""Optional runtimes (xgboost, lightgbm, onnxruntime, torch): imported when a model needs one."""
+"""Optional runtimes, imported when a model needs one."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from modelhost.errors import ModelLoadError
 
 
 def require(module: str, extra: str, artifact: str) -> ModuleType:
-    """Import `module`, or say which extra to install; the handler imports it only when it loads."""
+    """Import `module`, or say which extra to install."""
     try:
         return importlib.import_module(module)
     except ImportError as exc:
@@ -17,7 +17,7 @@ def require(module: str, extra: str, artifact: str) -> ModuleType:
             f"{artifact} needs {module}, which is not installed on this server: "
             f"pip install 'modelhost[{extra}]'"
         ) from exc
-    except OSError as exc:  # installed, but a shared library it links is missing (libgomp)
+    except OSError as exc:  # a shared library it links is missing (libgomp)
         raise ModelLoadError(
             f"{artifact} needs {module}, which is installed but cannot be imported ({exc}); "
             "install the system library it names"

@@ -1,4 +1,4 @@
-"""SageMaker inference-toolkit scripts: `code/inference.py` with `model_fn` and optional hooks."""
+"""SageMaker inference-toolkit scripts: `code/inference.py` with `model_fn` and hooks."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ SCRIPT = Path("code") / "inference.py"
 
 @dataclass(frozen=True)
 class Hooks:
-    """The script's functions, with the toolkit's defaults filled in for those it leaves out."""
+    """The script's functions, with the toolkit's defaults for the others."""
 
     model_fn: Callable[[str], Any]
     input_fn: Callable[[bytes, str], Any]
@@ -29,8 +29,6 @@ class Hooks:
 
 
 class SageMakerHandler(Handler):
-    """A folder whose `code/inference.py` loads the model (`model_fn`) and may serve it."""
-
     def __init__(self, model_dir: Path) -> None:
         script = model_dir / SCRIPT
         with user_code(script.parent):
@@ -84,12 +82,12 @@ def _predict(data: Any, model: Any) -> Any:
 
 
 def _reply(result: Any, accept: str) -> InferReply:
-    """Accept what the toolkit accepts from output_fn: (body, content type), or a body alone."""
+    """What output_fn returns: (body, content type), or a body alone."""
     if isinstance(result, tuple) and len(result) == 2:
         body, content_type = result
         return InferReply(encode_value(body)[0], str(content_type))
     body, content_type = encode_value(result)
     first = media_type(accept.split(",")[0])
     if isinstance(result, (bytes, bytearray, memoryview, str)) and first and "*" not in first:
-        content_type = first  # the toolkit labels an already-serialised body with the Accept type
+        content_type = first  # the toolkit labels a serialised body with the Accept type
     return InferReply(body, content_type)

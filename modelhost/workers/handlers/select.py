@@ -1,4 +1,4 @@
-"""Which handler an unpacked artifact calls for, and the one place load failures are worded."""
+"""Which handler an unpacked artifact calls for, and how load failures are worded."""
 
 from __future__ import annotations
 
@@ -24,16 +24,16 @@ _LISTED_NAMES = 10
 
 @dataclass(frozen=True)
 class Runtime:
-    """A built-in handler: the files it takes and how it builds a handler for one."""
+    """A built-in handler: the files it takes and how it builds a handler."""
 
-    name: str  # as the manifest's `handler` names it
+    name: str
     suffixes: tuple[str, ...]
     build: Callable[[Path, int], Handler]  # (model file, threads)
     hint: Callable[[], str]
-    sniff: Callable[[Path], bool] | None = None  # for suffixes other files share (.json, .txt)
+    sniff: Callable[[Path], bool] | None = None  # for shared suffixes (.json, .txt)
 
     def takes(self, path: Path, *, declared: bool = False) -> bool:
-        """Whether `path` is this runtime's file; shared suffixes are read unless `declared`."""
+        """Whether `path` is this runtime's file (sniffed unless `declared`)."""
         if not path.name.lower().endswith(self.suffixes):
             return False
         return declared or self.sniff is None or self.sniff(path)
@@ -41,11 +41,11 @@ class Runtime:
 
 @dataclass(frozen=True)
 class LoadSpec:
-    """What the frontend tells a worker about a model besides its path (from its manifest)."""
+    """What the manifest tells a worker about a model."""
 
-    handler: str | None = None  # a runtime name, or a Python file of the artifact [":function"]
+    handler: str | None = None  # a runtime name, or "file.py[:function]"
     model_file: str | None = None  # relative to `root`
-    root: Path | None = None  # the folder the manifest is in; the artifact when None
+    root: Path | None = None  # the manifest's folder; None: the artifact
     threads: int = 1
 
 
@@ -54,24 +54,21 @@ DEFAULT_SPEC = LoadSpec()
 
 @dataclass(frozen=True)
 class Choice:
-    """A handler to build, and what to tell the user if building it fails."""
-
     load: Callable[[], Handler]
     hint: Callable[[], str]
 
 
 def load_handler(artifact: Path, model_name: str, spec: LoadSpec = DEFAULT_SPEC) -> Handler:
-    """Build the handler for an unpacked artifact; a failure of the artifact or its code
-    becomes `ModelLoadError`."""
+    """Build the handler for an unpacked artifact; failures become `ModelLoadError`."""
     choice: Choice | None = None
     try:
         choice = choose(artifact, model_name, spec)
         return choice.load()
     except (UnsafeArtifact, Unavailable):
-        raise  # a pickle refused (workers/no_pickle.py), or the files gone: said as they are
+        raise  # a refused pickle, or the files gone: said as they are
     except ModelLoadError as exc:
         raise ModelLoadError(f"could not load model {model_name}: {exc}") from exc
-    except (Exception, SystemExit) as exc:  # user code may sys.exit(), e.g. argparse at import
+    except (Exception, SystemExit) as exc:  # user code may sys.exit() at import
         hint = choice.hint() if choice else "check the artifact"
         raise ModelLoadError(
             f"could not load model {model_name}: {type(exc).__name__}: {exc}; {hint}"
@@ -79,7 +76,7 @@ def load_handler(artifact: Path, model_name: str, spec: LoadSpec = DEFAULT_SPEC)
 
 
 def choose(artifact: Path, model_name: str, spec: LoadSpec = DEFAULT_SPEC) -> Choice:
-    """The manifest's handler if it names one; else by file extension or the folder's contents."""
+    """The manifest's handler, else one chosen by the files."""
     if spec.handler or spec.model_file:
         return _declared(artifact, model_name, spec)
     if artifact.is_file():
@@ -105,14 +102,13 @@ def _choose_file(path: Path, threads: int) -> Choice:
 
 
 def _choose_folder(folder: Path, model_name: str, threads: int, *, descend: bool) -> Choice:
-    """User code first, then a single model file; a lone subfolder (a tar's top folder) is
-    entered."""
+    """User code first, then a single model file; a lone subfolder is entered."""
     if (folder / SCRIPT).is_file():
         return Choice(lambda: SageMakerHandler(folder), _script_hint)
     entry = find_entry(folder)
     if entry is not None:
         return Choice(lambda: MmsHandler(folder, model_name, entry), _handler_hint)
-    if huggingface.is_folder(folder):  # config.json and its weights, built-in files of their own
+    if huggingface.is_folder(folder):
         return _built_in(RUNTIMES["huggingface"], folder / "config.json", threads)
     found = _model_files_in(folder)
     if descend and not found:
@@ -132,7 +128,7 @@ def _declared(artifact: Path, model_name: str, spec: LoadSpec) -> Choice:
     runtime = RUNTIMES.get(spec.handler or "")
     if spec.handler and runtime is None:
         return _user_entry(root, model_name, spec.handler)
-    if runtime is None:  # only a model file: its extension decides
+    if runtime is None:  # the model file's extension decides
         assert model_file is not None
         return _choose_file(model_file, spec.threads)
     path = model_file or _only_file_of(runtime, artifact)
@@ -184,7 +180,7 @@ def _built_in(runtime: Runtime, path: Path, threads: int) -> Choice:
 
 
 def _visible(folder: Path) -> list[Path]:
-    """Entries, less dotfiles and the `__MACOSX` / `._*` litter macOS adds to archives."""
+    """Entries, less dotfiles and macOS's archive litter."""
     return sorted(
         path
         for path in folder.iterdir()

@@ -14,14 +14,12 @@ SUFFIXES = (".joblib", ".pkl", ".pickle")
 
 
 class SklearnHandler(RowsHandler):
-    """A joblib or pickle file holding an estimator; answers `predict` or `predict_proba`."""
-
     def __init__(self, model: Any) -> None:
         self.model = model
 
     @classmethod
     def load(cls, path: Path) -> SklearnHandler:
-        import joblib  # imported here so that importing the handlers package stays cheap
+        import joblib  # the handlers package stays cheap to import
 
         return cls(joblib.load(path))
 
@@ -29,17 +27,16 @@ class SklearnHandler(RowsHandler):
         return predict_rows(self.model, rows, method)
 
     def close(self) -> None:
-        """Drop the estimator so its memory can be returned on unload."""
         self.model = None
 
 
 def predict_rows(model: Any, rows: Any, method: str = "predict") -> Any:
-    """Run `model.<method>(rows)`, turning input the model refuses into `BadRequestBody`."""
+    """Run `model.<method>(rows)`; refused input raises `BadRequestBody`."""
     predict = _method(model, method)
     _check_width(model, rows)
     try:
         return predict(rows)
-    except ValueError as exc:  # scikit-learn's way of refusing input: NaN, wrong shape, ...
+    except ValueError as exc:  # how scikit-learn refuses input
         raise BadRequestBody(f"the model refused the input: {exc}") from exc
 
 

@@ -1,9 +1,6 @@
-"""Requests of texts and their answers, for models of text (`huggingface.py`).
+"""Requests of texts and their answers, in the form the request came in.
 
-A request carries one text or a list of them: JSON as Hugging Face inference endpoints take it
-(`{"inputs": "text"}`, `{"inputs": ["a", "b"]}`, with optional `parameters`), a plain-text body
-(one text), or an Open Inference Protocol request whose one BYTES input holds the texts. The
-answer keeps the request's form: one result for one text, a list for a list, OIP for OIP.
+JSON as Hugging Face inference endpoints take it, plain text, or OIP with one BYTES input.
 """
 
 from __future__ import annotations
@@ -29,7 +26,7 @@ _EXPECTED = (
 
 @dataclass(frozen=True)
 class TextRequest:
-    """A request's texts, whether it sent one text alone, its parameters and its OIP header."""
+    """A request's texts, parameters and OIP header."""
 
     texts: list[str]
     single: bool = False
@@ -38,7 +35,7 @@ class TextRequest:
 
 
 def decode_texts(request: InferRequest, max_texts: int = 0) -> TextRequest:
-    """The texts of a request, refused with what to send when it holds none or too many."""
+    """The texts of a request, refused when it holds none or too many."""
     kind = media_type(request.content_type or "")
     if is_oip(request.content_type):
         decoded = _from_oip(decode_request(request.body, request.content_type))
@@ -100,7 +97,7 @@ def json_reply(results: list[Any], request: TextRequest) -> InferReply:
 
 
 def oip_reply(request: InferRequest, texts: TextRequest, outputs: dict[str, Any]) -> InferReply:
-    """The outputs the client asked for (all when it named none) as an OIP response."""
+    """The outputs the client asked for (default all) as an OIP response."""
     assert texts.oip is not None
     wanted = [output.name for output in texts.oip.outputs] or list(outputs)
     unknown = [name for name in wanted if name not in outputs]
@@ -117,7 +114,7 @@ def oip_reply(request: InferRequest, texts: TextRequest, outputs: dict[str, Any]
 
 
 def parameter(texts: TextRequest, name: str, kind: type, default: Any) -> Any:
-    """A request parameter of the type the model needs, or its default when absent."""
+    """A request parameter of the type needed, or its default."""
     value = texts.parameters.get(name, default)
     if value is None:
         return default

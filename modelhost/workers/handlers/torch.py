@@ -20,7 +20,7 @@ SUFFIXES = (".pt", ".pt2")
 
 
 class TorchHandler(RowsHandler):
-    """A module called with the rows as a float32 tensor; answers its (first) output tensor."""
+    """A module called with the rows as a float32 tensor; answers its first output."""
 
     def __init__(self, path: Path, threads: int = 1) -> None:
         torch = require("torch", "torch", f"{path.name} (a PyTorch model)")
@@ -33,7 +33,7 @@ class TorchHandler(RowsHandler):
         try:
             with intra_op_threads(self._torch, self.threads), self._torch.inference_mode():
                 output = self._module(self._torch.from_numpy(rows.astype(np.float32)))
-        except (RuntimeError, ValueError) as exc:  # torch's way of refusing a shape
+        except (RuntimeError, ValueError) as exc:  # how torch refuses a shape
             raise BadRequestBody(f"the model refused the input: {exc}") from exc
         if isinstance(output, (tuple, list)):
             output = output[0]
@@ -44,26 +44,21 @@ class TorchHandler(RowsHandler):
 
 
 def limit_threads(torch: Any, threads: int) -> int:
-    """The intra-op threads a model runs with: `threads`, at most the usable cores; torch's
-    inter-op pool is set to one thread, which it allows once, before any inter-op work."""
+    """The intra-op threads a model runs with; the inter-op pool gets one thread."""
     with contextlib.suppress(RuntimeError):
         torch.set_num_interop_threads(1)
     return max(1, min(threads, usable_cores()))
 
 
-# one call at a time in a worker runs on more than one intra-op thread: a worker runs up to
-# --threads-per-worker calls at once, each of which would start its model's threads
+# one multi-threaded call at a time, else concurrent calls multiply the worker's threads
 PARALLEL_CALLS = threading.Lock()
 
 
 @contextlib.contextmanager
 def intra_op_threads(torch: Any, threads: int) -> Iterator[None]:
-    """Run the block on `threads` intra-op threads, then give the calling thread its count back.
+    """Run the block on `threads` intra-op threads, then restore the thread's count.
 
-    torch keeps the count per calling thread: set where the model loads, it would not reach the
-    inference threads, and models of one worker may each ask for their own. A block of more than
-    one thread waits for the worker's other such blocks, so the threads a worker keeps busy stay
-    within its share of the cores (its threads per worker) whatever runs beside it.
+    torch keeps the count per calling thread, so it is set around each call, not at load.
     """
     if threads == 1:
         with _count(torch, 1):
@@ -87,12 +82,12 @@ def _count(torch: Any, threads: int) -> Iterator[None]:
 
 
 def _load(torch: Any, path: Path) -> tuple[Any, int | None]:
-    """The module, and its row width where the file tells it (.pt2's example input)."""
+    """The module, and its row width where a .pt2's example input tells it."""
     if path.suffix == ".pt2":
         program = torch.export.load(str(path))
         return program.module(), _width(program.example_inputs)
     try:
-        with warnings.catch_warnings():  # torch deprecates TorchScript; users still ship it
+        with warnings.catch_warnings():  # TorchScript is deprecated; users still ship it
             warnings.simplefilter("ignore", DeprecationWarning)
             module = torch.jit.load(str(path), map_location="cpu")
     except RuntimeError as exc:
@@ -105,7 +100,7 @@ def _load(torch: Any, path: Path) -> tuple[Any, int | None]:
 
 
 def _width(example_inputs: Any) -> int | None:
-    """The row width of an exported program's one 2-D input, from the example it was traced on."""
+    """The row width of an exported program's one 2-D example input."""
     args: tuple[Any, ...] = tuple(example_inputs[0]) if example_inputs else ()
     shape: tuple[int, ...] = tuple(getattr(args[0], "shape", ())) if len(args) == 1 else ()
     return int(shape[1]) if len(shape) == 2 else None

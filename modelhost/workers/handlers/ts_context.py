@@ -1,5 +1,4 @@
-"""What a TorchServe handler finds in its context and its `data`, as TorchServe gives them: the
-system properties, the parsed model-config.yaml, and request bodies decoded by content type."""
+"""What a TorchServe handler finds in its context and its `data`, as TorchServe gives them."""
 
 from __future__ import annotations
 
@@ -10,13 +9,12 @@ from typing import Any
 
 from modelhost.errors import ModelLoadError
 
-SERVER_NAME = "MMS"  # what TorchServe itself puts there, and handlers may compare with
+SERVER_NAME = "MMS"  # TorchServe's own value; handlers may compare
 EXTRA = "torchserve-handlers"
 
 
 def is_torchserve_archive(manifest: dict[str, Any]) -> bool:
-    """Whether torch-model-archiver wrote the manifest (MMS's model-archiver writes no
-    `archiverVersion`): its handlers expect TorchServe's decoded bodies."""
+    """Whether torch-model-archiver wrote the manifest, so bodies come decoded."""
     return "archiverVersion" in manifest
 
 
@@ -33,7 +31,7 @@ def system_properties(model_dir: Path, batch_size: int) -> dict[str, Any]:
 
 
 def model_yaml_config(model_dir: Path, manifest: dict[str, Any]) -> dict[str, Any]:
-    """The archive's model-config.yaml (the manifest's `configFile`), parsed; `{}` without one."""
+    """The archive's model-config.yaml, parsed; `{}` without one."""
     model = manifest.get("model")
     name = model.get("configFile") if isinstance(model, dict) else None
     if not isinstance(name, str) or not name:
@@ -53,15 +51,14 @@ def model_yaml_config(model_dir: Path, manifest: dict[str, Any]) -> dict[str, An
 
 
 def decoded_body(body: bytes, content_type: str) -> Any:
-    """The body as TorchServe hands it over: JSON parsed, text decoded, anything else as bytes
-    (and as bytes too when it does not decode, as TorchServe does)."""
+    """The body as TorchServe hands it: JSON parsed, text decoded, else bytes."""
     media_type = content_type.partition(";")[0].strip().lower()
     try:
         if media_type == "application/json":
             return json.loads(body)
         if media_type.startswith("text"):
             return body.decode("utf-8")
-    except ValueError:  # JSONDecodeError and UnicodeDecodeError both are
+    except ValueError:  # JSON and Unicode decode errors both
         return body
     return body
 

@@ -1,8 +1,7 @@
-"""TorchServe's built-in handlers, named in a `.mar` by `--handler image_classifier`, resolved as
-TorchServe resolves them: a file of the archive first, else `ts.torch_handler.<name>`.
+"""TorchServe's built-in handlers a `.mar` names, resolved as TorchServe resolves them.
 
-The handlers come from the `torchserve` package itself (the `torchserve-handlers` extra), so
-they answer as TorchServe's do; see docs/decisions.md for why it is not a copy of our own.
+They come from the `torchserve` package itself (docs/decisions.md, "TorchServe handlers run on
+TorchServe's own `ts` package").
 """
 
 from __future__ import annotations
@@ -17,15 +16,13 @@ from modelhost.errors import ModelLoadError
 from modelhost.workers.handlers.ts_context import EXTRA, is_torchserve_archive
 
 DEFAULT_HANDLERS = ("image_classifier", "image_segmenter", "object_detector", "text_classifier")
-# named by archives whose serialized file chooses the handler (a TorchScript program); kept so
+# archives whose TorchScript file chooses the handler name it
 BY_MODEL_FILE = ("base_handler",)
-# modules TorchServe's handlers import whose distribution is named otherwise
 DISTRIBUTIONS = {"PIL": "pillow", "yaml": "pyyaml", "cv2": "opencv-python-headless"}
 
 
 def default_named(model_dir: Path, manifest: dict[str, Any]) -> str | None:
-    """The built-in handler a TorchServe manifest names, or None when it names a file of the
-    archive (or nothing); a name that is neither fails with the list of known ones."""
+    """The built-in handler a TorchServe manifest names; None for a file or nothing."""
     model = manifest.get("model")
     handler = model.get("handler") if isinstance(model, dict) else None
     if not isinstance(handler, str) or not is_torchserve_archive(manifest):
@@ -45,7 +42,7 @@ def default_named(model_dir: Path, manifest: dict[str, Any]) -> str | None:
 
 
 def import_default(name: str) -> ModuleType:
-    """TorchServe's module of the built-in handler `name`, or a message saying what to install."""
+    """TorchServe's module of the handler `name`, or what to install."""
     try:
         return importlib.import_module(f"ts.torch_handler.{name}")
     except ModuleNotFoundError as exc:

@@ -1,8 +1,6 @@
-"""`context.metrics` as TorchServe's handlers call it, recording what they add as modelhost
-samples: the worker sends them with its next answer and the frontend shows them in /metrics.
+"""`context.metrics` as TorchServe's handlers call it, sent with the next answer to /metrics.
 
-The calls and their defaults follow TorchServe's metrics cache (add_counter, add_time, add_size,
-add_percent, add_error, add_metric, get_metric, add_metric_to_cache); nothing is logged.
+The calls and defaults follow TorchServe's metrics cache; nothing is logged.
 """
 
 from __future__ import annotations
@@ -15,15 +13,15 @@ from modelhost.records.handler_metrics import KINDS, HandlerSample
 TIME_UNITS = ("ms", "s")
 SIZE_UNITS = ("MB", "kB", "GB", "B")
 
-# samples since the last answer, from every model of this worker (each names its model)
+# samples since the last answer, from every model of this worker
 _pending: list[HandlerSample] = []
-MAX_PENDING = 10_000  # past this, samples no answer has carried off are dropped
+MAX_PENDING = 10_000  # then samples are dropped
 _pending_lock = threading.Lock()
 
 
 def drain_samples() -> tuple[HandlerSample, ...]:
     """The samples recorded since the last call, for the answer about to be sent."""
-    if not _pending:  # the common case: no handler of this worker records anything
+    if not _pending:  # the common case
         return ()
     with _pending_lock:
         samples = tuple(_pending)
@@ -83,7 +81,7 @@ class HandlerMetrics:
     def __init__(self, model: str) -> None:
         self.model = model
         self._metrics: dict[tuple[str, str], HandlerMetric] = {}
-        self.request_ids: Any = None  # TorchServe sets it per batch; kept for handlers that read
+        self.request_ids: Any = None  # for handlers that read it
 
     def add_metric_to_cache(
         self,
@@ -161,8 +159,7 @@ class HandlerMetrics:
     def _add(
         self, name: str, value: float, unit: str, dimensions: list[Any] | None, kind: str
     ) -> None:
-        """As TorchServe: the metric of this name and kind, made on first use with these
-        dimensions' names."""
+        """As TorchServe: the metric of this name and kind, made on first use."""
         given = list(dimensions or [])
         metric = self._metrics.get((name, kind))
         if metric is None:

@@ -1,4 +1,4 @@
-"""Users' handler code: imported under unique module names, siblings importable while it loads."""
+"""Users' handler code, each file under a module name of its own."""
 
 from __future__ import annotations
 
@@ -15,16 +15,15 @@ from modelhost.errors import ModelLoadError
 
 USER_MODULE_PREFIX = "modelhost_user_"
 
-# sys.path and sys.modules are process-wide: loads of user code take turns within a worker
-_USER_CODE_LOCK = threading.RLock()  # reentrant: user code may load a model itself
+# sys.path and sys.modules are process-wide: loads take turns
+_USER_CODE_LOCK = threading.RLock()  # user code may load a model itself
 
 
 @contextmanager
 def user_code(search_dir: Path) -> Iterator[None]:
-    """Let user code import its sibling modules from `search_dir` while it loads, then forget them.
+    """Let user code import its siblings while it loads, then forget them.
 
-    Sibling modules are dropped from `sys.modules` afterwards (the user's module keeps its
-    references), so two models that both ship a `utils.py` never see each other's.
+    Two models that both ship a `utils.py` never see each other's.
     """
     with _USER_CODE_LOCK:
         before = set(sys.modules)
@@ -32,13 +31,13 @@ def user_code(search_dir: Path) -> Iterator[None]:
         try:
             yield
         finally:
-            if str(search_dir) in sys.path:  # user code may have removed it itself
+            if str(search_dir) in sys.path:  # user code may have removed it
                 sys.path.remove(str(search_dir))
             _forget_modules_under(search_dir, set(sys.modules) - before)
 
 
 def import_user_module(path: Path) -> ModuleType:
-    """Import a user's Python file under a unique module name, so models never share a module."""
+    """Import a user's file under a unique module name."""
     name = f"{USER_MODULE_PREFIX}{uuid.uuid4().hex}"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
@@ -57,7 +56,7 @@ def import_user_module(path: Path) -> ModuleType:
 
 
 def forget_user_module(module: ModuleType) -> None:
-    """Drop a module `import_user_module` made, once its handler is closed."""
+    """Drop a module `import_user_module` made."""
     sys.modules.pop(module.__name__, None)
 
 

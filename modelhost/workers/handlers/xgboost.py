@@ -17,12 +17,12 @@ _SNIFF_BYTES = 256
 
 
 class XGBoostHandler(RowsHandler):
-    """An XGBoost booster; classifiers answer like scikit-learn's (class index, probabilities)."""
+    """An XGBoost booster; classifiers answer like scikit-learn's."""
 
     def __init__(self, path: Path, threads: int = 1) -> None:
         xgboost = require("xgboost", "xgboost", f"{path.name} (an XGBoost model)")
         self._booster: Any = xgboost.Booster(params={"nthread": threads})
-        # .bst names no format: from bytes, xgboost tells UBJSON, JSON and the old binary apart
+        # .bst names no format; from bytes, xgboost tells them apart
         source = bytearray(path.read_bytes()) if path.suffix == ".bst" else str(path)
         self._booster.load_model(source)
         learner = json.loads(self._booster.save_config())["learner"]
@@ -40,7 +40,7 @@ class XGBoostHandler(RowsHandler):
 
 
 def is_xgboost_json(path: Path) -> bool:
-    """Whether a .json file is an XGBoost model (its document opens with the "learner" key)."""
+    """Whether a .json file opens with XGBoost's "learner" key."""
     with open(path, "rb") as file:
         head = file.read(_SNIFF_BYTES).lstrip()
     return head.startswith(b"{") and b'"learner"' in head
