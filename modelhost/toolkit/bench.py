@@ -1,8 +1,6 @@
 """`bench`: several load-generator processes started together, their rows gathered.
 
-Each process runs a share of the load (users or rate) from one start time they all read from the
-parent, and reports its progress every 0.2 s and its rows at the end through one queue. The parent
-only watches: it sends nothing, so its own work cannot slow the load.
+The parent only watches, so its own work cannot slow the load.
 """
 
 from __future__ import annotations
@@ -40,7 +38,7 @@ class BenchRun:
 
 
 def split_plan(plan: ProcessPlan, processes: int) -> list[ProcessPlan]:
-    """The plan shared out: users dealt round, rate divided, constant schedules interleaved."""
+    """The plan shared out: users dealt round, rate divided, schedules interleaved."""
     if plan.concurrency:
         processes = max(1, min(processes, plan.concurrency))
         requests = _dealt(plan.requests, processes)
@@ -62,7 +60,6 @@ def split_plan(plan: ProcessPlan, processes: int) -> list[ProcessPlan]:
 
 
 def _dealt(total: int, processes: int) -> list[int]:
-    """`total` dealt round `processes` shares."""
     return [total // processes + (i < total % processes) for i in range(processes)]
 
 
@@ -145,7 +142,7 @@ def _check_alive(children: list[Any], results: dict[int, Any]) -> None:
 
 
 def _child(plan: ProcessPlan, messages: Any, start: Any, go: Any) -> None:
-    importlib.import_module(plan.client)  # before "ready": an import must not eat the run's time
+    importlib.import_module(plan.client)  # before "ready", not in the run's time
     messages.put(("ready", plan.index))
     go.wait()
     counts = [0, 0]
@@ -182,7 +179,7 @@ def describe_load(plan: ProcessPlan) -> str:
 
 
 def bench_summary(plan: ProcessPlan, run: BenchRun) -> dict[str, Any]:
-    """summary.json: the plan, the figures, per-second timeline and the generator's health."""
+    """summary.json: the plan, the figures, the timeline and the generator's health."""
     from modelhost.toolkit import stats
 
     window_s = (

@@ -1,6 +1,4 @@
-"""The cold-start step: one request for a model the server has not loaded, timed from the
-client, with the server's own account of it (`X-Modelhost-Cache` and the `Server-Timing` parts:
-queue, download, load, infer)."""
+"""The cold-start step: one request for a model not loaded, with the server's own timing."""
 
 from __future__ import annotations
 
@@ -15,7 +13,6 @@ from modelhost.toolkit.traffic import Target
 def cold_start(
     target: Target, model: str | None, payload: Payload, timeout_s: float = 120.0
 ) -> dict[str, Any]:
-    """Send the first request for `model` and report what it took."""
     import httpx
 
     url, headers = target.request_for(model)

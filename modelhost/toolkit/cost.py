@@ -1,10 +1,6 @@
-"""`cost`: what a million requests cost on an always-on instance and on a serverless endpoint,
-and the monthly volume where they cost the same.
+"""`cost`: a million requests on an always-on instance and serverless, and the break-even.
 
-Instance: price per hour ÷ requests it answers per hour (measured throughput at the latency
-limit × the share of it you plan to use). Serverless: price per GB-second × memory × latency, plus
-price per GB of data in and out, plus any price per request. Prices are inputs; EXAMPLE_PRICES are
-examples only, labelled with where and when they were read.
+EXAMPLE_PRICES are examples only, labelled with where and when they were read.
 """
 
 from __future__ import annotations
@@ -28,7 +24,7 @@ EXAMPLE_PRICES = {
 class Instance:
     price_per_hour: float
     throughput_rps: float  # measured, at the latency limit
-    utilization: float = 1.0  # the share of that throughput the traffic may use
+    utilization: float = 1.0  # the share the traffic may use
 
     @property
     def requests_per_hour(self) -> float:
@@ -38,7 +34,7 @@ class Instance:
         return self.price_per_hour / self.requests_per_hour * 1e6
 
     def count_for(self, monthly_requests: float) -> int:
-        """Instances to answer the volume; at least one (always on)."""
+        """Instances to answer the volume; at least one."""
         return max(1, math.ceil(monthly_requests / (self.requests_per_hour * HOURS_PER_MONTH)))
 
     def monthly(self, monthly_requests: float) -> float:
@@ -67,8 +63,7 @@ class Serverless:
 
 
 def break_even(instance: Instance, serverless: Serverless) -> float:
-    """Monthly requests where one always-on instance and serverless cost the same; above it the
-    instance is cheaper (until it needs a second one)."""
+    """Monthly requests where one instance and serverless cost the same."""
     return instance.price_per_hour * HOURS_PER_MONTH / serverless.per_request()
 
 

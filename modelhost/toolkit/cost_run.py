@@ -1,4 +1,4 @@
-"""`cost` from options to a table and files: figures from a summary where one is given."""
+"""`cost` from options to a table and files."""
 
 from __future__ import annotations
 
@@ -34,8 +34,6 @@ def measured(path: Path | None) -> dict[str, float]:
 
 @dataclass(frozen=True, kw_only=True)
 class CostOptions:
-    """`modelhost cost`'s options; its flags are derived from these fields."""
-
     from_summary: Path | None = option(
         None,
         "a bench summary.json or tune.json: throughput and latency from it",
@@ -70,7 +68,7 @@ EXAMPLE_PRICE_FIELDS = ("instance_price", "gb_second_price", "data_price")
 def cost_command(
     console: Console, options: CostOptions, example_prices: Sequence[str] = ()
 ) -> dict[str, Any]:
-    """The table and files; `example_prices` names the prices left at their example defaults."""
+    """The table and files; `example_prices` names the prices left at their defaults."""
     from_summary, latency_ms, out = options.from_summary, options.latency_ms, options.out
     instance_price, utilization = options.instance_price, options.utilization
     gb_second_price, memory_gb = options.gb_second_price, options.memory_gb

@@ -1,10 +1,7 @@
-"""One load-generator process: closed loop (N users, each sends when its last reply came) or open
-loop (sends at scheduled times, constant or Poisson, whatever the replies do).
+"""One load-generator process, in closed loop (N users) or open loop (scheduled sends).
 
-In open loop a request's latency counts from its scheduled send time, not from when it left: a
-server that stalls cannot hide its stall by slowing the sender (coordinated omission). Every
-process also measures what limits itself: its CPU time, how late it sends against its schedule,
-and how late its event loop wakes.
+In open loop latency counts from the scheduled time, so a stalling server cannot hide its
+stall by slowing the sender (coordinated omission). Each process measures its own lag too.
 """
 
 from __future__ import annotations
@@ -28,14 +25,14 @@ LOOP_TICK_S = 0.02
 
 
 class Row(NamedTuple):
-    """One request, times in seconds from the run's start, durations in ms (3 decimals)."""
+    """One request, times in seconds from the run's start."""
 
     process: int
     model: str
     intended_s: float  # when it was due; equals sent_s in closed loop
     sent_s: float
     done_s: float
-    latency_ms: float  # done - intended: what a user waiting from the due time saw
+    latency_ms: float  # done - intended
     status: int  # 0: no HTTP answer (connection error, timeout)
     error: str
     cache: str
@@ -58,18 +55,18 @@ class ProcessPlan:
     concurrency: int = 0  # closed loop: users in this process
     rate_rps: float = 0.0  # open loop: this process's share of the rate
     poisson: bool = False
-    offset_s: float = 0.0  # first send of a constant schedule, so processes interleave
+    offset_s: float = 0.0  # so processes' schedules interleave
     max_in_flight: int = 10_000
     timeout_s: float = 30.0
     client: str = "aiohttp"
     seed: int = 0
     index: int = 0
-    requests: int = 0  # measured requests to send (this process's share); 0: run duration_s
-    sign_region: str = ""  # SigV4-sign every request for SageMaker in this region
+    requests: int = 0  # this process's share; 0: run duration_s
+    sign_region: str = ""  # SigV4-sign for SageMaker in this region
 
     @property
     def end_s(self) -> float:
-        """When sending stops; with `requests`, only when that many measured ones were sent."""
+        """When sending stops, unless `requests` counts it."""
         return math.inf if self.requests else self.warmup_s + self.duration_s
 
 
@@ -83,7 +80,7 @@ class Diagnostics:
 
 
 class Generator:
-    """Runs one plan from `start` (a time.monotonic() reading shared by all processes)."""
+    """Runs one plan from `start`, a monotonic time shared by all processes."""
 
     def __init__(
         self,
@@ -95,8 +92,8 @@ class Generator:
         self.plan, self.transport, self.start, self.on_row = plan, transport, start, on_row
         self.rows: list[Row] = []
         self.diagnostics = Diagnostics()
-        self._rng = random.Random(plan.seed * 1_000_003 + plan.index)  # models and payloads
-        self._arrivals = random.Random(plan.seed * 1_000_003 + plan.index + 500_000)  # own stream
+        self._rng = random.Random(plan.seed * 1_000_003 + plan.index)
+        self._arrivals = random.Random(plan.seed * 1_000_003 + plan.index + 500_000)
         self._measured_sent = 0
 
     async def run(self) -> list[Row]:
@@ -122,7 +119,7 @@ class Generator:
         slots = asyncio.Semaphore(self.plan.max_in_flight)
         tasks = set()
         for intended in self.schedule():
-            while (early_s := intended - self._now()) > 0:  # a timer may fire up to 1 ms early
+            while (early_s := intended - self._now()) > 0:  # a timer may fire early
                 await asyncio.sleep(early_s)
             if slots.locked():
                 self.diagnostics.in_flight_cap_hits += 1
@@ -133,7 +130,7 @@ class Generator:
         await asyncio.gather(*tasks)
 
     def _more(self, intended: float) -> bool:
-        """Whether a request due at `intended` is still sent, counting it if it is measured."""
+        """Whether a request due at `intended` is still sent, counting it."""
         if round(intended, 6) < self.plan.warmup_s:  # as the row's warm-up flag rounds it
             return True
         if self.plan.requests:
@@ -142,7 +139,7 @@ class Generator:
         return intended < self.plan.end_s
 
     def schedule(self) -> Iterator[float]:
-        """Due times from 0 while `_more`: offset + k/rate, or exponential gaps (Poisson)."""
+        """Due times: offset + k/rate, or exponential gaps (Poisson)."""
         rate = self.plan.rate_rps
         if not self.plan.poisson:
             due: Iterator[float] = (self.plan.offset_s + k / rate for k in itertools.count())
@@ -160,7 +157,7 @@ class Generator:
             self.diagnostics.send_lag_ms.append((sent - intended) * 1000)
         try:
             reply, error = await self.transport.post(url, payload.body, headers), ""
-        except Exception as exc:  # any failure to get an answer is a result, not a crash
+        except Exception as exc:  # a failure is a result, not a crash
             reply, error = Reply(0), type(exc).__name__
         finally:
             if slots is not None:
@@ -205,7 +202,6 @@ class Generator:
 async def run_plan(
     plan: ProcessPlan, start: float, on_row: Callable[[Row], None] = lambda row: None
 ) -> tuple[list[Row], Diagnostics]:
-    """Open the plan's HTTP client, run the plan, close the client."""
     transport = open_transport(plan.client, plan.timeout_s, plan.sign_region)
     try:
         generator = Generator(plan, transport, start, on_row)

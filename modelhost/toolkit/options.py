@@ -1,9 +1,4 @@
-"""Each toolkit command's options are one frozen dataclass; its click options are derived from the
-fields (as `serve`'s are from Config), so a flag, its default and its help are written once.
-
-A field declared with `option(...)` becomes `--field-name` (or `flag=`); its type comes from the
-annotation: bool → a flag, int/float/str → that type, Path → a path, tuple → a repeatable option.
-"""
+"""Click options derived from a frozen dataclass: a flag, its default and help written once."""
 
 from __future__ import annotations
 
@@ -70,13 +65,12 @@ def _click_option(field: dataclasses.Field[Any], annotation: Any) -> Callable[[F
 
 
 def cli_fields(cls: type) -> list[tuple[dataclasses.Field[Any], Any]]:
-    """The fields of `cls` that are options, with their resolved annotations."""
     hints = typing.get_type_hints(cls)
     return [(f, hints[f.name]) for f in dataclasses.fields(cls) if "cli" in f.metadata]
 
 
 def click_options(cls: type) -> Callable[[F], F]:
-    """A decorator adding one click option per option field of `cls`, in declared order."""
+    """A decorator adding a click option per option field of `cls`."""
 
     def decorate(func: F) -> F:
         for field, annotation in reversed(cli_fields(cls)):

@@ -1,11 +1,7 @@
 """Request bodies for `bench`: a JSON-lines file, a folder of files, or arrays.
 
-A JSON line is either SageMaker's form, `{"Body": ..., "ContentType": "text/csv"}` (Body a
-string, or any JSON value that is sent as JSON), or a raw body: any other JSON value, sent as JSON.
-A folder's files are sent as they are (images, audio, `.npy`), each with the content type of its
-extension. A `.npy` file is one body; a `.npz` file is one `.npy` body per array it holds, and
-so is a pickle (`.pkl`, `.pickle`) of a list of arrays. A pickle runs code as it loads: give
-only your own.
+A JSON line is SageMaker's `{"Body": ..., "ContentType": ...}` or a raw JSON body. A pickle
+runs code as it loads: give only your own.
 """
 
 from __future__ import annotations
@@ -48,7 +44,7 @@ def content_type_of(path: Path) -> str:
 
 
 def folder_payloads(folder: Path) -> list[Payload]:
-    """Every file in `folder` (not its subfolders, not hidden ones), by name."""
+    """Every file in `folder`, not hidden ones, by name."""
     files = sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
     if not files:
         raise ValueError(f"{folder} holds no files to send as payloads")
@@ -56,7 +52,7 @@ def folder_payloads(folder: Path) -> list[Payload]:
 
 
 def array_payloads(path: Path) -> list[Payload]:
-    """Each array of a .npz file as its own .npy body (no pickled objects are loaded)."""
+    """Each array of a .npz file as its own .npy body, loading no pickles."""
     import numpy as np
 
     with np.load(path, allow_pickle=False) as arrays:
@@ -67,7 +63,6 @@ def array_payloads(path: Path) -> list[Payload]:
 
 
 def pickled_payloads(path: Path) -> list[Payload]:
-    """Each array of a pickled list (or tuple) of arrays as its own .npy body."""
     import pickle
 
     import numpy as np
@@ -89,7 +84,7 @@ def npy_payload(array: Any) -> Payload:
 
 
 def json_line_payloads(path: Path) -> list[Payload]:
-    """Every non-blank line of `path` as a Payload; a bad line is an error naming its number."""
+    """Every non-blank line of `path`; a bad line is an error naming its number."""
     payloads = []
     for number, line in enumerate(Path(path).read_text().splitlines(), start=1):
         if line.strip():

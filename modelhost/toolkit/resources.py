@@ -1,9 +1,6 @@
 """The server's own CPU seconds and peak memory (PSS) over a step, sampled while it runs.
 
-Two readers of one figure pair, (CPU seconds so far, PSS bytes now): `/proc` for a server on
-this machine (its process and every descendant: frontend, template, workers) and `/metrics` for
-one elsewhere (`modelhost_process_cpu_seconds_total` plus every worker's
-`modelhost_worker_cpu_seconds_total`, and `modelhost_memory_used_bytes`, the server's own PSS).
+`/proc` reads a server on this machine and its descendants; `/metrics` reads one elsewhere.
 """
 
 from __future__ import annotations
@@ -23,15 +20,15 @@ _METRIC = re.compile(r"^(modelhost_\w+)(\{[^}]*\})? (\S+)$", re.MULTILINE)
 
 
 class ServerUsage(NamedTuple):
-    """What the server used over one step; NaN where no reading succeeded."""
+    """What the server used over one step; NaN without a reading."""
 
     cpu_s: float
     peak_pss_bytes: float
-    source: str  # "proc" or "metrics"
+    source: str
 
 
 def _tree(root: int) -> list[int]:
-    """`root` and every process below it, from /proc/*/stat's parent ids."""
+    """`root` and every process below it."""
     children: dict[int, list[int]] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -59,8 +56,6 @@ def _cpu_and_pss(pid: int) -> Reading:
 
 
 def proc_reader(pid: int) -> Callable[[], Reading]:
-    """CPU and PSS of the server process `pid` and all its descendants."""
-
     def read() -> Reading:
         readings = [_cpu_and_pss(member) for member in _tree(pid)]
         return sum(r[0] for r in readings), sum(r[1] for r in readings)
@@ -69,7 +64,6 @@ def proc_reader(pid: int) -> Callable[[], Reading]:
 
 
 def parse_usage(metrics_text: str) -> Reading:
-    """(CPU seconds, PSS bytes) from a modelhost /metrics page."""
     cpu_s = pss = 0.0
     for name, _labels, value in _METRIC.findall(metrics_text):
         if name in ("modelhost_process_cpu_seconds_total", "modelhost_worker_cpu_seconds_total"):
@@ -80,7 +74,6 @@ def parse_usage(metrics_text: str) -> Reading:
 
 
 def metrics_reader(url: str, timeout_s: float = 5.0) -> Callable[[], Reading]:
-    """CPU and PSS from the server's GET /metrics."""
     import httpx
 
     def read() -> Reading:
@@ -90,9 +83,7 @@ def metrics_reader(url: str, timeout_s: float = 5.0) -> Callable[[], Reading]:
 
 
 class UsageProbe:
-    """`with UsageProbe(read) as probe:` samples `read` every SAMPLE_EVERY_S in a thread;
-    `probe.usage` then holds the CPU seconds between the first and last reading and the peak PSS.
-    """
+    """Samples `read` in a thread while in a `with` block; `usage` then holds the result."""
 
     def __init__(self, read: Callable[[], Reading], source: str) -> None:
         self._read, self.source = read, source
@@ -101,7 +92,7 @@ class UsageProbe:
         self._thread = threading.Thread(target=self._sample, daemon=True)
 
     def _take(self) -> None:
-        with contextlib.suppress(Exception):  # a missed sample is a gap, not a failed step
+        with contextlib.suppress(Exception):  # a gap, not a failed step
             self._readings.append(self._read())
 
     def _sample(self) -> None:
@@ -132,7 +123,7 @@ class UsageProbe:
 
 
 def probe_for(url: str, pid: int | None) -> UsageProbe:
-    """/proc when the server runs here (its pid known and visible), else its /metrics."""
+    """/proc when the server runs here, else its /metrics."""
     if pid is not None and Path(f"/proc/{pid}/stat").exists():
         return UsageProbe(proc_reader(pid), "proc")
     return UsageProbe(metrics_reader(url), "metrics")

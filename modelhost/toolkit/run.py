@@ -1,4 +1,4 @@
-"""`bench` from options to files: build the plan, run it under a progress bar, show and write."""
+"""`bench` from options to files."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from modelhost.toolkit.options import option
 from modelhost.toolkit.payloads import Payload, read_payloads
 from modelhost.toolkit.traffic import Popularity, Target, read_models
 
-if TYPE_CHECKING:  # rich comes with the toolkit extra: imported when bench runs, so that
-    from rich.console import Console  # `modelhost bench` can say what to install instead
+if TYPE_CHECKING:  # rich is an extra, so bench can say to install it
+    from rich.console import Console
 
 IRIS_ROW = b"[5.1, 3.5, 1.4, 0.2]"
 
@@ -27,9 +27,7 @@ PROCESSES_DEFAULT = max(1, min(4, len(os.sched_getaffinity(0)) // 2))
 
 @dataclass(frozen=True, kw_only=True)
 class BenchOptions:
-    """`modelhost bench`'s options; its flags are derived from these fields."""
-
-    url: str = ""  # the argument; empty with --endpoint-name
+    url: str = ""  # empty with --endpoint-name
     endpoint_name: str = option(
         "", "a SageMaker endpoint to load-test instead of URL: InvokeEndpoint, SigV4-signed"
     )
@@ -77,7 +75,7 @@ class BenchOptions:
 
 
 def sagemaker_target(options: BenchOptions) -> tuple[str, str]:
-    """(invocation URL, region) of --endpoint-name; credentials checked here, before any load."""
+    """(invocation URL, region) of --endpoint-name, credentials checked before any load."""
     import botocore.session
 
     if options.url or options.model_in == "path":
@@ -138,7 +136,7 @@ def plan_of(options: BenchOptions) -> ProcessPlan:
 def run_with_progress(
     plan: ProcessPlan, processes: int, console: Console, quiet: bool = False
 ) -> BenchRun:
-    """The run, with a progress bar over its time on `console` unless `quiet`."""
+    """The run, with a progress bar unless `quiet`."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
     if quiet:
@@ -150,7 +148,7 @@ def run_with_progress(
         TextColumn("{task.fields[done]} answered, {task.fields[errors]} errors"),
     )
     with Progress(*columns, console=console, transient=True) as bar:
-        # by time; with --requests by answers (warm-up ones included: an estimate)
+        # by time; with --requests by answers, an estimate
         total = plan.requests or plan.end_s
         task = bar.add_task("bench", total=total, done=0, errors=0)
 

@@ -1,8 +1,4 @@
-"""The figures of a bench run, computed from its rows: what summary.json and the table show.
-
-Latency percentiles are numpy's (linear interpolation) over the measured requests that were
-answered below 400; warm-up requests are in the CSV but in no figure.
-"""
+"""The figures of a bench run, computed from its rows, without warm-up or errors in latency."""
 
 from __future__ import annotations
 
@@ -15,9 +11,9 @@ import numpy as np
 from modelhost.toolkit.loadgen import TIMING_PARTS, Diagnostics, Row
 
 PERCENTILES = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p99.9": 99.9}
-CPU_BUSY = 0.90  # a generator process above this share of one core is the bottleneck
-SEND_LAG_LIMIT_MS = 5.0  # open loop: p99 lateness against the schedule
-LOOP_LAG_LIMIT_MS = 50.0  # the worst oversleep of the 20 ms tick
+CPU_BUSY = 0.90  # of one core: the generator is the bottleneck
+SEND_LAG_LIMIT_MS = 5.0  # open loop's p99
+LOOP_LAG_LIMIT_MS = 50.0  # the worst oversleep of the tick
 
 
 def measured(rows: Sequence[Row]) -> list[Row]:
@@ -29,7 +25,7 @@ def ok(row: Row) -> bool:
 
 
 def latency_summary(latencies_ms: Sequence[float]) -> dict[str, float]:
-    """min, mean, the PERCENTILES and max: the full record every bench and tune step keeps."""
+    """min, mean, the PERCENTILES and max."""
     if not latencies_ms:
         return {name: float("nan") for name in ["min", "mean", *PERCENTILES, "max"]}
     values = np.asarray(latencies_ms, dtype=float)
@@ -43,13 +39,11 @@ def latency_summary(latencies_ms: Sequence[float]) -> dict[str, float]:
 
 
 def measured_window_s(rows: Sequence[Row], warmup_s: float) -> float:
-    """With --requests: from the end of warm-up to the last measured answer."""
     ends = [row.done_s for row in measured(rows)]
     return max(ends) - warmup_s if ends else float("nan")
 
 
 def summarize(rows: Sequence[Row], duration_s: float) -> dict[str, Any]:
-    """Counts, throughput, latency, cache tiers and Server-Timing parts of the measured rows."""
     window = measured(rows)
     good = [row for row in window if ok(row)]
     return {
@@ -64,7 +58,7 @@ def summarize(rows: Sequence[Row], duration_s: float) -> dict[str, Any]:
         "throughput_rps": len(good) / duration_s if duration_s else float("nan"),
         "latency_ms": latency_summary([row.latency_ms for row in good]),
         "cache": dict(sorted(Counter(row.cache or "none" for row in good).items())),
-        # behind a router: the spread over instances (X-Modelhost-Instance); empty elsewhere
+        # the spread over instances behind a router
         "instances": dict(sorted(Counter(row.instance for row in good if row.instance).items())),
         "server_timing_ms": timing_summary(good),
         "models": len({row.model for row in window}),
@@ -85,7 +79,7 @@ def timing_summary(rows: Sequence[Row]) -> dict[str, dict[str, float]]:
 
 
 def generator_health(diagnostics: Sequence[Diagnostics], open_loop: bool) -> dict[str, Any]:
-    """How hard the load generator itself worked, and warnings where it limited the result."""
+    """How hard the generator worked, and warnings where it limited the result."""
     cpu = [d.cpu_s / d.wall_s if d.wall_s else 0.0 for d in diagnostics]
     send_lag = [lag for d in diagnostics for lag in d.send_lag_ms]
     loop_lag = [lag for d in diagnostics for lag in d.loop_lag_ms]
@@ -126,7 +120,7 @@ def _warnings(health: dict[str, Any], open_loop: bool) -> list[str]:
 
 
 def timeline(rows: Sequence[Row], bucket_s: float = 1.0) -> list[dict[str, float]]:
-    """Per time bucket (by completion): answered requests per second, p50 and p99 latency."""
+    """Per time bucket of completion: requests per second, p50 and p99 latency."""
     buckets: dict[int, list[float]] = {}
     for row in rows:
         if ok(row):
@@ -143,7 +137,7 @@ def timeline(rows: Sequence[Row], bucket_s: float = 1.0) -> list[dict[str, float
 
 
 def concurrency_at_send(rows: Sequence[Row]) -> list[int]:
-    """For each row, the requests of all processes in flight when it was sent (itself included)."""
+    """For each row, the requests of all processes in flight when it was sent."""
     sent = np.sort(np.asarray([row.sent_s for row in rows]))
     done = np.sort(np.asarray([row.done_s for row in rows]))
     return [
@@ -153,7 +147,7 @@ def concurrency_at_send(rows: Sequence[Row]) -> list[int]:
 
 
 def latency_by_concurrency(rows: Sequence[Row]) -> list[dict[str, float]]:
-    """p50 and p99 latency of answered measured requests, grouped by concurrency at send."""
+    """p50 and p99 latency grouped by concurrency at send."""
     groups: dict[int, list[float]] = {}
     for row, level in zip(rows, concurrency_at_send(rows), strict=True):
         if ok(row) and not row.warmup:

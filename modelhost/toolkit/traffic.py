@@ -13,7 +13,7 @@ TARGET_MODEL_HEADER = "X-Amzn-SageMaker-Target-Model"
 
 @dataclass(frozen=True)
 class Popularity:
-    """Models with weights: uniform, or Zipf (weight of the k-th model ∝ 1 / k**s)."""
+    """Models with weights: uniform, or Zipf (the k-th ∝ 1 / k**s)."""
 
     models: tuple[str, ...]
     cum_weights: tuple[float, ...]
@@ -31,7 +31,6 @@ class Popularity:
         return cls(tuple(models), tuple(itertools.accumulate(weights)))
 
     def share(self, index: int) -> float:
-        """The fraction of requests the index-th model gets."""
         previous = self.cum_weights[index - 1] if index else 0.0
         return (self.cum_weights[index] - previous) / self.cum_weights[-1]
 
@@ -52,8 +51,7 @@ def read_models(spec: str) -> list[str]:
 
 @dataclass(frozen=True)
 class Target:
-    """Where requests go: `url` is the endpoint root; `in_path` puts the model in the path
-    (`/models/{m}/invoke`), otherwise POST `/invocations` with the target-model header."""
+    """Where requests go, the model in the path (`in_path`) or the target-model header."""
 
     url: str
     in_path: bool = False

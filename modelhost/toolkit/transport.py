@@ -1,6 +1,7 @@
-"""The one-method seam the load generator sends through: aiohttp (the default, chosen by
-measurement, see docs/decisions.md), httpx, either one SigV4-signed for a SageMaker endpoint, and
-an in-memory fake for tests."""
+"""The one-method seam the load generator sends through, and an in-memory fake.
+
+aiohttp is the default: see decisions.md, "The load generator sends with aiohttp".
+"""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ class Reply:
     cache: str | None = None  # X-Modelhost-Cache
     server_timing: str = ""
     bytes_out: int = 0
-    instance: str = ""  # X-Modelhost-Instance: which instance answered, behind a router
+    instance: str = ""  # X-Modelhost-Instance
 
 
 class Transport(Protocol):
@@ -61,7 +62,7 @@ Handler = Callable[[str, bytes, Mapping[str, str]], Awaitable[Reply]]
 
 
 class FakeTransport:
-    """Answers with `handler(url, body, headers)`, or 200 after `delay_s` when none is given."""
+    """Answers with `handler(url, body, headers)`, else 200 after `delay_s`."""
 
     def __init__(self, handler: Handler | None = None, delay_s: float = 0.0) -> None:
         self.handler, self.delay_s, self.sent = handler, delay_s, 0
@@ -94,8 +95,7 @@ CLIENTS: dict[str, Callable[[float], Transport]] = {
 
 
 class SigV4Transport:
-    """Signs each request for SageMaker's InvokeEndpoint (AWS Signature Version 4, botocore's
-    SigV4Auth, credentials from the standard chain) and sends it through `inner`."""
+    """Signs each request for SageMaker's InvokeEndpoint with botocore and sends it via `inner`."""
 
     SERVICE = "sagemaker"
 
@@ -115,7 +115,7 @@ class SigV4Transport:
         from botocore.awsrequest import AWSRequest
 
         request = AWSRequest(method="POST", url=url, data=body, headers=dict(headers))
-        frozen = self._credentials.get_frozen_credentials()  # refreshed when they expire
+        frozen = self._credentials.get_frozen_credentials()  # refreshed on expiry
         SigV4Auth(frozen, self.SERVICE, self.region).add_auth(request)
         return dict(request.headers.items())
 
@@ -127,7 +127,7 @@ class SigV4Transport:
 
 
 def open_transport(client: str, timeout_s: float, sign_region: str = "") -> Transport:
-    """The client by name; with `sign_region`, its requests SigV4-signed for SageMaker."""
+    """The client by name, SigV4-signed with `sign_region`."""
     if client not in CLIENTS:
         raise ValueError(f"unknown client {client!r}: choose one of {sorted(CLIENTS)}")
     transport = CLIENTS[client](timeout_s)

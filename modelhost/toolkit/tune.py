@@ -1,14 +1,7 @@
-"""`tune`: start `modelhost serve` at each point of a grid of settings, ramp the client concurrency
-against it, and recommend the point with the most throughput inside the p99 limit.
+"""`tune`: serve each point of a settings grid, ramp concurrency, recommend the best point.
 
-Each point first gets a cold-start request (the first for a model it has not loaded), then a
-ramp whose every step records the full latency record, errors by status and the server's CPU
-seconds and peak PSS. A ramp stops at its knee: when p99 passes the limit, or when throughput
-grew by less than `min_gain` over the best step before it (more users only queue). Modes: `grid`
-(any settings),
-`memory` (memory budgets, with a cost per million requests each and the cheapest that holds the
-limit recommended) and `concurrency` (the server's max concurrency × client multipliers, counting
-throttled 429 answers; every step is run).
+A ramp stops at its knee: p99 past the limit, or throughput growing less than `min_gain`,
+since more users then only queue.
 """
 
 from __future__ import annotations
@@ -33,18 +26,18 @@ Settings = dict[str, str]
 
 @dataclass(frozen=True, kw_only=True)
 class Step:
-    """One rung of a ramp: the bench figures at one concurrency and what the server used."""
+    """One rung of a ramp: the figures at one concurrency and what the server used."""
 
     settings: Settings
     concurrency: int
     throughput_rps: float
-    latency_ms: dict[str, float]  # min, mean, p50, p90, p95, p99, p99.9, max
+    latency_ms: dict[str, float]
     errors: int
     errors_by_status: dict[str, int]  # "429": throttled, "0": no HTTP answer
     within_limit: bool
     server_cpu_s: float = math.nan
     server_peak_pss_bytes: float = math.nan
-    stop: str = ""  # why the ramp ended after this step, if it did
+    stop: str = ""  # why the ramp ended here, if it did
 
     @property
     def p50_ms(self) -> float:
@@ -59,7 +52,7 @@ class Step:
         return self.errors_by_status.get("429", 0)
 
     def row(self) -> dict[str, Any]:
-        """Flat, for the table and CSV: settings, figures, `{percentile}_ms`, then the rest."""
+        """Flat, for the table and CSV."""
         return {
             **self.settings,
             "concurrency": self.concurrency,
@@ -77,15 +70,12 @@ class Step:
 
 @dataclass(frozen=True)
 class Point:
-    """One configuration served: its cold start and its ramp."""
-
     settings: Settings
     cold_start: dict[str, Any]
     steps: list[Step]
 
 
 def grid_points(grid: dict[str, list[str]]) -> list[Settings]:
-    """Every combination of the settings' values, in the order given."""
     names = list(grid)
     return [dict(zip(names, values, strict=True)) for values in itertools.product(*grid.values())]
 
@@ -108,7 +98,7 @@ def serve_flags(settings: Settings) -> list[str]:
 def step_of(
     settings: Settings, concurrency: int, summary: dict[str, Any], p99_limit_ms: float
 ) -> Step:
-    """A Step from a bench summary (and its `server` usage, when the probe added one)."""
+    """A Step from a bench summary."""
     requests = summary["requests"]
     p99 = summary["latency_ms"]["p99"]
     errors = requests["measured"] - requests["ok"]
@@ -136,7 +126,7 @@ def ramp(
     p99_limit_ms: float,
     min_gain: float | None = 0.05,
 ) -> Iterator[Step]:
-    """Steps of rising concurrency until the knee (or all of them when `min_gain` is None)."""
+    """Steps of rising concurrency until the knee, if `min_gain` is given."""
     best = 0.0
     for index, concurrency in enumerate(concurrencies):
         step = step_of(settings, concurrency, measure(concurrency), p99_limit_ms)
@@ -153,7 +143,7 @@ def ramp(
 
 
 def recommend(steps: Sequence[Step], key: Callable[[Step], float] | None = None) -> int | None:
-    """Index of the step with the most throughput (or the least `key`) inside the limit."""
+    """The step with the most throughput, or the least `key`, inside the limit."""
     inside = [i for i, step in enumerate(steps) if step.within_limit]
     if not inside:
         return None
@@ -163,7 +153,7 @@ def recommend(steps: Sequence[Step], key: Callable[[Step], float] | None = None)
 
 
 def cost_per_million(step: Step, price_per_gb_hour: float) -> float:
-    """Memory mode: the budget's price per hour over the requests it answers in an hour."""
+    """Memory mode: the budget's price per hour over the requests an hour."""
     gib = parse_size(step.settings["memory-budget"]) / 2**30
     if step.throughput_rps <= 0:
         return math.inf
@@ -172,8 +162,7 @@ def cost_per_million(step: Step, price_per_gb_hour: float) -> float:
 
 @dataclass(frozen=True)
 class TuneTarget:
-    """How each point is served and loaded: `serve_args` go to every `modelhost serve`; `plan`
-    is the bench plan whose target URL and concurrency each step replaces."""
+    """How each point is served and loaded."""
 
     serve_args: list[str]
     plan: ProcessPlan
@@ -186,8 +175,7 @@ def measure_point(
     settings: Settings,
     run_steps: Callable[[Callable[[int], dict[str, Any]]], list[Step]],
 ) -> Point:
-    """Serve with `settings` on a free loopback port, time the first request for a model it has
-    not loaded, run the steps against it (sampling its CPU and PSS), stop the server."""
+    """Serve with `settings`, time a cold start, and run the steps against it."""
     from modelhost import testing
 
     with tempfile.TemporaryDirectory(prefix="modelhost-tune-") as folder:
@@ -211,7 +199,7 @@ def measure_point(
 
 
 def efficient_frontier(points: Sequence[tuple[float, float]]) -> list[int]:
-    """Indexes of the (latency, cost) points no other point beats on both (ties kept once)."""
+    """Indexes of the (latency, cost) points no other beats on both."""
     finite = [i for i, (x, y) in enumerate(points) if math.isfinite(x) and math.isfinite(y)]
     kept, cheapest = [], math.inf
     for i in sorted(finite, key=lambda i: (points[i][0], points[i][1])):

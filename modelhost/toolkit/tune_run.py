@@ -1,4 +1,4 @@
-"""`tune` from options to files: every point's cold start and ramp, the recommendation, reports."""
+"""`tune` from options to files."""
 
 from __future__ import annotations
 
@@ -17,8 +17,6 @@ from modelhost.toolkit.tune import Point, Settings, Step, TuneTarget
 
 @dataclass(frozen=True, kw_only=True)
 class TuneOptions:
-    """`modelhost tune`'s options; its flags are derived from these fields."""
-
     model_store: str = option("", "the store `modelhost serve` serves (required)")
     models: str = option("", "models to invoke: comma-separated or @FILE")
     payloads: Path | None = option(
@@ -113,7 +111,7 @@ def run_tune(
 
 
 def cost_per_million(options: TuneOptions, step: Step) -> float:
-    """Memory mode: the budget's price; other modes: the instance's; per million answered."""
+    """Per million answered, at the budget's price in memory mode, else the instance's."""
     if options.mode == "memory":
         return tune.cost_per_million(step, options.price_per_gb_hour)
     if step.throughput_rps <= 0:
@@ -174,7 +172,7 @@ def tune_command(options: TuneOptions) -> dict[str, Any]:
 
 
 def combine_command(options: TuneOptions) -> Path:
-    """One report of several earlier runs' tune.json (stability, concurrency, cost, ...)."""
+    """One report of several earlier runs' tune.json."""
     import json
 
     from modelhost.toolkit.report.tune import write_combined

@@ -20,7 +20,7 @@ def _svg(figure: Any) -> str:
     buffer = io.StringIO()
     figure.savefig(buffer, format="svg")
     text = buffer.getvalue()
-    return text[text.index("<svg") :]  # drop the XML prolog and doctype: inlined in HTML
+    return text[text.index("<svg") :]  # no XML prolog inside HTML
 
 
 def histogram(values_ms: Sequence[float], title: str) -> str:
@@ -41,7 +41,7 @@ def lines(
     logx: bool = False,
     markers: bool = False,
 ) -> str:
-    """One line per series over the same x; the shared form of every other chart."""
+    """One line per series over the same x."""
     figure, axes = _figure()
     for label, y in series.items():
         axes.plot(x, y, label=label, marker="o" if markers else None, markersize=3)
@@ -55,7 +55,7 @@ def lines(
 
 
 def over_time(points: Sequence[Mapping[str, float]]) -> str:
-    """Throughput (left axis) and p50/p99 latency (right axis) per second of the run."""
+    """Throughput and p50/p99 latency per second of the run."""
     figure, axes = _figure()
     t = [p["t_s"] for p in points]
     axes.plot(t, [p["rps"] for p in points], color="#4c78a8", label="answered/s")
@@ -69,7 +69,7 @@ def over_time(points: Sequence[Mapping[str, float]]) -> str:
 
 
 def percentiles(records: Mapping[str, Mapping[str, float]], title: str) -> str:
-    """A latency distribution as its percentile record (min … max), one line per record."""
+    """Latency distributions, one line per percentile record."""
     figure, axes = _figure()
     for label, record in records.items():
         names = [name for name in record if name != "mean"]
@@ -88,7 +88,7 @@ def twin(
     title: str,
     labels: tuple[str, str, str],
 ) -> str:
-    """Series on a left and a right axis over the same x; `labels`: x, left and right axes."""
+    """Series on a left and a right axis over the same x."""
     figure, axes = _figure()
     other = axes.twinx()
     colors = iter(["#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2"])
@@ -97,7 +97,7 @@ def twin(
             side.plot(x, y, label=label, marker="o", markersize=3, color=next(colors))
     axes.set(title=title, xlabel=labels[0], ylabel=labels[1])
     other.set_ylabel(labels[2])
-    for side, series in ((axes, left), (other, right)):  # from zero: no steep rise of two points
+    for side, series in ((axes, left), (other, right)):  # from zero, so small rises look small
         top = max((v for y in series.values() for v in y if v == v), default=0.0)
         side.set_ylim(bottom=0, top=top * 1.15 or 1.0)
     axes.grid(alpha=0.3)
@@ -108,7 +108,7 @@ def twin(
 def frontier(
     points: Sequence[tuple[float, float, str]], best: Sequence[int], title: str, ylabel: str
 ) -> str:
-    """(p99 ms, cost, label) points with the efficient frontier (`best`, in p99 order) marked."""
+    """(p99 ms, cost, label) points with the efficient frontier marked."""
     figure, axes = _figure()
     groups: dict[str, list[tuple[float, float]]] = {}
     for p99, cost, label in points:

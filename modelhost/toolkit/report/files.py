@@ -30,7 +30,7 @@ def _csv_cell(value: Any) -> Any:
 
 
 def _finite(value: Any) -> Any:
-    """NaN and infinities as null: JSON has no spelling for them."""
+    """NaN and infinities as null, which JSON has no spelling for."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):

@@ -1,6 +1,4 @@
-"""A tune run's outputs: tune.json, tune.csv and tune.html (per configuration: latency
-distributions side by side, throughput and latency against concurrency, server CPU and memory;
-cost per million against p99 with the efficient frontier), and the combined report of runs."""
+"""A tune run's outputs: tune.json, tune.csv and tune.html, and the combined report of runs."""
 
 from __future__ import annotations
 
@@ -23,7 +21,7 @@ COLUMNS = [
     "within_limit",
     "stop",
 ]
-TERMINAL = [  # the figures a person compares first; the files keep every column
+TERMINAL = [  # what a person compares first; the files keep every column
     "concurrency",
     "throughput_rps",
     "p50_ms",
@@ -85,7 +83,7 @@ def cold_starts(summary: dict[str, Any]) -> str:
 
 
 def per_configuration(summary: dict[str, Any]) -> list[tuple[str, str]]:
-    """Three chart rows, one chart per configuration in each, side by side."""
+    """Three chart rows, one chart per configuration in each."""
     groups = by_configuration(summary)
     distributions, throughput, usage = [], [], []
     for label, rows in groups.items():
@@ -120,7 +118,7 @@ def per_configuration(summary: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def cost_chart(runs: dict[str, dict[str, Any]]) -> str:
-    """Cost per million against p99 for every step of every run, the frontier marked."""
+    """Cost per million against p99 for every step, the frontier marked."""
     points = [
         (_number(row["p99_ms"]), _number(row["cost_per_million"]), name + label_of(summary, row))
         for name, summary in runs.items()
@@ -138,7 +136,7 @@ def cost_chart(runs: dict[str, dict[str, Any]]) -> str:
 
 
 def _number(value: float | None) -> float:
-    return float("nan") if value is None else float(value)  # JSON wrote NaN and inf as null
+    return float("nan") if value is None else float(value)  # JSON's null
 
 
 def tune_sections(summary: dict[str, Any], name: str = "") -> list[tuple[str, str]]:
@@ -166,8 +164,7 @@ def write_tune(out_dir: Path, summary: dict[str, Any]) -> dict[str, Path]:
 
 
 def write_combined(out_dir: Path, runs: dict[str, dict[str, Any]]) -> Path:
-    """combined.html: every run's verdict in one table, all steps on one cost chart, then each
-    run's own sections."""
+    """combined.html: every run's verdict, all steps on one cost chart, then each run."""
     overview = html.table(
         ["run", "mode", "steps", "verdict"],
         [[name, s["mode"], len(s["steps"]), verdict(s)] for name, s in runs.items()],

@@ -1,9 +1,7 @@
-"""A fleet replayed: each request of a trace goes to the instance nginx's consistent hash picks
-(`ring.Ring`, the shipped config's key: the model, plus `#i` for a hot model spread over k
-instances), and each instance's own requests go through the server's memory tier at the
-per-instance budget. What comes out, per fleet size: the cluster hit ratio, each instance's share
-of requests and of loads, and the cost per million requests when the hottest instance sets the
-pace (it saturates first, so the fleet answers at most its throughput ÷ its share)."""
+"""A fleet replayed: each request goes to the instance nginx's consistent hash picks.
+
+Each instance's requests then go through the server's memory tier at its own budget.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +14,7 @@ from modelhost.toolkit.simulate.replay import replay
 from modelhost.toolkit.simulate.ring import Ring
 from modelhost.toolkit.simulate.trace import Trace
 
-SERVER_NAMES = "modelhost-{i}:8080"  # the example modelhost-servers.conf's lines
+SERVER_NAMES = "modelhost-{i}:8080"  # as the example modelhost-servers.conf
 
 
 @dataclass(frozen=True)
@@ -25,8 +23,8 @@ class FleetRun:
 
     servers: list[str]
     budget_bytes: int
-    requests: list[int]  # requests each instance answered
-    loads: list[int]  # its misses: downloads or loads
+    requests: list[int]
+    loads: list[int]  # misses
 
     @property
     def instances(self) -> int:
@@ -47,11 +45,11 @@ class FleetRun:
 
     @property
     def imbalance(self) -> float:
-        """The busiest instance's requests over the mean (1.0: perfectly even)."""
+        """The busiest instance's requests over the mean."""
         return max(self.request_shares) * self.instances
 
     def cost_per_million(self, price_per_hour: float, throughput_rps: float) -> float:
-        """Every instance paid for; the fleet's rate is capped where the hottest one saturates."""
+        """Every instance paid for, at the rate where the hottest one saturates."""
         fleet_rps = throughput_rps / max(self.request_shares)
         return self.instances * price_per_hour / (fleet_rps * 3600) * 1e6
 
@@ -68,8 +66,7 @@ def server_names(instances: int, template: str = SERVER_NAMES) -> list[str]:
 def routed(
     trace: Trace, ring: Ring, spread: Mapping[str, int] | None = None, seed: int = 0
 ) -> list[str]:
-    """The server of each request: a model in `spread` gets a random one of its k suffixes per
-    request, as the config's split_clients on $request_id does."""
+    """The server of each request; a model in `spread` takes a random suffix, as nginx's does."""
     spread = spread or {}
     pick = random.Random(seed)
     keys = [m + (f"#{pick.randrange(spread[m])}" if m in spread else "") for m in trace.models]
@@ -91,7 +88,7 @@ def replay_fleet(
     spread: Mapping[str, int] | None = None,
     seed: int = 0,
 ) -> FleetRun:
-    """Each instance replays its own requests, in order, through the server's memory tier."""
+    """Each instance replays its own requests through the server's memory tier."""
     owners = routed(trace, Ring(servers), spread, seed)
     requests, loads = [], []
     for server in servers:
@@ -103,7 +100,6 @@ def replay_fleet(
 
 
 def instance_trace(trace: Trace, positions: Sequence[int]) -> Trace:
-    """The requests at `positions`, with their times, sizes and reload costs."""
     models = [trace.models[p] for p in positions]
     times = [trace.times[p] for p in positions] if trace.times else []
     distinct = set(models)

@@ -1,5 +1,4 @@
-"""`simulate --instances`: the fleet replayed at each size, as a summary, a table and files —
-the answer to "more, smaller instances or fewer, larger ones"."""
+"""`simulate --instances`: more, smaller instances or fewer, larger ones?"""
 
 from __future__ import annotations
 
@@ -14,7 +13,7 @@ from modelhost.units import format_bytes
 
 
 def parse_spread(pairs: Sequence[str]) -> dict[str, int]:
-    """MODEL=K pairs (K of 2, 3 or 4: the config's split_clients) as a dict."""
+    """MODEL=K pairs, K from 2 to 4 as the config's split_clients has, as a dict."""
     spread = {}
     for pair in pairs:
         model, _, k = pair.rpartition("=")
@@ -53,7 +52,7 @@ def fleet_summary(
 
 
 def one_instance_hit_ratio(trace: Trace, budget_bytes: int) -> float:
-    """One instance with the whole fleet's memory: what the hash's split of the models costs."""
+    """One instance with the whole fleet's memory, to price the hash's split."""
     return replay_fleet(trace, ["pooled"], budget_bytes).hit_ratio
 
 
@@ -73,8 +72,7 @@ def _fleet(run: FleetRun, price_per_hour: float, throughput_rps: float) -> dict[
     }
 
 
-# hit: the fleet's hit ratio; pooled: one instance with all that memory; busiest: the share of
-# requests (and of loads) of the busiest instance; imbalance: busiest ÷ mean; $/M: per million
+# pooled: one instance with all the memory; busiest: its share of requests; imbalance: ÷ mean
 HEADER = ["n", "memory", "hit", "pooled", "busiest", "imbalance", "loads", "$/M"]
 
 
@@ -105,8 +103,6 @@ def write_fleet(out_dir: Path, summary: dict[str, Any]) -> dict[str, Path]:
 
 
 class FleetOptions:
-    """`simulate`'s fleet options, checked, and the report they ask for."""
-
     def __init__(
         self, instances: str, budget: str | None, template: str, spread: Sequence[str]
     ) -> None:

@@ -1,19 +1,9 @@
-"""A replay in which loads take time, as they do in the server: each worker has one loader, a load
-takes its model's duration on it, room is reserved (its victims leave) when a loader takes the
-load, and the model is resident when the load ends. Loads wait in line for a free loader, holding
-no room meanwhile; a request whose model is loading or in line joins that load.
+"""A replay in which loads take time on each worker's one loader, as they do in the server.
 
-`replay` (loads in no time) counts as a hit every request but a model's first after an eviction;
-the server's `X-Modelhost-Cache` header calls a hit only a request that found its model resident,
-and a request that joined a load waited like a miss. Under concurrency the two differ by the
-requests that arrive while loads wait in line, and the line itself changes what is resident (an
-eviction happens when the load reaches a loader, not when it is asked for). This replay counts
-each kind, so both of the server's figures can be predicted.
-
-How long a load holds its loader and how much room it takes while it runs come from the server's
-own load events where it has them (`read_load_events`: each load's `loader_ms` and
-`reserved_bytes`, replayed in their order for each model); a load that takes more room than the
-model keeps (unpickling's buffers) gives the rest back when it ends.
+Room is reserved when a loader takes a load, not when it is asked for, and a request for a
+model loading or in line joins that load. The server's header counts such a request as a miss,
+where `replay` counts it a hit; this replay counts both. Load times and room come from the
+server's own load events where it has them.
 """
 
 from __future__ import annotations
@@ -38,10 +28,10 @@ from modelhost.toolkit.simulate.trace import Trace
 class Outcomes:
     """How the trace's requests were served."""
 
-    hits: int = 0  # found their model resident
-    joined: int = 0  # found it loading or waiting for a loader
-    loads: int = 0  # asked for a load
-    refused: int = 0  # a model larger than the budget (the server answers 507)
+    hits: int = 0
+    joined: int = 0  # found it loading or in line
+    loads: int = 0
+    refused: int = 0  # larger than the budget: 507
 
     @property
     def requests(self) -> int:
@@ -54,40 +44,38 @@ class Outcomes:
 
     @property
     def no_load_ratio(self) -> float:
-        """The requests that started no load: what `replay` calls hits."""
+        """The requests that started no load, which `replay` calls hits."""
         return (self.hits + self.joined) / max(1, self.requests)
 
 
 @dataclass(frozen=True)
 class LoadSample:
-    """One load as the server ran it: how long it held its worker's loader, and the room the
-    budget held for it meanwhile."""
+    """One load as the server ran it: its time on the loader and the room it held."""
 
     held_ms: float
     reserved_bytes: int
 
 
 def read_load_events(path: Path) -> dict[str, list[LoadSample]]:
-    """Each model's loads in `path` (a server's log or a saved `/events` stream), in order."""
+    """Each model's loads in a server's log or a saved `/events` stream, in order."""
     return load_samples(events_in(Path(path).read_text().splitlines()))
 
 
 def load_samples(events: Iterable[dict[str, Any]]) -> dict[str, list[LoadSample]]:
-    """Each model's loads for its requests (not its scale-out copies) among `events`, in order."""
+    """Each model's loads for requests, not scale-out copies, in order."""
     samples: dict[str, list[LoadSample]] = {}
     for event in events:
         detail = event.get("detail") or {}
         if event.get("kind") != "load" or event.get("reason") != "invoked":
             continue
-        if "loader_ms" in detail and "reserved_bytes" in detail:  # older servers: neither
+        if "loader_ms" in detail and "reserved_bytes" in detail:
             sample = LoadSample(float(detail["loader_ms"]), int(detail["reserved_bytes"]))
             samples.setdefault(str(event["model"]), []).append(sample)
     return samples
 
 
 class Samples:
-    """The next load of each model: its recorded loads in turn, else its trace figures (the
-    trace's load time, its size as the room)."""
+    """The next load of each model: its recorded loads in turn, else the trace's figures."""
 
     def __init__(self, trace: Trace, recorded: dict[str, list[LoadSample]] | None) -> None:
         self.trace = trace
@@ -102,7 +90,7 @@ class Samples:
 
 @dataclass
 class Loaders:
-    """The loads under way (their ends, soonest first) and those waiting for a loader."""
+    """The loads under way, soonest end first, and those waiting for a loader."""
 
     tier: MemoryTier
     trace: Trace
@@ -119,9 +107,9 @@ class Loaders:
         self.start(now)
 
     def start(self, now: float) -> None:
-        """Hand waiting loads to free loaders, in order, while room can be made. A load that no
-        load under way can make room for (only the minimum residency refuses one) is dropped:
-        the server would answer its requests 507 after its deadline."""
+        """Hand waiting loads to free loaders, in order, while room can be made.
+
+        A load nothing under way can make room for is dropped: the server would answer 507."""
         while self.waiting and len(self.ends) < self.count:
             model = self.waiting.popleft()
             load = self.samples.next(model)
@@ -138,7 +126,7 @@ class Loaders:
             heapq.heappush(self.ends, (now + load.held_ms / 1000, model))
 
     def finish_until(self, now: float, clock: list[float]) -> None:
-        """End the loads due by `now`, each at its own time, starting the next in line."""
+        """End the loads due by `now`, each starting the next in line."""
         while self.ends and self.ends[0][0] <= now:
             end, model = heapq.heappop(self.ends)
             clock[0] = end
@@ -155,9 +143,7 @@ def replay_loading(
     min_residency_s: float = 0.0,
     recorded: dict[str, list[LoadSample]] | None = None,
 ) -> Outcomes:
-    """The trace through the server's own `MemoryTier` with `loaders` loaders, each load as the
-    server's `recorded` loads of its model ran (in turn), else lasting its `reload_ms`; the
-    trace must have times."""
+    """The timed trace through the server's own `MemoryTier` with `loaders` loaders."""
     if not trace.times:
         raise ValueError("a replay with load times needs the time of each request")
     clock = [0.0]

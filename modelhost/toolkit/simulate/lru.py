@@ -1,5 +1,4 @@
-"""LRU at every budget in one pass, by byte stack distances (`modelhost.cache.reuse`: the same
-code measures the server's live curve)."""
+"""LRU at every budget in one pass, by the byte stack distances the server's live curve uses."""
 
 from __future__ import annotations
 
@@ -19,14 +18,13 @@ def stack_distances(trace: Trace) -> list[float]:
 
 
 def hit_ratios(distances: Sequence[float], budgets: Sequence[int]) -> list[float]:
-    """LRU's hit ratio at each budget."""
     ordered = np.sort(np.asarray(distances, dtype=float))
     hits = np.searchsorted(ordered, np.asarray(budgets, dtype=float), side="right")
     return [float(h) / len(distances) if len(distances) else 0.0 for h in hits]
 
 
 def budget_for(distances: Sequence[float], target_hit_ratio: float) -> float:
-    """The smallest budget at which LRU reaches the target; infinity when no budget does."""
+    """The smallest budget at which LRU reaches the target, else infinity."""
     needed = math.ceil(target_hit_ratio * len(distances))
     if needed == 0:
         return 0.0

@@ -1,13 +1,8 @@
-"""Replays of a trace at one budget: through the server's memory tier with any of its eviction
-policies and admission filter, and the optimum that bounds them all.
+"""Replays of a trace at one budget through the server's memory tier, and the optimum.
 
-The optimum with objects of different sizes is NP-hard, so the bound is the linear relaxation of
-it (as in Berger et al., "Practical Bounds on Optimal Caching with Variable Object Sizes", 2018):
-each interval between two uses of a model may be kept a fraction f in [0, 1] of the way, costing
-f × size bytes during the interval; maximise the kept fractions (hits) with the bytes at every
-moment within the budget. Any real policy is one 0/1 choice of those fractions, so the bound is
-never below it. When all models have one size the relaxation is exact and equals Belady's
-farthest-next-use, which is what is computed then.
+The optimum with sizes is NP-hard, so the bound is its linear relaxation (Berger et al., 2018):
+each interval between two uses of a model is kept a fraction f of the way, at f × size bytes.
+Every real policy is a 0/1 choice, so none beats it. With equal sizes it is Belady's.
 """
 
 from __future__ import annotations
@@ -30,11 +25,10 @@ def replay(
     admission: FrequencySketch | None = None,
     min_residency_s: float = 0.0,
 ) -> int:
-    """Hits of `policy` over the trace, through the server's own `MemoryTier` driven as the server
-    drives it, one request at a time. The clock is the log's time of each request (its position
-    when the trace has no times). A model larger than the budget is never loaded (the server
-    answers 507 and evicts nothing); a load the tier refuses (only the minimum residency does) is a
-    miss that leaves the cache as it was (the server would wait, then answer 507)."""
+    """Hits of `policy` over the trace, through the server's own `MemoryTier`.
+
+    A load the tier refuses is a miss that leaves the cache as it was, as the server's 507 does.
+    """
     now = [0.0]
     tier = replay_tier(budget_bytes, policy, lambda: now[0], admission, min_residency_s)
     hits = 0
@@ -51,8 +45,7 @@ def replay_tier(
     admission: FrequencySketch | None = None,
     min_residency_s: float = 0.0,
 ) -> MemoryTier:
-    """The server's memory tier as a replay drives it: the budget is all for models, the clock is
-    the trace's."""
+    """The server's memory tier with the whole budget for models and the trace's clock."""
     return MemoryTier(
         budget_bytes, 0, policy, clock, admission=admission, min_residency_s=min_residency_s
     )
@@ -84,7 +77,7 @@ def _load(tier: MemoryTier, model: str, size_bytes: int, load_ms: float) -> Resi
 
 
 def next_uses(models: list[str]) -> list[int]:
-    """For each request, the position of the next request for its model (len(models) if none)."""
+    """For each request, the position of the next request for its model."""
     following = [len(models)] * len(models)
     seen: dict[str, int] = {}
     for position in range(len(models) - 1, -1, -1):
@@ -94,13 +87,12 @@ def next_uses(models: list[str]) -> list[int]:
 
 
 def belady(models: list[str], slots: int) -> int:
-    """Hits of farthest-next-use with room for `slots` equal-sized models, a request's own model
-    included among the candidates (it may be left out): the optimum."""
+    """Hits of farthest-next-use with room for `slots` equal-sized models: the optimum."""
     if slots <= 0:
         return 0
     following = next_uses(models)
     cached: dict[str, int] = {}  # model → its next use
-    heap: list[tuple[int, str]] = []  # (-next use, model); entries whose next use moved are stale
+    heap: list[tuple[int, str]] = []  # (-next use, model); stale once its next use moves
     hits = 0
     for position, model in enumerate(models):
         if model in cached:
@@ -108,7 +100,7 @@ def belady(models: list[str], slots: int) -> int:
         elif len(cached) >= slots:
             farthest = _farthest(cached, heap)
             if farthest[0] <= following[position]:
-                continue  # this model's next use is the farthest: leave it out
+                continue  # its own next use is the farthest: leave it out
             del cached[farthest[1]]
             heapq.heappop(heap)
         cached[model] = following[position]
@@ -117,14 +109,14 @@ def belady(models: list[str], slots: int) -> int:
 
 
 def _farthest(cached: dict[str, int], heap: list[tuple[int, str]]) -> tuple[int, str]:
-    """The cached model used farthest ahead, as (its next use, model), left on top of the heap."""
+    """The cached model used farthest ahead, left on top of the heap."""
     while cached.get(heap[0][1]) != -heap[0][0]:
         heapq.heappop(heap)
     return -heap[0][0], heap[0][1]
 
 
 def optimum(trace: Trace, budget_bytes: int) -> float:
-    """The most hits any policy can have at this budget (a bound; exact for equal sizes)."""
+    """The most hits any policy can have at this budget."""
     sizes = set(trace.sizes.values())
     if len(sizes) == 1:
         return float(belady(trace.models, budget_bytes // sizes.pop()))
@@ -142,10 +134,10 @@ def _relaxed_optimum(trace: Trace, budget_bytes: int) -> float:
     rows, cols, values = [], [], []
     for column, start in enumerate(starts):
         size = trace.size_of(start)
-        for gap in range(start, following[start]):  # the gaps after requests start .. next-1
+        for gap in range(start, following[start]):
             rows.append(gap)
             cols.append(column)
-            values.append(size / budget_bytes)  # in budgets: keeps the solver's numbers near 1
+            values.append(size / budget_bytes)  # keeps the solver's numbers near 1
     bytes_held = csr_matrix((values, (rows, cols)), shape=(len(trace.models), len(starts)))
     result = linprog(
         -np.ones(len(starts)),

@@ -1,14 +1,7 @@
-"""nginx's `hash KEY consistent` (ketama), point for point, so `simulate --instances` sends each
-request to the instance the shipped nginx config sends it to.
+"""nginx's `hash KEY consistent` (ketama), point for point, as ngx_http_upstream_hash_module.c.
 
-As ngx_http_upstream_hash_module.c builds it: each `server HOST:PORT weight=W` line puts 160 × W
-points on a ring of 32-bit CRC32 values, point j being crc32(HOST "\\0" PORT prev) where prev is
-point j-1 as 4 little-endian bytes (0 for the first), compatible with Cache::Memcached::Fast. The
-points of all servers are sorted and duplicates dropped. A key goes to the first point at or
-after crc32(KEY), wrapping around; when that point's server is down (or already tried for this
-request), to the next point's server, up to 20 steps, after which nginx falls back to
-round-robin. An empty key is round-robin from the start. Several servers written alike (one name
-resolving to several addresses) share their points; here a name is one instance.
+Each server line puts 160 × weight CRC32 points on a ring, each chained to the one before. A key
+goes to the first point at or after crc32(KEY), skipping servers that are down.
 """
 
 from __future__ import annotations
@@ -19,11 +12,11 @@ import zlib
 from collections.abc import Collection, Sequence
 
 POINTS_PER_WEIGHT = 160
-MAX_STEPS = 20  # nginx's hp->tries limit before it gives up on the ring
+MAX_STEPS = 20  # nginx's limit before it falls back to round-robin
 
 
 class Ring:
-    """The ring of `servers`, each as written after `server` in nginx ("10.0.0.5:8080")."""
+    """The ring of `servers`, each as written after `server` in nginx."""
 
     def __init__(self, servers: Sequence[str], weights: Sequence[int] | None = None) -> None:
         if not servers:
@@ -32,13 +25,12 @@ class Ring:
         points: dict[int, str] = {}
         for server, weight in zip(self.servers, weights or [1] * len(servers), strict=True):
             for point in server_points(server, weight):
-                points.setdefault(point, server)  # nginx keeps one server per point value
+                points.setdefault(point, server)  # nginx keeps one server per point
         self.hashes = sorted(points)
         self.owners = [points[h] for h in self.hashes]
 
     def server_for(self, key: str, down: Collection[str] = ()) -> str | None:
-        """The server nginx picks for `key` when the servers in `down` are out (None: it would
-        fall back to round-robin)."""
+        """The server nginx picks for `key` with `down` out; None for round-robin."""
         start = bisect.bisect_left(self.hashes, key_hash(key))
         for step in range(MAX_STEPS + 1):
             owner = self.owners[(start + step) % len(self.owners)]
@@ -63,8 +55,7 @@ def server_points(server: str, weight: int = 1) -> list[int]:
 
 
 def split_server(server: str) -> tuple[bytes, bytes]:
-    """HOST and PORT as nginx splits them: the port is the trailing digits after the last colon
-    (none for `unix:` sockets or a name without one)."""
+    """HOST and PORT as nginx splits them, at the last colon before digits."""
     raw = server.encode()
     if raw[:5].lower() == b"unix:":
         return raw[5:], b""

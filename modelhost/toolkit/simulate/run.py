@@ -1,6 +1,4 @@
-"""The hit-ratio curve: LRU (one pass), the server's policies replayed (with or without the
-admission filter) and the optimum at each budget, and the budget each needs for a target hit
-ratio."""
+"""The hit-ratio curves of LRU, the server's policies and the optimum, and the budgets needed."""
 
 from __future__ import annotations
 
@@ -22,8 +20,7 @@ from modelhost.units import format_bytes
 
 
 class Replayed(NamedTuple):
-    """One replayed curve: the server's `--eviction-policy`, `--admission` and
-    `--min-residency-s`."""
+    """One replayed curve's server settings."""
 
     policy: str = "cost-aware"
     admission: str = "none"
@@ -43,14 +40,13 @@ class Replayed(NamedTuple):
 
 
 class InLine(NamedTuple):
-    """Replays with the server's loader line (`loading.py`): `loaders` (its workers), each load
-    as the server's `recorded` loads of its model ran."""
+    """Replays with the server's loader line (`loading.py`)."""
 
     loaders: int
     recorded: dict[str, list[LoadSample]]
 
     def hit_ratio(self, spec: Replayed, trace: Trace, budget_bytes: int) -> float:
-        """By the server's header: the requests that found their model loaded."""
+        """As the server's header counts: the requests that found their model loaded."""
         sketch = FrequencySketch() if spec.admission == "tinylfu" else None
         policy = policy_named(spec.policy)
         return replay_loading(
@@ -59,7 +55,7 @@ class InLine(NamedTuple):
 
 
 def in_line(loaders: int | None, load_events: Path | None) -> InLine | None:
-    """The loader line `simulate --loaders N --load-events LOG` asks for, if it does."""
+    """The loader line `--loaders` asks for, if any."""
     if loaders is None:
         if load_events is not None:
             raise ValueError("--load-events is read with --loaders N (the server's --workers)")
@@ -87,7 +83,7 @@ def replayed_curves(
 
 
 def default_budgets(trace: Trace, points: int = 16) -> list[int]:
-    """From the largest model (below it that model cannot load) to every model at once."""
+    """From the largest model to every model at once."""
     low, high = max(trace.sizes.values()), max(trace.distinct_bytes, max(trace.sizes.values()))
     grid = np.geomspace(low, high, points) if high > low else np.array([low])
     return sorted({int(round(b)) for b in grid})
@@ -111,8 +107,7 @@ def curves(
     replayed: Sequence[Replayed] = (Replayed(),),
     in_line: InLine | None = None,
 ) -> dict[str, list[float]]:
-    """Hit ratio per budget for each policy: "lru" from stack distances, the others replayed;
-    with `in_line`, each also as the server's header counts it with its loads in line."""
+    """Hit ratio per budget for each policy, and with `in_line` as the server's header counts."""
     check_budgets(trace, budgets)
     n = len(trace.models)
     result = {"lru": lru.hit_ratios(lru.stack_distances(trace), budgets)}
@@ -120,7 +115,7 @@ def curves(
         replayed = [Replayed("lru"), *replayed]
     for spec in replayed:
         result[spec.label] = [spec.hits(trace, b) / n for b in budgets]
-    if in_line is not None:  # LRU's once, whether or not it is also replayed above
+    if in_line is not None:  # LRU's once, even if also replayed above
         lines = {
             f"{s.label.removesuffix('-replay')} in line": s for s in (Replayed("lru"), *replayed)
         }
@@ -134,8 +129,7 @@ def curves(
 def needed_budgets(
     trace: Trace, budgets: Sequence[int], ratios: dict[str, list[float]], target: float
 ) -> dict[str, float]:
-    """Per policy, the least budget reaching `target`: exact for LRU, the least of the grid for
-    the others (infinity when none of the grid does)."""
+    """Per policy, the least budget reaching `target`: exact for LRU, else from the grid."""
     needed = {"lru": lru.budget_for(lru.stack_distances(trace), target)}
     for name, values in ratios.items():
         if name != "lru":

@@ -1,8 +1,6 @@
-"""A synthetic access log for `modelhost simulate`: Zipf traffic over many models, optionally
-with a scan of one-off models mixed in, in the JSON-lines format `serve --access-log` writes.
+"""A synthetic access log for `modelhost simulate`: Zipf traffic, optionally with a scan.
 
-    python -m modelhost.toolkit.simulate.synthetic zipf.jsonl --models 100 --requests 50000
-    modelhost simulate zipf.jsonl --budgets 10MiB --admission none --admission tinylfu
+python -m modelhost.toolkit.simulate.synthetic zipf.jsonl --models 100 --requests 50000
 """
 
 from __future__ import annotations
@@ -25,11 +23,11 @@ class Synthetic:
     models: int = 100
     requests: int = 50_000
     zipf_s: float = 1.0
-    scan_every: int = 0  # every n-th request goes to a model never seen before (0: no scan)
-    shift_every: int = 0  # every n requests the popularity ranks move to other models (0: never)
-    size_mib: tuple[float, float] = (1.0, 1.0)  # each model's size, log-uniform in this range
-    load_ms_per_mib: float = 100.0  # a model's reload cost, times a log-normal factor
-    interval_s: float = 0.1  # time between requests
+    scan_every: int = 0  # every n-th request to a new model (0: no scan)
+    shift_every: int = 0  # every n requests the popularity ranks move (0: never)
+    size_mib: tuple[float, float] = (1.0, 1.0)  # log-uniform
+    load_ms_per_mib: float = 100.0  # times a log-normal factor
+    interval_s: float = 0.1
     seed: int = 1
 
 
@@ -61,7 +59,6 @@ def _model(spec: Synthetic, rank: int, position: int) -> str:
 
 
 def _shape(spec: Synthetic, rng: random.Random) -> tuple[int, float]:
-    """A model's size (bytes) and reload cost (ms)."""
     low, high = (math.log(v) for v in spec.size_mib)
     size_mib = math.exp(rng.uniform(low, high))
     return int(size_mib * MiB), round(size_mib * spec.load_ms_per_mib * rng.lognormvariate(0, 1), 1)

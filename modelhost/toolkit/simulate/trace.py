@@ -1,5 +1,4 @@
-"""The trace `simulate` replays: the model of each invocation in an access log, with its size in
-memory and what a miss on it cost (download + load, from the log's own Server-Timing parts)."""
+"""The trace `simulate` replays: each invocation's model, with its size and its reload cost."""
 
 from __future__ import annotations
 
@@ -15,9 +14,9 @@ DEFAULT_RELOAD_MS = 1.0
 @dataclass(frozen=True)
 class Trace:
     models: list[str]  # one per request, in time order
-    sizes: dict[str, int]  # bytes in memory, per model
-    reload_ms: dict[str, float]  # median download + load of the log's misses, per model
-    times: list[float] = field(default_factory=list)  # seconds, one per request; empty: unknown
+    sizes: dict[str, int]
+    reload_ms: dict[str, float]  # median download + load of the log's misses
+    times: list[float] = field(default_factory=list)  # empty: unknown
 
     def size_of(self, index: int) -> int:
         return self.sizes[self.models[index]]
@@ -30,11 +29,7 @@ class Trace:
 def read_access_log(
     path: Path, sizes: Mapping[str, int] | None = None, default_size: int | None = None
 ) -> Trace:
-    """Invocations that reached a model (they carry a cache tier), in order.
-
-    A model's size is the log's `model_bytes` where a line has it, else `sizes[model]`, else
-    `default_size`; a model with none of these is an error naming it.
-    """
+    """Invocations that reached a model, in order, sized by the log, `sizes` or `default_size`."""
     models: list[str] = []
     times: list[float] = []
     found = dict(sizes or {})
