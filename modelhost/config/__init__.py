@@ -1,14 +1,8 @@
 """The one typed configuration tree: the only reader of config files and environment variables.
 
-Each field of `Config` carries its help text and, where they exist, its MMS/TorchServe
-``config.properties`` key and its SageMaker variables. From those fields come, never written
-twice, the ``MODELHOST_<FIELD>`` variables, the ``--field-name`` flags and the properties mapping.
-
-Precedence, highest first: flags > environment > modelhost.toml > config.properties > defaults.
-An empty environment variable counts as unset.
-
-The table is `settings.py`; reading and checking the layers, `loading.py`; what MMS, TorchServe
-and SageMaker users bring along, `migration.py`.
+Each `Config` field yields its ``MODELHOST_*`` variable, ``--flag`` and properties key, so none
+is written twice. Precedence: flags > environment > modelhost.toml > config.properties >
+defaults; an empty variable counts as unset.
 """
 
 from modelhost.config.loading import cli_options, load_config

@@ -1,5 +1,4 @@
-"""Settings read from flags, environment, modelhost.toml, config.properties and defaults, each
-value checked against its field of the table; and the `serve` flags derived from the table."""
+"""Settings read from every layer and checked against the table, and the `serve` flags."""
 
 from __future__ import annotations
 
@@ -72,11 +71,7 @@ def load_config(
     environ: Mapping[str, str] | None = None,
     cwd: Path | None = None,
 ) -> Config:
-    """Read the settings from flags, environment, modelhost.toml, config.properties, defaults.
-
-    `flags` holds only what the user gave, keyed by field name, plus "config" and "mms_config"
-    for the file flags. Relative file paths are taken from `cwd`.
-    """
+    """Read the settings from every layer; `flags` holds only what the user gave."""
     flags = {k: v for k, v in (flags or {}).items() if v is not None}
     environ = os.environ if environ is None else environ
     cwd = Path.cwd() if cwd is None else cwd

@@ -1,6 +1,5 @@
-"""What users of MMS, TorchServe and SageMaker bring along: the keys of a ``config.properties``
-and the variables of those servers and of the runtimes, each mapped to a setting, reported at
-start or refused with what to do instead."""
+"""What MMS, TorchServe and SageMaker users bring along: each key or variable mapped to a
+setting, reported at start, or refused with what to do instead."""
 
 from __future__ import annotations
 
@@ -96,8 +95,7 @@ def thread_notices(environ: Mapping[str, str]) -> list[str]:
     return [f"{', '.join(given)} from the environment win over threads_per_worker in every worker"]
 
 
-# sagemaker-inference-toolkit's and SageMaker's other variables: (accepted values, why or what
-# to use); a value outside the accepted ones stops the server, any other is reported at start
+# SageMaker's other variables: (accepted values, why); other values stop the server
 SAGEMAKER_OTHERS: dict[str, tuple[tuple[str, ...] | None, str]] = {
     "SAGEMAKER_SAFE_PORT_RANGE": (None, "has no use here: workers talk over Unix sockets"),
     "SAGEMAKER_HANDLER": (None, "has no use here: each model's handler is chosen from its files"),
@@ -181,8 +179,7 @@ def props_layer(path: Path, environ: Mapping[str, str]) -> tuple[Layer, list[str
 def _properties_with_variables(
     path: Path, environ: Mapping[str, str]
 ) -> dict[str, tuple[str, str]]:
-    """The file's keys, and with enable_envvars_config=true MMS_<KEY>/TS_<KEY> variables over
-    them, as MMS and TorchServe read them; each with where it was given."""
+    """The file's keys, under MMS_/TS_ variables where enable_envvars_config says so."""
     pairs = {key: (value, f"{path}: {key}") for key, value in _read_properties(path).items()}
     if pairs.get("enable_envvars_config", ("", ""))[0].lower() != "true":
         return pairs

@@ -1,6 +1,4 @@
-"""The settings table: every field of `Config` with its help text, its MMS/TorchServe
-``config.properties`` key, its SageMaker variables and its limits, and the names derived from a
-field (its ``MODELHOST_*`` variable, its ``--flag``)."""
+"""The settings table: every `Config` field with its help, keys, variables and limits."""
 
 from __future__ import annotations
 
