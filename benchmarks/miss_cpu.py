@@ -1,0 +1,247 @@
+"""Where a miss's CPU goes on one core: modelhost's processes against the in-process floor.
+
+A server with one worker, pinned to one core, has room for about two digits forests; one client
+on another core asks for four copies of it in turn, so every request loads one model and evicts
+another. The CPU its processes spent (/proc, user + system) per miss is set beside the floor's:
+`joblib.load`, one predict and `del` of the previous model, in one process on the same core.
+py-spy samples the worker and the frontend meanwhile, split into the phases of a miss: shares of
+the samples in which a thread could run, so on one shared core a thread waiting for the core
+counts too.
+
+    python benchmarks/miss_cpu.py                 # 8 MiB forest, 60 misses, cores 0 and 1
+    python benchmarks/miss_cpu.py --serve-arg=--eviction-policy=cost-aware
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from _common import RESULTS, add_serve_arg, markdown_table, write_results
+from churn import ROWS, alone_footprints, budget_of
+
+MiB = 2**20
+NAMES = ("a/m.joblib", "b/m.joblib", "c/m.joblib", "d/m.joblib")
+
+# (phase, what a sampled frame names for it); a stack's phase is that of its frame nearest the
+# leaf with any mark, earlier phases first (a predict runs inside joblib's Parallel)
+PHASES = (
+    ("predict", ("predict",)),
+    ("footprint: gc.collect + mallinfo2", ("settled_memory", "allocated_bytes")),
+    ("heap trim (malloc_trim)", ("trim_heap",)),
+    ("peak RSS (clear_refs, status)", ("reset_peak_rss", "rss_and_peak_bytes")),
+    ("read + unpickle", ("fast_copy.py", "load_handler", "numpy_pickle", "Unpickler", "pickle")),
+    ("write the fast copy", ("_written",)),
+    ("free the model", ("unload", "close")),
+    ("PSS readings", ("pss_bytes", "smaps_rollup")),
+    ("frames and wire", ("wire.py", "frames.py", "send", "FrameReader", "data_received")),
+)
+
+
+def build_store(root: Path, artifact_mib: float) -> Path:
+    from modelhost import testing
+
+    forest = root / "forest.joblib"
+    if not forest.exists():
+        testing.random_forest(forest, int(artifact_mib * MiB), seed=0)
+    for name in NAMES:
+        if not (root / name).exists():
+            testing.copy_artifact(forest, root / name)
+    return forest
+
+
+def process_tree(pid: int) -> list[int]:
+    """`pid` and its descendants."""
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        for task in Path(f"/proc/{current}/task").glob("*"):
+            children = (task / "children").read_text().split()
+            todo.extend(int(child) for child in children)
+    return found
+
+
+def cpu_seconds(pids: list[int]) -> dict[int, float]:
+    """User + system CPU of each process, seconds."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    seconds = {}
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except FileNotFoundError:
+            continue
+        seconds[pid] = (int(fields[11]) + int(fields[12])) / ticks
+    return seconds
+
+
+def profile(pid: int, seconds: float, out: Path) -> subprocess.Popen[bytes] | None:
+    """py-spy sampling `pid` into `out` (folded stacks), or None where py-spy is missing."""
+    import sys
+
+    spy = shutil.which("py-spy") or shutil.which("py-spy", path=str(Path(sys.executable).parent))
+    if spy is None:
+        return None
+    command = [spy, "record", "--pid", str(pid), "--rate", "400", "--format", "raw"]
+    command += ["--nonblocking", "--duration", str(int(seconds) + 1), "-o", str(out)]
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def phases(folded: Path) -> dict[str, float]:
+    """The share of samples in each phase."""
+    counts: Counter[str] = Counter()
+    if not folded.exists():
+        return {}
+    for line in folded.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        frames = stack.split(";")[::-1]
+        counts[phase_of(frames)] += int(count)
+    total = sum(counts.values()) or 1
+    return {phase: round(n / total, 3) for phase, n in counts.most_common()}
+
+
+def phase_of(frames: list[str]) -> str:
+    for phase, marks in PHASES:
+        if any(mark in frame for frame in frames for mark in marks):
+            return phase
+    return "other"
+
+
+def run_modelhost(store: Path, args: Any, work: Path) -> dict[str, Any]:
+    import httpx
+
+    from modelhost import testing
+
+    which = {name: 0 for name in NAMES}
+    alone = alone_footprints(store, which, work, SimpleNamespace(workers=1))
+    room_for_one = SimpleNamespace(room=1, workers=1, load_headroom=True)
+    budget = budget_of(alone, room_for_one) + 6 * MiB  # the first load estimates more; not two
+    serve = testing.serve_args(store, work / "cache", workers=1, memory_budget=budget)
+    prefix = ("taskset", "-c", str(args.server_cpu))
+    with testing.RunningServer([*serve, *args.serve_arg], work, prefix=prefix) as server:
+        with httpx.Client(base_url=server.url, timeout=120) as client:
+            for i in range(4):  # fast copies written, the server's first uses done
+                invoke(client, NAMES[i % len(NAMES)])
+            pids = process_tree(server.pid)
+            worker = max(pids)  # forked last
+            spies = [profile(p, args.seconds_hint, work / f"{p}.folded") for p in (pids[0], worker)]
+            time.sleep(0.5)
+            before, began = cpu_seconds(pids), time.monotonic()
+            answers = [invoke(client, NAMES[i % len(NAMES)]) for i in range(args.misses)]
+            after, wall = cpu_seconds(pids), time.monotonic() - began
+        for spy in spies:
+            if spy is not None:
+                spy.wait(timeout=args.seconds_hint + 30)
+        evictions = server.events("evict")
+    spent = {pid: after[pid] - before.get(pid, 0.0) for pid in after}
+    return {
+        "caches": dict(Counter(cache for cache, _ in answers)),
+        "server_timing_p50_ms": {
+            part: round(statistics.median(t.get(part, 0.0) for _, t in answers), 2)
+            for part in sorted({part for _, t in answers for part in t})
+        },
+        "cpu_ms_per_miss": round(1000 * sum(spent.values()) / args.misses, 1),
+        "frontend_cpu_ms_per_miss": round(1000 * spent.get(pids[0], 0.0) / args.misses, 1),
+        "worker_cpu_ms_per_miss": round(1000 * spent.get(worker, 0.0) / args.misses, 1),
+        "wall_ms_per_miss": round(1000 * wall / args.misses, 1),
+        "evict_ms": sorted(e.get("duration_ms", 0) for e in evictions),
+        "worker_phases": phases(work / f"{worker}.folded"),
+        "frontend_phases": phases(work / f"{pids[0]}.folded"),
+    }
+
+
+def invoke(client: Any, name: str) -> tuple[str, dict[str, float]]:
+    """The answer's cache header and Server-Timing parts."""
+    from modelhost.observe.exchange import parse_server_timing
+
+    response = client.post(f"/models/{name}/invoke", json=ROWS)
+    if response.status_code != 200:
+        raise RuntimeError(f"{name}: {response.status_code} {response.text}")
+    timing = parse_server_timing(response.headers.get("server-timing", ""))
+    return str(response.headers.get("x-modelhost-cache")), timing
+
+
+def run_floor(store: Path, args: Any) -> dict[str, Any]:
+    """joblib.load, one predict and `del` of the previous model, on the server's core."""
+    script = f"""
+import os, sys, time, joblib
+from modelhost import testing
+os.sched_setaffinity(0, {{{args.server_cpu}}})
+rows, names, model = testing.digits_rows(3), {list(NAMES)!r}, None
+for i in range(4 + {args.misses}):
+    if i == 4:
+        began, cpu = time.monotonic(), time.process_time()
+    del model
+    model = joblib.load({str(store)!r} + "/" + names[i % len(names)])
+    model.predict_proba(rows)
+n = {args.misses}
+print((time.process_time() - cpu) * 1000 / n, (time.monotonic() - began) * 1000 / n)
+"""
+    import sys
+
+    output = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
+    cpu_ms, wall_ms = (float(x) for x in output.stdout.split())
+    return {"cpu_ms_per_miss": round(cpu_ms, 1), "wall_ms_per_miss": round(wall_ms, 1)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--artifact-mib", type=float, default=8.0, help="the forest's file")
+    parser.add_argument("--misses", type=int, default=60)
+    parser.add_argument("--seconds-hint", type=float, default=20.0, help="py-spy's duration")
+    parser.add_argument("--server-cpu", type=int, default=0)
+    parser.add_argument("--client-cpu", type=int, default=1)
+    add_serve_arg(parser)
+    args = parser.parse_args()
+    os.sched_setaffinity(0, {args.client_cpu})
+    from modelhost import testing
+
+    ROWS.extend(testing.digits_rows(3))
+    store = RESULTS / f".miss-cpu-store-{args.artifact_mib:g}MiB"
+    store.mkdir(parents=True, exist_ok=True)
+    build_store(store, args.artifact_mib)
+    work = Path(tempfile.mkdtemp(prefix="miss-cpu-"))
+    results = {"args": vars(args), "modelhost": run_modelhost(store, args, work)}
+    results["floor"] = run_floor(store, args)
+    path = write_results("miss_cpu", results, report(results))
+    print(report(results))
+    print(f"\nraw results: {path}")
+
+
+def report(results: dict[str, Any]) -> str:
+    mh, floor = results["modelhost"], results["floor"]
+    rows = [
+        ["modelhost", mh["cpu_ms_per_miss"], mh["wall_ms_per_miss"]],
+        [
+            "floor (joblib.load + predict + del)",
+            floor["cpu_ms_per_miss"],
+            floor["wall_ms_per_miss"],
+        ],
+    ]
+    evict = mh["evict_ms"]
+    lines = [
+        markdown_table(["", "CPU ms per miss", "wall ms per miss"], rows),
+        "",
+        f"modelhost: frontend {mh['frontend_cpu_ms_per_miss']} ms, worker "
+        f"{mh['worker_cpu_ms_per_miss']} ms of CPU per miss; caches {mh['caches']}; "
+        f"evictions p50 {evict[len(evict) // 2] if evict else None} ms; Server-Timing p50 "
+        f"{mh['server_timing_p50_ms']}",
+        f"worker's samples by phase: {mh['worker_phases']}",
+        f"frontend's samples by phase: {mh['frontend_phases']}",
+    ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
