@@ -43,7 +43,8 @@ def check(loads: FailedLoads, store: Store, name: str = "m") -> None:
     asyncio.run(loads.check(name, store))
 
 
-def test_the_error_is_answered_again_while_the_store_has_the_same_version() -> None:
+def test_same_version_gets_the_error_again() -> None:
+    """Within the TTL the error is answered again, asking the store only its version."""
     clock, store = Clock(), Store()
     loads = failed(clock, store)
     for now in (1.0, 30.0, 59.9):
@@ -62,7 +63,8 @@ def test_a_new_version_is_loaded_at_once() -> None:
     check(loads, store)  # forgotten: even the old version is tried again
 
 
-def test_after_a_minute_it_is_tried_again_whatever_the_version() -> None:
+def test_load_is_retried_after_the_ttl() -> None:
+    """Past the TTL the load runs again without asking the store."""
     clock, store = Clock(), Store()
     loads = failed(clock, store)
     clock.now = 60.0

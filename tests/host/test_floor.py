@@ -24,7 +24,8 @@ FloorInterleavings.TestCase.settings = runs_of_30_steps(100)
 TestTheFloorUnderAnyInterleaving = FloorInterleavings.TestCase
 
 
-def test_a_first_load_brings_the_floors_copies_and_scale_in_keeps_them() -> None:
+def test_first_load_fills_the_floor() -> None:
+    """A first load brings the floor's copies, and scale-in keeps them."""
     machine = FloorInterleavings()
     try:
         machine.run_steps([("request", {"name": "b"}), ("answer_a_call", {"index": 0})])
@@ -41,10 +42,8 @@ def test_a_first_load_brings_the_floors_copies_and_scale_in_keeps_them() -> None
         machine.teardown()
 
 
-def test_a_new_load_never_picks_a_worker_whose_copy_is_leaving() -> None:
-    """Found by the machine above: a floor copy of `a` still loading on worker 1 when worker 0
-    dies; the next request for `a` loads it afresh, and must not claim worker 1, which still
-    holds the copy on its way out, to load `a` a second time there."""
+def test_load_skips_worker_with_leaving_copy() -> None:
+    """A fresh load never claims a worker that still holds a copy on its way out."""
     replay(
         [
             ("request", {"name": "a"}),
@@ -59,9 +58,8 @@ def test_a_new_load_never_picks_a_worker_whose_copy_is_leaving() -> None:
     )
 
 
-def test_a_floor_copy_reserves_what_its_load_needs_at_its_peak() -> None:
-    """Found by the machine above: a copy reserved only its footprint, while its load, like any,
-    needs its peak while it runs."""
+def test_floor_copy_reserves_its_peak() -> None:
+    """A floor copy reserves its load's peak, not only its footprint."""
     replay(
         [
             ("request", {"name": "a"}),

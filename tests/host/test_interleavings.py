@@ -27,7 +27,8 @@ def test_two_scale_ins_draining_one_copy_both_finish() -> None:
     )
 
 
-def test_no_copy_is_loaded_where_a_copy_is_still_being_unloaded() -> None:
+def test_no_copy_where_one_is_unloading() -> None:
+    """No copy is loaded on a worker still unloading a copy of the model."""
     replay(
         [
             ("request", {"name": "b"}),
@@ -43,9 +44,8 @@ def test_no_copy_is_loaded_where_a_copy_is_still_being_unloaded() -> None:
     )
 
 
-def test_a_model_being_deleted_holds_its_memory_until_it_is_gone() -> None:
-    """Found by the machine: the record of a model being unloaded (not for a load) stopped
-    counting when its unload began, so a load could start while its worker still held it."""
+def test_deleted_model_holds_memory_until_gone() -> None:
+    """A model being unloaded counts against the budget until its worker lets it go."""
     loads_of_all_four = [
         (rule, {"name": name} if rule == "request" else {"index": 0})
         for name in NAMES
@@ -62,10 +62,8 @@ def test_a_model_being_deleted_holds_its_memory_until_it_is_gone() -> None:
     )
 
 
-def test_a_put_arriving_as_a_copy_fails_does_not_spin_on_the_ended_copy() -> None:
-    """Found on CI (tests/e2e/test_migration_effects.py): a PUT ?min_worker that ran in the turn
-    a copy's load ended, before the copy's done-callback had forgotten it, awaited the ended task
-    (which returns at once) again and again, and the server's loop spun for ever."""
+def test_put_does_not_spin_on_ended_copy() -> None:
+    """A PUT in the turn a copy's load ends does not await the ended task for ever."""
     replay(
         [
             ("request", {"name": "b"}),
@@ -76,9 +74,8 @@ def test_a_put_arriving_as_a_copy_fails_does_not_spin_on_the_ended_copy() -> Non
     )
 
 
-def test_a_put_whose_copy_fails_answers_with_the_copies_there_are() -> None:
-    """A copy that fails is not tried again in a loop (a load that kills its worker would
-    kill one worker after another): the PUT answers with the copies the model has."""
+def test_put_with_failed_copy_answers() -> None:
+    """A failed copy is not retried in a loop; the PUT answers with the copies there are."""
     machine = Interleavings()
     try:
         machine.run_steps(
@@ -98,11 +95,8 @@ def test_a_put_whose_copy_fails_answers_with_the_copies_there_are() -> None:
         machine.teardown()
 
 
-def test_a_request_arriving_as_a_delete_stops_waiting_never_runs_on_an_unloaded_model() -> None:
-    """Found by the machine once requests could arrive a few turns after a call ended: the last
-    request in flight ended, the DELETE's wait saw no request in flight, and in the turns before
-    it began to unload a new request started on the model; the worker unloaded the model under
-    it (a 404 "not loaded in worker" in the e2e churn test with an operator beside it)."""
+def test_request_during_delete_never_runs_unloaded() -> None:
+    """A request arriving as a DELETE stops waiting never runs on the model being unloaded."""
     replay(
         [
             ("request", {"name": "b"}),
@@ -114,10 +108,8 @@ def test_a_request_arriving_as_a_delete_stops_waiting_never_runs_on_an_unloaded_
     )
 
 
-def test_requests_queued_for_a_model_being_deleted_fail_over_when_its_worker_dies() -> None:
-    """Found by the machine once a DELETE closed its model to new requests at once: the model's
-    only worker died while a request waited in its queue and the DELETE waited for that request;
-    the request waited for a worker that would never serve it, and the DELETE for the request."""
+def test_queued_requests_fail_when_delete_loses_worker() -> None:
+    """Requests queued for a model being deleted fail when its only worker dies."""
     replay(
         [
             ("request", {"name": "a"}),

@@ -35,7 +35,8 @@ def test_measurements_are_kept_for_at_most_the_cap() -> None:
     assert len(manifests.footprints) == MAX_MEASURED
 
 
-def test_a_model_in_use_keeps_its_measurements_while_new_names_pass() -> None:
+def test_model_in_use_keeps_its_measurements() -> None:
+    """A model asked about at each request keeps its measurements while new names pass."""
     manifests = Manifests(EventLog(), frozenset())
     measure(manifests, "hot", 3 * MiB)
     for i in range(MAX_MEASURED + 10):
@@ -55,7 +56,8 @@ def test_a_measurement_reads_back_as_measured() -> None:
     assert manifests.known_reservation("m") == 14 * MiB and manifests.retry_safe("m")
 
 
-def test_measurements_of_100000_models_take_a_bounded_few_bytes_each() -> None:
+def test_measurements_memory_is_bounded() -> None:
+    """Measurements of 100,000 models stay within the cap's bytes."""
     manifests = Manifests(EventLog(), frozenset())
     tracemalloc.start()
     try:
@@ -68,7 +70,8 @@ def test_measurements_of_100000_models_take_a_bounded_few_bytes_each() -> None:
     assert held <= MAX_MEASURED * MEASURED_BYTES
 
 
-def test_a_manifest_is_kept_only_while_its_model_is_in_memory(tmp_path: Path) -> None:
+def test_manifest_kept_only_while_in_memory(tmp_path: Path) -> None:
+    """A manifest is kept only while its model is in memory or loading."""
     (tmp_path / "modelhost.toml").write_text("batch_size = 4\n", encoding="utf-8")
     artifact = Artifact("m", tmp_path, 100)
     in_memory = {"m0"}

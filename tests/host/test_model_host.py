@@ -138,8 +138,8 @@ async def invoke_once(host: ModelHost, name: str) -> bytes:
     return (await host.invoke(name, Invocation(b"[1]", "application/json", ""))).body
 
 
-def test_a_request_whose_worker_dies_is_answered_by_a_retry(tmp_path: Path) -> None:
-    """Built-in handlers are pure: the worker's death costs the request a retry, not a 503."""
+def test_worker_death_is_retried(tmp_path: Path) -> None:
+    """A built-in handler is pure: its worker's death costs a retry, not a 503."""
     pool = DyingPool(2, kills=set())
     host = host_with(pool, tmp_path, {})
 
@@ -156,7 +156,8 @@ def test_a_request_whose_worker_dies_is_answered_by_a_retry(tmp_path: Path) -> N
     assert host.queues.batching.retried == 1
 
 
-def test_a_request_that_kills_two_workers_is_a_poison_request(tmp_path: Path) -> None:
+def test_two_deaths_make_a_poison_request(tmp_path: Path) -> None:
+    """A request that kills two workers is refused, and the pool carries on."""
     pool = DyingPool(2, kills={"poison"})
     host = host_with(pool, tmp_path, {})
 
@@ -169,9 +170,10 @@ def test_a_request_that_kills_two_workers_is_a_poison_request(tmp_path: Path) ->
     assert pool.deaths == 2
 
 
-def test_a_users_handler_is_retried_only_when_its_manifest_says_idempotent(
+def test_user_handler_retried_only_if_idempotent(
     tmp_path: Path,
 ) -> None:
+    """A user's handler is retried after a death only when its manifest says idempotent."""
     for idempotent, expected in ((False, WorkerDied), (True, PoisonRequest)):
         pool = DyingPool(2, kills={"user"}, pure=False)
         host = host_with(pool, tmp_path, {"user": Manifest(idempotent=idempotent)})
@@ -185,9 +187,8 @@ class NoSuchModels(FakeDisk):
         raise ModelNotFound(f"no model {name} in the store")
 
 
-def test_a_name_the_store_does_not_have_leaves_no_history(tmp_path: Path) -> None:
-    """A scan of made-up names holds nothing per name (issue 13): each failure is logged and
-    published, and kept in no model's history."""
+def test_unknown_name_leaves_no_history(tmp_path: Path) -> None:
+    """A made-up name's failure is logged and published but kept in no history."""
     events = EventLog()
     seen: list[str] = []
     events.subscribe(lambda event: seen.append(event.kind))
@@ -207,9 +208,8 @@ def test_a_name_the_store_does_not_have_leaves_no_history(tmp_path: Path) -> Non
     assert events.models_with_events() == 0
 
 
-def test_a_load_while_every_worker_is_down_waits_for_the_first_replacement(tmp_path: Path) -> None:
-    """While the template restarts, every worker can be down for a moment: a load waits for the
-    first one back instead of answering 503 at once (a fault run lost 120 requests so)."""
+def test_load_waits_for_a_replacement_worker(tmp_path: Path) -> None:
+    """With every worker down, a load waits for the first one back instead of a 503."""
     pool = AnsweringPool(1)
     host = host_with(pool, tmp_path, {})
     pool.workers.pop(1).alive = False
@@ -224,7 +224,8 @@ def test_a_load_while_every_worker_is_down_waits_for_the_first_replacement(tmp_p
     assert asyncio.run(scenario()) == b"ok"
 
 
-def test_a_load_gives_up_on_workers_that_stay_down_at_its_deadline(tmp_path: Path) -> None:
+def test_load_gives_up_at_its_deadline(tmp_path: Path) -> None:
+    """A load gives up at its deadline when the workers stay down."""
     pool = AnsweringPool(1)
     host = host_with(pool, tmp_path, {})
     host.copies.deadline_s = 0.05
@@ -247,11 +248,10 @@ class GarblingPool(AnsweringPool):
         super().answer(call)
 
 
-def test_a_batch_whose_reply_cannot_be_read_fails_its_request_and_frees_the_worker(
+def test_unreadable_reply_fails_and_frees_worker(
     tmp_path: Path,
 ) -> None:
-    """A defect while answering a batch is each of its requests' error, not a hang; the worker's
-    slot is free again for the next batch."""
+    """An unreadable batch reply fails its requests and frees the worker's slot."""
     host = host_with(GarblingPool(1), tmp_path, {})
 
     async def scenario() -> bytes:

@@ -16,13 +16,15 @@ def grown_frontend() -> MemoryTier:
     return memory
 
 
-def test_a_507_caused_by_the_frontends_growth_names_its_setting() -> None:
+def test_frontend_growth_507_names_setting() -> None:
+    """A 507 caused by the frontend's growth names its setting and by how much."""
     message = never_fits(grown_frontend(), "m", 200 * MiB)
     assert "the frontend uses 180.0 MiB, 100.0 MiB past its allowance" in message
     assert "--frontend-memory-allowance" in message
 
 
-def test_a_507_of_busy_models_names_the_frontends_setting_when_it_grew_past() -> None:
+def test_busy_507_names_frontend_setting() -> None:
+    """A 507 of busy models names the frontend's setting when it grew past it."""
     message = all_busy(grown_frontend(), "m", 50 * MiB, deadline_s=5)
     assert "--frontend-memory-allowance" in message
 

@@ -72,7 +72,8 @@ def serve(models: int, seconds: float, rate: float = 50.0, seed: int = 0) -> Ala
     return alarms
 
 
-def test_a_working_set_twice_the_room_sets_the_alarm_off_with_the_numbers() -> None:
+def test_oversized_working_set_sets_the_alarm() -> None:
+    """A working set twice the room sets the thrash alarm off, with its numbers."""
     alarms = serve(models=2 * ROOM, seconds=3 * WINDOW_S)
     assert [reason for reason, _ in alarms] == ["started"]
     detail = alarms[0][1]

@@ -11,7 +11,9 @@ async def _answer(value: int) -> int:
     return value
 
 
-def test_an_ended_task_is_not_under_way_before_its_callback_runs() -> None:
+def test_ended_task_is_not_under_way() -> None:
+    """A task stops counting when it ends, before its done-callback runs."""
+
     async def scenario() -> None:
         under_way: UnderWay[int] = UnderWay()
         first = under_way.start("m", _answer(1))
@@ -22,7 +24,9 @@ def test_an_ended_task_is_not_under_way_before_its_callback_runs() -> None:
     asyncio.run(scenario())
 
 
-def test_an_earlier_tasks_end_does_not_forget_a_later_one() -> None:
+def test_earlier_end_keeps_later_task() -> None:
+    """An earlier task's late callback does not forget a later task."""
+
     async def scenario() -> None:
         under_way: UnderWay[int] = UnderWay()
         first = under_way.start("m", _answer(1))

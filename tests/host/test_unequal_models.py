@@ -22,11 +22,8 @@ UnequalInterleavings.TestCase.settings = runs_of_30_steps(200)
 TestUnequalModelsUnderAnyInterleaving = UnequalInterleavings.TestCase
 
 
-def test_a_load_evicting_more_than_it_reserves_frees_nothing_before_its_victims_go() -> None:
-    """What put the e2e churn test over its budget in CI: b (known, 18 MiB at its peak) evicts
-    a (24 MiB); the 6 MiB between looked free while a was still in its worker, and a copy of c
-    (18 MiB at its peak) started in them. In the server the copy was a load on the other worker,
-    and a's unload waited behind it on that worker's loader thread."""
+def test_eviction_frees_nothing_before_victims_go() -> None:
+    """A load evicting more than it reserves frees no room before its victims are gone."""
     loaded = [
         (rule, {"name": name} if rule == "request" else {"index": 0})
         for name in "bacd"  # d's first load, estimated at 25 MiB, evicts b
@@ -44,10 +41,8 @@ def test_a_load_evicting_more_than_it_reserves_frees_nothing_before_its_victims_
     )
 
 
-def test_a_copy_loading_when_its_models_last_worker_dies_stays_counted() -> None:
-    """Found by the machine: b's only loaded copy died with its worker while a copy of b was
-    loading on the other worker; b's record went, and with it the copy's reservation, so a load
-    of a (36 MiB at its peak) started beside the copy still unpickling (18 MiB): 66 of 64 MiB."""
+def test_loading_copy_stays_counted_after_death() -> None:
+    """A copy loading when its model's last worker dies keeps its reservation."""
     replay(
         [
             ("request", {"name": "c"}),
