@@ -1,23 +1,23 @@
-"""Many models under concurrent churn: modelhost against the in-process floor, and the simulator.
+"""Many models under concurrent churn: modelhost against the in-process floor, per core.
 
-N model names (copies of a few digits forests, so answers differ between them) are requested by
-C clients at once, each picking names by Zipf(s), for a fixed time. The memory budget leaves room
-for R models beside the idle server; the floor (`churn_floor.py`: uvicorn + joblib + an LRU of R)
-runs the same clients on the same cores. Reported for each: throughput, hit ratio, p50/p99 of
-hits and of misses, errors (any status but 200, or a wrong answer); for modelhost also the hits'
-latency at the server (its access log: the clients share the cores), the hit
-ratio `modelhost simulate`'s replay predicts for the same trace and policy (and for the other
-policies), each load's footprint against the same forest's footprint measured alone, and the peak
-PSS of the server's processes against the budget.
+N model names (copies of a few digits forests, so answers differ) are requested by C clients at
+once, each picking names by Zipf(s), for a fixed time. The budget leaves room for R models beside
+the idle server; the floor (`churn_floor.py`: uvicorn + joblib + an LRU of R) runs the same
+clients. By default each server has core 0 and the clients core 1; `--busy-loop` spins a process
+on the servers' core meanwhile. Reported: throughput, hit ratio, latency of hits and misses,
+errors; for modelhost also the hits' latency at the server, `modelhost simulate`'s prediction for
+the same trace, each load's footprint against the forest's alone, and peak PSS against the budget.
 
     python benchmarks/churn.py                      # 100 names, Zipf 1.0, room 10, 16 clients
-    python benchmarks/churn.py --duration 20 --serve-arg=--eviction-policy=cost-aware
+    python benchmarks/churn.py --busy-loop          # the same beside other work on the core
+    python benchmarks/churn.py --workers 2 --server-cpus 0,1 --client-cpus 0,1
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -25,6 +25,7 @@ import statistics
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -425,6 +426,24 @@ def run_floor(store: Path, which: dict[str, int], truth: list[Any], args: Any) -
 # ------------------------------------------------------------------------------- main
 
 
+@contextlib.contextmanager
+def busy_loop(cpus: str) -> Iterator[None]:
+    """A process spinning on `cpus` meanwhile: other work on the servers' core ('' for none)."""
+    import subprocess
+    import sys
+
+    if not cpus:
+        yield
+        return
+    spin = ["taskset", "-c", cpus, sys.executable, "-c", "while True: pass"]
+    spinner = subprocess.Popen(spin)
+    try:
+        yield
+    finally:
+        spinner.kill()
+        spinner.wait()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", type=int, default=100, help="model names")
@@ -438,6 +457,9 @@ def main() -> None:
     parser.add_argument("--server-cpus", default="0", help="taskset list for servers ('' none)")
     parser.add_argument("--client-cpus", default="1", help="CPUs for the clients ('' none)")
     parser.add_argument("--skip-floor", action="store_true")
+    parser.add_argument(
+        "--busy-loop", action="store_true", help="a process spinning on --server-cpus meanwhile"
+    )
     parser.add_argument(
         "--pss-every-ms",
         type=float,
@@ -466,9 +488,10 @@ def main() -> None:
     truth = truths(store, args.distinct, ROWS)
     if args.client_cpus:
         os.sched_setaffinity(0, {int(cpu) for cpu in args.client_cpus.split(",")})
-    results = {"args": vars(args), "modelhost": run_modelhost(store, which, truth, args)}
-    if not args.skip_floor:
-        results["floor"] = run_floor(store, which, truth, args)
+    with busy_loop(args.server_cpus if args.busy_loop else ""):
+        results = {"args": vars(args), "modelhost": run_modelhost(store, which, truth, args)}
+        if not args.skip_floor:
+            results["floor"] = run_floor(store, which, truth, args)
     path = write_results("churn", results, report(results))
     print(report(results))
     print(f"\nraw results: {path}")
@@ -483,9 +506,13 @@ def report(results: dict[str, Any]) -> str:
         if name in results
     ]
     mh = results["modelhost"]
-    lines = [
-        markdown_table(["server", *columns], rows),
-        "",
+    lines = [markdown_table(["server", *columns], rows), ""]
+    if "floor" in results:
+        cores = results["args"]["server_cpus"] or "all cores"
+        busy = ", beside a busy loop" if results["args"]["busy_loop"] else ""
+        ratio = mh["throughput_rps"] / results["floor"]["throughput_rps"]
+        lines.append(f"modelhost serves {ratio:.2f}x the floor's throughput on {cores}{busy}")
+    lines += [
         f"modelhost budget {mh['budget_bytes']} bytes; peak PSS {mh['peak_pss_bytes']}; "
         f"loads {mh['loads']}; footprint error median {mh['footprint_error_median']}, "
         f"p90 {mh['footprint_error_p90']}, max {mh['footprint_error_max']}; "
