@@ -96,7 +96,7 @@ def test_put_with_failed_copy_answers() -> None:
 
 
 def test_request_during_delete_never_runs_unloaded() -> None:
-    """A request arriving as a DELETE stops waiting never runs on the model being unloaded."""
+    """A request arriving just as a DELETE stops waiting never runs on the unloading model."""
     replay(
         [
             ("request", {"name": "b"}),
