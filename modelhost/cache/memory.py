@@ -97,6 +97,12 @@ class MemoryTier:
     def __iter__(self) -> Iterator[Resident]:
         return iter(list(self.residents.values()))
 
+    def longest_idle_s(self) -> float:
+        """The longest any loaded model has gone unused."""
+        now = self.clock()
+        idle = (now - r.last_used for r in self.residents.values() if r.state is State.LOADED)
+        return max(idle, default=0.0)
+
     def get(self, name: str) -> Resident | None:
         return self.residents.get(name)
 

@@ -186,9 +186,12 @@ class Residency:
         return await self._unload_one(resident, "unload", reason)
 
     async def _unload_many(self, victims: list[Resident], kind: str, reason: str) -> None:
-        await asyncio.gather(*(self._unload_one(victim, kind, reason) for victim in victims))
+        kept_s = self.memory.longest_idle_s()
+        await asyncio.gather(*(self._unload_one(v, kind, reason, kept_s) for v in victims))
 
-    async def _unload_one(self, resident: Resident, kind: str, reason: str) -> int:
+    async def _unload_one(
+        self, resident: Resident, kind: str, reason: str, kept_s: float | None = None
+    ) -> int:
         """Unload every copy of a model, with one event."""
         started = self.clock()
         freed = 0
@@ -207,7 +210,12 @@ class Residency:
             reason=reason,
             worker=resident.worker_id,
             duration_ms=round((self.clock() - started) * 1000, 2),
-            detail={"freed_bytes": freed, "idle_s": round(started - resident.last_used, 3)},
+            detail={
+                "freed_bytes": freed,
+                "idle_s": round(started - resident.last_used, 3),
+                # how long this cache keeps a model nobody asks for: the thrash alarm's age
+                "longest_idle_s": round(kept_s if kept_s is not None else 0.0, 3),
+            },
         )
         return freed
 

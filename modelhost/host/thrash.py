@@ -1,8 +1,10 @@
 """The thrash alarm: evicted models come back sooner than the cache's own age.
 
-The cache's age is the median idle time of recent victims. A model back within that age would
-have stayed in a cache about twice as large, so many early returns mean the working set has
-outgrown the budget.
+The cache's age is the median, over recent evictions, of the longest idle time among the loaded
+models: how long the cache keeps a model nobody asks for. Under LRU that is the victim's idle
+time; a frequency policy often evicts a newcomer, whose own idle time would understate it. A
+model back within that age would have stayed in a cache about twice as large, so many early
+returns mean the working set has outgrown the budget.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ class ThrashWatch:
         self.events, self.clock, self.advice = events, clock, advice
         self.window_s = window_s
         self.evicted: OrderedDict[str, float] = OrderedDict()  # name: evicted at
-        self.victim_idle_s: deque[float] = deque(maxlen=RECENT_VICTIMS)
+        self.ages_s: deque[float] = deque(maxlen=RECENT_VICTIMS)
         self.window, self.last = Window(), Window()
         self.window_ends = clock() + window_s
         self.thrashing = False
@@ -52,7 +54,7 @@ class ThrashWatch:
 
     @property
     def cache_age_s(self) -> float | None:
-        return statistics.median(self.victim_idle_s) if self.victim_idle_s else None
+        return statistics.median(self.ages_s) if self.ages_s else None
 
     def on_event(self, event: Event) -> None:
         if event.kind != "evict" or event.model is None or "idle_s" not in event.detail:
@@ -61,7 +63,7 @@ class ThrashWatch:
         self.evicted.move_to_end(event.model)
         while len(self.evicted) > REMEMBERED_EVICTIONS:
             self.evicted.popitem(last=False)
-        self.victim_idle_s.append(float(event.detail["idle_s"]))
+        self.ages_s.append(float(event.detail.get("longest_idle_s", event.detail["idle_s"])))
 
     def used(self, name: str, hit: bool, now: float) -> None:
         if now >= self.window_ends:
