@@ -41,7 +41,7 @@ from modelhost.toolkit.cost import EXAMPLE_PRICES
     "admissions",
     type=click.Choice(ADMISSIONS),
     multiple=True,
-    default=("none",),
+    default=("none", "tinylfu"),
     show_default=True,
     help="the server's --admission filter to replay each policy with (repeat for several)",
 )

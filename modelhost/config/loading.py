@@ -83,6 +83,8 @@ def load_config(
     for layer in (props, toml, _env_layer(environ), _flag_layer(flags)):
         values |= {name: _coerce(fields[name], *given) for name, given in layer.items()}
     notices += thread_notices(environ) + sagemaker_notices(environ)
+    if values.get("sagemaker_contract"):
+        values.setdefault("admission", "none")  # no load evicts: there is no victim to filter
     config = Config(**values, notices=tuple(notices))
     _refuse_unsupported(config)
     return config

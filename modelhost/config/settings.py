@@ -143,15 +143,17 @@ class Config:
     )
     pinned_models: tuple[str, ...] = _setting((), "models never evicted")
     eviction_policy: str = _setting(
-        "lru",
-        "which idle model a load evicts: lru (least recently used, as in SageMaker) or "
-        "cost-aware (fewest hits × reload time per byte, aged)",
+        "cost-aware",
+        "which idle model a load evicts: cost-aware (fewest hits × reload time per byte, aged) or "
+        "lru (least recently used, as SageMaker does; better where popularity moves within "
+        "minutes)",
         choices=EVICTION_POLICIES,
     )
     admission: str = _setting(
-        "none",
+        "tinylfu",
         "tinylfu: a load evicts models requested no more often than the one it loads first, so a "
-        "scan of one-off models cannot flush the hot ones; none: the policy alone chooses",
+        "scan of one-off models cannot flush the hot ones; none: the policy alone chooses (the "
+        "default under sagemaker_contract)",
         choices=ADMISSIONS,
     )
     min_residency_s: float = _setting(

@@ -64,7 +64,8 @@ class Metrics:
         )
         self.unloads = Counter(
             "modelhost_model_unloads",
-            "Models that left memory, by reason (lru, memory_pressure, requested, worker_died)",
+            "Models that left memory, by reason (the eviction policy, memory_pressure, requested, "
+            "worker_died)",
             ["reason"],
             registry=r,
         )

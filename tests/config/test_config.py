@@ -335,4 +335,12 @@ def test_every_configurable_policy_exists_in_the_cache() -> None:
     from modelhost.config import EVICTION_POLICIES
 
     assert set(EVICTION_POLICIES) == set(POLICIES)
-    assert Config().eviction_policy == "lru" and Config().admission == "none"
+    assert Config().eviction_policy == "cost-aware" and Config().admission == "tinylfu"
+
+
+def test_the_sagemaker_contract_filters_no_victims_by_default(tmp_path: Path) -> None:
+    """Under the contract no load evicts, so admission defaults to none, and is refused if set."""
+    config = load_config({"sagemaker_contract": True}, {}, tmp_path)
+    assert config.admission == "none"
+    with pytest.raises(ConfigError, match="admission"):
+        load_config({"sagemaker_contract": True, "admission": "tinylfu"}, {}, tmp_path)

@@ -45,7 +45,8 @@ def small_server(forest_store: Path, serve: Servers) -> testing.RunningServer:
     footprint = httpx.get(f"{probe.url}/models/f0.joblib").json()["memoryBytes"]
     probe.stop()
     budget = baseline + (4 + 2 * 2) * footprint
-    return serve(forest_store, workers=2, memory_budget=budget, pinned_models="f7.joblib")
+    lru = {"eviction_policy": "lru", "admission": "none"}  # the order the tests below follow
+    return serve(forest_store, workers=2, memory_budget=budget, pinned_models="f7.joblib", **lru)
 
 
 def invoke(url: str, name: str) -> httpx.Response:
