@@ -54,8 +54,7 @@ def reset_peak_rss() -> None:
 
 
 def rss_and_peak_bytes() -> tuple[int, int]:
-    """This process's resident set now and its high-water mark since `reset_peak_rss`; zeros
-    where /proc cannot say."""
+    """This process's resident set and its peak since `reset_peak_rss` (zeros without /proc)."""
     found = {}
     with contextlib.suppress(OSError), open("/proc/self/status", "rb") as status:
         for line in status:
@@ -65,12 +64,7 @@ def rss_and_peak_bytes() -> tuple[int, int]:
 
 
 def allocated_bytes() -> int | None:
-    """Bytes in live allocations: glibc's malloc (heap and mmapped chunks, every arena) plus an
-    estimate of Python's small objects; None where the C library cannot say (not glibc).
-
-    Unlike PSS it does not move with the heap's state: a load that fills holes freed by earlier
-    unloads, or that follows garbage not yet given back, allocates the same bytes.
-    """
+    """Bytes in live allocations (glibc's malloc and Python's small objects); None off glibc."""
     info = mallinfo2()
     if info is None:
         return None
@@ -112,6 +106,5 @@ def mallinfo2() -> Callable[[], MallInfo2] | None:
 
 @functools.cache
 def malloc_trim() -> Callable[[int], int] | None:
-    """glibc's malloc_trim from the symbols already in this process. Not ctypes.util's
-    find_library: it forks the whole worker to run ldconfig, on every unload."""
+    """glibc's malloc_trim from this process's symbols (find_library would fork to run ldconfig)."""
     return getattr(ctypes.CDLL(None), "malloc_trim", None)

@@ -1,9 +1,8 @@
-"""The worker process: hosts many loaded models and answers framed requests from the frontend.
+"""The worker process: hosts many models and answers the frontend's framed requests.
 
-The main thread only reads frames. Loads and unloads run on one loader thread and inference on
-its own threads, so loading a model never stalls inference of the models already loaded. The
-loader thread runs at a lower CPU priority (Linux): when cores are saturated, the scheduler gives
-a hit's predict the core before a load's unpickling, which only the miss that waits for it feels.
+The main thread reads frames; loads and unloads run on one loader thread, inference on its own
+threads, so a load never stalls the models already loaded. The loader runs nicer, so a saturated
+core serves a hit's predict before a load's unpickling.
 """
 
 from __future__ import annotations
@@ -56,15 +55,12 @@ if TYPE_CHECKING:
     from modelhost.workers.handlers.select import LoadSpec
 
 
-# how much nicer than the worker's other threads its loader thread runs (see decisions.md)
-LOADER_NICENESS = 10
-# a request and its reply this large give their heap pages back when answered (security.md)
-TRIM_AFTER_BYTES = 1 << 20
+LOADER_NICENESS = 10  # decisions.md, "A worker's loader thread runs 10 nicer"
+TRIM_AFTER_BYTES = 1 << 20  # a body this large gives its heap pages back (security.md)
 
 
 def yield_to_inference() -> None:
-    """Lower the calling thread's CPU priority by LOADER_NICENESS. On Linux a thread's id names
-    it to setpriority; elsewhere, or where the lowering is refused, it keeps its priority."""
+    """Lower the calling thread's priority by LOADER_NICENESS, where Linux allows."""
     if not sys.platform.startswith("linux"):
         return
     thread = threading.get_native_id()
@@ -74,8 +70,7 @@ def yield_to_inference() -> None:
 
 
 class Worker:
-    """One worker process: the models it holds, a reading thread, a loader thread and the
-    inference threads (see the module docstring)."""
+    """The models one worker holds and the threads that serve them."""
 
     def __init__(self, sock: socket.socket, worker_id: int, threads: int) -> None:
         self.sock = sock
@@ -90,8 +85,7 @@ class Worker:
         self._inference = ThreadPoolExecutor(threads, "infer") if threads > 1 else None
 
     def rehearse(self, models: list[Path]) -> None:
-        """Load, answer and unload each model on the threads that will serve (see the
-        template's `write_rehearsal_models`), then give the memory back."""
+        """Load, answer and unload each model on the serving threads, then give the memory back."""
         body = b"[[0, 0, 0, 0]]"
         item = Item("application/json", "application/json", {}, len(body))
         infer = Infer("rehearsal", (item,))
@@ -128,9 +122,7 @@ class Worker:
             forget_frames(error)
         self.send(frame.request_id, reply, payload)
         if len(frame.payload) + len(payload) >= TRIM_AFTER_BYTES:
-            # a large body's parsing leaves freed pages in the heap, counted in the PSS and so
-            # taken from the models' budget; small requests leave too little to pay for a trim
-            trim_heap()
+            trim_heap()  # a large body's freed pages would count in the PSS, against the budget
 
     def _serve(self, request: Request, payload: bytes) -> tuple[Reply, bytes]:
         if isinstance(request, Infer):
@@ -145,8 +137,7 @@ class Worker:
             self.sock.sendall(data)
 
     def load(self, request: Load) -> Loaded:
-        """Load (then warm up) a model; the manifest's handler, model file and warm-up samples
-        come in the request, paths relative to its `root`."""
+        """Load and warm up a model as its request (the manifest's choices) says."""
         from modelhost.workers import fast_copy
         from modelhost.workers.handlers import load_handler
         from modelhost.workers.warmup import warm_up
@@ -165,10 +156,9 @@ class Worker:
         load_ms = (time.perf_counter() - started) * 1000
         peak = max(0, rss_and_peak_bytes()[1] - rss_before)  # unpickling's buffers, at their most
         grown = self.footprints[request.model] = max(0, settled_memory() - before)
-        footprint = grown + handler.mapped_bytes  # its mapped files: outside the C library's counts
-        # written once, after the artifact's load, and not counted in load_ms
+        footprint = grown + handler.mapped_bytes  # mapped files: outside the C library's counts
         written = fast_copy.write(handler, request, footprint) if copy is None else 0
-        trim_heap()  # unpickling's buffers: else they stay in the heap, and in the PSS
+        trim_heap()  # else unpickling's buffers stay in the PSS
         return Loaded(
             footprint,
             load_ms,
@@ -195,13 +185,12 @@ class Worker:
         del handler
         after = settled_memory()
         trim_heap()
-        # with models left, memory kept may be theirs (a runtime the first of them imported)
+        # with models left, memory kept may be theirs
         kept = 0 if self.models else self.kept_bytes(after)
         return Unloaded(max(0, before - after), kept)
 
     def kept_bytes(self, settled_bytes: int) -> int:
-        """What the worker holds past its idle self and its models: memory a handler or its
-        libraries kept (a cache, an import), which only a fresh worker gives back."""
+        """Memory held past the idle worker and its models, which only a fresh worker gives back."""
         if mallinfo2() is None:  # not glibc: the settled figure is a PSS, not comparable
             return 0
         return max(0, settled_bytes - self.idle_bytes - sum(self.footprints.values()))
@@ -220,12 +209,10 @@ class Worker:
 
 
 def settled_memory() -> int:
-    """The worker's memory once garbage is collected (garbage of a load, and of inference on other
-    threads, must not count as a model's): the bytes in live allocations where the C library can
-    say, else the PSS once freed memory is given back. Allocations do not move with the heap's
-    state: a load that fills the holes of earlier unloads grows the PSS less than it allocates,
-    and those holes are the baseline's, not the model's (the memory watch reconciles them with
-    the real PSS). The template froze its objects, so a collection sees only the models'."""
+    """Bytes in live allocations after a collection, else the PSS once freed memory is returned.
+
+    Allocations, unlike the PSS, do not depend on which holes of earlier unloads a load fills.
+    """
     gc.collect()
     allocated = allocated_bytes()
     if allocated is not None:
@@ -261,8 +248,7 @@ def answers_of(replies: list[InferReply | Exception]) -> tuple[tuple[Answer, ...
 
 
 def forget_frames(error: BaseException) -> None:
-    """Drop the tracebacks of an error sent back as data, and of the errors it came from: their
-    frames hold the request's parsed body, often in a cycle only a collection would free."""
+    """Drop an error's tracebacks and its causes': their frames hold the request's body."""
     seen: set[int] = set()
     cause: BaseException | None = error
     while cause is not None and id(cause) not in seen:
