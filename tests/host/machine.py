@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -252,9 +253,10 @@ class Interleavings(RuleBasedStateMachine):
 
 
 def runs_of_30_steps(max_examples: int) -> settings:
-    """Hypothesis settings for a machine of the host: `max_examples` runs, no deadline."""
+    """Hypothesis settings for a machine of the host: `max_examples` runs (times
+    MACHINE_EXAMPLES_FACTOR, for a longer search), no deadline."""
     return settings(
-        max_examples=max_examples,
+        max_examples=max_examples * int(os.environ.get("MACHINE_EXAMPLES_FACTOR", "1")),
         stateful_step_count=30,
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow],
