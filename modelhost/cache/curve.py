@@ -14,6 +14,7 @@ import itertools
 import math
 from collections.abc import Iterator
 
+from modelhost.cache.distinct import DistinctBytes
 from modelhost.cache.reuse import StackDistances
 
 HASH_SPACE = 1 << 24
@@ -25,6 +26,7 @@ FREQUENT, SAMPLED = 0, 1  # the groups of `StackDistances`
 HASHED_NAMES = 4096
 RESCALE_AT = 1e200  # new weights grow instead of old ones decaying, until this
 GROWTH_STEP_S = 1.0
+SAMPLE_ERROR = 0.25  # the largest relative error of the sample's bytes between two uses
 
 
 @functools.lru_cache(maxsize=HASHED_NAMES)
@@ -178,7 +180,11 @@ class Frequent:
 
 
 class MissRatioCurve:
-    """Stack distances of the frequent names and a hash sample of the rest, by window."""
+    """Stack distances of the frequent names and a hash sample of the rest, by window.
+
+    Between two uses of a frequent name the sample holds few of the rest, each standing for
+    1/rate names, so there the rest's bytes are those expected from the sample's reuse times.
+    """
 
     def __init__(self, now: float, max_names: int = MAX_NAMES) -> None:
         self.max_names = max_names
@@ -187,6 +193,9 @@ class MissRatioCurve:
         self.distances = StackDistances(groups=2)
         self._highest: list[tuple[int, str]] = []  # a max-heap of hashes, the next to drop
         self.windows = Windows(now)
+        self.rest = 0  # requests for names not frequent: the clock of reuse times
+        self._rest_at: dict[str, int] = {}  # of each tracked name's last use
+        self.distinct = DistinctBytes()
 
     @property
     def rate(self) -> float:
@@ -195,20 +204,47 @@ class MissRatioCurve:
     def record(self, name: str, size: int, now: float) -> None:
         for cooled in self.frequent.saw(name, now):
             self.distances.forget(cooled)  # a sampled one comes back in its group
+            self._rest_at.pop(cooled, None)
         if name in self.frequent.names:
             self.frequent.served[name] += 1
-            distance = self.distances.use(name, size, FREQUENT)
+            distance = self._frequent_distance(name, size)
             if distance != math.inf:  # it just joined, and was seen before: no first use
                 self._add(distance, 1.0, now)
             return
+        self.rest += 1
         hashed = name_hash(name)
         if hashed >= self.threshold:
             return
         if name not in self.distances:
             heapq.heappush(self._highest, (-hashed, name))
+        last = self._rest_at.get(name)
+        self._rest_at[name] = self.rest
+        if self.threshold < HASH_SPACE:  # while every name is tracked, distances are exact
+            self.distinct.add(size, math.inf if last is None else self.rest - last)
         self._add(self.distances.use(name, size, SAMPLED), 1 / self.rate, now)
         if len(self.distances) > self.max_names + len(self.frequent.names):
             self._lower_threshold()
+
+    def _frequent_distance(self, name: str, size: int) -> float:
+        """The frequent names' bytes as tracked; the rest's by the sample if it holds enough."""
+        last = self._rest_at.get(name)
+        self._rest_at[name] = self.rest
+        if last is None or last == self.rest or not self.distinct.uses:  # exact, or no estimate
+            return self.distances.use(name, size, FREQUENT)
+        between = self.distinct.expected_in(self.rest - last)
+        if self._sample_suffices(between):
+            return self.distances.use(name, size, FREQUENT)
+        weights = self.distances.weights
+        weights[SAMPLED], sampled_weight = 0.0, weights[SAMPLED]
+        distance = self.distances.use(name, size, FREQUENT)
+        weights[SAMPLED] = sampled_weight
+        return distance + between
+
+    def _sample_suffices(self, rest_bytes: float) -> bool:
+        """Whether the sample's bytes of the rest are likely within `SAMPLE_ERROR` of the truth."""
+        # relative variance: (1 - rate) / (rate × the names among the rest's bytes)
+        names = rest_bytes / self.distinct.mean_size if self.distinct.mean_size else 0.0
+        return 1 - self.rate <= SAMPLE_ERROR**2 * self.rate * names
 
     def _add(self, distance: float, weight: float, now: float) -> None:
         self.windows.add(COLD if distance == math.inf else bin_of(distance), weight, now)
@@ -220,4 +256,5 @@ class MissRatioCurve:
             name = heapq.heappop(self._highest)[1]
             if name not in self.frequent.names:
                 self.distances.forget(name)
+                self._rest_at.pop(name, None)
         self.distances.weights[SAMPLED] = 1 / self.rate
