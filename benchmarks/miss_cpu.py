@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import tempfile
@@ -133,12 +134,17 @@ def run_modelhost(store: Path, args: Any, work: Path) -> dict[str, Any]:
                 invoke(client, NAMES[i % len(NAMES)])
             pids = process_tree(server.pid)
             worker = max(pids)  # forked last
-            spies = [profile(p, args.seconds_hint, work / f"{p}.folded") for p in (pids[0], worker)]
+            if args.perf:
+                spies = [perf_record([pids[0], worker], work / "perf.data")]
+            else:
+                spies = [profile(p, args.seconds_hint, work / f"{p}.folded") for p in pids[::-1]]
             time.sleep(0.5)
             before, began = cpu_seconds(pids), time.monotonic()
             answers = [invoke(client, NAMES[i % len(NAMES)]) for i in range(args.misses)]
             after, wall = cpu_seconds(pids), time.monotonic() - began
         for spy in spies:
+            if spy is not None and args.perf:
+                spy.send_signal(signal.SIGINT)
             if spy is not None:
                 spy.wait(timeout=args.seconds_hint + 30)
         evictions = server.events("evict")
@@ -156,7 +162,26 @@ def run_modelhost(store: Path, args: Any, work: Path) -> dict[str, Any]:
         "evict_ms": sorted(e.get("duration_ms", 0) for e in evictions),
         "worker_phases": phases(work / f"{worker}.folded"),
         "frontend_phases": phases(work / f"{pids[0]}.folded"),
+        "perf_top": perf_top(work / "perf.data") if args.perf else "",
     }
+
+
+def perf_record(pids: list[int], out: Path) -> subprocess.Popen[bytes] | None:
+    """`perf record` of `pids` until interrupted, or None where perf is missing."""
+    if shutil.which("perf") is None:
+        return None
+    command = ["perf", "record", "-F", "999", "-p", ",".join(map(str, pids)), "-o", str(out)]
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def perf_top(data: Path) -> str:
+    """The symbols over 1% of the samples, by process."""
+    if not data.exists():
+        return "(no perf samples)"
+    command = ["perf", "report", "-i", str(data), "--stdio", "--sort", "pid,dso,sym"]
+    command += ["-g", "none", "--percent-limit", "1"]
+    report = subprocess.run(command, capture_output=True, text=True).stdout
+    return "\n".join(line for line in report.splitlines() if line and not line.startswith("#"))
 
 
 def invoke(client: Any, name: str) -> tuple[str, dict[str, float]]:
@@ -202,6 +227,7 @@ def main() -> None:
     parser.add_argument("--seconds-hint", type=float, default=20.0, help="py-spy's duration")
     parser.add_argument("--server-cpu", type=int, default=0)
     parser.add_argument("--client-cpu", type=int, default=1)
+    parser.add_argument("--perf", action="store_true", help="perf record instead of py-spy")
     add_serve_arg(parser)
     args = parser.parse_args()
     os.sched_setaffinity(0, {args.client_cpu})
@@ -239,6 +265,7 @@ def report(results: dict[str, Any]) -> str:
         f"{mh['server_timing_p50_ms']}",
         f"worker's samples by phase: {mh['worker_phases']}",
         f"frontend's samples by phase: {mh['frontend_phases']}",
+        mh["perf_top"],
     ]
     return "\n".join(lines)
 
