@@ -180,6 +180,7 @@ def churn_run(room: int, args: argparse.Namespace) -> dict[str, Any]:
         "--duration",
         str(args.duration),
         "--serve-arg=--eviction-policy=lru",
+        "--serve-arg=--admission=none",  # the curve is LRU's
     ]
     subprocess.run(command, check=True)
     (written,) = set(RESULTS.glob("churn-*.json")) - before
