@@ -306,6 +306,9 @@ def run_modelhost(store: Path, which: dict[str, int], truth: list[Any], args: An
         "tracebacks": log.count("Traceback"),
         "evict_ms_p50": _percentile(durations_ms(evictions), 50),
         "evict_ms_p99": _percentile(durations_ms(evictions), 99),
+        "evict_worker_ms_p50": _percentile(
+            [e["detail"].get("worker_ms", 0) for e in evictions], 50
+        ),
         "stats_medians": stats.medians(),
         "baseline_alone_bytes": alone["baseline"],
         "baseline_served_bytes": alone["baseline_warm"],
@@ -517,7 +520,7 @@ def report(results: dict[str, Any]) -> str:
         f"loads {mh['loads']}; footprint error median {mh['footprint_error_median']}, "
         f"p90 {mh['footprint_error_p90']}, max {mh['footprint_error_max']}; "
         f"tracebacks {mh['tracebacks']}; evictions p50 {mh['evict_ms_p50']} ms, "
-        f"p99 {mh['evict_ms_p99']} ms; "
+        f"p99 {mh['evict_ms_p99']} ms (on the worker, p50 {mh.get('evict_worker_ms_p50')} ms); "
         f"statuses {mh['statuses']}",
         f"hits' Server-Timing p50: queue {mh.get('hit_queue_p50_ms')} ms, "
         f"infer {mh.get('hit_infer_p50_ms')} ms; hits at the server (access log) p50 "

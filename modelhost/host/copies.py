@@ -118,16 +118,16 @@ class Copies:
                 Unavailable(f"model {name} was unloaded while this request waited; retry is safe")
             )
 
-    async def unload_from(self, worker_id: int, name: str) -> int:
-        """Unload one copy; return the bytes freed (0 if its worker died)."""
+    async def unload_from(self, worker_id: int, name: str) -> Unloaded:
+        """Unload one copy (nothing freed if its worker died)."""
         worker = self.pool.workers.get(worker_id)
         if worker is None:
-            return 0
+            return Unloaded(0)
         try:
             unloaded, _ = await self.pool.call(worker, Unload(name), Unloaded, model=name)
         except ModelhostError:
-            return 0
-        return unloaded.freed
+            return Unloaded(0)
+        return unloaded
 
     def lose(self, resident: Resident, worker_id: int) -> None:
         dispatcher = self.dispatchers.get(resident.name)
@@ -214,7 +214,7 @@ class Copies:
 
     async def _unload_copy(self, name: str, worker_id: int) -> int:
         started = self.clock()
-        freed = await self.unload_from(worker_id, name)
+        unloaded = await self.unload_from(worker_id, name)
         self.events.emit(
             "unload",
             name,
@@ -222,9 +222,9 @@ class Copies:
             reason="scale_in",
             worker=worker_id,
             duration_ms=round((self.clock() - started) * 1000, 2),
-            detail={"freed_bytes": freed},
+            detail={"freed_bytes": unloaded.freed, "worker_ms": unloaded.unload_ms},
         )
-        return freed
+        return unloaded.freed
 
     async def shed(self, need_bytes: int) -> None:
         """Unload idle extra copies, least recent first: they go before models."""

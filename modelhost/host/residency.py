@@ -194,13 +194,15 @@ class Residency:
     ) -> int:
         """Unload every copy of a model, with one event."""
         started = self.clock()
-        freed = 0
+        idle_s = started - resident.last_used
+        freed, worker_ms = 0, 0.0
         arriving = self.copies.arriving_of(resident.name)
         if arriving is not None:  # it sees the model leaving and goes too
             await asyncio.wait([arriving])
         try:
             for worker_id in list(resident.workers):
-                freed += await self.copies.unload_from(worker_id, resident.name)
+                unloaded = await self.copies.unload_from(worker_id, resident.name)
+                freed, worker_ms = freed + unloaded.freed, worker_ms + unloaded.unload_ms
         finally:
             self.forget(resident)
         self.events.emit(
@@ -212,9 +214,10 @@ class Residency:
             duration_ms=round((self.clock() - started) * 1000, 2),
             detail={
                 "freed_bytes": freed,
-                "idle_s": round(started - resident.last_used, 3),
+                "worker_ms": round(worker_ms, 3),
+                "idle_s": round(idle_s, 3),
                 # how long this cache keeps a model nobody asks for: the thrash alarm's age
-                "longest_idle_s": round(kept_s if kept_s is not None else 0.0, 3),
+                "longest_idle_s": round(max(kept_s or 0.0, idle_s), 3),
             },
         )
         return freed

@@ -75,6 +75,7 @@ class Loaded(Message, frozen=True):
 class Unloaded(Message, frozen=True):
     freed: int
     kept: int = 0  # bytes an empty worker holds past its idle self
+    unload_ms: float = 0.0  # on the worker's loader: without the wait for a load in flight
 
 
 class Failure(msgspec.Struct, frozen=True, array_like=True):

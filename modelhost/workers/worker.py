@@ -176,6 +176,7 @@ class Worker:
         return LoadSpec(request.handler, request.model_file, root, request.threads or self.threads)
 
     def unload(self, request: Unload) -> Unloaded:
+        started = time.perf_counter()
         before = settled_memory()
         handler = self.models.pop(request.model, None)
         if handler is None:
@@ -187,7 +188,8 @@ class Worker:
         trim_heap()
         # with models left, memory kept may be theirs
         kept = 0 if self.models else self.kept_bytes(after)
-        return Unloaded(max(0, before - after), kept)
+        unload_ms = (time.perf_counter() - started) * 1000
+        return Unloaded(max(0, before - after), kept, round(unload_ms, 3))
 
     def kept_bytes(self, settled_bytes: int) -> int:
         """Memory held past the idle worker and its models, which only a fresh worker gives back."""

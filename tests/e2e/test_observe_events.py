@@ -76,6 +76,9 @@ def test_load_and_its_eviction_arrive_in_order(
     eviction = next(e for e in events if e["kind"] == "evict")
     assert eviction["reason"] in ("cost-aware", "memory_pressure")  # the default policy
     assert eviction["bytes"] > 0
+    detail = eviction["detail"]
+    assert 0 < detail["worker_ms"] <= eviction["duration_ms"]  # its part on the worker
+    assert detail["longest_idle_s"] >= detail["idle_s"]
     loads = [e for e in events if is_load_of(e, eviction["model"])]
     assert loads and loads[0]["id"] < eviction["id"]  # it was loaded, then evicted
     # what the budget held for each load while it ran, which `simulate --loaders` replays
