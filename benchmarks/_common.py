@@ -44,6 +44,31 @@ def write_results(name: str, results: dict[str, Any], table: str) -> Path:
     return path
 
 
+def process_tree(pid: int) -> list[int]:
+    """`pid` and its descendants."""
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        for task in Path(f"/proc/{current}/task").glob("*"):
+            children = (task / "children").read_text().split()
+            todo.extend(int(child) for child in children)
+    return found
+
+
+def cpu_seconds(pids: list[int]) -> dict[int, float]:
+    """User + system CPU of each process, seconds."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    seconds = {}
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except FileNotFoundError:
+            continue
+        seconds[pid] = (int(fields[11]) + int(fields[12])) / ticks
+    return seconds
+
+
 def add_serve_arg(parser: argparse.ArgumentParser) -> None:
     """`--serve-arg`: an extra argument for `modelhost serve`, repeatable."""
     parser.add_argument(

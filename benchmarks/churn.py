@@ -30,7 +30,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from _common import RESULTS, add_serve_arg, markdown_table, write_results
+from _common import (
+    RESULTS,
+    add_serve_arg,
+    cpu_seconds,
+    markdown_table,
+    process_tree,
+    write_results,
+)
 
 if TYPE_CHECKING:
     from modelhost.toolkit.simulate.trace import Trace
@@ -279,10 +286,13 @@ def run_modelhost(store: Path, which: dict[str, int], truth: list[Any], args: An
     ) + ["--access-log", str(access_log), *args.serve_arg]
     prefix = ("taskset", "-c", args.server_cpus) if args.server_cpus else ()
     with testing.RunningServer(serve, work, prefix=prefix) as server:
+        processes = process_tree(server.pid)
+        before = cpu_seconds(processes)
         with StatsPoller(server.url) as stats:
             run = sampled(
                 server, drive(server.url, which, truth, args, floor=False), args.pss_every_ms
             )
+        cpu = cpu_per_request(processes, before, len(run.outcomes))
         sizing = httpx.get(f"{server.url}/sizing", timeout=30).json()  # the live curve
         log = server.log_text()
         loads, evictions = server.events("load"), server.events("evict")
@@ -310,6 +320,7 @@ def run_modelhost(store: Path, which: dict[str, int], truth: list[Any], args: An
             [e["detail"].get("worker_ms", 0) for e in evictions], 50
         ),
         "stats_medians": stats.medians(),
+        "cpu_ms_per_request": cpu,
         "baseline_alone_bytes": alone["baseline"],
         "baseline_served_bytes": alone["baseline_warm"],
         "load_reserve_bytes": max(alone["reserves"].values()),
@@ -319,6 +330,14 @@ def run_modelhost(store: Path, which: dict[str, int], truth: list[Any], args: An
         "simulated_room_bytes": room,
         "sizing": sizing,
     }
+
+
+def cpu_per_request(processes: list[int], before: dict[int, float], requests: int) -> dict:
+    """CPU ms a request of the frontend (the first process) and of the others together."""
+    spent = {pid: s - before.get(pid, 0.0) for pid, s in cpu_seconds(processes).items()}
+    frontend = spent.pop(processes[0], 0.0)
+    per = 1000 / max(1, requests)
+    return {"frontend": round(frontend * per, 2), "workers": round(sum(spent.values()) * per, 2)}
 
 
 def load_footprints(loads: list[dict[str, Any]], which: dict[str, int]) -> list[tuple[int, int]]:
@@ -525,7 +544,8 @@ def report(results: dict[str, Any]) -> str:
         f"hits' Server-Timing p50: queue {mh.get('hit_queue_p50_ms')} ms, "
         f"infer {mh.get('hit_infer_p50_ms')} ms; hits at the server (access log) p50 "
         f"{mh.get('hit_server_p50_ms')} ms, p99 {mh.get('hit_server_p99_ms')} ms; "
-        f"misses' load p50 {mh.get('miss_load_p50_ms')} ms",
+        f"misses' load p50 {mh.get('miss_load_p50_ms')} ms; CPU ms a request "
+        f"{mh.get('cpu_ms_per_request')}",
         f"simulate's hit ratio on modelhost's trace, at the {mh['simulated_room_bytes']} bytes "
         f"the server's models had: {mh['simulated']}; requests that started no load (a "
         f"request that joined another's load is a miss by its header, and a hit to a "

@@ -27,7 +27,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from _common import RESULTS, add_serve_arg, markdown_table, write_results
+from _common import RESULTS, add_serve_arg, cpu_seconds, markdown_table, process_tree, write_results
 from churn import ROWS, alone_footprints, budget_of
 
 MiB = 2**20
@@ -58,31 +58,6 @@ def build_store(root: Path, artifact_mib: float) -> Path:
         if not (root / name).exists():
             testing.copy_artifact(forest, root / name)
     return forest
-
-
-def process_tree(pid: int) -> list[int]:
-    """`pid` and its descendants."""
-    found, todo = [], [pid]
-    while todo:
-        current = todo.pop()
-        found.append(current)
-        for task in Path(f"/proc/{current}/task").glob("*"):
-            children = (task / "children").read_text().split()
-            todo.extend(int(child) for child in children)
-    return found
-
-
-def cpu_seconds(pids: list[int]) -> dict[int, float]:
-    """User + system CPU of each process, seconds."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    seconds = {}
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except FileNotFoundError:
-            continue
-        seconds[pid] = (int(fields[11]) + int(fields[12])) / ticks
-    return seconds
 
 
 def profile(pid: int, seconds: float, out: Path) -> subprocess.Popen[bytes] | None:

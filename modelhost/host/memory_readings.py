@@ -19,7 +19,7 @@ from modelhost.units import format_bytes
 
 logger = logging.getLogger("modelhost.memory")
 
-FRESH_S = 0.25  # well under the memory watch's second
+FRESH_S = 1.0  # the memory watch's interval: drift between readings is what the headroom learns
 
 
 class PssReading(NamedTuple):
