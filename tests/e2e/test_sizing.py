@@ -134,7 +134,9 @@ def test_sizing_stats_and_metrics_say_the_same(store: Path, serve: Servers) -> N
     for i in range(20):
         invoke(server.url, f"m{i % 4}.joblib")
     sizing = httpx.get(f"{server.url}/sizing").json()
-    assert httpx.get(f"{server.url}/stats").json()["sizing"] == sizing
+    stats = httpx.get(f"{server.url}/stats").json()["sizing"]
+    # the memory watch's reading each second moves the room: one may land between two reads
+    assert stats in (sizing, httpx.get(f"{server.url}/sizing").json())
     assert sizing["observedHitRatio"] == pytest.approx(16 / 20)
     assert sizing["predictedHitRatio"] == pytest.approx(16 / 20)  # all four fit today
     assert sizing["budgetBytes"] == sizing["roomBytes"] + sizing["fixedBytes"]
