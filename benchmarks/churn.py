@@ -152,6 +152,18 @@ async def drive(
             name = rng.choices(names, weights)[0]
             run.outcomes.append(await call(session, name, which[name]))
 
+    async def arrivals(session: aiohttp.ClientSession) -> None:
+        """Open loop: Poisson arrivals at `args.rate`, whatever the server's pace."""
+        rng, sent = random.Random(0), []
+
+        async def one(name: str) -> None:
+            run.outcomes.append(await call(session, name, which[name]))
+
+        while time.monotonic() < deadline:
+            await asyncio.sleep(rng.expovariate(args.rate))
+            sent.append(asyncio.ensure_future(one(rng.choices(names, weights)[0])))
+        await asyncio.gather(*sent)
+
     async def call(session: aiohttp.ClientSession, name: str, forest: int) -> Outcome:
         started = time.monotonic()
         path = f"{url}/models/{name}/invoke"
@@ -166,15 +178,19 @@ async def drive(
         return Outcome(started, name, response.status, cache == "hit", latency_ms, right, timings)
 
     timeout = aiohttp.ClientTimeout(total=300)
-    connector = aiohttp.TCPConnector(limit=args.clients)
+    connector = aiohttp.TCPConnector(limit=OPEN_LOOP_CONNECTIONS if args.rate else args.clients)
     async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
         began = time.monotonic()
-        await asyncio.gather(*(client(seed, session) for seed in range(args.clients)))
+        if args.rate:
+            await arrivals(session)
+        else:
+            await asyncio.gather(*(client(seed, session) for seed in range(args.clients)))
         run.seconds = time.monotonic() - began
     return run
 
 
 ROWS: list[list[float]] = []
+OPEN_LOOP_CONNECTIONS = 256
 
 
 class StatsPoller:
@@ -474,6 +490,12 @@ def main() -> None:
     parser.add_argument("--zipf", type=float, default=1.0, help="popularity exponent s")
     parser.add_argument("--room", type=int, default=10, help="models the budget has room for")
     parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=0.0,
+        help="open loop: requests a second, Poisson arrivals, instead of --clients in a loop",
+    )
     parser.add_argument("--duration", type=float, default=40.0, help="seconds per server")
     parser.add_argument("--workers", type=int, default=1, help="modelhost --workers")
     parser.add_argument("--server-cpus", default="0", help="taskset list for servers ('' none)")

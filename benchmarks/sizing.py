@@ -184,6 +184,8 @@ def churn_run(room: int, args: argparse.Namespace) -> dict[str, Any]:
         str(args.duration),
         "--serve-arg=--eviction-policy=lru",
         "--serve-arg=--admission=none",  # the curve is LRU's
+        "--rate",  # open loop: the same stream of requests whatever the room
+        str(args.rate),
     ]
     subprocess.run(command, check=True)
     (written,) = set(RESULTS.glob("churn-*.json")) - before
@@ -212,6 +214,12 @@ def main() -> None:
     parser.add_argument("--per-name", type=int, default=3, help="memory: requests per name")
     parser.add_argument("--rooms", type=int, nargs="+", default=[10, 5, 20, 40])
     parser.add_argument("--duration", type=float, default=300.0, help="churn: seconds a run")
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=20.0,
+        help="churn: requests a second (0: 16 clients in a loop)",
+    )
     args = parser.parse_args()
     results = {"sample": sample, "memory": memory, "record": record, "churn": churn}[args.what](
         args
