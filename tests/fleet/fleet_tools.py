@@ -172,6 +172,7 @@ class Answer:
     status: int  # 0: the request itself failed (no response)
     instance: str
     sent_at: float
+    error: str = ""  # why no response came
 
 
 @dataclass
@@ -241,14 +242,16 @@ class Load:
                 return Answer(
                     model, response.status_code, response.headers.get(INSTANCE, ""), sent_at
                 )
-            except (httpx.ReadError, httpx.RemoteProtocolError):
+            except (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError) as error:
+                failure = repr(error)  # a reset, while writing the request or awaiting its answer
                 if not self.retry_resets or attempt == 2:
                     break
                 with self._lock:
                     self.resets += 1
-            except httpx.TransportError:
+            except httpx.TransportError as error:
+                failure = repr(error)
                 break
-        return Answer(model, 0, "", sent_at)
+        return Answer(model, 0, "", sent_at, failure)
 
 
 def brute_force_server(servers: list[str], key: str, down: Collection[str] = ()) -> str:
