@@ -69,6 +69,11 @@ def cpu_seconds(pids: list[int]) -> dict[int, float]:
     return seconds
 
 
+def cpu_spent(before: dict[int, float]) -> dict[int, float]:
+    """CPU seconds each process of `before` (a `cpu_seconds` reading) has spent since."""
+    return {pid: now - before[pid] for pid, now in cpu_seconds(list(before)).items()}
+
+
 def add_serve_arg(parser: argparse.ArgumentParser) -> None:
     """`--serve-arg`: an extra argument for `modelhost serve`, repeatable."""
     parser.add_argument(

@@ -34,6 +34,7 @@ from _common import (
     RESULTS,
     add_serve_arg,
     cpu_seconds,
+    cpu_spent,
     markdown_table,
     process_tree,
     write_results,
@@ -308,7 +309,7 @@ def run_modelhost(store: Path, which: dict[str, int], truth: list[Any], args: An
             run = sampled(
                 server, drive(server.url, which, truth, args, floor=False), args.pss_every_ms
             )
-        cpu = cpu_per_request(processes, before, len(run.outcomes))
+        cpu = cpu_per_request(processes[0], cpu_spent(before), len(run.outcomes))
         sizing = httpx.get(f"{server.url}/sizing", timeout=30).json()  # the live curve
         log = server.log_text()
         loads, evictions = server.events("load"), server.events("evict")
@@ -348,10 +349,9 @@ def run_modelhost(store: Path, which: dict[str, int], truth: list[Any], args: An
     }
 
 
-def cpu_per_request(processes: list[int], before: dict[int, float], requests: int) -> dict:
-    """CPU ms a request of the frontend (the first process) and of the others together."""
-    spent = {pid: s - before.get(pid, 0.0) for pid, s in cpu_seconds(processes).items()}
-    frontend = spent.pop(processes[0], 0.0)
+def cpu_per_request(frontend_pid: int, spent: dict[int, float], requests: int) -> dict:
+    """CPU ms a request of the frontend and of the other processes together."""
+    frontend = spent.pop(frontend_pid, 0.0)
     per = 1000 / max(1, requests)
     return {"frontend": round(frontend * per, 2), "workers": round(sum(spent.values()) * per, 2)}
 

@@ -9,7 +9,7 @@ the samples in which a thread could run, so on one shared core a thread waiting 
 counts too.
 
     python benchmarks/miss_cpu.py                 # 8 MiB forest, 60 misses, cores 0 and 1
-    python benchmarks/miss_cpu.py --serve-arg=--eviction-policy=cost-aware
+    python benchmarks/miss_cpu.py --perf          # perf's symbols instead of py-spy's phases
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import tempfile
@@ -27,11 +26,20 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from _common import RESULTS, add_serve_arg, cpu_seconds, markdown_table, process_tree, write_results
-from churn import ROWS, alone_footprints, budget_of
+from _common import (
+    RESULTS,
+    add_serve_arg,
+    cpu_seconds,
+    cpu_spent,
+    markdown_table,
+    post_invoke,
+    process_tree,
+    write_results,
+)
+from churn import ROWS, alone_footprints, budget_of, build_store
 
 MiB = 2**20
-NAMES = ("a/m.joblib", "b/m.joblib", "c/m.joblib", "d/m.joblib")
+COPIES = 4  # of one forest, asked for in turn
 
 # (phase, what a sampled frame names for it); a stack's phase is that of its frame nearest the
 # leaf with any mark, earlier phases first (a predict runs inside joblib's Parallel)
@@ -46,18 +54,6 @@ PHASES = (
     ("PSS readings", ("pss_bytes", "smaps_rollup")),
     ("frames and wire", ("wire.py", "frames.py", "send", "FrameReader", "data_received")),
 )
-
-
-def build_store(root: Path, artifact_mib: float) -> Path:
-    from modelhost import testing
-
-    forest = root / "forest.joblib"
-    if not forest.exists():
-        testing.random_forest(forest, int(artifact_mib * MiB), seed=0)
-    for name in NAMES:
-        if not (root / name).exists():
-            testing.copy_artifact(forest, root / name)
-    return forest
 
 
 def profile(pid: int, seconds: float, out: Path) -> subprocess.Popen[bytes] | None:
@@ -92,43 +88,44 @@ def phase_of(frames: list[str]) -> str:
     return "other"
 
 
-def run_modelhost(store: Path, args: Any, work: Path) -> dict[str, Any]:
+def run_modelhost(store: Path, which: dict[str, int], args: Any, work: Path) -> dict[str, Any]:
     import httpx
 
     from modelhost import testing
 
-    which = {name: 0 for name in NAMES}
+    names = sorted(which)
     alone = alone_footprints(store, which, work, SimpleNamespace(workers=1))
     room_for_one = SimpleNamespace(room=1, workers=1, load_headroom=True)
     budget = budget_of(alone, room_for_one) + 6 * MiB  # the first load estimates more; not two
     serve = testing.serve_args(store, work / "cache", workers=1, memory_budget=budget)
     prefix = ("taskset", "-c", str(args.server_cpu))
     with testing.RunningServer([*serve, *args.serve_arg], work, prefix=prefix) as server:
-        with httpx.Client(base_url=server.url, timeout=120) as client:
-            for i in range(4):  # fast copies written, the server's first uses done
-                invoke(client, NAMES[i % len(NAMES)])
+        with httpx.Client(timeout=120) as client:
+            for name in names:  # fast copies written, the server's first uses done
+                post_invoke(client, server.url, name, ROWS)
             pids = process_tree(server.pid)
             worker = max(pids)  # forked last
             if args.perf:
-                spies = [perf_record([pids[0], worker], work / "perf.data")]
+                spies = [perf_record([pids[0], worker], args.seconds_hint, work / "perf.data")]
             else:
                 spies = [profile(p, args.seconds_hint, work / f"{p}.folded") for p in pids[::-1]]
             time.sleep(0.5)
             before, began = cpu_seconds(pids), time.monotonic()
-            answers = [invoke(client, NAMES[i % len(NAMES)]) for i in range(args.misses)]
-            after, wall = cpu_seconds(pids), time.monotonic() - began
+            answers = [
+                post_invoke(client, server.url, names[i % len(names)], ROWS)
+                for i in range(args.misses)
+            ]
+            spent, wall = cpu_spent(before), time.monotonic() - began
         for spy in spies:
-            if spy is not None and args.perf:
-                spy.send_signal(signal.SIGINT)
             if spy is not None:
                 spy.wait(timeout=args.seconds_hint + 30)
         evictions = server.events("evict")
-    spent = {pid: after[pid] - before.get(pid, 0.0) for pid in after}
+    timings = [answer["server_timing_ms"] for answer in answers]
     return {
-        "caches": dict(Counter(cache for cache, _ in answers)),
+        "caches": dict(Counter(answer["cache"] for answer in answers)),
         "server_timing_p50_ms": {
-            part: round(statistics.median(t.get(part, 0.0) for _, t in answers), 2)
-            for part in sorted({part for _, t in answers for part in t})
+            part: round(statistics.median(t.get(part, 0.0) for t in timings), 2)
+            for part in sorted({part for t in timings for part in t})
         },
         "cpu_ms_per_miss": round(1000 * sum(spent.values()) / args.misses, 1),
         "frontend_cpu_ms_per_miss": round(1000 * spent.get(pids[0], 0.0) / args.misses, 1),
@@ -141,11 +138,12 @@ def run_modelhost(store: Path, args: Any, work: Path) -> dict[str, Any]:
     }
 
 
-def perf_record(pids: list[int], out: Path) -> subprocess.Popen[bytes] | None:
-    """`perf record` of `pids` until interrupted, or None where perf is missing."""
+def perf_record(pids: list[int], seconds: float, out: Path) -> subprocess.Popen[bytes] | None:
+    """`perf record` of `pids` for `seconds`, or None where perf is missing."""
     if shutil.which("perf") is None:
         return None
     command = ["perf", "record", "-F", "999", "-p", ",".join(map(str, pids)), "-o", str(out)]
+    command += ["--", "sleep", str(seconds)]
     return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
@@ -159,24 +157,13 @@ def perf_top(data: Path) -> str:
     return "\n".join(line for line in report.splitlines() if line and not line.startswith("#"))
 
 
-def invoke(client: Any, name: str) -> tuple[str, dict[str, float]]:
-    """The answer's cache header and Server-Timing parts."""
-    from modelhost.observe.exchange import parse_server_timing
-
-    response = client.post(f"/models/{name}/invoke", json=ROWS)
-    if response.status_code != 200:
-        raise RuntimeError(f"{name}: {response.status_code} {response.text}")
-    timing = parse_server_timing(response.headers.get("server-timing", ""))
-    return str(response.headers.get("x-modelhost-cache")), timing
-
-
-def run_floor(store: Path, args: Any) -> dict[str, Any]:
+def run_floor(store: Path, names: list[str], args: Any) -> dict[str, Any]:
     """joblib.load, one predict and `del` of the previous model, on the server's core."""
     script = f"""
 import os, sys, time, joblib
 from modelhost import testing
 os.sched_setaffinity(0, {{{args.server_cpu}}})
-rows, names, model = testing.digits_rows(3), {list(NAMES)!r}, None
+rows, names, model = testing.digits_rows(3), {names!r}, None
 for i in range(4 + {args.misses}):
     if i == 4:
         began, cpu = time.monotonic(), time.process_time()
@@ -209,12 +196,12 @@ def main() -> None:
     from modelhost import testing
 
     ROWS.extend(testing.digits_rows(3))
-    store = RESULTS / f".miss-cpu-store-{args.artifact_mib:g}MiB"
+    store = RESULTS / f".miss-cpu-store-{COPIES}x{args.artifact_mib:g}MiB"
     store.mkdir(parents=True, exist_ok=True)
-    build_store(store, args.artifact_mib)
+    which = build_store(store, COPIES, 1, args.artifact_mib)
     work = Path(tempfile.mkdtemp(prefix="miss-cpu-"))
-    results = {"args": vars(args), "modelhost": run_modelhost(store, args, work)}
-    results["floor"] = run_floor(store, args)
+    results = {"args": vars(args), "modelhost": run_modelhost(store, which, args, work)}
+    results["floor"] = run_floor(store, sorted(which), args)
     path = write_results("miss_cpu", results, report(results))
     print(report(results))
     print(f"\nraw results: {path}")

@@ -19,7 +19,7 @@ from modelhost.units import format_bytes
 
 logger = logging.getLogger("modelhost.memory")
 
-FRESH_S = 1.0  # the memory watch's interval: drift between readings is what the headroom learns
+FRESH_S = 1.0  # also the memory watch's interval: the headroom learns a second's drift
 
 
 class PssReading(NamedTuple):

@@ -190,7 +190,7 @@ class Residency:
         await asyncio.gather(*(self._unload_one(v, kind, reason, kept_s) for v in victims))
 
     async def _unload_one(
-        self, resident: Resident, kind: str, reason: str, kept_s: float | None = None
+        self, resident: Resident, kind: str, reason: str, kept_s: float = 0.0
     ) -> int:
         """Unload every copy of a model, with one event."""
         started = self.clock()
@@ -217,7 +217,7 @@ class Residency:
                 "worker_ms": round(worker_ms, 3),
                 "idle_s": round(idle_s, 3),
                 # how long this cache keeps a model nobody asks for: the thrash alarm's age
-                "longest_idle_s": round(max(kept_s or 0.0, idle_s), 3),
+                "longest_idle_s": round(max(kept_s, idle_s), 3),
             },
         )
         return freed

@@ -57,13 +57,13 @@ class ThrashWatch:
         return statistics.median(self.ages_s) if self.ages_s else None
 
     def on_event(self, event: Event) -> None:
-        if event.kind != "evict" or event.model is None or "idle_s" not in event.detail:
+        if event.kind != "evict" or event.model is None or "longest_idle_s" not in event.detail:
             return
         self.evicted[event.model] = self.clock()
         self.evicted.move_to_end(event.model)
         while len(self.evicted) > REMEMBERED_EVICTIONS:
             self.evicted.popitem(last=False)
-        self.ages_s.append(float(event.detail.get("longest_idle_s", event.detail["idle_s"])))
+        self.ages_s.append(float(event.detail["longest_idle_s"]))
 
     def used(self, name: str, hit: bool, now: float) -> None:
         if now >= self.window_ends:

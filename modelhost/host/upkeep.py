@@ -7,11 +7,12 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 
+from modelhost.host.memory_readings import FRESH_S
 from modelhost.host.model_host import ModelHost
 
 logger = logging.getLogger("modelhost.host")
 
-MEMORY_WATCH_INTERVAL_S = 1.0
+MEMORY_WATCH_INTERVAL_S = FRESH_S  # each step takes a fresh reading
 REPLICA_WATCH_INTERVAL_S = 1.0
 
 

@@ -83,17 +83,25 @@ class RunningNginx:
         work.mkdir(parents=True, exist_ok=True)
         for name in SHIPPED:
             shutil.copyfile(DEPLOY / name, work / name)
-        conf = (DEPLOY / "modelhost.conf").read_text()
-        assert conf.count("listen 8080;") == 1
-        (work / "modelhost.conf").write_text(
-            conf.replace("listen 8080;", f"listen 127.0.0.1:{self.port};")
-        )
-        lines = [f"server {s} max_fails=1 fail_timeout=10s;" for s in servers]
-        (work / "modelhost-servers.conf").write_text("\n".join(lines) + "\n")
+        self.place("modelhost.conf", "listen 8080;", self.port, servers, "modelhost-servers.conf")
         if hot_models:
             (work / "modelhost-hot-models.map").write_text(hot_models)
         (work / "nginx.conf").write_text(self._main_conf())
         self._process: subprocess.Popen[bytes] | None = None
+
+    def place(
+        self, conf: str, listen: str, port: int, servers: Sequence[str], servers_conf: str
+    ) -> None:
+        """A shipped config listening on `port` of loopback instead of its `listen` line's,
+        its upstream's server list written beside it."""
+        text = (DEPLOY / conf).read_text()
+        assert text.count(listen) == 1
+        default = listen.split()[1].rstrip(";")
+        (self.work / conf).write_text(
+            text.replace(listen, listen.replace(default, f"127.0.0.1:{port}"))
+        )
+        lines = [f"server {s} max_fails=1 fail_timeout=10s;" for s in servers]
+        (self.work / servers_conf).write_text("\n".join(lines) + "\n")
 
     def _main_conf(self) -> str:
         temp = "\n".join(

@@ -11,7 +11,6 @@ from typing import Any
 import grpc
 import pytest
 from fleet_tools import (
-    DEPLOY,
     RunningNginx,
     brute_force_server,
     instance,
@@ -37,13 +36,13 @@ class GrpcNginx(RunningNginx):
     def __init__(self, work: Path, servers: list[str], grpc_servers: list[str]) -> None:
         super().__init__(work, servers)
         self.grpc_port = testing.free_port()
-        conf = (DEPLOY / "modelhost-grpc.conf").read_text()
-        assert conf.count("listen 8001 http2;") == 1
-        (work / "modelhost-grpc.conf").write_text(
-            conf.replace("listen 8001 http2;", f"listen 127.0.0.1:{self.grpc_port} http2;")
+        self.place(
+            "modelhost-grpc.conf",
+            "listen 8001 http2;",
+            self.grpc_port,
+            grpc_servers,
+            "modelhost-grpc-servers.conf",
         )
-        lines = [f"server {s} max_fails=1 fail_timeout=10s;" for s in grpc_servers]
-        (work / "modelhost-grpc-servers.conf").write_text("\n".join(lines) + "\n")
         main = (work / "nginx.conf").read_text()
         (work / "nginx.conf").write_text(
             main.replace(
