@@ -29,11 +29,12 @@ pytestmark = pytest.mark.e2e
 
 OTHERS = [f"tenants/t{i:03d}.joblib" for i in range(12)]
 INSTANCES = 3
+HOT_CANDIDATES = 60  # each spreads three ways with p = 2/9: none of 60 is one in 3 million
 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    hot = [f"hot/h{i}.joblib" for i in range(20)]
+    hot = [f"hot/h{i}.joblib" for i in range(HOT_CANDIDATES)]
     return iris_store(tmp_path_factory.mktemp("spread-store"), [*OTHERS, *hot])
 
 
@@ -50,7 +51,7 @@ def fleet(store: Path, tmp_path: Path) -> Iterator[tuple[list[str], RunningNginx
 def spreads_three_ways(lines: list[str]) -> str:
     """A hot model whose three spread keys land on three instances, and whose own key (before
     it is spread) shares its instance with few of the others."""
-    for i in range(20):
+    for i in range(HOT_CANDIDATES):
         model = f"hot/h{i}.joblib"
         if len({brute_force_server(lines, f"{model}#{k}") for k in range(3)}) == 3:
             return model
