@@ -200,7 +200,7 @@ def test_churn_never_takes_more_memory_than_the_budget(churn_run: ChurnRun) -> N
 
 
 class Operator(threading.Thread):
-    """Unloads warm models (DELETE /models/{m}) and sets the hottest ones' copies (TorchServe's
+    """Unloads loaded models (DELETE /models/{m}) and sets the hottest ones' copies (TorchServe's
     synchronous PUT ?min_worker=1|2) every `every_s` seconds until the deadline, one call at a
     time, as a person or a script managing the server would; keeps each answer."""
 
@@ -218,7 +218,7 @@ class Operator(threading.Thread):
             while time.monotonic() + self.every_s < self.until:
                 time.sleep(self.every_s)
                 if self.random.random() < 0.5:
-                    call = ("DELETE", f"{self.server.url}/models/{self.random.choice(names[2:10])}")
+                    call = ("DELETE", f"{self.server.url}/models/{self.warm(http, names[2:10])}")
                 else:
                     copies = self.random.choice((1, 2))
                     hot = self.random.choice(names[:5])
@@ -230,6 +230,13 @@ class Operator(threading.Thread):
                     self.timeouts.append(" ".join(call))
                     continue
                 self.answers.append((" ".join(call), answer.status_code, answer.text[:300]))
+
+    def warm(self, http: httpx.Client, names: list[str]) -> str:
+        """One of `names` that the listing shows loaded, as an operator would pick; any of
+        them when none is (the DELETE then answers 404)."""
+        listed = http.get(f"{self.server.url}/models", params={"state": "loaded", "limit": 100})
+        loaded = {model["modelName"] for model in listed.json()["models"]} & set(names)
+        return self.random.choice(sorted(loaded) or names)
 
 
 def test_operator_changes_under_churn_lose_nothing(
