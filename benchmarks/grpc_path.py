@@ -142,6 +142,7 @@ def h2load(
     gRPC answered with an error still has HTTP status 200: the run is checked once by a real
     client before it counts (see `check_grpc`)."""
     log = request.with_name("h2load.log")
+    log.unlink(missing_ok=True)  # h2load appends: the warm-up's lines would count again
     command = ["taskset", "-c", args.wrk_core, "h2load", "-c", str(users), "-m", "1"]
     command += ["-D", str(duration_s), "-H", "content-type: application/grpc"]
     command += ["-H", "te: trailers", "-d", str(request), "--log-file", str(log), url]
