@@ -310,6 +310,7 @@ def run_modelhost(store: Path, which: dict[str, int], truth: list[Any], args: An
                 server, drive(server.url, which, truth, args, floor=False), args.pss_every_ms
             )
         cpu = cpu_per_request(processes[0], cpu_spent(before), len(run.outcomes))
+        per_batch = requests_per_batch(httpx.get(f"{server.url}/metrics", timeout=30).text)
         sizing = httpx.get(f"{server.url}/sizing", timeout=30).json()  # the live curve
         log = server.log_text()
         loads, evictions = server.events("load"), server.events("evict")
@@ -338,6 +339,7 @@ def run_modelhost(store: Path, which: dict[str, int], truth: list[Any], args: An
         ),
         "stats_medians": stats.medians(),
         "cpu_ms_per_request": cpu,
+        "requests_per_batch": per_batch,
         "baseline_alone_bytes": alone["baseline"],
         "baseline_served_bytes": alone["baseline_warm"],
         "load_reserve_bytes": max(alone["reserves"].values()),
@@ -347,6 +349,14 @@ def run_modelhost(store: Path, which: dict[str, int], truth: list[Any], args: An
         "simulated_room_bytes": room,
         "sizing": sizing,
     }
+
+
+def requests_per_batch(metrics: str) -> float:
+    """Requests a batch sent to the workers, from a scrape of /metrics."""
+    names = ("modelhost_batches_total", "modelhost_batched_requests_total")
+    lines = (line.split() for line in metrics.splitlines() if line.startswith(names))
+    totals = {name: float(value) for name, value, *_ in lines}
+    return round(totals.get(names[1], 0) / max(1.0, totals.get(names[0], 0)), 2)
 
 
 def cpu_per_request(frontend_pid: int, spent: dict[int, float], requests: int) -> dict:
@@ -567,7 +577,7 @@ def report(results: dict[str, Any]) -> str:
         f"infer {mh.get('hit_infer_p50_ms')} ms; hits at the server (access log) p50 "
         f"{mh.get('hit_server_p50_ms')} ms, p99 {mh.get('hit_server_p99_ms')} ms; "
         f"misses' load p50 {mh.get('miss_load_p50_ms')} ms; CPU ms a request "
-        f"{mh.get('cpu_ms_per_request')}",
+        f"{mh.get('cpu_ms_per_request')}; requests a batch {mh.get('requests_per_batch')}",
         f"simulate's hit ratio on modelhost's trace, at the {mh['simulated_room_bytes']} bytes "
         f"the server's models had: {mh['simulated']}; requests that started no load (a "
         f"request that joined another's load is a miss by its header, and a hit to a "
