@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -19,8 +21,12 @@ from modelhost.errors import ConfigError
 logger = logging.getLogger("modelhost")
 
 
+ACCEPTING_SERVERS = 8  # decisions.md, "Eight grpc.aio servers share the inference port"
+
+
 class RpcServer:
-    """One grpc.aio server on one address, with the handlers given."""
+    """`copies` grpc.aio servers sharing one address (SO_REUSEPORT), each with the handlers
+    given: each accepts one call at a time, so several take calls side by side."""
 
     def __init__(
         self,
@@ -29,21 +35,25 @@ class RpcServer:
         port: int,
         handlers: Sequence[grpc.GenericRpcHandler],
         health_names: Sequence[str] = (),
+        copies: int = 1,
     ) -> None:
-        self.address = f"{host}:{port}"
         self.drain_timeout_s = config.drain_timeout_s
-        self.server = grpc.aio.server(options=server_options(config))
-        self.server.add_generic_rpc_handlers(tuple(handlers))
+        self.servers = [grpc.aio.server(options=server_options(config)) for _ in range(copies)]
         self.health: health.aio.HealthServicer | None = None
         self.health_names = ("", *health_names)  # "": the whole server
         if health_names:
             self.health = health.aio.HealthServicer()
-            health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
-        self.port = bind(self.server, self.address, config)
+        for server in self.servers:
+            server.add_generic_rpc_handlers(tuple(handlers))
+            if self.health is not None:
+                health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
+        self.port = bind_all(self.servers, host, port, config)
+        self.address = f"{host}:{self.port}"
         self._stopping: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        await self.server.start()
+        for server in self.servers:
+            await server.start()
         await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
 
     async def serving(self) -> None:
@@ -61,7 +71,7 @@ class RpcServer:
     async def _stop(self) -> None:
         if self.health is not None:
             await self.health.enter_graceful_shutdown()
-        await self.server.stop(self.drain_timeout_s)
+        await asyncio.gather(*(server.stop(self.drain_timeout_s) for server in self.servers))
 
     async def _set_health(self, status: int) -> None:
         if self.health is not None:
@@ -70,11 +80,34 @@ class RpcServer:
 
 
 def server_options(config: Config) -> list[tuple[str, int]]:
-    """Messages up to --max-request-size; no SO_REUSEPORT, so a port is never shared."""
+    """Messages up to --max-request-size; SO_REUSEPORT, for the copies to share the port."""
     return [
         ("grpc.max_receive_message_length", config.max_request_bytes),
-        ("grpc.so_reuseport", 0),
+        ("grpc.so_reuseport", 1),
     ]
+
+
+def bind_all(servers: list[grpc.aio.Server], host: str, port: int, config: Config) -> int:
+    """Every server on one port, `port` or else the first one's; refused if another process
+    listens there, which SO_REUSEPORT alone would let them share."""
+    if port:
+        check_free(host, port)
+    port = bind(servers[0], f"{host}:{port}", config)
+    for server in servers[1:]:
+        bind(server, f"{host}:{port}", config)
+    return port
+
+
+def check_free(host: str, port: int) -> None:
+    """A plain bind fails where any socket listens, with SO_REUSEPORT or without."""
+    try:
+        found = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM)
+        for family, kind, protocol, _, address in found:
+            with socket.socket(family, kind, protocol) as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                probe.bind(address)
+    except OSError as error:
+        refuse(f"{host}:{port}", f": {error}")
 
 
 def bind(server: grpc.aio.Server, address: str, config: Config) -> int:
@@ -89,11 +122,15 @@ def bind(server: grpc.aio.Server, address: str, config: Config) -> int:
     else:
         reason = ""
     if not isinstance(port, int) or not port:
-        raise ConfigError(
-            f"cannot listen for gRPC on {address}{reason}; choose a free port "
-            "(--grpc-port, --grpc-management-port)"
-        )
+        refuse(address, reason)
     return port
+
+
+def refuse(address: str, reason: str) -> NoReturn:
+    raise ConfigError(
+        f"cannot listen for gRPC on {address}{reason}; choose a free port "
+        "(--grpc-port, --grpc-management-port)"
+    )
 
 
 def credentials(config: Config) -> grpc.ServerCredentials:

@@ -12,7 +12,7 @@ from modelhost.rpc.access import Access
 from modelhost.rpc.calls import Calls
 from modelhost.rpc.messages import OIP_SERVICE, TS_INFERENCE_SERVICE, TS_MANAGEMENT_SERVICE
 from modelhost.rpc.oip import OipServicer
-from modelhost.rpc.server import RpcServer
+from modelhost.rpc.server import ACCEPTING_SERVERS, RpcServer
 from modelhost.rpc.stubs import generic_handler
 from modelhost.rpc.torchserve import TorchServeInference, TorchServeManagementServicer
 
@@ -34,7 +34,8 @@ def rpc_servers(
             generic_handler(TS_INFERENCE_SERVICE, inference),
         ]
         services = (OIP_SERVICE, TS_INFERENCE_SERVICE)
-        servers.append(RpcServer(config, config.host, config.grpc_port, handlers, services))
+        port = config.grpc_port
+        servers.append(RpcServer(config, config.host, port, handlers, services, ACCEPTING_SERVERS))
     if config.grpc_management_port:
         management = TorchServeManagementServicer(host, calls, access)
         handlers = [generic_handler(TS_MANAGEMENT_SERVICE, management)]

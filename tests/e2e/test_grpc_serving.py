@@ -97,6 +97,22 @@ def test_health_check_is_serving(secure: Secure, service: str) -> None:
     assert reply.status == health_pb2.HealthCheckResponse.SERVING
 
 
+def test_every_connection_is_served_whichever_copy_accepts_it(secure: Secure) -> None:
+    """The inference port's servers share it (SO_REUSEPORT), and the kernel spreads connections
+    over them: 32 connections of their own each get health checks and predictions."""
+    credentials = grpc.ssl_channel_credentials(secure.certificate.read_bytes())
+    own = [("grpc.use_local_subchannel_pool", 1)]  # else channels share one connection
+    request = message("inference.ModelInferRequest")(model_name=MODEL)
+    request.inputs.add(name="input-0", datatype="FP64", shape=[1, 4])
+    request.inputs[0].contents.fp64_contents.extend(testing.iris_rows(1)[0])
+    for _ in range(32):
+        with grpc.secure_channel(f"localhost:{secure.inference}", credentials, own) as channel:
+            health = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest())
+            assert health.status == health_pb2.HealthCheckResponse.SERVING
+            oip: Any = Stub(channel, OIP_SERVICE)
+            assert oip.ModelInfer(request, timeout=30).outputs[0].name == "predict"
+
+
 def test_health_check_of_an_unknown_service_is_not_found(secure: Secure) -> None:
     with secure.channel(secure.inference) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
