@@ -6,6 +6,7 @@ a victim is loaded, idle and unpinned.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
@@ -88,6 +89,12 @@ class MemoryTier:
         self.admission = admission
         self.min_residency_s = min_residency_s
         self.residents: dict[str, Resident] = {}
+        # running totals, so a load with room, placement and a listing read no other resident
+        self._all_bytes = 0
+        self._held_bytes = 0  # of residents whose bytes no reservation took over
+        self._leaving_bytes = 0  # of those, unloading
+        self._unsettled = 0  # residents loading or unloading
+        self._by_worker: Counter[int] = Counter()  # footprints held, by worker
         self.released_bytes = 0  # ever, so `observe` sees a reading that raced a release
         self.awaited: Counter[str] = Counter()  # a load serves its waiters before it is a victim
         self.drift: deque[int] = deque([drift_seed_bytes], maxlen=DRIFT_READINGS)
@@ -109,14 +116,38 @@ class MemoryTier:
     @property
     def committed_bytes(self) -> int:
         """The baseline plus every model in memory; a victim counts in its load's reservation."""
-        held = sum(r.bytes for r in self.residents.values() if not r.room_taken)
-        return self.baseline_bytes + held
+        return self.baseline_bytes + self._held_bytes
 
     @property
     def leaving_bytes(self) -> int:
         """Held by models unloading for no load; no victim is chosen for them."""
-        leaving = (r for r in self.residents.values() if r.state is State.UNLOADING)
-        return sum(r.bytes for r in leaving if not r.room_taken)
+        return self._leaving_bytes
+
+    def held_by_worker(self) -> dict[int, int]:
+        """The footprints of the copies each worker holds."""
+        return dict(self._by_worker)
+
+    def _count(self, resident: Resident, sign: int) -> None:
+        self._all_bytes += sign * resident.bytes
+        self._unsettled += sign * (resident.state is not State.LOADED)
+        if not resident.room_taken:
+            self._held_bytes += sign * resident.bytes
+            if resident.state is State.UNLOADING:
+                self._leaving_bytes += sign * resident.bytes
+        for worker_id in resident.workers:
+            self._by_worker[worker_id] += sign * resident.footprint
+
+    @contextlib.contextmanager
+    def _changing(self, resident: Resident) -> Iterator[None]:
+        """Around every change to a resident's bytes, state, room or workers: the totals follow."""
+        counted = self.residents.get(resident.name) is resident
+        if counted:
+            self._count(resident, -1)
+        try:
+            yield
+        finally:
+            if counted:
+                self._count(resident, +1)
 
     @property
     def headroom_bytes(self) -> int:
@@ -151,10 +182,14 @@ class MemoryTier:
         if size_bytes - freed > self.unreserved_bytes:
             return None  # models leaving will make the room: wait, evict no more
         for victim in self._claim(victims):
-            victim.room_taken = True
-        self.residents[name] = Resident(
+            with self._changing(victim):
+                victim.room_taken = True
+        if (replaced := self.residents.get(name)) is not None:
+            self._count(replaced, -1)
+        resident = self.residents[name] = Resident(
             name, max(size_bytes, freed), pinned, last_used=self.clock()
         )
+        self._count(resident, +1)
         return victims
 
     def victims_gone(self, resident: Resident, size_bytes: int) -> None:
@@ -162,7 +197,8 @@ class MemoryTier:
         if self.residents.get(resident.name) is not resident:
             return  # removed meanwhile, and its bytes with it
         self.released_bytes += resident.bytes - size_bytes
-        resident.bytes = size_bytes
+        with self._changing(resident):
+            resident.bytes = size_bytes
 
     @property
     def frontend_excess_bytes(self) -> int:
@@ -179,30 +215,37 @@ class MemoryTier:
             self.frontend_bytes = frontend_bytes
             real_bytes += self.frontend.charged(frontend_bytes) - frontend_bytes
         raced = self.released_bytes - released_before
-        settled = not raced and all(r.state is State.LOADED for r in self.residents.values())
-        unexplained = max(0, real_bytes - raced - sum(r.bytes for r in self.residents.values()))
+        settled = not raced and not self._unsettled
+        unexplained = max(0, real_bytes - raced - self._all_bytes)
         self.drift.append(max(0, unexplained - max(self.recent_baselines)))
         self.baseline_bytes = unexplained if settled else max(self.baseline_bytes, unexplained)
         self.recent_baselines.append(self.baseline_bytes)
 
     def victims_for(self, size_bytes: int) -> list[Resident] | None:
         """Ignores minimum residency and admission: being over budget comes first."""
-        return self._choose(self._evictable(), size_bytes)
+        return self._choose(self._evictable, size_bytes)
 
     def load_victims(self, name: str, size_bytes: int) -> list[Resident] | None:
         """Models past the minimum residency, so two cannot take turns evicting each other."""
-        now = self.clock()
-        candidates = [r for r in self._evictable() if self._settled(r, now)]
-        return self._choose(candidates, size_bytes, name)
+
+        def settled() -> list[Resident]:
+            now = self.clock()
+            return [r for r in self._evictable() if self._settled(r, now)]
+
+        return self._choose(settled, size_bytes, name)
 
     def _choose(
-        self, candidates: list[Resident], size_bytes: int, name: str | None = None
+        self, evictable: Callable[[], list[Resident]], size_bytes: int, name: str | None = None
     ) -> list[Resident] | None:
-        """Victims for `size_bytes` and the headroom, else the floor alone.
+        """Victims for `size_bytes` and the headroom, else the floor alone; the candidates are
+        listed only when something must go.
 
         A load never waits for the learned headroom: readings that move it wake no one.
         """
         soft = self.shortfall_bytes(size_bytes) - self.leaving_bytes
+        if soft <= 0:
+            return []
+        candidates = evictable()
         learned = self.headroom_bytes - self.headroom_floor_bytes
         for shortfall in (soft, soft - learned):
             if shortfall <= 0:
@@ -228,9 +271,10 @@ class MemoryTier:
 
     def mark_loaded(self, name: str, worker_id: int, footprint_bytes: int, load_ms: float) -> None:
         resident = self.residents[name]
-        resident.state, resident.workers = State.LOADED, [worker_id]
         self.released_bytes += max(0, resident.bytes - footprint_bytes)
-        resident.bytes = resident.footprint = footprint_bytes
+        with self._changing(resident):
+            resident.state, resident.workers = State.LOADED, [worker_id]
+            resident.bytes = resident.footprint = footprint_bytes
         resident.loaded_at, resident.load_ms = time.time(), load_ms
         resident.loaded_at_s = resident.last_used = self.clock()
         self.policy.touched(resident)
@@ -240,29 +284,36 @@ class MemoryTier:
         reserved = max(resident.footprint, peak_bytes)
         if self.shortfall_bytes(reserved) > 0:
             return None
-        resident.bytes += reserved
+        with self._changing(resident):
+            resident.bytes += reserved
         return reserved
 
     def add_copy(self, resident: Resident, worker_id: int) -> None:
-        resident.workers.append(worker_id)
+        with self._changing(resident):
+            resident.workers.append(worker_id)
 
     def remove_copy(self, resident: Resident, worker_id: int) -> None:
-        resident.workers.remove(worker_id)
+        with self._changing(resident):
+            resident.workers.remove(worker_id)
 
     def release_copy(self, resident: Resident, size_bytes: int | None = None) -> None:
         """A copy's footprint, or `size_bytes` of a reservation it did not use."""
         size = resident.footprint if size_bytes is None else size_bytes
-        resident.bytes -= size
+        with self._changing(resident):
+            resident.bytes -= size
         self.released_bytes += size
 
     def begin_unload(self, name: str) -> Resident:
         resident = self.residents[name]
-        resident.state = State.UNLOADING
+        with self._changing(resident):
+            resident.state = State.UNLOADING
         return resident
 
     def remove(self, name: str) -> Resident | None:
         resident = self.residents.pop(name, None)
-        self.released_bytes += resident.bytes if resident else 0
+        if resident is not None:
+            self._count(resident, -1)
+            self.released_bytes += resident.bytes
         return resident
 
     def overflow_victims(self) -> list[Resident]:
@@ -272,11 +323,11 @@ class MemoryTier:
         cutoff = self.clock() - idle_s
         return self._claim([r for r in self._evictable() if r.last_used <= cutoff])
 
-    @staticmethod
-    def _claim(victims: list[Resident]) -> list[Resident]:
+    def _claim(self, victims: list[Resident]) -> list[Resident]:
         """So no other reservation picks them."""
         for victim in victims:
-            victim.state = State.UNLOADING
+            with self._changing(victim):
+                victim.state = State.UNLOADING
         return victims
 
     def begin_request(self, resident: Resident) -> None:

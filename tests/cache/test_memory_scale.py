@@ -1,0 +1,131 @@
+"""The memory tier at many residents: a load with room, placement and the totals read no other
+resident, and the running totals always equal a full count (a reading of exactly the models'
+bytes leaves a settled baseline where it was)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from modelhost.cache.memory import MemoryTier, Resident, State
+from modelhost.cache.policy import LRUPolicy
+from modelhost.scheduler.placement import least_loaded
+from modelhost.testing import StepClock
+
+KiB = 2**10
+RESIDENTS = 10_000
+
+
+class CountingResidents(dict[str, Resident]):
+    """A tier's residents that count each one a scan reads."""
+
+    read = 0
+
+    def values(self) -> Any:
+        return self._counted(super().values())
+
+    def items(self) -> Any:
+        return self._counted(super().items())
+
+    def _counted(self, found: Any) -> Iterator[Any]:
+        for each in found:
+            self.read += 1
+            yield each
+
+
+def crowded_tier() -> tuple[MemoryTier, CountingResidents]:
+    """RESIDENTS models of 1 KiB loaded on two workers, in a budget with room for as many more."""
+    memory = MemoryTier(4 * RESIDENTS * KiB, 0, LRUPolicy(), StepClock())
+    for i in range(RESIDENTS):
+        assert memory.reserve(f"m{i}", KiB) == []
+        memory.mark_loaded(f"m{i}", i % 2, KiB, 1.0)
+    counting = CountingResidents(memory.residents)
+    memory.residents = counting
+    return memory, counting
+
+
+def test_a_load_with_room_to_spare_reads_no_other_resident() -> None:
+    memory, counting = crowded_tier()
+    assert memory.reserve("new", KiB) == []
+    memory.mark_loaded("new", 0, KiB, 1.0)
+    assert memory.committed_bytes == (RESIDENTS + 1) * KiB
+    assert counting.read == 0
+
+
+def test_placement_reads_no_resident() -> None:
+    memory, counting = crowded_tier()
+    memory.reserve("new", 3 * KiB)
+    memory.mark_loaded("new", 0, 3 * KiB, 1.0)
+    workers = [Worker(0), Worker(1)]
+    assert least_loaded(workers, memory).worker_id == 1  # 3 KiB less
+    assert counting.read == 0
+
+
+class Worker:
+    def __init__(self, worker_id: int) -> None:
+        self.worker_id, self.alive, self.pending = worker_id, True, {}
+
+
+steps = st.lists(
+    st.tuples(
+        st.sampled_from(
+            ["load", "loaded", "gone", "remove", "unload", "copy", "uncopy", "release", "overflow"]
+        ),
+        st.integers(0, 7),
+        st.integers(1, 40),
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(steps)
+def test_running_totals_equal_a_full_count(ops: list[tuple[str, int, int]]) -> None:
+    """Whatever the order of reservations, loads, copies, unloads and removals."""
+    memory = MemoryTier(100 * KiB, 10 * KiB, LRUPolicy(), StepClock())
+    for op, index, size in ops:
+        apply(memory, op, f"m{index}", size * KiB, index % 3)
+        residents = list(dict.values(memory.residents))
+        kept = [r for r in residents if not r.room_taken]
+        assert memory.committed_bytes == memory.baseline_bytes + sum(r.bytes for r in kept)
+        leaving = sum(r.bytes for r in kept if r.state is State.UNLOADING)
+        assert memory.leaving_bytes == leaving
+        by_worker: dict[int, int] = {}
+        for resident in residents:
+            for worker_id in resident.workers:
+                by_worker[worker_id] = by_worker.get(worker_id, 0) + resident.footprint
+        assert {w: b for w, b in memory.held_by_worker().items() if b} == by_worker
+        before = memory.baseline_bytes
+        memory.observe(before + sum(r.bytes for r in residents), memory.released_bytes)
+        settled = all(r.state is State.LOADED for r in residents)
+        assert memory.baseline_bytes == before if settled else memory.baseline_bytes >= before
+
+
+def apply(memory: MemoryTier, op: str, name: str, size: int, worker: int) -> None:
+    resident = memory.get(name)
+    if op == "load" and resident is None:
+        for victim in memory.reserve(name, size) or []:
+            memory.remove(victim.name)
+    elif resident is None:
+        return
+    elif op == "loaded" and resident.state is State.LOADING:
+        memory.mark_loaded(name, worker, size, 1.0)
+    elif op == "gone" and resident.state is State.LOADING:
+        memory.victims_gone(resident, size)
+    elif op == "remove":
+        memory.remove(name)
+    elif op == "unload" and resident.state is State.LOADED:
+        memory.begin_unload(name)
+    elif op == "copy" and resident.state is State.LOADED and worker not in resident.workers:
+        if memory.reserve_copy(resident, size) is not None:
+            memory.add_copy(resident, worker)
+    elif op == "uncopy" and len(resident.workers) > 1:
+        memory.remove_copy(resident, resident.workers[-1])
+        memory.release_copy(resident)
+    elif op == "release" and resident.state is State.LOADED:
+        memory.release_copy(resident, min(size, resident.bytes))
+    elif op == "overflow":
+        memory.overflow_victims()
