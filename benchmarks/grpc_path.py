@@ -11,6 +11,10 @@ before each measured one. Prints a markdown table and writes benchmarks/results/
 
     python benchmarks/grpc_path.py                        # C in 1 16, 15 s runs, 5 s warm-up
     python benchmarks/grpc_path.py --concurrency 1 --duration 3 --warmup 1
+    python benchmarks/grpc_path.py --concurrency 1 --empty  # also ServerLive and GET /ping
+
+`--empty` adds an empty call of each protocol, so an inference's part can be told from the
+protocol's.
 """
 
 from __future__ import annotations
@@ -56,6 +60,8 @@ def main() -> None:
             runs += _runs(args, "OIP gRPC", lambda c, d: h2load(address, request, c, d, args))
             rest = f"{modelhost.url}/v2/models/{MODEL}/infer"
             runs += _runs(args, "OIP REST", lambda c, d: _wrk(rest, oip_json(), c, d, args))
+            if args.empty:
+                runs += _empty_calls(args, f"127.0.0.1:{grpc_port}", modelhost.url, scratch_path)
         with _start("floor", store, scratch_path / "floor", args) as floor:
             row = json.dumps(ROW).encode()
             runs += _runs(args, "floor", lambda c, d: _wrk(floor.url + "/", row, c, d, args))
@@ -65,10 +71,30 @@ def main() -> None:
     print(f"\nraw results: {path}")
 
 
+def _empty_calls(
+    args: argparse.Namespace, grpc_address: str, http_url: str, scratch: Path
+) -> list[dict[str, Any]]:
+    """gRPC's ServerLive and REST's GET /ping: each protocol's cost alone."""
+    from modelhost.rpc.messages import message
+
+    live = scratch / "server_live.bin"
+    live.write_bytes(grpc_frame(message("inference.ServerLiveRequest")().SerializeToString()))
+    url = f"http://{grpc_address}/inference.GRPCInferenceService/ServerLive"
+    runs = _runs(args, "gRPC ServerLive", lambda c, d: h2load(url, live, c, d, args))
+    os.environ["WRK_METHOD"] = "GET"
+    try:
+        return runs + _runs(
+            args, "REST GET /ping", lambda c, d: _wrk(f"{http_url}/ping", b"", c, d, args)
+        )
+    finally:
+        del os.environ["WRK_METHOD"]
+
+
 def _parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_serve_arg(parser)
     parser.add_argument("--concurrency", nargs="+", type=int, default=[1, 16])
+    parser.add_argument("--empty", action="store_true", help="add ServerLive and GET /ping")
     parser.add_argument("--duration", type=int, default=15, help="seconds per measured run")
     parser.add_argument("--warmup", type=int, default=5, help="seconds of discarded warm-up")
     parser.add_argument("--server-core", default="1")

@@ -1,10 +1,12 @@
 -- wrk script: POST one JSON iris row, and print the summary as one JSON line for the runner.
 --   wrk -t1 -c16 -d15s --latency -s benchmarks/post.lua URL [-- TARGET_MODEL]
 -- TARGET_MODEL (or env WRK_TARGET_MODEL) goes in X-Amzn-SageMaker-Target-Model, for
--- POST /invocations; env WRK_BODY replaces the body.
+-- POST /invocations; env WRK_BODY replaces the body; env WRK_METHOD=GET sends none.
 
-wrk.method = "POST"
-wrk.body = os.getenv("WRK_BODY") or "[5.1, 3.5, 1.4, 0.2]"
+wrk.method = os.getenv("WRK_METHOD") or "POST"
+if wrk.method == "POST" then
+   wrk.body = os.getenv("WRK_BODY") or "[5.1, 3.5, 1.4, 0.2]"
+end
 wrk.headers["Content-Type"] = "application/json"
 
 function init(args)
