@@ -8,15 +8,12 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import Sequence
-from typing import TypeVar
+from collections.abc import Callable
 
 from modelhost.cache.policy import Sized
 
 COUNTER_MAX = 15  # 4-bit counters, as in TinyLFU
 HASHED_NAMES = 4096  # bounded, so a scan of new names cannot grow the frontend
-
-T = TypeVar("T", bound=Sized)
 
 
 @functools.lru_cache(maxsize=HASHED_NAMES)  # hot names are hashed on every request
@@ -53,7 +50,8 @@ class FrequencySketch:
         return min(row[slot] for row, slot in zip(self.rows, self._slots(name), strict=True))
 
 
-def admissible(sketch: FrequencySketch, newcomer: str, candidates: Sequence[T]) -> list[T]:
-    """The candidates no more frequent than `newcomer`, whose pending request is counted."""
+def no_more_frequent(sketch: FrequencySketch, newcomer: str) -> Callable[[Sized], bool]:
+    """Whether a candidate is no more frequent than `newcomer`, whose pending request is
+    counted."""
     newcomer_frequency = sketch.estimate(newcomer)
-    return [c for c in candidates if sketch.estimate(c.name) <= newcomer_frequency]
+    return lambda candidate: sketch.estimate(candidate.name) <= newcomer_frequency

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 
-from modelhost.cache.admission import FrequencySketch, admissible
+from modelhost.cache.admission import FrequencySketch, no_more_frequent
 from modelhost.cache.policy import EvictionPolicy, LRUPolicy
 
 DRIFT_READINGS = 32
@@ -251,8 +251,8 @@ class MemoryTier:
             if shortfall <= 0:
                 return []
             if self.admission is not None and name is not None:
-                rarer = admissible(self.admission, name, candidates)
-                if (chosen := self.policy.choose(rarer, shortfall)) is not None:
+                rarer = no_more_frequent(self.admission, name)
+                if (chosen := self.policy.choose(candidates, shortfall, rarer)) is not None:
                     return chosen
             if (chosen := self.policy.choose(candidates, shortfall)) is not None:
                 return chosen

@@ -27,6 +27,7 @@ class Sized(Protocol):
 
 
 T = TypeVar("T", bound=Sized)
+Admit = Callable[[Sized], bool]  # whether a candidate may go (admission's test)
 
 
 class EvictionPolicy(Protocol):
@@ -37,18 +38,23 @@ class EvictionPolicy(Protocol):
     def touched(self, item: Sized) -> None:
         """Loaded or used just now."""
 
-    def choose(self, candidates: Sequence[T], need_bytes: int) -> list[T] | None:
-        """None when all together cannot free need_bytes."""
+    def choose(
+        self, candidates: Sequence[T], need_bytes: int, admit: Admit | None = None
+    ) -> list[T] | None:
+        """The first candidates in the policy's order that `admit` lets go, until they free
+        need_bytes; None when all of them cannot."""
 
 
-def take_until(ranked: Sequence[T], need_bytes: int) -> list[T] | None:
+def take_until(ranked: Sequence[T], need_bytes: int, admit: Admit | None = None) -> list[T] | None:
+    """`admit` is asked only of the candidates walked, so a test that costs is paid per victim."""
     victims: list[T] = []
     freed = 0
     for candidate in ranked:
         if freed >= need_bytes:
             break
-        victims.append(candidate)
-        freed += candidate.bytes
+        if admit is None or admit(candidate):
+            victims.append(candidate)
+            freed += candidate.bytes
     return victims if freed >= need_bytes else None
 
 
@@ -60,8 +66,10 @@ class LRUPolicy:
     def touched(self, item: Sized) -> None:
         """The tier keeps `last_used`."""
 
-    def choose(self, candidates: Sequence[T], need_bytes: int) -> list[T] | None:
-        return take_until(sorted(candidates, key=lambda c: c.last_used), need_bytes)
+    def choose(
+        self, candidates: Sequence[T], need_bytes: int, admit: Admit | None = None
+    ) -> list[T] | None:
+        return take_until(sorted(candidates, key=lambda c: c.last_used), need_bytes, admit)
 
 
 class CostAwarePolicy:
@@ -85,9 +93,11 @@ class CostAwarePolicy:
     def touched(self, item: Sized) -> None:
         self.values[item.name] = self.value_of(item)
 
-    def choose(self, candidates: Sequence[T], need_bytes: int) -> list[T] | None:
+    def choose(
+        self, candidates: Sequence[T], need_bytes: int, admit: Admit | None = None
+    ) -> list[T] | None:
         ranked = sorted(candidates, key=lambda c: (self.values.get(c.name, 0.0), c.last_used))
-        victims = take_until(ranked, need_bytes)
+        victims = take_until(ranked, need_bytes, admit)
         for victim in victims or []:
             self.inflation = max(self.inflation, self.values.pop(victim.name, 0.0))
         return victims

@@ -10,8 +10,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from modelhost.cache.admission import FrequencySketch
 from modelhost.cache.memory import MemoryTier, Resident, State
-from modelhost.cache.policy import LRUPolicy
+from modelhost.cache.policy import CostAwarePolicy, LRUPolicy
 from modelhost.scheduler.placement import least_loaded
 from modelhost.testing import StepClock
 
@@ -62,6 +63,29 @@ def test_placement_reads_no_resident() -> None:
     workers = [Worker(0), Worker(1)]
     assert least_loaded(workers, memory).worker_id == 1  # 3 KiB less
     assert counting.read == 0
+
+
+class CountingSketch(FrequencySketch):
+    estimated = 0
+
+    def estimate(self, name: str) -> int:
+        self.estimated += 1
+        return super().estimate(name)
+
+
+def test_an_eviction_with_admission_weighs_only_the_models_it_walks() -> None:
+    """TinyLFU's test (no more frequent than the newcomer) is asked of the candidates in the
+    policy's order until enough are found, not of every model loaded."""
+    for policy in (LRUPolicy(), CostAwarePolicy()):
+        sketch = CountingSketch(width=1 << 16)  # no two names share a counter
+        memory = MemoryTier(RESIDENTS * KiB, 0, policy, StepClock(), admission=sketch)
+        for i in range(RESIDENTS):
+            memory.reserve(f"m{i}", KiB)
+            memory.mark_loaded(f"m{i}", 0, KiB, 1.0)
+        sketch.estimated = 0
+        victims = memory.reserve("new", 2 * KiB)
+        assert victims is not None and [v.name for v in victims] == ["m0", "m1"]
+        assert sketch.estimated <= 3  # the newcomer and the two victims
 
 
 class Worker:

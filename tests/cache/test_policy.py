@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from modelhost.cache.admission import FrequencySketch, admissible
+from modelhost.cache.admission import FrequencySketch, no_more_frequent
 from modelhost.cache.memory import MemoryTier
 from modelhost.cache.policy import CostAwarePolicy, LRUPolicy, policy_named
 
@@ -91,7 +91,8 @@ def test_admission_evicts_only_less_frequent() -> None:
     for name in ["hot"] * 5 + ["warm"] * 2 + ["cold"] + ["new"] * 2:
         sketch.record(name)
     candidates = [Model("hot"), Model("warm"), Model("cold")]
-    assert [c.name for c in admissible(sketch, "new", candidates)] == ["warm", "cold"]
+    rarer = no_more_frequent(sketch, "new")
+    assert [c.name for c in candidates if rarer(c)] == ["warm", "cold"]
 
 
 def test_minimum_residency_protects_young_models() -> None:
