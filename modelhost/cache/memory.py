@@ -7,6 +7,7 @@ a victim is loaded, idle and unpinned.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
@@ -14,7 +15,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from modelhost.cache.admission import FrequencySketch, no_more_frequent
-from modelhost.cache.policy import EvictionPolicy, LRUPolicy
+from modelhost.cache.order import LazyOrder
+from modelhost.cache.policy import Admit, EvictionPolicy, LRUPolicy
 
 DRIFT_READINGS = 32
 
@@ -55,6 +57,7 @@ class Resident:
     loaded_at_s: float | None = None  # the tier's clock
     load_ms: float | None = None
     room_taken: bool = False  # leaving for a load whose reservation counts its bytes
+    seq: int = 0  # when reserved: ties in an order go as in a stable sort of the residents
 
     @property
     def worker_id(self) -> int | None:
@@ -95,6 +98,9 @@ class MemoryTier:
         self._leaving_bytes = 0  # of those, unloading
         self._unsettled = 0  # residents loading or unloading
         self._by_worker: Counter[int] = Counter()  # footprints held, by worker
+        self._reserved = itertools.count()
+        self._by_policy = LazyOrder(self.policy.key, self._loaded)
+        self._by_use = LazyOrder(lambda r: r.last_used, self._loaded)
         self.released_bytes = 0  # ever, so `observe` sees a reading that raced a release
         self.awaited: Counter[str] = Counter()  # a load serves its waiters before it is a victim
         self.drift: deque[int] = deque([drift_seed_bytes], maxlen=DRIFT_READINGS)
@@ -106,9 +112,11 @@ class MemoryTier:
 
     def longest_idle_s(self) -> float:
         """The longest any loaded model has gone unused."""
-        now = self.clock()
-        idle = (now - r.last_used for r in self.residents.values() if r.state is State.LOADED)
-        return max(idle, default=0.0)
+        idlest = self._by_use.first()
+        return self.clock() - idlest.last_used if idlest else 0.0
+
+    def _loaded(self, resident: Resident) -> bool:
+        return resident.state is State.LOADED and self.residents.get(resident.name) is resident
 
     def get(self, name: str) -> Resident | None:
         return self.residents.get(name)
@@ -187,7 +195,7 @@ class MemoryTier:
         if (replaced := self.residents.get(name)) is not None:
             self._count(replaced, -1)
         resident = self.residents[name] = Resident(
-            name, max(size_bytes, freed), pinned, last_used=self.clock()
+            name, max(size_bytes, freed), pinned, last_used=self.clock(), seq=next(self._reserved)
         )
         self._count(resident, +1)
         return victims
@@ -223,43 +231,53 @@ class MemoryTier:
 
     def victims_for(self, size_bytes: int) -> list[Resident] | None:
         """Ignores minimum residency and admission: being over budget comes first."""
-        return self._choose(self._evictable, size_bytes)
+        return self._choose(size_bytes, settled_only=False)
 
     def load_victims(self, name: str, size_bytes: int) -> list[Resident] | None:
         """Models past the minimum residency, so two cannot take turns evicting each other."""
-
-        def settled() -> list[Resident]:
-            now = self.clock()
-            return [r for r in self._evictable() if self._settled(r, now)]
-
-        return self._choose(settled, size_bytes, name)
+        return self._choose(size_bytes, name, settled_only=True)
 
     def _choose(
-        self, evictable: Callable[[], list[Resident]], size_bytes: int, name: str | None = None
+        self, size_bytes: int, name: str | None = None, settled_only: bool = False
     ) -> list[Resident] | None:
-        """Victims for `size_bytes` and the headroom, else the floor alone; the candidates are
-        listed only when something must go.
+        """Victims for `size_bytes` and the headroom, else the floor alone, walked in the
+        policy's order only when something must go.
 
         A load never waits for the learned headroom: readings that move it wake no one.
         """
         soft = self.shortfall_bytes(size_bytes) - self.leaving_bytes
-        if soft <= 0:
-            return []
-        candidates = evictable()
         learned = self.headroom_bytes - self.headroom_floor_bytes
         for shortfall in (soft, soft - learned):
             if shortfall <= 0:
                 return []
             if self.admission is not None and name is not None:
                 rarer = no_more_frequent(self.admission, name)
-                if (chosen := self.policy.choose(candidates, shortfall, rarer)) is not None:
+                if (chosen := self._take(shortfall, settled_only, rarer)) is not None:
                     return chosen
-            if (chosen := self.policy.choose(candidates, shortfall)) is not None:
+            if (chosen := self._take(shortfall, settled_only)) is not None:
                 return chosen
         return None
 
+    def _take(
+        self, need_bytes: int, settled_only: bool, admit: Admit | None = None
+    ) -> list[Resident] | None:
+        now = self.clock()
+        walk = self._by_policy.walk()
+        try:
+            candidates = (
+                r
+                for r in walk
+                if self._candidate(r) and (not settled_only or self._settled(r, now))
+            )
+            return self.policy.take(candidates, need_bytes, admit)
+        finally:
+            walk.close()  # what it walked goes back, in its place
+
+    def _candidate(self, resident: Resident) -> bool:
+        return resident.evictable and not self.awaited[resident.name]
+
     def _evictable(self) -> list[Resident]:
-        return [r for r in self.residents.values() if r.evictable and not self.awaited[r.name]]
+        return [r for r in self.residents.values() if self._candidate(r)]
 
     def _settled(self, resident: Resident, now: float) -> bool:
         loaded_at_s = resident.loaded_at_s
@@ -278,6 +296,8 @@ class MemoryTier:
         resident.loaded_at, resident.load_ms = time.time(), load_ms
         resident.loaded_at_s = resident.last_used = self.clock()
         self.policy.touched(resident)
+        self._by_policy.add(resident)
+        self._by_use.add(resident)
 
     def reserve_copy(self, resident: Resident, peak_bytes: int) -> int | None:
         """Bytes for one more copy (footprint or load peak) if they fit without evicting."""
@@ -313,6 +333,8 @@ class MemoryTier:
         resident = self.residents.pop(name, None)
         if resident is not None:
             self._count(resident, -1)
+            self._by_policy.forget(name)
+            self._by_use.forget(name)
             self.released_bytes += resident.bytes
         return resident
 
@@ -337,6 +359,7 @@ class MemoryTier:
         resident.hits += 1
         resident.last_used = self.clock()
         self.policy.touched(resident)
+        self._by_policy.touched(resident)
 
     def end_request(self, resident: Resident) -> None:
         resident.in_flight -= 1

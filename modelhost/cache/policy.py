@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Protocol, TypeVar
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol, TypeVar
 
 MiB = 2**20
 FREQUENCY_CAP_HITS = 31  # so a once-hot model ages out in bounded time
@@ -38,14 +38,22 @@ class EvictionPolicy(Protocol):
     def touched(self, item: Sized) -> None:
         """Loaded or used just now."""
 
+    def key(self, item: Sized) -> Any:
+        """The policy's order, lowest first; a use never lowers it."""
+
+    def take(
+        self, ordered: Iterable[T], need_bytes: int, admit: Admit | None = None
+    ) -> list[T] | None:
+        """The first candidates of `ordered` (in `key` order) that `admit` lets go, until they
+        free need_bytes; None when all of them cannot."""
+
     def choose(
         self, candidates: Sequence[T], need_bytes: int, admit: Admit | None = None
     ) -> list[T] | None:
-        """The first candidates in the policy's order that `admit` lets go, until they free
-        need_bytes; None when all of them cannot."""
+        """`take` over the candidates in the policy's order."""
 
 
-def take_until(ranked: Sequence[T], need_bytes: int, admit: Admit | None = None) -> list[T] | None:
+def take_until(ranked: Iterable[T], need_bytes: int, admit: Admit | None = None) -> list[T] | None:
     """`admit` is asked only of the candidates walked, so a test that costs is paid per victim."""
     victims: list[T] = []
     freed = 0
@@ -66,10 +74,18 @@ class LRUPolicy:
     def touched(self, item: Sized) -> None:
         """The tier keeps `last_used`."""
 
+    def key(self, item: Sized) -> float:
+        return item.last_used
+
+    def take(
+        self, ordered: Iterable[T], need_bytes: int, admit: Admit | None = None
+    ) -> list[T] | None:
+        return take_until(ordered, need_bytes, admit)
+
     def choose(
         self, candidates: Sequence[T], need_bytes: int, admit: Admit | None = None
     ) -> list[T] | None:
-        return take_until(sorted(candidates, key=lambda c: c.last_used), need_bytes, admit)
+        return self.take(sorted(candidates, key=self.key), need_bytes, admit)
 
 
 class CostAwarePolicy:
@@ -93,11 +109,18 @@ class CostAwarePolicy:
     def touched(self, item: Sized) -> None:
         self.values[item.name] = self.value_of(item)
 
+    def key(self, item: Sized) -> tuple[float, float]:
+        return self.values.get(item.name, 0.0), item.last_used
+
     def choose(
         self, candidates: Sequence[T], need_bytes: int, admit: Admit | None = None
     ) -> list[T] | None:
-        ranked = sorted(candidates, key=lambda c: (self.values.get(c.name, 0.0), c.last_used))
-        victims = take_until(ranked, need_bytes, admit)
+        return self.take(sorted(candidates, key=self.key), need_bytes, admit)
+
+    def take(
+        self, ordered: Iterable[T], need_bytes: int, admit: Admit | None = None
+    ) -> list[T] | None:
+        victims = take_until(ordered, need_bytes, admit)
         for victim in victims or []:
             self.inflation = max(self.inflation, self.values.pop(victim.name, 0.0))
         return victims

@@ -1,6 +1,7 @@
 """The memory tier at many residents: a load with room, placement and the totals read no other
-resident, and the running totals always equal a full count (a reading of exactly the models'
-bytes leaves a settled baseline where it was)."""
+resident, an eviction weighs only the models it walks, the running totals always equal a full
+count (a reading of exactly the models' bytes leaves a settled baseline where it was), and the
+policy's order, kept lazily, is always a sort of the loaded models."""
 
 from __future__ import annotations
 
@@ -88,9 +89,95 @@ def test_an_eviction_with_admission_weighs_only_the_models_it_walks() -> None:
         assert sketch.estimated <= 3  # the newcomer and the two victims
 
 
+class CountingLRU(LRUPolicy):
+    keyed = 0
+
+    def key(self, item: Any) -> float:
+        self.keyed += 1
+        return super().key(item)
+
+
+def test_an_eviction_weighs_a_few_models_not_all() -> None:
+    policy = CountingLRU()
+    memory = MemoryTier(RESIDENTS * KiB, 0, policy, StepClock())
+    for i in range(RESIDENTS):
+        memory.reserve(f"m{i}", KiB)
+        memory.mark_loaded(f"m{i}", 0, KiB, 1.0)
+        memory.begin_request(memory.residents[f"m{i}"])  # each used once more
+        memory.end_request(memory.residents[f"m{i}"])
+    policy.keyed = 0
+    victims = memory.reserve("new", 2 * KiB)
+    assert victims is not None and [v.name for v in victims] == ["m0", "m1"]
+    assert memory.longest_idle_s() > 0
+    assert policy.keyed <= 12  # each entry behind its model's use moved once, a few put back
+
+
 class Worker:
     def __init__(self, worker_id: int) -> None:
         self.worker_id, self.alive, self.pending = worker_id, True, {}
+
+
+def test_a_copy_that_lowers_a_value_moves_the_model_ahead() -> None:
+    """Cost-aware values are per byte: a second copy halves one at the next use."""
+    policy = CostAwarePolicy()
+    memory = MemoryTier(1000 * KiB, 0, policy, StepClock())
+    for name, load_ms in (("dear", 4.0), ("cheap", 3.0)):
+        memory.reserve(name, 10 * KiB)
+        memory.mark_loaded(name, 0, 10 * KiB, load_ms)
+    dear, cheap = memory.residents["dear"], memory.residents["cheap"]
+    for resident in (dear, cheap):
+        memory.begin_request(resident)
+        memory.end_request(resident)
+    assert [r.name for r in memory._by_policy.walk()] == ["cheap", "dear"]
+    assert memory.reserve_copy(dear, 30 * KiB) is not None
+    memory.add_copy(dear, 1)
+    memory.begin_request(dear)  # its value: 2 hits x 4 ms over 40 KiB, under cheap's 1 x 3 / 10
+    memory.end_request(dear)
+    assert [r.name for r in memory._by_policy.walk()] == ["dear", "cheap"]
+
+
+order_steps = st.lists(
+    st.tuples(
+        st.sampled_from(["load", "hit", "copy", "uncopy", "unload", "pin-load"]),
+        st.integers(0, 9),
+        st.integers(1, 30),
+    ),
+    max_size=80,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(order_steps, st.booleans())
+def test_the_policys_order_is_a_sort_of_the_loaded_models(
+    ops: list[tuple[str, int, int]], cost_aware: bool
+) -> None:
+    """Kept lazily (a hit pushes nothing; a copy that lowers a cost-aware value does), read in
+    full it is what sorting every loaded model by the policy's key gives."""
+    policy = CostAwarePolicy() if cost_aware else LRUPolicy()
+    memory = MemoryTier(100 * KiB, 0, policy, StepClock(), admission=FrequencySketch())
+    for op, index, size in ops:
+        name, resident = f"m{index}", memory.get(f"m{index}")
+        if op in ("load", "pin-load") and resident is None:
+            for victim in memory.reserve(name, size * KiB, pinned=op == "pin-load") or []:
+                memory.remove(victim.name)
+            if memory.get(name) is not None:
+                memory.mark_loaded(name, 0, size * KiB, float(index + 1))
+        elif resident is None or resident.state is not State.LOADED:
+            continue
+        elif op == "hit":
+            memory.begin_request(resident)
+            memory.end_request(resident)
+        elif op == "copy" and memory.reserve_copy(resident, size * KiB) is not None:
+            memory.add_copy(resident, len(resident.workers))
+        elif op == "uncopy" and len(resident.workers) > 1:
+            memory.remove_copy(resident, resident.workers[-1])
+            memory.release_copy(resident)
+        elif op == "unload":
+            memory.begin_unload(name)
+            memory.remove(name)
+        loaded = [r for r in dict.values(memory.residents) if r.state is State.LOADED]
+        expected = sorted(loaded, key=lambda r: (policy.key(r), r.seq))
+        assert [r.name for r in memory._by_policy.walk()] == [r.name for r in expected]
 
 
 steps = st.lists(
