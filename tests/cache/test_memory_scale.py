@@ -38,12 +38,20 @@ class CountingResidents(dict[str, Resident]):
             yield each
 
 
-def crowded_tier() -> tuple[MemoryTier, CountingResidents]:
-    """RESIDENTS models of 1 KiB loaded on two workers, in a budget with room for as many more."""
-    memory = MemoryTier(4 * RESIDENTS * KiB, 0, LRUPolicy(), StepClock())
+def filled(memory: MemoryTier, used: bool = False) -> MemoryTier:
+    """RESIDENTS models of 1 KiB loaded, m0 first, on two workers; each used once if `used`."""
     for i in range(RESIDENTS):
         assert memory.reserve(f"m{i}", KiB) == []
         memory.mark_loaded(f"m{i}", i % 2, KiB, 1.0)
+        if used:
+            memory.begin_request(memory.residents[f"m{i}"])
+            memory.end_request(memory.residents[f"m{i}"])
+    return memory
+
+
+def crowded_tier() -> tuple[MemoryTier, CountingResidents]:
+    """In a budget with room for as many more."""
+    memory = filled(MemoryTier(4 * RESIDENTS * KiB, 0, LRUPolicy(), StepClock()))
     counting = CountingResidents(memory.residents)
     memory.residents = counting
     return memory, counting
@@ -79,10 +87,7 @@ def test_an_eviction_with_admission_weighs_only_the_models_it_walks() -> None:
     policy's order until enough are found, not of every model loaded."""
     for policy in (LRUPolicy(), CostAwarePolicy()):
         sketch = CountingSketch(width=1 << 16)  # no two names share a counter
-        memory = MemoryTier(RESIDENTS * KiB, 0, policy, StepClock(), admission=sketch)
-        for i in range(RESIDENTS):
-            memory.reserve(f"m{i}", KiB)
-            memory.mark_loaded(f"m{i}", 0, KiB, 1.0)
+        memory = filled(MemoryTier(RESIDENTS * KiB, 0, policy, StepClock(), admission=sketch))
         sketch.estimated = 0
         victims = memory.reserve("new", 2 * KiB)
         assert victims is not None and [v.name for v in victims] == ["m0", "m1"]
@@ -99,12 +104,7 @@ class CountingLRU(LRUPolicy):
 
 def test_an_eviction_weighs_a_few_models_not_all() -> None:
     policy = CountingLRU()
-    memory = MemoryTier(RESIDENTS * KiB, 0, policy, StepClock())
-    for i in range(RESIDENTS):
-        memory.reserve(f"m{i}", KiB)
-        memory.mark_loaded(f"m{i}", 0, KiB, 1.0)
-        memory.begin_request(memory.residents[f"m{i}"])  # each used once more
-        memory.end_request(memory.residents[f"m{i}"])
+    memory = filled(MemoryTier(RESIDENTS * KiB, 0, policy, StepClock()), used=True)
     policy.keyed = 0
     victims = memory.reserve("new", 2 * KiB)
     assert victims is not None and [v.name for v in victims] == ["m0", "m1"]

@@ -259,10 +259,14 @@ class RecordedEvents:
 
 
 def host_with(
-    pool: FakePool, tmp_path: Path, manifests: dict[str, Manifest], budget_bytes: int = 2**40
+    pool: FakePool,
+    tmp_path: Path,
+    manifests: dict[str, Manifest],
+    budget_bytes: int = 2**40,
+    memory: MemoryTier | None = None,
 ) -> ModelHost:
     """A host on `pool` whose models declare `manifests` (no files read for them)."""
-    memory = MemoryTier(budget_bytes, 0)
+    memory = memory or MemoryTier(budget_bytes, 0)
     host = ModelHost(
         pool,  # type: ignore[arg-type]
         memory,

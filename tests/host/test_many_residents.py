@@ -7,10 +7,10 @@ from pathlib import Path
 
 from cache.test_memory_scale import CountingResidents
 
-from host.fakes import AnsweringPool, FakeDisk, RecordedEvents
+from host.fakes import AnsweringPool, host_with
 from modelhost.cache.memory import MemoryTier
 from modelhost.cache.policy import CostAwarePolicy
-from modelhost.host import Invocation, ModelHost
+from modelhost.host import Invocation
 
 KiB, GiB = 2**10, 2**30
 RESIDENTS = 10_000
@@ -22,15 +22,7 @@ def test_a_miss_and_a_hit_read_no_other_resident(tmp_path: Path) -> None:
         memory.reserve(f"resident-{i}", KiB)
         memory.mark_loaded(f"resident-{i}", 1 + i % 2, KiB, 1.0)
     counting = memory.residents = CountingResidents(memory.residents)
-    host = ModelHost(
-        AnsweringPool(2),  # type: ignore[arg-type]
-        memory,
-        FakeDisk(tmp_path),  # type: ignore[arg-type]
-        RecordedEvents(),  # type: ignore[arg-type]
-        pinned=frozenset(),
-        deadline_s=5.0,
-        pss_bytes=lambda: memory.committed_bytes,
-    )
+    host = host_with(AnsweringPool(2), tmp_path, {}, memory=memory)
 
     async def miss_then_hit() -> list[str]:
         invocation = Invocation(b"[1]", "application/json", "application/json")
