@@ -276,9 +276,6 @@ class MemoryTier:
     def _candidate(self, resident: Resident) -> bool:
         return resident.evictable and not self.awaited[resident.name]
 
-    def _evictable(self) -> list[Resident]:
-        return [r for r in self.residents.values() if self._candidate(r)]
-
     def _settled(self, resident: Resident, now: float) -> bool:
         loaded_at_s = resident.loaded_at_s
         return loaded_at_s is not None and now - loaded_at_s >= self.min_residency_s
@@ -342,8 +339,14 @@ class MemoryTier:
         return self._claim(self.victims_for(0) or [])
 
     def idle_victims(self, idle_s: float) -> list[Resident]:
+        """Walked from the least recently used, to the first used since the cutoff."""
         cutoff = self.clock() - idle_s
-        return self._claim([r for r in self._evictable() if r.last_used <= cutoff])
+        walk = self._by_use.walk()
+        try:
+            idle = itertools.takewhile(lambda r: r.last_used <= cutoff, walk)
+            return self._claim([r for r in idle if self._candidate(r)])
+        finally:
+            walk.close()
 
     def _claim(self, victims: list[Resident]) -> list[Resident]:
         """So no other reservation picks them."""

@@ -74,6 +74,21 @@ def test_placement_reads_no_resident() -> None:
     assert counting.read == 0
 
 
+def test_idle_unloads_read_only_the_idle_models() -> None:
+    """The upkeep's idle unloads walk from the least recently used to the first used since."""
+    memory, counting = crowded_tier()
+    for name in ("m0", "m1", "m2"):
+        memory.begin_request(memory.residents[name])  # still in flight: not a victim
+    memory.end_request(memory.residents["m0"])
+    memory.clock.now += 100_000  # type: ignore[attr-defined]
+    for i in range(10, RESIDENTS):
+        memory.begin_request(memory.residents[f"m{i}"])
+        memory.end_request(memory.residents[f"m{i}"])
+    victims = memory.idle_victims(idle_s=50_000)
+    assert sorted(v.name for v in victims) == ["m0", *(f"m{i}" for i in range(3, 10))]
+    assert counting.read == 0
+
+
 class CountingSketch(FrequencySketch):
     estimated = 0
 
