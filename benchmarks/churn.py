@@ -353,10 +353,12 @@ def run_modelhost(store: Path, which: dict[str, int], truth: list[Any], args: An
 
 def requests_per_batch(metrics: str) -> float:
     """Requests a batch sent to the workers, from a scrape of /metrics."""
-    names = ("modelhost_batches_total", "modelhost_batched_requests_total")
-    lines = (line.split() for line in metrics.splitlines() if line.startswith(names))
-    totals = {name: float(value) for name, value, *_ in lines}
-    return round(totals.get(names[1], 0) / max(1.0, totals.get(names[0], 0)), 2)
+    from prometheus_client.parser import text_string_to_metric_families
+
+    families = text_string_to_metric_families(metrics)
+    totals = {sample.name: sample.value for family in families for sample in family.samples}
+    batches = max(1.0, totals.get("modelhost_batches_total", 0.0))
+    return round(totals.get("modelhost_batched_requests_total", 0.0) / batches, 2)
 
 
 def cpu_per_request(frontend_pid: int, spent: dict[int, float], requests: int) -> dict:

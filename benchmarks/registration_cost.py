@@ -20,23 +20,20 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import add_serve_arg, cpu_seconds, markdown_table, write_results
+from _common import add_serve_arg, cpu_seconds, cpu_spent, markdown_table, write_results
+from scale import build_sources
 
 KiB = 2**10
 SOURCES = 4
 
 
 def build_store(root: Path, names: int, pad_kib: int) -> Path:
-    from modelhost import testing
-
+    """`names` hard links to scale.py's padded iris archives."""
+    archives = [f"{folder}.tar.gz" for folder in build_sources(root, SOURCES, pad_kib * KiB)]
     store = root / "store"
     store.mkdir(parents=True)
-    for seed in range(SOURCES):
-        folder = root / f"source-{seed}"
-        testing.padded_logreg(folder / "model.joblib", pad_kib * KiB, seed=seed)
-        testing.tar_gz_of(folder, root / f"source-{seed}.tar.gz")
     for i in range(names):
-        os.link(root / f"source-{i % SOURCES}.tar.gz", store / f"a{i:05d}.tar.gz")
+        os.link(archives[i % SOURCES], store / f"a{i:05d}.tar.gz")
     return store
 
 
@@ -58,12 +55,12 @@ def run(loaded: int, args: argparse.Namespace) -> dict[str, Any]:
         ):
             for k in range(loaded):
                 register(client, k, archives)
-            before = cpu_seconds([server.pid])[server.pid]
+            before = cpu_seconds([server.pid])
             walls: list[float] = []
             deadline = time.monotonic() + args.seconds
             while time.monotonic() < deadline:
                 walls.append(register(client, loaded + len(walls), archives))
-            spent = cpu_seconds([server.pid])[server.pid] - before
+            spent = cpu_spent(before)[server.pid]
             memory = client.get("/stats").json()["memory"]
     return {
         "loaded_before": loaded,

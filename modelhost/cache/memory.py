@@ -98,6 +98,7 @@ class MemoryTier:
         self._leaving_bytes = 0  # of those, unloading
         self._unsettled = 0  # residents loading or unloading
         self._by_worker: Counter[int] = Counter()  # footprints held, by worker
+        self._copied: set[Resident] = set()  # held by more than one worker
         self._reserved = itertools.count()
         self._by_policy = LazyOrder(self.policy.key, self._loaded)
         self._by_use = LazyOrder(lambda r: r.last_used, self._loaded)
@@ -131,6 +132,10 @@ class MemoryTier:
         """Held by models unloading for no load; no victim is chosen for them."""
         return self._leaving_bytes
 
+    def copied(self) -> list[Resident]:
+        """The models held by more than one worker."""
+        return list(self._copied)
+
     def held_by_worker(self) -> dict[int, int]:
         """The footprints of the copies each worker holds."""
         return dict(self._by_worker)
@@ -144,6 +149,8 @@ class MemoryTier:
                 self._leaving_bytes += sign * resident.bytes
         for worker_id in resident.workers:
             self._by_worker[worker_id] += sign * resident.footprint
+        if len(resident.workers) > 1:
+            (self._copied.add if sign > 0 else self._copied.discard)(resident)
 
     @contextlib.contextmanager
     def _changing(self, resident: Resident) -> Iterator[None]:

@@ -47,10 +47,12 @@ class EvictionPolicy(Protocol):
         """The first candidates of `ordered` (in `key` order) that `admit` lets go, until they
         free need_bytes; None when all of them cannot."""
 
-    def choose(
-        self, candidates: Sequence[T], need_bytes: int, admit: Admit | None = None
-    ) -> list[T] | None:
-        """`take` over the candidates in the policy's order."""
+
+def choose(
+    policy: EvictionPolicy, candidates: Sequence[T], need_bytes: int, admit: Admit | None = None
+) -> list[T] | None:
+    """`take` over a list of candidates, sorted in the policy's order."""
+    return policy.take(sorted(candidates, key=policy.key), need_bytes, admit)
 
 
 def take_until(ranked: Iterable[T], need_bytes: int, admit: Admit | None = None) -> list[T] | None:
@@ -82,11 +84,6 @@ class LRUPolicy:
     ) -> list[T] | None:
         return take_until(ordered, need_bytes, admit)
 
-    def choose(
-        self, candidates: Sequence[T], need_bytes: int, admit: Admit | None = None
-    ) -> list[T] | None:
-        return self.take(sorted(candidates, key=self.key), need_bytes, admit)
-
 
 class CostAwarePolicy:
     """GreedyDual-Size-Frequency (Cherkasova 1998): the lowest value goes first.
@@ -111,11 +108,6 @@ class CostAwarePolicy:
 
     def key(self, item: Sized) -> tuple[float, float]:
         return self.values.get(item.name, 0.0), item.last_used
-
-    def choose(
-        self, candidates: Sequence[T], need_bytes: int, admit: Admit | None = None
-    ) -> list[T] | None:
-        return self.take(sorted(candidates, key=self.key), need_bytes, admit)
 
     def take(
         self, ordered: Iterable[T], need_bytes: int, admit: Admit | None = None

@@ -228,9 +228,7 @@ class Copies:
 
     async def shed(self, need_bytes: int) -> None:
         """Unload idle extra copies, least recent first: they go before models."""
-        if need_bytes <= 0:
-            return
-        copied = [r for r in self.memory if r.state is State.LOADED and len(r.workers) > 1]
+        copied = [r for r in self.memory.copied() if r.state is State.LOADED]
         for resident in sorted(copied, key=lambda r: r.last_used):
             dispatcher = self.dispatchers.get(resident.name)
             while need_bytes > 0 and dispatcher and len(resident.workers) > 1:

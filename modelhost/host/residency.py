@@ -186,8 +186,6 @@ class Residency:
         return await self._unload_one(resident, "unload", reason)
 
     async def _unload_many(self, victims: list[Resident], kind: str, reason: str) -> None:
-        if not victims:
-            return
         kept_s = self.memory.longest_idle_s()
         await asyncio.gather(*(self._unload_one(v, kind, reason, kept_s) for v in victims))
 

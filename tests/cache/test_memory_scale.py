@@ -224,6 +224,8 @@ def test_running_totals_equal_a_full_count(ops: list[tuple[str, int, int]]) -> N
             for worker_id in resident.workers:
                 by_worker[worker_id] = by_worker.get(worker_id, 0) + resident.footprint
         assert {w: b for w, b in memory.held_by_worker().items() if b} == by_worker
+        copied = {r.name for r in residents if len(r.workers) > 1}
+        assert {r.name for r in memory.copied()} == copied
         before = memory.baseline_bytes
         memory.observe(before + sum(r.bytes for r in residents), memory.released_bytes)
         settled = all(r.state is State.LOADED for r in residents)

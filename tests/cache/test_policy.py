@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from modelhost.cache.admission import FrequencySketch, no_more_frequent
 from modelhost.cache.memory import MemoryTier
-from modelhost.cache.policy import CostAwarePolicy, LRUPolicy, policy_named
+from modelhost.cache.policy import CostAwarePolicy, LRUPolicy, choose, policy_named
 
 MiB = 2**20
 
@@ -32,7 +32,7 @@ def test_cost_aware_evicts_cheapest_first() -> None:
     frequent = Model("frequent", bytes=8 * MiB, load_ms=100.0, hits=20)
     for model in (dear, cheap_and_big, frequent):
         policy.touched(model)
-    assert policy.choose([dear, cheap_and_big, frequent], MiB) == [cheap_and_big]
+    assert choose(policy, [dear, cheap_and_big, frequent], MiB) == [cheap_and_big]
 
 
 def ages_out_within(rounds: int, old_hits: int) -> bool:
@@ -44,7 +44,7 @@ def ages_out_within(rounds: int, old_hits: int) -> bool:
     for round_number in range(rounds):
         newer = Model(f"new-{round_number}", hits=2)
         policy.touched(newer)
-        if policy.choose([old, newer], MiB) == [old]:
+        if choose(policy, [old, newer], MiB) == [old]:
             return True
     return False
 
@@ -62,8 +62,8 @@ def test_old_hits_age_out_in_bounded_time() -> None:
 
 def test_lru_ignores_touches_and_takes_the_oldest_first() -> None:
     a, b = Model("a", last_used=2.0), Model("b", last_used=1.0)
-    assert LRUPolicy().choose([a, b], MiB) == [b]
-    assert LRUPolicy().choose([a, b], 3 * MiB) is None
+    assert choose(LRUPolicy(), [a, b], MiB) == [b]
+    assert choose(LRUPolicy(), [a, b], 3 * MiB) is None
 
 
 @settings(max_examples=100, deadline=None)

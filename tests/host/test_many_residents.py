@@ -5,22 +5,18 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from cache.test_memory_scale import CountingResidents
+from cache.test_memory_scale import CountingResidents, filled
 
 from host.fakes import AnsweringPool, host_with
 from modelhost.cache.memory import MemoryTier
 from modelhost.cache.policy import CostAwarePolicy
 from modelhost.host import Invocation
 
-KiB, GiB = 2**10, 2**30
-RESIDENTS = 10_000
+GiB = 2**30
 
 
 def test_a_miss_and_a_hit_read_no_other_resident(tmp_path: Path) -> None:
-    memory = MemoryTier(GiB, 0, CostAwarePolicy())
-    for i in range(RESIDENTS):
-        memory.reserve(f"resident-{i}", KiB)
-        memory.mark_loaded(f"resident-{i}", 1 + i % 2, KiB, 1.0)
+    memory = filled(MemoryTier(GiB, 0, CostAwarePolicy()))
     counting = memory.residents = CountingResidents(memory.residents)
     host = host_with(AnsweringPool(2), tmp_path, {}, memory=memory)
 
