@@ -56,6 +56,7 @@ if TYPE_CHECKING:
 
 
 LOADER_NICENESS = 10  # decisions.md, "A worker's loader thread runs 10 nicer"
+YOUNG = 1  # a load's own garbage (decisions.md, "A load collects only young garbage")
 TRIM_AFTER_BYTES = 1 << 20  # a body this large gives its heap pages back (security.md)
 
 
@@ -181,10 +182,13 @@ class Worker:
         handler = self.models.pop(request.model, None)
         if handler is None:
             raise ModelNotLoaded(f"model {request.model} is not loaded in worker {self.worker_id}")
-        self.footprints.pop(request.model, None)
+        footprint = self.footprints.pop(request.model, 0)
         handler.close()
         del handler
         after = settled_memory()
+        if before - after < footprint // 2:  # held by a reference cycle among old objects
+            gc.collect()
+            after = settled_memory()
         trim_heap()
         # with models left, memory kept may be theirs
         kept = 0 if self.models else self.kept_bytes(after)
@@ -211,11 +215,13 @@ class Worker:
 
 
 def settled_memory() -> int:
-    """Bytes in live allocations after a collection, else the PSS once freed memory is returned.
+    """Bytes in live allocations once young garbage is collected, else the PSS once freed memory
+    is returned.
 
     Allocations, unlike the PSS, do not depend on which holes of earlier unloads a load fills.
+    Young generations only: a full collection walks every loaded model's objects.
     """
-    gc.collect()
+    gc.collect(YOUNG)
     allocated = allocated_bytes()
     if allocated is not None:
         return allocated
