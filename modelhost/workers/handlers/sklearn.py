@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from modelhost.errors import BadRequestBody
+from modelhost.workers.handlers.forests import forest_of
 from modelhost.workers.handlers.rows import METHODS, RowsHandler
 
 SUFFIXES = (".joblib", ".pkl", ".pickle")
@@ -16,6 +17,7 @@ SUFFIXES = (".joblib", ".pkl", ".pickle")
 class SklearnHandler(RowsHandler):
     def __init__(self, model: Any) -> None:
         self.model = model
+        self.forest = forest_of(model)
 
     @classmethod
     def load(cls, path: Path) -> SklearnHandler:
@@ -24,10 +26,16 @@ class SklearnHandler(RowsHandler):
         return cls(joblib.load(path))
 
     def predict(self, rows: np.ndarray, method: str) -> Any:
+        if self.forest is not None:
+            _method(self.model, method)
+            _check_width(self.model, rows)
+            answer = self.forest.predict(rows, method)
+            if answer is not None:
+                return answer
         return predict_rows(self.model, rows, method)
 
     def close(self) -> None:
-        self.model = None
+        self.model = self.forest = None
 
 
 def predict_rows(model: Any, rows: Any, method: str = "predict") -> Any:

@@ -1,0 +1,94 @@
+"""scikit-learn's random forests and extra trees, predicted tree by tree without its overheads.
+
+A forest's own `predict_proba` validates the input once for the forest and once per tree, and
+dispatches every tree through joblib: for a row or a few that is about 13 times the trees' own
+work (decisions.md, "Forests are predicted tree by tree"). Here each tree's compiled `apply`
+finds the leaves and the leaf values are summed in the trees' order, which is the forest's own
+arithmetic, so the answers are the same to the bit. Rows the forest would refuse or treat
+specially (not finite as float32) are left to the forest itself, as is any other model.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+AGREEMENT_ROWS = 8  # rows of a class's first forest compared with the forest's own answers
+_agrees: dict[type, bool] = {}  # per class, once a process: our arithmetic is still the forest's
+
+
+class Forest:
+    """A single-output forest's trees and leaf values, read from the model without copies."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.trees = [estimator.tree_ for estimator in model.estimators_]
+        self.values = [tree.value for tree in self.trees]
+        self.classifier = hasattr(model, "classes_")
+
+    def predict(self, rows: np.ndarray, method: str) -> Any:
+        """The forest's answer to `method`, or None where the forest must answer itself."""
+        if rows.ndim != 2 or rows.dtype.kind not in "biuf" or len(rows) == 0:
+            return None
+        with np.errstate(over="ignore"):  # a value beyond float32 turns infinite: left below
+            features = np.ascontiguousarray(rows, dtype=np.float32)
+        if not np.isfinite(features).all():  # the forest refuses these, or routes missing values
+            return None
+        if not self.classifier:
+            return self._sum(features)[:, 0] if method == "predict" else None
+        proba = self._sum(features)
+        if method == "predict_proba":
+            return proba
+        return self.model.classes_.take(np.argmax(proba, axis=1), axis=0)
+
+    def _sum(self, features: np.ndarray) -> np.ndarray:
+        width = self.values[0].shape[2] if self.classifier else 1
+        total = np.zeros((len(features), width), dtype=np.float64)
+        for tree, values in zip(self.trees, self.values, strict=True):
+            total += values.take(tree.apply(features), axis=0).reshape(len(features), -1)[:, :width]
+        total /= len(self.trees)
+        return total
+
+
+def forest_of(model: Any) -> Forest | None:
+    """A `Forest` for a fitted single-output forest whose class still agrees, else None."""
+    if not _is_forest(model):
+        return None
+    forest = Forest(model)
+    kind = type(model)
+    if kind not in _agrees:
+        _agrees[kind] = _agree(forest)
+    return forest if _agrees[kind] else None
+
+
+def _is_forest(model: Any) -> bool:
+    from sklearn.ensemble import (
+        ExtraTreesClassifier,
+        ExtraTreesRegressor,
+        RandomForestClassifier,
+        RandomForestRegressor,
+    )
+
+    kinds = (
+        RandomForestClassifier,
+        RandomForestRegressor,
+        ExtraTreesClassifier,
+        ExtraTreesRegressor,
+    )
+    if type(model) not in kinds or not getattr(model, "estimators_", None):
+        return False
+    return bool(model.n_outputs_ == 1)
+
+
+def _agree(forest: Forest) -> bool:
+    """Whether our answers on rows made of the forest's own thresholds are the forest's."""
+    thresholds = np.concatenate([tree.threshold for tree in forest.trees])
+    rows = np.random.default_rng(0).choice(
+        thresholds, (AGREEMENT_ROWS, forest.model.n_features_in_)
+    )
+    methods = ("predict", "predict_proba") if forest.classifier else ("predict",)
+    return all(
+        np.array_equal(forest.predict(rows, method), getattr(forest.model, method)(rows))
+        for method in methods
+    )
