@@ -14,7 +14,8 @@ with an empty cache. Then, each phase bounded in time:
 - models loaded at the budget (`/stats`, and `GET /models?state=loaded` where the server has it);
 - hits: the clients invoke a hot set that fits the budget;
 - a walk of the listing through `next_page_token`, as deep as its time allows;
-- registrations: 3 clients hit while none, then one, client POSTs `/models` with archives;
+- registrations: 3 clients hit while none, then one, client POSTs `/models` with archives, in
+  alternating windows;
 - a second start on the same cache, once the server has had a run to index it.
 
     python benchmarks/scale.py                               # N = 1k, 10k, 100k in turn
@@ -567,27 +568,31 @@ def hit_phase(url: str, work: Path, kinds: dict[str, str], args: Any, plan: Plan
 
 
 def registration_phase(url: str, work: Path, kinds: dict, args: Any, plan: Plan) -> dict:
-    """Hit p99 of 3 clients alone, then beside one client registering archives."""
+    """Hit p99 of 3 clients alone and beside one client registering archives, in alternating
+    windows (`--registration-rounds` of each), so that drift over the run falls on both."""
     hot = hot_set(kinds, args.hot)
     asyncio.run(clients([fresh_names(url, hot)], plan.hit_s))  # the hot set loaded again
     archives = [n for n, k in kinds.items() if k != PLAIN][:200]
-    since = time.time()
-    rate = args.registration_hit_rate
-    quiet = asyncio.run(
-        clients([paced(hot_names(url, hot), rate) for _ in range(3)], plan.register_s)
-    )
-    middle = time.time()
     registering = paced(registrations(url, archives), args.registration_rate)
-    calls = [paced(hot_names(url, hot), rate) for _ in range(3)] + [registering]
-    busy = asyncio.run(clients(calls, plan.register_s))
+    since, rate = time.time(), args.registration_hit_rate
+    windows: dict[str, list[tuple[float, float]]] = {"quiet": [], "registering": []}
+    outcomes: dict[str, list[Outcome]] = {"quiet": [], "registering": []}
+    for _ in range(args.registration_rounds):
+        for kind, extra in (("quiet", []), ("registering", [registering])):
+            calls = [paced(hot_names(url, hot), rate) for _ in range(3)] + extra
+            began = time.time()
+            outcomes[kind] += asyncio.run(clients(calls, plan.register_s))
+            windows[kind].append((began, time.time()))
     time.sleep(0.5)
     log = access_lines(work, since)
-    posts = [o for o in busy if o.name.startswith("reg/")]
-    return {
-        "quiet": hits(quiet, [e for e in log if e["time"] < middle]),
-        "registering": hits(busy, [e for e in log if e["time"] >= middle]),
-        "registrations": {**rates(posts), **spread([o.wall_ms for o in posts if o.status == 200])},
-    }
+    posts = [o for o in outcomes["registering"] if o.name.startswith("reg/")]
+    found = {kind: hits(outcomes[kind], within(log, windows[kind])) for kind in windows}
+    registered = [o.wall_ms for o in posts if o.status == 200]
+    return {**found, "registrations": {**rates(posts), **spread(registered)}}
+
+
+def within(log: list[dict[str, Any]], windows: list[tuple[float, float]]) -> list[dict]:
+    return [e for e in log if any(start <= e["time"] < end for start, end in windows)]
 
 
 # ------------------------------------------------------------------------------- main
@@ -612,6 +617,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--pass-s", type=float, default=120.0, help="the pass over fresh names")
     parser.add_argument("--hit-s", type=float, default=20.0)
     parser.add_argument("--register-s", type=float, default=15.0, help="each registration window")
+    parser.add_argument(
+        "--registration-rounds",
+        type=int,
+        default=3,
+        help="windows alone and beside registrations, alternating, of --register-s each",
+    )
     parser.add_argument(
         "--registration-rate",
         type=float,
