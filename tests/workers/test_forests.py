@@ -3,8 +3,11 @@ row and model they cannot answer alike to scikit-learn."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -117,3 +120,14 @@ def test_a_handler_answers_a_forests_rows_as_the_forest(
     handler = SklearnHandler(digits_forest)
     assert np.array_equal(handler.predict(rows, "predict_proba"), digits_forest.predict_proba(rows))
     assert np.array_equal(handler.predict(rows, "predict"), digits_forest.predict(rows))
+
+
+def test_other_models_load_without_importing_the_forests(tmp_path: Path) -> None:
+    """A worker serving linear models never pays for scikit-learn's ensembles."""
+    path = testing.iris_logreg(tmp_path / "iris.joblib")
+    script = (
+        "import sys; from modelhost.workers.handlers.sklearn import SklearnHandler; "
+        f"SklearnHandler.load({str(path)!r}); print('sklearn.ensemble' in sys.modules)"
+    )
+    found = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert found.stdout.strip() == "False", found.stderr

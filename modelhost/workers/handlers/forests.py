@@ -10,6 +10,7 @@ specially (not finite as float32) are left to the forest itself, as is any other
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
@@ -63,18 +64,14 @@ def forest_of(model: Any) -> Forest | None:
 
 
 def _is_forest(model: Any) -> bool:
-    from sklearn.ensemble import (
-        ExtraTreesClassifier,
-        ExtraTreesRegressor,
-        RandomForestClassifier,
-        RandomForestRegressor,
-    )
-
+    ensemble = sys.modules.get("sklearn.ensemble")  # unpickling a forest imported it
+    if ensemble is None:
+        return False
     kinds = (
-        RandomForestClassifier,
-        RandomForestRegressor,
-        ExtraTreesClassifier,
-        ExtraTreesRegressor,
+        ensemble.RandomForestClassifier,
+        ensemble.RandomForestRegressor,
+        ensemble.ExtraTreesClassifier,
+        ensemble.ExtraTreesRegressor,
     )
     if type(model) not in kinds or not getattr(model, "estimators_", None):
         return False
