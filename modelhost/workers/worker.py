@@ -1,8 +1,9 @@
 """The worker process: hosts many models and answers the frontend's framed requests.
 
-The main thread reads frames; loads and unloads run on one loader thread, inference on its own
-threads, so a load never stalls the models already loaded. The loader runs nicer, so a saturated
-core serves a hit's predict before a load's unpickling.
+The main thread reads frames; loads run on a loader thread, unloads on an unloader thread (one
+at a time between them), inference on its own threads, so a load never stalls the models already
+loaded. The loader runs nicer, so a saturated core serves a hit's predict before a load's
+unpickling; an unload, which a miss waits for, does not.
 """
 
 from __future__ import annotations
@@ -82,6 +83,9 @@ class Worker:
         self.idle_bytes = 0  # bytes allocated once rehearsed, before any model
         self._send_lock = threading.Lock()
         self._loader = ThreadPoolExecutor(1, "loader", initializer=yield_to_inference)
+        # an eviction is on a miss's path: unloads keep the worker's priority
+        self._unloader = ThreadPoolExecutor(1, "unloader")
+        self._measuring = threading.Lock()  # one load or unload reads the allocations at a time
         # one inference thread: run on the reading thread and save a hand-off per request
         self._inference = ThreadPoolExecutor(threads, "infer") if threads > 1 else None
 
@@ -109,11 +113,16 @@ class Worker:
             except (EOFError, ConnectionError, OSError):
                 return  # the frontend has gone: so do we
             request = decode_request(frame.header)
-            executor = self._inference if isinstance(request, Infer) else self._loader
+            executor = self._executor_of(request)
             if executor is None:
                 self._answer(frame, request)
             else:
                 executor.submit(self._answer, frame, request)
+
+    def _executor_of(self, request: Request) -> ThreadPoolExecutor | None:
+        if isinstance(request, Infer):
+            return self._inference
+        return self._unloader if isinstance(request, Unload) else self._loader
 
     def _answer(self, frame: Frame, request: Request) -> None:
         try:
@@ -139,6 +148,10 @@ class Worker:
 
     def load(self, request: Load) -> Loaded:
         """Load and warm up a model as its request (the manifest's choices) says."""
+        with self._measuring:
+            return self._load(request)
+
+    def _load(self, request: Load) -> Loaded:
         from modelhost.workers import fast_copy
         from modelhost.workers.handlers import load_handler
         from modelhost.workers.warmup import warm_up
@@ -177,6 +190,10 @@ class Worker:
         return LoadSpec(request.handler, request.model_file, root, request.threads or self.threads)
 
     def unload(self, request: Unload) -> Unloaded:
+        with self._measuring:
+            return self._unload(request)
+
+    def _unload(self, request: Unload) -> Unloaded:
         started = time.perf_counter()
         before = settled_memory()
         handler = self.models.pop(request.model, None)
