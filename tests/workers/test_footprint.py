@@ -7,6 +7,7 @@ from __future__ import annotations
 import socket
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import joblib
@@ -72,4 +73,27 @@ def test_other_thread_inference_is_not_the_load(forests: list[Path], worker: Wor
     finally:
         done.set()
         thread.join()
+    assert abs(meanwhile - alone) <= 0.1 * alone, (alone, meanwhile)
+
+
+def test_an_unload_on_its_own_thread_is_not_the_load(forests: list[Path], worker: Worker) -> None:
+    """Unloads run beside loads on a thread of their own; a load's footprint is still its own."""
+    footprint(worker, forests[1], "warm-up")
+    alone = footprint(worker, forests[0], "alone")
+    worker.unload(Unload("alone"))
+    for index in range(3):
+        footprint(worker, forests[2 + index], f"leaving-{index}")
+    unloads = ThreadPoolExecutor(1)
+    started = threading.Event()
+
+    def unload_all() -> None:
+        started.set()
+        for index in range(3):
+            worker.unload(Unload(f"leaving-{index}"))
+
+    pending = unloads.submit(unload_all)
+    started.wait()
+    meanwhile = footprint(worker, forests[0], "meanwhile")
+    pending.result()
+    unloads.shutdown()
     assert abs(meanwhile - alone) <= 0.1 * alone, (alone, meanwhile)
