@@ -203,8 +203,9 @@ class Worker:
         handler.close()
         del handler
         after = settled_memory()
-        if before - after < footprint // 2:  # held by a reference cycle among old objects
-            gc.collect()
+        # a cycle among old objects holds the model; or none is left, and `kept` must be exact
+        if before - after < footprint // 2 or not self.models:
+            gc.collect()  # cheap with no model left to walk
             after = settled_memory()
         trim_heap()
         # with models left, memory kept may be theirs
