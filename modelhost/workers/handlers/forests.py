@@ -44,10 +44,10 @@ class Forest:
         return self.model.classes_.take(np.argmax(proba, axis=1), axis=0)
 
     def _sum(self, features: np.ndarray) -> np.ndarray:
-        width = self.values[0].shape[2] if self.classifier else 1
-        total = np.zeros((len(features), width), dtype=np.float64)
+        """The mean of the trees' leaf values, (rows, classes); one column for a regressor."""
+        total = np.zeros((len(features), self.values[0].shape[2]), dtype=np.float64)
         for tree, values in zip(self.trees, self.values, strict=True):
-            total += values.take(tree.apply(features), axis=0).reshape(len(features), -1)[:, :width]
+            total += values.take(tree.apply(features), axis=0)[:, 0, :]  # the single output
         total /= len(self.trees)
         return total
 

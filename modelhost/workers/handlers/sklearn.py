@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from modelhost.errors import BadRequestBody
-from modelhost.workers.handlers.forests import forest_of
+from modelhost.workers.handlers.forests import Forest, forest_of
 from modelhost.workers.handlers.rows import METHODS, RowsHandler
 
 SUFFIXES = (".joblib", ".pkl", ".pickle")
@@ -26,22 +26,21 @@ class SklearnHandler(RowsHandler):
         return cls(joblib.load(path))
 
     def predict(self, rows: np.ndarray, method: str) -> Any:
-        if self.forest is not None:
-            _method(self.model, method)
-            _check_width(self.model, rows)
-            answer = self.forest.predict(rows, method)
-            if answer is not None:
-                return answer
-        return predict_rows(self.model, rows, method)
+        return predict_rows(self.model, rows, method, self.forest)
 
     def close(self) -> None:
         self.model = self.forest = None
 
 
-def predict_rows(model: Any, rows: Any, method: str = "predict") -> Any:
-    """Run `model.<method>(rows)`; refused input raises `BadRequestBody`."""
+def predict_rows(
+    model: Any, rows: Any, method: str = "predict", forest: Forest | None = None
+) -> Any:
+    """Run `model.<method>(rows)`, by `forest` where it answers; refused input raises
+    `BadRequestBody`."""
     predict = _method(model, method)
     _check_width(model, rows)
+    if forest is not None and (answer := forest.predict(rows, method)) is not None:
+        return answer
     try:
         return predict(rows)
     except ValueError as exc:  # how scikit-learn refuses input
