@@ -5,10 +5,15 @@ PY := $(VENV)/bin/python
 # the CPU build of torch for the TorchScript tests; on the project's machines pip takes a local
 # wheel (~30 s). Elsewhere PyPI's build pulls CUDA packages: `make test TORCH=` skips it
 TORCH ?= torch==2.13.0
+# TorchServe's vision handlers need torchvision, which does not import beside that wheel: a venv of
+# its own with a matching pair (5.9 GB, CUDA builds that run on the CPU; ~75 s from local wheels
+# on the project's machines). `make test VISION_TORCH=` skips it
+VISION_VENV ?= .venv-vision
+VISION_TORCH ?= torch==2.14.1 torchvision==0.29.1
 STORE ?= models
 PORT ?= 8080
 
-.PHONY: setup setup-serve serve test test-tools test-torch wheel-smoke lint bench race clean
+.PHONY: setup setup-serve serve test test-tools test-torch test-vision wheel-smoke lint bench race clean
 
 setup: $(VENV)/.installed  ## the development set: toolkit, runtimes, test and lint tools
 
@@ -30,7 +35,7 @@ serve: setup-serve  ## build the example store (a few hundred models) and serve 
 	$(PY) -m modelhost examples $(STORE) --port $(PORT)
 	$(PY) -m modelhost serve --model-store $(STORE) --port $(PORT)
 
-test: setup test-tools test-torch  ## every test: unit, property and end-to-end against real servers
+test: setup test-tools test-torch test-vision  ## every test: unit, property and end-to-end against real servers
 	$(PY) -m pytest
 
 wheel-smoke: setup  ## build the sdist and wheel, install the wheel in a fresh venv, try it
@@ -39,6 +44,15 @@ wheel-smoke: setup  ## build the sdist and wheel, install the wheel in a fresh v
 test-torch: setup  ## torch for the TorchScript tests (they skip without it, fail under CI)
 	@[ -z "$(TORCH)" ] || $(PY) -c "import torch" 2>/dev/null \
 	  || $(PY) -m pip install --quiet "$(TORCH)" || echo "warning: torch missing; its tests will skip"
+
+test-vision: setup  ## $(VISION_VENV) for the image_classifier tests (they skip without it, fail under CI)
+	@[ -z "$(VISION_TORCH)" ] || $(MAKE) --no-print-directory $(VISION_VENV)/.installed \
+	  || echo "warning: $(VISION_VENV) missing; the torchvision tests will skip"
+
+$(VISION_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VISION_VENV)
+	$(VISION_VENV)/bin/python -m pip install --quiet $(VISION_TORCH) -e '.[torchserve-handlers]' captum
+	touch $@
 
 test-tools:  ## promtool, chromium and nginx, which the observability and fleet tests drive (apt-get, as root)
 	scripts/install-test-tools.sh || echo "warning: promtool/chromium/nginx missing; their tests will skip"
@@ -60,4 +74,4 @@ race: setup  ## modelhost against TorchServe, MMS and MLServer (installs them in
 	$(PY) benchmarks/peers/race.py
 
 clean:
-	rm -rf $(VENV) .cache
+	rm -rf $(VENV) $(VISION_VENV) .cache

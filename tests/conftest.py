@@ -43,6 +43,19 @@ def torch_installed() -> None:
     pytest.skip(message)
 
 
+@pytest.fixture(scope="session")
+def vision_python() -> str:
+    """The Python of `make test-vision`'s venv (torch and torchvision of one build, TorchServe);
+    skips where it is absent, fails under CI's REQUIRE_TEST_TOOLS=1 as `torch_installed` does."""
+    venv = Path(os.environ.get("VISION_VENV", Path(__file__).parents[1] / ".venv-vision"))
+    if (venv / ".installed").exists():
+        return str(venv / "bin" / "python")
+    message = f"{venv} is not installed; `make test-vision` makes it"
+    if os.environ.get("REQUIRE_TEST_TOOLS"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
 @pytest.fixture(scope="module")
 def serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
     """Starts servers for this module (`serve(store, workers=2)`); stops them when it is done."""

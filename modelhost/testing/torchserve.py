@@ -48,6 +48,43 @@ class TinyCnn(nn.Module):
         return self.linear(torch.flatten(self.pool(torch.relu(self.conv(x))), 1))
 '''
 
+TINY_SEGMENTER = '''"""A strided convolution: three class scores for each 8x8 patch of an image,
+in a dict under 'out' as torchvision's segmentation models answer."""
+from torch import nn
+
+
+class TinySegmenter(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 3, kernel_size=8, stride=8)
+
+    def forward(self, x):
+        return {"out": self.conv(x)}
+'''
+
+TINY_DETECTOR = '''"""The image's four quadrants as boxes, each scored over six classes, in a
+dict of boxes, labels and scores for each image as torchvision's detectors answer."""
+import torch
+from torch import nn
+
+
+class TinyDetector(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 6, kernel_size=8, stride=8)
+        self.pool = nn.AdaptiveAvgPool2d(2)
+
+    def forward(self, images):
+        return [self.detect(image) for image in images]
+
+    def detect(self, image):
+        scores, labels = torch.sigmoid(self.pool(self.conv(image[None])))[0].flatten(1).max(0)
+        height, width = image.shape[-2] / 2, image.shape[-1] / 2
+        corners = [(x, y) for y in (0, height) for x in (0, width)]
+        boxes = torch.tensor([[x, y, x + width, y + height] for x, y in corners])
+        return {"boxes": boxes, "labels": labels, "scores": scores}
+'''
+
 ROWS_HANDLER = '''"""A TorchServe handler as users write it: JSON rows in, labels and scores out."""
 import torch
 from ts.metrics.dimension import Dimension
@@ -121,10 +158,24 @@ def custom_handler_mar(archive_path: Path, seed: int = 0) -> Path:
 
 def image_classifier_mar(archive_path: Path, seed: int = 0) -> Path:
     """A `.mar` naming TorchServe's `image_classifier` for an eager TinyCnn with random weights."""
-    source = _sources(archive_path, "image", TINY_CNN, None)
-    _state_dict(source, TINY_CNN, "TinyCnn", seed)
+    return _vision_mar(archive_path, "image_classifier", TINY_CNN, "TinyCnn", seed)
+
+
+def image_segmenter_mar(archive_path: Path, seed: int = 0) -> Path:
+    """A `.mar` naming TorchServe's `image_segmenter` for a TinySegmenter with random weights."""
+    return _vision_mar(archive_path, "image_segmenter", TINY_SEGMENTER, "TinySegmenter", seed)
+
+
+def object_detector_mar(archive_path: Path, seed: int = 0) -> Path:
+    """A `.mar` naming TorchServe's `object_detector` for a TinyDetector with random weights."""
+    return _vision_mar(archive_path, "object_detector", TINY_DETECTOR, "TinyDetector", seed)
+
+
+def _vision_mar(archive_path: Path, handler: str, model: str, class_name: str, seed: int) -> Path:
+    source = _sources(archive_path, handler, model, None)
+    _state_dict(source, model, class_name, seed)
     (source / "index_to_name.json").write_text(json.dumps(dict(enumerate(IMAGE_LABELS))))
-    return _archive(source, archive_path, "image_classifier", config=False)
+    return _archive(source, archive_path, handler, config=False)
 
 
 def png(path: Path, seed: int = 0, size: int = 64) -> Path:

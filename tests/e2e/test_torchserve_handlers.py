@@ -1,5 +1,5 @@
 """TorchServe `.mar` files served unchanged by a real server with real workers: a BaseHandler
-subclass and the built-in image_classifier answer as TorchServe's own code does in-process,
+subclass and the built-in vision handlers answer as TorchServe's own code does in-process,
 handler metrics reach /metrics, and archives that cannot load say what to do."""
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ def ts_store(tmp_path_factory: pytest.TempPathFactory, torch_installed: None) ->
     root = tmp_path_factory.mktemp("ts-handlers")
     torchserve.custom_handler_mar(root / "rows.mar", seed=3)
     torchserve.image_classifier_mar(root / "image.mar", seed=4)
+    torchserve.image_segmenter_mar(root / "segments.mar", seed=6)
+    torchserve.object_detector_mar(root / "objects.mar", seed=7)
     torchserve.png(root / ".inputs/picture.png", seed=5)
     _rewritten(torchserve.custom_handler_mar(root / ".src/old.mar"), root / "old.mar", _old_import)
     _rewritten(torchserve.custom_handler_mar(root / ".src/typo.mar"), root / "typo.mar", _typo)
@@ -75,18 +77,27 @@ def test_handler_metrics_show_in_metrics(http: httpx.Client) -> None:
     assert 'modelhost_handler_handlertime_ms{model="rows.mar"}' in text
 
 
-def test_image_classifier_mar_answers_as_torchserve_does(
-    http: httpx.Client, ts_store: Path
+@pytest.fixture(scope="module")
+def vision_server(ts_store: Path, serve: Servers, vision_python: str) -> testing.RunningServer:
+    """Served from the venv where torchvision imports."""
+    command = [vision_python, "-m", "modelhost", "serve"]
+    return serve(ts_store, command=command, workers=1, memory_budget="4GiB")
+
+
+@pytest.mark.parametrize("archive", ["image.mar", "segments.mar", "objects.mar"])
+def test_vision_mar_answers_as_torchserve_does(
+    ts_store: Path, vision_server: testing.RunningServer, vision_python: str, archive: str
 ) -> None:
-    if not (imports("torchvision") and imports("captum")):  # TorchServe's vision handlers need both
-        pytest.skip("torchvision or captum does not import here: the next test covers it")
+    """The built-in handler the archive names, against TorchServe's own code in the same venv."""
     picture = (ts_store / ".inputs/picture.png").read_bytes()
-    expected = torchserve.torchserve_answers(ts_store / "image.mar", [picture])
-    response = http.post(
-        "/predictions/image.mar", content=picture, headers={"content-type": "image/png"}
-    )
+    expected = torchserve.torchserve_answers(ts_store / archive, [picture], vision_python)
+    with httpx.Client(base_url=vision_server.url, timeout=120) as client:
+        response = client.post(
+            f"/predictions/{archive}", content=picture, headers={"content-type": "image/png"}
+        )
     assert response.status_code == 200, response.text
     assert response.json() == expected[0]
+    assert expected[0], "an empty answer would not show the handler at work"
 
 
 def test_image_classifier_without_torchvision_says_what_to_install(http: httpx.Client) -> None:
