@@ -85,6 +85,22 @@ class TinyDetector(nn.Module):
         return {"boxes": boxes, "labels": labels, "scores": scores}
 '''
 
+TEXT_WORDS = ["the", "fox", "did", "not", "see", "owl", "a", "bee"]
+TINY_TEXT = f'''"""A bag of token embeddings and a linear layer: two class scores for a text,
+called as TorchServe's text_classifier calls a model (the tokens and their offsets)."""
+from torch import nn
+
+
+class TinyText(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embedding = nn.EmbeddingBag({len(TEXT_WORDS) * (len(TEXT_WORDS) + 1)}, 8, mode="mean")
+        self.linear = nn.Linear(8, 2)
+
+    def forward(self, text, offsets):
+        return self.linear(self.embedding(text, offsets))
+'''
+
 ROWS_HANDLER = '''"""A TorchServe handler as users write it: JSON rows in, labels and scores out."""
 import torch
 from ts.metrics.dimension import Dimension
@@ -171,6 +187,19 @@ def object_detector_mar(archive_path: Path, seed: int = 0) -> Path:
     return _vision_mar(archive_path, "object_detector", TINY_DETECTOR, "TinyDetector", seed)
 
 
+def text_classifier_mar(archive_path: Path, seed: int = 0) -> Path:
+    """A `.mar` naming TorchServe's `text_classifier` for a TinyText with random weights and a
+    vocabulary of TEXT_WORDS and their pairs (the handler looks up words and bigrams)."""
+    import torch
+
+    source = _sources(archive_path, "text", TINY_TEXT, None)
+    _state_dict(source, TINY_TEXT, "TinyText", seed)
+    (source / "index_to_name.json").write_text(json.dumps({0: "negative", 1: "positive"}))
+    tokens = TEXT_WORDS + [f"{first} {second}" for first in TEXT_WORDS for second in TEXT_WORDS]
+    torch.save({token: index for index, token in enumerate(tokens)}, source / "source_vocab.pt")
+    return _archive(source, archive_path, "text_classifier", config=False)
+
+
 def _vision_mar(archive_path: Path, handler: str, model: str, class_name: str, seed: int) -> Path:
     source = _sources(archive_path, handler, model, None)
     _state_dict(source, model, class_name, seed)
@@ -231,6 +260,14 @@ def _state_dict(source: Path, model_source: str, class_name: str, seed: int) -> 
     torch.save(namespace[class_name]().state_dict(), source / "weights.pt")
 
 
+def _extra_files(source: Path) -> list[Path]:
+    return [
+        path
+        for path in (source / "index_to_name.json", source / "source_vocab.pt")
+        if path.is_file()
+    ]
+
+
 def _archive(source: Path, archive_path: Path, handler: str, *, config: bool) -> Path:
     handler_arg = str(source / handler) if (source / handler).is_file() else handler
     command = [
@@ -239,7 +276,7 @@ def _archive(source: Path, archive_path: Path, handler: str, *, config: bool) ->
         *("--model-file", str(source / "model.py")),
         *("--serialized-file", str(source / "weights.pt")),
         *("--handler", handler_arg),
-        *("--extra-files", str(source / "index_to_name.json")),
+        *("--extra-files", ",".join(str(path) for path in _extra_files(source))),
         *("--export-path", str(Path(archive_path).parent), "--force"),
     ]
     if config:

@@ -38,6 +38,7 @@ def ts_store(tmp_path_factory: pytest.TempPathFactory, torch_installed: None) ->
     torchserve.image_classifier_mar(root / "image.mar", seed=4)
     torchserve.image_segmenter_mar(root / "segments.mar", seed=6)
     torchserve.object_detector_mar(root / "objects.mar", seed=7)
+    torchserve.text_classifier_mar(root / "text.mar", seed=8)
     torchserve.png(root / ".inputs/picture.png", seed=5)
     _rewritten(torchserve.custom_handler_mar(root / ".src/old.mar"), root / "old.mar", _old_import)
     _rewritten(torchserve.custom_handler_mar(root / ".src/typo.mar"), root / "typo.mar", _typo)
@@ -75,6 +76,18 @@ def test_handler_metrics_show_in_metrics(http: httpx.Client) -> None:
     assert sorted(counted.group(1).split(",")) == ['kind="rows"', 'model="rows.mar"']
     assert float(counted.group(2)) >= len(ROWS)
     assert 'modelhost_handler_handlertime_ms{model="rows.mar"}' in text
+
+
+def test_text_classifier_mar_answers_as_torchserve_does(http: httpx.Client, ts_store: Path) -> None:
+    """TorchServe's text_classifier: its cleanup, contractions and bigrams, then the model."""
+    text = "The fox <b>didn't</b> see the owl!"
+    expected = torchserve.torchserve_answers(ts_store / "text.mar", [text.encode()])
+    response = http.post(
+        "/predictions/text.mar", content=text, headers={"content-type": "text/plain"}
+    )
+    assert response.status_code == 200, response.text
+    assert response.json() == expected[0]
+    assert sorted(expected[0]) == ["negative", "positive"]
 
 
 @pytest.fixture(scope="module")
