@@ -14,8 +14,10 @@ with an empty cache. Then, each phase bounded in time:
 - models loaded at the budget (`/stats`, and `GET /models?state=loaded` where the server has it);
 - hits: the clients invoke a hot set that fits the budget;
 - a walk of the listing through `next_page_token`, as deep as its time allows;
-- registrations: 3 clients hit while none, then one, client POSTs `/models` with archives, in
-  alternating windows;
+- registrations: 3 clients hit while no client, one client, or one client of a twin server
+  (same store, a hard-linked copy of the cache) POSTs `/models` with archives, in rotating
+  windows: the twin's windows cost the machine the same work without sharing the hit server,
+  so the move they show is the cores' and not the server's;
 - a second start on the same cache, once the server has had a run to index it.
 
     python benchmarks/scale.py                               # N = 1k, 10k, 100k in turn
@@ -39,6 +41,7 @@ import random
 import shutil
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -525,8 +528,25 @@ def phases(serve: list[str], work: Path, kinds: dict[str, str], args: Any, plan:
         found["loaded_after_hits"] = loaded_models(client, server.url)
         found["after_pass"] = listing_and_scrape(client, server.url, plan.repeats)
         found["walk"] = walk_listing(client, server.url, plan.walk_s)
-        found["registration"] = registration_phase(server.url, work, kinds, args, plan)
+        with twin_of(serve, work, args) as twin:
+            found["registration"] = registration_phase(
+                server.url, twin.url, work, kinds, args, plan
+            )
     return found
+
+
+@contextlib.contextmanager
+def twin_of(serve: list[str], work: Path, args: Any) -> Iterator[Any]:
+    """A second server on the same store, its cache a hard-linked copy of the first's (less the
+    index, which the twin rebuilds: a link would share the first's database)."""
+    twin = work / "twin"
+    twin.mkdir()
+    subprocess.run(["cp", "-al", str(work / "cache"), str(twin / "cache")], check=True)
+    for index in (twin / "cache").glob("disk-index.sqlite3*"):
+        index.unlink()
+    swapped = {str(work / "cache"): str(twin / "cache"), str(work / "access.jsonl"): os.devnull}
+    with timed_start([swapped.get(a, a) for a in serve], twin, args.startup_timeout_s) as started:
+        yield started[0]
 
 
 def the_pass(server: Any, work: Path, kinds: dict[str, str], args: Any, plan: Plan) -> dict:
@@ -567,28 +587,37 @@ def hit_phase(url: str, work: Path, kinds: dict[str, str], args: Any, plan: Plan
     return {**rates(outcomes), **hits(outcomes, access_lines(work, since))}
 
 
-def registration_phase(url: str, work: Path, kinds: dict, args: Any, plan: Plan) -> dict:
-    """Hit p99 of 3 clients alone and beside one client registering archives, in alternating
-    windows (`--registration-rounds` of each), so that drift over the run falls on both."""
+def registration_phase(
+    url: str, twin_url: str, work: Path, kinds: dict, args: Any, plan: Plan
+) -> dict:
+    """Hit p99 of 3 clients alone, beside one client registering archives, and beside one
+    registering them with the twin, in rotating windows (`--registration-rounds` of each), so
+    that drift over the run falls on all three."""
     hot = hot_set(kinds, args.hot)
     asyncio.run(clients([fresh_names(url, hot)], plan.hit_s))  # the hot set loaded again
     archives = [n for n, k in kinds.items() if k != PLAIN][:200]
-    registering = paced(registrations(url, archives), args.registration_rate)
+    registering = {
+        "quiet": [],
+        "registering": [paced(registrations(url, archives), args.registration_rate)],
+        "twin_registering": [paced(registrations(twin_url, archives), args.registration_rate)],
+    }
     since, rate = time.time(), args.registration_hit_rate
-    windows: dict[str, list[tuple[float, float]]] = {"quiet": [], "registering": []}
-    outcomes: dict[str, list[Outcome]] = {"quiet": [], "registering": []}
+    windows: dict[str, list[tuple[float, float]]] = {kind: [] for kind in registering}
+    outcomes: dict[str, list[Outcome]] = {kind: [] for kind in registering}
     for _ in range(args.registration_rounds):
-        for kind, extra in (("quiet", []), ("registering", [registering])):
+        for kind, extra in registering.items():
             calls = [paced(hot_names(url, hot), rate) for _ in range(3)] + extra
             began = time.time()
             outcomes[kind] += asyncio.run(clients(calls, plan.register_s))
             windows[kind].append((began, time.time()))
     time.sleep(0.5)
     log = access_lines(work, since)
-    posts = [o for o in outcomes["registering"] if o.name.startswith("reg/")]
     found = {kind: hits(outcomes[kind], within(log, windows[kind])) for kind in windows}
-    registered = [o.wall_ms for o in posts if o.status == 200]
-    return {**found, "registrations": {**rates(posts), **spread(registered)}}
+    for kind in ("registering", "twin_registering"):
+        posts = [o for o in outcomes[kind] if o.name.startswith("reg/")]
+        registered = [o.wall_ms for o in posts if o.status == 200]
+        found[kind]["registrations"] = {**rates(posts), **spread(registered)}
+    return found
 
 
 def within(log: list[dict[str, Any]], windows: list[tuple[float, float]]) -> list[dict]:
@@ -621,7 +650,8 @@ def parse_args() -> argparse.Namespace:
         "--registration-rounds",
         type=int,
         default=3,
-        help="windows alone and beside registrations, alternating, of --register-s each",
+        help="windows alone, beside registrations and beside the twin's, rotating, of "
+        "--register-s each",
     )
     parser.add_argument(
         "--registration-rate",
@@ -708,6 +738,7 @@ def _get(run: dict[str, Any], keys: str) -> Any:
     return "-" if value is None else value
 
 
+TWIN = "first.registration.twin_registering."
 ROWS_SHOWN = [
     ("warm cache entries", "warm_entries"),
     ("start-up to /ping, warm cache (s)", "first.startup_s"),
@@ -747,7 +778,11 @@ ROWS_SHOWN = [
     ("hit p99, beside registrations: server (ms)", "first.registration.registering.server.p99_ms"),
     ("hit p99, 3 clients alone: client (ms)", "first.registration.quiet.client.p99_ms"),
     ("hit p99, beside registrations: client (ms)", "first.registration.registering.client.p99_ms"),
-    ("registration p50 (ms)", "first.registration.registrations.p50_ms"),
+    ("hit p99, beside the twin's registrations: server (ms)", TWIN + "server.p99_ms"),
+    ("hit p99, beside the twin's registrations: client (ms)", TWIN + "client.p99_ms"),
+    ("registration p50 (ms)", "first.registration.registering.registrations.p50_ms"),
+    ("registrations not ok", "first.registration.registering.registrations.not_ok"),
+    ("registrations with the twin not ok", TWIN + "registrations.not_ok"),
 ]
 
 
