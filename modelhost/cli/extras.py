@@ -19,6 +19,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "torch": ("torch",),
     "huggingface": ("transformers", "safetensors", "tokenizers", "torch"),
     "torchserve-handlers": ("ts", "torch", "yaml"),
+    "tensorflow": ("tensorflow",),
     "ray": ("ray",),  # for modelhost.integrations.ray_serve
 }
 COMMAND_EXTRAS: dict[str, str] = {

@@ -19,6 +19,7 @@ BUILT_IN_HANDLERS = (
     "lightgbm",
     "onnx",
     "torch",
+    "tensorflow",
     "huggingface",
     "huggingface-classification",
     "huggingface-embeddings",

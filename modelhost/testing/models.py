@@ -152,6 +152,46 @@ def torch_iris(path: Path) -> Path:
     return path
 
 
+_SAVED_MODEL = """
+import json, sys
+import numpy as np, tensorflow as tf
+folder, coef, intercept, inputs = sys.argv[1], *map(json.loads, sys.argv[2:4]), int(sys.argv[4])
+
+class Iris(tf.Module):
+    def __init__(self):
+        self.w = tf.Variable(np.array(coef, np.float32).T)
+        self.b = tf.Variable(np.array(intercept, np.float32))
+
+    def answer(self, features):
+        probabilities = tf.nn.softmax(features @ self.w + self.b)
+        return {"classes": tf.argmax(probabilities, axis=1), "probabilities": probabilities}
+
+iris = Iris()
+spec = tf.TensorSpec([None, 4], tf.float32)
+if inputs == 1:
+    serve = tf.function(lambda features: iris.answer(features), input_signature=[spec])
+else:
+    serve = tf.function(lambda x, more: iris.answer(x + more), input_signature=[spec] * 2)
+tf.saved_model.save(iris, folder, signatures={"serving_default": serve})
+"""
+
+
+def tensorflow_iris(folder: Path, inputs: int = 1) -> Path:
+    """The iris LogisticRegression as a TensorFlow SavedModel answering classes and
+    probabilities; written by a child process, so this one never imports TensorFlow (which does
+    not survive a fork)."""
+    import json
+
+    from sklearn.datasets import load_iris
+    from sklearn.linear_model import LogisticRegression
+
+    model = LogisticRegression(max_iter=1000).fit(*load_iris(return_X_y=True))
+    weights = [json.dumps(model.coef_.tolist()), json.dumps(model.intercept_.tolist())]
+    command = [sys.executable, "-c", _SAVED_MODEL, str(folder), *weights, str(inputs)]
+    subprocess.run(command, check=True, capture_output=True, timeout=300)
+    return Path(folder)
+
+
 def mar_of(
     folder: Path, archive_path: Path, handler: str = "handler.py", serialized_file: str = ""
 ) -> Path:

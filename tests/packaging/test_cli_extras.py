@@ -20,7 +20,12 @@ else:
     import tomli as tomllib
 
 # distributions whose import name is not their own
-IMPORT_NAMES = {"scikit-learn": "sklearn", "torchserve": "ts", "pyyaml": "yaml"}
+IMPORT_NAMES = {
+    "scikit-learn": "sklearn",
+    "torchserve": "ts",
+    "pyyaml": "yaml",
+    "tensorflow-cpu": "tensorflow",
+}
 TOOLKIT = "pip install 'modelhost[toolkit]'"
 
 

@@ -19,6 +19,7 @@ RUNTIME_MODELS = {  # model → the extra its runtime comes with
     "lgbm/model.txt": "lightgbm",
     "onnx/model.onnx": "onnx",
     "torch/model.pt": "torch",
+    "tf/iris": "tensorflow",
 }
 
 
@@ -31,7 +32,7 @@ def run(bin_dir: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str
 def test_the_env_has_no_extra(base_env: Path, tmp_path: Path) -> None:
     probe = (
         "import importlib.util as u; print([m for m in ('rich', 'aiohttp', 'matplotlib', "
-        "'xgboost', 'lightgbm', 'onnxruntime', 'torch') if u.find_spec(m)])"
+        "'xgboost', 'lightgbm', 'onnxruntime', 'torch', 'tensorflow') if u.find_spec(m)])"
     )
     found = subprocess.run(
         [str(base_env / "python"), "-c", "import modelhost; print(modelhost.__file__);" + probe],
@@ -88,6 +89,8 @@ def runtime_server(
     testing.onnx_iris(store / "onnx/model.onnx")
     if importlib.util.find_spec("torch") is not None:
         testing.torch_iris(store / "torch/model.pt")
+    if importlib.util.find_spec("tensorflow") is not None:  # in the dev set
+        testing.tensorflow_iris(store / "tf/iris")
     command = [str(base_env / "modelhost"), "serve"]
     return serve(store, command=command, workers=1, memory_budget="2GiB")
 

@@ -127,7 +127,7 @@ def test_the_manifest_handler_and_model_file_choose(tmp_path: Path) -> None:
     handler = load_handler(tmp_path, "m", LoadSpec("xgboost", "trees.data.json"))
     assert type(handler.inner).__name__ == "XGBoostHandler"  # inside the OIP wrapper
     with pytest.raises(ModelLoadError, match="neither a built-in handler"):
-        load_handler(tmp_path, "m", LoadSpec("tensorflow"))
+        load_handler(tmp_path, "m", LoadSpec("tensorrt"))
     with pytest.raises(ModelLoadError, match="outside the artifact"):
         load_handler(tmp_path, "m", LoadSpec("onnx", "../elsewhere.onnx"))
 

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
 from modelhost.errors import ModelLoadError, Unavailable, UnsafeArtifact
-from modelhost.workers.handlers import huggingface, lightgbm, onnx, sklearn, torch, xgboost
+from modelhost.workers.handlers import (
+    huggingface,
+    lightgbm,
+    onnx,
+    savedmodel,
+    sklearn,
+    torch,
+    xgboost,
+)
 from modelhost.workers.handlers.base import Handler
 from modelhost.workers.handlers.mms import MmsHandler, find_entry
 from modelhost.workers.handlers.sagemaker import SCRIPT, SageMakerHandler
@@ -16,8 +26,9 @@ from modelhost.workers.handlers.sagemaker import SCRIPT, SageMakerHandler
 PICKLE_SUFFIXES = sklearn.SUFFIXES
 _SHIPPING_FORMS = (
     "ship one model file (.joblib/.pkl, .ubj/.json/.bst, .txt/.lgb, .onnx, .pt/.pt2), a folder "
-    "with handler.py (MMS/TorchServe), a folder with code/inference.py (SageMaker) or a Hugging "
-    "Face folder (config.json, model.safetensors, tokenizer files)"
+    "with handler.py (MMS/TorchServe), a folder with code/inference.py (SageMaker), a Hugging "
+    "Face folder (config.json, model.safetensors, tokenizer files) or a TensorFlow SavedModel "
+    "(saved_model.pb, variables/)"
 )
 _LISTED_NAMES = 10
 
@@ -31,6 +42,7 @@ class Runtime:
     build: Callable[[Path, int], Handler]  # (model file, threads)
     hint: Callable[[], str]
     sniff: Callable[[Path], bool] | None = None  # for shared suffixes (.json, .txt)
+    modules: tuple[str, ...] = ()  # imported before a load is measured: the worker's, not its
 
     def takes(self, path: Path, *, declared: bool = False) -> bool:
         """Whether `path` is this runtime's file (sniffed unless `declared`)."""
@@ -56,6 +68,7 @@ DEFAULT_SPEC = LoadSpec()
 class Choice:
     load: Callable[[], Handler]
     hint: Callable[[], str]
+    modules: tuple[str, ...] = ()
 
 
 def load_handler(artifact: Path, model_name: str, spec: LoadSpec = DEFAULT_SPEC) -> Handler:
@@ -73,6 +86,15 @@ def load_handler(artifact: Path, model_name: str, spec: LoadSpec = DEFAULT_SPEC)
         raise ModelLoadError(
             f"could not load model {model_name}: {type(exc).__name__}: {exc}; {hint}"
         ) from exc
+
+
+def import_runtime(artifact: Path, model_name: str, spec: LoadSpec = DEFAULT_SPEC) -> None:
+    """Import the runtime the artifact's handler needs, so that the first model loaded on it is
+    not charged the runtime (TensorFlow's import holds about 140 MB); a failure is the load's
+    to report."""
+    with contextlib.suppress(Exception):
+        for module in choose(artifact, model_name, spec).modules:
+            importlib.import_module(module)
 
 
 def choose(artifact: Path, model_name: str, spec: LoadSpec = DEFAULT_SPEC) -> Choice:
@@ -116,6 +138,7 @@ def _choose_folder(folder: Path, model_name: str, threads: int, *, descend: bool
         if len(subfolders) == 1:
             return _choose_folder(subfolders[0], model_name, threads, descend=False)
         found = [path for subfolder in subfolders for path in _model_files_in(subfolder)]
+        found = savedmodel.latest_version(found) or found
     if len(found) == 1:
         return _choose_file(found[0], threads)
     raise ModelLoadError(_nothing_to_load(folder, found))
@@ -176,7 +199,7 @@ def _inside(root: Path, relative: str) -> Path:
 
 
 def _built_in(runtime: Runtime, path: Path, threads: int) -> Choice:
-    return Choice(lambda: runtime.build(path, threads), runtime.hint)
+    return Choice(lambda: runtime.build(path, threads), runtime.hint, runtime.modules)
 
 
 def _visible(folder: Path) -> list[Path]:
@@ -256,6 +279,7 @@ RUNTIMES: dict[str, Runtime] = {
         xgboost.XGBoostHandler,
         _runtime_hint("xgboost", "Booster.save_model"),
         lambda path: path.suffix.lower() != ".json" or xgboost.is_xgboost_json(path),
+        ("xgboost",),
     ),
     "lightgbm": Runtime(
         "lightgbm",
@@ -263,15 +287,29 @@ RUNTIMES: dict[str, Runtime] = {
         lightgbm.LightGBMHandler,
         _runtime_hint("lightgbm", "Booster.save_model"),
         lambda path: path.suffix.lower() != ".txt" or lightgbm.is_lightgbm_text(path),
+        ("lightgbm",),
     ),
     "onnx": Runtime(
-        "onnx", onnx.SUFFIXES, onnx.OnnxHandler, _runtime_hint("onnxruntime", "an ONNX exporter")
+        "onnx",
+        onnx.SUFFIXES,
+        onnx.OnnxHandler,
+        _runtime_hint("onnxruntime", "an ONNX exporter"),
+        modules=("onnxruntime",),
     ),
     "torch": Runtime(
         "torch",
         torch.SUFFIXES,
         torch.TorchHandler,
         _runtime_hint("torch", "torch.jit.save or torch.export.save"),
+        modules=("torch",),
+    ),
+    "tensorflow": Runtime(
+        "tensorflow",
+        savedmodel.SUFFIXES,
+        savedmodel.SavedModelHandler,
+        _runtime_hint("tensorflow-cpu", "tf.saved_model.save"),
+        savedmodel.is_saved_model,
+        ("tensorflow",),
     ),
     **{
         name: Runtime(
@@ -280,6 +318,7 @@ RUNTIMES: dict[str, Runtime] = {
             huggingface.HuggingFaceHandler.build(task),
             _runtime_hint("transformers", "save_pretrained"),
             huggingface.takes_weights,
+            ("torch", "transformers"),
         )
         for name, task in huggingface.TASKS.items()
     },

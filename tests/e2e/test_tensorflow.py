@@ -1,0 +1,102 @@
+"""TensorFlow SavedModels served by a real server and real workers: a folder, a SageMaker-style
+archive of numbered versions (the highest served), answers equal to the scikit-learn model the
+graph was built from; a signature the built-in handler cannot feed is refused with why, and the
+worker goes on serving other runtimes after TensorFlow was imported in it."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+from helpers.serving import Servers
+
+from modelhost import testing
+
+pytestmark = pytest.mark.e2e
+
+JSON = {"content-type": "application/json"}
+ROWS = testing.iris_rows(150)[::7]  # every class
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if importlib.util.find_spec("tensorflow") is None:
+        message = "tensorflow is not installed: pip install -e '.[dev]'"
+        if os.environ.get("REQUIRE_TEST_TOOLS"):
+            pytest.fail(message)
+        pytest.skip(message)
+    root = tmp_path_factory.mktemp("tf-store")
+    testing.tensorflow_iris(root / "tf/iris")
+    versions = root / ".src/versions"
+    testing.tensorflow_iris(versions / "1", inputs=2)  # older; would not load
+    testing.tensorflow_iris(versions / "2")
+    testing.tar_gz_of(versions, root / "tf/versions.tar.gz")
+    testing.tensorflow_iris(root / "tf/two-inputs", inputs=2)
+    testing.iris_logreg(root / "sklearn/iris.joblib")
+    return root
+
+
+@pytest.fixture(scope="module")
+def server(store: Path, serve: Servers) -> testing.RunningServer:
+    return serve(store, workers=1, memory_budget="4GiB", batch_size=8)
+
+
+@pytest.fixture(scope="module")
+def http(server: testing.RunningServer) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server.url, timeout=120) as client:
+        yield client
+
+
+def invoke(http: httpx.Client, name: str, body: object, **params: str) -> httpx.Response:
+    path = f"/models/{name}/invoke"
+    return http.post(path, content=json.dumps(body), headers=JSON, params=params)
+
+
+@pytest.mark.parametrize("name", ["tf/iris", "tf/versions.tar.gz"])
+def test_a_saved_model_answers_as_its_scikit_learn_source(http: httpx.Client, name: str) -> None:
+    from sklearn.datasets import load_iris
+    from sklearn.linear_model import LogisticRegression
+
+    source = LogisticRegression(max_iter=1000).fit(*load_iris(return_X_y=True))
+    classes = invoke(http, name, {"instances": ROWS})
+    assert classes.status_code == 200, classes.text
+    assert classes.json()["predictions"] == source.predict(ROWS).tolist()
+    scores = invoke(http, name, ROWS, method="predict_proba")
+    assert scores.status_code == 200, scores.text
+    expected = source.predict_proba(ROWS)
+    np.testing.assert_allclose(scores.json()["predictions"], expected, rtol=1e-4, atol=1e-6)
+
+
+def test_the_first_saved_model_is_not_charged_tensorflow(
+    http: httpx.Client, server: testing.RunningServer
+) -> None:
+    """Importing TensorFlow holds about 140 MB, which stays when the model goes: the worker's."""
+    assert invoke(http, "tf/iris", ROWS).status_code == 200
+    (first, *_) = [e for e in server.events("load") if e["model"].startswith("tf/")]
+    assert first["bytes"] < 32 * 2**20, first
+
+
+def test_rows_of_the_wrong_width_get_a_400(http: httpx.Client) -> None:
+    response = invoke(http, "tf/iris", [[1.0, 2.0]])
+    assert response.status_code == 400
+    assert "4 features" in response.json()["message"]
+
+
+def test_a_signature_of_two_inputs_is_refused_with_what_to_do(http: httpx.Client) -> None:
+    response = invoke(http, "tf/two-inputs", ROWS)
+    assert response.status_code == 500
+    message = response.json()["message"]
+    assert "takes 2 inputs" in message and "handler.py" in message
+
+
+def test_the_worker_serves_other_runtimes_beside_tensorflow(http: httpx.Client) -> None:
+    assert invoke(http, "tf/iris", ROWS).status_code == 200
+    response = invoke(http, "sklearn/iris.joblib", ROWS)
+    assert response.status_code == 200, response.text
+    assert len(response.json()["predictions"]) == len(ROWS)
