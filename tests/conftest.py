@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers.missing import missing
 from helpers.serving import Servers
 
 E2E_FOLDER = Path(__file__).parent / "e2e"
@@ -35,12 +36,8 @@ def _starts_a_server(item: pytest.Item) -> bool:
 def torch_installed() -> None:
     """Skip where torch is absent; fail under CI's REQUIRE_TEST_TOOLS=1, whose `make test`
     installs the CPU build, so a missing install step cannot pass as a skip."""
-    if importlib.util.find_spec("torch") is not None:
-        return
-    message = "torch is not installed; `make test` installs the CPU build (torch==2.13.0)"
-    if os.environ.get("REQUIRE_TEST_TOOLS"):
-        pytest.fail(message)
-    pytest.skip(message)
+    if importlib.util.find_spec("torch") is None:
+        missing("torch is not installed; `make test` installs the CPU build (torch==2.13.0)")
 
 
 @pytest.fixture(scope="session")
@@ -48,12 +45,9 @@ def vision_python() -> str:
     """The Python of `make test-vision`'s venv (torch and torchvision of one build, TorchServe);
     skips where it is absent, fails under CI's REQUIRE_TEST_TOOLS=1 as `torch_installed` does."""
     venv = Path(os.environ.get("VISION_VENV", Path(__file__).parents[1] / ".venv-vision"))
-    if (venv / ".installed").exists():
-        return str(venv / "bin" / "python")
-    message = f"{venv} is not installed; `make test-vision` makes it"
-    if os.environ.get("REQUIRE_TEST_TOOLS"):
-        pytest.fail(message)
-    pytest.skip(message)
+    if not (venv / ".installed").exists():
+        missing(f"{venv} is not installed; `make test-vision` makes it")
+    return str(venv / "bin" / "python")
 
 
 @pytest.fixture(scope="module")

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import httpx
-import pytest
+from helpers.missing import missing
 
 INSTALL_HINT = "scripts/install-test-tools.sh installs it (make test runs it)"
 
@@ -21,10 +20,7 @@ def require_tool(command: str, package: str) -> str:
     path = shutil.which(command)
     if path:
         return path
-    message = f"{command} is not installed (Debian package {package}); {INSTALL_HINT}"
-    if os.environ.get("REQUIRE_TEST_TOOLS"):
-        pytest.fail(message)
-    pytest.skip(message)
+    missing(f"{command} is not installed (Debian package {package}); {INSTALL_HINT}")
 
 
 class EventReader(threading.Thread):

@@ -5,9 +5,6 @@ batched; a folder missing a part is refused with the part named."""
 from __future__ import annotations
 
 import concurrent.futures
-import importlib.util
-import json
-import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +13,8 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-from helpers.serving import Servers
+from helpers.missing import require_module
+from helpers.serving import Servers, invoke
 
 from modelhost import testing
 
@@ -24,16 +22,11 @@ pytestmark = pytest.mark.e2e
 
 TEXTS = ["the cat sat on the mat", "a very good movie", "not fun", "the plot was dull and bad"]
 TOLERANCE = 1e-5
-JSON = {"content-type": "application/json"}
 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if importlib.util.find_spec("transformers") is None:
-        message = "transformers is not installed: pip install -e '.[dev]'"
-        if os.environ.get("REQUIRE_TEST_TOOLS"):
-            pytest.fail(message)
-        pytest.skip(message)
+    require_module("transformers")
     from modelhost.testing.hf_models import hf_classifier, hf_embedder
 
     root = tmp_path_factory.mktemp("hf-store")
@@ -64,10 +57,6 @@ def http(store: Path, serve: Servers) -> Iterator[httpx.Client]:
     )
     with httpx.Client(base_url=server.url, timeout=60) as client:
         yield client
-
-
-def invoke(http: httpx.Client, name: str, document: object) -> httpx.Response:
-    return http.post(f"/models/{name}/invoke", content=json.dumps(document), headers=JSON)
 
 
 def reference(store: Path, name: str, task: str) -> Any:

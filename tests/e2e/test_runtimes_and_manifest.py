@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
-from helpers.serving import Servers
+from helpers.serving import Servers, invoke
 
 from modelhost import testing
 
@@ -58,11 +58,6 @@ def runtime_server(runtime_store: Path, serve: Servers) -> testing.RunningServer
 def http(runtime_server: testing.RunningServer) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=runtime_server.url, timeout=60) as client:
         yield client
-
-
-def invoke(http: httpx.Client, name: str, body: object, **params: str) -> httpx.Response:
-    path = f"/models/{name}/invoke"
-    return http.post(path, content=json.dumps(body), headers=JSON, params=params)
 
 
 @pytest.mark.parametrize("name", RUNTIME_MODELS)

@@ -5,32 +5,25 @@ worker goes on serving other runtimes after TensorFlow was imported in it."""
 
 from __future__ import annotations
 
-import importlib.util
-import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import numpy as np
 import pytest
-from helpers.serving import Servers
+from helpers.missing import require_module
+from helpers.serving import Servers, invoke
 
 from modelhost import testing
 
 pytestmark = pytest.mark.e2e
 
-JSON = {"content-type": "application/json"}
 ROWS = testing.iris_rows(150)[::7]  # every class
 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if importlib.util.find_spec("tensorflow") is None:
-        message = "tensorflow is not installed: pip install -e '.[dev]'"
-        if os.environ.get("REQUIRE_TEST_TOOLS"):
-            pytest.fail(message)
-        pytest.skip(message)
+    require_module("tensorflow")
     root = tmp_path_factory.mktemp("tf-store")
     testing.tensorflow_iris(root / "tf/iris")
     versions = root / ".src/versions"
@@ -51,11 +44,6 @@ def server(store: Path, serve: Servers) -> testing.RunningServer:
 def http(server: testing.RunningServer) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=server.url, timeout=120) as client:
         yield client
-
-
-def invoke(http: httpx.Client, name: str, body: object, **params: str) -> httpx.Response:
-    path = f"/models/{name}/invoke"
-    return http.post(path, content=json.dumps(body), headers=JSON, params=params)
 
 
 @pytest.mark.parametrize("name", ["tf/iris", "tf/versions.tar.gz"])

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
-import pytest
+from helpers.missing import missing
 
 from modelhost import testing
 from modelhost.toolkit.simulate.ring import split_server
@@ -65,10 +65,7 @@ def require_nginx() -> str:
     )
     if path:
         return path
-    message = "nginx is not installed (Debian package nginx-light); scripts/install-test-tools.sh"
-    if os.environ.get("REQUIRE_TEST_TOOLS"):
-        pytest.fail(message)
-    pytest.skip(message)
+    missing("nginx is not installed (Debian package nginx-light); scripts/install-test-tools.sh")
 
 
 class RunningNginx:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import httpx
 import pytest
 
 from modelhost import testing
@@ -31,3 +33,11 @@ class Servers(contextlib.ExitStack):
         work = self.folders.mktemp("server")
         args = testing.serve_args(store, work / "cache", **settings)
         return self.enter_context(testing.RunningServer(args, work, env=env, command=command))
+
+
+def invoke(http: httpx.Client, name: str, body: object, **params: str) -> httpx.Response:
+    """`POST /models/{name}/invoke` of `body` as JSON, with query parameters."""
+    headers = {"content-type": "application/json"}
+    return http.post(
+        f"/models/{name}/invoke", content=json.dumps(body), headers=headers, params=params
+    )

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
 import pytest
+from helpers.missing import missing
 from helpers.serving import Servers
 
 from modelhost import testing
@@ -42,10 +42,7 @@ def open_in_chromium(report: Path, screenshot_name: str) -> str:
     The screenshot is kept in test-artifacts/."""
     chromium = shutil.which("chromium")
     if chromium is None:
-        message = "chromium is not installed; scripts/install-test-tools.sh installs it"
-        if os.environ.get("REQUIRE_TEST_TOOLS"):
-            pytest.fail(message)
-        pytest.skip(message)
+        missing("chromium is not installed; scripts/install-test-tools.sh installs it")
     sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import shutil
 import threading
 from pathlib import Path
@@ -12,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers.missing import require_module
 
 from modelhost.errors import BadRequestBody, ModelLoadError, PayloadTooLarge
 from modelhost.resources import usable_cores
@@ -26,12 +25,7 @@ TOLERANCE = 1e-5
 
 @pytest.fixture(scope="module", autouse=True)
 def transformers_installed() -> None:
-    """Skip where transformers is absent; fail under CI's REQUIRE_TEST_TOOLS=1 (dev has it)."""
-    if importlib.util.find_spec("transformers") is None:
-        message = "transformers is not installed: pip install -e '.[dev]'"
-        if os.environ.get("REQUIRE_TEST_TOOLS"):
-            pytest.fail(message)
-        pytest.skip(message)
+    require_module("transformers")
 
 
 @pytest.fixture(scope="module")
