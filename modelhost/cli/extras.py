@@ -74,10 +74,10 @@ def checked_callback(command: str, extra: str, callback: Callable[..., Any]) -> 
     return run
 
 
-def command_or_stand_in(name: str) -> click.Command:
-    """Command `name`, or a stand-in that says which missing extra to install."""
+def command_or_stand_in(name: str, module: str) -> click.Command:
+    """Command `name` of `module`, or a stand-in that says which missing extra to install."""
     try:
-        return getattr(importlib.import_module(f"modelhost.cli.{name}"), name)  # type: ignore[no-any-return]
+        return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
     except ModuleNotFoundError as exc:
         extra = extra_of(exc.name)
         if extra is None:
