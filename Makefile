@@ -41,11 +41,11 @@ test: setup test-tools test-torch test-vision  ## every test: unit, property and
 wheel-smoke: setup  ## build the sdist and wheel, install the wheel in a fresh venv, try it
 	$(PY) scripts/wheel_smoke.py
 
-test-torch: setup  ## torch for the TorchScript tests (they skip without it, fail under CI)
-	@[ -z "$(TORCH)" ] || $(PY) -c "import torch" 2>/dev/null \
-	  || $(PY) -m pip install --quiet "$(TORCH)" || echo "warning: torch missing; its tests will skip"
+test-torch: setup  ## torch (and captum, for TorchServe's handlers) for the torch tests (they skip without it, fail under CI)
+	@[ -z "$(TORCH)" ] || $(PY) -c "import torch, captum" 2>/dev/null \
+	  || $(PY) -m pip install --quiet "$(TORCH)" captum || echo "warning: torch missing; its tests will skip"
 
-test-vision: setup  ## $(VISION_VENV) for the image_classifier tests (they skip without it, fail under CI)
+test-vision: setup  ## $(VISION_VENV) for TorchServe's vision handler tests (they skip without it, fail under CI)
 	@[ -z "$(VISION_TORCH)" ] || $(MAKE) --no-print-directory $(VISION_VENV)/.installed \
 	  || echo "warning: $(VISION_VENV) missing; the torchvision tests will skip"
 
