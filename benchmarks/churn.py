@@ -288,12 +288,19 @@ def budget_of(alone: dict[str, Any], args: Any) -> int:
 
 
 def run_modelhost(store: Path, which: dict[str, int], truth: list[Any], args: Any) -> dict:
+    """The churn against modelhost, in a folder removed after (its cache holds 800 MB)."""
+    with tempfile.TemporaryDirectory(prefix="churn-") as work:
+        return _run_modelhost(store, which, truth, args, Path(work))
+
+
+def _run_modelhost(
+    store: Path, which: dict[str, int], truth: list[Any], args: Any, work: Path
+) -> dict:
     import httpx
 
     from modelhost import testing
     from modelhost.toolkit.simulate.loading import load_samples
 
-    work = Path(tempfile.mkdtemp(prefix="churn-"))
     alone = alone_footprints(store, which, work, args)
     footprint = max(alone["footprints"].values())
     budget = budget_of(alone, args)
@@ -464,11 +471,13 @@ def run_floor(store: Path, which: dict[str, int], truth: list[Any], args: Any) -
 
     from modelhost import testing
 
-    work = Path(tempfile.mkdtemp(prefix="churn-floor-"))
     command = [sys.executable, str(Path(__file__).with_name("churn_floor.py")), str(store)]
     prefix = ("taskset", "-c", args.server_cpus) if args.server_cpus else ()
     args_ = ["--room", str(args.room)]
-    with testing.RunningServer(args_, work, command=command, prefix=prefix) as server:
+    with (
+        tempfile.TemporaryDirectory(prefix="churn-floor-") as work,
+        testing.RunningServer(args_, Path(work), command=command, prefix=prefix) as server,
+    ):
         run = sampled(server, drive(server.url, which, truth, args, floor=True), args.pss_every_ms)
     return {**run.summary(), "peak_pss_bytes": run.peak_pss_bytes}
 
