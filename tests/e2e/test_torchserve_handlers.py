@@ -66,6 +66,15 @@ def test_a_base_handler_mar_answers_as_torchserve_does(http: httpx.Client, ts_st
     assert answers == expected
 
 
+def test_the_first_archive_is_not_charged_torch(
+    http: httpx.Client, ts_server: testing.RunningServer
+) -> None:
+    """torch's import (about 110 MB) stays when the model goes: the worker's, not the model's."""
+    assert http.post("/predictions/rows.mar", content=json.dumps(ROWS[0]), headers=JSON).is_success
+    (first, *_) = ts_server.events("load")
+    assert first["bytes"] < 32 * 2**20, first
+
+
 def test_handler_metrics_show_in_metrics(http: httpx.Client) -> None:
     """RowsSeen is the handler's own counter; HandlerTime is BaseHandler.handle's."""
     for row in ROWS:

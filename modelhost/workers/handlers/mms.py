@@ -196,6 +196,12 @@ def _reply(item: Any, context: MmsContext, index: int) -> InferReply | Exception
     return InferReply(body, context.get_response_content_type(index) or content_type)
 
 
+def runtime_modules(model_dir: Path) -> tuple[str, ...]:
+    """What a TorchServe archive's handler imports first, so its load is not charged them."""
+    torchserve = is_torchserve_archive(read_manifest(model_dir))
+    return ("torch", "ts.torch_handler.base_handler") if torchserve else ()
+
+
 def find_entry(model_dir: Path) -> tuple[Path, str | None] | str | None:
     """The handler the MAR manifest names; else `handler.py`, else None."""
     manifest = read_manifest(model_dir)

@@ -20,7 +20,7 @@ from modelhost.workers.handlers import (
     xgboost,
 )
 from modelhost.workers.handlers.base import Handler
-from modelhost.workers.handlers.mms import MmsHandler, find_entry
+from modelhost.workers.handlers.mms import MmsHandler, find_entry, runtime_modules
 from modelhost.workers.handlers.sagemaker import SCRIPT, SageMakerHandler
 
 PICKLE_SUFFIXES = sklearn.SUFFIXES
@@ -129,7 +129,8 @@ def _choose_folder(folder: Path, model_name: str, threads: int, *, descend: bool
         return Choice(lambda: SageMakerHandler(folder), _script_hint)
     entry = find_entry(folder)
     if entry is not None:
-        return Choice(lambda: MmsHandler(folder, model_name, entry), _handler_hint)
+        modules = runtime_modules(folder)
+        return Choice(lambda: MmsHandler(folder, model_name, entry), _handler_hint, modules)
     if huggingface.is_folder(folder):
         return _built_in(RUNTIMES["huggingface"], folder / "config.json", threads)
     found = _model_files_in(folder)
@@ -167,7 +168,7 @@ def _user_entry(root: Path, model_name: str, handler: str) -> Choice:
             "Python file of the artifact (handler.py or handler.py:function)"
         )
     entry = (_inside(root, file_name), function or None)
-    return Choice(lambda: MmsHandler(root, model_name, entry), _handler_hint)
+    return Choice(lambda: MmsHandler(root, model_name, entry), _handler_hint, runtime_modules(root))
 
 
 def _only_file_of(runtime: Runtime, artifact: Path) -> Path:
