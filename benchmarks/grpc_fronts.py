@@ -16,15 +16,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.util
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from _common import markdown_table, write_results
+from _common import markdown_table, wait_listening, write_results
 from grpc_path import HEADER, _runs, ensure_h2load, grpc_frame, h2load
 from hot_path import _table_row
 
@@ -109,20 +107,11 @@ def _serving(script: str, extra: list[str], core: str) -> Iterator[str]:
     command = ["taskset", "-c", core, sys.executable, "-c", script, str(port), *extra]
     server = subprocess.Popen(command)
     try:
-        _wait_for(port)
+        wait_listening(port, server)
         yield f"http://127.0.0.1:{port}{METHOD}"
     finally:
         server.terminate()
         server.wait(timeout=10)
-
-
-def _wait_for(port: int, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
-            return
-        time.sleep(0.1)
-    raise RuntimeError(f"the echo server did not listen on port {port}")
 
 
 def _parse_args() -> argparse.Namespace:

@@ -20,7 +20,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import add_serve_arg, cpu_seconds, cpu_spent, markdown_table, write_results
+from _common import (
+    add_serve_arg,
+    cpu_seconds,
+    cpu_spent,
+    markdown_table,
+    process_tree,
+    write_results,
+)
 from scale import build_sources
 
 KiB = 2**10
@@ -39,7 +46,6 @@ def build_store(root: Path, names: int, pad_kib: int) -> Path:
 
 def run(loaded: int, args: argparse.Namespace) -> dict[str, Any]:
     import httpx
-    import psutil
 
     from modelhost import testing
 
@@ -56,8 +62,7 @@ def run(loaded: int, args: argparse.Namespace) -> dict[str, Any]:
         ):
             for k in range(loaded):
                 register(client, k, archives)
-            processes = [server.pid, *(c.pid for c in psutil.Process(server.pid).children(True))]
-            before = cpu_seconds(processes)
+            before = cpu_seconds(process_tree(server.pid))
             walls: list[float] = []
             deadline = time.monotonic() + args.seconds
             while time.monotonic() < deadline:

@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import psutil
+from _common import wait_listening
 
 MiB = 2**20
 BUCKET = "modelhost-bench"
@@ -155,7 +156,7 @@ def _subprocess_server(port: int, log: Path, pin: bool, fast_ranges: bool) -> It
             preexec_fn=(lambda: os.sched_setaffinity(0, {SERVER_CPU})) if pin else None,
         )
     try:
-        _wait_listening(port, process)
+        wait_listening(port, process)
         yield Server(f"http://127.0.0.1:{port}", process.pid, log)
     finally:
         process.terminate()
@@ -164,17 +165,6 @@ def _subprocess_server(port: int, log: Path, pin: bool, fast_ranges: bool) -> It
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=10)
-
-
-def _wait_listening(port: int, process: subprocess.Popen[bytes], timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"moto server exited with {process.returncode}")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
-            return
-        time.sleep(0.1)
-    raise TimeoutError(f"moto server not listening on {port} after {timeout} s")
 
 
 def patch_moto_ranges() -> None:

@@ -155,11 +155,13 @@ def measure(
     }
 
 
-def cold_starts(make: Callable, store: Path, tmp: Path, args: argparse.Namespace) -> list[float]:
+def cold_starts(
+    name: str, make: Callable, store: Path, tmp: Path, args: argparse.Namespace
+) -> list[float]:
     """`--cold-starts` more starts on a fresh folder each, to the first answered request."""
     seconds = []
     for attempt in range(args.cold_starts):
-        work = tmp / f"cold-{len(list(tmp.glob('cold-*')))}-{attempt}"
+        work = tmp / f"{name}-cold-{attempt}"
         work.mkdir()
         launch, _ = make(work, store)
         started = time.monotonic()
@@ -207,7 +209,8 @@ def main() -> None:
             work.mkdir()
             results.append(measure(name, *make(work, store), args))
         for result in results:
-            more = cold_starts(launches[result["server"]], store, Path(tmp), args)
+            name = result["server"]
+            more = cold_starts(name, launches[name], store, Path(tmp), args)
             result["cold_starts_s"] = [result["cold_start_s"], *more]
     for result in results:
         result["same_answers"] = result["answers"] == expected

@@ -35,11 +35,15 @@ def _rows(dataset: str, n: int) -> list[list[float]]:
 
 
 def iris_logreg(path: Path) -> Path:
+    return dump(_fitted_iris(), path)
+
+
+def _fitted_iris() -> Any:
+    """The LogisticRegression on iris that the iris makers write in each format."""
     from sklearn.datasets import load_iris
     from sklearn.linear_model import LogisticRegression
 
-    x, y = load_iris(return_X_y=True)
-    return dump(LogisticRegression(max_iter=1000).fit(x, y), path)
+    return LogisticRegression(max_iter=1000).fit(*load_iris(return_X_y=True))
 
 
 def padded_logreg(path: Path, total_bytes: int, seed: int = 0) -> Path:
@@ -131,10 +135,8 @@ def onnx_iris(path: Path) -> Path:
 def torch_iris(path: Path) -> Path:
     """The iris model as a torch module answering logits: TorchScript `.pt` or exported `.pt2`."""
     import torch
-    from sklearn.datasets import load_iris
-    from sklearn.linear_model import LogisticRegression
 
-    model = LogisticRegression(max_iter=1000).fit(*load_iris(return_X_y=True))
+    model = _fitted_iris()
     linear = torch.nn.Linear(4, 3)
     with torch.no_grad():
         linear.weight.copy_(torch.tensor(model.coef_, dtype=torch.float32))
@@ -182,10 +184,7 @@ def tensorflow_iris(folder: Path, inputs: int = 1) -> Path:
     not survive a fork)."""
     import json
 
-    from sklearn.datasets import load_iris
-    from sklearn.linear_model import LogisticRegression
-
-    model = LogisticRegression(max_iter=1000).fit(*load_iris(return_X_y=True))
+    model = _fitted_iris()
     weights = [json.dumps(model.coef_.tolist()), json.dumps(model.intercept_.tolist())]
     command = [sys.executable, "-c", _SAVED_MODEL, str(folder), *weights, str(inputs)]
     subprocess.run(command, check=True, capture_output=True, timeout=300)

@@ -153,20 +153,18 @@ class Worker:
 
     def _load(self, request: Load) -> Loaded:
         from modelhost.workers import fast_copy
-        from modelhost.workers.handlers import load_handler
-        from modelhost.workers.handlers.select import import_runtime
+        from modelhost.workers.handlers import prepared_handler
         from modelhost.workers.warmup import warm_up
 
         artifact = Path(request.path)
         root = Path(request.root or artifact)
-        spec = self._load_spec(request, root)
         started = time.perf_counter()
-        import_runtime(artifact, request.model, spec)
-        before = settled_memory()
+        build = prepared_handler(artifact, request.model, self._load_spec(request, root))
+        before = settled_memory()  # the runtime's import is the worker's, not the model's
         reset_peak_rss()
         rss_before, _ = rss_and_peak_bytes()
         copy = fast_copy.read(request)
-        handler = copy or load_handler(artifact, request.model, spec)
+        handler = copy or build()
         handler.limit_rows(request.max_rows)
         warm_up(handler, request.model, root, request.warmup)
         self.models[request.model] = handler

@@ -6,6 +6,7 @@ forks, so their pages are shared.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -43,15 +44,23 @@ __all__ = [
     "forget_user_module",
     "import_user_module",
     "load_handler",
+    "prepared_handler",
     "user_code",
 ]
 
 
 def load_handler(artifact: Path, model_name: str, spec: LoadSpec | None = None) -> Handler:
     """Build the handler an unpacked artifact calls for."""
+    return prepared_handler(artifact, model_name, spec)()
+
+
+def prepared_handler(
+    artifact: Path, model_name: str, spec: LoadSpec | None = None
+) -> Callable[[], Handler]:
+    """Choose the handler and import its runtime now; build it when called (select.py)."""
     from modelhost.workers.handlers.oip import SpeaksOip
     from modelhost.workers.handlers.select import DEFAULT_SPEC
-    from modelhost.workers.handlers.select import load_handler as select_and_load
+    from modelhost.workers.handlers.select import prepared_handler as prepare
 
-    handler = select_and_load(artifact, model_name, spec or DEFAULT_SPEC)
-    return SpeaksOip(handler)
+    build = prepare(artifact, model_name, spec or DEFAULT_SPEC)
+    return lambda: SpeaksOip(build())

@@ -44,27 +44,26 @@ class SavedModelHandler(RowsHandler):
         self._model: Any = tf.saved_model.load(str(path.parent))
         self._signature: Any = _serving_signature(self._model, path.parent.name)
         self._input, self._dtype, self.n_features = _only_input(self._signature, path.parent.name)
-        self._outputs: list[str] = sorted(self._signature.structured_outputs)
+        self._outputs = _outputs_by_method(sorted(self._signature.structured_outputs))
 
     def predict(self, rows: np.ndarray, method: str) -> Any:
-        wanted = self._output_for(method)
+        wanted = self._outputs.get(method)
+        if wanted is None:
+            raise BadRequestBody("this SavedModel has no probabilities output; use predict")
         tensor = self._tf.constant(rows.astype(self._dtype))
         return self._signature(**{self._input: tensor})[wanted].numpy()
 
-    def _output_for(self, method: str) -> str:
-        """predict: the one output, else the labels; predict_proba: the probabilities."""
-        named = {name.lower(): name for name in self._outputs}
-        scores = [name for key, name in named.items() if "prob" in key or "score" in key]
-        if method == "predict_proba" and scores:
-            return scores[0]
-        if method == "predict_proba":
-            raise BadRequestBody("this SavedModel has no probabilities output; use predict")
-        labels = [name for key, name in named.items() if "class" in key or "predict" in key]
-        others = [name for name in self._outputs if name not in scores]
-        return (labels or others or self._outputs)[0]
-
     def close(self) -> None:
         self._signature = self._model = None
+
+
+def _outputs_by_method(outputs: list[str]) -> dict[str, str]:
+    """predict: the one output, else the labels; predict_proba: the probabilities, if any."""
+    scores = [name for name in outputs if "prob" in name.lower() or "score" in name.lower()]
+    labels = [name for name in outputs if "class" in name.lower() or "predict" in name.lower()]
+    others = [name for name in outputs if name not in scores]
+    chosen = {"predict": (labels or others or outputs)[0]}
+    return chosen | ({"predict_proba": scores[0]} if scores else {})
 
 
 def _limit_threads(tf: Any, threads: int) -> None:

@@ -73,28 +73,45 @@ class Choice:
 
 def load_handler(artifact: Path, model_name: str, spec: LoadSpec = DEFAULT_SPEC) -> Handler:
     """Build the handler for an unpacked artifact; failures become `ModelLoadError`."""
-    choice: Choice | None = None
+    return prepared_handler(artifact, model_name, spec)()
+
+
+def prepared_handler(
+    artifact: Path, model_name: str, spec: LoadSpec = DEFAULT_SPEC
+) -> Callable[[], Handler]:
+    """`load_handler` in two steps: the handler is chosen and its runtime imported now, so that
+    a load measured after is not charged the runtime (TensorFlow's import holds about 140 MB);
+    the call builds it, or raises what went wrong, worded."""
     try:
         choice = choose(artifact, model_name, spec)
-        return choice.load()
+    except Exception as exc:  # noqa: BLE001  (raised, worded, when the handler is wanted)
+        failure = exc
+
+        def fail() -> Handler:
+            raise failure
+
+        return lambda: _worded(model_name, fail, _artifact_hint)
+    with contextlib.suppress(Exception):  # the build says why a runtime will not import
+        for module in choice.modules:
+            importlib.import_module(module)
+    return lambda: _worded(model_name, choice.load, choice.hint)
+
+
+def _worded(model_name: str, build: Callable[[], Handler], hint: Callable[[], str]) -> Handler:
+    try:
+        return build()
     except (UnsafeArtifact, Unavailable):
         raise  # a refused pickle, or the files gone: said as they are
     except ModelLoadError as exc:
         raise ModelLoadError(f"could not load model {model_name}: {exc}") from exc
     except (Exception, SystemExit) as exc:  # user code may sys.exit() at import
-        hint = choice.hint() if choice else "check the artifact"
         raise ModelLoadError(
-            f"could not load model {model_name}: {type(exc).__name__}: {exc}; {hint}"
+            f"could not load model {model_name}: {type(exc).__name__}: {exc}; {hint()}"
         ) from exc
 
 
-def import_runtime(artifact: Path, model_name: str, spec: LoadSpec = DEFAULT_SPEC) -> None:
-    """Import the runtime the artifact's handler needs, so that the first model loaded on it is
-    not charged the runtime (TensorFlow's import holds about 140 MB); a failure is the load's
-    to report."""
-    with contextlib.suppress(Exception):
-        for module in choose(artifact, model_name, spec).modules:
-            importlib.import_module(module)
+def _artifact_hint() -> str:
+    return "check the artifact"
 
 
 def choose(artifact: Path, model_name: str, spec: LoadSpec = DEFAULT_SPEC) -> Choice:
