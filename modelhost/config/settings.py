@@ -13,7 +13,8 @@ ENV_PREFIX = "MODELHOST_"
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 EVICTION_POLICIES = ("lru", "cost-aware")  # modelhost.cache.policy.POLICIES
 ADMISSIONS = ("none", "tinylfu")
-OPTIONAL_RUNTIMES = ("xgboost", "lightgbm", "onnxruntime", "torch")
+# modelhost.workers.handlers.PRELOAD_MODULES: the modules of each
+PRELOADABLE_RUNTIMES = ("sklearn", "xgboost", "lightgbm", "onnxruntime", "torch", "torchserve")
 
 
 def _setting(
@@ -101,10 +102,11 @@ class Config:
         30.0, "seconds without waiting requests before a model's extra worker is let go", minimum=0
     )
     preload_runtimes: tuple[str, ...] = _setting(
-        OPTIONAL_RUNTIMES[:3],
-        "optional runtimes the worker template imports where installed, shared by every worker "
-        "(add torch when serving torch models: 177 MiB once instead of in each worker)",
-        choices=OPTIONAL_RUNTIMES,
+        PRELOADABLE_RUNTIMES[:4],
+        "runtimes the worker template imports where installed, shared by every worker (for "
+        "TorchServe archives name torchserve, for other torch models torch: 177 MiB once "
+        "instead of in each worker; a runtime left out is imported by each worker that needs it)",
+        choices=PRELOADABLE_RUNTIMES,
     )
     max_concurrency: int = _setting(
         0, "requests in flight in the whole server before 429 (0: no limit)", minimum=0

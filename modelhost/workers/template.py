@@ -25,24 +25,27 @@ def limit_threads(threads: int) -> None:
             os.environ[variable] = str(threads)
 
 
-def import_runtimes(optional: list[str]) -> None:
-    from modelhost.workers.handlers import RUNTIME_MODULES
+def import_runtimes(preload: list[str]) -> None:
+    from modelhost.workers.handlers.preload import CORE_MODULES, PRELOAD_MODULES
 
-    for module in RUNTIME_MODULES:
+    for module in CORE_MODULES:
         importlib.import_module(module)
-    for module in optional:
+    for runtime in preload:
         # the handler that needs it names the missing extra at load time
         with contextlib.suppress(Exception):
-            importlib.import_module(module)
+            for module in PRELOAD_MODULES[runtime]:
+                importlib.import_module(module)
     import modelhost.workers.worker  # noqa: F401  (shared by every worker)
 
 
 def write_rehearsal_models(folder: Path) -> list[Path]:
-    """Two tiny models each new worker serves before it says hello.
+    """Two tiny scikit-learn models each new worker serves before it says hello, if preloaded.
 
     Serving copies the template's pages and makes the malloc arenas while the idle baseline is
     measured, not while the first models load.
     """
+    if "sklearn" not in sys.modules:  # a worker must not import it for the rehearsal
+        return []
     import joblib
     import numpy as np
     from sklearn.ensemble import RandomForestClassifier
@@ -87,10 +90,10 @@ def main_loop(socket_path: str, threads: int, rehearsal: list[Path], refuse_pick
 
 def main() -> None:
     socket_path, threads = sys.argv[1], int(sys.argv[2])
-    optional = [name for name in (sys.argv[3] if len(sys.argv) > 3 else "").split(",") if name]
+    preload = [name for name in (sys.argv[3] if len(sys.argv) > 3 else "").split(",") if name]
     refuse_pickle = sys.argv[4:5] == ["refuse-pickle"]
     limit_threads(threads)
-    import_runtimes(optional)
+    import_runtimes(preload)
     rehearsal = write_rehearsal_models(Path(socket_path).parent)
     gc.collect()
     gc.freeze()  # the collector would touch, and so copy, the template's pages

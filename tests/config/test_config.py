@@ -210,7 +210,8 @@ def test_invalid_toml(tmp_path: Path) -> None:
             {"preload_runtimes": "xgboost,tensorflow"},
             {},
             "",
-            "--preload-runtimes: expected each one of xgboost, lightgbm, onnxruntime, torch",
+            "--preload-runtimes: expected each one of sklearn, xgboost, lightgbm, onnxruntime, "
+            "torch, torchserve",
         ),
         ({"drain_timeout_s": "nan"}, {}, "", "--drain-timeout-s: expected a number"),
         ({"batch_size": "-1"}, {}, "", "--batch-size: expected at least 0"),
@@ -312,7 +313,8 @@ def test_percent_is_a_share_of_the_whole(percent: float, whole_bytes: int) -> No
 
 
 def test_runtimes_to_preload_are_a_list_of_known_ones(tmp_path: Path) -> None:
-    assert load_config({}, {}, tmp_path).preload_runtimes == ("xgboost", "lightgbm", "onnxruntime")
+    default = ("sklearn", "xgboost", "lightgbm", "onnxruntime")
+    assert load_config({}, {}, tmp_path).preload_runtimes == default
     environ = {"MODELHOST_PRELOAD_RUNTIMES": "Torch, onnxruntime"}
     assert load_config({}, environ, tmp_path).preload_runtimes == ("torch", "onnxruntime")
     write(tmp_path / "modelhost.toml", "idle_unload_s = 300\n")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from helpers.serving import Servers
 
 from modelhost import testing
 
@@ -43,7 +44,7 @@ VARIABLES = (
     "NUMEXPR_NUM_THREADS",
     "VECLIB_MAXIMUM_THREADS",
 )
-OPTIONAL = ("xgboost", "lightgbm", "onnxruntime")
+RUNTIMES = ("sklearn", "xgboost", "lightgbm", "onnxruntime", "torch")
 
 
 def handle(data, context):
@@ -53,7 +54,7 @@ def handle(data, context):
     for request in data:
         body = json.loads(request["body"])
         reply = {name: os.environ.get(name) for name in VARIABLES}
-        reply["runtimes"] = [name for name in OPTIONAL if name in sys.modules]
+        reply["runtimes"] = [name for name in RUNTIMES if name in sys.modules]
         replies.append({**reply, "pad": "x" * int(body.get("pad", 0))})
     return replies
 """
@@ -86,7 +87,6 @@ def migrated(
         management_port=management_port,
         management_host=MANAGEMENT_HOST,
         metrics_port=METRICS_PORT,
-        preload_runtimes="lightgbm",
         max_unpacked_bytes="16MiB",
         max_unpacked_files=4,
         log_level="warning",
@@ -259,8 +259,25 @@ def test_a_presigned_url_with_its_query_string_loads(store: Path, tmp_path: Path
         signed.server_close()
 
 
-def test_preload_runtimes_is_what_the_workers_have_imported(http: httpx.Client) -> None:
-    assert http.post("/predictions/envreport", json={}).json()["runtimes"] == ["lightgbm"]
+def test_preload_runtimes_is_what_the_workers_have_imported(
+    store: Path, serve: Servers, tmp_path: Path
+) -> None:
+    """onnxruntime alone, not even scikit-learn (the default's): the one worker imports it for
+    its first scikit-learn model, which is not charged the import (about 90 MB)."""
+    own = shutil.copytree(store, tmp_path / "store")
+    (own / "envreport").mkdir()
+    (own / "envreport" / "handler.py").write_text(ENV_HANDLER)
+    server = serve(own, workers=1, preload_runtimes="onnxruntime", memory_budget="4GiB")
+    with httpx.Client(base_url=server.url, timeout=60) as http:
+
+        def runtimes() -> list[str]:
+            return list(http.post("/predictions/envreport", json={}).json()["runtimes"])
+
+        assert runtimes() == ["onnxruntime"]
+        assert http.post("/models/iris.pkl/invoke", json=[ROW]).status_code == 200
+        assert runtimes() == ["sklearn", "onnxruntime"]
+    (load,) = [load for load in server.events("load") if load["model"] == "iris.pkl"]
+    assert load["bytes"] < 32 * 2**20, load
 
 
 @pytest.mark.parametrize(

@@ -15,8 +15,9 @@ from sklearn.datasets import load_iris
 from sklearn.linear_model import LinearRegression, LogisticRegression
 
 from modelhost.errors import BadRequestBody, HandlerError, ModelLoadError, Unavailable
-from modelhost.workers.handlers import RUNTIME_MODULES, load_handler
+from modelhost.workers.handlers import load_handler
 from modelhost.workers.handlers.base import Handler, InferRequest
+from modelhost.workers.handlers.preload import CORE_MODULES, SKLEARN_MODULES
 
 ROWS = [[5.1, 3.5, 1.4, 0.2], [6.7, 3.0, 5.2, 2.3]]
 
@@ -431,7 +432,7 @@ def test_folder_with_nothing_loadable_lists_what_it_found(tmp_path: Path) -> Non
 
 
 def test_importing_the_package_imports_no_runtime() -> None:
-    assert "numpy" in RUNTIME_MODULES and "sklearn.ensemble" in RUNTIME_MODULES
+    assert "numpy" in CORE_MODULES and "sklearn.ensemble" in SKLEARN_MODULES
     code = (
         "import sys, modelhost.workers.handlers; "
         "print(sorted({'numpy', 'sklearn', 'joblib'} & set(sys.modules)))"

@@ -1,7 +1,7 @@
 """Built-in handlers, the choice among them, and the loading of users' handler code.
 
-Importing this package imports no runtime: the template imports `RUNTIME_MODULES` before it
-forks, so their pages are shared.
+Importing this package imports no runtime: the template imports those `preload.py` names
+before it forks, so their pages are shared.
 """
 
 from __future__ import annotations
@@ -16,31 +16,7 @@ if TYPE_CHECKING:
     from modelhost.workers.handlers.base import Handler
     from modelhost.workers.handlers.select import LoadSpec
 
-RUNTIME_MODULES: tuple[str, ...] = (
-    "numpy",
-    "joblib",
-    "sklearn",
-    # those pickled estimators name most often
-    "sklearn.linear_model",
-    "sklearn.ensemble",
-    "sklearn.tree",
-    "sklearn.svm",
-    "sklearn.neighbors",
-    "sklearn.naive_bayes",
-    "sklearn.pipeline",
-    "sklearn.preprocessing",
-    "sklearn.compose",
-    "sklearn.impute",
-    "sklearn.feature_extraction.text",
-    "sklearn.decomposition",
-    "sklearn.cluster",
-    "modelhost.workers.codecs",
-    "modelhost.workers.handlers.select",
-    "modelhost.workers.handlers.oip",
-)
-
 __all__ = [
-    "RUNTIME_MODULES",
     "forget_user_module",
     "import_user_module",
     "load_handler",

@@ -14,6 +14,7 @@ from typing import Any, cast
 from modelhost.errors import HandlerError, ModelLoadError
 from modelhost.workers.codecs import encode_value
 from modelhost.workers.handlers.base import BatchHandler, InferReply, InferRequest
+from modelhost.workers.handlers.preload import PRELOAD_MODULES
 from modelhost.workers.handlers.ts_context import (
     decoded_body,
     is_torchserve_archive,
@@ -199,7 +200,7 @@ def _reply(item: Any, context: MmsContext, index: int) -> InferReply | Exception
 def runtime_modules(model_dir: Path) -> tuple[str, ...]:
     """What a TorchServe archive's handler imports first, so its load is not charged them."""
     torchserve = is_torchserve_archive(read_manifest(model_dir))
-    return ("torch", "ts.torch_handler.base_handler") if torchserve else ()
+    return PRELOAD_MODULES["torchserve"] if torchserve else ()
 
 
 def find_entry(model_dir: Path) -> tuple[Path, str | None] | str | None:

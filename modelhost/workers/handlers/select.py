@@ -21,6 +21,7 @@ from modelhost.workers.handlers import (
 )
 from modelhost.workers.handlers.base import Handler
 from modelhost.workers.handlers.mms import MmsHandler, find_entry, runtime_modules
+from modelhost.workers.handlers.preload import SKLEARN_MODULES
 from modelhost.workers.handlers.sagemaker import SCRIPT, SageMakerHandler
 
 PICKLE_SUFFIXES = sklearn.SUFFIXES
@@ -290,6 +291,7 @@ RUNTIMES: dict[str, Runtime] = {
         sklearn.SUFFIXES,
         lambda path, _: sklearn.SklearnHandler.load(path),
         _sklearn_hint,
+        modules=SKLEARN_MODULES,
     ),
     "xgboost": Runtime(
         "xgboost",

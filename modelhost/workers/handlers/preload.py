@@ -1,0 +1,38 @@
+"""The modules the worker template imports before it forks, so every worker shares them."""
+
+from __future__ import annotations
+
+# what every worker imports before any model: the template's, shared by all
+CORE_MODULES: tuple[str, ...] = (
+    "numpy",
+    "modelhost.workers.codecs",
+    "modelhost.workers.handlers.select",
+    "modelhost.workers.handlers.oip",
+)
+SKLEARN_MODULES: tuple[str, ...] = (
+    "joblib",
+    "sklearn",
+    # those pickled estimators name most often
+    "sklearn.linear_model",
+    "sklearn.ensemble",
+    "sklearn.tree",
+    "sklearn.svm",
+    "sklearn.neighbors",
+    "sklearn.naive_bayes",
+    "sklearn.pipeline",
+    "sklearn.preprocessing",
+    "sklearn.compose",
+    "sklearn.impute",
+    "sklearn.feature_extraction.text",
+    "sklearn.decomposition",
+    "sklearn.cluster",
+)
+# the modules of each runtime `preload_runtimes` may name (modelhost.config.PRELOADABLE_RUNTIMES)
+PRELOAD_MODULES: dict[str, tuple[str, ...]] = {
+    "sklearn": SKLEARN_MODULES,
+    "xgboost": ("xgboost",),
+    "lightgbm": ("lightgbm",),
+    "onnxruntime": ("onnxruntime",),
+    "torch": ("torch",),
+    "torchserve": ("torch", "ts.torch_handler.base_handler"),
+}
