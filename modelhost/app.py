@@ -1,7 +1,5 @@
-"""Composition root: config → store → disk tier → workers → memory tier → host → HTTP.
-
-It is near the size limit because it wires every part; each function builds one.
-"""
+"""Composition root: workers (their template spawned by launch.py) → store → disk tier → memory
+tier → host → HTTP. Each function builds one part."""
 
 from __future__ import annotations
 
@@ -9,11 +7,9 @@ import asyncio
 import contextlib
 import functools
 import logging
-import os
-import sys
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import uvicorn
 
@@ -43,11 +39,9 @@ from modelhost.http.server import (
 from modelhost.http.torchserve import build_management_app
 from modelhost.observe.observer import Observer
 from modelhost.records.events import EventLog
-from modelhost.resources import free_disk_bytes, usable_cores, usable_memory_bytes
-from modelhost.run_dirs import run_dir
+from modelhost.resources import free_disk_bytes, usable_memory_bytes
 from modelhost.scheduler import SchedulerSettings
 from modelhost.units import format_bytes
-from modelhost.workers.environment import worker_environment
 from modelhost.workers.pool import WorkerPool
 
 if TYPE_CHECKING:
@@ -55,7 +49,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("modelhost")
 
-SETTLE_S = 0.3
 # first loads grow a worker past its rehearsal; see decisions.md, "The budget keeps a learned
 # headroom"
 WORKER_GROWTH_SEED_BYTES = 4 * 2**20
@@ -63,62 +56,40 @@ WORKER_GROWTH_SEED_BYTES = 4 * 2**20
 WORKER_GROWTH_FLOOR_BYTES = 2**20
 
 
-def serve(config: Config) -> int:
-    """Run the server until SIGTERM or SIGINT; the process exit code."""
-    setup_logging(config.log_level)
-    for notice in config.notices:
-        logger.warning(notice)
-    try:
-        return run_loop(main(config))
-    except ConfigError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-
-
-def run_loop(coroutine: Coroutine[Any, Any, int]) -> int:
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(coroutine)
-    return uvloop.run(coroutine)
-
-
-async def main(config: Config) -> int:
-    with run_dir() as folder:
-        async with started_host(config, folder) as host, observed(host, config) as observer:
-            routes = SageMakerRoutes(
-                host,
-                HttpSettings(
-                    config.max_request_bytes,
-                    config.management_token,
-                    config.single_model,
-                    config.instance_id,
-                    max_response_bytes=config.max_response_bytes,
-                    sagemaker_contract=config.sagemaker_contract,
-                ),
-                observer.usage,
-            )
-            rpc = grpc_servers(host, config, observer, routes)
-            server = DrainingServer(
-                lambda: drain(observer, rpc),
-                uvicorn_config(
-                    build_app(routes, observer),
-                    config,
-                    config.port,
-                    timeout_graceful_shutdown=int(config.drain_timeout_s),
-                ),
-            )
-            beside = management_servers(
-                routes, config, Unhandled(observer.metrics.unhandled_errors)
-            )
-            beside += metrics_servers(observer, config)
-            await preload(host, config)
-            ignore_signals_after_drain()
-            routes.worker_health = host.pool.health
-            routes.ready = True
-            store = host.disk.stores.default.uri
-            logger.info("serving %s on http://%s:%d", store, config.host, config.port)
-            await serve_rpc_beside(server, beside, rpc)
+async def serve_pool(config: Config, pool: WorkerPool, events: EventLog) -> int:
+    """Serve until SIGTERM or SIGINT with `pool`, its template spawned (modelhost.launch)."""
+    async with started_host(config, pool, events) as host, observed(host, config) as observer:
+        routes = SageMakerRoutes(
+            host,
+            HttpSettings(
+                config.max_request_bytes,
+                config.management_token,
+                config.single_model,
+                config.instance_id,
+                max_response_bytes=config.max_response_bytes,
+                sagemaker_contract=config.sagemaker_contract,
+            ),
+            observer.usage,
+        )
+        rpc = grpc_servers(host, config, observer, routes)
+        server = DrainingServer(
+            lambda: drain(observer, rpc),
+            uvicorn_config(
+                build_app(routes, observer),
+                config,
+                config.port,
+                timeout_graceful_shutdown=int(config.drain_timeout_s),
+            ),
+        )
+        beside = management_servers(routes, config, Unhandled(observer.metrics.unhandled_errors))
+        beside += metrics_servers(observer, config)
+        await preload(host, config)
+        ignore_signals_after_drain()
+        routes.worker_health = host.pool.health
+        routes.ready = True
+        store = host.disk.stores.default.uri
+        logger.info("serving %s on http://%s:%d", store, config.host, config.port)
+        await serve_rpc_beside(server, beside, rpc)
     return 0
 
 
@@ -199,21 +170,9 @@ async def observed(host: ModelHost, config: Config) -> AsyncIterator[Observer]:
 
 
 @contextlib.asynccontextmanager
-async def started_host(config: Config, run_dir: Path) -> AsyncIterator[ModelHost]:
-    events = EventLog()
-    workers = config.workers or usable_cores()
-    threads = config.threads_per_worker or max(1, usable_cores() // workers)
-    pool = WorkerPool(
-        workers,
-        threads,
-        run_dir,
-        events,
-        config.preload_runtimes,
-        load_timeout_s=config.worker_load_timeout_s,
-        infer_timeout_s=2 * config.default_response_timeout_s,  # stuck, not slow: kill it
-        environment=worker_environment(os.environ),
-        refuse_pickle=config.refuse_pickle,
-    )
+async def started_host(
+    config: Config, pool: WorkerPool, events: EventLog
+) -> AsyncIterator[ModelHost]:
     stores = Stores(  # before the baseline: an S3 client costs the frontend memory
         config.model_store,
         config.allowed_urls,
@@ -221,7 +180,8 @@ async def started_host(config: Config, run_dir: Path) -> AsyncIterator[ModelHost
     )
     try:
         await pool.startup()
-        host = build_host(config, pool, stores, events, await idle_pss(pool))
+        # settled: each worker says hello after its rehearsal (test_app_memory.py)
+        host = build_host(config, pool, stores, events, split_pss_bytes(pool.pids()))
     except BaseException:
         await pool.shutdown()
         await stores.close()
@@ -329,11 +289,6 @@ def memory_tier(config: Config, pool: WorkerPool, idle: PssReading) -> MemoryTie
     return memory
 
 
-async def idle_pss(pool: WorkerPool) -> PssReading:
-    await asyncio.sleep(SETTLE_S)
-    return split_pss_bytes(pool.pids())
-
-
 async def preload(host: ModelHost, config: Config) -> None:
     """Load pinned and start-up models; a failure is logged, not fatal."""
     for name in (*config.pinned_models, *await preload_names(host, config.load_models)):
@@ -355,17 +310,3 @@ async def preload_names(host: ModelHost, load_models: tuple[str, ...]) -> list[s
         except ModelhostError as error:
             logger.error("could not list the models to preload: %s", error)
     return names
-
-
-def setup_logging(level: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    events = logging.StreamHandler(sys.stdout)
-    events.setFormatter(logging.Formatter("%(message)s"))
-    root = logging.getLogger("modelhost")
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())
-    event_logger = logging.getLogger("modelhost.events")
-    event_logger.handlers[:] = [events]
-    event_logger.propagate = False
-    event_logger.setLevel(logging.INFO)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -10,7 +11,9 @@ import pytest
 from modelhost.app import memory_tier
 from modelhost.config import load_config
 from modelhost.errors import ConfigError
-from modelhost.host.memory_readings import PssReading
+from modelhost.host.memory_readings import PssReading, split_pss_bytes
+from modelhost.records.events import EventLog
+from modelhost.workers.pool import WorkerPool
 
 MiB = 2**20
 POOL = SimpleNamespace(workers={0: None, 1: None})  # two workers, as memory_tier counts them
@@ -34,3 +37,20 @@ def test_unaffordable_allowance_is_refused(tmp_path: Path) -> None:
     config = load_config(flags, {}, tmp_path)
     with pytest.raises(ConfigError, match="--frontend-memory-allowance"):
         memory_tier(config, POOL, PssReading(300 * MiB, 60 * MiB))  # type: ignore[arg-type]
+
+
+def test_the_idle_reading_at_start_is_already_settled(tmp_path: Path) -> None:
+    """Workers say hello once rehearsed, so the baseline read at once holds a second later."""
+
+    async def readings() -> tuple[PssReading, PssReading]:
+        pool = WorkerPool(2, 1, tmp_path, EventLog(), ("sklearn",))
+        await pool.startup()
+        try:
+            at_start = split_pss_bytes(pool.pids())  # as the server reads it at start
+            await asyncio.sleep(1.0)
+            return at_start, split_pss_bytes(pool.pids())
+        finally:
+            await pool.shutdown()
+
+    at_start, later = asyncio.run(readings())
+    assert abs(later.total_bytes - at_start.total_bytes) < at_start.total_bytes / 100

@@ -10,13 +10,13 @@ from pathlib import Path
 import modelhost
 
 PACKAGE = Path(modelhost.__file__).parent
-# the core and what it reads (config, resources, urls); observe/, http/, toolkit/, cli/ and
-# app.py sit above them
+# the core and what it reads (config, resources, urls); observe/, http/, toolkit/, cli/,
+# launch.py and app.py sit above them
 CORE = (
     *("host", "cache", "scheduler", "workers", "records", "errors", "manifest", "names", "units"),
     *("config", "resources", "urls"),
 )
-ABOVE = ("observe", "http", "rpc", "toolkit", "cli", "app")
+ABOVE = ("observe", "http", "rpc", "toolkit", "cli", "app", "launch")
 MAX_LINES = 400  # of logic: data tables (module-level constants, class fields) aside
 
 

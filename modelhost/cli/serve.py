@@ -44,6 +44,6 @@ def serve(ctx: click.Context, /, **values: object) -> None:
     except ConfigError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
-    from modelhost.app import serve as run_server  # --help stays fast
+    from modelhost.launch import serve as run_server  # --help stays fast
 
     sys.exit(run_server(config))

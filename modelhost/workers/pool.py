@@ -100,16 +100,23 @@ class WorkerPool:
         """Set the callbacks once the host exists (the pool starts first, for the baseline)."""
         self._on_lost, self._on_joined = on_lost, on_joined
 
-    async def startup(self) -> None:
+    async def start_template(self) -> None:
+        """Listen for workers and spawn the template: its imports run beside the caller's work."""
         loop = self._loop = asyncio.get_running_loop()
         self._server = await loop.create_unix_server(
             lambda: WorkerConnection(self), path=self.socket_path
         )
-        await self._start_template()
+        await self._spawn_template()
+
+    async def startup(self) -> None:
+        """Once the template is ready, fork the workers; then keep a template running."""
+        if self._server is None:
+            await self.start_template()
+        await self._template_ready()
         await asyncio.gather(*(self._spawn() for _ in range(self.size)))
         self._supervisor = asyncio.ensure_future(self._supervise_template())
 
-    async def _start_template(self) -> None:
+    async def _spawn_template(self) -> None:
         self._template = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
@@ -122,7 +129,9 @@ class WorkerPool:
             stdout=asyncio.subprocess.PIPE,
             env=self.environment,
         )
-        assert self._template.stdout is not None
+
+    async def _template_ready(self) -> None:
+        assert self._template is not None and self._template.stdout is not None
         ready = await asyncio.wait_for(self._template.stdout.readline(), WORKER_START_TIMEOUT_S)
         if ready.strip() != b"ready":
             raise ModelhostError("the worker template process failed to start; see the log above")
@@ -138,7 +147,8 @@ class WorkerPool:
             self.events.emit("worker_exit", reason="template_died", detail={"code": code})
             await asyncio.sleep(min(MAX_BACKOFF_S, 0.1 * 2**failures) if failures else 0.0)
             try:
-                await self._start_template()
+                await self._spawn_template()
+                await self._template_ready()
                 await self._top_up()
                 failures = 0
             except (ModelhostError, OSError, asyncio.TimeoutError) as error:

@@ -26,16 +26,16 @@ def clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 @pytest.fixture
 def served(monkeypatch: pytest.MonkeyPatch) -> list[Config]:
-    """Stand in for modelhost.app: record the config each run would serve with."""
+    """Stand in for modelhost.launch: record the config each run would serve with."""
     configs: list[Config] = []
 
     def run_server(config: Config) -> int:
         configs.append(config)
         return 3
 
-    fake_app = types.ModuleType("modelhost.app")
+    fake_app = types.ModuleType("modelhost.launch")
     fake_app.serve = run_server  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "modelhost.app", fake_app)
+    monkeypatch.setitem(sys.modules, "modelhost.launch", fake_app)
     return configs
 
 

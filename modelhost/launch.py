@@ -1,0 +1,81 @@
+"""`modelhost serve` in the order that starts soonest: the worker template is spawned before the
+frontend imports its HTTP side, so the two processes import at once (app.py builds the rest)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any
+
+from modelhost.config import Config
+from modelhost.errors import ConfigError
+from modelhost.records.events import EventLog
+from modelhost.resources import usable_cores
+from modelhost.run_dirs import run_dir
+from modelhost.workers.environment import worker_environment
+from modelhost.workers.pool import WorkerPool
+
+logger = logging.getLogger("modelhost")
+
+
+def serve(config: Config) -> int:
+    """Run the server until SIGTERM or SIGINT; the process exit code."""
+    setup_logging(config.log_level)
+    for notice in config.notices:
+        logger.warning(notice)
+    try:
+        return run_loop(main(config))
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+def run_loop(coroutine: Coroutine[Any, Any, int]) -> int:
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coroutine)
+    return uvloop.run(coroutine)
+
+
+async def main(config: Config) -> int:
+    with run_dir() as folder:
+        events = EventLog()
+        pool = worker_pool(config, folder, events)
+        await pool.start_template()
+        from modelhost.app import serve_pool  # imported while the template imports its runtimes
+
+        return await serve_pool(config, pool, events)
+
+
+def worker_pool(config: Config, folder: Path, events: EventLog) -> WorkerPool:
+    workers = config.workers or usable_cores()
+    return WorkerPool(
+        workers,
+        config.threads_per_worker or max(1, usable_cores() // workers),
+        folder,
+        events,
+        config.preload_runtimes,
+        load_timeout_s=config.worker_load_timeout_s,
+        infer_timeout_s=2 * config.default_response_timeout_s,  # stuck, not slow: kill it
+        environment=worker_environment(os.environ),
+        refuse_pickle=config.refuse_pickle,
+    )
+
+
+def setup_logging(level: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    events = logging.StreamHandler(sys.stdout)
+    events.setFormatter(logging.Formatter("%(message)s"))
+    root = logging.getLogger("modelhost")
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    event_logger = logging.getLogger("modelhost.events")
+    event_logger.handlers[:] = [events]
+    event_logger.propagate = False
+    event_logger.setLevel(logging.INFO)
