@@ -37,8 +37,8 @@ HEADER = [
     "median load ms",
 ]
 MODULES = {"xgboost": "xgboost", "lightgbm": "lightgbm", "onnx": "onnxruntime", "torch": "torch"}
-DEFAULT_PRELOAD = "xgboost,lightgbm,onnxruntime"
-PRELOADS = ["", DEFAULT_PRELOAD, DEFAULT_PRELOAD + ",torch"]
+DEFAULT_PRELOAD = "sklearn,xgboost,lightgbm,onnxruntime"
+PRELOADS = ["sklearn", DEFAULT_PRELOAD, DEFAULT_PRELOAD + ",torch", "torchserve"]
 IDLE_HEADER = ["preload_runtimes", "idle PSS MiB (2 workers)", "ready s"]
 
 

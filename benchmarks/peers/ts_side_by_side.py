@@ -9,12 +9,14 @@ loaded, and what each further copy of the model under another name adds), and co
 The archive is `modelhost.testing.torchserve.custom_handler_mar`: an eager model from model.py
 and a state_dict, a BaseHandler subclass, index_to_name.json and a model-config.yaml. Both
 servers run pinned to one core with one worker for the model, wrk on the other core (as
-race.py does); results go to benchmarks/results/ts-side-by-side-<date>.{json,md}.
+race.py does); modelhost with `--preload-runtimes torchserve`, as a server of TorchServe
+archives is configured. Results go to benchmarks/results/ts-side-by-side-<date>.{json,md}.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import shutil
 import statistics
@@ -43,11 +45,11 @@ ROWS = [[5.1, 3.5, 1.4, 0.2], [6.0, 2.9, 4.5, 1.5], [7.7, 3.0, 6.1, 2.3]]
 LoadMore = Callable[[str], None]  # load one more model, by the name of its archive's stem
 
 
-def modelhost_launch(work: Path, store: Path) -> tuple[Launch, LoadMore]:
+def modelhost_launch(work: Path, store: Path, preload: str) -> tuple[Launch, LoadMore]:
     (port,) = free_ports(1)
     argv = [sys.executable, "-m", "modelhost", "serve", "--model-store", str(store)]
     argv += ["--cache-dir", str(work / "cache"), "--workers", "1", "--host", "127.0.0.1"]
-    argv += ["--port", str(port), "--memory-budget", "4GiB"]
+    argv += ["--port", str(port), "--memory-budget", "4GiB", "--preload-runtimes", preload]
     url = f"http://127.0.0.1:{port}/predictions/{MODEL}.mar"
 
     def load_more(name: str) -> None:  # a model loads on its first request
@@ -192,6 +194,12 @@ def main() -> None:
     parser.add_argument(
         "--cold-starts", type=int, default=4, help="starts beyond the first, for cold start"
     )
+    parser.add_argument(
+        "--preload-runtimes",
+        default="torchserve",
+        help="modelhost's, as docs/migrating-torchserve.md advises (its default: "
+        "sklearn,xgboost,lightgbm,onnxruntime)",
+    )
     parser.add_argument("--server-core", default="1")
     parser.add_argument("--wrk-core", default="0")
     args = parser.parse_args()
@@ -203,7 +211,8 @@ def main() -> None:
         for copy in range(1, args.models):
             shutil.copy(archive, store / f"{MODEL}-{copy}.mar")
         expected = torchserve.torchserve_answers(archive, ROWS)
-        launches = {"modelhost": modelhost_launch, "torchserve": torchserve_launch}
+        modelhost = functools.partial(modelhost_launch, preload=args.preload_runtimes)
+        launches = {"modelhost": modelhost, "torchserve": torchserve_launch}
         for name, make in launches.items():
             work = Path(tmp) / name
             work.mkdir()
