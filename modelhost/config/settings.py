@@ -13,7 +13,7 @@ ENV_PREFIX = "MODELHOST_"
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 EVICTION_POLICIES = ("lru", "cost-aware")  # modelhost.cache.policy.POLICIES
 ADMISSIONS = ("none", "tinylfu")
-# modelhost.workers.handlers.PRELOAD_MODULES: the modules of each
+# modelhost.workers.handlers.preload.PRELOAD_MODULES holds the modules of each
 PRELOADABLE_RUNTIMES = ("sklearn", "xgboost", "lightgbm", "onnxruntime", "torch", "torchserve")
 
 

@@ -1,6 +1,6 @@
 """Built-in handlers, the choice among them, and the loading of users' handler code.
 
-Importing this package imports no runtime: the template imports those `preload.py` names
+Importing this package imports no runtime: the template imports the modules `preload.py` names
 before it forks, so their pages are shared.
 """
 
