@@ -183,7 +183,6 @@ async def started_host(
         # settled: each worker says hello after its rehearsal (test_app_memory.py)
         host = build_host(config, pool, stores, events, split_pss_bytes(pool.pids()))
     except BaseException:
-        await pool.shutdown()
         await stores.close()
         raise
     try:
@@ -191,7 +190,6 @@ async def started_host(
             yield host
     finally:
         host.changes.close()
-        await pool.shutdown()
         await stores.close()
 
 

@@ -47,9 +47,12 @@ async def main(config: Config) -> int:
         events = EventLog()
         pool = worker_pool(config, folder, events)
         await pool.start_template()
-        from modelhost.app import serve_pool  # imported while the template imports its runtimes
+        try:
+            from modelhost.app import serve_pool  # imported while the template imports
 
-        return await serve_pool(config, pool, events)
+            return await serve_pool(config, pool, events)
+        finally:
+            await pool.shutdown()  # however it stopped: a refused store or budget included
 
 
 def worker_pool(config: Config, folder: Path, events: EventLog) -> WorkerPool:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -122,3 +124,29 @@ def threads_niceness(pid: int) -> list[int]:
     """The CPU niceness of each thread of process `pid` (Linux)."""
     tasks = Path(f"/proc/{pid}/task").iterdir()
     return [os.getpriority(os.PRIO_PROCESS, int(task.name)) for task in tasks]
+
+
+def test_a_store_refused_at_start_leaves_no_process_behind(tmp_path: Path) -> None:
+    """The template is spawned before the store is opened; a refused store stops it too."""
+    args = testing.serve_args("ftp://example.com/models", tmp_path / "cache", port=0)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "modelhost", "serve", *args],
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its session id is its pid, and its children's
+    )
+    _, stderr = server.communicate(timeout=60)
+    assert server.returncode == 2 and "unsupported model store" in stderr
+    assert session_members(server.pid) == []
+
+
+def session_members(session_id: int) -> list[int]:
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile
+        if int(fields[3]) == session_id:
+            members.append(int(stat.parent.name))
+    return members
