@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import platform
-import socket
 import statistics
 import subprocess
 import sys
@@ -138,15 +136,3 @@ def _cpu_model() -> str:
 def _git(*args: str) -> str:
     done = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=False)
     return done.stdout.strip()
-
-
-def wait_listening(port: int, process: subprocess.Popen[bytes], timeout_s: float = 30) -> None:
-    """Until something listens on loopback `port`; raises if `process` exits first."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"{process.args} exited with {process.returncode}")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
-            return
-        time.sleep(0.1)
-    raise TimeoutError(f"nothing listens on port {port} after {timeout_s} s")

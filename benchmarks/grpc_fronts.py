@@ -22,7 +22,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from _common import markdown_table, wait_listening, write_results
+from _common import markdown_table, write_results
 from grpc_path import HEADER, _runs, ensure_h2load, grpc_frame, h2load
 from hot_path import _table_row
 
@@ -107,7 +107,7 @@ def _serving(script: str, extra: list[str], core: str) -> Iterator[str]:
     command = ["taskset", "-c", core, sys.executable, "-c", script, str(port), *extra]
     server = subprocess.Popen(command)
     try:
-        wait_listening(port, server)
+        testing.wait_listening(port, server)
         yield f"http://127.0.0.1:{port}{METHOD}"
     finally:
         server.terminate()

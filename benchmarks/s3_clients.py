@@ -28,7 +28,7 @@ parallel ranged downloads are bound by moto; `--fast-ranges` patches that (see
 `patch_moto_ranges`) to compare the clients' parallel paths. With two or more cores the server is
 pinned to core 0 and this process and its probes to core 1 (`--no-pin` to turn off).
 
-    pip install boto3 'moto[server]' obstore aiobotocore psutil
+    pip install -e '.[dev]' obstore aiobotocore   # boto3, moto[server] and psutil are in dev
     python benchmarks/s3_clients.py [--size-mb 200] [--runs 3] [--fast-ranges] [--no-pin]
         [--server process|thread] [--dir FOLDER] [--out benchmarks/results/s3_clients.json]
 """
@@ -58,7 +58,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import psutil
-from _common import wait_listening
+
+from modelhost.testing import wait_listening
 
 MiB = 2**20
 BUCKET = "modelhost-bench"

@@ -46,6 +46,20 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def wait_listening(port: int, process: subprocess.Popen[bytes], timeout_s: float = 30.0) -> None:
+    """Until something listens on loopback `port`; raises if `process` exits first."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(
+                f"{process.args!r} exited with {process.returncode} before it listened"
+            )
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"nothing listens on port {port} after {timeout_s:g} s")
+
+
 class RunningServer:
     """`python -m modelhost serve ARGS` on loopback in its own process group.
 

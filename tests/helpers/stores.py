@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from modelhost.testing import free_port
+from modelhost.testing import free_port, wait_listening
 
 CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -24,26 +24,14 @@ CREDENTIALS = {
 READY_TIMEOUT_S = 30.0
 
 
-def _wait_for_port(port: int, process: subprocess.Popen[bytes], what: str) -> None:
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"{what} exited with code {process.returncode} before it listened")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-            return
-        time.sleep(0.05)
-    process.kill()
-    raise RuntimeError(f"{what} did not listen on port {port} within {READY_TIMEOUT_S:g} s")
-
-
 class _Subprocess:
     """A server process on a free loopback port, stopped (and reaped) on exit."""
 
-    def __init__(self, argv: list[str], what: str, env: dict[str, str] | None = None) -> None:
+    def __init__(self, argv: list[str], env: dict[str, str] | None = None) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.argv = [arg.replace("{port}", str(self.port)) for arg in argv]
-        self.what, self.env = what, env
+        self.env = env
         self.process: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> Any:
@@ -54,7 +42,11 @@ class _Subprocess:
             stderr=subprocess.DEVNULL,
             stdin=subprocess.DEVNULL,
         )
-        _wait_for_port(self.port, self.process, self.what)
+        try:
+            wait_listening(self.port, self.process, READY_TIMEOUT_S)
+        except TimeoutError:
+            self.process.kill()
+            raise
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -74,7 +66,7 @@ class MotoServer(_Subprocess):
     def __init__(self, enforce_auth: bool = False) -> None:
         env = {"INITIAL_NO_AUTH_ACTION_COUNT": "0"} if enforce_auth else {}
         argv = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", "{port}"]
-        super().__init__(argv, "moto server", env)
+        super().__init__(argv, env)
 
     def client(self) -> Any:
         import boto3
@@ -100,7 +92,7 @@ class StaticHttpServer(_Subprocess):
     def __init__(self, root: Path) -> None:
         argv = [sys.executable, "-m", "http.server", "{port}", "--bind", "127.0.0.1"]
         argv += ["--directory", str(root)]
-        super().__init__(argv, "HTTP server")
+        super().__init__(argv)
 
 
 class TcpProxy:

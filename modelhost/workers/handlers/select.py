@@ -21,7 +21,7 @@ from modelhost.workers.handlers import (
 )
 from modelhost.workers.handlers.base import Handler
 from modelhost.workers.handlers.mms import MmsHandler, find_entry, runtime_modules
-from modelhost.workers.handlers.preload import SKLEARN_MODULES
+from modelhost.workers.handlers.preload import PRELOAD_MODULES
 from modelhost.workers.handlers.sagemaker import SCRIPT, SageMakerHandler
 
 PICKLE_SUFFIXES = sklearn.SUFFIXES
@@ -291,7 +291,7 @@ RUNTIMES: dict[str, Runtime] = {
         sklearn.SUFFIXES,
         lambda path, _: sklearn.SklearnHandler.load(path),
         _sklearn_hint,
-        modules=SKLEARN_MODULES,
+        modules=PRELOAD_MODULES["sklearn"],
     ),
     "xgboost": Runtime(
         "xgboost",
@@ -299,7 +299,7 @@ RUNTIMES: dict[str, Runtime] = {
         xgboost.XGBoostHandler,
         _runtime_hint("xgboost", "Booster.save_model"),
         lambda path: path.suffix.lower() != ".json" or xgboost.is_xgboost_json(path),
-        ("xgboost",),
+        PRELOAD_MODULES["xgboost"],
     ),
     "lightgbm": Runtime(
         "lightgbm",
@@ -307,21 +307,21 @@ RUNTIMES: dict[str, Runtime] = {
         lightgbm.LightGBMHandler,
         _runtime_hint("lightgbm", "Booster.save_model"),
         lambda path: path.suffix.lower() != ".txt" or lightgbm.is_lightgbm_text(path),
-        ("lightgbm",),
+        PRELOAD_MODULES["lightgbm"],
     ),
     "onnx": Runtime(
         "onnx",
         onnx.SUFFIXES,
         onnx.OnnxHandler,
         _runtime_hint("onnxruntime", "an ONNX exporter"),
-        modules=("onnxruntime",),
+        modules=PRELOAD_MODULES["onnxruntime"],
     ),
     "torch": Runtime(
         "torch",
         torch.SUFFIXES,
         torch.TorchHandler,
         _runtime_hint("torch", "torch.jit.save or torch.export.save"),
-        modules=("torch",),
+        modules=PRELOAD_MODULES["torch"],
     ),
     "tensorflow": Runtime(
         "tensorflow",
