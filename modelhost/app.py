@@ -20,9 +20,10 @@ from modelhost.cache.memory import FrontendAllowance, MemoryTier
 from modelhost.cache.policy import policy_named
 from modelhost.cache.stores import Stores, StoreSettings
 from modelhost.config import Config
-from modelhost.errors import ConfigError, ModelhostError
+from modelhost.errors import ConfigError
 from modelhost.host import ModelHost
 from modelhost.host.memory_readings import PssReading, split_pss_bytes
+from modelhost.host.preload import preload
 from modelhost.host.sizing import Sizing
 from modelhost.host.upkeep import upkeep
 from modelhost.http.app import build_app
@@ -38,6 +39,7 @@ from modelhost.http.server import (
 )
 from modelhost.http.torchserve import build_management_app
 from modelhost.observe.observer import Observer
+from modelhost.protocols.health import Health
 from modelhost.records.events import EventLog
 from modelhost.resources import free_disk_bytes, usable_memory_bytes
 from modelhost.scheduler import SchedulerSettings
@@ -59,6 +61,7 @@ WORKER_GROWTH_FLOOR_BYTES = 2**20
 async def serve_pool(config: Config, pool: WorkerPool, events: EventLog) -> int:
     """Serve until SIGTERM or SIGINT with `pool`, its template spawned (modelhost.launch)."""
     async with started_host(config, pool, events) as host, observed(host, config) as observer:
+        health = Health(host)
         routes = SageMakerRoutes(
             host,
             HttpSettings(
@@ -70,8 +73,9 @@ async def serve_pool(config: Config, pool: WorkerPool, events: EventLog) -> int:
                 sagemaker_contract=config.sagemaker_contract,
             ),
             observer.usage,
+            health,
         )
-        rpc = grpc_servers(host, config, observer, routes)
+        rpc = grpc_servers(host, config, observer, health)
         server = DrainingServer(
             lambda: drain(observer, rpc),
             uvicorn_config(
@@ -83,12 +87,10 @@ async def serve_pool(config: Config, pool: WorkerPool, events: EventLog) -> int:
         )
         beside = management_servers(routes, config, Unhandled(observer.metrics.unhandled_errors))
         beside += metrics_servers(observer, config)
-        await preload(host, config)
+        await preload(host, config.pinned_models, config.load_models)
         ignore_signals_after_drain()
-        routes.worker_health = host.pool.health
-        routes.ready = True
-        store = host.disk.stores.default.uri
-        logger.info("serving %s on http://%s:%d", store, config.host, config.port)
+        health.serve(host.pool.health)
+        logger.info("serving %s on http://%s:%d", host.store_uri, config.host, config.port)
         await serve_rpc_beside(server, beside, rpc)
     return 0
 
@@ -108,14 +110,14 @@ async def serve_rpc_beside(
 
 
 def grpc_servers(
-    host: ModelHost, config: Config, observer: Observer, routes: SageMakerRoutes
+    host: ModelHost, config: Config, observer: Observer, health: Health
 ) -> list[RpcServer]:
     """The gRPC servers, if a gRPC port is set: only then is grpcio imported."""
     if not (config.grpc_port or config.grpc_management_port):
         return []
     from modelhost.rpc.services import rpc_servers
 
-    return rpc_servers(host, config, observer, routes)
+    return rpc_servers(host, config, observer, health)
 
 
 def drain(observer: Observer, rpc: list[RpcServer]) -> None:
@@ -246,9 +248,7 @@ def build_host(
             Sizing, max_names=config.sizing_names, thrash_window_s=config.thrash_window_s
         ),
     )
-    # the pool started first, for the baseline
-    pool.attach(on_lost=host.residency.worker_lost, on_joined=host.changes.notify)
-    disk.attach(in_use=host.residency.needs_artifact)
+    host.connect()  # the pool started first, for the baseline
     return host
 
 
@@ -285,26 +285,3 @@ def memory_tier(config: Config, pool: WorkerPool, idle: PssReading) -> MemoryTie
         format_bytes(budget),
     )
     return memory
-
-
-async def preload(host: ModelHost, config: Config) -> None:
-    """Load pinned and start-up models; a failure is logged, not fatal."""
-    for name in (*config.pinned_models, *await preload_names(host, config.load_models)):
-        try:
-            await host.residency.ensure_loaded(name)
-        except ModelhostError as error:
-            logger.error("could not preload model %s: %s", name, error)
-
-
-async def preload_names(host: ModelHost, load_models: tuple[str, ...]) -> list[str]:
-    """The models `load_models` names: ALL, names, or name=URL."""
-    stores, names = host.disk.stores, []
-    for entry in load_models:
-        name, _, source = entry.partition("=")
-        if source:
-            host.residency.set_source(name, stores.normalize(source))
-        try:
-            names.extend(await stores.default.list_keys() if name == "ALL" else [name])
-        except ModelhostError as error:
-            logger.error("could not list the models to preload: %s", error)
-    return names

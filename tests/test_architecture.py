@@ -149,6 +149,76 @@ def test_the_circle_finder_finds_a_circle() -> None:
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
+# The house from the ground up: a module imports its own floor or those below, never above.
+FLOORS = (
+    CORE + ("deadlines", "run_dirs", "testing"),
+    ("observe",),
+    ("protocols", "toolkit", "examples"),
+    ("http", "rpc"),
+    ("app",),
+    ("launch", "integrations"),
+    ("cli",),
+    ("__main__",),
+)
+HOST_PARTS = ("residency", "disk")  # what only `ModelHost`'s methods reach, from outside host/
+
+
+def floor_of(module: str) -> int:
+    return next(i for i, floor in enumerate(FLOORS) if in_layer(module, floor))
+
+
+def arrows_up(edges: dict[str, set[str]]) -> list[str]:
+    """Each import of a module on a higher floor: "host.x -> http.y"."""
+    return [
+        f"{module} -> {target}"
+        for module in sorted(edges)
+        if module
+        for target in sorted(edges[module])
+        if target and floor_of(target) > floor_of(module)
+    ]
+
+
+def host_parts_reached(package: Path = PACKAGE) -> list[str]:
+    """Each `host.residency…` or `self.host.disk…` outside host/, which only the host's own
+    methods may reach (observe/ reads the statistics records, whose `disk` is a record)."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        module = module_name(path, package)
+        if in_layer(module, ("host", "observe")):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr in HOST_PARTS:
+                owner = ast.unparse(node.value)
+                if owner == "host" or owner.endswith(".host"):
+                    found.append(f"{module}:{node.lineno} {ast.unparse(node)}")
+    return found
+
+
+def test_every_part_has_a_floor() -> None:
+    assert [m for m in graph() if m and not any(in_layer(m, f) for f in FLOORS)] == []
+
+
+def test_no_arrow_up_the_house() -> None:
+    assert arrows_up(graph()) == []
+
+
+def test_only_the_host_reaches_its_parts() -> None:
+    assert host_parts_reached() == []
+
+
+def test_an_arrow_up_and_a_reached_part_are_found(tmp_path: Path) -> None:
+    package = made_up_package(
+        tmp_path,
+        {
+            "protocols/oip.py": "from modelhost.http import app\n",
+            "http/app.py": "def f(self):\n    return self.host.residency.unload\n",
+            "host/model_host.py": "def f(host):\n    return host.disk\n",
+        },
+    )
+    assert arrows_up(graph(package)) == ["protocols.oip -> http.app"]
+    assert host_parts_reached(package) == ["http.app:2 self.host.residency"]
+
+
 def made_up_package(root: Path, files: dict[str, str]) -> Path:
     for name, text in files.items():
         path = root / "modelhost" / name

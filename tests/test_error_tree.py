@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from modelhost import errors
-from modelhost.http.errors import STATUS_BY_ERROR, status_of
+from modelhost.protocols.status import STATUS_BY_ERROR, status_of
 
 DRAWN = re.compile(r"^(?P<indent>[│├└─\s]*?)(?P<name>[A-Z]\w+)", re.MULTILINE)
 

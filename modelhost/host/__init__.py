@@ -12,8 +12,9 @@
 - `upkeep`      the background loops
 """
 
+from modelhost.cache.memory import State
 from modelhost.host.calls import Invocation, LoadOutcome, Result
 from modelhost.host.manifests import estimate_footprint
 from modelhost.host.model_host import ModelHost
 
-__all__ = ["Invocation", "LoadOutcome", "ModelHost", "Result", "estimate_footprint"]
+__all__ = ["Invocation", "LoadOutcome", "ModelHost", "Result", "State", "estimate_footprint"]

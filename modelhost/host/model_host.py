@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from modelhost.cache.disk import DiskTier
 from modelhost.cache.memory import MemoryTier, State
-from modelhost.errors import InsufficientMemory, ModelAlreadyLoaded
+from modelhost.errors import InsufficientMemory, ModelAlreadyLoaded, ModelNotFound
 from modelhost.host.calls import Invocation, LoadOutcome, Result
 from modelhost.host.changes import Changes
 from modelhost.host.copies import Copies
@@ -36,7 +36,7 @@ from modelhost.records.statistics import (
     ModelStatistics,
     WorkerStatistics,
 )
-from modelhost.scheduler import SchedulerSettings
+from modelhost.scheduler import ModelSchedule, SchedulerSettings
 from modelhost.units import format_bytes
 from modelhost.workers.handle import WorkerHandle
 from modelhost.workers.pool import WorkerPool
@@ -117,6 +117,35 @@ class ModelHost:
         resident = self.memory.get(name)
         return len(resident.workers) if resident else 0
 
+    async def load(self, name: str) -> None:
+        """Load `name` from its source unless held; its copies as its schedule asks."""
+        await self.residency.ensure_loaded(name)
+
+    async def register_and_load(self, name: str, url: str) -> LoadOutcome:
+        return await self.registry.register_and_load(name, url)
+
+    async def unload(self, name: str) -> int:
+        """Unload after in-flight requests finish; return the bytes freed."""
+        return await self.residency.unload(name)
+
+    def source_of(self, name: str) -> str:
+        return self.residency.source_of(name)
+
+    def schedule_of(self, name: str) -> ModelSchedule:
+        return self.scaling.schedule_of(name)
+
+    async def exists(self, name: str) -> bool:
+        """Whether `name` is a model: held, on disk, registered, or in its store."""
+        name = self.registry.resolve(name)
+        if self.state_of(name) or self.disk.get(name) or self.registry.is_registered(name):
+            return True
+        try:
+            store, key = self.disk.stores.locate(self.source_of(name))
+            await store.stat(key)
+        except ModelNotFound:
+            return False
+        return True
+
     async def load_as_told(self, name: str, url: str) -> LoadOutcome:
         """SageMaker's LoadModel: 409 if held, 507 where room would need an eviction."""
         self._check_not_held(name)
@@ -137,7 +166,7 @@ class ModelHost:
             self._forget_unless_held(name)
 
     def given_url(self, name: str) -> str:
-        return self.given_urls.get(name) or self.residency.source_of(name)
+        return self.given_urls.get(name) or self.source_of(name)
 
     def _check_not_held(self, name: str) -> None:
         if _held(self.memory, self.residency.loads, name):
@@ -168,6 +197,15 @@ class ModelHost:
                 f"loaded ({format_bytes(m.committed_bytes)} committed); DELETE /models/<name> "
                 "to make room (SageMaker does on this 507), or raise --memory-budget"
             )
+
+    def connect(self) -> None:
+        """Hear of workers lost and joined; keep the disk from deleting what a load reads."""
+        self.pool.attach(on_lost=self.residency.worker_lost, on_joined=self.changes.notify)
+        self.disk.attach(in_use=self.residency.needs_artifact)
+
+    @property
+    def store_uri(self) -> str:
+        return self.disk.stores.default.uri
 
     @property
     def closing(self) -> bool:

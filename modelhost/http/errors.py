@@ -1,4 +1,4 @@
-"""The one table from core exceptions to HTTP statuses, and the JSON error body clients parse."""
+"""The JSON error body clients parse, with the status of the core exception it answers."""
 
 from __future__ import annotations
 
@@ -7,37 +7,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from modelhost import errors
-
-STATUS_BY_ERROR: dict[type[errors.ModelhostError], int] = {
-    errors.BadRequestBody: 400,
-    errors.InvalidModelName: 400,
-    errors.Unauthorized: 401,
-    errors.Forbidden: 403,
-    errors.ModelNotFound: 404,
-    errors.ModelNotLoaded: 404,
-    errors.ModelAlreadyLoaded: 409,
-    errors.PayloadTooLarge: 413,
-    errors.ResponseTooLarge: 413,
-    errors.HeaderTooLarge: 431,
-    errors.ParameterTooLarge: 400,
-    errors.Overloaded: 429,
-    errors.ModelError: 500,
-    errors.StoreError: 502,
-    errors.Unavailable: 503,
-    errors.StoreTimeout: 504,
-    errors.DeadlineExceeded: 504,
-    errors.CapacityError: 507,
-}
+from modelhost.protocols.status import status_of
 
 RETRY_AFTER_S = {429: "1", 503: "1"}
-
-
-def status_of(error: errors.ModelhostError) -> int:
-    """The status of `error`'s most specific class in the table (500 if none)."""
-    for cls in type(error).__mro__:
-        if cls in STATUS_BY_ERROR:
-            return STATUS_BY_ERROR[cls]
-    return 500
 
 
 def error_response(status: int, type_name: str, message: str) -> JSONResponse:

@@ -17,8 +17,8 @@ from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
 
 from modelhost.errors import BadRequestBody, ParameterTooLarge
-from modelhost.http.params import MAX_QUERY_CHARS
 from modelhost.names import echo
+from modelhost.protocols.params import MAX_QUERY_CHARS
 
 if TYPE_CHECKING:
     from python_multipart.multipart import MultipartCallbacks

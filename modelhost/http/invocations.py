@@ -14,23 +14,29 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from modelhost.errors import BadRequestBody, ModelhostError, PayloadTooLarge, ResponseTooLarge
+from modelhost.errors import BadRequestBody, ModelhostError
 from modelhost.host import Invocation, ModelHost, Result
-from modelhost.http.errors import error_response, status_of
+from modelhost.http.errors import error_response
 from modelhost.http.forms import form_input, is_form
 from modelhost.http.last_resort import Unhandled
-from modelhost.http.params import check_headers, check_param, check_query
 from modelhost.names import model_name
-from modelhost.observe.exchange import Exchange
+from modelhost.observe.exchange import Exchange, server_timing
 from modelhost.observe.observer import Observer
-from modelhost.units import format_bytes
+from modelhost.protocols.bodies import (
+    body_cut_short,
+    check_body_size,
+    check_response_size,
+    read_within,
+)
+from modelhost.protocols.params import check_headers, check_param, check_query
+from modelhost.protocols.status import status_of
+from modelhost.protocols.torchserve import MODEL_VERSION as TORCHSERVE_VERSION
 
 TARGET_MODEL_HEADER = "x-amzn-sagemaker-target-model"
 CUSTOM_ATTRIBUTES_HEADER = "x-amzn-sagemaker-custom-attributes"
 INVOCATIONS = "/invocations"
 MODEL_INVOKE = "/models/{model:path}/invoke"
 PREDICTIONS = "/predictions/{model:path}"
-TORCHSERVE_VERSION = "1.0"  # of a model registered without versions
 ONE_VERSION = "/" + TORCHSERVE_VERSION
 ROUTES = (INVOCATIONS, MODEL_INVOKE, PREDICTIONS)
 MODEL_NAME_PARAM = "model_name"  # TorchServe's /invocations?model_name=m
@@ -169,25 +175,6 @@ def _chunk(message: Message) -> bytes:
     return body
 
 
-def body_cut_short() -> BadRequestBody:
-    return BadRequestBody(
-        "the client closed the connection before its request body came whole; the request was "
-        "not run"
-    )
-
-
-async def read_within(chunks: AsyncIterator[bytes], declared: int, limit: int) -> bytes:
-    """A request body, refused with 413 once it passes `limit`."""
-    check_body_size(declared, limit)
-    parts: list[bytes] = []
-    received = 0
-    async for chunk in chunks:
-        received += len(chunk)
-        check_body_size(received, limit)
-        parts.append(chunk)
-    return parts[0] if len(parts) == 1 else b"".join(parts)
-
-
 class _Exchange:
     """What the observers are told about one invocation, filled in as it is answered."""
 
@@ -256,35 +243,14 @@ def _reply_headers(result: Result) -> list[tuple[bytes, bytes]]:
         (b"content-type", result.content_type.encode("latin-1")),
         (b"content-length", str(len(result.body)).encode()),
         (b"x-modelhost-cache", result.cache.encode()),
-        (b"server-timing", server_timing(result).encode()),
+        (b"server-timing", server_timing(result.timings_ms).encode()),
     ]
-
-
-def server_timing(result: Result) -> str:
-    return ", ".join([f"{part};dur={ms:.3f}" for part, ms in result.timings_ms.items()])
 
 
 def invocation_response(result: Result) -> Response:
     """The same reply as a Starlette response, for OIP's invocations."""
-    headers = {"X-Modelhost-Cache": result.cache, "Server-Timing": server_timing(result)}
+    headers = {"X-Modelhost-Cache": result.cache, "Server-Timing": server_timing(result.timings_ms)}
     return Response(result.body, media_type=result.content_type, headers=headers)
-
-
-def check_response_size(size: int, limit: int) -> None:
-    """Refuse an answer over max_response_size, as MMS and TorchServe do."""
-    if limit and size > limit:
-        raise ResponseTooLarge(
-            f"the model's response is {format_bytes(size)} but max_response_size is "
-            f"{format_bytes(limit)}; ask for fewer rows per request or raise --max-response-size"
-        )
-
-
-def check_body_size(size: int, limit: int) -> None:
-    if size > limit:
-        raise PayloadTooLarge(
-            f"the request body is {format_bytes(size)} but max_request_size is "
-            f"{format_bytes(limit)}; send less or raise --max-request-size"
-        )
 
 
 class InvocationFastPath:

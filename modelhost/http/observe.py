@@ -16,10 +16,10 @@ from modelhost.cache.curve import WINDOWS_S
 from modelhost.errors import BadRequestBody, TooManyStreams
 from modelhost.host.sizing import DEFAULT_WINDOW
 from modelhost.http.openapi import OpenApiRoute
-from modelhost.http.params import is_whole_number
 from modelhost.names import echo
 from modelhost.observe.describe import describe_sizing
 from modelhost.observe.observer import Observer
+from modelhost.protocols.params import is_whole_number
 from modelhost.records.events import Event
 
 RECONNECT_MS = 1000

@@ -16,16 +16,17 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from modelhost.cache.memory import State
 from modelhost.errors import BadRequestBody, ModelhostError, ModelNotFound
-from modelhost.host import Invocation, Result
+from modelhost.host import Invocation, Result, State
 from modelhost.host.listing import EVERYWHERE, LOADED
-from modelhost.http.errors import RETRY_AFTER_S, status_of
-from modelhost.http.invocations import check_response_size, invocation_response
-from modelhost.http.params import check_param, is_whole_number
-from modelhost.http.routes import SageMakerRoutes, json_object, model_in_path
+from modelhost.http.errors import RETRY_AFTER_S
+from modelhost.http.invocations import invocation_response
+from modelhost.http.routes import SageMakerRoutes, model_in_path
 from modelhost.names import echo
-from modelhost.oip_models import OipModels, missing
+from modelhost.protocols.bodies import check_response_size, json_object
+from modelhost.protocols.oip import OipModels, missing
+from modelhost.protocols.params import check_param, is_whole_number
+from modelhost.protocols.status import status_of
 from modelhost.workers.oip_media import (
     MODEL_NAME_PARAM,
     MODEL_VERSION_PARAM,
@@ -99,7 +100,7 @@ class OipRoutes:
         return JSONResponse({"live": True})
 
     async def ready(self, request: Request) -> Response:
-        ready = self.http.ready and not self.host.closing
+        ready = self.http.health.ready
         return JSONResponse({"ready": ready}, 200 if ready else 400)  # the protocol's 4xx
 
     async def model_metadata(self, request: Request) -> Response:
@@ -213,22 +214,13 @@ class OipRoutes:
         url = parameters.get("url") if isinstance(parameters, dict) else None
         if isinstance(url, str):
             check_param("parameters.url", url)
-        held = self.host.registry.resolve(name)  # the default version
-        if self._state(held) is State.LOADED:
-            return Response(status_code=200)
-        if isinstance(url, str):
-            await self.host.registry.register_and_load(name, url)
-        else:
-            await self.host.residency.ensure_loaded(held)
+        await self.models.load(name, url if isinstance(url, str) else None)
         return Response(status_code=200)
 
     async def unload(self, request: Request) -> Response:
         """Unload after in-flight requests finish."""
         self.http.authorize(request)
-        name = model_in_path(request)
-        name = self.host.registry.resolve(name)  # the default version
-        if self._state(name) is State.LOADED:
-            await self.host.residency.unload(name)
+        await self.models.unload(model_in_path(request))
         return Response(status_code=200)
 
     async def optional_json(self, request: Request) -> dict[str, Any]:

@@ -6,11 +6,7 @@ calls answer as SageMaker documents and MMS answered: loaded models only.
 
 from __future__ import annotations
 
-import base64
 import hmac
-import ipaddress
-import json
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,21 +18,19 @@ from modelhost.errors import (
     BadRequestBody,
     Forbidden,
     ModelNotLoaded,
-    NestedTooDeep,
     Unauthorized,
 )
 from modelhost.host import ModelHost
 from modelhost.host.listing import EVERYWHERE, LOADED, STATES
-from modelhost.http.invocations import body_cut_short, read_within
-from modelhost.http.params import check_param, is_whole_number
 from modelhost.names import echo, model_name
 from modelhost.observe.describe import describe_host, model_description
 from modelhost.observe.usage import ModelUsage
+from modelhost.protocols.access import is_loopback, names_this_machine
+from modelhost.protocols.bodies import body_cut_short, json_object, read_within
+from modelhost.protocols.health import Health
+from modelhost.protocols.pages import decode_token, encode_token, page_size
+from modelhost.protocols.params import check_param
 from modelhost.units import format_bytes
-
-DEFAULT_PAGE_SIZE = 100
-MAX_PAGE_SIZE = 1000
-TOKEN_PREFIX = "n"  # then the last name listed, in URL-safe base64
 
 
 @dataclass(frozen=True)
@@ -53,27 +47,25 @@ class SageMakerRoutes:
     """The handlers of SageMaker's container routes and /stats, bound to the host."""
 
     def __init__(
-        self, host: ModelHost, settings: HttpSettings, usage: ModelUsage | None = None
+        self,
+        host: ModelHost,
+        settings: HttpSettings,
+        usage: ModelUsage | None = None,
+        health: Health | None = None,
     ) -> None:
         self.host = host
         self.settings = settings
         self.usage = usage or ModelUsage()
-        self.ready = False
-        # (running, configured); the composition root gives the pool's
-        self.worker_health: Callable[[], tuple[int, int]] = lambda: (1, 1)
+        self.health = health or Health(host)
 
     # invocation -------------------------------------------------------------------------
 
     async def ping(self, request: Request) -> Response:
         """200 once ready; 503 while starting, stopping or short of workers."""
-        running, configured = self.worker_health()
-        healthy = self.ready and not self.host.closing and running >= configured
+        healthy = self.health.healthy()
         body = {"status": "Healthy" if healthy else "Unhealthy"}
-        if running < configured:
-            body["message"] = (
-                f"{running} of {configured} workers running; replacements are being started "
-                "(see worker_exit events on GET /events)"
-            )
+        if shortfall := self.health.shortfall():
+            body["message"] = shortfall
         return JSONResponse(body, 200 if healthy else 503)
 
     async def read_body(self, request: Request) -> bytes:
@@ -100,7 +92,7 @@ class SageMakerRoutes:
         if self.settings.sagemaker_contract:
             await self.host.load_as_told(name, url)
             return JSONResponse({"status": "Workers scaled"})  # MMS's words
-        outcome = await self.host.registry.register_and_load(name, url)
+        outcome = await self.host.register_and_load(name, url)
         return JSONResponse(
             {
                 "status": f"model {name} loaded",
@@ -161,7 +153,7 @@ class SageMakerRoutes:
         if self.settings.sagemaker_contract:
             await self.host.unload_as_told(name)
             return JSONResponse({"status": f'Model "{name}" unregistered'})  # MMS's words
-        freed = await self.host.residency.unload(name)
+        freed = await self.host.unload(name)
         return JSONResponse(
             {"status": f"model {name} unloaded", "freedBytes": freed, "freed": format_bytes(freed)}
         )
@@ -217,53 +209,6 @@ async def bounded_body(request: Request, limit: int) -> bytes:
         raise body_cut_short() from None
 
 
-def json_object(data: bytes) -> dict[str, Any]:
-    try:
-        body = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as error:
-        raise BadRequestBody(f"the body is not valid JSON: {error}") from None
-    except RecursionError:
-        raise NestedTooDeep from None
-    if not isinstance(body, dict):
-        raise BadRequestBody("expected a JSON object")
-    return body
-
-
-def names_this_machine(host_header: str) -> bool:
-    """Whether a Host cannot be a rebound name: localhost, an IP address, or none."""
-    host = host_header.lower()
-    if host.startswith("["):  # [::1]:8080
-        host = host[1 : host.find("]")]
-    elif host.count(":") == 1:
-        host = host.partition(":")[0]
-    return not host or host == "localhost" or host.endswith(".localhost") or is_address(host)
-
-
-def is_address(text: str) -> bool:
-    try:
-        ipaddress.ip_address(text)
-    except ValueError:
-        return False
-    return True
-
-
-def is_loopback(address: str) -> bool:
-    try:
-        return ipaddress.ip_address(address).is_loopback
-    except ValueError:
-        return False
-
-
-def page_size(text: str | None) -> int:
-    if not text:
-        return DEFAULT_PAGE_SIZE
-    if not is_whole_number(text) or int(text) < 1:
-        raise BadRequestBody(
-            f"invalid limit {echo(text)}: give a page size from 1 to {MAX_PAGE_SIZE}"
-        )
-    return min(MAX_PAGE_SIZE, int(text))
-
-
 def places_of(state: str | None) -> tuple[str, ...]:
     """The places `GET /models?state=` reads names from."""
     if not state:
@@ -271,20 +216,3 @@ def places_of(state: str | None) -> tuple[str, ...]:
     if state not in STATES:
         raise BadRequestBody(f"invalid state {echo(state)}: give one of {', '.join(STATES)}")
     return (state,)
-
-
-def encode_token(name: str) -> str:
-    """The cursor after `name`: never a whole number, so TorchServe's offsets stay apart."""
-    return TOKEN_PREFIX + base64.urlsafe_b64encode(name.encode()).decode().rstrip("=")
-
-
-def decode_token(token: str) -> str:
-    encoded = token.removeprefix(TOKEN_PREFIX)
-    try:
-        if encoded == token:
-            raise ValueError("not a cursor")
-        return base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
-    except (ValueError, UnicodeDecodeError):
-        raise BadRequestBody(
-            f"invalid next_page_token {echo(token)}: pass the one the last page returned"
-        ) from None

@@ -17,9 +17,9 @@ from modelhost.http.cross_site import CrossSiteGuard, state_changing
 from modelhost.http.errors import handle_http_exception, handle_modelhost_error
 from modelhost.http.last_resort import LastResort, Unhandled
 from modelhost.http.openapi import OpenApiRoute
-from modelhost.http.registration import count
 from modelhost.http.routes import SageMakerRoutes
-from modelhost.torchserve_models import (
+from modelhost.protocols.registration import count
+from modelhost.protocols.torchserve import (
     MODEL_VERSION,
     TorchServeModels,
     describe,

@@ -170,9 +170,7 @@ def _serve_with_parent(parent_pid: int, args: list[str]) -> None:
     ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     if os.getppid() != parent_pid:  # the replica died before the line above
         sys.exit("modelhost: the Ray replica that started this server is gone")
-    from modelhost.cli.main import main
-
-    main(args=args)
+    os.execv(sys.executable, [sys.executable, "-m", "modelhost", *args])  # the death signal stays
 
 
 if __name__ == "__main__":

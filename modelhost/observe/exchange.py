@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
 
@@ -24,6 +25,11 @@ class Exchange:
     @property
     def load_wait_ms(self) -> float:
         return self.timings_ms.get("download", 0.0) + self.timings_ms.get("load", 0.0)
+
+
+def server_timing(timings_ms: Mapping[str, float]) -> str:
+    """{"queue": 0.02} → `queue;dur=0.020`, the header `parse_server_timing` reads."""
+    return ", ".join([f"{part};dur={ms:.3f}" for part, ms in timings_ms.items()])
 
 
 def parse_server_timing(header: str) -> dict[str, float]:

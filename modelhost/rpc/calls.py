@@ -14,10 +14,9 @@ from typing import Any, TypeAlias
 
 from modelhost.errors import ModelhostError
 from modelhost.host import Result
-from modelhost.http.errors import status_of
-from modelhost.http.invocations import server_timing
-from modelhost.observe.exchange import Exchange
+from modelhost.observe.exchange import Exchange, server_timing
 from modelhost.observe.observer import Observer
+from modelhost.protocols.status import status_of
 from modelhost.rpc.status import code_of, trailers_of
 
 Context: TypeAlias = Any  # grpc.aio.ServicerContext: grpcio ships no type hints
@@ -44,7 +43,7 @@ class Call:
         self.result, self.bytes_out = result, len(result.body)
         context.set_trailing_metadata(
             (
-                ("server-timing", server_timing(result)),
+                ("server-timing", server_timing(result.timings_ms)),
                 ("x-modelhost-cache", result.cache),
                 *self.instance,
             )

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from importlib import metadata
 from typing import Any
 
-from modelhost.cache.memory import State
 from modelhost.errors import ModelNotFound
-from modelhost.host import Invocation, ModelHost
+from modelhost.host import Invocation, ModelHost, State
 from modelhost.host.listing import EVERYWHERE, LOADED
-from modelhost.http.invocations import check_response_size
-from modelhost.http.params import check_param
 from modelhost.names import model_name
-from modelhost.oip_models import OipModels, missing
+from modelhost.protocols.bodies import check_response_size
+from modelhost.protocols.health import Health
+from modelhost.protocols.oip import OipModels, missing
+from modelhost.protocols.params import check_param
 from modelhost.rpc.access import Access
 from modelhost.rpc.calls import Calls, Context
 from modelhost.rpc.messages import OIP_SERVICE, message
@@ -41,14 +40,14 @@ class OipServicer:
         host: ModelHost,
         calls: Calls,
         access: Access,
-        ready: Callable[[], bool],
+        health: Health,
         max_response_bytes: int = 0,
     ) -> None:
         self.host = host
         self.models = OipModels(host)
         self.calls = calls
         self.access = access
-        self.ready = ready
+        self.health = health
         self.max_response_bytes = max_response_bytes
 
     # health and metadata ----------------------------------------------------------------
@@ -59,7 +58,7 @@ class OipServicer:
 
     async def ServerReady(self, request: Any, context: Context) -> Any:
         async with self.calls.observed(_route("ServerReady"), context):
-            ready = self.ready() and not self.host.closing
+            ready = self.health.ready
             return message("inference.ServerReadyResponse")(ready=ready)
 
     async def ServerMetadata(self, request: Any, context: Context) -> Any:
@@ -130,12 +129,7 @@ class OipServicer:
             url = _url_of(request)
             if url:
                 check_param("parameters.url", url)
-            held = self.host.registry.resolve(name)  # the default version
-            if self.models.state(held) is not State.LOADED:
-                if url:
-                    await self.host.registry.register_and_load(name, url)
-                else:
-                    await self.host.residency.ensure_loaded(held)
+            await self.models.load(name, url or None)
             return message("inference.RepositoryModelLoadResponse")(model_name=name, isLoaded=True)
 
     async def RepositoryModelUnload(self, request: Any, context: Context) -> Any:
@@ -143,9 +137,7 @@ class OipServicer:
         async with self.calls.observed(_route("RepositoryModelUnload"), context) as call:
             self.access.authorize(context)
             name = call.model = model_name(_model_of(request))
-            held = self.host.registry.resolve(name)
-            if self.models.state(held) is State.LOADED:
-                await self.host.residency.unload(held)
+            await self.models.unload(name)
             return message("inference.RepositoryModelUnloadResponse")(
                 model_name=name, isUnloaded=True
             )

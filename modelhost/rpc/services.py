@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import functools
-
 from modelhost.config import Config
 from modelhost.host import ModelHost
-from modelhost.http.routes import SageMakerRoutes
 from modelhost.observe.observer import Observer
+from modelhost.protocols.health import Health
 from modelhost.rpc.access import Access
 from modelhost.rpc.calls import Calls
 from modelhost.rpc.messages import OIP_SERVICE, TS_INFERENCE_SERVICE, TS_MANAGEMENT_SERVICE
@@ -18,17 +16,14 @@ from modelhost.rpc.torchserve import TorchServeInference, TorchServeManagementSe
 
 
 def rpc_servers(
-    host: ModelHost, config: Config, observer: Observer | None, routes: SageMakerRoutes
+    host: ModelHost, config: Config, observer: Observer | None, health: Health
 ) -> list[RpcServer]:
     """The inference and management ports' servers, each if its port is set."""
     calls, access = Calls(observer, config.instance_id), Access(config.management_token)
     servers = []
     if config.grpc_port:
-        ready = functools.partial(getattr, routes, "ready")  # set once started
-        oip = OipServicer(host, calls, access, ready, config.max_response_bytes)
-        inference = TorchServeInference(
-            host, calls, lambda: healthy(routes), config.max_response_bytes
-        )
+        oip = OipServicer(host, calls, access, health, config.max_response_bytes)
+        inference = TorchServeInference(host, calls, health, config.max_response_bytes)
         handlers = [
             generic_handler(OIP_SERVICE, oip),
             generic_handler(TS_INFERENCE_SERVICE, inference),
@@ -43,9 +38,3 @@ def rpc_servers(
         port = config.grpc_management_port
         servers.append(RpcServer(config, address, port, handlers, (TS_MANAGEMENT_SERVICE,)))
     return servers
-
-
-def healthy(routes: SageMakerRoutes) -> bool:
-    """What GET /ping says."""
-    running, configured = routes.worker_health()
-    return routes.ready and running >= configured

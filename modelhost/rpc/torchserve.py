@@ -6,20 +6,21 @@ Sequences (`sequence_id`) are echoed back but not kept: each request stands alon
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 from modelhost.errors import BadRequestBody, ModelhostError, ModelNotFound
 from modelhost.host import Invocation, ModelHost
-from modelhost.http.invocations import check_response_size
-from modelhost.http.params import check_param
 from modelhost.names import echo, model_name
+from modelhost.protocols.bodies import check_response_size
+from modelhost.protocols.health import Health
+from modelhost.protocols.params import check_param
+from modelhost.protocols.torchserve import MODEL_VERSION, TorchServeModels
 from modelhost.rpc.access import Access
 from modelhost.rpc.calls import Call, Calls, Context
 from modelhost.rpc.messages import TS_INFERENCE_SERVICE, TS_MANAGEMENT_SERVICE, message
 from modelhost.rpc.status import code_of
 from modelhost.rpc.stubs import method_path
-from modelhost.torchserve_models import MODEL_VERSION, TorchServeModels
 
 BODY_KEYS = ("data", "body")  # as TorchServe's handlers read them
 JSON = "application/json"
@@ -32,17 +33,17 @@ class TorchServeInference:
         self,
         host: ModelHost,
         calls: Calls,
-        healthy: Callable[[], bool],
+        health: Health,
         max_response_bytes: int = 0,
     ) -> None:
         self.host = host
         self.calls = calls
-        self.healthy = healthy
+        self.health = health
         self.max_response_bytes = max_response_bytes
 
     async def Ping(self, request: Any, context: Context) -> Any:
         async with self.calls.observed(_inference("Ping"), context):
-            words = "Healthy" if self.healthy() and not self.host.closing else "Unhealthy"
+            words = "Healthy" if self.health.healthy() else "Unhealthy"
             health = json.dumps({"status": words}, indent=2)  # as TorchServe's
             return message(_INFERENCE + "TorchServeHealthResponse")(health=health)
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from modelhost.errors import BadRequestBody, ParameterTooLarge, RequestError
 from modelhost.http.forms import FormInput, form_input, is_form
-from modelhost.http.params import MAX_QUERY_CHARS
+from modelhost.protocols.params import MAX_QUERY_CHARS
 
 
 def encoded(files: Any = None, data: Any = None) -> tuple[bytes, str]:

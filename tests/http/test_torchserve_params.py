@@ -12,15 +12,15 @@ from helpers.counting_host import counting_host, request
 from starlette.requests import Request
 
 from modelhost.errors import BadRequestBody
-from modelhost.http.registration import (
+from modelhost.http.routes import HttpSettings, SageMakerRoutes
+from modelhost.http.torchserve import TorchServeManagement, unless_negative
+from modelhost.protocols.registration import (
     BUILT_IN_HANDLERS,
     boolean,
     check_registration,
     is_handler_name,
     registration_settings,
 )
-from modelhost.http.routes import HttpSettings, SageMakerRoutes
-from modelhost.http.torchserve import TorchServeManagement, unless_negative
 from modelhost.workers.handlers.select import RUNTIMES
 
 

@@ -6,7 +6,7 @@ import grpc
 import pytest
 
 from modelhost import errors
-from modelhost.http.errors import STATUS_BY_ERROR
+from modelhost.protocols.status import STATUS_BY_ERROR
 from modelhost.rpc.access import peer_address
 from modelhost.rpc.status import CODE_BY_ERROR, code_of, trailers_of
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
-from modelhost.cache.disk import Artifact
 from modelhost.errors import BadRequestBody
-from modelhost.http.params import is_whole_number
 from modelhost.manifest import manifest_root
 from modelhost.names import echo
+from modelhost.protocols.params import is_whole_number
 
 PYTHON_RUNTIMES = ("python", "python3")
 # workers.handlers.select.RUNTIMES' names, copied so the frontend imports no runtime
@@ -65,11 +65,11 @@ def registration_settings(query: Mapping[str, str]) -> dict[str, Any]:
     return settings
 
 
-def missing_handler(handler: str | None, artifact: Artifact) -> str | None:
+def missing_handler(handler: str | None, artifact: Path) -> str | None:
     file_name = (handler or "").partition(":")[0]
     if not file_name.endswith(".py"):
         return None
-    root = manifest_root(artifact.path).resolve()
+    root = manifest_root(artifact).resolve()
     path = (root / file_name).resolve()
     return None if path.is_relative_to(root) and path.is_file() else file_name
 

@@ -15,23 +15,22 @@ from modelhost.errors import BadRequestBody, ModelAlreadyLoaded, ModelhostError,
 from modelhost.host import ModelHost
 from modelhost.host.listing import IN_MEMORY, REGISTERED, Listing
 from modelhost.host.registry import Registered
-from modelhost.http.invocations import TORCHSERVE_VERSION
-from modelhost.http.params import check_param, is_negative_number, is_whole_number
-from modelhost.http.registration import (
+from modelhost.names import echo, model_name
+from modelhost.observe.describe import iso_time
+from modelhost.protocols.pages import decode_token, encode_token, page_size
+from modelhost.protocols.params import check_param, is_negative_number, is_whole_number
+from modelhost.protocols.registration import (
     boolean,
     check_registration,
     count,
     missing_handler,
     registration_settings,
 )
-from modelhost.http.routes import decode_token, encode_token, page_size
-from modelhost.names import echo, model_name
-from modelhost.observe.describe import iso_time
 from modelhost.records.statistics import ModelStatistics
 from modelhost.scheduler import ModelSchedule
 from modelhost.urls import redact_url
 
-MODEL_VERSION = TORCHSERVE_VERSION
+MODEL_VERSION = "1.0"  # of a model registered without versions
 ARCHIVE_SUFFIXES = (".mar", ".tar.gz", ".tgz", ".tar", ".zip")
 REGISTERED_OR_IN_MEMORY = (IN_MEMORY, REGISTERED)  # what TorchServe calls registered
 ACCEPTED = "Processing worker updates..."  # TorchServe's words
@@ -77,9 +76,9 @@ class TorchServeModels:
                 "It loads on its first request."
             )
         if not synchronous:
-            self._run_in_background(self.host.residency.ensure_loaded(registered.name))
+            self._run_in_background(self.host.load(registered.name))
             return Answer(ACCEPTED, 202)
-        await self.host.residency.ensure_loaded(registered.name)
+        await self.host.load(registered.name)
         return Answer(
             f'Model "{name}" Version: {version} registered with {workers} initial workers'
         )
@@ -93,7 +92,7 @@ class TorchServeModels:
                 f"cannot register model {name}: the url {echo(url)} names no archive ({error}); "
                 "give the url of an archive in the model store"
             ) from None
-        missing = missing_handler(settings.get("handler"), registered.artifact)
+        missing = missing_handler(settings.get("handler"), registered.artifact.path)
         if missing:
             await self.host.registry.unregister(registered.name)
             raise BadRequestBody(
@@ -113,8 +112,7 @@ class TorchServeModels:
         names = self._page(listing, after, size + 1) if after is not None else []
         body: dict[str, Any] = {
             "models": [
-                {"modelName": m, "modelUrl": self.host.residency.source_of(n)}
-                for n, m in names[:size]
+                {"modelName": m, "modelUrl": self.host.source_of(n)} for n, m in names[:size]
             ]
         }
         if len(names) > size:
@@ -158,7 +156,7 @@ class TorchServeModels:
 
     def _description(self, target: Target) -> dict[str, Any]:
         statistics = self.host.model_statistics(target.name)
-        schedule = self.host.scaling.schedule_of(target.name)
+        schedule = self.host.schedule_of(target.name)
         return describe(statistics, schedule, target.model, target.version)
 
     def set_default(self, path: str) -> str:

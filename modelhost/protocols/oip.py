@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from modelhost.cache.memory import State
 from modelhost.errors import ModelNotFound
-from modelhost.host import ModelHost
+from modelhost.host import ModelHost, State
 
 MODEL_VERSION = "1"  # of a model registered without versions
 REPOSITORY_STATE = {State.LOADED: "READY", State.LOADING: "LOADING", State.UNLOADING: "UNLOADING"}
@@ -37,16 +36,22 @@ class OipModels:
         return name
 
     async def exists(self, name: str) -> bool:
-        """Whether `name` is a model: held, on disk, registered, or in its store."""
-        name = self.host.registry.resolve(name)
-        if self.state(name) or self.host.disk.get(name) or self.host.registry.is_registered(name):
-            return True
-        try:
-            store, key = self.host.disk.stores.locate(self.host.residency.source_of(name))
-            await store.stat(key)
-        except ModelNotFound:
-            return False
-        return True
+        return await self.host.exists(name)
+
+    async def load(self, name: str, url: str | None) -> None:
+        """Load the default version from the store, or from `url`; a loaded model stays."""
+        if self.state(self.host.registry.resolve(name)) is State.LOADED:
+            return
+        if url is None:
+            await self.host.load(self.host.registry.resolve(name))
+        else:
+            await self.host.register_and_load(name, url)
+
+    async def unload(self, name: str) -> None:
+        """Unload the default version after its in-flight requests finish."""
+        held = self.host.registry.resolve(name)
+        if self.state(held) is State.LOADED:
+            await self.host.unload(held)
 
     def state(self, name: str) -> State | None:
         return self.host.state_of(name)

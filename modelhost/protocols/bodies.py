@@ -1,0 +1,58 @@
+"""Request bodies read within their limit and parsed, and answers held to theirs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from modelhost.errors import BadRequestBody, NestedTooDeep, PayloadTooLarge, ResponseTooLarge
+from modelhost.units import format_bytes
+
+
+async def read_within(chunks: AsyncIterator[bytes], declared: int, limit: int) -> bytes:
+    """A request body, refused with 413 once it passes `limit`."""
+    check_body_size(declared, limit)
+    parts: list[bytes] = []
+    received = 0
+    async for chunk in chunks:
+        received += len(chunk)
+        check_body_size(received, limit)
+        parts.append(chunk)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def check_body_size(size: int, limit: int) -> None:
+    if size > limit:
+        raise PayloadTooLarge(
+            f"the request body is {format_bytes(size)} but max_request_size is "
+            f"{format_bytes(limit)}; send less or raise --max-request-size"
+        )
+
+
+def body_cut_short() -> BadRequestBody:
+    return BadRequestBody(
+        "the client closed the connection before its request body came whole; the request was "
+        "not run"
+    )
+
+
+def json_object(data: bytes) -> dict[str, Any]:
+    try:
+        body = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise BadRequestBody(f"the body is not valid JSON: {error}") from None
+    except RecursionError:
+        raise NestedTooDeep from None
+    if not isinstance(body, dict):
+        raise BadRequestBody("expected a JSON object")
+    return body
+
+
+def check_response_size(size: int, limit: int) -> None:
+    """Refuse an answer over max_response_size, as MMS and TorchServe do."""
+    if limit and size > limit:
+        raise ResponseTooLarge(
+            f"the model's response is {format_bytes(size)} but max_response_size is "
+            f"{format_bytes(limit)}; ask for fewer rows per request or raise --max-response-size"
+        )
