@@ -30,11 +30,17 @@ def rpc_servers(
         ]
         services = (OIP_SERVICE, TS_INFERENCE_SERVICE)
         port = config.grpc_port
-        servers.append(RpcServer(config, config.host, port, handlers, services, ACCEPTING_SERVERS))
+        servers.append(
+            RpcServer(
+                config, config.host, port, handlers, health_names=services, copies=ACCEPTING_SERVERS
+            )
+        )
     if config.grpc_management_port:
         management = TorchServeManagementServicer(host, calls, access)
         handlers = [generic_handler(TS_MANAGEMENT_SERVICE, management)]
         address = config.management_host or config.host
         port = config.grpc_management_port
-        servers.append(RpcServer(config, address, port, handlers, (TS_MANAGEMENT_SERVICE,)))
+        servers.append(
+            RpcServer(config, address, port, handlers, health_names=(TS_MANAGEMENT_SERVICE,))
+        )
     return servers
