@@ -1,12 +1,16 @@
 """The invoke path: admit a request, acquire its model, queue it, await answer or deadline.
 
+A request for a model that is not loaded waits for the load against that model's queue size,
+not the server's max_concurrency, so a flood on a cold model cannot refuse the loaded ones.
+
 A request whose worker died is tried once more, alone, if it never ran or is safe to rerun, so
 a crash costs latency, not an error. A second death makes it a poison request, answered 500.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 
 from modelhost.cache.memory import Resident, State
 from modelhost.deadlines import Deadlines
@@ -15,6 +19,7 @@ from modelhost.errors import (
     DeadlineExceeded,
     ModelNotLoaded,
     PoisonRequest,
+    QueueFull,
     ShuttingDown,
     Unavailable,
     WorkerDied,
@@ -45,34 +50,69 @@ class InvokePath:
         self.on_use = on_use  # (model, footprint, found loaded)
         self.loads_on_invoke = loads_on_invoke  # false under SageMaker's contract
         self.in_flight = 0
+        self.waiting_for_load: dict[str, int] = {}  # by model
         # one timer for every deadline, not one per request
         self._deadlines: Deadlines[tuple[Dispatcher, Job[Invocation]]] = Deadlines(
             scheduling.response_timeout_s, lambda key: self._expire(*key)
         )
 
     async def invoke(self, name: str, invocation: Invocation) -> Result:
+        self._check_room()  # a full server starts no load
+        return await self._invoke(name, invocation, self.residency.clock())
+
+    def _check_room(self) -> None:
         limit = self.scheduling.max_concurrency
         if limit and self.in_flight >= limit:
             raise ConcurrencyLimit(
                 f"the server has {self.in_flight} requests in flight, the limit "
                 f"(max_concurrency) is {limit}; retry after a pause, or raise --max-concurrency"
             )
+
+    @contextlib.contextmanager
+    def _slot(self) -> Iterator[None]:
+        """One of max_concurrency's slots, held while the request runs."""
+        self._check_room()
         self.in_flight += 1
         try:
-            return await self._invoke(name, invocation)
+            yield
         finally:
             self.in_flight -= 1
 
-    async def _invoke(self, name: str, invocation: Invocation) -> Result:
-        started = self.residency.clock()
+    async def _wait_for_load(self, name: str) -> LoadOutcome | None:
+        """Load a model that is not loaded, with at most job_queue_size requests waiting."""
+        r = self.residency
+        resident = r.memory.get(name)
+        if resident is not None and resident.state is State.LOADED:
+            return None
+        if not self.loads_on_invoke and name not in r.loads:
+            return None  # _acquire says it is not loaded
+        waiting, limit = self.waiting_for_load.get(name, 0), self.scheduling.job_queue_size
+        if waiting >= limit:
+            raise QueueFull(
+                f"model {name} is loading and {waiting} requests wait for its load, the limit "
+                f"(job_queue_size) is {limit}; retry once it has loaded, or raise --job-queue-size"
+            )
+        self.waiting_for_load[name] = waiting + 1
         try:
-            return await self._attempt(name, invocation, started, solo=False)
+            return await r.ensure_loaded(name)
+        finally:
+            if self.waiting_for_load[name] == 1:
+                del self.waiting_for_load[name]
+            else:
+                self.waiting_for_load[name] -= 1
+
+    async def _invoke(self, name: str, invocation: Invocation, started: float) -> Result:
+        try:
+            loaded = await self._wait_for_load(name)
+            with self._slot():
+                return await self._attempt(name, invocation, started, loaded, solo=False)
         except Unavailable as error:
             if not self._retryable(name, error):
                 raise
         self.queues.count_retry()
         try:
-            return await self._attempt(name, invocation, started, solo=True)
+            with self._slot():
+                return await self._attempt(name, invocation, started, None, solo=True)
         except WorkerDied as error:
             if not error.running:
                 raise
@@ -90,9 +130,14 @@ class InvokePath:
         return not ran or self.residency.manifests.retry_safe(name)
 
     async def _attempt(
-        self, name: str, invocation: Invocation, started: float, solo: bool
+        self,
+        name: str,
+        invocation: Invocation,
+        started: float,
+        loaded: LoadOutcome | None,
+        solo: bool,
     ) -> Result:
-        resident, outcome = await self._acquire(name)
+        resident, outcome = await self._acquire(name, loaded)
         try:
             job = await self._answer(name, invocation, solo)
         finally:
@@ -110,9 +155,11 @@ class InvokePath:
         }
         return Result(answer.body, answer.content_type, outcome.tier, timings)
 
-    async def _acquire(self, name: str) -> tuple[Resident, LoadOutcome | None]:
-        """The loaded model with one more request in flight."""
-        r, outcome = self.residency, None
+    async def _acquire(
+        self, name: str, outcome: LoadOutcome | None
+    ) -> tuple[Resident, LoadOutcome | None]:
+        """The loaded model with one more request in flight; `outcome`: the load it waited for."""
+        r = self.residency
         for _ in range(MAX_ACQUIRE_ATTEMPTS):
             r.check_open()
             resident = r.memory.get(name)

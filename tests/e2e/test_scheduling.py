@@ -23,6 +23,7 @@ from modelhost import testing
 pytestmark = pytest.mark.e2e
 
 GATED = "gated"
+SLOW_LOAD = "slow-load"  # its load waits at the gate
 
 
 @pytest.fixture
@@ -34,6 +35,7 @@ def gate(tmp_path: Path) -> Path:
 def store(tmp_path: Path, gate: Path) -> Path:
     root = tmp_path / "store"
     gated_handler_folder(root / GATED, gate)
+    gated_handler_folder(root / SLOW_LOAD, gate, gates_load=True)
     testing.iris_logreg(root / "iris.joblib")
     return root
 
@@ -145,6 +147,26 @@ def test_max_concurrency_caps_requests_in_flight_across_models(
         assert [future.result().status_code for future in held] == [200, 200]
     assert invoke(client, "iris.joblib").status_code == 200
     assert metric(client, 'modelhost_rejections_total{reason="ConcurrencyLimit"}') == 1
+
+
+def test_requests_waiting_for_a_load_leave_the_server_cap_to_loaded_models(
+    client_of: Callable[..., httpx.Client], gate: Path
+) -> None:
+    """A flood on a cold model waits against that model's queue, not max_concurrency: a loaded
+    model still answers, and past job_queue_size the flood's own requests get 429."""
+    client = client_of(workers=1, max_concurrency=4, job_queue_size=3)
+    assert invoke(client, "iris.joblib").status_code == 200
+    with concurrent.futures.ThreadPoolExecutor(5) as pool:
+        flood = [pool.submit(invoke, client, SLOW_LOAD, str(i)) for i in range(5)]
+        wait_until(lambda: sum(future.done() for future in flood) >= 2)
+        assert invoke(client, "iris.joblib").status_code == 200
+        refused = [future.result() for future in flood if future.done()]
+        assert [r.status_code for r in refused] == [429, 429]
+        assert {r.json()["type"] for r in refused} == {"QueueFull"}
+        assert "3 requests wait for its load" in refused[0].json()["message"]
+        assert "(job_queue_size) is 3" in refused[0].json()["message"]
+        gate.touch()
+        assert sorted(future.result().status_code for future in flood) == [200] * 3 + [429] * 2
 
 
 def test_request_past_deadline_gets_504(client_of: Callable[..., httpx.Client], gate: Path) -> None:
