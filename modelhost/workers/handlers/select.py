@@ -72,15 +72,10 @@ class Choice:
     modules: tuple[str, ...] = ()
 
 
-def load_handler(artifact: Path, model_name: str, spec: LoadSpec = DEFAULT_SPEC) -> Handler:
-    """Build the handler for an unpacked artifact; failures become `ModelLoadError`."""
-    return prepared_handler(artifact, model_name, spec)()
-
-
 def prepared_handler(
     artifact: Path, model_name: str, spec: LoadSpec = DEFAULT_SPEC
 ) -> Callable[[], Handler]:
-    """`load_handler` in two steps: the handler is chosen and its runtime imported now, so that
+    """The handler in two steps: it is chosen and its runtime imported now, so that
     a load measured after is not charged the runtime (TensorFlow's import holds about 140 MB);
     the call builds it, or raises what went wrong, worded."""
     try:
