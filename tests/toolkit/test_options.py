@@ -16,7 +16,7 @@ from modelhost.cli.tune import tune
 from modelhost.toolkit.cost import CostOptions
 from modelhost.toolkit.options import cli_fields, click_options, numbers, option
 from modelhost.toolkit.run import BenchOptions
-from modelhost.toolkit.tune_run import TuneOptions
+from modelhost.toolkit.tune import TuneOptions
 
 
 @pytest.mark.parametrize(
