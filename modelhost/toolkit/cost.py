@@ -29,7 +29,7 @@ EXAMPLE_PRICES = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Instance:
     price_per_hour: float
     throughput_rps: float  # measured, at the latency limit
@@ -50,7 +50,7 @@ class Instance:
         return self.count_for(monthly_requests) * self.price_per_hour * HOURS_PER_MONTH
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Serverless:
     gb_second: float
     memory_gb: float
@@ -173,9 +173,16 @@ def cost_command(
     latency_ms = latency_ms or found.get("latency_ms")
     if not throughput or not latency_ms:
         raise ValueError("give --throughput and --latency-ms, or --from a bench/tune summary")
-    instance = Instance(instance_price, throughput, utilization)
+    instance = Instance(
+        price_per_hour=instance_price, throughput_rps=throughput, utilization=utilization
+    )
     serverless = Serverless(
-        gb_second_price, memory_gb, latency_ms, data_price, bytes_per_request, request_price
+        gb_second=gb_second_price,
+        memory_gb=memory_gb,
+        latency_ms=latency_ms,
+        data_per_gb=data_price,
+        bytes_per_request=bytes_per_request,
+        per_million_requests=request_price,
     )
     source = (
         f"{', '.join(example_prices)} are examples: {EXAMPLE_PRICES['source']}"

@@ -19,7 +19,7 @@ from modelhost.toolkit.cost import Instance, Serverless, break_even, savings_tab
 # 83.95 / 1.032e-6 = 81,346,899 serverless requests: the break-even.
 INSTANCE = Instance(price_per_hour=0.115, throughput_rps=100)
 SERVERLESS = Serverless(
-    0.00002, memory_gb=1, latency_ms=50, data_per_gb=0.016, bytes_per_request=2000
+    gb_second=0.00002, memory_gb=1, latency_ms=50, data_per_gb=0.016, bytes_per_request=2000
 )
 
 
