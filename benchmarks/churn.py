@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 MiB = 2**20
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Outcome:
     started: float
     model: str
@@ -176,7 +176,15 @@ async def drive(
         cache = response.headers.get("x-floor-cache" if floor else "x-modelhost-cache", "")
         right = response.status == 200 and json.loads(body)["predictions"] == truth[forest]
         timings = parse_server_timing(response.headers.get("server-timing", ""))
-        return Outcome(started, name, response.status, cache == "hit", latency_ms, right, timings)
+        return Outcome(
+            started=started,
+            model=name,
+            status=response.status,
+            hit=cache == "hit",
+            latency_ms=latency_ms,
+            right=right,
+            timings=timings,
+        )
 
     timeout = aiohttp.ClientTimeout(total=300)
     connector = aiohttp.TCPConnector(limit=OPEN_LOOP_CONNECTIONS if args.rate else args.clients)
@@ -454,7 +462,7 @@ def simulated_in_line(
         ("cost-aware+tinylfu", "cost-aware", FrequencySketch()),
     ):
         outcomes = replay_loading(
-            trace, room, policy_named(policy), loaders, sketch, recorded=samples
+            trace, room, policy_named(policy), loaders, admission=sketch, recorded=samples
         )
         results[label] = {
             "hit": round(outcomes.hit_ratio, 3),

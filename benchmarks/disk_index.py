@@ -51,7 +51,16 @@ def main() -> None:
 def seed(cache: Path, count: int) -> None:
     index = DiskIndex(cache / INDEX_FILE)
     index.put_many(
-        Row(f"m{i:08d}", f"m{i:08d}", "model.joblib", ROW_BYTES, "s3://b/m", None, 0, i)
+        Row(
+            name=f"m{i:08d}",
+            entry=f"m{i:08d}",
+            path="model.joblib",
+            bytes=ROW_BYTES,
+            source="s3://b/m",
+            etag=None,
+            checked_at=0,
+            last_used=i,
+        )
         for i in range(count)
     )
     index.set_fact("budget_bytes", count * ROW_BYTES)
@@ -80,7 +89,7 @@ async def reconciled(tier: DiskTier) -> tuple[float, float]:
 def start(cache: Path) -> DiskTier:
     stores = Stores(MemoryStore())
     limits, policy = UnpackLimits(2**30, 1000), DownloadPolicy(1, 5)
-    tier = DiskTier(cache, 2**40, stores, EventLog(), limits, policy)
+    tier = DiskTier(cache, 2**40, stores=stores, events=EventLog(), limits=limits, policy=policy)
     tier.rebuild()
     return tier
 
@@ -88,7 +97,18 @@ def start(cache: Path) -> DiskTier:
 def miss(tier: DiskTier) -> None:
     name = f"new-{time.perf_counter_ns()}"
     assert tier.get(name) is None
-    tier.index.put(Row(name, name, "model.joblib", ROW_BYTES, "s3://b/n", None, 0, time.time()))
+    tier.index.put(
+        Row(
+            name=name,
+            entry=name,
+            path="model.joblib",
+            bytes=ROW_BYTES,
+            source="s3://b/n",
+            etag=None,
+            checked_at=0,
+            last_used=time.time(),
+        )
+    )
 
 
 def evict(tier: DiskTier) -> None:

@@ -63,7 +63,19 @@ def pass_names(held: dict[str, Any], count: int, folder: Path) -> None:
             "queue;dur=0.021, download;dur=3.2, load;dur=6.1, infer;dur=0.4"
         )
         held["usage"].record(
-            Exchange(0.0, "POST", "/invocations", 200, 0.01, 40, 30, True, name, "remote", timing)
+            Exchange(
+                time=0.0,
+                method="POST",
+                route="/invocations",
+                status=200,
+                duration_s=0.01,
+                bytes_in=40,
+                bytes_out=30,
+                invocation=True,
+                model=name,
+                cache="remote",
+                timings_ms=timing,
+            )
         )
         held["manifests"].read(name, artifact)
         held["manifests"].measured(

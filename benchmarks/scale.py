@@ -197,7 +197,7 @@ def _footprint(client: Any, url: str, name: str) -> int:
 # ------------------------------------------------------------------------------- the clients
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Outcome:
     name: str
     status: int
@@ -221,7 +221,14 @@ async def invoke(session: Any, url: str, name: str) -> Outcome:
     wall_ms = (time.monotonic() - started) * 1000
     timings = parse_server_timing(answer.headers.get("server-timing", ""))
     cache = answer.headers.get("x-modelhost-cache", "")
-    return Outcome(name, answer.status, cache, wall_ms, started, timings)
+    return Outcome(
+        name=name,
+        status=answer.status,
+        cache=cache,
+        wall_ms=wall_ms,
+        started=started,
+        timings=timings,
+    )
 
 
 async def register(session: Any, url: str, name: str, archive: str) -> Outcome:
@@ -229,7 +236,13 @@ async def register(session: Any, url: str, name: str, archive: str) -> Outcome:
     started = time.monotonic()
     async with session.post(f"{url}/models", json={"model_name": name, "url": archive}) as answer:
         await answer.read()
-    return Outcome(name, answer.status, "", (time.monotonic() - started) * 1000, started)
+    return Outcome(
+        name=name,
+        status=answer.status,
+        cache="",
+        wall_ms=(time.monotonic() - started) * 1000,
+        started=started,
+    )
 
 
 Call = Callable[[Any, random.Random], Any]  # (session, rng) → an awaitable Outcome, or None
@@ -530,7 +543,7 @@ def phases(serve: list[str], work: Path, kinds: dict[str, str], args: Any, plan:
         found["walk"] = walk_listing(client, server.url, plan.walk_s)
         with twin_of(serve, work, args) as twin:
             found["registration"] = registration_phase(
-                server.url, twin.url, work, kinds, args, plan
+                server.url, twin.url, work=work, kinds=kinds, args=args, plan=plan
             )
     return found
 
@@ -588,7 +601,7 @@ def hit_phase(url: str, work: Path, kinds: dict[str, str], args: Any, plan: Plan
 
 
 def registration_phase(
-    url: str, twin_url: str, work: Path, kinds: dict, args: Any, plan: Plan
+    url: str, twin_url: str, *, work: Path, kinds: dict, args: Any, plan: Plan
 ) -> dict:
     """Hit p99 of 3 clients alone, beside one client registering archives, and beside one
     registering them with the twin, in rotating windows (`--registration-rounds` of each), so

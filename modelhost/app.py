@@ -205,11 +205,11 @@ def build_host(
     disk = DiskTier(
         cache_dir,
         disk_budget,
-        stores,
-        events,
-        UnpackLimits(config.unpacked_limit_bytes, config.max_unpacked_files),
-        DownloadPolicy(config.store_attempts, config.store_timeout_s),
-        config.revalidate_interval_s,
+        stores=stores,
+        events=events,
+        limits=UnpackLimits(config.unpacked_limit_bytes, config.max_unpacked_files),
+        policy=DownloadPolicy(config.store_attempts, config.store_timeout_s),
+        revalidate_interval_s=config.revalidate_interval_s,
         refuse_pickle=config.refuse_pickle,
     )
     disk.rebuild()
@@ -229,8 +229,8 @@ def build_host(
         memory,
         disk,
         events,
-        frozenset(config.pinned_models),
-        config.default_response_timeout_s,
+        pinned=frozenset(config.pinned_models),
+        deadline_s=config.default_response_timeout_s,
         scheduling=SchedulerSettings(
             job_queue_size=config.job_queue_size,
             max_batch_size=config.batch_size,
@@ -276,12 +276,15 @@ def memory_tier(config: Config, pool: WorkerPool, idle: PssReading) -> MemoryTie
         frontend=frontend,
     )
     logger.info(
-        "the frontend uses %s at start and may grow by %s (--frontend-memory-allowance); "
-        "the idle server is %s and models have %s of the %s budget",
-        format_bytes(frontend.start_bytes),
-        format_bytes(frontend.growth_bytes),
-        format_bytes(memory.baseline_bytes),
-        format_bytes(memory.capacity_bytes),
-        format_bytes(budget),
+        "the frontend uses %(start)s at start and may grow by %(growth)s "
+        "(--frontend-memory-allowance); the idle server is %(idle)s and models have "
+        "%(models)s of the %(budget)s budget",
+        {
+            "start": format_bytes(frontend.start_bytes),
+            "growth": format_bytes(frontend.growth_bytes),
+            "idle": format_bytes(memory.baseline_bytes),
+            "models": format_bytes(memory.capacity_bytes),
+            "budget": format_bytes(budget),
+        },
     )
     return memory

@@ -27,7 +27,7 @@ MANIFEST_NAME = "modelhost.toml"
 MAR_MANIFEST = Path("MAR-INF") / "MANIFEST.json"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Manifest:
     """A model's own settings; None means the server's setting."""
 

@@ -31,7 +31,14 @@ def test_every_key() -> None:
         }
     )
     assert manifest == Manifest(
-        "xgboost", "m.ubj", 8, 2.5, 2, True, 300 * 2**20, ("samples/0.json",)
+        handler="xgboost",
+        model_file="m.ubj",
+        batch_size=8,
+        max_batch_delay_ms=2.5,
+        max_workers=2,
+        pinned=True,
+        memory_bytes=300 * 2**20,
+        warmup=("samples/0.json",),
     )
 
 
@@ -89,7 +96,9 @@ def mar_manifest(folder: Path, model: dict[str, str]) -> None:
 def test_a_mar_manifest_gives_handler_file_and_model_file(tmp_path: Path) -> None:
     mar_manifest(tmp_path, {"handler": "my_handler:handle", "serializedFile": "model.pt"})
     write(tmp_path / "my_handler.py", "")
-    assert read_manifest(tmp_path) == Manifest("my_handler.py:handle", "model.pt")
+    assert read_manifest(tmp_path) == Manifest(
+        handler="my_handler.py:handle", model_file="model.pt"
+    )
     assert manifest_root(tmp_path) == tmp_path
 
 
@@ -103,7 +112,7 @@ def test_a_mar_model_config_sets_batching_and_workers(tmp_path: Path) -> None:
     mar_manifest(tmp_path, {"handler": "h.py", "configFile": "model-config.yaml"})
     write(tmp_path / "h.py", "")
     write(tmp_path / "model-config.yaml", "batchSize: 4\nmaxBatchDelay: 7\nmaxWorkers: 2\n")
-    expected = Manifest("h.py", batch_size=4, max_batch_delay_ms=7.0, max_workers=2)
+    expected = Manifest(handler="h.py", batch_size=4, max_batch_delay_ms=7.0, max_workers=2)
     assert read_manifest(tmp_path) == expected
 
 
@@ -124,7 +133,7 @@ def test_modelhost_toml_wins_over_the_mar_manifest(tmp_path: Path) -> None:
     mar_manifest(tmp_path, {"handler": "handler.py", "serializedFile": "model.pt"})
     write(tmp_path / "handler.py", "")
     write(tmp_path / "modelhost.toml", 'handler = "torch"\npinned = true\n')
-    assert read_manifest(tmp_path) == Manifest("torch", "model.pt", pinned=True)
+    assert read_manifest(tmp_path) == Manifest(handler="torch", model_file="model.pt", pinned=True)
 
 
 def test_a_broken_mar_manifest_is_a_load_error(tmp_path: Path) -> None:

@@ -204,3 +204,18 @@ def test_running_server_builds_the_modelhost_command(tmp_path: Path) -> None:
 def _handler(folder: Path) -> tuple[types.FunctionType, types.SimpleNamespace]:
     context = types.SimpleNamespace(system_properties={"model_dir": str(folder)})
     return import_user_module(folder / "handler.py").handle, context
+
+
+def test_testing_exports_what_its_modules_define() -> None:
+    """`modelhost.testing` names its helpers: what its modules define, not what they import."""
+    modules = [testing.archives, testing.handlers, testing.models, testing.server]
+    defined = {
+        name
+        for module in modules
+        for name, value in vars(module).items()
+        if not name.startswith("_") and getattr(value, "__module__", None) == module.__name__
+    }
+    assert sorted(testing.__all__) == sorted(defined)
+    star: dict[str, object] = {}
+    exec("from modelhost.testing import *", star)  # noqa: S102  (what a user's star import gets)
+    assert set(star) - {"__builtins__"} == defined

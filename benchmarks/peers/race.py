@@ -52,7 +52,15 @@ def main() -> None:
         model = testing.iris_logreg(Path(scratch) / "iris.joblib")
         checks = _checks(model)
         results = [
-            _race_or_report(SERVERS[name], Path(scratch) / name, model, checks, options, args, logs)
+            _race_or_report(
+                SERVERS[name],
+                work=Path(scratch) / name,
+                model=model,
+                checks=checks,
+                options=options,
+                args=args,
+                logs=logs,
+            )
             for name in args.servers
         ]
     table = _markdown(results)
@@ -91,10 +99,10 @@ def _checks(model: Path) -> list[Check]:
 # ---------------------------------------------------------------------------- one server
 
 
-def _race_or_report(server: Server, *args: Any) -> dict[str, Any]:
+def _race_or_report(server: Server, **race: Any) -> dict[str, Any]:
     """The server's results, or its failure recorded so the others still run."""
     try:
-        return _race_server(server, *args)
+        return _race_server(server, **race)
     except Exception as error:  # a peer that fails to start must not lose the others' runs
         print(f"{server.name}: FAILED: {error}", file=sys.stderr, flush=True)
         return {
@@ -108,6 +116,7 @@ def _race_or_report(server: Server, *args: Any) -> dict[str, Any]:
 
 def _race_server(
     server: Server,
+    *,
     work: Path,
     model: Path,
     checks: list[Check],

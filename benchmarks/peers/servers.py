@@ -42,7 +42,7 @@ def v2_body(row: list[float]) -> bytes:
     return json.dumps({"inputs": [tensor]}).encode()
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Launch:
     """One server laid out in its work folder, ready to start."""
 
@@ -115,11 +115,11 @@ def _modelhost(work: Path, model: Path, options: Options) -> Launch:
     argv += ["--host", "127.0.0.1", "--port", str(port), *options.serve_args]
     base = f"http://127.0.0.1:{port}"
     return Launch(
-        argv,
-        f"{base}/models/iris.joblib/invoke",
-        POST_LUA,
-        row_body,
-        work,
+        argv=argv,
+        url=f"{base}/models/iris.joblib/invoke",
+        lua=POST_LUA,
+        encode=row_body,
+        cwd=work,
         ready_url=f"{base}/ping",
     )
 
@@ -128,7 +128,9 @@ def _floor(work: Path, model: Path, options: Options) -> Launch:
     (port,) = free_ports(1)
     argv = [sys.executable, str(BENCHMARKS / "floor_app.py"), str(model), "--port", str(port)]
     base = f"http://127.0.0.1:{port}"
-    return Launch(argv, f"{base}/", POST_LUA, row_body, work, ready_url=f"{base}/ping")
+    return Launch(
+        argv=argv, url=f"{base}/", lua=POST_LUA, encode=row_body, cwd=work, ready_url=f"{base}/ping"
+    )
 
 
 def _repo_versions() -> dict[str, str]:
@@ -179,13 +181,13 @@ def _archive_server(peer: str, batched: bool) -> Callable[[Path, Path, Options],
         env = {"PATH": f"{venv / 'bin'}:{os.environ['PATH']}"}  # workers run `python3`
         url = f"http://127.0.0.1:{inference}/predictions/{MODEL_NAME}"
         return Launch(
-            argv,
-            url,
-            POST_LUA,
-            row_body,
-            work,
-            env,
-            register,
+            argv=argv,
+            url=url,
+            lua=POST_LUA,
+            encode=row_body,
+            cwd=work,
+            env=env,
+            after_start=register,
             ready_url=f"http://127.0.0.1:{inference}/ping",
         )
 
@@ -284,12 +286,12 @@ def _mlserver(batched: bool) -> Callable[[Path, Path, Options], Launch]:
         env = {"PATH": f"{venv / 'bin'}:{os.environ['PATH']}"}
         base = f"http://127.0.0.1:{http}"
         return Launch(
-            argv,
-            f"{base}/v2/models/{MODEL_NAME}/infer",
-            V2_LUA,
-            v2_body,
-            work,
-            env,
+            argv=argv,
+            url=f"{base}/v2/models/{MODEL_NAME}/infer",
+            lua=V2_LUA,
+            encode=v2_body,
+            cwd=work,
+            env=env,
             ready_url=f"{base}/v2/health/live",
         )
 

@@ -55,7 +55,7 @@ def modelhost_launch(work: Path, store: Path, preload: str) -> tuple[Launch, Loa
     def load_more(name: str) -> None:  # a model loads on its first request
         _answered(f"http://127.0.0.1:{port}/predictions/{name}.mar")
 
-    return Launch(argv, url, POST_LUA, _row_body, work), load_more
+    return Launch(argv=argv, url=url, lua=POST_LUA, encode=_row_body, cwd=work), load_more
 
 
 def torchserve_launch(work: Path, store: Path) -> tuple[Launch, LoadMore]:
@@ -87,7 +87,7 @@ def torchserve_launch(work: Path, store: Path) -> tuple[Launch, LoadMore]:
         registered.raise_for_status()
         _answered(f"http://127.0.0.1:{inference}/predictions/{name}")
 
-    return Launch(argv, url, POST_LUA, _row_body, work, env), load_more
+    return Launch(argv=argv, url=url, lua=POST_LUA, encode=_row_body, cwd=work, env=env), load_more
 
 
 def _answered(url: str) -> None:

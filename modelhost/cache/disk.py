@@ -75,6 +75,7 @@ class DiskTier:
         self,
         cache_dir: Path,
         budget_bytes: int,
+        *,
         stores: Stores,
         events: EventLog,
         limits: UnpackLimits,
@@ -94,10 +95,20 @@ class DiskTier:
         self._publishing: set[str] = set()  # renamed into place, rows not yet put
         self.fast_copies = FastCopies(cache_dir / FOLDER)
         self.budget = DiskBudget(
-            budget_bytes, self.index, self.fast_copies, self.entries_dir, self._own_prefix, events
+            budget_bytes,
+            index=self.index,
+            fast_copies=self.fast_copies,
+            entries_dir=self.entries_dir,
+            own_prefix=self._own_prefix,
+            events=events,
         )
         self.revalidation = Revalidation(
-            self.index, stores, events, revalidate_interval_s, clock, self.budget.delete
+            self.index,
+            stores=stores,
+            events=events,
+            interval_s=revalidate_interval_s,
+            clock=clock,
+            delete=self.budget.delete,
         )
         self.reconciliation = self._reconciliation(0, counting=False)
         self.reconciliation.done = True  # nothing to reconcile before `rebuild`
@@ -153,14 +164,14 @@ class DiskTier:
     def _reconciliation(self, unreconciled_bytes: int, counting: bool) -> Reconciliation:
         self.budget.reconciliation = Reconciliation(
             self.index,
-            self.entries_dir,
-            self._own_prefix,
-            self.budget.set_aside,
-            self._publishing,
-            unreconciled_bytes,
-            self.budget_bytes,
-            self.events,
-            counting,
+            entries_dir=self.entries_dir,
+            own_prefix=self._own_prefix,
+            set_aside=self.budget.set_aside,
+            publishing=self._publishing,
+            unreconciled_bytes=unreconciled_bytes,
+            budget_bytes=self.budget_bytes,
+            events=self.events,
+            counting=counting,
         )
         return self.budget.reconciliation
 
@@ -294,17 +305,21 @@ class DiskTier:
         folder = entry_folder_name(name)
         self._publishing.add(folder)
         try:
-            artifact = await asyncio.to_thread(self._publish, name, url, info, temp, payload)
+            artifact = await asyncio.to_thread(
+                self._publish, name, url, info=info, temp=temp, payload=payload
+            )
             self.index.put(row_of(artifact))
         finally:
             self._publishing.discard(folder)
         return artifact
 
     def _publish(
-        self, name: str, url: str, info: ObjectInfo, temp: Path, payload: Path
+        self, name: str, url: str, *, info: ObjectInfo, temp: Path, payload: Path
     ) -> Artifact:
         now = self.clock()
-        write_record(temp, Artifact(name, payload, 0, temp, url, info.etag, now))
+        write_record(
+            temp, Artifact(name, payload, 0, entry=temp, source=url, etag=info.etag, checked_at=now)
+        )
         temp.chmod(0o755)  # mkdtemp makes it private
         entry = self.entries_dir / entry_folder_name(name)
         left = self.budget.set_aside(entry)  # an earlier folder the index did not know
@@ -312,4 +327,13 @@ class DiskTier:
             remove_tree(left)
         temp.rename(entry)
         path = entry / payload.relative_to(temp)
-        return Artifact(name, path, tree_bytes(entry), entry, url, info.etag, now, now)
+        return Artifact(
+            name,
+            path,
+            tree_bytes(entry),
+            entry=entry,
+            source=url,
+            etag=info.etag,
+            checked_at=now,
+            last_used=now,
+        )

@@ -55,6 +55,7 @@ class DiskBudget:
     def __init__(
         self,
         budget_bytes: int,
+        *,
         index: DiskIndex,
         fast_copies: FastCopies,
         entries_dir: Path,

@@ -82,7 +82,14 @@ async def download(
             info = await store.stat(key)
             on_info(info)
             async with slot or contextlib.nullcontext():
-                await fetch_watched(store, key, dest, info, policy.timeout_s, room_for_bytes)
+                await fetch_watched(
+                    store,
+                    key,
+                    dest=dest,
+                    info=info,
+                    timeout_s=policy.timeout_s,
+                    room_for_bytes=room_for_bytes,
+                )
             size = await asyncio.to_thread(verify, dest, info, redact_url(store.url_of(key)))
             duration_ms = (time.perf_counter() - started) * 1000
             return Downloaded(info, size, duration_ms, attempt)
@@ -97,6 +104,7 @@ async def download(
 async def fetch_watched(
     store: Store,
     key: str,
+    *,
     dest: Path,
     info: ObjectInfo,
     timeout_s: float,

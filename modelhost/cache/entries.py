@@ -7,7 +7,7 @@ import json
 import os
 import shutil
 import stat
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -26,6 +26,7 @@ class Artifact:
     name: str
     path: Path  # a file or a folder
     bytes: int
+    _: KW_ONLY
     entry: Path | None = None  # None: read in place, outside the budget
     source: str = ""  # normalized URL
     etag: str | None = None
@@ -75,7 +76,16 @@ def read_entry(folder: str) -> Row | None:
             return None
         etag, checked_at = record.get("etag"), float(record.get("checked_at", 0.0))
         size, used = tree_bytes(folder), os.stat(folder).st_mtime
-        return Row(name, os.path.basename(folder), payload, size, source, etag, checked_at, used)
+        return Row(
+            name=name,
+            entry=os.path.basename(folder),
+            path=payload,
+            bytes=size,
+            source=source,
+            etag=etag,
+            checked_at=checked_at,
+            last_used=used,
+        )
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -101,12 +111,28 @@ def row_of(artifact: Artifact) -> Row:
     a, entry = artifact, artifact.entry
     path = a.path.relative_to(entry).as_posix() if entry else str(a.path)
     folder = entry.name if entry else None
-    return Row(a.name, folder, path, a.bytes, a.source, a.etag, a.checked_at, a.last_used)
+    return Row(
+        name=a.name,
+        entry=folder,
+        path=path,
+        bytes=a.bytes,
+        source=a.source,
+        etag=a.etag,
+        checked_at=a.checked_at,
+        last_used=a.last_used,
+    )
 
 
 def artifact_of(row: Row, entries_dir: Path) -> Artifact:
     entry = entries_dir / row.entry if row.entry else None
     path = entry / row.path if entry else Path(row.path)
     return Artifact(
-        row.name, path, row.bytes, entry, row.source, row.etag, row.checked_at, row.last_used
+        row.name,
+        path,
+        row.bytes,
+        entry=entry,
+        source=row.source,
+        etag=row.etag,
+        checked_at=row.checked_at,
+        last_used=row.last_used,
     )

@@ -24,6 +24,7 @@ class Reconciliation:
     def __init__(
         self,
         index: DiskIndex,
+        *,
         entries_dir: Path,
         own_prefix: str,
         set_aside: Callable[[Path], Path | None],

@@ -16,6 +16,7 @@ class Revalidation:
     def __init__(
         self,
         index: DiskIndex,
+        *,
         stores: Stores,
         events: EventLog,
         interval_s: float,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 from click.core import ParameterSource
 
-from modelhost.toolkit.cost_run import EXAMPLE_PRICE_FIELDS, CostOptions
+from modelhost.toolkit.cost import EXAMPLE_PRICE_FIELDS, CostOptions
 from modelhost.toolkit.options import click_options
 
 
@@ -18,7 +18,7 @@ def cost(ctx: click.Context, /, **values: object) -> None:
     Default prices are EXAMPLES (AWS SageMaker, us-east-1, read in 2024)."""
     from rich.console import Console
 
-    from modelhost.toolkit.cost_run import cost_command
+    from modelhost.toolkit.cost import cost_command
 
     defaults = [
         name

@@ -160,7 +160,14 @@ def simulate(
         grid = [parse_size(b) for b in budgets.split(",") if b] or default_budgets(trace)
         replayed = replayed_curves(policies, admissions, min_residency_s)
         queued = in_line(loaders, load_events)
-        summary = simulate_summary(trace, sorted(grid), target, not no_optimum, replayed, queued)
+        summary = simulate_summary(
+            trace,
+            sorted(grid),
+            target,
+            with_optimum=not no_optimum,
+            replayed=replayed,
+            in_line=queued,
+        )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     header, rows = rows_of(summary)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from modelhost.toolkit.options import click_options
-from modelhost.toolkit.tune_run import TuneOptions
+from modelhost.toolkit.tune import TuneOptions
 
 
 @click.command(context_settings={"max_content_width": 100})
@@ -15,7 +15,7 @@ def tune(**values: object) -> None:
 
     The ramp stops where p99 passes the limit or throughput stops growing; the point with the
     most throughput inside the limit wins (memory mode: the cheapest)."""
-    from modelhost.toolkit.tune_run import combine_command, tune_command
+    from modelhost.toolkit.tune import combine_command, tune_command
 
     options = TuneOptions(**values)  # type: ignore[arg-type]
     try:

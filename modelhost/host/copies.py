@@ -31,6 +31,7 @@ class Copies:
         pool: WorkerPool,
         memory: MemoryTier,
         disk: DiskTier,
+        *,
         events: EventLog,
         manifests: Manifests,
         changes: Changes,

@@ -51,6 +51,7 @@ class ModelHost:
         memory: MemoryTier,
         disk: DiskTier,
         events: EventLog,
+        *,
         pinned: frozenset[str],
         deadline_s: float,
         clock: Callable[[], float] = time.monotonic,
@@ -77,19 +78,26 @@ class ModelHost:
         )
         self.changes = Changes()
         self.copies = Copies(
-            pool, memory, disk, events, self.manifests, self.changes, deadline_s, clock
+            pool,
+            memory,
+            disk,
+            events=events,
+            manifests=self.manifests,
+            changes=self.changes,
+            deadline_s=deadline_s,
+            clock=clock,
         )
         self.scaling = Scaling(self.copies, self.scheduling)
         self.queues = Queues(pool, self.manifests, self.scheduling, clock, self.scaling.scale_out)
         self.residency = Residency(
             memory,
             disk,
-            events,
-            self.manifests,
-            self.copies,
-            deadline_s,
-            clock,
-            self.memory_readings.observe,
+            events=events,
+            manifests=self.manifests,
+            copies=self.copies,
+            deadline_s=deadline_s,
+            clock=clock,
+            observe_memory=self.memory_readings.observe,
             on_loaded=self.scaling.loaded(self.queues.dispatcher),
             loads=loads,
         )
@@ -222,15 +230,15 @@ class ModelHost:
         m, d = self.memory, self.disk
         residents = list(m)
         memory = MemoryStatistics(
-            m.budget_bytes,
-            m.baseline_bytes,
-            m.committed_bytes,
-            m.headroom_bytes,
-            self.memory_readings.last_bytes,
-            {state.value: sum(r.state is state for r in residents) for state in State},
-            {r.name: r.bytes for r in residents if r.state is State.LOADED},
-            m.frontend_bytes,
-            m.frontend.bytes if m.frontend else 0,
+            budget_bytes=m.budget_bytes,
+            baseline_bytes=m.baseline_bytes,
+            committed_bytes=m.committed_bytes,
+            headroom_bytes=m.headroom_bytes,
+            pss_bytes=self.memory_readings.last_bytes,
+            models={state.value: sum(r.state is state for r in residents) for state in State},
+            footprints={r.name: r.bytes for r in residents if r.state is State.LOADED},
+            frontend_bytes=m.frontend_bytes,
+            frontend_allowance_bytes=m.frontend.bytes if m.frontend else 0,
         )
         workers = tuple(_worker(w) for w in self.pool.workers.values())
         disk = DiskStatistics(d.budget_bytes, d.used_bytes, d.count())

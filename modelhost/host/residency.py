@@ -43,6 +43,7 @@ class Residency:
         self,
         memory: MemoryTier,
         disk: DiskTier,
+        *,
         events: EventLog,
         manifests: Manifests,
         copies: Copies,

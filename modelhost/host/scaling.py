@@ -92,6 +92,5 @@ class Scaling:
                 continue
             if self.copies.arriving_of(name) is not None:
                 continue
-            if now - dispatcher.pressed_at >= self.scheduling.scale_in_idle_s:
-                dispatcher.pressed_at = now  # one copy per idle span
+            if dispatcher.claim_idle_span(now, self.scheduling.scale_in_idle_s):
                 await self.copies.drop(resident, dispatcher)

@@ -125,12 +125,14 @@ class Metrics:
         # fed by every request: plain numbers, not locked metrics (see observe.tallies)
         Tallies(
             r,
-            self.lookups,
-            self.requests,
-            self.request_seconds,
-            self.request_bytes,
-            self.response_bytes,
-            self.invocation_seconds,
+            (
+                self.lookups,
+                self.requests,
+                self.request_seconds,
+                self.request_bytes,
+                self.response_bytes,
+                self.invocation_seconds,
+            ),
         )
         self.rejections = Counter(
             "modelhost_rejections",

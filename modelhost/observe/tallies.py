@@ -81,8 +81,10 @@ class LevelTally:
 
 
 class Tallies(Collector):
-    def __init__(self, registry: CollectorRegistry, *tallies: CounterTally | HistogramTally):
-        self.tallies = tallies
+    def __init__(
+        self, registry: CollectorRegistry, tallies: Sequence[CounterTally | HistogramTally]
+    ) -> None:
+        self.tallies = tuple(tallies)
         registry.register(self)
 
     def collect(self) -> Iterator[Metric]:

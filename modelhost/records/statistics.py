@@ -23,7 +23,7 @@ class BatchingStatistics:
         self.largest = max(self.largest, size)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MemoryStatistics:
     budget_bytes: int
     baseline_bytes: int  # the idle server's

@@ -85,6 +85,14 @@ class Dispatcher:
         """Waiting behind another model is not busy."""
         return all(entry[1] == self.queue.model for entry in worker.pending.values())
 
+    def claim_idle_span(self, now: float, idle_s: float) -> bool:
+        """Whether no request waited for a slot in the last `idle_s`; a yes starts a new span,
+        so that each span gives up one copy."""
+        if now - self.pressed_at < idle_s:
+            return False
+        self.pressed_at = now
+        return True
+
     def add(self, worker: WorkerHandle, slots: int | None = None) -> None:
         self.replicas[worker.worker_id] = Replica(worker, slots or self.slots_per_worker)
         self.pump()

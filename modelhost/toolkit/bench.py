@@ -77,7 +77,9 @@ def run_bench(
     for child in children:
         child.start()
     try:
-        return _collect(plans, children, messages, start, go, on_progress)
+        return _collect(
+            plans, children, messages=messages, start=start, go=go, on_progress=on_progress
+        )
     finally:
         for child in children:
             child.join(timeout=5)
@@ -88,6 +90,7 @@ def run_bench(
 def _collect(
     plans: list[ProcessPlan],
     children: list[Any],
+    *,
     messages: Any,
     start: Any,
     go: Any,

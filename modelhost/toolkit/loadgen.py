@@ -169,22 +169,22 @@ class Generator:
         parts = parse_server_timing(reply.server_timing)
         queue, download, load, infer = (round(parts.get(p, 0.0), 3) for p in TIMING_PARTS)
         row = Row(
-            self.plan.index,
-            model,
-            round(intended, 6),
-            round(sent, 6),
-            round(done, 6),
-            round((done - intended) * 1000, 3),
-            reply.status,
-            error or ("" if reply.status < 400 else f"HTTP {reply.status}"),
-            reply.cache or "",
-            reply.bytes_out,
-            queue,
-            download,
-            load,
-            infer,
-            round(intended, 6) < self.plan.warmup_s,
-            reply.instance,
+            process=self.plan.index,
+            model=model,
+            intended_s=round(intended, 6),
+            sent_s=round(sent, 6),
+            done_s=round(done, 6),
+            latency_ms=round((done - intended) * 1000, 3),
+            status=reply.status,
+            error=error or ("" if reply.status < 400 else f"HTTP {reply.status}"),
+            cache=reply.cache or "",
+            bytes_out=reply.bytes_out,
+            queue_ms=queue,
+            download_ms=download,
+            load_ms=load,
+            infer_ms=infer,
+            warmup=round(intended, 6) < self.plan.warmup_s,
+            instance=reply.instance,
         )
         self.rows.append(row)
         self.on_row(row)

@@ -1,78 +1,85 @@
-"""`tune`: serve each point of a settings grid, ramp concurrency, recommend the best point.
-
-A ramp stops at its knee: p99 past the limit, or throughput growing less than `min_gain`,
-since more users then only queue.
-"""
+"""`tune`: serve each point of a settings grid, ramp concurrency, recommend the best point;
+from options to files. The ramp itself is in ramp.py."""
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import math
-import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from modelhost.toolkit.bench import BenchRun, bench_summary, run_bench
-from modelhost.toolkit.coldstart import cold_start
-from modelhost.toolkit.loadgen import ProcessPlan
-from modelhost.toolkit.resources import probe_for
+from modelhost.toolkit.cost import EXAMPLE_PRICES
+from modelhost.toolkit.options import numbers, option
+from modelhost.toolkit.ramp import Point, Settings, Step, TuneTarget, measure_point, ramp, recommend
+from modelhost.toolkit.run import BenchOptions, plan_of
 from modelhost.units import parse_size
-
-Settings = dict[str, str]
 
 
 @dataclass(frozen=True, kw_only=True)
-class Step:
-    """One rung of a ramp: the figures at one concurrency and what the server used."""
-
-    settings: Settings
-    concurrency: int
-    throughput_rps: float
-    latency_ms: dict[str, float]
-    errors: int
-    errors_by_status: dict[str, int]  # "429": throttled, "0": no HTTP answer
-    within_limit: bool
-    server_cpu_s: float = math.nan
-    server_peak_pss_bytes: float = math.nan
-    stop: str = ""  # why the ramp ended here, if it did
+class TuneOptions:
+    model_store: str = option("", "the store `modelhost serve` serves (required)")
+    models: str = option("", "models to invoke: comma-separated or @FILE")
+    payloads: Path | None = option(
+        None, "as bench's --payloads [default: one iris row]", exists=True, show_default=False
+    )
+    popularity: str = option("uniform", choices=("uniform", "zipf"))
+    mode: str = option("grid", choices=("grid", "memory", "concurrency"))
+    grid: tuple[str, ...] = option(
+        (), "a `modelhost serve` flag and its values, e.g. workers=1,2 (repeatable)"
+    )
+    concurrency: str = option("1,2,4,8,16,32", "the users ramp (grid and memory modes)")
+    multipliers: str = option("0.5,1,2,4", "concurrency mode: users = max concurrency × each")
+    limit_flag: str = option("max-concurrency", "concurrency mode: the server flag swept")
+    p99_limit_ms: float = option(100.0)
+    min_gain: float = option(0.05, "a step must add this share of throughput or the ramp stops")
+    price_per_gb_hour: float = option(
+        0.0, "memory mode: price of a GiB of memory per hour, for the cost per million"
+    )
+    instance_price: float = option(
+        EXAMPLE_PRICES["instance_per_hour"],
+        "grid and concurrency modes: price per hour of the instance (an EXAMPLE default, not a "
+        "quote), for the cost per million",
+    )
+    duration_s: float = option(5.0, "seconds per step", flag="--duration")
+    requests: int = option(0, "measure this many requests per step instead of a --duration")
+    warmup_s: float = option(1.0, "seconds per step left out of the figures", flag="--warmup")
+    processes: int = option(1, "load-generator processes")
+    serve_args: tuple[str, ...] = option(
+        (), "one more argument for every `modelhost serve` (repeatable)", flag="--serve-arg"
+    )
+    combine: tuple[Path, ...] = option(
+        (),
+        "a tune.json of an earlier run (repeatable): write one combined report of them "
+        "(e.g. stability, concurrency and cost runs) instead of running",
+        exists=True,
+        dir_okay=False,
+    )
+    out: Path = option(Path("tune-out"), file_okay=False)
 
     @property
-    def p50_ms(self) -> float:
-        return self.latency_ms["p50"]
+    def grid_values(self) -> dict[str, list[str]]:
+        return parse_grid(self.grid)
 
-    @property
-    def p99_ms(self) -> float:
-        return self.latency_ms["p99"]
-
-    @property
-    def throttled(self) -> int:
-        return self.errors_by_status.get("429", 0)
-
-    def row(self) -> dict[str, Any]:
-        """Flat, for the table and CSV."""
-        return {
-            **self.settings,
-            "concurrency": self.concurrency,
-            "throughput_rps": self.throughput_rps,
-            **{f"{name}_ms": value for name, value in self.latency_ms.items()},
-            "errors": self.errors,
-            "throttled": self.throttled,
-            "errors_by_status": self.errors_by_status,
-            "server_cpu_s": self.server_cpu_s,
-            "server_peak_pss_mib": self.server_peak_pss_bytes / 2**20,
-            "within_limit": self.within_limit,
-            "stop": self.stop,
-        }
-
-
-@dataclass(frozen=True)
-class Point:
-    settings: Settings
-    cold_start: dict[str, Any]
-    steps: list[Step]
+    def target(self) -> TuneTarget:
+        if not self.model_store:
+            raise ValueError("give --model-store: the store each `modelhost serve` serves")
+        bench = BenchOptions(
+            url="http://127.0.0.1",  # each point's server replaces it
+            payloads=self.payloads,
+            models=self.models,
+            popularity=self.popularity,
+            concurrency=1,  # each step replaces it
+            duration_s=self.duration_s,
+            requests=self.requests,
+            warmup_s=self.warmup_s,
+            processes=self.processes,
+            out=self.out,
+            quiet=True,
+        )
+        serve_args = ["--model-store", self.model_store, *self.serve_args]
+        return TuneTarget(serve_args, plan_of(bench), self.processes, self.out / "logs")
 
 
 def grid_points(grid: dict[str, list[str]]) -> list[Settings]:
@@ -91,119 +98,110 @@ def parse_grid(items: Sequence[str]) -> dict[str, list[str]]:
     return grid
 
 
-def serve_flags(settings: Settings) -> list[str]:
-    return [arg for name, value in settings.items() for arg in (f"--{name}", value)]
+def points(options: TuneOptions) -> list[Settings]:
+    needed = {"memory": "memory-budget", "concurrency": options.limit_flag}.get(options.mode)
+    if needed and needed not in options.grid_values:
+        raise ValueError(f"--mode {options.mode} sweeps {needed}: give --grid {needed}=V1,V2,...")
+    return grid_points(options.grid_values)
 
 
-def step_of(
-    settings: Settings, concurrency: int, summary: dict[str, Any], p99_limit_ms: float
-) -> Step:
-    """A Step from a bench summary."""
-    requests = summary["requests"]
-    p99 = summary["latency_ms"]["p99"]
-    errors = requests["measured"] - requests["ok"]
-    by_status = {
-        code: n for code, n in requests.get("by_status", {}).items() if not 0 < int(code) < 400
-    }
-    server = summary.get("server", {})
-    return Step(
-        settings=settings,
-        concurrency=concurrency,
-        throughput_rps=summary["throughput_rps"],
-        latency_ms=dict(summary["latency_ms"]),
-        errors=errors,
-        errors_by_status=by_status,
-        within_limit=errors == 0 and not math.isnan(p99) and p99 <= p99_limit_ms,
-        server_cpu_s=server.get("cpu_s", math.nan),
-        server_peak_pss_bytes=server.get("peak_pss_bytes", math.nan),
-    )
+def run_point(options: TuneOptions, settings: Settings) -> Callable[[Any], list[Step]]:
+    def steps(measure: Callable[[int], dict[str, Any]]) -> list[Step]:
+        if options.mode == "concurrency":
+            limit = int(settings[options.limit_flag])
+            users = [max(1, round(limit * m)) for m in numbers(options.multipliers, float)]
+            return list(ramp(settings, users, measure, options.p99_limit_ms, None))
+        rising = numbers(options.concurrency, int)
+        return list(ramp(settings, rising, measure, options.p99_limit_ms, options.min_gain))
+
+    return steps
 
 
-def ramp(
-    settings: Settings,
-    concurrencies: Sequence[int],
-    measure: Callable[[int], dict[str, Any]],
-    p99_limit_ms: float,
-    min_gain: float | None = 0.05,
-) -> Iterator[Step]:
-    """Steps of rising concurrency until the knee, if `min_gain` is given."""
-    best = 0.0
-    for index, concurrency in enumerate(concurrencies):
-        step = step_of(settings, concurrency, measure(concurrency), p99_limit_ms)
-        last = index == len(concurrencies) - 1
-        if min_gain is not None and not last:
-            if not step.within_limit:
-                step = dataclasses.replace(step, stop=f"p99 over {p99_limit_ms:g} ms or errors")
-            elif best and step.throughput_rps < best * (1 + min_gain):
-                step = dataclasses.replace(step, stop=f"throughput grew < {min_gain:.0%}")
-        yield step
-        if step.stop:
-            return
-        best = max(best, step.throughput_rps)
+def run_tune(
+    options: TuneOptions, target: TuneTarget, on_point: Callable[[Point], None] = print
+) -> dict[str, Any]:
+    done: list[Point] = []
+    for settings in points(options):
+        point = measure_point(target, settings, run_point(options, settings))
+        on_point(point)
+        done.append(point)
+    return tune_summary(options, done)
 
 
-def recommend(steps: Sequence[Step], key: Callable[[Step], float] | None = None) -> int | None:
-    """The step with the most throughput, or the least `key`, inside the limit."""
-    inside = [i for i, step in enumerate(steps) if step.within_limit]
-    if not inside:
-        return None
-    if key is None:
-        return max(inside, key=lambda i: steps[i].throughput_rps)
-    return min(inside, key=lambda i: key(steps[i]))
-
-
-def cost_per_million(step: Step, price_per_gb_hour: float) -> float:
-    """Memory mode: the budget's price per hour over the requests an hour."""
-    gib = parse_size(step.settings["memory-budget"]) / 2**30
+def cost_per_million(options: TuneOptions, step: Step) -> float:
+    """Per million answered, at the budget's price in memory mode, else the instance's."""
     if step.throughput_rps <= 0:
         return math.inf
-    return price_per_gb_hour * gib / (step.throughput_rps * 3600) * 1e6
+    if options.mode == "memory":
+        gib = parse_size(step.settings["memory-budget"]) / 2**30
+        per_hour = options.price_per_gb_hour * gib
+    else:
+        per_hour = options.instance_price
+    return per_hour / (step.throughput_rps * 3600) * 1e6
 
 
-@dataclass(frozen=True)
-class TuneTarget:
-    """How each point is served and loaded."""
+def tune_summary(options: TuneOptions, done: Sequence[Point]) -> dict[str, Any]:
+    steps = [step for point in done for step in point.steps]
+    costs = [cost_per_million(options, step) for step in steps]
+    key = None
+    if options.mode == "memory":
 
-    serve_args: list[str]
-    plan: ProcessPlan
-    processes: int = 1
-    log_dir: Path | None = None
+        def key(step: Step) -> float:
+            return cost_per_million(options, step)
 
-
-def measure_point(
-    target: TuneTarget,
-    settings: Settings,
-    run_steps: Callable[[Callable[[int], dict[str, Any]]], list[Step]],
-) -> Point:
-    """Serve with `settings`, time a cold start, and run the steps against it."""
-    from modelhost import testing
-
-    with tempfile.TemporaryDirectory(prefix="modelhost-tune-") as folder:
-        work = Path(folder)
-        args = [*target.serve_args, "--cache-dir", str(work / "cache"), *serve_flags(settings)]
-        with testing.RunningServer(args, target.log_dir or work) as server:
-            aimed = dataclasses.replace(
-                target.plan, target=dataclasses.replace(target.plan.target, url=server.url)
-            )
-            first = aimed.popularity.models[0] if aimed.popularity.models else None
-            cold = cold_start(aimed.target, first, aimed.payloads[0], aimed.timeout_s)
-
-            def measure(concurrency: int) -> dict[str, Any]:
-                plan = dataclasses.replace(aimed, concurrency=concurrency, rate_rps=0.0)
-                with probe_for(server.url, server.pid) as probe:
-                    run: BenchRun = run_bench(plan, target.processes)
-                usage = probe.usage
-                return {**bench_summary(plan, run), "server": usage._asdict()}
-
-            return Point(settings, cold, run_steps(measure))
+    best = recommend(steps, key)
+    rows = [{**step.row(), "cost_per_million": c} for step, c in zip(steps, costs, strict=True)]
+    return {
+        "mode": options.mode,
+        "p99_limit_ms": options.p99_limit_ms,
+        "settings": list(options.grid_values),
+        "cost_basis": "memory GiB-hour" if options.mode == "memory" else "instance hour",
+        "points": [{"settings": p.settings, "cold_start": p.cold_start} for p in done],
+        "steps": rows,
+        "recommended_index": best,
+        "recommended": rows[best] if best is not None else None,
+        # what `modelhost cost --from` reads: the recommendation's figures
+        "throughput_rps": rows[best]["throughput_rps"] if best is not None else None,
+        "latency_ms": steps[best].latency_ms if best is not None else None,
+    }
 
 
-def efficient_frontier(points: Sequence[tuple[float, float]]) -> list[int]:
-    """Indexes of the (latency, cost) points no other beats on both."""
-    finite = [i for i, (x, y) in enumerate(points) if math.isfinite(x) and math.isfinite(y)]
-    kept, cheapest = [], math.inf
-    for i in sorted(finite, key=lambda i: (points[i][0], points[i][1])):
-        if points[i][1] < cheapest:
-            kept.append(i)
-            cheapest = points[i][1]
-    return kept
+def describe(point: Point) -> str:
+    cold = point.cold_start
+    steps = ", ".join(
+        f"{s.concurrency} users {s.throughput_rps:.0f}/s p95 {s.latency_ms['p95']:.0f} ms "
+        f"p99 {s.p99_ms:.0f} ms"
+        for s in point.steps
+    )
+    settings = " ".join(f"{n}={v}" for n, v in point.settings.items()) or "server"
+    return f"{settings}: cold start {cold['first_answer_ms']:.0f} ms ({cold['cache']}); {steps}"
+
+
+def tune_command(options: TuneOptions) -> dict[str, Any]:
+    from rich.console import Console
+
+    from modelhost.toolkit.report.terminal import table
+    from modelhost.toolkit.report.tune import table_of, verdict, write_tune
+
+    console = Console()
+    summary = run_tune(options, options.target(), lambda p: console.print(describe(p)))
+    header, rows = table_of(summary)
+    console.print(table(f"tune ({options.mode})", header, rows, summary["recommended_index"]))
+    console.print(verdict(summary))
+    console.print("wrote " + ", ".join(str(p) for p in write_tune(options.out, summary).values()))
+    return summary
+
+
+def combine_command(options: TuneOptions) -> Path:
+    """One report of several earlier runs' tune.json."""
+    import json
+
+    from modelhost.toolkit.report.tune import write_combined
+
+    runs = {str(path): json.loads(Path(path).read_text()) for path in options.combine}
+    for name, summary in runs.items():
+        if "steps" not in summary or "points" not in summary:
+            raise ValueError(f"{name} is not a tune.json of this version (no steps or points)")
+    path = write_combined(options.out, runs)
+    print(f"wrote {path}")
+    return path

@@ -25,7 +25,7 @@ def test_unwritable_cache_is_507(
     tier = disk_tier(tmp_path / "cache", store)
     asyncio.run(tier.materialize("old.joblib", store.url_of("old.joblib")))
 
-    def refused(*args: Any) -> Any:
+    def refused(*args: Any, **kwargs: Any) -> Any:
         raise OSError(code, os.strerror(code), str(tmp_path / "cache"))
 
     monkeypatch.setattr(tier, "_publish", refused)
@@ -42,7 +42,7 @@ def test_unreadable_store_file_is_no_cache_fault(
     store = MemoryStore({"new.joblib": os.urandom(KiB)})
     tier = disk_tier(tmp_path / "cache", store)
 
-    def refused(*args: Any) -> Any:
+    def refused(*args: Any, **kwargs: Any) -> Any:
         raise PermissionError(errno.EACCES, "Permission denied", str(tmp_path / "store/new.joblib"))
 
     monkeypatch.setattr(tier, "_publish", refused)

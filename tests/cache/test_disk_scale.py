@@ -34,7 +34,16 @@ def seed(cache_dir: Path, count: int) -> None:
     cache_dir.mkdir(parents=True, exist_ok=True)
     index = DiskIndex(cache_dir / INDEX_FILE)
     rows = (
-        Row(f"m{i:07d}.joblib", f"m{i:07d}.joblib", "model.joblib", ROW_BYTES, "s3://b", None, 0, i)
+        Row(
+            name=f"m{i:07d}.joblib",
+            entry=f"m{i:07d}.joblib",
+            path="model.joblib",
+            bytes=ROW_BYTES,
+            source="s3://b",
+            etag=None,
+            checked_at=0,
+            last_used=i,
+        )
         for i in range(count)
     )
     index.put_many(rows)

@@ -38,10 +38,10 @@ def disk_tier(
     tier = DiskTier(
         cache_dir,
         budget,
-        Stores(store),
-        EventLog(),
-        UnpackLimits(max_bytes=2**30, max_files=100),
-        DownloadPolicy(attempts=1, timeout_s=5),
+        stores=Stores(store),
+        events=EventLog(),
+        limits=UnpackLimits(max_bytes=2**30, max_files=100),
+        policy=DownloadPolicy(attempts=1, timeout_s=5),
         revalidate_interval_s=10.0,
         clock=StepClock(),
     )
@@ -161,10 +161,10 @@ def test_made_up_name_is_not_interned(tmp_path: Path, monkeypatch: pytest.Monkey
     tier = DiskTier(
         tmp_path / "cache",
         BUDGET,
-        stores,
-        EventLog(),
-        UnpackLimits(max_bytes=2**30, max_files=100),
-        DownloadPolicy(attempts=1, timeout_s=5),
+        stores=stores,
+        events=EventLog(),
+        limits=UnpackLimits(max_bytes=2**30, max_files=100),
+        policy=DownloadPolicy(attempts=1, timeout_s=5),
     )
     tier.rebuild()
     asyncio.run(tier.reconcile())

@@ -170,10 +170,10 @@ def test_full_disk_drops_copies_first(tmp_path: Path, monkeypatch: pytest.Monkey
     written(tier, offered(tier, known(tier, "old.joblib")), KiB)
     publish, full = tier._publish, [True]
 
-    def full_once(*args: Any) -> Any:
+    def full_once(*args: Any, **kwargs: Any) -> Any:
         if full.pop() if full else False:
             raise OSError(errno.ENOSPC, "No space left on device")
-        return publish(*args)
+        return publish(*args, **kwargs)
 
     monkeypatch.setattr(tier, "_publish", full_once)
     assert fetch(tier, store, "new.joblib") == "remote"
@@ -186,7 +186,7 @@ def test_full_disk_without_copies_is_507(tmp_path: Path, monkeypatch: pytest.Mon
     store = MemoryStore({"new.joblib": os.urandom(KiB)})
     tier = disk_tier(tmp_path / "cache", store)
 
-    def full(*args: Any) -> Any:
+    def full(*args: Any, **kwargs: Any) -> Any:
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(tier, "_publish", full)

@@ -41,304 +41,104 @@ class Step(NamedTuple):
         return self.status if self.ours is None else self.ours
 
 
-STEPS = [
-    Step("Register Model", "POST", "models?url=squeezenet1_1.mar&model_name=squeezenet1_1", 200),
-    Step("Register Model Mnist", "POST", "models?url=mnist.mar&model_name=mnist", 200),
-    Step(
-        "Register Model Densenet161",
-        "POST",
-        "models?url=densenet161.mar&model_name=densenet161",
-        200,
-    ),
-    Step(
-        "Model Re-Registration Densenet161",
-        "POST",
-        "models?url=https://torchserve.pytorch.org/mar_files/densenet161.mar&model_name=densenet161",
-        500,
-        ours=403,
-    ),
-    Step("UnRegister Model Densenet161", "DELETE", "models/densenet161", 200),
-    Step("Register Model missing url", "POST", "models", 400),
-    Step("UnRegister Existing Mnist Model", "DELETE", "models/mnist", 200),
-    Step(
-        "Register Mnist Model with Invalid Handler",
-        "POST",
-        "models?url=mnist.mar&model_name=mnist&handler=invalidHandler",
-        200,
-        ours=400,
-    ),
-    Step("UnRegister Model mnist", "DELETE", "models/mnist", 200, ours=404),
-    Step(
-        "Register Mnist Model with Invalid Handler",
-        "POST",
-        "models?url=mnist.mar&model_name=mnist&handler=invalidHandler",
-        200,
-        ours=400,
-    ),
-    Step(
-        "Scale Invalid Mnist Handler Model with Min Workers - Synchronous",
-        "PUT",
-        "models/mnist?min_worker=1&synchronous=true",
-        500,
-        ours=404,
-    ),
-    Step("UnRegister Model mnist", "DELETE", "models/mnist", 200, ours=404),
-    Step("Get Model - All Versions", "GET", "models/squeezenet1_1/all", 200),
-    Step("Get Model with Version", "GET", "models/squeezenet1_1/1.0", 200),
-    Step("Get Valid Model", "GET", "models/squeezenet1_1", 200),
-    Step("UnRegister Model", "DELETE", "models/squeezenet1_1", 200),
-    Step(
-        "Register Model invalid Runtime",
-        "POST",
-        "models?url=squeezenet1_1.mar&model_name=squeezenet1_1&runtime=python4",
-        400,
-    ),
-    Step("List Models", "GET", "models?limit=&next_page_token=", 200),
-    Step("Register Model", "POST", "models?url=squeezenet1_1.mar&model_name=squeezenet1_1", 200),
-    Step("Scale Min Workers - Asynchronous", "PUT", "models/squeezenet1_1?min_worker=1", 202),
-    Step(
-        "Scale Min Workers - Synchronous",
-        "PUT",
-        "models/squeezenet1_1?min_worker=1&synchronous=true",
-        200,
-    ),
-    Step(
-        "Scale Min Workers for a Version",
-        "PUT",
-        "models/squeezenet1_1/1.0?min_worker=1&synchronous=true",
-        200,
-    ),
-    Step(
-        "Scale Min Workers for a Valid model but Invalid Version",
-        "PUT",
-        "models/squeezenet1_1/0.0?min_worker=1&synchronous=true",
-        404,
-    ),
-    Step(
-        "Scale Min Workers with GPU", "PUT", "models/squeezenet1_1?min_worker=1&number_gpu=1", 202
-    ),
-    Step("Set Default Model Version", "PUT", "models/squeezenet1_1/1.0/set-default", 200),
-    Step(
-        "Set Default Valid Model Invalid Version",
-        "PUT",
-        "models/squeezenet1_1/0.0/set-default",
-        404,
-    ),
-    Step(
-        "Set Default Invalid Model valid Version",
-        "PUT",
-        "models/squeezenet0_1/1.0/set-default",
-        404,
-    ),
-    Step("UnRegister Model", "DELETE", "models/squeezenet1_1", 200),
-    Step(
-        "Register Model with Additional Params",
-        "POST",
-        "models?url=squeezenet1_1.mar&model_name=squeezenet1_1&handler=serve/ts/torch_handler/image_classifier.py:handle",
-        200,
-        ours=400,
-    ),
-    Step("UnRegister Model", "DELETE", "models/squeezenet1_1", 200, ours=404),
-    Step(
-        "Register Model with Additional Params and startup_timeout as 0",
-        "POST",
-        "models?url=squeezenet1_1.mar&model_name=squeezenet1_1&batch_size=3&initial_workers=3&startup_timeout=0",
-        500,
-        ours=400,
-    ),
-    Step(
-        "Register Model with startup_timeout as 0",
-        "POST",
-        "models?url=squeezenet1_1.mar&model_name=squeezenet1_1&startup_timeout=0",
-        200,
-        ours=400,
-    ),
-    Step("UnRegister Model", "DELETE", "models/squeezenet1_1", 200, ours=404),
-    Step(
-        "Register Model with Batch Size",
-        "POST",
-        "models?url=resnet-152-batch.mar&model_name=resnet152&batch_size=2",
-        200,
-    ),
-    Step("UnRegister Model Resnet152", "DELETE", "models/resnet152", 200),
-    Step(
-        "Register Model with Non integer Batch Size",
-        "POST",
-        "models?url=resnet-152-batch.mar&model_name=resnet152&batch_size=dd&initial_workers=1",
-        200,
-        ours=400,
-    ),
-    Step("UnRegister Model Resnet152", "DELETE", "models/resnet152", 200, ours=404),
-    Step(
-        "Register Model with integer Batch Size but non integer max batch delay parameter",
-        "POST",
-        "models?url=resnet-152-batch.mar&model_name=resnet152&batch_size=2&initial_workers=1&max_batch_delay=junk",
-        200,
-        ours=400,
-    ),
-    Step("UnRegister Model Resnet152", "DELETE", "models/resnet152", 200, ours=404),
-    Step(
-        "Register Squeezenet Model Negative initial workers",
-        "POST",
-        "models?url=squeezenet1_1.mar&model_name=squeezenet1_1&initial_workers=-1",
-        200,
-        ours=400,
-    ),
-    Step("UnRegister Model", "DELETE", "models/squeezenet1_1", 200, ours=404),
-    Step(
-        "Register Resnet Model Synchronous",
-        "POST",
-        "models?url=resnet-18.mar&model_name=resnet-18&synchronous=true",
-        200,
-    ),
-    Step("UnRegister Model Resnet-18", "DELETE", "models/resnet-18", 200),
-    Step(
-        "Register Model non boolean Synchronous value",
-        "POST",
-        "models?url=resnet-18.mar&model_name=resnet-18&synchronous=-1",
-        200,
-        ours=400,
-    ),
-    Step("UnRegister Model Resnet-18", "DELETE", "models/resnet-18", 200, ours=404),
-    Step(
-        "Register Resnet Model Asynchronous",
-        "POST",
-        "models?url=resnet-18.mar&model_name=resnet-18&synchronous=false",
-        200,
-    ),
-    Step("List with Limit", "GET", "models?limit=1", 200),
-    Step('List with "Negative" Limit Value', "GET", "models?limit=-1", 200),
-    Step("List with Pagination", "GET", "models?limit=1&next_page_token=1", 200),
-    Step('List with "Negative" Pagination', "GET", "models?limit=1&next_page_token=-1", 200),
-    Step("Update GPU Count", "PUT", "models/resnet-18?number_gpu=10", 202),
-    Step('Update with "Negative" GPU Count', "PUT", "models/resnet-18?number_gpu=-1", 202),
-    Step(
-        "Scale up Workers -  Synchronous",
-        "PUT",
-        "models/resnet-18?min_worker=1&max_worker=1&synchronous=true",
-        200,
-    ),
-    Step(
-        "Scale up Workers - Asynchronous",
-        "PUT",
-        "models/resnet-18?min_worker=1&max_worker=1&synchronous=false",
-        202,
-    ),
-    Step("Update Timeout to -1", "PUT", "models/resnet-18?timeout=-1", 202),
-    Step("Update Timeout to 0", "PUT", "models/resnet-18?timeout=0", 202),
-    Step(
-        "Register Model - Empty URL , Valid Model Name",
-        "POST",
-        "models?url=&model_name=resnet-18",
-        404,
-        ours=400,
-    ),
-    Step(
-        "Register Model - Invalid URL",
-        "POST",
-        "models?url=https://torchserve.pytorch.org/mar_files/invalid-resnet-18.mar&model_name=invalid-resnet18",
-        400,
-        ours=403,
-    ),
-    Step("List Model - Invalid Model", "GET", "models/invalid_squeezenet1_1", 404),
-    Step(
-        "List Model - Valid model name, Invalid Model version",
-        "GET",
-        "models/squeezenet1_1/0.0",
-        404,
-    ),
-    Step(
-        "List Models - Invalid Next Page Token(Outside registered models range)",
-        "GET",
-        "models?next_page_token=12",
-        200,
-    ),
-    Step(
-        'Scale Workers - Valid "min_worker" value, Invalid "synchronous"',
-        "PUT",
-        "models/resnet-18?min_worker=1&synchronous=Nan",
-        202,
-    ),
-    Step(
-        'Scale Workers - Invalid parameter values for both "synchronous" & "min_worker" params',
-        "PUT",
-        "models/resnet-18?min_worker=nan&synchronous=nan",
-        202,
-        ours=400,
-    ),
-    Step(
-        "Scale down workers by Calling Update Workers API with no parameters",
-        "PUT",
-        "models/resnet-18",
-        202,
-    ),
-    Step(
-        "Update Worker for an invalid/non-existent model",
-        "PUT",
-        "models/resnet181?min_worker=1",
-        404,
-    ),
-    Step(
-        "Update Worker with Invalid Worker Count",
-        "PUT",
-        "models/resnet-18?min_worker=2&max_worker=1",
-        400,
-    ),
-    Step("Update Worker with Positive Worker Count", "PUT", "models/resnet-18?min_worker=1", 202),
-    Step('Update Worker with "Zero" Worker Count', "PUT", "models/resnet-18?min_worker=0", 202),
-    Step(
-        "Scale worker by calling Update Worker API with negative min worker Count",
-        "PUT",
-        "models/resnet-18?min_worker=-1",
-        500,
-        ours=400,
-    ),
-    Step(
-        "Scale worker by calling Update Worker API with negative max worker Count",
-        "PUT",
-        "models/resnet-18?max_worker=-1",
-        400,
-    ),
-    Step(
-        "Update Version - Invalid Model", "PUT", "models/invalid_squeezenet1_1/1.0/set-default", 404
-    ),
-    Step("UnRegister Model Resnet-18", "DELETE", "models/resnet-18", 200),
-    Step(
-        "UnRegister Valid Model name, but Invalid Model version",
-        "DELETE",
-        "models/squeezenet1_1/0.0",
-        404,
-    ),
-    Step("Register Model", "POST", "models?url=squeezenet1_1.mar&model_name=squeezenet1_1", 200),
-    Step(
-        "UnRegister Model with synchronous value as true",
-        "DELETE",
-        "models/squeezenet1_1/?synchronous=true",
-        200,
-    ),
-    Step("Register Model", "POST", "models?url=squeezenet1_1.mar&model_name=squeezenet1_1", 200),
-    Step(
-        "UnRegister Model with synchronous value as non boolean",
-        "DELETE",
-        "models/squeezenet1_1/?synchronous=nan",
-        200,
-    ),
-    Step("Register Model", "POST", "models?url=squeezenet1_1.mar&model_name=squeezenet1_1", 200),
-    Step(
-        "UnRegister Model with synchronous value as non boolean",
-        "DELETE",
-        "models/squeezenet1_1/?timeout=true",
-        200,
-    ),
-    Step("Register Model", "POST", "models?url=squeezenet1_1.mar&model_name=squeezenet1_1", 200),
-    Step(
-        "UnRegister Model with non boolean synchronous value & non integer timeout value",
-        "DELETE",
-        "models/squeezenet1_1/?timeout=true&synchronous=-1",
-        200,
-    ),
-    Step("UnRegister Invalid Model Name", "DELETE", "models/invalid_squeezenet1_1", 404),
-]
+# The collection in its order, a request a line: method | TorchServe's status, and ours where
+# modelhost answers otherwise on purpose | path | the request's name in the collection.
+COLLECTION = """
+POST   | 200           | models?url=squeezenet1_1.mar&model_name=squeezenet1_1 | Register Model
+POST   | 200           | models?url=mnist.mar&model_name=mnist | Register Model Mnist
+POST   | 200           | models?url=densenet161.mar&model_name=densenet161 | Register Model Densenet161
+POST   | 500, ours 403 | models?url=https://torchserve.pytorch.org/mar_files/densenet161.mar&model_name=densenet161 | Model Re-Registration Densenet161
+DELETE | 200           | models/densenet161 | UnRegister Model Densenet161
+POST   | 400           | models | Register Model missing url
+DELETE | 200           | models/mnist | UnRegister Existing Mnist Model
+POST   | 200, ours 400 | models?url=mnist.mar&model_name=mnist&handler=invalidHandler | Register Mnist Model with Invalid Handler
+DELETE | 200, ours 404 | models/mnist | UnRegister Model mnist
+POST   | 200, ours 400 | models?url=mnist.mar&model_name=mnist&handler=invalidHandler | Register Mnist Model with Invalid Handler
+PUT    | 500, ours 404 | models/mnist?min_worker=1&synchronous=true | Scale Invalid Mnist Handler Model with Min Workers - Synchronous
+DELETE | 200, ours 404 | models/mnist | UnRegister Model mnist
+GET    | 200           | models/squeezenet1_1/all | Get Model - All Versions
+GET    | 200           | models/squeezenet1_1/1.0 | Get Model with Version
+GET    | 200           | models/squeezenet1_1 | Get Valid Model
+DELETE | 200           | models/squeezenet1_1 | UnRegister Model
+POST   | 400           | models?url=squeezenet1_1.mar&model_name=squeezenet1_1&runtime=python4 | Register Model invalid Runtime
+GET    | 200           | models?limit=&next_page_token= | List Models
+POST   | 200           | models?url=squeezenet1_1.mar&model_name=squeezenet1_1 | Register Model
+PUT    | 202           | models/squeezenet1_1?min_worker=1 | Scale Min Workers - Asynchronous
+PUT    | 200           | models/squeezenet1_1?min_worker=1&synchronous=true | Scale Min Workers - Synchronous
+PUT    | 200           | models/squeezenet1_1/1.0?min_worker=1&synchronous=true | Scale Min Workers for a Version
+PUT    | 404           | models/squeezenet1_1/0.0?min_worker=1&synchronous=true | Scale Min Workers for a Valid model but Invalid Version
+PUT    | 202           | models/squeezenet1_1?min_worker=1&number_gpu=1 | Scale Min Workers with GPU
+PUT    | 200           | models/squeezenet1_1/1.0/set-default | Set Default Model Version
+PUT    | 404           | models/squeezenet1_1/0.0/set-default | Set Default Valid Model Invalid Version
+PUT    | 404           | models/squeezenet0_1/1.0/set-default | Set Default Invalid Model valid Version
+DELETE | 200           | models/squeezenet1_1 | UnRegister Model
+POST   | 200, ours 400 | models?url=squeezenet1_1.mar&model_name=squeezenet1_1&handler=serve/ts/torch_handler/image_classifier.py:handle | Register Model with Additional Params
+DELETE | 200, ours 404 | models/squeezenet1_1 | UnRegister Model
+POST   | 500, ours 400 | models?url=squeezenet1_1.mar&model_name=squeezenet1_1&batch_size=3&initial_workers=3&startup_timeout=0 | Register Model with Additional Params and startup_timeout as 0
+POST   | 200, ours 400 | models?url=squeezenet1_1.mar&model_name=squeezenet1_1&startup_timeout=0 | Register Model with startup_timeout as 0
+DELETE | 200, ours 404 | models/squeezenet1_1 | UnRegister Model
+POST   | 200           | models?url=resnet-152-batch.mar&model_name=resnet152&batch_size=2 | Register Model with Batch Size
+DELETE | 200           | models/resnet152 | UnRegister Model Resnet152
+POST   | 200, ours 400 | models?url=resnet-152-batch.mar&model_name=resnet152&batch_size=dd&initial_workers=1 | Register Model with Non integer Batch Size
+DELETE | 200, ours 404 | models/resnet152 | UnRegister Model Resnet152
+POST   | 200, ours 400 | models?url=resnet-152-batch.mar&model_name=resnet152&batch_size=2&initial_workers=1&max_batch_delay=junk | Register Model with integer Batch Size but non integer max batch delay parameter
+DELETE | 200, ours 404 | models/resnet152 | UnRegister Model Resnet152
+POST   | 200, ours 400 | models?url=squeezenet1_1.mar&model_name=squeezenet1_1&initial_workers=-1 | Register Squeezenet Model Negative initial workers
+DELETE | 200, ours 404 | models/squeezenet1_1 | UnRegister Model
+POST   | 200           | models?url=resnet-18.mar&model_name=resnet-18&synchronous=true | Register Resnet Model Synchronous
+DELETE | 200           | models/resnet-18 | UnRegister Model Resnet-18
+POST   | 200, ours 400 | models?url=resnet-18.mar&model_name=resnet-18&synchronous=-1 | Register Model non boolean Synchronous value
+DELETE | 200, ours 404 | models/resnet-18 | UnRegister Model Resnet-18
+POST   | 200           | models?url=resnet-18.mar&model_name=resnet-18&synchronous=false | Register Resnet Model Asynchronous
+GET    | 200           | models?limit=1 | List with Limit
+GET    | 200           | models?limit=-1 | List with "Negative" Limit Value
+GET    | 200           | models?limit=1&next_page_token=1 | List with Pagination
+GET    | 200           | models?limit=1&next_page_token=-1 | List with "Negative" Pagination
+PUT    | 202           | models/resnet-18?number_gpu=10 | Update GPU Count
+PUT    | 202           | models/resnet-18?number_gpu=-1 | Update with "Negative" GPU Count
+PUT    | 200           | models/resnet-18?min_worker=1&max_worker=1&synchronous=true | Scale up Workers -  Synchronous
+PUT    | 202           | models/resnet-18?min_worker=1&max_worker=1&synchronous=false | Scale up Workers - Asynchronous
+PUT    | 202           | models/resnet-18?timeout=-1 | Update Timeout to -1
+PUT    | 202           | models/resnet-18?timeout=0 | Update Timeout to 0
+POST   | 404, ours 400 | models?url=&model_name=resnet-18 | Register Model - Empty URL , Valid Model Name
+POST   | 400, ours 403 | models?url=https://torchserve.pytorch.org/mar_files/invalid-resnet-18.mar&model_name=invalid-resnet18 | Register Model - Invalid URL
+GET    | 404           | models/invalid_squeezenet1_1 | List Model - Invalid Model
+GET    | 404           | models/squeezenet1_1/0.0 | List Model - Valid model name, Invalid Model version
+GET    | 200           | models?next_page_token=12 | List Models - Invalid Next Page Token(Outside registered models range)
+PUT    | 202           | models/resnet-18?min_worker=1&synchronous=Nan | Scale Workers - Valid "min_worker" value, Invalid "synchronous"
+PUT    | 202, ours 400 | models/resnet-18?min_worker=nan&synchronous=nan | Scale Workers - Invalid parameter values for both "synchronous" & "min_worker" params
+PUT    | 202           | models/resnet-18 | Scale down workers by Calling Update Workers API with no parameters
+PUT    | 404           | models/resnet181?min_worker=1 | Update Worker for an invalid/non-existent model
+PUT    | 400           | models/resnet-18?min_worker=2&max_worker=1 | Update Worker with Invalid Worker Count
+PUT    | 202           | models/resnet-18?min_worker=1 | Update Worker with Positive Worker Count
+PUT    | 202           | models/resnet-18?min_worker=0 | Update Worker with "Zero" Worker Count
+PUT    | 500, ours 400 | models/resnet-18?min_worker=-1 | Scale worker by calling Update Worker API with negative min worker Count
+PUT    | 400           | models/resnet-18?max_worker=-1 | Scale worker by calling Update Worker API with negative max worker Count
+PUT    | 404           | models/invalid_squeezenet1_1/1.0/set-default | Update Version - Invalid Model
+DELETE | 200           | models/resnet-18 | UnRegister Model Resnet-18
+DELETE | 404           | models/squeezenet1_1/0.0 | UnRegister Valid Model name, but Invalid Model version
+POST   | 200           | models?url=squeezenet1_1.mar&model_name=squeezenet1_1 | Register Model
+DELETE | 200           | models/squeezenet1_1/?synchronous=true | UnRegister Model with synchronous value as true
+POST   | 200           | models?url=squeezenet1_1.mar&model_name=squeezenet1_1 | Register Model
+DELETE | 200           | models/squeezenet1_1/?synchronous=nan | UnRegister Model with synchronous value as non boolean
+POST   | 200           | models?url=squeezenet1_1.mar&model_name=squeezenet1_1 | Register Model
+DELETE | 200           | models/squeezenet1_1/?timeout=true | UnRegister Model with synchronous value as non boolean
+POST   | 200           | models?url=squeezenet1_1.mar&model_name=squeezenet1_1 | Register Model
+DELETE | 200           | models/squeezenet1_1/?timeout=true&synchronous=-1 | UnRegister Model with non boolean synchronous value & non integer timeout value
+DELETE | 404           | models/invalid_squeezenet1_1 | UnRegister Invalid Model Name
+"""  # noqa: E501  (the collection's paths and names, whole)
+
+
+def steps_of(table: str) -> list[Step]:
+    steps = []
+    for line in table.strip().splitlines():
+        method, statuses, path, name = (cell.strip() for cell in line.split(" | "))
+        status, _, ours = statuses.partition(", ours ")
+        steps.append(Step(name, method, path, int(status), int(ours) if ours else None))
+    return steps
+
+
+STEPS = steps_of(COLLECTION)
 
 
 @pytest.fixture(scope="module")

@@ -33,7 +33,7 @@ class Clock:
 
 
 def failed(clock: Clock, store: Store, name: str = "m") -> FailedLoads:
-    loads = FailedLoads(ttl_s=60, max_names=3, clock=clock)
+    loads = FailedLoads(ttl_s=60, max_keys=3, clock=clock)
     asyncio.run(loads.remember(name, store, ModelLoadError("could not load model m: junk")))
     store.asked = 0
     return loads

@@ -23,7 +23,16 @@ def test_parts_without_a_duration_are_skipped(header: str) -> None:
 
 
 def test_load_wait_is_download_plus_load() -> None:
-    exchange = Exchange(0.0, "POST", "/r", 200, 0.1, 0, 0, timings_ms={"download": 5, "load": 2})
+    exchange = Exchange(
+        time=0.0,
+        method="POST",
+        route="/r",
+        status=200,
+        duration_s=0.1,
+        bytes_in=0,
+        bytes_out=0,
+        timings_ms={"download": 5, "load": 2},
+    )
     assert exchange.load_wait_ms == 7
 
 

@@ -35,7 +35,7 @@ def test_a_histogram_tally_exposes_what_a_prometheus_histogram_does(
         "h_seconds", "h", ["method", "status"], registry=theirs, buckets=SECONDS_BUCKETS
     )
     tally = HistogramTally("h_seconds", "h", ["method", "status"], SECONDS_BUCKETS)
-    Tallies(ours, tally)
+    Tallies(ours, [tally])
     for labels, value in observations:
         histogram.labels(*labels).observe(value)
         tally.observe(labels, value)
@@ -49,7 +49,7 @@ def test_a_counter_tally_exposes_what_a_prometheus_counter_does(
     theirs, ours = CollectorRegistry(), CollectorRegistry()
     counter = Counter("c_bytes", "c", ["method", "status"], registry=theirs)
     tally = CounterTally("c_bytes", "c", ["method", "status"])
-    Tallies(ours, tally)
+    Tallies(ours, [tally])
     for labels, amount in increments:
         counter.labels(*labels).inc(amount)
         tally.inc(labels, amount)

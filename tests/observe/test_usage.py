@@ -16,7 +16,20 @@ def exchange(
     invocation: bool = True,
 ) -> Exchange:
     timings = {"queue": 0.1, "load": 0.0, "infer": 1.0} if cache else {}
-    return Exchange(0.0, "POST", "/r", status, 0.01, 1, 1, invocation, model, cache, timings, error)
+    return Exchange(
+        time=0.0,
+        method="POST",
+        route="/r",
+        status=status,
+        duration_s=0.01,
+        bytes_in=1,
+        bytes_out=1,
+        invocation=invocation,
+        model=model,
+        cache=cache,
+        timings_ms=timings,
+        error=error,
+    )
 
 
 def test_invocations_are_counted_per_model() -> None:
@@ -61,7 +74,21 @@ def test_counters_of_100000_models_stay_under_their_byte_cap() -> None:
         for i in range(100_000):
             timings = dict.fromkeys(parts, 1.5)  # parsed from each response's header, unshared
             model = f"t{i}/m"
-            usage.record(Exchange(0.0, "POST", "/r", 200, 0.01, 1, 1, True, model, "disk", timings))
+            usage.record(
+                Exchange(
+                    time=0.0,
+                    method="POST",
+                    route="/r",
+                    status=200,
+                    duration_s=0.01,
+                    bytes_in=1,
+                    bytes_out=1,
+                    invocation=True,
+                    model=model,
+                    cache="disk",
+                    timings_ms=timings,
+                )
+            )
         held = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()

@@ -3,15 +3,18 @@ batch, or answer slowly; batches go only to free replicas and never exceed the b
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import random
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import modelhost
 from modelhost.errors import WorkerDied
 from modelhost.scheduler.batcher import BatchQueue, Job
 from modelhost.scheduler.dispatch import PRESSURE_RECHECK_S, Dispatcher, Ended, Start
@@ -247,3 +250,46 @@ def test_batch_delay_under_uvloop_answers_every_job() -> None:
         return [await job.future for job in jobs]
 
     assert uvloop.run(scenario()) == list(range(400))
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_each_idle_span_is_claimed_once() -> None:
+    """A dispatcher unpressed for the idle time says so once, then starts a new span: the
+    scaling drops one copy per span."""
+    clock = Clock()
+    dispatcher = Dispatcher(BatchQueue("m", 10, 1, 0.0, clock), lambda *_: None, lambda: None)
+    assert not dispatcher.claim_idle_span(now=4.9, idle_s=5.0)
+    assert dispatcher.claim_idle_span(now=5.0, idle_s=5.0)
+    assert not dispatcher.claim_idle_span(now=9.9, idle_s=5.0)
+    assert dispatcher.claim_idle_span(now=10.0, idle_s=5.0)
+
+
+def test_only_the_dispatcher_sets_its_state() -> None:
+    """What the dispatcher sets on itself, no other module sets: the others ask it."""
+    package = Path(modelhost.__file__).parent
+    home = package / "scheduler/dispatch.py"
+    own = {
+        node.attr
+        for node in ast.walk(ast.parse(home.read_text()))
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.ctx, ast.Store)
+        and ast.unparse(node.value) == "self"
+    }
+    found = [
+        f"{path.relative_to(package)}:{node.lineno} sets {ast.unparse(node)}"
+        for path in sorted(package.rglob("*.py"))
+        if path != home
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.ctx, (ast.Store, ast.Del))
+        and node.attr in own
+        and ast.unparse(node.value) != "self"
+    ]
+    assert found == []

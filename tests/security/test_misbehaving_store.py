@@ -112,10 +112,10 @@ def test_unannounced_size_gets_room_as_it_arrives(origin: str, tmp_path: Path) -
         tier = DiskTier(
             tmp_path / "cache",
             4 * MiB,
-            Stores(origin),
-            EventLog(),
-            UnpackLimits(max_bytes=2**30, max_files=100),
-            DownloadPolicy(attempts=1, timeout_s=5),
+            stores=Stores(origin),
+            events=EventLog(),
+            limits=UnpackLimits(max_bytes=2**30, max_files=100),
+            policy=DownloadPolicy(attempts=1, timeout_s=5),
         )
         await tier.reconcile()
         with pytest.raises(InsufficientDisk):

@@ -151,7 +151,12 @@ def test_the_download_event_shows_no_password_and_no_signature(origin: str, tmp_
     events = EventLog()
     stores = Stores(str(tmp_path / "store"), allowed_urls=("*",))
     disk = DiskTier(
-        tmp_path / "cache", 1 << 30, stores, events, UnpackLimits(1 << 30, 10), DownloadPolicy()
+        tmp_path / "cache",
+        1 << 30,
+        stores=stores,
+        events=events,
+        limits=UnpackLimits(1 << 30, 10),
+        policy=DownloadPolicy(),
     )
 
     async def load() -> None:

@@ -22,10 +22,10 @@ def tier(store: Path, cache: Path, refuse_pickle: bool) -> DiskTier:
     return DiskTier(
         cache,
         1 << 30,
-        Stores(str(store)),
-        EventLog(),
-        UnpackLimits(1 << 30, 1000),
-        DownloadPolicy(),
+        stores=Stores(str(store)),
+        events=EventLog(),
+        limits=UnpackLimits(1 << 30, 1000),
+        policy=DownloadPolicy(),
         refuse_pickle=refuse_pickle,
     )
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,7 +19,7 @@ from modelhost.toolkit.cost import Instance, Serverless, break_even, savings_tab
 # 83.95 / 1.032e-6 = 81,346,899 serverless requests: the break-even.
 INSTANCE = Instance(price_per_hour=0.115, throughput_rps=100)
 SERVERLESS = Serverless(
-    0.00002, memory_gb=1, latency_ms=50, data_per_gb=0.016, bytes_per_request=2000
+    gb_second=0.00002, memory_gb=1, latency_ms=50, data_per_gb=0.016, bytes_per_request=2000
 )
 
 
@@ -47,3 +49,14 @@ def test_the_command_reads_a_summary_and_labels_example_prices(tmp_path: Path) -
     assert figures["instance"]["per_million"] == pytest.approx(0.31944, rel=1e-4)
     assert figures["serverless"]["per_million"] == pytest.approx(1.0, rel=1e-9)
     assert "example" in figures["prices_source"] and "2024" in figures["prices_source"]
+
+
+def test_help_needs_no_toolkit_extra() -> None:
+    """`cost --help` says the options even where rich is not installed, as `bench --help` does."""
+    probe = (
+        "import sys; sys.modules['rich'] = None; from modelhost.cli.main import main; "
+        "main(['cost', '--help'])"
+    )
+    found = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert found.returncode == 0, found.stderr
+    assert "--throughput" in found.stdout

@@ -13,10 +13,10 @@ from click.testing import CliRunner
 from modelhost.cli.bench import bench
 from modelhost.cli.cost import cost
 from modelhost.cli.tune import tune
-from modelhost.toolkit.cost_run import CostOptions
+from modelhost.toolkit.cost import CostOptions
 from modelhost.toolkit.options import cli_fields, click_options, numbers, option
 from modelhost.toolkit.run import BenchOptions
-from modelhost.toolkit.tune_run import TuneOptions
+from modelhost.toolkit.tune import TuneOptions
 
 
 @pytest.mark.parametrize(

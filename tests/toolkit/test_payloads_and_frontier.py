@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from modelhost.toolkit.payloads import NPY, read_payloads
+from modelhost.toolkit.ramp import efficient_frontier
 from modelhost.toolkit.resources import parse_usage
-from modelhost.toolkit.tune import efficient_frontier
 
 
 def test_folder_sends_files_as_they_are(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from conftest import MODELS, open_in_chromium
 
 from modelhost import testing
 from modelhost.cli.main import main
-from modelhost.toolkit.tune import Step, recommend, step_of
+from modelhost.toolkit.ramp import Step, recommend, step_of
 
 pytestmark = pytest.mark.e2e
 

@@ -65,7 +65,15 @@ def test_the_series_table_is_capped() -> None:
     """A handler that puts a request id in a dimension cannot grow the frontend unbounded."""
     table = HandlerMetrics(max_series=2)
     samples = (
-        HandlerSample("m", "Hits", "count", "counter", 1, (("id", str(i)),)) for i in range(5)
+        HandlerSample(
+            model="m",
+            name="Hits",
+            unit="count",
+            kind="counter",
+            value=1,
+            dimensions=(("id", str(i)),),
+        )
+        for i in range(5)
     )
     table.record(tuple(samples))
     assert len(table.series) == 2

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from modelhost.toolkit.ramp import efficient_frontier
 from modelhost.toolkit.report import charts, files, html
-from modelhost.toolkit.tune import efficient_frontier
 
 LATENCY = ["min", "mean", "p50", "p90", "p95", "p99", "p99.9", "max"]
 COLUMNS = [

@@ -27,6 +27,7 @@ def fleet_summary(
     trace: Trace,
     sizes: Sequence[int],
     budget_bytes: int,
+    *,
     template: str,
     spread: Mapping[str, int],
     price_per_hour: float,
@@ -128,7 +129,13 @@ class FleetOptions:
         from modelhost.toolkit.report.terminal import table
 
         summary = fleet_summary(
-            trace, self.sizes, self.budget_bytes, self.template, self.spread, price, throughput_rps
+            trace,
+            self.sizes,
+            self.budget_bytes,
+            template=self.template,
+            spread=self.spread,
+            price_per_hour=price,
+            throughput_rps=throughput_rps,
         )
         title = f"a fleet of {format_bytes(self.budget_bytes)} instances behind nginx"
         console.print(table(title, HEADER, fleet_rows(summary)))

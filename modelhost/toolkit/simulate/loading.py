@@ -139,6 +139,7 @@ def replay_loading(
     budget_bytes: int,
     policy: EvictionPolicy,
     loaders: int,
+    *,
     admission: FrequencySketch | None = None,
     min_residency_s: float = 0.0,
     recorded: dict[str, list[LoadSample]] | None = None,

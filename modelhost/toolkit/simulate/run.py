@@ -50,7 +50,13 @@ class InLine(NamedTuple):
         sketch = FrequencySketch() if spec.admission == "tinylfu" else None
         policy = policy_named(spec.policy)
         return replay_loading(
-            trace, budget_bytes, policy, self.loaders, sketch, spec.min_residency_s, self.recorded
+            trace,
+            budget_bytes,
+            policy,
+            self.loaders,
+            admission=sketch,
+            min_residency_s=spec.min_residency_s,
+            recorded=self.recorded,
         ).hit_ratio
 
 
@@ -143,6 +149,7 @@ def simulate_summary(
     trace: Trace,
     budgets: Sequence[int],
     target: float,
+    *,
     with_optimum: bool = True,
     replayed: Sequence[Replayed] = (Replayed(),),
     in_line: InLine | None = None,

@@ -18,7 +18,7 @@ from modelhost.toolkit.traffic import Popularity
 MiB = 2**20
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Synthetic:
     models: int = 100
     requests: int = 50_000
@@ -84,12 +84,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
     spec = Synthetic(
-        args.models,
-        args.requests,
-        args.zipf_s,
-        args.scan_every,
-        args.shift_every,
-        tuple(args.size_mib),
+        models=args.models,
+        requests=args.requests,
+        zipf_s=args.zipf_s,
+        scan_every=args.scan_every,
+        shift_every=args.shift_every,
+        size_mib=tuple(args.size_mib),
         interval_s=args.interval_s,
         seed=args.seed,
     )

@@ -26,7 +26,7 @@ __all__ = [
 
 
 def load_handler(artifact: Path, model_name: str, spec: LoadSpec | None = None) -> Handler:
-    """Build the handler an unpacked artifact calls for."""
+    """Build the handler an unpacked artifact calls for; a failure is a worded `ModelLoadError`."""
     return prepared_handler(artifact, model_name, spec)()
 
 
