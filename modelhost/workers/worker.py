@@ -95,7 +95,7 @@ class Worker:
         item = Item("application/json", "application/json", {}, len(body))
         infer = Infer("rehearsal", (item,))
         for path in models:
-            self._loader.submit(self.load, Load("rehearsal", str(path))).result()
+            self._loader.submit(self.load, Load(model="rehearsal", path=str(path))).result()
             if self._inference is None:
                 self.infer(infer, body)
             else:
@@ -175,14 +175,14 @@ class Worker:
         written = fast_copy.write(handler, request, footprint) if copy is None else 0
         trim_heap()  # else unpickling's buffers stay in the PSS
         return Loaded(
-            footprint,
-            load_ms,
-            handler.batches,
-            handler.reads_artifact,
-            peak,
-            handler.pure,
-            written,
-            copy is not None,
+            footprint=footprint,
+            load_ms=load_ms,
+            batches=handler.batches,
+            reads_artifact=handler.reads_artifact,
+            peak=peak,
+            pure=handler.pure,
+            fast_copy_written=written,
+            fast_copy_read=copy is not None,
         )
 
     def _load_spec(self, request: Load, root: Path) -> LoadSpec:

@@ -125,7 +125,9 @@ class FakePool:
             worker.models.add(request.model)
             name = request.model
             footprint, peak = self.footprint(name), self.peak(name)
-            reply = Loaded(footprint, 1.0, batches=True, peak=peak, pure=self.pure)
+            reply = Loaded(
+                footprint=footprint, load_ms=1.0, batches=True, peak=peak, pure=self.pure
+            )
         elif isinstance(request, Unload):
             if request.model not in worker.models:
                 missing = f"{request.model} not in {worker.worker_id}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from importlib import metadata
 from pathlib import Path
 
@@ -42,6 +42,7 @@ class Runtime:
     suffixes: tuple[str, ...]
     build: Callable[[Path, int], Handler]  # (model file, threads)
     hint: Callable[[], str]
+    _: KW_ONLY
     sniff: Callable[[Path], bool] | None = None  # for shared suffixes (.json, .txt)
     modules: tuple[str, ...] = ()  # imported before a load is measured: the worker's, not its
 
@@ -298,16 +299,16 @@ RUNTIMES: dict[str, Runtime] = {
         xgboost.SUFFIXES,
         xgboost.XGBoostHandler,
         _runtime_hint("xgboost", "Booster.save_model"),
-        lambda path: path.suffix.lower() != ".json" or xgboost.is_xgboost_json(path),
-        PRELOAD_MODULES["xgboost"],
+        sniff=lambda path: path.suffix.lower() != ".json" or xgboost.is_xgboost_json(path),
+        modules=PRELOAD_MODULES["xgboost"],
     ),
     "lightgbm": Runtime(
         "lightgbm",
         lightgbm.SUFFIXES,
         lightgbm.LightGBMHandler,
         _runtime_hint("lightgbm", "Booster.save_model"),
-        lambda path: path.suffix.lower() != ".txt" or lightgbm.is_lightgbm_text(path),
-        PRELOAD_MODULES["lightgbm"],
+        sniff=lambda path: path.suffix.lower() != ".txt" or lightgbm.is_lightgbm_text(path),
+        modules=PRELOAD_MODULES["lightgbm"],
     ),
     "onnx": Runtime(
         "onnx",
@@ -328,8 +329,8 @@ RUNTIMES: dict[str, Runtime] = {
         savedmodel.SUFFIXES,
         savedmodel.SavedModelHandler,
         _runtime_hint("tensorflow-cpu", "tf.saved_model.save"),
-        savedmodel.is_saved_model,
-        ("tensorflow",),
+        sniff=savedmodel.is_saved_model,
+        modules=("tensorflow",),
     ),
     **{
         name: Runtime(
@@ -337,8 +338,8 @@ RUNTIMES: dict[str, Runtime] = {
             huggingface.SUFFIXES,
             huggingface.HuggingFaceHandler.build(task),
             _runtime_hint("transformers", "save_pretrained"),
-            huggingface.takes_weights,
-            ("torch", "transformers"),
+            sniff=huggingface.takes_weights,
+            modules=("torch", "transformers"),
         )
         for name, task in huggingface.TASKS.items()
     },

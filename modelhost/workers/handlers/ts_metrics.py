@@ -60,7 +60,12 @@ class HandlerMetric:
         if not isinstance(value, (int, float)):
             raise ValueError(f"metric {self.metric_name}: {value!r} is not a number")
         sample = HandlerSample(
-            self.model, self.metric_name, self.unit, self.metric_type, float(value), dimensions
+            model=self.model,
+            name=self.metric_name,
+            unit=self.unit,
+            kind=self.metric_type,
+            value=float(value),
+            dimensions=dimensions,
         )
         with _pending_lock:
             if len(_pending) < MAX_PENDING:
