@@ -94,24 +94,15 @@ class TemplateSupervisor:
     async def fork(self) -> WorkerHandle:
         """Ask the template for a worker, and wait for its hello."""
         template, worker_id = self.process, next(self._worker_ids)
-        if template is None or template.stdin is None or has_exited(template):
+        if template is None or template.stdin is None or has_exited(template, template.stdin):
             # the supervisor tops the pool up once a successor starts
             raise Unavailable(f"the worker template has exited before forking worker {worker_id}")
         waiter: asyncio.Future[WorkerHandle] = asyncio.get_running_loop().create_future()
         self.table.forking[worker_id] = waiter
-        exited: asyncio.Future[Any] = asyncio.ensure_future(template.wait())
         try:
             await order(template.stdin, worker_id)
-            await asyncio.wait(
-                {waiter, exited}, timeout=WORKER_START_TIMEOUT_S, return_when="FIRST_COMPLETED"
-            )
-            if not waiter.done():
-                raise Unavailable(
-                    f"the worker template forked no worker {worker_id}: it died or hangs"
-                )
-            worker = waiter.result()
+            worker = await hello_unless_exited(waiter, template, worker_id)
         finally:
-            exited.cancel()
             self.table.forking.pop(worker_id, None)
         self.events.emit(
             "worker_start", worker=worker_id, reason="start", detail={"pid": worker.pid}
@@ -136,9 +127,8 @@ class TemplateSupervisor:
             template.kill()
 
 
-def has_exited(template: asyncio.subprocess.Process) -> bool:
-    assert template.stdin is not None
-    return template.returncode is not None or template.stdin.is_closing()
+def has_exited(template: asyncio.subprocess.Process, stdin: asyncio.StreamWriter) -> bool:
+    return template.returncode is not None or stdin.is_closing()
 
 
 async def order(stdin: asyncio.StreamWriter, worker_id: int) -> None:
@@ -150,3 +140,19 @@ async def order(stdin: asyncio.StreamWriter, worker_id: int) -> None:
         raise Unavailable(
             f"the worker template has exited before forking worker {worker_id}"
         ) from error
+
+
+async def hello_unless_exited(
+    waiter: asyncio.Future[WorkerHandle], template: asyncio.subprocess.Process, worker_id: int
+) -> WorkerHandle:
+    """The forked worker once it says hello, unless the template exits or hangs first."""
+    exited: asyncio.Future[Any] = asyncio.ensure_future(template.wait())
+    try:
+        await asyncio.wait(
+            {waiter, exited}, timeout=WORKER_START_TIMEOUT_S, return_when="FIRST_COMPLETED"
+        )
+    finally:
+        exited.cancel()
+    if not waiter.done():
+        raise Unavailable(f"the worker template forked no worker {worker_id}: it died or hangs")
+    return waiter.result()
