@@ -46,7 +46,7 @@ def main() -> None:
         ours, theirs = socket.socketpair()
         threading.Thread(target=drain, args=(theirs,), daemon=True).start()
         worker = worker_module.Worker(ours, worker_id=1, threads=1)
-        worker.load(Load(MODEL, str(path)))
+        worker.load(Load(model=MODEL, path=str(path)))
         rows = run_all(worker, args)
     table = markdown_table(HEADER, rows)
     print(table)

@@ -79,7 +79,7 @@ def pass_names(held: dict[str, Any], count: int, folder: Path) -> None:
         )
         held["manifests"].read(name, artifact)
         held["manifests"].measured(
-            name, Loaded(266_240 + i, 6.1, batches=True, peak=600_000, pure=True)
+            name, Loaded(footprint=266_240 + i, load_ms=6.1, batches=True, peak=600_000, pure=True)
         )
         held["sketch"].record(name)
         url = f"s3://bucket/models/nonexistent-{i:07d}.joblib"

@@ -33,7 +33,7 @@ def cycle_ms(worker: Worker, probe: Path, cycles: int) -> tuple[float, float]:
     loads, unloads = [], []
     for _ in range(cycles):
         started = time.perf_counter()
-        worker.load(Load("probe", str(probe)))
+        worker.load(Load(model="probe", path=str(probe)))
         loads.append((time.perf_counter() - started) * 1000)
         started = time.perf_counter()
         worker.unload(Unload("probe"))
@@ -56,7 +56,7 @@ def main() -> None:
     worker, rows = Worker(ours, 1, threads=1), []
     for loaded in sorted(args.loaded):
         while len(worker.models) < loaded:
-            worker.load(Load(f"m{len(worker.models)}", str(forest)))
+            worker.load(Load(model=f"m{len(worker.models)}", path=str(forest)))
         load_ms, unload_ms = cycle_ms(worker, probe, args.cycles)
         rows.append([loaded, len(gc.get_objects()), round(load_ms, 2), round(unload_ms, 2)])
         print(rows[-1], flush=True)

@@ -397,9 +397,7 @@ def test_a_write_to_another_parts_record_is_found(tmp_path: Path) -> None:
 # ones left in modules being moved by others: the number only goes down.
 MAX_POSITIONAL = 5
 POSITIONAL_ALLOWED = {
-    "host.manifests calls Load": 1,  # workers/messages.py's Load, being made keyword-only
-    "rpc.services calls RpcServer": 1,
-    "workers.pool calls asyncio.create_subprocess_exec": 1,  # a command line
+    "workers.pool.supervisor calls asyncio.create_subprocess_exec": 1,  # a command line
 }
 
 

@@ -9,18 +9,18 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from modelhost.cache.disk import Artifact, DiskTier
+from modelhost.cache.disk import Artifact
 from modelhost.cache.memory import MemoryTier, Resident, State
 from modelhost.errors import ModelhostError, Unavailable
 from modelhost.host.changes import Changes
 from modelhost.host.manifests import Manifests, load_event
+from modelhost.host.seams import Disk, Pool
 from modelhost.host.under_way import UnderWay
 from modelhost.records.events import EventLog
 from modelhost.scheduler.dispatch import Dispatcher
 from modelhost.scheduler.placement import least_loaded
 from modelhost.workers.handle import WorkerHandle
 from modelhost.workers.messages import Loaded, Unload, Unloaded
-from modelhost.workers.pool import WorkerPool
 
 OnLoaded = Callable[[str, bool], Dispatcher]  # (model, handler batches) → its queue
 
@@ -28,9 +28,9 @@ OnLoaded = Callable[[str, bool], Dispatcher]  # (model, handler batches) → its
 class Copies:
     def __init__(
         self,
-        pool: WorkerPool,
+        pool: Pool,
         memory: MemoryTier,
-        disk: DiskTier,
+        disk: Disk,
         *,
         events: EventLog,
         manifests: Manifests,

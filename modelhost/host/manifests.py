@@ -163,16 +163,16 @@ class Manifests:
         says = manifest.handler or manifest.model_file or manifest.warmup
         root = str(manifest_root(artifact.path)) if says else None
         return Load(
-            name,
-            path,
-            root,
-            manifest.handler,
-            manifest.model_file,
-            manifest.warmup,
-            self.max_rows,
-            str(fast_copy.path) if fast_copy else "",
-            fast_copy.room if fast_copy else 0,
-            manifest.threads or 0,
+            model=name,
+            path=path,
+            root=root,
+            handler=manifest.handler,
+            model_file=manifest.model_file,
+            warmup=manifest.warmup,
+            max_rows=self.max_rows,
+            fast_copy=str(fast_copy.path) if fast_copy else "",
+            fast_copy_room=fast_copy.room if fast_copy else 0,
+            threads=manifest.threads or 0,
         )
 
 

@@ -11,7 +11,6 @@ import math
 import time
 from collections.abc import Callable
 
-from modelhost.cache.disk import DiskTier
 from modelhost.cache.memory import MemoryTier, State
 from modelhost.errors import InsufficientMemory, ModelAlreadyLoaded, ModelNotFound
 from modelhost.host.calls import Invocation, LoadOutcome, Result
@@ -25,6 +24,7 @@ from modelhost.host.queues import Queues
 from modelhost.host.registry import Registry
 from modelhost.host.residency import Residency
 from modelhost.host.scaling import Scaling
+from modelhost.host.seams import Disk, Pool
 from modelhost.host.shortfall import never_fits
 from modelhost.host.sizing import Sizing
 from modelhost.host.under_way import UnderWay
@@ -39,7 +39,6 @@ from modelhost.records.statistics import (
 from modelhost.scheduler import ModelSchedule, SchedulerSettings
 from modelhost.units import format_bytes
 from modelhost.workers.handle import WorkerHandle
-from modelhost.workers.pool import WorkerPool
 
 
 class ModelHost:
@@ -47,9 +46,9 @@ class ModelHost:
 
     def __init__(
         self,
-        pool: WorkerPool,
+        pool: Pool,
         memory: MemoryTier,
-        disk: DiskTier,
+        disk: Disk,
         events: EventLog,
         *,
         pinned: frozenset[str],

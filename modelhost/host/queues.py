@@ -8,6 +8,7 @@ from typing import Any
 
 from modelhost.host.calls import Answer, Invocation
 from modelhost.host.manifests import Manifests
+from modelhost.host.seams import Pool
 from modelhost.records.handler_metrics import HandlerMetrics
 from modelhost.records.statistics import BatchingStatistics
 from modelhost.scheduler import SchedulerSettings
@@ -15,7 +16,6 @@ from modelhost.scheduler.batcher import BatchQueue, Job
 from modelhost.scheduler.dispatch import Dispatcher, Ended
 from modelhost.workers.handle import Waiter, WorkerHandle
 from modelhost.workers.messages import Answered, Infer, Item
-from modelhost.workers.pool import WorkerPool
 from modelhost.workers.replies import checked
 
 
@@ -24,7 +24,7 @@ class Queues:
 
     def __init__(
         self,
-        pool: WorkerPool,
+        pool: Pool,
         manifests: Manifests,
         scheduling: SchedulerSettings,
         clock: Callable[[], float],

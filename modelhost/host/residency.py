@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 
 from sortedcontainers import SortedDict
 
-from modelhost.cache.disk import Artifact, DiskTier
+from modelhost.cache.disk import Artifact
 from modelhost.cache.memory import MemoryTier, Resident, State
 from modelhost.errors import (
     InsufficientMemory,
@@ -30,6 +30,7 @@ from modelhost.host.calls import LoadOutcome
 from modelhost.host.copies import Copies, OnLoaded
 from modelhost.host.failed_loads import FailedLoads
 from modelhost.host.manifests import Manifests
+from modelhost.host.seams import Disk
 from modelhost.host.shortfall import all_busy, never_fits
 from modelhost.host.under_way import UnderWay
 from modelhost.records.events import EventLog
@@ -42,7 +43,7 @@ class Residency:
     def __init__(
         self,
         memory: MemoryTier,
-        disk: DiskTier,
+        disk: Disk,
         *,
         events: EventLog,
         manifests: Manifests,

@@ -26,7 +26,7 @@ class Hello(Message, frozen=True):
     pss: int
 
 
-class Load(Message, frozen=True):
+class Load(Message, frozen=True, kw_only=True):
     """Load a model from `path`; the manifest's paths are relative to `root`."""
 
     model: str
@@ -61,7 +61,7 @@ class Infer(Message, frozen=True):
     items: tuple[Item, ...]
 
 
-class Loaded(Message, frozen=True):
+class Loaded(Message, frozen=True, kw_only=True):
     footprint: int  # bytes the load allocated
     load_ms: float
     batches: bool  # the handler takes a whole batch in one call

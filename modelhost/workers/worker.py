@@ -95,7 +95,7 @@ class Worker:
         item = Item("application/json", "application/json", {}, len(body))
         infer = Infer("rehearsal", (item,))
         for path in models:
-            self._loader.submit(self.load, Load("rehearsal", str(path))).result()
+            self._loader.submit(self.load, Load(model="rehearsal", path=str(path))).result()
             if self._inference is None:
                 self.infer(infer, body)
             else:

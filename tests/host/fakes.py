@@ -10,11 +10,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from modelhost.cache.disk import Artifact
+from modelhost.cache.disk import Artifact, Materialized
+from modelhost.cache.fast_copies import FastCopies, Offer
 from modelhost.cache.memory import MemoryTier
+from modelhost.cache.stores import Stores
 from modelhost.errors import ModelNotLoaded, WorkerDied
 from modelhost.host import Invocation, ModelHost
 from modelhost.manifest import Manifest
+from modelhost.records.events import Event, EventLog
+from modelhost.workers.handle import WorkerHandle
 from modelhost.workers.messages import (
     Answer,
     Answered,
@@ -25,8 +29,10 @@ from modelhost.workers.messages import (
     Unload,
     Unloaded,
 )
+from modelhost.workers.replies import ReplyT
 
 MiB = 2**20
+NO_TRANSPORT = asyncio.WriteTransport()  # the host never writes to a worker itself
 NAMES = ("a", "b", "c", "d")
 ARTIFACT_BYTES = 10 * MiB  # reserved at 2x + 64 KiB before the first load
 FOOTPRINT_BYTES = 12 * MiB  # what a load measures
@@ -45,12 +51,16 @@ class ManualClock:
 
 
 @dataclass(eq=False)
-class FakeWorker:
-    worker_id: int
-    pid: int = 0
-    alive: bool = True
-    pending: dict[int, Any] = field(default_factory=dict)
+class FakeWorker(WorkerHandle):
+    """A worker handle with no process behind it, and the models it holds."""
+
     models: set[str] = field(default_factory=set)
+
+
+def fake(worker: WorkerHandle) -> FakeWorker:
+    """A handle the host got from a fake pool."""
+    assert isinstance(worker, FakeWorker), worker
+    return worker
 
 
 @dataclass
@@ -74,25 +84,32 @@ class FakePool:
         self.calls: list[Call] = []
         self.violations: list[str] = []
         self.pure = False  # what loads say of their handler
-        self._on_lost: Any = lambda worker: None
-        self._on_joined: Any = lambda: None
+        self._on_lost: Callable[[WorkerHandle], None] = lambda worker: None
+        self._on_joined: Callable[[], None] = lambda: None
+        self.size = size
         for _ in range(size):
             self.spawn()
 
-    def attach(self, on_lost: Any, on_joined: Any) -> None:
+    def attach(
+        self, on_lost: Callable[[WorkerHandle], None], on_joined: Callable[[], None]
+    ) -> None:
         self._on_lost, self._on_joined = on_lost, on_joined
 
     def spawn(self) -> None:
-        worker = FakeWorker(next(self._ids))
+        worker = FakeWorker(next(self._ids), 0, NO_TRANSPORT, 0.0)
         self.workers[worker.worker_id] = worker
         self._on_joined()
 
     def pids(self) -> list[int]:
         return []
 
+    def health(self) -> tuple[int, int]:
+        return len(self.workers), self.size
+
     def send(
-        self, worker: FakeWorker, request: Request, payload: bytes = b"", model: str = ""
+        self, handle: WorkerHandle, request: Request, payload: bytes = b"", model: str = ""
     ) -> asyncio.Future[tuple[Reply, bytes]]:
+        worker = fake(handle)
         if not worker.alive:
             raise WorkerDied(f"worker {worker.worker_id} has died; retry is safe")
         if isinstance(request, Load) and request.model in worker.models:
@@ -104,12 +121,12 @@ class FakePool:
 
     async def call(
         self,
-        worker: FakeWorker,
+        worker: WorkerHandle,
         request: Request,
-        expect: type[Any],
+        expect: type[ReplyT],
         payload: bytes = b"",
         model: str = "",
-    ) -> tuple[Any, bytes]:
+    ) -> tuple[ReplyT, bytes]:
         reply, body = await self.send(worker, request, payload, model)
         assert isinstance(reply, expect)
         return reply, body
@@ -125,7 +142,9 @@ class FakePool:
             worker.models.add(request.model)
             name = request.model
             footprint, peak = self.footprint(name), self.peak(name)
-            reply = Loaded(footprint, 1.0, batches=True, peak=peak, pure=self.pure)
+            reply = Loaded(
+                footprint=footprint, load_ms=1.0, batches=True, peak=peak, pure=self.pure
+            )
         elif isinstance(request, Unload):
             if request.model not in worker.models:
                 missing = f"{request.model} not in {worker.worker_id}"
@@ -165,17 +184,13 @@ class FakePool:
             self.spawn()
 
 
-@dataclass
-class Materialized:
-    artifact: Artifact
-    tier: str = "disk"
-    download_ms: float = 0.0
-
-
 class NeverDue:
     """No artifact is ever due a check against its store."""
 
     def due(self, name: str) -> bool:
+        return False
+
+    async def check(self, name: str) -> bool:
         return False
 
 
@@ -187,15 +202,19 @@ class FakeDisk:
         self.footprint = footprint  # an artifact is to its footprint as ARTIFACT_BYTES is
         self._artifacts: dict[str, Artifact] = {}
         self.budget_bytes = 1 << 40
-        self.stores = type("Stores", (), {"url_of": staticmethod(lambda name: f"file:///{name}")})
+        self.stores = Stores(str(root))
         self.revalidation = NeverDue()
+        self.fast_copies = FastCopies(root / "fast-copies")
+
+    def attach(self, in_use: Callable[[str], bool]) -> None:
+        """Nothing is ever deleted here, so nothing needs keeping."""
 
     async def materialize(self, name: str, url: str) -> Materialized:
         path = self.root / name
         path.touch()
         size = self.footprint(name) * ARTIFACT_BYTES // FOOTPRINT_BYTES
         self._artifacts[name] = Artifact(name, path, size)
-        return Materialized(self._artifacts[name])
+        return Materialized(self._artifacts[name], "disk")
 
     async def version(self, url: str) -> str:
         return "1"  # never replaced: what a failed load would be remembered by
@@ -213,19 +232,20 @@ class FakeDisk:
     def used_bytes(self) -> int:
         return sum(artifact.bytes for artifact in self._artifacts.values())
 
-    def offer_fast_copy(self, artifact: Artifact) -> None:
+    def offer_fast_copy(self, artifact: Artifact) -> Offer | None:
         return None  # fast copies are the disk tier's and the worker's (tests/cache, e2e)
 
     def delete(self, name: str, reason: str) -> None:
         self._artifacts.pop(name, None)
 
 
-class FakeEvents:
-    def emit(self, *args: Any, **kwargs: Any) -> None:
-        pass
+class FakeEvents(EventLog):
+    """Events dropped: the machine checks the records, not the log."""
 
-    def subscribe(self, subscriber: Any) -> Any:
-        return lambda: None
+    def emit(
+        self, kind: str, model: str | None = None, *, per_model: bool = True, **fields: Any
+    ) -> Event:
+        return Event(kind, model)
 
 
 def tmp_dir() -> str:
@@ -244,18 +264,18 @@ class AnsweringPool(FakePool):
         self.answer(call)
 
 
-class RecordedEvents:
+class RecordedEvents(EventLog):
+    """Each event's kind, model and fields, in the order emitted."""
+
     def __init__(self) -> None:
+        super().__init__()
         self.emitted: list[tuple[str, str | None, dict[str, Any]]] = []
 
-    def emit(self, kind: str, model: str | None = None, **fields: Any) -> None:
+    def emit(
+        self, kind: str, model: str | None = None, *, per_model: bool = True, **fields: Any
+    ) -> Event:
         self.emitted.append((kind, model, fields))
-
-    def for_model(self, name: str) -> list[Any]:
-        return []
-
-    def subscribe(self, subscriber: Any) -> Any:
-        return lambda: None
+        return Event(kind, model)
 
 
 def host_with(
@@ -268,10 +288,10 @@ def host_with(
     """A host on `pool` whose models declare `manifests` (no files read for them)."""
     memory = memory or MemoryTier(budget_bytes, 0)
     host = ModelHost(
-        pool,  # type: ignore[arg-type]
+        pool,
         memory,
-        FakeDisk(tmp_path),  # type: ignore[arg-type]
-        RecordedEvents(),  # type: ignore[arg-type]
+        FakeDisk(tmp_path),
+        RecordedEvents(),
         pinned=frozenset(),
         deadline_s=5.0,
         pss_bytes=lambda: memory.committed_bytes,

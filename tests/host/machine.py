@@ -70,10 +70,10 @@ class Interleavings(RuleBasedStateMachine):
         root = self.root = Path(self.loop.run_until_complete(asyncio.to_thread(tmp_dir)))
         scheduling = SchedulerSettings(response_timeout_s=1e9, scale_in_idle_s=5.0)
         self.host = ModelHost(
-            self.pool,  # type: ignore[arg-type]
+            self.pool,
             self.memory,
-            FakeDisk(root, self.footprint),  # type: ignore[arg-type]
-            FakeEvents(),  # type: ignore[arg-type]
+            FakeDisk(root, self.footprint),
+            FakeEvents(),
             pinned=frozenset(),
             deadline_s=1e9,
             clock=self.clock,

@@ -20,7 +20,9 @@ MiB = 2**20
 
 
 def measure(manifests: Manifests, name: str, footprint: int, pure: bool = True) -> None:
-    manifests.measured(name, Loaded(footprint, 1.0, batches=True, peak=2 * footprint, pure=pure))
+    manifests.measured(
+        name, Loaded(footprint=footprint, load_ms=1.0, batches=True, peak=2 * footprint, pure=pure)
+    )
 
 
 def test_measurements_are_kept_for_at_most_the_cap() -> None:
@@ -48,7 +50,9 @@ def test_model_in_use_keeps_its_measurements() -> None:
 
 def test_a_measurement_reads_back_as_measured() -> None:
     manifests = Manifests(EventLog(), frozenset())
-    manifests.measured("m", Loaded(1000, 1.0, batches=True, peak=5 * MiB, pure=False))
+    manifests.measured(
+        "m", Loaded(footprint=1000, load_ms=1.0, batches=True, peak=5 * MiB, pure=False)
+    )
     assert manifests.footprints.get("m") == MIN_FOOTPRINT_BYTES
     assert manifests.known_reservation("m") == 5 * MiB
     assert not manifests.retry_safe("m")

@@ -35,10 +35,10 @@ ROOM_FOR_TWO = FOOTPRINT_BYTES + estimate_footprint(ARTIFACT_BYTES) + 1  # one l
 def host_on(tmp_path: Path, policy: EvictionPolicy, events: RecordedEvents) -> ModelHost:
     memory = MemoryTier(ROOM_FOR_TWO, 0, policy)
     return ModelHost(
-        AnsweringPool(2),  # type: ignore[arg-type]
+        AnsweringPool(2),
         memory,
-        FakeDisk(tmp_path),  # type: ignore[arg-type]
-        events,  # type: ignore[arg-type]
+        FakeDisk(tmp_path),
+        events,
         pinned=frozenset({"pinned"}),
         deadline_s=5.0,
         pss_bytes=lambda: memory.committed_bytes,
@@ -83,7 +83,8 @@ def test_an_eviction_names_the_policy_that_chose_it(tmp_path: Path) -> None:
             (model, fields["reason"]) for kind, model, fields in events.emitted if kind == "evict"
         ]
         assert len(evictions) == 1 and evictions[0][1] == policy.name, evictions
-        assert host.state_of(evictions[0][0]) is None
+        evicted = evictions[0][0]
+        assert evicted is not None and host.state_of(evicted) is None
 
 
 def test_a_load_waiting_for_a_busy_worker_evicts_nothing(tmp_path: Path) -> None:
@@ -193,9 +194,9 @@ def test_unknown_name_leaves_no_history(tmp_path: Path) -> None:
     seen: list[str] = []
     events.subscribe(lambda event: seen.append(event.kind))
     host = ModelHost(
-        FakePool(1),  # type: ignore[arg-type]
+        FakePool(1),
         MemoryTier(2**40, 0),
-        NoSuchModels(tmp_path),  # type: ignore[arg-type]
+        NoSuchModels(tmp_path),
         events,
         pinned=frozenset(),
         deadline_s=5.0,

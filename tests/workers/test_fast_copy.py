@@ -34,7 +34,7 @@ def answers(handler: Handler) -> tuple[bytes, bytes]:
 
 
 def request(artifact: Path, copy: Path, room: int) -> Load:
-    return Load("m", str(artifact), fast_copy=str(copy), fast_copy_room=room)
+    return Load(model="m", path=str(artifact), fast_copy=str(copy), fast_copy_room=room)
 
 
 @pytest.fixture
@@ -92,7 +92,7 @@ gc.collect()
 reset_peak_rss()
 rss, _ = rss_and_peak_bytes()
 allocated = allocated_bytes()
-handler = fast_copy.read(Load("m", sys.argv[1], fast_copy=sys.argv[1]))
+handler = fast_copy.read(Load(model="m", path=sys.argv[1], fast_copy=sys.argv[1]))
 assert handler is not None
 print((rss_and_peak_bytes()[1] - rss) / (allocated_bytes() - allocated))
 """

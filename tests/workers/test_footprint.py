@@ -37,7 +37,7 @@ def worker() -> Iterator[Worker]:
 
 
 def footprint(worker: Worker, path: Path, name: str) -> int:
-    return worker.load(Load(name, str(path))).footprint
+    return worker.load(Load(model=name, path=str(path))).footprint
 
 
 def test_load_after_unloads_measures_as_fresh(forests: list[Path], worker: Worker) -> None:

@@ -48,8 +48,8 @@ def test_torch_model_gets_its_threads(tmp_path: Path, torch_installed: None) -> 
     ours, theirs = socket.socketpair()
     with ours, theirs:
         worker = Worker(ours, worker_id=1, threads=1)
-        worker.load(Load("own", str(path), threads=2))
-        worker.load(Load("default", str(path)))
+        worker.load(Load(model="own", path=str(path), threads=2))
+        worker.load(Load(model="default", path=str(path)))
         threads = [getattr(worker.models[name], "threads", None) for name in ("own", "default")]
         for name in list(worker.models):
             worker.models.pop(name).close()

@@ -33,14 +33,18 @@ def unload_then_closing(
         if busy:
             pool.send(worker, Infer("other", ()), model="other")
         loading = (
-            pool.send(worker, Load("next", "next.joblib"), model="next") if loads_again else None
+            pool.send(worker, Load(model="next", path="next.joblib"), model="next")
+            if loads_again
+            else None
         )
         unload_id, load_id = sorted(worker.pending)[0], max(worker.pending)
-        pool._reply(worker, Frame(unload_id, encode(Unloaded(0, kept_bytes)), b""))
+        pool.replied(worker, Frame(unload_id, encode(Unloaded(0, kept_bytes)), b""))
         reply, _ = await unloading
         assert reply == Unloaded(0, kept_bytes)
         if loading is not None:
-            pool._reply(worker, Frame(load_id, encode(Loaded(1, 1.0, False)), b""))
+            pool.replied(
+                worker, Frame(load_id, encode(Loaded(footprint=1, load_ms=1.0, batches=False)), b"")
+            )
             await loading
         await asyncio.sleep(0)  # the recycling follows the reply
         closing = writer.transport.is_closing()

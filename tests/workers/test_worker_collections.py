@@ -50,9 +50,9 @@ def test_a_load_and_an_unload_beside_many_models_walk_no_old_objects(
 ) -> None:
     path = testing.padded_logreg(tmp_path / "small.joblib", 4096)
     for k in range(LOADED):
-        worker.load(Load(f"m{k}", str(path)))
+        worker.load(Load(model=f"m{k}", path=str(path)))
     full_collections.clear()
-    worker.load(Load("probe", str(path)))
+    worker.load(Load(model="probe", path=str(path)))
     worker.unload(Unload("probe"))
     assert full_collections == []
 
@@ -63,7 +63,7 @@ def test_a_model_held_by_a_reference_cycle_is_freed_on_unload(tmp_path: Path) ->
     ours, theirs = socket.socketpair()
     with ours, theirs:
         worker = Worker(ours, 1, threads=1)
-        loaded = worker.load(Load("cyclic", str(cyclic)))
+        loaded = worker.load(Load(model="cyclic", path=str(cyclic)))
         held = weakref.ref(worker.models["cyclic"].model)  # type: ignore[attr-defined]
         freed = worker.unload(Unload("cyclic")).freed
     assert held() is None

@@ -24,8 +24,8 @@ def test_memory_kept_is_told_when_the_last_model_leaves(tmp_path: Path) -> None:
         worker = Worker(ours, worker_id=1, threads=1)
         gc.collect()  # garbage of earlier tests in this process is not the worker's
         worker.idle_bytes = allocated_bytes() or 0
-        worker.load(Load("a", str(path)))
-        worker.load(Load("b", str(path)))
+        worker.load(Load(model="a", path=str(path)))
+        worker.load(Load(model="b", path=str(path)))
         kept = b"k" * KEPT_BYTES  # as a handler's cache in a library's global
         first = worker.unload(Unload("a"))
         last = worker.unload(Unload("b"))

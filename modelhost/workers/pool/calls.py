@@ -1,0 +1,101 @@
+"""Calls to workers: a future per request, keyed by its id, under the deadline of its kind."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import itertools
+from collections.abc import Callable
+
+from modelhost.deadlines import Deadlines
+from modelhost.workers.handle import CallKey, Waiter, WorkerHandle
+from modelhost.workers.messages import Infer, Load, Reply, Request, Unload, decode_reply, encode
+from modelhost.workers.replies import ReplyT, checked, gone, missed
+from modelhost.workers.wire import Frame
+from modelhost.workers.wire import encode as encode_frame
+
+
+class Calls:
+    """Sends requests and gives each reply to its call; a call past its deadline is failed."""
+
+    def __init__(
+        self,
+        load_timeout_s: float,
+        infer_timeout_s: float,
+        on_missed: Callable[[WorkerHandle], None],
+    ) -> None:
+        self.on_missed = on_missed
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._request_ids = itertools.count(1)
+        # one timer per kind of call, not one per call
+        self._deadlines: dict[type[Request], Deadlines[CallKey]] = {
+            kind: Deadlines(timeout_s, functools.partial(self._missed, kind))
+            for kind, timeout_s in (
+                (Infer, infer_timeout_s),
+                (Load, load_timeout_s),
+                (Unload, load_timeout_s),
+            )
+        }
+
+    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Make futures on the pool's loop, for callers without a task."""
+        self._loop = loop
+
+    def send(
+        self, worker: WorkerHandle, request: Request, payload: bytes = b"", model: str = ""
+    ) -> Waiter:
+        """Send one request; the future gets its reply and payload."""
+        if not worker.alive or worker.transport.is_closing():
+            raise gone(worker)
+        request_id = next(self._request_ids)
+        frame = encode_frame(Frame(request_id, encode(request), payload))
+        future: Waiter = (self._loop or asyncio.get_running_loop()).create_future()
+        deadlines = self._deadlines[type(request)]
+        worker.pending[request_id] = (future, model, deadlines)
+        try:
+            worker.transport.write(frame)
+        except (RuntimeError, ConnectionError) as error:  # closed before its reader saw the end
+            worker.pending.pop(request_id, None)
+            raise gone(worker) from error
+        # the call's own deadline: a caller that gives up must not leave a hung worker
+        deadlines.add((worker, request_id))
+        return future
+
+    async def call(
+        self,
+        worker: WorkerHandle,
+        request: Request,
+        expect: type[ReplyT],
+        payload: bytes = b"",
+        model: str = "",
+    ) -> tuple[ReplyT, bytes]:
+        """Send one request and await its reply of type `expect`, or its failure raised."""
+        reply, body = await self.send(worker, request, payload, model)
+        return checked(reply, expect, worker), body
+
+    def answer(self, worker: WorkerHandle, frame: Frame) -> Reply | None:
+        """Give a reply to its call's future; None if the call is over."""
+        entry = worker.pending.pop(frame.request_id, None)
+        if entry is None:
+            return None
+        future, _, deadlines = entry
+        deadlines.discard((worker, frame.request_id))
+        reply = decode_reply(frame.header)
+        if not future.done():  # done: its caller was cancelled
+            future.set_result((reply, frame.payload))
+        return reply
+
+    def _missed(self, kind: type[Request], key: CallKey) -> None:
+        """Fail a call past its deadline; its worker may hang for ever."""
+        worker, request_id = key
+        entry = worker.pending.pop(request_id, None)
+        if entry is None:
+            return
+        future, model, deadlines = entry
+        if not future.done():
+            future.set_exception(missed(worker, kind, model, deadlines.timeout_s))
+        self.on_missed(worker)
+
+    def close(self) -> None:
+        for deadlines in self._deadlines.values():
+            deadlines.close()

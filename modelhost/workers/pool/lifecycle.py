@@ -1,0 +1,207 @@
+"""The worker pool: its workers forked, replaced when lost, recycled when they keep memory, stopped.
+
+A dropped connection fails exactly that worker's in-flight calls, and the worker is replaced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from modelhost.errors import Unavailable
+from modelhost.records.events import EventLog
+from modelhost.workers.handle import Waiter, WorkerHandle
+from modelhost.workers.messages import Hello, Loaded, Reply, Request, Unloaded
+from modelhost.workers.pool.calls import Calls
+from modelhost.workers.pool.connection import listen
+from modelhost.workers.pool.supervisor import TemplateSupervisor, backoff_s, template_argv
+from modelhost.workers.pool.table import WorkerTable
+from modelhost.workers.replies import ReplyT
+from modelhost.workers.wire import Frame
+
+logger = logging.getLogger("modelhost.workers")
+
+YOUNG_DEATH_S = 5.0
+# kept past its models' footprints, a worker is replaced once idle (security.md)
+RECYCLE_KEPT_BYTES = 64 * 2**20
+
+LostCallback = Callable[[WorkerHandle], None]
+
+
+class WorkerPool:
+    """`size` workers forked from one template; each call to them has a deadline."""
+
+    def __init__(
+        self,
+        size: int,
+        threads: int,
+        run_dir: Path,
+        events: EventLog,
+        preload_runtimes: tuple[str, ...] = (),
+        load_timeout_s: float = 300.0,
+        infer_timeout_s: float = 120.0,
+        environment: dict[str, str] | None = None,
+        refuse_pickle: bool = False,
+    ) -> None:
+        self.size, self.threads, self.events = size, threads, events
+        self.socket_path = str(run_dir / "workers.sock")
+        self.table = WorkerTable()
+        argv = template_argv(self.socket_path, threads, preload_runtimes, refuse_pickle)
+        self.template = TemplateSupervisor(argv, environment, self.table, events)
+        self.calls = Calls(load_timeout_s, infer_timeout_s, self._missed)
+        self._on_lost: LostCallback = lambda worker: None  # until `attach`
+        self._on_joined: Callable[[], None] = lambda: None
+        self._deaths: dict[int, int] = {}  # young deaths in a row, by worker id
+        # a task nobody holds may be collected
+        self._replacements: set[asyncio.Future[None]] = set()
+        self._server: asyncio.AbstractServer | None = None
+        self._closing = False
+
+    @property
+    def workers(self) -> dict[int, WorkerHandle]:
+        return self.table.workers
+
+    def attach(self, on_lost: LostCallback, on_joined: Callable[[], None]) -> None:
+        """Set the callbacks once the host exists (the pool starts first, for the baseline)."""
+        self._on_lost, self._on_joined = on_lost, on_joined
+
+    async def start_template(self) -> None:
+        """Listen for workers and spawn the template: its imports run beside the caller's work."""
+        self.calls.bind(asyncio.get_running_loop())
+        self._server = await listen(self.socket_path, self)
+        await self.template.spawn()
+
+    async def startup(self) -> None:
+        """Once the template is ready, fork the workers; then keep a template running."""
+        if self._server is None:
+            await self.start_template()
+        await self.template.ready()
+        await asyncio.gather(*(self.template.fork() for _ in range(self.size)))
+        self.template.supervise(self._top_up)
+
+    async def _top_up(self) -> None:
+        await asyncio.gather(*(self.template.fork() for _ in range(self.table.missing(self.size))))
+
+    def health(self) -> tuple[int, int]:
+        return len(self.workers), self.size
+
+    def pids(self) -> list[int]:
+        return self.template.pids() + [worker.pid for worker in self.workers.values()]
+
+    def send(
+        self, worker: WorkerHandle, request: Request, payload: bytes = b"", model: str = ""
+    ) -> Waiter:
+        """Send one request; the future gets its reply and payload (for callers without a task)."""
+        return self.calls.send(worker, request, payload, model)
+
+    async def call(
+        self,
+        worker: WorkerHandle,
+        request: Request,
+        expect: type[ReplyT],
+        payload: bytes = b"",
+        model: str = "",
+    ) -> tuple[ReplyT, bytes]:
+        """Send one request and await its reply of type `expect`, or its failure raised."""
+        return await self.calls.call(worker, request, expect, payload, model)
+
+    # what a worker's connection tells -----------------------------------------------------
+
+    def joined(self, hello: Hello, transport: asyncio.WriteTransport) -> WorkerHandle:
+        worker = WorkerHandle(hello.worker_id, hello.pid, transport, time.monotonic())
+        self.table.join(worker)
+        self._on_joined()
+        return worker
+
+    def replied(self, worker: WorkerHandle, frame: Frame) -> None:
+        """Give a reply to its call, then recycle the worker if it keeps memory while idle."""
+        reply = self.calls.answer(worker, frame)
+        if reply is not None:
+            self._count_kept(worker, reply)
+
+    def disconnected(self, worker: WorkerHandle) -> None:
+        """Drop the worker within this callback, so nothing is sent to it in between."""
+        if not worker.alive:
+            return
+        worker.alive = False
+        self.table.leave(worker)
+        worker.transport.close()
+        if self._closing:
+            worker.fail_pending("stopped")
+            return
+        lost_requests = len(worker.pending)
+        worker.fail_pending("died")
+        self._report_exit(worker, lost_requests)
+        self._on_lost(worker)
+        task = asyncio.ensure_future(self._replace(worker))
+        self._replacements.add(task)
+        task.add_done_callback(self._replacements.discard)
+
+    # recycling and replacing --------------------------------------------------------------
+
+    def _count_kept(self, worker: WorkerHandle, reply: Reply) -> None:
+        if isinstance(reply, Unloaded) and reply.kept >= RECYCLE_KEPT_BYTES:
+            worker.kept_bytes = reply.kept
+        elif isinstance(reply, Loaded):
+            worker.kept_bytes = 0  # it holds a model again
+        if worker.kept_bytes and not worker.pending:
+            # after its caller has taken the reply
+            asyncio.get_running_loop().call_soon(self._recycle, worker)
+
+    def _recycle(self, worker: WorkerHandle) -> None:
+        """Replace an idle worker holding unexplained memory: only a fresh fork gives it back."""
+        if worker.alive and not worker.pending:
+            worker.transport.close()  # `disconnected` follows
+            self.kill(worker)  # surely now, not at the end of its socket
+
+    def _report_exit(self, worker: WorkerHandle, lost_requests: int) -> None:
+        detail = {"pid": worker.pid, "lost_requests": lost_requests}
+        if worker.kept_bytes:
+            detail["kept_bytes"] = worker.kept_bytes
+        self.events.emit(
+            "worker_exit",
+            worker=worker.worker_id,
+            reason="recycled" if worker.kept_bytes else "died",
+            detail=detail,
+        )
+
+    async def _replace(self, worker: WorkerHandle) -> None:
+        young = not worker.kept_bytes and time.monotonic() - worker.started_at < YOUNG_DEATH_S
+        deaths = self._deaths.get(worker.worker_id, 0) + 1 if young else 0
+        await asyncio.sleep(backoff_s(deaths) if deaths > 1 else 0.0)
+        if self._closing:
+            return
+        try:
+            replacement = await self.template.fork()
+        except (OSError, Unavailable) as error:  # the supervisor restarts the template
+            logger.warning(
+                "replacing worker %d waits for the template: %s", worker.worker_id, error
+            )
+            return
+        self._deaths[replacement.worker_id] = deaths
+
+    def _missed(self, worker: WorkerHandle) -> None:
+        """A call past its deadline: its worker may hang for ever."""
+        self.kill(worker)
+
+    def kill(self, worker: WorkerHandle) -> None:
+        """SIGKILL a worker; its dropped connection does the rest."""
+        if worker.pid <= 0:  # not a process: 0 would name our own process group
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(worker.pid, signal.SIGKILL)
+
+    async def shutdown(self) -> None:
+        self._closing = True
+        self.calls.close()
+        for worker in list(self.workers.values()):
+            worker.transport.close()
+        await self.template.stop()
+        if self._server is not None:
+            self._server.close()
