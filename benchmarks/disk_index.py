@@ -88,7 +88,9 @@ def start(cache: Path) -> DiskTier:
 def miss(tier: DiskTier) -> None:
     name = f"new-{time.perf_counter_ns()}"
     assert tier.get(name) is None
-    tier.index.put(Row(name, name, "model.joblib", ROW_BYTES, "s3://b/n", None, 0, time.time()))
+    tier.index.put_many(
+        [Row(name, name, "model.joblib", ROW_BYTES, "s3://b/n", None, 0, time.time())]
+    )
 
 
 def evict(tier: DiskTier) -> None:

@@ -190,6 +190,7 @@ async def started_host(
             yield host
     finally:
         host.changes.close()
+        host.disk.close()  # applies the index's queued writes
         await stores.close()
 
 
