@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from modelhost.errors import DiskIndexLocked
+from modelhost.errors import DiskIndexLocked, ShuttingDown
 
 BUSY_TIMEOUT_S = 0.25  # a second server's own writes take less; a held lock costs no more
 RETRY_S = 1.0  # between tries of writes left queued by a lock
@@ -65,14 +65,19 @@ class IndexWriter:
         self.on_commit = on_commit  # on this thread, before the futures resolve
         self._queue: queue.SimpleQueue[Write | None] = queue.SimpleQueue()
         self._kept: list[Write] = []  # queued before the lock, in order
+        self._stopped = False
         self._thread = threading.Thread(target=self._run, name="disk-index", daemon=True)
         self._thread.start()
 
     def submit(self, write: Write) -> None:
-        self._queue.put(write)
+        if not self._stopped:
+            self._queue.put(write)
+        elif write.done is not None:  # a write nobody waits for is lost, as at a crash
+            write.done.set_exception(ShuttingDown("the disk cache's index is closed"))
 
     def stop(self) -> None:
         """Apply what is queued if the lock allows, then end the thread; does not wait."""
+        self._stopped = True
         self._queue.put(None)
 
     def close(self) -> int:

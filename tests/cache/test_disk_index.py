@@ -19,7 +19,7 @@ from test_disk_tier import KiB, disk_tier, fetch
 from modelhost.cache import disk_index
 from modelhost.cache.disk_index import INDEX_FILE, DiskIndex, Row, open_index
 from modelhost.cache.stores.memory import MemoryStore
-from modelhost.errors import DiskIndexLocked
+from modelhost.errors import DiskIndexLocked, ShuttingDown
 
 
 @contextlib.contextmanager
@@ -155,3 +155,11 @@ def test_a_locked_index_at_start_is_not_taken_for_a_broken_one(
     with held(tmp_path / INDEX_FILE), pytest.raises(DiskIndexLocked, match="locked by another"):
         open_index(tmp_path / INDEX_FILE)
     assert not list(tmp_path.glob("*.unreadable*"))
+
+
+def test_a_write_after_close_fails_at_once(tmp_path: Path) -> None:
+    """A load still running when the server stops is refused, not left waiting."""
+    index = DiskIndex(tmp_path / INDEX_FILE)
+    index.close()
+    with pytest.raises(ShuttingDown):
+        asyncio.run(index.put(row("a")))
