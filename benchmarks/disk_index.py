@@ -97,17 +97,19 @@ def start(cache: Path) -> DiskTier:
 def miss(tier: DiskTier) -> None:
     name = f"new-{time.perf_counter_ns()}"
     assert tier.get(name) is None
-    tier.index.put(
-        Row(
-            name=name,
-            entry=name,
-            path="model.joblib",
-            bytes=ROW_BYTES,
-            source="s3://b/n",
-            etag=None,
-            checked_at=0,
-            last_used=time.time(),
-        )
+    tier.index.put_many(
+        [
+            Row(
+                name=name,
+                entry=name,
+                path="model.joblib",
+                bytes=ROW_BYTES,
+                source="s3://b/n",
+                etag=None,
+                checked_at=0,
+                last_used=time.time(),
+            )
+        ]
     )
 
 

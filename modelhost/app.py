@@ -191,7 +191,7 @@ async def started_host(
         async with upkeep(host, config.idle_unload_s):
             yield host
     finally:
-        host.changes.close()
+        host.close()
         await stores.close()
 
 

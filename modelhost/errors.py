@@ -30,7 +30,8 @@ ModelhostError
 ├── Unavailable                  retry is safe
 │   ├── WorkerDied
 │   ├── TooManyStreams
-│   └── ShuttingDown
+│   ├── ShuttingDown
+│   └── DiskIndexLocked          another process holds the cache's index
 └── StoreError
     ├── StoreUnavailable         may work again
     └── StoreTimeout
@@ -161,6 +162,10 @@ class TooManyStreams(Unavailable):
 
 
 class ShuttingDown(Unavailable):
+    pass
+
+
+class DiskIndexLocked(Unavailable):
     pass
 
 

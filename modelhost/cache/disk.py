@@ -120,7 +120,10 @@ class DiskTier:
         self.budget.in_use = in_use
 
     def close(self) -> None:
-        self.index.close()
+        left = self.index.close()
+        if left:
+            detail = {"writes_left": left, "error": "the disk index was locked at stop"}
+            self.events.emit("failure", reason="disk_index", detail=detail)
 
     # what it holds ----------------------------------------------------------------------
 
@@ -205,7 +208,7 @@ class DiskTier:
             size = await asyncio.to_thread(tree_bytes, local)
             now = self.clock()
             read_in_place = Artifact(name, local, size, source=url, last_used=now)
-            self.index.put(row_of(read_in_place))
+            self.index.put_later(row_of(read_in_place))  # outside the budget: a lock may wait
             return self._admitted(name, Materialized(read_in_place, "disk"))
         return self._admitted(name, await self._fetch_entry(name, url, store, key, local))
 
@@ -276,6 +279,7 @@ class DiskTier:
         self, name: str, url: str, store: Store, key: str, local: Path | None
     ) -> Materialized:
         await self.reconciliation.counted()  # folders not found yet may hold room
+        await self.index.written()  # a locked index fails the build before its download
         reservation = Reservation()
         self.budget.reservations.add(reservation)
         self.entries_dir.mkdir(parents=True, exist_ok=True)
@@ -308,10 +312,21 @@ class DiskTier:
             artifact = await asyncio.to_thread(
                 self._publish, name, url, info=info, temp=temp, payload=payload
             )
-            self.index.put(row_of(artifact))
+            await self._indexed(artifact)
         finally:
             self._publishing.discard(folder)
         return artifact
+
+    async def _indexed(self, artifact: Artifact) -> None:
+        """Put its row, or take its folder back out: the index never holds less than the disk."""
+        try:
+            await self.index.put(row_of(artifact))
+        except BaseException:
+            assert artifact.entry is not None
+            aside = self.budget.set_aside(artifact.entry)
+            if aside is not None:
+                await asyncio.to_thread(remove_tree, aside)
+            raise
 
     def _publish(
         self, name: str, url: str, *, info: ObjectInfo, temp: Path, payload: Path

@@ -1,20 +1,28 @@
 """The disk tier's index: one SQLite row per artifact, kept across restarts.
 
 Triggers keep the totals, so a restart reads two numbers, not every row. A crash may lose the
-last commits, which the reconciliation finds again.
+last commits, and a stop while another process holds the lock the queued writes; the
+reconciliation finds both again.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import sqlite3
-from collections.abc import Iterable, Iterator
+import threading
+import weakref
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import Future
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
+
+from modelhost.cache.index_writer import BUSY_TIMEOUT_S, IndexWriter, Write, is_locked, locked_error
 
 INDEX_FILE = "disk-index.sqlite3"
 FETCH_ROWS = 16
 MAX_PARAMETERS = 500  # per IN (...) query, below SQLite's oldest limit
+OPEN_TIMEOUT_S = 5.0  # at start nothing is served yet: a backup may finish meanwhile
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS artifacts (
@@ -58,6 +66,8 @@ ON CONFLICT (name) DO UPDATE SET entry = excluded.entry, path = excluded.path,
     bytes = excluded.bytes, source = excluded.source, etag = excluded.etag,
     checked_at = excluded.checked_at, last_used = excluded.last_used
 """
+TOTALS = "SELECT rows, entry_bytes FROM totals"
+SET_FACT = "INSERT INTO meta VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
 
 
 class Row(NamedTuple):
@@ -73,67 +83,158 @@ class Row(NamedTuple):
     last_used: float
 
 
+class Totals:
+    """Rows and bytes of entries as of the last commit, less the removals queued since.
+
+    The writer's thread updates it as it commits, under the same lock as the readers take, so
+    a removal never counts twice nor not at all.
+    """
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self._lock = threading.Lock()
+        self._rows, self._entry_bytes = connection.execute(TOTALS).fetchone()
+        self._removing: dict[str, int] = {}  # queued removals: name, bytes of its entry
+        self._removing_bytes = 0
+
+    def __contains__(self, name: str) -> bool:
+        """Whether `name`'s removal is queued."""
+        return name in self._removing
+
+    @property
+    def removals_queued(self) -> int:
+        return len(self._removing)
+
+    @property
+    def rows(self) -> int:
+        with self._lock:
+            return int(self._rows) - len(self._removing)
+
+    @property
+    def entry_bytes(self) -> int:
+        with self._lock:
+            return int(self._entry_bytes) - self._removing_bytes
+
+    def removing(self, row: Row) -> None:
+        with self._lock:
+            self._removing[row.name] = 0 if row.entry is None else row.bytes
+            self._removing_bytes += self._removing[row.name]
+
+    def committed(self, connection: sqlite3.Connection, batch: list[Write]) -> None:
+        """On the writer's thread, after each commit."""
+        rows, entry_bytes = connection.execute(TOTALS).fetchone()
+        with self._lock:
+            self._rows, self._entry_bytes = rows, entry_bytes
+            for write in batch:
+                if write.removes is not None:
+                    self._removing_bytes -= self._removing.pop(write.removes, 0)
+
+
 class DiskIndex:
+    """Reads on the caller's thread, never waiting for a lock; writes on the writer's thread.
+
+    A row whose removal is queued reads as gone at once.
+    """
+
     def __init__(self, path: Path) -> None:
-        self.connection = sqlite3.connect(path, isolation_level=None, check_same_thread=True)
-        self.connection.execute("PRAGMA journal_mode = WAL")
-        self.connection.execute("PRAGMA synchronous = NORMAL")
-        self.connection.executescript(SCHEMA)
-        self.rows, self.entry_bytes = 0, 0
-        self._read_totals()
+        self.path = path
+        writing = sqlite3.connect(
+            path, OPEN_TIMEOUT_S, isolation_level=None, check_same_thread=False
+        )
+        writing.execute("PRAGMA journal_mode = WAL")
+        writing.execute("PRAGMA synchronous = NORMAL")
+        writing.executescript(SCHEMA)
+        writing.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        self.connection = sqlite3.connect(path, 0, isolation_level=None)  # reads: a WAL never waits
+        self.totals = Totals(self.connection)
+        self.writer = IndexWriter(writing, path, self.totals.committed)
+        self._stop = weakref.finalize(self, self.writer.stop)  # an index dropped unclosed
 
-    def close(self) -> None:
+    @property
+    def rows(self) -> int:
+        return self.totals.rows
+
+    @property
+    def entry_bytes(self) -> int:
+        return self.totals.entry_bytes
+
+    def close(self) -> int:
+        """Stop writing; returns the writes a lock kept from applying, which a restart redoes."""
+        self._stop.detach()
+        left = self.writer.close()
         self.connection.close()
+        return left
 
-    def _read_totals(self) -> None:
-        self.rows, self.entry_bytes = self.connection.execute(
-            "SELECT rows, entry_bytes FROM totals"
-        ).fetchone()
+    def _read(self, query: str, parameters: Sequence[Any] = ()) -> sqlite3.Cursor:
+        try:
+            return self.connection.execute(query, parameters)
+        except sqlite3.OperationalError as error:
+            if is_locked(error):
+                raise locked_error(self.path) from error
+            raise
 
     # rows -------------------------------------------------------------------------------
 
     def get(self, name: str) -> Row | None:
-        found = self.connection.execute(
-            f"SELECT {COLUMNS} FROM artifacts WHERE name = ?", (name,)
-        ).fetchone()
+        if name in self.totals:
+            return None
+        found = self._read(f"SELECT {COLUMNS} FROM artifacts WHERE name = ?", (name,)).fetchone()
         return Row(*found) if found else None
 
-    def put(self, row: Row) -> None:
-        self.connection.execute(UPSERT, row)
-        self._read_totals()
+    async def put(self, row: Row) -> None:
+        """A row the budget must count: written before this returns, or DiskIndexLocked."""
+        await asyncio.wrap_future(self._awaited(UPSERT, [row]))
+
+    def put_later(self, row: Row) -> None:
+        """A row outside the budget (a file read in place): written when the lock allows."""
+        self._keep(Write(UPSERT, [row]))
 
     def put_many(self, rows: Iterable[Row]) -> None:
-        with self._transaction():
-            self.connection.executemany(UPSERT, rows)
-        self._read_totals()
+        """For tools outside the server's loop: blocks until written."""
+        self._awaited(UPSERT, list(rows)).result()
+
+    async def written(self) -> None:
+        """Wait until every write so far is applied; DiskIndexLocked while another holds it."""
+        await asyncio.wrap_future(self._awaited("", []))
 
     def remove(self, name: str) -> None:
-        self.connection.execute("DELETE FROM artifacts WHERE name = ?", (name,))
-        self._read_totals()
+        """Reads as gone at once, and its bytes no longer count."""
+        row = self.get(name)
+        if row is not None:
+            self.totals.removing(row)
+            self._keep(Write("DELETE FROM artifacts WHERE name = ?", [(name,)], removes=name))
 
     def touch(self, name: str, last_used: float) -> None:
         query = "UPDATE artifacts SET last_used = ? WHERE name = ?"
-        self.connection.execute(query, (last_used, name))
+        self._keep(Write(query, [(last_used, name)]))
 
     def vouch(self, name: str, checked_at: float) -> None:
-        self.connection.execute(
-            "UPDATE artifacts SET checked_at = ? WHERE name = ?", (checked_at, name)
-        )
+        query = "UPDATE artifacts SET checked_at = ? WHERE name = ?"
+        self._keep(Write(query, [(checked_at, name)]))
+
+    def _keep(self, write: Write) -> None:
+        """Queued, and tried again while the index is locked, until it applies."""
+        self.writer.submit(write)
+
+    def _awaited(self, sql: str, rows: Sequence[Sequence[Any]]) -> Future[None]:
+        done: Future[None] = Future()
+        self.writer.submit(Write(sql, rows, done))
+        return done
 
     # orders -----------------------------------------------------------------------------
 
     def names(self, after: str, limit: int) -> list[str]:
         query = "SELECT name FROM artifacts WHERE name > ? ORDER BY name LIMIT ?"
-        return [name for (name,) in self.connection.execute(query, (after, limit))]
+        found = self._read(query, (after, limit + self.totals.removals_queued))
+        return [name for (name,) in found if name not in self.totals][:limit]
 
     def oldest_entries(self) -> Iterator[Row]:
         """Entries, least recently used first, read lazily."""
-        cursor = self.connection.execute(
+        cursor = self._read(
             f"SELECT {COLUMNS} FROM artifacts WHERE entry IS NOT NULL ORDER BY last_used"
         )
         try:
             while batch := cursor.fetchmany(FETCH_ROWS):
-                yield from (Row(*found) for found in batch)
+                yield from (Row(*f) for f in batch if f[0] not in self.totals)
         finally:
             cursor.close()
 
@@ -142,7 +243,7 @@ class DiskIndex:
             "SELECT name, entry FROM artifacts WHERE name > ? AND entry IS NOT NULL "
             "ORDER BY name LIMIT ?"
         )
-        return list(self.connection.execute(query, (after, limit)))
+        return list(self._read(query, (after, limit)))
 
     def known_folders(self, folders: list[str]) -> set[str]:
         known: set[str] = set()
@@ -150,31 +251,26 @@ class DiskIndex:
             chunk = folders[start : start + MAX_PARAMETERS]
             marks = ", ".join("?" * len(chunk))
             query = f"SELECT entry FROM artifacts WHERE entry IN ({marks}) AND entry IS NOT NULL"
-            known.update(entry for (entry,) in self.connection.execute(query, chunk))
+            known.update(entry for (entry,) in self._read(query, chunk))
         return known
 
     # facts of the cache -----------------------------------------------------------------
 
     def fact(self, key: str) -> int | None:
-        found = self.connection.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        found = self._read("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return None if found is None else int(found[0])
 
     def set_fact(self, key: str, value: int) -> None:
-        self.connection.execute(
-            "INSERT INTO meta VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            (key, value),
-        )
-
-    def _transaction(self) -> sqlite3.Connection:
-        self.connection.execute("BEGIN")
-        return self.connection  # as a context manager it commits or rolls back
+        self._keep(Write(SET_FACT, [(key, value)]))
 
 
 def open_index(path: Path) -> DiskIndex:
     """The index at `path`; an unreadable one is set aside and the folders taken back."""
     try:
         return DiskIndex(path)
-    except sqlite3.DatabaseError:
+    except sqlite3.DatabaseError as error:
+        if is_locked(error):  # held, not broken: setting it aside would split the cache
+            raise locked_error(path) from None
         for suffix in ("", "-wal", "-shm"):
             with contextlib.suppress(FileNotFoundError):
                 Path(f"{path}{suffix}").rename(f"{path}.unreadable{suffix}")

@@ -107,7 +107,7 @@ class Reconciliation:
         unknown = [os.path.join(self.entries_dir, n) for n in entries if n not in known]
         found = await asyncio.to_thread(read_entries, unknown)
         doomed = [self.entries_dir / n for n in temps]
-        doomed += [Path(folder) for folder, row in found if not self._adopted(folder, row)]
+        doomed += [Path(folder) for folder, row in found if not await self._adopted(folder, row)]
         await asyncio.to_thread(remove_all, [p for p in map(self._aside, doomed) if p])
 
     async def found(self, name: str) -> Row | None:
@@ -118,18 +118,22 @@ class Reconciliation:
         if not os.path.isdir(folder):  # text, not Path: a made-up name must not be interned
             return None
         [(_, row)] = await asyncio.to_thread(read_entries, [folder])
-        if row is None or row.name != name or not self._adopted(folder, row):
+        if row is None or row.name != name or not await self._adopted(folder, row):
             return None
         return self.index.get(name)
 
-    def _adopted(self, folder: str, row: Row | None) -> bool:
+    async def _adopted(self, folder: str, row: Row | None) -> bool:
         """Take back a whole folder; False if it is to be deleted."""
         entry = os.path.basename(folder)
         if entry in self.publishing or self.index.known_folders([entry]):
             return True  # put in place since listed
         if row is None or self.index.get(row.name) is not None:
             return False  # broken, or a second folder of a known model
-        self.index.put(row)
+        self.publishing.add(entry)  # a second look meanwhile keeps it, counted once
+        try:
+            await self.index.put(row)
+        finally:
+            self.publishing.discard(entry)
         self.unreconciled_bytes -= min(row.bytes, self.unreconciled_bytes)
         return True
 

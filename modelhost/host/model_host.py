@@ -210,6 +210,11 @@ class ModelHost:
         self.pool.attach(on_lost=self.residency.worker_lost, on_joined=self.changes.notify)
         self.disk.attach(in_use=self.residency.needs_artifact)
 
+    def close(self) -> None:
+        """Wake what waits on a change, to end; apply the disk index's queued writes."""
+        self.changes.close()
+        self.disk.close()
+
     @property
     def store_uri(self) -> str:
         return self.disk.stores.default.uri

@@ -114,6 +114,7 @@ def test_restart_takes_back_whole_entries_and_drops_the_rest(tmp_path: Path) -> 
     fetch(tier, store, "b.joblib")
     (tmp_path / "models/b.joblib/modelhost-entry.json").unlink()
     tier.index.remove("b.joblib")  # a folder whose record is missing: no row either
+    tier.close()
     (tmp_path / "models/.tmp-half").mkdir()
     again = disk_tier(tmp_path, store)
     assert again.names(limit=10) == ["a.joblib"]

@@ -209,6 +209,9 @@ class FakeDisk:
     def attach(self, in_use: Callable[[str], bool]) -> None:
         """Nothing is ever deleted here, so nothing needs keeping."""
 
+    def close(self) -> None:
+        """No index to write."""
+
     async def materialize(self, name: str, url: str) -> Materialized:
         path = self.root / name
         path.touch()
