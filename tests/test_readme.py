@@ -1,0 +1,61 @@
+"""The README stays an opening page: its two commands are the Makefile's and CI runs the test one,
+it stays short, and its links and the docs' lead to files that exist."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).parents[1]
+README = ROOT / "README.md"
+MAX_README_LINES = 100  # a page a newcomer reads in a few minutes; the reference is in docs/
+COMMANDS = re.compile(r"^## Two commands\n.*?^```sh\n(.*?)^```", re.DOTALL | re.MULTILINE)
+TARGET = re.compile(r"^([\w-]+):", re.MULTILINE)
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
+def commands(readme: str) -> list[str]:
+    """The commands of the README's "Two commands" block, without their comments."""
+    match = COMMANDS.search(readme)
+    assert match, "README.md has no '## Two commands' section with a sh block"
+    lines = (line.partition("#")[0].strip() for line in match.group(1).splitlines())
+    return [line for line in lines if line]
+
+
+def broken_links(page: Path) -> list[str]:
+    """Relative links of a markdown page whose file does not exist."""
+    targets = LINK.findall(page.read_text())
+    local = [
+        target for target in targets if "://" not in target and not target.startswith("mailto:")
+    ]
+    return [target for target in local if not (page.parent / target).exists()]
+
+
+def test_the_two_commands_are_make_serve_and_make_test() -> None:
+    assert commands(README.read_text()) == ["make serve", "make test"]
+
+
+def test_each_readme_command_is_a_makefile_target() -> None:
+    targets = set(TARGET.findall((ROOT / "Makefile").read_text()))
+    assert {command.split()[1] for command in commands(README.read_text())} <= targets
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    assert "make test" in ci
+
+
+def test_the_readme_stays_short() -> None:
+    assert len(README.read_text().splitlines()) <= MAX_README_LINES
+
+
+def test_links_lead_to_files_that_exist() -> None:
+    pages = [README, *sorted((ROOT / "docs").rglob("*.md"))]
+    assert {page.name: broken_links(page) for page in pages if broken_links(page)} == {}
+
+
+def test_a_broken_link_is_found(tmp_path: Path) -> None:
+    (tmp_path / "there.md").write_text("")
+    page = tmp_path / "page.md"
+    page.write_text("[a](there.md#part), [b](gone.md), [c](https://example.com/x.md)")
+    assert broken_links(page) == ["gone.md"]
