@@ -59,3 +59,26 @@ def test_a_broken_link_is_found(tmp_path: Path) -> None:
     page = tmp_path / "page.md"
     page.write_text("[a](there.md#part), [b](gone.md), [c](https://example.com/x.md)")
     assert broken_links(page) == ["gone.md"]
+
+
+ISSUE = re.compile(r"\bissues? #?\d+", re.IGNORECASE)
+
+
+def issue_mentions(pages: list[Path]) -> list[str]:
+    """Lines that name an issue number, which a reader of the repository cannot look up."""
+    return [
+        f"{page.name}:{number}"
+        for page in pages
+        for number, line in enumerate(page.read_text().splitlines(), 1)
+        if ISSUE.search(line)
+    ]
+
+
+def test_no_page_names_an_issue_number() -> None:
+    assert issue_mentions([README, *sorted((ROOT / "docs").rglob("*.md"))]) == []
+
+
+def test_an_issue_mention_is_found(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("kept since issue 16\nan issue with it\nsee Issue #3\n")
+    assert issue_mentions([page]) == ["page.md:1", "page.md:3"]
