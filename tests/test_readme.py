@@ -82,3 +82,45 @@ def test_an_issue_mention_is_found(tmp_path: Path) -> None:
     page = tmp_path / "page.md"
     page.write_text("kept since issue 16\nan issue with it\nsee Issue #3\n")
     assert issue_mentions([page]) == ["page.md:1", "page.md:3"]
+
+
+# A page of docs/ named with a quoted heading in code and docs: the quote starts a heading there.
+SECTION_REF = re.compile(r"\b([\w-]+\.md),? \"([^\"\n]+)")
+SOURCES = ("modelhost", "tests", "benchmarks", "scripts", "docs")
+
+
+def headings(page: Path) -> list[str]:
+    return [
+        line.lstrip("#").strip() for line in page.read_text().splitlines() if line.startswith("#")
+    ]
+
+
+def stale_section_refs(files: list[Path], docs: Path) -> list[str]:
+    """References to a section of a page in docs/ that no heading of the page starts with."""
+    stale = []
+    for path in files:
+        for page, quoted in SECTION_REF.findall(path.read_text(errors="replace")):
+            start = quoted.rstrip(".… ").strip()
+            if (docs / page).exists() and not any(
+                h.startswith(start) for h in headings(docs / page)
+            ):
+                stale.append(f"{path.name}: {page}, {quoted}")
+    return stale
+
+
+def test_section_references_name_a_heading() -> None:
+    files = [
+        path
+        for folder in SOURCES
+        for path in (ROOT / folder).rglob("*")
+        if path.suffix in {".py", ".md", ".proto"}
+    ]
+    assert stale_section_refs([README, *files], ROOT / "docs") == []
+
+
+def test_a_stale_section_reference_is_found(tmp_path: Path) -> None:
+    (tmp_path / "decisions.md").write_text("# Decisions\n\n### Frames: a header\n")
+    page = "decisions" + ".md"  # split, so that this file's own text is not read as a reference
+    code = tmp_path / "code.py"
+    code.write_text(f'# see {page}, "Frames: a ..." and {page}, "Gone section"\n')
+    assert stale_section_refs([code], tmp_path) == ["code.py: decisions.md, Gone section"]
