@@ -11,7 +11,7 @@ README = ROOT / "README.md"
 MAX_README_LINES = 100  # a page a newcomer reads in a few minutes; the reference is in docs/
 COMMANDS = re.compile(r"^## Two commands\n.*?^```sh\n(.*?)^```", re.DOTALL | re.MULTILINE)
 TARGET = re.compile(r"^([\w-]+):", re.MULTILINE)
-LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+LINK = re.compile(r"\]\(([^)#\s]*)(?:#([^)\s]*))?\)")
 
 
 def commands(readme: str) -> list[str]:
@@ -22,13 +22,23 @@ def commands(readme: str) -> list[str]:
     return [line for line in lines if line]
 
 
+def anchor(heading: str) -> str:
+    """A heading's anchor as GitHub makes it: lower case, punctuation dropped, spaces as dashes."""
+    return re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+
+
 def broken_links(page: Path) -> list[str]:
-    """Relative links of a markdown page whose file does not exist."""
-    targets = LINK.findall(page.read_text())
-    local = [
-        target for target in targets if "://" not in target and not target.startswith("mailto:")
-    ]
-    return [target for target in local if not (page.parent / target).exists()]
+    """Relative links of a markdown page whose file, or heading, does not exist."""
+    broken = []
+    for target, part in LINK.findall(page.read_text()):
+        if "://" in target or target.startswith("mailto:"):
+            continue
+        linked = page.parent / target if target else page
+        if not linked.exists():
+            broken.append(target)
+        elif part and linked.suffix == ".md" and part not in map(anchor, headings(linked)):
+            broken.append(f"{target}#{part}")
+    return broken
 
 
 def test_the_two_commands_are_make_serve_and_make_test() -> None:
@@ -57,8 +67,12 @@ def test_links_lead_to_files_that_exist() -> None:
 def test_a_broken_link_is_found(tmp_path: Path) -> None:
     (tmp_path / "there.md").write_text("")
     page = tmp_path / "page.md"
-    page.write_text("[a](there.md#part), [b](gone.md), [c](https://example.com/x.md)")
-    assert broken_links(page) == ["gone.md"]
+    (tmp_path / "there.md").write_text("# There\n\n## A part: its (own) name\n")
+    page.write_text(
+        "[a](there.md#a-part-its-own-name), [b](gone.md), [c](https://example.com/x.md), "
+        "[d](there.md#gone-part)"
+    )
+    assert broken_links(page) == ["gone.md", "there.md#gone-part"]
 
 
 ISSUE = re.compile(r"\bissues? #?\d+", re.IGNORECASE)
