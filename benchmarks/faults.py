@@ -11,7 +11,7 @@ header line a second, never the blank line (reopened when the server closes them
 `/ping` is timed every 50 ms; it reports /ping's latency and how many connections the server
 closed (`--header-timeout-s`).
 
-The goal (issue 13) is 0 failed requests for built-in handlers: a batch whose worker died is
+The goal is 0 failed requests for built-in handlers: a batch whose worker died is
 retried once on another worker. Until that retry lands, the 503s counted here are the requests
 the killed workers held.
 """

@@ -1,4 +1,4 @@
-"""Soak: does the frontend's memory stay flat over a long run? (issue 13)
+"""Soak: does the frontend's memory stay flat over a long run?
 
 C clients invoke M iris models for the given minutes, mixing in the traffic that used to leave
 state behind: names that do not exist (each distinct) and bodies the model cannot take. The

@@ -1,6 +1,6 @@
 """A model's own settings, from `modelhost.toml` in its artifact or a `.mar`'s manifest.
 
-The keys are in the README's "Model manifest". Unknown keys are refused, so a typo never
+The keys are in docs/models.md, "Model manifest". Unknown keys are refused, so a typo never
 silently does nothing. `modelhost.toml` wins over a `.mar`'s manifest.
 """
 

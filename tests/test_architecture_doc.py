@@ -4,6 +4,7 @@ that is gone). Each check also runs on a made-up document and package, to show t
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -120,3 +121,104 @@ def test_a_broken_rule_and_a_missing_row_are_found(tmp_path: Path) -> None:
     edges = graph(package)
     assert broken_rules(table, edges) == ["host.a -> http.b", "host.c -> cache.d"]
     assert unnamed_parts(table, edges) == {"no row": {"extra"}, "gone": {"gone"}}
+
+
+# The code names the prose mentions, held against the package: a renamed or moved name fails.
+ROOT = Path(__file__).parents[1]
+SPAN = re.compile(r"`([^`\n]+)`")
+FENCED = re.compile(r"^```.*?^```", re.DOTALL | re.MULTILINE)  # the Layout's test reads those
+PATH = re.compile(r"^\w[\w.-]*(/[\w.-]*)*$")
+FILE = re.compile(r"\.(py|proto|md|toml|properties|json|html|sh|conf|map)$")
+DOTTED = re.compile(r"\b[A-Za-z_]\w*(?:\.\w+)+")
+SNAKE = re.compile(r"^[a-z]+(?:_[a-z0-9]+)+$")
+CAMEL = re.compile(r"^[A-Z][A-Za-z]+$")
+PROTO_NAME = re.compile(r"^\s*(?:service|message)\s+(\w+)", re.MULTILINE)
+
+
+def assigned(node: ast.AST) -> set[str]:
+    """Names a subtree defines: functions, classes, parameters, assignment targets."""
+    found: set[str] = set()
+    for child in ast.walk(node):
+        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found.add(child.name)
+        elif isinstance(child, ast.arg):
+            found.add(child.arg)
+        elif isinstance(child, ast.Name) and isinstance(child.ctx, ast.Store):
+            found.add(child.id)
+        elif isinstance(child, ast.Attribute) and isinstance(child.ctx, ast.Store):
+            found.add(child.attr)
+    return found
+
+
+def code_names(package: Path) -> tuple[set[str], dict[str, set[str]], set[str]]:
+    """Every name the package defines, each class's members, and its modules' and folders' names."""
+    names: set[str] = set()
+    classes: dict[str, set[str]] = {}
+    for path in package.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        names |= assigned(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                classes.setdefault(node.name, set()).update(assigned(node))
+    for proto in package.rglob("*.proto"):
+        names.update(PROTO_NAME.findall(proto.read_text()))
+    modules = {path.stem for path in package.rglob("*.py")} | {
+        path.name for path in package.rglob("*") if path.is_dir()
+    }
+    return names, classes, modules
+
+
+def path_exists(span: str, root: Path, package: Path) -> bool:
+    """A path as the prose writes it: from the package, from the repository, or a file's name."""
+    candidates = [base / span for base in (package, root)] + [package / f"{span}.py"]
+    if any(candidate.exists() for candidate in candidates):
+        return True
+    return "/" not in span and any(package.rglob(span))
+
+
+def unknown_names(text: str, root: Path, package: Path) -> list[str]:
+    """Paths and code names in backticks that the package and repository do not have."""
+    names, classes, modules = code_names(package)
+    unknown = []
+    for span in SPAN.findall(FENCED.sub("", text)):
+        if PATH.match(span) and ("/" in span or FILE.search(span)):
+            checked = "/" in span or span.endswith(".py")  # not the files users bring
+            unknown += [span] if checked and not path_exists(span, root, package) else []
+            continue
+        if (SNAKE.match(span) or CAMEL.match(span)) and span not in names:
+            unknown.append(span)
+        for dotted in DOTTED.findall(span):
+            first, *_, last = dotted.split(".")
+            if first in classes:
+                unknown += [] if last in classes[first] else [dotted]
+            elif first in modules and last not in names:
+                unknown.append(dotted)
+    return sorted(set(unknown))
+
+
+def test_the_code_names_in_the_doc_exist() -> None:
+    assert unknown_names(DOC.read_text(), ROOT, PACKAGE) == []
+
+
+def test_a_gone_code_name_is_found(tmp_path: Path) -> None:
+    package = made_up_package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "host/__init__.py": "",
+            "host/copies.py": "class Copies:\n    def claim_loader(self, name): ...\n",
+            "host/residency.py": "class Residency:\n    def unload(self, on_done): ...\n",
+        },
+    )
+    text = (
+        "`Copies.claim_loader` `Residency.claim_loader` `host/copies.py` `host/gone.py` "
+        "`residency.unload(on_done)` `residency.vanish` `on_done` `on_gone` `Copies` `Gone` "
+        "`GET /sizing` `modelhost.toml` `host.properties` `.mar`"
+    )
+    assert unknown_names(text, tmp_path, package) == [
+        "Gone",
+        "Residency.claim_loader",
+        "host/gone.py",
+        "on_gone",
+        "residency.vanish",
+    ]

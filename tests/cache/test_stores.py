@@ -147,7 +147,7 @@ def test_outside_url_gets_its_own_store(tmp_path: Path) -> None:
 
 
 def test_a_folder_store_never_tells_clients_where_it_is(tmp_path: Path) -> None:
-    """Its errors name the model, not the store's path on the server (issue 34)."""
+    """Its errors name the model, not the store's path on the server."""
     (tmp_path / "store").mkdir()
     (tmp_path / "outside.joblib").write_bytes(b"x")
     (tmp_path / "store/link.joblib").symlink_to(tmp_path / "outside.joblib")

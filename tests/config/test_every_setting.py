@@ -1,5 +1,5 @@
 # ruff: noqa: E501  (a table of test ids: one per line reads better than wrapped strings)
-"""Every setting a migrating user can give does what it says or is refused at start (issue 16).
+"""Every setting a migrating user can give does what it says or is refused at start.
 
 One row per flag of `serve --help`, per config.properties key modelhost knows, and per outside
 variable it reads (SageMaker's, MMS's, the runtimes' thread counts). A row names the test that
@@ -188,7 +188,7 @@ NOTICED = {
     "enable_grpc_ssl",
 }
 
-# settings whose effect no test observes yet: this list may only shrink (issue 16's follow-up)
+# settings whose effect no test observes yet: this list may only shrink
 NOT_YET_OBSERVED: dict[str, str] = {}  # settings whose effect no test observes yet: keep it empty
 
 

@@ -1,4 +1,4 @@
-"""Migration settings read as MMS, TorchServe and SageMaker users wrote them (issue 16)."""
+"""Migration settings read as MMS, TorchServe and SageMaker users wrote them."""
 
 from __future__ import annotations
 

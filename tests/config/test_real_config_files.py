@@ -1,5 +1,5 @@
 """The configuration files MMS's, TorchServe's and sagemaker-inference-toolkit's own repositories
-ship, read as they are (issue 16): each key maps, is reported with its reason, or is refused."""
+ship, read as they are: each key maps, is reported with its reason, or is refused."""
 
 from __future__ import annotations
 

@@ -265,7 +265,7 @@ def test_operator_changes_under_churn_lose_nothing(
 # went 1.2% over the budget (283.9 against 280.6 MB) in 2 runs of 21; the plain run above went
 # 0.34% over (320.6 against 319.5 MB) once, in a clean-clone CI. Brief overshoots past the
 # budget under churn, more often after workers were replaced, are not yet understood (the kill
-# run checks no budget). Said in the closing note of issue 12, 2026-11-25.
+# run checks no budget).
 class WorkerKiller(threading.Thread):
     """SIGKILLs one of the server's workers every `every_s` seconds until the deadline."""
 

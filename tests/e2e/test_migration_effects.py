@@ -1,4 +1,4 @@
-"""Migration settings observed on a real server with real workers (issue 16): a model on
+"""Migration settings observed on a real server with real workers: a model on
 workers_per_model workers and on TorchServe's min_worker, a 413 for a response over
 max_response_size, the user's thread variables in each worker, the management API on
 management_host, TorchServe's versioned /predictions."""

@@ -1,4 +1,4 @@
-"""workers_per_model as a floor (issue 16), through the same interleaving machine as the host's
+"""workers_per_model as a floor, through the same interleaving machine as the host's
 other lifecycles: a model is loaded on the floor's workers, scale-in keeps them, and every
 invariant of tests/host/machine.py holds with the floor's copies arriving."""
 
