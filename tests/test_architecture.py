@@ -14,6 +14,7 @@ PACKAGE = Path(modelhost.__file__).parent
 # launch.py and app.py sit above them
 CORE = (
     *("host", "cache", "scheduler", "workers", "records", "errors", "manifest", "names", "units"),
+    "documents",
     *("config", "resources", "urls"),
 )
 ABOVE = ("observe", "http", "rpc", "toolkit", "cli", "app", "launch")

@@ -16,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from modelhost.documents import json_object
 from modelhost.errors import BadRequestBody, ModelhostError, ModelNotFound
 from modelhost.host import Invocation, Result, State
 from modelhost.host.listing import EVERYWHERE, LOADED
@@ -23,7 +24,7 @@ from modelhost.http.errors import RETRY_AFTER_S
 from modelhost.http.invocations import invocation_response
 from modelhost.http.routes import SageMakerRoutes, model_in_path
 from modelhost.names import echo
-from modelhost.protocols.bodies import check_response_size, json_object
+from modelhost.protocols.bodies import check_response_size
 from modelhost.protocols.oip import OipModels, missing
 from modelhost.protocols.params import check_param, is_whole_number
 from modelhost.protocols.status import status_of

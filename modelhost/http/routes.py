@@ -14,6 +14,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
 from modelhost.cache.memory import State
+from modelhost.documents import json_object
 from modelhost.errors import (
     BadRequestBody,
     Forbidden,
@@ -26,7 +27,7 @@ from modelhost.names import echo, model_name
 from modelhost.observe.describe import describe_host, model_description
 from modelhost.observe.usage import ModelUsage
 from modelhost.protocols.access import is_loopback, names_this_machine
-from modelhost.protocols.bodies import body_cut_short, json_object, read_within
+from modelhost.protocols.bodies import body_cut_short, read_within
 from modelhost.protocols.health import Health
 from modelhost.protocols.pages import decode_token, encode_token, page_size
 from modelhost.protocols.params import check_param

@@ -1,12 +1,10 @@
-"""Request bodies read within their limit and parsed, and answers held to theirs."""
+"""Request bodies read within their limit, and answers held to theirs."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
-from typing import Any
 
-from modelhost.errors import BadRequestBody, NestedTooDeep, PayloadTooLarge, ResponseTooLarge
+from modelhost.errors import BadRequestBody, PayloadTooLarge, ResponseTooLarge
 from modelhost.units import format_bytes
 
 
@@ -35,18 +33,6 @@ def body_cut_short() -> BadRequestBody:
         "the client closed the connection before its request body came whole; the request was "
         "not run"
     )
-
-
-def json_object(data: bytes) -> dict[str, Any]:
-    try:
-        body = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as error:
-        raise BadRequestBody(f"the body is not valid JSON: {error}") from None
-    except RecursionError:
-        raise NestedTooDeep from None
-    if not isinstance(body, dict):
-        raise BadRequestBody("expected a JSON object")
-    return body
 
 
 def check_response_size(size: int, limit: int) -> None:

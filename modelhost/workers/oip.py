@@ -10,7 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from modelhost.errors import BadRequestBody, NestedTooDeep
+from modelhost.documents import json_object
+from modelhost.errors import BadRequestBody
 from modelhost.workers.oip_media import header_length_of, oip_media_type
 
 DTYPES: dict[str, np.dtype[Any]] = {
@@ -67,7 +68,11 @@ def decode_request(body: bytes, content_type: str) -> OipRequest:
     """Parse an inference request: the JSON header, then each input's values."""
     header_length = header_length_of(content_type)
     header_bytes = body if header_length is None else body[:header_length]
-    document = _json_object(header_bytes)
+    document = json_object(
+        header_bytes,
+        "the inference request header",
+        'an inference request object: {"inputs": [...]}',
+    )
     binary = memoryview(body)[len(header_bytes) :]
     inputs, offset = [], 0
     for index, spec in enumerate(_list_of_objects(document, "inputs", required=True)):
@@ -256,18 +261,6 @@ def _to_binary(tensor: Tensor) -> bytes:
     if tensor.datatype == "BYTES":
         return b"".join(_LENGTH.pack(len(item)) + item for item in tensor.values.flat)
     return np.ascontiguousarray(tensor.values, dtype=DTYPES[tensor.datatype]).tobytes()
-
-
-def _json_object(header: bytes) -> dict[str, Any]:
-    try:
-        document = json.loads(header)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise BadRequestBody(f"the inference request header is not valid JSON ({exc})") from None
-    except RecursionError:
-        raise NestedTooDeep from None
-    if not isinstance(document, dict):
-        raise BadRequestBody('expected an inference request object: {"inputs": [...]}')
-    return document
 
 
 def _list_of_objects(
