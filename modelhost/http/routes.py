@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import hmac
-import ipaddress
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from modelhost.host import ModelHost
 from modelhost.host.listing import EVERYWHERE, LOADED, STATES
 from modelhost.http.invocations import body_cut_short, read_within
 from modelhost.http.params import check_param, is_whole_number
+from modelhost.loopback import is_loopback, trusted_as_local
 from modelhost.names import echo, model_name
 from modelhost.observe.describe import describe_host, model_description
 from modelhost.observe.usage import ModelUsage
@@ -176,9 +176,10 @@ class SageMakerRoutes:
         A loopback caller whose Host names another machine counts as from elsewhere: DNS
         rebinding makes a browser such a caller.
         """
-        loopback = is_loopback(request.client.host if request.client else "")
-        if loopback and names_this_machine(request.headers.get("host", "")):
+        address = request.client.host if request.client else ""
+        if trusted_as_local(address, request.headers.get("host", "")):
             return
+        loopback = is_loopback(address)
         token = self.settings.management_token
         if not token and loopback:
             raise Forbidden(
@@ -227,31 +228,6 @@ def json_object(data: bytes) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise BadRequestBody("expected a JSON object")
     return body
-
-
-def names_this_machine(host_header: str) -> bool:
-    """Whether a Host cannot be a rebound name: localhost, an IP address, or none."""
-    host = host_header.lower()
-    if host.startswith("["):  # [::1]:8080
-        host = host[1 : host.find("]")]
-    elif host.count(":") == 1:
-        host = host.partition(":")[0]
-    return not host or host == "localhost" or host.endswith(".localhost") or is_address(host)
-
-
-def is_address(text: str) -> bool:
-    try:
-        ipaddress.ip_address(text)
-    except ValueError:
-        return False
-    return True
-
-
-def is_loopback(address: str) -> bool:
-    try:
-        return ipaddress.ip_address(address).is_loopback
-    except ValueError:
-        return False
 
 
 def page_size(text: str | None) -> int:

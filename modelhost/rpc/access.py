@@ -9,7 +9,7 @@ import hmac
 import urllib.parse
 
 from modelhost.errors import Forbidden, Unauthorized
-from modelhost.http.routes import is_loopback
+from modelhost.loopback import is_loopback
 from modelhost.rpc.calls import Context
 
 
