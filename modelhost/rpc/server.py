@@ -22,6 +22,9 @@ logger = logging.getLogger("modelhost")
 
 
 ACCEPTING_SERVERS = 8  # decisions.md, "Eight grpc.aio servers share the inference port"
+MAX_HEADER_LIST_BYTES = 16 * 2**10  # grpc's own default, now also a hard cap
+CONNECTION_IDLE_MS = 5 * 60 * 1000  # a connection with no call open for this long gets GOAWAY
+CONNECTION_AGE_MS = 60 * 60 * 1000  # then GOAWAY, so no connection pins its memory for ever
 
 
 class RpcServer:
@@ -38,7 +41,8 @@ class RpcServer:
         copies: int = 1,
     ) -> None:
         self.drain_timeout_s = config.drain_timeout_s
-        self.servers = [grpc.aio.server(options=server_options(config)) for _ in range(copies)]
+        options = server_options(config, copies)
+        self.servers = [grpc.aio.server(options=options) for _ in range(copies)]
         self.health: health.aio.HealthServicer | None = None
         self.health_names = ("", *health_names)  # "": the whole server
         if health_names:
@@ -79,11 +83,20 @@ class RpcServer:
                 await self.health.set(name, status)
 
 
-def server_options(config: Config) -> list[tuple[str, int]]:
-    """Messages up to --max-request-size; SO_REUSEPORT, for the copies to share the port."""
+def server_options(config: Config, copies: int = 1) -> list[tuple[str, int]]:
+    """Messages up to --max-request-size; SO_REUSEPORT, for the copies to share the port; and
+    HTTP/2's limits: streams a connection, connections (shared by the copies), header size,
+    idle and whole-life ages of a connection."""
     return [
         ("grpc.max_receive_message_length", config.max_request_bytes),
         ("grpc.so_reuseport", 1),
+        ("grpc.max_concurrent_streams", config.grpc_max_streams),
+        ("grpc.max_allowed_incoming_connections", -(-config.grpc_max_connections // copies)),
+        ("grpc.max_metadata_size", MAX_HEADER_LIST_BYTES),
+        ("grpc.absolute_max_metadata_size", MAX_HEADER_LIST_BYTES),
+        ("grpc.max_connection_idle_ms", CONNECTION_IDLE_MS),
+        ("grpc.max_connection_age_ms", CONNECTION_AGE_MS),
+        ("grpc.max_connection_age_grace_ms", int(config.drain_timeout_s * 1000)),
     ]
 
 
