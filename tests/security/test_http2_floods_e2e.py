@@ -170,3 +170,17 @@ def test_streams_past_the_cap_are_refused(server: testing.RunningServer, grpc_po
         assert settings[0].get(SettingsFrame.MAX_CONCURRENT_STREAMS) == MAX_STREAMS
         assert any(isinstance(f, RstStreamFrame) for f in frames), "no stream was refused"
     assert len(served) <= MAX_CONNECTIONS
+
+
+def test_connections_past_the_cap_are_closed(server: testing.RunningServer, grpc_port: int) -> None:
+    """Three times --grpc-max-connections connections at once: no more than the cap are kept."""
+    connections = [RawConnection(grpc_port) for _ in range(3 * MAX_CONNECTIONS)]
+    try:
+        for connection in connections:
+            connection.frames(wait_s=0.2)
+        kept = [connection for connection in connections if not connection.closed]
+        assert 0 < len(kept) <= MAX_CONNECTIONS
+        assert httpx.get(f"{server.url}/ping").status_code == 200
+    finally:
+        for connection in connections:
+            connection.sock.close()
