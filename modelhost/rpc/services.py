@@ -10,6 +10,7 @@ from modelhost.http.routes import SageMakerRoutes
 from modelhost.observe.observer import Observer
 from modelhost.rpc.access import Access
 from modelhost.rpc.calls import Calls
+from modelhost.rpc.guard import Peers
 from modelhost.rpc.messages import OIP_SERVICE, TS_INFERENCE_SERVICE, TS_MANAGEMENT_SERVICE
 from modelhost.rpc.oip import OipServicer
 from modelhost.rpc.server import ACCEPTING_SERVERS, RpcServer
@@ -21,7 +22,9 @@ def rpc_servers(
     host: ModelHost, config: Config, observer: Observer | None, routes: SageMakerRoutes
 ) -> list[RpcServer]:
     """The inference and management ports' servers, each if its port is set."""
-    calls, access = Calls(observer, config.instance_id), Access(config.management_token)
+    peers = Peers()  # the callers behind the ports' guards
+    calls = Calls(observer, config.instance_id)
+    access = Access(config.management_token)
     servers = []
     if config.grpc_port:
         ready = functools.partial(getattr, routes, "ready")  # set once started
@@ -35,13 +38,17 @@ def rpc_servers(
         ]
         services = (OIP_SERVICE, TS_INFERENCE_SERVICE)
         port = config.grpc_port
-        servers.append(RpcServer(config, config.host, port, handlers, services, ACCEPTING_SERVERS))
+        servers.append(
+            RpcServer(config, config.host, port, handlers, services, ACCEPTING_SERVERS, peers)
+        )
     if config.grpc_management_port:
         management = TorchServeManagementServicer(host, calls, access)
         handlers = [generic_handler(TS_MANAGEMENT_SERVICE, management)]
         address = config.management_host or config.host
         port = config.grpc_management_port
-        servers.append(RpcServer(config, address, port, handlers, (TS_MANAGEMENT_SERVICE,)))
+        servers.append(
+            RpcServer(config, address, port, handlers, (TS_MANAGEMENT_SERVICE,), 1, peers)
+        )
     return servers
 
 
