@@ -24,7 +24,7 @@ def rpc_servers(
     """The inference and management ports' servers, each if its port is set."""
     peers = Peers()  # the callers behind the ports' guards
     calls = Calls(observer, config.instance_id)
-    access = Access(config.management_token)
+    access = Access(config.management_token, peers.caller)
     servers = []
     if config.grpc_port:
         ready = functools.partial(getattr, routes, "ready")  # set once started
