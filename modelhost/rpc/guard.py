@@ -92,6 +92,7 @@ class Relay(asyncio.Protocol):
         self.closing: bytes | None = None  # the GOAWAY to send once between server frames
         self.timer: asyncio.TimerHandle | None = None
         self.early = bytearray()
+        self.connecting: asyncio.Future[None] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.client = transport = cast(asyncio.Transport, transport)  # uvloop's: no subclass
@@ -101,7 +102,7 @@ class Relay(asyncio.Protocol):
         self.guard.relays.add(self)
         self.address = str((transport.get_extra_info("peername") or ("",))[0])
         transport.pause_reading()  # until the loopback connection is made
-        asyncio.ensure_future(self.connect())
+        self.connecting = asyncio.ensure_future(self.connect())  # held: a task is weakly kept
 
     async def connect(self) -> None:
         loop = asyncio.get_running_loop()
@@ -215,7 +216,7 @@ class Backend(asyncio.Protocol):
         self.relay.from_backend(data)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self.relay.client is not None:
+        if self.relay.client is not None and self.relay.closing is None:  # else it lingers
             self.relay.client.close()
 
     def pause_writing(self) -> None:
