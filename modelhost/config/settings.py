@@ -231,6 +231,14 @@ class Config:
         minimum=0,
         maximum=65535,
     )
+    grpc_max_streams: int = _setting(
+        128,
+        "calls a gRPC connection may have open at once (HTTP/2 MAX_CONCURRENT_STREAMS)",
+        minimum=1,
+    )
+    grpc_max_connections: int = _setting(
+        64, "gRPC connections open at once on each gRPC port; more are refused", minimum=1
+    )
     management_token: str = _setting(
         "", "bearer token that allows management calls from non-loopback addresses"
     )

@@ -26,7 +26,7 @@ from modelhost.host.listing import EVERYWHERE, LOADED, STATES
 from modelhost.names import echo, model_name
 from modelhost.observe.describe import describe_host, model_description
 from modelhost.observe.usage import ModelUsage
-from modelhost.protocols.access import is_loopback, names_this_machine
+from modelhost.protocols.access import is_loopback, trusted_as_local
 from modelhost.protocols.bodies import body_cut_short, read_within
 from modelhost.protocols.health import Health
 from modelhost.protocols.pages import decode_token, encode_token, page_size
@@ -169,9 +169,10 @@ class SageMakerRoutes:
         A loopback caller whose Host names another machine counts as from elsewhere: DNS
         rebinding makes a browser such a caller.
         """
-        loopback = is_loopback(request.client.host if request.client else "")
-        if loopback and names_this_machine(request.headers.get("host", "")):
+        address = request.client.host if request.client else ""
+        if trusted_as_local(address, request.headers.get("host", "")):
             return
+        loopback = is_loopback(address)
         token = self.settings.management_token
         if not token and loopback:
             raise Forbidden(

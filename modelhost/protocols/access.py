@@ -5,8 +5,17 @@ from __future__ import annotations
 import ipaddress
 
 
+def trusted_as_local(address: str, authority: str) -> bool:
+    """A loopback caller that names this machine (localhost, *.localhost, an address, or none).
+
+    A loopback caller naming another machine came through a proxy or a rebound DNS name, so it
+    counts as from elsewhere.
+    """
+    return is_loopback(address) and names_this_machine(authority)
+
+
 def names_this_machine(host_header: str) -> bool:
-    """Whether a Host cannot be a rebound name: localhost, an IP address, or none."""
+    """Whether a Host or :authority cannot be a rebound name: localhost, an IP address, or none."""
     host = host_header.lower()
     if host.startswith("["):  # [::1]:8080
         host = host[1 : host.find("]")]

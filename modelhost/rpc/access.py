@@ -1,30 +1,35 @@
 """Who may call the management methods over gRPC: the HTTP management API's rules.
 
-No Host check against DNS rebinding: a web page cannot make a gRPC call.
+A loopback caller must name this machine in :authority, as an HTTP one must in Host: a proxy on
+this machine (nginx's grpc_pass, Envoy) makes every caller loopback. grpc.aio shows a servicer
+neither, so the port's guard reports them (rpc/guard.py).
 """
 
 from __future__ import annotations
 
 import hmac
 import urllib.parse
+from collections.abc import Callable
 
 from modelhost.errors import Forbidden, Unauthorized
-from modelhost.protocols.access import is_loopback
+from modelhost.names import echo
+from modelhost.protocols.access import is_loopback, trusted_as_local
 from modelhost.rpc.calls import Context
+
+Caller = Callable[[str], tuple[str, str]]  # grpc's peer → (address, foreign authority or "")
 
 
 class Access:
-    def __init__(self, management_token: str) -> None:
+    def __init__(self, management_token: str, caller: Caller | None = None) -> None:
         self.token = management_token
+        self.caller = caller or (lambda peer: (peer_address(peer), ""))
 
     def authorize(self, context: Context) -> None:
-        if is_loopback(peer_address(context.peer())):
+        address, authority = self.caller(context.peer())
+        if trusted_as_local(address, authority):
             return
         if not self.token:
-            raise Forbidden(
-                "management calls are allowed from loopback only; configure "
-                "management_token to allow them from elsewhere with a bearer token"
-            )
+            raise Forbidden(refusal(address, authority))
         given = dict(context.invocation_metadata() or ()).get("authorization", "")
         if not isinstance(given, str) or not hmac.compare_digest(
             given.encode(), f"Bearer {self.token}".encode()
@@ -33,6 +38,19 @@ class Access:
                 "management calls from outside this machine need the metadata "
                 "'authorization: Bearer <token>' with the configured token"
             )
+
+
+def refusal(address: str, authority: str) -> str:
+    if is_loopback(address):
+        return (
+            f"management calls from loopback must name this machine in :authority (localhost "
+            f"or an IP address), not {echo(authority)}: a proxy's callers need the token "
+            "(management_token)"
+        )
+    return (
+        "management calls are allowed from loopback only; configure "
+        "management_token to allow them from elsewhere with a bearer token"
+    )
 
 
 def peer_address(peer: str) -> str:

@@ -1,6 +1,8 @@
 """The gRPC servers: grpc.aio servers on the frontend's event loop, beside the HTTP ones.
 
-They share the HTTP servers' TLS certificate and drain with them.
+They listen on a loopback port behind a guard (rpc/guard.py), which holds the public port, its
+TLS (the HTTP servers' certificate) and the HTTP/2 limits grpc core lacks. They drain with the
+HTTP servers.
 """
 
 from __future__ import annotations
@@ -8,8 +10,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import ssl
 from collections.abc import Sequence
-from pathlib import Path
 from typing import NoReturn
 
 import grpc
@@ -17,11 +19,16 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from modelhost.config import Config
 from modelhost.errors import ConfigError
+from modelhost.rpc.frames import Limits
+from modelhost.rpc.guard import BACKEND_HOST, Guard, Peers
 
 logger = logging.getLogger("modelhost")
 
 
 ACCEPTING_SERVERS = 8  # decisions.md, "Eight grpc.aio servers share the inference port"
+MAX_HEADER_LIST_BYTES = 16 * 2**10  # grpc's own default, now also a hard cap, and the guard's
+CONNECTION_IDLE_MS = 5 * 60 * 1000  # a connection with no call open for this long gets GOAWAY
+CONNECTION_AGE_MS = 60 * 60 * 1000  # then GOAWAY, so no connection pins its memory for ever
 
 
 class RpcServer:
@@ -34,8 +41,10 @@ class RpcServer:
         host: str,
         port: int,
         handlers: Sequence[grpc.GenericRpcHandler],
+        *,
         health_names: Sequence[str] = (),
         copies: int = 1,
+        peers: Peers | None = None,
     ) -> None:
         self.drain_timeout_s = config.drain_timeout_s
         self.servers = [grpc.aio.server(options=server_options(config)) for _ in range(copies)]
@@ -47,13 +56,23 @@ class RpcServer:
             server.add_generic_rpc_handlers(tuple(handlers))
             if self.health is not None:
                 health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
-        self.port = bind_all(self.servers, host, port, config)
+        backend_port = bind_all(self.servers)
+        self.guard = Guard(
+            listen(host, port),
+            backend_port,
+            limits=limits(config),
+            max_connections=config.grpc_max_connections,
+            peers=peers or Peers(),
+            tls=tls_context(config),
+        )
+        self.port = self.guard.sock.getsockname()[1]
         self.address = f"{host}:{self.port}"
         self._stopping: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         for server in self.servers:
             await server.start()
+        await self.guard.start()
         await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
 
     async def serving(self) -> None:
@@ -69,9 +88,11 @@ class RpcServer:
         await self._stopping
 
     async def _stop(self) -> None:
+        self.guard.close()
         if self.health is not None:
             await self.health.enter_graceful_shutdown()
         await asyncio.gather(*(server.stop(self.drain_timeout_s) for server in self.servers))
+        self.guard.abort()
 
     async def _set_health(self, status: int) -> None:
         if self.health is not None:
@@ -80,50 +101,55 @@ class RpcServer:
 
 
 def server_options(config: Config) -> list[tuple[str, int]]:
-    """Messages up to --max-request-size; SO_REUSEPORT, for the copies to share the port."""
+    """Messages up to --max-request-size; SO_REUSEPORT, for the copies to share the port; and
+    HTTP/2's limits grpc core holds: streams a connection, header size, idle and whole-life
+    ages of a connection."""
     return [
         ("grpc.max_receive_message_length", config.max_request_bytes),
         ("grpc.so_reuseport", 1),
+        ("grpc.max_concurrent_streams", config.grpc_max_streams),
+        ("grpc.max_metadata_size", MAX_HEADER_LIST_BYTES),
+        ("grpc.absolute_max_metadata_size", MAX_HEADER_LIST_BYTES),
+        ("grpc.max_connection_idle_ms", CONNECTION_IDLE_MS),
+        ("grpc.max_connection_age_ms", CONNECTION_AGE_MS),
+        ("grpc.max_connection_age_grace_ms", int(config.drain_timeout_s * 1000)),
     ]
 
 
-def bind_all(servers: list[grpc.aio.Server], host: str, port: int, config: Config) -> int:
-    """Every server on one port, `port` or else the first one's; refused if another process
-    listens there, which SO_REUSEPORT alone would let them share."""
-    if port:
-        check_free(host, port)
-    port = bind(servers[0], f"{host}:{port}", config)
+def limits(config: Config) -> Limits:
+    """The guard's limits: a stream's first message is due as a request's headers are."""
+    streams = config.grpc_max_streams
+    return Limits(streams, MAX_HEADER_LIST_BYTES, config.header_timeout_s, 2 * streams)
+
+
+def bind_all(servers: list[grpc.aio.Server]) -> int:
+    """Every server on one free loopback port, which only the guard connects to."""
+    port = bind(servers[0], f"{BACKEND_HOST}:0")
     for server in servers[1:]:
-        bind(server, f"{host}:{port}", config)
+        bind(server, f"{BACKEND_HOST}:{port}")
     return port
 
 
-def check_free(host: str, port: int) -> None:
-    """A plain bind fails where any socket listens, with SO_REUSEPORT or without."""
+def bind(server: grpc.aio.Server, address: str) -> int:
     try:
-        found = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM)
-        for family, kind, protocol, _, address in found:
-            with socket.socket(family, kind, protocol) as probe:
-                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                probe.bind(address)
+        port = server.add_insecure_port(address)
+    except RuntimeError as error:
+        refuse(address, f": {error}")
+    if not isinstance(port, int) or not port:
+        refuse(address, "")
+    return port
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """The public port's socket, bound now so that a port in use is refused at start."""
+    try:
+        found = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+        family, _, _, _, address = found[0]
+        return socket.create_server(address, family=family)
     except OSError as error:
         refuse(f"{host}:{port}", f": {error}")
-
-
-def bind(server: grpc.aio.Server, address: str, config: Config) -> int:
-    """Listen on `address`, with TLS if configured; the port."""
-    try:
-        if config.ssl_certfile:
-            port = server.add_secure_port(address, credentials(config))
-        else:
-            port = server.add_insecure_port(address)
-    except RuntimeError as error:
-        port, reason = 0, f": {error}"
-    else:
-        reason = ""
-    if not isinstance(port, int) or not port:
-        refuse(address, reason)
-    return port
 
 
 def refuse(address: str, reason: str) -> NoReturn:
@@ -133,13 +159,17 @@ def refuse(address: str, reason: str) -> NoReturn:
     )
 
 
-def credentials(config: Config) -> grpc.ServerCredentials:
+def tls_context(config: Config) -> ssl.SSLContext | None:
+    """The HTTP servers' certificate, offering HTTP/2 only, as gRPC requires."""
+    if not config.ssl_certfile:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     try:
-        key = Path(config.ssl_keyfile).read_bytes()
-        certificate = Path(config.ssl_certfile).read_bytes()
-    except OSError as error:
+        context.load_cert_chain(config.ssl_certfile, config.ssl_keyfile or None)
+    except (OSError, ssl.SSLError) as error:
         raise ConfigError(
             f"cannot read the TLS certificate or key for gRPC: {error}; check --ssl-certfile "
             "and --ssl-keyfile"
         ) from None
-    return grpc.ssl_server_credentials([(key, certificate)])
+    context.set_alpn_protocols(["h2"])
+    return context

@@ -8,6 +8,7 @@ from modelhost.observe.observer import Observer
 from modelhost.protocols.health import Health
 from modelhost.rpc.access import Access
 from modelhost.rpc.calls import Calls
+from modelhost.rpc.guard import Peers
 from modelhost.rpc.messages import OIP_SERVICE, TS_INFERENCE_SERVICE, TS_MANAGEMENT_SERVICE
 from modelhost.rpc.oip import OipServicer
 from modelhost.rpc.server import ACCEPTING_SERVERS, RpcServer
@@ -19,7 +20,9 @@ def rpc_servers(
     host: ModelHost, config: Config, observer: Observer | None, health: Health
 ) -> list[RpcServer]:
     """The inference and management ports' servers, each if its port is set."""
-    calls, access = Calls(observer, config.instance_id), Access(config.management_token)
+    peers = Peers()  # the callers behind the ports' guards
+    calls = Calls(observer, config.instance_id)
+    access = Access(config.management_token, peers.caller)
     servers = []
     if config.grpc_port:
         oip = OipServicer(host, calls, access, health, config.max_response_bytes)
@@ -32,7 +35,13 @@ def rpc_servers(
         port = config.grpc_port
         servers.append(
             RpcServer(
-                config, config.host, port, handlers, health_names=services, copies=ACCEPTING_SERVERS
+                config,
+                config.host,
+                port,
+                handlers,
+                health_names=services,
+                copies=ACCEPTING_SERVERS,
+                peers=peers,
             )
         )
     if config.grpc_management_port:
@@ -41,6 +50,8 @@ def rpc_servers(
         address = config.management_host or config.host
         port = config.grpc_management_port
         servers.append(
-            RpcServer(config, address, port, handlers, health_names=(TS_MANAGEMENT_SERVICE,))
+            RpcServer(
+                config, address, port, handlers, health_names=(TS_MANAGEMENT_SERVICE,), peers=peers
+            )
         )
     return servers

@@ -89,6 +89,8 @@ EFFECTS: dict[str, str] = {
     "--access-log": "e2e/test_observe_metrics.py::test_the_access_log_has_a_line_per_request",
     "--header-timeout-s": "security/test_floods_e2e.py::test_a_connection_that_never_finishes_its_headers_is_closed",
     "--max-event-streams": "security/test_floods_e2e.py::test_event_streams_past_cap_are_503",
+    "--grpc-max-streams": "security/test_http2_floods_e2e.py::test_streams_past_the_cap_end_their_connection",
+    "--grpc-max-connections": "security/test_http2_floods_e2e.py::test_connections_past_the_cap_are_closed",
     "--refuse-pickle": "security/test_refuse_pickle.py::test_pickle_based_artifacts_are_refused_when_asked",
     "--instance-id": "fleet/test_instance_header.py::test_a_refusal_names_the_configured_instance",
     "--worker-load-timeout-s": "faults/test_self_healing_e2e.py::test_hung_load_fails_at_its_deadline",

@@ -1,0 +1,184 @@
+"""What the gRPC port's guard reads of the HTTP/2 frames passing through it.
+
+Frame heads, and header blocks for their `:authority`; never a message. grpc core enforces the
+caps it has (streams, connections, ages); these are the ones it lacks.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import NamedTuple
+
+import hpack
+
+from modelhost.protocols.access import names_this_machine
+
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+HEAD_BYTES = 9
+DATA, HEADERS, RST_STREAM, GOAWAY, CONTINUATION = 0x0, 0x1, 0x3, 0x7, 0x9
+END_STREAM, END_HEADERS, PADDED, PRIORITY = 0x1, 0x4, 0x8, 0x20
+NO_ERROR, COMPRESSION_ERROR, ENHANCE_YOUR_CALM = 0x0, 0x9, 0xB
+RESET_WINDOW_S = 1.0
+
+
+class Head(NamedTuple):
+    kind: int
+    flags: int
+    stream_id: int
+    length: int
+
+
+class Refusal(Exception):
+    """The connection must end, with a GOAWAY of this error code."""
+
+    def __init__(self, reason: str, code: int = ENHANCE_YOUR_CALM) -> None:
+        super().__init__(reason)
+        self.code = code
+
+
+class Limits(NamedTuple):
+    """A connection's limits grpc core does not hold."""
+
+    max_streams: int  # as advertised; a client far past it is refused
+    header_block_bytes: int  # a header block's encoded size, CONTINUATIONs included
+    first_message_s: float  # from a stream's HEADERS to its first DATA
+    resets_per_s: int  # RST_STREAMs from the client in a second (rapid reset)
+
+
+class FrameReader:
+    """Splits bytes into frames as they arrive, keeping the payloads `keep(head)` asks for."""
+
+    def __init__(self, keep: Callable[[Head], bool], skip: int = 0) -> None:
+        self.keep = keep
+        self.skip = skip  # the client's preface, not a frame
+        self.head = bytearray()
+        self.current: Head | None = None
+        self.kept: bytearray | None = None
+        self.left = 0  # payload bytes of `current` still to come
+
+    @property
+    def between_frames(self) -> bool:
+        return not self.skip and not self.head and self.current is None
+
+    def feed(self, data: bytes) -> Iterator[tuple[Head, bytes, int]]:
+        """Each frame `data` completes: its head, its payload if kept, and where it ends."""
+        view, at = memoryview(data), 0
+        while at < len(view):
+            if self.skip:
+                taken = min(self.skip, len(view) - at)
+                self.skip, at = self.skip - taken, at + taken
+            elif self.current is None:
+                at = self._read_head(view, at)
+            else:
+                taken = min(self.left, len(view) - at)
+                if self.kept is not None:
+                    self.kept += view[at : at + taken]
+                self.left, at = self.left - taken, at + taken
+            if self.current is not None and not self.left:
+                yield self.current, bytes(self.kept or b""), at
+                self.current, self.kept = None, None
+
+    def _read_head(self, view: memoryview, at: int) -> int:
+        taken = min(HEAD_BYTES - len(self.head), len(view) - at)
+        self.head += view[at : at + taken]
+        if len(self.head) == HEAD_BYTES:
+            length, kind, flags = int.from_bytes(self.head[:3], "big"), self.head[3], self.head[4]
+            stream_id = int.from_bytes(self.head[5:], "big") & 0x7FFFFFFF
+            self.current = Head(kind, flags, stream_id, length)
+            self.kept = bytearray() if self.keep(self.current) else None
+            self.head.clear()
+            self.left = length
+        return at + taken
+
+
+class ClientFrames:
+    """The client's side of one connection: its streams, resets and header blocks."""
+
+    def __init__(self, limits: Limits, clock: Callable[[], float] = time.monotonic) -> None:
+        self.limits = limits
+        self.clock = clock
+        self.reader = FrameReader(self.keep, skip=len(PREFACE))
+        self.decoder = hpack.Decoder()
+        self.block = bytearray()
+        self.waiting: dict[int, float] = {}  # stream → opened at, until its first DATA
+        self.last_stream_id = 0
+        self.resets, self.resets_since = 0, clock()
+        self.foreign_authority = ""  # the first :authority naming another machine
+
+    def feed(self, data: bytes) -> None:
+        """Reads `data`; raises Refusal where the connection must end."""
+        for head, payload, _ in self.reader.feed(data):
+            if head.kind == HEADERS:
+                self.opened(head)
+                self.add_to_block(head, fragment(head, payload))
+            elif head.kind == CONTINUATION:
+                self.add_to_block(head, payload)
+            elif head.kind == DATA:
+                self.waiting.pop(head.stream_id, None)
+            elif head.kind == RST_STREAM:
+                self.waiting.pop(head.stream_id, None)
+                self.reset()
+
+    def keep(self, head: Head) -> bool:
+        """Header blocks are kept, up to their cap: an endless one ends the connection."""
+        if head.kind not in (HEADERS, CONTINUATION):
+            return False
+        if len(self.block) + head.length > self.limits.header_block_bytes:
+            raise Refusal(f"a header block past {self.limits.header_block_bytes} bytes")
+        return True
+
+    def opened(self, head: Head) -> None:
+        if head.stream_id <= self.last_stream_id:
+            return  # trailers, or a protocol error grpc core answers
+        self.last_stream_id = head.stream_id
+        if not head.flags & END_STREAM:
+            self.waiting[head.stream_id] = self.clock()
+        if len(self.waiting) > 2 * self.limits.max_streams:
+            raise Refusal(f"more than {self.limits.max_streams} streams open, as advertised")
+
+    def add_to_block(self, head: Head, fragment: bytes) -> None:
+        self.block += fragment
+        if head.flags & END_HEADERS:
+            try:
+                fields = self.decoder.decode(bytes(self.block))
+            except hpack.HPACKError as error:
+                reason = f"a header block HPACK cannot decode: {error}"
+                raise Refusal(reason, COMPRESSION_ERROR) from None
+            self.block.clear()
+            self.note_authority(fields)
+
+    def note_authority(self, fields: object) -> None:
+        for name, value in fields:  # type: ignore[attr-defined]
+            if name in (":authority", "host") and not names_this_machine(value):
+                self.foreign_authority = self.foreign_authority or value
+
+    def reset(self) -> None:
+        now = self.clock()
+        if now - self.resets_since >= RESET_WINDOW_S:
+            self.resets, self.resets_since = 0, now
+        self.resets += 1
+        if self.resets > self.limits.resets_per_s:
+            raise Refusal(f"more than {self.limits.resets_per_s} streams reset in a second")
+
+    def check_waiting(self) -> None:
+        """Refuses the connection once a stream has waited too long for its first message."""
+        oldest = next(iter(self.waiting.values()), None)  # streams open in order
+        if oldest is not None and self.clock() - oldest > self.limits.first_message_s:
+            raise Refusal(f"no message within {self.limits.first_message_s:g} s of its stream")
+
+
+def fragment(head: Head, payload: bytes) -> bytes:
+    """A HEADERS frame's header block fragment: its padding and priority taken off."""
+    start, end = 0, len(payload)
+    if head.flags & PADDED and payload:
+        start, end = 1, end - payload[0]
+    if head.flags & PRIORITY:
+        start += 5
+    return payload[start:end] if start <= end else b""
+
+
+def goaway(last_stream_id: int, code: int, reason: str) -> bytes:
+    """A GOAWAY frame: the last stream the server may have taken, the code, and why."""
+    payload = last_stream_id.to_bytes(4, "big") + code.to_bytes(4, "big") + reason.encode()
+    return len(payload).to_bytes(3, "big") + bytes((GOAWAY, 0)) + bytes(4) + payload

@@ -1,0 +1,229 @@
+"""The public side of a gRPC port: a relay that holds HTTP/2's limits grpc core lacks.
+
+grpc's servers listen on a loopback port of their own; the guard accepts each connection up to
+the cap, reads its frames as they pass (rpc/frames.py), and ends it with GOAWAY past a limit.
+It also tells the management rule who the caller is and which authority it named, which
+grpc.aio does not show a servicer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import ssl
+from typing import cast
+
+from modelhost.rpc.frames import (
+    END_STREAM,
+    HEADERS,
+    RST_STREAM,
+    ClientFrames,
+    FrameReader,
+    Limits,
+    Refusal,
+    goaway,
+)
+
+logger = logging.getLogger("modelhost")
+
+BACKEND_HOST = "127.0.0.1"
+FINISH_FRAME_S = 1.0  # for the server's frame under way before a GOAWAY
+LINGER_S = 1.0  # after a GOAWAY, reading and dropping what the client still sends
+
+
+class Peers:
+    """The callers behind the guard's loopback connections, by their port there."""
+
+    def __init__(self) -> None:
+        self.by_port: dict[int, Relay] = {}
+
+    def caller(self, peer: str) -> tuple[str, str]:
+        """The caller's address and the foreign authority it named, from grpc's peer string;
+        ("", "") for a connection that did not come through a guard."""
+        port = peer.rpartition(":")[2]
+        relay = self.by_port.get(int(port)) if port.isdigit() else None
+        if relay is None:
+            return "", ""
+        return relay.address, relay.frames.foreign_authority
+
+
+class Guard:
+    """Accepts connections on `sock` and relays each to grpc's servers on `backend_port`."""
+
+    def __init__(
+        self,
+        sock: socket.socket,
+        backend_port: int,
+        *,
+        limits: Limits,
+        max_connections: int,
+        peers: Peers,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
+        self.sock, self.backend_port, self.tls = sock, backend_port, tls
+        self.limits, self.max_connections, self.peers = limits, max_connections, peers
+        self.relays: set[Relay] = set()
+        self.server: asyncio.Server | None = None
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.server = await loop.create_server(lambda: Relay(self), sock=self.sock, ssl=self.tls)
+
+    def close(self) -> None:
+        """Stops accepting; the connections end as grpc's servers end them."""
+        if self.server is not None:
+            self.server.close()
+
+    def abort(self) -> None:
+        for relay in list(self.relays):
+            relay.end()
+
+
+class Relay(asyncio.Protocol):
+    """One client connection and its loopback connection to grpc's servers."""
+
+    def __init__(self, guard: Guard) -> None:
+        self.guard = guard
+        self.frames = ClientFrames(guard.limits)
+        self.server_frames = FrameReader(lambda head: False)
+        self.address = ""
+        self.client: asyncio.Transport | None = None
+        self.backend: asyncio.Transport | None = None
+        self.closing: bytes | None = None  # the GOAWAY to send once between server frames
+        self.timer: asyncio.TimerHandle | None = None
+        self.early = bytearray()
+        self.connecting: asyncio.Future[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.client = transport = cast(asyncio.Transport, transport)  # uvloop's: no subclass
+        if len(self.guard.relays) >= self.guard.max_connections:
+            transport.abort()
+            return
+        self.guard.relays.add(self)
+        self.address = str((transport.get_extra_info("peername") or ("",))[0])
+        transport.pause_reading()  # until the loopback connection is made
+        self.connecting = asyncio.ensure_future(self.connect())  # held: a task is weakly kept
+
+    async def connect(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            backend, _ = await loop.create_connection(
+                lambda: Backend(self), BACKEND_HOST, self.guard.backend_port
+            )
+        except OSError:
+            self.end()
+            return
+        if self.client is None or self.client.is_closing():
+            backend.close()
+            return
+        self.backend = backend
+        backend.write(bytes(self.early))
+        self.early.clear()
+        self.guard.peers.by_port[backend.get_extra_info("sockname")[1]] = self
+        self.client.resume_reading()
+        self.watch()
+
+    def watch(self) -> None:
+        """Every so often, refuse a stream that waits too long for its first message."""
+        try:
+            self.frames.check_waiting()
+        except Refusal as refusal:
+            self.refuse(refusal)
+            return
+        period_s = min(1.0, self.guard.limits.first_message_s / 4)
+        self.timer = asyncio.get_running_loop().call_later(period_s, self.watch)
+
+    def data_received(self, data: bytes) -> None:
+        if self.closing is not None:
+            return
+        try:
+            self.frames.feed(data)  # before grpc sees the bytes: the authority is known first
+        except Refusal as refusal:
+            self.refuse(refusal)
+            return
+        if self.backend is not None:
+            self.backend.write(data)
+        else:
+            self.early += data  # read before pause_reading took hold; a read's worth at most
+
+    def from_backend(self, data: bytes) -> None:
+        assert self.client is not None
+        for head, _, end in self.server_frames.feed(data):
+            if head.kind == RST_STREAM or (head.kind == HEADERS and head.flags & END_STREAM):
+                self.frames.waiting.pop(head.stream_id, None)
+            if self.closing is not None:
+                self.client.write(data[:end])
+                self.say_goodbye()
+                return
+        self.client.write(data)
+
+    def refuse(self, refusal: Refusal) -> None:
+        """GOAWAY with the reason, once the server's frame under way is whole, then close."""
+        logger.info("gRPC connection from %s refused: %s", self.address, refusal)
+        self.closing = goaway(self.frames.last_stream_id, refusal.code, str(refusal))
+        if self.client is not None:
+            self.client.pause_reading()
+        if self.server_frames.between_frames:
+            self.say_goodbye()
+        else:
+            asyncio.get_running_loop().call_later(FINISH_FRAME_S, self.end)
+
+    def say_goodbye(self) -> None:
+        """The GOAWAY, then a lingering close: what the client still sends is read and dropped
+        for a while, since closing on unread bytes would reset the GOAWAY away."""
+        assert self.client is not None and self.closing is not None
+        self.client.write(self.closing)
+        if self.backend is not None:
+            self.backend.abort()
+        if self.client.can_write_eof():
+            self.client.write_eof()
+        self.client.resume_reading()
+        asyncio.get_running_loop().call_later(LINGER_S, self.end)
+
+    def end(self) -> None:
+        for transport in (self.client, self.backend):
+            if transport is not None:
+                transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.guard.relays.discard(self)
+        if self.timer is not None:
+            self.timer.cancel()
+        if self.backend is not None:
+            self.guard.peers.by_port.pop(self.backend.get_extra_info("sockname")[1], None)
+            self.backend.close()
+
+    def pause_writing(self) -> None:
+        if self.backend is not None:
+            self.backend.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self.backend is not None:
+            self.backend.resume_reading()
+
+
+class Backend(asyncio.Protocol):
+    """The loopback side of a relay: what grpc's server sends goes to the client."""
+
+    def __init__(self, relay: Relay) -> None:
+        self.relay = relay
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+
+    def data_received(self, data: bytes) -> None:
+        self.relay.from_backend(data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.relay.client is not None and self.relay.closing is None:  # else it lingers
+            self.relay.client.close()
+
+    def pause_writing(self) -> None:
+        if self.relay.client is not None:
+            self.relay.client.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self.relay.client is not None and self.relay.closing is None:
+            self.relay.client.resume_reading()

@@ -1,0 +1,256 @@
+"""HTTP/2 floods on the gRPC port, sent as raw frames: streams that never finish, header blocks
+that never end, and streams reset as fast as they open. Each leaves the frontend within its
+allowance and /ping answering."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import hpack
+import httpx
+import psutil
+import pytest
+from helpers.serving import Servers
+from hyperframe.frame import (
+    ContinuationFrame,
+    Frame,
+    GoAwayFrame,
+    HeadersFrame,
+    RstStreamFrame,
+    SettingsFrame,
+)
+
+from modelhost import testing
+
+pytestmark = pytest.mark.e2e
+
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+INFER = "/inference.GRPCInferenceService/ModelInfer"
+ENHANCE_YOUR_CALM = 0xB
+ALLOWANCE_BYTES = 64 * 2**20
+MAX_STREAMS = 16
+MAX_CONNECTIONS = 8
+FLOOD_S = 3.0
+BATCH = 50
+
+
+class RawConnection:
+    """An HTTP/2 client connection that writes frames as given and reads what comes back."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.sock = socket.create_connection(("127.0.0.1", port))
+        self.encoder = hpack.Encoder()
+        self.unread = b""
+        self.closed = False
+        self.send(PREFACE + SettingsFrame(0).serialize())
+
+    def headers(self, stream_id: int, end_headers: bool = True) -> bytes:
+        """A ModelInfer call's HEADERS, never with END_STREAM: its message never follows."""
+        fields = [(":method", "POST"), (":scheme", "http"), (":path", INFER)]
+        fields += [(":authority", f"127.0.0.1:{self.port}"), ("content-type", "application/grpc")]
+        fields += [("te", "trailers")]
+        frame = HeadersFrame(stream_id, data=self.encoder.encode(fields))
+        if end_headers:
+            frame.flags.add("END_HEADERS")
+        return frame.serialize()
+
+    def send(self, data: bytes) -> bool:
+        """False once the server has closed the connection."""
+        try:
+            self.sock.sendall(data)
+        except OSError:
+            self.closed = True
+        return not self.closed
+
+    def receive(self) -> bytes:
+        """Bytes received, b"" once the connection is closed or reset."""
+        try:
+            return self.sock.recv(65536)
+        except ConnectionResetError:
+            return b""
+
+    def frames(self, wait_s: float = 0.0) -> list[Frame]:
+        """The frames received so far, waiting up to `wait_s` for the first."""
+        self.sock.settimeout(wait_s or 0.0001)
+        found: list[Frame] = []
+        with contextlib.suppress(TimeoutError, BlockingIOError):
+            while not self.closed:
+                data = self.receive()
+                self.closed = not data
+                self.unread += data
+                self.sock.settimeout(0.0001)
+        while len(self.unread) >= 9:
+            frame, length = Frame.parse_frame_header(memoryview(self.unread[:9]))
+            if len(self.unread) < 9 + length:
+                break
+            frame.parse_body(memoryview(self.unread[9 : 9 + length]))
+            self.unread = self.unread[9 + length :]
+            found.append(frame)
+        return found
+
+
+@pytest.fixture(scope="module")
+def grpc_port() -> int:
+    return testing.free_port()
+
+
+@pytest.fixture(scope="module")
+def server(
+    tmp_path_factory: pytest.TempPathFactory, serve: Servers, grpc_port: int
+) -> testing.RunningServer:
+    store = tmp_path_factory.mktemp("store")
+    testing.iris_logreg(store / "iris.pkl")
+    return serve(
+        store,
+        workers=1,
+        grpc_port=grpc_port,
+        grpc_max_streams=MAX_STREAMS,
+        grpc_max_connections=MAX_CONNECTIONS,
+        frontend_memory_allowance=ALLOWANCE_BYTES,
+        header_timeout_s=1,  # also the deadline for a stream's first message
+    )
+
+
+@contextlib.contextmanager
+def watched(server: testing.RunningServer) -> Iterator[list[int]]:
+    """/ping's statuses while the block runs; the frontend's RSS must stay in its allowance."""
+    start_bytes = psutil.Process(server.pid).memory_info().rss
+    statuses: list[int] = []
+    done = threading.Event()
+
+    def ping() -> None:
+        with httpx.Client(base_url=server.url, timeout=30) as http:
+            while not done.wait(0.05):
+                statuses.append(http.get("/ping").status_code)
+
+    pinger = threading.Thread(target=ping)
+    pinger.start()
+    try:
+        yield statuses
+    finally:
+        done.set()
+        pinger.join()
+    statuses.append(httpx.get(f"{server.url}/ping", timeout=30).status_code)  # a flood cut short
+    grown_bytes = psutil.Process(server.pid).memory_info().rss - start_bytes
+    assert grown_bytes < ALLOWANCE_BYTES, f"the frontend grew by {grown_bytes / 2**20:.0f} MiB"
+    assert set(statuses) == {200}
+
+
+def flood(batch: Callable[[int], bytes], connection: RawConnection) -> list[Frame]:
+    """Send `batch(0)`, `batch(1)`... until FLOOD_S passes or the server closes; the frames
+    that came back."""
+    received: list[Frame] = []
+    deadline, index = time.monotonic() + FLOOD_S, 0
+    while time.monotonic() < deadline and connection.send(batch(index)):
+        received += connection.frames()
+        index += 1
+    return received + connection.frames(wait_s=1.0)
+
+
+def streams(connection: RawConnection, index: int, frames: Callable[[int], bytes]) -> bytes:
+    """Batch `index` of BATCH new streams, each stream's frames by its id."""
+    first = 2 * BATCH * index + 1
+    return b"".join(frames(first + 2 * i) for i in range(BATCH))
+
+
+def goaway_of(frames: list[Frame]) -> GoAwayFrame:
+    found = [frame for frame in frames if isinstance(frame, GoAwayFrame)]
+    assert found, f"no GOAWAY among {len(frames)} frames"
+    return found[0]
+
+
+def test_streams_past_the_cap_end_their_connection(
+    server: testing.RunningServer, grpc_port: int
+) -> None:
+    """A dozen connections open streams that never send their message, far past the advertised
+    MAX_CONCURRENT_STREAMS: each is told GOAWAY, and the frontend holds."""
+    connections = [RawConnection(grpc_port) for _ in range(12)]
+    found: list[list[Frame]] = [[] for _ in connections]
+
+    def open_streams(index: int) -> None:
+        connection = connections[index]
+        found[index] = flood(lambda n: streams(connection, n, connection.headers), connection)
+
+    with watched(server):
+        threads = [threading.Thread(target=open_streams, args=(i,)) for i in range(12)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    for connection in connections:
+        connection.sock.close()
+    served = [frames for frames in found if any(isinstance(f, SettingsFrame) for f in frames)]
+    assert 0 < len(served) <= MAX_CONNECTIONS
+    for frames in served:
+        settings = [f.settings for f in frames if isinstance(f, SettingsFrame) and f.settings]
+        assert settings[0].get(SettingsFrame.MAX_CONCURRENT_STREAMS) == MAX_STREAMS
+        assert goaway_of(frames).error_code == ENHANCE_YOUR_CALM
+
+
+def test_a_stream_that_never_sends_its_message_ends_its_connection(
+    server: testing.RunningServer, grpc_port: int
+) -> None:
+    """One stream opened, its message never sent: GOAWAY once --header-timeout-s passes."""
+    connection = RawConnection(grpc_port)
+    try:
+        connection.send(connection.headers(1))
+        deadline, frames = time.monotonic() + 10, []
+        while not connection.closed and time.monotonic() < deadline:
+            frames += connection.frames(wait_s=0.5)
+        assert goaway_of(frames).error_code == ENHANCE_YOUR_CALM
+        assert connection.closed
+    finally:
+        connection.sock.close()
+
+
+def test_an_endless_header_block_ends_its_connection(
+    server: testing.RunningServer, grpc_port: int
+) -> None:
+    """HEADERS without END_HEADERS, then 8 KiB CONTINUATION frames without end: GOAWAY and
+    the connection closed once the block passes the 16 KiB header list."""
+    connection = RawConnection(grpc_port)
+    more = ContinuationFrame(1, data=b"a" * 8192).serialize() * 16
+    try:
+        with watched(server):
+            first = connection.headers(1, end_headers=False)
+            frames = flood(lambda n: more if n else first, connection)
+        assert goaway_of(frames).error_code == ENHANCE_YOUR_CALM
+        assert connection.closed
+    finally:
+        connection.sock.close()
+
+
+def test_rapid_resets_end_their_connection(server: testing.RunningServer, grpc_port: int) -> None:
+    """Streams opened and reset at once, as fast as they can be sent (CVE-2023-44487): GOAWAY
+    and the connection closed."""
+    connection = RawConnection(grpc_port)
+
+    def open_and_reset(stream_id: int) -> bytes:
+        return connection.headers(stream_id) + RstStreamFrame(stream_id, error_code=8).serialize()
+
+    try:
+        with watched(server):
+            frames = flood(lambda n: streams(connection, n, open_and_reset), connection)
+        assert goaway_of(frames).error_code == ENHANCE_YOUR_CALM
+        assert connection.closed
+    finally:
+        connection.sock.close()
+
+
+def test_connections_past_the_cap_are_closed(server: testing.RunningServer, grpc_port: int) -> None:
+    """Three times --grpc-max-connections connections at once: no more than the cap are kept."""
+    connections = [RawConnection(grpc_port) for _ in range(3 * MAX_CONNECTIONS)]
+    try:
+        for connection in connections:
+            connection.frames(wait_s=0.2)
+        kept = [connection for connection in connections if not connection.closed]
+        assert 0 < len(kept) <= MAX_CONNECTIONS
+        assert httpx.get(f"{server.url}/ping").status_code == 200
+    finally:
+        for connection in connections:
+            connection.sock.close()

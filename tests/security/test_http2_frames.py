@@ -1,0 +1,116 @@
+"""The gRPC guard's reading of HTTP/2 frames, without sockets: heads split anywhere, and the
+limits it holds on a client's streams, resets and header blocks."""
+
+from __future__ import annotations
+
+import hpack
+import pytest
+from hyperframe.frame import ContinuationFrame, DataFrame, HeadersFrame, RstStreamFrame
+
+from modelhost.rpc.frames import (
+    PREFACE,
+    ClientFrames,
+    FrameReader,
+    Limits,
+    Refusal,
+)
+from modelhost.rpc.guard import Peers
+
+LIMITS = Limits(max_streams=4, header_block_bytes=1024, first_message_s=10.0, resets_per_s=8)
+
+
+def headers(stream_id: int, authority: str = "localhost", end_headers: bool = True) -> bytes:
+    fields = [(":method", "POST"), (":path", "/s/m"), (":authority", authority)]
+    frame = HeadersFrame(stream_id, data=hpack.Encoder().encode(fields))
+    if end_headers:
+        frame.flags.add("END_HEADERS")
+    return frame.serialize()
+
+
+class Clock:
+    """A clock that moves only when told."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def client(clock: Clock | None = None) -> ClientFrames:
+    frames = ClientFrames(LIMITS, clock or Clock())
+    frames.feed(PREFACE)
+    return frames
+
+
+def test_frames_split_anywhere_are_read_whole() -> None:
+    data = PREFACE + headers(1) + DataFrame(1, data=b"x" * 100).serialize() + headers(3)
+    reader = FrameReader(lambda head: head.kind == 0x1, skip=len(PREFACE))
+    found = [head for at in range(len(data)) for head, _, _ in reader.feed(data[at : at + 1])]
+    assert [(head.kind, head.stream_id) for head in found] == [(1, 1), (0, 1), (1, 3)]
+    assert reader.between_frames
+
+
+def test_a_header_block_past_the_cap_is_refused() -> None:
+    frames = client()
+    frames.feed(headers(1, end_headers=False))
+    with pytest.raises(Refusal, match="header block"):
+        for _ in range(2):
+            frames.feed(ContinuationFrame(1, data=b"a" * 600).serialize())
+
+
+def open_and_reset(frames: ClientFrames, first: int, count: int) -> None:
+    for stream_id in range(first, first + 2 * count, 2):
+        frames.feed(headers(stream_id) + RstStreamFrame(stream_id).serialize())
+
+
+def test_resets_past_the_rate_are_refused() -> None:
+    frames = client()
+    open_and_reset(frames, 1, LIMITS.resets_per_s)
+    with pytest.raises(Refusal, match="reset"):
+        open_and_reset(frames, 101, 1)
+
+
+def test_resets_at_the_rate_are_allowed() -> None:
+    clock = Clock()
+    frames = client(clock)
+    for second in range(5):
+        open_and_reset(frames, 1 + 100 * second, LIMITS.resets_per_s)
+        clock.now += 1.0
+
+
+def test_a_stream_without_its_message_past_the_deadline_is_refused() -> None:
+    clock = Clock()
+    frames = client(clock)
+    frames.feed(headers(1))
+    clock.now += LIMITS.first_message_s
+    frames.check_waiting()
+    clock.now += 1.0
+    with pytest.raises(Refusal, match="no message"):
+        frames.check_waiting()
+
+
+def test_a_stream_whose_message_came_is_not_timed() -> None:
+    clock = Clock()
+    frames = client(clock)
+    frames.feed(headers(1) + DataFrame(1, data=b"\0\0\0\0\0").serialize())
+    clock.now += 10 * LIMITS.first_message_s
+    frames.check_waiting()
+
+
+def test_streams_far_past_the_advertised_cap_are_refused() -> None:
+    frames = client()
+    with pytest.raises(Refusal, match="streams open"):
+        for stream_id in range(1, 8 * LIMITS.max_streams, 2):
+            frames.feed(headers(stream_id))
+
+
+def test_the_first_foreign_authority_is_kept() -> None:
+    frames = client()
+    frames.feed(headers(1, "127.0.0.1:8001") + headers(3, "models.example.com"))
+    frames.feed(headers(5, "localhost"))
+    assert frames.foreign_authority == "models.example.com"
+
+
+def test_a_peer_the_guard_did_not_relay_is_nobody() -> None:
+    assert Peers().caller("ipv4:127.0.0.1:40000") == ("", "")
