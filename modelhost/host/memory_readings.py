@@ -44,7 +44,7 @@ class MemoryReadings:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._read, self._memory, self._off_loop, self._clock = read, memory, off_loop, clock
-        self.last_bytes = memory.baseline_bytes
+        self.last_bytes = memory.budget.baseline_bytes
         self._taken_at = -FRESH_S
         self._in_flight: asyncio.Future[None] | None = None
         self._over_allowance = False
@@ -76,12 +76,13 @@ class MemoryReadings:
 
     def _warn_when_over_allowance(self) -> None:
         """Warn once each time the frontend passes its allowance."""
-        excess = self._memory.frontend_excess_bytes
+        budget = self._memory.budget
+        excess = budget.frontend_excess_bytes
         if excess and not self._over_allowance:
             logger.warning(
                 "the frontend uses %s, %s past its allowance: the models' room shrinks by as "
                 "much; raise --frontend-memory-allowance (and --memory-budget with it)",
-                format_bytes(self._memory.frontend_bytes),
+                format_bytes(budget.frontend_bytes),
                 format_bytes(excess),
             )
         self._over_allowance = bool(excess)

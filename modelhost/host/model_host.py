@@ -7,7 +7,6 @@ when memory itself runs short.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 
@@ -63,8 +62,6 @@ class ModelHost:
         self.pool, self.memory, self.disk, self.events = pool, memory, disk, events
         self.sagemaker_contract = sagemaker_contract
         self.given_urls: dict[str, str] = {}  # as each LoadModel gave it
-        if sagemaker_contract:  # the platform picks what to unload on 507
-            memory.min_residency_s = math.inf
         self.clock = clock
         self.scheduling = scheduling or SchedulerSettings(response_timeout_s=deadline_s)
         loads: UnderWay[LoadOutcome] = UnderWay()
@@ -160,11 +157,11 @@ class ModelHost:
         if not m.fits_ever(size):
             raise InsufficientMemory(never_fits(m, name, size))
         await self.memory_readings.observe()
-        free = m.unreserved_bytes
+        free, budget = m.unreserved_bytes, m.budget.budget_bytes
         if size > free:
             raise InsufficientMemory(
                 f"model {name} needs about {format_bytes(size)} but {format_bytes(max(0, free))} "
-                f"of the memory budget of {format_bytes(m.budget_bytes)} is free with the models "
+                f"of the memory budget of {format_bytes(budget)} is free with the models "
                 f"loaded ({format_bytes(m.committed_bytes)} committed); DELETE /models/<name> "
                 "to make room (SageMaker does on this 507), or raise --memory-budget"
             )
@@ -181,18 +178,18 @@ class ModelHost:
         return resident.state if resident else None
 
     def statistics(self) -> HostStatistics:
-        m, d = self.memory, self.disk
+        m, b, d = self.memory, self.memory.budget, self.disk
         residents = list(m)
         memory = MemoryStatistics(
-            m.budget_bytes,
-            m.baseline_bytes,
+            b.budget_bytes,
+            b.baseline_bytes,
             m.committed_bytes,
-            m.headroom_bytes,
+            b.headroom_bytes,
             self.memory_readings.last_bytes,
             {state.value: sum(r.state is state for r in residents) for state in State},
             {r.name: r.bytes for r in residents if r.state is State.LOADED},
-            m.frontend_bytes,
-            m.frontend.bytes if m.frontend else 0,
+            b.frontend_bytes,
+            b.frontend.bytes if b.frontend else 0,
         )
         workers = tuple(_worker(w) for w in self.pool.workers.values())
         disk = DiskStatistics(d.budget_bytes, d.used_bytes, d.count())

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from modelhost.cache.disk import Artifact
-from modelhost.cache.memory import MemoryTier
+from modelhost.cache.memory import MemoryBudget, MemoryTier
 from modelhost.errors import ModelNotLoaded, WorkerDied
 from modelhost.host import Invocation, ModelHost
 from modelhost.manifest import Manifest
@@ -266,7 +266,7 @@ def host_with(
     memory: MemoryTier | None = None,
 ) -> ModelHost:
     """A host on `pool` whose models declare `manifests` (no files read for them)."""
-    memory = memory or MemoryTier(budget_bytes, 0)
+    memory = memory or MemoryTier(MemoryBudget(budget_bytes, 0))
     host = ModelHost(
         pool,  # type: ignore[arg-type]
         memory,
