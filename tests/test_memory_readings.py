@@ -64,6 +64,21 @@ def test_fresh_reading_is_reused() -> None:
     assert memory.budget.baseline_bytes == 130 * MiB
 
 
+def test_a_reading_that_lowers_the_baseline_wakes_waiting_loads() -> None:
+    """Loads waiting for room held by memory being returned try again when it is back."""
+    memory = MemoryTier(MemoryBudget(1000 * MiB, 100 * MiB))
+    reader = SlowReader(300 * MiB)
+    reader.release.set()
+    now, falls = [1000.0], []
+    readings = MemoryReadings(
+        reader, memory, off_loop=False, clock=lambda: now[0], on_fall=lambda: falls.append(now[0])
+    )
+    for value in (300, 320, 150, 150):
+        reader.value, now[0] = value * MiB, now[0] + FRESH_S
+        asyncio.run(readings.observe())
+    assert falls == [1000.0 + 3 * FRESH_S]
+
+
 def test_reading_meets_records_at_completion() -> None:
     """A reading is set against the records when it completes.
 

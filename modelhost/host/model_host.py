@@ -68,11 +68,14 @@ class ModelHost:
         self.manifests = Manifests(
             events, pinned, max_rows_per_request, lambda name: _held(memory, loads, name)
         )
+        self.changes = Changes()
         # /proc is slow to read: off the loop, unless a test gives a reader
         self.memory_readings = MemoryReadings(
-            pss_bytes or (lambda: split_pss_bytes(pool.pids())), memory, pss_bytes is None
+            pss_bytes or (lambda: split_pss_bytes(pool.pids())),
+            memory,
+            pss_bytes is None,
+            on_fall=self.changes.notify,
         )
-        self.changes = Changes()
         self.copies = Copies(
             pool, memory, disk, events, self.manifests, self.changes, deadline_s, clock
         )

@@ -147,7 +147,11 @@ class Residency:
         self.copies.open(name, self.on_loaded(name, loaded.batches), worker)
 
     async def make_room(self, name: str, size: int) -> Resident:
-        """Reserve `size` for `name`, unloading victims; return the new record."""
+        """Reserve `size` for `name`, unloading victims; return the new record.
+
+        Room held by memory being returned (models leaving, a trimmed heap, a recycled worker)
+        is waited for until the deadline: a reading that lowers the baseline wakes the load.
+        """
         if not self.memory.fits_ever(size):
             raise InsufficientMemory(never_fits(self.memory, name, size))
         await self.observe_memory()

@@ -11,7 +11,7 @@ def never_fits(memory: MemoryTier, name: str, size: int) -> str:
     b = memory.budget
     return (
         f"{_needs(b, name, size)} leaves {format_bytes(b.capacity_bytes)} for models "
-        f"(the idle server uses {format_bytes(b.baseline_bytes)}, and "
+        f"(the idle server uses {format_bytes(b.returned_baseline_bytes)}, and "
         f"{format_bytes(b.headroom_floor_bytes)} is kept free for its growth){_frontend(b)}; set "
         f"--memory-budget to at least {format_bytes(b.budget_bytes - b.capacity_bytes + size)}"
     )
@@ -20,11 +20,18 @@ def never_fits(memory: MemoryTier, name: str, size: int) -> str:
 def all_busy(memory: MemoryTier, name: str, size: int, deadline_s: float) -> str:
     """Busy models held the room until the load's deadline."""
     return (
-        f"{_needs(memory.budget, name, size)} is held by models that stayed busy for "
+        f"{_needs(memory.budget, name, size)} is held by models that stayed busy"
+        f"{_not_returned(memory.budget)} for "
         f"{deadline_s:g} s ({format_bytes(memory.committed_bytes)} committed)"
         f"{_frontend(memory.budget)}; "
         "retry later or raise --memory-budget"
     )
+
+
+def _not_returned(budget: MemoryBudget) -> str:
+    """Memory the workers still hold that a trim or a recycle should have given back."""
+    held = budget.baseline_bytes - budget.returned_baseline_bytes
+    return f" and by {format_bytes(held)} not yet given back" if held > 0 else ""
 
 
 def _frontend(budget: MemoryBudget) -> str:

@@ -305,3 +305,22 @@ def test_a_reading_without_the_frontends_share_is_taken_whole() -> None:
     memory.observe(real_bytes=30 * MiB, released_before=0)
     assert memory.budget.baseline_bytes == 30 * MiB
     assert memory.budget.frontend_excess_bytes == 0
+
+
+def test_a_model_that_fits_the_idle_server_fits_while_memory_is_being_returned() -> None:
+    """A reading raised by a heap not yet trimmed (or a worker not yet recycled) does not make a
+    model that fits the idle server one that never fits: its load waits for the room."""
+    memory = tier(budget_mib=100, baseline_mib=20)
+    memory.observe(real_bytes=110 * MiB, released_before=0)  # over the budget, for now
+    assert memory.budget.baseline_bytes == 110 * MiB
+    assert memory.fits_ever(80 * MiB) and not memory.fits_ever(80 * MiB + 1)
+    assert memory.reserve("a", 1 * MiB) is None  # no room yet
+    memory.observe(real_bytes=20 * MiB, released_before=0)  # given back
+    assert memory.reserve("a", 1 * MiB) == []
+
+
+def test_only_a_restart_returns_the_frontends_growth_past_its_allowance() -> None:
+    memory = allowed(growth_mib=30)
+    memory.observe(real_bytes=20 * MiB + 100 * MiB, released_before=0, frontend_bytes=100 * MiB)
+    # the frontend is 62 MiB past its 38 MiB allowance: that room is gone until a restart
+    assert memory.budget.capacity_bytes == (150 - 62) * MiB

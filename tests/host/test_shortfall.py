@@ -34,3 +34,10 @@ def test_a_frontend_within_its_allowance_is_not_blamed() -> None:
     memory = MemoryTier(MemoryBudget(400 * MiB, 150 * MiB, frontend=frontend))
     memory.observe((100 + 70) * MiB, 0, frontend_bytes=70 * MiB)
     assert "frontend" not in never_fits(memory, "m", 500 * MiB)
+
+
+def test_busy_507_names_memory_not_given_back() -> None:
+    """A load that waited in vain for memory being returned says how much never came back."""
+    memory = MemoryTier(MemoryBudget(400 * MiB, 150 * MiB))
+    memory.observe(190 * MiB, 0)
+    assert "and by 40.0 MiB not yet given back" in all_busy(memory, "m", 300 * MiB, deadline_s=5)

@@ -1,8 +1,8 @@
 """A cold load that arrives while memory is being given back waits for it instead of answering 507.
 
 Eight concurrent 6 MiB one-row bodies leave the workers holding freed heap until the memory watch
-trims it or recycles a worker. A cold load sent at once, before that settles, used to find the
-room taken and answer 507 in about one run of two.
+trims it or recycles a worker. A cold load sent at once, before that settles, found its room
+taken and answered 507 in some runs: it now waits for the room, within its deadline.
 """
 
 from __future__ import annotations

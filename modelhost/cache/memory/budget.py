@@ -44,6 +44,7 @@ class MemoryBudget:
         self.frontend = frontend
         self.frontend_bytes = frontend.start_bytes if frontend else 0
         self.baseline_bytes = baseline_bytes + (frontend.growth_bytes if frontend else 0)
+        self._idle_bytes = self.baseline_bytes
         self._drift: deque[int] = deque([drift_seed_bytes], maxlen=DRIFT_READINGS)
         self._recent_baselines: deque[int] = deque([self.baseline_bytes], maxlen=DRIFT_READINGS)
 
@@ -58,9 +59,15 @@ class MemoryBudget:
         return self.headroom_bytes - self.headroom_floor_bytes
 
     @property
+    def returned_baseline_bytes(self) -> int:
+        """The baseline once memory being returned (trims, recycles) is back: the idle server's,
+        and the frontend's growth past its allowance, which only a restart gives back."""
+        return min(self.baseline_bytes, self._idle_bytes + self.frontend_excess_bytes)
+
+    @property
     def capacity_bytes(self) -> int:
-        """Room for models in an idle server."""
-        return self.budget_bytes - self.baseline_bytes - self.headroom_floor_bytes
+        """Room for models in an idle server, once memory being returned is back."""
+        return self.budget_bytes - self.returned_baseline_bytes - self.headroom_floor_bytes
 
     @property
     def frontend_excess_bytes(self) -> int:
