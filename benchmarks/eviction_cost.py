@@ -17,14 +17,15 @@ import time
 from _common import markdown_table, write_results
 
 from modelhost.cache.admission import FrequencySketch
-from modelhost.cache.memory import MemoryTier
+from modelhost.cache.memory import MemoryBudget, MemoryTier
 from modelhost.cache.policy import POLICIES
 
 KiB = 2**10
 
 
 def evicting_load_ms(policy: str, models: int, loads: int) -> float:
-    memory = MemoryTier(models * KiB, 0, POLICIES[policy](), admission=FrequencySketch())
+    budget = MemoryBudget(models * KiB, 0)
+    memory = MemoryTier(budget, POLICIES[policy](), admission=FrequencySketch())
     for i in range(models):
         memory.reserve(f"m{i}", KiB)
         memory.mark_loaded(f"m{i}", 1, KiB, 5.0)
@@ -33,7 +34,7 @@ def evicting_load_ms(policy: str, models: int, loads: int) -> float:
         for victim in memory.reserve(f"new{k}", KiB) or []:
             memory.remove(victim.name)
         memory.mark_loaded(f"new{k}", 1, KiB, 5.0)
-        memory.longest_idle_s()  # what an eviction's event reads
+        memory.victims.longest_idle_s()  # what an eviction's event reads
     return (time.perf_counter() - started) / loads * 1000
 
 

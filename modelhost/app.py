@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import math
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,7 +17,7 @@ import uvicorn
 from modelhost.cache.admission import FrequencySketch
 from modelhost.cache.disk import DiskTier, UnpackLimits
 from modelhost.cache.download import DownloadPolicy
-from modelhost.cache.memory import FrontendAllowance, MemoryTier
+from modelhost.cache.memory import FrontendAllowance, MemoryBudget, MemoryTier
 from modelhost.cache.policy import policy_named
 from modelhost.cache.stores import Stores, StoreSettings
 from modelhost.config import Config
@@ -199,7 +200,8 @@ def build_host(
     config: Config, pool: WorkerPool, stores: Stores, events: EventLog, idle: PssReading
 ) -> ModelHost:
     memory = memory_tier(config, pool, idle)
-    budget, baseline = memory.budget_bytes, memory.baseline_bytes
+    budget, baseline = memory.budget.budget_bytes, memory.budget.baseline_bytes
+    frontend = memory.budget.frontend
     cache_dir = Path(config.cache_dir)
     disk_budget = config.disk_budget_bytes.of(free_disk_bytes(cache_dir))
     disk = DiskTier(
@@ -220,7 +222,7 @@ def build_host(
             "memory_budget_bytes": budget,
             "baseline_bytes": baseline,
             "frontend_bytes": idle.frontend_bytes,
-            "frontend_allowance_bytes": memory.frontend.bytes if memory.frontend else 0,
+            "frontend_allowance_bytes": frontend.bytes if frontend else 0,
             "disk_budget_bytes": disk_budget,
         },
     )
@@ -266,14 +268,17 @@ def memory_tier(config: Config, pool: WorkerPool, idle: PssReading) -> MemoryTie
             "smaller --frontend-memory-allowance"
         )
     memory = MemoryTier(
-        budget,
-        idle.total_bytes,
+        MemoryBudget(
+            budget,
+            idle.total_bytes,
+            drift_seed_bytes=len(pool.workers) * WORKER_GROWTH_SEED_BYTES,
+            headroom_floor_bytes=len(pool.workers) * WORKER_GROWTH_FLOOR_BYTES,
+            frontend=frontend,
+        ),
         policy_named(config.eviction_policy),
         admission=FrequencySketch() if config.admission == "tinylfu" else None,
-        min_residency_s=config.min_residency_s,
-        drift_seed_bytes=len(pool.workers) * WORKER_GROWTH_SEED_BYTES,
-        headroom_floor_bytes=len(pool.workers) * WORKER_GROWTH_FLOOR_BYTES,
-        frontend=frontend,
+        # under SageMaker's contract a load evicts nothing: the platform unloads on a 507
+        min_residency_s=math.inf if config.sagemaker_contract else config.min_residency_s,
     )
     logger.info(
         "the frontend uses %(start)s at start and may grow by %(growth)s "
@@ -282,8 +287,8 @@ def memory_tier(config: Config, pool: WorkerPool, idle: PssReading) -> MemoryTie
         {
             "start": format_bytes(frontend.start_bytes),
             "growth": format_bytes(frontend.growth_bytes),
-            "idle": format_bytes(memory.baseline_bytes),
-            "models": format_bytes(memory.capacity_bytes),
+            "idle": format_bytes(memory.budget.baseline_bytes),
+            "models": format_bytes(memory.budget.capacity_bytes),
             "budget": format_bytes(budget),
         },
     )

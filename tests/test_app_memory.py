@@ -24,11 +24,11 @@ def test_frontend_allowance_is_paid_for(tmp_path: Path) -> None:
     flags = {"memory_budget": "1GiB", "frontend_memory_allowance": "32MiB"}
     config = load_config(flags, {}, tmp_path)
     memory = memory_tier(config, POOL, PssReading(300 * MiB, 60 * MiB))  # type: ignore[arg-type]
-    assert memory.frontend is not None and memory.frontend.bytes == (60 + 32) * MiB
-    assert memory.baseline_bytes == (300 + 32) * MiB
-    room = memory.capacity_bytes
+    assert memory.budget.frontend is not None and memory.budget.frontend.bytes == (60 + 32) * MiB
+    assert memory.budget.baseline_bytes == (300 + 32) * MiB
+    room = memory.budget.capacity_bytes
     memory.observe((240 + 90) * MiB, 0, frontend_bytes=90 * MiB)  # grown within: no room lost
-    assert memory.capacity_bytes == room
+    assert memory.budget.capacity_bytes == room
 
 
 def test_unaffordable_allowance_is_refused(tmp_path: Path) -> None:

@@ -281,7 +281,7 @@ def test_long_module_is_found(tmp_path: Path) -> None:
 
 # The records: the dataclasses of the memory tier (`Resident` and friends), and the state each
 # part of host/ keeps on itself. Each is written only by the module that defines it.
-RECORD_MODULES = ("cache/memory.py",)
+RECORD_MODULES = ("cache/memory/ledger.py",)
 PARTS = "host"
 MUTATORS = {"add", "append", "clear", "discard", "extend", "insert", "pop", "popitem"}
 MUTATORS |= {"remove", "setdefault", "update"}
@@ -367,7 +367,7 @@ def test_a_write_to_another_parts_record_is_found(tmp_path: Path) -> None:
     memory = "import dataclasses\n@dataclasses.dataclass\nclass Resident:\n    workers: list\n"
     copies = "class Copies:\n    def __init__(self):\n        self.leaving = set()\n"
     scaling = (
-        "from modelhost.cache.memory import Resident\n"
+        "from modelhost.cache.memory.ledger import Resident\n"
         "from modelhost.host.copies import Copies\n"
         "class Scaling:\n"
         "    def __init__(self):\n"
@@ -381,15 +381,15 @@ def test_a_write_to_another_parts_record_is_found(tmp_path: Path) -> None:
     package = made_up_package(
         tmp_path,
         {
-            "cache/memory.py": memory,
+            "cache/memory/ledger.py": memory,
             "host/copies.py": copies,
             "host/scaling.py": scaling,
             "cache/disk.py": "def touch(artifact):\n    artifact.workers = []\n",  # no import
         },
     )
     assert foreign_writes(package) == [
-        "host.scaling:8 writes resident.workers (cache.memory's)",
-        "host.scaling:9 writes resident.workers (cache.memory's)",
+        "host.scaling:8 writes resident.workers (cache.memory.ledger's)",
+        "host.scaling:9 writes resident.workers (cache.memory.ledger's)",
         "host.scaling:10 writes copies.leaving (host.copies's)",
     ]
 

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from modelhost.cache.memory import FrontendAllowance, MemoryTier
+from modelhost.cache.memory import FrontendAllowance, MemoryBudget, MemoryTier
 from modelhost.host.memory_readings import FRESH_S, MemoryReadings, PssReading
 
 MiB = 2**20
@@ -29,7 +29,7 @@ class SlowReader:
 
 
 def test_misses_at_once_share_one_reading() -> None:
-    memory = MemoryTier(1000 * MiB, 100 * MiB)
+    memory = MemoryTier(MemoryBudget(1000 * MiB, 100 * MiB))
     reader = SlowReader(150 * MiB)
     readings = MemoryReadings(reader, memory, off_loop=True)
 
@@ -41,13 +41,13 @@ def test_misses_at_once_share_one_reading() -> None:
 
     asyncio.run(scenario())
     assert reader.calls == 1
-    assert memory.baseline_bytes == 150 * MiB  # nothing loaded: all of it is the baseline
+    assert memory.budget.baseline_bytes == 150 * MiB  # nothing loaded: all of it is the baseline
     assert readings.last_bytes == 150 * MiB
 
 
 def test_fresh_reading_is_reused() -> None:
     """A fresh reading serves and a stale one is taken again."""
-    memory = MemoryTier(1000 * MiB, 100 * MiB)
+    memory = MemoryTier(MemoryBudget(1000 * MiB, 100 * MiB))
     reader = SlowReader(120 * MiB)
     reader.release.set()
     now = [1000.0]
@@ -61,14 +61,29 @@ def test_fresh_reading_is_reused() -> None:
     reader.value = 130 * MiB
     asyncio.run(readings.observe())
     assert reader.calls == 2
-    assert memory.baseline_bytes == 130 * MiB
+    assert memory.budget.baseline_bytes == 130 * MiB
+
+
+def test_a_reading_that_lowers_the_baseline_wakes_waiting_loads() -> None:
+    """Loads waiting for room held by memory being returned try again when it is back."""
+    memory = MemoryTier(MemoryBudget(1000 * MiB, 100 * MiB))
+    reader = SlowReader(300 * MiB)
+    reader.release.set()
+    now, falls = [1000.0], []
+    readings = MemoryReadings(
+        reader, memory, off_loop=False, clock=lambda: now[0], on_fall=lambda: falls.append(now[0])
+    )
+    for value in (300, 320, 150, 150):
+        reader.value, now[0] = value * MiB, now[0] + FRESH_S
+        asyncio.run(readings.observe())
+    assert falls == [1000.0 + 3 * FRESH_S]
 
 
 def test_reading_meets_records_at_completion() -> None:
     """A reading is set against the records when it completes.
 
     A model loaded while the reading ran is part of what the reading explains."""
-    memory = MemoryTier(1000 * MiB, 100 * MiB)
+    memory = MemoryTier(MemoryBudget(1000 * MiB, 100 * MiB))
     reader = SlowReader(180 * MiB)
     readings = MemoryReadings(reader, memory, off_loop=True)
 
@@ -81,7 +96,7 @@ def test_reading_meets_records_at_completion() -> None:
         await observing
 
     asyncio.run(scenario())
-    assert memory.baseline_bytes == 100 * MiB
+    assert memory.budget.baseline_bytes == 100 * MiB
 
 
 @pytest.mark.parametrize(
@@ -100,7 +115,7 @@ def test_raced_release_raises_only_unexplained(reading_mib: int, baseline_mib: i
     processes taking 16 ms): setting them all aside left the baseline stale while the server
     grew, and the PSS went over the budget. The bytes released meanwhile are all a reading can
     hold that the records no longer explain; what is beyond them is growth."""
-    memory = MemoryTier(1000 * MiB, 100 * MiB)
+    memory = MemoryTier(MemoryBudget(1000 * MiB, 100 * MiB))
     assert memory.reserve("leaving", 80 * MiB) == []
     memory.mark_loaded("leaving", 1, 80 * MiB, 5.0)
     assert memory.reserve("loading", 50 * MiB) == []  # in motion: the baseline may only grow
@@ -116,18 +131,18 @@ def test_raced_release_raises_only_unexplained(reading_mib: int, baseline_mib: i
         await observing
 
     asyncio.run(scenario())
-    assert memory.baseline_bytes == baseline_mib * MiB
+    assert memory.budget.baseline_bytes == baseline_mib * MiB
 
 
 def test_a_split_reading_charges_the_frontend_at_its_allowance() -> None:
     """The frontend's PSS is read apart from the workers': its growth within the allowance said
     at start leaves the room for models as it was."""
     frontend = FrontendAllowance(start_bytes=40 * MiB, growth_bytes=64 * MiB)
-    memory = MemoryTier(1000 * MiB, 100 * MiB, frontend=frontend)
-    room = memory.capacity_bytes
+    memory = MemoryTier(MemoryBudget(1000 * MiB, 100 * MiB, frontend=frontend))
+    room = memory.budget.capacity_bytes
     grown = PssReading(total_bytes=(60 + 90) * MiB, frontend_bytes=90 * MiB)
     readings = MemoryReadings(lambda: grown, memory, off_loop=False)
     asyncio.run(readings.observe())
-    assert memory.capacity_bytes == room
+    assert memory.budget.capacity_bytes == room
     assert readings.last_bytes == 150 * MiB  # what the OS measured, for /stats and /metrics
-    assert memory.frontend_bytes == 90 * MiB
+    assert memory.budget.frontend_bytes == 90 * MiB

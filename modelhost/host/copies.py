@@ -134,8 +134,8 @@ class Copies:
         dispatcher = self.dispatchers.get(resident.name)
         if dispatcher is not None:
             dispatcher.remove(worker_id)
-        self.memory.remove_copy(resident, worker_id)
-        self.memory.release_copy(resident)
+        self.memory.copies.remove(resident, worker_id)
+        self.memory.copies.release(resident)
 
     def start(self, name: str, reason: str, limit: int) -> asyncio.Task[None] | None:
         """Start loading one more copy if the budget and `limit` allow."""
@@ -147,7 +147,7 @@ class Copies:
         spare = [w for w in self.pool.workers.values() if self._may_take(w, resident)]
         if name not in self.dispatchers or not spare:
             return None
-        reserved = self.memory.reserve_copy(resident, self.manifests.known_reservation(name) or 0)
+        reserved = self.memory.copies.reserve(resident, self.manifests.known_reservation(name) or 0)
         if reserved is None:
             return None
         worker = least_loaded(spare, self.memory)
@@ -171,20 +171,20 @@ class Copies:
         try:
             await self.load(name, artifact, worker, reason, reserved)
         except ModelhostError as error:
-            self.memory.release_copy(resident, reserved)
+            self.memory.copies.release(resident, reserved)
             self.events.emit("failure", name, reason=reason, detail={"error": str(error)})
             return
         finally:
             self.release_loader(worker)
-        self.memory.release_copy(resident, reserved - resident.footprint)  # its peak is over
+        self.memory.copies.release(resident, reserved - resident.footprint)  # its peak is over
         dispatcher = self.dispatchers.get(name)
         if self.memory.get(name) is not resident or dispatcher is None or not worker.alive:
             try:  # unloaded meanwhile: counted until it has left
                 await self._unload_leaving(name, worker.worker_id)
             finally:
-                self.memory.release_copy(resident)
+                self.memory.copies.release(resident)
             return
-        self.memory.add_copy(resident, worker.worker_id)
+        self.memory.copies.add(resident, worker.worker_id)
         dispatcher.add(worker)
 
     async def drop(self, resident: Resident, dispatcher: Dispatcher) -> int:
@@ -198,11 +198,11 @@ class Copies:
         dispatcher.remove(worker_id)
         if self.memory.get(resident.name) is not resident or worker_id not in resident.workers:
             return 0  # the eviction or worker-death path counts it
-        self.memory.remove_copy(resident, worker_id)  # before the await: an eviction skips it
+        self.memory.copies.remove(resident, worker_id)  # before the await: an eviction skips it
         try:
             return await self._unload_leaving(resident.name, worker_id)
         finally:
-            self.memory.release_copy(resident)
+            self.memory.copies.release(resident)
 
     async def _unload_leaving(self, name: str, worker_id: int) -> int:
         """Unload a copy no record counts; loads of the model wait until it is gone."""
@@ -229,7 +229,7 @@ class Copies:
 
     async def shed(self, need_bytes: int) -> None:
         """Unload idle extra copies, least recent first: they go before models."""
-        copied = [r for r in self.memory.copied() if r.state is State.LOADED]
+        copied = [r for r in self.memory.copies.copied() if r.state is State.LOADED]
         for resident in sorted(copied, key=lambda r: r.last_used):
             dispatcher = self.dispatchers.get(resident.name)
             while need_bytes > 0 and dispatcher and len(resident.workers) > 1:

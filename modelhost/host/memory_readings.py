@@ -42,9 +42,11 @@ class MemoryReadings:
         memory: MemoryTier,
         off_loop: bool,
         clock: Callable[[], float] = time.monotonic,
+        on_fall: Callable[[], None] = lambda: None,
     ) -> None:
         self._read, self._memory, self._off_loop, self._clock = read, memory, off_loop, clock
-        self.last_bytes = memory.baseline_bytes
+        self._on_fall = on_fall
+        self.last_bytes = memory.budget.baseline_bytes
         self._taken_at = -FRESH_S
         self._in_flight: asyncio.Future[None] | None = None
         self._over_allowance = False
@@ -66,7 +68,15 @@ class MemoryReadings:
             self._in_flight = None
 
     def _fold(self, reading: int | PssReading, released: int) -> int:
-        """Fold a reading into the tier; return the whole server's PSS."""
+        """Fold a reading into the tier, and wake loads waiting for room if the baseline fell;
+        return the whole server's PSS."""
+        before = self._memory.budget.baseline_bytes
+        total_bytes = self._fold_into_tier(reading, released)
+        if self._memory.budget.baseline_bytes < before:
+            self._on_fall()  # a trim or a recycle gave memory back
+        return total_bytes
+
+    def _fold_into_tier(self, reading: int | PssReading, released: int) -> int:
         if not isinstance(reading, PssReading):
             self._memory.observe(reading, released)
             return reading
@@ -76,12 +86,13 @@ class MemoryReadings:
 
     def _warn_when_over_allowance(self) -> None:
         """Warn once each time the frontend passes its allowance."""
-        excess = self._memory.frontend_excess_bytes
+        budget = self._memory.budget
+        excess = budget.frontend_excess_bytes
         if excess and not self._over_allowance:
             logger.warning(
                 "the frontend uses %s, %s past its allowance: the models' room shrinks by as "
                 "much; raise --frontend-memory-allowance (and --memory-budget with it)",
-                format_bytes(self._memory.frontend_bytes),
+                format_bytes(budget.frontend_bytes),
                 format_bytes(excess),
             )
         self._over_allowance = bool(excess)

@@ -7,7 +7,6 @@ when memory itself runs short.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 
@@ -63,19 +62,20 @@ class ModelHost:
         self.pool, self.memory, self.disk, self.events = pool, memory, disk, events
         self.sagemaker_contract = sagemaker_contract
         self.given_urls: dict[str, str] = {}  # as each LoadModel gave it
-        if sagemaker_contract:  # the platform picks what to unload on 507
-            memory.min_residency_s = math.inf
         self.clock = clock
         self.scheduling = scheduling or SchedulerSettings(response_timeout_s=deadline_s)
         loads: UnderWay[LoadOutcome] = UnderWay()
         self.manifests = Manifests(
             events, pinned, max_rows_per_request, lambda name: _held(memory, loads, name)
         )
+        self.changes = Changes()
         # /proc is slow to read: off the loop, unless a test gives a reader
         self.memory_readings = MemoryReadings(
-            pss_bytes or (lambda: split_pss_bytes(pool.pids())), memory, pss_bytes is None
+            pss_bytes or (lambda: split_pss_bytes(pool.pids())),
+            memory,
+            pss_bytes is None,
+            on_fall=self.changes.notify,
         )
-        self.changes = Changes()
         self.copies = Copies(
             pool,
             memory,
@@ -196,11 +196,11 @@ class ModelHost:
         if not m.fits_ever(size):
             raise InsufficientMemory(never_fits(m, name, size))
         await self.memory_readings.observe()
-        free = m.unreserved_bytes
+        free, budget = m.unreserved_bytes, m.budget.budget_bytes
         if size > free:
             raise InsufficientMemory(
                 f"model {name} needs about {format_bytes(size)} but {format_bytes(max(0, free))} "
-                f"of the memory budget of {format_bytes(m.budget_bytes)} is free with the models "
+                f"of the memory budget of {format_bytes(budget)} is free with the models "
                 f"loaded ({format_bytes(m.committed_bytes)} committed); DELETE /models/<name> "
                 "to make room (SageMaker does on this 507), or raise --memory-budget"
             )
@@ -231,18 +231,18 @@ class ModelHost:
         return resident.state if resident else None
 
     def statistics(self) -> HostStatistics:
-        m, d = self.memory, self.disk
+        m, b, d = self.memory, self.memory.budget, self.disk
         residents = list(m)
         memory = MemoryStatistics(
-            budget_bytes=m.budget_bytes,
-            baseline_bytes=m.baseline_bytes,
+            budget_bytes=b.budget_bytes,
+            baseline_bytes=b.baseline_bytes,
             committed_bytes=m.committed_bytes,
-            headroom_bytes=m.headroom_bytes,
+            headroom_bytes=b.headroom_bytes,
             pss_bytes=self.memory_readings.last_bytes,
             models={state.value: sum(r.state is state for r in residents) for state in State},
             footprints={r.name: r.bytes for r in residents if r.state is State.LOADED},
-            frontend_bytes=m.frontend_bytes,
-            frontend_allowance_bytes=m.frontend.bytes if m.frontend else 0,
+            frontend_bytes=b.frontend_bytes,
+            frontend_allowance_bytes=b.frontend.bytes if b.frontend else 0,
         )
         workers = tuple(_worker(w) for w in self.pool.workers.values())
         disk = DiskStatistics(d.budget_bytes, d.used_bytes, d.count())

@@ -68,14 +68,8 @@ class Residency:
     async def ensure_loaded(self, name: str) -> LoadOutcome:
         """Load `name` once for all callers; it is not evicted before they resume."""
         task = self.loads.get(name) or self.loads.start(name, self._load(name))
-        awaited = self.memory.awaited
-        awaited[name] += 1
-        try:
+        with self.memory.victims.awaited(name):
             return await asyncio.shield(task)
-        finally:
-            awaited[name] -= 1
-            if not awaited[name]:
-                del awaited[name]
 
     def needs_artifact(self, name: str) -> bool:
         """Whether its files must stay on disk (loading, or its runtime may read them).
@@ -155,7 +149,11 @@ class Residency:
         self.copies.open(name, self.on_loaded(name, loaded.batches), worker)
 
     async def make_room(self, name: str, size: int) -> Resident:
-        """Reserve `size` for `name`, unloading victims; return the new record."""
+        """Reserve `size` for `name`, unloading victims; return the new record.
+
+        Room held by memory being returned (models leaving, a trimmed heap, a recycled worker)
+        is waited for until the deadline: a reading that lowers the baseline wakes the load.
+        """
         if not self.memory.fits_ever(size):
             raise InsufficientMemory(never_fits(self.memory, name, size))
         await self.observe_memory()
@@ -169,7 +167,7 @@ class Residency:
             await self.changes.next(remaining)
         resident = self.memory.get(name)
         assert resident is not None  # only this load task owns the name
-        await self._unload_many(victims, "evict", self.memory.policy.name)
+        await self._unload_many(victims, "evict", self.memory.victims.policy.name)
         self.memory.victims_gone(resident, size)
         return resident
 
@@ -188,7 +186,7 @@ class Residency:
         return await self._unload_one(resident, "unload", reason)
 
     async def _unload_many(self, victims: list[Resident], kind: str, reason: str) -> None:
-        kept_s = self.memory.longest_idle_s()
+        kept_s = self.memory.victims.longest_idle_s()
         await asyncio.gather(*(self._unload_one(v, kind, reason, kept_s) for v in victims))
 
     async def _unload_one(
@@ -225,7 +223,7 @@ class Residency:
         return freed
 
     async def unload_idle(self, idle_s: float) -> None:
-        await self._unload_many(self.memory.idle_victims(idle_s), "unload", "idle")
+        await self._unload_many(self.memory.victims.idle(idle_s), "unload", "idle")
 
     async def relieve_pressure(self) -> None:
         """Unload idle models while more is committed than the budget allows."""

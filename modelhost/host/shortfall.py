@@ -2,44 +2,52 @@
 
 from __future__ import annotations
 
-from modelhost.cache.memory import MemoryTier
+from modelhost.cache.memory import MemoryBudget, MemoryTier
 from modelhost.units import format_bytes
 
 
 def never_fits(memory: MemoryTier, name: str, size: int) -> str:
     """The model needs more than an empty server leaves."""
-    m = memory
+    b = memory.budget
     return (
-        f"{_needs(m, name, size)} leaves {format_bytes(m.capacity_bytes)} for models "
-        f"(the idle server uses {format_bytes(m.baseline_bytes)}, and "
-        f"{format_bytes(m.headroom_floor_bytes)} is kept free for its growth){_frontend(m)}; set "
-        f"--memory-budget to at least {format_bytes(m.budget_bytes - m.capacity_bytes + size)}"
+        f"{_needs(b, name, size)} leaves {format_bytes(b.capacity_bytes)} for models "
+        f"(the idle server uses {format_bytes(b.returned_baseline_bytes)}, and "
+        f"{format_bytes(b.headroom_floor_bytes)} is kept free for its growth){_frontend(b)}; set "
+        f"--memory-budget to at least {format_bytes(b.budget_bytes - b.capacity_bytes + size)}"
     )
 
 
 def all_busy(memory: MemoryTier, name: str, size: int, deadline_s: float) -> str:
     """Busy models held the room until the load's deadline."""
     return (
-        f"{_needs(memory, name, size)} is held by models that stayed busy for "
-        f"{deadline_s:g} s ({format_bytes(memory.committed_bytes)} committed){_frontend(memory)}; "
+        f"{_needs(memory.budget, name, size)} is held by models that stayed busy"
+        f"{_not_returned(memory.budget)} for "
+        f"{deadline_s:g} s ({format_bytes(memory.committed_bytes)} committed)"
+        f"{_frontend(memory.budget)}; "
         "retry later or raise --memory-budget"
     )
 
 
-def _frontend(memory: MemoryTier) -> str:
+def _not_returned(budget: MemoryBudget) -> str:
+    """Memory the workers still hold that a trim or a recycle should have given back."""
+    held = budget.baseline_bytes - budget.returned_baseline_bytes
+    return f" and by {format_bytes(held)} not yet given back" if held > 0 else ""
+
+
+def _frontend(budget: MemoryBudget) -> str:
     """How far the frontend grew past its allowance."""
-    excess = memory.frontend_excess_bytes
-    if not excess or memory.frontend is None:
+    excess = budget.frontend_excess_bytes
+    if not excess or budget.frontend is None:
         return ""
-    growth, over = format_bytes(memory.frontend.growth_bytes + excess), format_bytes(excess)
+    growth, over = format_bytes(budget.frontend.growth_bytes + excess), format_bytes(excess)
     return (
-        f"; of it, the frontend uses {format_bytes(memory.frontend_bytes)}, {over} past its "
-        f"allowance of {format_bytes(memory.frontend.bytes)}: raise --frontend-memory-allowance "
+        f"; of it, the frontend uses {format_bytes(budget.frontend_bytes)}, {over} past its "
+        f"allowance of {format_bytes(budget.frontend.bytes)}: raise --frontend-memory-allowance "
         f"to {growth} and --memory-budget by {over} to keep the models' room, or restart the "
         "server to give that memory back"
     )
 
 
-def _needs(memory: MemoryTier, name: str, size: int) -> str:
-    budget = format_bytes(memory.budget_bytes)
-    return f"model {name} needs about {format_bytes(size)} but the memory budget of {budget}"
+def _needs(budget: MemoryBudget, name: str, size: int) -> str:
+    total = format_bytes(budget.budget_bytes)
+    return f"model {name} needs about {format_bytes(size)} but the memory budget of {total}"

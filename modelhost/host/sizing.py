@@ -51,7 +51,7 @@ class Sizing:
 
     @property
     def fixed_bytes(self) -> int:
-        return self.memory.budget_bytes - self.memory.capacity_bytes
+        return self.memory.budget.budget_bytes - self.memory.budget.capacity_bytes
 
     def budget_for(self, hit_ratio: float, window: str = DEFAULT_WINDOW) -> float:
         """The budget at which LRU reaches `hit_ratio` (infinity where none does)."""
@@ -62,20 +62,20 @@ class Sizing:
     def advice(self) -> dict[str, Any]:
         needed = self.budget_for(0.95)
         return {
-            "budget_bytes": self.memory.budget_bytes,
+            "budget_bytes": self.memory.budget.budget_bytes,
             "memory_needed_bytes_for_0.95": None if math.isinf(needed) else round(needed),
         }
 
     def statistics(self, window: str = DEFAULT_WINDOW) -> SizingStatistics:
         self.roll()
-        room = self.memory.capacity_bytes
+        room = self.memory.budget.capacity_bytes
         histogram = self.curve.windows.curve(window) if self.curve else None
         observed = self.observed.curve(window)
         curve = self.curve
         return SizingStatistics(
             window=window,
-            policy=self.memory.policy.name,
-            budget_bytes=self.memory.budget_bytes,
+            policy=self.memory.victims.policy.name,
+            budget_bytes=self.memory.budget.budget_bytes,
             room_bytes=room,
             observed_hit_ratio=_share(observed.bins[0], observed.total),
             predicted_hit_ratio=histogram.hit_ratio_at(room) if histogram else None,

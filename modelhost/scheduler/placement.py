@@ -11,7 +11,7 @@ from modelhost.workers.handle import WorkerHandle
 
 def least_loaded(workers: Iterable[WorkerHandle], memory: MemoryTier) -> WorkerHandle:
     """Fewest bytes held, then fewest calls in flight."""
-    held = memory.held_by_worker()
+    held = memory.copies.held_by_worker()
     live = [worker for worker in workers if worker.alive]
     if not live:
         raise Unavailable("no worker is running (they are restarting); retry in a moment")

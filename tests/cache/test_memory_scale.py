@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from modelhost.cache.admission import FrequencySketch
-from modelhost.cache.memory import MemoryTier, Resident, State
+from modelhost.cache.memory import MemoryBudget, MemoryTier, Resident, State
 from modelhost.cache.policy import CostAwarePolicy, LRUPolicy
 from modelhost.scheduler.placement import least_loaded
 from modelhost.testing import StepClock
@@ -51,9 +51,9 @@ def filled(memory: MemoryTier, used: bool = False) -> MemoryTier:
 
 def crowded_tier() -> tuple[MemoryTier, CountingResidents]:
     """In a budget with room for as many more."""
-    memory = filled(MemoryTier(4 * RESIDENTS * KiB, 0, LRUPolicy(), StepClock()))
+    memory = filled(MemoryTier(MemoryBudget(4 * RESIDENTS * KiB, 0), LRUPolicy(), StepClock()))
     counting = CountingResidents(memory.residents)
-    memory.residents = counting
+    memory.ledger.residents = counting
     return memory, counting
 
 
@@ -84,7 +84,7 @@ def test_idle_unloads_read_only_the_idle_models() -> None:
     for i in range(10, RESIDENTS):
         memory.begin_request(memory.residents[f"m{i}"])
         memory.end_request(memory.residents[f"m{i}"])
-    victims = memory.idle_victims(idle_s=50_000)
+    victims = memory.victims.idle(idle_s=50_000)
     assert sorted(v.name for v in victims) == ["m0", *(f"m{i}" for i in range(3, 10))]
     assert counting.read == 0
 
@@ -102,7 +102,9 @@ def test_an_eviction_with_admission_weighs_only_the_models_it_walks() -> None:
     policy's order until enough are found, not of every model loaded."""
     for policy in (LRUPolicy(), CostAwarePolicy()):
         sketch = CountingSketch(width=1 << 16)  # no two names share a counter
-        memory = filled(MemoryTier(RESIDENTS * KiB, 0, policy, StepClock(), admission=sketch))
+        memory = filled(
+            MemoryTier(MemoryBudget(RESIDENTS * KiB, 0), policy, StepClock(), admission=sketch)
+        )
         sketch.estimated = 0
         victims = memory.reserve("new", 2 * KiB)
         assert victims is not None and [v.name for v in victims] == ["m0", "m1"]
@@ -119,11 +121,11 @@ class CountingLRU(LRUPolicy):
 
 def test_an_eviction_weighs_a_few_models_not_all() -> None:
     policy = CountingLRU()
-    memory = filled(MemoryTier(RESIDENTS * KiB, 0, policy, StepClock()), used=True)
+    memory = filled(MemoryTier(MemoryBudget(RESIDENTS * KiB, 0), policy, StepClock()), used=True)
     policy.keyed = 0
     victims = memory.reserve("new", 2 * KiB)
     assert victims is not None and [v.name for v in victims] == ["m0", "m1"]
-    assert memory.longest_idle_s() > 0
+    assert memory.victims.longest_idle_s() > 0
     assert policy.keyed <= 12  # each entry behind its model's use moved once, a few put back
 
 
@@ -135,7 +137,7 @@ class Worker:
 def test_a_copy_that_lowers_a_value_moves_the_model_ahead() -> None:
     """Cost-aware values are per byte: a second copy halves one at the next use."""
     policy = CostAwarePolicy()
-    memory = MemoryTier(1000 * KiB, 0, policy, StepClock())
+    memory = MemoryTier(MemoryBudget(1000 * KiB, 0), policy, StepClock())
     for name, load_ms in (("dear", 4.0), ("cheap", 3.0)):
         memory.reserve(name, 10 * KiB)
         memory.mark_loaded(name, 0, 10 * KiB, load_ms)
@@ -143,12 +145,12 @@ def test_a_copy_that_lowers_a_value_moves_the_model_ahead() -> None:
     for resident in (dear, cheap):
         memory.begin_request(resident)
         memory.end_request(resident)
-    assert [r.name for r in memory._by_policy.walk()] == ["cheap", "dear"]
-    assert memory.reserve_copy(dear, 30 * KiB) is not None
-    memory.add_copy(dear, 1)
+    assert [r.name for r in memory.victims.by_policy.walk()] == ["cheap", "dear"]
+    assert memory.copies.reserve(dear, 30 * KiB) is not None
+    memory.copies.add(dear, 1)
     memory.begin_request(dear)  # its value: 2 hits x 4 ms over 40 KiB, under cheap's 1 x 3 / 10
     memory.end_request(dear)
-    assert [r.name for r in memory._by_policy.walk()] == ["dear", "cheap"]
+    assert [r.name for r in memory.victims.by_policy.walk()] == ["dear", "cheap"]
 
 
 order_steps = st.lists(
@@ -169,7 +171,9 @@ def test_the_policys_order_is_a_sort_of_the_loaded_models(
     """Kept lazily (a hit pushes nothing; a copy that lowers a cost-aware value does), read in
     full it is what sorting every loaded model by the policy's key gives."""
     policy = CostAwarePolicy() if cost_aware else LRUPolicy()
-    memory = MemoryTier(100 * KiB, 0, policy, StepClock(), admission=FrequencySketch())
+    memory = MemoryTier(
+        MemoryBudget(100 * KiB, 0), policy, StepClock(), admission=FrequencySketch()
+    )
     for op, index, size in ops:
         name, resident = f"m{index}", memory.get(f"m{index}")
         if op in ("load", "pin-load") and resident is None:
@@ -182,17 +186,17 @@ def test_the_policys_order_is_a_sort_of_the_loaded_models(
         elif op == "hit":
             memory.begin_request(resident)
             memory.end_request(resident)
-        elif op == "copy" and memory.reserve_copy(resident, size * KiB) is not None:
-            memory.add_copy(resident, len(resident.workers))
+        elif op == "copy" and memory.copies.reserve(resident, size * KiB) is not None:
+            memory.copies.add(resident, len(resident.workers))
         elif op == "uncopy" and len(resident.workers) > 1:
-            memory.remove_copy(resident, resident.workers[-1])
-            memory.release_copy(resident)
+            memory.copies.remove(resident, resident.workers[-1])
+            memory.copies.release(resident)
         elif op == "unload":
             memory.begin_unload(name)
             memory.remove(name)
         loaded = [r for r in dict.values(memory.residents) if r.state is State.LOADED]
         expected = sorted(loaded, key=lambda r: (policy.key(r), r.seq))
-        assert [r.name for r in memory._by_policy.walk()] == [r.name for r in expected]
+        assert [r.name for r in memory.victims.by_policy.walk()] == [r.name for r in expected]
 
 
 steps = st.lists(
@@ -211,25 +215,29 @@ steps = st.lists(
 @given(steps)
 def test_running_totals_equal_a_full_count(ops: list[tuple[str, int, int]]) -> None:
     """Whatever the order of reservations, loads, copies, unloads and removals."""
-    memory = MemoryTier(100 * KiB, 10 * KiB, LRUPolicy(), StepClock())
+    memory = MemoryTier(MemoryBudget(100 * KiB, 10 * KiB), LRUPolicy(), StepClock())
     for op, index, size in ops:
         apply(memory, op, f"m{index}", size * KiB, index % 3)
         residents = list(dict.values(memory.residents))
         kept = [r for r in residents if not r.room_taken]
-        assert memory.committed_bytes == memory.baseline_bytes + sum(r.bytes for r in kept)
+        assert memory.committed_bytes == memory.budget.baseline_bytes + sum(r.bytes for r in kept)
         leaving = sum(r.bytes for r in kept if r.state is State.UNLOADING)
         assert memory.leaving_bytes == leaving
         by_worker: dict[int, int] = {}
         for resident in residents:
             for worker_id in resident.workers:
                 by_worker[worker_id] = by_worker.get(worker_id, 0) + resident.footprint
-        assert {w: b for w, b in memory.held_by_worker().items() if b} == by_worker
+        assert {w: b for w, b in memory.copies.held_by_worker().items() if b} == by_worker
         copied = {r.name for r in residents if len(r.workers) > 1}
-        assert {r.name for r in memory.copied()} == copied
-        before = memory.baseline_bytes
+        assert {r.name for r in memory.copies.copied()} == copied
+        before = memory.budget.baseline_bytes
         memory.observe(before + sum(r.bytes for r in residents), memory.released_bytes)
         settled = all(r.state is State.LOADED for r in residents)
-        assert memory.baseline_bytes == before if settled else memory.baseline_bytes >= before
+        assert (
+            memory.budget.baseline_bytes == before
+            if settled
+            else memory.budget.baseline_bytes >= before
+        )
 
 
 def apply(memory: MemoryTier, op: str, name: str, size: int, worker: int) -> None:
@@ -248,12 +256,12 @@ def apply(memory: MemoryTier, op: str, name: str, size: int, worker: int) -> Non
     elif op == "unload" and resident.state is State.LOADED:
         memory.begin_unload(name)
     elif op == "copy" and resident.state is State.LOADED and worker not in resident.workers:
-        if memory.reserve_copy(resident, size) is not None:
-            memory.add_copy(resident, worker)
+        if memory.copies.reserve(resident, size) is not None:
+            memory.copies.add(resident, worker)
     elif op == "uncopy" and len(resident.workers) > 1:
-        memory.remove_copy(resident, resident.workers[-1])
-        memory.release_copy(resident)
+        memory.copies.remove(resident, resident.workers[-1])
+        memory.copies.release(resident)
     elif op == "release" and resident.state is State.LOADED:
-        memory.release_copy(resident, min(size, resident.bytes))
+        memory.copies.release(resident, min(size, resident.bytes))
     elif op == "overflow":
         memory.overflow_victims()

@@ -5,7 +5,13 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from modelhost.cache.memory import DRIFT_READINGS, FrontendAllowance, MemoryTier, State
+from modelhost.cache.memory import (
+    DRIFT_READINGS,
+    FrontendAllowance,
+    MemoryBudget,
+    MemoryTier,
+    State,
+)
 from modelhost.cache.policy import LRUPolicy
 from modelhost.testing import StepClock
 
@@ -13,7 +19,7 @@ MiB = 2**20
 
 
 def tier(budget_mib: int = 100, baseline_mib: int = 20) -> MemoryTier:
-    return MemoryTier(budget_mib * MiB, baseline_mib * MiB, LRUPolicy(), StepClock())
+    return MemoryTier(MemoryBudget(budget_mib * MiB, baseline_mib * MiB), LRUPolicy(), StepClock())
 
 
 def load(memory: MemoryTier, name: str, size: int, worker: int = 1) -> list[str]:
@@ -104,12 +110,12 @@ def test_copy_reserves_its_load_peak() -> None:
     memory = tier(budget_mib=100, baseline_mib=20)
     load(memory, "a", 20 * MiB)
     resident = memory.residents["a"]
-    assert memory.reserve_copy(resident, peak_bytes=70 * MiB) is None  # 20 + 20 + 70 > 100
-    assert memory.reserve_copy(resident, peak_bytes=35 * MiB) == 35 * MiB
+    assert memory.copies.reserve(resident, peak_bytes=70 * MiB) is None  # 20 + 20 + 70 > 100
+    assert memory.copies.reserve(resident, peak_bytes=35 * MiB) == 35 * MiB
     assert memory.committed_bytes == 75 * MiB
-    memory.release_copy(resident, 35 * MiB - resident.footprint)  # loaded: the peak is over
+    memory.copies.release(resident, 35 * MiB - resident.footprint)  # loaded: the peak is over
     assert memory.committed_bytes == 60 * MiB
-    memory.release_copy(resident)  # unloaded
+    memory.copies.release(resident)  # unloaded
     assert memory.committed_bytes == 40 * MiB
 
 
@@ -140,7 +146,7 @@ def test_never_over_budget_and_never_evicts_busy_or_pinned(
                 assert victim.state is State.UNLOADING
                 assert victim.in_flight == 0 and not victim.pinned
                 memory.remove(victim.name)
-            assert memory.committed_bytes <= memory.budget_bytes
+            assert memory.committed_bytes <= memory.budget.budget_bytes
             memory.mark_loaded(name, 1, size_mib * MiB, 1.0)
         elif op == "begin" and resident is not None:
             memory.begin_request(resident)
@@ -148,13 +154,13 @@ def test_never_over_budget_and_never_evicts_busy_or_pinned(
             memory.end_request(resident)
         elif op == "unload" and resident is not None and resident.evictable:
             memory.remove(name)
-        assert memory.committed_bytes <= memory.budget_bytes
+        assert memory.committed_bytes <= memory.budget.budget_bytes
 
 
 def test_idle_victims_are_unpinned_and_unused() -> None:
     """Idle victims are the loaded idle unpinned models unused long enough."""
     clock = StepClock()  # each reading is one second after the last
-    memory = MemoryTier(100 * MiB, 0, LRUPolicy(), clock)
+    memory = MemoryTier(MemoryBudget(100 * MiB, 0), LRUPolicy(), clock)
     for name in ("old", "busy", "pinned"):
         memory.reserve(name, MiB, pinned=name == "pinned")
         memory.mark_loaded(name, 1, MiB, 1.0)
@@ -163,10 +169,10 @@ def test_idle_victims_are_unpinned_and_unused() -> None:
     memory.reserve("fresh", MiB)
     memory.mark_loaded("fresh", 1, MiB, 1.0)
     memory.reserve("loading", MiB)
-    victims = memory.idle_victims(idle_s=50)
+    victims = memory.victims.idle(idle_s=50)
     assert [victim.name for victim in victims] == ["old"]
     assert memory.residents["old"].state is State.UNLOADING
-    assert memory.idle_victims(idle_s=50) == []  # claimed once
+    assert memory.victims.idle(idle_s=50) == []  # claimed once
 
 
 def test_unannounced_growth_is_kept_free() -> None:
@@ -174,8 +180,8 @@ def test_unannounced_growth_is_kept_free() -> None:
     memory = tier(budget_mib=100, baseline_mib=20)
     memory.reserve("a", 30 * MiB)  # loading: the reading is in motion, the baseline may only grow
     memory.observe(real_bytes=55 * MiB, released_before=0)  # 5 MiB that no record explains
-    assert memory.baseline_bytes == 25 * MiB
-    assert memory.headroom_bytes == 5 * MiB  # as much again may grow before the next reading
+    assert memory.budget.baseline_bytes == 25 * MiB
+    assert memory.budget.headroom_bytes == 5 * MiB  # as much again may grow before the next reading
     memory.mark_loaded("a", 1, 30 * MiB, 1.0)
     assert [v.name for v in memory.reserve("b", 41 * MiB) or []] == ["a"]  # 25+30+41+5 > 100
     memory.remove("a")
@@ -187,7 +193,9 @@ def test_the_headroom_never_makes_a_load_wait() -> None:
     """Kept by evicting idle models; where none can go, a load that fits the budget (less the
     floor, here none) takes it (a load waiting on it would wait for nothing: readings wake no
     one)."""
-    memory = MemoryTier(100 * MiB, 20 * MiB, LRUPolicy(), StepClock(), drift_seed_bytes=10 * MiB)
+    memory = MemoryTier(
+        MemoryBudget(100 * MiB, 20 * MiB, drift_seed_bytes=10 * MiB), LRUPolicy(), StepClock()
+    )
     load(memory, "a", 30 * MiB)
     memory.begin_request(memory.residents["a"])
     assert memory.reserve("b", 45 * MiB) == []  # 20 + 30 + 45 fits 100, not 100 less 10
@@ -196,16 +204,20 @@ def test_the_headroom_never_makes_a_load_wait() -> None:
 
 def test_headroom_is_largest_recent_rise() -> None:
     """The headroom is the largest rise of the recent readings."""
-    memory = MemoryTier(100 * MiB, 20 * MiB, LRUPolicy(), StepClock(), drift_seed_bytes=8 * MiB)
-    assert memory.headroom_bytes == 8 * MiB  # before any reading: the seed (a new worker grows)
+    memory = MemoryTier(
+        MemoryBudget(100 * MiB, 20 * MiB, drift_seed_bytes=8 * MiB), LRUPolicy(), StepClock()
+    )
+    assert (
+        memory.budget.headroom_bytes == 8 * MiB
+    )  # before any reading: the seed (a new worker grows)
     memory.reserve("a", 30 * MiB)
     memory.observe(real_bytes=53 * MiB, released_before=0)
-    assert memory.headroom_bytes == 8 * MiB
+    assert memory.budget.headroom_bytes == 8 * MiB
     for _ in range(DRIFT_READINGS - 1):
         memory.observe(real_bytes=53 * MiB, released_before=0)
-    assert memory.headroom_bytes == 3 * MiB  # the seed has left the window, the rise has not
+    assert memory.budget.headroom_bytes == 3 * MiB  # the seed has left the window, the rise has not
     memory.observe(real_bytes=53 * MiB, released_before=0)
-    assert memory.headroom_bytes == 0
+    assert memory.budget.headroom_bytes == 0
 
 
 def test_baseline_back_after_dip_is_no_growth() -> None:
@@ -213,18 +225,19 @@ def test_baseline_back_after_dip_is_no_growth() -> None:
     memory = tier(budget_mib=100, baseline_mib=20)
     memory.observe(real_bytes=12 * MiB, released_before=0)  # settled: a worker gone, say
     memory.observe(real_bytes=20 * MiB, released_before=0)  # and its replacement started
-    assert memory.baseline_bytes == 20 * MiB
-    assert memory.headroom_bytes == 0
+    assert memory.budget.baseline_bytes == 20 * MiB
+    assert memory.budget.headroom_bytes == 0
 
 
 def test_quiet_readings_never_take_the_headroom_under_its_floor() -> None:
-    memory = MemoryTier(
-        100 * MiB, 20 * MiB, LRUPolicy(), StepClock(), drift_seed_bytes=8 * MiB,
-        headroom_floor_bytes=2 * MiB,
-    )  # fmt: skip
+    budget = MemoryBudget(
+        100 * MiB, 20 * MiB, drift_seed_bytes=8 * MiB, headroom_floor_bytes=2 * MiB
+    )
+    memory = MemoryTier(budget, LRUPolicy(), StepClock())
     for _ in range(2 * DRIFT_READINGS):
         memory.observe(real_bytes=20 * MiB, released_before=0)
-    assert memory.headroom_bytes == 2 * MiB  # the next step of a heap's growth may still come
+    # the next step of a heap's growth may still come
+    assert memory.budget.headroom_bytes == 2 * MiB
     memory.reserve("a", 78 * MiB)  # more would commit the floor: still a load that fits, no wait
     assert memory.shortfall_bytes(1 * MiB) == 1 * MiB
 
@@ -235,10 +248,10 @@ def test_headroom_floor_is_kept() -> None:
     A CI churn run read 7.5 KB over its budget with every byte committed: growth between two
     readings has to fit somewhere. The floor is kept by waiting for a busy model to go idle, and
     a model that fits only into it is one that never fits."""
-    memory = MemoryTier(
-        100 * MiB, 20 * MiB, LRUPolicy(), StepClock(), drift_seed_bytes=8 * MiB,
-        headroom_floor_bytes=2 * MiB,
-    )  # fmt: skip
+    budget = MemoryBudget(
+        100 * MiB, 20 * MiB, drift_seed_bytes=8 * MiB, headroom_floor_bytes=2 * MiB
+    )
+    memory = MemoryTier(budget, LRUPolicy(), StepClock())
     assert memory.fits_ever(78 * MiB) and not memory.fits_ever(79 * MiB)
     load(memory, "a", 30 * MiB)
     memory.begin_request(memory.residents["a"])
@@ -249,13 +262,15 @@ def test_headroom_floor_is_kept() -> None:
 def allowed(growth_mib: int = 30) -> MemoryTier:
     """A tier whose idle server (20 MiB) has a frontend of 8 MiB that may grow by `growth_mib`."""
     frontend = FrontendAllowance(start_bytes=8 * MiB, growth_bytes=growth_mib * MiB)
-    return MemoryTier(200 * MiB, 20 * MiB, LRUPolicy(), StepClock(), frontend=frontend)
+    return MemoryTier(
+        MemoryBudget(200 * MiB, 20 * MiB, frontend=frontend), LRUPolicy(), StepClock()
+    )
 
 
 def test_the_frontends_allowance_is_paid_for_at_start() -> None:
     memory = allowed(growth_mib=30)
-    assert memory.baseline_bytes == 50 * MiB  # the idle server, and the growth it may have
-    assert memory.capacity_bytes == 150 * MiB
+    assert memory.budget.baseline_bytes == 50 * MiB  # the idle server, and the growth it may have
+    assert memory.budget.capacity_bytes == 150 * MiB
 
 
 def test_frontend_growth_within_allowance() -> None:
@@ -265,13 +280,13 @@ def test_frontend_growth_within_allowance() -> None:
     allowance it is no model's loss, so the room at a million names is the room at a thousand."""
     memory = allowed(growth_mib=30)
     load(memory, "a", 40 * MiB)
-    before = memory.capacity_bytes
+    before = memory.budget.capacity_bytes
     for frontend_mib in (8, 20, 37, 38, 12):
         workers = 12 + 40  # template and workers, and the model they hold
         memory.observe((workers + frontend_mib) * MiB, 0, frontend_bytes=frontend_mib * MiB)
-        assert memory.capacity_bytes == before
-        assert memory.headroom_bytes == 0  # nor is it growth to keep free for
-    assert memory.frontend_excess_bytes == 0
+        assert memory.budget.capacity_bytes == before
+        assert memory.budget.headroom_bytes == 0  # nor is it growth to keep free for
+    assert memory.budget.frontend_excess_bytes == 0
 
 
 def test_the_frontend_past_its_allowance_is_counted() -> None:
@@ -280,13 +295,32 @@ def test_the_frontend_past_its_allowance_is_counted() -> None:
     memory = allowed(growth_mib=30)
     load(memory, "a", 140 * MiB)
     memory.observe((12 + 140 + 48) * MiB, 0, frontend_bytes=48 * MiB)
-    assert memory.frontend_excess_bytes == 10 * MiB
-    assert memory.baseline_bytes == 60 * MiB
+    assert memory.budget.frontend_excess_bytes == 10 * MiB
+    assert memory.budget.baseline_bytes == 60 * MiB
     assert [v.name for v in memory.overflow_victims()] == ["a"]
 
 
 def test_a_reading_without_the_frontends_share_is_taken_whole() -> None:
     memory = tier(budget_mib=100, baseline_mib=20)
     memory.observe(real_bytes=30 * MiB, released_before=0)
-    assert memory.baseline_bytes == 30 * MiB
-    assert memory.frontend_excess_bytes == 0
+    assert memory.budget.baseline_bytes == 30 * MiB
+    assert memory.budget.frontend_excess_bytes == 0
+
+
+def test_a_model_that_fits_the_idle_server_fits_while_memory_is_being_returned() -> None:
+    """A reading raised by a heap not yet trimmed (or a worker not yet recycled) does not make a
+    model that fits the idle server one that never fits: its load waits for the room."""
+    memory = tier(budget_mib=100, baseline_mib=20)
+    memory.observe(real_bytes=110 * MiB, released_before=0)  # over the budget, for now
+    assert memory.budget.baseline_bytes == 110 * MiB
+    assert memory.fits_ever(80 * MiB) and not memory.fits_ever(80 * MiB + 1)
+    assert memory.reserve("a", 1 * MiB) is None  # no room yet
+    memory.observe(real_bytes=20 * MiB, released_before=0)  # given back
+    assert memory.reserve("a", 1 * MiB) == []
+
+
+def test_only_a_restart_returns_the_frontends_growth_past_its_allowance() -> None:
+    memory = allowed(growth_mib=30)
+    memory.observe(real_bytes=20 * MiB + 100 * MiB, released_before=0, frontend_bytes=100 * MiB)
+    # the frontend is 62 MiB past its 38 MiB allowance: that room is gone until a restart
+    assert memory.budget.capacity_bytes == (150 - 62) * MiB

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from modelhost.cache.admission import FrequencySketch, no_more_frequent
-from modelhost.cache.memory import MemoryTier
+from modelhost.cache.memory import MemoryBudget, MemoryTier
 from modelhost.cache.policy import CostAwarePolicy, LRUPolicy, choose, policy_named
 
 MiB = 2**20
@@ -98,7 +98,9 @@ def test_admission_evicts_only_less_frequent() -> None:
 def test_minimum_residency_protects_young_models() -> None:
     """A model younger than the minimum residency is not a victim."""
     now = [0.0]
-    memory = MemoryTier(100 * MiB, 0, policy_named("lru"), lambda: now[0], min_residency_s=5.0)
+    memory = MemoryTier(
+        MemoryBudget(100 * MiB, 0), policy_named("lru"), lambda: now[0], min_residency_s=5.0
+    )
     memory.reserve("a", 100 * MiB)
     memory.mark_loaded("a", 1, 100 * MiB, 1.0)
     now[0] = 4.0
@@ -109,7 +111,7 @@ def test_minimum_residency_protects_young_models() -> None:
 
 def test_residency_uses_the_tier_clock() -> None:
     """`loaded_at` stays wall time and residency uses the tier clock."""
-    memory = MemoryTier(100 * MiB, 0, clock=lambda: 42.0)
+    memory = MemoryTier(MemoryBudget(100 * MiB, 0), clock=lambda: 42.0)
     memory.reserve("a", MiB)
     memory.mark_loaded("a", 1, MiB, 1.0)
     resident = memory.residents["a"]
@@ -119,7 +121,7 @@ def test_residency_uses_the_tier_clock() -> None:
 
 def test_a_sketch_counts_each_request_once() -> None:
     sketch = FrequencySketch()
-    memory = MemoryTier(100 * MiB, 0, admission=sketch)
+    memory = MemoryTier(MemoryBudget(100 * MiB, 0), admission=sketch)
     memory.reserve("a", MiB)  # the miss
     memory.mark_loaded("a", 1, MiB, 1.0)
     for _ in range(3):  # the request that loaded it, then two hits

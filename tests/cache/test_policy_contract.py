@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from modelhost.cache.admission import FrequencySketch
-from modelhost.cache.memory import MemoryTier, Resident, State
+from modelhost.cache.memory import MemoryBudget, MemoryTier, Resident, State
 from modelhost.cache.policy import POLICIES, policy_named
 from modelhost.toolkit.simulate.replay import replay
 from modelhost.toolkit.simulate.run import Replayed
@@ -34,8 +34,7 @@ class Setup:
 
     def tier(self, clock: list[float], budget_bytes: int = BUDGET_BYTES) -> MemoryTier:
         return MemoryTier(
-            budget_bytes,
-            BASELINE_BYTES,
+            MemoryBudget(budget_bytes, BASELINE_BYTES),
             policy_named(self.policy),
             lambda: clock[0],
             admission=FrequencySketch() if self.tinylfu else None,

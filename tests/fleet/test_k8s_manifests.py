@@ -11,7 +11,7 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
-from modelhost.cache.memory import MemoryTier
+from modelhost.cache.memory import MemoryBudget, MemoryTier
 from modelhost.cache.policy import LRUPolicy
 from modelhost.config import Config
 from modelhost.host.sizing import Sizing
@@ -151,7 +151,7 @@ def served_series() -> set[tuple[str, frozenset[tuple[str, str]]]]:
     registry = CollectorRegistry()
     Metrics(registry)
     clock = StepClock()
-    sizing = Sizing(MemoryTier(2**30, 2**28, LRUPolicy(), clock), EventLog(), clock)
+    sizing = Sizing(MemoryTier(MemoryBudget(2**30, 2**28), LRUPolicy(), clock), EventLog(), clock)
     for i in range(1000):  # 7 first uses in 1000: 95% of hits is in reach
         sizing.used(f"m{i % 7}", 2**20, hit=i >= 7)
     families = [*registry.collect(), *sizing_families(sizing.statistics())]

@@ -15,7 +15,7 @@ from sortedcontainers import SortedDict, SortedList
 from starlette.requests import Request
 
 from modelhost.cache.disk import Artifact
-from modelhost.cache.memory import MemoryTier, Resident, State
+from modelhost.cache.memory import MemoryBudget, MemoryTier, Resident, State
 from modelhost.host import ModelHost
 from modelhost.records.events import EventLog
 
@@ -126,7 +126,7 @@ def counting_host(
 ) -> tuple[ModelHost, Places]:
     """A host (no workers) that knows these names, and the tallies of what a call reads."""
     places = Places()
-    memory = MemoryTier(1 << 40, 0)
+    memory = MemoryTier(MemoryBudget(1 << 40, 0))
     disk = CountingDisk(places.disk, on_disk)
     host = ModelHost(
         cast(Any, Pool()),

@@ -12,7 +12,7 @@ from typing import Any
 
 from modelhost.cache.disk import Artifact, Materialized
 from modelhost.cache.fast_copies import FastCopies, Offer
-from modelhost.cache.memory import MemoryTier
+from modelhost.cache.memory import MemoryBudget, MemoryTier
 from modelhost.cache.stores import Stores
 from modelhost.errors import ModelNotLoaded, WorkerDied
 from modelhost.host import Invocation, ModelHost
@@ -289,7 +289,7 @@ def host_with(
     memory: MemoryTier | None = None,
 ) -> ModelHost:
     """A host on `pool` whose models declare `manifests` (no files read for them)."""
-    memory = memory or MemoryTier(budget_bytes, 0)
+    memory = memory or MemoryTier(MemoryBudget(budget_bytes, 0))
     host = ModelHost(
         pool,
         memory,

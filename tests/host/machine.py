@@ -40,7 +40,7 @@ from host.fakes import (
     footprint_of,
     tmp_dir,
 )
-from modelhost.cache.memory import MemoryTier, State
+from modelhost.cache.memory import MemoryBudget, MemoryTier, State
 from modelhost.errors import ModelhostError
 from modelhost.host import ModelHost
 from modelhost.host.memory_readings import PssReading
@@ -87,7 +87,7 @@ class Interleavings(RuleBasedStateMachine):
         self.chores: list[asyncio.Task[Any]] = []
 
     def make_memory(self) -> MemoryTier:
-        return MemoryTier(BUDGET_BYTES, 0, clock=self.clock)
+        return MemoryTier(MemoryBudget(BUDGET_BYTES, 0), clock=self.clock)
 
     def read_pss(self) -> int | PssReading:
         """The server's PSS as the fake workers make it: what the records say they hold."""
@@ -189,11 +189,11 @@ class Interleavings(RuleBasedStateMachine):
 
     @checked
     def never_over_budget(self) -> None:
-        assert self.memory.committed_bytes <= self.memory.budget_bytes
+        assert self.memory.committed_bytes <= self.memory.budget.budget_bytes
 
     @checked
     def workers_never_hold_more_than_the_budget(self) -> None:
-        assert self.pool.held_bytes() <= self.memory.budget_bytes, self.memory.residents
+        assert self.pool.held_bytes() <= self.memory.budget.budget_bytes, self.memory.residents
 
     @checked
     def no_worker_loads_a_model_twice(self) -> None:

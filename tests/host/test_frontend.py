@@ -11,7 +11,7 @@ from hypothesis.stateful import rule
 
 from host.fakes import BUDGET_BYTES
 from host.machine import Interleavings, checked, runs_of_30_steps
-from modelhost.cache.memory import FrontendAllowance, MemoryTier
+from modelhost.cache.memory import FrontendAllowance, MemoryBudget, MemoryTier
 from modelhost.host.memory_readings import PssReading
 
 MiB = 2**20
@@ -24,7 +24,9 @@ class FrontendInterleavings(Interleavings):
     def make_memory(self) -> MemoryTier:
         self.frontend_bytes = self.most_frontend_bytes = FRONTEND.start_bytes
         budget = BUDGET_BYTES + FRONTEND.bytes  # the same room for models as the plain machine
-        return MemoryTier(budget, FRONTEND.start_bytes, clock=self.clock, frontend=FRONTEND)
+        return MemoryTier(
+            MemoryBudget(budget, FRONTEND.start_bytes, frontend=FRONTEND), clock=self.clock
+        )
 
     def read_pss(self) -> PssReading:
         workers = sum(r.bytes for r in self.memory)
@@ -45,18 +47,18 @@ class FrontendInterleavings(Interleavings):
         """Only the frontend's growth past its allowance puts the server over its budget, by no
         more than its most growth (the baseline keeps it while loads are in motion) until the
         memory watch evicts idle models: no reservation commits past the budget."""
-        over_bytes = self.memory.committed_bytes - self.memory.budget_bytes
+        over_bytes = self.memory.committed_bytes - self.memory.budget.budget_bytes
         assert over_bytes <= max(0, self.most_frontend_bytes - FRONTEND.bytes), over_bytes
 
     @checked
     def the_room_for_models_holds_while_the_frontend_keeps_its_allowance(self) -> None:
         if self.most_frontend_bytes <= FRONTEND.bytes:
-            assert self.memory.capacity_bytes == BUDGET_BYTES
+            assert self.memory.budget.capacity_bytes == BUDGET_BYTES
 
     @checked
     def growth_past_the_allowance_is_counted(self) -> None:
-        excess = max(0, self.memory.frontend_bytes - FRONTEND.bytes)
-        assert self.memory.baseline_bytes >= FRONTEND.bytes + excess
+        excess = max(0, self.memory.budget.frontend_bytes - FRONTEND.bytes)
+        assert self.memory.budget.baseline_bytes >= FRONTEND.bytes + excess
 
 
 FrontendInterleavings.TestCase.settings = runs_of_30_steps(200)

@@ -8,7 +8,7 @@ from pathlib import Path
 from cache.test_memory_scale import CountingResidents, filled
 
 from host.fakes import AnsweringPool, host_with
-from modelhost.cache.memory import MemoryTier
+from modelhost.cache.memory import MemoryBudget, MemoryTier
 from modelhost.cache.policy import CostAwarePolicy
 from modelhost.host import Invocation
 
@@ -16,8 +16,8 @@ GiB = 2**30
 
 
 def test_a_miss_and_a_hit_read_no_other_resident(tmp_path: Path) -> None:
-    memory = filled(MemoryTier(GiB, 0, CostAwarePolicy()))
-    counting = memory.residents = CountingResidents(memory.residents)
+    memory = filled(MemoryTier(MemoryBudget(GiB, 0), CostAwarePolicy()))
+    counting = memory.ledger.residents = CountingResidents(memory.residents)
     host = host_with(AnsweringPool(2), tmp_path, {}, memory=memory)
 
     async def miss_then_hit() -> list[str]:

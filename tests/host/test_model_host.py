@@ -20,7 +20,7 @@ from host.fakes import (
     RecordedEvents,
     host_with,
 )
-from modelhost.cache.memory import MemoryTier, State
+from modelhost.cache.memory import MemoryBudget, MemoryTier, State
 from modelhost.cache.policy import CostAwarePolicy, EvictionPolicy, LRUPolicy
 from modelhost.errors import ModelNotFound, PoisonRequest, Unavailable, WorkerDied
 from modelhost.host import Invocation, ModelHost
@@ -33,7 +33,7 @@ ROOM_FOR_TWO = FOOTPRINT_BYTES + estimate_footprint(ARTIFACT_BYTES) + 1  # one l
 
 
 def host_on(tmp_path: Path, policy: EvictionPolicy, events: RecordedEvents) -> ModelHost:
-    memory = MemoryTier(ROOM_FOR_TWO, 0, policy)
+    memory = MemoryTier(MemoryBudget(ROOM_FOR_TWO, 0), policy)
     return ModelHost(
         AnsweringPool(2),
         memory,
@@ -195,7 +195,7 @@ def test_unknown_name_leaves_no_history(tmp_path: Path) -> None:
     events.subscribe(lambda event: seen.append(event.kind))
     host = ModelHost(
         FakePool(1),
-        MemoryTier(2**40, 0),
+        MemoryTier(MemoryBudget(2**40, 0)),
         NoSuchModels(tmp_path),
         events,
         pinned=frozenset(),

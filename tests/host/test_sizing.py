@@ -8,7 +8,7 @@ from collections import OrderedDict
 
 import pytest
 
-from modelhost.cache.memory import MemoryTier
+from modelhost.cache.memory import MemoryBudget, MemoryTier
 from modelhost.cache.policy import LRUPolicy
 from modelhost.host.sizing import Sizing
 from modelhost.host.thrash import WINDOW_S
@@ -73,7 +73,7 @@ def serve(
     """Uniform requests over `models` models for `seconds` at `rate` a second."""
     clock, events = Clock(), EventLog()
     alarms = Alarms(events)
-    memory = MemoryTier(BASELINE + ROOM * MODEL, BASELINE, LRUPolicy(), clock=clock)
+    memory = MemoryTier(MemoryBudget(BASELINE + ROOM * MODEL, BASELINE), LRUPolicy(), clock=clock)
     sizing = Sizing(memory, events, clock)
     server = LruServer(sizing, events, clock, newcomers_go)
     rng = random.Random(seed)
@@ -110,7 +110,7 @@ def test_the_alarm_fires_when_newcomers_go_first() -> None:
 def test_the_alarm_ends_when_the_working_set_fits_again() -> None:
     clock, events = Clock(), EventLog()
     alarms = Alarms(events)
-    memory = MemoryTier(BASELINE + ROOM * MODEL, BASELINE, LRUPolicy(), clock=clock)
+    memory = MemoryTier(MemoryBudget(BASELINE + ROOM * MODEL, BASELINE), LRUPolicy(), clock=clock)
     sizing = Sizing(memory, events, clock)
     server = LruServer(sizing, events, clock)
     rng = random.Random(1)
@@ -128,7 +128,7 @@ def test_the_readings_say_what_the_budget_needs() -> None:
     """Models used in turn, 18 of them, with room for 10: LRU misses every request; twice the
     room hits them all, and 95% of hits needs the room of about 18 models."""
     clock, events = Clock(), EventLog()
-    memory = MemoryTier(BASELINE + ROOM * MODEL, BASELINE, LRUPolicy(), clock=clock)
+    memory = MemoryTier(MemoryBudget(BASELINE + ROOM * MODEL, BASELINE), LRUPolicy(), clock=clock)
     sizing = Sizing(memory, events, clock)
     for i in range(4000):
         sizing.used(f"m{i % 18}", MODEL, hit=False)
@@ -147,7 +147,7 @@ def test_the_readings_say_what_the_budget_needs() -> None:
 
 def test_no_curve_when_sizing_names_is_zero() -> None:
     clock, events = Clock(), EventLog()
-    memory = MemoryTier(BASELINE + ROOM * MODEL, BASELINE, LRUPolicy(), clock=clock)
+    memory = MemoryTier(MemoryBudget(BASELINE + ROOM * MODEL, BASELINE), LRUPolicy(), clock=clock)
     sizing = Sizing(memory, events, clock, max_names=0)
     sizing.used("m0", MODEL, hit=True)
     stats = sizing.statistics()

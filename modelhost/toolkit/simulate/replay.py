@@ -13,7 +13,7 @@ from collections.abc import Callable
 import numpy as np
 
 from modelhost.cache.admission import FrequencySketch
-from modelhost.cache.memory import MemoryTier, Resident
+from modelhost.cache.memory import MemoryBudget, MemoryTier, Resident
 from modelhost.cache.policy import EvictionPolicy
 from modelhost.toolkit.simulate.trace import Trace
 
@@ -46,9 +46,8 @@ def replay_tier(
     min_residency_s: float = 0.0,
 ) -> MemoryTier:
     """The server's memory tier with the whole budget for models and the trace's clock."""
-    return MemoryTier(
-        budget_bytes, 0, policy, clock, admission=admission, min_residency_s=min_residency_s
-    )
+    budget = MemoryBudget(budget_bytes, 0)
+    return MemoryTier(budget, policy, clock, admission=admission, min_residency_s=min_residency_s)
 
 
 def serve(tier: MemoryTier, model: str, size_bytes: int, load_ms: float) -> bool:

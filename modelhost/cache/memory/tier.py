@@ -1,0 +1,146 @@
+"""The memory tier: reservations for loads against the budget, and the records they leave."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+from modelhost.cache.admission import FrequencySketch
+from modelhost.cache.memory.budget import MemoryBudget
+from modelhost.cache.memory.copies import CopyRoom
+from modelhost.cache.memory.ledger import Ledger, Resident
+from modelhost.cache.memory.victims import Victims
+from modelhost.cache.policy import EvictionPolicy, LRUPolicy
+
+
+class MemoryTier:
+    """Which models hold how many bytes of memory, and which leave to make room for a load."""
+
+    def __init__(
+        self,
+        budget: MemoryBudget,
+        policy: EvictionPolicy | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        admission: FrequencySketch | None = None,
+        min_residency_s: float = 0.0,
+    ) -> None:
+        self.budget, self.clock = budget, clock
+        self.ledger = Ledger()
+        self.victims = Victims(
+            self.ledger, policy or LRUPolicy(), clock, admission, min_residency_s
+        )
+        self.copies = CopyRoom(self.ledger, self.shortfall_bytes)
+
+    @property
+    def residents(self) -> dict[str, Resident]:
+        return self.ledger.residents
+
+    def __iter__(self) -> Iterator[Resident]:
+        return iter(list(self.residents.values()))
+
+    def get(self, name: str) -> Resident | None:
+        return self.residents.get(name)
+
+    @property
+    def committed_bytes(self) -> int:
+        """The baseline plus every model in memory; a victim counts in its load's reservation."""
+        return self.budget.baseline_bytes + self.ledger.held_bytes
+
+    @property
+    def leaving_bytes(self) -> int:
+        """Held by models unloading for no load; no victim is chosen for them."""
+        return self.ledger.leaving_bytes
+
+    @property
+    def released_bytes(self) -> int:
+        """Ever, so a reading that raced a release is seen."""
+        return self.ledger.released_bytes
+
+    @property
+    def unreserved_bytes(self) -> int:
+        return self.budget.budget_bytes - self.budget.headroom_floor_bytes - self.committed_bytes
+
+    def shortfall_bytes(self, size_bytes: int) -> int:
+        """Over the budget less headroom with `size_bytes` more; 0 or less fits."""
+        room = self.budget.budget_bytes - self.budget.headroom_bytes
+        return self.committed_bytes + size_bytes - room
+
+    def fits_ever(self, size_bytes: int) -> bool:
+        return size_bytes <= self.budget.capacity_bytes
+
+    def reserve(self, name: str, size_bytes: int, pinned: bool = False) -> list[Resident] | None:
+        """The victims to unload for a load, or None while too busy.
+
+        Until `victims_gone` the reservation holds the victims' bytes, still in memory.
+        """
+        self.victims.record_access(name)
+        victims = self.load_victims(name, size_bytes)
+        if victims is None:
+            return None
+        freed = sum(victim.bytes for victim in victims)
+        if size_bytes - freed > self.unreserved_bytes:
+            return None  # models leaving will make the room: wait, evict no more
+        self.ledger.claim(victims, room_taken=True)
+        self.ledger.add(name, max(size_bytes, freed), pinned, self.clock())
+        return victims
+
+    def victims_gone(self, resident: Resident, size_bytes: int) -> None:
+        """The reservation's victims are gone: it keeps `size_bytes`."""
+        if self.ledger.current(resident):  # else removed meanwhile, and its bytes with it
+            self.ledger.resize(resident, size_bytes)
+
+    def observe(
+        self, real_bytes: int, released_before: int, frontend_bytes: int | None = None
+    ) -> None:
+        """Fold the measured PSS into the baseline: what the models do not explain.
+
+        Bytes released during the reading are taken off, or churn would raise it for good.
+        """
+        real_bytes = self.budget.charged_bytes(real_bytes, frontend_bytes)
+        raced = self.released_bytes - released_before
+        settled = not raced and not self.ledger.unsettled
+        self.budget.fold(max(0, real_bytes - raced - self.ledger.all_bytes), settled)
+
+    def victims_for(self, size_bytes: int) -> list[Resident] | None:
+        """Ignores minimum residency and admission: being over budget comes first."""
+        return self.victims.choose(self._shortfalls(size_bytes), None, settled_only=False)
+
+    def load_victims(self, name: str, size_bytes: int) -> list[Resident] | None:
+        """Models past the minimum residency, so two cannot take turns evicting each other."""
+        return self.victims.choose(self._shortfalls(size_bytes), name, settled_only=True)
+
+    def _shortfalls(self, size_bytes: int) -> tuple[int, int]:
+        """Over the budget less the headroom, else less the floor alone: a load never waits for
+        the learned headroom, so readings that move it wake no one."""
+        soft = self.shortfall_bytes(size_bytes) - self.leaving_bytes
+        return soft, soft - self.budget.learned_headroom_bytes
+
+    def overflow_victims(self) -> list[Resident]:
+        """Claimed victims for the bytes committed past the budget."""
+        return self.ledger.claim(self.victims_for(0) or [])
+
+    def mark_loaded(self, name: str, worker_id: int, footprint_bytes: int, load_ms: float) -> None:
+        resident = self.residents[name]
+        self.ledger.loaded(resident, worker_id, footprint_bytes, load_ms, self.clock())
+        self.victims.loaded(resident)
+
+    def begin_unload(self, name: str) -> Resident:
+        resident = self.residents[name]
+        self.ledger.claim([resident])
+        return resident
+
+    def remove(self, name: str) -> Resident | None:
+        resident = self.ledger.remove(name)
+        if resident is not None:
+            self.victims.forget(name)
+        return resident
+
+    def begin_request(self, resident: Resident) -> None:
+        if resident.hits:  # a load's first request was counted by its reserve
+            self.victims.record_access(resident.name)
+        self.ledger.begin_request(resident, self.clock())
+        self.victims.used(resident)
+
+    def end_request(self, resident: Resident) -> None:
+        self.ledger.end_request(resident)
