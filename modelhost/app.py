@@ -43,6 +43,7 @@ from modelhost.resources import free_disk_bytes, usable_memory_bytes
 from modelhost.scheduler import SchedulerSettings
 from modelhost.units import format_bytes
 from modelhost.workers.pool import WorkerPool
+from modelhost.workers.sandbox import support as sandbox_support
 
 if TYPE_CHECKING:
     from modelhost.rpc.server import RpcServer
@@ -89,6 +90,8 @@ async def serve_pool(config: Config, pool: WorkerPool, events: EventLog) -> int:
         routes.ready = True
         store = host.disk.stores.default.uri
         logger.info("serving %s on http://%s:%d", store, config.host, config.port)
+        if config.refuse_pickle:
+            logger.info("--refuse-pickle: %s", sandbox_support().describe())
         await serve_rpc_beside(server, beside, rpc)
     return 0
 
