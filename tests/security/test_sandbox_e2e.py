@@ -4,6 +4,7 @@ writes the host's files cannot, and models that are data still answer."""
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import warnings
@@ -71,6 +72,40 @@ def saved_model_file_reader(folder: Path, target: Path, *, write: bool) -> Path:
     return folder
 
 
+_PROBE = """
+import os, socket, subprocess
+
+def attempt(action):
+    try:
+        action()
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+    return "done"
+
+def handle(data, context):
+    if data is None:
+        return None
+    address = ("127.0.0.1", {port})
+    tries = {{
+        "read": lambda: open({secret!r}, "rb").read(),
+        "write": lambda: open({written!r}, "w").write("x"),
+        "tcp": lambda: socket.create_connection(address, timeout=2),
+        "udp": lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", address),
+        "exec": lambda: subprocess.run(["/bin/true"], check=True),
+        "signal": lambda: os.kill(os.getppid(), 0),
+    }}
+    return [{{name: attempt(action) for name, action in tries.items()}} for _ in data]
+"""
+
+
+def probe_handler(folder: Path, outside: Path, port: int) -> Path:
+    """A handler that tries to read, write, connect, exec and signal, and says what it did."""
+    folder.mkdir()
+    source = _PROBE.format(port=port, secret=str(outside / "secret"), written=str(outside / "w"))
+    (folder / "handler.py").write_text(source)
+    return folder
+
+
 def has_tensorflow() -> bool:
     import importlib.util
 
@@ -86,8 +121,19 @@ def outside(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def program_store(tmp_path_factory: pytest.TempPathFactory, outside: Path) -> Path:
+def listener() -> Iterator[socket.socket]:
+    """A TCP port of the host's that no sandboxed worker may reach."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        server.settimeout(0.1)
+        yield server
+
+
+@pytest.fixture(scope="module")
+def program_store(
+    tmp_path_factory: pytest.TempPathFactory, outside: Path, listener: socket.socket
+) -> Path:
     root = tmp_path_factory.mktemp("store")
+    probe_handler(root / "probe", outside, listener.getsockname()[1])
     torch_file_reader(root / "reader.pt", outside / "secret", shared=False)
     torch_file_reader(root / "writer.pt", outside / "written-by-torch", shared=True)
     if has_tensorflow():
@@ -119,6 +165,21 @@ def invoke(server: testing.RunningServer, name: str) -> httpx.Response:
 
 def test_the_start_line_says_workers_are_sandboxed(sandboxed: testing.RunningServer) -> None:
     assert "--refuse-pickle: untrusted models load in sandboxed workers" in sandboxed.log_text()
+
+
+def test_handler_code_cannot_reach_the_host(
+    sandboxed: testing.RunningServer, outside: Path, listener: socket.socket
+) -> None:
+    """A handler's Python reads no host file, writes none, connects nowhere, runs no program
+    and signals no process outside its worker."""
+    response = invoke(sandboxed, "probe")
+    assert response.status_code == 200, response.text
+    outcomes = response.json()
+    assert set(outcomes) == {"read", "write", "tcp", "udp", "exec", "signal"}
+    assert "done" not in outcomes.values(), outcomes
+    assert not (outside / "w").exists()
+    with pytest.raises(TimeoutError):
+        listener.accept()
 
 
 def test_torchscript_cannot_read_a_host_file(sandboxed: testing.RunningServer) -> None:
