@@ -144,6 +144,8 @@ def program_store(
     if has_tensorflow():
         testing.tensorflow_iris(root / "tf-iris")
     testing.onnx_iris(root / "iris.onnx")  # a scikit-learn model, shipped as data
+    packed = testing.onnx_iris(tmp_path_factory.mktemp("packed") / "model.onnx")
+    testing.tar_gz_of(packed.parent, root / "iris.tar.gz")  # read from the cache, not the store
     testing.xgboost_iris(root / "iris.ubj")
     testing.lightgbm_iris(root / "iris.txt")
     return root
@@ -220,13 +222,13 @@ def test_saved_model_cannot_write_a_host_file(
     assert not (outside / "tf").exists()
 
 
-ANSWERING = ["iris.pt", "iris.pt2", "iris.onnx", "iris.ubj", "iris.txt"]
+ANSWERING = ["iris.pt", "iris.pt2", "iris.onnx", "iris.tar.gz", "iris.ubj", "iris.txt"]
 
 
 @pytest.mark.parametrize("name", ANSWERING + (["tf-iris"] if has_tensorflow() else []))
 def test_models_that_touch_no_host_file_answer(sandboxed: testing.RunningServer, name: str) -> None:
-    """ONNX (a scikit-learn model converted), XGBoost and LightGBM load and answer, and so do
-    programs that read nothing but their own folder."""
+    """ONNX (a scikit-learn model converted; in the store, and unpacked into the cache), XGBoost
+    and LightGBM load and answer, and so do programs that read nothing but their own folder."""
     response = invoke(sandboxed, name)
     assert response.status_code == 200, response.text
     assert len(json.loads(response.text)) == 1
