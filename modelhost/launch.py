@@ -60,7 +60,8 @@ def worker_pool(config: Config, folder: Path, events: EventLog) -> WorkerPool:
     workers = config.workers or usable_cores()
     environment = worker_environment(os.environ)
     if config.refuse_pickle:  # the folders a sandboxed worker may read models from
-        environment |= model_roots_environment(config.cache_dir, config.model_store)
+        roots = model_roots_environment(config.cache_dir, config.model_store, config.allowed_urls)
+        environment |= roots
     return WorkerPool(
         workers,
         config.threads_per_worker or max(1, usable_cores() // workers),

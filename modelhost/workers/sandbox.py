@@ -138,15 +138,26 @@ def scratch_folder(run_dir: Path) -> Path:
     return folder
 
 
-def model_roots_environment(cache_dir: str, model_store: str) -> dict[str, str]:
-    """The variable that tells the template where models are read: the cache, a local store."""
+def model_roots_environment(
+    cache_dir: str, model_store: str, allowed_urls: Iterable[str] = ()
+) -> dict[str, str]:
+    """The variable that tells the template where models are read: the cache, local stores."""
     models = Path(cache_dir, "models").resolve()  # DiskTier.entries_dir
     models.mkdir(parents=True, exist_ok=True)  # a sandbox grants only what exists as it starts
-    roots = [str(models)]
-    parsed = urlparse(model_store)
-    if parsed.scheme in ("", "file"):  # a folder read in place
-        roots.append(os.path.realpath(unquote(parsed.path) if parsed.scheme else model_store))
+    folders = (local_folder(url) for url in (model_store, *allowed_urls))
+    roots = [str(models), *(folder for folder in folders if folder)]
     return {MODEL_ROOTS_VARIABLE: os.pathsep.join(roots)}
+
+
+def local_folder(url: str) -> str:
+    """The folder a store path, file:// URL or URL pattern reads in place; empty if none."""
+    parsed = urlparse(url)
+    if parsed.scheme not in ("", "file"):
+        return ""
+    path = unquote(parsed.path) if parsed.scheme else url
+    fixed = path.split("*")[0].split("?")[0].split("[")[0]
+    folder = os.path.realpath(fixed if fixed == path else os.path.dirname(fixed) or ".")
+    return "" if folder == "/" or fixed == "" else folder
 
 
 def _landlock_abi() -> int:
