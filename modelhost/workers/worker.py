@@ -314,11 +314,11 @@ def run(
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(socket_path)
     run_dir = Path(socket_path).parent
-    programs_refused = untrusted.confine(run_dir, rehearsal) if untrusted else ""
+    programs_refused = untrusted.confine(run_dir, rehearsal) if untrusted is not None else ""
     confined = untrusted is not None and not programs_refused
     worker = Worker(sock, worker_id, threads, programs_refused, confined)
     worker.rehearse(rehearsal)  # the template's own pickles, before any model's
-    if untrusted:
+    if untrusted is not None:
         from modelhost.workers.no_pickle import refuse_unpickling
 
         refuse_unpickling()

@@ -4,6 +4,7 @@ writes the host's files cannot, and models that are data still answer."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -232,3 +233,37 @@ def test_models_that_touch_no_host_file_answer(sandboxed: testing.RunningServer,
     response = invoke(sandboxed, name)
     assert response.status_code == 200, response.text
     assert len(json.loads(response.text)) == 1
+
+
+@pytest.fixture(scope="module")
+def unsandboxed(
+    program_store: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[testing.RunningServer]:
+    """A server where Landlock cannot be had: its binding shadowed by a module that fails."""
+    shadow = tmp_path_factory.mktemp("shadow")
+    (shadow / "landlockpy.py").write_text("raise ImportError('no Landlock on this machine')\n")
+    path = os.pathsep.join([str(shadow), *filter(None, [os.environ.get("PYTHONPATH")])])
+    cache = tmp_path_factory.mktemp("cache")
+    args = [*testing.serve_args(program_store, cache, workers=1), "--refuse-pickle"]
+    log_dir = tmp_path_factory.mktemp("server")
+    env = {**os.environ, "PYTHONPATH": path}
+    with testing.RunningServer(args, log_dir, env=env) as running:
+        yield running
+
+
+@pytest.mark.parametrize("name", ["reader.pt", "iris.pt", "probe"])
+def test_without_sandbox_programs_are_refused(
+    unsandboxed: testing.RunningServer, name: str
+) -> None:
+    """Where the machine lacks Landlock, programs are refused, saying why and what to ship."""
+    response = invoke(unsandboxed, name)
+    assert response.status_code == 500, response.text
+    assert response.json()["type"] == "UnsafeArtifact"
+    assert "Landlock ABI 6" in response.json()["message"]
+    assert "ship ONNX" in response.json()["message"]
+    log = unsandboxed.log_text()
+    assert "--refuse-pickle: program formats are refused: no sandbox, as Landlock" in log
+
+
+def test_without_sandbox_data_still_answers(unsandboxed: testing.RunningServer) -> None:
+    assert invoke(unsandboxed, "iris.onnx").status_code == 200
