@@ -46,6 +46,7 @@ from modelhost.resources import free_disk_bytes, usable_memory_bytes
 from modelhost.scheduler import SchedulerSettings
 from modelhost.units import format_bytes
 from modelhost.workers.pool import WorkerPool
+from modelhost.workers.sandbox import support as sandbox_support
 
 if TYPE_CHECKING:
     from modelhost.rpc.server import RpcServer
@@ -92,6 +93,8 @@ async def serve_pool(config: Config, pool: WorkerPool, events: EventLog) -> int:
         ignore_signals_after_drain()
         health.serve(host.pool.health)
         logger.info("serving %s on http://%s:%d", host.store_uri, config.host, config.port)
+        if config.refuse_pickle:
+            logger.info("--refuse-pickle: %s", sandbox_support().describe())
         await serve_rpc_beside(server, beside, rpc)
     return 0
 

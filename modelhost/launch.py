@@ -18,6 +18,7 @@ from modelhost.resources import usable_cores
 from modelhost.run_dirs import run_dir
 from modelhost.workers.environment import worker_environment
 from modelhost.workers.pool import WorkerPool
+from modelhost.workers.sandbox import model_roots_environment
 
 logger = logging.getLogger("modelhost")
 
@@ -57,6 +58,10 @@ async def main(config: Config) -> int:
 
 def worker_pool(config: Config, folder: Path, events: EventLog) -> WorkerPool:
     workers = config.workers or usable_cores()
+    environment = worker_environment(os.environ)
+    if config.refuse_pickle:  # the folders a sandboxed worker may read models from
+        roots = model_roots_environment(config.cache_dir, config.model_store, config.allowed_urls)
+        environment |= roots
     return WorkerPool(
         workers,
         config.threads_per_worker or max(1, usable_cores() // workers),
@@ -65,7 +70,7 @@ def worker_pool(config: Config, folder: Path, events: EventLog) -> WorkerPool:
         config.preload_runtimes,
         load_timeout_s=config.worker_load_timeout_s,
         infer_timeout_s=2 * config.default_response_timeout_s,  # stuck, not slow: kill it
-        environment=worker_environment(os.environ),
+        environment=environment,
         refuse_pickle=config.refuse_pickle,
     )
 

@@ -3,6 +3,7 @@
 ``python -m modelhost.workers.template SOCKET THREADS RUNTIMES [refuse-pickle]``. Forking after
 the imports makes workers start fast and share the library pages. SIGTERM and SIGINT are
 ignored so a signal to the process group cannot stop workers before the frontend drains.
+With refuse-pickle, each worker sandboxes itself (workers/sandbox.py).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import sys
 from pathlib import Path
 
 from modelhost.config import THREAD_VARIABLES
+from modelhost.workers.sandbox import MODEL_ROOTS_VARIABLE, Untrusted, support
 
 
 def limit_threads(threads: int) -> None:
@@ -60,7 +62,11 @@ def write_rehearsal_models(folder: Path) -> list[Path]:
 
 
 def fork_worker(
-    socket_path: str, worker_id: int, threads: int, rehearsal: list[Path], refuse_pickle: bool
+    socket_path: str,
+    worker_id: int,
+    threads: int,
+    rehearsal: list[Path],
+    untrusted: Untrusted | None,
 ) -> None:
     if os.fork() != 0:
         return
@@ -72,33 +78,38 @@ def fork_worker(
         sys.stdin.close()
         from modelhost.workers.worker import run
 
-        run(socket_path, worker_id, threads, rehearsal, refuse_pickle)
+        run(socket_path, worker_id, threads, rehearsal, untrusted)
     except BaseException:  # noqa: BLE001  (never return into the template's loop)
         code = 1
     finally:
         os._exit(code)
 
 
-def main_loop(socket_path: str, threads: int, rehearsal: list[Path], refuse_pickle: bool) -> None:
+def main_loop(
+    socket_path: str, threads: int, rehearsal: list[Path], untrusted: Untrusted | None
+) -> None:
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps exited workers
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     for line in sys.stdin:
         if line.strip():
-            fork_worker(socket_path, int(line), threads, rehearsal, refuse_pickle)
+            fork_worker(socket_path, int(line), threads, rehearsal, untrusted)
 
 
 def main() -> None:
     socket_path, threads = sys.argv[1], int(sys.argv[2])
     preload = [name for name in (sys.argv[3] if len(sys.argv) > 3 else "").split(",") if name]
-    refuse_pickle = sys.argv[4:5] == ["refuse-pickle"]
+    roots = os.environ.pop(MODEL_ROOTS_VARIABLE, "")  # the models' code need not see it
+    untrusted = None
+    if sys.argv[4:5] == ["refuse-pickle"]:
+        untrusted = Untrusted(support(), tuple(path for path in roots.split(os.pathsep) if path))
     limit_threads(threads)
     import_runtimes(preload)
     rehearsal = write_rehearsal_models(Path(socket_path).parent)
     gc.collect()
     gc.freeze()  # the collector would touch, and so copy, the template's pages
     print("ready", flush=True)
-    main_loop(socket_path, threads, rehearsal, refuse_pickle)
+    main_loop(socket_path, threads, rehearsal, untrusted)
 
 
 if __name__ == "__main__":

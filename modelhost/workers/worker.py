@@ -54,6 +54,7 @@ from modelhost.workers.wire import encode as encode_frame
 
 if TYPE_CHECKING:
     from modelhost.workers.handlers.select import LoadSpec
+    from modelhost.workers.sandbox import Untrusted
 
 
 LOADER_NICENESS = 10  # decisions.md, "A worker's loader thread runs 10 nicer"
@@ -74,8 +75,17 @@ def yield_to_inference() -> None:
 class Worker:
     """The models one worker holds and the threads that serve them."""
 
-    def __init__(self, sock: socket.socket, worker_id: int, threads: int) -> None:
+    def __init__(
+        self,
+        sock: socket.socket,
+        worker_id: int,
+        threads: int,
+        programs_refused: str = "",
+        confined: bool = False,
+    ) -> None:
         self.sock = sock
+        self.programs_refused = programs_refused  # why, where no sandbox confines them
+        self.confined = confined  # sandboxed (sandbox.py)
         self.worker_id = worker_id
         self.threads = threads
         self.models: dict[str, Handler] = {}
@@ -159,7 +169,16 @@ class Worker:
         artifact = Path(request.path)
         root = Path(request.root or artifact)
         started = time.perf_counter()
-        build = prepared_handler(artifact, request.model, self._load_spec(request, root))
+        spec = self._load_spec(request, root)
+        if self.programs_refused:
+            from modelhost.workers.programs import refuse_program
+
+            refuse_program(artifact, request.model, spec, self.programs_refused)
+        build = prepared_handler(artifact, request.model, spec)
+        if self.confined:
+            from modelhost.workers.programs import said_as_refusal
+
+            build = said_as_refusal(build, request.model)
         before = settled_memory()  # the runtime's import is the worker's, not the model's
         reset_peak_rss()
         rss_before, _ = rss_and_peak_bytes()
@@ -285,14 +304,21 @@ def forget_frames(error: BaseException) -> None:
 
 
 def run(
-    socket_path: str, worker_id: int, threads: int, rehearsal: list[Path], refuse_pickle: bool
+    socket_path: str,
+    worker_id: int,
+    threads: int,
+    rehearsal: list[Path],
+    untrusted: Untrusted | None = None,
 ) -> None:
-    """Entry point of a freshly forked worker."""
+    """Entry point of a freshly forked worker; untrusted, it confines itself before any thread."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(socket_path)
-    worker = Worker(sock, worker_id, threads)
+    run_dir = Path(socket_path).parent
+    programs_refused = untrusted.confine(run_dir, rehearsal) if untrusted is not None else ""
+    confined = untrusted is not None and not programs_refused
+    worker = Worker(sock, worker_id, threads, programs_refused, confined)
     worker.rehearse(rehearsal)  # the template's own pickles, before any model's
-    if refuse_pickle:
+    if untrusted is not None:
         from modelhost.workers.no_pickle import refuse_unpickling
 
         refuse_unpickling()

@@ -66,11 +66,15 @@ class LoadSpec:
 DEFAULT_SPEC = LoadSpec()
 
 
+PROGRAM_RUNTIMES = ("torch", "tensorflow")  # their files are code the runtime runs (security.md)
+
+
 @dataclass(frozen=True)
 class Choice:
     load: Callable[[], Handler]
     hint: Callable[[], str]
     modules: tuple[str, ...] = ()
+    program: str = ""  # what kind of program the model is; empty for data
 
 
 def prepared_handler(
@@ -140,11 +144,13 @@ def _choose_file(path: Path, threads: int) -> Choice:
 def _choose_folder(folder: Path, model_name: str, threads: int, *, descend: bool) -> Choice:
     """User code first, then a single model file; a lone subfolder is entered."""
     if (folder / SCRIPT).is_file():
-        return Choice(lambda: SageMakerHandler(folder), _script_hint)
+        return Choice(lambda: SageMakerHandler(folder), _script_hint, program=str(SCRIPT))
     entry = find_entry(folder)
     if entry is not None:
         modules = runtime_modules(folder)
-        return Choice(lambda: MmsHandler(folder, model_name, entry), _handler_hint, modules)
+        return Choice(
+            lambda: MmsHandler(folder, model_name, entry), _handler_hint, modules, "a handler"
+        )
     if huggingface.is_folder(folder):
         return _built_in(RUNTIMES["huggingface"], folder / "config.json", threads)
     found = _model_files_in(folder)
@@ -182,7 +188,8 @@ def _user_entry(root: Path, model_name: str, handler: str) -> Choice:
             "Python file of the artifact (handler.py or handler.py:function)"
         )
     entry = (_inside(root, file_name), function or None)
-    return Choice(lambda: MmsHandler(root, model_name, entry), _handler_hint, runtime_modules(root))
+    modules = runtime_modules(root)
+    return Choice(lambda: MmsHandler(root, model_name, entry), _handler_hint, modules, file_name)
 
 
 def _only_file_of(runtime: Runtime, artifact: Path) -> Path:
@@ -214,7 +221,8 @@ def _inside(root: Path, relative: str) -> Path:
 
 
 def _built_in(runtime: Runtime, path: Path, threads: int) -> Choice:
-    return Choice(lambda: runtime.build(path, threads), runtime.hint, runtime.modules)
+    program = f"a {runtime.name} program" if runtime.name in PROGRAM_RUNTIMES else ""
+    return Choice(lambda: runtime.build(path, threads), runtime.hint, runtime.modules, program)
 
 
 def _visible(folder: Path) -> list[Path]:

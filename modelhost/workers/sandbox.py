@@ -1,0 +1,224 @@
+"""The sandbox of workers that host untrusted models: read-only, no network, no exec.
+
+Landlock confines the file system, TCP and signals; seccomp refuses the system calls Landlock
+does not see; `no_new_privs` keeps both for anything the worker starts. All three are open to
+unprivileged processes. A worker confines itself once, while it has a single thread, before
+it reads any model: Landlock binds the calling thread and the threads it starts after.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+import sys
+import sysconfig
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+# signals and abstract sockets stay inside the sandbox from this version (Linux 6.12)
+MIN_LANDLOCK_ABI = 6
+MODEL_ROOTS_VARIABLE = "MODELHOST_SANDBOX_READ"  # where models are read, for the template
+
+# the runtime's files: libraries, devices and the kernel's reports a runtime reads
+SYSTEM_READ = (
+    "/usr",
+    "/lib",
+    "/lib64",
+    "/etc/ld.so.cache",
+    "/etc/localtime",
+    "/dev/urandom",
+    "/dev/random",
+    "/proc/cpuinfo",
+    "/proc/meminfo",
+    "/proc/stat",
+    "/sys/devices/system/cpu",
+    "/sys/fs/cgroup",
+)
+SYSTEM_WRITE = ("/dev/null", "/proc/self/clear_refs")  # clear_refs: the load's peak RSS
+
+# what Landlock does not govern: new sockets, exec, other processes' memory, and io_uring (its
+# operations bypass seccomp); namespaces and keyrings reach kernel surface no model needs
+DENIED_CALLS = (
+    "execve",
+    "execveat",
+    "connect",
+    "bind",
+    "listen",
+    "accept",
+    "accept4",
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "unshare",
+    "setns",
+    "mount",
+    "umount2",
+    "pivot_root",
+    "chroot",
+    "bpf",
+    "perf_event_open",
+    "userfaultfd",
+    "keyctl",
+    "add_key",
+    "request_key",
+)
+
+
+@dataclass(frozen=True)
+class Support:
+    """Whether this machine can sandbox a worker, and if not, why."""
+
+    landlock_abi: int
+    missing: str = ""  # why not; empty when it can
+
+    @property
+    def available(self) -> bool:
+        return not self.missing
+
+    def describe(self) -> str:
+        """For the server's start line."""
+        if self.available:
+            return (
+                f"untrusted models load in sandboxed workers (Landlock ABI {self.landlock_abi}, "
+                "seccomp, no_new_privs)"
+            )
+        return f"program formats are refused: no sandbox, as {self.missing}"
+
+
+def support() -> Support:
+    """What this kernel and the installed libraries allow."""
+    if not sys.platform.startswith("linux"):
+        return Support(0, "the sandbox needs Linux")
+    abi = _landlock_abi()
+    if abi < MIN_LANDLOCK_ABI:
+        found = f"ABI {abi}" if abi else "none"
+        return Support(abi, f"Landlock ABI {MIN_LANDLOCK_ABI} (Linux 6.12) is missing ({found})")
+    try:
+        import pyseccomp  # noqa: F401  (loads libseccomp)
+    except (ImportError, OSError) as exc:
+        return Support(abi, f"seccomp is unusable ({type(exc).__name__}: {exc})")
+    return Support(abi)
+
+
+@dataclass(frozen=True)
+class Untrusted:
+    """How workers host untrusted models (--refuse-pickle): sandboxed where the machine can."""
+
+    support: Support
+    model_roots: tuple[str, ...]  # the folders a sandboxed worker reads models from
+
+    def confine(self, run_dir: Path, also_read: Iterable[Path] = ()) -> str:
+        """Confine this worker; else say why, and its programs are refused (fail closed)."""
+        if not self.support.available:
+            return self.support.missing
+        try:
+            confine(self.model_roots, also_read, scratch_folder(run_dir))
+        except Exception as exc:  # noqa: BLE001  (said at every refusal, and logged)
+            print(f"modelhost worker {os.getpid()}: no sandbox: {exc}", file=sys.stderr)
+            return f"the worker could not confine itself ({type(exc).__name__}: {exc})"
+        return ""
+
+
+def scratch_folder(run_dir: Path) -> Path:
+    """The worker's own folder, the one it may write: its temporary folder and its home.
+
+    Runtimes unpack into a temporary folder, and read and write settings in the home.
+    """
+    folder = run_dir / f"scratch-{os.getpid()}"
+    folder.mkdir(mode=0o700)
+    os.environ["TMPDIR"] = os.environ["HOME"] = str(folder)
+    tempfile.tempdir = str(folder)  # the template may have chosen one already
+    return folder
+
+
+def model_roots_environment(
+    cache_dir: str, model_store: str, allowed_urls: Iterable[str] = ()
+) -> dict[str, str]:
+    """The variable that tells the template where models are read: the cache, local stores."""
+    models = Path(cache_dir, "models").resolve()  # DiskTier.entries_dir
+    models.mkdir(parents=True, exist_ok=True)  # a sandbox grants only what exists as it starts
+    folders = (local_folder(url) for url in (model_store, *allowed_urls))
+    roots = [str(models), *(folder for folder in folders if folder)]
+    return {MODEL_ROOTS_VARIABLE: os.pathsep.join(roots)}
+
+
+def local_folder(url: str) -> str:
+    """The folder a store path, file:// URL or URL pattern reads in place; empty if none."""
+    parsed = urlparse(url)
+    if parsed.scheme not in ("", "file"):
+        return ""
+    path = unquote(parsed.path) if parsed.scheme else url
+    fixed = path.split("*")[0].split("?")[0].split("[")[0]
+    folder = os.path.realpath(fixed if fixed == path else os.path.dirname(fixed) or ".")
+    return "" if folder == "/" or fixed == "" else folder
+
+
+def _landlock_abi() -> int:
+    try:
+        import landlockpy
+    except ImportError:
+        return 0
+    try:
+        return int(landlockpy.abi_version())
+    except OSError:
+        return 0
+
+
+def confine(model_roots: Sequence[str], also_read: Iterable[Path], scratch: Path) -> None:
+    """Confine this process for good: read the runtime and `model_roots`, write `scratch` only."""
+    if len(os.listdir("/proc/self/task")) != 1:
+        raise RuntimeError("a worker confines itself before it starts a thread")
+    restrict_files([*runtime_paths(), *model_roots, *map(str, also_read)], str(scratch))
+    refuse_calls()
+
+
+def runtime_paths() -> list[str]:
+    """Python's prefixes and libraries, modelhost's package, and the system's."""
+    import modelhost
+
+    layout = sysconfig.get_paths()
+    python = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
+    libraries = [layout[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")]
+    site = [path for path in sys.path if path.endswith(("site-packages", "dist-packages"))]
+    package = str(Path(modelhost.__file__).parent)
+    return [*python, *libraries, *site, package, *SYSTEM_READ, f"/proc/{os.getpid()}"]
+
+
+def restrict_files(readable: Sequence[str], scratch: str) -> None:
+    """Landlock: read `readable`, write `scratch` and two files; no exec, TCP or signal out."""
+    from landlockpy import AccessFS, AccessNet, Ruleset, Scope
+
+    read = AccessFS.READ_FILE | AccessFS.READ_DIR
+    read_write = AccessFS.READ_FILE | AccessFS.WRITE_FILE | AccessFS.TRUNCATE  # open(..., "w")
+    scope = Scope.ABSTRACT_UNIX_SOCKET | Scope.SIGNAL
+    # every right this kernel knows is handled, so denied unless granted below
+    with Ruleset(handled_net=AccessNet.BIND_TCP | AccessNet.CONNECT_TCP, scoped=scope) as rules:
+        for path in _existing(readable):
+            rules.allow_path(path, read if os.path.isdir(path) else AccessFS.READ_FILE)
+        for path in _existing(SYSTEM_WRITE):
+            rules.allow_path(path, read_write)
+        rules.allow_path(scratch, rules.handled_fs & ~AccessFS.EXECUTE)
+        rules.restrict()  # sets no_new_privs first
+
+
+def _existing(paths: Iterable[str]) -> list[str]:
+    return sorted({path for path in paths if path and os.path.exists(path)})
+
+
+def refuse_calls() -> None:
+    """seccomp: EPERM for `DENIED_CALLS` and for sockets other than Unix ones."""
+    import pyseccomp as seccomp
+
+    refused = seccomp.ERRNO(errno.EPERM)
+    rules = seccomp.SyscallFilter(seccomp.ALLOW)
+    for call in DENIED_CALLS:
+        rules.add_rule(refused, call)
+    rules.add_rule(refused, "socket", seccomp.Arg(0, seccomp.NE, socket.AF_UNIX))
+    rules.load()
