@@ -13,6 +13,7 @@ class Invocation:
     content_type: str
     accept: str
     params: dict[str, str] = field(default_factory=dict)
+    tenant: str = ""  # "": tenants are off
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ class Exchange:
     cache: str | None = None  # hit | disk | remote
     timings_ms: dict[str, float] = field(default_factory=dict)  # Server-Timing parts
     error: str | None = None  # the error body's `type`
+    tenant: str | None = None  # None: tenants are off
 
     @property
     def load_wait_ms(self) -> float:
