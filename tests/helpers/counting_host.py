@@ -139,7 +139,7 @@ def counting_host(
     )
     residents = {name: Resident(name, 1024, state=State.LOADED) for name in loaded}
     residents |= {name: Resident(name, 1024, state=State.LOADING) for name in loading}
-    memory.residents = CountingDict(places.memory, residents)
+    memory.ledger.residents = CountingDict(places.memory, residents)
     sources = {name: f"file:///elsewhere/{name}" for name in registered}
     host.residency.sources = CountingSources(places.registered, sources)
     return host, places
