@@ -41,6 +41,7 @@ from modelhost.http.server import (
 from modelhost.http.torchserve import build_management_app
 from modelhost.observe.observer import Observer
 from modelhost.protocols.health import Health
+from modelhost.protocols.tenants import tenant_rule
 from modelhost.records.events import EventLog
 from modelhost.resources import free_disk_bytes, usable_memory_bytes
 from modelhost.scheduler import SchedulerSettings
@@ -73,6 +74,7 @@ async def serve_pool(config: Config, pool: WorkerPool, events: EventLog) -> int:
                 config.instance_id,
                 max_response_bytes=config.max_response_bytes,
                 sagemaker_contract=config.sagemaker_contract,
+                tenants=tenant_rule(config),
             ),
             observer.usage,
             health,

@@ -10,6 +10,7 @@ ModelhostError
 │   ├── HeaderTooLarge
 │   ├── ParameterTooLarge
 │   ├── InvalidModelName         escapes the store
+│   ├── InvalidTenant            a tenant id of the wrong shape
 │   ├── ModelNotFound
 │   ├── ModelNotLoaded
 │   ├── ModelAlreadyLoaded
@@ -78,6 +79,10 @@ class ParameterTooLarge(RequestError):
 
 
 class InvalidModelName(RequestError):
+    pass
+
+
+class InvalidTenant(RequestError):
     pass
 
 

@@ -26,6 +26,7 @@ from modelhost.config.settings import (
     setting_fields,
     setting_names,
 )
+from modelhost.config.tenancy import tenant_tokens
 from modelhost.errors import ConfigError
 from modelhost.units import parse_size
 
@@ -85,7 +86,8 @@ def load_config(
     notices += thread_notices(environ) + sagemaker_notices(environ)
     if values.get("sagemaker_contract"):
         values.setdefault("admission", "none")  # no load evicts: there is no victim to filter
-    config = Config(**values, notices=tuple(notices))
+    tokens = tenant_tokens(values.get("tenant_from", ""), values.get("tenant_tokens_file", ""), cwd)
+    config = Config(**values, notices=tuple(notices), tenant_tokens=tokens)
     _refuse_unsupported(config)
     return config
 

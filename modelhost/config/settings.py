@@ -242,6 +242,15 @@ class Config:
     management_token: str = _setting(
         "", "bearer token that allows management calls from non-loopback addresses"
     )
+    tenant_from: str = _setting(
+        "",
+        "who a request's tenant is: header (X-Modelhost-Tenant; header:NAME another header), "
+        "name:N (the model name's first N path segments) or token (the bearer token, through "
+        "--tenant-tokens-file); empty or off: one tenant",
+    )
+    tenant_tokens_file: str = _setting(
+        "", "TOML file of bearer tokens and their tenants, for --tenant-from token"
+    )
     forwarded_allow_ips: str = _setting(
         "",
         "reverse proxies trusted to set X-Forwarded-For/-Proto: comma-separated addresses or "
@@ -290,6 +299,8 @@ class Config:
         maximum=1000,
     )
     notices: tuple[str, ...] = ()  # what the server logs once at start: ignored properties keys
+    # the tokens file's (token, tenant) pairs, read by load_config; never shown
+    tenant_tokens: tuple[tuple[str, str], ...] = dataclasses.field(default=(), repr=False)
     # the size settings above, parsed once; the settings keep the text as given, for messages
     memory_budget_bytes: ByteBudget = dataclasses.field(init=False)
     frontend_allowance_bytes: int = dataclasses.field(init=False)

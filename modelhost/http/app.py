@@ -34,6 +34,7 @@ def build_app(routes: SageMakerRoutes, observer: Observer | None = None) -> Invo
         settings.max_response_bytes,
         unhandled=unhandled,
         headers=[instance_header(instance)],
+        tenants=settings.tenants,
     )
     served = [
         Route("/ping", routes.ping, methods=["GET"]),

@@ -17,6 +17,7 @@ from modelhost.observe.observer import Observer
 from modelhost.observe.tallies import LevelTally
 
 MAX_ERROR_BODY_BYTES = 64 * 1024
+TENANT_KEY = "modelhost.tenant"  # in the scope, where a route found the request's tenant
 
 
 class ObserveMiddleware:
@@ -61,6 +62,7 @@ class ObserveMiddleware:
             cache=watch.headers.get(b"x-modelhost-cache", b"").decode() or None,
             timings_ms=parse_server_timing(watch.headers.get(b"server-timing", b"").decode()),
             error=watch.error_type(),
+            tenant=scope.get(TENANT_KEY),
         )
 
 

@@ -22,6 +22,7 @@ from modelhost.host import Invocation, Result, State
 from modelhost.host.listing import EVERYWHERE, LOADED
 from modelhost.http.errors import RETRY_AFTER_S
 from modelhost.http.invocations import invocation_response
+from modelhost.http.middleware import TENANT_KEY
 from modelhost.http.routes import SageMakerRoutes, model_in_path
 from modelhost.names import echo
 from modelhost.protocols.bodies import check_response_size
@@ -181,10 +182,19 @@ class OipRoutes:
             content_type=oip_media_type(header_length(request, len(body))),
             accept=OIP_MEDIA_TYPE,
             params={MODEL_NAME_PARAM: name, MODEL_VERSION_PARAM: version},
+            tenant=self._tenant(request, name),
         )
         result = await self.host.invoke(held, invocation)
         check_response_size(len(result.body), self.http.settings.max_response_bytes)
         return oip_response(result)
+
+    def _tenant(self, request: Request, name: str) -> str:
+        """The request's tenant, left in the scope for the observer ("": tenants are off)."""
+        tenants = self.http.settings.tenants
+        if tenants is None:
+            return ""
+        tenant = request.scope[TENANT_KEY] = tenants.of(name, request.headers)
+        return tenant
 
     # model repository -------------------------------------------------------------------
 

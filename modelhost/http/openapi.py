@@ -164,7 +164,8 @@ REASONS = {
     200: "OK",
     202: "accepted: loading in the background",
     400: "the request cannot be decoded or is invalid",
-    401: "management call without the configured bearer token",
+    401: "management call without the configured bearer token; under --tenant-from token, an "
+    "invocation without a tenant's token",
     403: "management call from outside loopback, or a URL outside allowed_urls",
     404: "no such model (in the store, or loaded where the call asks for it)",
     409: "the model is already loaded or registered",
@@ -179,7 +180,7 @@ REASONS = {
     "store_timeout_s",
     507: "the model cannot fit in the memory or disk budget",
 }
-INVOKE_ERRORS = (400, 404, 413, 429, 500, 502, 503, 504, 507)
+INVOKE_ERRORS = (400, 401, 404, 413, 429, 500, 502, 503, 504, 507)
 LOAD_ERRORS = (400, 401, 403, 404, 409, 500, 502, 503, 504, 507)
 
 

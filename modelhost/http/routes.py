@@ -31,6 +31,7 @@ from modelhost.protocols.bodies import body_cut_short, read_within
 from modelhost.protocols.health import Health
 from modelhost.protocols.pages import decode_token, encode_token, page_size
 from modelhost.protocols.params import check_param
+from modelhost.protocols.tenants import TenantRule
 from modelhost.units import format_bytes
 
 
@@ -42,6 +43,7 @@ class HttpSettings:
     instance_id: str = ""  # empty: the hostname
     max_response_bytes: int = 0  # 0: no limit
     sagemaker_contract: bool = False
+    tenants: TenantRule | None = None  # None: tenants are off
 
 
 class SageMakerRoutes:

@@ -29,6 +29,7 @@ def access_record(exchange: Exchange) -> dict[str, Any]:
     record: dict[str, Any] = {
         "time": round(exchange.time, 3),
         "model": exchange.model,
+        "tenant": exchange.tenant,  # None, and left out, while tenants are off
         "method": exchange.method,
         "route": exchange.route,
         "status": exchange.status,

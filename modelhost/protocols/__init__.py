@@ -9,4 +9,5 @@
 - `status`        the one table from core exceptions to statuses
 - `health`        whether the server takes requests
 - `access`        which callers may manage models without a token
+- `tenants`       who a request's tenant is
 """

@@ -7,6 +7,7 @@ from modelhost import errors
 STATUS_BY_ERROR: dict[type[errors.ModelhostError], int] = {
     errors.BadRequestBody: 400,
     errors.InvalidModelName: 400,
+    errors.InvalidTenant: 400,
     errors.Unauthorized: 401,
     errors.Forbidden: 403,
     errors.ModelNotFound: 404,

@@ -17,6 +17,7 @@ from modelhost.host import Result
 from modelhost.observe.exchange import Exchange, server_timing
 from modelhost.observe.observer import Observer
 from modelhost.protocols.status import status_of
+from modelhost.protocols.tenants import TenantRule
 from modelhost.rpc.status import code_of, trailers_of
 
 Context: TypeAlias = Any  # grpc.aio.ServicerContext: grpcio ships no type hints
@@ -35,8 +36,16 @@ class Call:
         self.status = 500  # what an unexpected exception leaves
         self.error: str | None = None
         self.model: str | None = None
+        self.tenant: str | None = None
         self.result: Result | None = None
         self.bytes_in = self.bytes_out = 0
+
+    def identify(self, tenants: TenantRule | None, model: str, context: Context) -> str:
+        """The caller's tenant under `tenants`, from the call's metadata ("": tenants are off)."""
+        if tenants is None:
+            return ""
+        self.tenant = tenants.of(model, dict(context.invocation_metadata() or ()))
+        return self.tenant
 
     def answered(self, result: Result, context: Context) -> None:
         """Where the answer came from and where its time went, as trailers."""
@@ -64,6 +73,7 @@ class Call:
             cache=result.cache if result else None,
             timings_ms=result.timings_ms if result else {},
             error=self.error,
+            tenant=self.tenant,
         )
 
 

@@ -14,6 +14,7 @@ from modelhost.protocols.bodies import check_response_size
 from modelhost.protocols.health import Health
 from modelhost.protocols.oip import OipModels, missing
 from modelhost.protocols.params import check_param
+from modelhost.protocols.tenants import TenantRule
 from modelhost.rpc.access import Access
 from modelhost.rpc.calls import Calls, Context
 from modelhost.rpc.messages import OIP_SERVICE, message
@@ -42,9 +43,11 @@ class OipServicer:
         access: Access,
         health: Health,
         max_response_bytes: int = 0,
+        tenants: TenantRule | None = None,
     ) -> None:
         self.host = host
         self.models = OipModels(host)
+        self.tenants = tenants
         self.calls = calls
         self.access = access
         self.health = health
@@ -97,6 +100,7 @@ class OipServicer:
                 content_type=oip_media_type(header_length),
                 accept=OIP_MEDIA_TYPE,
                 params={MODEL_NAME_PARAM: name, MODEL_VERSION_PARAM: version},
+                tenant=call.identify(self.tenants, name, context),
             )
             result = await self.host.invoke(held, invocation)
             check_response_size(len(result.body), self.max_response_bytes)

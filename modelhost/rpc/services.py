@@ -6,6 +6,7 @@ from modelhost.config import Config
 from modelhost.host import ModelHost
 from modelhost.observe.observer import Observer
 from modelhost.protocols.health import Health
+from modelhost.protocols.tenants import tenant_rule
 from modelhost.rpc.access import Access
 from modelhost.rpc.calls import Calls
 from modelhost.rpc.guard import Peers
@@ -25,8 +26,10 @@ def rpc_servers(
     access = Access(config.management_token, peers.caller)
     servers = []
     if config.grpc_port:
-        oip = OipServicer(host, calls, access, health, config.max_response_bytes)
-        inference = TorchServeInference(host, calls, health, config.max_response_bytes)
+        tenants = tenant_rule(config)
+        limit = config.max_response_bytes
+        oip = OipServicer(host, calls, access, health, limit, tenants=tenants)
+        inference = TorchServeInference(host, calls, health, limit, tenants=tenants)
         handlers = [
             generic_handler(OIP_SERVICE, oip),
             generic_handler(TS_INFERENCE_SERVICE, inference),

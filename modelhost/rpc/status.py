@@ -9,6 +9,7 @@ from modelhost import errors
 CODE_BY_ERROR: dict[type[errors.ModelhostError], grpc.StatusCode] = {
     errors.BadRequestBody: grpc.StatusCode.INVALID_ARGUMENT,
     errors.InvalidModelName: grpc.StatusCode.INVALID_ARGUMENT,
+    errors.InvalidTenant: grpc.StatusCode.INVALID_ARGUMENT,
     errors.HeaderTooLarge: grpc.StatusCode.INVALID_ARGUMENT,
     errors.ParameterTooLarge: grpc.StatusCode.INVALID_ARGUMENT,
     errors.Unauthorized: grpc.StatusCode.UNAUTHENTICATED,

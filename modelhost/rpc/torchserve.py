@@ -15,6 +15,7 @@ from modelhost.names import echo, model_name
 from modelhost.protocols.bodies import check_response_size
 from modelhost.protocols.health import Health
 from modelhost.protocols.params import check_param
+from modelhost.protocols.tenants import TenantRule
 from modelhost.protocols.torchserve import MODEL_VERSION, TorchServeModels
 from modelhost.rpc.access import Access
 from modelhost.rpc.calls import Call, Calls, Context
@@ -35,11 +36,13 @@ class TorchServeInference:
         calls: Calls,
         health: Health,
         max_response_bytes: int = 0,
+        tenants: TenantRule | None = None,
     ) -> None:
         self.host = host
         self.calls = calls
         self.health = health
         self.max_response_bytes = max_response_bytes
+        self.tenants = tenants
 
     async def Ping(self, request: Any, context: Context) -> Any:
         async with self.calls.observed(_inference("Ping"), context):
@@ -75,7 +78,8 @@ class TorchServeInference:
         name = call.model = self._invoked(model_name(request.model_name), request.model_version)
         body, params = body_and_params(dict(request.input))
         call.bytes_in = len(body)
-        result = await self.host.invoke(name, Invocation(body, JSON, JSON, params))
+        tenant = call.identify(self.tenants, request.model_name, context)
+        result = await self.host.invoke(name, Invocation(body, JSON, JSON, params, tenant))
         check_response_size(len(result.body), self.max_response_bytes)
         call.answered(result, context)
         response = message(_INFERENCE + "PredictionResponse")(prediction=result.body)

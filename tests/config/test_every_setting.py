@@ -94,6 +94,8 @@ EFFECTS: dict[str, str] = {
     "--refuse-pickle": "security/test_refuse_pickle.py::test_pickle_based_artifacts_are_refused_when_asked",
     "--instance-id": "fleet/test_instance_header.py::test_a_refusal_names_the_configured_instance",
     "--worker-load-timeout-s": "faults/test_self_healing_e2e.py::test_hung_load_fails_at_its_deadline",
+    "--tenant-from": "e2e/test_tenant_identity.py::test_every_protocol_carries_the_tenant",
+    "--tenant-tokens-file": "e2e/test_tenant_identity.py::test_a_known_token_names_its_tenant",
     "--config": "config/test_config.py::test_file_locations_from_flags_and_environment",
     "--mms-config": CONFIG + "test_mms_config_file_variable_wins",
     # config.properties

@@ -23,6 +23,7 @@ from modelhost.http.invocations import (
 )
 from modelhost.observe.exchange import Exchange
 from modelhost.observe.metrics import Metrics
+from modelhost.protocols.tenants import FromHeader, FromToken
 
 
 class FakeHost:
@@ -53,9 +54,11 @@ async def fallback(scope: Scope, receive: Receive, send: Send) -> None:
     await send({"type": "http.response.body", "body": b"framework"})
 
 
-def send(host: FakeHost, method: str, path: str, **kwargs: Any) -> tuple[httpx.Response, Any]:
+def send(
+    host: FakeHost, method: str, path: str, tenants: Any = None, **kwargs: Any
+) -> tuple[httpx.Response, Any]:
     observer = RecordingObserver()
-    invocations = Invocations(host, 1024, "", observer)  # type: ignore[arg-type]
+    invocations = Invocations(host, 1024, "", observer, tenants=tenants)  # type: ignore[arg-type]
     app = InvocationFastPath(fallback, invocations)  # type: ignore[arg-type]
 
     async def request() -> httpx.Response:
@@ -266,3 +269,34 @@ def test_the_target_model_header_wins_over_model_name() -> None:
         FakeHost(), "POST", "/invocations?model_name=b", content=b"[1]", headers=headers
     )
     assert response.text == "a.joblib"
+
+
+def test_tenants_off_leave_the_invocation_and_exchange_without_one() -> None:
+    host = FakeHost()
+    response, observer = send(
+        host, "POST", "/models/t/a.joblib/invoke", headers={"x-modelhost-tenant": "acme"}
+    )
+    assert response.status_code == 200
+    assert host.seen[0][1].tenant == "" and observer.exchanges[0].tenant is None
+
+
+def test_the_tenant_rule_names_the_invocations_and_exchanges_tenant() -> None:
+    host = FakeHost()
+    rule = FromHeader("x-modelhost-tenant")
+    headers = {"x-modelhost-tenant": "acme", "x-amzn-sagemaker-target-model": "t/a.joblib"}
+    response, observer = send(host, "POST", "/invocations", rule, headers=headers)
+    assert response.status_code == 200
+    assert host.seen[0][1].tenant == "acme" and observer.exchanges[0].tenant == "acme"
+
+
+def test_a_bad_tenant_is_400_and_an_unknown_token_401_before_the_host() -> None:
+    host = FakeHost()
+    header = FromHeader("x-modelhost-tenant")
+    bad, _ = send(
+        host, "POST", "/predictions/a.joblib", header, headers={"x-modelhost-tenant": "a b"}
+    )
+    token = FromToken((("secret", "acme"),), "tokens.toml")
+    unknown, observer = send(host, "POST", "/predictions/a.joblib", token)
+    assert (bad.status_code, bad.json()["type"]) == (400, "InvalidTenant")
+    assert (unknown.status_code, unknown.json()["type"]) == (401, "Unauthorized")
+    assert host.seen == [] and observer.exchanges[0].tenant is None

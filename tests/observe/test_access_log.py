@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -108,3 +109,15 @@ def wait_for_lines(path: Path, count: int) -> None:
             return
         time.sleep(0.01)
     raise AssertionError(f"{path} did not get {count} lines")
+
+
+def test_the_tenant_is_on_the_line_only_when_tenants_are_on(tmp_path: Path) -> None:
+    path = tmp_path / "access.log"
+    log = AccessLog(str(path))
+    log.start()
+    log.write(invocation(0))
+    log.write(dataclasses.replace(invocation(1), tenant="acme"))
+    log.stop()
+    off, on = (json.loads(line) for line in path.read_text().splitlines())
+    assert "tenant" not in off
+    assert on["tenant"] == "acme" and list(on)[:3] == ["time", "model", "tenant"]

@@ -1,0 +1,115 @@
+"""The tenant settings: `tenant_from`'s rule, and the tokens file `token` reads, checked at start.
+
+The rule itself, applied to requests, is `modelhost.protocols.tenants`.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import NamedTuple
+
+from modelhost.errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+DEFAULT_HEADER = "x-modelhost-tenant"
+OFF = ("", "off")
+FORMS = "header, header:NAME, name:N, token, or empty (off)"
+HEADER_NAME = re.compile(r"[a-z0-9!#$%&'*+.^_`|~-]+")  # an HTTP token, lower-case as gRPC's keys
+TOKENS_TABLE = "tokens"
+TOKENS_EXAMPLE = '[tokens]\n"<token>" = "<tenant>"'
+
+TokenPairs = tuple[tuple[str, str], ...]
+
+
+class TenantFrom(NamedTuple):
+    """What `tenant_from` names: a header, the name's leading segments, or the bearer token."""
+
+    kind: str  # header | name | token
+    header: str = ""  # lower-case
+    segments: int = 0
+
+
+def parse_tenant_from(text: str) -> TenantFrom | None:
+    """The rule `text` names; None: tenants are off."""
+    kind, colon, argument = text.strip().partition(":")
+    kind = kind.lower()
+    if kind in OFF and not colon:
+        return None
+    if kind == "header":
+        return TenantFrom("header", header=_header(argument.strip().lower() if colon else ""))
+    if kind == "name" and argument.isascii() and argument.isdigit() and int(argument) > 0:
+        return TenantFrom("name", segments=int(argument))
+    if kind == "token" and not colon:
+        return TenantFrom("token")
+    raise ConfigError(
+        f"tenant_from {text!r} names no rule: give {FORMS}, e.g. --tenant-from name:2 for "
+        "tenants/t007/churn.joblib to belong to tenants/t007"
+    )
+
+
+def _header(name: str) -> str:
+    if not name:
+        return DEFAULT_HEADER
+    if name == "authorization":
+        raise ConfigError(
+            "tenant_from header:Authorization would log bearer tokens as tenant ids: set "
+            "--tenant-from token, with --tenant-tokens-file mapping each token to its tenant"
+        )
+    if not HEADER_NAME.fullmatch(name):
+        raise ConfigError(
+            f"tenant_from header:{name} names no header: give a header name such as "
+            "header:X-Customer (letters, digits and -)"
+        )
+    return name
+
+
+def tenant_tokens(tenant_from: str, tokens_file: str, cwd: Path) -> TokenPairs:
+    """The tokens file's pairs where `tenant_from` is token; a setting without its partner is
+    refused."""
+    rule = parse_tenant_from(tenant_from)
+    wants_tokens = rule is not None and rule.kind == "token"
+    if wants_tokens and not tokens_file:
+        raise ConfigError(
+            "tenant_from token reads each request's bearer token, but no tokens file says "
+            "whose it is: set --tenant-tokens-file FILE (MODELHOST_TENANT_TOKENS_FILE), a TOML "
+            f"file such as\n{TOKENS_EXAMPLE}"
+        )
+    if tokens_file and not wants_tokens:
+        raise ConfigError(
+            f"tenant_tokens_file {tokens_file} is set but tenant_from is {tenant_from!r}: set "
+            "--tenant-from token to read the tenant from the bearer token, or unset "
+            "--tenant-tokens-file"
+        )
+    return read_tenant_tokens(cwd / tokens_file) if wants_tokens else ()
+
+
+def read_tenant_tokens(path: Path) -> TokenPairs:
+    """(token, tenant) pairs from a TOML file's `[tokens]` table; no message shows a token."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(
+            f"cannot read the tenant tokens file {path}: {error}; set --tenant-tokens-file to a "
+            "readable TOML file"
+        ) from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path}: not valid TOML: {error}") from None
+    tokens = data.get(TOKENS_TABLE)
+    if set(data) != {TOKENS_TABLE} or not isinstance(tokens, dict) or not tokens:
+        raise ConfigError(
+            f"{path} must hold one [tokens] table, a line per token and its tenant:\n"
+            f"{TOKENS_EXAMPLE}"
+        )
+    for number, (token, tenant) in enumerate(tokens.items(), 1):
+        if not token.strip() or not isinstance(tenant, str) or not tenant:
+            raise ConfigError(
+                f"{path}: token {number} of [tokens] needs a non-empty token and a tenant's "
+                f'name as text, such as "<token>" = "t007"'
+            )
+    return tuple(tokens.items())

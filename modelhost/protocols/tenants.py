@@ -1,0 +1,115 @@
+"""Who a request's tenant is: one rule for every protocol, over HTTP and gRPC alike.
+
+A rule reads the request's headers (gRPC's metadata, whose keys are lower-case as ASGI's are)
+or the name of the model it invokes. With tenants off there is no rule, and callers skip it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import string
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from modelhost.config import Config
+from modelhost.config.tenancy import TokenPairs, parse_tenant_from
+from modelhost.errors import ConfigError, InvalidTenant, Unauthorized
+from modelhost.names import echo
+from modelhost.protocols.params import MAX_TENANT_CHARS
+
+DEFAULT_TENANT = "default"  # a request the rule finds no tenant in
+TENANT_CHARACTERS = frozenset(string.ascii_letters + string.digits + "-_.:@/")
+VALID_TENANT = (
+    f"a tenant id is 1 to {MAX_TENANT_CHARS} characters of ASCII letters, digits and - _ . : @ /"
+)
+AUTHORIZATION = "authorization"
+SEND_TOKEN = (
+    "send the header 'Authorization: Bearer <token>' (over gRPC the metadata 'authorization') "
+    "with a token of the tenant tokens file"
+)
+
+Headers = Mapping[str, Any]  # lower-case names: an ASGI request's, Starlette's or gRPC's
+
+
+class TenantRule(Protocol):
+    def of(self, model: str, headers: Headers) -> str:
+        """The tenant of a request for `model`; InvalidTenant or Unauthorized if none may be."""
+        ...
+
+
+def tenant_rule(config: Config) -> TenantRule | None:
+    """The rule `config.tenant_from` names; None while tenants are off."""
+    rule = parse_tenant_from(config.tenant_from)
+    if rule is None:
+        return None
+    if rule.kind == "header":
+        return FromHeader(rule.header)
+    if rule.kind == "name":
+        return FromName(rule.segments)
+    return FromToken(config.tenant_tokens, config.tenant_tokens_file)
+
+
+def tenant_id(text: str, source: str) -> str:
+    """`text` if it is a valid tenant id, else InvalidTenant saying what one is."""
+    if not text or len(text) > MAX_TENANT_CHARS or not TENANT_CHARACTERS.issuperset(text):
+        raise InvalidTenant(f"invalid tenant {echo(text)} from {source}: {VALID_TENANT}")
+    return text
+
+
+class FromHeader:
+    """The tenant a header names; a request without it belongs to the default tenant."""
+
+    def __init__(self, header: str) -> None:
+        self.header = header
+
+    def of(self, model: str, headers: Headers) -> str:
+        value = headers.get(self.header)
+        if not value:
+            return DEFAULT_TENANT
+        if not isinstance(value, str):
+            raise InvalidTenant(f"the {self.header} metadata is binary: {VALID_TENANT}")
+        return tenant_id(value, f"the {self.header} header")
+
+
+class FromName:
+    """The model name's first `segments` folders: `name:2` gives tenants/t007/churn.joblib to
+    tenants/t007. A name with no more than that many segments belongs to the default tenant."""
+
+    def __init__(self, segments: int) -> None:
+        self.segments = segments
+
+    def of(self, model: str, headers: Headers) -> str:
+        parts = model.split("/", self.segments)
+        if len(parts) <= self.segments:
+            return DEFAULT_TENANT
+        return tenant_id(model[: -len(parts[-1]) - 1], f"the model name {echo(model)}")
+
+
+class FromToken:
+    """The tenant the tokens file gives the request's bearer token; an unknown token is 401.
+
+    Tokens are held and looked up by digest, so a lookup's time says nothing of their text."""
+
+    def __init__(self, tokens: TokenPairs, path: str) -> None:
+        if not tokens:
+            raise ConfigError(f"tenant_from token needs tokens: {path or 'no file'} holds none")
+        for number, (_, tenant) in enumerate(tokens, 1):
+            try:
+                tenant_id(tenant, f"token {number} of {path}")
+            except InvalidTenant as error:
+                raise ConfigError(f"{error}; fix the tenant tokens file") from None
+        self.tenants = {_digest(token.strip()): tenant for token, tenant in tokens}
+
+    def of(self, model: str, headers: Headers) -> str:
+        given = headers.get(AUTHORIZATION)
+        scheme, _, token = given.partition(" ") if isinstance(given, str) else ("", "", "")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise Unauthorized(f"no tenant token: {SEND_TOKEN}")
+        tenant = self.tenants.get(_digest(token.strip()))
+        if tenant is None:
+            raise Unauthorized(f"the bearer token is no tenant's: {SEND_TOKEN}")
+        return tenant
+
+
+def _digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()

@@ -1,0 +1,159 @@
+"""The tenant rule without sockets: each `tenant_from` form, the ids it accepts, the tokens file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from modelhost.config import Config, load_config
+from modelhost.errors import ConfigError, InvalidTenant, Unauthorized
+from modelhost.protocols.params import MAX_TENANT_CHARS
+from modelhost.protocols.tenants import DEFAULT_TENANT, TenantRule, tenant_rule
+
+MODEL = "tenants/t007/churn.joblib"
+
+
+def rule_of(tenant_from: str, tmp_path: Path, tokens: str = "") -> TenantRule:
+    flags: dict[str, object] = {"tenant_from": tenant_from}
+    if tokens:
+        (tmp_path / "tokens.toml").write_text(tokens)
+        flags["tenant_tokens_file"] = "tokens.toml"
+    rule = tenant_rule(load_config(flags, {}, tmp_path))
+    assert rule is not None
+    return rule
+
+
+def test_off_is_no_rule() -> None:
+    assert tenant_rule(Config()) is None
+    assert tenant_rule(Config(tenant_from="off")) is None
+
+
+def test_header_names_the_tenant_and_its_absence_the_default(tmp_path: Path) -> None:
+    rule = rule_of("header", tmp_path)
+    assert rule.of(MODEL, {"x-modelhost-tenant": "acme"}) == "acme"
+    assert rule.of(MODEL, {}) == DEFAULT_TENANT
+    assert rule.of(MODEL, {"x-modelhost-tenant": ""}) == DEFAULT_TENANT
+
+
+def test_another_header_is_read_in_lower_case(tmp_path: Path) -> None:
+    rule = rule_of("header:X-Customer", tmp_path)
+    assert rule.of(MODEL, {"x-customer": "t-9"}) == "t-9"
+    assert rule.of(MODEL, {"x-modelhost-tenant": "acme"}) == DEFAULT_TENANT
+
+
+@pytest.mark.parametrize(
+    ("segments", "model", "tenant"),
+    [
+        (2, "tenants/t007/churn.joblib", "tenants/t007"),
+        (2, "tenants/t007/deep/churn.joblib", "tenants/t007"),
+        (1, "tenants/t007/churn.joblib", "tenants"),
+        (2, "tenants/churn.joblib", DEFAULT_TENANT),  # no folder of two segments
+        (1, "churn.joblib", DEFAULT_TENANT),
+    ],
+)
+def test_name_takes_the_leading_segments(
+    segments: int, model: str, tenant: str, tmp_path: Path
+) -> None:
+    assert rule_of(f"name:{segments}", tmp_path).of(model, {}) == tenant
+
+
+@pytest.mark.parametrize(
+    "bad", ["has space", "é", "a" * (MAX_TENANT_CHARS + 1), "semi;colon", "new\nline"]
+)
+def test_a_bad_tenant_id_is_refused(bad: str, tmp_path: Path) -> None:
+    with pytest.raises(InvalidTenant, match="a tenant id is 1 to 128 characters"):
+        rule_of("header", tmp_path).of(MODEL, {"x-modelhost-tenant": bad})
+
+
+def test_the_longest_id_and_every_allowed_character_pass(tmp_path: Path) -> None:
+    rule = rule_of("header", tmp_path)
+    longest = "a" * MAX_TENANT_CHARS
+    assert rule.of(MODEL, {"x-modelhost-tenant": longest}) == longest
+    assert rule.of(MODEL, {"x-modelhost-tenant": "A-z_0.9:@/x"}) == "A-z_0.9:@/x"
+
+
+def test_a_model_name_that_is_no_tenant_id_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(InvalidTenant, match="from the model name"):
+        rule_of("name:1", tmp_path).of("my tenant/churn.joblib", {})
+
+
+def test_binary_metadata_is_no_tenant(tmp_path: Path) -> None:
+    with pytest.raises(InvalidTenant):
+        rule_of("header", tmp_path).of(MODEL, {"x-modelhost-tenant": b"acme"})
+
+
+TOKENS = '[tokens]\n"tok-acme-1" = "acme"\n"tok-acme-2" = "acme"\n"tok-umbrella" = "umbrella"\n'
+
+
+def test_a_known_token_names_its_tenant(tmp_path: Path) -> None:
+    rule = rule_of("token", tmp_path, TOKENS)
+    assert rule.of(MODEL, {"authorization": "Bearer tok-acme-2"}) == "acme"
+    assert rule.of(MODEL, {"authorization": "bearer tok-umbrella"}) == "umbrella"
+
+
+@pytest.mark.parametrize(
+    "given", [{}, {"authorization": "Bearer nope"}, {"authorization": "Basic tok-acme-1"}]
+)
+def test_an_unknown_or_missing_token_is_unauthorized(given: dict[str, str], tmp_path: Path) -> None:
+    with pytest.raises(Unauthorized, match="Authorization: Bearer <token>") as refusal:
+        rule_of("token", tmp_path, TOKENS).of(MODEL, given)
+    assert "tok-" not in str(refusal.value) and "nope" not in str(refusal.value)
+
+
+@pytest.mark.parametrize(
+    ("tenant_from", "fix"),
+    [
+        ("headers", "--tenant-from name:2"),
+        ("name:0", "name:N"),
+        ("name:two", "name:N"),
+        ("token:x", "header:NAME"),
+        ("header:Bad Name", "header:X-Customer"),
+        ("header:Authorization", "--tenant-from token"),
+        ("token", "--tenant-tokens-file"),
+    ],
+)
+def test_a_bad_tenant_from_is_refused_at_start(tenant_from: str, fix: str, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="tenant_from") as refusal:
+        load_config({"tenant_from": tenant_from}, {}, tmp_path)
+    assert fix in str(refusal.value)
+
+
+def test_the_variable_sets_it_too(tmp_path: Path) -> None:
+    config = load_config({}, {"MODELHOST_TENANT_FROM": "name:2"}, tmp_path)
+    assert config.tenant_from == "name:2"
+
+
+def test_a_tokens_file_without_token_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "tokens.toml").write_text(TOKENS)
+    with pytest.raises(ConfigError, match="--tenant-from token"):
+        load_config({"tenant_tokens_file": "tokens.toml"}, {}, tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ('[tokens]\n"a" = b\n', "line 2"),
+        ('[other]\n"a" = "b"\n', "one [tokens] table"),
+        ("[tokens]\n", "one [tokens] table"),
+        ('[tokens]\n"a" = 7\n', "token 1 of [tokens]"),
+    ],
+)
+def test_a_bad_tokens_file_is_refused_at_start(text: str, words: str, tmp_path: Path) -> None:
+    (tmp_path / "tokens.toml").write_text(text)
+    flags = {"tenant_from": "token", "tenant_tokens_file": "tokens.toml"}
+    with pytest.raises(ConfigError, match="tokens.toml") as refusal:
+        load_config(flags, {}, tmp_path)
+    assert words in str(refusal.value)
+
+
+def test_a_token_of_a_bad_tenant_id_is_refused_with_the_fix(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="fix the tenant tokens file") as refusal:
+        rule_of("token", tmp_path, '[tokens]\n"secret-1" = "a b"\n')
+    assert "secret-1" not in str(refusal.value)
+
+
+def test_the_tokens_stay_out_of_the_configs_repr(tmp_path: Path) -> None:
+    (tmp_path / "tokens.toml").write_text(TOKENS)
+    flags = {"tenant_from": "token", "tenant_tokens_file": "tokens.toml"}
+    assert "tok-acme" not in repr(load_config(flags, {}, tmp_path))
