@@ -160,7 +160,11 @@ def management_on_main_port(config: Config) -> bool:
 async def observed(host: ModelHost, config: Config) -> AsyncIterator[Observer]:
     """Metrics, event stream and access log for `host` while the server runs."""
     observer = Observer(
-        host, config.access_log, config.metrics_model_series, config.max_event_streams
+        host,
+        config.access_log,
+        config.metrics_model_series,
+        config.max_event_streams,
+        tenants=bool(getattr(config, "tenant_from", "")),  # the setting comes with identity
     )
     try:
         observer.start()
