@@ -10,7 +10,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from helpers.browser import chromium_page
 from helpers.serving import Servers
+from observe_tools import require_tool
 from prometheus_client.parser import text_string_to_metric_families
 
 from modelhost import testing
@@ -21,6 +23,8 @@ ROW = json.dumps(testing.iris_rows(1)[0])
 TENANT_HEADER = "X-Modelhost-Tenant"
 REPO = Path(__file__).resolve().parents[2]
 TENANT_NAME = re.compile(r"modelhost_tenant_\w+")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
+WAIT_MS = 30_000
 
 
 def invoke(client: httpx.Client, model: str, tenant: str) -> httpx.Response:
@@ -80,3 +84,18 @@ def test_docs_query_real_tenant_series(by_header: httpx.Client, doc: str) -> Non
     exposed |= {f"{name}_{end}" for name in exposed for end in ("bucket", "count", "sum", "total")}
     queried = set(TENANT_NAME.findall((REPO / doc).read_text()))
     assert queried and queried <= exposed
+
+
+def test_the_dashboard_lists_the_tenants(by_header: httpx.Client) -> None:
+    chromium = require_tool("chromium", "chromium")
+    pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+    assert invoke(by_header, "tenants/t004.joblib", "d").status_code == 200
+    with chromium_page(chromium, CHROMIUM_ARGS, width=1366) as (page, problems):
+        page.goto(f"{by_header.base_url}/")
+        page.wait_for_selector("#tenants-panel:not([hidden])", timeout=WAIT_MS)
+        page.wait_for_function(
+            "[...document.querySelectorAll('#tenants td:first-child')]"
+            ".some(td => td.textContent === 'd')",
+            timeout=WAIT_MS,
+        )
+    assert problems == []
