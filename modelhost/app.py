@@ -21,6 +21,7 @@ from modelhost.cache.memory import FrontendAllowance, MemoryBudget, MemoryTier
 from modelhost.cache.policy import policy_named
 from modelhost.cache.stores import Stores, StoreSettings
 from modelhost.config import Config
+from modelhost.config.tenancy import parse_tenant_from
 from modelhost.errors import ConfigError
 from modelhost.host import ModelHost
 from modelhost.host.memory_readings import PssReading, split_pss_bytes
@@ -162,7 +163,11 @@ def management_on_main_port(config: Config) -> bool:
 async def observed(host: ModelHost, config: Config) -> AsyncIterator[Observer]:
     """Metrics, event stream and access log for `host` while the server runs."""
     observer = Observer(
-        host, config.access_log, config.metrics_model_series, config.max_event_streams
+        host,
+        config.access_log,
+        config.metrics_model_series,
+        config.max_event_streams,
+        tenants=parse_tenant_from(config.tenant_from) is not None,
     )
     try:
         observer.start()

@@ -14,6 +14,7 @@ ModelhostError
 │   ├── ModelNotFound
 │   ├── ModelNotLoaded
 │   ├── ModelAlreadyLoaded
+│   ├── TenantNotFound           or tenants are off
 │   ├── Unauthorized             no management token
 │   └── Forbidden                not loopback, or a URL outside the store
 ├── CapacityError
@@ -95,6 +96,10 @@ class ModelNotLoaded(RequestError):
 
 
 class ModelAlreadyLoaded(RequestError):
+    pass
+
+
+class TenantNotFound(RequestError):
     pass
 
 

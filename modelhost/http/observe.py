@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 from collections.abc import AsyncIterator
 from importlib import resources
+from typing import Any
 
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
@@ -13,12 +14,14 @@ from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Route
 
 from modelhost.cache.curve import WINDOWS_S
-from modelhost.errors import BadRequestBody, TooManyStreams
+from modelhost.errors import BadRequestBody, TenantNotFound, TooManyStreams
 from modelhost.host.sizing import DEFAULT_WINDOW
 from modelhost.http.openapi import OpenApiRoute
 from modelhost.names import echo
 from modelhost.observe.describe import describe_sizing
 from modelhost.observe.observer import Observer
+from modelhost.observe.tenants import TenantTable
+from modelhost.protocols.pages import decode_token, encode_token, page_size
 from modelhost.protocols.params import is_whole_number
 from modelhost.records.events import Event
 
@@ -47,6 +50,8 @@ class ObserveRoutes:
             Route("/metrics", self.metrics, methods=["GET"]),
             Route("/events", self.events, methods=["GET"]),
             Route("/sizing", self.sizing, methods=["GET"]),
+            Route("/tenants", self.tenants, methods=["GET"]),
+            Route("/tenants/{tenant:path}", self.tenant, methods=["GET"]),
         ]
 
     async def dashboard(self, request: Request) -> Response:
@@ -65,6 +70,36 @@ class ObserveRoutes:
         statistics = self.observer.host.sizing.statistics(window)
         return JSONResponse(describe_sizing(statistics))
 
+    async def tenants(self, request: Request) -> Response:
+        """A page of the tenants counted, in name order."""
+        table = self.tenant_table()
+        query = request.query_params
+        limit = page_size(query.get("limit") or query.get("page_size"))
+        token = query.get("next_page_token") or query.get("nextPageToken")
+        names = table.page(decode_token(token) if token else "", limit + 1)
+        body: dict[str, Any] = {"tenants": [describe_tenant(table, name) for name in names[:limit]]}
+        if len(names) > limit:  # a next page
+            body["nextPageToken"] = body["next_page_token"] = encode_token(names[limit - 1])
+        return JSONResponse(body)
+
+    async def tenant(self, request: Request) -> Response:
+        name = request.path_params["tenant"]
+        table = self.tenant_table()
+        if table.get(name) is None:
+            raise TenantNotFound(
+                f"no request of tenant {echo(name)} has been counted (the table keeps the "
+                f"{table.max_tenants} tenants seen last); GET /tenants lists them"
+            )
+        return JSONResponse(describe_tenant(table, name))
+
+    def tenant_table(self) -> TenantTable:
+        if self.observer.tenants is None:
+            raise TenantNotFound(
+                "tenants are off, so every request is counted as the server's own; start the "
+                "server with --tenant-from (header, name:N or token) to count each tenant"
+            )
+        return self.observer.tenants
+
     async def events(self, request: Request) -> Response:
         """Server-sent events; `?model=` filters, `Last-Event-ID` resumes."""
         stream = self.observer.stream
@@ -77,6 +112,12 @@ class ObserveRoutes:
         model = request.query_params.get("model") or None
         frames = sse_frames(stream.follow(after, model))
         return StreamingResponse(frames, media_type="text/event-stream", headers=SSE_HEADERS)
+
+
+def describe_tenant(table: TenantTable, name: str) -> dict[str, Any]:
+    figures = table.get(name)
+    assert figures is not None
+    return {"tenant": name, **figures.describe()}
 
 
 def last_event_id(request: Request) -> int | None:

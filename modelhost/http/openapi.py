@@ -130,6 +130,7 @@ INVOKE_BODY = {
     "application/x-www-form-urlencoded": FORM,
 }
 MODEL = {"name": "model", "in": "path", "required": True, "schema": {"type": "string"}}
+TENANT = {"name": "tenant", "in": "path", "required": True, "schema": {"type": "string"}}
 VERSION = {"name": "version", "in": "path", "required": True, "schema": {"type": "string"}}
 LIMIT = {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1}}
 CURSOR = "the nextPageToken of the page before: a cursor, the last name it listed"
@@ -366,6 +367,21 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                 "schema": {"type": "string", "enum": ["hour", "day"], "default": "hour"},
             }
         ],
+    ),
+    ("GET", "/tenants"): operation(
+        "each tenant's requests, latency, worker time and refusals, paginated; 404 while "
+        "tenants are off",
+        _OBSERVE,
+        {_JSON: OBJECT},
+        (400, 404),
+        parameters=PAGE[:2],
+    ),
+    ("GET", "/tenants/{tenant:path}"): operation(
+        "one tenant's figures",
+        _OBSERVE,
+        {_JSON: OBJECT},
+        (404,),
+        parameters=[TENANT],
     ),
     ("GET", "/openapi.json"): operation("this document", "Meta", {_JSON: OBJECT}),
     # Open Inference Protocol

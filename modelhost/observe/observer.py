@@ -15,6 +15,9 @@ from modelhost.observe.exchange import Exchange
 from modelhost.observe.loop_watch import LoopWatch
 from modelhost.observe.metrics import Metrics
 from modelhost.observe.stream import EventStream
+from modelhost.observe.tallies import Tallies
+from modelhost.observe.tenant_series import NAMED_TENANTS, TenantSeries
+from modelhost.observe.tenants import TenantTable
 from modelhost.observe.usage import ModelUsage
 
 if TYPE_CHECKING:
@@ -22,10 +25,18 @@ if TYPE_CHECKING:
 
 
 class Observer:
-    """`access_log`: a path, "-" for stdout, "" for none; `model_series`: see HostCollector."""
+    """`access_log`: a path, "-" for stdout, "" for none; `model_series`: see HostCollector.
+
+    `tenants`: whether requests have tenants to count; off, /metrics has no tenant series.
+    """
 
     def __init__(
-        self, host: ModelHost, access_log: str = "", model_series: int = 0, max_streams: int = 64
+        self,
+        host: ModelHost,
+        access_log: str = "",
+        model_series: int = 0,
+        max_streams: int = 64,
+        tenants: bool = False,
     ) -> None:
         self.host = host
         registry = CollectorRegistry()
@@ -33,6 +44,10 @@ class Observer:
         registry.register(HostCollector(host, model_series))
         self.metrics = Metrics(registry)
         self.usage = ModelUsage()
+        self.tenants = TenantTable() if tenants else None
+        self.tenant_series = TenantSeries(NAMED_TENANTS)
+        if tenants:
+            Tallies(registry, self.tenant_series.tallies)
         self.stream = EventStream(host.events, max_clients=max_streams)
         self.access_log = AccessLog(access_log) if access_log else None
         self._unsubscribe = host.events.subscribe(self.metrics.on_event)
@@ -41,6 +56,9 @@ class Observer:
     def record(self, exchange: Exchange) -> None:
         self.metrics.on_exchange(exchange)
         self.usage.record(exchange)
+        if self.tenants is not None and exchange.tenant is not None:
+            figures = self.tenants.record(exchange.tenant, exchange)
+            self.tenant_series.record(exchange.tenant, exchange, figures.worker_s)
         if self.access_log is not None:
             self.access_log.write(exchange)
 

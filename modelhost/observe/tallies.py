@@ -30,6 +30,13 @@ class CounterTally:
             value = 0.0
         self.values[labels] = value + amount
 
+    def fold(self, labels: Labels, into: Labels) -> None:
+        """Move a series' count into another's, which keeps it from then on."""
+        value = self.values.pop(labels, None)
+        if value is not None:
+            self.created.pop(labels)
+            self.inc(into, value)
+
     def family(self) -> Metric:
         family = CounterMetricFamily(self.name, self.documentation, labels=self.labels)
         for labels, value in list(self.values.items()):
@@ -55,6 +62,16 @@ class HistogramTally:
             self.sums[labels] = 0.0
         counts[bisect_left(self.bounds, value)] += 1  # the first bound at or above it
         self.sums[labels] += value
+
+    def fold(self, labels: Labels, into: Labels) -> None:
+        """Move a series' buckets and sum into another's, which keeps them from then on."""
+        counts = self.counts.pop(labels, None)
+        if counts is None:
+            return
+        total = self.sums.pop(labels)
+        kept = self.counts.setdefault(into, [0] * len(counts))
+        kept[:] = [a + b for a, b in zip(kept, counts, strict=True)]
+        self.sums[into] = self.sums.get(into, 0.0) + total
 
     def family(self) -> Metric:
         family = HistogramMetricFamily(self.name, self.documentation, labels=self.labels)

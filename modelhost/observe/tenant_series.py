@@ -1,0 +1,88 @@
+"""Per-tenant Prometheus series: the costliest tenants by name, every other one as `other`.
+
+At most `named_max` tenants are named at once. A tenant joins when its worker time passes the
+cheapest named tenant's by `SWAP_MARGIN`, so two tenants of equal cost do not take turns. The
+one it displaces folds its series into `other`, and the newcomer's series start from nothing
+(what it did before stays in `other`): every counter only grows, and the named series plus
+`other` always add up to every request seen. The cheapest named tenant is found again only
+when it changes, so a request costs the same however many tenants there are.
+"""
+
+from __future__ import annotations
+
+from modelhost.observe.exchange import Exchange, error_reason
+from modelhost.observe.metrics import SECONDS_BUCKETS
+from modelhost.observe.tallies import CounterTally, HistogramTally
+from modelhost.observe.tenants import worker_seconds
+
+OTHER = "other"
+NAMED_TENANTS = 20
+SWAP_MARGIN = 1.25
+
+
+class TenantSeries:
+    def __init__(self, named_max: int = NAMED_TENANTS) -> None:
+        self.named_max = named_max
+        self.named: dict[str, float] = {}  # tenant → its worker seconds when last seen
+        self._cheapest: str | None = None
+        self.requests = CounterTally(
+            "modelhost_tenant_requests", "Requests by tenant (the costliest by name)", ["tenant"]
+        )
+        self.request_seconds = HistogramTally(
+            "modelhost_tenant_request_duration_seconds",
+            "Request latency by tenant",
+            ["tenant"],
+            SECONDS_BUCKETS,
+        )
+        self.worker_seconds = CounterTally(
+            "modelhost_tenant_worker_seconds",
+            "Worker time by tenant: the infer part of its requests' Server-Timing",
+            ["tenant"],
+        )
+        self.rejections = CounterTally(
+            "modelhost_tenant_rejections",
+            "Error responses by tenant and the error's type",
+            ["tenant", "reason"],
+        )
+        self.tallies = (self.requests, self.request_seconds, self.worker_seconds, self.rejections)
+
+    def record(self, tenant: str, exchange: Exchange, cost_s: float) -> None:
+        """Count the exchange under `tenant`'s name or `other`; `cost_s`: its worker time so far."""
+        label = (self._label(tenant, cost_s),)
+        self.requests.inc(label)
+        self.request_seconds.observe(label, exchange.duration_s)
+        self.worker_seconds.inc(label, worker_seconds(exchange))
+        if exchange.status >= 400:
+            self.rejections.inc((*label, error_reason(exchange.status, exchange.error)))
+
+    def _label(self, tenant: str, cost_s: float) -> str:
+        if tenant in self.named:
+            self.named[tenant] = cost_s
+            if tenant == self._cheapest or cost_s < self.named[self._cheapest or tenant]:
+                self._find_cheapest()
+            return tenant
+        if tenant == OTHER:
+            return OTHER
+        if len(self.named) < self.named_max:
+            return self._name(tenant, cost_s)
+        cheapest = self._cheapest
+        if cheapest is not None and cost_s > self.named[cheapest] * SWAP_MARGIN:
+            self._unname(cheapest)
+            return self._name(tenant, cost_s)
+        return OTHER
+
+    def _name(self, tenant: str, cost_s: float) -> str:
+        self.named[tenant] = cost_s
+        self._find_cheapest()
+        return tenant
+
+    def _unname(self, tenant: str) -> None:
+        del self.named[tenant]
+        for tally in (self.requests, self.request_seconds, self.worker_seconds):
+            tally.fold((tenant,), (OTHER,))
+        for labels in [labels for labels in self.rejections.values if labels[0] == tenant]:
+            self.rejections.fold(labels, (OTHER, labels[1]))
+
+    def _find_cheapest(self) -> None:
+        """A scan of the named tenants, a fixed few, when the cheapest may have changed."""
+        self._cheapest = min(self.named, key=self.named.__getitem__, default=None)

@@ -1,0 +1,106 @@
+"""Per-tenant figures for `GET /tenants`: requests, latency, worker time and refusals.
+
+A tenant rule may name a tenant per token or per model folder, so the table is a capped LRU, like
+`ModelUsage`'s, with a sorted index of its names for pages by cursor.
+"""
+
+from __future__ import annotations
+
+from array import array
+from bisect import bisect_left
+from collections import OrderedDict
+from typing import Any
+
+from sortedcontainers import SortedList
+
+from modelhost.observe.exchange import Exchange, error_reason
+from modelhost.observe.metrics import SECONDS_BUCKETS
+
+MAX_TENANTS = 4096
+ENTRY_BYTES = 1024  # an entry with a few refusal reasons, as tracemalloc measures it
+QUANTILES = (0.5, 0.99)
+
+
+class TenantFigures:
+    """One tenant's totals since the table first (or last) took it in."""
+
+    __slots__ = ("requests", "errors", "worker_s", "latency_s", "buckets", "rejections")
+
+    def __init__(self) -> None:
+        self.requests = self.errors = 0
+        self.worker_s = self.latency_s = 0.0
+        self.buckets = array("L", bytes(array("L").itemsize * (len(SECONDS_BUCKETS) + 1)))
+        self.rejections: dict[str, int] | None = None  # by reason; None until the first
+
+    def add(self, exchange: Exchange) -> None:
+        self.requests += 1
+        self.worker_s += worker_seconds(exchange)
+        self.latency_s += exchange.duration_s
+        self.buckets[bisect_left(SECONDS_BUCKETS, exchange.duration_s)] += 1
+        if exchange.status >= 400:
+            self.errors += 1
+            reason = error_reason(exchange.status, exchange.error)
+            self.rejections = self.rejections or {}
+            self.rejections[reason] = self.rejections.get(reason, 0) + 1
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "requests": self.requests,
+            "errors": self.errors,
+            "workerSeconds": round(self.worker_s, 6),
+            "latencyMs": self.latency_ms(),
+            "rejections": dict(sorted((self.rejections or {}).items())),
+        }
+
+    def latency_ms(self) -> dict[str, float]:
+        """The mean, and each quantile as the bound of the bucket it falls in."""
+        if not self.requests:
+            return {}
+        latency = {"mean": round(1000 * self.latency_s / self.requests, 3)}
+        for quantile in QUANTILES:
+            latency[f"p{round(quantile * 100)}"] = 1000 * self._bound(quantile)
+        return latency
+
+    def _bound(self, quantile: float) -> float:
+        wanted, running = quantile * self.requests, 0
+        for bound, count in zip(SECONDS_BUCKETS, self.buckets, strict=False):
+            running += count
+            if running >= wanted:
+                return bound
+        return float("inf")
+
+
+def worker_seconds(exchange: Exchange) -> float:
+    """The time a worker spent on the request: its Server-Timing `infer` part."""
+    return exchange.timings_ms.get("infer", 0.0) / 1000
+
+
+class TenantTable:
+    def __init__(self, max_tenants: int = MAX_TENANTS) -> None:
+        self.max_tenants = max_tenants
+        self._figures: OrderedDict[str, TenantFigures] = OrderedDict()
+        self._names = SortedList()
+
+    def __len__(self) -> int:
+        return len(self._figures)
+
+    def record(self, tenant: str, exchange: Exchange) -> TenantFigures:
+        """Add the exchange to `tenant`'s figures, making it the newest; the oldest may go."""
+        figures = self._figures.get(tenant)
+        if figures is None:
+            figures = self._figures[tenant] = TenantFigures()
+            self._names.add(tenant)
+            if len(self._figures) > self.max_tenants:
+                self._names.remove(self._figures.popitem(last=False)[0])
+        else:
+            self._figures.move_to_end(tenant)
+        figures.add(exchange)
+        return figures
+
+    def get(self, tenant: str) -> TenantFigures | None:
+        return self._figures.get(tenant)
+
+    def page(self, after: str, limit: int) -> list[str]:
+        """Up to `limit` tenants after `after`, in name order."""
+        names = self._names.irange(minimum=after, inclusive=(False, True))
+        return [name for name, _ in zip(names, range(limit), strict=False)]

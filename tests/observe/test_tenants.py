@@ -1,0 +1,164 @@
+"""Per-tenant figures: the capped table behind GET /tenants, and the named-or-other series."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from modelhost.observe.exchange import Exchange
+from modelhost.observe.tallies import CounterTally, HistogramTally
+from modelhost.observe.tenant_series import OTHER, TenantSeries
+from modelhost.observe.tenants import ENTRY_BYTES, TenantTable
+
+
+def exchange(
+    tenant: str = "t", infer_ms: float = 2.0, status: int = 200, duration_s: float = 0.004
+) -> Exchange:
+    return Exchange(
+        time=0.0,
+        method="POST",
+        route="/models/{model:path}/invoke",
+        status=status,
+        duration_s=duration_s,
+        bytes_in=1,
+        bytes_out=1,
+        invocation=True,
+        model="m",
+        cache="hit" if status < 400 else None,
+        timings_ms={"queue": 0.1, "infer": infer_ms} if status < 400 else {},
+        error={429: "QueueFull", 507: "InsufficientMemory"}.get(status),
+        tenant=tenant,
+    )
+
+
+def feed(table: TenantTable, series: TenantSeries, *exchanges: Exchange) -> None:
+    for each in exchanges:
+        assert each.tenant is not None
+        figures = table.record(each.tenant, each)
+        series.record(each.tenant, each, figures.worker_s)
+
+
+def test_a_tenants_figures_add_up_its_requests() -> None:
+    table = TenantTable()
+    for each in (exchange(), exchange(infer_ms=6.0, duration_s=0.2), exchange(status=429)):
+        table.record("t", each)
+    figures = table.get("t")
+    assert figures is not None
+    assert figures.describe() == {
+        "requests": 3,
+        "errors": 1,
+        "workerSeconds": 0.008,
+        "latencyMs": {"mean": 69.333, "p50": 5.0, "p99": 250.0},
+        "rejections": {"QueueFull": 1},
+    }
+
+
+def test_the_table_forgets_the_least_recent_tenant_past_its_cap() -> None:
+    table = TenantTable(max_tenants=3)
+    for tenant in ("a", "b", "c", "a", "d"):
+        table.record(tenant, exchange(tenant))
+    assert len(table) == 3
+    assert table.get("b") is None
+    assert table.page("", 10) == ["a", "c", "d"]
+
+
+def test_pages_walk_the_tenants_in_name_order() -> None:
+    table = TenantTable()
+    for tenant in ("tenants/t2", "tenants/t0", "tenants/t1"):
+        table.record(tenant, exchange(tenant))
+    assert table.page("", 2) == ["tenants/t0", "tenants/t1"]
+    assert table.page("tenants/t1", 2) == ["tenants/t2"]
+
+
+def test_a_tenant_entry_stays_under_its_byte_cap() -> None:
+    table = TenantTable()
+    names = [f"tenants/t{i:05d}" for i in range(2000)]
+    reasons = [exchange(status=429), exchange(status=507), exchange()]
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    for name in names:
+        for each in reasons:
+            table.record(name, each)
+    held = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    assert held / len(names) < ENTRY_BYTES
+
+
+def test_the_costliest_tenant_takes_the_cheapest_named_ones_place() -> None:
+    table, series = TenantTable(), TenantSeries(named_max=2)
+    feed(table, series, exchange("a", 1.0), exchange("b", 2.0), exchange("c", 1.0))
+    assert set(series.named) == {"a", "b"}
+    assert series.requests.values[(OTHER,)] == 1  # c's first request
+    feed(table, series, exchange("c", 5.0, status=200))
+    assert set(series.named) == {"b", "c"}
+    assert series.requests.values == {("b",): 1, ("c",): 1, (OTHER,): 2}  # a's folded in
+
+
+def test_equal_tenants_do_not_take_turns_at_a_name() -> None:
+    table, series = TenantTable(), TenantSeries(named_max=1)
+    for _ in range(20):
+        feed(table, series, exchange("a"), exchange("b"))
+    assert set(series.named) == {"a"}
+
+
+def test_a_tenant_called_other_is_counted_as_other() -> None:
+    table, series = TenantTable(), TenantSeries(named_max=4)
+    feed(table, series, exchange(OTHER), exchange("a"))
+    assert set(series.named) == {"a"}
+    assert series.requests.values[(OTHER,)] == 1
+
+
+traffic = st.lists(
+    st.tuples(
+        st.integers(0, 30),  # tenant
+        st.sampled_from([0.5, 2.0, 40.0]),  # infer ms
+        st.sampled_from([200, 200, 429, 507]),
+    ),
+    max_size=300,
+)
+
+
+@given(traffic, st.integers(1, 5))
+def test_named_series_stay_capped_and_add_up_to_every_request(
+    requests: list[tuple[int, float, int]], named_max: int
+) -> None:
+    table, series = TenantTable(max_tenants=16), TenantSeries(named_max)
+    fed = [exchange(f"t{tenant}", infer_ms, status) for tenant, infer_ms, status in requests]
+    for each in fed:
+        feed(table, series, each)
+        tenants = {labels[0] for labels in series.requests.values} - {OTHER}
+        assert tenants == set(series.named) and len(tenants) <= named_max
+    assert sum(series.requests.values.values()) == len(fed)
+    assert sum(sum(counts) for counts in series.request_seconds.counts.values()) == len(fed)
+    worker_s = sum(each.timings_ms.get("infer", 0.0) for each in fed) / 1000
+    assert abs(sum(series.worker_seconds.values.values()) - worker_s) < 1e-9
+    refused = sum(1 for each in fed if each.status >= 400)
+    assert sum(series.rejections.values.values()) == refused
+
+
+@given(traffic)
+def test_no_series_ever_goes_down(requests: list[tuple[int, float, int]]) -> None:
+    """A counter that went down would read as a reset: `other` only grows, a name only grows
+    while it is named."""
+    table, series = TenantTable(), TenantSeries(named_max=3)
+    seen: dict[tuple[str, ...], float] = {}
+    for tenant, infer_ms, status in requests:
+        feed(table, series, exchange(f"t{tenant}", infer_ms, status))
+        for labels, value in series.requests.values.items():
+            assert value >= seen.get(labels, 0)
+        seen = dict(series.requests.values)
+
+
+def test_a_folded_series_adds_to_the_one_it_joins() -> None:
+    counter = CounterTally("c", "c", ["tenant"])
+    counter.inc(("a",), 2)
+    counter.inc((OTHER,), 1)
+    counter.fold(("a",), (OTHER,))
+    assert counter.values == {(OTHER,): 3}
+    histogram = HistogramTally("h", "h", ["tenant"], (1.0, 2.0))
+    histogram.observe(("a",), 0.5)
+    histogram.observe(("a",), 3.0)
+    histogram.fold(("a",), (OTHER,))
+    assert histogram.counts == {(OTHER,): [1, 0, 1]} and histogram.sums == {(OTHER,): 3.5}
