@@ -25,6 +25,7 @@ ModelhostError
 │   └── PoisonRequest            killed its worker twice
 ├── Overloaded                   retry after a pause
 │   ├── QueueFull
+│   │   └── TenantQueueFull      one tenant's queue, not the server's
 │   └── ConcurrencyLimit
 ├── DeadlineExceeded
 ├── Unavailable                  retry is safe
@@ -138,6 +139,10 @@ class Overloaded(ModelhostError):
 
 
 class QueueFull(Overloaded):
+    pass
+
+
+class TenantQueueFull(QueueFull):
     pass
 
 
