@@ -65,14 +65,18 @@ class FairQueue(Generic[T]):
         """Whether `tenant`'s queue has no room for another request."""
         return len(self._queues.get(tenant, ())) >= self.queue_size
 
-    def push(self, tenant: str, item: T) -> None:
-        """Queue `item` for `tenant`, or refuse it when the tenant's queue is full."""
+    def check(self, tenant: str) -> None:
+        """Refuse a request of `tenant` when its queue is full."""
         if self.full(tenant):
             raise TenantQueueFull(
                 f"tenant {tenant or '(default)'} has {self.queue_size} requests waiting for the "
                 f"server, the limit (job_queue_size) is {self.queue_size}; retry after a pause, "
                 "or raise --job-queue-size or --max-concurrency"
             )
+
+    def push(self, tenant: str, item: T) -> None:
+        """Queue `item` for `tenant`, or refuse it when the tenant's queue is full."""
+        self.check(tenant)
         if tenant not in self._queues:
             self._lift(tenant)
             self._queues[tenant] = deque()
