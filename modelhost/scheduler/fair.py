@@ -57,9 +57,10 @@ class FairQueue(Generic[T]):
         self._mean_ms = FIRST_ESTIMATE_MS  # of every tenant: a new tenant's first estimate
         self._running: Counter[str] = Counter()
         self._floor = 0.0  # lowest backlogged counter; kept while none is backlogged
+        self._waiting = 0  # in every queue: asked on every admission
 
     def __len__(self) -> int:
-        return sum(len(queue) for queue in self._queues.values())
+        return self._waiting
 
     def full(self, tenant: str) -> bool:
         """Whether `tenant`'s queue has no room for another request."""
@@ -81,6 +82,7 @@ class FairQueue(Generic[T]):
             self._lift(tenant)
             self._queues[tenant] = deque()
         self._queues[tenant].append(item)
+        self._waiting += 1
 
     def pop(self) -> tuple[T, Ticket] | None:
         """The next item in fair order and its ticket, or None when nothing waits."""
@@ -90,6 +92,7 @@ class FairQueue(Generic[T]):
         self._floor = max(self._floor, self.counter(tenant))
         queue = self._queues[tenant]
         item = queue.popleft()
+        self._waiting -= 1
         if not queue:
             del self._queues[tenant]
         return item, self.dispatch(tenant)
@@ -123,6 +126,7 @@ class FairQueue(Generic[T]):
         if queue is None or item not in queue:
             return False
         queue.remove(item)
+        self._waiting -= 1
         if not queue:
             del self._queues[tenant]
         return True

@@ -171,6 +171,7 @@ def test_every_request_admitted_or_refused_exactly_once(
         elif op == "discard" and waiting[tenant]:
             assert queue.discard(tenant, waiting[tenant][0])
             left.append(waiting[tenant].pop(0))
+        assert len(queue) == sum(len(items) for items in waiting.values())
     while (picked := queue.pop()) is not None:
         left.append(picked[0])
     assert not admitted & refused and len(admitted | refused) == next(ids)
