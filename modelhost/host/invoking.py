@@ -243,4 +243,6 @@ def fair_admission(residency: Residency, scheduling: SchedulerSettings) -> FairA
         return None
     workers = residency.copies.pool.health()[1]
     limit = scheduling.fair_limit(workers)
-    return FairAdmission(limit, scheduling.job_queue_size, residency.clock)
+    return FairAdmission(
+        limit, scheduling.job_queue_size, scheduling.response_timeout_s, residency.clock
+    )

@@ -6,6 +6,7 @@ import asyncio
 import time
 from collections.abc import Callable
 
+from modelhost.errors import DeadlineExceeded
 from modelhost.scheduler.fair import FairQueue, Ticket
 
 
@@ -17,9 +18,13 @@ class FairAdmission:
     """
 
     def __init__(
-        self, limit: int, queue_size: int, clock: Callable[[], float] = time.monotonic
+        self,
+        limit: int,
+        queue_size: int,
+        wait_s: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.limit = limit
+        self.limit, self.wait_s = limit, wait_s
         self.in_flight = 0
         self.queue: FairQueue[asyncio.Future[Ticket]] = FairQueue(queue_size, clock=clock)
 
@@ -35,6 +40,7 @@ class FairAdmission:
             return self.queue.dispatch(tenant)
         waiter: asyncio.Future[Ticket] = asyncio.get_running_loop().create_future()
         self.queue.push(tenant, waiter)
+        timer = waiter.get_loop().call_later(self.wait_s, self._expire, tenant, waiter)
         try:
             return await waiter
         except asyncio.CancelledError:
@@ -44,11 +50,26 @@ class FairAdmission:
                 self.queue.refund(waiter.result())
                 self._free()
             raise
+        finally:
+            timer.cancel()
 
     def release(self, ticket: Ticket, cost_ms: float | None) -> None:
         """The request ended, having cost `cost_ms` of worker time (None: not measured)."""
         self.queue.complete(ticket, cost_ms)
         self._free()
+
+    def _expire(self, tenant: str, waiter: asyncio.Future[Ticket]) -> None:
+        if waiter.done():
+            return
+        self.queue.discard(tenant, waiter)
+        waiter.set_exception(
+            DeadlineExceeded(
+                f"tenant {tenant or '(default)'}'s request waited {self.wait_s:g} s "
+                f"(default_response_timeout) for one of the server's {self.limit} slots "
+                "(max_concurrency) and got none; retry after a pause, or raise "
+                "--max-concurrency or --default-response-timeout-s"
+            )
+        )
 
     def _free(self) -> None:
         self.in_flight -= 1

@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from modelhost.errors import DeadlineExceeded
 from modelhost.scheduler.admission import FairAdmission
 
 
@@ -52,3 +53,18 @@ def test_a_caller_leaving_once_granted_passes_the_slot_on() -> None:
 
     slots = asyncio.run(scenario())
     assert slots.in_flight == 0 and not slots.queue.statistics().running
+
+
+def test_a_request_waiting_past_its_deadline_gets_504() -> None:
+    """The response timeout covers the wait for a slot: past it, the request leaves its
+    tenant's queue with DeadlineExceeded, and the slot's holder keeps it."""
+
+    async def scenario() -> FairAdmission:
+        slots = FairAdmission(1, 4, wait_s=0.01)
+        await slots.acquire("a")
+        with pytest.raises(DeadlineExceeded, match="tenant b's request waited 0.01 s"):
+            await slots.acquire("b")
+        return slots
+
+    slots = asyncio.run(scenario())
+    assert slots.in_flight == 1 and len(slots.queue) == 0
