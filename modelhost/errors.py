@@ -27,6 +27,7 @@ ModelhostError
 │   └── PoisonRequest            killed its worker twice
 ├── Overloaded                   retry after a pause
 │   ├── QueueFull
+│   │   └── TenantQueueFull      one tenant's queue, not the server's
 │   └── ConcurrencyLimit
 ├── DeadlineExceeded
 ├── Unavailable                  retry is safe
@@ -148,6 +149,10 @@ class Overloaded(ModelhostError):
 
 
 class QueueFull(Overloaded):
+    pass
+
+
+class TenantQueueFull(QueueFull):
     pass
 
 

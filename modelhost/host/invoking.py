@@ -3,6 +3,9 @@
 A request for a model that is not loaded waits for the load against that model's queue size,
 not the server's max_concurrency, so a flood on a cold model cannot refuse the loaded ones.
 
+With tenants on, a request past max_concurrency waits in its tenant's queue instead of a 429,
+and a freed slot goes to the tenant the fair queue picks, charged the worker time it measures.
+
 A request whose worker died is tried once more, alone, if it never ran or is safe to rerun, so
 a crash costs latency, not an error. A second death makes it a poison request, answered 500.
 """
@@ -28,6 +31,7 @@ from modelhost.host.calls import Answer, Invocation, LoadOutcome, Result
 from modelhost.host.queues import Queues
 from modelhost.host.residency import Residency
 from modelhost.scheduler import SchedulerSettings
+from modelhost.scheduler.admission import FairAdmission
 from modelhost.scheduler.batcher import Job
 from modelhost.scheduler.dispatch import Dispatcher
 
@@ -51,16 +55,19 @@ class InvokePath:
         self.loads_on_invoke = loads_on_invoke  # false under SageMaker's contract
         self.in_flight = 0
         self.waiting_for_load: dict[str, int] = {}  # by model
+        self.fair = fair_admission(residency, scheduling)  # None: tenants are off
         # one timer for every deadline, not one per request
         self._deadlines: Deadlines[tuple[Dispatcher, Job[Invocation]]] = Deadlines(
             scheduling.response_timeout_s, lambda key: self._expire(*key)
         )
 
     async def invoke(self, name: str, invocation: Invocation) -> Result:
-        self._check_room()  # a full server starts no load
+        self._check_room(invocation.tenant)  # a full server starts no load
         return await self._invoke(name, invocation, self.residency.clock())
 
-    def _check_room(self) -> None:
+    def _check_room(self, tenant: str = "") -> None:
+        if self.fair is not None:
+            return self.fair.check(tenant)
         limit = self.scheduling.max_concurrency
         if limit and self.in_flight >= limit:
             raise ConcurrencyLimit(
@@ -104,15 +111,13 @@ class InvokePath:
     async def _invoke(self, name: str, invocation: Invocation, started: float) -> Result:
         try:
             loaded = await self._wait_for_load(name)
-            with self._slot():
-                return await self._attempt(name, invocation, started, loaded, solo=False)
+            return await self._in_slot(name, invocation, started, loaded, solo=False)
         except Unavailable as error:
             if not self._retryable(name, error):
                 raise
         self.queues.count_retry()
         try:
-            with self._slot():
-                return await self._attempt(name, invocation, started, None, solo=True)
+            return await self._in_slot(name, invocation, started, None, solo=True)
         except WorkerDied as error:
             if not error.running:
                 raise
@@ -121,6 +126,27 @@ class InvokePath:
                 "alone: it is not tried again (does the handler crash its process on this "
                 "input?); other requests are served as before"
             ) from error
+
+    async def _in_slot(
+        self,
+        name: str,
+        invocation: Invocation,
+        started: float,
+        loaded: LoadOutcome | None,
+        solo: bool,
+    ) -> Result:
+        """`_attempt` in a slot: max_concurrency's, or the one its tenant's turn brings."""
+        if self.fair is None:
+            with self._slot():
+                return await self._attempt(name, invocation, started, loaded, solo)
+        ticket = await self.fair.acquire(invocation.tenant)
+        cost_ms = None  # unmeasured: charged the time it held the slot
+        try:
+            result = await self._attempt(name, invocation, started, loaded, solo)
+            cost_ms = result.timings_ms["infer"]
+            return result
+        finally:
+            self.fair.release(ticket, cost_ms)
 
     def _retryable(self, name: str, error: Unavailable) -> bool:
         """Whether the request never ran, or running it twice is harmless."""
@@ -209,3 +235,14 @@ class InvokePath:
                 "workers if requests wait in the queue"
             )
         )
+
+
+def fair_admission(residency: Residency, scheduling: SchedulerSettings) -> FairAdmission | None:
+    """Fair slots when tenants are on, as many as the settings give for the pool's workers."""
+    if not scheduling.fair_tenants:
+        return None
+    workers = residency.copies.pool.health()[1]
+    limit = scheduling.fair_limit(workers)
+    return FairAdmission(
+        limit, scheduling.job_queue_size, scheduling.response_timeout_s, residency.clock
+    )

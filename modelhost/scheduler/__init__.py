@@ -21,11 +21,17 @@ class SchedulerSettings:
     response_timeout_s: float = 60.0
     scale_in_idle_s: float = 30.0
     slots_per_worker: int = 1  # a worker's inference threads
+    fair_tenants: bool = False  # requests past max_concurrency wait in their tenant's queue
 
     def batch_size(self, declared: int | None, handler_batches: bool) -> int:
         if declared or self.max_batch_size:
             return declared or self.max_batch_size
         return AUTO_BATCH_SIZE if handler_batches else 1
+
+    def fair_limit(self, workers: int) -> int:
+        """The requests in flight before the rest wait in their tenants' queues."""
+        # two a slot: one running, one ready to start as it ends (docs/decisions.md)
+        return self.max_concurrency or max(1, 2 * workers * self.slots_per_worker)
 
 
 class ModelSchedule(NamedTuple):

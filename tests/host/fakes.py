@@ -18,6 +18,7 @@ from modelhost.errors import ModelNotLoaded, WorkerDied
 from modelhost.host import Invocation, ModelHost
 from modelhost.manifest import Manifest
 from modelhost.records.events import Event, EventLog
+from modelhost.scheduler import SchedulerSettings
 from modelhost.workers.handle import WorkerHandle
 from modelhost.workers.messages import (
     Answer,
@@ -287,6 +288,7 @@ def host_with(
     manifests: dict[str, Manifest],
     budget_bytes: int = 2**40,
     memory: MemoryTier | None = None,
+    scheduling: SchedulerSettings | None = None,
 ) -> ModelHost:
     """A host on `pool` whose models declare `manifests` (no files read for them)."""
     memory = memory or MemoryTier(MemoryBudget(budget_bytes, 0))
@@ -297,6 +299,7 @@ def host_with(
         RecordedEvents(),
         pinned=frozenset(),
         deadline_s=5.0,
+        scheduling=scheduling,
         pss_bytes=lambda: memory.committed_bytes,
     )
     host.manifests.manifests.update(manifests)

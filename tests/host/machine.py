@@ -60,6 +60,7 @@ def checked(function: F) -> F:
 
 class Interleavings(RuleBasedStateMachine):
     footprint = staticmethod(footprint_of)  # of each model, as its loads measure it
+    scheduling = SchedulerSettings(response_timeout_s=1e9, scale_in_idle_s=5.0)
 
     def __init__(self) -> None:
         super().__init__()
@@ -68,7 +69,6 @@ class Interleavings(RuleBasedStateMachine):
         self.pool = FakePool(POOL_SIZE, self.footprint)
         self.memory = self.make_memory()
         root = self.root = Path(self.loop.run_until_complete(asyncio.to_thread(tmp_dir)))
-        scheduling = SchedulerSettings(response_timeout_s=1e9, scale_in_idle_s=5.0)
         self.host = ModelHost(
             self.pool,
             self.memory,
@@ -77,7 +77,7 @@ class Interleavings(RuleBasedStateMachine):
             pinned=frozenset(),
             deadline_s=1e9,
             clock=self.clock,
-            scheduling=scheduling,
+            scheduling=self.scheduling,
             pss_bytes=self.read_pss,
         )
         self.pool.attach(

@@ -1,0 +1,82 @@
+"""The server's concurrency slots, handed to the tenants' waiting requests in fair order."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+from modelhost.errors import DeadlineExceeded
+from modelhost.scheduler.fair import FairQueue, Ticket
+
+
+class FairAdmission:
+    """At most `limit` requests run; the rest wait in their tenant's queue for a freed slot.
+
+    A slot that frees goes to the tenant the fair queue picks, so a noisy tenant's backlog
+    waits behind a quiet tenant's few requests instead of ahead of them.
+    """
+
+    def __init__(
+        self,
+        limit: int,
+        queue_size: int,
+        wait_s: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.limit, self.wait_s = limit, wait_s
+        self.in_flight = 0
+        self.queue: FairQueue[asyncio.Future[Ticket]] = FairQueue(queue_size, clock=clock)
+
+    def check(self, tenant: str) -> None:
+        """Refuse now, before any load starts, a request its tenant's full queue would."""
+        if self.in_flight >= self.limit:
+            self.queue.check(tenant)
+
+    async def acquire(self, tenant: str) -> Ticket:
+        """A slot for one of `tenant`'s requests, at once or when the fair queue picks it."""
+        if self.in_flight < self.limit and not len(self.queue):
+            self.in_flight += 1
+            return self.queue.dispatch(tenant)
+        waiter: asyncio.Future[Ticket] = asyncio.get_running_loop().create_future()
+        self.queue.push(tenant, waiter)
+        timer = waiter.get_loop().call_later(self.wait_s, self._expire, tenant, waiter)
+        try:
+            return await waiter
+        except asyncio.CancelledError:
+            if waiter.cancelled():
+                self.queue.discard(tenant, waiter)
+            else:  # granted as the caller left: pass the slot on
+                self.queue.refund(waiter.result())
+                self._free()
+            raise
+        finally:
+            timer.cancel()
+
+    def release(self, ticket: Ticket, cost_ms: float | None) -> None:
+        """The request ended, having cost `cost_ms` of worker time (None: not measured)."""
+        self.queue.complete(ticket, cost_ms)
+        self._free()
+
+    def _expire(self, tenant: str, waiter: asyncio.Future[Ticket]) -> None:
+        if waiter.done():
+            return
+        self.queue.discard(tenant, waiter)
+        waiter.set_exception(
+            DeadlineExceeded(
+                f"tenant {tenant or '(default)'}'s request waited {self.wait_s:g} s "
+                f"(default_response_timeout) for one of the server's {self.limit} slots "
+                "(max_concurrency) and got none; retry after a pause, or raise "
+                "--max-concurrency or --default-response-timeout-s"
+            )
+        )
+
+    def _free(self) -> None:
+        self.in_flight -= 1
+        while self.in_flight < self.limit and (picked := self.queue.pop()) is not None:
+            waiter, ticket = picked
+            if waiter.done():  # its caller left while it waited
+                self.queue.refund(ticket)
+                continue
+            self.in_flight += 1
+            waiter.set_result(ticket)

@@ -1,0 +1,159 @@
+"""Weighted fair queueing across tenants, on the worker time their requests cost."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Generic, NamedTuple, TypeVar
+
+from modelhost.errors import TenantQueueFull
+
+T = TypeVar("T")
+FIRST_ESTIMATE_MS = 1.0  # before any request has been measured
+SMOOTHING = 0.2  # weight of the newest cost in a tenant's running mean
+
+
+@dataclass(frozen=True)
+class Ticket:
+    """One dispatched request: whose it was, what it was charged, and when it started."""
+
+    tenant: str
+    estimate_ms: float
+    started: float
+
+
+class FairStatistics(NamedTuple):
+    """Requests waiting and requests running, by tenant."""
+
+    waiting: dict[str, int]
+    running: dict[str, int]
+
+
+class FairQueue(Generic[T]):
+    """Serves the tenants in turn by weighted fair queueing on cost (VTC, Sheng et al., OSDI'24).
+
+    Each tenant has a virtual counter: the service it has had divided by its weight. The tenant
+    served next is the backlogged one (with requests waiting) whose counter is lowest. A request's
+    cost is known only when it ends, so dispatch charges the tenant's running mean and completion
+    corrects the charge by the measured cost. A tenant that becomes backlogged after idling has
+    its counter lifted to the lowest backlogged counter, so idling earns no credit to spend in a
+    burst later. Nothing is held back while anyone waits: the queue is work-conserving. Between
+    two tenants backlogged over any stretch of serial service, each gets its weighted share of
+    what the two received, less at most one request's largest cost.
+    """
+
+    def __init__(
+        self,
+        queue_size: int,
+        weight: Callable[[str], float] = lambda tenant: 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.queue_size, self.weight, self.clock = queue_size, weight, clock
+        self._queues: dict[str, deque[T]] = {}  # backlogged tenants only
+        self._counters: dict[str, float] = {}
+        self._means_ms: dict[str, float] = {}
+        self._mean_ms = FIRST_ESTIMATE_MS  # of every tenant: a new tenant's first estimate
+        self._running: Counter[str] = Counter()
+        self._floor = 0.0  # lowest backlogged counter; kept while none is backlogged
+        self._waiting = 0  # in every queue: asked on every admission
+
+    def __len__(self) -> int:
+        return self._waiting
+
+    def full(self, tenant: str) -> bool:
+        """Whether `tenant`'s queue has no room for another request."""
+        return len(self._queues.get(tenant, ())) >= self.queue_size
+
+    def check(self, tenant: str) -> None:
+        """Refuse a request of `tenant` when its queue is full."""
+        if self.full(tenant):
+            raise TenantQueueFull(
+                f"tenant {tenant or '(default)'} has {self.queue_size} requests waiting for the "
+                f"server, the limit (job_queue_size) is {self.queue_size}; retry after a pause, "
+                "or raise --job-queue-size or --max-concurrency"
+            )
+
+    def push(self, tenant: str, item: T) -> None:
+        """Queue `item` for `tenant`, or refuse it when the tenant's queue is full."""
+        self.check(tenant)
+        if tenant not in self._queues:
+            self._lift(tenant)
+            self._queues[tenant] = deque()
+        self._queues[tenant].append(item)
+        self._waiting += 1
+
+    def pop(self) -> tuple[T, Ticket] | None:
+        """The next item in fair order and its ticket, or None when nothing waits."""
+        if not self._queues:
+            return None
+        tenant = min(self._queues, key=self.counter)
+        self._floor = max(self._floor, self.counter(tenant))
+        queue = self._queues[tenant]
+        item = queue.popleft()
+        self._waiting -= 1
+        if not queue:
+            del self._queues[tenant]
+        return item, self.dispatch(tenant)
+
+    def dispatch(self, tenant: str) -> Ticket:
+        """Charge `tenant` a request's estimated cost as it starts, queued or not."""
+        estimate_ms = self._means_ms.get(tenant, self._mean_ms)
+        self._charge(tenant, estimate_ms)
+        self._running[tenant] += 1
+        return Ticket(tenant, estimate_ms, self.clock())
+
+    def complete(self, ticket: Ticket, cost_ms: float | None) -> None:
+        """Correct the charge by the measured cost (None: the time since it started)."""
+        if cost_ms is None:
+            cost_ms = (self.clock() - ticket.started) * 1000
+        tenant = ticket.tenant
+        self._charge(tenant, cost_ms - ticket.estimate_ms)
+        mean_ms = self._means_ms.get(tenant, cost_ms)
+        self._means_ms[tenant] = mean_ms + SMOOTHING * (cost_ms - mean_ms)
+        self._mean_ms += SMOOTHING * (cost_ms - self._mean_ms)
+        self._end(tenant)
+
+    def refund(self, ticket: Ticket) -> None:
+        """Take back the charge of a request that never ran."""
+        self._charge(ticket.tenant, -ticket.estimate_ms)
+        self._end(ticket.tenant)
+
+    def discard(self, tenant: str, item: T) -> bool:
+        """Take `item` out of `tenant`'s queue; whether it was there."""
+        queue = self._queues.get(tenant)
+        if queue is None or item not in queue:
+            return False
+        queue.remove(item)
+        self._waiting -= 1
+        if not queue:
+            del self._queues[tenant]
+        return True
+
+    def counter(self, tenant: str) -> float:
+        """`tenant`'s service so far over its weight, as the queue counts it."""
+        return self._counters.get(tenant, self._floor)
+
+    def statistics(self) -> FairStatistics:
+        waiting = {tenant: len(queue) for tenant, queue in self._queues.items()}
+        return FairStatistics(waiting, dict(self._running))
+
+    def _lift(self, tenant: str) -> None:
+        """A tenant that was idle starts level with the lowest backlogged one."""
+        backlogged = [self.counter(other) for other in self._queues]
+        self._counters[tenant] = max(self.counter(tenant), min(backlogged, default=self._floor))
+
+    def _charge(self, tenant: str, cost_ms: float) -> None:
+        self._counters[tenant] = self.counter(tenant) + cost_ms / self.weight(tenant)
+
+    def _end(self, tenant: str) -> None:
+        """One of `tenant`'s requests ended: forget a tenant idle and owed nothing."""
+        self._running[tenant] -= 1
+        if self._running[tenant] > 0:
+            return
+        del self._running[tenant]
+        if tenant not in self._queues and self.counter(tenant) <= self._floor:
+            # it would be lifted to the floor on its return: its counter carries nothing
+            self._counters.pop(tenant, None)
+            self._means_ms.pop(tenant, None)
