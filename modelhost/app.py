@@ -253,6 +253,7 @@ def build_host(
             response_timeout_s=config.default_response_timeout_s,
             scale_in_idle_s=config.scale_in_idle_s,
             slots_per_worker=pool.threads,
+            fair_tenants=parse_tenant_from(config.tenant_from) is not None,
         ),
         max_rows_per_request=config.max_rows_per_request,
         sagemaker_contract=config.sagemaker_contract,

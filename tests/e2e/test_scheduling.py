@@ -54,10 +54,13 @@ def client_of(
         yield start
 
 
-def invoke(client: httpx.Client, name: str, body: str = "[[5.1, 3.5, 1.4, 0.2]]") -> httpx.Response:
-    return client.post(
-        f"/models/{name}/invoke", content=body, headers={"content-type": "application/json"}
-    )
+def invoke(
+    client: httpx.Client, name: str, body: str = "[[5.1, 3.5, 1.4, 0.2]]", tenant: str = ""
+) -> httpx.Response:
+    headers = {"content-type": "application/json"}
+    if tenant:
+        headers["x-modelhost-tenant"] = tenant
+    return client.post(f"/models/{name}/invoke", content=body, headers=headers)
 
 
 def describe(client: httpx.Client, name: str) -> dict[str, Any]:
@@ -167,6 +170,34 @@ def test_requests_waiting_for_a_load_leave_the_server_cap_to_loaded_models(
         assert "(job_queue_size) is 3" in refused[0].json()["message"]
         gate.touch()
         assert sorted(future.result().status_code for future in flood) == [200] * 3 + [429] * 2
+
+
+def test_a_noisy_tenant_past_its_queue_is_refused_alone(
+    client_of: Callable[..., httpx.Client], gate: Path
+) -> None:
+    """With tenants on, the server's slots are shared: a noisy tenant past job_queue_size waiting
+    gets 429 naming it, while a quiet tenant's request waits its turn and is answered."""
+    client = client_of(
+        workers=1,
+        threads_per_worker=1,
+        job_queue_size=2,
+        max_workers_per_model=1,
+        tenant_from="header",
+    )
+    assert invoke(client, "iris.joblib", tenant="quiet").status_code == 200
+    with concurrent.futures.ThreadPoolExecutor(7) as pool:
+        held = [pool.submit(invoke, client, GATED, str(i), "noisy") for i in range(2)]
+        wait_until(lambda: describe(client, GATED).get("inFlight") == 2)  # both slots taken
+        flood = [pool.submit(invoke, client, GATED, str(i), "noisy") for i in range(4)]
+        wait_until(lambda: sum(future.done() for future in flood) == 2)
+        refused = [future.result() for future in flood if future.done()]
+        assert [r.json()["type"] for r in refused] == ["TenantQueueFull"] * 2
+        assert "tenant noisy" in refused[0].json()["message"]
+        quiet = pool.submit(invoke, client, "iris.joblib", tenant="quiet")
+        gate.touch()
+        assert quiet.result().status_code == 200
+        answered = [future.result().status_code for future in held + flood]
+    assert sorted(answered) == [200] * 4 + [429] * 2
 
 
 def test_request_past_deadline_gets_504(client_of: Callable[..., httpx.Client], gate: Path) -> None:
