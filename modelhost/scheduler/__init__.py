@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 AUTO_BATCH_SIZE = 32  # with no delay, only what piled up while the worker was busy
+FAIR_REQUESTS_PER_THREAD = 16  # in flight with tenants on and no max_concurrency (decisions.md)
 
 
 @dataclass(frozen=True)
@@ -30,8 +31,9 @@ class SchedulerSettings:
 
     def fair_limit(self, workers: int) -> int:
         """The requests in flight before the rest wait in their tenants' queues."""
-        # two a slot: one running, one ready to start as it ends (docs/decisions.md)
-        return self.max_concurrency or max(1, 2 * workers * self.slots_per_worker)
+        return self.max_concurrency or max(
+            1, FAIR_REQUESTS_PER_THREAD * workers * self.slots_per_worker
+        )
 
 
 class ModelSchedule(NamedTuple):

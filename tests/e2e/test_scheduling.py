@@ -180,6 +180,7 @@ def test_a_noisy_tenant_past_its_queue_is_refused_alone(
     client = client_of(
         workers=1,
         threads_per_worker=1,
+        max_concurrency=2,
         job_queue_size=2,
         max_workers_per_model=1,
         tenant_from="header",

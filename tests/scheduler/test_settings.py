@@ -10,8 +10,8 @@ def test_batch_size_manifest_then_server_then_handler() -> None:
     assert fixed.batch_size(8, handler_batches=False) == 8  # the manifest wins
 
 
-def test_fair_limit_is_two_a_worker_thread_unless_set() -> None:
-    """With tenants on and no max_concurrency, one request runs and one waits per slot."""
-    assert SchedulerSettings(slots_per_worker=2).fair_limit(workers=4) == 16
+def test_fair_limit_is_sixteen_a_worker_thread_unless_set() -> None:
+    """With tenants on and no max_concurrency, batches fill as they do with tenants off."""
+    assert SchedulerSettings(slots_per_worker=2).fair_limit(workers=4) == 128
     assert SchedulerSettings(max_concurrency=5).fair_limit(workers=4) == 5
     assert SchedulerSettings().fair_limit(workers=0) == 1  # a pool still starting
