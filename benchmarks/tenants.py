@@ -1,9 +1,10 @@
 """Tenants: a quiet tenant's latency beside a noisy one, first come first served against fair.
 
 One modelhost with `--workers 1` pinned to `--server-core`, the load generators (one process per
-tenant, blocking httpx clients in threads) to `--client-core`. Each mode runs on a fresh server,
-the modes alternated in one run: `off` (no tenants: first come, first served) and `on`
-(`--tenant-from header`: weighted fair queueing over the server's slots). Per mode:
+tenant, blocking httpx clients in threads; the noisy tenant's niced) to `--client-core`. Each
+mode runs on a fresh server, the modes alternated in one run: `off` (no tenants: first come,
+first served) and `on` (`--tenant-from header`: weighted fair queueing over the server's slots).
+Per mode:
 
 - alone: the quiet tenant sends a steady --quiet-rps to its loaded iris model (open loop, latency
   from each request's due time; also the sum of its Server-Timing parts, which leaves out the
@@ -47,6 +48,8 @@ MiB = 2**20
 QUIET = "quiet/iris.joblib"
 HEADER = "x-modelhost-tenant"
 Outcome = tuple[int, float, float]  # status, ms from when it was due, ms by Server-Timing
+# the noisy load yields the client core to the quiet one, whose timing it would otherwise skew
+NOISY_NICE = 10
 LEAD_S = 2.0  # for the load's processes to fork and make their clients, then start together
 MODES = {"off": [], "on": ["--tenant-from", "header"]}
 TABLE = [
@@ -173,7 +176,8 @@ def scenario(
         hot = burst = None
         if noisy:
             names = noisy_names(args)
-            hot = pool.submit(closed_loop, url, "noisy", names, args.noisy_clients, args, start_at)
+            clients = args.noisy_clients
+            hot = pool.submit(closed_loop, url, "noisy", names, clients, args, start_at, NOISY_NICE)
         if cold:
             burst = pool.submit(send_burst, url, cold, args.burst, start_at + 1.0)
         return {
@@ -224,7 +228,9 @@ def invoke(client: Any, name: str, tenant: str) -> Any:
     return client.post(f"/models/{name}/invoke", content=body, headers=headers)
 
 
-def open_loop(url: str, name: str, rps: float, duration_s: float, start_at: float) -> dict:
+def open_loop(
+    url: str, name: str, rps: float, duration_s: float, start_at: float
+) -> dict[str, Any]:
     """`rps` requests a second, each timed from when it was due, whatever the server's pace."""
     outcomes: list[Outcome] = []
     sends = int(rps * duration_s)
@@ -237,9 +243,16 @@ def open_loop(url: str, name: str, rps: float, duration_s: float, start_at: floa
 
 
 def closed_loop(
-    url: str, tenant: str, names: list[str], clients: int, args: argparse.Namespace, start_at: float
-) -> dict:
-    """`clients` clients each sending its next request as the last is answered."""
+    url: str,
+    tenant: str,
+    names: list[str],
+    clients: int,
+    args: argparse.Namespace,
+    start_at: float,
+    nice: int = 0,
+) -> dict[str, Any]:
+    """`clients` clients each sending its next request as the last is answered, at `nice`."""
+    os.nice(nice)
     outcomes: list[Outcome] = []
     deadline = start_at + args.duration
 
@@ -256,8 +269,9 @@ def closed_loop(
     return summary(outcomes, args.duration)
 
 
-def send_burst(url: str, name: str, count: int, start_at: float) -> dict:
+def send_burst(url: str, name: str, count: int, start_at: float) -> dict[str, Any]:
     """`count` requests at once to one model; their statuses and the slowest answer."""
+    os.nice(NOISY_NICE)
     outcomes: list[Outcome] = []
     with _clients(url, count) as made, concurrent.futures.ThreadPoolExecutor(count) as pool:
         time.sleep(max(0.0, start_at - time.time()))
