@@ -1,0 +1,373 @@
+"""Tenants: a quiet tenant's latency beside a noisy one, first come first served against fair.
+
+One modelhost with `--workers 1` pinned to `--server-core`, the load generators (one process per
+tenant, blocking httpx clients in threads; the noisy tenant's niced) to `--client-core`. Each
+mode runs on a fresh server, the modes alternated in one run: `off` (no tenants: first come,
+first served) and `on` (`--tenant-from header`: weighted fair queueing over the server's slots).
+Per mode:
+
+- alone: the quiet tenant sends a steady --quiet-rps to its loaded iris model (open loop, latency
+  from each request's due time; also the sum of its Server-Timing parts, which leaves out the
+  load generator's own delays), for --duration s;
+- beside hot: the same while the noisy tenant runs --noisy-clients closed-loop clients over its
+  --forests loaded forests;
+- beside hot + cold burst: the same, and a second in, --burst requests at once to a cold forest;
+- fairness: three equally weighted tenants kept busy by --fair-clients closed-loop clients each
+  (unequal numbers: first come, first served shares by clients), on copies of one forest (own
+  models) and on one model they share; Jain's index of their requests/s (1: equal shares).
+
+Prints markdown tables and writes benchmarks/results/tenants-<date>.json (and .md).
+
+    python benchmarks/tenants.py                          # 8 s per scenario, about 2 minutes
+    python benchmarks/tenants.py --duration 4 --forests 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import functools
+import json
+import multiprocessing
+import os
+import queue
+import statistics
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import httpx
+from _common import add_serve_arg, markdown_table, write_results
+
+from modelhost import testing
+from modelhost.observe.exchange import parse_server_timing
+
+MiB = 2**20
+QUIET = "quiet/iris.joblib"
+HEADER = "x-modelhost-tenant"
+Outcome = tuple[int, float, float]  # status, ms from when it was due, ms by Server-Timing
+# the noisy load yields the client core to the quiet one, whose timing it would otherwise skew
+NOISY_NICE = 10
+LEAD_S = 2.0  # for the load's processes to fork and make their clients, then start together
+MODES = {"off": [], "on": ["--tenant-from", "header"]}
+TABLE = [
+    "mode",
+    "scenario",
+    "quiet p50 ms",
+    "quiet p99 ms",
+    "quiet p99 at server ms",
+    "quiet refusals",
+    "noisy requests/s",
+]
+FAIR_TABLE = ["mode", "models", "clients per tenant", "requests/s per tenant", "Jain's index"]
+
+
+def main() -> None:
+    args = _parse_args()
+    bodies()  # before the load's processes fork
+    with tempfile.TemporaryDirectory(prefix="modelhost-tenants-") as scratch:
+        store = build_store(Path(scratch) / "store", args)
+        os.sched_setaffinity(0, {int(args.client_core)})  # the load's processes inherit it
+        runs = [
+            bench_mode(mode, round_, store, Path(scratch) / f"{mode}-{round_}", args)
+            for round_ in range(args.rounds)
+            for mode in MODES
+        ]
+    table = render(runs)
+    path = write_results("tenants", {"settings": vars(args), "runs": runs}, table)
+    print(table)
+    print(f"\nraw results: {path}")
+
+
+def _parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=float, default=8.0, help="seconds per scenario")
+    parser.add_argument("--rounds", type=int, default=1, help="times each mode runs, alternated")
+    parser.add_argument("--quiet-rps", type=float, default=20.0)
+    parser.add_argument("--noisy-clients", type=int, default=12)
+    parser.add_argument("--forests", type=int, default=30, help="the noisy tenant's hot models")
+    parser.add_argument("--forest-mib", type=float, default=1.0)
+    parser.add_argument("--burst", type=int, default=40, help="requests to one cold forest")
+    parser.add_argument("--cold-mib", type=float, default=8.0)
+    parser.add_argument("--fair-clients", type=int, nargs=3, default=[2, 6, 12])
+    parser.add_argument("--server-core", default="1")
+    parser.add_argument("--client-core", default="0")
+    add_serve_arg(parser)
+    return parser.parse_args()
+
+
+# ------------------------------------------------------------------------------- the store
+
+
+def build_store(store: Path, args: argparse.Namespace) -> Path:
+    """Iris for the quiet tenant; copies of one forest for the noisy and fair ones; cold ones."""
+    testing.iris_logreg(store / QUIET)
+    forest = testing.random_forest(store / "forest.joblib", int(args.forest_mib * MiB))
+    for name in [*noisy_names(args), *fair_names()]:
+        testing.copy_artifact(forest, store / name)
+    cold = testing.random_forest(store / "cold.joblib", int(args.cold_mib * MiB), seed=1)
+    for mode in MODES:
+        for round_ in range(args.rounds):
+            testing.copy_artifact(cold, store / cold_name(mode, round_))
+    return store
+
+
+def noisy_names(args: argparse.Namespace) -> list[str]:
+    return [f"noisy/forest-{i:02d}.joblib" for i in range(args.forests)]
+
+
+def fair_names() -> list[str]:
+    return [f"fair-{i}/forest.joblib" for i in range(3)]
+
+
+def cold_name(mode: str, round_: int) -> str:
+    return f"noisy/cold-{mode}-{round_}.joblib"  # a fresh one per server: cold for each
+
+
+# ------------------------------------------------------------------------------- one mode
+
+
+def bench_mode(
+    mode: str, round_: int, store: Path, scratch: Path, args: argparse.Namespace
+) -> dict[str, Any]:
+    """The three scenarios on a fresh server in `mode`."""
+    scratch.mkdir(parents=True)
+    serve = testing.serve_args(store, scratch / "cache", workers=1)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    pin = ["taskset", "-c", args.server_core]
+    with testing.RunningServer(
+        [*serve, *MODES[mode], *args.serve_arg], scratch, env=env, prefix=pin, cwd=scratch
+    ) as server:
+        warm(server.url, [QUIET, *noisy_names(args), *fair_names()])
+        scenarios = {
+            "alone": scenario(server.url, args),
+            "beside hot": scenario(server.url, args, noisy=True),
+            "beside hot + cold burst": scenario(
+                server.url, args, noisy=True, cold=cold_name(mode, round_)
+            ),
+        }
+        fair = {"own models": fairness(server.url, args, fair_names())}
+        fair["one shared model"] = fairness(server.url, args, [fair_names()[0]] * 3)
+    run = {"mode": mode, "round": round_, "scenarios": scenarios, "fairness": fair}
+    print(render([run]), flush=True)
+    return run
+
+
+def warm(url: str, names: list[str]) -> None:
+    """Load every model the scenarios call hot, one request each."""
+    with httpx.Client(base_url=url, timeout=120) as client:
+        for name in names:
+            response = invoke(client, name, "warm")
+            if response.status_code != 200:
+                raise RuntimeError(f"warming {name}: {response.status_code} {response.text}")
+
+
+def scenario(
+    url: str, args: argparse.Namespace, noisy: bool = False, cold: str | None = None
+) -> dict[str, Any]:
+    """The quiet tenant's steady load for --duration s, beside the noisy tenant's if `noisy`,
+    and its burst on the `cold` model if given."""
+    start_at = time.time() + LEAD_S
+    context = multiprocessing.get_context("fork")
+    with concurrent.futures.ProcessPoolExecutor(3, mp_context=context) as pool:
+        quiet = pool.submit(open_loop, url, QUIET, args.quiet_rps, args.duration, start_at)
+        hot = burst = None
+        if noisy:
+            names = noisy_names(args)
+            clients = args.noisy_clients
+            hot = pool.submit(closed_loop, url, "noisy", names, clients, args, start_at, NOISY_NICE)
+        if cold:
+            burst = pool.submit(send_burst, url, cold, args.burst, start_at + 1.0)
+        return {
+            "quiet": quiet.result(),
+            "noisy": hot.result() if hot else None,
+            "burst": burst.result() if burst else None,
+        }
+
+
+def fairness(url: str, args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
+    """Three tenants backlogged on `names` (one each, the same cost); their requests/s and
+    Jain's index."""
+    start_at = time.time() + LEAD_S
+    context = multiprocessing.get_context("fork")
+    with concurrent.futures.ProcessPoolExecutor(3, mp_context=context) as pool:
+        futures = [
+            pool.submit(closed_loop, url, f"fair-{i}", [name], clients, args, start_at)
+            for i, (name, clients) in enumerate(zip(names, args.fair_clients, strict=True))
+        ]
+        tenants = [future.result() for future in futures]
+    rates = [tenant["requests_per_s"] for tenant in tenants]
+    return {"clients": args.fair_clients, "tenants": tenants, "jain_index": jain_index(rates)}
+
+
+def jain_index(rates: list[float]) -> float:
+    """(Σx)² / (n·Σx²): 1 when every share is equal."""
+    squares = sum(rate * rate for rate in rates)
+    return sum(rates) ** 2 / (len(rates) * squares) if squares else float("nan")
+
+
+# ------------------------------------------------------------------------------- the load
+# each runs in a process of its own, so one tenant's client work does not delay another's
+
+
+@functools.cache
+def bodies() -> dict[str, bytes]:
+    """One row of iris and one of digits, as JSON; made before the load's processes fork, since
+    each call of `testing.*_rows` reads its data set again."""
+    return {
+        "iris": json.dumps(testing.iris_rows(1)).encode(),
+        "digits": json.dumps(testing.digits_rows(1)).encode(),
+    }
+
+
+def invoke(client: Any, name: str, tenant: str) -> Any:
+    body = bodies()["iris" if name == QUIET else "digits"]
+    headers = {HEADER: tenant, "content-type": "application/json"}
+    return client.post(f"/models/{name}/invoke", content=body, headers=headers)
+
+
+def open_loop(
+    url: str, name: str, rps: float, duration_s: float, start_at: float
+) -> dict[str, Any]:
+    """`rps` requests a second, each timed from when it was due, whatever the server's pace."""
+    outcomes: list[Outcome] = []
+    sends = int(rps * duration_s)
+    with _clients(url, 32) as made, concurrent.futures.ThreadPoolExecutor(32) as pool:
+        for i in range(sends):
+            due = start_at + i / rps
+            time.sleep(max(0.0, due - time.time()))
+            pool.submit(_timed, made, name, "quiet", due, outcomes)
+    return summary(outcomes, duration_s)
+
+
+def closed_loop(
+    url: str,
+    tenant: str,
+    names: list[str],
+    clients: int,
+    args: argparse.Namespace,
+    start_at: float,
+    nice: int = 0,
+) -> dict[str, Any]:
+    """`clients` clients each sending its next request as the last is answered, at `nice`."""
+    os.nice(nice)
+    outcomes: list[Outcome] = []
+    deadline = start_at + args.duration
+
+    def client_loop(first: int, made: _clients) -> None:
+        time.sleep(max(0.0, start_at - time.time()))
+        i = first
+        while time.time() < deadline:
+            _timed(made, names[i % len(names)], tenant, time.time(), outcomes)
+            i += 1
+
+    with _clients(url, clients) as made, concurrent.futures.ThreadPoolExecutor(clients) as pool:
+        for future in [pool.submit(client_loop, c * 7, made) for c in range(clients)]:
+            future.result()
+    return summary(outcomes, args.duration)
+
+
+def send_burst(url: str, name: str, count: int, start_at: float) -> dict[str, Any]:
+    """`count` requests at once to one model; their statuses and the slowest answer."""
+    os.nice(NOISY_NICE)
+    outcomes: list[Outcome] = []
+    with _clients(url, count) as made, concurrent.futures.ThreadPoolExecutor(count) as pool:
+        time.sleep(max(0.0, start_at - time.time()))
+        for _ in range(count):
+            pool.submit(_timed, made, name, "noisy", time.time(), outcomes)
+    latencies = [outcome[1] for outcome in outcomes]
+    return {"statuses": _statuses(outcomes), "slowest_ms": round(max(latencies), 1)}
+
+
+class _clients:
+    """Blocking httpx clients, made before the load starts (each loads TLS certificates)."""
+
+    def __init__(self, url: str, count: int) -> None:
+        self.made = [httpx.Client(base_url=url, timeout=120) for _ in range(count)]
+        self.idle: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        for client in self.made:
+            self.idle.put(client)
+
+    def __enter__(self) -> _clients:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for client in self.made:
+            client.close()
+
+
+def _timed(clients: _clients, name: str, tenant: str, due: float, outcomes: list[Outcome]) -> None:
+    client = clients.idle.get()
+    status, server_ms = 0, float("nan")  # a refused or broken connection: a refusal
+    try:
+        response = invoke(client, name, tenant)
+        status = response.status_code
+        server_ms = sum(parse_server_timing(response.headers.get("server-timing", "")).values())
+    except httpx.HTTPError:
+        pass
+    finally:
+        clients.idle.put(client)
+    outcomes.append((status, (time.time() - due) * 1000, server_ms))
+
+
+def summary(outcomes: list[Outcome], duration_s: float) -> dict[str, Any]:
+    ok = sorted(ms for status, ms, _ in outcomes if status == 200)
+    at_server = sorted(ms for status, _, ms in outcomes if status == 200)
+    return {
+        "requests": len(outcomes),
+        "requests_per_s": round(len(ok) / duration_s, 2),
+        "refusals": len(outcomes) - len(ok),
+        "statuses": _statuses(outcomes),
+        "p50_ms": _percentile(ok, 50),
+        "p99_ms": _percentile(ok, 99),
+        "server_p99_ms": _percentile(at_server, 99),  # the sum of its Server-Timing parts
+    }
+
+
+def _statuses(outcomes: list[Outcome]) -> dict[str, int]:
+    return {
+        str(status): n for status, n in sorted(Counter(outcome[0] for outcome in outcomes).items())
+    }
+
+
+def _percentile(values: list[float], q: int) -> float:
+    if len(values) < 2:
+        return round(values[0], 2) if values else float("nan")
+    return round(statistics.quantiles(values, n=100, method="inclusive")[q - 1], 2)
+
+
+# ------------------------------------------------------------------------------- the tables
+
+
+def render(runs: list[dict[str, Any]]) -> str:
+    rows, ratios, fair_rows = [], [], []
+    for run in runs:
+        scenarios = run["scenarios"]
+        for scenario_name, part in scenarios.items():
+            quiet, noisy = part["quiet"], part["noisy"]
+            row = [run["mode"], scenario_name, quiet["p50_ms"], quiet["p99_ms"]]
+            row += [quiet["server_p99_ms"], quiet["refusals"]]
+            rows.append([*row, noisy["requests_per_s"] if noisy else "-"])
+            if scenario_name != "alone":
+                ratios.append(_ratio_line(run["mode"], scenario_name, part, scenarios["alone"]))
+        for variant, fair in run["fairness"].items():
+            shares = " / ".join(f"{t['requests_per_s']:.1f}" for t in fair["tenants"])
+            clients = " / ".join(str(n) for n in fair["clients"])
+            fair_rows.append([run["mode"], variant, clients, shares, round(fair["jain_index"], 3)])
+    tables = [markdown_table(TABLE, rows), "", *ratios, "", markdown_table(FAIR_TABLE, fair_rows)]
+    return "\n".join(tables)
+
+
+def _ratio_line(mode: str, name: str, part: dict[str, Any], alone: dict[str, Any]) -> str:
+    ratio = part["quiet"]["p99_ms"] / alone["quiet"]["p99_ms"]
+    line = f"- {mode}, {name}: quiet p99 beside / alone = {ratio:.2f}x"
+    burst = part["burst"]
+    if burst:
+        line += f" (cold burst: statuses {burst['statuses']}, slowest {burst['slowest_ms']} ms)"
+    return line
+
+
+if __name__ == "__main__":
+    main()
