@@ -126,12 +126,17 @@ class Untrusted:
         return ""
 
 
+def scratch_path(run_dir: Path, pid: int) -> Path:
+    """Where the worker `pid` writes; the pool removes it when the worker is gone."""
+    return run_dir / f"scratch-{pid}"
+
+
 def scratch_folder(run_dir: Path) -> Path:
     """The worker's own folder, the one it may write: its temporary folder and its home.
 
     Runtimes unpack into a temporary folder, and read and write settings in the home.
     """
-    folder = run_dir / f"scratch-{os.getpid()}"
+    folder = scratch_path(run_dir, os.getpid())
     folder.mkdir(mode=0o700)
     os.environ["TMPDIR"] = os.environ["HOME"] = str(folder)
     tempfile.tempdir = str(folder)  # the template may have chosen one already

@@ -19,6 +19,7 @@ from modelhost.records.events import EventLog
 from modelhost.workers.handle import WorkerHandle
 from modelhost.workers.messages import Hello, Unload, Unloaded, decode_request, encode
 from modelhost.workers.pool import WorkerConnection, WorkerPool
+from modelhost.workers.sandbox import scratch_path
 from modelhost.workers.wire import Frame, FrameBuffer
 from modelhost.workers.wire import encode as encode_frame
 
@@ -120,6 +121,23 @@ def test_worker_dying_mid_frame_fails_calls(tmp_path: Path) -> None:
         with pytest.raises(WorkerDied, match="died while serving model m1"):
             await calls[1]
         assert not worker.alive and 1 not in pool.workers
+
+    with_scripted_worker(tmp_path, scenario)
+
+
+def test_a_dead_workers_scratch_folder_is_removed(tmp_path: Path) -> None:
+    """A sandboxed worker's scratch folder goes with it, so replacements leave no files."""
+
+    async def scenario(pool: WorkerPool, worker: WorkerHandle, sock: socket.socket) -> None:
+        scratch = scratch_path(tmp_path, worker.pid)
+        scratch.mkdir()
+        (scratch / "unpacked.bin").write_bytes(b"x" * 1024)
+        sock.close()
+        for _ in range(1000):
+            if not scratch.exists():
+                break
+            await asyncio.sleep(0.005)
+        assert not scratch.exists() and not worker.alive
 
     with_scripted_worker(tmp_path, scenario)
 

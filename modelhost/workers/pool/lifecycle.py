@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import shutil
 import signal
 import time
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from modelhost.workers.pool.connection import listen
 from modelhost.workers.pool.supervisor import TemplateSupervisor, backoff_s, template_argv
 from modelhost.workers.pool.table import WorkerTable
 from modelhost.workers.replies import ReplyT
+from modelhost.workers.sandbox import scratch_path
 from modelhost.workers.wire import Frame
 
 logger = logging.getLogger("modelhost.workers")
@@ -50,6 +52,7 @@ class WorkerPool:
         refuse_pickle: bool = False,
     ) -> None:
         self.size, self.threads, self.events = size, threads, events
+        self.run_dir = run_dir
         self.socket_path = str(run_dir / "workers.sock")
         self.table = WorkerTable()
         argv = template_argv(self.socket_path, threads, preload_runtimes, refuse_pickle)
@@ -139,7 +142,7 @@ class WorkerPool:
         worker.fail_pending("died")
         self._report_exit(worker, lost_requests)
         self._on_lost(worker)
-        task = asyncio.ensure_future(self._replace(worker))
+        task = asyncio.ensure_future(self._after_loss(worker))
         self._replacements.add(task)
         task.add_done_callback(self._replacements.discard)
 
@@ -170,6 +173,12 @@ class WorkerPool:
             reason="recycled" if worker.kept_bytes else "died",
             detail=detail,
         )
+
+    async def _after_loss(self, worker: WorkerHandle) -> None:
+        """Remove what the lost worker wrote (a sandboxed one's scratch), then replace it."""
+        scratch = scratch_path(self.run_dir, worker.pid)
+        await asyncio.to_thread(shutil.rmtree, scratch, ignore_errors=True)
+        await self._replace(worker)
 
     async def _replace(self, worker: WorkerHandle) -> None:
         young = not worker.kept_bytes and time.monotonic() - worker.started_at < YOUNG_DEATH_S
