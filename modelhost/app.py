@@ -21,7 +21,7 @@ from modelhost.cache.memory import FrontendAllowance, MemoryBudget, MemoryTier
 from modelhost.cache.policy import policy_named
 from modelhost.cache.stores import Stores, StoreSettings
 from modelhost.config import Config
-from modelhost.config.tenancy import parse_tenant_from
+from modelhost.config.tenancy import tenants_on
 from modelhost.errors import ConfigError
 from modelhost.host import ModelHost
 from modelhost.host.memory_readings import PssReading, split_pss_bytes
@@ -167,7 +167,7 @@ async def observed(host: ModelHost, config: Config) -> AsyncIterator[Observer]:
         config.access_log,
         config.metrics_model_series,
         config.max_event_streams,
-        tenants=parse_tenant_from(config.tenant_from) is not None,
+        tenants=tenants_on(config.tenant_from),
     )
     try:
         observer.start()
@@ -253,7 +253,7 @@ def build_host(
             response_timeout_s=config.default_response_timeout_s,
             scale_in_idle_s=config.scale_in_idle_s,
             slots_per_worker=pool.threads,
-            fair_tenants=parse_tenant_from(config.tenant_from) is not None,
+            fair_tenants=tenants_on(config.tenant_from),
         ),
         max_rows_per_request=config.max_rows_per_request,
         sagemaker_contract=config.sagemaker_contract,

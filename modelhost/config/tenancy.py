@@ -35,6 +35,10 @@ class TenantFrom(NamedTuple):
     segments: int = 0
 
 
+def tenants_on(tenant_from: str) -> bool:
+    return parse_tenant_from(tenant_from) is not None
+
+
 def parse_tenant_from(text: str) -> TenantFrom | None:
     """The rule `text` names; None: tenants are off."""
     kind, colon, argument = text.strip().partition(":")

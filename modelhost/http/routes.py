@@ -65,9 +65,9 @@ class SageMakerRoutes:
 
     async def ping(self, request: Request) -> Response:
         """200 once ready; 503 while starting, stopping or short of workers."""
-        healthy = self.health.healthy()
+        healthy, shortfall = self.health.check()
         body = {"status": "Healthy" if healthy else "Unhealthy"}
-        if shortfall := self.health.shortfall():
+        if shortfall:
             body["message"] = shortfall
         return JSONResponse(body, 200 if healthy else 503)
 

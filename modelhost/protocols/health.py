@@ -25,15 +25,14 @@ class Health:
         return self.serving and not self.host.closing
 
     def healthy(self) -> bool:
-        running, configured = self.worker_counts()
-        return self.ready and running >= configured
+        return self.check()[0]
 
-    def shortfall(self) -> str:
-        """Why the workers make the server unhealthy; "" while they do not."""
+    def check(self) -> tuple[bool, str]:
+        """Whether healthy, and why the workers make it not ("" while they do not)."""
         running, configured = self.worker_counts()
         if running >= configured:
-            return ""
-        return (
+            return self.ready, ""
+        return False, (
             f"{running} of {configured} workers running; replacements are being started "
             "(see worker_exit events on GET /events)"
         )
