@@ -12,8 +12,7 @@ a crash costs latency, not an error. A second death makes it a poison request, a
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 from modelhost.cache.memory import Resident, State
 from modelhost.deadlines import Deadlines
@@ -75,22 +74,13 @@ class InvokePath:
                 f"(max_concurrency) is {limit}; retry after a pause, or raise --max-concurrency"
             )
 
-    @contextlib.contextmanager
-    def _slot(self) -> Iterator[None]:
-        """One of max_concurrency's slots, held while the request runs."""
-        self._check_room()
-        self.in_flight += 1
-        try:
-            yield
-        finally:
-            self.in_flight -= 1
+    def _is_loaded(self, name: str) -> bool:
+        resident = self.residency.memory.get(name)
+        return resident is not None and resident.state is State.LOADED
 
     async def _wait_for_load(self, name: str) -> LoadOutcome | None:
         """Load a model that is not loaded, with at most job_queue_size requests waiting."""
         r = self.residency
-        resident = r.memory.get(name)
-        if resident is not None and resident.state is State.LOADED:
-            return None
         if not self.loads_on_invoke and name not in r.loads:
             return None  # _acquire says it is not loaded
         waiting, limit = self.waiting_for_load.get(name, 0), self.scheduling.job_queue_size
@@ -110,7 +100,7 @@ class InvokePath:
 
     async def _invoke(self, name: str, invocation: Invocation, started: float) -> Result:
         try:
-            loaded = await self._wait_for_load(name)
+            loaded = None if self._is_loaded(name) else await self._wait_for_load(name)
             return await self._in_slot(name, invocation, started, loaded, solo=False)
         except Unavailable as error:
             if not self._retryable(name, error):
@@ -136,9 +126,13 @@ class InvokePath:
         solo: bool,
     ) -> Result:
         """`_attempt` in a slot: max_concurrency's, or the one its tenant's turn brings."""
-        if self.fair is None:
-            with self._slot():
+        if self.fair is None:  # max_concurrency's slot, held while the request runs
+            self._check_room()
+            self.in_flight += 1
+            try:
                 return await self._attempt(name, invocation, started, loaded, solo)
+            finally:
+                self.in_flight -= 1
         ticket = await self.fair.acquire(invocation.tenant)
         cost_ms = None  # unmeasured: charged the time it held the slot
         try:
