@@ -100,9 +100,11 @@ class Totals:
         """Whether `name`'s removal is queued."""
         return name in self._removing
 
-    @property
-    def removals_queued(self) -> int:
-        return len(self._removing)
+    def removals(self) -> frozenset[str]:
+        """The removals queued now: taken before a read, they cover every row its snapshot
+        holds that a removal since committed (the commit forgets the name only after)."""
+        with self._lock:
+            return frozenset(self._removing)
 
     @property
     def rows(self) -> int:
@@ -127,6 +129,11 @@ class Totals:
             for write in batch:
                 if write.removes is not None:
                     self._removing_bytes -= self._removing.pop(write.removes, 0)
+
+
+def _removed(name: str, removing: frozenset[str], totals: Totals) -> bool:
+    """Queued for removal when a read began, or since."""
+    return name in removing or name in totals
 
 
 class DiskIndex:
@@ -223,18 +230,20 @@ class DiskIndex:
     # orders -----------------------------------------------------------------------------
 
     def names(self, after: str, limit: int) -> list[str]:
+        removing = self.totals.removals()
         query = "SELECT name FROM artifacts WHERE name > ? ORDER BY name LIMIT ?"
-        found = self._read(query, (after, limit + self.totals.removals_queued))
-        return [name for (name,) in found if name not in self.totals][:limit]
+        found = self._read(query, (after, limit + len(removing)))
+        return [name for (name,) in found if name not in removing][:limit]
 
     def oldest_entries(self) -> Iterator[Row]:
         """Entries, least recently used first, read lazily."""
+        removing = self.totals.removals()
         cursor = self._read(
             f"SELECT {COLUMNS} FROM artifacts WHERE entry IS NOT NULL ORDER BY last_used"
         )
         try:
             while batch := cursor.fetchmany(FETCH_ROWS):
-                yield from (Row(*f) for f in batch if f[0] not in self.totals)
+                yield from (Row(*f) for f in batch if not _removed(f[0], removing, self.totals))
         finally:
             cursor.close()
 

@@ -163,3 +163,24 @@ def test_a_write_after_close_fails_at_once(tmp_path: Path) -> None:
     index.close()
     with pytest.raises(ShuttingDown):
         asyncio.run(index.put(row("a")))
+
+
+def test_a_removal_committed_during_a_read_is_not_listed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The read's snapshot still holds the row, and the commit has already forgotten it was
+    being removed (CI saw a deleted model listed after a reconcile)."""
+    index = DiskIndex(tmp_path / INDEX_FILE)
+    index.put_many([row("a"), row("b")])
+    index.remove("a")
+    read = index._read
+
+    def read_then_commit(query: str, parameters: Any = ()) -> sqlite3.Cursor:
+        cursor = read(query, parameters)  # its snapshot begins at the first step
+        index.put_many([])  # waits until the removal has committed
+        return cursor
+
+    monkeypatch.setattr(index, "_read", read_then_commit)
+    assert index.names("", 10) == ["b"]
+    assert [r.name for r in index.oldest_entries()] == ["b"]
+    index.close()
