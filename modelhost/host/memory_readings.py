@@ -14,12 +14,13 @@ from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
 from modelhost.cache.memory import MemoryTier
-from modelhost.records.memory import pss_bytes, total_pss_bytes
+from modelhost.records.memory import pss_bytes, total_pss_bytes, trim_heap
 from modelhost.units import format_bytes
 
 logger = logging.getLogger("modelhost.memory")
 
 FRESH_S = 1.0  # also the memory watch's interval: the headroom learns a second's drift
+TRIM_STEP_BYTES = 8 << 20  # the frontend's growth that a trim of its heap may give back
 
 
 class PssReading(NamedTuple):
@@ -31,6 +32,23 @@ def split_pss_bytes(child_pids: Iterable[int]) -> PssReading:
     """The PSS of this (frontend) process and its children."""
     frontend = pss_bytes()
     return PssReading(frontend + total_pss_bytes(child_pids), frontend)
+
+
+class ServerPss:
+    """Reads the server's PSS, trimming the frontend's heap when it has grown since the last
+    trim: large bodies' freed pages would otherwise stay charged to the models' room."""
+
+    def __init__(self, child_pids: Callable[[], Iterable[int]]) -> None:
+        self._child_pids = child_pids
+        self._trimmed_bytes = pss_bytes()
+
+    def __call__(self) -> PssReading:
+        frontend = pss_bytes()
+        if frontend >= self._trimmed_bytes + TRIM_STEP_BYTES:
+            trim_heap()
+            frontend = self._trimmed_bytes = pss_bytes()
+        self._trimmed_bytes = min(self._trimmed_bytes, frontend)
+        return PssReading(frontend + total_pss_bytes(self._child_pids()), frontend)
 
 
 class MemoryReadings:

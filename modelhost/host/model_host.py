@@ -18,7 +18,7 @@ from modelhost.host.copies import Copies
 from modelhost.host.invoking import InvokePath
 from modelhost.host.listing import Listing
 from modelhost.host.manifests import Manifests
-from modelhost.host.memory_readings import MemoryReadings, PssReading, split_pss_bytes
+from modelhost.host.memory_readings import MemoryReadings, PssReading, ServerPss
 from modelhost.host.queues import Queues
 from modelhost.host.registry import Registry
 from modelhost.host.residency import Residency
@@ -71,7 +71,7 @@ class ModelHost:
         self.changes = Changes()
         # /proc is slow to read: off the loop, unless a test gives a reader
         self.memory_readings = MemoryReadings(
-            pss_bytes or (lambda: split_pss_bytes(pool.pids())),
+            pss_bytes or ServerPss(pool.pids),
             memory,
             pss_bytes is None,
             on_fall=self.changes.notify,

@@ -8,6 +8,7 @@ import functools
 import gc
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterable
 
 SMALL_OBJECT_BYTES = 64  # a typical block of Python's small-object allocator (all are <= 512)
@@ -45,6 +46,29 @@ def trim_heap() -> None:
     trim = malloc_trim()
     if trim is not None:
         trim(0)
+
+
+class HeapTrimmer:
+    """Trims the heap once the process has been quiet `quiet_s` after a large body.
+
+    Trimming at once would miss the body itself, which its caller still holds, and those other
+    threads free a moment later.
+    """
+
+    def __init__(self, quiet_s: float = 0.05) -> None:
+        self.quiet_s = quiet_s
+        self._due = threading.Event()
+        threading.Thread(target=self._run, name="heap-trim", daemon=True).start()
+
+    def due(self) -> None:
+        self._due.set()
+
+    def _run(self) -> None:
+        while self._due.wait():
+            self._due.clear()
+            while self._due.wait(self.quiet_s):  # more large bodies: wait until they end
+                self._due.clear()
+            trim_heap()
 
 
 def reset_peak_rss() -> None:

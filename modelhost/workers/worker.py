@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from modelhost.errors import ModelNotLoaded
 from modelhost.records.memory import (
+    HeapTrimmer,
     allocated_bytes,
     mallinfo2,
     pss_bytes,
@@ -92,6 +93,7 @@ class Worker:
         self.footprints: dict[str, int] = {}  # bytes each model's load allocated
         self.idle_bytes = 0  # bytes allocated once rehearsed, before any model
         self._send_lock = threading.Lock()
+        self._trimmer = HeapTrimmer()
         self._loader = ThreadPoolExecutor(1, "loader", initializer=yield_to_inference)
         # an eviction is on a miss's path: unloads keep the worker's priority
         self._unloader = ThreadPoolExecutor(1, "unloader")
@@ -142,7 +144,7 @@ class Worker:
             forget_frames(error)
         self.send(frame.request_id, reply, payload)
         if len(frame.payload) + len(payload) >= TRIM_AFTER_BYTES:
-            trim_heap()  # a large body's freed pages would count in the PSS, against the budget
+            self._trimmer.due()  # a large body's freed pages would count in the PSS
 
     def _serve(self, request: Request, payload: bytes) -> tuple[Reply, bytes]:
         if isinstance(request, Infer):
