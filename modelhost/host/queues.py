@@ -14,6 +14,7 @@ from modelhost.records.statistics import BatchingStatistics
 from modelhost.scheduler import SchedulerSettings
 from modelhost.scheduler.batcher import BatchQueue, Job
 from modelhost.scheduler.dispatch import Dispatcher, Ended
+from modelhost.scheduler.turns import Turns
 from modelhost.workers.handle import Waiter, WorkerHandle
 from modelhost.workers.messages import Answered, Infer, Item
 from modelhost.workers.replies import checked
@@ -34,6 +35,10 @@ class Queues:
         self.on_pressure = on_pressure  # requests wait for a free worker
         self.batching = BatchingStatistics()
         self.handler_metrics = HandlerMetrics()
+        # tenants on: each worker's batches go to the tenants in fair order
+        self.turns = (
+            Turns(scheduling.slots_per_worker, _tenant) if scheduling.fair_tenants else None
+        )
 
     def dispatcher(self, name: str, handler_batches: bool) -> Dispatcher:
         """The model's queue and batcher, its manifest's settings over the server's."""
@@ -48,7 +53,8 @@ class Queues:
         )
 
         start = functools.partial(self._start_batch, name)
-        return Dispatcher(queue, start, lambda: self.on_pressure(name), settings.slots_per_worker)
+        pressed = functools.partial(self.on_pressure, name)
+        return Dispatcher(queue, start, pressed, settings.slots_per_worker, self.turns)
 
     def count_retry(self) -> None:
         self.batching.retried += 1
@@ -64,6 +70,10 @@ class Queues:
         sent.add_done_callback(
             functools.partial(_answer_batch, batch, worker, ended, self.handler_metrics)
         )
+
+
+def _tenant(job: Job[Invocation]) -> str:
+    return job.request.tenant
 
 
 def _item(request: Invocation) -> Item:

@@ -61,6 +61,10 @@ class BatchQueue(Generic[T]):
         with contextlib.suppress(ValueError):  # already in a batch
             self._jobs.remove(job)
 
+    def head(self) -> Job[T]:
+        """The oldest job; only while some wait."""
+        return self._jobs[0]
+
     def due_at(self) -> float | None:
         return self._jobs[0].enqueued_at + self.max_batch_delay_s if self._jobs else None
 

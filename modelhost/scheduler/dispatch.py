@@ -15,6 +15,8 @@ from typing import Any
 
 from modelhost.errors import ModelhostError
 from modelhost.scheduler.batcher import BatchQueue, Job
+from modelhost.scheduler.fair import Ticket
+from modelhost.scheduler.turns import Turns
 from modelhost.workers.handle import WorkerHandle
 
 Ended = Callable[[float, BaseException | None], None]  # the worker's seconds, or the error
@@ -50,8 +52,10 @@ class Dispatcher:
         start: Start,
         on_pressure: Callable[[], None],
         slots_per_worker: int = 1,
+        turns: Turns | None = None,
     ) -> None:
         self.queue = queue
+        self.turns = turns  # tenants on: the workers' turns, shared by every model
         self.start = start
         self.on_pressure = on_pressure
         self.slots_per_worker = slots_per_worker
@@ -119,33 +123,59 @@ class Dispatcher:
 
     def pump(self) -> None:
         while self.queue.ready():
-            replica = self._least_busy_free()
-            if replica is None:
+            free = [replica for replica in self.replicas.values() if replica.free]
+            if not free:
                 self.pressed_at = self.queue.clock()
                 self.on_pressure()
                 # the busy share may have been read too early
                 self._look_again_in(PRESSURE_RECHECK_S)
                 return
+            replica = self._least_busy(free)
+            if replica is None:
+                return  # woken when a turn frees
             batch = [job for job in self.queue.take() if not job.future.done()]
             if batch:
                 self._start(replica, batch)
         self._wake_when_due()
 
-    def _least_busy_free(self) -> Replica | None:
-        free = [replica for replica in self.replicas.values() if replica.free]
+    def _least_busy(self, free: list[Replica]) -> Replica | None:
+        """The least busy of the free replicas whose worker has a turn; None: wait for one."""
+        if self.turns is not None:
+            free = self._with_turns(self.turns, free)
         return min(free, key=lambda r: (r.busy, len(r.worker.pending)), default=None)
+
+    def _with_turns(self, turns: Turns, free: list[Replica]) -> list[Replica]:
+        """Those whose worker has a turn; where none has, wait for each worker's next turn."""
+        open_ = [replica for replica in free if turns.open(replica.worker.worker_id)]
+        if not open_:
+            tenant = turns.tenant_of(self.queue.head())
+            for replica in free:
+                turns.wait(replica.worker.worker_id, tenant, self)
+        return open_
 
     def _start(self, replica: Replica, batch: list[Job[Any]]) -> None:
         replica.busy += 1
         self._running_since[id(batch)] = (self.queue.clock(), replica.worker)
-        ended = functools.partial(self._ended, replica, batch)
+        turn = self._take_turn(replica, batch[0])
+        ended = functools.partial(self._ended, replica, batch, turn)
         try:
             self.start(replica.worker, batch, ended)
         except Exception as error:  # its worker had died: answer the batch, soon
             self.loop.call_soon(ended, 0.0, error)
 
+    def _take_turn(self, replica: Replica, oldest: Job[Any]) -> Ticket | None:
+        """The worker's turn, charged to the tenant of the batch's oldest request."""
+        if self.turns is None:
+            return None
+        return self.turns.take(replica.worker.worker_id, self.turns.tenant_of(oldest))
+
     def _ended(
-        self, replica: Replica, batch: list[Job[Any]], worked_s: float, error: BaseException | None
+        self,
+        replica: Replica,
+        batch: list[Job[Any]],
+        turn: Ticket | None,
+        worked_s: float,
+        error: BaseException | None,
     ) -> None:
         if error is not None:
             if not isinstance(error, ModelhostError):  # a defect of ours: a 500 each, not a hang
@@ -160,6 +190,8 @@ class Dispatcher:
         replica.busy -= 1
         if replica.drained is not None and not replica.busy:
             replica.drained.set_result(None)
+        if turn is not None and self.turns is not None:
+            self.turns.give_back(replica.worker.worker_id, turn, worked_s)
         self.pump()
 
     @property

@@ -1,0 +1,93 @@
+"""With tenants on, a worker's turns: its batches in flight, handed to the tenants in fair order.
+
+Each model's dispatcher sends a worker at most its slots of batches, but the worker runs the
+batches of every model it holds first come, first served. So a noisy tenant's many models fill
+the worker's pipe ahead of a quiet tenant's one. A worker here takes at most `depth` batches a
+slot from all models together; a model that finds its workers' turns taken waits on each of
+them, under the tenant of its oldest request, and a turn that frees goes to the waiting model
+whose tenant the worker's fair queue picks. Batches still form in the model's own queue.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from modelhost.scheduler.fair import FairQueue, Ticket
+
+TURNS_PER_SLOT = 2  # one running, one in the pipe: the worker never waits for the frontend
+
+
+class Waiting(Protocol):
+    """A model's dispatcher, as a worker's turns see it."""
+
+    def pump(self) -> None: ...
+
+
+class WorkerTurns:
+    """One worker's turns and the models waiting for one."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.taken = limit, 0
+        self.waiting: FairQueue[Waiting] = FairQueue(sys.maxsize)
+        self.members: set[Waiting] = set()
+
+    @property
+    def open(self) -> bool:
+        return self.taken < self.limit
+
+    def wait(self, tenant: str, model: Waiting) -> None:
+        if model not in self.members:
+            self.members.add(model)
+            self.waiting.push(tenant, model)
+
+    def next_waiting(self) -> Waiting | None:
+        """The waiting model the fair queue picks; its charge comes when its batch starts."""
+        picked = self.waiting.pop()
+        if picked is None:
+            return None
+        model, ticket = picked
+        self.waiting.refund(ticket)
+        self.members.discard(model)
+        return model
+
+
+class Turns:
+    """The turns of every worker, by worker id."""
+
+    def __init__(
+        self,
+        slots_per_worker: int,
+        tenant_of: Callable[[Any], str],
+        depth: int = TURNS_PER_SLOT,
+    ) -> None:
+        self.limit = max(1, slots_per_worker * depth)
+        self.tenant_of = tenant_of  # a queued request's tenant
+        self._workers: dict[int, WorkerTurns] = {}
+
+    def of(self, worker_id: int) -> WorkerTurns:
+        turns = self._workers.get(worker_id)
+        if turns is None:
+            turns = self._workers[worker_id] = WorkerTurns(self.limit)
+        return turns
+
+    def open(self, worker_id: int) -> bool:
+        return self.of(worker_id).open
+
+    def wait(self, worker_id: int, tenant: str, model: Waiting) -> None:
+        self.of(worker_id).wait(tenant, model)
+
+    def take(self, worker_id: int, tenant: str) -> Ticket:
+        """A turn for a batch whose oldest request is `tenant`'s, charged to it."""
+        turns = self.of(worker_id)
+        turns.taken += 1
+        return turns.waiting.dispatch(tenant)
+
+    def give_back(self, worker_id: int, ticket: Ticket, worked_s: float) -> None:
+        """The batch ended: correct its charge, and offer the turn to the models waiting."""
+        turns = self.of(worker_id)
+        turns.taken -= 1
+        turns.waiting.complete(ticket, worked_s * 1000)
+        while turns.open and (model := turns.next_waiting()) is not None:
+            model.pump()
