@@ -19,6 +19,7 @@ from modelhost.host import Invocation, ModelHost, Result
 from modelhost.http.errors import error_response
 from modelhost.http.forms import form_input, is_form
 from modelhost.http.last_resort import Unhandled
+from modelhost.http.middleware import TENANT_HEADER
 from modelhost.names import model_name
 from modelhost.observe.exchange import Exchange, server_timing
 from modelhost.observe.observer import Observer
@@ -137,14 +138,14 @@ class Invocations:
         exchange.status, exchange.result = 200, result
         exchange.bytes_out = len(result.body)
         exchange.answering = True
-        reply_headers = [*_reply_headers(result), *self.headers]
+        reply_headers = [*_reply_headers(result), *self.headers, *_tenant_headers(exchange)]
         await send({"type": "http.response.start", "status": 200, "headers": reply_headers})
         await send({"type": "http.response.body", "body": result.body})
 
     async def _respond(
         self, response: Response, exchange: _Exchange, scope: Scope, receive: Receive, send: Send
     ) -> None:
-        response.raw_headers.extend(self.headers)
+        response.raw_headers.extend([*self.headers, *_tenant_headers(exchange)])
         exchange.bytes_out = len(response.body)
         exchange.answering = True
         await response(scope, receive, send)
@@ -250,6 +251,11 @@ def _params(scope: Scope, headers: dict[str, str]) -> dict[str, str]:
     for key, value in params.items():
         check_param(key, value)
     return params
+
+
+def _tenant_headers(exchange: _Exchange) -> list[tuple[bytes, bytes]]:
+    """The tenant the request was counted to, where tenants are on and one was found."""
+    return [(TENANT_HEADER, exchange.tenant.encode("ascii"))] if exchange.tenant else []
 
 
 def _reply_headers(result: Result) -> list[tuple[bytes, bytes]]:

@@ -18,6 +18,7 @@ from modelhost.observe.tallies import LevelTally
 
 MAX_ERROR_BODY_BYTES = 64 * 1024
 TENANT_KEY = "modelhost.tenant"  # in the scope, where a route found the request's tenant
+TENANT_HEADER = b"x-modelhost-tenant"  # the tenant the server counted the request to
 
 
 class ObserveMiddleware:
@@ -39,7 +40,7 @@ class ObserveMiddleware:
             return
         watch = _Watch(time.time(), self.clock(), self.observer.metrics.in_flight)
         try:
-            await self.app(scope, watch.receiving(receive), watch.sending(send))
+            await self.app(scope, watch.receiving(receive), watch.sending(send, scope))
         except Exception:
             watch.status = watch.status if watch.started else 500
             raise
@@ -66,6 +67,10 @@ class ObserveMiddleware:
         )
 
 
+def _tenant_header(scope: Scope) -> tuple[bytes, bytes]:
+    return TENANT_HEADER, str(scope[TENANT_KEY]).encode("ascii")
+
+
 class _Watch:
     """What one request brought and its response sent."""
 
@@ -89,10 +94,12 @@ class _Watch:
 
         return counted
 
-    def sending(self, send: Send) -> Send:
+    def sending(self, send: Send, scope: Scope) -> Send:
         async def watched(message: Message) -> None:
             if message["type"] == "http.response.start":
                 self.started, self.status = True, message["status"]
+                if TENANT_KEY in scope:
+                    message["headers"] = [*message.get("headers", []), _tenant_header(scope)]
                 self.headers = {name.lower(): value for name, value in message.get("headers", [])}
                 if self.headers.get(b"content-type", b"").startswith(b"text/event-stream"):
                     self.answered()  # a stream is not waiting for its answer

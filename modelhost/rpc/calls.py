@@ -55,6 +55,7 @@ class Call:
                 ("server-timing", server_timing(result.timings_ms)),
                 ("x-modelhost-cache", result.cache),
                 *self.instance,
+                *((("x-modelhost-tenant", self.tenant),) if self.tenant else ()),
             )
         )
 
