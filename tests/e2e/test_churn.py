@@ -1,5 +1,7 @@
 """The workload the product exists for: many models, more than fit, 16 clients at once, and
-beside them workers that die or an operator who unloads models and changes their copies.
+beside them workers that die or an operator who unloads models and changes their copies. Each
+model is a tenant's (`--tenant-from name:1`), so the fair queues and the workers' turns are in
+every request's path.
 
 Every answer must be the right prediction or a JSON 429/503/504 (back-pressure a client can
 retry); never a 500, never a traceback in the server's log, never more memory than the budget.
@@ -81,6 +83,7 @@ def churn_server(
         workers=2,
         memory_budget=budget,
         management_port=MANAGEMENT_PORT,
+        tenant_from="name:1",
     )
     with testing.RunningServer(args, work) as server:
         yield server
