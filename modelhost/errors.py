@@ -46,6 +46,8 @@ from __future__ import annotations
 class ModelhostError(Exception):
     """Base of every error modelhost raises on purpose."""
 
+    retry_after_s = 1  # the pause a client is told to take, where its status invites a retry
+
 
 class ConfigError(ModelhostError):
     pass

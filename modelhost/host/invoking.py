@@ -21,12 +21,12 @@ from modelhost.errors import (
     DeadlineExceeded,
     ModelNotLoaded,
     PoisonRequest,
-    QueueFull,
     ShuttingDown,
     Unavailable,
     WorkerDied,
 )
 from modelhost.host.calls import Answer, Invocation, LoadOutcome, Result
+from modelhost.host.load_waits import LoadWaits
 from modelhost.host.queues import Queues
 from modelhost.host.residency import Residency
 from modelhost.scheduler import SchedulerSettings
@@ -53,8 +53,10 @@ class InvokePath:
         self.on_use = on_use  # (model, footprint, found loaded)
         self.loads_on_invoke = loads_on_invoke  # false under SageMaker's contract
         self.in_flight = 0
-        self.waiting_for_load: dict[str, int] = {}  # by model
         self.fair = fair_admission(residency, scheduling)  # None: tenants are off
+        self.waiting_for_load = LoadWaits(
+            scheduling.job_queue_size, self.fair is not None, residency.clock
+        )
         # one timer for every deadline, not one per request
         self._deadlines: Deadlines[tuple[Dispatcher, Job[Invocation]]] = Deadlines(
             scheduling.response_timeout_s, lambda key: self._expire(*key)
@@ -78,29 +80,24 @@ class InvokePath:
         resident = self.residency.memory.get(name)
         return resident is not None and resident.state is State.LOADED
 
-    async def _wait_for_load(self, name: str) -> LoadOutcome | None:
-        """Load a model that is not loaded, with at most job_queue_size requests waiting."""
+    async def _wait_for_load(self, name: str, tenant: str) -> LoadOutcome | None:
+        """Load a model that is not loaded, with at most job_queue_size requests waiting for
+        it, and as many of its tenant's waiting for loads."""
         r = self.residency
         if not self.loads_on_invoke and name not in r.loads:
             return None  # _acquire says it is not loaded
-        waiting, limit = self.waiting_for_load.get(name, 0), self.scheduling.job_queue_size
-        if waiting >= limit:
-            raise QueueFull(
-                f"model {name} is loading and {waiting} requests wait for its load, the limit "
-                f"(job_queue_size) is {limit}; retry once it has loaded, or raise --job-queue-size"
-            )
-        self.waiting_for_load[name] = waiting + 1
-        try:
-            return await r.ensure_loaded(name)
-        finally:
-            if self.waiting_for_load[name] == 1:
-                del self.waiting_for_load[name]
-            else:
-                self.waiting_for_load[name] -= 1
+        with self.waiting_for_load.waiting(name, tenant):
+            outcome = await r.ensure_loaded(name)
+        self.waiting_for_load.loaded(outcome)
+        return outcome
 
     async def _invoke(self, name: str, invocation: Invocation, started: float) -> Result:
         try:
-            loaded = None if self._is_loaded(name) else await self._wait_for_load(name)
+            loaded = (
+                None
+                if self._is_loaded(name)
+                else await self._wait_for_load(name, invocation.tenant)
+            )
             return await self._in_slot(name, invocation, started, loaded, solo=False)
         except Unavailable as error:
             if not self._retryable(name, error):
