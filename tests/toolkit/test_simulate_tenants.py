@@ -7,10 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from modelhost.cache.policy import policy_named
+from modelhost.cli.main import main
 from modelhost.config.tenancy import parse_tenant_from
 from modelhost.config.tenant_policies import TenantPolicies, TenantPolicy
 from modelhost.toolkit.simulate.replay import replay
@@ -142,3 +144,29 @@ def test_quotas_hold_at_every_step(
             assert not quota.memory_max_bytes or held <= quota.memory_max_bytes
             if other != tenant:
                 assert held >= min(before.get(other, 0), quota.memory_min_bytes)
+
+
+def test_simulate_reports_each_tenant(tmp_path: Path) -> None:
+    """`simulate --tenant-from name:1` prints and writes each tenant beside the total."""
+    log = tmp_path / "access.jsonl"
+    lines = [{"model": m, "cache": "hit", "model_bytes": 1} for m in cycle("a/1", "b/1", "a/2")]
+    log.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    out = tmp_path / "out"
+    args = ["simulate", str(log), "--budgets", "2,3", "--policy", "lru", "--admission", "none"]
+    result = CliRunner().invoke(main, [*args, "--tenant-from", "name:1", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "tenants at 2 B, lru" in result.output
+    report = json.loads((out / "tenants.json").read_text())
+    at_three = report["runs"][1]
+    assert at_three["budget_bytes"] == 3 and at_three["policy"] == "lru"
+    assert at_three["tenants"]["a"]["hit_ratio"] == 0.9  # both of a's models fit beside b's
+    assert at_three["total"]["requests"] == 30
+
+
+def test_a_tenants_file_needs_a_tenant_rule(tmp_path: Path) -> None:
+    log = tmp_path / "access.jsonl"
+    log.write_text(json.dumps({"model": "m", "cache": "hit", "model_bytes": 1}) + "\n")
+    (tmp_path / "tenants.toml").write_text("[default]\n")
+    args = ["simulate", str(log), "--tenants-file", str(tmp_path / "tenants.toml")]
+    result = CliRunner().invoke(main, [*args, "--out", str(tmp_path / "out")])
+    assert result.exit_code != 0 and "--tenant-from" in result.output
