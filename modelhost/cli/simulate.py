@@ -192,7 +192,14 @@ def simulate(
             in_line=queued,
         )
         tenants = tenant_from or tenants_file
-        runs = per_tenant(trace, tenant_from, tenants_file, budgets, summary, policies)
+        runs = per_tenant(
+            trace,
+            summary,
+            tenant_from=tenant_from,
+            tenants_file=tenants_file,
+            budgets=budgets,
+            policies=policies,
+        )
     except (ValueError, ConfigError) as exc:
         raise click.UsageError(str(exc)) from None
     header, rows = rows_of(summary)
@@ -208,10 +215,11 @@ def simulate(
 
 def per_tenant(
     trace: Trace,
+    summary: dict[str, Any],
+    *,
     tenant_from: str,
     tenants_file: Path | None,
     budgets: str,
-    summary: dict[str, Any],
     policies: tuple[str, ...],
 ) -> list[dict[str, Any]]:
     """Each tenant's figures, with --tenant-from, at --budgets or the budget LRU needs."""
