@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -54,7 +55,8 @@ def test_header_tenants_are_the_servers_tenants(
 ) -> None:
     """Four models dealt to two tenants, t001 holding the missing one: the server counts each
     tenant's every request, and t001's refusals are its 404s."""
-    server = serve(store, workers=1, memory_budget="2GiB", tenant_from="header")
+    log = tmp_path / "access.jsonl"
+    server = serve(store, workers=1, memory_budget="2GiB", tenant_from="header", access_log=log)
     models = [*MODELS[:3], MISSING]
     skew = ("--popularity", "two-class", "--hot-models", "0.5", "--hot-requests", "0.75")
     summary = run_bench(
@@ -72,6 +74,22 @@ def test_header_tenants_are_the_servers_tenants(
     figures = summary["tenants"]["t000"]
     assert figures["ok"] == figures["requests"] > 0
     assert figures["latency_ms"]["p50"] <= figures["latency_ms"]["p99"]
+    answered = Counter(t for t, rows in sent.items() for row in rows if row["status"] == "200")
+    assert simulated(log, sum(len(rows) for rows in sent.values())) == answered
+
+
+def simulated(log: Path, lines: int) -> Counter[str]:
+    """Each tenant's requests as `simulate --tenant-from header` replays the server's log, once
+    it holds its `lines`."""
+    deadline = time.monotonic() + 10  # the log is written in batches
+    while time.monotonic() < deadline and len(log.read_text().splitlines()) < lines:
+        time.sleep(0.1)
+    out = log.parent / "simulated"
+    args = ["simulate", str(log), "--default-size", "1MiB", "--budgets", "1MiB", "--no-optimum"]
+    result = CliRunner().invoke(main, [*args, "--tenant-from", "header", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    run = json.loads((out / "tenants.json").read_text())["runs"][0]
+    return Counter({tenant: f["requests"] for tenant, f in run["tenants"].items()})
 
 
 def test_folder_tenants_are_the_servers_tenants(serve: Servers, tmp_path: Path) -> None:
