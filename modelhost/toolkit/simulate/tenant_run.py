@@ -18,6 +18,7 @@ from modelhost.toolkit.simulate.trace import Trace
 from modelhost.units import format_bytes
 
 SHOWN_TENANTS = 20  # the busiest in a table; tenants.json has every one
+UNBOUNDED_DISK_BYTES = 2**62  # simulate has no disk tier: any disk_max fits
 HEADER = ["tenant", "requests", "hit ratio", "loads", "evictions suffered", "refused (507)"]
 
 
@@ -61,12 +62,12 @@ def tenant_runs(
 
 
 def _quotas(tenants_file: Path | None, budget_bytes: int) -> TenantPolicies | None:
-    """The file's shares at this memory budget; simulate has no disk tier."""
+    """The file's shares at this memory budget."""
     if tenants_file is None:
         return None
     from modelhost.config.tenants_file import read_tenants_file
 
-    policies: TenantPolicies = read_tenants_file(tenants_file, budget_bytes, 0)
+    policies: TenantPolicies = read_tenants_file(tenants_file, budget_bytes, UNBOUNDED_DISK_BYTES)
     return policies
 
 
