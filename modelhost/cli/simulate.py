@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from modelhost.config import ADMISSIONS, EVICTION_POLICIES
+from modelhost.errors import ConfigError
 from modelhost.toolkit.cost import EXAMPLE_PRICES
+
+if TYPE_CHECKING:
+    from modelhost.toolkit.simulate.trace import Trace
 
 
 @click.command(context_settings={"max_content_width": 100})
@@ -88,6 +93,18 @@ from modelhost.toolkit.cost import EXAMPLE_PRICES
     help="MODEL=K: a hot model nginx spreads over K instances (2-4; repeat for several)",
 )
 @click.option(
+    "--tenant-from",
+    default="",
+    help="also replay per tenant, the tenant as the server's --tenant-from finds it: name:N (the "
+    "model name's first N segments), or header (the access log's tenant field)",
+)
+@click.option(
+    "--tenants-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="with --tenant-from: replay under this tenants file's memory shares (memory_min, "
+    "memory_max), as the server's --tenants-file",
+)
+@click.option(
     "--instance-price",
     type=float,
     default=EXAMPLE_PRICES["instance_per_hour"],
@@ -122,6 +139,8 @@ def simulate(
     budget_per_instance: str | None,
     servers: str,
     spread: tuple[str, ...],
+    tenant_from: str,
+    tenants_file: Path | None,
     instance_price: float,
     throughput_rps: float,
     out: Path,
@@ -129,10 +148,11 @@ def simulate(
     """Replay ACCESS_LOG (from `serve --access-log`) through LRU, each policy and the optimum.
 
     --loaders also replays the server's loads, so a request waiting for a load is a miss.
-    --instances replays through a fleet behind the shipped nginx config instead."""
+    --instances replays through a fleet behind the shipped nginx config instead.
+    --tenant-from also replays per tenant, at each --budgets (or the budget LRU needs)."""
     from rich.console import Console
 
-    from modelhost.toolkit.report.terminal import table
+    from modelhost.toolkit.report.terminal import show, table
     from modelhost.toolkit.simulate.fleet_run import FleetOptions
     from modelhost.toolkit.simulate.run import (
         default_budgets,
@@ -143,6 +163,7 @@ def simulate(
         simulate_summary,
         write_simulate,
     )
+    from modelhost.toolkit.simulate.tenant_run import tenant_tables, write_tenants
     from modelhost.toolkit.simulate.trace import read_access_log
     from modelhost.units import parse_size
 
@@ -153,6 +174,8 @@ def simulate(
         trace = read_access_log(access_log, size_map, default)
         if not trace.models:
             raise ValueError(f"{access_log} has no invocations that reached a model")
+        if instances and (tenant_from or tenants_file):
+            raise ValueError("--tenant-from replays one instance: leave out --instances")
         if instances:
             fleet = FleetOptions(instances, budget_per_instance, servers, spread)
             fleet.report(trace, instance_price, throughput_rps, out, console)
@@ -168,10 +191,43 @@ def simulate(
             replayed=replayed,
             in_line=queued,
         )
-    except ValueError as exc:
+        tenants = tenant_from or tenants_file
+        runs = per_tenant(
+            trace,
+            summary,
+            tenant_from=tenant_from,
+            tenants_file=tenants_file,
+            budgets=budgets,
+            policies=policies,
+        )
+    except (ValueError, ConfigError) as exc:
         raise click.UsageError(str(exc)) from None
     header, rows = rows_of(summary)
     console.print(table("hit ratio by memory budget", header, rows))
     for line in needed_text(summary):
         console.print(line)
-    console.print("wrote " + ", ".join(str(p) for p in write_simulate(out, summary).values()))
+    paths = list(write_simulate(out, summary).values())
+    if tenants:
+        show(console, tenant_tables(runs))
+        paths.append(write_tenants(out, runs))
+    console.print("wrote " + ", ".join(str(p) for p in paths))
+
+
+def per_tenant(
+    trace: Trace,
+    summary: dict[str, Any],
+    *,
+    tenant_from: str,
+    tenants_file: Path | None,
+    budgets: str,
+    policies: tuple[str, ...],
+) -> list[dict[str, Any]]:
+    """Each tenant's figures, with --tenant-from, at --budgets or the budget LRU needs."""
+    from modelhost.toolkit.simulate.tenant_run import tenant_budgets, tenant_runs
+
+    if not tenant_from and not tenants_file:
+        return []
+    given = bool(budgets.strip(","))
+    needed = summary["budget_needed_bytes"]["lru"]
+    at = tenant_budgets(summary["budgets_bytes"], given, needed)
+    return tenant_runs(trace, tenant_from, tenants_file, at, policies)

@@ -188,6 +188,7 @@ def bench_summary(plan: ProcessPlan, run: BenchRun) -> dict[str, Any]:
     window_s = (
         stats.measured_window_s(run.rows, plan.warmup_s) if plan.requests else plan.duration_s
     )
+    tenants = {"tenants": stats.tenant_summary(run.rows, window_s)} if plan.tenants else {}
     return {
         "target": plan.target.url,
         "load": describe_load(plan),
@@ -198,6 +199,7 @@ def bench_summary(plan: ProcessPlan, run: BenchRun) -> dict[str, Any]:
         "warmup_s": plan.warmup_s,
         "client": plan.client,
         **stats.summarize(run.rows, window_s),
+        **tenants,
         "timeline": stats.timeline(stats.measured(run.rows)),
         "latency_by_concurrency": stats.latency_by_concurrency(run.rows),
         "generator": stats.generator_health(run.diagnostics, open_loop=not plan.concurrency),

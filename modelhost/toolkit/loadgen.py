@@ -43,6 +43,7 @@ class Row(NamedTuple):
     infer_ms: float
     warmup: bool
     instance: str = ""  # X-Modelhost-Instance
+    tenant: str = ""  # empty: no tenants
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,8 @@ class ProcessPlan:
     index: int = 0
     requests: int = 0  # this process's share; 0: run duration_s
     sign_region: str = ""  # SigV4-sign for SageMaker in this region
+    tenants: tuple[str, ...] = ()  # the tenant of each of popularity's models; empty: none
+    tenant_header: str = ""  # the header that names it; empty: the model's name does
 
     @property
     def end_s(self) -> float:
@@ -148,10 +151,15 @@ class Generator:
         yield from itertools.takewhile(self._more, due)
 
     async def _send(self, intended: float, slots: asyncio.Semaphore | None = None) -> None:
-        model = self.plan.popularity.pick(self._rng) if self.plan.popularity.models else None
+        popularity = self.plan.popularity
+        index = popularity.pick_index(self._rng) if popularity.models else None
+        model = popularity.models[index] if index is not None else None
+        tenant = self.plan.tenants[index] if index is not None and self.plan.tenants else ""
         payload = self._rng.choice(self.plan.payloads)
         url, headers = self.plan.target.request_for(model)
         headers["Content-Type"] = payload.content_type
+        if tenant and self.plan.tenant_header:
+            headers[self.plan.tenant_header] = tenant
         sent = self._now()
         if slots is not None:
             self.diagnostics.send_lag_ms.append((sent - intended) * 1000)
@@ -162,9 +170,11 @@ class Generator:
         finally:
             if slots is not None:
                 slots.release()
-        self._record(model or "", intended, sent, reply, error)
+        self._record(model or "", intended, sent, reply, error=error, tenant=tenant)
 
-    def _record(self, model: str, intended: float, sent: float, reply: Reply, error: str) -> None:
+    def _record(
+        self, model: str, intended: float, sent: float, reply: Reply, *, error: str, tenant: str
+    ) -> None:
         done = self._now()
         parts = parse_server_timing(reply.server_timing)
         queue, download, load, infer = (round(parts.get(p, 0.0), 3) for p in TIMING_PARTS)
@@ -185,6 +195,7 @@ class Generator:
             infer_ms=infer,
             warmup=round(intended, 6) < self.plan.warmup_s,
             instance=reply.instance,
+            tenant=tenant,
         )
         self.rows.append(row)
         self.on_row(row)

@@ -14,7 +14,14 @@ from modelhost.toolkit.bench import Progress as RunProgress
 from modelhost.toolkit.loadgen import ProcessPlan
 from modelhost.toolkit.options import option
 from modelhost.toolkit.payloads import Payload, read_payloads
-from modelhost.toolkit.traffic import Popularity, Target, read_models
+from modelhost.toolkit.traffic import (
+    HOT_MODELS_SHARE,
+    HOT_REQUESTS_SHARE,
+    Popularity,
+    Target,
+    read_models,
+)
+from modelhost.toolkit.workload import workload
 
 if TYPE_CHECKING:  # rich is an extra, so bench can say to install it
     from rich.console import Console
@@ -46,8 +53,24 @@ class BenchOptions:
         show_default=False,
     )
     models: str = option("", "comma-separated model names, or @FILE (one a line)")
-    popularity: str = option("uniform", choices=("uniform", "zipf"))
+    popularity: str = option(
+        "uniform",
+        "two-class: --hot-models of the models get --hot-requests of the requests",
+        choices=("uniform", "zipf", "two-class"),
+    )
     zipf_s: float = option(1.0, "Zipf exponent")
+    hot_models: float = option(
+        HOT_MODELS_SHARE, "two-class: the share of the models that are hot (Aegaeon's trace)"
+    )
+    hot_requests: float = option(
+        HOT_REQUESTS_SHARE, "two-class: the share of the requests they get (Aegaeon's trace)"
+    )
+    tenant_from: str = option(
+        "",
+        "tenants as the server's --tenant-from finds them: header (X-Modelhost-Tenant), "
+        "header:NAME (each with --tenants), or name:N (the models' first N folders)",
+    )
+    tenants: int = option(0, "with --tenant-from header: deal the models to N tenants, t000 on")
     model_in: str = option(
         "header",
         "X-Amzn-SageMaker-Target-Model on /invocations, or /models/{m}/invoke",
@@ -109,11 +132,8 @@ def plan_of(options: BenchOptions) -> ProcessPlan:
         raise ValueError("--target-model goes with --endpoint-name, instead of --models")
     models = options.models or options.target_model
     names = read_models(models) if models else []
-    popularity = (
-        Popularity.zipf(names, options.zipf_s)
-        if options.popularity == "zipf"
-        else Popularity.uniform(names)
-    )
+    pairs = workload(names, options.tenant_from, options.tenants)
+    popularity = popularity_of(options, list(pairs.models))
     payloads = read_payloads(options.payloads) if options.payloads else [Payload(IRIS_ROW)]
     return ProcessPlan(
         target=Target(url, options.model_in == "path"),
@@ -130,7 +150,23 @@ def plan_of(options: BenchOptions) -> ProcessPlan:
         client=options.client,
         seed=options.seed,
         sign_region=sign_region,
+        tenants=pairs.tenants,
+        tenant_header=pairs.header,
     )
+
+
+def popularity_of(options: BenchOptions, models: list[str]) -> Popularity:
+    if options.popularity == "zipf":
+        return Popularity.zipf(models, options.zipf_s)
+    if options.popularity == "two-class":
+        for name, share in (
+            ("--hot-models", options.hot_models),
+            ("--hot-requests", options.hot_requests),
+        ):
+            if not 0 < share < 1:
+                raise ValueError(f"{name} is a share between 0 and 1, not {share}")
+        return Popularity.two_class(models, options.hot_models, options.hot_requests)
+    return Popularity.uniform(models)
 
 
 def run_with_progress(

@@ -65,6 +65,29 @@ def summarize(rows: Sequence[Row], duration_s: float) -> dict[str, Any]:
     }
 
 
+def tenant_summary(rows: Sequence[Row], duration_s: float) -> dict[str, dict[str, Any]]:
+    """Per tenant, busiest first: requests, throughput, p50 and p99 latency, refusals by status."""
+    by_tenant: dict[str, list[Row]] = {}
+    for row in measured(rows):
+        by_tenant.setdefault(row.tenant, []).append(row)
+    figures = {tenant: _tenant_figures(own, duration_s) for tenant, own in by_tenant.items()}
+    return dict(sorted(figures.items(), key=lambda item: -item[1]["requests"]))
+
+
+def _tenant_figures(rows: Sequence[Row], duration_s: float) -> dict[str, Any]:
+    good = [row.latency_ms for row in rows if ok(row)]
+    latency = latency_summary(good)
+    refused = Counter(str(row.status) for row in rows if row.status >= 400)
+    return {
+        "requests": len(rows),
+        "ok": len(good),
+        "throughput_rps": len(good) / duration_s if duration_s else float("nan"),
+        "latency_ms": {"p50": latency["p50"], "p99": latency["p99"]},
+        "refused": dict(sorted(refused.items())),
+        "unanswered": sum(row.status == 0 for row in rows),
+    }
+
+
 def timing_summary(rows: Sequence[Row]) -> dict[str, dict[str, float]]:
     parts = {}
     for part in TIMING_PARTS:

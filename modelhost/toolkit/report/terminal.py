@@ -10,6 +10,8 @@ from rich.table import Table
 
 from modelhost.toolkit.report.html import cell
 
+SHOWN_TENANTS = 20  # rows of the tenant table
+
 
 def table(
     title: str, header: Sequence[str], rows: Sequence[Sequence[Any]], highlight: int | None = None
@@ -52,11 +54,33 @@ def bench_tables(summary: dict[str, Any]) -> list[Table]:
     if len(summary.get("instances", {})) > 1:
         spread = list(summary["instances"].items())
         tables.append(table("answered by (X-Modelhost-Instance)", ["instance", "count"], spread))
+    if summary.get("tenants"):
+        tables.append(tenant_table(summary["tenants"]))
     if summary["server_timing_ms"]:
         parts = summary["server_timing_ms"]
         rows = [[part, f["mean"], f["p50"], f["p99"]] for part, f in parts.items()]
         tables.append(table("Server-Timing (ms)", ["part", "mean", "p50", "p99"], rows))
     return tables
+
+
+def tenant_table(tenants: dict[str, Any]) -> Table:
+    """The busiest SHOWN_TENANTS; summary.json has every one."""
+    rows = [
+        [
+            tenant,
+            figures["requests"],
+            figures["throughput_rps"],
+            figures["latency_ms"]["p50"],
+            figures["latency_ms"]["p99"],
+            ", ".join(f"{status}: {n}" for status, n in figures["refused"].items()) or "none",
+        ]
+        for tenant, figures in list(tenants.items())[:SHOWN_TENANTS]
+    ]
+    more = (
+        f" (the busiest {SHOWN_TENANTS} of {len(tenants)})" if len(tenants) > SHOWN_TENANTS else ""
+    )
+    header = ["tenant", "requests", "throughput/s", "p50 ms", "p99 ms", "refused by status"]
+    return table("by tenant" + more, header, rows)
 
 
 def show(console: Console, tables: Sequence[Table], warnings: Sequence[str] = ()) -> None:

@@ -17,6 +17,7 @@ class Trace:
     sizes: dict[str, int]
     reload_ms: dict[str, float]  # median download + load of the log's misses
     times: list[float] = field(default_factory=list)  # empty: unknown
+    tenants: list[str] = field(default_factory=list)  # the log's tenant field, "" where none
 
     def size_of(self, index: int) -> int:
         return self.sizes[self.models[index]]
@@ -32,6 +33,7 @@ def read_access_log(
     """Invocations that reached a model, in order, sized by the log, `sizes` or `default_size`."""
     models: list[str] = []
     times: list[float] = []
+    tenants: list[str] = []
     found = dict(sizes or {})
     costs: dict[str, list[float]] = {}
     for number, line in enumerate(Path(path).read_text().splitlines(), start=1):
@@ -46,13 +48,15 @@ def read_access_log(
         model = record["model"]
         models.append(model)
         times.append(float(record.get("time", len(times))))
+        tenants.append(str(record.get("tenant", "")))
         if "model_bytes" in record:
             found[model] = int(record["model_bytes"])
         if record["cache"] != "hit":
             costs.setdefault(model, []).append(
                 float(record.get("download_ms", 0.0)) + float(record.get("load_ms", 0.0))
             )
-    return make_trace(models, _sizes_for(models, found, default_size, path), costs, times)
+    sizes_found = _sizes_for(models, found, default_size, path)
+    return make_trace(models, sizes_found, costs, times, tenants)
 
 
 def make_trace(
@@ -60,12 +64,14 @@ def make_trace(
     sizes: Mapping[str, int],
     costs: Mapping[str, list[float]] | None = None,
     times: list[float] | None = None,
+    tenants: list[str] | None = None,
 ) -> Trace:
     costs = costs or {}
     reload_ms = {
         m: statistics.median(costs[m]) if costs.get(m) else DEFAULT_RELOAD_MS for m in set(models)
     }
-    return Trace(models, {m: int(sizes[m]) for m in set(models)}, reload_ms, list(times or []))
+    sized = {m: int(sizes[m]) for m in set(models)}
+    return Trace(models, sized, reload_ms, list(times or []), list(tenants or []))
 
 
 def _sizes_for(
