@@ -28,7 +28,8 @@ ModelhostError
 ├── Overloaded                   retry after a pause
 │   ├── QueueFull
 │   │   └── TenantQueueFull      one tenant's queue, not the server's
-│   └── ConcurrencyLimit
+│   ├── ConcurrencyLimit
+│   └── RateLimited              a tenant past its rate: retry_after_s says when
 ├── DeadlineExceeded
 ├── Unavailable                  retry is safe
 │   ├── WorkerDied
@@ -45,6 +46,8 @@ from __future__ import annotations
 
 class ModelhostError(Exception):
     """Base of every error modelhost raises on purpose."""
+
+    retry_after_s = 1  # the pause a client is told to take, where its status invites a retry
 
 
 class ConfigError(ModelhostError):
@@ -158,6 +161,12 @@ class TenantQueueFull(QueueFull):
 
 class ConcurrencyLimit(Overloaded):
     pass
+
+
+class RateLimited(Overloaded):
+    def __init__(self, message: str, retry_after_s: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
 
 
 class DeadlineExceeded(ModelhostError):
