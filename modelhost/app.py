@@ -192,7 +192,7 @@ async def started_host(
         config.allowed_urls,
         StoreSettings(config.store_timeout_s, config.max_concurrent_downloads),
     )
-    tenants = TenantsFileWatcher(config.tenants_file, events)
+    tenants = TenantsFileWatcher(config.tenants_file, events.emit)
     try:
         await pool.startup()
         # settled: each worker says hello after its rehearsal (test_app_memory.py)

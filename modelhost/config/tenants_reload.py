@@ -9,11 +9,11 @@ import logging
 import os
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 from modelhost.config.tenant_policies import TenantPolicies
 from modelhost.config.tenants_file import read_tenants_file
 from modelhost.errors import ConfigError
-from modelhost.records.events import EventLog
 
 logger = logging.getLogger("modelhost")
 
@@ -38,9 +38,11 @@ class TenantsFileWatcher:
     what is wrong. Consumers call `policies`, so a reload needs no rewiring.
     """
 
-    def __init__(self, path: str, events: EventLog, interval_s: float = POLL_INTERVAL_S) -> None:
+    def __init__(
+        self, path: str, emit: Callable[..., Any], interval_s: float = POLL_INTERVAL_S
+    ) -> None:
         self.path = Path(path) if path else None  # None: no tenants file
-        self.events, self.interval_s = events, interval_s
+        self.emit, self.interval_s = emit, interval_s  # emit: EventLog.emit
         self.current = TenantPolicies()
         self._read: Callable[[Path], TenantPolicies] | None = None
         self._stamp: Stamp | None = None
@@ -85,7 +87,7 @@ class TenantsFileWatcher:
             policies = await asyncio.to_thread(self._read, self.path)
         except ConfigError as error:
             logger.warning("the tenants file is refused, the last good one stays: %s", error)
-            self.events.emit("tenants_file_rejected", detail={"error": str(error)})
+            self.emit("tenants_file_rejected", detail={"error": str(error)})
             return
         self._loaded(policies)
 
@@ -100,4 +102,4 @@ class TenantsFileWatcher:
     def _loaded(self, policies: TenantPolicies) -> None:
         self.current = policies
         detail = {"path": str(self.path), "tenants": len(policies.named)}
-        self.events.emit("tenants_file_loaded", detail=detail)
+        self.emit("tenants_file_loaded", detail=detail)

@@ -6,8 +6,8 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from modelhost.config.tenant_policies import TenantPolicies
 from modelhost.errors import DeadlineExceeded
+from modelhost.scheduler import TenantPolicyView
 from modelhost.scheduler.fair import FairQueue, Ticket
 from modelhost.scheduler.rates import TenantRates
 
@@ -27,7 +27,7 @@ class FairAdmission:
         queue_size: int,
         wait_s: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
-        policies: Callable[[], TenantPolicies] | None = None,
+        policies: Callable[[], TenantPolicyView] | None = None,
     ) -> None:
         self.limit, self.wait_s = limit, wait_s
         self.in_flight = 0

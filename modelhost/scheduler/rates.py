@@ -6,8 +6,8 @@ import math
 import time
 from collections.abc import Callable
 
-from modelhost.config.tenant_policies import TenantPolicy
 from modelhost.errors import RateLimited
+from modelhost.scheduler import TenantLimits
 
 PRUNE_AT_BUCKETS = 1024  # tenants with a bucket before the full ones are forgotten
 
@@ -48,7 +48,7 @@ class TenantRates:
 
     def __init__(
         self,
-        policy_of: Callable[[str], TenantPolicy],
+        policy_of: Callable[[str], TenantLimits],
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.policy_of, self.clock = policy_of, clock
@@ -71,7 +71,7 @@ class TenantRates:
                 retry_after_s=max(1, math.ceil(wait_s)),
             )
 
-    def _bucket(self, tenant: str, policy: TenantPolicy, now: float) -> TokenBucket:
+    def _bucket(self, tenant: str, policy: TenantLimits, now: float) -> TokenBucket:
         bucket = self.buckets.get(tenant)
         if bucket is None:
             if len(self.buckets) >= self._prune_at:

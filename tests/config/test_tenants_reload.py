@@ -26,7 +26,7 @@ def write(path: Path, text: str) -> None:
 def watcher(tmp_path: Path, text: str) -> tuple[TenantsFileWatcher, EventLog, Path]:
     path, events = tmp_path / "tenants.toml", EventLog()
     write(path, text)
-    watching = TenantsFileWatcher(str(path), events)
+    watching = TenantsFileWatcher(str(path), events.emit)
     watching.open(GIB, GIB)
     return watching, events, path
 
@@ -84,7 +84,7 @@ def test_a_bad_file_at_start_raises(tmp_path: Path) -> None:
 
 
 def test_without_a_file_the_policies_are_the_defaults(tmp_path: Path) -> None:
-    watching = TenantsFileWatcher("", EventLog())
+    watching = TenantsFileWatcher("", EventLog().emit)
     watching.open(GIB, GIB)
     assert watching.policies() == TenantPolicies()
 
@@ -98,7 +98,7 @@ def test_without_a_file_the_policies_are_the_defaults(tmp_path: Path) -> None:
 def test_watching_takes_a_change_without_being_asked(tmp_path: Path) -> None:
     path, events = tmp_path / "tenants.toml", EventLog()
     write(path, "[default]\nweight = 2\n")
-    watching = TenantsFileWatcher(str(path), events, interval_s=0.01)
+    watching = TenantsFileWatcher(str(path), events.emit, interval_s=0.01)
     watching.open(GIB, GIB)
 
     async def run() -> float:
