@@ -48,8 +48,8 @@ class Lines:
         self.keys: dict[tuple[str, ...], int] = {}
         table: tuple[str, ...] = ()
         for number, line in enumerate(text.splitlines(), 1):
-            if HEADER.fullmatch(line):
-                table = _table_path(line)
+            if HEADER.fullmatch(line) and (found := _table_path(line)) is not None:
+                table = found
                 self.tables.setdefault(table, number)
             elif match := re.match(r"\s*(\"[^\"]*\"|'[^']*'|[A-Za-z0-9_-]+)\s*=", line):
                 self.keys.setdefault((*table, match.group(1).strip("\"'")), number)
@@ -63,10 +63,14 @@ class Lines:
         return 1
 
 
-def _table_path(line: str) -> tuple[str, ...]:
-    """The dotted path of a `[table]` line, quoted names and all, as TOML reads it."""
+def _table_path(line: str) -> tuple[str, ...] | None:
+    """The dotted path of a `[table]` line, quoted names and all, as TOML reads it; None for a
+    line that only looks like one (inside a multi-line string)."""
     path: list[str] = []
-    node: Any = tomllib.loads(line)
+    try:
+        node: Any = tomllib.loads(line)
+    except tomllib.TOMLDecodeError:
+        return None
     while isinstance(node, dict) and len(node) == 1:
         key = next(iter(node))
         path.append(key)
@@ -107,12 +111,18 @@ class TenantsFile:
     """One reading of a tenants file's text."""
 
     def __init__(self, path: Path, text: str, memory_bytes: int, disk_bytes: int) -> None:
-        self.path, self.text, self.lines = path, text, Lines(text)
+        self.path, self.text = path, text
         self.budgets = {"memory": memory_bytes, "disk": disk_bytes}
 
     def policies(self) -> TenantPolicies:
         data = self._parse()
-        for table in data:
+        for table, value in data.items():
+            if not isinstance(value, dict) and table not in (DEFAULT, TENANTS):
+                self.refuse(
+                    (table,),
+                    f"{table} is outside any table",
+                    'put it under [default] or a [tenants."NAME"] table',
+                )
             if table not in (DEFAULT, TENANTS):
                 self.refuse(
                     (table,),
@@ -248,4 +258,4 @@ class TenantsFile:
             )
 
     def refuse(self, at: tuple[str, ...], what: str, fix: str) -> NoReturn:
-        raise ConfigError(f"{self.path}, line {self.lines.of(*at)}: {what}; {fix}")
+        raise ConfigError(f"{self.path}, line {Lines(self.text).of(*at)}: {what}; {fix}")

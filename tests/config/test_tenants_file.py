@@ -84,6 +84,8 @@ MISTAKES = [
     ('[tenants."a"]\nmemory_max = "101%"\n', 2, "is not a size", '"10%"'),
     ("[tenants]\na = 3\n", 2, "tenants.a is not a table", '[tenants."a"]'),
     ("default = 3\n", 1, "default is not a table", "[default]"),
+    ("# limits\nrate = 5\n[default]\n", 2, "rate is outside any table", "under [default]"),
+    ('[default]\nrate = 1\n[tenants."a"]\nburst = -3\n', 4, "burst = -3 is not a whole", "burst"),
 ]
 
 
@@ -101,6 +103,12 @@ def test_a_mistake_names_its_line_and_fix(
 def test_a_quoted_table_name_with_dots_finds_its_line(tmp_path: Path) -> None:
     text = '[default]\nrate = 1\n\n[ tenants . "a.b/c" ]\n# why\nweight = -2\n'
     with pytest.raises(ConfigError, match=r"line 6: weight = -2"):
+        read(tmp_path, text)
+
+
+def test_a_header_inside_a_string_is_not_taken_for_one(tmp_path: Path) -> None:
+    text = '[default]\nrate = """\n[a b]\n"""\n'
+    with pytest.raises(ConfigError, match=r"line 2: rate = .* is not a number"):
         read(tmp_path, text)
 
 
