@@ -252,7 +252,7 @@ class TenantsFile:
             last = [name for name, policy in named.items() if policy.memory_min_bytes][-1]
             self.refuse(
                 (TENANTS, last, "memory_min"),
-                f"the memory_min of every tenant add up to "
+                f"the tenants' memory_min add up to "
                 f"{format_bytes(total)}, over the memory budget ({format_bytes(budget)})",
                 "lower them, or raise --memory-budget",
             )
