@@ -49,14 +49,19 @@ class FairAdmission:
         if self.in_flight >= self.limit:
             self.queue.check(tenant)
         if self.rates is not None:
-            self.rates.take(tenant)
+            self._check_policies(tenant, self.rates)
+
+    def _check_policies(self, tenant: str, rates: TenantRates) -> None:
+        """A tenant at its cap waits, so its full queue refuses too; then its rate."""
+        if self.queue.at_cap(tenant):
+            self.queue.check(tenant)
+        rates.take(tenant)
 
     async def acquire(self, tenant: str) -> Ticket:
         """A slot for one of `tenant`'s requests, at once or when the fair queue picks it."""
-        if (
-            self.in_flight < self.limit
-            and not len(self.queue)
-            and (self.policies is None or not self.queue.at_cap(tenant))
+        # with a free slot, whoever waits is at its cap (else _fill would have served it)
+        if self.in_flight < self.limit and (
+            not len(self.queue) if self.policies is None else not self.queue.at_cap(tenant)
         ):
             self.in_flight += 1
             return self.queue.dispatch(tenant)

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from modelhost.config.tenant_policies import TenantPolicies, TenantPolicy
-from modelhost.errors import DeadlineExceeded, RateLimited
+from modelhost.errors import DeadlineExceeded, RateLimited, TenantQueueFull
 from modelhost.scheduler.admission import FairAdmission
 from modelhost.scheduler.fair import FairQueue, Ticket
 
@@ -120,6 +120,23 @@ def test_a_tenant_at_its_cap_waits_while_slots_are_free() -> None:
         slots.release(first, 1.0)
         await asyncio.sleep(0)
         assert third.done() and third.result().tenant == "a"
+
+    asyncio.run(scenario())
+
+
+def test_a_capped_tenants_full_queue_is_refused_before_any_load() -> None:
+    """a, at its cap with its queue full, is refused at admission though slots are free."""
+    policies = TenantPolicies(named={"a": TenantPolicy(max_concurrency=1)})
+
+    async def scenario() -> None:
+        slots = FairAdmission(10, 1, policies=lambda: policies)
+        await slots.acquire("a")
+        waiting = asyncio.ensure_future(slots.acquire("a"))
+        await asyncio.sleep(0)
+        with pytest.raises(TenantQueueFull, match="tenant a has 1 requests waiting"):
+            slots.check("a")
+        slots.check("b")
+        waiting.cancel()
 
     asyncio.run(scenario())
 
