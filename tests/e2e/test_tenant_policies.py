@@ -12,9 +12,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import httpx
 import pytest
 from helpers.serving import Servers
+from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 from modelhost import testing
 
@@ -36,6 +38,9 @@ rate = 0.01
 rate = 0.01
 
 [tenants."t-oip"]
+rate = 0.01
+
+[tenants."t-grpc"]
 rate = 0.01
 """
 
@@ -63,21 +68,36 @@ def write(path: Path, text: str) -> None:
     os.replace(staged, path)
 
 
-def wait_for_events(server: testing.RunningServer, kind: str, n: int) -> list[dict[str, Any]]:
-    """The server's events of `kind` once there are `n` (the file is polled each second)."""
-    for _ in range(300):
-        found = server.events(kind)
-        if len(found) >= n:
-            return found
-        time.sleep(0.1)
-    return server.events(kind)
+RELOADS = ("tenants_file_loaded", "tenants_file_rejected")
 
 
 class Served:
-    def __init__(self, server: testing.RunningServer, tenants_file: Path) -> None:
+    def __init__(self, server: testing.RunningServer, tenants_file: Path, grpc_port: int) -> None:
         self.server, self.tenants_file = server, tenants_file
         self.http = httpx.Client(base_url=server.url, timeout=30)
         self.calls = calls(self.http)
+        self.grpc = grpc.insecure_channel(f"127.0.0.1:{grpc_port}")
+
+    def reload(self, text: str) -> dict[str, Any]:
+        """Replace the file; the event that says how the server took it (it looks each second)."""
+        before = len(self.reloads())
+        write(self.tenants_file, text)
+        for _ in range(300):
+            if len(found := self.reloads()) > before:
+                return found[-1]
+            time.sleep(0.1)
+        raise AssertionError(f"no reload event in 30 s: {self.server.log_text()[-2000:]}")
+
+    def reloads(self) -> list[dict[str, Any]]:
+        return [event for event in self.server.events() if event["kind"] in RELOADS]
+
+    def infer_grpc(self, tenant: str) -> Any:
+        """OIP's ModelInfer over gRPC for `tenant`."""
+        request = service_pb2.ModelInferRequest(model_name=MODEL)
+        tensor = request.inputs.add(name="input-0", datatype="FP64", shape=[1, 4])
+        tensor.contents.fp64_contents.extend(ROWS[0])
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(self.grpc)
+        return stub.ModelInfer.with_call(request, metadata=((TENANT_HEADER, tenant),))
 
 
 @pytest.fixture(scope="module")
@@ -86,10 +106,14 @@ def served(
 ) -> Iterator[Served]:
     tenants_file = tmp_path_factory.mktemp("tenants") / "tenants.toml"
     write(tenants_file, "[default]\nweight = 1\n")
-    server = serve(store, workers=1, tenant_from="header", tenants_file=tenants_file)
-    result = Served(server, tenants_file)
+    grpc_port = testing.free_port()
+    server = serve(
+        store, workers=1, tenant_from="header", tenants_file=tenants_file, grpc_port=grpc_port
+    )
+    result = Served(server, tenants_file, grpc_port)
     yield result
     result.http.close()
+    result.grpc.close()
 
 
 def test_editing_the_file_changes_a_tenants_rate(served: Served) -> None:
@@ -98,9 +122,8 @@ def test_editing_the_file_changes_a_tenants_rate(served: Served) -> None:
     the rate removed, they are served again."""
     for protocol, call in served.calls.items():
         assert [call(f"t-{protocol}").status_code for _ in range(3)] == [200] * 3
-    write(served.tenants_file, LIMITED)
-    loaded = wait_for_events(served.server, "tenants_file_loaded", 2)
-    assert loaded[-1]["detail"]["tenants"] == 3
+    loaded = served.reload(LIMITED)
+    assert (loaded["kind"], loaded["detail"]["tenants"]) == ("tenants_file_loaded", 4)
     for protocol, call in served.calls.items():
         assert call(f"t-{protocol}").status_code == 200  # the burst: one request
         refused = call(f"t-{protocol}")
@@ -108,27 +131,35 @@ def test_editing_the_file_changes_a_tenants_rate(served: Served) -> None:
         assert 50 <= int(refused.headers["retry-after"]) <= 100, protocol
         assert f"tenant t-{protocol} sent more than its rate of 0.01" in refused.text
         assert call("someone-else").status_code == 200
-    write(served.tenants_file, "[default]\nweight = 1\n")
-    wait_for_events(served.server, "tenants_file_loaded", 3)
+    assert served.reload("[default]\nweight = 1\n")["kind"] == "tenants_file_loaded"
     for protocol, call in served.calls.items():
         assert call(f"t-{protocol}").status_code == 200, protocol
+
+
+def test_a_grpc_call_past_the_rate_is_told_when_to_retry(served: Served) -> None:
+    """Over gRPC the refusal is RESOURCE_EXHAUSTED, the wait in a retry-after trailer."""
+    assert served.reload(LIMITED)["kind"] == "tenants_file_loaded"
+    served.infer_grpc("t-grpc")
+    with pytest.raises(grpc.RpcError) as refused:
+        served.infer_grpc("t-grpc")
+    assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "tenant t-grpc sent more than its rate" in str(refused.value.details())
+    trailers = dict(refused.value.trailing_metadata() or ())
+    assert 50 <= int(trailers["retry-after"]) <= 100
 
 
 def test_a_bad_edit_keeps_the_last_good_file(served: Served) -> None:
     """A mistake on line 4 is refused with an event naming the line and a warning in the log;
     the limits of the last good file still hold."""
-    write(served.tenants_file, LIMITED)
-    loaded = len(wait_for_events(served.server, "tenants_file_loaded", 1))
-    loaded = len(wait_for_events(served.server, "tenants_file_loaded", loaded + 1))
+    served.reload("[default]\nweight = 1\n")
+    assert served.reload(LIMITED)["kind"] == "tenants_file_loaded"
     call = served.calls["invocations"]
-    call("t-invocations")  # the burst, if the last test left it whole
-    write(served.tenants_file, LIMITED.replace("weight = 1", "weight = 1\nrates = 5"))
-    rejected = wait_for_events(served.server, "tenants_file_rejected", 1)
-    assert rejected, served.server.log_text()[-2000:]
-    assert "tenants.toml, line 3: unknown key rates" in rejected[-1]["detail"]["error"]
+    assert call("t-invocations").status_code == 200  # the burst
+    rejected = served.reload(LIMITED.replace("weight = 1", "weight = 1\nrates = 5"))
+    assert rejected["kind"] == "tenants_file_rejected"
+    assert "tenants.toml, line 3: unknown key rates" in rejected["detail"]["error"]
     assert "the tenants file is refused, the last good one stays" in served.server.log_text()
     assert call("t-invocations").status_code == 429
-    assert len(served.server.events("tenants_file_loaded")) == loaded
 
 
 def test_a_bad_tenants_file_is_refused_at_start(store: Path, tmp_path: Path) -> None:
