@@ -1,9 +1,10 @@
 """The tenants file on real servers: a mistake is refused at start with its line; on a running
 server an edit changes a tenant's rate on every protocol, and a bad edit keeps the last good file
-with an event."""
+with an event; a tenant at its cap waits while others run."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from typing import Any
 import grpc
 import httpx
 import pytest
+from helpers.handlers import gated_handler_folder
 from helpers.serving import Servers
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
@@ -174,3 +176,55 @@ def test_a_bad_tenants_file_is_refused_at_start(store: Path, tmp_path: Path) -> 
     assert finished.returncode == 2, finished.stderr
     assert f"{tenants_file}, line 3: memory_min (2.0 GiB) is above memory_max" in finished.stderr
     assert "lower memory_min or raise memory_max" in finished.stderr
+
+
+GATED = "gated"
+
+
+def invoke_gated(client: httpx.Client, tenant: str, body: str) -> httpx.Response:
+    headers = {"content-type": "application/json", TENANT_HEADER: tenant}
+    return client.post(f"/models/{GATED}/invoke", content=body, headers=headers)
+
+
+def in_flight(client: httpx.Client) -> int:
+    response = client.get(f"/models/{GATED}")
+    return int(response.json()["inFlight"]) if response.status_code == 200 else 0
+
+
+def wait_until(check: Callable[[], bool]) -> None:
+    for _ in range(1500):
+        if check():
+            return
+        time.sleep(0.02)
+    raise AssertionError("the server never reached the state the test waits for")
+
+
+def test_a_tenant_at_its_cap_waits_while_slots_are_free(serve: Servers, tmp_path: Path) -> None:
+    """capped may run one request at once in a server of 8 slots: with one held at the gate, its
+    next waits in its queue (of one), so the one after that is 429 at once; another tenant's
+    request still runs beside the held one."""
+    gate = tmp_path / "gate"
+    gated_handler_folder(tmp_path / "store" / GATED, gate)
+    tenants_file = tmp_path / "tenants.toml"
+    write(tenants_file, '[tenants."capped"]\nmax_concurrency = 1\n')
+    server = serve(
+        tmp_path / "store",
+        **{"workers": 1, "threads_per_worker": 1, "max_concurrency": 8, "job_queue_size": 1},
+        **{"tenant_from": "header", "tenants_file": tenants_file},
+    )
+    with (
+        httpx.Client(base_url=server.url, timeout=60) as client,
+        concurrent.futures.ThreadPoolExecutor(4) as pool,
+    ):
+        held = pool.submit(invoke_gated, client, "capped", "1")
+        wait_until(lambda: in_flight(client) == 1)
+        behind = [pool.submit(invoke_gated, client, "capped", str(n)) for n in (2, 3)]
+        wait_until(lambda: any(future.done() for future in behind))
+        refused = next(future.result() for future in behind if future.done())
+        assert refused.status_code == 429, refused.text
+        assert refused.json()["type"] == "TenantQueueFull"
+        beside = pool.submit(invoke_gated, client, "other", "4")
+        wait_until(lambda: in_flight(client) == 2)  # the other tenant's, not capped's next
+        gate.touch()
+        answered = [future.result().status_code for future in (held, *behind, beside)]
+    assert sorted(answered) == [200, 200, 200, 429]
