@@ -22,6 +22,7 @@ from modelhost.cache.policy import policy_named
 from modelhost.cache.stores import Stores, StoreSettings
 from modelhost.config import Config
 from modelhost.config.tenancy import tenants_on
+from modelhost.config.tenants_reload import TenantsFileWatcher
 from modelhost.errors import ConfigError
 from modelhost.host import ModelHost
 from modelhost.host.memory_readings import PssReading, split_pss_bytes
@@ -191,15 +192,18 @@ async def started_host(
         config.allowed_urls,
         StoreSettings(config.store_timeout_s, config.max_concurrent_downloads),
     )
+    tenants = TenantsFileWatcher(config.tenants_file, events.emit)
     try:
         await pool.startup()
         # settled: each worker says hello after its rehearsal (test_app_memory.py)
-        host = build_host(config, pool, stores, events, split_pss_bytes(pool.pids()))
+        host = build_host(
+            config, pool, stores, events, split_pss_bytes(pool.pids()), tenants=tenants
+        )
     except BaseException:
         await stores.close()
         raise
     try:
-        async with upkeep(host, config.idle_unload_s):
+        async with upkeep(host, config.idle_unload_s), tenants.watching():
             yield host
     finally:
         host.close()
@@ -207,13 +211,19 @@ async def started_host(
 
 
 def build_host(
-    config: Config, pool: WorkerPool, stores: Stores, events: EventLog, idle: PssReading
+    config: Config,
+    pool: WorkerPool,
+    stores: Stores,
+    events: EventLog,
+    idle: PssReading,
+    tenants: TenantsFileWatcher,
 ) -> ModelHost:
     memory = memory_tier(config, pool, idle)
     budget, baseline = memory.budget.budget_bytes, memory.budget.baseline_bytes
     frontend = memory.budget.frontend
     cache_dir = Path(config.cache_dir)
     disk_budget = config.disk_budget_bytes.of(free_disk_bytes(cache_dir))
+    tenants.open(budget, disk_budget)
     disk = DiskTier(
         cache_dir,
         disk_budget,
@@ -254,6 +264,7 @@ def build_host(
             scale_in_idle_s=config.scale_in_idle_s,
             slots_per_worker=pool.threads,
             fair_tenants=tenants_on(config.tenant_from),
+            tenant_policies=tenants.policies if config.tenants_file else None,
         ),
         max_rows_per_request=config.max_rows_per_request,
         sagemaker_contract=config.sagemaker_contract,

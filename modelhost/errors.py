@@ -28,7 +28,8 @@ ModelhostError
 ├── Overloaded                   retry after a pause
 │   ├── QueueFull
 │   │   └── TenantQueueFull      one tenant's queue, not the server's
-│   └── ConcurrencyLimit
+│   ├── ConcurrencyLimit
+│   └── RateLimited              a tenant past its rate: retry_after_s says when
 ├── DeadlineExceeded
 ├── Unavailable                  retry is safe
 │   ├── WorkerDied
@@ -160,6 +161,12 @@ class TenantQueueFull(QueueFull):
 
 class ConcurrencyLimit(Overloaded):
     pass
+
+
+class RateLimited(Overloaded):
+    def __init__(self, message: str, retry_after_s: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
 
 
 class DeadlineExceeded(ModelhostError):

@@ -27,6 +27,7 @@ from modelhost.config.settings import (
     setting_names,
 )
 from modelhost.config.tenancy import tenant_tokens
+from modelhost.config.tenants_file import check_tenants_file
 from modelhost.errors import ConfigError
 from modelhost.units import parse_size
 
@@ -89,6 +90,7 @@ def load_config(
     tokens = tenant_tokens(values.get("tenant_from", ""), values.get("tenant_tokens_file", ""), cwd)
     config = Config(**values, notices=tuple(notices), tenant_tokens=tokens)
     _refuse_unsupported(config)
+    check_tenants_file(config, cwd)
     return config
 
 

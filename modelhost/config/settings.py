@@ -251,6 +251,11 @@ class Config:
     tenant_tokens_file: str = _setting(
         "", "TOML file of bearer tokens and their tenants, for --tenant-from token"
     )
+    tenants_file: str = _setting(
+        "",
+        "TOML file of each tenant's weight, concurrency cap, rate and memory and disk shares, "
+        "reread when it changes (needs --tenant-from)",
+    )
     forwarded_allow_ips: str = _setting(
         "",
         "reverse proxies trusted to set X-Forwarded-For/-Proto: comma-separated addresses or "

@@ -235,5 +235,9 @@ def fair_admission(residency: Residency, scheduling: SchedulerSettings) -> FairA
     workers = residency.copies.pool.health()[1]
     limit = scheduling.fair_limit(workers)
     return FairAdmission(
-        limit, scheduling.job_queue_size, scheduling.response_timeout_s, residency.clock
+        limit,
+        scheduling.job_queue_size,
+        scheduling.response_timeout_s,
+        residency.clock,
+        scheduling.tenant_policies,
     )

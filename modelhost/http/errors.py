@@ -9,17 +9,25 @@ from starlette.responses import JSONResponse, Response
 from modelhost import errors
 from modelhost.protocols.status import status_of
 
-RETRY_AFTER_S = {429: "1", 503: "1"}
+RETRIED_STATUSES = (429, 503)
 
 
-def error_response(status: int, type_name: str, message: str) -> JSONResponse:
-    headers = {"Retry-After": RETRY_AFTER_S[status]} if status in RETRY_AFTER_S else None
-    return JSONResponse({"code": status, "type": type_name, "message": message}, status, headers)
+def retry_after(status: int, retry_after_s: int = 1) -> dict[str, str] | None:
+    """The Retry-After header of a status that invites a retry."""
+    return {"Retry-After": str(retry_after_s)} if status in RETRIED_STATUSES else None
+
+
+def error_response(
+    status: int, type_name: str, message: str, retry_after_s: int = 1
+) -> JSONResponse:
+    body = {"code": status, "type": type_name, "message": message}
+    return JSONResponse(body, status, retry_after(status, retry_after_s))
 
 
 async def handle_modelhost_error(request: Request, error: Exception) -> Response:
     assert isinstance(error, errors.ModelhostError)
-    return error_response(status_of(error), type(error).__name__, str(error))
+    status = status_of(error)
+    return error_response(status, type(error).__name__, str(error), error.retry_after_s)
 
 
 async def handle_http_exception(request: Request, error: Exception) -> Response:

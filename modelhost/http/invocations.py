@@ -132,7 +132,9 @@ class Invocations:
             check_response_size(len(result.body), self.max_response_bytes)
         except ModelhostError as error:
             exchange.status, exchange.error = status_of(error), type(error).__name__
-            response = error_response(exchange.status, exchange.error, str(error))
+            response = error_response(
+                exchange.status, exchange.error, str(error), error.retry_after_s
+            )
             await self._respond(response, exchange, scope, receive, send)
             return
         exchange.status, exchange.result = 200, result

@@ -20,7 +20,7 @@ from modelhost.documents import json_object
 from modelhost.errors import BadRequestBody, ModelhostError, ModelNotFound
 from modelhost.host import Invocation, Result, State
 from modelhost.host.listing import EVERYWHERE, LOADED
-from modelhost.http.errors import RETRY_AFTER_S
+from modelhost.http.errors import retry_after
 from modelhost.http.invocations import invocation_response
 from modelhost.http.middleware import TENANT_KEY
 from modelhost.http.routes import SageMakerRoutes, model_in_path
@@ -56,7 +56,7 @@ def oip_errors(endpoint: Endpoint) -> Endpoint:
             return await endpoint(request)
         except ModelhostError as error:
             status = status_of(error)
-            headers = {"Retry-After": RETRY_AFTER_S[status]} if status in RETRY_AFTER_S else None
+            headers = retry_after(status, error.retry_after_s)
             return JSONResponse({"error": str(error)}, status, headers)
 
     return answered

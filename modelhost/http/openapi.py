@@ -171,8 +171,8 @@ REASONS = {
     404: "no such model (in the store, or loaded where the call asks for it)",
     409: "the model is already loaded or registered",
     413: "the body is larger than max_request_size",
-    429: "the model's queue (job_queue_size) or the server (max_concurrency) is full; retry "
-    "after Retry-After",
+    429: "the model's queue (job_queue_size) or the server (max_concurrency) is full, or the "
+    "tenant is past its rate (the tenants file); retry after Retry-After",
     500: "the handler raised, or the model could not be loaded",
     502: "the model store refused or kept failing",
     503: "shutting down, or the worker died mid-request; a retry is safe",

@@ -29,7 +29,6 @@ CODE_BY_ERROR: dict[type[errors.ModelhostError], grpc.StatusCode] = {
     errors.Unavailable: grpc.StatusCode.UNAVAILABLE,
     errors.DeadlineExceeded: grpc.StatusCode.DEADLINE_EXCEEDED,
 }
-RETRY_AFTER_S = "1"  # as HTTP's Retry-After
 RETRIED = (errors.Overloaded, errors.Unavailable)
 
 
@@ -42,4 +41,5 @@ def code_of(error: errors.ModelhostError) -> grpc.StatusCode:
 
 
 def trailers_of(error: errors.ModelhostError) -> tuple[tuple[str, str], ...]:
-    return (("retry-after", RETRY_AFTER_S),) if isinstance(error, RETRIED) else ()
+    """Retry-After's seconds as a trailer, as HTTP sends it, where a retry is invited."""
+    return (("retry-after", str(error.retry_after_s)),) if isinstance(error, RETRIED) else ()

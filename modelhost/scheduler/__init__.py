@@ -2,11 +2,31 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 AUTO_BATCH_SIZE = 32  # with no delay, only what piled up while the worker was busy
 FAIR_REQUESTS_PER_THREAD = 16  # in flight with tenants on and no max_concurrency (decisions.md)
+
+
+class TenantLimits(Protocol):
+    """What the scheduler reads of a tenant's policy (config.tenant_policies.TenantPolicy)."""
+
+    @property
+    def weight(self) -> float: ...
+    @property
+    def max_concurrency(self) -> int: ...
+    @property
+    def rate(self) -> float: ...
+    @property
+    def burst_requests(self) -> int: ...
+
+
+class TenantPolicyView(Protocol):
+    """Each tenant's limits (config.tenant_policies.TenantPolicies)."""
+
+    def of(self, tenant: str) -> TenantLimits: ...
 
 
 @dataclass(frozen=True)
@@ -23,6 +43,7 @@ class SchedulerSettings:
     scale_in_idle_s: float = 30.0
     slots_per_worker: int = 1  # a worker's inference threads
     fair_tenants: bool = False  # requests past max_concurrency wait in their tenant's queue
+    tenant_policies: Callable[[], TenantPolicyView] | None = None  # the tenants file's, if any
 
     def batch_size(self, declared: int | None, handler_batches: bool) -> int:
         if declared or self.max_batch_size:

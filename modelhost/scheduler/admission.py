@@ -7,14 +7,18 @@ import time
 from collections.abc import Callable
 
 from modelhost.errors import DeadlineExceeded
+from modelhost.scheduler import TenantPolicyView
 from modelhost.scheduler.fair import FairQueue, Ticket
+from modelhost.scheduler.rates import TenantRates
 
 
 class FairAdmission:
     """At most `limit` requests run; the rest wait in their tenant's queue for a freed slot.
 
     A slot that frees goes to the tenant the fair queue picks, so a noisy tenant's backlog
-    waits behind a quiet tenant's few requests instead of ahead of them.
+    waits behind a quiet tenant's few requests instead of ahead of them. With `policies` (the
+    tenants file's, read afresh at each use), each tenant has its weight, its rate, and its cap:
+    a tenant at its cap waits even while slots are free.
     """
 
     def __init__(
@@ -23,23 +27,47 @@ class FairAdmission:
         queue_size: int,
         wait_s: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
+        policies: Callable[[], TenantPolicyView] | None = None,
     ) -> None:
         self.limit, self.wait_s = limit, wait_s
         self.in_flight = 0
-        self.queue: FairQueue[asyncio.Future[Ticket]] = FairQueue(queue_size, clock=clock)
+        self.policies = policies  # None: no tenants file, every tenant alike and unlimited
+        self.rates = None if policies is None else TenantRates(lambda t: policies().of(t), clock)
+        self.queue: FairQueue[asyncio.Future[Ticket]] = (
+            FairQueue(queue_size, clock=clock)
+            if policies is None
+            else FairQueue(
+                queue_size,
+                weight=lambda tenant: policies().of(tenant).weight,
+                clock=clock,
+                cap=lambda tenant: policies().of(tenant).max_concurrency,
+            )
+        )
 
     def check(self, tenant: str) -> None:
-        """Refuse now, before any load starts, a request its tenant's full queue would."""
+        """Refuse now, before any load starts, a request its tenant's full queue or rate would."""
         if self.in_flight >= self.limit:
             self.queue.check(tenant)
+        if self.rates is not None:
+            self._check_policies(tenant, self.rates)
+
+    def _check_policies(self, tenant: str, rates: TenantRates) -> None:
+        """A tenant at its cap waits, so its full queue refuses too; then its rate."""
+        if self.queue.at_cap(tenant):
+            self.queue.check(tenant)
+        rates.take(tenant)
 
     async def acquire(self, tenant: str) -> Ticket:
         """A slot for one of `tenant`'s requests, at once or when the fair queue picks it."""
-        if self.in_flight < self.limit and not len(self.queue):
+        # with a free slot, whoever waits is at its cap (else _fill would have served it)
+        if self.in_flight < self.limit and (
+            not len(self.queue) if self.policies is None else not self.queue.at_cap(tenant)
+        ):
             self.in_flight += 1
             return self.queue.dispatch(tenant)
         waiter: asyncio.Future[Ticket] = asyncio.get_running_loop().create_future()
         self.queue.push(tenant, waiter)
+        self._fill()  # free slots wait only for capped tenants: this one may be uncapped
         timer = waiter.get_loop().call_later(self.wait_s, self._expire, tenant, waiter)
         try:
             return await waiter
@@ -62,17 +90,27 @@ class FairAdmission:
         if waiter.done():
             return
         self.queue.discard(tenant, waiter)
-        waiter.set_exception(
-            DeadlineExceeded(
-                f"tenant {tenant or '(default)'}'s request waited {self.wait_s:g} s "
-                f"(default_response_timeout) for one of the server's {self.limit} slots "
-                "(max_concurrency) and got none; retry after a pause, or raise "
+        waited = f"tenant {tenant or '(default)'}'s request waited {self.wait_s:g} s"
+        if self.queue.at_cap(tenant):
+            message = (
+                f"{waited} (default_response_timeout) while the tenant had its "
+                f"max_concurrency of {self.queue.statistics().running[tenant]} requests running "
+                "(the tenants file); retry after a pause, or raise its max_concurrency"
+            )
+        else:
+            message = (
+                f"{waited} (default_response_timeout) for one of the server's {self.limit} "
+                "slots (max_concurrency) and got none; retry after a pause, or raise "
                 "--max-concurrency or --default-response-timeout-s"
             )
-        )
+        waiter.set_exception(DeadlineExceeded(message))
 
     def _free(self) -> None:
         self.in_flight -= 1
+        self._fill()
+
+    def _fill(self) -> None:
+        """Hand free slots to waiting requests, in fair order, while any may take one."""
         while self.in_flight < self.limit and (picked := self.queue.pop()) is not None:
             waiter, ticket = picked
             if waiter.done():  # its caller left while it waited

@@ -49,8 +49,10 @@ class FairQueue(Generic[T]):
         queue_size: int,
         weight: Callable[[str], float] = lambda tenant: 1.0,
         clock: Callable[[], float] = time.monotonic,
+        cap: Callable[[str], int] | None = None,
     ) -> None:
         self.queue_size, self.weight, self.clock = queue_size, weight, clock
+        self.cap = cap  # a tenant's requests running at once (0: no cap); None: none has one
         self._queues: dict[str, deque[T]] = {}  # backlogged tenants only
         self._counters: dict[str, float] = {}
         self._means_ms: dict[str, float] = {}
@@ -85,10 +87,15 @@ class FairQueue(Generic[T]):
         self._waiting += 1
 
     def pop(self) -> tuple[T, Ticket] | None:
-        """The next item in fair order and its ticket, or None when nothing waits."""
+        """The next item in fair order and its ticket; None when nothing waits but for a cap."""
         if not self._queues:
             return None
-        tenant = min(self._queues, key=self.counter)
+        if self.cap is None:
+            tenant = min(self._queues, key=self.counter)
+        elif uncapped := self._uncapped():
+            tenant = min(uncapped, key=self.counter)
+        else:
+            return None  # every waiting tenant has its cap's worth running
         self._floor = max(self._floor, self.counter(tenant))
         queue = self._queues[tenant]
         item = queue.popleft()
@@ -131,6 +138,11 @@ class FairQueue(Generic[T]):
             del self._queues[tenant]
         return True
 
+    def at_cap(self, tenant: str) -> bool:
+        """Whether `tenant` has as many requests running as its cap allows."""
+        cap = self.cap(tenant) if self.cap is not None else 0
+        return bool(cap) and self._running[tenant] >= cap
+
     def counter(self, tenant: str) -> float:
         """`tenant`'s service so far over its weight, as the queue counts it."""
         return self._counters.get(tenant, self._floor)
@@ -139,9 +151,14 @@ class FairQueue(Generic[T]):
         waiting = {tenant: len(queue) for tenant, queue in self._queues.items()}
         return FairStatistics(waiting, dict(self._running))
 
+    def _uncapped(self) -> list[str]:
+        return [tenant for tenant in self._queues if not self.at_cap(tenant)]
+
     def _lift(self, tenant: str) -> None:
-        """A tenant that was idle starts level with the lowest backlogged one."""
-        backlogged = [self.counter(other) for other in self._queues]
+        """A tenant that was idle starts level with the lowest backlogged one (not held back
+        by its cap: a capped tenant's counter lags, and would hand the newcomer a burst)."""
+        others = self._queues if self.cap is None else self._uncapped()
+        backlogged = [self.counter(other) for other in others]
         self._counters[tenant] = max(self.counter(tenant), min(backlogged, default=self._floor))
 
     def _charge(self, tenant: str, cost_ms: float) -> None:

@@ -96,6 +96,7 @@ EFFECTS: dict[str, str] = {
     "--worker-load-timeout-s": "faults/test_self_healing_e2e.py::test_hung_load_fails_at_its_deadline",
     "--tenant-from": "e2e/test_tenant_identity.py::test_every_protocol_carries_the_tenant",
     "--tenant-tokens-file": "e2e/test_tenant_identity.py::test_a_known_token_names_its_tenant",
+    "--tenants-file": "e2e/test_tenant_policies.py::test_editing_the_file_changes_a_tenants_rate",
     "--config": "config/test_config.py::test_file_locations_from_flags_and_environment",
     "--mms-config": CONFIG + "test_mms_config_file_variable_wins",
     # config.properties

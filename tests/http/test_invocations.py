@@ -12,7 +12,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 from starlette.types import Receive, Scope, Send
 
-from modelhost.errors import QueueFull
+from modelhost.errors import QueueFull, RateLimited
 from modelhost.host import Invocation, Result
 from modelhost.http.invocations import (
     MODEL_INVOKE,
@@ -132,6 +132,15 @@ def test_errors_get_status_body_and_type() -> None:
         "message": "model m has 100 requests queued",
     }
     assert (observer.exchanges[0].status, observer.exchanges[0].error) == (429, "QueueFull")
+
+
+@pytest.mark.parametrize("path", ["/predictions/m", "/invocations"])
+def test_a_tenant_past_its_rate_is_told_when_to_come_back(path: str) -> None:
+    host = FakeHost(RateLimited("tenant t007 sent more than its rate", retry_after_s=7))
+    headers = {"X-Amzn-SageMaker-Target-Model": "m"}
+    response, _ = send(host, "POST", path, content=b"[1]", headers=headers)
+    assert response.status_code == 429 and response.headers["retry-after"] == "7"
+    assert response.json()["type"] == "RateLimited"
 
 
 def test_a_body_over_the_limit_is_refused_without_invoking() -> None:

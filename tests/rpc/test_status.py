@@ -36,6 +36,10 @@ def test_a_full_queue_says_when_to_retry() -> None:
     assert trailers_of(errors.ModelNotFound("m")) == ()
 
 
+def test_a_tenant_past_its_rate_is_told_the_seconds_until_its_next_token() -> None:
+    assert trailers_of(errors.RateLimited("r", retry_after_s=7)) == (("retry-after", "7"),)
+
+
 @pytest.mark.parametrize(
     "peer,address",
     [

@@ -1,0 +1,261 @@
+"""The tenants file: a TOML `[default]` table and `[tenants."NAME"]` tables, read into policies.
+
+Every mistake is a ConfigError that names the file, the line and the fix. TOML's own errors
+carry their line; for a value that parses but makes no sense, `Lines` finds its key's line.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, NoReturn
+
+from modelhost.config.settings import Config
+from modelhost.config.tenancy import tenants_on
+from modelhost.config.tenant_policies import TenantPolicies, TenantPolicy
+from modelhost.errors import ConfigError
+from modelhost.resources import free_disk_bytes, usable_memory_bytes
+from modelhost.units import format_bytes, parse_size
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+DEFAULT, TENANTS = "default", "tenants"
+EXAMPLE = '[default]\nweight = 1\nrate = 50\n\n[tenants."t007"]\nweight = 4\nmemory_min = "2GiB"'
+NUMBERS = {
+    "weight": "a number above 0",
+    "max_concurrency": "a whole number of requests, 0 (no cap) or more",
+    "rate": "a number of requests a second, 0 (no limit) or more",
+    "burst": "a whole number of requests, 0 or more",
+}
+COUNTS = ("max_concurrency", "burst")
+SIZES = {"memory_min": "memory", "memory_max": "memory", "disk_max": "disk"}
+KEYS = (*NUMBERS, *SIZES)
+TOML_LINE = re.compile(r"\(at line (\d+), column \d+\)")
+HEADER = re.compile(r"\s*\[[^\[\]]+\]\s*(#.*)?")
+
+
+class Lines:
+    """Where each key and table of the file's text is, for messages."""
+
+    def __init__(self, text: str) -> None:
+        self.tables: dict[tuple[str, ...], int] = {}
+        self.keys: dict[tuple[str, ...], int] = {}
+        table: tuple[str, ...] = ()
+        for number, line in enumerate(text.splitlines(), 1):
+            if HEADER.fullmatch(line) and (found := _table_path(line)) is not None:
+                table = found
+                self.tables.setdefault(table, number)
+            elif match := re.match(r"\s*(\"[^\"]*\"|'[^']*'|[A-Za-z0-9_-]+)\s*=", line):
+                self.keys.setdefault((*table, match.group(1).strip("\"'")), number)
+
+    def of(self, *path: str) -> int:
+        """The line of the key or table at `path`, else of the nearest table above it."""
+        for end in range(len(path), 0, -1):
+            found = self.keys.get(path[:end]) or self.tables.get(path[:end])
+            if found:
+                return found
+        return 1
+
+
+def _table_path(line: str) -> tuple[str, ...] | None:
+    """The dotted path of a `[table]` line, quoted names and all, as TOML reads it; None for a
+    line that only looks like one (inside a multi-line string)."""
+    path: list[str] = []
+    try:
+        node: Any = tomllib.loads(line)
+    except tomllib.TOMLDecodeError:
+        return None
+    while isinstance(node, dict) and len(node) == 1:
+        key = next(iter(node))
+        path.append(key)
+        node = node[key]
+    return tuple(path)
+
+
+def check_tenants_file(config: Config, cwd: Path) -> None:
+    """Refuse at start a tenants file without tenants, or with a mistake."""
+    if not config.tenants_file:
+        return
+    if not tenants_on(config.tenant_from):
+        raise ConfigError(
+            f"tenants_file {config.tenants_file} is set but tenant_from is off: set "
+            "--tenant-from (header, name:N or token) to say whose each request is, or unset "
+            "--tenants-file"
+        )
+    memory_bytes = config.memory_budget_bytes.of(usable_memory_bytes())
+    disk_bytes = config.disk_budget_bytes.of(free_disk_bytes(cwd / config.cache_dir))
+    read_tenants_file(cwd / config.tenants_file, memory_bytes, disk_bytes)
+
+
+def read_tenants_file(
+    path: Path, memory_budget_bytes: int, disk_budget_bytes: int
+) -> TenantPolicies:
+    """The policies `path` gives, sizes and percentages in bytes of the budgets given."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(
+            f"cannot read the tenants file {path}: {error}; set --tenants-file to a readable "
+            "TOML file"
+        ) from None
+    return TenantsFile(path, text, memory_budget_bytes, disk_budget_bytes).policies()
+
+
+class TenantsFile:
+    """One reading of a tenants file's text."""
+
+    def __init__(self, path: Path, text: str, memory_bytes: int, disk_bytes: int) -> None:
+        self.path, self.text = path, text
+        self.budgets = {"memory": memory_bytes, "disk": disk_bytes}
+
+    def policies(self) -> TenantPolicies:
+        data = self._parse()
+        for table, value in data.items():
+            if not isinstance(value, dict) and table not in (DEFAULT, TENANTS):
+                self.refuse(
+                    (table,),
+                    f"{table} is outside any table",
+                    'put it under [default] or a [tenants."NAME"] table',
+                )
+            if table not in (DEFAULT, TENANTS):
+                self.refuse(
+                    (table,),
+                    f"unknown table [{table}]",
+                    "a tenants file holds "
+                    f'[default] and [tenants."NAME"] tables, such as\n{EXAMPLE}',
+                )
+        default = self.policy((DEFAULT,), data.get(DEFAULT, {}), TenantPolicy())
+        if default.memory_min_bytes:
+            self.refuse(
+                (DEFAULT, "memory_min"),
+                "[default] gives every tenant a memory_min",
+                'no budget holds them all: give memory_min to [tenants."NAME"] tables',
+            )
+        named = {
+            name: self.policy((TENANTS, name), table, default)
+            for name, table in self.tables(data.get(TENANTS, {})).items()
+        }
+        self.check_guarantees(named)
+        return TenantPolicies(default, named)
+
+    def _parse(self) -> dict[str, Any]:
+        try:
+            return tomllib.loads(self.text)
+        except tomllib.TOMLDecodeError as error:
+            found = TOML_LINE.search(str(error))
+            line = int(found.group(1)) if found else 1
+            what = TOML_LINE.sub("", str(error)).strip()
+            raise ConfigError(
+                f"{self.path}, line {line}: not valid TOML ({what}); write the line as "
+                f"key = value under a [table], such as\n{EXAMPLE}"
+            ) from None
+
+    def tables(self, tenants: object) -> dict[str, dict[str, Any]]:
+        """The `[tenants."NAME"]` tables, each a table with a name."""
+        if not isinstance(tenants, dict):
+            self.refuse((TENANTS,), "tenants is not a table", 'write [tenants."NAME"] tables')
+        for name, table in tenants.items():
+            if not isinstance(table, dict):
+                self.refuse(
+                    (TENANTS, name),
+                    f"tenants.{name} is not a table",
+                    f'write its values under a [tenants."{name}"] line',
+                )
+            if not name.strip():
+                self.refuse(
+                    (TENANTS, name),
+                    "a tenant's name is empty",
+                    'name the tenant as requests do, such as [tenants."t007"]',
+                )
+        return tenants
+
+    def policy(self, at: tuple[str, ...], table: object, base: TenantPolicy) -> TenantPolicy:
+        """`table`'s values over `base`: a named tenant takes [default]'s for keys it lacks."""
+        if not isinstance(table, dict):
+            self.refuse(at, f"{at[0]} is not a table", f"write its values under a [{at[0]}] line")
+        values: dict[str, Any] = {}
+        for key, value in table.items():
+            if key not in KEYS:
+                self.refuse((*at, key), f"unknown key {key}", f"the keys are {', '.join(KEYS)}")
+            values |= self.value((*at, key), key, value)
+        policy = replace(base, **values)
+        self.check_policy(at, policy)
+        return policy
+
+    def value(self, at: tuple[str, ...], key: str, value: object) -> dict[str, Any]:
+        """The TenantPolicy field `key` sets, from its value in the file."""
+        if key in SIZES:
+            return {f"{key}_bytes": self.size(at, key, value)}
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not (number and math.isfinite(value) and value >= 0):  # type: ignore[arg-type,operator]
+            ok = False
+        elif key in COUNTS:
+            ok = isinstance(value, int)
+        else:
+            ok = key == "rate" or value > 0  # type: ignore[operator]
+        if not ok:
+            self.refuse(
+                at, f"{key} = {value!r} is not {NUMBERS[key]}", f"write it as, say, {key} = 4"
+            )
+        return {key: value}
+
+    def size(self, at: tuple[str, ...], key: str, value: object) -> int:
+        budget = SIZES[key]
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+        if isinstance(value, str):
+            try:
+                return parse_size(value, self.budgets[budget])
+            except ConfigError:
+                pass
+        self.refuse(
+            at,
+            f"{key} = {value!r} is not a size",
+            f'write a size or a share of the {budget} budget, such as "2GiB" or "10%"',
+        )
+
+    def check_policy(self, at: tuple[str, ...], policy: TenantPolicy) -> None:
+        low, high = policy.memory_min_bytes, policy.memory_max_bytes
+        if high and low > high:
+            self.refuse(
+                (*at, "memory_min"),
+                f"memory_min ({format_bytes(low)}) is above memory_max ({format_bytes(high)})",
+                "lower memory_min or raise memory_max",
+            )
+        for key in SIZES:
+            size, budget = getattr(policy, f"{key}_bytes"), self.budgets[SIZES[key]]
+            if size > budget:
+                self.refuse(
+                    (*at, key),
+                    f"{key} ({format_bytes(size)}) is above the "
+                    f"{SIZES[key]} budget ({format_bytes(budget)})",
+                    f"lower it, or raise --{SIZES[key]}-budget",
+                )
+        if policy.burst and not policy.rate:
+            self.refuse(
+                (*at, "burst"),
+                "burst is set without a rate",
+                "give a rate in requests a second, or remove burst",
+            )
+
+    def check_guarantees(self, named: dict[str, TenantPolicy]) -> None:
+        """The guaranteed minimums must fit in the memory budget together."""
+        total = sum(policy.memory_min_bytes for policy in named.values())
+        budget = self.budgets["memory"]
+        if total > budget:
+            last = [name for name, policy in named.items() if policy.memory_min_bytes][-1]
+            self.refuse(
+                (TENANTS, last, "memory_min"),
+                f"the tenants' memory_min add up to "
+                f"{format_bytes(total)}, over the memory budget ({format_bytes(budget)})",
+                "lower them, or raise --memory-budget",
+            )
+
+    def refuse(self, at: tuple[str, ...], what: str, fix: str) -> NoReturn:
+        raise ConfigError(f"{self.path}, line {Lines(self.text).of(*at)}: {what}; {fix}")

@@ -1,0 +1,136 @@
+"""The tenants file: what it gives each tenant, and every mistake refused with its line and fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from modelhost.config import load_config
+from modelhost.config.tenant_policies import TenantPolicies, TenantPolicy
+from modelhost.config.tenants_file import read_tenants_file
+from modelhost.errors import ConfigError
+
+GIB = 2**30
+MEMORY_BYTES, DISK_BYTES = 10 * GIB, 100 * GIB
+
+GOOD = """\
+# every tenant the file does not name
+[default]
+weight = 1
+max_concurrency = 8
+rate = 50
+memory_max = "20%"
+
+[tenants."t007"]
+weight = 4
+burst = 200
+memory_min = "2GiB"
+disk_max = "10%"
+
+[tenants."tenants/t012"]
+rate = 0
+"""
+
+
+def read(tmp_path: Path, text: str) -> TenantPolicies:
+    path = tmp_path / "tenants.toml"
+    path.write_text(text)
+    return read_tenants_file(path, MEMORY_BYTES, DISK_BYTES)
+
+
+def test_a_named_tenant_takes_the_defaults_it_does_not_set(tmp_path: Path) -> None:
+    policies = read(tmp_path, GOOD)
+    default = TenantPolicy(1, 8, 50, 0, memory_max_bytes=2 * GIB)
+    assert policies.default == default
+    assert policies.of("someone") == default
+    assert policies.of("t007") == TenantPolicy(4, 8, 50, 200, 2 * GIB, 2 * GIB, 10 * GIB)
+    assert policies.of("tenants/t012").rate == 0
+
+
+def test_an_empty_file_gives_every_tenant_the_defaults(tmp_path: Path) -> None:
+    assert read(tmp_path, "# nothing yet\n") == TenantPolicies()
+
+
+MISTAKES = [
+    ("[default]\nweight = \n", 2, "not valid TOML", "key = value"),
+    ("[default]\nweight = 1\n\n[quotas]\nrate = 1\n", 4, "unknown table [quotas]", "[default]"),
+    ('[default]\nrate = 5\n\n[tenants."a"]\nweigth = 2\n', 5, "unknown key weigth", "the keys"),
+    ("[default]\nweight = -1\n", 2, "weight = -1 is not a number above 0", "weight = 4"),
+    ("[default]\nweight = 0\n", 2, "weight = 0 is not a number above 0", "weight = 4"),
+    ("[default]\nmax_concurrency = 2.5\n", 2, "not a whole number", "max_concurrency = 4"),
+    ('[default]\nrate = "fast"\n', 2, "rate = 'fast' is not a number", "rate = 4"),
+    ("[default]\nburst = 5\n", 2, "burst is set without a rate", "give a rate"),
+    (
+        '[tenants."a"]\nmemory_max = "1GiB"\nmemory_min = "2GiB"\n',
+        3,
+        "memory_min (2.0 GiB) is above memory_max (1.0 GiB)",
+        "lower memory_min or raise memory_max",
+    ),
+    (
+        '[tenants."a"]\nmemory_min = "60%"\n[tenants."b"]\nmemory_min = "50%"\n',
+        4,
+        "add up to 11.0 GiB, over the memory budget (10.0 GiB)",
+        "raise --memory-budget",
+    ),
+    (
+        '[default]\nmemory_min = "1GiB"\n',
+        2,
+        "[default] gives every tenant a memory_min",
+        '[tenants."NAME"]',
+    ),
+    ('[tenants."a"]\ndisk_max = "lots"\n', 2, "disk_max = 'lots' is not a size", '"10%"'),
+    ('[tenants."a"]\nmemory_max = "11GiB"\n', 2, "above the memory budget", "--memory-budget"),
+    ('[tenants."a"]\nmemory_max = "101%"\n', 2, "is not a size", '"10%"'),
+    ("[tenants]\na = 3\n", 2, "tenants.a is not a table", '[tenants."a"]'),
+    ("default = 3\n", 1, "default is not a table", "[default]"),
+    ("# limits\nrate = 5\n[default]\n", 2, "rate is outside any table", "under [default]"),
+    ('[default]\nrate = 1\n[tenants."a"]\nburst = -3\n', 4, "burst = -3 is not a whole", "burst"),
+]
+
+
+@pytest.mark.parametrize(("text", "line", "what", "fix"), MISTAKES)
+def test_a_mistake_names_its_line_and_fix(
+    text: str, line: int, what: str, fix: str, tmp_path: Path
+) -> None:
+    with pytest.raises(ConfigError) as refused:
+        read(tmp_path, text)
+    message = str(refused.value)
+    assert message.startswith(f"{tmp_path / 'tenants.toml'}, line {line}: "), message
+    assert what in message and fix in message, message
+
+
+def test_a_quoted_table_name_with_dots_finds_its_line(tmp_path: Path) -> None:
+    text = '[default]\nrate = 1\n\n[ tenants . "a.b/c" ]\n# why\nweight = -2\n'
+    with pytest.raises(ConfigError, match=r"line 6: weight = -2"):
+        read(tmp_path, text)
+
+
+def test_a_header_inside_a_string_is_not_taken_for_one(tmp_path: Path) -> None:
+    text = '[default]\nrate = """\n[a b]\n"""\n'
+    with pytest.raises(ConfigError, match=r"line 2: rate = .* is not a number"):
+        read(tmp_path, text)
+
+
+def test_a_missing_file_says_which(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read the tenants file .*--tenants-file"):
+        read_tenants_file(tmp_path / "absent.toml", MEMORY_BYTES, DISK_BYTES)
+
+
+def test_a_tenants_file_needs_tenants_on(tmp_path: Path) -> None:
+    (tmp_path / "tenants.toml").write_text(GOOD)
+    with pytest.raises(ConfigError, match="tenants_file .* is set but tenant_from is off"):
+        load_config({"tenants_file": "tenants.toml"}, {}, tmp_path)
+
+
+def test_load_config_refuses_a_bad_tenants_file(tmp_path: Path) -> None:
+    (tmp_path / "tenants.toml").write_text("[default]\nweight = -1\n")
+    flags = {"tenant_from": "header", "tenants_file": "tenants.toml"}
+    with pytest.raises(ConfigError, match="tenants.toml, line 2: weight = -1"):
+        load_config(flags, {}, tmp_path)
+
+
+def test_the_setting_is_read_from_the_environment(tmp_path: Path) -> None:
+    (tmp_path / "tenants.toml").write_text(GOOD)
+    environ = {"MODELHOST_TENANT_FROM": "header", "MODELHOST_TENANTS_FILE": "tenants.toml"}
+    assert load_config({}, environ, tmp_path).tenants_file == "tenants.toml"
