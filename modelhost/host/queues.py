@@ -35,10 +35,7 @@ class Queues:
         self.on_pressure = on_pressure  # requests wait for a free worker
         self.batching = BatchingStatistics()
         self.handler_metrics = HandlerMetrics()
-        # tenants on: each worker's batches go to the tenants in fair order
-        self.turns = (
-            Turns(scheduling.slots_per_worker, _tenant) if scheduling.fair_tenants else None
-        )
+        self.turns = _turns(scheduling)
 
     def dispatcher(self, name: str, handler_batches: bool) -> Dispatcher:
         """The model's queue and batcher, its manifest's settings over the server's."""
@@ -70,6 +67,16 @@ class Queues:
         sent.add_done_callback(
             functools.partial(_answer_batch, batch, worker, ended, self.handler_metrics)
         )
+
+
+def _turns(scheduling: SchedulerSettings) -> Turns | None:
+    """Tenants on: each worker's batches go to the tenants in fair order, by their weights."""
+    if not scheduling.fair_tenants:
+        return None
+    policies = scheduling.tenant_policies
+    if policies is None:
+        return Turns(scheduling.slots_per_worker, _tenant)
+    return Turns(scheduling.slots_per_worker, _tenant, lambda t: policies().of(t).weight)
 
 
 def _tenant(job: Job[Invocation]) -> str:

@@ -28,9 +28,9 @@ class Waiting(Protocol):
 class WorkerTurns:
     """One worker's turns and the models waiting for one."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, weight: Callable[[str], float]) -> None:
         self.limit, self.taken = limit, 0
-        self.waiting: FairQueue[Waiting] = FairQueue(sys.maxsize)
+        self.waiting: FairQueue[Waiting] = FairQueue(sys.maxsize, weight)
         self.members: set[Waiting] = set()
 
     @property
@@ -60,16 +60,18 @@ class Turns:
         self,
         slots_per_worker: int,
         tenant_of: Callable[[Any], str],
+        weight: Callable[[str], float] = lambda tenant: 1.0,
         depth: int = TURNS_PER_SLOT,
     ) -> None:
         self.limit = max(1, slots_per_worker * depth)
         self.tenant_of = tenant_of  # a queued request's tenant
+        self.weight = weight  # the tenant's, as the tenants file gives it now
         self._workers: dict[int, WorkerTurns] = {}
 
     def of(self, worker_id: int) -> WorkerTurns:
         turns = self._workers.get(worker_id)
         if turns is None:
-            turns = self._workers[worker_id] = WorkerTurns(self.limit)
+            turns = self._workers[worker_id] = WorkerTurns(self.limit, self.weight)
         return turns
 
     def open(self, worker_id: int) -> bool:

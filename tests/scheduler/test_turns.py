@@ -149,3 +149,24 @@ def test_models_across_workers_that_die_resolve_every_job_once(
         o == Request("abc"[m], n) or isinstance(o, WorkerDied)
         for n, (m, o) in enumerate(zip(jobs, outcomes, strict=True))
     )
+
+
+def test_turns_follow_the_tenants_weights() -> None:
+    """Two tenants backlogged on one worker, four models each, weighted 1:3, get its turns
+    1:3 (first come, first served, each model would get an equal share)."""
+
+    async def scenario() -> list[str]:
+        loop = asyncio.get_running_loop()
+        weights = {"light": 1.0, "heavy": 3.0}
+        worker, turns = Worker(), Turns(1, tenant_of, weights.__getitem__)
+        for tenant in weights:
+            for m in range(4):
+                dispatcher = model(f"{tenant}-{m}", worker, turns, loop)
+                for n in range(20):
+                    dispatcher.submit(Job(Request(tenant, n), loop.create_future(), loop.time()))
+        while len(worker.started) < 42:
+            worker.end_oldest()
+        return [r.tenant for r in worker.started[2:42]]  # past the turns taken at once
+
+    served = asyncio.run(scenario())
+    assert abs(served.count("heavy") - 3 * served.count("light")) <= 4
