@@ -205,7 +205,8 @@ class Config:
     management_api: str = _setting(
         "torchserve",
         "whose management API the management port speaks: torchserve (describe answers a list "
-        "of one model) or mms (describe answers the model as one object)",
+        "of one model) or mms (describe answers the model as one object; the default when "
+        "MMS_CONFIG_FILE names the config.properties, as MMS is started)",
         choices=("torchserve", "mms"),
     )
     metrics_port: int = _setting(

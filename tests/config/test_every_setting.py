@@ -38,7 +38,7 @@ def refused_key(key: str, instead: str) -> Refused:
 
 # an effect: the test that observes it
 EFFECTS: dict[str, str] = {
-    "--management-api": "e2e/test_conformance_mms_management.py::test_describe_answers_one_object_as_mms_does",
+    "--management-api": "e2e/test_conformance_mms_management.py::test_get_valid_model_answers_one_object_as_mms_does",
     "--sagemaker-contract": "e2e/test_container.py::test_multi_model_mode_keeps_the_contract",
     "--model-store": "e2e/test_remote_stores.py::test_first_invocation_downloads_and_the_next_is_a_hit",
     "--host": "security/test_proxy_and_tls_e2e.py::test_the_server_speaks_tls_with_the_given_certificate",
