@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from modelhost.cache.memory import State
-from modelhost.host import ModelHost
+from modelhost.host import ModelHost, State
 
 
 class Health:
