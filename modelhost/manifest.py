@@ -43,6 +43,7 @@ class Manifest:
     threads: int | None = None
     response_timeout_s: float | None = None
     load_timeout_s: float | None = None  # the load's and the unload's
+    idle_unload_s: float | None = None  # 0: never
 
 
 NO_MANIFEST = Manifest()
@@ -135,6 +136,7 @@ _MAR_CONFIG_KEYS = {
     "maxWorkers": ("max_workers", 1),
     "responseTimeout": ("response_timeout_s", 0),  # seconds, as here
     "startupTimeout": ("load_timeout_s", 0),
+    "idle_unload_s": ("idle_unload_s", 0),  # modelhost's own, under the manifest's name
 }
 
 
@@ -183,6 +185,13 @@ def parse_manifest(table: dict[str, Any]) -> Manifest:
             raise ModelLoadError(f"{MANIFEST_NAME}: {key} must be a number of seconds above 0")
         if key in fields:
             fields[key] = float(fields[key])
+    idle_s = fields.get("idle_unload_s", 0)
+    if not _is_number(idle_s) or idle_s < 0:
+        raise ModelLoadError(
+            f"{MANIFEST_NAME}: idle_unload_s must be a number of seconds, 0 or more"
+        )
+    if "idle_unload_s" in fields:
+        fields["idle_unload_s"] = float(idle_s)
     if "memory" in fields:
         fields["memory_bytes"] = _size(fields.pop("memory"))
     if not all(isinstance(sample, str) for sample in fields.get("warmup", ())):

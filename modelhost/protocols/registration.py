@@ -57,6 +57,8 @@ def registration_settings(query: Mapping[str, str]) -> dict[str, Any]:
     for param, field in TIMEOUTS.items():
         if query.get(param):
             settings[field] = count(query[param], param, minimum=1)
+    if query.get("idle_unload_s"):  # modelhost's own, as the manifest names it; 0: never
+        settings["idle_unload_s"] = count(query["idle_unload_s"], "idle_unload_s")
     return settings
 
 

@@ -65,6 +65,11 @@ def test_registration_settings_are_the_manifests_fields() -> None:
     assert registration_settings({"batch_size": ""}) == {}
 
 
+def test_registration_sets_the_models_idle_unload() -> None:
+    assert registration_settings({"idle_unload_s": "30"}) == {"idle_unload_s": 30}
+    assert registration_settings({"idle_unload_s": "0"}) == {"idle_unload_s": 0}
+
+
 def test_registration_timeouts_are_the_models_own_in_seconds() -> None:
     query = {"response_timeout": "300", "startup_timeout": "600"}
     assert registration_settings(query) == {"response_timeout_s": 300, "load_timeout_s": 600}
@@ -78,6 +83,7 @@ def test_registration_timeouts_are_the_models_own_in_seconds() -> None:
         ({"max_batch_delay": "-1"}, "invalid max_batch_delay '-1': give a whole number, 0 or"),
         ({"response_timeout": "0"}, "invalid response_timeout '0': give a whole number, 1 or"),
         ({"startup_timeout": "soon"}, "invalid startup_timeout 'soon': give a whole number, 1"),
+        ({"idle_unload_s": "-1"}, "invalid idle_unload_s '-1': give a whole number, 0 or more"),
     ],
 )
 def test_registration_settings_out_of_range_are_refused(query: dict[str, str], words: str) -> None:
