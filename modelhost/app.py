@@ -8,6 +8,7 @@ import contextlib
 import functools
 import logging
 import math
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -168,6 +169,7 @@ async def observed(host: ModelHost, config: Config) -> AsyncIterator[Observer]:
         config.metrics_model_series,
         config.max_event_streams,
         tenants=tenants_on(config.tenant_from),
+        torchserve_hostname=socket.gethostname() if config.torchserve_metrics else "",
     )
     try:
         observer.start()

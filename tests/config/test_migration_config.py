@@ -124,3 +124,16 @@ def test_started_as_mms_answers_describe_as_mms(tmp_path: Path) -> None:
     )
     assert (as_mms.management_api, as_torchserve.management_api) == ("mms", "torchserve")
     assert chosen.management_api == "torchserve"
+
+
+@pytest.mark.parametrize(
+    ("mode", "named"), [("prometheus", True), ("log", False), ("legacy", False)]
+)
+def test_metrics_mode_prometheus_asks_for_torchserve_names(
+    tmp_path: Path, mode: str, named: bool
+) -> None:
+    """TorchServe serves its Prometheus series only in prometheus mode; so does modelhost."""
+    write(tmp_path / "config.properties", f"metrics_mode={mode}\n")
+    config = load_config({}, {}, tmp_path)
+    assert config.torchserve_metrics is named
+    assert not [notice for notice in config.notices if "metrics_mode" in notice]
