@@ -32,6 +32,7 @@ case "$(printf '%s' "${SAGEMAKER_MULTI_MODEL:-false}" | tr '[:upper:]' '[:lower:
         # the store is /opt/ml and the model its folder `model`: loaded at start, never evicted
         export MODELHOST_MODEL_STORE="${MODELHOST_MODEL_STORE:-$opt_ml}"
         export MODELHOST_SINGLE_MODEL="${MODELHOST_SINGLE_MODEL:-model}"
+        export MODELHOST_MULTI_MODEL="${MODELHOST_MULTI_MODEL:-false}"  # /ping waits for it
         export MODELHOST_PINNED_MODELS="${MODELHOST_PINNED_MODELS:-model}"
         ;;
 esac

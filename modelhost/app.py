@@ -8,6 +8,7 @@ import contextlib
 import functools
 import logging
 import math
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -66,7 +67,7 @@ WORKER_GROWTH_FLOOR_BYTES = 2**20
 async def serve_pool(config: Config, pool: WorkerPool, events: EventLog) -> int:
     """Serve until SIGTERM or SIGINT with `pool`, its template spawned (modelhost.launch)."""
     async with started_host(config, pool, events) as host, observed(host, config) as observer:
-        health = Health(host)
+        health = Health(host, "" if config.multi_model else config.single_model)
         routes = SageMakerRoutes(
             host,
             HttpSettings(
@@ -93,7 +94,7 @@ async def serve_pool(config: Config, pool: WorkerPool, events: EventLog) -> int:
         )
         beside = management_servers(routes, config, Unhandled(observer.metrics.unhandled_errors))
         beside += metrics_servers(observer, config)
-        await preload(host, config.pinned_models, config.load_models)
+        await preload(host, starting_models(config), config.load_models)
         ignore_signals_after_drain()
         health.serve(host.pool.health)
         logger.info("serving %s on http://%s:%d", host.store_uri, config.host, config.port)
@@ -169,6 +170,7 @@ async def observed(host: ModelHost, config: Config) -> AsyncIterator[Observer]:
         config.metrics_model_series,
         config.max_event_streams,
         tenants=tenants_on(config.tenant_from),
+        torchserve_hostname=socket.gethostname() if config.torchserve_metrics else "",
     )
     try:
         observer.start()
@@ -315,3 +317,11 @@ def memory_tier(config: Config, pool: WorkerPool, idle: PssReading) -> MemoryTie
         },
     )
     return memory
+
+
+def starting_models(config: Config) -> tuple[str, ...]:
+    """The pinned models, and a single-model server's model: /ping waits for it."""
+    models = tuple(config.pinned_models)
+    if not config.multi_model and config.single_model not in models:
+        models += (config.single_model,)
+    return models

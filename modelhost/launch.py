@@ -18,6 +18,7 @@ from modelhost.resources import usable_cores
 from modelhost.run_dirs import run_dir
 from modelhost.workers.environment import worker_environment
 from modelhost.workers.pool import WorkerPool
+from modelhost.workers.pool.calls import stuck_after_s
 from modelhost.workers.sandbox import model_roots_environment
 
 logger = logging.getLogger("modelhost")
@@ -69,7 +70,7 @@ def worker_pool(config: Config, folder: Path, events: EventLog) -> WorkerPool:
         events,
         config.preload_runtimes,
         load_timeout_s=config.worker_load_timeout_s,
-        infer_timeout_s=2 * config.default_response_timeout_s,  # stuck, not slow: kill it
+        infer_timeout_s=stuck_after_s(config.default_response_timeout_s),
         environment=environment,
         refuse_pickle=config.refuse_pickle,
     )

@@ -41,10 +41,14 @@ class Manifest:
     warmup: tuple[str, ...] = ()
     idempotent: bool = False
     threads: int | None = None
+    response_timeout_s: float | None = None
+    load_timeout_s: float | None = None  # the load's and the unload's
+    idle_unload_s: float | None = None  # 0: never
 
 
 NO_MANIFEST = Manifest()
 _POSITIVE_INTS = ("batch_size", "max_workers", "threads")
+_TIMEOUTS = ("response_timeout_s", "load_timeout_s")
 _TYPES: dict[str, type | tuple[type, ...]] = {
     "handler": str,
     "model_file": str,
@@ -125,29 +129,37 @@ def _read_mar(path: Path, root: Path) -> Manifest:
     )
 
 
-# TorchServe's model-config.yaml keys and modelhost's names
+# TorchServe's model-config.yaml keys, modelhost's names, and the least each may be
 _MAR_CONFIG_KEYS = {
-    "batchSize": "batch_size",
-    "maxBatchDelay": "max_batch_delay_ms",
-    "maxWorkers": "max_workers",
+    "batchSize": ("batch_size", 1),
+    "maxBatchDelay": ("max_batch_delay_ms", 0),
+    "maxWorkers": ("max_workers", 1),
+    "responseTimeout": ("response_timeout_s", 0),  # seconds, as here
+    "startupTimeout": ("load_timeout_s", 0),
+    "idle_unload_s": ("idle_unload_s", 0),  # modelhost's own, under the manifest's name
 }
 
 
 def _mar_scheduling(config: dict[str, Any]) -> dict[str, Any]:
-    """The batching and workers a `.mar`'s model-config.yaml sets."""
+    """The batching, workers and timeouts a `.mar`'s model-config.yaml sets."""
     found: dict[str, Any] = {}
-    for key, name in _MAR_CONFIG_KEYS.items():
+    for key, (name, least) in _MAR_CONFIG_KEYS.items():
         value = config.get(key)
         if value is None:
             continue
-        least = 0 if name == "max_batch_delay_ms" else 1
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < least:
+        timeout = name in _TIMEOUTS
+        if not _is_number(value) or value < least or (timeout and value <= 0):
+            bound = "above 0" if timeout else f"of at least {least}"
             raise ModelLoadError(
-                f"model-config.yaml sets {key} to {value!r}; it must be a number of at least "
-                f"{least}: fix it and rebuild the .mar"
+                f"model-config.yaml sets {key} to {value!r}; it must be a number {bound}: fix "
+                "it and rebuild the .mar"
             )
-        found[name] = float(value) if name == "max_batch_delay_ms" else int(value)
+        found[name] = int(value) if least == 1 else float(value)
     return found
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)  # True is an int
 
 
 def parse_manifest(table: dict[str, Any]) -> Manifest:
@@ -168,6 +180,18 @@ def parse_manifest(table: dict[str, Any]) -> Manifest:
     delay = fields.get("max_batch_delay_ms", 0)
     if not isinstance(delay, (int, float)) or delay < 0:
         raise ModelLoadError(f"{MANIFEST_NAME}: max_batch_delay_ms must be a number of at least 0")
+    for key in _TIMEOUTS:
+        if key in fields and (not _is_number(fields[key]) or fields[key] <= 0):
+            raise ModelLoadError(f"{MANIFEST_NAME}: {key} must be a number of seconds above 0")
+        if key in fields:
+            fields[key] = float(fields[key])
+    idle_s = fields.get("idle_unload_s", 0)
+    if not _is_number(idle_s) or idle_s < 0:
+        raise ModelLoadError(
+            f"{MANIFEST_NAME}: idle_unload_s must be a number of seconds, 0 or more"
+        )
+    if "idle_unload_s" in fields:
+        fields["idle_unload_s"] = float(idle_s)
     if "memory" in fields:
         fields["memory_bytes"] = _size(fields.pop("memory"))
     if not all(isinstance(sample, str) for sample in fields.get("warmup", ())):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from modelhost.deadlines import Deadlines
+from modelhost.deadlines import DeadlineGroups, Deadlines
 
 
 class Clock:
@@ -80,5 +80,62 @@ def test_key_expires_on_the_event_loop() -> None:
         deadlines: Deadlines[str] = Deadlines(0.01, expired.set_result)
         deadlines.add("late")
         assert await asyncio.wait_for(expired, 10) == "late"
+
+    run(scenario())
+
+
+def test_each_timeout_keeps_its_own_order() -> None:
+    """Keys of different timeouts expire each at its own time, whatever the order added."""
+
+    async def scenario() -> None:
+        clock, expired = Clock(), []
+        deadlines: DeadlineGroups[str] = DeadlineGroups(10.0, expired.append, clock)
+        deadlines.add("long", 100.0)
+        deadlines.add("default")
+        deadlines.add("short", 1.0)
+        clock.now = 5.0
+        deadlines.expire_due()
+        assert expired == ["short"]
+        clock.now = 50.0
+        deadlines.expire_due()
+        assert expired == ["short", "default"]
+        deadlines.discard("long", 100.0)
+        clock.now = 500.0
+        deadlines.expire_due()
+        assert expired == ["short", "default"] and len(deadlines) == 0
+        deadlines.close()
+
+    run(scenario())
+
+
+def test_a_timeout_no_key_waits_on_is_let_go() -> None:
+    """Only the default timeout's group outlives its keys, so odd timeouts cost nothing kept."""
+
+    async def scenario() -> None:
+        deadlines: DeadlineGroups[str] = DeadlineGroups(10.0, lambda key: None, Clock())
+        deadlines.add("a", 3.0)
+        deadlines.add("b", 4.0)
+        deadlines.discard("a", 3.0)
+        deadlines.discard("b", 4.0)
+        assert deadlines.timeouts_s() == [10.0]
+        deadlines.close()
+
+    run(scenario())
+
+
+def test_a_stale_group_never_drops_its_successor() -> None:
+    """A holder of a group let go (a worker's pending call) cannot drop the one after it."""
+
+    async def scenario() -> None:
+        clock, expired = Clock(), []
+        deadlines: DeadlineGroups[str] = DeadlineGroups(10.0, expired.append, clock)
+        stale = deadlines.add("a", 3.0)
+        stale.discard("a")
+        deadlines.add("b", 3.0)
+        stale.discard("a")
+        clock.now = 4.0
+        deadlines.expire_due()
+        assert expired == ["b"]
+        deadlines.close()
 
     run(scenario())

@@ -58,6 +58,11 @@ def test_unknown_keys_are_refused_with_the_allowed_ones() -> None:
         ({"memory": True}, "memory must be a size"),
         ({"batch_size": 0}, "batch_size must be a whole number of at least 1"),
         ({"max_batch_delay_ms": -1}, "max_batch_delay_ms must be a number of at least 0"),
+        ({"response_timeout_s": 0}, "response_timeout_s must be a number of seconds above 0"),
+        ({"idle_unload_s": -1}, "idle_unload_s must be a number of seconds, 0 or more"),
+        ({"idle_unload_s": "1h"}, "idle_unload_s must be a number of seconds, 0 or more"),
+        ({"load_timeout_s": "long"}, "load_timeout_s must be a number of seconds above 0"),
+        ({"load_timeout_s": True}, "load_timeout_s must be a number of seconds above 0"),
     ],
 )
 def test_wrong_types_are_refused(table: dict[str, object], message: str) -> None:
@@ -114,6 +119,41 @@ def test_a_mar_model_config_sets_batching_and_workers(tmp_path: Path) -> None:
     write(tmp_path / "model-config.yaml", "batchSize: 4\nmaxBatchDelay: 7\nmaxWorkers: 2\n")
     expected = Manifest(handler="h.py", batch_size=4, max_batch_delay_ms=7.0, max_workers=2)
     assert read_manifest(tmp_path) == expected
+
+
+def test_timeouts_are_the_models_own() -> None:
+    """A model's own response and load deadlines, in seconds, over the server's."""
+    manifest = parse_manifest({"response_timeout_s": 300, "load_timeout_s": 1.5})
+    assert (manifest.response_timeout_s, manifest.load_timeout_s) == (300.0, 1.5)
+
+
+def test_a_mar_model_config_sets_the_timeouts(tmp_path: Path) -> None:
+    """TorchServe's responseTimeout and startupTimeout, in seconds, are the model's deadlines."""
+    mar_manifest(tmp_path, {"handler": "h.py", "configFile": "model-config.yaml"})
+    write(tmp_path / "h.py", "")
+    write(tmp_path / "model-config.yaml", "responseTimeout: 300\nstartupTimeout: 600\n")
+    expected = Manifest(handler="h.py", response_timeout_s=300.0, load_timeout_s=600.0)
+    assert read_manifest(tmp_path) == expected
+
+
+def test_idle_unload_is_the_models_own() -> None:
+    """A model's own idle time before it is unloaded, over the server's; 0: never."""
+    assert parse_manifest({"idle_unload_s": 30}).idle_unload_s == 30.0
+    assert parse_manifest({"idle_unload_s": 0}).idle_unload_s == 0.0
+
+
+def test_a_mar_model_config_sets_idle_unload(tmp_path: Path) -> None:
+    mar_manifest(tmp_path, {"handler": "h.py", "configFile": "model-config.yaml"})
+    write(tmp_path / "h.py", "")
+    write(tmp_path / "model-config.yaml", "idle_unload_s: 0\n")
+    assert read_manifest(tmp_path) == Manifest(handler="h.py", idle_unload_s=0.0)
+
+
+def test_a_mar_timeout_of_zero_is_a_load_error(tmp_path: Path) -> None:
+    mar_manifest(tmp_path, {"handler": "h.py", "configFile": "model-config.yaml"})
+    write(tmp_path / "model-config.yaml", "startupTimeout: 0\n")
+    with pytest.raises(ModelLoadError, match="startupTimeout to 0; it must be a number above 0"):
+        read_manifest(tmp_path)
 
 
 def test_bad_mar_config_is_a_load_error(tmp_path: Path) -> None:

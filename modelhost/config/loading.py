@@ -87,6 +87,8 @@ def load_config(
     notices += thread_notices(environ) + sagemaker_notices(environ)
     if values.get("sagemaker_contract"):
         values.setdefault("admission", "none")  # no load evicts: there is no victim to filter
+    if environ.get("MMS_CONFIG_FILE"):  # started as MMS (or by SageMaker's toolkit)
+        values.setdefault("management_api", "mms")
     tokens = tenant_tokens(values.get("tenant_from", ""), values.get("tenant_tokens_file", ""), cwd)
     config = Config(**values, notices=tuple(notices), tenant_tokens=tokens)
     _refuse_unsupported(config)

@@ -52,7 +52,6 @@ _PROPS_NOTICES = {
     "workflow_store": "has no meaning here: workflows (.war) and the Workflow API are not served",
     "model_snapshot": "has no meaning here: models loaded at start come from load_models",
     "snapshot_store": "has no meaning here: models loaded at start come from load_models",
-    "metrics_mode": "has no meaning here: metrics are Prometheus text at GET /metrics",
     "metrics_format": "has no meaning here: metrics are Prometheus text at GET /metrics",
     "metrics_config": "has no meaning here: modelhost's metrics are fixed (docs/observability.md)",
     "enable_metrics_api": "has no switch here: GET /metrics is always served",
@@ -288,7 +287,13 @@ def _split_metrics_address(value: str, source: str) -> list[tuple[str, str]]:
     return [("metrics_" + name, part) for name, part in _split_address(value, source)]
 
 
+def _metrics_mode(value: str, source: str) -> list[tuple[str, str]]:
+    """TorchServe's metric names on the metrics port when it asks for Prometheus metrics."""
+    return [("torchserve_metrics", str(value.strip().lower() == "prometheus").lower())]
+
+
 _PROPS_SPLIT: dict[str, Callable[[str, str], list[tuple[str, str]]]] = {
+    "metrics_mode": _metrics_mode,
     "inference_address": _split_address,
     "management_address": _split_management_address,
     "metrics_address": _split_metrics_address,

@@ -205,7 +205,8 @@ class Config:
     management_api: str = _setting(
         "torchserve",
         "whose management API the management port speaks: torchserve (describe answers a list "
-        "of one model) or mms (describe answers the model as one object)",
+        "of one model) or mms (describe answers the model as one object; the default when "
+        "MMS_CONFIG_FILE names the config.properties, as MMS is started)",
         choices=("torchserve", "mms"),
     )
     metrics_port: int = _setting(
@@ -216,6 +217,13 @@ class Config:
         maximum=65535,
     )
     metrics_host: str = _setting("", "address the metrics port listens on (empty: --host)")
+    torchserve_metrics: bool = _setting(
+        False,
+        "also serve TorchServe's metric names on the metrics port (Requests2XX, "
+        "ts_inference_requests_total, ts_inference_latency_microseconds, "
+        "ts_queue_latency_microseconds), over the same requests; config.properties "
+        "metrics_mode=prometheus sets it",
+    )
     grpc_port: int = _setting(
         0,
         "port of the gRPC inference services, the Open Inference Protocol's and TorchServe's, "

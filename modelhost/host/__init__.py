@@ -9,6 +9,7 @@
 - `queues`      each model's queue and batcher
 - `registry`    models registered from URLs
 - `manifests`   each model's settings and memory reservation
+- `idle`        which models have gone unused past their idle time
 - `upkeep`      the background loops
 """
 

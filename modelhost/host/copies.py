@@ -94,9 +94,10 @@ class Copies:
         """Load `name` on `worker`, with one `load` event."""
         offer = self.disk.offer_fast_copy(artifact) if self.manifests.plain(name) else None
         request = self.manifests.load_request(name, artifact, offer)
+        own_s = self.manifests.of(name).load_timeout_s
         loaded: Loaded | None = None
         try:
-            loaded, _ = await self.pool.call(worker, request, Loaded, model=name)
+            loaded, _ = await self.pool.call(worker, request, Loaded, model=name, timeout_s=own_s)
         finally:
             if offer is not None:
                 written = loaded.fast_copy_written if loaded else 0
@@ -125,7 +126,10 @@ class Copies:
         if worker is None:
             return Unloaded(0)
         try:
-            unloaded, _ = await self.pool.call(worker, Unload(name), Unloaded, model=name)
+            own_s = self.manifests.of(name).load_timeout_s
+            unloaded, _ = await self.pool.call(
+                worker, Unload(name), Unloaded, model=name, timeout_s=own_s
+            )
         except ModelhostError:
             return Unloaded(0)
         return unloaded

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from modelhost.cache.memory import Resident, State
-from modelhost.deadlines import Deadlines
+from modelhost.deadlines import DeadlineGroups
 from modelhost.errors import (
     ConcurrencyLimit,
     DeadlineExceeded,
@@ -57,8 +57,8 @@ class InvokePath:
         self.waiting_for_load = LoadWaits(
             scheduling.job_queue_size, self.fair is not None, residency.clock
         )
-        # one timer for every deadline, not one per request
-        self._deadlines: Deadlines[tuple[Dispatcher, Job[Invocation]]] = Deadlines(
+        # one timer for every request of a timeout, not one per request
+        self._deadlines: DeadlineGroups[tuple[Dispatcher, Job[Invocation]]] = DeadlineGroups(
             scheduling.response_timeout_s, lambda key: self._expire(*key)
         )
 
@@ -202,28 +202,39 @@ class InvokePath:
         future = dispatcher.loop.create_future()
         job: Job[Invocation] = Job(invocation, future, self.residency.clock(), solo=solo)
         dispatcher.submit(job)
-        key = (dispatcher, job)
-        self._deadlines.add(key)
+        key, timeout_s = (dispatcher, job), self._own_timeout_s(name)
+        self._deadlines.add(key, timeout_s)
         try:
             await job.future
         except WorkerDied as error:
             error.running = True  # the worker held this request's batch
             raise
         finally:
-            self._deadlines.discard(key)
+            self._deadlines.discard(key, timeout_s)
         return job
+
+    def _own_timeout_s(self, name: str) -> float | None:
+        """The model's response_timeout_s; None: the server's."""
+        return self.residency.manifests.of(name).response_timeout_s
 
     def _expire(self, dispatcher: Dispatcher, job: Job[Invocation]) -> None:
         if job.future.done():
             return
         dispatcher.queue.discard(job)
         where = "running in a worker" if job.dispatched_at else "in the queue"
+        name = dispatcher.queue.model
+        own_s = self._own_timeout_s(name)
+        timeout = (
+            f"{own_s:g} s (its response_timeout_s); the request was still {where}; raise "
+            "the model's response_timeout_s"
+            if own_s is not None
+            else f"{self.scheduling.response_timeout_s:g} s (default_response_timeout); the "
+            f"request was still {where}; raise --default-response-timeout-s"
+        )
         job.future.set_exception(
             DeadlineExceeded(
-                f"model {dispatcher.queue.model} gave no answer within "
-                f"{self.scheduling.response_timeout_s:g} s (default_response_timeout); the "
-                f"request was still {where}; raise --default-response-timeout-s, or add "
-                "workers if requests wait in the queue"
+                f"model {name} gave no answer within {timeout}, or add workers if requests "
+                "wait in the queue"
             )
         )
 

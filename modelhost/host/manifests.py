@@ -104,6 +104,12 @@ class Manifests:
         given = self._given.get(name)
         return dataclasses.replace(manifest, **given) if given else manifest
 
+    def own_idle_s(self) -> dict[str, float]:
+        """The idle_unload_s of each model that sets its own."""
+        return {
+            n: m.idle_unload_s for n, m in self.manifests.items() if m.idle_unload_s is not None
+        }
+
     def is_pinned(self, name: str) -> bool:
         return name in self.pinned or self.of(name).pinned
 

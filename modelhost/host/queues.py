@@ -17,6 +17,7 @@ from modelhost.scheduler.dispatch import Dispatcher, Ended
 from modelhost.scheduler.turns import Turns
 from modelhost.workers.handle import Waiter, WorkerHandle
 from modelhost.workers.messages import Answered, Infer, Item
+from modelhost.workers.pool.calls import stuck_after_s
 from modelhost.workers.replies import checked
 
 
@@ -63,7 +64,9 @@ class Queues:
         items = tuple(_item(job.request) for job in batch)
         payload = b"".join(job.request.body for job in batch)
         self.batching.count(len(batch))
-        sent = self.pool.send(worker, Infer(name, items), payload, name)
+        own_s = self.manifests.of(name).response_timeout_s
+        stuck_s = None if own_s is None else stuck_after_s(own_s)
+        sent = self.pool.send(worker, Infer(name, items), payload, model=name, timeout_s=stuck_s)
         sent.add_done_callback(
             functools.partial(_answer_batch, batch, worker, ended, self.handler_metrics)
         )

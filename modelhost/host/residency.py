@@ -29,6 +29,7 @@ from modelhost.errors import (
 from modelhost.host.calls import LoadOutcome
 from modelhost.host.copies import Copies, OnLoaded
 from modelhost.host.failed_loads import FailedLoads
+from modelhost.host.idle import idle_victims
 from modelhost.host.manifests import Manifests
 from modelhost.host.seams import Disk
 from modelhost.host.shortfall import all_busy, never_fits
@@ -223,7 +224,10 @@ class Residency:
         return freed
 
     async def unload_idle(self, idle_s: float) -> None:
-        await self._unload_many(self.memory.victims.idle(idle_s), "unload", "idle")
+        """Unload the models unused for their own idle_unload_s, else for `idle_s`."""
+        own_s = self.manifests.own_idle_s()
+        victims = idle_victims(self.memory, own_s, idle_s, self.clock())
+        await self._unload_many(victims, "unload", "idle")
 
     async def relieve_pressure(self) -> None:
         """Unload idle models while more is committed than the budget allows."""

@@ -31,7 +31,12 @@ class Pool(Protocol):
     ) -> None: ...
 
     def send(
-        self, worker: WorkerHandle, request: Request, payload: bytes = b"", model: str = ""
+        self,
+        worker: WorkerHandle,
+        request: Request,
+        payload: bytes = b"",
+        model: str = "",
+        timeout_s: float | None = None,
     ) -> Waiter: ...
 
     async def call(
@@ -41,6 +46,7 @@ class Pool(Protocol):
         expect: type[ReplyT],
         payload: bytes = b"",
         model: str = "",
+        timeout_s: float | None = None,
     ) -> tuple[ReplyT, bytes]: ...
 
 

@@ -7,6 +7,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 
+from modelhost.host.idle import check_interval_s
 from modelhost.host.memory_readings import FRESH_S
 from modelhost.host.model_host import ModelHost
 
@@ -31,13 +32,13 @@ async def watch_replicas(host: ModelHost) -> None:
 
 
 async def watch_idle(host: ModelHost, idle_s: float) -> None:
-    """Unload models unused for `idle_s`."""
-    await repeat(
-        host,
-        "idle_watch",
-        lambda: min(MEMORY_WATCH_INTERVAL_S, idle_s / 4),
-        lambda: host.residency.unload_idle(idle_s),
-    )
+    """Unload models unused for their own idle_unload_s, else for `idle_s` (0: never)."""
+
+    def interval_s() -> float:
+        own_s = host.manifests.own_idle_s()
+        return check_interval_s(idle_s, own_s, MEMORY_WATCH_INTERVAL_S)
+
+    await repeat(host, "idle_watch", interval_s, lambda: host.residency.unload_idle(idle_s))
 
 
 async def repeat(
@@ -61,9 +62,8 @@ async def repeat(
 @contextlib.asynccontextmanager
 async def upkeep(host: ModelHost, idle_unload_s: float) -> AsyncIterator[None]:
     """Run the loops while the block runs."""
-    loops = [watch_memory(host), watch_replicas(host)]
-    if idle_unload_s:
-        loops.append(watch_idle(host, idle_unload_s))
+    # a model may set its own idle_unload_s whatever the server's
+    loops = [watch_memory(host), watch_replicas(host), watch_idle(host, idle_unload_s)]
     tasks = [asyncio.ensure_future(loop) for loop in loops]
     try:
         yield

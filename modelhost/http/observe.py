@@ -36,7 +36,7 @@ def dashboard_html() -> bytes:
 
 def build_metrics_app(observer: Observer) -> Starlette:
     """GET /metrics on TorchServe's metrics_address, with its API description."""
-    served = [Route("/metrics", ObserveRoutes(observer).metrics, methods=["GET"])]
+    served = [Route("/metrics", ObserveRoutes(observer).metrics_port, methods=["GET"])]
     return Starlette(routes=[*served, OpenApiRoute(served, "metrics")])
 
 
@@ -59,6 +59,12 @@ class ObserveRoutes:
 
     async def metrics(self, request: Request) -> Response:
         return Response(self.observer.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+    async def metrics_port(self, request: Request) -> Response:
+        """/metrics on TorchServe's metrics_address: its names too, and its `name[]` filter."""
+        names = request.query_params.getlist("name[]")
+        text = self.observer.metrics_port_text(names)
+        return Response(text, media_type=CONTENT_TYPE_LATEST)
 
     async def sizing(self, request: Request) -> Response:
         """The live miss-ratio curve, of the hour or `?window=day`."""

@@ -4,9 +4,11 @@ access log, fed by the host's EventLog and by each HTTP exchange."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import generate_latest
 from prometheus_client.process_collector import ProcessCollector
 
 from modelhost.observe.access_log import AccessLog
@@ -18,6 +20,7 @@ from modelhost.observe.stream import EventStream
 from modelhost.observe.tallies import Tallies
 from modelhost.observe.tenant_series import NAMED_TENANTS, TenantSeries
 from modelhost.observe.tenants import TenantTable
+from modelhost.observe.torchserve_series import TorchServeSeries
 from modelhost.observe.usage import ModelUsage
 
 if TYPE_CHECKING:
@@ -28,6 +31,7 @@ class Observer:
     """`access_log`: a path, "-" for stdout, "" for none; `model_series`: see HostCollector.
 
     `tenants`: whether requests have tenants to count; off, /metrics has no tenant series.
+    `torchserve_hostname`: the Hostname label of TorchServe's series ("": no such series).
     """
 
     def __init__(
@@ -37,6 +41,7 @@ class Observer:
         model_series: int = 0,
         max_streams: int = 64,
         tenants: bool = False,
+        torchserve_hostname: str = "",
     ) -> None:
         self.host = host
         registry = CollectorRegistry()
@@ -44,6 +49,8 @@ class Observer:
         registry.register(HostCollector(host, model_series))
         self.metrics = Metrics(registry)
         self.usage = ModelUsage()
+        hostname = torchserve_hostname
+        self.torchserve = TorchServeSeries(hostname) if hostname else None
         self.tenants = TenantTable() if tenants else None
         self.tenant_series = TenantSeries(NAMED_TENANTS)
         if tenants:
@@ -56,11 +63,20 @@ class Observer:
     def record(self, exchange: Exchange) -> None:
         self.metrics.on_exchange(exchange)
         self.usage.record(exchange)
+        if self.torchserve is not None:
+            self.torchserve.record(exchange)
         if self.tenants is not None and exchange.tenant is not None:
             figures = self.tenants.record(exchange.tenant, exchange)
             self.tenant_series.record(exchange.tenant, exchange, figures.worker_s)
         if self.access_log is not None:
             self.access_log.write(exchange)
+
+    def metrics_port_text(self, names: Sequence[str] = ()) -> bytes:
+        """What the metrics port serves: TorchServe's series too, when on; only `names`, if any
+        (TorchServe's `?name[]=`)."""
+        registry = self.metrics.registry
+        text = generate_latest(registry.restricted_registry(names) if names else registry)
+        return text + (self.torchserve.render(names) if self.torchserve is not None else b"")
 
     def start(self) -> None:
         """Begin writing the access log and watching the event loop (call it on the loop)."""

@@ -4,14 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from modelhost.host import ModelHost
+from modelhost.host import ModelHost, State
 
 
 class Health:
-    """Ready once serving and until closing; healthy while every worker runs too."""
+    """Ready once serving and until closing; healthy while every worker runs too.
 
-    def __init__(self, host: ModelHost) -> None:
+    A server of one model (SageMaker's single-model mode) is healthy only once that model has
+    loaded, so no traffic reaches it before it can answer; after that, a lost worker says so.
+    """
+
+    def __init__(self, host: ModelHost, single_model: str = "") -> None:
         self.host = host
+        self.single_model = single_model  # "": many models
+        self.single_model_loaded = False
         self.serving = False
         # (running, configured); the composition root gives the pool's
         self.worker_counts: Callable[[], tuple[int, int]] = lambda: (1, 1)
@@ -29,6 +35,11 @@ class Health:
 
     def check(self) -> tuple[bool, str]:
         """Whether healthy, and why the workers make it not ("" while they do not)."""
+        if not self._single_model_has_loaded():
+            return False, (
+                f"model {self.single_model} has not loaded yet; /ping answers 200 once it has "
+                "(see the load and failure events on GET /events)"
+            )
         running, configured = self.worker_counts()
         if running >= configured:
             return self.ready, ""
@@ -36,3 +47,8 @@ class Health:
             f"{running} of {configured} workers running; replacements are being started "
             "(see worker_exit events on GET /events)"
         )
+
+    def _single_model_has_loaded(self) -> bool:
+        if not self.single_model_loaded and self.single_model:
+            self.single_model_loaded = self.host.state_of(self.single_model) is State.LOADED
+        return self.single_model_loaded or not self.single_model

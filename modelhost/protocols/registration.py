@@ -24,11 +24,8 @@ BUILT_IN_HANDLERS = (
     "huggingface-classification",
     "huggingface-embeddings",
 )
-# per model in TorchServe, server-wide here
-SET_ELSEWHERE = {
-    "response_timeout": "the server's default_response_timeout (--default-response-timeout-s)",
-    "startup_timeout": "the server's worker_load_timeout (--worker-load-timeout-s)",
-}
+# TorchServe's per-model timeouts (seconds, as here) and the manifest's names
+TIMEOUTS = {"response_timeout": "response_timeout_s", "startup_timeout": "load_timeout_s"}
 
 
 def check_registration(query: Mapping[str, str]) -> None:
@@ -46,11 +43,6 @@ def check_registration(query: Mapping[str, str]) -> None:
             f"({', '.join(BUILT_IN_HANDLERS)}) or a Python file of the archive "
             "(handler.py or handler.py:function)"
         )
-    for param, where in SET_ELSEWHERE.items():
-        if query.get(param):
-            raise BadRequestBody(
-                f"{param} is not taken at registration here: set {where}, or leave {param} out"
-            )
 
 
 def registration_settings(query: Mapping[str, str]) -> dict[str, Any]:
@@ -62,6 +54,11 @@ def registration_settings(query: Mapping[str, str]) -> dict[str, Any]:
         settings["max_batch_delay_ms"] = count(query["max_batch_delay"], "max_batch_delay")
     if query.get("handler"):  # check_registration checked its name
         settings["handler"] = query["handler"]
+    for param, field in TIMEOUTS.items():
+        if query.get(param):
+            settings[field] = count(query[param], param, minimum=1)
+    if query.get("idle_unload_s"):  # modelhost's own, as the manifest names it; 0: never
+        settings["idle_unload_s"] = count(query["idle_unload_s"], "idle_unload_s")
     return settings
 
 

@@ -63,8 +63,9 @@ def wait_listening(port: int, process: subprocess.Popen[bytes], timeout_s: float
 class RunningServer:
     """`python -m modelhost serve ARGS` on loopback in its own process group.
 
-    Ready once `GET /ping` answers 200, stopped with SIGTERM. `prefix` goes before the command
-    (taskset, say), `command` replaces it for other servers, and `tls` trusts their HTTPS.
+    Ready once `GET /ping` answers 200 (with `until_healthy` false: answers at all), stopped
+    with SIGTERM. `prefix` goes before the command (taskset, say), `command` replaces it for
+    other servers, and `tls` trusts their HTTPS.
     """
 
     def __init__(
@@ -78,6 +79,7 @@ class RunningServer:
         startup_timeout_s: float = 60.0,
         tls: ssl.SSLContext | None = None,
         cwd: Path | None = None,
+        until_healthy: bool = True,
     ) -> None:
         self.port = free_port()
         self.cwd = cwd  # `python -m` imports from here first
@@ -88,6 +90,7 @@ class RunningServer:
         self.argv = [*prefix, *base, *args, "--host", "127.0.0.1", "--port", str(self.port)]
         self.env = dict(os.environ if env is None else env)
         self.startup_timeout_s = startup_timeout_s
+        self.until_healthy = until_healthy
         self.leaked_pids: list[int] = []  # of its group, alive after it exited
         self._process: subprocess.Popen[bytes] | None = None
         self._stopped = False  # since the last start()
@@ -158,7 +161,7 @@ class RunningServer:
                 if code is not None:
                     raise RuntimeError(self._failure(f"exited with code {code}"))
                 try:
-                    if client.get(f"{self.url}/ping").status_code == 200:
+                    if client.get(f"{self.url}/ping").status_code == 200 or not self.until_healthy:
                         return
                 except httpx.TransportError:
                     pass

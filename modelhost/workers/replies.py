@@ -24,14 +24,18 @@ def gone(worker: WorkerHandle) -> WorkerDied:
     return WorkerDied(f"worker {worker.worker_id} has died; retry is safe")
 
 
-def missed(worker: WorkerHandle, kind: type[Request], model: str, timeout_s: float) -> Exception:
-    """The error of a call past its deadline."""
+def missed(
+    worker: WorkerHandle, kind: type[Request], model: str, timeout_s: float, own: bool = False
+) -> Exception:
+    """The error of a call past its deadline, the model's `own` or the server's."""
     if kind is Infer:
-        what, setting = "a batch", "default-response-timeout-s"
+        what, setting = "a batch", "--default-response-timeout-s"
+        own_setting = "response_timeout_s (TorchServe's response_timeout)"
     else:
-        what, setting = f"the {kind.__name__.lower()}", "worker-load-timeout-s"
+        what, setting = f"the {kind.__name__.lower()}", "--worker-load-timeout-s"
+        own_setting = "load_timeout_s (TorchServe's startup_timeout)"
     return DeadlineExceeded(
         f"worker {worker.worker_id} (pid {worker.pid}) did not finish {what} of model {model} "
         f"within {timeout_s:g} s, so it was killed and is being replaced; check the model's "
-        f"handler, or raise --{setting}"
+        f"handler, or raise {'its ' + own_setting if own else setting}"
     )

@@ -38,7 +38,7 @@ def refused_key(key: str, instead: str) -> Refused:
 
 # an effect: the test that observes it
 EFFECTS: dict[str, str] = {
-    "--management-api": "e2e/test_conformance_mms_management.py::test_describe_answers_one_object_as_mms_does",
+    "--management-api": "e2e/test_conformance_mms_management.py::test_get_valid_model_answers_one_object_as_mms_does",
     "--sagemaker-contract": "e2e/test_container.py::test_multi_model_mode_keeps_the_contract",
     "--model-store": "e2e/test_remote_stores.py::test_first_invocation_downloads_and_the_next_is_a_hit",
     "--host": "security/test_proxy_and_tls_e2e.py::test_the_server_speaks_tls_with_the_given_certificate",
@@ -99,10 +99,12 @@ EFFECTS: dict[str, str] = {
     "--tenants-file": "e2e/test_tenant_policies.py::test_editing_the_file_changes_a_tenants_rate",
     "--config": "config/test_config.py::test_file_locations_from_flags_and_environment",
     "--mms-config": CONFIG + "test_mms_config_file_variable_wins",
+    "--torchserve-metrics": "e2e/test_torchserve_metrics.py::test_get_metrics",
     # config.properties
     "model_store": "config/test_config.py::test_properties_mapping",
     "inference_address": "config/test_config.py::test_properties_mapping",
     "management_address": CONFIG + "test_management_address_binds_the_management_api",
+    "metrics_mode": CONFIG + "test_metrics_mode_prometheus_asks_for_torchserve_names",
     "default_workers_per_model": "config/test_config.py::test_properties_mapping",
     "job_queue_size": "config/test_config.py::test_properties_mapping",
     "default_response_timeout": "config/test_config.py::test_properties_mapping",
@@ -182,7 +184,6 @@ NOTICED = {
     "workflow_store",
     "model_snapshot",
     "snapshot_store",
-    "metrics_mode",
     "metrics_format",
     "metrics_config",
     "enable_metrics_api",

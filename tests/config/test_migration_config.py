@@ -112,3 +112,28 @@ def test_properties_keys_that_would_change_behaviour_are_refused(
     write(tmp_path / "config.properties", f"{key}=x\n")
     with pytest.raises(ConfigError, match=f"'{key}'.*{instead}"):
         load_config({}, {}, tmp_path)
+
+
+def test_started_as_mms_answers_describe_as_mms(tmp_path: Path) -> None:
+    """MMS_CONFIG_FILE is MMS's (and the SageMaker toolkit's) variable: its management API."""
+    properties = write(tmp_path / "mms.properties", "default_workers_per_model=1\n")
+    as_mms = load_config({}, {"MMS_CONFIG_FILE": str(properties)}, tmp_path)
+    as_torchserve = load_config({}, {"TS_CONFIG_FILE": str(properties)}, tmp_path)
+    chosen = load_config(
+        {"management_api": "torchserve"}, {"MMS_CONFIG_FILE": str(properties)}, tmp_path
+    )
+    assert (as_mms.management_api, as_torchserve.management_api) == ("mms", "torchserve")
+    assert chosen.management_api == "torchserve"
+
+
+@pytest.mark.parametrize(
+    ("mode", "named"), [("prometheus", True), ("log", False), ("legacy", False)]
+)
+def test_metrics_mode_prometheus_asks_for_torchserve_names(
+    tmp_path: Path, mode: str, named: bool
+) -> None:
+    """TorchServe serves its Prometheus series only in prometheus mode; so does modelhost."""
+    write(tmp_path / "config.properties", f"metrics_mode={mode}\n")
+    config = load_config({}, {}, tmp_path)
+    assert config.torchserve_metrics is named
+    assert not [notice for notice in config.notices if "metrics_mode" in notice]

@@ -10,6 +10,7 @@ by their names in the model store. Requests left out, and why: docs/conformance/
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
@@ -125,8 +126,12 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def replay(store: Path, serve: Servers) -> Iterator[Replay]:
+    """A server started as MMS is: its config.properties named by MMS_CONFIG_FILE."""
     port = testing.free_port()
-    serve(store, workers=1, memory_budget="4GiB", management_port=port, management_api="mms")
+    properties = store / ".src" / "mms.properties"
+    properties.write_text(f"management_address=http://127.0.0.1:{port}\n")
+    environ = {**os.environ, "MMS_CONFIG_FILE": str(properties)}
+    serve(store, env=environ, workers=1, memory_budget="4GiB")
     with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as management:
         yield Replay(management, STEPS)
 
@@ -140,7 +145,7 @@ def test_management_request(replay: Replay, index: int) -> None:
     assert response.status_code in step.accepted, f"{step.method} {step.path}: {response.text}"
 
 
-def test_describe_answers_one_object_as_mms_does(replay: Replay) -> None:
+def test_get_valid_model_answers_one_object_as_mms_does(replay: Replay) -> None:
     """MMS's describe is the model itself; TorchServe's, a list of one (`--management-api`)."""
     management = replay.client
     params = {"url": f"{ARCHIVES[0]}.mar", "model_name": "described"}

@@ -76,6 +76,31 @@ def test_single_model_mode_serves_opt_ml_model(tmp_path: Path) -> None:
         assert server.stop() == 0
 
 
+def test_ping_is_healthy_only_once_the_single_model_loaded(tmp_path: Path) -> None:
+    """SageMaker's single-model mode: a model that cannot load leaves /ping at 503, so the
+    endpoint never takes traffic it cannot answer (sagemaker-inference-toolkit#138)."""
+    testing.corrupt_artifact(tmp_path / "ml" / "model" / "model.joblib")
+    server = entrypoint_server(tmp_path / "ml")
+    server.until_healthy = False  # /ping answers, unhealthy
+    with server, httpx.Client(base_url=server.url, timeout=60) as http:
+        ping = http.get("/ping")
+        assert ping.status_code == 503, ping.text
+        assert "model model has not loaded" in ping.json()["message"]
+        assert server.stop() == 0
+
+
+def test_ping_waits_for_the_model_of_a_single_model_server(tmp_path: Path) -> None:
+    """SAGEMAKER_MULTI_MODEL=false loads the one model at start, before /ping says healthy."""
+    testing.iris_logreg(tmp_path / "store" / "iris.joblib")
+    args = testing.serve_args(tmp_path / "store", tmp_path / "cache", single_model="iris.joblib")
+    env = {**os.environ, "SAGEMAKER_MULTI_MODEL": "false", "MODELHOST_WORKERS": "1"}
+    server = testing.RunningServer(args, tmp_path, env=env)
+    with server, httpx.Client(base_url=server.url, timeout=60) as http:
+        response = http.post("/invocations", content=json.dumps(ROWS), headers=JSON)
+        assert response.status_code == 200, response.text
+        assert response.headers["x-modelhost-cache"] == "hit"  # loaded before /ping said so
+
+
 def test_multi_model_mode_loads_from_opt_ml_models(tmp_path: Path) -> None:
     model_dir = tmp_path / "ml" / "models" / "3f2a" / "model"
     testing.iris_logreg(model_dir / "model.joblib")

@@ -108,7 +108,12 @@ class FakePool:
         return len(self.workers), self.size
 
     def send(
-        self, handle: WorkerHandle, request: Request, payload: bytes = b"", model: str = ""
+        self,
+        handle: WorkerHandle,
+        request: Request,
+        payload: bytes = b"",
+        model: str = "",
+        timeout_s: float | None = None,
     ) -> asyncio.Future[tuple[Reply, bytes]]:
         worker = fake(handle)
         if not worker.alive:
@@ -127,8 +132,9 @@ class FakePool:
         expect: type[ReplyT],
         payload: bytes = b"",
         model: str = "",
+        timeout_s: float | None = None,
     ) -> tuple[ReplyT, bytes]:
-        reply, body = await self.send(worker, request, payload, model)
+        reply, body = await self.send(worker, request, payload, model=model, timeout_s=timeout_s)
         assert isinstance(reply, expect)
         return reply, body
 

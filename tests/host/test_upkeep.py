@@ -22,8 +22,11 @@ class FlakyHost:
         self.failures_left = failures
         self.relieved = self.scaled_in = 0
         self.memory_readings = SimpleNamespace(observe=self.observe)
-        self.residency = SimpleNamespace(relieve_pressure=self.relieve_pressure)
+        self.residency = SimpleNamespace(
+            relieve_pressure=self.relieve_pressure, unload_idle=self.unload_idle
+        )
         self.scaling = SimpleNamespace(scale_in=self.scale_in)
+        self.manifests = SimpleNamespace(own_idle_s=dict)
 
     async def observe(self) -> None:
         if self.failures_left:
@@ -35,6 +38,9 @@ class FlakyHost:
 
     async def scale_in(self) -> None:
         self.scaled_in += 1
+
+    async def unload_idle(self, idle_s: float) -> None:
+        pass
 
 
 def run_upkeep(host: Any, seconds: float) -> None:

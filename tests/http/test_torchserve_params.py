@@ -48,8 +48,6 @@ def test_python_runtimes_and_no_runtime_are_taken() -> None:
     [
         ({"runtime": "python4"}, "unknown runtime 'python4'"),
         ({"handler": "image_classifier"}, "unknown handler 'image_classifier'"),
-        ({"response_timeout": "5"}, "--default-response-timeout-s"),
-        ({"startup_timeout": "0"}, "--worker-load-timeout-s"),
     ],
 )
 def test_registration_refusals_say_what_to_do(query: dict[str, str], words: str) -> None:
@@ -67,12 +65,25 @@ def test_registration_settings_are_the_manifests_fields() -> None:
     assert registration_settings({"batch_size": ""}) == {}
 
 
+def test_registration_sets_the_models_idle_unload() -> None:
+    assert registration_settings({"idle_unload_s": "30"}) == {"idle_unload_s": 30}
+    assert registration_settings({"idle_unload_s": "0"}) == {"idle_unload_s": 0}
+
+
+def test_registration_timeouts_are_the_models_own_in_seconds() -> None:
+    query = {"response_timeout": "300", "startup_timeout": "600"}
+    assert registration_settings(query) == {"response_timeout_s": 300, "load_timeout_s": 600}
+
+
 @pytest.mark.parametrize(
     ("query", "words"),
     [
         ({"batch_size": "dd"}, "invalid batch_size 'dd': give a whole number, 1 or more"),
         ({"batch_size": "0"}, "invalid batch_size '0': give a whole number, 1 or more"),
         ({"max_batch_delay": "-1"}, "invalid max_batch_delay '-1': give a whole number, 0 or"),
+        ({"response_timeout": "0"}, "invalid response_timeout '0': give a whole number, 1 or"),
+        ({"startup_timeout": "soon"}, "invalid startup_timeout 'soon': give a whole number, 1"),
+        ({"idle_unload_s": "-1"}, "invalid idle_unload_s '-1': give a whole number, 0 or more"),
     ],
 )
 def test_registration_settings_out_of_range_are_refused(query: dict[str, str], words: str) -> None:

@@ -7,12 +7,20 @@ import functools
 import itertools
 from collections.abc import Callable
 
-from modelhost.deadlines import Deadlines
+from modelhost.deadlines import DeadlineGroups
 from modelhost.workers.handle import CallKey, Waiter, WorkerHandle
 from modelhost.workers.messages import Infer, Load, Reply, Request, Unload, decode_reply, encode
 from modelhost.workers.replies import ReplyT, checked, gone, missed
 from modelhost.workers.wire import Frame
 from modelhost.workers.wire import encode as encode_frame
+
+# a batch past its response deadlines by this much is stuck, not slow: its worker is killed
+STUCK_AFTER_DEADLINES = 2
+
+
+def stuck_after_s(response_timeout_s: float) -> float:
+    """How long a batch of a model with this response timeout may run before it is stuck."""
+    return STUCK_AFTER_DEADLINES * response_timeout_s
 
 
 class Calls:
@@ -27,9 +35,9 @@ class Calls:
         self.on_missed = on_missed
         self._loop: asyncio.AbstractEventLoop | None = None
         self._request_ids = itertools.count(1)
-        # one timer per kind of call, not one per call
-        self._deadlines: dict[type[Request], Deadlines[CallKey]] = {
-            kind: Deadlines(timeout_s, functools.partial(self._missed, kind))
+        # one timer per kind of call and timeout, not one per call
+        self._deadlines: dict[type[Request], DeadlineGroups[CallKey]] = {
+            kind: DeadlineGroups(timeout_s, functools.partial(self._missed, kind))
             for kind, timeout_s in (
                 (Infer, infer_timeout_s),
                 (Load, load_timeout_s),
@@ -42,23 +50,31 @@ class Calls:
         self._loop = loop
 
     def send(
-        self, worker: WorkerHandle, request: Request, payload: bytes = b"", model: str = ""
+        self,
+        worker: WorkerHandle,
+        request: Request,
+        payload: bytes = b"",
+        model: str = "",
+        timeout_s: float | None = None,
     ) -> Waiter:
-        """Send one request; the future gets its reply and payload."""
+        """Send one request; the future gets its reply and payload.
+
+        `timeout_s` is the model's own deadline for the call; None: its kind's.
+        """
         if not worker.alive or worker.transport.is_closing():
             raise gone(worker)
         request_id = next(self._request_ids)
         frame = encode_frame(Frame(request_id, encode(request), payload))
         future: Waiter = (self._loop or asyncio.get_running_loop()).create_future()
-        deadlines = self._deadlines[type(request)]
+        # the call's own deadline: a caller that gives up must not leave a hung worker
+        deadlines = self._deadlines[type(request)].add((worker, request_id), timeout_s)
         worker.pending[request_id] = (future, model, deadlines)
         try:
             worker.transport.write(frame)
         except (RuntimeError, ConnectionError) as error:  # closed before its reader saw the end
             worker.pending.pop(request_id, None)
+            deadlines.discard((worker, request_id))
             raise gone(worker) from error
-        # the call's own deadline: a caller that gives up must not leave a hung worker
-        deadlines.add((worker, request_id))
         return future
 
     async def call(
@@ -68,9 +84,10 @@ class Calls:
         expect: type[ReplyT],
         payload: bytes = b"",
         model: str = "",
+        timeout_s: float | None = None,
     ) -> tuple[ReplyT, bytes]:
         """Send one request and await its reply of type `expect`, or its failure raised."""
-        reply, body = await self.send(worker, request, payload, model)
+        reply, body = await self.send(worker, request, payload, model=model, timeout_s=timeout_s)
         return checked(reply, expect, worker), body
 
     def answer(self, worker: WorkerHandle, frame: Frame) -> Reply | None:
@@ -92,8 +109,9 @@ class Calls:
         if entry is None:
             return
         future, model, deadlines = entry
+        own = deadlines.timeout_s != self._deadlines[kind].default_s
         if not future.done():
-            future.set_exception(missed(worker, kind, model, deadlines.timeout_s))
+            future.set_exception(missed(worker, kind, model, deadlines.timeout_s, own))
         self.on_missed(worker)
 
     def close(self) -> None:

@@ -98,10 +98,15 @@ class WorkerPool:
         return self.template.pids() + [worker.pid for worker in self.workers.values()]
 
     def send(
-        self, worker: WorkerHandle, request: Request, payload: bytes = b"", model: str = ""
+        self,
+        worker: WorkerHandle,
+        request: Request,
+        payload: bytes = b"",
+        model: str = "",
+        timeout_s: float | None = None,
     ) -> Waiter:
         """Send one request; the future gets its reply and payload (for callers without a task)."""
-        return self.calls.send(worker, request, payload, model)
+        return self.calls.send(worker, request, payload, model=model, timeout_s=timeout_s)
 
     async def call(
         self,
@@ -110,9 +115,12 @@ class WorkerPool:
         expect: type[ReplyT],
         payload: bytes = b"",
         model: str = "",
+        timeout_s: float | None = None,
     ) -> tuple[ReplyT, bytes]:
         """Send one request and await its reply of type `expect`, or its failure raised."""
-        return await self.calls.call(worker, request, expect, payload, model)
+        return await self.calls.call(
+            worker, request, expect, payload, model=model, timeout_s=timeout_s
+        )
 
     # what a worker's connection tells -----------------------------------------------------
 
