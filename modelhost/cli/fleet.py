@@ -77,8 +77,7 @@ def poll(client: httpx.Client, instances: tuple[str, ...]) -> list[spread.Poll]:
             click.echo(f"warning: {url}: {error}; counted as idle this round", err=True)
             polls.append(spread.Poll(time.monotonic(), 0, {}))
             continue
-        hot = {model["model"]: int(model["requests"]) for model in sizing.get("hotModels", [])}
-        polls.append(spread.Poll(time.monotonic(), int(sizing.get("requests", 0)), hot))
+        polls.append(spread.Poll.from_sizing(time.monotonic(), sizing))
     return polls
 
 

@@ -10,6 +10,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 SPREAD_ABOVE = 0.5  # fair shares: the fleet's rate per instance
 GATHER_BELOW = 0.25
@@ -28,6 +29,12 @@ class Poll:
     at: float  # the poller's clock
     requests: int
     hot: Mapping[str, int]  # requests since each became hot
+
+    @classmethod
+    def from_sizing(cls, at: float, sizing: Mapping[str, Any]) -> Poll:
+        """Read from `GET /sizing`'s JSON."""
+        hot = {model["model"]: int(model["requests"]) for model in sizing.get("hotModels", [])}
+        return cls(at, int(sizing.get("requests", 0)), hot)
 
 
 def rates(before: Sequence[Poll], after: Sequence[Poll]) -> tuple[dict[str, float], float]:
