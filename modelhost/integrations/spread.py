@@ -70,14 +70,15 @@ def _share(old: Poll, new: Poll, model: str, requests: int) -> float:
     """The model's share of the instance's `requests` since the last poll.
 
     Its count's growth while it stayed hot, else its share since it became hot: a model can be
-    hot for hours before it ranks among the listed few, and its count is all of that time. From
-    an instance that does not say since when, a model counts from its second listing.
+    hot for hours before it ranks among the listed few, and its count is all of that time. One
+    hot since within the interval is judged over the whole interval, not a handful of requests.
+    From an instance that does not say since when, a model counts from its second listing.
     """
     count, among = new.hot[model], new.among.get(model)
     stayed = model in old.hot and count >= old.hot[model]
     if stayed and (among is None or among >= requests):
         return (count - old.hot[model]) / max(1, requests)
-    return count / among if among else 0.0
+    return count / max(among, requests) if among else 0.0
 
 
 def _since(before: int, after: int) -> int:

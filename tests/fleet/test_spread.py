@@ -97,3 +97,9 @@ def test_the_map_round_trips_odd_names() -> None:
     text = render(copies)
     assert text.startswith("#") and parse(text) == copies
     assert parse('# "x" $modelhost_one_of_3;\nother line\n') == {}
+
+
+def test_a_model_hot_a_moment_before_the_poll_is_not_rated_by_a_handful() -> None:
+    """3 of the last 4 requests were for it: its share over the interval's 300 is what counts."""
+    observed = rates([Poll(0.0, 0, {})], [Poll(1.0, 300, {"m": 3}, {"m": 4})])
+    assert observed.models == pytest.approx({"m": 3})
