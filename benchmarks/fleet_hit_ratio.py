@@ -20,7 +20,8 @@ from pathlib import Path
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "fleet"))
+TESTS = Path(__file__).parents[1] / "tests"
+sys.path[:0] = [str(TESTS), str(TESTS / "fleet")]  # fleet_tools imports helpers/
 from fleet_tools import IRIS_ROW, RunningNginx  # noqa: E402
 
 from modelhost import testing  # noqa: E402
