@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from itertools import accumulate
 
 from modelhost.cache.memory import MemoryBudget, MemoryTier
@@ -52,6 +52,12 @@ class SizedFleet:
         ends = self.clock.now + seconds
         while self.clock.now < ends:
             model = self.random.choices(names, cum_weights=cumulative)[0]
+            self.sizings[self.route(model)].used(model, MiB, True)
+            self.clock.now += 1 / rate_rps
+
+    def send(self, models: Sequence[str], rate_rps: float) -> None:
+        """These requests, in this order, `1 / rate_rps` apart."""
+        for model in models:
             self.sizings[self.route(model)].used(model, MiB, True)
             self.clock.now += 1 / rate_rps
 

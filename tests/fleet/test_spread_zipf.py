@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from sized_fleet import SizedFleet, zipf
 
+from modelhost.integrations.spread import rates
+
 MODELS = 300
 
 
@@ -28,3 +30,18 @@ def test_the_hottest_few_of_hundreds_are_spread() -> None:
     named = fleet.spread_rounds(shares, rate_rps=400, interval_s=10, rounds=10)
     assert named == {"m000", "m001"} and fleet.copies == {"m000": 3, "m001": 2}
     assert fleet.changes == 1
+
+
+def test_a_model_ranking_into_the_list_is_rated_by_the_interval() -> None:
+    """33 models served alike for a minute: one is hot but left out of the list of 32. A few
+    requests for it rank it in, with a minute's count behind it; its rate is no more than the
+    instance's over the interval."""
+    fleet = SizedFleet(1)
+    fleet.send([f"m{i % 33}" for i in range(33 * 180)], rate_rps=100)
+    first = fleet.poll()
+    (left_out,) = {f"m{i}" for i in range(33)} - set(first[0].hot)
+    fleet.send([left_out] * 8, rate_rps=100)
+    second = fleet.poll()
+    observed = rates(first, second)
+    assert second[0].hot[left_out] > 100  # a minute of requests, not the last 8
+    assert 0 < observed.models[left_out] <= observed.total_rps
