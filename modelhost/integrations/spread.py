@@ -31,7 +31,7 @@ class Poll:
     at: float  # the poller's clock
     requests: int
     hot: Mapping[str, int]  # requests since each became hot
-    among: Mapping[str, int] = field(default_factory=dict)  # all the instance's since then
+    among: Mapping[str, int] = field(default_factory=dict)  # the instance's own, since then
 
     @classmethod
     def from_sizing(cls, at: float, sizing: Mapping[str, Any]) -> Poll:
@@ -71,7 +71,7 @@ def _share(old: Poll, new: Poll, model: str, requests: int) -> float:
 
     Its count's growth while it stayed hot, else its share since it became hot: a model can be
     hot for hours before it ranks among the listed few, and its count is all of that time. One
-    hot since within the interval is judged over the whole interval, not a handful of requests.
+    that became hot within the interval is judged over all of it, not over a handful of requests.
     From an instance that does not say since when, a model counts from its second listing.
     """
     count, among = new.hot[model], new.among.get(model)
