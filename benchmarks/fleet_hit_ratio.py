@@ -1,7 +1,8 @@
 """A fleet's hit ratio on real instances: a Zipf trace (90 models of 4 MiB, 900 requests) through
 three instances behind the shipped nginx config, each with 48 MiB of room beside its idle PSS,
-against one instance with 144 MiB of room. Prints both hit ratios and each server's room left
-at the end (the idle baseline drifts up with loads, which takes room away).
+against one instance with 144 MiB of room. Prints both hit ratios, each instance's share of the
+fleet's requests and each server's room left at the end (the idle baseline drifts up with loads,
+which takes room away).
 
     python benchmarks/fleet_hit_ratio.py [--runs 1]
 
@@ -15,12 +16,14 @@ import argparse
 import random
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "fleet"))
+TESTS = Path(__file__).parents[1] / "tests"
+sys.path[:0] = [str(TESTS), str(TESTS / "fleet")]  # fleet_tools imports helpers/
 from fleet_tools import IRIS_ROW, RunningNginx  # noqa: E402
 
 from modelhost import testing  # noqa: E402
@@ -51,14 +54,16 @@ def args(store: Path, work: Path, budget: int | str, index: int = 0) -> list[str
     )
 
 
-def hit_ratio(url: str, models: Sequence[str]) -> float:
-    hits = 0
+def hit_ratio(url: str, models: Sequence[str]) -> tuple[float, Counter[str]]:
+    """The share of hits, and the requests each instance answered."""
+    hits, answered = 0, Counter[str]()
     with httpx.Client(base_url=url, timeout=60) as client:
         for model in models:
             response = client.post(f"/models/{model}/invoke", json=IRIS_ROW)
             assert response.status_code == 200, response.text
             hits += response.headers["x-modelhost-cache"] == "hit"
-    return hits / len(models)
+            answered[response.headers["x-modelhost-instance"]] += 1
+    return hits / len(models), answered
 
 
 def run(store: Path, tmp_path: Path) -> None:
@@ -78,8 +83,8 @@ def run(store: Path, tmp_path: Path) -> None:
         requests = trace()
         lines = [f"127.0.0.1:{s.port}" for s in servers[:3]]
         with RunningNginx(tmp_path / "nginx", lines) as router:
-            fleet_ratio = hit_ratio(router.url, requests)
-        pooled_ratio = hit_ratio(servers[3].url, requests)
+            fleet_ratio, answered = hit_ratio(router.url, requests)
+        pooled_ratio, _ = hit_ratio(servers[3].url, requests)
         room_mib = [(m["budgetBytes"] - m["baselineBytes"]) / MiB for m in map(memory, servers)]
     finally:
         for server in servers:
@@ -89,6 +94,8 @@ def run(store: Path, tmp_path: Path) -> None:
         f"({fleet_ratio / pooled_ratio:.1%}); room at the end (MiB): "
         + ", ".join(f"{r:.0f}" for r in room_mib)
     )
+    shares = ", ".join(f"{name} {n / len(requests):.2f}" for name, n in sorted(answered.items()))
+    print(f"instances' shares of the fleet's requests: {shares}")
 
 
 def memory(server: testing.RunningServer) -> dict[str, int]:

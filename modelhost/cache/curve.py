@@ -143,10 +143,13 @@ class Frequent:
         self.counts: dict[str, int] = {}
         self.total = 0.0
         self.served: dict[str, int] = {}  # since the name became frequent
+        self.seen = 0  # every request, the clock of `joined`
+        self.joined: dict[str, int] = {}  # `seen` before the name became frequent
         self._skip, self._counted, self._ends = stride, 0, math.inf
 
     def saw(self, name: str, now: float) -> list[str]:
         """Count a request; returns the names no longer frequent."""
+        self.seen += 1
         self._skip -= 1
         if self._skip:
             return []
@@ -164,7 +167,7 @@ class Frequent:
     def _add(self, name: str) -> None:
         if len(self.names) < self.max_names:
             self.names.add(name)
-            self.served[name] = 0
+            self.served[name], self.joined[name] = 0, self.seen - 1
 
     def shares(self) -> dict[str, float]:
         return {name: self.counts.get(name, 0) / self.total for name in self.names}
@@ -175,7 +178,7 @@ class Frequent:
         cooled = [n for n in self.names if self.counts.get(n, 0) < self.min_count // 2]
         self.names.difference_update(cooled)
         for name in cooled:
-            del self.served[name]
+            del self.served[name], self.joined[name]
         return cooled
 
 

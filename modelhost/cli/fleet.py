@@ -45,40 +45,52 @@ def fleet() -> None:
     help="run when the map changed; empty: none",
 )
 @click.option("--interval", default=10.0, show_default=True, help="seconds between polls")
+@click.option(
+    "--min-rps",
+    default=spread.MIN_RPS,
+    show_default=True,
+    help="a model under this many requests a second stays on one instance",
+)
 @click.option("--rounds", default=0, help="stop after this many polls (0: never)")
 def hot_models(
-    instances: tuple[str, ...], map_path: Path, reload_command: str, interval: float, rounds: int
+    instances: tuple[str, ...],
+    map_path: Path,
+    reload_command: str,
+    interval: float,
+    min_rps: float,
+    rounds: int,
 ) -> None:
     """Spread hot models over more instances, and gather them back when they cool.
 
-    A model over half an instance's fair share of the fleet's requests gets more instances
-    (up to 4), read from each instance's GET /sizing."""
+    A model gets one more instance for each half of an instance's fair share of the fleet's
+    requests it carries (up to 4), its rate read from each instance's GET /sizing."""
     with httpx.Client(timeout=POLL_TIMEOUT_S) as client:
         before = poll(client, instances)
         done = 0
         while not rounds or done < rounds:
             time.sleep(interval)
             after = poll(client, instances)
-            model_rates, total = spread.rates(before, after)
+            observed = spread.rates(before, after)
             current = spread.parse(map_path.read_text()) if map_path.exists() else {}
-            wanted = spread.spread(model_rates, total, len(instances), current)
+            wanted = spread.spread(observed, len(instances), current, min_rps)
             if wanted != current or not map_path.exists():
                 rewrite(map_path, wanted, reload_command)
-            before, done = after, done + 1
+            # an instance that missed this poll is measured from its last answer
+            before = [new or old for old, new in zip(before, after, strict=True)]
+            done += 1
 
 
-def poll(client: httpx.Client, instances: tuple[str, ...]) -> list[spread.Poll]:
-    """Every instance's sizing; one that does not answer counts as idle."""
-    polls = []
+def poll(client: httpx.Client, instances: tuple[str, ...]) -> list[spread.Poll | None]:
+    """Every instance's sizing; None for one that does not answer."""
+    polls: list[spread.Poll | None] = []
     for url in instances:
         try:
             sizing = client.get(f"{url.rstrip('/')}/sizing").raise_for_status().json()
         except (httpx.HTTPError, ValueError) as error:
-            click.echo(f"warning: {url}: {error}; counted as idle this round", err=True)
-            polls.append(spread.Poll(time.monotonic(), 0, {}))
+            click.echo(f"warning: {url}: {error}; left out this round", err=True)
+            polls.append(None)
             continue
-        hot = {model["model"]: int(model["requests"]) for model in sizing.get("hotModels", [])}
-        polls.append(spread.Poll(time.monotonic(), int(sizing.get("requests", 0)), hot))
+        polls.append(spread.Poll.from_sizing(time.monotonic(), sizing))
     return polls
 
 

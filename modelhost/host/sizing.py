@@ -100,7 +100,10 @@ class Sizing:
             return ()
         frequent = self.curve.frequent
         ranked = sorted(frequent.shares().items(), key=lambda item: -item[1])[:HOT_MODELS]
-        return tuple(HotModel(n, round(s, 4), frequent.served[n]) for n, s in ranked)
+        return tuple(
+            HotModel(n, round(s, 4), frequent.served[n], frequent.seen - frequent.joined[n])
+            for n, s in ranked
+        )
 
     def roll(self) -> None:
         """Close the thrash alarm's window if it is due."""

@@ -1,7 +1,8 @@
 """Hot models spread over instances, written as an nginx map.
 
-Copies are added above half a fair share and given back under a quarter, so a model does not
-flap.
+A model's copies follow its share of the fleet's requests: one more for each half of an
+instance's fair share it carries. Copies are given back only under a quarter, so a model does not
+flap, and a model too slow to matter stays on one instance whatever its share.
 """
 
 from __future__ import annotations
@@ -9,10 +10,12 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 SPREAD_ABOVE = 0.5  # fair shares: the fleet's rate per instance
 GATHER_BELOW = 0.25
+MIN_RPS = 1.0  # slower models stay on one instance
 WIDEST = 4  # deploy/nginx's widest split
 MAP_LINE = re.compile(r'^"(?P<model>(?:[^"\\]|\\.)*)"\s+\$modelhost_one_of_(?P<k>\d+);')
 HEADER = (
@@ -28,19 +31,54 @@ class Poll:
     at: float  # the poller's clock
     requests: int
     hot: Mapping[str, int]  # requests since each became hot
+    among: Mapping[str, int] = field(default_factory=dict)  # the instance's own, since then
+
+    @classmethod
+    def from_sizing(cls, at: float, sizing: Mapping[str, Any]) -> Poll:
+        """Read from `GET /sizing`'s JSON."""
+        listed = sizing.get("hotModels", [])
+        hot = {model["model"]: int(model["requests"]) for model in listed}
+        among = {m["model"]: int(m["instanceRequests"]) for m in listed if "instanceRequests" in m}
+        return cls(at, int(sizing.get("requests", 0)), hot, among)
 
 
-def rates(before: Sequence[Poll], after: Sequence[Poll]) -> tuple[dict[str, float], float]:
-    """Rates over the fleet; a count that fell started again."""
+class Rates(NamedTuple):
+    """Requests a second over the fleet, from the instances that answered both polls."""
+
+    models: dict[str, float]
+    total_rps: float
+    instances: int
+
+
+def rates(before: Sequence[Poll | None], after: Sequence[Poll | None]) -> Rates:
+    """Each instance's rates over its own interval; a count that fell started again."""
     models: dict[str, float] = {}
-    total = 0.0
+    total, answered = 0.0, 0
     for old, new in zip(before, after, strict=True):
+        if old is None or new is None:
+            continue
         elapsed = max(1e-9, new.at - old.at)
-        total += _since(old.requests, new.requests) / elapsed
-        for model, count in new.hot.items():
-            served = _since(old.hot.get(model, 0), count)
-            models[model] = models.get(model, 0.0) + served / elapsed
-    return models, total
+        requests = _since(old.requests, new.requests)
+        total, answered = total + requests / elapsed, answered + 1
+        for model in new.hot:
+            share = _share(old, new, model, requests)
+            models[model] = models.get(model, 0.0) + share * requests / elapsed
+    return Rates(models, total, answered)
+
+
+def _share(old: Poll, new: Poll, model: str, requests: int) -> float:
+    """The model's share of the instance's `requests` since the last poll.
+
+    Its count's growth while it stayed hot, else its share since it became hot: a model can be
+    hot for hours before it ranks among the listed few, and its count is all of that time. One
+    that became hot within the interval is judged over all of it, not over a handful of requests.
+    From an instance that does not say since when, a model counts from its second listing.
+    """
+    count, among = new.hot[model], new.among.get(model)
+    stayed = model in old.hot and count >= old.hot[model]
+    if stayed and (among is None or among >= requests):
+        return (count - old.hot[model]) / max(1, requests)
+    return count / max(among, requests) if among else 0.0
 
 
 def _since(before: int, after: int) -> int:
@@ -48,15 +86,15 @@ def _since(before: int, after: int) -> int:
 
 
 def spread(
-    model_rates: Mapping[str, float], total: float, instances: int, now: Mapping[str, int]
+    observed: Rates, fleet_size: int, now: Mapping[str, int], min_rps: float = MIN_RPS
 ) -> dict[str, int]:
     """Only models with more than one copy."""
-    fair = total / max(1, instances)
-    widest = min(WIDEST, instances)
+    fair = observed.total_rps / max(1, observed.instances)
+    widest = min(WIDEST, fleet_size)
     wanted: dict[str, int] = {}
-    for model in set(model_rates) | set(now):
-        rate, copies = model_rates.get(model, 0.0), now.get(model, 1)
-        more = math.ceil(rate / (SPREAD_ABOVE * fair)) if fair else 1
+    for model in set(observed.models) | set(now):
+        rate, copies = observed.models.get(model, 0.0), now.get(model, 1)
+        more = math.ceil(rate / (SPREAD_ABOVE * fair)) if fair and rate >= min_rps else 1
         fewer = math.ceil(rate / (GATHER_BELOW * fair)) if fair else 1
         copies = more if more > copies else min(copies, fewer)
         if (copies := max(1, min(widest, copies))) > 1:

@@ -97,7 +97,12 @@ def describe_sizing(s: SizingStatistics) -> dict[str, Any]:
         "sample": {"names": s.sampled_names, "rate": s.sample_rate},
         "requests": s.requests,
         "hotModels": [
-            {"model": hot.name, "share": hot.share, "requests": hot.requests}
+            {
+                "model": hot.name,
+                "share": hot.share,
+                "requests": hot.requests,
+                "instanceRequests": hot.instance_requests,
+            }
             for hot in s.hot_models
         ],
         "thrash": {

@@ -45,6 +45,7 @@ class HotModel(NamedTuple):
     name: str
     share: float  # of recent requests
     requests: int  # since it became hot
+    instance_requests: int = 0  # all of the instance's since then
 
 
 @dataclass(frozen=True)

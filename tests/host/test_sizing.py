@@ -153,3 +153,19 @@ def test_no_curve_when_sizing_names_is_zero() -> None:
     stats = sizing.statistics()
     assert stats.curve == () and stats.predicted_hit_ratio is None
     assert stats.observed_hit_ratio == 1.0
+
+
+def test_a_hot_model_says_its_share_since_it_became_hot() -> None:
+    """Its requests since then and all of the instance's: a share that does not depend on when
+    it became hot, which a router can turn into a rate."""
+    clock, events = Clock(), EventLog()
+    memory = MemoryTier(MemoryBudget(BASELINE + ROOM * MODEL, BASELINE), LRUPolicy(), clock=clock)
+    sizing = Sizing(memory, events, clock)
+    rng = random.Random(0)
+    for _ in range(4000):
+        sizing.used("m0" if rng.random() < 0.75 else "m1", MODEL, hit=True)
+        clock.now += 0.01
+    hot = sizing.statistics().hot_models
+    assert all(0 < h.instance_requests < sizing.requests for h in hot)
+    shares = {h.name: h.requests / h.instance_requests for h in hot}
+    assert shares == pytest.approx({"m0": 0.75, "m1": 0.25}, abs=0.03)
