@@ -14,7 +14,12 @@ Per mode:
 - beside hot + cold burst: the same, and a second in, --burst requests at once to a cold forest;
 - fairness: three equally weighted tenants kept busy by --fair-clients closed-loop clients each
   (unequal numbers: first come, first served shares by clients), on copies of one forest (own
-  models) and on one model they share; Jain's index of their requests/s (1: equal shares).
+  models) and on one model they share, each request --fair-rows rows so that the server, not
+  the load generator, is what they wait for, on a second server of `--batch-size 1` (else one
+  batch serves all a tenant's waiting requests, and no tenant stays backlogged); Jain's index
+  of their requests/s (1: equal shares);
+- weights (on only): the same three tenants weighted 1:2:4 by a tenants file, --fair-clients
+  each as equal as their sum allows, on their own forests; their shares of the requests/s.
 
 Prints markdown tables and writes benchmarks/results/tenants-<date>.json (and .md).
 
@@ -26,7 +31,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import functools
+import contextlib
 import json
 import multiprocessing
 import os
@@ -35,6 +40,7 @@ import statistics
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +58,7 @@ Outcome = tuple[int, float, float]  # status, ms from when it was due, ms by Ser
 NOISY_NICE = 10
 LEAD_S = 2.0  # for the load's processes to fork and make their clients, then start together
 MODES = {"off": [], "on": ["--tenant-from", "header"]}
+WEIGHTS = (1, 2, 4)
 TABLE = [
     "mode",
     "scenario",
@@ -61,12 +68,19 @@ TABLE = [
     "quiet refusals",
     "noisy requests/s",
 ]
-FAIR_TABLE = ["mode", "models", "clients per tenant", "requests/s per tenant", "Jain's index"]
+FAIR_TABLE = [
+    "mode",
+    "models",
+    "clients per tenant",
+    "requests/s per tenant",
+    "ratio to the first",
+    "Jain's index",
+]
 
 
 def main() -> None:
     args = _parse_args()
-    bodies()  # before the load's processes fork
+    make_bodies(args.fair_rows)  # before the load's processes fork
     with tempfile.TemporaryDirectory(prefix="modelhost-tenants-") as scratch:
         store = build_store(Path(scratch) / "store", args)
         os.sched_setaffinity(0, {int(args.client_core)})  # the load's processes inherit it
@@ -92,6 +106,7 @@ def _parse_args() -> argparse.Namespace:
     parser.add_argument("--burst", type=int, default=40, help="requests to one cold forest")
     parser.add_argument("--cold-mib", type=float, default=8.0)
     parser.add_argument("--fair-clients", type=int, nargs=3, default=[2, 6, 12])
+    parser.add_argument("--fair-rows", type=int, default=64, help="rows a fairness request")
     parser.add_argument("--server-core", default="1")
     parser.add_argument("--client-core", default="0")
     add_serve_arg(parser)
@@ -132,27 +147,47 @@ def cold_name(mode: str, round_: int) -> str:
 def bench_mode(
     mode: str, round_: int, store: Path, scratch: Path, args: argparse.Namespace
 ) -> dict[str, Any]:
-    """The three scenarios on a fresh server in `mode`."""
+    """The three scenarios on a fresh server in `mode`, then fairness on another."""
     scratch.mkdir(parents=True)
-    serve = testing.serve_args(store, scratch / "cache", workers=1)
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    pin = ["taskset", "-c", args.server_core]
-    with testing.RunningServer(
-        [*serve, *MODES[mode], *args.serve_arg], scratch, env=env, prefix=pin, cwd=scratch
-    ) as server:
-        warm(server.url, [QUIET, *noisy_names(args), *fair_names()])
+    with serving(mode, store, scratch / "latency", args) as url:
+        warm(url, [QUIET, *noisy_names(args)])
         scenarios = {
-            "alone": scenario(server.url, args),
-            "beside hot": scenario(server.url, args, noisy=True),
+            "alone": scenario(url, args),
+            "beside hot": scenario(url, args, noisy=True),
             "beside hot + cold burst": scenario(
-                server.url, args, noisy=True, cold=cold_name(mode, round_)
+                url, args, noisy=True, cold=cold_name(mode, round_)
             ),
         }
-        fair = {"own models": fairness(server.url, args, fair_names())}
-        fair["one shared model"] = fairness(server.url, args, [fair_names()[0]] * 3)
+    # a request a batch: a tenant's waiting requests are not all served by one batch of its
+    # model, so more clients keep it backlogged, as the fair share assumes
+    with serving(mode, store, scratch / "fairness", args, "--batch-size", "1") as url:
+        warm(url, fair_names())
+        fair = {"own models": fairness(url, args, fair_names(), args.fair_clients)}
+        shared = [fair_names()[0]] * 3
+        fair["one shared model"] = fairness(url, args, shared, args.fair_clients)
+        if mode == "on":
+            equal = [sum(args.fair_clients) // 3] * 3
+            fair["weights 1:2:4"] = fairness(url, args, fair_names(), equal)
     run = {"mode": mode, "round": round_, "scenarios": scenarios, "fairness": fair}
     print(render([run]), flush=True)
     return run
+
+
+@contextlib.contextmanager
+def serving(
+    mode: str, store: Path, scratch: Path, args: argparse.Namespace, *extra: str
+) -> Iterator[str]:
+    """A fresh server in `mode`, pinned to --server-core; its URL."""
+    scratch.mkdir(parents=True)
+    serve = [*testing.serve_args(store, scratch / "cache", workers=1), *MODES[mode], *extra]
+    if mode == "on":
+        serve += ["--tenants-file", str(weights_file(scratch))]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    pin = ["taskset", "-c", args.server_core]
+    with testing.RunningServer(
+        [*serve, *args.serve_arg], scratch, env=env, prefix=pin, cwd=scratch
+    ) as server:
+        yield server.url
 
 
 def warm(url: str, names: list[str]) -> None:
@@ -187,19 +222,29 @@ def scenario(
         }
 
 
-def fairness(url: str, args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
+def weights_file(scratch: Path) -> Path:
+    """The fairness tenants weighted 1:2:4; equal weights matter only where they are asked."""
+    path = scratch / "tenants.toml"
+    tables = [f'[tenants."fair-{i}"]\nweight = {w}\n' for i, w in enumerate(WEIGHTS)]
+    path.write_text("\n".join(tables))
+    return path
+
+
+def fairness(
+    url: str, args: argparse.Namespace, names: list[str], clients: list[int]
+) -> dict[str, Any]:
     """Three tenants backlogged on `names` (one each, the same cost); their requests/s and
-    Jain's index."""
+    Jain's index of them over their weights (as the tenants file gives them)."""
     start_at = time.time() + LEAD_S
     context = multiprocessing.get_context("fork")
     with concurrent.futures.ProcessPoolExecutor(3, mp_context=context) as pool:
         futures = [
-            pool.submit(closed_loop, url, f"fair-{i}", [name], clients, args, start_at)
-            for i, (name, clients) in enumerate(zip(names, args.fair_clients, strict=True))
+            pool.submit(closed_loop, url, f"fair-{i}", [name], count, args, start_at, 0, "rows")
+            for i, (name, count) in enumerate(zip(names, clients, strict=True))
         ]
         tenants = [future.result() for future in futures]
     rates = [tenant["requests_per_s"] for tenant in tenants]
-    return {"clients": args.fair_clients, "tenants": tenants, "jain_index": jain_index(rates)}
+    return {"clients": clients, "tenants": tenants, "jain_index": jain_index(rates)}
 
 
 def jain_index(rates: list[float]) -> float:
@@ -212,18 +257,19 @@ def jain_index(rates: list[float]) -> float:
 # each runs in a process of its own, so one tenant's client work does not delay another's
 
 
-@functools.cache
-def bodies() -> dict[str, bytes]:
-    """One row of iris and one of digits, as JSON; made before the load's processes fork, since
-    each call of `testing.*_rows` reads its data set again."""
-    return {
-        "iris": json.dumps(testing.iris_rows(1)).encode(),
-        "digits": json.dumps(testing.digits_rows(1)).encode(),
-    }
+BODIES: dict[str, bytes] = {}
 
 
-def invoke(client: Any, name: str, tenant: str) -> Any:
-    body = bodies()["iris" if name == QUIET else "digits"]
+def make_bodies(fair_rows: int) -> None:
+    """One row of iris, one of digits and `fair_rows` of digits, as JSON; made before the
+    load's processes fork, since each call of `testing.*_rows` reads its data set again."""
+    BODIES["iris"] = json.dumps(testing.iris_rows(1)).encode()
+    BODIES["digits"] = json.dumps(testing.digits_rows(1)).encode()
+    BODIES["rows"] = json.dumps(testing.digits_rows(fair_rows)).encode()
+
+
+def invoke(client: Any, name: str, tenant: str, body_key: str = "") -> Any:
+    body = BODIES[body_key or ("iris" if name == QUIET else "digits")]
     headers = {HEADER: tenant, "content-type": "application/json"}
     return client.post(f"/models/{name}/invoke", content=body, headers=headers)
 
@@ -250,6 +296,7 @@ def closed_loop(
     args: argparse.Namespace,
     start_at: float,
     nice: int = 0,
+    body_key: str = "",
 ) -> dict[str, Any]:
     """`clients` clients each sending its next request as the last is answered, at `nice`."""
     os.nice(nice)
@@ -260,7 +307,7 @@ def closed_loop(
         time.sleep(max(0.0, start_at - time.time()))
         i = first
         while time.time() < deadline:
-            _timed(made, names[i % len(names)], tenant, time.time(), outcomes)
+            _timed(made, names[i % len(names)], tenant, time.time(), outcomes, body_key)
             i += 1
 
     with _clients(url, clients) as made, concurrent.futures.ThreadPoolExecutor(clients) as pool:
@@ -298,11 +345,18 @@ class _clients:
             client.close()
 
 
-def _timed(clients: _clients, name: str, tenant: str, due: float, outcomes: list[Outcome]) -> None:
+def _timed(
+    clients: _clients,
+    name: str,
+    tenant: str,
+    due: float,
+    outcomes: list[Outcome],
+    body_key: str = "",
+) -> None:
     client = clients.idle.get()
     status, server_ms = 0, float("nan")  # a refused or broken connection: a refusal
     try:
-        response = invoke(client, name, tenant)
+        response = invoke(client, name, tenant, body_key)
         status = response.status_code
         server_ms = sum(parse_server_timing(response.headers.get("server-timing", "")).values())
     except httpx.HTTPError:
@@ -355,9 +409,16 @@ def render(runs: list[dict[str, Any]]) -> str:
         for variant, fair in run["fairness"].items():
             shares = " / ".join(f"{t['requests_per_s']:.1f}" for t in fair["tenants"])
             clients = " / ".join(str(n) for n in fair["clients"])
-            fair_rows.append([run["mode"], variant, clients, shares, round(fair["jain_index"], 3)])
+            ratios_ = " : ".join(f"{r:.2f}" for r in _ratios(fair["tenants"]))
+            row = [run["mode"], variant, clients, shares, ratios_, round(fair["jain_index"], 3)]
+            fair_rows.append(row)
     tables = [markdown_table(TABLE, rows), "", *ratios, "", markdown_table(FAIR_TABLE, fair_rows)]
     return "\n".join(tables)
+
+
+def _ratios(tenants: list[dict[str, Any]]) -> list[float]:
+    first = tenants[0]["requests_per_s"] or float("nan")
+    return [tenant["requests_per_s"] / first for tenant in tenants]
 
 
 def _ratio_line(mode: str, name: str, part: dict[str, Any], alone: dict[str, Any]) -> str:
