@@ -192,7 +192,7 @@ class DiskTier:
 
     # lookup -----------------------------------------------------------------------------
 
-    async def materialize(self, name: str, url: str) -> Materialized:
+    async def materialize(self, name: str, url: str, tenant: str = "") -> Materialized:
         row = self.index.get(name) or await self.reconciliation.found(name)
         artifact = artifact_of(row, self.entries_dir) if row else None
         if artifact is not None and (artifact.source != url or not artifact.path.exists()):

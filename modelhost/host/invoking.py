@@ -78,7 +78,7 @@ class InvokePath:
         resident = self.residency.memory.get(name)
         return resident is not None and resident.state is State.LOADED
 
-    async def _wait_for_load(self, name: str) -> LoadOutcome | None:
+    async def _wait_for_load(self, name: str, tenant: str) -> LoadOutcome | None:
         """Load a model that is not loaded, with at most job_queue_size requests waiting."""
         r = self.residency
         if not self.loads_on_invoke and name not in r.loads:
@@ -91,7 +91,7 @@ class InvokePath:
             )
         self.waiting_for_load[name] = waiting + 1
         try:
-            return await r.ensure_loaded(name)
+            return await r.ensure_loaded(name, tenant)
         finally:
             if self.waiting_for_load[name] == 1:
                 del self.waiting_for_load[name]
@@ -100,7 +100,11 @@ class InvokePath:
 
     async def _invoke(self, name: str, invocation: Invocation, started: float) -> Result:
         try:
-            loaded = None if self._is_loaded(name) else await self._wait_for_load(name)
+            loaded = (
+                None
+                if self._is_loaded(name)
+                else await self._wait_for_load(name, invocation.tenant)
+            )
             return await self._in_slot(name, invocation, started, loaded, solo=False)
         except Unavailable as error:
             if not self._retryable(name, error):
@@ -157,7 +161,7 @@ class InvokePath:
         loaded: LoadOutcome | None,
         solo: bool,
     ) -> Result:
-        resident, outcome = await self._acquire(name, loaded)
+        resident, outcome = await self._acquire(name, loaded, invocation.tenant)
         try:
             job = await self._answer(name, invocation, solo)
         finally:
@@ -176,7 +180,7 @@ class InvokePath:
         return Result(answer.body, answer.content_type, outcome.tier, timings)
 
     async def _acquire(
-        self, name: str, outcome: LoadOutcome | None
+        self, name: str, outcome: LoadOutcome | None, tenant: str = ""
     ) -> tuple[Resident, LoadOutcome | None]:
         """The loaded model with one more request in flight; `outcome`: the load it waited for."""
         r = self.residency
@@ -193,7 +197,7 @@ class InvokePath:
                     f"model {name} is not loaded; load it with POST /models "
                     f'{{"model_name": "{name}", "url": ...}} (SageMaker does on this 404)'
                 )
-            outcome = await r.ensure_loaded(name)
+            outcome = await r.ensure_loaded(name, tenant)
         raise Unavailable(
             f"model {name} was unloaded {MAX_ACQUIRE_ATTEMPTS} times before it "
             "could serve this request: the memory budget is too small for the "

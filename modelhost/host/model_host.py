@@ -58,6 +58,7 @@ class ModelHost:
         max_rows_per_request: int = 0,
         sagemaker_contract: bool = False,
         sizing: Callable[[MemoryTier, EventLog, Callable[[], float]], Sizing] = Sizing,
+        model_tenant: Callable[[str], str] | None = None,
     ) -> None:
         self.pool, self.memory, self.disk, self.events = pool, memory, disk, events
         self.sagemaker_contract = sagemaker_contract
@@ -99,6 +100,7 @@ class ModelHost:
             observe_memory=self.memory_readings.observe,
             on_loaded=self.scaling.loaded(self.queues.dispatcher),
             loads=loads,
+            model_tenant=model_tenant,
         )
         self.registry = Registry(self.residency)
         self.sizing = sizing(memory, events, clock)

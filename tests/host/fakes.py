@@ -213,7 +213,7 @@ class FakeDisk:
     def close(self) -> None:
         """No index to write."""
 
-    async def materialize(self, name: str, url: str) -> Materialized:
+    async def materialize(self, name: str, url: str, tenant: str = "") -> Materialized:
         path = self.root / name
         path.touch()
         size = self.footprint(name) * ARTIFACT_BYTES // FOOTPRINT_BYTES
