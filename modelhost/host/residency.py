@@ -74,8 +74,11 @@ class Residency:
         the tenant of the request that brings it in.
         """
         task = self.loads.get(name) or self.loads.start(name, self._load(name, tenant))
-        with self.memory.victims.awaited(name):
-            return await asyncio.shield(task)
+        try:
+            with self.memory.victims.awaited(name):
+                return await asyncio.shield(task)
+        finally:
+            self.changes.notify()  # it may be a victim now, for a load waiting for room
 
     def needs_artifact(self, name: str) -> bool:
         """Whether its files must stay on disk (loading, or its runtime may read them).
@@ -177,6 +180,8 @@ class Residency:
             if remaining <= 0:
                 raise InsufficientMemory(self._busy(name, size, tenant))
             await self.changes.next(remaining)
+            # copies loaded meanwhile go before models (a tenant's minimum may spare its models)
+            await self.copies.shed(self.memory.shortfall_bytes(size))
         resident = self.memory.get(name)
         assert resident is not None  # only this load task owns the name
         await self._unload_many(victims, "evict", self.memory.victims.policy.name, tenant)
