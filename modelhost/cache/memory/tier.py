@@ -31,7 +31,7 @@ class MemoryTier:
         self.budget, self.clock, self.limits = budget, clock, limits
         self.ledger = Ledger()
         self.victims = Victims(
-            self.ledger, policy or LRUPolicy(), clock, admission, min_residency_s, limits
+            self.ledger, policy or LRUPolicy(), clock, admission, min_residency_s, limits=limits
         )
         self.copies = CopyRoom(self.ledger, self.shortfall_bytes, self.over_max_bytes)
 
@@ -104,7 +104,12 @@ class MemoryTier:
         self.ledger.claim(others, room_taken=True)
         charged = max(size_bytes, freed_own)
         self.ledger.add(
-            name, max(size_bytes, freed), pinned, self.clock(), tenant, max(0, freed - charged)
+            name,
+            max(size_bytes, freed),
+            pinned,
+            self.clock(),
+            tenant=tenant,
+            carried=max(0, freed - charged),
         )
         return own + others
 
