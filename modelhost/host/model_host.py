@@ -33,6 +33,7 @@ from modelhost.records.statistics import (
     HostStatistics,
     MemoryStatistics,
     ModelStatistics,
+    TenantHoldings,
     WorkerStatistics,
 )
 from modelhost.scheduler import ModelSchedule, SchedulerSettings
@@ -249,6 +250,10 @@ class ModelHost:
         workers = tuple(_worker(w) for w in self.pool.workers.values())
         disk = DiskStatistics(d.budget_bytes, d.used_bytes, d.count())
         return HostStatistics(memory, disk, workers, self.queues.batching, self.sizing.statistics())
+
+    def tenant_holdings(self) -> TenantHoldings:
+        """What each tenant holds, read cheaply: running totals of both tiers."""
+        return TenantHoldings(dict(self.memory.ledger.tenant_bytes), self.disk.tenant_bytes())
 
     def model_statistics(self, name: str) -> ModelStatistics:
         resident, artifact = self.memory.get(name), self.disk.get(name)

@@ -72,6 +72,9 @@ class Disk(Protocol):
 
     async def materialize(self, name: str, url: str, tenant: str = "") -> Materialized: ...
 
+    def tenant_bytes(self) -> dict[str, int]:
+        """The bytes of entries each tenant holds."""
+
     async def version(self, url: str) -> str: ...
 
     def get(self, name: str) -> Artifact | None: ...

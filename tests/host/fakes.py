@@ -220,6 +220,9 @@ class FakeDisk:
         self._artifacts[name] = Artifact(name, path, size)
         return Materialized(self._artifacts[name], "disk")
 
+    def tenant_bytes(self) -> dict[str, int]:
+        return {}
+
     async def version(self, url: str) -> str:
         return "1"  # never replaced: what a failed load would be remembered by
 
