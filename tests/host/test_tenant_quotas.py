@@ -6,12 +6,18 @@ its minimum for another tenant's load."""
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
+from pathlib import Path
 
-from host.fakes import BUDGET_BYTES, MiB
+import pytest
+
+from host.fakes import BUDGET_BYTES, FakeDisk, FakeEvents, FakePool, MiB
 from host.machine import Interleavings, Step, arrives, checked, replay, runs_of_30_steps
 from modelhost.cache.memory import MemoryBudget, MemoryTier, Resident
 from modelhost.cache.quotas import NO_LIMITS, NoLimits, TenantLimits
+from modelhost.errors import InsufficientMemory
+from modelhost.host import ModelHost
 from modelhost.workers.messages import Load
 
 FOOTPRINT_BYTES = 18 * MiB
@@ -163,3 +169,42 @@ def test_load_waiting_on_a_model_that_served_its_waiters_wakes() -> None:
         [("shutdown", {}), ("request", {"name": "d"}), arrives("request", "c", call=0)],
         TenantInterleavings,
     )
+
+
+def host_of_t2(tmp_path: Path, max_mib: int) -> ModelHost:
+    """Every model t2's, whose maximum is `max_mib`; loads wait for room 50 ms at most."""
+    limits = {"t2": NoLimits(memory_max_bytes=max_mib * MiB)}
+    return ModelHost(
+        FakePool(1),
+        MemoryTier(MemoryBudget(BUDGET_BYTES, 0), limits=lambda t: limits.get(t, NO_LIMITS)),
+        FakeDisk(tmp_path),
+        FakeEvents(),
+        pinned=frozenset(),
+        deadline_s=0.05,
+        pss_bytes=lambda: 0,
+        model_tenant=lambda name: "t2",
+    )
+
+
+def test_model_larger_than_its_tenants_maximum_is_507_naming_the_quota(tmp_path: Path) -> None:
+    host = host_of_t2(tmp_path, max_mib=16)
+    with pytest.raises(InsufficientMemory) as refused:
+        asyncio.run(host.residency.make_room("c", 20 * MiB, "t2"))
+    message = str(refused.value)
+    assert "model c of tenant t2 needs about 20.0 MiB" in message
+    assert "memory_max is 16.0 MiB" in message and "--tenants-file" in message
+
+
+def test_load_past_its_maximum_with_its_models_busy_is_507_naming_the_quota(
+    tmp_path: Path,
+) -> None:
+    host = host_of_t2(tmp_path, max_mib=30)
+    memory = host.memory
+    memory.reserve("c", 18 * MiB, tenant="t2")
+    memory.mark_loaded("c", 1, 18 * MiB, 1.0)
+    memory.begin_request(memory.residents["c"])
+    with pytest.raises(InsufficientMemory) as refused:
+        asyncio.run(host.residency.make_room("d", 20 * MiB, "t2"))
+    message = str(refused.value)
+    assert "the tenant holds 18.0 MiB of its memory_max of 30.0 MiB" in message
+    assert "stayed busy for 0.05 s" in message and "--tenants-file" in message
