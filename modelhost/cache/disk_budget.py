@@ -196,7 +196,8 @@ class DiskBudget:
                 self._remove_later(aside, row.bytes)
             elif self.reconciliation:
                 self.reconciliation.lost(row.bytes)
-            self.events.emit("delete", name, bytes=row.bytes, reason=reason)
+            detail = {"tenant": row.tenant} if row.tenant else {}
+            self.events.emit("delete", name, bytes=row.bytes, reason=reason, detail=detail)
 
     def set_aside(self, folder: Path) -> Path | None:
         """Rename `folder` out of the way, freeing its name; None if it is gone."""

@@ -108,7 +108,9 @@ def test_deletions_for_a_quota_are_events_with_their_reason(tmp_path: Path) -> N
     fetch(disk, store, "a", "t1")
     fetch(disk, store, "b", "t1")
     deleted = [e for e in events.recent if e.kind == "delete"]
-    assert [(e.model, e.reason) for e in deleted] == [("a.joblib", "tenant_disk_max")]
+    assert [(e.model, e.reason, e.detail) for e in deleted] == [
+        ("a.joblib", "tenant_disk_max", {"tenant": "t1"})
+    ]
 
 
 def test_tenants_holdings_survive_a_restart(tmp_path: Path) -> None:
