@@ -78,7 +78,8 @@ class Residency:
             with self.memory.victims.awaited(name):
                 return await asyncio.shield(task)
         finally:
-            self.changes.notify()  # it may be a victim now, for a load waiting for room
+            if not self.memory.victims.is_awaited(name):  # a victim now, for a load waiting
+                self.changes.notify()
 
     def needs_artifact(self, name: str) -> bool:
         """Whether its files must stay on disk (loading, or its runtime may read them).

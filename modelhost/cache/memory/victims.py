@@ -56,6 +56,9 @@ class Victims:
             if not self._awaited[name]:
                 del self._awaited[name]
 
+    def is_awaited(self, name: str) -> bool:
+        return name in self._awaited
+
     def choose(
         self,
         shortfalls: tuple[int, int],
