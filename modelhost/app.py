@@ -9,7 +9,7 @@ import functools
 import logging
 import math
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,9 +20,11 @@ from modelhost.cache.disk import DiskTier, UnpackLimits
 from modelhost.cache.download import DownloadPolicy
 from modelhost.cache.memory import FrontendAllowance, MemoryBudget, MemoryTier
 from modelhost.cache.policy import policy_named
+from modelhost.cache.quotas import Limits
 from modelhost.cache.stores import Stores, StoreSettings
 from modelhost.config import Config
 from modelhost.config.tenancy import tenants_on
+from modelhost.config.tenant_policies import TenantPolicies
 from modelhost.config.tenants_reload import TenantsFileWatcher
 from modelhost.errors import ConfigError
 from modelhost.host import ModelHost
@@ -44,7 +46,7 @@ from modelhost.http.server import (
 from modelhost.http.torchserve import build_management_app
 from modelhost.observe.observer import Observer
 from modelhost.protocols.health import Health
-from modelhost.protocols.tenants import tenant_rule
+from modelhost.protocols.tenants import model_tenant, tenant_rule
 from modelhost.records.events import EventLog
 from modelhost.resources import free_disk_bytes, usable_memory_bytes
 from modelhost.scheduler import SchedulerSettings
@@ -220,7 +222,9 @@ def build_host(
     idle: PssReading,
     tenants: TenantsFileWatcher,
 ) -> ModelHost:
-    memory = memory_tier(config, pool, idle)
+    """`tenants`: the tenants file's policies, read at each decision so that a reload applies."""
+    policies = tenants.policies
+    memory = memory_tier(config, pool, idle, policies)
     budget, baseline = memory.budget.budget_bytes, memory.budget.baseline_bytes
     frontend = memory.budget.frontend
     cache_dir = Path(config.cache_dir)
@@ -235,6 +239,7 @@ def build_host(
         policy=DownloadPolicy(config.store_attempts, config.store_timeout_s),
         revalidate_interval_s=config.revalidate_interval_s,
         refuse_pickle=config.refuse_pickle,
+        tenant_limits=tenant_limits(policies),
     )
     disk.rebuild()
     events.emit(
@@ -273,12 +278,18 @@ def build_host(
         sizing=functools.partial(
             Sizing, max_names=config.sizing_names, thrash_window_s=config.thrash_window_s
         ),
+        model_tenant=model_tenant(config),
     )
     host.connect()  # the pool started first, for the baseline
     return host
 
 
-def memory_tier(config: Config, pool: WorkerPool, idle: PssReading) -> MemoryTier:
+def memory_tier(
+    config: Config,
+    pool: WorkerPool,
+    idle: PssReading,
+    policies: Callable[[], TenantPolicies] = TenantPolicies,
+) -> MemoryTier:
     """The memory budget less the idle server and its frontend's allowance."""
     budget = config.memory_budget_bytes.of(usable_memory_bytes())
     frontend = FrontendAllowance(idle.frontend_bytes, config.frontend_allowance_bytes)
@@ -303,6 +314,7 @@ def memory_tier(config: Config, pool: WorkerPool, idle: PssReading) -> MemoryTie
         admission=FrequencySketch() if config.admission == "tinylfu" else None,
         # under SageMaker's contract a load evicts nothing: the platform unloads on a 507
         min_residency_s=math.inf if config.sagemaker_contract else config.min_residency_s,
+        limits=tenant_limits(policies),
     )
     logger.info(
         "the frontend uses %(start)s at start and may grow by %(growth)s "
@@ -325,3 +337,8 @@ def starting_models(config: Config) -> tuple[str, ...]:
     if not config.multi_model and config.single_model not in models:
         models += (config.single_model,)
     return models
+
+
+def tenant_limits(policies: Callable[[], TenantPolicies]) -> Limits:
+    """Each tenant's limits from the tenants file as it is now."""
+    return lambda tenant: policies().of(tenant)

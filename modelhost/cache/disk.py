@@ -37,6 +37,7 @@ from modelhost.cache.fast_copies import FOLDER, FastCopies, Offer, identity
 from modelhost.cache.filling import Filling, UnpackLimits
 from modelhost.cache.missing import MissingUrls
 from modelhost.cache.pickles import PICKLE_SUFFIXES, refuse_pickles
+from modelhost.cache.quotas import Limits, no_limits
 from modelhost.cache.reconcile import BUDGET_FACT, Reconciliation
 from modelhost.cache.revalidation import Revalidation
 from modelhost.cache.stores import ObjectInfo, Store, Stores
@@ -83,6 +84,7 @@ class DiskTier:
         revalidate_interval_s: float = 0.0,
         clock: Callable[[], float] = time.time,
         refuse_pickle: bool = False,
+        tenant_limits: Limits = no_limits,
     ) -> None:
         self.refuse_pickle = refuse_pickle
         self.entries_dir = cache_dir / "models"
@@ -101,6 +103,7 @@ class DiskTier:
             entries_dir=self.entries_dir,
             own_prefix=self._own_prefix,
             events=events,
+            limits=tenant_limits,
         )
         self.revalidation = Revalidation(
             self.index,
@@ -149,6 +152,10 @@ class DiskTier:
     def count(self) -> int:
         return self.index.rows
 
+    def tenant_bytes(self) -> dict[str, int]:
+        """The bytes of entries each tenant holds; "" is the server's own."""
+        return self.index.held_by_tenant()
+
     # start ------------------------------------------------------------------------------
 
     def rebuild(self) -> None:
@@ -192,7 +199,7 @@ class DiskTier:
 
     # lookup -----------------------------------------------------------------------------
 
-    async def materialize(self, name: str, url: str) -> Materialized:
+    async def materialize(self, name: str, url: str, tenant: str = "") -> Materialized:
         row = self.index.get(name) or await self.reconciliation.found(name)
         artifact = artifact_of(row, self.entries_dir) if row else None
         if artifact is not None and (artifact.source != url or not artifact.path.exists()):
@@ -210,7 +217,8 @@ class DiskTier:
             read_in_place = Artifact(name, local, size, source=url, last_used=now)
             self.index.put_later(row_of(read_in_place))  # outside the budget: a lock may wait
             return self._admitted(name, Materialized(read_in_place, "disk"))
-        return self._admitted(name, await self._fetch_entry(name, url, store, key, local))
+        entry = await self._fetch_entry(name, url, store, key, local, tenant=tenant)
+        return self._admitted(name, entry)
 
     def _admitted(self, name: str, materialized: Materialized) -> Materialized:
         if self.refuse_pickle:
@@ -218,11 +226,11 @@ class DiskTier:
         return materialized
 
     async def _fetch_entry(
-        self, name: str, url: str, store: Store, key: str, local: Path | None
+        self, name: str, url: str, store: Store, key: str, local: Path | None, tenant: str
     ) -> Materialized:
         self.missing.check(url)
         try:
-            return await self._build_entry(name, url, store, key, local)
+            return await self._build_entry(name, url, store, key, local, tenant=tenant)
         except ModelNotFound as error:
             if local is None:  # asking a remote store again costs a request
                 self.missing.remember(url, error)
@@ -251,11 +259,12 @@ class DiskTier:
     # building an entry ------------------------------------------------------------------
 
     async def _build_entry(
-        self, name: str, url: str, store: Store, key: str, local: Path | None
+        self, name: str, url: str, store: Store, key: str, local: Path | None, tenant: str = ""
     ) -> Materialized:
-        """Download and unpack into a new entry; a full volume costs the fast copies first."""
+        """Download and unpack into a new entry for `tenant`; a full volume costs the fast
+        copies first."""
         try:
-            return await self._build_once(name, url, store, key, local)
+            return await self._build_once(name, url, store, key, local, tenant=tenant)
         except OSError as error:
             if error.errno in UNWRITABLE and self._in_cache(error.filename):
                 raise InsufficientDisk(
@@ -265,7 +274,7 @@ class DiskTier:
             if not is_disk_full(error):
                 raise
             if self.budget.drop_fast_copies():
-                return await self._build_entry(name, url, store, key, local)
+                return await self._build_entry(name, url, store, key, local, tenant=tenant)
             raise InsufficientDisk(
                 f"the cache's volume is full while writing model {name} ({error.strerror}); free "
                 "space on it, or set --disk-budget below what it can hold"
@@ -276,11 +285,11 @@ class DiskTier:
         return isinstance(filename, str) and Path(filename).is_relative_to(cache)
 
     async def _build_once(
-        self, name: str, url: str, store: Store, key: str, local: Path | None
+        self, name: str, url: str, store: Store, key: str, local: Path | None, tenant: str
     ) -> Materialized:
         await self.reconciliation.counted()  # folders not found yet may hold room
         await self.index.written()  # a locked index fails the build before its download
-        reservation = Reservation()
+        reservation = Reservation(tenant)
         self.budget.reservations.add(reservation)
         self.entries_dir.mkdir(parents=True, exist_ok=True)
         temp = Path(tempfile.mkdtemp(prefix=self._own_prefix, dir=self.entries_dir))
@@ -298,13 +307,13 @@ class DiskTier:
                 payload = await filling.unpack(source, temp / "model", self.limits)
                 if local is None:
                     source.unlink()
-            artifact = await self._published(name, url, info, temp, payload)
+            artifact = await self._published(name, url, info, temp, payload, tenant=tenant)
             return Materialized(artifact, "disk" if local else "remote", download_ms)
         finally:
             await self.budget.released(reservation, temp)
 
     async def _published(
-        self, name: str, url: str, info: ObjectInfo, temp: Path, payload: Path
+        self, name: str, url: str, info: ObjectInfo, temp: Path, payload: Path, tenant: str
     ) -> Artifact:
         folder = entry_folder_name(name)
         self._publishing.add(folder)
@@ -312,15 +321,15 @@ class DiskTier:
             artifact = await asyncio.to_thread(
                 self._publish, name, url, info=info, temp=temp, payload=payload
             )
-            await self._indexed(artifact)
+            await self._indexed(artifact, tenant)
         finally:
             self._publishing.discard(folder)
         return artifact
 
-    async def _indexed(self, artifact: Artifact) -> None:
+    async def _indexed(self, artifact: Artifact, tenant: str) -> None:
         """Put its row, or take its folder back out: the index never holds less than the disk."""
         try:
-            await self.index.put(row_of(artifact))
+            await self.index.put(row_of(artifact)._replace(tenant=tenant))
         except BaseException:
             assert artifact.entry is not None
             aside = self.budget.set_aside(artifact.entry)

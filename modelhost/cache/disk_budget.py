@@ -11,8 +11,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from modelhost.cache.disk_index import DiskIndex, Row
+from modelhost.cache.disk_quotas import DiskQuotas
 from modelhost.cache.entries import remove_tree
 from modelhost.cache.fast_copies import FastCopies
+from modelhost.cache.quotas import Limits, no_limits
 from modelhost.cache.reconcile import Reconciliation
 from modelhost.errors import InsufficientDisk
 from modelhost.records.events import EventLog
@@ -22,10 +24,10 @@ FAST = {"fast_copy": True}
 
 
 class Reservation:
-    """Bytes an entry being built may write, and the deletions it waits for first."""
+    """Bytes an entry being built for `tenant` may write, and the deletions it waits for first."""
 
-    def __init__(self) -> None:
-        self.bytes = 0
+    def __init__(self, tenant: str = "") -> None:
+        self.bytes, self.tenant = 0, tenant
         self.freeing: dict[asyncio.Future[None], int] = {}
 
     async def settled(self) -> None:
@@ -61,8 +63,10 @@ class DiskBudget:
         entries_dir: Path,
         own_prefix: str,
         events: EventLog,
+        limits: Limits = no_limits,
     ) -> None:
         self.budget_bytes, self.index, self.fast_copies = budget_bytes, index, fast_copies
+        self.quotas = DiskQuotas(index, limits, self)
         self.entries_dir, self.own_prefix, self.events = entries_dir, own_prefix, events
         self.in_use: Callable[[str], bool] = lambda name: False
         self.reconciliation: Reconciliation | None = None
@@ -91,9 +95,11 @@ class DiskBudget:
         await reservation.settled()
 
     def grow(self, reservation: Reservation, name: str, minimum: int, wanted: int) -> None:
-        """Raise the reservation to `minimum`, deleting if need be, and to `wanted` if free."""
+        """Raise the reservation to `minimum`, deleting if need be, and to `wanted` if free
+        (within its tenant's maximum too)."""
         if minimum <= reservation.bytes:
             return
+        wanted = min(wanted, self.quotas.make_room(reservation, name, minimum))
         if self.free_bytes < minimum - reservation.bytes:
             self._make_room(reservation, name, minimum)
         reservation.bytes = max(minimum, min(wanted, reservation.bytes + self.free_bytes))
@@ -141,6 +147,10 @@ class DiskBudget:
             if self.free_bytes + self._trash_bytes >= needed:
                 break
             self.delete(victim.name, reason="disk_budget")
+        self.hand_trash_to(reservation)
+
+    def hand_trash_to(self, reservation: Reservation) -> None:
+        """The removals under way now: the reservation waits for them, then counts their room."""
         reservation.freeing.update(self._trash)  # written into once they are gone
         self._trash.clear()
         self._trash_bytes = 0
@@ -186,7 +196,8 @@ class DiskBudget:
                 self._remove_later(aside, row.bytes)
             elif self.reconciliation:
                 self.reconciliation.lost(row.bytes)
-            self.events.emit("delete", name, bytes=row.bytes, reason=reason)
+            detail = {"tenant": row.tenant} if row.tenant else {}
+            self.events.emit("delete", name, bytes=row.bytes, reason=reason, detail=detail)
 
     def set_aside(self, folder: Path) -> Path | None:
         """Rename `folder` out of the way, freeing its name; None if it is gone."""

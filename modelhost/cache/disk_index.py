@@ -17,6 +17,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from modelhost.cache.disk_tenants import OLDEST_OF_TENANT, TENANT_BYTES, TENANTS_HELD, migrate
 from modelhost.cache.index_writer import BUSY_TIMEOUT_S, IndexWriter, Write, is_locked, locked_error
 
 INDEX_FILE = "disk-index.sqlite3"
@@ -33,7 +34,8 @@ CREATE TABLE IF NOT EXISTS artifacts (
     source TEXT NOT NULL,
     etag TEXT,
     checked_at REAL NOT NULL,
-    last_used REAL NOT NULL
+    last_used REAL NOT NULL,
+    tenant TEXT NOT NULL DEFAULT ''
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS entries_by_last_used ON artifacts (last_used) WHERE entry IS NOT NULL;
 CREATE INDEX IF NOT EXISTS entries_by_folder ON artifacts (entry) WHERE entry IS NOT NULL;
@@ -59,12 +61,12 @@ CREATE TRIGGER IF NOT EXISTS counted_update AFTER UPDATE OF entry, bytes ON arti
 END;
 """
 
-COLUMNS = "name, entry, path, bytes, source, etag, checked_at, last_used"
+COLUMNS = "name, entry, path, bytes, source, etag, checked_at, last_used, tenant"
 UPSERT = f"""
-INSERT INTO artifacts ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+INSERT INTO artifacts ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (name) DO UPDATE SET entry = excluded.entry, path = excluded.path,
     bytes = excluded.bytes, source = excluded.source, etag = excluded.etag,
-    checked_at = excluded.checked_at, last_used = excluded.last_used
+    checked_at = excluded.checked_at, last_used = excluded.last_used, tenant = excluded.tenant
 """
 TOTALS = "SELECT rows, entry_bytes FROM totals"
 SET_FACT = "INSERT INTO meta VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
@@ -81,6 +83,7 @@ class Row(NamedTuple):
     etag: str | None
     checked_at: float
     last_used: float
+    tenant: str = ""  # whose load fetched it; "": the server's own, or a previous version's
 
 
 class Totals:
@@ -95,6 +98,7 @@ class Totals:
         self._rows, self._entry_bytes = connection.execute(TOTALS).fetchone()
         self._removing: dict[str, int] = {}  # queued removals: name, bytes of its entry
         self._removing_bytes = 0
+        self._removing_tenants: dict[str, str] = {}  # queued removals: name, its tenant
 
     def __contains__(self, name: str) -> bool:
         """Whether `name`'s removal is queued."""
@@ -120,6 +124,15 @@ class Totals:
         with self._lock:
             self._removing[row.name] = 0 if row.entry is None else row.bytes
             self._removing_bytes += self._removing[row.name]
+            self._removing_tenants[row.name] = row.tenant
+
+    def removing_by_tenant(self) -> dict[str, int]:
+        """The bytes of entries whose removal is queued, by tenant."""
+        by_tenant: dict[str, int] = {}
+        with self._lock:
+            for name, tenant in self._removing_tenants.items():
+                by_tenant[tenant] = by_tenant.get(tenant, 0) + self._removing[name]
+        return by_tenant
 
     def committed(self, connection: sqlite3.Connection, batch: list[Write]) -> None:
         """On the writer's thread, after each commit."""
@@ -129,6 +142,7 @@ class Totals:
             for write in batch:
                 if write.removes is not None:
                     self._removing_bytes -= self._removing.pop(write.removes, 0)
+                    self._removing_tenants.pop(write.removes, None)
 
 
 def _removed(name: str, removing: frozenset[str], totals: Totals) -> bool:
@@ -150,6 +164,7 @@ class DiskIndex:
         writing.execute("PRAGMA journal_mode = WAL")
         writing.execute("PRAGMA synchronous = NORMAL")
         writing.executescript(SCHEMA)
+        migrate(writing)
         writing.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
         self.connection = sqlite3.connect(path, 0, isolation_level=None)  # reads: a WAL never waits
         self.totals = Totals(self.connection)
@@ -246,6 +261,28 @@ class DiskIndex:
                 yield from (Row(*f) for f in batch if not _removed(f[0], removing, self.totals))
         finally:
             cursor.close()
+
+    def oldest_entries_of(self, tenant: str) -> Iterator[Row]:
+        """`tenant`'s entries, least recently used first, read lazily."""
+        removing = self.totals.removals()
+        cursor = self._read(OLDEST_OF_TENANT.format(columns=COLUMNS), (tenant,))
+        try:
+            while batch := cursor.fetchmany(FETCH_ROWS):
+                yield from (Row(*f) for f in batch if not _removed(f[0], removing, self.totals))
+        finally:
+            cursor.close()
+
+    def tenant_bytes(self, tenant: str) -> int:
+        """The bytes of `tenant`'s entries; a removal committing meanwhile counts, never twice."""
+        (held,) = self._read(TENANT_BYTES, (tenant,)).fetchone() or (0,)
+        return int(held) - self.totals.removing_by_tenant().get(tenant, 0)
+
+    def held_by_tenant(self) -> dict[str, int]:
+        """The bytes of entries each tenant holds."""
+        held = dict(self._read(TENANTS_HELD).fetchall())
+        for tenant, removing in self.totals.removing_by_tenant().items():
+            held[tenant] = held.get(tenant, 0) - removing
+        return {tenant: value for tenant, value in held.items() if value > 0}
 
     def entries_after(self, after: str, limit: int) -> list[tuple[str, str]]:
         query = (

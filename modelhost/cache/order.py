@@ -35,6 +35,10 @@ class LazyOrder(Generic[T]):
         self._versions = itertools.count()
         self._walks = 0  # a compaction would put back what a walk has taken out
 
+    def __len__(self) -> int:
+        """Items added and not forgotten."""
+        return len(self._latest)
+
     def add(self, item: T) -> None:
         key, version = self.key(item), next(self._versions)
         self._latest[item.name] = (key, version, item)

@@ -105,6 +105,9 @@ class Copies:
         now = self.clock()
         held_ms = (now - self.loaders.get(worker.worker_id, now)) * 1000
         fields = load_event(loaded, worker.worker_id, reason, held_ms, reserved)
+        resident = self.memory.get(name)
+        if resident is not None and resident.tenant:
+            fields["detail"]["tenant"] = resident.tenant
         self.events.emit("load", name, **fields)
         return loaded
 

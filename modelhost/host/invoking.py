@@ -87,7 +87,7 @@ class InvokePath:
         if not self.loads_on_invoke and name not in r.loads:
             return None  # _acquire says it is not loaded
         with self.waiting_for_load.waiting(name, tenant):
-            outcome = await r.ensure_loaded(name)
+            outcome = await r.ensure_loaded(name, tenant)
         self.waiting_for_load.loaded(outcome)
         return outcome
 
@@ -154,7 +154,7 @@ class InvokePath:
         loaded: LoadOutcome | None,
         solo: bool,
     ) -> Result:
-        resident, outcome = await self._acquire(name, loaded)
+        resident, outcome = await self._acquire(name, loaded, invocation.tenant)
         try:
             job = await self._answer(name, invocation, solo)
         finally:
@@ -173,7 +173,7 @@ class InvokePath:
         return Result(answer.body, answer.content_type, outcome.tier, timings)
 
     async def _acquire(
-        self, name: str, outcome: LoadOutcome | None
+        self, name: str, outcome: LoadOutcome | None, tenant: str = ""
     ) -> tuple[Resident, LoadOutcome | None]:
         """The loaded model with one more request in flight; `outcome`: the load it waited for."""
         r = self.residency
@@ -190,7 +190,7 @@ class InvokePath:
                     f"model {name} is not loaded; load it with POST /models "
                     f'{{"model_name": "{name}", "url": ...}} (SageMaker does on this 404)'
                 )
-            outcome = await r.ensure_loaded(name)
+            outcome = await r.ensure_loaded(name, tenant)
         raise Unavailable(
             f"model {name} was unloaded {MAX_ACQUIRE_ATTEMPTS} times before it "
             "could serve this request: the memory budget is too small for the "

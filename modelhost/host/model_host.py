@@ -33,6 +33,7 @@ from modelhost.records.statistics import (
     HostStatistics,
     MemoryStatistics,
     ModelStatistics,
+    TenantHoldings,
     WorkerStatistics,
 )
 from modelhost.scheduler import ModelSchedule, SchedulerSettings
@@ -58,6 +59,7 @@ class ModelHost:
         max_rows_per_request: int = 0,
         sagemaker_contract: bool = False,
         sizing: Callable[[MemoryTier, EventLog, Callable[[], float]], Sizing] = Sizing,
+        model_tenant: Callable[[str], str] | None = None,
     ) -> None:
         self.pool, self.memory, self.disk, self.events = pool, memory, disk, events
         self.sagemaker_contract = sagemaker_contract
@@ -99,6 +101,7 @@ class ModelHost:
             observe_memory=self.memory_readings.observe,
             on_loaded=self.scaling.loaded(self.queues.dispatcher),
             loads=loads,
+            model_tenant=model_tenant,
         )
         self.registry = Registry(self.residency)
         self.sizing = sizing(memory, events, clock)
@@ -247,6 +250,10 @@ class ModelHost:
         workers = tuple(_worker(w) for w in self.pool.workers.values())
         disk = DiskStatistics(d.budget_bytes, d.used_bytes, d.count())
         return HostStatistics(memory, disk, workers, self.queues.batching, self.sizing.statistics())
+
+    def tenant_holdings(self) -> TenantHoldings:
+        """What each tenant holds, read cheaply: running totals of both tiers."""
+        return TenantHoldings(dict(self.memory.ledger.tenant_bytes), self.disk.tenant_bytes())
 
     def model_statistics(self, name: str) -> ModelStatistics:
         resident, artifact = self.memory.get(name), self.disk.get(name)

@@ -32,7 +32,7 @@ from modelhost.host.failed_loads import FailedLoads
 from modelhost.host.idle import idle_victims
 from modelhost.host.manifests import Manifests
 from modelhost.host.seams import Disk
-from modelhost.host.shortfall import all_busy, never_fits
+from modelhost.host.shortfall import all_busy, never_fits, quota_busy, quota_never_fits
 from modelhost.host.under_way import UnderWay
 from modelhost.records.events import EventLog
 from modelhost.workers.handle import WorkerHandle
@@ -54,6 +54,7 @@ class Residency:
         observe_memory: Callable[[], Awaitable[None]],
         on_loaded: OnLoaded,
         loads: UnderWay[LoadOutcome] | None = None,
+        model_tenant: Callable[[str], str] | None = None,
     ) -> None:
         self.memory, self.disk, self.events = memory, disk, events
         self.manifests, self.copies, self.changes = manifests, copies, copies.changes
@@ -65,12 +66,21 @@ class Residency:
         self.reading: set[str] = set()  # loaded models whose runtime may still read their files
         self.loads: UnderWay[LoadOutcome] = UnderWay() if loads is None else loads
         self.failed_loads = FailedLoads()
+        self.model_tenant = model_tenant  # None: a model is its first loader's tenant's
 
-    async def ensure_loaded(self, name: str) -> LoadOutcome:
-        """Load `name` once for all callers; it is not evicted before they resume."""
-        task = self.loads.get(name) or self.loads.start(name, self._load(name))
-        with self.memory.victims.awaited(name):
-            return await asyncio.shield(task)
+    async def ensure_loaded(self, name: str, tenant: str = "") -> LoadOutcome:
+        """Load `name` once for all callers; it is not evicted before they resume.
+
+        The model is its name's tenant's where the tenant rule reads names, else `tenant`'s,
+        the tenant of the request that brings it in.
+        """
+        task = self.loads.get(name) or self.loads.start(name, self._load(name, tenant))
+        try:
+            with self.memory.victims.awaited(name):
+                return await asyncio.shield(task)
+        finally:
+            if not self.memory.victims.is_awaited(name):  # a victim now, for a load waiting
+                self.changes.notify()
 
     def needs_artifact(self, name: str) -> bool:
         """Whether its files must stay on disk (loading, or its runtime may read them).
@@ -89,13 +99,18 @@ class Residency:
     def forget_source(self, name: str) -> None:
         self.sources.pop(name, None)
 
-    async def _load(self, name: str) -> LoadOutcome:
+    def tenant_of(self, name: str, requested_by: str = "") -> str:
+        """Whose model `name` is, if loaded for a request of `requested_by`."""
+        return self.model_tenant(name) if self.model_tenant is not None else requested_by
+
+    async def _load(self, name: str, requested_by: str) -> LoadOutcome:
         await self._departed(name)
+        tenant = self.tenant_of(name, requested_by)
         source = self.source_of(name)
         version = functools.partial(self.disk.version, source)  # asked only if needed
         await self.failed_loads.check(name, version)
         try:
-            found = await self.disk.materialize(name, source)
+            found = await self.disk.materialize(name, source, tenant)
         except ModelhostError as error:
             known = not isinstance(error, ModelNotFound)  # no per-name history for made-up names
             detail = {"error": str(error)}
@@ -103,24 +118,26 @@ class Residency:
             raise
         started = self.clock()
         try:
-            await self._load_artifact(name, found.artifact)
+            await self._load_artifact(name, found.artifact, tenant)
         except ModelLoadError as error:  # the artifact's fault
             await self.failed_loads.remember(name, version, error)
             raise
         await self.relieve_pressure()
         return LoadOutcome(found.tier, (self.clock() - started) * 1000, found.download_ms)
 
-    async def _load_artifact(self, name: str, artifact: Artifact) -> None:
+    async def _load_artifact(self, name: str, artifact: Artifact, tenant: str) -> None:
         self.manifests.read(name, artifact)
         worker = await self.copies.claim_loader(name)
         try:
-            await self._load_into(worker, name, artifact)
+            await self._load_into(worker, name, artifact, tenant)
         finally:
             self.copies.release_loader(worker)
 
-    async def _load_into(self, worker: WorkerHandle, name: str, artifact: Artifact) -> None:
+    async def _load_into(
+        self, worker: WorkerHandle, name: str, artifact: Artifact, tenant: str
+    ) -> None:
         reserved = self.manifests.reservation(name, artifact)
-        resident = await self.make_room(name, reserved)
+        resident = await self.make_room(name, reserved, tenant)
         try:
             await self._load_on_worker(resident, artifact, worker, reserved)
         except BaseException as error:
@@ -149,28 +166,43 @@ class Residency:
             self.reading.add(name)
         self.copies.open(name, self.on_loaded(name, loaded.batches), worker)
 
-    async def make_room(self, name: str, size: int) -> Resident:
-        """Reserve `size` for `name`, unloading victims; return the new record.
+    async def make_room(self, name: str, size: int, tenant: str = "") -> Resident:
+        """Reserve `size` for `tenant`'s model `name`, unloading victims; return the new record.
 
         Room held by memory being returned (models leaving, a trimmed heap, a recycled worker)
         is waited for until the deadline: a reading that lowers the baseline wakes the load.
         """
-        if not self.memory.fits_ever(size):
-            raise InsufficientMemory(never_fits(self.memory, name, size))
+        self._check_fits(name, size, tenant)
         await self.observe_memory()
         await self.copies.shed(self.memory.shortfall_bytes(size))
         deadline = self.clock() + self.deadline_s
         pinned = self.manifests.is_pinned(name)
-        while (victims := self.memory.reserve(name, size, pinned)) is None:
+        while (victims := self.memory.reserve(name, size, pinned, tenant)) is None:
             remaining = deadline - self.clock()
             if remaining <= 0:
-                raise InsufficientMemory(all_busy(self.memory, name, size, self.deadline_s))
+                raise InsufficientMemory(self._busy(name, size, tenant))
             await self.changes.next(remaining)
+            # copies loaded meanwhile go before models (a tenant's minimum may spare its models)
+            await self.copies.shed(self.memory.shortfall_bytes(size))
         resident = self.memory.get(name)
         assert resident is not None  # only this load task owns the name
-        await self._unload_many(victims, "evict", self.memory.victims.policy.name)
+        await self._unload_many(victims, "evict", self.memory.victims.policy.name, tenant)
         self.memory.victims_gone(resident, size)
         return resident
+
+    def _check_fits(self, name: str, size: int, tenant: str) -> None:
+        """507 at once for a model larger than the budget's room or its tenant's maximum."""
+        if not self.memory.fits_ever(size):
+            raise InsufficientMemory(never_fits(self.memory, name, size))
+        max_bytes = self.memory.limits_of(tenant).memory_max_bytes
+        if max_bytes and size > max_bytes:
+            raise InsufficientMemory(quota_never_fits(name, tenant, size, max_bytes))
+
+    def _busy(self, name: str, size: int, tenant: str) -> str:
+        """Why the load had no room by its deadline: its tenant's maximum, or the budget."""
+        if self.memory.over_max_bytes(tenant, size) > 0:
+            return quota_busy(self.memory, name, tenant, size, self.deadline_s)
+        return all_busy(self.memory, name, size, self.deadline_s)
 
     async def unload(self, name: str, reason: str = "requested") -> int:
         """Unload on DELETE; those in flight finish first, until the deadline."""
@@ -186,12 +218,22 @@ class Residency:
             raise ModelNotLoaded(f"model {name} was unloaded while this request waited")
         return await self._unload_one(resident, "unload", reason)
 
-    async def _unload_many(self, victims: list[Resident], kind: str, reason: str) -> None:
+    async def _unload_many(
+        self, victims: list[Resident], kind: str, reason: str, for_tenant: str = ""
+    ) -> None:
+        """`for_tenant`: the tenant whose load evicts them."""
         kept_s = self.memory.victims.longest_idle_s()
-        await asyncio.gather(*(self._unload_one(v, kind, reason, kept_s) for v in victims))
+        await asyncio.gather(
+            *(self._unload_one(v, kind, reason, kept_s, for_tenant) for v in victims)
+        )
 
     async def _unload_one(
-        self, resident: Resident, kind: str, reason: str, kept_s: float = 0.0
+        self,
+        resident: Resident,
+        kind: str,
+        reason: str,
+        kept_s: float = 0.0,
+        for_tenant: str = "",
     ) -> int:
         """Unload every copy of a model, with one event."""
         started = self.clock()
@@ -219,6 +261,7 @@ class Residency:
                 "idle_s": round(idle_s, 3),
                 # how long this cache keeps a model nobody asks for: the thrash alarm's age
                 "longest_idle_s": round(max(kept_s, idle_s), 3),
+                **tenants(resident.tenant, for_tenant),
             },
         )
         return freed
@@ -282,3 +325,9 @@ class Residency:
     def check_open(self) -> None:
         if self.changes.closing:
             raise ShuttingDown("the server is shutting down; retry on another instance")
+
+
+def tenants(tenant: str, for_tenant: str) -> dict[str, str]:
+    """An event's tenants: the model's, and the one whose load evicted it; none while off."""
+    named = {"tenant": tenant} if tenant else {}
+    return {**named, "for_tenant": for_tenant} if for_tenant else named

@@ -28,6 +28,28 @@ def all_busy(memory: MemoryTier, name: str, size: int, deadline_s: float) -> str
     )
 
 
+def quota_never_fits(name: str, tenant: str, size: int, max_bytes: int) -> str:
+    """The model needs more than its tenant may ever hold."""
+    return (
+        f"model {name} of tenant {tenant} needs about {format_bytes(size)} but the tenant's "
+        f"memory_max is {format_bytes(max_bytes)}; raise memory_max for tenant {tenant} in the "
+        "tenants file (--tenants-file) to at least "
+        f"{format_bytes(size)}"
+    )
+
+
+def quota_busy(memory: MemoryTier, name: str, tenant: str, size: int, deadline_s: float) -> str:
+    """The tenant's own models stayed busy, and its maximum left no room."""
+    max_bytes = memory.limits_of(tenant).memory_max_bytes
+    held = memory.ledger.tenant_bytes[tenant]
+    return (
+        f"model {name} of tenant {tenant} needs about {format_bytes(size)} but the tenant holds "
+        f"{format_bytes(held)} of its memory_max of {format_bytes(max_bytes)} in models that "
+        f"stayed busy for {deadline_s:g} s; retry later, unload one of its models, or raise "
+        f"memory_max for tenant {tenant} in the tenants file (--tenants-file)"
+    )
+
+
 def _not_returned(budget: MemoryBudget) -> str:
     """Memory the workers still hold that a trim or a recycle should have given back."""
     held = budget.baseline_bytes - budget.returned_baseline_bytes

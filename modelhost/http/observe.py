@@ -24,6 +24,7 @@ from modelhost.observe.tenants import TenantTable
 from modelhost.protocols.pages import decode_token, encode_token, page_size
 from modelhost.protocols.params import is_whole_number
 from modelhost.records.events import Event
+from modelhost.records.statistics import TenantHoldings
 
 RECONNECT_MS = 1000
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -83,7 +84,10 @@ class ObserveRoutes:
         limit = page_size(query.get("limit") or query.get("page_size"))
         token = query.get("next_page_token") or query.get("nextPageToken")
         names = table.page(decode_token(token) if token else "", limit + 1)
-        body: dict[str, Any] = {"tenants": [describe_tenant(table, name) for name in names[:limit]]}
+        held = self.observer.host.tenant_holdings()
+        body: dict[str, Any] = {
+            "tenants": [describe_tenant(table, name, held) for name in names[:limit]]
+        }
         if len(names) > limit:  # a next page
             body["nextPageToken"] = body["next_page_token"] = encode_token(names[limit - 1])
         return JSONResponse(body)
@@ -96,7 +100,7 @@ class ObserveRoutes:
                 f"no request of tenant {echo(name)} has been counted (the table keeps the "
                 f"{table.max_tenants} tenants seen last); GET /tenants lists them"
             )
-        return JSONResponse(describe_tenant(table, name))
+        return JSONResponse(describe_tenant(table, name, self.observer.host.tenant_holdings()))
 
     def tenant_table(self) -> TenantTable:
         if self.observer.tenants is None:
@@ -120,10 +124,15 @@ class ObserveRoutes:
         return StreamingResponse(frames, media_type="text/event-stream", headers=SSE_HEADERS)
 
 
-def describe_tenant(table: TenantTable, name: str) -> dict[str, Any]:
+def describe_tenant(table: TenantTable, name: str, held: TenantHoldings) -> dict[str, Any]:
     figures = table.get(name)
     assert figures is not None
-    return {"tenant": name, **figures.describe()}
+    return {
+        "tenant": name,
+        **figures.describe(),
+        "memoryBytes": held.memory_bytes.get(name, 0),
+        "diskBytes": held.disk_bytes.get(name, 0),
+    }
 
 
 def last_event_id(request: Request) -> int | None:

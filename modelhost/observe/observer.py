@@ -22,6 +22,7 @@ from modelhost.observe.tenant_series import NAMED_TENANTS, TenantSeries
 from modelhost.observe.tenants import TenantTable
 from modelhost.observe.torchserve_series import TorchServeSeries
 from modelhost.observe.usage import ModelUsage
+from modelhost.records.events import Event
 
 if TYPE_CHECKING:
     from modelhost.host import ModelHost
@@ -52,13 +53,20 @@ class Observer:
         hostname = torchserve_hostname
         self.torchserve = TorchServeSeries(hostname) if hostname else None
         self.tenants = TenantTable() if tenants else None
-        self.tenant_series = TenantSeries(NAMED_TENANTS)
+        self.tenant_series = TenantSeries(NAMED_TENANTS, host.tenant_holdings)
         if tenants:
             Tallies(registry, self.tenant_series.tallies)
         self.stream = EventStream(host.events, max_clients=max_streams)
         self.access_log = AccessLog(access_log) if access_log else None
-        self._unsubscribe = host.events.subscribe(self.metrics.on_event)
+        self._unsubscribe = host.events.subscribe(self.on_event)
         self._loop_watch: LoopWatch | None = None
+
+    def on_event(self, event: Event) -> None:
+        self.metrics.on_event(event)
+        if self.tenants is not None and event.kind == "evict":
+            tenant, for_tenant = event.detail.get("tenant", ""), event.detail.get("for_tenant", "")
+            self.tenants.evicted(tenant, for_tenant)
+            self.tenant_series.evicted(tenant, for_tenant)
 
     def record(self, exchange: Exchange) -> None:
         self.metrics.on_exchange(exchange)

@@ -8,9 +8,14 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_left
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
-from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector, CollectorRegistry
 from prometheus_client.utils import floatToGoString
 
@@ -97,9 +102,30 @@ class LevelTally:
         self.value -= 1
 
 
+class GaugeReading:
+    """A gauge's series, read from a function when scraped."""
+
+    def __init__(
+        self,
+        name: str,
+        documentation: str,
+        labels: Sequence[str],
+        read: Callable[[], dict[Labels, float]],
+    ) -> None:
+        self.name, self.documentation, self.labels, self.read = name, documentation, labels, read
+
+    def family(self) -> Metric:
+        family = GaugeMetricFamily(self.name, self.documentation, labels=self.labels)
+        for labels, value in self.read().items():
+            family.add_metric(labels, value)
+        return family
+
+
 class Tallies(Collector):
     def __init__(
-        self, registry: CollectorRegistry, tallies: Sequence[CounterTally | HistogramTally]
+        self,
+        registry: CollectorRegistry,
+        tallies: Sequence[CounterTally | HistogramTally | GaugeReading],
     ) -> None:
         self.tallies = tuple(tallies)
         registry.register(self)

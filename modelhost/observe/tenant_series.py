@@ -6,14 +6,21 @@ one it displaces folds its series into `other`, and the newcomer's series start 
 (what it did before stays in `other`): every counter only grows, and the named series plus
 `other` always add up to every request seen. The cheapest named tenant is found again only
 when it changes, so a request costs the same however many tenants there are.
+
+Evictions and the bytes held in memory and on disk are counted under the same names: a tenant
+not named (and the server's own models, tenant "") is `other`. They never name a tenant.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Callable
+
 from modelhost.observe.exchange import Exchange, error_reason
 from modelhost.observe.metrics import SECONDS_BUCKETS
-from modelhost.observe.tallies import CounterTally, HistogramTally
+from modelhost.observe.tallies import CounterTally, GaugeReading, HistogramTally, Labels
 from modelhost.observe.tenants import worker_seconds
+from modelhost.records.statistics import TenantHoldings
 
 OTHER = "other"
 NAMED_TENANTS = 20
@@ -21,8 +28,14 @@ SWAP_MARGIN = 1.25
 
 
 class TenantSeries:
-    def __init__(self, named_max: int = NAMED_TENANTS) -> None:
-        self.named_max = named_max
+    """`holdings`: what each tenant holds now, read when scraped."""
+
+    def __init__(
+        self,
+        named_max: int = NAMED_TENANTS,
+        holdings: Callable[[], TenantHoldings] = TenantHoldings,
+    ) -> None:
+        self.named_max, self.holdings = named_max, holdings
         self.named: dict[str, float] = {}  # tenant → its worker seconds when last seen
         self._cheapest: str | None = None
         self.requests = CounterTally(
@@ -44,7 +57,36 @@ class TenantSeries:
             "Error responses by tenant and the error's type",
             ["tenant", "reason"],
         )
-        self.tallies = (self.requests, self.request_seconds, self.worker_seconds, self.rejections)
+        self.evictions_suffered = CounterTally(
+            "modelhost_tenant_evictions_suffered",
+            "Models of the tenant evicted from memory, for any load or memory pressure",
+            ["tenant"],
+        )
+        self.evictions_caused = CounterTally(
+            "modelhost_tenant_evictions_caused",
+            "Models evicted from memory to make room for the tenant's loads",
+            ["tenant"],
+        )
+        self.tallies = (
+            self.requests,
+            self.request_seconds,
+            self.worker_seconds,
+            self.rejections,
+            self.evictions_suffered,
+            self.evictions_caused,
+            GaugeReading(
+                "modelhost_tenant_memory_bytes",
+                "Memory the tenant's models hold, loads under way at their reservation",
+                ["tenant"],
+                lambda: self._held(self.holdings().memory_bytes),
+            ),
+            GaugeReading(
+                "modelhost_tenant_disk_bytes",
+                "Disk the tenant's cache entries hold",
+                ["tenant"],
+                lambda: self._held(self.holdings().disk_bytes),
+            ),
+        )
 
     def record(self, tenant: str, exchange: Exchange, cost_s: float) -> None:
         """Count the exchange under `tenant`'s name or `other`; `cost_s`: its worker time so far."""
@@ -54,6 +96,23 @@ class TenantSeries:
         self.worker_seconds.inc(label, worker_seconds(exchange))
         if exchange.status >= 400:
             self.rejections.inc((*label, error_reason(exchange.status, exchange.error)))
+
+    def evicted(self, tenant: str, for_tenant: str) -> None:
+        """A model of `tenant` was evicted, for a load of `for_tenant` ("": for none)."""
+        if tenant:
+            self.evictions_suffered.inc((self.label_of(tenant),))
+        if for_tenant:
+            self.evictions_caused.inc((self.label_of(for_tenant),))
+
+    def label_of(self, tenant: str) -> str:
+        """The tenant's series, changing none of the names."""
+        return tenant if tenant in self.named else OTHER
+
+    def _held(self, by_tenant: dict[str, int]) -> dict[Labels, float]:
+        held: Counter[Labels] = Counter()
+        for tenant, held_bytes in by_tenant.items():
+            held[(self.label_of(tenant),)] += held_bytes
+        return {labels: float(value) for labels, value in held.items()}
 
     def _label(self, tenant: str, cost_s: float) -> str:
         if tenant in self.named:
@@ -78,7 +137,13 @@ class TenantSeries:
 
     def _unname(self, tenant: str) -> None:
         del self.named[tenant]
-        for tally in (self.requests, self.request_seconds, self.worker_seconds):
+        for tally in (
+            self.requests,
+            self.request_seconds,
+            self.worker_seconds,
+            self.evictions_suffered,
+            self.evictions_caused,
+        ):
             tally.fold((tenant,), (OTHER,))
         for labels in [labels for labels in self.rejections.values if labels[0] == tenant]:
             self.rejections.fold(labels, (OTHER, labels[1]))

@@ -24,10 +24,20 @@ QUANTILES = (0.5, 0.99)
 class TenantFigures:
     """One tenant's totals since the table first (or last) took it in."""
 
-    __slots__ = ("requests", "errors", "worker_s", "latency_s", "buckets", "rejections")
+    __slots__ = (
+        "requests",
+        "errors",
+        "worker_s",
+        "latency_s",
+        "buckets",
+        "rejections",
+        "evictions_suffered",
+        "evictions_caused",
+    )
 
     def __init__(self) -> None:
         self.requests = self.errors = 0
+        self.evictions_suffered = self.evictions_caused = 0
         self.worker_s = self.latency_s = 0.0
         self.buckets = array("L", bytes(array("L").itemsize * (len(SECONDS_BUCKETS) + 1)))
         self.rejections: dict[str, int] | None = None  # by reason; None until the first
@@ -50,6 +60,8 @@ class TenantFigures:
             "workerSeconds": round(self.worker_s, 6),
             "latencyMs": self.latency_ms(),
             "rejections": dict(sorted((self.rejections or {}).items())),
+            "evictionsSuffered": self.evictions_suffered,
+            "evictionsCaused": self.evictions_caused,
         }
 
     def latency_ms(self) -> dict[str, float]:
@@ -86,6 +98,18 @@ class TenantTable:
 
     def record(self, tenant: str, exchange: Exchange) -> TenantFigures:
         """Add the exchange to `tenant`'s figures, making it the newest; the oldest may go."""
+        figures = self._newest(tenant)
+        figures.add(exchange)
+        return figures
+
+    def evicted(self, tenant: str, for_tenant: str) -> None:
+        """A model of `tenant` was evicted for a load of `for_tenant` ("": for none)."""
+        if tenant:
+            self._newest(tenant).evictions_suffered += 1
+        if for_tenant:
+            self._newest(for_tenant).evictions_caused += 1
+
+    def _newest(self, tenant: str) -> TenantFigures:
         figures = self._figures.get(tenant)
         if figures is None:
             figures = self._figures[tenant] = TenantFigures()
@@ -94,7 +118,6 @@ class TenantTable:
                 self._names.remove(self._figures.popitem(last=False)[0])
         else:
             self._figures.move_to_end(tenant)
-        figures.add(exchange)
         return figures
 
     def get(self, tenant: str) -> TenantFigures | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import string
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from modelhost.config import Config
@@ -49,6 +49,14 @@ def tenant_rule(config: Config) -> TenantRule | None:
     return FromToken(config.tenant_tokens, config.tenant_tokens_file)
 
 
+def model_tenant(config: Config) -> Callable[[str], str] | None:
+    """Whose each model is, where the rule reads names; None: its first loader's tenant's."""
+    rule = parse_tenant_from(config.tenant_from)
+    if rule is None or rule.kind != "name":
+        return None
+    return FromName(rule.segments).of_model
+
+
 def tenant_id(text: str, source: str) -> str:
     """`text` if it is a valid tenant id, else InvalidTenant saying what one is."""
     if not text or len(text) > MAX_TENANT_CHARS or not TENANT_CHARACTERS.issuperset(text):
@@ -83,6 +91,13 @@ class FromName:
         if len(parts) <= self.segments:
             return DEFAULT_TENANT
         return tenant_id(model[: -len(parts[-1]) - 1], f"the model name {echo(model)}")
+
+    def of_model(self, model: str) -> str:
+        """A model's tenant: one no request could name (a preload) is the default tenant's."""
+        try:
+            return self.of(model, {})
+        except InvalidTenant:
+            return DEFAULT_TENANT
 
 
 class FromToken:

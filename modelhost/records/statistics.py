@@ -90,6 +90,14 @@ class WorkerStatistics:
 
 
 @dataclass(frozen=True)
+class TenantHoldings:
+    """Bytes each tenant holds in memory and on disk; "" is the server's own."""
+
+    memory_bytes: dict[str, int] = field(default_factory=dict)
+    disk_bytes: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class HostStatistics:
     memory: MemoryStatistics
     disk: DiskStatistics

@@ -219,12 +219,15 @@ class FakeDisk:
     def close(self) -> None:
         """No index to write."""
 
-    async def materialize(self, name: str, url: str) -> Materialized:
+    async def materialize(self, name: str, url: str, tenant: str = "") -> Materialized:
         path = self.root / name
         path.touch()
         size = self.footprint(name) * ARTIFACT_BYTES // FOOTPRINT_BYTES
         self._artifacts[name] = Artifact(name, path, size)
         return Materialized(self._artifacts[name], "disk")
+
+    def tenant_bytes(self) -> dict[str, int]:
+        return {}
 
     async def version(self, url: str) -> str:
         return "1"  # never replaced: what a failed load would be remembered by

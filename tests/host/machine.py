@@ -61,6 +61,7 @@ def checked(function: F) -> F:
 class Interleavings(RuleBasedStateMachine):
     footprint = staticmethod(footprint_of)  # of each model, as its loads measure it
     scheduling = SchedulerSettings(response_timeout_s=1e9, scale_in_idle_s=5.0)
+    tenant_of: Callable[[str], str] | None = None  # whose each model is; None: no tenants
 
     def __init__(self) -> None:
         super().__init__()
@@ -79,6 +80,7 @@ class Interleavings(RuleBasedStateMachine):
             clock=self.clock,
             scheduling=self.scheduling,
             pss_bytes=self.read_pss,
+            model_tenant=self.tenant_of,
         )
         self.pool.attach(
             on_lost=self.host.residency.worker_lost, on_joined=self.host.changes.notify

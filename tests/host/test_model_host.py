@@ -184,7 +184,7 @@ def test_user_handler_retried_only_if_idempotent(
 
 
 class NoSuchModels(FakeDisk):
-    async def materialize(self, name: str, url: str) -> Any:
+    async def materialize(self, name: str, url: str, tenant: str = "") -> Any:
         raise ModelNotFound(f"no model {name} in the store")
 
 

@@ -12,11 +12,15 @@ from modelhost.http.app import build_app
 from modelhost.http.routes import HttpSettings, SageMakerRoutes
 from modelhost.observe.exchange import Exchange
 from modelhost.observe.observer import Observer
-from modelhost.records.events import EventLog
+from modelhost.records.events import Event, EventLog
+from modelhost.records.statistics import TenantHoldings
+
+HOLDINGS = TenantHoldings({"t1": 3 * 2**20}, {"t1": 2**20})
 
 
 def observer(tenants: bool) -> Observer:
-    return Observer(cast(Any, SimpleNamespace(events=EventLog())), tenants=tenants)
+    host = SimpleNamespace(events=EventLog(), tenant_holdings=lambda: HOLDINGS)
+    return Observer(cast(Any, host), tenants=tenants)
 
 
 def get(watcher: Observer, path: str) -> httpx.Response:
@@ -87,3 +91,15 @@ def test_requests_without_a_tenant_are_not_counted_as_one() -> None:
     watcher = observer(tenants=True)
     watcher.record(served(None))
     assert get(watcher, "/tenants").json() == {"tenants": []}
+
+
+def test_a_tenant_shows_what_it_holds_and_its_evictions() -> None:
+    watcher = observer(tenants=True)
+    watcher.record(served("t1"))
+    watcher.on_event(Event("evict", "t1/a", detail={"tenant": "t1", "for_tenant": "t2"}))
+    watcher.on_event(Event("evict", "t2/b", detail={"tenant": "t2", "for_tenant": "t1"}))
+    body = get(watcher, "/tenants/t1").json()
+    assert body["memoryBytes"] == 3 * 2**20 and body["diskBytes"] == 2**20
+    assert body["evictionsSuffered"] == 1 and body["evictionsCaused"] == 1
+    listed = get(watcher, "/tenants").json()["tenants"]
+    assert {t["tenant"]: t["evictionsSuffered"] for t in listed} == {"t1": 1, "t2": 1}

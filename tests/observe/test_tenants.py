@@ -11,6 +11,7 @@ from modelhost.observe.exchange import Exchange
 from modelhost.observe.tallies import CounterTally, HistogramTally
 from modelhost.observe.tenant_series import OTHER, TenantSeries
 from modelhost.observe.tenants import ENTRY_BYTES, TenantTable
+from modelhost.records.statistics import TenantHoldings
 
 
 def exchange(
@@ -52,6 +53,8 @@ def test_a_tenants_figures_add_up_its_requests() -> None:
         "workerSeconds": 0.008,
         "latencyMs": {"mean": 69.333, "p50": 5.0, "p99": 250.0},
         "rejections": {"QueueFull": 1},
+        "evictionsSuffered": 0,
+        "evictionsCaused": 0,
     }
 
 
@@ -162,3 +165,39 @@ def test_a_folded_series_adds_to_the_one_it_joins() -> None:
     histogram.observe(("a",), 3.0)
     histogram.fold(("a",), (OTHER,))
     assert histogram.counts == {(OTHER,): [1, 0, 1]} and histogram.sums == {(OTHER,): 3.5}
+
+
+def test_evictions_are_counted_for_the_tenant_evicted_and_the_one_loading() -> None:
+    table, series = TenantTable(), TenantSeries(named_max=1)
+    feed(table, series, exchange("a", 2.0), exchange("b", 1.0))
+    for victim, loader in (("a", "b"), ("b", "a"), ("b", ""), ("c", "c")):
+        table.evicted(victim, loader)
+        series.evicted(victim, loader)
+    described = {name: table.get(name).describe() for name in "abc"}  # type: ignore[union-attr]
+    assert {n: d["evictionsSuffered"] for n, d in described.items()} == {"a": 1, "b": 2, "c": 1}
+    assert {n: d["evictionsCaused"] for n, d in described.items()} == {"a": 1, "b": 1, "c": 1}
+    assert series.evictions_suffered.values == {("a",): 1, (OTHER,): 3}
+    assert series.evictions_caused.values == {("a",): 1, (OTHER,): 2}
+
+
+def test_a_tenant_losing_its_name_folds_its_evictions_into_other() -> None:
+    table, series = TenantTable(), TenantSeries(named_max=1)
+    feed(table, series, exchange("a", 1.0))
+    series.evicted("a", "a")
+    feed(table, series, exchange("b", 5.0))
+    assert set(series.named) == {"b"}
+    assert series.evictions_suffered.values == {(OTHER,): 1}
+    assert series.evictions_caused.values == {(OTHER,): 1}
+
+
+def test_bytes_held_by_unnamed_tenants_add_up_in_other() -> None:
+    holdings = TenantHoldings({"a": 10, "b": 20, "": 5}, {"b": 7})
+    table, series = TenantTable(), TenantSeries(named_max=1, holdings=lambda: holdings)
+    feed(table, series, exchange("a", 1.0))
+    families = {tally.name: tally.family() for tally in series.tallies}
+    memory = {
+        s.labels["tenant"]: s.value for s in families["modelhost_tenant_memory_bytes"].samples
+    }
+    disk = {s.labels["tenant"]: s.value for s in families["modelhost_tenant_disk_bytes"].samples}
+    assert memory == {"a": 10, OTHER: 25}
+    assert disk == {OTHER: 7}

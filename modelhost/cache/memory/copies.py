@@ -10,13 +10,23 @@ from modelhost.cache.memory.ledger import Ledger, Resident
 class CopyRoom:
     """A copy takes only room that is free: it never evicts."""
 
-    def __init__(self, ledger: Ledger, shortfall_bytes: Callable[[int], int]) -> None:
+    def __init__(
+        self,
+        ledger: Ledger,
+        shortfall_bytes: Callable[[int], int],
+        over_max_bytes: Callable[[str, int], int] = lambda tenant, size_bytes: 0,
+    ) -> None:
         self._ledger, self._shortfall_bytes = ledger, shortfall_bytes
+        self._over_max_bytes = over_max_bytes
 
     def reserve(self, resident: Resident, peak_bytes: int) -> int | None:
-        """Bytes for one more copy (footprint or load peak) if they fit without evicting."""
+        """Bytes for one more copy (footprint or load peak) if they fit without evicting, and
+        within its tenant's maximum."""
         reserved = max(resident.footprint, peak_bytes)
-        if self._shortfall_bytes(reserved) > 0:
+        if (
+            self._shortfall_bytes(reserved) > 0
+            or self._over_max_bytes(resident.tenant, reserved) > 0
+        ):
             return None
         self._ledger.resize(resident, resident.bytes + reserved)
         return reserved

@@ -37,6 +37,9 @@ class Resident:
     load_ms: float | None = None
     room_taken: bool = False  # leaving for a load whose reservation counts its bytes
     seq: int = 0  # when reserved: ties in an order go as in a stable sort of the residents
+    tenant: str = ""  # whose model it is: "" while tenants are off
+    carried: int = 0  # of its reservation, bytes of other tenants' victims, charged to them
+    uncharged: bool = False  # a victim of its own tenant's load, whose reservation counts it
 
     @property
     def worker_id(self) -> int | None:
@@ -59,18 +62,30 @@ class Ledger:
         self.released_bytes = 0  # ever, so a reading that raced a release is seen
         self.by_worker: Counter[int] = Counter()  # footprints held, by worker
         self.copied: set[Resident] = set()  # held by more than one worker
+        self.tenant_bytes: Counter[str] = Counter()  # charged to each tenant
+        self.tenant_leaving: Counter[str] = Counter()  # of those, unloading
         self._reserved = itertools.count()
 
     def current(self, resident: Resident) -> bool:
         """Whether it is still the record of its name."""
         return self.residents.get(resident.name) is resident
 
-    def add(self, name: str, size_bytes: int, pinned: bool, now: float) -> Resident:
+    def add(
+        self,
+        name: str,
+        size_bytes: int,
+        pinned: bool,
+        now: float,
+        tenant: str = "",
+        carried: int = 0,
+    ) -> Resident:
         """A new record for a load, in place of any earlier one."""
         if (replaced := self.residents.get(name)) is not None:
             self._count(replaced, -1)
         seq = next(self._reserved)
-        resident = self.residents[name] = Resident(name, size_bytes, pinned, last_used=now, seq=seq)
+        resident = self.residents[name] = Resident(
+            name, size_bytes, pinned, last_used=now, seq=seq, tenant=tenant, carried=carried
+        )
         self._count(resident, +1)
         return resident
 
@@ -82,18 +97,25 @@ class Ledger:
         return resident
 
     def resize(self, resident: Resident, size_bytes: int) -> None:
-        """Its bytes become `size_bytes`; what it gives back counts as released."""
+        """Its bytes become `size_bytes`, all its own; what it gives back counts as released."""
         self.released_bytes += max(0, resident.bytes - size_bytes)
         with self._changing(resident):
-            resident.bytes = size_bytes
+            resident.bytes, resident.carried = size_bytes, 0
 
-    def claim(self, victims: list[Resident], room_taken: bool = False) -> list[Resident]:
+    def claim(
+        self, victims: list[Resident], room_taken: bool = False, uncharged: bool = False
+    ) -> list[Resident]:
         """Mark them unloading, so no other reservation picks them."""
         for victim in victims:
             with self._changing(victim):
                 victim.state = State.UNLOADING
                 victim.room_taken = victim.room_taken or room_taken
+                victim.uncharged = victim.uncharged or uncharged
         return victims
+
+    def staying_bytes(self, tenant: str) -> int:
+        """Charged to `tenant` and not leaving."""
+        return self.tenant_bytes[tenant] - self.tenant_leaving[tenant]
 
     def loaded(
         self, resident: Resident, worker_id: int, footprint_bytes: int, load_ms: float, now: float
@@ -132,6 +154,19 @@ class Ledger:
             self.by_worker[worker_id] += sign * resident.footprint
         if len(resident.workers) > 1:
             (self.copied.add if sign > 0 else self.copied.discard)(resident)
+        if not resident.uncharged:
+            self._charge(resident, sign * (resident.bytes - resident.carried))
+
+    def _charge(self, resident: Resident, delta_bytes: int) -> None:
+        """A tenant's bytes, with no entry kept for a tenant that holds none."""
+        tenant = resident.tenant
+        self.tenant_bytes[tenant] += delta_bytes
+        if not self.tenant_bytes[tenant]:
+            del self.tenant_bytes[tenant]
+        if resident.state is State.UNLOADING:
+            self.tenant_leaving[tenant] += delta_bytes
+            if not self.tenant_leaving[tenant]:
+                del self.tenant_leaving[tenant]
 
     @contextlib.contextmanager
     def _changing(self, resident: Resident) -> Iterator[None]:

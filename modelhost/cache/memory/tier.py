@@ -9,8 +9,10 @@ from modelhost.cache.admission import FrequencySketch
 from modelhost.cache.memory.budget import MemoryBudget
 from modelhost.cache.memory.copies import CopyRoom
 from modelhost.cache.memory.ledger import Ledger, Resident
+from modelhost.cache.memory.shares import over_max_bytes
 from modelhost.cache.memory.victims import Victims
 from modelhost.cache.policy import EvictionPolicy, LRUPolicy
+from modelhost.cache.quotas import Limits, TenantLimits, limits_of, no_limits
 
 
 class MemoryTier:
@@ -24,13 +26,14 @@ class MemoryTier:
         *,
         admission: FrequencySketch | None = None,
         min_residency_s: float = 0.0,
+        limits: Limits = no_limits,
     ) -> None:
-        self.budget, self.clock = budget, clock
+        self.budget, self.clock, self.limits = budget, clock, limits
         self.ledger = Ledger()
         self.victims = Victims(
-            self.ledger, policy or LRUPolicy(), clock, admission, min_residency_s
+            self.ledger, policy or LRUPolicy(), clock, admission, min_residency_s, limits=limits
         )
-        self.copies = CopyRoom(self.ledger, self.shortfall_bytes)
+        self.copies = CopyRoom(self.ledger, self.shortfall_bytes, self.over_max_bytes)
 
     @property
     def residents(self) -> dict[str, Resident]:
@@ -69,21 +72,53 @@ class MemoryTier:
     def fits_ever(self, size_bytes: int) -> bool:
         return size_bytes <= self.budget.capacity_bytes
 
-    def reserve(self, name: str, size_bytes: int, pinned: bool = False) -> list[Resident] | None:
-        """The victims to unload for a load, or None while too busy.
+    def limits_of(self, tenant: str) -> TenantLimits:
+        return limits_of(self.limits, tenant)
 
-        Until `victims_gone` the reservation holds the victims' bytes, still in memory.
+    def over_max_bytes(self, tenant: str, size_bytes: int) -> int:
+        """How far `size_bytes` more would take `tenant` past its maximum; 0 or less fits."""
+        return over_max_bytes(self.ledger, self.limits, tenant, size_bytes)
+
+    def reserve(
+        self, name: str, size_bytes: int, pinned: bool = False, tenant: str = ""
+    ) -> list[Resident] | None:
+        """The victims to unload for a load of `tenant`'s model, or None while too busy.
+
+        Until `victims_gone` the reservation holds the victims' bytes, still in memory: those of
+        its own tenant charged to it, the others' to theirs.
         """
         self.victims.record_access(name)
-        victims = self.load_victims(name, size_bytes)
-        if victims is None:
+        own = self._own_victims(tenant, size_bytes)
+        if own is None:
             return None
-        freed = sum(victim.bytes for victim in victims)
+        freed_own = sum(victim.bytes for victim in own)
+        others = self.load_victims(name, size_bytes - freed_own, tenant, own)
+        if others is None:
+            return None
+        freed = freed_own + sum(victim.bytes for victim in others)
         if size_bytes - freed > self.unreserved_bytes:
             return None  # models leaving will make the room: wait, evict no more
-        self.ledger.claim(victims, room_taken=True)
-        self.ledger.add(name, max(size_bytes, freed), pinned, self.clock())
-        return victims
+        if self.over_max_bytes(tenant, max(0, size_bytes - freed_own)) > 0:
+            return None  # its own models leaving will make its room
+        self.ledger.claim(own, room_taken=True, uncharged=True)
+        self.ledger.claim(others, room_taken=True)
+        charged = max(size_bytes, freed_own)
+        self.ledger.add(
+            name,
+            max(size_bytes, freed),
+            pinned,
+            self.clock(),
+            tenant=tenant,
+            carried=max(0, freed - charged),
+        )
+        return own + others
+
+    def _own_victims(self, tenant: str, size_bytes: int) -> list[Resident] | None:
+        """The tenant's own models that must leave for it to stay within its maximum."""
+        over = self.over_max_bytes(tenant, size_bytes) - self.ledger.tenant_leaving[tenant]
+        if over <= 0:
+            return []
+        return self.victims.own(tenant, over, settled_only=True)
 
     def victims_gone(self, resident: Resident, size_bytes: int) -> None:
         """The reservation's victims are gone: it keeps `size_bytes`."""
@@ -106,9 +141,12 @@ class MemoryTier:
         """Ignores minimum residency and admission: being over budget comes first."""
         return self.victims.choose(self._shortfalls(size_bytes), None, settled_only=False)
 
-    def load_victims(self, name: str, size_bytes: int) -> list[Resident] | None:
+    def load_victims(
+        self, name: str, size_bytes: int, tenant: str = "", spared: list[Resident] | None = None
+    ) -> list[Resident] | None:
         """Models past the minimum residency, so two cannot take turns evicting each other."""
-        return self.victims.choose(self._shortfalls(size_bytes), name, settled_only=True)
+        shortfalls = self._shortfalls(size_bytes)
+        return self.victims.choose(shortfalls, name, True, tenant, spared or ())
 
     def _shortfalls(self, size_bytes: int) -> tuple[int, int]:
         """Over the budget less the headroom, else less the floor alone: a load never waits for
@@ -133,7 +171,7 @@ class MemoryTier:
     def remove(self, name: str) -> Resident | None:
         resident = self.ledger.remove(name)
         if resident is not None:
-            self.victims.forget(name)
+            self.victims.forget(resident)
         return resident
 
     def begin_request(self, resident: Resident) -> None:
