@@ -191,8 +191,15 @@ class Dispatcher:
         if replica.drained is not None and not replica.busy:
             replica.drained.set_result(None)
         if turn is not None and self.turns is not None:
-            self.turns.give_back(replica.worker.worker_id, turn, worked_s)
+            self._give_back(self.turns, replica, turn, worked_s)
         self.pump()
+
+    def _give_back(self, turns: Turns, replica: Replica, turn: Ticket, worked_s: float) -> None:
+        """The worker's turn to whoever the fair queue picks, this model among those waiting."""
+        worker_id = replica.worker.worker_id
+        if self.queue.ready() and replica.free:
+            turns.wait(worker_id, turns.tenant_of(self.queue.head()), self)
+        turns.give_back(worker_id, turn, worked_s)
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:

@@ -38,10 +38,11 @@ class FairQueue(Generic[T]):
     served next is the backlogged one (with requests waiting) whose counter is lowest. A request's
     cost is known only when it ends, so dispatch charges the tenant's running mean and completion
     corrects the charge by the measured cost. A tenant that becomes backlogged after idling has
-    its counter lifted to the lowest backlogged counter, so idling earns no credit to spend in a
-    burst later. Nothing is held back while anyone waits: the queue is work-conserving. Between
-    two tenants backlogged over any stretch of serial service, each gets its weighted share of
-    what the two received, less at most one request's largest cost.
+    its counter lifted to the lowest backlogged counter (idle: none waiting, none running), so
+    idling earns no credit to spend in a burst later. Nothing is held back while anyone waits:
+    the queue is work-conserving. Between two tenants backlogged over any stretch of serial
+    service, each gets its weighted share of what the two received, less at most one request's
+    largest cost.
     """
 
     def __init__(
@@ -81,7 +82,8 @@ class FairQueue(Generic[T]):
         """Queue `item` for `tenant`, or refuse it when the tenant's queue is full."""
         self.check(tenant)
         if tenant not in self._queues:
-            self._lift(tenant)
+            if not self._running[tenant]:  # one still served was not idle: it keeps its count
+                self._lift(tenant)
             self._queues[tenant] = deque()
         self._queues[tenant].append(item)
         self._waiting += 1

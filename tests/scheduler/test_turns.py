@@ -170,3 +170,24 @@ def test_turns_follow_the_tenants_weights() -> None:
 
     served = asyncio.run(scenario())
     assert abs(served.count("heavy") - 3 * served.count("light")) <= 4
+
+
+def test_a_model_just_served_competes_for_the_turn_it_freed() -> None:
+    """Three tenants of one model each on one worker, the one weighted 4 ahead of two weighted
+    1: the turn a batch frees goes by the weights, its own model among the candidates, so the
+    heavy tenant is served more than a third of the turns (handed to the others, it got a third)."""
+
+    async def scenario() -> list[str]:
+        loop = asyncio.get_running_loop()
+        weights = {"a": 1.0, "b": 1.0, "heavy": 4.0}
+        worker, turns = Worker(), Turns(1, tenant_of, weights.__getitem__)
+        for tenant in weights:
+            dispatcher = model(tenant, worker, turns, loop)
+            for n in range(60):
+                dispatcher.submit(Job(Request(tenant, n), loop.create_future(), loop.time()))
+        while len(worker.started) < 62:
+            worker.end_oldest()
+        return [r.tenant for r in worker.started[2:62]]
+
+    served = asyncio.run(scenario())
+    assert served.count("heavy") >= 25
