@@ -19,7 +19,8 @@ Per mode:
   batch serves all a tenant's waiting requests, and no tenant stays backlogged); Jain's index
   of their requests/s (1: equal shares);
 - weights (on only): the same three tenants weighted 1:2:4 by a tenants file, --fair-clients
-  each as equal as their sum allows, on their own forests; their shares of the requests/s.
+  each as equal as their sum allows, each on four forests of its own; their shares of the
+  requests/s.
 
 Prints markdown tables and writes benchmarks/results/tenants-<date>.json (and .md).
 
@@ -59,6 +60,7 @@ NOISY_NICE = 10
 LEAD_S = 2.0  # for the load's processes to fork and make their clients, then start together
 MODES = {"off": [], "on": ["--tenant-from", "header"]}
 WEIGHTS = (1, 2, 4)
+WEIGHTED_MODELS = 4  # a tenant's models: one model holds one batch a worker thread at a time
 TABLE = [
     "mode",
     "scenario",
@@ -120,7 +122,7 @@ def build_store(store: Path, args: argparse.Namespace) -> Path:
     """Iris for the quiet tenant; copies of one forest for the noisy and fair ones; cold ones."""
     testing.iris_logreg(store / QUIET)
     forest = testing.random_forest(store / "forest.joblib", int(args.forest_mib * MiB))
-    for name in [*noisy_names(args), *fair_names()]:
+    for name in [*noisy_names(args), *fair_names(), *weighted_names()]:
         testing.copy_artifact(forest, store / name)
     cold = testing.random_forest(store / "cold.joblib", int(args.cold_mib * MiB), seed=1)
     for mode in MODES:
@@ -135,6 +137,11 @@ def noisy_names(args: argparse.Namespace) -> list[str]:
 
 def fair_names() -> list[str]:
     return [f"fair-{i}/forest.joblib" for i in range(3)]
+
+
+def weighted_names() -> list[str]:
+    """Each fair tenant's own few forests: a tenant's share comes from its models' batches."""
+    return [f"fair-{i}/forest-{m}.joblib" for i in range(3) for m in range(WEIGHTED_MODELS)]
 
 
 def cold_name(mode: str, round_: int) -> str:
@@ -161,13 +168,14 @@ def bench_mode(
     # a request a batch: a tenant's waiting requests are not all served by one batch of its
     # model, so more clients keep it backlogged, as the fair share assumes
     with serving(mode, store, scratch / "fairness", args, "--batch-size", "1") as url:
-        warm(url, fair_names())
+        warm(url, [*fair_names(), *weighted_names()])
         fair = {"own models": fairness(url, args, fair_names(), args.fair_clients)}
         shared = [fair_names()[0]] * 3
         fair["one shared model"] = fairness(url, args, shared, args.fair_clients)
         if mode == "on":
             equal = [sum(args.fair_clients) // 3] * 3
-            fair["weights 1:2:4"] = fairness(url, args, fair_names(), equal)
+            own = [[n for n in weighted_names() if n.startswith(f"fair-{i}/")] for i in range(3)]
+            fair["weights 1:2:4"] = fairness(url, args, own, equal)
     run = {"mode": mode, "round": round_, "scenarios": scenarios, "fairness": fair}
     print(render([run]), flush=True)
     return run
@@ -231,20 +239,26 @@ def weights_file(scratch: Path) -> Path:
 
 
 def fairness(
-    url: str, args: argparse.Namespace, names: list[str], clients: list[int]
+    url: str, args: argparse.Namespace, names: list[Any], clients: list[int]
 ) -> dict[str, Any]:
-    """Three tenants backlogged on `names` (one each, the same cost); their requests/s and
-    Jain's index of them over their weights (as the tenants file gives them)."""
+    """Three tenants backlogged on `names` (a model or a list of models each, the same cost);
+    their requests/s and Jain's index."""
     start_at = time.time() + LEAD_S
     context = multiprocessing.get_context("fork")
     with concurrent.futures.ProcessPoolExecutor(3, mp_context=context) as pool:
         futures = [
-            pool.submit(closed_loop, url, f"fair-{i}", [name], count, args, start_at, 0, "rows")
+            pool.submit(
+                closed_loop, url, f"fair-{i}", _listed(name), count, args, start_at, 0, "rows"
+            )
             for i, (name, count) in enumerate(zip(names, clients, strict=True))
         ]
         tenants = [future.result() for future in futures]
     rates = [tenant["requests_per_s"] for tenant in tenants]
     return {"clients": clients, "tenants": tenants, "jain_index": jain_index(rates)}
+
+
+def _listed(names: str | list[str]) -> list[str]:
+    return [names] if isinstance(names, str) else names
 
 
 def jain_index(rates: list[float]) -> float:
