@@ -197,7 +197,7 @@ class Dispatcher:
     def _give_back(self, turns: Turns, replica: Replica, turn: Ticket, worked_s: float) -> None:
         """The worker's turn to whoever the fair queue picks, this model among those waiting."""
         worker_id = replica.worker.worker_id
-        if self.queue.ready() and replica.free:
+        if turns.contended(worker_id) and self.queue.ready() and replica.free:
             turns.wait(worker_id, turns.tenant_of(self.queue.head()), self)
         turns.give_back(worker_id, turn, worked_s)
 

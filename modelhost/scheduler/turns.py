@@ -77,6 +77,10 @@ class Turns:
     def open(self, worker_id: int) -> bool:
         return self.of(worker_id).open
 
+    def contended(self, worker_id: int) -> bool:
+        """Whether models wait for this worker's turns (else a freed one needs no choosing)."""
+        return bool(self.of(worker_id).members)
+
     def wait(self, worker_id: int, tenant: str, model: Waiting) -> None:
         self.of(worker_id).wait(tenant, model)
 
