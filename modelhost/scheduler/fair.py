@@ -93,9 +93,9 @@ class FairQueue(Generic[T]):
         if not self._queues:
             return None
         if self.cap is None:
-            tenant = min(self._queues, key=self.counter)
+            tenant = min(self._queues, key=self._order)
         elif uncapped := self._uncapped():
-            tenant = min(uncapped, key=self.counter)
+            tenant = min(uncapped, key=self._order)
         else:
             return None  # every waiting tenant has its cap's worth running
         self._floor = max(self._floor, self.counter(tenant))
@@ -105,6 +105,11 @@ class FairQueue(Generic[T]):
         if not queue:
             del self._queues[tenant]
         return item, self.dispatch(tenant)
+
+    def _order(self, tenant: str) -> tuple[float, int]:
+        """Lowest counter first; of equal ones (one just back from idle is lifted level), the
+        tenant with the fewest running, so a quiet tenant does not wait behind a busy one."""
+        return self.counter(tenant), self._running[tenant]
 
     def dispatch(self, tenant: str) -> Ticket:
         """Charge `tenant` a request's estimated cost as it starts, queued or not."""

@@ -211,3 +211,16 @@ def test_refund_takes_back_a_charge() -> None:
     assert picked is not None
     queue.refund(picked[1])
     assert queue.counter("a") == before
+
+
+def test_a_tenant_back_from_idle_wins_the_tie_its_lift_makes() -> None:
+    """Lifted level with a busy tenant, a quiet one goes first: of equal counters, the one with
+    fewer requests running."""
+    queue: FairQueue[str] = FairQueue(10)
+    queue.push("busy", "b1")
+    queue.push("busy", "b2")
+    busy, _ = queue.pop() or ("", None)
+    assert busy == "b1"
+    queue.push("quiet", "q1")  # lifted to busy's counter, with nothing running
+    assert queue.counter("quiet") == queue.counter("busy")
+    assert (queue.pop() or ("", None))[0] == "q1"
