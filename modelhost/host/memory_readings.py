@@ -36,15 +36,20 @@ def split_pss_bytes(child_pids: Iterable[int]) -> PssReading:
 
 class ServerPss:
     """Reads the server's PSS, trimming the frontend's heap when it has grown since the last
-    trim: large bodies' freed pages would otherwise stay charged to the models' room."""
+    trim past its allowance: large bodies' freed pages would otherwise stay charged to the
+    models' room. Within the allowance they cost the models nothing, and a trim holds the
+    heap's locks while it walks it."""
 
-    def __init__(self, child_pids: Callable[[], Iterable[int]]) -> None:
-        self._child_pids = child_pids
+    def __init__(
+        self, child_pids: Callable[[], Iterable[int]], allowance_bytes: Callable[[], int]
+    ) -> None:
+        self._child_pids, self._allowance_bytes = child_pids, allowance_bytes
         self._trimmed_bytes = pss_bytes()
 
     def __call__(self) -> PssReading:
         frontend = pss_bytes()
-        if frontend >= self._trimmed_bytes + TRIM_STEP_BYTES:
+        grown = frontend >= self._trimmed_bytes + TRIM_STEP_BYTES
+        if grown and frontend > self._allowance_bytes():
             trim_heap()
             frontend = self._trimmed_bytes = pss_bytes()
         self._trimmed_bytes = min(self._trimmed_bytes, frontend)

@@ -7,6 +7,7 @@ when memory itself runs short.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 
@@ -73,7 +74,7 @@ class ModelHost:
         self.changes = Changes()
         # /proc is slow to read: off the loop, unless a test gives a reader
         self.memory_readings = MemoryReadings(
-            pss_bytes or ServerPss(pool.pids),
+            pss_bytes or ServerPss(pool.pids, functools.partial(_allowance_bytes, memory)),
             memory,
             pss_bytes is None,
             on_fall=self.changes.notify,
@@ -290,3 +291,9 @@ def _held(memory: MemoryTier, loads: UnderWay[LoadOutcome], name: str) -> bool:
 
 def _worker(worker: WorkerHandle) -> WorkerStatistics:
     return WorkerStatistics(worker.worker_id, worker.pid, len(worker.pending))
+
+
+def _allowance_bytes(memory: MemoryTier) -> int:
+    """The frontend's allowance; none: every byte of it counts against the models."""
+    frontend = memory.budget.frontend
+    return frontend.bytes if frontend is not None else 0
