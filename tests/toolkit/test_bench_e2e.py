@@ -12,7 +12,7 @@ import httpx
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import MODELS, open_in_chromium
+from helpers.toolkit import MODELS, open_in_chromium
 
 from modelhost import testing
 from modelhost.cli.main import main

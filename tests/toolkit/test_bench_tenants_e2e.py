@@ -12,8 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 from click.testing import CliRunner
-from conftest import MODELS
 from helpers.serving import Servers
+from helpers.toolkit import MODELS
 
 from modelhost import testing
 from modelhost.cli.main import main

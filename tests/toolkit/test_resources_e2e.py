@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import MODELS
+from helpers.toolkit import MODELS
 
 from modelhost import testing
 from modelhost.cli.main import main

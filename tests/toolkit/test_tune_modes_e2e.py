@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from conftest import MODELS, SLOW, open_in_chromium
+from helpers.toolkit import MODELS, SLOW, open_in_chromium
 
 from modelhost.cli.main import main
 from modelhost.toolkit.report.tune import LATENCY

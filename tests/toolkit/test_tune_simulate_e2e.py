@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 from click.testing import CliRunner
-from conftest import MODELS, open_in_chromium
+from helpers.toolkit import MODELS, open_in_chromium
 
 from modelhost import testing
 from modelhost.cli.main import main
