@@ -90,6 +90,14 @@ class FairQueue(Generic[T]):
 
     def pop(self) -> tuple[T, Ticket] | None:
         """The next item in fair order and its ticket; None when nothing waits but for a cap."""
+        picked = self.take()
+        if picked is None:
+            return None
+        tenant, item = picked
+        return item, self.dispatch(tenant)
+
+    def take(self) -> tuple[str, T] | None:
+        """The next item in fair order and its tenant, not yet charged (`dispatch` charges)."""
         if not self._queues:
             return None
         if self.cap is None:
@@ -104,7 +112,7 @@ class FairQueue(Generic[T]):
         self._waiting -= 1
         if not queue:
             del self._queues[tenant]
-        return item, self.dispatch(tenant)
+        return tenant, item
 
     def _order(self, tenant: str) -> tuple[float, int]:
         """Lowest counter first; of equal ones (one just back from idle is lifted level), the

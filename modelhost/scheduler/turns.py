@@ -44,11 +44,10 @@ class WorkerTurns:
 
     def next_waiting(self) -> Waiting | None:
         """The waiting model the fair queue picks; its charge comes when its batch starts."""
-        picked = self.waiting.pop()
+        picked = self.waiting.take()
         if picked is None:
             return None
-        model, ticket = picked
-        self.waiting.refund(ticket)
+        model = picked[1]
         self.members.discard(model)
         return model
 
