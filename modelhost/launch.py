@@ -14,6 +14,7 @@ from typing import Any
 from modelhost.config import Config
 from modelhost.errors import ConfigError
 from modelhost.records.events import EventLog
+from modelhost.records.memory import return_heap_promptly
 from modelhost.resources import usable_cores
 from modelhost.run_dirs import run_dir
 from modelhost.workers.environment import worker_environment
@@ -27,6 +28,7 @@ logger = logging.getLogger("modelhost")
 def serve(config: Config) -> int:
     """Run the server until SIGTERM or SIGINT; the process exit code."""
     setup_logging(config.log_level)
+    return_heap_promptly()  # large bodies' heap, else charged to the models' room
     for notice in config.notices:
         logger.warning(notice)
     try:

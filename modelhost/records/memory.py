@@ -48,6 +48,24 @@ def trim_heap() -> None:
         trim(0)
 
 
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt's parameters, from glibc's malloc.h
+TRIM_THRESHOLD_BYTES = 1 << 20
+MMAP_THRESHOLD_BYTES = 32 << 20  # the ceiling of glibc's own sliding threshold
+
+
+def return_heap_promptly() -> None:
+    """Fix glibc's thresholds, so a freed large body's heap goes back at once or at a trim.
+
+    glibc otherwise raises its trim threshold to twice the largest block freed from mmap, and
+    the top of each thread's arena, which `malloc_trim` leaves alone, then keeps up to that much
+    for good (docs/decisions.md, "Freed heap goes back").
+    """
+    mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
+    if mallopt is not None:
+        mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)
+        mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES)
+
+
 class HeapTrimmer:
     """Trims the heap once the process has been quiet `quiet_s` after a large body.
 

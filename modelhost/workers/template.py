@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from modelhost.config import THREAD_VARIABLES
+from modelhost.records.memory import return_heap_promptly
 from modelhost.workers.sandbox import MODEL_ROOTS_VARIABLE, Untrusted, support
 
 
@@ -104,6 +105,7 @@ def main() -> None:
     if sys.argv[4:5] == ["refuse-pickle"]:
         untrusted = Untrusted(support(), tuple(path for path in roots.split(os.pathsep) if path))
     limit_threads(threads)
+    return_heap_promptly()  # the workers forked from here inherit it
     import_runtimes(preload)
     rehearsal = write_rehearsal_models(Path(socket_path).parent)
     gc.collect()
