@@ -61,7 +61,7 @@ class FairAdmission:
         """A slot for one of `tenant`'s requests, at once or when the fair queue picks it."""
         # with a free slot, whoever waits is at its cap (else _fill would have served it)
         if self.in_flight < self.limit and (
-            not len(self.queue) if self.policies is None else not self.queue.at_cap(tenant)
+            not self.queue.waiting if self.policies is None else not self.queue.at_cap(tenant)
         ):
             self.in_flight += 1
             return self.queue.dispatch(tenant)
@@ -111,7 +111,9 @@ class FairAdmission:
 
     def _fill(self) -> None:
         """Hand free slots to waiting requests, in fair order, while any may take one."""
-        while self.in_flight < self.limit and (picked := self.queue.pop()) is not None:
+        while self.queue.waiting and self.in_flight < self.limit:
+            if (picked := self.queue.pop()) is None:
+                return  # all that wait are at their caps
             waiter, ticket = picked
             if waiter.done():  # its caller left while it waited
                 self.queue.refund(ticket)

@@ -16,7 +16,7 @@ from typing import Any
 from modelhost.errors import ModelhostError
 from modelhost.scheduler.batcher import BatchQueue, Job
 from modelhost.scheduler.fair import Ticket
-from modelhost.scheduler.turns import Turns
+from modelhost.scheduler.turns import Turns, WorkerTurns
 from modelhost.workers.handle import WorkerHandle
 
 Ended = Callable[[float, BaseException | None], None]  # the worker's seconds, or the error
@@ -37,6 +37,7 @@ class Replica:
     busy: int = 0
     draining: bool = False  # being scaled in: takes no new batches
     drained: asyncio.Future[None] | None = None
+    turns: WorkerTurns | None = None  # its worker's, with tenants on
 
     @property
     def free(self) -> bool:
@@ -98,7 +99,9 @@ class Dispatcher:
         return True
 
     def add(self, worker: WorkerHandle, slots: int | None = None) -> None:
-        self.replicas[worker.worker_id] = Replica(worker, slots or self.slots_per_worker)
+        turns = self.turns.of(worker.worker_id) if self.turns is not None else None
+        slots = slots or self.slots_per_worker
+        self.replicas[worker.worker_id] = Replica(worker, slots, turns=turns)
         self.pump()
 
     async def drain(self, replica: Replica) -> None:
@@ -146,11 +149,12 @@ class Dispatcher:
 
     def _with_turns(self, turns: Turns, free: list[Replica]) -> list[Replica]:
         """Those whose worker has a turn; where none has, wait for each worker's next turn."""
-        open_ = [replica for replica in free if turns.open(replica.worker.worker_id)]
+        open_ = [replica for replica in free if replica.turns is None or replica.turns.open]
         if not open_:
             tenant = turns.tenant_of(self.queue.head())
             for replica in free:
-                turns.wait(replica.worker.worker_id, tenant, self)
+                if replica.turns is not None:
+                    replica.turns.wait(tenant, self)
         return open_
 
     def _start(self, replica: Replica, batch: list[Job[Any]]) -> None:
@@ -165,9 +169,9 @@ class Dispatcher:
 
     def _take_turn(self, replica: Replica, oldest: Job[Any]) -> Ticket | None:
         """The worker's turn, charged to the tenant of the batch's oldest request."""
-        if self.turns is None:
+        if replica.turns is None or self.turns is None:
             return None
-        return self.turns.take(replica.worker.worker_id, self.turns.tenant_of(oldest))
+        return replica.turns.take(self.turns.tenant_of(oldest))
 
     def _ended(
         self,
@@ -190,16 +194,17 @@ class Dispatcher:
         replica.busy -= 1
         if replica.drained is not None and not replica.busy:
             replica.drained.set_result(None)
-        if turn is not None and self.turns is not None:
-            self._give_back(self.turns, replica, turn, worked_s)
+        if turn is not None:
+            self._give_back(replica, turn, worked_s)
         self.pump()
 
-    def _give_back(self, turns: Turns, replica: Replica, turn: Ticket, worked_s: float) -> None:
+    def _give_back(self, replica: Replica, turn: Ticket, worked_s: float) -> None:
         """The worker's turn to whoever the fair queue picks, this model among those waiting."""
-        worker_id = replica.worker.worker_id
-        if turns.contended(worker_id) and self.queue.ready() and replica.free:
-            turns.wait(worker_id, turns.tenant_of(self.queue.head()), self)
-        turns.give_back(worker_id, turn, worked_s)
+        turns = replica.turns
+        assert turns is not None and self.turns is not None  # a turn was taken from them
+        if turns.contended and self.queue.ready() and replica.free:
+            turns.wait(self.turns.tenant_of(self.queue.head()), self)
+        turns.give_back(turn, worked_s)
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Generic, NamedTuple, TypeVar
 
 from modelhost.errors import TenantQueueFull
@@ -15,8 +14,7 @@ FIRST_ESTIMATE_MS = 1.0  # before any request has been measured
 SMOOTHING = 0.2  # weight of the newest cost in a tenant's running mean
 
 
-@dataclass(frozen=True)
-class Ticket:
+class Ticket(NamedTuple):
     """One dispatched request: whose it was, what it was charged, and when it started."""
 
     tenant: str
@@ -48,22 +46,23 @@ class FairQueue(Generic[T]):
     def __init__(
         self,
         queue_size: int,
-        weight: Callable[[str], float] = lambda tenant: 1.0,
+        weight: Callable[[str], float] | None = None,
         clock: Callable[[], float] = time.monotonic,
         cap: Callable[[str], int] | None = None,
     ) -> None:
-        self.queue_size, self.weight, self.clock = queue_size, weight, clock
+        self.queue_size, self.clock = queue_size, clock
+        self.weight = weight  # a tenant's; None: every tenant's is 1
         self.cap = cap  # a tenant's requests running at once (0: no cap); None: none has one
         self._queues: dict[str, deque[T]] = {}  # backlogged tenants only
         self._counters: dict[str, float] = {}
         self._means_ms: dict[str, float] = {}
         self._mean_ms = FIRST_ESTIMATE_MS  # of every tenant: a new tenant's first estimate
-        self._running: Counter[str] = Counter()
+        self._running: dict[str, int] = {}  # not a Counter, whose misses are Python calls
         self._floor = 0.0  # lowest backlogged counter; kept while none is backlogged
-        self._waiting = 0  # in every queue: asked on every admission
+        self.waiting = 0  # in every queue, read on every admission: an attribute, not a call
 
     def __len__(self) -> int:
-        return self._waiting
+        return self.waiting
 
     def full(self, tenant: str) -> bool:
         """Whether `tenant`'s queue has no room for another request."""
@@ -82,11 +81,11 @@ class FairQueue(Generic[T]):
         """Queue `item` for `tenant`, or refuse it when the tenant's queue is full."""
         self.check(tenant)
         if tenant not in self._queues:
-            if not self._running[tenant]:  # one still served was not idle: it keeps its count
+            if tenant not in self._running:  # one still served was not idle: it keeps its count
                 self._lift(tenant)
             self._queues[tenant] = deque()
         self._queues[tenant].append(item)
-        self._waiting += 1
+        self.waiting += 1
 
     def pop(self) -> tuple[T, Ticket] | None:
         """The next item in fair order and its ticket; None when nothing waits but for a cap."""
@@ -109,7 +108,7 @@ class FairQueue(Generic[T]):
         self._floor = max(self._floor, self.counter(tenant))
         queue = self._queues[tenant]
         item = queue.popleft()
-        self._waiting -= 1
+        self.waiting -= 1
         if not queue:
             del self._queues[tenant]
         return tenant, item
@@ -117,13 +116,13 @@ class FairQueue(Generic[T]):
     def _order(self, tenant: str) -> tuple[float, int]:
         """Lowest counter first; of equal ones (one just back from idle is lifted level), the
         tenant with the fewest running, so a quiet tenant does not wait behind a busy one."""
-        return self.counter(tenant), self._running[tenant]
+        return self.counter(tenant), self._running.get(tenant, 0)
 
     def dispatch(self, tenant: str) -> Ticket:
         """Charge `tenant` a request's estimated cost as it starts, queued or not."""
         estimate_ms = self._means_ms.get(tenant, self._mean_ms)
         self._charge(tenant, estimate_ms)
-        self._running[tenant] += 1
+        self._running[tenant] = self._running.get(tenant, 0) + 1
         return Ticket(tenant, estimate_ms, self.clock())
 
     def complete(self, ticket: Ticket, cost_ms: float | None) -> None:
@@ -148,7 +147,7 @@ class FairQueue(Generic[T]):
         if queue is None or item not in queue:
             return False
         queue.remove(item)
-        self._waiting -= 1
+        self.waiting -= 1
         if not queue:
             del self._queues[tenant]
         return True
@@ -156,7 +155,7 @@ class FairQueue(Generic[T]):
     def at_cap(self, tenant: str) -> bool:
         """Whether `tenant` has as many requests running as its cap allows."""
         cap = self.cap(tenant) if self.cap is not None else 0
-        return bool(cap) and self._running[tenant] >= cap
+        return bool(cap) and self._running.get(tenant, 0) >= cap
 
     def counter(self, tenant: str) -> float:
         """`tenant`'s service so far over its weight, as the queue counts it."""
@@ -177,12 +176,15 @@ class FairQueue(Generic[T]):
         self._counters[tenant] = max(self.counter(tenant), min(backlogged, default=self._floor))
 
     def _charge(self, tenant: str, cost_ms: float) -> None:
-        self._counters[tenant] = self.counter(tenant) + cost_ms / self.weight(tenant)
+        if self.weight is not None:
+            cost_ms /= self.weight(tenant)
+        self._counters[tenant] = self._counters.get(tenant, self._floor) + cost_ms
 
     def _end(self, tenant: str) -> None:
         """One of `tenant`'s requests ended: forget a tenant idle and owed nothing."""
-        self._running[tenant] -= 1
-        if self._running[tenant] > 0:
+        running = self._running[tenant] - 1
+        if running:
+            self._running[tenant] = running
             return
         del self._running[tenant]
         if tenant not in self._queues and self.counter(tenant) <= self._floor:

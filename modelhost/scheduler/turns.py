@@ -28,7 +28,7 @@ class Waiting(Protocol):
 class WorkerTurns:
     """One worker's turns and the models waiting for one."""
 
-    def __init__(self, limit: int, weight: Callable[[str], float]) -> None:
+    def __init__(self, limit: int, weight: Callable[[str], float] | None) -> None:
         self.limit, self.taken = limit, 0
         self.waiting: FairQueue[Waiting] = FairQueue(sys.maxsize, weight)
         self.members: set[Waiting] = set()
@@ -37,16 +37,32 @@ class WorkerTurns:
     def open(self) -> bool:
         return self.taken < self.limit
 
+    @property
+    def contended(self) -> bool:
+        """Whether models wait for a turn (else a freed one needs no choosing)."""
+        return bool(self.members)
+
     def wait(self, tenant: str, model: Waiting) -> None:
         if model not in self.members:
             self.members.add(model)
             self.waiting.push(tenant, model)
 
-    def next_waiting(self) -> Waiting | None:
+    def take(self, tenant: str) -> Ticket:
+        """A turn for a batch whose oldest request is `tenant`'s, charged to it."""
+        self.taken += 1
+        return self.waiting.dispatch(tenant)
+
+    def give_back(self, ticket: Ticket, worked_s: float) -> None:
+        """The batch ended: correct its charge, and offer the turn to the models waiting."""
+        self.taken -= 1
+        self.waiting.complete(ticket, worked_s * 1000)
+        while self.members and self.taken < self.limit:
+            self._next_waiting().pump()
+
+    def _next_waiting(self) -> Waiting:
         """The waiting model the fair queue picks; its charge comes when its batch starts."""
         picked = self.waiting.take()
-        if picked is None:
-            return None
+        assert picked is not None  # a member waits in the queue, and the queue has no caps
         model = picked[1]
         self.members.discard(model)
         return model
@@ -59,12 +75,12 @@ class Turns:
         self,
         slots_per_worker: int,
         tenant_of: Callable[[Any], str],
-        weight: Callable[[str], float] = lambda tenant: 1.0,
+        weight: Callable[[str], float] | None = None,
         depth: int = TURNS_PER_SLOT,
     ) -> None:
         self.limit = max(1, slots_per_worker * depth)
         self.tenant_of = tenant_of  # a queued request's tenant
-        self.weight = weight  # the tenant's, as the tenants file gives it now
+        self.weight = weight  # the tenant's, as the tenants file gives it now; None: all 1
         self._workers: dict[int, WorkerTurns] = {}
 
     def of(self, worker_id: int) -> WorkerTurns:
@@ -72,27 +88,3 @@ class Turns:
         if turns is None:
             turns = self._workers[worker_id] = WorkerTurns(self.limit, self.weight)
         return turns
-
-    def open(self, worker_id: int) -> bool:
-        return self.of(worker_id).open
-
-    def contended(self, worker_id: int) -> bool:
-        """Whether models wait for this worker's turns (else a freed one needs no choosing)."""
-        return bool(self.of(worker_id).members)
-
-    def wait(self, worker_id: int, tenant: str, model: Waiting) -> None:
-        self.of(worker_id).wait(tenant, model)
-
-    def take(self, worker_id: int, tenant: str) -> Ticket:
-        """A turn for a batch whose oldest request is `tenant`'s, charged to it."""
-        turns = self.of(worker_id)
-        turns.taken += 1
-        return turns.waiting.dispatch(tenant)
-
-    def give_back(self, worker_id: int, ticket: Ticket, worked_s: float) -> None:
-        """The batch ended: correct its charge, and offer the turn to the models waiting."""
-        turns = self.of(worker_id)
-        turns.taken -= 1
-        turns.waiting.complete(ticket, worked_s * 1000)
-        while turns.open and (model := turns.next_waiting()) is not None:
-            model.pump()
