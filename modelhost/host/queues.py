@@ -12,7 +12,7 @@ from modelhost.host.seams import Pool
 from modelhost.records.handler_metrics import HandlerMetrics
 from modelhost.records.statistics import BatchingStatistics
 from modelhost.scheduler import SchedulerSettings
-from modelhost.scheduler.batcher import BatchQueue, Job
+from modelhost.scheduler.batcher import BatchQueue, FairBatchQueue, Job
 from modelhost.scheduler.dispatch import Dispatcher, Ended
 from modelhost.scheduler.turns import Turns
 from modelhost.workers.handle import Waiter, WorkerHandle
@@ -42,12 +42,17 @@ class Queues:
         """The model's queue and batcher, its manifest's settings over the server's."""
         manifest, settings = self.manifests.of(name), self.scheduling
         delay_ms = manifest.max_batch_delay_ms
-        queue: BatchQueue[Invocation] = BatchQueue(
+        sizes = (
             name,
             settings.job_queue_size,
             settings.batch_size(manifest.batch_size, handler_batches),
             (settings.max_batch_delay_ms if delay_ms is None else delay_ms) / 1000,
             self.clock,
+        )
+        queue: BatchQueue[Invocation] = (
+            BatchQueue(*sizes)
+            if self.turns is None
+            else FairBatchQueue(*sizes, _tenant, self.turns.weight)
         )
 
         start = functools.partial(self._start_batch, name)
@@ -73,7 +78,8 @@ class Queues:
 
 
 def _turns(scheduling: SchedulerSettings) -> Turns | None:
-    """Tenants on: each worker's batches go to the tenants in fair order, by their weights."""
+    """Tenants on: each worker's batches go to the tenants in fair order, by their weights (and
+    each model's queue cuts its batches by the same weights)."""
     if not scheduling.fair_tenants:
         return None
     policies = scheduling.tenant_policies

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from modelhost.errors import QueueFull
+from modelhost.scheduler.fair import FairQueue
 
 T = TypeVar("T")
 
@@ -62,7 +64,7 @@ class BatchQueue(Generic[T]):
             self._jobs.remove(job)
 
     def head(self) -> Job[T]:
-        """The oldest job; only while some wait."""
+        """The job the next batch starts with; only while some wait."""
         return self._jobs[0]
 
     def due_at(self) -> float | None:
@@ -77,15 +79,69 @@ class BatchQueue(Generic[T]):
         now = self.clock()
         batch: list[Job[T]] = []
         while self._jobs and len(batch) < self.max_batch_size:
-            if batch and self._jobs[0].solo:
+            if batch and self.head().solo:
                 break
-            batch.append(self._jobs.popleft())
+            batch.append(self._pop())
             if batch[-1].solo:
                 break
         for job in batch:
             job.dispatched_at = now
         return batch
 
+    def _pop(self) -> Job[T]:
+        return self._jobs.popleft()
+
     def take_all(self) -> list[Job[T]]:
         jobs, self._jobs = list(self._jobs), deque()
         return jobs
+
+
+class FairBatchQueue(BatchQueue[T]):
+    """With tenants on: batches cut in fair order across the tenants whose requests wait.
+
+    A model's requests cost about alike, so each is charged one request over its tenant's
+    weight; the oldest still says when a batch is due.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        capacity: int,
+        max_batch_size: int,
+        max_batch_delay_s: float,
+        clock: Callable[[], float],
+        tenant_of: Callable[[Job[T]], str],
+        weight: Callable[[str], float] | None = None,
+    ) -> None:
+        super().__init__(model, capacity, max_batch_size, max_batch_delay_s, clock)
+        self.tenant_of = tenant_of
+        self._fair: FairQueue[Job[T]] = FairQueue(sys.maxsize, weight)
+
+    def put(self, job: Job[T]) -> None:
+        super().put(job)  # in age order, there: when a batch is due
+        self._fair.push(self.tenant_of(job), job)
+
+    def discard(self, job: Job[T]) -> None:
+        if self._fair.discard(self.tenant_of(job), job):
+            self._jobs.remove(job)
+
+    def head(self) -> Job[T]:
+        tenant = self._fair.next_tenant()
+        assert tenant is not None  # only while some wait, and no tenant has a cap here
+        return self._fair.first_of(tenant)
+
+    def take_all(self) -> list[Job[T]]:
+        for job in self._jobs:
+            self._fair.discard(self.tenant_of(job), job)
+        return super().take_all()
+
+    def _pop(self) -> Job[T]:
+        tenant = self._fair.next_tenant()
+        assert tenant is not None
+        job = self._fair.take_from(tenant)
+        self._fair.charge(tenant, 1.0)
+        if self._jobs[0] is job:
+            self._jobs.popleft()
+        else:  # taken ahead of older jobs: found near the front
+            self._jobs.remove(job)
+        return job

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Generic, NamedTuple, TypeVar
 
 from modelhost.errors import TenantQueueFull
@@ -97,31 +97,41 @@ class FairQueue(Generic[T]):
 
     def take(self) -> tuple[str, T] | None:
         """The next item in fair order and its tenant, not yet charged (`dispatch` charges)."""
-        if not self._queues:
-            return None
-        if self.cap is None:
-            tenant = min(self._queues, key=self._order)
-        elif uncapped := self._uncapped():
-            tenant = min(uncapped, key=self._order)
-        else:
-            return None  # every waiting tenant has its cap's worth running
+        tenant = self.next_tenant()
+        return None if tenant is None else (tenant, self.take_from(tenant))
+
+    def next_tenant(self) -> str | None:
+        """The tenant whose item goes next; None when nothing waits but for a cap."""
+        candidates: Collection[str] = self._queues if self.cap is None else self._uncapped()
+        if len(candidates) == 1:
+            return next(iter(candidates))
+        # none: nothing waits, or every waiting tenant has its cap's worth running
+        return min(candidates, key=self._order, default=None)
+
+    def first_of(self, tenant: str) -> T:
+        """The item of `tenant`'s that would go next."""
+        return self._queues[tenant][0]
+
+    def take_from(self, tenant: str) -> T:
+        """`tenant`'s next item, which `next_tenant` named."""
         self._floor = max(self._floor, self.counter(tenant))
         queue = self._queues[tenant]
         item = queue.popleft()
         self.waiting -= 1
         if not queue:
             del self._queues[tenant]
-        return tenant, item
+        return item
 
-    def _order(self, tenant: str) -> tuple[float, int]:
+    def _order(self, tenant: str) -> tuple[float, int, int]:
         """Lowest counter first; of equal ones (one just back from idle is lifted level), the
-        tenant with the fewest running, so a quiet tenant does not wait behind a busy one."""
-        return self.counter(tenant), self._running.get(tenant, 0)
+        tenant with the fewest running, then the fewest waiting, so a quiet tenant does not
+        wait behind a busy one."""
+        return self.counter(tenant), self._running.get(tenant, 0), len(self._queues[tenant])
 
     def dispatch(self, tenant: str) -> Ticket:
         """Charge `tenant` a request's estimated cost as it starts, queued or not."""
         estimate_ms = self._means_ms.get(tenant, self._mean_ms)
-        self._charge(tenant, estimate_ms)
+        self.charge(tenant, estimate_ms)
         self._running[tenant] = self._running.get(tenant, 0) + 1
         return Ticket(tenant, estimate_ms, self.clock())
 
@@ -130,7 +140,7 @@ class FairQueue(Generic[T]):
         if cost_ms is None:
             cost_ms = (self.clock() - ticket.started) * 1000
         tenant = ticket.tenant
-        self._charge(tenant, cost_ms - ticket.estimate_ms)
+        self.charge(tenant, cost_ms - ticket.estimate_ms)
         mean_ms = self._means_ms.get(tenant, cost_ms)
         self._means_ms[tenant] = mean_ms + SMOOTHING * (cost_ms - mean_ms)
         self._mean_ms += SMOOTHING * (cost_ms - self._mean_ms)
@@ -138,7 +148,7 @@ class FairQueue(Generic[T]):
 
     def refund(self, ticket: Ticket) -> None:
         """Take back the charge of a request that never ran."""
-        self._charge(ticket.tenant, -ticket.estimate_ms)
+        self.charge(ticket.tenant, -ticket.estimate_ms)
         self._end(ticket.tenant)
 
     def discard(self, tenant: str, item: T) -> bool:
@@ -175,7 +185,8 @@ class FairQueue(Generic[T]):
         backlogged = [self.counter(other) for other in others]
         self._counters[tenant] = max(self.counter(tenant), min(backlogged, default=self._floor))
 
-    def _charge(self, tenant: str, cost_ms: float) -> None:
+    def charge(self, tenant: str, cost_ms: float) -> None:
+        """Count `cost_ms` of service to `tenant` (or a cost in the caller's own unit)."""
         if self.weight is not None:
             cost_ms /= self.weight(tenant)
         self._counters[tenant] = self._counters.get(tenant, self._floor) + cost_ms
