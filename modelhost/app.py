@@ -24,7 +24,8 @@ from modelhost.cache.quotas import Limits
 from modelhost.cache.stores import Stores, StoreSettings
 from modelhost.config import Config
 from modelhost.config.tenancy import tenants_on
-from modelhost.config.tenant_policies import TenantPolicies
+from modelhost.config.tenant_policies import TenantPolicies, Trust
+from modelhost.config.tenants_file import untrust_refused
 from modelhost.config.tenants_reload import TenantsFileWatcher
 from modelhost.errors import ConfigError
 from modelhost.host import ModelHost
@@ -102,6 +103,9 @@ async def serve_pool(config: Config, pool: WorkerPool, events: EventLog) -> int:
         logger.info("serving %s on http://%s:%d", host.store_uri, config.host, config.port)
         if config.refuse_pickle:
             logger.info("--refuse-pickle: %s", sandbox_support().describe())
+        elif config.untrusted_workers:
+            untrusted = f"--untrusted-workers {config.untrusted_workers}"
+            logger.info("%s: %s", untrusted, sandbox_support().describe())
         await serve_rpc_beside(server, beside, rpc)
     return 0
 
@@ -229,7 +233,8 @@ def build_host(
     frontend = memory.budget.frontend
     cache_dir = Path(config.cache_dir)
     disk_budget = config.disk_budget_bytes.of(free_disk_bytes(cache_dir))
-    tenants.open(budget, disk_budget)
+    tenants.open(budget, disk_budget, untrust_refused(config))
+    trust = Trust(config.refuse_pickle, model_tenant(config), policies)
     disk = DiskTier(
         cache_dir,
         disk_budget,
@@ -238,7 +243,7 @@ def build_host(
         limits=UnpackLimits(config.unpacked_limit_bytes, config.max_unpacked_files),
         policy=DownloadPolicy(config.store_attempts, config.store_timeout_s),
         revalidate_interval_s=config.revalidate_interval_s,
-        refuse_pickle=config.refuse_pickle,
+        why_untrusted=trust.why_untrusted,
         tenant_limits=tenant_limits(policies),
     )
     disk.rebuild()
@@ -279,6 +284,7 @@ def build_host(
             Sizing, max_names=config.sizing_names, thrash_window_s=config.thrash_window_s
         ),
         model_tenant=model_tenant(config),
+        why_untrusted=trust.why_untrusted,
     )
     host.connect()  # the pool started first, for the baseline
     return host

@@ -61,8 +61,14 @@ async def main(config: Config) -> int:
 
 def worker_pool(config: Config, folder: Path, events: EventLog) -> WorkerPool:
     workers = config.workers or usable_cores()
+    untrusted = workers if config.refuse_pickle else config.untrusted_workers
+    if untrusted and untrusted >= workers and not config.refuse_pickle:
+        raise ConfigError(
+            f"--untrusted-workers {untrusted} leaves none of the {workers} workers for trusted "
+            "models: set it below --workers (unset, one a usable core)"
+        )
     environment = worker_environment(os.environ)
-    if config.refuse_pickle:  # the folders a sandboxed worker may read models from
+    if untrusted:  # the folders a sandboxed worker may read models from
         roots = model_roots_environment(config.cache_dir, config.model_store, config.allowed_urls)
         environment |= roots
     return WorkerPool(
@@ -74,7 +80,7 @@ def worker_pool(config: Config, folder: Path, events: EventLog) -> WorkerPool:
         load_timeout_s=config.worker_load_timeout_s,
         infer_timeout_s=stuck_after_s(config.default_response_timeout_s),
         environment=environment,
-        refuse_pickle=config.refuse_pickle,
+        untrusted_size=untrusted,
     )
 
 

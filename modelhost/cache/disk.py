@@ -83,10 +83,10 @@ class DiskTier:
         policy: DownloadPolicy,
         revalidate_interval_s: float = 0.0,
         clock: Callable[[], float] = time.time,
-        refuse_pickle: bool = False,
+        why_untrusted: Callable[[str], str] = lambda name: "",
         tenant_limits: Limits = no_limits,
     ) -> None:
-        self.refuse_pickle = refuse_pickle
+        self.why_untrusted = why_untrusted  # "": a trusted model, whose pickles may load
         self.entries_dir = cache_dir / "models"
         self.stores, self.events, self.limits, self.policy = stores, events, limits, policy
         self.clock = clock
@@ -221,8 +221,8 @@ class DiskTier:
         return self._admitted(name, entry)
 
     def _admitted(self, name: str, materialized: Materialized) -> Materialized:
-        if self.refuse_pickle:
-            refuse_pickles(name, materialized.artifact.path)
+        if why := self.why_untrusted(name):
+            refuse_pickles(name, materialized.artifact.path, why)
         return materialized
 
     async def _fetch_entry(

@@ -17,14 +17,15 @@ def pickled_files(path: Path) -> list[Path]:
     return [p for p in files if p.name.lower().endswith(PICKLE_SUFFIXES)]
 
 
-def refuse_pickles(name: str, path: Path) -> None:
+def refuse_pickles(name: str, path: Path, why: str) -> None:
+    """Refuse an untrusted model's pickles; `why` it is untrusted."""
     found = pickled_files(path)
     if found:
         shown = ", ".join(
             p.name if p == path else p.relative_to(path).as_posix() for p in found[:3]
         )
         raise UnsafeArtifact(
-            f"model {name} holds pickle-based files ({shown}), which this server "
-            "refuses (--refuse-pickle): a pickle runs code as it loads; ship ONNX, XGBoost "
-            "JSON/UBJ or LightGBM text instead, or let an operator turn the option off"
+            f"model {name} holds pickle-based files ({shown}), which this server refuses for "
+            f"untrusted models ({why}): a pickle runs code as it loads; ship ONNX, XGBoost "
+            "JSON/UBJ or LightGBM text instead, or ask the operator to trust it"
         )

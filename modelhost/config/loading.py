@@ -26,7 +26,7 @@ from modelhost.config.settings import (
     setting_fields,
     setting_names,
 )
-from modelhost.config.tenancy import tenant_tokens
+from modelhost.config.tenancy import parse_tenant_from, tenant_tokens
 from modelhost.config.tenants_file import check_tenants_file
 from modelhost.errors import ConfigError
 from modelhost.units import parse_size
@@ -104,11 +104,29 @@ def _refuse_unsupported(config: Config) -> None:
             "named: set --single-model NAME (MODELHOST_SINGLE_MODEL), the model POST "
             "/invocations serves without a target-model header, or unset it to serve many"
         )
+    if config.untrusted_workers:
+        _refuse_untrusted_workers(config)
     if config.sagemaker_contract and (config.admission != "none" or config.min_residency_s):
         raise ConfigError(
             "admission and min_residency_s choose and delay the victims of a load, but under "
             "sagemaker_contract no load evicts (SageMaker unloads models on a 507): unset them, "
             "or set sagemaker_contract false (MODELHOST_SAGEMAKER_CONTRACT=false)"
+        )
+
+
+def _refuse_untrusted_workers(config: Config) -> None:
+    """Workers for untrusted tenants' models need tenants known by name, and trusted ones."""
+    if config.refuse_pickle:
+        raise ConfigError(
+            "--refuse-pickle sandboxes every worker for untrusted models: unset "
+            "--untrusted-workers, or unset --refuse-pickle to trust all but the tenants the "
+            'tenants file gives trust = "untrusted"'
+        )
+    rule = parse_tenant_from(config.tenant_from)
+    if rule is None or rule.kind != "name":
+        raise ConfigError(
+            "--untrusted-workers host the models of untrusted tenants, whose models are known "
+            "by their place in the store: set --tenant-from name:N, or unset --untrusted-workers"
         )
 
 

@@ -261,8 +261,14 @@ class Config:
     )
     tenants_file: str = _setting(
         "",
-        "TOML file of each tenant's weight, concurrency cap, rate and memory and disk shares, "
-        "reread when it changes (needs --tenant-from)",
+        "TOML file of each tenant's weight, concurrency cap, rate, memory and disk shares and "
+        "trust, reread when it changes (needs --tenant-from)",
+    )
+    untrusted_workers: int = _setting(
+        0,
+        "of the workers, how many are sandboxed for the models of tenants the tenants file "
+        "gives trust = \"untrusted\" (needs --tenant-from name:N)",
+        minimum=0,
     )
     forwarded_allow_ips: str = _setting(
         "",

@@ -5,7 +5,10 @@ The file itself is read by `read_tenants_file`; these are the values the server 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+
+TRUSTED, UNTRUSTED = "trusted", "untrusted"
 
 
 @dataclass(frozen=True)
@@ -19,6 +22,7 @@ class TenantPolicy:
     memory_min_bytes: int = 0  # of the memory budget: never evicted for another tenant
     memory_max_bytes: int = 0  # of the memory budget: its own models make room past it
     disk_max_bytes: int = 0  # of the disk budget
+    trust: str = TRUSTED  # UNTRUSTED: its models load only in sandboxed workers
 
     @property
     def burst_requests(self) -> int:
@@ -34,3 +38,25 @@ class TenantPolicies:
 
     def of(self, tenant: str) -> TenantPolicy:
         return self.named.get(tenant, self.default)
+
+
+@dataclass(frozen=True)
+class Trust:
+    """Why a model is untrusted, "" when it is not: every model under --refuse-pickle, else
+    those of tenants the tenants file gives trust = "untrusted". A model's tenant is read from
+    its name (--tenant-from name:N), which no request chooses."""
+
+    refuse_pickle: bool = False
+    tenant_of: Callable[[str], str] | None = None  # a model's tenant, by its name
+    policies: Callable[[], TenantPolicies] = TenantPolicies
+
+    def why_untrusted(self, name: str) -> str:
+        if self.refuse_pickle:
+            return "--refuse-pickle"
+        if self.tenant_of is None:
+            return ""
+        tenant = self.tenant_of(name)
+        if self.policies().of(tenant).trust != UNTRUSTED:
+            return ""
+        return f'tenant {tenant} has trust = "untrusted" in the tenants file'
+

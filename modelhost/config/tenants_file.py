@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from modelhost.config.settings import Config
-from modelhost.config.tenancy import tenants_on
-from modelhost.config.tenant_policies import TenantPolicies, TenantPolicy
+from modelhost.config.tenancy import parse_tenant_from, tenants_on
+from modelhost.config.tenant_policies import TRUSTED, UNTRUSTED, TenantPolicies, TenantPolicy
 from modelhost.errors import ConfigError
 from modelhost.resources import free_disk_bytes, usable_memory_bytes
 from modelhost.units import format_bytes, parse_size
@@ -35,7 +35,8 @@ NUMBERS = {
 }
 COUNTS = ("max_concurrency", "burst")
 SIZES = {"memory_min": "memory", "memory_max": "memory", "disk_max": "disk"}
-KEYS = (*NUMBERS, *SIZES)
+TRUST = "trust"
+KEYS = (*NUMBERS, *SIZES, TRUST)
 TOML_LINE = re.compile(r"\(at line (\d+), column \d+\)")
 HEADER = re.compile(r"\s*\[[^\[\]]+\]\s*(#.*)?")
 
@@ -90,13 +91,30 @@ def check_tenants_file(config: Config, cwd: Path) -> None:
         )
     memory_bytes = config.memory_budget_bytes.of(usable_memory_bytes())
     disk_bytes = config.disk_budget_bytes.of(free_disk_bytes(cwd / config.cache_dir))
-    read_tenants_file(cwd / config.tenants_file, memory_bytes, disk_bytes)
+    read_tenants_file(cwd / config.tenants_file, memory_bytes, disk_bytes, untrust_refused(config))
+
+
+def untrust_refused(config: Config) -> str:
+    """Why no tenant may be untrusted, with the fix; "" when one may."""
+    rule = parse_tenant_from(config.tenant_from)
+    if rule is None or rule.kind != "name":
+        return (
+            "a model's trust follows its tenant only under --tenant-from name:N, where the "
+            "model's place in the store says whose it is: set it, or remove the trust key"
+        )
+    if not config.untrusted_workers and not config.refuse_pickle:
+        return (
+            "no worker is sandboxed for untrusted models: set --untrusted-workers to how many "
+            "of --workers host them, or remove the trust key"
+        )
+    return ""
 
 
 def read_tenants_file(
-    path: Path, memory_budget_bytes: int, disk_budget_bytes: int
+    path: Path, memory_budget_bytes: int, disk_budget_bytes: int, untrust_refused: str = ""
 ) -> TenantPolicies:
-    """The policies `path` gives, sizes and percentages in bytes of the budgets given."""
+    """The policies `path` gives, sizes and percentages in bytes of the budgets given;
+    `untrust_refused`: why no tenant may be untrusted here ("": one may)."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
@@ -104,15 +122,19 @@ def read_tenants_file(
             f"cannot read the tenants file {path}: {error}; set --tenants-file to a readable "
             "TOML file"
         ) from None
-    return TenantsFile(path, text, memory_budget_bytes, disk_budget_bytes).policies()
+    budgets = {"memory": memory_budget_bytes, "disk": disk_budget_bytes}
+    return TenantsFile(path, text, budgets, untrust_refused).policies()
 
 
 class TenantsFile:
     """One reading of a tenants file's text."""
 
-    def __init__(self, path: Path, text: str, memory_bytes: int, disk_bytes: int) -> None:
+    def __init__(
+        self, path: Path, text: str, budgets: dict[str, int], untrust_refused: str = ""
+    ) -> None:
         self.path, self.text = path, text
-        self.budgets = {"memory": memory_bytes, "disk": disk_bytes}
+        self.budgets = budgets  # bytes, by "memory" and "disk"
+        self.untrust_refused = untrust_refused
 
     def policies(self) -> TenantPolicies:
         data = self._parse()
@@ -192,6 +214,8 @@ class TenantsFile:
         """The TenantPolicy field `key` sets, from its value in the file."""
         if key in SIZES:
             return {f"{key}_bytes": self.size(at, key, value)}
+        if key == TRUST:
+            return {key: self.trust(at, value)}
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
         if not (number and math.isfinite(value) and value >= 0):  # type: ignore[arg-type,operator]
             ok = False
@@ -204,6 +228,17 @@ class TenantsFile:
                 at, f"{key} = {value!r} is not {NUMBERS[key]}", f"write it as, say, {key} = 4"
             )
         return {key: value}
+
+    def trust(self, at: tuple[str, ...], value: object) -> str:
+        if value not in (TRUSTED, UNTRUSTED):
+            self.refuse(
+                at,
+                f"trust = {value!r} is not {TRUSTED!r} or {UNTRUSTED!r}",
+                f'write trust = "{UNTRUSTED}" for a tenant whose models may not be trusted',
+            )
+        if value == UNTRUSTED and self.untrust_refused:
+            self.refuse(at, f'trust = "{UNTRUSTED}" cannot be honoured', self.untrust_refused)
+        return str(value)
 
     def size(self, at: tuple[str, ...], key: str, value: object) -> int:
         budget = SIZES[key]

@@ -50,14 +50,18 @@ class TenantsFileWatcher:
     def policies(self) -> TenantPolicies:
         return self.current
 
-    def open(self, memory_budget_bytes: int, disk_budget_bytes: int) -> None:
-        """Read the file at start, its percentages of these budgets; a mistake raises."""
+    def open(
+        self, memory_budget_bytes: int, disk_budget_bytes: int, untrust_refused: str = ""
+    ) -> None:
+        """Read the file at start, its percentages of these budgets; a mistake raises.
+        `untrust_refused`: why no tenant may be untrusted on this server ("": one may)."""
         if self.path is None:
             return
         self._read = functools.partial(
             read_tenants_file,
             memory_budget_bytes=memory_budget_bytes,
             disk_budget_bytes=disk_budget_bytes,
+            untrust_refused=untrust_refused,
         )
         self._stamp = stamp(self.path)
         self._loaded(self._read(self.path))

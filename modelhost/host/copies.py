@@ -37,8 +37,10 @@ class Copies:
         changes: Changes,
         deadline_s: float,
         clock: Callable[[], float],
+        why_untrusted: Callable[[str], str] = lambda name: "",
     ) -> None:
         self.pool, self.memory, self.disk, self.events = pool, memory, disk, events
+        self.why_untrusted = why_untrusted  # "": a trusted model, for a trusted worker
         self.manifests, self.changes = manifests, changes
         self.deadline_s = deadline_s
         self.clock = clock
@@ -76,10 +78,13 @@ class Copies:
             ) from None
 
     def _free_loaders(self, name: str) -> list[WorkerHandle]:
+        untrusted = bool(self.why_untrusted(name))
         return [
             worker
             for worker in self._live_workers()
-            if worker.worker_id not in self.loaders and (name, worker.worker_id) not in self.leaving
+            if worker.worker_id not in self.loaders
+            and (name, worker.worker_id) not in self.leaving
+            and worker.untrusted == untrusted
         ]
 
     def leaving_of(self, name: str) -> bool:
@@ -151,7 +156,12 @@ class Copies:
             return None
         if len(resident.workers) >= limit or resident.state is not State.LOADED:
             return None
-        spare = [w for w in self.pool.workers.values() if self._may_take(w, resident)]
+        untrusted = bool(self.why_untrusted(name))
+        spare = [
+            w
+            for w in self.pool.workers.values()
+            if w.untrusted == untrusted and self._may_take(w, resident)
+        ]
         if name not in self.dispatchers or not spare:
             return None
         reserved = self.memory.copies.reserve(resident, self.manifests.known_reservation(name) or 0)

@@ -61,6 +61,7 @@ class ModelHost:
         sagemaker_contract: bool = False,
         sizing: Callable[[MemoryTier, EventLog, Callable[[], float]], Sizing] = Sizing,
         model_tenant: Callable[[str], str] | None = None,
+        why_untrusted: Callable[[str], str] = lambda name: "",
     ) -> None:
         self.pool, self.memory, self.disk, self.events = pool, memory, disk, events
         self.sagemaker_contract = sagemaker_contract
@@ -88,6 +89,7 @@ class ModelHost:
             changes=self.changes,
             deadline_s=deadline_s,
             clock=clock,
+            why_untrusted=why_untrusted,
         )
         self.scaling = Scaling(self.copies, self.scheduling)
         self.queues = Queues(pool, self.manifests, self.scheduling, clock, self.scaling.scale_out)

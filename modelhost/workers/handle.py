@@ -23,6 +23,7 @@ class WorkerHandle:
     pending: dict[int, tuple[Waiter, str, Deadlines[CallKey]]] = field(default_factory=dict)
     alive: bool = True
     kept_bytes: int = 0  # held with no model left, once past RECYCLE_KEPT_BYTES
+    untrusted: bool = False  # hosts untrusted models only: sandboxed, or refusing programs
 
     def fail_pending(self, reason: str) -> None:
         for request_id, (future, model, deadlines) in self.pending.items():

@@ -19,11 +19,12 @@ class Message(msgspec.Struct, frozen=True, tag_field="op", tag=str.lower):
 
 
 class Hello(Message, frozen=True):
-    """A new worker's first reply, with its idle PSS."""
+    """A new worker's first reply, with its idle PSS, and whether it hosts untrusted models."""
 
     worker_id: int
     pid: int
     pss: int
+    untrusted: bool = False
 
 
 class Load(Message, frozen=True, kw_only=True):

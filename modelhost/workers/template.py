@@ -93,8 +93,10 @@ def main_loop(
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     for line in sys.stdin:
-        if line.strip():
-            fork_worker(socket_path, int(line), threads, rehearsal, untrusted)
+        if line.strip():  # "ID", or "ID untrusted" for a worker that hosts untrusted models
+            worker_id, _, kind = line.strip().partition(" ")
+            sandbox = untrusted if kind == "untrusted" else None
+            fork_worker(socket_path, int(worker_id), threads, rehearsal, sandbox)
 
 
 def main() -> None:
@@ -102,7 +104,7 @@ def main() -> None:
     preload = [name for name in (sys.argv[3] if len(sys.argv) > 3 else "").split(",") if name]
     roots = os.environ.pop(MODEL_ROOTS_VARIABLE, "")  # the models' code need not see it
     untrusted = None
-    if sys.argv[4:5] == ["refuse-pickle"]:
+    if sys.argv[4:5] == ["untrusted"]:
         untrusted = Untrusted(support(), tuple(path for path in roots.split(os.pathsep) if path))
     limit_threads(threads)
     return_heap_promptly()  # the workers forked from here inherit it

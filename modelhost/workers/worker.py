@@ -117,7 +117,8 @@ class Worker:
 
     def main_loop(self) -> None:
         self.idle_bytes = allocated_bytes() or 0
-        self.send(0, Hello(self.worker_id, os.getpid(), pss_bytes()))
+        untrusted = self.confined or bool(self.programs_refused)
+        self.send(0, Hello(self.worker_id, os.getpid(), pss_bytes(), untrusted))
         frames = FrameReader(self.sock)
         while True:
             try:

@@ -92,6 +92,7 @@ EFFECTS: dict[str, str] = {
     "--grpc-max-streams": "security/test_http2_floods_e2e.py::test_streams_past_the_cap_end_their_connection",
     "--grpc-max-connections": "security/test_http2_floods_e2e.py::test_connections_past_the_cap_are_closed",
     "--refuse-pickle": "security/test_refuse_pickle.py::test_pickle_based_artifacts_are_refused_when_asked",
+    "--untrusted-workers": "security/test_tenant_trust_e2e.py::test_trusted_and_untrusted_models_never_share_a_worker",
     "--instance-id": "fleet/test_instance_header.py::test_a_refusal_names_the_configured_instance",
     "--worker-load-timeout-s": "faults/test_self_healing_e2e.py::test_hung_load_fails_at_its_deadline",
     "--tenant-from": "e2e/test_tenant_identity.py::test_every_protocol_carries_the_tenant",

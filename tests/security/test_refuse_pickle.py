@@ -26,7 +26,7 @@ def tier(store: Path, cache: Path, refuse_pickle: bool) -> DiskTier:
         events=EventLog(),
         limits=UnpackLimits(1 << 30, 1000),
         policy=DownloadPolicy(),
-        refuse_pickle=refuse_pickle,
+        why_untrusted=lambda name: "--refuse-pickle" if refuse_pickle else "",
     )
 
 

@@ -49,13 +49,14 @@ class WorkerPool:
         load_timeout_s: float = 300.0,
         infer_timeout_s: float = 120.0,
         environment: dict[str, str] | None = None,
-        refuse_pickle: bool = False,
+        untrusted_size: int = 0,
     ) -> None:
         self.size, self.threads, self.events = size, threads, events
+        self.untrusted_size = untrusted_size  # of `size`: sandboxed, for untrusted models only
         self.run_dir = run_dir
         self.socket_path = str(run_dir / "workers.sock")
         self.table = WorkerTable()
-        argv = template_argv(self.socket_path, threads, preload_runtimes, refuse_pickle)
+        argv = template_argv(self.socket_path, threads, preload_runtimes, untrusted_size > 0)
         self.template = TemplateSupervisor(argv, environment, self.table, events)
         self.calls = Calls(load_timeout_s, infer_timeout_s, self._missed)
         self._on_lost: LostCallback = lambda worker: None  # until `attach`
@@ -85,11 +86,12 @@ class WorkerPool:
         if self._server is None:
             await self.start_template()
         await self.template.ready()
-        await asyncio.gather(*(self.template.fork() for _ in range(self.size)))
+        await self._top_up()
         self.template.supervise(self._top_up)
 
     async def _top_up(self) -> None:
-        await asyncio.gather(*(self.template.fork() for _ in range(self.table.missing(self.size))))
+        missing = self.table.missing(self.size, self.untrusted_size)
+        await asyncio.gather(*(self.template.fork(untrusted) for untrusted in missing))
 
     def health(self) -> tuple[int, int]:
         return len(self.workers), self.size
@@ -126,6 +128,7 @@ class WorkerPool:
 
     def joined(self, hello: Hello, transport: asyncio.WriteTransport) -> WorkerHandle:
         worker = WorkerHandle(hello.worker_id, hello.pid, transport, time.monotonic())
+        worker.untrusted = hello.untrusted
         self.table.join(worker)
         self._on_joined()
         return worker
@@ -195,7 +198,7 @@ class WorkerPool:
         if self._closing:
             return
         try:
-            replacement = await self.template.fork()
+            replacement = await self.template.fork(worker.untrusted)
         except (OSError, Unavailable) as error:  # the supervisor restarts the template
             logger.warning(
                 "replacing worker %d waits for the template: %s", worker.worker_id, error

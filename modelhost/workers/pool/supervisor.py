@@ -31,12 +31,13 @@ def backoff_s(failures: int) -> float:
 
 
 def template_argv(
-    socket_path: str, threads: int, preload_runtimes: tuple[str, ...], refuse_pickle: bool
+    socket_path: str, threads: int, preload_runtimes: tuple[str, ...], untrusted: bool
 ) -> list[str]:
-    """The template's command line (`modelhost.workers.template` reads it)."""
+    """The template's command line (`modelhost.workers.template` reads it); `untrusted`: it
+    forks workers for untrusted models too."""
     argv = [sys.executable, "-m", "modelhost.workers.template", socket_path, str(threads)]
     argv.append(",".join(preload_runtimes))
-    return argv + (["refuse-pickle"] if refuse_pickle else [])
+    return argv + (["untrusted"] if untrusted else [])
 
 
 class TemplateSupervisor:
@@ -91,19 +92,23 @@ class TemplateSupervisor:
                 failures += 1
                 logger.error("restarting the worker template failed: %s", error)
 
-    async def fork(self) -> WorkerHandle:
-        """Ask the template for a worker, and wait for its hello."""
+    async def fork(self, untrusted: bool = False) -> WorkerHandle:
+        """Ask the template for a worker (`untrusted`: sandboxed, for untrusted models), and
+        wait for its hello."""
         template, worker_id = self.process, next(self._worker_ids)
         if template is None or template.stdin is None or has_exited(template, template.stdin):
             # the supervisor tops the pool up once a successor starts
             raise Unavailable(f"the worker template has exited before forking worker {worker_id}")
         waiter: asyncio.Future[WorkerHandle] = asyncio.get_running_loop().create_future()
         self.table.forking[worker_id] = waiter
+        if untrusted:
+            self.table.untrusted_forks.add(worker_id)
         try:
-            await order(template.stdin, worker_id)
+            await order(template.stdin, f"{worker_id} untrusted" if untrusted else str(worker_id))
             worker = await hello_unless_exited(waiter, template, worker_id)
         finally:
             self.table.forking.pop(worker_id, None)
+            self.table.untrusted_forks.discard(worker_id)
         self.events.emit(
             "worker_start", worker=worker_id, reason="start", detail={"pid": worker.pid}
         )
@@ -131,10 +136,11 @@ def has_exited(template: asyncio.subprocess.Process, stdin: asyncio.StreamWriter
     return template.returncode is not None or stdin.is_closing()
 
 
-async def order(stdin: asyncio.StreamWriter, worker_id: int) -> None:
-    """Ask the template for a worker."""
+async def order(stdin: asyncio.StreamWriter, line: str) -> None:
+    """Ask the template for a worker: its id, and its kind."""
+    worker_id = line.partition(" ")[0]
     try:
-        stdin.write(f"{worker_id}\n".encode())
+        stdin.write(f"{line}\n".encode())
         await stdin.drain()
     except (RuntimeError, ConnectionError) as error:
         raise Unavailable(

@@ -14,6 +14,7 @@ class WorkerTable:
 
     workers: dict[int, WorkerHandle] = field(default_factory=dict)
     forking: dict[int, asyncio.Future[WorkerHandle]] = field(default_factory=dict)
+    untrusted_forks: set[int] = field(default_factory=set)  # of `forking`
 
     def join(self, worker: WorkerHandle) -> None:
         """Add a worker, and give it to whoever awaits its fork."""
@@ -25,6 +26,10 @@ class WorkerTable:
     def leave(self, worker: WorkerHandle) -> None:
         self.workers.pop(worker.worker_id, None)
 
-    def missing(self, size: int) -> int:
-        """How many workers a pool of `size` lacks, forks under way counted as there."""
-        return size - len(self.workers) - len(self.forking)
+    def missing(self, size: int, untrusted_size: int = 0) -> list[bool]:
+        """The workers a pool of `size`, `untrusted_size` of them for untrusted models, lacks
+        (True: one for untrusted models), forks under way counted as there."""
+        untrusted = len(self.untrusted_forks) + sum(w.untrusted for w in self.workers.values())
+        trusted = len(self.workers) + len(self.forking) - untrusted
+        lacking = max(0, untrusted_size - untrusted)
+        return [True] * lacking + [False] * max(0, size - untrusted_size - trusted)

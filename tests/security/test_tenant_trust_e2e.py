@@ -1,0 +1,110 @@
+"""Per-tenant trust: a tenant the tenants file gives trust = "untrusted" has its models loaded
+only in the sandboxed workers of --untrusted-workers, its pickles refused, while trusted
+tenants' models run unconfined in the others; the two never share a worker."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from helpers.loopback import wait_for
+from test_sandbox_e2e import ROWS, SECRET, probe_handler
+
+from modelhost import testing
+
+pytestmark = pytest.mark.e2e
+
+TENANTS = '[tenants."evil"]\ntrust = "untrusted"\n'
+
+
+@pytest.fixture(scope="module")
+def outside(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("host")
+    (folder / "secret").write_bytes(SECRET)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def server(
+    tmp_path_factory: pytest.TempPathFactory, outside: Path
+) -> Iterator[testing.RunningServer]:
+    store = tmp_path_factory.mktemp("store")
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+    for tenant in ("good", "evil"):
+        (store / tenant).mkdir()
+        probe_handler(store / tenant / "probe", outside, port)
+        testing.iris_logreg(store / tenant / "iris.joblib")
+        testing.onnx_iris(store / tenant / "iris.onnx")
+    scratch = tmp_path_factory.mktemp("server")
+    (scratch / "tenants.toml").write_text(TENANTS)
+    args = testing.serve_args(
+        store,
+        scratch / "cache",
+        workers=2,
+        untrusted_workers=1,
+        tenant_from="name:1",
+        tenants_file=scratch / "tenants.toml",
+    )
+    with testing.RunningServer(args, scratch) as running:
+        yield running
+
+
+def invoke(server: testing.RunningServer, name: str) -> httpx.Response:
+    return httpx.post(f"{server.url}/models/{name}/invoke", json=ROWS, timeout=120)
+
+
+def test_the_start_line_says_which_workers_are_sandboxed(server: testing.RunningServer) -> None:
+    assert "--untrusted-workers 1: untrusted models load in sandboxed workers" in server.log_text()
+
+
+def test_an_untrusted_tenants_handler_cannot_read_the_host(server: testing.RunningServer) -> None:
+    response = invoke(server, "evil/probe")
+    assert response.status_code == 200, response.text
+    assert "done" not in response.json().values(), response.json()
+
+
+def test_a_trusted_tenants_handler_is_not_confined(server: testing.RunningServer) -> None:
+    response = invoke(server, "good/probe")
+    assert response.status_code == 200, response.text
+    assert response.json()["read"] == "done"
+
+
+def test_an_untrusted_tenants_pickle_is_refused_and_its_data_answers(
+    server: testing.RunningServer,
+) -> None:
+    refused = invoke(server, "evil/iris.joblib")
+    assert refused.status_code == 500, refused.text  # a load that failed, as --refuse-pickle's
+    assert refused.json()["type"] == "UnsafeArtifact"
+    assert 'tenant evil has trust = "untrusted"' in refused.json()["message"]
+    assert invoke(server, "evil/iris.onnx").status_code == 200
+    assert invoke(server, "good/iris.joblib").status_code == 200
+
+
+def test_trusted_and_untrusted_models_never_share_a_worker(server: testing.RunningServer) -> None:
+    for name in ("evil/iris.onnx", "evil/probe", "good/iris.onnx", "good/probe"):
+        assert invoke(server, name).status_code == 200
+    workers: dict[str, set[int]] = {"evil": set(), "good": set()}
+    for event in server.events("load"):
+        workers[event["model"].split("/")[0]].add(event["worker"])
+    assert workers["evil"] and workers["good"] and not workers["evil"] & workers["good"]
+
+
+def test_a_lost_sandboxed_worker_is_replaced_by_a_sandboxed_one(
+    server: testing.RunningServer,
+) -> None:
+    assert invoke(server, "evil/probe").status_code == 200
+    evil = {e["worker"] for e in server.events("load") if e["model"].startswith("evil/")}
+    pids = {e["worker"]: e["detail"]["pid"] for e in server.events("worker_start")}
+    started = len(server.events("worker_start"))
+    for worker in evil:
+        os.kill(pids[worker], signal.SIGKILL)
+    wait_for(lambda: len(server.events("worker_start")) > started, "the replacement")
+    response = invoke(server, "evil/probe")  # loaded again, on the replacement
+    assert response.status_code == 200, response.text
+    assert "done" not in response.json().values(), response.json()
