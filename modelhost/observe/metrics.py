@@ -117,7 +117,7 @@ class Metrics:
         self.in_flight = LevelTally()
         Gauge(
             "modelhost_http_requests_in_flight",
-            "HTTP requests received and not yet answered (queued or running)",
+            "Requests and gRPC calls received and not yet answered (queued or running)",
             registry=r,
         ).set_function(lambda: self.in_flight.value)
         self.invocation_seconds = HistogramTally(

@@ -94,6 +94,8 @@ class Calls:
 
         Without `abort` it is raised on, for a stream's answer to carry."""
         call = Call(route, invocation, self.instance)
+        if self.observer is not None:
+            self.observer.metrics.in_flight.inc()
         try:
             yield call
             call.status = 200
@@ -108,4 +110,5 @@ class Calls:
             raise
         finally:
             if self.observer is not None:
+                self.observer.metrics.in_flight.dec()
                 self.observer.record(call.done())

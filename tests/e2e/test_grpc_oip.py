@@ -406,3 +406,28 @@ def test_request_metrics_tell_rest_from_grpc_by_a_protocol_label(
         assert protocols["/inference.GRPCInferenceService/ModelInfer"] == "grpc", name
         assert protocols["/v2/models/{model:path}/infer"] == "rest", name
         assert set(protocols.values()) == {"rest", "grpc"}, name
+
+
+def test_a_running_call_is_counted_in_flight(
+    oip: triton.InferenceServerClient, grpc_server: testing.RunningServer, runs_log: Path
+) -> None:
+    """The gauge an autoscaler reads counts gRPC calls as it counts REST requests."""
+    tensor = triton.InferInput("x", [1], "FP32")
+    tensor.set_data_from_numpy(np.zeros(1, dtype=np.float32))
+    oip.infer(LOGGED, [tensor])  # loaded
+    idle = in_flight(grpc_server)  # the scrape itself
+    runs_log.write_text("")
+    running = threading.Thread(target=oip.infer, args=(LOGGED, [tensor]))
+    running.start()
+    while "start" not in runs_log.read_text():
+        time.sleep(0.02)
+    busy = in_flight(grpc_server)
+    running.join()
+    assert busy - idle == 1
+
+
+def in_flight(server: testing.RunningServer) -> float:
+    text = httpx.get(server.url + "/metrics").text
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    (gauge,) = families["modelhost_http_requests_in_flight"].samples
+    return gauge.value
