@@ -5,6 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
+from typing import Literal
+
+# what a request came over: a closed set, so a label of its own costs two series at most
+Protocol = Literal["rest", "grpc"]
 
 
 @dataclass(frozen=True)
@@ -22,6 +26,7 @@ class Exchange:
     timings_ms: dict[str, float] = field(default_factory=dict)  # Server-Timing parts
     error: str | None = None  # the error body's `type`
     tenant: str | None = None  # None: tenants are off
+    protocol: Protocol = "rest"
 
     @property
     def load_wait_ms(self) -> float:

@@ -1,9 +1,9 @@
 """Prometheus metrics, named ``modelhost_*``, in a registry of their own per server.
 
 Counters and histograms are fed by what already happens, never by probes in the core: every
-event (load, unload, eviction, deletion, download, unpack, failure, worker exit) and every HTTP
-exchange (route, status, bytes; for an invocation the cache tier and latency parts its response
-headers carry). Gauges are read when scraped (`modelhost.observe.collector`).
+event (load, unload, eviction, deletion, download, unpack, failure, worker exit) and every REST
+request or gRPC call (route, status, bytes, protocol; for an invocation the cache tier and latency
+parts its response headers carry). Gauges are read when scraped (`modelhost.observe.collector`).
 """
 
 from __future__ import annotations
@@ -95,25 +95,29 @@ class Metrics:
         )
         self.requests = CounterTally(
             "modelhost_http_requests",
-            "HTTP requests by method, route template and status",
-            ["method", "route", "status"],
+            "Requests by method, route template, status and protocol (rest, grpc)",
+            ["method", "route", "status", "protocol"],
         )
         self.request_seconds = HistogramTally(
             "modelhost_http_request_duration_seconds",
-            "HTTP request latency by method, route template and status",
-            ["method", "route", "status"],
+            "Request latency by method, route template, status and protocol (rest, grpc)",
+            ["method", "route", "status", "protocol"],
             SECONDS_BUCKETS,
         )
         self.request_bytes = CounterTally(
-            "modelhost_http_request_bytes", "Request body bytes by route", ["route"]
+            "modelhost_http_request_bytes",
+            "Request body bytes by route and protocol",
+            ["route", "protocol"],
         )
         self.response_bytes = CounterTally(
-            "modelhost_http_response_bytes", "Response body bytes by route", ["route"]
+            "modelhost_http_response_bytes",
+            "Response body bytes by route and protocol",
+            ["route", "protocol"],
         )
         self.in_flight = LevelTally()
         Gauge(
             "modelhost_http_requests_in_flight",
-            "HTTP requests received and not yet answered (queued or running)",
+            "Requests and gRPC calls received and not yet answered (queued or running)",
             registry=r,
         ).set_function(lambda: self.in_flight.value)
         self.invocation_seconds = HistogramTally(
@@ -192,9 +196,9 @@ class Metrics:
     # HTTP exchanges ---------------------------------------------------------------------
 
     def on_exchange(self, exchange: Exchange) -> None:
-        route = (exchange.route,)
+        route = (exchange.route, exchange.protocol)
         method = exchange.method if exchange.method in HTTP_METHODS else "other"
-        series = (method, exchange.route, str(exchange.status))
+        series = (method, exchange.route, str(exchange.status), exchange.protocol)
         self.requests.inc(series)
         self.request_seconds.observe(series, exchange.duration_s)
         self.request_bytes.inc(route, exchange.bytes_in)

@@ -1,7 +1,7 @@
 """Each RPC observed as an HTTP request, and core exceptions turned into its status.
 
 An RPC is recorded as a POST to its method's path with HTTP's status, so dashboards and
-`simulate` read both alike.
+`simulate` read both alike; its `protocol` label, grpc, tells them apart.
 """
 
 from __future__ import annotations
@@ -75,6 +75,7 @@ class Call:
             timings_ms=result.timings_ms if result else {},
             error=self.error,
             tenant=self.tenant,
+            protocol="grpc",
         )
 
 
@@ -93,6 +94,8 @@ class Calls:
 
         Without `abort` it is raised on, for a stream's answer to carry."""
         call = Call(route, invocation, self.instance)
+        if self.observer is not None:
+            self.observer.metrics.in_flight.inc()
         try:
             yield call
             call.status = 200
@@ -107,4 +110,5 @@ class Calls:
             raise
         finally:
             if self.observer is not None:
+                self.observer.metrics.in_flight.dec()
                 self.observer.record(call.done())

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import tritonclient.grpc as triton
 from helpers.serving import Servers
+from prometheus_client.parser import text_string_to_metric_families
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
@@ -379,3 +380,54 @@ def test_metrics_count_grpc_calls_by_their_method_path(
     oip.infer(MODEL, [iris_input(iris(1))])
     metrics = httpx.get(grpc_server.url + "/metrics").text
     assert 'route="/inference.GRPCInferenceService/ModelInfer",status="200"' in metrics
+
+
+REQUEST_FAMILIES = (
+    "modelhost_http_requests",
+    "modelhost_http_request_duration_seconds",
+    "modelhost_http_request_bytes",
+    "modelhost_http_response_bytes",
+)
+
+
+def test_request_metrics_tell_rest_from_grpc_by_a_protocol_label(
+    oip: triton.InferenceServerClient, grpc_server: testing.RunningServer
+) -> None:
+    """One infer over each protocol: every request series names its protocol, from two values."""
+    rows = iris(1)
+    oip.infer(MODEL, [iris_input(rows)])
+    tensor = {"name": "input-0", "datatype": "FP32", "shape": [1, 4], "data": rows[0].tolist()}
+    url = f"{grpc_server.url}/v2/models/{MODEL}/infer"
+    assert httpx.post(url, json={"inputs": [tensor]}, timeout=30).status_code == 200
+    text = httpx.get(grpc_server.url + "/metrics").text
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    for name in REQUEST_FAMILIES:
+        protocols = {s.labels["route"]: s.labels.get("protocol") for s in families[name].samples}
+        assert protocols["/inference.GRPCInferenceService/ModelInfer"] == "grpc", name
+        assert protocols["/v2/models/{model:path}/infer"] == "rest", name
+        assert set(protocols.values()) == {"rest", "grpc"}, name
+
+
+def test_a_running_call_is_counted_in_flight(
+    oip: triton.InferenceServerClient, grpc_server: testing.RunningServer, runs_log: Path
+) -> None:
+    """The gauge an autoscaler reads counts gRPC calls as it counts REST requests."""
+    tensor = triton.InferInput("x", [1], "FP32")
+    tensor.set_data_from_numpy(np.zeros(1, dtype=np.float32))
+    oip.infer(LOGGED, [tensor])  # loaded
+    idle = in_flight(grpc_server)  # the scrape itself
+    runs_log.write_text("")
+    running = threading.Thread(target=oip.infer, args=(LOGGED, [tensor]))
+    running.start()
+    while "start" not in runs_log.read_text():
+        time.sleep(0.02)
+    busy = in_flight(grpc_server)
+    running.join()
+    assert busy - idle == 1
+
+
+def in_flight(server: testing.RunningServer) -> float:
+    text = httpx.get(server.url + "/metrics").text
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    (gauge,) = families["modelhost_http_requests_in_flight"].samples
+    return gauge.value

@@ -86,9 +86,10 @@ def test_hits_and_misses_agree_with_what_the_test_did(client: httpx.Client) -> N
     assert delta("modelhost_model_load_seconds_count") == len(misses)
     assert delta("modelhost_model_load_wait_seconds_count") == len(misses)
     assert delta("modelhost_invocation_part_seconds_count", part="infer") == len(misses) + hits
-    ok = {"method": "POST", "route": INVOKE_ROUTE, "status": "200"}
+    ok = {"method": "POST", "route": INVOKE_ROUTE, "status": "200", "protocol": "rest"}
     assert delta("modelhost_http_requests_total", **ok) == len(misses) + hits
-    assert delta("modelhost_http_request_bytes_total", route=INVOKE_ROUTE) == len(ROW) * 8
+    bytes_in = delta("modelhost_http_request_bytes_total", route=INVOKE_ROUTE, protocol="rest")
+    assert bytes_in == len(ROW) * 8
     stats = client.get("/stats").json()
     loaded = value(after, "modelhost_models", state="loaded")
     assert loaded == stats["memory"]["loadedModels"] >= 3

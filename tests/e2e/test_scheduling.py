@@ -7,11 +7,13 @@ as long as a test needs, so queue depths and batches are set by the test, not by
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import httpx
 import joblib
 import pytest
@@ -19,11 +21,14 @@ from helpers.handlers import gated_handler_folder
 from helpers.serving import Servers
 
 from modelhost import testing
+from modelhost.rpc.messages import message
+from modelhost.rpc.stubs import Stub
 
 pytestmark = pytest.mark.e2e
 
 GATED = "gated"
 SLOW_LOAD = "slow-load"  # its load waits at the gate
+TS_INFERENCE = "org.pytorch.serve.grpc.inference."
 
 
 @pytest.fixture
@@ -230,6 +235,42 @@ def test_custom_handlers_receive_the_waiting_requests_as_one_list(
         assert first.result().json() == {"batch": 1, "body": "first"}
         answers = [future.result().json() for future in batch]
     assert answers == [{"batch": 4, "body": f"b{i}"} for i in range(4)]  # each its own answer
+
+
+def test_grpc_calls_wait_in_the_queue_rest_requests_wait_in(
+    client_of: Callable[..., httpx.Client], gate: Path
+) -> None:
+    """Two gRPC calls and two REST requests queued behind one: the next batch holds all four."""
+    grpc_port = testing.free_port()
+    client = client_of(
+        workers=1,
+        threads_per_worker=1,
+        batch_size=4,
+        max_workers_per_model=1,
+        grpc_port=grpc_port,
+    )
+    with (
+        concurrent.futures.ThreadPoolExecutor(5) as pool,
+        grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel,
+    ):
+        inference: Any = Stub(channel, TS_INFERENCE + "InferenceAPIsService")
+        first = held_at_the_gate(pool, client, "first")
+        calls = [pool.submit(predict, inference, f"g{i}") for i in range(2)]
+        requests = [pool.submit(invoke, client, GATED, f"r{i}") for i in range(2)]
+        wait_until(running_and_queued(client, 1, 4))
+        gate.touch()
+        assert first.result().json() == {"batch": 1, "body": "first"}
+        answers = [future.result().json() for future in requests]
+        answers += [json.loads(future.result()) for future in calls]
+    assert answers == [{"batch": 4, "body": body} for body in ("r0", "r1", "g0", "g1")]
+
+
+def predict(inference: Any, body: str) -> bytes:
+    """TorchServe's gRPC Predictions call to the gated model; its prediction."""
+    request = message(TS_INFERENCE + "PredictionsRequest")(
+        model_name=GATED, input={"data": body.encode()}
+    )
+    return bytes(inference.Predictions(request, timeout=60).prediction)
 
 
 def test_sklearn_batch_isolates_bad_request(

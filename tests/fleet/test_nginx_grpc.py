@@ -1,16 +1,22 @@
 """gRPC through the shipped nginx config (modelhost-grpc.conf): three real instances, each model to
-the one instance its ring names, by the metadata KServe ModelMesh's clients send."""
+the one instance its ring names, by the metadata KServe ModelMesh's clients send, or the header
+tritonclient.grpc sends when told to (`headers=`)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import grpc
+import numpy as np
 import pytest
+import tritonclient.grpc as triton
+import tritonclient.grpc.aio as triton_aio
 from fleet_tools import (
+    IRIS_ROW,
     RunningNginx,
     brute_force_server,
     instance,
@@ -90,8 +96,7 @@ def test_each_model_goes_to_the_instance_its_ring_names(
             model: {predict(inference, model, ((header, model),)) for _ in range(3)}
             for model in MODELS
         }
-    expected = {m: {f"fleet-{lines.index(brute_force_server(lines, m))}"} for m in MODELS}
-    assert served == expected
+    assert served == ring_instances(lines)
     assert len(set().union(*served.values())) >= 2  # the models are spread out
 
 
@@ -100,3 +105,63 @@ def test_a_call_naming_no_model_is_still_served(fleet: tuple[list[str], GrpcNgin
     with grpc.insecure_channel(f"127.0.0.1:{router.grpc_port}") as channel:
         inference: Any = Stub(channel, INFERENCE + "InferenceAPIsService")
         assert predict(inference, MODELS[0], ()).startswith("fleet-")
+
+
+def ring_instances(lines: list[str]) -> dict[str, set[str]]:
+    """Each model's instance, as the ring of modelhost-grpc.conf names it."""
+    return {m: {f"fleet-{lines.index(brute_force_server(lines, m))}"} for m in MODELS}
+
+
+def holders(lines: list[str], model: str) -> set[str]:
+    """The instances that have `model` loaded, each asked directly."""
+    held = set()
+    for index, line in enumerate(lines):
+        with triton.InferenceServerClient(line) as client:
+            if client.is_model_ready(model):
+                held.add(f"fleet-{index}")
+    return held
+
+
+def iris_inputs() -> list[triton.InferInput]:
+    tensor = triton.InferInput("input-0", [1, 4], "FP32")
+    tensor.set_data_from_numpy(np.asarray(IRIS_ROW, dtype=np.float32))
+    return [tensor]
+
+
+def test_tritonclient_names_the_model_in_headers(fleet: tuple[list[str], GrpcNginx]) -> None:
+    """OIP's ModelInfer names its model only inside the message: tritonclient.grpc's
+    `headers={"x-model-name": model}` gives nginx the name, and each model one instance."""
+    lines, router = fleet
+    with triton.InferenceServerClient(f"127.0.0.1:{router.grpc_port}") as client:
+        for model in MODELS:
+            for _ in range(3):
+                result = client.infer(model, iris_inputs(), headers={"x-model-name": model})
+                assert result.as_numpy("predict").tolist() == [0]
+    assert {model: holders(lines, model) for model in MODELS} == ring_instances(lines)
+
+
+def test_tritonclient_aio_names_the_model_in_headers(fleet: tuple[list[str], GrpcNginx]) -> None:
+    lines, router = fleet
+
+    async def infer_each() -> None:
+        client = triton_aio.InferenceServerClient(f"127.0.0.1:{router.grpc_port}")
+        try:
+            for model in MODELS:
+                await client.infer(model, iris_inputs(), headers={"x-model-name": model})
+        finally:
+            await client.close()
+
+    asyncio.run(infer_each())
+    assert {model: holders(lines, model) for model in MODELS} == ring_instances(lines)
+
+
+def test_tritonclient_without_headers_loads_the_model_everywhere(
+    fleet: tuple[list[str], GrpcNginx],
+) -> None:
+    """tritonclient's default sends no name nginx can read: its calls go round-robin, each
+    answered, and the model is loaded on every instance they reach."""
+    lines, router = fleet
+    with triton.InferenceServerClient(f"127.0.0.1:{router.grpc_port}") as client:
+        for _ in lines:
+            assert client.infer(MODELS[0], iris_inputs()).as_numpy("predict").tolist() == [0]
+    assert holders(lines, MODELS[0]) == {f"fleet-{index}" for index in range(len(lines))}

@@ -98,11 +98,11 @@ def test_requests_counted_by_route_and_status() -> None:
     metrics.on_exchange(invocation("hit"))
     metrics.on_exchange(invocation(None, status=507))
     route = "/models/{model:path}/invoke"
-    labels = {"method": "POST", "route": route}
+    labels = {"method": "POST", "route": route, "protocol": "rest"}
     assert value(metrics, "modelhost_http_requests_total", status="200", **labels) == 1
     assert value(metrics, "modelhost_http_requests_total", status="507", **labels) == 1
-    assert value(metrics, "modelhost_http_request_bytes_total", route=route) == 34
-    assert value(metrics, "modelhost_http_response_bytes_total", route=route) == 40
+    assert value(metrics, "modelhost_http_request_bytes_total", route=route, protocol="rest") == 34
+    assert value(metrics, "modelhost_http_response_bytes_total", route=route, protocol="rest") == 40
     assert value(metrics, "modelhost_rejections_total", reason="InsufficientMemory") == 1
     assert value(metrics, "modelhost_cache_lookups_total", tier="hit") == 1  # the 507 found none
 
@@ -114,7 +114,7 @@ def test_made_up_methods_share_one_series() -> None:
     for index in range(50):
         metrics.on_exchange(dataclasses.replace(invocation("hit"), method=f"M{index}"))
     metrics.on_exchange(dataclasses.replace(invocation("hit"), method="PATCH"))
-    labels = {"route": "/models/{model:path}/invoke", "status": "200"}
+    labels = {"route": "/models/{model:path}/invoke", "status": "200", "protocol": "rest"}
     assert value(metrics, "modelhost_http_requests_total", method="other", **labels) == 50
     assert value(metrics, "modelhost_http_requests_total", method="PATCH", **labels) == 1
     series = {
@@ -124,3 +124,20 @@ def test_made_up_methods_share_one_series() -> None:
         for sample in family.samples
     }
     assert series == {"other", "PATCH"}
+
+
+def test_grpc_calls_are_counted_apart_by_their_protocol() -> None:
+    """A gRPC call and a REST request on one route are two series, told apart by `protocol`."""
+    metrics = Metrics(CollectorRegistry())
+    metrics.on_exchange(invocation("hit"))
+    metrics.on_exchange(dataclasses.replace(invocation("hit"), protocol="grpc"))
+    metrics.on_exchange(dataclasses.replace(invocation("hit"), protocol="grpc"))
+    route = "/models/{model:path}/invoke"
+    labels = {"method": "POST", "route": route, "status": "200"}
+    for protocol, calls in (("rest", 1), ("grpc", 2)):
+        series = {**labels, "protocol": protocol}
+        bodies = {"route": route, "protocol": protocol}
+        assert value(metrics, "modelhost_http_requests_total", **series) == calls
+        assert value(metrics, "modelhost_http_request_duration_seconds_count", **series) == calls
+        assert value(metrics, "modelhost_http_request_bytes_total", **bodies) == 17 * calls
+        assert value(metrics, "modelhost_http_response_bytes_total", **bodies) == 20 * calls
