@@ -114,7 +114,7 @@ class FairQueue(Generic[T]):
 
     def take_from(self, tenant: str) -> T:
         """`tenant`'s next item, which `next_tenant` named."""
-        self._floor = max(self._floor, self.counter(tenant))
+        self._floor = max(self._floor, self._counters.get(tenant, self._floor))
         queue = self._queues[tenant]
         item = queue.popleft()
         self.waiting -= 1
@@ -198,7 +198,7 @@ class FairQueue(Generic[T]):
             self._running[tenant] = running
             return
         del self._running[tenant]
-        if tenant not in self._queues and self.counter(tenant) <= self._floor:
+        if tenant not in self._queues and self._counters.get(tenant, self._floor) <= self._floor:
             # it would be lifted to the floor on its return: its counter carries nothing
             self._counters.pop(tenant, None)
             self._means_ms.pop(tenant, None)
