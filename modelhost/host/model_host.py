@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Container, Mapping
+from typing import Any
 
 from modelhost.cache.memory import MemoryTier, State
 from modelhost.errors import InsufficientMemory, ModelAlreadyLoaded, ModelNotFound
@@ -21,7 +22,7 @@ from modelhost.host.listing import Listing
 from modelhost.host.manifests import Manifests
 from modelhost.host.memory_readings import MemoryReadings, PssReading, ServerPss
 from modelhost.host.queues import Queues
-from modelhost.host.registry import Registry
+from modelhost.host.registry import Registered, Registry, Versions
 from modelhost.host.residency import Residency
 from modelhost.host.scaling import Scaling
 from modelhost.host.seams import Disk, Pool
@@ -146,6 +147,49 @@ class ModelHost:
 
     def schedule_of(self, name: str) -> ModelSchedule:
         return self.scaling.schedule_of(name)
+
+    # registered models and their versions, for the protocols
+    def is_registered(self, name: str) -> bool:
+        """Registered with a URL, loaded or loading."""
+        return self.registry.is_registered(name)
+
+    def versions_of(self, model: str) -> Versions | None:
+        """The versions of `model`; None for a model registered without versions."""
+        return self.registry.versions.get(model)
+
+    @property
+    def versioned(self) -> Container[str]:
+        """The models registered with versions."""
+        return self.registry.versions
+
+    def owner_of(self, name: str) -> tuple[str, str] | None:
+        """The model and version held as `name`; None for a name no version holds."""
+        return self.registry.owners.get(name)
+
+    def name_of(self, model: str, version: str) -> str:
+        """The name `version` of `model` is held as; ModelNotFound for an unknown version."""
+        return self.registry.name_of(model, version)
+
+    def resolve(self, path: str) -> str:
+        """The name a request's `m` or `m/v` means."""
+        return self.registry.resolve(path)
+
+    async def register_version(
+        self, model: str, url: str, settings: Mapping[str, Any] | None = None
+    ) -> Registered:
+        """Register and fetch the version of `model` at `url`, so a bad URL fails now."""
+        return await self.registry.register_version(model, url, settings)
+
+    async def unregister(self, name: str) -> None:
+        """Unload `name` if loaded and forget its source and version."""
+        await self.registry.unregister(name)
+
+    async def unregister_version(self, model: str, version: str | None) -> str:
+        """Unregister `version` of `model` (None: the default, which stays while others exist)."""
+        return await self.registry.unregister_version(model, version)
+
+    def set_default(self, model: str, version: str) -> None:
+        self.registry.set_default(model, version)
 
     async def exists(self, name: str) -> bool:
         """Whether `name` is a model: held, on disk, registered, or in its store."""

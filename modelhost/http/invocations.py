@@ -90,7 +90,7 @@ class Invocations:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         template, model = route_of(scope["path"]) or (INVOCATIONS, None)
         if template == PREDICTIONS and model and model.endswith(ONE_VERSION):
-            model = one_version(model, self.host.registry.versions)
+            model = one_version(model, self.host.versioned)
         exchange = _Exchange(template, scope["method"])
         if self.observer is not None:
             self.observer.metrics.in_flight.inc()

@@ -25,9 +25,8 @@ class OipModels:
 
     def held(self, name: str, version: str) -> str:
         """The name the host holds `version` of `name` under ("": the default)."""
-        registry = self.host.registry
-        if name in registry.versions:
-            return registry.name_of(name, version) if version else registry.resolve(name)
+        if self.host.versions_of(name) is not None:
+            return self.host.name_of(name, version) if version else self.host.resolve(name)
         if version not in ("", MODEL_VERSION):
             raise ModelNotFound(
                 f"model {name} has one version, {MODEL_VERSION}; leave the version out or ask "
@@ -40,16 +39,16 @@ class OipModels:
 
     async def load(self, name: str, url: str | None) -> None:
         """Load the default version from the store, or from `url`; a loaded model stays."""
-        if self.state(self.host.registry.resolve(name)) is State.LOADED:
+        if self.state(self.host.resolve(name)) is State.LOADED:
             return
         if url is None:
-            await self.host.load(self.host.registry.resolve(name))
+            await self.host.load(self.host.resolve(name))
         else:
             await self.host.register_and_load(name, url)
 
     async def unload(self, name: str) -> None:
         """Unload the default version after its in-flight requests finish."""
-        held = self.host.registry.resolve(name)
+        held = self.host.resolve(name)
         if self.state(held) is State.LOADED:
             await self.host.unload(held)
 
@@ -58,7 +57,7 @@ class OipModels:
 
     def metadata(self, name: str) -> dict[str, Any]:
         """What every model takes and gives: its own would need it loaded."""
-        versions = self.host.registry.versions.get(name)
+        versions = self.host.versions_of(name)
         return {
             "name": name,
             "versions": list(versions.names) if versions else [MODEL_VERSION],
@@ -68,7 +67,7 @@ class OipModels:
         }
 
     def version_held(self, name: str) -> tuple[str, str]:
-        return self.host.registry.owners.get(name, (name, MODEL_VERSION))
+        return self.host.owner_of(name) or (name, MODEL_VERSION)
 
     def entry(self, name: str) -> dict[str, str]:
         state = self.state(name)

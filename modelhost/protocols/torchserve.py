@@ -64,7 +64,7 @@ class TorchServeModels:
         name = model_name(params.get("model_name") or name_from_url(url))
         workers = count(params.get("initial_workers"), "initial_workers")
         synchronous = boolean(params.get("synchronous"), "synchronous", default=True)
-        if self.host.registry.is_registered(name) and name not in self.host.registry.versions:
+        if self.host.is_registered(name) and self.host.versions_of(name) is None:
             raise ModelAlreadyLoaded(
                 f"Model version {MODEL_VERSION} is already registered for model {name}"
             )
@@ -86,7 +86,7 @@ class TorchServeModels:
     async def _fetch(self, name: str, url: str, settings: dict[str, Any]) -> Registered:
         """Register the version its archive holds and fetch the archive, as TorchServe does."""
         try:
-            registered = await self.host.registry.register_version(name, url, settings)
+            registered = await self.host.register_version(name, url, settings)
         except ModelNotFound as error:
             raise BadRequestBody(
                 f"cannot register model {name}: the url {echo(url)} names no archive ({error}); "
@@ -94,7 +94,7 @@ class TorchServeModels:
             ) from None
         missing = missing_handler(settings.get("handler"), registered.artifact.path)
         if missing:
-            await self.host.registry.unregister(registered.name)
+            await self.host.unregister(registered.name)
             raise BadRequestBody(
                 f"cannot register model {name}: its archive holds no {echo(missing)}, the file "
                 "the handler names; give a Python file of the archive, or leave handler out"
@@ -132,8 +132,8 @@ class TorchServeModels:
 
     def _listed_as(self, name: str) -> str:
         """The model a name is listed as; "" for a version not the default."""
-        model, version = self.host.registry.owners.get(name, (name, ""))
-        versions = self.host.registry.versions.get(model)
+        model, version = self.host.owner_of(name) or (name, "")
+        versions = self.host.versions_of(model)
         return model if versions is None or versions.default == version else ""
 
     def describe(self, path: str) -> list[dict[str, Any]]:
@@ -145,14 +145,10 @@ class TorchServeModels:
         return [self._description(target) for target in targets]
 
     def _versions(self, model: str) -> list[Target] | None:
-        versions = self.host.registry.versions.get(model)
+        versions = self.host.versions_of(model)
         if versions is not None:
             return [Target(model, v, n) for v, n in versions.names.items()]
-        return (
-            [Target(model, MODEL_VERSION, model)]
-            if self.host.registry.is_registered(model)
-            else None
-        )
+        return [Target(model, MODEL_VERSION, model)] if self.host.is_registered(model) else None
 
     def _description(self, target: Target) -> dict[str, Any]:
         statistics = self.host.model_statistics(target.name)
@@ -161,8 +157,8 @@ class TorchServeModels:
 
     def set_default(self, path: str) -> str:
         target = self.target(path, version_required=True)
-        if target.model in self.host.registry.versions:
-            self.host.registry.set_default(target.model, target.version)
+        if self.host.versions_of(target.model) is not None:
+            self.host.set_default(target.model, target.version)
         return (
             f'Default version successfully updated for model "{target.model}" to "{target.version}"'
         )
@@ -170,10 +166,10 @@ class TorchServeModels:
     async def unregister(self, path: str) -> str:
         """Unregister a version; as in TorchServe, the default stays while others exist."""
         target = self.target(path)
-        if target.model in self.host.registry.versions:
-            await self.host.registry.unregister_version(target.model, target.version)
+        if self.host.versions_of(target.model) is not None:
+            await self.host.unregister_version(target.model, target.version)
         else:
-            await self.host.registry.unregister(target.name)
+            await self.host.unregister(target.name)
         return f'Model "{target.model}" unregistered'
 
     async def scale(
@@ -202,16 +198,15 @@ class TorchServeModels:
     def target(self, path: str, version_required: bool = False) -> Target:
         """The registered model and version a path names."""
         path = model_name(path.rstrip("/"))  # TorchServe ignores a trailing slash
-        registry = self.host.registry
-        if path in registry.versions and not version_required:
-            default = registry.versions[path].default
-            return Target(path, default, registry.name_of(path, default))
+        versions = self.host.versions_of(path)
+        if versions is not None and not version_required:
+            return Target(path, versions.default, self.host.name_of(path, versions.default))
         model, _, version = path.rpartition("/")
-        if model in registry.versions:
-            return Target(model, version, registry.name_of(model, version))
-        if self.host.registry.is_registered(path) and not version_required:
+        if self.host.versions_of(model) is not None:
+            return Target(model, version, self.host.name_of(model, version))
+        if self.host.is_registered(path) and not version_required:
             return Target(path, MODEL_VERSION, path)  # a name may hold '/'
-        if model and self.host.registry.is_registered(model):
+        if model and self.host.is_registered(model):
             if version != MODEL_VERSION:
                 raise ModelNotFound(
                     f"Model version {echo(version)} does not exist for model {model}: it has "

@@ -88,11 +88,10 @@ class TorchServeInference:
         return response
 
     def _invoked(self, model: str, version: str) -> str:
-        registry = self.host.registry
         if not version:
             return model
-        if model in registry.versions:
-            return registry.name_of(model, version)
+        if self.host.versions_of(model) is not None:
+            return self.host.name_of(model, version)
         if version != MODEL_VERSION:
             raise ModelNotFound(
                 f"Model version {echo(version)} does not exist for model {model}: it has one "

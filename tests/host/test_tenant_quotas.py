@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ import pytest
 from host.fakes import BUDGET_BYTES, FakeDisk, FakeEvents, FakePool, MiB
 from host.machine import Interleavings, Step, arrives, checked, replay, runs_of_30_steps
 from modelhost.cache.memory import MemoryBudget, MemoryTier, Resident
-from modelhost.cache.quotas import NO_LIMITS, NoLimits, TenantLimits
+from modelhost.cache.quotas import NO_LIMITS, Limits, NoLimits, TenantLimits
 from modelhost.errors import InsufficientMemory
 from modelhost.host import ModelHost
 from modelhost.workers.messages import Load
@@ -42,8 +43,8 @@ def limits_of(tenant: str) -> TenantLimits:
 class CheckedTier(MemoryTier):
     """The real tier, noting each reservation that took a tenant below its minimum for another."""
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+    def __init__(self, budget: MemoryBudget, clock: Callable[[], float], limits: Limits) -> None:
+        super().__init__(budget, clock=clock, limits=limits)
         self.violations: list[str] = []
 
     def reserve(
