@@ -46,6 +46,7 @@ from modelhost.http.server import (
 from modelhost.http.torchserve import build_management_app
 from modelhost.observe.observer import Observer
 from modelhost.protocols.health import Health
+from modelhost.protocols.keys import keys_while_serving
 from modelhost.protocols.tenants import model_tenant, tenant_rule
 from modelhost.records.events import EventLog
 from modelhost.resources import free_disk_bytes, usable_memory_bytes
@@ -68,7 +69,11 @@ WORKER_GROWTH_FLOOR_BYTES = 2**20
 
 async def serve_pool(config: Config, pool: WorkerPool, events: EventLog) -> int:
     """Serve until SIGTERM or SIGINT with `pool`, its template spawned (modelhost.launch)."""
-    async with started_host(config, pool, events) as host, observed(host, config) as observer:
+    async with (
+        started_host(config, pool, events) as host,
+        observed(host, config) as observer,
+        keys_while_serving(config.token_auth, config.token_expiration_min * 60) as keys,
+    ):
         health = Health(host, "" if config.multi_model else config.single_model)
         routes = SageMakerRoutes(
             host,
@@ -80,6 +85,7 @@ async def serve_pool(config: Config, pool: WorkerPool, events: EventLog) -> int:
                 max_response_bytes=config.max_response_bytes,
                 sagemaker_contract=config.sagemaker_contract,
                 tenants=tenant_rule(config),
+                keys=keys,
             ),
             observer.usage,
             health,
@@ -88,7 +94,7 @@ async def serve_pool(config: Config, pool: WorkerPool, events: EventLog) -> int:
         server = DrainingServer(
             lambda: drain(observer, rpc),
             uvicorn_config(
-                build_app(routes, observer),
+                build_app(routes, observer, token_api=not management_port_apart(config)),
                 config,
                 config.port,
                 timeout_graceful_shutdown=int(config.drain_timeout_s),
@@ -142,7 +148,7 @@ def management_servers(
     routes: SageMakerRoutes, config: Config, unhandled: Unhandled
 ) -> list[uvicorn.Server]:
     """TorchServe's management API on its own port, when one is configured."""
-    if not config.management_port or management_on_main_port(config):
+    if not management_port_apart(config):
         return []  # the main port answers SageMaker's management calls already
     app = build_management_app(routes, unhandled, config.management_api)
     host = config.management_host or config.host
@@ -156,6 +162,11 @@ def metrics_servers(observer: Observer, config: Config) -> list[uvicorn.Server]:
     host = config.metrics_host or config.host
     app = build_metrics_app(observer)
     return [SecondaryServer(uvicorn_config(app, config, config.metrics_port, host=host))]
+
+
+def management_port_apart(config: Config) -> bool:
+    """Whether TorchServe's management API has a port of its own."""
+    return bool(config.management_port) and not management_on_main_port(config)
 
 
 def management_on_main_port(config: Config) -> bool:

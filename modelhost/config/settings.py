@@ -250,6 +250,19 @@ class Config:
     management_token: str = _setting(
         "", "bearer token that allows management calls from non-loopback addresses"
     )
+    token_auth: bool = _setting(
+        False,
+        "TorchServe's token authorization: key_file.json in the working folder holds a "
+        "management, an inference and an API key, and each API's calls need its key as "
+        "'Authorization: Bearer <key>' (GET /token?type= with the API key renews one); on when "
+        "a TorchServe config.properties is read, unless it says disable_token_authorization=true",
+    )
+    token_expiration_min: float = _setting(
+        60.0,
+        "minutes a management or inference key of --token-auth lasts before GET /token renews it",
+        props="token_expiration_min",
+        minimum=0.001,
+    )
     tenant_from: str = _setting(
         "",
         "who a request's tenant is: header (X-Modelhost-Tenant; header:NAME another header), "

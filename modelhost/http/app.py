@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp
 
 from modelhost.errors import ModelhostError
 from modelhost.http.cross_site import CrossSiteGuard
@@ -19,10 +22,23 @@ from modelhost.http.observe import ObserveRoutes
 from modelhost.http.oip import OipRoutes
 from modelhost.http.openapi import OpenApiRoute
 from modelhost.http.routes import SageMakerRoutes
+from modelhost.http.token_guard import TokenGuard, inference_port_needs
 from modelhost.observe.observer import Observer
 
 
-def build_app(routes: SageMakerRoutes, observer: Observer | None = None) -> InvocationFastPath:
+def build_app(
+    routes: SageMakerRoutes, observer: Observer | None = None, token_api: bool = False
+) -> ASGIApp:
+    """The main port's app; under TorchServe's token authorization, behind its guard."""
+    app = main_app(routes, observer)
+    keys = routes.settings.keys
+    if not keys:
+        return app
+    return TokenGuard(app, keys, inference_port_needs(management_routes(app.routes)), token_api)
+
+
+def main_app(routes: SageMakerRoutes, observer: Observer | None = None) -> InvocationFastPath:
+    """SageMaker's, TorchServe's inference, OIP's and modelhost's own routes."""
     settings = routes.settings
     unhandled = Unhandled(observer.metrics.unhandled_errors if observer else None)
     instance = instance_name(settings.instance_id)
@@ -75,12 +91,13 @@ MANAGEMENT_CALLS = frozenset(
 )
 
 
-def management_routes(served: list[Route]) -> list[Route]:
+def management_routes(served: Sequence[BaseRoute]) -> list[Route]:
     """The routes a page of another origin may not call (cross_site.py)."""
     return [
         route
         for route in served
-        if any((method, route.path) in MANAGEMENT_CALLS for method in route.methods or ())
+        if isinstance(route, Route)
+        and any((method, route.path) in MANAGEMENT_CALLS for method in route.methods or ())
     ]
 
 

@@ -100,6 +100,12 @@ EFFECTS: dict[str, str] = {
     "--config": "config/test_config.py::test_file_locations_from_flags_and_environment",
     "--mms-config": CONFIG + "test_mms_config_file_variable_wins",
     "--torchserve-metrics": "e2e/test_torchserve_metrics.py::test_get_metrics",
+    "--token-auth": "e2e/test_torchserve_tokens.py::test_inference_api_with_incorrect_token",
+    "--token-expiration-min": "protocols/test_keys.py::test_keys_expire_but_the_api_key_renews_them",
+    "disable_token_authorization": "e2e/test_torchserve_tokens.py::test_disable_token_authorization",
+    "enable_token_authorization": CONFIG
+    + "test_token_authorization_is_on_as_torchserve_turns_it_on",
+    "token_expiration_min": CONFIG + "test_token_expiration_min_maps",
     # config.properties
     "model_store": "config/test_config.py::test_properties_mapping",
     "inference_address": "config/test_config.py::test_properties_mapping",
@@ -155,7 +161,6 @@ REFUSED: dict[str, Refused] = {
     "keystore": refused_key("keystore", "certificate_file"),
     "keystore_pass": refused_key("keystore_pass", "private_key_file"),
     "keystore_type": refused_key("keystore_type", "certificate_file"),
-    "enable_token_authorization": refused_key("enable_token_authorization", "--management-token"),
     "allowed_urls": refused_key("allowed_urls", "--allowed-urls"),
     "models": refused_key("models", "manifest"),
     "install_py_dep_per_model": refused_key("install_py_dep_per_model", "requirements"),
@@ -189,7 +194,6 @@ NOTICED = {
     "enable_metrics_api",
     "disable_system_metrics",
     "enable_model_api",
-    "disable_token_authorization",
     "limit_max_image_pixels",
     "enable_grpc_ssl",
 }
