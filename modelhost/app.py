@@ -46,7 +46,7 @@ from modelhost.http.server import (
 from modelhost.http.torchserve import build_management_app
 from modelhost.observe.observer import Observer
 from modelhost.protocols.health import Health
-from modelhost.protocols.keys import keys_while_serving
+from modelhost.protocols.keys import TokenKeys, keys_while_serving
 from modelhost.protocols.tenants import model_tenant, tenant_rule
 from modelhost.records.events import EventLog
 from modelhost.resources import free_disk_bytes, usable_memory_bytes
@@ -90,7 +90,7 @@ async def serve_pool(config: Config, pool: WorkerPool, events: EventLog) -> int:
             observer.usage,
             health,
         )
-        rpc = grpc_servers(host, config, observer, health)
+        rpc = grpc_servers(host, config, observer, health, keys)
         server = DrainingServer(
             lambda: drain(observer, rpc),
             uvicorn_config(
@@ -127,14 +127,18 @@ async def serve_rpc_beside(
 
 
 def grpc_servers(
-    host: ModelHost, config: Config, observer: Observer, health: Health
+    host: ModelHost,
+    config: Config,
+    observer: Observer,
+    health: Health,
+    keys: TokenKeys | None = None,
 ) -> list[RpcServer]:
     """The gRPC servers, if a gRPC port is set: only then is grpcio imported."""
     if not (config.grpc_port or config.grpc_management_port):
         return []
     from modelhost.rpc.services import rpc_servers
 
-    return rpc_servers(host, config, observer, health)
+    return rpc_servers(host, config, observer, health, keys)
 
 
 def drain(observer: Observer, rpc: list[RpcServer]) -> None:

@@ -11,24 +11,30 @@ import stat
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+import grpc
 import httpx
 import pytest
 from helpers.serving import Servers
 
 from modelhost import testing
+from modelhost.rpc.messages import TS_INFERENCE_SERVICE, TS_MANAGEMENT_SERVICE, message
+from modelhost.rpc.stubs import Stub
 
 pytestmark = pytest.mark.e2e
 
 ROWS = testing.iris_rows(1)
 WRONG = {"Authorization": "Bearer abcd1234"}
+TS = "org.pytorch.serve.grpc."
 
 
 class Ports:
-    """The management and metrics ports a server's config.properties names."""
+    """The ports a server's config.properties names: REST management, metrics and gRPC's."""
 
     def __init__(self) -> None:
         self.management = testing.free_port()
         self.metrics = testing.free_port()
+        self.grpc_inference = testing.free_port()
+        self.grpc_management = testing.free_port()
 
 
 def ts_server(
@@ -41,6 +47,8 @@ def ts_server(
             [
                 f"management_address=http://127.0.0.1:{ports.management}",
                 f"metrics_address=http://127.0.0.1:{ports.metrics}",
+                f"grpc_inference_port={ports.grpc_inference}",
+                f"grpc_management_port={ports.grpc_management}",
                 *lines,
             ]
         )
@@ -185,6 +193,44 @@ def test_ping_and_metrics_port_need_no_key(
     """Health probes and the metrics port, which TorchServe leaves open, answer without one."""
     assert inference.get("/ping").status_code == 200
     assert httpx.get(f"http://127.0.0.1:{ports.metrics}/metrics", timeout=30).status_code == 200
+
+
+def grpc_key(work: Path, kind: str) -> tuple[tuple[str, str], ...]:
+    """TorchServe's gRPC test's metadata: its protocol, and the key as authorization."""
+    return (("protocol", "gRPC"), ("authorization", key(work, kind)["Authorization"]))
+
+
+def test_grpc_api_with_token_auth(server: testing.RunningServer, ports: Ports, work: Path) -> None:
+    """TorchServe's gRPC test: register, infer and unregister, first with a wrong key."""
+    wrong = (("protocol", "gRPC"), ("authorization", WRONG["Authorization"]))
+    register = message(TS + "management.RegisterModelRequest")(
+        url="iris.pkl", model_name="grpc-iris", initial_workers=1, synchronous=True
+    )
+    predict = message(TS + "inference.PredictionsRequest")(
+        model_name="grpc-iris", input={"data": json.dumps(ROWS).encode()}
+    )
+    unregister = message(TS + "management.UnregisterModelRequest")(model_name="grpc-iris")
+    with (
+        grpc.insecure_channel(f"127.0.0.1:{ports.grpc_inference}") as inference_channel,
+        grpc.insecure_channel(f"127.0.0.1:{ports.grpc_management}") as management_channel,
+    ):
+        inference = Stub(inference_channel, TS_INFERENCE_SERVICE)
+        management = Stub(management_channel, TS_MANAGEMENT_SERVICE)
+        for call, request, kind in (
+            (management.RegisterModel, register, "management"),
+            (inference.Predictions, predict, "inference"),
+            (management.UnregisterModel, unregister, "management"),
+        ):
+            with pytest.raises(grpc.RpcError, match="Token Authorization failed") as refused:
+                call(request, metadata=wrong, timeout=60)
+            assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+            call(request, metadata=grpc_key(work, kind), timeout=60)
+
+
+def test_grpc_ping_needs_no_key(server: testing.RunningServer, ports: Ports) -> None:
+    with grpc.insecure_channel(f"127.0.0.1:{ports.grpc_inference}") as channel:
+        pong = Stub(channel, TS_INFERENCE_SERVICE).Ping(message("google.protobuf.Empty")())
+    assert json.loads(pong.health) == {"status": "Healthy"}
 
 
 def test_key_file_removed_at_shutdown(serve: Servers, store: Path, tmp_path: Path) -> None:
