@@ -28,6 +28,7 @@ from modelhost.config.tenant_policies import TenantPolicies
 from modelhost.config.tenants_reload import TenantsFileWatcher
 from modelhost.errors import ConfigError
 from modelhost.host import ModelHost
+from modelhost.host.journal import JOURNAL_FILE
 from modelhost.host.memory_readings import PssReading, split_pss_bytes
 from modelhost.host.preload import preload
 from modelhost.host.sizing import Sizing
@@ -48,6 +49,7 @@ from modelhost.observe.observer import Observer
 from modelhost.protocols.health import Health
 from modelhost.protocols.keys import TokenKeys, keys_while_serving
 from modelhost.protocols.tenants import model_tenant, tenant_rule
+from modelhost.protocols.torchserve import restore_registered
 from modelhost.records.events import EventLog
 from modelhost.resources import free_disk_bytes, usable_memory_bytes
 from modelhost.scheduler import SchedulerSettings
@@ -103,6 +105,8 @@ async def serve_pool(config: Config, pool: WorkerPool, events: EventLog) -> int:
         beside = management_servers(routes, config, Unhandled(observer.metrics.unhandled_errors))
         beside += metrics_servers(observer, config)
         await preload(host, starting_models(config), config.load_models)
+        if config.restore_registered:
+            await restore_registered(host, Path(config.cache_dir) / JOURNAL_FILE)
         ignore_signals_after_drain()
         health.serve(host.pool.health)
         logger.info("serving %s on http://%s:%d", host.store_uri, config.host, config.port)

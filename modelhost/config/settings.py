@@ -180,6 +180,12 @@ class Config:
         "seconds a model may go unused before it is unloaded (0: never, as in SageMaker)",
         minimum=0,
     )
+    restore_registered: bool = _setting(
+        False,
+        "keep the models registered through TorchServe's management API (REST or gRPC) in the "
+        "cache folder and register them again at start, loaded as they were registered, as "
+        "TorchServe's snapshots restore them",
+    )
     multi_model: bool = _setting(
         True,
         "serve many models (SageMaker multi-model); false needs --single-model, the one model",

@@ -25,6 +25,7 @@ from modelhost.errors import (
     ModelNotFound,
 )
 from modelhost.host.calls import LoadOutcome
+from modelhost.host.journal import Journal
 from modelhost.host.residency import Residency
 from modelhost.host.under_way import UnderWay
 from modelhost.manifest import MAR_MANIFEST, find_manifest
@@ -56,8 +57,13 @@ class Registry:
         self.residency = residency
         self.versions: dict[str, Versions] = {}
         self.owners: dict[str, tuple[str, str]] = {}  # name in the host → (model, version)
+        self.journal: Journal | None = None  # what --restore-registered keeps
         self._revalidations: UnderWay[None] = UnderWay()
         self._probes = itertools.count()
+
+    def keep_journal(self, journal: Journal) -> None:
+        """Registrations are recorded in `journal` from now on (--restore-registered)."""
+        self.journal = journal
 
     async def register_and_load(self, name: str, url: str) -> LoadOutcome:
         """POST /models: load `name` from `url`."""

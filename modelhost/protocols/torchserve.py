@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Awaitable, Mapping
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Any, NamedTuple
 
 from modelhost.errors import BadRequestBody, ModelAlreadyLoaded, ModelhostError, ModelNotFound
 from modelhost.host import ModelHost
+from modelhost.host.journal import Journal
 from modelhost.host.listing import IN_MEMORY, REGISTERED, Listing
 from modelhost.host.registry import Registered
 from modelhost.names import echo, model_name
@@ -29,6 +31,8 @@ from modelhost.protocols.registration import (
 from modelhost.records.statistics import ModelStatistics
 from modelhost.scheduler import ModelSchedule
 from modelhost.urls import redact_url
+
+logger = logging.getLogger("modelhost")
 
 MODEL_VERSION = "1.0"  # of a model registered without versions
 ARCHIVE_SUFFIXES = (".mar", ".tar.gz", ".tgz", ".tar", ".zip")
@@ -70,6 +74,8 @@ class TorchServeModels:
             )
         registered = await self._fetch(name, url, settings)
         version = registered.version
+        if journal := self.host.registry.journal:
+            journal.record(name, version, params)
         if workers == 0:
             return Answer(
                 f'Model "{name}" Version: {version} registered with 0 initial workers. '
@@ -174,6 +180,8 @@ class TorchServeModels:
             await self.host.registry.unregister_version(target.model, target.version)
         else:
             await self.host.registry.unregister(target.name)
+        if journal := self.host.registry.journal:
+            journal.forget(target.model, target.version)
         return f'Model "{target.model}" unregistered'
 
     async def scale(
@@ -281,3 +289,17 @@ def start_after(listing: Listing, token: str | None) -> str | None:
 def unless_negative(limit: str | None) -> str | None:
     """TorchServe reads a negative limit as none given: its default page size."""
     return None if limit and is_negative_number(limit) else limit
+
+
+async def restore_registered(host: ModelHost, path: Path) -> None:
+    """Register again what `path` kept (`--restore-registered`), each on its workers, and keep
+    what later registrations make of it; a failure is logged and kept for the next start."""
+    journal = Journal(path)
+    host.registry.keep_journal(journal)
+    models = TorchServeModels(host)
+    for entry in journal.take():
+        try:
+            await models.register({**entry.params, "synchronous": "true"})
+        except ModelhostError as error:
+            logger.error("could not restore model %s %s: %s", entry.model, entry.version, error)
+            journal.keep(entry)

@@ -100,6 +100,7 @@ EFFECTS: dict[str, str] = {
     "--config": "config/test_config.py::test_file_locations_from_flags_and_environment",
     "--mms-config": CONFIG + "test_mms_config_file_variable_wins",
     "--torchserve-metrics": "e2e/test_torchserve_metrics.py::test_get_metrics",
+    "--restore-registered": "e2e/test_restore_registered.py::test_a_restart_keeps_the_registered_models",
     "--token-auth": "e2e/test_torchserve_tokens.py::test_inference_api_with_incorrect_token",
     "--token-expiration-min": "protocols/test_keys.py::test_keys_expire_but_the_api_key_renews_them",
     "disable_token_authorization": "e2e/test_torchserve_tokens.py::test_disable_token_authorization",
