@@ -28,7 +28,6 @@ from modelhost.config.tenant_policies import TenantPolicies
 from modelhost.config.tenants_reload import TenantsFileWatcher
 from modelhost.errors import ConfigError
 from modelhost.host import ModelHost
-from modelhost.host.journal import JOURNAL_FILE
 from modelhost.host.memory_readings import PssReading, split_pss_bytes
 from modelhost.host.preload import preload
 from modelhost.host.sizing import Sizing
@@ -106,7 +105,7 @@ async def serve_pool(config: Config, pool: WorkerPool, events: EventLog) -> int:
         beside += metrics_servers(observer, config)
         await preload(host, starting_models(config), config.load_models)
         if config.restore_registered:
-            await restore_registered(host, Path(config.cache_dir) / JOURNAL_FILE)
+            await restore_registered(host, Path(config.cache_dir), config.model_snapshot)
         ignore_signals_after_drain()
         health.serve(host.pool.health)
         logger.info("serving %s on http://%s:%d", host.store_uri, config.host, config.port)

@@ -89,6 +89,8 @@ def load_config(
         values.setdefault("admission", "none")  # no load evicts: there is no victim to filter
     if environ.get("MMS_CONFIG_FILE"):  # started as MMS (or by SageMaker's toolkit)
         values.setdefault("management_api", "mms")
+    if values.get("model_snapshot"):  # TorchServe restores a snapshot's models at start
+        values.setdefault("restore_registered", True)
     if props_path and values.get("management_api") != "mms":  # TorchServe 0.11's default
         values.setdefault("token_auth", True)
     tokens = tenant_tokens(values.get("tenant_from", ""), values.get("tenant_tokens_file", ""), cwd)

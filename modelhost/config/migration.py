@@ -50,7 +50,6 @@ _PROPS_NOTICES = {
     "unregister_model_timeout": "has no meaning here: an unload waits for the model's requests, "
     "each bounded by default_response_timeout",
     "workflow_store": "has no meaning here: workflows (.war) and the Workflow API are not served",
-    "model_snapshot": "has no meaning here: models loaded at start come from load_models",
     "snapshot_store": "has no meaning here: models loaded at start come from load_models",
     "metrics_format": "has no meaning here: metrics are Prometheus text at GET /metrics",
     "metrics_config": "has no meaning here: modelhost's metrics are fixed (docs/observability.md)",

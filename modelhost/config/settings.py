@@ -186,6 +186,12 @@ class Config:
         "cache folder and register them again at start, loaded as they were registered, as "
         "TorchServe's snapshots restore them",
     )
+    model_snapshot: str = _setting(
+        "",
+        "TorchServe's snapshot of registered models (JSON, as its snapshot .cfg files hold it): "
+        "those not registered yet are registered at start, and it turns restore_registered on",
+        props="model_snapshot",
+    )
     multi_model: bool = _setting(
         True,
         "serve many models (SageMaker multi-model); false needs --single-model, the one model",

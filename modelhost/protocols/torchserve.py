@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 from modelhost.errors import BadRequestBody, ModelAlreadyLoaded, ModelhostError, ModelNotFound
 from modelhost.host import ModelHost
-from modelhost.host.journal import Journal
+from modelhost.host.journal import JOURNAL_FILE, Journal
 from modelhost.host.listing import IN_MEMORY, REGISTERED, Listing
 from modelhost.host.registry import Registered
 from modelhost.names import echo, model_name
@@ -28,6 +28,7 @@ from modelhost.protocols.registration import (
     missing_handler,
     registration_settings,
 )
+from modelhost.protocols.snapshot import snapshot_registrations
 from modelhost.records.statistics import ModelStatistics
 from modelhost.scheduler import ModelSchedule
 from modelhost.urls import redact_url
@@ -291,15 +292,27 @@ def unless_negative(limit: str | None) -> str | None:
     return None if limit and is_negative_number(limit) else limit
 
 
-async def restore_registered(host: ModelHost, path: Path) -> None:
-    """Register again what `path` kept (`--restore-registered`), each on its workers, and keep
-    what later registrations make of it; a failure is logged and kept for the next start."""
-    journal = Journal(path)
+async def restore_registered(host: ModelHost, cache_dir: Path, model_snapshot: str = "") -> None:
+    """Register again what the cache folder kept (`--restore-registered`), each on its workers,
+    then the models of TorchServe's snapshot not registered yet; a failure is logged and kept."""
+    snapshot = snapshot_registrations(model_snapshot) if model_snapshot else []
+    journal = Journal(cache_dir / JOURNAL_FILE)
     host.registry.keep_journal(journal)
     models = TorchServeModels(host)
     for entry in journal.take():
-        try:
-            await models.register({**entry.params, "synchronous": "true"})
-        except ModelhostError as error:
-            logger.error("could not restore model %s %s: %s", entry.model, entry.version, error)
+        if not await _registered(models, {**entry.params, "synchronous": "true"}):
             journal.keep(entry)
+    known = set(host.registry.versions)
+    for params in snapshot:
+        if params["model_name"] not in known:
+            await _registered(models, params)
+
+
+async def _registered(models: TorchServeModels, params: Mapping[str, str]) -> bool:
+    """Whether `params` registered their model; a failure is logged."""
+    try:
+        await models.register(params)
+    except ModelhostError as error:
+        logger.error("could not restore model %s: %s", params.get("model_name"), error)
+        return False
+    return True

@@ -182,3 +182,11 @@ def test_token_auth_refuses_other_bearer_tokens(tmp_path: Path, other: dict[str,
     write(tmp_path / "tokens.toml", '[tokens]\n"s3cret" = "t1"\n')
     with pytest.raises(ConfigError, match="--no-token-auth"):
         load_config({"token_auth": True, **other}, {}, tmp_path)
+
+
+def test_a_model_snapshot_turns_restore_registered_on(tmp_path: Path) -> None:
+    """A snapshot .cfg given as the config restores its models, and what is registered later."""
+    path = write(tmp_path / "snap.cfg", 'model_snapshot={"models": {}}\n')
+    config = load_config({}, {"TS_CONFIG_FILE": str(path)}, tmp_path)
+    assert (config.restore_registered, config.model_snapshot) == (True, '{"models": {}}')
+    assert load_config({}, {}, tmp_path).restore_registered is False

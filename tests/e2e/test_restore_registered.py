@@ -76,3 +76,26 @@ def test_without_the_flag_a_restart_forgets(
         register_two_keep_one(management)
     with server:
         assert management.get("/models/kept").status_code == 404
+
+
+def test_torchserves_snapshot_registers_its_models(
+    store: Path, tmp_path: Path, management_port: int, management: httpx.Client
+) -> None:
+    """A snapshot .cfg given as the config: its models register at start, and once."""
+    snapshot = (
+        '{\\n  "name"\\: "20241001120000000-snapshot.cfg",\\n  "modelCount"\\: 1,\\n  "models"\\: '
+        '{\\n    "snap"\\: {\\n      "1.0"\\: {\\n        "defaultVersion"\\: true,\\n'
+        '        "marName"\\: "iris.pkl",\\n        "minWorkers"\\: 1,\\n        "maxWorkers"\\: 1,'
+        '\\n        "batchSize"\\: 2,\\n        "maxBatchDelay"\\: 100\\n      }\\n    }\\n  }\\n}'
+    )
+    properties = tmp_path / "snapshot.cfg"
+    properties.write_text(f"disable_token_authorization=true\nmodel_snapshot={snapshot}\n")
+    args = testing.serve_args(
+        store, tmp_path / "cache", workers=1, memory_budget="2GiB", management_port=management_port
+    )
+    server = testing.RunningServer([*args, "--mms-config", str(properties)], tmp_path)
+    for _ in range(2):  # the second start finds it in the journal too
+        with server:
+            (described,) = management.get("/models/snap").json()
+            assert (described["batchSize"], len(described["workers"])) == (2, 1), described
+            assert "could not restore" not in server.log_text()
