@@ -47,7 +47,7 @@ __all__ = [
 def build_management_app(
     routes: SageMakerRoutes, unhandled: Unhandled | None = None, api: str = TORCHSERVE
 ) -> ASGIApp:
-    """The management app, answering as TorchServe's or MMS's API, guarded from other origins."""
+    """The management port's app; under TorchServe's token authorization, behind its guard."""
     app = management_app(routes, unhandled, api)
     keys = routes.settings.keys
     return TokenGuard(app, keys, management_port_needs, token_api=True) if keys else app
