@@ -17,7 +17,12 @@ import pytest
 from helpers.serving import Servers
 
 from modelhost import testing
-from modelhost.rpc.messages import TS_INFERENCE_SERVICE, TS_MANAGEMENT_SERVICE, message
+from modelhost.rpc.messages import (
+    OIP_SERVICE,
+    TS_INFERENCE_SERVICE,
+    TS_MANAGEMENT_SERVICE,
+    message,
+)
 from modelhost.rpc.stubs import Stub
 
 pytestmark = pytest.mark.e2e
@@ -225,6 +230,19 @@ def test_grpc_api_with_token_auth(server: testing.RunningServer, ports: Ports, w
                 call(request, metadata=wrong, timeout=60)
             assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
             call(request, metadata=grpc_key(work, kind), timeout=60)
+
+
+def test_grpc_repository_load_needs_the_management_key(
+    server: testing.RunningServer, ports: Ports, work: Path
+) -> None:
+    """OIP's repository load on the gRPC inference port changes what is served, as over REST."""
+    load = message("inference.RepositoryModelLoadRequest")(model_name="iris.pkl")
+    with grpc.insecure_channel(f"127.0.0.1:{ports.grpc_inference}") as channel:
+        oip = Stub(channel, OIP_SERVICE)
+        with pytest.raises(grpc.RpcError) as refused:
+            oip.RepositoryModelLoad(load, metadata=grpc_key(work, "inference"), timeout=60)
+        assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        oip.RepositoryModelLoad(load, metadata=grpc_key(work, "management"), timeout=60)
 
 
 def test_grpc_ping_needs_no_key(server: testing.RunningServer, ports: Ports) -> None:
