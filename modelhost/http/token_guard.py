@@ -30,11 +30,19 @@ OPEN = frozenset({("GET", "/ping"), ("GET", "/openapi.json"), ("OPTIONS", "/")})
 class TokenGuard:
     """Refuse a request without the key its route needs; answer the token API if asked to."""
 
-    def __init__(self, app: ASGIApp, keys: TokenKeys, needs: Needs, token_api: bool) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        keys: TokenKeys,
+        needs: Needs,
+        token_api: bool,
+        on_answer: Callable[[Scope, Response], None] = lambda scope, response: None,
+    ) -> None:
         self.app = app
         self.keys = keys
         self.needs = needs
         self.token_api = token_api
+        self.on_answer = on_answer  # what the guard answers itself, for the observer
 
     @property
     def routes(self) -> object:
@@ -54,6 +62,7 @@ class TokenGuard:
             await self.app(scope, receive, send)
             return
         await response(scope, receive, send)
+        self.on_answer(scope, response)
 
     def renew(self, authorization: str, query: QueryParams) -> Response:
         """TorchServe's token API: the API key renews the management or the inference key."""

@@ -192,6 +192,15 @@ def test_token_api_refuses_other_keys_and_types(management: httpx.Client, work: 
     assert wrong_type.status_code == 400, wrong_type.text
 
 
+def test_refusals_are_counted_as_any_request(
+    inference: httpx.Client, ports: Ports, server: testing.RunningServer
+) -> None:
+    """A 401 from the guard shows in the metrics, as every other answer does."""
+    assert inference.post("/predictions/iris.pkl", json=ROWS, headers=WRONG).status_code == 401
+    text = httpx.get(f"http://127.0.0.1:{ports.metrics}/metrics", timeout=30).text
+    assert 'modelhost_rejections_total{reason="Unauthorized"}' in text, text
+
+
 def test_ping_and_metrics_port_need_no_key(
     inference: httpx.Client, ports: Ports, server: testing.RunningServer
 ) -> None:
