@@ -47,7 +47,9 @@ from modelhost.http.server import (
 from modelhost.http.torchserve import build_management_app
 from modelhost.observe.observer import Observer
 from modelhost.protocols.health import Health
+from modelhost.protocols.keys import TokenKeys, keys_while_serving
 from modelhost.protocols.tenants import model_tenant, tenant_rule
+from modelhost.protocols.torchserve import restore_registered
 from modelhost.records.events import EventLog
 from modelhost.resources import free_disk_bytes, usable_memory_bytes
 from modelhost.scheduler import SchedulerSettings
@@ -69,7 +71,11 @@ WORKER_GROWTH_FLOOR_BYTES = 2**20
 
 async def serve_pool(config: Config, pool: WorkerPool, events: EventLog) -> int:
     """Serve until SIGTERM or SIGINT with `pool`, its template spawned (modelhost.launch)."""
-    async with started_host(config, pool, events) as host, observed(host, config) as observer:
+    async with (
+        started_host(config, pool, events) as host,
+        observed(host, config) as observer,
+        keys_while_serving(config.token_auth, config.token_expiration_min * 60) as keys,
+    ):
         health = Health(host, "" if config.multi_model else config.single_model)
         routes = SageMakerRoutes(
             host,
@@ -81,15 +87,16 @@ async def serve_pool(config: Config, pool: WorkerPool, events: EventLog) -> int:
                 max_response_bytes=config.max_response_bytes,
                 sagemaker_contract=config.sagemaker_contract,
                 tenants=tenant_rule(config),
+                keys=keys,
             ),
             observer.usage,
             health,
         )
-        rpc = grpc_servers(host, config, observer, health)
+        rpc = grpc_servers(host, config, observer, health, keys)
         server = DrainingServer(
             lambda: drain(observer, rpc),
             uvicorn_config(
-                build_app(routes, observer),
+                build_app(routes, observer, token_api=not management_port_apart(config)),
                 config,
                 config.port,
                 timeout_graceful_shutdown=int(config.drain_timeout_s),
@@ -98,6 +105,8 @@ async def serve_pool(config: Config, pool: WorkerPool, events: EventLog) -> int:
         beside = management_servers(routes, config, Unhandled(observer.metrics.unhandled_errors))
         beside += metrics_servers(observer, config)
         await preload(host, starting_models(config), config.load_models)
+        if config.restore_registered:
+            await restore_registered(host, Path(config.cache_dir), config.model_snapshot)
         ignore_signals_after_drain()
         health.serve(host.pool.health)
         logger.info("serving %s on http://%s:%d", host.store_uri, config.host, config.port)
@@ -125,14 +134,18 @@ async def serve_rpc_beside(
 
 
 def grpc_servers(
-    host: ModelHost, config: Config, observer: Observer, health: Health
+    host: ModelHost,
+    config: Config,
+    observer: Observer,
+    health: Health,
+    keys: TokenKeys | None = None,
 ) -> list[RpcServer]:
     """The gRPC servers, if a gRPC port is set: only then is grpcio imported."""
     if not (config.grpc_port or config.grpc_management_port):
         return []
     from modelhost.rpc.services import rpc_servers
 
-    return rpc_servers(host, config, observer, health)
+    return rpc_servers(host, config, observer, health, keys)
 
 
 def drain(observer: Observer, rpc: list[RpcServer]) -> None:
@@ -146,7 +159,7 @@ def management_servers(
     routes: SageMakerRoutes, config: Config, unhandled: Unhandled
 ) -> list[uvicorn.Server]:
     """TorchServe's management API on its own port, when one is configured."""
-    if not config.management_port or management_on_main_port(config):
+    if not management_port_apart(config):
         return []  # the main port answers SageMaker's management calls already
     app = build_management_app(routes, unhandled, config.management_api)
     host = config.management_host or config.host
@@ -160,6 +173,11 @@ def metrics_servers(observer: Observer, config: Config) -> list[uvicorn.Server]:
     host = config.metrics_host or config.host
     app = build_metrics_app(observer)
     return [SecondaryServer(uvicorn_config(app, config, config.metrics_port, host=host))]
+
+
+def management_port_apart(config: Config) -> bool:
+    """Whether TorchServe's management API has a port of its own."""
+    return bool(config.management_port) and not management_on_main_port(config)
 
 
 def management_on_main_port(config: Config) -> bool:

@@ -71,10 +71,12 @@ async def download(
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     slot: contextlib.AbstractAsyncContextManager[Any] | None = None,
     room_for_bytes: Callable[[int], None] = lambda received: None,
+    on_received: Callable[[int], None] = lambda received: None,
 ) -> Downloaded:
     """Fetch `key` into `dest`, whole and verified, or raise the store's error.
 
-    `slot` is held around each fetch only, so a stat never waits on a download.
+    `slot` is held around each fetch only, so a stat never waits on a download. `on_received`
+    hears the bytes received so far, on the event loop, as the stall watch sees them.
     """
     started = time.perf_counter()
     for attempt in range(1, policy.attempts + 1):
@@ -89,6 +91,7 @@ async def download(
                     info=info,
                     timeout_s=policy.timeout_s,
                     room_for_bytes=room_for_bytes,
+                    on_received=on_received,
                 )
             size = await asyncio.to_thread(verify, dest, info, redact_url(store.url_of(key)))
             duration_ms = (time.perf_counter() - started) * 1000
@@ -109,6 +112,7 @@ async def fetch_watched(
     info: ObjectInfo,
     timeout_s: float,
     room_for_bytes: Callable[[int], None] = lambda received: None,
+    on_received: Callable[[int], None] = lambda received: None,
 ) -> None:
     """One try, cancelled with `StoreTimeout` if no byte arrives for `timeout_s`."""
     meter = Meter(redact_url(store.url_of(key)), info.size, room_for_bytes)
@@ -119,6 +123,7 @@ async def fetch_watched(
             await asyncio.wait({task}, timeout=min(WATCH_TICK_S, timeout_s))
             if meter.received != seen:
                 seen, quiet_since = meter.received, time.monotonic()
+                on_received(seen)
             elif not task.done() and time.monotonic() - quiet_since > timeout_s:
                 raise StoreTimeout(
                     stalled(redact_url(store.url_of(key)), timeout_s, meter.received, info)

@@ -13,6 +13,7 @@ from modelhost.cache.entries import tree_bytes
 from modelhost.cache.stores import ObjectInfo, Store
 from modelhost.cache.unpack import unpack_archive
 from modelhost.records.events import EventLog
+from modelhost.records.progress import UNPACKING, DownloadProgress, report
 from modelhost.urls import redact_url
 
 STEP_BYTES = 32 * 2**20  # room for an unknown total grows by this much
@@ -41,7 +42,10 @@ class Filling:
         """The object's info and the milliseconds it took."""
         name, reservation, base = self.name, self.reservation, self.reservation.bytes
 
+        progress = DownloadProgress(self.events, name)
+
         def room_for(info: ObjectInfo) -> None:
+            progress.start(info.size)
             if info.size is not None:
                 self.budget.grow(reservation, name, base + info.size, base + info.size)
 
@@ -53,7 +57,14 @@ class Filling:
         # held while bytes flow, not while the store is asked
         slot = RoomFirst(reservation, slots)
         done = await download(
-            store, key, dest, policy, room_for, slot=slot, room_for_bytes=room_for_bytes
+            store,
+            key,
+            dest,
+            policy,
+            room_for,
+            slot=slot,
+            room_for_bytes=room_for_bytes,
+            on_received=progress,
         )
         await self.budget.grow_async(reservation, name, base + done.bytes, base + done.bytes)
         self.events.emit(
@@ -72,6 +83,7 @@ class Filling:
 
     async def unpack(self, archive: Path, dest: Path, limits: UnpackLimits) -> Path:
         started = time.perf_counter()
+        report(self.events, self.name, UNPACKING, 0, archive.stat().st_size)
         loop = asyncio.get_running_loop()
         name, reservation, base = self.name, self.reservation, self.reservation.bytes
 

@@ -89,6 +89,10 @@ def load_config(
         values.setdefault("admission", "none")  # no load evicts: there is no victim to filter
     if environ.get("MMS_CONFIG_FILE"):  # started as MMS (or by SageMaker's toolkit)
         values.setdefault("management_api", "mms")
+    if values.get("model_snapshot"):  # TorchServe restores a snapshot's models at start
+        values.setdefault("restore_registered", True)
+    if props_path and values.get("management_api") != "mms":  # TorchServe 0.11's default
+        values.setdefault("token_auth", True)
     tokens = tenant_tokens(values.get("tenant_from", ""), values.get("tenant_tokens_file", ""), cwd)
     config = Config(**values, notices=tuple(notices), tenant_tokens=tokens)
     _refuse_unsupported(config)
@@ -106,6 +110,13 @@ def _refuse_unsupported(config: Config) -> None:
         )
     if config.untrusted_workers:
         _refuse_untrusted_workers(config)
+    if config.token_auth and (config.management_token or config.tenant_from == "token"):
+        raise ConfigError(
+            "token_auth gives management and inference calls TorchServe's keys, so a bearer "
+            "token cannot also be the management_token or name a tenant (tenant_from token): "
+            "unset those, or turn token authorization off (--no-token-auth, or "
+            "disable_token_authorization=true in config.properties)"
+        )
     if config.sagemaker_contract and (config.admission != "none" or config.min_residency_s):
         raise ConfigError(
             "admission and min_residency_s choose and delay the victims of a load, but under "

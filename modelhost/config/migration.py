@@ -50,7 +50,6 @@ _PROPS_NOTICES = {
     "unregister_model_timeout": "has no meaning here: an unload waits for the model's requests, "
     "each bounded by default_response_timeout",
     "workflow_store": "has no meaning here: workflows (.war) and the Workflow API are not served",
-    "model_snapshot": "has no meaning here: models loaded at start come from load_models",
     "snapshot_store": "has no meaning here: models loaded at start come from load_models",
     "metrics_format": "has no meaning here: metrics are Prometheus text at GET /metrics",
     "metrics_config": "has no meaning here: modelhost's metrics are fixed (docs/observability.md)",
@@ -58,8 +57,6 @@ _PROPS_NOTICES = {
     "disable_system_metrics": "has no switch here: modelhost reports memory and CPU always",
     "enable_model_api": "has no switch here: the management API is on when management_port is "
     "set; calls need loopback or --management-token",
-    "disable_token_authorization": "has no switch here: management calls need loopback, or "
-    "Authorization: Bearer with --management-token",
     "limit_max_image_pixels": "has no meaning here: no built-in handler decodes images",
     "enable_grpc_ssl": "has no switch here: gRPC uses TLS whenever certificate_file and "
     "private_key_file are set, as HTTP does",
@@ -70,8 +67,6 @@ _PROPS_REFUSED = {
     "(--ssl-certfile, --ssl-keyfile)",
     "keystore_pass": "use an unencrypted PEM key with certificate_file and private_key_file",
     "keystore_type": "use PEM files with certificate_file and private_key_file",
-    "enable_token_authorization": "set --management-token TOKEN (MODELHOST_MANAGEMENT_TOKEN); "
-    "management calls then need Authorization: Bearer TOKEN, inference calls need none",
     "allowed_urls": "TorchServe's patterns are regular expressions; write them as glob patterns "
     "(* matches anything) in --allowed-urls (MODELHOST_ALLOWED_URLS)",
     "models": "per-model settings go in a manifest inside the model's artifact (modelhost.toml: "
@@ -292,7 +287,19 @@ def _metrics_mode(value: str, source: str) -> list[tuple[str, str]]:
     return [("torchserve_metrics", str(value.strip().lower() == "prometheus").lower())]
 
 
+def _disable_token_authorization(value: str, source: str) -> list[tuple[str, str]]:
+    """TorchServe 0.11's switch: true turns its token authorization off."""
+    return [("token_auth", str(value.strip().lower() != "true").lower())]
+
+
+def _enable_token_authorization(value: str, source: str) -> list[tuple[str, str]]:
+    """TorchServe 0.10's switch, which 0.11 turned round."""
+    return [("token_auth", value)]
+
+
 _PROPS_SPLIT: dict[str, Callable[[str, str], list[tuple[str, str]]]] = {
+    "disable_token_authorization": _disable_token_authorization,
+    "enable_token_authorization": _enable_token_authorization,
     "metrics_mode": _metrics_mode,
     "inference_address": _split_address,
     "management_address": _split_management_address,

@@ -180,6 +180,18 @@ class Config:
         "seconds a model may go unused before it is unloaded (0: never, as in SageMaker)",
         minimum=0,
     )
+    restore_registered: bool = _setting(
+        False,
+        "keep the models registered through TorchServe's management API (REST or gRPC) in the "
+        "cache folder and register them again at start, loaded as they were registered, as "
+        "TorchServe's snapshots restore them",
+    )
+    model_snapshot: str = _setting(
+        "",
+        "TorchServe's snapshot of registered models (JSON, as its snapshot .cfg files hold it): "
+        "those not registered yet are registered at start, and it turns restore_registered on",
+        props="model_snapshot",
+    )
     multi_model: bool = _setting(
         True,
         "serve many models (SageMaker multi-model); false needs --single-model, the one model",
@@ -250,6 +262,19 @@ class Config:
     management_token: str = _setting(
         "", "bearer token that allows management calls from non-loopback addresses"
     )
+    token_auth: bool = _setting(
+        False,
+        "TorchServe's token authorization: key_file.json in the working folder holds a "
+        "management, an inference and an API key, and each API's calls need its key as "
+        "'Authorization: Bearer <key>' (GET /token?type= with the API key renews one); on when "
+        "a TorchServe config.properties is read, unless it says disable_token_authorization=true",
+    )
+    token_expiration_min: float = _setting(
+        60.0,
+        "minutes a management or inference key of --token-auth lasts before GET /token renews it",
+        props="token_expiration_min",
+        minimum=0.001,
+    )
     tenant_from: str = _setting(
         "",
         "who a request's tenant is: header (X-Modelhost-Tenant; header:NAME another header), "
@@ -267,7 +292,7 @@ class Config:
     untrusted_workers: int = _setting(
         0,
         "of the workers, how many are sandboxed for the models of tenants the tenants file "
-        "gives trust = \"untrusted\" (needs --tenant-from name:N)",
+        'gives trust = "untrusted" (needs --tenant-from name:N)',
         minimum=0,
     )
     forwarded_allow_ips: str = _setting(

@@ -59,4 +59,3 @@ class Trust:
         if self.policies().of(tenant).trust != UNTRUSTED:
             return ""
         return f'tenant {tenant} has trust = "untrusted" in the tenants file'
-

@@ -17,6 +17,7 @@ from modelhost.host.manifests import Manifests, load_event
 from modelhost.host.seams import Disk, Pool
 from modelhost.host.under_way import UnderWay
 from modelhost.records.events import EventLog
+from modelhost.records.progress import LOADING, report
 from modelhost.scheduler.dispatch import Dispatcher
 from modelhost.scheduler.placement import least_loaded
 from modelhost.workers.handle import WorkerHandle
@@ -101,6 +102,7 @@ class Copies:
         request = self.manifests.load_request(name, artifact, offer)
         own_s = self.manifests.of(name).load_timeout_s
         loaded: Loaded | None = None
+        report(self.events, name, LOADING)
         try:
             loaded, _ = await self.pool.call(worker, request, Loaded, model=name, timeout_s=own_s)
         finally:

@@ -18,6 +18,7 @@ from modelhost.host.calls import Invocation, LoadOutcome, Result
 from modelhost.host.changes import Changes
 from modelhost.host.copies import Copies
 from modelhost.host.invoking import InvokePath
+from modelhost.host.journal import Journal
 from modelhost.host.listing import Listing
 from modelhost.host.manifests import Manifests
 from modelhost.host.memory_readings import MemoryReadings, PssReading, ServerPss
@@ -30,6 +31,7 @@ from modelhost.host.shortfall import never_fits
 from modelhost.host.sizing import Sizing
 from modelhost.host.under_way import UnderWay
 from modelhost.records.events import EventLog
+from modelhost.records.progress import LoadProgress
 from modelhost.records.statistics import (
     DiskStatistics,
     HostStatistics,
@@ -108,6 +110,8 @@ class ModelHost:
             model_tenant=model_tenant,
         )
         self.registry = Registry(self.residency)
+        self.journal: Journal | None = None  # what --restore-registered keeps, once it is on
+        self.progress = LoadProgress(events)
         self.sizing = sizing(memory, events, clock)
         self.invoke_path = InvokePath(
             self.residency,
@@ -305,6 +309,8 @@ class ModelHost:
     def model_statistics(self, name: str) -> ModelStatistics:
         resident, artifact = self.memory.get(name), self.disk.get(name)
         state = resident.state.value if resident else "on_disk" if artifact else "remote"
+        if not resident and name in self.residency.loads:
+            state = State.LOADING.value  # fetching it, before it holds any memory
         dispatcher = self.copies.dispatchers.get(name)
         held = [self.pool.workers.get(w) for w in (resident.workers if resident else [])]
         last_used = artifact.last_used if artifact else None
@@ -327,6 +333,7 @@ class ModelHost:
             load_ms=resident.load_ms if resident else None,
             load_reserve_bytes=self.manifests.known_reservation(name),
             events=tuple(self.events.for_model(name)),
+            load_progress=self.progress.of(name),
         )
 
 

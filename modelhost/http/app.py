@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import functools
+import time
+from collections.abc import Sequence
+
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.routing import Route
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp, Scope
 
 from modelhost.errors import ModelhostError
 from modelhost.http.cross_site import CrossSiteGuard
@@ -19,10 +25,42 @@ from modelhost.http.observe import ObserveRoutes
 from modelhost.http.oip import OipRoutes
 from modelhost.http.openapi import OpenApiRoute
 from modelhost.http.routes import SageMakerRoutes
+from modelhost.http.token_guard import TOKEN_PATH, TokenGuard, inference_port_needs
+from modelhost.observe.exchange import Exchange
 from modelhost.observe.observer import Observer
 
 
-def build_app(routes: SageMakerRoutes, observer: Observer | None = None) -> InvocationFastPath:
+def build_app(
+    routes: SageMakerRoutes, observer: Observer | None = None, token_api: bool = False
+) -> ASGIApp:
+    """The main port's app; under TorchServe's token authorization, behind its guard."""
+    app = main_app(routes, observer)
+    keys = routes.settings.keys
+    if not keys:
+        return app
+    needs = inference_port_needs(management_routes(app.routes))
+    observe = functools.partial(observe_answer, observer) if observer else lambda *_: None
+    return TokenGuard(app, keys, needs, token_api, observe)
+
+
+def observe_answer(observer: Observer, scope: Scope, response: Response) -> None:
+    """A refusal or a token API answer of the guard, counted and logged as any request."""
+    status = response.status_code
+    exchange = Exchange(
+        time=time.time(),
+        method=scope["method"],
+        route=TOKEN_PATH if scope["path"] == TOKEN_PATH else "other",
+        status=status,
+        duration_s=0.0,
+        bytes_in=0,
+        bytes_out=len(response.body),
+        error={400: "BadRequestBody", 401: "Unauthorized"}.get(status),
+    )
+    observer.record(exchange)
+
+
+def main_app(routes: SageMakerRoutes, observer: Observer | None = None) -> InvocationFastPath:
+    """SageMaker's, TorchServe's inference, OIP's and modelhost's own routes."""
     settings = routes.settings
     unhandled = Unhandled(observer.metrics.unhandled_errors if observer else None)
     instance = instance_name(settings.instance_id)
@@ -75,12 +113,13 @@ MANAGEMENT_CALLS = frozenset(
 )
 
 
-def management_routes(served: list[Route]) -> list[Route]:
+def management_routes(served: Sequence[BaseRoute]) -> list[Route]:
     """The routes a page of another origin may not call (cross_site.py)."""
     return [
         route
         for route in served
-        if any((method, route.path) in MANAGEMENT_CALLS for method in route.methods or ())
+        if isinstance(route, Route)
+        and any((method, route.path) in MANAGEMENT_CALLS for method in route.methods or ())
     ]
 
 

@@ -29,6 +29,7 @@ from modelhost.observe.usage import ModelUsage
 from modelhost.protocols.access import is_loopback, trusted_as_local
 from modelhost.protocols.bodies import body_cut_short, read_within
 from modelhost.protocols.health import Health
+from modelhost.protocols.keys import MANAGEMENT, TokenKeys, refusal_message
 from modelhost.protocols.pages import decode_token, encode_token, page_size
 from modelhost.protocols.params import check_param
 from modelhost.protocols.tenants import TenantRule
@@ -44,6 +45,7 @@ class HttpSettings:
     max_response_bytes: int = 0  # 0: no limit
     sagemaker_contract: bool = False
     tenants: TenantRule | None = None  # None: tenants are off
+    keys: TokenKeys | None = None  # TorchServe's token authorization; None: off
 
 
 class SageMakerRoutes:
@@ -171,6 +173,9 @@ class SageMakerRoutes:
         A loopback caller whose Host names another machine counts as from elsewhere: DNS
         rebinding makes a browser such a caller.
         """
+        if self.settings.keys:
+            self.authorize_by_key(request, self.settings.keys)
+            return
         address = request.client.host if request.client else ""
         if trusted_as_local(address, request.headers.get("host", "")):
             return
@@ -198,6 +203,11 @@ class SageMakerRoutes:
                 "management calls from outside this machine need the header "
                 "'Authorization: Bearer <token>' with the configured token"
             )
+
+    def authorize_by_key(self, request: Request, keys: TokenKeys) -> None:
+        """Under TorchServe's token authorization the management key decides, from anywhere."""
+        if not keys.allows(MANAGEMENT, request.headers.get("authorization", "")):
+            raise Unauthorized(refusal_message(MANAGEMENT))
 
 
 def model_in_path(request: Request) -> str:

@@ -11,6 +11,7 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp
 
 from modelhost.errors import ModelhostError
 from modelhost.http.cross_site import CrossSiteGuard, state_changing
@@ -18,6 +19,7 @@ from modelhost.http.errors import handle_http_exception, handle_modelhost_error
 from modelhost.http.last_resort import LastResort, Unhandled
 from modelhost.http.openapi import OpenApiRoute
 from modelhost.http.routes import SageMakerRoutes
+from modelhost.http.token_guard import TokenGuard, management_port_needs
 from modelhost.protocols.registration import count
 from modelhost.protocols.torchserve import (
     MODEL_VERSION,
@@ -44,8 +46,17 @@ __all__ = [
 
 def build_management_app(
     routes: SageMakerRoutes, unhandled: Unhandled | None = None, api: str = TORCHSERVE
+) -> ASGIApp:
+    """The management port's app; under TorchServe's token authorization, behind its guard."""
+    app = management_app(routes, unhandled, api)
+    keys = routes.settings.keys
+    return TokenGuard(app, keys, management_port_needs, token_api=True) if keys else app
+
+
+def management_app(
+    routes: SageMakerRoutes, unhandled: Unhandled | None = None, api: str = TORCHSERVE
 ) -> LastResort:
-    """The management app, answering as TorchServe's or MMS's API, guarded from other origins."""
+    """TorchServe's or MMS's management routes, guarded from other origins."""
     served = TorchServeManagement(routes, api).routes()
     unhandled = unhandled or Unhandled()
     app = Starlette(

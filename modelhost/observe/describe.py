@@ -45,7 +45,17 @@ def model_description(model: ModelStatistics) -> dict[str, Any]:
         "loadTimeMs": round(model.load_ms, 2) if model.load_ms else None,
         "loadReserveBytes": model.load_reserve_bytes,
         "events": [_event(event) for event in model.events],
-    }
+    } | ({"loadProgress": _progress(model.load_progress)} if model.load_progress else {})
+
+
+def _progress(event: Event) -> dict[str, Any]:
+    """A load under way: its phase, and bytes of the total where it has them."""
+    progress: dict[str, Any] = {"phase": event.reason, "since": iso_time(event.time)}
+    if event.bytes is not None:
+        progress["bytes"] = event.bytes
+    if "total_bytes" in event.detail:
+        progress["totalBytes"] = event.detail["total_bytes"]
+    return progress
 
 
 def describe_host(host: HostStatistics) -> dict[str, Any]:

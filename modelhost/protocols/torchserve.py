@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Awaitable, Mapping
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Any, NamedTuple
 
 from modelhost.errors import BadRequestBody, ModelAlreadyLoaded, ModelhostError, ModelNotFound
 from modelhost.host import ModelHost
+from modelhost.host.journal import JOURNAL_FILE, Journal
 from modelhost.host.listing import IN_MEMORY, REGISTERED, Listing
 from modelhost.host.registry import Registered
 from modelhost.names import echo, model_name
@@ -26,9 +28,12 @@ from modelhost.protocols.registration import (
     missing_handler,
     registration_settings,
 )
+from modelhost.protocols.snapshot import snapshot_registrations
 from modelhost.records.statistics import ModelStatistics
 from modelhost.scheduler import ModelSchedule
 from modelhost.urls import redact_url
+
+logger = logging.getLogger("modelhost")
 
 MODEL_VERSION = "1.0"  # of a model registered without versions
 ARCHIVE_SUFFIXES = (".mar", ".tar.gz", ".tgz", ".tar", ".zip")
@@ -70,6 +75,8 @@ class TorchServeModels:
             )
         registered = await self._fetch(name, url, settings)
         version = registered.version
+        if journal := self.host.journal:
+            journal.record(name, version, params)
         if workers == 0:
             return Answer(
                 f'Model "{name}" Version: {version} registered with 0 initial workers. '
@@ -170,6 +177,8 @@ class TorchServeModels:
             await self.host.unregister_version(target.model, target.version)
         else:
             await self.host.unregister(target.name)
+        if journal := self.host.journal:
+            journal.forget(target.model, target.version)
         return f'Model "{target.model}" unregistered'
 
     async def scale(
@@ -276,3 +285,28 @@ def start_after(listing: Listing, token: str | None) -> str | None:
 def unless_negative(limit: str | None) -> str | None:
     """TorchServe reads a negative limit as none given: its default page size."""
     return None if limit and is_negative_number(limit) else limit
+
+
+async def restore_registered(host: ModelHost, cache_dir: Path, model_snapshot: str = "") -> None:
+    """Register again what the cache folder kept (`--restore-registered`), each on its workers,
+    then the models of TorchServe's snapshot not registered yet; a failure is logged and kept."""
+    snapshot = snapshot_registrations(model_snapshot) if model_snapshot else []
+    journal = Journal(cache_dir / JOURNAL_FILE)
+    host.journal = journal  # registrations are recorded from now on
+    models = TorchServeModels(host)
+    for entry in journal.take():
+        if not await _registered(models, {**entry.params, "synchronous": "true"}):
+            journal.keep(entry)
+    for params in snapshot:
+        if host.versions_of(params["model_name"]) is None:
+            await _registered(models, params)
+
+
+async def _registered(models: TorchServeModels, params: Mapping[str, str]) -> bool:
+    """Whether `params` registered their model; a failure is logged."""
+    try:
+        await models.register(params)
+    except ModelhostError as error:
+        logger.error("could not restore model %s: %s", params.get("model_name"), error)
+        return False
+    return True

@@ -14,17 +14,26 @@ from collections.abc import Callable
 from modelhost.errors import Forbidden, Unauthorized
 from modelhost.names import echo
 from modelhost.protocols.access import is_loopback, trusted_as_local
+from modelhost.protocols.keys import MANAGEMENT, TokenKeys, refusal_message
 from modelhost.rpc.calls import Context
 
 Caller = Callable[[str], tuple[str, str]]  # grpc's peer → (address, foreign authority or "")
 
 
 class Access:
-    def __init__(self, management_token: str, caller: Caller | None = None) -> None:
+    def __init__(
+        self, management_token: str, caller: Caller | None = None, keys: TokenKeys | None = None
+    ) -> None:
         self.token = management_token
         self.caller = caller or (lambda peer: (peer_address(peer), ""))
+        self.keys = keys  # TorchServe's token authorization; None: off
 
     def authorize(self, context: Context) -> None:
+        if self.keys:  # the management key decides, from anywhere
+            given = dict(context.invocation_metadata() or ()).get("authorization", "")
+            if not self.keys.allows(MANAGEMENT, str(given)):
+                raise Unauthorized(refusal_message(MANAGEMENT))
+            return
         address, authority = self.caller(context.peer())
         if trusted_as_local(address, authority):
             return

@@ -45,9 +45,13 @@ class RpcServer:
         health_names: Sequence[str] = (),
         copies: int = 1,
         peers: Peers | None = None,
+        interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
     ) -> None:
         self.drain_timeout_s = config.drain_timeout_s
-        self.servers = [grpc.aio.server(options=server_options(config)) for _ in range(copies)]
+        self.servers = [
+            grpc.aio.server(options=server_options(config), interceptors=interceptors)
+            for _ in range(copies)
+        ]
         self.health: health.aio.HealthServicer | None = None
         self.health_names = ("", *health_names)  # "": the whole server
         if health_names:

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import grpc
+
 from modelhost.config import Config
 from modelhost.host import ModelHost
 from modelhost.observe.observer import Observer
 from modelhost.protocols.health import Health
+from modelhost.protocols.keys import TokenKeys
 from modelhost.protocols.tenants import tenant_rule
 from modelhost.rpc.access import Access
 from modelhost.rpc.calls import Calls
 from modelhost.rpc.guard import Peers
+from modelhost.rpc.keys import KeyInterceptor, inference_port_needs, management_port_needs
 from modelhost.rpc.messages import OIP_SERVICE, TS_INFERENCE_SERVICE, TS_MANAGEMENT_SERVICE
 from modelhost.rpc.oip import OipServicer
 from modelhost.rpc.server import ACCEPTING_SERVERS, RpcServer
@@ -18,12 +24,16 @@ from modelhost.rpc.torchserve import TorchServeInference, TorchServeManagementSe
 
 
 def rpc_servers(
-    host: ModelHost, config: Config, observer: Observer | None, health: Health
+    host: ModelHost,
+    config: Config,
+    observer: Observer | None,
+    health: Health,
+    keys: TokenKeys | None = None,
 ) -> list[RpcServer]:
     """The inference and management ports' servers, each if its port is set."""
     peers = Peers()  # the callers behind the ports' guards
     calls = Calls(observer, config.instance_id)
-    access = Access(config.management_token, peers.caller)
+    access = Access(config.management_token, peers.caller, keys)
     servers = []
     if config.grpc_port:
         tenants = tenant_rule(config)
@@ -45,6 +55,7 @@ def rpc_servers(
                 health_names=services,
                 copies=ACCEPTING_SERVERS,
                 peers=peers,
+                interceptors=guarded(keys, inference_port_needs),
             )
         )
     if config.grpc_management_port:
@@ -54,7 +65,20 @@ def rpc_servers(
         port = config.grpc_management_port
         servers.append(
             RpcServer(
-                config, address, port, handlers, health_names=(TS_MANAGEMENT_SERVICE,), peers=peers
+                config,
+                address,
+                port,
+                handlers,
+                health_names=(TS_MANAGEMENT_SERVICE,),
+                peers=peers,
+                interceptors=guarded(keys, management_port_needs),
             )
         )
     return servers
+
+
+def guarded(
+    keys: TokenKeys | None, needs: Callable[[str], str | None]
+) -> list[grpc.aio.ServerInterceptor]:
+    """The port's key check under TorchServe's token authorization; none when it is off."""
+    return [KeyInterceptor(keys, needs)] if keys else []

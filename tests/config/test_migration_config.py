@@ -103,7 +103,6 @@ def test_management_address_binds_the_management_api(tmp_path: Path) -> None:
     [
         ("keystore", "certificate_file"),
         ("keystore_pass", "private_key_file"),
-        ("enable_token_authorization", "--management-token"),
     ],
 )
 def test_properties_keys_that_would_change_behaviour_are_refused(
@@ -137,3 +136,57 @@ def test_metrics_mode_prometheus_asks_for_torchserve_names(
     config = load_config({}, {}, tmp_path)
     assert config.torchserve_metrics is named
     assert not [notice for notice in config.notices if "metrics_mode" in notice]
+
+
+@pytest.mark.parametrize(
+    ("properties", "environ", "on"),
+    [
+        ("", {}, True),  # TorchServe 0.11's default
+        ("disable_token_authorization=true\n", {}, False),
+        ("disable_token_authorization=false\n", {}, True),
+        ("enable_token_authorization=false\n", {}, False),  # TorchServe 0.10's switch
+        ("", {"MODELHOST_TOKEN_AUTH": "false"}, False),
+        ("enable_envvars_config=true\n", {"TS_DISABLE_TOKEN_AUTHORIZATION": "true"}, False),
+    ],
+)
+def test_token_authorization_is_on_as_torchserve_turns_it_on(
+    tmp_path: Path, properties: str, environ: dict[str, str], on: bool
+) -> None:
+    """A TorchServe config.properties turns token authorization on unless it says otherwise."""
+    path = write(tmp_path / "ts.properties", "model_store=/s\n" + properties)
+    config = load_config({}, {"TS_CONFIG_FILE": str(path), **environ}, tmp_path)
+    assert config.token_auth is on
+    assert not [notice for notice in config.notices if "_token_authorization'" in notice]
+
+
+def test_token_authorization_stays_off_without_torchserve(tmp_path: Path) -> None:
+    """modelhost's own default, and MMS's (which had no tokens), keep it off."""
+    assert load_config({}, {}, tmp_path).token_auth is False
+    path = write(tmp_path / "mms.properties", "model_store=/s\n")
+    assert load_config({}, {"MMS_CONFIG_FILE": str(path)}, tmp_path).token_auth is False
+    assert load_config({"token_auth": True}, {}, tmp_path).token_auth is True
+
+
+def test_token_expiration_min_maps(tmp_path: Path) -> None:
+    """TorchServe's `token_expiration_min` sets how long a management or inference key lasts."""
+    path = write(tmp_path / "ts.properties", "token_expiration_min=30\n")
+    assert load_config({}, {"TS_CONFIG_FILE": str(path)}, tmp_path).token_expiration_min == 30
+
+
+@pytest.mark.parametrize(
+    "other",
+    [{"management_token": "t"}, {"tenant_from": "token", "tenant_tokens_file": "tokens.toml"}],
+)
+def test_token_auth_refuses_other_bearer_tokens(tmp_path: Path, other: dict[str, str]) -> None:
+    """A bearer token cannot be both a TorchServe key and the management or a tenant's token."""
+    write(tmp_path / "tokens.toml", '[tokens]\n"s3cret" = "t1"\n')
+    with pytest.raises(ConfigError, match="--no-token-auth"):
+        load_config({"token_auth": True, **other}, {}, tmp_path)
+
+
+def test_a_model_snapshot_turns_restore_registered_on(tmp_path: Path) -> None:
+    """A snapshot .cfg given as the config restores its models, and what is registered later."""
+    path = write(tmp_path / "snap.cfg", 'model_snapshot={"models": {}}\n')
+    config = load_config({}, {"TS_CONFIG_FILE": str(path)}, tmp_path)
+    assert (config.restore_registered, config.model_snapshot) == (True, '{"models": {}}')
+    assert load_config({}, {}, tmp_path).restore_registered is False

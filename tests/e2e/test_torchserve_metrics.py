@@ -35,6 +35,7 @@ def server(
     properties = tmp_path_factory.mktemp("ts-config") / "config.properties"
     properties.write_text(
         f"metrics_address=http://127.0.0.1:{metrics_port}\nmetrics_mode=prometheus\n"
+        "disable_token_authorization=true\n"
     )
     environ = {**os.environ, "TS_CONFIG_FILE": str(properties)}
     return serve(store, env=environ, workers=1, memory_budget="2GiB")
