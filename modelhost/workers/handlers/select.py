@@ -148,7 +148,7 @@ def _choose_folder(folder: Path, model_name: str, threads: int, *, descend: bool
         return Choice(lambda: SageMakerHandler(folder), _script_hint, program=str(SCRIPT))
     entry = find_entry(folder)
     if entry is not None:
-        modules = runtime_modules(folder)
+        modules = runtime_modules(folder, entry)
         return Choice(
             lambda: MmsHandler(folder, model_name, entry), _handler_hint, modules, "a handler"
         )
@@ -189,7 +189,7 @@ def _user_entry(root: Path, model_name: str, handler: str) -> Choice:
             "Python file of the artifact (handler.py or handler.py:function)"
         )
     entry = (_inside(root, file_name), function or None)
-    modules = runtime_modules(root)
+    modules = runtime_modules(root, entry)
     return Choice(lambda: MmsHandler(root, model_name, entry), _handler_hint, modules, file_name)
 
 
