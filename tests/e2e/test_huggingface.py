@@ -22,6 +22,7 @@ pytestmark = pytest.mark.e2e
 
 TEXTS = ["the cat sat on the mat", "a very good movie", "not fun", "the plot was dull and bad"]
 TOLERANCE = 1e-5
+MiB = 2**20
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +47,8 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def http(store: Path, serve: Servers) -> Iterator[httpx.Client]:
-    server = serve(
+def server(store: Path, serve: Servers) -> testing.RunningServer:
+    return serve(
         store,
         workers=1,
         threads_per_worker=1,
@@ -55,6 +56,10 @@ def http(store: Path, serve: Servers) -> Iterator[httpx.Client]:
         batch_size=16,
         max_batch_delay_ms=300,
     )
+
+
+@pytest.fixture(scope="module")
+def http(server: testing.RunningServer) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=server.url, timeout=60) as client:
         yield client
 
@@ -75,6 +80,12 @@ def by_label(ranked: list[dict[str, Any]]) -> list[float]:
 
     scores = {item["label"]: item["score"] for item in ranked}
     return [scores[label] for label in LABELS]
+
+
+def size_of(artifact: Path) -> int:
+    """An artifact's bytes on disk: its file, or its folder's files."""
+    files = [artifact] if artifact.is_file() else artifact.rglob("*")
+    return sum(path.stat().st_size for path in files if path.is_file())
 
 
 def unit(rows: Any) -> Any:
@@ -99,12 +110,24 @@ def test_an_embedding_folder_answers_its_vectors(http: httpx.Client, store: Path
 
 def test_a_loaded_folder_is_accounted_at_least_its_weights(http: httpx.Client, store: Path) -> None:
     """transformers maps the weights from the file rather than allocating them: they count all
-    the same. (The worker has imported transformers for another model first: an import's
-    memory is counted to the first model that needs it.)"""
+    the same."""
     assert invoke(http, "hf/classifier", {"inputs": TEXTS[0]}).status_code == 200
     assert invoke(http, "hf/wide", {"inputs": TEXTS[0]}).status_code == 200
     weights = (store / "hf/wide/model.safetensors").stat().st_size
     assert http.get("/models/hf/wide").json()["memoryBytes"] >= weights
+
+
+def test_no_load_is_charged_transformers_imports(
+    http: httpx.Client, store: Path, server: testing.RunningServer
+) -> None:
+    """transformers imports lazily, as a model first needs it (about 90 MB): those imports stay
+    when the model goes, so they are the worker's, and each load is charged about its weights."""
+    for name in ("hf/classifier", "hf/embedder"):
+        assert invoke(http, name, {"inputs": TEXTS[0]}).status_code == 200
+    loads = server.events("load")
+    assert loads
+    for load in loads:
+        assert load["bytes"] < size_of(store / load["model"]) + 8 * MiB, load
 
 
 def test_the_manifest_turns_a_classifier_into_an_embedder(http: httpx.Client) -> None:

@@ -75,6 +75,20 @@ def test_the_first_archive_is_not_charged_torch(
     assert first["bytes"] < 32 * 2**20, first
 
 
+def test_a_built_in_handlers_imports_are_not_its_archives(
+    http: httpx.Client, ts_server: testing.RunningServer, ts_store: Path
+) -> None:
+    """text_classifier imports captum (about 25 MB) that stays when the model goes; vision's
+    handlers import torchvision and captum as theirs. Each load is charged about its archive."""
+    assert http.post("/predictions/rows.mar", content=json.dumps(ROWS[0]), headers=JSON).is_success
+    text = {"content-type": "text/plain"}
+    response = http.post("/predictions/text.mar", content="the fox did not see a bee", headers=text)
+    assert response.status_code == 200, response.text
+    loads = {load["model"]: load["bytes"] for load in ts_server.events("load")}
+    archive = (ts_store / "text.mar").stat().st_size
+    assert loads["text.mar"] < archive + 8 * 2**20, (archive, loads)
+
+
 def test_handler_metrics_show_in_metrics(http: httpx.Client) -> None:
     """RowsSeen is the handler's own counter; HandlerTime is BaseHandler.handle's."""
     for row in ROWS:

@@ -15,7 +15,7 @@ from helpers.missing import require_module
 from modelhost.errors import BadRequestBody, ModelLoadError, PayloadTooLarge
 from modelhost.resources import usable_cores
 from modelhost.workers.handlers.base import InferReply, InferRequest
-from modelhost.workers.handlers.huggingface import HuggingFaceHandler, is_folder
+from modelhost.workers.handlers.huggingface import HuggingFaceHandler, is_folder, model_type_modules
 from modelhost.workers.handlers.oip import SpeaksOip
 from modelhost.workers.oip_media import oip_media_type
 
@@ -265,3 +265,19 @@ def test_inference_threads_may_share_the_handler(classifier: HuggingFaceHandler)
     for i, got in enumerate(answers):
         labels = [[[item["label"] for item in ranked] for ranked in answer] for answer in got]
         assert labels == [[[item["label"] for item in ranked] for ranked in alone[i]]] * 10
+
+
+def test_a_folders_model_type_names_its_modules(folders: dict[str, Path], tmp_path: Path) -> None:
+    """Those transformers imports on the first load of a type, imported before it is measured;
+    a name that is not a plain identifier goes into no import."""
+    import importlib
+
+    modules = model_type_modules(folders["classifier"] / "config.json")
+    assert modules == (
+        "transformers.models.bert.modeling_bert",
+        "transformers.models.bert.tokenization_bert",
+    )
+    for module in modules:
+        importlib.import_module(module)
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "../../os"}))
+    assert model_type_modules(tmp_path / "config.json") == ()

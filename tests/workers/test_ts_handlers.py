@@ -15,6 +15,7 @@ from modelhost.testing import torchserve
 from modelhost.workers.handlers import load_handler
 from modelhost.workers.handlers.base import Handler, InferRequest
 from modelhost.workers.handlers.mms import MmsContext, read_manifest
+from modelhost.workers.handlers.select import choose
 from modelhost.workers.handlers.ts_context import decoded_body
 from modelhost.workers.handlers.ts_defaults import missing_message
 from modelhost.workers.handlers.ts_metrics import drain_samples
@@ -195,3 +196,23 @@ def test_a_server_without_torchserve_names_the_extra() -> None:
     message = missing_message("handler.py", error)
     assert "pip install 'modelhost[torchserve-handlers]'" in message
     assert extra_of("ts.torch_handler.base_handler") == "torchserve-handlers"
+
+
+SUBCLASS_HANDLER = """
+import json
+import ts.utils.util
+from ts.torch_handler.text_classifier import TextClassifier
+from .helpers import ts_like
+
+
+class Handler(TextClassifier):
+    pass
+"""
+
+
+def test_the_ts_modules_a_handler_file_imports_are_its_runtime(tmp_path: Path) -> None:
+    """A handler subclassing a built-in gets its imports (captum, torchvision) before the load
+    is measured, as the built-in itself does; read from the file, never run."""
+    (tmp_path / "handler.py").write_text(SUBCLASS_HANDLER)
+    modules = choose(tmp_path, "subclass").modules
+    assert modules == ("ts.utils.util", "ts.torch_handler.text_classifier")

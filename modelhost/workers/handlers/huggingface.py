@@ -43,6 +43,14 @@ TOKENIZER_FILES = (
     "spiece.model",
     "sentencepiece.bpe.model",
 )
+# transformers imports lazily: what any folder's load would import, the worker's, not the model's
+MODULES = (
+    "torch",
+    "transformers",
+    "transformers.modeling_utils",
+    "transformers.models.auto.modeling_auto",
+    "transformers.models.auto.tokenization_auto",
+)
 _CONFIG_BYTES = 1 << 20  # a larger .json is something else
 _SAVE = "write the folder with model.save_pretrained(folder) and tokenizer.save_pretrained(folder)"
 
@@ -51,6 +59,17 @@ def is_folder(folder: Path) -> bool:
     """Whether `folder` has a config.json naming its model type."""
     config = _read_config(folder) if (folder / "config.json").is_file() else None
     return config is not None and ("model_type" in config or "architectures" in config)
+
+
+def model_type_modules(path: Path) -> tuple[str, ...]:
+    """The transformers modules of the model type config.json names, beside file `path`."""
+    config = _read_config(path.parent) or {}
+    model_type = config.get("model_type")
+    if not isinstance(model_type, str) or not model_type.replace("-", "_").isidentifier():
+        return ()  # the name goes into an import: only a plain one
+    name = model_type.replace("-", "_")
+    package = f"transformers.models.{name}"
+    return tuple(f"{package}.{module}_{name}" for module in ("modeling", "tokenization"))
 
 
 def takes_weights(path: Path) -> bool:

@@ -21,7 +21,12 @@ from modelhost.workers.handlers.ts_context import (
     model_yaml_config,
     system_properties,
 )
-from modelhost.workers.handlers.ts_defaults import default_named, import_default, missing_message
+from modelhost.workers.handlers.ts_defaults import (
+    default_named,
+    handler_modules,
+    import_default,
+    missing_message,
+)
 from modelhost.workers.handlers.ts_metrics import HandlerMetrics
 from modelhost.workers.handlers.user_code import forget_user_module, import_user_module, user_code
 
@@ -197,10 +202,11 @@ def _reply(item: Any, context: MmsContext, index: int) -> InferReply | Exception
     return InferReply(body, context.get_response_content_type(index) or content_type)
 
 
-def runtime_modules(model_dir: Path) -> tuple[str, ...]:
-    """What a TorchServe archive's handler imports first, so its load is not charged them."""
+def runtime_modules(model_dir: Path, entry: tuple[Path, str | None] | str) -> tuple[str, ...]:
+    """What a handler imports first, so its load is not charged them: a TorchServe archive's
+    torch and base handler, and the `ts` modules of its handler."""
     torchserve = is_torchserve_archive(read_manifest(model_dir))
-    return PRELOAD_MODULES["torchserve"] if torchserve else ()
+    return (PRELOAD_MODULES["torchserve"] if torchserve else ()) + handler_modules(entry)
 
 
 def find_entry(model_dir: Path) -> tuple[Path, str | None] | str | None:

@@ -45,6 +45,7 @@ class Runtime:
     _: KW_ONLY
     sniff: Callable[[Path], bool] | None = None  # for shared suffixes (.json, .txt)
     modules: tuple[str, ...] = ()  # imported before a load is measured: the worker's, not its
+    modules_of: Callable[[Path], tuple[str, ...]] | None = None  # and those a file names
 
     def takes(self, path: Path, *, declared: bool = False) -> bool:
         """Whether `path` is this runtime's file (sniffed unless `declared`)."""
@@ -92,8 +93,8 @@ def prepared_handler(
             raise failure
 
         return lambda: _worded(model_name, fail, _artifact_hint)
-    with contextlib.suppress(Exception):  # the build says why a runtime will not import
-        for module in choice.modules:
+    for module in choice.modules:
+        with contextlib.suppress(Exception):  # the build says why a runtime will not import
             importlib.import_module(module)
     return lambda: _worded(model_name, choice.load, choice.hint)
 
@@ -147,7 +148,7 @@ def _choose_folder(folder: Path, model_name: str, threads: int, *, descend: bool
         return Choice(lambda: SageMakerHandler(folder), _script_hint, program=str(SCRIPT))
     entry = find_entry(folder)
     if entry is not None:
-        modules = runtime_modules(folder)
+        modules = runtime_modules(folder, entry)
         return Choice(
             lambda: MmsHandler(folder, model_name, entry), _handler_hint, modules, "a handler"
         )
@@ -188,7 +189,7 @@ def _user_entry(root: Path, model_name: str, handler: str) -> Choice:
             "Python file of the artifact (handler.py or handler.py:function)"
         )
     entry = (_inside(root, file_name), function or None)
-    modules = runtime_modules(root)
+    modules = runtime_modules(root, entry)
     return Choice(lambda: MmsHandler(root, model_name, entry), _handler_hint, modules, file_name)
 
 
@@ -222,7 +223,8 @@ def _inside(root: Path, relative: str) -> Path:
 
 def _built_in(runtime: Runtime, path: Path, threads: int) -> Choice:
     program = f"a {runtime.name} program" if runtime.name in PROGRAM_RUNTIMES else ""
-    return Choice(lambda: runtime.build(path, threads), runtime.hint, runtime.modules, program)
+    modules = runtime.modules + (runtime.modules_of(path) if runtime.modules_of else ())
+    return Choice(lambda: runtime.build(path, threads), runtime.hint, modules, program)
 
 
 def _visible(folder: Path) -> list[Path]:
@@ -342,7 +344,8 @@ RUNTIMES: dict[str, Runtime] = {
             huggingface.HuggingFaceHandler.build(task),
             _runtime_hint("transformers", "save_pretrained"),
             sniff=huggingface.takes_weights,
-            modules=("torch", "transformers"),
+            modules=huggingface.MODULES,
+            modules_of=huggingface.model_type_modules,
         )
         for name, task in huggingface.TASKS.items()
     },

@@ -6,6 +6,7 @@ TorchServe's own `ts` package").
 
 from __future__ import annotations
 
+import ast
 import importlib
 from importlib import metadata
 from pathlib import Path
@@ -39,6 +40,24 @@ def default_named(model_dir: Path, manifest: dict[str, Any]) -> str | None:
         f"TorchServe built-in handler ({', '.join(DEFAULT_HANDLERS)}); rebuild it with "
         "torch-model-archiver --handler naming one of them or your handler file"
     )
+
+
+def handler_modules(entry: tuple[Path, str | None] | str) -> tuple[str, ...]:
+    """The `ts` modules a handler imports: a built-in's own (the vision ones import torchvision
+    and captum), or those a handler file names, read without running it."""
+    if isinstance(entry, str):
+        return (f"ts.torch_handler.{entry}",)
+    try:
+        tree = ast.parse(entry[0].read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return ()  # its import says why
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.append(node.module)
+    return tuple(dict.fromkeys(name for name in names if name.startswith("ts.")))
 
 
 def import_default(name: str) -> ModuleType:
