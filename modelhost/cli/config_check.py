@@ -9,7 +9,13 @@ from pathlib import Path
 import click
 
 from modelhost.config import explain, load_config
+from modelhost.config.settings import flag_name
 from modelhost.errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 
 @click.group("config")
@@ -20,25 +26,40 @@ def config() -> None:
 @click.command("check")
 @click.argument("file", required=False, type=click.Path(dir_okay=False, path_type=Path))
 def check(file: Path | None) -> None:
-    """Explain what each key of FILE and each known variable set here maps to.
+    """Explain what each key of FILE (a config.properties, or a modelhost.toml: any .toml) and
+    each known variable set here maps to.
 
     Exits 1 if the server would refuse to start with them."""
     if file is not None and not file.is_file():
         raise click.BadParameter(f"no such file {file}", param_hint="FILE")
+    modelhost_toml = file is not None and file.suffix == ".toml"
     try:
-        rows = explain(file, os.environ)
+        rows = explain(None if modelhost_toml else file, os.environ)
     except ConfigError as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(1)
+    if file is not None and modelhost_toml:
+        _echo_settings(file)
     for row in rows:
         click.echo(f"{row.outcome:<9} {row.source} = {row.value}\n          {row.detail}")
-    flags = {"mms_config": str(file)} if file is not None else {}
+    flags = {("config" if modelhost_toml else "mms_config"): str(file)} if file else {}
     try:
         load_config(flags, {**os.environ, "MMS_CONFIG_FILE": "", "TS_CONFIG_FILE": ""})
     except ConfigError as error:
         click.echo(f"\nthe server would not start: {error}")
         sys.exit(1)
     click.echo("\nthe server would start with these settings")
+
+
+def _echo_settings(file: Path) -> None:
+    """Each key of a modelhost.toml, as the flag it is; a file that does not parse is left to
+    the start's check."""
+    try:
+        settings = tomllib.loads(file.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return
+    for key, value in settings.items():
+        click.echo(f"{'setting':<9} {file}: {key} = {value!r}\n          {flag_name(key)}")
 
 
 config.add_command(check)

@@ -116,3 +116,27 @@ def test_config_check_explains_each_key(
         line.startswith("refused") and "keystore" in line for line in result.output.splitlines()
     )
     assert "the server would not start" in result.output and "certificate_file" in result.output
+
+
+def test_config_check_reads_a_modelhost_toml_as_modelhost_settings(tmp_path: Path) -> None:
+    """A modelhost.toml's keys are settings, not a config.properties' unknown keys, and its
+    tenants file is read as the server would."""
+    from click.testing import CliRunner
+
+    from modelhost.cli.main import main
+
+    (tmp_path / "tenants.toml").write_text("[default]\nweight = 2\n", encoding="utf-8")
+    settings = tmp_path / "settings.toml"
+    settings.write_text(
+        f'tenant_from = "name:1"\ntenants_file = "{tmp_path / "tenants.toml"}"\n', encoding="utf-8"
+    )
+    result = CliRunner().invoke(main, ["config", "check", str(settings)], env={})
+    assert result.exit_code == 0, result.output
+    assert "unknown" not in result.output
+    assert any(
+        line.startswith("setting") and "tenant_from" in line for line in result.output.splitlines()
+    )
+    assert result.output.splitlines()[-1] == "the server would start with these settings"
+    (tmp_path / "tenants.toml").write_text("[default]\nweight = -1\n", encoding="utf-8")
+    result = CliRunner().invoke(main, ["config", "check", str(settings)], env={})
+    assert result.exit_code == 1 and "line 2: weight = -1" in result.output
