@@ -153,6 +153,10 @@ class ModelHost:
         return self.scaling.schedule_of(name)
 
     # registered models and their versions, for the protocols
+    def keep_journal(self, journal: Journal) -> None:
+        """Registrations are recorded in `journal` from now on (--restore-registered)."""
+        self.journal = journal
+
     def is_registered(self, name: str) -> bool:
         """Registered with a URL, loaded or loading."""
         return self.registry.is_registered(name)

@@ -292,7 +292,7 @@ async def restore_registered(host: ModelHost, cache_dir: Path, model_snapshot: s
     then the models of TorchServe's snapshot not registered yet; a failure is logged and kept."""
     snapshot = snapshot_registrations(model_snapshot) if model_snapshot else []
     journal = Journal(cache_dir / JOURNAL_FILE)
-    host.journal = journal  # registrations are recorded from now on
+    host.keep_journal(journal)
     models = TorchServeModels(host)
     for entry in journal.take():
         if not await _registered(models, {**entry.params, "synchronous": "true"}):
