@@ -3,7 +3,7 @@
 Each front serves a bare echo method (the request's bytes back, no protobuf), pinned to one core
 as `grpc_path.py` pins modelhost; h2load on the other core posts a 40-byte message from a
 connection per user, and one call of a real grpc client checks each front's answer first. The
-fronts (`--fronts` picks some, by the start of their names):
+fronts (`--fronts` picks some, by their names or how they start):
 
 - grpc.aio with one server and with eight sharing the port by SO_REUSEPORT (as modelhost's
   inference port does), the eight again with a handler that yields to the loop once before it
@@ -218,12 +218,14 @@ def _measured(url: str, request: Path, pids: list[int], args: argparse.Namespace
 
 
 def _chosen(args: argparse.Namespace) -> dict[str, Front]:
-    """The fronts `--fronts` names whose interpreter can import their package, in its order."""
+    """The fronts `--fronts` names (in full, or by the start of their names) whose interpreter
+    can import their package, in its order."""
     chosen = {}
     for start in args.fronts or [""]:
-        for name, front in FRONTS.items():
-            if name.startswith(start) and name not in chosen and _runnable(name, front, args):
-                chosen[name] = front
+        names = [start] if start in FRONTS else [n for n in FRONTS if n.startswith(start)]
+        for name in names:
+            if name not in chosen and _runnable(name, FRONTS[name], args):
+                chosen[name] = FRONTS[name]
     return chosen
 
 
