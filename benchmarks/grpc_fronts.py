@@ -29,8 +29,12 @@ venvs, outside modelhost's (the fronts need nothing of modelhost):
     python3 -m venv /tmp/uvz && /tmp/uvz/bin/pip install uvicorn==0.54.0 zttp==0.0.35 uvloop
 
 `--guard` puts each front behind modelhost's guard (rpc/guard.py: TLS and the HTTP/2 limits
-grpc core lacks, a relay on loopback), in a process of its own pinned to the same core, as
-modelhost's gRPC ports are served; the CPU column then counts both. Compare with REST's whole
+grpc core lacks, a relay on loopback), as modelhost's gRPC ports are served: in a process of
+its own pinned to the same core (`--guard` or `--guard process`; the CPU column then counts
+both), or on the front's own loop as in modelhost (`--guard inline`: grpc.aio and
+pygrpc-native only, from an interpreter that imports modelhost; for pygrpc-native, modelhost's
+venv with the package on PYTHONPATH, e.g. a folder holding only a link to it, and
+`--python pygrpc-native=.venv/bin/python`). Compare with REST's whole
 path in grpc_path.py.
 
     python benchmarks/grpc_fronts.py                      # C in 1 16, 10 s runs, 3 s warm-up
@@ -57,9 +61,33 @@ from modelhost import testing
 
 METHOD = "/echo.Echo/Echo"
 MESSAGE = b"x" * 40
-GRPC_AIO = """
-import asyncio, importlib, sys, grpc, uvloop
+GUARD_CODE = """
+async def guard(port, backend_port):
+    # modelhost's guard with its default limits, on this loop, relaying to backend_port
+    import socket
+    from modelhost.config import Config
+    from modelhost.rpc.guard import Guard, Peers
+    from modelhost.rpc.server import limits
 
+    config = Config()
+    listening = socket.create_server(("127.0.0.1", port))
+    relay = Guard(listening, backend_port, limits=limits(config),
+                  max_connections=config.grpc_max_connections, peers=Peers())
+    await relay.start()
+    return relay
+"""
+GUARD = f"""
+import asyncio, sys, uvloop
+{GUARD_CODE}
+async def main(port, backend_port):
+    relay = await guard(port, backend_port)  # held while the process serves
+    await asyncio.Event().wait()
+
+uvloop.run(main(int(sys.argv[1]), int(sys.argv[2])))
+"""
+GRPC_AIO = f"""
+import asyncio, importlib, sys, grpc, uvloop
+{GUARD_CODE}
 async def echo(request, context):
     if sys.argv[3] == "awaits":
         await asyncio.sleep(0)  # a handler that waits, as one waiting for a worker does
@@ -74,12 +102,13 @@ def add(server, methods, registered):
 
 async def main(port, copies, module, registered):
     make_server = importlib.import_module(module).server
-    methods = {"Echo": grpc.unary_unary_rpc_method_handler(echo)}
+    methods = {{"Echo": grpc.unary_unary_rpc_method_handler(echo)}}
     servers = [make_server(options=[("grpc.so_reuseport", 1)]) for _ in range(copies)]
     for server in servers:
         add(server, methods, registered)
-        server.add_insecure_port(f"127.0.0.1:{port}")
+        server.add_insecure_port(f"127.0.0.1:{{port}}")
         await server.start()
+    relay = await guard(int(sys.argv[6]), port) if len(sys.argv) > 6 else None
     await servers[0].wait_for_termination()
 
 uvloop.run(main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[4], sys.argv[5] == "registered"))
@@ -112,22 +141,6 @@ def unframe(body):
 
 uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), http="zttp", http2=True,
             loop="uvloop", lifespan="off", access_log=False, log_level="warning")
-"""
-GUARD = """
-import asyncio, socket, sys, uvloop
-from modelhost.config import Config
-from modelhost.rpc.guard import Guard, Peers
-from modelhost.rpc.server import limits
-
-async def main(port, backend_port):
-    config = Config()  # the default limits and connection cap
-    listening = socket.create_server(("127.0.0.1", port))
-    guard = Guard(listening, backend_port, limits=limits(config),
-                  max_connections=config.grpc_max_connections, peers=Peers())
-    await guard.start()
-    await asyncio.Event().wait()
-
-uvloop.run(main(int(sys.argv[1]), int(sys.argv[2])))
 """
 GRPCLIB = """
 import sys, uvloop
@@ -230,6 +243,9 @@ def _chosen(args: argparse.Namespace) -> dict[str, Front]:
 
 
 def _runnable(name: str, front: Front, args: argparse.Namespace) -> bool:
+    if args.guard == "inline" and front.script is not GRPC_AIO:
+        print(f"{name}: no guard on its loop; its rows are left out", file=sys.stderr)
+        return False
     python = _python(front, args)
     check = [python, "-c", f"import {front.package}"]
     if python and subprocess.run(check, stderr=subprocess.DEVNULL).returncode == 0:
@@ -245,12 +261,17 @@ def _python(front: Front, args: argparse.Namespace) -> str:
 
 @contextlib.contextmanager
 def _serving(front: Front, args: argparse.Namespace) -> Iterator[tuple[str, list[int]]]:
-    """The echo server on a free port, behind the guard with `--guard`, pinned to the server's
-    core and checked: its URL for h2load, and the pids whose CPU counts."""
+    """The echo server on a free port, behind the guard as `--guard` asks, pinned to the
+    server's core and checked: its URL for h2load, and the pids whose CPU counts."""
     with contextlib.ExitStack() as stack:
-        port, server = _start(stack, [_python(front, args), "-c", front.script], front.extra, args)
+        inline = [str(testing.free_port())] if args.guard == "inline" else []
+        command = [_python(front, args), "-c", front.script]
+        port, server = _start(stack, command, [*front.extra, *inline], args)
         pids = [server.pid]
-        if args.guard:
+        if inline:
+            port = int(inline[0])
+            testing.wait_listening(port, server)
+        elif args.guard == "process":
             port, guard = _start(stack, [sys.executable, "-c", GUARD], [str(port)], args)
             pids.append(guard.pid)
         _check_echo(f"127.0.0.1:{port}")
@@ -297,7 +318,13 @@ def _parse_args() -> argparse.Namespace:
         default=[],
         help="KEY=PATH: the interpreter of grpcio-1.75, pygrpc-native or zttp's fronts",
     )
-    parser.add_argument("--guard", action="store_true", help="each front behind rpc/guard.py")
+    parser.add_argument(
+        "--guard",
+        nargs="?",
+        const="process",
+        choices=["process", "inline"],
+        help="each front behind rpc/guard.py, in a process of its own or on the front's loop",
+    )
     parser.add_argument("--server-core", default="1")
     parser.add_argument("--wrk-core", default="0", help="h2load's core")
     args = parser.parse_args()
