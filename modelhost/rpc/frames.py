@@ -49,14 +49,25 @@ class Limits(NamedTuple):
 class StreamBudget:
     """Streams waiting for their first message on every connection of the guards together.
 
-    Each holds a call's memory in grpc core and grpc.aio, and a stream past the budget ends its
-    connection: the streams' memory stays within the frontend's allowance however many
-    connections share it.
+    Each holds a call's memory in grpc core and grpc.aio. Past the budget, the connection holding
+    the most such streams ends, so that the streams' memory stays within the frontend's allowance
+    however many connections share it, and a client that sends its messages is not the one shed.
     """
 
     def __init__(self, max_streams: int) -> None:
         self.max_streams = max_streams
         self.held = 0
+        self.holders: dict[ClientFrames, Callable[[Refusal], None]] = {}  # how to end each
+
+    def shed(self, opener: ClientFrames) -> None:
+        """Ends the connection holding the most waiting streams; raises if it is `opener`'s."""
+        refusal = Refusal(f"more than {self.max_streams} streams without a message on the port")
+        hog = max(self.holders, key=lambda holder: len(holder.waiting), default=opener)
+        if len(hog.waiting) <= len(opener.waiting):
+            raise refusal
+        end = self.holders.pop(hog)
+        hog.release()  # its streams go as its connection ends
+        end(refusal)
 
 
 class FrameReader:
@@ -158,8 +169,7 @@ class ClientFrames:
         if len(self.waiting) > 2 * self.limits.max_streams:
             raise Refusal(f"more than {self.limits.max_streams} streams open, as advertised")
         if self.budget.held > self.budget.max_streams:
-            reason = f"more than {self.budget.max_streams} streams without a message on the port"
-            raise Refusal(reason)
+            self.budget.shed(self)
 
     def settled(self, stream_id: int) -> None:
         """The stream's first message came, or it ended: it no longer waits."""

@@ -116,6 +116,7 @@ class Relay(asyncio.Protocol):
             transport.abort()
             return
         self.guard.relays.add(self)
+        self.guard.admission.budget.holders[self.frames] = self.refuse
         transport.pause_reading()  # until the loopback connection is made
         self.connecting = asyncio.ensure_future(self.connect())  # held: a task is weakly kept
 
@@ -181,6 +182,10 @@ class Relay(asyncio.Protocol):
 
     def refuse(self, refusal: Refusal) -> None:
         """GOAWAY with the reason, once the server's frame under way is whole, then close."""
+        if self.closing is not None:
+            return
+        self.guard.admission.budget.holders.pop(self.frames, None)
+        self.frames.release()  # grpc's calls end with the connection: the budget has them back
         logger.info("gRPC connection from %s refused: %s", self.address, refusal)
         self.guard.admission.refused("goaway")
         self.guard.admission.rate.penalise(self.address)
@@ -211,6 +216,7 @@ class Relay(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.guard.relays.discard(self)
+        self.guard.admission.budget.holders.pop(self.frames, None)
         self.frames.release()
         if self.timer is not None:
             self.timer.cancel()

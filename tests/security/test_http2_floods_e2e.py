@@ -12,9 +12,11 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
+import grpc
 import hpack
 import httpx
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from helpers.serving import Servers
 from hyperframe.frame import (
     ContinuationFrame,
@@ -306,18 +308,26 @@ def test_reconnecting_stream_floods_at_the_default_limits(
     default_server: tuple[testing.RunningServer, int],
 ) -> None:
     """A dozen attackers open streams without messages and reconnect after each GOAWAY, at the
-    default caps: the frontend stays within its default allowance and every /ping answers."""
+    default caps: the frontend stays within its default allowance, every /ping answers, and a
+    client already connected keeps having its calls answered."""
     server, port = default_server
     processes = multiprocessing.get_context("fork")  # the attackers apart from this test's GIL
     stop = processes.Event()
     attackers = [processes.Process(target=attack, args=(port, stop)) for _ in range(ATTACKERS)]
-    with watched(server):
-        for attacker in attackers:
-            attacker.start()
-        time.sleep(3 * FLOOD_S)
-        stop.set()
-        for attacker in attackers:
-            attacker.join()
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        check = health_pb2_grpc.HealthStub(channel).Check
+        check(health_pb2.HealthCheckRequest(), timeout=PING_TIMEOUT_S)  # connected first
+        with watched(server):
+            for attacker in attackers:
+                attacker.start()
+            try:
+                deadline = time.monotonic() + 3 * FLOOD_S
+                while time.monotonic() < deadline:  # raises if one is not answered
+                    check(health_pb2.HealthCheckRequest(), timeout=PING_TIMEOUT_S)
+            finally:
+                stop.set()
+                for attacker in attackers:
+                    attacker.join()
 
 
 def refused(server: testing.RunningServer, reason: str) -> float:

@@ -115,6 +115,20 @@ def test_streams_past_the_ports_budget_are_refused_whatever_the_connection() -> 
         second.feed(headers(7))
 
 
+def test_past_the_budget_the_connection_holding_most_streams_ends() -> None:
+    budget = StreamBudget(max_streams=6)
+    hog, polite = (ClientFrames(LIMITS, Clock(), budget) for _ in range(2))
+    ended: list[str] = []
+    budget.holders = {
+        hog: lambda refusal: ended.append(str(refusal)),
+        polite: lambda refusal: ended.append("polite"),
+    }
+    hog.feed(PREFACE + b"".join(headers(stream_id) for stream_id in range(1, 13, 2)))
+    polite.feed(PREFACE + headers(1))
+    assert ended == ["more than 6 streams without a message on the port"]
+    assert budget.held == 1 and not hog.waiting
+
+
 def test_streams_leave_the_budget_with_their_message_or_their_connection() -> None:
     budget = StreamBudget(max_streams=6)
     frames = ClientFrames(LIMITS, Clock(), budget)
