@@ -259,6 +259,12 @@ class Config:
     grpc_max_connections: int = _setting(
         64, "gRPC connections open at once on each gRPC port; more are refused", minimum=1
     )
+    grpc_connections_per_s: float = _setting(
+        8.0,
+        "new gRPC connections a second from one address, after a burst of "
+        "--grpc-max-connections; more are closed at once",
+        minimum=0.001,
+    )
     management_token: str = _setting(
         "", "bearer token that allows management calls from non-loopback addresses"
     )

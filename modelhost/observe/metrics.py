@@ -144,6 +144,14 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self.grpc_refusals = Counter(
+            "modelhost_grpc_refusals",
+            "gRPC connections the ports' guards refused: past --grpc-max-connections "
+            "(connections) or --grpc-connections-per-s from one address (rate), closed at once; "
+            "past an HTTP/2 limit (goaway)",
+            ["reason"],
+            registry=r,
+        )
         self.unhandled_errors = Counter(
             "modelhost_unhandled_errors",
             "Requests answered 500 by the last-resort handler: an exception no route translated "

@@ -46,6 +46,30 @@ class Limits(NamedTuple):
     resets_per_s: int  # RST_STREAMs from the client in a second (rapid reset)
 
 
+class StreamBudget:
+    """Streams waiting for their first message on every connection of the guards together.
+
+    Each holds a call's memory in grpc core and grpc.aio. Past the budget, the connection holding
+    the most such streams ends, so that the streams' memory stays within the frontend's allowance
+    however many connections share it, and a client that sends its messages is not the one shed.
+    """
+
+    def __init__(self, max_streams: int) -> None:
+        self.max_streams = max_streams
+        self.held = 0
+        self.holders: dict[ClientFrames, Callable[[Refusal], None]] = {}  # how to end each
+
+    def shed(self, opener: ClientFrames) -> None:
+        """Ends the connection holding the most waiting streams; raises if it is `opener`'s."""
+        refusal = Refusal(f"more than {self.max_streams} streams without a message on the port")
+        hog = max(self.holders, key=lambda holder: len(holder.waiting), default=opener)
+        if len(hog.waiting) <= len(opener.waiting):
+            raise refusal
+        end = self.holders.pop(hog)
+        hog.release()  # its streams go as its connection ends
+        end(refusal)
+
+
 class FrameReader:
     """Splits bytes into frames as they arrive, keeping the payloads `keep(head)` asks for."""
 
@@ -95,9 +119,15 @@ class FrameReader:
 class ClientFrames:
     """The client's side of one connection: its streams, resets and header blocks."""
 
-    def __init__(self, limits: Limits, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        limits: Limits,
+        clock: Callable[[], float] = time.monotonic,
+        budget: StreamBudget | None = None,
+    ) -> None:
         self.limits = limits
         self.clock = clock
+        self.budget = budget or StreamBudget(2 * limits.max_streams)
         self.reader = FrameReader(self.keep, skip=len(PREFACE))
         self.decoder = hpack.Decoder()
         self.block = bytearray()
@@ -115,9 +145,9 @@ class ClientFrames:
             elif head.kind == CONTINUATION:
                 self.add_to_block(head, payload)
             elif head.kind == DATA:
-                self.waiting.pop(head.stream_id, None)
+                self.settled(head.stream_id)
             elif head.kind == RST_STREAM:
-                self.waiting.pop(head.stream_id, None)
+                self.settled(head.stream_id)
                 self.reset()
 
     def keep(self, head: Head) -> bool:
@@ -132,10 +162,24 @@ class ClientFrames:
         if head.stream_id <= self.last_stream_id:
             return  # trailers, or a protocol error grpc core answers
         self.last_stream_id = head.stream_id
-        if not head.flags & END_STREAM:
-            self.waiting[head.stream_id] = self.clock()
+        if head.flags & END_STREAM:
+            return
+        self.waiting[head.stream_id] = self.clock()
+        self.budget.held += 1
         if len(self.waiting) > 2 * self.limits.max_streams:
             raise Refusal(f"more than {self.limits.max_streams} streams open, as advertised")
+        if self.budget.held > self.budget.max_streams:
+            self.budget.shed(self)
+
+    def settled(self, stream_id: int) -> None:
+        """The stream's first message came, or it ended: it no longer waits."""
+        if self.waiting.pop(stream_id, None) is not None:
+            self.budget.held -= 1
+
+    def release(self) -> None:
+        """The connection ended: its streams leave the budget."""
+        self.budget.held -= len(self.waiting)
+        self.waiting.clear()
 
     def add_to_block(self, head: Head, fragment: bytes) -> None:
         self.block += fragment

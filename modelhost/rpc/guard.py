@@ -12,8 +12,10 @@ import asyncio
 import logging
 import socket
 import ssl
-from typing import cast
+from collections.abc import Callable
+from typing import NamedTuple, cast
 
+from modelhost.rpc.admission import ConnectionRate
 from modelhost.rpc.frames import (
     END_STREAM,
     HEADERS,
@@ -22,6 +24,7 @@ from modelhost.rpc.frames import (
     FrameReader,
     Limits,
     Refusal,
+    StreamBudget,
     goaway,
 )
 
@@ -48,6 +51,15 @@ class Peers:
         return relay.address, relay.frames.foreign_authority
 
 
+class Admission(NamedTuple):
+    """What a port's guard holds beyond one connection's limits."""
+
+    max_connections: int
+    rate: ConnectionRate  # new connections from one address
+    budget: StreamBudget  # streams without a message, shared by the ports' guards
+    refused: Callable[[str], None] = lambda reason: None  # counts a refusal, by its kind
+
+
 class Guard:
     """Accepts connections on `sock` and relays each to grpc's servers on `backend_port`."""
 
@@ -57,12 +69,12 @@ class Guard:
         backend_port: int,
         *,
         limits: Limits,
-        max_connections: int,
+        admission: Admission,
         peers: Peers,
         tls: ssl.SSLContext | None = None,
     ) -> None:
         self.sock, self.backend_port, self.tls = sock, backend_port, tls
-        self.limits, self.max_connections, self.peers = limits, max_connections, peers
+        self.limits, self.admission, self.peers = limits, admission, peers
         self.relays: set[Relay] = set()
         self.server: asyncio.Server | None = None
 
@@ -85,7 +97,7 @@ class Relay(asyncio.Protocol):
 
     def __init__(self, guard: Guard) -> None:
         self.guard = guard
-        self.frames = ClientFrames(guard.limits)
+        self.frames = ClientFrames(guard.limits, budget=guard.admission.budget)
         self.server_frames = FrameReader(lambda head: False)
         self.address = ""
         self.client: asyncio.Transport | None = None
@@ -97,13 +109,23 @@ class Relay(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.client = transport = cast(asyncio.Transport, transport)  # uvloop's: no subclass
-        if len(self.guard.relays) >= self.guard.max_connections:
+        self.address = str((transport.get_extra_info("peername") or ("",))[0])
+        refusal = self.admitted()
+        if refusal:
+            self.guard.admission.refused(refusal)
             transport.abort()
             return
         self.guard.relays.add(self)
-        self.address = str((transport.get_extra_info("peername") or ("",))[0])
+        self.guard.admission.budget.holders[self.frames] = self.refuse
         transport.pause_reading()  # until the loopback connection is made
         self.connecting = asyncio.ensure_future(self.connect())  # held: a task is weakly kept
+
+    def admitted(self) -> str:
+        """Why the connection is refused at once ("" if it is not): the cap, or the rate."""
+        admission = self.guard.admission
+        if len(self.guard.relays) >= admission.max_connections:
+            return "connections"
+        return "" if admission.rate.allow(self.address) else "rate"
 
     async def connect(self) -> None:
         loop = asyncio.get_running_loop()
@@ -151,7 +173,7 @@ class Relay(asyncio.Protocol):
         assert self.client is not None
         for head, _, end in self.server_frames.feed(data):
             if head.kind == RST_STREAM or (head.kind == HEADERS and head.flags & END_STREAM):
-                self.frames.waiting.pop(head.stream_id, None)
+                self.frames.settled(head.stream_id)
             if self.closing is not None:
                 self.client.write(data[:end])
                 self.say_goodbye()
@@ -160,7 +182,13 @@ class Relay(asyncio.Protocol):
 
     def refuse(self, refusal: Refusal) -> None:
         """GOAWAY with the reason, once the server's frame under way is whole, then close."""
+        if self.closing is not None:
+            return
+        self.guard.admission.budget.holders.pop(self.frames, None)
+        self.frames.release()  # grpc's calls end with the connection: the budget has them back
         logger.info("gRPC connection from %s refused: %s", self.address, refusal)
+        self.guard.admission.refused("goaway")
+        self.guard.admission.rate.penalise(self.address)
         self.closing = goaway(self.frames.last_stream_id, refusal.code, str(refusal))
         if self.client is not None:
             self.client.pause_reading()
@@ -188,6 +216,8 @@ class Relay(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.guard.relays.discard(self)
+        self.guard.admission.budget.holders.pop(self.frames, None)
+        self.frames.release()
         if self.timer is not None:
             self.timer.cancel()
         if self.backend is not None:

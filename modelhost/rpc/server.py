@@ -11,7 +11,7 @@ import asyncio
 import logging
 import socket
 import ssl
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 import grpc
@@ -19,8 +19,9 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from modelhost.config import Config
 from modelhost.errors import ConfigError
-from modelhost.rpc.frames import Limits
-from modelhost.rpc.guard import BACKEND_HOST, Guard, Peers
+from modelhost.rpc.admission import ConnectionRate
+from modelhost.rpc.frames import Limits, StreamBudget
+from modelhost.rpc.guard import BACKEND_HOST, Admission, Guard, Peers
 
 logger = logging.getLogger("modelhost")
 
@@ -29,6 +30,8 @@ ACCEPTING_SERVERS = 8  # decisions.md, "Eight grpc.aio servers share the inferen
 MAX_HEADER_LIST_BYTES = 16 * 2**10  # grpc's own default, now also a hard cap, and the guard's
 CONNECTION_IDLE_MS = 5 * 60 * 1000  # a connection with no call open for this long gets GOAWAY
 CONNECTION_AGE_MS = 60 * 60 * 1000  # then GOAWAY, so no connection pins its memory for ever
+# a call waiting for its message, in grpc core and grpc.aio, with room (docs/performance.md)
+STREAM_BYTES = 32 * 2**10
 
 
 class RpcServer:
@@ -45,6 +48,7 @@ class RpcServer:
         health_names: Sequence[str] = (),
         copies: int = 1,
         peers: Peers | None = None,
+        admission: Admission | None = None,
         interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
     ) -> None:
         self.drain_timeout_s = config.drain_timeout_s
@@ -65,7 +69,7 @@ class RpcServer:
             listen(host, port),
             backend_port,
             limits=limits(config),
-            max_connections=config.grpc_max_connections,
+            admission=admission or admission_of(config, StreamBudget(stream_budget(config))),
             peers=peers or Peers(),
             tls=tls_context(config),
         )
@@ -124,6 +128,20 @@ def limits(config: Config) -> Limits:
     """The guard's limits: a stream's first message is due as a request's headers are."""
     streams = config.grpc_max_streams
     return Limits(streams, MAX_HEADER_LIST_BYTES, config.header_timeout_s, 2 * streams)
+
+
+def stream_budget(config: Config) -> int:
+    """Streams without a message the ports hold in all: a quarter of the frontend's allowance's
+    worth, the rest left to HTTP's connections and the per-name state."""
+    return max(config.grpc_max_streams, config.frontend_allowance_bytes // 4 // STREAM_BYTES)
+
+
+def admission_of(
+    config: Config, budget: StreamBudget, refused: Callable[[str], None] = lambda reason: None
+) -> Admission:
+    """A port's caps on connections: at once, from one address a second, and their streams'."""
+    rate = ConnectionRate(config.grpc_connections_per_s, config.grpc_max_connections)
+    return Admission(config.grpc_max_connections, rate, budget, refused)
 
 
 def bind_all(servers: list[grpc.aio.Server]) -> int:

@@ -14,11 +14,12 @@ from modelhost.protocols.keys import TokenKeys
 from modelhost.protocols.tenants import tenant_rule
 from modelhost.rpc.access import Access
 from modelhost.rpc.calls import Calls
+from modelhost.rpc.frames import StreamBudget
 from modelhost.rpc.guard import Peers
 from modelhost.rpc.keys import KeyInterceptor, inference_port_needs, management_port_needs
 from modelhost.rpc.messages import OIP_SERVICE, TS_INFERENCE_SERVICE, TS_MANAGEMENT_SERVICE
 from modelhost.rpc.oip import OipServicer
-from modelhost.rpc.server import ACCEPTING_SERVERS, RpcServer
+from modelhost.rpc.server import ACCEPTING_SERVERS, RpcServer, admission_of, stream_budget
 from modelhost.rpc.stubs import generic_handler
 from modelhost.rpc.torchserve import TorchServeInference, TorchServeManagementServicer
 
@@ -32,6 +33,8 @@ def rpc_servers(
 ) -> list[RpcServer]:
     """The inference and management ports' servers, each if its port is set."""
     peers = Peers()  # the callers behind the ports' guards
+    budget = StreamBudget(stream_budget(config))  # one for both ports: one frontend's memory
+    refused = refusal_counter(observer)
     calls = Calls(observer, config.instance_id)
     access = Access(config.management_token, peers.caller, keys)
     servers = []
@@ -55,6 +58,7 @@ def rpc_servers(
                 health_names=services,
                 copies=ACCEPTING_SERVERS,
                 peers=peers,
+                admission=admission_of(config, budget, refused),
                 interceptors=guarded(keys, inference_port_needs),
             )
         )
@@ -71,6 +75,7 @@ def rpc_servers(
                 handlers,
                 health_names=(TS_MANAGEMENT_SERVICE,),
                 peers=peers,
+                admission=admission_of(config, budget, refused),
                 interceptors=guarded(keys, management_port_needs),
             )
         )
@@ -82,3 +87,11 @@ def guarded(
 ) -> list[grpc.aio.ServerInterceptor]:
     """The port's key check under TorchServe's token authorization; none when it is off."""
     return [KeyInterceptor(keys, needs)] if keys else []
+
+
+def refusal_counter(observer: Observer | None) -> Callable[[str], None]:
+    """Counts the guards' refusals in the metrics, by their kind."""
+    if observer is None:
+        return lambda reason: None
+    counter = observer.metrics.grpc_refusals
+    return lambda reason: counter.labels(reason).inc()

@@ -1,19 +1,22 @@
 """HTTP/2 floods on the gRPC port, sent as raw frames: streams that never finish, header blocks
-that never end, and streams reset as fast as they open. Each leaves the frontend within its
-allowance and /ping answering."""
+that never end, and streams reset as fast as they open, also by attackers that reconnect at the
+default limits. Each leaves the frontend's PSS within its allowance and /ping answering."""
 
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import Protocol
 
+import grpc
 import hpack
 import httpx
-import psutil
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from helpers.serving import Servers
 from hyperframe.frame import (
     ContinuationFrame,
@@ -25,6 +28,7 @@ from hyperframe.frame import (
 )
 
 from modelhost import testing
+from modelhost.records.memory import pss_bytes
 
 pytestmark = pytest.mark.e2e
 
@@ -36,6 +40,12 @@ MAX_STREAMS = 16
 MAX_CONNECTIONS = 8
 FLOOD_S = 3.0
 BATCH = 50
+PING_TIMEOUT_S = 5.0  # generous: a ping slower than this is a stalled server, not a slow one
+ATTACKERS = 12
+
+
+class EventLike(Protocol):
+    def is_set(self) -> bool: ...
 
 
 class RawConnection:
@@ -111,6 +121,7 @@ def server(
         grpc_port=grpc_port,
         grpc_max_streams=MAX_STREAMS,
         grpc_max_connections=MAX_CONNECTIONS,
+        grpc_connections_per_s=1000,  # each test reconnects at once after the last's GOAWAY
         frontend_memory_allowance=ALLOWANCE_BYTES,
         header_timeout_s=1,  # also the deadline for a stream's first message
     )
@@ -118,15 +129,18 @@ def server(
 
 @contextlib.contextmanager
 def watched(server: testing.RunningServer) -> Iterator[list[int]]:
-    """/ping's statuses while the block runs; the frontend's RSS must stay in its allowance."""
-    start_bytes = psutil.Process(server.pid).memory_info().rss
+    """/ping's statuses while the block runs (0: none within PING_TIMEOUT_S); the frontend's PSS,
+    read between pings, must stay within its allowance."""
+    start_bytes = most_bytes = pss_bytes(server.pid)
     statuses: list[int] = []
     done = threading.Event()
 
     def ping() -> None:
-        with httpx.Client(base_url=server.url, timeout=30) as http:
+        nonlocal most_bytes
+        with httpx.Client(base_url=server.url, timeout=PING_TIMEOUT_S) as http:
             while not done.wait(0.05):
-                statuses.append(http.get("/ping").status_code)
+                statuses.append(status_of(http))
+                most_bytes = max(most_bytes, pss_bytes(server.pid))
 
     pinger = threading.Thread(target=ping)
     pinger.start()
@@ -135,10 +149,18 @@ def watched(server: testing.RunningServer) -> Iterator[list[int]]:
     finally:
         done.set()
         pinger.join()
-    statuses.append(httpx.get(f"{server.url}/ping", timeout=30).status_code)  # a flood cut short
-    grown_bytes = psutil.Process(server.pid).memory_info().rss - start_bytes
+    with httpx.Client(base_url=server.url, timeout=PING_TIMEOUT_S) as http:
+        statuses.append(status_of(http))  # a flood cut short
+    grown_bytes = max(most_bytes, pss_bytes(server.pid)) - start_bytes
     assert grown_bytes < ALLOWANCE_BYTES, f"the frontend grew by {grown_bytes / 2**20:.0f} MiB"
-    assert set(statuses) == {200}
+    assert set(statuses) == {200}, f"{statuses.count(0)} of {len(statuses)} pings timed out"
+
+
+def status_of(http: httpx.Client) -> int:
+    try:
+        return http.get("/ping").status_code
+    except httpx.TimeoutException:
+        return 0
 
 
 def flood(batch: Callable[[int], bytes], connection: RawConnection) -> list[Frame]:
@@ -254,3 +276,79 @@ def test_connections_past_the_cap_are_closed(server: testing.RunningServer, grpc
     finally:
         for connection in connections:
             connection.sock.close()
+
+
+@pytest.fixture(scope="module")
+def default_server(
+    tmp_path_factory: pytest.TempPathFactory, serve: Servers
+) -> tuple[testing.RunningServer, int]:
+    """A server at every default limit, the frontend's allowance included, and its gRPC port."""
+    store = tmp_path_factory.mktemp("store")
+    testing.iris_logreg(store / "iris.pkl")
+    port = testing.free_port()
+    return serve(store, workers=1, grpc_port=port), port
+
+
+def attack(port: int, stop: EventLike) -> None:
+    """Open streams that never send their message, reconnecting whenever the server ends the
+    connection, until `stop`."""
+    while not stop.is_set():
+        try:
+            connection = RawConnection(port)
+        except OSError:
+            continue
+        index = 0
+        while not stop.is_set() and connection.send(streams(connection, index, connection.headers)):
+            connection.frames()
+            index += 1
+        connection.sock.close()
+
+
+def test_reconnecting_stream_floods_at_the_default_limits(
+    default_server: tuple[testing.RunningServer, int],
+) -> None:
+    """A dozen attackers open streams without messages and reconnect after each GOAWAY, at the
+    default caps: the frontend stays within its default allowance, every /ping answers, and a
+    client already connected keeps having its calls answered."""
+    server, port = default_server
+    processes = multiprocessing.get_context("fork")  # the attackers apart from this test's GIL
+    stop = processes.Event()
+    attackers = [processes.Process(target=attack, args=(port, stop)) for _ in range(ATTACKERS)]
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        check = health_pb2_grpc.HealthStub(channel).Check
+        check(health_pb2.HealthCheckRequest(), timeout=PING_TIMEOUT_S)  # connected first
+        with watched(server):
+            for attacker in attackers:
+                attacker.start()
+            try:
+                deadline = time.monotonic() + 3 * FLOOD_S
+                while time.monotonic() < deadline:  # raises if one is not answered
+                    check(health_pb2.HealthCheckRequest(), timeout=PING_TIMEOUT_S)
+            finally:
+                stop.set()
+                for attacker in attackers:
+                    attacker.join()
+
+
+def refused(server: testing.RunningServer, reason: str) -> float:
+    """The guards' refusals of that kind so far, from /metrics."""
+    series = f'modelhost_grpc_refusals_total{{reason="{reason}"}} '
+    lines = httpx.get(f"{server.url}/metrics").text.splitlines()
+    return sum(float(line.removeprefix(series)) for line in lines if line.startswith(series))
+
+
+def test_an_address_opening_connections_too_fast_is_refused(
+    default_server: tuple[testing.RunningServer, int],
+) -> None:
+    """Connections opened one after another from one address, each closed before the next:
+    past the burst and --grpc-connections-per-s, one is closed at once, and counted."""
+    server, port = default_server
+    before = refused(server, "rate")
+    for _ in range(4 * 64):  # the burst is --grpc-max-connections, 64
+        connection = RawConnection(port)
+        frames = connection.frames(wait_s=1.0)
+        connection.sock.close()
+        if not any(isinstance(frame, SettingsFrame) for frame in frames):
+            break
+    assert connection.closed and not frames
+    assert refused(server, "rate") > before

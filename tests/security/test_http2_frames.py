@@ -13,6 +13,7 @@ from modelhost.rpc.frames import (
     FrameReader,
     Limits,
     Refusal,
+    StreamBudget,
 )
 from modelhost.rpc.guard import Peers
 
@@ -103,6 +104,41 @@ def test_streams_far_past_the_advertised_cap_are_refused() -> None:
     with pytest.raises(Refusal, match="streams open"):
         for stream_id in range(1, 8 * LIMITS.max_streams, 2):
             frames.feed(headers(stream_id))
+
+
+def test_streams_past_the_ports_budget_are_refused_whatever_the_connection() -> None:
+    budget = StreamBudget(max_streams=6)
+    first, second = (ClientFrames(LIMITS, Clock(), budget) for _ in range(2))
+    for frames in (first, second):
+        frames.feed(PREFACE + headers(1) + headers(3) + headers(5))
+    with pytest.raises(Refusal, match="6 streams without a message"):
+        second.feed(headers(7))
+
+
+def test_past_the_budget_the_connection_holding_most_streams_ends() -> None:
+    budget = StreamBudget(max_streams=6)
+    hog, polite = (ClientFrames(LIMITS, Clock(), budget) for _ in range(2))
+    ended: list[str] = []
+    budget.holders = {
+        hog: lambda refusal: ended.append(str(refusal)),
+        polite: lambda refusal: ended.append("polite"),
+    }
+    hog.feed(PREFACE + b"".join(headers(stream_id) for stream_id in range(1, 13, 2)))
+    polite.feed(PREFACE + headers(1))
+    assert ended == ["more than 6 streams without a message on the port"]
+    assert budget.held == 1 and not hog.waiting
+
+
+def test_streams_leave_the_budget_with_their_message_or_their_connection() -> None:
+    budget = StreamBudget(max_streams=6)
+    frames = ClientFrames(LIMITS, Clock(), budget)
+    frames.feed(PREFACE + headers(1) + headers(3) + headers(5))
+    frames.feed(DataFrame(1, data=b"\0\0\0\0\0").serialize() + RstStreamFrame(3).serialize())
+    frames.settled(5)  # the server answered it
+    assert budget.held == 0
+    frames.feed(headers(7) + headers(9))
+    frames.release()
+    assert budget.held == 0
 
 
 def test_the_first_foreign_authority_is_kept() -> None:
