@@ -4,7 +4,7 @@
 #   scripts/device_cores.sh fetch   here, with network: wheels into .whl/, wrk into .wrk/
 #   scripts/device_cores.sh run     there: install both, sweep 1-16 cores, results into $OUT
 #
-# Both folders are git-ignored (.git/info/exclude) and travel as the device call's `carry`.
+# fetch adds both folders to .git/info/exclude; they travel as the device call's `carry`.
 # The wheels are the base dependencies of pyproject.toml that the device's image lacks; each
 # pinned to the version the development venv runs.
 set -euo pipefail
@@ -27,6 +27,7 @@ fetch() {
     $pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
         $(printf -- '--platform %s ' "${PLATFORMS[@]}") -d .whl "${WHEELS[@]}"
     fetch_wrk
+    ignore_fetched
     # what a device call sends: tracked and untracked files that git does not ignore, and carry
     local tree carried
     tree=$(git ls-files -co --exclude-standard -z | du -cb --files0-from=- | tail -1 | cut -f1)
@@ -46,6 +47,16 @@ fetch_wrk() {
     cp -L "$debs"/root/usr/lib/x86_64-linux-gnu/libluajit-5.1.so.2 .wrk/lib/
     cp -L "$debs"/root/usr/lib/x86_64-linux-gnu/lib{ssl,crypto}.so.3 .wrk/ssl/
     rm -rf "$debs"
+}
+
+# both folders stay out of git (worktrees share the main checkout's exclude file)
+ignore_fetched() {
+    local exclude
+    exclude=$(git rev-parse --git-common-dir)/info/exclude
+    mkdir -p "$(dirname "$exclude")"
+    for folder in /.whl/ /.wrk/; do
+        grep -qxF "$folder" "$exclude" 2>/dev/null || echo "$folder" >>"$exclude"
+    done
 }
 
 # wrk on PATH through a wrapper: its libraries reach wrk alone, never Python
@@ -79,10 +90,12 @@ from importlib.metadata import version; version('modelhost')"
 run() {
     local out=${OUT:-/tmp/cores-out}
     mkdir -p "$out"
+    command -v taskset >/dev/null || { echo "taskset (util-linux) is missing" >&2 && exit 1; }
     install_wheels
     install_wrk
     {
         date -u
+        git rev-parse HEAD 2>/dev/null || echo "no git here"
         nproc
         $PYTHON -VV
         wrk -v 2>&1 | head -1 || true
