@@ -99,7 +99,7 @@ run() {
         nproc
         $PYTHON -VV
         wrk -v 2>&1 | head -1 || true
-        $PYTHON -m pip list 2>/dev/null | grep -iE "^(numpy|scikit-learn|uvloop|psutil|anyio) "
+        $PYTHON -m pip list 2>/dev/null | grep -iE "^(numpy|scikit-learn|uvloop|psutil|anyio) " || true
     } >"$out/env.txt"
     export PYTHONUNBUFFERED=1
     # the 16-core machine's whole sweep within 8 minutes; --budget-s skips what would end later
