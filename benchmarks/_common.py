@@ -134,5 +134,8 @@ def _cpu_model() -> str:
 
 
 def _git(*args: str) -> str:
-    done = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=False)
+    try:
+        done = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=False)
+    except OSError:  # no git on the machine: the results still get written
+        return ""
     return done.stdout.strip()

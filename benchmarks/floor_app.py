@@ -6,6 +6,7 @@ A raw ASGI app (no framework) that holds one joblib model and answers any POST w
 httptools, one process, no access log. modelhost's hot path is measured against this.
 
     python benchmarks/floor_app.py MODEL.joblib --host 127.0.0.1 --port 8081
+    python benchmarks/floor_app.py MODEL.joblib --port 8081 --reuse-port   # one of several
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 from typing import Any
 
 JSON_HEADERS = [(b"content-type", b"application/json")]
@@ -88,6 +90,9 @@ def parse_args(doc: str | None) -> argparse.Namespace:
     parser.add_argument("model", help="a joblib file with a predict() method")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8081)
+    parser.add_argument(
+        "--reuse-port", action="store_true", help="bind with SO_REUSEPORT: one process a core"
+    )
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # as modelhost's workers: one thread per core
     return parser.parse_args()
 
@@ -96,7 +101,7 @@ def serve(app: Any, args: argparse.Namespace) -> None:
     """uvicorn with uvloop and httptools, one process, no access log."""
     import uvicorn
 
-    uvicorn.run(
+    config = uvicorn.Config(
         app,
         host=args.host,
         port=args.port,
@@ -107,6 +112,17 @@ def serve(app: Any, args: argparse.Namespace) -> None:
         log_level="warning",
         lifespan="on",
     )
+    sockets = [_reuse_port_socket(args.host, args.port)] if args.reuse_port else None
+    uvicorn.Server(config).run(sockets=sockets)
+
+
+def _reuse_port_socket(host: str, port: int) -> socket.socket:
+    """A socket that other processes bind too: the kernel spreads connections among them."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host, port))
+    return sock
 
 
 if __name__ == "__main__":

@@ -128,14 +128,14 @@ def _invoke_url(server: str, base_url: str) -> str:
     return f"{base_url}/models/{MODEL}/invoke" if server == "modelhost" else f"{base_url}/"
 
 
-def wrk(url: str, connections: int, duration_s: int, core: str) -> dict[str, Any]:
+def wrk(url: str, connections: int, duration_s: int, core: str, threads: int = 1) -> dict[str, Any]:
     """One wrk run with post.lua; its summary (latencies in ms) and raw output."""
     command = [
         "taskset",
         "-c",
         core,
         "wrk",
-        "-t1",
+        f"-t{threads}",
         f"-c{connections}",
         f"-d{duration_s}s",
         "--latency",
