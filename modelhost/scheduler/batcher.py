@@ -100,7 +100,10 @@ class FairBatchQueue(BatchQueue[T]):
     """With tenants on: batches cut in fair order across the tenants whose requests wait.
 
     A model's requests cost about alike, so each is charged one request over its tenant's
-    weight; the oldest still says when a batch is due.
+    weight; the oldest still says when a batch is due. While one tenant alone has requests
+    waiting, its order is theirs and nothing is charged: the fair queue holds the requests only
+    from when a second tenant's arrive until one tenant's are left, and the first is lifted
+    level with the second as they meet, as after any idle spell.
     """
 
     def __init__(
@@ -116,26 +119,40 @@ class FairBatchQueue(BatchQueue[T]):
         super().__init__(model, capacity, max_batch_size, max_batch_delay_s, clock)
         self.tenant_of = tenant_of
         self._fair: FairQueue[Job[T]] = FairQueue(sys.maxsize, weight)
+        self._alone = ""  # the one tenant whose requests wait, while the fair queue is empty
 
     def put(self, job: Job[T]) -> None:
         super().put(job)  # in age order, there: when a batch is due
-        self._fair.push(self.tenant_of(job), job)
+        tenant = self.tenant_of(job)
+        if self._fair.waiting:
+            self._fair.push(tenant, job)
+        elif len(self._jobs) == 1 or tenant == self._alone:
+            self._alone = tenant
+        else:  # a second tenant: from now on the fair queue orders them
+            for waiting in self._jobs:
+                self._fair.push(self.tenant_of(waiting), waiting)
 
     def discard(self, job: Job[T]) -> None:
-        if self._fair.discard(self.tenant_of(job), job):
+        if not self._fair.waiting:
+            super().discard(job)
+        elif self._fair.discard(self.tenant_of(job), job):
             self._jobs.remove(job)
+            self._settle()
 
     def head(self) -> Job[T]:
+        if not self._fair.waiting:  # one tenant waits alone
+            return self._jobs[0]
         tenant = self._fair.next_tenant()
-        assert tenant is not None  # only while some wait, and no tenant has a cap here
+        assert tenant is not None  # no tenant has a cap here
         return self._fair.first_of(tenant)
 
     def take_all(self) -> list[Job[T]]:
-        for job in self._jobs:
-            self._fair.discard(self.tenant_of(job), job)
+        self._fair.clear()
         return super().take_all()
 
     def _pop(self) -> Job[T]:
+        if not self._fair.waiting:  # one tenant waits alone
+            return self._jobs.popleft()
         tenant = self._fair.next_tenant()
         assert tenant is not None
         job = self._fair.take_from(tenant)
@@ -144,4 +161,11 @@ class FairBatchQueue(BatchQueue[T]):
             self._jobs.popleft()
         else:  # taken ahead of older jobs: found near the front
             self._jobs.remove(job)
+        self._settle()
         return job
+
+    def _settle(self) -> None:
+        """With one tenant's requests left, leave them in their own order."""
+        if self._fair.backlogged == 1:
+            self._alone = self._fair.next_tenant() or ""
+            self._fair.clear()

@@ -151,6 +151,16 @@ class FairQueue(Generic[T]):
         self.charge(ticket.tenant, -ticket.estimate_ms)
         self._end(ticket.tenant)
 
+    @property
+    def backlogged(self) -> int:
+        """How many tenants have items waiting."""
+        return len(self._queues)
+
+    def clear(self) -> None:
+        """Drop every waiting item, which the caller holds elsewhere; the counters stay."""
+        self._queues.clear()
+        self.waiting = 0
+
     def discard(self, tenant: str, item: T) -> bool:
         """Take `item` out of `tenant`'s queue; whether it was there."""
         queue = self._queues.get(tenant)
