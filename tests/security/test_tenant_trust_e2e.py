@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 from helpers.loopback import wait_for
-from test_sandbox_e2e import ROWS, SECRET, probe_handler
+from test_sandbox_e2e import ROWS, outside, probe_handler
 
 from modelhost import testing
 
@@ -22,11 +22,7 @@ pytestmark = pytest.mark.e2e
 TENANTS = '[tenants."evil"]\ntrust = "untrusted"\n'
 
 
-@pytest.fixture(scope="module")
-def outside(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("host")
-    (folder / "secret").write_bytes(SECRET)
-    return folder
+__all__ = ["outside"]  # the host folder with a secret, a fixture of the sandbox's tests
 
 
 @pytest.fixture(scope="module")
