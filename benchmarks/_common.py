@@ -22,6 +22,21 @@ if str(REPO) not in sys.path:  # run as `python benchmarks/x.py` from a checkout
     sys.path.insert(0, str(REPO))
 
 
+def add_checkout(parser: argparse.ArgumentParser) -> None:
+    """--checkout (a `git archive` of a commit, whose package to run) and --commit."""
+    parser.add_argument("--checkout", type=Path, default=None, help="a `git archive` to run")
+    parser.add_argument("--commit", default="", help="the commit --checkout holds")
+
+
+def use_checkout(args: argparse.Namespace) -> Path | None:
+    """Import modelhost from --checkout from now on; its folder (None: this checkout's)."""
+    if args.checkout is None:
+        return None
+    folder: Path = args.checkout.resolve()
+    sys.path.insert(0, str(folder))
+    return folder
+
+
 def machine() -> dict[str, Any]:
     """Enough about the machine and checkout to compare two result files."""
     return {

@@ -20,7 +20,6 @@ import multiprocessing
 import os
 import socket
 import statistics
-import sys
 import tempfile
 import threading
 import time
@@ -30,7 +29,14 @@ from typing import Any
 import grpc
 import hpack
 import httpx
-from _common import cpu_seconds, cpu_spent, markdown_table, write_results
+from _common import (
+    add_checkout,
+    cpu_seconds,
+    cpu_spent,
+    markdown_table,
+    use_checkout,
+    write_results,
+)
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from hyperframe.frame import HeadersFrame, SettingsFrame
 
@@ -141,11 +147,9 @@ def phase(server: Any, port: int, name: str, seconds: float) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=10.0, help="each phase")
-    parser.add_argument("--checkout", type=Path, default=None, help="a `git archive` to run")
-    parser.add_argument("--commit", default="", help="the commit --checkout holds")
+    add_checkout(parser)
     args = parser.parse_args()
-    if args.checkout:
-        sys.path.insert(0, str(args.checkout.resolve()))
+    cwd = use_checkout(args)
     from modelhost import testing
 
     with tempfile.TemporaryDirectory(prefix="grpc-flood-") as work:
@@ -153,7 +157,6 @@ def main() -> None:
         testing.iris_logreg(root / "store/iris.joblib")
         port = testing.free_port()
         flags = testing.serve_args(root / "store", root / "cache", workers=1, grpc_port=port)
-        cwd = args.checkout.resolve() if args.checkout else None
         with testing.RunningServer(flags, root, cwd=cwd) as server:
             phases = ["alone", "streams, reconnecting"]
             rows = [phase(server, port, name, args.seconds) for name in phases]

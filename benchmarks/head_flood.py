@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import socket
 import statistics
-import sys
 import tempfile
 import threading
 import time
@@ -24,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from _common import markdown_table, write_results
+from _common import add_checkout, markdown_table, use_checkout, write_results
 
 PHASES = {
     "alone": (b"", b""),
@@ -94,18 +93,15 @@ def phase(url: str, pid: int, port: int, name: str, seconds: float) -> dict[str,
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=10.0, help="each phase")
-    parser.add_argument("--checkout", type=Path, default=None, help="a `git archive` to run")
-    parser.add_argument("--commit", default="", help="the commit --checkout holds")
+    add_checkout(parser)
     args = parser.parse_args()
-    if args.checkout:
-        sys.path.insert(0, str(args.checkout.resolve()))
+    cwd = use_checkout(args)
     from modelhost import testing
 
     with tempfile.TemporaryDirectory(prefix="head-flood-") as work:
         root = Path(work)
         testing.iris_logreg(root / "store/iris.joblib")
         flags = testing.serve_args(root / "store", root / "cache", workers=1)
-        cwd = args.checkout.resolve() if args.checkout else None
         with testing.RunningServer(flags, root, cwd=cwd) as server:
             rows = [phase(server.url, server.pid, server.port, n, args.seconds) for n in PHASES]
     header = ["phase", "/ping p50 (ms)", "p99", "most", "frontend RSS growth (MiB)", "closed"]

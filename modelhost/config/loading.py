@@ -26,7 +26,7 @@ from modelhost.config.settings import (
     setting_fields,
     setting_names,
 )
-from modelhost.config.tenancy import parse_tenant_from, tenant_tokens
+from modelhost.config.tenancy import segments_of, tenant_tokens
 from modelhost.config.tenants_file import check_tenants_file
 from modelhost.errors import ConfigError
 from modelhost.units import parse_size
@@ -126,15 +126,14 @@ def _refuse_unsupported(config: Config) -> None:
 
 
 def _refuse_untrusted_workers(config: Config) -> None:
-    """Workers for untrusted tenants' models need tenants known by name, and trusted ones."""
+    """Workers for untrusted tenants' models need tenants known by name."""
     if config.refuse_pickle:
         raise ConfigError(
             "--refuse-pickle sandboxes every worker for untrusted models: unset "
             "--untrusted-workers, or unset --refuse-pickle to trust all but the tenants the "
             'tenants file gives trust = "untrusted"'
         )
-    rule = parse_tenant_from(config.tenant_from)
-    if rule is None or rule.kind != "name":
+    if not segments_of(config.tenant_from):
         raise ConfigError(
             "--untrusted-workers host the models of untrusted tenants, whose models are known "
             "by their place in the store: set --tenant-from name:N, or unset --untrusted-workers"

@@ -39,6 +39,12 @@ def tenants_on(tenant_from: str) -> bool:
     return parse_tenant_from(tenant_from) is not None
 
 
+def segments_of(tenant_from: str) -> int:
+    """How many leading segments of a model's name are its tenant; 0: the rule reads no names."""
+    rule = parse_tenant_from(tenant_from)
+    return rule.segments if rule is not None and rule.kind == "name" else 0
+
+
 def parse_tenant_from(text: str) -> TenantFrom | None:
     """The rule `text` names; None: tenants are off."""
     kind, colon, argument = text.strip().partition(":")

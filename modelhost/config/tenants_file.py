@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from modelhost.config.settings import Config
-from modelhost.config.tenancy import parse_tenant_from, tenants_on
+from modelhost.config.tenancy import segments_of, tenants_on
 from modelhost.config.tenant_policies import TRUSTED, UNTRUSTED, TenantPolicies, TenantPolicy
 from modelhost.errors import ConfigError
 from modelhost.resources import free_disk_bytes, usable_memory_bytes
@@ -96,8 +96,7 @@ def check_tenants_file(config: Config, cwd: Path) -> None:
 
 def untrust_refused(config: Config) -> str:
     """Why no tenant may be untrusted, with the fix; "" when one may."""
-    rule = parse_tenant_from(config.tenant_from)
-    if rule is None or rule.kind != "name":
+    if not segments_of(config.tenant_from):
         return (
             "a model's trust follows its tenant only under --tenant-from name:N, where the "
             "model's place in the store says whose it is: set it, or remove the trust key"

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from modelhost.config import Config
-from modelhost.config.tenancy import TokenPairs, parse_tenant_from
+from modelhost.config.tenancy import TokenPairs, parse_tenant_from, segments_of
 from modelhost.errors import ConfigError, InvalidTenant, Unauthorized
 from modelhost.names import echo
 from modelhost.protocols.params import MAX_TENANT_CHARS
@@ -51,10 +51,8 @@ def tenant_rule(config: Config) -> TenantRule | None:
 
 def model_tenant(config: Config) -> Callable[[str], str] | None:
     """Whose each model is, where the rule reads names; None: its first loader's tenant's."""
-    rule = parse_tenant_from(config.tenant_from)
-    if rule is None or rule.kind != "name":
-        return None
-    return FromName(rule.segments).of_model
+    segments = segments_of(config.tenant_from)
+    return FromName(segments).of_model if segments else None
 
 
 def tenant_id(text: str, source: str) -> str:
