@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import uvicorn
 
 from modelhost.cache.admission import FrequencySketch
+from modelhost.cache.devices import DeviceMemory, DeviceTier
 from modelhost.cache.disk import DiskTier, UnpackLimits
 from modelhost.cache.download import DownloadPolicy
 from modelhost.cache.memory import FrontendAllowance, MemoryBudget, MemoryTier
@@ -303,6 +304,7 @@ def build_host(
         ),
         model_tenant=model_tenant(config),
         why_untrusted=trust.why_untrusted,
+        devices=device_tier(config, pool),
     )
     host.connect()  # the pool started first, for the baseline
     return host
@@ -353,6 +355,28 @@ def memory_tier(
         },
     )
     return memory
+
+
+def device_tier(config: Config, pool: WorkerPool) -> DeviceTier:
+    """The devices the workers said they can use, each with its budget."""
+    seen = next((w.devices for w in pool.workers.values() if w.devices), ())
+    devices = [
+        DeviceMemory(
+            info.name,
+            config.device_budget_bytes.of(info.total_bytes),
+            info.total_bytes,
+            info.context_bytes,
+        )
+        for info in seen
+    ]
+    for device in devices:
+        logger.info(
+            "device %s: %s of %s for models and the workers' contexts (--device-budget)",
+            device.name,
+            format_bytes(device.budget_bytes),
+            format_bytes(device.total_bytes),
+        )
+    return DeviceTier(devices, policy_named(config.eviction_policy))
 
 
 def starting_models(config: Config) -> tuple[str, ...]:

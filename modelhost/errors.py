@@ -19,6 +19,7 @@ ModelhostError
 │   └── Forbidden                not loopback, or a URL outside the store
 ├── CapacityError
 │   ├── InsufficientMemory
+│   │   └── InsufficientDeviceMemory   names the device
 │   └── InsufficientDisk
 ├── ModelError                   the model or its code failed
 │   ├── ModelLoadError
@@ -120,6 +121,10 @@ class CapacityError(ModelhostError):
 
 
 class InsufficientMemory(CapacityError):
+    pass
+
+
+class InsufficientDeviceMemory(InsufficientMemory):
     pass
 
 

@@ -17,6 +17,7 @@ from modelhost.records.events import EventLog
 from modelhost.records.memory import return_heap_promptly
 from modelhost.resources import usable_cores
 from modelhost.run_dirs import run_dir
+from modelhost.workers.devices import devices_environment
 from modelhost.workers.environment import worker_environment
 from modelhost.workers.pool import WorkerPool
 from modelhost.workers.pool.calls import stuck_after_s
@@ -68,6 +69,7 @@ def worker_pool(config: Config, folder: Path, events: EventLog) -> WorkerPool:
             "models: set it below --workers (unset, one a usable core)"
         )
     environment = worker_environment(os.environ)
+    environment |= devices_environment(config.devices, config.fake_devices)
     if untrusted:  # the folders a sandboxed worker may read models from
         roots = model_roots_environment(config.cache_dir, config.model_store, config.allowed_urls)
         environment |= roots

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 MANIFEST_NAME = "modelhost.toml"
+DEVICE = re.compile(r"cpu|cuda:[0-9]+")
 MAR_MANIFEST = Path("MAR-INF") / "MANIFEST.json"
 
 
@@ -44,6 +46,7 @@ class Manifest:
     response_timeout_s: float | None = None
     load_timeout_s: float | None = None  # the load's and the unload's
     idle_unload_s: float | None = None  # 0: never
+    device: str | None = None  # "cpu", or a device such as "cuda:1"; None: any with room
 
 
 NO_MANIFEST = Manifest()
@@ -52,6 +55,7 @@ _TIMEOUTS = ("response_timeout_s", "load_timeout_s")
 _TYPES: dict[str, type | tuple[type, ...]] = {
     "handler": str,
     "model_file": str,
+    "device": str,
     "pinned": bool,
     "idempotent": bool,
     "memory": (str, int),
@@ -59,6 +63,7 @@ _TYPES: dict[str, type | tuple[type, ...]] = {
 }
 _TYPE_WORDS = {
     "handler": 'a string such as "xgboost" or "handler.py"',
+    "device": '"cpu", or a device such as "cuda:1"',
     "model_file": "a path in the artifact, as a string",
     "pinned": "true or false",
     "idempotent": "true or false",
@@ -197,6 +202,8 @@ def parse_manifest(table: dict[str, Any]) -> Manifest:
     if not all(isinstance(sample, str) for sample in fields.get("warmup", ())):
         raise ModelLoadError(f"{MANIFEST_NAME}: warmup must be {_TYPE_WORDS['warmup']}")
     fields["warmup"] = tuple(fields.get("warmup", ()))
+    if not DEVICE.fullmatch(fields.get("device", "cpu")):
+        raise ModelLoadError(f"{MANIFEST_NAME}: device must be {_TYPE_WORDS['device']}")
     return Manifest(**fields)
 
 

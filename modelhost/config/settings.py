@@ -61,6 +61,21 @@ class Config:
         "kept apart from the models' room in the memory budget",
         size="bytes",
     )
+    devices: str = _setting(
+        "auto",
+        "devices that hold models above host memory: auto (every CUDA device torch sees), "
+        "none, or a list such as cuda:0,cuda:1",
+    )
+    device_budget: str = _setting(
+        "90%",
+        "memory for models on each device: a size, or a share of the device's memory",
+        size="percent",
+    )
+    fake_devices: str = _setting(
+        "",
+        "for tests only: fake devices on the CPU, COUNTxSIZE[+CONTEXT] such as 2x1GiB+8MiB, "
+        "in place of --devices",
+    )
     disk_budget: str = _setting(
         "80%",
         "disk for cached models: a size, or a share of the free space where cache_dir is",
@@ -355,6 +370,7 @@ class Config:
     memory_budget_bytes: ByteBudget = dataclasses.field(init=False)
     frontend_allowance_bytes: int = dataclasses.field(init=False)
     disk_budget_bytes: ByteBudget = dataclasses.field(init=False)
+    device_budget_bytes: ByteBudget = dataclasses.field(init=False)
     max_request_bytes: int = dataclasses.field(init=False)
     max_response_bytes: int = dataclasses.field(init=False)
     unpacked_limit_bytes: int = dataclasses.field(init=False)
@@ -364,6 +380,7 @@ class Config:
             "memory_budget_bytes": parse_budget(self.memory_budget),
             "frontend_allowance_bytes": parse_size(self.frontend_memory_allowance),
             "disk_budget_bytes": parse_budget(self.disk_budget),
+            "device_budget_bytes": parse_budget(self.device_budget),
             "max_request_bytes": parse_size(self.max_request_size),
             "max_response_bytes": parse_size(self.max_response_size),
             "unpacked_limit_bytes": parse_size(self.max_unpacked_bytes),

@@ -24,6 +24,7 @@ class Result:
     content_type: str
     cache: str  # hit | disk | remote
     timings_ms: dict[str, float]
+    tier: str = "host"  # the tier that answered: device | host | disk | store
 
 
 @dataclass(frozen=True)
@@ -42,3 +43,11 @@ class LoadOutcome:
     tier: str  # hit | disk | remote
     load_ms: float  # making room included
     download_ms: float = 0.0
+
+
+STORE_TIERS = {"disk": "disk", "remote": "store"}  # a load's tier, as X-Modelhost-Tier names it
+
+
+def tier_of(outcome: LoadOutcome, found: str) -> str:
+    """The tier that answered: where a load fetched the model, else where it was `found`."""
+    return STORE_TIERS.get(outcome.tier, found)

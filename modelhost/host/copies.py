@@ -39,6 +39,7 @@ class Copies:
         deadline_s: float,
         clock: Callable[[], float],
         why_untrusted: Callable[[str], str] = lambda name: "",
+        leaving_worker: Callable[[str, int], None] = lambda name, worker_id: None,
     ) -> None:
         self.pool, self.memory, self.disk, self.events = pool, memory, disk, events
         self.why_untrusted = why_untrusted  # "": a trusted model, for a trusted worker
@@ -49,6 +50,7 @@ class Copies:
         self.loaders: dict[int, float] = {}  # worker → load started at
         self.leaving: set[tuple[str, int]] = set()  # (model, worker)
         self.arriving: UnderWay[None] = UnderWay()
+        self.leaving_worker = leaving_worker  # told first: a device's record of it goes too
 
     async def claim_loader(self, name: str) -> WorkerHandle:
         """The least loaded free worker no copy of `name` is leaving; waits for one."""
@@ -132,6 +134,7 @@ class Copies:
 
     async def unload_from(self, worker_id: int, name: str) -> Unloaded:
         """Unload one copy (nothing freed if its worker died)."""
+        self.leaving_worker(name, worker_id)
         worker = self.pool.workers.get(worker_id)
         if worker is None:
             return Unloaded(0)

@@ -12,7 +12,7 @@ a crash costs latency, not an error. A second death makes it a poison request, a
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from modelhost.cache.memory import Resident, State
 from modelhost.deadlines import DeadlineGroups
@@ -25,7 +25,8 @@ from modelhost.errors import (
     Unavailable,
     WorkerDied,
 )
-from modelhost.host.calls import Answer, Invocation, LoadOutcome, Result
+from modelhost.host.calls import Answer, Invocation, LoadOutcome, Result, tier_of
+from modelhost.host.devices import ON_HOST, Readiness
 from modelhost.host.load_waits import LoadWaits
 from modelhost.host.queues import Queues
 from modelhost.host.residency import Residency
@@ -46,11 +47,13 @@ class InvokePath:
         on_hit: Callable[[str], None],
         loads_on_invoke: bool = True,
         on_use: Callable[[str, int, bool], None] = lambda name, size, hit: None,
+        ready: Callable[[str], Awaitable[Readiness]] | None = None,
     ) -> None:
         self.residency, self.queues, self.scheduling = residency, queues, scheduling
         self.dispatchers = residency.copies.dispatchers  # read only
         self.on_hit = on_hit
         self.on_use = on_use  # (model, footprint, found loaded)
+        self.ready = ready or on_host  # the model on its device, where it has one
         self.loads_on_invoke = loads_on_invoke  # false under SageMaker's contract
         self.in_flight = 0
         self.fair = fair_admission(residency, scheduling)  # None: tenants are off
@@ -156,6 +159,7 @@ class InvokePath:
     ) -> Result:
         resident, outcome = await self._acquire(name, loaded, invocation.tenant)
         try:
+            readiness = await self.ready(name)
             job = await self._answer(name, invocation, solo)
         finally:
             self.residency.memory.end_request(resident)
@@ -170,7 +174,11 @@ class InvokePath:
             "load": outcome.load_ms,
             "infer": answer.infer_ms,
         }
-        return Result(answer.body, answer.content_type, outcome.tier, timings)
+        if readiness.move_ms:
+            timings["wake"] = readiness.move_ms
+            timings["queue"] = max(0.0, timings["queue"] - readiness.move_ms)
+        tier = tier_of(outcome, readiness.tier)
+        return Result(answer.body, answer.content_type, outcome.tier, timings, tier)
 
     async def _acquire(
         self, name: str, outcome: LoadOutcome | None, tenant: str = ""
@@ -237,6 +245,11 @@ class InvokePath:
                 "wait in the queue"
             )
         )
+
+
+async def on_host(name: str) -> Readiness:
+    """Where no device holds models: every hit is served from host memory."""
+    return ON_HOST
 
 
 def fair_admission(residency: Residency, scheduling: SchedulerSettings) -> FairAdmission | None:

@@ -113,6 +113,10 @@ class Manifests:
     def is_pinned(self, name: str) -> bool:
         return name in self.pinned or self.of(name).pinned
 
+    def device_of(self, name: str) -> str | None:
+        """The device its manifest pins it to ("cpu" included); None: any with room."""
+        return self.of(name).device
+
     def retry_safe(self, name: str) -> bool:
         """Whether a request may run twice."""
         return self.footprints.pure(name) or self.of(name).idempotent

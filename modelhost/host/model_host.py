@@ -12,11 +12,13 @@ import time
 from collections.abc import Callable, Container, Mapping
 from typing import Any
 
+from modelhost.cache.devices import DeviceTier
 from modelhost.cache.memory import MemoryTier, State
 from modelhost.errors import InsufficientMemory, ModelAlreadyLoaded, ModelNotFound
 from modelhost.host.calls import Invocation, LoadOutcome, Result
 from modelhost.host.changes import Changes
 from modelhost.host.copies import Copies
+from modelhost.host.devices import DevicePlacement, device_statistics
 from modelhost.host.invoking import InvokePath
 from modelhost.host.journal import Journal
 from modelhost.host.listing import Listing
@@ -65,6 +67,7 @@ class ModelHost:
         sizing: Callable[[MemoryTier, EventLog, Callable[[], float]], Sizing] = Sizing,
         model_tenant: Callable[[str], str] | None = None,
         why_untrusted: Callable[[str], str] = lambda name: "",
+        devices: DeviceTier | None = None,
     ) -> None:
         self.pool, self.memory, self.disk, self.events = pool, memory, disk, events
         self.sagemaker_contract = sagemaker_contract
@@ -83,6 +86,15 @@ class ModelHost:
             pss_bytes is None,
             on_fall=self.changes.notify,
         )
+        self.devices = DevicePlacement(
+            devices or DeviceTier([]),
+            memory,
+            pool,
+            events=events,
+            changes=self.changes,
+            deadline_s=deadline_s,
+            pin_of=self.manifests.device_of,
+        )
         self.copies = Copies(
             pool,
             memory,
@@ -93,6 +105,7 @@ class ModelHost:
             deadline_s=deadline_s,
             clock=clock,
             why_untrusted=why_untrusted,
+            leaving_worker=self.devices.copy_leaving,
         )
         self.scaling = Scaling(self.copies, self.scheduling)
         self.queues = Queues(pool, self.manifests, self.scheduling, clock, self.scaling.scale_out)
@@ -108,6 +121,7 @@ class ModelHost:
             on_loaded=self.scaling.loaded(self.queues.dispatcher),
             loads=loads,
             model_tenant=model_tenant,
+            devices=self.devices,
         )
         self.registry = Registry(self.residency)
         self.journal: Journal | None = None  # what --restore-registered keeps, once it is on
@@ -120,6 +134,7 @@ class ModelHost:
             on_hit=self.registry.revalidate_in_background,
             loads_on_invoke=not sagemaker_contract,
             on_use=self.sizing.used,
+            ready=self.devices.ready,
         )
 
     async def invoke(self, name: str, invocation: Invocation) -> Result:
@@ -304,7 +319,9 @@ class ModelHost:
         )
         workers = tuple(_worker(w) for w in self.pool.workers.values())
         disk = DiskStatistics(d.budget_bytes, d.used_bytes, d.count())
-        return HostStatistics(memory, disk, workers, self.queues.batching, self.sizing.statistics())
+        devices = device_statistics(self.devices.tier)
+        batching, sizing = self.queues.batching, self.sizing.statistics()
+        return HostStatistics(memory, disk, workers, batching, sizing, devices=devices)
 
     def tenant_holdings(self) -> TenantHoldings:
         """What each tenant holds, read cheaply: running totals of both tiers."""

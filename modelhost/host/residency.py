@@ -28,6 +28,7 @@ from modelhost.errors import (
 )
 from modelhost.host.calls import LoadOutcome
 from modelhost.host.copies import Copies, OnLoaded
+from modelhost.host.devices import DevicePlacement
 from modelhost.host.failed_loads import FailedLoads
 from modelhost.host.idle import idle_victims
 from modelhost.host.manifests import Manifests
@@ -55,8 +56,10 @@ class Residency:
         on_loaded: OnLoaded,
         loads: UnderWay[LoadOutcome] | None = None,
         model_tenant: Callable[[str], str] | None = None,
+        devices: DevicePlacement | None = None,
     ) -> None:
         self.memory, self.disk, self.events = memory, disk, events
+        self.devices = devices  # None: no device holds models
         self.manifests, self.copies, self.changes = manifests, copies, copies.changes
         self.on_loaded = on_loaded
         self.observe_memory = observe_memory
@@ -162,6 +165,8 @@ class Residency:
         if not worker.alive:  # died after answering: the model went with it
             raise Unavailable(f"the worker loading model {name} died; retry is safe")
         self.memory.mark_loaded(name, worker.worker_id, footprint, loaded.load_ms)
+        if self.devices is not None:
+            self.devices.loaded(name, worker.worker_id, loaded.device_capable)
         if loaded.reads_artifact:
             self.reading.add(name)
         self.copies.open(name, self.on_loaded(name, loaded.batches), worker)
@@ -277,6 +282,8 @@ class Residency:
         await self._unload_many(self.memory.overflow_victims(), "evict", "memory_pressure")
 
     def worker_lost(self, worker: WorkerHandle) -> None:
+        if self.devices is not None:
+            self.devices.worker_lost(worker.worker_id)
         for resident in self.memory:
             if worker.worker_id not in resident.workers:
                 continue  # a load under way there fails and forgets on its own
@@ -318,6 +325,8 @@ class Residency:
         if not self.is_current(resident):
             return  # an earlier incarnation finishing late
         self.memory.remove(name)
+        if self.devices is not None:
+            self.devices.unloaded(name)
         self.reading.discard(name)
         self.copies.close(name)
         self.changes.notify()

@@ -265,13 +265,18 @@ def _reply_headers(result: Result) -> list[tuple[bytes, bytes]]:
         (b"content-type", result.content_type.encode("latin-1")),
         (b"content-length", str(len(result.body)).encode()),
         (b"x-modelhost-cache", result.cache.encode()),
+        (b"x-modelhost-tier", result.tier.encode()),
         (b"server-timing", server_timing(result.timings_ms).encode()),
     ]
 
 
 def invocation_response(result: Result) -> Response:
     """The same reply as a Starlette response, for OIP's invocations."""
-    headers = {"X-Modelhost-Cache": result.cache, "Server-Timing": server_timing(result.timings_ms)}
+    headers = {
+        "X-Modelhost-Cache": result.cache,
+        "X-Modelhost-Tier": result.tier,
+        "Server-Timing": server_timing(result.timings_ms),
+    }
     return Response(result.body, media_type=result.content_type, headers=headers)
 
 

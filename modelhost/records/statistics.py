@@ -83,6 +83,20 @@ class DiskStatistics:
 
 
 @dataclass(frozen=True)
+class DeviceStatistics:
+    """One device: its budget, what is charged to it, and its models' moves."""
+
+    name: str
+    budget_bytes: int
+    used_bytes: int  # models and contexts
+    context_bytes: int  # the workers' contexts, each charged once
+    models: int  # on the device now
+    asleep: int  # moved off it, waiting in host memory (all devices')
+    wakes: int
+    evictions: int  # models sent to sleep in host memory
+
+
+@dataclass(frozen=True)
 class WorkerStatistics:
     worker_id: int
     pid: int
@@ -104,6 +118,7 @@ class HostStatistics:
     workers: tuple[WorkerStatistics, ...]
     batching: BatchingStatistics
     sizing: SizingStatistics | None = field(default=None)
+    devices: tuple[DeviceStatistics, ...] = ()
 
 
 @dataclass(frozen=True)

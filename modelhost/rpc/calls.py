@@ -54,6 +54,7 @@ class Call:
             (
                 ("server-timing", server_timing(result.timings_ms)),
                 ("x-modelhost-cache", result.cache),
+                ("x-modelhost-tier", result.tier),
                 *self.instance,
                 *((("x-modelhost-tenant", self.tenant),) if self.tenant else ()),
             )

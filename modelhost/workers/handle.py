@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from modelhost.deadlines import Deadlines
 from modelhost.errors import WorkerDied
-from modelhost.workers.messages import Reply
+from modelhost.workers.messages import DeviceInfo, Reply
 
 Waiter = asyncio.Future[tuple[Reply, bytes]]
 CallKey = tuple["WorkerHandle", int]  # worker, request id
@@ -24,6 +24,7 @@ class WorkerHandle:
     alive: bool = True
     kept_bytes: int = 0  # held with no model left, once past RECYCLE_KEPT_BYTES
     untrusted: bool = False  # hosts untrusted models only: sandboxed, or refusing programs
+    devices: tuple[DeviceInfo, ...] = ()  # those it can put models on
 
     def fail_pending(self, reason: str) -> None:
         for request_id, (future, model, deadlines) in self.pending.items():

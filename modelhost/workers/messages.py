@@ -18,6 +18,14 @@ class Message(msgspec.Struct, frozen=True, tag_field="op", tag=str.lower):
     """A frame's header."""
 
 
+class DeviceInfo(msgspec.Struct, frozen=True, array_like=True):
+    """A device a worker can use: its name, size, and a context's size until one is measured."""
+
+    name: str
+    total_bytes: int
+    context_bytes: int
+
+
 class Hello(Message, frozen=True):
     """A new worker's first reply, with its idle PSS, and whether it hosts untrusted models."""
 
@@ -25,6 +33,7 @@ class Hello(Message, frozen=True):
     pid: int
     pss: int
     untrusted: bool = False
+    devices: tuple[DeviceInfo, ...] = ()
 
 
 class Load(Message, frozen=True, kw_only=True):
@@ -43,6 +52,19 @@ class Load(Message, frozen=True, kw_only=True):
 
 
 class Unload(Message, frozen=True):
+    model: str
+
+
+class ToDevice(Message, frozen=True):
+    """Move a loaded model's weights to `device` (placing it, or waking it)."""
+
+    model: str
+    device: str
+
+
+class ToHost(Message, frozen=True):
+    """Move a model's weights from its device to host memory: it sleeps there."""
+
     model: str
 
 
@@ -71,6 +93,17 @@ class Loaded(Message, frozen=True, kw_only=True):
     pure: bool = False  # a request may run twice harmlessly
     fast_copy_written: int = 0
     fast_copy_read: bool = False
+    device_capable: bool = False  # its runtime can run it on a device
+
+
+class OnDevice(Message, frozen=True):
+    device_bytes: int  # the allocator's growth
+    context_bytes: int  # this worker's context on the device, made by this move; else 0
+    move_ms: float
+
+
+class OnHost(Message, frozen=True):
+    move_ms: float
 
 
 class Unloaded(Message, frozen=True):
@@ -119,8 +152,8 @@ class Failed(Message, frozen=True):
     failure: Failure
 
 
-Request = Load | Unload | Infer
-Reply = Hello | Loaded | Unloaded | Answered | Failed
+Request = Load | Unload | Infer | ToDevice | ToHost
+Reply = Hello | Loaded | Unloaded | Answered | Failed | OnDevice | OnHost
 
 _encoder = msgspec.msgpack.Encoder()
 _requests: msgspec.msgpack.Decoder[Request] = msgspec.msgpack.Decoder(Request)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from modelhost.config import THREAD_VARIABLES
 from modelhost.records.memory import return_heap_promptly
+from modelhost.workers.devices import DEVICES_VARIABLE
 from modelhost.workers.sandbox import MODEL_ROOTS_VARIABLE, Untrusted, support
 
 
@@ -68,6 +69,7 @@ def fork_worker(
     threads: int,
     rehearsal: list[Path],
     untrusted: Untrusted | None,
+    devices: str = "",
 ) -> None:
     if os.fork() != 0:
         return
@@ -79,7 +81,7 @@ def fork_worker(
         sys.stdin.close()
         from modelhost.workers.worker import run
 
-        run(socket_path, worker_id, threads, rehearsal, untrusted)
+        run(socket_path, worker_id, threads, rehearsal, untrusted, devices=devices)
     except BaseException:  # noqa: BLE001  (never return into the template's loop)
         code = 1
     finally:
@@ -87,7 +89,11 @@ def fork_worker(
 
 
 def main_loop(
-    socket_path: str, threads: int, rehearsal: list[Path], untrusted: Untrusted | None
+    socket_path: str,
+    threads: int,
+    rehearsal: list[Path],
+    untrusted: Untrusted | None,
+    devices: str = "",
 ) -> None:
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps exited workers
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -96,13 +102,14 @@ def main_loop(
         if line.strip():  # "ID", or "ID untrusted" for a worker that hosts untrusted models
             worker_id, _, kind = line.strip().partition(" ")
             sandbox = untrusted if kind == "untrusted" else None
-            fork_worker(socket_path, int(worker_id), threads, rehearsal, sandbox)
+            fork_worker(socket_path, int(worker_id), threads, rehearsal, sandbox, devices=devices)
 
 
 def main() -> None:
     socket_path, threads = sys.argv[1], int(sys.argv[2])
     preload = [name for name in (sys.argv[3] if len(sys.argv) > 3 else "").split(",") if name]
     roots = os.environ.pop(MODEL_ROOTS_VARIABLE, "")  # the models' code need not see it
+    devices = os.environ.pop(DEVICES_VARIABLE, "")
     untrusted = None
     if sys.argv[4:5] == ["untrusted"]:
         untrusted = Untrusted(support(), tuple(path for path in roots.split(os.pathsep) if path))
@@ -113,7 +120,7 @@ def main() -> None:
     gc.collect()
     gc.freeze()  # the collector would touch, and so copy, the template's pages
     print("ready", flush=True)
-    main_loop(socket_path, threads, rehearsal, untrusted)
+    main_loop(socket_path, threads, rehearsal, untrusted, devices=devices)
 
 
 if __name__ == "__main__":

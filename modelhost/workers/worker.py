@@ -45,6 +45,8 @@ from modelhost.workers.messages import (
     Loaded,
     Reply,
     Request,
+    ToDevice,
+    ToHost,
     Unload,
     Unloaded,
     decode_request,
@@ -54,6 +56,7 @@ from modelhost.workers.wire import Frame, FrameReader
 from modelhost.workers.wire import encode as encode_frame
 
 if TYPE_CHECKING:
+    from modelhost.workers.device_moves import DeviceMoves
     from modelhost.workers.handlers.select import LoadSpec
     from modelhost.workers.sandbox import Untrusted
 
@@ -83,7 +86,11 @@ class Worker:
         threads: int,
         programs_refused: str = "",
         confined: bool = False,
+        devices: DeviceMoves | None = None,
     ) -> None:
+        from modelhost.workers.device_moves import DeviceMoves
+
+        self.devices = devices or DeviceMoves({})
         self.sock = sock
         self.programs_refused = programs_refused  # why, where no sandbox confines them
         self.confined = confined  # sandboxed (sandbox.py)
@@ -118,7 +125,8 @@ class Worker:
     def main_loop(self) -> None:
         self.idle_bytes = allocated_bytes() or 0
         untrusted = self.confined or bool(self.programs_refused)
-        self.send(0, Hello(self.worker_id, os.getpid(), pss_bytes(), untrusted))
+        hello = Hello(self.worker_id, os.getpid(), pss_bytes(), untrusted, self.devices.infos())
+        self.send(0, hello)
         frames = FrameReader(self.sock)
         while True:
             try:
@@ -135,7 +143,9 @@ class Worker:
     def _executor_of(self, request: Request) -> ThreadPoolExecutor | None:
         if isinstance(request, Infer):
             return self._inference
-        return self._unloader if isinstance(request, Unload) else self._loader
+        # moves are on a request's path, as unloads are on a miss's
+        moves = isinstance(request, (Unload, ToDevice, ToHost))
+        return self._unloader if moves else self._loader
 
     def _answer(self, frame: Frame, request: Request) -> None:
         try:
@@ -152,7 +162,18 @@ class Worker:
             return self.infer(request, payload)
         if isinstance(request, Load):
             return self.load(request), b""
+        if isinstance(request, ToDevice):
+            handler = self._model(request.model)
+            return self.devices.to_device(request.model, handler, request.device), b""
+        if isinstance(request, ToHost):
+            return self.devices.to_host(request.model, self._model(request.model)), b""
         return self.unload(request), b""
+
+    def _model(self, model: str) -> Handler:
+        handler = self.models.get(model)
+        if handler is None:
+            raise ModelNotLoaded(f"model {model} is not loaded in worker {self.worker_id}")
+        return handler
 
     def send(self, request_id: int, reply: Reply, payload: bytes = b"") -> None:
         data = encode_frame(Frame(request_id, encode(reply), payload))
@@ -205,6 +226,7 @@ class Worker:
             pure=handler.pure,
             fast_copy_written=written,
             fast_copy_read=copy is not None,
+            device_capable=handler.device_capable and bool(self.devices.devices),
         )
 
     def _load_spec(self, request: Load, root: Path) -> LoadSpec:
@@ -223,6 +245,7 @@ class Worker:
         if handler is None:
             raise ModelNotLoaded(f"model {request.model} is not loaded in worker {self.worker_id}")
         footprint = self.footprints.pop(request.model, 0)
+        self.devices.forget(request.model, handler)
         handler.close()
         del handler
         after = settled_memory()
@@ -306,20 +329,32 @@ def forget_frames(error: BaseException) -> None:
         cause = cause.__cause__ or cause.__context__
 
 
+def worker_devices(spec: str) -> DeviceMoves:
+    from modelhost.workers.device_moves import DeviceMoves
+    from modelhost.workers.devices import open_devices
+
+    return DeviceMoves(open_devices(spec))
+
+
 def run(
     socket_path: str,
     worker_id: int,
     threads: int,
     rehearsal: list[Path],
     untrusted: Untrusted | None = None,
+    devices: str = "",
 ) -> None:
-    """Entry point of a freshly forked worker; untrusted, it confines itself before any thread."""
+    """Entry point of a freshly forked worker; untrusted, it confines itself before any thread.
+
+    `devices` is the frontend's spec; untrusted workers use none.
+    """
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(socket_path)
     run_dir = Path(socket_path).parent
     programs_refused = untrusted.confine(run_dir, rehearsal) if untrusted is not None else ""
     confined = untrusted is not None and not programs_refused
-    worker = Worker(sock, worker_id, threads, programs_refused, confined)
+    moves = worker_devices(devices if untrusted is None else "")
+    worker = Worker(sock, worker_id, threads, programs_refused, confined, devices=moves)
     worker.rehearse(rehearsal)  # the template's own pickles, before any model's
     if untrusted is not None:
         from modelhost.workers.no_pickle import refuse_unpickling

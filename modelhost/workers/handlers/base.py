@@ -31,6 +31,7 @@ class Handler(ABC):
     reads_artifact: ClassVar[bool] = True  # its files stay on disk
     pure: ClassVar[bool] = False  # a request may run twice harmlessly
     answers_oip: ClassVar[bool] = False  # decodes OIP requests itself
+    device_capable: ClassVar[bool] = False  # can move its weights to a device (torch)
     mapped_bytes = 0  # mapped files the C library's counts miss
 
     @abstractmethod
@@ -52,6 +53,14 @@ class Handler(ABC):
 
     def close(self) -> None:  # noqa: B027  (most handlers hold nothing to drop)
         """Drop the model so unload can return its memory."""
+
+    def to_device(self, device: str) -> None:
+        """Move the weights to `device` (a torch device name), inputs following them."""
+        raise NotImplementedError(f"{type(self).__name__} runs on the CPU only")
+
+    def tensor_bytes(self) -> int:
+        """Bytes of the weights a move carries; what the fake device's allocator counts."""
+        return 0
 
 
 class BatchHandler(Handler):

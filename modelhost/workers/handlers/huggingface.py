@@ -26,7 +26,7 @@ from modelhost.workers.handlers.texts import (
     oip_reply,
     parameter,
 )
-from modelhost.workers.handlers.torch import intra_op_threads, limit_threads
+from modelhost.workers.handlers.torch import intra_op_threads, limit_threads, module_bytes
 
 SUFFIXES = (".safetensors",)
 CLASSIFICATION, EMBEDDINGS = "classification", "embeddings"
@@ -83,6 +83,7 @@ class HuggingFaceHandler(BatchHandler):
     batches = True
     pure = True
     answers_oip = True
+    device_capable = True
 
     def __init__(self, folder: Path, threads: int = 1, task: str | None = None) -> None:
         artifact = f"{folder.name}/ (a Hugging Face model)"
@@ -101,6 +102,7 @@ class HuggingFaceHandler(BatchHandler):
         self.labels = [str(labels.get(i, f"LABEL_{i}")) for i in range(len(labels))]
         self.multi_label = self.model.config.problem_type == "multi_label_classification"
         self.mapped_bytes = mapped_bytes(self.model, folder)
+        self._device = "cpu"
 
     @classmethod
     def build(cls, task: str | None) -> Any:
@@ -144,12 +146,13 @@ class HuggingFaceHandler(BatchHandler):
                 return_tensors="pt",
             )
         with intra_op_threads(torch, self.threads), torch.inference_mode():
+            encoded = encoded.to(self._device)
             output = self.model(**encoded)
             if self.task == CLASSIFICATION:
-                return np.asarray(output.logits.float().numpy())
+                return np.asarray(output.logits.float().cpu().numpy())
             mask = encoded["attention_mask"].unsqueeze(-1).to(output.last_hidden_state.dtype)
             summed = (output.last_hidden_state * mask).sum(dim=1)
-            return np.asarray((summed / mask.sum(dim=1).clamp(min=1)).float().numpy())
+            return np.asarray((summed / mask.sum(dim=1).clamp(min=1)).float().cpu().numpy())
 
     def _reply(self, request: InferRequest, texts: TextRequest, rows: np.ndarray) -> InferReply:
         if self.task == EMBEDDINGS:
@@ -172,6 +175,12 @@ class HuggingFaceHandler(BatchHandler):
 
     def close(self) -> None:
         self.model = self.tokenizer = None
+
+    def to_device(self, device: str) -> None:
+        self.model, self._device = self.model.to(device), device
+
+    def tensor_bytes(self) -> int:
+        return module_bytes(self.model)
 
 
 def _softmax(logits: np.ndarray) -> np.ndarray:

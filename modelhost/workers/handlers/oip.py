@@ -61,6 +61,16 @@ class SpeaksOip(Handler):
     def mapped_bytes(self) -> int:  # type: ignore[override]
         return self.inner.mapped_bytes
 
+    @property
+    def device_capable(self) -> bool:  # type: ignore[override]
+        return self.inner.device_capable
+
+    def to_device(self, device: str) -> None:
+        self.inner.to_device(device)
+
+    def tensor_bytes(self) -> int:
+        return self.inner.tensor_bytes()
+
     def infer(self, request: InferRequest) -> InferReply:
         if not is_oip(request.content_type) or self.inner.answers_oip:
             return self.inner.infer(request)

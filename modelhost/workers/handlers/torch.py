@@ -1,4 +1,4 @@
-"""The built-in handler for TorchScript (.pt) and torch.export (.pt2) programs, on the CPU."""
+"""The built-in handler for TorchScript (.pt) and torch.export (.pt2) programs, on CPU or device."""
 
 from __future__ import annotations
 
@@ -22,17 +22,21 @@ SUFFIXES = (".pt", ".pt2")
 class TorchHandler(RowsHandler):
     """A module called with the rows as a float32 tensor; answers its first output."""
 
+    device_capable = True
+
     def __init__(self, path: Path, threads: int = 1) -> None:
         torch = require("torch", "torch", f"{path.name} (a PyTorch model)")
         self._torch: Any = torch
         self.threads = limit_threads(torch, threads)
         self._module, self.n_features = _load(torch, path)
+        self._device = "cpu"
 
     def predict(self, rows: np.ndarray, method: str) -> Any:
         values_only(None, method, "PyTorch")
         try:
             with intra_op_threads(self._torch, self.threads), self._torch.inference_mode():
-                output = self._module(self._torch.from_numpy(rows.astype(np.float32)))
+                inputs = self._torch.from_numpy(rows.astype(np.float32)).to(self._device)
+                output = self._module(inputs)
         except (RuntimeError, ValueError) as exc:  # how torch refuses a shape
             raise BadRequestBody(f"the model refused the input: {exc}") from exc
         if isinstance(output, (tuple, list)):
@@ -41,6 +45,18 @@ class TorchHandler(RowsHandler):
 
     def close(self) -> None:
         self._module = None
+
+    def to_device(self, device: str) -> None:
+        self._module, self._device = self._module.to(device), device
+
+    def tensor_bytes(self) -> int:
+        return module_bytes(self._module)
+
+
+def module_bytes(module: Any) -> int:
+    """Bytes of a module's parameters and buffers."""
+    tensors = [*module.parameters(), *module.buffers()]
+    return sum(int(t.numel()) * int(t.element_size()) for t in tensors)
 
 
 def limit_threads(torch: Any, threads: int) -> int:

@@ -9,7 +9,17 @@ from collections.abc import Callable
 
 from modelhost.deadlines import DeadlineGroups
 from modelhost.workers.handle import CallKey, Waiter, WorkerHandle
-from modelhost.workers.messages import Infer, Load, Reply, Request, Unload, decode_reply, encode
+from modelhost.workers.messages import (
+    Infer,
+    Load,
+    Reply,
+    Request,
+    ToDevice,
+    ToHost,
+    Unload,
+    decode_reply,
+    encode,
+)
 from modelhost.workers.replies import ReplyT, checked, gone, missed
 from modelhost.workers.wire import Frame
 from modelhost.workers.wire import encode as encode_frame
@@ -42,6 +52,8 @@ class Calls:
                 (Infer, infer_timeout_s),
                 (Load, load_timeout_s),
                 (Unload, load_timeout_s),
+                (ToDevice, load_timeout_s),  # a move copies weights as a load reads them
+                (ToHost, load_timeout_s),
             )
         }
 

@@ -128,7 +128,7 @@ class WorkerPool:
 
     def joined(self, hello: Hello, transport: asyncio.WriteTransport) -> WorkerHandle:
         worker = WorkerHandle(hello.worker_id, hello.pid, transport, time.monotonic())
-        worker.untrusted = hello.untrusted
+        worker.untrusted, worker.devices = hello.untrusted, hello.devices
         self.table.join(worker)
         self._on_joined()
         return worker

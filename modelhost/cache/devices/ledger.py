@@ -1,0 +1,78 @@
+"""One device's budget, its workers' contexts and its models, with running totals."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class Placement(str, Enum):
+    ARRIVING = "arriving"  # reserved: moves in once its victims have left
+    AWAKE = "awake"
+    LEAVING = "leaving"  # moving to host memory, where it sleeps
+
+
+@dataclass(eq=False)
+class OnDevice:
+    """A model's place on a device; `bytes` are charged to the device's budget."""
+
+    name: str
+    device: str
+    worker_id: int
+    bytes: int
+    state: Placement = Placement.ARRIVING
+    last_used: float = 0.0
+    hits: int = 0
+    load_ms: float | None = None  # the last move in: what the policy weighs a return by
+    room_taken: bool = False  # a victim whose bytes its newcomer's reservation holds
+
+
+@dataclass(eq=False)
+class DeviceMemory:
+    """A device's budget and what is charged to it; `held_bytes` is read, written only here."""
+
+    name: str
+    budget_bytes: int
+    total_bytes: int
+    context_estimate_bytes: int  # a context not measured yet
+    contexts: dict[int, int] = field(default_factory=dict)  # bytes, by worker
+    models: dict[str, OnDevice] = field(default_factory=dict)
+    held_bytes: int = 0  # contexts and models, less victims a reservation holds for
+    wakes: int = 0
+    evictions: int = 0
+
+    @property
+    def spare_bytes(self) -> int:
+        return self.budget_bytes - self.held_bytes
+
+    def context_charge(self, worker_id: int) -> int:
+        """What a first move from `worker_id` adds for its context."""
+        return 0 if worker_id in self.contexts else self.context_estimate_bytes
+
+    def charge_context(self, worker_id: int, size_bytes: int) -> None:
+        self.held_bytes += size_bytes - self.contexts.get(worker_id, 0)
+        self.contexts[worker_id] = size_bytes
+
+    def drop_context(self, worker_id: int) -> None:
+        self.held_bytes -= self.contexts.pop(worker_id, 0)
+
+    def add(self, record: OnDevice) -> None:
+        self.models[record.name] = record
+        self.held_bytes += record.bytes
+
+    def remove(self, record: OnDevice) -> None:
+        if self.models.get(record.name) is record:
+            del self.models[record.name]
+            self.held_bytes -= 0 if record.room_taken else record.bytes
+
+    def resize(self, record: OnDevice, size_bytes: int) -> None:
+        if not record.room_taken and self.models.get(record.name) is record:
+            self.held_bytes += size_bytes - record.bytes
+        record.bytes = size_bytes
+
+    def claim(self, victim: OnDevice, room_taken: bool) -> None:
+        """Mark it leaving; a reservation that counts its bytes takes them off the total."""
+        victim.state = Placement.LEAVING
+        if room_taken and not victim.room_taken:
+            victim.room_taken = True
+            self.held_bytes -= victim.bytes

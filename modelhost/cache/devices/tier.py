@@ -1,0 +1,164 @@
+"""The device tier: reservations for moves to a device, the victims they send to sleep.
+
+A reservation goes to the device with the most room, or, on none, to the first whose idle
+models the eviction policy can send to host memory. Until they have left, the newcomer's record
+holds the victims' bytes, so the device's total never passes its budget.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+
+from modelhost.cache.devices.ledger import DeviceMemory, OnDevice, Placement
+from modelhost.cache.policy import EvictionPolicy, LRUPolicy, choose
+
+REMEMBERED_FOOTPRINTS = 4096  # names whose measured device bytes outlive their record
+Idle = Callable[[str], bool]  # whether a model has no request in flight
+
+
+class DeviceTier:
+    """The devices, the models on each, and the footprints measured there."""
+
+    def __init__(
+        self,
+        devices: list[DeviceMemory],
+        policy: EvictionPolicy | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.devices = {device.name: device for device in devices}
+        self.policy = policy or LRUPolicy()
+        self.clock = clock
+        self.placed: dict[str, OnDevice] = {}
+        self.asleep: set[str] = set()  # left a device for host memory, still loaded there
+        self._measured: OrderedDict[str, int] = OrderedDict()
+
+    def __bool__(self) -> bool:
+        return bool(self.devices)
+
+    def __iter__(self) -> Iterator[DeviceMemory]:
+        return iter(self.devices.values())
+
+    def of(self, name: str) -> OnDevice | None:
+        return self.placed.get(name)
+
+    def estimate(self, name: str, host_bytes: int) -> int:
+        """Bytes a move of `name` will take: its last measure, else its host footprint."""
+        return self._measured.get(name, host_bytes)
+
+    def candidates(self, pinned: str | None) -> list[DeviceMemory]:
+        if pinned is not None:
+            return [self.devices[pinned]] if pinned in self.devices else []
+        return sorted(self, key=lambda device: device.spare_bytes, reverse=True)
+
+    def fits_ever(self, size_bytes: int, device: DeviceMemory, worker_id: int) -> bool:
+        """Whether the model fits the device's budget with nothing else on it."""
+        others = device.contexts.get(worker_id, device.context_estimate_bytes)
+        return size_bytes + others <= device.budget_bytes
+
+    def reserve(
+        self, name: str, size_bytes: int, worker_id: int, pinned: str | None, idle: Idle
+    ) -> tuple[OnDevice, list[OnDevice]] | None:
+        """A record on a device for a move from `worker_id`, and the victims that must leave
+        first; None while no device has the room or enough idle models to make it."""
+        for device in self.candidates(pinned):
+            if not self.fits_ever(size_bytes, device, worker_id):
+                continue
+            victims = self._victims(device, size_bytes + device.context_charge(worker_id), idle)
+            if victims is not None:
+                return self._take(device, name, size_bytes, worker_id, victims), victims
+        return None
+
+    def _victims(self, device: DeviceMemory, need_bytes: int, idle: Idle) -> list[OnDevice] | None:
+        lacking = need_bytes - device.spare_bytes
+        if lacking <= 0:
+            return []
+        awake = [m for m in device.models.values() if m.state is Placement.AWAKE and idle(m.name)]
+        return choose(self.policy, awake, lacking)
+
+    def _take(
+        self,
+        device: DeviceMemory,
+        name: str,
+        size_bytes: int,
+        worker_id: int,
+        victims: list[OnDevice],
+    ) -> OnDevice:
+        """Claim the victims and add the record, holding their bytes until they have left."""
+        context = device.context_charge(worker_id)
+        freed = sum(victim.bytes for victim in victims)
+        for victim in victims:
+            device.claim(victim, room_taken=True)
+        device.charge_context(worker_id, device.contexts.get(worker_id, context))
+        record = OnDevice(name, device.name, worker_id, max(size_bytes, freed - context))
+        record.last_used = self.clock()
+        device.add(record)
+        self.placed[name] = record
+        self.asleep.discard(name)
+        return record
+
+    def victims_gone(self, record: OnDevice, size_bytes: int) -> None:
+        """Its victims have left: it keeps `size_bytes`."""
+        self.devices[record.device].resize(record, size_bytes)
+
+    def moved_in(
+        self, record: OnDevice, device_bytes: int, context_bytes: int, move_ms: float
+    ) -> None:
+        """The worker measured the move (and the context it made, if it made one)."""
+        device = self.devices[record.device]
+        device.resize(record, device_bytes)
+        if context_bytes:
+            device.charge_context(record.worker_id, context_bytes)
+            device.context_estimate_bytes = max(device.context_estimate_bytes, context_bytes)
+        record.state, record.load_ms = Placement.AWAKE, move_ms
+        self._remember(record.name, device_bytes)
+
+    def used(self, record: OnDevice) -> None:
+        record.hits += 1
+        record.last_used = self.clock()
+        self.policy.touched(record)
+
+    def slept(self, record: OnDevice) -> None:
+        """It left its device for host memory."""
+        if self.drop(record):
+            self.devices[record.device].evictions += 1
+            self.asleep.add(record.name)
+
+    def woke(self, record: OnDevice) -> None:
+        self.devices[record.device].wakes += 1
+
+    def drop(self, record: OnDevice) -> bool:
+        """Forget the record, if it is still its name's; whether it was."""
+        if self.placed.get(record.name) is not record:
+            return False
+        del self.placed[record.name]
+        self.devices[record.device].remove(record)
+        return True
+
+    def unloaded(self, name: str) -> None:
+        """The model left host memory, and any device with it."""
+        self.asleep.discard(name)
+        record = self.placed.get(name)
+        if record is not None:
+            self.drop(record)
+
+    def worker_lost(self, worker_id: int) -> None:
+        for record in [r for r in self.placed.values() if r.worker_id == worker_id]:
+            self.unloaded(record.name)
+        for device in self:
+            device.drop_context(worker_id)
+
+    def overflow(self, device_name: str, idle: Idle) -> list[OnDevice]:
+        """Claimed idle victims for the bytes a measure put past the budget."""
+        device = self.devices[device_name]
+        victims = self._victims(device, 0, idle) or []
+        for victim in victims:
+            device.claim(victim, room_taken=False)
+        return victims
+
+    def _remember(self, name: str, device_bytes: int) -> None:
+        self._measured[name] = device_bytes
+        self._measured.move_to_end(name)
+        if len(self._measured) > REMEMBERED_FOOTPRINTS:
+            self._measured.popitem(last=False)

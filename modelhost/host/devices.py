@@ -1,0 +1,221 @@
+"""Each device-capable model's way onto a device and off it, to sleep in host memory.
+
+A loaded model whose runtime can use a device moves there before its first request is
+dispatched. Room is made by sending idle models on that device back to host memory in their
+own worker (still loaded, still charged to the memory budget), so waking one is a copy, not a
+load. Moves are single-flight per model; a request waits for its model's move, until the
+deadline, then gets a 507 naming the device.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from modelhost.cache.devices import DeviceTier, OnDevice, Placement
+from modelhost.cache.memory import MemoryTier, State
+from modelhost.errors import InsufficientDeviceMemory, ModelhostError
+from modelhost.host.changes import Changes
+from modelhost.host.seams import Pool
+from modelhost.host.under_way import UnderWay
+from modelhost.records.events import EventLog
+from modelhost.records.statistics import DeviceStatistics
+from modelhost.units import format_bytes
+from modelhost.workers.messages import OnDevice as MovedIn
+from modelhost.workers.messages import OnHost, ToDevice, ToHost
+from modelhost.workers.replies import ReplyT
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """Where a request's model was when it came: `device`, or `host` (asleep, or on the CPU);
+    `move_ms`: the move to its device that the request waited for."""
+
+    tier: str
+    move_ms: float = 0.0
+
+
+ON_DEVICE = Readiness("device")
+ON_HOST = Readiness("host")
+
+
+class DevicePlacement:
+    """Moves models to devices and back; the only writer of the device tier's records."""
+
+    def __init__(
+        self,
+        tier: DeviceTier,
+        memory: MemoryTier,
+        pool: Pool,
+        *,
+        events: EventLog,
+        changes: Changes,
+        deadline_s: float,
+        pin_of: Callable[[str], str | None],
+    ) -> None:
+        self.tier, self.memory, self.pool, self.events = tier, memory, pool, events
+        self.changes, self.deadline_s, self.pin_of = changes, deadline_s, pin_of
+        self.capable: dict[str, int] = {}  # loaded models a device can hold → their worker
+        self.moves: UnderWay[Readiness] = UnderWay()
+
+    def loaded(self, name: str, worker_id: int, device_capable: bool) -> None:
+        """A model loaded in `worker_id`; it goes to a device unless pinned to the CPU."""
+        if device_capable and self.tier and self.pin_of(name) != "cpu":
+            self.capable[name] = worker_id
+
+    async def ready(self, name: str) -> Readiness:
+        """The model on its device before a request of it is dispatched, waking it if asleep."""
+        if name not in self.capable:
+            return ON_HOST
+        record = self.tier.of(name)
+        if record is not None and record.state is Placement.AWAKE:
+            self.tier.used(record)
+            return ON_DEVICE
+        task = self.moves.get(name) or self.moves.start(name, self._move_in(name))
+        return await asyncio.shield(task)
+
+    def _idle(self, name: str) -> bool:
+        resident = self.memory.get(name)
+        return resident is not None and resident.state is State.LOADED and not resident.in_flight
+
+    async def _move_in(self, name: str) -> Readiness:
+        resident, worker_id = self.memory.get(name), self.capable[name]
+        wake = name in self.tier.asleep  # else its first placement
+        size = self.tier.estimate(name, resident.footprint if resident else 0)
+        record, victims = await self._reserve(name, size, worker_id)
+        await asyncio.gather(*(self._sleep(victim, self.tier.policy.name) for victim in victims))
+        self.tier.victims_gone(record, size)
+        try:
+            moved = await self._call(worker_id, ToDevice(name, record.device), MovedIn, name)
+        except BaseException:
+            self.tier.drop(record)
+            self.changes.notify()
+            raise
+        self.tier.moved_in(record, moved.device_bytes, moved.context_bytes, moved.move_ms)
+        self.tier.used(record)
+        if wake:
+            self.tier.woke(record)
+        self._emit("wake" if wake else "place", record, moved.move_ms, moved.context_bytes)
+        await self._relieve(record.device)
+        return Readiness("host", moved.move_ms)
+
+    async def _reserve(
+        self, name: str, size: int, worker_id: int
+    ) -> tuple[OnDevice, list[OnDevice]]:
+        """A place on a device; waits for models to go idle until the deadline, then 507."""
+        pinned = self.pin_of(name)
+        self._check_fits(name, size, worker_id, pinned)
+        deadline = asyncio.get_running_loop().time() + self.deadline_s
+        while (got := self.tier.reserve(name, size, worker_id, pinned, self._idle)) is None:
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0:
+                raise InsufficientDeviceMemory(self._busy(name, size, pinned))
+            await self.changes.next(remaining)
+            if name not in self.capable:
+                raise ModelhostError(f"model {name} was unloaded while it waited for a device")
+        return got
+
+    def _check_fits(self, name: str, size: int, worker_id: int, pinned: str | None) -> None:
+        devices = self.tier.candidates(pinned)
+        if not any(self.tier.fits_ever(size, device, worker_id) for device in devices):
+            where = pinned or ", ".join(d.name for d in self.tier) or "no device"
+            budgets = ", ".join(f"{d.name} {format_bytes(d.budget_bytes)}" for d in devices)
+            raise InsufficientDeviceMemory(
+                f"model {name} needs {format_bytes(size)} on a device, more than the budget of "
+                f"{where} holds with a worker's context ({budgets or 'no such device'}); set "
+                '--device-budget higher, or pin it to the CPU with device = "cpu" in its '
+                "modelhost.toml"
+            )
+
+    def _busy(self, name: str, size: int, pinned: str | None) -> str:
+        used = ", ".join(
+            f"{d.name} {format_bytes(d.held_bytes)} of {format_bytes(d.budget_bytes)}"
+            for d in self.tier.candidates(pinned)
+        )
+        return (
+            f"model {name} needs {format_bytes(size)} on a device, and for {self.deadline_s:g} s "
+            f"every model that could make room was busy ({used}); retry, raise "
+            "--device-budget, or pin some models to the CPU"
+        )
+
+    async def _sleep(self, record: OnDevice, reason: str) -> None:
+        """Move a victim's weights to host memory in its worker; it stays loaded there."""
+        try:
+            moved = await self._call(record.worker_id, ToHost(record.name), OnHost, record.name)
+        except ModelhostError:
+            self.tier.drop(record)  # its worker or its model went: nothing left on the device
+        else:
+            self.tier.slept(record)
+            self._emit("sleep", record, moved.move_ms, reason=reason)
+        self.changes.notify()
+
+    async def _relieve(self, device: str) -> None:
+        """Send idle models to sleep while a measure put the device past its budget."""
+        victims = self.tier.overflow(device, self._idle)
+        await asyncio.gather(*(self._sleep(v, "device_pressure") for v in victims))
+
+    async def _call(
+        self, worker_id: int, request: ToDevice | ToHost, expect: type[ReplyT], name: str
+    ) -> ReplyT:
+        worker = self.pool.workers.get(worker_id)
+        if worker is None:
+            raise ModelhostError(f"the worker holding model {name} has gone")
+        reply, _ = await self.pool.call(worker, request, expect, model=name)
+        return reply
+
+    def unloaded(self, name: str) -> None:
+        """The model left host memory: its device record goes too."""
+        if self.capable.pop(name, None) is not None:
+            self.tier.unloaded(name)
+            self.changes.notify()
+
+    def copy_leaving(self, name: str, worker_id: int) -> None:
+        """A copy leaves `worker_id`: the one on a device, if it is that one."""
+        if self.capable.get(name) == worker_id:
+            self.unloaded(name)
+
+    def worker_lost(self, worker_id: int) -> None:
+        for name in [n for n, w in self.capable.items() if w == worker_id]:
+            del self.capable[name]
+        self.tier.worker_lost(worker_id)
+
+    def _emit(
+        self,
+        kind: str,
+        record: OnDevice,
+        move_ms: float,
+        context_bytes: int = 0,
+        reason: str = "invoked",
+    ) -> None:
+        detail: dict[str, object] = {"device": record.device}
+        if kind == "sleep":
+            detail["to"] = "host"  # still loaded in its worker
+        if context_bytes:
+            detail["context_bytes"] = context_bytes
+        self.events.emit(
+            kind,
+            record.name,
+            bytes=record.bytes,
+            reason=reason,
+            worker=record.worker_id,
+            duration_ms=move_ms,
+            detail=detail,
+        )
+
+
+def device_statistics(tier: DeviceTier) -> tuple[DeviceStatistics, ...]:
+    """Each device's figures, from the tier's running totals."""
+    return tuple(
+        DeviceStatistics(
+            name=device.name,
+            budget_bytes=device.budget_bytes,
+            used_bytes=device.held_bytes,
+            context_bytes=sum(device.contexts.values()),
+            models=len(device.models),
+            asleep=len(tier.asleep),
+            wakes=device.wakes,
+            evictions=device.evictions,
+        )
+        for device in tier
+    )

@@ -1,0 +1,62 @@
+"""A worker's models on its devices: moves there and back, each measured by the allocator.
+
+The first move to a device makes the worker's context there, whose size is reported once; the
+frontend charges it once per worker and device.
+"""
+
+from __future__ import annotations
+
+import time
+
+from modelhost.errors import ModelhostError
+from modelhost.workers.devices import Device, Mover
+from modelhost.workers.handlers.base import Handler
+from modelhost.workers.messages import DeviceInfo, OnDevice, OnHost
+
+
+class DeviceMoves:
+    """Which of this worker's models is on which device, with the bytes it was charged."""
+
+    def __init__(self, devices: dict[str, Device]) -> None:
+        self.devices = devices
+        self.contexts: set[str] = set()  # devices this worker has made its context on
+        self.placed: dict[str, tuple[Device, int]] = {}
+
+    def infos(self) -> tuple[DeviceInfo, ...]:
+        return tuple(device.info() for device in self.devices.values())
+
+    def to_device(self, model: str, handler: Handler, device_name: str) -> OnDevice:
+        started = time.perf_counter()
+        device = self.devices.get(device_name)
+        if device is None or not handler.device_capable:
+            raise ModelhostError(
+                f"model {model} cannot move to {device_name}: the worker has "
+                f"{sorted(self.devices) or 'no devices'}, and its runtime "
+                f"{'can' if handler.device_capable else 'cannot'} use one"
+            )
+        if model in self.placed:
+            raise ModelhostError(f"model {model} is already on {self.placed[model][0].name}")
+        context = 0 if device_name in self.contexts else device.open_context()
+        self.contexts.add(device_name)
+        grown = device.move_in(as_mover(handler))
+        self.placed[model] = (device, grown)
+        return OnDevice(grown, context, elapsed_ms(started))
+
+    def to_host(self, model: str, handler: Handler) -> OnHost:
+        started = time.perf_counter()
+        device, charged = self.placed.pop(model)
+        device.move_out(as_mover(handler), charged)
+        return OnHost(elapsed_ms(started))
+
+    def forget(self, model: str, handler: Handler) -> None:
+        """An unloaded model's weights leave its device with it."""
+        if model in self.placed:
+            self.to_host(model, handler)
+
+
+def as_mover(handler: Handler) -> Mover:
+    return handler  # a device-capable handler implements both methods
+
+
+def elapsed_ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)

@@ -1,0 +1,168 @@
+"""The devices a worker may put models on: CUDA through torch, or a fake for tests.
+
+The frontend's config names them in one spec: `none`, `auto`, `cuda:0,cuda:1`, or `fake:2x1GiB`
+(or `fake:2x1GiB+8MiB`, the context's size), the fake whose allocator tests control. A device
+measures what a model takes there by its allocator's counts before and after the move.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Protocol
+
+from modelhost.errors import ConfigError, ModelhostError
+from modelhost.units import parse_size
+from modelhost.workers.messages import DeviceInfo
+
+DEVICES_VARIABLE = "MODELHOST_WORKER_DEVICES"  # the spec, from the frontend to the template
+# a CUDA context with torch's kernels, until NVML measures this worker's own
+CUDA_CONTEXT_ESTIMATE_BYTES = 512 * 2**20
+
+
+class DeviceOutOfMemory(ModelhostError):
+    """The device's allocator refused: the frontend's budget let through more than it holds."""
+
+
+class Mover(Protocol):
+    """What a handler on a device offers: its weights moved, and their size for the fake."""
+
+    def to_device(self, device: str) -> None: ...
+
+    def tensor_bytes(self) -> int: ...
+
+
+class Device(Protocol):
+    name: str
+    torch_name: str  # where the handler's tensors go
+
+    def info(self) -> DeviceInfo: ...
+
+    def open_context(self) -> int:
+        """Make this worker's context on the device; the bytes it took."""
+
+    def move_in(self, handler: Mover) -> int:
+        """Move the handler's weights here; the bytes the allocator grew by."""
+
+    def move_out(self, handler: Mover, charged_bytes: int) -> None:
+        """Move them back to host memory and return the device's cached blocks."""
+
+
+class FakeDevice:
+    """A device on the CPU whose allocator counts the tensors moved to it, up to its size."""
+
+    torch_name = "cpu"
+
+    def __init__(self, name: str, total_bytes: int, context_bytes: int) -> None:
+        self.name, self.total_bytes, self.context_bytes = name, total_bytes, context_bytes
+        self.allocated_bytes = 0
+        self.contexts = 0
+
+    def info(self) -> DeviceInfo:
+        return DeviceInfo(self.name, self.total_bytes, self.context_bytes)
+
+    def open_context(self) -> int:
+        self.contexts += 1
+        return self.context_bytes
+
+    def move_in(self, handler: Mover) -> int:
+        size = handler.tensor_bytes()
+        free = self.total_bytes - self.context_bytes * self.contexts - self.allocated_bytes
+        if size > free:
+            raise DeviceOutOfMemory(
+                f"{self.name} is out of memory: {size} bytes asked, {free} free of "
+                f"{self.total_bytes}"
+            )
+        handler.to_device(self.torch_name)
+        self.allocated_bytes += size
+        return size
+
+    def move_out(self, handler: Mover, charged_bytes: int) -> None:
+        handler.to_device("cpu")
+        self.allocated_bytes -= charged_bytes
+
+
+class CudaDevice:
+    """A CUDA device through torch.cuda; NVML, where installed, measures the context."""
+
+    def __init__(self, torch: Any, index: int) -> None:
+        self.torch, self.index = torch, index
+        self.name = self.torch_name = f"cuda:{index}"
+
+    def info(self) -> DeviceInfo:
+        total = self.torch.cuda.get_device_properties(self.index).total_memory
+        return DeviceInfo(self.name, int(total), CUDA_CONTEXT_ESTIMATE_BYTES)
+
+    def open_context(self) -> int:
+        self.torch.zeros(1, device=self.name)  # the context and the allocator's first block
+        return nvml_process_bytes(self.index) or CUDA_CONTEXT_ESTIMATE_BYTES
+
+    def move_in(self, handler: Mover) -> int:
+        before = self.torch.cuda.memory_allocated(self.index)
+        handler.to_device(self.name)
+        return int(self.torch.cuda.memory_allocated(self.index) - before)
+
+    def move_out(self, handler: Mover, charged_bytes: int) -> None:
+        handler.to_device("cpu")
+        self.torch.cuda.empty_cache()  # else the cached blocks stay the worker's on the device
+
+
+def nvml_process_bytes(index: int) -> int:
+    """This process's device memory as NVML reports it; 0 without NVML."""
+    try:
+        import pynvml
+    except ImportError:
+        return 0
+    pynvml.nvmlInit()
+    handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+    processes = pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
+    return sum(p.usedGpuMemory or 0 for p in processes if p.pid == os.getpid())
+
+
+def devices_environment(devices: str, fake_devices: str) -> dict[str, str]:
+    """The variable that gives the template the devices' spec: the fake's, if set."""
+    return {DEVICES_VARIABLE: f"fake:{fake_devices}" if fake_devices else devices}
+
+
+def open_devices(spec: str) -> dict[str, Device]:
+    """The devices a spec names; `auto` finds CUDA only where torch is already imported."""
+    spec = spec.strip()
+    if spec in ("", "none"):
+        return {}
+    if spec.startswith("fake:"):
+        return fake_devices(spec.removeprefix("fake:"))
+    torch = sys.modules.get("torch")
+    if spec == "auto":
+        if torch is None or not torch.cuda.is_available():
+            return {}
+        return cuda_devices(torch, range(torch.cuda.device_count()))
+    if torch is None:
+        import torch
+    return cuda_devices(torch, parse_cuda_names(spec))
+
+
+def cuda_devices(torch: Any, indexes: Any) -> dict[str, Device]:
+    devices = [CudaDevice(torch, index) for index in indexes]
+    return {device.name: device for device in devices}
+
+
+def parse_cuda_names(spec: str) -> list[int]:
+    """`cuda:0,cuda:1` as device indexes."""
+    indexes = []
+    for name in spec.split(","):
+        kind, _, index = name.strip().partition(":")
+        if kind != "cuda" or not index.isdigit():
+            raise ConfigError(f"--devices: {name!r} is not a device; use auto, none or cuda:N,...")
+        indexes.append(int(index))
+    return indexes
+
+
+def fake_devices(spec: str) -> dict[str, Device]:
+    """`2x1GiB+8MiB`: two fake devices of 1 GiB, each worker's context taking 8 MiB."""
+    sizes, _, context = spec.partition("+")
+    count, _, size = sizes.partition("x")
+    if not count.isdigit():
+        raise ConfigError(f"--fake-devices: {spec!r} is not COUNTxSIZE[+CONTEXT], e.g. 2x1GiB")
+    total, context_bytes = parse_size(size), parse_size(context or "0")
+    devices = [FakeDevice(f"cuda:{i}", total, context_bytes) for i in range(int(count))]
+    return {device.name: device for device in devices}
