@@ -25,6 +25,7 @@ class OnDevice:
     hits: int = 0
     load_ms: float | None = None  # the last move in: what the policy weighs a return by
     room_taken: bool = False  # a victim whose bytes its newcomer's reservation holds
+    victims: list[OnDevice] = field(default_factory=list)  # arriving: those yet to leave
 
 
 @dataclass(eq=False)
@@ -61,9 +62,15 @@ class DeviceMemory:
         self.held_bytes += record.bytes
 
     def remove(self, record: OnDevice) -> None:
+        """Drop the record; a newcomer's victims still here count again as their own."""
         if self.models.get(record.name) is record:
             del self.models[record.name]
             self.held_bytes -= 0 if record.room_taken else record.bytes
+        for victim in record.victims:
+            if self.models.get(victim.name) is victim and victim.room_taken:
+                victim.room_taken = False
+                self.held_bytes += victim.bytes
+        record.victims = []
 
     def resize(self, record: OnDevice, size_bytes: int) -> None:
         if not record.room_taken and self.models.get(record.name) is record:

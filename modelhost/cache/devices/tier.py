@@ -92,7 +92,7 @@ class DeviceTier:
             device.claim(victim, room_taken=True)
         device.charge_context(worker_id, device.contexts.get(worker_id, context))
         record = OnDevice(name, device.name, worker_id, max(size_bytes, freed - context))
-        record.last_used = self.clock()
+        record.last_used, record.victims = self.clock(), list(victims)
         device.add(record)
         self.placed[name] = record
         self.asleep.discard(name)
@@ -100,6 +100,7 @@ class DeviceTier:
 
     def victims_gone(self, record: OnDevice, size_bytes: int) -> None:
         """Its victims have left: it keeps `size_bytes`."""
+        record.victims = []
         self.devices[record.device].resize(record, size_bytes)
 
     def moved_in(

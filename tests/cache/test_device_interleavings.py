@@ -1,0 +1,147 @@
+"""The device tier under any interleaving of reservations, sleeps, moves, uses, unloads and
+lost workers, each step in whatever order Hypothesis picks.
+
+Checked after every step: each device's running total is its contexts and records recounted;
+what is charged never passes the budget; what is really on the device (contexts, awake models,
+victims still leaving, newcomers whose victims have left) never does either; a victim was awake
+and idle on its newcomer's device when chosen.
+"""
+
+from __future__ import annotations
+
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from modelhost.cache.devices import DeviceMemory, DeviceTier, OnDevice, Placement
+from modelhost.cache.policy import LRUPolicy
+
+MiB = 2**20
+NAMES = ("a", "b", "c", "d", "e", "f")
+WORKERS = (1, 2)
+CONTEXT_BYTES = 2 * MiB
+
+
+class DeviceInterleavings(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.now = 0.0
+        devices = [
+            DeviceMemory(f"cuda:{i}", size * MiB, 48 * MiB, CONTEXT_BYTES)
+            for i, size in enumerate((40, 16))
+        ]
+        self.tier = DeviceTier(devices, LRUPolicy(), self.clock)
+        self.busy: set[str] = set()
+        self.pending: dict[str, tuple[OnDevice, list[OnDevice], int]] = {}  # victims not gone
+        self.moving: dict[str, tuple[OnDevice, int]] = {}  # victims gone, move under way
+
+    def clock(self) -> float:
+        self.now += 1.0
+        return self.now
+
+    def idle(self, name: str) -> bool:
+        return name not in self.busy
+
+    @rule(
+        name=st.sampled_from(NAMES),
+        size_mib=st.sampled_from((6, 12, 18)),
+        worker=st.sampled_from(WORKERS),
+    )
+    def reserve(self, name: str, size_mib: int, worker: int) -> None:
+        if name in self.tier.placed:
+            return  # one record a name: the host moves a model once at a time
+        got = self.tier.reserve(name, size_mib * MiB, worker, None, self.idle)
+        if got is None:
+            return
+        record, victims = got
+        for victim in victims:
+            assert victim.device == record.device and self.idle(victim.name)
+            self.moving.pop(victim.name, None)
+        self.pending[name] = (record, victims, size_mib * MiB)
+
+    @rule(name=st.sampled_from(NAMES), size_mib=st.sampled_from((6, 12, 18)))
+    def place(self, name: str, size_mib: int) -> None:
+        """Reserve, send the victims to sleep and move in, in one step: devices fill up."""
+        self.reserve(name, size_mib, 1)
+        if name in self.pending:
+            self._leave(name)
+        if name in self.moving:
+            record, size = self.moving.pop(name)
+            made = 1 not in self.tier.devices[record.device].contexts
+            self.tier.moved_in(record, size, CONTEXT_BYTES if made else 0, 1.0)
+
+    @precondition(lambda self: self.pending)
+    @rule(data=st.data())
+    def victims_leave(self, data: st.DataObject) -> None:
+        self._leave(data.draw(st.sampled_from(sorted(self.pending))))
+
+    def _leave(self, name: str) -> None:
+        record, victims, size = self.pending.pop(name)
+        for victim in victims:
+            self.tier.slept(victim)
+        self.tier.victims_gone(record, size)
+        if self.tier.of(name) is record:
+            self.moving[name] = (record, size)
+
+    @precondition(lambda self: self.moving)
+    @rule(data=st.data(), measured=st.floats(0.5, 1.0), fails=st.booleans())
+    def moved(self, data: st.DataObject, measured: float, fails: bool) -> None:
+        name = data.draw(st.sampled_from(sorted(self.moving)))
+        record, size = self.moving.pop(name)
+        if self.tier.of(name) is not record:
+            return
+        if fails:
+            self.tier.drop(record)
+            return
+        made = record.worker_id not in self.tier.devices[record.device].contexts
+        self.tier.moved_in(record, int(size * measured), CONTEXT_BYTES if made else 0, 1.0)
+
+    @rule(name=st.sampled_from(NAMES))
+    def toggle_busy(self, name: str) -> None:
+        record = self.tier.of(name)
+        if name in self.busy:
+            self.busy.discard(name)
+        elif record is not None and record.state is Placement.AWAKE:
+            self.busy.add(name)
+            self.tier.used(record)
+
+    @rule(name=st.sampled_from(NAMES))
+    def unload(self, name: str) -> None:
+        if name in self.busy:
+            return  # an unload waits for requests in flight
+        self.tier.unloaded(name)
+        self.pending.pop(name, None)
+        self.moving.pop(name, None)
+
+    @rule(worker=st.sampled_from(WORKERS))
+    def worker_lost(self, worker: int) -> None:
+        lost = {n for n, r in self.tier.placed.items() if r.worker_id == worker}
+        self.tier.worker_lost(worker)
+        self.busy -= lost
+        for name in lost:
+            self.pending.pop(name, None)
+            self.moving.pop(name, None)
+
+    @invariant()
+    def totals_are_recounted(self) -> None:
+        for device in self.tier:
+            models = sum(r.bytes for r in device.models.values() if not r.room_taken)
+            assert device.held_bytes == sum(device.contexts.values()) + models
+            assert all(self.tier.placed[n] is r for n, r in device.models.items())
+
+    @invariant()
+    def charged_within_budget(self) -> None:
+        for device in self.tier:
+            assert device.held_bytes <= device.budget_bytes
+
+    @invariant()
+    def really_on_the_device_within_budget(self) -> None:
+        for device in self.tier:
+            # a newcomer moves in once its own victims have left, at once if it has none
+            waiting = {r.name for r, victims, _ in self.pending.values() if victims}
+            present = sum(r.bytes if r.name not in waiting else 0 for r in device.models.values())
+            assert sum(device.contexts.values()) + present <= device.budget_bytes
+
+
+DeviceInterleavings.TestCase.settings = settings(max_examples=300, stateful_step_count=40)
+TestDeviceTierUnderAnyInterleaving = DeviceInterleavings.TestCase

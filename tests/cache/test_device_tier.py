@@ -1,0 +1,186 @@
+"""The device tier's rules: budgets per device, contexts charged once, victims sent to sleep."""
+
+from __future__ import annotations
+
+from modelhost.cache.devices import DeviceMemory, DeviceTier, OnDevice, Placement
+from modelhost.cache.policy import LRUPolicy
+
+MiB = 2**20
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+def tier(*budgets_mib: int, context_mib: int = 1) -> DeviceTier:
+    devices = [
+        DeviceMemory(f"cuda:{i}", b * MiB, 2 * b * MiB, context_mib * MiB)
+        for i, b in enumerate(budgets_mib)
+    ]
+    return DeviceTier(devices, LRUPolicy(), Clock())
+
+
+def idle(name: str) -> bool:
+    return True
+
+
+def place(
+    t: DeviceTier, name: str, size_mib: int, worker: int = 1, pinned: str | None = None
+) -> OnDevice:
+    """Reserve, send the victims to sleep, and move in as measured at the reservation."""
+    got = t.reserve(name, size_mib * MiB, worker, pinned, idle)
+    assert got is not None
+    record, victims = got
+    for victim in victims:
+        t.slept(victim)
+    t.victims_gone(record, size_mib * MiB)
+    t.moved_in(record, size_mib * MiB, 0, 1.0)
+    return record
+
+
+def test_a_workers_context_is_charged_once_per_device() -> None:
+    t = tier(100)
+    place(t, "a", 10)
+    place(t, "b", 10)
+    device = t.devices["cuda:0"]
+    assert device.held_bytes == 21 * MiB
+    place(t, "c", 10, worker=2)
+    assert device.held_bytes == 32 * MiB
+
+
+def test_a_measured_context_replaces_the_estimate() -> None:
+    t = tier(100)
+    got = t.reserve("a", 10 * MiB, 1, None, idle)
+    assert got is not None
+    t.moved_in(got[0], 10 * MiB, 3 * MiB, 1.0)
+    assert t.devices["cuda:0"].held_bytes == 13 * MiB
+    assert t.devices["cuda:0"].context_estimate_bytes == 3 * MiB
+
+
+def test_a_move_goes_to_the_device_with_the_most_room() -> None:
+    t = tier(50, 50)
+    assert place(t, "a", 30).device == "cuda:0"
+    assert place(t, "b", 30).device == "cuda:1"
+
+
+def test_a_full_device_sends_its_least_recently_used_idle_model_to_sleep() -> None:
+    t = tier(30)
+    place(t, "a", 12)
+    place(t, "b", 12)
+    t.used(t.placed["a"])
+    got = t.reserve("c", 12 * MiB, 1, None, idle)
+    assert got is not None
+    assert [v.name for v in got[1]] == ["b"]
+    assert t.placed["b"].state is Placement.LEAVING
+
+
+def test_until_its_victims_leave_the_newcomer_holds_their_bytes() -> None:
+    t = tier(30)
+    place(t, "a", 12)
+    place(t, "b", 12)
+    got = t.reserve("c", 8 * MiB, 1, None, idle)
+    assert got is not None
+    record, victims = got
+    device = t.devices["cuda:0"]
+    assert [v.name for v in victims] == ["a"]
+    assert device.held_bytes <= device.budget_bytes
+    assert record.bytes == 12 * MiB  # the victim's, so nobody else takes that room yet
+    for victim in victims:
+        t.slept(victim)
+    t.victims_gone(record, 8 * MiB)
+    assert device.held_bytes == (1 + 12 + 8) * MiB
+
+
+def test_a_busy_model_is_never_a_victim_and_the_reservation_waits() -> None:
+    t = tier(30)
+    place(t, "a", 14)
+    place(t, "b", 14)
+    assert t.reserve("c", 14 * MiB, 1, None, lambda name: False) is None
+
+
+def test_a_model_larger_than_the_budget_never_fits() -> None:
+    t = tier(30)
+    device = t.devices["cuda:0"]
+    assert not t.fits_ever(30 * MiB, device, 1)  # the context takes a MiB
+    assert t.fits_ever(29 * MiB, device, 1)
+    assert t.reserve("big", 30 * MiB, 1, None, idle) is None
+
+
+def test_a_pinned_model_goes_to_its_device_or_nowhere() -> None:
+    t = tier(50, 50)
+    assert place(t, "a", 10, pinned="cuda:1").device == "cuda:1"
+    assert t.reserve("b", 10 * MiB, 1, "cuda:7", idle) is None
+
+
+def test_sleeping_counts_an_eviction_and_the_model_is_asleep() -> None:
+    t = tier(30)
+    place(t, "a", 14)
+    place(t, "b", 14)
+    place(t, "c", 14)
+    assert t.asleep == {"a"}
+    assert t.devices["cuda:0"].evictions == 1
+
+
+def test_an_unload_frees_the_device_and_forgets_the_sleeper() -> None:
+    t = tier(30)
+    place(t, "a", 14)
+    t.unloaded("a")
+    assert t.devices["cuda:0"].held_bytes == 1 * MiB  # the context stays while its worker lives
+    t.worker_lost(1)
+    assert t.devices["cuda:0"].held_bytes == 0
+
+
+def test_a_lost_worker_takes_its_models_and_context_off_every_device() -> None:
+    t = tier(50, 50)
+    place(t, "a", 30, worker=1)
+    place(t, "b", 30, worker=2)
+    t.worker_lost(1)
+    assert "a" not in t.placed and "b" in t.placed
+    assert sum(d.held_bytes for d in t) == 31 * MiB
+
+
+def test_a_measure_past_the_budget_is_relieved_by_idle_models() -> None:
+    t = tier(30)
+    place(t, "a", 10)
+    got = t.reserve("b", 10 * MiB, 1, None, idle)
+    assert got is not None
+    t.moved_in(got[0], 25 * MiB, 0, 1.0)  # the estimate was low
+    victims = t.overflow("cuda:0", idle)
+    assert [v.name for v in victims] == ["a"]
+
+
+def test_the_measured_size_is_the_next_estimate() -> None:
+    t = tier(100)
+    got = t.reserve("a", 40 * MiB, 1, None, idle)
+    assert got is not None
+    t.moved_in(got[0], 12 * MiB, 0, 1.0)
+    t.slept(got[0])
+    assert t.estimate("a", 40 * MiB) == 12 * MiB
+    assert t.estimate("other", 40 * MiB) == 40 * MiB
+
+
+def test_room_a_victim_still_holds_goes_to_no_other_reservation() -> None:
+    t = tier(40, context_mib=2)
+    place(t, "a", 14)
+    place(t, "b", 14)
+    got = t.reserve("c", 12 * MiB, 1, None, idle)
+    assert got is not None and [v.name for v in got[1]] == ["a"]
+    # "a" is still on the device: a newcomer without victims must not count on its room
+    later = t.reserve("d", 12 * MiB, 1, None, lambda name: name != "b")
+    assert later is None
+
+
+def test_a_newcomer_dropped_before_its_victims_leave_gives_their_room_back_to_them() -> None:
+    t = tier(40, context_mib=2)
+    place(t, "a", 18)
+    place(t, "b", 18)
+    got = t.reserve("c", 18 * MiB, 1, None, idle)
+    assert got is not None and [v.name for v in got[1]] == ["a"]
+    t.unloaded("c")  # unloaded from host memory while "a" is still leaving
+    assert t.devices["cuda:0"].held_bytes == (2 + 18 + 18) * MiB
+    assert t.reserve("d", 18 * MiB, 1, None, lambda name: False) is None
