@@ -10,6 +10,7 @@ import psutil
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from modelhost.observe.device_series import device_families
 from modelhost.observe.handler_series import handler_families
 from modelhost.observe.sizing_series import sizing_families
 from modelhost.records.statistics import (
@@ -38,6 +39,7 @@ class HostCollector(Collector):
         stats = self.host.statistics()  # one reading for the whole scrape
         yield from self._memory(stats.memory)
         yield from self._disk(stats.disk)
+        yield from device_families(stats.devices)
         yield from self._models(stats.memory)
         yield from self._workers(stats.workers)
         yield from self._batching(stats.batching)

@@ -6,6 +6,7 @@ import math
 from datetime import datetime, timezone
 from typing import Any
 
+from modelhost.observe.device_series import describe_devices
 from modelhost.records.events import Event
 from modelhost.records.statistics import (
     HostStatistics,
@@ -77,6 +78,7 @@ def describe_host(host: HostStatistics) -> dict[str, Any]:
             "usedBytes": host.disk.used_bytes,
             "artifacts": host.disk.artifacts,
         },
+        "devices": describe_devices(host.devices),
         "workers": [_worker(w) for w in host.workers],
         "sizing": describe_sizing(host.sizing) if host.sizing else None,
     }

@@ -33,3 +33,14 @@ def sized_torch(path: Path, size_bytes: int, seed: int = 0) -> Path:
 def tensor_bytes(size_bytes: int) -> int:
     """What the fake allocator charges for `sized_torch(size_bytes)`: its weights and buffer."""
     return (max(0, size_bytes // 4 - 15) + 15) * 4
+
+
+def in_process(path: Path) -> object:
+    """A model's answer to ROW's one row, called in this process, as the server gives it."""
+    import torch
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        module = torch.jit.load(str(path))
+    with torch.inference_mode():
+        return module(torch.tensor(ROW)).tolist()[0]

@@ -1,0 +1,155 @@
+"""Devices end to end: a real server whose workers have a fake device, its allocator as large as
+the device budget, so a move past the budget would fail the request with the worker's
+out-of-memory error. Models move there on first use, sleep in host memory when the device is
+full, wake by a copy, and say which tier answered."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+from helpers.devices import ROW, in_process, sized_torch, tensor_bytes
+from helpers.serving import Servers, invoke
+
+from modelhost import testing
+
+MiB = 2**20
+SIZE = 12 * MiB
+CONTEXT = 2 * MiB
+BUDGET = 30 * MiB  # a context and two models
+MODELS = [f"m{i}.pt" for i in range(4)]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("device-store")
+    for i, name in enumerate(MODELS):
+        sized_torch(root / name, SIZE, seed=i)
+    sized_torch(root / "big.pt", BUDGET, seed=9)
+    sized_torch(root / "pinned/model.pt", SIZE, seed=7)
+    (root / "pinned/modelhost.toml").write_text('device = "cpu"\n')
+    return root
+
+
+@pytest.fixture(scope="module")
+def server(store: Path, serve: Servers) -> testing.RunningServer:
+    return serve(
+        store,
+        workers=1,
+        memory_budget="3GiB",
+        preload_runtimes="torch",
+        fake_devices=f"1x{BUDGET}+{CONTEXT}",
+        device_budget="100%",
+        eviction_policy="lru",
+        admission="none",
+    )
+
+
+@pytest.fixture
+def client(server: testing.RunningServer) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server.url, timeout=60) as http:
+        yield http
+
+
+def device(client: httpx.Client) -> dict[str, int]:
+    devices = client.get("/stats").json()["devices"]
+    assert [d["name"] for d in devices] == ["cuda:0"]
+    return dict(devices[0])
+
+
+def unload_all(client: httpx.Client) -> None:
+    for name in [*MODELS, "pinned"]:
+        client.delete(f"/models/{name}")
+
+
+def test_a_model_moves_to_the_device_on_first_use_and_is_served_there(
+    client: httpx.Client, store: Path, server: testing.RunningServer
+) -> None:
+    unload_all(client)
+    first = invoke(client, "m0.pt", ROW)
+    again = invoke(client, "m0.pt", ROW)
+    assert first.status_code == again.status_code == 200
+    assert first.headers["x-modelhost-tier"] == "disk"
+    assert again.headers["x-modelhost-tier"] == "device"
+    assert json.loads(again.content)["predictions"][0] == pytest.approx(in_process(store / "m0.pt"))
+    placed = [e for e in server.events("place") if e["model"] == "m0.pt"]
+    assert placed and placed[-1]["detail"]["device"] == "cuda:0"
+    figures = device(client)
+    assert figures["models"] == 1
+    assert figures["usedBytes"] == CONTEXT + tensor_bytes(SIZE)
+    assert figures["budgetBytes"] == BUDGET
+
+
+def test_a_full_device_sends_a_model_to_sleep_in_host_memory_and_wakes_it_by_a_copy(
+    client: httpx.Client, server: testing.RunningServer
+) -> None:
+    unload_all(client)
+    for name in ("m0.pt", "m1.pt", "m2.pt"):  # two fit: m2 sends m0, the least recent, to sleep
+        assert invoke(client, name, ROW).status_code == 200
+    slept = [e["model"] for e in server.events("sleep")]
+    assert slept[-1:] == ["m0.pt"]
+    assert client.get("/models/m0.pt").json()["state"] == "loaded"  # asleep, still loaded
+    woken = invoke(client, "m0.pt", ROW)
+    assert woken.headers["x-modelhost-tier"] == "host"
+    assert "wake;dur=" in woken.headers["server-timing"]
+    assert [e["model"] for e in server.events("wake")][-1:] == ["m0.pt"]
+    figures = device(client)
+    assert figures["wakes"] >= 1 and figures["evictions"] >= 2
+    assert figures["usedBytes"] <= figures["budgetBytes"]
+
+
+def test_device_memory_never_passes_its_budget_under_churn_from_16_clients(
+    client: httpx.Client, store: Path, server: testing.RunningServer
+) -> None:
+    expected = {name: in_process(store / name) for name in MODELS}
+    names = random.Random(0).choices(MODELS, weights=[8, 4, 2, 1], k=160)
+
+    def call(name: str) -> tuple[str, int, object]:
+        with httpx.Client(base_url=server.url, timeout=60) as http:
+            response = invoke(http, name, ROW)
+        return name, response.status_code, json.loads(response.content)["predictions"][0]
+
+    with ThreadPoolExecutor(16) as pool:
+        answers = list(pool.map(call, names))
+    failed = [(name, status, body) for name, status, body in answers if status != 200]
+    assert failed == []  # the fake allocator refuses a move past the budget: a 500
+    for name, _, body in answers:
+        assert body == pytest.approx(expected[name])
+    assert device(client)["usedBytes"] <= BUDGET
+
+
+def test_a_model_pinned_to_the_cpu_never_moves(
+    client: httpx.Client, server: testing.RunningServer
+) -> None:
+    for _ in range(2):
+        response = invoke(client, "pinned", ROW)
+        assert response.status_code == 200
+    assert response.headers["x-modelhost-tier"] == "host"
+    assert not [e for e in server.events("place") if e["model"] == "pinned"]
+
+
+def test_a_model_larger_than_the_device_budget_is_507_naming_the_device(
+    client: httpx.Client,
+) -> None:
+    response = invoke(client, "big.pt", ROW)
+    assert response.status_code == 507
+    assert "cuda:0" in response.json()["message"]
+    assert "--device-budget" in response.json()["message"]
+
+
+def test_metrics_show_each_device(client: httpx.Client) -> None:
+    invoke(client, "m1.pt", ROW)
+    text = client.get("/metrics").text
+    for series in (
+        'modelhost_device_budget_bytes{device="cuda:0"}',
+        'modelhost_device_used_bytes{device="cuda:0"}',
+        'modelhost_device_models{device="cuda:0"}',
+        'modelhost_device_wakes_total{device="cuda:0"}',
+        'modelhost_device_evictions_total{device="cuda:0"}',
+    ):
+        assert series in text

@@ -1,0 +1,127 @@
+"""A worker's moves to its fake devices and back: measured by the allocator, a context made once
+per device, refused past the device's memory, undone by an unload; and CUDA where there is one."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers.devices import ROW, sized_torch, tensor_bytes
+
+from modelhost.errors import ModelhostError
+from modelhost.workers.devices import FakeDevice, open_devices
+from modelhost.workers.messages import Infer, Item, Load, ToDevice, ToHost, Unload
+from modelhost.workers.worker import Worker, worker_devices
+
+MiB = 2**20
+SIZE = 4 * MiB
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    root = tmp_path_factory.mktemp("sized")
+    return [sized_torch(root / f"m{i}.pt", SIZE, seed=i) for i in range(3)]
+
+
+@pytest.fixture
+def worker() -> Iterator[Worker]:
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        yield Worker(ours, 1, threads=1, devices=worker_devices("fake:2x10MiB+1MiB"))
+
+
+def fake(worker: Worker, name: str = "cuda:0") -> FakeDevice:
+    device = worker.devices.devices[name]
+    assert isinstance(device, FakeDevice)
+    return device
+
+
+def answer(worker: Worker, model: str) -> object:
+    body = json.dumps(ROW).encode()
+    item = Item("application/json", "application/json", {}, len(body))
+    _, payload = worker.infer(Infer(model, (item,)), body)
+    return json.loads(payload)
+
+
+def test_a_torch_model_loads_as_device_capable_where_the_worker_has_devices(
+    worker: Worker, models: list[Path]
+) -> None:
+    assert worker.load(Load(model="m", path=str(models[0]))).device_capable
+
+
+def test_a_move_is_measured_by_the_allocator_and_the_context_is_reported_once(
+    worker: Worker, models: list[Path]
+) -> None:
+    for i, path in enumerate(models[:2]):
+        worker.load(Load(model=f"m{i}", path=str(path)))
+    first = worker._serve(ToDevice("m0", "cuda:0"), b"")[0]
+    second = worker._serve(ToDevice("m1", "cuda:0"), b"")[0]
+    assert (first.device_bytes, first.context_bytes) == (tensor_bytes(SIZE), MiB)
+    assert (second.device_bytes, second.context_bytes) == (tensor_bytes(SIZE), 0)
+    assert fake(worker).allocated_bytes == 2 * tensor_bytes(SIZE)
+
+
+def test_a_model_answers_the_same_on_its_device_and_after_it_sleeps(
+    worker: Worker, models: list[Path]
+) -> None:
+    worker.load(Load(model="m", path=str(models[0])))
+    on_host = answer(worker, "m")
+    worker._serve(ToDevice("m", "cuda:1"), b"")
+    assert answer(worker, "m") == on_host
+    worker._serve(ToHost("m"), b"")
+    assert fake(worker, "cuda:1").allocated_bytes == 0
+    assert answer(worker, "m") == on_host
+
+
+def test_the_fake_allocator_refuses_past_the_devices_memory(
+    worker: Worker, models: list[Path]
+) -> None:
+    for i, path in enumerate(models):
+        worker.load(Load(model=f"m{i}", path=str(path)))
+    worker._serve(ToDevice("m0", "cuda:0"), b"")
+    worker._serve(ToDevice("m1", "cuda:0"), b"")
+    with pytest.raises(ModelhostError, match="out of memory"):
+        worker._serve(ToDevice("m2", "cuda:0"), b"")  # 1 MiB context + 3 x 4 MiB > 10 MiB
+
+
+def test_an_unload_takes_the_model_off_its_device(worker: Worker, models: list[Path]) -> None:
+    worker.load(Load(model="m", path=str(models[0])))
+    worker._serve(ToDevice("m", "cuda:0"), b"")
+    worker.unload(Unload("m"))
+    assert fake(worker).allocated_bytes == 0
+
+
+def test_a_runtime_without_devices_is_refused_a_move(worker: Worker, tmp_path: Path) -> None:
+    from modelhost import testing
+
+    worker.load(Load(model="iris", path=str(testing.iris_logreg(tmp_path / "iris.joblib"))))
+    with pytest.raises(ModelhostError, match="cannot use one"):
+        worker._serve(ToDevice("iris", "cuda:0"), b"")
+
+
+def test_none_and_auto_without_cuda_open_no_devices() -> None:
+    assert open_devices("none") == {}
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA: auto finds it")
+    assert open_devices("auto") == {}
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(
+    not pytest.importorskip("torch").cuda.is_available(),
+    reason="needs a CUDA device (torch.cuda.is_available() is false here)",
+)
+def test_a_move_to_cuda_is_charged_its_allocation(models: list[Path]) -> None:
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        worker = Worker(ours, 1, threads=1, devices=worker_devices("cuda:0"))
+        worker.load(Load(model="m", path=str(models[0])))
+        on_host = answer(worker, "m")
+        moved = worker._serve(ToDevice("m", "cuda:0"), b"")[0]
+        assert moved.device_bytes >= tensor_bytes(SIZE)
+        assert np.allclose(np.asarray(answer(worker, "m")), np.asarray(on_host), atol=1e-5)
