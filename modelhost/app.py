@@ -55,6 +55,7 @@ from modelhost.records.events import EventLog
 from modelhost.resources import free_disk_bytes, usable_memory_bytes
 from modelhost.scheduler import SchedulerSettings
 from modelhost.units import format_bytes
+from modelhost.workers.devices import named_devices
 from modelhost.workers.pool import WorkerPool
 from modelhost.workers.sandbox import support as sandbox_support
 
@@ -360,6 +361,12 @@ def memory_tier(
 def device_tier(config: Config, pool: WorkerPool) -> DeviceTier:
     """The devices the workers said they can use, each with its budget."""
     seen = next((w.devices for w in pool.workers.values() if w.devices), ())
+    missing = set(named_devices(config.devices)) - {info.name for info in seen}
+    if missing and not config.fake_devices:
+        raise ConfigError(
+            f"--devices names {', '.join(sorted(missing))}, which the workers cannot use (torch "
+            f"sees {len(seen)} CUDA devices here); name only those, or use --devices auto or none"
+        )
     devices = [
         DeviceMemory(
             info.name,

@@ -7,6 +7,7 @@ measures what a model takes there by its allocator's counts before and after the
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from typing import Any, Protocol
@@ -18,6 +19,7 @@ from modelhost.workers.messages import DeviceInfo
 DEVICES_VARIABLE = "MODELHOST_WORKER_DEVICES"  # the spec, from the frontend to the template
 # a CUDA context with torch's kernels, until NVML measures this worker's own
 CUDA_CONTEXT_ESTIMATE_BYTES = 512 * 2**20
+NVIDIA_DRIVER = "/dev/nvidiactl"  # present where NVIDIA's driver is loaded
 
 
 class DeviceOutOfMemory(ModelhostError):
@@ -121,27 +123,53 @@ def nvml_process_bytes(index: int) -> int:
 
 def devices_environment(devices: str, fake_devices: str) -> dict[str, str]:
     """The variable that gives the template the devices' spec: the fake's, if set."""
-    return {DEVICES_VARIABLE: f"fake:{fake_devices}" if fake_devices else devices}
+    if fake_devices:
+        fake_devices_of(fake_devices)  # refused here, not in every worker
+        return {DEVICES_VARIABLE: f"fake:{fake_devices}"}
+    if devices not in ("auto", "none", ""):
+        parse_cuda_names(devices)
+    return {DEVICES_VARIABLE: devices}
+
+
+def named_devices(devices: str) -> list[str]:
+    """The devices --devices names one by one; none for auto and none."""
+    if devices in ("auto", "none", ""):
+        return []
+    return [f"cuda:{index}" for index in parse_cuda_names(devices)]
 
 
 def open_devices(spec: str) -> dict[str, Device]:
-    """The devices a spec names; `auto` finds CUDA only where torch is already imported."""
+    """The devices a spec names; `auto`, every CUDA device torch sees, where a driver is."""
     spec = spec.strip()
     if spec in ("", "none"):
         return {}
     if spec.startswith("fake:"):
-        return fake_devices(spec.removeprefix("fake:"))
+        return fake_devices_of(spec.removeprefix("fake:"))
     torch = sys.modules.get("torch")
     if spec == "auto":
+        if torch is None and not os.path.exists(NVIDIA_DRIVER):
+            return {}  # no driver: no need to import torch to find no device
+        torch = torch or optional_torch()
         if torch is None or not torch.cuda.is_available():
             return {}
         return cuda_devices(torch, range(torch.cuda.device_count()))
+    torch = torch or optional_torch()
     if torch is None:
-        import torch
-    return cuda_devices(torch, parse_cuda_names(spec))
+        return {}  # the frontend says which are missing
+    present = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    named = parse_cuda_names(spec)
+    return cuda_devices(torch, [index for index in named if index < present])
+
+
+def optional_torch() -> Any:
+    try:
+        return importlib.import_module("torch")
+    except ImportError:
+        return None
 
 
 def cuda_devices(torch: Any, indexes: Any) -> dict[str, Device]:
+    """Those named that torch sees; the frontend refuses to start if one is missing."""
     devices = [CudaDevice(torch, index) for index in indexes]
     return {device.name: device for device in devices}
 
@@ -157,7 +185,7 @@ def parse_cuda_names(spec: str) -> list[int]:
     return indexes
 
 
-def fake_devices(spec: str) -> dict[str, Device]:
+def fake_devices_of(spec: str) -> dict[str, Device]:
     """`2x1GiB+8MiB`: two fake devices of 1 GiB, each worker's context taking 8 MiB."""
     sizes, _, context = spec.partition("+")
     count, _, size = sizes.partition("x")

@@ -153,3 +153,20 @@ def test_metrics_show_each_device(client: httpx.Client) -> None:
         'modelhost_device_evictions_total{device="cuda:0"}',
     ):
         assert series in text
+
+
+def test_devices_naming_a_device_the_workers_cannot_use_refuses_to_start(
+    store: Path, serve: Servers
+) -> None:
+    with pytest.raises(RuntimeError, match=r"--devices names cuda:7(.|\n)*auto or none"):
+        serve(store, workers=1, devices="cuda:7")
+
+
+def test_a_device_budget_smaller_than_the_device_is_the_budget(store: Path, serve: Servers) -> None:
+    smaller = serve(store, workers=1, fake_devices="2x1GiB+2MiB", device_budget="50%")
+    with httpx.Client(base_url=smaller.url, timeout=60) as http:
+        devices = http.get("/stats").json()["devices"]
+    assert [(d["name"], d["budgetBytes"]) for d in devices] == [
+        ("cuda:0", 2**29),
+        ("cuda:1", 2**29),
+    ]
