@@ -22,8 +22,8 @@ from modelhost.host.under_way import UnderWay
 from modelhost.records.events import EventLog
 from modelhost.records.statistics import DeviceStatistics
 from modelhost.units import format_bytes
+from modelhost.workers.messages import Loaded, OnHost, ToDevice, ToHost
 from modelhost.workers.messages import OnDevice as MovedIn
-from modelhost.workers.messages import OnHost, ToDevice, ToHost
 from modelhost.workers.replies import ReplyT
 
 
@@ -57,12 +57,14 @@ class DevicePlacement:
         self.tier, self.memory, self.pool, self.events = tier, memory, pool, events
         self.changes, self.deadline_s, self.pin_of = changes, deadline_s, pin_of
         self.capable: dict[str, int] = {}  # loaded models a device can hold → their worker
+        self.weights: dict[str, int] = {}  # their weights' bytes, the first move's estimate
         self.moves: UnderWay[Readiness] = UnderWay()
 
-    def loaded(self, name: str, worker_id: int, device_capable: bool) -> None:
+    def loaded(self, name: str, worker_id: int, loaded: Loaded) -> None:
         """A model loaded in `worker_id`; it goes to a device unless pinned to the CPU."""
-        if device_capable and self.tier and self.pin_of(name) != "cpu":
+        if loaded.device_capable and self.tier and self.pin_of(name) != "cpu":
             self.capable[name] = worker_id
+            self.weights[name] = loaded.tensor_bytes
 
     async def ready(self, name: str) -> Readiness:
         """The model on its device before a request of it is dispatched, waking it if asleep."""
@@ -80,9 +82,8 @@ class DevicePlacement:
         return resident is not None and resident.state is State.LOADED and not resident.in_flight
 
     async def _move_in(self, name: str) -> Readiness:
-        resident, worker_id = self.memory.get(name), self.capable[name]
-        wake = name in self.tier.asleep  # else its first placement
-        size = self.tier.estimate(name, resident.footprint if resident else 0)
+        worker_id, wake = self.capable[name], name in self.tier.asleep  # else its first move
+        size = self.tier.estimate(name, self.weights.get(name, 0))
         record, victims = await self._reserve(name, size, worker_id)
         await asyncio.gather(*(self._sleep(victim, self.tier.policy.name) for victim in victims))
         self.tier.victims_gone(record, size)
@@ -166,6 +167,7 @@ class DevicePlacement:
 
     def unloaded(self, name: str) -> None:
         """The model left host memory: its device record goes too."""
+        self.weights.pop(name, None)
         if self.capable.pop(name, None) is not None:
             self.tier.unloaded(name)
             self.changes.notify()
@@ -178,6 +180,7 @@ class DevicePlacement:
     def worker_lost(self, worker_id: int) -> None:
         for name in [n for n, w in self.capable.items() if w == worker_id]:
             del self.capable[name]
+            self.weights.pop(name, None)
         self.tier.worker_lost(worker_id)
 
     def _emit(

@@ -166,7 +166,7 @@ class Residency:
             raise Unavailable(f"the worker loading model {name} died; retry is safe")
         self.memory.mark_loaded(name, worker.worker_id, footprint, loaded.load_ms)
         if self.devices is not None:
-            self.devices.loaded(name, worker.worker_id, loaded.device_capable)
+            self.devices.loaded(name, worker.worker_id, loaded)
         if loaded.reads_artifact:
             self.reading.add(name)
         self.copies.open(name, self.on_loaded(name, loaded.batches), worker)

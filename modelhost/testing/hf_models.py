@@ -30,12 +30,16 @@ def bert_config(**overrides: Any) -> Any:
     return BertConfig(**{**settings, **overrides})
 
 
-def hf_classifier(folder: Path, seed: int = 0) -> Path:
+def hf_classifier(folder: Path, seed: int = 0, **sizes: int) -> Path:
+    """A BERT classifier of three labels; `sizes` override the tiny config's (hidden_size...)."""
     from transformers import AutoModelForSequenceClassification
 
     id2label = dict(enumerate(LABELS))
     config = bert_config(
-        num_labels=len(LABELS), id2label=id2label, label2id={v: k for k, v in id2label.items()}
+        num_labels=len(LABELS),
+        id2label=id2label,
+        label2id={v: k for k, v in id2label.items()},
+        **sizes,
     )
     return _save(AutoModelForSequenceClassification, config, folder, seed)
 

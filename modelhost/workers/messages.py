@@ -94,6 +94,7 @@ class Loaded(Message, frozen=True, kw_only=True):
     fast_copy_written: int = 0
     fast_copy_read: bool = False
     device_capable: bool = False  # its runtime can run it on a device
+    tensor_bytes: int = 0  # its weights: what a move to a device will take, about
 
 
 class OnDevice(Message, frozen=True):

@@ -217,6 +217,7 @@ class Worker:
         footprint = grown + handler.mapped_bytes  # mapped files: outside the C library's counts
         written = fast_copy.write(handler, request, footprint) if copy is None else 0
         trim_heap()  # else unpickling's buffers stay in the PSS
+        capable = handler.device_capable and bool(self.devices.devices)
         return Loaded(
             footprint=footprint,
             load_ms=load_ms,
@@ -226,7 +227,8 @@ class Worker:
             pure=handler.pure,
             fast_copy_written=written,
             fast_copy_read=copy is not None,
-            device_capable=handler.device_capable and bool(self.devices.devices),
+            device_capable=capable,
+            tensor_bytes=handler.tensor_bytes() if capable else 0,
         )
 
     def _load_spec(self, request: Load, root: Path) -> LoadSpec:
