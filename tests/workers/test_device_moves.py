@@ -40,8 +40,8 @@ def fake(worker: Worker, name: str = "cuda:0") -> FakeDevice:
     return device
 
 
-def answer(worker: Worker, model: str) -> object:
-    body = json.dumps(ROW).encode()
+def answer(worker: Worker, model: str, rows: object = ROW) -> object:
+    body = json.dumps(rows).encode()
     item = Item("application/json", "application/json", {}, len(body))
     _, payload = worker.infer(Infer(model, (item,)), body)
     return json.loads(payload)
@@ -125,3 +125,19 @@ def test_a_move_to_cuda_is_charged_its_allocation(models: list[Path]) -> None:
         moved = worker._serve(ToDevice("m", "cuda:0"), b"")[0]
         assert moved.device_bytes >= tensor_bytes(SIZE)
         assert np.allclose(np.asarray(answer(worker, "m")), np.asarray(on_host), atol=1e-5)
+
+
+def test_a_torchserve_handler_moves_its_model_and_answers_the_same(
+    worker: Worker, tmp_path: Path
+) -> None:
+    pytest.importorskip("ts", reason="pip install 'modelhost[torchserve-handlers]'")
+    from modelhost.testing import torchserve
+
+    archive = torchserve.custom_handler_mar(tmp_path / "rows.mar", seed=7)
+    folder = torchserve.unpacked(archive, tmp_path / "rows")
+    loaded = worker.load(Load(model="rows.mar", path=str(folder)))
+    assert loaded.device_capable and loaded.tensor_bytes > 0
+    before = answer(worker, "rows.mar", ROW[0])  # a row a request, as its handler takes them
+    moved = worker._serve(ToDevice("rows.mar", "cuda:0"), b"")[0]
+    assert moved.device_bytes == loaded.tensor_bytes
+    assert answer(worker, "rows.mar", ROW[0]) == before

@@ -13,6 +13,7 @@ from typing import Any, cast
 
 from modelhost.errors import HandlerError, ModelLoadError
 from modelhost.workers.codecs import encode_value
+from modelhost.workers.handlers import ts_devices
 from modelhost.workers.handlers.base import BatchHandler, InferReply, InferRequest
 from modelhost.workers.handlers.preload import PRELOAD_MODULES
 from modelhost.workers.handlers.ts_context import (
@@ -154,6 +155,17 @@ class MmsHandler(BatchHandler):
     @property
     def manifest(self) -> dict[str, Any]:
         return self._context.manifest
+
+    @property
+    def device_capable(self) -> bool:  # type: ignore[override]
+        return ts_devices.torch_service(self._entry) is not None
+
+    def to_device(self, device: str) -> None:
+        service = ts_devices.torch_service(self._entry)
+        ts_devices.move(service, self._context.system_properties, device)
+
+    def tensor_bytes(self) -> int:
+        return ts_devices.weights_bytes(ts_devices.torch_service(self._entry))
 
     def call(self, data: list[Any], request: InferRequest) -> Any:
         """The entry point's result for `data` as given, for one request."""
