@@ -85,6 +85,7 @@ class FakePool:
         self.calls: list[Call] = []
         self.violations: list[str] = []
         self.pure = False  # what loads say of their handler
+        self.loaded_extra: dict[str, Any] = {}  # more of what loads say (a subclass's)
         self._on_lost: Callable[[WorkerHandle], None] = lambda worker: None
         self._on_joined: Callable[[], None] = lambda: None
         self.size = size
@@ -150,7 +151,12 @@ class FakePool:
             name = request.model
             footprint, peak = self.footprint(name), self.peak(name)
             reply = Loaded(
-                footprint=footprint, load_ms=1.0, batches=True, peak=peak, pure=self.pure
+                footprint=footprint,
+                load_ms=1.0,
+                batches=True,
+                peak=peak,
+                pure=self.pure,
+                **self.loaded_extra,
             )
         elif isinstance(request, Unload):
             if request.model not in worker.models:

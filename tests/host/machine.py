@@ -40,6 +40,7 @@ from host.fakes import (
     footprint_of,
     tmp_dir,
 )
+from modelhost.cache.devices import DeviceTier
 from modelhost.cache.memory import MemoryBudget, MemoryTier, State
 from modelhost.errors import ModelhostError
 from modelhost.host import ModelHost
@@ -67,7 +68,7 @@ class Interleavings(RuleBasedStateMachine):
         super().__init__()
         self.loop = asyncio.new_event_loop()
         self.clock = ManualClock()
-        self.pool = FakePool(POOL_SIZE, self.footprint)
+        self.pool = self.make_pool(POOL_SIZE)
         self.memory = self.make_memory()
         root = self.root = Path(self.loop.run_until_complete(asyncio.to_thread(tmp_dir)))
         self.host = ModelHost(
@@ -81,12 +82,20 @@ class Interleavings(RuleBasedStateMachine):
             scheduling=self.scheduling,
             pss_bytes=self.read_pss,
             model_tenant=self.tenant_of,
+            devices=self.make_devices(),
         )
         self.pool.attach(
             on_lost=self.host.residency.worker_lost, on_joined=self.host.changes.notify
         )  # as the composition root does
         self.requests: list[asyncio.Task[Any]] = []
         self.chores: list[asyncio.Task[Any]] = []
+
+    def make_pool(self, size: int) -> FakePool:
+        return FakePool(size, self.footprint)
+
+    def make_devices(self) -> DeviceTier | None:
+        """None: no device holds models (a subclass gives its devices)."""
+        return None
 
     def make_memory(self) -> MemoryTier:
         return MemoryTier(MemoryBudget(BUDGET_BYTES, 0), clock=self.clock)

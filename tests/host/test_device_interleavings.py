@@ -1,0 +1,110 @@
+"""The host with a device under any interleaving: the host's machine (`machine.py`) with workers
+whose loaded models can move to one fake device, its moves answered, failed or lost with their
+worker in any order, beside loads, DELETEs, copies, idle unloads and scale-in.
+
+Checked after every step, beside the host's own invariants: the device tier never charges more
+than the budget, and what the fake workers really hold on the device (the models moved there,
+each worker's context) never passes it either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from host.fakes import Call, FakePool, FakeWorker, MiB, footprint_of
+from host.machine import Interleavings, checked, replay, runs_of_30_steps
+from modelhost.cache.devices import DeviceMemory, DeviceTier
+from modelhost.cache.policy import LRUPolicy
+from modelhost.workers.messages import OnDevice, OnHost, ToDevice, ToHost, Unload
+
+WEIGHTS_BYTES = 10 * MiB
+CONTEXT_BYTES = 2 * MiB
+DEVICE_BUDGET_BYTES = 25 * MiB  # a context and two models: a third sends one to sleep
+
+
+class DevicePool(FakePool):
+    """Fake workers whose models can use a device, and move there and back when told."""
+
+    def __init__(self, size: int, footprint: Callable[[str], int] = footprint_of) -> None:
+        super().__init__(size, footprint)
+        self.loaded_extra = {"device_capable": True, "tensor_bytes": WEIGHTS_BYTES}
+        self.on_device: dict[int, set[str]] = {}  # by worker
+        self.contexts: set[int] = set()  # workers that made their context there
+
+    def answer(self, call: Call) -> None:
+        request, worker = call.request, call.worker
+        placed = self.on_device.setdefault(worker.worker_id, set())
+        if isinstance(request, ToDevice):
+            self.calls.remove(call)
+            if request.model not in worker.models:
+                self.violations.append(f"move of {request.model} on {worker.worker_id}, lacking it")
+            made = worker.worker_id not in self.contexts
+            self.contexts.add(worker.worker_id)
+            placed.add(request.model)
+            moved = OnDevice(WEIGHTS_BYTES, CONTEXT_BYTES if made else 0, 1.0)
+            call.future.set_result((moved, b""))
+            return
+        if isinstance(request, ToHost):
+            self.calls.remove(call)
+            placed.discard(request.model)
+            call.future.set_result((OnHost(1.0), b""))
+            return
+        if isinstance(request, Unload):
+            placed.discard(request.model)
+        super().answer(call)
+
+    def kill(self, worker: FakeWorker, respawn: bool = True) -> None:
+        self.on_device.pop(worker.worker_id, None)
+        self.contexts.discard(worker.worker_id)
+        super().kill(worker, respawn)
+
+    def device_bytes(self) -> int:
+        """What the workers really hold on the device: their models and contexts."""
+        models = sum(len(names) for names in self.on_device.values())
+        return models * WEIGHTS_BYTES + len(self.contexts) * CONTEXT_BYTES
+
+
+class DeviceInterleavings(Interleavings):
+    def __init__(self) -> None:
+        self.device = DeviceMemory("cuda:0", DEVICE_BUDGET_BYTES, 32 * MiB, CONTEXT_BYTES)
+        super().__init__()
+
+    def make_pool(self, size: int) -> FakePool:
+        return DevicePool(size, self.footprint)
+
+    def make_devices(self) -> DeviceTier:
+        return DeviceTier([self.device], LRUPolicy(), self.clock)
+
+    @checked
+    def the_device_tier_never_charges_past_its_budget(self) -> None:
+        assert self.device.held_bytes <= self.device.budget_bytes
+
+    @checked
+    def what_is_on_the_device_never_passes_its_budget(self) -> None:
+        pool = self.pool
+        assert isinstance(pool, DevicePool)
+        assert pool.device_bytes() <= DEVICE_BUDGET_BYTES, (pool.on_device, pool.contexts)
+
+
+DeviceInterleavings.TestCase.settings = runs_of_30_steps(200)
+TestHostWithADeviceUnderAnyInterleaving = DeviceInterleavings.TestCase
+
+
+def test_a_third_model_sends_the_least_recent_to_sleep_and_it_wakes() -> None:
+    machine = DeviceInterleavings()
+    try:
+        for name in ("a", "b", "c"):  # each: loaded, moved, its batch answered
+            machine.run_steps([("request", {"name": name})])
+            for _ in range(3):
+                machine.run_steps([("answer_a_call", {"index": 0})])
+        machine.run_steps([("request", {"name": "a"})])
+        for _ in range(3):
+            if machine.pool.calls:
+                machine.run_steps([("answer_a_call", {"index": 0})])
+        assert machine.device.wakes == 1 and machine.device.evictions >= 1
+    finally:
+        machine.teardown()
+
+
+def test_replayed_steps_hold_with_a_device() -> None:
+    replay([("request", {"name": "a"}), ("answer_a_call", {"index": 0})], DeviceInterleavings)
