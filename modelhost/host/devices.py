@@ -59,6 +59,7 @@ class DevicePlacement:
         self.capable: dict[str, int] = {}  # loaded models a device can hold → their worker
         self.weights: dict[str, int] = {}  # their weights' bytes, the first move's estimate
         self.moves: UnderWay[Readiness] = UnderWay()
+        self.relieving: set[asyncio.Future[None]] = set()
 
     def loaded(self, name: str, worker_id: int, loaded: Loaded) -> None:
         """A model loaded in `worker_id`; it goes to a device unless pinned to the CPU."""
@@ -171,6 +172,16 @@ class DevicePlacement:
         if self.capable.pop(name, None) is not None:
             self.tier.unloaded(name)
             self.changes.notify()
+
+    def grown(self, name: str, grown_bytes: int) -> None:
+        """Its first call on the device took `grown_bytes` more: charged, and relieved."""
+        record = self.tier.of(name)
+        if record is None or record.state is not Placement.AWAKE:
+            return
+        self.tier.grown(record, grown_bytes)
+        relief = asyncio.ensure_future(self._relieve(record.device))
+        self.relieving.add(relief)  # a task nobody holds may be collected
+        relief.add_done_callback(self.relieving.discard)
 
     def copy_leaving(self, name: str, worker_id: int) -> None:
         """A copy leaves `worker_id`: the one on a device, if it is that one."""

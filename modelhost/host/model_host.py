@@ -108,7 +108,14 @@ class ModelHost:
             leaving_worker=self.devices.copy_leaving,
         )
         self.scaling = Scaling(self.copies, self.scheduling)
-        self.queues = Queues(pool, self.manifests, self.scheduling, clock, self.scaling.scale_out)
+        self.queues = Queues(
+            pool,
+            self.manifests,
+            self.scheduling,
+            clock,
+            self.scaling.scale_out,
+            on_grown=self.devices.grown,
+        )
         self.residency = Residency(
             memory,
             disk,

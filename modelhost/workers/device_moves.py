@@ -6,12 +6,20 @@ frontend charges it once per worker and device.
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 from modelhost.errors import ModelhostError
 from modelhost.workers.devices import Device, Mover
 from modelhost.workers.handlers.base import Handler
 from modelhost.workers.messages import DeviceInfo, OnDevice, OnHost
+
+
+@dataclass
+class Growth:
+    bytes: int = 0
 
 
 class DeviceMoves:
@@ -21,6 +29,7 @@ class DeviceMoves:
         self.devices = devices
         self.contexts: set[str] = set()  # devices this worker has made its context on
         self.placed: dict[str, tuple[Device, int]] = {}
+        self.unmeasured: set[str] = set()  # moved in, their first call still to come
 
     def infos(self) -> tuple[DeviceInfo, ...]:
         return tuple(device.info() for device in self.devices.values())
@@ -40,11 +49,26 @@ class DeviceMoves:
         self.contexts.add(device_name)
         grown = device.move_in(as_mover(handler))
         self.placed[model] = (device, grown)
+        self.unmeasured.add(model)
         return OnDevice(grown, context, elapsed_ms(started))
+
+    @contextlib.contextmanager
+    def first_call(self, model: str) -> Iterator[Growth]:
+        """Around a call: on a model's first after its move, what its activations took at most."""
+        growth = Growth()
+        if model not in self.unmeasured:
+            yield growth
+            return
+        self.unmeasured.discard(model)
+        device = self.placed[model][0]
+        base = device.start_peak()
+        yield growth
+        growth.bytes = max(0, device.peak_bytes() - base)
 
     def to_host(self, model: str, handler: Handler) -> OnHost:
         started = time.perf_counter()
         device, charged = self.placed.pop(model)
+        self.unmeasured.discard(model)
         device.move_out(as_mover(handler), charged)
         return OnHost(elapsed_ms(started))
 

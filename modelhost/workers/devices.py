@@ -49,6 +49,12 @@ class Device(Protocol):
     def move_out(self, handler: Mover, charged_bytes: int) -> None:
         """Move them back to host memory and return the device's cached blocks."""
 
+    def start_peak(self) -> int:
+        """Start counting the allocator's peak; the bytes allocated now."""
+
+    def peak_bytes(self) -> int:
+        """The allocator's most since `start_peak`."""
+
 
 class FakeDevice:
     """A device on the CPU whose allocator counts the tensors moved to it, up to its size."""
@@ -59,6 +65,7 @@ class FakeDevice:
         self.name, self.total_bytes, self.context_bytes = name, total_bytes, context_bytes
         self.allocated_bytes = 0
         self.contexts = 0
+        self.first_call_bytes = 0
 
     def info(self) -> DeviceInfo:
         return DeviceInfo(self.name, self.total_bytes, self.context_bytes)
@@ -82,6 +89,13 @@ class FakeDevice:
     def move_out(self, handler: Mover, charged_bytes: int) -> None:
         handler.to_device("cpu")
         self.allocated_bytes -= charged_bytes
+
+    def start_peak(self) -> int:
+        return self.allocated_bytes
+
+    def peak_bytes(self) -> int:
+        """A test sets `first_call_bytes`: what a first call takes past the weights."""
+        return self.allocated_bytes + self.first_call_bytes
 
 
 class CudaDevice:
@@ -107,6 +121,13 @@ class CudaDevice:
     def move_out(self, handler: Mover, charged_bytes: int) -> None:
         handler.to_device("cpu")
         self.torch.cuda.empty_cache()  # else the cached blocks stay the worker's on the device
+
+    def start_peak(self) -> int:
+        self.torch.cuda.reset_peak_memory_stats(self.index)
+        return int(self.torch.cuda.memory_allocated(self.index))
+
+    def peak_bytes(self) -> int:
+        return int(self.torch.cuda.max_memory_allocated(self.index))
 
 
 def nvml_process_bytes(index: int) -> int:

@@ -145,6 +145,7 @@ class Answered(Message, frozen=True):
     answers: tuple[Answer, ...]
     infer_ms: float  # the whole batch's
     samples: tuple[HandlerSample, ...] = ()  # from context.metrics
+    device_grown: int = 0  # the model's first call on its device: its activations' peak
 
 
 class Failed(Message, frozen=True):

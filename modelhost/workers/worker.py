@@ -274,10 +274,12 @@ class Worker:
             raise ModelNotLoaded(f"model {request.model} is not loaded in worker {self.worker_id}")
         requests = list(split_requests(request.items, payload))
         started = time.perf_counter()
-        replies = handler.infer_batch(requests)
+        with self.devices.first_call(request.model) as grown:
+            replies = handler.infer_batch(requests)
         infer_ms = (time.perf_counter() - started) * 1000
         answers, bodies = answers_of(replies)
-        return Answered(answers, infer_ms, drain_samples()), b"".join(bodies)
+        answered = Answered(answers, infer_ms, drain_samples(), grown.bytes)
+        return answered, b"".join(bodies)
 
 
 def settled_memory() -> int:

@@ -184,3 +184,12 @@ def test_a_newcomer_dropped_before_its_victims_leave_gives_their_room_back_to_th
     t.unloaded("c")  # unloaded from host memory while "a" is still leaving
     assert t.devices["cuda:0"].held_bytes == (2 + 18 + 18) * MiB
     assert t.reserve("d", 18 * MiB, 1, None, lambda name: False) is None
+
+
+def test_a_first_calls_growth_is_charged_and_is_the_next_estimate() -> None:
+    t = tier(100)
+    record = place(t, "a", 10)
+    t.grown(record, 3 * MiB)
+    assert t.devices["cuda:0"].held_bytes == (1 + 13) * MiB
+    t.slept(record)
+    assert t.estimate("a", 10 * MiB) == 13 * MiB

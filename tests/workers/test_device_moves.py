@@ -141,3 +141,16 @@ def test_a_torchserve_handler_moves_its_model_and_answers_the_same(
     moved = worker._serve(ToDevice("rows.mar", "cuda:0"), b"")[0]
     assert moved.device_bytes == loaded.tensor_bytes
     assert answer(worker, "rows.mar", ROW[0]) == before
+
+
+def test_a_models_first_call_on_its_device_reports_what_its_activations_took(
+    worker: Worker, models: list[Path]
+) -> None:
+    worker.load(Load(model="m", path=str(models[0])))
+    worker._serve(ToDevice("m", "cuda:0"), b"")
+    fake(worker).first_call_bytes = 3 * MiB  # the allocator's peak past the weights
+    body = json.dumps(ROW).encode()
+    item = Item("application/json", "application/json", {}, len(body))
+    first, _ = worker.infer(Infer("m", (item,)), body)
+    second, _ = worker.infer(Infer("m", (item,)), body)
+    assert (first.device_grown, second.device_grown) == (3 * MiB, 0)

@@ -115,6 +115,12 @@ class DeviceTier:
         record.state, record.load_ms = Placement.AWAKE, move_ms
         self._remember(record.name, device_bytes)
 
+    def grown(self, record: OnDevice, grown_bytes: int) -> None:
+        """Its first call took `grown_bytes` past its weights: they are its from now on."""
+        size = record.bytes + grown_bytes
+        self.devices[record.device].resize(record, size)
+        self._remember(record.name, size)
+
     def used(self, record: OnDevice) -> None:
         record.hits += 1
         record.last_used = self.clock()
