@@ -99,8 +99,23 @@ class DevicePlacement:
         if wake:
             self.tier.woke(record)
         self._emit("wake" if wake else "place", record, moved.move_ms, moved.context_bytes)
+        if moved.process_bytes:  # the driver's count beside the allocator's, for the record
+            self.events.emit(
+                "device_check",
+                name,
+                bytes=moved.process_bytes,
+                reason="nvml",
+                worker=worker_id,
+                detail={"device": record.device, "charged_bytes": self._charged(record)},
+            )
         await self._relieve(record.device)
         return Readiness("host", moved.move_ms)
+
+    def _charged(self, record: OnDevice) -> int:
+        """What the tier charges the device for the worker's context and models there."""
+        device = self.tier.devices[record.device]
+        models = sum(r.bytes for r in device.models.values() if r.worker_id == record.worker_id)
+        return device.contexts.get(record.worker_id, 0) + models
 
     async def _reserve(
         self, name: str, size: int, worker_id: int

@@ -50,7 +50,7 @@ class DeviceMoves:
         grown = device.move_in(as_mover(handler))
         self.placed[model] = (device, grown)
         self.unmeasured.add(model)
-        return OnDevice(grown, context, elapsed_ms(started))
+        return OnDevice(grown, context, elapsed_ms(started), device.process_bytes())
 
     @contextlib.contextmanager
     def first_call(self, model: str) -> Iterator[Growth]:

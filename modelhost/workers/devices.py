@@ -49,6 +49,9 @@ class Device(Protocol):
     def move_out(self, handler: Mover, charged_bytes: int) -> None:
         """Move them back to host memory and return the device's cached blocks."""
 
+    def process_bytes(self) -> int:
+        """This process's memory on the device by the driver's count (NVML); 0 where unknown."""
+
     def start_peak(self) -> int:
         """Start counting the allocator's peak; the bytes allocated now."""
 
@@ -93,6 +96,9 @@ class FakeDevice:
     def start_peak(self) -> int:
         return self.allocated_bytes
 
+    def process_bytes(self) -> int:
+        return self.context_bytes * self.contexts + self.allocated_bytes
+
     def peak_bytes(self) -> int:
         """A test sets `first_call_bytes`: what a first call takes past the weights."""
         return self.allocated_bytes + self.first_call_bytes
@@ -121,6 +127,9 @@ class CudaDevice:
     def move_out(self, handler: Mover, charged_bytes: int) -> None:
         handler.to_device("cpu")
         self.torch.cuda.empty_cache()  # else the cached blocks stay the worker's on the device
+
+    def process_bytes(self) -> int:
+        return nvml_process_bytes(self.index)
 
     def start_peak(self) -> int:
         self.torch.cuda.reset_peak_memory_stats(self.index)

@@ -101,6 +101,7 @@ class OnDevice(Message, frozen=True):
     device_bytes: int  # the allocator's growth
     context_bytes: int  # this worker's context on the device, made by this move; else 0
     move_ms: float
+    process_bytes: int = 0  # NVML's figure for the worker on the device after it; 0: no NVML
 
 
 class OnHost(Message, frozen=True):

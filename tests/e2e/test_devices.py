@@ -79,6 +79,8 @@ def test_a_model_moves_to_the_device_on_first_use_and_is_served_there(
     assert json.loads(again.content)["predictions"][0] == pytest.approx(in_process(store / "m0.pt"))
     placed = [e for e in server.events("place") if e["model"] == "m0.pt"]
     assert placed and placed[-1]["detail"]["device"] == "cuda:0"
+    check = [e for e in server.events("device_check") if e["model"] == "m0.pt"][-1]
+    assert check["bytes"] == check["detail"]["charged_bytes"]  # the driver's count agrees
     figures = device(client)
     assert figures["models"] == 1
     assert figures["usedBytes"] == CONTEXT + tensor_bytes(SIZE)
