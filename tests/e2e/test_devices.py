@@ -172,3 +172,19 @@ def test_a_device_budget_smaller_than_the_device_is_the_budget(store: Path, serv
         ("cuda:0", 2**29),
         ("cuda:1", 2**29),
     ]
+
+
+def test_the_dashboard_shows_each_device(server: testing.RunningServer) -> None:
+    from helpers.browser import chromium_page
+    from observe_tools import require_tool
+
+    chromium = require_tool("chromium", "chromium")
+    with httpx.Client(base_url=server.url, timeout=60) as http:
+        assert invoke(http, "m1.pt", ROW).status_code == 200
+    args = ["--no-sandbox", "--headless=new"]
+    with chromium_page(chromium, args, width=1366) as (page, problems):
+        page.goto(server.url + "/")
+        page.wait_for_selector("#devices tbody tr", timeout=15_000)
+        cells = page.locator("#devices tbody tr td").all_inner_texts()
+        assert problems == []
+    assert cells[0] == "cuda:0" and cells[2] == "30.0 MiB"
