@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from modelhost.cache.devices import DeviceTier, OnDevice, Placement
 from modelhost.cache.memory import MemoryTier, State
-from modelhost.errors import InsufficientDeviceMemory, ModelhostError
+from modelhost.errors import InsufficientDeviceMemory, ModelhostError, Unavailable
 from modelhost.host.changes import Changes
 from modelhost.host.seams import Pool
 from modelhost.host.under_way import UnderWay
@@ -90,9 +90,10 @@ class DevicePlacement:
         self.tier.victims_gone(record, size)
         try:
             moved = await self._call(worker_id, ToDevice(name, record.device), MovedIn, name)
+        except ModelhostError as error:
+            return self._stays_on_host(record, error)
         except BaseException:
-            self.tier.drop(record)
-            self.changes.notify()
+            self._drop(record)
             raise
         self.tier.moved_in(record, moved.device_bytes, moved.context_bytes, moved.move_ms)
         self.tier.used(record)
@@ -132,6 +133,28 @@ class DevicePlacement:
             if name not in self.capable:
                 raise ModelhostError(f"model {name} was unloaded while it waited for a device")
         return got
+
+    def _drop(self, record: OnDevice) -> None:
+        self.tier.drop(record)
+        self.changes.notify()
+
+    def _stays_on_host(self, record: OnDevice, error: ModelhostError) -> Readiness:
+        """A move the worker refused: the model runs on the CPU from now on, said once.
+
+        A worker's death is raised instead, for the invoke path's retry.
+        """
+        self._drop(record)
+        if isinstance(error, Unavailable):
+            raise error
+        self.capable.pop(record.name, None)
+        self.events.emit(
+            "failure",
+            record.name,
+            reason="device_move",
+            worker=record.worker_id,
+            detail={"device": record.device, "error": str(error), "runs_on": "cpu"},
+        )
+        return ON_HOST
 
     def _check_fits(self, name: str, size: int, worker_id: int, pinned: str | None) -> None:
         devices = self.tier.candidates(pinned)

@@ -108,3 +108,18 @@ def test_a_third_model_sends_the_least_recent_to_sleep_and_it_wakes() -> None:
 
 def test_replayed_steps_hold_with_a_device() -> None:
     replay([("request", {"name": "a"}), ("answer_a_call", {"index": 0})], DeviceInterleavings)
+
+
+def test_a_move_the_worker_refuses_leaves_the_model_on_the_cpu_and_the_request_answered() -> None:
+    machine = DeviceInterleavings()
+    try:
+        machine.run_steps([("request", {"name": "a"}), ("answer_a_call", {"index": 0})])
+        [move] = [c for c in machine.pool.calls if isinstance(c.request, ToDevice)]
+        machine.fail(move)  # the handler raised while moving
+        machine.settle()
+        machine.run_steps([("answer_a_call", {"index": 0})])  # its batch, on the CPU
+        request = machine.requests[-1]
+        assert request.done() and request.exception() is None
+        assert "a" not in machine.host.devices.capable and machine.device.held_bytes == 0
+    finally:
+        machine.teardown()

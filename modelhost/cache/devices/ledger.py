@@ -37,6 +37,7 @@ class DeviceMemory:
     total_bytes: int
     context_estimate_bytes: int  # a context not measured yet
     contexts: dict[int, int] = field(default_factory=dict)  # bytes, by worker
+    made: set[int] = field(default_factory=set)  # workers whose context a move has made
     models: dict[str, OnDevice] = field(default_factory=dict)
     held_bytes: int = 0  # contexts and models, less victims a reservation holds for
     wakes: int = 0
@@ -56,6 +57,13 @@ class DeviceMemory:
 
     def drop_context(self, worker_id: int) -> None:
         self.held_bytes -= self.contexts.pop(worker_id, 0)
+        self.made.discard(worker_id)
+
+    def drop_unmade_context(self, worker_id: int) -> None:
+        """An estimate charged for a context no move has made, with nothing left to make it."""
+        waiting = any(r.worker_id == worker_id for r in self.models.values())
+        if worker_id not in self.made and not waiting:
+            self.drop_context(worker_id)
 
     def add(self, record: OnDevice) -> None:
         self.models[record.name] = record

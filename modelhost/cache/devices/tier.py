@@ -109,6 +109,7 @@ class DeviceTier:
         """The worker measured the move (and the context it made, if it made one)."""
         device = self.devices[record.device]
         device.resize(record, device_bytes)
+        device.made.add(record.worker_id)
         if context_bytes:
             device.charge_context(record.worker_id, context_bytes)
             device.context_estimate_bytes = max(device.context_estimate_bytes, context_bytes)
@@ -140,7 +141,9 @@ class DeviceTier:
         if self.placed.get(record.name) is not record:
             return False
         del self.placed[record.name]
-        self.devices[record.device].remove(record)
+        device = self.devices[record.device]
+        device.remove(record)
+        device.drop_unmade_context(record.worker_id)
         return True
 
     def unloaded(self, name: str) -> None:
