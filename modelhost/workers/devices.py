@@ -112,7 +112,10 @@ class CudaDevice:
         self.name = self.torch_name = f"cuda:{index}"
 
     def info(self) -> DeviceInfo:
-        total = self.torch.cuda.get_device_properties(self.index).total_memory
+        """Its size by NVML where installed: asking torch would start CUDA in every worker."""
+        total = nvml_total_bytes(self.index)
+        if not total:
+            total = self.torch.cuda.get_device_properties(self.index).total_memory
         return DeviceInfo(self.name, int(total), CUDA_CONTEXT_ESTIMATE_BYTES)
 
     def open_context(self) -> int:
@@ -137,6 +140,16 @@ class CudaDevice:
 
     def peak_bytes(self) -> int:
         return int(self.torch.cuda.max_memory_allocated(self.index))
+
+
+def nvml_total_bytes(index: int) -> int:
+    """The device's memory as NVML reports it; 0 without NVML."""
+    try:
+        import pynvml
+    except ImportError:
+        return 0
+    pynvml.nvmlInit()
+    return int(pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(index)).total)
 
 
 def nvml_process_bytes(index: int) -> int:

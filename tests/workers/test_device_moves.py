@@ -154,3 +154,52 @@ def test_a_models_first_call_on_its_device_reports_what_its_activations_took(
     first, _ = worker.infer(Infer("m", (item,)), body)
     second, _ = worker.infer(Infer("m", (item,)), body)
     assert (first.device_grown, second.device_grown) == (3 * MiB, 0)
+
+
+class FakeCuda:
+    """torch.cuda's counters as CudaDevice reads them, moved by the test."""
+
+    def __init__(self) -> None:
+        self.allocated, self.peak, self.emptied = 0, 0, 0
+
+    def memory_allocated(self, index: int) -> int:
+        return self.allocated
+
+    def max_memory_allocated(self, index: int) -> int:
+        return self.peak
+
+    def reset_peak_memory_stats(self, index: int) -> None:
+        self.peak = self.allocated
+
+    def empty_cache(self) -> None:
+        self.emptied += 1
+
+
+class Weights:
+    """A handler's weights that land in the fake CUDA allocator when moved."""
+
+    def __init__(self, cuda: FakeCuda, size: int) -> None:
+        self.cuda, self.size, self.where = cuda, size, "cpu"
+
+    def to_device(self, device: str) -> None:
+        self.cuda.allocated += self.size if device != "cpu" else -self.size
+        self.where = device
+
+    def tensor_bytes(self) -> int:
+        return self.size
+
+
+def test_a_cuda_move_is_charged_the_allocators_growth_and_gives_its_cache_back() -> None:
+    from types import SimpleNamespace
+
+    from modelhost.workers.devices import CudaDevice
+
+    cuda = FakeCuda()
+    device = CudaDevice(SimpleNamespace(cuda=cuda), 0)
+    weights = Weights(cuda, 5 * MiB)
+    assert device.move_in(weights) == 5 * MiB and weights.where == "cuda:0"
+    base = device.start_peak()
+    cuda.peak = base + 2 * MiB  # the first call's activations
+    assert device.peak_bytes() - base == 2 * MiB
+    device.move_out(weights, 5 * MiB)
+    assert (weights.where, cuda.allocated, cuda.emptied) == ("cpu", 0, 1)
