@@ -282,6 +282,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         churn_results = drive(server.url, zipf(names), args.clients, args.churn_s)
         hot = drive(server.url, iter(lambda: names[0], None), args.clients, args.hits_s)
         most_bytes = stats.stop()
+        refused = [e for e in server.events("failure") if e.get("reason") == "device_move"]
         with httpx.Client(base_url=server.url, timeout=30) as http:
             devices = http.get("/stats").json()["devices"]
     floor = in_process_floor(store / names[0], args.device, args.clients, args.hits_s)
@@ -294,6 +295,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "contexts_bytes": sum(d["contextBytes"] for d in devices),
         "device_most_bytes": most_bytes,
         "within_budget": most_bytes <= budget_bytes,
+        "moves_refused": len(refused),  # models left on the CPU: a fake's or CUDA's refusal
         "answers_differ": wrong,
         "wake": wake,
         "churn": summary(churn_results, args.churn_s),
@@ -310,6 +312,7 @@ def table(results: dict[str, Any]) -> str:
         ("device memory, most (MiB)", round(results["device_most_bytes"] / MiB, 1)),
         ("device budget (MiB), contexts included", round(results["budget_bytes"] / MiB, 1)),
         ("within budget", results["within_budget"]),
+        ("moves refused (models left on the CPU)", results["moves_refused"]),
         ("answers differing from in-process", len(results["answers_differ"])),
         ("load from disk (ms)", wake["load_from_disk_ms"]),
         ("wake from host memory (ms)", wake["wake_from_host_ms"]),

@@ -83,7 +83,7 @@ class DevicePlacement:
         return resident is not None and resident.state is State.LOADED and not resident.in_flight
 
     async def _move_in(self, name: str) -> Readiness:
-        worker_id, wake = self.capable[name], name in self.tier.asleep  # else its first move
+        worker_id = self.capable[name]
         size = self.tier.estimate(name, self.weights.get(name, 0))
         record, victims = await self._reserve(name, size, worker_id)
         await asyncio.gather(*(self._sleep(victim, self.tier.policy.name) for victim in victims))
@@ -95,6 +95,7 @@ class DevicePlacement:
         except BaseException:
             self._drop(record)
             raise
+        wake = name in self.tier.asleep  # else its first move
         self.tier.moved_in(record, moved.device_bytes, moved.context_bytes, moved.move_ms)
         self.tier.used(record)
         if wake:

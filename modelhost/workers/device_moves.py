@@ -30,6 +30,8 @@ class DeviceMoves:
         self.contexts: set[str] = set()  # devices this worker has made its context on
         self.placed: dict[str, tuple[Device, int]] = {}
         self.unmeasured: set[str] = set()  # moved in, their first call still to come
+        self.moves = 0  # started, ever: a move during a measured call spoils its peak
+        self.moving = 0  # under way now (moves run on the unloader thread alone)
 
     def infos(self) -> tuple[DeviceInfo, ...]:
         return tuple(device.info() for device in self.devices.values())
@@ -47,7 +49,8 @@ class DeviceMoves:
             raise ModelhostError(f"model {model} is already on {self.placed[model][0].name}")
         context = 0 if device_name in self.contexts else device.open_context()
         self.contexts.add(device_name)
-        grown = device.move_in(as_mover(handler))
+        with self._move():
+            grown = device.move_in(as_mover(handler))
         self.placed[model] = (device, grown)
         self.unmeasured.add(model)
         return OnDevice(grown, context, elapsed_ms(started), device.process_bytes())
@@ -60,16 +63,29 @@ class DeviceMoves:
             yield growth
             return
         self.unmeasured.discard(model)
-        device = self.placed[model][0]
+        device, moves, busy = self.placed[model][0], self.moves, self.moving
         base = device.start_peak()
         yield growth
+        if busy or self.moving or self.moves != moves:  # other weights came or went meanwhile
+            self.unmeasured.add(model)
+            return
         growth.bytes = max(0, device.peak_bytes() - base)
+
+    @contextlib.contextmanager
+    def _move(self) -> Iterator[None]:
+        self.moves += 1
+        self.moving += 1
+        try:
+            yield
+        finally:
+            self.moving -= 1
 
     def to_host(self, model: str, handler: Handler) -> OnHost:
         started = time.perf_counter()
         device, charged = self.placed.pop(model)
         self.unmeasured.discard(model)
-        device.move_out(as_mover(handler), charged)
+        with self._move():
+            device.move_out(as_mover(handler), charged)
         return OnHost(elapsed_ms(started))
 
     def forget(self, model: str, handler: Handler) -> None:

@@ -193,3 +193,14 @@ def test_a_first_calls_growth_is_charged_and_is_the_next_estimate() -> None:
     assert t.devices["cuda:0"].held_bytes == (1 + 13) * MiB
     t.slept(record)
     assert t.estimate("a", 10 * MiB) == 13 * MiB
+
+
+def test_a_model_still_leaving_gets_no_second_record_until_it_has_left() -> None:
+    t = tier(30)
+    place(t, "a", 14)
+    place(t, "b", 14)
+    got = t.reserve("c", 14 * MiB, 1, None, idle)
+    assert got is not None and [v.name for v in got[1]] == ["a"]
+    assert t.reserve("a", 14 * MiB, 1, None, idle) is None  # "a" is moving to host memory
+    t.slept(got[1][0])
+    assert "a" in t.asleep

@@ -203,3 +203,16 @@ def test_a_cuda_move_is_charged_the_allocators_growth_and_gives_its_cache_back()
     assert device.peak_bytes() - base == 2 * MiB
     device.move_out(weights, 5 * MiB)
     assert (weights.where, cuda.allocated, cuda.emptied) == ("cpu", 0, 1)
+
+
+def test_a_move_during_a_first_call_spoils_its_measure_and_the_next_call_measures(
+    worker: Worker, models: list[Path]
+) -> None:
+    for name, path in (("m", models[0]), ("other", models[1])):
+        worker.load(Load(model=name, path=str(path)))
+    worker._serve(ToDevice("m", "cuda:0"), b"")
+    with worker.devices.first_call("m") as spoiled:
+        worker._serve(ToDevice("other", "cuda:0"), b"")  # on the unloader thread, meanwhile
+    with worker.devices.first_call("m") as measured:
+        fake(worker).first_call_bytes = MiB
+    assert (spoiled.bytes, measured.bytes) == (0, MiB)

@@ -61,7 +61,10 @@ class DeviceTier:
         self, name: str, size_bytes: int, worker_id: int, pinned: str | None, idle: Idle
     ) -> tuple[OnDevice, list[OnDevice]] | None:
         """A record on a device for a move from `worker_id`, and the victims that must leave
-        first; None while no device has the room or enough idle models to make it."""
+        first; None while no device has the room or enough idle models to make it, or while
+        the model's earlier record is still leaving (one record a name)."""
+        if name in self.placed:
+            return None
         for device in self.candidates(pinned):
             if not self.fits_ever(size_bytes, device, worker_id):
                 continue
@@ -95,7 +98,6 @@ class DeviceTier:
         record.last_used, record.victims = self.clock(), list(victims)
         device.add(record)
         self.placed[name] = record
-        self.asleep.discard(name)
         return record
 
     def victims_gone(self, record: OnDevice, size_bytes: int) -> None:
@@ -114,6 +116,7 @@ class DeviceTier:
             device.charge_context(record.worker_id, context_bytes)
             device.context_estimate_bytes = max(device.context_estimate_bytes, context_bytes)
         record.state, record.load_ms = Placement.AWAKE, move_ms
+        self.asleep.discard(record.name)
         self._remember(record.name, device_bytes)
 
     def grown(self, record: OnDevice, grown_bytes: int) -> None:
