@@ -125,9 +125,9 @@ class DevicePlacement:
         """A place on a device; waits for models to go idle until the deadline, then 507."""
         pinned = self.pin_of(name)
         self._check_fits(name, size, worker_id, pinned)
-        deadline = asyncio.get_running_loop().time() + self.deadline_s
+        deadline = self.tier.clock() + self.deadline_s
         while (got := self.tier.reserve(name, size, worker_id, pinned, self._idle)) is None:
-            remaining = deadline - asyncio.get_running_loop().time()
+            remaining = deadline - self.tier.clock()
             if remaining <= 0:
                 raise InsufficientDeviceMemory(self._busy(name, size, pinned))
             await self.changes.next(remaining)
