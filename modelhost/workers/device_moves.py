@@ -12,13 +12,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from modelhost.errors import ModelhostError
-from modelhost.workers.devices import Device, Mover
+from modelhost.workers.devices import Device
 from modelhost.workers.handlers.base import Handler
 from modelhost.workers.messages import DeviceInfo, OnDevice, OnHost
 
 
 @dataclass
 class Growth:
+    """What a first call on a device took past the weights, once the call has ended."""
+
     bytes: int = 0
 
 
@@ -50,7 +52,7 @@ class DeviceMoves:
         context = 0 if device_name in self.contexts else device.open_context()
         self.contexts.add(device_name)
         with self._move():
-            grown = device.move_in(as_mover(handler))
+            grown = device.move_in(handler)
         self.placed[model] = (device, grown)
         self.unmeasured.add(model)
         return OnDevice(grown, context, elapsed_ms(started), device.process_bytes())
@@ -85,17 +87,13 @@ class DeviceMoves:
         device, charged = self.placed.pop(model)
         self.unmeasured.discard(model)
         with self._move():
-            device.move_out(as_mover(handler), charged)
+            device.move_out(handler, charged)
         return OnHost(elapsed_ms(started))
 
     def forget(self, model: str, handler: Handler) -> None:
         """An unloaded model's weights leave its device with it."""
         if model in self.placed:
             self.to_host(model, handler)
-
-
-def as_mover(handler: Handler) -> Mover:
-    return handler  # a device-capable handler implements both methods
 
 
 def elapsed_ms(started: float) -> float:
