@@ -21,8 +21,9 @@ from modelhost import testing
 pytestmark = pytest.mark.e2e
 
 MAX_STREAMS = 128  # nginx's default, and the server's
-CONNECTIONS = 40  # each at MAX_STREAMS: far past a 64 MiB allowance's worth of calls
+CONNECTIONS = 30  # each at MAX_STREAMS: past a 64 MiB allowance's worth of calls
 HOLD_S = 3.0  # the flood held open while the frontend is watched
+HEADER_TIMEOUT_S = 10  # the default, also the deadline for a stream's first message
 
 
 @pytest.fixture(scope="module")
@@ -75,3 +76,21 @@ def test_partly_sent_messages_stay_within_the_allowance(
     goaways = [f for frames in received for f in frames if isinstance(f, GoAwayFrame)]
     assert goaways, "no connection was told GOAWAY"
     assert {goaway.error_code for goaway in goaways} == {ENHANCE_YOUR_CALM}
+
+
+def test_a_partly_sent_message_is_timed_as_a_missing_one(
+    front: tuple[testing.RunningServer, int],
+) -> None:
+    """One stream whose message never completes: GOAWAY once --header-timeout-s passes."""
+    _, port = front
+    connection = RawConnection(port)
+    try:
+        connection.send(partial_message(connection, 1))
+        deadline, frames = time.monotonic() + 3 * HEADER_TIMEOUT_S, []
+        while not connection.closed and time.monotonic() < deadline:
+            frames += connection.frames(wait_s=0.5)
+        told = [frame for frame in frames if isinstance(frame, GoAwayFrame)]
+        assert told and told[0].error_code == ENHANCE_YOUR_CALM, "the stream was never timed"
+        assert b"no message" in told[0].additional_data
+    finally:
+        connection.sock.close()
