@@ -303,6 +303,7 @@ def build_host(
         ),
         model_tenant=model_tenant(config),
         why_untrusted=trust.why_untrusted,
+        views=pool.views,
     )
     host.connect()  # the pool started first, for the baseline
     return host

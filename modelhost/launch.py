@@ -20,7 +20,7 @@ from modelhost.run_dirs import run_dir
 from modelhost.workers.environment import worker_environment
 from modelhost.workers.pool import WorkerPool
 from modelhost.workers.pool.calls import stuck_after_s
-from modelhost.workers.sandbox import model_roots_environment
+from modelhost.workers.views import Views
 
 logger = logging.getLogger("modelhost")
 
@@ -68,9 +68,9 @@ def worker_pool(config: Config, folder: Path, events: EventLog) -> WorkerPool:
             "models: set it below --workers (unset, one a usable core)"
         )
     environment = worker_environment(os.environ)
-    if untrusted:  # the folders a sandboxed worker may read models from
-        roots = model_roots_environment(config.cache_dir, config.model_store, config.allowed_urls)
-        environment |= roots
+    views = Views(Path(config.cache_dir)) if untrusted else None  # what sandboxed workers read
+    if views is not None:
+        environment |= views.environment()
     return WorkerPool(
         workers,
         config.threads_per_worker or max(1, usable_cores() // workers),
@@ -81,6 +81,7 @@ def worker_pool(config: Config, folder: Path, events: EventLog) -> WorkerPool:
         infer_timeout_s=stuck_after_s(config.default_response_timeout_s),
         environment=environment,
         untrusted_size=untrusted,
+        views=views,
     )
 
 

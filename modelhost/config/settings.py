@@ -265,6 +265,15 @@ class Config:
         "--grpc-max-connections; more are closed at once",
         minimum=0.001,
     )
+    grpc_connection_idle_s: float = _setting(
+        300.0, "seconds a gRPC connection may stay with no call open before GOAWAY", minimum=0.001
+    )
+    grpc_connection_age_s: float = _setting(
+        3600.0,
+        "seconds a gRPC connection may live before GOAWAY; its calls then have "
+        "--drain-timeout-s to finish",
+        minimum=0.001,
+    )
     management_token: str = _setting(
         "", "bearer token that allows management calls from non-loopback addresses"
     )

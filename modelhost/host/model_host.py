@@ -25,6 +25,7 @@ from modelhost.host.memory_readings import MemoryReadings, PssReading, ServerPss
 from modelhost.host.queues import Queues
 from modelhost.host.registry import Registered, Registry, Versions
 from modelhost.host.residency import Residency
+from modelhost.host.sandboxes import Sandboxes
 from modelhost.host.scaling import Scaling
 from modelhost.host.seams import Disk, Pool
 from modelhost.host.shortfall import never_fits
@@ -43,6 +44,7 @@ from modelhost.records.statistics import (
 from modelhost.scheduler import ModelSchedule, SchedulerSettings
 from modelhost.units import format_bytes
 from modelhost.workers.handle import WorkerHandle
+from modelhost.workers.views import Views
 
 
 class ModelHost:
@@ -65,6 +67,7 @@ class ModelHost:
         sizing: Callable[[MemoryTier, EventLog, Callable[[], float]], Sizing] = Sizing,
         model_tenant: Callable[[str], str] | None = None,
         why_untrusted: Callable[[str], str] = lambda name: "",
+        views: Views | None = None,
     ) -> None:
         self.pool, self.memory, self.disk, self.events = pool, memory, disk, events
         self.sagemaker_contract = sagemaker_contract
@@ -93,6 +96,7 @@ class ModelHost:
             deadline_s=deadline_s,
             clock=clock,
             why_untrusted=why_untrusted,
+            sandboxes=Sandboxes(memory, why_untrusted, model_tenant or _no_tenant, views),
         )
         self.scaling = Scaling(self.copies, self.scheduling)
         self.queues = Queues(pool, self.manifests, self.scheduling, clock, self.scaling.scale_out)
@@ -339,6 +343,10 @@ class ModelHost:
             events=tuple(self.events.for_model(name)),
             load_progress=self.progress.of(name),
         )
+
+
+def _no_tenant(name: str) -> str:
+    return ""
 
 
 def _held(memory: MemoryTier, loads: UnderWay[LoadOutcome], name: str) -> bool:

@@ -20,6 +20,7 @@ DATA, HEADERS, RST_STREAM, GOAWAY, CONTINUATION = 0x0, 0x1, 0x3, 0x7, 0x9
 END_STREAM, END_HEADERS, PADDED, PRIORITY = 0x1, 0x4, 0x8, 0x20
 NO_ERROR, COMPRESSION_ERROR, ENHANCE_YOUR_CALM = 0x0, 0x9, 0xB
 RESET_WINDOW_S = 1.0
+MESSAGE_PREFIX_BYTES = 5  # gRPC's, before each message: a compressed flag and the length
 
 
 class Head(NamedTuple):
@@ -131,7 +132,8 @@ class ClientFrames:
         self.reader = FrameReader(self.keep, skip=len(PREFACE))
         self.decoder = hpack.Decoder()
         self.block = bytearray()
-        self.waiting: dict[int, float] = {}  # stream → opened at, until its first DATA
+        self.waiting: dict[int, float] = {}  # stream → opened at, until its first message
+        self.arriving: dict[int, FirstMessage] = {}  # of `waiting`: those whose message began
         self.last_stream_id = 0
         self.resets, self.resets_since = 0, clock()
         self.foreign_authority = ""  # the first :authority naming another machine
@@ -145,13 +147,16 @@ class ClientFrames:
             elif head.kind == CONTINUATION:
                 self.add_to_block(head, payload)
             elif head.kind == DATA:
-                self.settled(head.stream_id)
+                self.received(head, payload)
             elif head.kind == RST_STREAM:
                 self.settled(head.stream_id)
                 self.reset()
 
     def keep(self, head: Head) -> bool:
-        """Header blocks are kept, up to their cap: an endless one ends the connection."""
+        """Header blocks are kept, up to their cap: an endless one ends the connection; and
+        the first message's frames of a waiting stream, for its length."""
+        if head.kind == DATA:
+            return head.stream_id in self.waiting
         if head.kind not in (HEADERS, CONTINUATION):
             return False
         if len(self.block) + head.length > self.limits.header_block_bytes:
@@ -171,8 +176,18 @@ class ClientFrames:
         if self.budget.held > self.budget.max_streams:
             self.budget.shed(self)
 
+    def received(self, head: Head, payload: bytes) -> None:
+        """A waiting stream waits until its first message is whole: a partly sent one holds
+        its call in grpc as much as one not begun."""
+        if head.stream_id not in self.waiting:
+            return
+        message = self.arriving.setdefault(head.stream_id, FirstMessage())
+        if message.whole_with(data_of(head, payload)) or head.flags & END_STREAM:
+            self.settled(head.stream_id)
+
     def settled(self, stream_id: int) -> None:
         """The stream's first message came, or it ended: it no longer waits."""
+        self.arriving.pop(stream_id, None)
         if self.waiting.pop(stream_id, None) is not None:
             self.budget.held -= 1
 
@@ -180,6 +195,7 @@ class ClientFrames:
         """The connection ended: its streams leave the budget."""
         self.budget.held -= len(self.waiting)
         self.waiting.clear()
+        self.arriving.clear()
 
     def add_to_block(self, head: Head, fragment: bytes) -> None:
         self.block += fragment
@@ -210,6 +226,34 @@ class ClientFrames:
         oldest = next(iter(self.waiting.values()), None)  # streams open in order
         if oldest is not None and self.clock() - oldest > self.limits.first_message_s:
             raise Refusal(f"no message within {self.limits.first_message_s:g} s of its stream")
+
+
+class FirstMessage:
+    """How much of a stream's first message has come: its prefix, then the bytes still due."""
+
+    __slots__ = ("due", "prefix")
+
+    def __init__(self) -> None:
+        self.prefix = b""
+        self.due = -1  # unknown until the prefix is whole
+
+    def whole_with(self, data: bytes) -> bool:
+        """Adds the next bytes of the stream; True once the message is whole."""
+        if self.due < 0:
+            taken = MESSAGE_PREFIX_BYTES - len(self.prefix)
+            self.prefix, data = self.prefix + data[:taken], data[taken:]
+            if len(self.prefix) < MESSAGE_PREFIX_BYTES:
+                return False
+            self.due = int.from_bytes(self.prefix[1:], "big")
+        self.due -= len(data)
+        return self.due <= 0
+
+
+def data_of(head: Head, payload: bytes) -> bytes:
+    """A DATA frame's data: its padding taken off."""
+    if head.flags & PADDED and payload:
+        return payload[1 : max(1, len(payload) - payload[0])]
+    return payload
 
 
 def fragment(head: Head, payload: bytes) -> bytes:

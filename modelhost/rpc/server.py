@@ -28,8 +28,6 @@ logger = logging.getLogger("modelhost")
 
 ACCEPTING_SERVERS = 8  # decisions.md, "Eight grpc.aio servers share the inference port"
 MAX_HEADER_LIST_BYTES = 16 * 2**10  # grpc's own default, now also a hard cap, and the guard's
-CONNECTION_IDLE_MS = 5 * 60 * 1000  # a connection with no call open for this long gets GOAWAY
-CONNECTION_AGE_MS = 60 * 60 * 1000  # then GOAWAY, so no connection pins its memory for ever
 # a call waiting for its message, in grpc core and grpc.aio, with room (docs/performance.md)
 STREAM_BYTES = 32 * 2**10
 
@@ -118,8 +116,8 @@ def server_options(config: Config) -> list[tuple[str, int]]:
         ("grpc.max_concurrent_streams", config.grpc_max_streams),
         ("grpc.max_metadata_size", MAX_HEADER_LIST_BYTES),
         ("grpc.absolute_max_metadata_size", MAX_HEADER_LIST_BYTES),
-        ("grpc.max_connection_idle_ms", CONNECTION_IDLE_MS),
-        ("grpc.max_connection_age_ms", CONNECTION_AGE_MS),
+        ("grpc.max_connection_idle_ms", int(config.grpc_connection_idle_s * 1000)),
+        ("grpc.max_connection_age_ms", int(config.grpc_connection_age_s * 1000)),
         ("grpc.max_connection_age_grace_ms", int(config.drain_timeout_s * 1000)),
     ]
 

@@ -107,6 +107,9 @@ class FakePool:
     def health(self) -> tuple[int, int]:
         return len(self.workers), self.size
 
+    def retire(self, worker: WorkerHandle) -> None:
+        self.violations.append(f"worker {worker.worker_id} retired: no test has tenants apart")
+
     def send(
         self,
         handle: WorkerHandle,
