@@ -19,7 +19,7 @@ AUTO = "auto"
 NATIVE = "pygrpc-native"
 GRPC_AIO = "grpc.aio"
 FRONTS = (NATIVE, GRPC_AIO)
-# connection lifetimes grpc core holds and pygrpc-native refuses: its guard holds none yet
+# connection lifetimes grpc core holds and pygrpc-native refuses: the guard holds them
 NATIVE_REFUSES = frozenset(
     {
         "grpc.max_connection_idle_ms",

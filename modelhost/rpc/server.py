@@ -133,9 +133,18 @@ def server_options(config: Config) -> list[tuple[str, int]]:
 
 
 def limits(config: Config) -> Limits:
-    """The guard's limits: a stream's first message is due as a request's headers are."""
+    """The guard's limits: a stream's first message is due as a request's headers are, and a
+    connection's idle time and age are grpc core's, for a front without them."""
     streams = config.grpc_max_streams
-    return Limits(streams, MAX_HEADER_LIST_BYTES, config.header_timeout_s, 2 * streams)
+    return Limits(
+        streams,
+        MAX_HEADER_LIST_BYTES,
+        config.header_timeout_s,
+        2 * streams,
+        idle_s=CONNECTION_IDLE_MS / 1000,
+        age_s=CONNECTION_AGE_MS / 1000,
+        age_grace_s=config.drain_timeout_s,
+    )
 
 
 def stream_budget(config: Config) -> int:
