@@ -127,7 +127,7 @@ async def serve_rpc_beside(
         for each in rpc:
             await each.start()
             await each.serving()
-            logger.info("serving gRPC on %s", each.address)
+            logger.info("serving gRPC on %s (%s)", each.address, each.front)
         await serve_beside(server, beside)
     finally:
         await asyncio.gather(*(each.stop() for each in rpc))

@@ -21,6 +21,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "torchserve-handlers": ("ts", "torch", "yaml"),
     "tensorflow": ("tensorflow",),
     "ray": ("ray",),  # for modelhost.integrations.ray_serve
+    "grpc-native": ("pygrpc_native",),  # the gRPC inference port's front (rpc/fronts.py)
 }
 COMMAND_EXTRAS: dict[str, str] = {
     "bench": "toolkit",

@@ -251,6 +251,12 @@ class Config:
         minimum=0,
         maximum=65535,
     )
+    grpc_front: str = _setting(
+        "auto",
+        "what serves the gRPC inference port: pygrpc-native (needs modelhost[grpc-native]), "
+        "grpc.aio, or auto, pygrpc-native where it is installed",
+        choices=("auto", "pygrpc-native", "grpc.aio"),
+    )
     grpc_max_streams: int = _setting(
         128,
         "calls a gRPC connection may have open at once (HTTP/2 MAX_CONCURRENT_STREAMS)",

@@ -1,11 +1,12 @@
 """What the gRPC port's guard reads of the HTTP/2 frames passing through it.
 
-Frame heads, and header blocks for their `:authority`; never a message. grpc core enforces the
-caps it has (streams, connections, ages); these are the ones it lacks.
+Frame heads, and header blocks for their `:authority`; never a message. The fronts enforce the
+caps they have (streams, header lists); these are the ones they lack.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
@@ -45,6 +46,9 @@ class Limits(NamedTuple):
     header_block_bytes: int  # a header block's encoded size, CONTINUATIONs included
     first_message_s: float  # from a stream's HEADERS to its first DATA
     resets_per_s: int  # RST_STREAMs from the client in a second (rapid reset)
+    idle_s: float = math.inf  # with no call open, then GOAWAY
+    age_s: float = math.inf  # of any connection, then GOAWAY
+    age_grace_s: float = 0.0  # past its age, for the calls in flight to finish
 
 
 class StreamBudget:
@@ -134,6 +138,8 @@ class ClientFrames:
         self.block = bytearray()
         self.waiting: dict[int, float] = {}  # stream → opened at, until its first message
         self.arriving: dict[int, FirstMessage] = {}  # of `waiting`: those whose message began
+        self.open: set[int] = set()  # streams the server has not ended
+        self.idle_since = clock()
         self.last_stream_id = 0
         self.resets, self.resets_since = 0, clock()
         self.foreign_authority = ""  # the first :authority naming another machine
@@ -149,7 +155,7 @@ class ClientFrames:
             elif head.kind == DATA:
                 self.received(head, payload)
             elif head.kind == RST_STREAM:
-                self.settled(head.stream_id)
+                self.ended(head.stream_id)
                 self.reset()
 
     def keep(self, head: Head) -> bool:
@@ -167,6 +173,7 @@ class ClientFrames:
         if head.stream_id <= self.last_stream_id:
             return  # trailers, or a protocol error grpc core answers
         self.last_stream_id = head.stream_id
+        self.open.add(head.stream_id)
         if head.flags & END_STREAM:
             return
         self.waiting[head.stream_id] = self.clock()
@@ -190,6 +197,17 @@ class ClientFrames:
         self.arriving.pop(stream_id, None)
         if self.waiting.pop(stream_id, None) is not None:
             self.budget.held -= 1
+
+    def ended(self, stream_id: int) -> None:
+        """The stream was reset, or the server sent its end."""
+        self.settled(stream_id)
+        self.open.discard(stream_id)
+        if not self.open:
+            self.idle_since = self.clock()
+
+    def idle_for_s(self) -> float:
+        """How long the connection has had no call open (0 while one is)."""
+        return 0.0 if self.open else self.clock() - self.idle_since
 
     def release(self) -> None:
         """The connection ended: its streams leave the budget."""

@@ -89,6 +89,7 @@ EFFECTS: dict[str, str] = {
     "--access-log": "e2e/test_observe_metrics.py::test_the_access_log_has_a_line_per_request",
     "--header-timeout-s": "security/test_floods_e2e.py::test_a_connection_that_never_finishes_its_headers_is_closed",
     "--max-event-streams": "security/test_floods_e2e.py::test_event_streams_past_cap_are_503",
+    "--grpc-front": "e2e/test_grpc_oip.py::test_the_start_line_names_the_front",
     "--grpc-max-streams": "security/test_http2_floods_e2e.py::test_streams_past_the_cap_end_their_connection",
     "--grpc-max-connections": "security/test_http2_floods_e2e.py::test_connections_past_the_cap_are_closed",
     "--grpc-connections-per-s": "security/test_http2_floods_e2e.py::test_an_address_opening_connections_too_fast_is_refused",

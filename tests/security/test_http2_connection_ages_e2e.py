@@ -1,9 +1,6 @@
 """Connection ages on the gRPC port, sent as raw frames: a connection with no call open is told
 GOAWAY once it has been idle too long, and any connection once it is too old, its calls then
-given the drain timeout before it is closed. The limits are set small here.
-
-Written against the server the `front` fixture starts, so that another gRPC front can be added
-as a parameter."""
+given the drain timeout before it is closed. The limits are set small here, on each front."""
 
 from __future__ import annotations
 
@@ -15,6 +12,7 @@ from hyperframe.frame import DataFrame, Frame, GoAwayFrame, HeadersFrame
 from test_http2_floods_e2e import RawConnection
 
 from modelhost import testing
+from modelhost.rpc.fronts import FRONTS
 
 pytestmark = pytest.mark.e2e
 
@@ -25,11 +23,11 @@ WAIT_S = 30.0  # generous: a connection still open past this is one nothing clos
 WATCH = "/grpc.health.v1.Health/Watch"  # a call the server keeps open, streaming answers
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", params=FRONTS)
 def front(
-    tmp_path_factory: pytest.TempPathFactory, serve: Servers
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, serve: Servers
 ) -> tuple[testing.RunningServer, int]:
-    """A server with small connection ages, and its gRPC port."""
+    """A server with small connection ages on one gRPC front, and its gRPC port."""
     store = tmp_path_factory.mktemp("store")
     testing.iris_logreg(store / "iris.pkl")
     port = testing.free_port()
@@ -40,6 +38,7 @@ def front(
         grpc_connection_idle_s=IDLE_S,
         grpc_connection_age_s=AGE_S,
         drain_timeout_s=GRACE_S,
+        grpc_front=request.param,
     )
     return server, port
 

@@ -178,3 +178,19 @@ def test_the_first_foreign_authority_is_kept() -> None:
 
 def test_a_peer_the_guard_did_not_relay_is_nobody() -> None:
     assert Peers().caller("ipv4:127.0.0.1:40000") == ("", "")
+
+
+def test_a_connection_is_idle_from_its_last_call_s_end() -> None:
+    """Idle time counts from the end of the last open call (the server's end, or a reset),
+    and from the start when no call ever opened; a call's first message does not end it."""
+    clock = Clock()
+    frames = client(clock)
+    clock.now += 5
+    assert frames.idle_for_s() == 5
+    frames.feed(headers(1) + headers(3) + DataFrame(1, data=b"x").serialize())
+    clock.now += 60
+    assert frames.idle_for_s() == 0
+    frames.ended(1)
+    frames.feed(RstStreamFrame(3, error_code=8).serialize())
+    clock.now += 7
+    assert frames.idle_for_s() == 7

@@ -1,9 +1,6 @@
 """Streams whose first message is only partly sent, on the gRPC port: each holds a call in grpc
 as a stream without any message does, so a flood of them must stay within the frontend's
-allowance too.
-
-Written against the server the `front` fixture starts, so that another gRPC front can be added
-as a parameter."""
+allowance too, on each front."""
 
 from __future__ import annotations
 
@@ -17,6 +14,7 @@ from hyperframe.frame import DataFrame, Frame, GoAwayFrame
 from test_http2_floods_e2e import ENHANCE_YOUR_CALM, RawConnection, watched
 
 from modelhost import testing
+from modelhost.rpc.fronts import FRONTS
 
 pytestmark = pytest.mark.e2e
 
@@ -26,15 +24,18 @@ HOLD_S = 3.0  # the flood held open while the frontend is watched
 HEADER_TIMEOUT_S = 10  # the default, also the deadline for a stream's first message
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", params=FRONTS)
 def front(
-    tmp_path_factory: pytest.TempPathFactory, serve: Servers
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, serve: Servers
 ) -> tuple[testing.RunningServer, int]:
-    """A server at the default stream and connection caps and allowance, and its gRPC port."""
+    """A server at the default stream and connection caps and allowance on one gRPC front, and
+    its gRPC port."""
     store = tmp_path_factory.mktemp("store")
     testing.iris_logreg(store / "iris.pkl")
     port = testing.free_port()
-    server = serve(store, workers=1, grpc_port=port, grpc_connections_per_s=1000)
+    server = serve(
+        store, workers=1, grpc_port=port, grpc_connections_per_s=1000, grpc_front=request.param
+    )
     return server, port
 
 
