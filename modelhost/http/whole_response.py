@@ -3,7 +3,8 @@
 uvicorn's `send` matches every header against two patterns and keeps the response's state
 across the start and body messages: for a small reply it costs more than the rest of answering.
 Where `send` is uvicorn's httptools cycle in its plain state, the head and body go out in one
-write and the cycle is left as its two sends would leave it; anything else takes the two sends.
+write and the cycle is left as its two sends would leave it; anything else, a uvicorn whose
+cycle holds its state otherwise included, takes the two sends.
 """
 
 from __future__ import annotations
@@ -42,8 +43,13 @@ async def send_whole(send: Send, status: int, headers: Headers, body: bytes) -> 
 def _plain_cycle(send: Send) -> Any:
     """uvicorn's cycle behind `send`, when nothing asks for its own path: else None."""
     cycle = getattr(send, "__self__", None)
-    if type(cycle) is not RequestResponseCycle or not cycle.keep_alive or cycle.access_log:
+    if type(cycle) is not RequestResponseCycle:
         return None
-    if cycle.response_started or cycle.disconnected or cycle.flow.write_paused:
+    try:
+        if not cycle.keep_alive or cycle.access_log or cycle.response_started:
+            return None
+        if cycle.disconnected or cycle.flow.write_paused or cycle.scope["method"] == "HEAD":
+            return None
+    except AttributeError:  # a uvicorn whose cycle holds its state otherwise
         return None
-    return None if cycle.scope["method"] == "HEAD" else cycle
+    return cycle
