@@ -11,6 +11,8 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
+from modelhost.cache.disk_index import INDEX_FILE
+from modelhost.cache.disk_runtimes import cached_runtimes
 from modelhost.config import Config
 from modelhost.errors import ConfigError
 from modelhost.records.events import EventLog
@@ -76,12 +78,18 @@ def worker_pool(config: Config, folder: Path, events: EventLog) -> WorkerPool:
         config.threads_per_worker or max(1, usable_cores() // workers),
         folder,
         events,
-        config.preload_runtimes,
+        preloaded_runtimes(config),
         load_timeout_s=config.worker_load_timeout_s,
         infer_timeout_s=stuck_after_s(config.default_response_timeout_s),
         environment=environment,
         untrusted_size=untrusted,
     )
+
+
+def preloaded_runtimes(config: Config) -> tuple[str, ...]:
+    """The runtimes `--preload-runtimes` names, and those the cache's models needed last."""
+    cached = cached_runtimes(Path(config.cache_dir) / INDEX_FILE)
+    return tuple(dict.fromkeys((*config.preload_runtimes, *cached)))
 
 
 def setup_logging(level: str) -> None:
