@@ -275,6 +275,14 @@ class Config:
         "'Authorization: Bearer <key>' (GET /token?type= with the API key renews one); on when "
         "a TorchServe config.properties is read, unless it says disable_token_authorization=true",
     )
+    model_api: bool = _setting(
+        True,
+        "TorchServe's model API control: whether its management API (REST and gRPC) may register "
+        "and unregister models; off answers 405 (gRPC PERMISSION_DENIED), as TorchServe 0.11+ "
+        "does by default, and so off when a TorchServe config.properties is read unless it says "
+        "enable_model_api=true",
+        props="enable_model_api",
+    )
     token_expiration_min: float = _setting(
         60.0,
         "minutes a management or inference key of --token-auth lasts before GET /token renews it",

@@ -63,7 +63,7 @@ def rpc_servers(
             )
         )
     if config.grpc_management_port:
-        management = TorchServeManagementServicer(host, calls, access)
+        management = TorchServeManagementServicer(host, calls, access, config.model_api)
         handlers = [generic_handler(TS_MANAGEMENT_SERVICE, management)]
         address = config.management_host or config.host
         port = config.grpc_management_port

@@ -133,8 +133,10 @@ def _failed(request: Any, error: ModelhostError) -> Any:
 class TorchServeManagementServicer:
     """ManagementAPIsService: each answers TorchServe's `msg`, the REST answer's message or JSON."""
 
-    def __init__(self, host: ModelHost, calls: Calls, access: Access) -> None:
-        self.models = TorchServeModels(host)
+    def __init__(
+        self, host: ModelHost, calls: Calls, access: Access, model_api: bool = True
+    ) -> None:
+        self.models = TorchServeModels(host, model_api)
         self.calls = calls
         self.access = access
 
