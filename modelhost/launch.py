@@ -87,8 +87,14 @@ def worker_pool(config: Config, folder: Path, events: EventLog) -> WorkerPool:
 
 
 def preloaded_runtimes(config: Config) -> tuple[str, ...]:
-    """The runtimes `--preload-runtimes` names, and those the cache's models needed last."""
+    """The runtimes the cache's models needed last, with those `--preload-runtimes` names.
+
+    The default list is a guess for an empty cache: a cache that knows its runtimes replaces
+    it, so a template for TorchServe archives alone does not import scikit-learn.
+    """
     cached = cached_runtimes(Path(config.cache_dir) / INDEX_FILE)
+    if cached and not config.preload_runtimes_given:
+        return cached
     return tuple(dict.fromkeys((*config.preload_runtimes, *cached)))
 
 

@@ -105,7 +105,9 @@ class Config:
         PRELOADABLE_RUNTIMES[:4],
         "runtimes the worker template imports where installed, shared by every worker (for "
         "TorchServe archives name torchserve, for other torch models torch: 177 MiB once "
-        "instead of in each worker; a runtime left out is imported by each worker that needs it)",
+        "instead of in each worker; a runtime left out is imported by each worker that needs it); "
+        "the runtimes the cache's models needed at their last load are imported too, in place of "
+        "the default when this is not given",
         choices=PRELOADABLE_RUNTIMES,
     )
     max_concurrency: int = _setting(
@@ -357,6 +359,8 @@ class Config:
         maximum=1000,
     )
     notices: tuple[str, ...] = ()  # what the server logs once at start: ignored properties keys
+    # set by load_config: preload_runtimes was given, so the cache's runtimes only add to it
+    preload_runtimes_given: bool = False
     # the tokens file's (token, tenant) pairs, read by load_config; never shown
     tenant_tokens: tuple[tuple[str, str], ...] = dataclasses.field(default=(), repr=False)
     # the size settings above, parsed once; the settings keep the text as given, for messages

@@ -83,3 +83,16 @@ def test_a_restored_models_runtime_is_preloaded(store: Path, tmp_path: Path) -> 
         assert imported(server) == ["sklearn", "onnxruntime"]
         answered = httpx.post(f"{server.url}/predictions/kept", json=ROWS, timeout=60)
         assert answered.status_code == 200, answered.text
+
+
+def test_without_preload_runtimes_the_cache_chooses_them(store: Path, tmp_path: Path) -> None:
+    """The default list is a guess for an empty cache: once the cache knows its models need
+    scikit-learn alone, a restart's template imports it and none of the others."""
+    args = testing.serve_args(store, tmp_path / "cache", workers=1, memory_budget="2GiB")
+    server = testing.RunningServer(args, tmp_path)
+    with server:
+        assert imported(server) == ["sklearn", "xgboost", "lightgbm", "onnxruntime"]
+        answered = httpx.post(f"{server.url}/models/iris.pkl/invoke", json=ROWS, timeout=60)
+        assert answered.status_code == 200, answered.text
+    with server:
+        assert imported(server) == ["sklearn"]
