@@ -4,9 +4,10 @@ for a first start on a fresh folder and for restarts on the folder a previous st
     .venv/bin/python benchmarks/peers/ts_restart.py [--server-core 0] [--restarts 3]
 
 The servers alternate, one start each in turn, so a neighbour's load on a shared machine falls
-on both. modelhost runs with its default `--preload-runtimes`, unless `--preload-runtimes` says
-otherwise; TorchServe as `ts_side_by_side.py` starts it, the model named by `--models`. Results
-go to benchmarks/results/ts-restart-<date>.{json,md}.
+on both. modelhost runs without `--preload-runtimes` (its default list on a fresh folder, the
+runtimes its disk index recorded on a restart), unless `--preload-runtimes` names some;
+TorchServe as `ts_side_by_side.py` starts it, the model named by `--models`. Results go to
+benchmarks/results/ts-restart-<date>.{json,md}.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from _common import RESULTS, machine, markdown_table, write_results  # noqa: E40
 from race import _running  # noqa: E402
 from ts_side_by_side import MODEL, modelhost_launch, torchserve_launch  # noqa: E402
 
-from modelhost.config import Config  # noqa: E402
 from modelhost.testing import torchserve  # noqa: E402
 
 Make = Callable[[Path, Path], Any]
@@ -66,7 +66,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="fresh folders, each server")
     parser.add_argument("--restarts", type=int, default=2, help="restarts on each folder")
     parser.add_argument(
-        "--preload-runtimes", default=",".join(Config().preload_runtimes), help="modelhost's"
+        "--preload-runtimes", default="", help="modelhost's (empty: not given, its default)"
     )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
