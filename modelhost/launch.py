@@ -13,6 +13,7 @@ from typing import Any
 
 from modelhost.cache.disk_index import INDEX_FILE
 from modelhost.cache.disk_runtimes import cached_runtimes
+from modelhost.cache.store_runtimes import store_runtimes
 from modelhost.config import Config
 from modelhost.errors import ConfigError
 from modelhost.records.events import EventLog
@@ -73,12 +74,14 @@ def worker_pool(config: Config, folder: Path, events: EventLog) -> WorkerPool:
     if untrusted:  # the folders a sandboxed worker may read models from
         roots = model_roots_environment(config.cache_dir, config.model_store, config.allowed_urls)
         environment |= roots
+    runtimes = preloaded_runtimes(config)
+    logger.info("the worker template preloads %s", ",".join(runtimes) or "no runtime")
     return WorkerPool(
         workers,
         config.threads_per_worker or max(1, usable_cores() // workers),
         folder,
         events,
-        preloaded_runtimes(config),
+        runtimes,
         load_timeout_s=config.worker_load_timeout_s,
         infer_timeout_s=stuck_after_s(config.default_response_timeout_s),
         environment=environment,
@@ -89,13 +92,14 @@ def worker_pool(config: Config, folder: Path, events: EventLog) -> WorkerPool:
 def preloaded_runtimes(config: Config) -> tuple[str, ...]:
     """The runtimes the cache's models needed last, with those `--preload-runtimes` names.
 
-    The default list is a guess for an empty cache: a cache that knows its runtimes replaces
-    it, so a template for TorchServe archives alone does not import scikit-learn.
+    The default list is a guess: a cache that knows its runtimes replaces it, and so does a
+    local store whose file names tell them all, so a template for TorchServe archives alone
+    does not import scikit-learn.
     """
     cached = cached_runtimes(Path(config.cache_dir) / INDEX_FILE)
-    if cached and not config.preload_runtimes_given:
-        return cached
-    return tuple(dict.fromkeys((*config.preload_runtimes, *cached)))
+    if config.preload_runtimes_given:
+        return tuple(dict.fromkeys((*config.preload_runtimes, *cached)))
+    return cached or store_runtimes(config.model_store) or config.preload_runtimes
 
 
 def setup_logging(level: str) -> None:

@@ -107,7 +107,8 @@ class Config:
         "TorchServe archives name torchserve, for other torch models torch: 177 MiB once "
         "instead of in each worker; a runtime left out is imported by each worker that needs it); "
         "the runtimes the cache's models needed at their last load are imported too, in place of "
-        "the default when this is not given",
+        "the default when this is not given, as are those a local store's file names all tell "
+        "on a fresh cache",
         choices=PRELOADABLE_RUNTIMES,
     )
     max_concurrency: int = _setting(

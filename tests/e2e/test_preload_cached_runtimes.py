@@ -96,3 +96,15 @@ def test_without_preload_runtimes_the_cache_chooses_them(store: Path, tmp_path: 
         assert answered.status_code == 200, answered.text
     with server:
         assert imported(server) == ["sklearn"]
+
+
+def test_a_fresh_cache_guesses_from_the_stores_names(tmp_path: Path) -> None:
+    """A store of pickles alone: the first start's template imports scikit-learn and none of
+    the default's other runtimes, and the start log says so."""
+    testing.iris_logreg(tmp_path / "store" / "iris.pkl")
+    args = testing.serve_args(tmp_path / "store", tmp_path / "cache", workers=1)
+    server = testing.RunningServer([*args, "--memory-budget", "2GiB"], tmp_path)
+    with server:
+        answered = httpx.post(f"{server.url}/models/iris.pkl/invoke", json=ROWS, timeout=60)
+        assert answered.status_code == 200, answered.text
+        assert "the worker template preloads sklearn\n" in server.log_text()
