@@ -88,6 +88,7 @@ async def serve_pool(config: Config, pool: WorkerPool, events: EventLog) -> int:
                 sagemaker_contract=config.sagemaker_contract,
                 tenants=tenant_rule(config),
                 keys=keys,
+                model_api=config.model_api,
             ),
             observer.usage,
             health,

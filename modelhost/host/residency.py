@@ -165,6 +165,8 @@ class Residency:
         self.memory.mark_loaded(name, worker.worker_id, footprint, loaded.load_ms)
         if loaded.reads_artifact:
             self.reading.add(name)
+        if loaded.runtimes:
+            self.disk.note_runtimes(artifact.name, loaded.runtimes)
         self.copies.open(name, self.on_loaded(name, loaded.batches), worker)
 
     async def make_room(self, name: str, size: int, tenant: str = "") -> Resident:

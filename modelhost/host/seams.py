@@ -95,6 +95,9 @@ class Disk(Protocol):
 
     def delete(self, name: str, reason: str) -> None: ...
 
+    def note_runtimes(self, name: str, runtimes: tuple[str, ...]) -> None:
+        """The runtimes `name` needed at its load: the next start preloads them."""
+
     def attach(self, in_use: Callable[[str], bool]) -> None: ...
 
     def close(self) -> None: ...

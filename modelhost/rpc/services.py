@@ -64,7 +64,7 @@ def rpc_servers(
             )
         )
     if config.grpc_management_port:
-        management = TorchServeManagementServicer(host, access)
+        management = TorchServeManagementServicer(host, access, config.model_api)
         handlers = method_handlers(TS_MANAGEMENT_SERVICE, management, calls)
         address = config.management_host or config.host
         port = config.grpc_management_port

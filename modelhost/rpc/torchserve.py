@@ -143,8 +143,8 @@ def _failed(request: Any, error: ModelhostError) -> Any:
 class TorchServeManagementServicer:
     """ManagementAPIsService: each answers TorchServe's `msg`, the REST answer's message or JSON."""
 
-    def __init__(self, host: ModelHost, access: Access) -> None:
-        self.models = TorchServeModels(host)
+    def __init__(self, host: ModelHost, access: Access, model_api: bool = True) -> None:
+        self.models = TorchServeModels(host, model_api)
         self.access = access
 
     async def RegisterModel(self, request: Any, context: Context, call: Call) -> Any:

@@ -71,6 +71,7 @@ class Loaded(Message, frozen=True, kw_only=True):
     pure: bool = False  # a request may run twice harmlessly
     fast_copy_written: int = 0
     fast_copy_read: bool = False
+    runtimes: tuple[str, ...] = ()  # the preloadable runtimes it needed (handlers/preload.py)
 
 
 class Unloaded(Message, frozen=True):

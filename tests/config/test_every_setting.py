@@ -111,6 +111,8 @@ EFFECTS: dict[str, str] = {
     "--token-auth": "e2e/test_torchserve_tokens.py::test_inference_api_with_incorrect_token",
     "--token-expiration-min": "protocols/test_keys.py::test_keys_expire_but_the_api_key_renews_them",
     "disable_token_authorization": "e2e/test_torchserve_tokens.py::test_disable_token_authorization",
+    "enable_model_api": "e2e/test_torchserve_model_api.py::test_register_model",
+    "--model-api": "e2e/test_torchserve_model_api.py::test_register_model_failing",
     "enable_token_authorization": CONFIG
     + "test_token_authorization_is_on_as_torchserve_turns_it_on",
     "token_expiration_min": CONFIG + "test_token_expiration_min_maps",
@@ -200,7 +202,6 @@ NOTICED = {
     "metrics_config",
     "enable_metrics_api",
     "disable_system_metrics",
-    "enable_model_api",
     "limit_max_image_pixels",
     "enable_grpc_ssl",
 }

@@ -254,6 +254,9 @@ class FakeDisk:
     def delete(self, name: str, reason: str) -> None:
         self._artifacts.pop(name, None)
 
+    def note_runtimes(self, name: str, runtimes: tuple[str, ...]) -> None:
+        """The next start's template is the worker pool's, not this machine's."""
+
 
 class FakeEvents(EventLog):
     """Events dropped: the machine checks the records, not the log."""
