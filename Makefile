@@ -51,7 +51,7 @@ test-vision: setup  ## $(VISION_VENV) for TorchServe's vision handler tests (the
 
 $(VISION_VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VISION_VENV)
-	$(VISION_VENV)/bin/python -m pip install --quiet $(VISION_TORCH) -e '.[torchserve-handlers]' captum
+	$(VISION_VENV)/bin/python -m pip install --quiet $(VISION_TORCH) -e '.[torchserve-vision]'
 	touch $@
 
 test-tools:  ## promtool, chromium and nginx, which the observability and fleet tests drive (apt-get, as root)

@@ -181,6 +181,7 @@ def h2load(
         "requests_per_s": len(times_us) / elapsed_s,
         "latency_ms": {
             "p50": _quantile(times_us, 0.5) / 1000,
+            "p90": _quantile(times_us, 0.9) / 1000,
             "p99": _quantile(times_us, 0.99) / 1000,
         },
         "error_count": sum(status != "200" for status in statuses),

@@ -2,10 +2,12 @@
 
 In process, no server: the models are written by a child, the runtimes imported, and then a
 worker is forked per round, as the template forks them; half the rounds confine it first
-(modelhost/workers/sandbox.py). Each worker loads and unloads every model `--cycles` times, then
-answers `--hits` one-row requests per model through `Worker.infer`. Rounds alternate, so drift on
-a shared machine hits both. Reported per model and mode: the medians of a load and of a hit, and
-a hit's p99.
+(modelhost/workers/sandbox.py), reading the models from its view (modelhost/workers/views.py).
+Each worker loads and unloads every model `--cycles` times, then answers `--hits` one-row
+requests per model through `Worker.infer`. Rounds alternate, so drift on a shared machine hits
+both. Reported per model and mode: the medians of a load and of a hit, and a hit's p99; and, for
+a sandboxed worker, the frontend's linking of the artifact into the view and out again, which
+each load adds.
 
     python benchmarks/sandbox_cost.py
     python benchmarks/sandbox_cost.py --rounds 6 --cycles 40 --hits 5000
@@ -31,6 +33,7 @@ from modelhost import testing
 from modelhost.workers.messages import Infer, Item, Load, Unload
 from modelhost.workers.sandbox import Untrusted, support
 from modelhost.workers.template import import_runtimes
+from modelhost.workers.views import Views
 from modelhost.workers.worker import Worker
 
 BODY = json.dumps(testing.iris_rows(1)).encode()
@@ -73,9 +76,11 @@ def child(sandboxed: bool, models: dict[str, Path], args: argparse.Namespace) ->
     """One worker's figures: its confinement's time, then each model's loads and hits."""
     ours, theirs = socket.socketpair()
     confine_ms = 0.0
-    if sandboxed:
+    if sandboxed:  # the models in the view, as the frontend shows them
+        views = Views(args.root)
+        models = {k: Path(views.show(os.getpid(), k, str(p), None)[0]) for k, p in models.items()}
         started = time.perf_counter()
-        refused = Untrusted(support(), (str(args.root),)).confine(args.root)
+        refused = Untrusted(support(), str(views.root)).confine(args.root)
         confine_ms = (time.perf_counter() - started) * 1000
         assert not refused, refused
     worker = Worker(ours, 1, threads=1)
@@ -103,11 +108,26 @@ def in_fork(sandboxed: bool, models: dict[str, Path], args: argparse.Namespace) 
     return result
 
 
+def view_ms(models: dict[str, Path], args: argparse.Namespace) -> dict[str, float]:
+    """Per model, the median of linking its artifact into a view and removing it again."""
+    views, pid, medians = Views(args.root), 1, {}
+    for kind, path in models.items():
+        spent = []
+        for _ in range(args.cycles):
+            started = time.perf_counter()
+            views.show(pid, kind, str(path), None)
+            views.hide(pid, kind)
+            spent.append((time.perf_counter() - started) * 1000)
+        medians[kind] = statistics.median(spent)
+    views.close()
+    return medians
+
+
 def p99(values: list[float]) -> float:
     return sorted(values)[int(len(values) * 0.99)]
 
 
-def rows_of(runs: dict[bool, list[dict[str, Any]]]) -> list[list[Any]]:
+def rows_of(runs: dict[bool, list[dict[str, Any]]], views: dict[str, float]) -> list[list[Any]]:
     rows = []
     for kind in MODELS:
         for sandboxed in (False, True):
@@ -115,7 +135,9 @@ def rows_of(runs: dict[bool, list[dict[str, Any]]]) -> list[list[Any]]:
             hits = [v for run in runs[sandboxed] for v in run["models"][kind]["hit_us"]]
             mode = "sandboxed" if sandboxed else "plain"
             load = round(statistics.median(loads), 2)
-            rows.append([kind, mode, load, round(statistics.median(hits), 1), round(p99(hits), 1)])
+            view = round(views[kind], 3) if sandboxed else 0.0
+            hit, hit_p99 = round(statistics.median(hits), 1), round(p99(hits), 1)
+            rows.append([kind, mode, load, view, hit, hit_p99])
     return rows
 
 
@@ -140,10 +162,11 @@ def main() -> None:
         for sandboxed in (False, True):
             runs[sandboxed].append(in_fork(sandboxed, models, args))
     confine_ms = statistics.median(run["confine_ms"] for run in runs[True])
-    header = ["model", "worker", "load p50 (ms)", "hit p50 (µs)", "hit p99 (µs)"]
-    table = markdown_table(header, rows_of(runs))
+    views = view_ms(models, args)
+    header = ["model", "worker", "load p50 (ms)", "view p50 (ms)", "hit p50 (µs)", "hit p99 (µs)"]
+    table = markdown_table(header, rows_of(runs, views))
     settings = {key: str(value) for key, value in vars(args).items()}
-    results = {"settings": settings, "confine_ms": confine_ms, "runs": runs}
+    results = {"settings": settings, "confine_ms": confine_ms, "view_ms": views, "runs": runs}
     path = write_results("sandbox_cost", results, table)
     print(table)
     print(f"\na worker's confinement, once at its start: {confine_ms:.2f} ms (median)")

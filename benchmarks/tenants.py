@@ -18,9 +18,11 @@ Per mode:
   (unequal numbers: first come, first served shares by clients), on copies of one forest (own
   models) and on one model they share, each request --fair-rows rows so that the server, not
   the load generator, is what they wait for, on a second server of `--batch-size 1` (else one
-  batch serves all a tenant's waiting requests, and no tenant stays backlogged); Jain's index
-  of their requests/s (1: equal shares);
-- weights (on only): the same three tenants weighted 1:2:4 by a tenants file, --fair-clients
+  batch serves all a tenant's waiting requests, and no tenant stays backlogged); the fewest
+  clients are three, since a tenant's two batches running or in a worker's pipe and one
+  waiting keep it backlogged, as the fair share assumes; Jain's index of their requests/s (1:
+  equal shares);
+- weights (on only): three other tenants, weighted 1:2:4 by a tenants file, --fair-clients
   each as equal as their sum allows, each on four forests of its own; their shares of the
   requests/s.
 
@@ -63,6 +65,7 @@ QUIET_PRIORITY = 10  # SCHED_FIFO: ahead of every ordinary process on the client
 LEAD_S = 2.0  # for the load's processes to fork and make their clients, then start together
 MODES = {"off": [], "on": ["--tenant-from", "header"]}
 WEIGHTS = (1, 2, 4)
+WEIGHTED = "weighted"  # the weights scenario's tenants, apart from the equally weighted ones
 WEIGHTED_MODELS = 4  # a tenant's models: one model holds one batch a worker thread at a time
 TABLE = [
     "mode",
@@ -110,7 +113,7 @@ def _parse_args() -> argparse.Namespace:
     parser.add_argument("--forest-mib", type=float, default=1.0)
     parser.add_argument("--burst", type=int, default=40, help="requests to one cold forest")
     parser.add_argument("--cold-mib", type=float, default=8.0)
-    parser.add_argument("--fair-clients", type=int, nargs=3, default=[2, 6, 12])
+    parser.add_argument("--fair-clients", type=int, nargs=3, default=[3, 6, 12])
     parser.add_argument("--fair-rows", type=int, default=64, help="rows a fairness request")
     parser.add_argument("--server-core", default="1")
     parser.add_argument("--client-core", default="0")
@@ -178,7 +181,7 @@ def bench_mode(
         if mode == "on":
             equal = [sum(args.fair_clients) // 3] * 3
             own = [[n for n in weighted_names() if n.startswith(f"fair-{i}/")] for i in range(3)]
-            fair["weights 1:2:4"] = fairness(url, args, own, equal)
+            fair["weights 1:2:4"] = fairness(url, args, own, equal, WEIGHTED)
     run = {"mode": mode, "round": round_, "scenarios": scenarios, "fairness": fair}
     print(render([run]), flush=True)
     return run
@@ -234,15 +237,15 @@ def scenario(
 
 
 def weights_file(scratch: Path) -> Path:
-    """The fairness tenants weighted 1:2:4; equal weights matter only where they are asked."""
+    """The weights scenario's tenants weighted 1:2:4; the fairness tenants keep equal weights."""
     path = scratch / "tenants.toml"
-    tables = [f'[tenants."fair-{i}"]\nweight = {w}\n' for i, w in enumerate(WEIGHTS)]
+    tables = [f'[tenants."{WEIGHTED}-{i}"]\nweight = {w}\n' for i, w in enumerate(WEIGHTS)]
     path.write_text("\n".join(tables))
     return path
 
 
 def fairness(
-    url: str, args: argparse.Namespace, names: list[Any], clients: list[int]
+    url: str, args: argparse.Namespace, names: list[Any], clients: list[int], tenant: str = "fair"
 ) -> dict[str, Any]:
     """Three tenants backlogged on `names` (a model or a list of models each, the same cost);
     their requests/s and Jain's index."""
@@ -251,7 +254,7 @@ def fairness(
     with concurrent.futures.ProcessPoolExecutor(3, mp_context=context) as pool:
         futures = [
             pool.submit(
-                closed_loop, url, f"fair-{i}", _listed(name), count, args, start_at, 0, "rows"
+                closed_loop, url, f"{tenant}-{i}", _listed(name), count, args, start_at, 0, "rows"
             )
             for i, (name, count) in enumerate(zip(names, clients, strict=True))
         ]

@@ -90,6 +90,7 @@ async def serve_pool(config: Config, pool: WorkerPool, events: EventLog) -> int:
                 sagemaker_contract=config.sagemaker_contract,
                 tenants=tenant_rule(config),
                 keys=keys,
+                model_api=config.model_api,
             ),
             observer.usage,
             health,
@@ -129,7 +130,7 @@ async def serve_rpc_beside(
         for each in rpc:
             await each.start()
             await each.serving()
-            logger.info("serving gRPC on %s", each.address)
+            logger.info("serving gRPC on %s (%s)", each.address, each.front)
         await serve_beside(server, beside)
     finally:
         await asyncio.gather(*(each.stop() for each in rpc))
@@ -306,6 +307,7 @@ def build_host(
         model_tenant=model_tenant(config),
         why_untrusted=trust.why_untrusted,
         devices=device_tier(config, pool),
+        views=pool.views,
     )
     host.connect()  # the pool started first, for the baseline
     return host

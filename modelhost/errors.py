@@ -17,6 +17,7 @@ ModelhostError
 │   ├── TenantNotFound           or tenants are off
 │   ├── Unauthorized             no management token
 │   └── Forbidden                not loopback, or a URL outside the store
+│       └── ModelApiDisabled     registration off (TorchServe's enable_model_api)
 ├── CapacityError
 │   ├── InsufficientMemory
 │   │   └── InsufficientDeviceMemory   names the device
@@ -49,6 +50,7 @@ class ModelhostError(Exception):
     """Base of every error modelhost raises on purpose."""
 
     retry_after_s = 1  # the pause a client is told to take, where its status invites a retry
+    type_name = ""  # the error body's type; empty: the class's name
 
 
 class ConfigError(ModelhostError):
@@ -114,6 +116,10 @@ class Unauthorized(RequestError):
 
 class Forbidden(RequestError):
     pass
+
+
+class ModelApiDisabled(Forbidden):
+    type_name = "MethodNotAllowedException"  # TorchServe's, as its clients read it
 
 
 class CapacityError(ModelhostError):

@@ -11,6 +11,9 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
+from modelhost.cache.disk_index import INDEX_FILE
+from modelhost.cache.disk_runtimes import cached_runtimes
+from modelhost.cache.store_runtimes import store_runtimes
 from modelhost.config import Config
 from modelhost.errors import ConfigError
 from modelhost.records.events import EventLog
@@ -21,7 +24,7 @@ from modelhost.workers.devices import devices_environment
 from modelhost.workers.environment import worker_environment
 from modelhost.workers.pool import WorkerPool
 from modelhost.workers.pool.calls import stuck_after_s
-from modelhost.workers.sandbox import model_roots_environment
+from modelhost.workers.views import Views
 
 logger = logging.getLogger("modelhost")
 
@@ -70,20 +73,36 @@ def worker_pool(config: Config, folder: Path, events: EventLog) -> WorkerPool:
         )
     environment = worker_environment(os.environ)
     environment |= devices_environment(config.devices, config.fake_devices)
-    if untrusted:  # the folders a sandboxed worker may read models from
-        roots = model_roots_environment(config.cache_dir, config.model_store, config.allowed_urls)
-        environment |= roots
+    views = Views(Path(config.cache_dir)) if untrusted else None  # what sandboxed workers read
+    if views is not None:
+        environment |= views.environment()
+    runtimes = preloaded_runtimes(config)
+    logger.info("the worker template preloads %s", ",".join(runtimes) or "no runtime")
     return WorkerPool(
         workers,
         config.threads_per_worker or max(1, usable_cores() // workers),
         folder,
         events,
-        config.preload_runtimes,
+        runtimes,
         load_timeout_s=config.worker_load_timeout_s,
         infer_timeout_s=stuck_after_s(config.default_response_timeout_s),
         environment=environment,
         untrusted_size=untrusted,
+        views=views,
     )
+
+
+def preloaded_runtimes(config: Config) -> tuple[str, ...]:
+    """The runtimes the cache's models needed last, with those `--preload-runtimes` names.
+
+    The default list is a guess: a cache that knows its runtimes replaces it, and so does a
+    local store whose file names tell them all, so a template for TorchServe archives alone
+    does not import scikit-learn.
+    """
+    cached = cached_runtimes(Path(config.cache_dir) / INDEX_FILE)
+    if config.preload_runtimes_given:
+        return tuple(dict.fromkeys((*config.preload_runtimes, *cached)))
+    return cached or store_runtimes(config.model_store) or config.preload_runtimes
 
 
 def setup_logging(level: str) -> None:

@@ -10,6 +10,12 @@ measured run, three at 16), and stopped. Writes benchmarks/results/race-<date>.j
                                                      # adding torchserve-batch mms-batch ...)
     .venv/bin/python benchmarks/peers/race.py --servers mms --concurrency 1 16 --duration 2 \
         --warmup 1 --runs-at-16 1                   # a smoke run
+    .venv/bin/python benchmarks/peers/race.py --protocol grpc --servers modelhost torchserve \
+        mlserver                                    # their gRPC ports, loaded by h2load
+
+Over gRPC each server is checked by one call of a real client (h2load counts a gRPC error as
+a success: its HTTP status is 200), then loaded with the same unary call by h2load, a
+connection per user, as benchmarks/grpc_path.py loads modelhost.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
 
 from _common import RESULTS, add_serve_arg, machine, markdown_table, median, write_results  # noqa: E402
+from grpc_path import ensure_h2load, grpc_frame, h2load  # noqa: E402
 from hot_path import ensure_wrk, parse_wrk  # noqa: E402
 from servers import ROW, SERVERS, Launch, Options, Server  # noqa: E402
 
@@ -44,6 +51,8 @@ Check = tuple[list[float], Any]  # a row and the model's prediction for it
 def main() -> None:
     args = _parse_args()
     ensure_wrk()
+    if args.protocol == "grpc":
+        ensure_h2load()
     options = Options(args.serve_arg, args.batch_size, args.batch_delay_ms)
     logs = RESULTS / time.strftime("race-%Y%m%d-%H%M%S-logs")
     logs.mkdir(parents=True)
@@ -65,7 +74,8 @@ def main() -> None:
         ]
     table = _markdown(results)
     settings = {**vars(args), "logs": str(logs)}
-    path = write_results("race", {"settings": settings, "servers": results}, table)
+    name = "race" if args.protocol == "rest" else "race-grpc"
+    path = write_results(name, {"settings": settings, "servers": results}, table)
     print("\n" + table)
     print(f"\nraw results: {path}")
     failed = [result["server"] for result in results if "error" in result]
@@ -76,6 +86,9 @@ def main() -> None:
 def _parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--servers", nargs="+", default=DEFAULT_SERVERS, choices=list(SERVERS))
+    parser.add_argument(
+        "--protocol", choices=["rest", "grpc"], default="rest", help="grpc: the gRPC ports"
+    )
     parser.add_argument("--concurrency", nargs="+", type=int, default=[1, 4, 16, 64])
     parser.add_argument("--duration", type=int, default=15, help="seconds per measured run")
     parser.add_argument("--warmup", type=int, default=5, help="seconds of discarded warm-up")
@@ -132,6 +145,8 @@ def _race_server(
     with _running(launch, args.server_core, log) as life:
         _check_predictions(server, launch, checks)
         print(f"{server.name}: ready in {life['startup_s']:.1f} s; {len(checks) + 1} answers right")
+        if args.protocol == "grpc":
+            _check_grpc(launch)
         runs = _load(server.name, launch, args)
     return {
         "server": server.name,
@@ -147,12 +162,13 @@ def _race_server(
 
 
 def _load(name: str, launch: Launch, args: argparse.Namespace) -> list[dict[str, Any]]:
+    load = _h2load if args.protocol == "grpc" else _wrk
     runs = []
     for connections in args.concurrency:
-        _wrk(launch, connections, args.warmup, args.wrk_core)
+        load(launch, connections, args.warmup, args.wrk_core)
         repeats = args.runs_at_16 if connections == 16 else 1
         for repeat in range(repeats):
-            result = _wrk(launch, connections, args.duration, args.wrk_core)
+            result = load(launch, connections, args.duration, args.wrk_core)
             runs.append({"server": name, "concurrency": connections, "run": repeat, **result})
             print(_row_text(runs[-1]), flush=True)
     return runs
@@ -163,6 +179,28 @@ def _wrk(launch: Launch, connections: int, duration_s: int, core: str) -> dict[s
     command += ["--latency", "-s", str(launch.lua), launch.url]
     done = subprocess.run(command, capture_output=True, text=True, check=True)
     return {**parse_wrk(done.stdout), "wrk_command": command, "wrk_output": done.stdout}
+
+
+def _h2load(launch: Launch, connections: int, duration_s: int, core: str) -> dict[str, Any]:
+    """h2load's run of the server's gRPC call, in wrk's terms (requests/s and latencies)."""
+    assert launch.grpc is not None
+    request = launch.cwd / "grpc_request.bin"
+    request.write_bytes(grpc_frame(launch.grpc.message))
+    url = f"http://127.0.0.1:{launch.grpc.port}{launch.grpc.path}"
+    return h2load(url, request, connections, duration_s, argparse.Namespace(wrk_core=core))
+
+
+def _check_grpc(launch: Launch) -> None:
+    """One call of the server's gRPC method by a real client: it must answer OK."""
+    import grpc
+
+    if launch.grpc is None:
+        raise RuntimeError("this server has no gRPC port in the race")
+    with grpc.insecure_channel(f"127.0.0.1:{launch.grpc.port}") as channel:
+        call = channel.unary_unary(launch.grpc.path)
+        answer = call(launch.grpc.message, timeout=60, wait_for_ready=True)
+    if not answer:
+        raise RuntimeError(f"{launch.grpc.path} answered an empty message")
 
 
 def _check_predictions(server: Server, launch: Launch, checks: list[Check]) -> None:

@@ -3,8 +3,9 @@
 Every server gets a work folder, a copy of the same iris model and free loopback ports, and is
 described by a `Launch`: the command (the runner pins it), its environment, the URL and wrk
 script to load it with, the body of one request, and an optional step to run once the process
-answers (TorchServe and MMS register the model through their management API there). Settings
-that differ from a server's defaults are listed in README.md beside this file.
+answers (TorchServe and MMS register the model through their management API there), and for
+the servers with a gRPC port (modelhost, TorchServe, MLServer) the call to load it with over
+gRPC. Settings that differ from a server's defaults are listed in README.md beside this file.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ POST_LUA = BENCHMARKS / "post.lua"
 V2_LUA = PEERS_DIR / "lua" / "v2_infer.lua"
 ROW = [5.1, 3.5, 1.4, 0.2]  # the row post.lua and lua/v2_infer.lua send
 MODEL_NAME = "iris"
+OIP_INFER = "/inference.GRPCInferenceService/ModelInfer"
+TS_PREDICTIONS = "/org.pytorch.serve.grpc.inference.InferenceAPIsService/Predictions"
 
 
 def row_body(row: list[float]) -> bytes:
@@ -40,6 +43,33 @@ def v2_body(row: list[float]) -> bytes:
     """MLServer's V2 inference request: one FP64 tensor of shape [1, 4]."""
     tensor = {"name": "predict", "shape": [1, len(row)], "datatype": "FP64", "data": row}
     return json.dumps({"inputs": [tensor]}).encode()
+
+
+def oip_infer(model: str, tensor: str) -> bytes:
+    """An OIP ModelInferRequest of ROW: one FP64 tensor of shape [1, 4], typed contents."""
+    from modelhost.rpc.messages import message
+
+    request = message("inference.ModelInferRequest")(model_name=model)
+    request.inputs.add(name=tensor, datatype="FP64", shape=[1, len(ROW)])
+    request.inputs[0].contents.fp64_contents.extend(ROW)
+    return bytes(request.SerializeToString())
+
+
+def ts_predictions() -> bytes:
+    """TorchServe's PredictionsRequest of ROW, the body its REST API takes under "data"."""
+    from modelhost.rpc.messages import message
+
+    request = message("org.pytorch.serve.grpc.inference.PredictionsRequest")
+    return bytes(request(model_name=MODEL_NAME, input={"data": row_body(ROW)}).SerializeToString())
+
+
+@dataclass
+class GrpcCall:
+    """A unary gRPC call to load a server with: its port, method path and request message."""
+
+    port: int
+    path: str
+    message: bytes
 
 
 @dataclass(kw_only=True)
@@ -54,6 +84,7 @@ class Launch:
     env: dict[str, str] = field(default_factory=dict)
     after_start: Callable[[], None] | None = None  # e.g. register the model
     ready_url: str = ""  # a GET that answers once the process listens; else the POST itself
+    grpc: GrpcCall | None = None  # the server's gRPC inference call, if it has a gRPC port
 
     @property
     def body(self) -> bytes:
@@ -109,9 +140,9 @@ def _modelhost(work: Path, model: Path, options: Options) -> Launch:
     store = work / "store"
     store.mkdir()
     shutil.copy(model, store / "iris.joblib")
-    (port,) = free_ports(1)
+    port, grpc = free_ports(2)
     argv = [sys.executable, "-m", "modelhost", "serve", "--model-store", str(store)]
-    argv += ["--workers", "1", "--cache-dir", str(work / "cache")]
+    argv += ["--workers", "1", "--cache-dir", str(work / "cache"), "--grpc-port", str(grpc)]
     argv += ["--host", "127.0.0.1", "--port", str(port), *options.serve_args]
     base = f"http://127.0.0.1:{port}"
     return Launch(
@@ -121,6 +152,7 @@ def _modelhost(work: Path, model: Path, options: Options) -> Launch:
         encode=row_body,
         cwd=work,
         ready_url=f"{base}/ping",
+        grpc=GrpcCall(grpc, OIP_INFER, oip_infer("iris.joblib", "input-0")),
     )
 
 
@@ -159,7 +191,7 @@ def _archive_server(peer: str, batched: bool) -> Callable[[Path, Path, Options],
         venv = peer_venv(peer)
         store = work / "store"
         _archive(peer, venv, model, work, store)
-        inference, management, metrics = free_ports(3)
+        inference, management, metrics, grpc, grpc_management = free_ports(5)
         config = [
             f"inference_address=http://127.0.0.1:{inference}",
             f"management_address=http://127.0.0.1:{management}",
@@ -167,6 +199,8 @@ def _archive_server(peer: str, batched: bool) -> Callable[[Path, Path, Options],
         if peer == "torchserve":
             config += [
                 f"metrics_address=http://127.0.0.1:{metrics}",
+                f"grpc_inference_port={grpc}",
+                f"grpc_management_port={grpc_management}",
                 "disable_token_authorization=true",  # else every request needs a bearer token
                 "enable_model_api=true",  # lets the management API register the model
             ]
@@ -189,6 +223,7 @@ def _archive_server(peer: str, batched: bool) -> Callable[[Path, Path, Options],
             env=env,
             after_start=register,
             ready_url=f"http://127.0.0.1:{inference}/ping",
+            grpc=GrpcCall(grpc, TS_PREDICTIONS, ts_predictions()) if peer == "torchserve" else None,
         )
 
     return launch
@@ -293,6 +328,7 @@ def _mlserver(batched: bool) -> Callable[[Path, Path, Options], Launch]:
             cwd=work,
             env=env,
             ready_url=f"{base}/v2/health/live",
+            grpc=GrpcCall(grpc, OIP_INFER, oip_infer(MODEL_NAME, "predict")),
         )
 
     return launch

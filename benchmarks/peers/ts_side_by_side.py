@@ -49,7 +49,8 @@ def modelhost_launch(work: Path, store: Path, preload: str) -> tuple[Launch, Loa
     (port,) = free_ports(1)
     argv = [sys.executable, "-m", "modelhost", "serve", "--model-store", str(store)]
     argv += ["--cache-dir", str(work / "cache"), "--workers", "1", "--host", "127.0.0.1"]
-    argv += ["--port", str(port), "--memory-budget", "4GiB", "--preload-runtimes", preload]
+    argv += ["--port", str(port), "--memory-budget", "4GiB"]
+    argv += ["--preload-runtimes", preload] if preload else []  # empty: modelhost's default
     url = f"http://127.0.0.1:{port}/predictions/{MODEL}.mar"
 
     def load_more(name: str) -> None:  # a model loads on its first request

@@ -32,12 +32,13 @@ class FrequencySketch:
         self.recorded = 0
 
     def _slots(self, name: str) -> list[int]:
-        packed = _hashes(name, self.depth)
-        return [(packed >> (32 * i) & 0xFFFFFFFF) % self.width for i in range(self.depth)]
+        packed, width = _hashes(name, self.depth), self.width
+        return [(packed >> shift & 0xFFFFFFFF) % width for shift in range(0, 32 * self.depth, 32)]
 
     def record(self, name: str) -> None:
         for row, slot in zip(self.rows, self._slots(name), strict=True):
-            row[slot] = min(COUNTER_MAX, row[slot] + 1)
+            if row[slot] < COUNTER_MAX:
+                row[slot] += 1
         self.recorded += 1
         if self.recorded >= self.sample_size:
             self._halve()

@@ -193,6 +193,9 @@ class DiskTier:
         """Wait until every folder deleted so far is gone."""
         await self.budget.settled()
 
+    def note_runtimes(self, name: str, runtimes: tuple[str, ...]) -> None:
+        self.index.note_runtimes(name, runtimes)
+
     def delete(self, name: str, reason: str) -> None:
         """Delete `name`'s entry and fast copy; a file read in place stays."""
         self.budget.delete(name, reason)

@@ -17,6 +17,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from modelhost.cache.disk_runtimes import SET_RUNTIMES, joined, migrate_runtimes
 from modelhost.cache.disk_tenants import OLDEST_OF_TENANT, TENANT_BYTES, TENANTS_HELD, migrate
 from modelhost.cache.index_writer import BUSY_TIMEOUT_S, IndexWriter, Write, is_locked, locked_error
 
@@ -165,6 +166,7 @@ class DiskIndex:
         writing.execute("PRAGMA synchronous = NORMAL")
         writing.executescript(SCHEMA)
         migrate(writing)
+        migrate_runtimes(writing)
         writing.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
         self.connection = sqlite3.connect(path, 0, isolation_level=None)  # reads: a WAL never waits
         self.totals = Totals(self.connection)
@@ -232,6 +234,10 @@ class DiskIndex:
     def vouch(self, name: str, checked_at: float) -> None:
         query = "UPDATE artifacts SET checked_at = ? WHERE name = ?"
         self._keep(Write(query, [(checked_at, name)]))
+
+    def note_runtimes(self, name: str, runtimes: tuple[str, ...]) -> None:
+        """The runtimes `name` needed at its load, for the next start's template."""
+        self._keep(Write(SET_RUNTIMES, [(joined(runtimes), name)]))
 
     def _keep(self, write: Write) -> None:
         """Queued, and tried again while the index is locked, until it applies."""

@@ -18,9 +18,11 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "onnx": ("onnxruntime",),
     "torch": ("torch",),
     "huggingface": ("transformers", "safetensors", "tokenizers", "torch"),
-    "torchserve-handlers": ("ts", "torch", "yaml"),
+    "torchserve-handlers": ("ts", "torch", "yaml", "captum"),
+    "torchserve-vision": ("ts", "torch", "yaml", "captum", "torchvision"),
     "tensorflow": ("tensorflow",),
     "ray": ("ray",),  # for modelhost.integrations.ray_serve
+    "grpc-native": ("pygrpc_native",),  # the gRPC inference port's front (rpc/fronts.py)
 }
 COMMAND_EXTRAS: dict[str, str] = {
     "bench": "toolkit",

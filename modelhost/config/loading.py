@@ -93,8 +93,12 @@ def load_config(
         values.setdefault("restore_registered", True)
     if props_path and values.get("management_api") != "mms":  # TorchServe 0.11's default
         values.setdefault("token_auth", True)
+        values.setdefault("model_api", False)
     tokens = tenant_tokens(values.get("tenant_from", ""), values.get("tenant_tokens_file", ""), cwd)
-    config = Config(**values, notices=tuple(notices), tenant_tokens=tokens)
+    given = "preload_runtimes" in values
+    config = Config(
+        **values, notices=tuple(notices), tenant_tokens=tokens, preload_runtimes_given=given
+    )
     _refuse_unsupported(config)
     check_tenants_file(config, cwd)
     return config

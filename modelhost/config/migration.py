@@ -55,8 +55,6 @@ _PROPS_NOTICES = {
     "metrics_config": "has no meaning here: modelhost's metrics are fixed (docs/observability.md)",
     "enable_metrics_api": "has no switch here: GET /metrics is always served",
     "disable_system_metrics": "has no switch here: modelhost reports memory and CPU always",
-    "enable_model_api": "has no switch here: the management API is on when management_port is "
-    "set; calls need loopback or --management-token",
     "limit_max_image_pixels": "has no meaning here: no built-in handler decodes images",
     "enable_grpc_ssl": "has no switch here: gRPC uses TLS whenever certificate_file and "
     "private_key_file are set, as HTTP does",

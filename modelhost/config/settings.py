@@ -120,7 +120,10 @@ class Config:
         PRELOADABLE_RUNTIMES[:4],
         "runtimes the worker template imports where installed, shared by every worker (for "
         "TorchServe archives name torchserve, for other torch models torch: 177 MiB once "
-        "instead of in each worker; a runtime left out is imported by each worker that needs it)",
+        "instead of in each worker; a runtime left out is imported by each worker that needs it); "
+        "the runtimes the cache's models needed at their last load are imported too, in place of "
+        "the default when this is not given, as are those a local store's file names all tell "
+        "on a fresh cache",
         choices=PRELOADABLE_RUNTIMES,
     )
     max_concurrency: int = _setting(
@@ -266,6 +269,12 @@ class Config:
         minimum=0,
         maximum=65535,
     )
+    grpc_front: str = _setting(
+        "auto",
+        "what serves the gRPC inference port: pygrpc-native (needs modelhost[grpc-native]), "
+        "grpc.aio, or auto, pygrpc-native where it is installed",
+        choices=("auto", "pygrpc-native", "grpc.aio"),
+    )
     grpc_max_streams: int = _setting(
         128,
         "calls a gRPC connection may have open at once (HTTP/2 MAX_CONCURRENT_STREAMS)",
@@ -280,6 +289,15 @@ class Config:
         "--grpc-max-connections; more are closed at once",
         minimum=0.001,
     )
+    grpc_connection_idle_s: float = _setting(
+        300.0, "seconds a gRPC connection may stay with no call open before GOAWAY", minimum=0.001
+    )
+    grpc_connection_age_s: float = _setting(
+        3600.0,
+        "seconds a gRPC connection may live before GOAWAY; its calls then have "
+        "--drain-timeout-s to finish",
+        minimum=0.001,
+    )
     management_token: str = _setting(
         "", "bearer token that allows management calls from non-loopback addresses"
     )
@@ -289,6 +307,14 @@ class Config:
         "management, an inference and an API key, and each API's calls need its key as "
         "'Authorization: Bearer <key>' (GET /token?type= with the API key renews one); on when "
         "a TorchServe config.properties is read, unless it says disable_token_authorization=true",
+    )
+    model_api: bool = _setting(
+        True,
+        "TorchServe's model API control: whether its management API (REST and gRPC) may register "
+        "and unregister models; off answers 405 (gRPC PERMISSION_DENIED), as TorchServe 0.11+ "
+        "does by default, and so off when a TorchServe config.properties is read unless it says "
+        "enable_model_api=true",
+        props="enable_model_api",
     )
     token_expiration_min: float = _setting(
         60.0,
@@ -364,6 +390,8 @@ class Config:
         maximum=1000,
     )
     notices: tuple[str, ...] = ()  # what the server logs once at start: ignored properties keys
+    # set by load_config: preload_runtimes was given, so the cache's runtimes only add to it
+    preload_runtimes_given: bool = False
     # the tokens file's (token, tenant) pairs, read by load_config; never shown
     tenant_tokens: tuple[tuple[str, str], ...] = dataclasses.field(default=(), repr=False)
     # the size settings above, parsed once; the settings keep the text as given, for messages

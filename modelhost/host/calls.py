@@ -1,11 +1,15 @@
-"""What goes into the host and comes out of it."""
+"""What goes into the host and comes out of it.
+
+Made per request, so slotted rather than frozen: a frozen dataclass's init sets each field
+through a call. Nothing changes them once made.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Invocation:
     """One request for a model, as the HTTP layer hands it over."""
 
@@ -16,7 +20,7 @@ class Invocation:
     tenant: str = ""  # "": tenants are off
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Result:
     """The model's answer, with its tier and timings for Server-Timing."""
 
@@ -27,7 +31,7 @@ class Result:
     tier: str = "host"  # the tier that answered: device | host | disk | store
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Answer:
     """A worker's answer to one request of a batch."""
 
@@ -36,7 +40,7 @@ class Answer:
     infer_ms: float  # the whole batch's
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True)  # a hit's is one shared instance
 class LoadOutcome:
     """Where a model came from for a request, and what loading it cost."""
 

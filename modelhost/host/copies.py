@@ -14,6 +14,7 @@ from modelhost.cache.memory import MemoryTier, Resident, State
 from modelhost.errors import ModelhostError, Unavailable
 from modelhost.host.changes import Changes
 from modelhost.host.manifests import Manifests, load_event
+from modelhost.host.sandboxes import Sandboxes
 from modelhost.host.seams import Disk, Pool
 from modelhost.host.under_way import UnderWay
 from modelhost.records.events import EventLog
@@ -40,9 +41,11 @@ class Copies:
         clock: Callable[[], float],
         why_untrusted: Callable[[str], str] = lambda name: "",
         leaving_worker: Callable[[str, int], None] = lambda name, worker_id: None,
+        sandboxes: Sandboxes | None = None,
     ) -> None:
         self.pool, self.memory, self.disk, self.events = pool, memory, disk, events
         self.why_untrusted = why_untrusted  # "": a trusted model, for a trusted worker
+        self.sandboxes = sandboxes or Sandboxes(memory, why_untrusted, lambda name: "")
         self.manifests, self.changes = manifests, changes
         self.deadline_s = deadline_s
         self.clock = clock
@@ -53,14 +56,19 @@ class Copies:
         self.leaving_worker = leaving_worker  # told first: a device's record of it goes too
 
     async def claim_loader(self, name: str) -> WorkerHandle:
-        """The least loaded free worker no copy of `name` is leaving; waits for one."""
+        """The least loaded free worker no copy of `name` is leaving; waits for one, and makes
+        one free where other tenants' models hold every sandboxed worker."""
         while not (free := self._free_loaders(name)):
             if not self._live_workers():
                 await self._a_worker_joins()
+            elif held := self.sandboxes.to_free(name, self._live_workers(), set(self.loaders)):
+                await self.sandboxes.empty(held)
+                self.pool.retire(held)
             else:
                 await self.changes.next()
         worker = least_loaded(free, self.memory)
         self.loaders[worker.worker_id] = self.clock()
+        self.sandboxes.take(worker, name)
         return worker
 
     def release_loader(self, worker: WorkerHandle) -> None:
@@ -81,13 +89,12 @@ class Copies:
             ) from None
 
     def _free_loaders(self, name: str) -> list[WorkerHandle]:
-        untrusted = bool(self.why_untrusted(name))
         return [
             worker
             for worker in self._live_workers()
             if worker.worker_id not in self.loaders
             and (name, worker.worker_id) not in self.leaving
-            and worker.untrusted == untrusted
+            and self.sandboxes.allows(worker, name)
         ]
 
     def leaving_of(self, name: str) -> bool:
@@ -101,13 +108,16 @@ class Copies:
     ) -> Loaded:
         """Load `name` on `worker`, with one `load` event."""
         offer = self.disk.offer_fast_copy(artifact) if self.manifests.plain(name) else None
-        request = self.manifests.load_request(name, artifact, offer)
         own_s = self.manifests.of(name).load_timeout_s
         loaded: Loaded | None = None
         report(self.events, name, LOADING)
         try:
+            request = self.manifests.load_request(name, artifact, offer)
+            request = await self.sandboxes.request(worker, request)
             loaded, _ = await self.pool.call(worker, request, Loaded, model=name, timeout_s=own_s)
         finally:
+            if loaded is None:
+                await self.sandboxes.left(worker, name)
             if offer is not None:
                 written = loaded.fast_copy_written if loaded else 0
                 self.disk.fast_copies.settle(offer, written, bool(loaded and loaded.fast_copy_read))
@@ -145,6 +155,7 @@ class Copies:
             )
         except ModelhostError:
             return Unloaded(0)
+        await self.sandboxes.left(worker, name)
         return unloaded
 
     def lose(self, resident: Resident, worker_id: int) -> None:
@@ -161,11 +172,10 @@ class Copies:
             return None
         if len(resident.workers) >= limit or resident.state is not State.LOADED:
             return None
-        untrusted = bool(self.why_untrusted(name))
         spare = [
             w
             for w in self.pool.workers.values()
-            if w.untrusted == untrusted and self._may_take(w, resident)
+            if self.sandboxes.allows(w, name) and self._may_take(w, resident)
         ]
         if name not in self.dispatchers or not spare:
             return None
@@ -174,6 +184,7 @@ class Copies:
             return None
         worker = least_loaded(spare, self.memory)
         self.loaders[worker.worker_id] = self.clock()
+        self.sandboxes.take(worker, name)
         return self.arriving.start(name, self._add(resident, artifact, worker, reason, reserved))
 
     def _may_take(self, worker: WorkerHandle, resident: Resident) -> bool:

@@ -36,6 +36,7 @@ from modelhost.scheduler.batcher import Job
 from modelhost.scheduler.dispatch import Dispatcher
 
 MAX_ACQUIRE_ATTEMPTS = 5
+HIT = LoadOutcome("hit", 0.0)  # the outcome of a request that found its model loaded
 
 
 class InvokePath:
@@ -166,7 +167,7 @@ class InvokePath:
             if resident.in_flight == 0:  # an idle model can make room for a waiting load
                 self.residency.changes.notify()
         answer: Answer = job.future.result()
-        outcome = outcome or LoadOutcome("hit", 0.0)
+        outcome = outcome or HIT
         fetched_ms = outcome.download_ms + outcome.load_ms
         timings = {
             "queue": max(0.0, (job.dispatched_at - started) * 1000 - fetched_ms),

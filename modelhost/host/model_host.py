@@ -27,6 +27,7 @@ from modelhost.host.memory_readings import MemoryReadings, PssReading, ServerPss
 from modelhost.host.queues import Queues
 from modelhost.host.registry import Registered, Registry, Versions
 from modelhost.host.residency import Residency
+from modelhost.host.sandboxes import Sandboxes
 from modelhost.host.scaling import Scaling
 from modelhost.host.seams import Disk, Pool
 from modelhost.host.shortfall import never_fits
@@ -45,6 +46,7 @@ from modelhost.records.statistics import (
 from modelhost.scheduler import ModelSchedule, SchedulerSettings
 from modelhost.units import format_bytes
 from modelhost.workers.handle import WorkerHandle
+from modelhost.workers.views import Views
 
 
 class ModelHost:
@@ -68,6 +70,7 @@ class ModelHost:
         model_tenant: Callable[[str], str] | None = None,
         why_untrusted: Callable[[str], str] = lambda name: "",
         devices: DeviceTier | None = None,
+        views: Views | None = None,
     ) -> None:
         self.pool, self.memory, self.disk, self.events = pool, memory, disk, events
         self.sagemaker_contract = sagemaker_contract
@@ -106,6 +109,7 @@ class ModelHost:
             clock=clock,
             why_untrusted=why_untrusted,
             leaving_worker=self.devices.copy_leaving,
+            sandboxes=Sandboxes(memory, why_untrusted, model_tenant or _no_tenant, views),
         )
         self.scaling = Scaling(self.copies, self.scheduling)
         self.queues = Queues(
@@ -363,6 +367,10 @@ class ModelHost:
             events=tuple(self.events.for_model(name)),
             load_progress=self.progress.of(name),
         )
+
+
+def _no_tenant(name: str) -> str:
+    return ""
 
 
 def _held(memory: MemoryTier, loads: UnderWay[LoadOutcome], name: str) -> bool:

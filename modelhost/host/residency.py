@@ -70,6 +70,7 @@ class Residency:
         self.loads: UnderWay[LoadOutcome] = UnderWay() if loads is None else loads
         self.failed_loads = FailedLoads()
         self.model_tenant = model_tenant  # None: a model is its first loader's tenant's
+        copies.sandboxes.attach(self._empty_sandbox)
 
     async def ensure_loaded(self, name: str, tenant: str = "") -> LoadOutcome:
         """Load `name` once for all callers; it is not evicted before they resume.
@@ -169,6 +170,8 @@ class Residency:
             self.devices.loaded(name, worker.worker_id, loaded)
         if loaded.reads_artifact:
             self.reading.add(name)
+        if loaded.runtimes:
+            self.disk.note_runtimes(artifact.name, loaded.runtimes)
         self.copies.open(name, self.on_loaded(name, loaded.batches), worker)
 
     async def make_room(self, name: str, size: int, tenant: str = "") -> Resident:
@@ -214,14 +217,26 @@ class Residency:
         resident = self.memory.get(name)
         if resident is None or resident.state is not State.LOADED:
             raise ModelNotLoaded(f"model {name} is not loaded")
-        self.memory.begin_unload(name)
+        if not await self._drained(resident):
+            raise ModelNotLoaded(f"model {name} was unloaded while this request waited")
+        return await self._unload_one(resident, "unload", reason)
+
+    async def _drained(self, resident: Resident) -> bool:
+        """Stop taking requests for the model, and wait for those in flight until the deadline;
+        False if it was unloaded meanwhile."""
+        self.memory.begin_unload(resident.name)
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(
                 self.changes.until(lambda: not resident.in_flight), self.deadline_s
             )
-        if not self.is_current(resident):
-            raise ModelNotLoaded(f"model {name} was unloaded while this request waited")
-        return await self._unload_one(resident, "unload", reason)
+        return self.is_current(resident)
+
+    async def _empty_sandbox(self, residents: list[Resident]) -> None:
+        """Unload a sandboxed worker's models, so that another tenant's may have it."""
+        loaded = [resident for resident in residents if resident.state is State.LOADED]
+        drained = await asyncio.gather(*(self._drained(resident) for resident in loaded))
+        victims = [resident for resident, still in zip(loaded, drained, strict=True) if still]
+        await self._unload_many(victims, "evict", "tenant_apart")
 
     async def _unload_many(
         self, victims: list[Resident], kind: str, reason: str, for_tenant: str = ""

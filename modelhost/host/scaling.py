@@ -49,8 +49,18 @@ class Scaling:
     def scale_out(self, name: str) -> None:
         """Load one more copy if the model is busy and the limit allows."""
         dispatcher = self.copies.dispatchers.get(name)
-        if dispatcher is not None and dispatcher.busy_share() >= SCALE_OUT_BUSY_SHARE:
-            self.copies.start(name, "scale_out", self._max_copies(name))
+        if dispatcher is None:
+            return
+        limit = self._max_copies(name)
+        if self._at_limit(name, limit):  # asked on every request that waits: the cheap test first
+            return
+        if dispatcher.busy_share() >= SCALE_OUT_BUSY_SHARE:
+            self.copies.start(name, "scale_out", limit)
+
+    def _at_limit(self, name: str, limit: int) -> bool:
+        """Whether the model holds as many copies as it may (`Copies.start` would refuse)."""
+        resident = self.copies.memory.get(name)
+        return resident is None or len(resident.workers) >= limit
 
     def loaded(self, make_dispatcher: Callable[[str, bool], Dispatcher]) -> OnLoaded:
         """What a first copy's load calls; the floor's other copies follow."""

@@ -27,7 +27,8 @@ def error_response(
 async def handle_modelhost_error(request: Request, error: Exception) -> Response:
     assert isinstance(error, errors.ModelhostError)
     status = status_of(error)
-    return error_response(status, type(error).__name__, str(error), error.retry_after_s)
+    type_name = error.type_name or type(error).__name__
+    return error_response(status, type_name, str(error), error.retry_after_s)
 
 
 async def handle_http_exception(request: Request, error: Exception) -> Response:

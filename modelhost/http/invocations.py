@@ -20,6 +20,7 @@ from modelhost.http.errors import error_response
 from modelhost.http.forms import form_input, is_form
 from modelhost.http.last_resort import Unhandled
 from modelhost.http.middleware import TENANT_HEADER
+from modelhost.http.whole_response import send_whole
 from modelhost.names import model_name
 from modelhost.observe.exchange import Exchange, server_timing
 from modelhost.observe.observer import Observer
@@ -141,8 +142,7 @@ class Invocations:
         exchange.bytes_out = len(result.body)
         exchange.answering = True
         reply_headers = [*_reply_headers(result), *self.headers, *_tenant_headers(exchange)]
-        await send({"type": "http.response.start", "status": 200, "headers": reply_headers})
-        await send({"type": "http.response.body", "body": result.body})
+        await send_whole(send, 200, reply_headers, result.body)
 
     async def _respond(
         self, response: Response, exchange: _Exchange, scope: Scope, receive: Receive, send: Send

@@ -2,6 +2,7 @@
 
 uvicorn does not time out a request that trickles its headers or body (slowloris). Here a
 request must send its headers within `header_timeout_s`, and its body may pause no longer.
+The keep-alive timeout between requests is kept by the same sweep, not a timer per response.
 
 `HeadWithBody` sends a response's head and body in one `write`, not two, which spares the
 client a wake-up and a loopback server the kernel's receive path.
@@ -19,12 +20,30 @@ class HeaderDeadlineProtocol(HttpToolsProtocol):
     header_timeout_s: float = 10.0
     late: LateConnections | None = None  # one per server (per class: see head_limits)
     _due: float | None = None  # when the headers, or the body's next chunk, are late
+    _idle = False  # `_due` is the keep-alive's: any bytes from the client lift it
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(cast(asyncio.Transport, HeadWithBody(transport, self.loop)))
         self._due_in_timeout()
         late = type(self).late = self.late or LateConnections(self.loop, self.header_timeout_s)
         late.watch(self)
+
+    def data_received(self, data: bytes) -> None:
+        if self._idle:  # as uvicorn's keep-alive timer is cancelled by any data
+            self._idle, self._due = False, None
+        super().data_received(data)
+
+    def on_response_complete(self) -> None:
+        """uvicorn's, with the keep-alive deadline swept instead of a timer armed per response."""
+        self.server_state.total_requests += 1
+        if self.transport.is_closing():
+            return
+        self.flow.resume_reading()
+        if self.pipeline:  # a pipelined request waits: it starts now
+            cycle, app = self.pipeline.pop()
+            self._start_asgi_task(cycle, app)
+        elif self._due is None:  # no next request begun: idle until the keep-alive timeout
+            self._idle, self._due = True, self.loop.time() + self.timeout_keep_alive
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
@@ -53,7 +72,7 @@ class HeaderDeadlineProtocol(HttpToolsProtocol):
 
     def close_if_late(self, now: float) -> None:
         if self._due is not None and self._due <= now and not self.transport.is_closing():
-            self._due = None
+            self._idle, self._due = False, None
             self.transport.close()
 
 

@@ -46,6 +46,7 @@ class HttpSettings:
     sagemaker_contract: bool = False
     tenants: TenantRule | None = None  # None: tenants are off
     keys: TokenKeys | None = None  # TorchServe's token authorization; None: off
+    model_api: bool = True  # TorchServe's management API may register and unregister
 
 
 class SageMakerRoutes:

@@ -80,7 +80,7 @@ class TorchServeManagement:
         self.api = api
         self.http = routes
         self.host = routes.host
-        self.models = TorchServeModels(routes.host)
+        self.models = TorchServeModels(routes.host, routes.settings.model_api)
 
     def routes(self) -> list[Route]:
         return [

@@ -11,7 +11,7 @@ from typing import Literal
 Protocol = Literal["rest", "grpc"]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: a frozen init sets each field through object.__setattr__
 class Exchange:
     time: float  # epoch seconds
     method: str
@@ -33,8 +33,14 @@ class Exchange:
         return self.timings_ms.get("download", 0.0) + self.timings_ms.get("load", 0.0)
 
 
+INVOCATION_PARTS = ("queue", "download", "load", "infer")  # what every invocation times
+INVOCATION_TIMING = ", ".join(f"{part};dur=%.3f" for part in INVOCATION_PARTS)
+
+
 def server_timing(timings_ms: Mapping[str, float]) -> str:
     """{"queue": 0.02} → `queue;dur=0.020`, the header `parse_server_timing` reads."""
+    if tuple(timings_ms) == INVOCATION_PARTS:  # one format for the usual four
+        return INVOCATION_TIMING % tuple(timings_ms.values())
     return ", ".join([f"{part};dur={ms:.3f}" for part, ms in timings_ms.items()])
 
 

@@ -64,8 +64,8 @@ class Metrics:
         )
         self.unloads = Counter(
             "modelhost_model_unloads",
-            "Models that left memory, by reason (the eviction policy, memory_pressure, requested, "
-            "worker_died)",
+            "Models that left memory, by reason (the eviction policy, memory_pressure, "
+            "tenant_apart, requested, worker_died)",
             ["reason"],
             registry=r,
         )

@@ -117,7 +117,9 @@ class TenantSeries:
     def _label(self, tenant: str, cost_s: float) -> str:
         if tenant in self.named:
             self.named[tenant] = cost_s
-            if tenant == self._cheapest or cost_s < self.named[self._cheapest or tenant]:
+            if len(self.named) > 1 and (  # one named tenant stays the cheapest
+                tenant == self._cheapest or cost_s < self.named[self._cheapest or tenant]
+            ):
                 self._find_cheapest()
             return tenant
         if tenant == OTHER:

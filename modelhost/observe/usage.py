@@ -21,6 +21,7 @@ COUNTS = ("requests", "hits", *TIERS, "errors")
 PARTS = ("queue", "download", "load", "infer")
 PACKED = struct.Struct(f"<{len(COUNTS)}Q{len(PARTS)}d")
 EMPTY = PACKED.pack(*[0] * len(COUNTS), *[math.nan] * len(PARTS))
+INDEX = {name: index for index, name in enumerate(COUNTS)}  # looked up per request: no .index
 
 
 class ModelUsage:
@@ -34,10 +35,14 @@ class ModelUsage:
         if exchange.error in UNCOUNTED_ERRORS:
             return
         fields = list(PACKED.unpack(self._take(exchange.model)))
-        for index in _counted(exchange):
-            fields[index] += 1
-        if exchange.timings_ms:
-            fields[len(COUNTS) :] = [exchange.timings_ms.get(part, math.nan) for part in PARTS]
+        fields[INDEX["requests"]] += 1
+        if exchange.status >= 400:
+            fields[INDEX["errors"]] += 1
+        if exchange.cache == "hit" or exchange.cache in TIERS:
+            fields[INDEX["hits" if exchange.cache == "hit" else exchange.cache]] += 1
+        timings = exchange.timings_ms
+        if timings:
+            fields[len(COUNTS) :] = [timings.get(part, math.nan) for part in PARTS]
         self._packed[exchange.model] = PACKED.pack(*fields)
         if len(self._packed) > self.max_models:
             self._packed.popitem(last=False)
@@ -57,14 +62,3 @@ class ModelUsage:
             "errors": counts["errors"],
             "lastTimingsMs": {part: ms for part, ms in timings.items() if not math.isnan(ms)},
         }
-
-
-def _counted(exchange: Exchange) -> list[int]:
-    counted = [COUNTS.index("requests")]
-    if exchange.status >= 400:
-        counted.append(COUNTS.index("errors"))
-    if exchange.cache == "hit":
-        counted.append(COUNTS.index("hits"))
-    elif exchange.cache in TIERS:
-        counted.append(COUNTS.index(exchange.cache))
-    return counted

@@ -10,6 +10,7 @@ STATUS_BY_ERROR: dict[type[errors.ModelhostError], int] = {
     errors.InvalidTenant: 400,
     errors.Unauthorized: 401,
     errors.Forbidden: 403,
+    errors.ModelApiDisabled: 405,  # as TorchServe refuses the method
     errors.ModelNotFound: 404,
     errors.ModelNotLoaded: 404,
     errors.ModelAlreadyLoaded: 409,

@@ -12,7 +12,13 @@ from collections.abc import Awaitable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any, NamedTuple
 
-from modelhost.errors import BadRequestBody, ModelAlreadyLoaded, ModelhostError, ModelNotFound
+from modelhost.errors import (
+    BadRequestBody,
+    ModelAlreadyLoaded,
+    ModelApiDisabled,
+    ModelhostError,
+    ModelNotFound,
+)
 from modelhost.host import ModelHost
 from modelhost.host.journal import JOURNAL_FILE, Journal
 from modelhost.host.listing import IN_MEMORY, REGISTERED, Listing
@@ -55,11 +61,13 @@ class Target(NamedTuple):
 
 
 class TorchServeModels:
-    def __init__(self, host: ModelHost) -> None:
+    def __init__(self, host: ModelHost, model_api: bool = True) -> None:
         self.host = host
+        self.model_api = model_api  # registering and unregistering through the API
         self._loads: set[asyncio.Task[Any]] = set()  # asynchronous registrations
 
     async def register(self, params: Mapping[str, str]) -> Answer:
+        self._check_model_api("register")
         url = params.get("url")
         if not url:
             raise BadRequestBody("Parameter url is required.")
@@ -172,6 +180,7 @@ class TorchServeModels:
 
     async def unregister(self, path: str) -> str:
         """Unregister a version; as in TorchServe, the default stays while others exist."""
+        self._check_model_api("unregister")
         target = self.target(path)
         if self.host.versions_of(target.model) is not None:
             await self.host.unregister_version(target.model, target.version)
@@ -203,6 +212,14 @@ class TorchServeModels:
         if version:
             return self.target(f"{target.model}/{version}", version_required=True), True
         return target, False
+
+    def _check_model_api(self, verb: str) -> None:
+        if not self.model_api:
+            raise ModelApiDisabled(
+                f"Model API disabled: this server does not {verb} models through its management "
+                "API (enable_model_api is false, TorchServe's default with a config.properties); "
+                "set enable_model_api=true in config.properties, or pass --model-api"
+            )
 
     def target(self, path: str, version_required: bool = False) -> Target:
         """The registered model and version a path names."""

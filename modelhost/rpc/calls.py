@@ -1,7 +1,9 @@
 """Each RPC observed as an HTTP request, and core exceptions turned into its status.
 
 An RPC is recorded as a POST to its method's path with HTTP's status, so dashboards and
-`simulate` read both alike; its `protocol` label, grpc, tells them apart.
+`simulate` read both alike; its `protocol` label, grpc, tells them apart. A unary method is
+observed around its handler, as REST's middleware observes a route: the servicer only fills in
+its `Call`.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeAlias
 
 from modelhost.errors import ModelhostError
@@ -17,7 +19,6 @@ from modelhost.host import Result
 from modelhost.observe.exchange import Exchange, server_timing
 from modelhost.observe.observer import Observer
 from modelhost.protocols.status import status_of
-from modelhost.protocols.tenants import TenantRule
 from modelhost.rpc.status import code_of, trailers_of
 
 Context: TypeAlias = Any  # grpc.aio.ServicerContext: grpcio ships no type hints
@@ -25,40 +26,22 @@ CANCELLED_STATUS = 499  # nginx's number for a client gone
 
 
 Trailers: TypeAlias = tuple[tuple[str, str], ...]
+Method: TypeAlias = Callable[[Any, Context, "Call"], Awaitable[Any]]
+Handler: TypeAlias = Callable[[Any, Context], Awaitable[Any]]
 
 
 class Call:
-    """One RPC, filled in as it is answered."""
+    """One RPC, filled in by its servicer as it is answered."""
 
-    def __init__(self, route: str, invocation: bool, instance: Trailers = ()) -> None:
-        self.route, self.invocation, self.instance = route, invocation, instance
+    def __init__(self, route: str, invocation: bool = False) -> None:
+        self.route, self.invocation = route, invocation
         self.arrived, self.started = time.time(), time.perf_counter()
         self.status = 500  # what an unexpected exception leaves
         self.error: str | None = None
         self.model: str | None = None
-        self.tenant: str | None = None
+        self.caller_tenant: str | None = None  # None: tenants are off
         self.result: Result | None = None
-        self.bytes_in = self.bytes_out = 0
-
-    def identify(self, tenants: TenantRule | None, model: str, context: Context) -> str:
-        """The caller's tenant under `tenants`, from the call's metadata ("": tenants are off)."""
-        if tenants is None:
-            return ""
-        self.tenant = tenants.of(model, dict(context.invocation_metadata() or ()))
-        return self.tenant
-
-    def answered(self, result: Result, context: Context) -> None:
-        """Where the answer came from and where its time went, as trailers."""
-        self.result, self.bytes_out = result, len(result.body)
-        context.set_trailing_metadata(
-            (
-                ("server-timing", server_timing(result.timings_ms)),
-                ("x-modelhost-cache", result.cache),
-                ("x-modelhost-tier", result.tier),
-                *self.instance,
-                *((("x-modelhost-tenant", self.tenant),) if self.tenant else ()),
-            )
-        )
+        self.bytes_in = 0
 
     def done(self) -> Exchange:
         result = self.result
@@ -69,13 +52,13 @@ class Call:
             status=self.status,
             duration_s=time.perf_counter() - self.started,
             bytes_in=self.bytes_in,
-            bytes_out=self.bytes_out,
+            bytes_out=len(result.body) if result else 0,
             invocation=self.invocation,
             model=self.model,
             cache=result.cache if result else None,
             timings_ms=result.timings_ms if result else {},
             error=self.error,
-            tenant=self.tenant,
+            tenant=self.caller_tenant,
             protocol="grpc",
         )
 
@@ -87,6 +70,32 @@ class Calls:
         self.observer = observer
         self.instance: Trailers = (("x-modelhost-instance", instance_id),) if instance_id else ()
 
+    def observing(self, route: str, method: Method) -> Handler:
+        """`method` as grpc's handler of `route`: each call observed and its answer's trailers
+        set, outside the servicer's walk."""
+
+        async def handler(request: Any, context: Context) -> Any:
+            async with self.observed(route, context) as call:
+                response = await method(request, context, call)
+                self.answered(call, context)
+                return response
+
+        return handler
+
+    def answered(self, call: Call, context: Context) -> None:
+        """Where an invocation's answer came from and where its time went, as trailers."""
+        if call.result is None:
+            return
+        context.set_trailing_metadata(
+            (
+                ("server-timing", server_timing(call.result.timings_ms)),
+                ("x-modelhost-cache", call.result.cache),
+                ("x-modelhost-tier", call.result.tier),
+                *self.instance,
+                *((("x-modelhost-tenant", call.caller_tenant),) if call.caller_tenant else ()),
+            )
+        )
+
     @contextlib.asynccontextmanager
     async def observed(
         self, route: str, context: Context, invocation: bool = False, abort: bool = True
@@ -94,7 +103,7 @@ class Calls:
         """The call, recorded when it ends; a core exception aborts with its status.
 
         Without `abort` it is raised on, for a stream's answer to carry."""
-        call = Call(route, invocation, self.instance)
+        call = Call(route, invocation)
         if self.observer is not None:
             self.observer.metrics.in_flight.inc()
         try:

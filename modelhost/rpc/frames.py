@@ -1,11 +1,12 @@
 """What the gRPC port's guard reads of the HTTP/2 frames passing through it.
 
-Frame heads, and header blocks for their `:authority`; never a message. grpc core enforces the
-caps it has (streams, connections, ages); these are the ones it lacks.
+Frame heads, and header blocks for their `:authority`; never a message. The fronts enforce the
+caps they have (streams, header lists); these are the ones they lack.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
@@ -20,6 +21,7 @@ DATA, HEADERS, RST_STREAM, GOAWAY, CONTINUATION = 0x0, 0x1, 0x3, 0x7, 0x9
 END_STREAM, END_HEADERS, PADDED, PRIORITY = 0x1, 0x4, 0x8, 0x20
 NO_ERROR, COMPRESSION_ERROR, ENHANCE_YOUR_CALM = 0x0, 0x9, 0xB
 RESET_WINDOW_S = 1.0
+MESSAGE_PREFIX_BYTES = 5  # gRPC's, before each message: a compressed flag and the length
 
 
 class Head(NamedTuple):
@@ -44,6 +46,9 @@ class Limits(NamedTuple):
     header_block_bytes: int  # a header block's encoded size, CONTINUATIONs included
     first_message_s: float  # from a stream's HEADERS to its first DATA
     resets_per_s: int  # RST_STREAMs from the client in a second (rapid reset)
+    idle_s: float = math.inf  # with no call open, then GOAWAY
+    age_s: float = math.inf  # of any connection, then GOAWAY
+    age_grace_s: float = 0.0  # past its age, for the calls in flight to finish
 
 
 class StreamBudget:
@@ -131,7 +136,10 @@ class ClientFrames:
         self.reader = FrameReader(self.keep, skip=len(PREFACE))
         self.decoder = hpack.Decoder()
         self.block = bytearray()
-        self.waiting: dict[int, float] = {}  # stream → opened at, until its first DATA
+        self.waiting: dict[int, float] = {}  # stream → opened at, until its first message
+        self.arriving: dict[int, FirstMessage] = {}  # of `waiting`: those whose message began
+        self.open: set[int] = set()  # streams the server has not ended
+        self.idle_since = clock()
         self.last_stream_id = 0
         self.resets, self.resets_since = 0, clock()
         self.foreign_authority = ""  # the first :authority naming another machine
@@ -145,13 +153,16 @@ class ClientFrames:
             elif head.kind == CONTINUATION:
                 self.add_to_block(head, payload)
             elif head.kind == DATA:
-                self.settled(head.stream_id)
+                self.received(head, payload)
             elif head.kind == RST_STREAM:
-                self.settled(head.stream_id)
+                self.ended(head.stream_id)
                 self.reset()
 
     def keep(self, head: Head) -> bool:
-        """Header blocks are kept, up to their cap: an endless one ends the connection."""
+        """Header blocks are kept, up to their cap: an endless one ends the connection; and
+        the first message's frames of a waiting stream, for its length."""
+        if head.kind == DATA:
+            return head.stream_id in self.waiting
         if head.kind not in (HEADERS, CONTINUATION):
             return False
         if len(self.block) + head.length > self.limits.header_block_bytes:
@@ -162,6 +173,7 @@ class ClientFrames:
         if head.stream_id <= self.last_stream_id:
             return  # trailers, or a protocol error grpc core answers
         self.last_stream_id = head.stream_id
+        self.open.add(head.stream_id)
         if head.flags & END_STREAM:
             return
         self.waiting[head.stream_id] = self.clock()
@@ -171,15 +183,37 @@ class ClientFrames:
         if self.budget.held > self.budget.max_streams:
             self.budget.shed(self)
 
+    def received(self, head: Head, payload: bytes) -> None:
+        """A waiting stream waits until its first message is whole: a partly sent one holds
+        its call in grpc as much as one not begun."""
+        if head.stream_id not in self.waiting:
+            return
+        message = self.arriving.setdefault(head.stream_id, FirstMessage())
+        if message.whole_with(data_of(head, payload)) or head.flags & END_STREAM:
+            self.settled(head.stream_id)
+
     def settled(self, stream_id: int) -> None:
         """The stream's first message came, or it ended: it no longer waits."""
+        self.arriving.pop(stream_id, None)
         if self.waiting.pop(stream_id, None) is not None:
             self.budget.held -= 1
+
+    def ended(self, stream_id: int) -> None:
+        """The stream was reset, or the server sent its end."""
+        self.settled(stream_id)
+        self.open.discard(stream_id)
+        if not self.open:
+            self.idle_since = self.clock()
+
+    def idle_for_s(self) -> float:
+        """How long the connection has had no call open (0 while one is)."""
+        return 0.0 if self.open else self.clock() - self.idle_since
 
     def release(self) -> None:
         """The connection ended: its streams leave the budget."""
         self.budget.held -= len(self.waiting)
         self.waiting.clear()
+        self.arriving.clear()
 
     def add_to_block(self, head: Head, fragment: bytes) -> None:
         self.block += fragment
@@ -210,6 +244,34 @@ class ClientFrames:
         oldest = next(iter(self.waiting.values()), None)  # streams open in order
         if oldest is not None and self.clock() - oldest > self.limits.first_message_s:
             raise Refusal(f"no message within {self.limits.first_message_s:g} s of its stream")
+
+
+class FirstMessage:
+    """How much of a stream's first message has come: its prefix, then the bytes still due."""
+
+    __slots__ = ("due", "prefix")
+
+    def __init__(self) -> None:
+        self.prefix = b""
+        self.due = -1  # unknown until the prefix is whole
+
+    def whole_with(self, data: bytes) -> bool:
+        """Adds the next bytes of the stream; True once the message is whole."""
+        if self.due < 0:
+            taken = MESSAGE_PREFIX_BYTES - len(self.prefix)
+            self.prefix, data = self.prefix + data[:taken], data[taken:]
+            if len(self.prefix) < MESSAGE_PREFIX_BYTES:
+                return False
+            self.due = int.from_bytes(self.prefix[1:], "big")
+        self.due -= len(data)
+        return self.due <= 0
+
+
+def data_of(head: Head, payload: bytes) -> bytes:
+    """A DATA frame's data: its padding taken off."""
+    if head.flags & PADDED and payload:
+        return payload[1 : max(1, len(payload) - payload[0])]
+    return payload
 
 
 def fragment(head: Head, payload: bytes) -> bytes:

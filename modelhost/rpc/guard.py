@@ -1,9 +1,10 @@
 """The public side of a gRPC port: a relay that holds HTTP/2's limits grpc core lacks.
 
 grpc's servers listen on a loopback port of their own; the guard accepts each connection up to
-the cap, reads its frames as they pass (rpc/frames.py), and ends it with GOAWAY past a limit.
-It also tells the management rule who the caller is and which authority it named, which
-grpc.aio does not show a servicer.
+the cap, reads its frames as they pass (rpc/frames.py), and ends it with GOAWAY past a limit,
+or once it is idle or old, as grpc core would (pygrpc-native does neither). It also tells the
+management rule who the caller is and which authority it named, which grpc.aio does not show a
+servicer.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from modelhost.rpc.admission import ConnectionRate
 from modelhost.rpc.frames import (
     END_STREAM,
     HEADERS,
+    NO_ERROR,
     RST_STREAM,
     ClientFrames,
     FrameReader,
@@ -103,6 +105,9 @@ class Relay(asyncio.Protocol):
         self.client: asyncio.Transport | None = None
         self.backend: asyncio.Transport | None = None
         self.closing: bytes | None = None  # the GOAWAY to send once between server frames
+        self.notice: bytes | None = None  # a GOAWAY to send between them, the calls going on
+        self.told_to_go = False
+        self.born = self.frames.clock()
         self.timer: asyncio.TimerHandle | None = None
         self.early = bytearray()
         self.connecting: asyncio.Future[None] | None = None
@@ -147,14 +152,40 @@ class Relay(asyncio.Protocol):
         self.watch()
 
     def watch(self) -> None:
-        """Every so often, refuse a stream that waits too long for its first message."""
+        """Every so often, refuse a stream that waits too long for its first message, and end
+        a connection idle or old."""
         try:
             self.frames.check_waiting()
         except Refusal as refusal:
             self.refuse(refusal)
             return
+        if self.outlived():
+            return
         period_s = min(1.0, self.guard.limits.first_message_s / 4)
         self.timer = asyncio.get_running_loop().call_later(period_s, self.watch)
+
+    def outlived(self) -> bool:
+        """Idle, or past its age and then its calls' grace (or its calls): GOAWAY and the end."""
+        limits, frames = self.guard.limits, self.frames
+        age_s = frames.clock() - self.born
+        if age_s > limits.age_s:
+            self.tell_to_go()
+        old = age_s > limits.age_s + limits.age_grace_s or (self.told_to_go and not frames.open)
+        idle = frames.idle_for_s() > limits.idle_s
+        reason = "idle" if idle else "max connection age" if old else ""
+        if reason:
+            self.end_with(goaway(frames.last_stream_id, NO_ERROR, reason))
+        return bool(reason)
+
+    def tell_to_go(self) -> None:
+        """GOAWAY once, between the server's frames: no new calls, those under way go on."""
+        if self.told_to_go:
+            return
+        self.told_to_go = True
+        self.notice = goaway(self.frames.last_stream_id, NO_ERROR, "max connection age")
+        if self.server_frames.between_frames and self.client is not None:
+            self.client.write(self.notice)
+            self.notice = None
 
     def data_received(self, data: bytes) -> None:
         if self.closing is not None:
@@ -171,25 +202,35 @@ class Relay(asyncio.Protocol):
 
     def from_backend(self, data: bytes) -> None:
         assert self.client is not None
+        written = 0
         for head, _, end in self.server_frames.feed(data):
             if head.kind == RST_STREAM or (head.kind == HEADERS and head.flags & END_STREAM):
-                self.frames.settled(head.stream_id)
+                self.frames.ended(head.stream_id)
             if self.closing is not None:
-                self.client.write(data[:end])
+                self.client.write(data[written:end])
                 self.say_goodbye()
                 return
-        self.client.write(data)
+            if self.notice is not None:
+                self.client.write(data[written:end] + self.notice)
+                written, self.notice = end, None
+        self.client.write(data[written:])
 
     def refuse(self, refusal: Refusal) -> None:
         """GOAWAY with the reason, once the server's frame under way is whole, then close."""
         if self.closing is not None:
             return
-        self.guard.admission.budget.holders.pop(self.frames, None)
-        self.frames.release()  # grpc's calls end with the connection: the budget has them back
         logger.info("gRPC connection from %s refused: %s", self.address, refusal)
         self.guard.admission.refused("goaway")
         self.guard.admission.rate.penalise(self.address)
-        self.closing = goaway(self.frames.last_stream_id, refusal.code, str(refusal))
+        self.end_with(goaway(self.frames.last_stream_id, refusal.code, str(refusal)))
+
+    def end_with(self, frame: bytes) -> None:
+        """`frame`, a GOAWAY, once the server's frame under way is whole, then close."""
+        if self.closing is not None:
+            return
+        self.guard.admission.budget.holders.pop(self.frames, None)
+        self.frames.release()  # grpc's calls end with the connection: the budget has them back
+        self.closing = frame
         if self.client is not None:
             self.client.pause_reading()
         if self.server_frames.between_frames:

@@ -1,4 +1,8 @@
-"""The Open Inference Protocol's GRPCInferenceService, answered as the REST routes answer."""
+"""The Open Inference Protocol's GRPCInferenceService, answered as the REST routes answer.
+
+Each method fills in its `Call`; rpc/calls.py observes it around the method, as REST's
+middleware observes a route.
+"""
 
 from __future__ import annotations
 
@@ -16,9 +20,8 @@ from modelhost.protocols.oip import OipModels, missing
 from modelhost.protocols.params import check_param
 from modelhost.protocols.tenants import TenantRule
 from modelhost.rpc.access import Access
-from modelhost.rpc.calls import Calls, Context
-from modelhost.rpc.messages import OIP_SERVICE, message
-from modelhost.rpc.stubs import method_path
+from modelhost.rpc.calls import Call, Context
+from modelhost.rpc.messages import message
 from modelhost.rpc.tensors import fill_response, request_body
 from modelhost.workers.oip_media import (
     MODEL_NAME_PARAM,
@@ -31,15 +34,10 @@ EXTENSIONS = ("model_repository",)
 INDEX_PART_NAMES = 1000  # the index yields to the loop between parts
 
 
-def _route(method: str) -> str:
-    return method_path(OIP_SERVICE, method)
-
-
 class OipServicer:
     def __init__(
         self,
         host: ModelHost,
-        calls: Calls,
         access: Access,
         health: Health,
         max_response_bytes: int = 0,
@@ -48,103 +46,100 @@ class OipServicer:
         self.host = host
         self.models = OipModels(host)
         self.tenants = tenants
-        self.calls = calls
         self.access = access
         self.health = health
         self.max_response_bytes = max_response_bytes
 
     # health and metadata ----------------------------------------------------------------
 
-    async def ServerLive(self, request: Any, context: Context) -> Any:
-        async with self.calls.observed(_route("ServerLive"), context):
-            return message("inference.ServerLiveResponse")(live=True)
+    async def ServerLive(self, request: Any, context: Context, call: Call) -> Any:
+        return message("inference.ServerLiveResponse")(live=True)
 
-    async def ServerReady(self, request: Any, context: Context) -> Any:
-        async with self.calls.observed(_route("ServerReady"), context):
-            ready = self.health.ready
-            return message("inference.ServerReadyResponse")(ready=ready)
+    async def ServerReady(self, request: Any, context: Context, call: Call) -> Any:
+        ready = self.health.ready
+        return message("inference.ServerReadyResponse")(ready=ready)
 
-    async def ServerMetadata(self, request: Any, context: Context) -> Any:
-        async with self.calls.observed(_route("ServerMetadata"), context):
-            return message("inference.ServerMetadataResponse")(
-                name="modelhost", version=metadata.version("modelhost"), extensions=EXTENSIONS
-            )
+    async def ServerMetadata(self, request: Any, context: Context, call: Call) -> Any:
+        return message("inference.ServerMetadataResponse")(
+            name="modelhost", version=metadata.version("modelhost"), extensions=EXTENSIONS
+        )
 
-    async def ModelReady(self, request: Any, context: Context) -> Any:
-        async with self.calls.observed(_route("ModelReady"), context) as call:
-            name = call.model = model_name(request.name)
-            held = self.models.held(name, request.version)
-            ready = self.models.state(held) is State.LOADED
-            if not ready and not await self.models.exists(held):
-                raise ModelNotFound(missing(name))
-            return message("inference.ModelReadyResponse")(ready=ready)
+    async def ModelReady(self, request: Any, context: Context, call: Call) -> Any:
+        name = call.model = model_name(request.name)
+        held = self.models.held(name, request.version)
+        ready = self.models.state(held) is State.LOADED
+        if not ready and not await self.models.exists(held):
+            raise ModelNotFound(missing(name))
+        return message("inference.ModelReadyResponse")(ready=ready)
 
-    async def ModelMetadata(self, request: Any, context: Context) -> Any:
-        async with self.calls.observed(_route("ModelMetadata"), context) as call:
-            name = call.model = model_name(request.name)
-            if not await self.models.exists(self.models.held(name, request.version)):
-                raise ModelNotFound(missing(name))
-            return message("inference.ModelMetadataResponse")(**self.models.metadata(name))
+    async def ModelMetadata(self, request: Any, context: Context, call: Call) -> Any:
+        name = call.model = model_name(request.name)
+        if not await self.models.exists(self.models.held(name, request.version)):
+            raise ModelNotFound(missing(name))
+        return message("inference.ModelMetadataResponse")(**self.models.metadata(name))
 
     # inference --------------------------------------------------------------------------
 
-    async def ModelInfer(self, request: Any, context: Context) -> Any:
-        async with self.calls.observed(_route("ModelInfer"), context, invocation=True) as call:
-            name = call.model = model_name(request.model_name)
-            version = request.model_version
-            held = self.models.held(name, version)
-            body, header_length = request_body(request)
-            call.bytes_in = len(body)
-            invocation = Invocation(
-                body=body,
-                content_type=oip_media_type(header_length),
-                accept=OIP_MEDIA_TYPE,
-                params={MODEL_NAME_PARAM: name, MODEL_VERSION_PARAM: version},
-                tenant=call.identify(self.tenants, name, context),
-            )
-            result = await self.host.invoke(held, invocation)
-            check_response_size(len(result.body), self.max_response_bytes)
-            call.answered(result, context)
-            response = message("inference.ModelInferResponse")()
-            raw = len(request.raw_input_contents) > 0
-            fill_response(response, result.body, result.content_type, raw)
-            return response
+    async def ModelInfer(self, request: Any, context: Context, call: Call) -> Any:
+        call.invocation = True
+        name = call.model = model_name(request.model_name)
+        version = request.model_version
+        held = self.models.held(name, version)
+        body, header_length = request_body(request)
+        call.bytes_in = len(body)
+        tenant = self._tenant(name, context)
+        call.caller_tenant = tenant or None
+        invocation = Invocation(
+            body=body,
+            content_type=oip_media_type(header_length),
+            accept=OIP_MEDIA_TYPE,
+            params={MODEL_NAME_PARAM: name, MODEL_VERSION_PARAM: version},
+            tenant=tenant,
+        )
+        result = await self.host.invoke(held, invocation)
+        check_response_size(len(result.body), self.max_response_bytes)
+        call.result = result
+        response = message("inference.ModelInferResponse")()
+        raw = len(request.raw_input_contents) > 0
+        fill_response(response, result.body, result.content_type, raw)
+        return response
+
+    def _tenant(self, model: str, context: Context) -> str:
+        """The caller's tenant, from the call's metadata ("": tenants are off)."""
+        if self.tenants is None:
+            return ""
+        return self.tenants.of(model, dict(context.invocation_metadata() or ()))
 
     # model repository -------------------------------------------------------------------
 
-    async def RepositoryIndex(self, request: Any, context: Context) -> Any:
+    async def RepositoryIndex(self, request: Any, context: Context, call: Call) -> Any:
         """Every model known (`ready`: the loaded ones)."""
-        async with self.calls.observed(_route("RepositoryIndex"), context):
-            response = message("inference.RepositoryIndexResponse")()
-            places = (LOADED,) if request.ready else EVERYWHERE
-            after = ""
-            while names := self.host.model_names().page(after, INDEX_PART_NAMES, places):
-                for name in names:
-                    response.models.add(**self.models.entry(name))
-                after = names[-1]
-                await asyncio.sleep(0)  # let other requests through
-            return response
+        response = message("inference.RepositoryIndexResponse")()
+        places = (LOADED,) if request.ready else EVERYWHERE
+        after = ""
+        while names := self.host.model_names().page(after, INDEX_PART_NAMES, places):
+            for name in names:
+                response.models.add(**self.models.entry(name))
+            after = names[-1]
+            await asyncio.sleep(0)  # let other requests through
+        return response
 
-    async def RepositoryModelLoad(self, request: Any, context: Context) -> Any:
+    async def RepositoryModelLoad(self, request: Any, context: Context, call: Call) -> Any:
         """Load from the store, or from an allowed `url` parameter."""
-        async with self.calls.observed(_route("RepositoryModelLoad"), context) as call:
-            self.access.authorize(context)
-            name = call.model = model_name(_model_of(request))
-            url = _url_of(request)
-            if url:
-                check_param("parameters.url", url)
-            await self.models.load(name, url or None)
-            return message("inference.RepositoryModelLoadResponse")(model_name=name, isLoaded=True)
+        self.access.authorize(context)
+        name = call.model = model_name(_model_of(request))
+        url = _url_of(request)
+        if url:
+            check_param("parameters.url", url)
+        await self.models.load(name, url or None)
+        return message("inference.RepositoryModelLoadResponse")(model_name=name, isLoaded=True)
 
-    async def RepositoryModelUnload(self, request: Any, context: Context) -> Any:
+    async def RepositoryModelUnload(self, request: Any, context: Context, call: Call) -> Any:
         """Unload after in-flight requests finish."""
-        async with self.calls.observed(_route("RepositoryModelUnload"), context) as call:
-            self.access.authorize(context)
-            name = call.model = model_name(_model_of(request))
-            await self.models.unload(name)
-            return message("inference.RepositoryModelUnloadResponse")(
-                model_name=name, isUnloaded=True
-            )
+        self.access.authorize(context)
+        name = call.model = model_name(_model_of(request))
+        await self.models.unload(name)
+        return message("inference.RepositoryModelUnloadResponse")(model_name=name, isUnloaded=True)
 
 
 def _model_of(request: Any) -> str:

@@ -1,7 +1,8 @@
-"""The gRPC servers: grpc.aio servers on the frontend's event loop, beside the HTTP ones.
+"""The gRPC servers: pygrpc-native or grpc.aio servers on the frontend's event loop, beside
+the HTTP ones (rpc/fronts.py).
 
 They listen on a loopback port behind a guard (rpc/guard.py), which holds the public port, its
-TLS (the HTTP servers' certificate) and the HTTP/2 limits grpc core lacks. They drain with the
+TLS (the HTTP servers' certificate) and the HTTP/2 limits the fronts lack. They drain with the
 HTTP servers.
 """
 
@@ -11,7 +12,7 @@ import asyncio
 import logging
 import socket
 import ssl
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import NoReturn
 
 import grpc
@@ -21,30 +22,32 @@ from modelhost.config import Config
 from modelhost.errors import ConfigError
 from modelhost.rpc.admission import ConnectionRate
 from modelhost.rpc.frames import Limits, StreamBudget
+from modelhost.rpc.fronts import GRPC_AIO, new_server
 from modelhost.rpc.guard import BACKEND_HOST, Admission, Guard, Peers
+from modelhost.rpc.stubs import Handlers
 
 logger = logging.getLogger("modelhost")
 
 
 ACCEPTING_SERVERS = 8  # decisions.md, "Eight grpc.aio servers share the inference port"
 MAX_HEADER_LIST_BYTES = 16 * 2**10  # grpc's own default, now also a hard cap, and the guard's
-CONNECTION_IDLE_MS = 5 * 60 * 1000  # a connection with no call open for this long gets GOAWAY
-CONNECTION_AGE_MS = 60 * 60 * 1000  # then GOAWAY, so no connection pins its memory for ever
 # a call waiting for its message, in grpc core and grpc.aio, with room (docs/performance.md)
 STREAM_BYTES = 32 * 2**10
 
 
 class RpcServer:
-    """`copies` grpc.aio servers sharing one address (SO_REUSEPORT), each with the handlers
-    given: each accepts one call at a time, so several take calls side by side."""
+    """A `front` server with the services given, by name. Of grpc.aio, `copies` servers share
+    one address (SO_REUSEPORT): each accepts one call at a time, so several take calls side by
+    side; pygrpc-native takes them in batches, so one serves."""
 
     def __init__(
         self,
         config: Config,
         host: str,
         port: int,
-        handlers: Sequence[grpc.GenericRpcHandler],
+        services: Mapping[str, Handlers],
         *,
+        front: str = GRPC_AIO,
         health_names: Sequence[str] = (),
         copies: int = 1,
         peers: Peers | None = None,
@@ -52,16 +55,19 @@ class RpcServer:
         interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
     ) -> None:
         self.drain_timeout_s = config.drain_timeout_s
-        self.servers = [
-            grpc.aio.server(options=server_options(config), interceptors=interceptors)
-            for _ in range(copies)
-        ]
+        self.front = front
+        options = server_options(config)
+        copies = copies if front == GRPC_AIO else 1
+        self.servers = [new_server(front, options, interceptors) for _ in range(copies)]
         self.health: health.aio.HealthServicer | None = None
         self.health_names = ("", *health_names)  # "": the whole server
         if health_names:
             self.health = health.aio.HealthServicer()
+        generic = tuple(grpc.method_handlers_generic_handler(*each) for each in services.items())
         for server in self.servers:
-            server.add_generic_rpc_handlers(tuple(handlers))
+            server.add_generic_rpc_handlers(generic)  # for a grpc.aio that serves no other kind
+            for name, handlers in services.items():
+                server.add_registered_method_handlers(name, handlers)
             if self.health is not None:
                 health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         backend_port = bind_all(self.servers)
@@ -118,16 +124,26 @@ def server_options(config: Config) -> list[tuple[str, int]]:
         ("grpc.max_concurrent_streams", config.grpc_max_streams),
         ("grpc.max_metadata_size", MAX_HEADER_LIST_BYTES),
         ("grpc.absolute_max_metadata_size", MAX_HEADER_LIST_BYTES),
-        ("grpc.max_connection_idle_ms", CONNECTION_IDLE_MS),
-        ("grpc.max_connection_age_ms", CONNECTION_AGE_MS),
+        ("grpc.max_connection_idle_ms", int(config.grpc_connection_idle_s * 1000)),
+        ("grpc.max_connection_age_ms", int(config.grpc_connection_age_s * 1000)),
         ("grpc.max_connection_age_grace_ms", int(config.drain_timeout_s * 1000)),
     ]
 
 
 def limits(config: Config) -> Limits:
-    """The guard's limits: a stream's first message is due as a request's headers are."""
+    """The guard's limits: a stream's first message is due as a request's headers are, and a
+    connection's idle time and age are the settings grpc core is given, for a front without
+    them."""
     streams = config.grpc_max_streams
-    return Limits(streams, MAX_HEADER_LIST_BYTES, config.header_timeout_s, 2 * streams)
+    return Limits(
+        streams,
+        MAX_HEADER_LIST_BYTES,
+        config.header_timeout_s,
+        2 * streams,
+        idle_s=config.grpc_connection_idle_s,
+        age_s=config.grpc_connection_age_s,
+        age_grace_s=config.drain_timeout_s,
+    )
 
 
 def stream_budget(config: Config) -> int:

@@ -15,12 +15,13 @@ from modelhost.protocols.tenants import tenant_rule
 from modelhost.rpc.access import Access
 from modelhost.rpc.calls import Calls
 from modelhost.rpc.frames import StreamBudget
+from modelhost.rpc.fronts import GRPC_AIO, front_of
 from modelhost.rpc.guard import Peers
 from modelhost.rpc.keys import KeyInterceptor, inference_port_needs, management_port_needs
 from modelhost.rpc.messages import OIP_SERVICE, TS_INFERENCE_SERVICE, TS_MANAGEMENT_SERVICE
 from modelhost.rpc.oip import OipServicer
 from modelhost.rpc.server import ACCEPTING_SERVERS, RpcServer, admission_of, stream_budget
-from modelhost.rpc.stubs import generic_handler
+from modelhost.rpc.stubs import method_handlers
 from modelhost.rpc.torchserve import TorchServeInference, TorchServeManagementServicer
 
 
@@ -41,21 +42,21 @@ def rpc_servers(
     if config.grpc_port:
         tenants = tenant_rule(config)
         limit = config.max_response_bytes
-        oip = OipServicer(host, calls, access, health, limit, tenants=tenants)
+        oip = OipServicer(host, access, health, limit, tenants=tenants)
         inference = TorchServeInference(host, calls, health, limit, tenants=tenants)
-        handlers = [
-            generic_handler(OIP_SERVICE, oip),
-            generic_handler(TS_INFERENCE_SERVICE, inference),
-        ]
-        services = (OIP_SERVICE, TS_INFERENCE_SERVICE)
+        services = {
+            OIP_SERVICE: method_handlers(OIP_SERVICE, oip, calls),
+            TS_INFERENCE_SERVICE: method_handlers(TS_INFERENCE_SERVICE, inference, calls),
+        }
         port = config.grpc_port
         servers.append(
             RpcServer(
                 config,
                 config.host,
                 port,
-                handlers,
-                health_names=services,
+                services,
+                front=front_of(config.grpc_front),
+                health_names=tuple(services),
                 copies=ACCEPTING_SERVERS,
                 peers=peers,
                 admission=admission_of(config, budget, refused),
@@ -63,8 +64,8 @@ def rpc_servers(
             )
         )
     if config.grpc_management_port:
-        management = TorchServeManagementServicer(host, calls, access)
-        handlers = [generic_handler(TS_MANAGEMENT_SERVICE, management)]
+        management = TorchServeManagementServicer(host, access, config.model_api)
+        handlers = method_handlers(TS_MANAGEMENT_SERVICE, management, calls)
         address = config.management_host or config.host
         port = config.grpc_management_port
         servers.append(
@@ -72,7 +73,8 @@ def rpc_servers(
                 config,
                 address,
                 port,
-                handlers,
+                {TS_MANAGEMENT_SERVICE: handlers},
+                front=GRPC_AIO,  # rare calls: not worth the native front's threads
                 health_names=(TS_MANAGEMENT_SERVICE,),
                 peers=peers,
                 admission=admission_of(config, budget, refused),

@@ -14,6 +14,7 @@ CODE_BY_ERROR: dict[type[errors.ModelhostError], grpc.StatusCode] = {
     errors.ParameterTooLarge: grpc.StatusCode.INVALID_ARGUMENT,
     errors.Unauthorized: grpc.StatusCode.UNAUTHENTICATED,
     errors.Forbidden: grpc.StatusCode.PERMISSION_DENIED,
+    errors.ModelApiDisabled: grpc.StatusCode.PERMISSION_DENIED,  # as TorchServe refuses it
     errors.ModelNotFound: grpc.StatusCode.NOT_FOUND,
     errors.ModelNotLoaded: grpc.StatusCode.NOT_FOUND,
     errors.TenantNotFound: grpc.StatusCode.NOT_FOUND,

@@ -1,4 +1,8 @@
-"""Servicers and client stubs made from a service's descriptor, as protoc's `_pb2_grpc` would."""
+"""Servicers and client stubs made from a service's descriptor, as protoc's `_pb2_grpc` would.
+
+Methods are registered by name, as generated code registers them, which grpc.aio and
+pygrpc-native both serve, the latter natively (a generic handler would go to its fallback).
+"""
 
 from __future__ import annotations
 
@@ -7,29 +11,34 @@ from typing import Any
 import grpc
 from google.protobuf.descriptor import MethodDescriptor
 
+from modelhost.rpc.calls import Calls
 from modelhost.rpc.messages import message, service
+
+Handlers = dict[str, grpc.RpcMethodHandler]  # a service's methods, by name
 
 
 def method_path(service_name: str, method: str) -> str:
     return f"/{service_name}/{method}"
 
 
-def generic_handler(service_name: str, servicer: object) -> grpc.GenericRpcHandler:
-    """A handler of the methods of `service_name` that `servicer` has coroutines for."""
+def method_handlers(service_name: str, servicer: object, calls: Calls) -> Handlers:
+    """The methods of `service_name` that `servicer` has coroutines for, by name. A unary
+    method is observed around its coroutine; a streaming one observes its answers itself."""
     handlers = {}
     for method in service(service_name).methods:
         call = getattr(servicer, method.name, None)
         if call is None:
             continue  # not served: the client gets UNIMPLEMENTED
-        request = message(method.input_type.full_name)
-        response = message(method.output_type.full_name)
-        maker = getattr(grpc, f"{_kind(method)}_rpc_method_handler")
+        kind = _kind(method)
+        if kind == "unary_unary":
+            call = calls.observing(method_path(service_name, method.name), call)
+        maker = getattr(grpc, f"{kind}_rpc_method_handler")
         handlers[method.name] = maker(
             call,
-            request_deserializer=request.FromString,
-            response_serializer=response.SerializeToString,
+            request_deserializer=message(method.input_type.full_name).FromString,
+            response_serializer=message(method.output_type.full_name).SerializeToString,
         )
-    return grpc.method_handlers_generic_handler(service_name, handlers)
+    return handlers
 
 
 def _kind(method: MethodDescriptor) -> str:

@@ -1,6 +1,8 @@
 """TorchServe's gRPC inference and management services, answered as its REST API answers.
 
-Sequences (`sequence_id`) are echoed back but not kept: each request stands alone.
+Sequences (`sequence_id`) are echoed back but not kept: each request stands alone. A unary
+method fills in its `Call`, observed around it (rpc/calls.py); a streaming one observes each of
+its answers itself.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from modelhost.protocols.tenants import TenantRule
 from modelhost.protocols.torchserve import MODEL_VERSION, TorchServeModels
 from modelhost.rpc.access import Access
 from modelhost.rpc.calls import Call, Calls, Context
-from modelhost.rpc.messages import TS_INFERENCE_SERVICE, TS_MANAGEMENT_SERVICE, message
+from modelhost.rpc.messages import TS_INFERENCE_SERVICE, message
 from modelhost.rpc.status import code_of
 from modelhost.rpc.stubs import method_path
 
@@ -44,21 +46,20 @@ class TorchServeInference:
         self.max_response_bytes = max_response_bytes
         self.tenants = tenants
 
-    async def Ping(self, request: Any, context: Context) -> Any:
-        async with self.calls.observed(_inference("Ping"), context):
-            words = "Healthy" if self.health.healthy() else "Unhealthy"
-            health = json.dumps({"status": words}, indent=2)  # as TorchServe's
-            return message(_INFERENCE + "TorchServeHealthResponse")(health=health)
+    async def Ping(self, request: Any, context: Context, call: Call) -> Any:
+        words = "Healthy" if self.health.healthy() else "Unhealthy"
+        health = json.dumps({"status": words}, indent=2)  # as TorchServe's
+        return message(_INFERENCE + "TorchServeHealthResponse")(health=health)
 
-    async def Predictions(self, request: Any, context: Context) -> Any:
-        async with self.calls.observed(_inference("Predictions"), context, True) as call:
-            return await self._predict(request, context, call)
+    async def Predictions(self, request: Any, context: Context, call: Call) -> Any:
+        return await self._predict(request, context, call)
 
     async def StreamPredictions(self, request: Any, context: Context) -> AsyncIterator[Any]:
         """A handler's answer as a stream of one message, as TorchServe sends it."""
         route = _inference("StreamPredictions")
         async with self.calls.observed(route, context, True) as call:
             response = await self._predict(request, context, call)
+            self.calls.answered(call, context)
         yield response
 
     async def StreamPredictions2(
@@ -70,22 +71,31 @@ class TorchServeInference:
             try:
                 async with self.calls.observed(route, context, True, abort=False) as call:
                     response = await self._predict(request, context, call)
+                    self.calls.answered(call, context)
             except ModelhostError as error:
                 response = _failed(request, error)
             yield response
 
     async def _predict(self, request: Any, context: Context, call: Call) -> Any:
+        call.invocation = True
         name = call.model = self._invoked(model_name(request.model_name), request.model_version)
         body, params = body_and_params(dict(request.input))
         call.bytes_in = len(body)
-        tenant = call.identify(self.tenants, request.model_name, context)
+        tenant = self._tenant(request.model_name, context)
+        call.caller_tenant = tenant or None
         result = await self.host.invoke(name, Invocation(body, JSON, JSON, params, tenant))
         check_response_size(len(result.body), self.max_response_bytes)
-        call.answered(result, context)
+        call.result = result
         response = message(_INFERENCE + "PredictionResponse")(prediction=result.body)
         if request.HasField("sequence_id"):
             response.sequence_id = request.sequence_id
         return response
+
+    def _tenant(self, model: str, context: Context) -> str:
+        """The caller's tenant, from the call's metadata ("": tenants are off)."""
+        if self.tenants is None:
+            return ""
+        return self.tenants.of(model, dict(context.invocation_metadata() or ()))
 
     def _invoked(self, model: str, version: str) -> str:
         if not version:
@@ -133,61 +143,54 @@ def _failed(request: Any, error: ModelhostError) -> Any:
 class TorchServeManagementServicer:
     """ManagementAPIsService: each answers TorchServe's `msg`, the REST answer's message or JSON."""
 
-    def __init__(self, host: ModelHost, calls: Calls, access: Access) -> None:
-        self.models = TorchServeModels(host)
-        self.calls = calls
+    def __init__(self, host: ModelHost, access: Access, model_api: bool = True) -> None:
+        self.models = TorchServeModels(host, model_api)
         self.access = access
 
-    async def RegisterModel(self, request: Any, context: Context) -> Any:
-        async with self.calls.observed(_management("RegisterModel"), context) as call:
-            self.access.authorize(context)
-            params = registration_params(request)
-            call.model = params.get("model_name")
-            return _response((await self.models.register(params)).message)
+    async def RegisterModel(self, request: Any, context: Context, call: Call) -> Any:
+        self.access.authorize(context)
+        params = registration_params(request)
+        call.model = params.get("model_name")
+        return _response((await self.models.register(params)).message)
 
-    async def ScaleWorker(self, request: Any, context: Context) -> Any:
+    async def ScaleWorker(self, request: Any, context: Context, call: Call) -> Any:
         """TorchServe's defaults: one worker at least, and at most the least."""
-        async with self.calls.observed(_management("ScaleWorker"), context) as call:
-            self.access.authorize(context)
-            call.model = request.model_name
-            low = request.min_worker or 1
-            high = request.max_worker or low
-            answer = await self.models.scale(
-                request.model_name, request.model_version or None, low, high, request.synchronous
-            )
-            return _response(answer.message)
+        self.access.authorize(context)
+        call.model = request.model_name
+        low = request.min_worker or 1
+        high = request.max_worker or low
+        answer = await self.models.scale(
+            request.model_name, request.model_version or None, low, high, request.synchronous
+        )
+        return _response(answer.message)
 
-    async def SetDefault(self, request: Any, context: Context) -> Any:
-        async with self.calls.observed(_management("SetDefault"), context) as call:
-            self.access.authorize(context)
-            call.model = request.model_name
-            path = _path(request.model_name, request.model_version)
-            return _response(self.models.set_default(path))
+    async def SetDefault(self, request: Any, context: Context, call: Call) -> Any:
+        self.access.authorize(context)
+        call.model = request.model_name
+        path = _path(request.model_name, request.model_version)
+        return _response(self.models.set_default(path))
 
-    async def UnregisterModel(self, request: Any, context: Context) -> Any:
-        async with self.calls.observed(_management("UnregisterModel"), context) as call:
-            self.access.authorize(context)
-            if not request.model_name:
-                raise BadRequestBody("model_name is required: name the model to unregister")
-            call.model = request.model_name
-            path = _path(request.model_name, request.model_version)
-            return _response(await self.models.unregister(path))
+    async def UnregisterModel(self, request: Any, context: Context, call: Call) -> Any:
+        self.access.authorize(context)
+        if not request.model_name:
+            raise BadRequestBody("model_name is required: name the model to unregister")
+        call.model = request.model_name
+        path = _path(request.model_name, request.model_version)
+        return _response(await self.models.unregister(path))
 
-    async def DescribeModel(self, request: Any, context: Context) -> Any:
-        async with self.calls.observed(_management("DescribeModel"), context) as call:
-            call.model = request.model_name
-            path = _path(request.model_name, request.model_version)
-            return _response(json.dumps(self.models.describe(path), indent=2))
+    async def DescribeModel(self, request: Any, context: Context, call: Call) -> Any:
+        call.model = request.model_name
+        path = _path(request.model_name, request.model_version)
+        return _response(json.dumps(self.models.describe(path), indent=2))
 
-    async def ListModels(self, request: Any, context: Context) -> Any:
+    async def ListModels(self, request: Any, context: Context, call: Call) -> Any:
         """A page of the models; the next token is an offset, as the int32 field holds."""
-        async with self.calls.observed(_management("ListModels"), context):
-            limit = str(request.limit) if request.limit else None
-            offset = max(0, request.next_page_token)
-            body = self.models.list_models(limit, str(offset))
-            if "nextPageToken" in body:
-                body["nextPageToken"] = str(offset + len(body["models"]))
-            return _response(json.dumps(body, indent=2))
+        limit = str(request.limit) if request.limit else None
+        offset = max(0, request.next_page_token)
+        body = self.models.list_models(limit, str(offset))
+        if "nextPageToken" in body:
+            body["nextPageToken"] = str(offset + len(body["models"]))
+        return _response(json.dumps(body, indent=2))
 
 
 def registration_params(request: Any) -> dict[str, str]:
@@ -216,7 +219,3 @@ def _response(text: str) -> Any:
 
 def _inference(method: str) -> str:
     return method_path(TS_INFERENCE_SERVICE, method)
-
-
-def _management(method: str) -> str:
-    return method_path(TS_MANAGEMENT_SERVICE, method)

@@ -74,8 +74,7 @@ class Dispatcher:
     def busy_share(self) -> float:
         """Worker-seconds per second and replica, lately."""
         now = self.queue.clock()
-        while self._batches and self._batches[0][0] < now - BUSY_WINDOW_S:
-            self._busy_s -= self._batches.popleft()[1]
+        self._forget_batches_before(now - BUSY_WINDOW_S)
         window_s = min(BUSY_WINDOW_S, now - self._created_at)
         if window_s <= 0 or not self.replicas:
             return 0.0
@@ -85,6 +84,10 @@ class Dispatcher:
             if self._worker_only_ours(worker)
         )
         return (self._busy_s + running_s) / (window_s * len(self.replicas))
+
+    def _forget_batches_before(self, since: float) -> None:
+        while self._batches and self._batches[0][0] < since:
+            self._busy_s -= self._batches.popleft()[1]
 
     def _worker_only_ours(self, worker: WorkerHandle) -> bool:
         """Waiting behind another model is not busy."""
@@ -189,8 +192,10 @@ class Dispatcher:
                     job.future.set_exception(error)
         # the worker's own time, not a wait behind a load there
         del self._running_since[id(batch)]
-        self._batches.append((self.queue.clock(), worked_s))
+        now = self.queue.clock()
+        self._batches.append((now, worked_s))
         self._busy_s += worked_s
+        self._forget_batches_before(now - BUSY_WINDOW_S)  # the busy share may go unread
         replica.busy -= 1
         if replica.drained is not None and not replica.busy:
             replica.drained.set_result(None)

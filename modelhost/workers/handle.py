@@ -25,6 +25,8 @@ class WorkerHandle:
     kept_bytes: int = 0  # held with no model left, once past RECYCLE_KEPT_BYTES
     untrusted: bool = False  # hosts untrusted models only: sandboxed, or refusing programs
     devices: tuple[DeviceInfo, ...] = ()  # those it can put models on
+    tenant: str | None = None  # untrusted: the one tenant whose models it hosts, once it has one
+    retiring: bool = False  # replaced for another tenant's models, once its own have left
 
     def fail_pending(self, reason: str) -> None:
         for request_id, (future, model, deadlines) in self.pending.items():

@@ -95,6 +95,7 @@ class Loaded(Message, frozen=True, kw_only=True):
     fast_copy_read: bool = False
     device_capable: bool = False  # its runtime can run it on a device
     tensor_bytes: int = 0  # its weights: what a move to a device will take, about
+    runtimes: tuple[str, ...] = ()  # the preloadable runtimes it needed (handlers/preload.py)
 
 
 class OnDevice(Message, frozen=True):

@@ -17,11 +17,11 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import unquote, urlparse
+
+from modelhost.workers.views import make_own_view
 
 # signals and abstract sockets stay inside the sandbox from this version (Linux 6.12)
 MIN_LANDLOCK_ABI = 6
-MODEL_ROOTS_VARIABLE = "MODELHOST_SANDBOX_READ"  # where models are read, for the template
 
 # the runtime's files: libraries, devices and the kernel's reports a runtime reads
 SYSTEM_READ = (
@@ -112,14 +112,15 @@ class Untrusted:
     """How workers host untrusted models (--refuse-pickle): sandboxed where the machine can."""
 
     support: Support
-    model_roots: tuple[str, ...]  # the folders a sandboxed worker reads models from
+    views: str  # the folder of the workers' views, where each reads its own models (views.py)
 
     def confine(self, run_dir: Path, also_read: Iterable[Path] = ()) -> str:
         """Confine this worker; else say why, and its programs are refused (fail closed)."""
         if not self.support.available:
             return self.support.missing
         try:
-            confine(self.model_roots, also_read, scratch_folder(run_dir))
+            view = [str(make_own_view(self.views))] if self.views else []
+            confine(view, also_read, scratch_folder(run_dir))
         except Exception as exc:  # noqa: BLE001  (said at every refusal, and logged)
             print(f"modelhost worker {os.getpid()}: no sandbox: {exc}", file=sys.stderr)
             return f"the worker could not confine itself ({type(exc).__name__}: {exc})"
@@ -141,28 +142,6 @@ def scratch_folder(run_dir: Path) -> Path:
     os.environ["TMPDIR"] = os.environ["HOME"] = str(folder)
     tempfile.tempdir = str(folder)  # the template may have chosen one already
     return folder
-
-
-def model_roots_environment(
-    cache_dir: str, model_store: str, allowed_urls: Iterable[str] = ()
-) -> dict[str, str]:
-    """The variable that tells the template where models are read: the cache, local stores."""
-    models = Path(cache_dir, "models").resolve()  # DiskTier.entries_dir
-    models.mkdir(parents=True, exist_ok=True)  # a sandbox grants only what exists as it starts
-    folders = (local_folder(url) for url in (model_store, *allowed_urls))
-    roots = [str(models), *(folder for folder in folders if folder)]
-    return {MODEL_ROOTS_VARIABLE: os.pathsep.join(roots)}
-
-
-def local_folder(url: str) -> str:
-    """The folder a store path, file:// URL or URL pattern reads in place; empty if none."""
-    parsed = urlparse(url)
-    if parsed.scheme not in ("", "file"):
-        return ""
-    path = unquote(parsed.path) if parsed.scheme else url
-    fixed = path.split("*")[0].split("?")[0].split("[")[0]
-    folder = os.path.realpath(fixed if fixed == path else os.path.dirname(fixed) or ".")
-    return "" if folder == "/" or fixed == "" else folder
 
 
 def _landlock_abi() -> int:

@@ -19,7 +19,8 @@ from pathlib import Path
 from modelhost.config import THREAD_VARIABLES
 from modelhost.records.memory import return_heap_promptly
 from modelhost.workers.devices import DEVICES_VARIABLE
-from modelhost.workers.sandbox import MODEL_ROOTS_VARIABLE, Untrusted, support
+from modelhost.workers.sandbox import Untrusted, support
+from modelhost.workers.views import VARIABLE as VIEWS_VARIABLE
 
 
 def limit_threads(threads: int) -> None:
@@ -108,11 +109,11 @@ def main_loop(
 def main() -> None:
     socket_path, threads = sys.argv[1], int(sys.argv[2])
     preload = [name for name in (sys.argv[3] if len(sys.argv) > 3 else "").split(",") if name]
-    roots = os.environ.pop(MODEL_ROOTS_VARIABLE, "")  # the models' code need not see it
+    views = os.environ.pop(VIEWS_VARIABLE, "")  # the models' code need not see it
     devices = os.environ.pop(DEVICES_VARIABLE, "")
     untrusted = None
     if sys.argv[4:5] == ["untrusted"]:
-        untrusted = Untrusted(support(), tuple(path for path in roots.split(os.pathsep) if path))
+        untrusted = Untrusted(support(), views)
     limit_threads(threads)
     return_heap_promptly()  # the workers forked from here inherit it
     import_runtimes(preload)

@@ -15,7 +15,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -188,6 +188,7 @@ class Worker:
     def _load(self, request: Load) -> Loaded:
         from modelhost.workers import fast_copy
         from modelhost.workers.handlers import prepared_handler
+        from modelhost.workers.handlers.preload import runtimes_of
         from modelhost.workers.warmup import warm_up
 
         artifact = Path(request.path)
@@ -198,11 +199,12 @@ class Worker:
             from modelhost.workers.programs import refuse_program
 
             refuse_program(artifact, request.model, spec, self.programs_refused)
-        build = prepared_handler(artifact, request.model, spec)
+        prepared = prepared_handler(artifact, request.model, spec)
+        build: Callable[[], Handler] = prepared
         if self.confined:
             from modelhost.workers.programs import said_as_refusal
 
-            build = said_as_refusal(build, request.model)
+            build = said_as_refusal(prepared, request.model)
         before = settled_memory()  # the runtime's import is the worker's, not the model's
         reset_peak_rss()
         rss_before, _ = rss_and_peak_bytes()
@@ -229,6 +231,7 @@ class Worker:
             fast_copy_read=copy is not None,
             device_capable=capable,
             tensor_bytes=handler.tensor_bytes() if capable else 0,
+            runtimes=runtimes_of(prepared.modules),
         )
 
     def _load_spec(self, request: Load, root: Path) -> LoadSpec:

@@ -1,7 +1,7 @@
 """Triton's own gRPC client, unmodified, against the Open Inference Protocol's gRPC service of a
 real server (GRPCInferenceService on --grpc-port). Each test is named after the client call or
 the protocol's rule it mirrors (tritonclient.grpc's InferenceServerClient methods; the typed
-contents of grpc_predict_v2.proto's InferTensorContents)."""
+contents of grpc_predict_v2.proto's InferTensorContents). Each runs on both fronts."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
 from modelhost import testing
+from modelhost.rpc.fronts import FRONTS
 from modelhost.rpc.messages import OIP_SERVICE, message
 from modelhost.rpc.stubs import Stub
 
@@ -62,14 +63,19 @@ def runs_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("runs") / "runs.log"
 
 
+@pytest.fixture(scope="module", params=FRONTS)
+def front(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 @pytest.fixture(scope="module")
-def grpc_port() -> int:
+def grpc_port(front: str) -> int:
     return testing.free_port()
 
 
 @pytest.fixture(scope="module")
 def grpc_server(
-    store: Path, runs_log: Path, serve: Servers, grpc_port: int
+    store: Path, runs_log: Path, serve: Servers, grpc_port: int, front: str
 ) -> testing.RunningServer:
     (store / ECHO).mkdir(exist_ok=True)
     (store / ECHO / "handler.py").write_text(_ECHO_HANDLER)
@@ -85,6 +91,7 @@ def grpc_server(
         job_queue_size=1,
         access_log="-",  # into the server's log, one JSON line a request
         grpc_port=grpc_port,
+        grpc_front=front,
     )
 
 
@@ -104,6 +111,13 @@ def oip(address: str) -> Iterator[triton.InferenceServerClient]:
 def stub(address: str) -> Iterator[service_pb2_grpc.GRPCInferenceServiceStub]:
     with grpc.insecure_channel(address) as channel:
         yield service_pb2_grpc.GRPCInferenceServiceStub(channel)
+
+
+def test_the_start_line_names_the_front(
+    grpc_server: testing.RunningServer, grpc_port: int, front: str
+) -> None:
+    line = f"serving gRPC on 127.0.0.1:{grpc_port} ({front})"
+    assert line in grpc_server.log_path.read_text()
 
 
 def iris_input(rows: np.ndarray, datatype: str = "FP32") -> triton.InferInput:

@@ -1,6 +1,7 @@
 """gRPC with the HTTP servers' certificate (--ssl-certfile, --ssl-keyfile), as TorchServe's
 enable_grpc_ssl serves it, and the standard health service Kubernetes' gRPC probes call
-(grpc.health.v1.Health/Check, as `grpc_health_probe` does), and the drain at SIGTERM."""
+(grpc.health.v1.Health/Check, as `grpc_health_probe` does), and the drain at SIGTERM. TLS is
+the guard's, so both fronts of the inference port serve it."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from helpers.tls import self_signed
 
 from modelhost import testing
+from modelhost.rpc.fronts import FRONTS
 from modelhost.rpc.messages import OIP_SERVICE, TS_MANAGEMENT_SERVICE, message
 from modelhost.rpc.stubs import Stub
 
@@ -38,8 +40,10 @@ class Secure:
         return grpc.secure_channel(f"localhost:{port}", credentials)
 
 
-@pytest.fixture(scope="module")
-def secure(store: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secure]:
+@pytest.fixture(scope="module", params=FRONTS)
+def secure(
+    store: Path, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Secure]:
     work = tmp_path_factory.mktemp("grpc-tls")
     cert, key = self_signed(work)
     ports = Secure(cert, testing.free_port(), testing.free_port())
@@ -52,6 +56,7 @@ def secure(store: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Se
         ssl_keyfile=key,
         grpc_port=ports.inference,
         grpc_management_port=ports.management,
+        grpc_front=request.param,
     )
     trusted = ssl.create_default_context(cafile=str(cert))
     with testing.RunningServer(args, work, tls=trusted):

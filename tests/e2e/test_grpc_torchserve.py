@@ -1,7 +1,9 @@
 """TorchServe's gRPC APIs on a real server, called by a client made from TorchServe's own protos
 (modelhost/rpc/protos/torchserve, served stubs built from the same descriptors). The tests follow
 TorchServe's client, ts_scripts/torchserve_grpc_client.py: register, infer, infer_stream,
-infer_stream2, unregister; and its docs/grpc_api.md for scale, describe, list, set-default."""
+infer_stream2, unregister; and its docs/grpc_api.md for scale, describe, list, set-default. Each
+runs on both fronts of the inference port; on pygrpc-native, StreamPredictions2 (bidirectional)
+is served by its grpc.aio fallback."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import pytest
 from helpers.serving import Servers
 
 from modelhost import testing
+from modelhost.rpc.fronts import FRONTS
 from modelhost.rpc.messages import TS_INFERENCE_SERVICE, TS_MANAGEMENT_SERVICE, message
 from modelhost.rpc.stubs import Stub
 
@@ -30,8 +33,13 @@ class Ports:
         self.inference, self.management = testing.free_port(), testing.free_port()
 
 
+@pytest.fixture(scope="module", params=FRONTS)
+def front(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 @pytest.fixture(scope="module")
-def ports() -> Ports:
+def ports(front: str) -> Ports:
     return Ports()
 
 
@@ -45,13 +53,14 @@ def ts_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def server(ts_store: Path, serve: Servers, ports: Ports) -> testing.RunningServer:
+def server(ts_store: Path, serve: Servers, ports: Ports, front: str) -> testing.RunningServer:
     return serve(
         ts_store,
         workers=2,
         memory_budget="4GiB",
         grpc_port=ports.inference,
         grpc_management_port=ports.management,
+        grpc_front=front,
     )
 
 

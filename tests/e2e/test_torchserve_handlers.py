@@ -142,7 +142,8 @@ def test_image_classifier_without_torchvision_says_what_to_install(http: httpx.C
     response = http.post("/predictions/image.mar", content=b"\x89PNG", headers=JSON)
     assert response.status_code == 500
     message = response.json()["message"]
-    assert "image_classifier" in message and "pip install torchvision" in message
+    assert "image_classifier" in message
+    assert "pip install 'modelhost[torchserve-vision]'" in message, message
 
 
 def test_missing_ts_module_is_a_load_error(http: httpx.Client) -> None:

@@ -54,6 +54,7 @@ def ts_server(
                 f"metrics_address=http://127.0.0.1:{ports.metrics}",
                 f"grpc_inference_port={ports.grpc_inference}",
                 f"grpc_management_port={ports.grpc_management}",
+                "enable_model_api=true",  # the tests register models, as TorchServe's do
                 *lines,
             ]
         )

@@ -116,7 +116,11 @@ def test_registering_a_mar_walks_few_rooms_and_never_climbs(serve: Servers, tmp_
     assert climbs(walked) == []
 
 
-def test_an_oip_infer_over_grpc_never_climbs(serve: Servers, tmp_path: Path) -> None:
+def test_an_oip_infer_over_grpc_walks_few_rooms_and_never_climbs(
+    serve: Servers, tmp_path: Path
+) -> None:
+    """The call is observed around the servicer's method, as REST's middleware observes a
+    route, so the walk from ModelInfer holds no room of observe/."""
     store = tmp_path / "store"
     testing.iris_logreg(store / "iris.pkl")
     port = testing.free_port()
@@ -127,4 +131,5 @@ def test_an_oip_infer_over_grpc_never_climbs(serve: Servers, tmp_path: Path) -> 
     assert client.infer("iris.pkl", [rows]).as_numpy("predict") is not None
     walked = traced_walk(tmp_path / "walk.json", INFER)
     assert "host.model_host" in rooms(walked, INFER)
+    assert len(rooms(walked, INFER)) <= MAX_ROOMS, rooms(walked, INFER)
     assert climbs(walked) == []

@@ -108,6 +108,9 @@ class FakePool:
     def health(self) -> tuple[int, int]:
         return len(self.workers), self.size
 
+    def retire(self, worker: WorkerHandle) -> None:
+        self.violations.append(f"worker {worker.worker_id} retired: no test has tenants apart")
+
     def send(
         self,
         handle: WorkerHandle,
@@ -256,6 +259,9 @@ class FakeDisk:
 
     def delete(self, name: str, reason: str) -> None:
         self._artifacts.pop(name, None)
+
+    def note_runtimes(self, name: str, runtimes: tuple[str, ...]) -> None:
+        """The next start's template is the worker pool's, not this machine's."""
 
 
 class FakeEvents(EventLog):

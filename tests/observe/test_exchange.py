@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from modelhost.observe.exchange import Exchange, error_reason, parse_server_timing
+from modelhost.observe.exchange import Exchange, error_reason, parse_server_timing, server_timing
 
 
 def test_server_timing_parts_become_milliseconds_by_name() -> None:
@@ -15,6 +15,22 @@ def test_server_timing_parts_become_milliseconds_by_name() -> None:
         "load": 4.113,
         "infer": 0.61,
     }
+
+
+@pytest.mark.parametrize(
+    "timings_ms",
+    [
+        {"queue": 0.0204, "download": 812.5, "load": 4.1126, "infer": 0.6099},  # the usual four
+        {"infer": 0.6099, "queue": 0.0204, "download": 812.5, "load": 4.1126},  # in another order
+        {"queue": 1.0},
+        {},
+    ],
+)
+def test_server_timing_writes_each_part_as_parsed_back(timings_ms: dict[str, float]) -> None:
+    header = server_timing(timings_ms)
+    assert list(parse_server_timing(header)) == list(timings_ms)
+    assert parse_server_timing(header) == {part: round(ms, 3) for part, ms in timings_ms.items()}
+    assert header == ", ".join(f"{part};dur={ms:.3f}" for part, ms in timings_ms.items())
 
 
 @pytest.mark.parametrize("header", ["", "cache", "db;desc=x", "load;dur=abc", ";dur=1"])

@@ -26,6 +26,7 @@ IMPORT_NAMES = {
     "torchserve": "ts",
     "pyyaml": "yaml",
     "tensorflow-cpu": "tensorflow",
+    "pygrpc-native": "pygrpc_native",
 }
 TOOLKIT = "pip install 'modelhost[toolkit]'"
 

@@ -11,11 +11,15 @@ import pytest
 
 from modelhost.config import load_config
 from modelhost.errors import ConfigError
+from modelhost.rpc.fronts import GRPC_AIO, NATIVE
 from modelhost.rpc.server import RpcServer
 
 
+@pytest.mark.parametrize("front", [GRPC_AIO, NATIVE])
 @pytest.mark.parametrize("reuse_port", [False, True])
-def test_a_port_in_use_is_refused_naming_the_flag(tmp_path: Path, reuse_port: bool) -> None:
+def test_a_port_in_use_is_refused_naming_the_flag(
+    tmp_path: Path, reuse_port: bool, front: str
+) -> None:
     with socket.socket() as taken:
         taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, int(reuse_port))
         taken.bind(("127.0.0.1", 0))
@@ -24,7 +28,7 @@ def test_a_port_in_use_is_refused_naming_the_flag(tmp_path: Path, reuse_port: bo
         config = load_config({"grpc_port": port}, {}, tmp_path)
 
         async def bind() -> None:
-            RpcServer(config, "127.0.0.1", port, [], copies=3)
+            RpcServer(config, "127.0.0.1", port, {}, front=front, copies=3)
 
         with pytest.raises(ConfigError, match=f"127.0.0.1:{port}.*--grpc-port"):
             asyncio.run(bind())

@@ -293,3 +293,30 @@ def test_only_the_dispatcher_sets_its_state() -> None:
         and ast.unparse(node.value) != "self"
     ]
     assert found == []
+
+
+def test_busy_window_forgets_old_batches_unread() -> None:
+    """A model at its copy limit never has its busy share read (scale-out asks the cheap
+    question first), so the batches of its window are forgotten as they end, not only when read."""
+    now = [0.0]
+
+    async def scenario() -> int:
+        loop = asyncio.get_running_loop()
+
+        async def send(worker: Any, batch: list[Job[int]]) -> float:
+            for job in batch:
+                job.future.set_result(0)
+            return 0.001
+
+        queue: BatchQueue[int] = BatchQueue("m", 10, 1, 0.0, lambda: now[0])
+        dispatcher = Dispatcher(queue, started(send), lambda: None)
+        dispatcher.add(FakeWorker(1), 1)  # type: ignore[arg-type]
+        for _ in range(200):
+            now[0] += 0.1
+            job = Job(0, loop.create_future(), now[0])
+            dispatcher.submit(job)
+            await job.future
+            await asyncio.sleep(0)  # the batch's end is told
+        return len(dispatcher._batches)  # what the window holds, read without busy_share
+
+    assert asyncio.run(scenario()) <= 11  # a second's worth at 0.1 s a batch

@@ -1,5 +1,6 @@
 """gRPC management through a proxy on the same machine: every caller arrives from loopback, so
-loopback is trusted only when `:authority` names this machine, as HTTP's Host must."""
+loopback is trusted only when `:authority` names this machine, as HTTP's Host must. On each front
+of the inference port: the guard tells both who called."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from helpers.serving import Servers
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 from modelhost import testing
+from modelhost.rpc.fronts import FRONTS
 
 pytestmark = pytest.mark.e2e
 
@@ -52,18 +54,24 @@ def relay(port: int) -> Iterator[int]:
             sock.close()
 
 
+@pytest.fixture(scope="module", params=FRONTS)
+def front(request: pytest.FixtureRequest) -> str:
+    """Each front of the inference port, behind the same guard."""
+    return str(request.param)
+
+
 @pytest.fixture(scope="module")
-def grpc_port() -> int:
+def grpc_port(front: str) -> int:
     return testing.free_port()
 
 
 @pytest.fixture(scope="module")
 def server(
-    tmp_path_factory: pytest.TempPathFactory, serve: Servers, grpc_port: int
+    tmp_path_factory: pytest.TempPathFactory, serve: Servers, grpc_port: int, front: str
 ) -> testing.RunningServer:
     store = tmp_path_factory.mktemp("store")
     testing.iris_logreg(store / MODEL)
-    return serve(store, workers=1, grpc_port=grpc_port, management_token=TOKEN)
+    return serve(store, workers=1, grpc_port=grpc_port, management_token=TOKEN, grpc_front=front)
 
 
 def unload(port: int, authority: str, metadata: tuple[tuple[str, str], ...] = ()) -> None:

@@ -1,6 +1,7 @@
 """HTTP/2 floods on the gRPC port, sent as raw frames: streams that never finish, header blocks
 that never end, and streams reset as fast as they open, also by attackers that reconnect at the
-default limits. Each leaves the frontend's PSS within its allowance and /ping answering."""
+default limits. Each leaves the frontend's PSS within its allowance and /ping answering, on
+each front of the port (pygrpc-native and grpc.aio)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from hyperframe.frame import (
 
 from modelhost import testing
 from modelhost.records.memory import pss_bytes
+from modelhost.rpc.fronts import FRONTS
 
 pytestmark = pytest.mark.e2e
 
@@ -104,14 +106,20 @@ class RawConnection:
         return found
 
 
+@pytest.fixture(scope="module", params=FRONTS)
+def front(request: pytest.FixtureRequest) -> str:
+    """Each front of the inference port, behind the same guard."""
+    return str(request.param)
+
+
 @pytest.fixture(scope="module")
-def grpc_port() -> int:
+def grpc_port(front: str) -> int:
     return testing.free_port()
 
 
 @pytest.fixture(scope="module")
 def server(
-    tmp_path_factory: pytest.TempPathFactory, serve: Servers, grpc_port: int
+    tmp_path_factory: pytest.TempPathFactory, serve: Servers, grpc_port: int, front: str
 ) -> testing.RunningServer:
     store = tmp_path_factory.mktemp("store")
     testing.iris_logreg(store / "iris.pkl")
@@ -124,6 +132,7 @@ def server(
         grpc_connections_per_s=1000,  # each test reconnects at once after the last's GOAWAY
         frontend_memory_allowance=ALLOWANCE_BYTES,
         header_timeout_s=1,  # also the deadline for a stream's first message
+        grpc_front=front,
     )
 
 
@@ -280,13 +289,13 @@ def test_connections_past_the_cap_are_closed(server: testing.RunningServer, grpc
 
 @pytest.fixture(scope="module")
 def default_server(
-    tmp_path_factory: pytest.TempPathFactory, serve: Servers
+    tmp_path_factory: pytest.TempPathFactory, serve: Servers, front: str
 ) -> tuple[testing.RunningServer, int]:
     """A server at every default limit, the frontend's allowance included, and its gRPC port."""
     store = tmp_path_factory.mktemp("store")
     testing.iris_logreg(store / "iris.pkl")
     port = testing.free_port()
-    return serve(store, workers=1, grpc_port=port), port
+    return serve(store, workers=1, grpc_port=port, grpc_front=front), port
 
 
 def attack(port: int, stop: EventLike) -> None:

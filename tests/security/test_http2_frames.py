@@ -99,6 +99,34 @@ def test_a_stream_whose_message_came_is_not_timed() -> None:
     frames.check_waiting()
 
 
+def message(length: int, sent: int) -> bytes:
+    """The first `sent` bytes of a gRPC message of `length` bytes, its prefix included."""
+    return (b"\0" + length.to_bytes(4, "big") + b"x" * length)[:sent]
+
+
+def test_a_partly_sent_message_still_waits_and_is_timed() -> None:
+    """Its call is held in grpc as one without a message is: it stays in the budget."""
+    clock = Clock()
+    budget = StreamBudget(max_streams=6)
+    frames = ClientFrames(LIMITS, clock, budget)
+    frames.feed(PREFACE + headers(1) + headers(3))
+    frames.feed(DataFrame(1, data=message(100, 3)).serialize())  # the prefix split
+    frames.feed(DataFrame(1, data=message(100, 50)[3:]).serialize())
+    frames.feed(DataFrame(3, data=message(100, 105), flags=["PADDED"], pad_length=9).serialize())
+    assert list(frames.waiting) == [1] and budget.held == 1
+    clock.now += LIMITS.first_message_s + 1.0
+    with pytest.raises(Refusal, match="no message"):
+        frames.check_waiting()
+
+
+def test_a_message_whole_over_several_frames_settles_its_stream() -> None:
+    frames = client()
+    frames.feed(headers(1) + DataFrame(1, data=message(40, 20)).serialize())
+    frames.feed(DataFrame(1, data=message(40, 45)[20:]).serialize())
+    frames.feed(headers(3) + DataFrame(3, data=b"\0\0", flags=["END_STREAM"]).serialize())
+    assert not frames.waiting
+
+
 def test_streams_far_past_the_advertised_cap_are_refused() -> None:
     frames = client()
     with pytest.raises(Refusal, match="streams open"):
@@ -150,3 +178,19 @@ def test_the_first_foreign_authority_is_kept() -> None:
 
 def test_a_peer_the_guard_did_not_relay_is_nobody() -> None:
     assert Peers().caller("ipv4:127.0.0.1:40000") == ("", "")
+
+
+def test_a_connection_is_idle_from_its_last_call_s_end() -> None:
+    """Idle time counts from the end of the last open call (the server's end, or a reset),
+    and from the start when no call ever opened; a call's first message does not end it."""
+    clock = Clock()
+    frames = client(clock)
+    clock.now += 5
+    assert frames.idle_for_s() == 5
+    frames.feed(headers(1) + headers(3) + DataFrame(1, data=b"x").serialize())
+    clock.now += 60
+    assert frames.idle_for_s() == 0
+    frames.ended(1)
+    frames.feed(RstStreamFrame(3, error_code=8).serialize())
+    clock.now += 7
+    assert frames.idle_for_s() == 7

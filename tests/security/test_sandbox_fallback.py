@@ -15,7 +15,7 @@ from modelhost.workers.handlers.base import Handler
 from modelhost.workers.handlers.select import LoadSpec
 from modelhost.workers.messages import Load
 from modelhost.workers.programs import refuse_program, said_as_refusal
-from modelhost.workers.sandbox import Support, Untrusted, local_folder
+from modelhost.workers.sandbox import Support, Untrusted
 from modelhost.workers.worker import Worker
 
 REASON = "Landlock ABI 6 (Linux 6.12) is missing (ABI 4)"
@@ -80,7 +80,7 @@ def test_a_worker_without_sandbox_refuses_programs_and_loads_data(
 
 def test_no_sandbox_says_why_and_confines_nothing(tmp_path: Path) -> None:
     """Where the machine lacks the mechanism, confining answers the reason and changes nothing."""
-    untrusted = Untrusted(Support(4, REASON), (str(tmp_path),))
+    untrusted = Untrusted(Support(4, REASON), str(tmp_path))
     assert untrusted.confine(tmp_path) == REASON
     assert list(tmp_path.iterdir()) == []
     assert "program formats are refused" in untrusted.support.describe()
@@ -100,21 +100,3 @@ def test_a_sandbox_denial_is_said_as_a_refusal() -> None:
         said_as_refusal(denied, "m")()
     with pytest.raises(ModelLoadError, match="bad bytes"):
         said_as_refusal(broken, "m")()
-
-
-@pytest.mark.parametrize(
-    ("url", "folder"),
-    [
-        ("/srv/models", "/srv/models"),
-        ("file:///srv/models", "/srv/models"),
-        ("file:///srv/tenant-*/models/*", "/srv"),
-        ("/srv/models/*", "/srv/models"),
-        ("s3://bucket/models", ""),
-        ("https://example.com/*", ""),
-        ("*", ""),
-        ("file:///*", ""),
-    ],
-)
-def test_the_folders_a_sandboxed_worker_reads_models_from(url: str, folder: str) -> None:
-    """Local stores and file patterns give their fixed folder; remote ones and wildcards none."""
-    assert local_folder(url) == folder

@@ -11,7 +11,7 @@ from pathlib import Path
 from helpers.missing import require_module
 
 from modelhost.config import PRELOADABLE_RUNTIMES
-from modelhost.workers.handlers.preload import PRELOAD_MODULES
+from modelhost.workers.handlers.preload import PRELOAD_MODULES, RUNTIME_PACKAGES, runtimes_of
 
 
 def template_imports(preload: list[str], folder: Path) -> tuple[set[str], int]:
@@ -29,6 +29,16 @@ def template_imports(preload: list[str], folder: Path) -> tuple[set[str], int]:
 
 def test_every_runtime_preload_runtimes_accepts_names_its_modules() -> None:
     assert set(PRELOAD_MODULES) == set(PRELOADABLE_RUNTIMES)
+
+
+def test_a_handlers_first_imports_name_the_runtimes_a_restart_preloads() -> None:
+    """What the disk index keeps of a load: a TorchServe archive needs torch and its base
+    handler, a pickle scikit-learn, a handler of plain Python none."""
+    assert set(RUNTIME_PACKAGES) == set(PRELOADABLE_RUNTIMES)
+    archive = (*PRELOAD_MODULES["torchserve"], "ts.torch_handler.image_classifier")
+    assert runtimes_of(archive) == ("torch", "torchserve")
+    assert runtimes_of(PRELOAD_MODULES["sklearn"]) == ("sklearn",)
+    assert runtimes_of(("json", "transformers")) == ()
 
 
 def test_the_default_preloads_scikit_learn_and_rehearses_it(tmp_path: Path) -> None:

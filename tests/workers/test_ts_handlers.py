@@ -118,7 +118,7 @@ def test_image_classifier_without_torchvision_says_what_to_install(
     with pytest.raises(ModelLoadError) as failure:
         load_handler(folder, "image.mar")
     assert "image_classifier" in str(failure.value)
-    assert "pip install torchvision" in str(failure.value)
+    assert "pip install 'modelhost[torchserve-vision]'" in str(failure.value)
 
 
 def _imports(module: str) -> bool:
@@ -196,6 +196,15 @@ def test_a_server_without_torchserve_names_the_extra() -> None:
     message = missing_message("handler.py", error)
     assert "pip install 'modelhost[torchserve-handlers]'" in message
     assert extra_of("ts.torch_handler.base_handler") == "torchserve-handlers"
+
+
+def test_a_built_in_handlers_missing_module_names_its_extra() -> None:
+    """captum (the text and vision handlers) comes with the handlers' extra, torchvision with
+    the vision one, which pairs it with torch as the index that gave torch builds it."""
+    for module, extra in (("captum", "torchserve-handlers"), ("torchvision", "torchserve-vision")):
+        error = ModuleNotFoundError(f"No module named '{module}'", name=module)
+        message = missing_message("TorchServe's image_classifier handler", error)
+        assert f"pip install 'modelhost[{extra}]'" in message, message
 
 
 SUBCLASS_HANDLER = """

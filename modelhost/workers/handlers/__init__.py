@@ -6,7 +6,6 @@ before it forks, so their pages are shared.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,7 +13,7 @@ from modelhost.workers.handlers.user_code import forget_user_module, import_user
 
 if TYPE_CHECKING:
     from modelhost.workers.handlers.base import Handler
-    from modelhost.workers.handlers.select import LoadSpec
+    from modelhost.workers.handlers.select import LoadSpec, Prepared
 
 __all__ = [
     "forget_user_module",
@@ -30,13 +29,11 @@ def load_handler(artifact: Path, model_name: str, spec: LoadSpec | None = None) 
     return prepared_handler(artifact, model_name, spec)()
 
 
-def prepared_handler(
-    artifact: Path, model_name: str, spec: LoadSpec | None = None
-) -> Callable[[], Handler]:
+def prepared_handler(artifact: Path, model_name: str, spec: LoadSpec | None = None) -> Prepared:
     """Choose the handler and import its runtime now; build it when called (select.py)."""
     from modelhost.workers.handlers.oip import SpeaksOip
-    from modelhost.workers.handlers.select import DEFAULT_SPEC
+    from modelhost.workers.handlers.select import DEFAULT_SPEC, Prepared
     from modelhost.workers.handlers.select import prepared_handler as prepare
 
     build = prepare(artifact, model_name, spec or DEFAULT_SPEC)
-    return lambda: SpeaksOip(build())
+    return Prepared(lambda: SpeaksOip(build()), build.modules)

@@ -36,3 +36,18 @@ PRELOAD_MODULES: dict[str, tuple[str, ...]] = {
     "torch": ("torch",),
     "torchserve": ("torch", "ts.torch_handler.base_handler"),
 }
+# the package whose import says a handler needs the runtime
+RUNTIME_PACKAGES: dict[str, str] = {
+    "sklearn": "sklearn",
+    "xgboost": "xgboost",
+    "lightgbm": "lightgbm",
+    "onnxruntime": "onnxruntime",
+    "torch": "torch",
+    "torchserve": "ts",
+}
+
+
+def runtimes_of(modules: tuple[str, ...]) -> tuple[str, ...]:
+    """The preloadable runtimes among the modules a handler imports first."""
+    packages = {module.partition(".")[0] for module in modules}
+    return tuple(name for name, package in RUNTIME_PACKAGES.items() if package in packages)

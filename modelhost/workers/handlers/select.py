@@ -78,9 +78,18 @@ class Choice:
     program: str = ""  # what kind of program the model is; empty for data
 
 
-def prepared_handler(
-    artifact: Path, model_name: str, spec: LoadSpec = DEFAULT_SPEC
-) -> Callable[[], Handler]:
+@dataclass(frozen=True)
+class Prepared:
+    """A handler chosen and its runtime imported: calling it builds the handler."""
+
+    build: Callable[[], Handler]
+    modules: tuple[str, ...] = ()  # what it imported first (handlers/preload.py's runtimes_of)
+
+    def __call__(self) -> Handler:
+        return self.build()
+
+
+def prepared_handler(artifact: Path, model_name: str, spec: LoadSpec = DEFAULT_SPEC) -> Prepared:
     """The handler in two steps: it is chosen and its runtime imported now, so that
     a load measured after is not charged the runtime (TensorFlow's import holds about 140 MB);
     the call builds it, or raises what went wrong, worded."""
@@ -92,11 +101,11 @@ def prepared_handler(
         def fail() -> Handler:
             raise failure
 
-        return lambda: _worded(model_name, fail, _artifact_hint)
+        return Prepared(lambda: _worded(model_name, fail, _artifact_hint))
     for module in choice.modules:
         with contextlib.suppress(Exception):  # the build says why a runtime will not import
             importlib.import_module(module)
-    return lambda: _worded(model_name, choice.load, choice.hint)
+    return Prepared(lambda: _worded(model_name, choice.load, choice.hint), choice.modules)
 
 
 def _worded(model_name: str, build: Callable[[], Handler], hint: Callable[[], str]) -> Handler:

@@ -11,6 +11,7 @@ from modelhost.errors import ModelLoadError
 
 SERVER_NAME = "MMS"  # TorchServe's own value; handlers may compare
 EXTRA = "torchserve-handlers"
+VISION_EXTRA = "torchserve-vision"  # torchvision, for the image handlers
 
 
 def is_torchserve_archive(manifest: dict[str, Any]) -> bool:

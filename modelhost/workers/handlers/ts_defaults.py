@@ -14,12 +14,14 @@ from types import ModuleType
 from typing import Any
 
 from modelhost.errors import ModelLoadError
-from modelhost.workers.handlers.ts_context import EXTRA, is_torchserve_archive
+from modelhost.workers.handlers.ts_context import EXTRA, VISION_EXTRA, is_torchserve_archive
 
 DEFAULT_HANDLERS = ("image_classifier", "image_segmenter", "object_detector", "text_classifier")
 # archives whose TorchScript file chooses the handler name it
 BY_MODEL_FILE = ("base_handler",)
 DISTRIBUTIONS = {"PIL": "pillow", "yaml": "pyyaml", "cv2": "opencv-python-headless"}
+# what the built-in handlers import beyond `ts`, and the extra that brings it (cli/extras.py)
+HANDLER_EXTRAS = {"captum": EXTRA, "torchvision": VISION_EXTRA}
 
 
 def default_named(model_dir: Path, manifest: dict[str, Any]) -> str | None:
@@ -83,15 +85,30 @@ def missing_message(who: str, exc: ModuleNotFoundError) -> str:
             f"{', '.join(f'ts.torch_handler.{d}' for d in DEFAULT_HANDLERS)}), or install "
             "the torchserve release the handler was written for"
         )
-    distribution = DISTRIBUTIONS.get(missing.partition(".")[0], missing.partition(".")[0])
+    top = missing.partition(".")[0]
+    if top in HANDLER_EXTRAS:
+        return f"{who} imports '{missing}', which is not installed on this server: " + (
+            f"pip install 'modelhost[{HANDLER_EXTRAS[top]}]'{_pairing(top)}"
+        )
+    distribution = DISTRIBUTIONS.get(top, top)
     return (
         f"{who} imports '{missing}', which is not installed on this server: "
         f"pip install {distribution}"
     )
 
 
-def _version() -> str:
+def _pairing(module: str) -> str:
+    """torchvision's builds each match one torch build, which pip cannot see."""
+    if module != "torchvision":
+        return ""
+    return (
+        f", with the --index-url torch was installed from, so that torchvision's build matches "
+        f"torch {_version('torch')}"
+    )
+
+
+def _version(distribution: str = "torchserve") -> str:
     try:
-        return metadata.version("torchserve")
+        return metadata.version(distribution)
     except metadata.PackageNotFoundError:
         return "(not installed)"

@@ -25,6 +25,7 @@ from modelhost.workers.pool.supervisor import TemplateSupervisor, backoff_s, tem
 from modelhost.workers.pool.table import WorkerTable
 from modelhost.workers.replies import ReplyT
 from modelhost.workers.sandbox import scratch_path
+from modelhost.workers.views import Views
 from modelhost.workers.wire import Frame
 
 logger = logging.getLogger("modelhost.workers")
@@ -50,9 +51,11 @@ class WorkerPool:
         infer_timeout_s: float = 120.0,
         environment: dict[str, str] | None = None,
         untrusted_size: int = 0,
+        views: Views | None = None,
     ) -> None:
         self.size, self.threads, self.events = size, threads, events
         self.untrusted_size = untrusted_size  # of `size`: sandboxed, for untrusted models only
+        self.views = views  # of the sandboxed workers: the models each may read
         self.run_dir = run_dir
         self.socket_path = str(run_dir / "workers.sock")
         self.table = WorkerTable()
@@ -174,6 +177,14 @@ class WorkerPool:
             worker.transport.close()  # `disconnected` follows
             self.kill(worker)  # surely now, not at the end of its socket
 
+    def retire(self, worker: WorkerHandle) -> None:
+        """Replace a sandboxed worker another tenant's models are to use: no tenant's models
+        follow another's in one process."""
+        worker.retiring = True
+        if worker.alive:
+            worker.transport.close()  # `disconnected` follows
+            self.kill(worker)
+
     def _report_exit(self, worker: WorkerHandle, lost_requests: int) -> None:
         detail = {"pid": worker.pid, "lost_requests": lost_requests}
         if worker.kept_bytes:
@@ -181,18 +192,22 @@ class WorkerPool:
         self.events.emit(
             "worker_exit",
             worker=worker.worker_id,
-            reason="recycled" if worker.kept_bytes else "died",
+            reason="recycled" if worker.kept_bytes or worker.retiring else "died",
             detail=detail,
         )
 
     async def _after_loss(self, worker: WorkerHandle) -> None:
-        """Remove what the lost worker wrote (a sandboxed one's scratch), then replace it."""
+        """Remove what the lost worker wrote (a sandboxed one's scratch) and its view, then
+        replace it."""
         scratch = scratch_path(self.run_dir, worker.pid)
         await asyncio.to_thread(shutil.rmtree, scratch, ignore_errors=True)
+        if self.views is not None:
+            await asyncio.to_thread(self.views.drop, worker.pid)
         await self._replace(worker)
 
     async def _replace(self, worker: WorkerHandle) -> None:
-        young = not worker.kept_bytes and time.monotonic() - worker.started_at < YOUNG_DEATH_S
+        chosen = worker.kept_bytes or worker.retiring  # a death asked for is no crash
+        young = not chosen and time.monotonic() - worker.started_at < YOUNG_DEATH_S
         deaths = self._deaths.get(worker.worker_id, 0) + 1 if young else 0
         await asyncio.sleep(backoff_s(deaths) if deaths > 1 else 0.0)
         if self._closing:
@@ -225,3 +240,5 @@ class WorkerPool:
         await self.template.stop()
         if self._server is not None:
             self._server.close()
+        if self.views is not None:
+            self.views.close()

@@ -1,0 +1,59 @@
+"""The fronts that can serve a gRPC port behind its guard: pygrpc-native or grpc.aio.
+
+pygrpc-native runs HTTP/2 and gRPC's framing in Rust and hands calls to the loop in batches;
+it serves unary and server-streaming methods itself and hands the rest (client-streaming and
+bidirectional ones) to a grpc.aio server of its own. grpc.aio serves where it is not installed
+or where it is asked for (docs/decisions.md, "gRPC's front").
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Sequence
+
+import grpc
+
+from modelhost.errors import ConfigError
+
+AUTO = "auto"
+NATIVE = "pygrpc-native"
+GRPC_AIO = "grpc.aio"
+FRONTS = (NATIVE, GRPC_AIO)
+# connection lifetimes grpc core holds and pygrpc-native refuses: the guard holds them
+NATIVE_REFUSES = frozenset(
+    {
+        "grpc.max_connection_idle_ms",
+        "grpc.max_connection_age_ms",
+        "grpc.max_connection_age_grace_ms",
+    }
+)
+
+Options = Sequence[tuple[str, int]]
+
+
+def front_of(asked: str) -> str:
+    """The front that serves: pygrpc-native if installed, unless another is asked for."""
+    if asked == AUTO:
+        return NATIVE if native_installed() else GRPC_AIO
+    if asked == NATIVE and not native_installed():
+        raise ConfigError(
+            "--grpc-front pygrpc-native needs the pygrpc-native package: install "
+            "modelhost[grpc-native], or choose --grpc-front grpc.aio"
+        )
+    return asked
+
+
+def native_installed() -> bool:
+    return importlib.util.find_spec("pygrpc_native") is not None
+
+
+def new_server(
+    front: str, options: Options, interceptors: Sequence[grpc.aio.ServerInterceptor]
+) -> grpc.aio.Server:
+    """An unstarted server of `front` with grpc's `options` and `interceptors`."""
+    if front == NATIVE:
+        from pygrpc_native.aio import server  # the submodule: its package's getattr recurses
+
+        kept = [option for option in options if option[0] not in NATIVE_REFUSES]
+        return server(options=kept, interceptors=interceptors)
+    return grpc.aio.server(options=options, interceptors=interceptors)
