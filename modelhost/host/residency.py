@@ -266,6 +266,8 @@ class Residency:
             for worker_id in list(resident.workers):
                 unloaded = await self.copies.unload_from(worker_id, resident.name)
                 freed, worker_ms = freed + unloaded.freed, worker_ms + unloaded.unload_ms
+            # a copy scaled in is still leaving its worker: its room is not free before that
+            await self.changes.until(lambda: not self.copies.leaving_of(resident.name))
         finally:
             self.forget(resident)
         self.events.emit(

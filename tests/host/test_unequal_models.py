@@ -53,3 +53,29 @@ def test_loading_copy_stays_counted_after_death() -> None:
         ],
         UnequalInterleavings,
     )
+
+
+def test_an_evicted_model_counts_until_its_leaving_copy_is_gone() -> None:
+    """c's extra copy is leaving worker 2 when c is evicted from worker 1: the eviction keeps c
+    counted until worker 2 lets go too, so a copy of a loaded in its room waits."""
+    replay(
+        [
+            ("request", {"name": "c"}),
+            ("request", {"name": "c"}),
+            arrives("request", "a", call=0, turns=1),
+            arrives("request", "a", call=37, fails=True),
+            *[("request", {"name": "a"})] * 4,
+            ("request", {"name": "b"}),
+            arrives("put", "c", call=1),
+            arrives("request", "c", call=0),
+            ("request", {"name": "d"}),
+            arrives("request", "a", call=0),
+            ("request", {"name": "a"}),
+            arrives("request", "a", call=1),
+            arrives("request", "a", call=1),
+            arrives("request", "a", call=26),
+            arrives("put", "a", call=2, fails=True),  # a copy of a, while c still leaves worker 2
+        ],
+        UnequalInterleavings,
+    )
+
