@@ -207,7 +207,9 @@ class InvokePath:
         )
 
     async def _answer(self, name: str, invocation: Invocation, solo: bool) -> Job[Invocation]:
-        dispatcher = self.dispatchers[name]
+        dispatcher = self.dispatchers.get(name)
+        if dispatcher is None:  # its last copy went while the request waited for its device
+            raise Unavailable(f"model {name} was unloaded while this request waited; retry is safe")
         future = dispatcher.loop.create_future()
         job: Job[Invocation] = Job(invocation, future, self.residency.clock(), solo=solo)
         dispatcher.submit(job)

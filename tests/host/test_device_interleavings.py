@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from host.fakes import Call, FakePool, FakeWorker, MiB, footprint_of
-from host.machine import Interleavings, checked, replay, runs_of_30_steps
+from host.machine import Interleavings, arrives, checked, replay, runs_of_30_steps
 from modelhost.cache.devices import DeviceMemory, DeviceTier
 from modelhost.cache.policy import LRUPolicy
 from modelhost.workers.messages import OnDevice, OnHost, ToDevice, ToHost, Unload
@@ -108,6 +108,25 @@ def test_a_third_model_sends_the_least_recent_to_sleep_and_it_wakes() -> None:
 
 def test_replayed_steps_hold_with_a_device() -> None:
     replay([("request", {"name": "a"}), ("answer_a_call", {"index": 0})], DeviceInterleavings)
+
+
+def test_a_request_whose_model_goes_while_it_waits_for_the_device_is_told_to_retry() -> None:
+    """The request waits for its model's move; meanwhile the model's worker dies and no other
+    takes it: the request gets an error that says so, not a KeyError."""
+    replay(
+        [
+            ("request", {"name": "b"}),
+            ("answer_a_call", {"index": 0}),
+            arrives("request", "a", call=0),
+            arrives("request", "c", call=0),
+            ("a_call_fails", {"index": 0}),
+            arrives("request", "a", call=0),
+            ("kill_a_worker", {"worker": 0, "respawn": False}),
+            ("a_worker_joins", {}),
+            ("idle_unload", {}),
+        ],
+        DeviceInterleavings,
+    )
 
 
 def test_a_move_the_worker_refuses_leaves_the_model_on_the_cpu_and_the_request_answered() -> None:
