@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Iterable
 
 import msgspec
 
+from modelhost.cache.entries import entry_folder_name
 from modelhost.cache.memory import MemoryTier, Resident
 from modelhost.workers.handle import WorkerHandle
 from modelhost.workers.messages import Load
@@ -88,11 +89,15 @@ class Sandboxes:
         if not worker.untrusted or self.views is None:
             return request
         shown = await asyncio.to_thread(
-            self.views.show, worker.pid, request.model, request.path, request.root
+            self.views.show,
+            worker.pid,
+            entry_folder_name(request.model),
+            request.path,
+            request.root,
         )
         return msgspec.structs.replace(request, path=shown[0], root=shown[1])
 
     async def left(self, worker: WorkerHandle, name: str) -> None:
         """`name` left `worker`, or failed to load there: its artifact leaves the view."""
         if worker.untrusted and self.views is not None:
-            await asyncio.to_thread(self.views.hide, worker.pid, name)
+            await asyncio.to_thread(self.views.hide, worker.pid, entry_folder_name(name))

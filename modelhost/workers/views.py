@@ -16,8 +16,6 @@ import os
 import shutil
 from pathlib import Path
 
-from modelhost.cache.entries import entry_folder_name
-
 FOLDER = "views"  # under --cache-dir, so that a view links the cache's files
 VARIABLE = "MODELHOST_SANDBOX_VIEWS"  # the views' folder, for the template
 
@@ -34,10 +32,13 @@ class Views:
         self.root.mkdir(parents=True, exist_ok=True)
         return {VARIABLE: str(self.root)}
 
-    def show(self, pid: int, name: str, path: str, root: str | None) -> tuple[str, str | None]:
-        """Link the artifact at `path` into worker `pid`'s view; its path and root there."""
+    def show(
+        self, pid: int, folder_name: str, path: str, root: str | None
+    ) -> tuple[str, str | None]:
+        """Link the artifact at `path` into worker `pid`'s view, in the model's `folder_name`
+        (the cache's, which the caller knows); its path and root there."""
         artifact = Path(path)
-        folder = view_of(self.root, pid) / entry_folder_name(name)
+        folder = view_of(self.root, pid) / folder_name
         shutil.rmtree(folder, ignore_errors=True)  # a load of the same name that failed
         folder.mkdir(parents=True)
         shown = folder / artifact.name
@@ -49,9 +50,9 @@ class Views:
             return str(shown), None
         return str(shown), str(shown / Path(root).relative_to(artifact))
 
-    def hide(self, pid: int, name: str) -> None:
+    def hide(self, pid: int, folder_name: str) -> None:
         """The model left worker `pid`: its artifact leaves the view."""
-        shutil.rmtree(view_of(self.root, pid) / entry_folder_name(name), ignore_errors=True)
+        shutil.rmtree(view_of(self.root, pid) / folder_name, ignore_errors=True)
 
     def drop(self, pid: int) -> None:
         """Worker `pid` is gone: its view goes."""

@@ -24,7 +24,7 @@ def test_a_file_is_linked_not_copied(views: Views, tmp_path: Path) -> None:
     artifact = tmp_path / "cache/models/t%2Fm/model.onnx"
     artifact.parent.mkdir(parents=True)
     artifact.write_bytes(b"onnx")
-    path, root = views.show(PID, "t/m", str(artifact), None)
+    path, root = views.show(PID, "t%2Fm", str(artifact), None)
     assert Path(path).read_bytes() == b"onnx" and root is None
     assert os.path.samefile(path, artifact)  # a hard link: no bytes copied
     assert Path(path).is_relative_to(views.root / str(PID))
@@ -36,7 +36,7 @@ def test_a_folder_keeps_its_root_and_its_links_as_links(views: Views, tmp_path: 
     (folder / "inner").mkdir(parents=True)
     (folder / "inner/modelhost.toml").write_text('handler = "x.py"\n')
     (folder / "elsewhere").symlink_to(tmp_path / "store/u")
-    path, root = views.show(PID, "t/handler", str(folder), str(folder / "inner"))
+    path, root = views.show(PID, "t%2Fhandler", str(folder), str(folder / "inner"))
     assert root == str(Path(path) / "inner")
     assert (Path(root) / "modelhost.toml").read_text() == 'handler = "x.py"\n'
     assert os.readlink(Path(path) / "elsewhere") == str(tmp_path / "store/u")
