@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -23,6 +24,7 @@ SIZE = 12 * MiB
 CONTEXT = 2 * MiB
 BUDGET = 30 * MiB  # a context and two models
 MODELS = [f"m{i}.pt" for i in range(4)]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -147,6 +149,10 @@ def test_a_model_larger_than_the_device_budget_is_507_naming_the_device(
 def test_metrics_show_each_device(client: httpx.Client) -> None:
     invoke(client, "m1.pt", ROW)
     text = client.get("/metrics").text
+    documented = set(
+        re.findall(r"modelhost_device_\w+", (REPO / "docs/observability.md").read_text())
+    )
+    assert documented and {name for name in documented if name not in text} == set()
     for series in (
         'modelhost_device_budget_bytes{device="cuda:0"}',
         'modelhost_device_used_bytes{device="cuda:0"}',

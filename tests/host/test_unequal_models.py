@@ -78,4 +78,3 @@ def test_an_evicted_model_counts_until_its_leaving_copy_is_gone() -> None:
         ],
         UnequalInterleavings,
     )
-
