@@ -19,7 +19,7 @@ class Ticket(NamedTuple):
 
     tenant: str
     estimate_ms: float
-    started: float
+    started: float | None  # None: a lone tenant's, never timed (its end is not charged)
 
 
 class FairStatistics(NamedTuple):
@@ -66,6 +66,7 @@ class FairQueue(Generic[T]):
         self._running: dict[str, int] = {}  # not a Counter, whose misses are Python calls
         self._floor = 0.0  # lowest backlogged counter; kept while none is backlogged
         self._alone: str | None = None  # the only tenant active; None: none, or contention
+        self._alone_ticket = Ticket("", 0.0, None)  # every ticket of the tenant alone
         self.waiting = 0  # in every queue, read on every admission: an attribute, not a call
 
     def __len__(self) -> int:
@@ -144,7 +145,7 @@ class FairQueue(Generic[T]):
             self._arrive(tenant)
         self._running[tenant] = self._running.get(tenant, 0) + 1
         if self._alone is not None:
-            return Ticket(tenant, 0.0, self.clock())  # charged in full at its end, if contended
+            return self._alone_ticket  # charged in full at its end, if contention began
         estimate_ms = self._means_ms.get(tenant, self._mean_ms)
         self.charge(tenant, estimate_ms)
         return Ticket(tenant, estimate_ms, self.clock())
@@ -155,7 +156,8 @@ class FairQueue(Generic[T]):
             self._end(ticket.tenant)
             return
         if cost_ms is None:
-            cost_ms = (self.clock() - ticket.started) * 1000
+            started = ticket.started
+            cost_ms = self._mean_ms if started is None else (self.clock() - started) * 1000
         tenant = ticket.tenant
         self.charge(tenant, cost_ms - ticket.estimate_ms)
         mean_ms = self._means_ms.get(tenant, cost_ms)
@@ -222,7 +224,7 @@ class FairQueue(Generic[T]):
             return  # active already, beside others
         if self._alone is None:
             if not self._running and not self._queues:
-                self._alone = tenant
+                self._be_alone(tenant)
             return
         # the time alone was no contention: both start level, neither owed nor owing
         first, self._alone = self._alone, None
@@ -233,8 +235,15 @@ class FairQueue(Generic[T]):
     def _recount(self) -> None:
         """With one tenant or none left active, the one left is alone."""
         active = self._running.keys() | self._queues.keys()
-        if len(active) <= 1:
-            self._alone = next(iter(active), None)
+        if len(active) == 1:
+            self._be_alone(next(iter(active)))
+        elif not active:
+            self._alone = None
+
+    def _be_alone(self, tenant: str) -> None:
+        self._alone = tenant
+        if self._alone_ticket.tenant != tenant:
+            self._alone_ticket = Ticket(tenant, 0.0, None)
 
     def charge(self, tenant: str, cost_ms: float) -> None:
         """Count `cost_ms` of service to `tenant` (or a cost in the caller's own unit)."""

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from modelhost.errors import QueueFull, TenantQueueFull
 from modelhost.protocols.status import status_of
-from modelhost.scheduler.fair import FairQueue
+from modelhost.scheduler.fair import FIRST_ESTIMATE_MS, FairQueue
 
 MAX_COST_MS = 10
 TENANTS = ("a", "b", "c")
@@ -239,3 +239,13 @@ def test_a_tenant_alone_is_charged_nothing_until_joined() -> None:
     assert queue.counter("a") == 0.0 and queue.counter("b") == joining.estimate_ms
     queue.complete(in_flight, 5.0)
     assert queue.counter("a") == 5.0
+
+
+def test_a_lone_tenants_request_ending_unmeasured_in_contention_is_charged_the_mean() -> None:
+    """A lone tenant's requests are not timed; one that ends unmeasured once a second tenant
+    came is charged the running mean of every request, not nothing."""
+    queue: FairQueue[int] = FairQueue(4, clock=lambda: 100.0)
+    in_flight = queue.dispatch("a")
+    queue.dispatch("b")  # still running as a's ends
+    queue.complete(in_flight, None)
+    assert queue.counter("a") == FIRST_ESTIMATE_MS
