@@ -92,13 +92,16 @@ class TenantTable:
         self.max_tenants = max_tenants
         self._figures: OrderedDict[str, TenantFigures] = OrderedDict()
         self._names = SortedList()
+        self._newest_name: str | None = None  # the end of `_figures`, whose order needs no move
+        self._newest_figures = TenantFigures()
 
     def __len__(self) -> int:
         return len(self._figures)
 
     def record(self, tenant: str, exchange: Exchange) -> TenantFigures:
         """Add the exchange to `tenant`'s figures, making it the newest; the oldest may go."""
-        figures = self._newest(tenant)
+        # one tenant's requests after another's, the common case, need no move
+        figures = self._newest_figures if tenant == self._newest_name else self._newest(tenant)
         figures.add(exchange)
         return figures
 
@@ -118,6 +121,7 @@ class TenantTable:
                 self._names.remove(self._figures.popitem(last=False)[0])
         else:
             self._figures.move_to_end(tenant)
+        self._newest_name, self._newest_figures = tenant, figures
         return figures
 
     def get(self, tenant: str) -> TenantFigures | None:

@@ -19,7 +19,7 @@ class Ticket(NamedTuple):
 
     tenant: str
     estimate_ms: float
-    started: float
+    started: float | None  # None: a lone tenant's, never timed (its end is not charged)
 
 
 class FairStatistics(NamedTuple):
@@ -41,6 +41,12 @@ class FairQueue(Generic[T]):
     the queue is work-conserving. Between two tenants backlogged over any stretch of serial
     service, each gets its weighted share of what the two received, less at most one request's
     largest cost.
+
+    While one tenant alone is active (running or waiting), nobody contends and nothing is
+    charged: its requests start and end at the cost of a count. When a second becomes active,
+    both start level at the higher of the floor and the first's counter, as VTC would have lifted
+    the newcomer; the first's requests still in flight were charged nothing, so each is charged
+    its whole cost as it ends.
     """
 
     def __init__(
@@ -59,6 +65,8 @@ class FairQueue(Generic[T]):
         self._mean_ms = FIRST_ESTIMATE_MS  # of every tenant: a new tenant's first estimate
         self._running: dict[str, int] = {}  # not a Counter, whose misses are Python calls
         self._floor = 0.0  # lowest backlogged counter; kept while none is backlogged
+        self._alone: str | None = None  # the only tenant active; None: none, or contention
+        self._alone_ticket = Ticket("", 0.0, None)  # every ticket of the tenant alone
         self.waiting = 0  # in every queue, read on every admission: an attribute, not a call
 
     def __len__(self) -> int:
@@ -80,8 +88,11 @@ class FairQueue(Generic[T]):
     def push(self, tenant: str, item: T) -> None:
         """Queue `item` for `tenant`, or refuse it when the tenant's queue is full."""
         self.check(tenant)
+        if tenant != self._alone:
+            self._arrive(tenant)
         if tenant not in self._queues:
-            if tenant not in self._running:  # one still served was not idle: it keeps its count
+            # one still served was not idle: it keeps its count; one alone is counted at no cost
+            if self._alone is None and tenant not in self._running:
                 self._lift(tenant)
             self._queues[tenant] = deque()
         self._queues[tenant].append(item)
@@ -130,15 +141,23 @@ class FairQueue(Generic[T]):
 
     def dispatch(self, tenant: str) -> Ticket:
         """Charge `tenant` a request's estimated cost as it starts, queued or not."""
+        if tenant != self._alone:
+            self._arrive(tenant)
+        self._running[tenant] = self._running.get(tenant, 0) + 1
+        if self._alone is not None:
+            return self._alone_ticket  # charged in full at its end, if contention began
         estimate_ms = self._means_ms.get(tenant, self._mean_ms)
         self.charge(tenant, estimate_ms)
-        self._running[tenant] = self._running.get(tenant, 0) + 1
         return Ticket(tenant, estimate_ms, self.clock())
 
     def complete(self, ticket: Ticket, cost_ms: float | None) -> None:
         """Correct the charge by the measured cost (None: the time since it started)."""
+        if self._alone is not None:  # no one to be fair to
+            self._end(ticket.tenant)
+            return
         if cost_ms is None:
-            cost_ms = (self.clock() - ticket.started) * 1000
+            started = ticket.started
+            cost_ms = self._mean_ms if started is None else (self.clock() - started) * 1000
         tenant = ticket.tenant
         self.charge(tenant, cost_ms - ticket.estimate_ms)
         mean_ms = self._means_ms.get(tenant, cost_ms)
@@ -148,7 +167,8 @@ class FairQueue(Generic[T]):
 
     def refund(self, ticket: Ticket) -> None:
         """Take back the charge of a request that never ran."""
-        self.charge(ticket.tenant, -ticket.estimate_ms)
+        if self._alone is None:
+            self.charge(ticket.tenant, -ticket.estimate_ms)
         self._end(ticket.tenant)
 
     @property
@@ -160,6 +180,7 @@ class FairQueue(Generic[T]):
         """Drop every waiting item, which the caller holds elsewhere; the counters stay."""
         self._queues.clear()
         self.waiting = 0
+        self._recount()
 
     def discard(self, tenant: str, item: T) -> bool:
         """Take `item` out of `tenant`'s queue; whether it was there."""
@@ -170,6 +191,8 @@ class FairQueue(Generic[T]):
         self.waiting -= 1
         if not queue:
             del self._queues[tenant]
+            if tenant not in self._running:
+                self._recount()
         return True
 
     def at_cap(self, tenant: str) -> bool:
@@ -195,6 +218,33 @@ class FairQueue(Generic[T]):
         backlogged = [self.counter(other) for other in others]
         self._counters[tenant] = max(self.counter(tenant), min(backlogged, default=self._floor))
 
+    def _arrive(self, tenant: str) -> None:
+        """`tenant` is about to run or wait: alone, or the start of contention."""
+        if tenant in self._running or tenant in self._queues:
+            return  # active already, beside others
+        if self._alone is None:
+            if not self._running and not self._queues:
+                self._be_alone(tenant)
+            return
+        # the time alone was no contention: both start level, neither owed nor owing
+        first, self._alone = self._alone, None
+        self._floor = max(self._floor, self.counter(first))
+        self._counters[first] = self._floor
+        self._counters[tenant] = max(self.counter(tenant), self._floor)
+
+    def _recount(self) -> None:
+        """With one tenant or none left active, the one left is alone."""
+        active = self._running.keys() | self._queues.keys()
+        if len(active) == 1:
+            self._be_alone(next(iter(active)))
+        elif not active:
+            self._alone = None
+
+    def _be_alone(self, tenant: str) -> None:
+        self._alone = tenant
+        if self._alone_ticket.tenant != tenant:
+            self._alone_ticket = Ticket(tenant, 0.0, None)
+
     def charge(self, tenant: str, cost_ms: float) -> None:
         """Count `cost_ms` of service to `tenant` (or a cost in the caller's own unit)."""
         if self.weight is not None:
@@ -208,6 +258,11 @@ class FairQueue(Generic[T]):
             self._running[tenant] = running
             return
         del self._running[tenant]
+        if self._alone is not None:
+            if tenant not in self._queues:
+                self._alone = None  # nobody active
+        elif len(self._running) + len(self._queues) <= 2:
+            self._recount()
         if tenant not in self._queues and self._counters.get(tenant, self._floor) <= self._floor:
             # it would be lifted to the floor on its return: its counter carries nothing
             self._counters.pop(tenant, None)

@@ -67,6 +67,18 @@ def test_the_table_forgets_the_least_recent_tenant_past_its_cap() -> None:
     assert table.page("", 10) == ["a", "c", "d"]
 
 
+def test_a_tenant_recorded_after_an_eviction_of_anothers_is_the_newest_again() -> None:
+    """Evictions touch tenants too: a request of the tenant recorded just before one must still
+    make it the newest, so the tenant the eviction touched goes first."""
+    table = TenantTable(max_tenants=2)
+    table.record("a", exchange("a"))
+    table.record("a", exchange("a"))
+    table.evicted("b", "")
+    table.record("a", exchange("a"))
+    table.record("c", exchange("c"))
+    assert table.page("", 10) == ["a", "c"]
+
+
 def test_pages_walk_the_tenants_in_name_order() -> None:
     table = TenantTable()
     for tenant in ("tenants/t2", "tenants/t0", "tenants/t1"):

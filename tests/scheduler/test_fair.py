@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from modelhost.errors import QueueFull, TenantQueueFull
 from modelhost.protocols.status import status_of
-from modelhost.scheduler.fair import FairQueue
+from modelhost.scheduler.fair import FIRST_ESTIMATE_MS, FairQueue
 
 MAX_COST_MS = 10
 TENANTS = ("a", "b", "c")
@@ -192,6 +192,7 @@ def test_dispatch_charges_an_estimate_and_completion_corrects_it() -> None:
     """The charge at dispatch is the tenant's running mean; the measured cost replaces it."""
     now = [0.0]
     queue: FairQueue[int] = FairQueue(4, clock=lambda: now[0])
+    queue.dispatch("b")  # running throughout: a is never alone
     first = queue.dispatch("a")
     queue.complete(first, 8.0)
     assert queue.counter("a") == 8.0
@@ -204,6 +205,7 @@ def test_dispatch_charges_an_estimate_and_completion_corrects_it() -> None:
 
 def test_refund_takes_back_a_charge() -> None:
     queue: FairQueue[int] = FairQueue(4)
+    queue.dispatch("b")
     queue.push("a", 1)
     queue.complete(queue.dispatch("a"), 5.0)
     before = queue.counter("a")
@@ -224,3 +226,26 @@ def test_a_tenant_back_from_idle_wins_the_tie_its_lift_makes() -> None:
     queue.push("quiet", "q1")  # lifted to busy's counter, with nothing running
     assert queue.counter("quiet") == queue.counter("busy")
     assert (queue.pop() or ("", None))[0] == "q1"
+
+
+def test_a_tenant_alone_is_charged_nothing_until_joined() -> None:
+    """Alone, a's requests cost it nothing; one in flight as b arrives is charged in full as it
+    ends, from the level the two started at."""
+    queue: FairQueue[int] = FairQueue(4)
+    queue.complete(queue.dispatch("a"), 8.0)
+    in_flight = queue.dispatch("a")
+    assert in_flight.estimate_ms == 0.0 and queue.counter("a") == 0.0
+    joining = queue.dispatch("b")  # level with a, then charged its estimate
+    assert queue.counter("a") == 0.0 and queue.counter("b") == joining.estimate_ms
+    queue.complete(in_flight, 5.0)
+    assert queue.counter("a") == 5.0
+
+
+def test_a_lone_tenants_request_ending_unmeasured_in_contention_is_charged_the_mean() -> None:
+    """A lone tenant's requests are not timed; one that ends unmeasured once a second tenant
+    came is charged the running mean of every request, not nothing."""
+    queue: FairQueue[int] = FairQueue(4, clock=lambda: 100.0)
+    in_flight = queue.dispatch("a")
+    queue.dispatch("b")  # still running as a's ends
+    queue.complete(in_flight, None)
+    assert queue.counter("a") == FIRST_ESTIMATE_MS
