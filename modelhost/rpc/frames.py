@@ -7,8 +7,9 @@ caps they have (streams, header lists); these are the ones they lack.
 from __future__ import annotations
 
 import math
+import struct
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
 import hpack
@@ -22,6 +23,9 @@ END_STREAM, END_HEADERS, PADDED, PRIORITY = 0x1, 0x4, 0x8, 0x20
 NO_ERROR, COMPRESSION_ERROR, ENHANCE_YOUR_CALM = 0x0, 0x9, 0xB
 RESET_WINDOW_S = 1.0
 MESSAGE_PREFIX_BYTES = 5  # gRPC's, before each message: a compressed flag and the length
+HEAD = struct.Struct(">HBBBI")  # the length's high 16 bits and low 8, kind, flags, stream
+BLOCKS_REMEMBERED = 16  # a connection's repeated header blocks, decoded once
+BLOCK_REMEMBERED_BYTES = 256  # a client's indexed block is a few bytes; longer ones are rare
 
 
 class Head(NamedTuple):
@@ -109,16 +113,22 @@ class FrameReader:
                 self.current, self.kept = None, None
 
     def _read_head(self, view: memoryview, at: int) -> int:
+        if not self.head and len(view) - at >= HEAD_BYTES:  # a whole head: read it at once
+            high, low, kind, flags, stream_id = HEAD.unpack_from(view, at)
+            self._start(Head(kind, flags, stream_id & 0x7FFFFFFF, high << 8 | low))
+            return at + HEAD_BYTES
         taken = min(HEAD_BYTES - len(self.head), len(view) - at)
         self.head += view[at : at + taken]
         if len(self.head) == HEAD_BYTES:
             length, kind, flags = int.from_bytes(self.head[:3], "big"), self.head[3], self.head[4]
             stream_id = int.from_bytes(self.head[5:], "big") & 0x7FFFFFFF
-            self.current = Head(kind, flags, stream_id, length)
-            self.kept = bytearray() if self.keep(self.current) else None
             self.head.clear()
-            self.left = length
+            self._start(Head(kind, flags, stream_id, length))
         return at + taken
+
+    def _start(self, head: Head) -> None:
+        self.current, self.left = head, head.length
+        self.kept = bytearray() if self.keep(head) else None
 
 
 class ClientFrames:
@@ -134,7 +144,7 @@ class ClientFrames:
         self.clock = clock
         self.budget = budget or StreamBudget(2 * limits.max_streams)
         self.reader = FrameReader(self.keep, skip=len(PREFACE))
-        self.decoder = hpack.Decoder()
+        self.blocks = HeaderBlocks()
         self.block = bytearray()
         self.waiting: dict[int, float] = {}  # stream → opened at, until its first message
         self.arriving: dict[int, FirstMessage] = {}  # of `waiting`: those whose message began
@@ -218,11 +228,7 @@ class ClientFrames:
     def add_to_block(self, head: Head, fragment: bytes) -> None:
         self.block += fragment
         if head.flags & END_HEADERS:
-            try:
-                fields = self.decoder.decode(bytes(self.block))
-            except hpack.HPACKError as error:
-                reason = f"a header block HPACK cannot decode: {error}"
-                raise Refusal(reason, COMPRESSION_ERROR) from None
+            fields = self.blocks.new_fields(bytes(self.block))
             self.block.clear()
             self.note_authority(fields)
 
@@ -244,6 +250,38 @@ class ClientFrames:
         oldest = next(iter(self.waiting.values()), None)  # streams open in order
         if oldest is not None and self.clock() - oldest > self.limits.first_message_s:
             raise Refusal(f"no message within {self.limits.first_message_s:g} s of its stream")
+
+
+class HeaderBlocks:
+    """A connection's HPACK decoding, where a block seen before at the same dynamic table is
+    not decoded again: a client's calls repeat one indexed block, and decoding it is most of
+    what reading a call's frames costs."""
+
+    def __init__(self) -> None:
+        self.decoder = hpack.Decoder()
+        self.seen: set[bytes] = set()  # blocks decoded at the table as it is now
+
+    def new_fields(self, block: bytes) -> Iterable[tuple[object, object]]:
+        """The block's fields; none for a block seen at this table, whose fields were read."""
+        if block in self.seen:
+            return []
+        before = self.table_state()
+        try:
+            fields = self.decoder.decode(block)
+        except hpack.HPACKError as error:
+            reason = f"a header block HPACK cannot decode: {error}"
+            raise Refusal(reason, COMPRESSION_ERROR) from None
+        if self.table_state() != before or len(self.seen) >= BLOCKS_REMEMBERED:
+            self.seen.clear()  # the same bytes may now name other fields
+        if self.table_state() == before and len(block) <= BLOCK_REMEMBERED_BYTES:
+            self.seen.add(block)
+        return fields
+
+    def table_state(self) -> tuple[int, int, int]:
+        """Changes whenever the dynamic table does: an entry added (its id), or a new size."""
+        table = self.decoder.header_table
+        entries = table.dynamic_entries
+        return len(entries), id(entries[0]) if entries else 0, table.maxsize
 
 
 class FirstMessage:

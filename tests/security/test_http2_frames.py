@@ -11,6 +11,7 @@ from modelhost.rpc.frames import (
     PREFACE,
     ClientFrames,
     FrameReader,
+    HeaderBlocks,
     Limits,
     Refusal,
     StreamBudget,
@@ -50,6 +51,42 @@ def test_frames_split_anywhere_are_read_whole() -> None:
     found = [head for at in range(len(data)) for head, _, _ in reader.feed(data[at : at + 1])]
     assert [(head.kind, head.stream_id) for head in found] == [(1, 1), (0, 1), (1, 3)]
     assert reader.between_frames
+
+
+def test_a_frame_s_length_and_stream_are_read_whole_or_split() -> None:
+    """Past 16 bits of length, and with the reserved bit of its stream id set."""
+    frame = bytes((1, 0x11, 0x70, 0x0, 0x0, 0x80, 0, 0, 5)) + b"x" * 70_000
+    for step in (len(frame), 4):
+        reader = FrameReader(lambda head: False)
+        heads = [
+            head
+            for at in range(0, len(frame), step)
+            for head, _, _ in reader.feed(frame[at : at + step])
+        ]
+        assert [(head.length, head.stream_id) for head in heads] == [(70_000, 5)]
+
+
+def test_a_repeated_header_block_is_decoded_again_once_the_table_changes() -> None:
+    """A block seen before brings no new fields, until a block changes the dynamic table and
+    the same bytes name other fields."""
+    encoder, blocks = hpack.Encoder(), HeaderBlocks()
+    fields = [(":path", "/s/m"), (":authority", "models.example.com")]
+    assert blocks.new_fields(encoder.encode(fields)) == fields  # indexed as they are read
+    indexed = encoder.encode(fields)
+    assert blocks.new_fields(indexed) == fields
+    assert blocks.new_fields(indexed) == []
+    blocks.new_fields(encoder.encode([("x-other", "value")]))
+    assert blocks.new_fields(indexed) == [
+        (":authority", "models.example.com"),
+        ("x-other", "value"),
+    ]
+
+
+def test_an_undecodable_header_block_is_refused() -> None:
+    frames = client()
+    with pytest.raises(Refusal, match="HPACK") as refused:
+        frames.feed(HeadersFrame(1, data=b"\xff\xff\xff\xff", flags=["END_HEADERS"]).serialize())
+    assert refused.value.code == 0x9
 
 
 def test_a_header_block_past_the_cap_is_refused() -> None:
