@@ -188,3 +188,36 @@ def test_the_dashboard_shows_each_device(server: testing.RunningServer) -> None:
         cells = page.locator("#devices tbody tr td").all_inner_texts()
         assert problems == []
     assert cells[0] == "cuda:0" and cells[2] == "30.0 MiB"
+
+
+def test_a_hot_models_copies_go_to_both_devices(store: Path, serve: Servers) -> None:
+    two = serve(
+        store,
+        workers=2,
+        threads_per_worker=1,
+        memory_budget="3GiB",
+        preload_runtimes="torch",
+        fake_devices=f"2x{BUDGET}+{CONTEXT}",
+        device_budget="100%",
+        admission="none",
+    )
+    expected = in_process(store / "m0.pt")
+
+    def call(_: int) -> tuple[int, object]:
+        with httpx.Client(base_url=two.url, timeout=60) as http:
+            response = invoke(http, "m0.pt", ROW)
+        return response.status_code, json.loads(response.content)["predictions"][0]
+
+    with httpx.Client(base_url=two.url, timeout=60) as http, ThreadPoolExecutor(16) as pool:
+        for _ in range(20):  # under load it scales out; the copy moves on a later request
+            answers = list(pool.map(call, range(64)))
+            assert all(status == 200 for status, _ in answers)
+            assert all(body == pytest.approx(expected) for _, body in answers)
+            devices = http.get("/stats").json()["devices"]
+            if all(d["models"] == 1 for d in devices):
+                break
+    assert [(d["name"], d["models"]) for d in devices] == [("cuda:0", 1), ("cuda:1", 1)]
+    assert all(d["usedBytes"] <= d["budgetBytes"] for d in devices)
+    placed = {(e["detail"]["device"], e["worker"]) for e in two.events("place")}
+    assert {device for device, _ in placed} == {"cuda:0", "cuda:1"}
+    assert len({worker for _, worker in placed}) == 2
