@@ -120,6 +120,7 @@ class ModelHost:
             clock,
             self.scaling.scale_out,
             on_grown=self.devices.grown,
+            on_device=self.devices.capable.__contains__,
         )
         self.residency = Residency(
             memory,

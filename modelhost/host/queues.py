@@ -32,10 +32,12 @@ class Queues:
         clock: Callable[[], float],
         on_pressure: Callable[[str], None],
         on_grown: Callable[[str, int, int], None] = lambda name, worker_id, grown_bytes: None,
+        on_device: Callable[[str], bool] = lambda name: False,
     ) -> None:
         self.pool, self.manifests, self.scheduling, self.clock = pool, manifests, scheduling, clock
         self.on_pressure = on_pressure  # requests wait for a free worker
         self.on_grown = on_grown  # a copy's first call on its device took more there
+        self.on_device = on_device  # whether a loaded model can use a device
         self.batching = BatchingStatistics()
         self.handler_metrics = HandlerMetrics()
         self.turns = _turns(scheduling)
@@ -47,7 +49,7 @@ class Queues:
         sizes = (
             name,
             settings.job_queue_size,
-            settings.batch_size(manifest.batch_size, handler_batches),
+            settings.batch_size(manifest.batch_size, handler_batches, self.on_device(name)),
             (settings.max_batch_delay_ms if delay_ms is None else delay_ms) / 1000,
             self.clock,
         )

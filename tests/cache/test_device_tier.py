@@ -17,12 +17,12 @@ class Clock:
         return self.now
 
 
-def tier(*budgets_mib: int, context_mib: int = 1) -> DeviceTier:
+def tier(*budgets_mib: int, context_mib: int = 1, copies_per_device: int = 1) -> DeviceTier:
     devices = [
         DeviceMemory(f"cuda:{i}", b * MiB, 2 * b * MiB, context_mib * MiB)
         for i, b in enumerate(budgets_mib)
     ]
-    return DeviceTier(devices, LRUPolicy(), Clock())
+    return DeviceTier(devices, LRUPolicy(), Clock(), copies_per_device)
 
 
 def idle(name: str) -> bool:
@@ -220,8 +220,9 @@ def test_a_copy_no_device_can_take_gets_none_and_its_model_keeps_its_place() -> 
     t = tier(100)
     first = place(t, "a", 10, worker=1)
     assert t.reserve("a", 10 * MiB, 2, None, idle) is None  # one copy a device
+    assert t.of("a", 1) is first
     t.unloaded("a")
-    assert t.of("a", 1) is None and first.name not in t.devices["cuda:0"].models
+    assert t.of("a", 1) is None and not t.devices["cuda:0"].models
 
 
 def test_a_copy_leaving_drops_only_its_own_record() -> None:
@@ -231,3 +232,13 @@ def test_a_copy_leaving_drops_only_its_own_record() -> None:
     t.copy_unloaded("a", 2)
     assert t.of("a", 2) is None and t.of("a", 1) is not None
     assert t.devices["cuda:1"].held_bytes == 1 * MiB  # the worker's context stays, made
+
+
+def test_workers_per_device_lets_a_device_hold_as_many_copies_of_a_model() -> None:
+    t = tier(100, copies_per_device=2)
+    first, second = place(t, "a", 10, worker=1), place(t, "a", 10, worker=2)
+    assert first.device == second.device == "cuda:0"
+    assert t.devices["cuda:0"].held_bytes == 22 * MiB  # each worker pays its context
+    assert t.reserve("a", 10 * MiB, 3, None, idle) is None
+    t.copy_unloaded("a", 1)
+    assert t.of("a", 2) is second and len(t.devices["cuda:0"].models) == 1

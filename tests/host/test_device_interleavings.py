@@ -16,6 +16,7 @@ from host.fakes import Call, FakePool, FakeWorker, MiB, footprint_of
 from host.machine import Interleavings, checked, replay, runs_of_30_steps
 from modelhost.cache.devices import DeviceMemory, DeviceTier
 from modelhost.cache.policy import LRUPolicy
+from modelhost.scheduler import SchedulerSettings
 from modelhost.workers.messages import OnDevice, OnHost, ToDevice, ToHost, Unload
 
 WEIGHTS_BYTES = 10 * MiB
@@ -144,3 +145,23 @@ def test_a_move_the_worker_refuses_leaves_the_model_on_the_cpu_and_the_request_a
         assert "a" not in machine.host.devices.capable and machine.device.held_bytes == 0
     finally:
         machine.teardown()
+
+
+class DeviceBatches(OneDevice):
+    scheduling = SchedulerSettings(
+        response_timeout_s=1e9, scale_in_idle_s=5.0, max_batch_size=32, device_batch_size=4
+    )
+
+
+def test_a_model_that_can_use_a_device_batches_by_the_device_batch_size() -> None:
+    machine = DeviceBatches()
+    try:
+        machine.run_steps([("request", {"name": "a"}), ("answer_a_call", {"index": 0})])
+        machine.settle()
+        assert machine.host.copies.dispatchers["a"].queue.max_batch_size == 4
+    finally:
+        machine.teardown()
+
+
+def test_a_model_that_cannot_use_a_device_batches_by_the_batch_size() -> None:
+    assert SchedulerSettings(max_batch_size=32, device_batch_size=4).batch_size(None, True) == 32

@@ -3,7 +3,8 @@
 A reservation goes to the device with the most room, or, on none, to the first whose idle
 models the eviction policy can send to host memory. Until they have left, the newcomer's record
 holds the victims' bytes, so the device's total never passes its budget. Each copy of a model
-(one a worker) has its own record, and a device holds one copy of a model at most.
+(one a worker) has its own record, and a device holds `copies_per_device` copies of a model at
+most (`--workers-per-device`).
 """
 
 from __future__ import annotations
@@ -28,8 +29,10 @@ class DeviceTier:
         devices: list[DeviceMemory],
         policy: EvictionPolicy | None = None,
         clock: Callable[[], float] = time.monotonic,
+        copies_per_device: int = 1,
     ) -> None:
         self.devices = {device.name: device for device in devices}
+        self.copies_per_device = copies_per_device
         self.policy = policy or LRUPolicy()
         self.clock = clock
         self.placed: dict[Copy, OnDevice] = {}
@@ -50,12 +53,13 @@ class DeviceTier:
         return self._measured.get(name, host_bytes)
 
     def candidates(self, pinned: str | None, name: str = "") -> list[DeviceMemory]:
-        """Devices a copy of `name` may go to, the least used first: none holds another."""
+        """Devices a copy of `name` may go to, the least used first: those with room for one
+        more copy of it."""
         if pinned is not None:
             devices = [self.devices[pinned]] if pinned in self.devices else []
         else:
             devices = sorted(self, key=lambda device: device.spare_bytes, reverse=True)
-        return [device for device in devices if name not in device.models]
+        return [d for d in devices if d.copies_of(name) < self.copies_per_device]
 
     def fits_ever(self, size_bytes: int, device: DeviceMemory, worker_id: int) -> bool:
         """Whether the model fits the device's budget with nothing else on it."""
