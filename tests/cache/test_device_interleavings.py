@@ -165,8 +165,11 @@ class DeviceInterleavings(RuleBasedStateMachine):
         for device in self.tier:
             # a newcomer moves in once its own victims have left, at once if it has none
             waiting = {id(r) for r, victims, _ in self.pending.values() if victims}
-            present = sum(r.bytes if id(r) not in waiting else 0 for r in device.models.values())
-            assert sum(device.contexts.values()) + present <= device.budget_bytes
+            there = [r for r in device.models.values() if id(r) not in waiting]
+            # a context is made by its worker's first move: one waiting for victims has none yet
+            made = device.made | {r.worker_id for r in there}
+            contexts = sum(size for worker, size in device.contexts.items() if worker in made)
+            assert contexts + sum(r.bytes for r in there) <= device.budget_bytes
 
 
 DeviceInterleavings.TestCase.settings = settings(max_examples=300, stateful_step_count=40)
