@@ -289,6 +289,7 @@ def build_host(
         scheduling=SchedulerSettings(
             job_queue_size=config.job_queue_size,
             max_batch_size=config.batch_size,
+            device_batch_size=config.device_batch_size,
             max_batch_delay_ms=config.max_batch_delay_ms,
             max_workers_per_model=config.max_workers_per_model,
             min_workers_per_model=config.workers_per_model or len(pool.workers),
@@ -385,7 +386,8 @@ def device_tier(config: Config, pool: WorkerPool) -> DeviceTier:
             format_bytes(device.budget_bytes),
             format_bytes(device.total_bytes),
         )
-    return DeviceTier(devices, policy_named(config.eviction_policy))
+    policy = policy_named(config.eviction_policy)
+    return DeviceTier(devices, policy, copies_per_device=config.workers_per_device)
 
 
 def starting_models(config: Config) -> tuple[str, ...]:

@@ -76,6 +76,18 @@ class Config:
         "for tests only: fake devices on the CPU, COUNTxSIZE[+CONTEXT] such as 2x1GiB+8MiB, "
         "in place of --devices",
     )
+    workers_per_device: int = _setting(
+        1,
+        "copies of one model a device may hold, each in its own worker paying its own context "
+        "(Triton's instance count per GPU; a tune knob)",
+        minimum=1,
+    )
+    device_batch_size: int = _setting(
+        0,
+        "largest batch of requests for a model that can use a device (0: as --batch-size; a "
+        "tune knob)",
+        minimum=0,
+    )
     disk_budget: str = _setting(
         "80%",
         "disk for cached models: a size, or a share of the free space where cache_dir is",

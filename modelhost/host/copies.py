@@ -41,6 +41,7 @@ class Copies:
         clock: Callable[[], float],
         why_untrusted: Callable[[str], str] = lambda name: "",
         leaving_worker: Callable[[str, int], None] = lambda name, worker_id: None,
+        arrived: Callable[[str, int, Loaded], None] = lambda name, worker_id, loaded: None,
         sandboxes: Sandboxes | None = None,
     ) -> None:
         self.pool, self.memory, self.disk, self.events = pool, memory, disk, events
@@ -54,6 +55,7 @@ class Copies:
         self.leaving: set[tuple[str, int]] = set()  # (model, worker)
         self.arriving: UnderWay[None] = UnderWay()
         self.leaving_worker = leaving_worker  # told first: a device's record of it goes too
+        self.arrived = arrived  # a copy serves: a device may take it
 
     async def claim_loader(self, name: str) -> WorkerHandle:
         """The least loaded free worker no copy of `name` is leaving; waits for one, and makes
@@ -202,7 +204,7 @@ class Copies:
         """Load the reserved copy; once loaded it keeps only its footprint."""
         name = resident.name
         try:
-            await self.load(name, artifact, worker, reason, reserved)
+            loaded = await self.load(name, artifact, worker, reason, reserved)
         except ModelhostError as error:
             self.memory.copies.release(resident, reserved)
             self.events.emit("failure", name, reason=reason, detail={"error": str(error)})
@@ -218,6 +220,7 @@ class Copies:
                 self.memory.copies.release(resident)
             return
         self.memory.copies.add(resident, worker.worker_id)
+        self.arrived(name, worker.worker_id, loaded)
         dispatcher.add(worker)
 
     async def drop(self, resident: Resident, dispatcher: Dispatcher) -> int:

@@ -3,13 +3,15 @@
 A loaded model whose runtime can use a device moves there before its first request is
 dispatched. Room is made by sending idle models on that device back to host memory in their
 own worker (still loaded, still charged to the memory budget), so waking one is a copy, not a
-load. Moves are single-flight per model; a request waits for its model's move, until the
-deadline, then gets a 507 naming the device.
+load. Moves are single-flight per copy; a request waits for its model's first copy, until the
+deadline, then gets a 507 naming the device. Scale-out copies follow on other devices, each
+tried once a request without waiting: where none can take one, it runs on the CPU.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -56,36 +58,68 @@ class DevicePlacement:
     ) -> None:
         self.tier, self.memory, self.pool, self.events = tier, memory, pool, events
         self.changes, self.deadline_s, self.pin_of = changes, deadline_s, pin_of
-        self.capable: dict[str, int] = {}  # loaded models a device can hold → their worker
+        self.capable: dict[str, list[int]] = {}  # models a device can hold → their copies'
         self.weights: dict[str, int] = {}  # their weights' bytes, the first move's estimate
-        self.moves: UnderWay[Readiness] = UnderWay()
+        self.moves: UnderWay[Readiness] = UnderWay()  # of each model's first copy
+        self.spreading: dict[tuple[str, int], asyncio.Future[None]] = {}  # its other copies
         self.relieving: set[asyncio.Future[None]] = set()
 
     def loaded(self, name: str, worker_id: int, loaded: Loaded) -> None:
         """A model loaded in `worker_id`; it goes to a device unless pinned to the CPU."""
         if loaded.device_capable and self.tier and self.pin_of(name) != "cpu":
-            self.capable[name] = worker_id
+            self.capable.setdefault(name, []).append(worker_id)
             self.weights[name] = loaded.tensor_bytes
 
     async def ready(self, name: str) -> Readiness:
         """The model on its device before a request of it is dispatched, waking it if asleep."""
         if name not in self.capable:
             return ON_HOST
-        record = self.tier.of(name)
+        first, *others = self.capable[name]
+        for worker_id in others:
+            self._spread(name, worker_id)
+        record = self.tier.of(name, first)
         if record is not None and record.state is Placement.AWAKE:
             self.tier.used(record)
             return ON_DEVICE
         task = self.moves.get(name) or self.moves.start(name, self._move_in(name))
         return await asyncio.shield(task)
 
+    def _spread(self, name: str, worker_id: int) -> None:
+        """Its copy in `worker_id` on a device too, if one has room or idle models to send
+        to sleep; touched as used while there, since requests go to every copy."""
+        record = self.tier.of(name, worker_id)
+        if record is not None:
+            if record.state is Placement.AWAKE:
+                self.tier.used(record)
+            return
+        if (name, worker_id) in self.spreading:
+            return
+        size = self.tier.estimate(name, self.weights.get(name, 0))
+        got = self.tier.reserve(name, size, worker_id, self.pin_of(name), self._idle)
+        if got is None:
+            return  # no device can take it now: it runs on the CPU, and is tried again
+        move = asyncio.ensure_future(self._move_copy(*got, size))
+        self.spreading[name, worker_id] = move
+        move.add_done_callback(lambda _: self.spreading.pop((name, worker_id), None))
+
+    async def _move_copy(self, record: OnDevice, victims: list[OnDevice], size: int) -> None:
+        """A copy's move: on failure it stays on the CPU; a worker's death is the pool's."""
+        with contextlib.suppress(ModelhostError):
+            await self._move(record, victims, size)
+
     def _idle(self, name: str) -> bool:
         resident = self.memory.get(name)
         return resident is not None and resident.state is State.LOADED and not resident.in_flight
 
     async def _move_in(self, name: str) -> Readiness:
-        worker_id = self.capable[name]
+        worker_id = self.capable[name][0]
         size = self.tier.estimate(name, self.weights.get(name, 0))
         record, victims = await self._reserve(name, size, worker_id)
+        return await self._move(record, victims, size)
+
+    async def _move(self, record: OnDevice, victims: list[OnDevice], size: int) -> Readiness:
+        """Send the victims to sleep, then move the copy in."""
+        name, worker_id = record.name, record.worker_id
         await asyncio.gather(*(self._sleep(victim, self.tier.policy.name) for victim in victims))
         self.tier.victims_gone(record, size)
         try:
@@ -95,7 +129,7 @@ class DevicePlacement:
         except BaseException:
             self._drop(record)
             raise
-        wake = name in self.tier.asleep  # else its first move
+        wake = (name, worker_id) in self.tier.asleep  # else its first move
         self.tier.moved_in(record, moved.device_bytes, moved.context_bytes, moved.move_ms)
         self.tier.used(record)
         if wake:
@@ -147,7 +181,7 @@ class DevicePlacement:
         self._drop(record)
         if isinstance(error, Unavailable):
             raise error
-        self.capable.pop(record.name, None)
+        self._forget_copy(record.name, record.worker_id)
         self.events.emit(
             "failure",
             record.name,
@@ -212,9 +246,9 @@ class DevicePlacement:
             self.tier.unloaded(name)
             self.changes.notify()
 
-    def grown(self, name: str, grown_bytes: int) -> None:
-        """Its first call on the device took `grown_bytes` more: charged, and relieved."""
-        record = self.tier.of(name)
+    def grown(self, name: str, worker_id: int, grown_bytes: int) -> None:
+        """Its copy's first call on the device took `grown_bytes` more: charged, and relieved."""
+        record = self.tier.of(name, worker_id)
         if record is None or record.state is not Placement.AWAKE:
             return
         self.tier.grown(record, grown_bytes)
@@ -223,14 +257,23 @@ class DevicePlacement:
         relief.add_done_callback(self.relieving.discard)
 
     def copy_leaving(self, name: str, worker_id: int) -> None:
-        """A copy leaves `worker_id`: the one on a device, if it is that one."""
-        if self.capable.get(name) == worker_id:
-            self.unloaded(name)
+        """A copy leaves `worker_id`, and its device with it; the next copy becomes the first."""
+        if worker_id in self.capable.get(name, ()):
+            self._forget_copy(name, worker_id)
+            self.tier.copy_unloaded(name, worker_id)
+            self.changes.notify()
+
+    def _forget_copy(self, name: str, worker_id: int) -> None:
+        copies = self.capable.get(name, [])
+        if worker_id in copies:
+            copies.remove(worker_id)
+        if not copies:
+            self.capable.pop(name, None)
+            self.weights.pop(name, None)
 
     def worker_lost(self, worker_id: int) -> None:
-        for name in [n for n, w in self.capable.items() if w == worker_id]:
-            del self.capable[name]
-            self.weights.pop(name, None)
+        for name in [n for n, workers in self.capable.items() if worker_id in workers]:
+            self._forget_copy(name, worker_id)
         self.tier.worker_lost(worker_id)
 
     def _emit(

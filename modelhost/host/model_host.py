@@ -109,6 +109,7 @@ class ModelHost:
             clock=clock,
             why_untrusted=why_untrusted,
             leaving_worker=self.devices.copy_leaving,
+            arrived=self.devices.loaded,
             sandboxes=Sandboxes(memory, why_untrusted, model_tenant or _no_tenant, views),
         )
         self.scaling = Scaling(self.copies, self.scheduling)
@@ -119,6 +120,7 @@ class ModelHost:
             clock,
             self.scaling.scale_out,
             on_grown=self.devices.grown,
+            on_device=self.devices.capable.__contains__,
         )
         self.residency = Residency(
             memory,

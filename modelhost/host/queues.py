@@ -31,11 +31,13 @@ class Queues:
         scheduling: SchedulerSettings,
         clock: Callable[[], float],
         on_pressure: Callable[[str], None],
-        on_grown: Callable[[str, int], None] = lambda name, grown_bytes: None,
+        on_grown: Callable[[str, int, int], None] = lambda name, worker_id, grown_bytes: None,
+        on_device: Callable[[str], bool] = lambda name: False,
     ) -> None:
         self.pool, self.manifests, self.scheduling, self.clock = pool, manifests, scheduling, clock
         self.on_pressure = on_pressure  # requests wait for a free worker
-        self.on_grown = on_grown  # a model's first call on its device took more there
+        self.on_grown = on_grown  # a copy's first call on its device took more there
+        self.on_device = on_device  # whether a loaded model can use a device
         self.batching = BatchingStatistics()
         self.handler_metrics = HandlerMetrics()
         self.turns = _turns(scheduling)
@@ -47,7 +49,7 @@ class Queues:
         sizes = (
             name,
             settings.job_queue_size,
-            settings.batch_size(manifest.batch_size, handler_batches),
+            settings.batch_size(manifest.batch_size, handler_batches, self.on_device(name)),
             (settings.max_batch_delay_ms if delay_ms is None else delay_ms) / 1000,
             self.clock,
         )
@@ -77,7 +79,8 @@ class Queues:
         sent.add_done_callback(
             functools.partial(_answer_batch, batch, worker, ended, self.handler_metrics)
         )
-        sent.add_done_callback(functools.partial(_device_growth, name, self.on_grown))
+        grown = functools.partial(_device_growth, name, worker.worker_id, self.on_grown)
+        sent.add_done_callback(grown)
 
 
 def _turns(scheduling: SchedulerSettings) -> Turns | None:
@@ -118,13 +121,15 @@ def _answer_batch(
     ended(answered.infer_ms / 1000, None)
 
 
-def _device_growth(name: str, on_grown: Callable[[str, int], None], sent: Waiter) -> None:
-    """Tell the device's growth a model's first call there measured, if it did."""
+def _device_growth(
+    name: str, worker_id: int, on_grown: Callable[[str, int, int], None], sent: Waiter
+) -> None:
+    """Tell the device's growth a copy's first call there measured, if it did."""
     if sent.cancelled() or sent.exception() is not None:
         return
     reply, _ = sent.result()
     if isinstance(reply, Answered) and reply.device_grown:
-        on_grown(name, reply.device_grown)
+        on_grown(name, worker_id, reply.device_grown)
 
 
 def resolve_batch(jobs: list[Job[Any]], reply: Answered, payload: bytes) -> None:

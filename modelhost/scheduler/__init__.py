@@ -35,6 +35,7 @@ class SchedulerSettings:
 
     job_queue_size: int = 100
     max_batch_size: int = 0  # 0: AUTO_BATCH_SIZE for handlers that batch, else 1
+    device_batch_size: int = 0  # for models that can use a device; 0: as max_batch_size
     max_batch_delay_ms: float = 0.0
     max_workers_per_model: int = 0  # 0: every worker
     min_workers_per_model: int = 1  # copies kept through lulls
@@ -45,7 +46,12 @@ class SchedulerSettings:
     fair_tenants: bool = False  # requests past max_concurrency wait in their tenant's queue
     tenant_policies: Callable[[], TenantPolicyView] | None = None  # the tenants file's, if any
 
-    def batch_size(self, declared: int | None, handler_batches: bool) -> int:
+    def batch_size(
+        self, declared: int | None, handler_batches: bool, on_device: bool = False
+    ) -> int:
+        """The manifest's, else the device's for a model that can use one, else the server's."""
+        if on_device and self.device_batch_size and not declared:
+            return self.device_batch_size
         if declared or self.max_batch_size:
             return declared or self.max_batch_size
         return AUTO_BATCH_SIZE if handler_batches else 1

@@ -16,6 +16,11 @@ from modelhost.toolkit.ramp import Point, Settings, Step, TuneTarget, measure_po
 from modelhost.toolkit.run import BenchOptions, plan_of
 from modelhost.units import parse_size
 
+# searched in grid mode where the server is given devices, as the SageMaker guide tunes instance
+# counts and batch sizes on a GPU by hand; a grid naming one keeps its own values
+DEVICE_KNOBS = {"workers-per-device": ["1", "2"], "device-batch-size": ["8", "32"]}
+DEVICE_FLAGS = ("devices", "fake-devices")
+
 
 @dataclass(frozen=True, kw_only=True)
 class TuneOptions:
@@ -102,7 +107,21 @@ def points(options: TuneOptions) -> list[Settings]:
     needed = {"memory": "memory-budget", "concurrency": options.limit_flag}.get(options.mode)
     if needed and needed not in options.grid_values:
         raise ValueError(f"--mode {options.mode} sweeps {needed}: give --grid {needed}=V1,V2,...")
-    return grid_points(options.grid_values)
+    grid = options.grid_values
+    if options.mode == "grid" and has_devices(options.serve_args, grid):
+        grid = {**DEVICE_KNOBS, **grid}
+    return grid_points(grid)
+
+
+def has_devices(serve_args: Sequence[str], grid: dict[str, list[str]]) -> bool:
+    """Whether the server is given devices: `--devices` other than none, or fake ones."""
+    given = {flag: values for flag, values in grid.items() if flag in DEVICE_FLAGS}
+    for index, arg in enumerate(serve_args):
+        flag, sep, value = arg.lstrip("-").partition("=")
+        if flag in DEVICE_FLAGS:
+            following = serve_args[index + 1] if index + 1 < len(serve_args) else ""
+            given[flag] = [value if sep else following]
+    return any(value not in ("", "none") for values in given.values() for value in values)
 
 
 def run_point(options: TuneOptions, settings: Settings) -> Callable[[Any], list[Step]]:
@@ -154,7 +173,7 @@ def tune_summary(options: TuneOptions, done: Sequence[Point]) -> dict[str, Any]:
     return {
         "mode": options.mode,
         "p99_limit_ms": options.p99_limit_ms,
-        "settings": list(options.grid_values),
+        "settings": list(done[0].settings) if done else list(options.grid_values),
         "cost_basis": "memory GiB-hour" if options.mode == "memory" else "instance hour",
         "points": [{"settings": p.settings, "cold_start": p.cold_start} for p in done],
         "steps": rows,

@@ -17,12 +17,12 @@ class Clock:
         return self.now
 
 
-def tier(*budgets_mib: int, context_mib: int = 1) -> DeviceTier:
+def tier(*budgets_mib: int, context_mib: int = 1, copies_per_device: int = 1) -> DeviceTier:
     devices = [
         DeviceMemory(f"cuda:{i}", b * MiB, 2 * b * MiB, context_mib * MiB)
         for i, b in enumerate(budgets_mib)
     ]
-    return DeviceTier(devices, LRUPolicy(), Clock())
+    return DeviceTier(devices, LRUPolicy(), Clock(), copies_per_device)
 
 
 def idle(name: str) -> bool:
@@ -72,11 +72,11 @@ def test_a_full_device_sends_its_least_recently_used_idle_model_to_sleep() -> No
     t = tier(30)
     place(t, "a", 12)
     place(t, "b", 12)
-    t.used(t.placed["a"])
+    t.used(t.placed["a", 1])
     got = t.reserve("c", 12 * MiB, 1, None, idle)
     assert got is not None
     assert [v.name for v in got[1]] == ["b"]
-    assert t.placed["b"].state is Placement.LEAVING
+    assert t.placed["b", 1].state is Placement.LEAVING
 
 
 def test_until_its_victims_leave_the_newcomer_holds_their_bytes() -> None:
@@ -122,7 +122,7 @@ def test_sleeping_counts_an_eviction_and_the_model_is_asleep() -> None:
     place(t, "a", 14)
     place(t, "b", 14)
     place(t, "c", 14)
-    assert t.asleep == {"a"}
+    assert t.asleep == {("a", 1)}
     assert t.devices["cuda:0"].evictions == 1
 
 
@@ -140,7 +140,7 @@ def test_a_lost_worker_takes_its_models_and_context_off_every_device() -> None:
     place(t, "a", 30, worker=1)
     place(t, "b", 30, worker=2)
     t.worker_lost(1)
-    assert "a" not in t.placed and "b" in t.placed
+    assert ("a", 1) not in t.placed and ("b", 2) in t.placed
     assert sum(d.held_bytes for d in t) == 31 * MiB
 
 
@@ -203,4 +203,42 @@ def test_a_model_still_leaving_gets_no_second_record_until_it_has_left() -> None
     assert got is not None and [v.name for v in got[1]] == ["a"]
     assert t.reserve("a", 14 * MiB, 1, None, idle) is None  # "a" is moving to host memory
     t.slept(got[1][0])
-    assert "a" in t.asleep
+    assert ("a", 1) in t.asleep
+
+
+def test_a_copy_goes_to_the_device_its_model_is_not_on_the_least_used() -> None:
+    t = tier(100, 100, 100)
+    first = place(t, "a", 10, worker=1)
+    place(t, "b", 30, worker=1, pinned="cuda:1")
+    copy = place(t, "a", 10, worker=2)
+    assert (first.device, copy.device) == ("cuda:0", "cuda:2")
+    assert t.of("a", 1) is first and t.of("a", 2) is copy
+    assert t.devices["cuda:2"].held_bytes == 11 * MiB
+
+
+def test_a_copy_no_device_can_take_gets_none_and_its_model_keeps_its_place() -> None:
+    t = tier(100)
+    first = place(t, "a", 10, worker=1)
+    assert t.reserve("a", 10 * MiB, 2, None, idle) is None  # one copy a device
+    assert t.of("a", 1) is first
+    t.unloaded("a")
+    assert t.of("a", 1) is None and not t.devices["cuda:0"].models
+
+
+def test_a_copy_leaving_drops_only_its_own_record() -> None:
+    t = tier(100, 100)
+    place(t, "a", 10, worker=1)
+    place(t, "a", 10, worker=2)
+    t.copy_unloaded("a", 2)
+    assert t.of("a", 2) is None and t.of("a", 1) is not None
+    assert t.devices["cuda:1"].held_bytes == 1 * MiB  # the worker's context stays, made
+
+
+def test_workers_per_device_lets_a_device_hold_as_many_copies_of_a_model() -> None:
+    t = tier(100, copies_per_device=2)
+    first, second = place(t, "a", 10, worker=1), place(t, "a", 10, worker=2)
+    assert first.device == second.device == "cuda:0"
+    assert t.devices["cuda:0"].held_bytes == 22 * MiB  # each worker pays its context
+    assert t.reserve("a", 10 * MiB, 3, None, idle) is None
+    t.copy_unloaded("a", 1)
+    assert t.of("a", 2) is second and len(t.devices["cuda:0"].models) == 1

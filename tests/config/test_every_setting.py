@@ -49,6 +49,8 @@ EFFECTS: dict[str, str] = {
     "--devices": "e2e/test_devices.py::test_devices_naming_a_device_the_workers_cannot_use_refuses_to_start",
     "--device-budget": "e2e/test_devices.py::test_a_device_budget_smaller_than_the_device_is_the_budget",
     "--fake-devices": "e2e/test_devices.py::test_a_model_moves_to_the_device_on_first_use_and_is_served_there",
+    "--workers-per-device": "e2e/test_devices.py::test_workers_per_device_puts_two_copies_of_a_hot_model_on_one_device",
+    "--device-batch-size": "e2e/test_devices.py::test_a_model_on_a_device_batches_by_the_device_batch_size",
     "--cache-dir": "e2e/test_disk.py::test_cycling_archives_keeps_the_disk_budget",
     "--allowed-urls": "e2e/test_remote_stores.py::test_post_models_loads_only_from_allowed_urls",
     "--store-timeout-s": "e2e/test_remote_stores.py::test_a_stalled_store_is_504_within_the_store_timeout",

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import random
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -194,3 +194,90 @@ def test_the_dashboard_shows_each_device(server: testing.RunningServer) -> None:
         cells = page.locator("#devices tbody tr td").all_inner_texts()
         assert problems == []
     assert cells[0] == "cuda:0" and cells[2] == "30.0 MiB"
+
+
+Devices = list[dict[str, int]]
+
+
+def under_load(
+    server: testing.RunningServer, store: Path, name: str, done: Callable[[Devices], bool]
+) -> Devices:
+    """Invoke `name` from 16 clients until `done` holds of /stats' devices (a copy moves on a
+    request after it loaded), every answer checked; the devices then."""
+    expected = in_process(store / name)
+
+    def call(_: int) -> tuple[int, object]:
+        with httpx.Client(base_url=server.url, timeout=60) as http:
+            response = invoke(http, name, ROW)
+        return response.status_code, json.loads(response.content)["predictions"][0]
+
+    with httpx.Client(base_url=server.url, timeout=60) as http, ThreadPoolExecutor(16) as pool:
+        for _ in range(40):
+            answers = list(pool.map(call, range(64)))
+            assert all(status == 200 for status, _ in answers)
+            assert all(body == pytest.approx(expected) for _, body in answers)
+            devices: Devices = http.get("/stats").json()["devices"]
+            if done(devices):
+                break
+    assert all(d["usedBytes"] <= d["budgetBytes"] for d in devices)
+    return devices
+
+
+def told(server: testing.RunningServer) -> list[tuple[str, str, int]]:
+    """What its models' events say, for a failure's message."""
+    events = [e for e in server.events() if e.get("model")]
+    return [(e["kind"], e.get("reason"), e.get("worker")) for e in events]
+
+
+def test_a_hot_models_copies_go_to_both_devices(store: Path, serve: Servers) -> None:
+    two = serve(
+        store,
+        workers=2,
+        workers_per_model=2,  # its copy at once: whether load scales it out is timing's
+        threads_per_worker=1,
+        memory_budget="3GiB",
+        preload_runtimes="torch",
+        fake_devices=f"2x{BUDGET}+{CONTEXT}",
+        device_budget="100%",
+        admission="none",
+    )
+    devices = under_load(two, store, "m0.pt", lambda ds: all(d["models"] == 1 for d in ds))
+    assert [(d["name"], d["models"]) for d in devices] == [("cuda:0", 1), ("cuda:1", 1)], told(two)
+    placed = {(e["detail"]["device"], e["worker"]) for e in two.events("place")}
+    assert {device for device, _ in placed} == {"cuda:0", "cuda:1"}
+    assert len({worker for _, worker in placed}) == 2
+
+
+@pytest.fixture(scope="module")
+def shared(store: Path, serve: Servers) -> testing.RunningServer:
+    """Two workers sharing one device: room for both contexts and two copies of a model."""
+    return serve(
+        store,
+        workers=2,
+        workers_per_model=2,  # its copy at once: whether load scales it out is timing's
+        threads_per_worker=1,
+        memory_budget="3GiB",
+        preload_runtimes="torch",
+        fake_devices=f"1x{BUDGET}+{CONTEXT}",
+        device_budget="100%",
+        admission="none",
+        workers_per_device=2,
+        batch_size=32,
+        device_batch_size=2,
+    )
+
+
+def test_workers_per_device_puts_two_copies_of_a_hot_model_on_one_device(
+    store: Path, shared: testing.RunningServer
+) -> None:
+    devices = under_load(shared, store, "m1.pt", lambda ds: ds[0]["models"] == 2)
+    assert [(d["name"], d["models"]) for d in devices] == [("cuda:0", 2)], told(shared)
+    assert devices[0]["contextBytes"] == 2 * CONTEXT
+
+
+def test_a_model_on_a_device_batches_by_the_device_batch_size(
+    store: Path, shared: testing.RunningServer
+) -> None:
+    under_load(shared, store, "m2.pt", lambda ds: True)  # 16 clients queue behind one slot
+    text = httpx.get(shared.url + "/metrics", timeout=60).text
+    assert "modelhost_batch_size_max 2.0" in text.splitlines()

@@ -1,10 +1,11 @@
-"""The host with a device under any interleaving: the host's machine (`machine.py`) with workers
-whose loaded models can move to one fake device, its moves answered, failed or lost with their
-worker in any order, beside loads, DELETEs, copies, idle unloads and scale-in.
+"""The host with devices under any interleaving: the host's machine (`machine.py`) with workers
+whose loaded models can move to two fake devices, its moves answered, failed or lost with their
+worker in any order, beside loads, DELETEs, copies (which go to the other device), idle unloads
+and scale-in.
 
 Checked after every step, beside the host's own invariants: the device tier never charges more
-than the budget, and what the fake workers really hold on the device (the models moved there,
-each worker's context) never passes it either.
+than a device's budget, and what the fake workers really hold on each device (the models moved
+there, each worker's context) never passes it either.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from host.fakes import Call, FakePool, FakeWorker, MiB, footprint_of
 from host.machine import Interleavings, arrives, checked, replay, runs_of_30_steps
 from modelhost.cache.devices import DeviceMemory, DeviceTier
 from modelhost.cache.policy import LRUPolicy
+from modelhost.scheduler import SchedulerSettings
 from modelhost.workers.messages import OnDevice, OnHost, ToDevice, ToHost, Unload
 
 WEIGHTS_BYTES = 10 * MiB
@@ -28,70 +30,90 @@ class DevicePool(FakePool):
     def __init__(self, size: int, footprint: Callable[[str], int] = footprint_of) -> None:
         super().__init__(size, footprint)
         self.loaded_extra = {"device_capable": True, "tensor_bytes": WEIGHTS_BYTES}
-        self.on_device: dict[int, set[str]] = {}  # by worker
-        self.contexts: set[int] = set()  # workers that made their context there
+        self.on_device: dict[int, dict[str, str]] = {}  # by worker: model → device
+        self.contexts: set[tuple[int, str]] = set()  # (worker, device): contexts made
 
     def answer(self, call: Call) -> None:
         request, worker = call.request, call.worker
-        placed = self.on_device.setdefault(worker.worker_id, set())
+        placed = self.on_device.setdefault(worker.worker_id, {})
         if isinstance(request, ToDevice):
             self.calls.remove(call)
             if request.model not in worker.models:
                 self.violations.append(f"move of {request.model} on {worker.worker_id}, lacking it")
-            made = worker.worker_id not in self.contexts
-            self.contexts.add(worker.worker_id)
-            placed.add(request.model)
+            made = (worker.worker_id, request.device) not in self.contexts
+            self.contexts.add((worker.worker_id, request.device))
+            placed[request.model] = request.device
             moved = OnDevice(WEIGHTS_BYTES, CONTEXT_BYTES if made else 0, 1.0)
             call.future.set_result((moved, b""))
             return
         if isinstance(request, ToHost):
             self.calls.remove(call)
-            placed.discard(request.model)
+            placed.pop(request.model, None)
             call.future.set_result((OnHost(1.0), b""))
             return
         if isinstance(request, Unload):
-            placed.discard(request.model)
+            placed.pop(request.model, None)
         super().answer(call)
 
     def kill(self, worker: FakeWorker, respawn: bool = True) -> None:
         self.on_device.pop(worker.worker_id, None)
-        self.contexts.discard(worker.worker_id)
+        self.contexts = {(w, d) for w, d in self.contexts if w != worker.worker_id}
         super().kill(worker, respawn)
 
-    def device_bytes(self) -> int:
-        """What the workers really hold on the device: their models and contexts."""
-        models = sum(len(names) for names in self.on_device.values())
-        return models * WEIGHTS_BYTES + len(self.contexts) * CONTEXT_BYTES
+    def device_bytes(self, device: str) -> int:
+        """What the workers really hold on `device`: their models and contexts."""
+        models = sum(list(p.values()).count(device) for p in self.on_device.values())
+        contexts = sum(1 for _, d in self.contexts if d == device)
+        return models * WEIGHTS_BYTES + contexts * CONTEXT_BYTES
 
 
 class DeviceInterleavings(Interleavings):
+    device_count = 2
+
     def __init__(self) -> None:
-        self.device = DeviceMemory("cuda:0", DEVICE_BUDGET_BYTES, 32 * MiB, CONTEXT_BYTES)
+        self.devices = [
+            DeviceMemory(f"cuda:{i}", DEVICE_BUDGET_BYTES, 32 * MiB, CONTEXT_BYTES)
+            for i in range(self.device_count)
+        ]
+        self.device = self.devices[0]
         super().__init__()
 
     def make_pool(self, size: int) -> FakePool:
         return DevicePool(size, self.footprint)
 
     def make_devices(self) -> DeviceTier:
-        return DeviceTier([self.device], LRUPolicy(), self.clock)
+        return DeviceTier(self.devices, LRUPolicy(), self.clock)
 
     @checked
     def the_device_tier_never_charges_past_its_budget(self) -> None:
-        assert self.device.held_bytes <= self.device.budget_bytes
+        assert all(device.held_bytes <= device.budget_bytes for device in self.devices)
 
     @checked
-    def what_is_on_the_device_never_passes_its_budget(self) -> None:
+    def what_is_on_each_device_never_passes_its_budget(self) -> None:
         pool = self.pool
         assert isinstance(pool, DevicePool)
-        assert pool.device_bytes() <= DEVICE_BUDGET_BYTES, (pool.on_device, pool.contexts)
+        for device in self.devices:
+            held = pool.device_bytes(device.name)
+            assert held <= DEVICE_BUDGET_BYTES, (pool.on_device, pool.contexts)
+
+    @checked
+    def no_device_holds_two_copies_of_a_model(self) -> None:
+        pool = self.pool
+        assert isinstance(pool, DevicePool)
+        places = [(m, d) for placed in pool.on_device.values() for m, d in placed.items()]
+        assert len(places) == len(set(places)), pool.on_device
 
 
 DeviceInterleavings.TestCase.settings = runs_of_30_steps(200)
-TestHostWithADeviceUnderAnyInterleaving = DeviceInterleavings.TestCase
+TestHostWithDevicesUnderAnyInterleaving = DeviceInterleavings.TestCase
+
+
+class OneDevice(DeviceInterleavings):
+    device_count = 1
 
 
 def test_a_third_model_sends_the_least_recent_to_sleep_and_it_wakes() -> None:
-    machine = DeviceInterleavings()
+    machine = OneDevice()
     try:
         for name in ("a", "b", "c"):  # each: loaded, moved, its batch answered
             machine.run_steps([("request", {"name": name})])
@@ -107,7 +129,7 @@ def test_a_third_model_sends_the_least_recent_to_sleep_and_it_wakes() -> None:
 
 
 def test_replayed_steps_hold_with_a_device() -> None:
-    replay([("request", {"name": "a"}), ("answer_a_call", {"index": 0})], DeviceInterleavings)
+    replay([("request", {"name": "a"}), ("answer_a_call", {"index": 0})], OneDevice)
 
 
 def test_a_request_whose_model_goes_while_it_waits_for_the_device_is_told_to_retry() -> None:
@@ -130,7 +152,7 @@ def test_a_request_whose_model_goes_while_it_waits_for_the_device_is_told_to_ret
 
 
 def test_a_move_the_worker_refuses_leaves_the_model_on_the_cpu_and_the_request_answered() -> None:
-    machine = DeviceInterleavings()
+    machine = OneDevice()
     try:
         machine.run_steps([("request", {"name": "a"}), ("answer_a_call", {"index": 0})])
         [move] = [c for c in machine.pool.calls if isinstance(c.request, ToDevice)]
@@ -142,3 +164,23 @@ def test_a_move_the_worker_refuses_leaves_the_model_on_the_cpu_and_the_request_a
         assert "a" not in machine.host.devices.capable and machine.device.held_bytes == 0
     finally:
         machine.teardown()
+
+
+class DeviceBatches(OneDevice):
+    scheduling = SchedulerSettings(
+        response_timeout_s=1e9, scale_in_idle_s=5.0, max_batch_size=32, device_batch_size=4
+    )
+
+
+def test_a_model_that_can_use_a_device_batches_by_the_device_batch_size() -> None:
+    machine = DeviceBatches()
+    try:
+        machine.run_steps([("request", {"name": "a"}), ("answer_a_call", {"index": 0})])
+        machine.settle()
+        assert machine.host.copies.dispatchers["a"].queue.max_batch_size == 4
+    finally:
+        machine.teardown()
+
+
+def test_a_model_that_cannot_use_a_device_batches_by_the_batch_size() -> None:
+    assert SchedulerSettings(max_batch_size=32, device_batch_size=4).batch_size(None, True) == 32

@@ -38,7 +38,7 @@ class DeviceMemory:
     context_estimate_bytes: int  # a context not measured yet
     contexts: dict[int, int] = field(default_factory=dict)  # bytes, by worker
     made: set[int] = field(default_factory=set)  # workers whose context a move has made
-    models: dict[str, OnDevice] = field(default_factory=dict)
+    models: dict[tuple[str, int], OnDevice] = field(default_factory=dict)  # by (model, worker)
     held_bytes: int = 0  # contexts and models, less victims a reservation holds for
     wakes: int = 0
     evictions: int = 0
@@ -65,23 +65,29 @@ class DeviceMemory:
         if worker_id not in self.made and not waiting:
             self.drop_context(worker_id)
 
+    def copies_of(self, name: str) -> int:
+        return sum(1 for model, _ in self.models if model == name)
+
+    def holds(self, record: OnDevice) -> bool:
+        return self.models.get((record.name, record.worker_id)) is record
+
     def add(self, record: OnDevice) -> None:
-        self.models[record.name] = record
+        self.models[record.name, record.worker_id] = record
         self.held_bytes += record.bytes
 
     def remove(self, record: OnDevice) -> None:
         """Drop the record; a newcomer's victims still here count again as their own."""
-        if self.models.get(record.name) is record:
-            del self.models[record.name]
+        if self.holds(record):
+            del self.models[record.name, record.worker_id]
             self.held_bytes -= 0 if record.room_taken else record.bytes
         for victim in record.victims:
-            if self.models.get(victim.name) is victim and victim.room_taken:
+            if self.holds(victim) and victim.room_taken:
                 victim.room_taken = False
                 self.held_bytes += victim.bytes
         record.victims = []
 
     def resize(self, record: OnDevice, size_bytes: int) -> None:
-        if not record.room_taken and self.models.get(record.name) is record:
+        if not record.room_taken and self.holds(record):
             self.held_bytes += size_bytes - record.bytes
         record.bytes = size_bytes
 

@@ -2,7 +2,9 @@
 
 A reservation goes to the device with the most room, or, on none, to the first whose idle
 models the eviction policy can send to host memory. Until they have left, the newcomer's record
-holds the victims' bytes, so the device's total never passes its budget.
+holds the victims' bytes, so the device's total never passes its budget. Each copy of a model
+(one a worker) has its own record, and a device holds `copies_per_device` copies of a model at
+most (`--workers-per-device`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from modelhost.cache.policy import EvictionPolicy, LRUPolicy, choose
 
 REMEMBERED_FOOTPRINTS = 4096  # names whose measured device bytes outlive their record
 Idle = Callable[[str], bool]  # whether a model has no request in flight
+Copy = tuple[str, int]  # a model, and the worker holding this copy of it
 
 
 class DeviceTier:
@@ -26,12 +29,14 @@ class DeviceTier:
         devices: list[DeviceMemory],
         policy: EvictionPolicy | None = None,
         clock: Callable[[], float] = time.monotonic,
+        copies_per_device: int = 1,
     ) -> None:
         self.devices = {device.name: device for device in devices}
+        self.copies_per_device = copies_per_device
         self.policy = policy or LRUPolicy()
         self.clock = clock
-        self.placed: dict[str, OnDevice] = {}
-        self.asleep: set[str] = set()  # left a device for host memory, still loaded there
+        self.placed: dict[Copy, OnDevice] = {}
+        self.asleep: set[Copy] = set()  # left a device for host memory, still loaded there
         self._measured: OrderedDict[str, int] = OrderedDict()
 
     def __bool__(self) -> bool:
@@ -40,17 +45,21 @@ class DeviceTier:
     def __iter__(self) -> Iterator[DeviceMemory]:
         return iter(self.devices.values())
 
-    def of(self, name: str) -> OnDevice | None:
-        return self.placed.get(name)
+    def of(self, name: str, worker_id: int) -> OnDevice | None:
+        return self.placed.get((name, worker_id))
 
     def estimate(self, name: str, host_bytes: int) -> int:
         """Bytes a move of `name` will take: its last measure, else its host footprint."""
         return self._measured.get(name, host_bytes)
 
-    def candidates(self, pinned: str | None) -> list[DeviceMemory]:
+    def candidates(self, pinned: str | None, name: str = "") -> list[DeviceMemory]:
+        """Devices a copy of `name` may go to, the least used first: those with room for one
+        more copy of it."""
         if pinned is not None:
-            return [self.devices[pinned]] if pinned in self.devices else []
-        return sorted(self, key=lambda device: device.spare_bytes, reverse=True)
+            devices = [self.devices[pinned]] if pinned in self.devices else []
+        else:
+            devices = sorted(self, key=lambda device: device.spare_bytes, reverse=True)
+        return [d for d in devices if d.copies_of(name) < self.copies_per_device]
 
     def fits_ever(self, size_bytes: int, device: DeviceMemory, worker_id: int) -> bool:
         """Whether the model fits the device's budget with nothing else on it."""
@@ -62,10 +71,10 @@ class DeviceTier:
     ) -> tuple[OnDevice, list[OnDevice]] | None:
         """A record on a device for a move from `worker_id`, and the victims that must leave
         first; None while no device has the room or enough idle models to make it, or while
-        the model's earlier record is still leaving (one record a name)."""
-        if name in self.placed:
+        the copy's earlier record is still leaving (one record a copy)."""
+        if (name, worker_id) in self.placed:
             return None
-        for device in self.candidates(pinned):
+        for device in self.candidates(pinned, name):
             if not self.fits_ever(size_bytes, device, worker_id):
                 continue
             victims = self._victims(device, size_bytes + device.context_charge(worker_id), idle)
@@ -97,7 +106,7 @@ class DeviceTier:
         record = OnDevice(name, device.name, worker_id, max(size_bytes, freed - context))
         record.last_used, record.victims = self.clock(), list(victims)
         device.add(record)
-        self.placed[name] = record
+        self.placed[name, worker_id] = record
         return record
 
     def victims_gone(self, record: OnDevice, size_bytes: int) -> None:
@@ -116,7 +125,7 @@ class DeviceTier:
             device.charge_context(record.worker_id, context_bytes)
             device.context_estimate_bytes = max(device.context_estimate_bytes, context_bytes)
         record.state, record.load_ms = Placement.AWAKE, move_ms
-        self.asleep.discard(record.name)
+        self.asleep.discard((record.name, record.worker_id))
         self._remember(record.name, device_bytes)
 
     def grown(self, record: OnDevice, grown_bytes: int) -> None:
@@ -134,31 +143,37 @@ class DeviceTier:
         """It left its device for host memory."""
         if self.drop(record):
             self.devices[record.device].evictions += 1
-            self.asleep.add(record.name)
+            self.asleep.add((record.name, record.worker_id))
 
     def woke(self, record: OnDevice) -> None:
         self.devices[record.device].wakes += 1
 
     def drop(self, record: OnDevice) -> bool:
-        """Forget the record, if it is still its name's; whether it was."""
-        if self.placed.get(record.name) is not record:
+        """Forget the record, if it is still its copy's; whether it was."""
+        key = (record.name, record.worker_id)
+        if self.placed.get(key) is not record:
             return False
-        del self.placed[record.name]
+        del self.placed[key]
         device = self.devices[record.device]
         device.remove(record)
         device.drop_unmade_context(record.worker_id)
         return True
 
     def unloaded(self, name: str) -> None:
-        """The model left host memory, and any device with it."""
-        self.asleep.discard(name)
-        record = self.placed.get(name)
+        """The model left host memory, and every device with it."""
+        for copy in [copy for copy in {*self.placed, *self.asleep} if copy[0] == name]:
+            self.copy_unloaded(*copy)
+
+    def copy_unloaded(self, name: str, worker_id: int) -> None:
+        """One copy of the model left host memory, and its device with it."""
+        self.asleep.discard((name, worker_id))
+        record = self.placed.get((name, worker_id))
         if record is not None:
             self.drop(record)
 
     def worker_lost(self, worker_id: int) -> None:
-        for record in [r for r in self.placed.values() if r.worker_id == worker_id]:
-            self.unloaded(record.name)
+        for name, worker in [copy for copy in {*self.placed, *self.asleep} if copy[1] == worker_id]:
+            self.copy_unloaded(name, worker)
         for device in self:
             device.drop_context(worker_id)
 
