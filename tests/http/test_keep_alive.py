@@ -4,8 +4,8 @@ sweep rather than a timer armed per response; a client that sends again keeps it
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
+from helpers.transport import Transport
 from starlette.types import Receive, Scope, Send
 from uvicorn.config import Config
 from uvicorn.server import ServerState
@@ -15,28 +15,6 @@ from modelhost.http.head_limits import head_limited_protocol
 REQUEST = b"POST /x HTTP/1.1\r\nhost: a\r\ncontent-length: 2\r\n\r\n{}"
 KEEP_ALIVE_S = 1  # uvicorn's setting is whole seconds
 HEADER_TIMEOUT_S = 2.0  # swept every half second, at most
-
-
-class Transport:
-    def __init__(self) -> None:
-        self.written = b""
-        self.closed = False
-
-    def write(self, data: bytes) -> None:
-        self.written += data
-
-    def is_closing(self) -> bool:
-        return self.closed
-
-    def close(self) -> None:
-        self.closed = True
-
-    def get_extra_info(self, name: str) -> Any:
-        return ("127.0.0.1", 8000) if name in ("sockname", "peername") else None
-
-    def pause_reading(self) -> None: ...
-
-    def resume_reading(self) -> None: ...
 
 
 async def app(scope: Scope, receive: Receive, send: Send) -> None:

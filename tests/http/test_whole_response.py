@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from helpers.transport import Transport
 from starlette.types import Receive, Scope, Send
 from uvicorn.config import Config
 from uvicorn.server import ServerState
@@ -15,33 +16,6 @@ from modelhost.http.whole_response import send_whole
 
 HEADERS = [(b"content-type", b"application/json"), (b"content-length", b"2")]
 REQUEST = b"POST /x HTTP/1.1\r\nhost: a\r\ncontent-length: 2\r\n\r\n{}"
-
-
-class Transport:
-    """What a connection is written; closed when told."""
-
-    def __init__(self) -> None:
-        self.written = b""
-        self.closed = False
-        self.closed_while_open = False  # by the server, before the client went
-
-    def write(self, data: bytes) -> None:
-        self.written += data
-
-    def is_closing(self) -> bool:
-        return self.closed
-
-    def close(self) -> None:
-        self.closed = True
-
-    def get_extra_info(self, name: str) -> Any:
-        return ("127.0.0.1", 8000) if name in ("sockname", "peername") else None
-
-    def pause_reading(self) -> None: ...
-
-    def resume_reading(self) -> None: ...
-
-    def set_protocol(self, protocol: Any) -> None: ...
 
 
 async def whole(scope: Scope, receive: Receive, send: Send) -> None:
