@@ -20,6 +20,8 @@ WHEELS=(
 PLATFORMS=(manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_17_x86_64
     manylinux2014_x86_64 manylinux1_x86_64)
 SITE=${SITE:-/tmp/site}
+# shellcheck source=scripts/device_wheels.sh
+source scripts/device_wheels.sh
 
 fetch() {
     local pip=${PIP:-"$PYTHON -m pip"}
@@ -73,25 +75,12 @@ install_wrk() {
     if LD_LIBRARY_PATH=$libs ldd .wrk/libexec/wrk | grep "not found"; then exit 1; fi
 }
 
-install_wheels() {
-    $PYTHON -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-        --target "$SITE" .whl/*.whl
-    # the server asks for its own version at start-up: the checkout has no dist-info of its own
-    local version
-    version=$(sed -n 's/^version = "\(.*\)"$/\1/p' pyproject.toml | head -1)
-    mkdir -p "$SITE/modelhost-$version.dist-info"
-    printf 'Metadata-Version: 2.1\nName: modelhost\nVersion: %s\n' "$version" \
-        >"$SITE/modelhost-$version.dist-info/METADATA"
-    export PYTHONPATH=$SITE:$PWD
-    $PYTHON -c "import modelhost.app, uvicorn, httptools, starlette, msgspec, aiohttp, psutil
-from importlib.metadata import version; version('modelhost')"
-}
-
 run() {
     local out=${OUT:-/tmp/cores-out}
     mkdir -p "$out"
     command -v taskset >/dev/null || { echo "taskset (util-linux) is missing" >&2 && exit 1; }
-    install_wheels
+    install_wheels "import modelhost.app, uvicorn, httptools, starlette, msgspec, aiohttp, psutil
+from importlib.metadata import version; version('modelhost')"
     install_wrk
     {
         date -u

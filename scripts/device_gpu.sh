@@ -12,25 +12,14 @@ cd "$(dirname "$0")/.."
 
 PYTHON=${PYTHON:-python3}
 SITE=${SITE:-/tmp/site}
-
-install_wheels() {
-    $PYTHON -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-        --target "$SITE" .whl/*.whl
-    # the server asks for its own version at start-up: the checkout has no dist-info of its own
-    local version
-    version=$(sed -n 's/^version = "\(.*\)"$/\1/p' pyproject.toml | head -1)
-    mkdir -p "$SITE/modelhost-$version.dist-info"
-    printf 'Metadata-Version: 2.1\nName: modelhost\nVersion: %s\n' "$version" \
-        >"$SITE/modelhost-$version.dist-info/METADATA"
-    export PYTHONPATH=$SITE:$PWD
-    $PYTHON -c "import modelhost.app, torch, transformers, pynvml
-assert torch.cuda.is_available(), 'no CUDA device here'"
-}
+# shellcheck source=scripts/device_wheels.sh
+source scripts/device_wheels.sh
 
 run() {
     local out=${OUT:-/tmp/gpu-out}
     mkdir -p "$out"
-    install_wheels
+    install_wheels "import modelhost.app, torch, transformers, pynvml
+assert torch.cuda.is_available(), 'no CUDA device here'"
     {
         date -u
         git rev-parse HEAD 2>/dev/null || echo "no git here"

@@ -54,7 +54,7 @@ class InvokePath:
         self.dispatchers = residency.copies.dispatchers  # read only
         self.on_hit = on_hit
         self.on_use = on_use  # (model, footprint, found loaded)
-        self.ready = ready or on_host  # the model on its device, where it has one
+        self.ready = ready  # the model on its device, where it has one; None: no devices
         self.loads_on_invoke = loads_on_invoke  # false under SageMaker's contract
         self.in_flight = 0
         self.fair = fair_admission(residency, scheduling)  # None: tenants are off
@@ -160,7 +160,7 @@ class InvokePath:
     ) -> Result:
         resident, outcome = await self._acquire(name, loaded, invocation.tenant)
         try:
-            readiness = await self.ready(name)
+            readiness = ON_HOST if self.ready is None else await self.ready(name)
             job = await self._answer(name, invocation, solo)
         finally:
             self.residency.memory.end_request(resident)
@@ -248,11 +248,6 @@ class InvokePath:
                 "wait in the queue"
             )
         )
-
-
-async def on_host(name: str) -> Readiness:
-    """Where no device holds models: every hit is served from host memory."""
-    return ON_HOST
 
 
 def fair_admission(residency: Residency, scheduling: SchedulerSettings) -> FairAdmission | None:

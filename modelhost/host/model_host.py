@@ -147,7 +147,7 @@ class ModelHost:
             on_hit=self.registry.revalidate_in_background,
             loads_on_invoke=not sagemaker_contract,
             on_use=self.sizing.used,
-            ready=self.devices.ready,
+            ready=self.devices.ready if devices is not None else None,  # else no await a hit
         )
 
     async def invoke(self, name: str, invocation: Invocation) -> Result:

@@ -229,18 +229,26 @@ def told(server: testing.RunningServer) -> list[tuple[str, str, int]]:
     return [(e["kind"], e.get("reason"), e.get("worker")) for e in events]
 
 
-def test_a_hot_models_copies_go_to_both_devices(store: Path, serve: Servers) -> None:
-    two = serve(
+def two_copies(
+    store: Path, serve: Servers, devices: int, **settings: object
+) -> testing.RunningServer:
+    """Two workers, each holding a copy of a model, over `devices` fake devices."""
+    return serve(
         store,
         workers=2,
         workers_per_model=2,  # its copy at once: whether load scales it out is timing's
         threads_per_worker=1,
         memory_budget="3GiB",
         preload_runtimes="torch",
-        fake_devices=f"2x{BUDGET}+{CONTEXT}",
+        fake_devices=f"{devices}x{BUDGET}+{CONTEXT}",
         device_budget="100%",
         admission="none",
+        **settings,
     )
+
+
+def test_a_hot_models_copies_go_to_both_devices(store: Path, serve: Servers) -> None:
+    two = two_copies(store, serve, devices=2)
     devices = under_load(two, store, "m0.pt", lambda ds: all(d["models"] == 1 for d in ds))
     assert [(d["name"], d["models"]) for d in devices] == [("cuda:0", 1), ("cuda:1", 1)], told(two)
     placed = {(e["detail"]["device"], e["worker"]) for e in two.events("place")}
@@ -251,19 +259,8 @@ def test_a_hot_models_copies_go_to_both_devices(store: Path, serve: Servers) -> 
 @pytest.fixture(scope="module")
 def shared(store: Path, serve: Servers) -> testing.RunningServer:
     """Two workers sharing one device: room for both contexts and two copies of a model."""
-    return serve(
-        store,
-        workers=2,
-        workers_per_model=2,  # its copy at once: whether load scales it out is timing's
-        threads_per_worker=1,
-        memory_budget="3GiB",
-        preload_runtimes="torch",
-        fake_devices=f"1x{BUDGET}+{CONTEXT}",
-        device_budget="100%",
-        admission="none",
-        workers_per_device=2,
-        batch_size=32,
-        device_batch_size=2,
+    return two_copies(
+        store, serve, devices=1, workers_per_device=2, batch_size=32, device_batch_size=2
     )
 
 
