@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -43,6 +44,7 @@ def server(store: Path, serve: Servers) -> testing.RunningServer:
     return serve(
         store,
         workers=1,
+        access_log="-",  # into the server's log
         memory_budget="3GiB",
         preload_runtimes="torch",
         fake_devices=f"1x{BUDGET}+{CONTEXT}",
@@ -125,6 +127,28 @@ def test_device_memory_never_passes_its_budget_under_churn_from_16_clients(
     for name, _, body in answers:
         assert body == pytest.approx(expected[name])
     assert device(client)["usedBytes"] <= BUDGET
+
+
+def test_the_access_log_names_the_tier_that_answered(
+    client: httpx.Client, server: testing.RunningServer
+) -> None:
+    """Each line's `tier` is the response's X-Modelhost-Tier: a load, the device, a wake."""
+    unload_all(client)
+    names = ["m0.pt", "m0.pt", "m1.pt", "m2.pt", "m0.pt"]  # m2 sends m0 to sleep; m0 wakes
+    said = [invoke(client, name, ROW).headers["x-modelhost-tier"] for name in names]
+    assert {"disk", "device", "host"} <= set(said)
+    assert logged_tiers(server, len(names)) == list(zip(names, said, strict=True))
+
+
+def logged_tiers(server: testing.RunningServer, n: int) -> list[tuple[str, str]]:
+    """The last `n` invocations' models and tiers in the access log, once written."""
+    deadline = time.monotonic() + 30
+    while True:
+        lines = [json.loads(x) for x in server.log_text().splitlines() if '"route"' in x]
+        answered = [(r["model"], r.get("tier", "")) for r in lines if r.get("cache")]
+        if len(answered) >= n or time.monotonic() > deadline:
+            return answered[-n:]
+        time.sleep(0.05)
 
 
 def test_a_model_pinned_to_the_cpu_never_moves(
