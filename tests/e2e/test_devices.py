@@ -36,6 +36,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     sized_torch(root / "big.pt", BUDGET, seed=9)
     sized_torch(root / "pinned/model.pt", SIZE, seed=7)
     (root / "pinned/modelhost.toml").write_text('device = "cpu"\n')
+    testing.onnx_iris(root / "iris.onnx")
     return root
 
 
@@ -162,6 +163,20 @@ def test_a_model_pinned_to_the_cpu_never_moves(
         assert response.status_code == 200
     assert response.headers["x-modelhost-tier"] == "host"
     assert not [e for e in server.events("place") if e["model"] == "pinned"]
+
+
+def test_onnx_stays_on_the_cpu_where_onnxruntime_has_no_cuda_provider(
+    client: httpx.Client, server: testing.RunningServer
+) -> None:
+    """This machine's onnxruntime is the CPU build: the model is host-only, never charged to
+    the fake device, however much room it has."""
+    unload_all(client)
+    before = device(client)
+    said = [invoke(client, "iris.onnx", ROW).headers["x-modelhost-tier"] for _ in range(2)]
+    assert said == ["disk", "host"]
+    assert not [e for e in server.events("place") if e["model"] == "iris.onnx"]
+    after = device(client)
+    assert (after["models"], after["usedBytes"]) == (0, before["usedBytes"])
 
 
 def test_a_model_larger_than_the_device_budget_is_507_naming_the_device(
