@@ -211,6 +211,7 @@ class _Exchange:
             invocation=True,
             model=self.model,
             cache=result.cache if result else None,
+            tier=result.tier if result else None,
             timings_ms=result.timings_ms if result else {},
             error=self.error,
             tenant=self.tenant,

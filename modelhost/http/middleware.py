@@ -61,6 +61,7 @@ class ObserveMiddleware:
             invocation=route in self.invocation_routes,
             model=scope.get("path_params", {}).get("model"),
             cache=watch.headers.get(b"x-modelhost-cache", b"").decode() or None,
+            tier=watch.headers.get(b"x-modelhost-tier", b"").decode() or None,
             timings_ms=parse_server_timing(watch.headers.get(b"server-timing", b"").decode()),
             error=watch.error_type(),
             tenant=scope.get(TENANT_KEY),

@@ -34,6 +34,7 @@ def access_record(exchange: Exchange) -> dict[str, Any]:
         "route": exchange.route,
         "status": exchange.status,
         "cache": exchange.cache,
+        "tier": exchange.tier,
         "latency_ms": round(exchange.duration_s * 1000, 3),
         **{f"{part}_ms": round(ms, 3) for part, ms in exchange.timings_ms.items()},
         "bytes_in": exchange.bytes_in,

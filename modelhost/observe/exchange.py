@@ -23,6 +23,7 @@ class Exchange:
     invocation: bool = False
     model: str | None = None
     cache: str | None = None  # hit | disk | remote
+    tier: str | None = None  # the tier that answered: device | host | disk | store
     timings_ms: dict[str, float] = field(default_factory=dict)  # Server-Timing parts
     error: str | None = None  # the error body's `type`
     tenant: str | None = None  # None: tenants are off

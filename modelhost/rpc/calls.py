@@ -56,6 +56,7 @@ class Call:
             invocation=self.invocation,
             model=self.model,
             cache=result.cache if result else None,
+            tier=result.tier if result else None,
             timings_ms=result.timings_ms if result else {},
             error=self.error,
             tenant=self.caller_tenant,

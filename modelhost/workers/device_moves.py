@@ -32,6 +32,7 @@ class DeviceMoves:
         self.contexts: set[str] = set()  # devices this worker has made its context on
         self.placed: dict[str, tuple[Device, int]] = {}
         self.unmeasured: set[str] = set()  # moved in, their first call still to come
+        self.by_driver: set[str] = set()  # runtimes with an allocator of their own
         self.moves = 0  # started, ever: a move during a measured call spoils its peak
         self.moving = 0  # under way now (moves run on the unloader thread alone)
 
@@ -55,6 +56,8 @@ class DeviceMoves:
             grown = device.move_in(handler)
         self.placed[model] = (device, grown)
         self.unmeasured.add(model)
+        if not handler.torch_allocator:
+            self.by_driver.add(model)
         return OnDevice(grown, context, elapsed_ms(started), device.process_bytes())
 
     @contextlib.contextmanager
@@ -66,12 +69,14 @@ class DeviceMoves:
             return
         self.unmeasured.discard(model)
         device, moves, busy = self.placed[model][0], self.moves, self.moving
-        base = device.start_peak()
+        # an arena keeps what a run took, so the driver's count after the call is its peak
+        peak = device.process_bytes if model in self.by_driver else device.peak_bytes
+        base = device.process_bytes() if model in self.by_driver else device.start_peak()
         yield growth
         if busy or self.moving or self.moves != moves:  # other weights came or went meanwhile
             self.unmeasured.add(model)
             return
-        growth.bytes = max(0, device.peak_bytes() - base)
+        growth.bytes = max(0, peak() - base)
 
     @contextlib.contextmanager
     def _move(self) -> Iterator[None]:
@@ -86,6 +91,7 @@ class DeviceMoves:
         started = time.perf_counter()
         device, charged = self.placed.pop(model)
         self.unmeasured.discard(model)
+        self.by_driver.discard(model)
         with self._move():
             device.move_out(handler, charged)
         return OnHost(elapsed_ms(started))

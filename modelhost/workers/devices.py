@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from modelhost.errors import ConfigError, ModelhostError
 from modelhost.units import parse_size
@@ -28,6 +28,8 @@ class DeviceOutOfMemory(ModelhostError):
 
 class Mover(Protocol):
     """What a handler on a device offers: its weights moved, and their size for the fake."""
+
+    torch_allocator: ClassVar[bool]  # else the driver's count measures its moves
 
     def to_device(self, device: str) -> None: ...
 
@@ -123,9 +125,19 @@ class CudaDevice:
         return nvml_process_bytes(self.index) or CUDA_CONTEXT_ESTIMATE_BYTES
 
     def move_in(self, handler: Mover) -> int:
+        if not handler.torch_allocator:
+            return self._move_in_by_driver(handler)
         before = self.torch.cuda.memory_allocated(self.index)
         handler.to_device(self.name)
         return int(self.torch.cuda.memory_allocated(self.index) - before)
+
+    def _move_in_by_driver(self, handler: Mover) -> int:
+        """A runtime with an allocator of its own (onnxruntime's arena), measured by NVML;
+        without NVML, charged its weights' bytes."""
+        before = nvml_process_bytes(self.index)
+        handler.to_device(self.name)
+        after = nvml_process_bytes(self.index)
+        return max(0, after - before) if after else handler.tensor_bytes()
 
     def move_out(self, handler: Mover, charged_bytes: int) -> None:
         handler.to_device("cpu")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -35,6 +36,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     sized_torch(root / "big.pt", BUDGET, seed=9)
     sized_torch(root / "pinned/model.pt", SIZE, seed=7)
     (root / "pinned/modelhost.toml").write_text('device = "cpu"\n')
+    testing.onnx_iris(root / "iris.onnx")
     return root
 
 
@@ -43,6 +45,7 @@ def server(store: Path, serve: Servers) -> testing.RunningServer:
     return serve(
         store,
         workers=1,
+        access_log="-",  # into the server's log
         memory_budget="3GiB",
         preload_runtimes="torch",
         fake_devices=f"1x{BUDGET}+{CONTEXT}",
@@ -127,6 +130,31 @@ def test_device_memory_never_passes_its_budget_under_churn_from_16_clients(
     assert device(client)["usedBytes"] <= BUDGET
 
 
+def test_the_access_log_names_the_tier_that_answered(
+    client: httpx.Client, server: testing.RunningServer
+) -> None:
+    """Each line's `tier` is the response's X-Modelhost-Tier: a load, the device, a wake."""
+    unload_all(client)
+    names = ["m0.pt", "m0.pt", "m1.pt", "m2.pt", "m0.pt"]  # m2 sends m0 to sleep; m0 wakes
+    since = time.time()  # earlier tests' lines may still trail
+    said = [invoke(client, name, ROW).headers["x-modelhost-tier"] for name in names]
+    assert {"disk", "device", "host"} <= set(said)
+    assert logged_tiers(server, since, len(names)) == list(zip(names, said, strict=True))
+
+
+def logged_tiers(server: testing.RunningServer, since: float, n: int) -> list[tuple[str, str]]:
+    """The models and tiers of invocations that came after `since`, once there are `n` (a
+    line is written on a thread of the server's own, so it may trail its response)."""
+    deadline = time.monotonic() + 30
+    while True:
+        lines = [json.loads(x) for x in server.log_text().splitlines() if '"route"' in x]
+        new = [r for r in lines if r.get("cache") and r["time"] >= round(since, 3)]
+        answered = [(r["model"], r.get("tier", "")) for r in new]
+        if len(answered) >= n or time.monotonic() > deadline:
+            return answered
+        time.sleep(0.05)
+
+
 def test_a_model_pinned_to_the_cpu_never_moves(
     client: httpx.Client, server: testing.RunningServer
 ) -> None:
@@ -135,6 +163,20 @@ def test_a_model_pinned_to_the_cpu_never_moves(
         assert response.status_code == 200
     assert response.headers["x-modelhost-tier"] == "host"
     assert not [e for e in server.events("place") if e["model"] == "pinned"]
+
+
+def test_onnx_stays_on_the_cpu_where_onnxruntime_has_no_cuda_provider(
+    client: httpx.Client, server: testing.RunningServer
+) -> None:
+    """This machine's onnxruntime is the CPU build: the model is host-only, never charged to
+    the fake device, however much room it has."""
+    unload_all(client)
+    before = device(client)
+    said = [invoke(client, "iris.onnx", ROW).headers["x-modelhost-tier"] for _ in range(2)]
+    assert said == ["disk", "host"]
+    assert not [e for e in server.events("place") if e["model"] == "iris.onnx"]
+    after = device(client)
+    assert (after["models"], after["usedBytes"]) == (0, before["usedBytes"])
 
 
 def test_a_model_larger_than_the_device_budget_is_507_naming_the_device(

@@ -386,6 +386,7 @@ def test_the_access_log_has_a_line_per_grpc_call(
     line = logged()[-1]
     assert line["method"] == "POST"
     assert {"infer_ms", "queue_ms", "cache"} <= set(line)
+    assert line["tier"] in ("disk", "host")  # as the x-modelhost-tier trailer says
 
 
 def test_metrics_count_grpc_calls_by_their_method_path(

@@ -177,6 +177,7 @@ def test_the_access_log_has_a_line_per_request(
     lines = wait_for_lines(observed[1], lambda r: r.get("model") == name, 2)
     first, second = lines
     assert (first["cache"], second["cache"]) == ("disk", "hit")
+    assert (first["tier"], second["tier"]) == ("disk", "host")  # as X-Modelhost-Tier says
     assert first["route"] == INVOKE_ROUTE and first["status"] == 200
     assert first["bytes_in"] == len(ROW) and first["bytes_out"] > 0
     assert first["load_ms"] > 0 and {"queue_ms", "infer_ms", "latency_ms"} <= set(first)

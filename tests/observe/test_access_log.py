@@ -121,3 +121,16 @@ def test_the_tenant_is_on_the_line_only_when_tenants_are_on(tmp_path: Path) -> N
     off, on = (json.loads(line) for line in path.read_text().splitlines())
     assert "tenant" not in off
     assert on["tenant"] == "acme" and list(on)[:3] == ["time", "model", "tenant"]
+
+
+def test_the_answering_tier_is_on_the_line_where_a_model_answered(tmp_path: Path) -> None:
+    """X-Modelhost-Tier's value beside `cache`; left out where nothing answered."""
+    path = tmp_path / "access.log"
+    log = AccessLog(str(path))
+    log.start()
+    log.write(dataclasses.replace(invocation(0), tier="device"))
+    log.write(dataclasses.replace(invocation(1), status=404, cache=None))
+    log.stop()
+    answered, missing = (json.loads(line) for line in path.read_text().splitlines())
+    assert answered["tier"] == "device" and list(answered).index("tier") == 6
+    assert "tier" not in missing

@@ -178,6 +178,8 @@ class FakeCuda:
 class Weights:
     """A handler's weights that land in the fake CUDA allocator when moved."""
 
+    torch_allocator = True
+
     def __init__(self, cuda: FakeCuda, size: int) -> None:
         self.cuda, self.size, self.where = cuda, size, "cpu"
 

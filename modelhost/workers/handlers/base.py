@@ -32,6 +32,7 @@ class Handler(ABC):
     pure: ClassVar[bool] = False  # a request may run twice harmlessly
     answers_oip: ClassVar[bool] = False  # decodes OIP requests itself
     device_capable: ClassVar[bool] = False  # can move its weights to a device (torch)
+    torch_allocator: ClassVar[bool] = True  # its device memory is torch's to count
     mapped_bytes = 0  # mapped files the C library's counts miss
 
     @abstractmethod

@@ -65,6 +65,10 @@ class SpeaksOip(Handler):
     def device_capable(self) -> bool:  # type: ignore[override]
         return self.inner.device_capable
 
+    @property
+    def torch_allocator(self) -> bool:  # type: ignore[override]
+        return self.inner.torch_allocator
+
     def to_device(self, device: str) -> None:
         self.inner.to_device(device)
 

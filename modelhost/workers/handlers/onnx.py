@@ -1,7 +1,13 @@
-"""The built-in handler for ONNX models, run by onnxruntime on the CPU (.onnx)."""
+"""The built-in handler for ONNX models, run by onnxruntime (.onnx).
+
+On the CPU, or on a CUDA device where onnxruntime has the CUDA execution provider
+(onnxruntime-gpu). A session's providers are fixed when it is made, so a move to a device makes
+a second session there; sleep drops it, and the session made at load answers again.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,20 +25,25 @@ INPUT_TYPES = {
     "tensor(int64)": np.int64,
     "tensor(int32)": np.int32,
 }
+CPU = "CPUExecutionProvider"
+CUDA = "CUDAExecutionProvider"
 
 
 class OnnxHandler(RowsHandler):
     """A one-input ONNX graph fed the rows; predict_proba reads its probabilities output."""
 
+    torch_allocator = False  # its device memory is onnxruntime's arena
+
     def __init__(self, path: Path, threads: int = 1) -> None:
         ort = require("onnxruntime", "onnx", f"{path.name} (an ONNX model)")
-        options = ort.SessionOptions()
+        self._ort: Any = ort
+        self._path = path
+        self._options = options = ort.SessionOptions()
         options.intra_op_num_threads = threads  # 0: a thread per core in each worker
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        self._session: Any = ort.InferenceSession(
-            str(path), options, providers=["CPUExecutionProvider"]
-        )
+        self._on_cpu: Any = ort.InferenceSession(str(path), options, providers=[CPU])
+        self._session: Any = self._on_cpu
         self._input, self._dtype, self.n_features = _only_input(self._session, path.name)
         self._outputs: list[str] = [str(output.name) for output in self._session.get_outputs()]
 
@@ -50,7 +61,35 @@ class OnnxHandler(RowsHandler):
         raise BadRequestBody("this ONNX model has one output and no probabilities; use predict")
 
     def close(self) -> None:
-        self._session = None
+        self._session = self._on_cpu = None
+
+    @property
+    def device_capable(self) -> bool:  # type: ignore[override]
+        return CUDA in self._ort.get_available_providers()
+
+    def to_device(self, device: str) -> None:
+        """A session on `device` with its own copy of the weights; "cpu" drops it."""
+        providers = providers_for(device, self._ort.get_available_providers())
+        if providers == [CPU]:
+            self._session = self._on_cpu
+            return
+        self._session = self._ort.InferenceSession(str(self._path), self._options, providers)
+
+    def tensor_bytes(self) -> int:
+        """The file's size: its initializers, which a session on a device copies there."""
+        return self._path.stat().st_size
+
+
+def providers_for(device: str, available: Sequence[str]) -> list[Any]:
+    """The execution providers of a session on `device` (a torch name), CPU last.
+
+    The arena grows by what each allocation asks, not by powers of two, so the device is
+    charged what the model uses.
+    """
+    if device == "cpu" or CUDA not in available:
+        return [CPU]
+    index = int(device.partition(":")[2] or 0)
+    return [(CUDA, {"device_id": index, "arena_extend_strategy": "kSameAsRequested"}), CPU]
 
 
 def _only_input(session: Any, file_name: str) -> tuple[str, Any, int | None]:
