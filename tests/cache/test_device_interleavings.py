@@ -174,3 +174,20 @@ class DeviceInterleavings(RuleBasedStateMachine):
 
 DeviceInterleavings.TestCase.settings = settings(max_examples=300, stateful_step_count=40)
 TestDeviceTierUnderAnyInterleaving = DeviceInterleavings.TestCase
+
+
+def test_a_context_made_while_a_newcomer_waits_for_its_victims() -> None:
+    """a's copy from worker 2 counts its context into its victims' room; b's copy from the same
+    worker, moving in while those victims are still there, must not make that context too."""
+    machine = DeviceInterleavings()
+    for name, size_mib, worker in [("a", 6, 1), ("c", 6, 1), ("b", 18, 1), ("a", 6, 3)]:
+        machine.place(name, size_mib, worker)
+    machine.unload("a")
+    machine.place("a", 18, 1)
+    machine.place("a", 6, 1)
+    machine.reserve("a", 18, 2)  # c and a's first copy are its victims, still leaving
+    machine.reserve("a", 6, 3)
+    machine.place("b", 12, 2)
+    machine.totals_are_recounted()
+    machine.charged_within_budget()
+    machine.really_on_the_device_within_budget()

@@ -65,6 +65,12 @@ class DeviceMemory:
         if worker_id not in self.made and not waiting:
             self.drop_context(worker_id)
 
+    def lends_context(self, worker_id: int) -> bool:
+        """Whether a newcomer of `worker_id` waits for victims whose room counts its context,
+        which no other move of that worker may make before the victims have left."""
+        waiting = (r.victims for r in self.models.values() if r.worker_id == worker_id)
+        return worker_id not in self.made and any(waiting)
+
     def copies_of(self, name: str) -> int:
         return sum(1 for model, _ in self.models if model == name)
 

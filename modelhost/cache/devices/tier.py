@@ -75,7 +75,7 @@ class DeviceTier:
         if (name, worker_id) in self.placed:
             return None
         for device in self.candidates(pinned, name):
-            if not self.fits_ever(size_bytes, device, worker_id):
+            if device.lends_context(worker_id) or not self.fits_ever(size_bytes, device, worker_id):
                 continue
             victims = self._victims(device, size_bytes + device.context_charge(worker_id), idle)
             if victims is not None:
