@@ -195,11 +195,42 @@ def test_a_killed_worker_heals_under_load(fronted: testing.RunningServer) -> Non
     assert_all_right(hammered(fronted, kill_a_worker))
 
 
-def test_sigterm_stops_every_front(store: Path, serve: Servers) -> None:
-    """SIGTERM drains the main process and its fronts; all exit, the server with 0."""
+def test_pipelined_requests_through_a_front_are_answered_in_order(
+    fronted: testing.RunningServer,
+) -> None:
+    """Two requests in one write through a front: two answers, in the order asked."""
+    connection = next(on_front(fronted))
+    body = json.dumps([list(next(iter(ROWS)))]).encode()
+    head = f"POST /models/{MODEL}/invoke HTTP/1.1\r\nhost: x\r\ncontent-length: {len(body)}\r\n"
+    ping = b"GET /ping HTTP/1.1\r\nhost: x\r\n\r\n"
+    assert connection.sock is not None
+    connection.sock.sendall(head.encode() + b"content-type: application/json\r\n\r\n" + body + ping)
+    answers = b""
+    while not answers.endswith(b"}") or answers.count(b"HTTP/1.1 200 OK") < 2:
+        chunk = connection.sock.recv(65536)
+        assert chunk, answers
+        answers += chunk
+    connection.close()
+    assert answers.count(b"HTTP/1.1 ") == 2
+    assert 0 < answers.index(b'{"predictions":[0]}') < answers.index(b'{"status":"Healthy"}')
+
+
+def test_sigterm_stops_every_front_after_its_requests(store: Path, serve: Servers) -> None:
+    """SIGTERM while a request runs through a front: it is answered, then the main process and
+    every front exit, the server with 0."""
     server = serve(store, workers=1, fronts=3, memory_budget="4GiB")
     fronts = front_pids(server)
     assert len(fronts) == 2
-    assert server.stop() == 0
-    assert server.leaked_pids == []
+    connection = next(on_front(server))
+    body = json.dumps({"sleep": 1.5})
+    connection.request("POST", "/models/slow/invoke", body=body, headers=HEADERS)
+    time.sleep(0.8)  # running in the worker
+    stopped: list[int] = []
+    stopping = threading.Thread(target=lambda: stopped.append(server.stop()))
+    stopping.start()
+    response = connection.getresponse()
+    assert (response.status, json.loads(response.read())) == (200, {"slept": 1.5})
+    connection.close()
+    stopping.join(60)
+    assert stopped == [0] and server.leaked_pids == []
     assert not any(psutil.pid_exists(pid) for pid in fronts)
