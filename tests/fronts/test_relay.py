@@ -1,11 +1,13 @@
-"""A front's relay, in one event loop: a client's bytes reach the upstream after a preamble that
-names the client, and the upstream's answer comes back."""
+"""A front's relay in uvloop, as the fronts run it: a client's bytes reach the upstream after a
+preamble that names the client, and the upstream's answer comes back."""
 
 from __future__ import annotations
 
 import asyncio
 import socket
 from pathlib import Path
+
+import uvloop
 
 from modelhost.fronts.preamble import decode
 from modelhost.fronts.relay import ClientSide, client_factory
@@ -46,7 +48,7 @@ async def closed(connections: set[ClientSide]) -> None:
 
 
 def test_the_bytes_cross_both_ways_after_the_preamble(tmp_path: Path) -> None:
-    read, answer = asyncio.run(relay_once(tmp_path, b"GET /ping HTTP/1.1\r\n\r\n", False))
+    read, answer = uvloop.run(relay_once(tmp_path, b"GET /ping HTTP/1.1\r\n\r\n", False))
     line, _, rest = read.partition(b"\n")
     preamble = decode(line)
     assert preamble.front == 3 and preamble.client.host == "127.0.0.1"
@@ -54,7 +56,7 @@ def test_the_bytes_cross_both_ways_after_the_preamble(tmp_path: Path) -> None:
 
 
 def test_a_client_that_half_closes_at_once_is_still_answered(tmp_path: Path) -> None:
-    _, answer = asyncio.run(relay_once(tmp_path, b"x" * 100, True))
+    _, answer = uvloop.run(relay_once(tmp_path, b"x" * 100, True))
     assert answer == b"answer"
 
 
@@ -71,4 +73,4 @@ def test_a_gone_upstream_closes_the_client(tmp_path: Path) -> None:
         await asyncio.sleep(0.05)  # the front's side of the refused connection closes
         return data
 
-    assert asyncio.run(run()) == b""
+    assert uvloop.run(run()) == b""
