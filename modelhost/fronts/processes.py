@@ -36,7 +36,13 @@ class Fronts:
 
         Connections wait in the sockets' backlogs until the main process's server accepts them.
         """
-        self.sockets = reuse_port_sockets(self.host, self.port)
+        try:
+            self.sockets = reuse_port_sockets(self.host, self.port)
+        except OSError as error:
+            raise ConfigError(
+                f"cannot bind {self.host}:{self.port} for --fronts {self.count}: {error}; "
+                "choose a free --port"
+            ) from None
         self.port = bound_port(self.sockets)
         self.sockets.append(unix_listener(self.upstream))
         for front in range(1, self.count):

@@ -3,6 +3,8 @@ refused with TLS."""
 
 from __future__ import annotations
 
+import asyncio
+import socket
 from pathlib import Path
 
 import pytest
@@ -33,3 +35,14 @@ def test_one_front_is_the_main_process_alone(tmp_path: Path) -> None:
 def test_fronts_refuse_tls(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="HTTPS"):
         fronts_for(2, "127.0.0.1", 8080, tmp_path, tls=True)
+
+
+def test_a_taken_port_is_refused_with_its_address(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        fronts = fronts_for(2, "127.0.0.1", port, tmp_path, tls=False)
+        assert fronts is not None
+        with pytest.raises(ConfigError, match=f"127.0.0.1:{port}"):
+            asyncio.run(fronts.start())
