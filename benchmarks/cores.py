@@ -5,13 +5,15 @@ the server runs on the last N cores (`taskset`) and the load on the others: mode
 `--workers N --workers-per-model 0`, the floor as N processes of `floor_app.py`, one a core, on
 one port (SO_REUSEPORT). wrk drives the iris and the forest hot paths with one thread a load core
 and 16 connections a server core; a warm-up run is discarded, then one measured run. The churn
-of `churn.py` runs at each N of --churn-cores (its floor is its own single process). A run that
+of `churn.py` runs at each N of --churn-cores (its floor is its own single process). modelhost
+runs once for each of --fronts (`cores`: one front process a server core, `--fronts N`). A run that
 fails or would end past --budget-s is a row marked so. Prints markdown tables and writes
 benchmarks/results/cores-<date>.json (and .md). scripts/device_cores.sh runs it without network.
 
     python benchmarks/cores.py                                  # the whole sweep
     python benchmarks/cores.py --cores 1 --churn-duration 0     # 1 core against 1, no churn
     python benchmarks/cores.py --churn-cores 1 4 16 --budget-s 440
+    python benchmarks/cores.py --fronts cores                   # modelhost with a front a core
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from modelhost import testing
 
 MiB = 2**20
 SERVERS = ("modelhost", "floor")
-HEADER = ["server cores", "load cores", "server", "model", "connections", "requests/s"]
+HEADER = ["server cores", "load cores", "server", "fronts", "model", "connections", "requests/s"]
 HEADER += ["p99 ms", "frontend share", "frontend µs a request", "errors"]
 
 
@@ -97,8 +99,9 @@ def main() -> None:
         for model in args.models:
             HOT_MODELS[model].make(store / HOT_MODELS[model].name)
             for count in counts:
-                for server in args.servers:
-                    _add(rows, [_bounded(args, started, _hot_plan(server, model, count, store))])
+                for server, fronts in runs_at(count, args):
+                    plan = _hot_plan(server, model, count, store, fronts)
+                    _add(rows, [_bounded(args, started, plan)])
         churn_counts = core_counts(args.churn_cores or args.cores, usable)
         for count in churn_counts if args.churn_duration else []:
             _add(rows, _bounded_churn(args, started, count))
@@ -120,6 +123,12 @@ def _parse_args() -> argparse.Namespace:
     parser.add_argument("--duration", type=int, default=8, help="seconds per measured run")
     parser.add_argument("--warmup", type=int, default=3, help="seconds of discarded warm-up")
     parser.add_argument("--connections-per-core", type=int, default=16)
+    parser.add_argument(
+        "--fronts",
+        nargs="+",
+        default=["1", "cores"],
+        help="modelhost's --fronts for each run: a number, or cores (one a server core)",
+    )
     parser.add_argument("--churn-duration", type=int, default=10, help="seconds (0: no churn)")
     parser.add_argument("--churn-cores", nargs="+", type=int, help="server cores (--cores's)")
     parser.add_argument(
@@ -137,6 +146,16 @@ def core_counts(wanted: list[int], usable: list[int]) -> list[int]:
     if len(usable) < 2:
         raise SystemExit(f"needs two usable cores at least, has {usable}")
     return sorted({min(count, len(usable) - 1) for count in wanted if count > 0})
+
+
+def runs_at(count: int, args: argparse.Namespace) -> list[tuple[str, int]]:
+    """(server, fronts) for each run at `count` server cores; the floor has no fronts."""
+    fronts = sorted({count if asked == "cores" else int(asked) for asked in args.fronts})
+    return [
+        (server, each)
+        for server in args.servers
+        for each in (fronts if server == "modelhost" else [1])
+    ]
 
 
 # ------------------------------------------------------------------------------- budget
@@ -167,28 +186,42 @@ def _bounded_churn(args: argparse.Namespace, started: float, count: int) -> list
 # ------------------------------------------------------------------------------- hot paths
 
 
-def _hot_plan(server: str, model: str, count: int, store: Path) -> dict[str, Any]:
-    row = {"server_cores": count, "server": server, "model": model}
-    return {"row": row, "run": lambda args: hot_run(server, HOT_MODELS[model], count, store, args)}
+def _hot_plan(server: str, model: str, count: int, store: Path, fronts: int) -> dict[str, Any]:
+    row = {"server_cores": count, "server": server, "model": model, "fronts": fronts}
+    hot = HOT_MODELS[model]
+    return {"row": row, "run": lambda args: hot_run(server, hot, count, store, args, fronts)}
 
 
 def hot_run(
-    server: str, model: HotModel, count: int, store: Path, args: argparse.Namespace
+    server: str,
+    model: HotModel,
+    count: int,
+    store: Path,
+    args: argparse.Namespace,
+    fronts: int = 1,
 ) -> dict[str, Any]:
     """One server given `count` cores under wrk on the rest: throughput, latency, CPU."""
     split = Split.of(count, sorted(os.sched_getaffinity(0)))
     start = _modelhost if server == "modelhost" else _floor
     with (
         tempfile.TemporaryDirectory(prefix=f"cores-{server}-") as scratch,
-        start(store, model.name, split, Path(scratch), args) as (url, roots),
+        start(store, model.name, split, Path(scratch), args, fronts) as (url, roots),
         _body(model.body),
     ):
-        frontend = roots[0] if server == "modelhost" else None
+        frontend = frontend_pids(roots[0]) if server == "modelhost" else []
         return _measure(url, roots, frontend, split, args)
 
 
+def frontend_pids(main: int) -> list[int]:
+    """modelhost's frontend: the main process and its front processes (`--fronts`)."""
+    import psutil
+
+    children = psutil.Process(main).children()
+    return [main, *(p.pid for p in children if "modelhost.fronts" in " ".join(p.cmdline()))]
+
+
 def _measure(
-    url: str, roots: list[int], frontend: int | None, split: Split, args: argparse.Namespace
+    url: str, roots: list[int], frontend: list[int], split: Split, args: argparse.Namespace
 ) -> dict:
     """Warm up, then the measured run; `roots` are the server's processes."""
     connections = args.connections_per_core * len(split.server)
@@ -201,14 +234,14 @@ def _measure(
     return {"load_cores": len(split.load), "connections": connections, **result, **cpu}
 
 
-def cpu_shares(spent: dict[int, float], frontend_pid: int | None, requests: int) -> dict:
-    """The server's CPU µs a request, and its frontend's (None: the floor has none)."""
+def cpu_shares(spent: dict[int, float], frontend_pids: list[int], requests: int) -> dict:
+    """The server's CPU µs a request, and its frontend's (none: the floor has none)."""
     total = sum(spent.values())
     per_us = 1e6 / max(1, requests)
     shares: dict[str, float | None] = {"server_us_per_request": total * per_us}
-    if frontend_pid is None:
+    if not frontend_pids:
         return {**shares, "frontend_share": None, "frontend_us_per_request": None}
-    frontend = spent.get(frontend_pid, 0.0)
+    frontend = sum(spent.get(pid, 0.0) for pid in frontend_pids)
     share = frontend / total if total else None
     return {**shares, "frontend_share": share, "frontend_us_per_request": frontend * per_us}
 
@@ -228,10 +261,12 @@ def _body(body: str | None) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _modelhost(
-    store: Path, name: str, split: Split, scratch: Path, args: argparse.Namespace
+    store: Path, name: str, split: Split, scratch: Path, args: argparse.Namespace, fronts: int
 ) -> Iterator[tuple[str, list[int]]]:
     count = len(split.server)
-    serve = testing.serve_args(store, scratch / "cache", workers=count, workers_per_model=0)
+    serve = testing.serve_args(
+        store, scratch / "cache", workers=count, workers_per_model=0, fronts=fronts
+    )
     serve += args.serve_arg
     pin = ["taskset", "-c", split.taskset("server")]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -242,7 +277,7 @@ def _modelhost(
 
 @contextlib.contextmanager
 def _floor(
-    store: Path, name: str, split: Split, scratch: Path, args: argparse.Namespace
+    store: Path, name: str, split: Split, scratch: Path, args: argparse.Namespace, fronts: int
 ) -> Iterator[tuple[str, list[int]]]:
     """The in-process floor, one process a server core, all on one port."""
     port = testing.free_port()
@@ -311,7 +346,7 @@ def churn(args: argparse.Namespace, count: int) -> list[dict[str, Any]]:
     results = json.loads(Path(path.removeprefix("raw results: ")).read_text())
     row = {"server_cores": count, "load_cores": len(split.load), "model": "churn"}
     row = {**row, "connections": results["args"]["clients"]}
-    rows = [{**row, "server": "modelhost", **_churn_row(results["modelhost"])}]
+    rows = [{**row, "server": "modelhost", "fronts": 1, **_churn_row(results["modelhost"])}]
     if "floor" in results:
         rows.append({**row, "server": "floor (one process)", **_churn_row(results["floor"])})
     return rows
@@ -337,7 +372,7 @@ def _churn_row(result: dict[str, Any]) -> dict[str, Any]:
 def report(rows: list[dict[str, Any]], settings: dict[str, Any]) -> None:
     table = markdown_table(HEADER, [_table_row(row) for row in rows])
     ratios = markdown_table(
-        ["server cores", "model", "modelhost ÷ floor", "modelhost ÷ its own on 1 core"],
+        ["server cores", "model", "fronts", "modelhost ÷ floor", "modelhost ÷ its own on 1 core"],
         ratio_rows(rows),
     )
     text = f"{table}\n\n{ratios}"
@@ -348,12 +383,14 @@ def report(rows: list[dict[str, Any]], settings: dict[str, Any]) -> None:
 def _table_row(row: dict[str, Any]) -> list[Any]:
     if "skipped" in row:
         skipped = row["skipped"].split(":")[0]
-        return [row["server_cores"], "", row["server"], row["model"], "", skipped, "", "", "", ""]
+        cells = [row["server_cores"], "", row["server"], row.get("fronts", ""), row["model"]]
+        return [*cells, "", skipped, "", "", "", ""]
     share = row.get("frontend_share")
     return [
         row["server_cores"],
         row["load_cores"],
         row["server"],
+        row.get("fronts", ""),
         row["model"],
         row["connections"],
         row["requests_per_s"],
@@ -365,22 +402,25 @@ def _table_row(row: dict[str, Any]) -> list[Any]:
 
 
 def ratio_rows(rows: list[dict[str, Any]]) -> list[list[Any]]:
-    """modelhost's throughput against the floor's at the same cores, and against its own on
-    the fewest cores run."""
+    """modelhost's throughput against the floor's at the same cores, and against its own (one
+    front) on the fewest cores run."""
     rate = {
-        (row["server_cores"], row["server"].split()[0], row["model"]): row["requests_per_s"]
+        (row["server_cores"], row["server"].split()[0], row["model"], row.get("fronts", 1)): row[
+            "requests_per_s"
+        ]
         for row in rows
         if "skipped" not in row
     }
     out = []
-    for cores, server, model in sorted(rate):
+    for cores, server, model, fronts in sorted(rate):
         if server != "modelhost":
             continue
-        floor = rate.get((cores, "floor", model))
-        fewest = min(c for c, s, m in rate if s == server and m == model)
-        mine = rate[(cores, server, model)]
-        own = mine / rate[(fewest, server, model)]
-        out.append([cores, model, f"{mine / floor:.2f}×" if floor else "", f"{own:.2f}×"])
+        floor = rate.get((cores, "floor", model, 1))
+        ones = [c for c, s, m, f in rate if s == server and m == model and f == 1]
+        mine = rate[(cores, server, model, fronts)]
+        own = f"{mine / rate[(min(ones), server, model, 1)]:.2f}×" if ones else ""
+        ratio = f"{mine / floor:.2f}×" if floor else ""
+        out.append([cores, model, fronts, ratio, own])
     return out
 
 

@@ -61,14 +61,24 @@ def main() -> None:
 
 
 def _processes(pid: int) -> dict[str, psutil.Process]:
-    """frontend, template and worker, by role (modelhost's worker is the template's child; the
-    boundary floor's model process is the frontend's only child)."""
+    """frontend, its fronts (`--fronts`), template and workers, by role (modelhost's workers are
+    the template's children; the boundary floor's model process is the frontend's only child)."""
     frontend = psutil.Process(pid)
     children = frontend.children(recursive=True)
     named = {"frontend": frontend}
     for child in children:
-        named["worker" if child.ppid() != pid or len(children) == 1 else "template"] = child
+        if "modelhost.fronts" in " ".join(child.cmdline()):
+            role = "front"
+        else:
+            role = "worker" if child.ppid() != pid or len(children) == 1 else "template"
+        named[_numbered(role, named)] = child
     return named
+
+
+def _numbered(role: str, named: dict[str, psutil.Process]) -> str:
+    """`role`, or `role N` for the Nth process of a role held by several."""
+    count = sum(1 for name in named if name.split()[0] == role)
+    return f"{role} {count + 1}" if count else role
 
 
 def _switches(process: psutil.Process) -> tuple[int, int]:
@@ -97,7 +107,14 @@ def _counters(
     answered = result["requests"]
     print(f"{answered} requests, {result['requests_per_s']:,.0f}/s at c={args.concurrency}")
     rows = []
-    for name in processes:
+    fronts = [name for name in processes if name.startswith("front ") or name == "front"]
+    if fronts:  # the frontend's CPU in all: the main process's and its fronts'
+        names = ["frontend", *fronts]
+        for counts in (after, before):
+            counts["frontend and fronts"] = tuple(
+                map(sum, zip(*map(counts.get, names), strict=True))
+            )
+    for name in [*processes, *(["frontend and fronts"] if fronts else [])]:
         spent = zip(after[name], before[name], strict=True)
         cpu, voluntary, involuntary = (a - b for a, b in spent)
         rows.append(

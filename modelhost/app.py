@@ -29,23 +29,23 @@ from modelhost.config.tenant_policies import TenantPolicies, Trust
 from modelhost.config.tenants_file import untrust_refused
 from modelhost.config.tenants_reload import TenantsFileWatcher
 from modelhost.errors import ConfigError
+from modelhost.fronts.processes import Fronts, fronts_for
+from modelhost.fronts.processes import running as fronts_running
 from modelhost.host import ModelHost
 from modelhost.host.memory_readings import PssReading, split_pss_bytes
 from modelhost.host.preload import preload
 from modelhost.host.sizing import Sizing
 from modelhost.host.upkeep import upkeep
 from modelhost.http.app import build_app
+from modelhost.http.beside import management_port_apart, management_servers, metrics_servers
 from modelhost.http.last_resort import Unhandled
-from modelhost.http.observe import build_metrics_app
 from modelhost.http.routes import HttpSettings, SageMakerRoutes
 from modelhost.http.server import (
     DrainingServer,
-    SecondaryServer,
     ignore_signals_after_drain,
     serve_beside,
     uvicorn_config,
 )
-from modelhost.http.torchserve import build_management_app
 from modelhost.observe.observer import Observer
 from modelhost.protocols.health import Health
 from modelhost.protocols.keys import TokenKeys, keys_while_serving
@@ -96,12 +96,15 @@ async def serve_pool(config: Config, pool: WorkerPool, events: EventLog) -> int:
             health,
         )
         rpc = grpc_servers(host, config, observer, health, keys)
+        tls = bool(config.ssl_certfile)
+        fronts = fronts_for(config.fronts, config.host, config.port, pool.run_dir, tls)
         server = DrainingServer(
-            lambda: drain(observer, rpc),
+            lambda: drain(observer, rpc, fronts),
             uvicorn_config(
                 build_app(routes, observer, token_api=not management_port_apart(config)),
                 config,
                 config.port,
+                relayed=fronts is not None,
                 timeout_graceful_shutdown=int(config.drain_timeout_s),
             ),
         )
@@ -118,12 +121,16 @@ async def serve_pool(config: Config, pool: WorkerPool, events: EventLog) -> int:
         elif config.untrusted_workers:
             untrusted = f"--untrusted-workers {config.untrusted_workers}"
             logger.info("%s: %s", untrusted, sandbox_support().describe())
-        await serve_rpc_beside(server, beside, rpc)
+        async with fronts_running(fronts) as sockets:
+            await serve_rpc_beside(server, beside, rpc, sockets)
     return 0
 
 
 async def serve_rpc_beside(
-    server: uvicorn.Server, beside: list[uvicorn.Server], rpc: list[RpcServer]
+    server: uvicorn.Server,
+    beside: list[uvicorn.Server],
+    rpc: list[RpcServer],
+    sockets: list[socket.socket] | None = None,
 ) -> None:
     """The HTTP servers, with the gRPC ones running beside them until they stop."""
     try:
@@ -131,7 +138,7 @@ async def serve_rpc_beside(
             await each.start()
             await each.serving()
             logger.info("serving gRPC on %s (%s)", each.address, each.front)
-        await serve_beside(server, beside)
+        await serve_beside(server, beside, sockets)
     finally:
         await asyncio.gather(*(each.stop() for each in rpc))
 
@@ -151,41 +158,13 @@ def grpc_servers(
     return rpc_servers(host, config, observer, health, keys)
 
 
-def drain(observer: Observer, rpc: list[RpcServer]) -> None:
-    """SIGTERM: end the event streams, and stop the gRPC servers taking calls."""
+def drain(observer: Observer, rpc: list[RpcServer], fronts: Fronts | None = None) -> None:
+    """SIGTERM: end the event streams, and stop the gRPC servers and the fronts taking calls."""
     observer.drain()
     for each in rpc:
         each.drain()
-
-
-def management_servers(
-    routes: SageMakerRoutes, config: Config, unhandled: Unhandled
-) -> list[uvicorn.Server]:
-    """TorchServe's management API on its own port, when one is configured."""
-    if not management_port_apart(config):
-        return []  # the main port answers SageMaker's management calls already
-    app = build_management_app(routes, unhandled, config.management_api)
-    host = config.management_host or config.host
-    return [SecondaryServer(uvicorn_config(app, config, config.management_port, host=host))]
-
-
-def metrics_servers(observer: Observer, config: Config) -> list[uvicorn.Server]:
-    """GET /metrics on its own port too, if TorchServe's metrics_address asks for one."""
-    if not config.metrics_port:
-        return []
-    host = config.metrics_host or config.host
-    app = build_metrics_app(observer)
-    return [SecondaryServer(uvicorn_config(app, config, config.metrics_port, host=host))]
-
-
-def management_port_apart(config: Config) -> bool:
-    """Whether TorchServe's management API has a port of its own."""
-    return bool(config.management_port) and not management_on_main_port(config)
-
-
-def management_on_main_port(config: Config) -> bool:
-    """SageMaker's multi-model config gives management_address the inference address."""
-    return config.management_port == config.port
+    if fronts is not None:
+        fronts.drain()
 
 
 @contextlib.asynccontextmanager

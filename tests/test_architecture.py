@@ -18,7 +18,7 @@ CORE = (
     "documents",
     *("config", "resources", "urls"),
 )
-ABOVE = ("observe", "http", "rpc", "toolkit", "cli", "app", "launch")
+ABOVE = ("observe", "http", "rpc", "fronts", "toolkit", "cli", "app", "launch")
 MAX_LINES = 400  # of logic: data tables (module-level constants, class fields) aside
 
 
@@ -172,7 +172,7 @@ FLOORS = (
     CORE + ("deadlines", "run_dirs", "testing"),
     ("observe",),
     ("protocols", "toolkit", "examples"),
-    ("http", "rpc"),
+    ("http", "rpc", "fronts"),
     ("app",),
     ("launch", "integrations"),
     ("cli",),

@@ -111,6 +111,12 @@ class Config:
         minimum=0,
     )
     workers: int = _setting(0, "worker processes in all (0: one per usable core)", minimum=0)
+    fronts: int = _setting(
+        1,
+        "HTTP front processes sharing the port with SO_REUSEPORT: the main one and fronts - 1 "
+        "that relay each connection to it (1: the main process alone)",
+        minimum=1,
+    )
     workers_per_model: int = _setting(
         1,
         "workers each model is loaded on (the floor; busy models scale out above it; 0: every "

@@ -13,16 +13,19 @@ import uvicorn
 
 from modelhost.config import Config
 from modelhost.http.head_limits import head_limited_protocol
+from modelhost.http.relayed import relayed_protocol
 
 
 def uvicorn_config(
-    app: Any, config: Config, port: int, host: str = "", **more: Any
+    app: Any, config: Config, port: int, host: str = "", relayed: bool = False, **more: Any
 ) -> uvicorn.Config:
     """The servers' settings: httptools, head limits and deadlines, our own access log.
 
     Proxy headers are trusted only from --forwarded-allow-ips, never from uvicorn's own
-    variable: the caller's address decides who may manage models.
+    variable: the caller's address decides who may manage models. `relayed`: the server also
+    reads the fronts' connections (http/relayed.py).
     """
+    protocol = head_limited_protocol(config.header_timeout_s)
     return uvicorn.Config(
         app,
         host=host or config.host,
@@ -30,7 +33,7 @@ def uvicorn_config(
         lifespan="off",
         access_log=False,
         log_level=config.log_level,
-        http=head_limited_protocol(config.header_timeout_s),
+        http=relayed_protocol(protocol) if relayed else protocol,
         limit_concurrency=config.max_connections or None,
         proxy_headers=bool(config.forwarded_allow_ips),
         forwarded_allow_ips=config.forwarded_allow_ips or "",
@@ -48,10 +51,15 @@ class SecondaryServer(uvicorn.Server):
         yield
 
 
-async def serve_beside(main: uvicorn.Server, beside: list[uvicorn.Server]) -> None:
+async def serve_beside(
+    main: uvicorn.Server,
+    beside: list[uvicorn.Server],
+    sockets: list[socket.socket] | None = None,
+) -> None:
+    """`main` on `sockets` (None: its own), and `beside` until it stops."""
     tasks = [asyncio.ensure_future(server.serve()) for server in beside]
     try:
-        await main.serve()
+        await main.serve(sockets)
     finally:
         for server in beside:
             server.should_exit = True

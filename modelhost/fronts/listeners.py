@@ -1,0 +1,48 @@
+"""Listening sockets that several processes bind at once (`SO_REUSEPORT`)."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+
+BACKLOG = 2048  # uvicorn's
+
+
+def reuse_port_sockets(host: str, port: int) -> list[socket.socket]:
+    """Bound, listening sockets for `host:port` ("" or "0.0.0.0": every address), as asyncio
+    binds them, each with `SO_REUSEPORT` so that the kernel spreads connections over them."""
+    infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    sockets: list[socket.socket] = []
+    try:
+        for family, kind, proto, _, address in dict.fromkeys(infos):
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(address)
+            sock.listen(BACKLOG)
+            sock.setblocking(False)
+    except OSError:
+        for sock in sockets:
+            sock.close()
+        raise
+    return sockets
+
+
+def unix_listener(path: str) -> socket.socket:
+    """A listening Unix socket at `path`, which the fronts connect to."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    with contextlib.ExitStack() as closing:
+        closing.callback(sock.close)
+        sock.bind(path)
+        sock.listen(BACKLOG)
+        sock.setblocking(False)
+        closing.pop_all()
+    return sock
+
+
+def bound_port(sockets: list[socket.socket]) -> int:
+    """The port the sockets hold: the one asked for, or the kernel's pick for port 0."""
+    return int(sockets[0].getsockname()[1])

@@ -1,0 +1,113 @@
+"""The main process's side: the port bound for sharing, the Unix socket, the front processes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import socket
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from modelhost.errors import ConfigError
+from modelhost.fronts.front import READY
+from modelhost.fronts.listeners import bound_port, reuse_port_sockets, unix_listener
+
+logger = logging.getLogger("modelhost")
+
+UPSTREAM_FILE = "fronts.sock"
+START_TIMEOUT_S = 30.0
+EXIT_TIMEOUT_S = 5.0  # after the main process drained: the fronts' last connections close
+
+
+class Fronts:
+    """The main process's sockets and its `count - 1` front processes, started when it serves."""
+
+    def __init__(self, count: int, host: str, port: int, run_dir: Path) -> None:
+        self.count, self.host, self.port = count, host, port
+        self.upstream = str(run_dir / UPSTREAM_FILE)
+        self.sockets: list[socket.socket] = []
+        self.processes: list[asyncio.subprocess.Process] = []
+
+    async def start(self) -> None:
+        """Bind the port and the Unix socket, then start the fronts, each bound when this returns.
+
+        Connections wait in the sockets' backlogs until the main process's server accepts them.
+        """
+        try:
+            self.sockets = reuse_port_sockets(self.host, self.port)
+        except OSError as error:
+            raise ConfigError(
+                f"cannot bind {self.host}:{self.port} for --fronts {self.count}: {error}; "
+                "choose a free --port"
+            ) from None
+        self.port = bound_port(self.sockets)
+        self.sockets.append(unix_listener(self.upstream))
+        for front in range(1, self.count):
+            process = await asyncio.create_subprocess_exec(
+                *(sys.executable, "-m", "modelhost.fronts"),
+                *(str(front), self.host, str(self.port), self.upstream),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+            )
+            self.processes.append(process)
+            assert process.stdout is not None
+            line = await asyncio.wait_for(process.stdout.readline(), START_TIMEOUT_S)
+            if line != READY:
+                raise RuntimeError(f"front {front} exited before it listened: {line!r}")
+        pids = ", ".join(str(process.pid) for process in self.processes)
+        logger.info("%d fronts share port %d (pids %s)", self.count - 1, self.port, pids)
+
+    def drain(self) -> None:
+        """Stop the fronts taking connections; those they hold drain with the main process's."""
+        for process in self.processes:
+            if process.returncode is None:
+                process.send_signal(signal.SIGTERM)
+
+    async def stop(self) -> None:
+        """Close their stdin (they exit), and kill those still running after a while."""
+        for process in self.processes:
+            if process.stdin is not None:
+                process.stdin.close()
+        for process in self.processes:
+            try:
+                await asyncio.wait_for(process.wait(), EXIT_TIMEOUT_S)
+            except TimeoutError:
+                process.kill()
+                await process.wait()
+
+
+def fronts_for(count: int, host: str, port: int, run_dir: Path, tls: bool) -> Fronts | None:
+    """The front processes beside this one on the main port, if `count` (--fronts) is above 1."""
+    if count == 1:
+        return None
+    if tls:
+        raise ConfigError(
+            f"--fronts {count} relays plain HTTP only: serve HTTPS with --fronts 1, or end TLS "
+            "in a proxy in front"
+        )
+    return Fronts(count, host, port, run_dir)
+
+
+@contextlib.asynccontextmanager
+async def running(fronts: Fronts | None) -> AsyncIterator[list[socket.socket] | None]:
+    """The main server's sockets while `fronts` run (None: the server binds its own)."""
+    if fronts is None:
+        yield None
+        return
+    try:
+        await fronts.start()
+        yield fronts.sockets
+    finally:
+        await fronts.stop()
+        for sock in fronts.sockets:
+            with contextlib.suppress(OSError):
+                sock.close()
+
+
+def is_relayed(transport: asyncio.BaseTransport) -> bool:
+    """Whether a connection came from a front: over the Unix socket, not TCP."""
+    sock = transport.get_extra_info("socket")
+    return sock is not None and sock.family == socket.AF_UNIX

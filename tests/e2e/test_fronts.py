@@ -1,0 +1,236 @@
+"""`--fronts 2`: the port's connections spread over the main process and a front process, and
+each is answered as the main process alone answers it."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+from helpers.serving import Servers
+from prometheus_client.parser import text_string_to_metric_families
+
+from modelhost import testing
+
+MODEL = "iris.pkl"
+# iris rows and the class the logistic regression gives each
+ROWS = {(5.1, 3.5, 1.4, 0.2): 0, (6.7, 3.0, 5.2, 2.3): 2, (5.9, 2.8, 4.3, 1.3): 1}
+HEADERS = {"content-type": "application/json"}
+CONNECTIONS = 24  # each lands on the front with odds of one half
+
+
+@pytest.fixture(scope="module")
+def fronted(store: Path, serve: Servers) -> testing.RunningServer:
+    return serve(store, workers=2, fronts=2, memory_budget="4GiB")
+
+
+def front_pids(server: testing.RunningServer) -> list[int]:
+    children = psutil.Process(server.pid).children()
+    return [p.pid for p in children if "modelhost.fronts" in " ".join(p.cmdline())]
+
+
+class Connection(http.client.HTTPConnection):
+    """A keep-alive connection that can tell which process accepted it."""
+
+    def holder(self, fronts: list[int]) -> int | None:
+        """The front's pid holding this connection, or None for the main process."""
+        assert self.sock is not None
+        mine = self.sock.getsockname()[1]
+        for pid in fronts:
+            held = psutil.Process(pid).net_connections("tcp")
+            if any(c.raddr and c.raddr.port == mine for c in held):
+                return pid
+        return None
+
+    def call(self, method: str, path: str, body: object = None) -> tuple[int, bytes]:
+        content = None if body is None else json.dumps(body)
+        self.request(method, path, body=content, headers=HEADERS if body is not None else {})
+        response = self.getresponse()
+        return response.status, response.read()
+
+
+def connect(server: testing.RunningServer) -> Connection:
+    connection = Connection("127.0.0.1", server.port, timeout=60)
+    connection.connect()
+    return connection
+
+
+def invoke_rows(connection: Connection, model: str = MODEL) -> None:
+    """One invocation of every row; each answer must be the row's class."""
+    status, body = connection.call("POST", f"/models/{model}/invoke", [list(r) for r in ROWS])
+    assert status == 200, body
+    assert json.loads(body) == {"predictions": list(ROWS.values())}
+
+
+def on_front(server: testing.RunningServer) -> Iterator[Connection]:
+    """Fresh connections the front accepted (the main process's are closed)."""
+    fronts = front_pids(server)
+    while True:
+        connection = connect(server)
+        connection.call("GET", "/ping")  # the front has accepted it once it answered
+        if connection.holder(fronts) is not None:
+            yield connection
+        else:
+            connection.close()
+
+
+def test_connections_spread_over_main_and_front(fronted: testing.RunningServer) -> None:
+    """The kernel gives both processes connections, and both answer every row right."""
+    fronts = front_pids(fronted)
+    assert len(fronts) == 1
+    connections = [connect(fronted) for _ in range(CONNECTIONS)]
+    try:
+        for connection in connections:
+            invoke_rows(connection)
+        holders = [connection.holder(fronts) for connection in connections]
+    finally:
+        for connection in connections:
+            connection.close()
+    assert None in holders and fronts[0] in holders
+
+
+def test_a_relayed_caller_manages_from_loopback(fronted: testing.RunningServer) -> None:
+    """The main process sees the front's client as itself: a loopback DELETE is allowed, and
+    the next invocation is a miss, relayed, loaded and answered."""
+    connection = next(on_front(fronted))
+    try:
+        invoke_rows(connection)
+        status, body = connection.call("DELETE", f"/models/{MODEL}")
+        assert status == 200, body
+        invoke_rows(connection)
+    finally:
+        connection.close()
+    assert fronted.events("unload") and len(fronted.events("load")) >= 2
+
+
+def scrape(server: testing.RunningServer) -> float:
+    """The invocations answered 200 so far, as /metrics counts them."""
+    text = httpx.get(f"{server.url}/metrics").text
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "modelhost_http_requests_total"
+        and sample.labels.get("status") == "200"
+        and sample.labels.get("route", "").endswith("invoke")
+    )
+
+
+def test_metrics_count_the_fronts_requests(fronted: testing.RunningServer) -> None:
+    """Every invocation counts once in /metrics, whichever process accepted its connection."""
+    before = scrape(fronted)
+    for _ in range(CONNECTIONS):
+        connection = connect(fronted)
+        invoke_rows(connection)
+        connection.close()
+    assert scrape(fronted) - before == CONNECTIONS
+
+
+class Hammer(threading.Thread):
+    """Invokes on fresh connections until told to stop; keeps every answer it got."""
+
+    def __init__(self, server: testing.RunningServer) -> None:
+        super().__init__(daemon=True)
+        self.server, self.stopping = server, threading.Event()
+        self.answers: list[tuple[int, bytes]] = []
+
+    def run(self) -> None:
+        rows = [list(r) for r in ROWS]
+        while not self.stopping.is_set():
+            connection = connect(self.server)
+            for _ in range(5):
+                self.answers.append(connection.call("POST", f"/models/{MODEL}/invoke", rows))
+            connection.close()
+
+
+def hammered(server: testing.RunningServer, meanwhile: object) -> list[tuple[int, bytes]]:
+    hammers = [Hammer(server) for _ in range(4)]
+    for hammer in hammers:
+        hammer.start()
+    try:
+        assert callable(meanwhile)
+        meanwhile()
+    finally:
+        for hammer in hammers:
+            hammer.stopping.set()
+        for hammer in hammers:
+            hammer.join(60)
+    return [answer for hammer in hammers for answer in hammer.answers]
+
+
+def assert_all_right(answers: list[tuple[int, bytes]]) -> None:
+    wrong = [a for a in answers if a != (200, b'{"predictions":[0,2,1]}')]
+    assert answers and wrong == []
+
+
+def test_unloads_under_load_give_only_right_answers(fronted: testing.RunningServer) -> None:
+    """DELETEs while clients hammer the model through both processes: every answer right."""
+
+    def unload_five_times() -> None:
+        with httpx.Client(base_url=fronted.url, timeout=60) as client:
+            for _ in range(5):
+                time.sleep(0.3)
+                assert client.delete(f"/models/{MODEL}").status_code in (200, 404)
+
+    assert_all_right(hammered(fronted, unload_five_times))
+
+
+def test_a_killed_worker_heals_under_load(fronted: testing.RunningServer) -> None:
+    """A worker SIGKILLed under load through the fronts costs a retry, never a wrong answer."""
+
+    def kill_a_worker() -> None:
+        time.sleep(0.5)
+        workers = httpx.get(f"{fronted.url}/stats").json()["workers"]
+        os.kill(workers[0]["pid"], signal.SIGKILL)
+        time.sleep(1.5)
+
+    assert_all_right(hammered(fronted, kill_a_worker))
+
+
+def test_pipelined_requests_through_a_front_are_answered_in_order(
+    fronted: testing.RunningServer,
+) -> None:
+    """Two requests in one write through a front: two answers, in the order asked."""
+    connection = next(on_front(fronted))
+    body = json.dumps([list(next(iter(ROWS)))]).encode()
+    head = f"POST /models/{MODEL}/invoke HTTP/1.1\r\nhost: x\r\ncontent-length: {len(body)}\r\n"
+    ping = b"GET /ping HTTP/1.1\r\nhost: x\r\n\r\n"
+    assert connection.sock is not None
+    connection.sock.sendall(head.encode() + b"content-type: application/json\r\n\r\n" + body + ping)
+    answers = b""
+    while not answers.endswith(b"}") or answers.count(b"HTTP/1.1 200 OK") < 2:
+        chunk = connection.sock.recv(65536)
+        assert chunk, answers
+        answers += chunk
+    connection.close()
+    assert answers.count(b"HTTP/1.1 ") == 2
+    assert 0 < answers.index(b'{"predictions":[0]}') < answers.index(b'{"status":"Healthy"}')
+
+
+def test_sigterm_stops_every_front_after_its_requests(store: Path, serve: Servers) -> None:
+    """SIGTERM while a request runs through a front: it is answered, then the main process and
+    every front exit, the server with 0."""
+    server = serve(store, workers=1, fronts=3, memory_budget="4GiB")
+    fronts = front_pids(server)
+    assert len(fronts) == 2
+    connection = next(on_front(server))
+    body = json.dumps({"sleep": 1.5})
+    connection.request("POST", "/models/slow/invoke", body=body, headers=HEADERS)
+    time.sleep(0.8)  # running in the worker
+    stopped: list[int] = []
+    stopping = threading.Thread(target=lambda: stopped.append(server.stop()))
+    stopping.start()
+    response = connection.getresponse()
+    assert (response.status, json.loads(response.read())) == (200, {"slept": 1.5})
+    connection.close()
+    stopping.join(60)
+    assert stopped == [0] and server.leaked_pids == []
+    assert not any(psutil.pid_exists(pid) for pid in fronts)
