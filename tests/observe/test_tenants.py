@@ -8,7 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from modelhost.observe.exchange import Exchange
-from modelhost.observe.tallies import CounterTally, HistogramTally
+from modelhost.observe.figure_series import FiguresHistogram, LabelFigures
+from modelhost.observe.tallies import CounterTally
 from modelhost.observe.tenant_series import OTHER, TenantSeries
 from modelhost.observe.tenants import ENTRY_BYTES, TenantTable
 from modelhost.records.statistics import TenantHoldings
@@ -172,11 +173,16 @@ def test_a_folded_series_adds_to_the_one_it_joins() -> None:
     counter.inc((OTHER,), 1)
     counter.fold(("a",), (OTHER,))
     assert counter.values == {(OTHER,): 3}
-    histogram = HistogramTally("h", "h", ["tenant"], (1.0, 2.0))
-    histogram.observe(("a",), 0.5)
-    histogram.observe(("a",), 3.0)
-    histogram.fold(("a",), (OTHER,))
-    assert histogram.counts == {(OTHER,): [1, 0, 1]} and histogram.sums == {(OTHER,): 3.5}
+    by_label = LabelFigures(lambda: 0.0)
+    for label, duration_s in (("a", 0.0005), ("a", 200.0), (OTHER, 0.002)):
+        by_label.of(label).add(exchange(label, status=429, duration_s=duration_s))
+    by_label.fold("a", OTHER)
+    assert list(by_label.figures) == [OTHER]
+    histogram = FiguresHistogram("h", "h", by_label)
+    assert histogram.counts[(OTHER,)] == [1, 1, *[0] * 14, 1]
+    other = by_label.figures[OTHER]
+    assert (other.requests, round(other.latency_s, 6)) == (3, 200.0025)
+    assert other.rejections == {"QueueFull": 3}
 
 
 def test_evictions_are_counted_for_the_tenant_evicted_and_the_one_loading() -> None:
