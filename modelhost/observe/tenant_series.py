@@ -25,6 +25,7 @@ from modelhost.observe.figure_series import (
     LabelFigures,
 )
 from modelhost.observe.tallies import CounterTally, GaugeReading, Labels
+from modelhost.observe.tenants import TenantFigures
 from modelhost.records.statistics import TenantHoldings
 
 OTHER = "other"
@@ -96,11 +97,18 @@ class TenantSeries:
             ),
         )
 
-    def record(self, tenant: str, exchange: Exchange, cost_s: float) -> None:
-        """Count the exchange under `tenant`'s name or `other`; `cost_s`: its worker time so far."""
-        label = self._label(tenant, cost_s)
-        figures = self.by_label.figures.get(label)  # a call less than `of`, on the hot path
-        (figures or self.by_label.of(label)).add(exchange)
+    def record(self, tenant: str, exchange: Exchange, figures: TenantFigures) -> None:
+        """Count the exchange under `tenant`'s name or `other`; `figures`: the tenant's in the
+        table, the exchange counted there already."""
+        label = self._label(tenant, figures.worker_s)
+        own = self.by_label.figures.get(label)
+        if own is figures:
+            return  # the table's are the series': counted once, there
+        if own is None and label != OTHER and figures.requests == 1:
+            # named at its first request in the table: its series and its figures are one
+            self.by_label.adopt(label, figures)
+            return
+        (own or self.by_label.of(label)).add(exchange)
 
     def evicted(self, tenant: str, for_tenant: str) -> None:
         """A model of `tenant` was evicted, for a load of `for_tenant` ("": for none)."""

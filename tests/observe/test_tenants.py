@@ -38,8 +38,7 @@ def exchange(
 def feed(table: TenantTable, series: TenantSeries, *exchanges: Exchange) -> None:
     for each in exchanges:
         assert each.tenant is not None
-        figures = table.record(each.tenant, each)
-        series.record(each.tenant, each, figures.worker_s)
+        series.record(each.tenant, each, table.record(each.tenant, each))
 
 
 def test_a_tenants_figures_add_up_its_requests() -> None:
@@ -110,6 +109,16 @@ def test_the_costliest_tenant_takes_the_cheapest_named_ones_place() -> None:
     feed(table, series, exchange("c", 5.0, status=200))
     assert set(series.named) == {"b", "c"}
     assert series.requests.values == {("b",): 1, ("c",): 1, (OTHER,): 2}  # a's folded in
+
+
+def test_a_tenant_named_at_its_first_request_is_counted_once_for_both() -> None:
+    """Its series are the table's figures, until the table forgets it and they part."""
+    table, series = TenantTable(max_tenants=1), TenantSeries(named_max=2)
+    feed(table, series, exchange("a"), exchange("a"))
+    assert series.by_label.figures["a"] is table.get("a")
+    feed(table, series, exchange("b", 1.0), exchange("a"))  # b took a's place in the table
+    assert series.requests.values == {("a",): 3, ("b",): 1}
+    assert table.get("a") is not None and table.get("a").requests == 1  # type: ignore[union-attr]
 
 
 def test_equal_tenants_do_not_take_turns_at_a_name() -> None:
