@@ -21,7 +21,7 @@ from modelhost.cache.disk import DiskTier, UnpackLimits
 from modelhost.cache.download import DownloadPolicy
 from modelhost.cache.memory import FrontendAllowance, MemoryBudget, MemoryTier
 from modelhost.cache.policy import policy_named
-from modelhost.cache.quotas import Limits
+from modelhost.cache.quotas import Limits, no_limits
 from modelhost.cache.stores import Stores, StoreSettings
 from modelhost.config import Config
 from modelhost.config.tenancy import tenants_on
@@ -323,7 +323,7 @@ def memory_tier(
         admission=FrequencySketch() if config.admission == "tinylfu" else None,
         # under SageMaker's contract a load evicts nothing: the platform unloads on a 507
         min_residency_s=math.inf if config.sagemaker_contract else config.min_residency_s,
-        limits=tenant_limits(policies),
+        limits=tenant_limits(policies) if config.tenants_file else no_limits,  # none: no file
     )
     logger.info(
         "the frontend uses %(start)s at start and may grow by %(growth)s "

@@ -75,7 +75,7 @@ class Observer:
             self.torchserve.record(exchange)
         if self.tenants is not None and exchange.tenant is not None:
             figures = self.tenants.record(exchange.tenant, exchange)
-            self.tenant_series.record(exchange.tenant, exchange, figures.worker_s)
+            self.tenant_series.record(exchange.tenant, exchange, figures)
         if self.access_log is not None:
             self.access_log.write(exchange)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
+from typing import Protocol
 
 from prometheus_client.metrics_core import (
     CounterMetricFamily,
@@ -20,6 +21,12 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from prometheus_client.utils import floatToGoString
 
 Labels = tuple[str, ...]
+
+
+class Tally(Protocol):
+    """Anything that turns its figures into one family when scraped."""
+
+    def family(self) -> Metric: ...
 
 
 class CounterTally:
@@ -68,16 +75,6 @@ class HistogramTally:
         counts[bisect_left(self.bounds, value)] += 1  # the first bound at or above it
         self.sums[labels] += value
 
-    def fold(self, labels: Labels, into: Labels) -> None:
-        """Move a series' buckets and sum into another's, which keeps them from then on."""
-        counts = self.counts.pop(labels, None)
-        if counts is None:
-            return
-        total = self.sums.pop(labels)
-        kept = self.counts.setdefault(into, [0] * len(counts))
-        kept[:] = [a + b for a, b in zip(kept, counts, strict=True)]
-        self.sums[into] = self.sums.get(into, 0.0) + total
-
     def family(self) -> Metric:
         family = HistogramMetricFamily(self.name, self.documentation, labels=self.labels)
         for labels, counts in list(self.counts.items()):
@@ -125,7 +122,7 @@ class Tallies(Collector):
     def __init__(
         self,
         registry: CollectorRegistry,
-        tallies: Sequence[CounterTally | HistogramTally | GaugeReading],
+        tallies: Sequence[Tally],
     ) -> None:
         self.tallies = tuple(tallies)
         registry.register(self)

@@ -13,13 +13,19 @@ not named (and the server's own models, tenant "") is `other`. They never name a
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Callable
 
-from modelhost.observe.exchange import Exchange, error_reason
-from modelhost.observe.metrics import SECONDS_BUCKETS
-from modelhost.observe.tallies import CounterTally, GaugeReading, HistogramTally, Labels
-from modelhost.observe.tenants import worker_seconds
+from modelhost.observe.exchange import Exchange
+from modelhost.observe.figure_series import (
+    FiguresCounter,
+    FiguresHistogram,
+    FiguresRejections,
+    LabelFigures,
+)
+from modelhost.observe.tallies import CounterTally, GaugeReading, Labels
+from modelhost.observe.tenants import TenantFigures
 from modelhost.records.statistics import TenantHoldings
 
 OTHER = "other"
@@ -38,24 +44,27 @@ class TenantSeries:
         self.named_max, self.holdings = named_max, holdings
         self.named: dict[str, float] = {}  # tenant → its worker seconds when last seen
         self._cheapest: str | None = None
-        self.requests = CounterTally(
-            "modelhost_tenant_requests", "Requests by tenant (the costliest by name)", ["tenant"]
+        # a request adds to its label's figures, the four families below read them when scraped
+        self.by_label = LabelFigures(time.time)
+        self.requests = FiguresCounter(
+            "modelhost_tenant_requests",
+            "Requests by tenant (the costliest by name)",
+            self.by_label,
+            lambda figures: figures.requests,
         )
-        self.request_seconds = HistogramTally(
-            "modelhost_tenant_request_duration_seconds",
-            "Request latency by tenant",
-            ["tenant"],
-            SECONDS_BUCKETS,
+        self.request_seconds = FiguresHistogram(
+            "modelhost_tenant_request_duration_seconds", "Request latency by tenant", self.by_label
         )
-        self.worker_seconds = CounterTally(
+        self.worker_seconds = FiguresCounter(
             "modelhost_tenant_worker_seconds",
             "Worker time by tenant: the infer part of its requests' Server-Timing",
-            ["tenant"],
+            self.by_label,
+            lambda figures: figures.worker_s,
         )
-        self.rejections = CounterTally(
+        self.rejections = FiguresRejections(
             "modelhost_tenant_rejections",
             "Error responses by tenant and the error's type",
-            ["tenant", "reason"],
+            self.by_label,
         )
         self.evictions_suffered = CounterTally(
             "modelhost_tenant_evictions_suffered",
@@ -88,14 +97,18 @@ class TenantSeries:
             ),
         )
 
-    def record(self, tenant: str, exchange: Exchange, cost_s: float) -> None:
-        """Count the exchange under `tenant`'s name or `other`; `cost_s`: its worker time so far."""
-        label = (self._label(tenant, cost_s),)
-        self.requests.inc(label)
-        self.request_seconds.observe(label, exchange.duration_s)
-        self.worker_seconds.inc(label, worker_seconds(exchange))
-        if exchange.status >= 400:
-            self.rejections.inc((*label, error_reason(exchange.status, exchange.error)))
+    def record(self, tenant: str, exchange: Exchange, figures: TenantFigures) -> None:
+        """Count the exchange under `tenant`'s name or `other`; `figures`: the tenant's in the
+        table, the exchange counted there already."""
+        label = self._label(tenant, figures.worker_s)
+        own = self.by_label.figures.get(label)
+        if own is figures:
+            return  # the table's are the series': counted once, there
+        if own is None and label != OTHER and figures.requests == 1:
+            # named at its first request in the table: its series and its figures are one
+            self.by_label.adopt(label, figures)
+            return
+        (own or self.by_label.of(label)).add(exchange)
 
     def evicted(self, tenant: str, for_tenant: str) -> None:
         """A model of `tenant` was evicted, for a load of `for_tenant` ("": for none)."""
@@ -139,16 +152,9 @@ class TenantSeries:
 
     def _unname(self, tenant: str) -> None:
         del self.named[tenant]
-        for tally in (
-            self.requests,
-            self.request_seconds,
-            self.worker_seconds,
-            self.evictions_suffered,
-            self.evictions_caused,
-        ):
+        self.by_label.fold(tenant, OTHER)
+        for tally in (self.evictions_suffered, self.evictions_caused):
             tally.fold((tenant,), (OTHER,))
-        for labels in [labels for labels in self.rejections.values if labels[0] == tenant]:
-            self.rejections.fold(labels, (OTHER, labels[1]))
 
     def _find_cheapest(self) -> None:
         """A scan of the named tenants, a fixed few, when the cheapest may have changed."""

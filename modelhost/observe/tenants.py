@@ -44,7 +44,7 @@ class TenantFigures:
 
     def add(self, exchange: Exchange) -> None:
         self.requests += 1
-        self.worker_s += worker_seconds(exchange)
+        self.worker_s += exchange.timings_ms.get("infer", 0.0) / 1000  # worker_seconds, inlined
         self.latency_s += exchange.duration_s
         self.buckets[bisect_left(SECONDS_BUCKETS, exchange.duration_s)] += 1
         if exchange.status >= 400:
@@ -52,6 +52,20 @@ class TenantFigures:
             reason = error_reason(exchange.status, exchange.error)
             self.rejections = self.rejections or {}
             self.rejections[reason] = self.rejections.get(reason, 0) + 1
+
+    def merge(self, other: TenantFigures) -> None:
+        """Add `other`'s figures to these."""
+        self.requests += other.requests
+        self.errors += other.errors
+        self.worker_s += other.worker_s
+        self.latency_s += other.latency_s
+        for bucket, count in enumerate(other.buckets):
+            self.buckets[bucket] += count
+        for reason, count in (other.rejections or {}).items():
+            self.rejections = self.rejections or {}
+            self.rejections[reason] = self.rejections.get(reason, 0) + count
+        self.evictions_suffered += other.evictions_suffered
+        self.evictions_caused += other.evictions_caused
 
     def describe(self) -> dict[str, Any]:
         return {

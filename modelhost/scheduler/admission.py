@@ -57,14 +57,24 @@ class FairAdmission:
             self.queue.check(tenant)
         rates.take(tenant)
 
-    async def acquire(self, tenant: str) -> Ticket:
-        """A slot for one of `tenant`'s requests, at once or when the fair queue picks it."""
+    def take_free(self, tenant: str) -> Ticket | None:
+        """A free slot for one of `tenant`'s requests, if it may have one now; None: `acquire`.
+
+        Called before `acquire` on the hot path, so a request that finds a slot creates no
+        coroutine and waits for nothing."""
         # with a free slot, whoever waits is at its cap (else _fill would have served it)
         if self.in_flight < self.limit and (
             not self.queue.waiting if self.policies is None else not self.queue.at_cap(tenant)
         ):
             self.in_flight += 1
             return self.queue.dispatch(tenant)
+        return None
+
+    async def acquire(self, tenant: str) -> Ticket:
+        """A slot for one of `tenant`'s requests, at once or when the fair queue picks it."""
+        ticket = self.take_free(tenant)
+        if ticket is not None:
+            return ticket
         waiter: asyncio.Future[Ticket] = asyncio.get_running_loop().create_future()
         self.queue.push(tenant, waiter)
         self._fill()  # free slots wait only for capped tenants: this one may be uncapped
@@ -84,7 +94,9 @@ class FairAdmission:
     def release(self, ticket: Ticket, cost_ms: float | None) -> None:
         """The request ended, having cost `cost_ms` of worker time (None: not measured)."""
         self.queue.complete(ticket, cost_ms)
-        self._free()
+        self.in_flight -= 1
+        if self.queue.waiting:
+            self._fill()
 
     def _expire(self, tenant: str, waiter: asyncio.Future[Ticket]) -> None:
         if waiter.done():

@@ -122,7 +122,7 @@ class FairBatchQueue(BatchQueue[T]):
         self._alone = ""  # the one tenant whose requests wait, while the fair queue is empty
 
     def put(self, job: Job[T]) -> None:
-        super().put(job)  # in age order, there: when a batch is due
+        BatchQueue.put(self, job)  # in age order, there: when a batch is due (no super object)
         tenant = self.tenant_of(job)
         if self._fair.waiting:
             self._fair.push(tenant, job)

@@ -8,7 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from modelhost.observe.exchange import Exchange
-from modelhost.observe.tallies import CounterTally, HistogramTally
+from modelhost.observe.figure_series import FiguresHistogram, LabelFigures
+from modelhost.observe.tallies import CounterTally
 from modelhost.observe.tenant_series import OTHER, TenantSeries
 from modelhost.observe.tenants import ENTRY_BYTES, TenantTable
 from modelhost.records.statistics import TenantHoldings
@@ -37,8 +38,7 @@ def exchange(
 def feed(table: TenantTable, series: TenantSeries, *exchanges: Exchange) -> None:
     for each in exchanges:
         assert each.tenant is not None
-        figures = table.record(each.tenant, each)
-        series.record(each.tenant, each, figures.worker_s)
+        series.record(each.tenant, each, table.record(each.tenant, each))
 
 
 def test_a_tenants_figures_add_up_its_requests() -> None:
@@ -111,6 +111,16 @@ def test_the_costliest_tenant_takes_the_cheapest_named_ones_place() -> None:
     assert series.requests.values == {("b",): 1, ("c",): 1, (OTHER,): 2}  # a's folded in
 
 
+def test_a_tenant_named_at_its_first_request_is_counted_once_for_both() -> None:
+    """Its series are the table's figures, until the table forgets it and they part."""
+    table, series = TenantTable(max_tenants=1), TenantSeries(named_max=2)
+    feed(table, series, exchange("a"), exchange("a"))
+    assert series.by_label.figures["a"] is table.get("a")
+    feed(table, series, exchange("b", 1.0), exchange("a"))  # b took a's place in the table
+    assert series.requests.values == {("a",): 3, ("b",): 1}
+    assert table.get("a") is not None and table.get("a").requests == 1  # type: ignore[union-attr]
+
+
 def test_equal_tenants_do_not_take_turns_at_a_name() -> None:
     table, series = TenantTable(), TenantSeries(named_max=1)
     for _ in range(20):
@@ -172,11 +182,16 @@ def test_a_folded_series_adds_to_the_one_it_joins() -> None:
     counter.inc((OTHER,), 1)
     counter.fold(("a",), (OTHER,))
     assert counter.values == {(OTHER,): 3}
-    histogram = HistogramTally("h", "h", ["tenant"], (1.0, 2.0))
-    histogram.observe(("a",), 0.5)
-    histogram.observe(("a",), 3.0)
-    histogram.fold(("a",), (OTHER,))
-    assert histogram.counts == {(OTHER,): [1, 0, 1]} and histogram.sums == {(OTHER,): 3.5}
+    by_label = LabelFigures(lambda: 0.0)
+    for label, duration_s in (("a", 0.0005), ("a", 200.0), (OTHER, 0.002)):
+        by_label.of(label).add(exchange(label, status=429, duration_s=duration_s))
+    by_label.fold("a", OTHER)
+    assert list(by_label.figures) == [OTHER]
+    histogram = FiguresHistogram("h", "h", by_label)
+    assert histogram.counts[(OTHER,)] == [1, 1, *[0] * 14, 1]
+    other = by_label.figures[OTHER]
+    assert (other.requests, round(other.latency_s, 6)) == (3, 200.0025)
+    assert other.rejections == {"QueueFull": 3}
 
 
 def test_evictions_are_counted_for_the_tenant_evicted_and_the_one_loading() -> None:

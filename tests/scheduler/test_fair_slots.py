@@ -68,3 +68,21 @@ def test_a_request_waiting_past_its_deadline_gets_504() -> None:
 
     slots = asyncio.run(scenario())
     assert slots.in_flight == 1 and len(slots.queue) == 0
+
+
+def test_a_free_slot_is_taken_without_waiting_unless_someone_waits() -> None:
+    """The hot path's slot: given at once while one is free, never past a request that waits."""
+    asyncio.run(free_slots())
+
+
+async def free_slots() -> None:
+    slots = FairAdmission(2, 8)
+    first = slots.take_free("a")
+    assert first is not None and slots.in_flight == 1
+    assert slots.take_free("b") is not None
+    assert slots.take_free("b") is None  # both slots held
+    waiting = asyncio.ensure_future(slots.acquire("b"))
+    await asyncio.sleep(0)
+    slots.release(first, 1.0)  # the freed slot goes to the one waiting
+    await asyncio.sleep(0)
+    assert waiting.done() and slots.take_free("a") is None

@@ -132,7 +132,7 @@ class Victims:
         self.policy.touched(resident)
         self.by_policy.add(resident)
         self._by_use.add(resident)
-        if resident.tenant:
+        if resident.tenant and self.limits is not no_limits:  # walked only for a limit
             order = self._by_tenant.get(resident.tenant)
             if order is None:
                 order = self._by_tenant[resident.tenant] = LazyOrder(self.policy.key, self._loaded)
