@@ -95,7 +95,7 @@ async def serve_pool(config: Config, pool: WorkerPool, events: EventLog) -> int:
             observer.usage,
             health,
         )
-        rpc = grpc_servers(host, config, observer, health, keys)
+        rpc = grpc_servers(host, config, observer, health, keys, run_folder=pool.run_dir)
         server = DrainingServer(
             lambda: drain(observer, rpc),
             uvicorn_config(
@@ -142,13 +142,14 @@ def grpc_servers(
     observer: Observer,
     health: Health,
     keys: TokenKeys | None = None,
+    run_folder: Path | None = None,
 ) -> list[RpcServer]:
     """The gRPC servers, if a gRPC port is set: only then is grpcio imported."""
     if not (config.grpc_port or config.grpc_management_port):
         return []
     from modelhost.rpc.services import rpc_servers
 
-    return rpc_servers(host, config, observer, health, keys)
+    return rpc_servers(host, config, observer, health, keys, run_folder=run_folder)
 
 
 def drain(observer: Observer, rpc: list[RpcServer]) -> None:
@@ -179,13 +180,9 @@ def metrics_servers(observer: Observer, config: Config) -> list[uvicorn.Server]:
 
 
 def management_port_apart(config: Config) -> bool:
-    """Whether TorchServe's management API has a port of its own."""
-    return bool(config.management_port) and not management_on_main_port(config)
-
-
-def management_on_main_port(config: Config) -> bool:
-    """SageMaker's multi-model config gives management_address the inference address."""
-    return config.management_port == config.port
+    """Whether TorchServe's management API has a port of its own (SageMaker's multi-model
+    config gives management_address the inference address)."""
+    return bool(config.management_port) and config.management_port != config.port
 
 
 @contextlib.asynccontextmanager
