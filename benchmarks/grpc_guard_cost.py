@@ -3,8 +3,9 @@ the front's loopback port behind it, and REST's infer, alternately, on one serve
 
 The harness of grpc_path.py (iris, `--workers 1`, the server on one core, h2load or wrk on the
 other, a connection per user). Each run reports requests/s, the frontend process's CPU a request
-(all its threads, from /proc) and the worker's requests a batch (from /metrics). The loopback
-port is found among the frontend's listening sockets: it is for measuring only.
+(all its threads, from /proc) and the worker's requests a batch (from /metrics). The front's
+Unix socket (or loopback port) is found among the frontend's listening sockets: it is for
+measuring only.
 
     python benchmarks/grpc_guard_cost.py                          # pygrpc-native, 2 rounds
     python benchmarks/grpc_guard_cost.py --front grpc.aio --rounds 3
@@ -66,13 +67,13 @@ def main() -> None:
 def _rounds(
     server: testing.RunningServer, port: int, request: Path, args: argparse.Namespace
 ) -> list[dict[str, Any]]:
-    backend = loopback_port(server, port)
-    for each in (port, backend):
-        check_grpc(f"127.0.0.1:{each}", request.read_bytes())
+    guarded, backend = f"127.0.0.1:{port}", front_address(server, port)
+    for each in (guarded, backend):
+        check_grpc(each, request.read_bytes())
     rest = f"{server.url}/v2/models/{MODEL}/infer"
     loads: dict[str, Callable[[int], dict[str, Any]]] = {
-        "gRPC through the guard": lambda s: _grpc(port, request, s, args),
-        "gRPC on the front's loopback port": lambda s: _grpc(backend, request, s, args),
+        "gRPC through the guard": lambda s: _grpc(guarded, request, s, args),
+        "gRPC straight on the front": lambda s: _grpc(backend, request, s, args),
         "OIP REST": lambda s: _wrk(rest, oip_json(), 16, s, args),
     }
     runs = []
@@ -84,16 +85,24 @@ def _rounds(
     return runs
 
 
-def loopback_port(server: testing.RunningServer, port: int) -> int:
-    """The port the frontend listens on that is neither HTTP's nor the guard's."""
-    sockets = psutil.Process(server.pid).net_connections("tcp")
+def front_address(server: testing.RunningServer, port: int) -> str:
+    """The front's Unix socket behind the guard of `port`, as grpc names it; or else the port
+    the frontend listens on that is neither HTTP's nor the guard's."""
+    process = psutil.Process(server.pid)
+    paths = {each.laddr for each in process.net_connections("unix")}
+    (path, *_) = sorted(p for p in paths if Path(p).name.startswith(f"grpc-{port}-")) or [""]
+    if path:
+        return f"unix:{path}"
+    sockets = process.net_connections("tcp")
     listening = {each.laddr.port for each in sockets if each.status == psutil.CONN_LISTEN}
     (backend,) = listening - {port, server.port}
-    return int(backend)
+    return f"127.0.0.1:{backend}"
 
 
-def _grpc(port: int, request: Path, seconds: int, args: argparse.Namespace) -> dict[str, Any]:
-    return h2load(f"http://127.0.0.1:{port}{MODEL_INFER}", request, 16, seconds, args)
+def _grpc(address: str, request: Path, seconds: int, args: argparse.Namespace) -> dict[str, Any]:
+    if address.startswith("unix:"):  # h2load reaches a Unix socket by its base URI
+        return h2load(f"http://127.0.0.1{MODEL_INFER}", request, 16, seconds, args, base=address)
+    return h2load(f"http://{address}{MODEL_INFER}", request, 16, seconds, args)
 
 
 def _measured(

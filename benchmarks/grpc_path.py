@@ -162,7 +162,12 @@ def _wrk(
 
 
 def h2load(
-    url: str, request: Path, users: int, duration_s: int, args: argparse.Namespace
+    url: str,
+    request: Path,
+    users: int,
+    duration_s: int,
+    args: argparse.Namespace,
+    base: str = "",
 ) -> dict[str, Any]:
     """One h2load run, a connection per user; latencies from its per-request log. A call that
     gRPC answered with an error still has HTTP status 200: the run is checked once by a real
@@ -172,6 +177,7 @@ def h2load(
     command = ["taskset", "-c", args.wrk_core, "h2load", "-c", str(users), "-m", "1"]
     command += ["-D", str(duration_s), "-H", "content-type: application/grpc"]
     command += ["-H", "te: trailers", "-d", str(request), "--log-file", str(log), url]
+    command += ["-B", base] if base else []  # unix:PATH, to reach a Unix socket
     done = subprocess.run(command, capture_output=True, text=True, check=True)
     times_us = sorted(int(line.split("\t")[2]) for line in log.read_text().splitlines())
     statuses = [line.split("\t")[1] for line in log.read_text().splitlines()]

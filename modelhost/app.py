@@ -95,7 +95,7 @@ async def serve_pool(config: Config, pool: WorkerPool, events: EventLog) -> int:
             observer.usage,
             health,
         )
-        rpc = grpc_servers(host, config, observer, health, keys)
+        rpc = grpc_servers(host, config, observer, health, keys, run_folder=pool.run_dir)
         tls = bool(config.ssl_certfile)
         fronts = fronts_for(config.fronts, config.host, config.port, pool.run_dir, tls)
         server = DrainingServer(
@@ -149,13 +149,14 @@ def grpc_servers(
     observer: Observer,
     health: Health,
     keys: TokenKeys | None = None,
+    run_folder: Path | None = None,
 ) -> list[RpcServer]:
     """The gRPC servers, if a gRPC port is set: only then is grpcio imported."""
     if not (config.grpc_port or config.grpc_management_port):
         return []
     from modelhost.rpc.services import rpc_servers
 
-    return rpc_servers(host, config, observer, health, keys)
+    return rpc_servers(host, config, observer, health, keys, run_folder=run_folder)
 
 
 def drain(observer: Observer, rpc: list[RpcServer], fronts: Fronts | None = None) -> None:

@@ -1,8 +1,8 @@
 """Who may call the management methods over gRPC: the HTTP management API's rules.
 
 A loopback caller must name this machine in :authority, as an HTTP one must in Host: a proxy on
-this machine (nginx's grpc_pass, Envoy) makes every caller loopback. grpc.aio shows a servicer
-neither, so the port's guard reports them (rpc/guard.py).
+this machine (nginx's grpc_pass, Envoy) makes every caller loopback. The fronts show a servicer
+neither, so the port's guard names them in a header of each call (rpc/callers.py).
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ from modelhost.errors import Forbidden, Unauthorized
 from modelhost.names import echo
 from modelhost.protocols.access import is_loopback, trusted_as_local
 from modelhost.protocols.keys import MANAGEMENT, TokenKeys, refusal_message
+from modelhost.rpc import callers
 from modelhost.rpc.calls import Context
 
-Caller = Callable[[str], tuple[str, str]]  # grpc's peer → (address, foreign authority or "")
+Caller = Callable[[Context], tuple[str, str]]  # a call → (address, foreign authority or "")
 
 
 class Access:
@@ -25,7 +26,7 @@ class Access:
         self, management_token: str, caller: Caller | None = None, keys: TokenKeys | None = None
     ) -> None:
         self.token = management_token
-        self.caller = caller or (lambda peer: (peer_address(peer), ""))
+        self.caller = caller or by_peer
         self.keys = keys  # TorchServe's token authorization; None: off
 
     def authorize(self, context: Context) -> None:
@@ -34,7 +35,7 @@ class Access:
             if not self.keys.allows(MANAGEMENT, str(given)):
                 raise Unauthorized(refusal_message(MANAGEMENT))
             return
-        address, authority = self.caller(context.peer())
+        address, authority = self.caller(context)
         if trusted_as_local(address, authority):
             return
         if not self.token:
@@ -60,6 +61,16 @@ def refusal(address: str, authority: str) -> str:
         "management calls are allowed from loopback only; configure "
         "management_token to allow them from elsewhere with a bearer token"
     )
+
+
+def by_peer(context: Context) -> tuple[str, str]:
+    """The caller as grpc's peer string names it, for a server without a guard."""
+    return peer_address(context.peer()), ""
+
+
+def by_guard(context: Context) -> tuple[str, str]:
+    """The caller as the port's guard names it."""
+    return callers.caller(context.invocation_metadata())
 
 
 def peer_address(peer: str) -> str:

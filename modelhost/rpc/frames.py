@@ -15,12 +15,13 @@ from typing import NamedTuple
 import hpack
 
 from modelhost.protocols.access import names_this_machine
+from modelhost.rpc.callers import HEADER as CALLER_HEADER
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 HEAD_BYTES = 9
 DATA, HEADERS, RST_STREAM, GOAWAY, CONTINUATION = 0x0, 0x1, 0x3, 0x7, 0x9
 END_STREAM, END_HEADERS, PADDED, PRIORITY = 0x1, 0x4, 0x8, 0x20
-NO_ERROR, COMPRESSION_ERROR, ENHANCE_YOUR_CALM = 0x0, 0x9, 0xB
+NO_ERROR, PROTOCOL_ERROR, COMPRESSION_ERROR, ENHANCE_YOUR_CALM = 0x0, 0x1, 0x9, 0xB
 RESET_WINDOW_S = 1.0
 MESSAGE_PREFIX_BYTES = 5  # gRPC's, before each message: a compressed flag and the length
 HEAD = struct.Struct(">HBBBI")  # the length's high 16 bits and low 8, kind, flags, stream
@@ -94,6 +95,15 @@ class FrameReader:
     def between_frames(self) -> bool:
         return not self.skip and not self.head and self.current is None
 
+    def unfinished_block_bytes(self) -> int:
+        """The bytes read of an unfinished frame that may belong to a header block: a head
+        not yet whole, or a HEADERS or CONTINUATION frame's."""
+        if self.current is None:
+            return len(self.head)
+        if self.current.kind in (HEADERS, CONTINUATION):
+            return HEAD_BYTES + self.current.length - self.left
+        return 0
+
     def feed(self, data: bytes) -> Iterator[tuple[Head, bytes, int]]:
         """Each frame `data` completes: its head, its payload if kept, and where it ends."""
         view, at = memoryview(data), 0
@@ -153,20 +163,27 @@ class ClientFrames:
         self.last_stream_id = 0
         self.resets, self.resets_since = 0, clock()
         self.foreign_authority = ""  # the first :authority naming another machine
+        self.opening = False  # the header block under way opens a stream
 
-    def feed(self, data: bytes) -> None:
-        """Reads `data`; raises Refusal where the connection must end."""
-        for head, payload, _ in self.reader.feed(data):
+    def feed(self, data: bytes) -> list[tuple[Head, int]]:
+        """Reads `data`: the last frames of the header blocks opening a stream that it
+        completes, each with where it ends in `data`. Raises Refusal where the connection must
+        end."""
+        block_ends = []
+        for head, payload, end in self.reader.feed(data):
             if head.kind == HEADERS:
-                self.opened(head)
-                self.add_to_block(head, fragment(head, payload))
+                self.opening = self.opened(head)
+                if self.add_to_block(head, fragment(head, payload)) and self.opening:
+                    block_ends.append((head, end))
             elif head.kind == CONTINUATION:
-                self.add_to_block(head, payload)
+                if self.add_to_block(head, payload) and self.opening:
+                    block_ends.append((head, end))
             elif head.kind == DATA:
                 self.received(head, payload)
             elif head.kind == RST_STREAM:
                 self.ended(head.stream_id)
                 self.reset()
+        return block_ends
 
     def keep(self, head: Head) -> bool:
         """Header blocks are kept, up to their cap: an endless one ends the connection; and
@@ -179,19 +196,21 @@ class ClientFrames:
             raise Refusal(f"a header block past {self.limits.header_block_bytes} bytes")
         return True
 
-    def opened(self, head: Head) -> None:
+    def opened(self, head: Head) -> bool:
+        """Whether the HEADERS frame opens a stream."""
         if head.stream_id <= self.last_stream_id:
-            return  # trailers, or a protocol error grpc core answers
+            return False  # trailers, or a protocol error grpc core answers
         self.last_stream_id = head.stream_id
         self.open.add(head.stream_id)
         if head.flags & END_STREAM:
-            return
+            return True
         self.waiting[head.stream_id] = self.clock()
         self.budget.held += 1
         if len(self.waiting) > 2 * self.limits.max_streams:
             raise Refusal(f"more than {self.limits.max_streams} streams open, as advertised")
         if self.budget.held > self.budget.max_streams:
             self.budget.shed(self)
+        return True
 
     def received(self, head: Head, payload: bytes) -> None:
         """A waiting stream waits until its first message is whole: a partly sent one holds
@@ -225,17 +244,26 @@ class ClientFrames:
         self.waiting.clear()
         self.arriving.clear()
 
-    def add_to_block(self, head: Head, fragment: bytes) -> None:
+    def add_to_block(self, head: Head, fragment: bytes) -> bool:
+        """Whether the frame ends the block."""
         self.block += fragment
-        if head.flags & END_HEADERS:
-            fields = self.blocks.new_fields(bytes(self.block))
-            self.block.clear()
-            self.note_authority(fields)
+        if not head.flags & END_HEADERS:
+            return False
+        fields = self.blocks.new_fields(bytes(self.block))
+        self.block.clear()
+        self.note_authority(fields)
+        return True
 
     def note_authority(self, fields: object) -> None:
+        """Notes a foreign authority; refuses the header the guard names callers in, which
+        only the guard may send."""
         for name, value in fields:  # type: ignore[attr-defined]
             if name in (":authority", "host") and not names_this_machine(value):
                 self.foreign_authority = self.foreign_authority or value
+            elif str(name).lower() == CALLER_HEADER:
+                raise Refusal(
+                    f"a client sent {CALLER_HEADER}, which the server sets", PROTOCOL_ERROR
+                )
 
     def reset(self) -> None:
         now = self.clock()

@@ -1,29 +1,34 @@
 """The public side of a gRPC port: a relay that holds HTTP/2's limits grpc core lacks.
 
-grpc's servers listen on a loopback port of their own; the guard accepts each connection up to
-the cap, reads its frames as they pass (rpc/frames.py), and ends it with GOAWAY past a limit,
-or once it is idle or old, as grpc core would (pygrpc-native does neither). It also tells the
-management rule who the caller is and which authority it named, which grpc.aio does not show a
-servicer.
+grpc's servers listen on a Unix socket of their own (a loopback port where there are none); the
+guard accepts each connection up to the cap, reads its frames as they pass (rpc/frames.py), and
+ends it with GOAWAY past a limit, or once it is idle or old, as grpc core would (pygrpc-native
+does neither). It also tells the management rule who the caller is and which authority it
+named, in a header of each call (rpc/callers.py), which neither front shows a servicer.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import socket
 import ssl
 from collections.abc import Callable
 from typing import NamedTuple, cast
 
+from modelhost.rpc import callers
 from modelhost.rpc.admission import ConnectionRate
 from modelhost.rpc.frames import (
+    END_HEADERS,
     END_STREAM,
+    HEAD_BYTES,
     HEADERS,
     NO_ERROR,
     RST_STREAM,
     ClientFrames,
     FrameReader,
+    Head,
     Limits,
     Refusal,
     StreamBudget,
@@ -37,20 +42,11 @@ FINISH_FRAME_S = 1.0  # for the server's frame under way before a GOAWAY
 LINGER_S = 1.0  # after a GOAWAY, reading and dropping what the client still sends
 
 
-class Peers:
-    """The callers behind the guard's loopback connections, by their port there."""
+class Hop(NamedTuple):
+    """Where the guard reaches grpc's servers: a Unix socket each, or else a loopback port."""
 
-    def __init__(self) -> None:
-        self.by_port: dict[int, Relay] = {}
-
-    def caller(self, peer: str) -> tuple[str, str]:
-        """The caller's address and the foreign authority it named, from grpc's peer string;
-        ("", "") for a connection that did not come through a guard."""
-        port = peer.rpartition(":")[2]
-        relay = self.by_port.get(int(port)) if port.isdigit() else None
-        if relay is None:
-            return "", ""
-        return relay.address, relay.frames.foreign_authority
+    paths: tuple[str, ...] = ()
+    port: int = 0
 
 
 class Admission(NamedTuple):
@@ -63,21 +59,21 @@ class Admission(NamedTuple):
 
 
 class Guard:
-    """Accepts connections on `sock` and relays each to grpc's servers on `backend_port`."""
+    """Accepts connections on `sock` and relays each to grpc's servers at `hop`."""
 
     def __init__(
         self,
         sock: socket.socket,
-        backend_port: int,
+        hop: Hop,
         *,
         limits: Limits,
         admission: Admission,
-        peers: Peers,
         tls: ssl.SSLContext | None = None,
     ) -> None:
-        self.sock, self.backend_port, self.tls = sock, backend_port, tls
-        self.limits, self.admission, self.peers = limits, admission, peers
+        self.sock, self.hop, self.tls = sock, hop, tls
+        self.limits, self.admission = limits, admission
         self.relays: set[Relay] = set()
+        self.connections = itertools.count()  # spread over the servers' sockets in turn
         self.server: asyncio.Server | None = None
 
     async def start(self) -> None:
@@ -110,6 +106,7 @@ class Relay(asyncio.Protocol):
         self.born = self.frames.clock()
         self.timer: asyncio.TimerHandle | None = None
         self.early = bytearray()
+        self.held = b""  # a header block's frame under way: its flags may yet change
         self.connecting: asyncio.Future[None] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -133,11 +130,15 @@ class Relay(asyncio.Protocol):
         return "" if admission.rate.allow(self.address) else "rate"
 
     async def connect(self) -> None:
-        loop = asyncio.get_running_loop()
+        loop, hop = asyncio.get_running_loop(), self.guard.hop
         try:
-            backend, _ = await loop.create_connection(
-                lambda: Backend(self), BACKEND_HOST, self.guard.backend_port
-            )
+            if hop.paths:
+                path = hop.paths[next(self.guard.connections) % len(hop.paths)]
+                backend, _ = await loop.create_unix_connection(lambda: Backend(self), path)
+            else:
+                backend, _ = await loop.create_connection(
+                    lambda: Backend(self), BACKEND_HOST, hop.port
+                )
         except OSError:
             self.end()
             return
@@ -147,7 +148,6 @@ class Relay(asyncio.Protocol):
         self.backend = backend
         backend.write(bytes(self.early))
         self.early.clear()
-        self.guard.peers.by_port[backend.get_extra_info("sockname")[1]] = self
         self.client.resume_reading()
         self.watch()
 
@@ -191,14 +191,31 @@ class Relay(asyncio.Protocol):
         if self.closing is not None:
             return
         try:
-            self.frames.feed(data)  # before grpc sees the bytes: the authority is known first
+            block_ends = self.frames.feed(data)  # before grpc sees the bytes
         except Refusal as refusal:
             self.refuse(refusal)
             return
+        if block_ends or self.held or self.frames.reader.unfinished_block_bytes():
+            data = self.with_callers(data, block_ends)
         if self.backend is not None:
             self.backend.write(data)
         else:
             self.early += data  # read before pause_reading took hold; a read's worth at most
+
+    def with_callers(self, data: bytes, block_ends: list[tuple[Head, int]]) -> bytes:
+        """`data` with the caller's field ending each header block that opens a stream; a
+        frame under way that may end one is held until it is whole."""
+        out = bytearray(self.held)
+        shift = len(out)
+        out += data
+        for head, end in reversed(block_ends):
+            at = shift + end
+            out[at - HEAD_BYTES - head.length + 4] &= ~END_HEADERS & 0xFF  # the frame's flags
+            authority = self.frames.foreign_authority
+            out[at:at] = callers.continuation(head.stream_id, self.address, authority)
+        unfinished = len(out) - self.frames.reader.unfinished_block_bytes()
+        self.held = bytes(out[unfinished:])
+        return bytes(out[:unfinished])
 
     def from_backend(self, data: bytes) -> None:
         assert self.client is not None
@@ -262,7 +279,6 @@ class Relay(asyncio.Protocol):
         if self.timer is not None:
             self.timer.cancel()
         if self.backend is not None:
-            self.guard.peers.by_port.pop(self.backend.get_extra_info("sockname")[1], None)
             self.backend.close()
 
     def pause_writing(self) -> None:

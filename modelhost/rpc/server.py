@@ -1,18 +1,20 @@
 """The gRPC servers: pygrpc-native or grpc.aio servers on the frontend's event loop, beside
 the HTTP ones (rpc/fronts.py).
 
-They listen on a loopback port behind a guard (rpc/guard.py), which holds the public port, its
-TLS (the HTTP servers' certificate) and the HTTP/2 limits the fronts lack. They drain with the
-HTTP servers.
+They listen on Unix sockets in the run folder (a loopback port where there are none) behind a
+guard (rpc/guard.py), which holds the public port, its TLS (the HTTP servers' certificate) and
+the HTTP/2 limits the fronts lack. They drain with the HTTP servers.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import socket
 import ssl
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import NoReturn
 
 import grpc
@@ -23,7 +25,7 @@ from modelhost.errors import ConfigError
 from modelhost.rpc.admission import ConnectionRate
 from modelhost.rpc.frames import Limits, StreamBudget
 from modelhost.rpc.fronts import GRPC_AIO, new_server
-from modelhost.rpc.guard import BACKEND_HOST, Admission, Guard, Peers
+from modelhost.rpc.guard import BACKEND_HOST, Admission, Guard, Hop
 from modelhost.rpc.stubs import Handlers
 
 logger = logging.getLogger("modelhost")
@@ -33,12 +35,14 @@ ACCEPTING_SERVERS = 8  # decisions.md, "Eight grpc.aio servers share the inferen
 MAX_HEADER_LIST_BYTES = 16 * 2**10  # grpc's own default, now also a hard cap, and the guard's
 # a call waiting for its message, in grpc core and grpc.aio, with room (docs/performance.md)
 STREAM_BYTES = 32 * 2**10
+UNIX_PATH_BYTES = 107  # sun_path's room, less its terminating NUL
 
 
 class RpcServer:
-    """A `front` server with the services given, by name. Of grpc.aio, `copies` servers share
-    one address (SO_REUSEPORT): each accepts one call at a time, so several take calls side by
-    side; pygrpc-native takes them in batches, so one serves."""
+    """A `front` server with the services given, by name. Of grpc.aio, `copies` servers take
+    the guard's connections in turn: each accepts one call at a time, so several take calls
+    side by side; pygrpc-native takes them in batches, so one serves. They listen in
+    `hop_folder` (None: on a loopback port)."""
 
     def __init__(
         self,
@@ -50,7 +54,7 @@ class RpcServer:
         front: str = GRPC_AIO,
         health_names: Sequence[str] = (),
         copies: int = 1,
-        peers: Peers | None = None,
+        hop_folder: Path | None = None,
         admission: Admission | None = None,
         interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
     ) -> None:
@@ -70,13 +74,12 @@ class RpcServer:
                 server.add_registered_method_handlers(name, handlers)
             if self.health is not None:
                 health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
-        backend_port = bind_all(self.servers)
+        sock = listen(host, port)
         self.guard = Guard(
-            listen(host, port),
-            backend_port,
+            sock,
+            bind_all(self.servers, hop_folder, sock.getsockname()[1]),
             limits=limits(config),
             admission=admission or admission_of(config, StreamBudget(stream_budget(config))),
-            peers=peers or Peers(),
             tls=tls_context(config),
         )
         self.port = self.guard.sock.getsockname()[1]
@@ -160,12 +163,30 @@ def admission_of(
     return Admission(config.grpc_max_connections, rate, budget, refused)
 
 
-def bind_all(servers: list[grpc.aio.Server]) -> int:
-    """Every server on one free loopback port, which only the guard connects to."""
+def bind_all(servers: list[grpc.aio.Server], folder: Path | None, public_port: int) -> Hop:
+    """Each server on a Unix socket of its own in `folder`, which only the guard connects to;
+    or, without one, every server on one free loopback port."""
+    if folder is None or not hasattr(socket, "AF_UNIX"):
+        return Hop(port=bind_port(servers))
+    paths = tuple(str(folder / f"grpc-{public_port}-{n}.sock") for n in range(len(servers)))
+    if not all(map(fits, paths)):
+        return Hop(port=bind_port(servers))
+    for server, path in zip(servers, paths, strict=True):
+        bind(server, f"unix:{path}")
+    return Hop(paths)
+
+
+def bind_port(servers: list[grpc.aio.Server]) -> int:
+    """Every server on one free loopback port (SO_REUSEPORT)."""
     port = bind(servers[0], f"{BACKEND_HOST}:0")
     for server in servers[1:]:
         bind(server, f"{BACKEND_HOST}:{port}")
     return port
+
+
+def fits(path: str) -> bool:
+    """Whether a Unix socket can be bound at `path`: a long temporary folder can pass sun_path."""
+    return len(os.fsencode(path)) <= UNIX_PATH_BYTES
 
 
 def bind(server: grpc.aio.Server, address: str) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import grpc
 
@@ -12,11 +13,10 @@ from modelhost.observe.observer import Observer
 from modelhost.protocols.health import Health
 from modelhost.protocols.keys import TokenKeys
 from modelhost.protocols.tenants import tenant_rule
-from modelhost.rpc.access import Access
+from modelhost.rpc.access import Access, by_guard
 from modelhost.rpc.calls import Calls
 from modelhost.rpc.frames import StreamBudget
 from modelhost.rpc.fronts import GRPC_AIO, front_of
-from modelhost.rpc.guard import Peers
 from modelhost.rpc.keys import KeyInterceptor, inference_port_needs, management_port_needs
 from modelhost.rpc.messages import OIP_SERVICE, TS_INFERENCE_SERVICE, TS_MANAGEMENT_SERVICE
 from modelhost.rpc.oip import OipServicer
@@ -31,13 +31,14 @@ def rpc_servers(
     observer: Observer | None,
     health: Health,
     keys: TokenKeys | None = None,
+    run_folder: Path | None = None,
 ) -> list[RpcServer]:
-    """The inference and management ports' servers, each if its port is set."""
-    peers = Peers()  # the callers behind the ports' guards
+    """The inference and management ports' servers, each if its port is set, listening behind
+    their guards in `run_folder`."""
     budget = StreamBudget(stream_budget(config))  # one for both ports: one frontend's memory
     refused = refusal_counter(observer)
     calls = Calls(observer, config.instance_id)
-    access = Access(config.management_token, peers.caller, keys)
+    access = Access(config.management_token, by_guard, keys)
     servers = []
     if config.grpc_port:
         tenants = tenant_rule(config)
@@ -58,7 +59,7 @@ def rpc_servers(
                 front=front_of(config.grpc_front),
                 health_names=tuple(services),
                 copies=ACCEPTING_SERVERS,
-                peers=peers,
+                hop_folder=run_folder,
                 admission=admission_of(config, budget, refused),
                 interceptors=guarded(keys, inference_port_needs),
             )
@@ -76,7 +77,7 @@ def rpc_servers(
                 {TS_MANAGEMENT_SERVICE: handlers},
                 front=GRPC_AIO,  # rare calls: not worth the native front's threads
                 health_names=(TS_MANAGEMENT_SERVICE,),
-                peers=peers,
+                hop_folder=run_folder,
                 admission=admission_of(config, budget, refused),
                 interceptors=guarded(keys, management_port_needs),
             )

@@ -15,7 +15,7 @@ from hyperframe.frame import DataFrame, Frame, GoAwayFrame, HeadersFrame, Settin
 from modelhost.rpc.admission import ConnectionRate
 from modelhost.rpc.frames import Limits, StreamBudget
 from modelhost.rpc.fronts import FRONTS, new_server
-from modelhost.rpc.guard import BACKEND_HOST, Admission, Guard, Peers
+from modelhost.rpc.guard import BACKEND_HOST, Admission, Guard, Hop
 from modelhost.rpc.server import listen
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
@@ -35,7 +35,7 @@ async def guarded_front(front: str) -> tuple[Guard, object]:
     await servicer.set("", health_pb2.HealthCheckResponse.SERVING)
     admission = Admission(8, ConnectionRate(1000, 8), StreamBudget(64))
     guard = Guard(
-        listen("127.0.0.1", 0), backend_port, limits=LIMITS, admission=admission, peers=Peers()
+        listen("127.0.0.1", 0), Hop(port=backend_port), limits=LIMITS, admission=admission
     )
     await guard.start()
     return guard, server

@@ -32,3 +32,26 @@ def test_a_port_in_use_is_refused_naming_the_flag(
 
         with pytest.raises(ConfigError, match=f"127.0.0.1:{port}.*--grpc-port"):
             asyncio.run(bind())
+
+
+@pytest.mark.parametrize("front", [GRPC_AIO, NATIVE])
+def test_the_servers_listen_on_unix_sockets_in_the_run_folder(tmp_path: Path, front: str) -> None:
+    """A socket each, for the guard's connections to take in turn; a loopback port where
+    the folder's path is too long for one."""
+    config = load_config({}, {}, tmp_path)
+    deep = tmp_path / ("d" * 100)
+    deep.mkdir()
+
+    async def hops() -> list[tuple[tuple[str, ...], int]]:
+        servers = [
+            RpcServer(config, "127.0.0.1", 0, {}, front=front, copies=3, hop_folder=folder)
+            for folder in (tmp_path, deep)
+        ]
+        for server in servers:
+            server.guard.sock.close()
+        return [(server.guard.hop.paths, server.guard.hop.port) for server in servers]
+
+    (paths, port), (deep_paths, deep_port) = asyncio.run(hops())
+    assert port == 0 and [Path(path).parent for path in paths] == [tmp_path] * len(paths)
+    assert len(paths) == (3 if front == GRPC_AIO else 1)
+    assert deep_paths == () and deep_port > 0

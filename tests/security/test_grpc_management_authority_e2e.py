@@ -15,6 +15,7 @@ from helpers.serving import Servers
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 from modelhost import testing
+from modelhost.rpc import callers
 from modelhost.rpc.fronts import FRONTS
 
 pytestmark = pytest.mark.e2e
@@ -97,3 +98,14 @@ def test_this_machine_from_loopback_needs_no_token(
     server: testing.RunningServer, grpc_port: int, authority: str
 ) -> None:
     unload(grpc_port, f"{authority}:{grpc_port}")
+
+
+@pytest.mark.parametrize("claim", ["127.0.0.1", "::1"])
+def test_a_caller_naming_itself_in_the_guards_header_gains_nothing(
+    server: testing.RunningServer, grpc_port: int, claim: str
+) -> None:
+    """A proxied caller that sends the header the guard names callers in, claiming loopback
+    and no foreign authority, is not let in without the token."""
+    with pytest.raises(grpc.RpcError) as refused:
+        unload(grpc_port, "models.example.com", ((callers.HEADER, claim),))
+    assert refused.value.code() != grpc.StatusCode.OK

@@ -7,6 +7,7 @@ import hpack
 import pytest
 from hyperframe.frame import ContinuationFrame, DataFrame, HeadersFrame, RstStreamFrame
 
+from modelhost.rpc import callers
 from modelhost.rpc.frames import (
     PREFACE,
     ClientFrames,
@@ -16,7 +17,6 @@ from modelhost.rpc.frames import (
     Refusal,
     StreamBudget,
 )
-from modelhost.rpc.guard import Peers
 
 LIMITS = Limits(max_streams=4, header_block_bytes=1024, first_message_s=10.0, resets_per_s=8)
 
@@ -213,8 +213,8 @@ def test_the_first_foreign_authority_is_kept() -> None:
     assert frames.foreign_authority == "models.example.com"
 
 
-def test_a_peer_the_guard_did_not_relay_is_nobody() -> None:
-    assert Peers().caller("ipv4:127.0.0.1:40000") == ("", "")
+def test_a_call_the_guard_did_not_relay_is_nobody() -> None:
+    assert callers.caller((("content-type", "application/grpc"),)) == ("", "")
 
 
 def test_a_connection_is_idle_from_its_last_call_s_end() -> None:
@@ -231,3 +231,26 @@ def test_a_connection_is_idle_from_its_last_call_s_end() -> None:
     frames.feed(RstStreamFrame(3, error_code=8).serialize())
     clock.now += 7
     assert frames.idle_for_s() == 7
+
+
+@pytest.mark.parametrize("name", [callers.HEADER, callers.HEADER.upper()])
+def test_a_client_naming_the_callers_header_is_refused(name: str) -> None:
+    """Only the guard may name a call's caller: a client's own claim ends its connection."""
+    fields = [(":method", "POST"), (":path", "/s/m"), (name, "127.0.0.1")]
+    frame = HeadersFrame(1, data=hpack.Encoder().encode(fields), flags=["END_HEADERS"])
+    with pytest.raises(Refusal, match=callers.HEADER) as refused:
+        client().feed(frame.serialize())
+    assert refused.value.code == 0x1  # PROTOCOL_ERROR
+
+
+def test_the_blocks_opening_streams_are_told_where_they_end() -> None:
+    """The last frame of each header block that opens a stream, for the caller's field to
+    follow it; never a stream's trailers."""
+    frames = client()
+    opening = (
+        headers(1, end_headers=False) + ContinuationFrame(1, flags=["END_HEADERS"]).serialize()
+    )
+    trailers = HeadersFrame(1, data=b"\x88", flags=["END_HEADERS", "END_STREAM"]).serialize()
+    found = frames.feed(opening + trailers + headers(3))
+    ends = [(head.kind, head.stream_id, end) for head, end in found]
+    assert ends == [(0x9, 1, len(opening)), (0x1, 3, len(opening + trailers + headers(3)))]
