@@ -23,7 +23,7 @@ from modelhost.fronts.messages import Sample
 from modelhost.fronts.relay import ClientSide
 from modelhost.http.instance import INSTANCE_HEADER
 from modelhost.protocols.bodies import check_response_size
-from modelhost.workers.messages import Answered, Failed, Infer, Item
+from modelhost.workers.messages import Failure, Item
 
 KEEP_ALIVE_S = 5.0  # uvicorn's timeout_keep_alive, which the main process keeps
 MAX_HEAD_BYTES = 1 << 16  # past this without a whole head: the main process's limits decide
@@ -144,29 +144,27 @@ class DirectSide(asyncio.Protocol):
         if path is None:
             raise Relay
         item = Item(hit.content_type, hit.accept, {}, len(body))
+        batch_size = self.router.table.batch_sizes.get(hit.model, 1)
         try:
             link = await self.router.link(path)
             queue_ms = (time.perf_counter() - started) * 1000
-            reply, payload = await link.call(Infer(hit.model, (item,)), body)
+            answer, payload, infer_ms = await link.infer(hit.model, item, body, batch_size)
         except (OSError, ConnectionError):
             raise Relay from None  # the worker is gone: the main process heals it
-        if isinstance(reply, Failed):
-            error = reply.failure.rebuild()
+        if isinstance(answer, Failure):
+            error = answer.rebuild()
             if isinstance(error, ModelNotLoaded):
                 raise Relay  # the table was stale: the main process loads it
             return self._failure(error, 0.0)
-        if not isinstance(reply, Answered) or len(reply.answers) != 1:
-            raise Relay
-        answer = reply.answers[0]
         if answer.failure is not None:
-            return self._failure(answer.failure.rebuild(), reply.infer_ms)
+            return self._failure(answer.failure.rebuild(), infer_ms)
         try:
             check_response_size(len(payload), self.router.table.max_response_bytes)
         except ResponseTooLarge as error:
-            return self._failure(error, reply.infer_ms)
-        headers = hit_headers(answer.content_type, len(payload), reply.infer_ms, queue_ms)
+            return self._failure(error, infer_ms)
+        headers = hit_headers(answer.content_type, len(payload), infer_ms, queue_ms)
         headers.append(self._instance())
-        return 200, head_and_body(200, DATED.now(), headers, payload), None, reply.infer_ms
+        return 200, head_and_body(200, DATED.now(), headers, payload), None, infer_ms
 
     def _failure(self, error: ModelhostError, infer_ms: float) -> tuple[int, bytes, str, float]:
         status, kind, headers, body = failure(error)

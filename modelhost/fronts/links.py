@@ -1,17 +1,40 @@
-"""A front's connections to the workers' direct sockets, and the table that says which to use."""
+"""A front's connections to the workers' direct sockets, and the table that says which to use.
+
+A link keeps one batch in flight a model: what arrives meanwhile waits and goes as the next
+batch, at most the model's batch size (the main process's rule: one batch a free slot, what
+piled up while the worker was busy).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-from typing import Any
+from typing import Any, NamedTuple
 
 from modelhost.fronts.messages import Sample, Table
-from modelhost.workers.messages import Infer, Reply, decode_reply, encode
+from modelhost.workers.messages import (
+    Answer,
+    Answered,
+    Failed,
+    Failure,
+    Infer,
+    Item,
+    Reply,
+    decode_reply,
+    encode,
+)
 from modelhost.workers.wire import Frame, FrameBuffer
 from modelhost.workers.wire import encode as encode_frame
 
 Call = asyncio.Future[tuple[Reply, bytes]]
+# a request's answer (or the whole batch's failure), its body, and the batch's infer ms
+Outcome = tuple[Answer | Failure, bytes, float]
+
+
+class Waiting(NamedTuple):
+    item: Item
+    body: bytes
+    outcome: asyncio.Future[Outcome]
 
 
 class WorkerLink(asyncio.Protocol):
@@ -23,6 +46,36 @@ class WorkerLink(asyncio.Protocol):
         self.frames = FrameBuffer()
         self.calls: dict[int, Call] = {}
         self.ids = itertools.count(1)
+        self.waiting: dict[str, list[Waiting]] = {}  # model → requests for its next batch
+        self.in_flight: set[str] = set()  # models with a batch in the worker
+
+    def infer(
+        self, model: str, item: Item, body: bytes, batch_size: int
+    ) -> asyncio.Future[Outcome]:
+        """One request's outcome, sent in the model's next batch."""
+        outcome: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+        self.waiting.setdefault(model, []).append(Waiting(item, body, outcome))
+        if model not in self.in_flight:
+            self._send(model, batch_size)
+        return outcome
+
+    def _send(self, model: str, batch_size: int) -> None:
+        waiting = self.waiting.pop(model, [])
+        batch, rest = waiting[: max(1, batch_size)], waiting[max(1, batch_size) :]
+        if rest:
+            self.waiting[model] = rest
+        if not batch:
+            return
+        self.in_flight.add(model)
+        items = tuple(each.item for each in batch)
+        call = self.call(Infer(model, items), b"".join(each.body for each in batch))
+        call.add_done_callback(lambda done: self._ended(model, batch, batch_size, done))
+
+    def _ended(self, model: str, batch: list[Waiting], batch_size: int, call: Call) -> None:
+        self.in_flight.discard(model)
+        settle(batch, call)
+        if self.waiting.get(model):
+            self._send(model, batch_size)
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
@@ -54,10 +107,37 @@ class WorkerLink(asyncio.Protocol):
         self.transport = None
         if self.links.get(self.path) is self:
             del self.links[self.path]
+        gone = ConnectionError(f"worker {self.path} closed")
         for call in self.calls.values():
             if not call.done():
-                call.set_exception(ConnectionError(f"worker {self.path} closed"))
+                call.set_exception(gone)
         self.calls.clear()
+        for waiting in self.waiting.values():
+            for each in waiting:
+                if not each.outcome.done():
+                    each.outcome.set_exception(gone)
+        self.waiting.clear()
+
+
+def settle(batch: list[Waiting], call: Call) -> None:
+    """Each request's outcome from its batch's reply: its answer and body, or the failure."""
+    error = call.exception()
+    reply, payload = call.result() if error is None else (None, b"")
+    if isinstance(reply, Answered) and len(reply.answers) == len(batch):
+        offset = 0
+        for each, answer in zip(batch, reply.answers, strict=True):
+            body = payload[offset : offset + answer.size]
+            offset += answer.size
+            if not each.outcome.done():
+                each.outcome.set_result((answer, body, reply.infer_ms))
+        return
+    for each in batch:
+        if each.outcome.done():
+            continue
+        if isinstance(reply, Failed):
+            each.outcome.set_result((reply.failure, b"", 0.0))
+        else:
+            each.outcome.set_exception(error or ConnectionError("an answer of the wrong shape"))
 
 
 class Router:

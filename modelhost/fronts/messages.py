@@ -17,6 +17,7 @@ class Table(msgspec.Struct, frozen=True, tag=True):
     front needs to answer as the main process does."""
 
     routes: dict[str, list[str]]
+    batch_sizes: dict[str, int] = {}  # the most requests a batch, where above 1
     instance: str = ""  # the x-modelhost-instance header
     max_request_bytes: int = 0
     max_response_bytes: int = 0

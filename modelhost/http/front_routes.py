@@ -58,7 +58,10 @@ class Routing:
         """The table to publish: what the host holds now, and the fronts' settings."""
         self.dirty = False
         routes = self.routes() if self.direct else {}
-        return Table(routes, self.instance, *self.limits)
+        dispatchers = self.host.copies.dispatchers
+        sizes = {name: dispatchers[name].queue.max_batch_size for name in routes}
+        batch_sizes = {name: size for name, size in sizes.items() if size > 1}
+        return Table(routes, batch_sizes, self.instance, *self.limits)
 
     def routes(self) -> Routes:
         """Model → the direct sockets of its workers, for the models a front may answer."""

@@ -135,7 +135,7 @@ def test_metrics_count_the_fronts_requests(fronted: testing.RunningServer) -> No
     """Every invocation counts once in /metrics, whichever process accepted its connection and
     whoever answered it: a front reports its hits within an interval."""
     load_once(fronted)  # loaded: the front's own connections answer hits
-    before = scrape(fronted)
+    before = settled_scrape(fronted)  # earlier requests' reports have come in
     for _ in range(CONNECTIONS):
         connection = connect(fronted)
         invoke_rows(connection)
@@ -145,6 +145,16 @@ def test_metrics_count_the_fronts_requests(fronted: testing.RunningServer) -> No
         time.sleep(0.05)
     time.sleep(0.3)  # a count past the requests would show by now
     assert scrape(fronted) - before == CONNECTIONS
+
+
+def settled_scrape(server: testing.RunningServer) -> float:
+    """The count once two scrapes a few report intervals apart agree."""
+    count = scrape(server)
+    while True:
+        time.sleep(0.3)
+        count, last = scrape(server), count
+        if count == last:
+            return count
 
 
 class Hammer(threading.Thread):

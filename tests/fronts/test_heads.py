@@ -60,7 +60,7 @@ def test_anything_else_is_relayed(request_head: bytes) -> None:
 
 
 def test_tables_and_reports_cross_however_the_bytes_arrive() -> None:
-    table = Table({"m": ["/run/direct-1.sock"]}, "vm", 10, 20)
+    table = Table({"m": ["/run/direct-1.sock"]}, {"m": 32}, "vm", 10, 20)
     report = Report([Sample(1.0, "/invocations", "m", 200, 0.001, 3, 4, 0.5)])
     data = pack(table) + pack(report)
     unpacker = Unpacker()
