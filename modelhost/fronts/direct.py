@@ -26,7 +26,7 @@ from modelhost.protocols.bodies import check_response_size
 from modelhost.workers.messages import Failure, Item
 
 KEEP_ALIVE_S = 5.0  # uvicorn's timeout_keep_alive, which the main process keeps
-MAX_HEAD_BYTES = 1 << 16  # past this without a whole head: the main process's limits decide
+BIG_BYTES = 1 << 20  # a larger request streams through the relay; more pipelined waits
 DATED = Dated()
 
 
@@ -45,6 +45,7 @@ class DirectSide(asyncio.Protocol):
         self.busy = False  # a request is being answered, or the connection was handed on
         self.ended = self.stopping = False
         self.idle: asyncio.TimerHandle | None = None
+        self.paused = False  # reading waits while the answered request's followers pile up
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
@@ -55,6 +56,9 @@ class DirectSide(asyncio.Protocol):
         self.buffer += data
         if not self.busy:
             self._next()
+        elif len(self.buffer) > BIG_BYTES and self.transport is not None:
+            self.transport.pause_reading()
+            self.paused = True
 
     def eof_received(self) -> bool:
         self.ended = True
@@ -96,8 +100,10 @@ class DirectSide(asyncio.Protocol):
             self._relay()
             return
         size = head_bytes + hit.body_bytes
-        if len(self.buffer) < size:
-            return  # its body is on its way
+        if len(self.buffer) < size:  # its body is on its way
+            if size > BIG_BYTES:
+                self._relay()  # streamed to the main process rather than held here
+            return
         self.busy = True
         body = bytes(self.buffer[head_bytes:size])
         asyncio.ensure_future(self._answer(hit, body, size))
@@ -129,6 +135,9 @@ class DirectSide(asyncio.Protocol):
         self.router.answered(sample)
         del self.buffer[:size]
         self.busy = False
+        if self.paused:
+            self.paused = False
+            transport.resume_reading()
         if self.stopping or (self.ended and not self.buffer):
             transport.close()
         elif self.buffer:

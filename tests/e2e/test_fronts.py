@@ -356,3 +356,16 @@ def test_a_model_hit_only_through_a_front_stays_loaded(store: Path, serve: Serve
         time.sleep(0.02)
     connection.close()
     assert server.events("unload") == [] and len(server.events("load")) == loads
+
+
+def test_a_large_body_on_a_fronts_connection_is_answered(fronted: testing.RunningServer) -> None:
+    """A body past what a front holds streams through the relay, and a hit after it is right."""
+    rows = [list(r) for r in ROWS] * 20_000  # about 1.6 MB of JSON
+    connection = direct_on_front(fronted)
+    try:
+        status, body = connection.call("POST", f"/models/{MODEL}/invoke", rows)
+        assert status == 200, body[:200]
+        assert json.loads(body) == {"predictions": list(ROWS.values()) * 20_000}
+        invoke_rows(connection)
+    finally:
+        connection.close()
