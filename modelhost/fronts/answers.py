@@ -12,7 +12,7 @@ from email.utils import formatdate
 
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE
 
-from modelhost.errors import ModelhostError
+from modelhost.errors import DeadlineExceeded, ModelhostError
 from modelhost.http.errors import error_response
 from modelhost.observe.exchange import server_timing
 from modelhost.protocols.status import status_of
@@ -59,3 +59,16 @@ def failure(error: ModelhostError) -> tuple[int, str, Headers, bytes]:
     status, kind = status_of(error), type(error).__name__
     response = error_response(status, kind, str(error), error.retry_after_s)
     return status, kind, list(response.raw_headers), bytes(response.body)
+
+
+def past_deadline(model: str, timeout_s: float, where: str) -> DeadlineExceeded:
+    """The main process's refusal of a request past the server's response timeout
+    (host/invoking.py, `_expire`)."""
+    timeout = (
+        f"{timeout_s:g} s (default_response_timeout); the request was still {where}; raise "
+        "--default-response-timeout-s"
+    )
+    return DeadlineExceeded(
+        f"model {model} gave no answer within {timeout}, or add workers if requests "
+        "wait in the queue"
+    )

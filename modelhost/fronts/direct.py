@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from asyncio import Future
 from typing import Any
 
-from modelhost.errors import ModelhostError, ModelNotLoaded, ResponseTooLarge
-from modelhost.fronts.answers import Dated, failure, head_and_body, hit_headers
+from modelhost.errors import DeadlineExceeded, ModelhostError, ModelNotLoaded, ResponseTooLarge
+from modelhost.fronts.answers import Dated, failure, head_and_body, hit_headers, past_deadline
 from modelhost.fronts.heads import END, Hit, hit_of
-from modelhost.fronts.links import Router
+from modelhost.fronts.links import Outcome, Router, WorkerLink
 from modelhost.fronts.messages import Sample
 from modelhost.fronts.relay import ClientSide
 from modelhost.http.instance import INSTANCE_HEADER
@@ -28,6 +29,15 @@ from modelhost.workers.messages import Failure, Item
 KEEP_ALIVE_S = 5.0  # uvicorn's timeout_keep_alive, which the main process keeps
 BIG_BYTES = 1 << 20  # a larger request streams through the relay; more pipelined waits
 DATED = Dated()
+
+
+def expire(outcome: Future[Outcome], link: WorkerLink, model: str, timeout_s: float) -> None:
+    """Answer a request past its deadline as the main process would; its batch runs on."""
+    if outcome.done():
+        return
+    queued = any(each.outcome is outcome for each in link.waiting.get(model, ()))
+    where = "in the queue" if queued else "running in a worker"
+    outcome.set_exception(past_deadline(model, timeout_s, where))
 
 
 class Relay(Exception):
@@ -153,27 +163,43 @@ class DirectSide(asyncio.Protocol):
         if path is None:
             raise Relay
         item = Item(hit.content_type, hit.accept, {}, len(body))
-        batch_size = self.router.table.batch_sizes.get(hit.model, 1)
         try:
             link = await self.router.link(path)
             queue_ms = (time.perf_counter() - started) * 1000
-            answer, payload, infer_ms = await link.infer(hit.model, item, body, batch_size)
+            answer, payload, infer_ms = await self._within_deadline(link, hit, item, body)
         except (OSError, ConnectionError):
             raise Relay from None  # the worker is gone: the main process heals it
+        except DeadlineExceeded as late:
+            return self._failure(late, 0.0)
         if isinstance(answer, Failure):
-            error = answer.rebuild()
-            if isinstance(error, ModelNotLoaded):
+            refused = answer.rebuild()
+            if isinstance(refused, ModelNotLoaded):
                 raise Relay  # the table was stale: the main process loads it
-            return self._failure(error, 0.0)
+            return self._failure(refused, 0.0)
         if answer.failure is not None:
             return self._failure(answer.failure.rebuild(), infer_ms)
         try:
             check_response_size(len(payload), self.router.table.max_response_bytes)
-        except ResponseTooLarge as error:
-            return self._failure(error, infer_ms)
+        except ResponseTooLarge as large:
+            return self._failure(large, infer_ms)
         headers = hit_headers(answer.content_type, len(payload), infer_ms, queue_ms)
         headers.append(self._instance())
         return 200, head_and_body(200, DATED.now(), headers, payload), None, infer_ms
+
+    async def _within_deadline(
+        self, link: WorkerLink, hit: Hit, item: Item, body: bytes
+    ) -> Outcome:
+        """The worker's outcome, or DeadlineExceeded past the server's response timeout."""
+        table = self.router.table
+        batch_size = table.batch_sizes.get(hit.model, 1)
+        outcome = link.infer(hit.model, item, body, batch_size)
+        timeout_s = table.response_timeout_s
+        loop = asyncio.get_running_loop()
+        timer = loop.call_later(timeout_s, lambda: expire(outcome, link, hit.model, timeout_s))
+        try:
+            return await outcome
+        finally:
+            timer.cancel()
 
     def _failure(self, error: ModelhostError, infer_ms: float) -> tuple[int, bytes, str, float]:
         status, kind, headers, body = failure(error)

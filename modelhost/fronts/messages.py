@@ -21,6 +21,7 @@ class Table(msgspec.Struct, frozen=True, tag=True):
     instance: str = ""  # the x-modelhost-instance header
     max_request_bytes: int = 0
     max_response_bytes: int = 0
+    response_timeout_s: float = 60.0  # the server's default_response_timeout_s
 
 
 class Sample(msgspec.Struct, frozen=True, array_like=True):

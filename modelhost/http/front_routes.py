@@ -46,6 +46,7 @@ class Routing:
         self.direct = not self.relayed_for
         self.instance = instance_name(config.instance_id)
         self.limits = (config.max_request_bytes, config.max_response_bytes)
+        self.timeout_s = config.default_response_timeout_s
         self.run_dir = run_dir  # where the workers' direct sockets are
         self.dirty = True  # a load, unload or worker change since the last table
         if self.direct:
@@ -61,7 +62,7 @@ class Routing:
         dispatchers = self.host.copies.dispatchers
         sizes = {name: dispatchers[name].queue.max_batch_size for name in routes}
         batch_sizes = {name: size for name, size in sizes.items() if size > 1}
-        return Table(routes, batch_sizes, self.instance, *self.limits)
+        return Table(routes, batch_sizes, self.instance, *self.limits, self.timeout_s)
 
     def routes(self) -> Routes:
         """Model → the direct sockets of its workers, for the models a front may answer."""

@@ -369,3 +369,33 @@ def test_a_large_body_on_a_fronts_connection_is_answered(fronted: testing.Runnin
         invoke_rows(connection)
     finally:
         connection.close()
+
+
+def test_a_hit_past_the_response_timeout_is_refused_as_the_main_process_refuses_it(
+    store: Path, serve: Servers
+) -> None:
+    """A direct hit still running at the server's response timeout gets the main process's 504,
+    body and all; the connection answers the next request."""
+    server = serve(store, workers=1, fronts=2, memory_budget="4GiB", default_response_timeout_s=1)
+    slow = {"sleep": 2}
+
+    def refusal(connection: Connection) -> tuple[int, object]:
+        status, body = connection.call("POST", "/models/slow/invoke", slow)
+        return status, json.loads(body)
+
+    loading = connect(server)
+    loading.call("POST", "/models/slow/invoke", {"sleep": 0})  # loaded: now a hit
+    loading.close()
+    time.sleep(0.5)  # the front's table has the model
+    main, front = on_main(server), direct_on_front(server)
+    try:
+        os.kill(server.pid, signal.SIGSTOP)  # what answers is the front
+        try:
+            refused = refusal(front)
+        finally:
+            os.kill(server.pid, signal.SIGCONT)
+        assert refused[0] == 504 and refused == refusal(main)
+        assert front.call("POST", "/models/slow/invoke", {"sleep": 0})[0] == 200
+    finally:
+        main.close()
+        front.close()
