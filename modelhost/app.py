@@ -101,6 +101,7 @@ async def serve_pool(config: Config, pool: WorkerPool, events: EventLog) -> int:
         fronts = fronts_for(config.fronts, config.host, config.port, pool.run_dir, tls)
         if fronts is not None:
             fronts.routing = Routing(host, observer, config, pool.run_dir)
+            fronts.drain_timeout_s = config.drain_timeout_s
         server = DrainingServer(
             lambda: drain(observer, rpc, fronts),
             uvicorn_config(

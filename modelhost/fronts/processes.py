@@ -39,7 +39,10 @@ class Fronts:
         self.sockets: list[socket.socket] = []
         self.processes: list[asyncio.subprocess.Process] = []
         self.routing: Routing | None = None  # None: every request is relayed
-        self.tasks: list[asyncio.Task[None]] = []
+        self.tasks: list[asyncio.Task[None]] = []  # folding each front's reports, to its end
+        self.publishing: asyncio.Task[None] | None = None
+        self.drained_at: float | None = None  # loop time of SIGTERM's drain
+        self.drain_timeout_s = EXIT_TIMEOUT_S  # the server's drain_timeout_s
 
     async def start(self) -> None:
         """Bind the port and the Unix socket, then start the fronts, each bound when this returns.
@@ -76,7 +79,7 @@ class Fronts:
         if routing.relayed_for:
             logger.info("the fronts relay every request: %s", routing.relayed_for)
         loop = asyncio.get_running_loop()
-        self.tasks.append(loop.create_task(self._publish(routing)))
+        self.publishing = loop.create_task(self._publish(routing))
         self.tasks += [loop.create_task(self._fold(routing, p)) for p in self.processes]
 
     async def _publish(self, routing: Routing) -> None:
@@ -104,13 +107,20 @@ class Fronts:
 
     def drain(self) -> None:
         """Stop the fronts taking connections; those they hold drain with the main process's."""
+        self.drained_at = asyncio.get_running_loop().time()
         for process in self.processes:
             if process.returncode is None:
                 process.send_signal(signal.SIGTERM)
 
     async def stop(self) -> None:
-        """Close their stdin (they exit), and kill those still running after a while; their last
-        reports are folded."""
+        """Let draining fronts finish their direct hits (within the drain's time), then close
+        their stdin (they exit), and kill those still running after a while; their last reports
+        are folded."""
+        if self.drained_at is not None:
+            left_s = self.drained_at + self.drain_timeout_s - asyncio.get_running_loop().time()
+            await asyncio.wait(
+                [asyncio.ensure_future(p.wait()) for p in self.processes], timeout=max(0.0, left_s)
+            )
         for process in self.processes:
             if process.stdin is not None:
                 process.stdin.close()
@@ -120,6 +130,10 @@ class Fronts:
             except TimeoutError:
                 process.kill()
                 await process.wait()
+        if self.publishing is not None:
+            self.publishing.cancel()
+        if self.tasks:
+            await asyncio.wait(self.tasks, timeout=EXIT_TIMEOUT_S)  # the last reports
         for task in self.tasks:
             task.cancel()
 

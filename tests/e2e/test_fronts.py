@@ -399,3 +399,26 @@ def test_a_hit_past_the_response_timeout_is_refused_as_the_main_process_refuses_
     finally:
         main.close()
         front.close()
+
+
+def test_sigterm_lets_a_fronts_direct_hit_finish(store: Path, serve: Servers) -> None:
+    """SIGTERM while a hit runs on a front's direct connection: the main process drains at once
+    (it holds no request), yet the front's hit is answered before the server exits with 0."""
+    server = serve(store, workers=1, fronts=2, memory_budget="4GiB")
+    loading = connect(server)
+    loading.call("POST", "/models/slow/invoke", {"sleep": 0})
+    loading.close()
+    time.sleep(0.5)  # the front's table has the model
+    connection = direct_on_front(server)
+    connection.request(
+        "POST", "/models/slow/invoke", body=json.dumps({"sleep": 2}), headers=HEADERS
+    )
+    time.sleep(0.5)  # running in the worker
+    stopped: list[int] = []
+    stopping = threading.Thread(target=lambda: stopped.append(server.stop()))
+    stopping.start()
+    response = connection.getresponse()
+    assert (response.status, json.loads(response.read())) == (200, {"slept": 2})
+    connection.close()
+    stopping.join(60)
+    assert stopped == [0] and server.leaked_pids == []
