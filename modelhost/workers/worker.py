@@ -109,6 +109,8 @@ class Worker:
         # one inference thread: run on the reading thread and save a hand-off per request
         self._inference = ThreadPoolExecutor(threads, "infer") if threads > 1 else None
         self.gate = Gate()  # the models the fronts' direct requests may reach (direct.py)
+        # the fronts' requests and the frontend's share the inference threads' count
+        self._infer_slots = threading.BoundedSemaphore(threads)
 
     def rehearse(self, models: list[Path]) -> None:
         """Load, answer and unload each model on the serving threads, then give the memory back."""
@@ -128,7 +130,7 @@ class Worker:
         self.idle_bytes = allocated_bytes() or 0
         untrusted = self.confined or bool(self.programs_refused)
         if run_dir is not None and not untrusted and not self.devices.devices:
-            Door(direct_path(run_dir, os.getpid()), self.gate, self.infer).start()
+            Door(direct_path(run_dir, os.getpid()), self.gate, self.infer_in_slot).start()
         hello = Hello(self.worker_id, os.getpid(), pss_bytes(), untrusted, self.devices.infos())
         self.send(0, hello)
         frames = FrameReader(self.sock)
@@ -163,7 +165,7 @@ class Worker:
 
     def _serve(self, request: Request, payload: bytes) -> tuple[Reply, bytes]:
         if isinstance(request, Infer):
-            return self.infer(request, payload)
+            return self.infer_in_slot(request, payload)
         if isinstance(request, Load):
             return self.load(request), b""
         if isinstance(request, ToDevice):
@@ -275,6 +277,12 @@ class Worker:
         if mallinfo2() is None:  # not glibc: the settled figure is a PSS, not comparable
             return 0
         return max(0, settled_bytes - self.idle_bytes - sum(self.footprints.values()))
+
+    def infer_in_slot(self, request: Infer, payload: bytes) -> tuple[Answered, bytes]:
+        """`infer` once one of the worker's inference threads' slots is free: a handler never
+        runs on more threads at once than the worker was given, whoever sent the batch."""
+        with self._infer_slots:
+            return self.infer(request, payload)
 
     def infer(self, request: Infer, payload: bytes) -> tuple[Answered, bytes]:
         """Answer a batch: one request per item, their bodies back to back in the payload."""

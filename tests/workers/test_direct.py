@@ -107,3 +107,33 @@ def test_an_unload_waits_for_a_direct_request_on_its_model(tmp_path: Path) -> No
     assert closed.wait(WAIT_S)
     asking.join(WAIT_S)
     assert isinstance(answers[0], Answered)
+
+
+def test_the_fronts_and_the_frontend_share_the_inference_threads() -> None:
+    """A worker given one inference thread runs one batch at a time, whoever sent each."""
+    from modelhost.workers.worker import Worker
+
+    ours, theirs = socket.socketpair()
+    worker = Worker(ours, 1, threads=1)
+    running, most = [0], [0]
+    lock = threading.Lock()
+
+    def infer(request: Infer, payload: bytes) -> tuple[Answered, bytes]:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        threading.Event().wait(0.05)
+        with lock:
+            running[0] -= 1
+        return Answered((), 0.0), b""
+
+    worker.infer = infer  # type: ignore[method-assign]
+    request = Infer("m", ())
+    callers = [threading.Thread(target=worker.infer_in_slot, args=(request, b"")) for _ in range(4)]
+    for caller in callers:
+        caller.start()
+    for caller in callers:
+        caller.join(WAIT_S)
+    ours.close()
+    theirs.close()
+    assert most == [1]  # four callers, one at a time
