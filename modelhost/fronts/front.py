@@ -18,7 +18,7 @@ from typing import Any
 from modelhost.fronts.direct import DirectSide
 from modelhost.fronts.links import Router
 from modelhost.fronts.listeners import reuse_port_sockets
-from modelhost.fronts.messages import Report, Table, Unpacker, pack
+from modelhost.fronts.messages import Table, Unpacker, pack
 
 READY = b"listening\n"
 REPORT_S = 0.1
@@ -43,9 +43,9 @@ async def report(router: Router, out: asyncio.WriteTransport) -> None:
     """Send what the front answered itself, every REPORT_S, until cancelled."""
     while True:
         await asyncio.sleep(REPORT_S)
-        samples = router.take_samples()
-        if samples and not out.is_closing():
-            out.write(pack(Report(samples)))
+        report = router.take_report()
+        if report is not None and not out.is_closing():
+            out.write(pack(report))
 
 
 async def serve(front: int, host: str, port: int, upstream: str) -> None:
@@ -74,8 +74,9 @@ async def serve(front: int, host: str, port: int, upstream: str) -> None:
     while connections and not gone.is_set():  # the main process closes them as it drains
         await first_of(asyncio.sleep(0.05), gone.wait())
     reporting.cancel()
-    if not out.is_closing():
-        out.write(pack(Report(router.take_samples())))
+    last = router.take_report()
+    if last is not None and not out.is_closing():
+        out.write(pack(last))
 
 
 async def first_of(*waits: object) -> None:

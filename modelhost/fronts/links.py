@@ -11,7 +11,7 @@ import asyncio
 import itertools
 from typing import Any, NamedTuple
 
-from modelhost.fronts.messages import Sample, Table
+from modelhost.fronts.messages import Report, Sample, Table
 from modelhost.workers.messages import (
     Answer,
     Answered,
@@ -40,8 +40,8 @@ class Waiting(NamedTuple):
 class WorkerLink(asyncio.Protocol):
     """One front's connection to one worker: frames out, replies matched back by request id."""
 
-    def __init__(self, path: str, links: dict[str, WorkerLink]) -> None:
-        self.path, self.links = path, links
+    def __init__(self, path: str, router: Router) -> None:
+        self.path, self.router, self.links = path, router, router.links
         self.transport: asyncio.Transport | None = None
         self.frames = FrameBuffer()
         self.calls: dict[int, Call] = {}
@@ -57,6 +57,8 @@ class WorkerLink(asyncio.Protocol):
         self.waiting.setdefault(model, []).append(Waiting(item, body, outcome))
         if model not in self.in_flight:
             self._send(model, batch_size)
+        else:
+            self.router.pressed.add(model)
         return outcome
 
     def _send(self, model: str, batch_size: int) -> None:
@@ -74,6 +76,10 @@ class WorkerLink(asyncio.Protocol):
     def _ended(self, model: str, batch: list[Waiting], batch_size: int, call: Call) -> None:
         self.in_flight.discard(model)
         settle(batch, call)
+        reply = None if call.exception() else call.result()[0]
+        if isinstance(reply, Answered):
+            busy = self.router.busy_s
+            busy[model] = busy.get(model, 0.0) + reply.infer_ms / 1000
         if self.waiting.get(model):
             self._send(model, batch_size)
 
@@ -149,6 +155,8 @@ class Router:
         self.opening: dict[str, asyncio.Future[WorkerLink]] = {}
         self.turns = itertools.count()
         self.samples: list[Sample] = []
+        self.busy_s: dict[str, float] = {}  # model → worker seconds since the last report
+        self.pressed: set[str] = set()  # models whose requests waited since the last report
 
     def worker_of(self, model: str) -> str | None:
         """A direct socket of a worker holding `model`, in turn; None: relay the request."""
@@ -169,13 +177,17 @@ class Router:
 
     async def _open(self, path: str) -> WorkerLink:
         loop = asyncio.get_running_loop()
-        _, link = await loop.create_unix_connection(lambda: WorkerLink(path, self.links), path)
+        _, link = await loop.create_unix_connection(lambda: WorkerLink(path, self), path)
         self.links[path] = link
         return link
 
     def answered(self, sample: Sample) -> None:
         self.samples.append(sample)
 
-    def take_samples(self) -> list[Sample]:
-        samples, self.samples = self.samples, []
-        return samples
+    def take_report(self) -> Report | None:
+        """What happened since the last report; None: nothing."""
+        if not (self.samples or self.busy_s or self.pressed):
+            return None
+        report = Report(self.samples, self.busy_s, sorted(self.pressed))
+        self.samples, self.busy_s, self.pressed = [], {}, set()
+        return report

@@ -42,6 +42,8 @@ class Report(msgspec.Struct, frozen=True, tag=True):
     """What a front answered itself since its last report."""
 
     samples: list[Sample]
+    busy_s: dict[str, float] = {}  # model → worker seconds of its direct batches
+    pressed: list[str] = []  # models whose requests waited behind a batch in flight
 
 
 Message = Table | Report

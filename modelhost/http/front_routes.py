@@ -85,6 +85,12 @@ class Routing:
 
     def fold(self, report: Report) -> None:
         """Count a front's answers as the main process counts its own."""
+        dispatchers = self.host.copies.dispatchers
+        for name in {*report.busy_s, *report.pressed}:
+            dispatcher = dispatchers.get(name)
+            if dispatcher is not None:
+                pressed = name in report.pressed
+                dispatcher.worked_elsewhere(report.busy_s.get(name, 0.0), pressed)
         for sample in report.samples:
             if sample.status == 200:
                 self._hit(sample.model)

@@ -422,3 +422,31 @@ def test_sigterm_lets_a_fronts_direct_hit_finish(store: Path, serve: Servers) ->
     connection.close()
     stopping.join(60)
     assert stopped == [0] and server.leaked_pids == []
+
+
+def test_a_model_busy_only_through_a_front_scales_out(store: Path, serve: Servers) -> None:
+    """Requests waiting behind a front's direct batches press for a copy, as waits in the main
+    process's queue do: the model busy through the front alone gets a second worker."""
+    server = serve(store, workers=2, fronts=2, memory_budget="4GiB")
+    loading = connect(server)
+    loading.call("POST", "/models/slow/invoke", {"sleep": 0})
+    loading.close()
+    time.sleep(0.5)  # the front's table has the model
+    connections = [direct_on_front(server) for _ in range(3)]
+
+    def busy(connection: Connection) -> None:
+        deadline = time.monotonic() + 4
+        while time.monotonic() < deadline and not scaled_out():
+            assert connection.call("POST", "/models/slow/invoke", {"sleep": 0.3})[0] == 200
+
+    def scaled_out() -> bool:
+        return any(e.get("reason") == "scale_out" for e in server.events("load"))
+
+    callers = [threading.Thread(target=busy, args=(c,)) for c in connections]
+    for caller in callers:
+        caller.start()
+    for caller in callers:
+        caller.join(60)
+    for connection in connections:
+        connection.close()
+    assert scaled_out()
