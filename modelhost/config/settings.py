@@ -114,7 +114,8 @@ class Config:
     fronts: int = _setting(
         1,
         "HTTP front processes sharing the port with SO_REUSEPORT: the main one and fronts - 1 "
-        "that relay each connection to it (1: the main process alone)",
+        "that answer hits straight from the workers and relay the rest to it (1: the main "
+        "process alone)",
         minimum=1,
     )
     workers_per_model: int = _setting(

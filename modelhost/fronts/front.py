@@ -1,7 +1,9 @@
 """A front process: `python -m modelhost.fronts FRONT HOST PORT UPSTREAM`.
 
-It binds the port beside the main process, says "listening" on stdout, and relays every
-connection to the main process's Unix socket `UPSTREAM`. SIGTERM or SIGINT stops it taking
+It binds the port beside the main process and says "listening" on stdout. It answers hits
+itself, straight from the workers the main process's table names (direct.py), and relays every
+other connection to the main process's Unix socket `UPSTREAM`. The table arrives on stdin; what
+the front answered goes back on stdout every REPORT_S. SIGTERM or SIGINT stops it taking
 connections; it exits once those it holds have closed, or at once when its stdin closes (the
 main process is gone).
 """
@@ -11,29 +13,70 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
+from typing import Any
 
+from modelhost.fronts.direct import DirectSide
+from modelhost.fronts.links import Router
 from modelhost.fronts.listeners import reuse_port_sockets
-from modelhost.fronts.relay import ClientSide, client_factory
+from modelhost.fronts.messages import Table, Unpacker, pack
 
 READY = b"listening\n"
+REPORT_S = 0.1
+
+
+class Control(asyncio.Protocol):
+    """The main process's tables, read from stdin; its end sets `gone`."""
+
+    def __init__(self, router: Router, gone: asyncio.Event) -> None:
+        self.router, self.gone, self.unpacker = router, gone, Unpacker()
+
+    def data_received(self, data: bytes) -> None:
+        for message in self.unpacker.feed(data):
+            if isinstance(message, Table):
+                self.router.table = message
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.gone.set()
+
+
+async def report(router: Router, out: asyncio.WriteTransport) -> None:
+    """Send what the front answered itself, every REPORT_S, until cancelled."""
+    while True:
+        await asyncio.sleep(REPORT_S)
+        report = router.take_report()
+        if report is not None and not out.is_closing():
+            out.write(pack(report))
 
 
 async def serve(front: int, host: str, port: int, upstream: str) -> None:
     loop = asyncio.get_running_loop()
-    connections: set[ClientSide] = set()
-    factory = client_factory(front, upstream, connections)
-    servers = [await loop.create_server(factory, sock=s) for s in reuse_port_sockets(host, port)]
+    connections: set[Any] = set()
+    router = Router()
     stopping, gone = asyncio.Event(), asyncio.Event()
+    await loop.connect_read_pipe(lambda: Control(router, gone), sys.stdin)
+
+    def factory() -> DirectSide:
+        return DirectSide(front, upstream, router, connections)
+
+    servers = [await loop.create_server(factory, sock=s) for s in reuse_port_sockets(host, port)]
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stopping.set)
-    loop.add_reader(sys.stdin.fileno(), gone.set)  # readable only at EOF: nothing is written
     sys.stdout.buffer.write(READY)
     sys.stdout.flush()
+    out, _ = await loop.connect_write_pipe(asyncio.Protocol, sys.stdout)
+    reporting = asyncio.ensure_future(report(router, out))
     await first_of(stopping.wait(), gone.wait())
     for server in servers:
         server.close()
+    for connection in list(connections):
+        if isinstance(connection, DirectSide):
+            connection.stop()
     while connections and not gone.is_set():  # the main process closes them as it drains
         await first_of(asyncio.sleep(0.05), gone.wait())
+    reporting.cancel()
+    last = router.take_report()
+    if last is not None and not out.is_closing():
+        out.write(pack(last))
 
 
 async def first_of(*waits: object) -> None:

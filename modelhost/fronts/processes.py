@@ -10,16 +10,24 @@ import socket
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from modelhost.errors import ConfigError
 from modelhost.fronts.front import READY
 from modelhost.fronts.listeners import bound_port, reuse_port_sockets, unix_listener
+from modelhost.fronts.messages import Report, Table, Unpacker, pack
+
+if TYPE_CHECKING:
+    from modelhost.http.front_routes import Routing
 
 logger = logging.getLogger("modelhost")
 
 UPSTREAM_FILE = "fronts.sock"
 START_TIMEOUT_S = 30.0
 EXIT_TIMEOUT_S = 5.0  # after the main process drained: the fronts' last connections close
+PUBLISH_S = 0.05  # how often the host's state is looked at for a new table
+REPUBLISH_S = 1.0  # a table is rebuilt this often even with no event seen
+READ_BYTES = 1 << 16
 
 
 class Fronts:
@@ -30,6 +38,11 @@ class Fronts:
         self.upstream = str(run_dir / UPSTREAM_FILE)
         self.sockets: list[socket.socket] = []
         self.processes: list[asyncio.subprocess.Process] = []
+        self.routing: Routing | None = None  # None: every request is relayed
+        self.tasks: list[asyncio.Task[None]] = []  # folding each front's reports, to its end
+        self.publishing: asyncio.Task[None] | None = None
+        self.drained_at: float | None = None  # loop time of SIGTERM's drain
+        self.drain_timeout_s = EXIT_TIMEOUT_S  # the server's drain_timeout_s
 
     async def start(self) -> None:
         """Bind the port and the Unix socket, then start the fronts, each bound when this returns.
@@ -59,15 +72,55 @@ class Fronts:
                 raise RuntimeError(f"front {front} exited before it listened: {line!r}")
         pids = ", ".join(str(process.pid) for process in self.processes)
         logger.info("%d fronts share port %d (pids %s)", self.count - 1, self.port, pids)
+        if self.routing is not None:
+            self._exchange_with(self.routing)
+
+    def _exchange_with(self, routing: Routing) -> None:
+        if routing.relayed_for:
+            logger.info("the fronts relay every request: %s", routing.relayed_for)
+        loop = asyncio.get_running_loop()
+        self.publishing = loop.create_task(self._publish(routing))
+        self.tasks += [loop.create_task(self._fold(routing, p)) for p in self.processes]
+
+    async def _publish(self, routing: Routing) -> None:
+        """Send each front the table whenever it changes (PUBLISH_S at most late)."""
+        sent, since = Table({}), 0.0
+        loop = asyncio.get_running_loop()
+        while True:
+            if routing.dirty or loop.time() - since >= REPUBLISH_S:
+                table, since = routing.table(), loop.time()
+                if table != sent:
+                    sent = table
+                    for process in self.processes:
+                        if process.stdin is not None and not process.stdin.is_closing():
+                            process.stdin.write(pack(table))
+            await asyncio.sleep(PUBLISH_S)
+
+    async def _fold(self, routing: Routing, process: asyncio.subprocess.Process) -> None:
+        """Fold what a front answered itself into the host and the observer."""
+        assert process.stdout is not None
+        unpacker = Unpacker()
+        while data := await process.stdout.read(READ_BYTES):
+            for message in unpacker.feed(data):
+                if isinstance(message, Report):
+                    routing.fold(message)
 
     def drain(self) -> None:
         """Stop the fronts taking connections; those they hold drain with the main process's."""
+        self.drained_at = asyncio.get_running_loop().time()
         for process in self.processes:
             if process.returncode is None:
                 process.send_signal(signal.SIGTERM)
 
     async def stop(self) -> None:
-        """Close their stdin (they exit), and kill those still running after a while."""
+        """Let draining fronts finish their direct hits (within the drain's time), then close
+        their stdin (they exit), and kill those still running after a while; their last reports
+        are folded."""
+        if self.drained_at is not None:
+            left_s = self.drained_at + self.drain_timeout_s - asyncio.get_running_loop().time()
+            await asyncio.wait(
+                [asyncio.ensure_future(p.wait()) for p in self.processes], timeout=max(0.0, left_s)
+            )
         for process in self.processes:
             if process.stdin is not None:
                 process.stdin.close()
@@ -77,6 +130,12 @@ class Fronts:
             except TimeoutError:
                 process.kill()
                 await process.wait()
+        if self.publishing is not None:
+            self.publishing.cancel()
+        if self.tasks:
+            await asyncio.wait(self.tasks, timeout=EXIT_TIMEOUT_S)  # the last reports
+        for task in self.tasks:
+            task.cancel()
 
 
 def fronts_for(count: int, host: str, port: int, run_dir: Path, tls: bool) -> Fronts | None:

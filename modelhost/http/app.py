@@ -17,8 +17,9 @@ from modelhost.errors import ModelhostError
 from modelhost.http.cross_site import CrossSiteGuard
 from modelhost.http.errors import handle_http_exception, handle_modelhost_error
 from modelhost.http.instance import InstanceHeader, instance_header, instance_name
-from modelhost.http.invocations import PREDICTIONS, InvocationFastPath, Invocations
+from modelhost.http.invocation_paths import PREDICTIONS
 from modelhost.http.invocations import ROUTES as INVOCATION_ROUTES
+from modelhost.http.invocations import InvocationFastPath, Invocations
 from modelhost.http.last_resort import LastResort, Unhandled
 from modelhost.http.middleware import ObserveMiddleware
 from modelhost.http.observe import ObserveRoutes

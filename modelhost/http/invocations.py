@@ -19,6 +19,15 @@ from modelhost.errors import BadRequestBody, ModelhostError
 from modelhost.host import Invocation, ModelHost, Result
 from modelhost.http.errors import error_response
 from modelhost.http.forms import form_input, is_form
+from modelhost.http.invocation_paths import (
+    CUSTOM_ATTRIBUTES_HEADER,
+    INVOCATIONS,
+    MODEL_INVOKE,
+    PASSED_ON_HEADERS,
+    PREDICTIONS,
+    TARGET_MODEL_HEADER,
+    route_of,
+)
 from modelhost.http.last_resort import Unhandled
 from modelhost.http.middleware import TENANT_HEADER
 from modelhost.http.whole_response import send_whole
@@ -36,26 +45,9 @@ from modelhost.protocols.status import status_of
 from modelhost.protocols.tenants import TenantRule
 from modelhost.protocols.torchserve import MODEL_VERSION as TORCHSERVE_VERSION
 
-TARGET_MODEL_HEADER = "x-amzn-sagemaker-target-model"
-CUSTOM_ATTRIBUTES_HEADER = "x-amzn-sagemaker-custom-attributes"
-INVOCATIONS = "/invocations"
-MODEL_INVOKE = "/models/{model:path}/invoke"
-PREDICTIONS = "/predictions/{model:path}"
 ONE_VERSION = "/" + TORCHSERVE_VERSION
 ROUTES = (INVOCATIONS, MODEL_INVOKE, PREDICTIONS)
 MODEL_NAME_PARAM = "model_name"  # TorchServe's /invocations?model_name=m
-PASSED_ON_HEADERS = ("content-type", "accept", TARGET_MODEL_HEADER, CUSTOM_ATTRIBUTES_HEADER)
-
-
-def route_of(path: str) -> tuple[str, str | None] | None:
-    """The invocation route a path matches, with the model it names (None: from a header)."""
-    if path == INVOCATIONS:
-        return INVOCATIONS, None
-    if path.startswith("/models/") and path.endswith("/invoke") and len(path) >= 15:
-        return MODEL_INVOKE, path[8:-7]
-    if path.startswith("/predictions/"):  # /predictions/{model}[/{version}]
-        return PREDICTIONS, path[13:]
-    return None
 
 
 def one_version(path: str, versioned: Container[str]) -> str:

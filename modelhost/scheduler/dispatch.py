@@ -93,6 +93,17 @@ class Dispatcher:
         """Waiting behind another model is not busy."""
         return all(entry[1] == self.queue.model for entry in worker.pending.values())
 
+    def worked_elsewhere(self, worked_s: float, pressed: bool) -> None:
+        """A front's direct batches of this model: their worker time counts in the busy share,
+        and requests that waited behind one press for a copy as waits in the queue do."""
+        now = self.queue.clock()
+        self._batches.append((now, worked_s))
+        self._busy_s += worked_s
+        self._forget_batches_before(now - BUSY_WINDOW_S)
+        if pressed:
+            self.pressed_at = now
+            self.on_pressure()
+
     def claim_idle_span(self, now: float, idle_s: float) -> bool:
         """Whether no request waited for a slot in the last `idle_s`; a yes starts a new span,
         so that each span gives up one copy."""

@@ -31,6 +31,7 @@ from modelhost.records.memory import (
     rss_and_peak_bytes,
     trim_heap,
 )
+from modelhost.workers.direct import Door, Gate, direct_path
 from modelhost.workers.handlers.base import Handler, InferReply, InferRequest
 from modelhost.workers.handlers.ts_metrics import drain_samples
 from modelhost.workers.messages import (
@@ -107,6 +108,9 @@ class Worker:
         self._measuring = threading.Lock()  # one load or unload reads the allocations at a time
         # one inference thread: run on the reading thread and save a hand-off per request
         self._inference = ThreadPoolExecutor(threads, "infer") if threads > 1 else None
+        self.gate = Gate()  # the models the fronts' direct requests may reach (direct.py)
+        # the fronts' requests and the frontend's share the inference threads' count
+        self._infer_slots = threading.BoundedSemaphore(threads)
 
     def rehearse(self, models: list[Path]) -> None:
         """Load, answer and unload each model on the serving threads, then give the memory back."""
@@ -122,9 +126,11 @@ class Worker:
             self._loader.submit(self.unload, Unload("rehearsal")).result()
         return_memory_to_os()
 
-    def main_loop(self) -> None:
+    def main_loop(self, run_dir: Path | None = None) -> None:
         self.idle_bytes = allocated_bytes() or 0
         untrusted = self.confined or bool(self.programs_refused)
+        if run_dir is not None and not untrusted and not self.devices.devices:
+            Door(direct_path(run_dir, os.getpid()), self.gate, self.infer_in_slot).start()
         hello = Hello(self.worker_id, os.getpid(), pss_bytes(), untrusted, self.devices.infos())
         self.send(0, hello)
         frames = FrameReader(self.sock)
@@ -159,7 +165,7 @@ class Worker:
 
     def _serve(self, request: Request, payload: bytes) -> tuple[Reply, bytes]:
         if isinstance(request, Infer):
-            return self.infer(request, payload)
+            return self.infer_in_slot(request, payload)
         if isinstance(request, Load):
             return self.load(request), b""
         if isinstance(request, ToDevice):
@@ -213,6 +219,7 @@ class Worker:
         handler.limit_rows(request.max_rows)
         warm_up(handler, request.model, root, request.warmup)
         self.models[request.model] = handler
+        self.gate.open(request.model)
         load_ms = (time.perf_counter() - started) * 1000
         peak = max(0, rss_and_peak_bytes()[1] - rss_before)  # unpickling's buffers, at their most
         grown = self.footprints[request.model] = max(0, settled_memory() - before)
@@ -245,6 +252,7 @@ class Worker:
 
     def _unload(self, request: Unload) -> Unloaded:
         started = time.perf_counter()
+        self.gate.close(request.model)  # first: no direct request reaches what goes
         before = settled_memory()
         handler = self.models.pop(request.model, None)
         if handler is None:
@@ -269,6 +277,12 @@ class Worker:
         if mallinfo2() is None:  # not glibc: the settled figure is a PSS, not comparable
             return 0
         return max(0, settled_bytes - self.idle_bytes - sum(self.footprints.values()))
+
+    def infer_in_slot(self, request: Infer, payload: bytes) -> tuple[Answered, bytes]:
+        """`infer` once one of the worker's inference threads' slots is free: a handler never
+        runs on more threads at once than the worker was given, whoever sent the batch."""
+        with self._infer_slots:
+            return self.infer(request, payload)
 
     def infer(self, request: Infer, payload: bytes) -> tuple[Answered, bytes]:
         """Answer a batch: one request per item, their bodies back to back in the payload."""
@@ -367,4 +381,4 @@ def run(
         from modelhost.workers.no_pickle import refuse_unpickling
 
         refuse_unpickling()
-    worker.main_loop()
+    worker.main_loop(run_dir)

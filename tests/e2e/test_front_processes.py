@@ -25,6 +25,7 @@ MODEL = "iris.pkl"
 ROWS = {(5.1, 3.5, 1.4, 0.2): 0, (6.7, 3.0, 5.2, 2.3): 2, (5.9, 2.8, 4.3, 1.3): 1}
 HEADERS = {"content-type": "application/json"}
 CONNECTIONS = 24  # each lands on the front with odds of one half
+REPORTED_S = 10.0  # a front's report is due within a tenth of a second: ample
 
 
 @pytest.fixture(scope="module")
@@ -68,6 +69,12 @@ def invoke_rows(connection: Connection, model: str = MODEL) -> None:
     status, body = connection.call("POST", f"/models/{model}/invoke", [list(r) for r in ROWS])
     assert status == 200, body
     assert json.loads(body) == {"predictions": list(ROWS.values())}
+
+
+def load_once(server: testing.RunningServer) -> None:
+    connection = connect(server)
+    invoke_rows(connection)
+    connection.close()
 
 
 def on_front(server: testing.RunningServer) -> Iterator[Connection]:
@@ -125,13 +132,29 @@ def scrape(server: testing.RunningServer) -> float:
 
 
 def test_metrics_count_the_fronts_requests(fronted: testing.RunningServer) -> None:
-    """Every invocation counts once in /metrics, whichever process accepted its connection."""
-    before = scrape(fronted)
+    """Every invocation counts once in /metrics, whichever process accepted its connection and
+    whoever answered it: a front reports its hits within an interval."""
+    load_once(fronted)  # loaded: the front's own connections answer hits
+    before = settled_scrape(fronted)  # earlier requests' reports have come in
     for _ in range(CONNECTIONS):
         connection = connect(fronted)
         invoke_rows(connection)
         connection.close()
+    deadline = time.monotonic() + REPORTED_S
+    while scrape(fronted) - before < CONNECTIONS and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)  # a count past the requests would show by now
     assert scrape(fronted) - before == CONNECTIONS
+
+
+def settled_scrape(server: testing.RunningServer) -> float:
+    """The count once two scrapes a few report intervals apart agree."""
+    count = scrape(server)
+    while True:
+        time.sleep(0.3)
+        count, last = scrape(server), count
+        if count == last:
+            return count
 
 
 class Hammer(threading.Thread):
@@ -234,3 +257,196 @@ def test_sigterm_stops_every_front_after_its_requests(store: Path, serve: Server
     stopping.join(60)
     assert stopped == [0] and server.leaked_pids == []
     assert not any(psutil.pid_exists(pid) for pid in fronts)
+
+
+def accepted_by(connection: Connection, pids: list[int]) -> int:
+    """The pid of the process that accepted `connection`, once one has."""
+    assert connection.sock is not None
+    mine = connection.sock.getsockname()[1]
+    deadline = time.monotonic() + REPORTED_S
+    while time.monotonic() < deadline:
+        for pid in pids:
+            held = psutil.Process(pid).net_connections("tcp")
+            if any(c.raddr and c.raddr.port == mine for c in held):
+                return pid
+        time.sleep(0.01)
+    raise AssertionError("no process accepted the connection")
+
+
+def direct_on_front(server: testing.RunningServer) -> Connection:
+    """A fresh connection a front accepted, no request sent on it yet: it starts direct."""
+    fronts = front_pids(server)
+    while True:
+        connection = connect(server)
+        if accepted_by(connection, [server.pid, *fronts]) in fronts:
+            return connection
+        connection.close()
+
+
+def on_main(server: testing.RunningServer) -> Connection:
+    while True:
+        connection = connect(server)
+        if accepted_by(connection, [server.pid, *front_pids(server)]) == server.pid:
+            return connection
+        connection.close()
+
+
+def raw_invoke(connection: Connection, model: str = MODEL) -> bytes:
+    """The whole answer, head and body, to one invocation of every row."""
+    body = json.dumps([list(r) for r in ROWS]).encode()
+    head = (
+        f"POST /models/{model}/invoke HTTP/1.1\r\nhost: x\r\n"
+        f"content-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n"
+    )
+    assert connection.sock is not None
+    connection.sock.sendall(head.encode() + body)
+    answer = b""
+    while b"\r\n\r\n" not in answer or not answer.endswith(b"}"):
+        chunk = connection.sock.recv(65536)
+        assert chunk, answer
+        answer += chunk
+    return answer
+
+
+def masked(answer: bytes) -> list[bytes]:
+    """The answer's lines, the date's and the timings' values masked: they differ by request."""
+    lines = answer.split(b"\r\n")
+    return [
+        line.split(b":")[0] if line.startswith((b"date:", b"server-timing:")) else line
+        for line in lines
+    ]
+
+
+def test_a_front_answers_hits_while_the_main_process_is_stopped(
+    fronted: testing.RunningServer,
+) -> None:
+    """With the main process stopped (SIGSTOP), a hit on a front's connection is still answered:
+    the front asked the worker itself. Its bytes are the main process's own, date and timings
+    aside."""
+    load_once(fronted)
+    answered = b""
+    for _ in range(5):  # the first may come before the front's table has the model
+        connection = direct_on_front(fronted)
+        assert connection.sock is not None
+        connection.sock.settimeout(5)
+        os.kill(fronted.pid, signal.SIGSTOP)
+        try:
+            answered = raw_invoke(connection)
+            break
+        except TimeoutError:
+            continue  # relayed to the stopped main process: try again on a fresh connection
+        finally:
+            os.kill(fronted.pid, signal.SIGCONT)
+            connection.close()
+    assert answered.startswith(b"HTTP/1.1 200 OK"), answered
+    main = on_main(fronted)
+    assert masked(raw_invoke(main)) == masked(answered)
+    main.close()
+
+
+def test_a_model_hit_only_through_a_front_stays_loaded(store: Path, serve: Servers) -> None:
+    """A front's hits count as uses: a model used only through a front is not unloaded as idle."""
+    server = serve(store, workers=1, fronts=2, memory_budget="4GiB", idle_unload_s=1)
+    load_once(server)
+    loads = len(server.events("load"))
+    connection = direct_on_front(server)
+    started = time.monotonic()
+    while time.monotonic() - started < 3:  # three idle periods
+        invoke_rows(connection)
+        time.sleep(0.02)
+    connection.close()
+    assert server.events("unload") == [] and len(server.events("load")) == loads
+
+
+def test_a_large_body_on_a_fronts_connection_is_answered(fronted: testing.RunningServer) -> None:
+    """A body past what a front holds streams through the relay, and a hit after it is right."""
+    rows = [list(r) for r in ROWS] * 20_000  # about 1.6 MB of JSON
+    connection = direct_on_front(fronted)
+    try:
+        status, body = connection.call("POST", f"/models/{MODEL}/invoke", rows)
+        assert status == 200, body[:200]
+        assert json.loads(body) == {"predictions": list(ROWS.values()) * 20_000}
+        invoke_rows(connection)
+    finally:
+        connection.close()
+
+
+def test_a_hit_past_the_response_timeout_is_refused_as_the_main_process_refuses_it(
+    store: Path, serve: Servers
+) -> None:
+    """A direct hit still running at the server's response timeout gets the main process's 504,
+    body and all; the connection answers the next request."""
+    server = serve(store, workers=1, fronts=2, memory_budget="4GiB", default_response_timeout_s=1)
+    slow = {"sleep": 2}
+
+    def refusal(connection: Connection) -> tuple[int, object]:
+        status, body = connection.call("POST", "/models/slow/invoke", slow)
+        return status, json.loads(body)
+
+    loading = connect(server)
+    loading.call("POST", "/models/slow/invoke", {"sleep": 0})  # loaded: now a hit
+    loading.close()
+    time.sleep(0.5)  # the front's table has the model
+    main, front = on_main(server), direct_on_front(server)
+    try:
+        os.kill(server.pid, signal.SIGSTOP)  # what answers is the front
+        try:
+            refused = refusal(front)
+        finally:
+            os.kill(server.pid, signal.SIGCONT)
+        assert refused[0] == 504 and refused == refusal(main)
+        assert front.call("POST", "/models/slow/invoke", {"sleep": 0})[0] == 200
+    finally:
+        main.close()
+        front.close()
+
+
+def test_sigterm_lets_a_fronts_direct_hit_finish(store: Path, serve: Servers) -> None:
+    """SIGTERM while a hit runs on a front's direct connection: the main process drains at once
+    (it holds no request), yet the front's hit is answered before the server exits with 0."""
+    server = serve(store, workers=1, fronts=2, memory_budget="4GiB")
+    loading = connect(server)
+    loading.call("POST", "/models/slow/invoke", {"sleep": 0})
+    loading.close()
+    time.sleep(0.5)  # the front's table has the model
+    connection = direct_on_front(server)
+    connection.request(
+        "POST", "/models/slow/invoke", body=json.dumps({"sleep": 2}), headers=HEADERS
+    )
+    time.sleep(0.5)  # running in the worker
+    stopped: list[int] = []
+    stopping = threading.Thread(target=lambda: stopped.append(server.stop()))
+    stopping.start()
+    response = connection.getresponse()
+    assert (response.status, json.loads(response.read())) == (200, {"slept": 2})
+    connection.close()
+    stopping.join(60)
+    assert stopped == [0] and server.leaked_pids == []
+
+
+def test_a_model_busy_only_through_a_front_scales_out(store: Path, serve: Servers) -> None:
+    """Requests waiting behind a front's direct batches press for a copy, as waits in the main
+    process's queue do: the model busy through the front alone gets a second worker."""
+    server = serve(store, workers=2, fronts=2, memory_budget="4GiB")
+    loading = connect(server)
+    loading.call("POST", "/models/slow/invoke", {"sleep": 0})
+    loading.close()
+    time.sleep(0.5)  # the front's table has the model
+    connections = [direct_on_front(server) for _ in range(3)]
+
+    def busy(connection: Connection) -> None:
+        deadline = time.monotonic() + 4
+        while time.monotonic() < deadline and not scaled_out():
+            assert connection.call("POST", "/models/slow/invoke", {"sleep": 0.3})[0] == 200
+
+    def scaled_out() -> bool:
+        return any(e.get("reason") == "scale_out" for e in server.events("load"))
+
+    callers = [threading.Thread(target=busy, args=(c,)) for c in connections]
+    for caller in callers:
+        caller.start()
+    for caller in callers:
+        caller.join(60)
+    for connection in connections:
+        connection.close()
+    assert scaled_out()

@@ -14,13 +14,8 @@ from starlette.types import Receive, Scope, Send
 
 from modelhost.errors import QueueFull, RateLimited
 from modelhost.host import Invocation, Result
-from modelhost.http.invocations import (
-    MODEL_INVOKE,
-    PREDICTIONS,
-    InvocationFastPath,
-    Invocations,
-    route_of,
-)
+from modelhost.http.invocation_paths import MODEL_INVOKE, PREDICTIONS, route_of
+from modelhost.http.invocations import InvocationFastPath, Invocations
 from modelhost.observe.exchange import Exchange
 from modelhost.observe.metrics import Metrics
 from modelhost.protocols.tenants import FromHeader, FromToken

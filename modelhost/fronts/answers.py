@@ -1,0 +1,74 @@
+"""The bytes a front writes for a request it answered itself: the main process's own.
+
+The head is uvicorn's, as the main process's hot path writes it (http/whole_response.py): the
+status line, uvicorn's date and server headers, then the invocation's headers as
+http/invocations.py sets them on a hit, or its error response on a failure.
+"""
+
+from __future__ import annotations
+
+import time
+from email.utils import formatdate
+
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE
+
+from modelhost.errors import DeadlineExceeded, ModelhostError
+from modelhost.http.errors import error_response
+from modelhost.observe.exchange import server_timing
+from modelhost.protocols.status import status_of
+
+Headers = list[tuple[bytes, bytes]]
+SERVER = (b"server", b"uvicorn")  # uvicorn's default server header
+
+
+class Dated:
+    """uvicorn's date header, made once a second as uvicorn makes it."""
+
+    def __init__(self) -> None:
+        self.second, self.header = -1, b""
+
+    def now(self) -> bytes:
+        second = int(time.time())
+        if second != self.second:
+            self.second, self.header = second, formatdate(second, usegmt=True).encode()
+        return self.header
+
+
+def head_and_body(status: int, date: bytes, headers: Headers, body: bytes) -> bytes:
+    head = [STATUS_LINE[status]]
+    for name, value in ((b"date", date), SERVER, *headers):
+        head += (name, b": ", value, b"\r\n")
+    head += (b"\r\n", body)
+    return b"".join(head)
+
+
+def hit_headers(content_type: str, size: int, infer_ms: float, queue_ms: float) -> Headers:
+    """What the main process sets on a hit (http/invocations.py, `_reply_headers`)."""
+    timings = {"queue": queue_ms, "download": 0.0, "load": 0.0, "infer": infer_ms}
+    return [
+        (b"content-type", content_type.encode("latin-1")),
+        (b"content-length", str(size).encode()),
+        (b"x-modelhost-cache", b"hit"),
+        (b"x-modelhost-tier", b"host"),
+        (b"server-timing", server_timing(timings).encode()),
+    ]
+
+
+def failure(error: ModelhostError) -> tuple[int, str, Headers, bytes]:
+    """The status, error type, headers and body the main process answers `error` with."""
+    status, kind = status_of(error), type(error).__name__
+    response = error_response(status, kind, str(error), error.retry_after_s)
+    return status, kind, list(response.raw_headers), bytes(response.body)
+
+
+def past_deadline(model: str, timeout_s: float, where: str) -> DeadlineExceeded:
+    """The main process's refusal of a request past the server's response timeout
+    (host/invoking.py, `_expire`)."""
+    timeout = (
+        f"{timeout_s:g} s (default_response_timeout); the request was still {where}; raise "
+        "--default-response-timeout-s"
+    )
+    return DeadlineExceeded(
+        f"model {model} gave no answer within {timeout}, or add workers if requests "
+        "wait in the queue"
+    )

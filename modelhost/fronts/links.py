@@ -1,0 +1,193 @@
+"""A front's connections to the workers' direct sockets, and the table that says which to use.
+
+A link keeps one batch in flight a model: what arrives meanwhile waits and goes as the next
+batch, at most the model's batch size (the main process's rule: one batch a free slot, what
+piled up while the worker was busy).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from typing import Any, NamedTuple
+
+from modelhost.fronts.messages import Report, Sample, Table
+from modelhost.workers.messages import (
+    Answer,
+    Answered,
+    Failed,
+    Failure,
+    Infer,
+    Item,
+    Reply,
+    decode_reply,
+    encode,
+)
+from modelhost.workers.wire import Frame, FrameBuffer
+from modelhost.workers.wire import encode as encode_frame
+
+Call = asyncio.Future[tuple[Reply, bytes]]
+# a request's answer (or the whole batch's failure), its body, and the batch's infer ms
+Outcome = tuple[Answer | Failure, bytes, float]
+
+
+class Waiting(NamedTuple):
+    item: Item
+    body: bytes
+    outcome: asyncio.Future[Outcome]
+
+
+class WorkerLink(asyncio.Protocol):
+    """One front's connection to one worker: frames out, replies matched back by request id."""
+
+    def __init__(self, path: str, router: Router) -> None:
+        self.path, self.router, self.links = path, router, router.links
+        self.transport: asyncio.Transport | None = None
+        self.frames = FrameBuffer()
+        self.calls: dict[int, Call] = {}
+        self.ids = itertools.count(1)
+        self.waiting: dict[str, list[Waiting]] = {}  # model → requests for its next batch
+        self.in_flight: set[str] = set()  # models with a batch in the worker
+
+    def infer(
+        self, model: str, item: Item, body: bytes, batch_size: int
+    ) -> asyncio.Future[Outcome]:
+        """One request's outcome, sent in the model's next batch."""
+        outcome: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+        self.waiting.setdefault(model, []).append(Waiting(item, body, outcome))
+        if model not in self.in_flight:
+            self._send(model, batch_size)
+        else:
+            self.router.pressed.add(model)
+        return outcome
+
+    def _send(self, model: str, batch_size: int) -> None:
+        waiting = self.waiting.pop(model, [])
+        batch, rest = waiting[: max(1, batch_size)], waiting[max(1, batch_size) :]
+        if rest:
+            self.waiting[model] = rest
+        if not batch:
+            return
+        self.in_flight.add(model)
+        items = tuple(each.item for each in batch)
+        call = self.call(Infer(model, items), b"".join(each.body for each in batch))
+        call.add_done_callback(lambda done: self._ended(model, batch, batch_size, done))
+
+    def _ended(self, model: str, batch: list[Waiting], batch_size: int, call: Call) -> None:
+        self.in_flight.discard(model)
+        settle(batch, call)
+        reply = None if call.exception() else call.result()[0]
+        if isinstance(reply, Answered):
+            busy = self.router.busy_s
+            busy[model] = busy.get(model, 0.0) + reply.infer_ms / 1000
+        if self.waiting.get(model):
+            self._send(model, batch_size)
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+
+    def call(self, request: Infer, payload: bytes) -> Call:
+        call: Call = asyncio.get_running_loop().create_future()
+        if self.transport is None or self.transport.is_closing():
+            call.set_exception(ConnectionError(f"{self.path} is closed"))
+            return call
+        request_id = next(self.ids)
+        self.calls[request_id] = call
+        self.transport.write(encode_frame(Frame(request_id, encode(request), payload)))
+        return call
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            frames = self.frames.feed(data)
+        except ConnectionError:
+            assert self.transport is not None
+            self.transport.close()
+            return
+        for frame in frames:
+            call = self.calls.pop(frame.request_id, None)
+            if call is not None and not call.done():
+                call.set_result((decode_reply(frame.header), frame.payload))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """The worker is gone: its calls fail, and their requests are relayed."""
+        self.transport = None
+        if self.links.get(self.path) is self:
+            del self.links[self.path]
+        gone = ConnectionError(f"worker {self.path} closed")
+        for call in self.calls.values():
+            if not call.done():
+                call.set_exception(gone)
+        self.calls.clear()
+        for waiting in self.waiting.values():
+            for each in waiting:
+                if not each.outcome.done():
+                    each.outcome.set_exception(gone)
+        self.waiting.clear()
+
+
+def settle(batch: list[Waiting], call: Call) -> None:
+    """Each request's outcome from its batch's reply: its answer and body, or the failure."""
+    error = call.exception()
+    reply, payload = call.result() if error is None else (None, b"")
+    if isinstance(reply, Answered) and len(reply.answers) == len(batch):
+        offset = 0
+        for each, answer in zip(batch, reply.answers, strict=True):
+            body = payload[offset : offset + answer.size]
+            offset += answer.size
+            if not each.outcome.done():
+                each.outcome.set_result((answer, body, reply.infer_ms))
+        return
+    for each in batch:
+        if each.outcome.done():
+            continue
+        if isinstance(reply, Failed):
+            each.outcome.set_result((reply.failure, b"", 0.0))
+        else:
+            each.outcome.set_exception(error or ConnectionError("an answer of the wrong shape"))
+
+
+class Router:
+    """The main process's latest table, the links to workers, and the answers to report."""
+
+    def __init__(self) -> None:
+        self.table = Table({})
+        self.links: dict[str, WorkerLink] = {}
+        self.opening: dict[str, asyncio.Future[WorkerLink]] = {}
+        self.turns = itertools.count()
+        self.samples: list[Sample] = []
+        self.busy_s: dict[str, float] = {}  # model → worker seconds since the last report
+        self.pressed: set[str] = set()  # models whose requests waited since the last report
+
+    def worker_of(self, model: str) -> str | None:
+        """A direct socket of a worker holding `model`, in turn; None: relay the request."""
+        paths = self.table.routes.get(model)
+        return paths[next(self.turns) % len(paths)] if paths else None
+
+    async def link(self, path: str) -> WorkerLink:
+        """The open link to `path`; OSError where the worker is not there."""
+        link = self.links.get(path)
+        if link is not None:
+            return link
+        opening = self.opening.get(path)
+        if opening is None:
+            opening = asyncio.ensure_future(self._open(path))
+            self.opening[path] = opening
+            opening.add_done_callback(lambda _: self.opening.pop(path, None))
+        return await asyncio.shield(opening)
+
+    async def _open(self, path: str) -> WorkerLink:
+        loop = asyncio.get_running_loop()
+        _, link = await loop.create_unix_connection(lambda: WorkerLink(path, self), path)
+        self.links[path] = link
+        return link
+
+    def answered(self, sample: Sample) -> None:
+        self.samples.append(sample)
+
+    def take_report(self) -> Report | None:
+        """What happened since the last report; None: nothing."""
+        if not (self.samples or self.busy_s or self.pressed):
+            return None
+        report = Report(self.samples, self.busy_s, sorted(self.pressed))
+        self.samples, self.busy_s, self.pressed = [], {}, set()
+        return report

@@ -1,0 +1,65 @@
+"""What the main process and a front tell each other over the front's stdin and stdout.
+
+The main process sends the routing table whenever it changes; a front sends what it answered
+itself, every interval. Both travel as the workers' frames (workers/wire.py), a MessagePack
+header each and no payload.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from modelhost.workers.wire import Frame, FrameBuffer, encode
+
+
+class Table(msgspec.Struct, frozen=True, tag=True):
+    """Model → the direct sockets of the workers holding it loaded and serving, and what a
+    front needs to answer as the main process does."""
+
+    routes: dict[str, list[str]]
+    batch_sizes: dict[str, int] = {}  # the most requests a batch, where above 1
+    instance: str = ""  # the x-modelhost-instance header
+    max_request_bytes: int = 0
+    max_response_bytes: int = 0
+    response_timeout_s: float = 60.0  # the server's default_response_timeout_s
+
+
+class Sample(msgspec.Struct, frozen=True, array_like=True):
+    """One request a front answered itself."""
+
+    time: float  # epoch seconds it arrived
+    route: str
+    model: str
+    status: int
+    duration_s: float
+    bytes_in: int
+    bytes_out: int
+    infer_ms: float
+    error: str | None = None
+
+
+class Report(msgspec.Struct, frozen=True, tag=True):
+    """What a front answered itself since its last report."""
+
+    samples: list[Sample]
+    busy_s: dict[str, float] = {}  # model → worker seconds of its direct batches
+    pressed: list[str] = []  # models whose requests waited behind a batch in flight
+
+
+Message = Table | Report
+_encoder = msgspec.msgpack.Encoder()
+_decoder: msgspec.msgpack.Decoder[Message] = msgspec.msgpack.Decoder(Message)
+
+
+def pack(message: Message) -> bytes:
+    return encode(Frame(0, _encoder.encode(message)))
+
+
+class Unpacker:
+    """Messages cut out of a byte stream however it arrives."""
+
+    def __init__(self) -> None:
+        self.frames = FrameBuffer()
+
+    def feed(self, data: bytes) -> list[Message]:
+        return [_decoder.decode(frame.header) for frame in self.frames.feed(data)]

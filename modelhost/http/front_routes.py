@@ -1,0 +1,132 @@
+"""The main process's side of direct requests: the table it publishes, the reports it folds.
+
+The table names, for each model loaded and serving, the direct sockets of the workers holding
+it. It is empty where a front could not keep what the main process keeps for a request
+(`why_relayed`). A front's report counts each hit it answered as the main process counts one
+of its own: the model's recency and frequency, its use in the sizing figures, /metrics and the
+access log (docs/decisions.md, "Fronts").
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from modelhost.cache.memory import State
+from modelhost.config import Config
+from modelhost.fronts.messages import Report, Sample, Table
+from modelhost.host import ModelHost
+from modelhost.http.instance import instance_name
+from modelhost.observe.exchange import Exchange
+from modelhost.observe.observer import Observer
+from modelhost.workers.direct import direct_path
+
+Routes = dict[str, list[str]]
+
+
+def why_relayed(config: Config, host: ModelHost) -> str:
+    """What keeps every request relayed to the main process; "" where hits may go direct."""
+    reasons = {
+        "tenants (--tenant-from)": bool(config.tenant_from),
+        "devices": bool(host.devices.tier),  # a hit may wait for its device
+        "untrusted workers": bool(config.untrusted_workers or config.refuse_pickle),
+        "--max-concurrency": bool(config.max_concurrency),
+        "token authorization": bool(config.token_auth),
+    }
+    return ", ".join(reason for reason, on in reasons.items() if on)
+
+
+class Routing:
+    """The table from the host's own state, and the fronts' hits folded into it."""
+
+    def __init__(
+        self, host: ModelHost, observer: Observer | None, config: Config, run_dir: Path
+    ) -> None:
+        self.host, self.observer = host, observer
+        self.relayed_for = why_relayed(config, host)  # "": hits may go direct
+        self.direct = not self.relayed_for
+        self.instance = instance_name(config.instance_id)
+        self.limits = (config.max_request_bytes, config.max_response_bytes)
+        self.timeout_s = config.default_response_timeout_s
+        self.run_dir = run_dir  # where the workers' direct sockets are
+        self.dirty = True  # a load, unload or worker change since the last table
+        if self.direct:
+            host.events.subscribe(lambda event: self.touch())
+
+    def touch(self) -> None:
+        self.dirty = True
+
+    def table(self) -> Table:
+        """The table to publish: what the host holds now, and the fronts' settings."""
+        self.dirty = False
+        routes = self.routes() if self.direct else {}
+        dispatchers = self.host.copies.dispatchers
+        sizes = {name: dispatchers[name].queue.max_batch_size for name in routes}
+        batch_sizes = {name: size for name, size in sizes.items() if size > 1}
+        return Table(routes, batch_sizes, self.instance, *self.limits, self.timeout_s)
+
+    def routes(self) -> Routes:
+        """Model → the direct sockets of its workers, for the models a front may answer."""
+        host, run_dir = self.host, self.run_dir
+        routes: Routes = {}
+        for name, dispatcher in host.copies.dispatchers.items():
+            resident = host.memory.get(name)
+            if resident is None or resident.state is not State.LOADED:
+                continue
+            if host.resolve(name) != name or host.manifests.of(name).response_timeout_s:
+                continue  # a registered version's name, or a deadline of its own
+            paths = [
+                direct_path(run_dir, replica.worker.pid)
+                for replica in dispatcher.replicas.values()
+                if replica.worker.alive and not replica.draining and not replica.worker.untrusted
+            ]
+            if paths:
+                routes[name] = paths
+        return routes
+
+    def fold(self, report: Report) -> None:
+        """Count a front's answers as the main process counts its own."""
+        dispatchers = self.host.copies.dispatchers
+        for name in {*report.busy_s, *report.pressed}:
+            dispatcher = dispatchers.get(name)
+            if dispatcher is not None:
+                pressed = name in report.pressed
+                dispatcher.worked_elsewhere(report.busy_s.get(name, 0.0), pressed)
+        for sample in report.samples:
+            if sample.status == 200:
+                self._hit(sample.model)
+            if self.observer is not None:
+                self.observer.record(exchange_of(sample))
+
+    def _hit(self, name: str) -> None:
+        """What a hit in the invoke path does: recency, frequency, revalidation, sizing."""
+        memory = self.host.memory
+        resident = memory.get(name)
+        if resident is None or resident.state is not State.LOADED:
+            return  # gone since: nothing left to keep warm
+        memory.begin_request(resident)
+        memory.end_request(resident)
+        path = self.host.invoke_path
+        path.on_hit(name)
+        path.on_use(name, resident.footprint, True)
+
+
+def exchange_of(sample: Sample) -> Exchange:
+    """The exchange the main process would have recorded for a hit answered by a front."""
+    hit = sample.status == 200
+    return Exchange(
+        time=sample.time,
+        method="POST",
+        route=sample.route,
+        status=sample.status,
+        duration_s=sample.duration_s,
+        bytes_in=sample.bytes_in,
+        bytes_out=sample.bytes_out,
+        invocation=True,
+        model=sample.model,
+        cache="hit" if hit else None,
+        tier="host" if hit else None,
+        timings_ms=(
+            {"queue": 0.0, "download": 0.0, "load": 0.0, "infer": sample.infer_ms} if hit else {}
+        ),
+        error=sample.error,
+    )

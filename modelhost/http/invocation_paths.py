@@ -1,0 +1,22 @@
+"""The invocation routes' paths and headers, apart from their endpoint, so that a front process
+reads them without importing the host (fronts/heads.py)."""
+
+from __future__ import annotations
+
+TARGET_MODEL_HEADER = "x-amzn-sagemaker-target-model"
+CUSTOM_ATTRIBUTES_HEADER = "x-amzn-sagemaker-custom-attributes"
+INVOCATIONS = "/invocations"
+MODEL_INVOKE = "/models/{model:path}/invoke"
+PREDICTIONS = "/predictions/{model:path}"
+PASSED_ON_HEADERS = ("content-type", "accept", TARGET_MODEL_HEADER, CUSTOM_ATTRIBUTES_HEADER)
+
+
+def route_of(path: str) -> tuple[str, str | None] | None:
+    """The invocation route a path matches, with the model it names (None: from a header)."""
+    if path == INVOCATIONS:
+        return INVOCATIONS, None
+    if path.startswith("/models/") and path.endswith("/invoke") and len(path) >= 15:
+        return MODEL_INVOKE, path[8:-7]
+    if path.startswith("/predictions/"):  # /predictions/{model}[/{version}]
+        return PREDICTIONS, path[13:]
+    return None

@@ -1,0 +1,122 @@
+"""A worker's door for the fronts: `Infer` frames straight from the HTTP front processes.
+
+Each worker listens on a Unix socket of its own in the run dir (`direct_path`); a front sends a
+hit there instead of through the main process (docs/decisions.md, "Fronts"). The gate decides
+which models a direct request may reach: a model opens once loaded and closes before its unload,
+which waits for the direct requests still running on it, so a front either gets the model's
+answer or a `ModelNotLoaded` that it relays to the main process.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import os
+import socket
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from modelhost.errors import ModelNotLoaded
+from modelhost.workers.messages import Failed, Failure, Infer, Reply, decode_request, encode
+from modelhost.workers.wire import Frame, FrameReader
+from modelhost.workers.wire import encode as encode_frame
+
+BACKLOG = 64
+Serve = Callable[[Infer, bytes], tuple[Reply, bytes]]
+
+
+def direct_path(run_dir: Path, pid: int) -> str:
+    """Where the worker of process `pid` takes the fronts' requests."""
+    return str(run_dir / f"direct-{pid}.sock")
+
+
+class Gate:
+    """The models direct requests may reach, and those running on each."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._open: set[str] = set()
+        self._running: collections.Counter[str] = collections.Counter()
+
+    def open(self, model: str) -> None:
+        with self._changed:
+            self._open.add(model)
+
+    def close(self, model: str) -> None:
+        """Refuse new direct requests on `model`, and return once those running have ended."""
+        with self._changed:
+            self._open.discard(model)
+            self._changed.wait_for(lambda: not self._running[model])
+            del self._running[model]
+
+    def enter(self, model: str) -> bool:
+        """Count a direct request in: False where `model` is closed to them."""
+        with self._changed:
+            if model not in self._open:
+                return False
+            self._running[model] += 1
+            return True
+
+    def leave(self, model: str) -> None:
+        with self._changed:
+            self._running[model] -= 1
+            if not self._running[model]:
+                self._changed.notify_all()
+
+
+class Door:
+    """The listening socket and a reader thread a front's connection; replies in order."""
+
+    def __init__(self, path: str, gate: Gate, serve: Serve) -> None:
+        self.gate, self.serve = gate, serve
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)  # a dead worker's of the same pid
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(path)
+        self.listener.listen(BACKLOG)
+
+    def start(self) -> None:
+        threading.Thread(target=self._accept, name="direct-accept", daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._read, args=(conn,), name="direct", daemon=True).start()
+
+    def _read(self, conn: socket.socket) -> None:
+        frames, send_lock = FrameReader(conn), threading.Lock()
+        with conn:
+            while True:
+                try:
+                    frame = frames.read()
+                except (EOFError, OSError):
+                    return
+                reply, payload = self.answer(frame)
+                data = encode_frame(Frame(frame.request_id, encode(reply), payload))
+                with send_lock:
+                    try:
+                        conn.sendall(data)
+                    except OSError:
+                        return
+
+    def answer(self, frame: Frame) -> tuple[Reply, bytes]:
+        """The worker's answer to an `Infer` of a model open to direct requests; else a failure."""
+        try:
+            request = decode_request(frame.header)
+        except Exception as error:  # not ours: answered as a failure, never run
+            return Failed(Failure.of(error)), b""
+        if not isinstance(request, Infer):
+            return Failed(Failure("ValueError", "a front may send Infer only")), b""
+        if not self.gate.enter(request.model):
+            refusal = ModelNotLoaded(f"model {request.model} is not open to direct requests")
+            return Failed(Failure.of(refusal)), b""
+        try:
+            return self.serve(request, frame.payload)
+        except BaseException as error:  # noqa: BLE001 - every failure goes back as data
+            return Failed(Failure.of(error)), b""
+        finally:
+            self.gate.leave(request.model)

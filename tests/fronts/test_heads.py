@@ -1,0 +1,68 @@
+"""Which requests a front answers itself: plain hits only; everything else is relayed."""
+
+from __future__ import annotations
+
+import pytest
+
+from modelhost.fronts.heads import Hit, hit_of
+from modelhost.fronts.messages import Report, Sample, Table, Unpacker, pack
+
+LIMIT = 1000
+
+
+def head(first: str, *headers: str) -> bytes:
+    return ("\r\n".join([first, "host: x", *headers]) + "\r\n\r\n").encode()
+
+
+def test_a_model_invoke_is_a_hit() -> None:
+    hit = hit_of(head("POST /models/m/v1/invoke HTTP/1.1", "content-length: 12"), LIMIT)
+    assert hit == Hit(
+        "/models/{model:path}/invoke", "m/v1", "application/json", "application/json", 12
+    )
+
+
+def test_invocations_take_the_model_from_sagemakers_header() -> None:
+    hit = hit_of(
+        head(
+            "POST /invocations HTTP/1.1",
+            "X-Amzn-SageMaker-Target-Model: t/a.joblib",
+            "Content-Type: text/csv",
+            "Accept: text/csv",
+            "content-length: 3",
+        ),
+        LIMIT,
+    )
+    assert hit == Hit("/invocations", "t/a.joblib", "text/csv", "text/csv", 3)
+
+
+@pytest.mark.parametrize(
+    "request_head",
+    [
+        head("GET /ping HTTP/1.1"),
+        head("POST /invocations HTTP/1.1", "content-length: 2"),  # no model named
+        head("POST /models/m/invoke?rows=1 HTTP/1.1"),  # parameters: the main process reads them
+        head("POST /models/m%2Fx/invoke HTTP/1.1"),  # an escaped path
+        head("POST /predictions/m HTTP/1.1"),
+        head("POST /models/m/invoke HTTP/1.0"),
+        head("POST /models/m/invoke HTTP/1.1", "connection: close"),
+        head("POST /models/m/invoke HTTP/1.1", "transfer-encoding: chunked"),
+        head("POST /models/m/invoke HTTP/1.1", "expect: 100-continue"),
+        head("POST /models/m/invoke HTTP/1.1", "origin: http://elsewhere"),
+        head("POST /models/m/invoke HTTP/1.1", "content-type: multipart/form-data; boundary=b"),
+        head("POST /models/m/invoke HTTP/1.1", "x-amzn-sagemaker-custom-attributes: a=1"),
+        head("POST /models/m/invoke HTTP/1.1", f"content-length: {LIMIT + 1}"),
+        head("POST /models/m/invoke HTTP/1.1", "content-length: x"),
+        b"POST /models/m/invoke HTTP/1.1\r\nbad header\r\n\r\n",
+    ],
+)
+def test_anything_else_is_relayed(request_head: bytes) -> None:
+    assert hit_of(request_head, LIMIT) is None
+
+
+def test_tables_and_reports_cross_however_the_bytes_arrive() -> None:
+    table = Table({"m": ["/run/direct-1.sock"]}, {"m": 32}, "vm", 10, 20)
+    report = Report([Sample(1.0, "/invocations", "m", 200, 0.001, 3, 4, 0.5)])
+    data = pack(table) + pack(report)
+    unpacker = Unpacker()
+    messages = [m for i in range(len(data)) for m in unpacker.feed(data[i : i + 1])]
+    assert messages == [table, report]

@@ -1,0 +1,49 @@
+"""A link's batches: each request gets its own answer and body back, or the batch's failure."""
+
+from __future__ import annotations
+
+import asyncio
+
+from modelhost.fronts.links import Call, Outcome, Waiting, settle
+from modelhost.workers.messages import Answer, Answered, Failed, Failure, Item
+
+
+def batch_of(loop: asyncio.AbstractEventLoop, *bodies: bytes) -> list[Waiting]:
+    return [
+        Waiting(
+            Item("application/json", "application/json", {}, len(body)), body, loop.create_future()
+        )
+        for body in bodies
+    ]
+
+
+def outcomes(batch: list[Waiting]) -> list[Outcome]:
+    return [each.outcome.result() for each in batch]
+
+
+async def settled(reply: object, payload: bytes, sizes: int = 2) -> list[Outcome]:
+    loop = asyncio.get_running_loop()
+    batch = batch_of(loop, *([b"[]"] * sizes))
+    call: Call = loop.create_future()
+    call.set_result((reply, payload))  # type: ignore[arg-type]
+    settle(batch, call)
+    return outcomes(batch)
+
+
+def test_each_request_gets_its_own_body_of_the_batch() -> None:
+    failed = Failure("modelhost.errors.HandlerError", "no")
+    reply = Answered(
+        (Answer("application/json", 3), Answer(failure=failed), Answer("text/csv", 2)), 1.5
+    )
+    answers = asyncio.run(settled(reply, b"[1]0\n", sizes=3))
+    assert [(answer.content_type, body) for answer, body, _ in answers] == [
+        ("application/json", b"[1]"),
+        ("", b""),
+        ("text/csv", b"0\n"),
+    ]
+    assert answers[1][0].failure == failed and {ms for _, _, ms in answers} == {1.5}
+
+
+def test_a_whole_batch_failure_reaches_every_request() -> None:
+    refusal = Failure("modelhost.errors.ModelNotLoaded", "not open")
+    assert asyncio.run(settled(Failed(refusal), b"")) == [(refusal, b"", 0.0)] * 2
