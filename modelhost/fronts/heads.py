@@ -1,10 +1,5 @@
-"""A request's head as a front reads it, and whether the front may answer it itself.
-
-Only the plainest hits qualify: a keep-alive HTTP/1.1 POST to `/models/{m}/invoke`, or to
-`/invocations` naming its model in SageMaker's header, with a declared body within the limit
-and nothing the main process would read beyond the body and its types. Anything else, a head
-httptools refuses included, is relayed whole, so the main process answers it as it always has.
-"""
+"""A request's head as a front reads it: only a keep-alive HTTP/1.1 invocation hit with a
+declared body is answered there; anything else is relayed whole."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""What the main process and a front tell each other over the front's stdin and stdout.
-
-The main process sends the routing table whenever it changes; a front sends what it answered
-itself, every interval. Both travel as the workers' frames (workers/wire.py), a MessagePack
-header each and no payload.
-"""
+"""The routing table and the fronts' reports, as the workers' frames over a front's pipes."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-"""The main process's side of direct requests: the table it publishes, the reports it folds.
-
-The table names, for each model loaded and serving, the direct sockets of the workers holding
-it. It is empty where a front could not keep what the main process keeps for a request
-(`why_relayed`). A front's report counts each hit it answered as the main process counts one
-of its own: the model's recency and frequency, its use in the sizing figures, /metrics and the
-access log (docs/decisions.md, "Fronts").
-"""
+"""The routing table the main process publishes to its fronts, and their hits folded in as its
+own (docs/decisions.md, "Fronts")."""
 
 from __future__ import annotations
 
