@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -38,8 +39,9 @@ def size_of(index: int) -> int:
     return (2 + index % 3) * 4 * MiB
 
 
-def invoke(url: str, name: str) -> None:
-    response = httpx.post(
+def invoke(url: str, name: str, http: httpx.Client | None = None) -> None:
+    """One invocation of `name`, on `http`'s connection where given."""
+    response = (http or httpx).post(
         f"{url}/models/{name}/invoke",
         content=json.dumps(testing.iris_rows(1)),
         headers=JSON,
@@ -61,8 +63,9 @@ def test_live_curve_matches_simulate(store: Path, serve: Servers, tmp_path: Path
     at each room what the server's own curve says."""
     log = tmp_path / "access.jsonl"
     server = serve(store, workers=1, access_log=log)
-    for name in zipf_names(300):
-        invoke(server.url, name)
+    with httpx.Client() as http:
+        for name in zipf_names(300):
+            invoke(server.url, name, http)
     sizing = httpx.get(f"{server.url}/sizing").json()
     footprints = {
         name: httpx.get(f"{server.url}/models/{name}").json()["memoryBytes"]
@@ -86,10 +89,22 @@ def fixed_part(store: Path, serve: Servers) -> int:
     return int(fixed)
 
 
-def uniform_run(url: str, models: int, requests: int) -> None:
+def uniform_run(
+    url: str, models: int, requests: int, until: Callable[[], bool] = lambda: False
+) -> None:
+    """`requests` invocations spread evenly over `models`, on one connection; stops early once
+    `until()`, asked every 20 requests."""
     rng = np.random.default_rng(7)
-    for i in rng.integers(0, models, requests):
-        invoke(url, f"m{i}.joblib")
+    with httpx.Client() as http:
+        for count, i in enumerate(rng.integers(0, models, requests), start=1):
+            invoke(url, f"m{i}.joblib", http)
+            if count % 20 == 0 and until():
+                return
+
+
+def alarm_raised(server: testing.RunningServer) -> bool:
+    httpx.get(f"{server.url}/sizing")  # reading it closes a window that is due
+    return bool(thrash_alarms(server))
 
 
 def thrash_alarms(server: testing.RunningServer) -> list[dict[str, object]]:
@@ -107,9 +122,10 @@ def test_thrash_alarm_fires_on_twice_the_room(store: Path, serve: Servers) -> No
     )
     room = httpx.get(f"{server.url}/sizing").json()["roomBytes"]
     assert 40 * MiB < room <= sum(size_of(i) for i in range(MODELS)) / 2  # a first load: 2.5x
-    uniform_run(server.url, MODELS, 300)
-    time.sleep(5)  # the window under way ends (a quiet machine may serve all in one window)
-    httpx.get(f"{server.url}/sizing")  # reading it closes a window that is due
+    uniform_run(server.url, MODELS, 300, until=lambda: alarm_raised(server))
+    if not alarm_raised(server):
+        time.sleep(5)  # the window under way ends (a quiet machine may serve all in one window)
+        alarm_raised(server)
     alarms = thrash_alarms(server)
     assert alarms and alarms[0]["reason"] == "started"
     detail = alarms[0]["detail"]

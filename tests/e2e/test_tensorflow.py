@@ -5,6 +5,7 @@ worker goes on serving other runtimes after TensorFlow was imported in it."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,12 +26,13 @@ ROWS = testing.iris_rows(150)[::7]  # every class
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     require_module("tensorflow")
     root = tmp_path_factory.mktemp("tf-store")
+    # each SavedModel costs a TensorFlow import in a child process: the versions are copies
     testing.tensorflow_iris(root / "tf/iris")
-    versions = root / ".src/versions"
-    testing.tensorflow_iris(versions / "1", inputs=2)  # older; would not load
-    testing.tensorflow_iris(versions / "2")
-    testing.tar_gz_of(versions, root / "tf/versions.tar.gz")
     testing.tensorflow_iris(root / "tf/two-inputs", inputs=2)
+    versions = root / ".src/versions"
+    shutil.copytree(root / "tf/two-inputs", versions / "1")  # older; would not load
+    shutil.copytree(root / "tf/iris", versions / "2")
+    testing.tar_gz_of(versions, root / "tf/versions.tar.gz")
     testing.iris_logreg(root / "sklearn/iris.joblib")
     return root
 
