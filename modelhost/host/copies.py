@@ -7,7 +7,7 @@ until its worker lets go, since workers key models by name.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from modelhost.cache.disk import Artifact
 from modelhost.cache.memory import MemoryTier, Resident, State
@@ -27,6 +27,10 @@ from modelhost.workers.messages import Loaded, Unload, Unloaded
 OnLoaded = Callable[[str, bool], Dispatcher]  # (model, handler batches) → its queue
 
 
+async def nothing_to_wait_for(name: str, worker_id: int) -> None:
+    """No device: a copy leaves at once."""
+
+
 class Copies:
     def __init__(
         self,
@@ -40,7 +44,7 @@ class Copies:
         deadline_s: float,
         clock: Callable[[], float],
         why_untrusted: Callable[[str], str] = lambda name: "",
-        leaving_worker: Callable[[str, int], None] = lambda name, worker_id: None,
+        leaving_worker: Callable[[str, int], Awaitable[None]] = nothing_to_wait_for,
         arrived: Callable[[str, int, Loaded], None] = lambda name, worker_id, loaded: None,
         sandboxes: Sandboxes | None = None,
     ) -> None:
@@ -146,7 +150,7 @@ class Copies:
 
     async def unload_from(self, worker_id: int, name: str) -> Unloaded:
         """Unload one copy (nothing freed if its worker died)."""
-        self.leaving_worker(name, worker_id)
+        await self.leaving_worker(name, worker_id)
         worker = self.pool.workers.get(worker_id)
         if worker is None:
             return Unloaded(0)

@@ -113,6 +113,16 @@ class DevicePlacement:
 
     async def _move_in(self, name: str) -> Readiness:
         worker_id = self.capable[name][0]
+        spread = self.spreading.get((name, worker_id))
+        if spread is not None:  # its move began while another copy was the first
+            await asyncio.wait({spread})
+            record = self.tier.of(name, worker_id)
+            if record is not None and record.state is Placement.AWAKE:
+                self.tier.used(record)
+                return ON_DEVICE
+            if name not in self.capable:
+                raise ModelhostError(f"model {name} was unloaded while it waited for a device")
+            return await self._move_in(name)
         size = self.tier.estimate(name, self.weights.get(name, 0))
         record, victims = await self._reserve(name, size, worker_id)
         return await self._move(record, victims, size)
@@ -256,8 +266,16 @@ class DevicePlacement:
         self.relieving.add(relief)  # a task nobody holds may be collected
         relief.add_done_callback(self.relieving.discard)
 
-    def copy_leaving(self, name: str, worker_id: int) -> None:
-        """A copy leaves `worker_id`, and its device with it; the next copy becomes the first."""
+    async def copy_leaving(self, name: str, worker_id: int) -> None:
+        """A copy leaves `worker_id`, and its device with it; the next copy becomes the first.
+
+        A move that has its place ends first: the worker would take the unload before it."""
+        record = self.tier.of(name, worker_id)
+        if record is not None and record.state is Placement.ARRIVING:
+            first = self.capable.get(name, [None])[0] == worker_id
+            moves = (self.spreading.get((name, worker_id)), self.moves.get(name) if first else None)
+            if under_way := {move for move in moves if move is not None and not move.done()}:
+                await asyncio.wait(under_way)  # its outcome is its requests' to read
         if worker_id in self.capable.get(name, ()):
             self._forget_copy(name, worker_id)
             self.tier.copy_unloaded(name, worker_id)

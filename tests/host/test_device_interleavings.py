@@ -184,3 +184,33 @@ def test_a_model_that_can_use_a_device_batches_by_the_device_batch_size() -> Non
 
 def test_a_model_that_cannot_use_a_device_batches_by_the_batch_size() -> None:
     assert SchedulerSettings(max_batch_size=32, device_batch_size=4).batch_size(None, True) == 32
+
+
+def test_a_copy_scaled_in_while_it_moves_to_a_device_leaves_after_the_move() -> None:
+    """b's copy on worker 2 is still moving to a device when c's load takes its room: the
+    unload waits for the move, as the worker would take them in that order."""
+    replay(
+        [
+            ("put_min_worker", {"copies": 2, "name": "b"}),
+            arrives("request", "a", call=0, turns=1),
+            arrives("request", "b", call=0),  # both of b's copies start their moves
+            arrives("request", "c", call=50),
+            ("a_call_fails", {"index": 0}),
+            arrives("request", "a", call=1),
+        ],
+        DeviceInterleavings,
+    )
+
+
+def test_a_first_copy_whose_move_is_under_way_is_awaited_not_reserved_again() -> None:
+    """b's first copy dies while both move; its second becomes the first, mid-move: b's
+    request waits for that move instead of a reservation the copy already holds."""
+    replay(
+        [
+            ("put_min_worker", {"copies": 2, "name": "b"}),
+            arrives("request", "a", call=0, turns=1),
+            arrives("request", "b", call=0),
+            ("kill_a_worker", {"respawn": False, "worker": 0}),
+        ],
+        DeviceInterleavings,
+    )
