@@ -26,6 +26,14 @@ BACKLOG = 64
 Serve = Callable[[Infer, bytes], tuple[Reply, bytes]]
 
 
+DIRECT_VARIABLE = "MODELHOST_WORKER_DIRECT"  # "1": the workers open their direct sockets
+
+
+def direct_environment(fronts: int) -> dict[str, str]:
+    """The variable that has the template's workers take the fronts' requests, if any."""
+    return {DIRECT_VARIABLE: "1"} if fronts > 1 else {}
+
+
 def direct_path(run_dir: Path, pid: int) -> str:
     """Where the worker of process `pid` takes the fronts' requests."""
     return str(run_dir / f"direct-{pid}.sock")

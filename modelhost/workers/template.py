@@ -19,6 +19,7 @@ from pathlib import Path
 from modelhost.config import THREAD_VARIABLES
 from modelhost.records.memory import return_heap_promptly
 from modelhost.workers.devices import DEVICES_VARIABLE
+from modelhost.workers.direct import DIRECT_VARIABLE
 from modelhost.workers.sandbox import Untrusted, support
 from modelhost.workers.views import VARIABLE as VIEWS_VARIABLE
 
@@ -71,6 +72,7 @@ def fork_worker(
     rehearsal: list[Path],
     untrusted: Untrusted | None,
     devices: str = "",
+    direct: bool = False,
 ) -> None:
     if os.fork() != 0:
         return
@@ -82,7 +84,7 @@ def fork_worker(
         sys.stdin.close()
         from modelhost.workers.worker import run
 
-        run(socket_path, worker_id, threads, rehearsal, untrusted, devices=devices)
+        run(socket_path, worker_id, threads, rehearsal, untrusted, devices=devices, direct=direct)
     except BaseException:  # noqa: BLE001  (never return into the template's loop)
         code = 1
     finally:
@@ -95,6 +97,7 @@ def main_loop(
     rehearsal: list[Path],
     untrusted: Untrusted | None,
     devices: str = "",
+    direct: bool = False,
 ) -> None:
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps exited workers
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -103,7 +106,15 @@ def main_loop(
         if line.strip():  # "ID", or "ID untrusted" for a worker that hosts untrusted models
             worker_id, _, kind = line.strip().partition(" ")
             sandbox = untrusted if kind == "untrusted" else None
-            fork_worker(socket_path, int(worker_id), threads, rehearsal, sandbox, devices=devices)
+            fork_worker(
+                socket_path,
+                int(worker_id),
+                threads,
+                rehearsal,
+                sandbox,
+                devices=devices,
+                direct=direct,
+            )
 
 
 def main() -> None:
@@ -111,6 +122,7 @@ def main() -> None:
     preload = [name for name in (sys.argv[3] if len(sys.argv) > 3 else "").split(",") if name]
     views = os.environ.pop(VIEWS_VARIABLE, "")  # the models' code need not see it
     devices = os.environ.pop(DEVICES_VARIABLE, "")
+    direct = os.environ.pop(DIRECT_VARIABLE, "") == "1"
     untrusted = None
     if sys.argv[4:5] == ["untrusted"]:
         untrusted = Untrusted(support(), views)
@@ -121,7 +133,7 @@ def main() -> None:
     gc.collect()
     gc.freeze()  # the collector would touch, and so copy, the template's pages
     print("ready", flush=True)
-    main_loop(socket_path, threads, rehearsal, untrusted, devices=devices)
+    main_loop(socket_path, threads, rehearsal, untrusted, devices=devices, direct=direct)
 
 
 if __name__ == "__main__":

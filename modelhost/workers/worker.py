@@ -364,10 +364,12 @@ def run(
     rehearsal: list[Path],
     untrusted: Untrusted | None = None,
     devices: str = "",
+    direct: bool = False,
 ) -> None:
     """Entry point of a freshly forked worker; untrusted, it confines itself before any thread.
 
-    `devices` is the frontend's spec; untrusted workers use none.
+    `devices` is the frontend's spec; untrusted workers use none. `direct`: the fronts' requests
+    are taken too.
     """
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(socket_path)
@@ -381,4 +383,4 @@ def run(
         from modelhost.workers.no_pickle import refuse_unpickling
 
         refuse_unpickling()
-    worker.main_loop(run_dir)
+    worker.main_loop(run_dir if direct else None)

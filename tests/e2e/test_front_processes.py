@@ -450,3 +450,18 @@ def test_a_model_busy_only_through_a_front_scales_out(store: Path, serve: Server
     for connection in connections:
         connection.close()
     assert scaled_out()
+
+
+def direct_doors(server: testing.RunningServer) -> list[str]:
+    """The direct sockets the server's processes listen on."""
+    processes = psutil.Process(server.pid).children(recursive=True)
+    addresses = [str(c.laddr) for p in processes for c in p.net_connections(kind="unix")]
+    return [address for address in addresses if os.path.basename(address).startswith("direct-")]
+
+
+def test_workers_open_a_direct_socket_only_for_fronts(
+    store: Path, serve: Servers, fronted: testing.RunningServer
+) -> None:
+    assert direct_doors(fronted)
+    alone = serve(store, workers=1)
+    assert direct_doors(alone) == []
