@@ -181,7 +181,22 @@ class RateLimited(Overloaded):
 
 
 class DeadlineExceeded(ModelhostError):
-    pass
+    @classmethod
+    def past_response_timeout(
+        cls, model: str, where: str, timeout_s: float, own: bool = False
+    ) -> DeadlineExceeded:
+        """A request of `model` still `where` past its timeout: the model's own, or the server's."""
+        timeout = (
+            f"{timeout_s:g} s (its response_timeout_s); the request was still {where}; raise "
+            "the model's response_timeout_s"
+            if own
+            else f"{timeout_s:g} s (default_response_timeout); the request was still {where}; "
+            "raise --default-response-timeout-s"
+        )
+        return cls(
+            f"model {model} gave no answer within {timeout}, or add workers if requests wait in "
+            "the queue"
+        )
 
 
 class Unavailable(ModelhostError):

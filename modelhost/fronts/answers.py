@@ -12,9 +12,9 @@ from email.utils import formatdate
 
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE
 
-from modelhost.errors import DeadlineExceeded, ModelhostError
+from modelhost.errors import ModelhostError
 from modelhost.http.errors import error_response
-from modelhost.observe.exchange import server_timing
+from modelhost.http.invocation_paths import reply_headers
 from modelhost.protocols.status import status_of
 
 Headers = list[tuple[bytes, bytes]]
@@ -43,15 +43,9 @@ def head_and_body(status: int, date: bytes, headers: Headers, body: bytes) -> by
 
 
 def hit_headers(content_type: str, size: int, infer_ms: float, queue_ms: float) -> Headers:
-    """What the main process sets on a hit (http/invocations.py, `_reply_headers`)."""
+    """What the main process sets on a hit."""
     timings = {"queue": queue_ms, "download": 0.0, "load": 0.0, "infer": infer_ms}
-    return [
-        (b"content-type", content_type.encode("latin-1")),
-        (b"content-length", str(size).encode()),
-        (b"x-modelhost-cache", b"hit"),
-        (b"x-modelhost-tier", b"host"),
-        (b"server-timing", server_timing(timings).encode()),
-    ]
+    return reply_headers(content_type, size, "hit", "host", timings)
 
 
 def failure(error: ModelhostError) -> tuple[int, str, Headers, bytes]:
@@ -59,16 +53,3 @@ def failure(error: ModelhostError) -> tuple[int, str, Headers, bytes]:
     status, kind = status_of(error), type(error).__name__
     response = error_response(status, kind, str(error), error.retry_after_s)
     return status, kind, list(response.raw_headers), bytes(response.body)
-
-
-def past_deadline(model: str, timeout_s: float, where: str) -> DeadlineExceeded:
-    """The main process's refusal of a request past the server's response timeout
-    (host/invoking.py, `_expire`)."""
-    timeout = (
-        f"{timeout_s:g} s (default_response_timeout); the request was still {where}; raise "
-        "--default-response-timeout-s"
-    )
-    return DeadlineExceeded(
-        f"model {model} gave no answer within {timeout}, or add workers if requests "
-        "wait in the queue"
-    )

@@ -17,7 +17,7 @@ from asyncio import Future
 from typing import Any
 
 from modelhost.errors import DeadlineExceeded, ModelhostError, ModelNotLoaded, ResponseTooLarge
-from modelhost.fronts.answers import Dated, failure, head_and_body, hit_headers, past_deadline
+from modelhost.fronts.answers import Dated, failure, head_and_body, hit_headers
 from modelhost.fronts.heads import END, Hit, hit_of
 from modelhost.fronts.links import Outcome, Router, WorkerLink
 from modelhost.fronts.messages import Sample
@@ -37,7 +37,7 @@ def expire(outcome: Future[Outcome], link: WorkerLink, model: str, timeout_s: fl
         return
     queued = any(each.outcome is outcome for each in link.waiting.get(model, ()))
     where = "in the queue" if queued else "running in a worker"
-    outcome.set_exception(past_deadline(model, timeout_s, where))
+    outcome.set_exception(DeadlineExceeded.past_response_timeout(model, where, timeout_s))
 
 
 class Relay(Exception):

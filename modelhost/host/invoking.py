@@ -237,18 +237,9 @@ class InvokePath:
         where = "running in a worker" if job.dispatched_at else "in the queue"
         name = dispatcher.queue.model
         own_s = self._own_timeout_s(name)
-        timeout = (
-            f"{own_s:g} s (its response_timeout_s); the request was still {where}; raise "
-            "the model's response_timeout_s"
-            if own_s is not None
-            else f"{self.scheduling.response_timeout_s:g} s (default_response_timeout); the "
-            f"request was still {where}; raise --default-response-timeout-s"
-        )
+        timeout_s = self.scheduling.response_timeout_s if own_s is None else own_s
         job.future.set_exception(
-            DeadlineExceeded(
-                f"model {name} gave no answer within {timeout}, or add workers if requests "
-                "wait in the queue"
-            )
+            DeadlineExceeded.past_response_timeout(name, where, timeout_s, own=own_s is not None)
         )
 
 

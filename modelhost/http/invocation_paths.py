@@ -3,6 +3,8 @@ reads them without importing the host (fronts/heads.py)."""
 
 from __future__ import annotations
 
+from modelhost.observe.exchange import server_timing
+
 TARGET_MODEL_HEADER = "x-amzn-sagemaker-target-model"
 CUSTOM_ATTRIBUTES_HEADER = "x-amzn-sagemaker-custom-attributes"
 INVOCATIONS = "/invocations"
@@ -20,3 +22,16 @@ def route_of(path: str) -> tuple[str, str | None] | None:
     if path.startswith("/predictions/"):  # /predictions/{model}[/{version}]
         return PREDICTIONS, path[13:]
     return None
+
+
+def reply_headers(
+    content_type: str, size: int, cache: str, tier: str, timings_ms: dict[str, float]
+) -> list[tuple[bytes, bytes]]:
+    """An invocation's answer headers, as the main process and the fronts write them."""
+    return [
+        (b"content-type", content_type.encode("latin-1")),
+        (b"content-length", str(size).encode()),
+        (b"x-modelhost-cache", cache.encode()),
+        (b"x-modelhost-tier", tier.encode()),
+        (b"server-timing", server_timing(timings_ms).encode()),
+    ]

@@ -26,6 +26,7 @@ from modelhost.http.invocation_paths import (
     PASSED_ON_HEADERS,
     PREDICTIONS,
     TARGET_MODEL_HEADER,
+    reply_headers,
     route_of,
 )
 from modelhost.http.last_resort import Unhandled
@@ -134,10 +135,13 @@ class Invocations:
         exchange.status, exchange.result = 200, result
         exchange.bytes_out = len(result.body)
         exchange.answering = True
-        reply_headers = [*_reply_headers(result), *self.headers]
+        answer_headers = reply_headers(
+            result.content_type, len(result.body), result.cache, result.tier, result.timings_ms
+        )
+        answer_headers += self.headers
         if exchange.tenant:
-            reply_headers.append(_tenant_header(exchange.tenant))
-        await send_whole(send, 200, reply_headers, result.body)
+            answer_headers.append(_tenant_header(exchange.tenant))
+        await send_whole(send, 200, answer_headers, result.body)
 
     async def _respond(
         self, response: Response, exchange: _Exchange, scope: Scope, receive: Receive, send: Send
@@ -253,16 +257,6 @@ def _tenant_headers(exchange: _Exchange) -> list[tuple[bytes, bytes]]:
 @functools.lru_cache(maxsize=4096)  # built once a tenant, found in C on each answer after
 def _tenant_header(tenant: str) -> tuple[bytes, bytes]:
     return TENANT_HEADER, tenant.encode("ascii")
-
-
-def _reply_headers(result: Result) -> list[tuple[bytes, bytes]]:
-    return [
-        (b"content-type", result.content_type.encode("latin-1")),
-        (b"content-length", str(len(result.body)).encode()),
-        (b"x-modelhost-cache", result.cache.encode()),
-        (b"x-modelhost-tier", result.tier.encode()),
-        (b"server-timing", server_timing(result.timings_ms).encode()),
-    ]
 
 
 def invocation_response(result: Result) -> Response:
