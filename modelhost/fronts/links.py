@@ -130,10 +130,7 @@ def settle(batch: list[Waiting], call: Call) -> None:
     error = call.exception()
     reply, payload = call.result() if error is None else (None, b"")
     if isinstance(reply, Answered) and len(reply.answers) == len(batch):
-        offset = 0
-        for each, answer in zip(batch, reply.answers, strict=True):
-            body = payload[offset : offset + answer.size]
-            offset += answer.size
+        for each, (answer, body) in zip(batch, reply.bodies(payload), strict=True):
             if not each.outcome.done():
                 each.outcome.set_result((answer, body, reply.infer_ms))
         return

@@ -135,10 +135,7 @@ def _device_growth(
 
 def resolve_batch(jobs: list[Job[Any]], reply: Answered, payload: bytes) -> None:
     """Give each job its answer, cut from the reply's payload, or its error."""
-    offset = 0
-    for job, answer in zip(jobs, reply.answers, strict=True):
-        body = payload[offset : offset + answer.size]
-        offset += answer.size
+    for job, (answer, body) in zip(jobs, reply.bodies(payload), strict=True):
         if job.future.done():  # its deadline passed
             continue
         if answer.failure is None:

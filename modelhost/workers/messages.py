@@ -7,6 +7,8 @@ as data; only modelhost's own exceptions are rebuilt as themselves.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import msgspec
 
 from modelhost import errors
@@ -148,6 +150,13 @@ class Answered(Message, frozen=True):
     infer_ms: float  # the whole batch's
     samples: tuple[HandlerSample, ...] = ()  # from context.metrics
     device_grown: int = 0  # the model's first call on its device: its activations' peak
+
+    def bodies(self, payload: bytes) -> Iterator[tuple[Answer, bytes]]:
+        """Each answer with its body, cut from the reply's payload."""
+        offset = 0
+        for answer in self.answers:
+            yield answer, payload[offset : offset + answer.size]
+            offset += answer.size
 
 
 class Failed(Message, frozen=True):
