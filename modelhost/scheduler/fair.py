@@ -30,23 +30,13 @@ class FairStatistics(NamedTuple):
 
 
 class FairQueue(Generic[T]):
-    """Serves the tenants in turn by weighted fair queueing on cost (VTC, Sheng et al., OSDI'24).
+    """Serves the tenants by weighted fair queueing on cost (VTC, Sheng et al., OSDI'24).
 
-    Each tenant has a virtual counter: the service it has had divided by its weight. The tenant
-    served next is the backlogged one (with requests waiting) whose counter is lowest. A request's
-    cost is known only when it ends, so dispatch charges the tenant's running mean and completion
-    corrects the charge by the measured cost. A tenant that becomes backlogged after idling has
-    its counter lifted to the lowest backlogged counter (idle: none waiting, none running), so
-    idling earns no credit to spend in a burst later. Nothing is held back while anyone waits:
-    the queue is work-conserving. Between two tenants backlogged over any stretch of serial
-    service, each gets its weighted share of what the two received, less at most one request's
-    largest cost.
-
-    While one tenant alone is active (running or waiting), nobody contends and nothing is
-    charged: its requests start and end at the cost of a count. When a second becomes active,
-    both start level at the higher of the floor and the first's counter, as VTC would have lifted
-    the newcomer; the first's requests still in flight were charged nothing, so each is charged
-    its whole cost as it ends.
+    Next is the backlogged tenant with the lowest counter (service over weight). Dispatch charges
+    the tenant's running mean; completion corrects it by the measured cost. A tenant back from
+    idling is lifted to the lowest backlogged counter, so idling earns no credit. Work-conserving.
+    While one tenant alone is active nothing is charged; when a second arrives both start level,
+    and the first's requests in flight are charged their whole cost as they end.
     """
 
     def __init__(

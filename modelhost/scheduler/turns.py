@@ -1,11 +1,8 @@
-"""With tenants on, a worker's turns: its batches in flight, handed to the tenants in fair order.
+"""With tenants on, a worker's batches in flight, handed to the models waiting in fair order.
 
-Each model's dispatcher sends a worker at most its slots of batches, but the worker runs the
-batches of every model it holds first come, first served. So a noisy tenant's many models fill
-the worker's pipe ahead of a quiet tenant's one. A worker here takes at most `depth` batches a
-slot from all models together; a model that finds its workers' turns taken waits on each of
-them, under the tenant of its oldest request, and a turn that frees goes to the waiting model
-whose tenant the worker's fair queue picks. Batches still form in the model's own queue.
+A worker runs the batches of all its models first come, first served, so a noisy tenant's many
+models would fill its pipe ahead of a quiet tenant's one. A worker here takes at most `depth`
+batches a slot; a model finding no turn waits under its oldest request's tenant.
 """
 
 from __future__ import annotations

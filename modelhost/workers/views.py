@@ -1,12 +1,8 @@
-"""What a sandboxed worker may read of the models: a folder of its own, its view, where the
-frontend links the artifacts of the models it loads there, and nothing else of the store or
-the cache.
+"""What a sandboxed worker may read of the models: its view, a folder where the frontend links
+the artifacts of the models it loads there, and nothing else of the store or the cache.
 
-The sandbox's rules are fixed when the worker confines itself, before it knows its models; the
-view is granted then, and filled as models arrive. Hard links cost no copy and, made under the
-cache's folder, reach its entries; an artifact on another file system (a store read in place)
-is copied instead. Links inside an artifact are kept as links: the sandbox judges them by where
-they lead.
+Hard links cost no copy; an artifact on another file system is copied. Links inside an artifact
+stay links: the sandbox judges them by where they lead.
 """
 
 from __future__ import annotations
