@@ -7,15 +7,14 @@ import contextlib
 import logging
 import signal
 import socket
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from modelhost.errors import ConfigError
-from modelhost.fronts.front import READY
 from modelhost.fronts.listeners import bound_port, reuse_port_sockets, unix_listener
-from modelhost.fronts.messages import Report, Table, Unpacker, pack
+from modelhost.fronts.messages import Table, pack
+from modelhost.fronts.supervisor import FrontSlot
 
 if TYPE_CHECKING:
     from modelhost.http.front_routes import Routing
@@ -23,11 +22,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger("modelhost")
 
 UPSTREAM_FILE = "fronts.sock"
-START_TIMEOUT_S = 30.0
 EXIT_TIMEOUT_S = 5.0  # after the main process drained: the fronts' last connections close
 PUBLISH_S = 0.05  # how often the host's state is looked at for a new table
 REPUBLISH_S = 1.0  # a table is rebuilt this often even with no event seen
-READ_BYTES = 1 << 16
 
 
 class Fronts:
@@ -37,12 +34,19 @@ class Fronts:
         self.count, self.host, self.port = count, host, port
         self.upstream = str(run_dir / UPSTREAM_FILE)
         self.sockets: list[socket.socket] = []
-        self.processes: list[asyncio.subprocess.Process] = []
+        self.slots: list[FrontSlot] = []
+        self.table = b""  # the last table sent, packed
         self.routing: Routing | None = None  # None: every request is relayed
-        self.tasks: list[asyncio.Task[None]] = []  # folding each front's reports, to its end
+        self.tasks: list[asyncio.Task[None]] = []  # tending each front: reports, restarts
+        self.stopping = asyncio.Event()  # set at drain or stop: no front is started again
         self.publishing: asyncio.Task[None] | None = None
         self.drained_at: float | None = None  # loop time of SIGTERM's drain
         self.drain_timeout_s = EXIT_TIMEOUT_S  # the server's drain_timeout_s
+
+    @property
+    def processes(self) -> list[asyncio.subprocess.Process]:
+        """The front processes running or last run, one a slot."""
+        return [slot.process for slot in self.slots if slot.process is not None]
 
     async def start(self) -> None:
         """Bind the port and the Unix socket, then start the fronts, each bound when this returns.
@@ -58,29 +62,26 @@ class Fronts:
             ) from None
         self.port = bound_port(self.sockets)
         self.sockets.append(unix_listener(self.upstream))
-        for front in range(1, self.count):
-            process = await asyncio.create_subprocess_exec(
-                *(sys.executable, "-m", "modelhost.fronts"),
-                *(str(front), self.host, str(self.port), self.upstream),
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-            )
-            self.processes.append(process)
-            assert process.stdout is not None
-            line = await asyncio.wait_for(process.stdout.readline(), START_TIMEOUT_S)
-            if line != READY:
-                raise RuntimeError(f"front {front} exited before it listened: {line!r}")
+        events = self.routing.host.events if self.routing is not None else None
+        argv = [self.host, str(self.port), self.upstream]
+        self.slots = [FrontSlot(front, argv, events) for front in range(1, self.count)]
+        for slot in self.slots:
+            await slot.start(b"")
         pids = ", ".join(str(process.pid) for process in self.processes)
         logger.info("%d fronts share port %d (pids %s)", self.count - 1, self.port, pids)
+        loop = asyncio.get_running_loop()
         if self.routing is not None:
             self._exchange_with(self.routing)
+        fold = self.routing.fold if self.routing is not None else None
+        self.tasks += [
+            loop.create_task(slot.tend(fold, lambda: self.table, self.stopping))
+            for slot in self.slots
+        ]
 
     def _exchange_with(self, routing: Routing) -> None:
         if routing.relayed_for:
             logger.info("the fronts relay every request: %s", routing.relayed_for)
-        loop = asyncio.get_running_loop()
-        self.publishing = loop.create_task(self._publish(routing))
-        self.tasks += [loop.create_task(self._fold(routing, p)) for p in self.processes]
+        self.publishing = asyncio.get_running_loop().create_task(self._publish(routing))
 
     async def _publish(self, routing: Routing) -> None:
         """Send each front the table whenever it changes (PUBLISH_S at most late)."""
@@ -90,24 +91,16 @@ class Fronts:
             if routing.dirty or loop.time() - since >= REPUBLISH_S:
                 table, since = routing.table(), loop.time()
                 if table != sent:
-                    sent = table
+                    sent, self.table = table, pack(table)  # what a restarted front starts with
                     for process in self.processes:
                         if process.stdin is not None and not process.stdin.is_closing():
-                            process.stdin.write(pack(table))
+                            process.stdin.write(self.table)
             await asyncio.sleep(PUBLISH_S)
-
-    async def _fold(self, routing: Routing, process: asyncio.subprocess.Process) -> None:
-        """Fold what a front answered itself into the host and the observer."""
-        assert process.stdout is not None
-        unpacker = Unpacker()
-        while data := await process.stdout.read(READ_BYTES):
-            for message in unpacker.feed(data):
-                if isinstance(message, Report):
-                    routing.fold(message)
 
     def drain(self) -> None:
         """Stop the fronts taking connections; those they hold drain with the main process's."""
         self.drained_at = asyncio.get_running_loop().time()
+        self.stopping.set()
         for process in self.processes:
             if process.returncode is None:
                 process.send_signal(signal.SIGTERM)
@@ -116,6 +109,7 @@ class Fronts:
         """Let draining fronts finish their direct hits (within the drain's time), then close
         their stdin (they exit), and kill those still running after a while; their last reports
         are folded."""
+        self.stopping.set()
         if self.drained_at is not None:
             left_s = self.drained_at + self.drain_timeout_s - asyncio.get_running_loop().time()
             await asyncio.wait(

@@ -93,6 +93,13 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self.front_restarts = Counter(
+            "modelhost_front_restarts",
+            "Front processes (--fronts) that exited while serving and were started again, by "
+            "reason (signal, exit)",
+            ["reason"],
+            registry=r,
+        )
         self.requests = CounterTally(
             "modelhost_http_requests",
             "Requests by method, route template, status and protocol (rest, grpc)",
@@ -173,6 +180,7 @@ class Metrics:
             "unpack": lambda e: _observe_ms(self.unpack_seconds, e.duration_ms),
             "failure": lambda e: self.failures.labels(e.reason or "unknown").inc(),
             "worker_exit": lambda e: self.worker_restarts.labels(e.reason or "unknown").inc(),
+            "front_exit": lambda e: self.front_restarts.labels(e.reason or "unknown").inc(),
         }
 
     def render(self) -> bytes:

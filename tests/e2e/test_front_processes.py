@@ -317,6 +317,25 @@ def masked(answer: bytes) -> list[bytes]:
     ]
 
 
+def hit_with_the_main_process_stopped(server: testing.RunningServer) -> bytes:
+    """A hit on a fresh front connection while the main process is stopped: the front's own."""
+    answered = b""
+    for _ in range(5):  # the first may come before the front's table has the model
+        connection = direct_on_front(server)
+        assert connection.sock is not None
+        connection.sock.settimeout(5)
+        os.kill(server.pid, signal.SIGSTOP)
+        try:
+            answered = raw_invoke(connection)
+            break
+        except TimeoutError:
+            continue  # relayed to the stopped main process: try again on a fresh connection
+        finally:
+            os.kill(server.pid, signal.SIGCONT)
+            connection.close()
+    return answered
+
+
 def test_a_front_answers_hits_while_the_main_process_is_stopped(
     fronted: testing.RunningServer,
 ) -> None:
@@ -324,20 +343,7 @@ def test_a_front_answers_hits_while_the_main_process_is_stopped(
     the front asked the worker itself. Its bytes are the main process's own, date and timings
     aside."""
     load_once(fronted)
-    answered = b""
-    for _ in range(5):  # the first may come before the front's table has the model
-        connection = direct_on_front(fronted)
-        assert connection.sock is not None
-        connection.sock.settimeout(5)
-        os.kill(fronted.pid, signal.SIGSTOP)
-        try:
-            answered = raw_invoke(connection)
-            break
-        except TimeoutError:
-            continue  # relayed to the stopped main process: try again on a fresh connection
-        finally:
-            os.kill(fronted.pid, signal.SIGCONT)
-            connection.close()
+    answered = hit_with_the_main_process_stopped(fronted)
     assert answered.startswith(b"HTTP/1.1 200 OK"), answered
     main = on_main(fronted)
     assert masked(raw_invoke(main)) == masked(answered)
@@ -465,3 +471,57 @@ def test_workers_open_a_direct_socket_only_for_fronts(
     assert direct_doors(fronted)
     alone = serve(store, workers=1)
     assert direct_doors(alone) == []
+
+
+def gone(pid: int) -> bool:
+    """Whether `pid` has exited, its sockets closed (a zombie not yet reaped counts)."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def live_fronts(server: testing.RunningServer) -> list[int]:
+    """The front processes running now, the dead ones not yet reaped left out."""
+    pids = []
+    for child in psutil.Process(server.pid).children():
+        try:
+            if "modelhost.fronts" in " ".join(child.cmdline()) and not gone(child.pid):
+                pids.append(child.pid)
+        except psutil.Error:
+            continue
+    return pids
+
+
+def restarts_counted(server: testing.RunningServer) -> float:
+    text = httpx.get(f"{server.url}/metrics").text
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "modelhost_front_restarts_total"
+    )
+
+
+def test_a_killed_front_is_restarted_and_answers_hits(store: Path, serve: Servers) -> None:
+    """A front SIGKILLed: new connections keep being answered (the kernel gives them to the
+    listeners left), then a new front process starts, gets the table at once and answers hits
+    itself. Its death and its start are events, and /metrics counts the restart."""
+    server = serve(store, workers=1, fronts=2, memory_budget="4GiB")
+    load_once(server)
+    [killed] = live_fronts(server)
+    os.kill(killed, signal.SIGKILL)
+    while not gone(killed):
+        time.sleep(0.01)
+    for _ in range(CONNECTIONS):
+        load_once(server)
+    deadline = time.monotonic() + REPORTED_S
+    while not live_fronts(server) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    [restarted] = live_fronts(server)
+    assert restarted != killed
+    assert hit_with_the_main_process_stopped(server).startswith(b"HTTP/1.1 200 OK")
+    [exit_event] = server.events("front_exit")
+    assert exit_event["detail"]["pid"] == killed and exit_event["reason"] == "signal"
+    assert [e["detail"]["pid"] for e in server.events("front_start")][-1] == restarted
+    assert restarts_counted(server) == 1
