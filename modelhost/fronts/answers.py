@@ -2,7 +2,8 @@
 
 The head is uvicorn's, as the main process's hot path writes it (http/whole_response.py): the
 status line, uvicorn's date and server headers, then the invocation's headers as
-http/invocations.py sets them on a hit, or its error response on a failure.
+http/invocations.py (or OIP's route, http/oip_replies.py) sets them on a hit, or its error
+response on a failure.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE
 from modelhost.errors import ModelhostError
 from modelhost.http.errors import error_response
 from modelhost.http.invocation_paths import reply_headers
+from modelhost.http.oip_replies import oip_error, oip_reply
 from modelhost.protocols.status import status_of
 
 Headers = list[tuple[bytes, bytes]]
@@ -42,14 +44,21 @@ def head_and_body(status: int, date: bytes, headers: Headers, body: bytes) -> by
     return b"".join(head)
 
 
-def hit_headers(content_type: str, size: int, infer_ms: float, queue_ms: float) -> Headers:
-    """What the main process sets on a hit."""
-    timings = {"queue": queue_ms, "download": 0.0, "load": 0.0, "infer": infer_ms}
-    return reply_headers(content_type, size, "hit", "host", timings)
+def hit_headers(
+    content_type: str, payload: bytes, timings_ms: dict[str, float], oip: bool
+) -> Headers:
+    """What the main process sets on a hit: on OIP's route (`oip`), or on the invocations'."""
+    if oip:
+        return list(oip_reply(payload, content_type, "hit", "host", timings_ms).raw_headers)
+    return reply_headers(content_type, len(payload), "hit", "host", timings_ms)
 
 
-def failure(error: ModelhostError) -> tuple[int, str, Headers, bytes]:
-    """The status, error type, headers and body the main process answers `error` with."""
+def failure(error: ModelhostError, oip: bool) -> tuple[int, str | None, Headers, bytes]:
+    """The status, error type (as the main process records it), headers and body the main
+    process answers `error` with."""
     status, kind = status_of(error), type(error).__name__
+    if oip:  # its body names no type, so the main process records none
+        response = oip_error(error)
+        return status, None, list(response.raw_headers), bytes(response.body)
     response = error_response(status, kind, str(error), error.retry_after_s)
     return status, kind, list(response.raw_headers), bytes(response.body)

@@ -162,7 +162,7 @@ class DirectSide(asyncio.Protocol):
         path = self.router.worker_of(hit.model)
         if path is None:
             raise Relay
-        item = Item(hit.content_type, hit.accept, {}, len(body))
+        item = Item(hit.content_type, hit.accept, hit.params, len(body))
         try:
             link = await self.router.link(path)
             queue_ms = (time.perf_counter() - started) * 1000
@@ -170,19 +170,20 @@ class DirectSide(asyncio.Protocol):
         except (OSError, ConnectionError):
             raise Relay from None  # the worker is gone: the main process heals it
         except DeadlineExceeded as late:
-            return self._failure(late, 0.0)
+            return self._failure(hit, late, 0.0)
         if isinstance(answer, Failure):
             refused = answer.rebuild()
             if isinstance(refused, ModelNotLoaded):
                 raise Relay  # the table was stale: the main process loads it
-            return self._failure(refused, 0.0)
+            return self._failure(hit, refused, 0.0)
         if answer.failure is not None:
-            return self._failure(answer.failure.rebuild(), infer_ms)
+            return self._failure(hit, answer.failure.rebuild(), infer_ms)
         try:
             check_response_size(len(payload), self.router.table.max_response_bytes)
         except ResponseTooLarge as large:
-            return self._failure(large, infer_ms)
-        headers = hit_headers(answer.content_type, len(payload), infer_ms, queue_ms)
+            return self._failure(hit, large, infer_ms)
+        timings = {"queue": queue_ms, "download": 0.0, "load": 0.0, "infer": infer_ms}
+        headers = hit_headers(answer.content_type, payload, timings, hit.oip)
         headers.append(self._instance())
         return 200, head_and_body(200, DATED.now(), headers, payload), None, infer_ms
 
@@ -201,8 +202,10 @@ class DirectSide(asyncio.Protocol):
         finally:
             timer.cancel()
 
-    def _failure(self, error: ModelhostError, infer_ms: float) -> tuple[int, bytes, str, float]:
-        status, kind, headers, body = failure(error)
+    def _failure(
+        self, hit: Hit, error: ModelhostError, infer_ms: float
+    ) -> tuple[int, bytes, str | None, float]:
+        status, kind, headers, body = failure(error, hit.oip)
         headers.append(self._instance())
         return status, head_and_body(status, DATED.now(), headers, body), kind, infer_ms
 

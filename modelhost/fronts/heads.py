@@ -1,5 +1,5 @@
-"""A request's head as a front reads it: only a keep-alive HTTP/1.1 invocation hit with a
-declared body is answered there; anything else is relayed whole."""
+"""A request's head as a front reads it: only a keep-alive HTTP/1.1 invocation hit (SageMaker's,
+TorchServe's or OIP's) with a declared body is answered there; anything else is relayed whole."""
 
 from __future__ import annotations
 
@@ -7,19 +7,27 @@ from typing import NamedTuple
 
 import httptools
 
-from modelhost.errors import ModelhostError
+from modelhost.errors import BadRequestBody, ModelhostError
 from modelhost.http.forms import is_form
 from modelhost.http.invocation_paths import (
     CUSTOM_ATTRIBUTES_HEADER,
-    INVOCATIONS,
-    MODEL_INVOKE,
     PASSED_ON_HEADERS,
+    PREDICTIONS,
     TARGET_MODEL_HEADER,
     route_of,
 )
+from modelhost.http.oip_replies import HEADER_LENGTH_HEADER, header_length, infer_path_of
 from modelhost.protocols.params import check_headers
+from modelhost.workers.oip_media import (
+    MODEL_NAME_PARAM,
+    MODEL_VERSION_PARAM,
+    OIP_MEDIA_TYPE,
+    oip_media_type,
+)
 
 END = b"\r\n\r\n"
+MODEL_VERSION = "1"  # OIP's only version of a model registered without versions
+ONE_VERSION = "/1.0"  # TorchServe's
 # headers that ask for what only the main process does: its checks, CORS, uvicorn's own paths
 RELAYED_HEADERS = frozenset(
     {CUSTOM_ATTRIBUTES_HEADER, "transfer-encoding", "expect", "upgrade", "origin"}
@@ -34,6 +42,8 @@ class Hit(NamedTuple):
     content_type: str
     accept: str
     body_bytes: int  # declared: the body follows the head
+    params: dict[str, str]
+    oip: bool  # answered in OIP's shape (http/oip_replies.py), else SageMaker's
 
 
 class _Head:
@@ -65,16 +75,48 @@ def hit_of(head: bytes, max_request_bytes: int) -> Hit | None:
         return None  # uvicorn closes after the answer: the main process's to do
     if not RELAYED_HEADERS.isdisjoint(headers) or b"?" in read.url or b"%" in read.url:
         return None
-    route = route_of(read.url.decode("latin-1"))
-    if route is None or route[0] not in (INVOCATIONS, MODEL_INVOKE):
-        return None
-    model = route[1] or headers.get(TARGET_MODEL_HEADER, "")
-    content_type = headers.get("content-type", "application/json")
     try:
         body_bytes = int(headers.get("content-length", "0"))
+    except ValueError:
+        return None
+    if not 0 <= body_bytes <= max_request_bytes:
+        return None
+    path = read.url.decode("latin-1")
+    route = route_of(path)
+    if route is not None:
+        return invocation_hit(*route, headers, body_bytes)
+    inference = infer_path_of(path)
+    return None if inference is None else oip_hit(*inference, headers, body_bytes)
+
+
+def invocation_hit(
+    route: str, model: str | None, headers: dict[str, str], body_bytes: int
+) -> Hit | None:
+    """SageMaker's or TorchServe's invocation, as http/invocations.py reads it."""
+    if route == PREDICTIONS and model is not None and model.endswith(ONE_VERSION):
+        return None  # TorchServe's `m/1.0`: the main process knows which models have versions
+    model = model or headers.get(TARGET_MODEL_HEADER, "")
+    content_type = headers.get("content-type", "application/json")
+    try:
         check_headers(headers, PASSED_ON_HEADERS)
-    except (ValueError, ModelhostError):
+    except ModelhostError:
         return None
-    if not model or is_form(content_type) or not 0 <= body_bytes <= max_request_bytes:
+    if not model or is_form(content_type):
         return None
-    return Hit(route[0], model, content_type, headers.get("accept", "application/json"), body_bytes)
+    accept = headers.get("accept", "application/json")
+    return Hit(route, model, content_type, accept, body_bytes, params={}, oip=False)
+
+
+def oip_hit(
+    route: str, model: str, version: str, headers: dict[str, str], body_bytes: int
+) -> Hit | None:
+    """OIP's inference, as http/oip.py reads it, for a model of one version."""
+    if version not in ("", MODEL_VERSION):
+        return None
+    try:
+        length = header_length(headers.get(HEADER_LENGTH_HEADER), body_bytes)
+    except BadRequestBody:
+        return None
+    params = {MODEL_NAME_PARAM: model, MODEL_VERSION_PARAM: version}
+    media_type = oip_media_type(length)
+    return Hit(route, model, media_type, OIP_MEDIA_TYPE, body_bytes, params=params, oip=True)

@@ -66,8 +66,10 @@ class Routing:
             resident = host.memory.get(name)
             if resident is None or resident.state is not State.LOADED:
                 continue
-            if host.resolve(name) != name or host.manifests.of(name).response_timeout_s:
-                continue  # a registered version's name, or a deadline of its own
+            if host.resolve(name) != name or name in host.versioned:
+                continue  # a registered version's name, or a model with versions
+            if host.manifests.of(name).response_timeout_s:
+                continue  # a deadline of its own
             paths = [
                 direct_path(run_dir, replica.worker.pid)
                 for replica in dispatcher.replicas.values()

@@ -33,7 +33,7 @@ from modelhost.http.last_resort import Unhandled
 from modelhost.http.middleware import TENANT_HEADER
 from modelhost.http.whole_response import send_whole
 from modelhost.names import model_name
-from modelhost.observe.exchange import Exchange, server_timing
+from modelhost.observe.exchange import Exchange
 from modelhost.observe.observer import Observer
 from modelhost.protocols.bodies import (
     body_cut_short,
@@ -257,16 +257,6 @@ def _tenant_headers(exchange: _Exchange) -> list[tuple[bytes, bytes]]:
 @functools.lru_cache(maxsize=4096)  # built once a tenant, found in C on each answer after
 def _tenant_header(tenant: str) -> tuple[bytes, bytes]:
     return TENANT_HEADER, tenant.encode("ascii")
-
-
-def invocation_response(result: Result) -> Response:
-    """The same reply as a Starlette response, for OIP's invocations."""
-    headers = {
-        "X-Modelhost-Cache": result.cache,
-        "X-Modelhost-Tier": result.tier,
-        "Server-Timing": server_timing(result.timings_ms),
-    }
-    return Response(result.body, media_type=result.content_type, headers=headers)
 
 
 class InvocationFastPath:

@@ -17,28 +17,30 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from modelhost.documents import json_object
-from modelhost.errors import BadRequestBody, ModelhostError, ModelNotFound
+from modelhost.errors import ModelhostError, ModelNotFound
 from modelhost.host import Invocation, Result, State
 from modelhost.host.listing import EVERYWHERE, LOADED
-from modelhost.http.errors import retry_after
-from modelhost.http.invocations import invocation_response
 from modelhost.http.middleware import TENANT_KEY
+from modelhost.http.oip_replies import (
+    HEADER_LENGTH_HEADER,
+    INFER,
+    MODEL_PATH,
+    VERSION_INFER,
+    oip_error,
+    oip_reply,
+)
+from modelhost.http.oip_replies import header_length as header_length_of_text
 from modelhost.http.routes import SageMakerRoutes, model_in_path
-from modelhost.names import echo
 from modelhost.protocols.bodies import check_response_size
 from modelhost.protocols.oip import OipModels, missing
-from modelhost.protocols.params import check_param, is_whole_number
-from modelhost.protocols.status import status_of
+from modelhost.protocols.params import check_param
 from modelhost.workers.oip_media import (
     MODEL_NAME_PARAM,
     MODEL_VERSION_PARAM,
     OIP_MEDIA_TYPE,
-    header_length_of,
-    is_oip,
     oip_media_type,
 )
 
-HEADER_LENGTH_HEADER = "inference-header-content-length"
 EXTENSIONS = ["binary_tensor_data", "model_repository"]
 INDEX_PART_NAMES = 1000  # the index yields to the loop between parts
 EXTENSION_CALLS = ("config", "stats")  # Triton's, on a model's path
@@ -55,9 +57,7 @@ def oip_errors(endpoint: Endpoint) -> Endpoint:
         try:
             return await endpoint(request)
         except ModelhostError as error:
-            status = status_of(error)
-            headers = retry_after(status, error.retry_after_s)
-            return JSONResponse({"error": str(error)}, status, headers)
+            return oip_error(error)
 
     return answered
 
@@ -70,7 +70,7 @@ class OipRoutes:
 
     def routes(self) -> list[Route]:
         """`{model}` may hold `/`, so the more specific paths come first."""
-        model = "/v2/models/{model:path}"
+        model = MODEL_PATH
         table: list[tuple[str, Endpoint, str]] = [
             ("/v2", self.server_metadata, "GET"),
             ("/v2/health/live", self.live, "GET"),
@@ -78,10 +78,10 @@ class OipRoutes:
             ("/v2/repository/index", self.index, "POST"),
             ("/v2/repository/models/{model:path}/load", self.load, "POST"),
             ("/v2/repository/models/{model:path}/unload", self.unload, "POST"),
-            (model + "/versions/{version}/infer", self.infer, "POST"),
+            (VERSION_INFER, self.infer, "POST"),
             (model + "/versions/{version}/ready", self.model_ready, "GET"),
             (model + "/versions/{version}", self.model_metadata, "GET"),
-            (model + "/infer", self.infer, "POST"),
+            (INFER, self.infer, "POST"),
             (model + "/ready", self.model_ready, "GET"),
             (model, self.model_metadata, "GET"),
         ]
@@ -261,23 +261,9 @@ def extension_call(name: str) -> tuple[str, str, str] | None:
 
 
 def header_length(request: Request, body_bytes: int) -> int | None:
-    text = request.headers.get(HEADER_LENGTH_HEADER)
-    if text is None:
-        return None
-    if not is_whole_number(text.strip()) or int(text) > body_bytes:
-        raise BadRequestBody(
-            f"Inference-Header-Content-Length {echo(text)} must be the byte length of the JSON "
-            f"header at the start of the {body_bytes}-byte body"
-        )
-    return int(text)
+    return header_length_of_text(request.headers.get(HEADER_LENGTH_HEADER), body_bytes)
 
 
 def oip_response(result: Result) -> Response:
     """The worker's reply, binary data with the extension's header."""
-    response = invocation_response(result)
-    if is_oip(result.content_type):
-        response.headers["content-type"] = "application/octet-stream"
-        length = header_length_of(result.content_type)
-        if length is not None:
-            response.headers["inference-header-content-length"] = str(length)
-    return response
+    return oip_reply(result.body, result.content_type, result.cache, result.tier, result.timings_ms)

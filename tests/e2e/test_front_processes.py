@@ -7,6 +7,7 @@ import http.client
 import json
 import os
 import signal
+import struct
 import threading
 import time
 from collections.abc import Iterator
@@ -291,21 +292,35 @@ def on_main(server: testing.RunningServer) -> Connection:
         connection.close()
 
 
-def raw_invoke(connection: Connection, model: str = MODEL) -> bytes:
-    """The whole answer, head and body, to one invocation of every row."""
-    body = json.dumps([list(r) for r in ROWS]).encode()
-    head = (
-        f"POST /models/{model}/invoke HTTP/1.1\r\nhost: x\r\n"
-        f"content-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n"
-    )
+def raw_request(path: str, body: bytes, *headers: str) -> bytes:
+    """A whole POST's bytes, head and body."""
+    head = [f"POST {path} HTTP/1.1", "host: x", f"content-length: {len(body)}", *headers]
+    return ("\r\n".join(head) + "\r\n\r\n").encode() + body
+
+
+JSON_TYPE = "content-type: application/json"
+INVOKE = raw_request(
+    f"/models/{MODEL}/invoke", json.dumps([list(r) for r in ROWS]).encode(), JSON_TYPE
+)
+
+
+def raw_invoke(connection: Connection, request: bytes = INVOKE) -> bytes:
+    """The whole answer, head and body, to `request` (by default one invocation of every row)."""
     assert connection.sock is not None
-    connection.sock.sendall(head.encode() + body)
+    connection.sock.sendall(request)
     answer = b""
-    while b"\r\n\r\n" not in answer or not answer.endswith(b"}"):
+    while (size := answer_bytes(answer)) is None or len(answer) < size:
         chunk = connection.sock.recv(65536)
         assert chunk, answer
         answer += chunk
     return answer
+
+
+def answer_bytes(answer: bytes) -> int | None:
+    """The answer's whole size, once its head is in."""
+    head, end, _ = answer.partition(b"\r\n\r\n")
+    lengths = [line for line in head.lower().split(b"\r\n") if line.startswith(b"content-length:")]
+    return len(head) + len(end) + int(lengths[0].split(b":")[1]) if end and lengths else None
 
 
 def masked(answer: bytes) -> list[bytes]:
@@ -317,7 +332,9 @@ def masked(answer: bytes) -> list[bytes]:
     ]
 
 
-def hit_with_the_main_process_stopped(server: testing.RunningServer) -> bytes:
+def hit_with_the_main_process_stopped(
+    server: testing.RunningServer, request: bytes = INVOKE
+) -> bytes:
     """A hit on a fresh front connection while the main process is stopped: the front's own."""
     answered = b""
     for _ in range(5):  # the first may come before the front's table has the model
@@ -326,7 +343,7 @@ def hit_with_the_main_process_stopped(server: testing.RunningServer) -> bytes:
         connection.sock.settimeout(5)
         os.kill(server.pid, signal.SIGSTOP)
         try:
-            answered = raw_invoke(connection)
+            answered = raw_invoke(connection, request)
             break
         except TimeoutError:
             continue  # relayed to the stopped main process: try again on a fresh connection
@@ -347,6 +364,57 @@ def test_a_front_answers_hits_while_the_main_process_is_stopped(
     assert answered.startswith(b"HTTP/1.1 200 OK"), answered
     main = on_main(fronted)
     assert masked(raw_invoke(main)) == masked(answered)
+    main.close()
+
+
+FLAT_ROWS = [value for row in ROWS for value in row]
+OIP_ROWS = {"inputs": [{"name": "input-0", "datatype": "FP64", "shape": [3, 4], "data": FLAT_ROWS}]}
+BINARY_OUT = {
+    **OIP_ROWS,
+    "outputs": [{"name": "predict_proba", "parameters": {"binary_data": True}}],
+}
+WRONG_SHAPE = {
+    "inputs": [{"name": "input-0", "datatype": "FP64", "shape": [1, 3], "data": [1, 2, 3]}]
+}
+
+
+def binary_rows(path: str) -> bytes:
+    """OIP's binary extension: the JSON header, then the rows as little-endian doubles."""
+    tensor = {"name": "input-0", "datatype": "FP64", "shape": [3, 4]}
+    header = json.dumps({"inputs": [{**tensor, "parameters": {"binary_data_size": 96}}]}).encode()
+    length = f"inference-header-content-length: {len(header)}"
+    return raw_request(path, header + struct.pack("<12d", *FLAT_ROWS), length)
+
+
+def oip(path: str, document: object) -> bytes:
+    return raw_request(path, json.dumps(document).encode(), JSON_TYPE)
+
+
+INFER = f"/v2/models/{MODEL}/infer"
+ANSWERED_BY_A_FRONT = {
+    "oip": oip(INFER, OIP_ROWS),
+    "oip version 1": oip(f"/v2/models/{MODEL}/versions/1/infer", OIP_ROWS),
+    "oip binary output": oip(INFER, BINARY_OUT),
+    "oip binary input": binary_rows(INFER),
+    "oip refusal": oip(INFER, WRONG_SHAPE),
+    "torchserve": raw_request(
+        f"/predictions/{MODEL}", json.dumps([list(r) for r in ROWS]).encode(), JSON_TYPE
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", ANSWERED_BY_A_FRONT)
+def test_a_front_answers_each_protocol_as_the_main_process(
+    fronted: testing.RunningServer, kind: str
+) -> None:
+    """OIP's and TorchServe's invocations answered by a front with the main process stopped:
+    the bytes the main process answers, date and timings aside."""
+    load_once(fronted)
+    request = ANSWERED_BY_A_FRONT[kind]
+    answered = hit_with_the_main_process_stopped(fronted, request)
+    assert answered, "relayed to the main process"
+    main = on_main(fronted)
+    assert masked(raw_invoke(main, request)) == masked(answered)
     main.close()
 
 

@@ -4,8 +4,18 @@ from __future__ import annotations
 
 import pytest
 
+from modelhost.fronts import heads
 from modelhost.fronts.heads import Hit, hit_of
 from modelhost.fronts.messages import Report, Sample, Table, Unpacker, pack
+from modelhost.http import invocations, oip_replies
+from modelhost.http.invocation_paths import PREDICTIONS
+from modelhost.protocols import oip
+from modelhost.workers.oip_media import (
+    MODEL_NAME_PARAM,
+    MODEL_VERSION_PARAM,
+    OIP_MEDIA_TYPE,
+    oip_media_type,
+)
 
 LIMIT = 1000
 
@@ -17,7 +27,7 @@ def head(first: str, *headers: str) -> bytes:
 def test_a_model_invoke_is_a_hit() -> None:
     hit = hit_of(head("POST /models/m/v1/invoke HTTP/1.1", "content-length: 12"), LIMIT)
     assert hit == Hit(
-        "/models/{model:path}/invoke", "m/v1", "application/json", "application/json", 12
+        "/models/{model:path}/invoke", "m/v1", "application/json", "application/json", 12, {}, False
     )
 
 
@@ -32,7 +42,34 @@ def test_invocations_take_the_model_from_sagemakers_header() -> None:
         ),
         LIMIT,
     )
-    assert hit == Hit("/invocations", "t/a.joblib", "text/csv", "text/csv", 3)
+    assert hit == Hit("/invocations", "t/a.joblib", "text/csv", "text/csv", 3, {}, False)
+
+
+def test_a_torchserve_prediction_is_a_hit() -> None:
+    hit = hit_of(head("POST /predictions/t/m.pkl HTTP/1.1", "content-length: 2"), LIMIT)
+    assert hit is not None and (hit.route, hit.model, hit.oip) == (PREDICTIONS, "t/m.pkl", False)
+
+
+@pytest.mark.parametrize(
+    ("path", "route", "model", "version"),
+    [
+        ("/v2/models/t/m.pkl/infer", oip_replies.INFER, "t/m.pkl", ""),
+        ("/v2/models/m/versions/1/infer", oip_replies.VERSION_INFER, "m", "1"),
+        ("/v2/models/a/versions/x/y/infer", oip_replies.INFER, "a/versions/x/y", ""),
+    ],
+)
+def test_an_oip_inference_is_a_hit_as_the_routes_match_it(
+    path: str, route: str, model: str, version: str
+) -> None:
+    length = "inference-header-content-length: 5"
+    hit = hit_of(head(f"POST {path} HTTP/1.1", "content-length: 9", length), LIMIT)
+    params = {MODEL_NAME_PARAM: model, MODEL_VERSION_PARAM: version}
+    media_type = oip_media_type(5)
+    assert hit == Hit(route, model, media_type, OIP_MEDIA_TYPE, 9, params, True)
+
+
+def test_the_fronts_versions_are_the_main_processs() -> None:
+    assert (heads.MODEL_VERSION, heads.ONE_VERSION) == (oip.MODEL_VERSION, invocations.ONE_VERSION)
 
 
 @pytest.mark.parametrize(
@@ -42,7 +79,15 @@ def test_invocations_take_the_model_from_sagemakers_header() -> None:
         head("POST /invocations HTTP/1.1", "content-length: 2"),  # no model named
         head("POST /models/m/invoke?rows=1 HTTP/1.1"),  # parameters: the main process reads them
         head("POST /models/m%2Fx/invoke HTTP/1.1"),  # an escaped path
-        head("POST /predictions/m HTTP/1.1"),
+        head("POST /predictions/m/1.0 HTTP/1.1"),  # TorchServe's version: the host knows
+        head("PUT /predictions/m HTTP/1.1"),
+        head("POST /v2/models/m/versions/2/infer HTTP/1.1"),  # a version: the host knows
+        head(
+            "POST /v2/models/m/infer HTTP/1.1",
+            "content-length: 2",
+            "inference-header-content-length: 3",
+        ),
+        head("POST /v2/models/m/ready HTTP/1.1"),
         head("POST /models/m/invoke HTTP/1.0"),
         head("POST /models/m/invoke HTTP/1.1", "connection: close"),
         head("POST /models/m/invoke HTTP/1.1", "transfer-encoding: chunked"),
