@@ -120,11 +120,14 @@ class DirectSide(asyncio.Protocol):
 
     async def _answer(self, hit: Hit, body: bytes, size: int) -> None:
         arrived, started = time.time(), time.perf_counter()
+        self.router.in_flight += 1
         try:
             status, data, error, infer_ms = await self._ask(hit, body, started)
         except Relay:
             self._relay()
             return
+        finally:
+            self.router.in_flight -= 1
         transport = self.transport
         if transport is None:
             return

@@ -154,6 +154,7 @@ class Router:
         self.samples: list[Sample] = []
         self.busy_s: dict[str, float] = {}  # model → worker seconds since the last report
         self.pressed: set[str] = set()  # models whose requests waited since the last report
+        self.in_flight = self.in_flight_reported = 0  # requests being answered here
 
     def worker_of(self, model: str) -> str | None:
         """A direct socket of a worker holding `model`, in turn; None: relay the request."""
@@ -183,8 +184,12 @@ class Router:
 
     def take_report(self) -> Report | None:
         """What happened since the last report; None: nothing."""
-        if not (self.samples or self.busy_s or self.pressed):
+        in_flight = self.in_flight
+        if not (
+            self.samples or self.busy_s or self.pressed or in_flight != self.in_flight_reported
+        ):
             return None
-        report = Report(self.samples, self.busy_s, sorted(self.pressed))
+        report = Report(self.samples, self.busy_s, sorted(self.pressed), in_flight)
         self.samples, self.busy_s, self.pressed = [], {}, set()
+        self.in_flight_reported = in_flight
         return report

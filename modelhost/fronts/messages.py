@@ -39,6 +39,7 @@ class Report(msgspec.Struct, frozen=True, tag=True):
     samples: list[Sample]
     busy_s: dict[str, float] = {}  # model → worker seconds of its direct batches
     pressed: list[str] = []  # models whose requests waited behind a batch in flight
+    in_flight: int = 0  # requests the front is answering itself now
 
 
 Message = Table | Report

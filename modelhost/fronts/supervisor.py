@@ -28,7 +28,7 @@ QUICK_DEATH_S = 10.0  # a front that dies sooner after its start is dying at sta
 MAX_QUICK_DEATHS = 5
 READ_BYTES = 1 << 16
 
-Fold = Callable[[Report], None]
+Fold = Callable[[Report, int], None]  # a front's report, and its number
 
 
 def exit_reason(code: int) -> str:
@@ -82,6 +82,8 @@ class FrontSlot:
         """Fold the front's reports while it runs, and start it again when it dies, until `stop`."""
         while self.process is not None:
             await self._fold(self.process, fold)
+            if fold is not None:
+                fold(Report([]), self.front)  # it is answering nothing any more
             code = await self.process.wait()
             if stop.is_set():
                 return
@@ -101,7 +103,7 @@ class FrontSlot:
         while data := await process.stdout.read(READ_BYTES):
             for message in unpacker.feed(data):
                 if isinstance(message, Report) and fold is not None:
-                    fold(message)
+                    fold(message, self.front)
 
     def _died(self, code: int) -> bool:
         """Record the death; False where the front keeps dying at start and is given up."""

@@ -43,6 +43,7 @@ class Routing:
         self.timeout_s = config.default_response_timeout_s
         self.run_dir = run_dir  # where the workers' direct sockets are
         self.dirty = True  # a load, unload or worker change since the last table
+        self.in_flight: dict[int, int] = {}  # front → its direct requests in flight, reported
         if self.direct:
             host.events.subscribe(lambda event: self.touch())
 
@@ -79,8 +80,12 @@ class Routing:
                 routes[name] = paths
         return routes
 
-    def fold(self, report: Report) -> None:
-        """Count a front's answers as the main process counts its own."""
+    def fold(self, report: Report, front: int) -> None:
+        """Count front number `front`'s answers as the main process counts its own."""
+        if self.observer is not None:
+            change = report.in_flight - self.in_flight.get(front, 0)
+            self.observer.metrics.in_flight.add(change)
+        self.in_flight[front] = report.in_flight
         dispatchers = self.host.copies.dispatchers
         for name in {*report.busy_s, *report.pressed}:
             dispatcher = dispatchers.get(name)

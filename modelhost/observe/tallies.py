@@ -98,6 +98,9 @@ class LevelTally:
     def dec(self) -> None:
         self.value -= 1
 
+    def add(self, count: int) -> None:
+        self.value += count
+
 
 class GaugeReading:
     """A gauge's series, read from a function when scraped."""

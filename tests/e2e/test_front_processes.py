@@ -593,3 +593,38 @@ def test_a_killed_front_is_restarted_and_answers_hits(store: Path, serve: Server
     assert exit_event["detail"]["pid"] == killed and exit_event["reason"] == "signal"
     assert [e["detail"]["pid"] for e in server.events("front_start")][-1] == restarted
     assert restarts_counted(server) == 1
+
+
+def in_flight(server: testing.RunningServer) -> float:
+    """The in-flight gauge, this scrape counted in it."""
+    text = httpx.get(f"{server.url}/metrics").text
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "modelhost_http_requests_in_flight"
+    )
+
+
+def test_a_fronts_direct_hit_counts_in_flight(store: Path, serve: Servers) -> None:
+    """A hit running on a front's direct connection counts in the in-flight gauge within a
+    report's interval, and leaves it once answered."""
+    server = serve(store, workers=1, fronts=2, memory_budget="4GiB")
+    quick = raw_request("/models/slow/invoke", b'{"sleep": 0}', JSON_TYPE)
+    main = on_main(server)
+    assert raw_invoke(main, quick).startswith(b"HTTP/1.1 200 OK")  # loaded
+    main.close()
+    assert hit_with_the_main_process_stopped(server, quick)  # the front's table has it
+    connection = direct_on_front(server)
+    connection.request("POST", "/models/slow/invoke", body='{"sleep": 2}', headers=HEADERS)
+    deadline = time.monotonic() + 1.5
+    while in_flight(server) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    counted = in_flight(server)
+    response = connection.getresponse()
+    assert (response.status, json.loads(response.read())) == (200, {"slept": 2})
+    connection.close()
+    deadline = time.monotonic() + REPORTED_S
+    while in_flight(server) > 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert (counted, in_flight(server)) == (2, 1)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from modelhost.fronts.links import Call, Outcome, Waiting, settle
+from modelhost.fronts.links import Call, Outcome, Router, Waiting, settle
 from modelhost.workers.messages import Answer, Answered, Failed, Failure, Item
 
 
@@ -47,3 +47,15 @@ def test_each_request_gets_its_own_body_of_the_batch() -> None:
 def test_a_whole_batch_failure_reaches_every_request() -> None:
     refusal = Failure("modelhost.errors.ModelNotLoaded", "not open")
     assert asyncio.run(settled(Failed(refusal), b"")) == [(refusal, b"", 0.0)] * 2
+
+
+def test_a_change_of_the_requests_in_flight_alone_is_reported_once() -> None:
+    router = Router()
+    assert router.take_report() is None
+    router.in_flight = 2
+    report = router.take_report()
+    assert report is not None and (report.samples, report.in_flight) == ([], 2)
+    assert router.take_report() is None
+    router.in_flight = 0
+    report = router.take_report()
+    assert report is not None and report.in_flight == 0
