@@ -37,7 +37,12 @@ def exit_reason(code: int) -> str:
 
 
 def exit_text(code: int) -> str:
-    return f"killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
+    if code >= 0:
+        return f"exited with code {code}"
+    try:
+        return f"killed by {signal.Signals(-code).name}"
+    except ValueError:  # a number the signal module has no name for
+        return f"killed by signal {-code}"
 
 
 class FrontSlot:

@@ -8,7 +8,7 @@ import itertools
 import sys
 from collections.abc import Callable
 
-from modelhost.fronts.supervisor import MAX_QUICK_DEATHS, QUICK_DEATH_S, FrontSlot
+from modelhost.fronts.supervisor import MAX_QUICK_DEATHS, QUICK_DEATH_S, FrontSlot, exit_text
 from modelhost.records.events import EventLog
 
 LISTENS_THEN_EXITS = [sys.executable, "-c", "print('listening')"]
@@ -75,3 +75,11 @@ def test_a_front_ending_after_the_stop_is_not_started_again() -> None:
 
     events = asyncio.run(run())
     assert kinds(events, "front_exit") == [] and len(kinds(events, "front_start")) == 1
+
+
+def test_an_exit_says_its_signal_or_its_code() -> None:
+    assert [exit_text(code) for code in (-9, 3, -200)] == [
+        "killed by SIGKILL",
+        "exited with code 3",
+        "killed by signal 200",
+    ]
