@@ -16,6 +16,8 @@ VISION_VENV ?= .venv-vision
 VISION_TORCH ?= torch==2.14.1 torchvision==0.29.1
 STORE ?= models
 PORT ?= 8080
+# test modules run on this many processes, each module's tests in one (docs/decisions.md)
+TEST_PROCESSES ?= 2
 
 .PHONY: setup setup-serve serve test test-tools test-torch test-vision wheel-smoke lint bench race clean
 
@@ -42,7 +44,7 @@ serve: setup-serve  ## build the example store (a few hundred models) and serve 
 	$(PY) -m modelhost serve --model-store $(STORE) --port $(PORT)
 
 test: setup test-tools test-torch test-vision  ## every test: unit, property and end-to-end against real servers
-	$(PY) -m pytest
+	$(PY) -m pytest --numprocesses $(TEST_PROCESSES) --dist loadfile
 
 wheel-smoke: setup  ## build the sdist and wheel, install the wheel in a fresh venv, try it
 	$(PY) scripts/wheel_smoke.py

@@ -3,6 +3,7 @@ one replica, each replica keeps its own budget, and SageMaker's header works thr
 
 from __future__ import annotations
 
+import tempfile
 import time
 from collections.abc import Iterator
 
@@ -30,7 +31,9 @@ def ray_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         testing.copy_artifact(trained, root / model)
     work = tmp_path_factory.mktemp("ray")
     port = testing.free_port()
-    ray.init(num_cpus=2, include_dashboard=False, _temp_dir=str(work / "ray"))
+    # Ray's socket paths must fit sun_path, which pytest's (and xdist's) folders may not
+    ray_dir = tempfile.TemporaryDirectory(prefix="ray-")
+    ray.init(num_cpus=2, include_dashboard=False, _temp_dir=ray_dir.name)
     try:
         serve.start(http_options={"host": "127.0.0.1", "port": port})
         args = ["--model-store", str(root), "--workers", "1", "--memory-budget", BUDGET]
@@ -40,6 +43,7 @@ def ray_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     finally:
         serve.shutdown()
         ray.shutdown()
+        ray_dir.cleanup()
 
 
 def test_each_model_stays_on_its_replica(ray_app: str) -> None:
