@@ -13,16 +13,14 @@ import asyncio
 import contextlib
 import logging
 import math
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import AsyncIterator, Callable, Hashable, Sequence
 from typing import Any, NamedTuple, cast
 
 import grpc
 
-from modelhost.protocols.access import names_this_machine
-from modelhost.rpc import callers
-from modelhost.rpc.calling import Context, Exchange, Receive, Send, first_of, only_one
+from modelhost.rpc.calling import Context, Exchange, Receive, Send, only_one
 from modelhost.rpc.waiting import WaitingStreams
-from modelhost.rpc.wire import Aborted, Messages, Metadata, metadata, timeout_s
+from modelhost.rpc.wire import Aborted, Messages, Metadata, timeout_s
 
 logger = logging.getLogger("modelhost")
 
@@ -52,23 +50,24 @@ class GrpcApp:
     ) -> None:
         self.registered, self.generic = registered, generic
         self.limits, self.interceptors = limits, interceptors
-        self.waiting = WaitingStreams(limits.max_waiting)
+        self.waiting = WaitingStreams(limits.max_waiting, limits.first_message_s)
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
+        context = Context(scope, Exchange(receive, send, bytes))
         path = scope["path"]
-        call_metadata = caller_named(scope, metadata(scope["headers"]))
-        handler = await self.handler(Details(path, call_metadata))
+        handler = self.registered.get(path) if not self.interceptors else None
         if handler is None:
-            exchange = Exchange(receive, send, bytes)
-            await exchange.finish(grpc.StatusCode.UNIMPLEMENTED, f"no method {path}", ())
-            return
-        exchange = Exchange(receive, send, handler.response_serializer or bytes)
-        context = Context(call_metadata, peer_of(scope), exchange)
-        connection = scope.get("client")
+            handler = await self.handler(Details(path, context.invocation_metadata()))
         with contextlib.suppress(asyncio.CancelledError, OSError):  # the client is gone
-            await self.answered(handler, context, timeout_s(scope["headers"]), connection)
+            if handler is None:
+                code = grpc.StatusCode.UNIMPLEMENTED
+                await context.exchange.finish(code, f"no method {path}", ())
+                return
+            context.exchange.serialize = handler.response_serializer or bytes
+            deadline_s = timeout_s(scope["headers"])
+            await self.answered(handler, context, deadline_s, scope.get("client"))
 
     async def handler(self, details: Details) -> grpc.RpcMethodHandler | None:
         """The method's handler, through the port's interceptors."""
@@ -95,8 +94,9 @@ class GrpcApp:
     ) -> None:
         """The call run within its deadline, and its status sent."""
         exchange, code, details = context.exchange, grpc.StatusCode.OK, ""
+        due = contextlib.nullcontext() if math.isinf(deadline_s) else asyncio.timeout(deadline_s)
         try:
-            async with asyncio.timeout(None if math.isinf(deadline_s) else deadline_s):
+            async with due:
                 await self.run(handler, context, connection)
             code, details = context.code, context.details
         except Aborted as aborted:
@@ -114,17 +114,16 @@ class GrpcApp:
         """The method called on its request, its answers written as they come."""
         exchange = context.exchange
         reader = Messages(self.limits.max_message_bytes)
-        messages = exchange.messages(reader)
         with self.waiting.waiting(connection):
-            first = await first_of(messages, self.limits.first_message_s)
+            found = await exchange.read(reader)
         decode = handler.request_deserializer or bytes
         if handler.request_streaming:
-            request: Any = _decoded(first, messages, decode)
+            request: Any = _decoded(exchange.messages(reader, found), decode)
         else:
-            request = decode(await only_one(messages, first))
+            request = decode(only_one(found + await exchange.read(reader, whole=True)))
         method = _method_of(handler)
         watcher = None
-        if exchange.ended:
+        if exchange.ended and handler.response_streaming:  # long-lived: see Exchange.watch
             task = asyncio.current_task()
             assert task is not None
             watcher = asyncio.ensure_future(exchange.watch(task))
@@ -154,26 +153,7 @@ def _method_of(handler: grpc.RpcMethodHandler) -> Callable[..., Any]:
     return cast(Callable[..., Any], method or handler.stream_stream)
 
 
-async def _decoded(first: bytes | None, rest: Any, decode: Callable[[bytes], Any]) -> Any:
-    """A streaming request's messages, decoded, the first already read."""
-    if first is None:
-        return
-    yield decode(first)
-    async for message in rest:
+async def _decoded(messages: AsyncIterator[bytes], decode: Callable[[bytes], Any]) -> Any:
+    """A streaming request's messages, decoded."""
+    async for message in messages:
         yield decode(message)
-
-
-def caller_named(scope: dict[str, Any], found: Metadata) -> Metadata:
-    """The metadata with the caller named as the guard names it (rpc/callers.py): the client's
-    address and any authority that does not name this machine. A client's own is dropped."""
-    client = scope.get("client") or ("", 0)
-    authority = next((v for k, v in scope["headers"] if k == b"host"), b"").decode("latin-1")
-    named = callers.value(client[0], "" if names_this_machine(authority) else authority)
-    kept = tuple((name, value) for name, value in found if name != callers.HEADER)
-    return (*kept, (callers.HEADER, named))
-
-
-def peer_of(scope: dict[str, Any]) -> str:
-    """The client as grpc's peer string names it."""
-    host, port = scope.get("client") or ("", 0)
-    return f"ipv6:[{host}]:{port}" if ":" in host else f"ipv4:{host}:{port}"

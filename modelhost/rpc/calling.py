@@ -4,31 +4,46 @@ as they arrive, its answers and status written back (rpc/asgi.py routes calls he
 from __future__ import annotations
 
 import asyncio
-import math
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
 
-from modelhost.rpc.wire import CONTENT_TYPE, Aborted, Messages, Metadata, framed, trailers
+from modelhost.protocols.access import names_this_machine
+from modelhost.rpc import callers
+from modelhost.rpc.wire import (
+    CONTENT_TYPE,
+    Aborted,
+    Messages,
+    Metadata,
+    framed,
+    metadata,
+    trailers,
+)
 
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 
 class Context:
-    """What a servicer reads and sets of its call, as grpc.aio's ServicerContext offers it."""
+    """What a servicer reads and sets of its call, as grpc.aio's ServicerContext offers it;
+    the metadata read from the ASGI scope when first asked for."""
 
-    def __init__(self, metadata: Metadata, peer: str, exchange: Exchange) -> None:
-        self.metadata, self.address, self.exchange = metadata, peer, exchange
+    def __init__(self, scope: dict[str, Any], exchange: Exchange) -> None:
+        self.scope, self.exchange = scope, exchange
+        self.metadata: Metadata | None = None
         self.trailing: Metadata = ()
         self.code, self.details = grpc.StatusCode.OK, ""
 
     def invocation_metadata(self) -> Metadata:
+        if self.metadata is None:
+            self.metadata = caller_named(self.scope, metadata(self.scope["headers"]))
         return self.metadata
 
     def peer(self) -> str:
-        return self.address
+        """The client as grpc's peer string names it."""
+        host, port = self.scope.get("client") or ("", 0)
+        return f"ipv6:[{host}]:{port}" if ":" in host else f"ipv4:{host}:{port}"
 
     def set_trailing_metadata(self, metadata: Metadata) -> None:
         self.trailing = tuple(metadata)
@@ -59,17 +74,26 @@ class Exchange:
         self.started = False
         self.ended = False  # the client's side: the request body is whole
 
-    async def messages(self, reader: Messages) -> AsyncIterator[bytes]:
-        """The request's messages as they arrive; INTERNAL for a body that ends inside one."""
-        while not self.ended:
+    async def read(self, reader: Messages, whole: bool = False) -> list[bytes]:
+        """The request's messages read until one is whole (`whole`: until the body ends);
+        INTERNAL for a body that ends inside one."""
+        found: list[bytes] = []
+        while not self.ended and (whole or not found):
             event = await self.receive()
             if event["type"] == "http.disconnect":
                 raise asyncio.CancelledError
             self.ended = not event.get("more_body", False)
-            for message in reader.feed(event.get("body", b"")):
-                yield message
-        if reader.partial():
+            found += reader.feed(event.get("body", b""))
+        if self.ended and reader.partial():
             raise Aborted(grpc.StatusCode.INTERNAL, "the request ended inside a message")
+        return found
+
+    async def messages(self, reader: Messages, first: list[bytes]) -> AsyncIterator[bytes]:
+        """A streaming request's messages, `first` those already read."""
+        while first:
+            for message in first:
+                yield message
+            first = await self.read(reader)
 
     async def answer(self, message: Any) -> None:
         await self._start()
@@ -89,7 +113,11 @@ class Exchange:
             await self.send({**start, "headers": [CONTENT_TYPE]})
 
     async def watch(self, task: asyncio.Task[Any]) -> None:
-        """Cancels `task` if the client resets the stream, as grpc.aio cancels a handler."""
+        """Cancels `task` if the client resets the stream, as grpc.aio cancels a handler.
+
+        Only a streaming answer is watched: a watcher costs a unary call half the app's time,
+        and a unary call the client gave up on is noticed when its answer is sent, as REST's
+        is; a deadline the client set (grpc-timeout) still ends it on time."""
         while True:
             event = await self.receive()
             if event["type"] == "http.disconnect":
@@ -97,17 +125,18 @@ class Exchange:
                 return
 
 
-async def first_of(messages: AsyncIterator[bytes], wait_s: float) -> bytes | None:
-    """The first request message within `wait_s` seconds; None if the body has none."""
-    try:
-        async with asyncio.timeout(None if math.isinf(wait_s) else wait_s):
-            return await anext(messages, None)
-    except TimeoutError:
-        raise Aborted(grpc.StatusCode.DEADLINE_EXCEEDED, "no message in time") from None
-
-
-async def only_one(messages: AsyncIterator[bytes], first: bytes | None) -> bytes:
+def only_one(found: list[bytes]) -> bytes:
     """A unary call's one message: none or a second is an error, as grpc.aio makes it."""
-    if first is None or await anext(messages, None) is not None:
+    if len(found) != 1:
         raise Aborted(grpc.StatusCode.INTERNAL, "a unary call needs exactly one message")
-    return first
+    return found[0]
+
+
+def caller_named(scope: dict[str, Any], found: Metadata) -> Metadata:
+    """The metadata with the caller named as the guard names it (rpc/callers.py): the client's
+    address and any authority that does not name this machine. A client's own is dropped."""
+    client = scope.get("client") or ("", 0)
+    authority = next((v for k, v in scope["headers"] if k == b"host"), b"").decode("latin-1")
+    named = callers.value(client[0], "" if names_this_machine(authority) else authority)
+    kept = tuple((name, value) for name, value in found if name != callers.HEADER)
+    return (*kept, (callers.HEADER, named))

@@ -15,6 +15,7 @@ from modelhost.rpc import callers
 from modelhost.rpc.asgi import CallLimits, GrpcApp
 from modelhost.rpc.wire import framed
 
+GONE = b"gone"  # a chunk that stands for the client resetting the stream
 LIMITS = CallLimits(first_message_s=0.05, max_message_bytes=64, max_waiting=2)
 
 
@@ -29,7 +30,11 @@ class Stream:
         if not self.chunks or self.chunks[0] is None:
             await asyncio.Event().wait()  # the client sends nothing more
         chunk = self.chunks.pop(0)
-        return {"type": "http.request", "body": chunk, "more_body": bool(self.chunks)}
+        if chunk == GONE:
+            await asyncio.sleep(0.01)
+            return {"type": "http.disconnect"}
+        more = any(waiting != GONE for waiting in self.chunks)
+        return {"type": "http.request", "body": chunk, "more_body": more}
 
     async def send(self, message: dict[str, Any]) -> None:
         self.sent.append(message)
@@ -66,11 +71,24 @@ async def counts(request: bytes, context: Any) -> AsyncIterator[bytes]:
         yield str(n).encode()
 
 
+async def forever(request: bytes, context: Any) -> AsyncIterator[bytes]:
+    try:
+        while True:
+            yield b"tick"
+            await asyncio.sleep(0.001)
+    finally:
+        ENDED.append(True)
+
+
+ENDED: list[bool] = []
+
+
 def app() -> GrpcApp:
     methods = {"Echo": echo, "Caller": caller, "Sleeps": sleeps}
     unary = grpc.unary_unary_rpc_method_handler
     registered = {f"/s.S/{name}": unary(method) for name, method in methods.items()}
     registered["/s.S/Counts"] = grpc.unary_stream_rpc_method_handler(counts)
+    registered["/s.S/Forever"] = grpc.unary_stream_rpc_method_handler(forever)
     return GrpcApp(registered, (), LIMITS)
 
 
@@ -156,3 +174,10 @@ def test_past_the_budget_the_connection_holding_the_most_waiting_streams_is_shed
     assert call.status() == ("0", "")
     assert [stream.status()[0] for stream in hog] == ["8", "8"]
     assert served.waiting.count == 0 and not served.waiting.held
+
+
+def test_a_client_that_resets_a_streaming_call_ends_its_handler() -> None:
+    ENDED.clear()
+    stream = called(Stream(framed(b""), GONE), scope("/s.S/Forever"))
+    assert ENDED == [True]
+    assert stream.answers() and stream.sent[-1]["type"] == "http.response.body"  # no status
