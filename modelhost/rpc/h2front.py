@@ -22,7 +22,7 @@ from modelhost.rpc.asgi import CallLimits, GrpcApp
 
 STREAM_WINDOW_BYTES = 2**20  # what a stream may send before the app reads it
 CONNECTION_WINDOW_BYTES = 4 * 2**20
-RUNTIME_THREADS = 1  # the frontend has one core; a second I/O thread only contends for it
+RUNTIME_THREADS = 1  # the frontend has one core: two measured alike (performance.md)
 
 
 class H2cornServer:
