@@ -113,11 +113,9 @@ class Exchange:
             await self.send({**start, "headers": [CONTENT_TYPE]})
 
     async def watch(self, task: asyncio.Task[Any]) -> None:
-        """Cancels `task` if the client resets the stream, as grpc.aio cancels a handler.
-
-        Only a streaming answer is watched: a watcher costs a unary call half the app's time,
-        and a unary call the client gave up on is noticed when its answer is sent, as REST's
-        is; a deadline the client set (grpc-timeout) still ends it on time."""
+        """Cancels `task` if the client resets the stream, as grpc.aio cancels a handler. Only
+        streaming answers are watched: a watcher doubles a unary call's cost in the app, and
+        an abandoned unary call is noticed at its answer, as REST's is."""
         while True:
             event = await self.receive()
             if event["type"] == "http.disconnect":

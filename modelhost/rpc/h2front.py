@@ -1,10 +1,6 @@
-"""h2corn as a gRPC front with no hop: its HTTP/2 in Rust on the public port, each call an
-ASGI call on the frontend's loop (rpc/asgi.py), where the servicers are.
-
-It offers grpc.aio's server methods RpcServer uses, so it takes the same handlers. h2corn holds
-the HTTP/2 limits it has (streams a connection, header blocks, rapid resets, idle connections,
-connections at once, TLS); the app holds a call's; what neither holds is in docs/decisions.md,
-"gRPC's front".
+"""h2corn as a gRPC front with no hop: HTTP/2 in Rust on the public port, each call an ASGI
+call on the frontend's loop (rpc/asgi.py). It offers the grpc.aio server methods RpcServer uses;
+what it holds of the guard's limits is in docs/decisions.md, "h2corn with no hop, opt-in".
 """
 
 from __future__ import annotations

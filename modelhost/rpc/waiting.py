@@ -1,12 +1,10 @@
-"""Streams waiting for their first message on every connection of an h2corn port together, as
-the guard's StreamBudget counts them for the other fronts (rpc/frames.py).
+"""Streams waiting for their first message on an h2corn port, as the guard's StreamBudget
+counts them (rpc/frames.py).
 
-A stream waiting past `wait_s` is ended with DEADLINE_EXCEEDED, by a sweep a few times within
-`wait_s` rather than a timer a call, which would cost every call that sends its message at once.
-Past the budget, the connection holding the most waiting streams has them ended with
-RESOURCE_EXHAUSTED, so that a client that sends its messages is not the one shed; a newcomer
-whose own connection holds the most is refused instead. The app cannot end a connection, so it
-ends the streams, which is what holds their memory.
+One waiting past `wait_s` ends with DEADLINE_EXCEEDED, found by a sweep rather than a timer a
+call. Past the budget, the connection holding the most has its waiting streams ended
+(RESOURCE_EXHAUSTED), or the newcomer is refused if its own connection holds the most: the app
+cannot end a connection, so it ends the streams that hold the memory.
 """
 
 from __future__ import annotations
@@ -68,8 +66,7 @@ class WaitingStreams:
                 task.cancel(LATE)
 
     def _shed(self, newcomer: Hashable) -> None:
-        """Ends the waiting streams of the connection holding the most; raises if that is the
-        newcomer's own."""
+        """Ends the waiting streams of the connection holding the most, or refuses."""
         hog = max(self.held, key=lambda connection: len(self.held[connection]))
         if len(self.held[hog]) <= len(self.held.get(newcomer, ())):
             raise self._refusal(SHED)
