@@ -71,8 +71,11 @@ class H2cornServer:
 def settings(config: Config, header_bytes: int) -> dict[str, Any]:
     """h2corn's settings for `config`'s gRPC limits."""
     tls = {}
-    if config.ssl_certfile:
-        tls = {"certfile": config.ssl_certfile, "keyfile": config.ssl_keyfile or None}
+    if config.ssl_certfile:  # a certificate file may hold its key too, as ssl's may
+        tls = {
+            "certfile": config.ssl_certfile,
+            "keyfile": config.ssl_keyfile or config.ssl_certfile,
+        }
     return {
         "grpc": True,
         "http1": False,
