@@ -116,7 +116,7 @@ class GrpcApp:
         reader = Messages(self.limits.max_message_bytes)
         with self.waiting.waiting(connection):
             found = await exchange.read(reader)
-        decode = handler.request_deserializer or bytes
+        decode = _decoder(handler.request_deserializer or bytes)
         if handler.request_streaming:
             request: Any = _decoded(exchange.messages(reader, found), decode)
         else:
@@ -151,6 +151,18 @@ def _through(interceptor: grpc.aio.ServerInterceptor, lookup: Callable[..., Any]
 def _method_of(handler: grpc.RpcMethodHandler) -> Callable[..., Any]:
     method = handler.unary_unary or handler.unary_stream or handler.stream_unary
     return cast(Callable[..., Any], method or handler.stream_stream)
+
+
+def _decoder(deserialize: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
+    """`deserialize`, its failure told to the client as grpc.aio tells it, and not logged."""
+
+    def decode(message: bytes) -> Any:
+        try:
+            return deserialize(message)
+        except Exception:
+            raise Aborted(grpc.StatusCode.INTERNAL, "Failed to deserialize request") from None
+
+    return decode
 
 
 async def _decoded(messages: AsyncIterator[bytes], decode: Callable[[bytes], Any]) -> Any:

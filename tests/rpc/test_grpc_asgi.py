@@ -181,3 +181,15 @@ def test_a_client_that_resets_a_streaming_call_ends_its_handler() -> None:
     stream = called(Stream(framed(b""), GONE), scope("/s.S/Forever"))
     assert ENDED == [True]
     assert stream.answers() and stream.sent[-1]["type"] == "http.response.body"  # no status
+
+
+def test_a_message_that_does_not_parse_is_internal_and_not_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def parse(message: bytes) -> bytes:
+        raise ValueError("not a message")
+
+    served = GrpcApp({"/s.S/Echo": grpc.unary_unary_rpc_method_handler(echo, parse)}, (), LIMITS)
+    stream = called(Stream(framed(b"junk")), scope(), served)
+    assert stream.status() == ("13", "Failed to deserialize request")
+    assert not caplog.records
