@@ -113,8 +113,8 @@ async def main(port, copies, module, registered):
 
 uvloop.run(main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[4], sys.argv[5] == "registered"))
 """
-UVICORN_GRPC = """
-import asyncio, struct, sys, uvicorn
+ASGI_ECHO = """
+import asyncio, struct, sys
 
 async def app(scope, receive, send):
     if scope["type"] != "http":
@@ -138,10 +138,32 @@ def unframe(body):
     if len(body) < 5 or body[0] != 0 or struct.unpack(">I", body[1:5])[0] != len(body) - 5:
         return b"13", b""
     return b"0", b"\\x00" + struct.pack(">I", len(body) - 5) + body[5:]
+"""
+UVICORN_GRPC = (
+    ASGI_ECHO
+    + """
+import uvicorn
 
 uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), http="zttp", http2=True,
             loop="uvloop", lifespan="off", access_log=False, log_level="warning")
 """
+)
+H2CORN_GRPC = (
+    ASGI_ECHO
+    + """
+import socket, uvloop
+from h2corn import Config, Server
+
+async def main(port):
+    # embedded on this loop, as modelhost's front would be, on a socket bound here
+    listening = socket.create_server(("127.0.0.1", port))
+    config = Config(bind=(f"fd://{listening.fileno()}",), grpc=True, http1=False,
+                    lifespan="off", access_log=False)
+    await Server(app, config).serve()
+
+uvloop.run(main(int(sys.argv[1])))
+"""
+)
 GRPCLIB = """
 import sys, uvloop
 from grpclib.const import Cardinality, Handler
@@ -197,6 +219,8 @@ FRONTS = {
     "uvicorn 0.54 HTTP/2, ASGI, the handler awaits once": Front(
         UVICORN_GRPC, ["awaits"], "zttp", "zttp"
     ),
+    "h2corn 2.0 embedded, ASGI": Front(H2CORN_GRPC, ["returns"], "h2corn"),
+    "h2corn 2.0 embedded, ASGI, the handler awaits once": Front(H2CORN_GRPC, ["awaits"], "h2corn"),
     "grpclib": Front(GRPCLIB, [], "grpclib"),
 }
 

@@ -1,15 +1,19 @@
-"""Which of the guard's HTTP/2 limits pygrpc-native holds by itself: the security tests' raw
-frame floods, sent to the guard's public port and straight to the native front's loopback port
-behind it, on one server at the security tests' settings.
+"""Which HTTP/2 limits each gRPC front holds on its public port: the security tests' raw frame
+floods, sent to a server of each front (pygrpc-native behind the guard, h2corn with none) at the
+security tests' settings.
 
 Each probe reports what the connection got back (GOAWAY and its code, RST_STREAMs, closed or
-not), the frontend's PSS growth and /ping's answers while it ran.
+not), the frontend's PSS growth and /ping's answers while it ran. (Before the guard reached its
+front on a Unix socket, the native front's loopback port was probed too: decisions.md, "A guard
+of ours relays the gRPC ports".)
 
     python benchmarks/grpc_native_limits.py
+    python benchmarks/grpc_native_limits.py --fronts h2corn
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 import tempfile
 import threading
@@ -20,7 +24,6 @@ from typing import Any
 
 import httpx
 from _common import markdown_table, write_results
-from grpc_guard_cost import loopback_port
 from hyperframe.frame import ContinuationFrame, Frame, GoAwayFrame, RstStreamFrame
 
 from modelhost import testing
@@ -35,18 +38,30 @@ from test_http2_floods_e2e import RawConnection, flood, streams  # noqa: E402
 MAX_STREAMS = 16
 MAX_CONNECTIONS = 8
 HEADER_TIMEOUT_S = 1
-HEADER = ["limit", "port", "GOAWAY", "RST_STREAMs", "closed", "PSS growth MiB", "pings ok"]
+HEADER = ["limit", "front", "GOAWAY", "RST_STREAMs", "closed", "PSS growth MiB", "pings ok"]
 
 
 def main() -> None:
-    with tempfile.TemporaryDirectory(prefix="modelhost-native-limits-") as scratch:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--fronts", nargs="+", default=["pygrpc-native", "h2corn"])
+    fronts = parser.parse_args().fronts
+    rows = [row for front in fronts for row in probed(front)]
+    table = markdown_table(HEADER, rows)
+    path = write_results("grpc_native_limits", {"rows": rows}, table)
+    print(table)
+    print(f"\nraw results: {path}")
+
+
+def probed(front: str) -> list[list[str]]:
+    """Every probe on the public port of a server of `front`."""
+    with tempfile.TemporaryDirectory(prefix="modelhost-front-limits-") as scratch:
         scratch_path = Path(scratch)
         testing.iris_logreg(scratch_path / "store" / "iris.pkl")
         port = testing.free_port()
         settings = {
             "workers": 1,
             "grpc_port": port,
-            "grpc_front": "pygrpc-native",
+            "grpc_front": front,
             "grpc_max_streams": MAX_STREAMS,
             "grpc_max_connections": MAX_CONNECTIONS,
             "grpc_connections_per_s": 1000,
@@ -54,16 +69,7 @@ def main() -> None:
         }
         serve = testing.serve_args(scratch_path / "store", scratch_path / "cache", **settings)
         with testing.RunningServer(serve, scratch_path) as server:
-            ports = {"guard": port, "native": loopback_port(server, port)}
-            rows = [
-                probe(server, limit, where, ports[where], send)
-                for limit, send in PROBES.items()
-                for where in ports
-            ]
-    table = markdown_table(HEADER, rows)
-    path = write_results("grpc_native_limits", {"rows": rows}, table)
-    print(table)
-    print(f"\nraw results: {path}")
+            return [probe(server, limit, front, port, send) for limit, send in PROBES.items()]
 
 
 def probe(

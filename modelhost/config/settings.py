@@ -291,8 +291,9 @@ class Config:
     grpc_front: str = _setting(
         "auto",
         "what serves the gRPC inference port: pygrpc-native (needs modelhost[grpc-native]), "
-        "grpc.aio, or auto, pygrpc-native where it is installed",
-        choices=("auto", "pygrpc-native", "grpc.aio"),
+        "grpc.aio, h2corn (needs modelhost[grpc-h2corn]; no guard), or auto, pygrpc-native "
+        "where it is installed",
+        choices=("auto", "pygrpc-native", "grpc.aio", "h2corn"),
     )
     grpc_max_streams: int = _setting(
         128,

@@ -1,9 +1,11 @@
-"""The fronts that can serve a gRPC port behind its guard: pygrpc-native or grpc.aio.
+"""The fronts that can serve a gRPC port: pygrpc-native or grpc.aio behind its guard, or
+h2corn with no guard.
 
 pygrpc-native runs HTTP/2 and gRPC's framing in Rust and hands calls to the loop in batches;
 it serves unary and server-streaming methods itself and hands the rest (client-streaming and
 bidirectional ones) to a grpc.aio server of its own. grpc.aio serves where it is not installed
-or where it is asked for (docs/decisions.md, "gRPC's front").
+or where it is asked for. h2corn, only when asked for, serves the public port itself and hands
+each call to an ASGI app on the loop (rpc/h2front.py); docs/decisions.md, "gRPC's front".
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from modelhost.errors import ConfigError
 AUTO = "auto"
 NATIVE = "pygrpc-native"
 GRPC_AIO = "grpc.aio"
-FRONTS = (NATIVE, GRPC_AIO)
+H2CORN = "h2corn"
+GUARDED = (NATIVE, GRPC_AIO)  # behind the guard (rpc/guard.py)
+FRONTS = (*GUARDED, H2CORN)
 # connection lifetimes grpc core holds and pygrpc-native refuses: the guard holds them
 NATIVE_REFUSES = frozenset(
     {
@@ -39,6 +43,11 @@ def front_of(asked: str) -> str:
         raise ConfigError(
             "--grpc-front pygrpc-native needs the pygrpc-native package: install "
             "modelhost[grpc-native], or choose --grpc-front grpc.aio"
+        )
+    if asked == H2CORN and importlib.util.find_spec("h2corn") is None:
+        raise ConfigError(
+            "--grpc-front h2corn needs the h2corn package: install modelhost[grpc-h2corn], "
+            "or choose --grpc-front pygrpc-native or grpc.aio"
         )
     return asked
 

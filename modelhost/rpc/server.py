@@ -1,9 +1,10 @@
-"""The gRPC servers: pygrpc-native or grpc.aio servers on the frontend's event loop, beside
-the HTTP ones (rpc/fronts.py).
+"""The gRPC servers: pygrpc-native, grpc.aio or h2corn servers on the frontend's event loop,
+beside the HTTP ones (rpc/fronts.py).
 
-They listen on Unix sockets in the run folder (a loopback port where there are none) behind a
-guard (rpc/guard.py), which holds the public port, its TLS (the HTTP servers' certificate) and
-the HTTP/2 limits the fronts lack. They drain with the HTTP servers.
+pygrpc-native's and grpc.aio's listen on Unix sockets in the run folder (a loopback port where
+there are none) behind a guard (rpc/guard.py), which holds the public port, its TLS (the HTTP
+servers' certificate) and the HTTP/2 limits the fronts lack; h2corn's holds the public port
+itself (rpc/h2front.py). They drain with the HTTP servers.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import socket
 import ssl
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -24,8 +25,9 @@ from modelhost.config import Config
 from modelhost.errors import ConfigError
 from modelhost.rpc.admission import ConnectionRate
 from modelhost.rpc.frames import Limits, StreamBudget
-from modelhost.rpc.fronts import GRPC_AIO, new_server
+from modelhost.rpc.fronts import GRPC_AIO, H2CORN, new_server
 from modelhost.rpc.guard import BACKEND_HOST, Admission, Guard, Hop
+from modelhost.rpc.h2front import H2cornServer, call_limits
 from modelhost.rpc.stubs import Handlers
 
 logger = logging.getLogger("modelhost")
@@ -62,7 +64,13 @@ class RpcServer:
         self.front = front
         options = server_options(config)
         copies = copies if front == GRPC_AIO else 1
-        self.servers = [new_server(front, options, interceptors) for _ in range(copies)]
+        admission = admission or admission_of(config, StreamBudget(stream_budget(config)))
+        self.servers: list[Any]  # grpc.aio's servers, or h2corn's with the same methods
+        if front == H2CORN:
+            limits_of_calls = call_limits(config, admission.budget.max_streams)
+            self.servers = [H2cornServer(limits_of_calls, interceptors)]
+        else:
+            self.servers = [new_server(front, options, interceptors) for _ in range(copies)]
         self.health: health.aio.HealthServicer | None = None
         self.health_names = ("", *health_names)  # "": the whole server
         if health_names:
@@ -75,21 +83,26 @@ class RpcServer:
             if self.health is not None:
                 health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         sock = listen(host, port)
-        self.guard = Guard(
-            sock,
-            bind_all(self.servers, hop_folder, sock.getsockname()[1]),
-            limits=limits(config),
-            admission=admission or admission_of(config, StreamBudget(stream_budget(config))),
-            tls=tls_context(config),
-        )
-        self.port = self.guard.sock.getsockname()[1]
+        self.port = sock.getsockname()[1]
+        self.guard: Guard | None = None
+        if front == H2CORN:
+            self.servers[0].adopt(sock, config, MAX_HEADER_LIST_BYTES)
+        else:
+            self.guard = Guard(
+                sock,
+                bind_all(self.servers, hop_folder, self.port),
+                limits=limits(config),
+                admission=admission,
+                tls=tls_context(config),
+            )
         self.address = f"{host}:{self.port}"
         self._stopping: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         for server in self.servers:
             await server.start()
-        await self.guard.start()
+        if self.guard is not None:
+            await self.guard.start()
         await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
 
     async def serving(self) -> None:
@@ -105,11 +118,13 @@ class RpcServer:
         await self._stopping
 
     async def _stop(self) -> None:
-        self.guard.close()
+        if self.guard is not None:
+            self.guard.close()
         if self.health is not None:
             await self.health.enter_graceful_shutdown()
         await asyncio.gather(*(server.stop(self.drain_timeout_s) for server in self.servers))
-        self.guard.abort()
+        if self.guard is not None:
+            self.guard.abort()
 
     async def _set_health(self, status: int) -> None:
         if self.health is not None:

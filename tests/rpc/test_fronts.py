@@ -1,5 +1,6 @@
 """Which front serves the gRPC inference port: pygrpc-native where it is installed, grpc.aio
-where it is not or where it is asked for; a front that cannot serve is refused at start."""
+where it is not or where it is asked for, h2corn only where it is asked for; a front that
+cannot serve is refused at start."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 from modelhost.config import load_config
 from modelhost.errors import ConfigError
 from modelhost.rpc import fronts
-from modelhost.rpc.fronts import AUTO, GRPC_AIO, NATIVE, front_of, new_server
+from modelhost.rpc.fronts import AUTO, GRPC_AIO, H2CORN, NATIVE, front_of, new_server
 from modelhost.rpc.server import server_options
 
 
@@ -22,7 +23,7 @@ def without_native(monkeypatch: pytest.MonkeyPatch) -> None:
     real = importlib.util.find_spec
 
     def find_spec(name: str, *args: object) -> object:
-        return None if name == "pygrpc_native" else real(name)
+        return None if name in ("pygrpc_native", "h2corn") else real(name)
 
     monkeypatch.setattr(fronts.importlib.util, "find_spec", find_spec)
 
@@ -42,8 +43,15 @@ def test_asking_for_a_missing_pygrpc_native_is_refused_with_the_way_out() -> Non
         front_of(NATIVE)
 
 
-def test_grpc_aio_serves_when_asked_for() -> None:
-    assert front_of(GRPC_AIO) == GRPC_AIO
+@pytest.mark.usefixtures("without_native")
+def test_asking_for_a_missing_h2corn_is_refused_with_the_way_out() -> None:
+    with pytest.raises(ConfigError, match=r"modelhost\[grpc-h2corn\].*--grpc-front"):
+        front_of(H2CORN)
+
+
+@pytest.mark.parametrize("front", [GRPC_AIO, H2CORN])
+def test_a_front_serves_when_asked_for(front: str) -> None:
+    assert front_of(front) == front
 
 
 def test_an_unknown_front_is_refused_at_start(tmp_path: Path) -> None:

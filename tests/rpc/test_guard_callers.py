@@ -14,7 +14,7 @@ from hyperframe.frame import ContinuationFrame, DataFrame, Frame, HeadersFrame, 
 from modelhost.rpc.access import by_guard
 from modelhost.rpc.admission import ConnectionRate
 from modelhost.rpc.frames import Limits, StreamBudget
-from modelhost.rpc.fronts import FRONTS, NATIVE, new_server
+from modelhost.rpc.fronts import GUARDED, NATIVE, new_server
 from modelhost.rpc.guard import Admission, Guard
 from modelhost.rpc.server import bind_all, listen
 
@@ -78,7 +78,7 @@ async def called(front: str, folder: Path | None, authority: str, step: int) -> 
         await server.stop(0)
 
 
-@pytest.mark.parametrize("front", FRONTS)
+@pytest.mark.parametrize("front", GUARDED)
 @pytest.mark.parametrize("unix", [True, False])
 @pytest.mark.parametrize("step", [1, 7, 4096])
 def test_the_front_is_told_the_caller_and_its_foreign_authority(
@@ -88,6 +88,6 @@ def test_the_front_is_told_the_caller_and_its_foreign_authority(
     assert found == "127.0.0.1|models.example.com"
 
 
-@pytest.mark.parametrize("front", FRONTS)
+@pytest.mark.parametrize("front", GUARDED)
 def test_a_caller_naming_this_machine_has_no_foreign_authority(front: str, tmp_path: Path) -> None:
     assert asyncio.run(called(front, tmp_path, "localhost:8001", 4096)) == "127.0.0.1|"

@@ -14,7 +14,7 @@ from hyperframe.frame import DataFrame, Frame, GoAwayFrame, HeadersFrame, Settin
 
 from modelhost.rpc.admission import ConnectionRate
 from modelhost.rpc.frames import Limits, StreamBudget
-from modelhost.rpc.fronts import FRONTS, new_server
+from modelhost.rpc.fronts import GUARDED, new_server
 from modelhost.rpc.guard import BACKEND_HOST, Admission, Guard, Hop
 from modelhost.rpc.server import listen
 
@@ -90,13 +90,13 @@ def goaways(found: list[Frame]) -> list[GoAwayFrame]:
     return [frame for frame in found if isinstance(frame, GoAwayFrame)]
 
 
-@pytest.mark.parametrize("front", FRONTS)
+@pytest.mark.parametrize("front", GUARDED)
 def test_an_idle_connection_is_told_to_go_and_closed(front: str) -> None:
     found = asyncio.run(ending(front, call=False))
     assert [(g.error_code, g.additional_data) for g in goaways(found)] == [(0, b"idle")]
 
 
-@pytest.mark.parametrize("front", FRONTS)
+@pytest.mark.parametrize("front", GUARDED)
 def test_an_old_connection_is_told_to_go_and_its_call_has_the_grace(front: str) -> None:
     """The Watch is answered, GOAWAY comes at the connection's age with the call still open,
     and the connection closes once the grace is over."""

@@ -11,11 +11,11 @@ import pytest
 
 from modelhost.config import load_config
 from modelhost.errors import ConfigError
-from modelhost.rpc.fronts import GRPC_AIO, NATIVE
+from modelhost.rpc.fronts import GRPC_AIO, H2CORN, NATIVE
 from modelhost.rpc.server import RpcServer
 
 
-@pytest.mark.parametrize("front", [GRPC_AIO, NATIVE])
+@pytest.mark.parametrize("front", [GRPC_AIO, NATIVE, H2CORN])
 @pytest.mark.parametrize("reuse_port", [False, True])
 def test_a_port_in_use_is_refused_naming_the_flag(
     tmp_path: Path, reuse_port: bool, front: str

@@ -1,7 +1,10 @@
 """HTTP/2 floods on the gRPC port, sent as raw frames: streams that never finish, header blocks
 that never end, and streams reset as fast as they open, also by attackers that reconnect at the
 default limits. Each leaves the frontend's PSS within its allowance and /ping answering, on
-each front of the port (pygrpc-native and grpc.aio)."""
+each front of the port (pygrpc-native and grpc.aio behind the guard, h2corn without one).
+
+The guard ends a connection where h2corn ends a stream or leaves a connection waiting to be
+accepted; what each front holds, and how, is in docs/decisions.md, "gRPC's front"."""
 
 from __future__ import annotations
 
@@ -30,13 +33,16 @@ from hyperframe.frame import (
 
 from modelhost import testing
 from modelhost.records.memory import pss_bytes
-from modelhost.rpc.fronts import FRONTS
+from modelhost.rpc.fronts import FRONTS, H2CORN
 
 pytestmark = pytest.mark.e2e
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 INFER = "/inference.GRPCInferenceService/ModelInfer"
 ENHANCE_YOUR_CALM = 0xB
+REFUSED_STREAM = 0x7
+COMPRESSION_ERROR = 0x9
+DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED = "4", "8"
 ALLOWANCE_BYTES = 64 * 2**20
 MAX_STREAMS = 16
 MAX_CONNECTIONS = 8
@@ -195,11 +201,39 @@ def goaway_of(frames: list[Frame]) -> GoAwayFrame:
     return found[0]
 
 
+def statuses_of(frames: list[Frame]) -> dict[int, str]:
+    """Each stream's grpc-status among a connection's frames, all of them, in order."""
+    decoder, found = hpack.Decoder(), {}
+    for frame in frames:
+        if isinstance(frame, HeadersFrame):
+            fields = dict(decoder.decode(frame.data))
+            if "grpc-status" in fields:
+                found[frame.stream_id] = fields["grpc-status"]
+    return found
+
+
+def until_answered(connection: RawConnection, stream_id: int, wait_s: float) -> list[Frame]:
+    """The frames until `stream_id` has its status, the connection closes, or `wait_s`."""
+    deadline, frames = time.monotonic() + wait_s, []
+    while not connection.closed and time.monotonic() < deadline:
+        frames += connection.frames(wait_s=0.5)
+        if stream_id in statuses_of(frames):
+            break
+    return frames
+
+
+def strictly_failing_on_h2corn(request: pytest.FixtureRequest, front: str, why: str) -> None:
+    """A limit h2corn does not hold: the test must fail there, until it does."""
+    if front == H2CORN:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=why))
+
+
 def test_streams_past_the_cap_end_their_connection(
-    server: testing.RunningServer, grpc_port: int
+    server: testing.RunningServer, grpc_port: int, front: str
 ) -> None:
     """A dozen connections open streams that never send their message, far past the advertised
-    MAX_CONCURRENT_STREAMS: each is told GOAWAY, and the frontend holds."""
+    MAX_CONCURRENT_STREAMS: each is told GOAWAY (on h2corn, each stream past the cap is
+    refused), and the frontend holds."""
     connections = [RawConnection(grpc_port) for _ in range(12)]
     found: list[list[Frame]] = [[] for _ in connections]
 
@@ -220,16 +254,24 @@ def test_streams_past_the_cap_end_their_connection(
     for frames in served:
         settings = [f.settings for f in frames if isinstance(f, SettingsFrame) and f.settings]
         assert settings[0].get(SettingsFrame.MAX_CONCURRENT_STREAMS) == MAX_STREAMS
-        assert goaway_of(frames).error_code == ENHANCE_YOUR_CALM
+        if front == H2CORN:
+            resets = [f.error_code for f in frames if isinstance(f, RstStreamFrame)]
+            assert REFUSED_STREAM in resets  # beside NO_ERROR: streams answered, then reset
+        else:
+            assert goaway_of(frames).error_code == ENHANCE_YOUR_CALM
 
 
 def test_a_stream_that_never_sends_its_message_ends_its_connection(
-    server: testing.RunningServer, grpc_port: int
+    server: testing.RunningServer, grpc_port: int, front: str
 ) -> None:
-    """One stream opened, its message never sent: GOAWAY once --header-timeout-s passes."""
+    """One stream opened, its message never sent: GOAWAY once --header-timeout-s passes (on
+    h2corn, the stream ends with DEADLINE_EXCEEDED)."""
     connection = RawConnection(grpc_port)
     try:
         connection.send(connection.headers(1))
+        if front == H2CORN:
+            assert statuses_of(until_answered(connection, 1, 10)) == {1: DEADLINE_EXCEEDED}
+            return
         deadline, frames = time.monotonic() + 10, []
         while not connection.closed and time.monotonic() < deadline:
             frames += connection.frames(wait_s=0.5)
@@ -240,17 +282,19 @@ def test_a_stream_that_never_sends_its_message_ends_its_connection(
 
 
 def test_an_endless_header_block_ends_its_connection(
-    server: testing.RunningServer, grpc_port: int
+    server: testing.RunningServer, grpc_port: int, front: str
 ) -> None:
     """HEADERS without END_HEADERS, then 8 KiB CONTINUATION frames without end: GOAWAY and
-    the connection closed once the block passes the 16 KiB header list."""
+    the connection closed once the block passes the 16 KiB header list (h2corn's code is
+    COMPRESSION_ERROR: the connection's HPACK state is lost with the block)."""
     connection = RawConnection(grpc_port)
     more = ContinuationFrame(1, data=b"a" * 8192).serialize() * 16
     try:
         with watched(server):
             first = connection.headers(1, end_headers=False)
             frames = flood(lambda n: more if n else first, connection)
-        assert goaway_of(frames).error_code == ENHANCE_YOUR_CALM
+        code = COMPRESSION_ERROR if front == H2CORN else ENHANCE_YOUR_CALM
+        assert goaway_of(frames).error_code == code
         assert connection.closed
     finally:
         connection.sock.close()
@@ -273,13 +317,17 @@ def test_rapid_resets_end_their_connection(server: testing.RunningServer, grpc_p
         connection.sock.close()
 
 
-def test_connections_past_the_cap_are_closed(server: testing.RunningServer, grpc_port: int) -> None:
-    """Three times --grpc-max-connections connections at once: no more than the cap are kept."""
+def test_connections_past_the_cap_are_closed(
+    server: testing.RunningServer, grpc_port: int, front: str
+) -> None:
+    """Three times --grpc-max-connections connections at once: no more than the cap are kept
+    (on h2corn, served: the rest wait unaccepted, in the listening socket's backlog)."""
     connections = [RawConnection(grpc_port) for _ in range(3 * MAX_CONNECTIONS)]
     try:
-        for connection in connections:
-            connection.frames(wait_s=0.2)
+        got = [connection.frames(wait_s=0.2) for connection in connections]
         kept = [connection for connection in connections if not connection.closed]
+        if front == H2CORN:
+            kept = [c for c, frames in zip(connections, got, strict=True) if frames]
         assert 0 < len(kept) <= MAX_CONNECTIONS
         assert httpx.get(f"{server.url}/ping").status_code == 200
     finally:
@@ -347,10 +395,11 @@ def refused(server: testing.RunningServer, reason: str) -> float:
 
 
 def test_an_address_opening_connections_too_fast_is_refused(
-    default_server: tuple[testing.RunningServer, int],
+    default_server: tuple[testing.RunningServer, int], front: str, request: pytest.FixtureRequest
 ) -> None:
     """Connections opened one after another from one address, each closed before the next:
     past the burst and --grpc-connections-per-s, one is closed at once, and counted."""
+    strictly_failing_on_h2corn(request, front, "h2corn accepts every connection it has room for")
     server, port = default_server
     before = refused(server, "rate")
     for _ in range(4 * 64):  # the burst is --grpc-max-connections, 64
