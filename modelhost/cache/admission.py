@@ -23,8 +23,9 @@ def _slots_of(name: str, depth: int, width: int) -> array[int]:
 
     An array, not a tuple: a tuple's ints are objects of their own (tests/cache/test_admission).
     """
-    packed = int.from_bytes(hashlib.blake2b(name.encode(), digest_size=4 * depth).digest(), "little")
-    return array("L", [(packed >> shift & 0xFFFFFFFF) % width for shift in range(0, 32 * depth, 32)])
+    digest = hashlib.blake2b(name.encode(), digest_size=4 * depth).digest()
+    packed = int.from_bytes(digest, "little")
+    return array("L", [(packed >> bit & 0xFFFFFFFF) % width for bit in range(0, 32 * depth, 32)])
 
 
 class FrequencySketch:
