@@ -41,9 +41,10 @@ class FrequencySketch:
         return _slots_of(name, self.depth, self.width)
 
     def record(self, name: str) -> None:
-        for row, slot in zip(self.rows, self._slots(name), strict=True):
-            if row[slot] < COUNTER_MAX:
-                row[slot] += 1
+        rows = self.rows  # indexed, not zipped: zip's strict keyword costs more than the loop
+        for depth, slot in enumerate(self._slots(name)):
+            if rows[depth][slot] < COUNTER_MAX:
+                rows[depth][slot] += 1
         self.recorded += 1
         if self.recorded >= self.sample_size:
             self._halve()
