@@ -35,10 +35,11 @@ class CounterTally:
         self.values: dict[Labels, float] = {}
         self.created: dict[Labels, float] = {}
 
-    def inc(self, labels: Labels, amount: float = 1.0) -> None:
+    def inc(self, labels: Labels, amount: float = 1.0, at: float | None = None) -> None:
+        """Add `amount`; a new series was created `at` (None: now)."""
         value = self.values.get(labels)
         if value is None:
-            self.created[labels] = time.time()
+            self.created[labels] = time.time() if at is None else at
             value = 0.0
         self.values[labels] = value + amount
 
@@ -118,14 +119,19 @@ class GaugeReading:
 
 
 class Tallies(Collector):
+    """`before`: called at each scrape before the tallies are read (what they hold back)."""
+
     def __init__(
         self,
         registry: CollectorRegistry,
         tallies: Sequence[Tally],
+        before: Callable[[], None] = lambda: None,
     ) -> None:
         self.tallies = tuple(tallies)
+        self.before = before
         registry.register(self)
 
     def collect(self) -> Iterator[Metric]:
+        self.before()
         for tally in self.tallies:
             yield tally.family()
