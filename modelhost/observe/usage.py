@@ -14,6 +14,7 @@ from typing import Any
 from modelhost.observe.exchange import Exchange
 
 MAX_MODELS = 32_768
+FOLD_AFTER = 64  # exchanges held before they are counted; a read counts those held first
 ENTRY_BYTES = 320  # an entry, as tracemalloc measures it
 UNCOUNTED_ERRORS = frozenset({"ModelNotFound", "InvalidModelName"})  # names that are no model
 TIERS = ("disk", "remote")
@@ -31,8 +32,20 @@ class ModelUsage:
         # the most recently counted model's counters, unpacked until another model's come
         self._newest: str | None = None
         self._fields: list[Any] = []
+        self._held: list[Exchange] = []  # not yet counted: counted together (docs/decisions.md)
 
     def record(self, exchange: Exchange) -> None:
+        self._held.append(exchange)
+        if len(self._held) >= FOLD_AFTER:
+            self.fold()
+
+    def fold(self) -> None:
+        """Count the exchanges held; every read folds first."""
+        held, self._held = self._held, []
+        for exchange in held:
+            self._count(exchange)
+
+    def _count(self, exchange: Exchange) -> None:
         if not exchange.invocation or exchange.model is None:
             return
         if exchange.error in UNCOUNTED_ERRORS:
@@ -60,6 +73,7 @@ class ModelUsage:
             self._newest = None  # a cap of none keeps none
 
     def for_model(self, model: str) -> dict[str, Any]:
+        self.fold()
         packed = self._packed.get(model, EMPTY)
         fields = self._fields if model == self._newest else PACKED.unpack(packed)
         counts = dict(zip(COUNTS, fields[: len(COUNTS)], strict=True))
