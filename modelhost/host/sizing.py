@@ -40,7 +40,7 @@ class Sizing:
         self.observed = Windows(now, WINDOWS_S, bins=1)  # [hits, misses]
         self.thrash = ThrashWatch(events, clock, self.advice, thrash_window_s)
         self.requests = 0
-        # uses not yet counted: counted together, their code stays warm (docs/decisions.md)
+        # held, then counted together (docs/decisions.md)
         self._held: list[tuple[str, int, bool, float]] = []
         events.subscribe(self.thrash.on_event)
 

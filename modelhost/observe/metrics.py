@@ -140,7 +140,7 @@ class Metrics:
             ),
             before=self.fold,
         )
-        # hits not yet counted: counted together, their code stays warm (docs/decisions.md)
+        # held, then counted together (docs/decisions.md)
         self._hits: list[Exchange] = []
         self.rejections = Counter(
             "modelhost_rejections",
@@ -213,6 +213,8 @@ class Metrics:
             if len(self._hits) >= FOLD_AFTER:
                 self.fold()
         else:
+            if self._hits:  # in the order answered
+                self.fold()
             self._count(exchange)
 
     def fold(self) -> None:

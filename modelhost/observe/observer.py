@@ -56,7 +56,7 @@ class Observer:
         self.tenant_series = TenantSeries(NAMED_TENANTS, host.tenant_holdings)
         if tenants:
             Tallies(registry, self.tenant_series.tallies, before=self.fold_tenants)
-        # tenants' exchanges not yet counted: counted together (docs/decisions.md)
+        # held, then counted together (docs/decisions.md)
         self._tenants_held: list[Exchange] = []
         self.stream = EventStream(host.events, max_clients=max_streams)
         self.access_log = AccessLog(access_log) if access_log else None

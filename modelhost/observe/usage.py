@@ -32,7 +32,7 @@ class ModelUsage:
         # the most recently counted model's counters, unpacked until another model's come
         self._newest: str | None = None
         self._fields: list[Any] = []
-        self._held: list[Exchange] = []  # not yet counted: counted together (docs/decisions.md)
+        self._held: list[Exchange] = []  # held, then counted together (docs/decisions.md)
 
     def record(self, exchange: Exchange) -> None:
         self._held.append(exchange)

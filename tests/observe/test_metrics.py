@@ -161,3 +161,13 @@ def test_a_series_first_counted_in_bulk_was_created_when_answered() -> None:
     metrics = Metrics(CollectorRegistry())
     metrics.on_exchange(dataclasses.replace(invocation("hit"), time=1000.0, duration_s=0.5))
     assert value(metrics, "modelhost_cache_lookups_created", tier="hit") == 1000.5
+
+
+def test_hits_held_are_counted_before_a_later_error() -> None:
+    """A series that a held hit and a later error share is dated by the hit."""
+    metrics = Metrics(CollectorRegistry())
+    metrics.on_exchange(dataclasses.replace(invocation("hit"), time=1000.0, duration_s=0.5))
+    metrics.on_exchange(invocation(None, status=507))
+    route = {"route": "/models/{model:path}/invoke", "protocol": "rest"}
+    assert value(metrics, "modelhost_http_request_bytes_created", **route) == 1000.5
+    assert value(metrics, "modelhost_http_request_bytes_total", **route) == 34
