@@ -5,6 +5,7 @@ Names become store keys, disk folders and frame fields, so nothing may escape a 
 
 from __future__ import annotations
 
+import functools
 import unicodedata
 
 from modelhost.errors import InvalidModelName
@@ -12,6 +13,7 @@ from modelhost.errors import InvalidModelName
 MAX_NAME_BYTES = 256
 MAX_PART_BYTES = 255  # most file systems' limit
 MAX_ECHO_CHARS = 200  # of a refused value, in an error message
+CHECKED_NAMES = 4096  # bounded, so a scan of new names cannot grow the frontend
 
 VALID = (
     f"a valid name is a relative path such as tenants/t007.joblib, at most {MAX_NAME_BYTES} "
@@ -28,6 +30,7 @@ def model_name(name: str) -> str:
     return name
 
 
+@functools.lru_cache(maxsize=CHECKED_NAMES)  # a hot name is checked on every request
 def _problem(name: str) -> str:
     try:
         size = len(name.encode("utf-8"))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+from array import array
 from collections.abc import Callable
 
 from modelhost.cache.policy import Sized
@@ -17,9 +18,14 @@ HASHED_NAMES = 4096  # bounded, so a scan of new names cannot grow the frontend
 
 
 @functools.lru_cache(maxsize=HASHED_NAMES)  # hot names are hashed on every request
-def _hashes(name: str, depth: int) -> int:
-    """`depth` 32-bit hashes packed in one int; unlike `hash`, stable so simulate repeats."""
-    return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=4 * depth).digest(), "little")
+def _slots_of(name: str, depth: int, width: int) -> array[int]:
+    """The name's counter in each of `depth` rows; unlike `hash`, stable so simulate repeats.
+
+    An array, not a tuple: a tuple's ints are objects of their own (tests/cache/test_admission).
+    """
+    digest = hashlib.blake2b(name.encode(), digest_size=4 * depth).digest()
+    packed = int.from_bytes(digest, "little")
+    return array("L", [(packed >> bit & 0xFFFFFFFF) % width for bit in range(0, 32 * depth, 32)])
 
 
 class FrequencySketch:
@@ -31,14 +37,14 @@ class FrequencySketch:
         self.rows = [[0] * width for _ in range(depth)]
         self.recorded = 0
 
-    def _slots(self, name: str) -> list[int]:
-        packed, width = _hashes(name, self.depth), self.width
-        return [(packed >> shift & 0xFFFFFFFF) % width for shift in range(0, 32 * self.depth, 32)]
+    def _slots(self, name: str) -> array[int]:
+        return _slots_of(name, self.depth, self.width)
 
     def record(self, name: str) -> None:
-        for row, slot in zip(self.rows, self._slots(name), strict=True):
-            if row[slot] < COUNTER_MAX:
-                row[slot] += 1
+        rows = self.rows  # indexed, not zipped: zip's strict keyword costs more than the loop
+        for depth, slot in enumerate(self._slots(name)):
+            if rows[depth][slot] < COUNTER_MAX:
+                rows[depth][slot] += 1
         self.recorded += 1
         if self.recorded >= self.sample_size:
             self._halve()

@@ -61,12 +61,16 @@ class Windows:
         self.histograms = [[0.0] * (bins + 1) for _ in self.taus]
         self.origin = now
         self.growth, self.growth_until = [1.0] * len(self.taus), now + GROWTH_STEP_S
+        self._pairs = self._paired()
 
     def add(self, index: int, weight: float, now: float) -> None:
         if now >= self.growth_until:
             self._grow(now)
-        for histogram, growth in zip(self.histograms, self.growth, strict=True):
+        for histogram, growth in self._pairs:  # zipped once a growth step, not per use
             histogram[index] += weight * growth
+
+    def _paired(self) -> list[tuple[list[float], float]]:
+        return list(zip(self.histograms, self.growth, strict=True))
 
     def _grow(self, now: float) -> None:
         self.growth = [math.exp((now - self.origin) / tau) for tau in self.taus]
@@ -75,6 +79,7 @@ class Windows:
             for histogram, growth in zip(self.histograms, self.growth, strict=True):
                 histogram[:] = [value / growth for value in histogram]
             self.growth, self.origin = [1.0] * len(self.taus), now
+        self._pairs = self._paired()
 
     def curve(self, window: str) -> Curve:
         histogram = self.histograms[self.names.index(window)]

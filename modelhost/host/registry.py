@@ -191,7 +191,8 @@ class Registry:
 
     def revalidate_in_background(self, name: str) -> None:
         """Unload a loaded model if the store's artifact was replaced; checked when due."""
-        if name in self._revalidations or not self.residency.disk.revalidation.due(name):
+        # `due` first: off by default, it answers at once, on every hit
+        if not self.residency.disk.revalidation.due(name) or name in self._revalidations:
             return
         self._revalidations.start(name, self._revalidate_loaded(name))
 

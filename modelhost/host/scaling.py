@@ -51,16 +51,15 @@ class Scaling:
         dispatcher = self.copies.dispatchers.get(name)
         if dispatcher is None:
             return
+        # asked on every request that waits: the cheap tests first
+        resident = self.copies.memory.get(name)
+        if resident is None or len(resident.workers) >= len(self.copies.pool.workers):
+            return  # a copy on every worker is at any limit
         limit = self._max_copies(name)
-        if self._at_limit(name, limit):  # asked on every request that waits: the cheap test first
+        if len(resident.workers) >= limit:  # `Copies.start` would refuse
             return
         if dispatcher.busy_share() >= SCALE_OUT_BUSY_SHARE:
             self.copies.start(name, "scale_out", limit)
-
-    def _at_limit(self, name: str, limit: int) -> bool:
-        """Whether the model holds as many copies as it may (`Copies.start` would refuse)."""
-        resident = self.copies.memory.get(name)
-        return resident is None or len(resident.workers) >= limit
 
     def loaded(self, make_dispatcher: Callable[[str, bool], Dispatcher]) -> OnLoaded:
         """What a first copy's load calls; the floor's other copies follow."""

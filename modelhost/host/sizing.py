@@ -20,6 +20,7 @@ HOT_MODELS = 32  # for a router to spread
 TARGETS = (0.9, 0.95, 0.99)  # hit ratios
 FACTORS = (0.5, 2.0, 4.0)  # multiples of today's room
 DEFAULT_WINDOW = "hour"
+FOLD_AFTER = 64  # uses held before the curve counts them; a read counts those held first
 
 
 class Sizing:
@@ -39,15 +40,26 @@ class Sizing:
         self.observed = Windows(now, WINDOWS_S, bins=1)  # [hits, misses]
         self.thrash = ThrashWatch(events, clock, self.advice, thrash_window_s)
         self.requests = 0
+        # held, then counted together (docs/decisions.md)
+        self._held: list[tuple[str, int, bool, float]] = []
         events.subscribe(self.thrash.on_event)
 
     def used(self, name: str, size: int, hit: bool) -> None:
         now = self.clock()
         self.requests += 1
-        self.thrash.used(name, hit, now)
-        self.observed.add(0 if hit else COLD, 1.0, now)
-        if self.curve is not None:
-            self.curve.record(name, size, now)
+        self.thrash.used(name, hit, now)  # its alarm follows each request
+        self._held.append((name, size, hit, now))
+        if len(self._held) >= FOLD_AFTER:
+            self.fold()
+
+    def fold(self) -> None:
+        """Count the uses held into the observed ratio and the curve; every read folds first."""
+        held, self._held = self._held, []
+        observed, curve = self.observed, self.curve
+        for name, size, hit, now in held:
+            observed.add(0 if hit else COLD, 1.0, now)
+            if curve is not None:
+                curve.record(name, size, now)
 
     @property
     def fixed_bytes(self) -> int:
@@ -55,6 +67,7 @@ class Sizing:
 
     def budget_for(self, hit_ratio: float, window: str = DEFAULT_WINDOW) -> float:
         """The budget at which LRU reaches `hit_ratio` (infinity where none does)."""
+        self.fold()
         if self.curve is None:
             return math.inf
         return self.fixed_bytes + self.curve.windows.curve(window).room_for(hit_ratio)
@@ -68,6 +81,7 @@ class Sizing:
 
     def statistics(self, window: str = DEFAULT_WINDOW) -> SizingStatistics:
         self.roll()
+        self.fold()
         room = self.memory.budget.capacity_bytes
         histogram = self.curve.windows.curve(window) if self.curve else None
         observed = self.observed.curve(window)
@@ -96,6 +110,7 @@ class Sizing:
 
     def hot_models(self) -> tuple[HotModel, ...]:
         """The frequent names, by their share of the requests."""
+        self.fold()
         if self.curve is None:
             return ()
         frequent = self.curve.frequent

@@ -83,7 +83,13 @@ class Invocations:
         self.tenants = tenants  # None: tenants are off, and cost nothing
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        template, model = route_of(scope["path"]) or (INVOCATIONS, None)
+        await self.routed(scope, receive, send, route_of(scope["path"]))
+
+    async def routed(
+        self, scope: Scope, receive: Receive, send: Send, route: tuple[str, str | None] | None
+    ) -> None:
+        """The invocation on `route`, which `route_of` found for its path."""
+        template, model = route or (INVOCATIONS, None)
         if template == PREDICTIONS and model and model.endswith(ONE_VERSION):
             model = one_version(model, self.host.versioned)
         exchange = _Exchange(template, scope["method"])
@@ -272,14 +278,15 @@ class InvocationFastPath:
         return routes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and is_invocation(scope["method"], scope["path"]):
-            await self.invocations(scope, receive, send)
-        else:
-            await self.app(scope, receive, send)
+        if scope["type"] == "http":
+            route = invocation_route(scope["method"], scope["path"])
+            if route is not None:  # found once, here, not again by the endpoint
+                return await self.invocations.routed(scope, receive, send, route)
+        await self.app(scope, receive, send)
 
 
-def is_invocation(method: str, path: str) -> bool:
-    """A POST to an invocation route, or a PUT (curl -T) to TorchServe's."""
-    if method == "POST":
-        return route_of(path) is not None
-    return method == "PUT" and path.startswith("/predictions/")
+def invocation_route(method: str, path: str) -> tuple[str, str | None] | None:
+    """The route of a POST to an invocation route, or of a PUT (curl -T) to TorchServe's."""
+    if method == "POST" or (method == "PUT" and path.startswith("/predictions/")):
+        return route_of(path)
+    return None

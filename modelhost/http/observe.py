@@ -103,12 +103,13 @@ class ObserveRoutes:
         return JSONResponse(describe_tenant(table, name, self.observer.host.tenant_holdings()))
 
     def tenant_table(self) -> TenantTable:
-        if self.observer.tenants is None:
+        table = self.observer.tenant_table()
+        if table is None:
             raise TenantNotFound(
                 "tenants are off, so every request is counted as the server's own; start the "
                 "server with --tenant-from (header, name:N or token) to count each tenant"
             )
-        return self.observer.tenants
+        return table
 
     async def events(self, request: Request) -> Response:
         """Server-sent events; `?model=` filters, `Last-Event-ID` resumes."""

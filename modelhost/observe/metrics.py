@@ -25,6 +25,7 @@ SECONDS_BUCKETS = (
 
 # every label comes from a closed set: a method a client invents is "other", not a new series
 HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH"})
+FOLD_AFTER = 64  # hits held before they are counted; a scrape counts those held first
 
 
 def _histogram(name: str, help_text: str, registry: CollectorRegistry, *labels: str) -> Histogram:
@@ -144,7 +145,10 @@ class Metrics:
                 self.response_bytes,
                 self.invocation_seconds,
             ),
+            before=self.fold,
         )
+        # held, then counted together (docs/decisions.md)
+        self._hits: list[Exchange] = []
         self.rejections = Counter(
             "modelhost_rejections",
             "Error responses by the error's type (e.g. InsufficientMemory, ModelNotFound)",
@@ -212,21 +216,38 @@ class Metrics:
     # HTTP exchanges ---------------------------------------------------------------------
 
     def on_exchange(self, exchange: Exchange) -> None:
+        if exchange.cache == "hit" and exchange.status < 400:  # a hit touches only the tallies
+            self._hits.append(exchange)
+            if len(self._hits) >= FOLD_AFTER:
+                self.fold()
+        else:
+            if self._hits:  # in the order answered
+                self.fold()
+            self._count(exchange)
+
+    def fold(self) -> None:
+        """Count the hits held since the last fold; the tallies' scrape folds first."""
+        hits, self._hits = self._hits, []
+        for exchange in hits:
+            self._count(exchange, exchange.time + exchange.duration_s)
+
+    def _count(self, exchange: Exchange, ended: float | None = None) -> None:
+        """Count the exchange; `ended`: when it was answered, for a new series (None: now)."""
         route = (exchange.route, exchange.protocol)
         method = exchange.method if exchange.method in HTTP_METHODS else "other"
         series = (method, exchange.route, str(exchange.status), exchange.protocol)
-        self.requests.inc(series)
+        self.requests.inc(series, 1.0, ended)
         self.request_seconds.observe(series, exchange.duration_s)
-        self.request_bytes.inc(route, exchange.bytes_in)
-        self.response_bytes.inc(route, exchange.bytes_out)
+        self.request_bytes.inc(route, exchange.bytes_in, ended)
+        self.response_bytes.inc(route, exchange.bytes_out, ended)
         if exchange.status >= 400:
             self.rejections.labels(error_reason(exchange.status, exchange.error)).inc()
         if exchange.cache:
-            self._invoked(exchange)
+            self._invoked(exchange, ended)
 
-    def _invoked(self, exchange: Exchange) -> None:
+    def _invoked(self, exchange: Exchange, ended: float | None) -> None:
         assert exchange.cache is not None
-        self.lookups.inc((exchange.cache,))
+        self.lookups.inc((exchange.cache,), 1.0, ended)
         for part, ms in exchange.timings_ms.items():
             self.invocation_seconds.observe((part,), ms / 1000)
         if exchange.cache != "hit":

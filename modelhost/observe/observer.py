@@ -15,7 +15,7 @@ from modelhost.observe.access_log import AccessLog
 from modelhost.observe.collector import HostCollector
 from modelhost.observe.exchange import Exchange
 from modelhost.observe.loop_watch import LoopWatch
-from modelhost.observe.metrics import Metrics
+from modelhost.observe.metrics import FOLD_AFTER, Metrics
 from modelhost.observe.stream import EventStream
 from modelhost.observe.tallies import Tallies
 from modelhost.observe.tenant_series import NAMED_TENANTS, TenantSeries
@@ -55,7 +55,9 @@ class Observer:
         self.tenants = TenantTable() if tenants else None
         self.tenant_series = TenantSeries(NAMED_TENANTS, host.tenant_holdings)
         if tenants:
-            Tallies(registry, self.tenant_series.tallies)
+            Tallies(registry, self.tenant_series.tallies, before=self.fold_tenants)
+        # held, then counted together (docs/decisions.md)
+        self._tenants_held: list[Exchange] = []
         self.stream = EventStream(host.events, max_clients=max_streams)
         self.access_log = AccessLog(access_log) if access_log else None
         self._unsubscribe = host.events.subscribe(self.on_event)
@@ -64,6 +66,7 @@ class Observer:
     def on_event(self, event: Event) -> None:
         self.metrics.on_event(event)
         if self.tenants is not None and event.kind == "evict":
+            self.fold_tenants()  # the table's order is the order things happened in
             tenant, for_tenant = event.detail.get("tenant", ""), event.detail.get("for_tenant", "")
             self.tenants.evicted(tenant, for_tenant)
             self.tenant_series.evicted(tenant, for_tenant)
@@ -74,10 +77,26 @@ class Observer:
         if self.torchserve is not None:
             self.torchserve.record(exchange)
         if self.tenants is not None and exchange.tenant is not None:
-            figures = self.tenants.record(exchange.tenant, exchange)
-            self.tenant_series.record(exchange.tenant, exchange, figures)
+            self._tenants_held.append(exchange)
+            if len(self._tenants_held) >= FOLD_AFTER:
+                self.fold_tenants()
         if self.access_log is not None:
             self.access_log.write(exchange)
+
+    def tenant_table(self) -> TenantTable | None:
+        """The tenants' figures, every exchange counted; None while tenants are off."""
+        self.fold_tenants()
+        return self.tenants
+
+    def fold_tenants(self) -> None:
+        """Count the exchanges held into the tenants' table and series; every read folds first."""
+        held, self._tenants_held = self._tenants_held, []
+        if self.tenants is None:
+            return
+        for exchange in held:
+            assert exchange.tenant is not None  # held only with one
+            figures = self.tenants.record(exchange.tenant, exchange)
+            self.tenant_series.record(exchange.tenant, exchange, figures)
 
     def metrics_port_text(self, names: Sequence[str] = ()) -> bytes:
         """What the metrics port serves: TorchServe's series too, when on; only `names`, if any

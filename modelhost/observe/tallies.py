@@ -35,10 +35,11 @@ class CounterTally:
         self.values: dict[Labels, float] = {}
         self.created: dict[Labels, float] = {}
 
-    def inc(self, labels: Labels, amount: float = 1.0) -> None:
+    def inc(self, labels: Labels, amount: float = 1.0, at: float | None = None) -> None:
+        """Add `amount`; a new series was created `at` (None: now)."""
         value = self.values.get(labels)
         if value is None:
-            self.created[labels] = time.time()
+            self.created[labels] = time.time() if at is None else at
             value = 0.0
         self.values[labels] = value + amount
 
@@ -64,25 +65,24 @@ class HistogramTally:
         self.bounds = tuple(bounds)
         les = [floatToGoString(bound) for bound in self.bounds]  # type: ignore[no-untyped-call]
         self.les = [*les, "+Inf"]
-        self.counts: dict[Labels, list[int]] = {}  # per bucket, not cumulative; +Inf last
-        self.sums: dict[Labels, float] = {}
+        # per bucket, not cumulative, +Inf last; then the sum: one lookup a value
+        self.counts: dict[Labels, list[float]] = {}
 
     def observe(self, labels: Labels, value: float) -> None:
         counts = self.counts.get(labels)
         if counts is None:
-            counts = self.counts[labels] = [0] * (len(self.bounds) + 1)
-            self.sums[labels] = 0.0
+            counts = self.counts[labels] = [0] * (len(self.bounds) + 1) + [0.0]
         counts[bisect_left(self.bounds, value)] += 1  # the first bound at or above it
-        self.sums[labels] += value
+        counts[-1] += value
 
     def family(self) -> Metric:
         family = HistogramMetricFamily(self.name, self.documentation, labels=self.labels)
         for labels, counts in list(self.counts.items()):
-            cumulative, running = [], 0
-            for le, count in zip(self.les, counts, strict=True):
+            cumulative, running = [], 0.0
+            for le, count in zip(self.les, counts[:-1], strict=True):
                 running += count
                 cumulative.append((le, float(running)))
-            family.add_metric(labels, cumulative, self.sums[labels])
+            family.add_metric(labels, cumulative, counts[-1])
         return family
 
 
@@ -122,14 +122,19 @@ class GaugeReading:
 
 
 class Tallies(Collector):
+    """`before`: called at each scrape before the tallies are read (what they hold back)."""
+
     def __init__(
         self,
         registry: CollectorRegistry,
         tallies: Sequence[Tally],
+        before: Callable[[], None] = lambda: None,
     ) -> None:
         self.tallies = tuple(tallies)
+        self.before = before
         registry.register(self)
 
     def collect(self) -> Iterator[Metric]:
+        self.before()
         for tally in self.tallies:
             yield tally.family()

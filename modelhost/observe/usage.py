@@ -14,6 +14,7 @@ from typing import Any
 from modelhost.observe.exchange import Exchange
 
 MAX_MODELS = 32_768
+FOLD_AFTER = 64  # exchanges held before they are counted; a read counts those held first
 ENTRY_BYTES = 320  # an entry, as tracemalloc measures it
 UNCOUNTED_ERRORS = frozenset({"ModelNotFound", "InvalidModelName"})  # names that are no model
 TIERS = ("disk", "remote")
@@ -28,13 +29,30 @@ class ModelUsage:
     def __init__(self, max_models: int = MAX_MODELS) -> None:
         self.max_models = max_models
         self._packed: OrderedDict[str, bytes] = OrderedDict()
+        # the most recently counted model's counters, unpacked until another model's come
+        self._newest: str | None = None
+        self._fields: list[Any] = []
+        self._held: list[Exchange] = []  # held, then counted together (docs/decisions.md)
 
     def record(self, exchange: Exchange) -> None:
+        self._held.append(exchange)
+        if len(self._held) >= FOLD_AFTER:
+            self.fold()
+
+    def fold(self) -> None:
+        """Count the exchanges held; every read folds first."""
+        held, self._held = self._held, []
+        for exchange in held:
+            self._count(exchange)
+
+    def _count(self, exchange: Exchange) -> None:
         if not exchange.invocation or exchange.model is None:
             return
         if exchange.error in UNCOUNTED_ERRORS:
             return
-        fields = list(PACKED.unpack(self._take(exchange.model)))
+        if exchange.model != self._newest:
+            self._make_newest(exchange.model)
+        fields = self._fields
         fields[INDEX["requests"]] += 1
         if exchange.status >= 400:
             fields[INDEX["errors"]] += 1
@@ -43,16 +61,21 @@ class ModelUsage:
         timings = exchange.timings_ms
         if timings:
             fields[len(COUNTS) :] = [timings.get(part, math.nan) for part in PARTS]
-        self._packed[exchange.model] = PACKED.pack(*fields)
-        if len(self._packed) > self.max_models:
-            self._packed.popitem(last=False)
 
-    def _take(self, model: str) -> bytes:
-        """Pop the model's counters, so putting them back makes it the newest."""
-        return self._packed.pop(model, EMPTY)
+    def _make_newest(self, model: str) -> None:
+        """Pack the newest model's counters and unpack `model`'s, now the newest."""
+        if self._newest is not None:
+            self._packed[self._newest] = PACKED.pack(*self._fields)
+        self._fields = list(PACKED.unpack(self._packed.pop(model, EMPTY)))
+        self._packed[model] = EMPTY  # its place in the order; its counters are in `_fields`
+        self._newest = model
+        if len(self._packed) > self.max_models and self._packed.popitem(last=False)[0] == model:
+            self._newest = None  # a cap of none keeps none
 
     def for_model(self, model: str) -> dict[str, Any]:
-        fields = PACKED.unpack(self._packed.get(model, EMPTY))
+        self.fold()
+        packed = self._packed.get(model, EMPTY)
+        fields = self._fields if model == self._newest else PACKED.unpack(packed)
         counts = dict(zip(COUNTS, fields[: len(COUNTS)], strict=True))
         timings = dict(zip(PARTS, fields[len(COUNTS) :], strict=True))
         return {

@@ -57,9 +57,13 @@ def model_tenant(config: Config) -> Callable[[str], str] | None:
 
 def tenant_id(text: str, source: str) -> str:
     """`text` if it is a valid tenant id, else InvalidTenant saying what one is."""
-    if not text or len(text) > MAX_TENANT_CHARS or not TENANT_CHARACTERS.issuperset(text):
+    if not is_tenant_id(text):
         raise InvalidTenant(f"invalid tenant {echo(text)} from {source}: {VALID_TENANT}")
     return text
+
+
+def is_tenant_id(text: str) -> bool:
+    return 0 < len(text) <= MAX_TENANT_CHARS and TENANT_CHARACTERS.issuperset(text)
 
 
 class FromHeader:
@@ -67,6 +71,7 @@ class FromHeader:
 
     def __init__(self, header: str) -> None:
         self.header = header
+        self.source = f"the {header} header"  # for a refusal; written once, not per request
 
     def of(self, model: str, headers: Headers) -> str:
         value = headers.get(self.header)
@@ -74,7 +79,7 @@ class FromHeader:
             return DEFAULT_TENANT
         if not isinstance(value, str):
             raise InvalidTenant(f"the {self.header} metadata is binary: {VALID_TENANT}")
-        return tenant_id(value, f"the {self.header} header")
+        return tenant_id(value, self.source)
 
 
 class FromName:
@@ -88,7 +93,10 @@ class FromName:
         parts = model.split("/", self.segments)
         if len(parts) <= self.segments:
             return DEFAULT_TENANT
-        return tenant_id(model[: -len(parts[-1]) - 1], f"the model name {echo(model)}")
+        tenant = model[: -len(parts[-1]) - 1]
+        if is_tenant_id(tenant):  # the refusal's message is written only for a refusal
+            return tenant
+        return tenant_id(tenant, f"the model name {echo(model)}")
 
     def of_model(self, model: str) -> str:
         """A model's tenant: one no request could name (a preload) is the default tenant's."""

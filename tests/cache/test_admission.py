@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import tracemalloc
 
-from modelhost.cache.admission import HASHED_NAMES, FrequencySketch, _hashes
+from modelhost.cache.admission import HASHED_NAMES, FrequencySketch, _slots_of
 
 
 def test_sketch_size_is_bounded() -> None:
     """A sketch that counted 100000 names holds a bounded few bytes."""
-    _hashes.cache_clear()
+    _slots_of.cache_clear()
     sketch = FrequencySketch()
     tracemalloc.start()
     try:

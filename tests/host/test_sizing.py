@@ -169,3 +169,22 @@ def test_a_hot_model_says_its_share_since_it_became_hot() -> None:
     assert all(0 < h.instance_requests < sizing.requests for h in hot)
     shares = {h.name: h.requests / h.instance_requests for h in hot}
     assert shares == pytest.approx({"m0": 0.75, "m1": 0.25}, abs=0.03)
+
+
+def test_reads_between_uses_change_nothing_read() -> None:
+    """Uses are counted a few dozen at a time, and every read counts those held first: a sizing
+    read after each use ends where one read only at the end does."""
+    sizings = []
+    for read_each_use in (True, False):
+        clock, events = Clock(), EventLog()
+        memory = MemoryTier(MemoryBudget(BASELINE + ROOM * MODEL, BASELINE), LRUPolicy(), clock)
+        sizing = Sizing(memory, events, clock)
+        rng = random.Random(0)
+        for _ in range(500):
+            sizing.used(f"m{rng.randrange(30)}", MODEL, hit=rng.random() < 0.8)
+            clock.now += 0.05
+            if read_each_use:
+                assert sizing.statistics().requests == sizing.requests
+        sizings.append(sizing.statistics())
+    assert sizings[0] == sizings[1]
+    assert sizings[0].observed_hit_ratio is not None and sizings[0].curve

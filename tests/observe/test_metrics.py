@@ -8,7 +8,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from modelhost.observe.exchange import Exchange
-from modelhost.observe.metrics import Metrics
+from modelhost.observe.metrics import FOLD_AFTER, Metrics
 from modelhost.records.events import EventLog
 
 
@@ -141,3 +141,33 @@ def test_grpc_calls_are_counted_apart_by_their_protocol() -> None:
         assert value(metrics, "modelhost_http_request_duration_seconds_count", **series) == calls
         assert value(metrics, "modelhost_http_request_bytes_total", **bodies) == 17 * calls
         assert value(metrics, "modelhost_http_response_bytes_total", **bodies) == 20 * calls
+
+
+def test_hits_counted_in_bulk_all_show_at_a_scrape() -> None:
+    """Hits are counted together, a few dozen at a time; a scrape counts those held first."""
+    metrics = Metrics(CollectorRegistry())
+    for _ in range(FOLD_AFTER + 5):
+        metrics.on_exchange(invocation("hit", queue=0.01, infer=1.0))
+    labels = {"method": "POST", "route": "/models/{model:path}/invoke", "protocol": "rest"}
+    assert value(metrics, "modelhost_http_requests_total", status="200", **labels) == FOLD_AFTER + 5
+    assert value(metrics, "modelhost_cache_lookups_total", tier="hit") == FOLD_AFTER + 5
+    assert value(metrics, "modelhost_invocation_part_seconds_count", part="infer") == FOLD_AFTER + 5
+    metrics.on_exchange(invocation("hit"))
+    assert value(metrics, "modelhost_cache_lookups_total", tier="hit") == FOLD_AFTER + 6
+
+
+def test_a_series_first_counted_in_bulk_was_created_when_answered() -> None:
+    """A hit's series is created at the hit's answer, not at the later count."""
+    metrics = Metrics(CollectorRegistry())
+    metrics.on_exchange(dataclasses.replace(invocation("hit"), time=1000.0, duration_s=0.5))
+    assert value(metrics, "modelhost_cache_lookups_created", tier="hit") == 1000.5
+
+
+def test_hits_held_are_counted_before_a_later_error() -> None:
+    """A series that a held hit and a later error share is dated by the hit."""
+    metrics = Metrics(CollectorRegistry())
+    metrics.on_exchange(dataclasses.replace(invocation("hit"), time=1000.0, duration_s=0.5))
+    metrics.on_exchange(invocation(None, status=507))
+    route = {"route": "/models/{model:path}/invoke", "protocol": "rest"}
+    assert value(metrics, "modelhost_http_request_bytes_created", **route) == 1000.5
+    assert value(metrics, "modelhost_http_request_bytes_total", **route) == 34

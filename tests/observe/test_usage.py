@@ -105,3 +105,20 @@ def test_counters_read_back_as_counted() -> None:
     counted = usage.for_model("m")
     assert counted["requests"] == 5 and counted["hits"] == 3 and counted["errors"] == 1
     assert counted["misses"] == {"remote": 1, "disk": 1}
+
+
+def test_each_model_keeps_its_counts_as_requests_alternate() -> None:
+    """Counts read back alike whichever model was counted last."""
+    usage = ModelUsage()
+    for name, cache in (("a", "hit"), ("b", "disk"), ("a", "remote"), ("a", "hit"), ("b", "hit")):
+        usage.record(exchange(model=name, cache=cache))
+        assert usage.for_model("a")["requests"] + usage.for_model("b")["requests"] > 0
+    assert usage.for_model("a")["misses"] == {"remote": 1} and usage.for_model("a")["hits"] == 2
+    assert usage.for_model("b")["misses"] == {"disk": 1} and usage.for_model("b")["hits"] == 1
+
+
+def test_a_cap_of_none_counts_nothing() -> None:
+    usage = ModelUsage(max_models=0)
+    usage.record(exchange())
+    usage.record(exchange())
+    assert usage.for_model("m")["requests"] == 0
