@@ -103,6 +103,18 @@ class Copies:
             and self.sandboxes.allows(worker, name)
         ]
 
+    def a_loader_may_free(self, name: str) -> bool:
+        """Whether a worker that could take another copy of `name` is loading something now."""
+        resident = self.memory.get(name)
+        if resident is None or self.changes.closing:
+            return False
+        return any(
+            worker.worker_id in self.loaders
+            and worker.worker_id not in resident.workers
+            and self.sandboxes.allows(worker, name)
+            for worker in self._live_workers()
+        )
+
     def leaving_of(self, name: str) -> bool:
         return any(model == name for model, _ in self.leaving)
 

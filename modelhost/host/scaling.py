@@ -82,7 +82,10 @@ class Scaling:
                 name, "workers_per_model", self._max_copies(name)
             )
             if task is None:
-                return  # scale-out may add it later
+                if not copies.a_loader_may_free(name):
+                    return  # scale-out may add it later
+                await copies.changes.next()
+                continue
             await task
             if len(resident.workers) <= held:
                 return  # the copy failed: no retrying in a loop

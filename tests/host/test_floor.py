@@ -74,3 +74,20 @@ def test_floor_copy_reserves_its_peak() -> None:
         ],
         FloorInterleavings,
     )
+
+
+def test_a_floor_copy_waits_for_a_worker_that_is_loading() -> None:
+    """A floor's copy whose only spare worker is loading another model loads when that ends,
+    rather than never: PUT min_worker answered one copy of three under load."""
+    machine = FloorInterleavings()
+    try:
+        machine.run_steps([("request", {"name": "a"}), ("request", {"name": "b"})])
+        first_a, first_b = [c for c in machine.pool.calls if isinstance(c.request, Load)]
+        machine.pool.answer(first_a)
+        machine.settle()  # a's floor copy wants the worker b's load holds
+        machine.pool.answer(first_b)
+        machine.settle()
+        copies = sorted(c.request.model for c in machine.pool.calls if isinstance(c.request, Load))
+        assert copies == ["a", "b"], machine.pool.calls
+    finally:
+        machine.teardown()
