@@ -97,9 +97,8 @@ def worker_pool(config: Config, folder: Path, events: EventLog) -> WorkerPool:
 def preloaded_runtimes(config: Config) -> tuple[str, ...]:
     """The runtimes the cache's models needed last, with those `--preload-runtimes` names.
 
-    The default list is a guess: a cache that knows its runtimes replaces it, and so does a
-    local store whose file names tell them all, so a template for TorchServe archives alone
-    does not import scikit-learn.
+    The default list is a guess, replaced by what the cache or the store's file names tell, so
+    a template for TorchServe archives alone does not import scikit-learn.
     """
     cached = cached_runtimes(Path(config.cache_dir) / INDEX_FILE)
     if config.preload_runtimes_given:

@@ -1,9 +1,8 @@
 """The disk index's writes, applied in order on a thread of their own.
 
-Another process may hold the index's lock (a shell, a backup, a second server), and SQLite waits
-for it; that wait must not hold up the event loop. Writes queue here and go in one transaction
-per batch. A write someone awaits fails if its batch fails; the others stay queued, in order,
-and are tried again until they apply.
+Another process may hold the index's lock, and SQLite's wait for it must not hold up the event
+loop. Writes go in one transaction per batch. A write someone awaits fails if its batch fails;
+the others stay queued, in order, and are retried until they apply.
 """
 
 from __future__ import annotations

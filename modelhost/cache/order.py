@@ -1,8 +1,8 @@
 """Loaded models in an eviction policy's order, read lazily from a heap.
 
-A model is pushed when it loads or when its key falls; an entry found behind its model's key
-is pushed again when it reaches the top. A hit only raises a key (a later use, a higher value),
-so it pushes nothing, and choosing k victims costs O(k log N), not a sort of every model.
+A model is pushed when it loads or its key falls; an entry behind its model's key is pushed
+again when it reaches the top. A hit only raises a key, so it pushes nothing, and choosing k
+victims costs O(k log N), not a sort of every model.
 """
 
 from __future__ import annotations

@@ -33,9 +33,8 @@ def stamp(path: Path) -> Stamp | None:
 class TenantsFileWatcher:
     """Holds `current`, the last good policies; a changed file that reads well replaces them.
 
-    The file's stamp is polled on the loop and the file read on a thread. A file with a mistake
-    keeps the last good policies, with a `tenants_file_rejected` event and a warning that say
-    what is wrong. Consumers call `policies`, so a reload needs no rewiring.
+    The stamp is polled on the loop and the file read on a thread. A file with a mistake keeps
+    the last good policies and says why in a `tenants_file_rejected` event and a warning.
     """
 
     def __init__(

@@ -1,11 +1,8 @@
-"""A front's client connection: hits answered here, and the rest of it relayed on the first
-request that is not one.
+"""A front's client connection: hits answered here, and the rest relayed from the first miss.
 
-A connection starts direct. Its requests are taken one after another: a hit goes to a worker
-holding its model (links.py) and its answer is written as the main process writes it
-(answers.py). The first request the front does not answer itself (heads.py: anything but a
-plain hit; a model outside the table; a worker that refuses it or is gone) turns the connection
-into a relayed one (relay.py) for the rest of its life, that request's bytes first, so the main
+A hit goes to a worker holding its model (links.py) and is answered as the main process would
+(answers.py). The first request the front does not answer itself (heads.py) turns the
+connection into a relayed one (relay.py) for good, that request's bytes first, so the main
 process sees what the client sent, in order.
 """
 

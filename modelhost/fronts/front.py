@@ -1,11 +1,9 @@
 """A front process: `python -m modelhost.fronts FRONT HOST PORT UPSTREAM`.
 
-It binds the port beside the main process and says "listening" on stdout. It answers hits
-itself, straight from the workers the main process's table names (direct.py), and relays every
-other connection to the main process's Unix socket `UPSTREAM`. The table arrives on stdin; what
-the front answered goes back on stdout every REPORT_S. SIGTERM or SIGINT stops it taking
-connections; it exits once those it holds have closed, or at once when its stdin closes (the
-main process is gone).
+It binds the port beside the main process, says "listening" on stdout, answers hits from the
+workers its table names (direct.py), and relays other connections to the Unix socket
+`UPSTREAM`. The table arrives on stdin; reports go back on stdout every REPORT_S. SIGTERM or
+SIGINT stops it accepting and it exits once its connections close, or at once when stdin closes.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """One front process as the main process runs it: started, its reports folded, restarted if it
 dies.
 
-A front that exits while the server serves is started again, with the latest table, after a
-backoff that doubles with each death in a row that came soon after a start. After
-`MAX_QUICK_DEATHS` of those the slot stays empty, with a failure event saying why: the main
-process and the other fronts still serve the port.
+A front that dies is restarted with the latest table, after a backoff that doubles with each
+quick death in a row; after `MAX_QUICK_DEATHS` the slot stays empty, with a failure event. The
+main process and the other fronts still serve the port.
 """
 
 from __future__ import annotations

@@ -1,11 +1,10 @@
 """Each device-capable model's way onto a device and off it, to sleep in host memory.
 
-A loaded model whose runtime can use a device moves there before its first request is
-dispatched. Room is made by sending idle models on that device back to host memory in their
-own worker (still loaded, still charged to the memory budget), so waking one is a copy, not a
-load. Moves are single-flight per copy; a request waits for its model's first copy, until the
-deadline, then gets a 507 naming the device. Scale-out copies follow on other devices, each
-tried once a request without waiting: where none can take one, it runs on the CPU.
+A loaded model moves to its device before its first request is dispatched. Room is made by
+sending idle models back to host memory in their own worker, still loaded and still charged
+to the memory budget, so waking one is a copy, not a load. Moves are single-flight per copy;
+a request waits for its model's first copy until the deadline, then gets a 507 naming the device.
+Scale-out copies: docs/decisions.md, "A hot model's copies go to other devices".
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """The invoke path: admit a request, acquire its model, queue it, await answer or deadline.
 
-A request for a model that is not loaded waits for the load against that model's queue size,
-not the server's max_concurrency, so a flood on a cold model cannot refuse the loaded ones.
-
-With tenants on, a request past max_concurrency waits in its tenant's queue instead of a 429,
-and a freed slot goes to the tenant the fair queue picks, charged the worker time it measures.
-
-A request whose worker died is tried once more, alone, if it never ran or is safe to rerun, so
-a crash costs latency, not an error. A second death makes it a poison request, answered 500.
+A request for a model not loaded waits against that model's queue size, not max_concurrency,
+so a flood on a cold model cannot refuse the loaded ones. With tenants on, a request past
+max_concurrency waits in its tenant's fair queue instead of a 429. A request whose worker died
+is tried once more, alone (docs/decisions.md, "A request whose worker dies is tried once more").
 """
 
 from __future__ import annotations

@@ -36,9 +36,8 @@ def split_pss_bytes(child_pids: Iterable[int]) -> PssReading:
 
 class ServerPss:
     """Reads the server's PSS, trimming the frontend's heap when it has grown since the last
-    trim past its allowance: large bodies' freed pages would otherwise stay charged to the
-    models' room. Within the allowance they cost the models nothing, and a trim holds the
-    heap's locks while it walks it."""
+    trim past its allowance: freed pages of large bodies would otherwise be charged to the
+    models. Within the allowance no trim: it holds the heap's locks while it walks it."""
 
     def __init__(
         self, child_pids: Callable[[], Iterable[int]], allowance_bytes: Callable[[], int]

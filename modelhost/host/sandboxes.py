@@ -1,11 +1,10 @@
 """Which worker a model may use: trusted models the trusted workers, and each sandboxed worker
 one untrusted tenant's models only, read from its own view (workers/views.py).
 
-Models in one process can reach each other (a handler's Python sees the whole process; a
-program reads what its worker may), so untrusted tenants are kept apart by process: a sandboxed
-worker takes the tenant of the first model it loads, and is replaced by a fresh fork, never
-handed to another tenant, once that tenant's models have left. Under --refuse-pickle without
-tenants by name, every model is one tenant's.
+Models in one process can reach each other, so untrusted tenants are kept apart by process: a
+sandboxed worker takes the tenant of the first model it loads, and once that tenant's models
+have left it is replaced by a fresh fork, never handed on. Under --refuse-pickle without tenants
+by name, every model is one tenant's.
 """
 
 from __future__ import annotations

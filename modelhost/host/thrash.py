@@ -1,9 +1,8 @@
 """The thrash alarm: evicted models come back sooner than the cache's own age.
 
 The cache's age is the median, over recent evictions, of the longest idle time among the loaded
-models: how long the cache keeps a model nobody asks for. Under LRU that is the victim's idle
-time; a frequency policy often evicts a newcomer, whose own idle time would understate it. A
-model back within that age would have stayed in a cache about twice as large, so many early
+models (a frequency policy often evicts a newcomer, whose own idle time would understate it).
+A model back within that age would have stayed in a cache about twice as large, so many early
 returns mean the working set has outgrown the budget.
 """
 

@@ -1,9 +1,8 @@
 """Form bodies of invocations, decoded into the handler's one body and text parameters.
 
-TorchServe's handlers read the part named `data`, else `body`, so this one is the body.
-The other text fields become parameters, as in TorchServe. A second file is refused rather
-than dropped. A body typed as a form that is not one passes on as it came, since
-`curl -d @rows.json` types any text so.
+As in TorchServe, the part named `data`, else `body`, is the body and other text fields are
+parameters. A second file is refused rather than dropped. A body typed as a form that is not
+one passes on as it came, since `curl -d @rows.json` types any text so.
 """
 
 from __future__ import annotations

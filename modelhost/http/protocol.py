@@ -1,11 +1,9 @@
 """uvicorn's httptools protocol with deadlines on each request's headers and body.
 
-uvicorn does not time out a request that trickles its headers or body (slowloris). Here a
-request must send its headers within `header_timeout_s`, and its body may pause no longer.
-The keep-alive timeout between requests is kept by the same sweep, not a timer per response.
-
-`HeadWithBody` sends a response's head and body in one `write`, not two, which spares the
-client a wake-up and a loopback server the kernel's receive path.
+uvicorn does not time out a request that trickles its headers or body (slowloris). Here the
+headers must arrive within `header_timeout_s`, and the body may pause no longer; one sweep also
+keeps the keep-alive timeout. `HeadWithBody` writes a response's head and body at once, sparing
+the client a wake-up.
 """
 
 from __future__ import annotations

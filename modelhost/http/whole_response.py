@@ -1,10 +1,9 @@
 """An invocation's reply written whole, past uvicorn's two ASGI sends.
 
-uvicorn's `send` matches every header against two patterns and keeps the response's state
-across the start and body messages: for a small reply it costs more than the rest of answering.
-Where `send` is uvicorn's httptools cycle in its plain state, the head and body go out in one
-write and the cycle is left as its two sends would leave it; anything else, a uvicorn whose
-cycle holds its state otherwise included, takes the two sends.
+uvicorn's `send` matches every header against two patterns, which for a small reply costs more
+than the rest of answering. Where `send` is uvicorn's httptools cycle in its plain state, head
+and body go out in one write and the cycle is left as its two sends would leave it; anything
+else takes the two sends.
 """
 
 from __future__ import annotations

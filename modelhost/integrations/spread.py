@@ -69,10 +69,9 @@ def rates(before: Sequence[Poll | None], after: Sequence[Poll | None]) -> Rates:
 def _share(old: Poll, new: Poll, model: str, requests: int) -> float:
     """The model's share of the instance's `requests` since the last poll.
 
-    Its count's growth while it stayed hot, else its share since it became hot: a model can be
-    hot for hours before it ranks among the listed few, and its count is all of that time. One
-    that became hot within the interval is judged over all of it, not over a handful of requests.
-    From an instance that does not say since when, a model counts from its second listing.
+    Its count's growth while it stayed hot, else its share since it became hot, judged over the
+    whole interval: its count may span hours before it was listed. From an instance that does
+    not say since when, a model counts from its second listing.
     """
     count, among = new.hot[model], new.among.get(model)
     stayed = model in old.hot and count >= old.hot[model]

@@ -1,9 +1,7 @@
 """Prometheus metrics, named ``modelhost_*``, in a registry of their own per server.
 
-Counters and histograms are fed by what already happens, never by probes in the core: every
-event (load, unload, eviction, deletion, download, unpack, failure, worker exit) and every REST
-request or gRPC call (route, status, bytes, protocol; for an invocation the cache tier and latency
-parts its response headers carry). Gauges are read when scraped (`modelhost.observe.collector`).
+Counters and histograms are fed by what already happens (events, REST requests, gRPC calls),
+never by probes in the core. Gauges are read when scraped (`modelhost.observe.collector`).
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """Per-tenant Prometheus series: the costliest tenants by name, every other one as `other`.
 
-At most `named_max` tenants are named at once. A tenant joins when its worker time passes the
-cheapest named tenant's by `SWAP_MARGIN`, so two tenants of equal cost do not take turns. The
-one it displaces folds its series into `other`, and the newcomer's series start from nothing
-(what it did before stays in `other`): every counter only grows, and the named series plus
-`other` always add up to every request seen. The cheapest named tenant is found again only
-when it changes, so a request costs the same however many tenants there are.
-
-Evictions and the bytes held in memory and on disk are counted under the same names: a tenant
-not named (and the server's own models, tenant "") is `other`. They never name a tenant.
+At most `named_max` tenants are named. A tenant displaces the cheapest named one only past it
+by `SWAP_MARGIN`, so equals do not take turns; the displaced one's series fold into `other`
+and the newcomer's start from nothing, so counters only grow and the series add up to every
+request. Evictions and bytes held are counted under the same names (the server's own models,
+tenant "", are `other`).
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """TorchServe's metric names over the same requests, for the dashboards and alerts built on them.
 
 On the metrics port when config.properties says `metrics_mode=prometheus` (or with
---torchserve-metrics): `Requests2XX`, `Requests4XX` and `Requests5XX` at `Level="Host"`, and
-per model the counters `ts_inference_requests_total`, `ts_inference_latency_microseconds` and
-`ts_queue_latency_microseconds`, with TorchServe's names, labels and units. The text is written
-here, since prometheus_client would append `_total` to every counter's name.
+--torchserve-metrics), with TorchServe's names, labels and units. The text is written here,
+since prometheus_client would append `_total` to every counter's name.
 """
 
 from __future__ import annotations

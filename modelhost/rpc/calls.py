@@ -2,8 +2,7 @@
 
 An RPC is recorded as a POST to its method's path with HTTP's status, so dashboards and
 `simulate` read both alike; its `protocol` label, grpc, tells them apart. A unary method is
-observed around its handler, as REST's middleware observes a route: the servicer only fills in
-its `Call`.
+observed around its handler, as REST's middleware observes a route.
 """
 
 from __future__ import annotations

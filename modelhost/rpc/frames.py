@@ -60,8 +60,8 @@ class StreamBudget:
     """Streams waiting for their first message on every connection of the guards together.
 
     Each holds a call's memory in grpc core and grpc.aio. Past the budget, the connection holding
-    the most such streams ends, so that the streams' memory stays within the frontend's allowance
-    however many connections share it, and a client that sends its messages is not the one shed.
+    the most ends, so their memory stays within the frontend's allowance and a client that sends
+    its messages is not the one shed.
     """
 
     def __init__(self, max_streams: int) -> None:

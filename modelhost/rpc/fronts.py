@@ -1,11 +1,9 @@
 """The fronts that can serve a gRPC port: pygrpc-native or grpc.aio behind its guard, or
 h2corn with no guard.
 
-pygrpc-native runs HTTP/2 and gRPC's framing in Rust and hands calls to the loop in batches;
-it serves unary and server-streaming methods itself and hands the rest (client-streaming and
-bidirectional ones) to a grpc.aio server of its own. grpc.aio serves where it is not installed
-or where it is asked for. h2corn, only when asked for, serves the public port itself and hands
-each call to an ASGI app on the loop (rpc/h2front.py); docs/decisions.md, "gRPC's front".
+pygrpc-native serves unary and server-streaming methods itself and hands the rest to a grpc.aio
+server of its own; grpc.aio serves where it is not installed or is asked for; h2corn, only when
+asked for, serves the public port itself (rpc/h2front.py). docs/decisions.md, "gRPC's front".
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """The public side of a gRPC port: a relay that holds HTTP/2's limits grpc core lacks.
 
-grpc's servers listen on a Unix socket of their own (a loopback port where there are none); the
-guard accepts each connection up to the cap, reads its frames as they pass (rpc/frames.py), and
-ends it with GOAWAY past a limit, or once it is idle or old, as grpc core would (pygrpc-native
-does neither). It also tells the management rule who the caller is and which authority it
-named, in a header of each call (rpc/callers.py), which neither front shows a servicer.
+grpc's servers listen on a socket of their own; the guard accepts each connection up to the cap,
+reads its frames as they pass (rpc/frames.py), and ends it with GOAWAY past a limit, or once
+idle or old. It also names the caller and the authority it asked for in a header of each call
+(rpc/callers.py), for the management rule. docs/decisions.md, "A guard of ours relays the gRPC
+ports and holds HTTP/2's limits".
 """
 
 from __future__ import annotations

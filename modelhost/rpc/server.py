@@ -1,9 +1,8 @@
-"""The gRPC servers: pygrpc-native, grpc.aio or h2corn servers on the frontend's event loop,
-beside the HTTP ones (rpc/fronts.py).
+"""The gRPC servers: pygrpc-native, grpc.aio or h2corn on the frontend's event loop, beside the
+HTTP ones (rpc/fronts.py).
 
-pygrpc-native's and grpc.aio's listen on Unix sockets in the run folder (a loopback port where
-there are none) behind a guard (rpc/guard.py), which holds the public port, its TLS (the HTTP
-servers' certificate) and the HTTP/2 limits the fronts lack; h2corn's holds the public port
+pygrpc-native's and grpc.aio's listen on Unix sockets behind a guard (rpc/guard.py), which holds
+the public port, its TLS and the HTTP/2 limits the fronts lack; h2corn holds the public port
 itself (rpc/h2front.py). They drain with the HTTP servers.
 """
 
@@ -42,9 +41,8 @@ UNIX_PATH_BYTES = 107  # sun_path's room, less its terminating NUL
 
 class RpcServer:
     """A `front` server with the services given, by name. Of grpc.aio, `copies` servers take
-    the guard's connections in turn: each accepts one call at a time, so several take calls
-    side by side; pygrpc-native takes them in batches, so one serves. They listen in
-    `hop_folder` (None: on a loopback port)."""
+    the guard's connections in turn, as each accepts one call at a time; pygrpc-native takes
+    calls in batches, so one serves. They listen in `hop_folder` (None: a loopback port)."""
 
     def __init__(
         self,

@@ -1,10 +1,9 @@
-"""Streams waiting for their first message on an h2corn port, as the guard's StreamBudget
-counts them (rpc/frames.py).
+"""Streams waiting for their first message on an h2corn port, counted as the guard's
+StreamBudget counts them (rpc/frames.py).
 
-One waiting past `wait_s` ends with DEADLINE_EXCEEDED, found by a sweep rather than a timer a
-call. Past the budget, the connection holding the most has its waiting streams ended
-(RESOURCE_EXHAUSTED), or the newcomer is refused if its own connection holds the most: the app
-cannot end a connection, so it ends the streams that hold the memory.
+One waiting past `wait_s` ends with DEADLINE_EXCEEDED, found by a sweep. Past the budget, the
+connection holding the most has its waiting streams ended (RESOURCE_EXHAUSTED), or the newcomer
+is refused if its own holds the most: the app cannot end a connection.
 """
 
 from __future__ import annotations

@@ -15,10 +15,9 @@ from modelhost.scheduler.rates import TenantRates
 class FairAdmission:
     """At most `limit` requests run; the rest wait in their tenant's queue for a freed slot.
 
-    A slot that frees goes to the tenant the fair queue picks, so a noisy tenant's backlog
-    waits behind a quiet tenant's few requests instead of ahead of them. With `policies` (the
-    tenants file's, read afresh at each use), each tenant has its weight, its rate, and its cap:
-    a tenant at its cap waits even while slots are free.
+    A freed slot goes to the tenant the fair queue picks, so a quiet tenant's few requests go
+    ahead of a noisy one's backlog. `policies` (the tenants file's, read at each use) give each
+    tenant a weight, a rate and a cap; a tenant at its cap waits even while slots are free.
     """
 
     def __init__(

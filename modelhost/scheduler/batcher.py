@@ -100,10 +100,8 @@ class FairBatchQueue(BatchQueue[T]):
     """With tenants on: batches cut in fair order across the tenants whose requests wait.
 
     A model's requests cost about alike, so each is charged one request over its tenant's
-    weight; the oldest still says when a batch is due. While one tenant alone has requests
-    waiting, its order is theirs and nothing is charged: the fair queue holds the requests only
-    from when a second tenant's arrive until one tenant's are left, and the first is lifted
-    level with the second as they meet, as after any idle spell.
+    weight; the oldest still says when a batch is due. The fair queue holds the requests only
+    while two tenants or more have some waiting; one alone keeps its order, uncharged.
     """
 
     def __init__(

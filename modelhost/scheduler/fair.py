@@ -34,9 +34,8 @@ class FairQueue(Generic[T]):
 
     Next is the backlogged tenant with the lowest counter (service over weight). Dispatch charges
     the tenant's running mean; completion corrects it by the measured cost. A tenant back from
-    idling is lifted to the lowest backlogged counter, so idling earns no credit. Work-conserving.
-    While one tenant alone is active nothing is charged; when a second arrives both start level,
-    and the first's requests in flight are charged their whole cost as they end.
+    idling is lifted to the lowest backlogged counter, so idling earns no credit. A tenant alone
+    is not charged; when a second arrives both start level.
     """
 
     def __init__(
@@ -53,11 +52,11 @@ class FairQueue(Generic[T]):
         self._counters: dict[str, float] = {}
         self._means_ms: dict[str, float] = {}
         self._mean_ms = FIRST_ESTIMATE_MS  # of every tenant: a new tenant's first estimate
-        self._running: dict[str, int] = {}  # not a Counter, whose misses are Python calls
+        self._running: dict[str, int] = {}  # not a Counter: its misses are Python calls
         self._floor = 0.0  # lowest backlogged counter; kept while none is backlogged
         self._alone: str | None = None  # the only tenant active; None: none, or contention
         self._alone_ticket = Ticket("", 0.0, None)  # every ticket of the tenant alone
-        self.waiting = 0  # in every queue, read on every admission: an attribute, not a call
+        self.waiting = 0  # in every queue; an attribute, read on every admission
 
     def __len__(self) -> int:
         return self.waiting
@@ -124,9 +123,8 @@ class FairQueue(Generic[T]):
         return item
 
     def _order(self, tenant: str) -> tuple[float, int, int]:
-        """Lowest counter first; of equal ones (one just back from idle is lifted level), the
-        tenant with the fewest running, then the fewest waiting, so a quiet tenant does not
-        wait behind a busy one."""
+        """Lowest counter first, then fewest running, then fewest waiting: a quiet tenant
+        lifted level does not wait behind a busy one."""
         return self.counter(tenant), self._running.get(tenant, 0), len(self._queues[tenant])
 
     def dispatch(self, tenant: str) -> Ticket:
@@ -145,7 +143,7 @@ class FairQueue(Generic[T]):
         if self._alone is not None:  # no one to be fair to
             tenant = ticket.tenant
             running = self._running[tenant]
-            if running > 1:  # the hot path's usual end: `_end`'s first step, without the call
+            if running > 1:  # `_end`'s first step, inlined for the hot path
                 self._running[tenant] = running - 1
             else:
                 self._end(tenant)
@@ -207,8 +205,8 @@ class FairQueue(Generic[T]):
         return [tenant for tenant in self._queues if not self.at_cap(tenant)]
 
     def _lift(self, tenant: str) -> None:
-        """A tenant that was idle starts level with the lowest backlogged one (not held back
-        by its cap: a capped tenant's counter lags, and would hand the newcomer a burst)."""
+        """Start an idle tenant level with the lowest uncapped backlogged one (a capped
+        tenant's counter lags, and would hand the newcomer a burst)."""
         others = self._queues if self.cap is None else self._uncapped()
         backlogged = [self.counter(other) for other in others]
         self._counters[tenant] = max(self.counter(tenant), min(backlogged, default=self._floor))

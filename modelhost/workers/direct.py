@@ -1,10 +1,9 @@
 """A worker's door for the fronts: `Infer` frames straight from the HTTP front processes.
 
-Each worker listens on a Unix socket of its own in the run dir (`direct_path`); a front sends a
-hit there instead of through the main process (docs/decisions.md, "Fronts"). The gate decides
-which models a direct request may reach: a model opens once loaded and closes before its unload,
-which waits for the direct requests still running on it, so a front either gets the model's
-answer or a `ModelNotLoaded` that it relays to the main process.
+Each worker listens on a Unix socket of its own (`direct_path`) for the fronts' hits
+(docs/decisions.md, "Fronts"). A model opens to them once loaded and closes before its unload,
+which waits for the direct requests on it, so a front gets either the answer or a
+`ModelNotLoaded` that it relays to the main process.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """The sandbox of workers that host untrusted models: read-only, no network, no exec.
 
 Landlock confines the file system, TCP and signals; seccomp refuses the system calls Landlock
-does not see; `no_new_privs` keeps both for anything the worker starts. All three are open to
-unprivileged processes. A worker confines itself once, while it has a single thread, before
-it reads any model: Landlock binds the calling thread and the threads it starts after.
+does not see; `no_new_privs` keeps both for what the worker starts, and none needs privileges.
+A worker confines itself once, with a single thread, before it reads any model: Landlock binds
+the calling thread and the threads it starts after.
 """
 
 from __future__ import annotations

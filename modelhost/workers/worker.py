@@ -1,9 +1,9 @@
 """The worker process: hosts many models and answers the frontend's framed requests.
 
-The main thread reads frames; loads run on a loader thread, unloads on an unloader thread (one
-at a time between them), inference on its own threads, so a load never stalls the models already
-loaded. The loader runs nicer, so a saturated core serves a hit's predict before a load's
-unpickling; an unload, which a miss waits for, does not.
+The main thread reads frames; loads and unloads run on threads of their own (one at a time
+between them) and inference on its own, so a load never stalls the loaded models. The loader
+runs nicer, so a busy core serves a hit before a load's unpickling (docs/decisions.md, "A
+worker's loader thread runs 10 nicer than its inference").
 """
 
 from __future__ import annotations

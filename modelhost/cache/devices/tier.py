@@ -1,10 +1,9 @@
 """The device tier: reservations for moves to a device, the victims they send to sleep.
 
-A reservation goes to the device with the most room, or, on none, to the first whose idle
-models the eviction policy can send to host memory. Until they have left, the newcomer's record
-holds the victims' bytes, so the device's total never passes its budget. Each copy of a model
-(one a worker) has its own record, and a device holds `copies_per_device` copies of a model at
-most (`--workers-per-device`).
+A reservation goes to the device with the most room, else to the first whose idle models the
+policy can send to host memory. Until they have left, the newcomer's record holds the victims'
+bytes, so a device never passes its budget. Each copy of a model has its own record, and a
+device holds at most `copies_per_device` copies of a model.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Which loaded models leave memory: idle, unpinned, not awaited, in the policy's order.
 
-Candidates are walked lazily from the policy's order (and from the least recently used, for idle
-unloads), so choosing a few victims weighs only the models walked. With tenants' minimums, a walk
-first spares every tenant's guaranteed share (`shares.py`); a tenant past its maximum gives from
-its own models, walked in an order of its own.
+Candidates are walked lazily from the policy's order (or the least recently used, for idle
+unloads), so choosing a few weighs only the models walked. Tenants' minimums and maximums:
+docs/decisions.md, "Tenants' memory".
 """
 
 from __future__ import annotations

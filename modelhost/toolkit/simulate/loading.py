@@ -1,9 +1,8 @@
 """A replay in which loads take time on each worker's one loader, as they do in the server.
 
-Room is reserved when a loader takes a load, not when it is asked for, and a request for a
-model loading or in line joins that load. The server's header counts such a request as a miss,
-where `replay` counts it a hit; this replay counts both. Load times and room come from the
-server's own load events where it has them.
+Room is reserved when a loader takes a load, and a request for a model loading or in line joins
+that load: the server counts it a miss, `replay` a hit, and this replay counts both. Load times
+and room come from the server's load events where it has them.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """Replays of a trace per tenant, under the tenants file's shares of the memory budget.
 
-It mirrors the server's eviction with quotas. A load that would take its tenant past
-`memory_max_bytes` first evicts that tenant's own models. The rest of the room comes, in the
-policy's order, from models whose tenants keep their guaranteed `memory_min_bytes`; only then
-from the loading tenant's own models below its minimum, which guards a tenant against the others
-alone. A load that cannot fit is refused, as the server's 507, and leaves memory as it was. A
-model is charged to the tenant whose request loaded it.
+It mirrors the server's eviction with quotas (docs/decisions.md, "Tenants' memory"): a load
+evicts first its own tenant's models past `memory_max_bytes`, then others' above their
+`memory_min_bytes`. A load that cannot fit is refused, as the server's 507, and leaves memory
+as it was. A model is charged to the tenant whose request loaded it.
 """
 
 from __future__ import annotations

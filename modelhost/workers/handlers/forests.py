@@ -1,11 +1,8 @@
 """scikit-learn's random forests and extra trees, predicted tree by tree without its overheads.
 
-A forest's own `predict_proba` validates the input once for the forest and once per tree, and
-dispatches every tree through joblib: for a row or a few that is about 13 times the trees' own
-work (decisions.md, "Forests are predicted tree by tree"). Here each tree's compiled `apply`
-finds the leaves and the leaf values are summed in the trees' order, which is the forest's own
-arithmetic, so the answers are the same to the bit. Rows the forest would refuse or treat
-specially (not finite as float32) are left to the forest itself, as is any other model.
+Each tree's compiled `apply` finds the leaves and their values are summed in the trees' order,
+the forest's own arithmetic, so answers match to the bit; rows not finite as float32 and other
+models go to scikit-learn (docs/decisions.md, "Forests are predicted tree by tree").
 """
 
 from __future__ import annotations

@@ -90,9 +90,8 @@ class Prepared:
 
 
 def prepared_handler(artifact: Path, model_name: str, spec: LoadSpec = DEFAULT_SPEC) -> Prepared:
-    """The handler in two steps: it is chosen and its runtime imported now, so that
-    a load measured after is not charged the runtime (TensorFlow's import holds about 140 MB);
-    the call builds it, or raises what went wrong, worded."""
+    """The handler in two steps: chosen and its runtime imported now, so a load measured
+    after is not charged the runtime; the call builds it, or raises what went wrong, worded."""
     try:
         choice = choose(artifact, model_name, spec)
     except Exception as exc:  # noqa: BLE001  (raised, worded, when the handler is wanted)
