@@ -23,6 +23,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "tensorflow": ("tensorflow",),
     "ray": ("ray",),  # for modelhost.integrations.ray_serve
     "grpc-native": ("pygrpc_native",),  # the gRPC inference port's front (rpc/fronts.py)
+    "grpc-h2corn": ("h2corn",),  # --grpc-front h2corn
 }
 COMMAND_EXTRAS: dict[str, str] = {
     "bench": "toolkit",
