@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 from modelhost.errors import DeadlineExceeded, ModelhostError, ModelNotLoaded, ResponseTooLarge
 from modelhost.fronts.answers import Dated, failure, head_and_body, hit_headers
-from modelhost.fronts.heads import END, Hit, hit_of
+from modelhost.fronts.heads import END, HeadReader, Hit
 from modelhost.fronts.links import Outcome, Router, WorkerLink
 from modelhost.fronts.messages import Sample
 from modelhost.fronts.relay import ClientSide
@@ -71,6 +71,8 @@ class DirectSide(asyncio.Protocol):
         self.idle: asyncio.TimerHandle | None = None
         self.idle_since = 0.0  # loop time the connection last fell idle
         self.paused = False  # reading waits while the answered request's followers pile up
+        self.heads = HeadReader()
+        self.waiting_for: tuple[Hit, int] | None = None  # a hit whose body is on its way
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
@@ -124,22 +126,29 @@ class DirectSide(asyncio.Protocol):
         """Answer the next request if it is here whole; relay it if it is not a plain hit."""
         if self.transport is None or not self.buffer:
             return
-        end = self.buffer.find(END)
-        if end < 0:  # a head cut short, slow or huge: the main process's limits and deadlines
-            self._relay()
-            return
-        head_bytes = end + len(END)
-        hit = hit_of(bytes(self.buffer[:head_bytes]), self.router.table.max_request_bytes)
-        if hit is None:
-            self._relay()
-            return
+        if self.waiting_for is None:
+            end = self.buffer.find(END)
+            if end < 0:  # a head cut short, slow or huge: the main process's limits and deadlines
+                self._relay()
+                return
+            head_bytes = end + len(END)
+            hit = self.heads.hit_of(
+                bytes(self.buffer[:head_bytes]), self.router.table.max_request_bytes
+            )
+            if hit is None:
+                self._relay()
+                return
+            self.waiting_for = hit, head_bytes
+        hit, head_bytes = self.waiting_for
         size = head_bytes + hit.body_bytes
         if len(self.buffer) < size:  # its body is on its way
             if size > BIG_BYTES:
                 self._relay()  # streamed to the main process rather than held here
             return
+        self.waiting_for = None
         self.busy = True
         body = bytes(self.buffer[head_bytes:size])
+        self.heads.body(body)
         self._ask(Asked(hit, body, size, time.time(), time.perf_counter()))
 
     def _ask(self, asked: Asked) -> None:
