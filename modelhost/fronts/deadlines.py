@@ -11,28 +11,27 @@ import asyncio
 import itertools
 import math
 from collections.abc import Callable
-from typing import Any
 
-Expire = Callable[..., None]
+Expire = Callable[[], None]
 
 
 class Deadlines:
-    """Calls `expire(*args)` for a request still pending at its deadline."""
+    """Calls `expire()` for a request still pending at its deadline."""
 
     def __init__(self) -> None:
-        self.pending: dict[int, tuple[float, Expire, tuple[Any, ...]]] = {}
+        self.pending: dict[int, tuple[float, Expire]] = {}
         self.keys = itertools.count()
         self.timer: asyncio.TimerHandle | None = None
         self.timer_at = math.inf  # loop time the timer fires at
         self.last_at = -math.inf  # the deadline set last
         self.ordered = True  # the pending deadlines are in the order they were set
 
-    def add(self, timeout_s: float, expire: Expire, *args: Any) -> int:
-        """A key for `remove`: `expire(*args)` runs `timeout_s` from now unless removed first."""
+    def add(self, timeout_s: float, expire: Expire) -> int:
+        """A key for `remove`: `expire()` runs `timeout_s` from now unless removed first."""
         loop = asyncio.get_running_loop()
         at = loop.time() + timeout_s
         key = next(self.keys)
-        self.pending[key] = (at, expire, args)
+        self.pending[key] = (at, expire)
         if at < self.last_at:
             self.ordered = False
         self.last_at = at
@@ -54,7 +53,7 @@ class Deadlines:
         loop = asyncio.get_running_loop()
         self.timer, self.timer_at = None, math.inf
         now, next_at, due = loop.time(), math.inf, []
-        for key, (at, _, _) in self.pending.items():
+        for key, (at, _) in self.pending.items():
             if at <= now:
                 due.append(key)
             else:
@@ -62,8 +61,8 @@ class Deadlines:
                 if self.ordered:
                     break
         for key in due:
-            _, expire, args = self.pending.pop(key)
-            expire(*args)
+            _, expire = self.pending.pop(key)
+            expire()
         if not self.pending:
             self.ordered, self.last_at = True, -math.inf
         elif next_at < math.inf:

@@ -182,7 +182,7 @@ class DirectSide(asyncio.Protocol):
         queue_ms = (time.perf_counter() - asked.started) * 1000
         outcome = link.infer(hit.model, item, asked.body, table.batch_sizes.get(hit.model, 1))
         timeout_s = table.response_timeout_s
-        key = router.deadlines.add(timeout_s, expire, outcome, link, hit.model, timeout_s)
+        key = router.deadlines.add(timeout_s, partial(expire, outcome, link, hit.model, timeout_s))
         outcome.add_done_callback(partial(self._settled, asked, queue_ms, key))
 
     def _settled(self, asked: Asked, queue_ms: float, key: int, outcome: Future[Outcome]) -> None:

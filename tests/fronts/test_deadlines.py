@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 
 from modelhost.fronts.deadlines import Deadlines
 
 
 async def expired_in_order(timeouts_s: list[float], removed: set[int]) -> list[int]:
     deadlines, expired = Deadlines(), []
-    keys = [deadlines.add(t, expired.append, n) for n, t in enumerate(timeouts_s)]
+    keys = [deadlines.add(t, partial(expired.append, n)) for n, t in enumerate(timeouts_s)]
     for n in removed:
         deadlines.remove(keys[n])
     await asyncio.sleep(max(timeouts_s) + 0.05)
@@ -29,8 +30,8 @@ def test_a_lowered_timeout_expires_before_longer_deadlines_set_earlier() -> None
 
     async def lowered() -> tuple[list[int], list[int]]:
         deadlines, expired = Deadlines(), []
-        deadlines.add(0.3, expired.append, 0)
-        deadlines.add(0.02, expired.append, 1)
+        deadlines.add(0.3, partial(expired.append, 0))
+        deadlines.add(0.02, partial(expired.append, 1))
         await asyncio.sleep(0.15)
         early = list(expired)
         await asyncio.sleep(0.25)
