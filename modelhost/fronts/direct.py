@@ -11,17 +11,21 @@ from __future__ import annotations
 import asyncio
 import time
 from asyncio import Future
-from typing import Any
+from functools import partial
+from typing import Any, NamedTuple
 
 from modelhost.errors import DeadlineExceeded, ModelhostError, ModelNotLoaded, ResponseTooLarge
 from modelhost.fronts.answers import Dated, failure, head_and_body, hit_headers
-from modelhost.fronts.heads import END, Hit, hit_of
+from modelhost.fronts.heads import END, HeadReader, Hit
 from modelhost.fronts.links import Outcome, Router, WorkerLink
 from modelhost.fronts.messages import Sample
 from modelhost.fronts.relay import ClientSide
 from modelhost.http.instance import INSTANCE_HEADER
 from modelhost.protocols.bodies import check_response_size
 from modelhost.workers.messages import Failure, Item
+
+# status, the bytes to write, the error type recorded, infer ms, and the body's bytes
+Replied = tuple[int, bytes, str | None, float, int]
 
 KEEP_ALIVE_S = 5.0  # uvicorn's timeout_keep_alive, which the main process keeps
 BIG_BYTES = 1 << 20  # a larger request streams through the relay; more pipelined waits
@@ -41,8 +45,21 @@ class Relay(Exception):
     """This request, and the rest of the connection, go to the main process."""
 
 
+class Asked(NamedTuple):
+    """A hit on its way to a worker: its head, body and size, and when it arrived."""
+
+    hit: Hit
+    body: bytes
+    size: int  # its bytes in the connection's buffer
+    arrived: float  # epoch seconds
+    started: float  # perf_counter seconds
+
+
 class DirectSide(asyncio.Protocol):
-    """One client's connection while the front answers its requests itself."""
+    """One client's connection while the front answers its requests itself.
+
+    A hit is sent to its worker and answered from its outcome's callback: no task a request.
+    """
 
     def __init__(self, front: int, upstream: str, router: Router, connections: set[Any]) -> None:
         self.front, self.upstream, self.router = front, upstream, router
@@ -52,7 +69,10 @@ class DirectSide(asyncio.Protocol):
         self.busy = False  # a request is being answered, or the connection was handed on
         self.ended = self.stopping = False
         self.idle: asyncio.TimerHandle | None = None
+        self.idle_since = 0.0  # loop time the connection last fell idle
         self.paused = False  # reading waits while the answered request's followers pile up
+        self.heads = HeadReader()
+        self.waiting_for: tuple[Hit, int] | None = None  # a hit whose body is on its way
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
@@ -76,6 +96,7 @@ class DirectSide(asyncio.Protocol):
         self.connections.discard(self)
         if self.idle is not None:
             self.idle.cancel()
+            self.idle = None
 
     def stop(self) -> None:
         """The front drains: close once the request being answered has been."""
@@ -84,66 +105,114 @@ class DirectSide(asyncio.Protocol):
             self.transport.close()
 
     def _wait_idle(self) -> None:
-        if self.idle is not None:
-            self.idle.cancel()
+        """Close the connection once idle for KEEP_ALIVE_S; one timer, moved on only when due."""
         loop = asyncio.get_running_loop()
-        self.idle = loop.call_later(KEEP_ALIVE_S, self._idle_for_long)
+        self.idle_since = loop.time()
+        if self.idle is None:
+            self.idle = loop.call_at(self.idle_since + KEEP_ALIVE_S, self._idle_for_long)
 
     def _idle_for_long(self) -> None:
-        if not self.busy and not self.buffer and self.transport is not None:
+        self.idle = None
+        if self.busy or self.buffer or self.transport is None:
+            return  # answering: it waits again once idle
+        due = self.idle_since + KEEP_ALIVE_S
+        loop = asyncio.get_running_loop()
+        if loop.time() < due:  # it was busy since: idle for less
+            self.idle = loop.call_at(due, self._idle_for_long)
+        else:
             self.transport.close()
 
     def _next(self) -> None:
         """Answer the next request if it is here whole; relay it if it is not a plain hit."""
         if self.transport is None or not self.buffer:
             return
-        end = self.buffer.find(END)
-        if end < 0:  # a head cut short, slow or huge: the main process's limits and deadlines
-            self._relay()
-            return
-        head_bytes = end + len(END)
-        hit = hit_of(bytes(self.buffer[:head_bytes]), self.router.table.max_request_bytes)
-        if hit is None:
-            self._relay()
-            return
+        if self.waiting_for is None:
+            end = self.buffer.find(END)
+            if end < 0:  # a head cut short, slow or huge: the main process's limits and deadlines
+                self._relay()
+                return
+            head_bytes = end + len(END)
+            hit = self.heads.hit_of(
+                bytes(self.buffer[:head_bytes]), self.router.table.max_request_bytes
+            )
+            if hit is None:
+                self._relay()
+                return
+            self.waiting_for = hit, head_bytes
+        hit, head_bytes = self.waiting_for
         size = head_bytes + hit.body_bytes
         if len(self.buffer) < size:  # its body is on its way
             if size > BIG_BYTES:
                 self._relay()  # streamed to the main process rather than held here
             return
+        self.waiting_for = None
         self.busy = True
         body = bytes(self.buffer[head_bytes:size])
-        asyncio.ensure_future(self._answer(hit, body, size))
+        self.heads.body(body)
+        self._ask(Asked(hit, body, size, time.time(), time.perf_counter()))
 
-    async def _answer(self, hit: Hit, body: bytes, size: int) -> None:
-        arrived, started = time.time(), time.perf_counter()
-        self.router.in_flight += 1
+    def _ask(self, asked: Asked) -> None:
+        """Send the hit to a worker holding its model; relay it where the table names none."""
+        router = self.router
+        path = router.worker_of(asked.hit.model)
+        if path is None:
+            self._relay()
+            return
+        router.in_flight += 1
+        link = router.links.get(path)
+        if link is None:
+            asyncio.ensure_future(self._open_and_send(path, asked))
+        else:
+            self._send(link, asked)
+
+    async def _open_and_send(self, path: str, asked: Asked) -> None:
         try:
-            status, data, error, infer_ms = await self._ask(hit, body, started)
+            link = await self.router.link(path)
+        except OSError:  # the worker is gone: the main process heals it
+            self.router.in_flight -= 1
+            self._relay()
+            return
+        self._send(link, asked)
+
+    def _send(self, link: WorkerLink, asked: Asked) -> None:
+        """The hit into its model's next batch, answered once its outcome is in."""
+        hit, router = asked.hit, self.router
+        table = router.table
+        item = Item(hit.content_type, hit.accept, hit.params, len(asked.body))
+        queue_ms = (time.perf_counter() - asked.started) * 1000
+        outcome = link.infer(hit.model, item, asked.body, table.batch_sizes.get(hit.model, 1))
+        timeout_s = table.response_timeout_s
+        key = router.deadlines.add(timeout_s, partial(expire, outcome, link, hit.model, timeout_s))
+        outcome.add_done_callback(partial(self._settled, asked, queue_ms, key))
+
+    def _settled(self, asked: Asked, queue_ms: float, key: int, outcome: Future[Outcome]) -> None:
+        router = self.router
+        router.deadlines.remove(key)
+        router.in_flight -= 1
+        try:
+            status, data, error, infer_ms, out = self._reply(asked.hit, outcome, queue_ms)
         except Relay:
             self._relay()
             return
-        finally:
-            self.router.in_flight -= 1
         transport = self.transport
         if transport is None:
             return
         transport.write(data)
-        duration_s = time.perf_counter() - started
-        out = len(data) - data.index(END) - len(END)  # the body's, as the main process counts
+        duration_s = time.perf_counter() - asked.started
+        hit = asked.hit
         sample = Sample(
-            time=arrived,
+            time=asked.arrived,
             route=hit.route,
             model=hit.model,
             status=status,
             duration_s=duration_s,
-            bytes_in=len(body),
+            bytes_in=len(asked.body),
             bytes_out=out,
             infer_ms=infer_ms,
             error=error,
         )
-        self.router.answered(sample)
-        del self.buffer[:size]
+        router.answered(sample)
+        del self.buffer[: asked.size]
         self.busy = False
         if self.paused:
             self.paused = False
@@ -155,18 +224,10 @@ class DirectSide(asyncio.Protocol):
         else:
             self._wait_idle()
 
-    async def _ask(
-        self, hit: Hit, body: bytes, started: float
-    ) -> tuple[int, bytes, str | None, float]:
-        """The worker's answer as (status, bytes, error type, infer ms); Relay where it has none."""
-        path = self.router.worker_of(hit.model)
-        if path is None:
-            raise Relay
-        item = Item(hit.content_type, hit.accept, hit.params, len(body))
+    def _reply(self, hit: Hit, outcome: Future[Outcome], queue_ms: float) -> Replied:
+        """The worker's answer as the main process writes it; Relay where it has none."""
         try:
-            link = await self.router.link(path)
-            queue_ms = (time.perf_counter() - started) * 1000
-            answer, payload, infer_ms = await self._within_deadline(link, hit, item, body)
+            answer, payload, infer_ms = outcome.result()
         except (OSError, ConnectionError):
             raise Relay from None  # the worker is gone: the main process heals it
         except DeadlineExceeded as late:
@@ -185,29 +246,14 @@ class DirectSide(asyncio.Protocol):
         timings = {"queue": queue_ms, "download": 0.0, "load": 0.0, "infer": infer_ms}
         headers = hit_headers(answer.content_type, payload, timings, hit.oip)
         headers.append(self._instance())
-        return 200, head_and_body(200, DATED.now(), headers, payload), None, infer_ms
+        data = head_and_body(200, DATED.now(), headers, payload)
+        return 200, data, None, infer_ms, len(payload)
 
-    async def _within_deadline(
-        self, link: WorkerLink, hit: Hit, item: Item, body: bytes
-    ) -> Outcome:
-        """The worker's outcome, or DeadlineExceeded past the server's response timeout."""
-        table = self.router.table
-        batch_size = table.batch_sizes.get(hit.model, 1)
-        outcome = link.infer(hit.model, item, body, batch_size)
-        timeout_s = table.response_timeout_s
-        loop = asyncio.get_running_loop()
-        timer = loop.call_later(timeout_s, lambda: expire(outcome, link, hit.model, timeout_s))
-        try:
-            return await outcome
-        finally:
-            timer.cancel()
-
-    def _failure(
-        self, hit: Hit, error: ModelhostError, infer_ms: float
-    ) -> tuple[int, bytes, str | None, float]:
+    def _failure(self, hit: Hit, error: ModelhostError, infer_ms: float) -> Replied:
         status, kind, headers, body = failure(error, hit.oip)
         headers.append(self._instance())
-        return status, head_and_body(status, DATED.now(), headers, body), kind, infer_ms
+        data = head_and_body(status, DATED.now(), headers, body)
+        return status, data, kind, infer_ms, len(body)
 
     def _instance(self) -> tuple[bytes, bytes]:
         return INSTANCE_HEADER, self.router.table.instance.encode("latin-1")
@@ -220,6 +266,7 @@ class DirectSide(asyncio.Protocol):
         self.busy = True
         if self.idle is not None:
             self.idle.cancel()
+            self.idle = None
         self.connections.discard(self)
         relay = ClientSide(self.front, self.upstream, self.connections)
         relay.early += self.buffer

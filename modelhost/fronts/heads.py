@@ -53,6 +53,9 @@ class _Head:
         self.url = b""
         self.headers: dict[str, str] = {}
 
+    def on_message_begin(self) -> None:
+        self.url, self.headers = b"", {}
+
     def on_url(self, url: bytes) -> None:
         self.url += url
 
@@ -60,14 +63,37 @@ class _Head:
         self.headers[name.decode("latin-1").lower()] = value.decode("latin-1")
 
 
+class HeadReader:
+    """A connection's heads, one after another, read by one parser as uvicorn keeps one a
+    connection: a parser made a request costs more than the rest of the head's reading."""
+
+    def __init__(self) -> None:
+        self.read = _Head()
+        self.parser = httptools.HttpRequestParser(self.read)
+
+    def hit_of(self, head: bytes, max_request_bytes: int) -> Hit | None:
+        """The hit `head` (through its blank line) asks for; None: relay it, and read no more
+        with this reader."""
+        try:
+            self.parser.feed_data(head)
+        except httptools.HttpParserError:
+            return None
+        return _hit_of(self.parser, self.read, max_request_bytes)
+
+    def body(self, body: bytes) -> None:
+        """The hit's body, all of it: the parser is then ready for the next head."""
+        try:
+            self.parser.feed_data(body)
+        except httptools.HttpParserError:  # not a body it expected: read the next head afresh
+            self.parser = httptools.HttpRequestParser(self.read)
+
+
 def hit_of(head: bytes, max_request_bytes: int) -> Hit | None:
     """The hit `head` (through its blank line) asks for; None: relay it."""
-    read = _Head()
-    parser = httptools.HttpRequestParser(read)
-    try:
-        parser.feed_data(head)
-    except httptools.HttpParserError:
-        return None
+    return HeadReader().hit_of(head, max_request_bytes)
+
+
+def _hit_of(parser: httptools.HttpRequestParser, read: _Head, max_request_bytes: int) -> Hit | None:
     if parser.get_method() != b"POST" or parser.get_http_version() != "1.1":
         return None
     headers = read.headers

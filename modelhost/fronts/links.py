@@ -11,6 +11,7 @@ import asyncio
 import itertools
 from typing import Any, NamedTuple
 
+from modelhost.fronts.deadlines import Deadlines
 from modelhost.fronts.messages import Report, Sample, Table
 from modelhost.workers.messages import (
     Answer,
@@ -26,7 +27,6 @@ from modelhost.workers.messages import (
 from modelhost.workers.wire import Frame, FrameBuffer
 from modelhost.workers.wire import encode as encode_frame
 
-Call = asyncio.Future[tuple[Reply, bytes]]
 # a request's answer (or the whole batch's failure), its body, and the batch's infer ms
 Outcome = tuple[Answer | Failure, bytes, float]
 
@@ -37,14 +37,22 @@ class Waiting(NamedTuple):
     outcome: asyncio.Future[Outcome]
 
 
+class Batch(NamedTuple):
+    """A batch in the worker: its model, its requests, and the most requests a batch."""
+
+    model: str
+    waiting: list[Waiting]
+    batch_size: int
+
+
 class WorkerLink(asyncio.Protocol):
-    """One front's connection to one worker: frames out, replies matched back by request id."""
+    """One front's connection to one worker: batches out, replies matched back by request id."""
 
     def __init__(self, path: str, router: Router) -> None:
         self.path, self.router, self.links = path, router, router.links
         self.transport: asyncio.Transport | None = None
         self.frames = FrameBuffer()
-        self.calls: dict[int, Call] = {}
+        self.sent: dict[int, Batch] = {}  # request id → the batch it carries
         self.ids = itertools.count(1)
         self.waiting: dict[str, list[Waiting]] = {}  # model → requests for its next batch
         self.in_flight: set[str] = set()  # models with a batch in the worker
@@ -54,7 +62,10 @@ class WorkerLink(asyncio.Protocol):
     ) -> asyncio.Future[Outcome]:
         """One request's outcome, sent in the model's next batch."""
         outcome: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
-        self.waiting.setdefault(model, []).append(Waiting(item, body, outcome))
+        waiting = self.waiting.get(model)
+        if waiting is None:
+            waiting = self.waiting[model] = []
+        waiting.append(Waiting(item, body, outcome))
         if model not in self.in_flight:
             self._send(model, batch_size)
         else:
@@ -63,38 +74,36 @@ class WorkerLink(asyncio.Protocol):
 
     def _send(self, model: str, batch_size: int) -> None:
         waiting = self.waiting.pop(model, [])
-        batch, rest = waiting[: max(1, batch_size)], waiting[max(1, batch_size) :]
+        size = max(1, batch_size)
+        batch, rest = (waiting, None) if len(waiting) <= size else (waiting[:size], waiting[size:])
         if rest:
             self.waiting[model] = rest
         if not batch:
             return
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            settle(batch, None, b"", ConnectionError(f"{self.path} is closed"))
+            self._send(model, batch_size)  # the rest fail alike
+            return
         self.in_flight.add(model)
+        request_id = next(self.ids)
+        self.sent[request_id] = Batch(model, batch, batch_size)
         items = tuple(each.item for each in batch)
-        call = self.call(Infer(model, items), b"".join(each.body for each in batch))
-        call.add_done_callback(lambda done: self._ended(model, batch, batch_size, done))
+        body = batch[0].body if len(batch) == 1 else b"".join(each.body for each in batch)
+        transport.write(encode_frame(Frame(request_id, encode(Infer(model, items)), body)))
 
-    def _ended(self, model: str, batch: list[Waiting], batch_size: int, call: Call) -> None:
+    def _ended(self, sent: Batch, reply: Reply, payload: bytes) -> None:
+        model = sent.model
         self.in_flight.discard(model)
-        settle(batch, call)
-        reply = None if call.exception() else call.result()[0]
+        settle(sent.waiting, reply, payload, None)
         if isinstance(reply, Answered):
             busy = self.router.busy_s
             busy[model] = busy.get(model, 0.0) + reply.infer_ms / 1000
         if self.waiting.get(model):
-            self._send(model, batch_size)
+            self._send(model, sent.batch_size)
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
-
-    def call(self, request: Infer, payload: bytes) -> Call:
-        call: Call = asyncio.get_running_loop().create_future()
-        if self.transport is None or self.transport.is_closing():
-            call.set_exception(ConnectionError(f"{self.path} is closed"))
-            return call
-        request_id = next(self.ids)
-        self.calls[request_id] = call
-        self.transport.write(encode_frame(Frame(request_id, encode(request), payload)))
-        return call
 
     def data_received(self, data: bytes) -> None:
         try:
@@ -104,31 +113,28 @@ class WorkerLink(asyncio.Protocol):
             self.transport.close()
             return
         for frame in frames:
-            call = self.calls.pop(frame.request_id, None)
-            if call is not None and not call.done():
-                call.set_result((decode_reply(frame.header), frame.payload))
+            sent = self.sent.pop(frame.request_id, None)
+            if sent is not None:
+                self._ended(sent, decode_reply(frame.header), frame.payload)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        """The worker is gone: its calls fail, and their requests are relayed."""
+        """The worker is gone: its batches fail, and their requests are relayed."""
         self.transport = None
         if self.links.get(self.path) is self:
             del self.links[self.path]
         gone = ConnectionError(f"worker {self.path} closed")
-        for call in self.calls.values():
-            if not call.done():
-                call.set_exception(gone)
-        self.calls.clear()
+        for sent in self.sent.values():
+            settle(sent.waiting, None, b"", gone)
+        self.sent.clear()
         for waiting in self.waiting.values():
-            for each in waiting:
-                if not each.outcome.done():
-                    each.outcome.set_exception(gone)
+            settle(waiting, None, b"", gone)
         self.waiting.clear()
 
 
-def settle(batch: list[Waiting], call: Call) -> None:
+def settle(
+    batch: list[Waiting], reply: Reply | None, payload: bytes, error: Exception | None
+) -> None:
     """Each request's outcome from its batch's reply: its answer and body, or the failure."""
-    error = call.exception()
-    reply, payload = call.result() if error is None else (None, b"")
     if isinstance(reply, Answered) and len(reply.answers) == len(batch):
         for each, (answer, body) in zip(batch, reply.bodies(payload), strict=True):
             if not each.outcome.done():
@@ -155,6 +161,7 @@ class Router:
         self.busy_s: dict[str, float] = {}  # model → worker seconds since the last report
         self.pressed: set[str] = set()  # models whose requests waited since the last report
         self.in_flight = self.in_flight_reported = 0  # requests being answered here
+        self.deadlines = Deadlines()
 
     def worker_of(self, model: str) -> str | None:
         """A direct socket of a worker holding `model`, in turn; None: relay the request."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from modelhost.fronts import heads
-from modelhost.fronts.heads import Hit, hit_of
+from modelhost.fronts.heads import HeadReader, Hit, hit_of
 from modelhost.fronts.messages import Report, Sample, Table, Unpacker, pack
 from modelhost.http import invocations, oip_replies
 from modelhost.http.invocation_paths import PREDICTIONS
@@ -29,6 +29,21 @@ def test_a_model_invoke_is_a_hit() -> None:
     assert hit == Hit(
         "/models/{model:path}/invoke", "m/v1", "application/json", "application/json", 12, {}, False
     )
+
+
+def test_one_reader_reads_a_connections_heads_one_after_another() -> None:
+    """Each head after the body before it; a body of none, and a head the reader refuses."""
+    reader = HeadReader()
+    first = reader.hit_of(head("POST /models/a/invoke HTTP/1.1", "content-length: 3"), LIMIT)
+    reader.body(b"[1]")
+    second = reader.hit_of(head("POST /predictions/b HTTP/1.1", "content-length: 0"), LIMIT)
+    reader.body(b"")
+    third = reader.hit_of(head("POST /models/c/invoke HTTP/1.1", "accept: text/csv"), LIMIT)
+    reader.body(b"")
+    refused = reader.hit_of(head("GET /ping HTTP/1.1"), LIMIT)
+    assert first is not None and second is not None and third is not None
+    assert (first.model, first.body_bytes, second.model, third.model) == ("a", 3, "b", "c")
+    assert (third.accept, refused) == ("text/csv", None)
 
 
 def test_invocations_take_the_model_from_sagemakers_header() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from modelhost.fronts.links import Call, Outcome, Router, Waiting, settle
+from modelhost.fronts.links import Outcome, Router, Waiting, settle
 from modelhost.workers.messages import Answer, Answered, Failed, Failure, Item
 
 
@@ -24,9 +24,7 @@ def outcomes(batch: list[Waiting]) -> list[Outcome]:
 async def settled(reply: object, payload: bytes, sizes: int = 2) -> list[Outcome]:
     loop = asyncio.get_running_loop()
     batch = batch_of(loop, *([b"[]"] * sizes))
-    call: Call = loop.create_future()
-    call.set_result((reply, payload))  # type: ignore[arg-type]
-    settle(batch, call)
+    settle(batch, reply, payload, None)  # type: ignore[arg-type]
     return outcomes(batch)
 
 
