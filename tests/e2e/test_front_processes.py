@@ -561,13 +561,14 @@ def live_fronts(server: testing.RunningServer) -> list[int]:
     return pids
 
 
-def restarts_counted(server: testing.RunningServer) -> float:
+def scraped(server: testing.RunningServer, name: str) -> float:
+    """The sum of `name`'s samples in one /metrics scrape (counted in it, for a gauge of it)."""
     text = httpx.get(f"{server.url}/metrics").text
     return sum(
         sample.value
         for family in text_string_to_metric_families(text)
         for sample in family.samples
-        if sample.name == "modelhost_front_restarts_total"
+        if sample.name == name
     )
 
 
@@ -592,18 +593,11 @@ def test_a_killed_front_is_restarted_and_answers_hits(store: Path, serve: Server
     [exit_event] = server.events("front_exit")
     assert exit_event["detail"]["pid"] == killed and exit_event["reason"] == "signal"
     assert [e["detail"]["pid"] for e in server.events("front_start")][-1] == restarted
-    assert restarts_counted(server) == 1
+    assert scraped(server, "modelhost_front_restarts_total") == 1
 
 
 def in_flight(server: testing.RunningServer) -> float:
-    """The in-flight gauge, this scrape counted in it."""
-    text = httpx.get(f"{server.url}/metrics").text
-    return sum(
-        sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name == "modelhost_http_requests_in_flight"
-    )
+    return scraped(server, "modelhost_http_requests_in_flight")
 
 
 def test_a_fronts_direct_hit_counts_in_flight(store: Path, serve: Servers) -> None:
