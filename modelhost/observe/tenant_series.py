@@ -21,7 +21,7 @@ from modelhost.observe.figure_series import (
     LabelFigures,
 )
 from modelhost.observe.tallies import CounterTally, GaugeReading, Labels
-from modelhost.observe.tenants import TenantFigures
+from modelhost.observe.tenants import TenantFigures, TenantTable
 from modelhost.records.statistics import TenantHoldings
 
 OTHER = "other"
@@ -105,6 +105,18 @@ class TenantSeries:
             self.by_label.adopt(label, figures)
             return
         (own or self.by_label.of(label)).add(exchange)
+
+    def record_run(self, tenant: str, exchanges: list[Exchange], table: TenantTable) -> None:
+        """Count a run of `tenant`'s exchanges into `table` and here, as `record` would each."""
+        figures = table.figures_of(tenant)
+        if tenant in self.named and self.by_label.figures.get(tenant) is figures:
+            # its series are the table's figures: counted there, and its name's cost set once
+            figures.add_all(exchanges)
+            self._label(tenant, figures.worker_s)
+            return
+        for exchange in exchanges:
+            figures.add(exchange)
+            self.record(tenant, exchange, figures)
 
     def evicted(self, tenant: str, for_tenant: str) -> None:
         """A model of `tenant` was evicted, for a load of `for_tenant` ("": for none)."""

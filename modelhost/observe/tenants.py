@@ -48,10 +48,25 @@ class TenantFigures:
         self.latency_s += exchange.duration_s
         self.buckets[bisect_left(SECONDS_BUCKETS, exchange.duration_s)] += 1
         if exchange.status >= 400:
-            self.errors += 1
-            reason = error_reason(exchange.status, exchange.error)
-            self.rejections = self.rejections or {}
-            self.rejections[reason] = self.rejections.get(reason, 0) + 1
+            self._refused(exchange)
+
+    def add_all(self, exchanges: list[Exchange]) -> None:
+        """`add` each of `exchanges`, in order: one call for a tenant's run of them."""
+        worker_s, latency_s, buckets = self.worker_s, self.latency_s, self.buckets
+        for exchange in exchanges:
+            worker_s += exchange.timings_ms.get("infer", 0.0) / 1000
+            latency_s += exchange.duration_s
+            buckets[bisect_left(SECONDS_BUCKETS, exchange.duration_s)] += 1
+            if exchange.status >= 400:
+                self._refused(exchange)
+        self.requests += len(exchanges)
+        self.worker_s, self.latency_s = worker_s, latency_s
+
+    def _refused(self, exchange: Exchange) -> None:
+        self.errors += 1
+        reason = error_reason(exchange.status, exchange.error)
+        self.rejections = self.rejections or {}
+        self.rejections[reason] = self.rejections.get(reason, 0) + 1
 
     def merge(self, other: TenantFigures) -> None:
         """Add `other`'s figures to these."""
@@ -114,10 +129,14 @@ class TenantTable:
 
     def record(self, tenant: str, exchange: Exchange) -> TenantFigures:
         """Add the exchange to `tenant`'s figures, making it the newest; the oldest may go."""
-        # one tenant's requests after another's, the common case, need no move
-        figures = self._newest_figures if tenant == self._newest_name else self._newest(tenant)
+        figures = self.figures_of(tenant)
         figures.add(exchange)
         return figures
+
+    def figures_of(self, tenant: str) -> TenantFigures:
+        """`tenant`'s figures, made the newest; the oldest may go."""
+        # one tenant's requests after another's, the common case, need no move
+        return self._newest_figures if tenant == self._newest_name else self._newest(tenant)
 
     def evicted(self, tenant: str, for_tenant: str) -> None:
         """A model of `tenant` was evicted for a load of `for_tenant` ("": for none)."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import operator
 import tracemalloc
 
 from hypothesis import given
@@ -13,6 +15,8 @@ from modelhost.observe.tallies import CounterTally
 from modelhost.observe.tenant_series import OTHER, TenantSeries
 from modelhost.observe.tenants import ENTRY_BYTES, TenantTable
 from modelhost.records.statistics import TenantHoldings
+
+TENANT = operator.attrgetter("tenant")
 
 
 def exchange(
@@ -174,6 +178,39 @@ def test_no_series_ever_goes_down(requests: list[tuple[int, float, int]]) -> Non
         for labels, value in series.requests.values.items():
             assert value >= seen.get(labels, 0)
         seen = dict(series.requests.values)
+
+
+def state(table: TenantTable, series: TenantSeries) -> tuple[object, ...]:
+    """Everything the table and the series show."""
+    tenants = table.page("", MAX_SHOWN)
+    return (
+        {tenant: table.get(tenant).describe() for tenant in tenants},  # type: ignore[union-attr]
+        series.requests.values,
+        series.worker_seconds.values,
+        series.request_seconds.counts,
+        series.rejections.values,
+        dict(series.named),
+        series._cheapest,
+    )
+
+
+MAX_SHOWN = 100
+
+
+@given(traffic, st.integers(1, 5), st.integers(1, 40))
+def test_a_run_of_exchanges_counts_as_each_one_in_turn(
+    requests: list[tuple[int, float, int]], named_max: int, run_max: int
+) -> None:
+    """The observer counts held exchanges a tenant's run at a time: the table and the series
+    end as they would one exchange at a time."""
+    one = (TenantTable(max_tenants=8), TenantSeries(named_max))
+    runs = (TenantTable(max_tenants=8), TenantSeries(named_max))
+    fed = [exchange(f"t{tenant % 12}", infer_ms, status) for tenant, infer_ms, status in requests]
+    feed(*one, *fed)
+    for start in range(0, len(fed), run_max):
+        for tenant, run in itertools.groupby(fed[start : start + run_max], TENANT):
+            runs[1].record_run(tenant, list(run), runs[0])
+    assert state(*runs) == state(*one)
 
 
 def test_a_folded_series_adds_to_the_one_it_joins() -> None:
