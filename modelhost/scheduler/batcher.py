@@ -51,12 +51,15 @@ class BatchQueue(Generic[T]):
 
     def put(self, job: Job[T]) -> None:
         if len(self._jobs) >= self.capacity:
-            raise QueueFull(
-                f"model {self.model} has {len(self._jobs)} requests queued, the limit "
-                f"(job_queue_size) is {self.capacity}; retry after a pause, or raise "
-                "--job-queue-size or --max-workers-per-model"
-            )
+            raise self._full()
         self._jobs.append(job)
+
+    def _full(self) -> QueueFull:
+        return QueueFull(
+            f"model {self.model} has {len(self._jobs)} requests queued, the limit "
+            f"(job_queue_size) is {self.capacity}; retry after a pause, or raise "
+            "--job-queue-size or --max-workers-per-model"
+        )
 
     def discard(self, job: Job[T]) -> None:
         """Take out a job whose deadline passed while it waited."""
@@ -120,15 +123,19 @@ class FairBatchQueue(BatchQueue[T]):
         self._alone = ""  # the one tenant whose requests wait, while the fair queue is empty
 
     def put(self, job: Job[T]) -> None:
-        BatchQueue.put(self, job)  # in age order, there: when a batch is due (no super object)
+        jobs = self._jobs  # in age order, there too: when a batch is due
+        if len(jobs) >= self.capacity:
+            raise self._full()
+        jobs.append(job)
         tenant = self.tenant_of(job)
         if self._fair.waiting:
             self._fair.push(tenant, job)
-        elif len(self._jobs) == 1 or tenant == self._alone:
-            self._alone = tenant
-        else:  # a second tenant: from now on the fair queue orders them
-            for waiting in self._jobs:
-                self._fair.push(self.tenant_of(waiting), waiting)
+        elif tenant != self._alone:  # else the one tenant waiting keeps its order
+            if len(jobs) == 1:
+                self._alone = tenant
+            else:  # a second tenant: from now on the fair queue orders them
+                for waiting in jobs:
+                    self._fair.push(self.tenant_of(waiting), waiting)
 
     def discard(self, job: Job[T]) -> None:
         if not self._fair.waiting:
