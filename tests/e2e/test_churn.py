@@ -40,7 +40,6 @@ ROOM_FOR_MODELS = 4
 # a forest's unpickling needs about twice its footprint while it runs; two workers load at once
 LOADING_ROOM = 2 * 2
 RETRYABLE = {429, 503, 504}
-MANAGEMENT_PORT = testing.free_port()  # TorchServe's management API, for the operator
 
 
 @pytest.fixture(scope="module")
@@ -68,8 +67,15 @@ def expected_answers(store: Path, rows: list[list[float]]) -> dict[str, list[int
 
 
 @pytest.fixture(scope="module")
+def management_port() -> int:
+    """TorchServe's management API, for the operator; chosen as the server starts, not at import,
+    where another test's server could take it first."""
+    return testing.free_port()
+
+
+@pytest.fixture(scope="module")
 def churn_server(
-    churn_store: Path, tmp_path_factory: pytest.TempPathFactory
+    churn_store: Path, management_port: int, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[testing.RunningServer]:
     work = tmp_path_factory.mktemp("churn-server")
     args = testing.serve_args(churn_store, work / "cache", workers=2, memory_budget="4GiB")
@@ -82,7 +88,7 @@ def churn_server(
         work / "cache",
         workers=2,
         memory_budget=budget,
-        management_port=MANAGEMENT_PORT,
+        management_port=management_port,
         tenant_from="name:1",
     )
     with testing.RunningServer(args, work) as server:
@@ -207,16 +213,17 @@ class Operator(threading.Thread):
     synchronous PUT ?min_worker=1|2) every `every_s` seconds until the deadline, one call at a
     time, as a person or a script managing the server would; keeps each answer."""
 
-    def __init__(self, server: testing.RunningServer, every_s: float, until: float) -> None:
+    def __init__(
+        self, server: testing.RunningServer, management: str, every_s: float, until: float
+    ) -> None:
         super().__init__(daemon=True)
-        self.server, self.every_s, self.until = server, every_s, until
+        self.server, self.management, self.every_s, self.until = server, management, every_s, until
         self.random = random.Random(7)
         self.answers: list[tuple[str, int, str]] = []  # (call, status, body)
         self.timeouts: list[str] = []
 
     def run(self) -> None:
         names = [f"tenant-{i:02d}/m.joblib" for i in range(MODELS)]
-        management = f"http://127.0.0.1:{MANAGEMENT_PORT}"
         with httpx.Client(timeout=60) as http:
             while time.monotonic() + self.every_s < self.until:
                 time.sleep(self.every_s)
@@ -225,7 +232,7 @@ class Operator(threading.Thread):
                 else:
                     copies = self.random.choice((1, 2))
                     hot = self.random.choice(names[:5])
-                    url = f"{management}/models/{hot}?min_worker={copies}&synchronous=true"
+                    url = f"{self.management}/models/{hot}?min_worker={copies}&synchronous=true"
                     call = ("PUT", url)
                 try:
                     answer = http.request(*call)
@@ -243,7 +250,10 @@ class Operator(threading.Thread):
 
 
 def test_operator_changes_under_churn_lose_nothing(
-    churn_server: testing.RunningServer, churn_store: Path, churn_run: ChurnRun
+    churn_server: testing.RunningServer,
+    churn_store: Path,
+    churn_run: ChurnRun,
+    management_port: int,
 ) -> None:
     """An operator unloading and scaling models under churn loses nothing.
 
@@ -252,7 +262,8 @@ def test_operator_changes_under_churn_lose_nothing(
     client's answer stays right; memory stays within the budget; nothing in the server raises.
     (The PUT that spun the loop needed a copy's load to end in the same turn of the loop: the
     interleavings machine replays that; this run passed on the code before the fix too.)"""
-    operator = Operator(churn_server, 0.2, time.monotonic() + DURATION_S)
+    management = f"http://127.0.0.1:{management_port}"
+    operator = Operator(churn_server, management, 0.2, time.monotonic() + DURATION_S)
     run = run_churn(churn_server, churn_store, beside=operator)
     assert not operator.timeouts, operator.timeouts
     refused = [a for a in operator.answers if a[1] not in (200, 404) or "{" not in a[2]]

@@ -29,7 +29,6 @@ SAGEMAKER_MME_ENV = {  # what SageMaker and sagemaker-inference-toolkit set (the
     "SAGEMAKER_MODEL_SERVER_TIMEOUT": "60",
 }
 MANAGEMENT_HOST = "127.0.0.2"  # the whole 127/8 is loopback on Linux
-METRICS_PORT = testing.free_port()
 
 # answers with its worker's thread variables, padded to the size the body asks for
 ENV_HANDLER = """
@@ -66,8 +65,17 @@ def management_port() -> int:
 
 
 @pytest.fixture(scope="module")
+def metrics_port() -> int:
+    """Chosen as the server starts, not at import, where another test's server could take it."""
+    return testing.free_port()
+
+
+@pytest.fixture(scope="module")
 def migrated(
-    store: Path, management_port: int, tmp_path_factory: pytest.TempPathFactory
+    store: Path,
+    management_port: int,
+    metrics_port: int,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[testing.RunningServer]:
     work = tmp_path_factory.mktemp("migrated")
     own = shutil.copytree(store, work / "store")  # the session's store stays as other tests know it
@@ -86,7 +94,7 @@ def migrated(
         max_response_size="64KiB",
         management_port=management_port,
         management_host=MANAGEMENT_HOST,
-        metrics_port=METRICS_PORT,
+        metrics_port=metrics_port,
         max_unpacked_bytes="16MiB",
         max_unpacked_files=4,
         log_level="warning",
@@ -148,10 +156,12 @@ def test_management_host_binds_the_management_api(management_port: int) -> None:
         other.get(f"http://127.0.0.1:{management_port}/models")
 
 
-def test_metrics_address_serves_metrics_on_its_own_port(http: httpx.Client) -> None:
-    scraped = httpx.get(f"http://127.0.0.1:{METRICS_PORT}/metrics")
+def test_metrics_address_serves_metrics_on_its_own_port(
+    http: httpx.Client, metrics_port: int
+) -> None:
+    scraped = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics")
     assert scraped.status_code == 200 and "modelhost_" in scraped.text
-    assert httpx.get(f"http://127.0.0.1:{METRICS_PORT}/models").status_code == 404
+    assert httpx.get(f"http://127.0.0.1:{metrics_port}/models").status_code == 404
 
 
 @pytest.fixture
