@@ -14,13 +14,13 @@ from modelhost.cache.curve import COLD, MAX_NAMES, WINDOWS_S, MissRatioCurve, Wi
 from modelhost.cache.memory import MemoryTier
 from modelhost.host.thrash import WINDOW_S, ThrashWatch
 from modelhost.records.events import EventLog
+from modelhost.records.held import Held
 from modelhost.records.statistics import CurvePoint, HotModel, SizingStatistics
 
 HOT_MODELS = 32  # for a router to spread
 TARGETS = (0.9, 0.95, 0.99)  # hit ratios
 FACTORS = (0.5, 2.0, 4.0)  # multiples of today's room
 DEFAULT_WINDOW = "hour"
-FOLD_AFTER = 64  # uses held before the curve counts them; a read counts those held first
 
 
 class Sizing:
@@ -41,20 +41,20 @@ class Sizing:
         self.thrash = ThrashWatch(events, clock, self.advice, thrash_window_s)
         self.requests = 0
         # held, then counted together (docs/decisions.md)
-        self._held: list[tuple[str, int, bool, float]] = []
+        self._held: Held[tuple[str, int, bool, float]] = Held(self._count)
         events.subscribe(self.thrash.on_event)
 
     def used(self, name: str, size: int, hit: bool) -> None:
         now = self.clock()
         self.requests += 1
         self.thrash.used(name, hit, now)  # its alarm follows each request
-        self._held.append((name, size, hit, now))
-        if len(self._held) >= FOLD_AFTER:
-            self.fold()
+        self._held.add((name, size, hit, now))
 
     def fold(self) -> None:
         """Count the uses held into the observed ratio and the curve; every read folds first."""
-        held, self._held = self._held, []
+        self._held.fold()
+
+    def _count(self, held: list[tuple[str, int, bool, float]]) -> None:
         observed, curve = self.observed, self.curve
         for name, size, hit, now in held:
             observed.add(0 if hit else COLD, 1.0, now)

@@ -15,6 +15,7 @@ from modelhost.observe.exchange import Exchange, error_reason
 from modelhost.observe.loop_watch import STALL_S
 from modelhost.observe.tallies import CounterTally, HistogramTally, LevelTally, Tallies
 from modelhost.records.events import Event
+from modelhost.records.held import Held
 
 # from a 1 ms cache hit to a two-minute download
 SECONDS_BUCKETS = (
@@ -23,7 +24,6 @@ SECONDS_BUCKETS = (
 
 # every label comes from a closed set: a method a client invents is "other", not a new series
 HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH"})
-FOLD_AFTER = 64  # hits held before they are counted; a scrape counts those held first
 
 
 def _histogram(name: str, help_text: str, registry: CollectorRegistry, *labels: str) -> Histogram:
@@ -146,7 +146,7 @@ class Metrics:
             before=self.fold,
         )
         # held, then counted together (docs/decisions.md)
-        self._hits: list[Exchange] = []
+        self._hits: Held[Exchange] = Held(self._count_hits)
         self.rejections = Counter(
             "modelhost_rejections",
             "Error responses by the error's type (e.g. InsufficientMemory, ModelNotFound)",
@@ -215,17 +215,16 @@ class Metrics:
 
     def on_exchange(self, exchange: Exchange) -> None:
         if exchange.cache == "hit" and exchange.status < 400:  # a hit touches only the tallies
-            self._hits.append(exchange)
-            if len(self._hits) >= FOLD_AFTER:
-                self.fold()
+            self._hits.add(exchange)
         else:
-            if self._hits:  # in the order answered
-                self.fold()
+            self.fold()  # in the order answered
             self._count(exchange)
 
     def fold(self) -> None:
         """Count the hits held since the last fold; the tallies' scrape folds first."""
-        hits, self._hits = self._hits, []
+        self._hits.fold()
+
+    def _count_hits(self, hits: list[Exchange]) -> None:
         for exchange in hits:
             self._count(exchange, exchange.time + exchange.duration_s)
 

@@ -17,7 +17,7 @@ from modelhost.observe.access_log import AccessLog
 from modelhost.observe.collector import HostCollector
 from modelhost.observe.exchange import Exchange
 from modelhost.observe.loop_watch import LoopWatch
-from modelhost.observe.metrics import FOLD_AFTER, Metrics
+from modelhost.observe.metrics import Metrics
 from modelhost.observe.stream import EventStream
 from modelhost.observe.tallies import Tallies
 from modelhost.observe.tenant_series import NAMED_TENANTS, TenantSeries
@@ -25,6 +25,7 @@ from modelhost.observe.tenants import TenantTable
 from modelhost.observe.torchserve_series import TorchServeSeries
 from modelhost.observe.usage import ModelUsage
 from modelhost.records.events import Event
+from modelhost.records.held import Held
 
 if TYPE_CHECKING:
     from modelhost.host import ModelHost
@@ -62,7 +63,7 @@ class Observer:
         if tenants:
             Tallies(registry, self.tenant_series.tallies, before=self.fold_tenants)
         # held, then counted together (docs/decisions.md)
-        self._tenants_held: list[Exchange] = []
+        self._tenants_held: Held[Exchange] = Held(self._count_tenants)
         self.stream = EventStream(host.events, max_clients=max_streams)
         self.access_log = AccessLog(access_log) if access_log else None
         self._unsubscribe = host.events.subscribe(self.on_event)
@@ -82,9 +83,7 @@ class Observer:
         if self.torchserve is not None:
             self.torchserve.record(exchange)
         if self.tenants is not None and exchange.tenant is not None:
-            self._tenants_held.append(exchange)
-            if len(self._tenants_held) >= FOLD_AFTER:
-                self.fold_tenants()
+            self._tenants_held.add(exchange)
         if self.access_log is not None:
             self.access_log.write(exchange)
 
@@ -95,9 +94,10 @@ class Observer:
 
     def fold_tenants(self) -> None:
         """Count the exchanges held into the tenants' table and series; every read folds first."""
-        held, self._tenants_held = self._tenants_held, []
-        if self.tenants is None:
-            return
+        self._tenants_held.fold()
+
+    def _count_tenants(self, held: list[Exchange]) -> None:
+        assert self.tenants is not None  # only exchanges with tenants are held
         for tenant, run in itertools.groupby(held, _tenant):  # a tenant's run in one call
             self.tenant_series.record_run(tenant, list(run), self.tenants)
 

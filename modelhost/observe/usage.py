@@ -12,9 +12,9 @@ from collections import OrderedDict
 from typing import Any
 
 from modelhost.observe.exchange import Exchange
+from modelhost.records.held import Held
 
 MAX_MODELS = 32_768
-FOLD_AFTER = 64  # exchanges held before they are counted; a read counts those held first
 ENTRY_BYTES = 320  # an entry, as tracemalloc measures it
 UNCOUNTED_ERRORS = frozenset({"ModelNotFound", "InvalidModelName"})  # names that are no model
 TIERS = ("disk", "remote")
@@ -32,17 +32,17 @@ class ModelUsage:
         # the most recently counted model's counters, unpacked until another model's come
         self._newest: str | None = None
         self._fields: list[Any] = []
-        self._held: list[Exchange] = []  # held, then counted together (docs/decisions.md)
+        self._held: Held[Exchange] = Held(self._count_all)  # docs/decisions.md
 
     def record(self, exchange: Exchange) -> None:
-        self._held.append(exchange)
-        if len(self._held) >= FOLD_AFTER:
-            self.fold()
+        self._held.add(exchange)
 
     def fold(self) -> None:
         """Count the exchanges held; every read folds first."""
-        held, self._held = self._held, []
-        for exchange in held:
+        self._held.fold()
+
+    def _count_all(self, exchanges: list[Exchange]) -> None:
+        for exchange in exchanges:
             self._count(exchange)
 
     def _count(self, exchange: Exchange) -> None:

@@ -8,8 +8,9 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from modelhost.observe.exchange import Exchange
-from modelhost.observe.metrics import FOLD_AFTER, Metrics
+from modelhost.observe.metrics import Metrics
 from modelhost.records.events import EventLog
+from modelhost.records.held import FOLD_AFTER
 
 
 @pytest.fixture
