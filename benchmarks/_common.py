@@ -89,6 +89,15 @@ def cpu_spent(before: dict[int, float]) -> dict[int, float]:
     return {pid: now - before[pid] for pid, now in cpu_seconds(list(before)).items()}
 
 
+def add_wrk_run_args(parser: argparse.ArgumentParser, duration_s: int, warmup_s: int) -> None:
+    """A wrk run's length and warm-up, the server's and wrk's cores, and `--serve-arg`."""
+    parser.add_argument("--duration", type=int, default=duration_s, help="seconds per measured run")
+    parser.add_argument("--warmup", type=int, default=warmup_s, help="seconds of discarded warm-up")
+    parser.add_argument("--server-core", default="1")
+    parser.add_argument("--wrk-core", default="0")
+    add_serve_arg(parser)
+
+
 def add_serve_arg(parser: argparse.ArgumentParser) -> None:
     """`--serve-arg`: an extra argument for `modelhost serve`, repeatable."""
     parser.add_argument(

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 import psutil
-from _common import BENCHMARKS, add_serve_arg, machine, markdown_table
+from _common import BENCHMARKS, add_wrk_run_args, machine, markdown_table
 from hot_path import MODEL, SERVERS, _invoke_url, _start, ensure_wrk, wrk
 
 from modelhost import testing
@@ -140,10 +140,6 @@ def _parse_args() -> argparse.Namespace:
         choices=SERVERS,
     )
     parser.add_argument("--concurrency", nargs="+", type=int, default=[1, 16])
-    parser.add_argument("--duration", type=int, default=8, help="seconds per measured run")
-    parser.add_argument("--warmup", type=int, default=2, help="seconds of discarded warm-up")
-    parser.add_argument("--server-core", default="1")
-    parser.add_argument("--wrk-core", default="0")
     parser.add_argument("--check", action="store_true", help="fail when c=1 grew over 15%%")
     parser.add_argument("--record", action="store_true", help="record the c=1 figure")
     parser.add_argument("--runs", type=int, default=3, help="runs for --check and --record")
@@ -152,7 +148,7 @@ def _parse_args() -> argparse.Namespace:
         choices=["nothing", "observer", "metrics"],
         help="switch a part of the observability off (benchmarks/serve_without.py)",
     )
-    add_serve_arg(parser)
+    add_wrk_run_args(parser, duration_s=8, warmup_s=2)
     return parser.parse_args()
 
 

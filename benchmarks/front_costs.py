@@ -33,7 +33,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from _common import add_serve_arg, cpu_seconds, markdown_table, process_tree
+from _common import add_wrk_run_args, cpu_seconds, markdown_table, process_tree
 from hot_path import MODEL, ensure_wrk, wrk
 
 from modelhost import testing
@@ -227,11 +227,7 @@ def _parse_args() -> argparse.Namespace:
     parser.add_argument("--fronts", type=int, default=2)
     parser.add_argument("--alone", action="store_true", help="load a front of its own")
     parser.add_argument("--concurrency", type=int, default=16)
-    parser.add_argument("--duration", type=int, default=8, help="seconds of the measured run")
-    parser.add_argument("--warmup", type=int, default=2, help="seconds of discarded warm-up")
-    parser.add_argument("--server-core", default="1")
-    parser.add_argument("--wrk-core", default="0")
-    add_serve_arg(parser)
+    add_wrk_run_args(parser, duration_s=8, warmup_s=2)
     return parser.parse_args()
 
 

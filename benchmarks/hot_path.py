@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from _common import BENCHMARKS, add_serve_arg, markdown_table, write_results
+from _common import BENCHMARKS, add_wrk_run_args, markdown_table, write_results
 
 from modelhost import testing
 
@@ -53,11 +53,7 @@ def _parse_args() -> argparse.Namespace:
         "--servers", nargs="+", default=["modelhost", "floor"], choices=["modelhost", "floor"]
     )
     parser.add_argument("--concurrency", nargs="+", type=int, default=[1, 16, 64])
-    parser.add_argument("--duration", type=int, default=15, help="seconds per measured run")
-    parser.add_argument("--warmup", type=int, default=5, help="seconds of discarded warm-up")
-    parser.add_argument("--server-core", default="1")
-    parser.add_argument("--wrk-core", default="0")
-    add_serve_arg(parser)
+    add_wrk_run_args(parser, duration_s=15, warmup_s=5)
     return parser.parse_args()
 
 

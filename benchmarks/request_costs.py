@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
-from _common import add_serve_arg, markdown_table
+from _common import add_wrk_run_args, markdown_table
 from hot_path import MODEL, SERVERS, _invoke_url, _start, ensure_wrk, wrk
 
 from modelhost import testing
@@ -256,14 +256,10 @@ def _parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--server", default="modelhost", choices=SERVERS)
     parser.add_argument("--concurrency", type=int, default=1)
-    parser.add_argument("--duration", type=int, default=8, help="seconds per measured run")
-    parser.add_argument("--warmup", type=int, default=2, help="seconds of discarded warm-up")
     parser.add_argument("--strace", action="store_true", help="count system calls per request")
     parser.add_argument("--perf", action="store_true", help="CPU by shared object (perf)")
     parser.add_argument("--py-spy", metavar="DIR", help="write py-spy profiles to DIR")
-    parser.add_argument("--server-core", default="1")
-    parser.add_argument("--wrk-core", default="0")
-    add_serve_arg(parser)
+    add_wrk_run_args(parser, duration_s=8, warmup_s=2)
     return parser.parse_args()
 
 
