@@ -75,11 +75,13 @@ class Manifests:
         pinned: frozenset[str],
         max_rows: int = 0,
         in_memory: Callable[[str], bool] = lambda name: True,
+        batch_size: Callable[[int | None], int] = lambda declared: declared or 0,
     ) -> None:
         self.events = events
         self.pinned = pinned
         self.max_rows = max_rows
         self.in_memory = in_memory  # its manifest must stay
+        self.batch_size = batch_size  # a batching handler's, from its manifest's
         self.manifests: dict[str, Manifest] = {}  # only those that say something
         self.max_manifests = MAX_MANIFESTS
         self._sweep_at = MAX_MANIFESTS
@@ -180,6 +182,7 @@ class Manifests:
             model_file=manifest.model_file,
             warmup=manifest.warmup,
             max_rows=self.max_rows,
+            max_batch_size=self.batch_size(manifest.batch_size),
             fast_copy=str(fast_copy.path) if fast_copy else "",
             fast_copy_room=fast_copy.room if fast_copy else 0,
             threads=manifest.threads or 0,

@@ -79,7 +79,11 @@ class ModelHost:
         self.scheduling = scheduling or SchedulerSettings(response_timeout_s=deadline_s)
         loads: UnderWay[LoadOutcome] = UnderWay()
         self.manifests = Manifests(
-            events, pinned, max_rows_per_request, lambda name: _held(memory, loads, name)
+            events,
+            pinned,
+            max_rows_per_request,
+            lambda name: _held(memory, loads, name),
+            functools.partial(self.scheduling.batch_size, handler_batches=True),
         )
         self.changes = Changes()
         # /proc is slow to read: off the loop, unless a test gives a reader

@@ -48,6 +48,7 @@ class Load(Message, frozen=True, kw_only=True):
     model_file: str | None = None
     warmup: tuple[str, ...] = ()
     max_rows: int = 0  # per request; 0: no limit
+    max_batch_size: int = 0  # for a handler that batches, as its queue's; 0: unknown
     fast_copy: str = ""  # a plain pickle to read, or to write
     fast_copy_room: int = 0  # bytes the worker may write there; 0: read it
     threads: int = 0  # 0: the worker's
