@@ -32,6 +32,7 @@ from modelhost.records.memory import (
     trim_heap,
 )
 from modelhost.workers.direct import Door, Gate, direct_path
+from modelhost.workers.gather import Gathering
 from modelhost.workers.handlers.base import Handler, InferReply, InferRequest
 from modelhost.workers.handlers.ts_metrics import drain_samples
 from modelhost.workers.messages import (
@@ -99,6 +100,7 @@ class Worker:
         self.threads = threads
         self.models: dict[str, Handler] = {}
         self.footprints: dict[str, int] = {}  # bytes each model's load allocated
+        self.batch_sizes: dict[str, int] = {}  # the most requests a batch, as its senders' queues
         self.idle_bytes = 0  # bytes allocated once rehearsed, before any model
         self._send_lock = threading.Lock()
         self._trimmer = HeapTrimmer()
@@ -110,7 +112,7 @@ class Worker:
         self._inference = ThreadPoolExecutor(threads, "infer") if threads > 1 else None
         self.gate = Gate()  # the models the fronts' direct requests may reach (direct.py)
         # the fronts' requests and the frontend's share the inference threads' count
-        self._infer_slots = threading.BoundedSemaphore(threads)
+        self.gathering = Gathering(threads, self._batch_size, self.infer)
 
     def rehearse(self, models: list[Path]) -> None:
         """Load, answer and unload each model on the serving threads, then give the memory back."""
@@ -218,6 +220,9 @@ class Worker:
         handler = copy or build()
         handler.limit_rows(request.max_rows)
         warm_up(handler, request.model, root, request.warmup)
+        # a device's batch size may be smaller, and with devices the main process sends alone
+        gathers = handler.batches and not self.devices.devices
+        self.batch_sizes[request.model] = request.max_batch_size if gathers else 1
         self.models[request.model] = handler
         self.gate.open(request.model)
         load_ms = (time.perf_counter() - started) * 1000
@@ -258,6 +263,7 @@ class Worker:
         if handler is None:
             raise ModelNotLoaded(f"model {request.model} is not loaded in worker {self.worker_id}")
         footprint = self.footprints.pop(request.model, 0)
+        self.batch_sizes.pop(request.model, None)
         self.devices.forget(request.model, handler)
         handler.close()
         del handler
@@ -279,10 +285,12 @@ class Worker:
         return max(0, settled_bytes - self.idle_bytes - sum(self.footprints.values()))
 
     def infer_in_slot(self, request: Infer, payload: bytes) -> tuple[Answered, bytes]:
-        """`infer` once one of the worker's inference threads' slots is free: a handler never
-        runs on more threads at once than the worker was given, whoever sent the batch."""
-        with self._infer_slots:
-            return self.infer(request, payload)
+        """`infer` in an inference thread's slot, with the batches of the model waiting for one
+        (gather.py)."""
+        return self.gathering.infer(request, payload)
+
+    def _batch_size(self, model: str) -> int:
+        return self.batch_sizes.get(model, 1)
 
     def infer(self, request: Infer, payload: bytes) -> tuple[Answered, bytes]:
         """Answer a batch: one request per item, their bodies back to back in the payload."""

@@ -1,0 +1,136 @@
+"""Batching across senders: batches of one model that wait for an inference slot run as one.
+
+With fronts, each sender (the main process, every front) keeps one batch in flight a model, so a
+worker receives several small batches of a model at once. The first of a model to wait for a slot
+leads a group; later ones of that model join it while it waits, up to the model's batch size. The
+leader runs the group as one batch and hands each member its own answers. The batch's time is
+shared by item count, so the senders' sums count it once (docs/decisions.md, "Batching across
+senders").
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import NamedTuple
+
+from modelhost.workers.messages import Answered, Infer
+
+Run = Callable[[Infer, bytes], tuple[Answered, bytes]]
+
+
+class Batch(NamedTuple):
+    request: Infer
+    payload: bytes
+
+
+class Group:
+    """Batches of one model that will run as one; its first is the leader's."""
+
+    def __init__(self, batch: Batch) -> None:
+        self.batches = [batch]
+        self.items = len(batch.request.items)
+        self.results: list[tuple[Answered, bytes]] = []
+        self.error: BaseException | None = None
+        self.done = threading.Event()
+
+
+class Gathering:
+    """The worker's inference slots, and the groups of batches waiting for one."""
+
+    def __init__(self, slots: int, limit: Callable[[str], int], run: Run) -> None:
+        self.slots = threading.BoundedSemaphore(slots)
+        self.limit = limit  # the most requests a batch of the model
+        self.run = run
+        self._lock = threading.Lock()
+        self._waiting: dict[str, Group] = {}  # model → the group whose leader waits for a slot
+        self.waiting = 0  # batches waiting for a slot, alone or in groups
+
+    def infer(self, request: Infer, payload: bytes) -> tuple[Answered, bytes]:
+        """`run` the batch in a slot, alone or in a group: a handler never runs on more threads
+        at once than the slots, whoever sent the batch."""
+        if self.slots.acquire(blocking=False):  # nothing waits: none to gather
+            try:
+                return self.run(request, payload)
+            finally:
+                self.slots.release()
+        if self.limit(request.model) <= len(request.items):
+            return self._alone(request, payload)
+        group, index = self._join(Batch(request, payload))
+        return self._follow(group, index) if index else self._lead(group)
+
+    def _alone(self, request: Infer, payload: bytes) -> tuple[Answered, bytes]:
+        with self._lock:
+            self.waiting += 1
+        with self.slots:
+            with self._lock:
+                self.waiting -= 1
+            return self.run(request, payload)
+
+    def _join(self, batch: Batch) -> tuple[Group, int]:
+        """The group `batch` joined, and its place there (0: it leads a new one)."""
+        model, size = batch.request.model, len(batch.request.items)
+        with self._lock:
+            self.waiting += 1
+            group = self._waiting.get(model)
+            if group is not None and group.items + size <= self.limit(model):
+                group.batches.append(batch)
+                group.items += size
+                return group, len(group.batches) - 1
+            self._waiting[model] = Group(batch)  # a full group leaves: it takes no more
+            return self._waiting[model], 0
+
+    def _lead(self, group: Group) -> tuple[Answered, bytes]:
+        model = group.batches[0].request.model
+        with self.slots:
+            with self._lock:
+                self.waiting -= len(group.batches)
+                if self._waiting.get(model) is group:
+                    del self._waiting[model]
+            try:
+                group.results = self._run_group(group.batches)
+            except BaseException as error:  # each member fails as it would have alone
+                group.error = error
+                raise
+            finally:
+                group.done.set()
+        return group.results[0]
+
+    def _run_group(self, batches: list[Batch]) -> list[tuple[Answered, bytes]]:
+        if len(batches) == 1:
+            return [self.run(*batches[0])]
+        whole, payload = self.run(*merged(batches))
+        return shared(whole, payload, [len(batch.request.items) for batch in batches])
+
+    @staticmethod
+    def _follow(group: Group, index: int) -> tuple[Answered, bytes]:
+        group.done.wait()
+        if group.error is not None:
+            raise group.error
+        return group.results[index]
+
+
+def merged(batches: list[Batch]) -> Batch:
+    """One batch of every item of `batches`, in order."""
+    items = tuple(item for batch in batches for item in batch.request.items)
+    payload = b"".join(batch.payload for batch in batches)
+    return Batch(Infer(batches[0].request.model, items), payload)
+
+
+def shared(whole: Answered, payload: bytes, sizes: list[int]) -> list[tuple[Answered, bytes]]:
+    """Each batch's answers and bodies cut from the whole's, its time a share by item count.
+
+    The last share is what the others left, so the shares sum to the whole's time. The handler's
+    samples and the device's growth go with the first batch: they count once.
+    """
+    parts: list[tuple[Answered, bytes]] = []
+    first, offset, given_ms, total = 0, 0, 0.0, sum(sizes)
+    for index, size in enumerate(sizes):
+        answers = whole.answers[first : first + size]
+        end = offset + sum(answer.size for answer in answers)
+        last = index == len(sizes) - 1
+        infer_ms = whole.infer_ms - given_ms if last else whole.infer_ms * size / max(1, total)
+        extras = (whole.samples, whole.device_grown) if index == 0 else ((), 0)
+        parts.append((Answered(answers, infer_ms, *extras), payload[offset:end]))
+        first, offset, given_ms = first + size, end, given_ms + infer_ms
+    return parts

@@ -1,0 +1,197 @@
+"""Batching across senders: batches of one model that wait for a slot run as one, each sender
+getting its own answers, within the model's batch size, the time counted once."""
+
+from __future__ import annotations
+
+import functools
+import socket
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from modelhost import testing
+from modelhost.cache.entries import Artifact
+from modelhost.host.manifests import Manifests
+from modelhost.records.events import EventLog
+from modelhost.scheduler import SchedulerSettings
+from modelhost.workers.gather import Gathering, shared
+from modelhost.workers.handlers.base import BatchHandler, InferReply, InferRequest
+from modelhost.workers.messages import Answer, Answered, Failure, Infer, Item, Unload
+from modelhost.workers.worker import Worker
+
+WAIT_S = 10.0
+MODEL = "m"
+
+
+def batch(*bodies: bytes) -> tuple[Infer, bytes]:
+    items = tuple(Item("text/plain", "text/plain", {}, len(body)) for body in bodies)
+    return Infer(MODEL, items), b"".join(bodies)
+
+
+class Caller(threading.Thread):
+    """Sends one batch and keeps its outcome: the reply, or the error raised."""
+
+    def __init__(self, infer: Gathering | Worker, request: tuple[Infer, bytes]) -> None:
+        super().__init__(daemon=True)
+        self.send, self.request = infer, request
+        self.outcome: tuple[Answered, bytes] | BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            if isinstance(self.send, Worker):
+                self.outcome = self.send.infer_in_slot(*self.request)
+            else:
+                self.outcome = self.send.infer(*self.request)
+        except BaseException as error:  # noqa: BLE001 - the test reads it
+            self.outcome = error
+
+
+class Echo:
+    """A worker's `infer` as a fake: each body answered as `<body>`; remembers its batches."""
+
+    def __init__(self, infer_ms: float = 9.0, error: Exception | None = None) -> None:
+        self.batches: list[list[bytes]] = []
+        self.infer_ms, self.error = infer_ms, error
+
+    def __call__(self, request: Infer, payload: bytes) -> tuple[Answered, bytes]:
+        bodies, offset = [], 0
+        for item in request.items:
+            bodies.append(payload[offset : offset + item.size])
+            offset += item.size
+        self.batches.append(bodies)
+        if self.error is not None:
+            raise self.error
+        answers = tuple(Answer("text/plain", len(body) + 2) for body in bodies)
+        return Answered(answers, self.infer_ms), b"".join(b"<" + body + b">" for body in bodies)
+
+
+def waiting_in_turn(
+    gathering: Gathering, *requests: tuple[Infer, bytes], infer: Gathering | Worker | None = None
+) -> Iterator[Caller]:
+    """Callers started one after another while the slot is held, each once it waits; then the
+    slot is let go."""
+    gathering.slots.acquire()
+    callers = []
+    for request in requests:
+        callers.append(Caller(infer or gathering, request))
+        callers[-1].start()
+        deadline = time.monotonic() + WAIT_S
+        while gathering.waiting < len(callers) and time.monotonic() < deadline:
+            time.sleep(0.001)
+    gathering.slots.release()
+    for caller in callers:
+        caller.join(WAIT_S)
+        yield caller
+
+
+def test_two_waiting_batches_run_as_one_and_each_gets_its_answers() -> None:
+    echo = Echo()
+    gathering = Gathering(1, lambda model: 8, echo)
+    first, second = waiting_in_turn(gathering, batch(b"a", b"bb"), batch(b"c"))
+    assert echo.batches == [[b"a", b"bb", b"c"]]
+    assert isinstance(first.outcome, tuple) and isinstance(second.outcome, tuple)
+    assert [list(a.bodies(p)) for a, p in (first.outcome, second.outcome)] == [
+        [(Answer("text/plain", 3), b"<a>"), (Answer("text/plain", 4), b"<bb>")],
+        [(Answer("text/plain", 3), b"<c>")],
+    ]
+
+
+def test_the_batch_time_is_shared_by_items_and_sums_to_it() -> None:
+    gathering = Gathering(1, lambda model: 8, Echo(infer_ms=9.0))
+    callers = list(waiting_in_turn(gathering, batch(b"a", b"b"), batch(b"c")))
+    shares = [c.outcome[0].infer_ms for c in callers if isinstance(c.outcome, tuple)]
+    assert shares == pytest.approx([6.0, 3.0]) and sum(shares) == pytest.approx(9.0)
+
+
+def test_a_group_never_passes_the_batch_size() -> None:
+    """Batches of 2, 2 and 1 under a batch size of 3: the second starts a group of its own,
+    which the third joins."""
+    echo = Echo()
+    gathering = Gathering(1, lambda model: 3, echo)
+    requests = batch(b"a", b"b"), batch(b"c", b"d"), batch(b"e")
+    callers = list(waiting_in_turn(gathering, *requests))
+    assert sorted(echo.batches) == [[b"a", b"b"], [b"c", b"d", b"e"]]
+    payloads = [c.outcome[1] for c in callers if isinstance(c.outcome, tuple)]
+    assert payloads == [b"<a><b>", b"<c><d>", b"<e>"]
+
+
+def test_a_batch_at_its_size_runs_alone() -> None:
+    echo = Echo()
+    gathering = Gathering(1, lambda model: 1, echo)
+    callers = list(waiting_in_turn(gathering, batch(b"a"), batch(b"b")))
+    assert sorted(echo.batches) == [[b"a"], [b"b"]]
+    assert [c.outcome[1] for c in callers if isinstance(c.outcome, tuple)] == [b"<a>", b"<b>"]
+
+
+def test_a_failed_group_fails_every_batch_in_it() -> None:
+    gathering = Gathering(1, lambda model: 8, Echo(error=RuntimeError("the runtime broke")))
+    callers = list(waiting_in_turn(gathering, batch(b"a"), batch(b"b")))
+    assert [type(c.outcome) for c in callers] == [RuntimeError, RuntimeError]
+
+
+def test_failures_samples_and_device_growth_go_to_their_own_batch() -> None:
+    """A request's failure stays its own; the handler's samples and a device's growth come back
+    once, with the first batch."""
+    broken = Answer(failure=Failure("BadRequestBody", "not a row"))
+    whole = Answered((Answer("a", 2), broken, Answer("a", 1)), 3.0, (), device_grown=64)
+    parts = shared(whole, b"xxy", [2, 1])
+    assert parts == [
+        (Answered((Answer("a", 2), broken), 2.0, (), 64), b"xx"),
+        (Answered((Answer("a", 1),), 1.0, (), 0), b"y"),
+    ]
+
+
+class Batching(BatchHandler):
+    """A handler whose runtime takes a batch: it remembers each batch it was given."""
+
+    batches = True
+
+    def __init__(self) -> None:
+        self.calls: list[list[bytes]] = []
+
+    def infer_batch(self, requests: Sequence[InferRequest]) -> list[InferReply | Exception]:
+        self.calls.append([request.body for request in requests])
+        return [InferReply(request.body.upper(), "text/plain") for request in requests]
+
+
+def test_a_worker_gives_its_handler_the_waiting_batches_as_one() -> None:
+    """Two batches of one model sent to a worker while its one inference slot is held: one
+    `infer_batch` call, each sender answered its own bodies."""
+    ours, theirs = socket.socketpair()
+    worker, handler = Worker(ours, 1, threads=1), Batching()
+    worker.models[MODEL], worker.batch_sizes[MODEL] = handler, 8
+    gathering = worker.gathering
+    first, second = waiting_in_turn(gathering, batch(b"a"), batch(b"b", b"c"), infer=worker)
+    ours.close()
+    theirs.close()
+    assert handler.calls == [[b"a", b"b", b"c"]]
+    assert isinstance(first.outcome, tuple) and isinstance(second.outcome, tuple)
+    assert (first.outcome[1], second.outcome[1]) == (b"A", b"BC")
+
+
+def test_a_load_carries_the_batch_size_the_worker_gathers_to(tmp_path: Path) -> None:
+    """The manifest's batch size, else the server's, travels with the load; the worker keeps it
+    for a handler that batches."""
+    folder = tmp_path / "model"
+    testing.iris_logreg(folder / "model.joblib")
+    (folder / "modelhost.toml").write_text("batch_size = 5\n")
+    sizes = functools.partial(SchedulerSettings(max_batch_size=7).batch_size, handler_batches=True)
+    manifests, artifact = (
+        Manifests(EventLog(), frozenset(), batch_size=sizes),
+        Artifact(MODEL, folder, 1),
+    )
+    manifests.read(MODEL, artifact)
+    load = manifests.load_request(MODEL, artifact)
+    (folder / "modelhost.toml").unlink()
+    manifests.read(MODEL, artifact)
+    assert (load.max_batch_size, manifests.load_request(MODEL, artifact).max_batch_size) == (5, 7)
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        worker = Worker(ours, 1, threads=1)
+        worker.load(load)
+        assert worker.batch_sizes == {MODEL: 5}
+        worker.unload(Unload(MODEL))
+        assert worker.batch_sizes == {}
