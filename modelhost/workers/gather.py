@@ -49,7 +49,8 @@ class Gathering:
     def infer(self, request: Infer, payload: bytes) -> tuple[Answered, bytes]:
         """`run` the batch in a slot, alone or in a group: a handler never runs on more threads
         at once than the slots, whoever sent the batch."""
-        if self.slots.acquire(blocking=False):  # nothing waits: none to gather
+        # nothing waits: none to gather, and none overtaken
+        if not self.waiting and self.slots.acquire(blocking=False):
             try:
                 return self.run(request, payload)
             finally:
