@@ -10,6 +10,7 @@ senders").
 
 from __future__ import annotations
 
+import collections
 import threading
 from collections.abc import Callable
 from typing import NamedTuple
@@ -28,73 +29,86 @@ class Group:
     """Batches of one model that will run as one; its first is the leader's."""
 
     def __init__(self, batch: Batch) -> None:
+        self.model = batch.request.model
         self.batches = [batch]
         self.items = len(batch.request.items)
         self.results: list[tuple[Answered, bytes]] = []
         self.error: BaseException | None = None
+        self.slot = threading.Event()  # handed a slot: it runs now
         self.done = threading.Event()
 
 
 class Gathering:
-    """The worker's inference slots, and the groups of batches waiting for one."""
+    """The worker's inference slots, and the groups of batches waiting for one.
+
+    A slot that ends is handed to the first group waiting, which takes no batch from then on: a
+    batch that arrives meanwhile waits in a group of its own, and runs as soon as the slot ends.
+    """
 
     def __init__(self, slots: int, limit: Callable[[str], int], run: Run) -> None:
-        self.slots = threading.BoundedSemaphore(slots)
+        self.free = slots  # slots no batch holds
         self.limit = limit  # the most requests a batch of the model
         self.run = run
+        self.waiting = 0  # batches waiting for a slot
         self._lock = threading.Lock()
-        self._waiting: dict[str, Group] = {}  # model → the group whose leader waits for a slot
-        self.waiting = 0  # batches waiting for a slot, alone or in groups
+        self._queue: collections.deque[Group] = collections.deque()  # first come, first served
+        self._open: dict[str, Group] = {}  # model → its group waiting that takes more batches
 
     def infer(self, request: Infer, payload: bytes) -> tuple[Answered, bytes]:
         """`run` the batch in a slot, alone or in a group: a handler never runs on more threads
         at once than the slots, whoever sent the batch."""
-        # nothing waits: none to gather, and none overtaken
-        if not self.waiting and self.slots.acquire(blocking=False):
+        with self._lock:
+            if self.free and not self._queue:
+                self.free -= 1
+                group, index = None, 0
+            else:
+                group, index = self._join(Batch(request, payload))
+        if group is None:
             try:
                 return self.run(request, payload)
             finally:
-                self.slots.release()
-        if self.limit(request.model) <= len(request.items):
-            return self._alone(request, payload)
-        group, index = self._join(Batch(request, payload))
+                self._hand_on()
         return self._follow(group, index) if index else self._lead(group)
-
-    def _alone(self, request: Infer, payload: bytes) -> tuple[Answered, bytes]:
-        with self._lock:
-            self.waiting += 1
-        with self.slots:
-            with self._lock:
-                self.waiting -= 1
-            return self.run(request, payload)
 
     def _join(self, batch: Batch) -> tuple[Group, int]:
         """The group `batch` joined, and its place there (0: it leads a new one)."""
-        model, size = batch.request.model, len(batch.request.items)
+        model, size, limit = batch.request.model, len(batch.request.items), self.limit
+        self.waiting += 1
+        group = self._open.get(model)
+        if group is not None and group.items + size <= limit(model):
+            group.batches.append(batch)
+            group.items += size
+            index = len(group.batches) - 1
+        else:
+            group, index = Group(batch), 0
+            self._queue.append(group)
+        self._open[model] = group
+        if group.items >= limit(model):
+            del self._open[model]
+        return group, index
+
+    def _hand_on(self) -> None:
+        """Hand the slot ending to the first group waiting, else free it."""
         with self._lock:
-            self.waiting += 1
-            group = self._waiting.get(model)
-            if group is not None and group.items + size <= self.limit(model):
-                group.batches.append(batch)
-                group.items += size
-                return group, len(group.batches) - 1
-            self._waiting[model] = Group(batch)  # a full group leaves: it takes no more
-            return self._waiting[model], 0
+            if not self._queue:
+                self.free += 1
+                return
+            group = self._queue.popleft()
+            self.waiting -= len(group.batches)
+            if self._open.get(group.model) is group:
+                del self._open[group.model]
+        group.slot.set()
 
     def _lead(self, group: Group) -> tuple[Answered, bytes]:
-        model = group.batches[0].request.model
-        with self.slots:
-            with self._lock:
-                self.waiting -= len(group.batches)
-                if self._waiting.get(model) is group:
-                    del self._waiting[model]
-            try:
-                group.results = self._run_group(group.batches)
-            except BaseException as error:  # each member fails as it would have alone
-                group.error = error
-                raise
-            finally:
-                group.done.set()
+        group.slot.wait()
+        try:
+            group.results = self._run_group(group.batches)
+        except BaseException as error:  # each member fails as it would have alone
+            group.error = error
+            raise
+        finally:
+            group.done.set()
+            self._hand_on()
         return group.results[0]
 
     def _run_group(self, batches: list[Batch]) -> list[tuple[Answered, bytes]]:

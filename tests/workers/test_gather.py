@@ -71,9 +71,21 @@ class Echo:
 def waiting_in_turn(
     gathering: Gathering, *requests: tuple[Infer, bytes], infer: Gathering | Worker | None = None
 ) -> Iterator[Caller]:
-    """Callers started one after another while the slot is held, each once it waits; then the
-    slot is let go."""
-    gathering.slots.acquire()
+    """Callers started one after another while a batch of another model holds the one slot,
+    each once it waits; then that batch ends."""
+    run, running, held = gathering.run, threading.Event(), threading.Event()
+
+    def holding(request: Infer, payload: bytes) -> tuple[Answered, bytes]:
+        if request.model != "busy":
+            return run(request, payload)
+        running.set()
+        held.wait(WAIT_S)
+        return Answered((), 0.0), b""
+
+    gathering.run = holding
+    busy = Caller(infer or gathering, (Infer("busy", ()), b""))
+    busy.start()
+    running.wait(WAIT_S)
     callers = []
     for request in requests:
         callers.append(Caller(infer or gathering, request))
@@ -81,7 +93,8 @@ def waiting_in_turn(
         deadline = time.monotonic() + WAIT_S
         while gathering.waiting < len(callers) and time.monotonic() < deadline:
             time.sleep(0.001)
-    gathering.slots.release()
+    held.set()
+    busy.join(WAIT_S)
     for caller in callers:
         caller.join(WAIT_S)
         yield caller
