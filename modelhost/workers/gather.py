@@ -71,7 +71,7 @@ class Gathering:
         return self._follow(group, index) if index else self._lead(group)
 
     def _join(self, batch: Batch) -> tuple[Group, int]:
-        """The group `batch` joined, and its place there (0: it leads a new one)."""
+        """The group `batch` joined, and its place there (0: it leads a new one); under the lock."""
         model, size, limit = batch.request.model, len(batch.request.items), self.limit
         self.waiting += 1
         group = self._open.get(model)
