@@ -1,9 +1,9 @@
-"""A front's client connection: hits answered here, and the rest relayed from the first miss.
+"""A front's client connection: hits answered here, and the rest relayed to the main process.
 
 A hit goes to a worker holding its model (links.py) and is answered as the main process would
-(answers.py). The first request the front does not answer itself (heads.py) turns the
-connection into a relayed one (relay.py) for good, that request's bytes first, so the main
-process sees what the client sent, in order.
+(answers.py). A request the front does not answer itself (heads.py) is relayed, its bytes
+first, so the main process sees what the client sent, in order; the connection comes back here
+once the main process has answered all it was sent (rejoin.py).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from modelhost.fronts.answers import Dated, failure, head_and_body, hit_headers
 from modelhost.fronts.heads import END, HeadReader, Hit
 from modelhost.fronts.links import Outcome, Router, WorkerLink
 from modelhost.fronts.messages import Sample
-from modelhost.fronts.relay import ClientSide
+from modelhost.fronts.rejoin import Followed, Upstream
 from modelhost.http.instance import INSTANCE_HEADER
 from modelhost.protocols.bodies import check_response_size
 from modelhost.workers.messages import Failure, Item
@@ -28,6 +28,8 @@ from modelhost.workers.messages import Failure, Item
 Replied = tuple[int, bytes, str | None, float, int]
 
 KEEP_ALIVE_S = 5.0  # uvicorn's timeout_keep_alive, which the main process keeps
+# older, a parked side may meet the main process's keep-alive timeout
+REUSED_S = KEEP_ALIVE_S / 2
 BIG_BYTES = 1 << 20  # a larger request streams through the relay; more pipelined waits
 DATED = Dated()
 
@@ -73,6 +75,7 @@ class DirectSide(asyncio.Protocol):
         self.paused = False  # reading waits while the answered request's followers pile up
         self.heads = HeadReader()
         self.waiting_for: tuple[Hit, int] | None = None  # a hit whose body is on its way
+        self.parked: Upstream | None = None
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
@@ -94,6 +97,8 @@ class DirectSide(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
         self.connections.discard(self)
+        if self.parked is not None and self.parked.transport is not None:
+            self.parked.transport.close()
         if self.idle is not None:
             self.idle.cancel()
             self.idle = None
@@ -268,9 +273,29 @@ class DirectSide(asyncio.Protocol):
             self.idle.cancel()
             self.idle = None
         self.connections.discard(self)
-        relay = ClientSide(self.front, self.upstream, self.connections)
-        relay.early += self.buffer
+        relay = Followed(self.front, self.upstream, self.connections, self.rejoin, self._unpark())
+        relay.take(bytes(self.buffer))
         relay.ended_early = self.ended
         self.buffer.clear()
         transport.set_protocol(relay)
         relay.connection_made(transport)
+
+    def rejoin(self, transport: asyncio.Transport, data: bytes, parked: Upstream) -> None:
+        """The relay's requests are answered: this side answers `data` on."""
+        self.parked, self.busy, self.paused = parked, False, False
+        self.heads, self.waiting_for = HeadReader(), None
+        transport.set_protocol(self)
+        self.connection_made(transport)
+        transport.resume_reading()
+        if data:
+            self.data_received(data)
+
+    def _unpark(self) -> Upstream | None:
+        """The last relay's side, if surely still open."""
+        parked, self.parked = self.parked, None
+        if parked is None or parked.transport is None:
+            return None
+        if asyncio.get_running_loop().time() - parked.parked_at < REUSED_S:
+            return parked
+        parked.transport.close()
+        return None

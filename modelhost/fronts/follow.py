@@ -1,58 +1,54 @@
-"""A relayed connection's HTTP/1.1 messages, followed both ways by httptools.
-
-Once every request relayed has its whole response, and neither side is partway through a
-message, the front may answer the connection's next request itself. Anything the counts cannot
-follow for sure ends the following for good: the connection then stays on the relay.
-"""
+"""A relayed connection's HTTP/1.1 messages, counted both ways: what cannot be followed for
+sure ends the following for good."""
 
 from __future__ import annotations
 
 import httptools
 
-# their responses' ends cannot be told from the bytes alone, or the connection turns into another
+# their answers' ends are not in the bytes, or the connection turns into another
 UNFOLLOWED_METHODS = frozenset({b"HEAD", b"CONNECT"})
 UNFOLLOWED_HEADERS = frozenset({b"expect", b"upgrade"})
 
 
 class Exchanges:
-    """One relayed connection's requests and responses, counted as their bytes cross."""
+    """One relayed connection's requests and responses."""
 
     def __init__(self) -> None:
         self.safe = True  # false for good: stay on the relay
         self.begun = self.sent = self.answered = 0  # requests begun, requests whole, responses
-        self.responding = False  # a response begun and not yet whole
+        self.responding = False
         self.requests = httptools.HttpRequestParser(_Requests(self))
         self.responses = httptools.HttpResponseParser(_Responses(self))
 
     def client(self, data: bytes) -> None:
-        """Bytes the client sent on, to the main process."""
         if self.safe:
             self._feed(self.requests, data)
 
     def upstream(self, data: bytes) -> None:
-        """Bytes the main process answered, written back to the client."""
         if self.safe:
             self._feed(self.responses, data)
 
-    def _feed(self, parser: httptools.HttpRequestParser, data: bytes) -> None:
+    def _feed(
+        self, parser: httptools.HttpRequestParser | httptools.HttpResponseParser, data: bytes
+    ) -> None:
         try:
             parser.feed_data(data)
-        except (httptools.HttpParserError, httptools.HttpParserUpgrade):  # or not HTTP
+        except (httptools.HttpParserError, httptools.HttpParserUpgrade):
             self.safe = False
 
     @property
     def settled(self) -> bool:
-        """Every request begun is whole and has its whole response: the next may go elsewhere."""
+        """Every request begun is whole and answered whole."""
         return self.safe and not self.responding and self.begun == self.sent == self.answered
 
     @property
     def awaiting(self) -> bool:
-        """Between requests, yet answers are due: the next request waits to know where it goes."""
+        """Between requests, yet answers are due."""
         return self.safe and self.begun == self.sent > self.answered
 
 
 class _Requests:
-    """The client's side: only plain keep-alive HTTP/1.1 requests are followed."""
+    """The client's side."""
 
     def __init__(self, exchanges: Exchanges) -> None:
         self.exchanges = exchanges
@@ -74,7 +70,7 @@ class _Requests:
 
 
 class _Responses:
-    """The main process's side: whole final responses that keep the connection alive."""
+    """The main process's side."""
 
     def __init__(self, exchanges: Exchanges) -> None:
         self.exchanges = exchanges
@@ -84,17 +80,17 @@ class _Responses:
 
     def on_headers_complete(self) -> None:
         parser = self.exchanges.responses
-        if parser.get_status_code() < 200 or not _keeps_alive(parser):  # 1xx: more to come
+        if parser.get_status_code() < 200 or not _keeps_alive(parser):
             self.exchanges.safe = False
 
     def on_message_complete(self) -> None:
         exchanges = self.exchanges
         exchanges.responding = False
         exchanges.answered += 1
-        if exchanges.answered > exchanges.sent:  # answered before it was whole: not followed
+        if exchanges.answered > exchanges.sent:  # answered before its body ended
             exchanges.safe = False
 
 
 def _keeps_alive(parser: httptools.HttpRequestParser | httptools.HttpResponseParser) -> bool:
-    """HTTP/1.1 with no `Connection: close`, and a response's end known without the close."""
+    """HTTP/1.1 without `Connection: close`, and a response's end known without a close."""
     return parser.get_http_version() == "1.1" and parser.should_keep_alive()

@@ -57,7 +57,9 @@ class Pipe(asyncio.Protocol):
 class ClientSide(Pipe):
     """A client's connection: reading waits until the main process's side is open."""
 
-    def __init__(self, front: int, upstream: str, connections: set[ClientSide]) -> None:
+    upstream_side: type[Pipe] = Pipe
+
+    def __init__(self, front: int, upstream: str, connections: set[Any]) -> None:
         super().__init__()
         self.front, self.upstream, self.connections = front, upstream, connections
         self.early = bytearray()  # read before the main process's side opened
@@ -84,15 +86,21 @@ class ClientSide(Pipe):
     async def open_upstream(self, transport: asyncio.Transport) -> None:
         loop = asyncio.get_running_loop()
         try:
-            upstream, main = await loop.create_unix_connection(Pipe, self.upstream)
+            upstream, main = await loop.create_unix_connection(self.upstream_side, self.upstream)
         except OSError:  # the main process is gone or stopping: as if it refused
             transport.close()
             return
         if self.transport is None:  # the client left meanwhile
             upstream.close()
             return
+        self.join(main, encode(self.preamble(transport)))
+
+    def join(self, main: Pipe, first: bytes) -> None:
+        """Pair with the main process's side, `first` then what the client sent so far."""
+        transport, upstream = self.transport, main.transport
+        assert transport is not None and upstream is not None
         main.peer, self.peer = self, main
-        upstream.write(encode(self.preamble(transport)) + self.early)
+        upstream.write(first + self.early)
         self.early.clear()
         if self.ended_early and not self.eof_received():
             transport.close()

@@ -34,7 +34,7 @@ def test_bytes_cut_anywhere_settle_only_at_the_end() -> None:
     exchanges = Exchanges()
     for byte in range(len(POST)):
         exchanges.client(POST[byte : byte + 1])
-        assert not exchanges.settled and not exchanges.awaiting == (byte < len(POST) - 1)
+        assert not exchanges.settled and exchanges.awaiting == (byte == len(POST) - 1)
     for byte in range(len(CHUNKED)):
         assert not exchanges.settled
         exchanges.upstream(CHUNKED[byte : byte + 1])
@@ -69,7 +69,10 @@ UNFOLLOWED = {
     "close answered": (GET, b"HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 2\r\n\r\nok"),
     "http/1.0": (b"GET / HTTP/1.0\r\n\r\n", OK),
     "http/1.0 answer": (GET, b"HTTP/1.0 200 OK\r\ncontent-length: 2\r\n\r\nok"),
-    "head": (b"HEAD /ping HTTP/1.1\r\nhost: x\r\n\r\n", b"HTTP/1.1 200 OK\r\ncontent-length: 9\r\n\r\n"),
+    "head": (
+        b"HEAD /ping HTTP/1.1\r\nhost: x\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\ncontent-length: 9\r\n\r\n",
+    ),
     "upgrade": (b"GET / HTTP/1.1\r\nconnection: upgrade\r\nupgrade: websocket\r\n\r\n", b""),
     "connect": (b"CONNECT x:443 HTTP/1.1\r\nhost: x\r\n\r\n", OK),
     "continue": (
