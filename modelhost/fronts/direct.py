@@ -16,10 +16,10 @@ from typing import Any, NamedTuple
 
 from modelhost.errors import DeadlineExceeded, ModelhostError, ModelNotLoaded, ResponseTooLarge
 from modelhost.fronts.answers import Dated, failure, head_and_body, hit_headers
-from modelhost.fronts.heads import END, HeadReader, Hit
+from modelhost.fronts.heads import END, HIT_START, HeadReader, Hit
 from modelhost.fronts.links import Outcome, Router, WorkerLink
 from modelhost.fronts.messages import Sample
-from modelhost.fronts.rejoin import Followed, Upstream
+from modelhost.fronts.rejoin import Followed
 from modelhost.http.instance import INSTANCE_HEADER
 from modelhost.protocols.bodies import check_response_size
 from modelhost.workers.messages import Failure, Item
@@ -28,8 +28,6 @@ from modelhost.workers.messages import Failure, Item
 Replied = tuple[int, bytes, str | None, float, int]
 
 KEEP_ALIVE_S = 5.0  # uvicorn's timeout_keep_alive, which the main process keeps
-# older, a parked side may meet the main process's keep-alive timeout
-REUSED_S = KEEP_ALIVE_S / 2
 BIG_BYTES = 1 << 20  # a larger request streams through the relay; more pipelined waits
 DATED = Dated()
 
@@ -75,7 +73,7 @@ class DirectSide(asyncio.Protocol):
         self.paused = False  # reading waits while the answered request's followers pile up
         self.heads = HeadReader()
         self.waiting_for: tuple[Hit, int] | None = None  # a hit whose body is on its way
-        self.parked: Upstream | None = None
+        self.relay: Followed | None = None  # kept from the connection's last relay
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
@@ -97,8 +95,9 @@ class DirectSide(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
         self.connections.discard(self)
-        if self.parked is not None and self.parked.transport is not None:
-            self.parked.transport.close()
+        parked = self.relay.unpark() if self.relay is not None else None
+        if parked is not None and parked.transport is not None:
+            parked.transport.close()
         if self.idle is not None:
             self.idle.cancel()
             self.idle = None
@@ -133,7 +132,8 @@ class DirectSide(asyncio.Protocol):
             return
         if self.waiting_for is None:
             end = self.buffer.find(END)
-            if end < 0:  # a head cut short, slow or huge: the main process's limits and deadlines
+            # a head cut short, slow or huge: the main process's limits and deadlines
+            if end < 0 or not self.buffer.startswith(HIT_START):
                 self._relay()
                 return
             head_bytes = end + len(END)
@@ -268,34 +268,25 @@ class DirectSide(asyncio.Protocol):
         transport = self.transport
         if transport is None:
             return
-        self.busy = True
-        if self.idle is not None:
-            self.idle.cancel()
-            self.idle = None
+        self.busy = True  # the idle timer, if due meanwhile, lets the connection be
         self.connections.discard(self)
-        relay = Followed(self.front, self.upstream, self.connections, self.rejoin, self._unpark())
+        relay = self.relay
+        if relay is None:
+            relay = self.relay = Followed(self.front, self.upstream, self.connections, self.rejoin)
         relay.take(bytes(self.buffer))
         relay.ended_early = self.ended
         self.buffer.clear()
         transport.set_protocol(relay)
         relay.connection_made(transport)
 
-    def rejoin(self, transport: asyncio.Transport, data: bytes, parked: Upstream) -> None:
+    def rejoin(self, transport: asyncio.Transport, data: bytes) -> None:
         """The relay's requests are answered: this side answers `data` on."""
-        self.parked, self.busy, self.paused = parked, False, False
-        self.heads, self.waiting_for = HeadReader(), None
+        self.busy = self.paused = False
+        self.waiting_for = None
+        if not self.heads.whole:  # a relayed body never reached its parser
+            self.heads = HeadReader()
         transport.set_protocol(self)
         self.connection_made(transport)
         transport.resume_reading()
         if data:
             self.data_received(data)
-
-    def _unpark(self) -> Upstream | None:
-        """The last relay's side, if surely still open."""
-        parked, self.parked = self.parked, None
-        if parked is None or parked.transport is None:
-            return None
-        if asyncio.get_running_loop().time() - parked.parked_at < REUSED_S:
-            return parked
-        parked.transport.close()
-        return None

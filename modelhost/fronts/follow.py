@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import httptools
 
-# their answers' ends are not in the bytes, or the connection turns into another
+# their answers' ends are not in the bytes, or the connection turns into another; upgrades and
+# 100-continue show as httptools' upgrade error, a 1xx answer or an answer before the body's end
 UNFOLLOWED_METHODS = frozenset({b"HEAD", b"CONNECT"})
-UNFOLLOWED_HEADERS = frozenset({b"expect", b"upgrade"})
 
 
 class Exchanges:
@@ -55,10 +55,6 @@ class _Requests:
 
     def on_message_begin(self) -> None:
         self.exchanges.begun += 1
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        if name.lower() in UNFOLLOWED_HEADERS:
-            self.exchanges.safe = False
 
     def on_headers_complete(self) -> None:
         parser = self.exchanges.requests

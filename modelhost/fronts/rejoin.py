@@ -1,7 +1,8 @@
 """A relayed connection that comes back to its front once the main process has answered it.
 
-A request begun while answers are due waits, reading paused, until they are in; it then goes
-back with the connection. The main process's side is parked for the next relay.
+A request begun while answers are due waits, reading paused, until they are in. Then, if it may
+be a hit, it goes back to the front with the connection; the relay, its parsers and the main
+process's side are kept for the connection's next relay.
 """
 
 from __future__ import annotations
@@ -11,7 +12,11 @@ from collections.abc import Callable
 from typing import Any
 
 from modelhost.fronts.follow import Exchanges
+from modelhost.fronts.heads import HIT_START
 from modelhost.fronts.relay import ClientSide, Pipe
+
+# half the main process's keep-alive timeout: an older parked side may meet it on its way
+REUSED_S = 2.5
 
 
 class Upstream(Pipe):
@@ -31,20 +36,20 @@ class Upstream(Pipe):
         peer.answered(data)
 
 
-# the transport, the next request's bytes read so far, the parked side
-Back = Callable[[asyncio.Transport, bytes, Upstream], None]
+# the transport, and the next request's bytes read so far
+Back = Callable[[asyncio.Transport, bytes], None]
 
 
 class Followed(ClientSide):
-    """A client's relayed connection, handed `back` once every request has its answer."""
+    """A client's relayed connection, handed `back` once every request has its answer and the
+    next may be a hit."""
 
     upstream_side = Upstream
 
-    def __init__(
-        self, front: int, upstream: str, connections: set[Any], back: Back, parked: Upstream | None
-    ) -> None:
+    def __init__(self, front: int, upstream: str, connections: set[Any], back: Back) -> None:
         super().__init__(front, upstream, connections)
-        self.back, self.parked = back, parked
+        self.back = back
+        self.parked: Upstream | None = None
         self.exchanges = Exchanges()
         self.held = bytearray()  # a request begun while answers were due
         self.stopping = False
@@ -55,8 +60,10 @@ class Followed(ClientSide):
         self.early += data
 
     def connection_made(self, transport: Any) -> None:
-        parked, self.parked = self.parked, None
-        if parked is None:
+        parked = self.unpark()
+        if parked is None or asyncio.get_running_loop().time() - parked.parked_at > REUSED_S:
+            if parked is not None and parked.transport is not None:
+                parked.transport.close()
             super().connection_made(transport)
             return
         Pipe.connection_made(self, transport)
@@ -64,51 +71,63 @@ class Followed(ClientSide):
         self.join(parked, b"")  # the main process knows this client already
 
     def data_received(self, data: bytes) -> None:
-        if self.held or self.exchanges.awaiting:
+        exchanges = self.exchanges
+        if self.held or exchanges.awaiting:
             self.held += data
             if self.transport is not None:
                 self.transport.pause_reading()
             return
-        self.exchanges.client(data)
+        if exchanges.settled and data.startswith(HIT_START) and self._hand_back(data):
+            return
+        exchanges.client(data)
         super().data_received(data)
 
     def eof_received(self) -> bool:
-        self._release()
+        held = bytes(self.held)
+        self.held.clear()
+        if held:
+            self._forward(held)
         return super().eof_received()
 
     def stop(self) -> None:
         self.stopping = True
 
+    def unpark(self) -> Upstream | None:
+        """The main process's side kept from the last relay, if still open."""
+        parked, self.parked = self.parked, None
+        return parked if parked is not None and parked.transport is not None else None
+
     def answered(self, data: bytes) -> None:
-        """Hand the connection back once every request is answered."""
+        """Hand the connection back with a waiting request once every other is answered."""
         exchanges = self.exchanges
         exchanges.upstream(data)
-        if exchanges.settled and not (self.ended or self.ended_early or self.stopping):
-            self._hand_back()
-        elif self.held and not exchanges.awaiting:
-            self._release()
-
-    def _release(self) -> None:
-        """The waiting request on to the main process."""
+        if not self.held or exchanges.awaiting:
+            return
         held = bytes(self.held)
         self.held.clear()
-        if held:
-            self.exchanges.client(held)
-            ClientSide.data_received(self, held)
+        if not (exchanges.settled and held.startswith(HIT_START) and self._hand_back(held)):
+            self._forward(held)
+
+    def _forward(self, data: bytes) -> None:
+        """A waiting request on to the main process."""
+        self.exchanges.client(data)
+        ClientSide.data_received(self, data)
         if self.transport is not None:
             self.transport.resume_reading()
 
-    def _hand_back(self) -> None:
+    def _hand_back(self, data: bytes) -> bool:
+        """The connection back to the front, `data` its next request's first bytes."""
         transport, main = self.transport, self.peer
-        if transport is None or transport.is_closing() or not isinstance(main, Upstream):
-            return
-        if main.transport is None or main.transport.is_closing():
-            return
-        self.peer, main.peer = None, None
+        if self.ended or self.ended_early or self.stopping or transport is None:
+            return False
+        if transport.is_closing() or not isinstance(main, Upstream) or main.transport is None:
+            return False
+        if main.transport.is_closing():
+            return False
+        self.peer, main.peer, self.parked = None, None, main
         main.parked_at = asyncio.get_running_loop().time()
         main.transport.resume_reading()  # paused by the client's writes, maybe
         self.connections.discard(self)
         self.transport = None
-        held = bytes(self.held)
-        self.held.clear()
-        self.back(transport, held, main)
+        self.back(transport, data)
+        return True
