@@ -12,7 +12,8 @@ table naming the worker's direct socket: every request is then a hit of that fro
 the kernel's spread of connections over the port's listeners.
 
 `--miss-first` makes each wrk connection's first request a `GET /ping`, which a front relays
-to the main process as it does a miss; the rest are hits. `--relayed` loads a front of its own
+to the main process as it does a miss; the rest are hits. `--ping-every N` makes every Nth
+request one. `--relayed` loads a front of its own
 whose upstream is the server's, with `GET /ping` only: every request is relayed, and its cost
 shows in "front µs/req". "main µs/req" and "front µs/req" divide by every request wrk made.
 
@@ -90,14 +91,15 @@ if OUT:
 # each connection's first request (wrk makes them first, one a connection) asks the main process
 MISS_FIRST = """
 dofile("%s")
-local firsts, made = tonumber(os.getenv("WRK_FIRSTS")), 0
+local firsts, every = tonumber(os.getenv("WRK_FIRSTS")), tonumber(os.getenv("WRK_EVERY"))
+local made = 0
 local hit, miss
 function request()
    if not hit then
       hit, miss = wrk.format(), wrk.format("GET", "/ping", nil, "")
    end
    made = made + 1
-   return made <= firsts and miss or hit
+   return (made <= firsts or (every > 0 and made %% every == 0)) and miss or hit
 end
 """ % (BENCHMARKS / "post.lua")
 
@@ -159,10 +161,11 @@ def _load(url: str, args: argparse.Namespace, duration_s: int) -> dict[str, Any]
     script, env = BENCHMARKS / "post.lua", dict(os.environ)
     if args.relayed:
         env["WRK_METHOD"] = "GET"
-    elif args.miss_first:
+    elif args.miss_first or args.ping_every:
         script = Path(tempfile.gettempdir()) / f"front-costs-{os.getpid()}.lua"
         script.write_text(MISS_FIRST)
-        env["WRK_FIRSTS"] = str(args.concurrency + 1)  # wrk makes one to check the script
+        firsts = args.concurrency + 1 if args.miss_first else 0  # wrk makes one to check it
+        env["WRK_FIRSTS"], env["WRK_EVERY"] = str(firsts), str(args.ping_every)
     command = ["taskset", "-c", args.wrk_core, "wrk", "-t1", f"-c{args.concurrency}"]
     command += [f"-d{duration_s}s", "--latency", "-s", str(script), url]
     done = subprocess.run(command, capture_output=True, text=True, check=True, env=env)
@@ -266,6 +269,7 @@ def _parse_args() -> argparse.Namespace:
     parser.add_argument("--alone", action="store_true", help="load a front of its own")
     parser.add_argument("--relayed", action="store_true", help="GET /ping through a front's relay")
     parser.add_argument("--miss-first", action="store_true", help="a relayed request first")
+    parser.add_argument("--ping-every", type=int, default=0, help="every Nth request relayed")
     parser.add_argument("--concurrency", type=int, default=16)
     add_wrk_run_args(parser, duration_s=8, warmup_s=2)
     return parser.parse_args()
