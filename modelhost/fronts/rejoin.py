@@ -112,7 +112,7 @@ class Followed(ClientSide):
         """A waiting request on to the main process."""
         self.exchanges.client(data)
         ClientSide.data_received(self, data)
-        if self.transport is not None:
+        if self.transport is not None and not (self.peer is not None and self.peer.full):
             self.transport.resume_reading()
 
     def _hand_back(self, data: bytes) -> bool:

@@ -20,6 +20,7 @@ class Pipe(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.peer: Pipe | None = None
         self.ended = False  # the far end sent EOF
+        self.full = False  # its writes wait: the other side's reading is paused
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
@@ -46,10 +47,12 @@ class Pipe(asyncio.Protocol):
             self.peer.transport.close()
 
     def pause_writing(self) -> None:
+        self.full = True
         if self.peer is not None and self.peer.transport is not None:
             self.peer.transport.pause_reading()
 
     def resume_writing(self) -> None:
+        self.full = False
         if self.peer is not None and self.peer.transport is not None:
             self.peer.transport.resume_reading()
 
@@ -104,7 +107,8 @@ class ClientSide(Pipe):
         self.early.clear()
         if self.ended_early and not self.eof_received():
             transport.close()
-        transport.resume_reading()
+        if not main.full:
+            transport.resume_reading()
 
     def preamble(self, transport: asyncio.Transport) -> Preamble:
         client = transport.get_extra_info("peername") or ("", 0)
