@@ -26,6 +26,15 @@ HEALTHY = b'{"status":"Healthy"}'
 PING = b"GET /ping HTTP/1.1\r\nhost: x\r\n\r\n"
 TABLE_S = 0.5  # the front's table has a model loaded this long ago
 WAIT_S = 60.0
+OPENED: list[Client] = []
+
+
+@pytest.fixture(autouse=True)
+def closed_after() -> Iterator[None]:
+    """Every connection a test opened is closed, even when it fails."""
+    yield
+    while OPENED:
+        OPENED.pop().close()
 
 
 @pytest.fixture(scope="module")
@@ -46,6 +55,7 @@ class Client:
     def __init__(self, server: testing.RunningServer) -> None:
         self.sock = socket.create_connection(("127.0.0.1", server.port), timeout=WAIT_S)
         self.file = Held(socket.SocketIO(self.sock, "rb"))
+        OPENED.append(self)
 
     def makefile(self, mode: str) -> Held:
         return self.file  # as http.client.HTTPResponse asks a socket
