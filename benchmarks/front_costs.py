@@ -115,6 +115,8 @@ def main() -> None:
         testing.iris_logreg(store / MODEL)
         (root / "site").mkdir()
         (root / "site" / "sitecustomize.py").write_text(SITECUSTOMIZE)
+        args.script = root / "miss_first.lua"
+        args.script.write_text(MISS_FIRST)
         for turn in range(args.pairs):
             for label, folder in labels:
                 result = _run(root, store, folder, f"{label}-{turn}", args)
@@ -162,8 +164,7 @@ def _load(url: str, args: argparse.Namespace, duration_s: int) -> dict[str, Any]
     if args.relayed:
         env["WRK_METHOD"] = "GET"
     elif args.miss_first or args.ping_every:
-        script = Path(tempfile.gettempdir()) / f"front-costs-{os.getpid()}.lua"
-        script.write_text(MISS_FIRST)
+        script = args.script
         firsts = args.concurrency + 1 if args.miss_first else 0  # wrk makes one to check it
         env["WRK_FIRSTS"], env["WRK_EVERY"] = str(firsts), str(args.ping_every)
     command = ["taskset", "-c", args.wrk_core, "wrk", "-t1", f"-c{args.concurrency}"]
