@@ -11,6 +11,12 @@ the front's by its hits, the main process's by the rest, the worker's by all.
 table naming the worker's direct socket: every request is then a hit of that front, whatever
 the kernel's spread of connections over the port's listeners.
 
+`--miss-first` makes each wrk connection's first request a `GET /ping`, which a front relays
+to the main process as it does a miss; the rest are hits. `--ping-every N` makes every Nth
+request one. `--relayed` loads a front of its own
+whose upstream is the server's, with `GET /ping` only: every request is relayed, and its cost
+shows in "front µs/req". "main µs/req" and "front µs/req" divide by every request wrk made.
+
 `--pythonpath LABEL=DIR` (repeatable) runs the server with DIR first on its PYTHONPATH, so two
 checkouts are compared in alternated runs: `--pairs N` runs the labels in turn N times.
 
@@ -33,14 +39,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from _common import add_wrk_run_args, cpu_seconds, markdown_table, process_tree
-from hot_path import MODEL, ensure_wrk, wrk
+from _common import BENCHMARKS, add_wrk_run_args, cpu_seconds, markdown_table, process_tree
+from hot_path import MODEL, ensure_wrk, parse_wrk, wrk
 
 from modelhost import testing
 from modelhost.fronts.messages import Table, pack
 
 HEADER = ["run", "req/s", "main µs/own", "front µs/hit", "worker µs/req", "hits %"]
-HEADER += ["batch direct", "batch pipe", "errors"]
+HEADER += ["main µs/req", "front µs/req", "batch direct", "batch pipe", "errors"]
 BATCH_SIZE = 32  # the server's default for built-in handlers
 
 # imported by every process of the server (PYTHON* reaches the workers): the worker counts
@@ -82,6 +88,21 @@ if OUT:
         pass
 """
 
+# each connection's first request (wrk makes them first, one a connection) asks the main process
+MISS_FIRST = """
+dofile("%s")
+local firsts, every = tonumber(os.getenv("WRK_FIRSTS")), tonumber(os.getenv("WRK_EVERY"))
+local made = 0
+local hit, miss
+function request()
+   if not hit then
+      hit, miss = wrk.format(), wrk.format("GET", "/ping", nil, "")
+   end
+   made = made + 1
+   return (made <= firsts or (every > 0 and made %% every == 0)) and miss or hit
+end
+""" % (BENCHMARKS / "post.lua")
+
 
 def main() -> None:
     args = _parse_args()
@@ -94,6 +115,8 @@ def main() -> None:
         testing.iris_logreg(store / MODEL)
         (root / "site").mkdir()
         (root / "site" / "sitecustomize.py").write_text(SITECUSTOMIZE)
+        args.script = root / "miss_first.lua"
+        args.script.write_text(MISS_FIRST)
         for turn in range(args.pairs):
             for label, folder in labels:
                 result = _run(root, store, folder, f"{label}-{turn}", args)
@@ -118,15 +141,14 @@ def _run(root: Path, store: Path, folder: str, name: str, args: argparse.Namespa
         url = f"{running.url}/models/{MODEL}/invoke"
         wrk(url, args.concurrency, args.warmup, args.wrk_core)
         roles = _roles(running.pid)
-        if args.alone:
-            front, port = stack.enter_context(_front_alone(running.pid, pin, env, out))
+        if args.alone or args.relayed:
+            front, port = stack.enter_context(_front_alone(running.pid, pin, env, out, args))
             roles["front"] = front
-            url = f"http://127.0.0.1:{port}/models/{MODEL}/invoke"
-            wrk(url, args.concurrency, args.warmup, args.wrk_core)
+            path = "/ping" if args.relayed else f"/models/{MODEL}/invoke"
+            url = f"http://127.0.0.1:{port}{path}"
+            _load(url, args, args.warmup)
         loaded: dict[str, Any] = {}
-        load = threading.Thread(
-            target=lambda: loaded.update(wrk(url, args.concurrency, args.duration, args.wrk_core))
-        )
+        load = threading.Thread(target=lambda: loaded.update(_load(url, args, args.duration)))
         load.start()
         time.sleep(1.0)
         first = _reading(roles, out)
@@ -136,18 +158,34 @@ def _run(root: Path, store: Path, folder: str, name: str, args: argparse.Namespa
     return {"wrk": loaded, "first": first, "last": last}
 
 
+def _load(url: str, args: argparse.Namespace, duration_s: int) -> dict[str, Any]:
+    """One wrk run: post.lua's, GETs only (`--relayed`), or a relayed request first."""
+    script, env = BENCHMARKS / "post.lua", dict(os.environ)
+    if args.relayed:
+        env["WRK_METHOD"] = "GET"
+    elif args.miss_first or args.ping_every:
+        script = args.script
+        firsts = args.concurrency + 1 if args.miss_first else 0  # wrk makes one to check it
+        env["WRK_FIRSTS"], env["WRK_EVERY"] = str(firsts), str(args.ping_every)
+    command = ["taskset", "-c", args.wrk_core, "wrk", "-t1", f"-c{args.concurrency}"]
+    command += [f"-d{duration_s}s", "--latency", "-s", str(script), url]
+    done = subprocess.run(command, capture_output=True, text=True, check=True, env=env)
+    return {**parse_wrk(done.stdout), "wrk_output": done.stdout}
+
+
 @contextlib.contextmanager
 def _front_alone(
-    pid: int, pin: list[str], env: dict[str, str], out: Path
+    pid: int, pin: list[str], env: dict[str, str], out: Path, args: argparse.Namespace
 ) -> Iterator[tuple[int, int]]:
-    """A front of the benchmark's own on a port of its own, its table naming the server's worker:
-    its pid and port."""
+    """A front of the benchmark's own on a port of its own, its table naming the server's worker
+    (and its upstream the server's, with `--relayed`): its pid and port."""
     door = next(Path(tempfile.gettempdir()).glob(f"modelhost-{pid}-*/direct-*.sock"))
+    upstream = door.parent / "fronts.sock" if args.relayed else out / "no-upstream.sock"
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     command = [*pin, sys.executable, "-m", "modelhost.fronts", "9", "127.0.0.1", str(port)]
-    command.append(str(out / "no-upstream.sock"))  # every request is a hit: none is relayed
+    command.append(str(upstream))  # none: every request is a hit
     front = subprocess.Popen(
         command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd=out
     )
@@ -181,7 +219,7 @@ def _reading(roles: dict[str, int], out: Path) -> dict[str, Any]:
         if sum(row[2] for row in rows) > sum(row[2] for row in counts.get("rows", [])):
             counts = {"pid": int(path.stem.rsplit("-", 1)[1]), "rows": rows}
     pids = [pid for pid in roles.values() if pid] + ([counts["pid"]] if counts else [])
-    return {"cpu": cpu_seconds(pids), "roles": roles, "counts": counts}
+    return {"cpu": cpu_seconds(pids), "roles": roles, "counts": counts, "at": time.monotonic()}
 
 
 def _tally(reading: dict[str, Any]) -> dict[str, tuple[int, int]]:
@@ -208,12 +246,16 @@ def _cells(result: dict[str, Any]) -> list[str]:
         requests, batches = done[sender]
         return f"{requests / batches:.2f}" if batches else "-"
 
+    rate = result["wrk"]["requests_per_s"]
+    made = round(rate * (last["at"] - first["at"]))
     return [
-        f"{result['wrk']['requests_per_s']:,.0f}",
+        f"{rate:,.0f}",
         per(spent["main"], own),
         per(spent.get("front", 0.0), hits),
         per(spent["worker"], hits + own),
         f"{100 * hits / max(1, hits + own):.0f}",
+        per(spent["main"], made),
+        per(spent.get("front", 0.0), made),
         batch("direct"),
         batch("pipe"),
         str(result["wrk"]["error_count"]),
@@ -226,6 +268,9 @@ def _parse_args() -> argparse.Namespace:
     parser.add_argument("--pairs", type=int, default=1, help="turns of the labels, alternated")
     parser.add_argument("--fronts", type=int, default=2)
     parser.add_argument("--alone", action="store_true", help="load a front of its own")
+    parser.add_argument("--relayed", action="store_true", help="GET /ping through a front's relay")
+    parser.add_argument("--miss-first", action="store_true", help="a relayed request first")
+    parser.add_argument("--ping-every", type=int, default=0, help="every Nth request relayed")
     parser.add_argument("--concurrency", type=int, default=16)
     add_wrk_run_args(parser, duration_s=8, warmup_s=2)
     return parser.parse_args()

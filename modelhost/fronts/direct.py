@@ -1,9 +1,9 @@
-"""A front's client connection: hits answered here, and the rest relayed from the first miss.
+"""A front's client connection: hits answered here, and the rest relayed to the main process.
 
 A hit goes to a worker holding its model (links.py) and is answered as the main process would
-(answers.py). The first request the front does not answer itself (heads.py) turns the
-connection into a relayed one (relay.py) for good, that request's bytes first, so the main
-process sees what the client sent, in order.
+(answers.py). A request the front does not answer itself (heads.py) is relayed, its bytes
+first, so the main process sees what the client sent, in order; the connection comes back here
+once the main process has answered all it was sent (rejoin.py).
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from typing import Any, NamedTuple
 
 from modelhost.errors import DeadlineExceeded, ModelhostError, ModelNotLoaded, ResponseTooLarge
 from modelhost.fronts.answers import Dated, failure, head_and_body, hit_headers
-from modelhost.fronts.heads import END, HeadReader, Hit
+from modelhost.fronts.heads import END, HIT_START, HeadReader, Hit
 from modelhost.fronts.links import Outcome, Router, WorkerLink
 from modelhost.fronts.messages import Sample
-from modelhost.fronts.relay import ClientSide
+from modelhost.fronts.rejoin import Followed
 from modelhost.http.instance import INSTANCE_HEADER
 from modelhost.protocols.bodies import check_response_size
 from modelhost.workers.messages import Failure, Item
@@ -73,6 +73,7 @@ class DirectSide(asyncio.Protocol):
         self.paused = False  # reading waits while the answered request's followers pile up
         self.heads = HeadReader()
         self.waiting_for: tuple[Hit, int] | None = None  # a hit whose body is on its way
+        self.relay: Followed | None = None  # kept from the connection's last relay
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
@@ -94,6 +95,9 @@ class DirectSide(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
         self.connections.discard(self)
+        parked = self.relay.unpark() if self.relay is not None else None
+        if parked is not None and parked.transport is not None:
+            parked.transport.close()
         if self.idle is not None:
             self.idle.cancel()
             self.idle = None
@@ -128,7 +132,8 @@ class DirectSide(asyncio.Protocol):
             return
         if self.waiting_for is None:
             end = self.buffer.find(END)
-            if end < 0:  # a head cut short, slow or huge: the main process's limits and deadlines
+            # a head cut short, slow or huge: the main process's limits and deadlines
+            if end < 0 or not self.buffer.startswith(HIT_START):
                 self._relay()
                 return
             head_bytes = end + len(END)
@@ -263,14 +268,25 @@ class DirectSide(asyncio.Protocol):
         transport = self.transport
         if transport is None:
             return
-        self.busy = True
-        if self.idle is not None:
-            self.idle.cancel()
-            self.idle = None
+        self.busy = True  # the idle timer, if due meanwhile, lets the connection be
         self.connections.discard(self)
-        relay = ClientSide(self.front, self.upstream, self.connections)
-        relay.early += self.buffer
+        relay = self.relay
+        if relay is None:
+            relay = self.relay = Followed(self.front, self.upstream, self.connections, self.rejoin)
+        relay.take(bytes(self.buffer))
         relay.ended_early = self.ended
         self.buffer.clear()
         transport.set_protocol(relay)
         relay.connection_made(transport)
+
+    def rejoin(self, transport: asyncio.Transport, data: bytes) -> None:
+        """The relay's requests are answered: this side answers `data` on."""
+        self.busy = self.paused = False
+        self.waiting_for = None
+        if not self.heads.whole:  # a relayed body never reached its parser
+            self.heads = HeadReader()
+        transport.set_protocol(self)
+        self.connection_made(transport)
+        transport.resume_reading()
+        if data:
+            self.data_received(data)

@@ -17,6 +17,7 @@ from modelhost.fronts.direct import DirectSide
 from modelhost.fronts.links import Router
 from modelhost.fronts.listeners import reuse_port_sockets
 from modelhost.fronts.messages import Table, Unpacker, pack
+from modelhost.fronts.rejoin import Followed
 
 READY = b"listening\n"
 REPORT_S = 0.1
@@ -67,7 +68,7 @@ async def serve(front: int, host: str, port: int, upstream: str) -> None:
     for server in servers:
         server.close()
     for connection in list(connections):
-        if isinstance(connection, DirectSide):
+        if isinstance(connection, (DirectSide, Followed)):
             connection.stop()
     while connections and not gone.is_set():  # the main process closes them as it drains
         await first_of(asyncio.sleep(0.05), gone.wait())

@@ -26,6 +26,7 @@ from modelhost.workers.oip_media import (
 )
 
 END = b"\r\n\r\n"
+HIT_START = b"POST "  # a hit's first bytes
 MODEL_VERSION = "1"  # OIP's only version of a model registered without versions
 ONE_VERSION = "/1.0"  # TorchServe's
 # headers that ask for what only the main process does: its checks, CORS, uvicorn's own paths
@@ -52,9 +53,13 @@ class _Head:
     def __init__(self) -> None:
         self.url = b""
         self.headers: dict[str, str] = {}
+        self.whole = True  # the parser is between requests
 
     def on_message_begin(self) -> None:
-        self.url, self.headers = b"", {}
+        self.url, self.headers, self.whole = b"", {}, False
+
+    def on_message_complete(self) -> None:
+        self.whole = True
 
     def on_url(self, url: bytes) -> None:
         self.url += url
@@ -71,12 +76,17 @@ class HeadReader:
         self.read = _Head()
         self.parser = httptools.HttpRequestParser(self.read)
 
+    @property
+    def whole(self) -> bool:
+        return self.read.whole
+
     def hit_of(self, head: bytes, max_request_bytes: int) -> Hit | None:
-        """The hit `head` (through its blank line) asks for; None: relay it, and read no more
-        with this reader."""
+        """The hit `head` (through its blank line) asks for; None: relay it."""
         try:
             self.parser.feed_data(head)
         except httptools.HttpParserError:
+            self.parser = httptools.HttpRequestParser(self.read)
+            self.read.whole = True
             return None
         return _hit_of(self.parser, self.read, max_request_bytes)
 

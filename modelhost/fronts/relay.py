@@ -20,6 +20,7 @@ class Pipe(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.peer: Pipe | None = None
         self.ended = False  # the far end sent EOF
+        self.full = False  # its writes wait: the other side's reading is paused
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
@@ -46,10 +47,12 @@ class Pipe(asyncio.Protocol):
             self.peer.transport.close()
 
     def pause_writing(self) -> None:
+        self.full = True
         if self.peer is not None and self.peer.transport is not None:
             self.peer.transport.pause_reading()
 
     def resume_writing(self) -> None:
+        self.full = False
         if self.peer is not None and self.peer.transport is not None:
             self.peer.transport.resume_reading()
 
@@ -57,7 +60,9 @@ class Pipe(asyncio.Protocol):
 class ClientSide(Pipe):
     """A client's connection: reading waits until the main process's side is open."""
 
-    def __init__(self, front: int, upstream: str, connections: set[ClientSide]) -> None:
+    upstream_side: type[Pipe] = Pipe
+
+    def __init__(self, front: int, upstream: str, connections: set[Any]) -> None:
         super().__init__()
         self.front, self.upstream, self.connections = front, upstream, connections
         self.early = bytearray()  # read before the main process's side opened
@@ -84,19 +89,26 @@ class ClientSide(Pipe):
     async def open_upstream(self, transport: asyncio.Transport) -> None:
         loop = asyncio.get_running_loop()
         try:
-            upstream, main = await loop.create_unix_connection(Pipe, self.upstream)
+            upstream, main = await loop.create_unix_connection(self.upstream_side, self.upstream)
         except OSError:  # the main process is gone or stopping: as if it refused
             transport.close()
             return
         if self.transport is None:  # the client left meanwhile
             upstream.close()
             return
+        self.join(main, encode(self.preamble(transport)))
+
+    def join(self, main: Pipe, first: bytes) -> None:
+        """Pair with the main process's side, `first` then what the client sent so far."""
+        transport, upstream = self.transport, main.transport
+        assert transport is not None and upstream is not None
         main.peer, self.peer = self, main
-        upstream.write(encode(self.preamble(transport)) + self.early)
+        upstream.write(first + self.early)
         self.early.clear()
         if self.ended_early and not self.eof_received():
             transport.close()
-        transport.resume_reading()
+        if not main.full:
+            transport.resume_reading()
 
     def preamble(self, transport: asyncio.Transport) -> Preamble:
         client = transport.get_extra_info("peername") or ("", 0)
