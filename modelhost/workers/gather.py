@@ -1,11 +1,7 @@
-"""Batching across senders: batches of one model that wait for an inference slot run as one.
+"""Batching across senders: batches of one model waiting for an inference slot run as one.
 
-With fronts, each sender (the main process, every front) keeps one batch in flight a model, so a
-worker receives several small batches of a model at once. The first of a model to wait for a slot
-leads a group; later ones of that model join it while it waits, up to the model's batch size. The
-leader runs the group as one batch and hands each member its own answers. The batch's time is
-shared by item count, so the senders' sums count it once (docs/decisions.md, "Batching across
-senders").
+The batch's time is shared by item count, so the senders' sums count it once (docs/decisions.md,
+"Batching across senders").
 """
 
 from __future__ import annotations
@@ -39,11 +35,8 @@ class Group:
 
 
 class Gathering:
-    """The worker's inference slots, and the groups of batches waiting for one.
-
-    A slot that ends is handed to the first group waiting, which takes no batch from then on: a
-    batch that arrives meanwhile waits in a group of its own, and runs as soon as the slot ends.
-    """
+    """The worker's inference slots, and the groups of batches waiting for one, first come first
+    served; a group handed a slot takes no more batches."""
 
     def __init__(self, slots: int, limit: Callable[[str], int], run: Run) -> None:
         self.free = slots  # slots no batch holds
@@ -55,8 +48,7 @@ class Gathering:
         self._open: dict[str, Group] = {}  # model → its group waiting that takes more batches
 
     def infer(self, request: Infer, payload: bytes) -> tuple[Answered, bytes]:
-        """`run` the batch in a slot, alone or in a group: a handler never runs on more threads
-        at once than the slots, whoever sent the batch."""
+        """`run` the batch in a slot, alone or in a group, whoever sent it."""
         with self._lock:
             if self.free and not self._queue:
                 self.free -= 1
@@ -133,11 +125,8 @@ def merged(batches: list[Batch]) -> Batch:
 
 
 def shared(whole: Answered, payload: bytes, sizes: list[int]) -> list[tuple[Answered, bytes]]:
-    """Each batch's answers and bodies cut from the whole's, its time a share by item count.
-
-    The last share is what the others left, so the shares sum to the whole's time. The handler's
-    samples and the device's growth go with the first batch: they count once.
-    """
+    """Each batch's answers and bodies cut from the whole's, its time a share by item count;
+    samples and device growth go with the first, to count once."""
     parts: list[tuple[Answered, bytes]] = []
     first, offset, given_ms, total = 0, 0, 0.0, sum(sizes)
     for index, size in enumerate(sizes):
