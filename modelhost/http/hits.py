@@ -1,8 +1,8 @@
 """A connection's plain invocations answered on httptools, before uvicorn sees the connection.
 
 uvicorn's cycle (scope, event, task wrapper, sends) costs more than a small invocation's own
-path. So a connection starts here: each plain SageMaker or TorchServe invocation (as
-fronts/heads.py reads one) goes to the invocation endpoint itself. The first request that is not
+path. So a connection starts here: each plain invocation (http/plain_heads.py) goes to the
+invocation endpoint itself. The first request that is not
 one, with every byte after it, goes to uvicorn's protocol for good, so its limits, deadlines and
 routes see what the client sent (docs/decisions.md, "Invocations before uvicorn").
 """
@@ -17,9 +17,9 @@ from starlette.types import Message
 from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT
 from uvicorn.protocols.http.httptools_impl import HEADER_VALUE_RE, STATUS_LINE
 
-from modelhost.fronts.heads import END, HeadReader
-from modelhost.http.invocation_paths import route_of
+from modelhost.http.head_limits import END_OF_HEAD
 from modelhost.http.invocations import InvocationFastPath, Invocations
+from modelhost.http.plain_heads import PlainHeads, Route
 from modelhost.http.protocol import HeaderDeadlineProtocol, LateConnections
 from modelhost.http.whole_response import Headers, WholeWriter
 
@@ -47,8 +47,8 @@ class HitSide(asyncio.Protocol):
         self.buffer = bytearray()  # from the first byte of the request being answered
         self.busy = self.stopping = False
         self.write_paused = self.reading_paused = False
-        self.heads = HeadReader()
-        self.waiting_for: tuple[int, int] | None = None  # a head's bytes and its body's
+        self.heads = PlainHeads()
+        self.waiting_for: tuple[Route, int, int] | None = None  # the head's bytes, the body's
         self._due: float | None = None  # when an idle connection is closed
 
     def connection_made(self, transport: Any) -> None:
@@ -105,25 +105,24 @@ class HitSide(asyncio.Protocol):
         if self.transport is None or not self.buffer:
             return
         if self.waiting_for is None:
-            end = self.buffer.find(END)
+            end = self.buffer.find(END_OF_HEAD)
             if end < 0:  # a head cut short, slow or huge: uvicorn's limits and deadlines
                 self._hand_on()
                 return
-            head_bytes = end + len(END)
+            head_bytes = end + len(END_OF_HEAD)
             assert self.invocations is not None  # else handed on at once
-            hit = self.heads.hit_of(
-                bytes(self.buffer[:head_bytes]), self.invocations.max_request_bytes
-            )
-            if hit is None or hit.oip or hit.body_bytes > HIGH_WATER_LIMIT or self._over_limit():
+            limit = min(HIGH_WATER_LIMIT, self.invocations.max_request_bytes)
+            plain = self.heads.plain(bytes(self.buffer[:head_bytes]), limit)
+            if plain is None or self._over_limit():
                 self._hand_on()
                 return
-            self.waiting_for = head_bytes, hit.body_bytes
-        head_bytes, body_bytes = self.waiting_for
+            self.waiting_for = plain[0], head_bytes, plain[1]
+        route, head_bytes, body_bytes = self.waiting_for
         if len(self.buffer) < head_bytes + body_bytes:  # its body is on its way, not slowly
             self._due = self.loop.time() + self.uvicorn_class.header_timeout_s
             return
         self.waiting_for = None
-        self._start(head_bytes, body_bytes)
+        self._start(route, head_bytes, body_bytes)
 
     def _over_limit(self) -> bool:
         """Past uvicorn's `limit_concurrency`: its 503 is uvicorn's to send."""
@@ -131,14 +130,14 @@ class HitSide(asyncio.Protocol):
         state = self.server_state
         return limit is not None and (len(state.connections) >= limit or len(state.tasks) >= limit)
 
-    def _start(self, head_bytes: int, body_bytes: int) -> None:
+    def _start(self, route: Route, head_bytes: int, body_bytes: int) -> None:
         size = head_bytes + body_bytes
         body = bytes(self.buffer[head_bytes:size])
         self.heads.body(body)
         read = self.heads.read
         self.busy, self._due = True, None
         cycle = HitCycle(self, read.headers, body, size)
-        task = self.loop.create_task(cycle.run(read.url.decode("latin-1")))
+        task = self.loop.create_task(cycle.run(read.url.decode("latin-1"), route))
         task.add_done_callback(self.server_state.tasks.discard)
         self.server_state.tasks.add(task)
 
@@ -186,12 +185,12 @@ class HitCycle(WholeWriter):
         self.head: list[bytes] = []
         self.keep_alive = True
 
-    async def run(self, path: str) -> None:
+    async def run(self, path: str, route: Route) -> None:
         scope = {"type": "http", "method": "POST", "path": path, "query_string": b""}
         invocations = self.side.invocations
         assert invocations is not None  # a side without them hands on at once
         try:
-            await invocations.routed(scope, self.receive, self.send, route_of(path), self.headers)
+            await invocations.routed(scope, self.receive, self.send, route, self.headers)
         finally:
             if not self.started:  # as uvicorn's cycle answers an app that sent nothing
                 self._write(INTERNAL_ERROR)

@@ -25,6 +25,10 @@ SAGEMAKER = (
 )
 PING = b"GET /ping HTTP/1.1\r\nhost: a\r\n\r\n"
 MISSING = b"POST /models/gone/invoke HTTP/1.1\r\nhost: a\r\ncontent-length: 2\r\n\r\n{}"
+UNNAMED = (  # no model named: a 400, with custom attributes read first
+    b"POST /invocations HTTP/1.1\r\nhost: a\r\nx-amzn-sagemaker-custom-attributes: k=v\r\n"
+    b"content-length: 2\r\n\r\n{}"
+)
 
 
 class Host:
@@ -86,11 +90,12 @@ def written(data: list[bytes], hits: bool = True, idle_s: float = 0.0) -> tuple[
 
 
 def test_invocations_are_answered_as_uvicorn_answers_them() -> None:
-    data = [HIT, SAGEMAKER, MISSING, HIT[:-1], HIT[-1:]]  # a body in two chunks
+    data = [HIT, SAGEMAKER, MISSING, UNNAMED, HIT[:-1], HIT[-1:]]  # a body in two chunks
     answered, connection = written(data)
     assert answered == written(data, hits=False)[0]
     assert answered.count(b"HTTP/1.1 200 OK") == 3
     assert b"x-modelhost-tenant: t7" in answered and b"HTTP/1.1 404" in answered
+    assert b"HTTP/1.1 400" in answered
     assert isinstance(connection.protocol, HitSide)  # no request was handed on
 
 
