@@ -202,30 +202,35 @@ class HitCycle(WholeWriter):
         return {"type": "http.request", "body": body, "more_body": False}
 
     def write_whole(self, status: int, headers: Headers, body: bytes) -> None:
-        self._check(headers)
-        head = [STATUS_LINE[status]]
-        for name, value in (*self.side.server_state.default_headers, *headers):
-            head += (name, b": ", value, b"\r\n")
+        """The endpoint's reply, head and body in one write."""
+        head = self._head(status, headers)
         head += (b"\r\n", body)
-        self.started = True
         self._write(b"".join(head))
 
     async def send(self, message: Message) -> None:
         """ASGI's two sends, for the endpoint's error answers."""
         if message["type"] == "http.response.start":
             headers = [(name.lower(), value) for name, value in message.get("headers", ())]
-            self._check(headers)
-            self.started = True
-            self.head = [STATUS_LINE[message["status"]]]
-            for name, value in (*self.side.server_state.default_headers, *headers):
-                self.head += (name, b": ", value, b"\r\n")
-                if name == b"connection" and value.lower() == b"close":
-                    self.keep_alive = False
+            self.head = self._head(message["status"], headers)
             self.head.append(b"\r\n")
         elif message["type"] == "http.response.body":
             self.head.append(message.get("body", b""))
             self._write(b"".join(self.head))
             self.head = []
+
+    def _head(self, status: int, headers: Headers) -> list[bytes]:
+        """The status line and headers, as uvicorn's `send` writes them."""
+        self._check(headers)
+        self.started = True
+        head = [STATUS_LINE[status]]
+        for name, value in (*self.side.server_state.default_headers, *headers):
+            head += (name, b": ", value, b"\r\n")
+            if name == b"connection" and b"close" in value.lower():
+                self.keep_alive = False
+        if self.side.stopping and self.keep_alive:  # draining: this answer is the last
+            self.keep_alive = False
+            head.append(b"connection: close\r\n")
+        return head
 
     def _check(self, headers: Headers) -> None:
         if HEADER_VALUE_RE.search(b"\t".join([value for _, value in headers])):

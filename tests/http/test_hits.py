@@ -32,9 +32,11 @@ UNNAMED = (  # no model named: a 400, with custom attributes read first
 
 
 class Host:
-    """Answers with the model's name; a model named `gone` is not found."""
+    """Answers with the model's name; a model named `gone` is not found, `slow` takes a while."""
 
     async def invoke(self, name: str, invocation: Invocation) -> Result:
+        if name == "slow":
+            await asyncio.sleep(0.05)
         if name == "gone":
             raise ModelNotFound("model gone is not in the store")
         timings = {"queue": 0.5, "download": 0.0, "load": 0.0, "infer": 1.0}
@@ -58,9 +60,11 @@ class Connection(Transport):
         self.protocol = protocol
 
 
-def written(data: list[bytes], hits: bool = True, idle_s: float = 0.0) -> tuple[bytes, Connection]:
+def written(
+    data: list[bytes], hits: bool = True, idle_s: float = 0.0, drain: bool = False
+) -> tuple[bytes, Connection]:
     """What a connection sent `data`, chunk by chunk, then idle for `idle_s`, is answered, on
-    one or the other way."""
+    one or the other way; `drain`: the server drains once the data is sent."""
     connection = Connection()
 
     async def run() -> None:
@@ -82,6 +86,8 @@ def written(data: list[bytes], hits: bool = True, idle_s: float = 0.0) -> tuple[
         for chunk in data:
             connection.protocol.data_received(chunk)
             await asyncio.sleep(0.01)
+        if drain:
+            connection.protocol.shutdown()
         await asyncio.sleep(idle_s)
         connection.protocol.connection_lost(None)
 
@@ -120,4 +126,12 @@ def test_an_idle_connection_closes_after_the_keep_alive_timeout() -> None:
     assert not written([HIT], idle_s=0.6)[1].closed
     answered, connection = written([HIT], idle_s=1.7)
     assert connection.closed and answered.count(b"HTTP/1.1 200 OK") == 1
+    assert isinstance(connection.protocol, HitSide)
+
+
+def test_a_draining_server_answers_the_request_under_way_then_closes() -> None:
+    slow = HIT.replace(b"/models/m/", b"/models/slow/")
+    answered, connection = written([HIT, slow], idle_s=0.2, drain=True)
+    assert answered == written([HIT, slow], hits=False, idle_s=0.2, drain=True)[0]
+    assert answered.count(b"HTTP/1.1 200 OK") == 2 and connection.closed
     assert isinstance(connection.protocol, HitSide)
