@@ -169,11 +169,12 @@ class HitSide(asyncio.Protocol):
         protocol = self.make_uvicorn(_loop=self.loop)
         transport.set_protocol(protocol)
         protocol.connection_made(transport)
+        if self.write_paused:  # reading is uvicorn's to pause from here on
+            transport.resume_reading()
+            protocol.pause_writing()
         data, self.buffer = bytes(self.buffer), bytearray()
         if data:
             protocol.data_received(data)
-        if self.write_paused:
-            protocol.pause_writing()
 
 
 class HitCycle(WholeWriter):

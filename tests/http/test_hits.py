@@ -55,16 +55,28 @@ class Connection(Transport):
     def __init__(self) -> None:
         super().__init__()
         self.protocol: Any = None
+        self.reading = True
 
     def set_protocol(self, protocol: Any) -> None:
         self.protocol = protocol
 
+    def pause_reading(self) -> None:
+        self.reading = False
+
+    def resume_reading(self) -> None:
+        self.reading = True
+
 
 def written(
-    data: list[bytes], hits: bool = True, idle_s: float = 0.0, drain: bool = False
+    data: list[bytes],
+    hits: bool = True,
+    idle_s: float = 0.0,
+    drain: bool = False,
+    unread: bool = False,
 ) -> tuple[bytes, Connection]:
     """What a connection sent `data`, chunk by chunk, then idle for `idle_s`, is answered, on
-    one or the other way; `drain`: the server drains once the data is sent."""
+    one or the other way; `drain`: the server drains once the data is sent; `unread`: the
+    client reads no answers (the transport's buffer is full from the start)."""
     connection = Connection()
 
     async def run() -> None:
@@ -83,6 +95,8 @@ def written(
         protocol = (hits_first(uvicorn_class) if hits else uvicorn_class)(config, state, {})
         connection.protocol = protocol
         protocol.connection_made(connection)
+        if unread:
+            protocol.pause_writing()
         for chunk in data:
             connection.protocol.data_received(chunk)
             await asyncio.sleep(0.01)
@@ -135,3 +149,11 @@ def test_a_draining_server_answers_the_request_under_way_then_closes() -> None:
     assert answered == written([HIT, slow], hits=False, idle_s=0.2, drain=True)[0]
     assert answered.count(b"HTTP/1.1 200 OK") == 2 and connection.closed
     assert isinstance(connection.protocol, HitSide)
+
+
+def test_a_connection_handed_on_unread_is_uvicorns_to_pause() -> None:
+    """Reading paused while the client read nothing is resumed as uvicorn takes over, so that
+    its own flow control, which pauses only writes, does not leave the connection stalled."""
+    answered, connection = written([PING], unread=True)
+    assert connection.reading and not isinstance(connection.protocol, HitSide)
+    assert b"pong" not in answered  # uvicorn waits for the client to read
