@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 from typing import Any
 
 from starlette.types import Message
@@ -23,9 +24,11 @@ from modelhost.http.plain_heads import PlainHeads, Route
 from modelhost.http.protocol import HeaderDeadlineProtocol, LateConnections
 from modelhost.http.whole_response import Headers, WholeWriter
 
-INTERNAL_ERROR = (  # uvicorn's answer to an app that returned without one
-    b"HTTP/1.1 500 Internal Server Error\r\ncontent-type: text/plain; charset=utf-8\r\n"
-    b"content-length: 21\r\nconnection: close\r\n\r\nInternal Server Error"
+logger = logging.getLogger("uvicorn.error")  # uvicorn's, for the refusals it would log
+INTERNAL_ERROR_HEADERS = (  # uvicorn's answer to an app that returned without one
+    (b"content-type", b"text/plain; charset=utf-8"),
+    (b"content-length", b"21"),
+    (b"connection", b"close"),
 )
 
 
@@ -194,8 +197,7 @@ class HitCycle(WholeWriter):
             await invocations.routed(scope, self.receive, self.send, route, self.headers)
         finally:
             if not self.started:  # as uvicorn's cycle answers an app that sent nothing
-                self._write(INTERNAL_ERROR)
-                self.keep_alive = False
+                self.write_whole(500, INTERNAL_ERROR_HEADERS, b"Internal Server Error")
             self.side.answered(self.size, self.keep_alive)
 
     async def receive(self) -> dict[str, Any]:
@@ -221,8 +223,11 @@ class HitCycle(WholeWriter):
 
     def _head(self, status: int, headers: Headers) -> list[bytes]:
         """The status line and headers, as uvicorn's `send` writes them."""
-        self._check(headers)
-        self.started = True
+        self.started = True  # as uvicorn's: a refused head has begun the answer
+        if HEADER_VALUE_RE.search(b"\t".join([value for _, value in headers])):
+            self.keep_alive = False  # uvicorn closes the connection unanswered
+            logger.error("ASGI callable returned without completing response.")  # its words
+            raise RuntimeError("Invalid HTTP header value.")
         head = [STATUS_LINE[status]]
         for name, value in (*self.side.server_state.default_headers, *headers):
             head += (name, b": ", value, b"\r\n")
@@ -232,10 +237,6 @@ class HitCycle(WholeWriter):
             self.keep_alive = False
             head.append(b"connection: close\r\n")
         return head
-
-    def _check(self, headers: Headers) -> None:
-        if HEADER_VALUE_RE.search(b"\t".join([value for _, value in headers])):
-            raise RuntimeError("Invalid HTTP header value.")  # uvicorn's refusal
 
     def _write(self, data: bytes) -> None:
         transport = self.side.transport

@@ -32,7 +32,8 @@ UNNAMED = (  # no model named: a 400, with custom attributes read first
 
 
 class Host:
-    """Answers with the model's name; a model named `gone` is not found, `slow` takes a while."""
+    """Answers with the model's name; a model named `gone` is not found, `slow` takes a while,
+    and `crlf` answers a content type no header may carry."""
 
     async def invoke(self, name: str, invocation: Invocation) -> Result:
         if name == "slow":
@@ -40,7 +41,8 @@ class Host:
         if name == "gone":
             raise ModelNotFound("model gone is not in the store")
         timings = {"queue": 0.5, "download": 0.0, "load": 0.0, "infer": 1.0}
-        return Result(name.encode(), "text/plain", "hit", timings, "host")
+        content_type = "text/plain\r\nx-injected: 1" if name == "crlf" else "text/plain"
+        return Result(name.encode(), content_type, "hit", timings, "host")
 
 
 async def framework(scope: Scope, receive: Receive, send: Send) -> None:
@@ -157,3 +159,12 @@ def test_a_connection_handed_on_unread_is_uvicorns_to_pause() -> None:
     answered, connection = written([PING], unread=True)
     assert connection.reading and not isinstance(connection.protocol, HitSide)
     assert b"pong" not in answered  # uvicorn waits for the client to read
+
+
+def test_a_reply_no_header_may_carry_closes_the_connection_unanswered() -> None:
+    """As uvicorn does: its `send` refuses the head, and the app cannot answer again."""
+    crlf = HIT.replace(b"/models/m/", b"/models/crlf/")
+    answered, connection = written([HIT, crlf, HIT])
+    assert answered == written([HIT, crlf, HIT], hits=False)[0]
+    assert answered.count(b"HTTP/1.1") == 1 and b"injected" not in answered
+    assert connection.closed
