@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -36,6 +37,7 @@ from hot_path import MODEL, SERVERS, _invoke_url, _start, ensure_wrk, wrk
 
 from modelhost import testing
 
+BATCHED = ("modelhost_batches_total", "modelhost_batched_requests_total")
 HEADER = ["process", "CPU µs/request", "voluntary switches", "involuntary switches"]
 
 
@@ -93,6 +95,18 @@ def _switches(process: psutil.Process) -> tuple[int, int]:
     return voluntary, involuntary
 
 
+def _batched(invoke_url: str) -> tuple[float, float]:
+    """modelhost's batches and the requests in them so far; zeros where there are no metrics."""
+    base = invoke_url.split("/models/")[0]
+    try:
+        with urllib.request.urlopen(f"{base}/metrics", timeout=10) as response:
+            text = response.read().decode()
+    except (OSError, ValueError):
+        return 0.0, 0.0
+    counts = dict(line.split()[:2] for line in text.splitlines() if line.startswith(BATCHED))
+    return float(counts.get(BATCHED[0], 0)), float(counts.get(BATCHED[1], 0))
+
+
 def _cpu_s(process: psutil.Process) -> float:
     times = process.cpu_times()
     return float(times.user + times.system)
@@ -102,10 +116,14 @@ def _counters(
     processes: dict[str, psutil.Process], url: str, args: argparse.Namespace
 ) -> list[list[str]]:
     before = {name: (_cpu_s(p), *_switches(p)) for name, p in processes.items()}
+    batched_before = _batched(url)
     result = wrk(url, args.concurrency, args.duration, args.wrk_core)
     after = {name: (_cpu_s(p), *_switches(p)) for name, p in processes.items()}
+    batched = [a - b for a, b in zip(_batched(url), batched_before, strict=True)]
     answered = result["requests"]
     print(f"{answered} requests, {result['requests_per_s']:,.0f}/s at c={args.concurrency}")
+    if batched[0]:  # modelhost's own batches, from its metrics
+        print(f"{batched[1] / batched[0]:.2f} requests a batch")
     rows = []
     fronts = [name for name in processes if name.startswith("front ") or name == "front"]
     if fronts:  # the frontend's CPU in all: the main process's and its fronts'

@@ -86,9 +86,15 @@ class Invocations:
         await self.routed(scope, receive, send, route_of(scope["path"]))
 
     async def routed(
-        self, scope: Scope, receive: Receive, send: Send, route: tuple[str, str | None] | None
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        route: tuple[str, str | None] | None,
+        headers: dict[str, str] | None = None,
     ) -> None:
-        """The invocation on `route`, which `route_of` found for its path."""
+        """The invocation on `route`, which `route_of` found for its path; `headers`: the
+        scope's, already read (names lowered, the last of each kept)."""
         template, model = route or (INVOCATIONS, None)
         if template == PREDICTIONS and model and model.endswith(ONE_VERSION):
             model = one_version(model, self.host.versioned)
@@ -96,7 +102,7 @@ class Invocations:
         if self.observer is not None:
             self.observer.metrics.in_flight.inc()
         try:
-            await self._answer(scope, receive, send, model, exchange)
+            await self._answer(scope, receive, send, model, exchange, headers=headers)
         except Exception as error:  # a bug: the last resort's 500
             exchange.status, exchange.error = 500, "InternalError"
             if not exchange.answering:
@@ -108,9 +114,15 @@ class Invocations:
                 self.observer.record(exchange.done())
 
     async def _answer(
-        self, scope: Scope, receive: Receive, send: Send, model: str | None, exchange: _Exchange
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        model: str | None,
+        exchange: _Exchange,
+        headers: dict[str, str] | None,
     ) -> None:
-        headers = _headers(scope)
+        headers = _headers(scope) if headers is None else headers
         try:
             check_headers(headers, PASSED_ON_HEADERS)
             name = model or headers.get(TARGET_MODEL_HEADER)

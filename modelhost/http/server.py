@@ -13,6 +13,7 @@ import uvicorn
 
 from modelhost.config import Config
 from modelhost.http.head_limits import head_limited_protocol
+from modelhost.http.hits import hits_first
 from modelhost.http.relayed import relayed_protocol
 
 
@@ -33,7 +34,7 @@ def uvicorn_config(
         lifespan="off",
         access_log=False,
         log_level=config.log_level,
-        http=relayed_protocol(protocol) if relayed else protocol,
+        http=relayed_protocol(protocol) if relayed else hits_first(protocol),
         limit_concurrency=config.max_connections or None,
         proxy_headers=bool(config.forwarded_allow_ips),
         forwarded_allow_ips=config.forwarded_allow_ips or "",

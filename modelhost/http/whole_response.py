@@ -21,8 +21,19 @@ from uvicorn.protocols.http.httptools_impl import (
 Headers = Sequence[tuple[bytes, bytes]]
 
 
+class WholeWriter:
+    """A cycle of our own that writes a reply whole (http/hits.py)."""
+
+    def write_whole(self, status: int, headers: Headers, body: bytes) -> None:
+        raise NotImplementedError
+
+
 async def send_whole(send: Send, status: int, headers: Headers, body: bytes) -> None:
     """Answer `status` with `headers` (content-length among them) and `body`."""
+    writer = getattr(send, "__self__", None)
+    if isinstance(writer, WholeWriter):
+        writer.write_whole(status, headers, body)
+        return
     cycle = _plain_cycle(send)
     if cycle is None or HEADER_VALUE_RE.search(b"\t".join([value for _, value in headers])):
         await send({"type": "http.response.start", "status": status, "headers": headers})
