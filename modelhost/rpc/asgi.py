@@ -14,7 +14,7 @@ import contextlib
 import logging
 import math
 from collections.abc import AsyncIterator, Callable, Hashable, Sequence
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple
 
 import grpc
 
@@ -149,8 +149,10 @@ def _through(interceptor: grpc.aio.ServerInterceptor, lookup: Callable[..., Any]
 
 
 def _method_of(handler: grpc.RpcMethodHandler) -> Callable[..., Any]:
-    method = handler.unary_unary or handler.unary_stream or handler.stream_unary
-    return cast(Callable[..., Any], method or handler.stream_stream)
+    # not cast(Callable[..., Any], ...): its generic alias would be built at every call
+    unary = handler.unary_unary or handler.unary_stream
+    method: Callable[..., Any] = unary or handler.stream_unary or handler.stream_stream
+    return method
 
 
 def _decoder(deserialize: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
