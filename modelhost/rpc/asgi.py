@@ -114,8 +114,7 @@ class GrpcApp:
         """The method called on its request, its answers written as they come."""
         exchange = context.exchange
         reader = Messages(self.limits.max_message_bytes)
-        with self.waiting.waiting(connection):
-            found = await exchange.read(reader)
+        found = await self.waiting.read(connection, exchange.read(reader))
         decode = _decoder(handler.request_deserializer or bytes)
         if handler.request_streaming:
             request: Any = _decoded(exchange.messages(reader, found), decode)
