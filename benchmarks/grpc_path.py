@@ -12,9 +12,12 @@ before each measured one. Prints a markdown table and writes benchmarks/results/
     python benchmarks/grpc_path.py                        # C in 1 16, 15 s runs, 5 s warm-up
     python benchmarks/grpc_path.py --concurrency 1 --duration 3 --warmup 1
     python benchmarks/grpc_path.py --concurrency 1 --empty  # also ServerLive and GET /ping
+    python benchmarks/grpc_path.py --concurrency 1 16 --rounds 5 --duration 3 --warmup 1
 
 `--empty` adds an empty call of each protocol, so an inference's part can be told from the
-protocol's.
+protocol's. `--rounds N` runs gRPC and REST in turn N times on the same server and adds a table of
+each round's gRPC / REST throughput and p50 difference, and their medians: on a shared machine,
+a neighbour's burst then falls on one round, not on one protocol.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import struct
 import subprocess
 import sys
@@ -57,15 +61,18 @@ def main() -> None:
         with _start("modelhost", store, scratch_path / "modelhost", args) as modelhost:
             check_grpc(f"127.0.0.1:{grpc_port}", request.read_bytes())
             address = f"http://127.0.0.1:{grpc_port}{MODEL_INFER}"
-            runs += _runs(args, "OIP gRPC", lambda c, d: h2load(address, request, c, d, args))
             rest = f"{modelhost.url}/v2/models/{MODEL}/infer"
-            runs += _runs(args, "OIP REST", lambda c, d: _wrk(rest, oip_json(), c, d, args))
+            for _ in range(args.rounds):
+                runs += _runs(args, "OIP gRPC", lambda c, d: h2load(address, request, c, d, args))
+                runs += _runs(args, "OIP REST", lambda c, d: _wrk(rest, oip_json(), c, d, args))
             if args.empty:
                 runs += _empty_calls(args, f"127.0.0.1:{grpc_port}", modelhost.url, scratch_path)
         with _start("floor", store, scratch_path / "floor", args) as floor:
             row = json.dumps(ROW).encode()
             runs += _runs(args, "floor", lambda c, d: _wrk(floor.url + "/", row, c, d, args))
     table = markdown_table(HEADER, [_table_row(run, "target") for run in runs])
+    if args.rounds > 1:
+        table += "\n\n" + _rounds_table(runs, args.concurrency)
     path = write_results("grpc_path", {"settings": vars(args), "runs": runs}, table)
     print(table)
     print(f"\nraw results: {path}")
@@ -90,11 +97,35 @@ def _empty_calls(
         del os.environ["WRK_METHOD"]
 
 
+def _rounds_table(runs: list[dict[str, Any]], concurrencies: list[int]) -> str:
+    """Each round's gRPC / REST requests a second and gRPC's p50 less REST's, at each
+    concurrency, and the medians."""
+    rows = []
+    for users in concurrencies:
+        grpc = [run for run in runs if run["target"] == "OIP gRPC" and run["concurrency"] == users]
+        rest = [run for run in runs if run["target"] == "OIP REST" and run["concurrency"] == users]
+        pairs = list(zip(grpc, rest, strict=True))
+        ratios = [g["requests_per_s"] / r["requests_per_s"] for g, r in pairs]
+        gaps = [g["latency_ms"]["p50"] - r["latency_ms"]["p50"] for g, r in pairs]
+        rows.append(
+            [
+                users,
+                " / ".join(f"{ratio:.2f}" for ratio in ratios),
+                f"{statistics.median(ratios):.2f}",
+                " / ".join(f"{gap:+.2f}" for gap in gaps),
+                f"{statistics.median(gaps):+.2f}",
+            ]
+        )
+    header = ["concurrency", "gRPC / REST req/s", "median", "gRPC p50 less REST's, ms", "median"]
+    return markdown_table(header, rows)
+
+
 def _parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_serve_arg(parser)
     parser.add_argument("--concurrency", nargs="+", type=int, default=[1, 16])
     parser.add_argument("--empty", action="store_true", help="add ServerLive and GET /ping")
+    parser.add_argument("--rounds", type=int, default=1, help="gRPC and REST in turn, N times")
     parser.add_argument("--duration", type=int, default=15, help="seconds per measured run")
     parser.add_argument("--warmup", type=int, default=5, help="seconds of discarded warm-up")
     parser.add_argument("--server-core", default="1")

@@ -20,11 +20,13 @@ from typing import Any
 
 
 class Tally:
-    """Requests queued per turn of the loop, batch sizes; a turn is counted by a callback."""
+    """Requests queued per turn of the loop, batch sizes. A turn's first request schedules the
+    callback that closes it: one run each turn would keep the loop from ever sleeping, and its
+    CPU, not the requests', would fill the core (and starve h2corn's thread beside it)."""
 
     def __init__(self, out: Path) -> None:
         self.out = out
-        self.turn = self.last_turn = self.in_turn = 0
+        self.in_turn = 0
         self.per_turn: collections.Counter[int] = collections.Counter()
         self.batches: collections.Counter[int] = collections.Counter()
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -32,17 +34,10 @@ class Tally:
     def queued(self) -> None:
         if self.loop is None:
             self.loop = asyncio.get_running_loop()
-            self.loop.call_soon(self._next_turn)
             self.loop.add_signal_handler(signal.SIGUSR1, self.write)
-        if self.turn != self.last_turn:
-            self._close_turn()
-            self.last_turn = self.turn
+        if not self.in_turn:
+            self.loop.call_soon(self._close_turn)
         self.in_turn += 1
-
-    def _next_turn(self) -> None:
-        self.turn += 1
-        assert self.loop is not None
-        self.loop.call_soon(self._next_turn)
 
     def _close_turn(self) -> None:
         if self.in_turn:

@@ -14,7 +14,7 @@ import contextlib
 import logging
 import math
 from collections.abc import AsyncIterator, Callable, Hashable, Sequence
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple
 
 import grpc
 
@@ -114,8 +114,7 @@ class GrpcApp:
         """The method called on its request, its answers written as they come."""
         exchange = context.exchange
         reader = Messages(self.limits.max_message_bytes)
-        with self.waiting.waiting(connection):
-            found = await exchange.read(reader)
+        found = await self.waiting.read(connection, exchange.read(reader))
         decode = _decoder(handler.request_deserializer or bytes)
         if handler.request_streaming:
             request: Any = _decoded(exchange.messages(reader, found), decode)
@@ -149,8 +148,10 @@ def _through(interceptor: grpc.aio.ServerInterceptor, lookup: Callable[..., Any]
 
 
 def _method_of(handler: grpc.RpcMethodHandler) -> Callable[..., Any]:
-    method = handler.unary_unary or handler.unary_stream or handler.stream_unary
-    return cast(Callable[..., Any], method or handler.stream_stream)
+    # not cast(Callable[..., Any], ...): its generic alias would be built at every call
+    unary = handler.unary_unary or handler.unary_stream
+    method: Callable[..., Any] = unary or handler.stream_unary or handler.stream_stream
+    return method
 
 
 def _decoder(deserialize: Callable[[bytes], Any]) -> Callable[[bytes], Any]:

@@ -8,9 +8,8 @@ observed around its handler, as REST's middleware observes a route.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeAlias
 
 from modelhost.errors import ModelhostError
@@ -96,29 +95,40 @@ class Calls:
             )
         )
 
-    @contextlib.asynccontextmanager
-    async def observed(
+    def observed(
         self, route: str, context: Context, invocation: bool = False, abort: bool = True
-    ) -> AsyncIterator[Call]:
+    ) -> Observed:
         """The call, recorded when it ends; a core exception aborts with its status.
 
         Without `abort` it is raised on, for a stream's answer to carry."""
-        call = Call(route, invocation)
-        if self.observer is not None:
-            self.observer.metrics.in_flight.inc()
+        return Observed(self, Call(route, invocation), context, abort)
+
+
+class Observed:
+    """Calls.observed's context: a class, not a generator's, being on every call's path."""
+
+    def __init__(self, calls: Calls, call: Call, context: Context, abort: bool) -> None:
+        self.calls, self.call, self.context, self.abort = calls, call, context, abort
+
+    async def __aenter__(self) -> Call:
+        if self.calls.observer is not None:
+            self.calls.observer.metrics.in_flight.inc()
+        return self.call
+
+    async def __aexit__(self, kind: type[BaseException] | None, error: Any, trace: Any) -> None:
+        call, observer = self.call, self.calls.observer
         try:
-            yield call
-            call.status = 200
-        except ModelhostError as error:
-            call.status, call.error = status_of(error), type(error).__name__
-            if not abort:
-                raise
-            context.set_trailing_metadata((*trailers_of(error), *self.instance))
-            await context.abort(code_of(error), str(error))
-        except asyncio.CancelledError:
-            call.status, call.error = CANCELLED_STATUS, "Cancelled"
-            raise
+            if error is None:
+                call.status = 200
+            elif isinstance(error, ModelhostError):
+                call.status, call.error = status_of(error), type(error).__name__
+                if self.abort:
+                    trailers = (*trailers_of(error), *self.calls.instance)
+                    self.context.set_trailing_metadata(trailers)
+                    await self.context.abort(code_of(error), str(error))
+            elif isinstance(error, asyncio.CancelledError):
+                call.status, call.error = CANCELLED_STATUS, "Cancelled"
         finally:
-            if self.observer is not None:
-                self.observer.metrics.in_flight.dec()
-                self.observer.record(call.done())
+            if observer is not None:
+                observer.metrics.in_flight.dec()
+                observer.record(call.done())

@@ -40,7 +40,7 @@ _decode = msgspec.json.Decoder().decode
 
 
 def request_body(request: Any) -> tuple[bytes, int]:
-    raw = list(request.raw_input_contents)
+    raw = request.raw_input_contents  # not copied: it is read once, by index
     if raw and len(raw) != len(request.inputs):
         raise BadRequestBody(
             f"raw_input_contents holds {len(raw)} tensors for {len(request.inputs)} inputs: "
@@ -114,6 +114,8 @@ def _requested(output: Any) -> dict[str, Any]:
 
 
 def _parameters(parameters: Any) -> dict[str, Any]:
+    if not parameters:  # most are empty, and upb is slow to walk even an empty map
+        return {}
     return {
         key: getattr(value, value.WhichOneof("parameter_choice"))
         for key, value in parameters.items()

@@ -9,9 +9,9 @@ is refused if its own holds the most: the app cannot end a connection.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Coroutine, Hashable
+from typing import Any, TypeVar
 
 import grpc
 
@@ -19,6 +19,7 @@ from modelhost.rpc.wire import Aborted
 
 SHED = "shed: its connection held the most streams without a message"
 LATE = "no message in time"
+T = TypeVar("T")
 SWEEPS = 4  # within wait_s: a stream is ended between wait_s and 1.25 times it
 
 
@@ -32,11 +33,15 @@ class WaitingStreams:
         self.since: dict[asyncio.Task[object], float] = {}
         self.sweeper: asyncio.Task[None] | None = None
 
-    @contextlib.contextmanager
-    def waiting(self, connection: Hashable) -> Iterator[None]:
-        """The block waits for a stream's first message on `connection`, counted and timed."""
+    async def read(self, connection: Hashable, reading: Coroutine[Any, Any, T]) -> T:
+        """`reading`, a stream's first message on `connection`, awaited counted and timed (a
+        coroutine, not a context manager: it is on every call's path, and costs less)."""
         if self.count >= self.most:
-            self._shed(connection)
+            try:
+                self._shed(connection)
+            except Aborted:
+                reading.close()  # refused: never to be awaited
+                raise
         task = asyncio.current_task()
         assert task is not None
         self.held.setdefault(connection, set()).add(task)
@@ -45,7 +50,7 @@ class WaitingStreams:
         if self.sweeper is None or self.sweeper.done():
             self.sweeper = asyncio.ensure_future(self._sweep())
         try:
-            yield
+            return await reading
         except asyncio.CancelledError as cancelled:
             if cancelled.args not in ((SHED,), (LATE,)):
                 raise
