@@ -1,9 +1,5 @@
-"""The response deadlines of a front's requests in flight, kept by one timer rather than one each.
-
-A timer a request is a libuv timer made and cancelled a hit. Deadlines are kept in the order
-they were set, which is their order while the timeout stays the same, so the timer waits for the
-first one only; a timeout lowered meanwhile has every deadline looked at until none is pending.
-"""
+"""The response deadlines of a front's requests in flight, kept in the order set by one timer
+that waits for the first only; a timeout lowered meanwhile has every deadline looked at."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""A front's client connection: hits answered here, and the rest relayed to the main process.
-
-A hit goes to a worker holding its model (links.py) and is answered as the main process would
-(answers.py). A request the front does not answer itself (heads.py) is relayed, its bytes
-first, so the main process sees what the client sent, in order; the connection comes back here
-once the main process has answered all it was sent (rejoin.py).
-"""
+"""A front's client connection: hits sent to a worker holding their model (links.py) and answered
+as the main process would (answers.py); the rest relayed to the main process (rejoin.py)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""A front process: `python -m modelhost.fronts FRONT HOST PORT UPSTREAM`.
-
-It binds the port beside the main process, says "listening" on stdout, answers hits from the
-workers its table names (direct.py), and relays other connections to the Unix socket
-`UPSTREAM`. The table arrives on stdin; reports go back on stdout every REPORT_S. SIGTERM or
-SIGINT stops it accepting and it exits once its connections close, or at once when stdin closes.
-"""
+"""A front process: `python -m modelhost.fronts FRONT HOST PORT UPSTREAM` (docs/decisions.md,
+"Fronts"): the routing table on stdin, reports on stdout, other connections relayed to UPSTREAM."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""A relayed connection that comes back to its front once the main process has answered it.
-
-A request begun while answers are due waits, reading paused, until they are in. Then, if it may
-be a hit, it goes back to the front with the connection; the relay, its parsers and the main
-process's side are kept for the connection's next relay.
-"""
+"""A relayed connection, back to its front once the main process has answered it and its next
+request may be a hit; the relay and the main process's side are kept for its next relay."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-"""A connection's plain invocations answered on httptools, before uvicorn sees the connection.
-
-uvicorn's cycle (scope, event, task wrapper, sends) costs more than a small invocation's own
-path. So a connection starts here: each plain invocation (http/plain_heads.py) goes to the
-invocation endpoint itself. The first request that is not
-one, with every byte after it, goes to uvicorn's protocol for good, so its limits, deadlines and
-routes see what the client sent (docs/decisions.md, "Invocations before uvicorn").
-"""
+"""A connection's plain invocations answered on httptools; from the first other request on, the
+connection is uvicorn's (docs/decisions.md, "Invocations before uvicorn")."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""An invocation's reply written whole, past uvicorn's two ASGI sends.
-
-uvicorn's `send` matches every header against two patterns, which for a small reply costs more
-than the rest of answering. Where `send` is uvicorn's httptools cycle in its plain state, head
-and body go out in one write and the cycle is left as its two sends would leave it; anything
-else takes the two sends.
-"""
+"""An invocation's reply written whole, past uvicorn's two ASGI sends, whose header checks cost
+more than the rest of a small reply; any cycle but uvicorn's plain one takes the two sends."""
 
 from __future__ import annotations
 

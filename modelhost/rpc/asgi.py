@@ -1,11 +1,5 @@
-"""gRPC's calls as an ASGI app, for a front that speaks HTTP/2 itself (rpc/h2front.py): each
-method's grpc handler called as grpc.aio calls it, on the loop the app runs on.
-
-The front holds HTTP/2's limits; the app holds those that are a call's: a stream's first
-message within `first_message_s`, a message no larger than `max_message_bytes`, and at most
-`max_waiting` streams without their first message at once, across every connection
-(rpc/waiting.py).
-"""
+"""gRPC's calls as an ASGI app for a front that speaks HTTP/2 itself (rpc/h2front.py), holding a
+call's limits: the first message's deadline and size, and the waiting streams (rpc/waiting.py)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""A worker's door for the fronts: `Infer` frames straight from the HTTP front processes.
-
-Each worker listens on a Unix socket of its own (`direct_path`) for the fronts' hits
-(docs/decisions.md, "Fronts"). A model opens to them once loaded and closes before its unload,
-which waits for the direct requests on it, so a front gets either the answer or a
-`ModelNotLoaded` that it relays to the main process.
-"""
+"""A worker's door for the fronts' `Infer` frames, on a Unix socket of its own (docs/decisions.md,
+"Fronts"). A model opens to them once loaded and closes before its unload, which waits for them."""
 
 from __future__ import annotations
 
