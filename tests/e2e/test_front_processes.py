@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 import psutil
 import pytest
+from helpers.fronts import accepted_by, front_pids
 from helpers.serving import Servers
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -32,11 +33,6 @@ REPORTED_S = 10.0  # a front's report is due within a tenth of a second: ample
 @pytest.fixture(scope="module")
 def fronted(store: Path, serve: Servers) -> testing.RunningServer:
     return serve(store, workers=2, fronts=2, memory_budget="4GiB")
-
-
-def front_pids(server: testing.RunningServer) -> list[int]:
-    children = psutil.Process(server.pid).children()
-    return [p.pid for p in children if "modelhost.fronts" in " ".join(p.cmdline())]
 
 
 class Connection(http.client.HTTPConnection):
@@ -260,26 +256,13 @@ def test_sigterm_stops_every_front_after_its_requests(store: Path, serve: Server
     assert not any(psutil.pid_exists(pid) for pid in fronts)
 
 
-def accepted_by(connection: Connection, pids: list[int]) -> int:
-    """The pid of the process that accepted `connection`, once one has."""
-    assert connection.sock is not None
-    mine = connection.sock.getsockname()[1]
-    deadline = time.monotonic() + REPORTED_S
-    while time.monotonic() < deadline:
-        for pid in pids:
-            held = psutil.Process(pid).net_connections("tcp")
-            if any(c.raddr and c.raddr.port == mine for c in held):
-                return pid
-        time.sleep(0.01)
-    raise AssertionError("no process accepted the connection")
-
-
 def direct_on_front(server: testing.RunningServer) -> Connection:
     """A fresh connection a front accepted, no request sent on it yet: it starts direct."""
     fronts = front_pids(server)
     while True:
         connection = connect(server)
-        if accepted_by(connection, [server.pid, *fronts]) in fronts:
+        assert connection.sock is not None
+        if accepted_by(connection.sock, [server.pid, *fronts]) in fronts:
             return connection
         connection.close()
 
@@ -287,7 +270,8 @@ def direct_on_front(server: testing.RunningServer) -> Connection:
 def on_main(server: testing.RunningServer) -> Connection:
     while True:
         connection = connect(server)
-        if accepted_by(connection, [server.pid, *front_pids(server)]) == server.pid:
+        assert connection.sock is not None
+        if accepted_by(connection.sock, [server.pid, *front_pids(server)]) == server.pid:
             return connection
         connection.close()
 

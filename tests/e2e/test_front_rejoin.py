@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import psutil
 import pytest
+from helpers.fronts import accepted_by, front_pids
 from helpers.serving import Servers
 
 from modelhost import testing
@@ -85,29 +85,12 @@ class Client:
         self.sock.close()
 
 
-def front_pids(server: testing.RunningServer) -> list[int]:
-    children = psutil.Process(server.pid).children()
-    return [p.pid for p in children if "modelhost.fronts" in " ".join(p.cmdline())]
-
-
-def accepted_by(client: Client, pids: list[int]) -> int:
-    mine = client.sock.getsockname()[1]
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        for pid in pids:
-            held = psutil.Process(pid).net_connections("tcp")
-            if any(c.raddr and c.raddr.port == mine for c in held):
-                return pid
-        time.sleep(0.01)
-    raise AssertionError("no process accepted the connection")
-
-
 def on(server: testing.RunningServer, front: bool) -> Client:
     """A fresh connection accepted by a front (or by the main process), nothing sent yet."""
     fronts = front_pids(server)
     while True:
         client = Client(server)
-        if (accepted_by(client, [server.pid, *fronts]) in fronts) == front:
+        if (accepted_by(client.sock, [server.pid, *fronts]) in fronts) == front:
             return client
         client.close()
 
