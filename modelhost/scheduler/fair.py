@@ -54,7 +54,7 @@ class FairQueue(Generic[T]):
         self._mean_ms = FIRST_ESTIMATE_MS  # of every tenant: a new tenant's first estimate
         self._running: dict[str, int] = {}  # not a Counter: its misses are Python calls
         self._floor = 0.0  # lowest backlogged counter; kept while none is backlogged
-        self._alone: str | None = None  # the only tenant active; None: none, or contention
+        self._alone: str | None = None  # the only tenant active, or the last while none is
         self._alone_ticket = Ticket("", 0.0, None)  # every ticket of the tenant alone
         self.waiting = 0  # in every queue; an attribute, read on every admission
 
@@ -215,9 +215,9 @@ class FairQueue(Generic[T]):
         """`tenant` is about to run or wait: alone, or the start of contention."""
         if tenant in self._running or tenant in self._queues:
             return  # active already, beside others
+        if not self._running and not self._queues:
+            return self._be_alone(tenant)  # after none, or after another alone went idle
         if self._alone is None:
-            if not self._running and not self._queues:
-                self._be_alone(tenant)
             return
         # the time alone was no contention: both start level, neither owed nor owing
         first, self._alone = self._alone, None
@@ -251,10 +251,7 @@ class FairQueue(Generic[T]):
             self._running[tenant] = running
             return
         del self._running[tenant]
-        if self._alone is not None:
-            if tenant not in self._queues:
-                self._alone = None  # nobody active
-        elif len(self._running) + len(self._queues) <= 2:
+        if self._alone is None and len(self._running) + len(self._queues) <= 2:
             self._recount()
         if tenant not in self._queues and self._counters.get(tenant, self._floor) <= self._floor:
             # it would be lifted to the floor on its return: its counter carries nothing

@@ -249,3 +249,19 @@ def test_a_lone_tenants_request_ending_unmeasured_in_contention_is_charged_the_m
     queue.dispatch("b")  # still running as a's ends
     queue.complete(in_flight, None)
     assert queue.counter("a") == FIRST_ESTIMATE_MS
+
+
+def test_a_tenant_after_a_lone_one_went_idle_is_alone_in_its_turn() -> None:
+    """A lone tenant idle is no contention: the next tenant, another or the same, is alone and
+    charged nothing; the idle one coming back beside it starts level."""
+    queue: FairQueue[int] = FairQueue(4)
+    queue.complete(queue.dispatch("a"), 8.0)
+    b = queue.dispatch("b")
+    assert b.estimate_ms == 0.0 and queue.counter("b") == 0.0
+    queue.complete(b, 3.0)
+    queue.complete(queue.dispatch("b"), 3.0)
+    in_flight = queue.dispatch("b")
+    joining = queue.dispatch("a")  # contention: a is charged from b's level
+    assert queue.counter("a") == joining.estimate_ms and queue.counter("b") == 0.0
+    queue.complete(in_flight, 5.0)
+    assert queue.counter("b") == 5.0

@@ -140,7 +140,7 @@ class Victims:
     def used(self, resident: Resident) -> None:
         self.policy.touched(resident)
         self.by_policy.touched(resident)
-        if resident.tenant and (order := self._by_tenant.get(resident.tenant)) is not None:
+        if self._by_tenant and (order := self._by_tenant.get(resident.tenant)) is not None:
             order.touched(resident)
 
     def forget(self, resident: Resident) -> None:
