@@ -100,6 +100,7 @@ class Totals:
         self._removing: dict[str, int] = {}  # queued removals: name, bytes of its entry
         self._removing_bytes = 0
         self._removing_tenants: dict[str, str] = {}  # queued removals: name, its tenant
+        self._placing: dict[str, Row] = {}  # queued rows of files read in place
 
     def __contains__(self, name: str) -> bool:
         """Whether `name`'s removal is queued."""
@@ -127,6 +128,15 @@ class Totals:
             self._removing_bytes += self._removing[row.name]
             self._removing_tenants[row.name] = row.tenant
 
+    def placing(self, row: Row) -> None:
+        with self._lock:
+            self._placing[row.name] = row
+
+    def placed(self, name: str) -> Row | None:
+        """`name`'s row read in place, queued and not yet committed."""
+        with self._lock:
+            return self._placing.get(name)
+
     def removing_by_tenant(self) -> dict[str, int]:
         """The bytes of entries whose removal is queued, by tenant."""
         by_tenant: dict[str, int] = {}
@@ -144,6 +154,8 @@ class Totals:
                 if write.removes is not None:
                     self._removing_bytes -= self._removing.pop(write.removes, 0)
                     self._removing_tenants.pop(write.removes, None)
+                if write.places is not None and self._placing.get(write.places) is write.rows[0]:
+                    del self._placing[write.places]
 
 
 def _removed(name: str, removing: frozenset[str], totals: Totals) -> bool:
@@ -201,6 +213,9 @@ class DiskIndex:
     def get(self, name: str) -> Row | None:
         if name in self.totals:
             return None
+        placed = self.totals.placed(name)
+        if placed is not None:
+            return placed
         found = self._read(f"SELECT {COLUMNS} FROM artifacts WHERE name = ?", (name,)).fetchone()
         return Row(*found) if found else None
 
@@ -209,8 +224,10 @@ class DiskIndex:
         await asyncio.wrap_future(self._awaited(UPSERT, [row]))
 
     def put_later(self, row: Row) -> None:
-        """A row outside the budget (a file read in place): written when the lock allows."""
-        self._keep(Write(UPSERT, [row]))
+        """A row outside the budget (a file read in place): reads as there at once, written when
+        the lock allows."""
+        self.totals.placing(row)
+        self._keep(Write(UPSERT, [row], places=row.name))
 
     def put_many(self, rows: Iterable[Row]) -> None:
         """For tools outside the server's loop: blocks until written."""

@@ -32,6 +32,7 @@ class Write:
     rows: Sequence[Sequence[Any]]
     done: Future[None] | None = None
     removes: str | None = None  # the name whose row it deletes
+    places: str | None = None  # the name of the row read in place it writes
 
 
 def is_locked(error: sqlite3.Error) -> bool:

@@ -184,3 +184,17 @@ def test_a_removal_committed_during_a_read_is_not_listed(
     assert index.names("", 10) == ["b"]
     assert [r.name for r in index.oldest_entries()] == ["b"]
     index.close()
+
+
+def test_a_file_read_in_place_reads_as_there_before_its_row_is_written(tmp_path: Path) -> None:
+    """A model's description right after its load names its file, whatever the writer's lag."""
+    path = tmp_path / INDEX_FILE
+    index = DiskIndex(path)
+    with held(path):
+        index.put_later(row("a", entry=None))
+        assert index.get("a") == row("a", entry=None)
+        index.remove("a")
+        assert index.get("a") is None
+    assert eventually(lambda: index.rows == 0)
+    assert index.get("a") is None
+    index.close()
