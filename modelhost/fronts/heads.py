@@ -17,6 +17,7 @@ from modelhost.http.invocation_paths import (
     route_of,
 )
 from modelhost.http.oip_replies import HEADER_LENGTH_HEADER, header_length, infer_path_of
+from modelhost.http.plain_heads import Head, Heads
 from modelhost.protocols.params import check_headers
 from modelhost.workers.oip_media import (
     MODEL_NAME_PARAM,
@@ -47,63 +48,17 @@ class Hit(NamedTuple):
     oip: bool  # answered in OIP's shape (http/oip_replies.py), else SageMaker's
 
 
-class _Head:
-    """httptools' callbacks: the URL and the headers, names lowered, the last of each kept."""
-
-    def __init__(self) -> None:
-        self.url = b""
-        self.headers: dict[str, str] = {}
-        self.whole = True  # the parser is between requests
-
-    def on_message_begin(self) -> None:
-        self.url, self.headers, self.whole = b"", {}, False
-
-    def on_message_complete(self) -> None:
-        self.whole = True
-
-    def on_url(self, url: bytes) -> None:
-        self.url += url
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self.headers[name.decode("latin-1").lower()] = value.decode("latin-1")
-
-
-class HeadReader:
-    """A connection's heads, one after another, read by one parser as uvicorn keeps one a
-    connection: a parser made a request costs more than the rest of the head's reading."""
-
-    def __init__(self) -> None:
-        self.read = _Head()
-        self.parser = httptools.HttpRequestParser(self.read)
-
-    @property
-    def whole(self) -> bool:
-        return self.read.whole
+class HeadReader(Heads):
+    """The heads of a front's client connection."""
 
     def hit_of(self, head: bytes, max_request_bytes: int) -> Hit | None:
         """The hit `head` (through its blank line) asks for; None: relay it."""
-        try:
-            self.parser.feed_data(head)
-        except httptools.HttpParserError:
-            self.parser = httptools.HttpRequestParser(self.read)
-            self.read.whole = True
+        if not self.feed(head):
             return None
         return _hit_of(self.parser, self.read, max_request_bytes)
 
-    def body(self, body: bytes) -> None:
-        """The hit's body, all of it: the parser is then ready for the next head."""
-        try:
-            self.parser.feed_data(body)
-        except httptools.HttpParserError:  # not a body it expected: read the next head afresh
-            self.parser = httptools.HttpRequestParser(self.read)
 
-
-def hit_of(head: bytes, max_request_bytes: int) -> Hit | None:
-    """The hit `head` (through its blank line) asks for; None: relay it."""
-    return HeadReader().hit_of(head, max_request_bytes)
-
-
-def _hit_of(parser: httptools.HttpRequestParser, read: _Head, max_request_bytes: int) -> Hit | None:
+def _hit_of(parser: httptools.HttpRequestParser, read: Head, max_request_bytes: int) -> Hit | None:
     if parser.get_method() != b"POST" or parser.get_http_version() != "1.1":
         return None
     headers = read.headers

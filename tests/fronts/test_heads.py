@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from modelhost.fronts import heads
-from modelhost.fronts.heads import HeadReader, Hit, hit_of
+from modelhost.fronts.heads import HeadReader, Hit
 from modelhost.fronts.messages import Report, Sample, Table, Unpacker, pack
 from modelhost.http import invocations, oip_replies
 from modelhost.http.invocation_paths import PREDICTIONS
@@ -18,6 +18,11 @@ from modelhost.workers.oip_media import (
 )
 
 LIMIT = 1000
+
+
+def hit_of(head: bytes, max_request_bytes: int) -> Hit | None:
+    """A fresh connection's first head."""
+    return HeadReader().hit_of(head, max_request_bytes)
 
 
 def head(first: str, *headers: str) -> bytes:
