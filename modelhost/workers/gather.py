@@ -42,10 +42,15 @@ class Gathering:
         self.free = slots  # slots no batch holds
         self.limit = limit  # the most requests a batch of the model
         self.run = run
-        self.waiting = 0  # batches waiting for a slot
         self._lock = threading.Lock()
         self._queue: collections.deque[Group] = collections.deque()  # first come, first served
         self._open: dict[str, Group] = {}  # model → its group waiting that takes more batches
+
+    @property
+    def waiting(self) -> int:
+        """Batches waiting for a slot."""
+        with self._lock:
+            return sum(len(group.batches) for group in self._queue)
 
     def infer(self, request: Infer, payload: bytes) -> tuple[Answered, bytes]:
         """`run` the batch in a slot, alone or in a group, whoever sent it."""
@@ -65,7 +70,6 @@ class Gathering:
     def _join(self, batch: Batch) -> tuple[Group, int]:
         """The group `batch` joined, and its place there (0: it leads a new one); under the lock."""
         model, size, limit = batch.request.model, len(batch.request.items), self.limit
-        self.waiting += 1
         group = self._open.get(model)
         if group is not None and group.items + size <= limit(model):
             group.batches.append(batch)
@@ -86,7 +90,6 @@ class Gathering:
                 self.free += 1
                 return
             group = self._queue.popleft()
-            self.waiting -= len(group.batches)
             if self._open.get(group.model) is group:
                 del self._open[group.model]
         group.slot.set()
