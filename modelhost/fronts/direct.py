@@ -15,6 +15,7 @@ from modelhost.fronts.heads import END, HIT_START, HeadReader, Hit
 from modelhost.fronts.links import Outcome, Router, WorkerLink
 from modelhost.fronts.messages import Sample
 from modelhost.fronts.rejoin import Followed
+from modelhost.fronts.relay import KEEP_ALIVE_S
 from modelhost.http.instance import INSTANCE_HEADER
 from modelhost.protocols.bodies import check_response_size
 from modelhost.workers.messages import Failure, Item
@@ -22,7 +23,6 @@ from modelhost.workers.messages import Failure, Item
 # status, the bytes to write, the error type recorded, infer ms, and the body's bytes
 Replied = tuple[int, bytes, str | None, float, int]
 
-KEEP_ALIVE_S = 5.0  # uvicorn's timeout_keep_alive, which the main process keeps
 BIG_BYTES = 1 << 20  # a larger request streams through the relay; more pipelined waits
 DATED = Dated()
 

@@ -9,10 +9,10 @@ from typing import Any
 
 from modelhost.fronts.follow import Exchanges
 from modelhost.fronts.heads import HIT_START
-from modelhost.fronts.relay import ClientSide, Pipe
+from modelhost.fronts.relay import KEEP_ALIVE_S, ClientSide, Pipe
 
-# half the main process's keep-alive timeout: an older parked side may meet it on its way
-REUSED_S = 2.5
+# an older parked side may meet the main process's keep-alive timeout on its way
+REUSED_S = KEEP_ALIVE_S / 2
 
 
 class Upstream(Pipe):

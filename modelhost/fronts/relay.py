@@ -12,6 +12,8 @@ from typing import Any
 
 from modelhost.fronts.preamble import Address, Preamble, encode
 
+KEEP_ALIVE_S = 5.0  # uvicorn's timeout_keep_alive, which the main process keeps
+
 
 class Pipe(asyncio.Protocol):
     """One side of a relayed connection; `peer` is the other side once both are open."""
