@@ -7,6 +7,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from modelhost.cache.disk_index import INDEX_FILE, SCHEMA, DiskIndex, Row
 from modelhost.cache.disk_runtimes import cached_runtimes
 from modelhost.cache.disk_tenants import migrate
@@ -50,3 +52,14 @@ def test_no_index_or_an_earlier_ones_has_none(tmp_path: Path) -> None:
 def test_an_unreadable_index_has_none(tmp_path: Path) -> None:
     (tmp_path / INDEX_FILE).write_bytes(b"not a database" * 100)
     assert cached_runtimes(tmp_path / INDEX_FILE) == ()
+
+
+def test_an_index_under_a_relative_cache_dir_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index = DiskIndex(tmp_path / INDEX_FILE)
+    index.put_many([row("b.joblib")])
+    index.note_runtimes("b.joblib", ("sklearn",))
+    index.close()
+    monkeypatch.chdir(tmp_path.parent)  # `serve --cache-dir cache`, restarted
+    assert cached_runtimes(Path(tmp_path.name) / INDEX_FILE) == ("sklearn",)
