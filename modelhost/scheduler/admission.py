@@ -105,7 +105,7 @@ class FairAdmission:
         if self.queue.at_cap(tenant):
             message = (
                 f"{waited} (default_response_timeout) while the tenant had its "
-                f"max_concurrency of {self.queue.statistics().running[tenant]} requests running "
+                f"max_concurrency of {self.queue.running(tenant)} requests running "
                 "(the tenants file); retry after a pause, or raise its max_concurrency"
             )
         else:

@@ -55,6 +55,7 @@ class FairQueue(Generic[T]):
         self._running: dict[str, int] = {}  # not a Counter: its misses are Python calls
         self._floor = 0.0  # lowest backlogged counter; kept while none is backlogged
         self._alone: str | None = None  # the only tenant active, or the last while none is
+        self._alone_running = 0  # the tenant alone's, kept out of `_running`
         self._alone_ticket = Ticket("", 0.0, None)  # every ticket of the tenant alone
         self.waiting = 0  # in every queue; an attribute, read on every admission
 
@@ -125,28 +126,24 @@ class FairQueue(Generic[T]):
     def _order(self, tenant: str) -> tuple[float, int, int]:
         """Lowest counter first, then fewest running, then fewest waiting: a quiet tenant
         lifted level does not wait behind a busy one."""
-        return self.counter(tenant), self._running.get(tenant, 0), len(self._queues[tenant])
+        return self.counter(tenant), self.running(tenant), len(self._queues[tenant])
 
     def dispatch(self, tenant: str) -> Ticket:
         """Charge `tenant` a request's estimated cost as it starts, queued or not."""
         if tenant != self._alone:
             self._arrive(tenant)
-        self._running[tenant] = self._running.get(tenant, 0) + 1
-        if self._alone is not None:
+        if self._alone is not None:  # `tenant`, alone
+            self._alone_running += 1
             return self._alone_ticket  # charged in full at its end, if contention began
+        self._running[tenant] = self._running.get(tenant, 0) + 1
         estimate_ms = self._means_ms.get(tenant, self._mean_ms)
         self.charge(tenant, estimate_ms)
         return Ticket(tenant, estimate_ms, self.clock())
 
     def complete(self, ticket: Ticket, cost_ms: float | None) -> None:
         """Correct the charge by the measured cost (None: the time since it started)."""
-        if self._alone is not None:  # no one to be fair to
-            tenant = ticket.tenant
-            running = self._running[tenant]
-            if running > 1:  # `_end`'s first step, inlined for the hot path
-                self._running[tenant] = running - 1
-            else:
-                self._end(tenant)
+        if ticket.tenant == self._alone:  # no one to be fair to
+            self._alone_running -= 1
             return
         if cost_ms is None:
             started = ticket.started
@@ -160,8 +157,10 @@ class FairQueue(Generic[T]):
 
     def refund(self, ticket: Ticket) -> None:
         """Take back the charge of a request that never ran."""
-        if self._alone is None:
-            self.charge(ticket.tenant, -ticket.estimate_ms)
+        if ticket.tenant == self._alone:
+            self._alone_running -= 1
+            return
+        self.charge(ticket.tenant, -ticket.estimate_ms)
         self._end(ticket.tenant)
 
     @property
@@ -184,14 +183,20 @@ class FairQueue(Generic[T]):
         self.waiting -= 1
         if not queue:
             del self._queues[tenant]
-            if tenant not in self._running:
+            if not self.running(tenant):
                 self._recount()
         return True
 
     def at_cap(self, tenant: str) -> bool:
         """Whether `tenant` has as many requests running as its cap allows."""
         cap = self.cap(tenant) if self.cap is not None else 0
-        return bool(cap) and self._running.get(tenant, 0) >= cap
+        return bool(cap) and self.running(tenant) >= cap
+
+    def running(self, tenant: str) -> int:
+        """How many of `tenant`'s requests run."""
+        if tenant == self._alone:
+            return self._alone_running
+        return self._running.get(tenant, 0)
 
     def counter(self, tenant: str) -> float:
         """`tenant`'s service so far over its weight, as the queue counts it."""
@@ -199,7 +204,10 @@ class FairQueue(Generic[T]):
 
     def statistics(self) -> FairStatistics:
         waiting = {tenant: len(queue) for tenant, queue in self._queues.items()}
-        return FairStatistics(waiting, dict(self._running))
+        running = dict(self._running)
+        if self._alone is not None and self._alone_running:
+            running[self._alone] = self._alone_running
+        return FairStatistics(waiting, running)
 
     def _uncapped(self) -> list[str]:
         return [tenant for tenant in self._queues if not self.at_cap(tenant)]
@@ -215,28 +223,41 @@ class FairQueue(Generic[T]):
         """`tenant` is about to run or wait: alone, or the start of contention."""
         if tenant in self._running or tenant in self._queues:
             return  # active already, beside others
-        if not self._running and not self._queues:
+        if not self._alone_running and not self._running and not self._queues:
             return self._be_alone(tenant)  # after none, or after another alone went idle
         if self._alone is None:
             return
         # the time alone was no contention: both start level, neither owed nor owing
         first, self._alone = self._alone, None
+        if self._alone_running:
+            self._running[first], self._alone_running = self._alone_running, 0
         self._floor = max(self._floor, self.counter(first))
         self._counters[first] = self._floor
         self._counters[tenant] = max(self.counter(tenant), self._floor)
 
     def _recount(self) -> None:
         """With one tenant or none left active, the one left is alone."""
+        if self._alone_running:
+            return  # the tenant alone runs: it is still alone
         active = self._running.keys() | self._queues.keys()
         if len(active) == 1:
             self._be_alone(next(iter(active)))
         elif not active:
-            self._alone = None
+            self._forget_alone()
 
     def _be_alone(self, tenant: str) -> None:
+        if self._alone is not None and self._alone != tenant:
+            self._forget_alone()
         self._alone = tenant
+        self._alone_running = self._running.pop(tenant, 0)
         if self._alone_ticket.tenant != tenant:
             self._alone_ticket = Ticket(tenant, 0.0, None)
+
+    def _forget_alone(self) -> None:
+        """The tenant alone, idle, is alone no more: its counter goes as `_end`'s would."""
+        if self._alone is not None:
+            self._forget_if_owed_nothing(self._alone)
+        self._alone = None
 
     def charge(self, tenant: str, cost_ms: float) -> None:
         """Count `cost_ms` of service to `tenant` (or a cost in the caller's own unit)."""
@@ -253,6 +274,9 @@ class FairQueue(Generic[T]):
         del self._running[tenant]
         if self._alone is None and len(self._running) + len(self._queues) <= 2:
             self._recount()
+        self._forget_if_owed_nothing(tenant)
+
+    def _forget_if_owed_nothing(self, tenant: str) -> None:
         if tenant not in self._queues and self._counters.get(tenant, self._floor) <= self._floor:
             # it would be lifted to the floor on its return: its counter carries nothing
             self._counters.pop(tenant, None)

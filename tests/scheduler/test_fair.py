@@ -3,6 +3,7 @@ each request ends before the next starts, as in VTC's model)."""
 
 from __future__ import annotations
 
+import collections
 import itertools
 from dataclasses import dataclass, field
 
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 
 from modelhost.errors import QueueFull, TenantQueueFull
 from modelhost.protocols.status import status_of
-from modelhost.scheduler.fair import FIRST_ESTIMATE_MS, FairQueue
+from modelhost.scheduler.fair import FIRST_ESTIMATE_MS, FairQueue, Ticket
 
 MAX_COST_MS = 10
 TENANTS = ("a", "b", "c")
@@ -265,3 +266,40 @@ def test_a_tenant_after_a_lone_one_went_idle_is_alone_in_its_turn() -> None:
     assert queue.counter("a") == joining.estimate_ms and queue.counter("b") == 0.0
     queue.complete(in_flight, 5.0)
     assert queue.counter("b") == 5.0
+
+
+request_step = st.one_of(
+    st.tuples(st.just("dispatch"), st.sampled_from(TENANTS)),
+    st.tuples(st.just("push"), st.sampled_from(TENANTS)),
+    st.tuples(st.sampled_from(("complete", "refund", "pop", "discard")), st.integers(0, 9)),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(request_step, max_size=80))
+def test_running_counts_follow_every_interleaving(steps: list[tuple[str, object]]) -> None:
+    """A tenant alone and tenants in contention count their running requests alike, through
+    any order of starts, ends, refunds, waits and withdrawals."""
+    queue: FairQueue[int] = FairQueue(100)
+    running: list[Ticket] = []
+    waiting: list[tuple[str, int]] = []
+    ids = itertools.count()
+    for op, arg in steps:
+        if op == "dispatch":
+            running.append(queue.dispatch(str(arg)))
+        elif op == "push":
+            waiting.append((str(arg), next(ids)))
+            queue.push(*waiting[-1])
+        elif op == "pop" and (picked := queue.pop()) is not None:
+            waiting = [entry for entry in waiting if entry[1] != picked[0]]
+            running.append(picked[1])
+        elif op in ("complete", "refund") and running:
+            ticket = running.pop(int(str(arg)) % len(running))
+            queue.complete(ticket, 2.0) if op == "complete" else queue.refund(ticket)
+        elif op == "discard" and waiting:
+            assert queue.discard(*waiting.pop(int(str(arg)) % len(waiting)))
+        expected = collections.Counter(ticket.tenant for ticket in running)
+        assert {tenant: queue.running(tenant) for tenant in TENANTS} == {
+            tenant: expected[tenant] for tenant in TENANTS
+        }
+        assert queue.statistics().running == dict(expected)
