@@ -25,13 +25,12 @@ from modelhost.observe.tenants import TenantTable
 from modelhost.observe.torchserve_series import TorchServeSeries
 from modelhost.observe.usage import ModelUsage
 from modelhost.records.events import Event
-from modelhost.records.held import Held
 
 if TYPE_CHECKING:
     from modelhost.host import ModelHost
 
-# a held exchange's tenant, read in C; held only with one
-_tenant: Callable[[Exchange], str] = operator.attrgetter("tenant")
+# a held exchange's tenant, read in C; None: no invocation's
+_tenant: Callable[[Exchange], str | None] = operator.attrgetter("tenant")
 
 
 class Observer:
@@ -55,15 +54,14 @@ class Observer:
         ProcessCollector(namespace="modelhost", registry=registry)  # the frontend process
         registry.register(HostCollector(host, model_series))
         self.metrics = Metrics(registry)
-        self.usage = ModelUsage()
+        # the usage's held exchanges are the tenants' too: held once (docs/decisions.md)
+        self.usage = ModelUsage(also=self._count_tenants if tenants else None)
         hostname = torchserve_hostname
         self.torchserve = TorchServeSeries(hostname) if hostname else None
         self.tenants = TenantTable() if tenants else None
         self.tenant_series = TenantSeries(NAMED_TENANTS, host.tenant_holdings)
         if tenants:
             Tallies(registry, self.tenant_series.tallies, before=self.fold_tenants)
-        # held, then counted together (docs/decisions.md)
-        self._tenants_held: Held[Exchange] = Held(self._count_tenants)
         self.stream = EventStream(host.events, max_clients=max_streams)
         self.access_log = AccessLog(access_log) if access_log else None
         self._unsubscribe = host.events.subscribe(self.on_event)
@@ -82,8 +80,6 @@ class Observer:
         self.usage.record(exchange)
         if self.torchserve is not None:
             self.torchserve.record(exchange)
-        if self.tenants is not None and exchange.tenant is not None:
-            self._tenants_held.add(exchange)
         if self.access_log is not None:
             self.access_log.write(exchange)
 
@@ -94,12 +90,13 @@ class Observer:
 
     def fold_tenants(self) -> None:
         """Count the exchanges held into the tenants' table and series; every read folds first."""
-        self._tenants_held.fold()
+        self.usage.fold()
 
     def _count_tenants(self, held: list[Exchange]) -> None:
-        assert self.tenants is not None  # only exchanges with tenants are held
+        assert self.tenants is not None  # counted only with tenants on
         for tenant, run in itertools.groupby(held, _tenant):  # a tenant's run in one call
-            self.tenant_series.record_run(tenant, list(run), self.tenants)
+            if tenant is not None:  # else no invocation's
+                self.tenant_series.record_run(tenant, list(run), self.tenants)
 
     def metrics_port_text(self, names: Sequence[str] = ()) -> bytes:
         """What the metrics port serves: TorchServe's series too, when on; only `names`, if any

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import struct
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 from modelhost.observe.exchange import Exchange
@@ -26,8 +27,15 @@ INDEX = {name: index for index, name in enumerate(COUNTS)}  # looked up per requ
 
 
 class ModelUsage:
-    def __init__(self, max_models: int = MAX_MODELS) -> None:
+    """`also`: given each batch of exchanges held, once counted here (the tenants' figures)."""
+
+    def __init__(
+        self,
+        max_models: int = MAX_MODELS,
+        also: Callable[[list[Exchange]], None] | None = None,
+    ) -> None:
         self.max_models = max_models
+        self.also = also
         self._packed: OrderedDict[str, bytes] = OrderedDict()
         # the most recently counted model's counters, unpacked until another model's come
         self._newest: str | None = None
@@ -44,6 +52,8 @@ class ModelUsage:
     def _count_all(self, exchanges: list[Exchange]) -> None:
         for exchange in exchanges:
             self._count(exchange)
+        if self.also is not None:
+            self.also(exchanges)
 
     def _count(self, exchange: Exchange) -> None:
         if not exchange.invocation or exchange.model is None:
