@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import operator
 from typing import Any
 
 from starlette.types import Message
@@ -18,6 +19,7 @@ from modelhost.http.plain_heads import PlainHeads, Route
 from modelhost.http.protocol import HeaderDeadlineProtocol, LateConnections
 from modelhost.http.whole_response import Headers, WholeWriter
 
+_name, _value = operator.itemgetter(0), operator.itemgetter(1)
 logger = logging.getLogger("uvicorn.error")  # uvicorn's, for the refusals it would log
 INTERNAL_ERROR_HEADERS = (  # uvicorn's answer to an app that returned without one
     (b"content-type", b"text/plain; charset=utf-8"),
@@ -218,15 +220,16 @@ class HitCycle(WholeWriter):
     def _head(self, status: int, headers: Headers) -> list[bytes]:
         """The status line and headers, as uvicorn's `send` writes them."""
         self.started = True  # as uvicorn's: a refused head has begun the answer
-        if HEADER_VALUE_RE.search(b"\t".join([value for _, value in headers])):
+        if HEADER_VALUE_RE.search(b"\t".join(map(_value, headers))):
             self.keep_alive = False  # uvicorn closes the connection unanswered
             logger.error("ASGI callable returned without completing response.")  # its words
             raise RuntimeError("Invalid HTTP header value.")
+        if b"connection" in map(_name, headers) and _closes(headers):
+            self.keep_alive = False
         head = [STATUS_LINE[status]]
-        for name, value in (*self.side.server_state.default_headers, *headers):
-            head += (name, b": ", value, b"\r\n")
-            if name == b"connection" and b"close" in value.lower():
-                self.keep_alive = False
+        lines = (*self.side.server_state.default_headers, *headers)
+        if lines:  # each `name: value`, joined in C
+            head += (b"\r\n".join(map(b": ".join, lines)), b"\r\n")
         if self.side.stopping and self.keep_alive:  # draining: this answer is the last
             self.keep_alive = False
             head.append(b"connection: close\r\n")
@@ -236,6 +239,17 @@ class HitCycle(WholeWriter):
         transport = self.side.transport
         if data and transport is not None and not transport.is_closing():
             transport.write(data)
+
+
+def _closes(headers: Headers) -> bool:
+    """Whether a `connection` header says close, as uvicorn reads it."""
+    tokens = [
+        token.strip()
+        for name, value in headers
+        if name == b"connection"
+        for token in value.lower().split(b",")
+    ]
+    return b"close" in tokens
 
 
 def hits_first(uvicorn_class: type[HeaderDeadlineProtocol]) -> type[HitSide]:

@@ -75,14 +75,18 @@ def written(
     idle_s: float = 0.0,
     drain: bool = False,
     unread: bool = False,
+    headers: tuple[tuple[bytes, bytes], ...] = (),
+    default_headers: tuple[tuple[bytes, bytes], ...] = ((b"server", b"modelhost"),),
 ) -> tuple[bytes, Connection]:
     """What a connection sent `data`, chunk by chunk, then idle for `idle_s`, is answered, on
     one or the other way; `drain`: the server drains once the data is sent; `unread`: the
-    client reads no answers (the transport's buffer is full from the start)."""
+    client reads no answers (the transport's buffer is full from the start); `headers`: the
+    operator's, on every answer; `default_headers`: uvicorn's (server and date)."""
     connection = Connection()
 
     async def run() -> None:
-        invocations = Invocations(Host(), 1024, "", tenants=FromHeader("x-modelhost-tenant"))  # type: ignore[arg-type]
+        tenants = FromHeader("x-modelhost-tenant")
+        invocations = Invocations(Host(), 1024, "", headers=headers, tenants=tenants)  # type: ignore[arg-type]
         config = Config(
             InvocationFastPath(framework, invocations),
             lifespan="off",
@@ -92,7 +96,7 @@ def written(
         )
         config.load()
         state = ServerState()
-        state.default_headers = [(b"server", b"modelhost")]
+        state.default_headers = list(default_headers)
         uvicorn_class = head_limited_protocol(2.0)  # swept every half second
         protocol = (hits_first(uvicorn_class) if hits else uvicorn_class)(config, state, {})
         connection.protocol = protocol
@@ -168,3 +172,16 @@ def test_a_reply_no_header_may_carry_closes_the_connection_unanswered() -> None:
     assert answered == written([HIT, crlf, HIT], hits=False)[0]
     assert answered.count(b"HTTP/1.1") == 1 and b"injected" not in answered
     assert connection.closed
+
+
+def test_an_operators_connection_close_header_closes_after_the_answer() -> None:
+    for value, closes in ((b"keep-alive, Close", True), (b"closed", False)):
+        answered, connection = written([HIT], headers=((b"connection", value),))
+        assert answered == written([HIT], hits=False, headers=((b"connection", value),))[0]
+        assert connection.closed is closes
+
+
+def test_answers_without_uvicorns_default_headers_are_uvicorns() -> None:
+    answered = written([HIT, MISSING], default_headers=())[0]
+    assert answered == written([HIT, MISSING], hits=False, default_headers=())[0]
+    assert answered.startswith(b"HTTP/1.1 200 OK\r\ncontent-type:")
