@@ -12,6 +12,8 @@ measured run, three at 16), and stopped. Writes benchmarks/results/race-<date>.j
         --warmup 1 --runs-at-16 1                   # a smoke run
     .venv/bin/python benchmarks/peers/race.py --protocol grpc --servers modelhost torchserve \
         mlserver                                    # their gRPC ports, loaded by h2load
+    .venv/bin/python benchmarks/peers/race.py --protocol grpc --servers modelhost-h2corn \
+        modelhost                                   # modelhost on h2corn and on its default
 
 Over gRPC each server is checked by one call of a real client (h2load counts a gRPC error as
 a success: its HTTP status is 200), then loaded with the same unary call by h2load, a

@@ -32,6 +32,8 @@ ROW = [5.1, 3.5, 1.4, 0.2]  # the row post.lua and lua/v2_infer.lua send
 MODEL_NAME = "iris"
 OIP_INFER = "/inference.GRPCInferenceService/ModelInfer"
 TS_PREDICTIONS = "/org.pytorch.serve.grpc.inference.InferenceAPIsService/Predictions"
+# modelhost's gRPC fronts (`--grpc-front`), each raced as `modelhost-FRONT`, and its package
+FRONT_PACKAGES = {"h2corn": "h2corn", "pygrpc-native": "pygrpc-native", "grpc.aio": "grpcio"}
 
 
 def row_body(row: list[float]) -> bytes:
@@ -136,24 +138,30 @@ def free_ports(count: int) -> list[int]:
 # ---------------------------------------------------------------------------- modelhost, floor
 
 
-def _modelhost(work: Path, model: Path, options: Options) -> Launch:
-    store = work / "store"
-    store.mkdir()
-    shutil.copy(model, store / "iris.joblib")
-    port, grpc = free_ports(2)
-    argv = [sys.executable, "-m", "modelhost", "serve", "--model-store", str(store)]
-    argv += ["--workers", "1", "--cache-dir", str(work / "cache"), "--grpc-port", str(grpc)]
-    argv += ["--host", "127.0.0.1", "--port", str(port), *options.serve_args]
-    base = f"http://127.0.0.1:{port}"
-    return Launch(
-        argv=argv,
-        url=f"{base}/models/iris.joblib/invoke",
-        lua=POST_LUA,
-        encode=row_body,
-        cwd=work,
-        ready_url=f"{base}/ping",
-        grpc=GrpcCall(grpc, OIP_INFER, oip_infer("iris.joblib", "input-0")),
-    )
+def _modelhost(front: str | None) -> Callable[[Path, Path, Options], Launch]:
+    """modelhost on its default gRPC front, or on `front` (`--grpc-front`)."""
+
+    def launch(work: Path, model: Path, options: Options) -> Launch:
+        store = work / "store"
+        store.mkdir()
+        shutil.copy(model, store / "iris.joblib")
+        port, grpc = free_ports(2)
+        argv = [sys.executable, "-m", "modelhost", "serve", "--model-store", str(store)]
+        argv += ["--workers", "1", "--cache-dir", str(work / "cache"), "--grpc-port", str(grpc)]
+        argv += ["--host", "127.0.0.1", "--port", str(port)]
+        argv += [*(["--grpc-front", front] if front else []), *options.serve_args]
+        base = f"http://127.0.0.1:{port}"
+        return Launch(
+            argv=argv,
+            url=f"{base}/models/iris.joblib/invoke",
+            lua=POST_LUA,
+            encode=row_body,
+            cwd=work,
+            ready_url=f"{base}/ping",
+            grpc=GrpcCall(grpc, OIP_INFER, oip_infer("iris.joblib", "input-0")),
+        )
+
+    return launch
 
 
 def _floor(work: Path, model: Path, options: Options) -> Launch:
@@ -165,10 +173,19 @@ def _floor(work: Path, model: Path, options: Options) -> Launch:
     )
 
 
-def _repo_versions() -> dict[str, str]:
-    from importlib.metadata import version
+def _repo_versions(front: str | None) -> Callable[[], dict[str, str]]:
+    """modelhost's, with the gRPC front that serves (the default's resolved) and its package."""
 
-    return {name: version(name) for name in ("modelhost", "uvicorn", "scikit-learn")}
+    def versions() -> dict[str, str]:
+        from importlib.metadata import version
+
+        from modelhost.rpc.fronts import front_of
+
+        serving = front or front_of("auto")
+        packages = ["modelhost", "uvicorn", "scikit-learn", FRONT_PACKAGES[serving]]
+        return {"gRPC front": serving, **{name: version(name) for name in packages}}
+
+    return versions
 
 
 def _floor_versions() -> dict[str, str]:
@@ -347,7 +364,13 @@ _MLSERVER_PACKAGES = ["mlserver", "mlserver-sklearn", "uvloop", "scikit-learn"]
 SERVERS = {
     server.name: server
     for server in [
-        Server("modelhost", _modelhost, _predictions_field, _repo_versions),
+        Server("modelhost", _modelhost(None), _predictions_field, _repo_versions(None)),
+        *[
+            Server(
+                f"modelhost-{front}", _modelhost(front), _predictions_field, _repo_versions(front)
+            )
+            for front in FRONT_PACKAGES
+        ],
         Server("floor", _floor, _predictions_field, _floor_versions),
         Server(
             "torchserve",
