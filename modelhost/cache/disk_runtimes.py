@@ -36,7 +36,7 @@ def cached_runtimes(path: Path) -> tuple[str, ...]:
     if not path.is_file():
         return ()
     try:
-        connection = sqlite3.connect(f"{path.as_uri()}?mode=ro", 0, uri=True)
+        connection = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", 0, uri=True)
         with contextlib.closing(connection):
             found = connection.execute(DISTINCT_RUNTIMES).fetchall()
     except sqlite3.Error:  # locked, broken or earlier: the disk tier sorts it out

@@ -7,6 +7,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from modelhost.cache.disk_index import INDEX_FILE, SCHEMA, DiskIndex, Row
 from modelhost.cache.disk_runtimes import cached_runtimes
 from modelhost.cache.disk_tenants import migrate
@@ -50,3 +52,13 @@ def test_no_index_or_an_earlier_ones_has_none(tmp_path: Path) -> None:
 def test_an_unreadable_index_has_none(tmp_path: Path) -> None:
     (tmp_path / INDEX_FILE).write_bytes(b"not a database" * 100)
     assert cached_runtimes(tmp_path / INDEX_FILE) == ()
+
+
+def test_a_relative_index_path_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default cache folder is relative: a restart from the same folder reads its index."""
+    index = DiskIndex(tmp_path / INDEX_FILE)
+    index.put_many([row("b.joblib")])
+    index.note_runtimes("b.joblib", ("sklearn",))
+    index.close()
+    monkeypatch.chdir(tmp_path)
+    assert cached_runtimes(Path(INDEX_FILE)) == ("sklearn",)
