@@ -6,6 +6,7 @@ The rule itself, applied to requests, is `modelhost.protocols.tenants`.
 from __future__ import annotations
 
 import re
+import string
 import sys
 from pathlib import Path
 from typing import NamedTuple
@@ -21,6 +22,11 @@ DEFAULT_HEADER = "x-modelhost-tenant"
 OFF = ("", "off")
 FORMS = "header, header:NAME, name:N, token, or empty (off)"
 HEADER_NAME = re.compile(r"[a-z0-9!#$%&'*+.^_`|~-]+")  # an HTTP token, lower-case as gRPC's keys
+MAX_TENANT_CHARS = 128  # of a tenant id: a metric label, a log field, a file's key
+TENANT_CHARACTERS = frozenset(string.ascii_letters + string.digits + "-_.:@/")
+VALID_TENANT = (
+    f"a tenant id is 1 to {MAX_TENANT_CHARS} characters of ASCII letters, digits and - _ . : @ /"
+)
 TOKENS_TABLE = "tokens"
 TOKENS_EXAMPLE = '[tokens]\n"<token>" = "<tenant>"'
 
@@ -33,6 +39,10 @@ class TenantFrom(NamedTuple):
     kind: str  # header | name | token
     header: str = ""  # lower-case
     segments: int = 0
+
+
+def is_tenant_id(text: str) -> bool:
+    return 0 < len(text) <= MAX_TENANT_CHARS and TENANT_CHARACTERS.issuperset(text)
 
 
 def tenants_on(tenant_from: str) -> bool:

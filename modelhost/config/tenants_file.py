@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from modelhost.config.settings import Config
-from modelhost.config.tenancy import segments_of, tenants_on
+from modelhost.config.tenancy import VALID_TENANT, is_tenant_id, segments_of, tenants_on
 from modelhost.config.tenant_policies import TRUSTED, UNTRUSTED, TenantPolicies, TenantPolicy
 from modelhost.errors import ConfigError
 from modelhost.resources import free_disk_bytes, usable_memory_bytes
@@ -193,6 +193,12 @@ class TenantsFile:
                     (TENANTS, name),
                     "a tenant's name is empty",
                     'name the tenant as requests do, such as [tenants."t007"]',
+                )
+            if not is_tenant_id(name):  # no request could ever be this tenant
+                self.refuse(
+                    (TENANTS, name),
+                    f"tenant {name!r} is no tenant id",
+                    f"{VALID_TENANT}; name the tenant as --tenant-from gives it",
                 )
         return tenants
 
