@@ -174,7 +174,8 @@ class TenantsFile:
             what = TOML_LINE.sub("", str(error)).strip()
             raise ConfigError(
                 f"{self.path}, line {line}: not valid TOML ({what}); write the line as "
-                f"key = value under a [table], such as\n{EXAMPLE}"
+                'key = value under [default] or a [tenants."NAME"] table, the name in quotes, '
+                f"such as\n{EXAMPLE}"
             ) from None
 
     def tables(self, tenants: object) -> dict[str, dict[str, Any]]:

@@ -87,6 +87,7 @@ MISTAKES = [
     ("# limits\nrate = 5\n[default]\n", 2, "rate is outside any table", "under [default]"),
     ('[default]\nrate = 1\n[tenants."a"]\nburst = -3\n', 4, "burst = -3 is not a whole", "burst"),
     ('[default]\nrate = 1\n[tenants."t 007"]\nrate = 2\n', 3, "'t 007' is no tenant id", "ASCII"),
+    ("[default]\nrate = 1\n[tenants.tenants/t007]\n", 3, "not valid TOML", '[tenants."NAME"]'),
 ]
 
 
