@@ -1,8 +1,9 @@
 """docs/tenants.md followed as an operator reads it: its first commands, run against the example
-store `make serve` builds, answer as it says."""
+store `make serve` builds, answer as it says, and its answers' examples have the real keys."""
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from collections.abc import Iterator
@@ -89,3 +90,15 @@ def test_the_first_example_answers_for_its_tenant(first_commands: Walk) -> None:
         answered = client.send(request)
         assert answered.status_code == 200, answered.text
         assert answered.headers["x-modelhost-tenant"] == request.headers["x-modelhost-tenant"]
+
+
+def test_the_pages_answers_have_the_keys_a_tenant_has(first_commands: Walk) -> None:
+    client, requests = first_commands
+    assert client.send(requests[0]).status_code == 200
+    tenant = requests[0].headers["x-modelhost-tenant"]
+    url = requests[0].url.copy_with(path=f"/tenants/{tenant}", query=None)
+    real = client.get(url).json()
+    for example in blocks("json"):
+        shown = json.loads(example)
+        assert shown.keys() == real.keys()
+        assert shown["latencyMs"].keys() == real["latencyMs"].keys()
