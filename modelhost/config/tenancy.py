@@ -49,6 +49,12 @@ def tenants_on(tenant_from: str) -> bool:
     return parse_tenant_from(tenant_from) is not None
 
 
+def reads_token(tenant_from: str) -> bool:
+    """Whether the rule is `token`, however it is spelled."""
+    rule = parse_tenant_from(tenant_from)
+    return rule is not None and rule.kind == "token"
+
+
 def segments_of(tenant_from: str) -> int:
     """How many leading segments of a model's name are its tenant; 0: the rule reads no names."""
     rule = parse_tenant_from(tenant_from)
@@ -92,8 +98,7 @@ def _header(name: str) -> str:
 def tenant_tokens(tenant_from: str, tokens_file: str, cwd: Path) -> TokenPairs:
     """The tokens file's pairs where `tenant_from` is token; a setting without its partner is
     refused."""
-    rule = parse_tenant_from(tenant_from)
-    wants_tokens = rule is not None and rule.kind == "token"
+    wants_tokens = reads_token(tenant_from)
     if wants_tokens and not tokens_file:
         raise ConfigError(
             "tenant_from token reads each request's bearer token, but no tokens file says "
