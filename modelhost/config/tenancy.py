@@ -137,4 +137,9 @@ def read_tenant_tokens(path: Path) -> TokenPairs:
                 f"{path}: token {number} of [tokens] needs a non-empty token and a tenant's "
                 f'name as text, such as "<token>" = "t007"'
             )
+        if not is_tenant_id(tenant):  # refused before anything starts, the token unsaid
+            raise ConfigError(
+                f"invalid tenant {tenant!r} from token {number} of {path}: {VALID_TENANT}; fix "
+                "the tenant tokens file"
+            )
     return tuple(tokens.items())

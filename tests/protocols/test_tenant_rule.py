@@ -137,6 +137,7 @@ def test_a_tokens_file_without_token_is_refused(tmp_path: Path) -> None:
         ('[other]\n"a" = "b"\n', "one [tokens] table"),
         ("[tokens]\n", "one [tokens] table"),
         ('[tokens]\n"a" = 7\n', "token 1 of [tokens]"),
+        ('[tokens]\n"a" = "b"\n"c" = "d e"\n', "token 2 of"),  # before anything starts
     ],
 )
 def test_a_bad_tokens_file_is_refused_at_start(text: str, words: str, tmp_path: Path) -> None:
