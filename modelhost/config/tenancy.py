@@ -124,7 +124,10 @@ def read_tenant_tokens(path: Path) -> TokenPairs:
             "readable TOML file"
         ) from None
     except tomllib.TOMLDecodeError as error:
-        raise ConfigError(f"{path}: not valid TOML: {error}") from None
+        raise ConfigError(
+            f"{path}: not valid TOML: {error}; write each token and its tenant as quoted text, "
+            f"under one [tokens] table:\n{TOKENS_EXAMPLE}"
+        ) from None
     tokens = data.get(TOKENS_TABLE)
     if set(data) != {TOKENS_TABLE} or not isinstance(tokens, dict) or not tokens:
         raise ConfigError(

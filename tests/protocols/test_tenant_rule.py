@@ -138,6 +138,7 @@ def test_a_tokens_file_without_token_is_refused(tmp_path: Path) -> None:
         ("[tokens]\n", "one [tokens] table"),
         ('[tokens]\n"a" = 7\n', "token 1 of [tokens]"),
         ('[tokens]\n"a" = "b"\n"c" = "d e"\n', "token 2 of"),  # before anything starts
+        ("[tokens]\nsecret-1 = t007\n", '"<token>" = "<tenant>"'),  # what a line is
     ],
 )
 def test_a_bad_tokens_file_is_refused_at_start(text: str, words: str, tmp_path: Path) -> None:
