@@ -20,7 +20,7 @@ else:  # pragma: no cover
 
 DEFAULT_HEADER = "x-modelhost-tenant"
 OFF = ("", "off")
-FORMS = "header, header:NAME, name:N, token, or empty (off)"
+FORMS = "header, header:NAME, name:N (N a whole number from 1), token, or empty (off)"
 HEADER_NAME = re.compile(r"[a-z0-9!#$%&'*+.^_`|~-]+")  # an HTTP token, lower-case as gRPC's keys
 MAX_TENANT_CHARS = 128  # of a tenant id: a metric label, a log field, a file's key
 TENANT_CHARACTERS = frozenset(string.ascii_letters + string.digits + "-_.:@/")
