@@ -123,6 +123,7 @@ class DiskTier:
         self.budget.in_use = in_use
 
     def close(self) -> None:
+        self.reconciliation.stop()
         left = self.index.close()
         if left:
             detail = {"writes_left": left, "error": "the disk index was locked at stop"}

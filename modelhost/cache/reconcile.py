@@ -50,6 +50,11 @@ class Reconciliation:
         self._task = task = loop.create_task(self._run_recorded())
         return task
 
+    def stop(self) -> None:
+        """End the background run before its index closes; it is safe to run again."""
+        if self._task is not None:
+            self._task.cancel()
+
     async def finished(self) -> None:
         """Wait until done, starting it on this loop if needed."""
         if not self.done:

@@ -26,7 +26,7 @@ from modelhost.config.settings import (
     setting_fields,
     setting_names,
 )
-from modelhost.config.tenancy import segments_of, tenant_tokens
+from modelhost.config.tenancy import reads_token, segments_of, tenant_tokens
 from modelhost.config.tenants_file import check_tenants_file
 from modelhost.errors import ConfigError
 from modelhost.units import parse_size
@@ -114,7 +114,7 @@ def _refuse_unsupported(config: Config) -> None:
         )
     if config.untrusted_workers:
         _refuse_untrusted_workers(config)
-    if config.token_auth and (config.management_token or config.tenant_from == "token"):
+    if config.token_auth and (config.management_token or reads_token(config.tenant_from)):
         raise ConfigError(
             "token_auth gives management and inference calls TorchServe's keys, so a bearer "
             "token cannot also be the management_token or name a tenant (tenant_from token): "

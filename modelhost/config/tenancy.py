@@ -6,6 +6,7 @@ The rule itself, applied to requests, is `modelhost.protocols.tenants`.
 from __future__ import annotations
 
 import re
+import string
 import sys
 from pathlib import Path
 from typing import NamedTuple
@@ -19,8 +20,13 @@ else:  # pragma: no cover
 
 DEFAULT_HEADER = "x-modelhost-tenant"
 OFF = ("", "off")
-FORMS = "header, header:NAME, name:N, token, or empty (off)"
+FORMS = "header, header:NAME, name:N (N a whole number from 1), token, or empty (off)"
 HEADER_NAME = re.compile(r"[a-z0-9!#$%&'*+.^_`|~-]+")  # an HTTP token, lower-case as gRPC's keys
+MAX_TENANT_CHARS = 128  # of a tenant id: a metric label, a log field, a file's key
+TENANT_CHARACTERS = frozenset(string.ascii_letters + string.digits + "-_.:@/")
+VALID_TENANT = (
+    f"a tenant id is 1 to {MAX_TENANT_CHARS} characters of ASCII letters, digits and - _ . : @ /"
+)
 TOKENS_TABLE = "tokens"
 TOKENS_EXAMPLE = '[tokens]\n"<token>" = "<tenant>"'
 
@@ -35,8 +41,18 @@ class TenantFrom(NamedTuple):
     segments: int = 0
 
 
+def is_tenant_id(text: str) -> bool:
+    return 0 < len(text) <= MAX_TENANT_CHARS and TENANT_CHARACTERS.issuperset(text)
+
+
 def tenants_on(tenant_from: str) -> bool:
     return parse_tenant_from(tenant_from) is not None
+
+
+def reads_token(tenant_from: str) -> bool:
+    """Whether the rule is `token`, however it is spelled."""
+    rule = parse_tenant_from(tenant_from)
+    return rule is not None and rule.kind == "token"
 
 
 def segments_of(tenant_from: str) -> int:
@@ -82,8 +98,7 @@ def _header(name: str) -> str:
 def tenant_tokens(tenant_from: str, tokens_file: str, cwd: Path) -> TokenPairs:
     """The tokens file's pairs where `tenant_from` is token; a setting without its partner is
     refused."""
-    rule = parse_tenant_from(tenant_from)
-    wants_tokens = rule is not None and rule.kind == "token"
+    wants_tokens = reads_token(tenant_from)
     if wants_tokens and not tokens_file:
         raise ConfigError(
             "tenant_from token reads each request's bearer token, but no tokens file says "
@@ -109,7 +124,10 @@ def read_tenant_tokens(path: Path) -> TokenPairs:
             "readable TOML file"
         ) from None
     except tomllib.TOMLDecodeError as error:
-        raise ConfigError(f"{path}: not valid TOML: {error}") from None
+        raise ConfigError(
+            f"{path}: not valid TOML: {error}; write each token and its tenant as quoted text, "
+            f"under one [tokens] table:\n{TOKENS_EXAMPLE}"
+        ) from None
     tokens = data.get(TOKENS_TABLE)
     if set(data) != {TOKENS_TABLE} or not isinstance(tokens, dict) or not tokens:
         raise ConfigError(
@@ -121,5 +139,10 @@ def read_tenant_tokens(path: Path) -> TokenPairs:
             raise ConfigError(
                 f"{path}: token {number} of [tokens] needs a non-empty token and a tenant's "
                 f'name as text, such as "<token>" = "t007"'
+            )
+        if not is_tenant_id(tenant):  # refused before anything starts, the token unsaid
+            raise ConfigError(
+                f"invalid tenant {tenant!r} from token {number} of {path}: {VALID_TENANT}; fix "
+                "the tenant tokens file"
             )
     return tuple(tokens.items())

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from modelhost.config.settings import Config
-from modelhost.config.tenancy import segments_of, tenants_on
+from modelhost.config.tenancy import VALID_TENANT, is_tenant_id, segments_of, tenants_on
 from modelhost.config.tenant_policies import TRUSTED, UNTRUSTED, TenantPolicies, TenantPolicy
 from modelhost.errors import ConfigError
 from modelhost.resources import free_disk_bytes, usable_memory_bytes
@@ -174,7 +174,8 @@ class TenantsFile:
             what = TOML_LINE.sub("", str(error)).strip()
             raise ConfigError(
                 f"{self.path}, line {line}: not valid TOML ({what}); write the line as "
-                f"key = value under a [table], such as\n{EXAMPLE}"
+                'key = value under [default] or a [tenants."NAME"] table, the name in quotes, '
+                f"such as\n{EXAMPLE}"
             ) from None
 
     def tables(self, tenants: object) -> dict[str, dict[str, Any]]:
@@ -193,6 +194,12 @@ class TenantsFile:
                     (TENANTS, name),
                     "a tenant's name is empty",
                     'name the tenant as requests do, such as [tenants."t007"]',
+                )
+            if not is_tenant_id(name):  # no request could ever be this tenant
+                self.refuse(
+                    (TENANTS, name),
+                    f"tenant {name!r} is no tenant id",
+                    f"{VALID_TENANT}; name the tenant as --tenant-from gives it",
                 )
         return tenants
 

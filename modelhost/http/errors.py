@@ -10,10 +10,13 @@ from modelhost import errors
 from modelhost.protocols.status import status_of
 
 RETRIED_STATUSES = (429, 503)
+CHALLENGE = {"WWW-Authenticate": "Bearer"}  # a 401 must say how to authenticate (RFC 9110)
 
 
-def retry_after(status: int, retry_after_s: int = 1) -> dict[str, str] | None:
-    """The Retry-After header of a status that invites a retry."""
+def status_headers(status: int, retry_after_s: int = 1) -> dict[str, str] | None:
+    """Retry-After on a status that invites a retry; the challenge on a 401."""
+    if status == 401:
+        return CHALLENGE
     return {"Retry-After": str(retry_after_s)} if status in RETRIED_STATUSES else None
 
 
@@ -21,7 +24,7 @@ def error_response(
     status: int, type_name: str, message: str, retry_after_s: int = 1
 ) -> JSONResponse:
     body = {"code": status, "type": type_name, "message": message}
-    return JSONResponse(body, status, retry_after(status, retry_after_s))
+    return JSONResponse(body, status, status_headers(status, retry_after_s))
 
 
 async def handle_modelhost_error(request: Request, error: Exception) -> Response:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from modelhost.cache.memory import State
 from modelhost.config import Config
+from modelhost.config.tenancy import tenants_on
 from modelhost.fronts.messages import Report, Sample, Table
 from modelhost.host import ModelHost
 from modelhost.http.instance import instance_name
@@ -20,7 +21,7 @@ Routes = dict[str, list[str]]
 def why_relayed(config: Config, host: ModelHost) -> str:
     """What keeps every request relayed to the main process; "" where hits may go direct."""
     reasons = {
-        "tenants (--tenant-from)": bool(config.tenant_from),
+        "tenants (--tenant-from)": tenants_on(config.tenant_from),
         "devices": bool(host.devices.tier),  # a hit may wait for its device
         "untrusted workers": bool(config.untrusted_workers or config.refuse_pickle),
         "--max-concurrency": bool(config.max_concurrency),

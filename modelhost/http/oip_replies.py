@@ -6,7 +6,7 @@ from __future__ import annotations
 from starlette.responses import JSONResponse, Response
 
 from modelhost.errors import BadRequestBody, ModelhostError
-from modelhost.http.errors import retry_after
+from modelhost.http.errors import status_headers
 from modelhost.names import echo
 from modelhost.observe.exchange import server_timing
 from modelhost.protocols.params import is_whole_number
@@ -65,4 +65,4 @@ def oip_reply(
 def oip_error(error: ModelhostError) -> Response:
     """The protocol's `{"error": message}` for a core exception."""
     status = status_of(error)
-    return JSONResponse({"error": str(error)}, status, retry_after(status, error.retry_after_s))
+    return JSONResponse({"error": str(error)}, status, status_headers(status, error.retry_after_s))

@@ -10,7 +10,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from modelhost.http.errors import error_response
+from modelhost.http.errors import error_response, status_headers
 from modelhost.names import echo
 from modelhost.protocols.keys import (
     API,
@@ -78,12 +78,10 @@ class TokenGuard:
 
 def refusal(kind: str, path: str) -> Response:
     """401 in the path's error shape."""
-    message, headers = refusal_message(kind), {"WWW-Authenticate": "Bearer"}
+    message = refusal_message(kind)
     if path.startswith("/v2"):
-        return JSONResponse({"error": message}, 401, headers)
-    response = error_response(401, "Unauthorized", message)
-    response.headers.update(headers)
-    return response
+        return JSONResponse({"error": message}, 401, status_headers(401))
+    return error_response(401, "Unauthorized", message)
 
 
 def inference_port_needs(management_routes: list[Route]) -> Needs:

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from modelhost.config.tenancy import MAX_TENANT_CHARS as MAX_TENANT_CHARS
 from modelhost.errors import HeaderTooLarge, ParameterTooLarge
 
 MAX_HEADER_CHARS = 4096  # of each header passed on
 MAX_PARAM_CHARS = 4096  # of each query parameter, and of a model's URL
 MAX_QUERY_CHARS = 16384
-MAX_TENANT_CHARS = 128  # of a tenant id: a metric label, a log field, a file's key
 
 
 def is_whole_number(text: str) -> bool:

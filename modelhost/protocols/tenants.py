@@ -7,21 +7,21 @@ or the name of the model it invokes. With tenants off there is no rule, and call
 from __future__ import annotations
 
 import hashlib
-import string
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from modelhost.config import Config
-from modelhost.config.tenancy import TokenPairs, parse_tenant_from, segments_of
+from modelhost.config.tenancy import (
+    VALID_TENANT,
+    TokenPairs,
+    is_tenant_id,
+    parse_tenant_from,
+    segments_of,
+)
 from modelhost.errors import ConfigError, InvalidTenant, Unauthorized
 from modelhost.names import echo
-from modelhost.protocols.params import MAX_TENANT_CHARS
 
 DEFAULT_TENANT = "default"  # a request the rule finds no tenant in
-TENANT_CHARACTERS = frozenset(string.ascii_letters + string.digits + "-_.:@/")
-VALID_TENANT = (
-    f"a tenant id is 1 to {MAX_TENANT_CHARS} characters of ASCII letters, digits and - _ . : @ /"
-)
 AUTHORIZATION = "authorization"
 SEND_TOKEN = (
     "send the header 'Authorization: Bearer <token>' (over gRPC the metadata 'authorization') "
@@ -60,10 +60,6 @@ def tenant_id(text: str, source: str) -> str:
     if not is_tenant_id(text):
         raise InvalidTenant(f"invalid tenant {echo(text)} from {source}: {VALID_TENANT}")
     return text
-
-
-def is_tenant_id(text: str) -> bool:
-    return 0 < len(text) <= MAX_TENANT_CHARS and TENANT_CHARACTERS.issuperset(text)
 
 
 class FromHeader:

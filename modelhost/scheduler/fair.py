@@ -72,8 +72,14 @@ class FairQueue(Generic[T]):
             raise TenantQueueFull(
                 f"tenant {tenant or '(default)'} has {self.queue_size} requests waiting for the "
                 f"server, the limit (job_queue_size) is {self.queue_size}; retry after a pause, "
-                "or raise --job-queue-size or --max-concurrency"
+                f"or raise --job-queue-size or {self._holding(tenant)}"
             )
+
+    def _holding(self, tenant: str) -> str:
+        """The setting holding `tenant` back, to raise: its own cap, or the server's slots."""
+        if self.cap is not None and self.at_cap(tenant):
+            return f"its max_concurrency ({self.cap(tenant)}) in the tenants file"
+        return "--max-concurrency"
 
     def push(self, tenant: str, item: T) -> None:
         """Queue `item` for `tenant`, or refuse it when the tenant's queue is full."""

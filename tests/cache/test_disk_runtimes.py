@@ -57,6 +57,7 @@ def test_an_unreadable_index_has_none(tmp_path: Path) -> None:
 def test_an_index_under_a_relative_cache_dir_is_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The default cache folder is relative: a restart from the same folder reads its index."""
     index = DiskIndex(tmp_path / INDEX_FILE)
     index.put_many([row("b.joblib")])
     index.note_runtimes("b.joblib", ("sklearn",))

@@ -176,3 +176,23 @@ def test_made_up_name_is_not_interned(tmp_path: Path, monkeypatch: pytest.Monkey
     with pytest.raises(ModelNotFound):
         asyncio.run(tier.materialize(name, stores.url_of(name)))
     assert [text for text in interned if "7f3a" in text or "9c1e" in text] == []
+
+
+def test_a_tier_closed_while_it_reconciles_stops_quietly(tmp_path: Path) -> None:
+    """A server that stops, or fails to bind its port, a moment after start: the background
+    reconciliation ends with the index, not on it closed (a failure and a stray traceback)."""
+    store = MemoryStore({"a.joblib": b"a" * KiB})
+    tier = disk_tier(tmp_path, store)
+    fetch(tier, store, "a.joblib")
+    tier.close()
+    again = disk_tier(tmp_path, store, rebuild=False)
+
+    async def start_and_stop() -> list[object]:
+        again.rebuild()  # starts the reconciliation on this loop
+        again.close()
+        others = asyncio.all_tasks() - {asyncio.current_task()}
+        return list(await asyncio.gather(*others, return_exceptions=True))
+
+    ended = asyncio.run(start_and_stop())
+    assert not [error for error in ended if isinstance(error, Exception)]
+    assert not [event for event in again.events.recent if event.kind == "failure"]

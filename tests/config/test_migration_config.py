@@ -175,7 +175,11 @@ def test_token_expiration_min_maps(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "other",
-    [{"management_token": "t"}, {"tenant_from": "token", "tenant_tokens_file": "tokens.toml"}],
+    [
+        {"management_token": "t"},
+        {"tenant_from": "token", "tenant_tokens_file": "tokens.toml"},
+        {"tenant_from": "Token", "tenant_tokens_file": "tokens.toml"},
+    ],
 )
 def test_token_auth_refuses_other_bearer_tokens(tmp_path: Path, other: dict[str, str]) -> None:
     """A bearer token cannot be both a TorchServe key and the management or a tenant's token."""

@@ -7,9 +7,11 @@ from pathlib import Path
 import pytest
 
 from modelhost.config import load_config
+from modelhost.config.tenancy import segments_of
 from modelhost.config.tenant_policies import TenantPolicies, TenantPolicy
 from modelhost.config.tenants_file import read_tenants_file
 from modelhost.errors import ConfigError
+from modelhost.protocols.tenants import FromName
 
 GIB = 2**30
 MEMORY_BYTES, DISK_BYTES = 10 * GIB, 100 * GIB
@@ -86,6 +88,8 @@ MISTAKES = [
     ("default = 3\n", 1, "default is not a table", "[default]"),
     ("# limits\nrate = 5\n[default]\n", 2, "rate is outside any table", "under [default]"),
     ('[default]\nrate = 1\n[tenants."a"]\nburst = -3\n', 4, "burst = -3 is not a whole", "burst"),
+    ('[default]\nrate = 1\n[tenants."t 007"]\nrate = 2\n', 3, "'t 007' is no tenant id", "ASCII"),
+    ("[default]\nrate = 1\n[tenants.tenants/t007]\n", 3, "not valid TOML", '[tenants."NAME"]'),
 ]
 
 
@@ -134,3 +138,16 @@ def test_the_setting_is_read_from_the_environment(tmp_path: Path) -> None:
     (tmp_path / "tenants.toml").write_text(GOOD)
     environ = {"MODELHOST_TENANT_FROM": "header", "MODELHOST_TENANTS_FILE": "tenants.toml"}
     assert load_config({}, environ, tmp_path).tenants_file == "tenants.toml"
+
+
+def test_the_pages_example_is_taken_as_its_tenants_are_named(tmp_path: Path) -> None:
+    """docs/tenants.md's tenants file, under the rule its trust needs: it loads, and every tenant
+    it names is one that rule gives a model in the store."""
+    page = (Path(__file__).parents[2] / "docs" / "tenants.md").read_text()
+    example = page.partition("## The tenants file")[2].partition("```toml\n")[2].partition("```")[0]
+    (tmp_path / "tenants.toml").write_text(example)
+    flags = {"tenant_from": "name:2", "tenants_file": "tenants.toml", "memory_budget": "4GiB"}
+    config = load_config({**flags, "workers": 2, "untrusted_workers": 1}, {}, tmp_path)
+    policies = read_tenants_file(tmp_path / "tenants.toml", 4 * GIB, DISK_BYTES)
+    rule = FromName(segments_of(config.tenant_from))
+    assert all(rule.of(f"{name}/churn.joblib", {}) == name for name in policies.named)

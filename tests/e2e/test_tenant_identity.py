@@ -225,6 +225,7 @@ def test_an_unknown_or_missing_token_is_401(by_token: Served) -> None:
             response = call(headers)
             assert response.status_code == 401, route
             assert "Authorization: Bearer <token>" in response.text
+            assert response.headers.get("www-authenticate") == "Bearer", route  # RFC 9110
         with pytest.raises(InferenceServerException) as infer:
             by_token.infer_grpc(headers)
         assert infer.value.status() == "StatusCode.UNAUTHENTICATED"

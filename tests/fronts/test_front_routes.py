@@ -35,5 +35,11 @@ def test_what_a_front_cannot_keep_relays_every_request(change: dict[str, Any], r
     assert reason in why_relayed(config, host())
 
 
+@pytest.mark.parametrize("off", ["off", "OFF", " "])
+def test_tenants_switched_off_by_name_let_hits_go_direct(off: str) -> None:
+    config = dataclasses.replace(Config(model_store="/tmp"), tenant_from=off)
+    assert why_relayed(config, host()) == ""
+
+
 def test_devices_relay_every_request() -> None:
     assert why_relayed(Config(model_store="/tmp"), host(devices=True)) == "devices"

@@ -105,7 +105,7 @@ def test_an_unknown_or_missing_token_is_unauthorized(given: dict[str, str], tmp_
     ("tenant_from", "fix"),
     [
         ("headers", "--tenant-from name:2"),
-        ("name:0", "name:N"),
+        ("name:0", "name:N (N a whole number from 1)"),
         ("name:two", "name:N"),
         ("token:x", "header:NAME"),
         ("header:Bad Name", "header:X-Customer"),
@@ -137,6 +137,8 @@ def test_a_tokens_file_without_token_is_refused(tmp_path: Path) -> None:
         ('[other]\n"a" = "b"\n', "one [tokens] table"),
         ("[tokens]\n", "one [tokens] table"),
         ('[tokens]\n"a" = 7\n', "token 1 of [tokens]"),
+        ('[tokens]\n"a" = "b"\n"c" = "d e"\n', "token 2 of"),  # before anything starts
+        ("[tokens]\nsecret-1 = t007\n", '"<token>" = "<tenant>"'),  # what a line is
     ],
 )
 def test_a_bad_tokens_file_is_refused_at_start(text: str, words: str, tmp_path: Path) -> None:

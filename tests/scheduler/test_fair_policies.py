@@ -133,8 +133,12 @@ def test_a_capped_tenants_full_queue_is_refused_before_any_load() -> None:
         await slots.acquire("a")
         waiting = asyncio.ensure_future(slots.acquire("a"))
         await asyncio.sleep(0)
-        with pytest.raises(TenantQueueFull, match="tenant a has 1 requests waiting"):
+        refused = pytest.raises(TenantQueueFull, match="tenant a has 1 requests waiting")
+        with refused as info:
             slots.check("a")
+        # the server's slots are free: its own cap is what to raise, not --max-concurrency
+        assert "max_concurrency (1) in the tenants file" in str(info.value)
+        assert "--max-concurrency" not in str(info.value)
         slots.check("b")
         waiting.cancel()
 

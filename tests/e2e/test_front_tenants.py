@@ -1,0 +1,121 @@
+"""`--fronts 2` with tenants on: a connection the front accepted is its request's tenant's like
+any other, held to the same rate, counted once and answered with the tenant's header, because
+the front relays every request to the main process (docs/tenants.md, "The limits of fairness")."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from helpers.fronts import accepted_by, front_pids
+from helpers.serving import Servers
+
+from modelhost import testing
+from modelhost.fronts.processes import REPUBLISH_S
+
+pytestmark = pytest.mark.e2e
+
+MODEL = "iris.pkl"
+BURST = 2  # the capped tenant's, with a rate slow enough that no test waits for a refill
+TENANTS_FILE = f'[tenants."capped"]\nrate = 0.001\nburst = {BURST}\n'
+HITS = 20  # on the front's connection, after the load
+BODY = json.dumps(testing.iris_rows(1)).encode()
+
+
+@pytest.fixture(scope="module")
+def fronted(
+    store: Path, serve: Servers, tmp_path_factory: pytest.TempPathFactory
+) -> testing.RunningServer:
+    tenants_file = tmp_path_factory.mktemp("tenants") / "tenants.toml"
+    tenants_file.write_text(TENANTS_FILE)
+    server: testing.RunningServer = serve(
+        store,
+        workers=1,
+        fronts=2,
+        memory_budget="2GiB",
+        tenant_from="header",
+        tenants_file=tenants_file,
+    )
+    return server
+
+
+class Held:
+    """One keep-alive connection, and which process accepted it."""
+
+    def __init__(self, server: testing.RunningServer) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", server.port), timeout=60)
+        self.client = httpx.Client(base_url=server.url, timeout=60)
+        self.on_front = accepted_by(self.sock, [server.pid, *front_pids(server)]) != server.pid
+
+    def invoke(self, tenant: str) -> tuple[int, dict[str, str], bytes]:
+        """`POST /models/{MODEL}/invoke` on this very connection: status, headers, body."""
+        head = (
+            f"POST /models/{MODEL}/invoke HTTP/1.1\r\nhost: 127.0.0.1\r\n"
+            f"content-type: application/json\r\nx-modelhost-tenant: {tenant}\r\n"
+            f"content-length: {len(BODY)}\r\n\r\n"
+        )
+        self.sock.sendall(head.encode() + BODY)
+        reader = self.sock.makefile("rb")
+        status = int(reader.readline().split()[1])
+        headers = {}
+        while (line := reader.readline().decode().strip()) != "":
+            name, _, value = line.partition(":")
+            headers[name.lower()] = value.strip()
+        return status, headers, reader.read(int(headers["content-length"]))
+
+    def close(self) -> None:
+        self.sock.close()
+        self.client.close()
+
+
+@pytest.fixture
+def both(fronted: testing.RunningServer) -> Iterator[tuple[Held, Held]]:
+    """A connection the front accepted and one the main process did."""
+    held: list[Held] = []
+    try:
+        while not any(h.on_front for h in held) or all(h.on_front for h in held):
+            held.append(Held(fronted))
+        yield next(h for h in held if h.on_front), next(h for h in held if not h.on_front)
+    finally:
+        for h in held:
+            h.close()
+
+
+def tenant(server: testing.RunningServer, name: str) -> dict[str, object]:
+    answered = httpx.get(f"{server.url}/tenants/{name}", timeout=30)
+    assert answered.status_code == 200, answered.text
+    return dict(answered.json())
+
+
+def test_a_fronts_request_is_answered_and_counted_as_its_tenants(
+    fronted: testing.RunningServer, both: tuple[Held, Held]
+) -> None:
+    """Once the model is loaded a front could answer its hits itself; it relays them still."""
+    front, main = both
+    status, _, body = main.invoke("walker")
+    assert status == 200, body
+    time.sleep(REPUBLISH_S)  # a front answering hits itself would have the model's route by now
+    for held in (main, *[front] * HITS):
+        status, headers, body = held.invoke("walker")
+        assert status == 200, body
+        assert headers["x-modelhost-tenant"] == "walker"
+    assert tenant(fronted, "walker")["requests"] == 2 + HITS
+
+
+def test_a_tenants_rate_is_one_across_the_fronts(
+    fronted: testing.RunningServer, both: tuple[Held, Held]
+) -> None:
+    """The burst is spent once whichever process accepted each connection: the fourth and the
+    third request are refused, not granted by a bucket of the front's own."""
+    front, main = both
+    answers = [held.invoke("capped") for held in (front, main, front, main)]
+    assert [status for status, _, _ in answers] == [200] * BURST + [429] * 2
+    for _, headers, body in answers[BURST:]:
+        assert json.loads(body)["type"] == "RateLimited"
+        assert int(headers["retry-after"]) >= 1
+    assert tenant(fronted, "capped")["rejections"] == {"RateLimited": 2}
