@@ -125,6 +125,7 @@ class ModelHost:
             self.scaling.scale_out,
             on_grown=self.devices.grown,
             on_device=self.devices.capable.__contains__,
+            models_shared=model_tenant is None,
         )
         self.residency = Residency(
             memory,

@@ -34,8 +34,10 @@ class Queues:
         on_pressure: Callable[[str], None],
         on_grown: Callable[[str, int, int], None] = lambda name, worker_id, grown_bytes: None,
         on_device: Callable[[str], bool] = lambda name: False,
+        models_shared: bool = True,
     ) -> None:
         self.pool, self.manifests, self.scheduling, self.clock = pool, manifests, scheduling, clock
+        self.models_shared = models_shared  # false: a model's requests are all one tenant's
         self.on_pressure = on_pressure  # requests wait for a free worker
         self.on_grown = on_grown  # a copy's first call on its device took more there
         self.on_device = on_device  # whether a loaded model can use a device
@@ -55,9 +57,9 @@ class Queues:
             self.clock,
         )
         queue: BatchQueue[Invocation] = (
-            BatchQueue(*sizes)
-            if self.turns is None
-            else FairBatchQueue(*sizes, _tenant, self.turns.weight)
+            FairBatchQueue(*sizes, _tenant, self.turns.weight)
+            if self.turns is not None and self.models_shared
+            else BatchQueue(*sizes)  # one tenant's requests: fair order is arrival order
         )
 
         start = functools.partial(self._start_batch, name)

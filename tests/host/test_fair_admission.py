@@ -5,6 +5,7 @@ is, so a noisy tenant's backlog does not hold up a quiet tenant's request."""
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,9 @@ from host.fakes import FakePool, host_with
 from host.machine import Interleavings, runs_of_30_steps
 from modelhost.errors import TenantQueueFull
 from modelhost.host import Invocation, ModelHost
+from modelhost.host.queues import Queues
 from modelhost.scheduler import SchedulerSettings
+from modelhost.scheduler.batcher import BatchQueue, FairBatchQueue
 from modelhost.workers.messages import Infer
 
 NOISY_MODELS = [f"noisy-{i}" for i in range(10)]
@@ -156,3 +159,16 @@ class FairInterleavings(Interleavings):
 
 FairInterleavings.TestCase.settings = runs_of_30_steps(100)
 TestFairAdmissionUnderAnyInterleaving = FairInterleavings.TestCase
+
+
+def test_a_models_queue_is_fair_only_where_tenants_share_models(tmp_path: Path) -> None:
+    """Tenants read from names give each model one tenant: its requests queue in arrival
+    order, without the fair batch queue's bookkeeping."""
+    host = host_with(FakePool(1), tmp_path, {}, scheduling=FAIR)
+    queues = (
+        Queues(host.queues.pool, host.manifests, FAIR, time.monotonic, print, models_shared=shared)
+        for shared in (True, False)
+    )
+    shared_queue, own_queue = (queues.dispatcher("t/a/m.joblib", True).queue for queues in queues)
+    assert isinstance(shared_queue, FairBatchQueue)
+    assert type(own_queue) is BatchQueue
