@@ -21,6 +21,7 @@ from types import CodeType, FrameType
 from typing import Any
 
 POLL_S = 0.1
+PACKAGE = f"{os.sep}modelhost{os.sep}"
 
 
 class Counts:
@@ -65,10 +66,13 @@ class Counts:
 
 
 def _name(code: CodeType) -> str:
-    """The function's file (from its folder on sys.path), first line and name."""
+    """The function's file (from its folder on sys.path, or its package), first line and name."""
     path = code.co_filename
     roots = [root for root in sys.path if root and path.startswith(root + os.sep)]
-    path = path[len(max(roots, key=len)) + 1 :] if roots else path
+    if roots:
+        path = path[len(max(roots, key=len)) + 1 :]
+    elif PACKAGE in path:  # an editable install's, found by an import hook
+        path = path[path.rindex(PACKAGE) + 1 :]
     return f"{path}:{code.co_firstlineno}:{code.co_name}"
 
 
