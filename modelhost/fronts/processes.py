@@ -12,7 +12,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from modelhost.errors import ConfigError
-from modelhost.fronts.listeners import bound_port, reuse_port_sockets, unix_listener
+from modelhost.fronts.listeners import (
+    bound_port,
+    check_unshared,
+    reuse_port_sockets,
+    unix_listener,
+)
 from modelhost.fronts.messages import Table, pack
 from modelhost.fronts.supervisor import FrontSlot
 
@@ -54,6 +59,8 @@ class Fronts:
         Connections wait in the sockets' backlogs until the main process's server accepts them.
         """
         try:
+            if self.port:  # port 0 is a fresh port of the kernel's choosing
+                check_unshared(self.host, self.port)
             self.sockets = reuse_port_sockets(self.host, self.port)
         except OSError as error:
             raise ConfigError(
