@@ -213,6 +213,19 @@ def test_a_stalled_store_is_504_within_the_store_timeout(
     assert response.json()["type"] == "StoreTimeout"
 
 
+def test_each_try_of_a_refusing_store_is_one_connection(
+    server: testing.RunningServer, moto: MotoServer, artifacts: Path, healthy_proxy: TcpProxy
+) -> None:
+    """--store-attempts counts the tries: botocore must not try each of them again itself."""
+    upload(moto, artifacts / "iris.joblib", "tenants/refused.joblib")
+    healthy_proxy.refuse()
+    before = healthy_proxy.accepted
+    response = invoke(server.url, "tenants/refused.joblib")
+    assert response.status_code == 502, response.text
+    assert "gave up after 2 tries" in response.json()["message"]
+    assert healthy_proxy.accepted - before == 2  # store_attempts
+
+
 def test_artifact_over_disk_budget_is_507(
     server: testing.RunningServer, moto: MotoServer, tmp_path: Path, healthy_proxy: TcpProxy
 ) -> None:

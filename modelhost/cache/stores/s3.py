@@ -46,7 +46,7 @@ class S3Client:
         config = Config(
             connect_timeout=timeout_s,
             read_timeout=timeout_s,
-            retries={"mode": "standard", "max_attempts": 1},
+            retries={"mode": "standard", "total_max_attempts": 1},  # max_attempts counts retries
             max_pool_connections=10 * max_concurrent_downloads,
         )
         self.client: Any = boto3.session.Session().client("s3", config=config)
