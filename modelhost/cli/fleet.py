@@ -28,6 +28,7 @@ def fleet() -> None:
     multiple=True,
     required=True,
     metavar="URL",
+    callback=lambda ctx, param, urls: tuple(map(base_url, urls)),
     help="an instance's base URL, once per instance",
 )
 @click.option(
@@ -78,6 +79,17 @@ def hot_models(
             # an instance that missed this poll is measured from its last answer
             before = [new or old for old, new in zip(before, after, strict=True)]
             done += 1
+
+
+def base_url(url: str) -> str:
+    """An instance's URL, refused at start unless it is HTTP's with a host."""
+    parts = httpx.URL(url) if "://" in url else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.host:
+        raise click.BadParameter(
+            f"{url!r} is no base URL: give its scheme and host, e.g. http://{url.split('/')[-1]}",
+            param_hint="--instance",
+        )
+    return url
 
 
 def poll(client: httpx.Client, instances: tuple[str, ...]) -> list[spread.Poll | None]:
