@@ -34,7 +34,8 @@ def fleet() -> None:
 @click.option(
     "--map",
     "map_path",
-    type=click.Path(path_type=Path),
+    type=click.Path(dir_okay=False, path_type=Path),
+    callback=lambda ctx, param, path: in_a_folder(path),
     required=True,
     help="the hot-model map nginx includes (deploy/nginx/modelhost-hot-models.map)",
 )
@@ -90,6 +91,17 @@ def base_url(url: str) -> str:
             param_hint="--instance",
         )
     return url
+
+
+def in_a_folder(path: Path) -> Path:
+    """The map's path, refused at start unless its folder exists (it is written beside it)."""
+    if not path.parent.is_dir():
+        raise click.BadParameter(
+            f"no folder {path.parent} to write the map in: create it, or give the path the "
+            "router includes",
+            param_hint="--map",
+        )
+    return path
 
 
 def poll(client: httpx.Client, instances: tuple[str, ...]) -> list[spread.Poll | None]:

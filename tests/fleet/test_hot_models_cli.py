@@ -26,3 +26,9 @@ def test_an_instance_without_its_scheme_is_refused_at_start(tmp_path: Path) -> N
     assert result.exit_code == 2, result.output
     assert "http://127.0.0.1:8080" in result.output
     assert not (tmp_path / "hot.map").exists()
+
+
+def test_a_map_in_a_missing_folder_is_refused_at_start(tmp_path: Path) -> None:
+    result = hot_models("--map", str(tmp_path / "nowhere" / "hot.map"), "--reload", "")
+    assert result.exit_code == 2, result.output
+    assert str(tmp_path / "nowhere") in result.output
