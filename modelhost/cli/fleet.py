@@ -126,7 +126,11 @@ def rewrite(map_path: Path, wanted: dict[str, int], reload_command: str) -> None
     click.echo(f"hot models: {wanted or 'none'}", err=True)
     if not reload_command:
         return
-    done = subprocess.run(shlex.split(reload_command), capture_output=True, text=True)
-    if done.returncode:
-        click.echo(f"error: {reload_command!r} failed: {done.stderr.strip()}", err=True)
+    try:
+        done = subprocess.run(shlex.split(reload_command), capture_output=True, text=True)
+        failure = done.stderr.strip() if done.returncode else ""
+    except OSError as error:  # not found, not executable
+        failure = str(error)
+    if failure:
+        click.echo(f"error: {reload_command!r} failed: {failure}", err=True)
         sys.exit(1)

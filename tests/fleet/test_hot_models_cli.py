@@ -32,3 +32,10 @@ def test_a_map_in_a_missing_folder_is_refused_at_start(tmp_path: Path) -> None:
     result = hot_models("--map", str(tmp_path / "nowhere" / "hot.map"), "--reload", "")
     assert result.exit_code == 2, result.output
     assert str(tmp_path / "nowhere") in result.output
+
+
+def test_a_reload_that_cannot_run_is_a_failed_reload(tmp_path: Path) -> None:
+    result = hot_models("--map", str(tmp_path / "hot.map"), "--reload", "no-such-nginx -s reload")
+    assert result.exit_code == 1, result.output
+    assert isinstance(result.exception, SystemExit)  # not a traceback
+    assert "error: 'no-such-nginx -s reload' failed" in result.output
