@@ -18,6 +18,7 @@ from modelhost.documents import json_object
 from modelhost.errors import (
     BadRequestBody,
     Forbidden,
+    ModelNotFound,
     ModelNotLoaded,
     Unauthorized,
 )
@@ -95,10 +96,16 @@ class SageMakerRoutes:
             )
         model_name(name)
         check_param("url", url)
-        if self.settings.sagemaker_contract:
-            await self.host.load_as_told(name, url)
-            return JSONResponse({"status": "Workers scaled"})  # MMS's words
-        outcome = await self.host.register_and_load(name, url)
+        try:
+            if self.settings.sagemaker_contract:
+                await self.host.load_as_told(name, url)
+                return JSONResponse({"status": "Workers scaled"})  # MMS's words
+            outcome = await self.host.register_and_load(name, url)
+        except ModelNotFound:  # the store's words name a key the caller never gave
+            raise ModelNotFound(
+                f"url {echo(url)} holds no model to load as {name}; check the url: the file or "
+                "folder of the artifact (SageMaker: the folder its model.tar.gz is unpacked in)"
+            ) from None
         return JSONResponse(
             {
                 "status": f"model {name} loaded",
