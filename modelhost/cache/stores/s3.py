@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from modelhost.cache.stores.base import (
+    SILENT,
     KeyedByPath,
     ObjectInfo,
     Progress,
@@ -154,7 +155,7 @@ def translate(error: Exception, url: str) -> ModelhostError:
             "AWS_PROFILE, or give the instance a role"
         )
     if isinstance(error, boto.ReadTimeoutError):
-        return StoreTimeout(f"the store stopped sending {url}: {error}")
+        return StoreTimeout(f"the store stopped sending {url}: {error}{SILENT}")
     if isinstance(error, boto.BotoCoreError | OSError):
         return StoreUnavailable(f"cannot reach the store for {url}: {error}")
     return StoreError(f"the store failed on {url}: {type(error).__name__}: {error}")
