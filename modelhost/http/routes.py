@@ -31,7 +31,7 @@ from modelhost.protocols.access import is_loopback, trusted_as_local
 from modelhost.protocols.bodies import body_cut_short, read_within
 from modelhost.protocols.health import Health
 from modelhost.protocols.keys import MANAGEMENT, TokenKeys, refusal_message
-from modelhost.protocols.pages import decode_token, encode_token, page_size
+from modelhost.protocols.pages import decode_token, encode_token, page_size_in
 from modelhost.protocols.params import check_param
 from modelhost.protocols.tenants import TenantRule
 from modelhost.units import format_bytes
@@ -119,7 +119,7 @@ class SageMakerRoutes:
         if self.settings.sagemaker_contract:
             return self.list_loaded(request)
         query = request.query_params
-        limit = page_size(query.get("limit") or query.get("page_size"))
+        limit = page_size_in(query, "limit", "page_size")
         token = query.get("next_page_token") or query.get("nextPageToken")
         places = places_of(query.get("state"))
         names = self.host.model_names().page(
@@ -133,7 +133,7 @@ class SageMakerRoutes:
     def list_loaded(self, request: Request) -> Response:
         """SageMaker's ListModels: a page of the loaded models."""
         query = request.query_params
-        limit = page_size(query.get("max_results") or query.get("limit"))
+        limit = page_size_in(query, "max_results", "limit")
         token = query.get("next_page_token")
         after = decode_token(token) if token else ""
         names = self.host.model_names().page(after, limit + 1, (LOADED,))

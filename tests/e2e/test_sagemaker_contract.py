@@ -198,6 +198,11 @@ def test_list_models_pages_with_next_page_token(sagemaker: httpx.Client, opt_ml:
     assert second.json() == {"models": [entry(opt_ml, "bravo")]}  # no token: the last page
 
 
+def test_list_models_names_the_page_size_parameter_it_refuses(sagemaker: httpx.Client) -> None:
+    response = sagemaker.get("/models", params={"max_results": "0"})
+    assert response.status_code == 400 and "max_results '0'" in response.json()["message"]
+
+
 def test_list_models_with_a_made_up_token_is_400(sagemaker: httpx.Client) -> None:
     response = sagemaker.get("/models", params={"next_page_token": "42"})
     assert response.status_code == 400 and "next_page_token" in response.json()["message"]
