@@ -37,6 +37,14 @@ from modelhost.protocols.tenants import TenantRule
 from modelhost.units import format_bytes
 
 
+def name_advice(name: str) -> str:
+    """How to reach a model whose name the store lacks: an invocation's path, or its name."""
+    model, _, last = name.rpartition("/")
+    if last == "invoke" and model:
+        return f"to invoke model {model}, POST /models/{model}/invoke"
+    return "check the name (it is the artifact's path relative to the store)"
+
+
 @dataclass(frozen=True)
 class HttpSettings:
     max_request_bytes: int
@@ -153,12 +161,14 @@ class SageMakerRoutes:
                 raise ModelNotLoaded(f"model {name} is not loaded; POST /models to load it")
             return JSONResponse(self.entry(name))
         description = self.describe(name)
-        if description["state"] not in ("loaded", "loading"):
-            raise ModelNotLoaded(
-                f"model {name} is not loaded (state: {description['state']}); "
-                "invoke it or POST /models to load it"
-            )
-        return JSONResponse(description)
+        if description["state"] in ("loaded", "loading"):
+            return JSONResponse(description)
+        if not await self.host.exists(name):
+            raise ModelNotFound(f"model {name} is not in the model store; {name_advice(name)}")
+        raise ModelNotLoaded(
+            f"model {name} is not loaded (state: {description['state']}); "
+            "invoke it or POST /models to load it"
+        )
 
     async def unload_model(self, request: Request) -> Response:
         self.authorize(request)
