@@ -1,4 +1,5 @@
-"""Listening sockets that several processes bind at once (`SO_REUSEPORT`)."""
+"""The main port's listening sockets: the main process's alone, or several processes' at once
+(`SO_REUSEPORT`)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,22 @@ def _addresses(host: str, port: int) -> list[tuple[Any, ...]]:
     """The addresses to bind ("" or "0.0.0.0": every address), as asyncio binds them."""
     infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     return list(dict.fromkeys(infos))
+
+
+def lone_socket(host: str, port: int) -> list[socket.socket]:
+    """The main process's listening socket when it has the port alone, bound as uvicorn binds
+    it (one address; `::` takes IPv4 too), so that a taken port is refused before serving."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(BACKLOG)
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        raise
+    return [sock]
 
 
 def reuse_port_sockets(host: str, port: int) -> list[socket.socket]:
