@@ -171,6 +171,8 @@ REASONS = {
     404: "no such model (in the store, or loaded where the call asks for it)",
     409: "the model is already loaded or registered",
     413: "the body is larger than max_request_size",
+    415: "a call that changes the server's state with a body that is not JSON: send "
+    "Content-Type: application/json (no simple cross-site request can)",
     429: "the model's queue (job_queue_size) or the server (max_concurrency) is full, or the "
     "tenant is past its rate (the tenants file); retry after Retry-After",
     500: "the handler raised, or the model could not be loaded",
@@ -182,7 +184,7 @@ REASONS = {
     507: "the model cannot fit in the memory or disk budget",
 }
 INVOKE_ERRORS = (400, 401, 404, 413, 429, 500, 502, 503, 504, 507)
-LOAD_ERRORS = (400, 401, 403, 404, 409, 500, 502, 503, 504, 507)
+LOAD_ERRORS = (400, 401, 403, 404, 409, 415, 500, 502, 503, 504, 507)
 
 
 def responses(
@@ -325,7 +327,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "unload, after in-flight requests finish (later ones load it again)",
         _SAGEMAKER,
         {_JSON: OBJECT},
-        (400, 401, 403, 404),
+        (400, 401, 403, 404, 415),
         parameters=_OIP_MODEL,
     ),
     ("POST", "/predictions/{model:path}"): _invoke(
@@ -419,7 +421,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/v2/repository/models/{model:path}/unload"): _oip(
         "unload (a model not loaded is already unloaded)",
         None,
-        (401, 403),
+        (401, 403, 415),
         parameters=_OIP_MODEL,
     ),
     ("GET", "/v2/models/{model:path}"): _oip(
@@ -488,7 +490,7 @@ TORCHSERVE_OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "exist): unload it, and forget its URL",
         _TORCHSERVE,
         {_JSON: STATUS},
-        (401, 403, 404, 503),
+        (401, 403, 404, 415, 503),
         parameters=_OIP_MODEL,
     ),
     ("PUT", "/models/{model:path}"): operation(
@@ -497,7 +499,7 @@ TORCHSERVE_OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "default",
         _TORCHSERVE,
         {_JSON: STATUS},
-        (400, 401, 403, 404, 503, 507),
+        (400, 401, 403, 404, 415, 503, 507),
         parameters=[
             *_OIP_MODEL,
             {"name": "min_worker", "in": "query", "schema": {"type": "integer", "minimum": 0}},
