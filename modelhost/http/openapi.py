@@ -171,8 +171,11 @@ REASONS = {
     404: "no such model (in the store, or loaded where the call asks for it)",
     409: "the model is already loaded or registered",
     413: "the body is larger than max_request_size",
-    415: "a call that changes the server's state with a body that is not JSON: send "
-    "Content-Type: application/json (no simple cross-site request can)",
+    406: "an Accept header no built-in codec answers: ask for application/json, text/csv or "
+    "application/x-npy",
+    415: "a body of a Content-Type the call does not read: invocations of built-in handlers "
+    "take application/json, text/csv or application/x-npy; calls that change the server's "
+    "state take application/json (no simple cross-site request can send it)",
     429: "the model's queue (job_queue_size) or the server (max_concurrency) is full, or the "
     "tenant is past its rate (the tenants file); retry after Retry-After",
     500: "the handler raised, or the model could not be loaded",
@@ -184,6 +187,7 @@ REASONS = {
     507: "the model cannot fit in the memory or disk budget",
 }
 INVOKE_ERRORS = (400, 401, 404, 413, 429, 500, 502, 503, 504, 507)
+CODEC_ERRORS = (406, 415)  # the built-in handlers' codecs: Accept, Content-Type
 LOAD_ERRORS = (400, 401, 403, 404, 409, 415, 500, 502, 503, 504, 507)
 
 
@@ -243,7 +247,12 @@ def operation(
 def _invoke(summary: str, tag: str, extra: Sequence[Schema] = ()) -> dict[str, Any]:
     any_body = {"*/*": {"type": "string", "format": "binary"}}
     return operation(
-        summary, tag, any_body, INVOKE_ERRORS, parameters=[*extra, METHOD], body=INVOKE_BODY
+        summary,
+        tag,
+        any_body,
+        sorted(INVOKE_ERRORS + CODEC_ERRORS),
+        parameters=[*extra, METHOD],
+        body=INVOKE_BODY,
     )
 
 
