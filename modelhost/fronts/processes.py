@@ -71,7 +71,7 @@ class Fronts:
         for slot in self.slots:
             await slot.start(b"")
         pids = ", ".join(str(process.pid) for process in self.processes)
-        logger.info("%d fronts share port %d (pids %s)", self.count - 1, self.port, pids)
+        logger.info("%s", started_line(self.count - 1, self.port, pids))
         loop = asyncio.get_running_loop()
         if self.routing is not None:
             self._exchange_with(self.routing)
@@ -133,6 +133,13 @@ class Fronts:
             await asyncio.wait(self.tasks, timeout=EXIT_TIMEOUT_S)  # the last reports
         for task in self.tasks:
             task.cancel()
+
+
+def started_line(fronts: int, port: int, pids: str) -> str:
+    """The start log's line on the fronts, in words that add up with the main process."""
+    if fronts == 1:
+        return f"1 front process shares port {port} with the main process (pid {pids})"
+    return f"{fronts} front processes share port {port} with the main process (pids {pids})"
 
 
 def fronts_for(count: int, host: str, port: int, run_dir: Path, tls: bool) -> Fronts | None:
