@@ -47,10 +47,10 @@ class Health:
 
     def _not_loaded(self) -> str:
         """Why the single model is not serving: its load's failure, or a load still to come."""
-        failed = self.host.residency.failed_loads.recall(self.single_model)
+        failed = self.host.failed_load(self.single_model)
         if failed is not None:
             return (
-                f"model {self.single_model} failed to load: {failed.message}; replace the "
+                f"model {self.single_model} failed to load: {failed}; replace the "
                 "artifact: the next invocation loads it again, and /ping answers 200 once it has"
             )
         return (
