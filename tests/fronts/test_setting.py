@@ -62,3 +62,9 @@ def test_a_port_another_servers_fronts_share_is_refused(tmp_path: Path) -> None:
     finally:
         for sock in taken:
             sock.close()
+
+
+def test_fronts_with_tls_are_refused_with_the_settings(tmp_path: Path) -> None:
+    """At load, so `modelhost config check` says what the start would, before any worker."""
+    with pytest.raises(ConfigError, match="HTTPS"):
+        load_config({"fronts": "2", "ssl_certfile": "cert.pem"}, {}, tmp_path)
