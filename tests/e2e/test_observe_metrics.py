@@ -189,6 +189,17 @@ def test_describe_gives_the_models_counters(client: httpx.Client) -> None:
     assert {"queue", "load", "infer"} <= set(counters["lastTimingsMs"])  # "download" with stores
 
 
+def test_the_docs_counters_have_the_keys_describe_gives(client: httpx.Client) -> None:
+    """observability.md's `counters` example, key for key, as GET /models/{model} gives them."""
+    text = (REPO / "docs/observability.md").read_text()
+    example = json.loads(text.split('```json\n"counters": ', 1)[1].split("\n```")[0])
+    name = "tenants/t005.joblib"
+    invoke(client, name)
+    counters = client.get(f"/models/{name}").json()["counters"]
+    assert set(example) == set(counters)
+    assert set(example["lastTimingsMs"]) == set(counters["lastTimingsMs"])
+
+
 def test_the_access_log_has_a_line_per_request(
     client: httpx.Client, observed: tuple[testing.RunningServer, Path]
 ) -> None:
