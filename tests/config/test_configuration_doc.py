@@ -56,3 +56,11 @@ def test_the_documented_default_is_the_codes(field: dataclasses.Field[Any]) -> N
     else:  # "none", or another setting's value: nothing of its own
         assert cell.startswith(EMPTY_WORDS) or quoted, cell
         assert not field.default
+
+
+def test_the_sagemaker_guide_names_the_default_eviction_policy_outside_the_contract() -> None:
+    """Outside the contract models are evicted by the policy, whose default is not LRU."""
+    guide = (DOC.parent / "migrating-sagemaker.md").read_text()
+    outside = guide.split("## 8. Outside SageMaker", 1)[1]
+    default = next(f.default for f in setting_fields() if f.name == "eviction_policy")
+    assert f"`{default}`" in outside and "`eviction_policy`" in outside
