@@ -29,6 +29,7 @@ from modelhost.config.tenant_policies import TenantPolicies, Trust
 from modelhost.config.tenants_file import untrust_refused
 from modelhost.config.tenants_reload import TenantsFileWatcher
 from modelhost.errors import ConfigError
+from modelhost.fronts.listeners import bound_port
 from modelhost.fronts.processes import Fronts, fronts_for
 from modelhost.fronts.processes import running as fronts_running
 from modelhost.host import ModelHost
@@ -119,13 +120,15 @@ async def serve_pool(config: Config, pool: WorkerPool, events: EventLog) -> int:
             await restore_registered(host, Path(config.cache_dir), config.model_snapshot)
         ignore_signals_after_drain()
         health.serve(host.pool.health)
-        logger.info("serving %s on http://%s:%d", host.store_uri, config.host, config.port)
         if config.refuse_pickle:
             logger.info("--refuse-pickle: %s", sandbox_support().describe())
         elif config.untrusted_workers:
             untrusted = f"--untrusted-workers {config.untrusted_workers}"
             logger.info("%s: %s", untrusted, sandbox_support().describe())
-        async with fronts_running(fronts) as sockets:
+        async with fronts_running(fronts, config.host, config.port) as sockets:
+            scheme = "https" if tls else "http"
+            where = f"{scheme}://{config.host}:{bound_port(sockets)}"  # port 0: the kernel's pick
+            logger.info("serving %s on %s", host.store_uri, where)
             await serve_rpc_beside(server, beside, rpc, sockets)
     return 0
 

@@ -4,7 +4,9 @@ ModelhostError
 ├── ConfigError                  refused at start
 ├── RequestError                 the caller can fix it
 │   ├── BadRequestBody
-│   │   └── NestedTooDeep
+│   │   ├── NestedTooDeep
+│   │   ├── UnsupportedMediaType a Content-Type no codec reads
+│   │   └── NotAcceptable        an Accept no codec writes
 │   ├── PayloadTooLarge
 │   ├── ResponseTooLarge
 │   ├── HeaderTooLarge
@@ -68,6 +70,14 @@ class BadRequestBody(RequestError):
 class NestedTooDeep(BadRequestBody):
     def __init__(self, message: str = "") -> None:
         super().__init__(message or "the body's JSON nests too deep to read: send a flatter one")
+
+
+class UnsupportedMediaType(BadRequestBody):
+    pass
+
+
+class NotAcceptable(BadRequestBody):
+    pass
 
 
 class PayloadTooLarge(RequestError):

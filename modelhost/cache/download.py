@@ -21,6 +21,9 @@ from modelhost.units import format_bytes
 from modelhost.urls import redact_url
 
 WATCH_TICK_S = 0.25
+GIVEN_UP = (
+    "; check that the store is up and reachable from this server, then send the request again"
+)
 
 
 @dataclass(frozen=True)
@@ -99,7 +102,8 @@ async def download(
         except StoreUnavailable as error:
             dest.unlink(missing_ok=True)
             if attempt == policy.attempts:
-                raise StoreUnavailable(f"{error} (gave up after {attempt} tries)") from error
+                given_up = f"{error} (gave up after {attempt} tries){GIVEN_UP}"
+                raise StoreUnavailable(given_up) from error
             await sleep(policy.pause_s(attempt))
     raise AssertionError("unreachable: the last attempt returns or raises")
 

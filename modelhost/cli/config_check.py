@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 import sys
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 import click
 
 from modelhost.config import explain, load_config
-from modelhost.config.settings import flag_name
+from modelhost.config.settings import flag_name, setting_names
 from modelhost.errors import ConfigError
 
 if sys.version_info >= (3, 11):
@@ -58,8 +59,14 @@ def _echo_settings(file: Path) -> None:
         settings = tomllib.loads(file.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError):
         return
+    names = setting_names()
     for key, value in settings.items():
-        click.echo(f"{'setting':<9} {file}: {key} = {value!r}\n          {flag_name(key)}")
+        if key in names:
+            click.echo(f"{'setting':<9} {file}: {key} = {value!r}\n          {flag_name(key)}")
+            continue
+        meant = difflib.get_close_matches(key, names, n=1)
+        hint = f" (did you mean {meant[0]}?)" if meant else ""
+        click.echo(f"{'unknown':<9} {file}: {key} = {value!r}\n          no such setting{hint}")
 
 
 config.add_command(check)

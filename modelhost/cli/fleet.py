@@ -28,12 +28,14 @@ def fleet() -> None:
     multiple=True,
     required=True,
     metavar="URL",
+    callback=lambda ctx, param, urls: tuple(map(base_url, urls)),
     help="an instance's base URL, once per instance",
 )
 @click.option(
     "--map",
     "map_path",
-    type=click.Path(path_type=Path),
+    type=click.Path(dir_okay=False, path_type=Path),
+    callback=lambda ctx, param, path: in_a_folder(path),
     required=True,
     help="the hot-model map nginx includes (deploy/nginx/modelhost-hot-models.map)",
 )
@@ -80,6 +82,28 @@ def hot_models(
             done += 1
 
 
+def base_url(url: str) -> str:
+    """An instance's URL, refused at start unless it is HTTP's with a host."""
+    parts = httpx.URL(url) if "://" in url else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.host:
+        raise click.BadParameter(
+            f"{url!r} is no base URL: give its scheme and host, e.g. http://{url.split('/')[-1]}",
+            param_hint="--instance",
+        )
+    return url
+
+
+def in_a_folder(path: Path) -> Path:
+    """The map's path, refused at start unless its folder exists (it is written beside it)."""
+    if not path.parent.is_dir():
+        raise click.BadParameter(
+            f"no folder {path.parent} to write the map in: create it, or give the path the "
+            "router includes",
+            param_hint="--map",
+        )
+    return path
+
+
 def poll(client: httpx.Client, instances: tuple[str, ...]) -> list[spread.Poll | None]:
     """Every instance's sizing; None for one that does not answer."""
     polls: list[spread.Poll | None] = []
@@ -102,7 +126,11 @@ def rewrite(map_path: Path, wanted: dict[str, int], reload_command: str) -> None
     click.echo(f"hot models: {wanted or 'none'}", err=True)
     if not reload_command:
         return
-    done = subprocess.run(shlex.split(reload_command), capture_output=True, text=True)
-    if done.returncode:
-        click.echo(f"error: {reload_command!r} failed: {done.stderr.strip()}", err=True)
+    try:
+        done = subprocess.run(shlex.split(reload_command), capture_output=True, text=True)
+        failure = done.stderr.strip() if done.returncode else ""
+    except OSError as error:  # not found, not executable
+        failure = str(error)
+    if failure:
+        click.echo(f"error: {reload_command!r} failed: {failure}", err=True)
         sys.exit(1)

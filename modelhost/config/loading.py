@@ -114,6 +114,11 @@ def _refuse_unsupported(config: Config) -> None:
         )
     if config.untrusted_workers:
         _refuse_untrusted_workers(config)
+    if config.fronts > 1 and config.ssl_certfile:  # the fronts relay plain HTTP
+        raise ConfigError(
+            f"--fronts {config.fronts} relays plain HTTP only: serve HTTPS with --fronts 1, or "
+            "end TLS in a proxy in front"
+        )
     if config.token_auth and (config.management_token or reads_token(config.tenant_from)):
         raise ConfigError(
             "token_auth gives management and inference calls TorchServe's keys, so a bearer "

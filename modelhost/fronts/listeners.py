@@ -1,20 +1,57 @@
-"""Listening sockets that several processes bind at once (`SO_REUSEPORT`)."""
+"""The main port's listening sockets: the main process's alone, or several processes' at once
+(`SO_REUSEPORT`)."""
 
 from __future__ import annotations
 
 import contextlib
 import socket
+from typing import Any
 
 BACKLOG = 2048  # uvicorn's
+
+
+def check_unshared(host: str, port: int) -> None:
+    """Raise OSError if anything listens on `host:port`, another server's fronts included.
+
+    Any socket of this user that sets `SO_REUSEPORT` may join a port that others hold with it,
+    so binding with it proves nothing: a bind without it does.
+    """
+    for family, kind, proto, _, address in _addresses(host, port):
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            probe.bind(address)
+
+
+def _addresses(host: str, port: int) -> list[tuple[Any, ...]]:
+    """The addresses to bind ("" or "0.0.0.0": every address), as asyncio binds them."""
+    infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    return list(dict.fromkeys(infos))
+
+
+def lone_socket(host: str, port: int) -> list[socket.socket]:
+    """The main process's listening socket when it has the port alone, bound as uvicorn binds
+    it (one address; `::` takes IPv4 too), so that a taken port is refused before serving."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(BACKLOG)
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        raise
+    return [sock]
 
 
 def reuse_port_sockets(host: str, port: int) -> list[socket.socket]:
     """Bound, listening sockets for `host:port` ("" or "0.0.0.0": every address), as asyncio
     binds them, each with `SO_REUSEPORT` so that the kernel spreads connections over them."""
-    infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     sockets: list[socket.socket] = []
     try:
-        for family, kind, proto, _, address in dict.fromkeys(infos):
+        for family, kind, proto, _, address in _addresses(host, port):
             sock = socket.socket(family, kind, proto)
             sockets.append(sock)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -7,12 +7,18 @@ import contextlib
 import logging
 import signal
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from modelhost.errors import ConfigError
-from modelhost.fronts.listeners import bound_port, reuse_port_sockets, unix_listener
+from modelhost.fronts.listeners import (
+    bound_port,
+    check_unshared,
+    lone_socket,
+    reuse_port_sockets,
+    unix_listener,
+)
 from modelhost.fronts.messages import Table, pack
 from modelhost.fronts.supervisor import FrontSlot
 
@@ -20,6 +26,7 @@ if TYPE_CHECKING:
     from modelhost.http.front_routes import Routing
 
 logger = logging.getLogger("modelhost")
+T = TypeVar("T")
 
 UPSTREAM_FILE = "fronts.sock"
 EXIT_TIMEOUT_S = 5.0  # after the main process drained: the fronts' last connections close
@@ -53,13 +60,9 @@ class Fronts:
 
         Connections wait in the sockets' backlogs until the main process's server accepts them.
         """
-        try:
-            self.sockets = reuse_port_sockets(self.host, self.port)
-        except OSError as error:
-            raise ConfigError(
-                f"cannot bind {self.host}:{self.port} for --fronts {self.count}: {error}; "
-                "choose a free --port"
-            ) from None
+        if self.port:  # port 0 is a fresh port of the kernel's choosing
+            bind_or_refuse(self.host, self.port, check_unshared, f" for --fronts {self.count}")
+        self.sockets = bind_or_refuse(self.host, self.port, reuse_port_sockets)
         self.port = bound_port(self.sockets)
         self.sockets.append(unix_listener(self.upstream))
         events = self.routing.host.events if self.routing is not None else None
@@ -68,7 +71,7 @@ class Fronts:
         for slot in self.slots:
             await slot.start(b"")
         pids = ", ".join(str(process.pid) for process in self.processes)
-        logger.info("%d fronts share port %d (pids %s)", self.count - 1, self.port, pids)
+        logger.info("%s", started_line(self.count - 1, self.port, pids))
         loop = asyncio.get_running_loop()
         if self.routing is not None:
             self._exchange_with(self.routing)
@@ -132,6 +135,13 @@ class Fronts:
             task.cancel()
 
 
+def started_line(fronts: int, port: int, pids: str) -> str:
+    """The start log's line on the fronts, in words that add up with the main process."""
+    if fronts == 1:
+        return f"1 front process shares port {port} with the main process (pid {pids})"
+    return f"{fronts} front processes share port {port} with the main process (pids {pids})"
+
+
 def fronts_for(count: int, host: str, port: int, run_dir: Path, tls: bool) -> Fronts | None:
     """The front processes beside this one on the main port, if `count` (--fronts) is above 1."""
     if count == 1:
@@ -144,20 +154,40 @@ def fronts_for(count: int, host: str, port: int, run_dir: Path, tls: bool) -> Fr
     return Fronts(count, host, port, run_dir)
 
 
+def bind_or_refuse(host: str, port: int, bind: Callable[[str, int], T], why: str = "") -> T:
+    """`bind(host, port)`, or a ConfigError saying to choose another port."""
+    try:
+        return bind(host, port)
+    except OSError as error:
+        raise ConfigError(
+            f"cannot bind {host}:{port}{why}: {error}; choose a free --port"
+        ) from None
+
+
 @contextlib.asynccontextmanager
-async def running(fronts: Fronts | None) -> AsyncIterator[list[socket.socket] | None]:
-    """The main server's sockets while `fronts` run (None: the server binds its own)."""
+async def running(
+    fronts: Fronts | None, host: str, port: int
+) -> AsyncIterator[list[socket.socket]]:
+    """The main server's sockets, bound now, while `fronts` run (None: the main process alone)."""
     if fronts is None:
-        yield None
+        sockets = bind_or_refuse(host, port, lone_socket)
+        try:
+            yield sockets
+        finally:
+            close_all(sockets)
         return
     try:
         await fronts.start()
         yield fronts.sockets
     finally:
         await fronts.stop()
-        for sock in fronts.sockets:
-            with contextlib.suppress(OSError):
-                sock.close()
+        close_all(fronts.sockets)
+
+
+def close_all(sockets: list[socket.socket]) -> None:
+    for sock in sockets:
+        with contextlib.suppress(OSError):
+            sock.close()
 
 
 def is_relayed(transport: asyncio.BaseTransport) -> bool:

@@ -321,6 +321,11 @@ class ModelHost:
         resident = self.memory.get(name)
         return resident.state if resident else None
 
+    def failed_load(self, name: str) -> str | None:
+        """Why `name`'s last load failed, while that failure is remembered."""
+        failed = self.residency.failed_loads.recall(name)
+        return failed.message if failed else None
+
     def statistics(self) -> HostStatistics:
         m, b, d = self.memory, self.memory.budget, self.disk
         residents = list(m)

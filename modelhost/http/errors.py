@@ -11,6 +11,8 @@ from modelhost.protocols.status import status_of
 
 RETRIED_STATUSES = (429, 503)
 CHALLENGE = {"WWW-Authenticate": "Bearer"}  # a 401 must say how to authenticate (RFC 9110)
+# MMS's and TorchServe's types for a path or method no route takes, as their clients read them
+ROUTING_TYPES = {404: "ResourceNotFoundException", 405: "MethodNotAllowedException"}
 
 
 def status_headers(status: int, retry_after_s: int = 1) -> dict[str, str] | None:
@@ -37,9 +39,18 @@ async def handle_modelhost_error(request: Request, error: Exception) -> Response
 async def handle_http_exception(request: Request, error: Exception) -> Response:
     """Starlette's own refusals in the error shape of the path's protocol."""
     assert isinstance(error, HTTPException)
-    message = f"{request.method} {request.url.path}: {error.detail}"
+    message = f"{request.method} {request.url.path}: {error.detail}{way_out(error)}"
     if request.url.path.startswith("/v2"):
         return JSONResponse({"error": message}, error.status_code, error.headers)
-    response = error_response(error.status_code, "HTTPException", message)
+    type_name = ROUTING_TYPES.get(error.status_code, "".join(str(error.detail).split()))
+    response = error_response(error.status_code, type_name, message)
     response.headers.update(error.headers or {})
     return response
+
+
+def way_out(error: HTTPException) -> str:
+    """What to send instead of a path or method no route takes."""
+    if error.status_code == 404:
+        return "; no route has this path: GET /openapi.json lists them"
+    allowed = (error.headers or {}).get("Allow")  # Starlette's 405 names the path's methods
+    return f"; this path takes {allowed}" if error.status_code == 405 and allowed else ""

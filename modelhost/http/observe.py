@@ -21,7 +21,7 @@ from modelhost.names import echo
 from modelhost.observe.describe import describe_sizing
 from modelhost.observe.observer import Observer
 from modelhost.observe.tenants import TenantTable
-from modelhost.protocols.pages import decode_token, encode_token, page_size
+from modelhost.protocols.pages import decode_token, encode_token, page_size_in
 from modelhost.protocols.params import is_whole_number
 from modelhost.records.events import Event
 from modelhost.records.statistics import TenantHoldings
@@ -81,7 +81,7 @@ class ObserveRoutes:
         """A page of the tenants counted, in name order."""
         table = self.tenant_table()
         query = request.query_params
-        limit = page_size(query.get("limit") or query.get("page_size"))
+        limit = page_size_in(query, "limit", "page_size")
         token = query.get("next_page_token") or query.get("nextPageToken")
         names = table.page(decode_token(token) if token else "", limit + 1)
         held = self.observer.host.tenant_holdings()
@@ -137,13 +137,14 @@ def describe_tenant(table: TenantTable, name: str, held: TenantHoldings) -> dict
 
 
 def last_event_id(request: Request) -> int | None:
-    text = request.headers.get("last-event-id") or request.query_params.get("last_event_id")
+    """Where a stream resumes: the header, else the query's parameter, named when refused."""
+    text, given = request.headers.get("last-event-id"), "Last-Event-ID"
+    if not text:
+        text, given = request.query_params.get("last_event_id"), "last_event_id"
     if not text:
         return None
     if not is_whole_number(text):
-        raise BadRequestBody(
-            f"invalid Last-Event-ID {echo(text)}: give the id of an event received"
-        )
+        raise BadRequestBody(f"invalid {given} {echo(text)}: give the id of an event received")
     return int(text)
 
 

@@ -171,6 +171,11 @@ REASONS = {
     404: "no such model (in the store, or loaded where the call asks for it)",
     409: "the model is already loaded or registered",
     413: "the body is larger than max_request_size",
+    406: "an Accept header no built-in codec answers: ask for application/json, text/csv or "
+    "application/x-npy",
+    415: "a body of a Content-Type the call does not read: invocations of built-in handlers "
+    "take application/json, text/csv or application/x-npy; calls that change the server's "
+    "state take application/json (no simple cross-site request can send it)",
     429: "the model's queue (job_queue_size) or the server (max_concurrency) is full, or the "
     "tenant is past its rate (the tenants file); retry after Retry-After",
     500: "the handler raised, or the model could not be loaded",
@@ -182,7 +187,8 @@ REASONS = {
     507: "the model cannot fit in the memory or disk budget",
 }
 INVOKE_ERRORS = (400, 401, 404, 413, 429, 500, 502, 503, 504, 507)
-LOAD_ERRORS = (400, 401, 403, 404, 409, 500, 502, 503, 504, 507)
+CODEC_ERRORS = (406, 415)  # the built-in handlers' codecs: Accept, Content-Type
+LOAD_ERRORS = (400, 401, 403, 404, 409, 415, 500, 502, 503, 504, 507)
 
 
 def responses(
@@ -241,7 +247,12 @@ def operation(
 def _invoke(summary: str, tag: str, extra: Sequence[Schema] = ()) -> dict[str, Any]:
     any_body = {"*/*": {"type": "string", "format": "binary"}}
     return operation(
-        summary, tag, any_body, INVOKE_ERRORS, parameters=[*extra, METHOD], body=INVOKE_BODY
+        summary,
+        tag,
+        any_body,
+        sorted(INVOKE_ERRORS + CODEC_ERRORS),
+        parameters=[*extra, METHOD],
+        body=INVOKE_BODY,
     )
 
 
@@ -325,7 +336,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "unload, after in-flight requests finish (later ones load it again)",
         _SAGEMAKER,
         {_JSON: OBJECT},
-        (400, 401, 403, 404),
+        (400, 401, 403, 404, 415),
         parameters=_OIP_MODEL,
     ),
     ("POST", "/predictions/{model:path}"): _invoke(
@@ -419,7 +430,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/v2/repository/models/{model:path}/unload"): _oip(
         "unload (a model not loaded is already unloaded)",
         None,
-        (401, 403),
+        (401, 403, 415),
         parameters=_OIP_MODEL,
     ),
     ("GET", "/v2/models/{model:path}"): _oip(
@@ -488,7 +499,7 @@ TORCHSERVE_OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "exist): unload it, and forget its URL",
         _TORCHSERVE,
         {_JSON: STATUS},
-        (401, 403, 404, 503),
+        (401, 403, 404, 415, 503),
         parameters=_OIP_MODEL,
     ),
     ("PUT", "/models/{model:path}"): operation(
@@ -497,7 +508,7 @@ TORCHSERVE_OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "default",
         _TORCHSERVE,
         {_JSON: STATUS},
-        (400, 401, 403, 404, 503, 507),
+        (400, 401, 403, 404, 415, 503, 507),
         parameters=[
             *_OIP_MODEL,
             {"name": "min_worker", "in": "query", "schema": {"type": "integer", "minimum": 0}},

@@ -18,6 +18,7 @@ from modelhost.documents import json_object
 from modelhost.errors import (
     BadRequestBody,
     Forbidden,
+    ModelNotFound,
     ModelNotLoaded,
     Unauthorized,
 )
@@ -30,10 +31,18 @@ from modelhost.protocols.access import is_loopback, trusted_as_local
 from modelhost.protocols.bodies import body_cut_short, read_within
 from modelhost.protocols.health import Health
 from modelhost.protocols.keys import MANAGEMENT, TokenKeys, refusal_message
-from modelhost.protocols.pages import decode_token, encode_token, page_size
+from modelhost.protocols.pages import decode_token, encode_token, page_size_in
 from modelhost.protocols.params import check_param
 from modelhost.protocols.tenants import TenantRule
 from modelhost.units import format_bytes
+
+
+def name_advice(name: str) -> str:
+    """How to reach a model whose name the store lacks: an invocation's path, or its name."""
+    model, _, last = name.rpartition("/")
+    if last == "invoke" and model:
+        return f"to invoke model {model}, POST /models/{model}/invoke"
+    return "check the name (it is the artifact's path relative to the store)"
 
 
 @dataclass(frozen=True)
@@ -95,10 +104,16 @@ class SageMakerRoutes:
             )
         model_name(name)
         check_param("url", url)
-        if self.settings.sagemaker_contract:
-            await self.host.load_as_told(name, url)
-            return JSONResponse({"status": "Workers scaled"})  # MMS's words
-        outcome = await self.host.register_and_load(name, url)
+        try:
+            if self.settings.sagemaker_contract:
+                await self.host.load_as_told(name, url)
+                return JSONResponse({"status": "Workers scaled"})  # MMS's words
+            outcome = await self.host.register_and_load(name, url)
+        except ModelNotFound:  # the store's words name a key the caller never gave
+            raise ModelNotFound(
+                f"url {echo(url)} holds no model to load as {name}; check the url: the file or "
+                "folder of the artifact (SageMaker: the folder its model.tar.gz is unpacked in)"
+            ) from None
         return JSONResponse(
             {
                 "status": f"model {name} loaded",
@@ -112,7 +127,7 @@ class SageMakerRoutes:
         if self.settings.sagemaker_contract:
             return self.list_loaded(request)
         query = request.query_params
-        limit = page_size(query.get("limit") or query.get("page_size"))
+        limit = page_size_in(query, "limit", "page_size")
         token = query.get("next_page_token") or query.get("nextPageToken")
         places = places_of(query.get("state"))
         names = self.host.model_names().page(
@@ -126,7 +141,7 @@ class SageMakerRoutes:
     def list_loaded(self, request: Request) -> Response:
         """SageMaker's ListModels: a page of the loaded models."""
         query = request.query_params
-        limit = page_size(query.get("max_results") or query.get("limit"))
+        limit = page_size_in(query, "max_results", "limit")
         token = query.get("next_page_token")
         after = decode_token(token) if token else ""
         names = self.host.model_names().page(after, limit + 1, (LOADED,))
@@ -146,12 +161,14 @@ class SageMakerRoutes:
                 raise ModelNotLoaded(f"model {name} is not loaded; POST /models to load it")
             return JSONResponse(self.entry(name))
         description = self.describe(name)
-        if description["state"] not in ("loaded", "loading"):
-            raise ModelNotLoaded(
-                f"model {name} is not loaded (state: {description['state']}); "
-                "invoke it or POST /models to load it"
-            )
-        return JSONResponse(description)
+        if description["state"] in ("loaded", "loading"):
+            return JSONResponse(description)
+        if not await self.host.exists(name):
+            raise ModelNotFound(f"model {name} is not in the model store; {name_advice(name)}")
+        raise ModelNotLoaded(
+            f"model {name} is not loaded (state: {description['state']}); "
+            "invoke it or POST /models to load it"
+        )
 
     async def unload_model(self, request: Request) -> Response:
         self.authorize(request)

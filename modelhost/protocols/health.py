@@ -36,16 +36,26 @@ class Health:
     def check(self) -> tuple[bool, str]:
         """Whether healthy, and why the workers make it not ("" while they do not)."""
         if not self._single_model_has_loaded():
-            return False, (
-                f"model {self.single_model} has not loaded yet; /ping answers 200 once it has "
-                "(see the load and failure events on GET /events)"
-            )
+            return False, self._not_loaded()
         running, configured = self.worker_counts()
         if running >= configured:
             return self.ready, ""
         return False, (
             f"{running} of {configured} workers running; replacements are being started "
             "(see worker_exit events on GET /events)"
+        )
+
+    def _not_loaded(self) -> str:
+        """Why the single model is not serving: its load's failure, or a load still to come."""
+        failed = self.host.failed_load(self.single_model)
+        if failed is not None:
+            return (
+                f"model {self.single_model} failed to load: {failed}; replace the "
+                "artifact: the next invocation loads it again, and /ping answers 200 once it has"
+            )
+        return (
+            f"model {self.single_model} has not loaded yet; /ping answers 200 once it has "
+            "(see the load and failure events on GET /events)"
         )
 
     def _single_model_has_loaded(self) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+from collections.abc import Mapping
 
 from modelhost.errors import BadRequestBody
 from modelhost.names import echo
@@ -13,14 +14,21 @@ MAX_PAGE_SIZE = 1000
 TOKEN_PREFIX = "n"  # then the last name listed, in URL-safe base64
 
 
-def page_size(text: str | None) -> int:
+def page_size(text: str | None, param: str = "limit") -> int:
+    """The page size `param` asks for; its name is in the refusal, as the caller wrote it."""
     if not text:
         return DEFAULT_PAGE_SIZE
     if not is_whole_number(text) or int(text) < 1:
         raise BadRequestBody(
-            f"invalid limit {echo(text)}: give a page size from 1 to {MAX_PAGE_SIZE}"
+            f"invalid {param} {echo(text)}: give a page size from 1 to {MAX_PAGE_SIZE}"
         )
     return min(MAX_PAGE_SIZE, int(text))
+
+
+def page_size_in(query: Mapping[str, str], *params: str) -> int:
+    """The page size the first of `params` the query gives asks for."""
+    given = next((p for p in params if query.get(p)), params[0])
+    return page_size(query.get(given), given)
 
 
 def encode_token(name: str) -> str:

@@ -6,6 +6,8 @@ from modelhost import errors
 
 STATUS_BY_ERROR: dict[type[errors.ModelhostError], int] = {
     errors.BadRequestBody: 400,
+    errors.UnsupportedMediaType: 415,
+    errors.NotAcceptable: 406,
     errors.InvalidModelName: 400,
     errors.InvalidTenant: 400,
     errors.Unauthorized: 401,

@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from modelhost.errors import BadRequestBody, NestedTooDeep
+from modelhost.errors import BadRequestBody, NestedTooDeep, NotAcceptable, UnsupportedMediaType
 
 JSON = "application/json"
 CSV = "text/csv"
@@ -51,7 +51,7 @@ def decode_rows(body: bytes, content_type: str) -> np.ndarray:
         return _decode_csv(body)
     if kind == NPY:
         return _decode_npy(body)
-    raise BadRequestBody(
+    raise UnsupportedMediaType(
         f"cannot decode Content-Type '{content_type}'; send one of {', '.join(SUPPORTED_TYPES)}"
     )
 
@@ -85,7 +85,7 @@ def _negotiate(accept: str) -> str:
             return CSV
         if kind in SUPPORTED_TYPES:
             return kind
-    raise BadRequestBody(
+    raise NotAcceptable(
         f"cannot answer with Accept '{accept}'; ask for one of {', '.join(SUPPORTED_TYPES)}"
     )
 

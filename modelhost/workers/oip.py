@@ -64,15 +64,21 @@ class OipRequest:
         return bool(self.parameters.get("binary_data_output", False))
 
 
+SEND_AS = (
+    "send a JSON inference request with Content-Type: application/json, or binary tensors "
+    "after a JSON header of Inference-Header-Content-Length bytes"
+)
+
+
 def decode_request(body: bytes, content_type: str) -> OipRequest:
     """Parse an inference request: the JSON header, then each input's values."""
     header_length = header_length_of(content_type)
     header_bytes = body if header_length is None else body[:header_length]
-    document = json_object(
-        header_bytes,
-        "the inference request header",
-        'an inference request object: {"inputs": [...]}',
-    )
+    what = "the inference request body" if header_length is None else "the request's JSON header"
+    try:
+        document = json_object(header_bytes, what, 'an inference request object: {"inputs": ...}')
+    except BadRequestBody as error:
+        raise BadRequestBody(f"{error}; {SEND_AS}") from None
     binary = memoryview(body)[len(header_bytes) :]
     inputs, offset = [], 0
     for index, spec in enumerate(_list_of_objects(document, "inputs", required=True)):

@@ -140,3 +140,20 @@ def test_config_check_reads_a_modelhost_toml_as_modelhost_settings(tmp_path: Pat
     (tmp_path / "tenants.toml").write_text("[default]\nweight = -1\n", encoding="utf-8")
     result = CliRunner().invoke(main, ["config", "check", str(settings)], env={})
     assert result.exit_code == 1 and "line 2: weight = -1" in result.output
+
+
+def test_config_check_names_no_flag_for_a_toml_key_that_is_no_setting(tmp_path: Path) -> None:
+    """A misspelt key is said to be unknown, with the setting meant, not shown as a flag."""
+    from click.testing import CliRunner
+
+    from modelhost.cli.main import main
+
+    settings = tmp_path / "modelhost.toml"
+    settings.write_text('memory_budgt = "1GiB"\n', encoding="utf-8")
+    result = CliRunner().invoke(main, ["config", "check", str(settings)], env={})
+    assert result.exit_code == 1, result.output
+    assert "--memory-budgt" not in result.output
+    assert any(
+        line.startswith("unknown") and "memory_budgt" in line for line in result.output.splitlines()
+    )
+    assert "did you mean memory_budget?" in result.output

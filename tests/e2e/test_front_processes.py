@@ -101,6 +101,14 @@ def test_connections_spread_over_main_and_front(fronted: testing.RunningServer) 
     assert None in holders and fronts[0] in holders
 
 
+def test_the_start_line_counts_the_front_processes(fronted: testing.RunningServer) -> None:
+    """--fronts 2 is the main process and one front: the log says so in words that add up."""
+    [pid] = front_pids(fronted)
+    assert f"1 front process shares port {fronted.port} with the main process (pid {pid})" in (
+        fronted.log_text()
+    )
+
+
 def test_a_relayed_caller_manages_from_loopback(fronted: testing.RunningServer) -> None:
     """The main process sees the front's client as itself: a loopback DELETE is allowed, and
     the next invocation is a miss, relayed, loaded and answered."""

@@ -119,11 +119,16 @@ def test_bad_body_is_400_and_says_what_was_expected(
     assert expected in response.json()["message"]
 
 
-def test_unsupported_content_type_is_400(client: httpx.Client) -> None:
+def test_unsupported_content_type_is_415(client: httpx.Client) -> None:
+    """HTTP's statuses for a body of a type no codec reads, and an answer of none it writes."""
     response = client.post(
         "/models/tenants/t004.joblib/invoke", content=b"x", headers={"content-type": "image/png"}
     )
-    assert response.status_code == 400 and "text/csv" in response.json()["message"]
+    assert response.status_code == 415 and "text/csv" in response.json()["message"]
+    assert response.json()["type"] == "UnsupportedMediaType"
+    refused = invoke(client, "tenants/t004.joblib", accept="application/xml")
+    assert refused.status_code == 406 and "text/csv" in refused.json()["message"]
+    assert refused.json()["type"] == "NotAcceptable"
 
 
 def test_body_over_the_limit_is_413(client: httpx.Client) -> None:

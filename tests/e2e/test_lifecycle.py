@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -137,6 +138,24 @@ def test_a_store_refused_at_start_leaves_no_process_behind(tmp_path: Path) -> No
     )
     _, stderr = server.communicate(timeout=60)
     assert server.returncode == 2 and "unsupported model store" in stderr
+    assert session_members(server.pid) == []
+
+
+def test_a_taken_port_is_refused_before_serving_is_announced(store: Path, tmp_path: Path) -> None:
+    """Exit 2 with the --port advice, as with --fronts, and no 'serving' line first."""
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        args = testing.serve_args(store, tmp_path / "cache", workers=1, port=port)
+        server = subprocess.Popen(
+            [sys.executable, "-m", "modelhost", "serve", *args],
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        _, stderr = server.communicate(timeout=120)
+    assert server.returncode == 2, stderr
+    assert f"127.0.0.1:{port}" in stderr and "choose a free --port" in stderr
+    assert " serving " not in stderr
     assert session_members(server.pid) == []
 
 

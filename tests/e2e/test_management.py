@@ -57,6 +57,17 @@ def test_describe_gives_state_sizes_workers_hits_and_events(client: httpx.Client
     assert any(event["kind"] == "load" for event in described["events"])
 
 
+def test_describe_tells_a_name_the_store_lacks_from_one_not_loaded(client: httpx.Client) -> None:
+    """Invoking loads a model the store holds; for one it lacks, that advice would be wrong."""
+    missing = client.get("/models/tenants/never.joblib")
+    assert missing.status_code == 404 and missing.json()["type"] == "ModelNotFound"
+    assert "invoke it" not in missing.json()["message"]
+    on_invoke = client.get("/models/tenants/t002.joblib/invoke").json()["message"]
+    assert "POST /models/tenants/t002.joblib/invoke" in on_invoke
+    unloaded = client.get("/models/tenants/t002.joblib")
+    assert unloaded.status_code == 404 and unloaded.json()["type"] == "ModelNotLoaded"
+
+
 def test_describe_and_delete_unloaded_are_404(client: httpx.Client) -> None:
     """Describe and delete of a model not loaded are 404."""
     assert client.get("/models/tenants/never.joblib").status_code == 404

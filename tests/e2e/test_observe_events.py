@@ -112,6 +112,16 @@ def test_a_client_resumes_after_its_last_event_id(tight_server: testing.RunningS
     assert replayed[: len(missed)] == missed
 
 
+def test_a_bad_resume_point_names_the_parameter_given(
+    tight_server: testing.RunningServer,
+) -> None:
+    """A client that sent ?last_event_id= is not told of a header it never sent."""
+    response = httpx.get(f"{tight_server.url}/events?last_event_id=abc")
+    assert response.status_code == 400 and "last_event_id 'abc'" in response.json()["message"]
+    response = httpx.get(f"{tight_server.url}/events", headers={"Last-Event-ID": "x"})
+    assert response.status_code == 400 and "Last-Event-ID 'x'" in response.json()["message"]
+
+
 def test_the_model_filter_keeps_one_models_events(tight_server: testing.RunningServer) -> None:
     url, name = tight_server.url, "f0.joblib"
     with (

@@ -146,6 +146,27 @@ def test_docs_and_dashboard_query_real_metrics(client: httpx.Client, doc: str) -
     assert queried - exposed == set()
 
 
+def test_every_exposed_metric_is_in_the_docs_table(client: httpx.Client) -> None:
+    """observability.md's table names each family /metrics exposes (`_created` is the client's)."""
+    lines = (REPO / "docs/observability.md").read_text().splitlines()
+    rows = [line for line in lines if line.startswith("| `modelhost_")]
+    exposed = {n for n in exposed_names(client.get("/metrics").text) if is_family(n)}
+    assert sorted(n for n in exposed if not any(names_in(row, n) for row in rows)) == []
+
+
+def is_family(name: str) -> bool:
+    parts = ("_created", "_bucket", "_count", "_sum")
+    return not name.endswith(parts) and not name.startswith("modelhost_process_")
+
+
+def names_in(row: str, name: str) -> bool:
+    """Whether a table row names `name`: in full, or as a `_tail` of its first name's stem."""
+    cell = row.split("|")[1]
+    names = re.findall(r"`(\w+)`", cell)
+    tails = [n for n in names if n.startswith("_") and name.endswith(n)]
+    return name in names or any(names[0].startswith(name[: -len(t)]) for t in tails)
+
+
 def exposed_names(text: str) -> set[str]:
     """Every sample name the exposition declares, labelled series not yet seen included."""
     names = set()
@@ -166,6 +187,17 @@ def test_describe_gives_the_models_counters(client: httpx.Client) -> None:
     assert counters["requests"] == 3 and counters["hits"] == 2
     assert counters["misses"] == {"disk": 1} and counters["errors"] == 0
     assert {"queue", "load", "infer"} <= set(counters["lastTimingsMs"])  # "download" with stores
+
+
+def test_the_docs_counters_have_the_keys_describe_gives(client: httpx.Client) -> None:
+    """observability.md's `counters` example, key for key, as GET /models/{model} gives them."""
+    text = (REPO / "docs/observability.md").read_text()
+    example = json.loads(text.split('```json\n"counters": ', 1)[1].split("\n```")[0])
+    name = "tenants/t005.joblib"
+    invoke(client, name)
+    counters = client.get(f"/models/{name}").json()["counters"]
+    assert set(example) == set(counters)
+    assert set(example["lastTimingsMs"]) == set(counters["lastTimingsMs"])
 
 
 def test_the_access_log_has_a_line_per_request(

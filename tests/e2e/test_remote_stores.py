@@ -200,6 +200,7 @@ def test_store_down_is_502(
     healthy_proxy.refuse()
     cold = invoke(server.url, "tenants/cold.joblib")
     assert cold.status_code == 502 and "cannot reach the store" in cold.json()["message"]
+    assert "check that the store is up" in cold.json()["message"]
     assert invoke(server.url, "tenants/warm.joblib").status_code == 200
 
 
@@ -211,6 +212,20 @@ def test_a_stalled_store_is_504_within_the_store_timeout(
     response = invoke(server.url, "tenants/stalled.joblib")
     assert response.status_code == 504, response.text
     assert response.json()["type"] == "StoreTimeout"
+    assert "raise --store-timeout-s" in response.json()["message"]
+
+
+def test_each_try_of_a_refusing_store_is_one_connection(
+    server: testing.RunningServer, moto: MotoServer, artifacts: Path, healthy_proxy: TcpProxy
+) -> None:
+    """--store-attempts counts the tries: botocore must not try each of them again itself."""
+    upload(moto, artifacts / "iris.joblib", "tenants/refused.joblib")
+    healthy_proxy.refuse()
+    before = healthy_proxy.accepted
+    response = invoke(server.url, "tenants/refused.joblib")
+    assert response.status_code == 502, response.text
+    assert "gave up after 2 tries" in response.json()["message"]
+    assert healthy_proxy.accepted - before == 2  # store_attempts
 
 
 def test_artifact_over_disk_budget_is_507(
@@ -258,6 +273,21 @@ def test_wrong_credentials_are_502_with_the_stores_words(artifacts: Path, tmp_pa
     assert response.status_code == 502, response.text
     message = response.json()["message"]
     assert "the store refused" in message and "check the AWS credentials" in message
+
+
+def test_a_silent_or_refusing_http_store_says_what_to_check(
+    http_store: StaticHttpServer, tmp_path: Path
+) -> None:
+    """504 naming the setting that timed out, and 502 saying to check the store."""
+    with TcpProxy(http_store.port) as proxy:
+        args = testing.serve_args(proxy.url, tmp_path / "cache", workers=1, store_timeout_s=1)
+        with testing.RunningServer(args, tmp_path) as server:
+            proxy.stall()
+            silent = invoke(server.url, "iris.joblib")
+            proxy.refuse()
+            refused = invoke(server.url, "iris.joblib")
+    assert silent.status_code == 504 and "raise --store-timeout-s" in silent.json()["message"]
+    assert refused.status_code == 502 and "check that the store is up" in refused.json()["message"]
 
 
 def test_http_store_downloads_then_hits(http_store: StaticHttpServer, tmp_path: Path) -> None:

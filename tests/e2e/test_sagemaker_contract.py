@@ -145,6 +145,14 @@ def test_load_model_of_a_missing_url_is_404(sagemaker: httpx.Client, opt_ml: Pat
     assert listed(sagemaker) == []
 
 
+def test_load_model_of_a_missing_url_names_the_url(sagemaker: httpx.Client, opt_ml: Path) -> None:
+    """The caller gave a url, not a name in the store: the 404 says which url holds nothing."""
+    url = str(model_dir(opt_ml, "cherry"))
+    response = sagemaker.post("/models", json={"model_name": "kiwi", "url": url})
+    assert response.status_code == 404
+    assert url in response.json()["message"] and "check the url" in response.json()["message"]
+
+
 def test_load_model_past_memory_is_507(sagemaker: httpx.Client, opt_ml: Path) -> None:
     """LoadModel past the memory is 507 and unloads nothing.
 
@@ -188,6 +196,11 @@ def test_list_models_pages_with_next_page_token(sagemaker: httpx.Client, opt_ml:
     token = first["nextPageToken"]
     second = sagemaker.get("/models", params={"max_results": 1, "next_page_token": token})
     assert second.json() == {"models": [entry(opt_ml, "bravo")]}  # no token: the last page
+
+
+def test_list_models_names_the_page_size_parameter_it_refuses(sagemaker: httpx.Client) -> None:
+    response = sagemaker.get("/models", params={"max_results": "0"})
+    assert response.status_code == 400 and "max_results '0'" in response.json()["message"]
 
 
 def test_list_models_with_a_made_up_token_is_400(sagemaker: httpx.Client) -> None:

@@ -11,6 +11,7 @@ import pytest
 
 from modelhost.config import load_config
 from modelhost.errors import ConfigError
+from modelhost.fronts.listeners import bound_port, reuse_port_sockets
 from modelhost.fronts.processes import fronts_for
 
 
@@ -46,3 +47,24 @@ def test_a_taken_port_is_refused_with_its_address(tmp_path: Path) -> None:
         assert fronts is not None
         with pytest.raises(ConfigError, match=f"127.0.0.1:{port}"):
             asyncio.run(fronts.start())
+
+
+def test_a_port_another_servers_fronts_share_is_refused(tmp_path: Path) -> None:
+    """SO_REUSEPORT lets any socket of the same user that sets it join a port: a second server
+    with fronts must not take half of the first one's connections."""
+    taken = reuse_port_sockets("127.0.0.1", 0)
+    try:
+        port = bound_port(taken)
+        fronts = fronts_for(2, "127.0.0.1", port, tmp_path, tls=False)
+        assert fronts is not None
+        with pytest.raises(ConfigError, match=f"127.0.0.1:{port}.*in use"):
+            asyncio.run(fronts.start())
+    finally:
+        for sock in taken:
+            sock.close()
+
+
+def test_fronts_with_tls_are_refused_with_the_settings(tmp_path: Path) -> None:
+    """At load, so `modelhost config check` says what the start would, before any worker."""
+    with pytest.raises(ConfigError, match="HTTPS"):
+        load_config({"fronts": "2", "ssl_certfile": "cert.pem"}, {}, tmp_path)

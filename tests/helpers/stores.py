@@ -102,6 +102,8 @@ class TcpProxy:
     - `stall()`: accept, then forward nothing;
     - `refuse()`: close every new connection at once (the store is down);
     - `heal()`: forward normally again.
+
+    `accepted` counts the connections it took, refused ones included.
     """
 
     def __init__(self, target_port: int) -> None:
@@ -109,7 +111,7 @@ class TcpProxy:
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
-        self.mode, self.cut_bytes = "forward", 0
+        self.mode, self.cut_bytes, self.accepted = "forward", 0, 0
         self._open: set[socket.socket] = set()
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._accept, daemon=True)
@@ -146,6 +148,7 @@ class TcpProxy:
         with contextlib.suppress(OSError):
             while True:
                 client, _ = self.listener.accept()
+                self.accepted += 1
                 if self.mode == "refuse":
                     client.close()
                     continue

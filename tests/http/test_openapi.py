@@ -10,7 +10,7 @@ import pytest
 from starlette.applications import Starlette
 from starlette.routing import Route
 
-from modelhost.http.app import build_app
+from modelhost.http.app import MANAGEMENT_CALLS, build_app
 from modelhost.http.invocations import InvocationFastPath
 from modelhost.http.last_resort import LastResort
 from modelhost.http.openapi import (
@@ -61,6 +61,25 @@ def test_documented_routes_are_the_served_routes(
 ) -> None:
     assert documented(served_document(app)) == served(app)
     assert set(table) == route_keys(app.routes)  # no entry for a route that is gone
+
+
+@pytest.mark.parametrize(
+    ("app", "guarded"),
+    [
+        (build_app(routes(), cast(Any, OBSERVER)), MANAGEMENT_CALLS),
+        (build_management_app(routes()), TORCHSERVE_OPERATIONS),
+    ],
+    ids=["main", "torchserve"],
+)
+def test_calls_the_cross_site_guard_refuses_document_415(
+    app: Starlette | InvocationFastPath | LastResort, guarded: Any
+) -> None:
+    """A state-changing call with a body that is not JSON is 415 (cross_site.py)."""
+    doc = served_document(app)
+    for method, path in route_keys(app.routes):
+        if (method, path) in guarded and method not in ("GET", "HEAD", "OPTIONS"):
+            described = doc["paths"][openapi_path(path)][method.lower()]
+            assert "415" in described["responses"], f"{method} {path}"
 
 
 def test_an_undocumented_route_fails_the_build() -> None:

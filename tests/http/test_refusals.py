@@ -39,3 +39,16 @@ def test_wrong_method_keeps_its_allow_header() -> None:
     assert response.status_code == 405
     assert response.json()["code"] == 405
     assert "GET" in response.headers["allow"]
+
+
+def test_no_such_route_names_mms_type_and_where_the_routes_are() -> None:
+    """Not Starlette's class name: MMS's type, which rejections_total counts by."""
+    body = call("GET", "/nowhere").json()
+    assert body["type"] == "ResourceNotFoundException"
+    assert "GET /openapi.json" in body["message"]
+
+
+def test_wrong_method_names_mms_type_and_the_methods_the_path_takes() -> None:
+    body = call("POST", "/ping").json()
+    assert body["type"] == "MethodNotAllowedException"
+    assert "this path takes" in body["message"] and "GET" in body["message"]

@@ -113,6 +113,13 @@ def test_malformed_requests_say_what_is_wrong(document: dict[str, object], words
         decode_request(*oip_json(document))
 
 
+def test_a_body_that_is_not_json_says_how_to_send_one() -> None:
+    """A whole body is no 'header'; the refusal names the Content-Type to send."""
+    with pytest.raises(BadRequestBody, match="inference request body") as refused:
+        decode_request(b"1,2,3,4", "text/csv")
+    assert "Content-Type: application/json" in str(refused.value)
+
+
 def test_binary_data_must_be_accounted_for() -> None:
     body, kind = oip_binary(
         {"inputs": [fp32_input(ROWS)]}, np.asarray(ROWS, "<f4").tobytes() + b"x"

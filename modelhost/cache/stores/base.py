@@ -16,6 +16,8 @@ HANDLER_FILES = ("handler.py", "code/inference.py")
 
 Progress = Callable[[int], None]  # bytes received since the last call
 
+SILENT = "; check that the store answers, or raise --store-timeout-s"  # a StoreTimeout's way out
+
 
 @dataclass(frozen=True)
 class ObjectInfo:

@@ -11,7 +11,7 @@ from urllib.parse import quote, unquote
 
 import httpx
 
-from modelhost.cache.stores.base import ObjectInfo, Progress, key_below, validate_name
+from modelhost.cache.stores.base import SILENT, ObjectInfo, Progress, key_below, validate_name
 from modelhost.errors import (
     ModelhostError,
     ModelNotFound,
@@ -113,7 +113,7 @@ def status_error(status: int, url: str) -> ModelhostError:
 def translate(error: httpx.HTTPError, url: str) -> ModelhostError:
     url = redact_url(url)
     if isinstance(error, httpx.ReadTimeout | httpx.PoolTimeout):
-        return StoreTimeout(f"the store stopped sending {url}: no byte for the read timeout")
+        return StoreTimeout(f"the store sent nothing for {url} within --store-timeout-s{SILENT}")
     if isinstance(error, httpx.TransportError):
         return StoreUnavailable(
             f"cannot reach the store for {url}: {type(error).__name__}: {error}"

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from modelhost.cache.stores.base import (
+    SILENT,
     KeyedByPath,
     ObjectInfo,
     Progress,
@@ -46,7 +47,7 @@ class S3Client:
         config = Config(
             connect_timeout=timeout_s,
             read_timeout=timeout_s,
-            retries={"mode": "standard", "max_attempts": 1},
+            retries={"mode": "standard", "total_max_attempts": 1},  # max_attempts counts retries
             max_pool_connections=10 * max_concurrent_downloads,
         )
         self.client: Any = boto3.session.Session().client("s3", config=config)
@@ -154,7 +155,7 @@ def translate(error: Exception, url: str) -> ModelhostError:
             "AWS_PROFILE, or give the instance a role"
         )
     if isinstance(error, boto.ReadTimeoutError):
-        return StoreTimeout(f"the store stopped sending {url}: {error}")
+        return StoreTimeout(f"the store stopped sending {url}: {error}{SILENT}")
     if isinstance(error, boto.BotoCoreError | OSError):
         return StoreUnavailable(f"cannot reach the store for {url}: {error}")
     return StoreError(f"the store failed on {url}: {type(error).__name__}: {error}")
