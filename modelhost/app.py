@@ -43,6 +43,7 @@ from modelhost.http.last_resort import Unhandled
 from modelhost.http.routes import HttpSettings, SageMakerRoutes
 from modelhost.http.server import (
     DrainingServer,
+    SecondaryServer,
     ignore_signals_after_drain,
     serve_beside,
     uvicorn_config,
@@ -111,6 +112,9 @@ async def serve_pool(config: Config, pool: WorkerPool, events: EventLog) -> int:
                 relayed=fronts is not None,
                 timeout_graceful_shutdown=int(config.drain_timeout_s),
             ),
+            on_listening=lambda: logger.info(
+                "serving %s on http://%s:%d", host.store_uri, config.host, config.port
+            ),
         )
         beside = management_servers(routes, config, Unhandled(observer.metrics.unhandled_errors))
         beside += metrics_servers(observer, config)
@@ -119,7 +123,6 @@ async def serve_pool(config: Config, pool: WorkerPool, events: EventLog) -> int:
             await restore_registered(host, Path(config.cache_dir), config.model_snapshot)
         ignore_signals_after_drain()
         health.serve(host.pool.health)
-        logger.info("serving %s on http://%s:%d", host.store_uri, config.host, config.port)
         if config.refuse_pickle:
             logger.info("--refuse-pickle: %s", sandbox_support().describe())
         elif config.untrusted_workers:
@@ -132,7 +135,7 @@ async def serve_pool(config: Config, pool: WorkerPool, events: EventLog) -> int:
 
 async def serve_rpc_beside(
     server: uvicorn.Server,
-    beside: list[uvicorn.Server],
+    beside: list[SecondaryServer],
     rpc: list[RpcServer],
     sockets: list[socket.socket] | None = None,
 ) -> None:

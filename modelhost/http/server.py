@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import uvicorn
 
 from modelhost.config import Config
+from modelhost.errors import ConfigError
 from modelhost.http.head_limits import head_limited_protocol
 from modelhost.http.hits import hits_first
 from modelhost.http.relayed import relayed_protocol
@@ -44,7 +46,34 @@ def uvicorn_config(
     )
 
 
-class SecondaryServer(uvicorn.Server):
+class ListeningServer(uvicorn.Server):
+    """A server whose port, once bound, sets `listening`; a port it cannot bind stops the start.
+
+    uvicorn logs the bind's error and exits; this says which setting names the port.
+    """
+
+    def __init__(self, config: uvicorn.Config, flag: str) -> None:
+        super().__init__(config)
+        self.flag = flag
+        self.listening = asyncio.Event()
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        try:
+            await super().startup(sockets)
+        except SystemExit as stop:
+            raise ConfigError(self.refusal(stop.__context__)) from None
+        self.listening.set()
+
+    def refusal(self, error: BaseException | None) -> str:
+        errno = getattr(error, "errno", None)
+        reason = os.strerror(errno).lower() if errno else str(error)
+        return (
+            f"cannot listen on {self.config.host}:{self.config.port}: {reason}; stop what holds "
+            f"the port or choose another {self.flag}"
+        )
+
+
+class SecondaryServer(ListeningServer):
     """A server that leaves the signals to the main one and stops when it stops."""
 
     @contextlib.contextmanager
@@ -54,12 +83,14 @@ class SecondaryServer(uvicorn.Server):
 
 async def serve_beside(
     main: uvicorn.Server,
-    beside: list[uvicorn.Server],
+    beside: Sequence[ListeningServer],
     sockets: list[socket.socket] | None = None,
 ) -> None:
-    """`main` on `sockets` (None: its own), and `beside` until it stops."""
+    """`beside` listening first, then `main` on `sockets` (None: its own), until it stops."""
     tasks = [asyncio.ensure_future(server.serve()) for server in beside]
     try:
+        for server, task in zip(beside, tasks, strict=True):
+            await listening(server, task)
         await main.serve(sockets)
     finally:
         for server in beside:
@@ -67,12 +98,34 @@ async def serve_beside(
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-class DrainingServer(uvicorn.Server):
-    """uvicorn's server, calling `on_drain` as it starts: event streams never end by themselves."""
+async def listening(server: ListeningServer, serving: asyncio.Future[Any]) -> None:
+    """Once `server` listens; its refusal raised if it stops first."""
+    bound: asyncio.Future[Any] = asyncio.ensure_future(server.listening.wait())
+    await asyncio.wait([serving, bound], return_when=asyncio.FIRST_COMPLETED)
+    bound.cancel()
+    if serving.done():
+        serving.result()
 
-    def __init__(self, on_drain: Callable[[], None], config: uvicorn.Config) -> None:
-        super().__init__(config)
+
+class DrainingServer(ListeningServer):
+    """uvicorn's server, calling `on_drain` as it starts: event streams never end by themselves.
+
+    `on_listening` runs once its port is bound.
+    """
+
+    def __init__(
+        self,
+        on_drain: Callable[[], None],
+        config: uvicorn.Config,
+        on_listening: Callable[[], None] = lambda: None,
+    ) -> None:
+        super().__init__(config, "--port")
         self.on_drain = on_drain
+        self.on_listening = on_listening
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        self.on_listening()
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         self.on_drain()

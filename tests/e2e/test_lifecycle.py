@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -138,6 +139,30 @@ def test_a_store_refused_at_start_leaves_no_process_behind(tmp_path: Path) -> No
     _, stderr = server.communicate(timeout=60)
     assert server.returncode == 2 and "unsupported model store" in stderr
     assert session_members(server.pid) == []
+
+
+@pytest.mark.parametrize("port_flag", ["port", "management_port"])
+def test_a_taken_port_stops_the_start_with_what_to_do(
+    store: Path, tmp_path: Path, port_flag: str
+) -> None:
+    """No "serving … on http://" line for a port never bound, and an error naming the flag."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        ports = {"port": testing.free_port(), port_flag: port}
+        args = testing.serve_args(store, tmp_path / "cache", host="127.0.0.1", workers=1, **ports)
+        server = subprocess.run(
+            [sys.executable, "-m", "modelhost", "serve", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    flag = "--" + port_flag.replace("_", "-")
+    assert server.returncode == 2, server.stderr
+    assert f"on http://127.0.0.1:{port}" not in server.stderr
+    assert f"error: cannot listen on 127.0.0.1:{port}" in server.stderr
+    assert f"choose another {flag}" in server.stderr
 
 
 def session_members(session_id: int) -> list[int]:
