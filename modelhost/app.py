@@ -208,6 +208,8 @@ async def started_host(
         config.allowed_urls,
         StoreSettings(config.store_timeout_s, config.max_concurrent_downloads),
     )
+    if not config.sagemaker_contract:  # else SageMaker fills the store as it loads
+        stores.refuse_missing_folder()
     tenants = TenantsFileWatcher(config.tenants_file, events.emit)
     try:
         await pool.startup()

@@ -141,6 +141,20 @@ def test_a_store_refused_at_start_leaves_no_process_behind(tmp_path: Path) -> No
     assert session_members(server.pid) == []
 
 
+def test_a_store_folder_that_is_not_there_stops_the_start(tmp_path: Path) -> None:
+    """A mistyped --model-store would answer 404 to every model: it is refused, saying why."""
+    args = testing.serve_args(tmp_path / "modles", tmp_path / "cache", port=0)
+    server = subprocess.run(
+        [sys.executable, "-m", "modelhost", "serve", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert server.returncode == 2, server.stderr
+    assert f"error: the model store {tmp_path / 'modles'} is not a folder" in server.stderr
+    assert "serving" not in server.stderr
+
+
 @pytest.mark.parametrize("port_flag", ["port", "management_port"])
 def test_a_taken_port_stops_the_start_with_what_to_do(
     store: Path, tmp_path: Path, port_flag: str
