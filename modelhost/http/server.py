@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import signal
 import socket
@@ -65,12 +66,20 @@ class ListeningServer(uvicorn.Server):
         self.listening.set()
 
     def refusal(self, error: BaseException | None) -> str:
-        errno = getattr(error, "errno", None)
-        reason = os.strerror(errno).lower() if errno else str(error)
-        return (
-            f"cannot listen on {self.config.host}:{self.config.port}: {reason}; stop what holds "
-            f"the port or choose another {self.flag}"
-        )
+        """What stopped the bind, and the setting to change."""
+        number = getattr(error, "errno", None)
+        reason = os.strerror(number).lower() if number else str(error)
+        host, port, flag = self.config.host, self.config.port, self.flag
+        if number == errno.EADDRNOTAVAIL:
+            advice = (
+                f"{host} is not an address of this machine: set {flag.replace('port', 'host')} "
+                "to one of its addresses, or 0.0.0.0 for all"
+            )
+        elif number in (errno.EACCES, errno.EPERM):
+            advice = f"ports below 1024 need privileges: set {flag} to 1024 or more"
+        else:
+            advice = f"stop what holds the port or choose another {flag}"
+        return f"cannot listen on {host}:{port}: {reason}; {advice}"
 
 
 class SecondaryServer(ListeningServer):
