@@ -6,10 +6,11 @@ make room for it. Asking the store for the version is far cheaper than a downloa
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 
-from modelhost.cache.recent import RecentFailures
-from modelhost.errors import ModelhostError, ModelLoadError
+from modelhost.cache.recent import MAX_KEYS, RecentFailures
+from modelhost.errors import ModelhostError, ModelLoadError, WorkerDied
 
 Version = Callable[[], Awaitable[str]]
 
@@ -18,6 +19,15 @@ class FailedLoads(RecentFailures):
     """Failed loads by model name; stale after the TTL or once the store's version changes."""
 
     TTL_S = 60.0
+
+    def __init__(
+        self,
+        ttl_s: float | None = None,
+        max_keys: int = MAX_KEYS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__(ttl_s, max_keys, clock)
+        self.deaths = RecentFailures(ttl_s, max_keys, clock)  # loads whose worker died once
 
     async def check(self, name: str, version: Version) -> None:
         """Raise the remembered error while the failed version is still the store's."""
@@ -37,6 +47,24 @@ class FailedLoads(RecentFailures):
         current = await self._current(version)
         if current is not None:
             self.keep(name, str(error), current)
+
+    async def worker_died(self, name: str, version: Version, error: WorkerDied) -> None:
+        """A worker died loading `name`: the second time in a row, the load is to blame and is
+        remembered as a failed one; the first may be another model's doing, and is retried."""
+        if self.deaths.recall(name) is None:
+            self.deaths.keep(name, str(error))
+            return
+        self.deaths.forget(name)
+        failed = ModelLoadError(
+            f"could not load model {name}: the worker loading it died, and another when it was "
+            "tried again; its load ends its process (a handler that exits, a crash in native "
+            "code, or memory past what the machine has): fix the artifact"
+        )
+        await self.remember(name, version, failed)
+        raise failed from error
+
+    def loaded(self, name: str) -> None:
+        self.deaths.forget(name)
 
     @staticmethod
     async def _current(version: Version) -> str | None:

@@ -25,6 +25,7 @@ from modelhost.errors import (
     ModelNotLoaded,
     ShuttingDown,
     Unavailable,
+    WorkerDied,
 )
 from modelhost.host.calls import LoadOutcome
 from modelhost.host.copies import Copies, OnLoaded
@@ -126,6 +127,10 @@ class Residency:
         except ModelLoadError as error:  # the artifact's fault
             await self.failed_loads.remember(name, version, error)
             raise
+        except WorkerDied as error:
+            await self.failed_loads.worker_died(name, version, error)
+            raise
+        self.failed_loads.loaded(name)
         await self.relieve_pressure()
         return LoadOutcome(found.tier, (self.clock() - started) * 1000, found.download_ms)
 
