@@ -155,6 +155,22 @@ def test_a_store_folder_that_is_not_there_stops_the_start(tmp_path: Path) -> Non
     assert "serving" not in server.stderr
 
 
+def test_a_cache_folder_that_cannot_be_made_stops_the_start(store: Path, tmp_path: Path) -> None:
+    """A --cache-dir that is a file (or on a read-only volume): an error, not a traceback."""
+    taken = tmp_path / "cache"
+    taken.write_text("a file where the cache should be")
+    args = testing.serve_args(store, taken, port=0, workers=1)
+    server = subprocess.run(
+        [sys.executable, "-m", "modelhost", "serve", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert server.returncode == 2, server.stderr
+    assert f"error: cannot use the cache folder {taken}" in server.stderr
+    assert "set --cache-dir" in server.stderr and "Traceback" not in server.stderr
+
+
 @pytest.mark.parametrize("port_flag", ["port", "management_port"])
 def test_a_taken_port_stops_the_start_with_what_to_do(
     store: Path, tmp_path: Path, port_flag: str
