@@ -10,7 +10,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from modelhost.cache.recent import MAX_KEYS, RecentFailures
-from modelhost.errors import ModelhostError, ModelLoadError, WorkerDied
+from modelhost.errors import DeadlineExceeded, ModelhostError, ModelLoadError
 
 Version = Callable[[], Awaitable[str]]
 
@@ -27,7 +27,7 @@ class FailedLoads(RecentFailures):
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__(ttl_s, max_keys, clock)
-        self.deaths = RecentFailures(ttl_s, max_keys, clock)  # loads whose worker died once
+        self.lost = RecentFailures(ttl_s, max_keys, clock)  # loads that cost a worker once
 
     async def check(self, name: str, version: Version) -> None:
         """Raise the remembered error while the failed version is still the store's."""
@@ -48,23 +48,20 @@ class FailedLoads(RecentFailures):
         if current is not None:
             self.keep(name, str(error), current)
 
-    async def worker_died(self, name: str, version: Version, error: WorkerDied) -> None:
-        """A worker died loading `name`: the second time in a row, the load is to blame and is
-        remembered as a failed one; the first may be another model's doing, and is retried."""
-        if self.deaths.recall(name) is None:
-            self.deaths.keep(name, str(error))
+    async def worker_lost(self, name: str, version: Version, error: ModelhostError) -> None:
+        """A load of `name` cost its worker (it died, or was killed at the deadline): the second
+        time in a row, the load is to blame and is remembered as a failed one; the first may be
+        another model's doing, or a busy machine's, and is raised as it came."""
+        if self.lost.recall(name) is None:
+            self.lost.keep(name, str(error))
             return
-        self.deaths.forget(name)
-        failed = ModelLoadError(
-            f"could not load model {name}: the worker loading it died, and another when it was "
-            "tried again; its load ends its process (a handler that exits, a crash in native "
-            "code, or memory past what the machine has): fix the artifact"
-        )
+        self.lost.forget(name)
+        failed = ModelLoadError(f"could not load model {name}, twice in a row: {lost_why(error)}")
         await self.remember(name, version, failed)
         raise failed from error
 
     def loaded(self, name: str) -> None:
-        self.deaths.forget(name)
+        self.lost.forget(name)
 
     @staticmethod
     async def _current(version: Version) -> str | None:
@@ -72,3 +69,13 @@ class FailedLoads(RecentFailures):
             return await version()
         except (ModelhostError, OSError):  # nothing to compare
             return None
+
+
+def lost_why(error: ModelhostError) -> str:
+    """Why a load that cost its worker is the artifact's fault, and what to do."""
+    if isinstance(error, DeadlineExceeded):
+        return f"{error} (it is not tried again for a while: each try costs a worker)"
+    return (
+        "the worker loading it died each time; its load ends its process (a handler that "
+        "exits, a crash in native code, or memory past what the machine has): fix the artifact"
+    )

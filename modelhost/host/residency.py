@@ -18,6 +18,7 @@ from sortedcontainers import SortedDict
 from modelhost.cache.disk import Artifact
 from modelhost.cache.memory import MemoryTier, Resident, State
 from modelhost.errors import (
+    DeadlineExceeded,
     InsufficientMemory,
     ModelhostError,
     ModelLoadError,
@@ -127,8 +128,8 @@ class Residency:
         except ModelLoadError as error:  # the artifact's fault
             await self.failed_loads.remember(name, version, error)
             raise
-        except WorkerDied as error:
-            await self.failed_loads.worker_died(name, version, error)
+        except (WorkerDied, DeadlineExceeded) as error:  # it cost the worker
+            await self.failed_loads.worker_lost(name, version, error)
             raise
         self.failed_loads.loaded(name)
         await self.relieve_pressure()
