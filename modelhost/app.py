@@ -45,6 +45,7 @@ from modelhost.http.server import (
     DrainingServer,
     SecondaryServer,
     ignore_signals_after_drain,
+    refuse_unusable_tls,
     serve_beside,
     uvicorn_config,
 )
@@ -116,6 +117,7 @@ async def serve_pool(config: Config, pool: WorkerPool, events: EventLog) -> int:
                 "serving %s on http://%s:%d", host.store_uri, config.host, config.port
             ),
         )
+        refuse_unusable_tls(config)
         beside = management_servers(routes, config, Unhandled(observer.metrics.unhandled_errors))
         beside += metrics_servers(observer, config)
         await preload(host, starting_models(config), config.load_models)

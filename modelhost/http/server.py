@@ -8,6 +8,7 @@ import errno
 import os
 import signal
 import socket
+import ssl
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -45,6 +46,21 @@ def uvicorn_config(
         ssl_keyfile=config.ssl_keyfile or None,
         **more,
     )
+
+
+def refuse_unusable_tls(config: Config) -> None:
+    """A certificate or key TLS cannot load stops the start, before any model loads."""
+    if not config.ssl_certfile:
+        return
+    try:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(config.ssl_certfile, config.ssl_keyfile or None)
+    except OSError as error:  # ssl.SSLError too
+        raise ConfigError(
+            f"cannot serve HTTPS with --ssl-certfile {config.ssl_certfile} and --ssl-keyfile "
+            f"{config.ssl_keyfile or '(none)'}: {error}; give PEM files this user can read, the "
+            "certificate chain and its private key"
+        ) from None
 
 
 class ListeningServer(uvicorn.Server):

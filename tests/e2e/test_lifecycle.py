@@ -171,6 +171,26 @@ def test_a_cache_folder_that_cannot_be_made_stops_the_start(store: Path, tmp_pat
     assert "set --cache-dir" in server.stderr and "Traceback" not in server.stderr
 
 
+@pytest.mark.parametrize("pem", ["missing.pem", "garbage.pem"])
+def test_a_certificate_tls_cannot_load_stops_the_start(
+    store: Path, tmp_path: Path, pem: str
+) -> None:
+    """A missing or unreadable --ssl-certfile: an error naming the files, not a traceback."""
+    (tmp_path / "garbage.pem").write_text("not a certificate")
+    cert = tmp_path / pem
+    args = testing.serve_args(store, tmp_path / "cache", port=0, workers=1)
+    args += ["--ssl-certfile", str(cert), "--ssl-keyfile", str(cert)]
+    server = subprocess.run(
+        [sys.executable, "-m", "modelhost", "serve", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert server.returncode == 2, server.stderr
+    assert f"error: cannot serve HTTPS with --ssl-certfile {cert}" in server.stderr
+    assert "Traceback" not in server.stderr
+
+
 @pytest.mark.parametrize("port_flag", ["port", "management_port"])
 def test_a_taken_port_stops_the_start_with_what_to_do(
     store: Path, tmp_path: Path, port_flag: str
