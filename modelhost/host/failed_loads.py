@@ -72,10 +72,10 @@ class FailedLoads(RecentFailures):
 
 
 def lost_why(error: ModelhostError) -> str:
-    """Why a load that cost its worker is the artifact's fault, and what to do."""
-    if isinstance(error, DeadlineExceeded):
-        return f"{error} (it is not tried again for a while: each try costs a worker)"
+    """Why a load that cost its worker twice is the artifact's fault, and what to do."""
+    how = "missed the load's deadline" if isinstance(error, DeadlineExceeded) else "died"
     return (
-        "the worker loading it died each time; its load ends its process (a handler that "
-        "exits, a crash in native code, or memory past what the machine has): fix the artifact"
+        f"each try cost its worker (the last {how}); check the model's handler, one that exits, "
+        "crashes in native code or hangs, or raise its load_timeout_s or "
+        "--worker-load-timeout-s if it is only slow"
     )
