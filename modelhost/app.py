@@ -44,7 +44,9 @@ from modelhost.http.last_resort import Unhandled
 from modelhost.http.routes import HttpSettings, SageMakerRoutes
 from modelhost.http.server import (
     DrainingServer,
+    SecondaryServer,
     ignore_signals_after_drain,
+    refuse_unusable_tls,
     serve_beside,
     uvicorn_config,
 )
@@ -113,6 +115,7 @@ async def serve_pool(config: Config, pool: WorkerPool, events: EventLog) -> int:
                 timeout_graceful_shutdown=int(config.drain_timeout_s),
             ),
         )
+        refuse_unusable_tls(config)
         beside = management_servers(routes, config, Unhandled(observer.metrics.unhandled_errors))
         beside += metrics_servers(observer, config)
         await preload(host, starting_models(config), config.load_models)
@@ -135,7 +138,7 @@ async def serve_pool(config: Config, pool: WorkerPool, events: EventLog) -> int:
 
 async def serve_rpc_beside(
     server: uvicorn.Server,
-    beside: list[uvicorn.Server],
+    beside: list[SecondaryServer],
     rpc: list[RpcServer],
     sockets: list[socket.socket] | None = None,
 ) -> None:
@@ -208,6 +211,8 @@ async def started_host(
         config.allowed_urls,
         StoreSettings(config.store_timeout_s, config.max_concurrent_downloads),
     )
+    if not config.sagemaker_contract:  # else SageMaker fills the store as it loads
+        stores.refuse_missing_folder()
     tenants = TenantsFileWatcher(config.tenants_file, events.emit)
     try:
         await pool.startup()

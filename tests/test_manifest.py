@@ -180,3 +180,12 @@ def test_a_broken_mar_manifest_is_a_load_error(tmp_path: Path) -> None:
     write(tmp_path / "MAR-INF" / "MANIFEST.json", "[1, 2]")
     with pytest.raises(ModelLoadError, match='no "model" object'):
         read_manifest(tmp_path)
+
+
+@pytest.mark.parametrize("text", ["a: [unclosed\n", "\tbatchSize: 4\n"])
+def test_a_mar_config_that_is_not_yaml_is_a_load_error(tmp_path: Path, text: str) -> None:
+    """Not an unexpected error (a 500 InternalError with only a request id): what to fix."""
+    mar_manifest(tmp_path, {"handler": "h.py", "configFile": "model-config.yaml"})
+    write(tmp_path / "model-config.yaml", text)
+    with pytest.raises(ModelLoadError, match="model-config.yaml is not valid YAML: .*rebuild"):
+        read_manifest(tmp_path)

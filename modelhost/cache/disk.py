@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from modelhost.cache.disk_budget import DiskBudget, Reservation
-from modelhost.cache.disk_index import INDEX_FILE, open_index
+from modelhost.cache.disk_index import open_cache
 from modelhost.cache.download import DownloadPolicy
 from modelhost.cache.entries import (
     ENTRY_FILE,
@@ -90,8 +90,7 @@ class DiskTier:
         self.entries_dir = cache_dir / "models"
         self.stores, self.events, self.limits, self.policy = stores, events, limits, policy
         self.clock = clock
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        self.index = open_index(cache_dir / INDEX_FILE)
+        self.index = open_cache(cache_dir)
         self._run = f"{os.getpid()}-{secrets.token_hex(3)}"
         self._own_prefix = f"{TEMP_PREFIX}{self._run}-"  # the scan skips this run's folders
         self._publishing: set[str] = set()  # renamed into place, rows not yet put

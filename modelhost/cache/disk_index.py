@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 from modelhost.cache.disk_runtimes import SET_RUNTIMES, joined, migrate_runtimes
 from modelhost.cache.disk_tenants import OLDEST_OF_TENANT, TENANT_BYTES, TENANTS_HELD, migrate
 from modelhost.cache.index_writer import BUSY_TIMEOUT_S, IndexWriter, Write, is_locked, locked_error
+from modelhost.errors import ConfigError
 
 INDEX_FILE = "disk-index.sqlite3"
 FETCH_ROWS = 16
@@ -344,3 +345,15 @@ def open_index(path: Path) -> DiskIndex:
             with contextlib.suppress(FileNotFoundError):
                 Path(f"{path}{suffix}").rename(f"{path}.unreadable{suffix}")
         return DiskIndex(path)
+
+
+def open_cache(cache_dir: Path) -> DiskIndex:
+    """The cache folder's index, the folder made if need be; an unusable one stops the start."""
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        return open_index(cache_dir / INDEX_FILE)
+    except (OSError, sqlite3.Error) as error:
+        raise ConfigError(
+            f"cannot use the cache folder {cache_dir}: {error}; set --cache-dir to a folder "
+            "this user can write"
+        ) from None

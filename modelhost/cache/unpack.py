@@ -91,6 +91,11 @@ class _Budget:
             )
         self.on_bytes(self.bytes)
 
+    def declare(self, total: int) -> None:
+        """Members will take `total` bytes: room for them is asked before a byte is written."""
+        if total > self.bytes:
+            self.on_bytes(total)
+
 
 def is_archive(path: Path) -> bool:
     """By its name, else by its first bytes."""
@@ -107,7 +112,7 @@ def unpack_archive(
 ) -> Path:
     """Unpack `archive` into `dest` atomically, or raise `UnsafeArtifact`.
 
-    `on_bytes` hears the bytes written so far and may raise to stop.
+    `on_bytes` hears the bytes written so far, or about to be, and may raise to stop.
     """
     kind = _kind(archive)
     if kind is None:
@@ -221,6 +226,7 @@ def _extract_tar_members(archive: Path, root: Path, budget: _Budget) -> None:
                 _make_dir(target)
             elif member.isfile():
                 _refuse_declared(budget, member.name, budget.bytes + member.size)
+                budget.declare(budget.bytes + member.size)
                 source = tar.extractfile(member)
                 assert source is not None  # regular members always have data
                 _write(source, target, member.name, budget)
@@ -238,7 +244,7 @@ def _extract_zip(archive: Path, root: Path, budget: _Budget) -> None:
         )
     with zipfile.ZipFile(archive) as zip_file:
         members = zip_file.infolist()  # the central directory lists every member up front
-        _check_zip_index(members, budget)
+        budget.declare(_check_zip_index(members, budget))
         for member in members:
             _extract_zip_member(zip_file, member, _target(archive, root, member.filename), budget)
 
@@ -253,12 +259,14 @@ def _zip_entries_declared(archive: Path) -> int | None:
     return int(record[zipfile._ECD_ENTRIES_TOTAL]) if record else None  # type: ignore[attr-defined]
 
 
-def _check_zip_index(members: list[zipfile.ZipInfo], budget: _Budget) -> None:
+def _check_zip_index(members: list[zipfile.ZipInfo], budget: _Budget) -> int:
+    """The bytes the members declare, each within the limits."""
     declared_bytes = 0
     for member in members:
         budget.add_member(member.filename)
         declared_bytes += member.file_size
         _refuse_declared(budget, member.filename, declared_bytes)
+    return declared_bytes
 
 
 def _extract_zip_member(

@@ -39,6 +39,15 @@ else:  # pragma: no cover
 _BOOL_WORDS = {"true": True, "1": True, "yes": True, "on": True}
 _BOOL_WORDS |= {"false": False, "0": False, "no": False, "off": False}
 _ANY_WHOLE_BYTES = 1 << 50  # checks a percentage's syntax when the whole is not known yet
+# the ports the server listens on, each with the setting of its address ("": --host)
+LISTENERS = (
+    ("port", ""),
+    ("management_port", "management_host"),
+    ("metrics_port", "metrics_host"),
+    ("grpc_port", ""),
+    ("grpc_management_port", "management_host"),
+)
+WILDCARDS = {"0.0.0.0", "::", ""}  # every address of the machine
 
 
 class _Expected(Exception):
@@ -119,6 +128,7 @@ def _refuse_unsupported(config: Config) -> None:
             f"--fronts {config.fronts} relays plain HTTP only: serve HTTPS with --fronts 1, or "
             "end TLS in a proxy in front"
         )
+    _refuse_shared_ports(config)
     if config.token_auth and (config.management_token or reads_token(config.tenant_from)):
         raise ConfigError(
             "token_auth gives management and inference calls TorchServe's keys, so a bearer "
@@ -132,6 +142,23 @@ def _refuse_unsupported(config: Config) -> None:
             "sagemaker_contract no load evicts (SageMaker unloads models on a 507): unset them, "
             "or set sagemaker_contract false (MODELHOST_SAGEMAKER_CONTRACT=false)"
         )
+
+
+def _refuse_shared_ports(config: Config) -> None:
+    """Two listeners on one address: the second to bind would fail once the models loaded."""
+    taken: dict[tuple[str, int], str] = {}
+    for name, host_name in LISTENERS:
+        port = getattr(config, name)
+        if not port or (name == "management_port" and port == config.port):
+            continue  # unset, or the management API on the main port as asked
+        host = (getattr(config, host_name) if host_name else "") or config.host
+        for (other_host, other_port), other in taken.items():
+            if port == other_port and (host == other_host or {host, other_host} & WILDCARDS):
+                raise ConfigError(
+                    f"{flag_name(name)} {port} is also {flag_name(other)}: each listener needs a "
+                    "port of its own; choose another for one of them"
+                )
+        taken[(host, port)] = name
 
 
 def _refuse_untrusted_workers(config: Config) -> None:

@@ -4,18 +4,33 @@
 from __future__ import annotations
 
 import contextlib
+import errno
+import os
 import socket
 from typing import Any
 
 BACKLOG = 2048  # uvicorn's
 
 
-def check_unshared(host: str, port: int) -> None:
-    """Raise OSError if anything listens on `host:port`, another server's fronts included.
+def refusal(host: str, port: int, flag: str, error: BaseException | None, why: str = "") -> str:
+    """What stopped a bind of `host:port` (`why`: what it was for), and the setting to change."""
+    number = getattr(error, "errno", None)
+    reason = os.strerror(number).lower() if number else str(error)
+    if number == errno.EADDRNOTAVAIL:
+        advice = (
+            f"{host} is not an address of this machine: set {flag.replace('port', 'host')} "
+            "to one of its addresses, or 0.0.0.0 for all"
+        )
+    elif number in (errno.EACCES, errno.EPERM):
+        advice = f"ports below 1024 need privileges: set {flag} to 1024 or more"
+    else:
+        advice = f"stop what holds the port or choose another {flag}"
+    return f"cannot listen on {host}:{port}{why}: {reason}; {advice}"
 
-    Any socket of this user that sets `SO_REUSEPORT` may join a port that others hold with it,
-    so binding with it proves nothing: a bind without it does.
-    """
+
+def check_unshared(host: str, port: int) -> None:
+    """Raise OSError if anything listens on `host:port`: a bind without `SO_REUSEPORT`, which
+    another server's fronts would let a bind with it join."""
     for family, kind, proto, _, address in _addresses(host, port):
         with socket.socket(family, kind, proto) as probe:
             probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -32,7 +47,7 @@ def _addresses(host: str, port: int) -> list[tuple[Any, ...]]:
 
 def lone_socket(host: str, port: int) -> list[socket.socket]:
     """The main process's listening socket when it has the port alone, bound as uvicorn binds
-    it (one address; `::` takes IPv4 too), so that a taken port is refused before serving."""
+    it (one address; `::` takes IPv4 too)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:

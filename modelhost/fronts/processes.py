@@ -16,6 +16,7 @@ from modelhost.fronts.listeners import (
     bound_port,
     check_unshared,
     lone_socket,
+    refusal,
     reuse_port_sockets,
     unix_listener,
 )
@@ -159,9 +160,7 @@ def bind_or_refuse(host: str, port: int, bind: Callable[[str, int], T], why: str
     try:
         return bind(host, port)
     except OSError as error:
-        raise ConfigError(
-            f"cannot bind {host}:{port}{why}: {error}; choose a free --port"
-        ) from None
+        raise ConfigError(refusal(host, port, "--port", error, why)) from None
 
 
 @contextlib.asynccontextmanager

@@ -6,10 +6,11 @@ make room for it. Asking the store for the version is far cheaper than a downloa
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 
-from modelhost.cache.recent import RecentFailures
-from modelhost.errors import ModelhostError, ModelLoadError
+from modelhost.cache.recent import MAX_KEYS, RecentFailures
+from modelhost.errors import DeadlineExceeded, ModelhostError, ModelLoadError
 
 Version = Callable[[], Awaitable[str]]
 
@@ -18,6 +19,15 @@ class FailedLoads(RecentFailures):
     """Failed loads by model name; stale after the TTL or once the store's version changes."""
 
     TTL_S = 60.0
+
+    def __init__(
+        self,
+        ttl_s: float | None = None,
+        max_keys: int = MAX_KEYS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__(ttl_s, max_keys, clock)
+        self.lost = RecentFailures(ttl_s, max_keys, clock)  # loads that cost a worker once
 
     async def check(self, name: str, version: Version) -> None:
         """Raise the remembered error while the failed version is still the store's."""
@@ -38,9 +48,34 @@ class FailedLoads(RecentFailures):
         if current is not None:
             self.keep(name, str(error), current)
 
+    async def worker_lost(self, name: str, version: Version, error: ModelhostError) -> None:
+        """A load of `name` cost its worker (it died, or was killed at the deadline): the second
+        time in a row, the load is to blame and is remembered as a failed one; the first may be
+        another model's doing, or a busy machine's, and is raised as it came."""
+        if self.lost.recall(name) is None:
+            self.lost.keep(name, str(error))
+            return
+        self.lost.forget(name)
+        failed = ModelLoadError(f"could not load model {name}, twice in a row: {lost_why(error)}")
+        await self.remember(name, version, failed)
+        raise failed from error
+
+    def loaded(self, name: str) -> None:
+        self.lost.forget(name)
+
     @staticmethod
     async def _current(version: Version) -> str | None:
         try:
             return await version()
         except (ModelhostError, OSError):  # nothing to compare
             return None
+
+
+def lost_why(error: ModelhostError) -> str:
+    """Why a load that cost its worker twice is the artifact's fault, and what to do."""
+    how = "missed the load's deadline" if isinstance(error, DeadlineExceeded) else "died"
+    return (
+        f"each try cost its worker (the last {how}); check the model's handler, one that exits, "
+        "crashes in native code or hangs, or raise its load_timeout_s or "
+        "--worker-load-timeout-s if it is only slow"
+    )

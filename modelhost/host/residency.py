@@ -18,6 +18,7 @@ from sortedcontainers import SortedDict
 from modelhost.cache.disk import Artifact
 from modelhost.cache.memory import MemoryTier, Resident, State
 from modelhost.errors import (
+    DeadlineExceeded,
     InsufficientMemory,
     ModelhostError,
     ModelLoadError,
@@ -25,6 +26,7 @@ from modelhost.errors import (
     ModelNotLoaded,
     ShuttingDown,
     Unavailable,
+    WorkerDied,
 )
 from modelhost.host.calls import LoadOutcome
 from modelhost.host.copies import Copies, OnLoaded
@@ -126,6 +128,10 @@ class Residency:
         except ModelLoadError as error:  # the artifact's fault
             await self.failed_loads.remember(name, version, error)
             raise
+        except (WorkerDied, DeadlineExceeded) as error:  # it cost the worker
+            await self.failed_loads.worker_lost(name, version, error)
+            raise
+        self.failed_loads.loaded(name)
         await self.relieve_pressure()
         return LoadOutcome(found.tier, (self.clock() - started) * 1000, found.download_ms)
 

@@ -84,8 +84,11 @@ class Sandboxes:
             await self.evict(self.hosted(worker))
 
     async def request(self, worker: WorkerHandle, request: Load) -> Load:
-        """The load as `worker` reads it: from its view where it is sandboxed."""
-        if not worker.untrusted or self.views is None:
+        """The load as `worker` reads it: from its view where it is sandboxed, saying why."""
+        if not worker.untrusted:
+            return request
+        request = msgspec.structs.replace(request, untrusted=self.why_untrusted(request.model))
+        if self.views is None:
             return request
         shown = await asyncio.to_thread(
             self.views.show,

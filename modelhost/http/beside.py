@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import uvicorn
-
 from modelhost.config import Config
 from modelhost.http.last_resort import Unhandled
 from modelhost.http.observe import build_metrics_app
@@ -15,22 +13,24 @@ from modelhost.observe.observer import Observer
 
 def management_servers(
     routes: SageMakerRoutes, config: Config, unhandled: Unhandled
-) -> list[uvicorn.Server]:
+) -> list[SecondaryServer]:
     """TorchServe's management API on its own port, when one is configured."""
     if not management_port_apart(config):
         return []  # the main port answers SageMaker's management calls already
     app = build_management_app(routes, unhandled, config.management_api)
     host = config.management_host or config.host
-    return [SecondaryServer(uvicorn_config(app, config, config.management_port, host=host))]
+    settings = uvicorn_config(app, config, config.management_port, host=host)
+    return [SecondaryServer(settings, "--management-port")]
 
 
-def metrics_servers(observer: Observer, config: Config) -> list[uvicorn.Server]:
+def metrics_servers(observer: Observer, config: Config) -> list[SecondaryServer]:
     """GET /metrics on its own port too, if TorchServe's metrics_address asks for one."""
     if not config.metrics_port:
         return []
     host = config.metrics_host or config.host
     app = build_metrics_app(observer)
-    return [SecondaryServer(uvicorn_config(app, config, config.metrics_port, host=host))]
+    settings = uvicorn_config(app, config, config.metrics_port, host=host)
+    return [SecondaryServer(settings, "--metrics-port")]
 
 
 def management_port_apart(config: Config) -> bool:

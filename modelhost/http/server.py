@@ -6,12 +6,15 @@ import asyncio
 import contextlib
 import signal
 import socket
-from collections.abc import Callable, Iterator
+import ssl
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import uvicorn
 
 from modelhost.config import Config
+from modelhost.errors import ConfigError
+from modelhost.fronts.listeners import refusal
 from modelhost.http.head_limits import head_limited_protocol
 from modelhost.http.hits import hits_first
 from modelhost.http.relayed import relayed_protocol
@@ -44,7 +47,43 @@ def uvicorn_config(
     )
 
 
-class SecondaryServer(uvicorn.Server):
+def refuse_unusable_tls(config: Config) -> None:
+    """A certificate or key TLS cannot load stops the start, before any model loads."""
+    if not config.ssl_certfile:
+        return
+    try:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(config.ssl_certfile, config.ssl_keyfile or None)
+    except OSError as error:  # ssl.SSLError too
+        raise ConfigError(
+            f"cannot serve HTTPS with --ssl-certfile {config.ssl_certfile} and --ssl-keyfile "
+            f"{config.ssl_keyfile or '(none)'}: {error}; give PEM files this user can read, the "
+            "certificate chain and its private key"
+        ) from None
+
+
+class ListeningServer(uvicorn.Server):
+    """A server whose port, once bound, sets `listening`; a port it cannot bind stops the start,
+    naming the setting."""
+
+    def __init__(self, config: uvicorn.Config, flag: str) -> None:
+        super().__init__(config)
+        self.flag = flag
+        self.listening = asyncio.Event()
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        try:
+            await super().startup(sockets)
+        except SystemExit as stop:
+            raise ConfigError(self.refusal(stop.__context__)) from None
+        self.listening.set()
+
+    def refusal(self, error: BaseException | None) -> str:
+        """What stopped the bind, and the setting to change."""
+        return refusal(self.config.host, self.config.port, self.flag, error)
+
+
+class SecondaryServer(ListeningServer):
     """A server that leaves the signals to the main one and stops when it stops."""
 
     @contextlib.contextmanager
@@ -54,12 +93,14 @@ class SecondaryServer(uvicorn.Server):
 
 async def serve_beside(
     main: uvicorn.Server,
-    beside: list[uvicorn.Server],
+    beside: Sequence[ListeningServer],
     sockets: list[socket.socket] | None = None,
 ) -> None:
-    """`main` on `sockets` (None: its own), and `beside` until it stops."""
+    """`beside` listening first, then `main` on `sockets` (None: its own), until it stops."""
     tasks = [asyncio.ensure_future(server.serve()) for server in beside]
     try:
+        for server, task in zip(beside, tasks, strict=True):
+            await listening(server, task)
         await main.serve(sockets)
     finally:
         for server in beside:
@@ -67,11 +108,20 @@ async def serve_beside(
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-class DrainingServer(uvicorn.Server):
+async def listening(server: ListeningServer, serving: asyncio.Future[Any]) -> None:
+    """Once `server` listens; its refusal raised if it stops first."""
+    bound: asyncio.Future[Any] = asyncio.ensure_future(server.listening.wait())
+    await asyncio.wait([serving, bound], return_when=asyncio.FIRST_COMPLETED)
+    bound.cancel()
+    if serving.done():
+        serving.result()
+
+
+class DrainingServer(ListeningServer):
     """uvicorn's server, calling `on_drain` as it starts: event streams never end by themselves."""
 
     def __init__(self, on_drain: Callable[[], None], config: uvicorn.Config) -> None:
-        super().__init__(config)
+        super().__init__(config, "--port")
         self.on_drain = on_drain
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:

@@ -54,7 +54,7 @@ class Observer:
         ProcessCollector(namespace="modelhost", registry=registry)  # the frontend process
         registry.register(HostCollector(host, model_series))
         self.metrics = Metrics(registry)
-        # the usage's held exchanges are the tenants' too: held once (docs/decisions.md)
+        # held once, for the tenants too (docs/decisions.md)
         self.usage = ModelUsage(also=self._count_tenants if tenants else None)
         hostname = torchserve_hostname
         self.torchserve = TorchServeSeries(hostname) if hostname else None

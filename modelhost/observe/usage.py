@@ -27,7 +27,7 @@ INDEX = {name: index for index, name in enumerate(COUNTS)}  # looked up per requ
 
 
 class ModelUsage:
-    """`also`: given each batch of exchanges held, once counted here (the tenants' figures)."""
+    """`also`: given each batch of exchanges counted here."""
 
     def __init__(
         self,

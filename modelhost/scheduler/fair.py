@@ -260,7 +260,7 @@ class FairQueue(Generic[T]):
             self._alone_ticket = Ticket(tenant, 0.0, None)
 
     def _forget_alone(self) -> None:
-        """The tenant alone, idle, is alone no more: its counter goes as `_end`'s would."""
+        """The idle tenant alone is alone no more."""
         if self._alone is not None:
             self._forget_if_owed_nothing(self._alone)
         self._alone = None

@@ -203,16 +203,19 @@ class Worker:
         root = Path(request.root or artifact)
         started = time.perf_counter()
         spec = self._load_spec(request, root)
+        why = request.untrusted or "--refuse-pickle"
         if self.programs_refused:
             from modelhost.workers.programs import refuse_program
 
-            refuse_program(artifact, request.model, spec, self.programs_refused)
+            refuse_program(artifact, request.model, spec, self.programs_refused, why)
         prepared = prepared_handler(artifact, request.model, spec)
         build: Callable[[], Handler] = prepared
         if self.confined:
+            from modelhost.workers import no_pickle
             from modelhost.workers.programs import said_as_refusal
 
-            build = said_as_refusal(prepared, request.model)
+            no_pickle.refused_because(why)  # one tenant's worker: its models share the reason
+            build = said_as_refusal(prepared, request.model, why)
         before = settled_memory()  # the runtime's import is the worker's, not the model's
         reset_peak_rss()
         rss_before, _ = rss_and_peak_bytes()

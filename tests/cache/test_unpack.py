@@ -199,3 +199,26 @@ def test_not_an_archive(tmp_path: Path, dest: Path) -> None:
     path.write_bytes(b"onnx")
     with pytest.raises(ModelLoadError, match="not a tar, tar.gz or zip archive"):
         unpack(path, dest)
+
+
+class NoRoom(Exception):
+    pass
+
+
+@pytest.mark.parametrize(("name", "maker"), MAKERS)
+def test_room_is_asked_for_a_members_declared_size_before_it_is_written(
+    tmp_path: Path, dest: Path, name: str, maker: Maker
+) -> None:
+    """The disk budget hears what a member will take, not what its first chunk did, so a 507
+    says what the archive needs (not the bytes written when room ran out)."""
+    archive = maker(tmp_path / name, {"weights": bytes(3 * MiB)})
+    heard: list[int] = []
+
+    def no_room(total: int) -> None:
+        heard.append(total)
+        raise NoRoom
+
+    with pytest.raises(NoRoom):
+        unpack_archive(archive, dest, max_bytes=4 * MiB, max_files=10, on_bytes=no_room)
+    assert heard == [3 * MiB]
+    assert_left_nothing(dest)

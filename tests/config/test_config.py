@@ -347,3 +347,25 @@ def test_the_sagemaker_contract_filters_no_victims_by_default(tmp_path: Path) ->
     assert config.admission == "none"
     with pytest.raises(ConfigError, match="admission"):
         load_config({"sagemaker_contract": True, "admission": "tinylfu"}, {}, tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        ({"grpc_port": "8080"}, "--grpc-port 8080 is also --port"),
+        ({"metrics_port": "8080"}, "--metrics-port 8080 is also --port"),
+        ({"management_port": "8081", "grpc_management_port": "8081"}, "also --management-port"),
+    ],
+)
+def test_two_listeners_on_one_port_are_refused(
+    tmp_path: Path, flags: dict[str, str], message: str
+) -> None:
+    """Else the second to bind fails after the models loaded, told to change the wrong flag."""
+    with pytest.raises(ConfigError, match=message):
+        load_config(flags, {}, tmp_path)
+
+
+def test_ports_shared_as_asked_or_on_other_addresses_are_taken(tmp_path: Path) -> None:
+    assert load_config({"management_port": "8080"}, {}, tmp_path).management_port == 8080
+    apart = {"metrics_port": "8080", "metrics_host": "10.0.0.2", "host": "10.0.0.1"}
+    assert load_config(apart, {}, tmp_path).metrics_port == 8080

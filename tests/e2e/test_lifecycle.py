@@ -154,9 +154,83 @@ def test_a_taken_port_is_refused_before_serving_is_announced(store: Path, tmp_pa
         )
         _, stderr = server.communicate(timeout=120)
     assert server.returncode == 2, stderr
-    assert f"127.0.0.1:{port}" in stderr and "choose a free --port" in stderr
+    assert f"127.0.0.1:{port}" in stderr and "choose another --port" in stderr
     assert " serving " not in stderr
     assert session_members(server.pid) == []
+
+
+def test_a_store_folder_that_is_not_there_stops_the_start(tmp_path: Path) -> None:
+    """A mistyped --model-store would answer 404 to every model: it is refused, saying why."""
+    args = testing.serve_args(tmp_path / "modles", tmp_path / "cache", port=0)
+    server = subprocess.run(
+        [sys.executable, "-m", "modelhost", "serve", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert server.returncode == 2, server.stderr
+    assert f"error: the model store {tmp_path / 'modles'} is not a folder" in server.stderr
+    assert "serving" not in server.stderr
+
+
+def test_a_cache_folder_that_cannot_be_made_stops_the_start(store: Path, tmp_path: Path) -> None:
+    """A --cache-dir that is a file (or on a read-only volume): an error, not a traceback."""
+    taken = tmp_path / "cache"
+    taken.write_text("a file where the cache should be")
+    args = testing.serve_args(store, taken, port=0, workers=1)
+    server = subprocess.run(
+        [sys.executable, "-m", "modelhost", "serve", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert server.returncode == 2, server.stderr
+    assert f"error: cannot use the cache folder {taken}" in server.stderr
+    assert "set --cache-dir" in server.stderr and "Traceback" not in server.stderr
+
+
+@pytest.mark.parametrize("pem", ["missing.pem", "garbage.pem"])
+def test_a_certificate_tls_cannot_load_stops_the_start(
+    store: Path, tmp_path: Path, pem: str
+) -> None:
+    """A missing or unreadable --ssl-certfile: an error naming the files, not a traceback."""
+    (tmp_path / "garbage.pem").write_text("not a certificate")
+    cert = tmp_path / pem
+    args = testing.serve_args(store, tmp_path / "cache", port=0, workers=1)
+    args += ["--ssl-certfile", str(cert), "--ssl-keyfile", str(cert)]
+    server = subprocess.run(
+        [sys.executable, "-m", "modelhost", "serve", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert server.returncode == 2, server.stderr
+    assert f"error: cannot serve HTTPS with --ssl-certfile {cert}" in server.stderr
+    assert "Traceback" not in server.stderr
+
+
+@pytest.mark.parametrize("port_flag", ["port", "management_port"])
+def test_a_taken_port_stops_the_start_with_what_to_do(
+    store: Path, tmp_path: Path, port_flag: str
+) -> None:
+    """No "serving … on http://" line for a port never bound, and an error naming the flag."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        ports = {"port": testing.free_port(), port_flag: port}
+        args = testing.serve_args(store, tmp_path / "cache", host="127.0.0.1", workers=1, **ports)
+        server = subprocess.run(
+            [sys.executable, "-m", "modelhost", "serve", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    flag = "--" + port_flag.replace("_", "-")
+    assert server.returncode == 2, server.stderr
+    assert f"on http://127.0.0.1:{port}" not in server.stderr
+    assert f"error: cannot listen on 127.0.0.1:{port}" in server.stderr
+    assert f"choose another {flag}" in server.stderr
 
 
 def session_members(session_id: int) -> list[int]:

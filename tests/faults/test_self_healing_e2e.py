@@ -58,12 +58,26 @@ def handle(data, context):
 '''
 
 
+CRASHING_HANDLER = '''"""A handler whose import ends its process."""
+
+import os
+
+os._exit(3)
+'''
+
+
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("store")
     testing.iris_logreg(root / "a.joblib")
     testing.iris_logreg(root / "b.joblib")
-    for name, source in (("env", ENV_HANDLER), ("hangs", HANGING_HANDLER)):
+    sources = (
+        ("env", ENV_HANDLER),
+        ("hangs", HANGING_HANDLER),
+        ("hangs-again", HANGING_HANDLER),
+        ("crashes", CRASHING_HANDLER),
+    )
+    for name, source in sources:
         (root / name).mkdir()
         (root / name / "handler.py").write_text(source)
     return root
@@ -135,6 +149,41 @@ def test_hung_load_fails_at_its_deadline(
     )
     assert len(before & set(worker_pids(client))) == WORKERS - 1  # only the hung one went
     assert invoke(client, "a.joblib").status_code == 200
+
+
+def test_a_load_that_kills_its_worker_is_refused_not_tried_again(
+    client: httpx.Client, server: testing.RunningServer
+) -> None:
+    """Once tried again, a load that ends its process is the artifact's fault: remembered, so
+    that further requests cost no worker (and no other model its copy)."""
+    first = invoke(client, "crashes")
+    assert first.status_code == 500, first.text
+    assert first.json()["type"] == "ModelLoadError"
+    assert "died" in first.json()["message"]
+    wait_for(lambda: whole(client), "the replacements", PATIENCE_S)
+    exits = len(server.events("worker_exit"))
+    again = invoke(client, "crashes")
+    assert again.status_code == 500 and "tried again after" in again.json()["message"]
+    assert len(server.events("worker_exit")) == exits
+    assert invoke(client, "a.joblib").status_code == 200
+
+
+def test_a_load_that_misses_its_deadline_twice_is_refused_not_tried_again(
+    client: httpx.Client, server: testing.RunningServer
+) -> None:
+    """Each hung load costs a worker at its deadline: after two in a row, the load is
+    remembered as failed, and further requests cost none."""
+    assert invoke(client, "hangs-again").status_code == 504
+    wait_for(lambda: whole(client), "the replacement", PATIENCE_S)
+    second = invoke(client, "hangs-again")
+    assert second.status_code == 500, second.text
+    assert second.json()["type"] == "ModelLoadError"
+    assert "worker-load-timeout-s" in second.json()["message"]
+    wait_for(lambda: whole(client), "the replacement", PATIENCE_S)
+    exits = len(server.events("worker_exit"))
+    again = invoke(client, "hangs-again")
+    assert again.status_code == 500 and "tried again after" in again.json()["message"]
+    assert len(server.events("worker_exit")) == exits
 
 
 def test_ping_is_503_while_a_worker_is_missing(

@@ -20,6 +20,12 @@ from modelhost import testing
 pytestmark = pytest.mark.e2e
 
 TENANTS = '[tenants."evil"]\ntrust = "untrusted"\n'
+# handlers that, as they load, read a host file and unpickle a pickle not named as one
+SNOOP = "open({secret!r}).read()\n\ndef handle(data, context):\n    return data\n"
+UNPICKLES = (
+    "import collections, pickle\n\npickle.loads(pickle.dumps(collections.OrderedDict()))\n\n"
+    "def handle(data, context):\n    return data\n"
+)
 
 
 __all__ = ["outside"]  # the host folder with a secret, a fixture of the sandbox's tests
@@ -37,6 +43,12 @@ def server(
         probe_handler(store / tenant / "probe", outside, port)
         testing.iris_logreg(store / tenant / "iris.joblib")
         testing.onnx_iris(store / tenant / "iris.onnx")
+    (store / "evil" / "snoop").mkdir()
+    (store / "evil" / "snoop" / "handler.py").write_text(
+        SNOOP.format(secret=str(outside / "secret"))
+    )
+    (store / "evil" / "unpickles").mkdir()
+    (store / "evil" / "unpickles" / "handler.py").write_text(UNPICKLES)
     scratch = tmp_path_factory.mktemp("server")
     (scratch / "tenants.toml").write_text(TENANTS)
     args = testing.serve_args(
@@ -80,6 +92,18 @@ def test_an_untrusted_tenants_pickle_is_refused_and_its_data_answers(
     assert 'tenant evil has trust = "untrusted"' in refused.json()["message"]
     assert invoke(server, "evil/iris.onnx").status_code == 200
     assert invoke(server, "good/iris.joblib").status_code == 200
+
+
+@pytest.mark.parametrize("name", ["evil/snoop", "evil/unpickles"])
+def test_a_sandboxed_workers_refusal_names_the_tenants_trust(
+    server: testing.RunningServer, name: str
+) -> None:
+    """The server runs without --refuse-pickle: the refusal must not send the operator to it."""
+    refused = invoke(server, name)
+    assert refused.status_code == 500, refused.text
+    assert refused.json()["type"] == "UnsafeArtifact", refused.text
+    assert "--refuse-pickle" not in refused.json()["message"]
+    assert 'trust = "untrusted"' in refused.json()["message"]
 
 
 def test_trusted_and_untrusted_models_never_share_a_worker(server: testing.RunningServer) -> None:

@@ -242,6 +242,15 @@ def test_mms_manifest_names_the_entry_point(tmp_path: Path) -> None:
     assert (reply.body, reply.content_type) == (b"raw", "application/octet-stream")
 
 
+def test_a_named_entry_point_that_is_missing_says_which_file_lacks_it(tmp_path: Path) -> None:
+    """The name may come from a registration's handler=, not a manifest: say what to fix."""
+    folder = tmp_path / "model"
+    write(folder, "serve.py", "def entry(data, context):\n    return [b'raw']\n")
+    write(folder, "MAR-INF/MANIFEST.json", '{"model": {"handler": "serve:nope"}}')
+    with pytest.raises(ModelLoadError, match="serve.py has no function nope: name one of its"):
+        load_handler(folder, "raw")
+
+
 def test_mms_wrong_number_of_results(tmp_path: Path) -> None:
     write(tmp_path, "handler.py", "def handle(data, context):\n    return [1, 2]\n")
     with pytest.raises(HandlerError, match="returned a list of 2; it must return a list"):

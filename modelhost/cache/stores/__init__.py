@@ -58,6 +58,17 @@ class Stores:
             f"unsupported model store {uri!r}: use s3://, http(s)://, file:// or a path"
         )
 
+    def refuse_missing_folder(self) -> None:
+        """A local store must be a folder at start: a mistyped path would answer 404 to all."""
+        store = self.default
+        if isinstance(store, LocalStore) and not store.root.is_dir():
+            root = store.root
+            raise ConfigError(
+                f"the model store {root} is not a folder: set --model-store to the folder "
+                f"holding your models, or create it (`modelhost examples {root}` builds an "
+                "example store)"
+            )
+
     def _client(self, kind: str) -> Any:
         if kind not in self._clients:
             s = self.settings

@@ -269,7 +269,11 @@ def _entry_point(
             handle(None, context)
         return cast(Entry, handle)
     if function_name:
-        raise ModelLoadError(f"the manifest names {function_name}, which is not a function")
+        file = Path(module.__file__ or "the handler").name
+        raise ModelLoadError(
+            f"the handler is {file}:{function_name}, but {file} has no function "
+            f"{function_name}: name one of its functions, or the file alone for its handle"
+        )
     service = _service_class(module)()
     if hasattr(service, "initialize"):
         service.initialize(context)

@@ -47,8 +47,22 @@ def model_yaml_config(model_dir: Path, manifest: dict[str, Any]) -> dict[str, An
             f"the archive's {name} needs PyYAML, which is not installed on this server: "
             f"pip install 'modelhost[{EXTRA}]'"
         ) from exc
-    parsed = yaml.safe_load(path.read_text())
+    try:
+        parsed = yaml.safe_load(path.read_text())
+    except (yaml.YAMLError, ValueError) as error:  # ValueError: not UTF-8
+        raise ModelLoadError(
+            f"the archive's {name} is not valid YAML: {_yaml_problem(error)}; fix it and rebuild "
+            "the .mar (torch-model-archiver --config-file)"
+        ) from None
     return parsed if isinstance(parsed, dict) else {}
+
+
+def _yaml_problem(error: Exception) -> str:
+    """PyYAML's complaint on one line: what, and where."""
+    problem, mark = getattr(error, "problem", None), getattr(error, "problem_mark", None)
+    if problem is None or mark is None:
+        return str(error)
+    return f"{problem} (line {mark.line + 1}, column {mark.column + 1})"
 
 
 def decoded_body(body: bytes, content_type: str) -> Any:
