@@ -8,6 +8,8 @@ from modelhost import errors
 
 CODE_BY_ERROR: dict[type[errors.ModelhostError], grpc.StatusCode] = {
     errors.BadRequestBody: grpc.StatusCode.INVALID_ARGUMENT,
+    errors.UnsupportedMediaType: grpc.StatusCode.INVALID_ARGUMENT,  # HTTP's 415; gRPC has none
+    errors.NotAcceptable: grpc.StatusCode.INVALID_ARGUMENT,
     errors.InvalidModelName: grpc.StatusCode.INVALID_ARGUMENT,
     errors.InvalidTenant: grpc.StatusCode.INVALID_ARGUMENT,
     errors.HeaderTooLarge: grpc.StatusCode.INVALID_ARGUMENT,

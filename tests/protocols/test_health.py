@@ -11,14 +11,18 @@ from modelhost.protocols.health import Health
 
 
 class Host:
-    """The two things Health reads of a host."""
+    """The three things Health reads of a host."""
 
     def __init__(self) -> None:
         self.closing = False
         self.states: dict[str, State] = {}
+        self.failures: dict[str, str] = {}
 
     def state_of(self, name: str) -> State | None:
         return self.states.get(name)
+
+    def failed_load(self, name: str) -> str | None:
+        return self.failures.get(name)
 
 
 def health_of(host: Host, single_model: str = "") -> Health:
@@ -39,6 +43,11 @@ def test_one_model_is_healthy_once_it_has_loaded() -> None:
     assert not unloaded and "model model has not loaded" in reason
     host.states["model"] = State.LOADING
     assert not health.healthy()
+    host.states.pop("model")
+    host.failures["model"] = "model.joblib is not a model"
+    failed, reason = health.check()
+    assert not failed and "failed to load: model.joblib is not a model" in reason
+    host.failures.clear()
     host.states["model"] = State.LOADED
     assert health.check() == (True, "")
     del host.states["model"]  # its worker died: it loads again on its next request
