@@ -162,12 +162,7 @@ def test_a_taken_port_is_refused_before_serving_is_announced(store: Path, tmp_pa
 def test_a_store_folder_that_is_not_there_stops_the_start(tmp_path: Path) -> None:
     """A mistyped --model-store would answer 404 to every model: it is refused, saying why."""
     args = testing.serve_args(tmp_path / "modles", tmp_path / "cache", port=0)
-    server = subprocess.run(
-        [sys.executable, "-m", "modelhost", "serve", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    server = refused_start(args)
     assert server.returncode == 2, server.stderr
     assert f"error: the model store {tmp_path / 'modles'} is not a folder" in server.stderr
     assert "serving" not in server.stderr
@@ -178,12 +173,7 @@ def test_a_cache_folder_that_cannot_be_made_stops_the_start(store: Path, tmp_pat
     taken = tmp_path / "cache"
     taken.write_text("a file where the cache should be")
     args = testing.serve_args(store, taken, port=0, workers=1)
-    server = subprocess.run(
-        [sys.executable, "-m", "modelhost", "serve", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    server = refused_start(args)
     assert server.returncode == 2, server.stderr
     assert f"error: cannot use the cache folder {taken}" in server.stderr
     assert "set --cache-dir" in server.stderr and "Traceback" not in server.stderr
@@ -198,12 +188,7 @@ def test_a_certificate_tls_cannot_load_stops_the_start(
     cert = tmp_path / pem
     args = testing.serve_args(store, tmp_path / "cache", port=0, workers=1)
     args += ["--ssl-certfile", str(cert), "--ssl-keyfile", str(cert)]
-    server = subprocess.run(
-        [sys.executable, "-m", "modelhost", "serve", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    server = refused_start(args)
     assert server.returncode == 2, server.stderr
     assert f"error: cannot serve HTTPS with --ssl-certfile {cert}" in server.stderr
     assert "Traceback" not in server.stderr
@@ -220,17 +205,22 @@ def test_a_taken_port_stops_the_start_with_what_to_do(
         port = taken.getsockname()[1]
         ports = {"port": testing.free_port(), port_flag: port}
         args = testing.serve_args(store, tmp_path / "cache", host="127.0.0.1", workers=1, **ports)
-        server = subprocess.run(
-            [sys.executable, "-m", "modelhost", "serve", *args],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        server = refused_start(args)
     flag = "--" + port_flag.replace("_", "-")
     assert server.returncode == 2, server.stderr
     assert f"on http://127.0.0.1:{port}" not in server.stderr
     assert f"error: cannot listen on 127.0.0.1:{port}" in server.stderr
     assert f"choose another {flag}" in server.stderr
+
+
+def refused_start(args: list[str]) -> subprocess.CompletedProcess[str]:
+    """`modelhost serve ARGS`, which is expected to stop at start."""
+    return subprocess.run(
+        [sys.executable, "-m", "modelhost", "serve", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def session_members(session_id: int) -> list[int]:

@@ -161,10 +161,7 @@ def test_a_load_that_kills_its_worker_is_refused_not_tried_again(
     assert first.json()["type"] == "ModelLoadError"
     assert "died" in first.json()["message"]
     wait_for(lambda: whole(client), "the replacements", PATIENCE_S)
-    exits = len(server.events("worker_exit"))
-    again = invoke(client, "crashes")
-    assert again.status_code == 500 and "tried again after" in again.json()["message"]
-    assert len(server.events("worker_exit")) == exits
+    assert_refused_at_no_workers_cost(client, server, "crashes")
     assert invoke(client, "a.joblib").status_code == 200
 
 
@@ -180,8 +177,15 @@ def test_a_load_that_misses_its_deadline_twice_is_refused_not_tried_again(
     assert second.json()["type"] == "ModelLoadError"
     assert "worker-load-timeout-s" in second.json()["message"]
     wait_for(lambda: whole(client), "the replacement", PATIENCE_S)
+    assert_refused_at_no_workers_cost(client, server, "hangs-again")
+
+
+def assert_refused_at_no_workers_cost(
+    client: httpx.Client, server: testing.RunningServer, name: str
+) -> None:
+    """The remembered failure answers again, and no worker exits for it."""
     exits = len(server.events("worker_exit"))
-    again = invoke(client, "hangs-again")
+    again = invoke(client, name)
     assert again.status_code == 500 and "tried again after" in again.json()["message"]
     assert len(server.events("worker_exit")) == exits
 
