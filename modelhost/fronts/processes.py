@@ -156,7 +156,7 @@ def fronts_for(count: int, host: str, port: int, run_dir: Path, tls: bool) -> Fr
 
 
 def bind_or_refuse(host: str, port: int, bind: Callable[[str, int], T], why: str = "") -> T:
-    """`bind(host, port)`, or a ConfigError saying to choose another port."""
+    """`bind(host, port)`, or a ConfigError saying why it failed and what to change."""
     try:
         return bind(host, port)
     except OSError as error:
