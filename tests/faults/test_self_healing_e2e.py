@@ -156,12 +156,12 @@ def test_a_load_that_kills_its_worker_is_refused_not_tried_again(
 ) -> None:
     """Once tried again, a load that ends its process is the artifact's fault: remembered, so
     that further requests cost no worker (and no other model its copy)."""
+    exits = len(server.events("worker_exit"))
     first = invoke(client, "crashes")
     assert first.status_code == 500, first.text
     assert first.json()["type"] == "ModelLoadError"
     assert "died" in first.json()["message"]
-    wait_for(lambda: whole(client), "the replacements", PATIENCE_S)
-    assert_refused_at_no_workers_cost(client, server, "crashes")
+    assert_refused_at_no_workers_cost(client, server, "crashes", exits + 2)
     assert invoke(client, "a.joblib").status_code == 200
 
 
@@ -170,21 +170,25 @@ def test_a_load_that_misses_its_deadline_twice_is_refused_not_tried_again(
 ) -> None:
     """Each hung load costs a worker at its deadline: after two in a row, the load is
     remembered as failed, and further requests cost none."""
+    exits = len(server.events("worker_exit"))
     assert invoke(client, "hangs-again").status_code == 504
-    wait_for(lambda: whole(client), "the replacement", PATIENCE_S)
+    # the hung worker's kill is logged after the 504: a load sent before it would go to it
+    replaced = lambda: len(server.events("worker_exit")) > exits and whole(client)  # noqa: E731
+    wait_for(replaced, "the hung worker's exit and replacement", PATIENCE_S)
     second = invoke(client, "hangs-again")
     assert second.status_code == 500, second.text
     assert second.json()["type"] == "ModelLoadError"
     assert "worker-load-timeout-s" in second.json()["message"]
-    wait_for(lambda: whole(client), "the replacement", PATIENCE_S)
-    assert_refused_at_no_workers_cost(client, server, "hangs-again")
+    assert_refused_at_no_workers_cost(client, server, "hangs-again", exits + 2)
 
 
 def assert_refused_at_no_workers_cost(
-    client: httpx.Client, server: testing.RunningServer, name: str
+    client: httpx.Client, server: testing.RunningServer, name: str, exits: int
 ) -> None:
-    """The remembered failure answers again, and no worker exits for it."""
-    exits = len(server.events("worker_exit"))
+    """Once the `exits` the failed loads cost are logged and replaced, the remembered failure
+    answers again, and no worker exits for it (a kill's exit is logged after its answer)."""
+    logged = lambda: len(server.events("worker_exit")) >= exits and whole(client)  # noqa: E731
+    wait_for(logged, "the lost workers' exits and replacements", PATIENCE_S)
     again = invoke(client, name)
     assert again.status_code == 500 and "tried again after" in again.json()["message"]
     assert len(server.events("worker_exit")) == exits
