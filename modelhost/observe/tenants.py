@@ -9,8 +9,9 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left
 from collections import Counter, OrderedDict
+from functools import reduce
 from itertools import repeat
-from operator import attrgetter, methodcaller
+from operator import add, attrgetter, methodcaller, truediv
 from typing import Any
 
 from sortedcontainers import SortedList
@@ -60,8 +61,10 @@ class TenantFigures:
         """`add` each of `exchanges`: one call for a tenant's run of them, looping in C."""
         durations = list(map(_duration_s, exchanges))
         self.requests += len(exchanges)
-        self.worker_s += sum(map(_infer_ms, map(_timings_ms, exchanges))) / 1000
-        self.latency_s += sum(durations)
+        # summed in order from the totals, as `add` would: the same floats to the last bit
+        worker_s = map(truediv, map(_infer_ms, map(_timings_ms, exchanges)), repeat(1000))
+        self.worker_s = reduce(add, worker_s, self.worker_s)
+        self.latency_s = reduce(add, durations, self.latency_s)
         buckets = self.buckets
         for bucket, count in Counter(map(bisect_left, repeat(SECONDS_BUCKETS), durations)).items():
             buckets[bucket] += count
