@@ -6,10 +6,10 @@ make room for it. Asking the store for the version is far cheaper than a downloa
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
-from modelhost.cache.recent import MAX_KEYS, RecentFailures
+from modelhost.cache.recent import RecentFailures
 from modelhost.errors import DeadlineExceeded, ModelhostError, ModelLoadError
 
 Version = Callable[[], Awaitable[str]]
@@ -20,14 +20,9 @@ class FailedLoads(RecentFailures):
 
     TTL_S = 60.0
 
-    def __init__(
-        self,
-        ttl_s: float | None = None,
-        max_keys: int = MAX_KEYS,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        super().__init__(ttl_s, max_keys, clock)
-        self.lost = RecentFailures(ttl_s, max_keys, clock)  # loads that cost a worker once
+    def __init__(self, *args: Any, **kwargs: Any) -> None:  # RecentFailures's
+        super().__init__(*args, **kwargs)
+        self.lost = RecentFailures(*args, **kwargs)  # loads that cost a worker once
 
     async def check(self, name: str, version: Version) -> None:
         """Raise the remembered error while the failed version is still the store's."""
