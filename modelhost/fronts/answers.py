@@ -1,9 +1,7 @@
 """The bytes a front writes for a request it answered itself: the main process's own.
 
-The head is uvicorn's, as the main process's hot path writes it (http/whole_response.py): the
-status line, uvicorn's date and server headers, then the invocation's headers as
-http/invocations.py (or OIP's route, http/oip_replies.py) sets them on a hit, or its error
-response on a failure.
+The head is uvicorn's, as http/whole_response.py writes it, then the headers
+http/invocations.py (or http/oip_replies.py) sets on a hit, or its error response.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """How fast one address may open connections to a gRPC port: a token bucket for each.
 
-A client that reconnects after every GOAWAY would otherwise make each of the guard's limits a
-pause of a millisecond: every new connection costs grpc core and grpc.aio calls to set up and
-tear down, on the frontend's event loop.
+Else a client reconnecting after every GOAWAY makes each guard limit a millisecond's pause,
+each connection's setup costing the frontend's event loop.
 """
 
 from __future__ import annotations

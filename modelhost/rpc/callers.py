@@ -1,8 +1,6 @@
-"""Who called, as the port's guard tells the front: a header it adds to each call.
+"""Who called: the client's address and authority, in a header the port's guard adds.
 
-The front sees only the guard's connection (a Unix socket names no peer), so the guard adds a
-header naming the client's address and the foreign authority it named. The guard refuses a
-client that sends the header itself (rpc/frames.py), so a servicer can trust it.
+A Unix socket names no peer; the guard refuses a client's own header (rpc/frames.py).
 """
 
 from __future__ import annotations

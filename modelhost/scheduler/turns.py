@@ -1,8 +1,7 @@
-"""With tenants on, a worker's batches in flight, handed to the models waiting in fair order.
+"""With tenants on, a worker's batches in flight, handed to waiting models in fair order.
 
-A worker runs the batches of all its models first come, first served, so a noisy tenant's many
-models would fill its pipe ahead of a quiet tenant's one. A worker here takes at most `depth`
-batches a slot; a model finding no turn waits under its oldest request's tenant.
+A worker runs batches first come, first served, so a noisy tenant's many models would fill
+its pipe; here it takes `depth` batches a slot, and a model with no turn waits fairly.
 """
 
 from __future__ import annotations
