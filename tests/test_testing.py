@@ -123,9 +123,12 @@ def test_tar_bomb_unpacks_far_larger_than_it_is(tmp_path: Path) -> None:
     assert path.stat().st_size < 2**20
 
 
-def test_free_port_can_be_bound() -> None:
+def test_free_port_can_be_bound_and_is_not_one_the_kernel_hands_out() -> None:
+    port = testing.free_port()
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", testing.free_port()))
+        sock.bind(("127.0.0.1", port))
+    low, _ = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+    assert port < int(low)
 
 
 # ---------------------------------------------------------------------------- RunningServer

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -40,10 +41,16 @@ class StepClock:
         return self.now
 
 
+FREE_PORTS = range(10_000, 32_768)  # below Linux's ephemeral range: no client socket takes one
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A loopback port no one holds, outside the range the kernel hands to port 0 and clients."""
+    while True:
+        port = random.choice(FREE_PORTS)
+        with socket.socket() as sock, contextlib.suppress(OSError):
+            sock.bind(("127.0.0.1", port))
+            return port
 
 
 def wait_listening(port: int, process: subprocess.Popen[bytes], timeout_s: float = 30.0) -> None:
