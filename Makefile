@@ -44,7 +44,7 @@ serve: setup-serve  ## build the example store (a few hundred models) and serve 
 	$(PY) -m modelhost serve --model-store $(STORE) --port $(PORT)
 
 test: setup test-tools test-torch test-vision  ## every test: unit, property and end-to-end against real servers
-	$(PY) -m pytest --numprocesses $(TEST_PROCESSES) --dist loadfile
+	$(PY) -m pytest --numprocesses $(TEST_PROCESSES) --dist loadfile --durations 30
 
 wheel-smoke: setup  ## build the sdist and wheel, install the wheel in a fresh venv, try it
 	$(PY) scripts/wheel_smoke.py
