@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -159,3 +160,13 @@ def test_budget_larger_than_the_machine_is_refused(
     assert finished.returncode == 2, finished.stderr
     assert f"{setting} {value}" in finished.stderr and says in finished.stderr
     assert f"set {setting} at most" in finished.stderr
+
+
+def test_empty_budget_variable_is_refused(forest_store: Path, tmp_path: Path) -> None:
+    """`MODELHOST_MEMORY_BUDGET=` is a budget given empty, refused, not the default of 80%."""
+    command = [sys.executable, "-m", "modelhost", "serve", "--port", str(testing.free_port())]
+    command += testing.serve_args(forest_store, tmp_path / "cache", workers=1)
+    env = {**os.environ, "MODELHOST_MEMORY_BUDGET": ""}
+    finished = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env)
+    assert finished.returncode == 2, finished.stderr
+    assert "MODELHOST_MEMORY_BUDGET: expected a value (unset it for the default" in finished.stderr
