@@ -48,13 +48,18 @@ def run(loaded: int, args: argparse.Namespace) -> dict[str, Any]:
     import httpx
 
     from modelhost import testing
+    from modelhost.resources import disk_size_bytes
 
     with tempfile.TemporaryDirectory(prefix="registration-cost-") as scratch:
         work = Path(scratch)
         archives = loaded + 4000
         store = build_store(work, archives, args.pad_kib)
         serve = testing.serve_args(
-            store, work / "cache", workers=1, memory_budget=args.memory_budget, disk_budget="1TiB"
+            store,
+            work / "cache",
+            workers=1,
+            memory_budget=args.memory_budget,
+            disk_budget=disk_size_bytes(work),  # the most the server takes: never evicts here
         )
         with (
             testing.RunningServer([*serve, *args.serve_arg], work) as server,

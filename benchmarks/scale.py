@@ -142,9 +142,11 @@ def _entry(record_path: Path, name: str, url: str, source: Path) -> None:
 
 def serve_args(store: Path, cache: Path, work: Path, budget: str, extra: list[str]) -> list[str]:
     from modelhost import testing
+    from modelhost.resources import disk_size_bytes
 
-    # the tier counts each hard link's full size: no budget may make it delete the warm cache
-    settings = {"workers": 1, "memory_budget": budget, "disk_budget": "1000TiB"}
+    # the tier counts each hard link's full size: the largest budget the server takes, the
+    # volume's size, keeps the warm cache while it counts less (--million: 256 GiB)
+    settings = {"workers": 1, "memory_budget": budget, "disk_budget": disk_size_bytes(cache)}
     flags = testing.serve_args(store, cache, **settings)
     return [*flags, "--access-log", str(work / "access.jsonl"), *extra]
 

@@ -24,6 +24,7 @@ from modelhost.cache.policy import policy_named
 from modelhost.cache.quotas import Limits, no_limits
 from modelhost.cache.stores import Stores, StoreSettings
 from modelhost.config import Config
+from modelhost.config.budgets import disk_budget_bytes, memory_budget_bytes
 from modelhost.config.tenancy import tenants_on
 from modelhost.config.tenant_policies import TenantPolicies, Trust
 from modelhost.config.tenants_file import untrust_refused
@@ -56,7 +57,6 @@ from modelhost.protocols.keys import TokenKeys, keys_while_serving
 from modelhost.protocols.tenants import model_tenant, tenant_rule
 from modelhost.protocols.torchserve import restore_registered
 from modelhost.records.events import EventLog
-from modelhost.resources import free_disk_bytes, usable_memory_bytes
 from modelhost.scheduler import SchedulerSettings
 from modelhost.units import format_bytes
 from modelhost.workers.devices import named_devices
@@ -245,7 +245,7 @@ def build_host(
     budget, baseline = memory.budget.budget_bytes, memory.budget.baseline_bytes
     frontend = memory.budget.frontend
     cache_dir = Path(config.cache_dir)
-    disk_budget = config.disk_budget_bytes.of(free_disk_bytes(cache_dir))
+    disk_budget = disk_budget_bytes(config, cache_dir)
     tenants.open(budget, disk_budget, untrust_refused(config))
     trust = Trust(config.refuse_pickle, model_tenant(config), policies)
     disk = DiskTier(
@@ -313,7 +313,7 @@ def memory_tier(
     policies: Callable[[], TenantPolicies] = TenantPolicies,
 ) -> MemoryTier:
     """The memory budget less the idle server and its frontend's allowance."""
-    budget = config.memory_budget_bytes.of(usable_memory_bytes())
+    budget = memory_budget_bytes(config)
     frontend = FrontendAllowance(idle.frontend_bytes, config.frontend_allowance_bytes)
     baseline = idle.total_bytes + frontend.growth_bytes
     if budget <= baseline:

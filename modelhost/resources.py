@@ -33,10 +33,19 @@ def usable_memory_bytes(cgroup_root: Path = CGROUP_ROOT, self_cgroup: Path = SEL
 
 def free_disk_bytes(path: Path | str) -> int:
     """Free bytes on the volume that holds `path`, or would hold it."""
+    return shutil.disk_usage(_existing(path)).free
+
+
+def disk_size_bytes(path: Path | str) -> int:
+    """The size of the volume that holds `path`, or would hold it."""
+    return shutil.disk_usage(_existing(path)).total
+
+
+def _existing(path: Path | str) -> Path:
     probe = Path(path).absolute()
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
-    return shutil.disk_usage(probe).free
+    return probe
 
 
 def _affinity_cores() -> int:

@@ -185,6 +185,8 @@ def _find_file(
     if option.env_first:
         named = named[2:] + named[:2]  # MMS_CONFIG_FILE, --mms-config, MODELHOST_MMS_CONFIG
     for value, source in named:
+        if value == "" and source.startswith(ENV_PREFIX):
+            return None  # an empty MODELHOST_CONFIG: no file, not even the default
         if value:
             path = cwd / str(value)
             if not path.is_file():
@@ -207,12 +209,14 @@ def _toml_layer(path: Path) -> Layer:
 
 
 def _env_layer(environ: Mapping[str, str]) -> Layer:
-    """Settings from MODELHOST_* and SageMaker variables; MODELHOST_* wins over SageMaker's."""
+    """Settings from MODELHOST_* and SageMaker variables; MODELHOST_* wins over SageMaker's.
+
+    An empty MODELHOST_* variable is an empty value given; an empty SageMaker one is unset."""
     _check_env_names(environ)
     layer: Layer = {}
     for f in setting_fields():
         for var in (*f.metadata["env"], env_name(f.name)):
-            if environ.get(var):
+            if environ.get(var) or (var.startswith(ENV_PREFIX) and var in environ):
                 layer[f.name] = (environ[var], var)
     return layer
 
@@ -258,6 +262,8 @@ def _coerce(f: dataclasses.Field[Any], value: object, source: str) -> object:
 def _check_limits(f: dataclasses.Field[Any], value: Any) -> object:
     """The value if it is within the setting's limits (log levels lowered); else _Expected."""
     meta = f.metadata
+    if value == "" and f.default:  # an empty --cache-dir or --host would mean the cwd, or all
+        raise _Expected(f"a value (unset it for the default {f.default})")
     if meta["size"]:
         _check_size(value, percent_ok=meta["size"] == "percent")
     if meta["minimum"] is not None and value < meta["minimum"]:

@@ -13,11 +13,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, NoReturn
 
+from modelhost.config.budgets import disk_budget_bytes, memory_budget_bytes
 from modelhost.config.settings import Config
 from modelhost.config.tenancy import VALID_TENANT, is_tenant_id, segments_of, tenants_on
 from modelhost.config.tenant_policies import TRUSTED, UNTRUSTED, TenantPolicies, TenantPolicy
 from modelhost.errors import ConfigError
-from modelhost.resources import free_disk_bytes, usable_memory_bytes
 from modelhost.units import format_bytes, parse_size
 
 if sys.version_info >= (3, 11):
@@ -89,8 +89,8 @@ def check_tenants_file(config: Config, cwd: Path) -> None:
             "--tenant-from (header, name:N or token) to say whose each request is, or unset "
             "--tenants-file"
         )
-    memory_bytes = config.memory_budget_bytes.of(usable_memory_bytes())
-    disk_bytes = config.disk_budget_bytes.of(free_disk_bytes(cwd / config.cache_dir))
+    memory_bytes = memory_budget_bytes(config)
+    disk_bytes = disk_budget_bytes(config, cwd / config.cache_dir)
     read_tenants_file(cwd / config.tenants_file, memory_bytes, disk_bytes, untrust_refused(config))
 
 

@@ -119,8 +119,8 @@ class Residency:
             found = await self.disk.materialize(name, source, tenant)
         except ModelhostError as error:
             known = not isinstance(error, ModelNotFound)  # no per-name history for made-up names
-            detail = {"error": str(error)}
-            self.events.emit("failure", name, per_model=known, reason="fetch", detail=detail)
+            reason, detail = "fetch" if known else "not_found", {"error": str(error)}
+            self.events.emit("failure", name, per_model=known, reason=reason, detail=detail)
             raise
         started = self.clock()
         try:

@@ -43,7 +43,8 @@ def _instances(s: SizingStatistics) -> Iterator[Metric]:
     yield _by_label(
         "modelhost_instances_needed",
         "The room this instance's requests need for this hit ratio, in instances of its size: "
-        "a fleet behind a model-affinity hash needs the sum over its instances",
+        "a fleet behind a model-affinity hash needs the sum over its instances (absent while "
+        "not known: no curve yet, or no budget reaches it)",
         "hit_ratio",
         s.instances_needed,
     )

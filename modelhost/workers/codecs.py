@@ -53,6 +53,17 @@ def decode_rows(body: bytes, content_type: str) -> np.ndarray:
         return _decode_npy(body)
     raise UnsupportedMediaType(
         f"cannot decode Content-Type '{content_type}'; send one of {', '.join(SUPPORTED_TYPES)}"
+        + not_a_form(kind)
+    )
+
+
+def not_a_form(kind: str) -> str:
+    """Why a form-typed body reached a codec: the frontend found it was no form."""
+    if kind != "application/x-www-form-urlencoded":
+        return ""
+    return (
+        " (curl -d types any body so, and this one is no form: add -H 'Content-Type: "
+        "application/json', or send a form field data=...)"
     )
 
 

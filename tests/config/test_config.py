@@ -369,3 +369,30 @@ def test_ports_shared_as_asked_or_on_other_addresses_are_taken(tmp_path: Path) -
     assert load_config({"management_port": "8080"}, {}, tmp_path).management_port == 8080
     apart = {"metrics_port": "8080", "metrics_host": "10.0.0.2", "host": "10.0.0.1"}
     assert load_config(apart, {}, tmp_path).metrics_port == 8080
+
+
+def test_empty_variable_sets_its_setting_to_empty(tmp_path: Path) -> None:
+    """`MODELHOST_TENANT_FROM=` turns off what the file turned on, as an environment beats a
+    file; an empty variable is a value given, not one left out."""
+    write(tmp_path / "modelhost.toml", 'tenant_from = "header"\nallowed_urls = ["s3://*"]\n')
+    environ = {"MODELHOST_TENANT_FROM": "", "MODELHOST_ALLOWED_URLS": ""}
+    config = load_config({}, environ, tmp_path)
+    assert (config.tenant_from, config.allowed_urls) == ("", ())
+
+
+@pytest.mark.parametrize("variable", ["MODELHOST_MEMORY_BUDGET", "MODELHOST_PORT"])
+def test_empty_variable_of_a_number_is_refused(tmp_path: Path, variable: str) -> None:
+    with pytest.raises(ConfigError, match=f"{variable}: expected .*, got ''"):
+        load_config({}, {variable: ""}, tmp_path)
+
+
+def test_empty_config_variable_reads_no_file(tmp_path: Path) -> None:
+    write(tmp_path / "modelhost.toml", "port = 1\n")
+    assert load_config({}, {"MODELHOST_CONFIG": ""}, tmp_path).port == Config().port
+
+
+@pytest.mark.parametrize("variable", ["MODELHOST_HOST", "MODELHOST_CACHE_DIR", "MODELHOST_DEVICES"])
+def test_empty_text_with_a_default_is_refused(tmp_path: Path, variable: str) -> None:
+    """An empty --cache-dir would be the working folder, an empty --host every address."""
+    with pytest.raises(ConfigError, match=f"{variable}: expected a value .*default"):
+        load_config({}, {variable: ""}, tmp_path)

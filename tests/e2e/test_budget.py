@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -131,3 +132,41 @@ def test_budget_below_idle_server_is_refused(forest_store: Path, tmp_path: Path)
     assert finished.returncode == 2
     assert "below what the idle server needs" in finished.stderr
     assert "MiB" in finished.stderr
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "says"),
+    [
+        ("--memory-budget", "1PiB", "usable memory"),
+        ("--disk-budget", "1024PiB", "volume"),
+    ],
+)
+def test_budget_larger_than_the_machine_is_refused(
+    forest_store: Path, tmp_path: Path, setting: str, value: str, says: str
+) -> None:
+    """A budget the machine cannot hold is refused at start, naming the setting, the value and
+    the most it may be; else the server would run until the kernel killed a worker or the disk
+    filled, never evicting."""
+    port = str(testing.free_port())
+    command = [
+        sys.executable,
+        "-m",
+        "modelhost",
+        "serve",
+        *serve_args(forest_store, tmp_path, "2GiB"),
+    ]
+    command += ["--port", port, setting, value]
+    finished = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert finished.returncode == 2, finished.stderr
+    assert f"{setting} {value}" in finished.stderr and says in finished.stderr
+    assert f"set {setting} at most" in finished.stderr
+
+
+def test_empty_budget_variable_is_refused(forest_store: Path, tmp_path: Path) -> None:
+    """`MODELHOST_MEMORY_BUDGET=` is a budget given empty, refused, not the default of 80%."""
+    command = [sys.executable, "-m", "modelhost", "serve", "--port", str(testing.free_port())]
+    command += testing.serve_args(forest_store, tmp_path / "cache", workers=1)
+    env = {**os.environ, "MODELHOST_MEMORY_BUDGET": ""}
+    finished = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env)
+    assert finished.returncode == 2, finished.stderr
+    assert "MODELHOST_MEMORY_BUDGET: expected a value (unset it for the default" in finished.stderr

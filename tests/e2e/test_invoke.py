@@ -131,6 +131,20 @@ def test_unsupported_content_type_is_415(client: httpx.Client) -> None:
     assert refused.json()["type"] == "NotAcceptable"
 
 
+def test_curl_default_type_on_rows_says_how_to_type_them(client: httpx.Client) -> None:
+    """`curl -d '[[5.1, ...]]'` types the rows as a form; a real form (`-d data=...`) goes to
+    the handler as TorchServe's and MMS's do, so the rows are refused, saying how to type them."""
+    form_typed = {"content-type": "application/x-www-form-urlencoded"}
+    headers = {"x-amzn-sagemaker-target-model": "tenants/t004.joblib", **form_typed}
+    response = client.post("/invocations", content=json.dumps([ROW]), headers=headers)
+    assert response.status_code == 415, response.text
+    message = response.json()["message"]
+    assert "curl -d" in message and "-H 'Content-Type: application/json'" in message
+    assert "application/json, text/csv, application/x-npy" in message
+    form = {"data": json.dumps([ROW])}
+    assert client.post("/invocations", data=form, headers=headers).status_code == 200
+
+
 def test_body_over_the_limit_is_413(client: httpx.Client) -> None:
     response = client.post(
         "/models/tenants/t004.joblib/invoke", content=b"[" + b"1," * 600_000 + b"1]", headers=JSON

@@ -111,6 +111,21 @@ def test_rejections_and_failed_loads_are_counted_by_reason(client: httpx.Client)
     assert value(after, failures, reason="load") - value(before, failures, reason="load") == 1
 
 
+def test_unknown_model_is_not_counted_as_a_store_failure(client: httpx.Client) -> None:
+    """A typo'd name is the client's mistake: a rejection, and a failure of its own reason, so
+    that failures_total{reason="fetch"} stays a sign of a failing store."""
+    before = samples(client)
+    assert invoke(client, "no/typo.joblib").status_code == 404
+    after = samples(client)
+
+    def delta(name: str, reason: str) -> float:
+        return value(after, name, reason=reason) - value(before, name, reason=reason)
+
+    assert delta("modelhost_rejections_total", "ModelNotFound") == 1
+    assert delta("modelhost_failures_total", "fetch") == 0
+    assert delta("modelhost_failures_total", "not_found") == 1
+
+
 def test_the_frontend_and_the_disk_index_are_measured(client: httpx.Client) -> None:
     """The frontend's PSS and allowance, and the disk tier's artifacts, as /stats gives them."""
     assert invoke(client, "tenants/t000.joblib").status_code == 200

@@ -168,6 +168,25 @@ def test_the_autoscaler_scales_on_series_every_pod_serves() -> None:
         )
 
 
+def test_instances_needed_is_absent_until_known() -> None:
+    """Not 0 while unknown: 0 would ask the HPA to scale down, and a missing metric stops it."""
+    clock = StepClock()
+    sizing = Sizing(MemoryTier(MemoryBudget(2**30, 2**28), LRUPolicy(), clock), EventLog(), clock)
+    for i in range(20):  # every request a name's first: no budget reaches 95% of hits
+        assert not instances_needed(sizing)
+        sizing.used(f"m{i}", 2**20, hit=False)
+    assert not instances_needed(sizing)
+    for i in range(1000):
+        sizing.used(f"m{i % 7}", 2**20, hit=True)
+    assert instances_needed(sizing)
+
+
+def instances_needed(sizing: Sizing) -> list[float]:
+    families = sizing_families(sizing.statistics())
+    needed = next(f for f in families if f.name == "modelhost_instances_needed")
+    return [sample.value for sample in needed.samples]
+
+
 def test_adapter_has_a_rule_per_metric() -> None:
     """The adapter has a rule for each metric the autoscaler reads."""
     values = yaml.safe_load((BASE.parent / "prometheus-adapter" / "values.yaml").read_text())

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from modelhost.errors import BadRequestBody, PayloadTooLarge
-from modelhost.workers.codecs import JSON, media_type
+from modelhost.workers.codecs import JSON, media_type, not_a_form
 from modelhost.workers.handlers.base import InferReply, InferRequest
 from modelhost.workers.oip import OipRequest, Tensor, decode_request, encode_response, tensor_of
 from modelhost.workers.oip_media import MODEL_NAME_PARAM, MODEL_VERSION_PARAM, is_oip
@@ -44,7 +44,9 @@ def decode_texts(request: InferRequest, max_texts: int = 0) -> TextRequest:
     elif kind in ("", "*/*", JSON):
         decoded = _from_json(request.body)
     else:
-        raise BadRequestBody(f"cannot decode Content-Type '{request.content_type}'; {_EXPECTED}")
+        raise BadRequestBody(
+            f"cannot decode Content-Type '{request.content_type}'; {_EXPECTED}{not_a_form(kind)}"
+        )
     if not decoded.texts:
         raise BadRequestBody(f"the request holds no texts; {_EXPECTED}")
     if max_texts and len(decoded.texts) > max_texts:
