@@ -56,6 +56,7 @@ class Registry:
         self.residency = residency
         self.versions: dict[str, Versions] = {}
         self.owners: dict[str, tuple[str, str]] = {}  # name in the host → (model, version)
+        self.at_startup: set[str] = set()  # preloaded, until unregistered
         self._revalidations: UnderWay[None] = UnderWay()
         self._probes = itertools.count()
 
@@ -133,6 +134,7 @@ class Registry:
         if resident is not None and resident.state is State.LOADED:
             await self.residency.unload(name)
         self._forget(name)
+        self.at_startup.discard(name)
 
     async def unregister_version(self, model: str, version: str | None) -> str:
         """Unregister `version` (None: the default, which stays while others exist)."""
@@ -183,6 +185,9 @@ class Registry:
         model, _, version = path.rpartition("/")
         versions = self.versions.get(model)
         return versions.names.get(version, path) if versions else path
+
+    def preloaded(self, name: str) -> None:
+        self.at_startup.add(name)
 
     def is_registered(self, name: str) -> bool:
         """Registered with a URL, loaded or loading."""
