@@ -111,14 +111,22 @@ def _given(table: dict[str, Any]) -> list[str]:
     return ["memory_bytes" if key == "memory" else key for key in table]
 
 
-def _read_mar(path: Path, root: Path) -> Manifest:
+def read_mar(path: Path) -> dict[str, Any]:
+    """A MAR manifest whose "model" is an object."""
     try:
         document = json.loads(path.read_text())
     except (ValueError, UnicodeDecodeError) as error:
-        raise ModelLoadError(f"{MAR_MANIFEST} is not valid JSON: {error}") from None
-    model = document.get("model") if isinstance(document, dict) else None
-    if not isinstance(model, dict):
+        raise ModelLoadError(
+            f"{MAR_MANIFEST} is not valid JSON ({error}); rebuild the .mar"
+        ) from None
+    if not isinstance(document, dict) or not isinstance(document.get("model"), dict):
         raise ModelLoadError(f'{MAR_MANIFEST} has no "model" object; rebuild the .mar')
+    return document
+
+
+def _read_mar(path: Path, root: Path) -> Manifest:
+    document = read_mar(path)
+    model = document["model"]
     handler, serialized = model.get("handler"), model.get("serializedFile")
     file_name = str(handler or "").partition(":")[0]
     if file_name and not file_name.endswith(".py"):

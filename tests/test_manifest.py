@@ -182,6 +182,12 @@ def test_a_broken_mar_manifest_is_a_load_error(tmp_path: Path) -> None:
         read_manifest(tmp_path)
 
 
+def test_a_mar_manifest_that_is_not_json_says_to_rebuild(tmp_path: Path) -> None:
+    write(tmp_path / "MAR-INF" / "MANIFEST.json", '{"model": {"modelVer')
+    with pytest.raises(ModelLoadError, match=r"not valid JSON \(.*\); rebuild the .mar"):
+        read_manifest(tmp_path)
+
+
 @pytest.mark.parametrize("text", ["a: [unclosed\n", "\tbatchSize: 4\n"])
 def test_a_mar_config_that_is_not_yaml_is_a_load_error(tmp_path: Path, text: str) -> None:
     """Not an unexpected error (a 500 InternalError with only a request id): what to fix."""

@@ -9,6 +9,7 @@ is tried once more, alone (docs/decisions.md, "A request whose worker dies is tr
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import NoReturn
 
 from modelhost.cache.memory import Resident, State
 from modelhost.deadlines import DeadlineGroups
@@ -101,7 +102,7 @@ class InvokePath:
             return await self._in_slot(name, invocation, started, loaded, solo=False)
         except Unavailable as error:
             if not self._retryable(name, error):
-                raise
+                refuse_retry(name, error)
         self.queues.count_retry()
         try:
             return await self._in_slot(name, invocation, started, None, solo=True)
@@ -237,6 +238,18 @@ class InvokePath:
         job.future.set_exception(
             DeadlineExceeded.past_response_timeout(name, where, timeout_s, own=own_s is not None)
         )
+
+
+def refuse_retry(name: str, error: Unavailable) -> NoReturn:
+    """Raise `error` for a request not tried again; if it ran, not its worker's "retry is safe"."""
+    if not (isinstance(error, WorkerDied) and error.running):
+        raise error
+    raise WorkerDied(
+        f"model {name}: its worker died running this request, which was not tried again: its "
+        "handler is not marked idempotent, so the request may have run in part; send it again "
+        "if running it twice is harmless (idempotent = true in its modelhost.toml lets the "
+        "server retry it)"
+    ) from error
 
 
 def fair_admission(residency: Residency, scheduling: SchedulerSettings) -> FairAdmission | None:

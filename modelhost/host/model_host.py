@@ -114,7 +114,7 @@ class ModelHost:
             why_untrusted=why_untrusted,
             leaving_worker=self.devices.copy_leaving,
             arrived=self.devices.loaded,
-            sandboxes=Sandboxes(memory, why_untrusted, model_tenant or _no_tenant, views),
+            sandboxes=Sandboxes(memory, why_untrusted, model_tenant or (lambda name: ""), views),
         )
         self.scaling = Scaling(self.copies, self.scheduling)
         self.queues = Queues(
@@ -370,6 +370,7 @@ class ModelHost:
             workers=tuple(_worker(w) for w in held if w is not None),
             queued=len(dispatcher.queue) if dispatcher else 0,
             pinned=bool(resident and resident.pinned) or self.manifests.is_pinned(name),
+            loaded_at_startup=name in self.registry.at_startup,
             hits=resident.hits if resident else 0,
             in_flight=resident.in_flight if resident else 0,
             last_used=last_used,
@@ -379,10 +380,6 @@ class ModelHost:
             events=tuple(self.events.for_model(name)),
             load_progress=self.progress.of(name),
         )
-
-
-def _no_tenant(name: str) -> str:
-    return ""
 
 
 def _held(memory: MemoryTier, loads: UnderWay[LoadOutcome], name: str) -> bool:

@@ -18,6 +18,8 @@ async def preload(host: ModelHost, pinned: Iterable[str], load_models: Iterable[
             await host.load(name)
         except ModelhostError as error:
             logger.error("could not preload model %s: %s", name, error)
+        else:
+            host.registry.preloaded(name)
 
 
 async def preload_names(host: ModelHost, load_models: Iterable[str]) -> list[str]:

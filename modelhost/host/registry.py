@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,12 +21,13 @@ from modelhost.errors import (
     InvalidModelName,
     ModelAlreadyLoaded,
     ModelhostError,
+    ModelLoadError,
     ModelNotFound,
 )
 from modelhost.host.calls import LoadOutcome
 from modelhost.host.residency import Residency
 from modelhost.host.under_way import UnderWay
-from modelhost.manifest import MAR_MANIFEST, find_manifest
+from modelhost.manifest import MAR_MANIFEST, find_manifest, read_mar
 from modelhost.names import echo, model_name
 
 DEFAULT_VERSION = "1.0"  # TorchServe's
@@ -56,6 +56,7 @@ class Registry:
         self.residency = residency
         self.versions: dict[str, Versions] = {}
         self.owners: dict[str, tuple[str, str]] = {}  # name in the host → (model, version)
+        self.at_startup: set[str] = set()  # preloaded, until unregistered
         self._revalidations: UnderWay[None] = UnderWay()
         self._probes = itertools.count()
 
@@ -83,9 +84,8 @@ class Registry:
         """Register and fetch the version of `model` at `url`, so a bad URL fails now."""
         if model not in self.versions:
             artifact = await self._fetch(model, url, settings)
-            version = archive_version(artifact.path)
             try:
-                check_version(model, version)
+                version = check_version(model, archive_version(model, artifact.path))
             except BadRequestBody:
                 self._forget(model)
                 raise
@@ -114,7 +114,7 @@ class Registry:
         disk = self.residency.disk
         try:
             found = await disk.materialize(probe, disk.stores.admit(url))
-            return archive_version(found.artifact.path)
+            return archive_version(model, found.artifact.path)
         finally:
             disk.delete(probe, reason="version_read")
 
@@ -133,6 +133,7 @@ class Registry:
         if resident is not None and resident.state is State.LOADED:
             await self.residency.unload(name)
         self._forget(name)
+        self.at_startup.discard(name)
 
     async def unregister_version(self, model: str, version: str | None) -> str:
         """Unregister `version` (None: the default, which stays while others exist)."""
@@ -184,6 +185,9 @@ class Registry:
         versions = self.versions.get(model)
         return versions.names.get(version, path) if versions else path
 
+    def preloaded(self, name: str) -> None:
+        self.at_startup.add(name)
+
     def is_registered(self, name: str) -> bool:
         """Registered with a URL, loaded or loading."""
         r = self.residency
@@ -202,16 +206,15 @@ class Registry:
                 await self.residency.unload(name, reason="stale")
 
 
-def archive_version(artifact: Path) -> str:
+def archive_version(model: str, artifact: Path) -> str:
     """The `modelVersion` of a TorchServe archive; `1.0` for any other artifact."""
     manifest = find_manifest(artifact)
     if manifest is None or not manifest.as_posix().endswith(MAR_MANIFEST.as_posix()):
         return DEFAULT_VERSION
     try:
-        model = json.loads(manifest.read_text()).get("model") or {}
-    except (ValueError, UnicodeDecodeError, AttributeError):
-        return DEFAULT_VERSION  # the load reports the broken manifest
-    version = model.get("modelVersion") if isinstance(model, dict) else None
+        version = read_mar(manifest)["model"].get("modelVersion")
+    except ModelLoadError as error:  # TorchServe's 400: its version is unknown
+        raise BadRequestBody(f"cannot register model {model}: {error}") from None
     return str(version) if version else DEFAULT_VERSION
 
 

@@ -276,7 +276,7 @@ def describe(
         "maxWorkers": schedule.max_workers,
         "batchSize": schedule.batch_size,
         "maxBatchDelay": round(schedule.max_batch_delay_ms),
-        "loadedAtStartup": False,
+        "loadedAtStartup": model.loaded_at_startup,
         "workers": workers,
     }
 

@@ -139,3 +139,4 @@ class ModelStatistics:
     load_reserve_bytes: int | None  # its footprint, or its last load's peak
     events: tuple[Event, ...]
     load_progress: Event | None = None  # the latest progress event of a load under way
+    loaded_at_startup: bool = False  # until unregistered (TorchServe's loadedAtStartup)

@@ -104,6 +104,18 @@ def test_grpc_register_model_failing(default_mode: Started) -> None:
     assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
 
 
+def test_describe_model_says_loaded_at_startup(allowing: httpx.Client) -> None:
+    """`loadedAtStartup` is true for the model `load_models` named until it is unregistered,
+    false for one registered through the API, as TorchServe's describe-model answers."""
+    assert allowing.get("/models/mnist").json()[0]["loadedAtStartup"] is True
+    assert allowing.delete("/models/mnist").status_code == 200
+    for name in ("mnist", "registered-later"):
+        params = {**REGISTER, "model_name": name, "synchronous": "true"}
+        registered = allowing.post("/models", params=params)
+        assert registered.status_code == 200, registered.text
+        assert allowing.get(f"/models/{name}").json()[0]["loadedAtStartup"] is False
+
+
 def test_register_model(allowing: httpx.Client) -> None:
     """With `enable_model_api=true` the same registration succeeds."""
     registered = allowing.post("/models", params={**REGISTER, "synchronous": "true"})

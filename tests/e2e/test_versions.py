@@ -45,12 +45,23 @@ def versioned_mar(folder: Path, archive: Path, version: str, answer: int = 0) ->
     return archive
 
 
+def corrupt_mar(archive: Path) -> None:
+    """Cut the archive's manifest short, as a truncated copy leaves it."""
+    with zipfile.ZipFile(archive) as old:
+        members = {info.filename: old.read(info) for info in old.infolist()}
+    members[MANIFEST] = members[MANIFEST][:20]
+    with zipfile.ZipFile(archive, "w") as new:
+        for name, data in members.items():
+            new.writestr(name, data)
+
+
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("versions-store")
     for version, answer in VERSIONS.items():
         versioned_mar(root / f".src/{version}", root / f"churn-{version}.mar", version, answer)
     versioned_mar(root / ".src/slashed", root / "slashed.mar", "2/0")
+    corrupt_mar(versioned_mar(root / ".src/corrupt", root / "corrupt.mar", "3.0"))
     testing.iris_logreg(root / "iris.pkl")
     return root
 
@@ -270,6 +281,20 @@ def test_version_unfit_for_a_path_is_400(management: httpx.Client) -> None:
     assert response.status_code == 400, response.text
     assert "modelVersion" in response.json()["message"]
     assert management.get("/models/slashed").status_code == 404
+
+
+def test_a_corrupt_manifest_is_400_and_registers_nothing(management: httpx.Client) -> None:
+    """An archive whose MANIFEST.json is not JSON is refused with what to rebuild, as a first
+    version or a later one, not registered as version 1.0; the server carries on."""
+    assert register(management, "mended", "1.0").status_code == 200
+    for model in ("corrupt", "mended"):  # a first version, a later one
+        response = management.post("/models", params={"url": "corrupt.mar", "model_name": model})
+        assert response.status_code == 400, response.text
+        assert "MANIFEST.json is not valid JSON" in response.json()["message"]
+        assert "rebuild" in response.json()["message"]
+    assert management.get("/models/corrupt").status_code == 404
+    described = management.get("/models/mended/all").json()
+    assert [version["modelVersion"] for version in described] == ["1.0"]
 
 
 def test_oip_index_names_each_version(management: httpx.Client, inference: httpx.Client) -> None:

@@ -174,12 +174,17 @@ def test_two_deaths_make_a_poison_request(tmp_path: Path) -> None:
 def test_user_handler_retried_only_if_idempotent(
     tmp_path: Path,
 ) -> None:
-    """A user's handler is retried after a death only when its manifest says idempotent."""
-    for idempotent, expected in ((False, WorkerDied), (True, PoisonRequest)):
+    """A user's handler is retried after a death only when its manifest says idempotent; not
+    retried, the answer says why, and does not call a retry safe."""
+    for idempotent, expected, why in (
+        (False, WorkerDied, "not tried again: its handler is not marked idempotent"),
+        (True, PoisonRequest, "not tried again"),
+    ):
         pool = DyingPool(2, kills={"user"}, pure=False)
         host = host_with(pool, tmp_path, {"user": Manifest(idempotent=idempotent)})
-        with pytest.raises(expected):
+        with pytest.raises(expected, match=why) as raised:
             asyncio.run(invoke_once(host, "user"))
+        assert "retry is safe" not in str(raised.value)
         assert pool.deaths == (2 if idempotent else 1)
 
 

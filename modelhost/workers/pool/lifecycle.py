@@ -173,17 +173,14 @@ class WorkerPool:
 
     def _recycle(self, worker: WorkerHandle) -> None:
         """Replace an idle worker holding unexplained memory: only a fresh fork gives it back."""
-        if worker.alive and not worker.pending:
-            worker.transport.close()  # `disconnected` follows
-            self.kill(worker)  # surely now, not at the end of its socket
+        if not worker.pending:
+            self.kill(worker)
 
     def retire(self, worker: WorkerHandle) -> None:
         """Replace a sandboxed worker another tenant's models are to use: no tenant's models
         follow another's in one process."""
         worker.retiring = True
-        if worker.alive:
-            worker.transport.close()  # `disconnected` follows
-            self.kill(worker)
+        self.kill(worker)
 
     def _report_exit(self, worker: WorkerHandle, lost_requests: int) -> None:
         detail = {"pid": worker.pid, "lost_requests": lost_requests}
@@ -226,11 +223,13 @@ class WorkerPool:
         self.kill(worker)
 
     def kill(self, worker: WorkerHandle) -> None:
-        """SIGKILL a worker; its dropped connection does the rest."""
-        if worker.pid <= 0:  # not a process: 0 would name our own process group
+        """SIGKILL a worker and drop it now, not once its socket ends (a child may hold it)."""
+        if not worker.alive:  # its pid may name another process now
             return
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(worker.pid, signal.SIGKILL)
+        if worker.pid > 0:  # 0 would name our own process group
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(worker.pid, signal.SIGKILL)
+        self.disconnected(worker)
 
     async def shutdown(self) -> None:
         self._closing = True
