@@ -60,14 +60,27 @@ class Registry:
         self._probes = itertools.count()
 
     async def register_and_load(self, name: str, url: str) -> LoadOutcome:
-        """POST /models: load `name` from `url`."""
+        """POST /models: load `name` from `url`; a load that fails leaves `name` as it was."""
         r = self.residency
-        if name in r.memory.residents or name in r.loads:
+        if self._held(name):
             raise ModelAlreadyLoaded(
                 f"model {name} is already loaded; DELETE /models/{name} first to load it again"
             )
+        before = r.sources.get(name)
         r.set_source(name, r.disk.stores.admit(url))
-        return await r.ensure_loaded(name)
+        try:
+            return await r.ensure_loaded(name)
+        except BaseException:
+            if self._held(name):
+                raise
+            if before is None:
+                r.forget_source(name)
+            else:
+                r.set_source(name, before)
+            raise
+
+    def _held(self, name: str) -> bool:
+        return name in self.residency.memory.residents or name in self.residency.loads
 
     def register(self, name: str, url: str) -> None:
         """Remember `url` as the source of `name` without loading it."""

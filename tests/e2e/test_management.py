@@ -34,6 +34,18 @@ def test_load_by_url_then_invoke(client: httpx.Client, store: Path) -> None:
     assert described["state"] == "loaded"
 
 
+def test_failed_load_by_url_leaves_the_name_as_it_was(client: httpx.Client) -> None:
+    """A POST /models that fails registers nothing: the store's model of that name still answers,
+    and a new name is not listed."""
+    for name in ("tenants/t004.joblib", "never-loaded"):
+        failed = client.post("/models", json={"model_name": name, "url": "tenants/never.joblib"})
+        assert failed.status_code == 404, failed.text
+    response = client.post("/models/tenants/t004.joblib/invoke", json=ROW)
+    assert response.status_code == 200, response.text
+    listed = client.get("/models", params={"limit": 1000}).json()["models"]
+    assert "never-loaded" not in {model["modelName"] for model in listed}
+
+
 def test_load_from_outside_the_store_is_refused(client: httpx.Client, store: Path) -> None:
     response = client.post("/models", json={"model_name": "x", "url": "/etc/passwd"})
     assert response.status_code == 403
