@@ -66,18 +66,24 @@ class Registry:
             raise ModelAlreadyLoaded(
                 f"model {name} is already loaded; DELETE /models/{name} first to load it again"
             )
-        before = r.sources.get(name)
-        r.set_source(name, r.disk.stores.admit(url))
+        before, source = r.sources.get(name), r.disk.stores.admit(url)
+        r.set_source(name, source)
         try:
             return await r.ensure_loaded(name)
         except BaseException:
-            if self._held(name):
-                raise
-            if before is None:
-                r.forget_source(name)
-            else:
-                r.set_source(name, before)
+            if not self._held(name):
+                self._restore(name, before, source)
             raise
+
+    def _restore(self, name: str, before: str | None, failed: str) -> None:
+        """Give `name` back its source, and drop the entry fetched from `failed`."""
+        r = self.residency
+        if before is None:
+            r.forget_source(name)
+        else:
+            r.set_source(name, before)
+        if r.source_of(name) != failed:
+            r.disk.delete(name, reason="load_failed")
 
     def _held(self, name: str) -> bool:
         return name in self.residency.memory.residents or name in self.residency.loads

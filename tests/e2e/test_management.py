@@ -34,16 +34,23 @@ def test_load_by_url_then_invoke(client: httpx.Client, store: Path) -> None:
     assert described["state"] == "loaded"
 
 
-def test_failed_load_by_url_leaves_the_name_as_it_was(client: httpx.Client) -> None:
+def test_failed_load_by_url_leaves_the_name_as_it_was(client: httpx.Client, store: Path) -> None:
     """A POST /models that fails registers nothing: the store's model of that name still answers,
-    and a new name is not listed."""
-    for name in ("tenants/t004.joblib", "never-loaded"):
-        failed = client.post("/models", json={"model_name": name, "url": "tenants/never.joblib"})
-        assert failed.status_code == 404, failed.text
+    and a new name is not listed, even where its artifact was fetched before the load failed."""
+    testing.iris_logreg(store / "bad-manifest/model.joblib")
+    (store / "bad-manifest/modelhost.toml").write_text("not = = toml\n")
+    tries = [
+        ("tenants/t004.joblib", "tenants/never.joblib", 404),
+        ("never-loaded", "tenants/never.joblib", 404),
+        ("bad-manifest-loaded", "bad-manifest", 500),
+    ]
+    for name, url, status in tries:
+        failed = client.post("/models", json={"model_name": name, "url": url})
+        assert failed.status_code == status, failed.text
     response = client.post("/models/tenants/t004.joblib/invoke", json=ROW)
     assert response.status_code == 200, response.text
     listed = client.get("/models", params={"limit": 1000}).json()["models"]
-    assert "never-loaded" not in {model["modelName"] for model in listed}
+    assert {"never-loaded", "bad-manifest-loaded"}.isdisjoint(m["modelName"] for m in listed)
 
 
 def test_load_from_outside_the_store_is_refused(client: httpx.Client, store: Path) -> None:
