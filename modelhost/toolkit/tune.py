@@ -70,6 +70,11 @@ class TuneOptions:
     def target(self) -> TuneTarget:
         if not self.model_store:
             raise ValueError("give --model-store: the store each `modelhost serve` serves")
+        if self.mode == "memory" and self.price_per_gb_hour <= 0:
+            raise ValueError(
+                "--mode memory recommends the budget with the lowest cost per million: give "
+                "--price-per-gb-hour, the price of a GiB of memory an hour (e.g. 0.0125)"
+            )
         bench = BenchOptions(
             url="http://127.0.0.1",  # each point's server replaces it
             payloads=self.payloads,

@@ -14,6 +14,7 @@ from helpers.toolkit import MODELS, open_in_chromium
 from modelhost import testing
 from modelhost.cli.main import main
 from modelhost.toolkit.ramp import Step, recommend, step_of
+from modelhost.toolkit.tune import TuneOptions
 
 pytestmark = pytest.mark.e2e
 
@@ -68,6 +69,14 @@ def test_recommend_takes_the_most_throughput_inside_the_limit() -> None:
         step_of({"workers": "2"}, 2, summary(150, 20), 50),
     ]
     assert recommend(steps) == 2
+
+
+def test_memory_mode_without_a_price_is_refused() -> None:
+    """Memory mode ranks budgets by cost: at no price every step costs $0 and the first, the
+    slowest, would be recommended."""
+    options = TuneOptions(model_store="s", mode="memory", grid=("memory-budget=1GiB,2GiB",))
+    with pytest.raises(ValueError, match="give --price-per-gb-hour"):
+        options.target()
 
 
 def test_simulate_replays_a_real_servers_access_log(
