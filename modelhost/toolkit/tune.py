@@ -164,6 +164,18 @@ def cost_per_million(options: TuneOptions, step: Step) -> float:
     return per_hour / (step.throughput_rps * 3600) * 1e6
 
 
+def example_price(options: TuneOptions) -> bool:
+    return (
+        options.mode != "memory" and options.instance_price == EXAMPLE_PRICES["instance_per_hour"]
+    )
+
+
+def cost_basis(options: TuneOptions) -> str:
+    if options.mode == "memory":
+        return "memory GiB-hour"
+    return "instance hour, an example price" if example_price(options) else "instance hour"
+
+
 def tune_summary(options: TuneOptions, done: Sequence[Point]) -> dict[str, Any]:
     steps = [step for point in done for step in point.steps]
     costs = [cost_per_million(options, step) for step in steps]
@@ -179,7 +191,8 @@ def tune_summary(options: TuneOptions, done: Sequence[Point]) -> dict[str, Any]:
         "mode": options.mode,
         "p99_limit_ms": options.p99_limit_ms,
         "settings": list(done[0].settings) if done else list(options.grid_values),
-        "cost_basis": "memory GiB-hour" if options.mode == "memory" else "instance hour",
+        "cost_basis": cost_basis(options),
+        "example_price": example_price(options),
         "points": [{"settings": p.settings, "cold_start": p.cold_start} for p in done],
         "steps": rows,
         "recommended_index": best,
