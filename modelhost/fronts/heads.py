@@ -16,7 +16,12 @@ from modelhost.http.invocation_paths import (
     TARGET_MODEL_HEADER,
     route_of,
 )
-from modelhost.http.oip_replies import HEADER_LENGTH_HEADER, header_length, infer_path_of
+from modelhost.http.oip_replies import (
+    HEADER_LENGTH_HEADER,
+    check_encoding,
+    header_length,
+    infer_path_of,
+)
 from modelhost.http.plain_heads import Head, Heads
 from modelhost.protocols.params import check_headers
 from modelhost.workers.oip_media import (
@@ -105,6 +110,7 @@ def oip_hit(
     if version not in ("", MODEL_VERSION):
         return None
     try:
+        check_encoding(headers.get("content-encoding"))
         length = header_length(headers.get(HEADER_LENGTH_HEADER), body_bytes)
     except BadRequestBody:
         return None

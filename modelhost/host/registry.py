@@ -61,14 +61,33 @@ class Registry:
         self._probes = itertools.count()
 
     async def register_and_load(self, name: str, url: str) -> LoadOutcome:
-        """POST /models: load `name` from `url`."""
+        """POST /models: load `name` from `url`; a load that fails leaves `name` as it was."""
         r = self.residency
-        if name in r.memory.residents or name in r.loads:
+        if self._held(name):
             raise ModelAlreadyLoaded(
                 f"model {name} is already loaded; DELETE /models/{name} first to load it again"
             )
-        r.set_source(name, r.disk.stores.admit(url))
-        return await r.ensure_loaded(name)
+        before, source = r.sources.get(name), r.disk.stores.admit(url)
+        r.set_source(name, source)
+        try:
+            return await r.ensure_loaded(name)
+        except BaseException:
+            if not self._held(name):
+                self._restore(name, before, source)
+            raise
+
+    def _restore(self, name: str, before: str | None, failed: str) -> None:
+        """Give `name` back its source, and drop the entry fetched from `failed`."""
+        r = self.residency
+        if before is None:
+            r.forget_source(name)
+        else:
+            r.set_source(name, before)
+        if r.source_of(name) != failed:
+            r.disk.delete(name, reason="load_failed")
+
+    def _held(self, name: str) -> bool:
+        return name in self.residency.memory.residents or name in self.residency.loads
 
     def register(self, name: str, url: str) -> None:
         """Remember `url` as the source of `name` without loading it."""

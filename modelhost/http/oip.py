@@ -26,6 +26,7 @@ from modelhost.http.oip_replies import (
     INFER,
     MODEL_PATH,
     VERSION_INFER,
+    check_encoding,
     oip_error,
     oip_reply,
 )
@@ -175,6 +176,7 @@ class OipRoutes:
 
     async def infer(self, request: Request) -> Response:
         name, version = model_in_path(request), request.path_params.get("version", "")
+        check_encoding(request.headers.get("content-encoding"))
         body = await self.http.read_body(request)
         held = self._held(name, version)
         invocation = Invocation(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from starlette.responses import JSONResponse, Response
 
-from modelhost.errors import BadRequestBody, ModelhostError
+from modelhost.errors import BadRequestBody, ModelhostError, UnsupportedMediaType
 from modelhost.http.errors import status_headers
 from modelhost.names import echo
 from modelhost.observe.exchange import server_timing
@@ -30,6 +30,15 @@ def infer_path_of(path: str) -> tuple[str, str, str] | None:
     if marker and head and version and "/" not in version:
         return VERSION_INFER, head, version
     return INFER, model, ""
+
+
+def check_encoding(text: str | None) -> None:
+    """Refuse a compressed body: it would reach the worker compressed."""
+    if text and text.strip().lower() != "identity":
+        raise UnsupportedMediaType(
+            f"Content-Encoding {echo(text)} is not accepted: send the inference request "
+            "uncompressed (tritonclient: leave request_compression_algorithm out)"
+        )
 
 
 def header_length(text: str | None, body_bytes: int) -> int | None:

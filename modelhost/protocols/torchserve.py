@@ -93,7 +93,13 @@ class TorchServeModels:
         if not synchronous:
             self._run_in_background(self.host.load(registered.name))
             return Answer(ACCEPTED, 202)
-        await self.host.load(registered.name)
+        try:
+            await self.host.load(registered.name)
+        except ModelhostError:  # TorchServe unregisters a model its initial workers failed
+            await self.host.unregister_version(name, version)
+            if journal := self.host.journal:
+                journal.forget(name, version)
+            raise
         return Answer(
             f'Model "{name}" Version: {version} registered with {workers} initial workers'
         )

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 HOURS_PER_MONTH = 730.0  # 365 × 24 / 12
+NO_BREAK_EVEN = "no break-even: an instance costs more a request than serverless at every volume"
 VOLUMES = "1e5,1e6,1e7,1e8,1e9"
 
 EXAMPLE_PRICES = {
@@ -71,8 +72,14 @@ class Serverless:
         return self.per_request() * monthly_requests
 
 
-def break_even(instance: Instance, serverless: Serverless) -> float:
-    """Monthly requests where one instance and serverless cost the same."""
+def break_even(instance: Instance, serverless: Serverless) -> float | None:
+    """Monthly requests where one instance and serverless cost the same.
+
+    None where an instance costs more a request: one cannot answer the volume its price buys,
+    so serverless is cheaper at every volume.
+    """
+    if instance.per_million() > serverless.per_million():
+        return None
     return instance.price_per_hour * HOURS_PER_MONTH / serverless.per_request()
 
 
@@ -201,10 +208,11 @@ def cost_command(
     rows = [
         [f"{row['monthly_requests']:,.0f}", *list(row.values())[1:]] for row in summary["savings"]
     ]
+    even = summary["break_even_monthly_requests"]
     console.print(
         f"instance ${instance.per_million():.4f} per million requests; serverless "
-        f"${serverless.per_million():.4f}; break-even "
-        f"{summary['break_even_monthly_requests']:,.0f} requests a month"
+        f"${serverless.per_million():.4f}; "
+        + (f"break-even {even:,.0f} requests a month" if even is not None else NO_BREAK_EVEN)
     )
     console.print(table("savings", header, rows))
     console.print(f"[yellow]{source}[/]")
@@ -219,7 +227,7 @@ def cost_command(
                         [
                             instance.per_million(),
                             serverless.per_million(),
-                            summary["break_even_monthly_requests"],
+                            "none" if even is None else even,
                         ]
                     ],
                 ),

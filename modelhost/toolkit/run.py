@@ -100,14 +100,19 @@ class BenchOptions:
 def sagemaker_target(options: BenchOptions) -> tuple[str, str]:
     """(invocation URL, region) of --endpoint-name, credentials checked before any load."""
     import botocore.session
+    from botocore.exceptions import BotoCoreError
 
     if options.url or options.model_in == "path":
         raise ValueError("give URL or --endpoint-name (its models go in the header), not both")
     session = botocore.session.get_session()
-    region = options.region or session.get_config_variable("region")
+    try:
+        region = options.region or session.get_config_variable("region")
+        credentials = session.get_credentials() if region else None
+    except BotoCoreError as error:  # a profile that is not there, an expired SSO login
+        raise ValueError(f"AWS credentials cannot be read: {error}") from None
     if not region:
         raise ValueError("give --region (or AWS_REGION) for --endpoint-name")
-    if session.get_credentials() is None:
+    if credentials is None:
         raise ValueError("no AWS credentials in the standard chain: set AWS_PROFILE or the keys")
     host = options.endpoint_url or f"https://runtime.sagemaker.{region}.amazonaws.com"
     return (

@@ -70,6 +70,11 @@ class TuneOptions:
     def target(self) -> TuneTarget:
         if not self.model_store:
             raise ValueError("give --model-store: the store each `modelhost serve` serves")
+        if self.mode == "memory" and self.price_per_gb_hour <= 0:
+            raise ValueError(
+                "--mode memory recommends the budget with the lowest cost per million: give "
+                "--price-per-gb-hour, the price of a GiB of memory an hour (e.g. 0.0125)"
+            )
         bench = BenchOptions(
             url="http://127.0.0.1",  # each point's server replaces it
             payloads=self.payloads,
@@ -159,6 +164,18 @@ def cost_per_million(options: TuneOptions, step: Step) -> float:
     return per_hour / (step.throughput_rps * 3600) * 1e6
 
 
+def example_price(options: TuneOptions) -> bool:
+    return (
+        options.mode != "memory" and options.instance_price == EXAMPLE_PRICES["instance_per_hour"]
+    )
+
+
+def cost_basis(options: TuneOptions) -> str:
+    if options.mode == "memory":
+        return "memory GiB-hour"
+    return "instance hour, an example price" if example_price(options) else "instance hour"
+
+
 def tune_summary(options: TuneOptions, done: Sequence[Point]) -> dict[str, Any]:
     steps = [step for point in done for step in point.steps]
     costs = [cost_per_million(options, step) for step in steps]
@@ -174,7 +191,8 @@ def tune_summary(options: TuneOptions, done: Sequence[Point]) -> dict[str, Any]:
         "mode": options.mode,
         "p99_limit_ms": options.p99_limit_ms,
         "settings": list(done[0].settings) if done else list(options.grid_values),
-        "cost_basis": "memory GiB-hour" if options.mode == "memory" else "instance hour",
+        "cost_basis": cost_basis(options),
+        "example_price": example_price(options),
         "points": [{"settings": p.settings, "cold_start": p.cold_start} for p in done],
         "steps": rows,
         "recommended_index": best,

@@ -34,6 +34,25 @@ def test_load_by_url_then_invoke(client: httpx.Client, store: Path) -> None:
     assert described["state"] == "loaded"
 
 
+def test_failed_load_by_url_leaves_the_name_as_it_was(client: httpx.Client, store: Path) -> None:
+    """A POST /models that fails registers nothing: the store's model of that name still answers,
+    and a new name is not listed, even where its artifact was fetched before the load failed."""
+    testing.iris_logreg(store / "bad-manifest/model.joblib")
+    (store / "bad-manifest/modelhost.toml").write_text("not = = toml\n")
+    tries = [
+        ("tenants/t004.joblib", "tenants/never.joblib", 404),
+        ("never-loaded", "tenants/never.joblib", 404),
+        ("bad-manifest-loaded", "bad-manifest", 500),
+    ]
+    for name, url, status in tries:
+        failed = client.post("/models", json={"model_name": name, "url": url})
+        assert failed.status_code == status, failed.text
+    response = client.post("/models/tenants/t004.joblib/invoke", json=ROW)
+    assert response.status_code == 200, response.text
+    listed = client.get("/models", params={"limit": 1000}).json()["models"]
+    assert {"never-loaded", "bad-manifest-loaded"}.isdisjoint(m["modelName"] for m in listed)
+
+
 def test_load_from_outside_the_store_is_refused(client: httpx.Client, store: Path) -> None:
     response = client.post("/models", json={"model_name": "x", "url": "/etc/passwd"})
     assert response.status_code == 403

@@ -143,3 +143,13 @@ def test_stats_count_a_models_inferences(oip: triton.InferenceServerClient) -> N
     with pytest.raises(InferenceServerException) as raised:
         oip.get_inference_statistics("no/such.joblib")
     assert raised.value.status() == "404"
+
+
+def test_a_compressed_request_is_415_naming_the_encoding(
+    oip: triton.InferenceServerClient,
+) -> None:
+    """tritonclient's request_compression_algorithm compresses the body; modelhost reads bodies
+    as they come, so it says which header to drop rather than failing to decode JSON."""
+    with pytest.raises(InferenceServerException, match="Content-Encoding 'gzip'") as caught:
+        oip.infer(MODEL, [iris_input(1, binary=False)], request_compression_algorithm="gzip")
+    assert caught.value.status() == "415"

@@ -291,3 +291,17 @@ def test_registration_refuses_a_handler_file_the_archive_lacks(management: httpx
     assert refused.status_code == 400, refused.text
     assert "other.py" in refused.json()["message"]
     assert management.get("/models/lacking").status_code == 404
+
+
+def test_a_model_whose_initial_workers_fail_is_not_registered(
+    ts_store: Path, management: httpx.Client
+) -> None:
+    """As in TorchServe, a synchronous registration whose initial workers cannot load the model
+    unregisters it: registering the name again, from a sound archive, is not a 409."""
+    testing.corrupt_artifact(ts_store / "broken/corrupt.joblib")
+    failed = register_one_worker(management, "broken/corrupt.joblib", "broken", "true")
+    assert failed.status_code == 500, failed.text
+    assert management.get("/models/broken").status_code == 404
+    again = register_one_worker(management, "iris.pkl", "broken", "true")
+    assert again.status_code == 200, again.text
+    management.delete("/models/broken")

@@ -107,6 +107,7 @@ def test_the_fronts_versions_are_the_main_processs() -> None:
             "content-length: 2",
             "inference-header-content-length: 3",
         ),
+        head("POST /v2/models/m/infer HTTP/1.1", "content-encoding: gzip"),  # the main's 415
         head("POST /v2/models/m/ready HTTP/1.1"),
         head("POST /models/m/invoke HTTP/1.0"),
         head("POST /models/m/invoke HTTP/1.1", "connection: close"),

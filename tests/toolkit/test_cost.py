@@ -60,3 +60,23 @@ def test_help_needs_no_toolkit_extra() -> None:
     found = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert found.returncode == 0, found.stderr
     assert "--throughput" in found.stdout
+
+
+def test_no_break_even_where_an_instance_costs_more_a_request(tmp_path: Path) -> None:
+    """Serverless at $0.2 a million beats an instance at $0.32 a million at every volume: one
+    instance cannot answer the 420 M a month its price buys, so no volume breaks even."""
+    cheap = Serverless(gb_second=0.00002, memory_gb=1, latency_ms=10)
+    assert break_even(INSTANCE, cheap) is None
+    volumes = [1e6, 1e8, 4.2e8, 1e9, 1e10]
+    assert {row["cheaper"] for row in savings_table(INSTANCE, cheap, volumes)} == {"serverless"}
+    summary = tmp_path / "summary.json"
+    summary.write_text(json.dumps({"throughput_rps": 100, "latency_ms": {"p50": 10}}))
+    result = CliRunner().invoke(
+        main, ["cost", "--from", str(summary), "--memory-gb", "1", "--out", str(tmp_path / "c")]
+    )
+    assert result.exit_code == 0, result.output
+    assert "no break-even" in result.output
+    assert (
+        json.loads((tmp_path / "c" / "cost.json").read_text())["break_even_monthly_requests"]
+        is None
+    )

@@ -127,6 +127,19 @@ def test_no_credentials_is_a_usage_error(
     assert result.exit_code == 2 and "no AWS credentials" in result.output
 
 
+def test_unknown_profile_is_a_usage_error(
+    stand_in: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """AWS_PROFILE naming no profile is a message, not botocore's traceback."""
+    monkeypatch.setenv("AWS_PROFILE", "prod")
+    result = CliRunner().invoke(
+        main, ["bench", "--endpoint-name", "e", "--region", REGION, "--concurrency", "1",
+               "--endpoint-url", stand_in, "--out", str(tmp_path)],
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "(prod) could not be found" in result.output
+
+
 def test_target_model_names_the_model(stand_in: str, tmp_path: Path) -> None:
     """TargetModel names the model of a multi-model endpoint."""
     InvokeEndpoint.targets.clear()

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from modelhost.cache.policy import CostAwarePolicy, LRUPolicy
 from modelhost.toolkit.simulate import lru
 from modelhost.toolkit.simulate.replay import belady, optimum, replay
+from modelhost.toolkit.simulate.run import needed_text, simulate_summary
 from modelhost.toolkit.simulate.trace import Trace, make_trace
 
 
@@ -83,3 +84,13 @@ def test_budget_for_target_is_the_least() -> None:
     needed = lru.budget_for(distances, 0.6)
     assert brute_force_lru(trace, int(needed)) / 10 >= 0.6
     assert brute_force_lru(trace, int(needed) - 1) / 10 < 0.6
+
+
+def test_a_budget_read_off_the_grid_says_at_most() -> None:
+    """Only LRU's budget is exact: another policy's is the least replayed budget that reaches the
+    target, so its line says "at most" rather than passing a grid point off as the need."""
+    trace = make_trace(list("abcabcabcd"), {"a": 10, "b": 20, "c": 30, "d": 5})
+    lines = needed_text(simulate_summary(trace, [2**20], 0.6))
+    exact = [line for line in lines if line.startswith("lru:")]
+    assert exact and "at most" not in exact[0]
+    assert all("at most 1.0 MiB for" in line for line in lines if line not in exact)

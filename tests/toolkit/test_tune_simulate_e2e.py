@@ -13,7 +13,10 @@ from helpers.toolkit import MODELS, open_in_chromium
 
 from modelhost import testing
 from modelhost.cli.main import main
-from modelhost.toolkit.ramp import Step, recommend, step_of
+from modelhost.toolkit.cost import EXAMPLE_PRICES
+from modelhost.toolkit.ramp import Point, Step, recommend, step_of
+from modelhost.toolkit.report.tune import verdict
+from modelhost.toolkit.tune import TuneOptions, tune_summary
 
 pytestmark = pytest.mark.e2e
 
@@ -54,20 +57,41 @@ def test_tune_recommends_the_best_point_of_its_own_table(store: Path, tmp_path: 
     assert "Recommended: workers=" in text
 
 
-def test_recommend_takes_the_most_throughput_inside_the_limit() -> None:
-    def summary(rps: float, p99: float) -> dict:
-        return {
-            "requests": {"measured": 10, "ok": 10, "errors": {}},
-            "throughput_rps": rps,
-            "latency_ms": {"p50": p99 / 2, "p99": p99},
-        }
+def summary(rps: float, p99: float) -> dict:
+    return {
+        "requests": {"measured": 10, "ok": 10, "errors": {}},
+        "throughput_rps": rps,
+        "latency_ms": {"p50": p99 / 2, "p95": p99 * 0.9, "p99": p99},
+    }
 
+
+def test_recommend_takes_the_most_throughput_inside_the_limit() -> None:
     steps: list[Step] = [
         step_of({"workers": "1"}, 1, summary(100, 5), 50),
         step_of({"workers": "1"}, 2, summary(300, 60), 50),
         step_of({"workers": "2"}, 2, summary(150, 20), 50),
     ]
     assert recommend(steps) == 2
+
+
+@pytest.mark.parametrize(
+    ("price", "labelled"), [(EXAMPLE_PRICES["instance_per_hour"], True), (0.5, False)]
+)
+def test_an_example_instance_price_is_labelled(price: float, labelled: bool) -> None:
+    """The default --instance-price is an example: the recommendation's cost says so."""
+    step = step_of({"workers": "1"}, 1, summary(100, 5), 50)
+    options = TuneOptions(model_store="s", grid=("workers=1",), instance_price=price)
+    result = tune_summary(options, [Point({"workers": "1"}, {}, [step])])
+    assert ("example" in verdict(result)) is labelled
+    assert ("example" in result["cost_basis"]) is labelled
+
+
+def test_memory_mode_without_a_price_is_refused() -> None:
+    """Memory mode ranks budgets by cost: at no price every step costs $0 and the first, the
+    slowest, would be recommended."""
+    options = TuneOptions(model_store="s", mode="memory", grid=("memory-budget=1GiB,2GiB",))
+    with pytest.raises(ValueError, match="give --price-per-gb-hour"):
+        options.target()
 
 
 def test_simulate_replays_a_real_servers_access_log(

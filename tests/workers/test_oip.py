@@ -196,6 +196,20 @@ def test_a_requested_output_chooses_the_method(iris: Handler) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("output", "parameters"), [("scores", {}), ("predict", {"method": "predict_proba"})]
+)
+def test_an_output_the_model_lacks_is_400(
+    iris: Handler, output: str, parameters: dict[str, str]
+) -> None:
+    """An output the model has not, or one the method contradicts, is refused as Triton does,
+    not answered with predictions under that name."""
+    document = {"inputs": [fp32_input(ROWS)], "outputs": [{"name": output}]}
+    document["parameters"] = parameters
+    with pytest.raises(BadRequestBody, match=f"no output '{output}'.*predict, predict_proba"):
+        iris.infer(oip_request(document, np.asarray(ROWS, "<f4").tobytes()))
+
+
 def test_other_requests_pass_through(iris: Handler) -> None:
     assert json.loads(iris.infer(InferRequest(json.dumps(ROWS).encode())).body) == {
         "predictions": [0, 0]

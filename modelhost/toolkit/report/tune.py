@@ -58,10 +58,12 @@ def verdict(summary: dict[str, Any]) -> str:
     if not best:
         return f"No point held p99 under {summary['p99_limit_ms']:g} ms without errors"
     settings = ", ".join(f"{n}={best[n]}" for n in summary["settings"]) or "the server"
+    example = summary.get("example_price", False)
     return (
         f"Recommended: {settings} at {best['concurrency']} users, "
         f"{best['throughput_rps']:.1f} req/s, p95 {best['p95_ms']:.1f} ms, "
         f"p99 {best['p99_ms']:.1f} ms, ${best['cost_per_million']:.4g} per million requests"
+        + (" at an example instance price (set --instance-price)" if example else "")
     )
 
 

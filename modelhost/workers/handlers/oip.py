@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from modelhost.errors import BadRequestBody, HandlerError
+from modelhost.names import echo
 from modelhost.workers.codecs import JSON, NPY, media_type
 from modelhost.workers.handlers.base import Handler, InferReply, InferRequest
 from modelhost.workers.handlers.mms import MmsHandler
@@ -137,7 +138,19 @@ def rows_request(oip: OipRequest, handler: Handler) -> InferRequest:
     shaped = high == [one] and one.datatype != "BYTES"
     instances = one.values if shaped else rows_of(oip)
     body = json.dumps({"instances": instances.tolist()}).encode()
-    return InferRequest(body, JSON, JSON, {"method": method_of(oip)})
+    method = method_of(oip)
+    if isinstance(handler, RowsHandler) and len(oip.outputs) == 1:
+        _check_output(oip.outputs[0].name, method)
+    return InferRequest(body, JSON, JSON, {"method": method})
+
+
+def _check_output(name: str, method: str) -> None:
+    """A model of rows has one output, named after its method."""
+    if name != method:
+        raise BadRequestBody(
+            f"this model has no output {echo(name)} for method {method}; its outputs are "
+            f"{', '.join(METHODS)}, named after the method: ask for {method} or leave outputs out"
+        )
 
 
 def _takes_rows(tensor: Tensor) -> str:
