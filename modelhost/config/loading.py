@@ -176,6 +176,12 @@ def _refuse_untrusted_workers(config: Config) -> None:
         )
 
 
+def properties_file(environ: Mapping[str, str], cwd: Path | None = None) -> Path | None:
+    """The config.properties `serve` reads when no --mms-config is given."""
+    (option,) = [o for o in FILE_OPTIONS if o.name == "mms_config"]
+    return _find_file(option, {}, environ, Path.cwd() if cwd is None else cwd)
+
+
 def _find_file(
     option: FileOption, flags: Mapping[str, object], environ: Mapping[str, str], cwd: Path
 ) -> Path | None:

@@ -157,3 +157,29 @@ def test_config_check_names_no_flag_for_a_toml_key_that_is_no_setting(tmp_path: 
         line.startswith("unknown") and "memory_budgt" in line for line in result.output.splitlines()
     )
     assert "did you mean memory_budget?" in result.output
+
+
+def test_config_check_without_a_file_checks_the_one_serve_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without FILE, the check reads what `serve` would: TS_CONFIG_FILE (or MMS_CONFIG_FILE),
+    else ./config.properties; its verdict is the server's."""
+    from click.testing import CliRunner
+
+    from modelhost.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bad.properties").write_text("max_request_size=abc\n", encoding="utf-8")
+    result = CliRunner().invoke(main, ["config", "check"], env={"TS_CONFIG_FILE": "bad.properties"})
+    assert result.exit_code == 1, result.output
+    assert "max_request_size = abc" in result.output and "would not start" in result.output
+    result = CliRunner().invoke(
+        main, ["config", "check"], env={"MMS_CONFIG_FILE": "gone.properties"}
+    )
+    assert result.exit_code == 1 and "no such file" in result.output, result.output
+    (tmp_path / "config.properties").write_text(MMS_DOCKER, encoding="utf-8")
+    result = CliRunner().invoke(main, ["config", "check"], env={"MODELHOST_CONFIG": ""})
+    assert result.exit_code == 0, result.output
+    assert any(
+        line.startswith("reported") and "vmargs" in line for line in result.output.splitlines()
+    )
