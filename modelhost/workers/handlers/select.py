@@ -292,6 +292,14 @@ def _runtime_hint(distribution: str, saved_with: str) -> Callable[[], str]:
     return hint
 
 
+def _is_xgboost(path: Path) -> bool:
+    """XGBoost's JSON, or a .bst that is not LightGBM's text (ModelMesh names those .bst)."""
+    suffix = path.suffix.lower()
+    if suffix == ".json":
+        return xgboost.is_xgboost_json(path)
+    return suffix != ".bst" or not lightgbm.is_lightgbm_text(path)
+
+
 def _version(distribution: str) -> str:
     try:
         return metadata.version(distribution)
@@ -312,7 +320,7 @@ RUNTIMES: dict[str, Runtime] = {
         xgboost.SUFFIXES,
         xgboost.XGBoostHandler,
         _runtime_hint("xgboost", "Booster.save_model"),
-        sniff=lambda path: path.suffix.lower() != ".json" or xgboost.is_xgboost_json(path),
+        sniff=_is_xgboost,
         modules=PRELOAD_MODULES["xgboost"],
     ),
     "lightgbm": Runtime(
@@ -320,7 +328,7 @@ RUNTIMES: dict[str, Runtime] = {
         lightgbm.SUFFIXES,
         lightgbm.LightGBMHandler,
         _runtime_hint("lightgbm", "Booster.save_model"),
-        sniff=lambda path: path.suffix.lower() != ".txt" or lightgbm.is_lightgbm_text(path),
+        sniff=lambda path: path.suffix.lower() == ".lgb" or lightgbm.is_lightgbm_text(path),
         modules=PRELOAD_MODULES["lightgbm"],
     ),
     "onnx": Runtime(
