@@ -36,7 +36,8 @@ _PROPS_NOTICES = {
     "use_native_io": _JAVA,
     "io_ratio": _JAVA,
     "initial_worker_port": "has no meaning here: workers talk to the frontend over Unix sockets",
-    "number_of_gpu": "has no meaning here: modelhost runs models on the CPU",
+    "number_of_gpu": "has no switch here: models use every CUDA device torch sees; --devices "
+    "names them (--devices none: the CPU only)",
     "enable_envvars_config": "is always on here: $$NAME$$ in values and MMS_<KEY>/TS_<KEY> "
     "variables are read, and MODELHOST_* variables always",
     "decode_input_request": "has no switch here: handlers get each body as bytes, as MMS gives "

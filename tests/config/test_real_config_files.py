@@ -86,6 +86,13 @@ def test_documented_keys_that_change_behaviour_are_refused(
     assert properties_keys()[key] == "refused"
 
 
+def test_number_of_gpu_is_reported_with_the_devices_setting(tmp_path: Path) -> None:
+    """modelhost does use GPUs: number_of_gpu's notice says how to choose them, not "CPU"."""
+    config = read(tmp_path, "number_of_gpu=0\n")
+    (notice,) = [n for n in config.notices if "'number_of_gpu'" in n]
+    assert "--devices none" in notice and "CPU" in notice, notice
+
+
 def test_config_check_explains_each_key(
     tmp_path: Path,
 ) -> None:
