@@ -1,5 +1,6 @@
 """docs/migrating-modelmesh.md followed as an operator reads it: its local try of a model answers
-200 at each step against an S3 store, and what it says of gRPC is what deploy/k8s/base does."""
+200 at each step against an S3 store, its handler.py answers as it says, and what it says of
+gRPC is what deploy/k8s/base does."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from helpers.serving import Servers
 from helpers.stores import MotoServer
 from sklearn.datasets import load_digits
 from sklearn.svm import SVC
+
+from modelhost import testing
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "migrating-modelmesh.md"
@@ -74,6 +77,32 @@ def test_trying_a_model_locally_answers_200_at_each_step(
         for command in curls:
             answered = client.send(sent(command, server.url.removeprefix("http://")))
             assert answered.status_code == 200, (command, answered.text)
+
+
+@pytest.mark.e2e
+def test_the_pages_handler_answers_as_the_page_says(
+    tmp_path: Path, serve: Servers, torch_installed: None
+) -> None:
+    """The page's handler.py beside a TorchScript model.pt, archived as step 2 archives it:
+    one output per input, named after it, its values flattened as the page says."""
+    folder = tmp_path / "pytorch-model"
+    folder.mkdir()
+    (handler,) = re.findall(r"^```python\n(.*?)^```", DOC.read_text(), re.DOTALL | re.MULTILINE)[:1]
+    (folder / "handler.py").write_text(handler)
+    testing.torch_iris(folder / "model.pt")  # TorchScript: logits of 3 classes from 4 features
+    testing.tar_gz_of(folder, tmp_path / "store" / "pytorch-model.tar.gz")
+    server = serve(tmp_path / "store", workers=1, memory_budget="1GiB")
+    inputs = [
+        {"name": n, "shape": [rows, 4], "datatype": "FP32", "data": [0.5] * rows * 4}
+        for n, rows in (("a", 2), ("b", 1))
+    ]
+    answered = httpx.post(
+        f"{server.url}/v2/models/pytorch-model.tar.gz/infer", json={"inputs": inputs}, timeout=60
+    )
+    assert answered.status_code == 200, answered.text
+    shapes = {output["name"]: output["shape"] for output in answered.json()["outputs"]}
+    assert shapes == {"a": [6], "b": [3]}
+    assert "flattened" in paragraph("A `handler.py` gets")
 
 
 def test_grpc_is_said_to_be_where_the_base_serves_it() -> None:
