@@ -133,6 +133,11 @@ def rows_request(oip: OipRequest, handler: Handler) -> InferRequest:
     high = [tensor for tensor in oip.inputs if tensor.values.ndim > 2]
     if high and isinstance(handler, RowsHandler):
         raise BadRequestBody(_takes_rows(high[0]))
+    unknown = [o.name for o in oip.outputs if o.name not in METHODS]
+    if unknown and isinstance(handler, RowsHandler):
+        raise BadRequestBody(
+            f"this model has no output '{unknown[0]}': request predict or predict_proba, or none"
+        )
     one = oip.inputs[0]
     shaped = high == [one] and one.datatype != "BYTES"
     instances = one.values if shaped else rows_of(oip)
