@@ -45,7 +45,7 @@ def check(file: Path | None) -> None:
     for row in rows:
         click.echo(f"{row.outcome:<9} {row.source} = {row.value}\n          {row.detail}")
     flags = {("config" if modelhost_toml else "mms_config"): str(file)} if file else {}
-    files = {"MMS_CONFIG_FILE": "", "TS_CONFIG_FILE": ""} if file else {}  # FILE is read instead
+    files = {"MMS_CONFIG_FILE": "", "TS_CONFIG_FILE": ""} if file else {}
     try:
         load_config(flags, {**os.environ, **files})
     except ConfigError as error:
@@ -55,8 +55,8 @@ def check(file: Path | None) -> None:
 
 
 def _echo_settings(file: Path) -> None:
-    """Each key of a modelhost.toml, as the flag it is; a file that does not parse is left to
-    the start's check."""
+    """Each key of a modelhost.toml as its flag; a file that does not parse is left to
+    load_config."""
     try:
         settings = tomllib.loads(file.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError):

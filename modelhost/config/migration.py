@@ -81,7 +81,7 @@ _PROPS_REFUSED = {
 
 
 def thread_notices(environ: Mapping[str, str]) -> list[str]:
-    """Say which of the user's thread variables the workers keep instead of threads_per_worker."""
+    """The user's thread variables the workers keep over threads_per_worker."""
     given = [f"{var}={environ[var]}" for var in THREAD_VARIABLES if environ.get(var)]
     if not given:
         return []
@@ -282,7 +282,7 @@ def _split_metrics_address(value: str, source: str) -> list[tuple[str, str]]:
 
 
 def _metrics_mode(value: str, source: str) -> list[tuple[str, str]]:
-    """TorchServe's metric names on the metrics port when it asks for Prometheus metrics."""
+    """TorchServe's metric names when it asks for Prometheus metrics."""
     return [("torchserve_metrics", str(value.strip().lower() == "prometheus").lower())]
 
 

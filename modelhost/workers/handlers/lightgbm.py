@@ -1,4 +1,4 @@
-"""The built-in handler for LightGBM boosters saved with `save_model` (.txt, .lgb, text .bst)."""
+"""The built-in handler for LightGBM boosters saved with `save_model` (.txt, .lgb, .bst)."""
 
 from __future__ import annotations
 

@@ -43,7 +43,7 @@ class Runtime:
     build: Callable[[Path, int], Handler]  # (model file, threads)
     hint: Callable[[], str]
     _: KW_ONLY
-    sniff: Callable[[Path], bool] | None = None  # for shared suffixes (.json, .txt)
+    sniff: Callable[[Path], bool] | None = None  # for shared suffixes (.json, .txt, .bst)
     modules: tuple[str, ...] = ()  # imported before a load is measured: the worker's, not its
     modules_of: Callable[[Path], tuple[str, ...]] | None = None  # and those a file names
 
@@ -90,8 +90,8 @@ class Prepared:
 
 
 def prepared_handler(artifact: Path, model_name: str, spec: LoadSpec = DEFAULT_SPEC) -> Prepared:
-    """The handler in two steps: chosen and its runtime imported now, so a load measured
-    after is not charged the runtime; the call builds it, or raises what went wrong, worded."""
+    """The handler chosen and its runtime imported now, so a measured load is not charged the
+    import; the call builds it, or raises why not."""
     try:
         choice = choose(artifact, model_name, spec)
     except Exception as exc:  # noqa: BLE001  (raised, worded, when the handler is wanted)
@@ -293,7 +293,7 @@ def _runtime_hint(distribution: str, saved_with: str) -> Callable[[], str]:
 
 
 def _is_xgboost(path: Path) -> bool:
-    """XGBoost's JSON, or a .bst that is not LightGBM's text (ModelMesh names those .bst)."""
+    """XGBoost's JSON, or a .bst that is not LightGBM's text."""
     suffix = path.suffix.lower()
     if suffix == ".json":
         return xgboost.is_xgboost_json(path)
