@@ -17,7 +17,6 @@ RUNTIMES_BY_SUFFIX: dict[str, tuple[str, ...]] = {
     ".pkl": ("sklearn",),
     ".pickle": ("sklearn",),
     ".ubj": ("xgboost",),
-    ".bst": ("xgboost",),
     ".lgb": ("lightgbm",),
     ".onnx": ("onnxruntime",),
     ".pt": ("torch",),

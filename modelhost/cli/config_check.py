@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from modelhost.config import explain, load_config
+from modelhost.config import explain, load_config, properties_file
 from modelhost.config.settings import flag_name, setting_names
 from modelhost.errors import ConfigError
 
@@ -27,15 +27,16 @@ def config() -> None:
 @click.command("check")
 @click.argument("file", required=False, type=click.Path(dir_okay=False, path_type=Path))
 def check(file: Path | None) -> None:
-    """Explain what each key of FILE (a config.properties, or a modelhost.toml: any .toml) and
-    each known variable set here maps to.
+    """Explain what each key of FILE (a config.properties, or a modelhost.toml: any .toml;
+    default: the config.properties serve reads) and each known variable set here maps to.
 
     Exits 1 if the server would refuse to start with them."""
     if file is not None and not file.is_file():
         raise click.BadParameter(f"no such file {file}", param_hint="FILE")
     modelhost_toml = file is not None and file.suffix == ".toml"
     try:
-        rows = explain(None if modelhost_toml else file, os.environ)
+        read = file if file is not None else properties_file(os.environ)
+        rows = explain(None if modelhost_toml else read, os.environ)
     except ConfigError as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(1)
@@ -44,8 +45,9 @@ def check(file: Path | None) -> None:
     for row in rows:
         click.echo(f"{row.outcome:<9} {row.source} = {row.value}\n          {row.detail}")
     flags = {("config" if modelhost_toml else "mms_config"): str(file)} if file else {}
+    files = {"MMS_CONFIG_FILE": "", "TS_CONFIG_FILE": ""} if file else {}
     try:
-        load_config(flags, {**os.environ, "MMS_CONFIG_FILE": "", "TS_CONFIG_FILE": ""})
+        load_config(flags, {**os.environ, **files})
     except ConfigError as error:
         click.echo(f"\nthe server would not start: {error}")
         sys.exit(1)
@@ -53,8 +55,8 @@ def check(file: Path | None) -> None:
 
 
 def _echo_settings(file: Path) -> None:
-    """Each key of a modelhost.toml, as the flag it is; a file that does not parse is left to
-    the start's check."""
+    """Each key of a modelhost.toml as its flag; a file that does not parse is left to
+    load_config."""
     try:
         settings = tomllib.loads(file.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError):

@@ -5,7 +5,7 @@ is written twice. Precedence: flags > environment > modelhost.toml > config.prop
 defaults; an empty variable counts as unset.
 """
 
-from modelhost.config.loading import cli_options, load_config
+from modelhost.config.loading import cli_options, load_config, properties_file
 from modelhost.config.migration import (
     SAGEMAKER_OTHERS,
     THREAD_VARIABLES,
@@ -41,5 +41,6 @@ __all__ = [
     "explain",
     "load_config",
     "outside_variables",
+    "properties_file",
     "properties_keys",
 ]

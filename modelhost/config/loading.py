@@ -145,7 +145,7 @@ def _refuse_unsupported(config: Config) -> None:
 
 
 def _refuse_shared_ports(config: Config) -> None:
-    """Two listeners on one address: the second to bind would fail once the models loaded."""
+    """Two listeners on one address: the second would fail to bind."""
     taken: dict[tuple[str, int], str] = {}
     for name, host_name in LISTENERS:
         port = getattr(config, name)
@@ -174,6 +174,12 @@ def _refuse_untrusted_workers(config: Config) -> None:
             "--untrusted-workers host the models of untrusted tenants, whose models are known "
             "by their place in the store: set --tenant-from name:N, or unset --untrusted-workers"
         )
+
+
+def properties_file(environ: Mapping[str, str], cwd: Path | None = None) -> Path | None:
+    """The config.properties serve reads without --mms-config."""
+    (option,) = [o for o in FILE_OPTIONS if o.name == "mms_config"]
+    return _find_file(option, {}, environ, Path.cwd() if cwd is None else cwd)
 
 
 def _find_file(

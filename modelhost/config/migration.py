@@ -36,7 +36,8 @@ _PROPS_NOTICES = {
     "use_native_io": _JAVA,
     "io_ratio": _JAVA,
     "initial_worker_port": "has no meaning here: workers talk to the frontend over Unix sockets",
-    "number_of_gpu": "has no meaning here: modelhost runs models on the CPU",
+    "number_of_gpu": "has no switch here: models use every CUDA device torch sees; --devices "
+    "names them (--devices none: the CPU only)",
     "enable_envvars_config": "is always on here: $$NAME$$ in values and MMS_<KEY>/TS_<KEY> "
     "variables are read, and MODELHOST_* variables always",
     "decode_input_request": "has no switch here: handlers get each body as bytes, as MMS gives "
@@ -80,7 +81,7 @@ _PROPS_REFUSED = {
 
 
 def thread_notices(environ: Mapping[str, str]) -> list[str]:
-    """Say which of the user's thread variables the workers keep instead of threads_per_worker."""
+    """The user's thread variables the workers keep over threads_per_worker."""
     given = [f"{var}={environ[var]}" for var in THREAD_VARIABLES if environ.get(var)]
     if not given:
         return []
@@ -281,7 +282,7 @@ def _split_metrics_address(value: str, source: str) -> list[tuple[str, str]]:
 
 
 def _metrics_mode(value: str, source: str) -> list[tuple[str, str]]:
-    """TorchServe's metric names on the metrics port when it asks for Prometheus metrics."""
+    """TorchServe's metric names when it asks for Prometheus metrics."""
     return [("torchserve_metrics", str(value.strip().lower() == "prometheus").lower())]
 
 

@@ -86,6 +86,13 @@ def test_documented_keys_that_change_behaviour_are_refused(
     assert properties_keys()[key] == "refused"
 
 
+def test_number_of_gpu_is_reported_with_the_devices_setting(tmp_path: Path) -> None:
+    """modelhost does use GPUs: number_of_gpu's notice says how to choose them, not "CPU"."""
+    config = read(tmp_path, "number_of_gpu=0\n")
+    (notice,) = [n for n in config.notices if "'number_of_gpu'" in n]
+    assert "--devices none" in notice and "CPU" in notice, notice
+
+
 def test_config_check_explains_each_key(
     tmp_path: Path,
 ) -> None:
@@ -157,3 +164,29 @@ def test_config_check_names_no_flag_for_a_toml_key_that_is_no_setting(tmp_path: 
         line.startswith("unknown") and "memory_budgt" in line for line in result.output.splitlines()
     )
     assert "did you mean memory_budget?" in result.output
+
+
+def test_config_check_without_a_file_checks_the_one_serve_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without FILE, the check reads what `serve` would: TS_CONFIG_FILE (or MMS_CONFIG_FILE),
+    else ./config.properties; its verdict is the server's."""
+    from click.testing import CliRunner
+
+    from modelhost.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bad.properties").write_text("max_request_size=abc\n", encoding="utf-8")
+    result = CliRunner().invoke(main, ["config", "check"], env={"TS_CONFIG_FILE": "bad.properties"})
+    assert result.exit_code == 1, result.output
+    assert "max_request_size = abc" in result.output and "would not start" in result.output
+    result = CliRunner().invoke(
+        main, ["config", "check"], env={"MMS_CONFIG_FILE": "gone.properties"}
+    )
+    assert result.exit_code == 1 and "no such file" in result.output, result.output
+    (tmp_path / "config.properties").write_text(MMS_DOCKER, encoding="utf-8")
+    result = CliRunner().invoke(main, ["config", "check"], env={"MODELHOST_CONFIG": ""})
+    assert result.exit_code == 0, result.output
+    assert any(
+        line.startswith("reported") and "vmargs" in line for line in result.output.splitlines()
+    )

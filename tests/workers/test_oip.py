@@ -210,6 +210,17 @@ def test_an_output_the_model_lacks_is_400(
         iris.infer(oip_request(document, np.asarray(ROWS, "<f4").tobytes()))
 
 
+def test_an_output_the_model_lacks_is_refused(iris: Handler) -> None:
+    """A model of rows answers predict or predict_proba: an output named otherwise (a Triton
+    client's "probabilities") is a 400 naming those two, not the labels under that name."""
+    document = {"inputs": [fp32_input(ROWS)], "outputs": [{"name": "probabilities"}]}
+    request = oip_request(document, np.asarray(ROWS, "<f4").tobytes())
+    with pytest.raises(BadRequestBody, match="'probabilities'.*predict_proba"):
+        iris.infer(request)
+    (refused,) = iris.infer_batch([request])
+    assert isinstance(refused, BadRequestBody)
+
+
 def test_other_requests_pass_through(iris: Handler) -> None:
     assert json.loads(iris.infer(InferRequest(json.dumps(ROWS).encode())).body) == {
         "predictions": [0, 0]

@@ -113,6 +113,12 @@ def test_non_xgboost_json_is_refused(tmp_path: Path) -> None:
         load_handler(path, "config.json")
 
 
+def test_a_lightgbm_text_bst_loads_as_lightgbm(tmp_path: Path) -> None:
+    """ModelMesh's LightGBM models are text boosters named .bst (its example mushroom.bst)."""
+    path = testing.lightgbm_iris(tmp_path / "mushroom.bst")
+    assert classes(load_handler(path, "mushroom.bst"), ROWS) == [0, 2]
+
+
 def test_folder_picks_its_model(tmp_path: Path) -> None:
     """A folder picks its model among other JSON and text."""
     (tmp_path / "README.txt").write_text("how to use this model\n")

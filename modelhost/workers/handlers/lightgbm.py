@@ -1,4 +1,4 @@
-"""The built-in handler for LightGBM boosters saved with `save_model` (.txt, .lgb)."""
+"""The built-in handler for LightGBM boosters saved with `save_model` (.txt, .lgb, .bst)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 from modelhost.workers.handlers.rows import RowsHandler, from_probabilities, values_only
 from modelhost.workers.handlers.runtime import require
 
-SUFFIXES = (".txt", ".lgb")
+SUFFIXES = (".txt", ".lgb", ".bst")
 PROBABILITY_OBJECTIVES = ("binary", "multiclass", "multiclassova")
 
 
@@ -35,6 +35,6 @@ class LightGBMHandler(RowsHandler):
 
 
 def is_lightgbm_text(path: Path) -> bool:
-    """Whether a .txt file's first line is `tree`."""
+    """Whether a file's first line is `tree`."""
     with open(path, "rb") as file:
         return file.readline(64).strip() == b"tree"

@@ -43,7 +43,7 @@ class Runtime:
     build: Callable[[Path, int], Handler]  # (model file, threads)
     hint: Callable[[], str]
     _: KW_ONLY
-    sniff: Callable[[Path], bool] | None = None  # for shared suffixes (.json, .txt)
+    sniff: Callable[[Path], bool] | None = None  # for shared suffixes (.json, .txt, .bst)
     modules: tuple[str, ...] = ()  # imported before a load is measured: the worker's, not its
     modules_of: Callable[[Path], tuple[str, ...]] | None = None  # and those a file names
 
@@ -90,8 +90,8 @@ class Prepared:
 
 
 def prepared_handler(artifact: Path, model_name: str, spec: LoadSpec = DEFAULT_SPEC) -> Prepared:
-    """The handler in two steps: chosen and its runtime imported now, so a load measured
-    after is not charged the runtime; the call builds it, or raises what went wrong, worded."""
+    """The handler chosen and its runtime imported now, so a measured load is not charged the
+    import; the call builds it, or raises why not."""
     try:
         choice = choose(artifact, model_name, spec)
     except Exception as exc:  # noqa: BLE001  (raised, worded, when the handler is wanted)
@@ -292,6 +292,14 @@ def _runtime_hint(distribution: str, saved_with: str) -> Callable[[], str]:
     return hint
 
 
+def _is_xgboost(path: Path) -> bool:
+    """XGBoost's JSON, or a .bst that is not LightGBM's text."""
+    suffix = path.suffix.lower()
+    if suffix == ".json":
+        return xgboost.is_xgboost_json(path)
+    return suffix != ".bst" or not lightgbm.is_lightgbm_text(path)
+
+
 def _version(distribution: str) -> str:
     try:
         return metadata.version(distribution)
@@ -312,7 +320,7 @@ RUNTIMES: dict[str, Runtime] = {
         xgboost.SUFFIXES,
         xgboost.XGBoostHandler,
         _runtime_hint("xgboost", "Booster.save_model"),
-        sniff=lambda path: path.suffix.lower() != ".json" or xgboost.is_xgboost_json(path),
+        sniff=_is_xgboost,
         modules=PRELOAD_MODULES["xgboost"],
     ),
     "lightgbm": Runtime(
@@ -320,7 +328,7 @@ RUNTIMES: dict[str, Runtime] = {
         lightgbm.SUFFIXES,
         lightgbm.LightGBMHandler,
         _runtime_hint("lightgbm", "Booster.save_model"),
-        sniff=lambda path: path.suffix.lower() != ".txt" or lightgbm.is_lightgbm_text(path),
+        sniff=lambda path: path.suffix.lower() == ".lgb" or lightgbm.is_lightgbm_text(path),
         modules=PRELOAD_MODULES["lightgbm"],
     ),
     "onnx": Runtime(
