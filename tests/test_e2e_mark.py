@@ -7,9 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 TESTS = Path(__file__).parent
 
 
+@pytest.mark.timeout(300)  # collecting the whole suite imports every runtime
 def test_every_server_test_is_marked_e2e() -> None:
     """A collection that lists the tests starting a server (helpers/server_audit.py) finds each
     marked, and finds some: an unmarked one would run in the fast loop."""
@@ -17,7 +20,7 @@ def test_every_server_test_is_marked_e2e() -> None:
     command += ["-p", "helpers.server_audit", str(TESTS)]
     env = {**os.environ, "PYTHONPATH": str(TESTS)}
     listing = subprocess.run(
-        command, cwd=TESTS.parent, env=env, capture_output=True, text=True, timeout=110
+        command, cwd=TESTS.parent, env=env, capture_output=True, text=True, timeout=280
     )
     assert listing.returncode == 0, listing.stdout[-4000:] + listing.stderr[-4000:]
     lines = listing.stdout.splitlines()
