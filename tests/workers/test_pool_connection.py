@@ -192,3 +192,22 @@ def test_dropped_connection_reports_loss_first(
             await pool.call(worker, Unload("m"), Unloaded, model="m")
 
     with_scripted_worker(tmp_path, scenario)
+
+
+@pytest.mark.parametrize("breach", [b"\xff" * 64, b""], ids=["garbage", "hang-up"])
+def test_a_worker_breaking_its_frames_is_killed(tmp_path: Path, breach: bytes) -> None:
+    """Garbage on its socket, or its end shut, drops the worker and kills its process: left
+    running, a worker that never reads again would hold memory and CPU that no one counts."""
+
+    async def scenario(pool: WorkerPool, worker: WorkerHandle, sock: socket.socket) -> None:
+        call = asyncio.ensure_future(pool.call(worker, Unload("m"), Unloaded, model="m"))
+        await requests_of(sock, 1)
+        if breach:
+            await asyncio.get_running_loop().sock_sendall(sock, breach)
+        else:
+            sock.shutdown(socket.SHUT_WR)
+        with pytest.raises(WorkerDied):
+            await call
+        assert pool.killed == [1]  # type: ignore[attr-defined]
+
+    with_scripted_worker(tmp_path, scenario)

@@ -154,6 +154,7 @@ class WorkerPool:
             return
         lost_requests = len(worker.pending)
         worker.fail_pending("died")
+        self.kill(worker)  # it may live on: a worker that broke its frames or shut its end
         self._report_exit(worker, lost_requests)
         self._on_lost(worker)
         task = asyncio.ensure_future(self._after_loss(worker))

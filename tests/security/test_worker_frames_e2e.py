@@ -1,0 +1,144 @@
+"""A sandboxed worker's code writing its own frames on its socket to the frontend: garbage, a
+hang-up, answers to calls never made or of the wrong kind, a huge length. The frontend answers
+the caller, kills the worker, and other tenants carry on."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from helpers.loopback import wait_for
+from test_sandbox_e2e import ROWS
+
+from modelhost import testing
+
+pytestmark = pytest.mark.e2e
+
+# the worker's socket and the id of the call being answered, found from inside a handler
+_PRELUDE = """
+import gc, socket, sys, time
+from modelhost.workers.messages import Answered, Unloaded, encode
+from modelhost.workers.wire import PREFIX
+
+def the_call():
+    worker = next(o for o in gc.get_objects() if type(o).__name__ == "Worker")
+    frame = sys._getframe()
+    while type(frame.f_locals.get("frame")).__name__ != "Frame":
+        frame = frame.f_back
+    return worker.sock, frame.f_locals["frame"].request_id
+
+def handle(data, context):
+    if data is None:
+        return None
+    sock, request_id = the_call()
+    attack(sock, request_id)
+    return [{"survived": True} for _ in data]
+"""
+
+ATTACKS = {
+    "garbage": (
+        "def attack(sock, request_id):\n    sock.sendall(b'\\xff' * 64)\n    time.sleep(60)\n"
+    ),
+    "hangs-up": (
+        "def attack(sock, request_id):\n    sock.shutdown(socket.SHUT_RDWR)\n    time.sleep(60)\n"
+    ),
+    "huge": (
+        "def attack(sock, request_id):\n"
+        "    sock.sendall(PREFIX.pack(request_id, 0, 2**32 - 1))\n"
+        "    for _ in range(16):\n"
+        "        sock.sendall(bytes(1 << 20))\n"
+        "    sock.shutdown(socket.SHUT_RDWR)\n"
+        "    time.sleep(60)\n"
+    ),
+    "strangers-id": (
+        "def attack(sock, request_id):\n"
+        "    header = encode(Answered((), 1.0))\n"
+        "    for stranger in (0, request_id + 1000, 2**64 - 1):\n"
+        "        sock.sendall(PREFIX.pack(stranger, len(header), 0) + header)\n"
+    ),
+    "wrong-kind": (
+        "def attack(sock, request_id):\n"
+        "    header = encode(Unloaded(2**62))\n"
+        "    sock.sendall(PREFIX.pack(request_id, len(header), 0) + header)\n"
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[testing.RunningServer]:
+    """Tenants evil and good, each in a sandboxed worker of its own."""
+    store = tmp_path_factory.mktemp("store")
+    for name, attack in ATTACKS.items():
+        (store / "evil" / name).mkdir(parents=True)
+        (store / "evil" / name / "handler.py").write_text(_PRELUDE + attack)
+    testing.onnx_iris(store / "good/iris.onnx")
+    scratch = tmp_path_factory.mktemp("server")
+    args = testing.serve_args(
+        store, scratch / "cache", workers=2, tenant_from="name:1", default_response_timeout_s=20
+    )
+    with testing.RunningServer([*args, "--refuse-pickle"], scratch) as running:
+        assert invoke(running, "good/iris.onnx").status_code == 200
+        yield running
+
+
+def invoke(server: testing.RunningServer, name: str) -> httpx.Response:
+    return httpx.post(f"{server.url}/models/{name}/invoke", json=ROWS, timeout=120)
+
+
+def worker_pid(server: testing.RunningServer, model: str) -> int:
+    """The process that loaded `model` last."""
+    worker = [e["worker"] for e in server.events("load") if e["model"] == model][-1]
+    return {e["worker"]: e["detail"]["pid"] for e in server.events("worker_start")}[worker]
+
+
+def running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def assert_good_answers(server: testing.RunningServer) -> None:
+    response = invoke(server, "good/iris.onnx")
+    assert response.status_code == 200, response.text
+
+
+@pytest.mark.parametrize("name", ["garbage", "hangs-up", "huge"])
+def test_a_worker_breaking_its_frames_is_killed(server: testing.RunningServer, name: str) -> None:
+    """Its caller gets 503 WorkerDied at once, not a deadline's 504; the worker's process goes
+    (left running, it would hold memory and CPU no one counts); the other tenant answers."""
+    response = invoke(server, f"evil/{name}")
+    assert response.status_code == 503, response.text
+    assert response.json()["type"] == "WorkerDied", response.text
+    pid = worker_pid(server, f"evil/{name}")
+    wait_for(lambda: not running(pid), f"worker {pid}, which broke its frames, to be killed")
+    assert_good_answers(server)
+
+
+def test_a_huge_length_is_not_allocated(server: testing.RunningServer) -> None:
+    """A frame that claims 4 GiB is read as its bytes come, not allocated for its claim."""
+    assert invoke(server, "evil/huge").status_code == 503
+    status = Path(f"/proc/{server.pid}/status").read_text()
+    peak = next(line for line in status.splitlines() if line.startswith("VmHWM"))
+    peak_kib = int(peak.split()[1])
+    assert peak_kib < 2**20, f"the frontend's resident set peaked at {peak_kib} KiB"
+    assert_good_answers(server)
+
+
+def test_answers_to_calls_never_made_reach_no_call(server: testing.RunningServer) -> None:
+    """Replies for ids the worker was never sent are dropped: its own call still gets its answer."""
+    response = invoke(server, "evil/strangers-id")
+    assert response.status_code == 200, response.text
+    assert response.json() == {"survived": True}
+    assert_good_answers(server)
+
+
+def test_an_answer_of_the_wrong_kind_fails_only_its_call(server: testing.RunningServer) -> None:
+    response = invoke(server, "evil/wrong-kind")
+    assert response.status_code == 500, response.text
+    assert "not Answered" in response.json()["message"]
+    assert_good_answers(server)
