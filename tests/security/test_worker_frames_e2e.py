@@ -1,6 +1,6 @@
 """A sandboxed worker's code writing its own frames on its socket to the frontend: garbage, a
-hang-up, answers to calls never made or of the wrong kind, a huge length. The frontend answers
-the caller, kills the worker, and other tenants carry on."""
+hang-up, a header that does not decode, answers to calls never made or of the wrong kind, a huge
+length. The frontend answers the caller at once, kills the worker, and other tenants carry on."""
 
 from __future__ import annotations
 
@@ -44,6 +44,11 @@ ATTACKS = {
     ),
     "hangs-up": (
         "def attack(sock, request_id):\n    sock.shutdown(socket.SHUT_RDWR)\n    time.sleep(60)\n"
+    ),
+    "undecodable": (
+        "def attack(sock, request_id):\n"
+        "    sock.sendall(PREFIX.pack(request_id, 1, 0) + b'\\xc1')  # no MessagePack\n"
+        "    time.sleep(60)\n"
     ),
     "huge": (
         "def attack(sock, request_id):\n"
@@ -107,7 +112,7 @@ def assert_good_answers(server: testing.RunningServer) -> None:
     assert response.status_code == 200, response.text
 
 
-@pytest.mark.parametrize("name", ["garbage", "hangs-up", "huge"])
+@pytest.mark.parametrize("name", ["garbage", "hangs-up", "undecodable", "huge"])
 def test_a_worker_breaking_its_frames_is_killed(server: testing.RunningServer, name: str) -> None:
     """Its caller gets 503 WorkerDied at once, not a deadline's 504; the worker's process goes
     (left running, it would hold memory and CPU no one counts); the other tenant answers."""

@@ -20,7 +20,7 @@ from modelhost.workers.handle import WorkerHandle
 from modelhost.workers.messages import Hello, Unload, Unloaded, decode_request, encode
 from modelhost.workers.pool import WorkerConnection, WorkerPool
 from modelhost.workers.sandbox import scratch_path
-from modelhost.workers.wire import Frame, FrameBuffer
+from modelhost.workers.wire import PREFIX, Frame, FrameBuffer
 from modelhost.workers.wire import encode as encode_frame
 
 Scenario = Callable[[WorkerPool, WorkerHandle, socket.socket], Awaitable[None]]
@@ -206,6 +206,22 @@ def test_a_worker_breaking_its_frames_is_killed(tmp_path: Path, breach: bytes) -
             await asyncio.get_running_loop().sock_sendall(sock, breach)
         else:
             sock.shutdown(socket.SHUT_WR)
+        with pytest.raises(WorkerDied):
+            await call
+        assert pool.killed == [1]  # type: ignore[attr-defined]
+
+    with_scripted_worker(tmp_path, scenario)
+
+
+def test_an_undecodable_reply_fails_its_call_at_once(tmp_path: Path) -> None:
+    """A reply whose header does not decode fails its call with WorkerDied; the call was taken
+    off the worker before the decode, so it waited for the response deadline instead."""
+
+    async def scenario(pool: WorkerPool, worker: WorkerHandle, sock: socket.socket) -> None:
+        call = asyncio.ensure_future(pool.call(worker, Unload("m"), Unloaded, model="m"))
+        (request,) = await requests_of(sock, 1)
+        broken = PREFIX.pack(request.request_id, 1, 0) + b"\xc1"  # \xc1: never MessagePack
+        await asyncio.get_running_loop().sock_sendall(sock, broken)
         with pytest.raises(WorkerDied):
             await call
         assert pool.killed == [1]  # type: ignore[attr-defined]

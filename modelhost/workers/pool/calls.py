@@ -104,12 +104,13 @@ class Calls:
 
     def answer(self, worker: WorkerHandle, frame: Frame) -> Reply | None:
         """Give a reply to its call's future; None if the call is over."""
-        entry = worker.pending.pop(frame.request_id, None)
+        entry = worker.pending.get(frame.request_id)
         if entry is None:
             return None
+        reply = decode_reply(frame.header)  # if it fails, the call stays for the loss to fail
+        del worker.pending[frame.request_id]
         future, _, deadlines = entry
         deadlines.discard((worker, frame.request_id))
-        reply = decode_reply(frame.header)
         if not future.done():  # done: its caller was cancelled
             future.set_result((reply, frame.payload))
         return reply
