@@ -1,0 +1,179 @@
+"""A sandboxed worker's code against what the first sandbox tests did not try: links out of its
+scratch folder, writes through its view, inherited descriptors, other processes, file modes,
+forks, Unix datagrams and a root worker's devices. Each attack fails, and another tenant's
+model keeps answering."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from test_sandbox_e2e import ROWS, SECRET
+
+from modelhost import testing
+
+pytestmark = pytest.mark.e2e
+
+# each attack's outcome: "done", or the error that stopped it
+_PRELUDE = """
+import ctypes, json, os, signal, socket, threading
+libc = ctypes.CDLL(None, use_errno=True)
+
+def attempt(action):
+    try:
+        result = action()
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+    if isinstance(result, int) and result < 0:  # a raw system call's failure
+        return os.strerror(ctypes.get_errno())
+    return "done"
+
+def handle(data, context):
+    if data is None:
+        return None
+    return [
+        {name: attempt(action) for name, action in tries(json.loads(r["body"])).items()}
+        for r in data
+    ]
+
+def view_file():
+    here = os.path.dirname(os.path.abspath(__file__))
+    return os.path.join(here, "handler.py")  # a hard link to the cache's entry
+
+def scratch(name):
+    return os.path.join(os.environ["TMPDIR"], name)
+"""
+
+FILES = """
+def list_other_views():
+    own = view_file()
+    while os.path.basename(own) != str(os.getpid()):  # the worker's view, views/SERVER/WORKER
+        own = os.path.dirname(own)
+    os.listdir(os.path.dirname(own))
+
+def reopen_inherited():
+    for fd in os.listdir("/proc/self/fd"):
+        target = os.readlink(f"/proc/self/fd/{fd}") if fd.isdigit() else ""
+        if target.startswith("/") and target != "/dev/null":
+            open(f"/proc/self/fd/{fd}", "ab").close()
+
+def tries(p):
+    return {
+        "link-host-file": lambda: os.link(p["secret"], scratch("stolen")),
+        "link-view-file": lambda: os.link(view_file(), scratch("mine")),
+        "write-view-file": lambda: open(view_file(), "ab").write(b"# changed"),
+        "truncate-view-file": lambda: os.truncate(view_file(), 0),
+        "rename-view-file": lambda: os.rename(view_file(), scratch("moved")),
+        "remove-view-file": lambda: os.unlink(view_file()),
+        "follow-symlink": lambda: (
+            os.symlink(p["secret"], scratch("symlink")), open(scratch("symlink")).read()
+        ),
+        "list-proc": lambda: os.listdir("/proc"),
+        "list-shm": lambda: os.listdir("/dev/shm"),
+        "list-views": list_other_views,
+        "reopen-inherited": reopen_inherited,
+        "frontend-environ": lambda: open(f"/proc/{p['frontend']}/environ", "rb").read(),
+    }
+"""
+
+PROCESSES = """
+def tries(p):
+    sibling, frontend = p["sibling"], p["frontend"]
+    iovec = (ctypes.c_void_p * 2)(ctypes.cast(ctypes.create_string_buffer(8), ctypes.c_void_p), 8)
+    return {
+        "kill-sibling": lambda: os.kill(sibling, signal.SIGKILL),
+        "pidfd-signal": lambda: signal.pidfd_send_signal(os.pidfd_open(frontend), 0),
+        "pidfd-getfd": lambda: libc.syscall(438, os.pidfd_open(frontend), 0, 0),
+        "ptrace-attach": lambda: libc.ptrace(16, sibling, None, None),
+        "read-memory": lambda: libc.process_vm_readv(sibling, iovec, 1, iovec, 1, 0),
+        "io-uring": lambda: libc.syscall(425, 8, ctypes.create_string_buffer(120)),
+    }
+"""
+
+
+@pytest.fixture(scope="module")
+def outside(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("host")
+    (folder / "secret").write_bytes(SECRET)
+    (folder / "secret").chmod(0o600)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("store")
+    sources = {"files": FILES, "processes": PROCESSES}
+    for name, source in sources.items():
+        (root / "evil" / name).mkdir(parents=True)
+        (root / "evil" / name / "handler.py").write_text(_PRELUDE + source)
+    testing.onnx_iris(root / "good/iris.onnx")
+    (root / "good/iris.onnx").chmod(0o640)
+    return root
+
+
+@pytest.fixture(scope="module")
+def server(
+    store: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[testing.RunningServer]:
+    """Tenants evil and good, each in a sandboxed worker of its own."""
+    scratch = tmp_path_factory.mktemp("server")
+    args = testing.serve_args(store, scratch / "cache", workers=2, tenant_from="name:1")
+    with testing.RunningServer([*args, "--refuse-pickle"], scratch) as running:
+        assert invoke(running, "good/iris.onnx").status_code == 200
+        yield running
+
+
+def invoke(server: testing.RunningServer, name: str, body: object = ROWS) -> httpx.Response:
+    return httpx.post(f"{server.url}/models/{name}/invoke", json=body, timeout=120)
+
+
+def attack(server: testing.RunningServer, name: str, **params: object) -> dict[str, str]:
+    """Tenant evil's model `name` tries its attacks; what each came to."""
+    response = invoke(server, f"evil/{name}", params)
+    assert response.status_code == 200, response.text
+    outcomes: dict[str, str] = response.json()
+    return outcomes
+
+
+def succeeded(outcomes: dict[str, str]) -> list[str]:
+    return [name for name, outcome in outcomes.items() if outcome == "done"]
+
+
+def good_worker_pid(server: testing.RunningServer) -> int:
+    worker = next(e["worker"] for e in server.events("load") if e["model"] == "good/iris.onnx")
+    return {e["worker"]: e["detail"]["pid"] for e in server.events("worker_start")}[worker]
+
+
+def assert_good_answers(server: testing.RunningServer) -> None:
+    response = invoke(server, "good/iris.onnx")
+    assert response.status_code == 200, response.text
+
+
+def test_no_link_or_view_reaches_a_file_outside(
+    server: testing.RunningServer, outside: Path, store: Path
+) -> None:
+    """Hard links and symlinks from the scratch folder, writes through the view's hard links
+    (the cache's entries), /proc, /dev/shm, the other views and inherited descriptors: all
+    refused, and the view's file keeps its bytes."""
+    handler = (store / "evil/files/handler.py").read_bytes()
+    params = {"secret": str(outside / "secret"), "frontend": server.pid}
+    outcomes = attack(server, "files", **params)
+    assert not succeeded(outcomes), outcomes
+    assert "stolen" not in str(outcomes)
+    again = attack(server, "files", **params)  # loaded as it was: the view's file unchanged
+    assert not succeeded(again), again
+    assert (store / "evil/files/handler.py").read_bytes() == handler
+    assert_good_answers(server)
+
+
+def test_no_signal_trace_or_ring_reaches_another_process(server: testing.RunningServer) -> None:
+    """Signals, pidfds, ptrace and process_vm_readv on the other tenant's worker and the
+    frontend, and io_uring, are refused; the other tenant's worker lives on."""
+    sibling = good_worker_pid(server)
+    outcomes = attack(server, "processes", sibling=sibling, frontend=server.pid)
+    assert not succeeded(outcomes), outcomes
+    os.kill(sibling, 0)  # still there
+    assert_good_answers(server)
