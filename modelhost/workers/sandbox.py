@@ -68,7 +68,27 @@ DENIED_CALLS = (
     "keyctl",
     "add_key",
     "request_key",
+    # a file's mode, owner, times and attributes change with no file opened to write
+    "chmod",
+    "fchmod",
+    "fchmodat",
+    "chown",
+    "fchown",
+    "lchown",
+    "fchownat",
+    "utime",
+    "utimes",
+    "futimesat",
+    "utimensat",
+    "setxattr",
+    "lsetxattr",
+    "fsetxattr",
+    "removexattr",
+    "lremovexattr",
+    "fremovexattr",
 )
+# newer than some libseccomp builds: their numbers, the same on every architecture since 424
+NUMBERED_CALLS = {"fchmodat2": 452, "setxattrat": 463, "removexattrat": 466}
 
 
 @dataclass(frozen=True)
@@ -204,5 +224,8 @@ def refuse_calls() -> None:
     rules = seccomp.SyscallFilter(seccomp.ALLOW)
     for call in DENIED_CALLS:
         rules.add_rule(refused, call)
+    for call, number in NUMBERED_CALLS.items():
+        known = seccomp.resolve_syscall(seccomp.Arch.NATIVE, call)
+        rules.add_rule(refused, known if known >= 0 else number)
     rules.add_rule(refused, "socket", seccomp.Arg(0, seccomp.NE, socket.AF_UNIX))
     rules.load()

@@ -6,6 +6,7 @@ model keeps answering."""
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -93,6 +94,21 @@ def tries(p):
     }
 """
 
+MODES = """
+def tries(p):
+    done = {}
+    for name in ("secret", "store-file"):
+        path = p[name]
+        done.update({
+            f"chmod-{name}": lambda: os.chmod(path, 0o777),
+            f"chown-{name}": lambda: os.chown(path, os.getuid(), os.getgid()),
+            f"utime-{name}": lambda: os.utime(path, (0, 0)),
+            f"setxattr-{name}": lambda: os.setxattr(path, "user.modelhost", b"x"),
+        })
+    done["chmod-view-file"] = lambda: os.chmod(view_file(), 0o666)
+    return done
+"""
+
 
 @pytest.fixture(scope="module")
 def outside(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -105,7 +121,7 @@ def outside(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("store")
-    sources = {"files": FILES, "processes": PROCESSES}
+    sources = {"files": FILES, "processes": PROCESSES, "modes": MODES}
     for name, source in sources.items():
         (root / "evil" / name).mkdir(parents=True)
         (root / "evil" / name / "handler.py").write_text(_PRELUDE + source)
@@ -176,4 +192,21 @@ def test_no_signal_trace_or_ring_reaches_another_process(server: testing.Running
     outcomes = attack(server, "processes", sibling=sibling, frontend=server.pid)
     assert not succeeded(outcomes), outcomes
     os.kill(sibling, 0)  # still there
+    assert_good_answers(server)
+
+
+def test_no_mode_owner_time_or_attribute_changes_outside(
+    server: testing.RunningServer, outside: Path, store: Path
+) -> None:
+    """chmod, chown, utime and setxattr need no open file, so Landlock lets them through:
+    seccomp refuses them, on the host's files, the other tenant's model and the view's links."""
+    paths = {"secret": outside / "secret", "store-file": store / "good/iris.onnx"}
+    before = {name: path.stat() for name, path in paths.items()}
+    outcomes = attack(server, "modes", **{name: str(path) for name, path in paths.items()})
+    assert not succeeded(outcomes), outcomes
+    for name, path in paths.items():
+        after = path.stat()
+        assert stat.S_IMODE(after.st_mode) == stat.S_IMODE(before[name].st_mode), name
+        assert after.st_mtime_ns == before[name].st_mtime_ns, name
+        assert not os.listxattr(path), name
     assert_good_answers(server)
