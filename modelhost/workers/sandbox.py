@@ -68,6 +68,8 @@ DENIED_CALLS = (
     "keyctl",
     "add_key",
     "request_key",
+    "fork",  # a process left behind outlives its worker's deadlines and the server's stop
+    "vfork",
     # a file's mode, owner, times and attributes change with no file opened to write
     "chmod",
     "fchmod",
@@ -87,6 +89,7 @@ DENIED_CALLS = (
     "lremovexattr",
     "fremovexattr",
 )
+CLONE_THREAD = 0x10000  # clone without it makes a process
 # newer than some libseccomp builds: their numbers, the same on every architecture since 424
 NUMBERED_CALLS = {"fchmodat2": 452, "setxattrat": 463, "removexattrat": 466}
 
@@ -217,7 +220,7 @@ def _existing(paths: Iterable[str]) -> list[str]:
 
 
 def refuse_calls() -> None:
-    """seccomp: EPERM for `DENIED_CALLS` and for sockets other than Unix ones."""
+    """seccomp: EPERM for `DENIED_CALLS`, sockets other than Unix ones, and new processes."""
     import pyseccomp as seccomp
 
     refused = seccomp.ERRNO(errno.EPERM)
@@ -228,4 +231,7 @@ def refuse_calls() -> None:
         known = seccomp.resolve_syscall(seccomp.Arch.NATIVE, call)
         rules.add_rule(refused, known if known >= 0 else number)
     rules.add_rule(refused, "socket", seccomp.Arg(0, seccomp.NE, socket.AF_UNIX))
+    rules.add_rule(refused, "clone", seccomp.Arg(0, seccomp.MASKED_EQ, CLONE_THREAD, 0))
+    # clone3's flags are in memory seccomp cannot read: glibc falls back to clone for threads
+    rules.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
     rules.load()

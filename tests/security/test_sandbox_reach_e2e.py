@@ -94,6 +94,23 @@ def tries(p):
     }
 """
 
+FORKS = """
+def fork_and_leave():
+    child = os.fork()
+    if child == 0:  # a process of its own, left behind when its worker is killed
+        os.setsid()
+        os._exit(0)
+    os.waitpid(child, 0)
+
+def start_a_thread():
+    thread = threading.Thread(target=lambda: None)
+    thread.start()
+    thread.join()
+
+def tries(p):
+    return {"fork": fork_and_leave, "thread": start_a_thread}
+"""
+
 MODES = """
 def tries(p):
     done = {}
@@ -121,7 +138,7 @@ def outside(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("store")
-    sources = {"files": FILES, "processes": PROCESSES, "modes": MODES}
+    sources = {"files": FILES, "processes": PROCESSES, "modes": MODES, "forks": FORKS}
     for name, source in sources.items():
         (root / "evil" / name).mkdir(parents=True)
         (root / "evil" / name / "handler.py").write_text(_PRELUDE + source)
@@ -209,4 +226,12 @@ def test_no_mode_owner_time_or_attribute_changes_outside(
         assert stat.S_IMODE(after.st_mode) == stat.S_IMODE(before[name].st_mode), name
         assert after.st_mtime_ns == before[name].st_mtime_ns, name
         assert not os.listxattr(path), name
+    assert_good_answers(server)
+
+
+def test_no_process_outlives_its_worker(server: testing.RunningServer) -> None:
+    """A fork is refused, so no process of a model's leaves its worker's deadlines and the
+    server's stop behind (setsid); threads still start."""
+    outcomes = attack(server, "forks")
+    assert outcomes == {"fork": "Operation not permitted", "thread": "done"}, outcomes
     assert_good_answers(server)
