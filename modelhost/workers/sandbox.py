@@ -90,6 +90,7 @@ DENIED_CALLS = (
     "fremovexattr",
 )
 CLONE_THREAD = 0x10000  # clone without it makes a process
+SOCK_TYPE_MASK = 0xF  # a socket's type, without SOCK_NONBLOCK and SOCK_CLOEXEC
 # newer than some libseccomp builds: their numbers, the same on every architecture since 424
 NUMBERED_CALLS = {"fchmodat2": 452, "setxattrat": 463, "removexattrat": 466}
 
@@ -220,7 +221,7 @@ def _existing(paths: Iterable[str]) -> list[str]:
 
 
 def refuse_calls() -> None:
-    """seccomp: EPERM for `DENIED_CALLS`, sockets other than Unix ones, and new processes."""
+    """seccomp: EPERM for `DENIED_CALLS`, sockets but Unix streams, and new processes."""
     import pyseccomp as seccomp
 
     refused = seccomp.ERRNO(errno.EPERM)
@@ -231,6 +232,9 @@ def refuse_calls() -> None:
         known = seccomp.resolve_syscall(seccomp.Arch.NATIVE, call)
         rules.add_rule(refused, known if known >= 0 else number)
     rules.add_rule(refused, "socket", seccomp.Arg(0, seccomp.NE, socket.AF_UNIX))
+    for kind in (socket.SOCK_DGRAM, socket.SOCK_RAW):  # sends to any named socket: no connect
+        for call in ("socket", "socketpair"):
+            rules.add_rule(refused, call, seccomp.Arg(1, seccomp.MASKED_EQ, SOCK_TYPE_MASK, kind))
     rules.add_rule(refused, "clone", seccomp.Arg(0, seccomp.MASKED_EQ, CLONE_THREAD, 0))
     # clone3's flags are in memory seccomp cannot read: glibc falls back to clone for threads
     rules.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")

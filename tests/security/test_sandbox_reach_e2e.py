@@ -6,6 +6,7 @@ model keeps answering."""
 from __future__ import annotations
 
 import os
+import socket
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -111,6 +112,17 @@ def tries(p):
     return {"fork": fork_and_leave, "thread": start_a_thread}
 """
 
+DATAGRAMS = """
+def tries(p):
+    dgram = lambda: socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    paired = lambda: socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)[0]
+    return {
+        "named": lambda: dgram().sendto(b"from a sandbox", p["named"]),
+        "named-from-a-pair": lambda: paired().sendto(b"from a sandbox", p["named"]),
+        "abstract": lambda: dgram().sendto(b"from a sandbox", "\\0" + p["abstract"]),
+    }
+"""
+
 MODES = """
 def tries(p):
     done = {}
@@ -138,7 +150,13 @@ def outside(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("store")
-    sources = {"files": FILES, "processes": PROCESSES, "modes": MODES, "forks": FORKS}
+    sources = {
+        "files": FILES,
+        "processes": PROCESSES,
+        "modes": MODES,
+        "forks": FORKS,
+        "datagrams": DATAGRAMS,
+    }
     for name, source in sources.items():
         (root / "evil" / name).mkdir(parents=True)
         (root / "evil" / name / "handler.py").write_text(_PRELUDE + source)
@@ -234,4 +252,24 @@ def test_no_process_outlives_its_worker(server: testing.RunningServer) -> None:
     server's stop behind (setsid); threads still start."""
     outcomes = attack(server, "forks")
     assert outcomes == {"fork": "Operation not permitted", "thread": "done"}, outcomes
+    assert_good_answers(server)
+
+
+def test_no_datagram_reaches_a_host_socket(server: testing.RunningServer, tmp_path: Path) -> None:
+    """A Unix datagram socket needs no connect, which seccomp refuses: it sends to any named
+    socket of the host's (syslog's, journald's) unless the socket itself is refused."""
+    abstract = f"modelhost-test-{os.getpid()}"
+    with (
+        socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as named,
+        socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as hidden,
+    ):
+        named.bind(str(tmp_path / "host.sock"))
+        hidden.bind("\0" + abstract)
+        named.setblocking(False)
+        hidden.setblocking(False)
+        outcomes = attack(server, "datagrams", named=str(tmp_path / "host.sock"), abstract=abstract)
+        assert not succeeded(outcomes), outcomes
+        for receiver in (named, hidden):  # a datagram sent is queued before sendto returns
+            with pytest.raises(BlockingIOError):
+                receiver.recv(64)
     assert_good_answers(server)
