@@ -90,6 +90,7 @@ DENIED_CALLS = (
     "fremovexattr",
 )
 CLONE_THREAD = 0x10000  # clone without it makes a process
+CAPABILITY_VERSION_3 = 0x20080522  # capset's header, for 64 bits of capabilities
 SOCK_TYPE_MASK = 0xF  # a socket's type, without SOCK_NONBLOCK and SOCK_CLOEXEC
 # newer than some libseccomp builds: their numbers, the same on every architecture since 424
 NUMBERED_CALLS = {"fchmodat2": 452, "setxattrat": 463, "removexattrat": 466}
@@ -185,6 +186,7 @@ def confine(model_roots: Sequence[str], also_read: Iterable[Path], scratch: Path
         raise RuntimeError("a worker confines itself before it starts a thread")
     restrict_files([*runtime_paths(), *model_roots, *map(str, also_read)], str(scratch))
     refuse_calls()
+    drop_capabilities()
 
 
 def runtime_paths() -> list[str]:
@@ -212,7 +214,8 @@ def restrict_files(readable: Sequence[str], scratch: str) -> None:
             rules.allow_path(path, read if os.path.isdir(path) else AccessFS.READ_FILE)
         for path in _existing(SYSTEM_WRITE):
             rules.allow_path(path, read_write)
-        rules.allow_path(scratch, rules.handled_fs & ~AccessFS.EXECUTE)
+        devices = AccessFS.MAKE_CHAR | AccessFS.MAKE_BLOCK
+        rules.allow_path(scratch, rules.handled_fs & ~(AccessFS.EXECUTE | devices))
         rules.restrict()  # sets no_new_privs first
 
 
@@ -239,3 +242,15 @@ def refuse_calls() -> None:
     # clone3's flags are in memory seccomp cannot read: glibc falls back to clone for threads
     rules.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
     rules.load()
+
+
+def drop_capabilities() -> None:
+    """Hold none: a worker run as root could make the host's disk a device in its scratch."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    header = (ctypes.c_uint32 * 2)(CAPABILITY_VERSION_3, 0)  # 0: this process
+    nothing = (ctypes.c_uint32 * 6)()  # effective, permitted and inheritable: two words each
+    if libc.capset(header, nothing) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"capset: {os.strerror(code)}")

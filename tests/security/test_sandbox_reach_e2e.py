@@ -123,6 +123,21 @@ def tries(p):
     }
 """
 
+DEVICES = """
+def capabilities():
+    for line in open("/proc/self/status"):
+        if line.startswith("CapEff:") and int(line.split()[1], 16):
+            return None  # one is held
+    raise PermissionError(1, "none held")
+
+def tries(p):
+    null = 0o600 | 0o020000  # a character device: /dev/null's, harmless
+    return {
+        "mknod": lambda: os.mknod(scratch("null"), null, os.makedev(1, 3)),
+        "capabilities": capabilities,
+    }
+"""
+
 MODES = """
 def tries(p):
     done = {}
@@ -150,13 +165,8 @@ def outside(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("store")
-    sources = {
-        "files": FILES,
-        "processes": PROCESSES,
-        "modes": MODES,
-        "forks": FORKS,
-        "datagrams": DATAGRAMS,
-    }
+    sources = {"files": FILES, "processes": PROCESSES, "modes": MODES, "forks": FORKS}
+    sources |= {"datagrams": DATAGRAMS, "devices": DEVICES}
     for name, source in sources.items():
         (root / "evil" / name).mkdir(parents=True)
         (root / "evil" / name / "handler.py").write_text(_PRELUDE + source)
@@ -272,4 +282,12 @@ def test_no_datagram_reaches_a_host_socket(server: testing.RunningServer, tmp_pa
         for receiver in (named, hidden):  # a datagram sent is queued before sendto returns
             with pytest.raises(BlockingIOError):
                 receiver.recv(64)
+    assert_good_answers(server)
+
+
+def test_a_root_worker_holds_no_capability(server: testing.RunningServer) -> None:
+    """Run as root, a worker with its capabilities could make a device in its scratch folder
+    (the host's disk, /dev/mem) and read it past Landlock: it holds none."""
+    outcomes = attack(server, "devices")
+    assert not succeeded(outcomes), outcomes
     assert_good_answers(server)
