@@ -1,9 +1,8 @@
 """The sandbox of workers that host untrusted models: read-only, no network, no exec.
 
-Landlock confines the file system, TCP and signals; seccomp refuses the system calls Landlock
-does not see; `no_new_privs` keeps both for what the worker starts, and none needs privileges.
-A worker confines itself once, with a single thread, before it reads any model: Landlock binds
-the calling thread and the threads it starts after.
+Landlock confines files, TCP and signals; seccomp refuses the calls Landlock does not see.
+A worker confines itself once, with a single thread, before it reads a model: Landlock binds
+the calling thread and those it starts after.
 """
 
 from __future__ import annotations
@@ -20,10 +19,10 @@ from pathlib import Path
 
 from modelhost.workers.views import make_own_view
 
-# signals and abstract sockets stay inside the sandbox from this version (Linux 6.12)
+# scopes signals and abstract sockets from this version (Linux 6.12)
 MIN_LANDLOCK_ABI = 6
 
-# the runtime's files: libraries, devices and the kernel's reports a runtime reads
+# libraries, devices and kernel reports a runtime reads
 SYSTEM_READ = (
     "/usr",
     "/lib",
@@ -40,8 +39,8 @@ SYSTEM_READ = (
 )
 SYSTEM_WRITE = ("/dev/null", "/proc/self/clear_refs")  # clear_refs: the load's peak RSS
 
-# what Landlock does not govern: new sockets, exec, other processes' memory, and io_uring (its
-# operations bypass seccomp); namespaces and keyrings reach kernel surface no model needs
+# beyond Landlock: sockets, exec, other processes' memory, io_uring (unseen by seccomp),
+# namespaces and keyrings
 DENIED_CALLS = (
     "execve",
     "execveat",
@@ -68,9 +67,9 @@ DENIED_CALLS = (
     "keyctl",
     "add_key",
     "request_key",
-    "fork",  # a process left behind outlives its worker's deadlines and the server's stop
+    "fork",
     "vfork",
-    # a file's mode, owner, times and attributes change with no file opened to write
+    # metadata, which Landlock does not govern
     "chmod",
     "fchmod",
     "fchmodat",
@@ -89,10 +88,10 @@ DENIED_CALLS = (
     "lremovexattr",
     "fremovexattr",
 )
-CLONE_THREAD = 0x10000  # clone without it makes a process
-CAPABILITY_VERSION_3 = 0x20080522  # capset's header, for 64 bits of capabilities
-SOCK_TYPE_MASK = 0xF  # a socket's type, without SOCK_NONBLOCK and SOCK_CLOEXEC
-# newer than some libseccomp builds: their numbers, the same on every architecture since 424
+CLONE_THREAD = 0x10000
+CAPABILITY_VERSION_3 = 0x20080522  # capset's header
+SOCK_TYPE_MASK = 0xF
+# unknown to older libseccomp; one number on every architecture
 NUMBERED_CALLS = {"fchmodat2": 452, "setxattrat": 463, "removexattrat": 466}
 
 
@@ -137,7 +136,7 @@ class Untrusted:
     """How workers host untrusted models (--refuse-pickle): sandboxed where the machine can."""
 
     support: Support
-    views: str  # the folder of the workers' views, where each reads its own models (views.py)
+    views: str  # the workers' views' folder (views.py)
 
     def confine(self, run_dir: Path, also_read: Iterable[Path] = ()) -> str:
         """Confine this worker; else say why, and its programs are refused (fail closed)."""
@@ -160,7 +159,7 @@ def scratch_path(run_dir: Path, pid: int) -> Path:
 def scratch_folder(run_dir: Path) -> Path:
     """The worker's own folder, the one it may write: its temporary folder and its home.
 
-    Runtimes unpack into a temporary folder, and read and write settings in the home.
+    Runtimes unpack and keep settings there.
     """
     folder = scratch_path(run_dir, os.getpid())
     folder.mkdir(mode=0o700)
@@ -224,7 +223,7 @@ def _existing(paths: Iterable[str]) -> list[str]:
 
 
 def refuse_calls() -> None:
-    """seccomp: EPERM for `DENIED_CALLS`, sockets but Unix streams, and new processes."""
+    """seccomp: EPERM for `DENIED_CALLS`, sockets but Unix streams, and forks."""
     import pyseccomp as seccomp
 
     refused = seccomp.ERRNO(errno.EPERM)
@@ -235,22 +234,22 @@ def refuse_calls() -> None:
         known = seccomp.resolve_syscall(seccomp.Arch.NATIVE, call)
         rules.add_rule(refused, known if known >= 0 else number)
     rules.add_rule(refused, "socket", seccomp.Arg(0, seccomp.NE, socket.AF_UNIX))
-    for kind in (socket.SOCK_DGRAM, socket.SOCK_RAW):  # sends to any named socket: no connect
+    for kind in (socket.SOCK_DGRAM, socket.SOCK_RAW):  # a datagram needs no connect
         for call in ("socket", "socketpair"):
             rules.add_rule(refused, call, seccomp.Arg(1, seccomp.MASKED_EQ, SOCK_TYPE_MASK, kind))
     rules.add_rule(refused, "clone", seccomp.Arg(0, seccomp.MASKED_EQ, CLONE_THREAD, 0))
-    # clone3's flags are in memory seccomp cannot read: glibc falls back to clone for threads
+    # glibc then starts threads with clone
     rules.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
     rules.load()
 
 
 def drop_capabilities() -> None:
-    """Hold none: a worker run as root could make the host's disk a device in its scratch."""
+    """Hold none, so a root worker makes no device."""
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
-    header = (ctypes.c_uint32 * 2)(CAPABILITY_VERSION_3, 0)  # 0: this process
-    nothing = (ctypes.c_uint32 * 6)()  # effective, permitted and inheritable: two words each
+    header = (ctypes.c_uint32 * 2)(CAPABILITY_VERSION_3, 0)
+    nothing = (ctypes.c_uint32 * 6)()
     if libc.capset(header, nothing) != 0:
         code = ctypes.get_errno()
         raise OSError(code, f"capset: {os.strerror(code)}")

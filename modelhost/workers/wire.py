@@ -49,13 +49,13 @@ def _lengths(data: bytes | bytearray, offset: int = 0) -> tuple[int, int, int]:
 class FrameBuffer:
     """Frames cut out of a byte stream however it arrives; no I/O of its own.
 
-    A chunk of whole frames, the usual case, is cut without a copy. A frame that comes in
-    pieces is joined once, when whole: joined at each read, a large one cost its size per read.
+    A chunk of whole frames, the usual case, is cut without a copy; a frame in pieces is
+    joined once, when whole.
     """
 
     def __init__(self) -> None:
-        self._pieces: list[bytes] = []  # the start of a frame not yet whole
-        self._held = 0  # their bytes
+        self._pieces: list[bytes] = []  # an unfinished frame
+        self._held = 0
 
     def feed(self, data: bytes) -> list[Frame]:
         """The frames `data` completes; `ConnectionError` for a peer that is not ours."""

@@ -1,6 +1,6 @@
 """The worker pool: its workers forked, replaced when lost, recycled when they keep memory, stopped.
 
-A dropped connection fails exactly that worker's in-flight calls, and the worker is replaced.
+A dropped connection fails exactly that worker's in-flight calls; it is killed and replaced.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class WorkerPool:
     ) -> None:
         self.size, self.threads, self.events = size, threads, events
         self.untrusted_size = untrusted_size  # of `size`: sandboxed, for untrusted models only
-        self.views = views  # of the sandboxed workers: the models each may read
+        self.views = views  # the sandboxed workers' views
         self.run_dir = run_dir
         self.socket_path = str(run_dir / "workers.sock")
         self.table = WorkerTable()
@@ -154,7 +154,7 @@ class WorkerPool:
             return
         lost_requests = len(worker.pending)
         worker.fail_pending("died")
-        self.kill(worker)  # it may live on: a worker that broke its frames or shut its end
+        self.kill(worker)  # one that broke its frames may live on
         self._report_exit(worker, lost_requests)
         self._on_lost(worker)
         task = asyncio.ensure_future(self._after_loss(worker))
@@ -198,8 +198,7 @@ class WorkerPool:
         )
 
     async def _after_loss(self, worker: WorkerHandle) -> None:
-        """Remove what the lost worker wrote (a sandboxed one's scratch) and its view, then
-        replace it."""
+        """Remove the lost worker's scratch folder and view, then replace it."""
         scratch = scratch_path(self.run_dir, worker.pid)
         await asyncio.to_thread(shutil.rmtree, scratch, ignore_errors=True)
         if self.views is not None:
