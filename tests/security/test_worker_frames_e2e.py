@@ -20,7 +20,7 @@ pytestmark = pytest.mark.e2e
 # the worker's socket and the id of the call being answered, found from inside a handler
 _PRELUDE = """
 import gc, socket, sys, time
-from modelhost.workers.messages import Answered, Unloaded, encode
+from modelhost.workers.messages import Answered, Loaded, Unloaded, encode
 from modelhost.workers.wire import PREFIX
 
 def the_call():
@@ -63,6 +63,12 @@ ATTACKS = {
         "    header = encode(Answered((), 1.0))\n"
         "    for stranger in (0, request_id + 1000, 2**64 - 1):\n"
         "        sock.sendall(PREFIX.pack(stranger, len(header), 0) + header)\n"
+    ),
+    "claims-memory": (
+        "def attack(sock, request_id):\n    pass\n\n"
+        "sock, request_id = the_call()  # the load's, as the handler is imported\n"
+        "header = encode(Loaded(footprint=2**62, load_ms=1.0, batches=False, peak=2**62))\n"
+        "sock.sendall(PREFIX.pack(request_id, len(header), 0) + header)\n"
     ),
     "wrong-kind": (
         "def attack(sock, request_id):\n"
@@ -147,3 +153,13 @@ def test_an_answer_of_the_wrong_kind_fails_only_its_call(server: testing.Running
     assert response.status_code == 500, response.text
     assert "not Answered" in response.json()["message"]
     assert_good_answers(server)
+
+
+def test_a_lie_about_memory_takes_no_room_from_others(server: testing.RunningServer) -> None:
+    """A worker that answers its load with a 4 EiB footprint before the real answer: whatever
+    its own model answers, the server neither crashes nor counts the lie against the budget."""
+    invoke(server, "evil/claims-memory")
+    assert_good_answers(server)
+    metrics = httpx.get(f"{server.url}/metrics", timeout=30).text.splitlines()
+    used = next(line for line in metrics if line.startswith("modelhost_memory_used_bytes "))
+    assert float(used.split()[1]) < 2**40, used
