@@ -22,7 +22,7 @@ from modelhost.workers.views import make_own_view
 # scopes signals and abstract sockets from this version (Linux 6.12)
 MIN_LANDLOCK_ABI = 6
 
-# libraries, devices and kernel reports a runtime reads
+# libraries, devices and kernel reports
 SYSTEM_READ = (
     "/usr",
     "/lib",
@@ -89,9 +89,21 @@ DENIED_CALLS = (
     "fremovexattr",
 )
 CLONE_THREAD = 0x10000
+# the same user may set another process's limits, priority or policy: (call, argument, the
+# caller's value)
+OWN_PROCESS_CALLS = (
+    ("prlimit64", 0, 0),
+    ("sched_setscheduler", 0, 0),
+    ("sched_setparam", 0, 0),
+    ("sched_setattr", 0, 0),
+    ("setpriority", 0, 0),
+    ("setpriority", 1, 0),
+    ("ioprio_set", 0, 1),
+    ("ioprio_set", 1, 0),
+)
 CAPABILITY_VERSION_3 = 0x20080522  # capset's header
 SOCK_TYPE_MASK = 0xF
-# unknown to older libseccomp; one number on every architecture
+# unknown to older libseccomp; one number everywhere
 NUMBERED_CALLS = {"fchmodat2": 452, "setxattrat": 463, "removexattrat": 466}
 
 
@@ -238,7 +250,9 @@ def refuse_calls() -> None:
         for call in ("socket", "socketpair"):
             rules.add_rule(refused, call, seccomp.Arg(1, seccomp.MASKED_EQ, SOCK_TYPE_MASK, kind))
     rules.add_rule(refused, "clone", seccomp.Arg(0, seccomp.MASKED_EQ, CLONE_THREAD, 0))
-    # glibc then starts threads with clone
+    for call, position, value in OWN_PROCESS_CALLS:
+        rules.add_rule(refused, call, seccomp.Arg(position, seccomp.NE, value))
+    # glibc falls back to clone
     rules.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
     rules.load()
 

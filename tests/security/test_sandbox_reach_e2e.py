@@ -138,6 +138,22 @@ def tries(p):
     }
 """
 
+LIMITS = """
+import resource
+
+def tries(p):
+    frontend, core = p["frontend"], resource.RLIMIT_CORE
+    return {
+        "prlimit": lambda: resource.prlimit(frontend, core, (0, 0)),
+        "renice": lambda: os.setpriority(os.PRIO_PROCESS, frontend, 19),
+        "renice-user": lambda: os.setpriority(os.PRIO_USER, os.getuid(), 19),
+        "renice-group": lambda: os.setpriority(os.PRIO_PGRP, 0, 19),  # 0: the server's group
+        "scheduler": lambda: os.sched_setscheduler(frontend, os.SCHED_BATCH, os.sched_param(0)),
+        "own-limit": lambda: resource.setrlimit(core, resource.getrlimit(core)),
+        "own-nice": lambda: os.setpriority(os.PRIO_PROCESS, 0, os.getpriority(os.PRIO_PROCESS, 0)),
+    }
+"""
+
 MODES = """
 def tries(p):
     done = {}
@@ -166,7 +182,7 @@ def outside(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("store")
     sources = {"files": FILES, "processes": PROCESSES, "modes": MODES, "forks": FORKS}
-    sources |= {"datagrams": DATAGRAMS, "devices": DEVICES}
+    sources |= {"datagrams": DATAGRAMS, "devices": DEVICES, "limits": LIMITS}
     for name, source in sources.items():
         (root / "evil" / name).mkdir(parents=True)
         (root / "evil" / name / "handler.py").write_text(_PRELUDE + source)
@@ -290,4 +306,22 @@ def test_a_root_worker_holds_no_capability(server: testing.RunningServer) -> Non
     (the host's disk, /dev/mem) and read it past Landlock: it holds none."""
     outcomes = attack(server, "devices")
     assert not succeeded(outcomes), outcomes
+    assert_good_answers(server)
+
+
+def test_no_limit_priority_or_policy_of_another_process_changes(
+    server: testing.RunningServer,
+) -> None:
+    """prlimit, setpriority and sched_setscheduler need only the same user, not a signal's or a
+    trace's right: on the frontend, one could take its descriptors (RLIMIT_NOFILE) or its CPU
+    (nice 19, SCHED_IDLE) from every tenant. The worker's own still change."""
+    frontend = server.pid
+    limits = Path(f"/proc/{frontend}/limits").read_text()
+    nice = os.getpriority(os.PRIO_PROCESS, frontend)
+    policy = os.sched_getscheduler(frontend)
+    outcomes = attack(server, "limits", frontend=frontend)
+    assert succeeded(outcomes) == ["own-limit", "own-nice"], outcomes
+    assert Path(f"/proc/{frontend}/limits").read_text() == limits
+    assert os.getpriority(os.PRIO_PROCESS, frontend) == nice
+    assert os.sched_getscheduler(frontend) == policy
     assert_good_answers(server)
