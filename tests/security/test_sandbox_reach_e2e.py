@@ -20,7 +20,7 @@ from modelhost import testing
 pytestmark = pytest.mark.e2e
 
 # each attack's outcome: "done", or the error that stopped it
-_PRELUDE = """
+PRELUDE = """
 import ctypes, json, os, signal, socket, threading
 libc = ctypes.CDLL(None, use_errno=True)
 
@@ -185,7 +185,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     sources |= {"datagrams": DATAGRAMS, "devices": DEVICES, "limits": LIMITS}
     for name, source in sources.items():
         (root / "evil" / name).mkdir(parents=True)
-        (root / "evil" / name / "handler.py").write_text(_PRELUDE + source)
+        (root / "evil" / name / "handler.py").write_text(PRELUDE + source)
     testing.onnx_iris(root / "good/iris.onnx")
     (root / "good/iris.onnx").chmod(0o640)
     return root
