@@ -5,6 +5,7 @@ length. The frontend answers the caller at once, kills the worker, and other ten
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -69,6 +70,11 @@ ATTACKS = {
         "sock, request_id = the_call()  # the load's, as the handler is imported\n"
         "header = encode(Loaded(footprint=2**62, load_ms=1.0, batches=False, peak=2**62))\n"
         "sock.sendall(PREFIX.pack(request_id, len(header), 0) + header)\n"
+    ),
+    "holds-gil": (
+        "import re\n\n"
+        "def attack(sock, request_id):  # backtracks in C, under the GIL, for ever\n"
+        "    re.match(r'(a+)+$', 'a' * 64 + 'b')\n"
     ),
     "wrong-kind": (
         "def attack(sock, request_id):\n"
@@ -163,3 +169,18 @@ def test_a_lie_about_memory_takes_no_room_from_others(server: testing.RunningSer
     metrics = httpx.get(f"{server.url}/metrics", timeout=30).text.splitlines()
     used = next(line for line in metrics if line.startswith("modelhost_memory_used_bytes "))
     assert float(used.split()[1]) < 2**40, used
+
+
+def test_a_worker_holding_the_gil_is_cut_at_its_deadlines(server: testing.RunningServer) -> None:
+    """Its caller gets 504 at the response deadline and the worker is killed at the stuck one;
+    meanwhile the other tenant answers."""
+    answers: list[httpx.Response] = []
+    hog = threading.Thread(target=lambda: answers.append(invoke(server, "evil/holds-gil")))
+    hog.start()
+    wait_for(lambda: any(e["model"] == "evil/holds-gil" for e in server.events("load")), "load")
+    assert_good_answers(server)
+    hog.join()
+    assert answers[0].status_code == 504, answers[0].text
+    pid = worker_pid(server, "evil/holds-gil")
+    wait_for(lambda: not running(pid), f"worker {pid}, stuck under the GIL, to be killed")
+    assert_good_answers(server)
