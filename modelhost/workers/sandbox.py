@@ -67,6 +67,9 @@ DENIED_CALLS = (
     "keyctl",
     "add_key",
     "request_key",
+    "inotify_add_watch",
+    "fanotify_init",
+    "fanotify_mark",
     "fork",
     "vfork",
     # metadata, which Landlock does not govern

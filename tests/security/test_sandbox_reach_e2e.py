@@ -154,6 +154,15 @@ def tries(p):
     }
 """
 
+WATCHES = """
+def watch(path):
+    inotify = libc.inotify_init1(0)
+    return inotify if inotify < 0 else libc.inotify_add_watch(inotify, path.encode(), 0xFFF)
+
+def tries(p):
+    return {"watch-store": lambda: watch(p["store"]), "watch-cache": lambda: watch(p["cache"])}
+"""
+
 MODES = """
 def tries(p):
     done = {}
@@ -183,6 +192,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("store")
     sources = {"files": FILES, "processes": PROCESSES, "modes": MODES, "forks": FORKS}
     sources |= {"datagrams": DATAGRAMS, "devices": DEVICES, "limits": LIMITS}
+    sources["watches"] = WATCHES
     for name, source in sources.items():
         (root / "evil" / name).mkdir(parents=True)
         (root / "evil" / name / "handler.py").write_text(PRELUDE + source)
@@ -324,4 +334,13 @@ def test_no_limit_priority_or_policy_of_another_process_changes(
     assert Path(f"/proc/{frontend}/limits").read_text() == limits
     assert os.getpriority(os.PRIO_PROCESS, frontend) == nice
     assert os.sched_getscheduler(frontend) == policy
+    assert_good_answers(server)
+
+
+def test_no_watch_sees_another_tenants_files(server: testing.RunningServer, store: Path) -> None:
+    """inotify needs no read right Landlock checks: a watch on the other tenant's folder or the
+    cache would name its files as they are opened and written."""
+    folders = {"store": str(store / "good"), "cache": str(server.log_path.parent / "cache")}
+    outcomes = attack(server, "watches", **folders)
+    assert not succeeded(outcomes), outcomes
     assert_good_answers(server)
