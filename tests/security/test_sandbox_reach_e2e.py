@@ -5,6 +5,7 @@ model keeps answering."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import socket
 import stat
@@ -163,6 +164,25 @@ def tries(p):
     return {"watch-store": lambda: watch(p["store"]), "watch-cache": lambda: watch(p["cache"])}
 """
 
+SHARED_MEMORY = """
+libc.shmat.restype = ctypes.c_void_p
+MQ_OPEN = 240 if os.uname().machine == "x86_64" else 180
+
+def read_segment(key):
+    segment = libc.shmget(key, 0, 0)
+    address = libc.shmat(segment, None, 0o10000) if segment >= 0 else None  # SHM_RDONLY
+    if segment < 0 or address in (None, 2**64 - 1):
+        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+    return ctypes.string_at(address, 16)
+
+def tries(p):
+    return {
+        "shm": lambda: read_segment(p["key"]),
+        "msg": lambda: libc.msgget(p["key"], 0),
+        "mq": lambda: libc.syscall(MQ_OPEN, b"q", 0o100, 0o600, None),  # O_CREAT
+    }
+"""
+
 MODES = """
 def tries(p):
     done = {}
@@ -192,7 +212,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("store")
     sources = {"files": FILES, "processes": PROCESSES, "modes": MODES, "forks": FORKS}
     sources |= {"datagrams": DATAGRAMS, "devices": DEVICES, "limits": LIMITS}
-    sources["watches"] = WATCHES
+    sources |= {"watches": WATCHES, "shared-memory": SHARED_MEMORY}
     for name, source in sources.items():
         (root / "evil" / name).mkdir(parents=True)
         (root / "evil" / name / "handler.py").write_text(PRELUDE + source)
@@ -343,4 +363,27 @@ def test_no_watch_sees_another_tenants_files(server: testing.RunningServer, stor
     folders = {"store": str(store / "good"), "cache": str(server.log_path.parent / "cache")}
     outcomes = attack(server, "watches", **folders)
     assert not succeeded(outcomes), outcomes
+    assert_good_answers(server)
+
+
+def test_no_system_v_segment_or_queue_of_the_hosts_is_reached(
+    server: testing.RunningServer,
+) -> None:
+    """System V shared memory and queues, and POSIX queues, are reached by key or name, not by
+    a path Landlock sees: a segment of the server's user (a database's, another program's)
+    would be read."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.shmat.restype = ctypes.c_void_p
+    key = 0x6D680000 + os.getpid() % 0xFFFF
+    segment = libc.shmget(key, 4096, 0o1000 | 0o600)  # IPC_CREAT
+    queue = libc.msgget(key, 0o1000 | 0o600)
+    assert segment >= 0 and queue >= 0
+    try:
+        ctypes.memmove(libc.shmat(segment, None, 0), SECRET, len(SECRET))
+        outcomes = attack(server, "shared-memory", key=key)
+    finally:
+        libc.shmctl(segment, 0, None)  # IPC_RMID
+        libc.msgctl(queue, 0, None)
+    assert not succeeded(outcomes), outcomes
+    assert SECRET.decode() not in str(outcomes)
     assert_good_answers(server)
