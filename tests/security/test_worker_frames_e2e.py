@@ -19,7 +19,7 @@ from modelhost import testing
 pytestmark = pytest.mark.e2e
 
 # the worker's socket and the id of the call being answered, found from inside a handler
-_PRELUDE = """
+PRELUDE = """
 import gc, socket, sys, time
 from modelhost.workers.messages import Answered, Loaded, Unloaded, encode
 from modelhost.workers.wire import PREFIX
@@ -85,13 +85,20 @@ ATTACKS = {
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[testing.RunningServer]:
-    """Tenants evil and good, each in a sandboxed worker of its own."""
-    store = tmp_path_factory.mktemp("store")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("store")
     for name, attack in ATTACKS.items():
-        (store / "evil" / name).mkdir(parents=True)
-        (store / "evil" / name / "handler.py").write_text(_PRELUDE + attack)
-    testing.onnx_iris(store / "good/iris.onnx")
+        (root / "evil" / name).mkdir(parents=True)
+        (root / "evil" / name / "handler.py").write_text(PRELUDE + attack)
+    testing.onnx_iris(root / "good/iris.onnx")
+    return root
+
+
+@pytest.fixture(scope="module")
+def server(
+    store: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[testing.RunningServer]:
+    """Tenants evil and good, each in a sandboxed worker of its own."""
     scratch = tmp_path_factory.mktemp("server")
     args = testing.serve_args(
         store, scratch / "cache", workers=2, tenant_from="name:1", default_response_timeout_s=20
@@ -184,3 +191,17 @@ def test_a_worker_holding_the_gil_is_cut_at_its_deadlines(server: testing.Runnin
     pid = worker_pid(server, "evil/holds-gil")
     wait_for(lambda: not running(pid), f"worker {pid}, stuck under the GIL, to be killed")
     assert_good_answers(server)
+
+
+def test_a_worker_holding_the_gil_is_killed_as_the_server_stops(
+    store: Path, tmp_path: Path
+) -> None:
+    """A worker stuck under the GIL never reads the end of its socket: the stopping server
+    kills it, so no process of a model's outlives the server."""
+    args = testing.serve_args(store, tmp_path / "cache", workers=1, tenant_from="name:1")
+    with testing.RunningServer([*args, "--refuse-pickle"], tmp_path) as server:
+        hog = threading.Thread(target=invoke, args=(server, "evil/holds-gil"), daemon=True)
+        hog.start()
+        wait_for(lambda: any(e["model"] == "evil/holds-gil" for e in server.events("load")), "load")
+        server.stop()
+    assert server.leaked_pids == []

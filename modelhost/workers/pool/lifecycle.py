@@ -137,7 +137,7 @@ class WorkerPool:
         return worker
 
     def replied(self, worker: WorkerHandle, frame: Frame) -> None:
-        """Give a reply to its call, then recycle the worker if it keeps memory while idle."""
+        """Give a reply to its call; recycle a worker keeping memory while idle."""
         reply = self.calls.answer(worker, frame)
         if reply is not None:
             self._count_kept(worker, reply)
@@ -154,7 +154,7 @@ class WorkerPool:
             return
         lost_requests = len(worker.pending)
         worker.fail_pending("died")
-        self.kill(worker)  # one that broke its frames may live on
+        self.kill(worker)  # it may live on
         self._report_exit(worker, lost_requests)
         self._on_lost(worker)
         task = asyncio.ensure_future(self._after_loss(worker))
@@ -176,7 +176,7 @@ class WorkerPool:
         """Replace an idle worker holding unexplained memory: only a fresh fork gives it back."""
         if worker.alive and not worker.pending:
             worker.transport.close()  # `disconnected` follows
-            self.kill(worker)  # surely now, not at the end of its socket
+            self.kill(worker)  # now, not at its socket's end
 
     def retire(self, worker: WorkerHandle) -> None:
         """Replace a sandboxed worker another tenant's models are to use: no tenant's models
@@ -237,6 +237,7 @@ class WorkerPool:
         self.calls.close()
         for worker in list(self.workers.values()):
             worker.transport.close()
+            self.kill(worker)  # one stuck under the GIL never reads the end
         await self.template.stop()
         if self._server is not None:
             self._server.close()
