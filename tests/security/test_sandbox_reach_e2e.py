@@ -1,7 +1,7 @@
 """A sandboxed worker's code against what the first sandbox tests did not try: links out of its
-scratch folder, writes through its view, inherited descriptors, other processes, file modes,
-forks, Unix datagrams and a root worker's devices. Each attack fails, and another tenant's
-model keeps answering."""
+scratch folder, writes through its view, inherited descriptors, other processes and their
+limits, file modes, forks, Unix datagrams, watches, System V IPC and a root worker's devices.
+Each attack fails, and another tenant's model keeps answering."""
 
 from __future__ import annotations
 
