@@ -1,9 +1,8 @@
 """The sandbox of workers that host untrusted models: read-only, no network, no exec.
 
-Landlock confines the file system, TCP and signals; seccomp refuses the system calls Landlock
-does not see; `no_new_privs` keeps both for what the worker starts, and none needs privileges.
-A worker confines itself once, with a single thread, before it reads any model: Landlock binds
-the calling thread and the threads it starts after.
+Landlock confines files, TCP and signals; seccomp refuses the calls Landlock does not see.
+A worker confines itself once, with a single thread, before it reads a model: Landlock binds
+the calling thread and those it starts after.
 """
 
 from __future__ import annotations
@@ -20,10 +19,10 @@ from pathlib import Path
 
 from modelhost.workers.views import make_own_view
 
-# signals and abstract sockets stay inside the sandbox from this version (Linux 6.12)
+# scopes signals and abstract sockets from this version (Linux 6.12)
 MIN_LANDLOCK_ABI = 6
 
-# the runtime's files: libraries, devices and the kernel's reports a runtime reads
+# libraries, devices and kernel reports
 SYSTEM_READ = (
     "/usr",
     "/lib",
@@ -40,8 +39,8 @@ SYSTEM_READ = (
 )
 SYSTEM_WRITE = ("/dev/null", "/proc/self/clear_refs")  # clear_refs: the load's peak RSS
 
-# what Landlock does not govern: new sockets, exec, other processes' memory, and io_uring (its
-# operations bypass seccomp); namespaces and keyrings reach kernel surface no model needs
+# beyond Landlock: sockets, exec, other processes' memory, io_uring (unseen by seccomp),
+# namespaces and keyrings
 DENIED_CALLS = (
     "execve",
     "execveat",
@@ -68,7 +67,59 @@ DENIED_CALLS = (
     "keyctl",
     "add_key",
     "request_key",
+    "inotify_add_watch",
+    "fanotify_init",
+    "fanotify_mark",
+    "shmget",
+    "shmat",
+    "shmctl",
+    "msgget",
+    "msgsnd",
+    "msgrcv",
+    "msgctl",
+    "semget",
+    "semop",
+    "semtimedop",
+    "semctl",
+    "ipc",
+    "fork",
+    "vfork",
+    # metadata, which Landlock does not govern
+    "chmod",
+    "fchmod",
+    "fchmodat",
+    "chown",
+    "fchown",
+    "lchown",
+    "fchownat",
+    "utime",
+    "utimes",
+    "futimesat",
+    "utimensat",
+    "setxattr",
+    "lsetxattr",
+    "fsetxattr",
+    "removexattr",
+    "lremovexattr",
+    "fremovexattr",
 )
+CLONE_THREAD = 0x10000
+# the same user may set another process's limits, priority or policy: (call, argument, the
+# caller's value)
+OWN_PROCESS_CALLS = (
+    ("prlimit64", 0, 0),
+    ("sched_setscheduler", 0, 0),
+    ("sched_setparam", 0, 0),
+    ("sched_setattr", 0, 0),
+    ("setpriority", 0, 0),
+    ("setpriority", 1, 0),
+    ("ioprio_set", 0, 1),
+    ("ioprio_set", 1, 0),
+)
+CAPABILITY_VERSION_3 = 0x20080522  # capset's header
+SOCK_TYPE_MASK = 0xF
+# unknown to older libseccomp; one number everywhere
+NUMBERED_CALLS = {"fchmodat2": 452, "setxattrat": 463, "removexattrat": 466}
 
 
 @dataclass(frozen=True)
@@ -112,7 +163,7 @@ class Untrusted:
     """How workers host untrusted models (--refuse-pickle): sandboxed where the machine can."""
 
     support: Support
-    views: str  # the folder of the workers' views, where each reads its own models (views.py)
+    views: str  # the workers' views' folder (views.py)
 
     def confine(self, run_dir: Path, also_read: Iterable[Path] = ()) -> str:
         """Confine this worker; else say why, and its programs are refused (fail closed)."""
@@ -135,7 +186,7 @@ def scratch_path(run_dir: Path, pid: int) -> Path:
 def scratch_folder(run_dir: Path) -> Path:
     """The worker's own folder, the one it may write: its temporary folder and its home.
 
-    Runtimes unpack into a temporary folder, and read and write settings in the home.
+    Runtimes unpack and keep settings there.
     """
     folder = scratch_path(run_dir, os.getpid())
     folder.mkdir(mode=0o700)
@@ -161,6 +212,7 @@ def confine(model_roots: Sequence[str], also_read: Iterable[Path], scratch: Path
         raise RuntimeError("a worker confines itself before it starts a thread")
     restrict_files([*runtime_paths(), *model_roots, *map(str, also_read)], str(scratch))
     refuse_calls()
+    drop_capabilities()
 
 
 def runtime_paths() -> list[str]:
@@ -188,7 +240,8 @@ def restrict_files(readable: Sequence[str], scratch: str) -> None:
             rules.allow_path(path, read if os.path.isdir(path) else AccessFS.READ_FILE)
         for path in _existing(SYSTEM_WRITE):
             rules.allow_path(path, read_write)
-        rules.allow_path(scratch, rules.handled_fs & ~AccessFS.EXECUTE)
+        devices = AccessFS.MAKE_CHAR | AccessFS.MAKE_BLOCK
+        rules.allow_path(scratch, rules.handled_fs & ~(AccessFS.EXECUTE | devices))
         rules.restrict()  # sets no_new_privs first
 
 
@@ -197,12 +250,35 @@ def _existing(paths: Iterable[str]) -> list[str]:
 
 
 def refuse_calls() -> None:
-    """seccomp: EPERM for `DENIED_CALLS` and for sockets other than Unix ones."""
+    """seccomp: EPERM for `DENIED_CALLS`, sockets but Unix streams, and forks."""
     import pyseccomp as seccomp
 
     refused = seccomp.ERRNO(errno.EPERM)
     rules = seccomp.SyscallFilter(seccomp.ALLOW)
     for call in DENIED_CALLS:
         rules.add_rule(refused, call)
+    for call, number in NUMBERED_CALLS.items():
+        known = seccomp.resolve_syscall(seccomp.Arch.NATIVE, call)
+        rules.add_rule(refused, known if known >= 0 else number)
     rules.add_rule(refused, "socket", seccomp.Arg(0, seccomp.NE, socket.AF_UNIX))
+    for kind in (socket.SOCK_DGRAM, socket.SOCK_RAW):  # a datagram needs no connect
+        for call in ("socket", "socketpair"):
+            rules.add_rule(refused, call, seccomp.Arg(1, seccomp.MASKED_EQ, SOCK_TYPE_MASK, kind))
+    rules.add_rule(refused, "clone", seccomp.Arg(0, seccomp.MASKED_EQ, CLONE_THREAD, 0))
+    for call, position, value in OWN_PROCESS_CALLS:
+        rules.add_rule(refused, call, seccomp.Arg(position, seccomp.NE, value))
+    # glibc falls back to clone
+    rules.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
     rules.load()
+
+
+def drop_capabilities() -> None:
+    """Hold none, so a root worker makes no device."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    header = (ctypes.c_uint32 * 2)(CAPABILITY_VERSION_3, 0)
+    nothing = (ctypes.c_uint32 * 6)()
+    if libc.capset(header, nothing) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"capset: {os.strerror(code)}")

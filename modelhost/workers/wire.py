@@ -49,27 +49,35 @@ def _lengths(data: bytes | bytearray, offset: int = 0) -> tuple[int, int, int]:
 class FrameBuffer:
     """Frames cut out of a byte stream however it arrives; no I/O of its own.
 
-    A chunk of whole frames, the usual case, is cut without a copy.
+    A chunk of whole frames, the usual case, is cut without a copy; a frame in pieces is
+    joined once, when whole.
     """
 
     def __init__(self) -> None:
-        self._buffer = bytearray()
+        self._pieces: list[bytes] = []  # an unfinished frame
+        self._held = 0
 
     def feed(self, data: bytes) -> list[Frame]:
         """The frames `data` completes; `ConnectionError` for a peer that is not ours."""
-        if self._buffer:
-            self._buffer += data
-            data = bytes(self._buffer)
+        if self._pieces:
+            self._pieces.append(data)
+            self._held += len(data)
+            if self.missing() > 0:
+                return []
+            data = b"".join(self._pieces)
         frames, end = _cut(data)
-        self._buffer = bytearray(data[end:]) if end < len(data) else bytearray()
+        self._pieces = [data[end:]] if end < len(data) else []
+        self._held = len(data) - end
         return frames
 
     def missing(self) -> int:
         """Bytes still to come before the next frame is whole."""
-        if len(self._buffer) < PREFIX.size:
-            return PREFIX.size - len(self._buffer)
-        _, header_len, payload_len = _lengths(self._buffer)
-        return PREFIX.size + header_len + payload_len - len(self._buffer)
+        if self._held < PREFIX.size:
+            return PREFIX.size - self._held
+        if len(self._pieces[0]) < PREFIX.size:  # the prefix came in pieces
+            self._pieces[:] = [b"".join(self._pieces)]
+        _, header_len, payload_len = _lengths(self._pieces[0])
+        return PREFIX.size + header_len + payload_len - self._held
 
 
 def _cut(data: bytes) -> tuple[list[Frame], int]:

@@ -2,8 +2,7 @@
 
 The main thread reads frames; loads and unloads run on threads of their own (one at a time
 between them) and inference on its own, so a load never stalls the loaded models. The loader
-runs nicer, so a busy core serves a hit before a load's unpickling (docs/decisions.md, "A
-worker's loader thread runs 10 nicer than its inference").
+runs nicer, so a busy core serves a hit before a load's unpickling.
 """
 
 from __future__ import annotations
@@ -72,10 +71,9 @@ def yield_to_inference() -> None:
     """Lower the calling thread's priority by LOADER_NICENESS, where Linux allows."""
     if not sys.platform.startswith("linux"):
         return
-    thread = threading.get_native_id()
-    with contextlib.suppress(OSError):
-        niceness = os.getpriority(os.PRIO_PROCESS, thread) + LOADER_NICENESS
-        os.setpriority(os.PRIO_PROCESS, thread, min(niceness, 19))
+    with contextlib.suppress(OSError):  # 0: the calling thread
+        niceness = os.getpriority(os.PRIO_PROCESS, 0) + LOADER_NICENESS
+        os.setpriority(os.PRIO_PROCESS, 0, min(niceness, 19))
 
 
 class Worker:
@@ -108,7 +106,7 @@ class Worker:
         # an eviction is on a miss's path: unloads keep the worker's priority
         self._unloader = ThreadPoolExecutor(1, "unloader")
         self._measuring = threading.Lock()  # one load or unload reads the allocations at a time
-        # one inference thread: run on the reading thread and save a hand-off per request
+        # one inference thread: run on the reading thread, saving a hand-off
         self._inference = ThreadPoolExecutor(threads, "infer") if threads > 1 else None
         self.gate = Gate()  # the models the fronts' direct requests may reach (direct.py)
         # the fronts' requests and the frontend's share the inference threads' count

@@ -14,6 +14,7 @@ import httpx
 import pytest
 from helpers.loopback import wait_for
 from test_sandbox_e2e import ROWS, outside, probe_handler
+from test_sandbox_reach_e2e import FORKS, PRELUDE, succeeded
 
 from modelhost import testing
 
@@ -26,6 +27,18 @@ UNPICKLES = (
     "import collections, pickle\n\npickle.loads(pickle.dumps(collections.OrderedDict()))\n\n"
     "def handle(data, context):\n    return data\n"
 )
+# the sandbox's later refusals: forks, modes, another process's limits, datagram sockets
+REACH = """
+import resource
+
+def tries(p):
+    return {
+        "fork": fork_and_leave,
+        "chmod": lambda: os.chmod(p["secret"], 0o777),
+        "prlimit": lambda: resource.prlimit(p["frontend"], resource.RLIMIT_CORE, (0, 0)),
+        "datagram": lambda: socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM),
+    }
+"""
 
 
 __all__ = ["outside"]  # the host folder with a secret, a fixture of the sandbox's tests
@@ -49,6 +62,8 @@ def server(
     )
     (store / "evil" / "unpickles").mkdir()
     (store / "evil" / "unpickles" / "handler.py").write_text(UNPICKLES)
+    (store / "evil" / "reach").mkdir()
+    (store / "evil" / "reach" / "handler.py").write_text(PRELUDE + FORKS + REACH)
     scratch = tmp_path_factory.mktemp("server")
     (scratch / "tenants.toml").write_text(TENANTS)
     args = testing.serve_args(
@@ -75,6 +90,19 @@ def test_an_untrusted_tenants_handler_cannot_read_the_host(server: testing.Runni
     response = invoke(server, "evil/probe")
     assert response.status_code == 200, response.text
     assert "done" not in response.json().values(), response.json()
+
+
+def test_an_untrusted_tenants_handler_meets_every_refusal(
+    server: testing.RunningServer, outside: Path
+) -> None:
+    """The sandboxed workers of --untrusted-workers refuse what --refuse-pickle's do."""
+    mode = (outside / "secret").stat().st_mode
+    params = {"secret": str(outside / "secret"), "frontend": server.pid}
+    response = httpx.post(f"{server.url}/models/evil/reach/invoke", json=params, timeout=120)
+    assert response.status_code == 200, response.text
+    assert not succeeded(response.json()), response.json()
+    assert (outside / "secret").stat().st_mode == mode
+    assert invoke(server, "good/iris.onnx").status_code == 200
 
 
 def test_a_trusted_tenants_handler_is_not_confined(server: testing.RunningServer) -> None:

@@ -20,7 +20,7 @@ from modelhost.workers.handle import WorkerHandle
 from modelhost.workers.messages import Hello, Unload, Unloaded, decode_request, encode
 from modelhost.workers.pool import WorkerConnection, WorkerPool
 from modelhost.workers.sandbox import scratch_path
-from modelhost.workers.wire import Frame, FrameBuffer
+from modelhost.workers.wire import PREFIX, Frame, FrameBuffer
 from modelhost.workers.wire import encode as encode_frame
 
 Scenario = Callable[[WorkerPool, WorkerHandle, socket.socket], Awaitable[None]]
@@ -35,7 +35,7 @@ def with_scripted_worker(tmp_path: Path, scenario: Scenario, **timeouts: float) 
         return None
 
     pool._replace = replace  # type: ignore[method-assign]
-    pool.kill = lambda worker: pool.killed.append(worker.worker_id)  # type: ignore[attr-defined,method-assign]
+    pool._end_process = lambda worker: pool.killed.append(worker.worker_id)  # type: ignore[attr-defined,method-assign]
 
     async def run() -> None:
         await asyncio.wait_for(connected(), 10)
@@ -190,5 +190,40 @@ def test_dropped_connection_reports_loss_first(
             await call
         with pytest.raises(WorkerDied):
             await pool.call(worker, Unload("m"), Unloaded, model="m")
+
+    with_scripted_worker(tmp_path, scenario)
+
+
+@pytest.mark.parametrize("breach", [b"\xff" * 64, b""], ids=["garbage", "hang-up"])
+def test_a_worker_breaking_its_frames_is_killed(tmp_path: Path, breach: bytes) -> None:
+    """Garbage on its socket, or its end shut, drops the worker and kills its process: left
+    running, a worker that never reads again would hold memory and CPU that no one counts."""
+
+    async def scenario(pool: WorkerPool, worker: WorkerHandle, sock: socket.socket) -> None:
+        call = asyncio.ensure_future(pool.call(worker, Unload("m"), Unloaded, model="m"))
+        await requests_of(sock, 1)
+        if breach:
+            await asyncio.get_running_loop().sock_sendall(sock, breach)
+        else:
+            sock.shutdown(socket.SHUT_WR)
+        with pytest.raises(WorkerDied):
+            await call
+        assert pool.killed == [1]  # type: ignore[attr-defined]
+
+    with_scripted_worker(tmp_path, scenario)
+
+
+def test_an_undecodable_reply_fails_its_call_at_once(tmp_path: Path) -> None:
+    """A reply whose header does not decode fails its call with WorkerDied; the call was taken
+    off the worker before the decode, so it waited for the response deadline instead."""
+
+    async def scenario(pool: WorkerPool, worker: WorkerHandle, sock: socket.socket) -> None:
+        call = asyncio.ensure_future(pool.call(worker, Unload("m"), Unloaded, model="m"))
+        (request,) = await requests_of(sock, 1)
+        broken = PREFIX.pack(request.request_id, 1, 0) + b"\xc1"  # \xc1: never MessagePack
+        await asyncio.get_running_loop().sock_sendall(sock, broken)
+        with pytest.raises(WorkerDied):
+            await call
+        assert pool.killed == [1]  # type: ignore[attr-defined]
 
     with_scripted_worker(tmp_path, scenario)

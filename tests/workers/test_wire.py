@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import tracemalloc
 
 import pytest
 from hypothesis import given
@@ -106,3 +107,19 @@ def test_frame_buffer_refuses_foreign_peer() -> None:
     """A frame buffer refuses a peer that is not ours."""
     with pytest.raises(ConnectionError, match="not speaking modelhost"):
         FrameBuffer().feed(PREFIX.pack(1, MAX_HEADER_BYTES + 1, 0))
+
+
+def test_a_large_frame_is_not_copied_at_each_read() -> None:
+    """A read of a large frame's payload is kept as it came, not joined to what came before:
+    a worker sending 1 GiB in 256 KiB reads had the frontend copy terabytes, and every model
+    waited on its loop."""
+    buffer = FrameBuffer()
+    assert buffer.feed(PREFIX.pack(1, 0, 64 << 20) + bytes(32 << 20)) == []
+    chunk = bytes(1 << 18)
+    tracemalloc.start()
+    try:
+        assert buffer.feed(chunk) == []
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < len(chunk), f"a read of {len(chunk)} bytes allocated {peak}"

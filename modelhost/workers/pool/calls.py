@@ -45,7 +45,7 @@ class Calls:
         self.on_missed = on_missed
         self._loop: asyncio.AbstractEventLoop | None = None
         self._request_ids = itertools.count(1)
-        # one timer per kind of call and timeout, not one per call
+        # one timer per kind of call and timeout
         self._deadlines: dict[type[Request], DeadlineGroups[CallKey]] = {
             kind: DeadlineGroups(timeout_s, functools.partial(self._missed, kind))
             for kind, timeout_s in (
@@ -78,7 +78,7 @@ class Calls:
         request_id = next(self._request_ids)
         frame = encode_frame(Frame(request_id, encode(request), payload))
         future: Waiter = (self._loop or asyncio.get_running_loop()).create_future()
-        # the call's own deadline: a caller that gives up must not leave a hung worker
+        # its own deadline: a caller that gives up leaves no hung worker
         deadlines = self._deadlines[type(request)].add((worker, request_id), timeout_s)
         worker.pending[request_id] = (future, model, deadlines)
         try:
@@ -104,12 +104,13 @@ class Calls:
 
     def answer(self, worker: WorkerHandle, frame: Frame) -> Reply | None:
         """Give a reply to its call's future; None if the call is over."""
-        entry = worker.pending.pop(frame.request_id, None)
+        entry = worker.pending.get(frame.request_id)
         if entry is None:
             return None
+        reply = decode_reply(frame.header)  # a bad one leaves the call pending
+        del worker.pending[frame.request_id]
         future, _, deadlines = entry
         deadlines.discard((worker, frame.request_id))
-        reply = decode_reply(frame.header)
         if not future.done():  # done: its caller was cancelled
             future.set_result((reply, frame.payload))
         return reply

@@ -1,6 +1,6 @@
 """The worker pool: its workers forked, replaced when lost, recycled when they keep memory, stopped.
 
-A dropped connection fails exactly that worker's in-flight calls, and the worker is replaced.
+A dropped connection fails exactly that worker's in-flight calls; it is killed and replaced.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class WorkerPool:
     ) -> None:
         self.size, self.threads, self.events = size, threads, events
         self.untrusted_size = untrusted_size  # of `size`: sandboxed, for untrusted models only
-        self.views = views  # of the sandboxed workers: the models each may read
+        self.views = views  # the sandboxed workers' views
         self.run_dir = run_dir
         self.socket_path = str(run_dir / "workers.sock")
         self.table = WorkerTable()
@@ -137,16 +137,18 @@ class WorkerPool:
         return worker
 
     def replied(self, worker: WorkerHandle, frame: Frame) -> None:
-        """Give a reply to its call, then recycle the worker if it keeps memory while idle."""
+        """Give a reply to its call; recycle a worker keeping memory while idle."""
         reply = self.calls.answer(worker, frame)
         if reply is not None:
             self._count_kept(worker, reply)
 
     def disconnected(self, worker: WorkerHandle) -> None:
-        """Drop the worker within this callback, so nothing is sent to it in between."""
-        if not worker.alive:
+        """Drop the worker within this callback, so nothing is sent to it in between, and end
+        its process, which may live on (hung, or its socket's end left to a child)."""
+        if not worker.alive:  # else its pid may name another process now
             return
         worker.alive = False
+        self._end_process(worker)
         self.table.leave(worker)
         worker.transport.close()
         if self._closing:
@@ -194,8 +196,7 @@ class WorkerPool:
         )
 
     async def _after_loss(self, worker: WorkerHandle) -> None:
-        """Remove what the lost worker wrote (a sandboxed one's scratch) and its view, then
-        replace it."""
+        """Remove the lost worker's scratch folder and view, then replace it."""
         scratch = scratch_path(self.run_dir, worker.pid)
         await asyncio.to_thread(shutil.rmtree, scratch, ignore_errors=True)
         if self.views is not None:
@@ -223,19 +224,19 @@ class WorkerPool:
         self.kill(worker)
 
     def kill(self, worker: WorkerHandle) -> None:
-        """SIGKILL a worker and drop it now, not once its socket ends (a child may hold it)."""
-        if not worker.alive:  # its pid may name another process now
-            return
+        """SIGKILL a worker and drop it now, not once its socket ends."""
+        self.disconnected(worker)
+
+    def _end_process(self, worker: WorkerHandle) -> None:
         if worker.pid > 0:  # 0 would name our own process group
             with contextlib.suppress(ProcessLookupError):
                 os.kill(worker.pid, signal.SIGKILL)
-        self.disconnected(worker)
 
     async def shutdown(self) -> None:
         self._closing = True
         self.calls.close()
         for worker in list(self.workers.values()):
-            worker.transport.close()
+            self.kill(worker)  # one stuck under the GIL never reads its socket's end
         await self.template.stop()
         if self._server is not None:
             self._server.close()
