@@ -130,6 +130,7 @@ class TemplateSupervisor:
             await asyncio.wait_for(template.wait(), TEMPLATE_STOP_TIMEOUT_S)
         if template.returncode is None:
             template.kill()
+            await template.wait()  # reaped: else a zombie outlives the server
 
 
 def has_exited(template: asyncio.subprocess.Process, stdin: asyncio.StreamWriter) -> bool:
