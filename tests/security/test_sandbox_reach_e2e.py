@@ -12,9 +12,9 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
-from test_sandbox_e2e import ROWS, SECRET
+from helpers.hostile import hostile_store, invoke, two_tenants
+from test_sandbox_e2e import SECRET
 
 from modelhost import testing
 
@@ -213,10 +213,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     sources = {"files": FILES, "processes": PROCESSES, "modes": MODES, "forks": FORKS}
     sources |= {"datagrams": DATAGRAMS, "devices": DEVICES, "limits": LIMITS}
     sources |= {"watches": WATCHES, "shared-memory": SHARED_MEMORY}
-    for name, source in sources.items():
-        (root / "evil" / name).mkdir(parents=True)
-        (root / "evil" / name / "handler.py").write_text(PRELUDE + source)
-    testing.onnx_iris(root / "good/iris.onnx")
+    hostile_store(root, {name: PRELUDE + source for name, source in sources.items()})
     (root / "good/iris.onnx").chmod(0o640)
     return root
 
@@ -225,16 +222,8 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def server(
     store: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[testing.RunningServer]:
-    """Tenants evil and good, each in a sandboxed worker of its own."""
-    scratch = tmp_path_factory.mktemp("server")
-    args = testing.serve_args(store, scratch / "cache", workers=2, tenant_from="name:1")
-    with testing.RunningServer([*args, "--refuse-pickle"], scratch) as running:
-        assert invoke(running, "good/iris.onnx").status_code == 200
+    with two_tenants(store, tmp_path_factory.mktemp("server")) as running:
         yield running
-
-
-def invoke(server: testing.RunningServer, name: str, body: object = ROWS) -> httpx.Response:
-    return httpx.post(f"{server.url}/models/{name}/invoke", json=body, timeout=120)
 
 
 def attack(server: testing.RunningServer, name: str, **params: object) -> dict[str, str]:

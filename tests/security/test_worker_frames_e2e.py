@@ -11,8 +11,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from helpers.hostile import hostile_store, invoke, two_tenants
 from helpers.loopback import wait_for
-from test_sandbox_e2e import ROWS
 
 from modelhost import testing
 
@@ -87,29 +87,16 @@ ATTACKS = {
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("store")
-    for name, attack in ATTACKS.items():
-        (root / "evil" / name).mkdir(parents=True)
-        (root / "evil" / name / "handler.py").write_text(PRELUDE + attack)
-    testing.onnx_iris(root / "good/iris.onnx")
-    return root
+    return hostile_store(root, {name: PRELUDE + attack for name, attack in ATTACKS.items()})
 
 
 @pytest.fixture(scope="module")
 def server(
     store: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[testing.RunningServer]:
-    """Tenants evil and good, each in a sandboxed worker of its own."""
     scratch = tmp_path_factory.mktemp("server")
-    args = testing.serve_args(
-        store, scratch / "cache", workers=2, tenant_from="name:1", default_response_timeout_s=20
-    )
-    with testing.RunningServer([*args, "--refuse-pickle"], scratch) as running:
-        assert invoke(running, "good/iris.onnx").status_code == 200
+    with two_tenants(store, scratch, default_response_timeout_s=20) as running:
         yield running
-
-
-def invoke(server: testing.RunningServer, name: str) -> httpx.Response:
-    return httpx.post(f"{server.url}/models/{name}/invoke", json=ROWS, timeout=120)
 
 
 def worker_pid(server: testing.RunningServer, model: str) -> int:
