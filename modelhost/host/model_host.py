@@ -82,7 +82,7 @@ class ModelHost:
             events,
             pinned,
             max_rows_per_request,
-            lambda name: _held(memory, loads, name),
+            lambda name: self.residency.held(name),  # called once serving
             functools.partial(self.scheduling.batch_size, handler_batches=True),
         )
         self.changes = Changes()
@@ -267,14 +267,14 @@ class ModelHost:
         return self.given_urls.get(name) or self.source_of(name)
 
     def _check_not_held(self, name: str) -> None:
-        if _held(self.memory, self.residency.loads, name):
+        if self.residency.held(name):
             raise ModelAlreadyLoaded(
                 f"model {name} is already loaded; DELETE /models/{name} first to load it again"
             )
 
     def _forget_unless_held(self, name: str) -> None:
         """Forget what LoadModel gave, unless another one is under way."""
-        if not _held(self.memory, self.residency.loads, name):
+        if not self.residency.held(name):
             self.given_urls.pop(name, None)
             self.residency.forget_source(name)
 
@@ -380,11 +380,6 @@ class ModelHost:
             events=tuple(self.events.for_model(name)),
             load_progress=self.progress.of(name),
         )
-
-
-def _held(memory: MemoryTier, loads: UnderWay[LoadOutcome], name: str) -> bool:
-    """Loading or loaded."""
-    return memory.get(name) is not None or name in loads
 
 
 def _worker(worker: WorkerHandle) -> WorkerStatistics:

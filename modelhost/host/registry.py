@@ -63,7 +63,7 @@ class Registry:
     async def register_and_load(self, name: str, url: str) -> LoadOutcome:
         """POST /models: load `name` from `url`; a load that fails leaves `name` as it was."""
         r = self.residency
-        if self._held(name):
+        if r.held(name):
             raise ModelAlreadyLoaded(
                 f"model {name} is already loaded; DELETE /models/{name} first to load it again"
             )
@@ -72,7 +72,7 @@ class Registry:
         try:
             return await r.ensure_loaded(name)
         except BaseException:
-            if not self._held(name):
+            if not r.held(name):
                 self._restore(name, before, source)
             raise
 
@@ -85,9 +85,6 @@ class Registry:
             r.set_source(name, before)
         if r.source_of(name) != failed:
             r.disk.delete(name, reason="load_failed")
-
-    def _held(self, name: str) -> bool:
-        return name in self.residency.memory.residents or name in self.residency.loads
 
     def register(self, name: str, url: str) -> None:
         """Remember `url` as the source of `name` without loading it."""
@@ -210,7 +207,7 @@ class Registry:
     def is_registered(self, name: str) -> bool:
         """Registered with a URL, loaded or loading."""
         r = self.residency
-        return name in r.sources or name in r.memory.residents or name in r.loads
+        return name in r.sources or r.held(name)
 
     def revalidate_in_background(self, name: str) -> None:
         """Unload a loaded model if the store's artifact was replaced; checked when due."""

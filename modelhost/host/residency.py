@@ -160,6 +160,10 @@ class Residency:
         """Wait for an earlier incarnation to leave its workers (they key by name)."""
         await self.changes.until(lambda: self._gone(name))
 
+    def held(self, name: str) -> bool:
+        """Loading or loaded."""
+        return self.memory.get(name) is not None or name in self.loads
+
     def _gone(self, name: str) -> bool:
         return self.memory.get(name) is None and not self.copies.leaving_of(name)
 
