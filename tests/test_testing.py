@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import random
 import socket
 import sys
 import tarfile
@@ -129,6 +130,14 @@ def test_free_port_can_be_bound_and_is_not_one_the_kernel_hands_out() -> None:
         sock.bind(("127.0.0.1", port))
     low, _ = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
     assert port < int(low)
+
+
+def test_free_port_hands_out_each_port_once_though_random_is_reseeded() -> None:
+    ports = []
+    for _ in range(20):
+        random.seed(0)  # as a test's own seeding might
+        ports.append(testing.free_port())
+    assert len(set(ports)) == len(ports)
 
 
 # ---------------------------------------------------------------------------- RunningServer

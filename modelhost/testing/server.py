@@ -42,14 +42,22 @@ class StepClock:
 
 
 FREE_PORTS = range(10_000, 32_768)  # below Linux's ephemeral range: no client socket takes one
+_PICK = random.SystemRandom()  # a test seeding `random` must not make two picks alike
+_handed_out: set[int] = set()  # a port picked but not yet bound is still free to a probe
 
 
 def free_port() -> int:
-    """A loopback port no one holds, outside the range the kernel hands to port 0 and clients."""
+    """A loopback port no one holds, outside the range the kernel hands to port 0 and clients.
+
+    Never the same port twice in one process.
+    """
     while True:
-        port = random.choice(FREE_PORTS)
+        port = _PICK.choice(FREE_PORTS)
+        if port in _handed_out:
+            continue
         with socket.socket() as sock, contextlib.suppress(OSError):
             sock.bind(("127.0.0.1", port))
+            _handed_out.add(port)
             return port
 
 
