@@ -5,7 +5,9 @@ PY := $(VENV)/bin/python
 # uv installs, with pip's configured wheel folders, indexes and constraints (it reads no pip.conf);
 # from a clean clone it installs the development set in a fifth of pip's time (docs/decisions.md)
 UV := $(VENV)/bin/uv
-UV_PIP = $(UV) pip install --quiet $(shell $(PY) scripts/uv_pip_flags.py)
+# --compile-bytecode: uv writes no .pyc, and where PYTHONDONTWRITEBYTECODE is set (this project's
+# machines) every process would compile its imports from source each time (docs/decisions.md)
+UV_PIP = $(UV) pip install --quiet --compile-bytecode $(shell $(PY) scripts/uv_pip_flags.py)
 # the CPU build of torch for the TorchScript tests; on the project's machines uv takes a local
 # wheel (~20 s). Elsewhere PyPI's build pulls CUDA packages: `make test TORCH=` skips it
 TORCH ?= torch==2.13.0
@@ -44,6 +46,7 @@ serve: setup-serve  ## build the example store (a few hundred models) and serve 
 	$(PY) -m modelhost serve --model-store $(STORE) --port $(PORT)
 
 test: setup test-tools test-torch test-vision  ## every test: unit, property and end-to-end against real servers
+	$(PY) -m compileall -q modelhost  # the editable install's own modules, which uv leaves
 	$(PY) -m pytest --numprocesses $(TEST_PROCESSES) --dist loadfile --durations 30
 
 wheel-smoke: setup  ## build the sdist and wheel, install the wheel in a fresh venv, try it
