@@ -27,6 +27,7 @@ class WorkerHandle:
     devices: tuple[DeviceInfo, ...] = ()  # those it can put models on
     tenant: str | None = None  # untrusted: the one tenant whose models it hosts, once it has one
     retiring: bool = False  # replaced for another tenant's models, once its own have left
+    pidfd: int = -1  # kills reach this process, never a later one given its pid
 
     def fail_pending(self, reason: str) -> None:
         for request_id, (future, model, deadlines) in self.pending.items():

@@ -95,7 +95,7 @@ def server(
     store: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[testing.RunningServer]:
     scratch = tmp_path_factory.mktemp("server")
-    with two_tenants(store, scratch, default_response_timeout_s=20) as running:
+    with two_tenants(store, scratch, default_response_timeout_s=8) as running:
         yield running
 
 
@@ -185,7 +185,9 @@ def test_a_worker_holding_the_gil_is_killed_as_the_server_stops(
 ) -> None:
     """A worker stuck under the GIL never reads the end of its socket: the stopping server
     kills it, so no process of a model's outlives the server."""
-    args = testing.serve_args(store, tmp_path / "cache", workers=1, tenant_from="name:1")
+    args = testing.serve_args(
+        store, tmp_path / "cache", workers=1, tenant_from="name:1", drain_timeout_s=1
+    )
     with testing.RunningServer([*args, "--refuse-pickle"], tmp_path) as server:
         hog = threading.Thread(target=invoke, args=(server, "evil/holds-gil"), daemon=True)
         hog.start()

@@ -46,6 +46,7 @@ def with_scripted_worker(tmp_path: Path, scenario: Scenario, **timeouts: float) 
         theirs = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         theirs.setblocking(False)
         await loop.sock_connect(theirs, pool.socket_path)
+        pool.table.forking[1] = loop.create_future()  # as the template's fork would
         await loop.sock_sendall(theirs, encode_frame(Frame(0, encode(Hello(1, os.getpid(), 0)))))
         while 1 not in pool.workers:
             await asyncio.sleep(0.001)
@@ -225,5 +226,25 @@ def test_an_undecodable_reply_fails_its_call_at_once(tmp_path: Path) -> None:
         with pytest.raises(WorkerDied):
             await call
         assert pool.killed == [1]  # type: ignore[attr-defined]
+
+    with_scripted_worker(tmp_path, scenario)
+
+
+@pytest.mark.parametrize("worker_id", [1, 4242], ids=["joined-id", "unawaited-id"])
+def test_a_hello_no_fork_awaits_is_no_worker(tmp_path: Path, worker_id: int) -> None:
+    """A second connection saying hello (a model's code dialing in, say) is refused: it takes
+    no worker's place and gets no work, and its hang-up kills nothing."""
+
+    async def scenario(pool: WorkerPool, worker: WorkerHandle, sock: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        intruder = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        intruder.setblocking(False)
+        await loop.sock_connect(intruder, pool.socket_path)
+        hello = encode_frame(Frame(0, encode(Hello(worker_id, os.getpid(), 0))))
+        await loop.sock_sendall(intruder, hello)
+        assert await asyncio.wait_for(loop.sock_recv(intruder, 1), 5) == b""  # a hang-up
+        intruder.close()
+        await asyncio.sleep(0.05)
+        assert pool.workers == {1: worker} and pool.killed == []  # type: ignore[attr-defined]
 
     with_scripted_worker(tmp_path, scenario)

@@ -13,6 +13,7 @@ from modelhost.records.events import EventLog
 from modelhost.workers.handle import WorkerHandle
 from modelhost.workers.messages import Infer, Load, Loaded, Unload, Unloaded, encode
 from modelhost.workers.pool import RECYCLE_KEPT_BYTES, WorkerPool
+from modelhost.workers.pool.lifecycle import pidfd
 from modelhost.workers.wire import Frame
 
 
@@ -27,7 +28,7 @@ def unload_then_closing(
     async def scenario() -> bool:
         ours, theirs = socket.socketpair()
         _, writer = await asyncio.open_unix_connection(sock=ours)
-        worker = WorkerHandle(1, process.pid, writer.transport, 0.0)
+        worker = WorkerHandle(1, process.pid, writer.transport, 0.0, pidfd=pidfd(process.pid))
         pool = WorkerPool(1, 1, tmp_path, EventLog())
         unloading = pool.send(worker, Unload("m"), model="m")
         if busy:

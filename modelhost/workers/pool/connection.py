@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
+import struct
 from typing import Protocol, cast
 
 from modelhost.workers.handle import WorkerHandle
@@ -12,11 +14,15 @@ from modelhost.workers.wire import Frame, FrameBuffer
 
 logger = logging.getLogger("modelhost.workers")
 
+PEER_CREDENTIALS = struct.Struct("3i")  # struct ucred: pid, uid, gid
+
 
 class Endpoint(Protocol):
     """What a connection tells the pool."""
 
-    def joined(self, hello: Hello, transport: asyncio.WriteTransport) -> WorkerHandle: ...
+    def joined(self, hello: Hello, transport: asyncio.WriteTransport, pid: int) -> WorkerHandle:
+        """A worker said hello; `pid` is the process the kernel saw connect."""
+        ...
 
     def replied(self, worker: WorkerHandle, frame: Frame) -> None: ...
 
@@ -40,7 +46,8 @@ class WorkerConnection(asyncio.Protocol):
         try:
             for frame in self.frames.feed(data):
                 if self.worker is None:
-                    self.worker = self.pool.joined(hello_in(frame), self.transport)
+                    hello, pid = hello_in(frame), peer_pid(self.transport)
+                    self.worker = self.pool.joined(hello, self.transport, pid)
                 else:
                     self.pool.replied(self.worker, frame)
         except (ConnectionError, ValueError) as error:  # not a worker of ours
@@ -58,6 +65,13 @@ def hello_in(frame: Frame) -> Hello:
     if not isinstance(hello, Hello):
         raise ConnectionError(f"a worker's first frame was {hello!r}, not a hello")
     return hello
+
+
+def peer_pid(transport: asyncio.BaseTransport) -> int:
+    """The pid of the process at the socket's other end, as it connected: a hello's is a claim."""
+    sock = transport.get_extra_info("socket")
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, PEER_CREDENTIALS.size)
+    return int(PEER_CREDENTIALS.unpack(creds)[0])
 
 
 async def listen(socket_path: str, pool: Endpoint) -> asyncio.AbstractServer:

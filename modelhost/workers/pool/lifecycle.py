@@ -129,8 +129,9 @@ class WorkerPool:
 
     # what a worker's connection tells -----------------------------------------------------
 
-    def joined(self, hello: Hello, transport: asyncio.WriteTransport) -> WorkerHandle:
-        worker = WorkerHandle(hello.worker_id, hello.pid, transport, time.monotonic())
+    def joined(self, hello: Hello, transport: asyncio.WriteTransport, pid: int) -> WorkerHandle:
+        self.table.admit(hello, pid)
+        worker = WorkerHandle(hello.worker_id, pid, transport, time.monotonic(), pidfd=pidfd(pid))
         worker.untrusted, worker.devices = hello.untrusted, hello.devices
         self.table.join(worker)
         self._on_joined()
@@ -228,9 +229,12 @@ class WorkerPool:
         self.disconnected(worker)
 
     def _end_process(self, worker: WorkerHandle) -> None:
-        if worker.pid > 0:  # 0 would name our own process group
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(worker.pid, signal.SIGKILL)
+        if worker.pidfd < 0:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            signal.pidfd_send_signal(worker.pidfd, signal.SIGKILL)
+        os.close(worker.pidfd)
+        worker.pidfd = -1
 
     async def shutdown(self) -> None:
         self._closing = True
@@ -242,3 +246,11 @@ class WorkerPool:
             self._server.close()
         if self.views is not None:
             self.views.close()
+
+
+def pidfd(pid: int) -> int:
+    """A handle on process `pid` that no later process given the same pid can take over."""
+    try:
+        return os.pidfd_open(pid)
+    except OSError as error:
+        raise ConnectionError(f"worker process {pid} exited before its hello was read") from error

@@ -6,6 +6,7 @@ import asyncio
 from dataclasses import dataclass, field
 
 from modelhost.workers.handle import WorkerHandle
+from modelhost.workers.messages import Hello
 
 
 @dataclass
@@ -15,6 +16,20 @@ class WorkerTable:
     workers: dict[int, WorkerHandle] = field(default_factory=dict)
     forking: dict[int, asyncio.Future[WorkerHandle]] = field(default_factory=dict)
     untrusted_forks: set[int] = field(default_factory=set)  # of `forking`
+
+    def admit(self, hello: Hello, pid: int) -> None:
+        """Refuse, with ConnectionError, a hello no fork awaits, or one claiming another kind
+        or another process than the one that connected (`pid`): a model's code can dial in."""
+        waiter = self.forking.get(hello.worker_id)
+        if waiter is None or waiter.done():
+            refused = f"names worker {hello.worker_id}, which no fork awaits"
+        elif hello.untrusted != (hello.worker_id in self.untrusted_forks):
+            refused = f"says worker {hello.worker_id} is of the kind it was not forked as"
+        elif hello.pid != pid or any(worker.pid == pid for worker in self.workers.values()):
+            refused = f"claims pid {hello.pid}, or comes from a worker already joined"
+        else:
+            return
+        raise ConnectionError(f"a hello from pid {pid} {refused}")
 
     def join(self, worker: WorkerHandle) -> None:
         """Add a worker, and give it to whoever awaits its fork."""
