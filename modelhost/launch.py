@@ -66,6 +66,8 @@ async def main(config: Config) -> int:
 
 def worker_pool(config: Config, folder: Path, events: EventLog) -> WorkerPool:
     workers = config.workers or usable_cores()
+    for notice in copies_notices(config, workers):
+        logger.warning(notice)
     untrusted = workers if config.refuse_pickle else config.untrusted_workers
     if untrusted and untrusted >= workers and not config.refuse_pickle:
         raise ConfigError(
@@ -92,6 +94,18 @@ def worker_pool(config: Config, folder: Path, events: EventLog) -> WorkerPool:
         untrusted_size=untrusted,
         views=views,
     )
+
+
+def copies_notices(config: Config, workers: int) -> list[str]:
+    """Per-model worker counts above the pool's, which no model can have."""
+    asked = {"workers_per_model": config.workers_per_model}
+    asked["max_workers_per_model"] = config.max_workers_per_model
+    return [
+        f"{setting} {count} is above the {workers} workers: a model runs on at most {workers}; "
+        f"lower it or raise --workers"
+        for setting, count in asked.items()
+        if count > workers
+    ]
 
 
 def preloaded_runtimes(config: Config) -> tuple[str, ...]:

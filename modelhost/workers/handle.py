@@ -19,8 +19,10 @@ class WorkerHandle:
     pid: int
     transport: asyncio.WriteTransport
     started_at: float
-    # request id → (reply, model, its deadlines)
-    pending: dict[int, tuple[Waiter, str, Deadlines[CallKey]]] = field(default_factory=dict)
+    # request id → (reply, model, its deadlines, the reply's kind)
+    pending: dict[int, tuple[Waiter, str, Deadlines[CallKey], type[Reply]]] = field(
+        default_factory=dict
+    )
     alive: bool = True
     kept_bytes: int = 0  # held with no model left, once past RECYCLE_KEPT_BYTES
     untrusted: bool = False  # hosts untrusted models only: sandboxed, or refusing programs
@@ -30,7 +32,7 @@ class WorkerHandle:
     pidfd: int = -1  # kills reach this process, never a later one given its pid
 
     def fail_pending(self, reason: str) -> None:
-        for request_id, (future, model, deadlines) in self.pending.items():
+        for request_id, (future, model, deadlines, _) in self.pending.items():
             deadlines.discard((self, request_id))
             if not future.done():
                 future.set_exception(

@@ -169,6 +169,14 @@ class Failed(Message, frozen=True):
 
 Request = Load | Unload | Infer | ToDevice | ToHost
 Reply = Hello | Loaded | Unloaded | Answered | Failed | OnDevice | OnHost
+# the reply each request is answered with, unless it is Failed
+ANSWERED_BY: dict[type[Request], type[Reply]] = {
+    Load: Loaded,
+    Unload: Unloaded,
+    Infer: Answered,
+    ToDevice: OnDevice,
+    ToHost: OnHost,
+}
 
 _encoder = msgspec.msgpack.Encoder()
 _requests: msgspec.msgpack.Decoder[Request] = msgspec.msgpack.Decoder(Request)

@@ -17,7 +17,15 @@ import uvloop
 from modelhost.errors import DeadlineExceeded, WorkerDied
 from modelhost.records.events import EventLog
 from modelhost.workers.handle import WorkerHandle
-from modelhost.workers.messages import Hello, Unload, Unloaded, decode_request, encode
+from modelhost.workers.messages import (
+    Hello,
+    Load,
+    Loaded,
+    Unload,
+    Unloaded,
+    decode_request,
+    encode,
+)
 from modelhost.workers.pool import WorkerConnection, WorkerPool
 from modelhost.workers.sandbox import scratch_path
 from modelhost.workers.wire import PREFIX, Frame, FrameBuffer
@@ -246,5 +254,21 @@ def test_a_hello_no_fork_awaits_is_no_worker(tmp_path: Path, worker_id: int) -> 
         intruder.close()
         await asyncio.sleep(0.05)
         assert pool.workers == {1: worker} and pool.killed == []  # type: ignore[attr-defined]
+
+    with_scripted_worker(tmp_path, scenario)
+
+
+def test_a_reply_of_another_kind_than_its_call_kills_the_worker(tmp_path: Path) -> None:
+    """An Unloaded for a load: a worker answering out of kind is not ours, so it is dropped."""
+
+    async def scenario(pool: WorkerPool, worker: WorkerHandle, sock: socket.socket) -> None:
+        call = asyncio.ensure_future(
+            pool.call(worker, Load(model="m", path="m.joblib"), Loaded, model="m")
+        )
+        (request,) = await requests_of(sock, 1)
+        await asyncio.get_running_loop().sock_sendall(sock, reply(request, 1))
+        with pytest.raises(WorkerDied):
+            await call
+        assert pool.killed == [1]  # type: ignore[attr-defined]
 
     with_scripted_worker(tmp_path, scenario)

@@ -10,6 +10,8 @@ from collections.abc import Callable
 from modelhost.deadlines import DeadlineGroups
 from modelhost.workers.handle import CallKey, Waiter, WorkerHandle
 from modelhost.workers.messages import (
+    ANSWERED_BY,
+    Failed,
     Infer,
     Load,
     Reply,
@@ -80,7 +82,7 @@ class Calls:
         future: Waiter = (self._loop or asyncio.get_running_loop()).create_future()
         # its own deadline: a caller that gives up leaves no hung worker
         deadlines = self._deadlines[type(request)].add((worker, request_id), timeout_s)
-        worker.pending[request_id] = (future, model, deadlines)
+        worker.pending[request_id] = (future, model, deadlines, ANSWERED_BY[type(request)])
         try:
             worker.transport.write(frame)
         except (RuntimeError, ConnectionError) as error:  # closed before its reader saw the end
@@ -103,13 +105,18 @@ class Calls:
         return checked(reply, expect, worker), body
 
     def answer(self, worker: WorkerHandle, frame: Frame) -> Reply | None:
-        """Give a reply to its call's future; None if the call is over."""
+        """Give a reply to its call's future; None if the call is over.
+
+        ConnectionError for a reply of another kind than the call's: the worker is not ours.
+        """
         entry = worker.pending.get(frame.request_id)
         if entry is None:
             return None
         reply = decode_reply(frame.header)  # a bad one leaves the call pending
+        future, _, deadlines, expect = entry
+        if not isinstance(reply, (expect, Failed)):
+            raise ConnectionError(f"{type(reply).__name__} answered a call for {expect.__name__}")
         del worker.pending[frame.request_id]
-        future, _, deadlines = entry
         deadlines.discard((worker, frame.request_id))
         if not future.done():  # done: its caller was cancelled
             future.set_result((reply, frame.payload))
@@ -121,7 +128,7 @@ class Calls:
         entry = worker.pending.pop(request_id, None)
         if entry is None:
             return
-        future, model, deadlines = entry
+        future, model, deadlines, _ = entry
         own = deadlines.timeout_s != self._deadlines[kind].default_s
         if not future.done():
             future.set_exception(missed(worker, kind, model, deadlines.timeout_s, own))
