@@ -98,8 +98,10 @@ def worker_pool(config: Config, folder: Path, events: EventLog) -> WorkerPool:
 
 def copies_notices(config: Config, workers: int) -> list[str]:
     """Per-model worker counts above the pool's, which no model can have."""
-    asked = {"workers_per_model": config.workers_per_model}
-    asked["max_workers_per_model"] = config.max_workers_per_model
+    asked = {
+        "workers_per_model": config.workers_per_model,
+        "max_workers_per_model": config.max_workers_per_model,
+    }
     return [
         f"{setting} {count} is above the {workers} workers: a model runs on at most {workers}; "
         f"lower it or raise --workers"

@@ -79,9 +79,7 @@ class Queues:
         own_s = self.manifests.of(name).response_timeout_s
         stuck_s = None if own_s is None else stuck_after_s(own_s)
         sent = self.pool.send(worker, Infer(name, items), payload, model=name, timeout_s=stuck_s)
-        sent.add_done_callback(
-            functools.partial(_answer_batch, batch, worker, ended, self.handler_metrics)
-        )
+        sent.add_done_callback(functools.partial(_answer_batch, batch, ended, self.handler_metrics))
         grown = functools.partial(_device_growth, name, worker.worker_id, self.on_grown)
         sent.add_done_callback(grown)
 
@@ -107,7 +105,6 @@ def _item(request: Invocation) -> Item:
 
 def _answer_batch(
     jobs: list[Job[Any]],
-    worker: WorkerHandle,
     ended: Ended,
     handler_metrics: HandlerMetrics,
     sent: Waiter,
@@ -115,7 +112,7 @@ def _answer_batch(
     """Answer the batch's jobs from its reply (or its worker's death)."""
     try:
         reply, body = sent.result()
-        answered = checked(reply, Answered, worker)
+        answered = checked(reply, Answered)
         resolve_batch(jobs, answered, body)
         handler_metrics.record(answered.samples)
     except Exception as error:  # noqa: BLE001  (each unanswered job gets it)

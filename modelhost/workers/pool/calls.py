@@ -102,7 +102,7 @@ class Calls:
     ) -> tuple[ReplyT, bytes]:
         """Send one request and await its reply of type `expect`, or its failure raised."""
         reply, body = await self.send(worker, request, payload, model=model, timeout_s=timeout_s)
-        return checked(reply, expect, worker), body
+        return checked(reply, expect), body
 
     def answer(self, worker: WorkerHandle, frame: Frame) -> Reply | None:
         """Give a reply to its call's future; None if the call is over.

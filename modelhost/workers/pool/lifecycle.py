@@ -146,7 +146,7 @@ class WorkerPool:
     def disconnected(self, worker: WorkerHandle) -> None:
         """Drop the worker within this callback, so nothing is sent to it in between, and end
         its process, which may live on (hung, or its socket's end left to a child)."""
-        if not worker.alive:  # else its pid may name another process now
+        if not worker.alive:  # dropped already
             return
         worker.alive = False
         self._end_process(worker)
