@@ -101,6 +101,7 @@ class Relay(asyncio.Protocol):
         self.client: asyncio.Transport | None = None
         self.backend: asyncio.Transport | None = None
         self.closing: bytes | None = None  # the GOAWAY to send once between server frames
+        self.gone = False  # the GOAWAY sent and the client's end written: nothing more to it
         self.notice: bytes | None = None  # a GOAWAY to send between them, the calls going on
         self.told_to_go = False
         self.born = self.frames.clock()
@@ -219,6 +220,8 @@ class Relay(asyncio.Protocol):
 
     def from_backend(self, data: bytes) -> None:
         assert self.client is not None
+        if self.gone:  # the backend, aborted at the goodbye, still hands over what it had read
+            return
         written = 0
         for head, _, end in self.server_frames.feed(data):
             if head.kind == RST_STREAM or (head.kind == HEADERS and head.flags & END_STREAM):
@@ -260,6 +263,7 @@ class Relay(asyncio.Protocol):
         for a while, since closing on unread bytes would reset the GOAWAY away."""
         assert self.client is not None and self.closing is not None
         self.client.write(self.closing)
+        self.gone = True
         if self.backend is not None:
             self.backend.abort()
         if self.client.can_write_eof():

@@ -5,6 +5,7 @@ get the grace before the connection closes. A real guard and front on loopback, 
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import AsyncIterator, Callable
 
 import hpack
@@ -13,9 +14,9 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from hyperframe.frame import DataFrame, Frame, GoAwayFrame, HeadersFrame, SettingsFrame
 
 from modelhost.rpc.admission import ConnectionRate
-from modelhost.rpc.frames import Limits, StreamBudget
+from modelhost.rpc.frames import NO_ERROR, Limits, StreamBudget, goaway
 from modelhost.rpc.fronts import GUARDED, new_server
-from modelhost.rpc.guard import BACKEND_HOST, Admission, Guard, Hop
+from modelhost.rpc.guard import BACKEND_HOST, Admission, Guard, Hop, Relay
 from modelhost.rpc.server import listen
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
@@ -106,3 +107,25 @@ def test_an_old_connection_is_told_to_go_and_its_call_has_the_grace(front: str) 
     assert all(goaway.error_code == 0 for goaway in goaways(found))
     assert goaways(found)[0].additional_data == b"max connection age"
     assert goaways(found)[0].last_stream_id == 1
+
+
+def test_what_grpc_sends_after_the_goodbye_is_dropped() -> None:
+    """The backend's bytes read in the same turn as the GOAWAY's end (seen under a stream
+    flood): written after the client's EOF, they raised and printed a traceback."""
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        admission = Admission(8, ConnectionRate(1000, 8), StreamBudget(64))
+        guard = Guard(listen("127.0.0.1", 0), Hop(port=1), limits=LIMITS, admission=admission)
+        relay = Relay(guard)
+        ends = [socket.socketpair() for _ in range(2)]
+        relay.client, _ = await loop.create_connection(asyncio.Protocol, sock=ends[0][0])
+        relay.backend, _ = await loop.create_connection(asyncio.Protocol, sock=ends[1][0])
+        relay.end_with(goaway(0, NO_ERROR, "refused"))  # between frames: the goodbye now
+        relay.from_backend(DataFrame(1, data=b"late").serialize())
+        relay.end()
+        for pair in ends:
+            pair[1].close()
+        guard.sock.close()
+
+    asyncio.run(run())

@@ -145,7 +145,7 @@ def server(
 @contextlib.contextmanager
 def watched(server: testing.RunningServer) -> Iterator[list[int]]:
     """/ping's statuses while the block runs (0: none within PING_TIMEOUT_S); the frontend's PSS,
-    read between pings, must stay within its allowance."""
+    read between pings, must stay within its allowance, and its log free of tracebacks."""
     start_bytes = most_bytes = pss_bytes(server.pid)
     statuses: list[int] = []
     done = threading.Event()
@@ -169,6 +169,7 @@ def watched(server: testing.RunningServer) -> Iterator[list[int]]:
     grown_bytes = max(most_bytes, pss_bytes(server.pid)) - start_bytes
     assert grown_bytes < ALLOWANCE_BYTES, f"the frontend grew by {grown_bytes / 2**20:.0f} MiB"
     assert set(statuses) == {200}, f"{statuses.count(0)} of {len(statuses)} pings timed out"
+    assert "Traceback" not in server.log_text(), server.log_text()[-3000:]
 
 
 def status_of(http: httpx.Client) -> int:
