@@ -73,8 +73,8 @@ class Config:
     )
     fake_devices: str = _setting(
         "",
-        "for tests only: fake devices on the CPU, COUNTxSIZE[+CONTEXT] such as 2x1GiB+8MiB, "
-        "in place of --devices",
+        "for tests only: fake devices on the CPU, COUNTxSIZE[+CONTEXT[+KERNELS]] such as "
+        "2x1GiB+8MiB, in place of --devices",
     )
     workers_per_device: int = _setting(
         1,

@@ -144,7 +144,7 @@ class DevicePlacement:
         if wake:
             self.tier.woke(record)
         self._emit("wake" if wake else "place", record, moved.move_ms, moved.context_bytes)
-        if moved.process_bytes:  # the driver's count beside the allocator's, for the record
+        if moved.process_bytes:  # the driver's count beside the ledger's
             self.events.emit(
                 "device_check",
                 name,
@@ -153,6 +153,7 @@ class DevicePlacement:
                 worker=worker_id,
                 detail={"device": record.device, "charged_bytes": self._charged(record)},
             )
+        self.tier.counted(record.device, worker_id, moved.process_bytes)
         await self._relieve(record.device)
         return Readiness("host", moved.move_ms)
 
@@ -231,6 +232,7 @@ class DevicePlacement:
             self.tier.drop(record)  # its worker or its model went: nothing left on the device
         else:
             self.tier.slept(record)
+            self.tier.counted(record.device, record.worker_id, moved.process_bytes)
             self._emit("sleep", record, moved.move_ms, reason=reason)
         self.changes.notify()
 
@@ -255,12 +257,14 @@ class DevicePlacement:
             self.tier.unloaded(name)
             self.changes.notify()
 
-    def grown(self, name: str, worker_id: int, grown_bytes: int) -> None:
-        """Its copy's first call on the device took `grown_bytes` more: charged, and relieved."""
+    def grown(self, name: str, worker_id: int, grown_bytes: int, process_bytes: int) -> None:
+        """Its copy's first call on the device took `grown_bytes` more, and left the driver's
+        count at `process_bytes`: charged, and relieved."""
         record = self.tier.of(name, worker_id)
         if record is None or record.state is not Placement.AWAKE:
             return
         self.tier.grown(record, grown_bytes)
+        self.tier.counted(record.device, worker_id, process_bytes)
         relief = asyncio.ensure_future(self._relieve(record.device))
         self.relieving.add(relief)  # a task nobody holds may be collected
         relief.add_done_callback(self.relieving.discard)

@@ -21,6 +21,8 @@ from modelhost.workers.messages import Answered, Infer, Item
 from modelhost.workers.pool.calls import stuck_after_s
 from modelhost.workers.replies import checked
 
+Grown = Callable[[str, int, int, int], None]
+
 
 class Queues:
     """Makes each model's dispatcher and counts its batches."""
@@ -32,14 +34,14 @@ class Queues:
         scheduling: SchedulerSettings,
         clock: Callable[[], float],
         on_pressure: Callable[[str], None],
-        on_grown: Callable[[str, int, int], None] = lambda name, worker_id, grown_bytes: None,
+        on_grown: Grown = lambda name, worker_id, grown_bytes, process_bytes: None,
         on_device: Callable[[str], bool] = lambda name: False,
         models_shared: bool = True,
     ) -> None:
         self.pool, self.manifests, self.scheduling, self.clock = pool, manifests, scheduling, clock
         self.models_shared = models_shared  # false: a model's requests are all one tenant's
         self.on_pressure = on_pressure  # requests wait for a free worker
-        self.on_grown = on_grown  # a copy's first call on its device took more there
+        self.on_grown = on_grown  # a first call measured on a device
         self.on_device = on_device  # whether a loaded model can use a device
         self.batching = BatchingStatistics()
         self.handler_metrics = HandlerMetrics()
@@ -121,15 +123,13 @@ def _answer_batch(
     ended(answered.infer_ms / 1000, None)
 
 
-def _device_growth(
-    name: str, worker_id: int, on_grown: Callable[[str, int, int], None], sent: Waiter
-) -> None:
-    """Tell the device's growth a copy's first call there measured, if it did."""
+def _device_growth(name: str, worker_id: int, on_grown: Grown, sent: Waiter) -> None:
+    """Tell what a copy's first call on its device measured there, if it did."""
     if sent.cancelled() or sent.exception() is not None:
         return
     reply, _ = sent.result()
-    if isinstance(reply, Answered) and reply.device_grown:
-        on_grown(name, worker_id, reply.device_grown)
+    if isinstance(reply, Answered) and (reply.device_grown or reply.device_process):
+        on_grown(name, worker_id, reply.device_grown, reply.device_process)
 
 
 def resolve_batch(jobs: list[Job[Any]], reply: Answered, payload: bytes) -> None:

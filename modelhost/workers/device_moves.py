@@ -19,9 +19,10 @@ from modelhost.workers.messages import DeviceInfo, OnDevice, OnHost
 
 @dataclass
 class Growth:
-    """What a first call on a device took past the weights, once the call has ended."""
+    """What a first call on a device took past the weights, and the driver's count after it."""
 
     bytes: int = 0
+    process_bytes: int = 0
 
 
 class DeviceMoves:
@@ -77,6 +78,7 @@ class DeviceMoves:
             self.unmeasured.add(model)
             return
         growth.bytes = max(0, peak() - base)
+        growth.process_bytes = device.process_bytes()
 
     @contextlib.contextmanager
     def _move(self) -> Iterator[None]:
@@ -94,7 +96,7 @@ class DeviceMoves:
         self.by_driver.discard(model)
         with self._move():
             device.move_out(handler, charged)
-        return OnHost(elapsed_ms(started))
+        return OnHost(elapsed_ms(started), device.process_bytes())
 
     def forget(self, model: str, handler: Handler) -> None:
         """An unloaded model's weights leave its device with it."""

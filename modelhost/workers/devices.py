@@ -1,8 +1,9 @@
 """The devices a worker may put models on: CUDA through torch, or a fake for tests.
 
 The frontend's config names them in one spec: `none`, `auto`, `cuda:0,cuda:1`, or `fake:2x1GiB`
-(or `fake:2x1GiB+8MiB`, the context's size), the fake whose allocator tests control. A device
-measures what a model takes there by its allocator's counts before and after the move.
+(or `fake:2x1GiB+8MiB+4MiB`: a context's size, and what a first call adds), the fake whose
+allocator tests control. A device measures what a model takes there by its allocator's counts
+before and after the move.
 """
 
 from __future__ import annotations
@@ -66,11 +67,15 @@ class FakeDevice:
 
     torch_name = "cpu"
 
-    def __init__(self, name: str, total_bytes: int, context_bytes: int) -> None:
+    def __init__(
+        self, name: str, total_bytes: int, context_bytes: int, kernel_bytes: int = 0
+    ) -> None:
         self.name, self.total_bytes, self.context_bytes = name, total_bytes, context_bytes
+        self.kernel_bytes = kernel_bytes  # loaded by the first call, as CUDA's kernels
         self.allocated_bytes = 0
         self.contexts = 0
         self.first_call_bytes = 0
+        self.called = False
 
     def info(self) -> DeviceInfo:
         return DeviceInfo(self.name, self.total_bytes, self.context_bytes)
@@ -81,7 +86,7 @@ class FakeDevice:
 
     def move_in(self, handler: Mover) -> int:
         size = handler.tensor_bytes()
-        free = self.total_bytes - self.context_bytes * self.contexts - self.allocated_bytes
+        free = self.total_bytes - self.process_bytes()
         if size > free:
             raise DeviceOutOfMemory(
                 f"{self.name} is out of memory: {size} bytes asked, {free} free of "
@@ -96,10 +101,12 @@ class FakeDevice:
         self.allocated_bytes -= charged_bytes
 
     def start_peak(self) -> int:
+        self.called = True
         return self.allocated_bytes
 
     def process_bytes(self) -> int:
-        return self.context_bytes * self.contexts + self.allocated_bytes
+        kernels = self.kernel_bytes if self.called else 0
+        return self.context_bytes * self.contexts + kernels + self.allocated_bytes
 
     def peak_bytes(self) -> int:
         """A test sets `first_call_bytes`: what a first call takes past the weights."""
@@ -241,11 +248,17 @@ def parse_cuda_names(spec: str) -> list[int]:
 
 
 def fake_devices_of(spec: str) -> dict[str, Device]:
-    """`2x1GiB+8MiB`: two fake devices of 1 GiB, each worker's context taking 8 MiB."""
-    sizes, _, context = spec.partition("+")
+    """`2x1GiB+8MiB+4MiB`: two fake devices of 1 GiB, each worker's context 8 MiB, 12 after
+    its first call."""
+    sizes, *extras = spec.split("+")
     count, _, size = sizes.partition("x")
-    if not count.isdigit():
-        raise ConfigError(f"--fake-devices: {spec!r} is not COUNTxSIZE[+CONTEXT], e.g. 2x1GiB")
-    total, context_bytes = parse_size(size), parse_size(context or "0")
-    devices = [FakeDevice(f"cuda:{i}", total, context_bytes) for i in range(int(count))]
+    if not count.isdigit() or len(extras) > 2:
+        raise ConfigError(
+            f"--fake-devices: {spec!r} is not COUNTxSIZE[+CONTEXT[+KERNELS]], e.g. 2x1GiB"
+        )
+    total = parse_size(size)
+    context_bytes, kernel_bytes = (parse_size(extra) for extra in [*extras, "0", "0"][:2])
+    devices = [
+        FakeDevice(f"cuda:{i}", total, context_bytes, kernel_bytes) for i in range(int(count))
+    ]
     return {device.name: device for device in devices}

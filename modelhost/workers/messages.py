@@ -111,6 +111,7 @@ class OnDevice(Message, frozen=True):
 
 class OnHost(Message, frozen=True):
     move_ms: float
+    process_bytes: int = 0  # NVML's figure for the worker there after it; 0: none
 
 
 class Unloaded(Message, frozen=True):
@@ -152,6 +153,7 @@ class Answered(Message, frozen=True):
     infer_ms: float  # the whole batch's
     samples: tuple[HandlerSample, ...] = ()  # from context.metrics
     device_grown: int = 0  # the model's first call on its device: its activations' peak
+    device_process: int = 0  # then NVML's figure for the worker
 
     def bodies(self, payload: bytes) -> Iterator[tuple[Answer, bytes]]:
         """Each answer with its body, cut from the reply's payload."""

@@ -304,7 +304,7 @@ class Worker:
             replies = handler.infer_batch(requests)
         infer_ms = (time.perf_counter() - started) * 1000
         answers, bodies = answers_of(replies)
-        answered = Answered(answers, infer_ms, drain_samples(), grown.bytes)
+        answered = Answered(answers, infer_ms, drain_samples(), grown.bytes, grown.process_bytes)
         return answered, b"".join(bodies)
 
 

@@ -195,6 +195,33 @@ def test_a_first_calls_growth_is_charged_and_is_the_next_estimate() -> None:
     assert t.estimate("a", 10 * MiB) == 13 * MiB
 
 
+def test_the_drivers_count_recharges_the_workers_context_past_its_models_there() -> None:
+    t = tier(100)
+    place(t, "a", 10)
+    place(t, "other", 10, worker=2)
+    assert t.reserve("b", 20 * MiB, 1, None, idle) is not None  # arriving: not there yet
+    t.counted("cuda:0", 1, 17 * MiB)  # the kernels a first call loaded, say
+    device = t.devices["cuda:0"]
+    assert (device.contexts[1], device.contexts[2]) == (7 * MiB, MiB)
+    assert device.held_bytes == (7 + 10 + 20 + 1 + 10) * MiB
+
+
+def test_a_context_the_driver_counted_is_the_next_workers_estimate() -> None:
+    t = tier(30)
+    place(t, "a", 10)
+    t.counted("cuda:0", 1, 16 * MiB)
+    got = t.reserve("b", 10 * MiB, 2, None, idle)
+    assert got is not None and [victim.name for victim in got[1]] == ["a"]
+
+
+def test_a_context_counted_past_the_budget_sends_idle_models_to_sleep() -> None:
+    t = tier(30)
+    place(t, "a", 10)
+    place(t, "b", 10)
+    t.counted("cuda:0", 1, 35 * MiB)
+    assert [victim.name for victim in t.overflow("cuda:0", idle)] == ["a"]
+
+
 def test_a_model_still_leaving_gets_no_second_record_until_it_has_left() -> None:
     t = tier(30)
     place(t, "a", 14)

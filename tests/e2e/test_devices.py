@@ -23,6 +23,7 @@ from modelhost import testing
 MiB = 2**20
 SIZE = 12 * MiB
 CONTEXT = 2 * MiB
+KERNELS = 6 * MiB  # what the fake's driver loads at a worker's first call, as CUDA's does
 BUDGET = 30 * MiB  # a context and two models
 MODELS = [f"m{i}.pt" for i in range(4)]
 REPO = Path(__file__).resolve().parents[2]
@@ -128,6 +129,32 @@ def test_device_memory_never_passes_its_budget_under_churn_from_16_clients(
     for name, _, body in answers:
         assert body == pytest.approx(expected[name])
     assert device(client)["usedBytes"] <= BUDGET
+
+
+def test_what_the_driver_holds_past_the_allocator_is_charged_to_the_workers_context(
+    store: Path, serve: Servers
+) -> None:
+    """The kernels a first call loads are the driver's, unseen by the allocator: once counted,
+    the next model sends one to sleep rather than meeting a device fuller than its ledger."""
+    kernels = serve(
+        store,
+        workers=1,
+        memory_budget="3GiB",
+        preload_runtimes="torch",
+        fake_devices=f"1x{BUDGET}+{CONTEXT}+{KERNELS}",
+        device_budget="100%",
+        eviction_policy="lru",
+        admission="none",
+    )
+    with httpx.Client(base_url=kernels.url, timeout=60) as http:
+        for name in ("m0.pt", "m1.pt"):
+            assert invoke(http, name, ROW).status_code == 200
+            assert invoke(http, name, ROW).headers["x-modelhost-tier"] == "device"
+        figures = device(http)
+    assert [e for e in kernels.events("failure") if e.get("reason") == "device_move"] == []
+    assert [e["model"] for e in kernels.events("sleep")] == ["m0.pt"]
+    assert figures["contextBytes"] == CONTEXT + KERNELS
+    assert figures["usedBytes"] == CONTEXT + KERNELS + tensor_bytes(SIZE)
 
 
 def test_the_access_log_names_the_tier_that_answered(

@@ -1,7 +1,7 @@
 """The host with devices under any interleaving: the host's machine (`machine.py`) with workers
-whose loaded models can move to two fake devices, its moves answered, failed or lost with their
-worker in any order, beside loads, DELETEs, copies (which go to the other device), idle unloads
-and scale-in.
+whose loaded models can move to two fake devices, each move reporting the driver's count, its
+moves answered, failed or lost with their worker in any order, beside loads, DELETEs, copies
+(which go to the other device), idle unloads and scale-in.
 
 Checked after every step, beside the host's own invariants: the device tier never charges more
 than a device's budget, and what the fake workers really hold on each device (the models moved
@@ -43,13 +43,15 @@ class DevicePool(FakePool):
             made = (worker.worker_id, request.device) not in self.contexts
             self.contexts.add((worker.worker_id, request.device))
             placed[request.model] = request.device
-            moved = OnDevice(WEIGHTS_BYTES, CONTEXT_BYTES if made else 0, 1.0)
+            driver = self.process_bytes(worker.worker_id, request.device)
+            moved = OnDevice(WEIGHTS_BYTES, CONTEXT_BYTES if made else 0, 1.0, driver)
             call.future.set_result((moved, b""))
             return
         if isinstance(request, ToHost):
             self.calls.remove(call)
-            placed.pop(request.model, None)
-            call.future.set_result((OnHost(1.0), b""))
+            device = placed.pop(request.model, None)
+            driver = self.process_bytes(worker.worker_id, device) if device else 0
+            call.future.set_result((OnHost(1.0, driver), b""))
             return
         if isinstance(request, Unload):
             placed.pop(request.model, None)
@@ -65,6 +67,12 @@ class DevicePool(FakePool):
         models = sum(list(p.values()).count(device) for p in self.on_device.values())
         contexts = sum(1 for _, d in self.contexts if d == device)
         return models * WEIGHTS_BYTES + contexts * CONTEXT_BYTES
+
+    def process_bytes(self, worker_id: int, device: str) -> int:
+        """The driver's count for one worker on `device`, which each move reports."""
+        models = list(self.on_device.get(worker_id, {}).values()).count(device)
+        made = (worker_id, device) in self.contexts
+        return models * WEIGHTS_BYTES + made * CONTEXT_BYTES
 
 
 class DeviceInterleavings(Interleavings):

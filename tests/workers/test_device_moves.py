@@ -156,6 +156,20 @@ def test_a_models_first_call_on_its_device_reports_what_its_activations_took(
     assert (first.device_grown, second.device_grown) == (3 * MiB, 0)
 
 
+def test_a_first_call_and_a_move_out_report_the_drivers_count(
+    worker: Worker, models: list[Path]
+) -> None:
+    worker.load(Load(model="m", path=str(models[0])))
+    moved = worker._serve(ToDevice("m", "cuda:0"), b"")[0]
+    fake(worker).kernel_bytes = 2 * MiB  # loaded by the first call, unseen by the allocator
+    body = json.dumps(ROW).encode()
+    item = Item("application/json", "application/json", {}, len(body))
+    first, _ = worker.infer(Infer("m", (item,)), body)
+    slept = worker._serve(ToHost("m"), b"")[0]
+    assert first.device_process == MiB + moved.device_bytes + 2 * MiB
+    assert slept.process_bytes == MiB + 2 * MiB
+
+
 class FakeCuda:
     """torch.cuda's counters as CudaDevice reads them, moved by the test."""
 

@@ -133,6 +133,18 @@ class DeviceTier:
         self.devices[record.device].resize(record, size)
         self._remember(record.name, size)
 
+    def counted(self, device_name: str, worker_id: int, process_bytes: int) -> None:
+        """The driver counts `process_bytes` for the worker there: what its models are not
+        charged is its context's (kernels loaded when first used, cached blocks)."""
+        device = self.devices[device_name]
+        if process_bytes <= 0 or worker_id not in device.contexts:
+            return
+        mine = (m for m in device.models.values() if m.worker_id == worker_id)
+        models = sum(m.bytes for m in mine if m.state is not Placement.ARRIVING)
+        context = max(0, process_bytes - models)
+        device.charge_context(worker_id, context)
+        device.context_estimate_bytes = max(device.context_estimate_bytes, context)
+
     def used(self, record: OnDevice) -> None:
         record.hits += 1
         record.last_used = self.clock()
