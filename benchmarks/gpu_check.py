@@ -283,6 +283,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         hot = drive(server.url, iter(lambda: names[0], None), args.clients, args.hits_s)
         most_bytes = stats.stop()
         refused = [e for e in server.events("failure") if e.get("reason") == "device_move"]
+        checks = server.events("device_check")
         with httpx.Client(base_url=server.url, timeout=30) as http:
             devices = http.get("/stats").json()["devices"]
     floor = in_process_floor(store / names[0], args.device, args.clients, args.hits_s)
@@ -296,6 +297,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "device_most_bytes": most_bytes,
         "within_budget": most_bytes <= budget_bytes,
         "moves_refused": len(refused),  # models left on the CPU: a fake's or CUDA's refusal
+        # at a move, what the driver counted for its worker past what the ledger charged it
+        "driver_past_ledger_most_bytes": max(
+            (e["bytes"] - e["detail"]["charged_bytes"] for e in checks), default=0
+        ),
         "answers_differ": wrong,
         "wake": wake,
         "churn": summary(churn_results, args.churn_s),
@@ -308,10 +313,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def table(results: dict[str, Any]) -> str:
     wake, churn, hits, floor = (results[k] for k in ("wake", "churn", "hits", "in_process_floor"))
+    driver_past = round(results["driver_past_ledger_most_bytes"] / MiB, 1)
     rows = [
         ("device memory, most (MiB)", round(results["device_most_bytes"] / MiB, 1)),
         ("device budget (MiB), contexts included", round(results["budget_bytes"] / MiB, 1)),
         ("within budget", results["within_budget"]),
+        ("driver past the ledger at a move, most (MiB)", driver_past),
         ("moves refused (models left on the CPU)", results["moves_refused"]),
         ("answers differing from in-process", len(results["answers_differ"])),
         ("load from disk (ms)", wake["load_from_disk_ms"]),

@@ -23,6 +23,7 @@ def test_the_gpu_check_runs_dry_on_the_cpu_and_reports_each_figure(tmp_path: Pat
     results = gpu_check.main([*arguments, "--work", str(tmp_path), "--out", str(tmp_path / "out")])
     assert results["within_budget"] and results["device_most_bytes"] > 0
     assert results["moves_refused"] == 0
+    assert results["driver_past_ledger_most_bytes"] == 0  # the fake's driver counts its ledger
     assert results["answers_differ"] == []
     assert results["wake"]["woken_tier"] == "host"
     assert results["churn"]["requests"] > 0 and 500 not in results["churn"]["errors"]
