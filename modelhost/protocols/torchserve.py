@@ -90,19 +90,18 @@ class TorchServeModels:
                 f'Model "{name}" Version: {version} registered with 0 initial workers. '
                 "It loads on its first request."
             )
+        started = self.host.scale_workers(registered.name, workers, 0)
         if not synchronous:
-            self._run_in_background(self.host.load(registered.name))
+            self._run_in_background(started)
             return Answer(ACCEPTED, 202)
         try:
-            await self.host.load(registered.name)
+            copies = await started
         except ModelhostError:  # TorchServe unregisters a model its initial workers failed
             await self.host.unregister_version(name, version)
             if journal := self.host.journal:
                 journal.forget(name, version)
             raise
-        return Answer(
-            f'Model "{name}" Version: {version} registered with {workers} initial workers'
-        )
+        return Answer(f'Model "{name}" Version: {version} registered with {copies} initial workers')
 
     async def _fetch(self, name: str, url: str, settings: dict[str, Any]) -> Registered:
         """Register the version its archive holds and fetch the archive, as TorchServe does."""

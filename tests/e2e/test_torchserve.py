@@ -88,6 +88,23 @@ def test_register_describe_unregister(management: httpx.Client) -> None:
     assert management.delete("/models/reg").status_code == 404
 
 
+def test_initial_workers_loads_that_many_copies_and_says_how_many(
+    ts_store: Path, serve: Servers
+) -> None:
+    """TorchServe starts `initial_workers` workers for the model; here --workers caps the
+    copies, and the answer names those made."""
+    port = testing.free_port()
+    serve(ts_store, workers=2, memory_budget="4GiB", management_port=port)
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as management:
+        for name, asked, given in (("both", 2, 2), ("capped", 3, 2)):
+            params = {"url": "iris.pkl", "model_name": name, "initial_workers": asked}
+            registered = management.post("/models", params=params)
+            said = f'Model "{name}" Version: 1.0 registered with {given} initial workers'
+            assert registered.json() == {"status": said}
+            (described,) = management.get(f"/models/{name}").json()
+            assert (len(described["workers"]), described["minWorkers"]) == (given, given)
+
+
 def test_register_without_workers_loads_on_first_request(
     management: httpx.Client, inference: httpx.Client
 ) -> None:
