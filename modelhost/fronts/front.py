@@ -45,7 +45,7 @@ async def report(router: Router, out: asyncio.WriteTransport) -> None:
 async def serve(front: int, host: str, port: int, upstream: str) -> None:
     loop = asyncio.get_running_loop()
     connections: set[Any] = set()
-    router = Router()
+    router = Router(front)
     stopping, gone = asyncio.Event(), asyncio.Event()
     await loop.connect_read_pipe(lambda: Control(router, gone), sys.stdin)
 

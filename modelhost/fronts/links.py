@@ -152,7 +152,8 @@ def settle(
 class Router:
     """The main process's latest table, the links to workers, and the answers to report."""
 
-    def __init__(self) -> None:
+    def __init__(self, front: int = 0) -> None:
+        self.front = front
         self.table = Table({})
         self.links: dict[str, WorkerLink] = {}
         self.opening: dict[str, asyncio.Future[WorkerLink]] = {}
@@ -164,9 +165,18 @@ class Router:
         self.deadlines = Deadlines()
 
     def worker_of(self, model: str) -> str | None:
-        """A direct socket of a worker holding `model`, in turn; None: relay the request."""
+        """The direct socket of a worker holding `model`, from this front's own on the first
+        whose next batch has room (else in turn); None: relay the request."""
         paths = self.table.routes.get(model)
-        return paths[next(self.turns) % len(paths)] if paths else None
+        if not paths:
+            return None
+        room = self.table.batch_sizes.get(model, 1)
+        for turn in range(len(paths)):
+            path = paths[(self.front + turn) % len(paths)]
+            link = self.links.get(path)
+            if link is None or len(link.waiting.get(model, ())) < room:
+                return path
+        return paths[next(self.turns) % len(paths)]
 
     async def link(self, path: str) -> WorkerLink:
         """The open link to `path`; OSError where the worker is not there."""

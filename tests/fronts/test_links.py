@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from modelhost.fronts.links import Outcome, Router, Waiting, settle
+from modelhost.fronts.links import Outcome, Router, Waiting, WorkerLink, settle
+from modelhost.fronts.messages import Table
 from modelhost.workers.messages import Answer, Answered, Failed, Failure, Item
 
 
@@ -57,3 +58,23 @@ def test_a_change_of_the_requests_in_flight_alone_is_reported_once() -> None:
     router.in_flight = 0
     report = router.take_report()
     assert report is not None and report.in_flight == 0
+
+
+def test_a_front_fills_its_first_workers_next_batch_before_the_next_workers() -> None:
+    """In turn, each worker got batches of one or two; front 1 starts at the second worker and
+    moves on once a worker's next batch is full, so batches fill; in turn once all are full."""
+
+    async def picks() -> list[str]:
+        loop = asyncio.get_running_loop()
+        router = Router(front=1)
+        router.table = Table({"m": ["a", "b", "c"]}, {"m": 2})
+        router.links = {path: WorkerLink(path, router) for path in "abc"}
+        chosen = []
+        for _ in range(7):
+            path = router.worker_of("m")
+            assert path is not None
+            chosen.append(path)
+            router.links[path].waiting.setdefault("m", []).extend(batch_of(loop, b"[]"))
+        return chosen
+
+    assert asyncio.run(picks()) == ["b", "b", "c", "c", "a", "a", "a"]
