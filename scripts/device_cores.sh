@@ -6,8 +6,10 @@
 #   scripts/device_cores.sh run     there: install both, sweep 1-16 cores, results into $OUT
 #   scripts/device_cores.sh grpc    there: install both, each gRPC front's p50 against REST's on
 #                                   server cores 0 and 0,1, results into $OUT
+#   scripts/device_cores.sh stages  there: install both, where a direct hit's time goes on 15
+#                                   server cores at --fronts 1, 4 and 15, into $OUT/stages.md
 #
-# Each of run and grpc takes under 8 minutes, so each is a device call of its own.
+# Each of run and grpc takes under 8 minutes, so each is a device call of its own; stages under 2.
 # fetch adds both folders to .git/info/exclude; they travel as the device call's `carry`.
 # The wheels are the dependencies of pyproject.toml that the device's image lacks or has too
 # old (grpcio-health-checking needs grpcio and protobuf as new as these), and the extras of both
@@ -180,9 +182,23 @@ grpc_path() {
     { cat "benchmarks/results/${newest%.json}.md" && echo; } >>"$out/grpc_path.md"
 }
 
+# benchmarks/front_stages.py: each role's CPU and each stage of a direct hit, wrk on core 0
+stages() {
+    local out=${OUT:-/tmp/stages-out} fronts status=0
+    prepare "$out"
+    for fronts in 1 4 15; do
+        echo "## --fronts $fronts, 15 workers, 240 connections" | tee -a "$out/stages.md"
+        timeout 60 $PYTHON benchmarks/front_stages.py --server-core 1-15 --wrk-core 0 \
+            --workers 15 --fronts "$fronts" --connections 240 --duration 8 --warmup 3 "$@" 2>&1 |
+            tee -a "$out/stages.md" || status=$?
+    done
+    return "$status"
+}
+
 case "${1:-}" in
 fetch) fetch ;;
 run) shift && run "$@" ;;
 grpc) shift && grpc "$@" ;;
-*) echo "usage: $0 fetch|run [cores.py arguments]|grpc [grpc_path.py arguments]" >&2 && exit 2 ;;
+stages) shift && stages "$@" ;;
+*) echo "usage: $0 fetch|run [cores.py arguments]|grpc [grpc_path.py arguments]|stages" >&2 && exit 2 ;;
 esac
