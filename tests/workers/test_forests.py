@@ -85,7 +85,7 @@ def test_rows_not_finite_as_float32_get_the_forests_own_answer(
     rows = np.asarray(testing.digits_rows(2))
     rows[0, 5] = value
     handler = SklearnHandler(digits_forest)
-    assert handler.forest is not None
+    assert handler.shortcut is not None
     with np.errstate(over="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # scikit-learn's cast to float32
         theirs = outcome(lambda: digits_forest.predict(rows))

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from modelhost.errors import BadRequestBody
-from modelhost.workers.handlers.forests import Forest, forest_of
+from modelhost.workers.handlers.forests import forest_of
+from modelhost.workers.handlers.linear import linear_of
 from modelhost.workers.handlers.rows import METHODS, RowsHandler
 
 SUFFIXES = (".joblib", ".pkl", ".pickle")
@@ -17,7 +18,7 @@ SUFFIXES = (".joblib", ".pkl", ".pickle")
 class SklearnHandler(RowsHandler):
     def __init__(self, model: Any) -> None:
         self.model = model
-        self.forest = forest_of(model)
+        self.shortcut: Shortcut | None = forest_of(model) or linear_of(model)
 
     @classmethod
     def load(cls, path: Path) -> SklearnHandler:
@@ -26,20 +27,25 @@ class SklearnHandler(RowsHandler):
         return cls(joblib.load(path))
 
     def predict(self, rows: np.ndarray, method: str) -> Any:
-        return predict_rows(self.model, rows, method, self.forest)
+        return predict_rows(self.model, rows, method, self.shortcut)
 
     def close(self) -> None:
-        self.model = self.forest = None
+        self.model = self.shortcut = None
+
+
+class Shortcut(Protocol):
+    def predict(self, rows: np.ndarray, method: str) -> Any:
+        """The model's answer to `method`, or None where scikit-learn must answer."""
 
 
 def predict_rows(
-    model: Any, rows: Any, method: str = "predict", forest: Forest | None = None
+    model: Any, rows: Any, method: str = "predict", shortcut: Shortcut | None = None
 ) -> Any:
-    """Run `model.<method>(rows)`, by `forest` where it answers; refused input raises
+    """Run `model.<method>(rows)`, by `shortcut` where it answers; refused input raises
     `BadRequestBody`."""
     predict = _method(model, method)
     _check_width(model, rows)
-    if forest is not None and (answer := forest.predict(rows, method)) is not None:
+    if shortcut is not None and (answer := shortcut.predict(rows, method)) is not None:
         return answer
     try:
         return predict(rows)
