@@ -25,6 +25,20 @@ class NameIndex(Protocol):
     def names(self, after: str = "", limit: int = ...) -> list[str]: ...
 
 
+class Servable:
+    """The disk index's names whose entry `cached` still counts as theirs."""
+
+    def __init__(self, disk: NameIndex, cached: Callable[[str], object]) -> None:
+        self.disk, self.cached = disk, cached
+
+    def names(self, after: str = "", limit: int = 100) -> list[str]:
+        found: list[str] = []
+        while len(found) < limit and (batch := self.disk.names(after, limit)):
+            found += [name for name in batch if self.cached(name) is not None]
+            after = batch[-1]
+        return found[:limit]
+
+
 class Listing:
     def __init__(self, residents: Mapping[str, Resident], disk: NameIndex, sources: Any) -> None:
         self.residents = residents

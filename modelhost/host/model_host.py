@@ -21,7 +21,7 @@ from modelhost.host.copies import Copies
 from modelhost.host.devices import DevicePlacement, device_statistics
 from modelhost.host.invoking import InvokePath
 from modelhost.host.journal import Journal
-from modelhost.host.listing import Listing
+from modelhost.host.listing import Listing, Servable
 from modelhost.host.manifests import Manifests
 from modelhost.host.memory_readings import MemoryReadings, PssReading, ServerPss
 from modelhost.host.queues import Queues
@@ -315,7 +315,8 @@ class ModelHost:
         return self.changes.closing
 
     def model_names(self) -> Listing:
-        return Listing(self.memory.residents, self.disk, self.residency.sources)
+        on_disk = Servable(self.disk, self.residency.cached)
+        return Listing(self.memory.residents, on_disk, self.residency.sources)
 
     def state_of(self, name: str) -> State | None:
         resident = self.memory.get(name)
@@ -351,7 +352,7 @@ class ModelHost:
         return TenantHoldings(dict(self.memory.ledger.tenant_bytes), self.disk.tenant_bytes())
 
     def model_statistics(self, name: str) -> ModelStatistics:
-        resident, artifact = self.memory.get(name), self.disk.get(name)
+        resident, artifact = self.memory.get(name), self.residency.cached(name)
         state = resident.state.value if resident else "on_disk" if artifact else "remote"
         if not resident and name in self.residency.loads:
             state = State.LOADING.value  # fetching it, before it holds any memory

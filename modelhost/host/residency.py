@@ -99,6 +99,16 @@ class Residency:
     def source_of(self, name: str) -> str:
         return self.sources.get(name) or self.disk.stores.url_of(name)
 
+    def cached(self, name: str) -> Artifact | None:
+        """Its disk entry, if fetched from where it loads from now (not a forgotten
+        registration's)."""
+        artifact = self.disk.get(name)
+        try:
+            current = artifact is not None and artifact.source == self.source_of(name)
+        except ModelhostError:  # a name no store may hold
+            return None
+        return artifact if current else None
+
     def set_source(self, name: str, url: str) -> None:
         self.sources[name] = url
 

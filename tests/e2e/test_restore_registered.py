@@ -4,11 +4,14 @@ an unregistered one stays gone."""
 
 from __future__ import annotations
 
+import functools
+import http.server
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from helpers.loopback import http_server
 
 from modelhost import testing
 
@@ -24,9 +27,16 @@ def store(tmp_path: Path) -> Path:
 
 
 def restartable(store: Path, work: Path, port: int, *flags: str) -> testing.RunningServer:
-    """A server on `work`'s cache folder with TorchServe's management API on `port`."""
+    """A server on `work`'s cache folder with TorchServe's management API on `port`, allowed to
+    register from loopback HTTP too."""
+    allowed = f"{store.resolve().as_uri()}/*,http://127.0.0.1:*"
     args = testing.serve_args(
-        store, work / "cache", workers=1, memory_budget="2GiB", management_port=port
+        store,
+        work / "cache",
+        workers=1,
+        memory_budget="2GiB",
+        management_port=port,
+        allowed_urls=allowed,
     )
     return testing.RunningServer([*args, *flags], work)
 
@@ -99,3 +109,19 @@ def test_torchserves_snapshot_registers_its_models(
             (described,) = management.get("/models/snap").json()
             assert (described["batchSize"], len(described["workers"])) == (2, 1), described
             assert "could not restore" not in server.log_text()
+
+
+def test_without_the_flag_a_url_registration_is_not_listed_after_a_restart(
+    store: Path, tmp_path: Path, management_port: int, management: httpx.Client
+) -> None:
+    """Its download stays in the cache, but the restarted server loads `remote` from the store,
+    which lacks it: listing it on disk would offer a model whose every invocation is a 404."""
+    files = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(store))
+    server = restartable(store, tmp_path, management_port)
+    with http_server(files) as base, server:
+        params = {"url": f"{base}/iris.pkl", "model_name": "remote", "initial_workers": "1"}
+        assert management.post("/models", params=params).status_code == 200
+    with server:
+        assert httpx.get(f"{server.url}/models", timeout=60).json() == {"models": []}
+        answered = httpx.post(f"{server.url}/models/remote/invoke", json=ROWS, timeout=60)
+        assert answered.status_code == 404

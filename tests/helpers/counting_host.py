@@ -19,7 +19,10 @@ from modelhost.cache.memory import MemoryBudget, MemoryTier, Resident, State
 from modelhost.host import ModelHost
 from modelhost.records.events import EventLog
 
-ARTIFACT = Artifact("any", Path("/nowhere"), 1024)
+
+def entry(name: str) -> Artifact:
+    """A cached artifact fetched from where the store has `name`."""
+    return Artifact(name, Path("/nowhere"), 1024, source=f"file:///{name}")
 
 
 class Tally:
@@ -79,7 +82,7 @@ class CountingDisk:
     def __init__(self, tally: Tally, names: Iterable[str]) -> None:
         self.tally = tally
         self.index = SortedList(names)
-        self.artifacts = CountingDict(tally, {name: ARTIFACT for name in self.index})
+        self.artifacts = CountingDict(tally, {name: entry(name) for name in self.index})
         self.budget_bytes = 1 << 40
         self.used_bytes = 0
         self.stores = type("Stores", (), {"url_of": staticmethod(lambda name: f"file:///{name}")})
@@ -94,7 +97,7 @@ class CountingDisk:
     def add(self, name: str) -> None:
         if name not in self.index:
             self.index.add(name)
-        dict.__setitem__(self.artifacts, name, ARTIFACT)
+        dict.__setitem__(self.artifacts, name, entry(name))
 
     def discard(self, name: str) -> None:
         self.index.discard(name)
@@ -140,7 +143,7 @@ def counting_host(
     residents = {name: Resident(name, 1024, state=State.LOADED) for name in loaded}
     residents |= {name: Resident(name, 1024, state=State.LOADING) for name in loading}
     memory.ledger.residents = CountingDict(places.memory, residents)
-    sources = {name: f"file:///elsewhere/{name}" for name in registered}
+    sources = {name: f"file:///{name}" for name in registered}  # their entries came from there
     host.residency.sources = CountingSources(places.registered, sources)
     return host, places
 
