@@ -41,19 +41,24 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-@pytest.fixture(scope="module")
-def server(store: Path, serve: Servers) -> testing.RunningServer:
+def one_device(store: Path, serve: Servers, fake: str, **settings: object) -> testing.RunningServer:
+    """One worker over one fake device, `--fake-devices fake`, all of it the budget."""
     return serve(
         store,
         workers=1,
-        access_log="-",  # into the server's log
         memory_budget="3GiB",
         preload_runtimes="torch",
-        fake_devices=f"1x{BUDGET}+{CONTEXT}",
+        fake_devices=fake,
         device_budget="100%",
         eviction_policy="lru",
         admission="none",
+        **settings,
     )
+
+
+@pytest.fixture(scope="module")
+def server(store: Path, serve: Servers) -> testing.RunningServer:
+    return one_device(store, serve, f"1x{BUDGET}+{CONTEXT}", access_log="-")  # into its log
 
 
 @pytest.fixture
@@ -136,16 +141,7 @@ def test_what_the_driver_holds_past_the_allocator_is_charged_to_the_workers_cont
 ) -> None:
     """The kernels a first call loads are the driver's, unseen by the allocator: once counted,
     the next model sends one to sleep rather than meeting a device fuller than its ledger."""
-    kernels = serve(
-        store,
-        workers=1,
-        memory_budget="3GiB",
-        preload_runtimes="torch",
-        fake_devices=f"1x{BUDGET}+{CONTEXT}+{KERNELS}",
-        device_budget="100%",
-        eviction_policy="lru",
-        admission="none",
-    )
+    kernels = one_device(store, serve, f"1x{BUDGET}+{CONTEXT}+{KERNELS}")
     with httpx.Client(base_url=kernels.url, timeout=60) as http:
         for name in ("m0.pt", "m1.pt"):
             assert invoke(http, name, ROW).status_code == 200
