@@ -72,6 +72,12 @@ class WorkerLink(asyncio.Protocol):
             self.router.pressed.add(model)
         return outcome
 
+    def takes(self, model: str, room: int) -> bool:
+        """Whether a request of `model` is sent now or joins a next batch with room."""
+        if model not in self.in_flight:
+            return True
+        return room > 1 and len(self.waiting.get(model, ())) < room
+
     def _send(self, model: str, batch_size: int) -> None:
         waiting = self.waiting.pop(model, [])
         size = max(1, batch_size)
@@ -174,7 +180,7 @@ class Router:
         for turn in range(len(paths)):
             path = paths[(self.front + turn) % len(paths)]
             link = self.links.get(path)
-            if link is None or len(link.waiting.get(model, ())) < room:
+            if link is None or link.takes(model, room):
                 return path
         return paths[next(self.turns) % len(paths)]
 

@@ -60,21 +60,34 @@ def test_a_change_of_the_requests_in_flight_alone_is_reported_once() -> None:
     assert report is not None and report.in_flight == 0
 
 
-def test_a_front_fills_its_first_workers_next_batch_before_the_next_workers() -> None:
-    """In turn, each worker got batches of one or two; front 1 starts at the second worker and
-    moves on once a worker's next batch is full, so batches fill; in turn once all are full."""
+def picks(front: int, batch_size: int, count: int) -> list[str]:
+    """The workers `front` sends `count` requests to, none answered meanwhile."""
 
-    async def picks() -> list[str]:
+    async def picked() -> list[str]:
         loop = asyncio.get_running_loop()
-        router = Router(front=1)
-        router.table = Table({"m": ["a", "b", "c"]}, {"m": 2})
+        router = Router(front)
+        router.table = Table({"m": ["a", "b", "c"]}, {"m": batch_size} if batch_size > 1 else {})
         router.links = {path: WorkerLink(path, router) for path in "abc"}
         chosen = []
-        for _ in range(7):
+        for _ in range(count):
             path = router.worker_of("m")
             assert path is not None
             chosen.append(path)
-            router.links[path].waiting.setdefault("m", []).extend(batch_of(loop, b"[]"))
+            link = router.links[path]
+            if "m" in link.in_flight:
+                link.waiting.setdefault("m", []).extend(batch_of(loop, b"[]"))
+            link.in_flight.add("m")  # sent as its own batch
         return chosen
 
-    assert asyncio.run(picks()) == ["b", "b", "c", "c", "a", "a", "a"]
+    return asyncio.run(picked())
+
+
+def test_a_front_fills_its_first_workers_next_batch_before_the_next_workers() -> None:
+    """In turn, each worker got batches of one or two; front 1 starts at the second worker and
+    moves on once a worker's next batch is full, so batches fill; in turn once all are full."""
+    assert picks(front=1, batch_size=2, count=10) == [*"bbbcccaaa", "a"]
+
+
+def test_without_batches_a_front_sends_to_a_worker_with_none_in_flight_first() -> None:
+    """Waiting behind another request gains nothing where a batch holds one."""
+    assert picks(front=2, batch_size=1, count=4) == [*"cab", "a"]

@@ -135,7 +135,7 @@ class DeviceTier:
 
     def counted(self, device_name: str, worker_id: int, process_bytes: int) -> None:
         """The driver counts `process_bytes` for the worker there: what its models are not
-        charged is its context's (kernels loaded when first used, cached blocks)."""
+        charged is its context's (lazily loaded kernels, cached blocks)."""
         device = self.devices[device_name]
         if process_bytes <= 0 or worker_id not in device.contexts:
             return
