@@ -11,7 +11,7 @@ import pytest
 from modelhost import testing
 from modelhost.errors import BadRequestBody
 from modelhost.workers.handlers import load_handler
-from modelhost.workers.handlers.base import Handler, InferRequest
+from modelhost.workers.handlers.base import Handler, InferReply, InferRequest
 from modelhost.workers.oip_media import oip_media_type
 
 SHAPES_HANDLER = '''"""For each input TorchServe's KServe v2 envelope hands it: its shape."""
@@ -102,6 +102,19 @@ def test_a_model_of_rows_still_takes_rank_2(iris: Handler) -> None:
     document = {"inputs": [{"name": "x", "datatype": "FP64", "shape": [2, 4], "data": rows}]}
     reply = iris.infer(oip(document))
     assert json.loads(reply.body)["outputs"][0]["data"] == [0, 0]
+
+
+def test_a_model_of_rows_answers_in_its_own_datatype(tmp_path: Path) -> None:
+    """A float32 network's outputs are FP32, as Triton answers them, and a batch answers as
+    each request alone."""
+    torch_iris = load_handler(testing.torch_iris(tmp_path / "iris.pt"), "iris")
+    rows = testing.iris_rows(2)
+    document = {"inputs": [{"name": "x", "datatype": "FP64", "shape": [2, 4], "data": rows}]}
+    alone = json.loads(torch_iris.infer(oip(document)).body)["outputs"][0]
+    replies = torch_iris.infer_batch([oip(document)] * 2)
+    batched = [json.loads(r.body) for r in replies if isinstance(r, InferReply)]
+    assert alone["datatype"] == "FP32" and alone["shape"] == [2, 3]
+    assert [b["outputs"][0] for b in batched] == [alone, alone]
 
 
 SAGEMAKER_SHAPES = '''"""Answers the shape of the instances it is sent."""

@@ -22,6 +22,10 @@ class InferRequest:
 class InferReply:
     body: bytes
     content_type: str
+    values: object = None  # ARRAY's: the predictions, in process
+
+
+ARRAY = "application/x-modelhost-array"  # the OIP wrapper's, of models of rows
 
 
 class Handler(ABC):

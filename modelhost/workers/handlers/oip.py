@@ -16,7 +16,7 @@ import numpy as np
 from modelhost.errors import BadRequestBody, HandlerError
 from modelhost.names import echo
 from modelhost.workers.codecs import JSON, NPY, media_type
-from modelhost.workers.handlers.base import Handler, InferReply, InferRequest
+from modelhost.workers.handlers.base import ARRAY, Handler, InferReply, InferRequest
 from modelhost.workers.handlers.mms import MmsHandler
 from modelhost.workers.handlers.rows import RowsHandler
 from modelhost.workers.oip import (
@@ -139,9 +139,11 @@ def rows_request(oip: OipRequest, handler: Handler) -> InferRequest:
     instances = one.values if shaped else rows_of(oip)
     body = json.dumps({"instances": instances.tolist()}).encode()
     method = method_of(oip)
-    if isinstance(handler, RowsHandler) and len(oip.outputs) == 1:
+    if not isinstance(handler, RowsHandler):
+        return InferRequest(body, JSON, JSON, {"method": method})
+    if len(oip.outputs) == 1:
         _check_output(oip.outputs[0].name, method)
-    return InferRequest(body, JSON, JSON, {"method": method})
+    return InferRequest(body, JSON, ARRAY, {"method": method})
 
 
 def _check_output(name: str, method: str) -> None:
@@ -230,6 +232,8 @@ def _text_if_utf8(item: bytes) -> str | bytes:
 
 def predictions_of(reply: InferReply) -> Any:
     """The values in a handler's reply: JSON `predictions`, an .npy array, else raw bytes."""
+    if reply.content_type == ARRAY:
+        return reply.values
     kind = media_type(reply.content_type)
     if kind == NPY:
         return np.load(io.BytesIO(reply.body), allow_pickle=False)

@@ -14,7 +14,7 @@ import numpy as np
 
 from modelhost.errors import BadRequestBody, PayloadTooLarge
 from modelhost.workers.codecs import decode_rows, encode_predictions
-from modelhost.workers.handlers.base import Handler, InferReply, InferRequest
+from modelhost.workers.handlers.base import ARRAY, Handler, InferReply, InferRequest
 
 METHODS = ("predict", "predict_proba")
 
@@ -111,6 +111,8 @@ class RowsHandler(Handler):
 
     @staticmethod
     def _encode(predictions: Any, request: InferRequest) -> InferReply:
+        if request.accept == ARRAY:
+            return InferReply(b"", ARRAY, predictions)
         values = predictions.tolist() if isinstance(predictions, np.ndarray) else predictions
         body, content_type = encode_predictions(values, request.accept)
         return InferReply(body, content_type)
