@@ -149,6 +149,9 @@ class DiskTier:
     def names(self, after: str = "", limit: int = 100) -> list[str]:
         return self.index.names(after, limit)
 
+    def sources(self, after: str = "", limit: int = 100) -> list[tuple[str, str]]:
+        return self.index.sources(after, limit)
+
     def count(self) -> int:
         return self.index.rows
 

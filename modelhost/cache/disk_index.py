@@ -269,10 +269,14 @@ class DiskIndex:
     # orders -----------------------------------------------------------------------------
 
     def names(self, after: str, limit: int) -> list[str]:
+        return [name for name, _ in self.sources(after, limit)]
+
+    def sources(self, after: str, limit: int) -> list[tuple[str, str]]:
+        """`names`, each with the URL its entry came from."""
         removing = self.totals.removals()
-        query = "SELECT name FROM artifacts WHERE name > ? ORDER BY name LIMIT ?"
+        query = "SELECT name, source FROM artifacts WHERE name > ? ORDER BY name LIMIT ?"
         found = self._read(query, (after, limit + len(removing)))
-        return [name for (name,) in found if name not in removing][:limit]
+        return [(name, source) for name, source in found if name not in removing][:limit]
 
     def oldest_entries(self) -> Iterator[Row]:
         """Entries, least recently used first, read lazily."""

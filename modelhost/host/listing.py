@@ -25,17 +25,21 @@ class NameIndex(Protocol):
     def names(self, after: str = "", limit: int = ...) -> list[str]: ...
 
 
-class Servable:
-    """The disk index's names whose entry `cached` still counts as theirs."""
+class SourceIndex(Protocol):
+    def sources(self, after: str = "", limit: int = ...) -> list[tuple[str, str]]: ...
 
-    def __init__(self, disk: NameIndex, cached: Callable[[str], object]) -> None:
-        self.disk, self.cached = disk, cached
+
+class Servable:
+    """The disk index's names whose entry is `current`."""
+
+    def __init__(self, disk: SourceIndex, current: Callable[[str, str], bool]) -> None:
+        self.disk, self.current = disk, current
 
     def names(self, after: str = "", limit: int = 100) -> list[str]:
         found: list[str] = []
-        while len(found) < limit and (batch := self.disk.names(after, limit)):
-            found += [name for name in batch if self.cached(name) is not None]
-            after = batch[-1]
+        while len(found) < limit and (batch := self.disk.sources(after, limit)):
+            found += [name for name, source in batch if self.current(name, source)]
+            after = batch[-1][0]
         return found[:limit]
 
 

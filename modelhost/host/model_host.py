@@ -315,7 +315,7 @@ class ModelHost:
         return self.changes.closing
 
     def model_names(self) -> Listing:
-        on_disk = Servable(self.disk, self.residency.cached)
+        on_disk = Servable(self.disk, self.residency.loads_from)
         return Listing(self.memory.residents, on_disk, self.residency.sources)
 
     def state_of(self, name: str) -> State | None:

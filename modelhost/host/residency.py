@@ -100,14 +100,16 @@ class Residency:
         return self.sources.get(name) or self.disk.stores.url_of(name)
 
     def cached(self, name: str) -> Artifact | None:
-        """Its disk entry, if fetched from where it loads from now (not a forgotten
-        registration's)."""
+        """Its disk entry, if it `loads_from` the entry's source."""
         artifact = self.disk.get(name)
+        return artifact if artifact and self.loads_from(name, artifact.source) else None
+
+    def loads_from(self, name: str, source: str) -> bool:
+        """Whether `name` loads from `source` now."""
         try:
-            current = artifact is not None and artifact.source == self.source_of(name)
+            return source == self.source_of(name)
         except ModelhostError:  # a name no store may hold
-            return None
-        return artifact if current else None
+            return False
 
     def set_source(self, name: str, url: str) -> None:
         self.sources[name] = url

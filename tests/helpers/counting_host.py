@@ -91,6 +91,9 @@ class CountingDisk:
         start = self.index.bisect_right(after)
         return list(self.tally.counted(self.index.islice(start, start + limit)))
 
+    def sources(self, after: str = "", limit: int = 100) -> list[tuple[str, str]]:
+        return [(name, entry(name).source) for name in self.names(after, limit)]
+
     def get(self, name: str) -> Artifact | None:
         return cast(Artifact | None, dict.get(self.artifacts, name))
 

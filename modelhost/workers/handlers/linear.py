@@ -18,9 +18,9 @@ class Linear:
         self.weights, self.intercept = model.coef_.T, model.intercept_
 
     def predict(self, rows: np.ndarray, method: str) -> Any:
-        if method != "predict" or rows.ndim != 2 or rows.dtype != np.float64:
+        if method != "predict" or rows.ndim != 2 or rows.dtype != np.float64 or not len(rows):
             return None
-        if len(rows) == 0 or not np.isfinite(rows).all():
+        if not np.isfinite(rows).all():
             return None
         scores = rows @ self.weights + self.intercept
         if not self.classifier:
