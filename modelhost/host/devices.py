@@ -65,7 +65,7 @@ class DevicePlacement:
 
     def loaded(self, name: str, worker_id: int, loaded: Loaded) -> None:
         """A model loaded in `worker_id`; it goes to a device unless pinned to the CPU."""
-        if loaded.device_capable and self.tier and self.pin_of(name) != "cpu":
+        if loaded.device_capable and self.tier:
             self.capable.setdefault(name, []).append(worker_id)
             self.weights[name] = loaded.tensor_bytes
 

@@ -186,6 +186,7 @@ class Manifests:
             fast_copy=str(fast_copy.path) if fast_copy else "",
             fast_copy_room=fast_copy.room if fast_copy else 0,
             threads=manifest.threads or 0,
+            cpu=manifest.device == "cpu",
         )
 
 

@@ -18,11 +18,10 @@ from modelhost.workers.direct import direct_path
 Routes = dict[str, list[str]]
 
 
-def why_relayed(config: Config, host: ModelHost) -> str:
+def why_relayed(config: Config) -> str:
     """What keeps every request relayed to the main process; "" where hits may go direct."""
     reasons = {
         "tenants (--tenant-from)": tenants_on(config.tenant_from),
-        "devices": bool(host.devices.tier),  # a hit may wait for its device
         "untrusted workers": bool(config.untrusted_workers or config.refuse_pickle),
         "--max-concurrency": bool(config.max_concurrency),
         "token authorization": bool(config.token_auth),
@@ -37,7 +36,7 @@ class Routing:
         self, host: ModelHost, observer: Observer | None, config: Config, run_dir: Path
     ) -> None:
         self.host, self.observer = host, observer
-        self.relayed_for = why_relayed(config, host)  # "": hits may go direct
+        self.relayed_for = why_relayed(config)  # "": hits may go direct
         self.direct = not self.relayed_for
         self.instance = instance_name(config.instance_id)
         self.limits = (config.max_request_bytes, config.max_response_bytes)
@@ -72,6 +71,8 @@ class Routing:
                 continue  # a registered version's name, or a model with versions
             if host.manifests.of(name).response_timeout_s:
                 continue  # a deadline of its own
+            if name in host.devices.capable:
+                continue  # a hit may wait for its device
             paths = [
                 direct_path(run_dir, replica.worker.pid)
                 for replica in dispatcher.replicas.values()

@@ -53,6 +53,7 @@ class Load(Message, frozen=True, kw_only=True):
     fast_copy_room: int = 0  # bytes the worker may write there; 0: read it
     threads: int = 0  # 0: the worker's
     untrusted: str = ""  # why the model is untrusted, for a sandboxed worker's refusals
+    cpu: bool = False  # pinned to the CPU: it never moves to a device
 
 
 class Unload(Message, frozen=True):

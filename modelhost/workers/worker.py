@@ -129,7 +129,7 @@ class Worker:
     def main_loop(self, run_dir: Path | None = None) -> None:
         self.idle_bytes = allocated_bytes() or 0
         untrusted = self.confined or bool(self.programs_refused)
-        if run_dir is not None and not untrusted and not self.devices.devices:
+        if run_dir is not None and not untrusted:
             Door(direct_path(run_dir, os.getpid()), self.gate, self.infer_in_slot).start()
         hello = Hello(self.worker_id, os.getpid(), pss_bytes(), untrusted, self.devices.infos())
         self.send(0, hello)
@@ -221,18 +221,19 @@ class Worker:
         handler = copy or build()
         handler.limit_rows(request.max_rows)
         warm_up(handler, request.model, root, request.warmup)
-        # a device's batch size may be smaller, and with devices the main process sends alone
-        gathers = handler.batches and not self.devices.devices
+        capable = handler.device_capable and bool(self.devices.devices) and not request.cpu
+        # a device's batch size may be smaller, and the main process alone sends to a device
+        gathers = handler.batches and not capable
         self.batch_sizes[request.model] = request.max_batch_size if gathers else 1
         self.models[request.model] = handler
-        self.gate.open(request.model)
+        if not capable:  # a hit on a device-capable model may wait for its device
+            self.gate.open(request.model)
         load_ms = (time.perf_counter() - started) * 1000
         peak = max(0, rss_and_peak_bytes()[1] - rss_before)  # unpickling's buffers, at their most
         grown = self.footprints[request.model] = max(0, settled_memory() - before)
         footprint = grown + handler.mapped_bytes  # mapped files: outside the C library's counts
         written = fast_copy.write(handler, request, footprint) if copy is None else 0
         trim_heap()  # else unpickling's buffers stay in the PSS
-        capable = handler.device_capable and bool(self.devices.devices)
         return Loaded(
             footprint=footprint,
             load_ms=load_ms,

@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 from helpers.devices import ROW, in_process, sized_torch, tensor_bytes
+from helpers.fronts import hit_with_the_main_process_stopped, raw_request
 from helpers.serving import Servers, invoke
 
 from modelhost import testing
@@ -352,3 +353,24 @@ def largest_batch(server: testing.RunningServer) -> float:
     text = httpx.get(server.url + "/metrics", timeout=60).text
     (line,) = [line for line in text.splitlines() if line.startswith("modelhost_batch_size_max ")]
     return float(line.split()[1])
+
+
+JSON = "content-type: application/json"
+
+
+def test_fronts_answer_cpu_models_and_relay_device_ones(store: Path, serve: Servers) -> None:
+    """With devices, a front still answers hits on models that stay on the CPU (a CPU runtime, or
+    pinned there); one on a device waits for it, so the main process answers it."""
+    server = one_device(store, serve, f"1x{BUDGET}+{CONTEXT}", fronts=2)
+    names = ["iris.onnx", "pinned", "m0.pt"]
+    with httpx.Client(base_url=server.url, timeout=60) as http:
+        tiers = [invoke(http, name, ROW).headers["x-modelhost-tier"] for name in names * 2]
+    assert tiers[3:] == ["host", "host", "device"]
+    hits = {
+        name: raw_request(f"/models/{name}/invoke", json.dumps(ROW).encode(), JSON)
+        for name in names
+    }
+    for name in ["iris.onnx", "pinned"]:
+        answered = hit_with_the_main_process_stopped(server, hits[name])
+        assert answered.startswith(b"HTTP/1.1 200 OK"), (name, answered)
+    assert hit_with_the_main_process_stopped(server, hits["m0.pt"], tries=1) == b""

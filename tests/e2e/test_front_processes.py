@@ -3,7 +3,6 @@ each is answered as the main process alone answers it."""
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import signal
@@ -16,7 +15,16 @@ from pathlib import Path
 import httpx
 import psutil
 import pytest
-from helpers.fronts import accepted_by, front_pids
+from helpers.fronts import (
+    Connection,
+    connect,
+    direct_on_front,
+    front_pids,
+    hit_with_the_main_process_stopped,
+    on_main,
+    raw_invoke,
+    raw_request,
+)
 from helpers.serving import Servers
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -33,32 +41,6 @@ REPORTED_S = 10.0  # a front's report is due within a tenth of a second: ample
 @pytest.fixture(scope="module")
 def fronted(store: Path, serve: Servers) -> testing.RunningServer:
     return serve(store, workers=2, fronts=2, memory_budget="4GiB")
-
-
-class Connection(http.client.HTTPConnection):
-    """A keep-alive connection that can tell which process accepted it."""
-
-    def holder(self, fronts: list[int]) -> int | None:
-        """The front's pid holding this connection, or None for the main process."""
-        assert self.sock is not None
-        mine = self.sock.getsockname()[1]
-        for pid in fronts:
-            held = psutil.Process(pid).net_connections("tcp")
-            if any(c.raddr and c.raddr.port == mine for c in held):
-                return pid
-        return None
-
-    def call(self, method: str, path: str, body: object = None) -> tuple[int, bytes]:
-        content = None if body is None else json.dumps(body)
-        self.request(method, path, body=content, headers=HEADERS if body is not None else {})
-        response = self.getresponse()
-        return response.status, response.read()
-
-
-def connect(server: testing.RunningServer) -> Connection:
-    connection = Connection("127.0.0.1", server.port, timeout=60)
-    connection.connect()
-    return connection
 
 
 def invoke_rows(connection: Connection, model: str = MODEL) -> None:
@@ -264,55 +246,10 @@ def test_sigterm_stops_every_front_after_its_requests(store: Path, serve: Server
     assert not any(psutil.pid_exists(pid) for pid in fronts)
 
 
-def direct_on_front(server: testing.RunningServer) -> Connection:
-    """A fresh connection a front accepted, no request sent on it yet: it starts direct."""
-    fronts = front_pids(server)
-    while True:
-        connection = connect(server)
-        assert connection.sock is not None
-        if accepted_by(connection.sock, [server.pid, *fronts]) in fronts:
-            return connection
-        connection.close()
-
-
-def on_main(server: testing.RunningServer) -> Connection:
-    while True:
-        connection = connect(server)
-        assert connection.sock is not None
-        if accepted_by(connection.sock, [server.pid, *front_pids(server)]) == server.pid:
-            return connection
-        connection.close()
-
-
-def raw_request(path: str, body: bytes, *headers: str) -> bytes:
-    """A whole POST's bytes, head and body."""
-    head = [f"POST {path} HTTP/1.1", "host: x", f"content-length: {len(body)}", *headers]
-    return ("\r\n".join(head) + "\r\n\r\n").encode() + body
-
-
 JSON_TYPE = "content-type: application/json"
 INVOKE = raw_request(
     f"/models/{MODEL}/invoke", json.dumps([list(r) for r in ROWS]).encode(), JSON_TYPE
 )
-
-
-def raw_invoke(connection: Connection, request: bytes = INVOKE) -> bytes:
-    """The whole answer, head and body, to `request` (by default one invocation of every row)."""
-    assert connection.sock is not None
-    connection.sock.sendall(request)
-    answer = b""
-    while (size := answer_bytes(answer)) is None or len(answer) < size:
-        chunk = connection.sock.recv(65536)
-        assert chunk, answer
-        answer += chunk
-    return answer
-
-
-def answer_bytes(answer: bytes) -> int | None:
-    """The answer's whole size, once its head is in."""
-    head, end, _ = answer.partition(b"\r\n\r\n")
-    lengths = [line for line in head.lower().split(b"\r\n") if line.startswith(b"content-length:")]
-    return len(head) + len(end) + int(lengths[0].split(b":")[1]) if end and lengths else None
 
 
 def masked(answer: bytes) -> list[bytes]:
@@ -324,27 +261,6 @@ def masked(answer: bytes) -> list[bytes]:
     ]
 
 
-def hit_with_the_main_process_stopped(
-    server: testing.RunningServer, request: bytes = INVOKE
-) -> bytes:
-    """A hit on a fresh front connection while the main process is stopped: the front's own."""
-    answered = b""
-    for _ in range(5):  # the first may come before the front's table has the model
-        connection = direct_on_front(server)
-        assert connection.sock is not None
-        connection.sock.settimeout(5)
-        os.kill(server.pid, signal.SIGSTOP)
-        try:
-            answered = raw_invoke(connection, request)
-            break
-        except TimeoutError:
-            continue  # relayed to the stopped main process: try again on a fresh connection
-        finally:
-            os.kill(server.pid, signal.SIGCONT)
-            connection.close()
-    return answered
-
-
 def test_a_front_answers_hits_while_the_main_process_is_stopped(
     fronted: testing.RunningServer,
 ) -> None:
@@ -352,10 +268,10 @@ def test_a_front_answers_hits_while_the_main_process_is_stopped(
     the front asked the worker itself. Its bytes are the main process's own, date and timings
     aside."""
     load_once(fronted)
-    answered = hit_with_the_main_process_stopped(fronted)
+    answered = hit_with_the_main_process_stopped(fronted, INVOKE)
     assert answered.startswith(b"HTTP/1.1 200 OK"), answered
     main = on_main(fronted)
-    assert masked(raw_invoke(main)) == masked(answered)
+    assert masked(raw_invoke(main, INVOKE)) == masked(answered)
     main.close()
 
 
@@ -581,7 +497,7 @@ def test_a_killed_front_is_restarted_and_answers_hits(store: Path, serve: Server
         time.sleep(0.05)
     [restarted] = live_fronts(server)
     assert restarted != killed
-    assert hit_with_the_main_process_stopped(server).startswith(b"HTTP/1.1 200 OK")
+    assert hit_with_the_main_process_stopped(server, INVOKE).startswith(b"HTTP/1.1 200 OK")
     [exit_event] = server.events("front_exit")
     assert exit_event["detail"]["pid"] == killed and exit_event["reason"] == "signal"
     assert [e["detail"]["pid"] for e in server.events("front_start")][-1] == restarted

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -12,12 +11,8 @@ from modelhost.config import Config
 from modelhost.http.front_routes import why_relayed
 
 
-def host(devices: bool = False) -> Any:
-    return SimpleNamespace(devices=SimpleNamespace(tier=devices))
-
-
 def test_a_plain_server_lets_hits_go_direct() -> None:
-    assert why_relayed(Config(model_store="/tmp"), host()) == ""
+    assert why_relayed(Config(model_store="/tmp")) == ""
 
 
 @pytest.mark.parametrize(
@@ -32,14 +27,10 @@ def test_a_plain_server_lets_hits_go_direct() -> None:
 )
 def test_what_a_front_cannot_keep_relays_every_request(change: dict[str, Any], reason: str) -> None:
     config = dataclasses.replace(Config(model_store="/tmp"), **change)
-    assert reason in why_relayed(config, host())
+    assert reason in why_relayed(config)
 
 
 @pytest.mark.parametrize("off", ["off", "OFF", " "])
 def test_tenants_switched_off_by_name_let_hits_go_direct(off: str) -> None:
     config = dataclasses.replace(Config(model_store="/tmp"), tenant_from=off)
-    assert why_relayed(config, host()) == ""
-
-
-def test_devices_relay_every_request() -> None:
-    assert why_relayed(Config(model_store="/tmp"), host(devices=True)) == "devices"
+    assert why_relayed(config) == ""

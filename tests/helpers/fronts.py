@@ -1,7 +1,12 @@
-"""Which process of a server started with `--fronts` holds a connection."""
+"""Which process of a server started with `--fronts` holds a connection, and hits sent on a
+front's connection while the main process is stopped, which only a front can answer."""
 
 from __future__ import annotations
 
+import http.client
+import json
+import os
+import signal
 import socket
 import time
 
@@ -10,6 +15,7 @@ import psutil
 from modelhost import testing
 
 ACCEPTED_S = 60.0
+JSON_HEADERS = {"content-type": "application/json"}
 
 
 def front_pids(server: testing.RunningServer) -> list[int]:
@@ -28,3 +34,95 @@ def accepted_by(sock: socket.socket, pids: list[int]) -> int:
                 return pid
         time.sleep(0.01)
     raise AssertionError("no process accepted the connection")
+
+
+class Connection(http.client.HTTPConnection):
+    """A keep-alive connection that can tell which process accepted it."""
+
+    def holder(self, fronts: list[int]) -> int | None:
+        """The front's pid holding this connection, or None for the main process."""
+        assert self.sock is not None
+        mine = self.sock.getsockname()[1]
+        for pid in fronts:
+            held = psutil.Process(pid).net_connections("tcp")
+            if any(c.raddr and c.raddr.port == mine for c in held):
+                return pid
+        return None
+
+    def call(self, method: str, path: str, body: object = None) -> tuple[int, bytes]:
+        content = None if body is None else json.dumps(body)
+        headers = JSON_HEADERS if body is not None else {}
+        self.request(method, path, body=content, headers=headers)
+        response = self.getresponse()
+        return response.status, response.read()
+
+
+def connect(server: testing.RunningServer) -> Connection:
+    connection = Connection("127.0.0.1", server.port, timeout=60)
+    connection.connect()
+    return connection
+
+
+def direct_on_front(server: testing.RunningServer) -> Connection:
+    """A fresh connection a front accepted, no request sent on it yet: it starts direct."""
+    fronts = front_pids(server)
+    while True:
+        connection = connect(server)
+        assert connection.sock is not None
+        if accepted_by(connection.sock, [server.pid, *fronts]) in fronts:
+            return connection
+        connection.close()
+
+
+def on_main(server: testing.RunningServer) -> Connection:
+    while True:
+        connection = connect(server)
+        assert connection.sock is not None
+        if accepted_by(connection.sock, [server.pid, *front_pids(server)]) == server.pid:
+            return connection
+        connection.close()
+
+
+def raw_request(path: str, body: bytes, *headers: str) -> bytes:
+    """A whole POST's bytes, head and body."""
+    head = [f"POST {path} HTTP/1.1", "host: x", f"content-length: {len(body)}", *headers]
+    return ("\r\n".join(head) + "\r\n\r\n").encode() + body
+
+
+def raw_invoke(connection: Connection, request: bytes) -> bytes:
+    """The whole answer, head and body, to `request`."""
+    assert connection.sock is not None
+    connection.sock.sendall(request)
+    answer = b""
+    while (size := answer_bytes(answer)) is None or len(answer) < size:
+        chunk = connection.sock.recv(65536)
+        assert chunk, answer
+        answer += chunk
+    return answer
+
+
+def answer_bytes(answer: bytes) -> int | None:
+    """The answer's whole size, once its head is in."""
+    head, end, _ = answer.partition(b"\r\n\r\n")
+    lengths = [line for line in head.lower().split(b"\r\n") if line.startswith(b"content-length:")]
+    return len(head) + len(end) + int(lengths[0].split(b":")[1]) if end and lengths else None
+
+
+def hit_with_the_main_process_stopped(
+    server: testing.RunningServer, request: bytes, tries: int = 5
+) -> bytes:
+    """A hit on a fresh front connection while the main process is stopped: the front's own
+    answer, or b"" where each try waited 5 s (relayed to the stopped main process)."""
+    for _ in range(tries):  # the first may come before the front's table has the model
+        connection = direct_on_front(server)
+        assert connection.sock is not None
+        connection.sock.settimeout(5)
+        os.kill(server.pid, signal.SIGSTOP)
+        try:
+            return raw_invoke(connection, request)
+        except TimeoutError:
+            continue
+        finally:
+            os.kill(server.pid, signal.SIGCONT)
+            connection.close()
+    return b""
