@@ -6,6 +6,7 @@ each batch a front sends to a worker's direct socket on both sides (CLOCK_MONOTO
 for every process), so a batch's time splits into: waiting in the front behind the batch in
 flight, the way to the worker's reader thread, the wait for a slot, the run, the reply's way back.
 It also prints the CPU of the main process, the fronts and the workers over the measured run,
+the main process's CPU to fold the fronts' reports a sample,
 the server cores' idle share and wrk's CPU: a server that is not CPU-bound shows where it waits.
 
     python benchmarks/front_stages.py --workers 4 --fronts 3 --connections 48
@@ -127,8 +128,22 @@ def _worker():
     worker.Worker.infer, direct.Door._read = timed_infer, timed_read
 
 
+def _main():
+    from modelhost.http import front_routes
+
+    fold = front_routes.Routing.fold
+
+    def timed_fold(self, report, front):
+        _dump_from("fold")
+        started = time.thread_time()
+        fold(self, report, front)
+        rows.append([time.monotonic(), time.thread_time() - started, len(report.samples)])
+
+    front_routes.Routing.fold = timed_fold
+
+
 if OUT:
-    for patch in (_front, _worker):
+    for patch in (_front, _worker, _main):
         try:
             patch()
         except ImportError:
@@ -156,7 +171,7 @@ def main() -> None:
         (root / "site" / "sitecustomize.py").write_text(SITECUSTOMIZE)
         result = _run(root, args)
     print(markdown_table(["role", "cores used", "CPU µs a request"], result["cpu"]))
-    print(f"\n{result['summary']}\n")
+    print(f"\n{result['summary']}; {result['fold']}\n")
     print(markdown_table(["stage", "batches", "mean µs", "p50 µs", "p99 µs"], result["stages"]))
 
 
@@ -192,6 +207,7 @@ def _run(root: Path, args: argparse.Namespace) -> dict[str, Any]:
         "cpu": _cpu_rows(spent, roles, requests, wall_s),
         "summary": summary,
         "stages": _stage_rows(out, started),
+        "fold": _fold_cost(out, started),
     }
 
 
@@ -243,6 +259,13 @@ def _stage_rows(out: Path, since: float) -> list[list[str]]:
         stages[STAGES[5]].append(replied_at - written_at)
         stages[STAGES[6]].append(replied_at - sent_at)
     return [_stage_row(stage, values) for stage, values in stages.items()]
+
+
+def _fold_cost(out: Path, since: float) -> str:
+    """The main process's CPU to fold the fronts' reports, a sample."""
+    folds = [row for _, row in _rows(out, "fold") if row[0] >= since]
+    seconds, samples = sum(row[1] for row in folds), sum(row[2] for row in folds)
+    return f"main folds {samples:,} samples at {seconds * 1e6 / max(1, samples):.1f} µs each"
 
 
 def _stage_row(stage: str, values: list[float]) -> list[str]:

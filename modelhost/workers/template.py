@@ -82,6 +82,8 @@ def fork_worker(
     code = 0
     try:
         sys.stdin.close()
+        # the template's stdout is a pipe read once, for its "ready": a print would fill it
+        os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
         from modelhost.workers.worker import run
 
         run(socket_path, worker_id, threads, rehearsal, untrusted, devices=devices, direct=direct)

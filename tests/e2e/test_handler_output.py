@@ -1,0 +1,50 @@
+"""What a model's own code prints reaches the server's log, and never stalls its worker: the
+workers' standard output is no pipe that someone must keep reading."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+from helpers.serving import Servers
+
+from modelhost import testing
+
+pytestmark = pytest.mark.e2e
+
+CHATTY = '''
+import sys
+
+
+def handle(data, context):
+    """Prints 100 kB on each of stdout and stderr a call, as a verbose handler's logging may."""
+    if data is None:
+        return None
+    print("out:" + "x" * 100_000)
+    print("err:" + "y" * 100_000, file=sys.stderr)
+    return [{"ok": True} for _ in data]
+'''
+CALLS = 20  # 2 MB of output: far past a pipe's 64 KiB and a reader's buffers
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("output-store")
+    (root / "chatty").mkdir()
+    (root / "chatty/handler.py").write_text(CHATTY)
+    testing.iris_logreg(root / "iris.joblib")
+    return root
+
+
+def test_a_handler_printing_on_stdout_keeps_answering(store: Path, serve: Servers) -> None:
+    server = serve(store, workers=1, default_response_timeout_s=10)
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        statuses = [
+            client.post("/models/chatty/invoke", json=[1]).status_code for _ in range(CALLS)
+        ]
+        iris = client.post("/models/iris.joblib/invoke", json=[[5.1, 3.5, 1.4, 0.2]])
+    assert statuses == [200] * CALLS
+    assert iris.status_code == 200
+    log = server.log_text()
+    assert log.count("out:xxxx") == CALLS and log.count("err:yyyy") == CALLS
