@@ -130,7 +130,8 @@ async def serve_pool(config: Config, pool: WorkerPool, events: EventLog) -> int:
             logger.info("%s: %s", untrusted, sandbox_support().describe())
         async with fronts_running(fronts, config.host, config.port) as sockets:
             scheme = "https" if tls else "http"
-            where = f"{scheme}://{config.host}:{bound_port(sockets)}"  # port 0: the kernel's pick
+            port = fronts.port if fronts is not None else bound_port(sockets)  # 0: kernel's
+            where = f"{scheme}://{config.host}:{port}"
             logger.info("serving %s on %s", host.store_uri, where)
             await serve_rpc_beside(server, beside, rpc, sockets)
     return 0

@@ -113,9 +113,9 @@ class Config:
     workers: int = _setting(0, "worker processes in all (0: one per usable core)", minimum=0)
     fronts: int = _setting(
         1,
-        "HTTP front processes sharing the port with SO_REUSEPORT: the main one and fronts - 1 "
-        "that answer hits straight from the workers and relay the rest to it (1: the main "
-        "process alone)",
+        "HTTP processes taking the port's connections: above 1, front processes sharing it with "
+        "SO_REUSEPORT, which answer hits straight from the workers and relay the rest to the "
+        "main process (1: the main process alone)",
         minimum=1,
     )
     workers_per_model: int = _setting(

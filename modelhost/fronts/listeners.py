@@ -61,7 +61,7 @@ def lone_socket(host: str, port: int) -> list[socket.socket]:
     return [sock]
 
 
-def reuse_port_sockets(host: str, port: int) -> list[socket.socket]:
+def reuse_port_sockets(host: str, port: int, listen: bool = True) -> list[socket.socket]:
     """Bound, listening sockets for `host:port` ("" or "0.0.0.0": every address), as asyncio
     binds them, each with `SO_REUSEPORT` so that the kernel spreads connections over them."""
     sockets: list[socket.socket] = []
@@ -74,7 +74,8 @@ def reuse_port_sockets(host: str, port: int) -> list[socket.socket]:
             if family == socket.AF_INET6:
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
             sock.bind(address)
-            sock.listen(BACKLOG)
+            if listen:
+                sock.listen(BACKLOG)
             sock.setblocking(False)
     except OSError:
         for sock in sockets:

@@ -36,12 +36,13 @@ REPUBLISH_S = 1.0  # a table is rebuilt this often even with no event seen
 
 
 class Fronts:
-    """The main process's sockets and its `count - 1` front processes, started when it serves."""
+    """`count` front processes on the port; the main process holds it and serves their relays."""
 
     def __init__(self, count: int, host: str, port: int, run_dir: Path) -> None:
         self.count, self.host, self.port = count, host, port
         self.upstream = str(run_dir / UPSTREAM_FILE)
-        self.sockets: list[socket.socket] = []
+        self.held: list[socket.socket] = []  # the port's, bound without listening
+        self.sockets: list[socket.socket] = []  # the main server's: the Unix socket
         self.slots: list[FrontSlot] = []
         self.table = b""  # the last table sent, packed
         self.routing: Routing | None = None  # None: every request is relayed
@@ -57,22 +58,19 @@ class Fronts:
         return [slot.process for slot in self.slots if slot.process is not None]
 
     async def start(self) -> None:
-        """Bind the port and the Unix socket, then start the fronts, each bound when this returns.
-
-        Connections wait in the sockets' backlogs until the main process's server accepts them.
-        """
+        """Hold the port, bind the Unix socket, then start the fronts, each listening on return."""
         if self.port:  # port 0 is a fresh port of the kernel's choosing
             bind_or_refuse(self.host, self.port, check_unshared, f" for --fronts {self.count}")
-        self.sockets = bind_or_refuse(self.host, self.port, reuse_port_sockets)
-        self.port = bound_port(self.sockets)
-        self.sockets.append(unix_listener(self.upstream))
+        self.held = bind_or_refuse(self.host, self.port, hold_port)
+        self.port = bound_port(self.held)
+        self.sockets = [unix_listener(self.upstream)]
         events = self.routing.host.events if self.routing is not None else None
         argv = [self.host, str(self.port), self.upstream]
-        self.slots = [FrontSlot(front, argv, events) for front in range(1, self.count)]
+        self.slots = [FrontSlot(front, argv, events) for front in range(1, self.count + 1)]
         for slot in self.slots:
             await slot.start(b"")
         pids = ", ".join(str(process.pid) for process in self.processes)
-        logger.info("%s", started_line(self.count - 1, self.port, pids))
+        logger.info("%s", started_line(self.count, self.port, pids))
         loop = asyncio.get_running_loop()
         if self.routing is not None:
             self._exchange_with(self.routing)
@@ -102,7 +100,7 @@ class Fronts:
             await asyncio.sleep(PUBLISH_S)
 
     def drain(self) -> None:
-        """Stop the fronts taking connections; those they hold drain with the main process's."""
+        """Stop the fronts taking connections; those they hold drain."""
         self.drained_at = asyncio.get_running_loop().time()
         self.stopping.set()
         for process in self.processes:
@@ -137,14 +135,19 @@ class Fronts:
 
 
 def started_line(fronts: int, port: int, pids: str) -> str:
-    """The start log's line on the fronts, in words that add up with the main process."""
-    if fronts == 1:
-        return f"1 front process shares port {port} with the main process (pid {pids})"
-    return f"{fronts} front processes share port {port} with the main process (pids {pids})"
+    return (
+        f"{fronts} front processes take port {port}'s connections (pids {pids}); the main "
+        "process answers what they relay"
+    )
+
+
+def hold_port(host: str, port: int) -> list[socket.socket]:
+    """The port bound, not listening: the fronts take its connections."""
+    return reuse_port_sockets(host, port, listen=False)
 
 
 def fronts_for(count: int, host: str, port: int, run_dir: Path, tls: bool) -> Fronts | None:
-    """The front processes beside this one on the main port, if `count` (--fronts) is above 1."""
+    """The front processes on the main port, if `count` (--fronts) is above 1."""
     if count == 1:
         return None
     if tls:
@@ -167,7 +170,7 @@ def bind_or_refuse(host: str, port: int, bind: Callable[[str, int], T], why: str
 async def running(
     fronts: Fronts | None, host: str, port: int
 ) -> AsyncIterator[list[socket.socket]]:
-    """The main server's sockets, bound now, while `fronts` run (None: the main process alone)."""
+    """The main server's sockets, bound now, while `fronts` run (None: none)."""
     if fronts is None:
         sockets = bind_or_refuse(host, port, lone_socket)
         try:
@@ -180,7 +183,7 @@ async def running(
         yield fronts.sockets
     finally:
         await fronts.stop()
-        close_all(fronts.sockets)
+        close_all(fronts.sockets + fronts.held)
 
 
 def close_all(sockets: list[socket.socket]) -> None:

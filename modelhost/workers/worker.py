@@ -222,7 +222,7 @@ class Worker:
         handler.limit_rows(request.max_rows)
         warm_up(handler, request.model, root, request.warmup)
         capable = handler.device_capable and bool(self.devices.devices) and not request.cpu
-        # a device's batch size may be smaller, and the main process alone sends to a device
+        # a device's batch may be smaller, and only the main process sends to a device
         gathers = handler.batches and not capable
         self.batch_sizes[request.model] = request.max_batch_size if gathers else 1
         self.models[request.model] = handler

@@ -57,7 +57,7 @@ EFFECTS: dict[str, str] = {
     "--store-attempts": "e2e/test_remote_stores.py::test_store_dying_mid_download_leaves_nothing",
     "--revalidate-interval-s": "e2e/test_remote_stores.py::test_revalidation_fetches_replaced_object",
     "--workers": "e2e/test_scheduling.py::test_hot_model_scales_out_and_in",
-    "--fronts": "e2e/test_front_processes.py::test_connections_spread_over_main_and_front",
+    "--fronts": "e2e/test_front_processes.py::test_connections_spread_over_the_fronts_alone",
     "--workers-per-model": MIGRATION + "test_workers_per_model_loads_that_many",
     "--max-workers-per-model": "e2e/test_scheduling.py::test_full_queue_answers_429",
     "--threads-per-worker": "e2e/test_scheduling.py::test_max_concurrency_caps_requests_in_flight_across_models",

@@ -1,5 +1,5 @@
-"""`--fronts 2`: the port's connections spread over the main process and a front process, and
-each is answered as the main process alone answers it."""
+"""`--fronts 2`: the port's connections spread over two front processes, and each is answered
+as the main process alone answers it."""
 
 from __future__ import annotations
 
@@ -21,7 +21,6 @@ from helpers.fronts import (
     direct_on_front,
     front_pids,
     hit_with_the_main_process_stopped,
-    on_main,
     raw_invoke,
     raw_request,
 )
@@ -34,13 +33,19 @@ MODEL = "iris.pkl"
 # iris rows and the class the logistic regression gives each
 ROWS = {(5.1, 3.5, 1.4, 0.2): 0, (6.7, 3.0, 5.2, 2.3): 2, (5.9, 2.8, 4.3, 1.3): 1}
 HEADERS = {"content-type": "application/json"}
-CONNECTIONS = 24  # each lands on the front with odds of one half
+CONNECTIONS = 24  # each lands on either front with odds of one half
 REPORTED_S = 10.0  # a front's report is due within a tenth of a second: ample
 
 
 @pytest.fixture(scope="module")
 def fronted(store: Path, serve: Servers) -> testing.RunningServer:
     return serve(store, workers=2, fronts=2, memory_budget="4GiB")
+
+
+@pytest.fixture(scope="module")
+def alone(store: Path, serve: Servers) -> testing.RunningServer:
+    """The main process alone on its port: the answers a front's must match."""
+    return serve(store, workers=2, memory_budget="4GiB")
 
 
 def invoke_rows(connection: Connection, model: str = MODEL) -> None:
@@ -68,10 +73,11 @@ def on_front(server: testing.RunningServer) -> Iterator[Connection]:
             connection.close()
 
 
-def test_connections_spread_over_main_and_front(fronted: testing.RunningServer) -> None:
-    """The kernel gives both processes connections, and both answer every row right."""
+def test_connections_spread_over_the_fronts_alone(fronted: testing.RunningServer) -> None:
+    """The kernel gives both fronts connections and the main process none, and every row is
+    answered right."""
     fronts = front_pids(fronted)
-    assert len(fronts) == 1
+    assert len(fronts) == 2
     connections = [connect(fronted) for _ in range(CONNECTIONS)]
     try:
         for connection in connections:
@@ -80,15 +86,13 @@ def test_connections_spread_over_main_and_front(fronted: testing.RunningServer) 
     finally:
         for connection in connections:
             connection.close()
-    assert None in holders and fronts[0] in holders
+    assert set(holders) == set(fronts)
 
 
 def test_the_start_line_counts_the_front_processes(fronted: testing.RunningServer) -> None:
-    """--fronts 2 is the main process and one front: the log says so in words that add up."""
-    [pid] = front_pids(fronted)
-    assert f"1 front process shares port {fronted.port} with the main process (pid {pid})" in (
-        fronted.log_text()
-    )
+    pids = ", ".join(map(str, sorted(front_pids(fronted))))
+    line = f"2 front processes take port {fronted.port}'s connections (pids {pids})"
+    assert line in fronted.log_text()
 
 
 def test_a_relayed_caller_manages_from_loopback(fronted: testing.RunningServer) -> None:
@@ -230,7 +234,7 @@ def test_sigterm_stops_every_front_after_its_requests(store: Path, serve: Server
     every front exit, the server with 0."""
     server = serve(store, workers=1, fronts=3, memory_budget="4GiB")
     fronts = front_pids(server)
-    assert len(fronts) == 2
+    assert len(fronts) == 3
     connection = next(on_front(server))
     body = json.dumps({"sleep": 1.5})
     connection.request("POST", "/models/slow/invoke", body=body, headers=HEADERS)
@@ -262,17 +266,25 @@ def masked(answer: bytes) -> list[bytes]:
 
 
 def test_a_front_answers_hits_while_the_main_process_is_stopped(
-    fronted: testing.RunningServer,
+    fronted: testing.RunningServer, alone: testing.RunningServer
 ) -> None:
     """With the main process stopped (SIGSTOP), a hit on a front's connection is still answered:
-    the front asked the worker itself. Its bytes are the main process's own, date and timings
+    the front asked the worker itself. Its bytes are a main process's own, date and timings
     aside."""
     load_once(fronted)
     answered = hit_with_the_main_process_stopped(fronted, INVOKE)
     assert answered.startswith(b"HTTP/1.1 200 OK"), answered
-    main = on_main(fronted)
-    assert masked(raw_invoke(main, INVOKE)) == masked(answered)
-    main.close()
+    assert masked(answered_alone(alone, INVOKE)) == masked(answered)
+
+
+def answered_alone(alone: testing.RunningServer, request: bytes) -> bytes:
+    """The answer of a server without fronts to `request`, its model loaded first."""
+    connection = connect(alone)
+    try:
+        raw_invoke(connection, request)
+        return raw_invoke(connection, request)
+    finally:
+        connection.close()
 
 
 FLAT_ROWS = [value for row in ROWS for value in row]
@@ -313,7 +325,7 @@ ANSWERED_BY_A_FRONT = {
 
 @pytest.mark.parametrize("kind", ANSWERED_BY_A_FRONT)
 def test_a_front_answers_each_protocol_as_the_main_process(
-    fronted: testing.RunningServer, kind: str
+    fronted: testing.RunningServer, alone: testing.RunningServer, kind: str
 ) -> None:
     """OIP's and TorchServe's invocations answered by a front with the main process stopped:
     the bytes the main process answers, date and timings aside."""
@@ -321,9 +333,7 @@ def test_a_front_answers_each_protocol_as_the_main_process(
     request = ANSWERED_BY_A_FRONT[kind]
     answered = hit_with_the_main_process_stopped(fronted, request)
     assert answered, "relayed to the main process"
-    main = on_main(fronted)
-    assert masked(raw_invoke(main, request)) == masked(answered)
-    main.close()
+    assert masked(answered_alone(alone, request)) == masked(answered)
 
 
 def test_a_model_hit_only_through_a_front_stays_loaded(store: Path, serve: Servers) -> None:
@@ -361,22 +371,24 @@ def test_a_hit_past_the_response_timeout_is_refused_as_the_main_process_refuses_
     server = serve(store, workers=1, fronts=2, memory_budget="4GiB", default_response_timeout_s=1)
     slow = {"sleep": 2}
 
-    def refusal(connection: Connection) -> tuple[int, object]:
-        status, body = connection.call("POST", "/models/slow/invoke", slow)
+    def refusal(
+        connection: Connection, headers: dict[str, str] | None = None
+    ) -> tuple[int, object]:
+        status, body = connection.call("POST", "/models/slow/invoke", slow, headers)
         return status, json.loads(body)
 
     loading = connect(server)
     loading.call("POST", "/models/slow/invoke", {"sleep": 0})  # loaded: now a hit
     loading.close()
     time.sleep(0.5)  # the front's table has the model
-    main, front = on_main(server), direct_on_front(server)
+    main, front = connect(server), direct_on_front(server)
     try:
         os.kill(server.pid, signal.SIGSTOP)  # what answers is the front
         try:
             refused = refusal(front)
         finally:
             os.kill(server.pid, signal.SIGCONT)
-        assert refused[0] == 504 and refused == refusal(main)
+        assert refused[0] == 504 and refused == refusal(main, {"connection": "close"})
         assert front.call("POST", "/models/slow/invoke", {"sleep": 0})[0] == 200
     finally:
         main.close()
@@ -482,25 +494,25 @@ def scraped(server: testing.RunningServer, name: str) -> float:
 
 def test_a_killed_front_is_restarted_and_answers_hits(store: Path, serve: Servers) -> None:
     """A front SIGKILLed: new connections keep being answered (the kernel gives them to the
-    listeners left), then a new front process starts, gets the table at once and answers hits
+    other front), then a new front process starts, gets the table at once and answers hits
     itself. Its death and its start are events, and /metrics counts the restart."""
     server = serve(store, workers=1, fronts=2, memory_budget="4GiB")
     load_once(server)
-    [killed] = live_fronts(server)
+    killed, kept = live_fronts(server)
     os.kill(killed, signal.SIGKILL)
     while not gone(killed):
         time.sleep(0.01)
     for _ in range(CONNECTIONS):
         load_once(server)
     deadline = time.monotonic() + REPORTED_S
-    while not live_fronts(server) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    [restarted] = live_fronts(server)
-    assert restarted != killed
-    assert hit_with_the_main_process_stopped(server, INVOKE).startswith(b"HTTP/1.1 200 OK")
+    while len(server.events("front_start")) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)  # the new front says it listens
+    restarted = server.events("front_start")[-1]["detail"]["pid"]
+    assert restarted not in (killed, kept) and restarted in live_fronts(server)
+    answered = hit_with_the_main_process_stopped(server, INVOKE, front=restarted)
+    assert answered.startswith(b"HTTP/1.1 200 OK")
     [exit_event] = server.events("front_exit")
     assert exit_event["detail"]["pid"] == killed and exit_event["reason"] == "signal"
-    assert [e["detail"]["pid"] for e in server.events("front_start")][-1] == restarted
     assert scraped(server, "modelhost_front_restarts_total") == 1
 
 
@@ -513,9 +525,9 @@ def test_a_fronts_direct_hit_counts_in_flight(store: Path, serve: Servers) -> No
     report's interval, and leaves it once answered."""
     server = serve(store, workers=1, fronts=2, memory_budget="4GiB")
     quick = raw_request("/models/slow/invoke", b'{"sleep": 0}', JSON_TYPE)
-    main = on_main(server)
-    assert raw_invoke(main, quick).startswith(b"HTTP/1.1 200 OK")  # loaded
-    main.close()
+    loading = connect(server)
+    assert raw_invoke(loading, quick).startswith(b"HTTP/1.1 200 OK")  # loaded
+    loading.close()
     assert hit_with_the_main_process_stopped(server, quick)  # the front's table has it
     connection = direct_on_front(server)
     connection.request("POST", "/models/slow/invoke", body='{"sleep": 2}', headers=HEADERS)

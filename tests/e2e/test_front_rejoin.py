@@ -42,6 +42,12 @@ def fronted(store: Path, serve: Servers) -> testing.RunningServer:
     return serve(store, workers=2, fronts=2, memory_budget="4GiB")
 
 
+@pytest.fixture(scope="module")
+def alone(store: Path, serve: Servers) -> testing.RunningServer:
+    """The main process alone on its port: the answers a front's must match."""
+    return serve(store, workers=2, memory_budget="4GiB")
+
+
 class Held(io.BufferedReader):
     """The socket's one reader, kept open across the answers http.client reads from it."""
 
@@ -85,14 +91,11 @@ class Client:
         self.sock.close()
 
 
-def on(server: testing.RunningServer, front: bool) -> Client:
-    """A fresh connection accepted by a front (or by the main process), nothing sent yet."""
-    fronts = front_pids(server)
-    while True:
-        client = Client(server)
-        if (accepted_by(client.sock, [server.pid, *fronts]) in fronts) == front:
-            return client
-        client.close()
+def on(server: testing.RunningServer) -> Client:
+    """A fresh connection, accepted by a front, nothing sent yet."""
+    client = Client(server)
+    accepted_by(client.sock, front_pids(server))
+    return client
 
 
 def invoke(model: str, *headers: str) -> bytes:
@@ -138,19 +141,21 @@ def front_hits(server: testing.RunningServer, client: Client, model: str) -> lis
     return answers
 
 
-def test_hits_after_a_miss_are_the_fronts_own(fronted: testing.RunningServer) -> None:
+def test_hits_after_a_miss_are_the_fronts_own(
+    fronted: testing.RunningServer, alone: testing.RunningServer
+) -> None:
     """A cold model's first invocation is relayed and loads it; the connection's next ones are
-    answered by the front, byte for byte as the main process answers a hit."""
+    answered by the front, byte for byte as a main process answers a hit."""
     model = "tenants/t000.joblib"
-    client = on(fronted, front=True)
+    client = on(fronted)
     client.send(invoke(model))
     assert body_of(client.raw()) == PREDICTED
     answers = front_hits(fronted, client, model)
     client.close()
-    main = on(fronted, front=False)
-    main.send(invoke(model))
+    main = Client(alone)
+    main.send(invoke(model), invoke(model))
+    main.raw()  # the miss
     assert masked(answers[0]) == masked(main.raw())
-    main.close()
 
 
 def test_pipelined_requests_keep_their_order_across_the_switch(
@@ -159,7 +164,7 @@ def test_pipelined_requests_keep_their_order_across_the_switch(
     """Requests written together with a miss, and others written while it loads (waiting to
     know where they go): every answer in the order asked, then the front's own hits."""
     model = "tenants/t001.joblib"
-    client = on(fronted, front=True)
+    client = on(fronted)
     client.send(invoke(model), PING, invoke(model))
     time.sleep(0.05)  # the miss is loading
     client.send(PING)
@@ -175,10 +180,10 @@ def test_pipelined_requests_keep_their_order_across_the_switch(
 def test_a_management_call_then_hits_are_the_fronts(fronted: testing.RunningServer) -> None:
     """Management calls relayed between hits: each answered, and the hits after each the front's."""
     model = "tenants/t002.joblib"
-    client = on(fronted, front=True)
+    client = on(fronted)
     client.send(invoke(model))
     assert body_of(client.raw()) == PREDICTED
-    for _ in range(2):  # the second call on the main process's connection kept from the first
+    for _ in range(2):  # the second call on the relay's connection kept from the first
         client.send(b"GET /models HTTP/1.1\r\nhost: x\r\n\r\n")
         status, listing = client.parsed()
         assert status == 200 and model.encode() in listing
@@ -193,7 +198,7 @@ def test_chunked_bodies_both_ways_then_hits_are_the_fronts(fronted: testing.Runn
     body = json.dumps(ROWS).encode()
     head = f"POST /models/{model}/invoke HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n"
     chunks = b"%x\r\n%s\r\n%x\r\n%s\r\n0\r\n\r\n" % (10, body[:10], len(body) - 10, body[10:])
-    client = on(fronted, front=True)
+    client = on(fronted)
     client.send(head.encode() + b"content-type: application/json\r\n\r\n", chunks)
     assert client.parsed("POST") == (200, PREDICTED)
     index = b"POST /v2/repository/index HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\n\r\n{}"
@@ -208,7 +213,7 @@ def test_head_and_continue_stay_right_on_the_relay(fronted: testing.RunningServe
     """A HEAD's bodiless answer and a 100-continue's interim one are not followed: the
     connection stays on the relay, and every answer after them is still right."""
     model = "tenants/t004.joblib"
-    client = on(fronted, front=True)
+    client = on(fronted)
     client.send(invoke(model))
     assert body_of(client.raw()) == PREDICTED
     client.send(b"HEAD /ping HTTP/1.1\r\nhost: x\r\n\r\n")
@@ -231,11 +236,11 @@ def test_connection_close_is_answered_then_closed(fronted: testing.RunningServer
     """`Connection: close` on a miss, and on a hit after the connection came back to the front:
     each answered right, then the connection closed."""
     model = "tenants/t005.joblib"
-    client = on(fronted, front=True)
+    client = on(fronted)
     client.send(invoke(model, "connection: close"))
     assert body_of(client.raw()) == PREDICTED and client.file.read() == b""
     client.close()
-    client = on(fronted, front=True)
+    client = on(fronted)
     client.send(invoke(model))
     assert body_of(client.raw()) == PREDICTED
     front_hits(fronted, client, model)

@@ -1,6 +1,6 @@
-"""`--fronts 2` with tenants on: a connection the front accepted is its request's tenant's like
-any other, held to the same rate, counted once and answered with the tenant's header, because
-the front relays every request to the main process (docs/tenants.md, "The limits of fairness")."""
+"""`--fronts 2` with tenants on: a connection either front accepted is its request's tenant's,
+held to one rate, counted once and answered with the tenant's header, because the fronts relay
+every request to the main process (docs/tenants.md, "The limits of fairness")."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ class Held:
     def __init__(self, server: testing.RunningServer) -> None:
         self.sock = socket.create_connection(("127.0.0.1", server.port), timeout=60)
         self.client = httpx.Client(base_url=server.url, timeout=60)
-        self.on_front = accepted_by(self.sock, [server.pid, *front_pids(server)]) != server.pid
+        self.front = accepted_by(self.sock, front_pids(server))
 
     def invoke(self, tenant: str) -> tuple[int, dict[str, str], bytes]:
         """`POST /models/{MODEL}/invoke` on this very connection: status, headers, body."""
@@ -75,12 +75,12 @@ class Held:
 
 @pytest.fixture
 def both(fronted: testing.RunningServer) -> Iterator[tuple[Held, Held]]:
-    """A connection the front accepted and one the main process did."""
+    """A connection of each front."""
     held: list[Held] = []
     try:
-        while not any(h.on_front for h in held) or all(h.on_front for h in held):
+        while len({h.front for h in held}) < 2:
             held.append(Held(fronted))
-        yield next(h for h in held if h.on_front), next(h for h in held if not h.on_front)
+        yield held[0], next(h for h in held if h.front != held[0].front)
     finally:
         for h in held:
             h.close()
@@ -96,11 +96,11 @@ def test_a_fronts_request_is_answered_and_counted_as_its_tenants(
     fronted: testing.RunningServer, both: tuple[Held, Held]
 ) -> None:
     """Once the model is loaded a front could answer its hits itself; it relays them still."""
-    front, main = both
-    status, _, body = main.invoke("walker")
+    front, other = both
+    status, _, body = other.invoke("walker")
     assert status == 200, body
     time.sleep(REPUBLISH_S)  # a front answering hits itself would have the model's route by now
-    for held in (main, *[front] * HITS):
+    for held in (other, *[front] * HITS):
         status, headers, body = held.invoke("walker")
         assert status == 200, body
         assert headers["x-modelhost-tenant"] == "walker"
@@ -110,10 +110,10 @@ def test_a_fronts_request_is_answered_and_counted_as_its_tenants(
 def test_a_tenants_rate_is_one_across_the_fronts(
     fronted: testing.RunningServer, both: tuple[Held, Held]
 ) -> None:
-    """The burst is spent once whichever process accepted each connection: the fourth and the
-    third request are refused, not granted by a bucket of the front's own."""
-    front, main = both
-    answers = [held.invoke("capped") for held in (front, main, front, main)]
+    """The burst is spent once whichever front accepted each connection: the third and the
+    fourth request are refused, not granted by a bucket of a front's own."""
+    front, other = both
+    answers = [held.invoke("capped") for held in (front, other, front, other)]
     assert [status for status, _, _ in answers] == [200] * BURST + [429] * 2
     for _, headers, body in answers[BURST:]:
         assert json.loads(body)["type"] == "RateLimited"

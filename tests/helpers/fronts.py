@@ -49,10 +49,12 @@ class Connection(http.client.HTTPConnection):
                 return pid
         return None
 
-    def call(self, method: str, path: str, body: object = None) -> tuple[int, bytes]:
+    def call(
+        self, method: str, path: str, body: object = None, headers: dict[str, str] | None = None
+    ) -> tuple[int, bytes]:
         content = None if body is None else json.dumps(body)
-        headers = JSON_HEADERS if body is not None else {}
-        self.request(method, path, body=content, headers=headers)
+        sent = {**(JSON_HEADERS if body is not None else {}), **(headers or {})}
+        self.request(method, path, body=content, headers=sent)
         response = self.getresponse()
         return response.status, response.read()
 
@@ -63,22 +65,14 @@ def connect(server: testing.RunningServer) -> Connection:
     return connection
 
 
-def direct_on_front(server: testing.RunningServer) -> Connection:
-    """A fresh connection a front accepted, no request sent on it yet: it starts direct."""
+def direct_on_front(server: testing.RunningServer, front: int | None = None) -> Connection:
+    """A fresh connection a front (`front`, if given) accepted, no request sent on it yet: it
+    starts direct."""
     fronts = front_pids(server)
     while True:
         connection = connect(server)
         assert connection.sock is not None
-        if accepted_by(connection.sock, [server.pid, *fronts]) in fronts:
-            return connection
-        connection.close()
-
-
-def on_main(server: testing.RunningServer) -> Connection:
-    while True:
-        connection = connect(server)
-        assert connection.sock is not None
-        if accepted_by(connection.sock, [server.pid, *front_pids(server)]) == server.pid:
+        if front is None or accepted_by(connection.sock, fronts) == front:
             return connection
         connection.close()
 
@@ -109,12 +103,13 @@ def answer_bytes(answer: bytes) -> int | None:
 
 
 def hit_with_the_main_process_stopped(
-    server: testing.RunningServer, request: bytes, tries: int = 5
+    server: testing.RunningServer, request: bytes, tries: int = 5, front: int | None = None
 ) -> bytes:
-    """A hit on a fresh front connection while the main process is stopped: the front's own
-    answer, or b"" where each try waited 5 s (relayed to the stopped main process)."""
+    """A hit on a fresh connection of a front (`front`, if given) while the main process is
+    stopped: the front's own answer, or b"" where each try waited 5 s (relayed to the stopped
+    main process)."""
     for _ in range(tries):  # the first may come before the front's table has the model
-        connection = direct_on_front(server)
+        connection = direct_on_front(server, front)
         assert connection.sock is not None
         connection.sock.settimeout(5)
         os.kill(server.pid, signal.SIGSTOP)
