@@ -40,7 +40,7 @@ from modelhost.host.sizing import Sizing
 from modelhost.host.upkeep import upkeep
 from modelhost.http.app import build_app
 from modelhost.http.beside import management_port_apart, management_servers, metrics_servers
-from modelhost.http.front_routes import Routing
+from modelhost.http.front_routes import Routing, main_only
 from modelhost.http.last_resort import Unhandled
 from modelhost.http.routes import HttpSettings, SageMakerRoutes
 from modelhost.http.server import (
@@ -101,7 +101,10 @@ async def serve_pool(config: Config, pool: WorkerPool, events: EventLog) -> int:
         )
         rpc = grpc_servers(host, config, observer, health, keys, run_folder=pool.run_dir)
         tls = bool(config.ssl_certfile)
-        fronts = fronts_for(config.fronts, config.host, config.port, pool.run_dir, tls)
+        needs_main = main_only(config)
+        fronts = fronts_for(
+            config.fronts, config.host, config.port, pool.run_dir, tls, main_only=needs_main
+        )
         if fronts is not None:
             fronts.routing = Routing(host, observer, config, pool.run_dir)
             fronts.drain_timeout_s = config.drain_timeout_s

@@ -81,8 +81,6 @@ class Fronts:
         ]
 
     def _exchange_with(self, routing: Routing) -> None:
-        if routing.relayed_for:
-            logger.info("the fronts relay every request: %s", routing.relayed_for)
         self.publishing = asyncio.get_running_loop().create_task(self._publish(routing))
 
     async def _publish(self, routing: Routing) -> None:
@@ -146,9 +144,15 @@ def hold_port(host: str, port: int) -> list[socket.socket]:
     return reuse_port_sockets(host, port, listen=False)
 
 
-def fronts_for(count: int, host: str, port: int, run_dir: Path, tls: bool) -> Fronts | None:
-    """The front processes on the main port, if `count` (--fronts) is above 1."""
+def fronts_for(
+    count: int, host: str, port: int, run_dir: Path, tls: bool, *, main_only: str = ""
+) -> Fronts | None:
+    """The front processes on the main port, if `count` (--fronts) is above 1 and no setting
+    (`main_only`: which) needs the main process for every request."""
     if count == 1:
+        return None
+    if main_only:
+        logger.warning("--fronts %d starts no front: %s need the main process", count, main_only)
         return None
     if tls:
         raise ConfigError(

@@ -18,8 +18,8 @@ from modelhost.workers.direct import direct_path
 Routes = dict[str, list[str]]
 
 
-def why_relayed(config: Config) -> str:
-    """What keeps every request relayed to the main process; "" where hits may go direct."""
+def main_only(config: Config) -> str:
+    """What needs the main process for every request, so no front starts; "": fronts may."""
     reasons = {
         "tenants (--tenant-from)": tenants_on(config.tenant_from),
         "untrusted workers": bool(config.untrusted_workers or config.refuse_pickle),
@@ -36,16 +36,13 @@ class Routing:
         self, host: ModelHost, observer: Observer | None, config: Config, run_dir: Path
     ) -> None:
         self.host, self.observer = host, observer
-        self.relayed_for = why_relayed(config)  # "": hits may go direct
-        self.direct = not self.relayed_for
         self.instance = instance_name(config.instance_id)
         self.limits = (config.max_request_bytes, config.max_response_bytes)
         self.timeout_s = config.default_response_timeout_s
         self.run_dir = run_dir  # where the workers' direct sockets are
         self.dirty = True  # a load, unload or worker change since the last table
         self.in_flight: dict[int, int] = {}  # front → its direct requests in flight, reported
-        if self.direct:
-            host.events.subscribe(lambda event: self.touch())
+        host.events.subscribe(lambda event: self.touch())
 
     def touch(self) -> None:
         self.dirty = True
@@ -53,7 +50,7 @@ class Routing:
     def table(self) -> Table:
         """The table to publish: what the host holds now, and the fronts' settings."""
         self.dirty = False
-        routes = self.routes() if self.direct else {}
+        routes = self.routes()
         dispatchers = self.host.copies.dispatchers
         sizes = {name: dispatchers[name].queue.max_batch_size for name in routes}
         batch_sizes = {name: size for name, size in sizes.items() if size > 1}

@@ -1,4 +1,4 @@
-"""When the fronts may answer hits: never where they could not keep what the main process keeps."""
+"""When fronts may start: never where they could not keep what the main process keeps."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 
 from modelhost.config import Config
-from modelhost.http.front_routes import why_relayed
+from modelhost.http.front_routes import main_only
 
 
-def test_a_plain_server_lets_hits_go_direct() -> None:
-    assert why_relayed(Config(model_store="/tmp")) == ""
+def test_a_plain_server_lets_fronts_start() -> None:
+    assert main_only(Config(model_store="/tmp")) == ""
 
 
 @pytest.mark.parametrize(
@@ -25,12 +25,12 @@ def test_a_plain_server_lets_hits_go_direct() -> None:
         ({"token_auth": True}, "token authorization"),
     ],
 )
-def test_what_a_front_cannot_keep_relays_every_request(change: dict[str, Any], reason: str) -> None:
+def test_what_a_front_cannot_keep_starts_none(change: dict[str, Any], reason: str) -> None:
     config = dataclasses.replace(Config(model_store="/tmp"), **change)
-    assert reason in why_relayed(config)
+    assert reason in main_only(config)
 
 
 @pytest.mark.parametrize("off", ["off", "OFF", " "])
-def test_tenants_switched_off_by_name_let_hits_go_direct(off: str) -> None:
+def test_tenants_switched_off_by_name_let_fronts_start(off: str) -> None:
     config = dataclasses.replace(Config(model_store="/tmp"), tenant_from=off)
-    assert why_relayed(config) == ""
+    assert main_only(config) == ""
