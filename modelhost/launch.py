@@ -95,6 +95,7 @@ def worker_pool(config: Config, folder: Path, events: EventLog) -> WorkerPool:
         environment=environment,
         untrusted_size=untrusted,
         views=views,
+        max_response_bytes=config.max_response_bytes,
     )
 
 
