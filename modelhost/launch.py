@@ -20,6 +20,7 @@ from modelhost.records.events import EventLog
 from modelhost.records.memory import return_heap_promptly
 from modelhost.resources import usable_cores
 from modelhost.run_dirs import run_dir
+from modelhost.workers.answers import answer_environment
 from modelhost.workers.devices import devices_environment
 from modelhost.workers.direct import direct_environment
 from modelhost.workers.environment import worker_environment
@@ -77,6 +78,7 @@ def worker_pool(config: Config, folder: Path, events: EventLog) -> WorkerPool:
     environment = worker_environment(os.environ)
     environment |= devices_environment(config.devices, config.fake_devices)
     environment |= direct_environment(config.fronts)
+    environment |= answer_environment(config.max_response_bytes)
     views = Views(Path(config.cache_dir)) if untrusted else None  # what sandboxed workers read
     if views is not None:
         environment |= views.environment()
@@ -93,6 +95,7 @@ def worker_pool(config: Config, folder: Path, events: EventLog) -> WorkerPool:
         environment=environment,
         untrusted_size=untrusted,
         views=views,
+        max_response_bytes=config.max_response_bytes,
     )
 
 

@@ -17,7 +17,7 @@ from modelhost.fronts.messages import Sample
 from modelhost.fronts.rejoin import Followed
 from modelhost.fronts.relay import KEEP_ALIVE_S
 from modelhost.http.instance import INSTANCE_HEADER
-from modelhost.protocols.bodies import check_response_size
+from modelhost.workers.answers import check_response_size
 from modelhost.workers.messages import Failure, Item
 
 # status, the bytes to write, the error type recorded, infer ms, and the body's bytes

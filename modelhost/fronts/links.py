@@ -24,7 +24,7 @@ from modelhost.workers.messages import (
     decode_reply,
     encode,
 )
-from modelhost.workers.wire import Frame, FrameBuffer
+from modelhost.workers.wire import Frame, FrameBuffer, reply_cap
 from modelhost.workers.wire import encode as encode_frame
 
 # a request's answer (or the whole batch's failure), its body, and the batch's infer ms
@@ -51,7 +51,7 @@ class WorkerLink(asyncio.Protocol):
     def __init__(self, path: str, router: Router) -> None:
         self.path, self.router, self.links = path, router, router.links
         self.transport: asyncio.Transport | None = None
-        self.frames = FrameBuffer()
+        self.frames = FrameBuffer(self._cap)
         self.sent: dict[int, Batch] = {}  # request id → the batch it carries
         self.ids = itertools.count(1)
         self.waiting: dict[str, list[Waiting]] = {}  # model → requests for its next batch
@@ -107,6 +107,11 @@ class WorkerLink(asyncio.Protocol):
             busy[model] = busy.get(model, 0.0) + reply.infer_ms / 1000
         if self.waiting.get(model):
             self._send(model, sent.batch_size)
+
+    def _cap(self, request_id: int) -> int:
+        sent = self.sent.get(request_id)
+        answers = 0 if sent is None else len(sent.waiting)
+        return reply_cap(answers, self.router.table.max_response_bytes)
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport

@@ -35,16 +35,12 @@ from modelhost.http.whole_response import send_whole
 from modelhost.names import model_name
 from modelhost.observe.exchange import Exchange
 from modelhost.observe.observer import Observer
-from modelhost.protocols.bodies import (
-    body_cut_short,
-    check_body_size,
-    check_response_size,
-    read_within,
-)
+from modelhost.protocols.bodies import body_cut_short, check_body_size, read_within
 from modelhost.protocols.params import check_headers, check_param, check_query
 from modelhost.protocols.status import status_of
 from modelhost.protocols.tenants import TenantRule
 from modelhost.protocols.torchserve import MODEL_VERSION as TORCHSERVE_VERSION
+from modelhost.workers.answers import check_response_size
 
 ONE_VERSION = "/" + TORCHSERVE_VERSION
 ROUTES = (INVOCATIONS, MODEL_INVOKE, PREDICTIONS)

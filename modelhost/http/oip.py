@@ -32,9 +32,9 @@ from modelhost.http.oip_replies import (
 )
 from modelhost.http.oip_replies import header_length as header_length_of_text
 from modelhost.http.routes import SageMakerRoutes, model_in_path
-from modelhost.protocols.bodies import check_response_size
 from modelhost.protocols.oip import OipModels, missing
 from modelhost.protocols.params import check_param
+from modelhost.workers.answers import check_response_size
 from modelhost.workers.oip_media import (
     MODEL_NAME_PARAM,
     MODEL_VERSION_PARAM,

@@ -1,10 +1,10 @@
-"""Request bodies read within their limit, and answers held to theirs."""
+"""Request bodies read within their limit (answers are held to theirs in workers/answers.py)."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from modelhost.errors import BadRequestBody, PayloadTooLarge, ResponseTooLarge
+from modelhost.errors import BadRequestBody, PayloadTooLarge
 from modelhost.units import format_bytes
 
 
@@ -33,12 +33,3 @@ def body_cut_short() -> BadRequestBody:
         "the client closed the connection before its request body came whole; the request was "
         "not run"
     )
-
-
-def check_response_size(size: int, limit: int) -> None:
-    """Refuse an answer over max_response_size, as MMS and TorchServe do."""
-    if limit and size > limit:
-        raise ResponseTooLarge(
-            f"the model's response is {format_bytes(size)} but max_response_size is "
-            f"{format_bytes(limit)}; ask for fewer rows per request or raise --max-response-size"
-        )

@@ -14,7 +14,6 @@ from modelhost.errors import ModelNotFound
 from modelhost.host import Invocation, ModelHost, State
 from modelhost.host.listing import EVERYWHERE, LOADED
 from modelhost.names import model_name
-from modelhost.protocols.bodies import check_response_size
 from modelhost.protocols.health import Health
 from modelhost.protocols.oip import OipModels, missing
 from modelhost.protocols.params import check_param
@@ -23,6 +22,7 @@ from modelhost.rpc.access import Access
 from modelhost.rpc.calls import Call, Context
 from modelhost.rpc.messages import message
 from modelhost.rpc.tensors import fill_response, request_body
+from modelhost.workers.answers import check_response_size
 from modelhost.workers.oip_media import (
     MODEL_NAME_PARAM,
     MODEL_VERSION_PARAM,

@@ -14,7 +14,6 @@ from typing import Any
 from modelhost.errors import BadRequestBody, ModelhostError, ModelNotFound
 from modelhost.host import Invocation, ModelHost
 from modelhost.names import echo, model_name
-from modelhost.protocols.bodies import check_response_size
 from modelhost.protocols.health import Health
 from modelhost.protocols.params import check_param
 from modelhost.protocols.tenants import TenantRule
@@ -24,6 +23,7 @@ from modelhost.rpc.calls import Call, Calls, Context
 from modelhost.rpc.messages import TS_INFERENCE_SERVICE, message
 from modelhost.rpc.status import code_of
 from modelhost.rpc.stubs import method_path
+from modelhost.workers.answers import check_response_size
 
 BODY_KEYS = ("data", "body")  # as TorchServe's handlers read them
 JSON = "application/json"

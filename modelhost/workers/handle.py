@@ -19,8 +19,8 @@ class WorkerHandle:
     pid: int
     transport: asyncio.WriteTransport
     started_at: float
-    # request id → (reply, model, its deadlines, the reply's kind)
-    pending: dict[int, tuple[Waiter, str, Deadlines[CallKey], type[Reply]]] = field(
+    # request id → (reply, model, its deadlines, the reply's kind, its frame's cap)
+    pending: dict[int, tuple[Waiter, str, Deadlines[CallKey], type[Reply], int]] = field(
         default_factory=dict
     )
     alive: bool = True
@@ -32,7 +32,7 @@ class WorkerHandle:
     pidfd: int = -1  # kills reach this process, never a later one given its pid
 
     def fail_pending(self, reason: str) -> None:
-        for request_id, (future, model, deadlines, _) in self.pending.items():
+        for request_id, (future, model, deadlines, *_) in self.pending.items():
             deadlines.discard((self, request_id))
             if not future.done():
                 future.set_exception(

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from modelhost.config import THREAD_VARIABLES
 from modelhost.records.memory import return_heap_promptly
+from modelhost.workers.answers import ANSWER_VARIABLE
 from modelhost.workers.devices import DEVICES_VARIABLE
 from modelhost.workers.direct import DIRECT_VARIABLE
 from modelhost.workers.sandbox import Untrusted, support
@@ -73,6 +74,7 @@ def fork_worker(
     untrusted: Untrusted | None,
     devices: str = "",
     direct: bool = False,
+    max_answer_bytes: int = 0,
 ) -> None:
     if os.fork() != 0:
         return
@@ -86,7 +88,16 @@ def fork_worker(
         os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
         from modelhost.workers.worker import run
 
-        run(socket_path, worker_id, threads, rehearsal, untrusted, devices=devices, direct=direct)
+        run(
+            socket_path,
+            worker_id,
+            threads,
+            rehearsal,
+            untrusted,
+            devices=devices,
+            direct=direct,
+            max_answer_bytes=max_answer_bytes,
+        )
     except BaseException:  # noqa: BLE001  (never return into the template's loop)
         code = 1
     finally:
@@ -100,6 +111,7 @@ def main_loop(
     untrusted: Untrusted | None,
     devices: str = "",
     direct: bool = False,
+    max_answer_bytes: int = 0,
 ) -> None:
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps exited workers
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -116,6 +128,7 @@ def main_loop(
                 sandbox,
                 devices=devices,
                 direct=direct,
+                max_answer_bytes=max_answer_bytes,
             )
 
 
@@ -125,6 +138,7 @@ def main() -> None:
     views = os.environ.pop(VIEWS_VARIABLE, "")  # the models' code need not see it
     devices = os.environ.pop(DEVICES_VARIABLE, "")
     direct = os.environ.pop(DIRECT_VARIABLE, "") == "1"
+    max_answer_bytes = int(os.environ.pop(ANSWER_VARIABLE, "0"))
     untrusted = None
     if sys.argv[4:5] == ["untrusted"]:
         untrusted = Untrusted(support(), views)
@@ -135,7 +149,15 @@ def main() -> None:
     gc.collect()
     gc.freeze()  # the collector would touch, and so copy, the template's pages
     print("ready", flush=True)
-    main_loop(socket_path, threads, rehearsal, untrusted, devices=devices, direct=direct)
+    main_loop(
+        socket_path,
+        threads,
+        rehearsal,
+        untrusted,
+        devices=devices,
+        direct=direct,
+        max_answer_bytes=max_answer_bytes,
+    )
 
 
 if __name__ == "__main__":

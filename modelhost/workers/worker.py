@@ -30,12 +30,12 @@ from modelhost.records.memory import (
     rss_and_peak_bytes,
     trim_heap,
 )
+from modelhost.workers.answers import answers_of, forget_frames
 from modelhost.workers.direct import Door, Gate, direct_path
 from modelhost.workers.gather import Gathering
-from modelhost.workers.handlers.base import Handler, InferReply, InferRequest
+from modelhost.workers.handlers.base import Handler, InferRequest
 from modelhost.workers.handlers.ts_metrics import drain_samples
 from modelhost.workers.messages import (
-    Answer,
     Answered,
     Failed,
     Failure,
@@ -87,6 +87,7 @@ class Worker:
         programs_refused: str = "",
         confined: bool = False,
         devices: DeviceMoves | None = None,
+        max_answer_bytes: int = 0,
     ) -> None:
         from modelhost.workers.device_moves import DeviceMoves
 
@@ -96,6 +97,7 @@ class Worker:
         self.confined = confined  # sandboxed (sandbox.py)
         self.worker_id = worker_id
         self.threads = threads
+        self.max_answer_bytes = max_answer_bytes  # max_response_size; 0: none
         self.models: dict[str, Handler] = {}
         self.footprints: dict[str, int] = {}  # bytes each model's load allocated
         self.batch_sizes: dict[str, int] = {}  # the most requests a batch, as its senders' queues
@@ -304,7 +306,7 @@ class Worker:
         with self.devices.first_call(request.model) as grown:
             replies = handler.infer_batch(requests)
         infer_ms = (time.perf_counter() - started) * 1000
-        answers, bodies = answers_of(replies)
+        answers, bodies = answers_of(replies, self.max_answer_bytes)
         answered = Answered(answers, infer_ms, drain_samples(), grown.bytes, grown.process_bytes)
         return answered, b"".join(bodies)
 
@@ -336,30 +338,6 @@ def split_requests(items: tuple[Item, ...], payload: bytes) -> Iterator[InferReq
         yield InferRequest(body, item.content_type, item.accept, item.params)
 
 
-def answers_of(replies: list[InferReply | Exception]) -> tuple[tuple[Answer, ...], list[bytes]]:
-    """Per-request answers (errors as data, never pickles) and the reply bodies in order."""
-    answers: list[Answer] = []
-    bodies: list[bytes] = []
-    for reply in replies:
-        if isinstance(reply, InferReply):
-            answers.append(Answer(reply.content_type, len(reply.body)))
-            bodies.append(reply.body)
-        else:
-            answers.append(Answer(failure=Failure.of(reply)))
-            forget_frames(reply)
-    return tuple(answers), bodies
-
-
-def forget_frames(error: BaseException) -> None:
-    """Drop an error's tracebacks and its causes': their frames hold the request's body."""
-    seen: set[int] = set()
-    cause: BaseException | None = error
-    while cause is not None and id(cause) not in seen:
-        seen.add(id(cause))
-        cause.__traceback__ = None
-        cause = cause.__cause__ or cause.__context__
-
-
 def worker_devices(spec: str) -> DeviceMoves:
     from modelhost.workers.device_moves import DeviceMoves
     from modelhost.workers.devices import open_devices
@@ -375,6 +353,7 @@ def run(
     untrusted: Untrusted | None = None,
     devices: str = "",
     direct: bool = False,
+    max_answer_bytes: int = 0,
 ) -> None:
     """Entry point of a freshly forked worker; untrusted, it confines itself before any thread.
 
@@ -387,7 +366,15 @@ def run(
     programs_refused = untrusted.confine(run_dir, rehearsal) if untrusted is not None else ""
     confined = untrusted is not None and not programs_refused
     moves = worker_devices(devices if untrusted is None else "")
-    worker = Worker(sock, worker_id, threads, programs_refused, confined, devices=moves)
+    worker = Worker(
+        sock,
+        worker_id,
+        threads,
+        programs_refused,
+        confined,
+        devices=moves,
+        max_answer_bytes=max_answer_bytes,
+    )
     worker.rehearse(rehearsal)  # the template's own pickles, before any model's
     if untrusted is not None:
         from modelhost.workers.no_pickle import refuse_unpickling

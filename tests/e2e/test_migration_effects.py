@@ -139,6 +139,32 @@ def test_max_response_size_is_413(http: httpx.Client) -> None:
     assert "max_response_size" in error["message"] and "--max-response-size" in error["message"]
 
 
+def test_an_answer_just_under_max_response_size_is_answered(http: httpx.Client) -> None:
+    """An answer a little under `--max-response-size` comes whole: its frame is within its cap."""
+    base = len(http.post("/predictions/envreport", json={"pad": 0}).content)
+    pad = 64 * 1024 - base - 256  # room for the two workers' runtimes to differ
+    response = http.post("/predictions/envreport", json={"pad": pad})
+    assert response.status_code == 200, response.text
+    assert len(response.json()["pad"]) == pad
+
+
+def test_an_answer_past_a_frames_room_is_413_and_keeps_its_worker(
+    http: httpx.Client, migrated: testing.RunningServer
+) -> None:
+    """An answer of 2 MB where 64 KiB is the most: the worker refuses it for the frontend, with
+    the same 413 and message, instead of sending a frame its call may not carry."""
+    exits = len(migrated.events("worker_exit"))
+    large = http.post("/predictions/envreport", json={"pad": 2_000_000})
+    assert large.status_code == 413, large.text
+    error = large.json()
+    assert error["type"] == "ResponseTooLarge"
+    assert error["message"].startswith("the model's response is 1.9 MiB but max_response_size is ")
+    assert error["message"].endswith(
+        "64.0 KiB; ask for fewer rows per request or raise --max-response-size"
+    )
+    assert len(migrated.events("worker_exit")) == exits
+
+
 def test_the_users_thread_variables_win_and_are_reported(
     http: httpx.Client, migrated: testing.RunningServer
 ) -> None:

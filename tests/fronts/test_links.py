@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import socket
+from pathlib import Path
+
+import pytest
 
 from modelhost.fronts.links import Outcome, Router, Waiting, WorkerLink, settle
 from modelhost.fronts.messages import Table
 from modelhost.workers.messages import Answer, Answered, Failed, Failure, Item
+from modelhost.workers.wire import PREFIX, FrameBuffer, reply_cap
 
 
 def batch_of(loop: asyncio.AbstractEventLoop, *bodies: bytes) -> list[Waiting]:
@@ -91,3 +96,41 @@ def test_a_front_fills_its_first_workers_next_batch_before_the_next_workers() ->
 def test_without_batches_a_front_sends_to_a_worker_with_none_in_flight_first() -> None:
     """Waiting behind another request gains nothing where a batch holds one."""
     assert picks(front=2, batch_size=1, count=4) == [*"cab", "a"]
+
+
+ITEM = Item("application/json", "application/json", {}, 2)
+
+
+async def sent_to(worker: socket.socket) -> int:
+    """The request id of the next batch a link sends `worker`."""
+    loop, buffer = asyncio.get_running_loop(), FrameBuffer()
+    while not (frames := buffer.feed(await loop.sock_recv(worker, 1 << 16))):
+        pass
+    return frames[0].request_id
+
+
+def test_a_reply_longer_than_its_batch_may_carry_drops_the_link(tmp_path: Path) -> None:
+    """A worker's direct socket claiming more than a body of max_response_size and a header for
+    a batch of one: the front drops the link as the prefix comes, and the request fails as on a
+    dead worker's link (relayed), not at its deadline."""
+
+    async def scenario() -> None:
+        loop, path = asyncio.get_running_loop(), str(tmp_path / "direct.sock")
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(path)
+        listener.listen()
+        listener.setblocking(False)
+        router = Router()
+        router.table = Table({"m": [path]}, max_response_bytes=1024)
+        link = await router.link(path)
+        worker, _ = await loop.sock_accept(listener)
+        with listener, worker:
+            outcome = link.infer("m", ITEM, b"[]", batch_size=1)
+            request_id = await sent_to(worker)
+            await loop.sock_sendall(worker, PREFIX.pack(request_id, 0, reply_cap(1, 1024) + 1))
+            with pytest.raises(ConnectionError):
+                await asyncio.wait_for(outcome, 30)  # a guard: the red run waited for ever
+            assert path not in router.links
+            assert await loop.sock_recv(worker, 1) == b""  # the front's end is closed
+
+    asyncio.run(scenario())

@@ -1,18 +1,24 @@
 """A sandboxed worker's code writing its own frames on its socket to the frontend: garbage, a
 hang-up, a header that does not decode, answers to calls never made or of the wrong kind, a huge
-length. The frontend answers the caller at once, kills the worker, and other tenants carry on."""
+length, a frame past its call's cap. The frontend answers the caller at once, kills the worker,
+and other tenants carry on. A trusted model's code past its cap on a front's link: the front
+drops the link and relays."""
 
 from __future__ import annotations
 
+import json
 import os
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-from helpers.hostile import hostile_store, invoke, two_tenants
+from helpers.fronts import direct_on_front
+from helpers.hostile import ROWS, hostile_store, invoke, two_tenants
 from helpers.loopback import wait_for
+from helpers.serving import Servers
 
 from modelhost import testing
 
@@ -59,6 +65,16 @@ ATTACKS = {
         "    sock.shutdown(socket.SHUT_RDWR)\n"
         "    time.sleep(60)\n"
     ),
+    "over-cap": (  # 1.5 GiB of a frame claiming 2 GiB, for a batch of one
+        "def attack(sock, request_id):\n"
+        "    sock.sendall(PREFIX.pack(request_id, 0, 2**31))\n"
+        "    try:\n"
+        "        for _ in range(1536):\n"
+        "            sock.sendall(bytes(1 << 20))\n"
+        "    except OSError:\n"
+        "        pass  # dropped\n"
+        "    time.sleep(60)\n"
+    ),
     "strangers-id": (
         "def attack(sock, request_id):\n"
         "    header = encode(Answered((), 1.0))\n"
@@ -84,10 +100,34 @@ ATTACKS = {
 }
 
 
+# a trusted model's code writing on its worker's direct socket to a front, not the main process's
+DIRECT = """
+import select, sys
+from modelhost.workers.wire import PREFIX
+
+attacks = 0  # of the fronts' batches, so far
+
+def handle(data, context):
+    global attacks
+    if data is None:
+        return None
+    caller = sys._getframe()
+    while caller is not None and "conn" not in caller.f_locals:
+        caller = caller.f_back
+    if caller is not None:  # a front's batch, read on the direct socket
+        attacks += 1
+        conn, request_id = caller.f_locals["conn"], caller.f_locals["frame"].request_id
+        conn.sendall(PREFIX.pack(request_id, 0, 2**31))
+        select.select([conn], [], [], 30)  # until the front hangs up
+    return [{"attacks": attacks} for _ in data]
+"""
+
+
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("store")
-    return hostile_store(root, {name: PRELUDE + attack for name, attack in ATTACKS.items()})
+    handlers = {name: PRELUDE + attack for name, attack in ATTACKS.items()}
+    return hostile_store(root, handlers | {"direct-over-cap": DIRECT})
 
 
 @pytest.fixture(scope="module")
@@ -140,6 +180,23 @@ def test_a_huge_length_is_not_allocated(server: testing.RunningServer) -> None:
     assert_good_answers(server)
 
 
+def test_a_frame_past_its_calls_cap_is_cut_at_its_prefix(server: testing.RunningServer) -> None:
+    """A frame claiming more than a batch of one may carry (max_response_size and a header)
+    drops its worker as the prefix comes: 503 WorkerDied at once, not a deadline's 504, and the
+    frontend holds none of the 1.5 GiB streamed after it."""
+    response = invoke(server, "evil/over-cap")
+    assert response.status_code == 503, response.text
+    assert response.json()["type"] == "WorkerDied", response.text
+    status = Path(f"/proc/{server.pid}/status").read_text()
+    peak = next(line for line in status.splitlines() if line.startswith("VmHWM"))
+    peak_kib = int(peak.split()[1])
+    assert peak_kib < 2**20, f"the frontend's resident set peaked at {peak_kib} KiB"
+    assert "its call allows (a header, and max_response_size an answer)" in server.log_text()
+    pid = worker_pid(server, "evil/over-cap")
+    wait_for(lambda: not running(pid), f"worker {pid}, past its frame's cap, to be killed")
+    assert_good_answers(server)
+
+
 def test_answers_to_calls_never_made_reach_no_call(server: testing.RunningServer) -> None:
     """Replies for ids the worker was never sent are dropped: its own call still gets its answer."""
     response = invoke(server, "evil/strangers-id")
@@ -187,3 +244,25 @@ def test_a_worker_holding_the_gil_is_killed_as_the_server_stops(
         wait_for(lambda: any(e["model"] == "evil/holds-gil" for e in server.events("load")), "load")
         server.stop()
     assert server.leaked_pids == []
+
+
+def test_a_frame_past_its_batchs_cap_drops_a_fronts_link(store: Path, serve: Servers) -> None:
+    """A frame on a worker's direct socket claiming more than a batch of one may carry: the
+    front drops the link as the prefix comes and relays the request, as on a dead worker's link,
+    instead of holding the stream until its deadline's 504. The relayed answer counts the
+    direct batch that came first."""
+    server = serve(store, workers=1, fronts=2, default_response_timeout_s=8)
+    assert invoke(server, "evil/direct-over-cap").json() == {"attacks": 0}
+    answer: object = None
+    for _ in range(20):  # until the front's table has the model, a hit goes direct
+        connection = direct_on_front(server)
+        try:
+            status, body = connection.call("POST", "/models/evil/direct-over-cap/invoke", ROWS)
+        finally:
+            connection.close()
+        assert status == 200, body
+        if (answer := json.loads(body)) != {"attacks": 0}:
+            break
+        time.sleep(0.1)
+    assert answer == {"attacks": 1}
+    assert_good_answers(server)

@@ -18,7 +18,11 @@ from modelhost.errors import DeadlineExceeded, WorkerDied
 from modelhost.records.events import EventLog
 from modelhost.workers.handle import WorkerHandle
 from modelhost.workers.messages import (
+    Answer,
+    Answered,
     Hello,
+    Infer,
+    Item,
     Load,
     Loaded,
     Unload,
@@ -28,15 +32,15 @@ from modelhost.workers.messages import (
 )
 from modelhost.workers.pool import WorkerConnection, WorkerPool
 from modelhost.workers.sandbox import scratch_path
-from modelhost.workers.wire import PREFIX, Frame, FrameBuffer
+from modelhost.workers.wire import MAX_HEADER_BYTES, PREFIX, Frame, FrameBuffer, reply_cap
 from modelhost.workers.wire import encode as encode_frame
 
 Scenario = Callable[[WorkerPool, WorkerHandle, socket.socket], Awaitable[None]]
 
 
-def with_scripted_worker(tmp_path: Path, scenario: Scenario, **timeouts: float) -> WorkerPool:
+def with_scripted_worker(tmp_path: Path, scenario: Scenario, **settings: float) -> WorkerPool:
     """A pool (no template) whose one worker is a socket the scenario speaks for."""
-    pool = WorkerPool(1, 1, tmp_path, EventLog(), **timeouts)
+    pool = WorkerPool(1, 1, tmp_path, EventLog(), **settings)  # type: ignore[arg-type]
     pool.killed: list[int] = []  # type: ignore[misc]
 
     async def replace(worker: WorkerHandle) -> None:  # no template here to fork from
@@ -272,3 +276,55 @@ def test_a_reply_of_another_kind_than_its_call_kills_the_worker(tmp_path: Path) 
         assert pool.killed == [1]  # type: ignore[attr-defined]
 
     with_scripted_worker(tmp_path, scenario)
+
+
+MAX_ANSWER_BYTES = 1024
+ITEM = Item("application/json", "application/json", {}, 2)
+
+
+def batch_of_two(pool: WorkerPool, worker: WorkerHandle) -> asyncio.Future[Any]:
+    return asyncio.ensure_future(
+        pool.call(worker, Infer("m", (ITEM, ITEM)), Answered, b"[][]", model="m")
+    )
+
+
+@pytest.mark.parametrize(
+    ("kind", "claimed"),
+    [("answer", reply_cap(2, MAX_ANSWER_BYTES) + 1), ("unload", MAX_HEADER_BYTES + 1)],
+)
+def test_a_reply_longer_than_its_call_may_carry_kills_the_worker(
+    tmp_path: Path, kind: str, claimed: int
+) -> None:
+    """An answer to a batch of two claiming more than two bodies of max_response_size and a
+    header, or an unload's reply more than a header: the worker is dropped as the prefix comes,
+    and its call fails with WorkerDied, not at its deadline."""
+
+    async def scenario(pool: WorkerPool, worker: WorkerHandle, sock: socket.socket) -> None:
+        if kind == "answer":
+            call = batch_of_two(pool, worker)
+        else:
+            call = asyncio.ensure_future(pool.call(worker, Unload("m"), Unloaded, model="m"))
+        (request,) = await requests_of(sock, 1)
+        prefix = PREFIX.pack(request.request_id, 0, claimed)
+        await asyncio.get_running_loop().sock_sendall(sock, prefix)
+        with pytest.raises(WorkerDied):
+            await call
+        assert pool.killed == [1]  # type: ignore[attr-defined]
+
+    with_scripted_worker(tmp_path, scenario, max_response_bytes=MAX_ANSWER_BYTES)
+
+
+def test_answers_of_max_response_size_reach_their_call(tmp_path: Path) -> None:
+    """Two bodies of max_response_size each: a reply as long as its call may carry is whole."""
+
+    async def scenario(pool: WorkerPool, worker: WorkerHandle, sock: socket.socket) -> None:
+        call = batch_of_two(pool, worker)
+        (request,) = await requests_of(sock, 1)
+        answers = (Answer("text/plain", MAX_ANSWER_BYTES),) * 2
+        body = b"x" * 2 * MAX_ANSWER_BYTES
+        answered = encode_frame(Frame(request.request_id, encode(Answered(answers, 1.0)), body))
+        await asyncio.get_running_loop().sock_sendall(sock, answered)
+        reply, payload = await call
+        assert (len(reply.answers), payload) == (2, body) and pool.killed == []  # type: ignore[attr-defined]
+
+    with_scripted_worker(tmp_path, scenario, max_response_bytes=MAX_ANSWER_BYTES)

@@ -13,11 +13,13 @@ from hypothesis import strategies as st
 from modelhost.errors import HeaderTooLarge
 from modelhost.workers.wire import (
     MAX_HEADER_BYTES,
+    MAX_PAYLOAD_BYTES,
     PREFIX,
     Frame,
     FrameBuffer,
     FrameReader,
     encode,
+    reply_cap,
 )
 
 headers = st.binary(max_size=300)
@@ -123,3 +125,41 @@ def test_a_large_frame_is_not_copied_at_each_read() -> None:
     finally:
         tracemalloc.stop()
     assert peak < len(chunk), f"a read of {len(chunk)} bytes allocated {peak}"
+
+
+@pytest.mark.parametrize("cut", [0, 5], ids=["prefix-whole", "prefix-in-pieces"])
+def test_a_frame_over_its_cap_is_refused_at_its_prefix(cut: int) -> None:
+    """A frame claiming more than its request's cap is refused once its prefix is in, before
+    any payload: a worker cannot make the frontend hold more than its call may carry."""
+    caps = {1: 100, 2: 10}
+    buffer = FrameBuffer(caps.__getitem__)
+    prefix = PREFIX.pack(2, 4, 7)
+    assert buffer.feed(prefix[:cut]) == []
+    with pytest.raises(ConnectionError, match="11 bytes to request 2, over the 10 "):
+        buffer.feed(prefix[cut:])
+
+
+@given(
+    st.lists(st.tuples(ids, headers, st.binary(max_size=3000)), min_size=1, max_size=8),
+    st.lists(st.integers(1, 4000), max_size=30),
+)
+def test_frames_at_their_cap_pass(frames: list[tuple[int, bytes, bytes]], cuts: list[int]) -> None:
+    """Frames as long as their caps allow come whole, however their bytes are cut."""
+    caps: dict[int, int] = {}
+    for request_id, header, payload in frames:  # an id twice: its longer frame's
+        caps[request_id] = max(caps.get(request_id, 0), len(header) + len(payload))
+    data = b"".join(encode(Frame(*frame)) for frame in frames)
+    buffer, received, start = FrameBuffer(lambda request_id: caps[request_id]), [], 0
+    for cut in [*cuts, len(data)]:
+        received += buffer.feed(data[start : start + cut])
+        start += cut
+    assert len(received) == len(frames)
+
+
+def test_a_replys_cap_is_its_answers_and_a_header() -> None:
+    """An answer a body, each at most max_response_size, and a header; a reply of another
+    kind is a header alone; no max_response_size leaves the prefix's own limit."""
+    assert reply_cap(3, 1000) == MAX_HEADER_BYTES + 3000
+    assert reply_cap(0, 1000) == MAX_HEADER_BYTES
+    assert reply_cap(3, 0) == MAX_HEADER_BYTES + MAX_PAYLOAD_BYTES
+    assert reply_cap(2**20, 2**20) == MAX_HEADER_BYTES + MAX_PAYLOAD_BYTES

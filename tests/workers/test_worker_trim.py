@@ -55,24 +55,3 @@ def test_large_bodies_together_are_trimmed_once_after_the_last(
     assert trims == []
     time.sleep(1.5)
     assert len(trims) == 1
-
-
-def test_a_failure_sent_back_lets_go_of_its_frames() -> None:
-    """A handler's error, and the error it came from, keep no traceback (and so no parsed body)
-    once sent back as data."""
-
-    def parse() -> None:
-        rows = [0.0] * 1000  # noqa: F841  (held by the frame the traceback keeps)
-        try:
-            raise ValueError("wide row")
-        except ValueError as error:
-            raise RuntimeError("model expects 4 features") from error
-
-    try:
-        parse()
-    except RuntimeError as error:
-        failure = error
-    answers, _ = worker_module.answers_of([failure])
-    assert answers[0].failure is not None
-    assert failure.__traceback__ is None
-    assert failure.__cause__ is not None and failure.__cause__.__traceback__ is None

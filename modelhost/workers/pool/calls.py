@@ -23,7 +23,7 @@ from modelhost.workers.messages import (
     encode,
 )
 from modelhost.workers.replies import ReplyT, checked, gone, missed
-from modelhost.workers.wire import Frame
+from modelhost.workers.wire import MAX_HEADER_BYTES, Frame, reply_cap
 from modelhost.workers.wire import encode as encode_frame
 
 # a batch past its response deadlines by this much is stuck, not slow: its worker is killed
@@ -43,8 +43,10 @@ class Calls:
         load_timeout_s: float,
         infer_timeout_s: float,
         on_missed: Callable[[WorkerHandle], None],
+        max_answer_bytes: int = 0,
     ) -> None:
         self.on_missed = on_missed
+        self.max_answer_bytes = max_answer_bytes  # max_response_size; 0: none
         self._loop: asyncio.AbstractEventLoop | None = None
         self._request_ids = itertools.count(1)
         # one timer per kind of call and timeout
@@ -82,7 +84,9 @@ class Calls:
         future: Waiter = (self._loop or asyncio.get_running_loop()).create_future()
         # its own deadline: a caller that gives up leaves no hung worker
         deadlines = self._deadlines[type(request)].add((worker, request_id), timeout_s)
-        worker.pending[request_id] = (future, model, deadlines, ANSWERED_BY[type(request)])
+        answers = len(request.items) if isinstance(request, Infer) else 0
+        cap = reply_cap(answers, self.max_answer_bytes)
+        worker.pending[request_id] = (future, model, deadlines, ANSWERED_BY[type(request)], cap)
         try:
             worker.transport.write(frame)
         except (RuntimeError, ConnectionError) as error:  # closed before its reader saw the end
@@ -104,6 +108,11 @@ class Calls:
         reply, body = await self.send(worker, request, payload, model=model, timeout_s=timeout_s)
         return checked(reply, expect), body
 
+    def cap(self, worker: WorkerHandle, request_id: int) -> int:
+        """A reply's most bytes past the prefix; a stray reply's, a header's."""
+        entry = worker.pending.get(request_id)
+        return MAX_HEADER_BYTES if entry is None else entry[4]
+
     def answer(self, worker: WorkerHandle, frame: Frame) -> Reply | None:
         """Give a reply to its call's future; None if the call is over.
 
@@ -113,7 +122,7 @@ class Calls:
         if entry is None:
             return None
         reply = decode_reply(frame.header)  # a bad one leaves the call pending
-        future, _, deadlines, expect = entry
+        future, _, deadlines, expect, _ = entry
         if not isinstance(reply, (expect, Failed)):
             raise ConnectionError(f"{type(reply).__name__} answered a call for {expect.__name__}")
         del worker.pending[frame.request_id]
@@ -128,7 +137,7 @@ class Calls:
         entry = worker.pending.pop(request_id, None)
         if entry is None:
             return
-        future, model, deadlines, _ = entry
+        future, model, deadlines, *_ = entry
         own = deadlines.timeout_s != self._deadlines[kind].default_s
         if not future.done():
             future.set_exception(missed(worker, kind, model, deadlines.timeout_s, own))

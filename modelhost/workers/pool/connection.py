@@ -10,7 +10,7 @@ from typing import Protocol, cast
 
 from modelhost.workers.handle import WorkerHandle
 from modelhost.workers.messages import Hello, decode_reply
-from modelhost.workers.wire import Frame, FrameBuffer
+from modelhost.workers.wire import MAX_HEADER_BYTES, Frame, FrameBuffer
 
 logger = logging.getLogger("modelhost.workers")
 
@@ -26,6 +26,8 @@ class Endpoint(Protocol):
 
     def replied(self, worker: WorkerHandle, frame: Frame) -> None: ...
 
+    def reply_cap(self, worker: WorkerHandle, request_id: int) -> int: ...
+
     def disconnected(self, worker: WorkerHandle) -> None: ...
 
 
@@ -34,7 +36,7 @@ class WorkerConnection(asyncio.Protocol):
 
     def __init__(self, pool: Endpoint) -> None:
         self.pool = pool
-        self.frames = FrameBuffer()
+        self.frames = FrameBuffer(self._cap)
         self.transport: asyncio.WriteTransport | None = None
         self.worker: WorkerHandle | None = None
 
@@ -53,6 +55,11 @@ class WorkerConnection(asyncio.Protocol):
         except (ConnectionError, ValueError) as error:  # not a worker of ours
             logger.error("dropping a worker connection: %s", error)
             self.transport.close()
+
+    def _cap(self, request_id: int) -> int:
+        if self.worker is None:  # its hello
+            return MAX_HEADER_BYTES
+        return self.pool.reply_cap(self.worker, request_id)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.worker is not None:

@@ -52,6 +52,7 @@ class WorkerPool:
         environment: dict[str, str] | None = None,
         untrusted_size: int = 0,
         views: Views | None = None,
+        max_response_bytes: int = 0,
     ) -> None:
         self.size, self.threads, self.events = size, threads, events
         self.untrusted_size = untrusted_size  # of `size`: sandboxed, for untrusted models only
@@ -61,7 +62,7 @@ class WorkerPool:
         self.table = WorkerTable()
         argv = template_argv(self.socket_path, threads, preload_runtimes, untrusted_size > 0)
         self.template = TemplateSupervisor(argv, environment, self.table, events)
-        self.calls = Calls(load_timeout_s, infer_timeout_s, self._missed)
+        self.calls = Calls(load_timeout_s, infer_timeout_s, self._missed, max_response_bytes)
         self._on_lost: LostCallback = lambda worker: None  # until `attach`
         self._on_joined: Callable[[], None] = lambda: None
         self._deaths: dict[int, int] = {}  # young deaths in a row, by worker id
@@ -142,6 +143,9 @@ class WorkerPool:
         reply = self.calls.answer(worker, frame)
         if reply is not None:
             self._count_kept(worker, reply)
+
+    def reply_cap(self, worker: WorkerHandle, request_id: int) -> int:
+        return self.calls.cap(worker, request_id)
 
     def disconnected(self, worker: WorkerHandle) -> None:
         """Drop the worker within this callback, so nothing is sent to it in between, and end
