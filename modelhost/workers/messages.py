@@ -121,6 +121,9 @@ class Unloaded(Message, frozen=True):
     unload_ms: float = 0.0  # on the worker's loader: without the wait for a load in flight
 
 
+MAX_MESSAGE_CHARS = 16_384  # of a failure's message: a few lines of any traceback's
+
+
 class Failure(msgspec.Struct, frozen=True, array_like=True):
     """An exception as data."""
 
@@ -129,8 +132,11 @@ class Failure(msgspec.Struct, frozen=True, array_like=True):
 
     @classmethod
     def of(cls, error: BaseException) -> Failure:
-        kind = type(error)
-        return cls(f"{kind.__module__}.{kind.__qualname__}", str(error))
+        kind, message = type(error), str(error)
+        if len(message) > MAX_MESSAGE_CHARS:  # else its reply's header may pass the frame's cap
+            cut = len(message) - MAX_MESSAGE_CHARS
+            message = f"{message[:MAX_MESSAGE_CHARS]}... ({cut:,} more characters cut)"
+        return cls(f"{kind.__module__}.{kind.__qualname__}", message)
 
     def rebuild(self) -> ModelhostError:
         """modelhost's own exceptions as themselves; any other as `HandlerError`."""

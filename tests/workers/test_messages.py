@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from modelhost import errors
 from modelhost.errors import HandlerError, ModelNotLoaded
 from modelhost.workers.messages import (
+    MAX_MESSAGE_CHARS,
     Answer,
     Answered,
     Failed,
@@ -84,3 +85,10 @@ def test_a_message_of_many_fields_takes_keywords_only(message: type[Load | Loade
     """Ten values in a row (a path for a model file, a byte count for a row limit) swap unseen."""
     with pytest.raises(TypeError, match="positional"):
         message("m", "p")
+
+
+def test_a_failures_long_message_is_cut_to_fit_its_frame() -> None:
+    failure = Failure.of(ValueError("z" * 2_000_000))
+    assert failure.message.startswith("z" * MAX_MESSAGE_CHARS + "... (")
+    assert "1,983,616 more characters cut" in failure.message
+    assert Failure.of(ValueError("short")).message == "short"
