@@ -23,6 +23,7 @@ from modelhost.workers.messages import (
     decode_request,
     encode,
 )
+from modelhost.workers.signatures import Signature, TensorSpec
 
 texts = st.text(max_size=30)
 items = st.builds(
@@ -84,3 +85,18 @@ def test_a_message_of_many_fields_takes_keywords_only(message: type[Load | Loade
     """Ten values in a row (a path for a model file, a byte count for a row limit) swap unseen."""
     with pytest.raises(TypeError, match="positional"):
         message("m", "p")
+
+
+def test_a_loaded_reply_carries_the_models_signature() -> None:
+    signature = Signature((TensorSpec("x", "FP32", (-1, 4)),), (TensorSpec("y", "INT64", (-1,)),))
+    loaded = Loaded(footprint=10, load_ms=2.0, batches=True, signature=signature)
+    assert decode_reply(encode(loaded)) == loaded
+
+
+def test_a_loaded_reply_without_a_signature_still_decodes() -> None:
+    """A reply encoded before the field existed decodes, with no signature."""
+    older = msgspec.msgpack.encode(
+        {"op": "loaded", "footprint": 1, "load_ms": 1.0, "batches": False}
+    )
+    reply = decode_reply(older)
+    assert isinstance(reply, Loaded) and reply.signature is None
