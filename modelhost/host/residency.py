@@ -39,7 +39,7 @@ from modelhost.host.shortfall import all_busy, never_fits, quota_busy, quota_nev
 from modelhost.host.under_way import UnderWay
 from modelhost.records.events import EventLog
 from modelhost.workers.handle import WorkerHandle
-from modelhost.workers.signatures import Signature
+from modelhost.workers.signatures import Signature, merged
 
 
 class Residency:
@@ -194,8 +194,8 @@ class Residency:
             self.devices.loaded(name, worker.worker_id, loaded)
         if loaded.reads_artifact:
             self.reading.add(name)
-        if loaded.signature is not None:
-            self.signatures[name] = loaded.signature
+        if signature := merged(self.manifests.of(name).signature, loaded.signature):
+            self.signatures[name] = signature
         if loaded.runtimes:
             self.disk.note_runtimes(artifact.name, loaded.runtimes)
         self.copies.open(name, self.on_loaded(name, loaded.batches), worker)

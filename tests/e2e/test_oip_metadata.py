@@ -22,8 +22,14 @@ from modelhost import testing
 
 pytestmark = pytest.mark.e2e
 
-IRIS, ONNX, REGRESSOR = "iris.joblib", "iris.onnx", "regressor.joblib"
+IRIS, ONNX, REGRESSOR, DECLARED = "iris.joblib", "iris.onnx", "regressor.joblib", "declared"
 UNTOLD = {"inputs": [], "outputs": []}
+DECLARATION = """
+[[inputs]]
+name = "features"
+datatype = "FP32"
+shape = [-1, 4]
+"""
 
 
 @pytest.fixture(scope="module")
@@ -33,6 +39,8 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     testing.onnx_iris(root / ONNX)
     x, y = load_iris(return_X_y=True)
     testing.dump(LinearRegression().fit(x, y), root / REGRESSOR)
+    testing.iris_logreg(root / DECLARED / "model.joblib")
+    (root / DECLARED / "modelhost.toml").write_text(DECLARATION)
     return root
 
 
@@ -111,6 +119,13 @@ def test_a_regressor_answers_fp64_predict_and_no_probabilities(client: httpx.Cli
     assert loaded(client, REGRESSOR) == {
         "inputs": [tensor("input-0", "FP64", [-1, 4])],
         "outputs": [tensor("predict", "FP64", [-1])],
+    }
+
+
+def test_a_manifests_declaration_wins(client: httpx.Client) -> None:
+    assert loaded(client, DECLARED) == {
+        "inputs": [tensor("features", "FP32", [-1, 4])],
+        "outputs": [tensor("predict", "INT64", [-1]), tensor("predict_proba", "FP64", [-1, 3])],
     }
 
 

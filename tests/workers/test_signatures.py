@@ -13,11 +13,12 @@ from sklearn.datasets import load_iris
 from sklearn.linear_model import LinearRegression, LogisticRegression
 
 from modelhost import testing
+from modelhost.errors import ModelLoadError
 from modelhost.workers.handlers import load_handler
 from modelhost.workers.handlers.base import Handler, InferRequest
 from modelhost.workers.oip import DTYPES
 from modelhost.workers.oip_media import oip_media_type
-from modelhost.workers.signatures import Signature, TensorSpec
+from modelhost.workers.signatures import DATATYPES, Signature, TensorSpec, declared, merged
 
 FEATURES = TensorSpec("input-0", "FP64", (-1, 4))
 LABELS = TensorSpec("predict", "INT64", (-1,))
@@ -140,6 +141,41 @@ def test_a_request_built_from_the_signature_is_answered_as_declared(
         (output,) = json.loads(handler.infer(request_from(signature, spec.name)).body)["outputs"]
         assert (output["name"], output["datatype"]) == (spec.name, spec.datatype)
         assert fits(tuple(output["shape"]), spec.shape), (output["shape"], spec.shape)
+
+
+def test_a_declared_part_wins_over_the_inferred() -> None:
+    inferred = Signature((FEATURES,), (LABELS, PROBABILITIES))
+    own = Signature((TensorSpec("x", "FP32", (-1, 4)),))
+    assert merged(own, inferred) == Signature(own.inputs, inferred.outputs)
+    assert merged(Signature(), inferred) == inferred
+    assert merged(own, None) == own
+    assert merged(Signature(), None) is None
+
+
+def test_declarations_read_as_mlservers() -> None:
+    table = [{"name": "x", "datatype": "FP32", "shape": [-1, 4]}]
+    assert declared(table, "inputs") == (TensorSpec("x", "FP32", (-1, 4)),)
+
+
+@pytest.mark.parametrize(
+    ("table", "words"),
+    [
+        ({"name": "x"}, "inputs must be a list of tables"),
+        ([{"datatype": "FP32", "shape": [4]}], "inputs[0] needs a name"),
+        ([{"name": "x", "datatype": "FP128", "shape": [4]}], "datatype 'FP128' is not one of"),
+        ([{"name": "x", "datatype": "FP32", "shape": [-2]}], "shape must be a list of"),
+        ([{"name": "x", "datatype": "FP32", "shape": [True]}], "shape must be a list of"),
+        ([{"name": "x", "datatype": "FP32", "shape": [4], "size": 1}], "unknown keys ['size']"),
+    ],
+)
+def test_a_wrong_declaration_says_what_is_wrong(table: object, words: str) -> None:
+    with pytest.raises(ModelLoadError) as raised:
+        declared(table, "inputs")
+    assert words in str(raised.value)
+
+
+def test_the_datatypes_are_the_codecs() -> None:
+    assert set(DATATYPES) == set(DTYPES)
 
 
 def test_a_pickled_model_without_a_width_declares_any(tmp_path: Path) -> None:
