@@ -16,7 +16,7 @@ from modelhost import testing
 from modelhost.errors import ModelLoadError
 from modelhost.workers.handlers import load_handler
 from modelhost.workers.handlers.base import Handler, InferRequest
-from modelhost.workers.oip import DTYPES
+from modelhost.workers.oip import DTYPES, datatype_of
 from modelhost.workers.oip_media import oip_media_type
 from modelhost.workers.signatures import DATATYPES, Signature, TensorSpec, declared, merged
 
@@ -187,3 +187,10 @@ def test_a_pickled_model_without_a_width_declares_any(tmp_path: Path) -> None:
     assert load_handler(path, "m").signature() == Signature(
         (TensorSpec("input-0", "FP64", (-1, -1)),)
     )
+
+
+def test_an_input_type_oip_lacks_is_declared_as_the_rows_arrive() -> None:
+    """A SavedModel may take bfloat16, which OIP has no name for; it loads all the same."""
+    assert datatype_of(np.float32) == "FP32"
+    assert datatype_of(np.dtype(">i8")) == "INT64"
+    assert datatype_of(np.complex64) == "FP64"
