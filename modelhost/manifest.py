@@ -18,6 +18,7 @@ from modelhost.errors import ConfigError, ModelLoadError
 from modelhost.units import parse_size
 from modelhost.workers.handlers.ts_context import model_yaml_config
 from modelhost.workers.handlers.ts_defaults import BY_MODEL_FILE
+from modelhost.workers.signatures import Signature, TensorSpec, declared
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -47,6 +48,12 @@ class Manifest:
     load_timeout_s: float | None = None  # the load's and the unload's
     idle_unload_s: float | None = None  # 0: never
     device: str | None = None  # "cpu", or a device such as "cuda:1"; None: any with room
+    inputs: tuple[TensorSpec, ...] = ()  # OIP metadata's, over the handler's
+    outputs: tuple[TensorSpec, ...] = ()
+
+    @property
+    def signature(self) -> Signature:
+        return Signature(self.inputs, self.outputs)
 
 
 NO_MANIFEST = Manifest()
@@ -210,6 +217,9 @@ def parse_manifest(table: dict[str, Any]) -> Manifest:
     if not all(isinstance(sample, str) for sample in fields.get("warmup", ())):
         raise ModelLoadError(f"{MANIFEST_NAME}: warmup must be {_TYPE_WORDS['warmup']}")
     fields["warmup"] = tuple(fields.get("warmup", ()))
+    for key in ("inputs", "outputs"):
+        if key in fields:
+            fields[key] = declared(fields[key], f"{MANIFEST_NAME}: {key}")
     if not DEVICE.fullmatch(fields.get("device", "cpu")):
         raise ModelLoadError(f"{MANIFEST_NAME}: device must be {_TYPE_WORDS['device']}")
     return Manifest(**fields)

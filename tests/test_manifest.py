@@ -9,6 +9,7 @@ import pytest
 
 from modelhost.errors import ModelLoadError
 from modelhost.manifest import NO_MANIFEST, Manifest, manifest_root, parse_manifest, read_manifest
+from modelhost.workers.signatures import Signature, TensorSpec
 
 
 def write(path: Path, text: str) -> Path:
@@ -195,3 +196,15 @@ def test_a_mar_config_that_is_not_yaml_is_a_load_error(tmp_path: Path, text: str
     write(tmp_path / "model-config.yaml", text)
     with pytest.raises(ModelLoadError, match="model-config.yaml is not valid YAML: .*rebuild"):
         read_manifest(tmp_path)
+
+
+def test_inputs_and_outputs_are_declared_as_mlservers(tmp_path: Path) -> None:
+    """MLServer's model-settings.json `inputs` and `outputs`, as TOML arrays of tables."""
+    text = '[[inputs]]\nname = "x"\ndatatype = "FP32"\nshape = [-1, 4]\n'
+    manifest = read_manifest(write(tmp_path / "m" / "modelhost.toml", text).parent)
+    assert manifest.signature == Signature((TensorSpec("x", "FP32", (-1, 4)),))
+
+
+def test_a_wrong_declaration_names_the_file_and_the_tensor() -> None:
+    with pytest.raises(ModelLoadError, match=r"modelhost.toml: outputs\[0\]: datatype 'F32'"):
+        parse_manifest({"outputs": [{"name": "y", "datatype": "F32", "shape": [-1]}]})

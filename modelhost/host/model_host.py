@@ -46,6 +46,7 @@ from modelhost.records.statistics import (
 from modelhost.scheduler import ModelSchedule, SchedulerSettings
 from modelhost.units import format_bytes
 from modelhost.workers.handle import WorkerHandle
+from modelhost.workers.signatures import Signature
 from modelhost.workers.views import Views
 
 
@@ -321,6 +322,9 @@ class ModelHost:
     def state_of(self, name: str) -> State | None:
         resident = self.memory.get(name)
         return resident.state if resident else None
+
+    def signature_of(self, name: str) -> Signature | None:
+        return self.residency.signatures.get(name)
 
     def failed_load(self, name: str) -> str | None:
         """Why `name`'s last load failed, while that failure is remembered."""

@@ -39,6 +39,7 @@ from modelhost.host.shortfall import all_busy, never_fits, quota_busy, quota_nev
 from modelhost.host.under_way import UnderWay
 from modelhost.records.events import EventLog
 from modelhost.workers.handle import WorkerHandle
+from modelhost.workers.signatures import Signature, merged
 
 
 class Residency:
@@ -69,6 +70,7 @@ class Residency:
         self.clock = clock
         self.sources: SortedDict = SortedDict()  # name → URL, when not its store path
         self.reading: set[str] = set()  # loaded models whose runtime may still read their files
+        self.signatures: dict[str, Signature] = {}  # of loaded models
         self.loads: UnderWay[LoadOutcome] = UnderWay() if loads is None else loads
         self.failed_loads = FailedLoads()
         self.model_tenant = model_tenant  # None: a model is its first loader's tenant's
@@ -192,6 +194,8 @@ class Residency:
             self.devices.loaded(name, worker.worker_id, loaded)
         if loaded.reads_artifact:
             self.reading.add(name)
+        if signature := merged(self.manifests.of(name).signature, loaded.signature):
+            self.signatures[name] = signature
         if loaded.runtimes:
             self.disk.note_runtimes(artifact.name, loaded.runtimes)
         self.copies.open(name, self.on_loaded(name, loaded.batches), worker)
@@ -367,6 +371,7 @@ class Residency:
         if self.devices is not None:
             self.devices.unloaded(name)
         self.reading.discard(name)
+        self.signatures.pop(name, None)
         self.copies.close(name)
         self.changes.notify()
 

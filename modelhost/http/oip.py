@@ -107,16 +107,16 @@ class OipRoutes:
         return JSONResponse({"ready": ready}, 200 if ready else 400)  # the protocol's 4xx
 
     async def model_metadata(self, request: Request) -> Response:
-        """What every model takes and gives: its own would need it loaded."""
-        name, version = model_in_path(request), request.path_params.get("version", "")
-        if not await self._exists(self._held(name, version)):
+        """Its inputs and outputs once loaded."""
+        name, version, held = self._model_of(request)
+        if not await self._exists(held):
             call = extension_call(name) if not version else None
             if call is not None and await self._exists(call[0]):
                 return self._extension(*call)
             if name == ALL_MODELS_STATS and not version:
                 return JSONResponse({"model_stats": self._all_stats()})
             raise ModelNotFound(missing(name))
-        return JSONResponse(self.models.metadata(name))
+        return JSONResponse(self.models.metadata(name, held))
 
     async def model_ready(self, request: Request) -> Response:
         name, _, held = self._model_of(request)

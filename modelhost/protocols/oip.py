@@ -10,11 +10,6 @@ from modelhost.host import ModelHost, State
 MODEL_VERSION = "1"  # of a model registered without versions
 REPOSITORY_STATE = {State.LOADED: "READY", State.LOADING: "LOADING", State.UNLOADING: "UNLOADING"}
 NOT_LOADED_REASON = "not loaded; it loads on its first request or on load"
-INPUTS = [{"name": "input-0", "datatype": "FP64", "shape": [-1, -1]}]
-OUTPUTS = [
-    {"name": "predict", "datatype": "FP64", "shape": [-1]},
-    {"name": "predict_proba", "datatype": "FP64", "shape": [-1, -1]},
-]
 
 
 class OipModels:
@@ -55,15 +50,16 @@ class OipModels:
     def state(self, name: str) -> State | None:
         return self.host.state_of(name)
 
-    def metadata(self, name: str) -> dict[str, Any]:
-        """What every model takes and gives: its own would need it loaded."""
+    def metadata(self, name: str, held: str) -> dict[str, Any]:
+        """Its inputs and outputs once loaded; none promised before."""
         versions = self.host.versions_of(name)
+        signature = self.host.signature_of(held)
         return {
             "name": name,
             "versions": list(versions.names) if versions else [MODEL_VERSION],
             "platform": "modelhost",
-            "inputs": INPUTS,
-            "outputs": OUTPUTS,
+            "inputs": [spec.described() for spec in signature.inputs] if signature else [],
+            "outputs": [spec.described() for spec in signature.outputs] if signature else [],
         }
 
     def version_held(self, name: str) -> tuple[str, str]:

@@ -74,9 +74,10 @@ class OipServicer:
 
     async def ModelMetadata(self, request: Any, context: Context, call: Call) -> Any:
         name = call.model = model_name(request.name)
-        if not await self.models.exists(self.models.held(name, request.version)):
+        held = self.models.held(name, request.version)
+        if not await self.models.exists(held):
             raise ModelNotFound(missing(name))
-        return message("inference.ModelMetadataResponse")(**self.models.metadata(name))
+        return message("inference.ModelMetadataResponse")(**self.models.metadata(name, held))
 
     # inference --------------------------------------------------------------------------
 

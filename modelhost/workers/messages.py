@@ -14,6 +14,7 @@ import msgspec
 from modelhost import errors
 from modelhost.errors import HandlerError, ModelhostError
 from modelhost.records.handler_metrics import HandlerSample
+from modelhost.workers.signatures import Signature
 
 
 class Message(msgspec.Struct, frozen=True, tag_field="op", tag=str.lower):
@@ -101,6 +102,7 @@ class Loaded(Message, frozen=True, kw_only=True):
     device_capable: bool = False  # its runtime can run it on a device
     tensor_bytes: int = 0  # its weights: what a move to a device will take, about
     runtimes: tuple[str, ...] = ()  # the preloadable runtimes it needed (handlers/preload.py)
+    signature: Signature | None = None  # None: unknown
 
 
 class OnDevice(Message, frozen=True):

@@ -250,6 +250,13 @@ def tensor_of(name: str, values: Any) -> Tensor:
     raise BadRequestBody(f"output {name} of type {array.dtype} has no Open Inference datatype")
 
 
+def datatype_of(dtype: Any) -> str:
+    """The datatype of a numeric numpy type; FP64, as rows arrive, for one OIP lacks."""
+    wanted = np.dtype(dtype).newbyteorder("<")
+    named = (name for name, known in DTYPES.items() if name != "BYTES" and known == wanted)
+    return next(named, "FP64")
+
+
 def _wants_binary(request: OipRequest, name: str) -> bool:
     for output in request.outputs:
         if output.name == name:

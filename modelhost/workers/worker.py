@@ -235,6 +235,7 @@ class Worker:
         grown = self.footprints[request.model] = max(0, settled_memory() - before)
         footprint = grown + handler.mapped_bytes  # mapped files: outside the C library's counts
         written = fast_copy.write(handler, request, footprint) if copy is None else 0
+        signature = handler.signature()
         trim_heap()  # else unpickling's buffers stay in the PSS
         return Loaded(
             footprint=footprint,
@@ -248,6 +249,7 @@ class Worker:
             device_capable=capable,
             tensor_bytes=handler.tensor_bytes() if capable else 0,
             runtimes=runtimes_of(prepared.modules),
+            signature=signature,
         )
 
     def _load_spec(self, request: Load, root: Path) -> LoadSpec:

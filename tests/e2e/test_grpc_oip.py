@@ -145,10 +145,17 @@ def test_get_server_metadata(oip: triton.InferenceServerClient) -> None:
 
 
 def test_get_model_metadata(oip: triton.InferenceServerClient) -> None:
-    metadata = oip.get_model_metadata(MODEL, as_json=True)
-    assert metadata["name"] == MODEL
-    assert metadata["versions"] == ["1"]
-    assert {o["name"] for o in metadata["outputs"]} == {"predict", "predict_proba"}
+    """Loaded, the model says its own inputs and outputs (tests/e2e/test_oip_metadata.py)."""
+    oip.load_model(MODEL)
+    metadata = oip.get_model_metadata(MODEL)
+    assert (metadata.name, list(metadata.versions)) == (MODEL, ["1"])
+    assert [(t.name, t.datatype, list(t.shape)) for t in metadata.inputs] == [
+        ("input-0", "FP64", [-1, 4])
+    ]
+    assert [(t.name, t.datatype, list(t.shape)) for t in metadata.outputs] == [
+        ("predict", "INT64", [-1]),
+        ("predict_proba", "FP64", [-1, 3]),
+    ]
 
 
 # ---------------------------------------------------------------------------- inference

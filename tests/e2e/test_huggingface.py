@@ -162,6 +162,11 @@ def test_oip_clients_send_texts_as_bytes(http: httpx.Client, store: Path) -> Non
     from modelhost.testing.hf_models import LABELS
 
     assert outputs["label"]["data"] == [LABELS[i] for i in expected.argmax(axis=1)]
+    metadata = http.get("/v2/models/hf/classifier").json()
+    assert metadata["inputs"] == [{"name": "text", "datatype": "BYTES", "shape": [-1]}]
+    assert [(o["name"], o["datatype"]) for o in metadata["outputs"]] == [
+        (name, outputs[name]["datatype"]) for name in ("label", "scores")
+    ]
 
 
 @pytest.mark.parametrize(

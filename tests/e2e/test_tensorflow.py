@@ -72,6 +72,23 @@ def test_the_first_saved_model_is_not_charged_tensorflow(
     assert first["bytes"] < 32 * 2**20, first
 
 
+def test_metadata_names_the_signatures_input_and_its_types(http: httpx.Client) -> None:
+    """The serving signature's input name and dtype, and each output as OIP infer answers it."""
+    assert http.post("/v2/repository/models/tf/iris/load").status_code == 200
+    metadata = http.get("/v2/models/tf/iris").json()
+    assert metadata["inputs"] == [{"name": "features", "datatype": "FP32", "shape": [-1, 4]}]
+    assert metadata["outputs"] == [
+        {"name": "predict", "datatype": "INT64", "shape": [-1]},
+        {"name": "predict_proba", "datatype": "FP32", "shape": [-1, 3]},
+    ]
+    given = {"name": "features", "datatype": "FP32", "shape": [len(ROWS), 4], "data": ROWS}
+    for output in metadata["outputs"]:
+        body = {"inputs": [given], "outputs": [{"name": output["name"]}]}
+        response = http.post("/v2/models/tf/iris/infer", json=body)
+        assert response.status_code == 200, response.text
+        assert response.json()["outputs"][0]["datatype"] == output["datatype"]
+
+
 def test_rows_of_the_wrong_width_get_a_400(http: httpx.Client) -> None:
     response = invoke(http, "tf/iris", [[1.0, 2.0]])
     assert response.status_code == 400

@@ -18,6 +18,7 @@ from modelhost.workers.handlers.base import InferReply, InferRequest
 from modelhost.workers.handlers.huggingface import HuggingFaceHandler, is_folder, model_type_modules
 from modelhost.workers.handlers.oip import SpeaksOip
 from modelhost.workers.oip_media import oip_media_type
+from modelhost.workers.signatures import TensorSpec
 
 TEXTS = ["the cat sat on the mat", "a very good movie", "not fun", "the plot was dull and bad"]
 TOLERANCE = 1e-5
@@ -154,6 +155,25 @@ def test_an_oip_request_may_ask_for_one_output(embedder: HuggingFaceHandler) -> 
     [output] = answer["outputs"]
     assert output["name"] == "embedding" and output["datatype"] == "FP32"
     assert output["shape"] == [2, 16]
+
+
+def test_the_signature_is_what_oip_answers(
+    classifier: HuggingFaceHandler, embedder: HuggingFaceHandler
+) -> None:
+    """Every output the signature names, asked for alone, comes in its declared type and shape."""
+    named = {}
+    for handler in (SpeaksOip(classifier), SpeaksOip(embedder)):
+        signature = handler.signature()
+        assert signature is not None
+        assert signature.inputs == (TensorSpec("text", "BYTES", (-1,)),)
+        for spec in signature.outputs:
+            text = {"name": "text", "datatype": "BYTES", "shape": [2], "data": TEXTS[:2]}
+            oip = {"inputs": [text], "outputs": [{"name": spec.name}]}
+            [output] = body(handler.infer(request(oip, oip_media_type())))["outputs"]
+            assert output["datatype"] == spec.datatype
+            assert [2, *spec.shape[1:]] == output["shape"]
+            named[spec.name] = spec.shape
+    assert named == {"label": (-1,), "scores": (-1, 3), "embedding": (-1, 16)}
 
 
 def test_text_model_refuses_numbers(

@@ -24,6 +24,7 @@ from modelhost.workers.messages import (
     decode_request,
     encode,
 )
+from modelhost.workers.signatures import Signature, TensorSpec
 
 texts = st.text(max_size=30)
 items = st.builds(
@@ -92,3 +93,18 @@ def test_a_failures_long_message_is_cut_to_fit_its_frame() -> None:
     assert failure.message.startswith("z" * MAX_MESSAGE_CHARS + "... (")
     assert "1,983,616 more characters cut" in failure.message
     assert Failure.of(ValueError("short")).message == "short"
+
+
+def test_a_loaded_reply_carries_the_models_signature() -> None:
+    signature = Signature((TensorSpec("x", "FP32", (-1, 4)),), (TensorSpec("y", "INT64", (-1,)),))
+    loaded = Loaded(footprint=10, load_ms=2.0, batches=True, signature=signature)
+    assert decode_reply(encode(loaded)) == loaded
+
+
+def test_a_loaded_reply_without_a_signature_still_decodes() -> None:
+    """A reply encoded before the field existed decodes, with no signature."""
+    older = msgspec.msgpack.encode(
+        {"op": "loaded", "footprint": 1, "load_ms": 1.0, "batches": False}
+    )
+    reply = decode_reply(older)
+    assert isinstance(reply, Loaded) and reply.signature is None

@@ -7,6 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from modelhost.workers.signatures import Signature
+
 
 @dataclass(frozen=True)
 class InferRequest:
@@ -52,6 +54,10 @@ class Handler(ABC):
             except Exception as error:  # noqa: BLE001  (only its request's)
                 replies.append(error)
         return replies
+
+    def signature(self) -> Signature | None:
+        """Its OIP inputs and outputs; None if unknown."""
+        return None
 
     def limit_rows(self, max_rows: int) -> None:  # noqa: B027  (handlers of rows take it)
         """Refuse requests of more than `max_rows` rows (0: no limit)."""

@@ -27,6 +27,7 @@ from modelhost.workers.handlers.texts import (
     parameter,
 )
 from modelhost.workers.handlers.torch import intra_op_threads, limit_threads, module_bytes
+from modelhost.workers.signatures import ANY, Signature, TensorSpec
 
 SUFFIXES = (".safetensors",)
 CLASSIFICATION, EMBEDDINGS = "classification", "embeddings"
@@ -111,6 +112,14 @@ class HuggingFaceHandler(BatchHandler):
 
     def limit_rows(self, max_rows: int) -> None:
         self.max_texts = max_rows
+
+    def signature(self) -> Signature:
+        texts = (TensorSpec("text", "BYTES", (ANY,)),)
+        if self.task == EMBEDDINGS:
+            width = getattr(self.model.config, "hidden_size", None) or ANY
+            return Signature(texts, (TensorSpec("embedding", "FP32", (ANY, width)),))
+        scores = TensorSpec("scores", "FP32", (ANY, len(self.labels) or ANY))
+        return Signature(texts, (TensorSpec("label", "BYTES", (ANY,)), scores))
 
     def infer_batch(self, requests: Sequence[InferRequest]) -> list[InferReply | Exception]:
         """Run all the batch's texts at once and split the outputs back."""

@@ -28,6 +28,7 @@ from modelhost.workers.oip import (
     tensor_of,
 )
 from modelhost.workers.oip_media import MODEL_NAME_PARAM, MODEL_VERSION_PARAM, is_oip
+from modelhost.workers.signatures import Signature
 
 METHODS = ("predict", "predict_proba")
 
@@ -49,6 +50,9 @@ class SpeaksOip(Handler):
 
     def limit_rows(self, max_rows: int) -> None:
         self.inner.limit_rows(max_rows)
+
+    def signature(self) -> Signature | None:
+        return self.inner.signature()
 
     @property
     def reads_artifact(self) -> bool:  # type: ignore[override]

@@ -16,6 +16,7 @@ import numpy as np
 from modelhost.errors import BadRequestBody, ModelLoadError
 from modelhost.workers.handlers.rows import RowsHandler
 from modelhost.workers.handlers.runtime import require
+from modelhost.workers.oip import datatype_of
 
 SUFFIXES = (".onnx",)
 INPUT_TYPES = {
@@ -45,6 +46,7 @@ class OnnxHandler(RowsHandler):
         self._on_cpu: Any = ort.InferenceSession(str(path), options, providers=[CPU])
         self._session: Any = self._on_cpu
         self._input, self._dtype, self.n_features = _only_input(self._session, path.name)
+        self.input_name, self.input_datatype = self._input, datatype_of(self._dtype)
         self._outputs: list[str] = [str(output.name) for output in self._session.get_outputs()]
 
     def predict(self, rows: np.ndarray, method: str) -> Any:

@@ -15,6 +15,8 @@ import numpy as np
 from modelhost.errors import BadRequestBody, PayloadTooLarge
 from modelhost.workers.codecs import decode_rows, encode_predictions
 from modelhost.workers.handlers.base import ARRAY, Handler, InferReply, InferRequest
+from modelhost.workers.oip import tensor_of
+from modelhost.workers.signatures import ANY, Signature, TensorSpec
 
 METHODS = ("predict", "predict_proba")
 
@@ -29,6 +31,29 @@ class RowsHandler(Handler):
     pure = True
     n_features: int | None = None  # checked first, for a clear 400
     max_rows = 0
+    input_name = "input-0"  # any name is taken
+    input_datatype = "FP64"  # its runtime's; any number is taken
+
+    @property
+    def width(self) -> int | None:
+        return self.n_features
+
+    def signature(self) -> Signature:
+        """Each method's output as a row of zeros gets it."""
+        width = self.width
+        inputs = (TensorSpec(self.input_name, self.input_datatype, (ANY, width or ANY)),)
+        if width is None:
+            return Signature(inputs)
+        zeros = np.zeros((1, width))
+        outputs = [self._output(zeros, method) for method in METHODS]
+        return Signature(inputs, tuple(spec for spec in outputs if spec is not None))
+
+    def _output(self, rows: np.ndarray, method: str) -> TensorSpec | None:
+        try:
+            tensor = tensor_of(method, self._predict(rows, method))
+        except Exception:  # noqa: BLE001  (a method it lacks, or zeros refused)
+            return None
+        return TensorSpec(method, tensor.datatype, (ANY, *tensor.values.shape[1:]))
 
     def limit_rows(self, max_rows: int) -> None:
         self.max_rows = max_rows

@@ -15,6 +15,7 @@ import numpy as np
 from modelhost.errors import BadRequestBody, ModelLoadError
 from modelhost.workers.handlers.rows import RowsHandler
 from modelhost.workers.handlers.runtime import require
+from modelhost.workers.oip import datatype_of
 
 SUFFIXES = (".pb",)
 FILE_NAME = "saved_model.pb"
@@ -44,6 +45,7 @@ class SavedModelHandler(RowsHandler):
         self._model: Any = tf.saved_model.load(str(path.parent))
         self._signature: Any = _serving_signature(self._model, path.parent.name)
         self._input, self._dtype, self.n_features = _only_input(self._signature, path.parent.name)
+        self.input_name, self.input_datatype = self._input, datatype_of(self._dtype)
         self._outputs = _outputs_by_method(sorted(self._signature.structured_outputs))
 
     def predict(self, rows: np.ndarray, method: str) -> Any:

@@ -26,6 +26,11 @@ class SklearnHandler(RowsHandler):
 
         return cls(joblib.load(path))
 
+    @property
+    def width(self) -> int | None:
+        width = getattr(self.model, "n_features_in_", None)
+        return int(width) if isinstance(width, (int, np.integer)) else None
+
     def predict(self, rows: np.ndarray, method: str) -> Any:
         return predict_rows(self.model, rows, method, self.shortcut)
 

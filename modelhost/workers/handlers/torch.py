@@ -23,6 +23,7 @@ class TorchHandler(RowsHandler):
     """A module called with the rows as a float32 tensor; answers its first output."""
 
     device_capable = True
+    input_datatype = "FP32"
 
     def __init__(self, path: Path, threads: int = 1) -> None:
         torch = require("torch", "torch", f"{path.name} (a PyTorch model)")

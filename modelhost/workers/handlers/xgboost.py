@@ -19,6 +19,8 @@ _SNIFF_BYTES = 256
 class XGBoostHandler(RowsHandler):
     """An XGBoost booster; classifiers answer like scikit-learn's."""
 
+    input_datatype = "FP32"  # its trees split float32 features
+
     def __init__(self, path: Path, threads: int = 1) -> None:
         xgboost = require("xgboost", "xgboost", f"{path.name} (an XGBoost model)")
         self._booster: Any = xgboost.Booster(params={"nthread": threads})

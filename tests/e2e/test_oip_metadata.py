@@ -1,0 +1,187 @@
+"""Model metadata over REST and gRPC says what each loaded model takes and gives, so Triton's own
+clients build requests from it that the model answers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import joblib
+import numpy as np
+import pytest
+import tritonclient.grpc as triton_grpc
+import tritonclient.http as triton_http
+from helpers.serving import Servers
+from sklearn.datasets import load_iris
+from sklearn.linear_model import LinearRegression
+from tritonclient.utils import triton_to_np_dtype
+
+from modelhost import testing
+
+pytestmark = pytest.mark.e2e
+
+IRIS, ONNX, REGRESSOR, DECLARED = "iris.joblib", "iris.onnx", "regressor.joblib", "declared"
+UNTOLD = {"inputs": [], "outputs": []}
+DECLARATION = """
+[[inputs]]
+name = "features"
+datatype = "FP32"
+shape = [-1, 4]
+"""
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("store")
+    testing.iris_logreg(root / IRIS)
+    testing.onnx_iris(root / ONNX)
+    x, y = load_iris(return_X_y=True)
+    testing.dump(LinearRegression().fit(x, y), root / REGRESSOR)
+    testing.iris_logreg(root / DECLARED / "model.joblib")
+    (root / DECLARED / "modelhost.toml").write_text(DECLARATION)
+    return root
+
+
+@pytest.fixture(scope="module")
+def grpc_port() -> int:
+    return testing.free_port()
+
+
+@pytest.fixture(scope="module")
+def server(store: Path, serve: Servers, grpc_port: int) -> testing.RunningServer:
+    return serve(store, workers=2, memory_budget="2GiB", grpc_port=grpc_port)
+
+
+@pytest.fixture
+def client(server: testing.RunningServer) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server.url, timeout=30) as http:
+        yield http
+
+
+@pytest.fixture
+def http_oip(server: testing.RunningServer) -> Iterator[triton_http.InferenceServerClient]:
+    oip = triton_http.InferenceServerClient(server.url.removeprefix("http://"))
+    yield oip
+    oip.close()
+
+
+@pytest.fixture
+def grpc_oip(
+    server: testing.RunningServer, grpc_port: int
+) -> Iterator[triton_grpc.InferenceServerClient]:
+    oip = triton_grpc.InferenceServerClient(f"127.0.0.1:{grpc_port}")
+    yield oip
+    oip.close()
+
+
+def loaded(client: httpx.Client, name: str) -> dict[str, Any]:
+    """`name` loaded, then its metadata's inputs and outputs."""
+    response = client.post(f"/v2/repository/models/{name}/load")
+    assert response.status_code == 200, response.text
+    metadata = client.get(f"/v2/models/{name}")
+    assert metadata.status_code == 200, metadata.text
+    return {key: metadata.json()[key] for key in ("inputs", "outputs")}
+
+
+def tensor(name: str, datatype: str, shape: list[int]) -> dict[str, Any]:
+    return {"name": name, "datatype": datatype, "shape": shape}
+
+
+def test_an_unloaded_model_promises_nothing(client: httpx.Client) -> None:
+    """Before a load nothing is known of the model, and metadata says nothing false: neither
+    placeholder types nor outputs it may not have."""
+    metadata = client.get(f"/v2/models/{REGRESSOR}")
+    assert metadata.status_code == 200, metadata.text
+    assert metadata.json() == {"name": REGRESSOR, "versions": ["1"], "platform": "modelhost"} | (
+        UNTOLD
+    )
+
+
+def test_an_iris_classifier_answers_its_width_and_label_type(client: httpx.Client) -> None:
+    assert loaded(client, IRIS) == {
+        "inputs": [tensor("input-0", "FP64", [-1, 4])],
+        "outputs": [tensor("predict", "INT64", [-1]), tensor("predict_proba", "FP64", [-1, 3])],
+    }
+    versioned = client.get(f"/v2/models/{IRIS}/versions/1").json()
+    assert versioned["inputs"] == [tensor("input-0", "FP64", [-1, 4])]
+
+
+def test_an_onnx_model_answers_its_graphs_input(client: httpx.Client) -> None:
+    assert loaded(client, ONNX) == {
+        "inputs": [tensor("X", "FP32", [-1, 4])],
+        "outputs": [tensor("predict", "INT64", [-1]), tensor("predict_proba", "FP64", [-1, 3])],
+    }
+
+
+def test_a_regressor_answers_fp64_predict_and_no_probabilities(client: httpx.Client) -> None:
+    assert loaded(client, REGRESSOR) == {
+        "inputs": [tensor("input-0", "FP64", [-1, 4])],
+        "outputs": [tensor("predict", "FP64", [-1])],
+    }
+
+
+def test_a_manifests_declaration_wins(client: httpx.Client) -> None:
+    assert loaded(client, DECLARED) == {
+        "inputs": [tensor("features", "FP32", [-1, 4])],
+        "outputs": [tensor("predict", "INT64", [-1]), tensor("predict_proba", "FP64", [-1, 3])],
+    }
+
+
+def test_an_unloaded_model_forgets_what_it_was(client: httpx.Client, store: Path) -> None:
+    """The store may hold another model under the name by its next load."""
+    name = "forgotten.joblib"
+    testing.iris_logreg(store / name)
+    assert loaded(client, name)["outputs"]
+    assert client.post(f"/v2/repository/models/{name}/unload").status_code == 200
+    metadata = client.get(f"/v2/models/{name}").json()
+    assert {key: metadata[key] for key in UNTOLD} == UNTOLD
+
+
+def said(tensors: Any) -> list[dict[str, Any]]:
+    """Metadata tensors as REST gives them, from a gRPC answer's messages or REST's."""
+    return [
+        t if isinstance(t, dict) else tensor(t.name, t.datatype, list(t.shape)) for t in tensors
+    ]
+
+
+def test_grpc_says_what_rest_says(
+    client: httpx.Client, grpc_oip: triton_grpc.InferenceServerClient
+) -> None:
+    rest = loaded(client, ONNX)
+    metadata = grpc_oip.get_model_metadata(ONNX)
+    assert {"inputs": said(metadata.inputs), "outputs": said(metadata.outputs)} == rest
+
+
+ROWS = load_iris().data[[0, 60, 120]]  # one of each class
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+@pytest.mark.parametrize("name", [IRIS, ONNX, REGRESSOR])
+def test_a_triton_client_builds_its_request_from_metadata(
+    request: pytest.FixtureRequest, client: httpx.Client, store: Path, protocol: str, name: str
+) -> None:
+    """As tritonclient's examples and perf_analyzer do: the input's name, datatype and shape
+    from metadata, then each output asked for by name, answered 200 in its declared type."""
+    loaded(client, name)
+    triton: Any = triton_http if protocol == "http" else triton_grpc
+    oip = request.getfixturevalue(f"{protocol}_oip")
+    metadata = oip.get_model_metadata(name)
+    if protocol == "grpc":
+        metadata = {"inputs": metadata.inputs, "outputs": metadata.outputs}
+    (spec,) = said(metadata["inputs"])
+    values = ROWS.astype(triton_to_np_dtype(spec["datatype"]))
+    given = triton.InferInput(spec["name"], [len(values), *spec["shape"][1:]], spec["datatype"])
+    given.set_data_from_numpy(values)
+    answers = {}
+    for output in said(metadata["outputs"]):
+        wanted = [triton.InferRequestedOutput(output["name"])]
+        answer = oip.infer(name, [given], outputs=wanted).as_numpy(output["name"])
+        assert answer.dtype == triton_to_np_dtype(output["datatype"])
+        assert [len(values), *output["shape"][1:]] == list(answer.shape)
+        answers[output["name"]] = answer
+    reference = joblib.load(store / (IRIS if name == ONNX else name))
+    assert np.allclose(answers["predict"], reference.predict(ROWS))
+    if "predict_proba" in answers:
+        assert np.allclose(answers["predict_proba"], reference.predict_proba(ROWS), atol=1e-5)
