@@ -49,12 +49,13 @@ class Event:
 Subscriber = Callable[[Event], None]
 
 LOGGED = re.compile(r"\{.*\"kind\".*\}")
+SAID = re.compile(r" worker \d+ says: ")  # a model's output (workers/pool/output.py): no event
 
 
 def events_in(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
     """From a server's log or a `GET /events` stream."""
     for line in lines:
-        if found := LOGGED.search(line):
+        if (found := LOGGED.search(line)) and not SAID.search(line, 0, found.start()):
             yield json.loads(found.group(0))
 
 

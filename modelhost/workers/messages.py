@@ -123,6 +123,15 @@ class Unloaded(Message, frozen=True):
     unload_ms: float = 0.0  # on the worker's loader: without the wait for a load in flight
 
 
+UNASKED = 0  # the request id of what no call asked for: a hello, output
+
+
+class Output(Message, frozen=True):
+    """What a sandboxed worker's code wrote on stdout or stderr; unasked (request id 0)."""
+
+    text: str
+
+
 MAX_MESSAGE_CHARS = 16_384  # of a failure's message: a few lines of any traceback's
 
 
@@ -179,7 +188,7 @@ class Failed(Message, frozen=True):
 
 
 Request = Load | Unload | Infer | ToDevice | ToHost
-Reply = Hello | Loaded | Unloaded | Answered | Failed | OnDevice | OnHost
+Reply = Hello | Loaded | Unloaded | Answered | Failed | OnDevice | OnHost | Output
 # the reply each request is answered with, unless it is Failed
 ANSWERED_BY: dict[type[Request], type[Reply]] = {
     Load: Loaded,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import importlib
+import io
 import os
 import signal
 import sys
@@ -86,6 +87,8 @@ def fork_worker(
         sys.stdin.close()
         # the template's stdout is a pipe read once, for its "ready": a print would fill it
         os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+        if isinstance(sys.stdout, io.TextIOWrapper):
+            sys.stdout.reconfigure(line_buffering=True)  # a print is seen when made
         from modelhost.workers.worker import run
 
         run(

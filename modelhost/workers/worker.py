@@ -36,6 +36,7 @@ from modelhost.workers.gather import Gathering
 from modelhost.workers.handlers.base import Handler, InferRequest
 from modelhost.workers.handlers.ts_metrics import drain_samples
 from modelhost.workers.messages import (
+    UNASKED,
     Answered,
     Failed,
     Failure,
@@ -53,6 +54,7 @@ from modelhost.workers.messages import (
     decode_request,
     encode,
 )
+from modelhost.workers.output import captured, relay
 from modelhost.workers.wire import Frame, FrameReader
 from modelhost.workers.wire import encode as encode_frame
 
@@ -128,13 +130,16 @@ class Worker:
             self._loader.submit(self.unload, Unload("rehearsal")).result()
         return_memory_to_os()
 
-    def main_loop(self, run_dir: Path | None = None) -> None:
+    def main_loop(self, run_dir: Path | None = None, output: int | None = None) -> None:
+        """Serve the frontend's calls; `output`: the pipe of a sandboxed worker's stdout."""
         self.idle_bytes = allocated_bytes() or 0
         untrusted = self.confined or bool(self.programs_refused)
         if run_dir is not None and not untrusted:
             Door(direct_path(run_dir, os.getpid()), self.gate, self.infer_in_slot).start()
         hello = Hello(self.worker_id, os.getpid(), pss_bytes(), untrusted, self.devices.infos())
-        self.send(0, hello)
+        self.send(UNASKED, hello)
+        if output is not None:  # after the hello, which must come first
+            relay(output, lambda said: self.send(UNASKED, said))
         frames = FrameReader(self.sock)
         while True:
             try:
@@ -365,6 +370,7 @@ def run(
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(socket_path)
     run_dir = Path(socket_path).parent
+    output = captured() if untrusted is not None else None
     programs_refused = untrusted.confine(run_dir, rehearsal) if untrusted is not None else ""
     confined = untrusted is not None and not programs_refused
     moves = worker_devices(devices if untrusted is None else "")
@@ -382,4 +388,4 @@ def run(
         from modelhost.workers.no_pickle import refuse_unpickling
 
         refuse_unpickling()
-    worker.main_loop(run_dir if direct else None)
+    worker.main_loop(run_dir if direct else None, output)

@@ -79,6 +79,13 @@ def test_events_read_back_from_log_and_stream() -> None:
     assert list(events_in(lines)) == [json.loads(event.to_json()) for event in emitted]
 
 
+def test_a_line_that_only_quotes_an_event_is_none() -> None:
+    """A model's output logged under its worker may quote an event's JSON; it is no event."""
+    event = EventLog(clock=lambda: 1.0).emit("evict", "m").to_json()
+    lines = [f"2026-11-30 05:00:00,000 INFO modelhost.workers: worker 3 says: {event}", event]
+    assert list(events_in(lines)) == [json.loads(event)]
+
+
 def test_histories_stay_under_byte_cap() -> None:
     """Histories stay under their byte cap after 25000 models with long details (three caps' worth).
 

@@ -18,9 +18,10 @@ from pathlib import Path
 from modelhost.errors import Unavailable
 from modelhost.records.events import EventLog
 from modelhost.workers.handle import Waiter, WorkerHandle
-from modelhost.workers.messages import Hello, Loaded, Reply, Request, Unloaded
+from modelhost.workers.messages import UNASKED, Hello, Loaded, Reply, Request, Unloaded
 from modelhost.workers.pool.calls import Calls
 from modelhost.workers.pool.connection import listen
+from modelhost.workers.pool.output import OutputLog
 from modelhost.workers.pool.supervisor import TemplateSupervisor, backoff_s, template_argv
 from modelhost.workers.pool.table import WorkerTable
 from modelhost.workers.replies import ReplyT
@@ -63,6 +64,7 @@ class WorkerPool:
         argv = template_argv(self.socket_path, threads, preload_runtimes, untrusted_size > 0)
         self.template = TemplateSupervisor(argv, environment, self.table, events)
         self.calls = Calls(load_timeout_s, infer_timeout_s, self._missed, max_response_bytes)
+        self.output = OutputLog()  # of the sandboxed workers
         self._on_lost: LostCallback = lambda worker: None  # until `attach`
         self._on_joined: Callable[[], None] = lambda: None
         self._deaths: dict[int, int] = {}  # young deaths in a row, by worker id
@@ -140,6 +142,8 @@ class WorkerPool:
 
     def replied(self, worker: WorkerHandle, frame: Frame) -> None:
         """Give a reply to its call; recycle a worker keeping memory while idle."""
+        if frame.request_id == UNASKED:
+            return self.output.heard(worker, frame)
         reply = self.calls.answer(worker, frame)
         if reply is not None:
             self._count_kept(worker, reply)
@@ -153,6 +157,7 @@ class WorkerPool:
         if not worker.alive:  # dropped already
             return
         worker.alive = False
+        self.output.forget(worker.worker_id)
         self._end_process(worker)
         self.table.leave(worker)
         worker.transport.close()
