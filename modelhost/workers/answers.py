@@ -1,5 +1,4 @@
-"""A batch's answers as a worker sends them, none over max_response_size: the frontend drops a
-worker whose reply passes its call's cap (wire.py)."""
+"""A batch's answers as a worker sends them, none over max_response_size (wire.py's cap)."""
 
 from __future__ import annotations
 
@@ -38,7 +37,7 @@ def check_response_size(size: int, limit: int) -> None:
 def answers_of(
     replies: list[InferReply | Exception], max_answer_bytes: int = 0
 ) -> tuple[tuple[Answer, ...], list[bytes]]:
-    """Per-request answers (errors as data, never pickles) and the reply bodies in order."""
+    """Per-request answers (errors as data) and the reply bodies in order."""
     answers: list[Answer] = []
     bodies: list[bytes] = []
     for reply in replies:

@@ -127,7 +127,7 @@ UNASKED = 0  # the request id of what no call asked for: a hello, output
 
 
 class Output(Message, frozen=True):
-    """What a sandboxed worker's code wrote on stdout or stderr; unasked (request id 0)."""
+    """What a sandboxed worker's code wrote on stdout or stderr."""
 
     text: str
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from modelhost.workers.messages import Output
 
-CHUNK_BYTES = 65_536  # an Output's most, far below a reply frame's cap
+CHUNK_BYTES = 65_536  # an Output's most
 
 
 def captured() -> int:

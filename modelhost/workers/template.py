@@ -19,10 +19,8 @@ from pathlib import Path
 
 from modelhost.config import THREAD_VARIABLES
 from modelhost.records.memory import return_heap_promptly
-from modelhost.workers.answers import ANSWER_VARIABLE
-from modelhost.workers.devices import DEVICES_VARIABLE
-from modelhost.workers.direct import DIRECT_VARIABLE
 from modelhost.workers.sandbox import Untrusted, support
+from modelhost.workers.settings import WorkerSettings
 from modelhost.workers.views import VARIABLE as VIEWS_VARIABLE
 
 
@@ -73,9 +71,8 @@ def fork_worker(
     threads: int,
     rehearsal: list[Path],
     untrusted: Untrusted | None,
-    devices: str = "",
-    direct: bool = False,
-    max_answer_bytes: int = 0,
+    *,
+    settings: WorkerSettings,
 ) -> None:
     if os.fork() != 0:
         return
@@ -91,16 +88,7 @@ def fork_worker(
             sys.stdout.reconfigure(line_buffering=True)  # a print is seen when made
         from modelhost.workers.worker import run
 
-        run(
-            socket_path,
-            worker_id,
-            threads,
-            rehearsal,
-            untrusted,
-            devices=devices,
-            direct=direct,
-            max_answer_bytes=max_answer_bytes,
-        )
+        run(socket_path, worker_id, threads, rehearsal, untrusted, settings=settings)
     except BaseException:  # noqa: BLE001  (never return into the template's loop)
         code = 1
     finally:
@@ -112,9 +100,7 @@ def main_loop(
     threads: int,
     rehearsal: list[Path],
     untrusted: Untrusted | None,
-    devices: str = "",
-    direct: bool = False,
-    max_answer_bytes: int = 0,
+    settings: WorkerSettings,
 ) -> None:
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps exited workers
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -123,25 +109,14 @@ def main_loop(
         if line.strip():  # "ID", or "ID untrusted" for a worker that hosts untrusted models
             worker_id, _, kind = line.strip().partition(" ")
             sandbox = untrusted if kind == "untrusted" else None
-            fork_worker(
-                socket_path,
-                int(worker_id),
-                threads,
-                rehearsal,
-                sandbox,
-                devices=devices,
-                direct=direct,
-                max_answer_bytes=max_answer_bytes,
-            )
+            fork_worker(socket_path, int(worker_id), threads, rehearsal, sandbox, settings=settings)
 
 
 def main() -> None:
     socket_path, threads = sys.argv[1], int(sys.argv[2])
     preload = [name for name in (sys.argv[3] if len(sys.argv) > 3 else "").split(",") if name]
     views = os.environ.pop(VIEWS_VARIABLE, "")  # the models' code need not see it
-    devices = os.environ.pop(DEVICES_VARIABLE, "")
-    direct = os.environ.pop(DIRECT_VARIABLE, "") == "1"
-    max_answer_bytes = int(os.environ.pop(ANSWER_VARIABLE, "0"))
+    settings = WorkerSettings.popped()
     untrusted = None
     if sys.argv[4:5] == ["untrusted"]:
         untrusted = Untrusted(support(), views)
@@ -152,15 +127,7 @@ def main() -> None:
     gc.collect()
     gc.freeze()  # the collector would touch, and so copy, the template's pages
     print("ready", flush=True)
-    main_loop(
-        socket_path,
-        threads,
-        rehearsal,
-        untrusted,
-        devices=devices,
-        direct=direct,
-        max_answer_bytes=max_answer_bytes,
-    )
+    main_loop(socket_path, threads, rehearsal, untrusted, settings)
 
 
 if __name__ == "__main__":

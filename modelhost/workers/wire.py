@@ -17,7 +17,7 @@ from modelhost.errors import HeaderTooLarge
 PREFIX = struct.Struct("!QII")
 MAX_HEADER_BYTES = 1 << 20
 MAX_PAYLOAD_BYTES = 2**32 - 1  # the prefix's own most
-Cap = Callable[[int], int]  # request id → the most bytes past its reply's prefix
+Cap = Callable[[int], int]  # request id → its reply's most bytes past the prefix
 
 
 @dataclass

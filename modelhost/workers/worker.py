@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from modelhost.workers.device_moves import DeviceMoves
     from modelhost.workers.handlers.select import LoadSpec
     from modelhost.workers.sandbox import Untrusted
+    from modelhost.workers.settings import WorkerSettings
 
 
 LOADER_NICENESS = 10  # decisions.md, "A worker's loader thread runs 10 nicer"
@@ -357,23 +358,18 @@ def run(
     worker_id: int,
     threads: int,
     rehearsal: list[Path],
-    untrusted: Untrusted | None = None,
-    devices: str = "",
-    direct: bool = False,
-    max_answer_bytes: int = 0,
+    untrusted: Untrusted | None,
+    *,
+    settings: WorkerSettings,
 ) -> None:
-    """Entry point of a freshly forked worker; untrusted, it confines itself before any thread.
-
-    `devices` is the frontend's spec; untrusted workers use none. `direct`: the fronts' requests
-    are taken too.
-    """
+    """Entry point of a freshly forked worker; untrusted, it confines itself before any thread."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(socket_path)
     run_dir = Path(socket_path).parent
     output = captured() if untrusted is not None else None
     programs_refused = untrusted.confine(run_dir, rehearsal) if untrusted is not None else ""
     confined = untrusted is not None and not programs_refused
-    moves = worker_devices(devices if untrusted is None else "")
+    moves = worker_devices(settings.devices if untrusted is None else "")
     worker = Worker(
         sock,
         worker_id,
@@ -381,11 +377,11 @@ def run(
         programs_refused,
         confined,
         devices=moves,
-        max_answer_bytes=max_answer_bytes,
+        max_answer_bytes=settings.max_answer_bytes,
     )
     worker.rehearse(rehearsal)  # the template's own pickles, before any model's
     if untrusted is not None:
         from modelhost.workers.no_pickle import refuse_unpickling
 
         refuse_unpickling()
-    worker.main_loop(run_dir if direct else None, output)
+    worker.main_loop(run_dir if settings.direct else None, output)
