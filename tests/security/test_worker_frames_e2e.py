@@ -78,7 +78,7 @@ ATTACKS = {
     "strangers-id": (
         "def attack(sock, request_id):\n"
         "    header = encode(Answered((), 1.0))\n"
-        "    for stranger in (0, request_id + 1000, 2**64 - 1):\n"
+        "    for stranger in (request_id + 1000, 2**64 - 1):\n"
         "        sock.sendall(PREFIX.pack(stranger, len(header), 0) + header)\n"
     ),
     "claims-memory": (
@@ -96,6 +96,11 @@ ATTACKS = {
         "def attack(sock, request_id):\n"
         "    header = encode(Unloaded(2**62))\n"
         "    sock.sendall(PREFIX.pack(request_id, len(header), 0) + header)\n"
+    ),
+    "unasked-answer": (  # id 0 is what no call asked for: output only
+        "def attack(sock, request_id):\n"
+        "    header = encode(Answered((), 1.0))\n"
+        "    sock.sendall(PREFIX.pack(0, len(header), 0) + header)\n"
     ),
 }
 
@@ -158,7 +163,10 @@ def assert_good_answers(server: testing.RunningServer) -> None:
     assert response.status_code == 200, response.text
 
 
-@pytest.mark.parametrize("name", ["garbage", "hangs-up", "undecodable", "huge", "wrong-kind"])
+KILLED = ["garbage", "hangs-up", "undecodable", "huge", "wrong-kind", "unasked-answer"]
+
+
+@pytest.mark.parametrize("name", KILLED)
 def test_a_worker_breaking_its_frames_is_killed(server: testing.RunningServer, name: str) -> None:
     """Its caller gets 503 WorkerDied at once, not a deadline's 504; the worker's process goes
     (left running, it would hold memory and CPU no one counts); the other tenant answers."""
