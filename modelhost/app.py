@@ -108,6 +108,7 @@ async def serve_pool(config: Config, pool: WorkerPool, events: EventLog) -> int:
         if fronts is not None:
             fronts.routing = Routing(host, observer, config, pool.run_dir)
             fronts.drain_timeout_s = config.drain_timeout_s
+            fronts.on_none_left = lambda: server.stop_failed()  # the server made below
         server = DrainingServer(
             lambda: drain(observer, rpc, fronts),
             uvicorn_config(
@@ -137,7 +138,7 @@ async def serve_pool(config: Config, pool: WorkerPool, events: EventLog) -> int:
             where = f"{scheme}://{config.host}:{port}"
             logger.info("serving %s on %s", host.store_uri, where)
             await serve_rpc_beside(server, beside, rpc, sockets)
-    return 0
+    return 1 if server.failed else 0
 
 
 async def serve_rpc_beside(

@@ -51,6 +51,7 @@ class Fronts:
         self.publishing: asyncio.Task[None] | None = None
         self.drained_at: float | None = None  # loop time of SIGTERM's drain
         self.drain_timeout_s = EXIT_TIMEOUT_S  # the server's drain_timeout_s
+        self.on_none_left: Callable[[], None] = lambda: None  # every front given up
 
     @property
     def processes(self) -> list[asyncio.subprocess.Process]:
@@ -79,6 +80,15 @@ class Fronts:
             loop.create_task(slot.tend(fold, lambda: self.table, self.stopping))
             for slot in self.slots
         ]
+        for task in self.tasks:
+            task.add_done_callback(self._ended)
+
+    def _ended(self, _: asyncio.Task[None]) -> None:
+        if not self.stopping.is_set() and all(slot.given_up for slot in self.slots):
+            logger.critical(
+                "every front was given up: nothing takes port %d's connections", self.port
+            )
+            self.on_none_left()
 
     def _exchange_with(self, routing: Routing) -> None:
         self.publishing = asyncio.get_running_loop().create_task(self._publish(routing))

@@ -3,7 +3,7 @@ dies.
 
 A front that dies is restarted with the latest table, after a backoff that doubles with each
 quick death in a row; after `MAX_QUICK_DEATHS` the slot stays empty, with a failure event. The
-main process and the other fronts still serve the port.
+other fronts still serve the port; with none left, the server stops (processes.py).
 """
 
 from __future__ import annotations
@@ -60,6 +60,7 @@ class FrontSlot:
         self.process: asyncio.subprocess.Process | None = None
         self.started_at = 0.0
         self.quick_deaths = 0  # in a row
+        self.given_up = False
 
     async def start(self, table: bytes) -> None:
         """Start the front with `table` on its stdin; RuntimeError if it exits before it listens."""
@@ -92,6 +93,7 @@ class FrontSlot:
             if stop.is_set():
                 return
             if not self._died(code):
+                self.given_up = True
                 return
             await first_of(asyncio.sleep(self.backoff(self.quick_deaths)), stop.wait())
             if stop.is_set():
@@ -120,7 +122,7 @@ class FrontSlot:
             return True
         logger.error(
             "front %d %s, %d times in a row within %g s of its start; it is not started "
-            "again: the other processes serve the port (its stderr above says why it died)",
+            "again (its stderr above says why it died)",
             self.front,
             exit_text(code),
             self.quick_deaths,

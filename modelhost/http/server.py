@@ -123,6 +123,11 @@ class DrainingServer(ListeningServer):
     def __init__(self, on_drain: Callable[[], None], config: uvicorn.Config) -> None:
         super().__init__(config, "--port")
         self.on_drain = on_drain
+        self.failed = False
+
+    def stop_failed(self) -> None:
+        """Drain, then exit 1 for the server's supervisor to restart it."""
+        self.failed = self.should_exit = True
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         self.on_drain()

@@ -3,6 +3,7 @@ as the main process alone answers it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -542,3 +543,28 @@ def test_a_fronts_direct_hit_counts_in_flight(store: Path, serve: Servers) -> No
     while in_flight(server) > 1 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert (counted, in_flight(server)) == (2, 1)
+
+
+def test_with_every_front_given_up_the_server_exits_with_an_error(
+    store: Path, serve: Servers
+) -> None:
+    """Fronts that die at start, again and again, are given up; with none left nothing would
+    take the port's connections, so the server stops with exit code 1, saying why, for its
+    supervisor to start it again."""
+    server = serve(store, workers=1, fronts=2, memory_budget="4GiB")
+    deadline = time.monotonic() + 60
+    while server_running(server) and time.monotonic() < deadline:
+        for pid in live_fronts(server):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.02)
+    assert server.stop() == 1
+    assert "nothing takes port" in server.log_text()
+    assert len(server.events("failure")) == 2
+
+
+def server_running(server: testing.RunningServer) -> bool:
+    try:
+        return psutil.Process(server.pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
