@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 from typing import Any, NamedTuple
 
 from modelhost.fronts.deadlines import Deadlines
@@ -26,6 +27,8 @@ from modelhost.workers.messages import (
 )
 from modelhost.workers.wire import Frame, FrameBuffer, reply_cap
 from modelhost.workers.wire import encode as encode_frame
+
+logger = logging.getLogger("modelhost.fronts")  # warnings reach stderr unconfigured
 
 # a request's answer (or the whole batch's failure), its body, and the batch's infer ms
 Outcome = tuple[Answer | Failure, bytes, float]
@@ -119,8 +122,9 @@ class WorkerLink(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         try:
             frames = self.frames.feed(data)
-        except ConnectionError:
+        except ConnectionError as error:
             assert self.transport is not None
+            logger.warning("a front dropped its link to worker socket %s: %s", self.path, error)
             self.transport.close()
             return
         for frame in frames:

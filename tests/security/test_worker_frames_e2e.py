@@ -273,4 +273,5 @@ def test_a_frame_past_its_batchs_cap_drops_a_fronts_link(store: Path, serve: Ser
             break
         time.sleep(0.1)
     assert answer == {"attacks": 1}
+    assert "a front dropped its link to worker socket" in server.log_text()
     assert_good_answers(server)
