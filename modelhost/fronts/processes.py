@@ -74,7 +74,7 @@ class Fronts:
         logger.info("%s", started_line(self.count, self.port, pids))
         loop = asyncio.get_running_loop()
         if self.routing is not None:
-            self._exchange_with(self.routing)
+            self.publishing = loop.create_task(self._publish(self.routing))
         fold = self.routing.fold if self.routing is not None else None
         self.tasks += [
             loop.create_task(slot.tend(fold, lambda: self.table, self.stopping))
@@ -89,9 +89,6 @@ class Fronts:
                 "every front was given up: nothing takes port %d's connections", self.port
             )
             self.on_none_left()
-
-    def _exchange_with(self, routing: Routing) -> None:
-        self.publishing = asyncio.get_running_loop().create_task(self._publish(routing))
 
     async def _publish(self, routing: Routing) -> None:
         """Send each front the table whenever it changes (PUBLISH_S at most late)."""
