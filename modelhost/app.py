@@ -105,10 +105,6 @@ async def serve_pool(config: Config, pool: WorkerPool, events: EventLog) -> int:
         fronts = fronts_for(
             config.fronts, config.host, config.port, pool.run_dir, tls, main_only=needs_main
         )
-        if fronts is not None:
-            fronts.routing = Routing(host, observer, config, pool.run_dir)
-            fronts.drain_timeout_s = config.drain_timeout_s
-            fronts.on_none_left = lambda: server.stop_failed()  # the server made below
         server = DrainingServer(
             lambda: drain(observer, rpc, fronts),
             uvicorn_config(
@@ -119,6 +115,10 @@ async def serve_pool(config: Config, pool: WorkerPool, events: EventLog) -> int:
                 timeout_graceful_shutdown=int(config.drain_timeout_s),
             ),
         )
+        if fronts is not None:
+            fronts.routing = Routing(host, observer, config, pool.run_dir)
+            fronts.drain_timeout_s = config.drain_timeout_s
+            fronts.on_none_left = server.stop_failed
         refuse_unusable_tls(config)
         beside = management_servers(routes, config, Unhandled(observer.metrics.unhandled_errors))
         beside += metrics_servers(observer, config)

@@ -6,6 +6,7 @@ from typing import Any
 
 from modelhost.errors import ModelNotFound
 from modelhost.host import ModelHost, State
+from modelhost.workers.signatures import Signature
 
 MODEL_VERSION = "1"  # of a model registered without versions
 REPOSITORY_STATE = {State.LOADED: "READY", State.LOADING: "LOADING", State.UNLOADING: "UNLOADING"}
@@ -51,15 +52,15 @@ class OipModels:
         return self.host.state_of(name)
 
     def metadata(self, name: str, held: str) -> dict[str, Any]:
-        """Its inputs and outputs once loaded; none promised before."""
+        """Its inputs and outputs once loaded."""
         versions = self.host.versions_of(name)
-        signature = self.host.signature_of(held)
+        signature = self.host.signature_of(held) or Signature()
         return {
             "name": name,
             "versions": list(versions.names) if versions else [MODEL_VERSION],
             "platform": "modelhost",
-            "inputs": [spec.described() for spec in signature.inputs] if signature else [],
-            "outputs": [spec.described() for spec in signature.outputs] if signature else [],
+            "inputs": [spec.described() for spec in signature.inputs],
+            "outputs": [spec.described() for spec in signature.outputs],
         }
 
     def version_held(self, name: str) -> tuple[str, str]:

@@ -49,7 +49,12 @@ class Event:
 Subscriber = Callable[[Event], None]
 
 LOGGED = re.compile(r"\{.*\"kind\".*\}")
-SAID = re.compile(r" worker \d+ says: ")  # a model's output (workers/pool/output.py): no event
+SAID = re.compile(r" worker \d+ says: ")
+
+
+def worker_said(worker_id: int, line: str) -> str:
+    """A sandboxed worker's output line as logged; `events_in` skips it."""
+    return f"worker {worker_id} says: {line}"
 
 
 def events_in(lines: Iterable[str]) -> Iterator[dict[str, Any]]:

@@ -6,6 +6,7 @@ import logging
 import time
 from collections.abc import Callable
 
+from modelhost.records.events import worker_said
 from modelhost.workers.handle import WorkerHandle
 from modelhost.workers.messages import Output, decode_reply
 from modelhost.workers.wire import Frame
@@ -39,7 +40,7 @@ class OutputLog:
         total = text.count("\n") + (not text.endswith("\n"))  # counted in C: a flood is cheap
         shown = min(total, LINES_PER_S - logged)
         for line in text.split("\n", shown)[:shown]:
-            logger.info("worker %d says: %s", worker_id, line[:MAX_LINE_CHARS])
+            logger.info("%s", worker_said(worker_id, line[:MAX_LINE_CHARS]))
         self._seconds[worker_id] = (second, logged + shown, dropped + total - shown)
 
     def forget(self, worker_id: int) -> None:
