@@ -70,3 +70,10 @@ def test_an_unasked_reply_other_than_output_drops_the_worker() -> None:
     log.heard(worker, Frame(0, encode(Output("fine\n"))))  # type: ignore[arg-type]
     with pytest.raises(ConnectionError, match="Failed unasked"):
         log.heard(worker, Frame(0, encode(Failed(Failure("x", "y")))))  # type: ignore[arg-type]
+
+
+def test_the_first_line_dropped_is_said_at_once(caplog: pytest.LogCaptureFixture) -> None:
+    """A flood that then stops is not left unsaid until the worker speaks again."""
+    OutputLog(Clock()).said(7, "f\n" * (LINES_PER_S + 5))
+    warning = "worker 7: output past 100 lines a second is dropped until the next second"
+    assert said(caplog).count(warning) == 1

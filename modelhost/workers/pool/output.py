@@ -41,6 +41,12 @@ class OutputLog:
         shown = min(total, LINES_PER_S - logged)
         for line in text.split("\n", shown)[:shown]:
             logger.info("%s", worker_said(worker_id, line[:MAX_LINE_CHARS]))
+        if total > shown and not dropped:  # at once: the count waits for the second's end
+            logger.warning(
+                "worker %d: output past %d lines a second is dropped until the next second",
+                worker_id,
+                LINES_PER_S,
+            )
         self._seconds[worker_id] = (second, logged + shown, dropped + total - shown)
 
     def forget(self, worker_id: int) -> None:
