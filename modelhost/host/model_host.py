@@ -323,8 +323,9 @@ class ModelHost:
         resident = self.memory.get(name)
         return resident.state if resident else None
 
-    def signature_of(self, name: str) -> Signature | None:
-        return self.residency.signatures.get(name)
+    def signature_of(self, name: str) -> Signature:
+        """Empty before it loads."""
+        return self.residency.signatures.get(name) or Signature()
 
     def failed_load(self, name: str) -> str | None:
         """Why `name`'s last load failed, while that failure is remembered."""

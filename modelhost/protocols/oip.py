@@ -6,7 +6,6 @@ from typing import Any
 
 from modelhost.errors import ModelNotFound
 from modelhost.host import ModelHost, State
-from modelhost.workers.signatures import Signature
 
 MODEL_VERSION = "1"  # of a model registered without versions
 REPOSITORY_STATE = {State.LOADED: "READY", State.LOADING: "LOADING", State.UNLOADING: "UNLOADING"}
@@ -54,7 +53,7 @@ class OipModels:
     def metadata(self, name: str, held: str) -> dict[str, Any]:
         """Its inputs and outputs once loaded."""
         versions = self.host.versions_of(name)
-        signature = self.host.signature_of(held) or Signature()
+        signature = self.host.signature_of(held)
         return {
             "name": name,
             "versions": list(versions.names) if versions else [MODEL_VERSION],
