@@ -7,6 +7,7 @@ examples/iris-archive.tar.gz   a SageMaker model.tar.gz
 examples/iris-custom/          an MMS handler.py
 examples/iris-sagemaker/       code/inference.py
 examples/README.txt            curl lines to try
+examples/payloads.jsonl        a body for each model, for `modelhost bench --payloads`
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from modelhost import testing
 from modelhost.config import Config
 
 MARKER_NAME = ".modelhost-examples"
+PAYLOADS = "examples/payloads.jsonl"
 _FORMAT = 1
 _KINDS = ("churn", "fraud", "wine")
 DEFAULT_PORT: int = Config.port
@@ -46,6 +48,7 @@ def build_example_store(root: Path, tenants: int = 100, seed: int = 0) -> list[s
     with threadpool_limits(limits=1):
         names = _build_tenants(root, tenants, seed) + _build_showcase(root)
     _write_readme(root, names)
+    _write_payloads(root, names)
     _write_atomically(root / MARKER_NAME, json.dumps({**wanted, "models": names}).encode())
     return names
 
@@ -66,7 +69,8 @@ def _read_marker(root: Path) -> dict[str, Any] | None:
 
 def _is_complete(root: Path, marker: dict[str, Any], wanted: dict[str, int]) -> bool:
     same = all(marker.get(key) == value for key, value in wanted.items())
-    return same and all((root / name).exists() for name in marker["models"])
+    files = [*marker["models"], PAYLOADS]
+    return same and all((root / name).exists() for name in files)
 
 
 def _remove_stale_tenants(root: Path, old_names: list[str], tenants: int) -> None:
@@ -166,11 +170,30 @@ def try_lines(root: Path, port: int = DEFAULT_PORT) -> list[str]:
         f"  curl -s -X POST {base}/models/{tenant}/churn.joblib/invoke"
         " -H 'Content-Type: text/csv' --data-binary '5.1,3.5,1.4,0.2'",
         "",
+        "Load-test every model, a few hot and most cold:",
+        f"  modelhost bench {base} --payloads {root / PAYLOADS} --popularity two-class"
+        " --concurrency 16",
+        "",
         "Look inside:",
         f"  curl -s {base}/models",
         f"  curl -s {base}/metrics",
         f"  dashboard: {base}/",
     ]
+
+
+def _write_payloads(root: Path, names: list[str]) -> None:
+    """SageMaker's JSON lines, a body that each model takes."""
+    bodies = {
+        "churn.joblib": testing.iris_rows(1),
+        "fraud.joblib": [_row("breast_cancer")],
+        "wine.joblib": [_row("wine")],
+        "iris-archive.tar.gz": testing.iris_rows(1),
+        "iris-custom": testing.iris_rows(1)[0],
+        "iris-sagemaker": {"instances": testing.iris_rows(1)},
+    }
+    lines = [{"TargetModel": name, "Body": bodies[name.rsplit("/", 1)[-1]]} for name in names]
+    text = "".join(json.dumps(line) + "\n" for line in lines)
+    _write_atomically(root / PAYLOADS, text.encode())
 
 
 def curl_line(path: str, body: Any, header: str | None = None, port: int = DEFAULT_PORT) -> str:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import tarfile
 import types
 from pathlib import Path
@@ -8,7 +9,7 @@ import joblib
 import pytest
 from sklearn.datasets import load_breast_cancer, load_iris, load_wine
 
-from modelhost.examples import MARKER_NAME, build_example_store, try_lines
+from modelhost.examples import MARKER_NAME, PAYLOADS, build_example_store, try_lines
 from modelhost.workers.handlers import import_user_module
 
 FEATURES = {
@@ -77,8 +78,9 @@ def test_try_lines_use_the_port_given(store: tuple[Path, list[str]]) -> None:
     lines = try_lines(store[0], 9123)
     assert f"  modelhost serve --model-store {store[0]} --port 9123" in lines
     urls = [word for line in lines for word in line.split() if word.startswith("http")]
-    assert len(urls) == 10
-    assert all(url.startswith("http://127.0.0.1:9123/") for url in urls)
+    assert len(urls) == 11
+    base = "http://127.0.0.1:9123"
+    assert all(url == base or url.startswith(f"{base}/") for url in urls)
 
 
 def test_second_build_rewrites_nothing(tmp_path: Path) -> None:
@@ -105,3 +107,12 @@ def test_missing_model_is_rebuilt(tmp_path: Path) -> None:
 
 def _mtimes(root: Path) -> dict[str, int]:
     return {str(p.relative_to(root)): p.stat().st_mtime_ns for p in root.rglob("*")}
+
+
+def test_the_payloads_give_every_model_a_body_it_takes(store: tuple[Path, list[str]]) -> None:
+    root, names = store
+    lines = [json.loads(line) for line in (root / PAYLOADS).read_text().splitlines()]
+    assert [line["TargetModel"] for line in lines] == names
+    for line in lines[:-3]:
+        model = joblib.load(root / line["TargetModel"])
+        assert len(model.predict(line["Body"])) == 1

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from modelhost.observe.exchange import parse_server_timing
-from modelhost.toolkit.payloads import Payload
+from modelhost.toolkit.payloads import Payload, payloads_by_model
 from modelhost.toolkit.traffic import Popularity, Target
 from modelhost.toolkit.transport import Reply, Transport, open_transport
 
@@ -44,6 +44,7 @@ class Row(NamedTuple):
     warmup: bool
     instance: str = ""  # X-Modelhost-Instance
     tenant: str = ""  # empty: no tenants
+    message: str = ""  # an error answer's reason
 
 
 @dataclass(frozen=True)
@@ -98,6 +99,7 @@ class Generator:
         self._rng = random.Random(plan.seed * 1_000_003 + plan.index)
         self._arrivals = random.Random(plan.seed * 1_000_003 + plan.index + 500_000)
         self._measured_sent = 0
+        self._payloads = payloads_by_model(plan.popularity.models or ("",), plan.payloads)
 
     async def run(self) -> list[Row]:
         cpu_before = time.process_time()
@@ -155,7 +157,7 @@ class Generator:
         index = popularity.pick_index(self._rng) if popularity.models else None
         model = popularity.models[index] if index is not None else None
         tenant = self.plan.tenants[index] if index is not None and self.plan.tenants else ""
-        payload = self._rng.choice(self.plan.payloads)
+        payload = self._rng.choice(self._payloads[model or ""])
         url, headers = self.plan.target.request_for(model)
         headers["Content-Type"] = payload.content_type
         if tenant and self.plan.tenant_header:
@@ -196,6 +198,7 @@ class Generator:
             warmup=round(intended, 6) < self.plan.warmup_s,
             instance=reply.instance,
             tenant=tenant,
+            message=reply.message,
         )
         self.rows.append(row)
         self.on_row(row)

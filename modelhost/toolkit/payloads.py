@@ -1,7 +1,7 @@
 """Request bodies for `bench`: a JSON-lines file, a folder of files, or arrays.
 
-A JSON line is SageMaker's `{"Body": ..., "ContentType": ...}` or a raw JSON body. A pickle
-runs code as it loads: give only your own.
+A JSON line is SageMaker's `{"Body": ..., "ContentType": ...}`, `"TargetModel"` making it one
+model's, or a raw JSON body. A pickle runs code as it loads: give only your own.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import mimetypes
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ CONTENT_TYPES = {".npy": NPY, ".json": JSON, ".csv": "text/csv", ".jsonl": "appl
 class Payload:
     body: bytes
     content_type: str = JSON
+    model: str = ""  # the only model it goes to; empty: any
 
 
 def read_payloads(path: Path) -> list[Payload]:
@@ -101,5 +103,28 @@ def payload_of(value: object) -> Payload:
     if isinstance(value, dict) and "Body" in value:
         body, content_type = value["Body"], str(value.get("ContentType") or JSON)
         raw = body.encode() if isinstance(body, str) else json.dumps(body).encode()
-        return Payload(raw, content_type)
+        return Payload(raw, content_type, str(value.get("TargetModel") or ""))
     return Payload(json.dumps(value).encode(), JSON)
+
+
+def models_named(payloads: Sequence[Payload]) -> list[str]:
+    """The models the payloads name, in their order."""
+    return list(dict.fromkeys(payload.model for payload in payloads if payload.model))
+
+
+def payloads_by_model(
+    models: Sequence[str], payloads: Sequence[Payload]
+) -> dict[str, tuple[Payload, ...]]:
+    """Each model's own payloads, else those naming no model."""
+    named: dict[str, list[Payload]] = {}
+    for payload in payloads:
+        named.setdefault(payload.model, []).append(payload)
+    shared = named.get("", [])
+    chosen = {model: tuple(named.get(model, shared)) for model in models}
+    lacking = [model for model, sent in chosen.items() if not sent]
+    if lacking:
+        raise ValueError(
+            f"{lacking[0]} has no payload: give it a line with its TargetModel, or a line "
+            f"naming no model ({len(lacking)} models lack one)"
+        )
+    return chosen

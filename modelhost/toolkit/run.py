@@ -13,7 +13,7 @@ from modelhost.toolkit.bench import BenchRun, bench_summary, run_bench
 from modelhost.toolkit.bench import Progress as RunProgress
 from modelhost.toolkit.loadgen import ProcessPlan
 from modelhost.toolkit.options import option
-from modelhost.toolkit.payloads import Payload, read_payloads
+from modelhost.toolkit.payloads import Payload, models_named, payloads_by_model, read_payloads
 from modelhost.toolkit.traffic import (
     HOT_MODELS_SHARE,
     HOT_REQUESTS_SHARE,
@@ -47,12 +47,15 @@ class BenchOptions:
     )
     payloads: Path | None = option(
         None,
-        'JSON lines (SageMaker {"Body","ContentType"} or raw JSON), a folder of files (each sent '
-        "with the content type of its extension), or a .npy/.npz [default: one iris row]",
+        'JSON lines (SageMaker {"Body","ContentType"}, "TargetModel" for one model\'s, or raw '
+        "JSON), a folder of files (each sent with the content type of its extension), or a "
+        ".npy/.npz [default: one iris row]",
         exists=True,
         show_default=False,
     )
-    models: str = option("", "comma-separated model names, or @FILE (one a line)")
+    models: str = option(
+        "", "comma-separated model names, or @FILE (one a line) [default: --payloads' models]"
+    )
     popularity: str = option(
         "uniform",
         "two-class: --hot-models of the models get --hot-requests of the requests",
@@ -136,10 +139,11 @@ def plan_of(options: BenchOptions) -> ProcessPlan:
     if options.target_model and (options.models or not options.endpoint_name):
         raise ValueError("--target-model goes with --endpoint-name, instead of --models")
     models = options.models or options.target_model
-    names = read_models(models) if models else []
+    payloads = read_payloads(options.payloads) if options.payloads else [Payload(IRIS_ROW)]
+    names = read_models(models) if models else models_named(payloads)
+    payloads_by_model(names or [""], payloads)  # each model has something to send
     pairs = workload(names, options.tenant_from, options.tenants)
     popularity = popularity_of(options, list(pairs.models))
-    payloads = read_payloads(options.payloads) if options.payloads else [Payload(IRIS_ROW)]
     return ProcessPlan(
         target=Target(url, options.model_in == "path"),
         popularity=popularity,

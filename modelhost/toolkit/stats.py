@@ -53,6 +53,7 @@ def summarize(rows: Sequence[Row], duration_s: float) -> dict[str, Any]:
             "measured": len(window),
             "ok": len(good),
             "errors": dict(sorted(Counter(r.error for r in window if not ok(r)).items())),
+            "error_examples": error_examples(window),
             "by_status": {str(k): n for k, n in sorted(Counter(r.status for r in window).items())},
         },
         "throughput_rps": len(good) / duration_s if duration_s else float("nan"),
@@ -63,6 +64,29 @@ def summarize(rows: Sequence[Row], duration_s: float) -> dict[str, Any]:
         "server_timing_ms": timing_summary(good),
         "models": len({row.model for row in window}),
     }
+
+
+def error_examples(rows: Sequence[Row]) -> dict[str, dict[str, str]]:
+    """Each kind of error's first answer: which model, and the server's reason."""
+    examples: dict[str, dict[str, str]] = {}
+    for row in rows:
+        if not ok(row) and row.error not in examples:
+            examples[row.error] = {"model": row.model, "message": row.message}
+    return dict(sorted(examples.items()))
+
+
+ERROR_COLUMNS = ["kind", "count", "first answer"]
+
+
+def error_rows(requests: dict[str, Any]) -> list[list[Any]]:
+    """The errors table: each kind, its count, and its first answer's model and reason."""
+    examples = requests.get("error_examples", {})
+    rows = []
+    for kind, count in requests["errors"].items():
+        example = examples.get(kind, {})
+        answer = ": ".join(part for part in (example.get("model"), example.get("message")) if part)
+        rows.append([kind, count, answer])
+    return rows
 
 
 def tenant_summary(rows: Sequence[Row], duration_s: float) -> dict[str, dict[str, Any]]:

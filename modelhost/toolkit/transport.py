@@ -6,9 +6,12 @@ aiohttp is the default: see decisions.md, "The load generator sends with aiohttp
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
+
+MESSAGE_CHARS = 300  # of an error's reason kept a request
 
 
 @dataclass(frozen=True)
@@ -18,6 +21,7 @@ class Reply:
     server_timing: str = ""
     bytes_out: int = 0
     instance: str = ""  # X-Modelhost-Instance
+    message: str = ""  # an error's reason, from its body
 
 
 class Transport(Protocol):
@@ -37,7 +41,7 @@ class AiohttpTransport:
     async def post(self, url: str, body: bytes, headers: Mapping[str, str]) -> Reply:
         async with self._session.post(url, data=body, headers=dict(headers)) as response:
             content = await response.read()
-            return _reply(response.status, response.headers, len(content))
+            return _reply(response.status, response.headers, content)
 
     async def close(self) -> None:
         await self._session.close()
@@ -52,7 +56,7 @@ class HttpxTransport:
 
     async def post(self, url: str, body: bytes, headers: Mapping[str, str]) -> Reply:
         response = await self._client.post(url, content=body, headers=dict(headers))
-        return _reply(response.status_code, response.headers, len(response.content))
+        return _reply(response.status_code, response.headers, response.content)
 
     async def close(self) -> None:
         await self._client.aclose()
@@ -78,14 +82,28 @@ class FakeTransport:
         return None
 
 
-def _reply(status: int, headers: Mapping[str, str], bytes_out: int) -> Reply:
+def _reply(status: int, headers: Mapping[str, str], content: bytes) -> Reply:
     return Reply(
         status,
-        headers.get("x-modelhost-cache"),
-        headers.get("server-timing", ""),
-        bytes_out,
-        headers.get("x-modelhost-instance", ""),
+        cache=headers.get("x-modelhost-cache"),
+        server_timing=headers.get("server-timing", ""),
+        bytes_out=len(content),
+        instance=headers.get("x-modelhost-instance", ""),
+        message=message_of(content) if status >= 400 else "",
     )
+
+
+def message_of(body: bytes) -> str:
+    """An error body's `message` (SageMaker's `Message`), else its start."""
+    try:
+        document = json.loads(body)
+    except ValueError:
+        document = None
+    if isinstance(document, dict):
+        found = document.get("message") or document.get("Message") or document.get("error")
+        if isinstance(found, str):
+            return found[:MESSAGE_CHARS]
+    return body[:MESSAGE_CHARS].decode(errors="replace").strip()
 
 
 CLIENTS: dict[str, Callable[[float], Transport]] = {

@@ -12,10 +12,12 @@ import httpx
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from helpers.serving import Servers
 from helpers.toolkit import MODELS, open_in_chromium
 
 from modelhost import testing
 from modelhost.cli.main import main
+from modelhost.examples import PAYLOADS, build_example_store
 
 pytestmark = pytest.mark.e2e
 
@@ -31,14 +33,14 @@ def invocations_counted(url: str) -> float:
     return total
 
 
-def run_bench(url: str, out: Path, *args: str) -> dict:
+def run_bench(url: str, out: Path, *args: str, models: list[str] = MODELS) -> dict:
+    chosen = ["--models", ",".join(models)] if models else []
     result = CliRunner().invoke(
         main,
         [
             "bench",
             url,
-            "--models",
-            ",".join(MODELS),
+            *chosen,
             "--duration",
             "1.5",
             "--warmup",
@@ -156,3 +158,66 @@ def test_binary_payloads_keep_their_content_type(
         server.url, tmp_path / "wrong", "--concurrency", "2", "--payloads", str(folder)
     )
     assert wrong["requests"]["by_status"].get("400", 0) > 0
+
+
+def test_an_error_is_shown_with_the_servers_message(
+    server: testing.RunningServer, tmp_path: Path
+) -> None:
+    """A refusal's reason reaches the table, the summary and the CSV, not only its status."""
+    payloads = tmp_path / "five.jsonl"
+    payloads.write_text("[[1, 2, 3, 4, 5]]\n")
+    summary = run_bench(
+        server.url, tmp_path / "out", "--concurrency", "1", "--payloads", str(payloads)
+    )
+    example = summary["requests"]["error_examples"]["HTTP 400"]
+    assert example["message"] == "model expects 4 features per row, got 5"
+    assert example["model"] in MODELS
+    rows = read_rows(tmp_path / "out")
+    assert {row["message"] for row in rows} == {example["message"]}
+
+
+def test_json_lines_naming_models_are_the_models_benched(
+    server: testing.RunningServer, tmp_path: Path
+) -> None:
+    """Without --models, the payloads' TargetModels are the models, each sent its own body."""
+    good, bad = MODELS[0], MODELS[1]
+    payloads = tmp_path / "by-model.jsonl"
+    lines = [
+        {"Body": testing.iris_rows(1), "TargetModel": good},
+        {"Body": [[1.0, 2.0]], "TargetModel": bad},
+    ]
+    payloads.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    summary = run_bench(
+        server.url,
+        tmp_path / "out",
+        "--concurrency",
+        "2",
+        "--payloads",
+        str(payloads),
+        models=[],
+    )
+    statuses: dict[str, set[str]] = {}
+    for row in read_rows(tmp_path / "out"):
+        statuses.setdefault(row["model"], set()).add(row["status"])
+    assert statuses == {good: {"200"}, bad: {"400"}}
+    assert summary["models"] == 2
+
+
+def test_the_example_store_benches_without_an_error(serve: Servers, tmp_path: Path) -> None:
+    """The README's load test: every example model answers its payload."""
+    root = tmp_path / "models"
+    names = build_example_store(root, tenants=2)
+    examples = serve(root, workers=1, memory_budget="2GiB")
+    summary = run_bench(
+        examples.url,
+        tmp_path / "out",
+        "--concurrency",
+        "4",
+        "--payloads",
+        str(root / PAYLOADS),
+        "--requests",
+        "90",
+        models=[],
+    )
+    assert summary["requests"]["by_status"] == {"200": 90}
+    assert {row["model"] for row in read_rows(tmp_path / "out")} == set(names)

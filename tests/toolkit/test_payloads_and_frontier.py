@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from modelhost.toolkit.payloads import NPY, read_payloads
+from modelhost.toolkit.payloads import NPY, Payload, payloads_by_model, read_payloads
 from modelhost.toolkit.ramp import efficient_frontier
 from modelhost.toolkit.resources import parse_usage
 
@@ -82,3 +82,25 @@ def test_pickled_arrays_are_npy_bodies(tmp_path: Path) -> None:
     (tmp_path / "odd.pkl").write_bytes(pickle.dumps({"not": "arrays"}))
     with pytest.raises(ValueError, match="array or a list of arrays"):
         read_payloads(tmp_path / "odd.pkl")
+
+
+def test_a_json_line_may_name_its_model(tmp_path: Path) -> None:
+    """SageMaker's TargetModel in a line makes it that model's payload only."""
+    lines = tmp_path / "payloads.jsonl"
+    lines.write_text(
+        '{"Body": [1, 2], "TargetModel": "a.joblib"}\n{"Body": "x,y", "ContentType": "text/csv"}\n'
+    )
+    own, shared = read_payloads(lines)
+    assert (own.model, own.body) == ("a.joblib", b"[1, 2]")
+    assert (shared.model, shared.content_type) == ("", "text/csv")
+
+
+def test_each_model_gets_its_own_payloads_else_the_shared_ones() -> None:
+    own, other, shared = Payload(b"1", model="a"), Payload(b"2", model="b"), Payload(b"3")
+    chosen = payloads_by_model(["a", "c"], [own, other, shared])
+    assert chosen == {"a": (own,), "c": (shared,)}
+
+
+def test_a_model_with_no_payload_to_send_is_named() -> None:
+    with pytest.raises(ValueError, match="c.joblib has no payload"):
+        payloads_by_model(["a.joblib", "c.joblib"], [Payload(b"1", model="a.joblib")])

@@ -55,7 +55,7 @@ def bench_page(run: BenchRun, summary: dict[str, Any]) -> str:
                 markers=True,
             ),
         ),
-        ("Errors", html.table(["kind", "count"], list(requests["errors"].items()))),
+        ("Errors", html.table(stats.ERROR_COLUMNS, stats.error_rows(requests))),
         ("Cache tiers", html.table(["tier", "count"], list(summary["cache"].items()))),
         (
             "Instances (X-Modelhost-Instance)",

@@ -8,6 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from modelhost.toolkit import stats
 from modelhost.toolkit.report.html import cell
 
 SHOWN_TENANTS = 20  # rows of the tenant table
@@ -44,7 +45,7 @@ def bench_tables(summary: dict[str, Any]) -> list[Table]:
     )
     tables = [main]
     if requests["errors"]:
-        tables.append(table("errors", ["kind", "count"], list(requests["errors"].items())))
+        tables.append(table("errors", stats.ERROR_COLUMNS, stats.error_rows(requests)))
     if summary["cache"]:
         tables.append(
             table(
