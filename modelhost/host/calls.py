@@ -29,6 +29,7 @@ class Result:
     cache: str  # hit | disk | remote
     timings_ms: dict[str, float]
     tier: str = "host"  # the tier that answered: device | host | disk | store
+    model_bytes: int | None = None  # the footprint of a load it waited for
 
 
 @dataclass(slots=True)

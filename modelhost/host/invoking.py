@@ -178,7 +178,10 @@ class InvokePath:
             timings["wake"] = readiness.move_ms
             timings["queue"] = max(0.0, timings["queue"] - readiness.move_ms)
         tier = tier_of(outcome, readiness.tier)
-        return Result(answer.body, answer.content_type, outcome.tier, timings, tier)
+        result = Result(answer.body, answer.content_type, outcome.tier, timings, tier)
+        if outcome is not HIT:
+            result.model_bytes = resident.footprint
+        return result
 
     async def _acquire(
         self, name: str, outcome: LoadOutcome | None, tenant: str = ""

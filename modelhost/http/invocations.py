@@ -226,6 +226,7 @@ class _Exchange:
             cache=result.cache if result else None,
             tier=result.tier if result else None,
             timings_ms=result.timings_ms if result else {},
+            model_bytes=result.model_bytes if result else None,
             error=self.error,
             tenant=self.tenant,
         )

@@ -39,6 +39,7 @@ def access_record(exchange: Exchange) -> dict[str, Any]:
         **{f"{part}_ms": round(ms, 3) for part, ms in exchange.timings_ms.items()},
         "bytes_in": exchange.bytes_in,
         "bytes_out": exchange.bytes_out,
+        "model_bytes": exchange.model_bytes,
         "error": exchange.error,
     }
     return {key: value for key, value in record.items() if value is not None}

@@ -28,6 +28,7 @@ class Exchange:
     error: str | None = None  # the error body's `type`
     tenant: str | None = None  # None: tenants are off
     protocol: Protocol = "rest"
+    model_bytes: int | None = None  # a load's footprint, for `simulate`
 
     @property
     def load_wait_ms(self) -> float:

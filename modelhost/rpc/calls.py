@@ -56,6 +56,7 @@ class Call:
             cache=result.cache if result else None,
             tier=result.tier if result else None,
             timings_ms=result.timings_ms if result else {},
+            model_bytes=result.model_bytes if result else None,
             error=self.error,
             tenant=self.caller_tenant,
             protocol="grpc",

@@ -4,15 +4,18 @@ the access log a real server wrote; the tune, simulate and cost reports open wit
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import httpx
 import pytest
 from click.testing import CliRunner
+from helpers.serving import Servers
 from helpers.toolkit import MODELS, open_in_chromium
 
 from modelhost import testing
 from modelhost.cli.main import main
+from modelhost.records.events import events_in
 from modelhost.toolkit.cost import EXAMPLE_PRICES
 from modelhost.toolkit.ramp import Point, Step, recommend, step_of
 from modelhost.toolkit.report.tune import verdict
@@ -166,3 +169,31 @@ def test_the_cost_report_opens_without_errors(tmp_path: Path) -> None:
     invoke("cost", "--throughput", "100", "--latency-ms", "50", "--out", str(tmp_path))
     text = open_in_chromium(tmp_path / "cost.html", "cost-report.png")
     assert "example" in text
+
+
+def test_simulate_sizes_the_models_by_the_loads_in_the_log(
+    serve: Servers, store: Path, tmp_path: Path
+) -> None:
+    """A request that loaded its model logs the model's size, so no --sizes is needed."""
+    log = tmp_path / "access.jsonl"
+    server = serve(store, workers=1, memory_budget="2GiB", access_log=log)
+    for name in MODELS[:2] * 2:
+        response = httpx.post(f"{server.url}/models/{name}/invoke", json=testing.iris_rows(1))
+        assert response.status_code == 200, response.text
+    lines = wait_for_lines(log, 4)
+    events = events_in(server.log_path.read_text().splitlines())
+    loaded = {event["model"]: event["bytes"] for event in events if event["kind"] == "load"}
+    sized = {line["model"]: line["model_bytes"] for line in lines if "model_bytes" in line}
+    assert sized == loaded and set(sized) == set(MODELS[:2])
+    assert not any("model_bytes" in line for line in lines if line.get("cache") != "disk")
+    invoke("simulate", str(log), "--budgets", "1MiB", "--out", str(tmp_path / "sim"))
+
+
+def wait_for_lines(log: Path, count: int) -> list[dict]:
+    """The access log's lines once `count` are written (they are flushed in batches)."""
+    for _ in range(100):
+        lines = log.read_text().splitlines() if log.exists() else []
+        if len(lines) >= count:
+            return [json.loads(line) for line in lines]
+        time.sleep(0.05)
+    raise AssertionError(f"{log} has {len(lines)} lines, not {count}")

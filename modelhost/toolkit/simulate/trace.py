@@ -81,7 +81,7 @@ def _sizes_for(
     if missing and default_size is None:
         shown = ", ".join(missing[:5]) + (" …" if len(missing) > 5 else "")
         raise ValueError(
-            f"{len(missing)} models in {path} have no size ({shown}): "
-            "give --sizes FILE (JSON {model: bytes}) or --default-size SIZE"
+            f"{len(missing)} models in {path} have no size ({shown}), as no request in it "
+            "loaded them: give --sizes FILE (JSON {model: bytes}) or --default-size SIZE"
         )
     return {m: found.get(m, default_size or 0) for m in set(models)}
