@@ -185,3 +185,53 @@ def test_a_triton_client_builds_its_request_from_metadata(
     assert np.allclose(answers["predict"], reference.predict(ROWS))
     if "predict_proba" in answers:
         assert np.allclose(answers["predict_proba"], reference.predict_proba(ROWS), atol=1e-5)
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_a_triton_client_asks_both_outputs_at_once(
+    request: pytest.FixtureRequest, client: httpx.Client, store: Path, protocol: str
+) -> None:
+    """Both outputs metadata lists, in one request: one in binary, one as JSON over REST;
+    raw_output_contents over gRPC."""
+    loaded(client, IRIS)
+    triton: Any = triton_http if protocol == "http" else triton_grpc
+    oip = request.getfixturevalue(f"{protocol}_oip")
+    given = triton.InferInput("input-0", list(ROWS.shape), "FP64")
+    given.set_data_from_numpy(ROWS)
+    if protocol == "http":
+        probabilities = triton.InferRequestedOutput("predict_proba", binary_data=True)
+        labels = triton.InferRequestedOutput("predict", binary_data=False)
+    else:
+        probabilities = triton.InferRequestedOutput("predict_proba")
+        labels = triton.InferRequestedOutput("predict")
+    result = oip.infer(IRIS, [given], outputs=[probabilities, labels])
+    reference = joblib.load(store / IRIS)
+    assert np.allclose(result.as_numpy("predict_proba"), reference.predict_proba(ROWS))
+    assert result.as_numpy("predict").tolist() == reference.predict(ROWS).tolist()
+    response = result.get_response()
+    if protocol == "grpc":
+        assert [output.name for output in response.outputs] == ["predict_proba", "predict"]
+        assert len(response.raw_output_contents) == 2
+    else:
+        assert [output["name"] for output in response["outputs"]] == ["predict_proba", "predict"]
+        assert response["outputs"][1]["data"] == reference.predict(ROWS).tolist()
+
+
+def test_rest_json_answers_both_outputs(client: httpx.Client) -> None:
+    loaded(client, IRIS)
+    given = {"name": "input-0", "datatype": "FP64", "shape": [3, 4], "data": ROWS.tolist()}
+    asked = {"inputs": [given], "outputs": [{"name": "predict"}, {"name": "predict_proba"}]}
+    answer = client.post(f"/v2/models/{IRIS}/infer", json=asked)
+    assert answer.status_code == 200, answer.text
+    labels, probabilities = answer.json()["outputs"]
+    assert (labels["name"], labels["shape"], labels["data"]) == ("predict", [3], [0, 1, 2])
+    assert (probabilities["name"], probabilities["shape"]) == ("predict_proba", [3, 3])
+
+
+def test_an_unknown_output_among_two_is_400_naming_the_outputs(client: httpx.Client) -> None:
+    loaded(client, IRIS)
+    given = {"name": "input-0", "datatype": "FP64", "shape": [3, 4], "data": ROWS.tolist()}
+    asked = {"inputs": [given], "outputs": [{"name": "predict"}, {"name": "scores"}]}
+    answer = client.post(f"/v2/models/{IRIS}/infer", json=asked)
+    assert answer.status_code == 400
+    assert "predict, predict_proba" in answer.json()["error"]
