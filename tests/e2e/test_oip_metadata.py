@@ -50,8 +50,21 @@ def grpc_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def server(store: Path, serve: Servers, grpc_port: int) -> testing.RunningServer:
-    return serve(store, workers=2, memory_budget="2GiB", grpc_port=grpc_port)
+def management_port() -> int:
+    return testing.free_port()
+
+
+@pytest.fixture(scope="module")
+def server(
+    store: Path, serve: Servers, grpc_port: int, management_port: int
+) -> testing.RunningServer:
+    return serve(
+        store,
+        workers=2,
+        memory_budget="2GiB",
+        grpc_port=grpc_port,
+        management_port=management_port,
+    )
 
 
 @pytest.fixture
@@ -129,14 +142,32 @@ def test_a_manifests_declaration_wins(client: httpx.Client) -> None:
     }
 
 
-def test_an_unloaded_model_forgets_what_it_was(client: httpx.Client, store: Path) -> None:
-    """The store may hold another model under the name by its next load."""
-    name = "forgotten.joblib"
+def test_an_unloaded_model_keeps_its_metadata(client: httpx.Client, store: Path) -> None:
+    """A client that reads metadata before it infers (tritonclient) sees a cold model's last
+    inputs and outputs, not empty lists."""
+    name = "kept.joblib"
+    testing.iris_logreg(store / name)
+    seen = loaded(client, name)
+    assert client.post(f"/v2/repository/models/{name}/unload").status_code == 200
+    assert client.get(f"/v2/models/{name}/ready").status_code == 400
+    metadata = client.get(f"/v2/models/{name}").json()
+    assert {key: metadata[key] for key in UNTOLD} == seen
+
+
+def test_a_name_registered_anew_forgets_its_metadata(
+    client: httpx.Client, store: Path, management_port: int
+) -> None:
+    """Registered again on another artifact, a name promises nothing of the old one."""
+    name = "replaced.joblib"
     testing.iris_logreg(store / name)
     assert loaded(client, name)["outputs"]
     assert client.post(f"/v2/repository/models/{name}/unload").status_code == 200
+    management = f"http://127.0.0.1:{management_port}/models"
+    registered = httpx.post(management, params={"url": REGRESSOR, "model_name": name})
+    assert registered.status_code == 200, registered.text
     metadata = client.get(f"/v2/models/{name}").json()
     assert {key: metadata[key] for key in UNTOLD} == UNTOLD
+    assert loaded(client, name)["outputs"] == [tensor("predict", "FP64", [-1])]
 
 
 def said(tensors: Any) -> list[dict[str, Any]]:
