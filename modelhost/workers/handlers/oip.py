@@ -173,10 +173,11 @@ def methods_asked(oip: OipRequest) -> list[str]:
 def _check_output(name: str, method: str | None) -> None:
     if name == method or (method is None and name in METHODS):
         return
-    method_s = f" for method {method}" if method else ""
+    method_s = f" for parameters.method {method}" if method else ""
+    way_out = f"ask for {method} or leave parameters.method out" if method else "ask for those"
     raise BadRequestBody(
         f"this model has no output {echo(name)}{method_s}; its outputs are {', '.join(METHODS)}, "
-        f"named after the method: ask for {method or 'them'} or leave outputs out"
+        f"named after the methods: {way_out}, or leave outputs out"
     )
 
 
