@@ -295,3 +295,9 @@ def test_one_wrong_output_of_two_is_400(
         iris.infer(oip_request(document, ROWS_FP32))
     (refused,) = iris.infer_batch([oip_request(document, ROWS_FP32)])
     assert isinstance(refused, BadRequestBody)
+
+
+def test_an_output_asked_twice_is_answered_once(iris: Handler) -> None:
+    document = {"inputs": [fp32_input(ROWS)], "outputs": [{"name": "predict"}] * 2}
+    reply = iris.infer(oip_request(document, ROWS_FP32))
+    assert [output["name"] for output in json.loads(reply.body)["outputs"]] == ["predict"]

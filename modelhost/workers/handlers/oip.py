@@ -132,11 +132,16 @@ def _batch_reply(
     if asked is None:
         return next(replies)
     oip, names = asked
-    got = [next(replies) for _ in names]  # all of its replies, even past a failure
-    failed = [reply for reply in got if isinstance(reply, Exception)]
+    answered: dict[str, InferReply] = {}
+    failed: list[Exception] = []
+    for name in names:  # all of its replies, even past a failure
+        reply = next(replies)
+        if isinstance(reply, Exception):
+            failed.append(reply)
+        else:
+            answered[name] = reply
     if failed:
         return failed[0]
-    answered = {n: r for n, r in zip(names, got, strict=True) if isinstance(r, InferReply)}
     try:
         return answer(request, oip, answered)
     except BadRequestBody as error:
@@ -163,7 +168,7 @@ def handler_requests(oip: OipRequest, handler: Handler) -> dict[str, InferReques
 
 def methods_asked(oip: OipRequest) -> list[str]:
     """The methods whose outputs are asked; `predict` by default."""
-    asked = list(dict.fromkeys(output.name for output in oip.outputs))
+    asked = [output.name for output in oip.outputs]
     method = method_of(oip) if "method" in oip.parameters else None
     for name in asked:
         _check_output(name, method)
