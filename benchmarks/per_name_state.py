@@ -2,10 +2,12 @@
 
 Each name goes through what a miss puts it through in the frontend: a download and a load event
 (with the details the server writes), its usage counters (Server-Timing parsed from a header),
-its manifest read and what its load measured, its hashes in the admission sketch; and as many
-made-up names go through the missing-URL memory, as a scan of names the store does not have.
-tracemalloc measures the bytes these structures hold afterwards: the event histories (capped
-in bytes on their own) apart from the rest. No server, no workers: only the frontend's state.
+its manifest read and what its load measured, its hashes in the admission sketch, the OIP
+signature its load told (an iris classifier's, decoded as the worker's reply brings it) kept
+after it unloads; and as many made-up names go through the missing-URL memory, as a scan of
+names the store does not have. tracemalloc measures the bytes these structures hold
+afterwards: the event histories (capped in bytes on their own) and the kept signatures apart
+from the rest. No server, no workers: only the frontend's state.
 
     python benchmarks/per_name_state.py                        # 1,000 / 10,000 / 100,000
     python benchmarks/per_name_state.py --names 1000000        # a million: a minute or two
@@ -35,13 +37,29 @@ def structures() -> dict[str, Any]:
     from modelhost.records.events import EventLog
 
     events = EventLog()
-    return {
+    held = {
         "events": events,
         "manifests": Manifests(events, frozenset()),
         "usage": ModelUsage(),
         "missing": MissingUrls(),
         "sketch": FrequencySketch(),
     }
+    try:
+        from modelhost.host.signatures import Signatures
+    except ImportError:  # a commit before signatures were kept
+        return held
+    return held | {"signatures": Signatures()}
+
+
+def iris_signature() -> bytes:
+    """An iris classifier's signature as a worker's Loaded reply carries it."""
+    import msgspec
+
+    from modelhost.workers.signatures import Signature, TensorSpec
+
+    inputs = (TensorSpec("input-0", "FP64", (-1, 4)),)
+    outputs = (TensorSpec("predict", "INT64", (-1,)), TensorSpec("predict_proba", "FP64", (-1, 3)))
+    return msgspec.msgpack.encode(Signature(inputs, outputs))
 
 
 def pass_names(held: dict[str, Any], count: int, folder: Path) -> None:
@@ -52,6 +70,7 @@ def pass_names(held: dict[str, Any], count: int, folder: Path) -> None:
     from modelhost.workers.messages import Loaded
 
     artifact = Artifact("m", folder, 300_000)
+    signature = iris_signature()
     for i in range(count):
         name = f"tenant-{i:07d}/churn.tar.gz"
         held["events"].emit("download", name, bytes=300_000 + i, duration_ms=3.2, reason="miss")
@@ -82,8 +101,20 @@ def pass_names(held: dict[str, Any], count: int, folder: Path) -> None:
             name, Loaded(footprint=266_240 + i, load_ms=6.1, batches=True, peak=600_000, pure=True)
         )
         held["sketch"].record(name)
+        if "signatures" in held:
+            keep_signature(held["signatures"], name, signature)
         url = f"s3://bucket/models/nonexistent-{i:07d}.joblib"
         held["missing"].remember(url, ModelNotFound(f"model not found: no object at {url}"))
+
+
+def keep_signature(signatures: Any, name: str, encoded: bytes) -> None:
+    """What a load and an unload leave: the signature decoded from the reply, kept."""
+    import msgspec
+
+    from modelhost.workers.signatures import Signature
+
+    signatures.loaded_now(name, msgspec.msgpack.decode(encoded, type=Signature))
+    signatures.left(name)
 
 
 def measure(count: int) -> dict[str, Any]:
@@ -100,16 +131,28 @@ def measure(count: int) -> dict[str, Any]:
         gc.collect()
         total = tracemalloc.get_traced_memory()[0] - before
         histories = history_bytes(held["events"])
+        kept = len(held["signatures"].kept) if "signatures" in held else 0
+        signatures = dropped_bytes(held["signatures"].kept) if "signatures" in held else 0
     finally:
         tracemalloc.stop()
-    rest = total - histories
+    rest = total - histories - signatures
     return {
         "names": count,
         "total_bytes": total,
         "history_bytes": histories,
+        "signature_bytes": signatures,
+        "kept_signatures": kept,
         "rest_bytes": rest,
         "rest_bytes_per_name": round(rest / count, 1),
     }
+
+
+def dropped_bytes(kept: Any) -> int:
+    """What `kept` holds, as tracemalloc sees it drop."""
+    before = tracemalloc.get_traced_memory()[0]
+    kept.clear()
+    gc.collect()
+    return before - tracemalloc.get_traced_memory()[0]
 
 
 def history_bytes(events: Any) -> int:
@@ -132,11 +175,13 @@ def main() -> None:
     if arguments.checkout:
         sys.path.insert(0, arguments.checkout)
     rows = [measure(count) for count in arguments.names]
-    print("| names | event log MiB | rest MiB | rest B per name |")
-    print("|---|---|---|---|")
+    print("| names | event log MiB | kept signatures MiB | rest MiB | rest B per name |")
+    print("|---|---|---|---|---|")
     for row in rows:
         histories, rest = row["history_bytes"] / MiB, row["rest_bytes"] / MiB
-        print(f"| {row['names']:,} | {histories:.1f} | {rest:.1f} | {row['rest_bytes_per_name']} |")
+        kept = f"{row['signature_bytes'] / MiB:.1f} ({row['kept_signatures']:,})"
+        per_name = row["rest_bytes_per_name"]
+        print(f"| {row['names']:,} | {histories:.1f} | {kept} | {rest:.1f} | {per_name} |")
     print(json.dumps(rows))
 
 

@@ -324,8 +324,8 @@ class ModelHost:
         return resident.state if resident else None
 
     def signature_of(self, name: str) -> Signature:
-        """Empty before it loads."""
-        return self.residency.signatures.get(name) or Signature()
+        """The last load's; empty before one."""
+        return self.residency.signatures.of(name) or Signature()
 
     def failed_load(self, name: str) -> str | None:
         """Why `name`'s last load failed, while that failure is remembered."""

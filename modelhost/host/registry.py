@@ -220,6 +220,7 @@ class Registry:
         if await self.residency.disk.revalidation.check(name):
             with contextlib.suppress(ModelhostError):
                 await self.residency.unload(name, reason="stale")
+            self.residency.signatures.forget(name)
 
 
 def archive_version(model: str, artifact: Path) -> str:

@@ -36,10 +36,11 @@ from modelhost.host.idle import idle_victims
 from modelhost.host.manifests import Manifests
 from modelhost.host.seams import Disk
 from modelhost.host.shortfall import all_busy, never_fits, quota_busy, quota_never_fits
+from modelhost.host.signatures import Signatures
 from modelhost.host.under_way import UnderWay
 from modelhost.records.events import EventLog
 from modelhost.workers.handle import WorkerHandle
-from modelhost.workers.signatures import Signature, merged
+from modelhost.workers.signatures import merged
 
 
 class Residency:
@@ -70,7 +71,7 @@ class Residency:
         self.clock = clock
         self.sources: SortedDict = SortedDict()  # name → URL, when not its store path
         self.reading: set[str] = set()  # loaded models whose runtime may still read their files
-        self.signatures: dict[str, Signature] = {}  # of loaded models
+        self.signatures = Signatures()
         self.loads: UnderWay[LoadOutcome] = UnderWay() if loads is None else loads
         self.failed_loads = FailedLoads()
         self.model_tenant = model_tenant  # None: a model is its first loader's tenant's
@@ -115,9 +116,11 @@ class Residency:
 
     def set_source(self, name: str, url: str) -> None:
         self.sources[name] = url
+        self.signatures.forget(name)
 
     def forget_source(self, name: str) -> None:
         self.sources.pop(name, None)
+        self.signatures.forget(name)
 
     def tenant_of(self, name: str, requested_by: str = "") -> str:
         """Whose model `name` is, if loaded for a request of `requested_by`."""
@@ -166,6 +169,7 @@ class Residency:
             await self._load_on_worker(resident, artifact, worker, reserved)
         except BaseException as error:
             self.forget(resident)
+            self.signatures.forget(name)
             self.events.emit("failure", name, reason="load", detail={"error": repr(error)})
             self.disk.delete(name, reason="load_failed")  # a corrupt file is fetched anew
             raise
@@ -194,8 +198,8 @@ class Residency:
             self.devices.loaded(name, worker.worker_id, loaded)
         if loaded.reads_artifact:
             self.reading.add(name)
-        if signature := merged(self.manifests.of(name).signature, loaded.signature):
-            self.signatures[name] = signature
+        signature = merged(self.manifests.of(name).signature, loaded.signature)
+        self.signatures.loaded_now(name, signature)
         if loaded.runtimes:
             self.disk.note_runtimes(artifact.name, loaded.runtimes)
         self.copies.open(name, self.on_loaded(name, loaded.batches), worker)
@@ -371,7 +375,7 @@ class Residency:
         if self.devices is not None:
             self.devices.unloaded(name)
         self.reading.discard(name)
-        self.signatures.pop(name, None)
+        self.signatures.left(name)
         self.copies.close(name)
         self.changes.notify()
 

@@ -107,7 +107,7 @@ class OipRoutes:
         return JSONResponse({"ready": ready}, 200 if ready else 400)  # the protocol's 4xx
 
     async def model_metadata(self, request: Request) -> Response:
-        """Its inputs and outputs once loaded."""
+        """Its inputs and outputs as its last load told."""
         name, version, held = self._model_of(request)
         if not await self._exists(held):
             call = extension_call(name) if not version else None

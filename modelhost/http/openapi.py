@@ -434,8 +434,8 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         parameters=_OIP_MODEL,
     ),
     ("GET", "/v2/models/{model:path}"): _oip(
-        "model metadata (a loaded model's inputs and outputs, empty before); Triton's "
-        "`{model}/stats` (counters) and `{model}/config` (501)",
+        "model metadata (a model's inputs and outputs as its last load told, empty before); "
+        "Triton's `{model}/stats` (counters) and `{model}/config` (501)",
         {_JSON: OBJECT},
         (404, 501),
         parameters=_OIP_MODEL,

@@ -51,7 +51,7 @@ class OipModels:
         return self.host.state_of(name)
 
     def metadata(self, name: str, held: str) -> dict[str, Any]:
-        """Its inputs and outputs once loaded."""
+        """Its inputs and outputs as its last load told."""
         versions = self.host.versions_of(name)
         signature = self.host.signature_of(held)
         return {

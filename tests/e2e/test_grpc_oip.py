@@ -210,6 +210,23 @@ def test_model_infer_with_typed_contents_answers_typed(
     assert len(output.contents.fp64_contents) == 6
 
 
+def test_model_infer_typed_answers_each_output_asked(
+    stub: service_pb2_grpc.GRPCInferenceServiceStub,
+) -> None:
+    """Both outputs the metadata lists, asked at once, come typed in the order asked."""
+    request = service_pb2.ModelInferRequest(model_name=MODEL)
+    tensor = request.inputs.add(name="input-0", datatype="FP64", shape=[2, 4])
+    tensor.contents.fp64_contents.extend(np.asarray(testing.iris_rows(2)).reshape(-1).tolist())
+    request.outputs.add(name="predict_proba")
+    request.outputs.add(name="predict")
+    response = stub.ModelInfer(request)
+    assert not response.raw_output_contents
+    probabilities, labels = response.outputs
+    assert (probabilities.name, list(probabilities.shape)) == ("predict_proba", [2, 3])
+    assert len(probabilities.contents.fp64_contents) == 6
+    assert (labels.name, list(labels.contents.int64_contents)) == ("predict", [0, 0])
+
+
 def test_model_infer_typed_bytes(stub: service_pb2_grpc.GRPCInferenceServiceStub) -> None:
     request = service_pb2.ModelInferRequest(model_name=ECHO)
     tensor = request.inputs.add(name="text", datatype="BYTES", shape=[1])

@@ -50,8 +50,21 @@ def grpc_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def server(store: Path, serve: Servers, grpc_port: int) -> testing.RunningServer:
-    return serve(store, workers=2, memory_budget="2GiB", grpc_port=grpc_port)
+def management_port() -> int:
+    return testing.free_port()
+
+
+@pytest.fixture(scope="module")
+def server(
+    store: Path, serve: Servers, grpc_port: int, management_port: int
+) -> testing.RunningServer:
+    return serve(
+        store,
+        workers=2,
+        memory_budget="2GiB",
+        grpc_port=grpc_port,
+        management_port=management_port,
+    )
 
 
 @pytest.fixture
@@ -129,14 +142,32 @@ def test_a_manifests_declaration_wins(client: httpx.Client) -> None:
     }
 
 
-def test_an_unloaded_model_forgets_what_it_was(client: httpx.Client, store: Path) -> None:
-    """The store may hold another model under the name by its next load."""
-    name = "forgotten.joblib"
+def test_an_unloaded_model_keeps_its_metadata(client: httpx.Client, store: Path) -> None:
+    """A client that reads metadata before it infers (tritonclient) sees a cold model's last
+    inputs and outputs, not empty lists."""
+    name = "kept.joblib"
+    testing.iris_logreg(store / name)
+    seen = loaded(client, name)
+    assert client.post(f"/v2/repository/models/{name}/unload").status_code == 200
+    assert client.get(f"/v2/models/{name}/ready").status_code == 400
+    metadata = client.get(f"/v2/models/{name}").json()
+    assert {key: metadata[key] for key in UNTOLD} == seen
+
+
+def test_a_name_registered_anew_forgets_its_metadata(
+    client: httpx.Client, store: Path, management_port: int
+) -> None:
+    """Registered again on another artifact, a name promises nothing of the old one."""
+    name = "replaced.joblib"
     testing.iris_logreg(store / name)
     assert loaded(client, name)["outputs"]
     assert client.post(f"/v2/repository/models/{name}/unload").status_code == 200
+    management = f"http://127.0.0.1:{management_port}/models"
+    registered = httpx.post(management, params={"url": REGRESSOR, "model_name": name})
+    assert registered.status_code == 200, registered.text
     metadata = client.get(f"/v2/models/{name}").json()
     assert {key: metadata[key] for key in UNTOLD} == UNTOLD
+    assert loaded(client, name)["outputs"] == [tensor("predict", "FP64", [-1])]
 
 
 def said(tensors: Any) -> list[dict[str, Any]]:
@@ -185,3 +216,53 @@ def test_a_triton_client_builds_its_request_from_metadata(
     assert np.allclose(answers["predict"], reference.predict(ROWS))
     if "predict_proba" in answers:
         assert np.allclose(answers["predict_proba"], reference.predict_proba(ROWS), atol=1e-5)
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_a_triton_client_asks_both_outputs_at_once(
+    request: pytest.FixtureRequest, client: httpx.Client, store: Path, protocol: str
+) -> None:
+    """Both outputs metadata lists, in one request: one in binary, one as JSON over REST;
+    raw_output_contents over gRPC."""
+    loaded(client, IRIS)
+    triton: Any = triton_http if protocol == "http" else triton_grpc
+    oip = request.getfixturevalue(f"{protocol}_oip")
+    given = triton.InferInput("input-0", list(ROWS.shape), "FP64")
+    given.set_data_from_numpy(ROWS)
+    if protocol == "http":
+        probabilities = triton.InferRequestedOutput("predict_proba", binary_data=True)
+        labels = triton.InferRequestedOutput("predict", binary_data=False)
+    else:
+        probabilities = triton.InferRequestedOutput("predict_proba")
+        labels = triton.InferRequestedOutput("predict")
+    result = oip.infer(IRIS, [given], outputs=[probabilities, labels])
+    reference = joblib.load(store / IRIS)
+    assert np.allclose(result.as_numpy("predict_proba"), reference.predict_proba(ROWS))
+    assert result.as_numpy("predict").tolist() == reference.predict(ROWS).tolist()
+    response = result.get_response()
+    if protocol == "grpc":
+        assert [output.name for output in response.outputs] == ["predict_proba", "predict"]
+        assert len(response.raw_output_contents) == 2
+    else:
+        assert [output["name"] for output in response["outputs"]] == ["predict_proba", "predict"]
+        assert response["outputs"][1]["data"] == reference.predict(ROWS).tolist()
+
+
+def test_rest_json_answers_both_outputs(client: httpx.Client) -> None:
+    loaded(client, IRIS)
+    given = {"name": "input-0", "datatype": "FP64", "shape": [3, 4], "data": ROWS.tolist()}
+    asked = {"inputs": [given], "outputs": [{"name": "predict"}, {"name": "predict_proba"}]}
+    answer = client.post(f"/v2/models/{IRIS}/infer", json=asked)
+    assert answer.status_code == 200, answer.text
+    labels, probabilities = answer.json()["outputs"]
+    assert (labels["name"], labels["shape"], labels["data"]) == ("predict", [3], [0, 1, 2])
+    assert (probabilities["name"], probabilities["shape"]) == ("predict_proba", [3, 3])
+
+
+def test_an_unknown_output_among_two_is_400_naming_the_outputs(client: httpx.Client) -> None:
+    loaded(client, IRIS)
+    given = {"name": "input-0", "datatype": "FP64", "shape": [3, 4], "data": ROWS.tolist()}
+    asked = {"inputs": [given], "outputs": [{"name": "predict"}, {"name": "scores"}]}
+    answer = client.post(f"/v2/models/{IRIS}/infer", json=asked)
+    assert answer.status_code == 400
+    assert "predict, predict_proba" in answer.json()["error"]

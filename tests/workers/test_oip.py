@@ -17,6 +17,7 @@ from modelhost.workers.oip import decode_request, encode_response, rows_of, tens
 from modelhost.workers.oip_media import header_length_of, oip_media_type
 
 ROWS = testing.iris_rows(2)
+ROWS_FP32 = np.asarray(ROWS, "<f4").tobytes()
 
 
 def oip_json(document: dict[str, object]) -> tuple[bytes, str]:
@@ -237,3 +238,66 @@ def test_a_batch_mixes_protocols_and_isolates_failures(iris: Handler) -> None:
     assert json.loads(replies[0].body)["outputs"][0]["data"] == [0]
     assert not isinstance(replies[1], Exception)
     assert isinstance(replies[2], BadRequestBody)
+
+
+def test_both_outputs_answer_in_the_order_asked(iris: Handler) -> None:
+    """Metadata lists predict and predict_proba; a request naming both gets both, each in the
+    form its own binary_data asks."""
+    wanted = [{"name": "predict_proba", "parameters": {"binary_data": True}}, {"name": "predict"}]
+    document = {"inputs": [fp32_input(ROWS)], "outputs": wanted}
+    reply = iris.infer(oip_request(document, ROWS_FP32))
+    length = header_length_of(reply.content_type)
+    assert length is not None
+    probabilities, labels = json.loads(reply.body[:length])["outputs"]
+    assert (probabilities["name"], probabilities["shape"]) == ("predict_proba", [2, 3])
+    assert np.allclose(np.frombuffer(reply.body[length:], "<f8").reshape(2, 3).sum(axis=1), 1)
+    assert (labels["name"], labels["data"]) == ("predict", [0, 0])
+
+
+def test_a_batch_predicts_each_method_once_across_requests(
+    iris: Handler, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Requests wanting one output and two share the batch: one runtime call per method."""
+    methods: list[str] = []
+    predict = iris.inner.predict  # type: ignore[attr-defined]
+    monkeypatch.setattr(
+        iris.inner, "predict", lambda rows, m: methods.append(m) or predict(rows, m)
+    )
+    both = [{"name": "predict"}, {"name": "predict_proba"}]
+    asks = [both, [{"name": "predict"}], [], [{"name": "predict_proba"}]]
+    documents = [{"inputs": [fp32_input(ROWS)], "outputs": outputs} for outputs in asks]
+    replies = iris.infer_batch([oip_request(document, ROWS_FP32) for document in documents])
+    names = [[o["name"] for o in json.loads(reply.body)["outputs"]] for reply in replies]  # type: ignore[union-attr]
+    assert names == [["predict", "predict_proba"], ["predict"], ["predict"], ["predict_proba"]]
+    assert sorted(methods) == ["predict", "predict_proba"]
+
+
+@pytest.mark.parametrize(
+    ("outputs", "parameters", "words"),
+    [
+        (["predict", "scores"], {}, "no output 'scores'.*predict, predict_proba"),
+        (
+            ["predict", "predict_proba"],
+            {"method": "predict"},
+            "no output 'predict_proba' for parameters.method predict.*leave parameters.method out",
+        ),
+    ],
+)
+def test_one_wrong_output_of_two_is_400(
+    iris: Handler, outputs: list[str], parameters: dict[str, str], words: str
+) -> None:
+    document = {
+        "inputs": [fp32_input(ROWS)],
+        "outputs": [{"name": name} for name in outputs],
+        "parameters": parameters,
+    }
+    with pytest.raises(BadRequestBody, match=words):
+        iris.infer(oip_request(document, ROWS_FP32))
+    (refused,) = iris.infer_batch([oip_request(document, ROWS_FP32)])
+    assert isinstance(refused, BadRequestBody)
+
+
+def test_an_output_asked_twice_is_answered_once(iris: Handler) -> None:
+    document = {"inputs": [fp32_input(ROWS)], "outputs": [{"name": "predict"}] * 2}
+    reply = iris.infer(oip_request(document, ROWS_FP32))
+    assert [output["name"] for output in json.loads(reply.body)["outputs"]] == ["predict"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -31,6 +31,7 @@ from modelhost.workers.oip_media import MODEL_NAME_PARAM, MODEL_VERSION_PARAM, i
 from modelhost.workers.signatures import Signature
 
 METHODS = ("predict", "predict_proba")
+Asked = tuple[OipRequest, list[str]]  # and the outputs asked
 
 
 class SpeaksOip(Handler):
@@ -86,7 +87,8 @@ class SpeaksOip(Handler):
         oip = decode_request(request.body, request.content_type)
         if isinstance(self.inner, MmsHandler):
             return kserve_v2(self.inner, request, oip)
-        return answer(request, oip, self.inner.infer(rows_request(oip, self.inner)))
+        asked = handler_requests(oip, self.inner)
+        return answer(request, oip, {name: self.inner.infer(r) for name, r in asked.items()})
 
     def infer_batch(self, requests: Sequence[InferRequest]) -> list[InferReply | Exception]:
         """Translate a batch's OIP requests, let the handler batch them, translate back."""
@@ -95,7 +97,7 @@ class SpeaksOip(Handler):
         oip_in_batch = any(is_oip(request.content_type) for request in requests)
         if isinstance(self.inner, MmsHandler) and oip_in_batch:  # one envelope a call
             return Handler.infer_batch(self, requests)
-        decoded: list[OipRequest | Exception | None] = []
+        decoded: list[Asked | Exception | None] = []
         inner: list[InferRequest] = []
         for request in requests:
             if not is_oip(request.content_type):
@@ -104,15 +106,16 @@ class SpeaksOip(Handler):
                 continue
             try:
                 oip = decode_request(request.body, request.content_type)
-                inner.append(rows_request(oip, self.inner))
+                asked = handler_requests(oip, self.inner)
             except BadRequestBody as error:
                 decoded.append(error)
             else:
-                decoded.append(oip)
+                decoded.append((oip, list(asked)))
+                inner.extend(asked.values())
         replies = iter(self.inner.infer_batch(inner))
         return [
-            _batch_reply(request, oip, replies)
-            for request, oip in zip(requests, decoded, strict=True)
+            _batch_reply(request, asked, replies)
+            for request, asked in zip(requests, decoded, strict=True)
         ]
 
     def close(self) -> None:
@@ -120,21 +123,33 @@ class SpeaksOip(Handler):
 
 
 def _batch_reply(
-    request: InferRequest, oip: OipRequest | Exception | None, replies: Any
+    request: InferRequest,
+    asked: Asked | Exception | None,
+    replies: Iterator[InferReply | Exception],
 ) -> InferReply | Exception:
-    if isinstance(oip, Exception):
-        return oip
-    reply = next(replies)
-    if oip is None or isinstance(reply, Exception):
-        return reply  # type: ignore[no-any-return]
+    if isinstance(asked, Exception):
+        return asked
+    if asked is None:
+        return next(replies)
+    oip, names = asked
+    answered: dict[str, InferReply] = {}
+    failed: list[Exception] = []
+    for name in names:  # all of its replies, even past a failure
+        reply = next(replies)
+        if isinstance(reply, Exception):
+            failed.append(reply)
+        else:
+            answered[name] = reply
+    if failed:
+        return failed[0]
     try:
-        return answer(request, oip, reply)
+        return answer(request, oip, answered)
     except BadRequestBody as error:
         return error
 
 
-def rows_request(oip: OipRequest, handler: Handler) -> InferRequest:
-    """The JSON request a handler predicts on: the rows, or user code's one tensor of rank 3+."""
+def handler_requests(oip: OipRequest, handler: Handler) -> dict[str, InferRequest]:
+    """Each output asked, and the handler's request for it."""
     high = [tensor for tensor in oip.inputs if tensor.values.ndim > 2]
     if high and isinstance(handler, RowsHandler):
         raise BadRequestBody(_takes_rows(high[0]))
@@ -142,21 +157,33 @@ def rows_request(oip: OipRequest, handler: Handler) -> InferRequest:
     shaped = high == [one] and one.datatype != "BYTES"
     instances = one.values if shaped else rows_of(oip)
     body = json.dumps({"instances": instances.tolist()}).encode()
-    method = method_of(oip)
     if not isinstance(handler, RowsHandler):
-        return InferRequest(body, JSON, JSON, {"method": method})
-    if len(oip.outputs) == 1:
-        _check_output(oip.outputs[0].name, method)
-    return InferRequest(body, JSON, ARRAY, {"method": method})
+        if len(oip.outputs) > 1:
+            raise BadRequestBody("request one output at a time; this model answers one tensor")
+        method = method_of(oip)
+        name = oip.outputs[0].name if oip.outputs else method
+        return {name: InferRequest(body, JSON, JSON, {"method": method})}
+    return {m: InferRequest(body, JSON, ARRAY, {"method": m}) for m in methods_asked(oip)}
 
 
-def _check_output(name: str, method: str) -> None:
-    """A model of rows has one output, named after its method."""
-    if name != method:
-        raise BadRequestBody(
-            f"this model has no output {echo(name)} for method {method}; its outputs are "
-            f"{', '.join(METHODS)}, named after the method: ask for {method} or leave outputs out"
-        )
+def methods_asked(oip: OipRequest) -> list[str]:
+    """The methods whose outputs are asked; `predict` by default."""
+    asked = [output.name for output in oip.outputs]
+    method = method_of(oip) if "method" in oip.parameters else None
+    for name in asked:
+        _check_output(name, method)
+    return [method] if method else asked or ["predict"]
+
+
+def _check_output(name: str, method: str | None) -> None:
+    if name == method or (method is None and name in METHODS):
+        return
+    method_s = f" for parameters.method {method}" if method else ""
+    way_out = f"ask for {method} or leave parameters.method out" if method else "ask for those"
+    raise BadRequestBody(
+        f"this model has no output {echo(name)}{method_s}; its outputs are {', '.join(METHODS)}, "
+        f"named after the methods: {way_out}, or leave outputs out"
+    )
 
 
 def _takes_rows(tensor: Tensor) -> str:
@@ -180,17 +207,14 @@ def method_of(oip: OipRequest) -> str:
     return method
 
 
-def answer(request: InferRequest, oip: OipRequest, reply: InferReply) -> InferReply:
-    """The handler's reply as the OIP response, with one output."""
-    if len(oip.outputs) > 1:
-        raise BadRequestBody("request one output at a time; this model answers with one tensor")
-    name = oip.outputs[0].name if oip.outputs else method_of(oip)
-    tensor = tensor_of(name, predictions_of(reply))
+def answer(request: InferRequest, oip: OipRequest, replies: dict[str, InferReply]) -> InferReply:
+    """The handler's replies as the OIP response."""
+    tensors = [tensor_of(name, predictions_of(reply)) for name, reply in replies.items()]
     body, content_type = encode_response(
         request.params.get(MODEL_NAME_PARAM, ""),
         request.params.get(MODEL_VERSION_PARAM, ""),
         oip,
-        [tensor],
+        tensors,
     )
     return InferReply(body, content_type)
 
