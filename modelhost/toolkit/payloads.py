@@ -91,15 +91,21 @@ def json_line_payloads(path: Path) -> list[Payload]:
     for number, line in enumerate(Path(path).read_text().splitlines(), start=1):
         if line.strip():
             try:
-                payloads.append(payload_of(json.loads(line)))
+                value = json.loads(line)
             except ValueError as exc:
                 raise ValueError(f"{path}:{number}: not a JSON value ({exc})") from None
+            try:
+                payloads.append(payload_of(value))
+            except ValueError as exc:
+                raise ValueError(f"{path}:{number}: {exc}") from None
     if not payloads:
         raise ValueError(f"{path} holds no payloads: write one JSON value per line")
     return payloads
 
 
 def payload_of(value: object) -> Payload:
+    if isinstance(value, dict) and "TargetModel" in value and "Body" not in value:
+        raise ValueError('a line naming its TargetModel needs its "Body"')
     if isinstance(value, dict) and "Body" in value:
         body, content_type = value["Body"], str(value.get("ContentType") or JSON)
         raw = body.encode() if isinstance(body, str) else json.dumps(body).encode()

@@ -104,3 +104,12 @@ def test_each_model_gets_its_own_payloads_else_the_shared_ones() -> None:
 def test_a_model_with_no_payload_to_send_is_named() -> None:
     with pytest.raises(ValueError, match="c.joblib has no payload"):
         payloads_by_model(["a.joblib", "c.joblib"], [Payload(b"1", model="a.joblib")])
+
+
+def test_a_line_naming_a_model_without_a_body_is_refused(tmp_path: Path) -> None:
+    lines = tmp_path / "payloads.jsonl"
+    lines.write_text('{"Body": [1]}\n{"TargetModel": "a.joblib", "body": [1, 2]}\n')
+    with pytest.raises(
+        ValueError, match='payloads.jsonl:2: a line naming its TargetModel needs its "Body"'
+    ):
+        read_payloads(lines)
