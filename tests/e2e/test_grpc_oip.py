@@ -199,11 +199,7 @@ def test_model_infer_with_typed_contents_answers_typed(
     stub: service_pb2_grpc.GRPCInferenceServiceStub,
 ) -> None:
     """InferTensorContents instead of raw bytes: the answer comes typed too."""
-    request = service_pb2.ModelInferRequest(model_name=MODEL)
-    tensor = request.inputs.add(name="input-0", datatype="FP64", shape=[2, 4])
-    tensor.contents.fp64_contents.extend(np.asarray(testing.iris_rows(2)).reshape(-1).tolist())
-    request.outputs.add(name="predict_proba")
-    response = stub.ModelInfer(request)
+    response = stub.ModelInfer(typed_iris_request("predict_proba"))
     assert not response.raw_output_contents
     (output,) = response.outputs
     assert list(output.shape) == [2, 3]
@@ -214,17 +210,22 @@ def test_model_infer_typed_answers_each_output_asked(
     stub: service_pb2_grpc.GRPCInferenceServiceStub,
 ) -> None:
     """Both outputs the metadata lists, asked at once, come typed in the order asked."""
-    request = service_pb2.ModelInferRequest(model_name=MODEL)
-    tensor = request.inputs.add(name="input-0", datatype="FP64", shape=[2, 4])
-    tensor.contents.fp64_contents.extend(np.asarray(testing.iris_rows(2)).reshape(-1).tolist())
-    request.outputs.add(name="predict_proba")
-    request.outputs.add(name="predict")
-    response = stub.ModelInfer(request)
+    response = stub.ModelInfer(typed_iris_request("predict_proba", "predict"))
     assert not response.raw_output_contents
     probabilities, labels = response.outputs
     assert (probabilities.name, list(probabilities.shape)) == ("predict_proba", [2, 3])
     assert len(probabilities.contents.fp64_contents) == 6
     assert (labels.name, list(labels.contents.int64_contents)) == ("predict", [0, 0])
+
+
+def typed_iris_request(*outputs: str) -> service_pb2.ModelInferRequest:
+    """Two iris rows as FP64 contents, asking for `outputs`."""
+    request = service_pb2.ModelInferRequest(model_name=MODEL)
+    tensor = request.inputs.add(name="input-0", datatype="FP64", shape=[2, 4])
+    tensor.contents.fp64_contents.extend(np.asarray(testing.iris_rows(2)).reshape(-1).tolist())
+    for name in outputs:
+        request.outputs.add(name=name)
+    return request
 
 
 def test_model_infer_typed_bytes(stub: service_pb2_grpc.GRPCInferenceServiceStub) -> None:
