@@ -80,7 +80,8 @@ def _server(
         command, prefix = [*counter, "modelhost", "serve"], pin
     else:
         out = f"--callgrind-out-file={folder / 'callgrind.out'}"
-        command, prefix = None, [*pin, "valgrind", "--tool=callgrind", "--instr-atstart=no", out]
+        command = [sys.executable, str(BENCHMARKS / "without_pidfd.py"), "modelhost", "serve"]
+        prefix = [*pin, "valgrind", "--tool=callgrind", "--instr-atstart=no", out]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     if pythonpath:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [pythonpath, env.get("PYTHONPATH")]))
