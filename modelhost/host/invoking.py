@@ -55,6 +55,7 @@ class InvokePath:
         self.loads_on_invoke = loads_on_invoke  # false under SageMaker's contract
         self.in_flight = 0
         self.fair = fair_admission(residency, scheduling)  # None: tenants are off
+        self._check_room = self._check_limit if self.fair is None else self.fair.check
         self.waiting_for_load = LoadWaits(
             scheduling.job_queue_size, self.fair is not None, residency.clock
         )
@@ -67,9 +68,7 @@ class InvokePath:
         self._check_room(invocation.tenant)  # a full server starts no load
         return await self._invoke(name, invocation, self.residency.clock())
 
-    def _check_room(self, tenant: str = "") -> None:
-        if self.fair is not None:
-            return self.fair.check(tenant)
+    def _check_limit(self, tenant: str = "") -> None:
         limit = self.scheduling.max_concurrency
         if limit and self.in_flight >= limit:
             raise ConcurrencyLimit(
@@ -125,7 +124,7 @@ class InvokePath:
     ) -> Result:
         """`_attempt` in a slot: max_concurrency's, or the one its tenant's turn brings."""
         if self.fair is None:  # max_concurrency's slot, held while the request runs
-            self._check_room()
+            self._check_limit()
             self.in_flight += 1
             try:
                 return await self._attempt(name, invocation, started, loaded, solo)
