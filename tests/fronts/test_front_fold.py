@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from host.fakes import FOOTPRINT_BYTES, INVOCATION, AnsweringPool, FakeDisk, RecordedEvents
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from modelhost.cache.admission import FrequencySketch
@@ -30,7 +30,8 @@ LOADED = ("a", "b", "c", "d")
 MODELS = (*LOADED, "gone")  # "gone": answered by a front, unloaded since
 ROUTES = ("/models/{model:path}/invoke", "/predictions/{model}")
 BUDGET_BYTES = 2**30
-CAPS = (3, 1000)  # models in usage and TorchServe's series: past it, the least recent goes
+# models in usage and TorchServe's series: past it, the least recent goes
+CAPS = [(2, 1000), (1000, 2), (1000, 1000)]
 
 
 class Clock:
@@ -57,8 +58,11 @@ def footprint(name: str) -> int:
     return FOOTPRINT_BYTES * (1 + "abcd".find(name[0]) % 3)
 
 
-def server(folder: Path, policy: EvictionPolicy, clock: Clock, cap: int = CAPS[0]) -> Server:
-    """A host holding LOADED, with its observer (access log and TorchServe's series on)."""
+def server(
+    folder: Path, policy: EvictionPolicy, clock: Clock, caps: tuple[int, int] = CAPS[0]
+) -> Server:
+    """A host holding LOADED, "d" never requested yet, with its observer (access log and
+    TorchServe's series on)."""
     folder.mkdir()
     sketch = FrequencySketch(width=16, depth=2, sample_size=24)  # halved within a report
     memory = MemoryTier(MemoryBudget(BUDGET_BYTES, 0), policy, clock, admission=sketch)
@@ -74,15 +78,16 @@ def server(folder: Path, policy: EvictionPolicy, clock: Clock, cap: int = CAPS[0
     )
 
     async def load() -> None:
-        for name in LOADED:
+        for name in LOADED[:-1]:
             await host.invoke(name, INVOCATION)
+        await host.load(LOADED[-1])
 
     asyncio.run(load())
     log = folder / "access.log"
     observer = Observer(host, access_log=str(log), torchserve_hostname="h")
-    observer.usage.max_models = cap
+    observer.usage.max_models = caps[0]
     assert observer.torchserve is not None and observer.access_log is not None
-    observer.torchserve.max_models = cap
+    observer.torchserve.max_models = caps[1]
     observer.access_log.start()
     routing = Routing(host, observer, Config(model_store=str(folder)), folder)
     return Server(host, observer, routing, clock, log)
@@ -144,6 +149,8 @@ def seen(one: Server) -> dict[str, Any]:
     assert observer.access_log is not None and victims.admission is not None
     observer.access_log.stop()
     over = BUDGET_BYTES - memory.committed_bytes
+    curve = host.sizing.curve
+    assert curve is not None
     return {
         "metrics": [line for line in text.splitlines() if b"process_" not in line],
         "usage": {name: observer.usage.for_model(name) for name in MODELS},
@@ -157,14 +164,18 @@ def seen(one: Server) -> dict[str, Any]:
             for k in (1, 3, 5)
         ],
         "sizing": host.sizing.statistics(),
+        "curve": (curve.windows.histograms, curve.frequent.served, host.sizing.observed.histograms),
     }
 
 
 def both(
-    tmp_path: Path, steps: list[tuple[Any, ...]], policy: type[EvictionPolicy], cap: int
+    tmp_path: Path,
+    steps: list[tuple[Any, ...]],
+    policy: type[EvictionPolicy],
+    caps: tuple[int, int],
 ) -> None:
-    grouped = server(tmp_path / "grouped", policy(), Clock(), cap)
-    each = server(tmp_path / "each", policy(), Clock(), cap)
+    grouped = server(tmp_path / "grouped", policy(), Clock(), caps)
+    each = server(tmp_path / "each", policy(), Clock(), caps)
     for step in steps:
         take(step, grouped, Routing.fold)
         take(step, each, hit_each)
@@ -191,7 +202,8 @@ samples = st.builds(
 )
 steps = st.lists(
     st.one_of(
-        st.tuples(st.just("report"), st.lists(samples, max_size=90)),
+        st.tuples(st.just("report"), st.lists(samples, max_size=6)),
+        st.tuples(st.just("report"), st.lists(samples, min_size=30, max_size=120)),
         st.tuples(st.just("own"), st.tuples(st.sampled_from(MODELS), st.sampled_from([200, 507]))),
         st.tuples(st.just("tick"), st.floats(0.0, 4000.0)),
         st.tuples(st.just("scrape"), st.none()),
@@ -206,18 +218,30 @@ def series_created_at_a_fixed_time(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(time, "time", lambda: 1e9)
 
 
+def hits(*models: str) -> list[Sample]:
+    return [Sample(1e9, ROUTES[0], model, 200, 0.25, 10, 20, 3.0) for model in models]
+
+
 @settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
     steps=steps,
     policy=st.sampled_from([CostAwarePolicy, LRUPolicy]),
-    cap=st.sampled_from(CAPS),
+    caps=st.sampled_from(CAPS),
 )
+@example(steps=[("own", ("a", 200)), ("report", hits("a"))], policy=LRUPolicy, caps=CAPS[2])
+@example(steps=[("report", hits("a", "b", "c", "a"))], policy=LRUPolicy, caps=CAPS[0])
+@example(steps=[("report", hits("a", "b", "c", "a"))], policy=LRUPolicy, caps=CAPS[1])
 def test_a_folded_report_counts_as_its_samples_one_by_one(
-    tmp_path_factory: pytest.TempPathFactory, steps: list[tuple[Any, ...]], policy: Any, cap: int
+    tmp_path_factory: pytest.TempPathFactory,
+    steps: list[tuple[Any, ...]],
+    policy: Any,
+    caps: tuple[int, int],
 ) -> None:
-    both(tmp_path_factory.mktemp("fold"), steps, policy, cap)
+    """The examples: a hit the main process answered is counted before the front's; a model
+    that leaves the capped series between two hits starts again."""
+    both(tmp_path_factory.mktemp("fold"), steps, policy, caps)
 
 
 def test_models_hit_in_a_report_keep_the_order_of_their_last_hits(tmp_path: Path) -> None:
@@ -226,11 +250,11 @@ def test_models_hit_in_a_report_keep_the_order_of_their_last_hits(tmp_path: Path
     order = []
     for name, fold in (("grouped", Routing.fold), ("each", hit_each)):
         one = server(tmp_path / name, LRUPolicy(), Clock(tick=0.001))
-        names = ["c", "a", "b", "a", "c", "a", "b", "b"]
+        names = ["a", "b", "a", "c", "b", "a"]
         report = Report([Sample(1e9, ROUTES[0], n, 200, 0.01, 1, 1, 0.1) for n in names])
         fold(one.routing, report, 0)
         walk = one.host.memory.victims.by_policy.walk()
         order.append([r.name for r in walk])
         walk.close()
         one.observer.stop()
-    assert order[0] == order[1] == ["d", "c", "a", "b"]
+    assert order[0] == order[1] == ["d", "c", "b", "a"]
