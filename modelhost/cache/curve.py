@@ -69,6 +69,16 @@ class Windows:
         for histogram, growth in self._pairs:  # zipped once a growth step, not per use
             histogram[index] += weight * growth
 
+    def add_times(self, index: int, weight: float, times: int, now: float) -> None:
+        """As `times` adds."""
+        if now >= self.growth_until:
+            self._grow(now)
+        for histogram, growth in self._pairs:
+            value, step = histogram[index], weight * growth
+            for _ in range(times):
+                value += step
+            histogram[index] = value
+
     def _paired(self) -> list[tuple[list[float], float]]:
         return list(zip(self.histograms, self.growth, strict=True))
 
@@ -210,9 +220,33 @@ class MissRatioCurve:
         return self.threshold / HASH_SPACE
 
     def record(self, name: str, size: int, now: float) -> None:
-        for cooled in self.frequent.saw(name, now):
-            self.distances.forget(cooled)  # a sampled one comes back in its group
-            self._rest_at.pop(cooled, None)
+        self._forget(self.frequent.saw(name, now))
+        self._use(name, size, now)
+
+    def record_all(self, uses: list[tuple[str, int]], now: float) -> None:
+        """As `record` each (name, size) in turn."""
+        frequent, again, top = self.frequent, 0, None  # top: a frequent name, just used
+        for use in uses:
+            cooled = frequent.saw(use[0], now)
+            if use == top and not cooled:  # its own size away: added together
+                frequent.served[use[0]] += 1
+                again += 1
+                continue
+            self._forget(cooled)
+            if again and top is not None:
+                self.windows.add_times(bin_of(top[1]), 1.0, again, now)
+                again = 0
+            self._use(*use, now)
+            top = use if use[0] in frequent.names else None
+        if again and top is not None:
+            self.windows.add_times(bin_of(top[1]), 1.0, again, now)
+
+    def _forget(self, cooled: list[str]) -> None:
+        for name in cooled:
+            self.distances.forget(name)  # a sampled one comes back in its group
+            self._rest_at.pop(name, None)
+
+    def _use(self, name: str, size: int, now: float) -> None:
         if name in self.frequent.names:
             self.frequent.served[name] += 1
             distance = self._frequent_distance(name, size)

@@ -50,6 +50,16 @@ class Sizing:
         self.thrash.used(name, hit, now)  # its alarm follows each request
         self._held.add((name, size, hit, now))
 
+    def hits(self, uses: list[tuple[str, int]]) -> None:
+        """As `used` each hit of (name, size), at one reading of the clock."""
+        now = self.clock()
+        self.requests += len(uses)
+        self.thrash.hits(len(uses), now)
+        self.fold()
+        self.observed.add_times(0, 1.0, len(uses), now)
+        if self.curve is not None:
+            self.curve.record_all(uses, now)
+
     def fold(self) -> None:
         """Count the uses held into the observed ratio and the curve; every read folds first."""
         self._held.fold()

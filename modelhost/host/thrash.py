@@ -77,6 +77,11 @@ class ThrashWatch:
             self.window.early += 1
             self.early_returns += 1
 
+    def hits(self, count: int, now: float) -> None:
+        if now >= self.window_ends:
+            self.roll(now)
+        self.window.requests += count
+
     def roll(self, now: float) -> None:
         """End the window (empty if a whole window passed without requests)."""
         self.last = self.window if now < self.window_ends + self.window_s else Window()

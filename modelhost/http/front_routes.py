@@ -12,6 +12,7 @@ from modelhost.fronts.messages import Report, Sample, Table
 from modelhost.host import ModelHost
 from modelhost.http.instance import instance_name
 from modelhost.observe.exchange import Exchange
+from modelhost.observe.hits import Hits
 from modelhost.observe.observer import Observer
 from modelhost.workers.direct import direct_path
 
@@ -91,23 +92,53 @@ class Routing:
             if dispatcher is not None:
                 pressed = name in report.pressed
                 dispatcher.worked_elsewhere(report.busy_s.get(name, 0.0), pressed)
-        for sample in report.samples:
-            if sample.status == 200:
-                self._hit(sample.model)
-            if self.observer is not None:
-                self.observer.record(exchange_of(sample))
+        names = [sample.model for sample in report.samples if sample.status == 200]
+        if names:
+            self._hit(names)
+        if self.observer is not None:
+            record(self.observer, report.samples)
 
-    def _hit(self, name: str) -> None:
-        """What a hit in the invoke path does: recency, frequency, revalidation, sizing."""
-        memory = self.host.memory
-        resident = memory.get(name)
-        if resident is None or resident.state is not State.LOADED:
-            return  # gone since: nothing left to keep warm
-        memory.begin_request(resident)
-        memory.end_request(resident)
-        path = self.host.invoke_path
-        path.on_hit(name)
-        path.on_use(name, resident.footprint, True)
+    def _hit(self, names: list[str]) -> None:
+        """What hits in the invoke path do: recency, frequency, revalidation, sizing."""
+        loaded = self.host.memory.served_elsewhere(names)  # the rest are gone since
+        for name in loaded:
+            self.host.invoke_path.on_hit(name)
+        if uses := [(name, loaded[name].footprint) for name in names if name in loaded]:
+            self.host.sizing.hits(uses)
+
+
+def record(observer: Observer, samples: list[Sample]) -> None:
+    """Count the samples as the main process its own exchanges, runs of hits together."""
+    start = 0
+    for end, sample in enumerate(samples):
+        if sample.status != 200 or sample.error is not None:
+            _record_hits(observer, samples[start:end])
+            observer.record(exchange_of(sample))
+            start = end + 1
+    _record_hits(observer, samples[start:])
+
+
+def _record_hits(observer: Observer, hits: list[Sample]) -> None:
+    if not hits:
+        return
+    if not observer.record_hits(hits_of(hits)):
+        for sample in hits:
+            observer.record(exchange_of(sample))
+    elif observer.access_log is not None:
+        for sample in hits:
+            observer.access_log.write(exchange_of(sample))
+
+
+def hits_of(samples: list[Sample]) -> Hits:
+    return Hits(
+        routes=[sample.route for sample in samples],
+        models=[sample.model for sample in samples],
+        times=[sample.time for sample in samples],
+        durations_s=[sample.duration_s for sample in samples],
+        infer_ms=[sample.infer_ms for sample in samples],
+        bytes_in=[sample.bytes_in for sample in samples],
+        bytes_out=[sample.bytes_out for sample in samples],
+    )
 
 
 def exchange_of(sample: Sample) -> Exchange:

@@ -11,7 +11,8 @@ from collections.abc import Callable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import generate_latest
 
-from modelhost.observe.exchange import Exchange, error_reason
+from modelhost.observe.exchange import INVOCATION_PARTS, Exchange, error_reason
+from modelhost.observe.hits import Hits, at, places_by
 from modelhost.observe.loop_watch import STALL_S
 from modelhost.observe.tallies import CounterTally, HistogramTally, LevelTally, Tallies
 from modelhost.records.events import Event
@@ -219,6 +220,22 @@ class Metrics:
         else:
             self.fold()  # in the order answered
             self._count(exchange)
+
+    def on_hits(self, hits: Hits) -> None:
+        """As `on_exchange` each hit, a route at a time."""
+        self.fold()  # in the order answered
+        for route, places in places_by(hits.routes).items():
+            ended, series = hits.ended(places[0]), ("POST", route, "200", "rest")
+            self.requests.inc(series, len(places), ended)
+            self.request_seconds.observe_all(series, at(hits.durations_s, places))
+            bytes_in, bytes_out = hits.bytes_at(places)
+            self.request_bytes.inc((route, "rest"), bytes_in, ended)
+            self.response_bytes.inc((route, "rest"), bytes_out, ended)
+        count = len(hits.routes)
+        self.lookups.inc(("hit",), count, hits.ended(0))
+        for part in INVOCATION_PARTS[:-1]:
+            self.invocation_seconds.observe_times((part,), 0.0, count)
+        self.invocation_seconds.observe_all(("infer",), [ms / 1000 for ms in hits.infer_ms])
 
     def fold(self) -> None:
         """Count the hits held since the last fold; the tallies' scrape folds first."""

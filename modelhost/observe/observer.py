@@ -16,6 +16,7 @@ from prometheus_client.process_collector import ProcessCollector
 from modelhost.observe.access_log import AccessLog
 from modelhost.observe.collector import HostCollector
 from modelhost.observe.exchange import Exchange
+from modelhost.observe.hits import Hits
 from modelhost.observe.loop_watch import LoopWatch
 from modelhost.observe.metrics import Metrics
 from modelhost.observe.stream import EventStream
@@ -82,6 +83,18 @@ class Observer:
             self.torchserve.record(exchange)
         if self.access_log is not None:
             self.access_log.write(exchange)
+
+    def record_hits(self, hits: Hits) -> bool:
+        """As `record` each hit; False, counting none, where a series' cap makes order count."""
+        models = set(hits.models)
+        torchserve = self.torchserve
+        if not self.usage.takes(models) or (torchserve and not torchserve.takes(models)):
+            return False
+        self.metrics.on_hits(hits)
+        self.usage.record_hits(hits)
+        if torchserve is not None:
+            torchserve.record_hits(hits)
+        return True
 
     def tenant_table(self) -> TenantTable | None:
         """The tenants' figures, every exchange counted; None while tenants are off."""

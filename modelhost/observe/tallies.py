@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_left
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Protocol
 
 from prometheus_client.metrics_core import (
@@ -74,6 +74,26 @@ class HistogramTally:
             counts = self.counts[labels] = [0] * (len(self.bounds) + 1) + [0.0]
         counts[bisect_left(self.bounds, value)] += 1  # the first bound at or above it
         counts[-1] += value
+
+    def observe_all(self, labels: Labels, values: Iterable[float]) -> None:
+        counts = self.counts.get(labels)
+        if counts is None:
+            counts = self.counts[labels] = [0] * (len(self.bounds) + 1) + [0.0]
+        bounds, total = self.bounds, counts[-1]
+        for value in values:
+            counts[bisect_left(bounds, value)] += 1
+            total += value
+        counts[-1] = total
+
+    def observe_times(self, labels: Labels, value: float, times: int) -> None:
+        counts = self.counts.get(labels)
+        if counts is None:
+            counts = self.counts[labels] = [0] * (len(self.bounds) + 1) + [0.0]
+        counts[bisect_left(self.bounds, value)] += times
+        total = counts[-1]
+        for _ in range(times):
+            total += value
+        counts[-1] = total
 
     def family(self) -> Metric:
         family = HistogramMetricFamily(self.name, self.documentation, labels=self.labels)

@@ -11,6 +11,7 @@ from collections import OrderedDict
 from collections.abc import Iterable
 
 from modelhost.observe.exchange import Exchange
+from modelhost.observe.hits import Hits, at, places_by
 from modelhost.observe.usage import UNCOUNTED_ERRORS
 
 MAX_MODELS = 32_768  # as the per-model counters: a million names must not grow it
@@ -39,6 +40,22 @@ class TorchServeSeries:
             self.by_status_class[status_class] += 1
         if exchange.invocation and exchange.model and exchange.error not in UNCOUNTED_ERRORS:
             self._count(exchange.model, exchange)
+
+    def takes(self, models: set[str]) -> bool:
+        return len(self._models) + len(models - self._models.keys()) <= self.max_models
+
+    def record_hits(self, hits: Hits) -> None:
+        """As `record` each hit, a model at a time; `takes` first."""
+        self.by_status_class["2XX"] += len(hits.models)
+        places = places_by(hits.models)
+        for model, _ in hits.last_places():
+            sums = self._models.pop(model, None) or [0, 0.0, 0.0]
+            sums[0] += len(places[model])
+            latency = sums[1]
+            for duration_s in at(hits.durations_s, places[model]):
+                latency += duration_s * 1e6
+            sums[1] = latency  # and a queue of 0 µs each
+            self._models[model] = sums
 
     def _count(self, model: str, exchange: Exchange) -> None:
         sums = self._models.pop(model, None) or [0, 0.0, 0.0]

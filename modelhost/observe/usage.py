@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import math
 import struct
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from typing import Any
 
 from modelhost.observe.exchange import Exchange
+from modelhost.observe.hits import Hits
 from modelhost.records.held import Held
 
 MAX_MODELS = 32_768
@@ -48,6 +49,23 @@ class ModelUsage:
     def fold(self) -> None:
         """Count the exchanges held; every read folds first."""
         self._held.fold()
+
+    def takes(self, models: set[str]) -> bool:
+        """Whether `record_hits` counts hits of `models` as `record` would."""
+        new = len(models - self._packed.keys())
+        return self.also is None and len(self._packed) + new <= self.max_models
+
+    def record_hits(self, hits: Hits) -> None:
+        """As `record` each hit, a model at a time; `takes` first."""
+        self.fold()
+        counts = Counter(hits.models)
+        for model, last in hits.last_places():
+            if model != self._newest:
+                self._make_newest(model)
+            fields = self._fields
+            fields[INDEX["requests"]] += counts[model]
+            fields[INDEX["hits"]] += counts[model]
+            fields[len(COUNTS) :] = [0.0, 0.0, 0.0, hits.infer_ms[last]]
 
     def _count_all(self, exchanges: list[Exchange]) -> None:
         for exchange in exchanges:

@@ -1,6 +1,6 @@
 """The live miss-ratio curve: exact while it tracks every name, close to exact when it samples
-(the hottest names' reuses too), bounded in memory at a million names, and following the traffic
-of its window."""
+(the hottest names' reuses too), bounded in memory at a million names, following the traffic of
+its window, and the same whether uses come one at a time or in a list."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import random
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from modelhost.cache.curve import (
     BINS_PER_DOUBLING,
@@ -117,3 +119,33 @@ def test_room_for_and_hit_ratio_agree() -> None:
         assert histogram.hit_ratio_at(histogram.room_for(target)) == pytest.approx(target)
     assert histogram.room_for(0.95) == float("inf")
     assert histogram.hit_ratio_at(EDGES[-1]) == pytest.approx(5000 / 5500)
+
+
+@st.composite
+def runs(draw: st.DrawFn) -> list[tuple[str, int]]:
+    """Uses in runs of one name, from one of two sets of names: the other set's names cool."""
+    names = draw(st.sampled_from(["aab", "cde"]))
+    picked = st.tuples(st.sampled_from(names), st.integers(1, 2), st.integers(1, 6))
+    return [
+        (name, size)
+        for name, size, times in draw(st.lists(picked, max_size=40))
+        for _ in range(times)
+    ]
+
+
+@settings(max_examples=100, deadline=None)
+@given(batches=st.lists(runs(), max_size=6), max_names=st.sampled_from([2, 100]))
+def test_recording_uses_together_curves_as_each_in_turn(
+    batches: list[list[tuple[str, int]]], max_names: int
+) -> None:
+    """A frequent name's uses in a row add together; every histogram ends as when each use is
+    recorded in turn, names sampled or not, frequent or cooled."""
+    together, each = MissRatioCurve(0.0, max_names), MissRatioCurve(0.0, max_names)
+    for index, uses in enumerate(batches):
+        sized, now = [(name, KiB * size) for name, size in uses], 40.0 * index  # names cool
+        together.record_all(sized, now)
+        for name, size in sized:
+            each.record(name, size, now)
+    assert together.windows.histograms == each.windows.histograms
+    assert together.frequent.served == each.frequent.served
+    assert (together.rest, together.threshold) == (each.rest, each.threshold)

@@ -143,6 +143,11 @@ class Ledger:
     def end_request(self, resident: Resident) -> None:
         resident.in_flight -= 1
 
+    def served(self, resident: Resident, count: int, now: float) -> None:
+        """`count` requests begun and ended: no longer in flight."""
+        resident.hits += count
+        resident.last_used = now
+
     def _count(self, resident: Resident, sign: int) -> None:
         self.all_bytes += sign * resident.bytes
         self.unsettled += sign * (resident.state is not State.LOADED)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 
 from modelhost.cache.admission import FrequencySketch
 from modelhost.cache.memory.budget import MemoryBudget
 from modelhost.cache.memory.copies import CopyRoom
-from modelhost.cache.memory.ledger import Ledger, Resident
+from modelhost.cache.memory.ledger import Ledger, Resident, State
 from modelhost.cache.memory.shares import over_max_bytes
 from modelhost.cache.memory.victims import Victims
 from modelhost.cache.policy import EvictionPolicy, LRUPolicy
@@ -182,3 +183,34 @@ class MemoryTier:
 
     def end_request(self, resident: Resident) -> None:
         self.ledger.end_request(resident)
+
+    def served_elsewhere(self, names: list[str]) -> dict[str, Resident]:
+        """Requests another process answered, in order, as `begin_request` and `end_request`
+        count each; the loaded models among them."""
+        loaded = {}
+        for name in dict.fromkeys(names):
+            resident = self.residents.get(name)
+            if resident is not None and resident.state is State.LOADED:
+                loaded[name] = resident
+        self.victims.record_accesses(_accessed(names, loaded))
+        counts = Counter(names)
+        for name in reversed(dict.fromkeys(reversed(names))):  # their last uses' order
+            if (resident := loaded.get(name)) is not None:
+                self.ledger.served(resident, 1, self.clock())
+                self.victims.used(resident)  # only a first use may lower a key
+                if more := counts[name] - 1:
+                    self.ledger.served(resident, more, resident.last_used)
+                    self.victims.used(resident)
+        return loaded
+
+
+def _accessed(names: list[str], loaded: dict[str, Resident]) -> list[str]:
+    """The uses to record: but a load's first, which its reserve recorded."""
+    firsts = {name for name, resident in loaded.items() if not resident.hits}
+    accessed = []
+    for name in names:
+        if name in firsts:
+            firsts.discard(name)
+        elif name in loaded:
+            accessed.append(name)
+    return accessed

@@ -127,6 +127,10 @@ class Victims:
         if self.admission is not None:
             self.admission.record(name)
 
+    def record_accesses(self, names: list[str]) -> None:
+        if self.admission is not None:
+            self.admission.record_all(names)
+
     def loaded(self, resident: Resident) -> None:
         self.policy.touched(resident)
         self.by_policy.add(resident)
