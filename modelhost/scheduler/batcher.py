@@ -120,8 +120,7 @@ class FairBatchQueue(BatchQueue[T]):
         super().__init__(model, capacity, max_batch_size, max_batch_delay_s, clock)
         self.tenant_of = tenant_of
         self._fair: FairQueue[Job[T]] = FairQueue(sys.maxsize, weight)
-        # the one tenant waiting; None while the fair queue orders them
-        self._alone: str | None = ""
+        self._alone = ""  # the one tenant whose requests wait, while the fair queue is empty
 
     def put(self, job: Job[T]) -> None:
         jobs = self._jobs  # in age order, there too: when a batch is due
@@ -129,19 +128,14 @@ class FairBatchQueue(BatchQueue[T]):
             raise self._full()
         jobs.append(job)
         tenant = self.tenant_of(job)
-        if tenant != self._alone:  # else the one tenant waiting keeps its order
-            self._sort(tenant, job)
-
-    def _sort(self, tenant: str, job: Job[T]) -> None:
-        """Order a job not of the tenant waiting alone."""
         if self._fair.waiting:
             self._fair.push(tenant, job)
-        elif len(self._jobs) == 1:
-            self._alone = tenant
-        else:  # a second tenant: from now on the fair queue orders them
-            self._alone = None
-            for waiting in self._jobs:
-                self._fair.push(self.tenant_of(waiting), waiting)
+        elif tenant != self._alone:  # else the one tenant waiting keeps its order
+            if len(jobs) == 1:
+                self._alone = tenant
+            else:  # a second tenant: from now on the fair queue orders them
+                for waiting in jobs:
+                    self._fair.push(self.tenant_of(waiting), waiting)
 
     def discard(self, job: Job[T]) -> None:
         if not self._fair.waiting:
