@@ -1,7 +1,8 @@
 """The workload the product exists for: many models, more than fit, 16 clients at once, and
 beside them workers that die or an operator who unloads models and changes their copies. Each
 model is a tenant's (`--tenant-from name:1`), so the fair queues and the workers' turns are in
-every request's path.
+every request's path; a second server runs the churn through two fronts instead, as tenants
+keep fronts off.
 
 Every answer must be the right prediction or a JSON 429/503/504 (back-pressure a client can
 retry); never a 500, never a traceback in the server's log, never more memory than the budget.
@@ -25,6 +26,7 @@ import httpx
 import joblib
 import numpy as np
 import pytest
+from helpers.fronts import hit_with_the_main_process_stopped, raw_request
 from pss_sampler import PssSampler
 
 from modelhost import testing
@@ -78,21 +80,24 @@ def churn_server(
     churn_store: Path, management_port: int, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[testing.RunningServer]:
     work = tmp_path_factory.mktemp("churn-server")
-    args = testing.serve_args(churn_store, work / "cache", workers=2, memory_budget="4GiB")
-    with testing.RunningServer(args, work) as probe:
+    args = budgeted(churn_store, work, management_port=management_port, tenant_from="name:1")
+    with testing.RunningServer(args, work) as server:
+        yield server
+
+
+def budgeted(store: Path, work: Path, fronts: int = 1, **settings: object) -> list[str]:
+    """Serve flags whose budget holds ROOM_FOR_MODELS forests and two loads beside the
+    server's own baseline (its fronts' included), measured on a probe."""
+    probe_args = testing.serve_args(
+        store, work / "cache", workers=2, memory_budget="4GiB", fronts=fronts
+    )
+    with testing.RunningServer(probe_args, work) as probe:
         baseline = httpx.get(f"{probe.url}/stats").json()["memory"]["baselineBytes"]
         probe_footprint = footprint_of(probe.url, "tenant-00/m.joblib")
     budget = baseline + (ROOM_FOR_MODELS + LOADING_ROOM) * probe_footprint
-    args = testing.serve_args(
-        churn_store,
-        work / "cache",
-        workers=2,
-        memory_budget=budget,
-        management_port=management_port,
-        tenant_from="name:1",
+    return testing.serve_args(
+        store, work / "cache", workers=2, memory_budget=budget, fronts=fronts, **settings
     )
-    with testing.RunningServer(args, work) as server:
-        yield server
 
 
 def footprint_of(url: str, name: str) -> int:
@@ -318,3 +323,47 @@ def test_workers_killed_under_churn_cost_retries_never_wrong_answers(
     assert retried and float(retried.group(1)) >= 1
     assert len(httpx.get(f"{churn_server.url}/stats").json()["workers"]) == 2
     assert "Traceback" not in churn_server.log_text()
+
+
+@pytest.fixture(scope="module")
+def fronted_server(
+    churn_store: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[testing.RunningServer]:
+    """Two fronts answering hits from the workers; no tenants, which keep fronts off."""
+    work = tmp_path_factory.mktemp("churn-fronts")
+    with testing.RunningServer(budgeted(churn_store, work, fronts=2), work) as server:
+        yield server
+
+
+def counted_within(server: testing.RunningServer, sent: int, wait_s: float) -> float:
+    """The server's count of POST /invocations once it reaches `sent` (the fronts report what
+    they answered every 0.1 s), or what it is after `wait_s`."""
+    pattern = r'^modelhost_http_requests_total\{[^}]*route="/invocations"[^}]*\} (\S+)$'
+    deadline = time.monotonic() + wait_s
+    while True:
+        counted = sum(float(n) for n in re.findall(pattern, metrics_of(server), re.M))
+        if counted >= sent or time.monotonic() > deadline:
+            return counted
+        time.sleep(0.1)
+
+
+def test_churn_through_fronts_is_right_and_counted(
+    fronted_server: testing.RunningServer, churn_store: Path
+) -> None:
+    """The churn with the fronts answering hits and the main process folding their reports into
+    its recency, frequency and sizing while it loads and evicts: every answer right, within the
+    budget, every request counted once, nothing raised, and a front still answers a hit alone."""
+    run = run_churn(fronted_server, churn_store)
+    assert not run.wrong, f"{len(run.wrong)} wrong answers, e.g. {run.wrong[:5]}; {run.statuses}"
+    assert run.statuses[200] > 0.9 * sum(run.statuses.values()), run.statuses
+    assert run.caches["hit"] and run.caches["disk"] + run.caches["remote"], run.caches
+    assert run.peak_pss_bytes <= run.budget_bytes, run.peak_detail
+    sent = sum(run.statuses.values())
+    assert counted_within(fronted_server, sent, 5.0) == sent
+    loaded = httpx.get(f"{fronted_server.url}/models", params={"state": "loaded"}).json()
+    name = loaded["models"][0]["modelName"]
+    body = json.dumps(testing.digits_rows(1)).encode()
+    request = raw_request(f"/models/{name}/invoke", body, "content-type: application/json")
+    answered = hit_with_the_main_process_stopped(fronted_server, request)
+    assert answered.startswith(b"HTTP/1.1 200 OK"), answered
+    assert "Traceback" not in fronted_server.log_text()
