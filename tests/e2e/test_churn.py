@@ -367,3 +367,17 @@ def test_churn_through_fronts_is_right_and_counted(
     answered = hit_with_the_main_process_stopped(fronted_server, request)
     assert answered.startswith(b"HTTP/1.1 200 OK"), answered
     assert "Traceback" not in fronted_server.log_text()
+
+
+def test_workers_killed_under_churn_through_fronts_never_answer_wrong(
+    fronted_server: testing.RunningServer, churn_store: Path
+) -> None:
+    """A worker killed every 3 s while the fronts answer hits from it: the requests it held are
+    tried again, never answered wrong or 503, and the workers come back."""
+    killer = WorkerKiller(fronted_server, 3.0, time.monotonic() + DURATION_S)
+    run = run_churn(fronted_server, churn_store, beside=killer)
+    assert len(killer.killed) >= 4
+    assert not run.wrong, f"{len(run.wrong)} wrong answers, e.g. {run.wrong[:5]}; {run.statuses}"
+    assert not run.statuses[503], run.statuses
+    assert len(httpx.get(f"{fronted_server.url}/stats").json()["workers"]) == 2
+    assert "Traceback" not in fronted_server.log_text()
