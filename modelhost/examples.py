@@ -170,7 +170,7 @@ def try_lines(root: Path, port: int = DEFAULT_PORT) -> list[str]:
         f"  curl -s -X POST {base}/models/{tenant}/churn.joblib/invoke"
         " -H 'Content-Type: text/csv' --data-binary '5.1,3.5,1.4,0.2'",
         "",
-        "Load-test every model, a few hot and most cold:",
+        "Load-test every model, a few hot and most cold (pip install 'modelhost[toolkit]'):",
         f"  modelhost bench {base} --payloads {root / PAYLOADS} --popularity two-class"
         " --concurrency 16",
         "",
