@@ -6,6 +6,7 @@ never by probes in the core. Gauges are read when scraped (`modelhost.observe.co
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -234,7 +235,7 @@ class Metrics:
         count = len(hits.routes)
         self.lookups.inc(("hit",), count, hits.ended(0))
         for part in INVOCATION_PARTS[:-1]:
-            self.invocation_seconds.observe_times((part,), 0.0, count)
+            self.invocation_seconds.observe_all((part,), itertools.repeat(0.0, count))
         self.invocation_seconds.observe_all(("infer",), [ms / 1000 for ms in hits.infer_ms])
 
     def fold(self) -> None:

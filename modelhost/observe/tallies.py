@@ -69,31 +69,23 @@ class HistogramTally:
         self.counts: dict[Labels, list[float]] = {}
 
     def observe(self, labels: Labels, value: float) -> None:
-        counts = self.counts.get(labels)
-        if counts is None:
-            counts = self.counts[labels] = [0] * (len(self.bounds) + 1) + [0.0]
+        counts = self.counts.get(labels) or self._new(labels)
         counts[bisect_left(self.bounds, value)] += 1  # the first bound at or above it
         counts[-1] += value
 
     def observe_all(self, labels: Labels, values: Iterable[float]) -> None:
-        counts = self.counts.get(labels)
-        if counts is None:
-            counts = self.counts[labels] = [0] * (len(self.bounds) + 1) + [0.0]
+        """As `observe` each, in order: the same sum."""
+        counts = self.counts.get(labels) or self._new(labels)
         bounds, total = self.bounds, counts[-1]
         for value in values:
             counts[bisect_left(bounds, value)] += 1
             total += value
         counts[-1] = total
 
-    def observe_times(self, labels: Labels, value: float, times: int) -> None:
-        counts = self.counts.get(labels)
-        if counts is None:
-            counts = self.counts[labels] = [0] * (len(self.bounds) + 1) + [0.0]
-        counts[bisect_left(self.bounds, value)] += times
-        total = counts[-1]
-        for _ in range(times):
-            total += value
-        counts[-1] = total
+    def _new(self, labels: Labels) -> list[float]:
+        counts: list[float] = [0] * (len(self.bounds) + 1) + [0.0]
+        self.counts[labels] = counts
+        return counts
 
     def family(self) -> Metric:
         family = HistogramMetricFamily(self.name, self.documentation, labels=self.labels)

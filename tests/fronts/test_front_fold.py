@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from host.fakes import FOOTPRINT_BYTES, INVOCATION, AnsweringPool, FakeDisk, RecordedEvents
+from host.fakes import FOOTPRINT_BYTES, INVOCATION, AnsweringPool, host_with
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -66,16 +66,7 @@ def server(
     folder.mkdir()
     sketch = FrequencySketch(width=16, depth=2, sample_size=24)  # halved within a report
     memory = MemoryTier(MemoryBudget(BUDGET_BYTES, 0), policy, clock, admission=sketch)
-    host = ModelHost(
-        AnsweringPool(2, footprint),
-        memory,
-        FakeDisk(folder),
-        RecordedEvents(),
-        pinned=frozenset(),
-        deadline_s=5.0,
-        clock=clock,
-        pss_bytes=lambda: memory.committed_bytes,
-    )
+    host = host_with(AnsweringPool(2, footprint), folder, {}, memory=memory, clock=clock)
 
     async def load() -> None:
         for name in LOADED[:-1]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -310,6 +311,7 @@ def host_with(
     budget_bytes: int = 2**40,
     memory: MemoryTier | None = None,
     scheduling: SchedulerSettings | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> ModelHost:
     """A host on `pool` whose models declare `manifests` (no files read for them)."""
     memory = memory or MemoryTier(MemoryBudget(budget_bytes, 0))
@@ -321,6 +323,7 @@ def host_with(
         pinned=frozenset(),
         deadline_s=5.0,
         scheduling=scheduling,
+        clock=clock,
         pss_bytes=lambda: memory.committed_bytes,
     )
     host.manifests.manifests.update(manifests)
