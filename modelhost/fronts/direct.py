@@ -132,10 +132,10 @@ class DirectSide(asyncio.Protocol):
                 self._relay()
                 return
             head_bytes = end + len(END)
-            hit = self.heads.hit_of(
-                bytes(self.buffer[:head_bytes]), self.router.table.max_request_bytes
-            )
-            if hit is None:
+            table = self.router.table
+            key = table.inference_key
+            hit = self.heads.hit_of(bytes(self.buffer[:head_bytes]), table.max_request_bytes, key)
+            if hit is None or (key and time.time() >= table.inference_key_until):
                 self._relay()
                 return
             self.waiting_for = hit, head_bytes

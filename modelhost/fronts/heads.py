@@ -23,6 +23,7 @@ from modelhost.http.oip_replies import (
     infer_path_of,
 )
 from modelhost.http.plain_heads import Head, Heads
+from modelhost.protocols.keys import holds_key
 from modelhost.protocols.params import check_headers
 from modelhost.workers.oip_media import (
     MODEL_NAME_PARAM,
@@ -56,10 +57,13 @@ class Hit(NamedTuple):
 class HeadReader(Heads):
     """The heads of a front's client connection."""
 
-    def hit_of(self, head: bytes, max_request_bytes: int) -> Hit | None:
-        """The hit `head` (through its blank line) asks for; None: relay it."""
+    def hit_of(self, head: bytes, max_request_bytes: int, key: str = "") -> Hit | None:
+        """The hit `head` (through its blank line) asks for, if it holds `key` as token
+        authorization's bearer ("": none needed); None: relay it."""
         if not self.feed(head):
             return None
+        if key and not holds_key(self.read.headers.get("authorization", ""), key):
+            return None  # the main process refuses it in TorchServe's words
         return _hit_of(self.parser, self.read, max_request_bytes)
 
 

@@ -17,6 +17,8 @@ class Table(msgspec.Struct, frozen=True, tag=True):
     max_request_bytes: int = 0
     max_response_bytes: int = 0
     response_timeout_s: float = 60.0  # the server's default_response_timeout_s
+    inference_key: str = ""  # token authorization's, which a hit must hold; "": none
+    inference_key_until: float = 0.0  # epoch seconds: the key's expiry
 
 
 class Sample(msgspec.Struct, frozen=True, array_like=True):

@@ -14,6 +14,7 @@ from modelhost.http.instance import instance_name
 from modelhost.observe.exchange import Exchange
 from modelhost.observe.hits import Hits
 from modelhost.observe.observer import Observer
+from modelhost.protocols.keys import INFERENCE, TokenKeys
 from modelhost.workers.direct import direct_path
 
 Routes = dict[str, list[str]]
@@ -25,7 +26,6 @@ def main_only(config: Config) -> str:
         "tenants (--tenant-from)": tenants_on(config.tenant_from),
         "untrusted workers": bool(config.untrusted_workers or config.refuse_pickle),
         "--max-concurrency": bool(config.max_concurrency),
-        "token authorization": bool(config.token_auth),
     }
     return ", ".join(reason for reason, on in reasons.items() if on)
 
@@ -34,9 +34,17 @@ class Routing:
     """The table from the host's own state, and the fronts' hits folded into it."""
 
     def __init__(
-        self, host: ModelHost, observer: Observer | None, config: Config, run_dir: Path
+        self,
+        host: ModelHost,
+        observer: Observer | None,
+        config: Config,
+        run_dir: Path,
+        keys: TokenKeys | None = None,
     ) -> None:
         self.host, self.observer = host, observer
+        self.keys = keys  # token authorization's: a front's hit must hold the inference key
+        if keys is not None:
+            keys.on_renew = self.touch
         self.instance = instance_name(config.instance_id)
         self.limits = (config.max_request_bytes, config.max_response_bytes)
         self.timeout_s = config.default_response_timeout_s
@@ -55,7 +63,16 @@ class Routing:
         dispatchers = self.host.copies.dispatchers
         sizes = {name: dispatchers[name].queue.max_batch_size for name in routes}
         batch_sizes = {name: size for name, size in sizes.items() if size > 1}
-        return Table(routes, batch_sizes, self.instance, *self.limits, self.timeout_s)
+        key, until = ("", 0.0) if self.keys is None else self.keys.of(INFERENCE)
+        return Table(
+            routes,
+            batch_sizes,
+            self.instance,
+            *self.limits,
+            response_timeout_s=self.timeout_s,
+            inference_key=key,
+            inference_key_until=until,
+        )
 
     def routes(self) -> Routes:
         """Model → the direct sockets of its workers, for the models a front may answer."""

@@ -38,6 +38,14 @@ def refusal_message(kind: str) -> str:
     )
 
 
+def holds_key(authorization: str, key: str) -> bool:
+    """Whether an Authorization header's value is `Bearer <key>`."""
+    match = _BEARER.fullmatch(authorization.strip())
+    if not match or not authorization.isascii():
+        return False
+    return hmac.compare_digest(match.group(1), key)
+
+
 class TokenKeys:
     """The three keys, their expiry, and the file that shows them to the server's owner."""
 
@@ -55,20 +63,24 @@ class TokenKeys:
         self.keys = {kind: draw() for kind in (*RENEWABLE, API)}
         self.expires_at = dict.fromkeys(RENEWABLE, clock() + expiration_s)
 
+        self.on_renew: Callable[[], None] = lambda: None  # the fronts' table holds a key
+
     def allows(self, kind: str, authorization: str) -> bool:
         """Whether an Authorization header holds the unexpired key of `kind`."""
-        match = _BEARER.fullmatch(authorization.strip())
-        if not match or not authorization.isascii():
-            return False
         if kind in self.expires_at and self.clock() >= self.expires_at[kind]:
             return False
-        return hmac.compare_digest(match.group(1), self.keys[kind])
+        return holds_key(authorization, self.keys[kind])
+
+    def of(self, kind: str) -> tuple[str, float]:
+        """The key of a renewable `kind` and the epoch second it expires."""
+        return self.keys[kind], self.expires_at[kind]
 
     def renew(self, kind: str) -> None:
         """A new management or inference key, with a fresh expiry, written to the file."""
         self.keys[kind] = self.draw()
         self.expires_at[kind] = self.clock() + self.expiration_s
         self.write()
+        self.on_renew()
 
     def write(self) -> None:
         """The key file, readable by the server's owner only from its first byte."""

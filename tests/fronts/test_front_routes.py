@@ -15,6 +15,11 @@ def test_a_plain_server_lets_fronts_start() -> None:
     assert main_only(Config(model_store="/tmp")) == ""
 
 
+def test_token_authorization_lets_fronts_start() -> None:
+    """A front checks the inference key itself (tests/e2e/test_front_tokens.py)."""
+    assert main_only(Config(model_store="/tmp", token_auth=True)) == ""
+
+
 @pytest.mark.parametrize(
     ("change", "reason"),
     [
@@ -22,7 +27,6 @@ def test_a_plain_server_lets_fronts_start() -> None:
         ({"untrusted_workers": 1}, "untrusted workers"),
         ({"refuse_pickle": True}, "untrusted workers"),
         ({"max_concurrency": 8}, "--max-concurrency"),
-        ({"token_auth": True}, "token authorization"),
     ],
 )
 def test_what_a_front_cannot_keep_starts_none(change: dict[str, Any], reason: str) -> None:
