@@ -151,3 +151,24 @@ def test_the_pages_example_is_taken_as_its_tenants_are_named(tmp_path: Path) -> 
     policies = read_tenants_file(tmp_path / "tenants.toml", 4 * GIB, DISK_BYTES)
     rule = FromName(segments_of(config.tenant_from))
     assert all(rule.of(f"{name}/churn.joblib", {}) == name for name in policies.named)
+
+
+def test_config_check_reads_a_tenants_file_given_alone(tmp_path: Path) -> None:
+    """`modelhost config check tenants.toml` checks it as the server would, under the
+    environment's rule, and says how to give a rule when there is none."""
+    from click.testing import CliRunner
+
+    from modelhost.cli.main import main
+
+    path = tmp_path / "tenants.toml"
+    path.write_text('[default]\nweight = 2\n\n[tenants."t007"]\nrate = 5\n')
+    check = ["config", "check", str(path)]
+    result = CliRunner().invoke(main, check, env={"MODELHOST_TENANT_FROM": "header"})
+    assert result.exit_code == 0, result.output
+    assert "unknown" not in result.output
+    path.write_text("[default]\nweight = 0\n")
+    result = CliRunner().invoke(main, check, env={"MODELHOST_TENANT_FROM": "header"})
+    assert result.exit_code == 1 and "line 2: weight = 0" in result.output, result.output
+    result = CliRunner().invoke(main, check, env={"MODELHOST_TENANT_FROM": ""})
+    assert result.exit_code == 1, result.output
+    assert f"MODELHOST_TENANT_FROM=header modelhost config check {path}" in result.output
