@@ -257,7 +257,7 @@ class TenantsFile:
                 pass
         self.refuse(
             at,
-            f"{key} = {value!r} is not a size",
+            f"{key} = {value!r} is not a size, nor a share of at most 100%",
             f'write a size or a share of the {budget} budget, such as "2GiB" or "10%"',
         )
 

@@ -83,7 +83,7 @@ MISTAKES = [
     ),
     ('[tenants."a"]\ndisk_max = "lots"\n', 2, "disk_max = 'lots' is not a size", '"10%"'),
     ('[tenants."a"]\nmemory_max = "11GiB"\n', 2, "above the memory budget", "--memory-budget"),
-    ('[tenants."a"]\nmemory_max = "101%"\n', 2, "is not a size", '"10%"'),
+    ('[tenants."a"]\nmemory_max = "101%"\n', 2, "nor a share of at most 100%", '"10%"'),
     ("[tenants]\na = 3\n", 2, "tenants.a is not a table", '[tenants."a"]'),
     ("default = 3\n", 1, "default is not a table", "[default]"),
     ("# limits\nrate = 5\n[default]\n", 2, "rate is outside any table", "under [default]"),
