@@ -213,6 +213,8 @@ class TenantsFile:
                 self.refuse((*at, key), f"unknown key {key}", f"the keys are {', '.join(KEYS)}")
             values |= self.value((*at, key), key, value)
         policy = replace(base, **values)
+        if not policy.rate and "burst" not in table:
+            policy = replace(policy, burst=0)  # a burst of no rate means nothing
         self.check_policy(at, policy)
         return policy
 

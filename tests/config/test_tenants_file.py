@@ -50,6 +50,15 @@ def test_a_named_tenant_takes_the_defaults_it_does_not_set(tmp_path: Path) -> No
     assert policies.of("tenants/t012").rate == 0
 
 
+def test_a_tenant_freed_of_the_default_rate_drops_its_burst(tmp_path: Path) -> None:
+    """rate = 0 takes a tenant out of [default]'s rate, burst and all; a burst of its own
+    without a rate is still a mistake."""
+    text = '[default]\nrate = 5\nburst = 10\n\n[tenants."a"]\nrate = 0\n'
+    assert read(tmp_path, text).of("a") == TenantPolicy(rate=0, burst=0)
+    with pytest.raises(ConfigError, match="line 7: burst is set without a rate"):
+        read(tmp_path, text + "burst = 3\n")
+
+
 def test_an_empty_file_gives_every_tenant_the_defaults(tmp_path: Path) -> None:
     assert read(tmp_path, "# nothing yet\n") == TenantPolicies()
 
