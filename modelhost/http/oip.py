@@ -197,7 +197,8 @@ class OipRoutes:
         tenants = self.http.settings.tenants
         if tenants is None:
             return ""
-        tenant = request.scope[TENANT_KEY] = tenants.of(name, request.headers)
+        headers = dict(request.headers.items())  # the last of each, as the other routes read
+        tenant = request.scope[TENANT_KEY] = tenants.of(name, headers)
         return tenant
 
     # model repository -------------------------------------------------------------------
