@@ -214,7 +214,7 @@ class TenantsFile:
             values |= self.value((*at, key), key, value)
         policy = replace(base, **values)
         if not policy.rate and "burst" not in table:
-            policy = replace(policy, burst=0)  # a burst of no rate means nothing
+            policy = replace(policy, burst=0)
         self.check_policy(at, policy)
         return policy
 

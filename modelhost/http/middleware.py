@@ -19,7 +19,7 @@ from modelhost.observe.tallies import LevelTally
 MAX_ERROR_BODY_BYTES = 64 * 1024
 TENANT_KEY = "modelhost.tenant"  # in the scope, where a route found the request's tenant
 TENANT_HEADER = b"x-modelhost-tenant"  # the tenant the server counted the request to
-ERROR_KEY = "modelhost.error"  # an error's type its body does not name
+ERROR_KEY = "modelhost.error"  # OIP's error type
 
 
 class ObserveMiddleware:

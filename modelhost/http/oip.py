@@ -197,7 +197,7 @@ class OipRoutes:
         tenants = self.http.settings.tenants
         if tenants is None:
             return ""
-        headers = dict(request.headers.items())  # the last of each, as the other routes read
+        headers = dict(request.headers.items())  # last wins, as on the other routes
         tenant = request.scope[TENANT_KEY] = tenants.of(name, headers)
         return tenant
 
