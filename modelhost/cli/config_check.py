@@ -6,11 +6,13 @@ import difflib
 import os
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import click
 
 from modelhost.config import explain, load_config, properties_file
 from modelhost.config.settings import flag_name, setting_names
+from modelhost.config.tenancy import tenants_on
 from modelhost.errors import ConfigError
 
 if sys.version_info >= (3, 11):
@@ -27,13 +29,15 @@ def config() -> None:
 @click.command("check")
 @click.argument("file", required=False, type=click.Path(dir_okay=False, path_type=Path))
 def check(file: Path | None) -> None:
-    """Explain what each key of FILE (a config.properties, or a modelhost.toml: any .toml;
+    """Explain what each key of FILE (a config.properties, a modelhost.toml or a tenants file;
     default: the config.properties serve reads) and each known variable set here maps to.
 
     Exits 1 if the server would refuse to start with them."""
     if file is not None and not file.is_file():
         raise click.BadParameter(f"no such file {file}", param_hint="FILE")
     modelhost_toml = file is not None and file.suffix == ".toml"
+    if file is not None and modelhost_toml and _is_tenants_file(file):
+        _check_tenants_file(file)
     try:
         read = file if file is not None else properties_file(os.environ)
         rows = explain(None if modelhost_toml else read, os.environ)
@@ -54,9 +58,33 @@ def check(file: Path | None) -> None:
     click.echo("\nthe server would start with these settings")
 
 
+def _is_tenants_file(file: Path) -> bool:
+    try:
+        tables = tomllib.loads(file.read_text(encoding="utf-8")).keys()
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return False
+    return bool(tables) and tables <= {"default", "tenants"}
+
+
+def _check_tenants_file(file: Path) -> NoReturn:
+    """Check a tenants file as `serve --tenants-file` would."""
+    try:
+        if not tenants_on(load_config({}, os.environ).tenant_from):
+            click.echo(
+                f"{file} is a tenants file, read under the --tenant-from it is served with: "
+                f"give it, as in MODELHOST_TENANT_FROM=header modelhost config check {file}"
+            )
+            sys.exit(1)
+        load_config({"tenants_file": str(file)}, os.environ)
+    except ConfigError as error:
+        click.echo(f"the server would not start: {error}")
+        sys.exit(1)
+    click.echo(f"the server would start with the tenants file {file}")
+    sys.exit(0)
+
+
 def _echo_settings(file: Path) -> None:
-    """Each key of a modelhost.toml as its flag; a file that does not parse is left to
-    load_config."""
+    """Each key of a modelhost.toml as its flag."""
     try:
         settings = tomllib.loads(file.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError):

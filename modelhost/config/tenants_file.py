@@ -110,7 +110,11 @@ def untrust_refused(config: Config) -> str:
 
 
 def read_tenants_file(
-    path: Path, memory_budget_bytes: int, disk_budget_bytes: int, untrust_refused: str = ""
+    path: Path,
+    memory_budget_bytes: int,
+    disk_budget_bytes: int,
+    untrust_refused: str = "",
+    memory_flag: str = "--memory-budget",
 ) -> TenantPolicies:
     """The policies `path` gives, sizes and percentages in bytes of the budgets given;
     `untrust_refused`: why no tenant may be untrusted here ("": one may)."""
@@ -122,17 +126,24 @@ def read_tenants_file(
             "TOML file"
         ) from None
     budgets = {"memory": memory_budget_bytes, "disk": disk_budget_bytes}
-    return TenantsFile(path, text, budgets, untrust_refused).policies()
+    flags = {"memory": memory_flag, "disk": "--disk-budget"}
+    return TenantsFile(path, text, budgets, untrust_refused, flags).policies()
 
 
 class TenantsFile:
     """One reading of a tenants file's text."""
 
     def __init__(
-        self, path: Path, text: str, budgets: dict[str, int], untrust_refused: str = ""
+        self,
+        path: Path,
+        text: str,
+        budgets: dict[str, int],
+        untrust_refused: str = "",
+        flags: dict[str, str] | None = None,
     ) -> None:
         self.path, self.text = path, text
         self.budgets = budgets  # bytes, by "memory" and "disk"
+        self.flags = flags or {"memory": "--memory-budget", "disk": "--disk-budget"}
         self.untrust_refused = untrust_refused
 
     def policies(self) -> TenantPolicies:
@@ -213,6 +224,8 @@ class TenantsFile:
                 self.refuse((*at, key), f"unknown key {key}", f"the keys are {', '.join(KEYS)}")
             values |= self.value((*at, key), key, value)
         policy = replace(base, **values)
+        if not policy.rate and "burst" not in table:
+            policy = replace(policy, burst=0)
         self.check_policy(at, policy)
         return policy
 
@@ -257,7 +270,7 @@ class TenantsFile:
                 pass
         self.refuse(
             at,
-            f"{key} = {value!r} is not a size",
+            f"{key} = {value!r} is not a size, nor a share of at most 100%",
             f'write a size or a share of the {budget} budget, such as "2GiB" or "10%"',
         )
 
@@ -276,7 +289,7 @@ class TenantsFile:
                     (*at, key),
                     f"{key} ({format_bytes(size)}) is above the "
                     f"{SIZES[key]} budget ({format_bytes(budget)})",
-                    f"lower it, or raise --{SIZES[key]}-budget",
+                    f"lower it, or raise {self.flags[SIZES[key]]}",
                 )
         if policy.burst and not policy.rate:
             self.refuse(
@@ -295,7 +308,7 @@ class TenantsFile:
                 (TENANTS, last, "memory_min"),
                 f"the tenants' memory_min add up to "
                 f"{format_bytes(total)}, over the memory budget ({format_bytes(budget)})",
-                "lower them, or raise --memory-budget",
+                f"lower them, or raise {self.flags['memory']}",
             )
 
     def refuse(self, at: tuple[str, ...], what: str, fix: str) -> NoReturn:

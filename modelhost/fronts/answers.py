@@ -12,7 +12,7 @@ from email.utils import formatdate
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE
 
 from modelhost.errors import ModelhostError
-from modelhost.http.errors import error_response
+from modelhost.http.errors import error_response, type_name_of
 from modelhost.http.invocation_paths import reply_headers
 from modelhost.http.oip_replies import oip_error, oip_reply
 from modelhost.protocols.status import status_of
@@ -54,9 +54,9 @@ def hit_headers(
 def failure(error: ModelhostError, oip: bool) -> tuple[int, str | None, Headers, bytes]:
     """The status, error type (as the main process records it), headers and body the main
     process answers `error` with."""
-    status, kind = status_of(error), type(error).__name__
-    if oip:  # its body names no type, so the main process records none
+    status, kind = status_of(error), type_name_of(error)
+    if oip:
         response = oip_error(error)
-        return status, None, list(response.raw_headers), bytes(response.body)
+        return status, kind, list(response.raw_headers), bytes(response.body)
     response = error_response(status, kind, str(error), error.retry_after_s)
     return status, kind, list(response.raw_headers), bytes(response.body)

@@ -29,11 +29,14 @@ def error_response(
     return JSONResponse(body, status, status_headers(status, retry_after_s))
 
 
+def type_name_of(error: errors.ModelhostError) -> str:
+    return error.type_name or type(error).__name__
+
+
 async def handle_modelhost_error(request: Request, error: Exception) -> Response:
     assert isinstance(error, errors.ModelhostError)
     status = status_of(error)
-    type_name = error.type_name or type(error).__name__
-    return error_response(status, type_name, str(error), error.retry_after_s)
+    return error_response(status, type_name_of(error), str(error), error.retry_after_s)
 
 
 async def handle_http_exception(request: Request, error: Exception) -> Response:

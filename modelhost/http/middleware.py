@@ -19,6 +19,7 @@ from modelhost.observe.tallies import LevelTally
 MAX_ERROR_BODY_BYTES = 64 * 1024
 TENANT_KEY = "modelhost.tenant"  # in the scope, where a route found the request's tenant
 TENANT_HEADER = b"x-modelhost-tenant"  # the tenant the server counted the request to
+ERROR_KEY = "modelhost.error"  # OIP's error type
 
 
 class ObserveMiddleware:
@@ -63,7 +64,7 @@ class ObserveMiddleware:
             cache=watch.headers.get(b"x-modelhost-cache", b"").decode() or None,
             tier=watch.headers.get(b"x-modelhost-tier", b"").decode() or None,
             timings_ms=parse_server_timing(watch.headers.get(b"server-timing", b"").decode()),
-            error=watch.error_type(),
+            error=scope.get(ERROR_KEY) or watch.error_type(),
             tenant=scope.get(TENANT_KEY),
         )
 

@@ -20,7 +20,8 @@ from modelhost.documents import json_object
 from modelhost.errors import ModelhostError, ModelNotFound
 from modelhost.host import Invocation, Result, State
 from modelhost.host.listing import EVERYWHERE, LOADED
-from modelhost.http.middleware import TENANT_KEY
+from modelhost.http.errors import type_name_of
+from modelhost.http.middleware import ERROR_KEY, TENANT_KEY
 from modelhost.http.oip_replies import (
     HEADER_LENGTH_HEADER,
     INFER,
@@ -58,6 +59,7 @@ def oip_errors(endpoint: Endpoint) -> Endpoint:
         try:
             return await endpoint(request)
         except ModelhostError as error:
+            request.scope[ERROR_KEY] = type_name_of(error)
             return oip_error(error)
 
     return answered
@@ -195,7 +197,8 @@ class OipRoutes:
         tenants = self.http.settings.tenants
         if tenants is None:
             return ""
-        tenant = request.scope[TENANT_KEY] = tenants.of(name, request.headers)
+        headers = dict(request.headers.items())  # last wins, as on the other routes
+        tenant = request.scope[TENANT_KEY] = tenants.of(name, headers)
         return tenant
 
     # model repository -------------------------------------------------------------------

@@ -43,6 +43,10 @@ class TokenBucket:
         self.stamp = now
 
 
+def _wait(seconds: float) -> str:
+    return f"{math.ceil(seconds * 1000)} ms" if seconds < 1 else f"{seconds:.2f} s"
+
+
 class TenantRates:
     """A bucket for each tenant whose policy has a rate, retuned when its policy changes."""
 
@@ -66,7 +70,7 @@ class TenantRates:
         if wait_s:
             raise RateLimited(
                 f"tenant {tenant} sent more than its rate of {policy.rate:g} requests a second "
-                f"(burst {policy.burst_requests}, the tenants file); retry after {wait_s:.2f} s, "
+                f"(burst {policy.burst_requests}, the tenants file); retry after {_wait(wait_s)}, "
                 "or raise its rate in the tenants file",
                 retry_after_s=max(1, math.ceil(wait_s)),
             )

@@ -50,6 +50,15 @@ def test_a_named_tenant_takes_the_defaults_it_does_not_set(tmp_path: Path) -> No
     assert policies.of("tenants/t012").rate == 0
 
 
+def test_a_tenant_freed_of_the_default_rate_drops_its_burst(tmp_path: Path) -> None:
+    """rate = 0 takes a tenant out of [default]'s rate, burst and all; a burst of its own
+    without a rate is still a mistake."""
+    text = '[default]\nrate = 5\nburst = 10\n\n[tenants."a"]\nrate = 0\n'
+    assert read(tmp_path, text).of("a") == TenantPolicy(rate=0, burst=0)
+    with pytest.raises(ConfigError, match="line 7: burst is set without a rate"):
+        read(tmp_path, text + "burst = 3\n")
+
+
 def test_an_empty_file_gives_every_tenant_the_defaults(tmp_path: Path) -> None:
     assert read(tmp_path, "# nothing yet\n") == TenantPolicies()
 
@@ -83,7 +92,7 @@ MISTAKES = [
     ),
     ('[tenants."a"]\ndisk_max = "lots"\n', 2, "disk_max = 'lots' is not a size", '"10%"'),
     ('[tenants."a"]\nmemory_max = "11GiB"\n', 2, "above the memory budget", "--memory-budget"),
-    ('[tenants."a"]\nmemory_max = "101%"\n', 2, "is not a size", '"10%"'),
+    ('[tenants."a"]\nmemory_max = "101%"\n', 2, "nor a share of at most 100%", '"10%"'),
     ("[tenants]\na = 3\n", 2, "tenants.a is not a table", '[tenants."a"]'),
     ("default = 3\n", 1, "default is not a table", "[default]"),
     ("# limits\nrate = 5\n[default]\n", 2, "rate is outside any table", "under [default]"),
@@ -151,3 +160,24 @@ def test_the_pages_example_is_taken_as_its_tenants_are_named(tmp_path: Path) -> 
     policies = read_tenants_file(tmp_path / "tenants.toml", 4 * GIB, DISK_BYTES)
     rule = FromName(segments_of(config.tenant_from))
     assert all(rule.of(f"{name}/churn.joblib", {}) == name for name in policies.named)
+
+
+def test_config_check_reads_a_tenants_file_given_alone(tmp_path: Path) -> None:
+    """`modelhost config check tenants.toml` checks it as the server would, under the
+    environment's rule, and says how to give a rule when there is none."""
+    from click.testing import CliRunner
+
+    from modelhost.cli.main import main
+
+    path = tmp_path / "tenants.toml"
+    path.write_text('[default]\nweight = 2\n\n[tenants."t007"]\nrate = 5\n')
+    check = ["config", "check", str(path)]
+    result = CliRunner().invoke(main, check, env={"MODELHOST_TENANT_FROM": "header"})
+    assert result.exit_code == 0, result.output
+    assert "unknown" not in result.output
+    path.write_text("[default]\nweight = 0\n")
+    result = CliRunner().invoke(main, check, env={"MODELHOST_TENANT_FROM": "header"})
+    assert result.exit_code == 1 and "line 2: weight = 0" in result.output, result.output
+    result = CliRunner().invoke(main, check, env={"MODELHOST_TENANT_FROM": ""})
+    assert result.exit_code == 1, result.output
+    assert f"MODELHOST_TENANT_FROM=header modelhost config check {path}" in result.output

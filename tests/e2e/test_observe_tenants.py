@@ -76,6 +76,17 @@ def test_each_tenant_is_counted_apart(by_header: httpx.Client) -> None:
     assert client.get("/tenants/b").json()["errors"] == 1
 
 
+def test_oip_refusals_are_counted_by_type(by_header: httpx.Client) -> None:
+    """OIP's error body names no type, yet its refusals count by type as the others do."""
+    body = {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}
+    headers = {TENANT_HEADER: "oip"}
+    answer = by_header.post("/v2/models/no/such.joblib/infer", json=body, headers=headers)
+    assert answer.status_code == 404
+    refused = frozenset({("tenant", "oip"), ("reason", "ModelNotFound")})
+    assert scrape(by_header)[("modelhost_tenant_rejections_total", refused)] == 1
+    assert by_header.get("/tenants/oip").json()["rejections"] == {"ModelNotFound": 1}
+
+
 @pytest.mark.parametrize("doc", ["docs/observability.md", "docs/tenants.md"])
 def test_docs_query_real_tenant_series(by_header: httpx.Client, doc: str) -> None:
     assert invoke(by_header, "tenants/t003.joblib", "c").status_code == 200

@@ -167,6 +167,25 @@ def test_every_protocol_carries_the_tenant(by_header: Served) -> None:
     assert {line["route"]: line["tenant"] for line in lines} == sent
 
 
+def test_a_header_sent_twice_names_one_tenant_on_every_protocol(by_header: Served) -> None:
+    """A caller's header and a gateway's after it: every route counts the last, as gRPC does."""
+    twice = [(TENANT_HEADER, "from-caller"), (TENANT_HEADER, "from-gateway")]
+    http, target = by_header.http, [("x-amzn-sagemaker-target-model", MODEL)]
+    answers = [
+        http.post("/invocations", json=ROWS, headers=[*target, *twice]),
+        http.post(f"/models/{MODEL}/invoke", json=ROWS, headers=twice),
+        http.post(f"/predictions/{MODEL}", json=ROWS, headers=twice),
+        http.post(f"/v2/models/{MODEL}/infer", json=OIP_BODY, headers=twice),
+    ]
+    assert [answer.headers[TENANT_HEADER] for answer in answers] == ["from-gateway"] * 4
+    with grpc.insecure_channel(f"127.0.0.1:{by_header.grpc_port}") as channel:
+        request = message(PREDICTIONS_REQUEST)(
+            model_name=MODEL, input={"data": json.dumps(ROWS).encode()}
+        )
+        _, call = Stub(channel, TS_INFERENCE_SERVICE).Predictions.with_call(request, metadata=twice)
+    assert dict(call.trailing_metadata())[TENANT_HEADER] == "from-gateway"
+
+
 def test_a_request_without_the_header_is_the_default_tenant(by_header: Served) -> None:
     response = by_header.http.post(f"/models/{MODEL}/invoke", json=ROWS)
     assert response.status_code == 200

@@ -228,3 +228,34 @@ def test_a_tenant_at_its_cap_waits_while_slots_are_free(serve: Servers, tmp_path
         gate.touch()
         answered = [future.result().status_code for future in (held, *behind, beside)]
     assert sorted(answered) == [200, 200, 200, 429]
+
+
+def test_a_capped_tenant_leaves_room_in_a_shared_models_queue(
+    serve: Servers, tmp_path: Path
+) -> None:
+    """tenants.md's way to keep one tenant from filling a model's queue of two: every tenant
+    capped at one request, the flood of one waits in its own queue (then 429), and another
+    tenant's request still finds room in the model's."""
+    gate = tmp_path / "gate"
+    gated_handler_folder(tmp_path / "store" / GATED, gate)
+    tenants_file = tmp_path / "tenants.toml"
+    write(tenants_file, "[default]\nmax_concurrency = 1\n")
+    server = serve(
+        tmp_path / "store",
+        **{"workers": 1, "threads_per_worker": 1, "max_concurrency": 8, "job_queue_size": 2},
+        **{"tenant_from": "header", "tenants_file": tenants_file, "batch_size": 1},
+    )
+    with (
+        httpx.Client(base_url=server.url, timeout=60) as client,
+        concurrent.futures.ThreadPoolExecutor(8) as pool,
+    ):
+        held = pool.submit(invoke_gated, client, "noisy", "1")
+        wait_until(lambda: in_flight(client) == 1)
+        flood = [pool.submit(invoke_gated, client, "noisy", str(n)) for n in (2, 3, 4)]
+        wait_until(lambda: any(future.done() for future in flood))
+        quiet = pool.submit(invoke_gated, client, "quiet", "5")
+        wait_until(lambda: in_flight(client) == 2)
+        gate.touch()
+        answered = [future.result() for future in (held, *flood, quiet)]
+    refused = [answer.json()["type"] for answer in answered if answer.status_code != 200]
+    assert refused == ["TenantQueueFull"] and answered[-1].status_code == 200

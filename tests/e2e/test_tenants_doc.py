@@ -102,3 +102,14 @@ def test_the_pages_answers_have_the_keys_a_tenant_has(first_commands: Walk) -> N
         shown = json.loads(example)
         assert shown.keys() == real.keys()
         assert shown["latencyMs"].keys() == real["latencyMs"].keys()
+
+
+def test_the_pages_lookup_finds_the_first_examples_tenant(first_commands: Walk) -> None:
+    """The page's `GET /tenants/{tenant}`, sent after its first example, answers for the tenant
+    that example counted, as the answer shown below it says."""
+    client, requests = first_commands
+    counted = client.send(requests[0]).headers["x-modelhost-tenant"]
+    (lookup,) = commands(blocks("sh")[1])
+    found = client.send(sent(lookup, requests[0].url.netloc.decode()))
+    assert found.status_code == 200, found.text
+    assert found.json()["tenant"] == counted == json.loads(blocks("json")[0])["tenant"]

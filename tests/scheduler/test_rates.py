@@ -69,6 +69,15 @@ def test_a_tenant_past_its_rate_is_429_with_whole_seconds_to_wait() -> None:
     rates.take("t007")
 
 
+def test_a_short_wait_is_said_in_milliseconds() -> None:
+    """At 500 requests a second the wait is 2 ms, which the message must not round to 0 s."""
+    rates = TenantRates(TenantPolicies(TenantPolicy(rate=500, burst=1)).of, Clock())
+    rates.take("t007")
+    with pytest.raises(RateLimited, match="retry after 2 ms") as refused:
+        rates.take("t007")
+    assert refused.value.retry_after_s == 1
+
+
 def test_a_tenant_without_a_rate_is_never_limited_and_keeps_no_bucket() -> None:
     rates = TenantRates(TenantPolicies(named={"a": TenantPolicy(rate=1)}).of, Clock())
     for _ in range(100):

@@ -170,3 +170,17 @@ def test_a_tenants_file_needs_a_tenant_rule(tmp_path: Path) -> None:
     args = ["simulate", str(log), "--tenants-file", str(tmp_path / "tenants.toml")]
     result = CliRunner().invoke(main, [*args, "--out", str(tmp_path / "out")])
     assert result.exit_code != 0 and "--tenant-from" in result.output
+
+
+def test_a_tenants_file_too_big_for_a_budget_names_that_budget(tmp_path: Path) -> None:
+    """A memory_max of 3 B replayed at 2 B and 4 B: the refusal names the replayed budget it
+    does not fit and simulate's --budgets, not the server's --memory-budget."""
+    log = tmp_path / "access.jsonl"
+    log.write_text(json.dumps({"model": "a/m", "cache": "hit", "model_bytes": 1}) + "\n")
+    (tmp_path / "tenants.toml").write_text("[default]\nmemory_max = 3\n")
+    args = ["simulate", str(log), "--budgets", "2,4", "--tenant-from", "name:1"]
+    args += ["--tenants-file", str(tmp_path / "tenants.toml"), "--out", str(tmp_path / "out")]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code != 0
+    assert "--memory-budget" not in result.output, result.output
+    assert "above the memory budget (2 B); lower it, or raise --budgets" in result.output

@@ -67,7 +67,9 @@ def _quotas(tenants_file: Path | None, budget_bytes: int) -> TenantPolicies | No
         return None
     from modelhost.config.tenants_file import read_tenants_file
 
-    policies: TenantPolicies = read_tenants_file(tenants_file, budget_bytes, UNBOUNDED_DISK_BYTES)
+    policies: TenantPolicies = read_tenants_file(
+        tenants_file, budget_bytes, UNBOUNDED_DISK_BYTES, memory_flag="--budgets"
+    )
     return policies
 
 
