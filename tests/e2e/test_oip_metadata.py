@@ -16,7 +16,7 @@ import tritonclient.http as triton_http
 from helpers.serving import Servers
 from sklearn.datasets import load_iris
 from sklearn.linear_model import LinearRegression
-from tritonclient.utils import triton_to_np_dtype
+from tritonclient.utils import InferenceServerException, triton_to_np_dtype
 
 from modelhost import testing
 
@@ -266,3 +266,20 @@ def test_an_unknown_output_among_two_is_400_naming_the_outputs(client: httpx.Cli
     answer = client.post(f"/v2/models/{IRIS}/infer", json=asked)
     assert answer.status_code == 400
     assert "predict, predict_proba" in answer.json()["error"]
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_an_unknown_output_of_a_regressor_names_its_metadatas_outputs(
+    request: pytest.FixtureRequest, client: httpx.Client, protocol: str
+) -> None:
+    """The refusal lists the outputs metadata lists (predict alone), not predict_proba."""
+    outputs = ", ".join(output["name"] for output in loaded(client, REGRESSOR)["outputs"])
+    triton: Any = triton_http if protocol == "http" else triton_grpc
+    oip = request.getfixturevalue(f"{protocol}_oip")
+    given = triton.InferInput("input-0", list(ROWS.shape), "FP64")
+    given.set_data_from_numpy(ROWS)
+    wanted = [triton.InferRequestedOutput("scores")]
+    with pytest.raises(InferenceServerException) as refused:
+        oip.infer(REGRESSOR, [given], outputs=wanted)
+    assert refused.value.status() in ("400", "StatusCode.INVALID_ARGUMENT")
+    assert f"its outputs, as its metadata lists them, are {outputs}:" in refused.value.message()

@@ -301,3 +301,25 @@ def test_an_output_asked_twice_is_answered_once(iris: Handler) -> None:
     document = {"inputs": [fp32_input(ROWS)], "outputs": [{"name": "predict"}] * 2}
     reply = iris.infer(oip_request(document, ROWS_FP32))
     assert [output["name"] for output in json.loads(reply.body)["outputs"]] == ["predict"]
+
+
+@pytest.fixture(scope="module")
+def regressor(tmp_path_factory: pytest.TempPathFactory) -> Handler:
+    from sklearn.datasets import load_iris
+    from sklearn.linear_model import LinearRegression
+
+    model = LinearRegression().fit(*load_iris(return_X_y=True))
+    path = testing.dump(model, tmp_path_factory.mktemp("oip") / "regressor.joblib")
+    return load_handler(path, "regressor")
+
+
+@pytest.mark.parametrize("output", ["scores", "predict_proba"])
+def test_an_unknown_output_names_the_models_own_outputs(regressor: Handler, output: str) -> None:
+    """A regressor has no predict_proba: the refusal lists the outputs its metadata lists."""
+    signature = regressor.signature()
+    assert signature is not None
+    names = ", ".join(spec.name for spec in signature.outputs)
+    assert names == "predict"
+    document = {"inputs": [fp32_input(ROWS)], "outputs": [{"name": output}]}
+    with pytest.raises(BadRequestBody, match=f"no output '{output}'; its outputs.* are {names}:"):
+        regressor.infer(oip_request(document, ROWS_FP32))
