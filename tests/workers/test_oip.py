@@ -323,3 +323,26 @@ def test_an_unknown_output_names_the_models_own_outputs(regressor: Handler, outp
     document = {"inputs": [fp32_input(ROWS)], "outputs": [{"name": output}]}
     with pytest.raises(BadRequestBody, match=f"no output '{output}'; its outputs.* are {names}:"):
         regressor.infer(oip_request(document, ROWS_FP32))
+
+
+def test_two_outputs_decode_the_rows_once(iris: Handler, monkeypatch: pytest.MonkeyPatch) -> None:
+    """predict and predict_proba in one request share one decoding of the rows, alone or in a
+    batch, and each answer is the model's own."""
+    from modelhost.workers.handlers import rows
+
+    decoded: list[bytes] = []
+    decode = rows.decode_rows
+    monkeypatch.setattr(rows, "decode_rows", lambda b, k: decoded.append(b) or decode(b, k))
+    both = [{"name": "predict"}, {"name": "predict_proba", "parameters": {"binary_data": False}}]
+    request = oip_request({"inputs": [fp32_input(ROWS)], "outputs": both}, ROWS_FP32)
+    model = iris.inner.model  # type: ignore[attr-defined]
+    given = np.asarray(ROWS, "<f4").astype(np.float64)
+    replies = [iris.infer(request)]
+    assert len(decoded) <= 1
+    replies += iris.infer_batch([request, request])
+    assert len(decoded) <= 3  # once a request
+    for reply in replies:
+        assert not isinstance(reply, Exception)
+        labels, probabilities = json.loads(reply.body)["outputs"]
+        assert labels["data"] == model.predict(given).tolist()
+        assert np.allclose(probabilities["data"], model.predict_proba(given).reshape(-1))

@@ -163,19 +163,21 @@ def handler_requests(
 ) -> dict[str, InferRequest]:
     """Each output asked, and the handler's request for it."""
     high = [tensor for tensor in oip.inputs if tensor.values.ndim > 2]
-    if high and isinstance(handler, RowsHandler):
-        raise BadRequestBody(_takes_rows(high[0]))
+    if isinstance(handler, RowsHandler):
+        if high:
+            raise BadRequestBody(_takes_rows(high[0]))
+        rows = rows_of(oip)  # once, for every method asked
+        methods = methods_asked(oip, outputs)
+        return {m: InferRequest(b"", ARRAY, ARRAY, {"method": m}, rows) for m in methods}
+    if len(oip.outputs) > 1:
+        raise BadRequestBody("request one output at a time; this model answers one tensor")
     one = oip.inputs[0]
     shaped = high == [one] and one.datatype != "BYTES"
     instances = one.values if shaped else rows_of(oip)
     body = json.dumps({"instances": instances.tolist()}).encode()
-    if not isinstance(handler, RowsHandler):
-        if len(oip.outputs) > 1:
-            raise BadRequestBody("request one output at a time; this model answers one tensor")
-        method = method_of(oip)
-        name = oip.outputs[0].name if oip.outputs else method
-        return {name: InferRequest(body, JSON, JSON, {"method": method})}
-    return {m: InferRequest(body, JSON, ARRAY, {"method": m}) for m in methods_asked(oip, outputs)}
+    method = method_of(oip)
+    name = oip.outputs[0].name if oip.outputs else method
+    return {name: InferRequest(body, JSON, JSON, {"method": method})}
 
 
 def methods_asked(oip: OipRequest, outputs: Sequence[str]) -> list[str]:
