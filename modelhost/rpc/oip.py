@@ -30,7 +30,7 @@ from modelhost.workers.oip_media import (
     oip_media_type,
 )
 
-EXTENSIONS = ("model_repository",)
+EXTENSIONS = ("classification", "model_repository")
 INDEX_PART_NAMES = 1000  # the index yields to the loop between parts
 
 

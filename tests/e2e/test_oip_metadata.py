@@ -283,3 +283,27 @@ def test_an_unknown_output_of_a_regressor_names_its_metadatas_outputs(
         oip.infer(REGRESSOR, [given], outputs=wanted)
     assert refused.value.status() in ("400", "StatusCode.INVALID_ARGUMENT")
     assert f"its outputs, as its metadata lists them, are {outputs}:" in refused.value.message()
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_a_triton_client_asks_for_a_classification(
+    request: pytest.FixtureRequest, client: httpx.Client, store: Path, protocol: str
+) -> None:
+    """class_count=2 answers each row's two best classes as "value:index", the best first,
+    and the server says it has the classification extension."""
+    loaded(client, IRIS)
+    triton: Any = triton_http if protocol == "http" else triton_grpc
+    oip = request.getfixturevalue(f"{protocol}_oip")
+    extensions = oip.get_server_metadata()
+    extensions = extensions.extensions if protocol == "grpc" else extensions["extensions"]
+    assert "classification" in extensions
+    given = triton.InferInput("input-0", list(ROWS.shape), "FP64")
+    given.set_data_from_numpy(ROWS)
+    wanted = [triton.InferRequestedOutput("predict_proba", class_count=2)]
+    answer = oip.infer(IRIS, [given], outputs=wanted).as_numpy("predict_proba")
+    assert answer.shape == (3, 2)
+    pairs = [[item.decode().split(":") for item in row] for row in answer]
+    reference = joblib.load(store / IRIS)
+    assert [int(row[0][1]) for row in pairs] == reference.predict(ROWS).tolist()
+    best = reference.predict_proba(ROWS).max(axis=1)
+    assert np.allclose([float(row[0][0]) for row in pairs], best)

@@ -346,3 +346,46 @@ def test_two_outputs_decode_the_rows_once(iris: Handler, monkeypatch: pytest.Mon
         labels, probabilities = json.loads(reply.body)["outputs"]
         assert labels["data"] == model.predict(given).tolist()
         assert np.allclose(probabilities["data"], model.predict_proba(given).reshape(-1))
+
+
+def test_classification_answers_each_rows_top_classes(iris: Handler) -> None:
+    """Triton's classification extension: "value:index" strings, best first, [rows, count]."""
+    wanted = {"name": "predict_proba", "parameters": {"classification": 2}}
+    reply = iris.infer(oip_request({"inputs": [fp32_input(ROWS)], "outputs": [wanted]}, ROWS_FP32))
+    (output,) = json.loads(reply.body)["outputs"]
+    assert (output["name"], output["datatype"], output["shape"]) == (
+        "predict_proba",
+        "BYTES",
+        [2, 2],
+    )
+    given = np.asarray(ROWS, "<f4").astype(np.float64)
+    probabilities = iris.inner.model.predict_proba(given)  # type: ignore[attr-defined]
+    pairs = [item.split(":") for item in output["data"]]
+    assert [int(index) for _, index in pairs] == np.argsort(-probabilities)[:, :2].ravel().tolist()
+    chosen = np.take_along_axis(probabilities, np.argsort(-probabilities)[:, :2], axis=1)
+    assert np.allclose([float(value) for value, _ in pairs], chosen.ravel())
+
+
+@pytest.mark.parametrize(
+    ("count", "words"),
+    [
+        (4, "3 classes a row; ask for a classification of 1 to 3"),
+        (-1, "1 or more"),
+        ("2", "1 or more"),
+    ],
+)
+def test_a_classification_the_output_cannot_give_is_400(
+    iris: Handler, count: object, words: str
+) -> None:
+    wanted = {"name": "predict_proba", "parameters": {"classification": count}}
+    request = oip_request({"inputs": [fp32_input(ROWS)], "outputs": [wanted]}, ROWS_FP32)
+    with pytest.raises(BadRequestBody, match=words):
+        iris.infer(request)
+
+
+def test_a_classification_of_strings_is_400() -> None:
+    wanted = {"name": "predict", "parameters": {"classification": 1}}
+    given = {"name": "x", "datatype": "FP32", "shape": [1], "data": [1]}
+    request = decode_request(*oip_json({"inputs": [given], "outputs": [wanted]}))
+    with pytest.raises(BadRequestBody, match="holds strings"):
+        encode_response("m", "", request, [tensor_of("predict", np.array(["setosa"]))])
