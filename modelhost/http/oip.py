@@ -17,7 +17,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from modelhost.documents import json_object
-from modelhost.errors import ModelhostError, ModelNotFound
+from modelhost.errors import BadRequestBody, ModelhostError, ModelNotFound
 from modelhost.host import Invocation, Result, State
 from modelhost.host.listing import EVERYWHERE, LOADED
 from modelhost.http.middleware import TENANT_KEY
@@ -224,10 +224,14 @@ class OipRoutes:
         self.http.authorize(request)
         name = model_in_path(request)
         parameters = (await self.optional_json(request)).get("parameters") or {}
-        url = parameters.get("url") if isinstance(parameters, dict) else None
-        if isinstance(url, str):
+        if not isinstance(parameters, dict):
+            raise BadRequestBody('\'parameters\' must be an object, such as {"url": "..."}')
+        url = parameters.get("url")
+        if url is not None and not isinstance(url, str):
+            raise BadRequestBody("parameters.url must be a string: the URL to load the model from")
+        if url is not None:
             check_param("parameters.url", url)
-        await self.models.load(name, url if isinstance(url, str) else None)
+        await self.models.load(name, url)
         return Response(status_code=200)
 
     async def unload(self, request: Request) -> Response:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from modelhost.errors import ModelNotFound
+from modelhost.errors import ModelAlreadyLoaded, ModelNotFound
 from modelhost.host import ModelHost, State
+from modelhost.urls import redact_url
 
 MODEL_VERSION = "1"  # of a model registered without versions
 REPOSITORY_STATE = {State.LOADED: "READY", State.LOADING: "LOADING", State.UNLOADING: "UNLOADING"}
@@ -34,7 +35,14 @@ class OipModels:
 
     async def load(self, name: str, url: str | None) -> None:
         """Load the default version from the store, or from `url`; a loaded model stays."""
-        if self.state(self.host.resolve(name)) is State.LOADED:
+        held = self.host.resolve(name)
+        if self.state(held) is State.LOADED:
+            if url is not None and self.host.disk.stores.admit(url) != self.host.source_of(held):
+                raise ModelAlreadyLoaded(
+                    f"model {name} is loaded from {redact_url(self.host.source_of(held))}; unload "
+                    f"it first (POST /v2/repository/models/{name}/unload, or gRPC's "
+                    f"RepositoryModelUnload) to load it from {redact_url(url)}"
+                )
             return
         if url is None:
             await self.host.load(self.host.resolve(name))

@@ -471,3 +471,19 @@ def in_flight(server: testing.RunningServer) -> float:
     families = {f.name: f for f in text_string_to_metric_families(text)}
     (gauge,) = families["modelhost_http_requests_in_flight"].samples
     return gauge.value
+
+
+def test_loading_a_loaded_model_from_another_url_already_exists(address: str) -> None:
+    """Triton's load with a url parameter, of a model loaded from elsewhere: refused with the
+    way out, not answered as loaded while the old artifact stays."""
+    model = "tenants/t004.joblib"
+    with grpc.insecure_channel(address) as channel:
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+        stub.RepositoryModelLoad(service_pb2.RepositoryModelLoadRequest(model_name=model))
+        request = service_pb2.RepositoryModelLoadRequest(model_name=model)
+        request.parameters["url"].string_param = "iris.pkl"
+        with pytest.raises(grpc.RpcError) as refused:
+            stub.RepositoryModelLoad(request)
+        assert refused.value.code() == grpc.StatusCode.ALREADY_EXISTS
+        assert f"POST /v2/repository/models/{model}/unload" in str(refused.value.details())
+        stub.RepositoryModelUnload(service_pb2.RepositoryModelUnloadRequest(model_name=model))
