@@ -32,7 +32,7 @@ from modelhost.http.oip_replies import (
 )
 from modelhost.http.oip_replies import header_length as header_length_of_text
 from modelhost.http.routes import SageMakerRoutes, model_in_path
-from modelhost.protocols.oip import OipModels, missing
+from modelhost.protocols.oip import OipModels, check_load_parameters, missing
 from modelhost.protocols.params import check_param
 from modelhost.workers.answers import check_response_size
 from modelhost.workers.oip_media import (
@@ -226,6 +226,7 @@ class OipRoutes:
         parameters = (await self.optional_json(request)).get("parameters") or {}
         if not isinstance(parameters, dict):
             raise BadRequestBody('\'parameters\' must be an object, such as {"url": "..."}')
+        check_load_parameters(parameters)
         url = parameters.get("url")
         if url is not None and not isinstance(url, str):
             raise BadRequestBody("parameters.url must be a string: the URL to load the model from")

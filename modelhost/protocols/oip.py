@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
-from modelhost.errors import ModelAlreadyLoaded, ModelNotFound
+from modelhost.errors import BadRequestBody, ModelAlreadyLoaded, ModelNotFound
 from modelhost.host import ModelHost, State
 from modelhost.urls import redact_url
 
@@ -82,6 +83,22 @@ class OipModels:
             "state": REPOSITORY_STATE[state] if state else "UNAVAILABLE",
             "reason": "" if state else NOT_LOADED_REASON,
         }
+
+
+def check_load_parameters(names: Iterable[str]) -> None:
+    """Refuse Triton's uploaded files and configuration, which modelhost would not apply."""
+    names = list(names)
+    for name in names:
+        if name.startswith("file:"):
+            raise BadRequestBody(
+                f"parameter {name}: modelhost takes no uploaded model files; put the artifact "
+                "in the model store, or name its URL in parameters.url"
+            )
+    if "config" in names:
+        raise BadRequestBody(
+            "parameter config: modelhost keeps no Triton model configuration; leave it out, "
+            "and declare inputs and outputs in the model's modelhost.toml"
+        )
 
 
 def missing(name: str) -> str:

@@ -15,7 +15,7 @@ from modelhost.host import Invocation, ModelHost, State
 from modelhost.host.listing import EVERYWHERE, LOADED
 from modelhost.names import model_name
 from modelhost.protocols.health import Health
-from modelhost.protocols.oip import OipModels, missing
+from modelhost.protocols.oip import OipModels, check_load_parameters, missing
 from modelhost.protocols.params import check_param
 from modelhost.protocols.tenants import TenantRule
 from modelhost.rpc.access import Access
@@ -129,6 +129,7 @@ class OipServicer:
         """Load from the store, or from an allowed `url` parameter."""
         self.access.authorize(context)
         name = call.model = model_name(_model_of(request))
+        check_load_parameters(request.parameters)
         url = _url_of(request)
         if url:
             check_param("parameters.url", url)

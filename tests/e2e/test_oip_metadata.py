@@ -307,3 +307,24 @@ def test_a_triton_client_asks_for_a_classification(
     assert [int(row[0][1]) for row in pairs] == reference.predict(ROWS).tolist()
     best = reference.predict_proba(ROWS).max(axis=1)
     assert np.allclose([float(row[0][0]) for row in pairs], best)
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+@pytest.mark.parametrize(
+    ("given", "words"),
+    [
+        ({"config": '{"max_batch_size": 8}'}, "modelhost.toml"),
+        ({"config": "{}", "files": {"file:1/model.joblib": b"x"}}, "file:1/model.joblib"),
+    ],
+    ids=["config", "files"],
+)
+def test_a_load_with_tritons_config_or_files_is_refused(
+    request: pytest.FixtureRequest, protocol: str, given: dict[str, Any], words: str
+) -> None:
+    """tritonclient's load_model(config=, files=) would have Triton apply them; modelhost would
+    load the store's artifact in their place, so it refuses them, saying what it takes."""
+    oip = request.getfixturevalue(f"{protocol}_oip")
+    with pytest.raises(InferenceServerException) as refused:
+        oip.load_model(IRIS, **given)
+    assert refused.value.status() in ("400", "StatusCode.INVALID_ARGUMENT")
+    assert words in refused.value.message()
