@@ -42,7 +42,7 @@ from modelhost.workers.oip_media import (
     oip_media_type,
 )
 
-EXTENSIONS = ["binary_tensor_data", "classification", "model_repository"]
+EXTENSIONS = ["binary_tensor_data", "classification", "model_repository", "statistics"]
 INDEX_PART_NAMES = 1000  # the index yields to the loop between parts
 EXTENSION_CALLS = ("config", "stats")  # Triton's, on a model's path
 ALL_MODELS_STATS = "stats"  # `GET /v2/models/stats`

@@ -37,6 +37,12 @@ def test_server_health_and_metadata(oip: triton.InferenceServerClient) -> None:
     assert set(metadata["extensions"]) >= {"binary_tensor_data", "model_repository"}
 
 
+def test_server_metadata_lists_the_statistics_it_serves(oip: triton.InferenceServerClient) -> None:
+    """GET /v2/models/{m}/stats is served, so the statistics extension is listed, as Triton
+    lists it for clients that look before they ask."""
+    assert "statistics" in oip.get_server_metadata()["extensions"]
+
+
 def test_load_infer_unload_through_the_repository(oip: triton.InferenceServerClient) -> None:
     assert not oip.is_model_ready(MODEL)
     oip.load_model(MODEL)
