@@ -7,6 +7,7 @@ from typing import Any
 
 from modelhost.errors import BadRequestBody, ModelAlreadyLoaded, ModelNotFound
 from modelhost.host import ModelHost, State
+from modelhost.host.sources import comes_from
 from modelhost.urls import redact_url
 
 MODEL_VERSION = "1"  # of a model registered without versions
@@ -38,7 +39,7 @@ class OipModels:
         """Load the default version from the store, or from `url`; a loaded model stays."""
         held = self.host.resolve(name)
         if self.state(held) is State.LOADED:
-            if url is not None and self.host.disk.stores.admit(url) != self.host.source_of(held):
+            if url is not None and not comes_from(self.host, held, url):
                 raise ModelAlreadyLoaded(
                     f"model {name} is loaded from {redact_url(self.host.source_of(held))}; unload "
                     f"it first (POST /v2/repository/models/{name}/unload, or gRPC's "
