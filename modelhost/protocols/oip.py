@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from modelhost.errors import BadRequestBody, ModelAlreadyLoaded, ModelNotFound
 from modelhost.host import ModelHost, State
+from modelhost.host.listing import LOADED
 from modelhost.host.sources import comes_from
 from modelhost.urls import redact_url
 
+Counters = Callable[[str], dict[str, Any]]  # a model's request counters, by name
 MODEL_VERSION = "1"  # of a model registered without versions
 REPOSITORY_STATE = {State.LOADED: "READY", State.LOADING: "LOADING", State.UNLOADING: "UNLOADING"}
+INDEX_PART_NAMES = 1000  # names a page, between which others' requests go through
 NOT_LOADED_REASON = "not loaded; it loads on its first request or on load"
 
 
@@ -71,6 +74,28 @@ class OipModels:
             "inputs": [spec.described() for spec in signature.inputs],
             "outputs": [spec.described() for spec in signature.outputs],
         }
+
+    def statistics(self, name: str, counters: Counters) -> dict[str, Any]:
+        """Triton's statistics of a model, without durations, which are not kept."""
+        counts = counters(name)
+        succeeded, failed = counts["requests"] - counts["errors"], counts["errors"]
+        last_used = self.host.model_statistics(name).last_used
+        model, version = self.version_held(name)
+        return {
+            "name": model,
+            "version": version,
+            "last_inference": round(last_used * 1000) if last_used else 0,
+            "inference_count": succeeded,
+            "inference_stats": {"success": {"count": succeeded}, "fail": {"count": failed}},
+        }
+
+    def every_statistics(self, counters: Counters) -> list[dict[str, Any]]:
+        """The statistics of every loaded model."""
+        stats, after = [], ""
+        while names := self.host.model_names().page(after, INDEX_PART_NAMES, (LOADED,)):
+            stats += [self.statistics(name, counters) for name in names]
+            after = names[-1]
+        return stats
 
     def version_held(self, name: str) -> tuple[str, str]:
         return self.host.owner_of(name) or (name, MODEL_VERSION)

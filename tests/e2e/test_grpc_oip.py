@@ -487,3 +487,22 @@ def test_loading_a_loaded_model_from_another_url_already_exists(address: str) ->
         assert refused.value.code() == grpc.StatusCode.ALREADY_EXISTS
         assert f"POST /v2/repository/models/{model}/unload" in str(refused.value.details())
         stub.RepositoryModelUnload(service_pb2.RepositoryModelUnloadRequest(model_name=model))
+
+
+def test_get_inference_statistics(oip: triton.InferenceServerClient) -> None:
+    """Triton's statistics extension over gRPC: the counters REST's /stats answers."""
+    model = "tenants/t005.joblib"
+    for _ in range(2):
+        oip.infer(model, [iris_input(iris(1))])
+    (entry,) = oip.get_inference_statistics(model, as_json=True)["model_stats"]
+    assert (entry["name"], entry["version"]) == (model, "1")
+    assert int(entry["inference_count"]) == 2
+    assert int(entry["inference_stats"]["success"]["count"]) == 2
+    assert int(entry["last_inference"]) > 0
+    versioned = oip.get_inference_statistics(model, model_version="1", as_json=True)
+    assert versioned["model_stats"] == [entry]
+    assert entry in oip.get_inference_statistics(as_json=True)["model_stats"]
+    assert "statistics" in oip.get_server_metadata(as_json=True)["extensions"]
+    with pytest.raises(InferenceServerException) as error:
+        oip.get_inference_statistics("no/such.joblib")
+    assert error.value.status() == "StatusCode.NOT_FOUND"
