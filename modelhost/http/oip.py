@@ -17,7 +17,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from modelhost.documents import json_object
-from modelhost.errors import ModelhostError, ModelNotFound
+from modelhost.errors import BadRequestBody, ModelhostError, ModelNotFound
 from modelhost.host import Invocation, Result, State
 from modelhost.host.listing import EVERYWHERE, LOADED
 from modelhost.http.errors import type_name_of
@@ -33,7 +33,7 @@ from modelhost.http.oip_replies import (
 )
 from modelhost.http.oip_replies import header_length as header_length_of_text
 from modelhost.http.routes import SageMakerRoutes, model_in_path
-from modelhost.protocols.oip import OipModels, missing
+from modelhost.protocols.oip import INDEX_PART_NAMES, OipModels, check_load_parameters, missing
 from modelhost.protocols.params import check_param
 from modelhost.workers.answers import check_response_size
 from modelhost.workers.oip_media import (
@@ -43,8 +43,7 @@ from modelhost.workers.oip_media import (
     oip_media_type,
 )
 
-EXTENSIONS = ["binary_tensor_data", "model_repository"]
-INDEX_PART_NAMES = 1000  # the index yields to the loop between parts
+EXTENSIONS = ["binary_tensor_data", "classification", "model_repository", "statistics"]
 EXTENSION_CALLS = ("config", "stats")  # Triton's, on a model's path
 ALL_MODELS_STATS = "stats"  # `GET /v2/models/stats`
 
@@ -116,7 +115,8 @@ class OipRoutes:
             if call is not None and await self._exists(call[0]):
                 return self._extension(*call)
             if name == ALL_MODELS_STATS and not version:
-                return JSONResponse({"model_stats": self._all_stats()})
+                every = self.models.every_statistics(self.http.usage.for_model)
+                return JSONResponse({"model_stats": every})
             raise ModelNotFound(missing(name))
         return JSONResponse(self.models.metadata(name, held))
 
@@ -141,7 +141,8 @@ class OipRoutes:
     def _extension(self, name: str, version: str, call: str) -> Response:
         held = self._held(name, version)
         if call == "stats":
-            return JSONResponse({"model_stats": [self._stats(held)]})
+            stats = self.models.statistics(held, self.http.usage.for_model)
+            return JSONResponse({"model_stats": [stats]})
         return JSONResponse(
             {
                 "error": f"modelhost keeps no Triton model configuration for {name}; "
@@ -149,27 +150,6 @@ class OipRoutes:
             },
             501,
         )
-
-    def _stats(self, name: str) -> dict[str, Any]:
-        """Triton's statistics of a model, without durations, which are not kept."""
-        counters = self.http.usage.for_model(name)
-        succeeded, failed = counters["requests"] - counters["errors"], counters["errors"]
-        last_used = self.host.model_statistics(name).last_used
-        model, version = self._version_held(name)
-        return {
-            "name": model,
-            "version": version,
-            "last_inference": round(last_used * 1000) if last_used else 0,
-            "inference_count": succeeded,
-            "inference_stats": {"success": {"count": succeeded}, "fail": {"count": failed}},
-        }
-
-    def _all_stats(self) -> list[dict[str, Any]]:
-        stats, after = [], ""
-        while names := self.host.model_names().page(after, INDEX_PART_NAMES, (LOADED,)):
-            stats += [self._stats(name) for name in names]
-            after = names[-1]
-        return stats
 
     async def _exists(self, name: str) -> bool:
         return await self.models.exists(name)
@@ -227,10 +207,15 @@ class OipRoutes:
         self.http.authorize(request)
         name = model_in_path(request)
         parameters = (await self.optional_json(request)).get("parameters") or {}
-        url = parameters.get("url") if isinstance(parameters, dict) else None
-        if isinstance(url, str):
+        if not isinstance(parameters, dict):
+            raise BadRequestBody('\'parameters\' must be an object, such as {"url": "..."}')
+        check_load_parameters(parameters)
+        url = parameters.get("url")
+        if url is not None and not isinstance(url, str):
+            raise BadRequestBody("parameters.url must be a string: the URL to load the model from")
+        if url is not None:
             check_param("parameters.url", url)
-        await self.models.load(name, url if isinstance(url, str) else None)
+        await self.models.load(name, url)
         return Response(status_code=200)
 
     async def unload(self, request: Request) -> Response:
@@ -246,9 +231,6 @@ class OipRoutes:
 
     def _state(self, name: str) -> State | None:
         return self.host.state_of(name)
-
-    def _version_held(self, name: str) -> tuple[str, str]:
-        return self.models.version_held(name)
 
     def _entry(self, name: str) -> dict[str, str]:
         return self.models.entry(name)

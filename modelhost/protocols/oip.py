@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from modelhost.errors import ModelNotFound
+from modelhost.errors import BadRequestBody, ModelAlreadyLoaded, ModelNotFound
 from modelhost.host import ModelHost, State
+from modelhost.host.listing import LOADED
+from modelhost.host.sources import comes_from
+from modelhost.urls import redact_url
 
+Counters = Callable[[str], dict[str, Any]]  # a model's request counters, by name
 MODEL_VERSION = "1"  # of a model registered without versions
 REPOSITORY_STATE = {State.LOADED: "READY", State.LOADING: "LOADING", State.UNLOADING: "UNLOADING"}
+INDEX_PART_NAMES = 1000  # names a page, between which others' requests go through
 NOT_LOADED_REASON = "not loaded; it loads on its first request or on load"
 
 
@@ -34,7 +40,14 @@ class OipModels:
 
     async def load(self, name: str, url: str | None) -> None:
         """Load the default version from the store, or from `url`; a loaded model stays."""
-        if self.state(self.host.resolve(name)) is State.LOADED:
+        held = self.host.resolve(name)
+        if self.state(held) is State.LOADED:
+            if url is not None and not comes_from(self.host, held, url):
+                raise ModelAlreadyLoaded(
+                    f"model {name} is loaded from {redact_url(self.host.source_of(held))}; unload "
+                    f"it first (POST /v2/repository/models/{name}/unload, or gRPC's "
+                    f"RepositoryModelUnload) to load it from {redact_url(url)}"
+                )
             return
         if url is None:
             await self.host.load(self.host.resolve(name))
@@ -62,6 +75,28 @@ class OipModels:
             "outputs": [spec.described() for spec in signature.outputs],
         }
 
+    def statistics(self, name: str, counters: Counters) -> dict[str, Any]:
+        """Triton's statistics of a model, without durations, which are not kept."""
+        counts = counters(name)
+        succeeded, failed = counts["requests"] - counts["errors"], counts["errors"]
+        last_used = self.host.model_statistics(name).last_used
+        model, version = self.version_held(name)
+        return {
+            "name": model,
+            "version": version,
+            "last_inference": round(last_used * 1000) if last_used else 0,
+            "inference_count": succeeded,
+            "inference_stats": {"success": {"count": succeeded}, "fail": {"count": failed}},
+        }
+
+    def every_statistics(self, counters: Counters) -> list[dict[str, Any]]:
+        """The statistics of every loaded model."""
+        stats, after = [], ""
+        while names := self.host.model_names().page(after, INDEX_PART_NAMES, (LOADED,)):
+            stats += [self.statistics(name, counters) for name in names]
+            after = names[-1]
+        return stats
+
     def version_held(self, name: str) -> tuple[str, str]:
         return self.host.owner_of(name) or (name, MODEL_VERSION)
 
@@ -74,6 +109,22 @@ class OipModels:
             "state": REPOSITORY_STATE[state] if state else "UNAVAILABLE",
             "reason": "" if state else NOT_LOADED_REASON,
         }
+
+
+def check_load_parameters(names: Iterable[str]) -> None:
+    """Refuse Triton's uploaded files and configuration, which modelhost would not apply."""
+    names = list(names)
+    for name in names:
+        if name.startswith("file:"):
+            raise BadRequestBody(
+                f"parameter {name}: modelhost takes no uploaded model files; put the artifact "
+                "in the model store, or name its URL in parameters.url"
+            )
+    if "config" in names:
+        raise BadRequestBody(
+            "parameter config: modelhost keeps no Triton model configuration; leave it out, "
+            "and declare inputs and outputs in the model's modelhost.toml"
+        )
 
 
 def missing(name: str) -> str:

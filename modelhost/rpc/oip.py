@@ -10,12 +10,15 @@ import asyncio
 from importlib import metadata
 from typing import Any
 
+from google.protobuf import json_format
+
 from modelhost.errors import ModelNotFound
 from modelhost.host import Invocation, ModelHost, State
 from modelhost.host.listing import EVERYWHERE, LOADED
 from modelhost.names import model_name
+from modelhost.observe.usage import ModelUsage
 from modelhost.protocols.health import Health
-from modelhost.protocols.oip import OipModels, missing
+from modelhost.protocols.oip import INDEX_PART_NAMES, OipModels, check_load_parameters, missing
 from modelhost.protocols.params import check_param
 from modelhost.protocols.tenants import TenantRule
 from modelhost.rpc.access import Access
@@ -30,8 +33,7 @@ from modelhost.workers.oip_media import (
     oip_media_type,
 )
 
-EXTENSIONS = ("model_repository",)
-INDEX_PART_NAMES = 1000  # the index yields to the loop between parts
+EXTENSIONS = ("classification", "model_repository", "statistics")
 
 
 class OipServicer:
@@ -42,8 +44,10 @@ class OipServicer:
         health: Health,
         max_response_bytes: int = 0,
         tenants: TenantRule | None = None,
+        usage: ModelUsage | None = None,
     ) -> None:
         self.host = host
+        self.usage = usage or ModelUsage()
         self.models = OipModels(host)
         self.tenants = tenants
         self.access = access
@@ -111,6 +115,19 @@ class OipServicer:
             return ""
         return self.tenants.of(model, dict(context.invocation_metadata() or ()))
 
+    async def ModelStatistics(self, request: Any, context: Context, call: Call) -> Any:
+        """Triton's statistics: the counters REST's /stats answers."""
+        if not request.name:
+            stats = self.models.every_statistics(self.usage.for_model)
+        else:
+            name = call.model = model_name(request.name)
+            held = self.models.held(name, request.version)
+            if not await self.models.exists(held):
+                raise ModelNotFound(missing(name))
+            stats = [self.models.statistics(held, self.usage.for_model)]
+        answer = message("inference.ModelStatisticsResponse")()
+        return json_format.ParseDict({"model_stats": stats}, answer)
+
     # model repository -------------------------------------------------------------------
 
     async def RepositoryIndex(self, request: Any, context: Context, call: Call) -> Any:
@@ -129,6 +146,7 @@ class OipServicer:
         """Load from the store, or from an allowed `url` parameter."""
         self.access.authorize(context)
         name = call.model = model_name(_model_of(request))
+        check_load_parameters(request.parameters)
         url = _url_of(request)
         if url:
             check_param("parameters.url", url)

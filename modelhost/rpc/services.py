@@ -43,7 +43,8 @@ def rpc_servers(
     if config.grpc_port:
         tenants = tenant_rule(config)
         limit = config.max_response_bytes
-        oip = OipServicer(host, access, health, limit, tenants=tenants)
+        usage = observer.usage if observer else None
+        oip = OipServicer(host, access, health, limit, tenants=tenants, usage=usage)
         inference = TorchServeInference(host, calls, health, limit, tenants=tenants)
         services = {
             OIP_SERVICE: method_handlers(OIP_SERVICE, oip, calls),

@@ -47,6 +47,7 @@ class RequestedOutput:
 
     name: str
     binary: bool
+    classes: int = 0  # Triton's `classification`: the top classes a row
 
 
 @dataclass(frozen=True)
@@ -202,7 +203,14 @@ def _flatten(data: Any) -> list[Any]:
 def _requested(spec: dict[str, Any], document: dict[str, Any]) -> RequestedOutput:
     name = _required_str(spec, "name", "outputs[]")
     default = bool(_parameters(document).get("binary_data_output", False))
-    return RequestedOutput(name, bool(_parameters(spec).get("binary_data", default)))
+    parameters = _parameters(spec)
+    classes = parameters.get("classification", 0)
+    if not isinstance(classes, int) or isinstance(classes, bool) or classes < 0:
+        raise BadRequestBody(
+            f"output {name}: parameters.classification {classes!r} is not a count of classes "
+            "(1 or more)"
+        )
+    return RequestedOutput(name, bool(parameters.get("binary_data", default)), classes)
 
 
 def encode_response(
@@ -218,13 +226,15 @@ def encode_response(
     if request.id is not None:
         header["id"] = request.id
     described, chunks = [], []
-    for tensor in outputs:
+    for answered in outputs:
+        asked = _asked(request, answered.name)
+        tensor = _classified(answered, asked)
         record: dict[str, Any] = {
             "name": tensor.name,
             "datatype": tensor.datatype,
             "shape": list(tensor.values.shape),
         }
-        if _wants_binary(request, tensor.name):
+        if asked.binary:
             chunk = _to_binary(tensor)
             record["parameters"] = {"binary_data_size": len(chunk)}
             chunks.append(chunk)
@@ -257,11 +267,28 @@ def datatype_of(dtype: Any) -> str:
     return next(named, "FP64")
 
 
-def _wants_binary(request: OipRequest, name: str) -> bool:
-    for output in request.outputs:
-        if output.name == name:
-            return output.binary
-    return request.binary_by_default
+def _asked(request: OipRequest, name: str) -> RequestedOutput:
+    named = (output for output in request.outputs if output.name == name)
+    return next(named, RequestedOutput(name, request.binary_by_default))
+
+
+def _classified(tensor: Tensor, asked: RequestedOutput) -> Tensor:
+    """Each row's top values as "value:index", the best first, as Triton answers."""
+    if not asked.classes:
+        return tensor
+    if tensor.datatype == "BYTES":
+        raise BadRequestBody(f"output {tensor.name} holds strings: it has no classes to rank")
+    rows = tensor.values.reshape(len(tensor.values), -1)
+    if asked.classes > rows.shape[1]:
+        raise BadRequestBody(
+            f"output {tensor.name} has {rows.shape[1]} classes a row; ask for a classification "
+            f"of 1 to {rows.shape[1]}"
+        )
+    top = np.argsort(-rows.astype(np.float64), axis=1, kind="stable")[:, : asked.classes]
+    values = np.take_along_axis(rows, top, axis=1)
+    pairs = zip(values.flat, top.flat, strict=True)
+    items = [f"{value}:{index}".encode() for value, index in pairs]
+    return Tensor(tensor.name, "BYTES", np.array(items, dtype=object).reshape(top.shape))
 
 
 def _to_json(tensor: Tensor) -> list[Any]:

@@ -471,3 +471,38 @@ def in_flight(server: testing.RunningServer) -> float:
     families = {f.name: f for f in text_string_to_metric_families(text)}
     (gauge,) = families["modelhost_http_requests_in_flight"].samples
     return gauge.value
+
+
+def test_loading_a_loaded_model_from_another_url_already_exists(address: str) -> None:
+    """Triton's load with a url parameter, of a model loaded from elsewhere: refused with the
+    way out, not answered as loaded while the old artifact stays."""
+    model = "tenants/t004.joblib"
+    with grpc.insecure_channel(address) as channel:
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+        stub.RepositoryModelLoad(service_pb2.RepositoryModelLoadRequest(model_name=model))
+        request = service_pb2.RepositoryModelLoadRequest(model_name=model)
+        request.parameters["url"].string_param = "iris.pkl"
+        with pytest.raises(grpc.RpcError) as refused:
+            stub.RepositoryModelLoad(request)
+        assert refused.value.code() == grpc.StatusCode.ALREADY_EXISTS
+        assert f"POST /v2/repository/models/{model}/unload" in str(refused.value.details())
+        stub.RepositoryModelUnload(service_pb2.RepositoryModelUnloadRequest(model_name=model))
+
+
+def test_get_inference_statistics(oip: triton.InferenceServerClient) -> None:
+    """Triton's statistics extension over gRPC: the counters REST's /stats answers."""
+    model = "tenants/t005.joblib"
+    for _ in range(2):
+        oip.infer(model, [iris_input(iris(1))])
+    (entry,) = oip.get_inference_statistics(model, as_json=True)["model_stats"]
+    assert (entry["name"], entry["version"]) == (model, "1")
+    assert int(entry["inference_count"]) == 2
+    assert int(entry["inference_stats"]["success"]["count"]) == 2
+    assert int(entry["last_inference"]) > 0
+    versioned = oip.get_inference_statistics(model, model_version="1", as_json=True)
+    assert versioned["model_stats"] == [entry]
+    assert entry in oip.get_inference_statistics(as_json=True)["model_stats"]
+    assert "statistics" in oip.get_server_metadata(as_json=True)["extensions"]
+    with pytest.raises(InferenceServerException) as error:
+        oip.get_inference_statistics("no/such.joblib")
+    assert error.value.status() == "StatusCode.NOT_FOUND"

@@ -16,7 +16,7 @@ import tritonclient.http as triton_http
 from helpers.serving import Servers
 from sklearn.datasets import load_iris
 from sklearn.linear_model import LinearRegression
-from tritonclient.utils import triton_to_np_dtype
+from tritonclient.utils import InferenceServerException, triton_to_np_dtype
 
 from modelhost import testing
 
@@ -266,3 +266,65 @@ def test_an_unknown_output_among_two_is_400_naming_the_outputs(client: httpx.Cli
     answer = client.post(f"/v2/models/{IRIS}/infer", json=asked)
     assert answer.status_code == 400
     assert "predict, predict_proba" in answer.json()["error"]
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_an_unknown_output_of_a_regressor_names_its_metadatas_outputs(
+    request: pytest.FixtureRequest, client: httpx.Client, protocol: str
+) -> None:
+    """The refusal lists the outputs metadata lists (predict alone), not predict_proba."""
+    outputs = ", ".join(output["name"] for output in loaded(client, REGRESSOR)["outputs"])
+    triton: Any = triton_http if protocol == "http" else triton_grpc
+    oip = request.getfixturevalue(f"{protocol}_oip")
+    given = triton.InferInput("input-0", list(ROWS.shape), "FP64")
+    given.set_data_from_numpy(ROWS)
+    wanted = [triton.InferRequestedOutput("scores")]
+    with pytest.raises(InferenceServerException) as refused:
+        oip.infer(REGRESSOR, [given], outputs=wanted)
+    assert refused.value.status() in ("400", "StatusCode.INVALID_ARGUMENT")
+    assert f"its outputs, as its metadata lists them, are {outputs}:" in refused.value.message()
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_a_triton_client_asks_for_a_classification(
+    request: pytest.FixtureRequest, client: httpx.Client, store: Path, protocol: str
+) -> None:
+    """class_count=2 answers each row's two best classes as "value:index", the best first,
+    and the server says it has the classification extension."""
+    loaded(client, IRIS)
+    triton: Any = triton_http if protocol == "http" else triton_grpc
+    oip = request.getfixturevalue(f"{protocol}_oip")
+    extensions = oip.get_server_metadata()
+    extensions = extensions.extensions if protocol == "grpc" else extensions["extensions"]
+    assert "classification" in extensions
+    given = triton.InferInput("input-0", list(ROWS.shape), "FP64")
+    given.set_data_from_numpy(ROWS)
+    wanted = [triton.InferRequestedOutput("predict_proba", class_count=2)]
+    answer = oip.infer(IRIS, [given], outputs=wanted).as_numpy("predict_proba")
+    assert answer.shape == (3, 2)
+    pairs = [[item.decode().split(":") for item in row] for row in answer]
+    reference = joblib.load(store / IRIS)
+    assert [int(row[0][1]) for row in pairs] == reference.predict(ROWS).tolist()
+    best = reference.predict_proba(ROWS).max(axis=1)
+    assert np.allclose([float(row[0][0]) for row in pairs], best)
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+@pytest.mark.parametrize(
+    ("given", "words"),
+    [
+        ({"config": '{"max_batch_size": 8}'}, "modelhost.toml"),
+        ({"config": "{}", "files": {"file:1/model.joblib": b"x"}}, "file:1/model.joblib"),
+    ],
+    ids=["config", "files"],
+)
+def test_a_load_with_tritons_config_or_files_is_refused(
+    request: pytest.FixtureRequest, protocol: str, given: dict[str, Any], words: str
+) -> None:
+    """tritonclient's load_model(config=, files=) would have Triton apply them; modelhost would
+    load the store's artifact in their place, so it refuses them, saying what it takes."""
+    oip = request.getfixturevalue(f"{protocol}_oip")
+    with pytest.raises(InferenceServerException) as refused:
+        oip.load_model(IRIS, **given)
+    assert refused.value.status() in ("400", "StatusCode.INVALID_ARGUMENT")
+    assert words in refused.value.message()

@@ -37,6 +37,12 @@ def test_server_health_and_metadata(oip: triton.InferenceServerClient) -> None:
     assert set(metadata["extensions"]) >= {"binary_tensor_data", "model_repository"}
 
 
+def test_server_metadata_lists_the_statistics_it_serves(oip: triton.InferenceServerClient) -> None:
+    """GET /v2/models/{m}/stats is served, so the statistics extension is listed, as Triton
+    lists it for clients that look before they ask."""
+    assert "statistics" in oip.get_server_metadata()["extensions"]
+
+
 def test_load_infer_unload_through_the_repository(oip: triton.InferenceServerClient) -> None:
     assert not oip.is_model_ready(MODEL)
     oip.load_model(MODEL)
@@ -153,3 +159,29 @@ def test_a_compressed_request_is_415_naming_the_encoding(
     with pytest.raises(InferenceServerException, match="Content-Encoding 'gzip'") as caught:
         oip.infer(MODEL, [iris_input(1, binary=False)], request_compression_algorithm="gzip")
     assert caught.value.status() == "415"
+
+
+def test_loading_a_loaded_model_from_another_url_is_409(client: httpx.Client) -> None:
+    """A load naming the URL the model came from is done already; naming another one is not
+    answered 200 with the old model left in place: the refusal says to unload first."""
+    model = "tenants/t003.joblib"
+    load = f"/v2/repository/models/{model}/load"
+    assert client.post(load).status_code == 200
+    assert client.post(load, json={"parameters": {"url": model}}).status_code == 200
+    other = client.post(load, json={"parameters": {"url": "iris.pkl"}})
+    assert other.status_code == 409, other.text
+    assert f"POST /v2/repository/models/{model}/unload" in other.json()["error"]
+    forbidden = client.post(load, json={"parameters": {"url": "file:///etc/passwd"}})
+    assert forbidden.status_code == 403
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [({"parameters": {"url": 5}}, "parameters.url"), ({"parameters": [1]}, "'parameters'")],
+)
+def test_a_load_parameter_of_the_wrong_kind_is_400(
+    client: httpx.Client, body: dict[str, object], words: str
+) -> None:
+    response = client.post(f"/v2/repository/models/{MODEL}/load", json=body)
+    assert response.status_code == 400, response.text
+    assert words in response.json()["error"]

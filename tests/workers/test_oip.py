@@ -301,3 +301,91 @@ def test_an_output_asked_twice_is_answered_once(iris: Handler) -> None:
     document = {"inputs": [fp32_input(ROWS)], "outputs": [{"name": "predict"}] * 2}
     reply = iris.infer(oip_request(document, ROWS_FP32))
     assert [output["name"] for output in json.loads(reply.body)["outputs"]] == ["predict"]
+
+
+@pytest.fixture(scope="module")
+def regressor(tmp_path_factory: pytest.TempPathFactory) -> Handler:
+    from sklearn.datasets import load_iris
+    from sklearn.linear_model import LinearRegression
+
+    model = LinearRegression().fit(*load_iris(return_X_y=True))
+    path = testing.dump(model, tmp_path_factory.mktemp("oip") / "regressor.joblib")
+    return load_handler(path, "regressor")
+
+
+@pytest.mark.parametrize("output", ["scores", "predict_proba"])
+def test_an_unknown_output_names_the_models_own_outputs(regressor: Handler, output: str) -> None:
+    """A regressor has no predict_proba: the refusal lists the outputs its metadata lists."""
+    signature = regressor.signature()
+    assert signature is not None
+    names = ", ".join(spec.name for spec in signature.outputs)
+    assert names == "predict"
+    document = {"inputs": [fp32_input(ROWS)], "outputs": [{"name": output}]}
+    with pytest.raises(BadRequestBody, match=f"no output '{output}'; its outputs.* are {names}:"):
+        regressor.infer(oip_request(document, ROWS_FP32))
+
+
+def test_two_outputs_decode_the_rows_once(iris: Handler, monkeypatch: pytest.MonkeyPatch) -> None:
+    """predict and predict_proba in one request share one decoding of the rows, alone or in a
+    batch, and each answer is the model's own."""
+    from modelhost.workers.handlers import rows
+
+    decoded: list[bytes] = []
+    decode = rows.decode_rows
+    monkeypatch.setattr(rows, "decode_rows", lambda b, k: decoded.append(b) or decode(b, k))
+    both = [{"name": "predict"}, {"name": "predict_proba", "parameters": {"binary_data": False}}]
+    request = oip_request({"inputs": [fp32_input(ROWS)], "outputs": both}, ROWS_FP32)
+    model = iris.inner.model  # type: ignore[attr-defined]
+    given = np.asarray(ROWS, "<f4").astype(np.float64)
+    replies = [iris.infer(request)]
+    assert len(decoded) <= 1
+    replies += iris.infer_batch([request, request])
+    assert len(decoded) <= 3  # once a request
+    for reply in replies:
+        assert not isinstance(reply, Exception)
+        labels, probabilities = json.loads(reply.body)["outputs"]
+        assert labels["data"] == model.predict(given).tolist()
+        assert np.allclose(probabilities["data"], model.predict_proba(given).reshape(-1))
+
+
+def test_classification_answers_each_rows_top_classes(iris: Handler) -> None:
+    """Triton's classification extension: "value:index" strings, best first, [rows, count]."""
+    wanted = {"name": "predict_proba", "parameters": {"classification": 2}}
+    reply = iris.infer(oip_request({"inputs": [fp32_input(ROWS)], "outputs": [wanted]}, ROWS_FP32))
+    (output,) = json.loads(reply.body)["outputs"]
+    assert (output["name"], output["datatype"], output["shape"]) == (
+        "predict_proba",
+        "BYTES",
+        [2, 2],
+    )
+    given = np.asarray(ROWS, "<f4").astype(np.float64)
+    probabilities = iris.inner.model.predict_proba(given)  # type: ignore[attr-defined]
+    pairs = [item.split(":") for item in output["data"]]
+    assert [int(index) for _, index in pairs] == np.argsort(-probabilities)[:, :2].ravel().tolist()
+    chosen = np.take_along_axis(probabilities, np.argsort(-probabilities)[:, :2], axis=1)
+    assert np.allclose([float(value) for value, _ in pairs], chosen.ravel())
+
+
+@pytest.mark.parametrize(
+    ("count", "words"),
+    [
+        (4, "3 classes a row; ask for a classification of 1 to 3"),
+        (-1, "1 or more"),
+        ("2", "1 or more"),
+    ],
+)
+def test_a_classification_the_output_cannot_give_is_400(
+    iris: Handler, count: object, words: str
+) -> None:
+    wanted = {"name": "predict_proba", "parameters": {"classification": count}}
+    request = oip_request({"inputs": [fp32_input(ROWS)], "outputs": [wanted]}, ROWS_FP32)
+    with pytest.raises(BadRequestBody, match=words):
+        iris.infer(request)
+
+
+def test_a_classification_of_strings_is_400() -> None:
+    wanted = {"name": "predict", "parameters": {"classification": 1}}
+    given = {"name": "x", "datatype": "FP32", "shape": [1], "data": [1]}
+    request = decode_request(*oip_json({"inputs": [given], "outputs": [wanted]}))
+    with pytest.raises(BadRequestBody, match="holds strings"):
+        encode_response("m", "", request, [tensor_of("predict", np.array(["setosa"]))])

@@ -18,6 +18,7 @@ class InferRequest:
     content_type: str = "application/json"
     accept: str = "application/json"
     params: Mapping[str, str] = field(default_factory=dict)
+    values: object = None  # ARRAY's: the rows, in process
 
 
 @dataclass(frozen=True)

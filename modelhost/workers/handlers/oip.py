@@ -37,6 +37,8 @@ Asked = tuple[OipRequest, list[str]]  # and the outputs asked
 class SpeaksOip(Handler):
     """A handler, answering OIP requests itself and passing the others through."""
 
+    _outputs: tuple[str, ...] | None = None  # its metadata's, once asked
+
     def __init__(self, inner: Handler) -> None:
         self.inner = inner
 
@@ -54,6 +56,14 @@ class SpeaksOip(Handler):
 
     def signature(self) -> Signature | None:
         return self.inner.signature()
+
+    def output_names(self) -> tuple[str, ...]:
+        """The outputs its metadata lists; both methods' where it tells none."""
+        if self._outputs is None:
+            signature = self.inner.signature()
+            told = tuple(spec.name for spec in signature.outputs) if signature else ()
+            self._outputs = told or METHODS
+        return self._outputs
 
     @property
     def reads_artifact(self) -> bool:  # type: ignore[override]
@@ -87,7 +97,7 @@ class SpeaksOip(Handler):
         oip = decode_request(request.body, request.content_type)
         if isinstance(self.inner, MmsHandler):
             return kserve_v2(self.inner, request, oip)
-        asked = handler_requests(oip, self.inner)
+        asked = handler_requests(oip, self.inner, self.output_names())
         return answer(request, oip, {name: self.inner.infer(r) for name, r in asked.items()})
 
     def infer_batch(self, requests: Sequence[InferRequest]) -> list[InferReply | Exception]:
@@ -106,7 +116,7 @@ class SpeaksOip(Handler):
                 continue
             try:
                 oip = decode_request(request.body, request.content_type)
-                asked = handler_requests(oip, self.inner)
+                asked = handler_requests(oip, self.inner, self.output_names())
             except BadRequestBody as error:
                 decoded.append(error)
             else:
@@ -148,41 +158,45 @@ def _batch_reply(
         return error
 
 
-def handler_requests(oip: OipRequest, handler: Handler) -> dict[str, InferRequest]:
+def handler_requests(
+    oip: OipRequest, handler: Handler, outputs: Sequence[str]
+) -> dict[str, InferRequest]:
     """Each output asked, and the handler's request for it."""
     high = [tensor for tensor in oip.inputs if tensor.values.ndim > 2]
-    if high and isinstance(handler, RowsHandler):
-        raise BadRequestBody(_takes_rows(high[0]))
+    if isinstance(handler, RowsHandler):
+        if high:
+            raise BadRequestBody(_takes_rows(high[0]))
+        rows = rows_of(oip)  # once, for every method asked
+        methods = methods_asked(oip, outputs)
+        return {m: InferRequest(b"", ARRAY, ARRAY, {"method": m}, rows) for m in methods}
+    if len(oip.outputs) > 1:
+        raise BadRequestBody("request one output at a time; this model answers one tensor")
     one = oip.inputs[0]
     shaped = high == [one] and one.datatype != "BYTES"
     instances = one.values if shaped else rows_of(oip)
     body = json.dumps({"instances": instances.tolist()}).encode()
-    if not isinstance(handler, RowsHandler):
-        if len(oip.outputs) > 1:
-            raise BadRequestBody("request one output at a time; this model answers one tensor")
-        method = method_of(oip)
-        name = oip.outputs[0].name if oip.outputs else method
-        return {name: InferRequest(body, JSON, JSON, {"method": method})}
-    return {m: InferRequest(body, JSON, ARRAY, {"method": m}) for m in methods_asked(oip)}
+    method = method_of(oip)
+    name = oip.outputs[0].name if oip.outputs else method
+    return {name: InferRequest(body, JSON, JSON, {"method": method})}
 
 
-def methods_asked(oip: OipRequest) -> list[str]:
+def methods_asked(oip: OipRequest, outputs: Sequence[str]) -> list[str]:
     """The methods whose outputs are asked; `predict` by default."""
     asked = [output.name for output in oip.outputs]
     method = method_of(oip) if "method" in oip.parameters else None
     for name in asked:
-        _check_output(name, method)
+        _check_output(name, method, outputs)
     return [method] if method else asked or ["predict"]
 
 
-def _check_output(name: str, method: str | None) -> None:
-    if name == method or (method is None and name in METHODS):
+def _check_output(name: str, method: str | None, outputs: Sequence[str]) -> None:
+    if name == method or (method is None and name in outputs):
         return
     method_s = f" for parameters.method {method}" if method else ""
     way_out = f"ask for {method} or leave parameters.method out" if method else "ask for those"
     raise BadRequestBody(
-        f"this model has no output {echo(name)}{method_s}; its outputs are {', '.join(METHODS)}, "
-        f"named after the methods: {way_out}, or leave outputs out"
+        f"this model has no output {echo(name)}{method_s}; its outputs, as its metadata lists "
+        f"them, are {', '.join(outputs)}: {way_out}, or leave outputs out"
     )
 
 

@@ -59,7 +59,9 @@ class RowsHandler(Handler):
         self.max_rows = max_rows
 
     def _rows(self, request: InferRequest) -> np.ndarray:
-        rows = decode_rows(request.body, request.content_type)
+        rows = request.values
+        if not isinstance(rows, np.ndarray):
+            rows = decode_rows(request.body, request.content_type)
         if self.max_rows and len(rows) > self.max_rows:
             raise PayloadTooLarge(
                 f"the request has {len(rows)} rows, the limit (max_rows_per_request) is "
