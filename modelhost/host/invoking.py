@@ -27,6 +27,7 @@ from modelhost.host.devices import ON_HOST, Readiness
 from modelhost.host.load_waits import LoadWaits
 from modelhost.host.queues import Queues
 from modelhost.host.residency import Residency
+from modelhost.records.events import Event
 from modelhost.scheduler import SchedulerSettings
 from modelhost.scheduler.admission import FairAdmission
 from modelhost.scheduler.batcher import Job
@@ -55,6 +56,8 @@ class InvokePath:
         self.loads_on_invoke = loads_on_invoke  # false under SageMaker's contract
         self.in_flight = 0
         self.fair = fair_admission(residency, scheduling)  # None: tenants are off
+        if self.fair is not None and scheduling.tenant_policies is not None:
+            residency.events.subscribe(self._on_event)
         self._check_room = self._check_limit if self.fair is None else self.fair.check
         self.waiting_for_load = LoadWaits(
             scheduling.job_queue_size, self.fair is not None, residency.clock
@@ -63,6 +66,10 @@ class InvokePath:
         self._deadlines: DeadlineGroups[tuple[Dispatcher, Job[Invocation]]] = DeadlineGroups(
             scheduling.response_timeout_s, lambda key: self._expire(*key)
         )
+
+    def _on_event(self, event: Event) -> None:
+        if event.kind == "tenants_file_loaded" and self.fair is not None:
+            self.fair.refill()
 
     async def invoke(self, name: str, invocation: Invocation) -> Result:
         self._check_room(invocation.tenant)  # a full server starts no load

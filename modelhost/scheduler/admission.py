@@ -97,6 +97,11 @@ class FairAdmission:
         if self.queue.waiting:
             self._fill()
 
+    def refill(self) -> None:
+        """The policies changed: a raised cap lets waiting requests run now."""
+        if self.queue.waiting:
+            self._fill()
+
     def _expire(self, tenant: str, waiter: asyncio.Future[Ticket]) -> None:
         if waiter.done():
             return

@@ -259,3 +259,33 @@ def test_a_capped_tenant_leaves_room_in_a_shared_models_queue(
         answered = [future.result() for future in (held, *flood, quiet)]
     refused = [answer.json()["type"] for answer in answered if answer.status_code != 200]
     assert refused == ["TenantQueueFull"] and answered[-1].status_code == 200
+
+
+def test_a_raised_cap_lets_the_tenants_waiting_requests_run(
+    serve: Servers, tmp_path: Path
+) -> None:
+    """capped holds one request at the gate and two wait for its cap of one; raised to three by
+    an edit of the file, the two run at once, not when the held one ends."""
+    gate = tmp_path / "gate"
+    gated_handler_folder(tmp_path / "store" / GATED, gate)
+    tenants_file = tmp_path / "tenants.toml"
+    write(tenants_file, '[tenants."capped"]\nmax_concurrency = 1\n')
+    server = serve(
+        tmp_path / "store",
+        **{"workers": 1, "threads_per_worker": 1, "max_concurrency": 8},
+        **{"tenant_from": "header", "tenants_file": tenants_file},
+    )
+    with (
+        httpx.Client(base_url=server.url, timeout=60) as client,
+        concurrent.futures.ThreadPoolExecutor(4) as pool,
+    ):
+        held = pool.submit(invoke_gated, client, "capped", "1")
+        wait_until(lambda: in_flight(client) == 1)
+        behind = [pool.submit(invoke_gated, client, "capped", str(n)) for n in (2, 3)]
+        time.sleep(0.5)
+        assert in_flight(client) == 1  # they wait for the cap
+        write(tenants_file, '[tenants."capped"]\nmax_concurrency = 3\n')
+        wait_until(lambda: in_flight(client) == 3)
+        gate.touch()
+        answered = [future.result().status_code for future in (held, *behind)]
+    assert answered == [200, 200, 200]
