@@ -47,6 +47,8 @@ ModelhostError
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 
 class ModelhostError(Exception):
     """Base of every error modelhost raises on purpose."""
@@ -191,6 +193,9 @@ class RateLimited(Overloaded):
 
 
 class DeadlineExceeded(ModelhostError):
+    # set where the request's batch runs on: what its request holds is freed when it ends
+    hold: Callable[[Callable[[], None]], None] | None = None
+
     @classmethod
     def past_response_timeout(
         cls, model: str, where: str, timeout_s: float, own: bool = False

@@ -8,6 +8,7 @@ is tried once more, alone (docs/decisions.md, "A request whose worker dies is tr
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from typing import NoReturn
 
@@ -32,6 +33,7 @@ from modelhost.scheduler import SchedulerSettings
 from modelhost.scheduler.admission import FairAdmission
 from modelhost.scheduler.batcher import Job
 from modelhost.scheduler.dispatch import Dispatcher
+from modelhost.scheduler.fair import Ticket
 
 MAX_ACQUIRE_ATTEMPTS = 5
 HIT = LoadOutcome("hit", 0.0)  # the outcome of a request that found its model loaded
@@ -130,23 +132,31 @@ class InvokePath:
         solo: bool,
     ) -> Result:
         """`_attempt` in a slot: max_concurrency's, or the one its tenant's turn brings."""
-        if self.fair is None:  # max_concurrency's slot, held while the request runs
+        fair, ticket = self.fair, None
+        if fair is None:  # max_concurrency's slot, held while the request runs
             self._check_limit()
             self.in_flight += 1
-            try:
-                return await self._attempt(name, invocation, started, loaded, solo)
-            finally:
-                self.in_flight -= 1
-        ticket = self.fair.take_free(invocation.tenant)
-        if ticket is None:
-            ticket = await self.fair.acquire(invocation.tenant)
-        cost_ms = None  # unmeasured: charged the time it held the slot
+        else:
+            ticket = fair.take_free(invocation.tenant) or await fair.acquire(invocation.tenant)
         try:
             result = await self._attempt(name, invocation, started, loaded, solo)
-            cost_ms = result.timings_ms["infer"]
-            return result
-        finally:
+        except BaseException as error:  # unmeasured: charged the time it held the slot
+            _held(error)(functools.partial(self._end_slot, ticket, None))
+            raise
+        self._end_slot(ticket, result.timings_ms["infer"])
+        return result
+
+    def _end_slot(self, ticket: Ticket | None, cost_ms: float | None) -> None:
+        if self.fair is None:
+            self.in_flight -= 1
+        else:
+            assert ticket is not None  # the fair slot's
             self.fair.release(ticket, cost_ms)
+
+    def _end_use(self, resident: Resident) -> None:
+        self.residency.memory.end_request(resident)
+        if resident.in_flight == 0:  # an idle model can make room for a waiting load
+            self.residency.changes.notify()
 
     def _retryable(self, name: str, error: Unavailable) -> bool:
         """Whether the request never ran, or running it twice is harmless."""
@@ -167,10 +177,10 @@ class InvokePath:
         try:
             readiness = ON_HOST if self.ready is None else await self.ready(name)
             job = await self._answer(name, invocation, solo)
-        finally:
-            self.residency.memory.end_request(resident)
-            if resident.in_flight == 0:  # an idle model can make room for a waiting load
-                self.residency.changes.notify()
+        except BaseException as error:  # past its deadline, in use until its batch ends
+            _held(error)(functools.partial(self._end_use, resident))
+            raise
+        self._end_use(resident)
         answer: Answer = job.future.result()
         outcome = outcome or HIT
         fetched_ms = outcome.download_ms + outcome.load_ms
@@ -244,9 +254,20 @@ class InvokePath:
         name = dispatcher.queue.model
         own_s = self._own_timeout_s(name)
         timeout_s = self.scheduling.response_timeout_s if own_s is None else own_s
-        job.future.set_exception(
-            DeadlineExceeded.past_response_timeout(name, where, timeout_s, own=own_s is not None)
-        )
+        late = DeadlineExceeded.past_response_timeout(name, where, timeout_s, own=own_s is not None)
+        if job.dispatched_at:  # its batch runs on: its slot and its model stay taken
+            late.hold = dispatcher.linger(job)
+        job.future.set_exception(late)
+
+
+def _held(error: BaseException) -> Callable[[Callable[[], None]], None]:
+    """What frees a request's slot and model: at once, or when its batch ends."""
+    hold = error.hold if isinstance(error, DeadlineExceeded) else None
+    return hold or _now
+
+
+def _now(release: Callable[[], None]) -> None:
+    release()
 
 
 def refuse_retry(name: str, error: Unavailable) -> NoReturn:

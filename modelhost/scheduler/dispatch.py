@@ -70,6 +70,8 @@ class Dispatcher:
         self._busy_s = 0.0
         self._running_since: dict[int, tuple[float, WorkerHandle]] = {}  # by id of the batch
         self._loop: asyncio.AbstractEventLoop | None = None
+        # id of a job answered before its batch ended → what to free when it ends
+        self._lingering: dict[int, list[Callable[[], None]]] = {}
 
     def busy_share(self) -> float:
         """Worker-seconds per second and replica, lately."""
@@ -133,6 +135,20 @@ class Dispatcher:
         for job in self.queue.take_all():
             if not job.future.done():
                 job.future.set_exception(error)
+
+    def linger(self, job: Job[Any]) -> Callable[[Callable[[], None]], None]:
+        """`job`, running, is answered early: the call that holds a release until its batch
+        ends (or runs it, once it has)."""
+        self._lingering[id(job)] = []
+
+        def hold(release: Callable[[], None]) -> None:
+            held = self._lingering.get(id(job))
+            if held is None:
+                release()
+            else:
+                held.append(release)
+
+        return hold
 
     def submit(self, job: Job[Any]) -> None:
         self.queue.put(job)
@@ -201,6 +217,10 @@ class Dispatcher:
             for job in batch:
                 if not job.future.done():
                     job.future.set_exception(error)
+        if self._lingering:
+            for job in batch:
+                for release in self._lingering.pop(id(job), ()):
+                    release()
         # the worker's own time, not a wait behind a load there
         del self._running_since[id(batch)]
         now = self.queue.clock()

@@ -289,3 +289,36 @@ def test_a_raised_cap_lets_the_tenants_waiting_requests_run(
         gate.touch()
         answered = [future.result().status_code for future in (held, *behind)]
     assert answered == [200, 200, 200]
+
+
+def test_a_request_past_its_deadline_holds_its_slot_while_its_batch_runs(
+    serve: Servers, tmp_path: Path
+) -> None:
+    """capped (a cap of one, a queue of one) has a request running at the gate past the response
+    timeout: it is answered 504, but its batch still runs in the worker, so the model still
+    counts it in flight and the tenant is still at its cap: its next request waits, and the one
+    after that is 429 at once."""
+    gate = tmp_path / "gate"
+    gated_handler_folder(tmp_path / "store" / GATED, gate)
+    tenants_file = tmp_path / "tenants.toml"
+    write(tenants_file, '[tenants."capped"]\nmax_concurrency = 1\n')
+    server = serve(
+        tmp_path / "store",
+        **{"workers": 1, "threads_per_worker": 1, "max_concurrency": 8, "job_queue_size": 1},
+        **{"tenant_from": "header", "tenants_file": tenants_file},
+        default_response_timeout_s=3,
+        load_models=GATED,  # the timeout below is the batch's, not the load's
+    )
+    with (
+        httpx.Client(base_url=server.url, timeout=60) as client,
+        concurrent.futures.ThreadPoolExecutor(2) as pool,
+    ):
+        first = invoke_gated(client, "capped", "1")
+        assert first.status_code == 504 and "running in a worker" in first.text, first.text
+        assert in_flight(client) == 1
+        second = pool.submit(invoke_gated, client, "capped", "2")
+        time.sleep(0.3)
+        third = invoke_gated(client, "capped", "3")
+        gate.touch()
+        second.result()
+    assert third.status_code == 429 and third.json()["type"] == "TenantQueueFull", third.text
