@@ -16,7 +16,9 @@ from modelhost.fronts.links import Outcome, Router, WorkerLink
 from modelhost.fronts.messages import Sample
 from modelhost.fronts.rejoin import Followed
 from modelhost.fronts.relay import KEEP_ALIVE_S
+from modelhost.fronts.tenants import NO_TENANT, Charged
 from modelhost.http.instance import INSTANCE_HEADER
+from modelhost.http.middleware import TENANT_HEADER
 from modelhost.workers.answers import check_response_size
 from modelhost.workers.messages import Failure, Item
 
@@ -48,6 +50,7 @@ class Asked(NamedTuple):
     size: int  # its bytes in the connection's buffer
     arrived: float  # epoch seconds
     started: float  # perf_counter seconds
+    tenant: Charged | None = None  # None: tenants are off
 
 
 class DirectSide(asyncio.Protocol):
@@ -67,7 +70,8 @@ class DirectSide(asyncio.Protocol):
         self.idle_since = 0.0  # loop time the connection last fell idle
         self.paused = False  # reading waits while the answered request's followers pile up
         self.heads = HeadReader()
-        self.waiting_for: tuple[Hit, int] | None = None  # a hit whose body is on its way
+        # a hit whose body is on its way
+        self.waiting_for: tuple[Hit, int, Charged | None] | None = None
         self.relay: Followed | None = None  # kept from the connection's last relay
 
     def connection_made(self, transport: Any) -> None:
@@ -138,8 +142,14 @@ class DirectSide(asyncio.Protocol):
             if hit is None or (key and time.time() >= table.inference_key_until):
                 self._relay()
                 return
-            self.waiting_for = hit, head_bytes
-        hit, head_bytes = self.waiting_for
+            tenant = None
+            if self.router.tenants is not None:
+                tenant = self.router.tenants.of(hit.model, self.heads.read.headers)
+                if tenant is None:
+                    self._relay()
+                    return
+            self.waiting_for = hit, head_bytes, tenant
+        hit, head_bytes, tenant = self.waiting_for
         size = head_bytes + hit.body_bytes
         if len(self.buffer) < size:  # its body is on its way
             if size > BIG_BYTES:
@@ -149,7 +159,7 @@ class DirectSide(asyncio.Protocol):
         self.busy = True
         body = bytes(self.buffer[head_bytes:size])
         self.heads.body(body)
-        self._ask(Asked(hit, body, size, time.time(), time.perf_counter()))
+        self._ask(Asked(hit, body, size, time.time(), time.perf_counter(), tenant=tenant))
 
     def _ask(self, asked: Asked) -> None:
         """Send the hit to a worker holding its model; relay it where the table names none."""
@@ -180,7 +190,8 @@ class DirectSide(asyncio.Protocol):
         table = router.table
         item = Item(hit.content_type, hit.accept, hit.params, len(asked.body))
         queue_ms = (time.perf_counter() - asked.started) * 1000
-        outcome = link.infer(hit.model, item, asked.body, table.batch_sizes.get(hit.model, 1))
+        size = table.batch_sizes.get(hit.model, 1)
+        outcome = link.infer(hit.model, item, asked.body, size, asked.tenant or NO_TENANT)
         timeout_s = table.response_timeout_s
         key = router.deadlines.add(timeout_s, partial(expire, outcome, link, hit.model, timeout_s))
         outcome.add_done_callback(partial(self._settled, asked, queue_ms, key))
@@ -190,7 +201,7 @@ class DirectSide(asyncio.Protocol):
         router.deadlines.remove(key)
         router.in_flight -= 1
         try:
-            status, data, error, infer_ms, out = self._reply(asked.hit, outcome, queue_ms)
+            status, data, error, infer_ms, out = self._reply(asked, outcome, queue_ms)
         except Relay:
             self._relay()
             return
@@ -210,6 +221,7 @@ class DirectSide(asyncio.Protocol):
             bytes_out=out,
             infer_ms=infer_ms,
             error=error,
+            tenant=None if asked.tenant is None else asked.tenant[0],
         )
         router.answered(sample)
         del self.buffer[: asked.size]
@@ -224,39 +236,47 @@ class DirectSide(asyncio.Protocol):
         else:
             self._wait_idle()
 
-    def _reply(self, hit: Hit, outcome: Future[Outcome], queue_ms: float) -> Replied:
+    def _reply(self, asked: Asked, outcome: Future[Outcome], queue_ms: float) -> Replied:
         """The worker's answer as the main process writes it; Relay where it has none."""
+        hit, tenant = asked.hit, None if asked.tenant is None else asked.tenant[0]
         try:
             answer, payload, infer_ms = outcome.result()
         except (OSError, ConnectionError):
             raise Relay from None  # the worker is gone: the main process heals it
         except DeadlineExceeded as late:
-            return self._failure(hit, late, 0.0)
+            return self._failure(hit, late, 0.0, tenant)
         if isinstance(answer, Failure):
             refused = answer.rebuild()
             if isinstance(refused, ModelNotLoaded):
                 raise Relay  # the table was stale: the main process loads it
-            return self._failure(hit, refused, 0.0)
+            return self._failure(hit, refused, 0.0, tenant)
         if answer.failure is not None:
-            return self._failure(hit, answer.failure.rebuild(), infer_ms)
+            return self._failure(hit, answer.failure.rebuild(), infer_ms, tenant)
         try:
             check_response_size(len(payload), self.router.table.max_response_bytes)
         except ResponseTooLarge as large:
-            return self._failure(hit, large, infer_ms)
+            return self._failure(hit, large, infer_ms, tenant)
         timings = {"queue": queue_ms, "download": 0.0, "load": 0.0, "infer": infer_ms}
         headers = hit_headers(answer.content_type, payload, timings, hit.oip)
-        headers.append(self._instance())
+        headers += self._own_headers(tenant, hit.oip)
         data = head_and_body(200, DATED.now(), headers, payload)
         return 200, data, None, infer_ms, len(payload)
 
-    def _failure(self, hit: Hit, error: ModelhostError, infer_ms: float) -> Replied:
+    def _failure(
+        self, hit: Hit, error: ModelhostError, infer_ms: float, tenant: str | None
+    ) -> Replied:
         status, kind, headers, body = failure(error, hit.oip)
-        headers.append(self._instance())
+        headers += self._own_headers(tenant, hit.oip)
         data = head_and_body(status, DATED.now(), headers, body)
         return status, data, kind, infer_ms, len(body)
 
-    def _instance(self) -> tuple[bytes, bytes]:
-        return INSTANCE_HEADER, self.router.table.instance.encode("latin-1")
+    def _own_headers(self, tenant: str | None, oip: bool) -> list[tuple[bytes, bytes]]:
+        """The instance's header and the tenant's, in the main process's order."""
+        instance = (INSTANCE_HEADER, self.router.table.instance.encode("latin-1"))
+        if tenant is None:
+            return [instance]
+        own = (TENANT_HEADER, tenant.encode())
+        return [own, instance] if oip else [instance, own]
 
     def _relay(self) -> None:
         """Hand the connection to the relay, from the first byte of this request on."""

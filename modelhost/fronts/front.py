@@ -27,7 +27,7 @@ class Control(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         for message in self.unpacker.feed(data):
             if isinstance(message, Table):
-                self.router.table = message
+                self.router.take(message)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.gone.set()

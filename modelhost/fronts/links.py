@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 from modelhost.fronts.deadlines import Deadlines
 from modelhost.fronts.messages import Report, Sample, Table
+from modelhost.fronts.tenants import NO_TENANT, Charged, FrontTenants
 from modelhost.workers.messages import (
     Answer,
     Answered,
@@ -38,6 +39,8 @@ class Waiting(NamedTuple):
     item: Item
     body: bytes
     outcome: asyncio.Future[Outcome]
+    tenant: str = ""  # "": tenants are off
+    weight: float = 1.0
 
 
 class Batch(NamedTuple):
@@ -61,14 +64,19 @@ class WorkerLink(asyncio.Protocol):
         self.in_flight: set[str] = set()  # models with a batch in the worker
 
     def infer(
-        self, model: str, item: Item, body: bytes, batch_size: int
+        self,
+        model: str,
+        item: Item,
+        body: bytes,
+        batch_size: int,
+        tenant: Charged = NO_TENANT,
     ) -> asyncio.Future[Outcome]:
-        """One request's outcome, sent in the model's next batch."""
+        """One request's outcome, sent in the model's next batch, charged to `tenant`."""
         outcome: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
         waiting = self.waiting.get(model)
         if waiting is None:
             waiting = self.waiting[model] = []
-        waiting.append(Waiting(item, body, outcome))
+        waiting.append(Waiting(item, body, outcome, *tenant))
         if model not in self.in_flight:
             self._send(model, batch_size)
         else:
@@ -99,7 +107,9 @@ class WorkerLink(asyncio.Protocol):
         self.sent[request_id] = Batch(model, batch, batch_size)
         items = tuple(each.item for each in batch)
         body = batch[0].body if len(batch) == 1 else b"".join(each.body for each in batch)
-        transport.write(encode_frame(Frame(request_id, encode(Infer(model, items)), body)))
+        first = batch[0]
+        infer = Infer(model, items, tenant=first.tenant, weight=first.weight)
+        transport.write(encode_frame(Frame(request_id, encode(infer), body)))
 
     def _ended(self, sent: Batch, reply: Reply, payload: bytes) -> None:
         model = sent.model
@@ -170,6 +180,7 @@ class Router:
     def __init__(self, front: int = 0) -> None:
         self.front = front
         self.table = Table({})
+        self.tenants: FrontTenants | None = None
         self.links: dict[str, WorkerLink] = {}
         self.opening: dict[str, asyncio.Future[WorkerLink]] = {}
         self.turns = itertools.count()
@@ -178,6 +189,11 @@ class Router:
         self.pressed: set[str] = set()  # models whose requests waited since the last report
         self.in_flight = self.in_flight_reported = 0  # requests being answered here
         self.deadlines = Deadlines()
+
+    def take(self, table: Table) -> None:
+        if table.tenants != self.table.tenants:
+            self.tenants = None if table.tenants is None else FrontTenants(table.tenants)
+        self.table = table
 
     def worker_of(self, model: str) -> str | None:
         """The direct socket of a worker holding `model`, from this front's own on the first

@@ -7,6 +7,16 @@ import msgspec
 from modelhost.workers.wire import Frame, FrameBuffer, encode
 
 
+class Tenancy(msgspec.Struct, frozen=True):
+    """Who a hit's tenant is and what a front may do for it (fronts/tenants.py)."""
+
+    tenant_from: str  # header[:NAME] or name:N
+    held: list[str] = []  # with a rate or a cap: relayed
+    hold_others: bool = False  # the tenants file's default has one
+    weights: dict[str, float] = {}  # the named tenants'
+    default_weight: float = 1.0
+
+
 class Table(msgspec.Struct, frozen=True, tag=True):
     """Model → the direct sockets of the workers holding it loaded and serving, and what a
     front needs to answer as the main process does."""
@@ -19,6 +29,7 @@ class Table(msgspec.Struct, frozen=True, tag=True):
     response_timeout_s: float = 60.0  # the server's default_response_timeout_s
     inference_key: str = ""  # token authorization's, which a hit must hold; "": none
     inference_key_until: float = 0.0  # epoch seconds: the key's expiry
+    tenants: Tenancy | None = None  # None: tenants are off
 
 
 class Sample(msgspec.Struct, frozen=True, array_like=True):
@@ -33,6 +44,7 @@ class Sample(msgspec.Struct, frozen=True, array_like=True):
     bytes_out: int
     infer_ms: float
     error: str | None = None
+    tenant: str | None = None  # None: tenants are off
 
 
 class Report(msgspec.Struct, frozen=True, tag=True):

@@ -80,10 +80,21 @@ class Queues:
         self.batching.count(len(batch))
         own_s = self.manifests.of(name).response_timeout_s
         stuck_s = None if own_s is None else stuck_after_s(own_s)
-        sent = self.pool.send(worker, Infer(name, items), payload, model=name, timeout_s=stuck_s)
+        sent = self.pool.send(
+            worker, self._infer(name, items, batch[0]), payload, model=name, timeout_s=stuck_s
+        )
         sent.add_done_callback(functools.partial(_answer_batch, batch, ended, self.handler_metrics))
         grown = functools.partial(_device_growth, name, worker.worker_id, self.on_grown)
         sent.add_done_callback(grown)
+
+    def _infer(self, name: str, items: tuple[Item, ...], oldest: Job[Invocation]) -> Infer:
+        """The batch's frame, charged to its oldest's tenant."""
+        turns = self.turns
+        if turns is None:
+            return Infer(name, items)
+        tenant = oldest.request.tenant
+        weight = 1.0 if turns.weight is None else turns.weight(tenant)
+        return Infer(name, items, tenant=tenant, weight=weight)
 
 
 def _turns(scheduling: SchedulerSettings) -> Turns | None:

@@ -8,13 +8,15 @@ from pathlib import Path
 from modelhost.cache.memory import State
 from modelhost.config import Config
 from modelhost.config.tenancy import tenants_on
-from modelhost.fronts.messages import Report, Sample, Table
+from modelhost.config.tenant_policies import TenantPolicies, TenantPolicy
+from modelhost.fronts.messages import Report, Sample, Table, Tenancy
 from modelhost.host import ModelHost
 from modelhost.http.instance import instance_name
 from modelhost.observe.exchange import Exchange
 from modelhost.observe.hits import Hits
 from modelhost.observe.observer import Observer
 from modelhost.protocols.keys import INFERENCE, TokenKeys
+from modelhost.protocols.tenants import request_rule
 from modelhost.workers.direct import direct_path
 
 Routes = dict[str, list[str]]
@@ -23,7 +25,8 @@ Routes = dict[str, list[str]]
 def main_only(config: Config) -> str:
     """What needs the main process for every request, so no front starts; "": fronts may."""
     reasons = {
-        "tenants (--tenant-from)": tenants_on(config.tenant_from),
+        "tenants by token (--tenant-from token)": tenants_on(config.tenant_from)
+        and request_rule(config.tenant_from) is None,
         "untrusted workers": bool(config.untrusted_workers or config.refuse_pickle),
         "--max-concurrency": bool(config.max_concurrency),
     }
@@ -48,6 +51,7 @@ class Routing:
         self.instance = instance_name(config.instance_id)
         self.limits = (config.max_request_bytes, config.max_response_bytes)
         self.timeout_s = config.default_response_timeout_s
+        self.tenant_from = config.tenant_from if tenants_on(config.tenant_from) else ""
         self.run_dir = run_dir  # where the workers' direct sockets are
         self.dirty = True  # a load, unload or worker change since the last table
         self.in_flight: dict[int, int] = {}  # front → its direct requests in flight, reported
@@ -72,7 +76,17 @@ class Routing:
             response_timeout_s=self.timeout_s,
             inference_key=key,
             inference_key_until=until,
+            tenants=self.tenancy(),
         )
+
+    def tenancy(self) -> Tenancy | None:
+        """The rule and the tenants file now; None: tenants are off."""
+        if not self.tenant_from:
+            return None
+        read = self.host.scheduling.tenant_policies
+        policies = read() if read is not None else TenantPolicies()
+        assert isinstance(policies, TenantPolicies)  # the tenants file's
+        return tenancy(self.tenant_from, policies)
 
     def routes(self) -> Routes:
         """Model → the direct sockets of its workers, for the models a front may answer."""
@@ -124,11 +138,28 @@ class Routing:
             self.host.sizing.hits(uses)
 
 
+def tenancy(tenant_from: str, policies: TenantPolicies) -> Tenancy:
+    """The rule, and the tenants with a rate or a cap, whose requests a front relays."""
+    named, default = policies.named, policies.default
+    return Tenancy(
+        tenant_from,
+        held=sorted(tenant for tenant, policy in named.items() if _limited(policy)),
+        hold_others=_limited(default),
+        weights={tenant: policy.weight for tenant, policy in named.items()},
+        default_weight=default.weight,
+    )
+
+
+def _limited(policy: TenantPolicy) -> bool:
+    return bool(policy.rate or policy.max_concurrency)
+
+
 def record(observer: Observer, samples: list[Sample]) -> None:
-    """Count the samples as the main process its own exchanges, runs of hits together."""
+    """Count the samples as the main process its own exchanges, runs of untenanted hits
+    together."""
     start = 0
     for end, sample in enumerate(samples):
-        if sample.status != 200 or sample.error is not None:
+        if sample.status != 200 or sample.error is not None or sample.tenant is not None:
             _record_hits(observer, samples[start:end])
             observer.record(exchange_of(sample))
             start = end + 1
@@ -177,4 +208,5 @@ def exchange_of(sample: Sample) -> Exchange:
             {"queue": 0.0, "download": 0.0, "load": 0.0, "infer": sample.infer_ms} if hit else {}
         ),
         error=sample.error,
+        tenant=sample.tenant,
     )

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 from modelhost.config import Config
 from modelhost.config.tenancy import (
     VALID_TENANT,
+    TenantFrom,
     TokenPairs,
     is_tenant_id,
     parse_tenant_from,
@@ -42,11 +43,19 @@ def tenant_rule(config: Config) -> TenantRule | None:
     rule = parse_tenant_from(config.tenant_from)
     if rule is None:
         return None
-    if rule.kind == "header":
-        return FromHeader(rule.header)
-    if rule.kind == "name":
-        return FromName(rule.segments)
-    return FromToken(config.tenant_tokens, config.tenant_tokens_file)
+    if rule.kind == "token":
+        return FromToken(config.tenant_tokens, config.tenant_tokens_file)
+    return _of_request(rule)
+
+
+def request_rule(tenant_from: str) -> FromHeader | FromName | None:
+    """The rule `tenant_from` names if it reads only the request; else None."""
+    rule = parse_tenant_from(tenant_from)
+    return None if rule is None or rule.kind == "token" else _of_request(rule)
+
+
+def _of_request(rule: TenantFrom) -> FromHeader | FromName:
+    return FromHeader(rule.header) if rule.kind == "header" else FromName(rule.segments)
 
 
 def model_tenant(config: Config) -> Callable[[str], str] | None:

@@ -1,4 +1,5 @@
-"""Batching across senders: batches of one model waiting for an inference slot run as one.
+"""Batching across senders: batches of one model and tenant waiting for an inference slot run
+as one, in fair order across the tenants.
 
 The batch's time is shared by item count, so the senders' sums count it once (docs/decisions.md,
 "Batching across senders").
@@ -6,11 +7,12 @@ The batch's time is shared by item count, so the senders' sums count it once (do
 
 from __future__ import annotations
 
-import collections
+import sys
 import threading
 from collections.abc import Callable
 from typing import NamedTuple
 
+from modelhost.scheduler.fair import FairQueue, Ticket
 from modelhost.workers.messages import Answered, Infer
 
 Run = Callable[[Infer, bytes], tuple[Answered, bytes]]
@@ -22,10 +24,11 @@ class Batch(NamedTuple):
 
 
 class Group:
-    """Batches of one model that will run as one; its first is the leader's."""
+    """Batches of one model and tenant that will run as one; its first is the leader's."""
 
     def __init__(self, batch: Batch) -> None:
-        self.model = batch.request.model
+        self.model, self.tenant = batch.request.model, batch.request.tenant
+        self.ticket: Ticket | None = None
         self.batches = [batch]
         self.items = len(batch.request.items)
         self.results: list[tuple[Answered, bytes]] = []
@@ -35,75 +38,100 @@ class Group:
 
 
 class Gathering:
-    """The worker's inference slots, and the groups of batches waiting for one, first come first
-    served; a group handed a slot takes no more batches."""
+    """The worker's inference slots, and the groups of batches waiting for one, handed a
+    freed slot in fair order (scheduler/fair.py); a group handed a slot takes no more."""
 
     def __init__(self, slots: int, limit: Callable[[str], int], run: Run) -> None:
         self.free = slots  # slots no batch holds
         self.limit = limit  # the most requests a batch of the model
         self.run = run
         self._lock = threading.Lock()
-        self._queue: collections.deque[Group] = collections.deque()  # first come, first served
-        self._open: dict[str, Group] = {}  # model → its group waiting that takes more batches
+        self.weights: dict[str, float] = {}  # as each tenant's last batch said
+        self._queue: FairQueue[Group] = FairQueue(sys.maxsize, self._weight)
+        self._open: dict[tuple[str, str], Group] = {}  # groups taking more batches
+        self._waiting = 0  # batches in the groups queued
+
+    def _weight(self, tenant: str) -> float:
+        return self.weights.get(tenant, 1.0)
 
     @property
     def waiting(self) -> int:
         """Batches waiting for a slot."""
         with self._lock:
-            return sum(len(group.batches) for group in self._queue)
+            return self._waiting
 
     def infer(self, request: Infer, payload: bytes) -> tuple[Answered, bytes]:
         """`run` the batch in a slot, alone or in a group, whoever sent it."""
         with self._lock:
-            if self.free and not self._queue:
+            self.weights[request.tenant] = request.weight
+            if self.free and not self._queue.waiting:
                 self.free -= 1
-                group, index = None, 0
+                ticket: Ticket | None = self._queue.dispatch(request.tenant)
             else:
+                ticket = None
                 group, index = self._join(Batch(request, payload))
-        if group is None:
-            try:
-                return self.run(request, payload)
-            finally:
-                self._hand_on()
+        if ticket is not None:
+            return self._run_alone(request, payload, ticket)
         return self._follow(group, index) if index else self._lead(group)
+
+    def _run_alone(self, request: Infer, payload: bytes, ticket: Ticket) -> tuple[Answered, bytes]:
+        cost_ms = None
+        try:
+            answered = self.run(request, payload)
+            cost_ms = answered[0].infer_ms
+            return answered
+        finally:
+            self._hand_on(ticket, cost_ms)
 
     def _join(self, batch: Batch) -> tuple[Group, int]:
         """The group `batch` joined, and its place there (0: it leads a new one); under the lock."""
-        model, size, limit = batch.request.model, len(batch.request.items), self.limit
-        group = self._open.get(model)
-        if group is not None and group.items + size <= limit(model):
+        request = batch.request
+        key, size, limit = (request.model, request.tenant), len(request.items), self.limit
+        self._waiting += 1
+        group = self._open.get(key)
+        if group is not None and group.items + size <= limit(request.model):
             group.batches.append(batch)
             group.items += size
             index = len(group.batches) - 1
         else:
             group, index = Group(batch), 0
-            self._queue.append(group)
-        self._open[model] = group
-        if group.items >= limit(model):
-            del self._open[model]
+            self._queue.push(group.tenant, group)
+        self._open[key] = group
+        if group.items >= limit(request.model):
+            del self._open[key]
         return group, index
 
-    def _hand_on(self) -> None:
-        """Hand the slot ending to the first group waiting, else free it."""
+    def _hand_on(self, ticket: Ticket, cost_ms: float | None) -> None:
+        """Charge the batch ending, and hand its slot to the next group, else free it."""
         with self._lock:
-            if not self._queue:
+            queue = self._queue
+            queue.complete(ticket, cost_ms)
+            if not queue.waiting:
                 self.free += 1
                 return
-            group = self._queue.popleft()
-            if self._open.get(group.model) is group:
-                del self._open[group.model]
+            picked = queue.take()
+            assert picked is not None  # no tenant has a cap here
+            tenant, group = picked
+            self._waiting -= len(group.batches)
+            group.ticket = self._queue.dispatch(tenant)
+            key = (group.model, tenant)
+            if self._open.get(key) is group:
+                del self._open[key]
         group.slot.set()
 
     def _lead(self, group: Group) -> tuple[Answered, bytes]:
         group.slot.wait()
+        cost_ms = None
         try:
             group.results = self._run_group(group.batches)
+            cost_ms = sum(answered.infer_ms for answered, _ in group.results)
         except BaseException as error:  # each member fails as it would have alone
             group.error = error
             raise
         finally:
             group.done.set()
-            self._hand_on()
+            assert group.ticket is not None  # handed with its slot
+            self._hand_on(group.ticket, cost_ms)
         return group.results[0]
 
     def _run_group(self, batches: list[Batch]) -> list[tuple[Answered, bytes]]:
@@ -124,7 +152,8 @@ def merged(batches: list[Batch]) -> Batch:
     """One batch of every item of `batches`, in order."""
     items = tuple(item for batch in batches for item in batch.request.items)
     payload = b"".join(batch.payload for batch in batches)
-    return Batch(Infer(batches[0].request.model, items), payload)
+    first = batches[0].request
+    return Batch(Infer(first.model, items, tenant=first.tenant, weight=first.weight), payload)
 
 
 def shared(whole: Answered, payload: bytes, sizes: list[int]) -> list[tuple[Answered, bytes]]:

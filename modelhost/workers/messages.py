@@ -83,11 +83,13 @@ class Item(msgspec.Struct, frozen=True, array_like=True):
     size: int
 
 
-class Infer(Message, frozen=True):
-    """A batch for one model, bodies back to back in the payload."""
+class Infer(Message, frozen=True, omit_defaults=True):
+    """A batch for one model, bodies back to back in the payload, charged to a tenant."""
 
     model: str
     items: tuple[Item, ...]
+    tenant: str = ""
+    weight: float = 1.0
 
 
 class Loaded(Message, frozen=True, kw_only=True):

@@ -329,9 +329,10 @@ def test_workers_killed_under_churn_cost_retries_never_wrong_answers(
 def fronted_server(
     churn_store: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[testing.RunningServer]:
-    """Two fronts answering hits from the workers; no tenants, which keep fronts off."""
+    """Two fronts answering hits from the workers, each model its own tenant's."""
     work = tmp_path_factory.mktemp("churn-fronts")
-    with testing.RunningServer(budgeted(churn_store, work, fronts=2), work) as server:
+    args = budgeted(churn_store, work, fronts=2, tenant_from="name:1")
+    with testing.RunningServer(args, work) as server:
         yield server
 
 
@@ -352,7 +353,8 @@ def test_churn_through_fronts_is_right_and_counted(
 ) -> None:
     """The churn with the fronts answering hits and the main process folding their reports into
     its recency, frequency and sizing while it loads and evicts: every answer right, within the
-    budget, every request counted once, nothing raised, and a front still answers a hit alone."""
+    budget, every request counted once, and under its tenant, nothing raised, and a front still
+    answers a hit alone."""
     run = run_churn(fronted_server, churn_store)
     assert not run.wrong, f"{len(run.wrong)} wrong answers, e.g. {run.wrong[:5]}; {run.statuses}"
     assert run.statuses[200] > 0.9 * sum(run.statuses.values()), run.statuses
@@ -360,6 +362,8 @@ def test_churn_through_fronts_is_right_and_counted(
     assert run.peak_pss_bytes <= run.budget_bytes, run.peak_detail
     sent = sum(run.statuses.values())
     assert counted_within(fronted_server, sent, 5.0) == sent
+    tenants = httpx.get(f"{fronted_server.url}/tenants", params={"limit": MODELS + 1}).json()
+    assert sum(tenant["requests"] for tenant in tenants["tenants"]) == sent, tenants
     loaded = httpx.get(f"{fronted_server.url}/models", params={"state": "loaded"}).json()
     name = loaded["models"][0]["modelName"]
     body = json.dumps(testing.digits_rows(1)).encode()

@@ -23,7 +23,7 @@ def test_token_authorization_lets_fronts_start() -> None:
 @pytest.mark.parametrize(
     ("change", "reason"),
     [
-        ({"tenant_from": "header"}, "tenants"),
+        ({"tenant_from": "token", "tenant_tokens": (("t", "a"),)}, "tenants by token"),
         ({"untrusted_workers": 1}, "untrusted workers"),
         ({"refuse_pickle": True}, "untrusted workers"),
         ({"max_concurrency": 8}, "--max-concurrency"),
@@ -32,6 +32,12 @@ def test_token_authorization_lets_fronts_start() -> None:
 def test_what_a_front_cannot_keep_starts_none(change: dict[str, Any], reason: str) -> None:
     config = dataclasses.replace(Config(model_store="/tmp"), **change)
     assert reason in main_only(config)
+
+
+@pytest.mark.parametrize("rule", ["header", "header:x-customer", "name:2"])
+def test_tenants_by_what_a_request_says_let_fronts_start(rule: str) -> None:
+    """A front reads the header or the name itself (tests/e2e/test_front_tenants.py)."""
+    assert main_only(Config(model_store="/tmp", tenant_from=rule)) == ""
 
 
 @pytest.mark.parametrize("off", ["off", "OFF", " "])

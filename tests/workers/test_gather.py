@@ -208,3 +208,42 @@ def test_a_load_carries_the_batch_size_the_worker_gathers_to(tmp_path: Path) -> 
         assert worker.batch_sizes == {MODEL: 5}
         worker.unload(Unload(MODEL))
         assert worker.batch_sizes == {}
+
+
+def tenant_batch(model: str, tenant: str, body: bytes, weight: float = 1.0) -> tuple[Infer, bytes]:
+    item = Item("text/plain", "text/plain", {}, len(body))
+    return Infer(model, (item,), tenant=tenant, weight=weight), body
+
+
+def test_a_tenants_one_batch_goes_ahead_of_anothers_backlog() -> None:
+    """Whoever sent them (a front, the main process), a quiet tenant's batch waits behind no
+    noisy tenant's backlog of batches for other models."""
+    echo = Echo()
+    gathering = Gathering(1, lambda model: 8, echo)
+    noisy = [tenant_batch(f"m{i}", "noisy", b"n%d" % i) for i in range(3)]
+    list(waiting_in_turn(gathering, *noisy, tenant_batch("q", "quiet", b"q")))
+    assert echo.batches[0] == [b"q"]
+    assert sorted(echo.batches[1:]) == [[b"n0"], [b"n1"], [b"n2"]]
+
+
+def test_waiting_tenants_get_the_slot_in_the_ratio_of_their_weights() -> None:
+    """Weights 1 and 3, each with batches of equal cost waiting: the first eight go 2 : 6."""
+    echo = Echo(infer_ms=9.0)
+    gathering = Gathering(1, lambda model: 8, echo)
+    batches = [
+        tenant_batch(f"{weight}-{i}", str(weight), b"%d" % weight, weight)
+        for i in range(8)
+        for weight in (1, 3)
+    ]
+    list(waiting_in_turn(gathering, *batches))
+    heavier = sum(batch == [b"3"] for batch in echo.batches[:8])
+    assert 5 <= heavier <= 7, echo.batches
+
+
+def test_a_tenants_batches_gather_only_with_their_own() -> None:
+    """Two tenants' batches of one model run as two groups: one is not charged the other's."""
+    echo = Echo()
+    gathering = Gathering(1, lambda model: 8, echo)
+    requests = tenant_batch(MODEL, "a", b"a"), tenant_batch(MODEL, "b", b"b")
+    list(waiting_in_turn(gathering, *requests, tenant_batch(MODEL, "a", b"c")))
+    assert sorted(echo.batches) == [[b"a", b"c"], [b"b"]]
