@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 from modelhost.errors import DeadlineExceeded, ModelhostError, ModelNotLoaded, ResponseTooLarge
 from modelhost.fronts.answers import Dated, failure, head_and_body, hit_headers
 from modelhost.fronts.heads import END, HIT_START, HeadReader, Hit
-from modelhost.fronts.links import Outcome, Router, WorkerLink
+from modelhost.fronts.links import Key, Outcome, Router, WorkerLink
 from modelhost.fronts.messages import Sample
 from modelhost.fronts.rejoin import Followed
 from modelhost.fronts.relay import KEEP_ALIVE_S
@@ -29,13 +29,13 @@ BIG_BYTES = 1 << 20  # a larger request streams through the relay; more pipeline
 DATED = Dated()
 
 
-def expire(outcome: Future[Outcome], link: WorkerLink, model: str, timeout_s: float) -> None:
+def expire(outcome: Future[Outcome], link: WorkerLink, key: Key, timeout_s: float) -> None:
     """Answer a request past its deadline as the main process would; its batch runs on."""
     if outcome.done():
         return
-    queued = any(each.outcome is outcome for each in link.waiting.get(model, ()))
+    queued = any(each.outcome is outcome for each in link.waiting.get(key, ()))
     where = "in the queue" if queued else "running in a worker"
-    outcome.set_exception(DeadlineExceeded.past_response_timeout(model, where, timeout_s))
+    outcome.set_exception(DeadlineExceeded.past_response_timeout(key[0], where, timeout_s))
 
 
 class Relay(Exception):
@@ -50,7 +50,16 @@ class Asked(NamedTuple):
     size: int  # its bytes in the connection's buffer
     arrived: float  # epoch seconds
     started: float  # perf_counter seconds
-    tenant: Charged | None = None  # None: tenants are off
+    charged: Charged = NO_TENANT  # its tenant and weight
+
+    @property
+    def key(self) -> Key:
+        return self.hit.model, self.charged[0]
+
+    @property
+    def tenant(self) -> str | None:
+        """None: tenants are off."""
+        return self.charged[0] or None
 
 
 class DirectSide(asyncio.Protocol):
@@ -71,7 +80,7 @@ class DirectSide(asyncio.Protocol):
         self.paused = False  # reading waits while the answered request's followers pile up
         self.heads = HeadReader()
         # a hit whose body is on its way
-        self.waiting_for: tuple[Hit, int, Charged | None] | None = None
+        self.waiting_for: tuple[Hit, int, Charged] | None = None
         self.relay: Followed | None = None  # kept from the connection's last relay
 
     def connection_made(self, transport: Any) -> None:
@@ -142,14 +151,14 @@ class DirectSide(asyncio.Protocol):
             if hit is None or (key and time.time() >= table.inference_key_until):
                 self._relay()
                 return
-            tenant = None
+            charged: Charged | None = NO_TENANT
             if self.router.tenants is not None:
-                tenant = self.router.tenants.of(hit.model, self.heads.read.headers)
-                if tenant is None:
-                    self._relay()
-                    return
-            self.waiting_for = hit, head_bytes, tenant
-        hit, head_bytes, tenant = self.waiting_for
+                charged = self.router.tenants.of(hit.model, self.heads.read.headers)
+            if charged is None:
+                self._relay()
+                return
+            self.waiting_for = hit, head_bytes, charged
+        hit, head_bytes, charged = self.waiting_for
         size = head_bytes + hit.body_bytes
         if len(self.buffer) < size:  # its body is on its way
             if size > BIG_BYTES:
@@ -159,12 +168,12 @@ class DirectSide(asyncio.Protocol):
         self.busy = True
         body = bytes(self.buffer[head_bytes:size])
         self.heads.body(body)
-        self._ask(Asked(hit, body, size, time.time(), time.perf_counter(), tenant=tenant))
+        self._ask(Asked(hit, body, size, time.time(), time.perf_counter(), charged=charged))
 
     def _ask(self, asked: Asked) -> None:
         """Send the hit to a worker holding its model; relay it where the table names none."""
         router = self.router
-        path = router.worker_of(asked.hit.model)
+        path = router.worker_of(asked.key)
         if path is None:
             self._relay()
             return
@@ -190,15 +199,17 @@ class DirectSide(asyncio.Protocol):
         table = router.table
         item = Item(hit.content_type, hit.accept, hit.params, len(asked.body))
         queue_ms = (time.perf_counter() - asked.started) * 1000
-        size = table.batch_sizes.get(hit.model, 1)
-        outcome = link.infer(hit.model, item, asked.body, size, asked.tenant or NO_TENANT)
+        size, key = table.batch_sizes.get(hit.model, 1), asked.key
+        outcome = link.infer(key, item, asked.body, size, asked.charged[1])
         timeout_s = table.response_timeout_s
-        key = router.deadlines.add(timeout_s, partial(expire, outcome, link, hit.model, timeout_s))
-        outcome.add_done_callback(partial(self._settled, asked, queue_ms, key))
+        timer = router.deadlines.add(timeout_s, partial(expire, outcome, link, key, timeout_s))
+        outcome.add_done_callback(partial(self._settled, asked, queue_ms, timer))
 
-    def _settled(self, asked: Asked, queue_ms: float, key: int, outcome: Future[Outcome]) -> None:
+    def _settled(
+        self, asked: Asked, queue_ms: float, timer: int, outcome: Future[Outcome]
+    ) -> None:
         router = self.router
-        router.deadlines.remove(key)
+        router.deadlines.remove(timer)
         router.in_flight -= 1
         try:
             status, data, error, infer_ms, out = self._reply(asked, outcome, queue_ms)
@@ -221,7 +232,7 @@ class DirectSide(asyncio.Protocol):
             bytes_out=out,
             infer_ms=infer_ms,
             error=error,
-            tenant=None if asked.tenant is None else asked.tenant[0],
+            tenant=asked.tenant,
         )
         router.answered(sample)
         del self.buffer[: asked.size]
@@ -238,7 +249,7 @@ class DirectSide(asyncio.Protocol):
 
     def _reply(self, asked: Asked, outcome: Future[Outcome], queue_ms: float) -> Replied:
         """The worker's answer as the main process writes it; Relay where it has none."""
-        hit, tenant = asked.hit, None if asked.tenant is None else asked.tenant[0]
+        hit, tenant = asked.hit, asked.tenant
         try:
             answer, payload, infer_ms = outcome.result()
         except (OSError, ConnectionError):

@@ -1,7 +1,7 @@
 """A front's connections to the workers' direct sockets, and the table that says which to use.
 
-A link keeps one batch in flight a model: what arrives meanwhile waits and goes as the next
-batch, at most the model's batch size (the main process's rule: one batch a free slot, what
+A link keeps one batch in flight a model and tenant: what arrives meanwhile waits and goes as
+the next batch, at most the model's batch size (the main process's rule: one batch a free slot, what
 piled up while the worker was busy).
 """
 
@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 from modelhost.fronts.deadlines import Deadlines
 from modelhost.fronts.messages import Report, Sample, Table
-from modelhost.fronts.tenants import NO_TENANT, Charged, FrontTenants
+from modelhost.fronts.tenants import FrontTenants
 from modelhost.workers.messages import (
     Answer,
     Answered,
@@ -33,20 +33,21 @@ logger = logging.getLogger("modelhost.fronts")  # warnings reach stderr unconfig
 
 # a request's answer (or the whole batch's failure), its body, and the batch's infer ms
 Outcome = tuple[Answer | Failure, bytes, float]
+Key = tuple[str, str]  # a model, and the tenant its batches are charged to ("": tenants off)
 
 
 class Waiting(NamedTuple):
     item: Item
     body: bytes
     outcome: asyncio.Future[Outcome]
-    tenant: str = ""  # "": tenants are off
-    weight: float = 1.0
+    weight: float = 1.0  # its tenant's
 
 
 class Batch(NamedTuple):
-    """A batch in the worker: its model, its requests, and the most requests a batch."""
+    """A batch in the worker: its model and tenant, its requests, and the most requests a
+    batch."""
 
-    model: str
+    key: Key
     waiting: list[Waiting]
     batch_size: int
 
@@ -60,66 +61,65 @@ class WorkerLink(asyncio.Protocol):
         self.frames = FrameBuffer(self._cap)
         self.sent: dict[int, Batch] = {}  # request id → the batch it carries
         self.ids = itertools.count(1)
-        self.waiting: dict[str, list[Waiting]] = {}  # model → requests for its next batch
-        self.in_flight: set[str] = set()  # models with a batch in the worker
+        self.waiting: dict[Key, list[Waiting]] = {}  # requests for the key's next batch
+        self.in_flight: set[Key] = set()  # with a batch in the worker
 
     def infer(
         self,
-        model: str,
+        key: Key,
         item: Item,
         body: bytes,
         batch_size: int,
-        tenant: Charged = NO_TENANT,
+        weight: float = 1.0,
     ) -> asyncio.Future[Outcome]:
-        """One request's outcome, sent in the model's next batch, charged to `tenant`."""
+        """One request's outcome, sent in the next batch of its model and tenant."""
         outcome: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
-        waiting = self.waiting.get(model)
+        waiting = self.waiting.get(key)
         if waiting is None:
-            waiting = self.waiting[model] = []
-        waiting.append(Waiting(item, body, outcome, *tenant))
-        if model not in self.in_flight:
-            self._send(model, batch_size)
+            waiting = self.waiting[key] = []
+        waiting.append(Waiting(item, body, outcome, weight))
+        if key not in self.in_flight:
+            self._send(key, batch_size)
         else:
-            self.router.pressed.add(model)
+            self.router.pressed.add(key[0])
         return outcome
 
-    def takes(self, model: str, room: int) -> bool:
-        """Whether a request of `model` is sent now or joins a next batch with room."""
-        if model not in self.in_flight:
+    def takes(self, key: Key, room: int) -> bool:
+        """Whether a request of `key` is sent now or joins a next batch with room."""
+        if key not in self.in_flight:
             return True
-        return room > 1 and len(self.waiting.get(model, ())) < room
+        return room > 1 and len(self.waiting.get(key, ())) < room
 
-    def _send(self, model: str, batch_size: int) -> None:
-        waiting = self.waiting.pop(model, [])
+    def _send(self, key: Key, batch_size: int) -> None:
+        waiting = self.waiting.pop(key, [])
         size = max(1, batch_size)
         batch, rest = (waiting, None) if len(waiting) <= size else (waiting[:size], waiting[size:])
         if rest:
-            self.waiting[model] = rest
+            self.waiting[key] = rest
         if not batch:
             return
         transport = self.transport
         if transport is None or transport.is_closing():
             settle(batch, None, b"", ConnectionError(f"{self.path} is closed"))
-            self._send(model, batch_size)  # the rest fail alike
+            self._send(key, batch_size)  # the rest fail alike
             return
-        self.in_flight.add(model)
+        self.in_flight.add(key)
         request_id = next(self.ids)
-        self.sent[request_id] = Batch(model, batch, batch_size)
+        self.sent[request_id] = Batch(key, batch, batch_size)
         items = tuple(each.item for each in batch)
         body = batch[0].body if len(batch) == 1 else b"".join(each.body for each in batch)
-        first = batch[0]
-        infer = Infer(model, items, tenant=first.tenant, weight=first.weight)
+        infer = Infer(key[0], items, tenant=key[1], weight=batch[0].weight)
         transport.write(encode_frame(Frame(request_id, encode(infer), body)))
 
     def _ended(self, sent: Batch, reply: Reply, payload: bytes) -> None:
-        model = sent.model
-        self.in_flight.discard(model)
+        model = sent.key[0]
+        self.in_flight.discard(sent.key)
         settle(sent.waiting, reply, payload, None)
         if isinstance(reply, Answered):
             busy = self.router.busy_s
             busy[model] = busy.get(model, 0.0) + reply.infer_ms / 1000
-        if self.waiting.get(model):
-            self._send(model, sent.batch_size)
+        if self.waiting.get(sent.key):
+            self._send(sent.key, sent.batch_size)
 
     def _cap(self, request_id: int) -> int:
         sent = self.sent.get(request_id)
@@ -195,9 +195,10 @@ class Router:
             self.tenants = None if table.tenants is None else FrontTenants(table.tenants)
         self.table = table
 
-    def worker_of(self, model: str) -> str | None:
-        """The direct socket of a worker holding `model`, from this front's own on the first
-        whose next batch has room (else in turn); None: relay the request."""
+    def worker_of(self, key: Key) -> str | None:
+        """The direct socket of a worker holding the key's model, from this front's own on the
+        first whose next batch has room (else in turn); None: relay the request."""
+        model = key[0]
         paths = self.table.routes.get(model)
         if not paths:
             return None
@@ -205,7 +206,7 @@ class Router:
         for turn in range(len(paths)):
             path = paths[(self.front + turn) % len(paths)]
             link = self.links.get(path)
-            if link is None or link.takes(model, room):
+            if link is None or link.takes(key, room):
                 return path
         return paths[next(self.turns) % len(paths)]
 

@@ -10,7 +10,15 @@ import pytest
 
 from modelhost.fronts.links import Outcome, Router, Waiting, WorkerLink, settle
 from modelhost.fronts.messages import Table
-from modelhost.workers.messages import Answer, Answered, Failed, Failure, Item
+from modelhost.workers.messages import (
+    Answer,
+    Answered,
+    Failed,
+    Failure,
+    Infer,
+    Item,
+    decode_request,
+)
 from modelhost.workers.wire import PREFIX, FrameBuffer, reply_cap
 
 
@@ -65,6 +73,9 @@ def test_a_change_of_the_requests_in_flight_alone_is_reported_once() -> None:
     assert report is not None and report.in_flight == 0
 
 
+KEY = ("m", "")  # model m, tenants off
+
+
 def picks(front: int, batch_size: int, count: int) -> list[str]:
     """The workers `front` sends `count` requests to, none answered meanwhile."""
 
@@ -75,13 +86,13 @@ def picks(front: int, batch_size: int, count: int) -> list[str]:
         router.links = {path: WorkerLink(path, router) for path in "abc"}
         chosen = []
         for _ in range(count):
-            path = router.worker_of("m")
+            path = router.worker_of(KEY)
             assert path is not None
             chosen.append(path)
             link = router.links[path]
-            if "m" in link.in_flight:
-                link.waiting.setdefault("m", []).extend(batch_of(loop, b"[]"))
-            link.in_flight.add("m")  # sent as its own batch
+            if KEY in link.in_flight:
+                link.waiting.setdefault(KEY, []).extend(batch_of(loop, b"[]"))
+            link.in_flight.add(KEY)  # sent as its own batch
         return chosen
 
     return asyncio.run(picked())
@@ -125,7 +136,7 @@ def test_a_reply_longer_than_its_batch_may_carry_drops_the_link(tmp_path: Path) 
         link = await router.link(path)
         worker, _ = await loop.sock_accept(listener)
         with listener, worker:
-            outcome = link.infer("m", ITEM, b"[]", batch_size=1)
+            outcome = link.infer(KEY, ITEM, b"[]", batch_size=1)
             request_id = await sent_to(worker)
             await loop.sock_sendall(worker, PREFIX.pack(request_id, 0, reply_cap(1, 1024) + 1))
             with pytest.raises(ConnectionError):
@@ -134,3 +145,35 @@ def test_a_reply_longer_than_its_batch_may_carry_drops_the_link(tmp_path: Path) 
             assert await loop.sock_recv(worker, 1) == b""  # the front's end is closed
 
     asyncio.run(scenario())
+
+
+def test_a_models_requests_of_two_tenants_go_as_a_batch_each_named_for_its_tenant(
+    tmp_path: Path,
+) -> None:
+    """Each tenant's requests for a model it shares are its own batches, each charged to it at
+    its weight: the worker orders them fairly (workers/gather.py), and no tenant waits behind
+    another's batch in the front."""
+
+    async def scenario() -> list[Infer]:
+        loop, path = asyncio.get_running_loop(), str(tmp_path / "direct.sock")
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(path)
+        listener.listen()
+        listener.setblocking(False)
+        router = Router()
+        router.table = Table({"m": [path]}, {"m": 8})
+        link = await router.link(path)
+        worker, _ = await loop.sock_accept(listener)
+        with listener, worker:
+            for tenant, weight in (("a", 1.0), ("b", 3.0), ("a", 1.0)):
+                link.infer(("m", tenant), ITEM, b"[]", 8, weight)
+            buffer, frames = FrameBuffer(), []
+            while len(frames) < 2:
+                frames += buffer.feed(await loop.sock_recv(worker, 1 << 16))
+        return [decode_request(frame.header) for frame in frames]
+
+    sent = [each for each in asyncio.run(scenario()) if isinstance(each, Infer)]
+    assert [(i.model, i.tenant, i.weight, len(i.items)) for i in sent] == [
+        ("m", "a", 1.0, 1),
+        ("m", "b", 3.0, 1),
+    ]
