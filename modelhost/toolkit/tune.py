@@ -4,6 +4,7 @@ from options to files. The ramp itself is in ramp.py."""
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -12,7 +13,16 @@ from typing import Any
 
 from modelhost.toolkit.cost import EXAMPLE_PRICES
 from modelhost.toolkit.options import numbers, option
-from modelhost.toolkit.ramp import Point, Settings, Step, TuneTarget, measure_point, ramp, recommend
+from modelhost.toolkit.ramp import (
+    Point,
+    Settings,
+    Step,
+    TuneTarget,
+    measure_point,
+    ramp,
+    recommend,
+    serve_flags,
+)
 from modelhost.toolkit.run import BenchOptions, plan_of
 from modelhost.units import parse_size
 
@@ -197,10 +207,36 @@ def tune_summary(options: TuneOptions, done: Sequence[Point]) -> dict[str, Any]:
         "steps": rows,
         "recommended_index": best,
         "recommended": rows[best] if best is not None else None,
+        **(recommended_forms(options, steps[best].settings) if best is not None else {}),
         # what `modelhost cost --from` reads: the recommendation's figures
         "throughput_rps": rows[best]["throughput_rps"] if best is not None else None,
         "latency_ms": steps[best].latency_ms if best is not None else None,
     }
+
+
+def recommended_forms(options: TuneOptions, settings: Settings) -> dict[str, Any]:
+    """The recommended point as `modelhost serve` arguments and as modelhost.toml lines."""
+    args = ["--model-store", options.model_store, *options.serve_args, *serve_flags(settings)]
+    values = {**flag_values(args), **settings}
+    toml = "".join(f"{name.replace('-', '_')} = {json.dumps(v)}\n" for name, v in values.items())
+    return {"recommended_serve_args": args, "recommended_toml": toml}
+
+
+def flag_values(args: Sequence[str]) -> dict[str, str]:
+    """`--name value`, `--name=value` and `--[no-]switch` as {name: value}."""
+    values = {}
+    for index, arg in enumerate(args):
+        if not arg.startswith("--"):
+            continue
+        name, sep, value = arg[2:].partition("=")
+        following = args[index + 1] if index + 1 < len(args) else "--"
+        if sep:
+            values[name] = value
+        elif not following.startswith("--"):
+            values[name] = following
+        else:  # a switch: TOML's key is the setting's, without no-
+            values[name.removeprefix("no-")] = "false" if name.startswith("no-") else "true"
+    return values
 
 
 def describe(point: Point) -> str:

@@ -1,0 +1,66 @@
+"""tune's recommendation is in the forms the server takes: a `modelhost serve` line and the
+lines of a modelhost.toml, each pasted as printed."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any
+
+from click.core import ParameterSource
+
+from modelhost.cli.serve import serve
+from modelhost.config import Config, load_config
+from modelhost.toolkit.ramp import Point, step_of
+from modelhost.toolkit.report.tune import verdict
+from modelhost.toolkit.tune import TuneOptions, tune_summary
+
+SETTINGS = {"workers": "2", "memory-budget": "1GiB"}
+
+
+def recommended(store: Path) -> dict[str, Any]:
+    options = TuneOptions(
+        model_store=str(store),
+        grid=("workers=1,2", "memory-budget=1GiB"),
+        serve_args=("--eviction-policy=lru", "--batch-size", "4"),
+    )
+    figures = {
+        "requests": {"measured": 10, "ok": 10, "errors": {}},
+        "throughput_rps": 100.0,
+        "latency_ms": {"p50": 2.0, "p95": 4.0, "p99": 5.0},
+    }
+    step = step_of(SETTINGS, 4, figures, 50)
+    return tune_summary(options, [Point(SETTINGS, {}, [step])])
+
+
+def serve_config(args: list[str], cwd: Path) -> Config:
+    """What `modelhost serve ARGS` would start with."""
+    ctx = serve.make_context("serve", args)
+    given = {
+        name: value
+        for name, value in ctx.params.items()
+        if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
+    }
+    return load_config(given, environ={}, cwd=cwd)
+
+
+def test_the_verdict_prints_a_serve_command_that_serve_takes(tmp_path: Path) -> None:
+    """A user pastes the printed line: it has the store, the fixed --serve-arg flags and the
+    recommended point's settings."""
+    text = verdict(recommended(tmp_path))
+    lines = [line.strip() for line in text.splitlines()]
+    command = next(line for line in lines if line.startswith("modelhost serve "))
+    config = serve_config(shlex.split(command)[2:], tmp_path)
+    assert config.model_store == str(tmp_path)
+    assert (config.workers, config.memory_budget) == (2, "1GiB")
+    assert (config.eviction_policy, config.batch_size) == ("lru", 4)
+
+
+def test_the_recommendation_is_a_modelhost_toml_too(tmp_path: Path) -> None:
+    summary = recommended(tmp_path)
+    assert summary["recommended_toml"] in verdict(summary)
+    (tmp_path / "modelhost.toml").write_text(summary["recommended_toml"])
+    config = load_config({}, environ={}, cwd=tmp_path)
+    assert (config.workers, config.memory_budget) == (2, "1GiB")
+    assert (config.eviction_policy, config.batch_size) == ("lru", 4)
+    assert config.model_store == str(tmp_path)
