@@ -150,9 +150,7 @@ def simulate(
     --loaders also replays the server's loads, so a request waiting for a load is a miss.
     --instances replays through a fleet behind the shipped nginx config instead.
     --tenant-from also replays per tenant, at each --budgets (or the budget LRU needs)."""
-    from rich.console import Console
-
-    from modelhost.toolkit.report.terminal import show, table
+    from modelhost.toolkit.report.terminal import console_for, show, table
     from modelhost.toolkit.simulate.fleet_run import FleetOptions
     from modelhost.toolkit.simulate.run import (
         default_budgets,
@@ -167,7 +165,7 @@ def simulate(
     from modelhost.toolkit.simulate.trace import read_access_log
     from modelhost.units import parse_size
 
-    console = Console()
+    console = console_for()
     try:
         size_map = json.loads(sizes.read_text()) if sizes else None
         default = parse_size(default_size) if default_size else None

@@ -251,12 +251,10 @@ def describe(point: Point) -> str:
 
 
 def tune_command(options: TuneOptions) -> dict[str, Any]:
-    from rich.console import Console
-
-    from modelhost.toolkit.report.terminal import table
+    from modelhost.toolkit.report.terminal import console_for, table
     from modelhost.toolkit.report.tune import table_of, verdict, write_tune
 
-    console = Console()
+    console = console_for()
     summary = run_tune(options, options.target(), lambda p: console.print(describe(p)))
     header, rows = table_of(summary)
     console.print(table(f"tune ({options.mode})", header, rows, summary["recommended_index"]))
