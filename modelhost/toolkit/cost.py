@@ -126,6 +126,8 @@ def measured(path: Path | None) -> dict[str, float]:
         "throughput": float(summary["throughput_rps"]),
         "latency_ms": float(summary["latency_ms"]["p50"]),
     }
+    if summary.get("bytes_per_request") is not None:  # absent from older summaries
+        found["bytes_per_request"] = float(summary["bytes_per_request"])
     return found
 
 
@@ -178,6 +180,7 @@ def cost_command(
     found = measured(from_summary)
     throughput = throughput or found.get("throughput")
     latency_ms = latency_ms or found.get("latency_ms")
+    bytes_per_request = bytes_per_request or found.get("bytes_per_request", 0.0)
     if not throughput or not latency_ms:
         raise ValueError("give --throughput and --latency-ms, or --from a bench/tune summary")
     instance = Instance(

@@ -36,6 +36,7 @@ class Step:
     within_limit: bool
     server_cpu_s: float = math.nan
     server_peak_pss_bytes: float = math.nan
+    bytes_per_request: float = math.nan  # in + out
     stop: str = ""  # why the ramp ended here, if it did
 
     @property
@@ -62,6 +63,7 @@ class Step:
             "errors_by_status": self.errors_by_status,
             "server_cpu_s": self.server_cpu_s,
             "server_peak_pss_mib": self.server_peak_pss_bytes / 2**20,
+            "bytes_per_request": self.bytes_per_request,
             "within_limit": self.within_limit,
             "stop": self.stop,
         }
@@ -99,6 +101,7 @@ def step_of(
         within_limit=errors == 0 and not math.isnan(p99) and p99 <= p99_limit_ms,
         server_cpu_s=server.get("cpu_s", math.nan),
         server_peak_pss_bytes=server.get("peak_pss_bytes", math.nan),
+        bytes_per_request=summary.get("bytes_per_request", math.nan),
     )
 
 

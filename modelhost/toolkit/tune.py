@@ -211,6 +211,7 @@ def tune_summary(options: TuneOptions, done: Sequence[Point]) -> dict[str, Any]:
         # what `modelhost cost --from` reads: the recommendation's figures
         "throughput_rps": rows[best]["throughput_rps"] if best is not None else None,
         "latency_ms": steps[best].latency_ms if best is not None else None,
+        "bytes_per_request": steps[best].bytes_per_request if best is not None else None,
     }
 
 

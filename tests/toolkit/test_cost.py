@@ -80,3 +80,21 @@ def test_no_break_even_where_an_instance_costs_more_a_request(tmp_path: Path) ->
         json.loads((tmp_path / "c" / "cost.json").read_text())["break_even_monthly_requests"]
         is None
     )
+
+
+def test_cost_from_a_tune_json_takes_its_bytes_per_request(tmp_path: Path) -> None:
+    """tune.json's recommendation carries bench's bytes per request, for cost --from."""
+    from modelhost.toolkit.cost import measured
+    from modelhost.toolkit.ramp import Point, step_of
+    from modelhost.toolkit.tune import TuneOptions, tune_summary
+
+    figures = {
+        "requests": {"measured": 10, "ok": 10, "errors": {}},
+        "throughput_rps": 100.0,
+        "latency_ms": {"p50": 2.0, "p95": 4.0, "p99": 5.0},
+        "bytes_per_request": 2000.0,
+    }
+    step = step_of({"workers": "1"}, 1, figures, 50)
+    summary = tune_summary(TuneOptions(model_store="s"), [Point({"workers": "1"}, {}, [step])])
+    (tmp_path / "tune.json").write_text(json.dumps(summary))
+    assert measured(tmp_path / "tune.json")["bytes_per_request"] == 2000.0
