@@ -98,3 +98,15 @@ def test_cost_from_a_tune_json_takes_its_bytes_per_request(tmp_path: Path) -> No
     summary = tune_summary(TuneOptions(model_store="s"), [Point({"workers": "1"}, {}, [step])])
     (tmp_path / "tune.json").write_text(json.dumps(summary))
     assert measured(tmp_path / "tune.json")["bytes_per_request"] == 2000.0
+
+
+def test_serverless_bills_the_mean_duration_not_the_median(tmp_path: Path) -> None:
+    """A month's bill is the sum of every request's duration: N × the mean. The median leaves
+    out the slow tail (cold starts, queueing) that a skewed run has: here 2 ms against 10."""
+    summary = {"throughput_rps": 100.0, "latency_ms": {"p50": 2.0, "mean": 10.0, "p99": 300.0}}
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    out = tmp_path / "cost"
+    result = CliRunner().invoke(main, ["cost", "--from", str(tmp_path / "summary.json"),
+                                       "--out", str(out)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert json.loads((out / "cost.json").read_text())["serverless"]["latency_ms"] == 10.0
