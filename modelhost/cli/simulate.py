@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +20,7 @@ if TYPE_CHECKING:
 @click.option(
     "--sizes",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="JSON {model: bytes in memory}, for models the log gives no size",
+    help="JSON {model: size in memory} (bytes or 64MiB), for models the log gives no size",
 )
 @click.option("--default-size", help="size of a model neither the log nor --sizes gives (64MiB)")
 @click.option(
@@ -162,12 +161,12 @@ def simulate(
         write_simulate,
     )
     from modelhost.toolkit.simulate.tenant_run import tenant_tables, write_tenants
-    from modelhost.toolkit.simulate.trace import read_access_log
+    from modelhost.toolkit.simulate.trace import read_access_log, read_sizes
     from modelhost.units import parse_size
 
     console = console_for()
     try:
-        size_map = json.loads(sizes.read_text()) if sizes else None
+        size_map = read_sizes(sizes) if sizes else None
         default = parse_size(default_size) if default_size else None
         trace = read_access_log(access_log, size_map, default)
         if not trace.models:

@@ -8,6 +8,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from modelhost.errors import ConfigError
+from modelhost.units import parse_size
+
 DEFAULT_RELOAD_MS = 1.0
 
 
@@ -85,3 +88,25 @@ def _sizes_for(
             "loaded them: give --sizes FILE (JSON {model: bytes}) or --default-size SIZE"
         )
     return {m: found.get(m, default_size or 0) for m in set(models)}
+
+
+def read_sizes(path: Path) -> dict[str, int]:
+    """--sizes: JSON {model: size}, each in bytes or as the server's flags write it (64MiB)."""
+    try:
+        sizes = json.loads(Path(path).read_text())
+    except ValueError as exc:
+        raise ValueError(f"{path} is not valid JSON: {exc}") from None
+    if not isinstance(sizes, dict):
+        raise ValueError(
+            f'{path}: write a JSON object {{model: size}}, e.g. {{"t/a.joblib": "64MiB"}}'
+        )
+    return {model: _size(path, model, value) for model, value in sizes.items()}
+
+
+def _size(path: Path, model: str, value: object) -> int:
+    try:
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise ConfigError(f"{value!r} is not a size")
+        return parse_size(str(value))
+    except ConfigError as exc:
+        raise ValueError(f"{path}: {model}: {exc}") from None
