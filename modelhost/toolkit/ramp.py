@@ -7,18 +7,22 @@ only queue.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from modelhost.toolkit.bench import BenchRun, bench_summary, run_bench
 from modelhost.toolkit.coldstart import cold_start
 from modelhost.toolkit.loadgen import ProcessPlan
 from modelhost.toolkit.resources import probe_for
+
+if TYPE_CHECKING:
+    from modelhost.testing import RunningServer
 
 Settings = dict[str, str]
 
@@ -159,7 +163,7 @@ def measure_point(
     with tempfile.TemporaryDirectory(prefix="modelhost-tune-") as folder:
         work = Path(folder)
         args = [*target.serve_args, "--cache-dir", str(work / "cache"), *serve_flags(settings)]
-        with testing.RunningServer(args, target.log_dir or work) as server:
+        with serving(testing.RunningServer(args, target.log_dir or work), settings) as server:
             aimed = dataclasses.replace(
                 target.plan, target=dataclasses.replace(target.plan.target, url=server.url)
             )
@@ -174,6 +178,23 @@ def measure_point(
                 return {**bench_summary(plan, run), "server": usage._asdict()}
 
             return Point(settings, cold, run_steps(measure))
+
+
+@contextlib.contextmanager
+def serving(server: RunningServer, settings: Settings) -> Iterator[RunningServer]:
+    """The server started; one that refuses its settings is the user's error, not a crash."""
+    try:
+        server.start()
+    except RuntimeError:
+        said = (server.log_text().strip().splitlines() or ["nothing"])[-1]
+        point = " ".join(f"{n}={v}" for n, v in settings.items()) or "the --serve-arg flags"
+        raise ValueError(
+            f"`modelhost serve` with {point} did not start: {said} (log: {server.log_path})"
+        ) from None
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 def efficient_frontier(points: Sequence[tuple[float, float]]) -> list[int]:

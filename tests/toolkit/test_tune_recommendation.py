@@ -64,3 +64,16 @@ def test_the_recommendation_is_a_modelhost_toml_too(tmp_path: Path) -> None:
     assert (config.workers, config.memory_budget) == (2, "1GiB")
     assert (config.eviction_policy, config.batch_size) == ("lru", 4)
     assert config.model_store == str(tmp_path)
+
+
+def test_a_grid_the_server_refuses_is_a_usage_error(tmp_path: Path) -> None:
+    """`--grid worker=1` (for workers) ended in a RuntimeError traceback; the server's own
+    refusal, with its "did you mean", is what the user needs."""
+    from click.testing import CliRunner
+
+    from modelhost.cli.main import main
+
+    args = ["tune", "--model-store", str(tmp_path), "--grid", "worker=1", "--concurrency", "1"]
+    result = CliRunner().invoke(main, [*args, "--duration", "0.1", "--out", str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    assert "worker=1" in result.output and "Did you mean '--workers'?" in result.output
