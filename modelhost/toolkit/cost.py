@@ -162,6 +162,13 @@ class CostOptions:
     out: Path = option(Path("cost-out"), file_okay=False)
 
 
+def check_ranges(**figures: float) -> None:
+    """Each figure above zero, else a message naming its flag."""
+    for name, value in figures.items():
+        if not value > 0:
+            raise ValueError(f"--{name.replace('_', '-')} {value:g}: give a figure above 0")
+
+
 EXAMPLE_PRICE_FIELDS = ("instance_price", "gb_second_price", "data_price")
 
 
@@ -184,6 +191,9 @@ def cost_command(
     bytes_per_request = bytes_per_request or found.get("bytes_per_request", 0.0)
     if not throughput or not latency_ms:
         raise ValueError("give --throughput and --latency-ms, or --from a bench/tune summary")
+    check_ranges(throughput=throughput, latency_ms=latency_ms, memory_gb=memory_gb)
+    if not 0 < utilization <= 1:
+        raise ValueError(f"--utilization {utilization:g}: give a share above 0, at most 1")
     instance = Instance(
         price_per_hour=instance_price, throughput_rps=throughput, utilization=utilization
     )

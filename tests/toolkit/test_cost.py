@@ -110,3 +110,24 @@ def test_serverless_bills_the_mean_duration_not_the_median(tmp_path: Path) -> No
                                        "--out", str(out)])  # fmt: skip
     assert result.exit_code == 0, result.output
     assert json.loads((out / "cost.json").read_text())["serverless"]["latency_ms"] == 10.0
+
+
+@pytest.mark.parametrize(
+    ("given", "named"),
+    [
+        (["--utilization", "0"], "--utilization"),
+        (["--utilization", "1.5"], "--utilization"),
+        (["--throughput", "-5"], "--throughput"),
+        (["--latency-ms", "-1"], "--latency-ms"),
+        (["--memory-gb", "0"], "--memory-gb"),
+    ],
+)
+def test_figures_out_of_range_are_refused_by_name(
+    tmp_path: Path, given: list[str], named: str
+) -> None:
+    """--utilization 0 was a ZeroDivisionError traceback; a negative throughput a table of
+    negative instance counts."""
+    args = ["cost", "--throughput", "100", "--latency-ms", "5", "--out", str(tmp_path), *given]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2, result.output
+    assert named in result.output
