@@ -98,8 +98,14 @@ class TuneOptions:
             out=self.out,
             quiet=True,
         )
+        plan = plan_of(bench)
+        if not plan.popularity.models:  # bench's URL names a model; tune's servers have none
+            raise ValueError(
+                "give --models (comma-separated or @FILE), or --payloads whose lines name a "
+                "TargetModel: tune invokes them on each server it starts"
+            )
         serve_args = ["--model-store", self.model_store, *self.serve_args]
-        return TuneTarget(serve_args, plan_of(bench), self.processes, self.out / "logs")
+        return TuneTarget(serve_args, plan, self.processes, self.out / "logs")
 
 
 def grid_points(grid: dict[str, list[str]]) -> list[Settings]:

@@ -73,7 +73,16 @@ def test_a_grid_the_server_refuses_is_a_usage_error(tmp_path: Path) -> None:
 
     from modelhost.cli.main import main
 
-    args = ["tune", "--model-store", str(tmp_path), "--grid", "worker=1", "--concurrency", "1"]
+    args = ["tune", "--model-store", str(tmp_path), "--models", "a", "--grid", "worker=1"]
     result = CliRunner().invoke(main, [*args, "--duration", "0.1", "--out", str(tmp_path)])
     assert result.exit_code == 2, result.output
     assert "worker=1" in result.output and "Did you mean '--workers'?" in result.output
+
+
+def test_tune_without_models_is_refused_before_serving(tmp_path: Path) -> None:
+    """Without --models every request went to the server's root: each step all errors, and
+    "No point held p99 under 100 ms without errors" the only word on why."""
+    import pytest
+
+    with pytest.raises(ValueError, match="give --models"):
+        TuneOptions(model_store=str(tmp_path)).target()
