@@ -41,6 +41,7 @@ class Step:
     server_cpu_s: float = math.nan
     server_peak_pss_bytes: float = math.nan
     bytes_per_request: float = math.nan  # in + out
+    first_error: str = ""  # the first error's kind, model and the server's reason
     stop: str = ""  # why the ramp ended here, if it did
 
     @property
@@ -68,6 +69,7 @@ class Step:
             "server_cpu_s": self.server_cpu_s,
             "server_peak_pss_mib": self.server_peak_pss_bytes / 2**20,
             "bytes_per_request": self.bytes_per_request,
+            "first_error": self.first_error,
             "within_limit": self.within_limit,
             "stop": self.stop,
         }
@@ -95,6 +97,7 @@ def step_of(
         code: n for code, n in requests.get("by_status", {}).items() if not 0 < int(code) < 400
     }
     server = summary.get("server", {})
+    examples = requests.get("error_examples", {})
     return Step(
         settings=settings,
         concurrency=concurrency,
@@ -106,6 +109,9 @@ def step_of(
         server_cpu_s=server.get("cpu_s", math.nan),
         server_peak_pss_bytes=server.get("peak_pss_bytes", math.nan),
         bytes_per_request=summary.get("bytes_per_request", math.nan),
+        first_error=next(
+            (f"{kind} ({e['model']}): {e['message']}" for kind, e in examples.items()), ""
+        ),
     )
 
 

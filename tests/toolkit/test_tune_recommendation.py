@@ -86,3 +86,24 @@ def test_tune_without_models_is_refused_before_serving(tmp_path: Path) -> None:
 
     with pytest.raises(ValueError, match="give --models"):
         TuneOptions(model_store=str(tmp_path)).target()
+
+
+def test_no_recommendation_says_what_the_server_answered() -> None:
+    """Every request of a model the store lacks was a 404; the verdict said only "No point held
+    p99 under 100 ms without errors"."""
+    figures = {
+        "requests": {
+            "measured": 9,
+            "ok": 0,
+            "errors": {"HTTP 404": 9},
+            "error_examples": {"HTTP 404": {"model": "t/b.joblib", "message": "no model t/b"}},
+            "by_status": {"404": 9},
+        },
+        "throughput_rps": 0.0,
+        "latency_ms": {"p50": float("nan"), "p95": float("nan"), "p99": float("nan")},
+    }
+    step = step_of({"workers": "1"}, 1, figures, 50)
+    summary = tune_summary(TuneOptions(model_store="s"), [Point({"workers": "1"}, {}, [step])])
+    said = verdict(summary)
+    assert "9 errors" in said and "HTTP 404" in said and "t/b.joblib" in said
+    assert "no model t/b" in said

@@ -57,7 +57,8 @@ def by_configuration(summary: dict[str, Any]) -> dict[str, list[dict[str, Any]]]
 def verdict(summary: dict[str, Any]) -> str:
     best = summary["recommended"]
     if not best:
-        return f"No point held p99 under {summary['p99_limit_ms']:g} ms without errors"
+        said = f"No point held p99 under {summary['p99_limit_ms']:g} ms without errors"
+        return said + errors_said(summary["steps"])
     settings = ", ".join(f"{n}={best[n]}" for n in summary["settings"]) or "the server"
     example = summary.get("example_price", False)
     return (
@@ -67,6 +68,13 @@ def verdict(summary: dict[str, Any]) -> str:
         + (" at an example instance price (set --instance-price)" if example else "")
         + serve_it(summary)
     )
+
+
+def errors_said(steps: list[dict[str, Any]]) -> str:
+    """How many errors, and the first one's answer: what to mend before tuning."""
+    errors = sum(step["errors"] for step in steps)
+    first = next((step["first_error"] for step in steps if step.get("first_error")), "")
+    return f": {errors} errors, the first {first}" if errors and first else ""
 
 
 def serve_it(summary: dict[str, Any]) -> str:
