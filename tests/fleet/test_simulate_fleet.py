@@ -101,3 +101,18 @@ def test_fleet_options_are_checked(tmp_path: Path, flags: list[str], message: st
     result = CliRunner().invoke(simulate, [str(log), *base, *flags])
     assert result.exit_code == 2
     assert message in result.output
+
+
+@pytest.mark.parametrize(("price", "labelled"), [([], True), (["--instance-price", "0.4"], False)])
+def test_an_example_instance_price_is_labelled(
+    tmp_path: Path, price: list[str], labelled: bool
+) -> None:
+    """The $/M column priced instances at the default $0.115 an hour and said nothing of it,
+    where tune and cost label the same default an example."""
+    log = synthetic.write(tmp_path / "a.jsonl", synthetic.Synthetic(models=3, requests=10))
+    base = ["--instances", "1,2", "--budget-per-instance", "8MiB", "--throughput-rps", "100"]
+    result = CliRunner().invoke(simulate, [str(log), *base, *price, "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert ("an example price" in result.output) is labelled
+    summary = json.loads((tmp_path / "simulate-fleet.json").read_text())
+    assert summary["example_price"] is labelled
