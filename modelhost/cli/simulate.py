@@ -152,6 +152,7 @@ def simulate(
     from modelhost.toolkit.report.terminal import console_for, show, table
     from modelhost.toolkit.simulate.fleet_run import FleetOptions
     from modelhost.toolkit.simulate.run import (
+        ROOM,
         default_budgets,
         in_line,
         needed_text,
@@ -201,7 +202,7 @@ def simulate(
         raise click.UsageError(str(exc)) from None
     header, rows = rows_of(summary)
     console.print(table("hit ratio by memory budget", header, rows))
-    for line in needed_text(summary):
+    for line in [*needed_text(summary), ROOM]:
         console.print(line)
     paths = list(write_simulate(out, summary).values())
     if tenants:

@@ -42,3 +42,12 @@ def test_a_sizes_file_it_cannot_use_is_named_with_the_form(
     code, output = simulate(tmp_path, sizes)
     assert code == 2, output
     assert "sizes.json" in output and said in output and "Traceback" not in output
+
+
+def test_the_budget_is_said_to_be_room_for_models(tmp_path: Path) -> None:
+    """simulate said "lru: 64.0 MiB for a 90% hit ratio"; a user who passed that as
+    --memory-budget got a server refusing a budget below its own baseline. The server's GET
+    /sizing counts the same curve with its fixed bytes on top."""
+    code, output = simulate(tmp_path, '{"t/a.joblib": "64MiB"}')
+    assert code == 0, output
+    assert "room for models" in output and "fixedBytes" in output

@@ -175,6 +175,12 @@ def rows_of(summary: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
     return ["budget", *names], rows
 
 
+ROOM = (
+    "Budgets here are room for models: for --memory-budget, add the server's fixed bytes "
+    "(GET /sizing: fixedBytes)"
+)
+
+
 def needed_text(summary: dict[str, Any]) -> list[str]:
     """Per policy, the budget `target` needs: LRU's exact, the others' a replayed budget."""
     return [_needed(summary, name, b) for name, b in summary["budget_needed_bytes"].items()]
@@ -225,7 +231,7 @@ def write_simulate(out_dir: Path, summary: dict[str, Any]) -> dict[str, Path]:
                 ),
             ),
             ("Hit-ratio curve", chart),
-            ("Budget needed", "".join(html.paragraph(line) for line in needed_text(summary))),
+            ("Budget needed", "".join(map(html.paragraph, [*needed_text(summary), ROOM]))),
             ("Hit ratio by budget", html.table(header, rows)),
         ],
     )
