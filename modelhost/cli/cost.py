@@ -21,7 +21,7 @@ def cost(ctx: click.Context, /, **values: object) -> None:
 
     defaults = [
         name
-        for name in EXAMPLE_PRICE_FIELDS
+        for name in (*EXAMPLE_PRICE_FIELDS, "memory_gb")
         if ctx.get_parameter_source(name) is ParameterSource.DEFAULT
     ]
     try:

@@ -169,13 +169,23 @@ def check_ranges(**figures: float) -> None:
             raise ValueError(f"--{name.replace('_', '-')} {value:g}: give a figure above 0")
 
 
+def defaults_said(defaults: Sequence[str], memory_gb: float) -> str:
+    """What the figures assumed, by flag: the example prices and the serverless memory."""
+    prices = [f"--{name.replace('_', '-')}" for name in defaults if name in EXAMPLE_PRICE_FIELDS]
+    said = f"{', '.join(prices)} are examples: {EXAMPLE_PRICES['source']}" if prices else ""
+    said = said or "prices given on the command line"
+    if "memory_gb" in defaults:
+        said += f"; serverless memory is --memory-gb's default, {memory_gb:g} GB: set yours"
+    return said
+
+
 EXAMPLE_PRICE_FIELDS = ("instance_price", "gb_second_price", "data_price")
 
 
 def cost_command(
     console: Console, options: CostOptions, example_prices: Sequence[str] = ()
 ) -> dict[str, Any]:
-    """The table and files; `example_prices` names the prices left at their defaults."""
+    """The table and files; `example_prices` names the figures left at their defaults."""
     from modelhost.toolkit.report import files, html
     from modelhost.toolkit.report.terminal import table
 
@@ -205,11 +215,7 @@ def cost_command(
         bytes_per_request=bytes_per_request,
         per_million_requests=request_price,
     )
-    source = (
-        f"{', '.join(example_prices)} are examples: {EXAMPLE_PRICES['source']}"
-        if example_prices
-        else "prices given on the command line"
-    )
+    source = defaults_said(example_prices, memory_gb)
     summary = cost_summary(instance, serverless, volumes, source)
     header = [
         "monthly requests",

@@ -131,3 +131,15 @@ def test_figures_out_of_range_are_refused_by_name(
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 2, result.output
     assert named in result.output
+
+
+def test_defaults_it_assumed_are_named_as_flags(tmp_path: Path) -> None:
+    """The label said "instance_price, gb_second_price, data_price are examples", field names
+    no flag has, and nothing of the 2 GB of serverless memory it also assumed."""
+    args = ["cost", "--throughput", "100", "--latency-ms", "5", "--out", str(tmp_path)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert "--instance-price, --gb-second-price, --data-price" in result.output
+    assert "--memory-gb" in result.output
+    given = CliRunner().invoke(main, [*args, "--memory-gb", "4", "--instance-price", "1"])
+    assert "--memory-gb" not in given.output and "--instance-price" not in given.output
