@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from modelhost.toolkit.bench import BenchRun, bench_summary, run_bench
 from modelhost.toolkit.coldstart import cold_start
 from modelhost.toolkit.loadgen import ProcessPlan
+from modelhost.toolkit.payloads import payloads_by_model
 from modelhost.toolkit.resources import probe_for
 
 if TYPE_CHECKING:
@@ -174,7 +175,8 @@ def measure_point(
                 target.plan, target=dataclasses.replace(target.plan.target, url=server.url)
             )
             first = aimed.popularity.models[0] if aimed.popularity.models else None
-            cold = cold_start(aimed.target, first, aimed.payloads[0], aimed.timeout_s)
+            body = payloads_by_model([first or ""], aimed.payloads)[first or ""][0]
+            cold = cold_start(aimed.target, first, body, aimed.timeout_s)
 
             def measure(concurrency: int) -> dict[str, Any]:
                 plan = dataclasses.replace(aimed, concurrency=concurrency, rate_rps=0.0)

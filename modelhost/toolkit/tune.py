@@ -254,7 +254,8 @@ def describe(point: Point) -> str:
         for s in point.steps
     )
     settings = " ".join(f"{n}={v}" for n, v in point.settings.items()) or "server"
-    return f"{settings}: cold start {cold['first_answer_ms']:.0f} ms ({cold['cache']}); {steps}"
+    said = cold["cache"] if cold["status"] < 400 else f"HTTP {cold['status']}"
+    return f"{settings}: cold start {cold['first_answer_ms']:.0f} ms ({said}); {steps}"
 
 
 def tune_command(options: TuneOptions) -> dict[str, Any]:
