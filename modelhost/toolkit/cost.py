@@ -122,6 +122,9 @@ def measured(path: Path | None) -> dict[str, float]:
     summary: dict[str, Any] = json.loads(Path(path).read_text())
     if summary.get("throughput_rps") is None:
         raise ValueError(f"{path} has no throughput inside the latency limit")
+    if not summary["throughput_rps"]:
+        errors = summary.get("requests", {}).get("errors", {})
+        raise ValueError(f"{path} has no request answered (errors: {errors}): nothing to price")
     found = {
         "throughput": float(summary["throughput_rps"]),
         # the bill sums every duration: the mean, tail and all

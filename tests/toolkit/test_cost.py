@@ -143,3 +143,18 @@ def test_defaults_it_assumed_are_named_as_flags(tmp_path: Path) -> None:
     assert "--memory-gb" in result.output
     given = CliRunner().invoke(main, [*args, "--memory-gb", "4", "--instance-price", "1"])
     assert "--memory-gb" not in given.output and "--instance-price" not in given.output
+
+
+def test_a_summary_with_no_answer_is_refused_by_what_failed(tmp_path: Path) -> None:
+    """bench against a server that was down writes null latencies; cost --from it ended in a
+    TypeError traceback."""
+    summary = {
+        "throughput_rps": 0.0,
+        "latency_ms": {"p50": None, "mean": None},
+        "requests": {"ok": 0, "errors": {"ClientConnectorError": 1211}},
+    }
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    args = ["cost", "--from", str(tmp_path / "summary.json"), "--out", str(tmp_path)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2, result.output
+    assert "no request answered" in result.output and "ClientConnectorError" in result.output
