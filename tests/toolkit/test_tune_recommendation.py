@@ -107,3 +107,20 @@ def test_no_recommendation_says_what_the_server_answered() -> None:
     said = verdict(summary)
     assert "9 errors" in said and "HTTP 404" in said and "t/b.joblib" in said
     assert "no model t/b" in said
+
+
+def test_memory_modes_cost_says_it_is_the_memory_alone() -> None:
+    """Memory mode prices only the budget's GiB-hours; its verdict read like an instance's
+    whole cost per million."""
+    figures = {
+        "requests": {"measured": 10, "ok": 10, "errors": {}},
+        "throughput_rps": 100.0,
+        "latency_ms": {"p50": 2.0, "p95": 4.0, "p99": 5.0},
+    }
+    settings = {"memory-budget": "1GiB"}
+    step = step_of(settings, 1, figures, 50)
+    options = TuneOptions(
+        model_store="s", mode="memory", grid=("memory-budget=1GiB",), price_per_gb_hour=0.0125
+    )
+    said = verdict(tune_summary(options, [Point(settings, {}, [step])]))
+    assert "memory alone" in said and "--price-per-gb-hour" in said

@@ -66,6 +66,7 @@ def verdict(summary: dict[str, Any]) -> str:
         f"{best['throughput_rps']:.1f} req/s, p95 {best['p95_ms']:.1f} ms, "
         f"p99 {best['p99_ms']:.1f} ms, ${best['cost_per_million']:.4g} per million requests"
         + (" at an example instance price (set --instance-price)" if example else "")
+        + (" for the memory alone, at --price-per-gb-hour" if summary["mode"] == "memory" else "")
         + serve_it(summary)
     )
 
