@@ -245,12 +245,12 @@ def cost_command(
             (
                 "Per million requests",
                 html.table(
-                    ["instance", "serverless", "break-even / month"],
+                    ["instance $", "serverless $", "break-even requests / month"],
                     [
                         [
                             instance.per_million(),
                             serverless.per_million(),
-                            "none" if even is None else even,
+                            "none" if even is None else f"{even:,.0f}",
                         ]
                     ],
                 ),

@@ -158,3 +158,13 @@ def test_a_summary_with_no_answer_is_refused_by_what_failed(tmp_path: Path) -> N
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 2, result.output
     assert "no request answered" in result.output and "ClientConnectorError" in result.output
+
+
+def test_the_html_figures_say_their_units(tmp_path: Path) -> None:
+    """cost.html's first table read "instance 0.319, serverless 2, break-even / month
+    41,975,000.0": dollars and requests unsaid."""
+    args = ["cost", "--throughput", "100", "--latency-ms", "50", "--out", str(tmp_path)]
+    assert CliRunner().invoke(main, args).exit_code == 0
+    page = (tmp_path / "cost.html").read_text()
+    assert "instance $" in page and "serverless $" in page
+    assert "break-even requests / month" in page
