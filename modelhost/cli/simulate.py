@@ -84,7 +84,7 @@ if TYPE_CHECKING:
     "--servers",
     default="modelhost-{i}:8080",
     show_default=True,
-    help="each instance's nginx `server` line, {i} its index: the ring hashes this text",
+    help="each instance's nginx `server` line, {i} its index: its address (and weight=) hashed",
 )
 @click.option(
     "--spread",

@@ -116,3 +116,25 @@ def test_an_example_instance_price_is_labelled(
     assert ("an example price" in result.output) is labelled
     summary = json.loads((tmp_path / "simulate-fleet.json").read_text())
     assert summary["example_price"] is labelled
+
+
+def test_servers_may_be_given_as_whole_server_lines(tmp_path: Path) -> None:
+    """modelhost-servers.conf says simulate --servers takes its list: pasted with its
+    parameters, the ring hashed "8080 max_fails=1 ..." as the port and placed every model
+    where nginx does not. nginx hashes the address alone."""
+    log = synthetic.write(tmp_path / "a.jsonl", synthetic.Synthetic(models=40, requests=500))
+
+    def requests_per_instance(servers: str) -> list[list[int]]:
+        out = tmp_path / str(abs(hash(servers)))
+        base = ["--instances", "2,3", "--budget-per-instance", "8MiB", "--servers", servers]
+        result = CliRunner().invoke(simulate, [str(log), *base, "--out", str(out)])
+        assert result.exit_code == 0, result.output
+        fleets = json.loads((out / "simulate-fleet.json").read_text())["fleets"]
+        return [fleet["requests"] for fleet in fleets]
+
+    plain = requests_per_instance("modelhost-{i}:8080")
+    assert requests_per_instance("modelhost-{i}:8080 max_fails=1 fail_timeout=10s;") == plain
+
+
+def test_a_server_lines_weight_is_its_points() -> None:
+    assert Ring(["a:80 weight=2 max_fails=1"]).hashes == Ring(["a:80"], [2]).hashes
