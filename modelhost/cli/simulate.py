@@ -166,7 +166,17 @@ def simulate(
     from modelhost.units import parse_size
 
     console = console_for()
+    fleet_only = {
+        "--spread": spread,
+        "--budget-per-instance": budget_per_instance,
+        "--throughput-rps": throughput_rps,
+        "--servers": servers != "modelhost-{i}:8080",
+        "--instance-price": instance_price != EXAMPLE_PRICES["instance_per_hour"],
+    }
     try:
+        if not instances and any(fleet_only.values()):
+            named = ", ".join(flag for flag, given in fleet_only.items() if given)
+            raise ValueError(f"{named}: give --instances N,... too, or they change nothing")
         size_map = read_sizes(sizes) if sizes else None
         default = parse_size(default_size) if default_size else None
         trace = read_access_log(access_log, size_map, default)

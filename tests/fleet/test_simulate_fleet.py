@@ -138,3 +138,21 @@ def test_servers_may_be_given_as_whole_server_lines(tmp_path: Path) -> None:
 
 def test_a_server_lines_weight_is_its_points() -> None:
     assert Ring(["a:80 weight=2 max_fails=1"]).hashes == Ring(["a:80"], [2]).hashes
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--spread", "model-0=2"],
+        ["--budget-per-instance", "8MiB"],
+        ["--throughput-rps", "400"],
+        ["--servers", "web-{i}:80"],
+    ],
+)
+def test_fleet_flags_without_instances_are_refused(tmp_path: Path, flags: list[str]) -> None:
+    """scale-out.md says to measure a spread first with `simulate --spread MODEL=K`: without
+    --instances it replayed one instance and the spread did nothing, silently."""
+    log = synthetic.write(tmp_path / "a.jsonl", synthetic.Synthetic(models=3, requests=10))
+    result = CliRunner().invoke(simulate, [str(log), *flags, "--out", str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    assert flags[0] in result.output and "--instances" in result.output
