@@ -3,6 +3,7 @@ from options to files. The ramp itself is in ramp.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
@@ -73,6 +74,11 @@ class TuneOptions:
     )
     out: Path = option(Path("tune-out"), file_okay=False)
 
+    def changed(self, flag: str) -> bool:
+        name = flag.removeprefix("--").replace("-", "_")
+        default = next(f.default for f in dataclasses.fields(self) if f.name == name)
+        return bool(getattr(self, name) != default)
+
     @property
     def grid_values(self) -> dict[str, list[str]]:
         return parse_grid(self.grid)
@@ -80,6 +86,9 @@ class TuneOptions:
     def target(self) -> TuneTarget:
         if not self.model_store:
             raise ValueError("give --model-store: the store each `modelhost serve` serves")
+        unused = [f for f, used in MODE_FLAGS.items() if self.changed(f) and not used(self)]
+        if unused:
+            raise ValueError(f"{', '.join(unused)}: not used with --mode {self.mode}")
         if self.mode == "memory" and self.price_per_gb_hour <= 0:
             raise ValueError(
                 "--mode memory recommends the budget with the lowest cost per million: give "
@@ -106,6 +115,16 @@ class TuneOptions:
             )
         serve_args = ["--model-store", self.model_store, *self.serve_args]
         return TuneTarget(serve_args, plan, self.processes, self.out / "logs")
+
+
+# the flags one mode alone reads: given to another, they would change nothing
+MODE_FLAGS: dict[str, Callable[[TuneOptions], bool]] = {
+    "--price-per-gb-hour": lambda o: o.mode == "memory",
+    "--multipliers": lambda o: o.mode == "concurrency",
+    "--limit-flag": lambda o: o.mode == "concurrency",
+    "--concurrency": lambda o: o.mode != "concurrency",
+    "--instance-price": lambda o: o.mode != "memory",
+}
 
 
 def grid_points(grid: dict[str, list[str]]) -> list[Settings]:

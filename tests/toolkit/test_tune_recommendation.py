@@ -7,6 +7,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.core import ParameterSource
 
 from modelhost.cli.serve import serve
@@ -82,8 +83,6 @@ def test_a_grid_the_server_refuses_is_a_usage_error(tmp_path: Path) -> None:
 def test_tune_without_models_is_refused_before_serving(tmp_path: Path) -> None:
     """Without --models every request went to the server's root: each step all errors, and
     "No point held p99 under 100 ms without errors" the only word on why."""
-    import pytest
-
     with pytest.raises(ValueError, match="give --models"):
         TuneOptions(model_store=str(tmp_path)).target()
 
@@ -124,3 +123,25 @@ def test_memory_modes_cost_says_it_is_the_memory_alone() -> None:
     )
     said = verdict(tune_summary(options, [Point(settings, {}, [step])]))
     assert "memory alone" in said and "--price-per-gb-hour" in said
+
+
+CONCURRENCY = {"mode": "concurrency", "grid": ("max-concurrency=4",)}
+MEMORY = {"mode": "memory", "grid": ("memory-budget=1GiB",), "price_per_gb_hour": 0.1}
+
+
+@pytest.mark.parametrize(
+    ("given", "named"),
+    [
+        ({"price_per_gb_hour": 0.0125}, "--price-per-gb-hour"),
+        ({"multipliers": "1,2"}, "--multipliers"),
+        ({"limit_flag": "workers"}, "--limit-flag"),
+        ({**CONCURRENCY, "concurrency": "1,8"}, "--concurrency"),
+        ({**MEMORY, "instance_price": 0.3}, "--instance-price"),
+    ],
+)
+def test_a_flag_the_mode_does_not_use_is_refused(given: dict[str, Any], named: str) -> None:
+    """tune --price-per-gb-hour 0.0125 without --mode memory ran grid mode and priced the
+    instance at the example price: the flag changed nothing, silently."""
+    options = TuneOptions(model_store="s", models="a", **given)
+    with pytest.raises(ValueError, match=f"{named}.*--mode"):
+        options.target()
