@@ -130,6 +130,8 @@ def measured(path: Path | None) -> dict[str, float]:
         # the bill sums every duration: the mean, tail and all
         "latency_ms": float(summary["latency_ms"].get("mean", summary["latency_ms"]["p50"])),
     }
+    if summary.get("rate_rps"):  # open loop: the rate sent, not what an instance can answer
+        found["rate_rps"] = float(summary["rate_rps"])
     if summary.get("bytes_per_request") is not None:  # absent from older summaries
         found["bytes_per_request"] = float(summary["bytes_per_request"])
     return found
@@ -199,6 +201,12 @@ def cost_command(
     request_price, volumes = options.request_price, numbers(options.volumes, float)
     throughput = options.throughput
     found = measured(from_summary)
+    if found.get("rate_rps") and not throughput:
+        raise ValueError(
+            f"{from_summary} is an open loop run at {found['rate_rps']:g} requests/s: its "
+            "throughput is the rate sent, not an instance's capacity. Give --throughput, or "
+            "--from a closed-loop bench (--concurrency) or a tune.json"
+        )
     throughput = throughput or found.get("throughput")
     latency_ms = latency_ms or found.get("latency_ms")
     bytes_per_request = bytes_per_request or found.get("bytes_per_request", 0.0)

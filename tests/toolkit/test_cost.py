@@ -168,3 +168,17 @@ def test_the_html_figures_say_their_units(tmp_path: Path) -> None:
     page = (tmp_path / "cost.html").read_text()
     assert "instance $" in page and "serverless $" in page
     assert "break-even requests / month" in page
+
+
+def test_an_open_loop_runs_throughput_is_not_taken_for_capacity(tmp_path: Path) -> None:
+    """bench --rate 50 answers 50 requests a second whatever the server could: cost --from it
+    priced instances as if each answered only that, 20 times the cost of one that answers
+    1,000."""
+    summary = {"throughput_rps": 50.0, "rate_rps": 50.0, "concurrency": None}
+    summary["latency_ms"] = {"p50": 2.0, "mean": 3.0}
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    args = ["cost", "--from", str(tmp_path / "summary.json"), "--out", str(tmp_path)]
+    refused = CliRunner().invoke(main, args)
+    assert refused.exit_code == 2, refused.output
+    assert "open loop" in refused.output and "--throughput" in refused.output
+    assert CliRunner().invoke(main, [*args, "--throughput", "1000"]).exit_code == 0
