@@ -51,3 +51,22 @@ def test_the_budget_is_said_to_be_room_for_models(tmp_path: Path) -> None:
     code, output = simulate(tmp_path, '{"t/a.joblib": "64MiB"}')
     assert code == 0, output
     assert "room for models" in output and "fixedBytes" in output
+
+
+def test_a_gzipped_log_is_read_as_the_plain_one(tmp_path: Path) -> None:
+    """A rotated access log is often gzipped; simulate said only "'utf-8' codec can't decode
+    byte 0x8b in position 1"."""
+    import gzip
+
+    lines = [{"time": t, "model": f"t/{t % 3}.joblib", "cache": "hit"} for t in range(30)]
+    text = "".join(json.dumps(line) + "\n" for line in lines)
+    (tmp_path / "access.jsonl").write_text(text)
+    (tmp_path / "access.jsonl.gz").write_bytes(gzip.compress(text.encode()))
+    summaries = []
+    for name in ("access.jsonl", "access.jsonl.gz"):
+        args = ["simulate", str(tmp_path / name), "--default-size", "1MiB", "--no-optimum"]
+        out = tmp_path / f"out-{name}"
+        result = CliRunner().invoke(main, [*args, "--budgets", "1MiB,2MiB", "--out", str(out)])
+        assert result.exit_code == 0, result.output
+        summaries.append(json.loads((out / "simulate.json").read_text()))
+    assert summaries[0] == summaries[1]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import statistics
 from collections.abc import Mapping
@@ -39,7 +40,7 @@ def read_access_log(
     tenants: list[str] = []
     found = dict(sizes or {})
     costs: dict[str, list[float]] = {}
-    for number, line in enumerate(Path(path).read_text().splitlines(), start=1):
+    for number, line in enumerate(log_lines(path), start=1):
         if not line.strip():
             continue
         try:
@@ -110,3 +111,13 @@ def _size(path: Path, model: str, value: object) -> int:
         return parse_size(str(value))
     except ConfigError as exc:
         raise ValueError(f"{path}: {model}: {exc}") from None
+
+
+def log_lines(path: Path) -> list[str]:
+    """A log's lines, gunzipped if it was rotated and compressed."""
+    raw = Path(path).read_bytes()
+    raw = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+    try:
+        return raw.decode().splitlines()
+    except UnicodeDecodeError:
+        raise ValueError(f"{path} is not a JSON-lines access log (nor a gzipped one)") from None
