@@ -16,16 +16,15 @@ def cost(ctx: click.Context, /, **values: object) -> None:
     """Cost per million requests on an instance and serverless, and the break-even volume.
 
     Default prices are EXAMPLES (AWS SageMaker, us-east-1, read in 2024)."""
-    from rich.console import Console
-
     from modelhost.toolkit.cost import cost_command
+    from modelhost.toolkit.report.terminal import console_for
 
     defaults = [
         name
-        for name in EXAMPLE_PRICE_FIELDS
+        for name in (*EXAMPLE_PRICE_FIELDS, "memory_gb")
         if ctx.get_parameter_source(name) is ParameterSource.DEFAULT
     ]
     try:
-        cost_command(Console(), CostOptions(**values), defaults)  # type: ignore[arg-type]
+        cost_command(console_for(), CostOptions(**values), defaults)  # type: ignore[arg-type]
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None

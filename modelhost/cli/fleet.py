@@ -46,7 +46,13 @@ def fleet() -> None:
     show_default=True,
     help="run when the map changed; empty: none",
 )
-@click.option("--interval", default=10.0, show_default=True, help="seconds between polls")
+@click.option(
+    "--interval",
+    default=10.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="seconds between polls",
+)
 @click.option(
     "--min-rps",
     default=spread.MIN_RPS,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +20,7 @@ if TYPE_CHECKING:
 @click.option(
     "--sizes",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="JSON {model: bytes in memory}, for models the log gives no size",
+    help="JSON {model: size in memory} (bytes or 64MiB), for models the log gives no size",
 )
 @click.option("--default-size", help="size of a model neither the log nor --sizes gives (64MiB)")
 @click.option(
@@ -85,7 +84,7 @@ if TYPE_CHECKING:
     "--servers",
     default="modelhost-{i}:8080",
     show_default=True,
-    help="each instance's nginx `server` line, {i} its index: the ring hashes this text",
+    help="each instance's nginx `server` line, {i} its index: its address (and weight=) hashed",
 )
 @click.option(
     "--spread",
@@ -150,11 +149,10 @@ def simulate(
     --loaders also replays the server's loads, so a request waiting for a load is a miss.
     --instances replays through a fleet behind the shipped nginx config instead.
     --tenant-from also replays per tenant, at each --budgets (or the budget LRU needs)."""
-    from rich.console import Console
-
-    from modelhost.toolkit.report.terminal import show, table
+    from modelhost.toolkit.report.terminal import console_for, show, table
     from modelhost.toolkit.simulate.fleet_run import FleetOptions
     from modelhost.toolkit.simulate.run import (
+        ROOM,
         default_budgets,
         in_line,
         needed_text,
@@ -164,12 +162,22 @@ def simulate(
         write_simulate,
     )
     from modelhost.toolkit.simulate.tenant_run import tenant_tables, write_tenants
-    from modelhost.toolkit.simulate.trace import read_access_log
+    from modelhost.toolkit.simulate.trace import read_access_log, read_sizes
     from modelhost.units import parse_size
 
-    console = Console()
+    console = console_for()
+    fleet_only = {
+        "--spread": spread,
+        "--budget-per-instance": budget_per_instance,
+        "--throughput-rps": throughput_rps,
+        "--servers": servers != "modelhost-{i}:8080",
+        "--instance-price": instance_price != EXAMPLE_PRICES["instance_per_hour"],
+    }
     try:
-        size_map = json.loads(sizes.read_text()) if sizes else None
+        if not instances and any(fleet_only.values()):
+            named = ", ".join(flag for flag, given in fleet_only.items() if given)
+            raise ValueError(f"{named}: give --instances N,... too, or they change nothing")
+        size_map = read_sizes(sizes) if sizes else None
         default = parse_size(default_size) if default_size else None
         trace = read_access_log(access_log, size_map, default)
         if not trace.models:
@@ -204,7 +212,7 @@ def simulate(
         raise click.UsageError(str(exc)) from None
     header, rows = rows_of(summary)
     console.print(table("hit ratio by memory budget", header, rows))
-    for line in needed_text(summary):
+    for line in [*needed_text(summary), ROOM]:
         console.print(line)
     paths = list(write_simulate(out, summary).values())
     if tenants:

@@ -116,16 +116,24 @@ def cost_summary(
 
 
 def measured(path: Path | None) -> dict[str, float]:
-    """Throughput, p50 latency and bytes per request from a bench summary.json or tune.json."""
+    """Throughput, mean latency and bytes per request from a bench summary.json or tune.json."""
     if path is None:
         return {}
     summary: dict[str, Any] = json.loads(Path(path).read_text())
     if summary.get("throughput_rps") is None:
         raise ValueError(f"{path} has no throughput inside the latency limit")
+    if not summary["throughput_rps"]:
+        errors = summary.get("requests", {}).get("errors", {})
+        raise ValueError(f"{path} has no request answered (errors: {errors}): nothing to price")
     found = {
         "throughput": float(summary["throughput_rps"]),
-        "latency_ms": float(summary["latency_ms"]["p50"]),
+        # the bill sums every duration: the mean, tail and all
+        "latency_ms": float(summary["latency_ms"].get("mean", summary["latency_ms"]["p50"])),
     }
+    if summary.get("rate_rps"):  # open loop: the rate sent, not what an instance can answer
+        found["rate_rps"] = float(summary["rate_rps"])
+    if summary.get("bytes_per_request") is not None:  # absent from older summaries
+        found["bytes_per_request"] = float(summary["bytes_per_request"])
     return found
 
 
@@ -142,7 +150,7 @@ class CostOptions:
         None, "requests/s one instance answers within the limit", show_default=False
     )
     latency_ms: float | None = option(
-        None, "billed duration of a serverless request [default: --from's p50]", show_default=False
+        None, "billed duration of a serverless request [default: --from's mean]", show_default=False
     )
     instance_price: float = option(
         EXAMPLE_PRICES["instance_per_hour"], "per hour (example: ml.m5.large)"
@@ -159,13 +167,30 @@ class CostOptions:
     out: Path = option(Path("cost-out"), file_okay=False)
 
 
+def check_ranges(**figures: float) -> None:
+    """Each figure above zero, else a message naming its flag."""
+    for name, value in figures.items():
+        if not value > 0:
+            raise ValueError(f"--{name.replace('_', '-')} {value:g}: give a figure above 0")
+
+
+def defaults_said(defaults: Sequence[str], memory_gb: float) -> str:
+    """What the figures assumed, by flag: the example prices and the serverless memory."""
+    prices = [f"--{name.replace('_', '-')}" for name in defaults if name in EXAMPLE_PRICE_FIELDS]
+    said = f"{', '.join(prices)} are examples: {EXAMPLE_PRICES['source']}" if prices else ""
+    said = said or "prices given on the command line"
+    if "memory_gb" in defaults:
+        said += f"; serverless memory is --memory-gb's default, {memory_gb:g} GB: set yours"
+    return said
+
+
 EXAMPLE_PRICE_FIELDS = ("instance_price", "gb_second_price", "data_price")
 
 
 def cost_command(
     console: Console, options: CostOptions, example_prices: Sequence[str] = ()
 ) -> dict[str, Any]:
-    """The table and files; `example_prices` names the prices left at their defaults."""
+    """The table and files; `example_prices` names the figures left at their defaults."""
     from modelhost.toolkit.report import files, html
     from modelhost.toolkit.report.terminal import table
 
@@ -176,10 +201,20 @@ def cost_command(
     request_price, volumes = options.request_price, numbers(options.volumes, float)
     throughput = options.throughput
     found = measured(from_summary)
+    if found.get("rate_rps") and not throughput:
+        raise ValueError(
+            f"{from_summary} is an open loop run at {found['rate_rps']:g} requests/s: its "
+            "throughput is the rate sent, not an instance's capacity. Give --throughput, or "
+            "--from a closed-loop bench (--concurrency) or a tune.json"
+        )
     throughput = throughput or found.get("throughput")
     latency_ms = latency_ms or found.get("latency_ms")
+    bytes_per_request = bytes_per_request or found.get("bytes_per_request", 0.0)
     if not throughput or not latency_ms:
         raise ValueError("give --throughput and --latency-ms, or --from a bench/tune summary")
+    check_ranges(throughput=throughput, latency_ms=latency_ms, memory_gb=memory_gb)
+    if not 0 < utilization <= 1:
+        raise ValueError(f"--utilization {utilization:g}: give a share above 0, at most 1")
     instance = Instance(
         price_per_hour=instance_price, throughput_rps=throughput, utilization=utilization
     )
@@ -191,11 +226,7 @@ def cost_command(
         bytes_per_request=bytes_per_request,
         per_million_requests=request_price,
     )
-    source = (
-        f"{', '.join(example_prices)} are examples: {EXAMPLE_PRICES['source']}"
-        if example_prices
-        else "prices given on the command line"
-    )
+    source = defaults_said(example_prices, memory_gb)
     summary = cost_summary(instance, serverless, volumes, source)
     header = [
         "monthly requests",
@@ -222,12 +253,12 @@ def cost_command(
             (
                 "Per million requests",
                 html.table(
-                    ["instance", "serverless", "break-even / month"],
+                    ["instance $", "serverless $", "break-even requests / month"],
                     [
                         [
                             instance.per_million(),
                             serverless.per_million(),
-                            "none" if even is None else even,
+                            "none" if even is None else f"{even:,.0f}",
                         ]
                     ],
                 ),

@@ -45,6 +45,7 @@ class Row(NamedTuple):
     instance: str = ""  # X-Modelhost-Instance
     tenant: str = ""  # empty: no tenants
     message: str = ""  # an error answer's reason
+    bytes_in: int = 0  # the request's body
 
 
 @dataclass(frozen=True)
@@ -172,10 +173,19 @@ class Generator:
         finally:
             if slots is not None:
                 slots.release()
-        self._record(model or "", intended, sent, reply, error=error, tenant=tenant)
+        row = (model or "", intended, sent, reply)
+        self._record(*row, error=error, tenant=tenant, bytes_in=len(payload.body))
 
     def _record(
-        self, model: str, intended: float, sent: float, reply: Reply, *, error: str, tenant: str
+        self,
+        model: str,
+        intended: float,
+        sent: float,
+        reply: Reply,
+        *,
+        error: str,
+        tenant: str,
+        bytes_in: int,
     ) -> None:
         done = self._now()
         parts = parse_server_timing(reply.server_timing)
@@ -199,6 +209,7 @@ class Generator:
             instance=reply.instance,
             tenant=tenant,
             message=reply.message,
+            bytes_in=bytes_in,
         )
         self.rows.append(row)
         self.on_row(row)

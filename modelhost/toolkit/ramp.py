@@ -7,18 +7,23 @@ only queue.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from modelhost.toolkit.bench import BenchRun, bench_summary, run_bench
 from modelhost.toolkit.coldstart import cold_start
 from modelhost.toolkit.loadgen import ProcessPlan
+from modelhost.toolkit.payloads import payloads_by_model
 from modelhost.toolkit.resources import probe_for
+
+if TYPE_CHECKING:
+    from modelhost.testing import RunningServer
 
 Settings = dict[str, str]
 
@@ -36,6 +41,8 @@ class Step:
     within_limit: bool
     server_cpu_s: float = math.nan
     server_peak_pss_bytes: float = math.nan
+    bytes_per_request: float = math.nan  # in + out
+    first_error: str = ""  # the first error's kind, model and the server's reason
     stop: str = ""  # why the ramp ended here, if it did
 
     @property
@@ -62,6 +69,8 @@ class Step:
             "errors_by_status": self.errors_by_status,
             "server_cpu_s": self.server_cpu_s,
             "server_peak_pss_mib": self.server_peak_pss_bytes / 2**20,
+            "bytes_per_request": self.bytes_per_request,
+            "first_error": self.first_error,
             "within_limit": self.within_limit,
             "stop": self.stop,
         }
@@ -89,6 +98,7 @@ def step_of(
         code: n for code, n in requests.get("by_status", {}).items() if not 0 < int(code) < 400
     }
     server = summary.get("server", {})
+    examples = requests.get("error_examples", {})
     return Step(
         settings=settings,
         concurrency=concurrency,
@@ -99,6 +109,10 @@ def step_of(
         within_limit=errors == 0 and not math.isnan(p99) and p99 <= p99_limit_ms,
         server_cpu_s=server.get("cpu_s", math.nan),
         server_peak_pss_bytes=server.get("peak_pss_bytes", math.nan),
+        bytes_per_request=summary.get("bytes_per_request", math.nan),
+        first_error=next(
+            (f"{kind} ({e['model']}): {e['message']}" for kind, e in examples.items()), ""
+        ),
     )
 
 
@@ -156,12 +170,13 @@ def measure_point(
     with tempfile.TemporaryDirectory(prefix="modelhost-tune-") as folder:
         work = Path(folder)
         args = [*target.serve_args, "--cache-dir", str(work / "cache"), *serve_flags(settings)]
-        with testing.RunningServer(args, target.log_dir or work) as server:
+        with serving(testing.RunningServer(args, target.log_dir or work), settings) as server:
             aimed = dataclasses.replace(
                 target.plan, target=dataclasses.replace(target.plan.target, url=server.url)
             )
             first = aimed.popularity.models[0] if aimed.popularity.models else None
-            cold = cold_start(aimed.target, first, aimed.payloads[0], aimed.timeout_s)
+            body = payloads_by_model([first or ""], aimed.payloads)[first or ""][0]
+            cold = cold_start(aimed.target, first, body, aimed.timeout_s)
 
             def measure(concurrency: int) -> dict[str, Any]:
                 plan = dataclasses.replace(aimed, concurrency=concurrency, rate_rps=0.0)
@@ -171,6 +186,23 @@ def measure_point(
                 return {**bench_summary(plan, run), "server": usage._asdict()}
 
             return Point(settings, cold, run_steps(measure))
+
+
+@contextlib.contextmanager
+def serving(server: RunningServer, settings: Settings) -> Iterator[RunningServer]:
+    """The server started; one that refuses its settings is the user's error, not a crash."""
+    try:
+        server.start()
+    except RuntimeError:
+        said = (server.log_text().strip().splitlines() or ["nothing"])[-1]
+        point = " ".join(f"{n}={v}" for n, v in settings.items()) or "the --serve-arg flags"
+        raise ValueError(
+            f"`modelhost serve` with {point} did not start: {said} (log: {server.log_path})"
+        ) from None
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 def efficient_frontier(points: Sequence[tuple[float, float]]) -> list[int]:

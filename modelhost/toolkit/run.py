@@ -205,12 +205,10 @@ def run_with_progress(
 
 
 def bench_command(options: BenchOptions, console: Console | None = None) -> dict[str, Any]:
-    from rich.console import Console
-
     from modelhost.toolkit.report.bench import write_bench
-    from modelhost.toolkit.report.terminal import bench_tables, show
+    from modelhost.toolkit.report.terminal import bench_tables, console_for, show
 
-    console = console or Console()
+    console = console or console_for()
     plan = plan_of(options)
     run = run_with_progress(plan, options.processes, console, options.quiet)
     summary = bench_summary(plan, run)

@@ -58,6 +58,8 @@ def summarize(rows: Sequence[Row], duration_s: float) -> dict[str, Any]:
         },
         "throughput_rps": len(good) / duration_s if duration_s else float("nan"),
         "latency_ms": latency_summary([row.latency_ms for row in good]),
+        # what a serverless endpoint bills as data processed, in + out
+        "bytes_per_request": float(np.mean([r.bytes_in + r.bytes_out for r in good] or [0])),
         "cache": dict(sorted(Counter(row.cache or "none" for row in good).items())),
         # the spread over instances behind a router
         "instances": dict(sorted(Counter(row.instance for row in good if row.instance).items())),

@@ -62,7 +62,11 @@ class Popularity:
 def read_models(spec: str) -> list[str]:
     """`@file` (one name a line) or a comma-separated list."""
     if spec.startswith("@"):
-        names = Path(spec[1:]).read_text().split()
+        try:
+            names = Path(spec[1:]).read_text().split()
+        except OSError as exc:
+            message = f"--models {spec}: {exc.strerror}; @FILE is one model name a line"
+            raise ValueError(message) from None
     else:
         names = [name.strip() for name in spec.split(",") if name.strip()]
     if not names:

@@ -3,7 +3,9 @@ from options to files. The ramp itself is in ramp.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -12,7 +14,16 @@ from typing import Any
 
 from modelhost.toolkit.cost import EXAMPLE_PRICES
 from modelhost.toolkit.options import numbers, option
-from modelhost.toolkit.ramp import Point, Settings, Step, TuneTarget, measure_point, ramp, recommend
+from modelhost.toolkit.ramp import (
+    Point,
+    Settings,
+    Step,
+    TuneTarget,
+    measure_point,
+    ramp,
+    recommend,
+    serve_flags,
+)
 from modelhost.toolkit.run import BenchOptions, plan_of
 from modelhost.units import parse_size
 
@@ -63,6 +74,11 @@ class TuneOptions:
     )
     out: Path = option(Path("tune-out"), file_okay=False)
 
+    def changed(self, flag: str) -> bool:
+        name = flag.removeprefix("--").replace("-", "_")
+        default = next(f.default for f in dataclasses.fields(self) if f.name == name)
+        return bool(getattr(self, name) != default)
+
     @property
     def grid_values(self) -> dict[str, list[str]]:
         return parse_grid(self.grid)
@@ -70,6 +86,9 @@ class TuneOptions:
     def target(self) -> TuneTarget:
         if not self.model_store:
             raise ValueError("give --model-store: the store each `modelhost serve` serves")
+        unused = [f for f, used in MODE_FLAGS.items() if self.changed(f) and not used(self)]
+        if unused:
+            raise ValueError(f"{', '.join(unused)}: not used with --mode {self.mode}")
         if self.mode == "memory" and self.price_per_gb_hour <= 0:
             raise ValueError(
                 "--mode memory recommends the budget with the lowest cost per million: give "
@@ -88,8 +107,24 @@ class TuneOptions:
             out=self.out,
             quiet=True,
         )
+        plan = plan_of(bench)
+        if not plan.popularity.models:  # bench's URL names a model; tune's servers have none
+            raise ValueError(
+                "give --models (comma-separated or @FILE), or --payloads whose lines name a "
+                "TargetModel: tune invokes them on each server it starts"
+            )
         serve_args = ["--model-store", self.model_store, *self.serve_args]
-        return TuneTarget(serve_args, plan_of(bench), self.processes, self.out / "logs")
+        return TuneTarget(serve_args, plan, self.processes, self.out / "logs")
+
+
+# the flags one mode alone reads: given to another, they would change nothing
+MODE_FLAGS: dict[str, Callable[[TuneOptions], bool]] = {
+    "--price-per-gb-hour": lambda o: o.mode == "memory",
+    "--multipliers": lambda o: o.mode == "concurrency",
+    "--limit-flag": lambda o: o.mode == "concurrency",
+    "--concurrency": lambda o: o.mode != "concurrency",
+    "--instance-price": lambda o: o.mode != "memory",
+}
 
 
 def grid_points(grid: dict[str, list[str]]) -> list[Settings]:
@@ -197,10 +232,37 @@ def tune_summary(options: TuneOptions, done: Sequence[Point]) -> dict[str, Any]:
         "steps": rows,
         "recommended_index": best,
         "recommended": rows[best] if best is not None else None,
+        **(recommended_forms(options, steps[best].settings) if best is not None else {}),
         # what `modelhost cost --from` reads: the recommendation's figures
         "throughput_rps": rows[best]["throughput_rps"] if best is not None else None,
         "latency_ms": steps[best].latency_ms if best is not None else None,
+        "bytes_per_request": steps[best].bytes_per_request if best is not None else None,
     }
+
+
+def recommended_forms(options: TuneOptions, settings: Settings) -> dict[str, Any]:
+    """The recommended point as `modelhost serve` arguments and as modelhost.toml lines."""
+    args = ["--model-store", options.model_store, *options.serve_args, *serve_flags(settings)]
+    values = {**flag_values(args), **settings}
+    toml = "".join(f"{name.replace('-', '_')} = {json.dumps(v)}\n" for name, v in values.items())
+    return {"recommended_serve_args": args, "recommended_toml": toml}
+
+
+def flag_values(args: Sequence[str]) -> dict[str, str]:
+    """`--name value`, `--name=value` and `--[no-]switch` as {name: value}."""
+    values = {}
+    for index, arg in enumerate(args):
+        if not arg.startswith("--"):
+            continue
+        name, sep, value = arg[2:].partition("=")
+        following = args[index + 1] if index + 1 < len(args) else "--"
+        if sep:
+            values[name] = value
+        elif not following.startswith("--"):
+            values[name] = following
+        else:  # a switch: TOML's key is the setting's, without no-
+            values[name.removeprefix("no-")] = "false" if name.startswith("no-") else "true"
+    return values
 
 
 def describe(point: Point) -> str:
@@ -211,16 +273,15 @@ def describe(point: Point) -> str:
         for s in point.steps
     )
     settings = " ".join(f"{n}={v}" for n, v in point.settings.items()) or "server"
-    return f"{settings}: cold start {cold['first_answer_ms']:.0f} ms ({cold['cache']}); {steps}"
+    said = cold["cache"] if cold["status"] < 400 else f"HTTP {cold['status']}"
+    return f"{settings}: cold start {cold['first_answer_ms']:.0f} ms ({said}); {steps}"
 
 
 def tune_command(options: TuneOptions) -> dict[str, Any]:
-    from rich.console import Console
-
-    from modelhost.toolkit.report.terminal import table
+    from modelhost.toolkit.report.terminal import console_for, table
     from modelhost.toolkit.report.tune import table_of, verdict, write_tune
 
-    console = Console()
+    console = console_for()
     summary = run_tune(options, options.target(), lambda p: console.print(describe(p)))
     header, rows = table_of(summary)
     console.print(table(f"tune ({options.mode})", header, rows, summary["recommended_index"]))

@@ -39,3 +39,11 @@ def test_a_reload_that_cannot_run_is_a_failed_reload(tmp_path: Path) -> None:
     assert result.exit_code == 1, result.output
     assert isinstance(result.exception, SystemExit)  # not a traceback
     assert "error: 'no-such-nginx -s reload' failed" in result.output
+
+
+def test_a_negative_interval_is_refused_at_start(tmp_path: Path) -> None:
+    """--interval -5 polled once, then ended in "ValueError: sleep length must be
+    non-negative"."""
+    result = hot_models("--map", str(tmp_path / "hot.map"), "--reload", "", "--interval", "-5")
+    assert result.exit_code == 2, result.output
+    assert "--interval" in result.output

@@ -101,3 +101,58 @@ def test_fleet_options_are_checked(tmp_path: Path, flags: list[str], message: st
     result = CliRunner().invoke(simulate, [str(log), *base, *flags])
     assert result.exit_code == 2
     assert message in result.output
+
+
+@pytest.mark.parametrize(("price", "labelled"), [([], True), (["--instance-price", "0.4"], False)])
+def test_an_example_instance_price_is_labelled(
+    tmp_path: Path, price: list[str], labelled: bool
+) -> None:
+    """The $/M column priced instances at the default $0.115 an hour and said nothing of it,
+    where tune and cost label the same default an example."""
+    log = synthetic.write(tmp_path / "a.jsonl", synthetic.Synthetic(models=3, requests=10))
+    base = ["--instances", "1,2", "--budget-per-instance", "8MiB", "--throughput-rps", "100"]
+    result = CliRunner().invoke(simulate, [str(log), *base, *price, "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert ("an example price" in result.output) is labelled
+    summary = json.loads((tmp_path / "simulate-fleet.json").read_text())
+    assert summary["example_price"] is labelled
+
+
+def test_servers_may_be_given_as_whole_server_lines(tmp_path: Path) -> None:
+    """modelhost-servers.conf says simulate --servers takes its list: pasted with its
+    parameters, the ring hashed "8080 max_fails=1 ..." as the port and placed every model
+    where nginx does not. nginx hashes the address alone."""
+    log = synthetic.write(tmp_path / "a.jsonl", synthetic.Synthetic(models=40, requests=500))
+
+    def requests_per_instance(servers: str) -> list[list[int]]:
+        out = tmp_path / str(abs(hash(servers)))
+        base = ["--instances", "2,3", "--budget-per-instance", "8MiB", "--servers", servers]
+        result = CliRunner().invoke(simulate, [str(log), *base, "--out", str(out)])
+        assert result.exit_code == 0, result.output
+        fleets = json.loads((out / "simulate-fleet.json").read_text())["fleets"]
+        return [fleet["requests"] for fleet in fleets]
+
+    plain = requests_per_instance("modelhost-{i}:8080")
+    assert requests_per_instance("modelhost-{i}:8080 max_fails=1 fail_timeout=10s;") == plain
+
+
+def test_a_server_lines_weight_is_its_points() -> None:
+    assert Ring(["a:80 weight=2 max_fails=1"]).hashes == Ring(["a:80"], [2]).hashes
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--spread", "model-0=2"],
+        ["--budget-per-instance", "8MiB"],
+        ["--throughput-rps", "400"],
+        ["--servers", "web-{i}:80"],
+    ],
+)
+def test_fleet_flags_without_instances_are_refused(tmp_path: Path, flags: list[str]) -> None:
+    """scale-out.md says to measure a spread first with `simulate --spread MODEL=K`: without
+    --instances it replayed one instance and the spread did nothing, silently."""
+    log = synthetic.write(tmp_path / "a.jsonl", synthetic.Synthetic(models=3, requests=10))
+    result = CliRunner().invoke(simulate, [str(log), *flags, "--out", str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    assert flags[0] in result.output and "--instances" in result.output

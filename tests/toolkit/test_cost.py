@@ -80,3 +80,105 @@ def test_no_break_even_where_an_instance_costs_more_a_request(tmp_path: Path) ->
         json.loads((tmp_path / "c" / "cost.json").read_text())["break_even_monthly_requests"]
         is None
     )
+
+
+def test_cost_from_a_tune_json_takes_its_bytes_per_request(tmp_path: Path) -> None:
+    """tune.json's recommendation carries bench's bytes per request, for cost --from."""
+    from modelhost.toolkit.cost import measured
+    from modelhost.toolkit.ramp import Point, step_of
+    from modelhost.toolkit.tune import TuneOptions, tune_summary
+
+    figures = {
+        "requests": {"measured": 10, "ok": 10, "errors": {}},
+        "throughput_rps": 100.0,
+        "latency_ms": {"p50": 2.0, "p95": 4.0, "p99": 5.0},
+        "bytes_per_request": 2000.0,
+    }
+    step = step_of({"workers": "1"}, 1, figures, 50)
+    summary = tune_summary(TuneOptions(model_store="s"), [Point({"workers": "1"}, {}, [step])])
+    (tmp_path / "tune.json").write_text(json.dumps(summary))
+    assert measured(tmp_path / "tune.json")["bytes_per_request"] == 2000.0
+
+
+def test_serverless_bills_the_mean_duration_not_the_median(tmp_path: Path) -> None:
+    """A month's bill is the sum of every request's duration: N × the mean. The median leaves
+    out the slow tail (cold starts, queueing) that a skewed run has: here 2 ms against 10."""
+    summary = {"throughput_rps": 100.0, "latency_ms": {"p50": 2.0, "mean": 10.0, "p99": 300.0}}
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    out = tmp_path / "cost"
+    result = CliRunner().invoke(main, ["cost", "--from", str(tmp_path / "summary.json"),
+                                       "--out", str(out)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert json.loads((out / "cost.json").read_text())["serverless"]["latency_ms"] == 10.0
+
+
+@pytest.mark.parametrize(
+    ("given", "named"),
+    [
+        (["--utilization", "0"], "--utilization"),
+        (["--utilization", "1.5"], "--utilization"),
+        (["--throughput", "-5"], "--throughput"),
+        (["--latency-ms", "-1"], "--latency-ms"),
+        (["--memory-gb", "0"], "--memory-gb"),
+    ],
+)
+def test_figures_out_of_range_are_refused_by_name(
+    tmp_path: Path, given: list[str], named: str
+) -> None:
+    """--utilization 0 was a ZeroDivisionError traceback; a negative throughput a table of
+    negative instance counts."""
+    args = ["cost", "--throughput", "100", "--latency-ms", "5", "--out", str(tmp_path), *given]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2, result.output
+    assert named in result.output
+
+
+def test_defaults_it_assumed_are_named_as_flags(tmp_path: Path) -> None:
+    """The label said "instance_price, gb_second_price, data_price are examples", field names
+    no flag has, and nothing of the 2 GB of serverless memory it also assumed."""
+    args = ["cost", "--throughput", "100", "--latency-ms", "5", "--out", str(tmp_path)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert "--instance-price, --gb-second-price, --data-price" in result.output
+    assert "--memory-gb" in result.output
+    given = CliRunner().invoke(main, [*args, "--memory-gb", "4", "--instance-price", "1"])
+    assert "--memory-gb" not in given.output and "--instance-price" not in given.output
+
+
+def test_a_summary_with_no_answer_is_refused_by_what_failed(tmp_path: Path) -> None:
+    """bench against a server that was down writes null latencies; cost --from it ended in a
+    TypeError traceback."""
+    summary = {
+        "throughput_rps": 0.0,
+        "latency_ms": {"p50": None, "mean": None},
+        "requests": {"ok": 0, "errors": {"ClientConnectorError": 1211}},
+    }
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    args = ["cost", "--from", str(tmp_path / "summary.json"), "--out", str(tmp_path)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2, result.output
+    assert "no request answered" in result.output and "ClientConnectorError" in result.output
+
+
+def test_the_html_figures_say_their_units(tmp_path: Path) -> None:
+    """cost.html's first table read "instance 0.319, serverless 2, break-even / month
+    41,975,000.0": dollars and requests unsaid."""
+    args = ["cost", "--throughput", "100", "--latency-ms", "50", "--out", str(tmp_path)]
+    assert CliRunner().invoke(main, args).exit_code == 0
+    page = (tmp_path / "cost.html").read_text()
+    assert "instance $" in page and "serverless $" in page
+    assert "break-even requests / month" in page
+
+
+def test_an_open_loop_runs_throughput_is_not_taken_for_capacity(tmp_path: Path) -> None:
+    """bench --rate 50 answers 50 requests a second whatever the server could: cost --from it
+    priced instances as if each answered only that, 20 times the cost of one that answers
+    1,000."""
+    summary = {"throughput_rps": 50.0, "rate_rps": 50.0, "concurrency": None}
+    summary["latency_ms"] = {"p50": 2.0, "mean": 3.0}
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    args = ["cost", "--from", str(tmp_path / "summary.json"), "--out", str(tmp_path)]
+    refused = CliRunner().invoke(main, args)
+    assert refused.exit_code == 2, refused.output
+    assert "open loop" in refused.output and "--throughput" in refused.output
+    assert CliRunner().invoke(main, [*args, "--throughput", "1000"]).exit_code == 0

@@ -113,3 +113,17 @@ def test_a_line_naming_a_model_without_a_body_is_refused(tmp_path: Path) -> None
         ValueError, match='payloads.jsonl:2: a line naming its TargetModel needs its "Body"'
     ):
         read_payloads(lines)
+
+
+@pytest.mark.parametrize("command", ["bench", "tune"])
+def test_a_models_file_that_is_not_there_is_a_usage_error(command: str, tmp_path: Path) -> None:
+    """--models @models.txt with a typo in the name ended in a FileNotFoundError traceback."""
+    from click.testing import CliRunner
+
+    from modelhost.cli.main import main
+
+    where = ["http://127.0.0.1:9"] if command == "bench" else ["--model-store", str(tmp_path)]
+    args = [command, *where, "--models", f"@{tmp_path}/models.txt", "--concurrency", "1"]
+    result = CliRunner().invoke(main, [*args, "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2, result.output
+    assert "models.txt" in result.output and "one model name a line" in result.output

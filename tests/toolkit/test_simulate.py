@@ -94,3 +94,19 @@ def test_a_budget_read_off_the_grid_says_at_most() -> None:
     exact = [line for line in lines if line.startswith("lru:")]
     assert exact and "at most" not in exact[0]
     assert all("at most 1.0 MiB for" in line for line in lines if line not in exact)
+
+
+def test_a_target_no_budget_reaches_says_the_ceiling_and_what_to_ask() -> None:
+    """Half of these requests are first requests: no budget of any policy gives 90%, and "not
+    reached" alone left a user raising --budgets for nothing."""
+    trace = make_trace(list("abcdabcd"), {m: 10 for m in "abcd"})
+    lines = needed_text(simulate_summary(trace, [10, 20], 0.9, with_optimum=False))
+    assert lines and all("0.5" in line and "--target" in line for line in lines)
+    assert "first requests" in lines[0]
+
+
+def test_a_target_past_the_replayed_budgets_asks_for_larger_ones() -> None:
+    trace = make_trace(list("abababab"), {"a": 10, "b": 10})
+    lines = needed_text(simulate_summary(trace, [10], 0.7, with_optimum=False))
+    other = next(line for line in lines if line.startswith("cost-aware:"))
+    assert "10 B" in other and "--budgets" in other  # the largest replayed, and the way on

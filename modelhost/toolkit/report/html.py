@@ -15,6 +15,7 @@ th:first-child, td:first-child { text-align: left; }
 tr.best td { background: #e8f4e8; font-weight: 600; }
 .warning { background: #fff3cd; padding: .5rem .8rem; border-left: 4px solid #e0a800; }
 .note { color: #666; }
+.lines { white-space: pre-line; }
 svg { max-width: 100%; height: auto; }
 .grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(32rem, 1fr)); gap: 1rem; }
 """

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import IO, Any
 
 from rich.console import Console
 from rich.table import Table
@@ -14,12 +14,22 @@ from modelhost.toolkit.report.html import cell
 SHOWN_TENANTS = 20  # rows of the tenant table
 
 
+PIPED_WIDTH = 240  # a log or a file has no width: the tables' own widths fit in it
+
+
+def console_for(file: IO[str] | None = None) -> Console:
+    """A console that, piped, does not narrow tables to 80 columns."""
+    console = Console(file=file)
+    return console if console.is_terminal else Console(file=file, width=PIPED_WIDTH)
+
+
 def table(
     title: str, header: Sequence[str], rows: Sequence[Sequence[Any]], highlight: int | None = None
 ) -> Table:
     shown = Table(title=title, title_justify="left")
     for index, name in enumerate(header):
-        shown.add_column(name, justify="left" if index == 0 else "right")
+        # fold, not "…": a narrow terminal must not cut a figure
+        shown.add_column(name, justify="left" if index == 0 else "right", overflow="fold")
     for index, row in enumerate(rows):
         shown.add_row(*(_plain(v) for v in row), style="bold green" if index == highlight else None)
     return shown

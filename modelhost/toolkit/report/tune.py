@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +57,8 @@ def by_configuration(summary: dict[str, Any]) -> dict[str, list[dict[str, Any]]]
 def verdict(summary: dict[str, Any]) -> str:
     best = summary["recommended"]
     if not best:
-        return f"No point held p99 under {summary['p99_limit_ms']:g} ms without errors"
+        said = f"No point held p99 under {summary['p99_limit_ms']:g} ms without errors"
+        return said + errors_said(summary["steps"])
     settings = ", ".join(f"{n}={best[n]}" for n in summary["settings"]) or "the server"
     example = summary.get("example_price", False)
     return (
@@ -64,7 +66,24 @@ def verdict(summary: dict[str, Any]) -> str:
         f"{best['throughput_rps']:.1f} req/s, p95 {best['p95_ms']:.1f} ms, "
         f"p99 {best['p99_ms']:.1f} ms, ${best['cost_per_million']:.4g} per million requests"
         + (" at an example instance price (set --instance-price)" if example else "")
+        + (" for the memory alone, at --price-per-gb-hour" if summary["mode"] == "memory" else "")
+        + serve_it(summary)
     )
+
+
+def errors_said(steps: list[dict[str, Any]]) -> str:
+    """How many errors, and the first one's answer: what to mend before tuning."""
+    errors = sum(step["errors"] for step in steps)
+    first = next((step["first_error"] for step in steps if step.get("first_error")), "")
+    return f": {errors} errors, the first {first}" if errors and first else ""
+
+
+def serve_it(summary: dict[str, Any]) -> str:
+    """The recommendation as the server takes it; tune.json of older runs has none."""
+    if "recommended_serve_args" not in summary:
+        return ""
+    command = shlex.join(["modelhost", "serve", *summary["recommended_serve_args"]])
+    return f"\nServe it:\n  {command}\nor in modelhost.toml:\n{summary['recommended_toml']}"
 
 
 def cold_starts(summary: dict[str, Any]) -> str:
@@ -145,7 +164,7 @@ def tune_sections(summary: dict[str, Any], name: str = "") -> list[tuple[str, st
     prefix = f"{name}: " if name else ""
     header, rows = table_of(summary, COLUMNS)
     return [
-        (f"{prefix}Recommendation", html.paragraph(verdict(summary))),
+        (f"{prefix}Recommendation", html.paragraph(verdict(summary), "lines")),
         (f"{prefix}Cold start (first request for a model not loaded)", cold_starts(summary)),
         (f"{prefix}Every step", html.table(header, rows, summary["recommended_index"])),
         *((prefix + heading, body) for heading, body in per_configuration(summary)),

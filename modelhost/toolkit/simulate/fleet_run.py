@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from modelhost.toolkit.cost import EXAMPLE_PRICES
 from modelhost.toolkit.report import files
 from modelhost.toolkit.simulate.fleet import FleetRun, replay_fleet, server_names
 from modelhost.toolkit.simulate.trace import Trace
@@ -43,6 +44,7 @@ def fleet_summary(
         "budget_per_instance_bytes": budget_bytes,
         "spread": dict(spread),
         "price_per_hour": price_per_hour,
+        "example_price": price_per_hour == EXAMPLE_PRICES["instance_per_hour"],
         "throughput_rps_per_instance": throughput_rps or None,
         "fleets": [
             _fleet(run, price_per_hour, throughput_rps)
@@ -139,5 +141,10 @@ class FleetOptions:
         )
         title = f"a fleet of {format_bytes(self.budget_bytes)} instances behind nginx"
         console.print(table(title, HEADER, fleet_rows(summary)))
+        if summary["example_price"] and throughput_rps:
+            console.print(
+                f"[yellow]$/M at an example price of ${price:g} an instance-hour "
+                f"({EXAMPLE_PRICES['source']}): set --instance-price[/]"
+            )
         written = write_fleet(out, summary)
         console.print("wrote " + ", ".join(str(p) for p in written.values()))

@@ -20,7 +20,7 @@ from modelhost.cache.memory import MemoryTier, State
 from modelhost.cache.policy import EvictionPolicy
 from modelhost.records.events import events_in
 from modelhost.toolkit.simulate.replay import replay_tier
-from modelhost.toolkit.simulate.trace import Trace
+from modelhost.toolkit.simulate.trace import Trace, log_lines
 
 
 @dataclass
@@ -57,7 +57,7 @@ class LoadSample:
 
 def read_load_events(path: Path) -> dict[str, list[LoadSample]]:
     """Each model's loads in a server's log or a saved `/events` stream, in order."""
-    return load_samples(events_in(Path(path).read_text().splitlines()))
+    return load_samples(events_in(log_lines(path)))
 
 
 def load_samples(events: Iterable[dict[str, Any]]) -> dict[str, list[LoadSample]]:

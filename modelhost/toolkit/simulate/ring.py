@@ -24,7 +24,8 @@ class Ring:
         self.servers = list(servers)
         points: dict[int, str] = {}
         for server, weight in zip(self.servers, weights or [1] * len(servers), strict=True):
-            for point in server_points(server, weight):
+            address, weight = parse_line(server, weight)
+            for point in server_points(address, weight):
                 points.setdefault(point, server)  # nginx keeps one server per point
         self.hashes = sorted(points)
         self.owners = [points[h] for h in self.hashes]
@@ -37,6 +38,15 @@ class Ring:
             if owner not in down:
                 return owner
         return None
+
+
+def parse_line(server: str, weight: int = 1) -> tuple[str, int]:
+    """The address and weight of a `server` line's text: nginx hashes the address alone."""
+    address, *parameters = server.rstrip("; ").split()
+    for parameter in parameters:
+        name, _, value = parameter.partition("=")
+        weight = int(value) if name == "weight" else weight
+    return address, weight
 
 
 def key_hash(key: str) -> int:

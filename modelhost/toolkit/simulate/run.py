@@ -175,19 +175,33 @@ def rows_of(summary: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
     return ["budget", *names], rows
 
 
+ROOM = (
+    "Budgets here are room for models: for --memory-budget, add the server's fixed bytes "
+    "(GET /sizing: fixedBytes)"
+)
+
+
 def needed_text(summary: dict[str, Any]) -> list[str]:
     """Per policy, the budget `target` needs: LRU's exact, the others' a replayed budget."""
-    target = summary["target_hit_ratio"]
-    return [
-        f"{name}: {_needed(b, exact=name == 'lru')} for a {target:.0%} hit ratio"
-        for name, b in summary["budget_needed_bytes"].items()
-    ]
+    return [_needed(summary, name, b) for name, b in summary["budget_needed_bytes"].items()]
 
 
-def _needed(budget: float, exact: bool) -> str:
-    if not math.isfinite(budget):
-        return "not reached"
-    return format_bytes(int(budget)) if exact else f"at most {format_bytes(int(budget))}"
+def _needed(summary: dict[str, Any], name: str, budget: float) -> str:
+    target = f"a {summary['target_hit_ratio']:.0%} hit ratio"
+    if math.isfinite(budget):
+        shown = format_bytes(int(budget))
+        return f"{name}: {shown if name == 'lru' else 'at most ' + shown} for {target}"
+    ceiling = 1 - summary["models"] / summary["requests"]  # each model's first request misses
+    if summary["target_hit_ratio"] > ceiling:
+        return (
+            f"{name}: no budget reaches {target}: with every model in memory "
+            f"({format_bytes(summary['distinct_bytes'])}) it is {ceiling:.3g}, the rest being "
+            f"first requests (ask --target {ceiling:.3g} or less)"
+        )
+    largest, best = max(summary["budgets_bytes"]), max(summary["hit_ratio"][name])
+    return f"{name}: {target} not reached up to {format_bytes(largest)} ({best:.3g}): " + (
+        "replay larger --budgets"
+    )
 
 
 def write_simulate(out_dir: Path, summary: dict[str, Any]) -> dict[str, Path]:
@@ -217,7 +231,7 @@ def write_simulate(out_dir: Path, summary: dict[str, Any]) -> dict[str, Path]:
                 ),
             ),
             ("Hit-ratio curve", chart),
-            ("Budget needed", "".join(html.paragraph(line) for line in needed_text(summary))),
+            ("Budget needed", "".join(map(html.paragraph, [*needed_text(summary), ROOM]))),
             ("Hit ratio by budget", html.table(header, rows)),
         ],
     )

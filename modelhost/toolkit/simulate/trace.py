@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from modelhost.errors import ConfigError
+from modelhost.units import parse_size
 
 DEFAULT_RELOAD_MS = 1.0
 
@@ -36,7 +40,7 @@ def read_access_log(
     tenants: list[str] = []
     found = dict(sizes or {})
     costs: dict[str, list[float]] = {}
-    for number, line in enumerate(Path(path).read_text().splitlines(), start=1):
+    for number, line in enumerate(log_lines(path), start=1):
         if not line.strip():
             continue
         try:
@@ -85,3 +89,35 @@ def _sizes_for(
             "loaded them: give --sizes FILE (JSON {model: bytes}) or --default-size SIZE"
         )
     return {m: found.get(m, default_size or 0) for m in set(models)}
+
+
+def read_sizes(path: Path) -> dict[str, int]:
+    """--sizes: JSON {model: size}, each in bytes or as the server's flags write it (64MiB)."""
+    try:
+        sizes = json.loads(Path(path).read_text())
+    except ValueError as exc:
+        raise ValueError(f"{path} is not valid JSON: {exc}") from None
+    if not isinstance(sizes, dict):
+        raise ValueError(
+            f'{path}: write a JSON object {{model: size}}, e.g. {{"t/a.joblib": "64MiB"}}'
+        )
+    return {model: _size(path, model, value) for model, value in sizes.items()}
+
+
+def _size(path: Path, model: str, value: object) -> int:
+    try:
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise ConfigError(f"{value!r} is not a size")
+        return parse_size(str(value))
+    except ConfigError as exc:
+        raise ValueError(f"{path}: {model}: {exc}") from None
+
+
+def log_lines(path: Path) -> list[str]:
+    """A log's lines, gunzipped if it was rotated and compressed."""
+    raw = Path(path).read_bytes()
+    raw = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+    try:
+        return raw.decode().splitlines()
+    except UnicodeDecodeError:
+        raise ValueError(f"{path} is not a JSON-lines access log (nor a gzipped one)") from None

@@ -1,0 +1,50 @@
+"""cost from a real bench: its serverless figures price what the server itself counted."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from helpers.toolkit import MODELS
+
+from modelhost import testing
+from modelhost.cli.main import main
+
+pytestmark = pytest.mark.e2e
+REQUESTS = 200
+
+
+def invoke(*args: str) -> None:
+    result = CliRunner().invoke(main, list(args))
+    assert result.exit_code == 0, result.output
+
+
+def invocations_logged(access_log: Path, at_least: int) -> list[dict[str, Any]]:
+    """The access log's invocations, once it holds `at_least` of them."""
+    for _ in range(100):
+        lines = [json.loads(line) for line in access_log.read_text().splitlines()]
+        found = [line for line in lines if line.get("model")]
+        if len(found) >= at_least:
+            return found
+        time.sleep(0.1)
+    raise AssertionError(f"{len(found)} invocations in {access_log}, not {at_least}")
+
+
+def test_cost_from_bench_prices_the_bytes_the_server_counted(
+    server: testing.RunningServer, access_log: Path, tmp_path: Path
+) -> None:
+    """--bytes-per-request says its default is --from's: the data price is then paid on what
+    each request sent and received, as the server's access log counts it."""
+    bench_out, cost_out = tmp_path / "bench", tmp_path / "cost"
+    invoke("bench", server.url, "--models", ",".join(MODELS), "--requests", str(REQUESTS),
+           "--warmup", "0", "--concurrency", "2", "--out", str(bench_out), "--quiet")  # fmt: skip
+    invoke("cost", "--from", str(bench_out / "summary.json"), "--out", str(cost_out))
+    serverless = json.loads((cost_out / "cost.json").read_text())["serverless"]
+    served = [
+        line["bytes_in"] + line["bytes_out"] for line in invocations_logged(access_log, REQUESTS)
+    ]
+    assert serverless["bytes_per_request"] == pytest.approx(sum(served) / len(served))
