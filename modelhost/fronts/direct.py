@@ -205,9 +205,7 @@ class DirectSide(asyncio.Protocol):
         timer = router.deadlines.add(timeout_s, partial(expire, outcome, link, key, timeout_s))
         outcome.add_done_callback(partial(self._settled, asked, queue_ms, timer))
 
-    def _settled(
-        self, asked: Asked, queue_ms: float, timer: int, outcome: Future[Outcome]
-    ) -> None:
+    def _settled(self, asked: Asked, queue_ms: float, timer: int, outcome: Future[Outcome]) -> None:
         router = self.router
         router.deadlines.remove(timer)
         router.in_flight -= 1

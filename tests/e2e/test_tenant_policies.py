@@ -261,9 +261,7 @@ def test_a_capped_tenant_leaves_room_in_a_shared_models_queue(
     assert refused == ["TenantQueueFull"] and answered[-1].status_code == 200
 
 
-def test_a_raised_cap_lets_the_tenants_waiting_requests_run(
-    serve: Servers, tmp_path: Path
-) -> None:
+def test_a_raised_cap_lets_the_tenants_waiting_requests_run(serve: Servers, tmp_path: Path) -> None:
     """capped holds one request at the gate and two wait for its cap of one; raised to three by
     an edit of the file, the two run at once, not when the held one ends."""
     gate = tmp_path / "gate"
