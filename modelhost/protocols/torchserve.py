@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Mapping
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from modelhost.errors import (
@@ -23,7 +23,7 @@ from modelhost.host import ModelHost
 from modelhost.host.journal import JOURNAL_FILE, Journal
 from modelhost.host.listing import IN_MEMORY, REGISTERED, Listing
 from modelhost.host.registry import Registered
-from modelhost.names import echo, model_name
+from modelhost.names import echo, model_name, name_from_url
 from modelhost.observe.describe import iso_time
 from modelhost.protocols.pages import decode_token, encode_token, page_size
 from modelhost.protocols.params import check_param, is_negative_number, is_whole_number
@@ -42,7 +42,6 @@ from modelhost.urls import redact_url
 logger = logging.getLogger("modelhost")
 
 MODEL_VERSION = "1.0"  # of a model registered without versions
-ARCHIVE_SUFFIXES = (".mar", ".tar.gz", ".tgz", ".tar", ".zip")
 REGISTERED_OR_IN_MEMORY = (IN_MEMORY, REGISTERED)  # what TorchServe calls registered
 ACCEPTED = "Processing worker updates..."  # TorchServe's words
 
@@ -284,15 +283,6 @@ def describe(
         "loadedAtStartup": model.loaded_at_startup,
         "workers": workers,
     }
-
-
-def name_from_url(url: str) -> str:
-    """TorchServe's default model name: the archive's file name without its extension."""
-    base = PurePosixPath(url.partition("?")[0].rstrip("/")).name  # drop a presigned query
-    for suffix in ARCHIVE_SUFFIXES:
-        if base.lower().endswith(suffix):
-            return base[: -len(suffix)] or base
-    return base.rsplit(".", 1)[0] or base
 
 
 def start_after(listing: Listing, token: str | None) -> str | None:

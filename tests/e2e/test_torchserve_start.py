@@ -1,0 +1,83 @@
+"""TorchServe's start, end to end: the models `load_models` (or `--models`) names in a
+config.properties are served under the names TorchServe gives them. Each test is named after
+the request of TorchServe's docs it mirrors."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import httpx
+import pytest
+from helpers.serving import Servers
+
+from modelhost import testing
+
+pytestmark = pytest.mark.e2e
+
+ROW = {"instances": testing.iris_rows(1)}
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An archive as `torch-model-archiver --model-name densenet161` writes it."""
+    root = tmp_path_factory.mktemp("ts-start-store")
+    source = testing.mms_handler_folder(tmp_path_factory.mktemp("ts-start-source") / "src")
+    testing.mar_of(source, root / "densenet161.mar")
+    return root
+
+
+class Started:
+    """A server started with TorchServe's config.properties naming `load_models`."""
+
+    def __init__(self, serve: Servers, work: Path, store: Path, load_models: str) -> None:
+        self.management = testing.free_port()
+        properties = work / "config.properties"
+        properties.write_text(
+            f"management_address=http://127.0.0.1:{self.management}\n"
+            f"model_store={store}\n"
+            f"load_models={load_models}\n"
+            "disable_token_authorization=true\n"
+        )
+        args = ["--cache-dir", str(work / "cache"), "--workers", "1", "--memory-budget", "2GiB"]
+        environ = {**os.environ, "TS_CONFIG_FILE": str(properties)}
+        self.server = testing.RunningServer(args, work, env=environ)
+        serve.enter_context(self.server)
+
+    def predict(self, name: str) -> httpx.Response:
+        return httpx.post(f"{self.server.url}/predictions/{name}", json=ROW, timeout=60)
+
+    def describe(self, name: str) -> httpx.Response:
+        return httpx.get(f"http://127.0.0.1:{self.management}/models/{name}", timeout=60)
+
+
+@pytest.fixture(scope="module")
+def named(serve: Servers, store: Path, tmp_path_factory: pytest.TempPathFactory) -> Started:
+    work = tmp_path_factory.mktemp("ts-start-named")
+    return Started(serve, work, store, "densenet161.mar")
+
+
+@pytest.fixture(scope="module")
+def every(serve: Servers, store: Path, tmp_path_factory: pytest.TempPathFactory) -> Started:
+    return Started(serve, tmp_path_factory.mktemp("ts-start-all"), store, "all")
+
+
+def test_predictions_densenet161_after_models_densenet161_mar(named: Started) -> None:
+    """`torchserve --models densenet161.mar`, then `curl /predictions/densenet161 -T …`: the
+    quick start's model is named after its archive, without `.mar`, and loaded at start."""
+    answer = named.predict("densenet161")
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["handler"] == "custom handler"
+    described = named.describe("densenet161")
+    assert described.status_code == 200, described.text
+    assert described.json()[0]["loadedAtStartup"] is True
+
+
+def test_predictions_after_load_models_all(every: Started) -> None:
+    """`load_models=all` (TorchServe reads any case) serves every archive of the store by its
+    name without `.mar`."""
+    answer = every.predict("densenet161")
+    assert answer.status_code == 200, answer.text
+    described = every.describe("densenet161")
+    assert described.status_code == 200, described.text
+    assert described.json()[0]["loadedAtStartup"] is True
