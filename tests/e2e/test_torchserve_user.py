@@ -1,6 +1,7 @@
-"""TorchServe's start, end to end: the models `load_models` (or `--models`) names in a
-config.properties are served under the names TorchServe gives them. Each test is named after
-the request of TorchServe's docs it mirrors."""
+"""A TorchServe user's calls, end to end, on a server started with TorchServe's
+config.properties: models `load_models` names are served under TorchServe's names, and a call
+TorchServe documents that modelhost does not serve says what to do instead. Each test is named
+after the request of TorchServe's docs it mirrors."""
 
 from __future__ import annotations
 
@@ -47,6 +48,9 @@ class Started:
     def predict(self, name: str) -> httpx.Response:
         return httpx.post(f"{self.server.url}/predictions/{name}", json=ROW, timeout=60)
 
+    def post(self, path: str) -> httpx.Response:
+        return httpx.post(f"{self.server.url}{path}", json=ROW, timeout=60)
+
     def describe(self, name: str) -> httpx.Response:
         return httpx.get(f"http://127.0.0.1:{self.management}/models/{name}", timeout=60)
 
@@ -81,3 +85,33 @@ def test_predictions_after_load_models_all(every: Started) -> None:
     described = every.describe("densenet161")
     assert described.status_code == 200, described.text
     assert described.json()[0]["loadedAtStartup"] is True
+
+
+@pytest.mark.parametrize(
+    ("path", "words"),
+    [
+        ("/explanations/densenet161", "explanations"),
+        ("/v1/models/densenet161:predict", "KServe"),
+        ("/v1/models/densenet161:explain", "KServe"),
+        ("/wfpredict/densenet_wf", "workflows"),
+    ],
+)
+def test_torchserve_calls_not_served_say_what_to_do(named: Started, path: str, words: str) -> None:
+    """`POST /explanations/mnist`, KServe's v1 `:predict` and `:explain`, and a workflow's
+    `/wfpredict/{workflow}`: modelhost serves none, and the 404 says so and names what to call
+    instead."""
+    answer = named.post(path)
+    assert answer.status_code == 404, answer.text
+    message = answer.json()["message"]
+    assert words in message and "/predictions/" in message, message
+    assert "migrating-torchserve.md" in message, message
+
+
+def test_register_workflow_says_what_to_do(named: Started) -> None:
+    """`POST /workflows?url=dog_breed_wf.war` on the management port: not served, and the
+    404 names what to do."""
+    url = f"http://127.0.0.1:{named.management}/workflows"
+    answer = httpx.post(url, params={"url": "dog_breed_wf.war"}, timeout=60)
+    assert answer.status_code == 404, answer.text
+    message = answer.json()["message"]
+    assert "workflows" in message and "migrating-torchserve.md" in message, message
