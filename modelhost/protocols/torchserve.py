@@ -172,7 +172,8 @@ class TorchServeModels:
     def _description(self, target: Target) -> dict[str, Any]:
         statistics = self.host.model_statistics(target.name)
         schedule = self.host.schedule_of(target.name)
-        return describe(statistics, schedule, target.model, target.version)
+        queue_size = self.host.scheduling.job_queue_size
+        return describe(statistics, schedule, target.model, target.version, queue_size)
 
     def set_default(self, path: str) -> str:
         target = self.target(path, version_required=True)
@@ -256,7 +257,7 @@ class TorchServeModels:
 
 
 def describe(
-    model: ModelStatistics, schedule: ModelSchedule, name: str, version: str
+    model: ModelStatistics, schedule: ModelSchedule, name: str, version: str, queue_size: int
 ) -> dict[str, Any]:
     """TorchServe's description of a version, from the host's statistics and scheduling."""
     started = iso_time(model.loaded_at)
@@ -282,6 +283,10 @@ def describe(
         "maxBatchDelay": round(schedule.max_batch_delay_ms),
         "loadedAtStartup": model.loaded_at_startup,
         "workers": workers,
+        "jobQueueStatus": {
+            "remainingCapacity": max(queue_size - model.queued, 0),
+            "pendingRequests": model.queued,
+        },
     }
 
 

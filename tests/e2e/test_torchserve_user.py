@@ -38,6 +38,7 @@ class Started:
             f"management_address=http://127.0.0.1:{self.management}\n"
             f"model_store={store}\n"
             f"load_models={load_models}\n"
+            "job_queue_size=10\n"
             "disable_token_authorization=true\n"
         )
         args = ["--cache-dir", str(work / "cache"), "--workers", "1", "--memory-budget", "2GiB"]
@@ -85,6 +86,16 @@ def test_predictions_after_load_models_all(every: Started) -> None:
     described = every.describe("densenet161")
     assert described.status_code == 200, described.text
     assert described.json()[0]["loadedAtStartup"] is True
+
+
+def test_describe_model_noop(named: Started) -> None:
+    """`curl /models/noop`: a list of one description with every field TorchServe's example
+    shows, `jobQueueStatus` included (job_queue_size=10, nothing waiting)."""
+    (described,) = named.describe("densenet161").json()
+    fields = {"modelName", "modelVersion", "modelUrl", "runtime", "minWorkers", "maxWorkers"}
+    fields |= {"batchSize", "maxBatchDelay", "workers", "jobQueueStatus"}
+    assert fields <= set(described), described
+    assert described["jobQueueStatus"] == {"remainingCapacity": 10, "pendingRequests": 0}
 
 
 @pytest.mark.parametrize(
