@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import Awaitable, Mapping
 from pathlib import Path
@@ -20,6 +21,7 @@ from modelhost.errors import (
     ModelNotFound,
 )
 from modelhost.host import ModelHost
+from modelhost.host.calls import Invocation
 from modelhost.host.journal import JOURNAL_FILE, Journal
 from modelhost.host.listing import IN_MEMORY, REGISTERED, Listing
 from modelhost.host.registry import Registered
@@ -163,6 +165,19 @@ class TorchServeModels:
         targets = every or [self.target(path)]
         return [self._description(target) for target in targets]
 
+    async def describe_customized(self, path: str) -> list[dict[str, Any]]:
+        """`?customized=true`: the version's description with its handler's answer to a
+        request with the `describe` header, as TorchServe's `customizedMetadata`."""
+        model = model_name(path.rstrip("/"))
+        if model.endswith("/all") and self._versions(model.removesuffix("/all")):
+            return self.describe(path)  # TorchServe describes every version plainly
+        asked = Invocation(b"", "application/octet-stream", "*/*", {"describe": "True"})
+        result = await self.host.invoke(self.target(model).name, asked)
+        descriptions = self.describe(path)
+        if result.body:
+            descriptions[0]["customizedMetadata"] = json_object(result.body)
+        return descriptions
+
     def _versions(self, model: str) -> list[Target] | None:
         versions = self.host.versions_of(model)
         if versions is not None:
@@ -288,6 +303,15 @@ def describe(
             "pendingRequests": model.queued,
         },
     }
+
+
+def json_object(body: bytes) -> dict[str, Any]:
+    """A handler's answer as a JSON object; {} for anything else, as TorchServe."""
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def start_after(listing: Listing, token: str | None) -> str | None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from helpers.described import CUSTOMIZED, described_mar
 from helpers.serving import Servers
 
 from modelhost import testing
@@ -25,6 +26,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("ts-start-store")
     source = testing.mms_handler_folder(tmp_path_factory.mktemp("ts-start-source") / "src")
     testing.mar_of(source, root / "densenet161.mar")
+    described_mar(tmp_path_factory.mktemp("ts-described"), root / "noop_customized.mar")
     return root
 
 
@@ -52,8 +54,9 @@ class Started:
     def post(self, path: str) -> httpx.Response:
         return httpx.post(f"{self.server.url}{path}", json=ROW, timeout=60)
 
-    def describe(self, name: str) -> httpx.Response:
-        return httpx.get(f"http://127.0.0.1:{self.management}/models/{name}", timeout=60)
+    def describe(self, name: str, **params: str) -> httpx.Response:
+        url = f"http://127.0.0.1:{self.management}/models/{name}"
+        return httpx.get(url, params=params, timeout=60)
 
 
 @pytest.fixture(scope="module")
@@ -96,6 +99,17 @@ def test_describe_model_noop(named: Started) -> None:
     fields |= {"batchSize", "maxBatchDelay", "workers", "jobQueueStatus"}
     assert fields <= set(described), described
     assert described["jobQueueStatus"] == {"remainingCapacity": 10, "pendingRequests": 0}
+
+
+@pytest.mark.parametrize("path", ["noop_customized", "noop_customized/1.0"])
+def test_describe_noop_customized_with_customized_true(every: Started, path: str) -> None:
+    """`curl /models/noop-customized/1.0?customized=true`: the description carries
+    `customizedMetadata`, the handler's answer to a request with the `describe` header."""
+    answer = every.describe(path, customized="true")
+    assert answer.status_code == 200, answer.text
+    (described,) = answer.json()
+    assert described["customizedMetadata"] == CUSTOMIZED, described
+    assert "customizedMetadata" not in every.describe(path).json()[0]
 
 
 @pytest.mark.parametrize(
