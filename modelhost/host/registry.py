@@ -201,6 +201,12 @@ class Registry:
         versions = self.versions.get(model)
         return versions.names.get(version, path) if versions else path
 
+    def version_named(self, path: str) -> tuple[str, str] | None:
+        """(model, version) for a request's `m/v` naming a registered version, else None."""
+        model, _, version = path.rpartition("/")
+        versions = self.versions.get(model)
+        return (model, version) if versions and version in versions.names else None
+
     def preloaded(self, name: str) -> None:
         self.at_startup.add(name)
 

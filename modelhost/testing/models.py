@@ -192,7 +192,11 @@ def tensorflow_iris(folder: Path, inputs: int = 1) -> Path:
 
 
 def mar_of(
-    folder: Path, archive_path: Path, handler: str = "handler.py", serialized_file: str = ""
+    folder: Path,
+    archive_path: Path,
+    handler: str = "handler.py",
+    serialized_file: str = "",
+    version: str = "1.0",
 ) -> Path:
     """A TorchServe `.mar` of a folder, built with `torch-model-archiver`."""
     folder, archive_path = Path(folder), parent_made(archive_path)
@@ -200,7 +204,7 @@ def mar_of(
     extras = [str(p) for p in sorted(folder.iterdir()) if p.is_file() and p.name not in named]
     command = [
         str(Path(sys.executable).with_name("torch-model-archiver")),
-        *("--model-name", archive_path.name.removesuffix(".mar"), "--version", "1.0"),
+        *("--model-name", archive_path.name.removesuffix(".mar"), "--version", version),
         *("--handler", str(folder / handler) if (folder / handler).is_file() else handler),
         *("--export-path", str(archive_path.parent), "--force"),
     ]

@@ -6,6 +6,7 @@ after the request of TorchServe's docs it mirrors."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import httpx
@@ -26,6 +27,8 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("ts-start-store")
     source = testing.mms_handler_folder(tmp_path_factory.mktemp("ts-start-source") / "src")
     testing.mar_of(source, root / "densenet161.mar")
+    testing.mar_of(source, root / "noop.mar")
+    testing.mar_of(source, root / "noop_v2.mar", version="2.0")
     described_mar(tmp_path_factory.mktemp("ts-described"), root / "noop_customized.mar")
     return root
 
@@ -34,10 +37,13 @@ class Started:
     """A server started with TorchServe's config.properties naming `load_models`."""
 
     def __init__(self, serve: Servers, work: Path, store: Path, load_models: str) -> None:
-        self.management = testing.free_port()
+        self.management, self.metrics = testing.free_port(), testing.free_port()
         properties = work / "config.properties"
         properties.write_text(
             f"management_address=http://127.0.0.1:{self.management}\n"
+            f"metrics_address=http://127.0.0.1:{self.metrics}\n"
+            "metrics_mode=prometheus\n"
+            "enable_model_api=true\n"
             f"model_store={store}\n"
             f"load_models={load_models}\n"
             "job_queue_size=10\n"
@@ -110,6 +116,29 @@ def test_describe_noop_customized_with_customized_true(every: Started, path: str
     (described,) = answer.json()
     assert described["customizedMetadata"] == CUSTOMIZED, described
     assert "customizedMetadata" not in every.describe(path).json()[0]
+
+
+def test_get_metrics_labels_the_version_a_request_names(named: Started) -> None:
+    """`curl /predictions/noop`, `/predictions/noop/2.0` and `/predictions/noop/1.0`, then
+    `curl :8082/metrics`: TorchServe counts each under `model_name="noop"`, with
+    `model_version` the version named, or "default"."""
+    management = f"http://127.0.0.1:{named.management}/models"
+    for url in ("noop.mar", "noop_v2.mar"):
+        registered = httpx.post(management, params={"url": url, "model_name": "noop"}, timeout=60)
+        assert registered.status_code == 200, registered.text
+    for path in ("noop", "noop/2.0", "noop/1.0"):
+        assert named.predict(path).status_code == 200
+    text = httpx.get(f"http://127.0.0.1:{named.metrics}/metrics", timeout=60).text
+    counted = re.findall(
+        r'ts_inference_requests_total\{model_name="(noop[^"]*)",'
+        r'model_version="([^"]*)",[^}]*\} (\S+)',
+        text,
+    )
+    assert sorted(counted) == [
+        ("noop", "1.0", "1.0"),
+        ("noop", "2.0", "1.0"),
+        ("noop", "default", "1.0"),
+    ], text
 
 
 @pytest.mark.parametrize(
