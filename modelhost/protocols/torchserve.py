@@ -25,6 +25,7 @@ from modelhost.host.calls import Invocation
 from modelhost.host.journal import JOURNAL_FILE, Journal
 from modelhost.host.listing import IN_MEMORY, REGISTERED, Listing
 from modelhost.host.registry import Registered
+from modelhost.manifest import mar_workers
 from modelhost.names import echo, model_name, name_from_url
 from modelhost.observe.describe import iso_time
 from modelhost.protocols.pages import decode_token, encode_token, page_size
@@ -86,12 +87,14 @@ class TorchServeModels:
         version = registered.version
         if journal := self.host.journal:
             journal.record(name, version, params)
+        low, high = mar_workers(registered.artifact.path)
+        workers = low or workers  # TorchServe's order: the archive's minWorkers first
         if workers == 0:
             return Answer(
                 f'Model "{name}" Version: {version} registered with 0 initial workers. '
                 "It loads on its first request."
             )
-        started = self.host.scale_workers(registered.name, workers, 0)
+        started = self.host.scale_workers(registered.name, workers, high)
         if not synchronous:
             self._run_in_background(started)
             return Answer(ACCEPTED, 202)

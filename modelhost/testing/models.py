@@ -191,6 +191,9 @@ def tensorflow_iris(folder: Path, inputs: int = 1) -> Path:
     return Path(folder)
 
 
+MODEL_CONFIG = "model-config.yaml"  # a folder's, the archive's configFile
+
+
 def mar_of(
     folder: Path,
     archive_path: Path,
@@ -200,7 +203,7 @@ def mar_of(
 ) -> Path:
     """A TorchServe `.mar` of a folder, built with `torch-model-archiver`."""
     folder, archive_path = Path(folder), parent_made(archive_path)
-    named = {handler, serialized_file}
+    named = {handler, serialized_file, MODEL_CONFIG}
     extras = [str(p) for p in sorted(folder.iterdir()) if p.is_file() and p.name not in named]
     command = [
         str(Path(sys.executable).with_name("torch-model-archiver")),
@@ -210,6 +213,8 @@ def mar_of(
     ]
     if serialized_file:
         command += ["--serialized-file", str(folder / serialized_file)]
+    if (folder / MODEL_CONFIG).is_file():
+        command += ["--config-file", str(folder / MODEL_CONFIG)]
     if extras:
         command += ["--extra-files", ",".join(extras)]
     subprocess.run(command, check=True, capture_output=True)

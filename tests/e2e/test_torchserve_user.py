@@ -29,6 +29,8 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     testing.mar_of(source, root / "densenet161.mar")
     testing.mar_of(source, root / "noop.mar")
     testing.mar_of(source, root / "noop_v2.mar", version="2.0")
+    (source / "model-config.yaml").write_text("minWorkers: 2\nmaxWorkers: 2\n")
+    testing.mar_of(source, root / "squeezenet1_1.mar")
     described_mar(tmp_path_factory.mktemp("ts-described"), root / "noop_customized.mar")
     return root
 
@@ -49,7 +51,7 @@ class Started:
             "job_queue_size=10\n"
             "disable_token_authorization=true\n"
         )
-        args = ["--cache-dir", str(work / "cache"), "--workers", "1", "--memory-budget", "2GiB"]
+        args = ["--cache-dir", str(work / "cache"), "--workers", "2", "--memory-budget", "2GiB"]
         environ = {**os.environ, "TS_CONFIG_FILE": str(properties)}
         self.server = testing.RunningServer(args, work, env=environ)
         serve.enter_context(self.server)
@@ -116,6 +118,19 @@ def test_describe_noop_customized_with_customized_true(every: Started, path: str
     (described,) = answer.json()
     assert described["customizedMetadata"] == CUSTOMIZED, described
     assert "customizedMetadata" not in every.describe(path).json()[0]
+
+
+def test_register_squeezenet_starts_the_min_workers_of_its_model_config(named: Started) -> None:
+    """`curl -X POST "localhost:8081/models?url=squeezenet1_1.mar"` for an archive whose
+    model-config.yaml says minWorkers: 2, maxWorkers: 2: TorchServe starts those workers."""
+    url = f"http://127.0.0.1:{named.management}/models"
+    registered = httpx.post(url, params={"url": "squeezenet1_1.mar"}, timeout=60)
+    assert registered.status_code == 200, registered.text
+    said = 'Model "squeezenet1_1" Version: 1.0 registered with 2 initial workers'
+    assert registered.json() == {"status": said}
+    (described,) = named.describe("squeezenet1_1").json()
+    assert (described["minWorkers"], described["maxWorkers"]) == (2, 2), described
+    assert [w["status"] for w in described["workers"]] == ["READY", "READY"], described
 
 
 def test_get_metrics_labels_the_version_a_request_names(named: Started) -> None:
