@@ -18,6 +18,7 @@ from modelhost.errors import (
     ModelAlreadyLoaded,
     ModelApiDisabled,
     ModelhostError,
+    ModelLoadError,
     ModelNotFound,
 )
 from modelhost.host import ModelHost
@@ -116,6 +117,11 @@ class TorchServeModels:
                 f"cannot register model {name}: the url {echo(url)} names no archive ({error}); "
                 "give the url of an archive in the model store"
             ) from None
+        try:  # describe shows the archive's batching before it loads, as TorchServe
+            self.host.manifests.read(registered.name, registered.artifact)
+        except ModelLoadError:
+            await self.host.unregister(registered.name)
+            raise
         missing = missing_handler(settings.get("handler"), registered.artifact.path)
         if missing:
             await self.host.unregister(registered.name)

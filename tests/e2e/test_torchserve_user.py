@@ -31,6 +31,8 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     testing.mar_of(source, root / "noop_v2.mar", version="2.0")
     (source / "model-config.yaml").write_text("minWorkers: 2\nmaxWorkers: 2\n")
     testing.mar_of(source, root / "squeezenet1_1.mar")
+    (source / "model-config.yaml").write_text("batchSize: 4\nmaxBatchDelay: 77\n")
+    testing.mar_of(source, root / "resnet-18.mar")
     described_mar(tmp_path_factory.mktemp("ts-described"), root / "noop_customized.mar")
     return root
 
@@ -131,6 +133,17 @@ def test_register_squeezenet_starts_the_min_workers_of_its_model_config(named: S
     (described,) = named.describe("squeezenet1_1").json()
     assert (described["minWorkers"], described["maxWorkers"]) == (2, 2), described
     assert [w["status"] for w in described["workers"]] == ["READY", "READY"], described
+
+
+def test_describe_after_register_shows_the_batching_of_its_model_config(named: Started) -> None:
+    """`POST /models?url=resnet-18.mar`, then `GET /models/resnet-18` before any request: the
+    batchSize and maxBatchDelay of its model-config.yaml, as TorchServe describes them."""
+    url = f"http://127.0.0.1:{named.management}/models"
+    registered = httpx.post(url, params={"url": "resnet-18.mar"}, timeout=60)
+    assert registered.status_code == 200, registered.text
+    (described,) = named.describe("resnet-18").json()
+    assert described["workers"] == []
+    assert (described["batchSize"], described["maxBatchDelay"]) == (4, 77), described
 
 
 def test_get_metrics_labels_the_version_a_request_names(named: Started) -> None:
