@@ -149,13 +149,17 @@ def test_describe_after_register_shows_the_batching_of_its_model_config(named: S
 def test_get_metrics_labels_the_version_a_request_names(named: Started) -> None:
     """`curl /predictions/noop`, `/predictions/noop/2.0` and `/predictions/noop/1.0`, then
     `curl :8082/metrics`: TorchServe counts each under `model_name="noop"`, with
-    `model_version` the version named, or "default"."""
+    `model_version` the version named, or "default". A version not registered is 404 naming
+    the versions there are."""
     management = f"http://127.0.0.1:{named.management}/models"
     for url in ("noop.mar", "noop_v2.mar"):
         registered = httpx.post(management, params={"url": url, "model_name": "noop"}, timeout=60)
         assert registered.status_code == 200, registered.text
     for path in ("noop", "noop/2.0", "noop/1.0"):
         assert named.predict(path).status_code == 200
+    unknown = named.predict("noop/9.9")
+    assert unknown.status_code == 404, unknown.text
+    assert "version '9.9'" in unknown.json()["message"], unknown.text  # not "not in the store"
     text = httpx.get(f"http://127.0.0.1:{named.metrics}/metrics", timeout=60).text
     counted = re.findall(
         r'ts_inference_requests_total\{model_name="(noop[^"]*)",'
