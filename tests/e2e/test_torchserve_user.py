@@ -146,6 +146,16 @@ def test_describe_after_register_shows_the_batching_of_its_model_config(named: S
     assert (described["batchSize"], described["maxBatchDelay"]) == (4, 77), described
 
 
+def test_register_with_handler_as_module_name_and_method_name(named: Started) -> None:
+    """`POST /models?url=noop.mar&handler=handler:handle`: TorchServe's handler parameter is
+    `module_name:method_name`, the archive's handler.py and its handle function here."""
+    url = f"http://127.0.0.1:{named.management}/models"
+    params = {"url": "noop.mar", "model_name": "noop_handle", "handler": "handler:handle"}
+    registered = httpx.post(url, params=params, timeout=60)
+    assert registered.status_code == 200, registered.text
+    assert named.predict("noop_handle").json()["handler"] == "custom handler"
+
+
 def test_get_metrics_labels_the_version_a_request_names(named: Started) -> None:
     """`curl /predictions/noop`, `/predictions/noop/2.0` and `/predictions/noop/1.0`, then
     `curl :8082/metrics`: TorchServe counts each under `model_name="noop"`, with
@@ -162,7 +172,7 @@ def test_get_metrics_labels_the_version_a_request_names(named: Started) -> None:
     assert "version '9.9'" in unknown.json()["message"], unknown.text  # not "not in the store"
     text = httpx.get(f"http://127.0.0.1:{named.metrics}/metrics", timeout=60).text
     counted = re.findall(
-        r'ts_inference_requests_total\{model_name="(noop[^"]*)",'
+        r'ts_inference_requests_total\{model_name="(noop(?:/[^"]*)?)",'
         r'model_version="([^"]*)",[^}]*\} (\S+)',
         text,
     )
