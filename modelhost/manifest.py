@@ -12,7 +12,7 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from modelhost.errors import ConfigError, ModelLoadError
 from modelhost.units import parse_size
@@ -93,6 +93,20 @@ def read_manifest(artifact: Path) -> Manifest:
         raise ModelLoadError(f"{MANIFEST_NAME} is not valid TOML: {error}") from None
     own = parse_manifest(table)
     return dataclasses.replace(manifest, **{key: getattr(own, key) for key in _given(table)})
+
+
+def mar_workers(artifact: Path) -> tuple[int, int]:
+    """model-config.yaml's (minWorkers, maxWorkers), which TorchServe starts at registration;
+    (0, 0) unless both are whole and 0 < min <= max, as TorchServe reads them."""
+    root = manifest_root(artifact)
+    try:  # a broken archive fails its load, which says why
+        config = model_yaml_config(root, read_mar(root / MAR_MANIFEST))
+    except (ModelLoadError, OSError):
+        return 0, 0
+    low, high = config.get("minWorkers"), config.get("maxWorkers")
+    if not (_is_whole(low) and _is_whole(high) and 0 < low <= high):
+        return 0, 0
+    return low, high
 
 
 def find_manifest(artifact: Path) -> Path | None:
@@ -176,6 +190,10 @@ def _mar_scheduling(config: dict[str, Any]) -> dict[str, Any]:
             )
         found[name] = int(value) if least == 1 else float(value)
     return found
+
+
+def _is_whole(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)  # True is an int
 
 
 def _is_number(value: object) -> bool:

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import functools
 import unicodedata
+from pathlib import PurePosixPath
 
 from modelhost.errors import InvalidModelName
 
 MAX_NAME_BYTES = 256
 MAX_PART_BYTES = 255  # most file systems' limit
 MAX_ECHO_CHARS = 200  # of a refused value, in an error message
+ARCHIVE_SUFFIXES = (".mar", ".tar.gz", ".tgz", ".tar", ".zip")
 CHECKED_NAMES = 4096  # bounded, so a scan of new names cannot grow the frontend
 
 VALID = (
@@ -57,3 +59,12 @@ def echo(value: str) -> str:
     if len(value) <= MAX_ECHO_CHARS:
         return repr(value)
     return f"{value[:MAX_ECHO_CHARS]!r}... ({len(value)} characters)"
+
+
+def name_from_url(url: str) -> str:
+    """TorchServe's default model name: the archive's file name without its extension."""
+    base = PurePosixPath(url.partition("?")[0].rstrip("/")).name  # drop a presigned query
+    for suffix in ARCHIVE_SUFFIXES:
+        if base.lower().endswith(suffix):
+            return base[: -len(suffix)] or base
+    return base.rsplit(".", 1)[0] or base

@@ -78,6 +78,16 @@ _PROPS_REFUSED = {
     "cors_allowed_headers": "put a reverse proxy that sets CORS headers in front of modelhost",
     "plugins_path": "modelhost has no Java plugins; its seams are Python (docs/architecture.md)",
 }
+# refused keys whose value asks for what modelhost does anyway: (that value, the notice)
+_PROPS_AS_HERE = {
+    "install_py_dep_per_model": ("false", "is what modelhost does: it installs no requirements"),
+}
+
+
+def _refusal(key: str, value: str) -> str:
+    """Why `key=value` is refused; "" if it is not."""
+    accepted, _ = _PROPS_AS_HERE.get(key, ("", ""))
+    return "" if value.strip().lower() == accepted else _PROPS_REFUSED.get(key, "")
 
 
 def thread_notices(environ: Mapping[str, str]) -> list[str]:
@@ -160,10 +170,12 @@ def props_layer(path: Path, environ: Mapping[str, str]) -> tuple[Layer, list[str
             layer |= {name: (part, source) for name, part in _PROPS_SPLIT[key](value, source)}
         elif key in by_key:
             layer[by_key[key]] = (value, source)
-        elif key in _PROPS_REFUSED:
-            raise ConfigError(f"{source}: '{key}' is not supported here; {_PROPS_REFUSED[key]}")
+        elif _refusal(key, value):
+            raise ConfigError(f"{source}: '{key}' is not supported here; {_refusal(key, value)}")
         elif key in _PROPS_NOTICES:
             notices.append(f"{where}: '{key}' {_PROPS_NOTICES[key]}")
+        elif key in _PROPS_AS_HERE:
+            notices.append(f"{where}: '{key}={value}' {_PROPS_AS_HERE[key][1]}")
         else:
             notices.append(f"{where}: '{key}' has no meaning in modelhost; ignored")
     return layer, notices
@@ -225,10 +237,12 @@ def _explain_key(key: str, value: str, source: str) -> Explained:
         return Explained(source, value, "maps", ", ".join(flag_name(n) for n in names))
     if key in by_key:
         return Explained(source, value, "maps", flag_name(by_key[key]))
-    if key in _PROPS_REFUSED:
-        return Explained(source, value, "refused", _PROPS_REFUSED[key])
+    if _refusal(key, value):
+        return Explained(source, value, "refused", _refusal(key, value))
     if key in _PROPS_NOTICES:
         return Explained(source, value, "reported", _PROPS_NOTICES[key])
+    if key in _PROPS_AS_HERE:
+        return Explained(source, value, "reported", _PROPS_AS_HERE[key][1])
     return Explained(source, value, "unknown", "has no meaning in modelhost; reported at start")
 
 

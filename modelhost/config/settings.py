@@ -386,6 +386,7 @@ class Config:
         300.0,
         "seconds a worker may take to load or unload a model (the handler's import and "
         "initialize included) before it is killed and replaced",
+        props="default_startup_timeout",
         minimum=0.001,
     )
     refuse_pickle: bool = _setting(

@@ -158,7 +158,7 @@ class ModelHost:
 
     async def invoke(self, name: str, invocation: Invocation) -> Result:
         """Invoke `name` (or a registered `m/v`)."""
-        return await self.invoke_path.invoke(self.registry.resolve(name), invocation)
+        return await self.invoke_path.invoke(self.registry.invoked(name), invocation)
 
     async def scale_workers(self, name: str, min_workers: int, max_workers: int) -> int:
         """TorchServe's scaling call; return the copies the model is on."""

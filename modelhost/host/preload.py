@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 from modelhost.errors import ModelhostError
 from modelhost.host.model_host import ModelHost
+from modelhost.names import name_from_url
 
 logger = logging.getLogger("modelhost")
 
@@ -23,14 +24,24 @@ async def preload(host: ModelHost, pinned: Iterable[str], load_models: Iterable[
 
 
 async def preload_names(host: ModelHost, load_models: Iterable[str]) -> list[str]:
-    """The models `load_models` names: ALL, names, or name=URL."""
+    """The models `load_models` names: ALL (any case, as TorchServe), names, or name=URL."""
     stores, names = host.disk.stores, []
     for entry in load_models:
-        name, _, source = entry.partition("=")
-        if source:
-            host.residency.set_source(name, stores.normalize(source))
         try:
-            names.extend(await stores.default.list_keys() if name == "ALL" else [name])
+            entries = await stores.default.list_keys() if entry.upper() == "ALL" else [entry]
         except ModelhostError as error:
             logger.error("could not list the models to preload: %s", error)
+            continue
+        for name, source in map(named_source, entries):
+            if source:
+                host.residency.set_source(name, stores.normalize(source))
+            names.append(name)
     return names
+
+
+def named_source(entry: str) -> tuple[str, str]:
+    """An entry's name and URL; TorchServe names a `.mar` after its file, without `.mar`."""
+    name, _, source = entry.partition("=")
+    if not source and name.lower().endswith(".mar"):
+        return name_from_url(name), name
+    return name, source

@@ -201,6 +201,19 @@ class Registry:
         versions = self.versions.get(model)
         return versions.names.get(version, path) if versions else path
 
+    def invoked(self, path: str) -> str:
+        """As `resolve`; ModelNotFound naming the versions for `m/v` of a model without `v`."""
+        model, _, version = path.rpartition("/")
+        if path not in self.versions and model in self.versions:
+            return self.name_of(model, version)
+        return self.resolve(path)
+
+    def version_named(self, path: str) -> tuple[str, str] | None:
+        """(model, version) for a request's `m/v` naming a registered version, else None."""
+        model, _, version = path.rpartition("/")
+        versions = self.versions.get(model)
+        return (model, version) if versions and version in versions.names else None
+
     def preloaded(self, name: str) -> None:
         self.at_startup.add(name)
 

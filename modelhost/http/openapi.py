@@ -493,7 +493,10 @@ TORCHSERVE_OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         _TORCHSERVE,
         {_JSON: {"type": "array", "items": OBJECT}},
         (404,),
-        parameters=_OIP_MODEL,
+        parameters=[
+            *_OIP_MODEL,
+            {"name": "customized", "in": "query", "schema": {"type": "boolean"}},
+        ],
     ),
     ("DELETE", "/models/{model:path}"): operation(
         "unregister a version (`{model}`: the default, refused with 403 while other versions "

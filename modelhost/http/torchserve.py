@@ -20,12 +20,11 @@ from modelhost.http.last_resort import LastResort, Unhandled
 from modelhost.http.openapi import OpenApiRoute
 from modelhost.http.routes import SageMakerRoutes
 from modelhost.http.token_guard import TokenGuard, management_port_needs
-from modelhost.protocols.registration import count
+from modelhost.protocols.registration import boolean, count
 from modelhost.protocols.torchserve import (
     MODEL_VERSION,
     TorchServeModels,
     describe,
-    name_from_url,
     start_after,
     unless_negative,
 )
@@ -38,7 +37,6 @@ __all__ = [
     "TorchServeManagement",
     "build_management_app",
     "describe",
-    "name_from_url",
     "start_after",
     "unless_negative",
 ]
@@ -104,7 +102,11 @@ class TorchServeManagement:
 
     async def describe(self, request: Request) -> Response:
         """A list of descriptions, as TorchServe answers; MMS answers the first object."""
-        descriptions = self.models.describe(request.path_params["model"])
+        path = request.path_params["model"]
+        if boolean(request.query_params.get("customized"), "customized", default=False):
+            descriptions = await self.models.describe_customized(path)
+        else:
+            descriptions = self.models.describe(path)
         return JSONResponse(descriptions[0] if self.api == MMS else descriptions)
 
     def set_default(self, request: Request) -> Response:

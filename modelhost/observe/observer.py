@@ -58,7 +58,9 @@ class Observer:
         # held once, for the tenants too (docs/decisions.md)
         self.usage = ModelUsage(also=self._count_tenants if tenants else None)
         hostname = torchserve_hostname
-        self.torchserve = TorchServeSeries(hostname) if hostname else None
+        self.torchserve = (
+            TorchServeSeries(hostname, host.registry.version_named) if hostname else None
+        )
         self.tenants = TenantTable() if tenants else None
         self.tenant_series = TenantSeries(NAMED_TENANTS, host.tenant_holdings)
         if tenants:

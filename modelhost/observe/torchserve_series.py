@@ -8,7 +8,7 @@ since prometheus_client would append `_total` to every counter's name.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from modelhost.observe.exchange import Exchange
 from modelhost.observe.hits import Hits, at, places_by
@@ -28,11 +28,17 @@ DEFAULT_VERSION = "default"  # TorchServe's label for a request that names no ve
 class TorchServeSeries:
     """TorchServe's counters, fed by each exchange and written as Prometheus text."""
 
-    def __init__(self, hostname: str, max_models: int = MAX_MODELS) -> None:
+    def __init__(
+        self,
+        hostname: str,
+        versioned: Callable[[str], tuple[str, str] | None] = lambda path: None,
+        max_models: int = MAX_MODELS,
+    ) -> None:
         self.hostname = hostname
+        self.versioned = versioned  # (model, version) of a path naming a version
         self.max_models = max_models
         self.by_status_class = dict.fromkeys(STATUS_CLASSES, 0)
-        self._models: OrderedDict[str, list[float]] = OrderedDict()
+        self._models: OrderedDict[tuple[str, str], list[float]] = OrderedDict()
 
     def record(self, exchange: Exchange) -> None:
         status_class = f"{exchange.status // 100}XX"
@@ -42,28 +48,35 @@ class TorchServeSeries:
             self._count(exchange.model, exchange)
 
     def takes(self, models: set[str]) -> bool:
-        return len(self._models) + len(models - self._models.keys()) <= self.max_models
+        labelled = {self._labels(model) for model in models}
+        return len(self._models) + len(labelled - self._models.keys()) <= self.max_models
+
+    def _labels(self, path: str) -> tuple[str, str]:
+        """TorchServe's model_name and model_version for a request's model path."""
+        return self.versioned(path) or (path, DEFAULT_VERSION)
 
     def record_hits(self, hits: Hits) -> None:
         """As `record` each hit, a model at a time; `takes` first."""
         self.by_status_class["2XX"] += len(hits.models)
         places = places_by(hits.models)
         for model, _ in hits.last_places():
-            sums = self._models.pop(model, None) or [0, 0.0, 0.0]
+            labels = self._labels(model)
+            sums = self._models.pop(labels, None) or [0, 0.0, 0.0]
             sums[0] += len(places[model])
             latency = sums[1]
             for duration_s in at(hits.durations_s, places[model]):
                 latency += duration_s * 1e6
             sums[1] = latency  # and a queue of 0 µs each
-            self._models[model] = sums
+            self._models[labels] = sums
 
     def _count(self, model: str, exchange: Exchange) -> None:
-        sums = self._models.pop(model, None) or [0, 0.0, 0.0]
+        labels = self._labels(model)
+        sums = self._models.pop(labels, None) or [0, 0.0, 0.0]
         sums[0] += 1
         if exchange.status < 400:  # TorchServe times the answered ones
             sums[1] += exchange.duration_s * 1e6
             sums[2] += exchange.timings_ms.get("queue", 0.0) * 1000
-        self._models[model] = sums
+        self._models[labels] = sums
         if len(self._models) > self.max_models:
             self._models.popitem(last=False)
 
@@ -84,9 +97,9 @@ class TorchServeSeries:
     def _samples(self, name: str, index: int) -> list[str]:
         host = _escaped(self.hostname)
         return [
-            f'{name}{{model_name="{_escaped(model)}",model_version="{DEFAULT_VERSION}",'
+            f'{name}{{model_name="{_escaped(model)}",model_version="{_escaped(version)}",'
             f'hostname="{host}"}} {float(sums[index])}'
-            for model, sums in self._models.items()
+            for (model, version), sums in self._models.items()
         ]
 
 

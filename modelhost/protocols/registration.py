@@ -37,11 +37,11 @@ def check_registration(query: Mapping[str, str]) -> None:
             f"{' or '.join(PYTHON_RUNTIMES)}, or leave runtime out"
         )
     handler = query.get("handler")
-    if handler and not is_handler_name(handler):
+    if handler and not is_handler_name(handler_file(handler)):
         raise BadRequestBody(
             f"unknown handler {echo(handler)}: give a built-in handler "
             f"({', '.join(BUILT_IN_HANDLERS)}) or a Python file of the archive "
-            "(handler.py or handler.py:function)"
+            "(handler.py, handler.py:function or TorchServe's handler:function)"
         )
 
 
@@ -53,7 +53,7 @@ def registration_settings(query: Mapping[str, str]) -> dict[str, Any]:
     if query.get("max_batch_delay"):  # milliseconds, as here
         settings["max_batch_delay_ms"] = count(query["max_batch_delay"], "max_batch_delay")
     if query.get("handler"):  # check_registration checked its name
-        settings["handler"] = query["handler"]
+        settings["handler"] = handler_file(query["handler"])
     for param, field in TIMEOUTS.items():
         if query.get(param):
             settings[field] = count(query[param], param, minimum=1)
@@ -69,6 +69,12 @@ def missing_handler(handler: str | None, artifact: Path) -> str | None:
     root = manifest_root(artifact).resolve()
     path = (root / file_name).resolve()
     return None if path.is_relative_to(root) and path.is_file() else file_name
+
+
+def handler_file(handler: str) -> str:
+    """TorchServe's `module_name:method_name` as the archive's `module_name.py:method_name`."""
+    module, colon, method = handler.partition(":")
+    return f"{module}.py:{method}" if colon and module.isidentifier() else handler
 
 
 def is_handler_name(handler: str) -> bool:

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import Awaitable, Mapping
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from modelhost.errors import (
@@ -17,13 +18,16 @@ from modelhost.errors import (
     ModelAlreadyLoaded,
     ModelApiDisabled,
     ModelhostError,
+    ModelLoadError,
     ModelNotFound,
 )
 from modelhost.host import ModelHost
+from modelhost.host.calls import Invocation
 from modelhost.host.journal import JOURNAL_FILE, Journal
 from modelhost.host.listing import IN_MEMORY, REGISTERED, Listing
 from modelhost.host.registry import Registered
-from modelhost.names import echo, model_name
+from modelhost.manifest import mar_workers
+from modelhost.names import echo, model_name, name_from_url
 from modelhost.observe.describe import iso_time
 from modelhost.protocols.pages import decode_token, encode_token, page_size
 from modelhost.protocols.params import check_param, is_negative_number, is_whole_number
@@ -42,7 +46,6 @@ from modelhost.urls import redact_url
 logger = logging.getLogger("modelhost")
 
 MODEL_VERSION = "1.0"  # of a model registered without versions
-ARCHIVE_SUFFIXES = (".mar", ".tar.gz", ".tgz", ".tar", ".zip")
 REGISTERED_OR_IN_MEMORY = (IN_MEMORY, REGISTERED)  # what TorchServe calls registered
 ACCEPTED = "Processing worker updates..."  # TorchServe's words
 
@@ -85,12 +88,14 @@ class TorchServeModels:
         version = registered.version
         if journal := self.host.journal:
             journal.record(name, version, params)
+        low, high = mar_workers(registered.artifact.path)
+        workers = low or workers  # TorchServe's order: the archive's minWorkers first
         if workers == 0:
             return Answer(
                 f'Model "{name}" Version: {version} registered with 0 initial workers. '
                 "It loads on its first request."
             )
-        started = self.host.scale_workers(registered.name, workers, 0)
+        started = self.host.scale_workers(registered.name, workers, high)
         if not synchronous:
             self._run_in_background(started)
             return Answer(ACCEPTED, 202)
@@ -112,6 +117,11 @@ class TorchServeModels:
                 f"cannot register model {name}: the url {echo(url)} names no archive ({error}); "
                 "give the url of an archive in the model store"
             ) from None
+        try:  # describe shows the archive's batching before it loads, as TorchServe
+            self.host.manifests.read(registered.name, registered.artifact)
+        except ModelLoadError:
+            await self.host.unregister(registered.name)
+            raise
         missing = missing_handler(settings.get("handler"), registered.artifact.path)
         if missing:
             await self.host.unregister(registered.name)
@@ -164,6 +174,19 @@ class TorchServeModels:
         targets = every or [self.target(path)]
         return [self._description(target) for target in targets]
 
+    async def describe_customized(self, path: str) -> list[dict[str, Any]]:
+        """`?customized=true`: the version's description with its handler's answer to a
+        request with the `describe` header, as TorchServe's `customizedMetadata`."""
+        model = model_name(path.rstrip("/"))
+        if model.endswith("/all") and self._versions(model.removesuffix("/all")):
+            return self.describe(path)  # TorchServe describes every version plainly
+        asked = Invocation(b"", "application/octet-stream", "*/*", {"describe": "True"})
+        result = await self.host.invoke(self.target(model).name, asked)
+        descriptions = self.describe(path)
+        if result.body:
+            descriptions[0]["customizedMetadata"] = json_object(result.body)
+        return descriptions
+
     def _versions(self, model: str) -> list[Target] | None:
         versions = self.host.versions_of(model)
         if versions is not None:
@@ -173,7 +196,8 @@ class TorchServeModels:
     def _description(self, target: Target) -> dict[str, Any]:
         statistics = self.host.model_statistics(target.name)
         schedule = self.host.schedule_of(target.name)
-        return describe(statistics, schedule, target.model, target.version)
+        queue_size = self.host.scheduling.job_queue_size
+        return describe(statistics, schedule, target.model, target.version, queue_size)
 
     def set_default(self, path: str) -> str:
         target = self.target(path, version_required=True)
@@ -257,7 +281,7 @@ class TorchServeModels:
 
 
 def describe(
-    model: ModelStatistics, schedule: ModelSchedule, name: str, version: str
+    model: ModelStatistics, schedule: ModelSchedule, name: str, version: str, queue_size: int
 ) -> dict[str, Any]:
     """TorchServe's description of a version, from the host's statistics and scheduling."""
     started = iso_time(model.loaded_at)
@@ -283,16 +307,20 @@ def describe(
         "maxBatchDelay": round(schedule.max_batch_delay_ms),
         "loadedAtStartup": model.loaded_at_startup,
         "workers": workers,
+        "jobQueueStatus": {
+            "remainingCapacity": max(queue_size - model.queued, 0),
+            "pendingRequests": model.queued,
+        },
     }
 
 
-def name_from_url(url: str) -> str:
-    """TorchServe's default model name: the archive's file name without its extension."""
-    base = PurePosixPath(url.partition("?")[0].rstrip("/")).name  # drop a presigned query
-    for suffix in ARCHIVE_SUFFIXES:
-        if base.lower().endswith(suffix):
-            return base[: -len(suffix)] or base
-    return base.rsplit(".", 1)[0] or base
+def json_object(body: bytes) -> dict[str, Any]:
+    """A handler's answer as a JSON object; {} for anything else, as TorchServe."""
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def start_after(listing: Listing, token: str | None) -> str | None:

@@ -181,6 +181,8 @@ class TorchServeManagementServicer:
     async def DescribeModel(self, request: Any, context: Context, call: Call) -> Any:
         call.model = request.model_name
         path = _path(request.model_name, request.model_version)
+        if request.customized:
+            return _response(json.dumps(await self.models.describe_customized(path), indent=2))
         return _response(json.dumps(self.models.describe(path), indent=2))
 
     async def ListModels(self, request: Any, context: Context, call: Call) -> Any:

@@ -191,21 +191,30 @@ def tensorflow_iris(folder: Path, inputs: int = 1) -> Path:
     return Path(folder)
 
 
+MODEL_CONFIG = "model-config.yaml"  # a folder's, the archive's configFile
+
+
 def mar_of(
-    folder: Path, archive_path: Path, handler: str = "handler.py", serialized_file: str = ""
+    folder: Path,
+    archive_path: Path,
+    handler: str = "handler.py",
+    serialized_file: str = "",
+    version: str = "1.0",
 ) -> Path:
     """A TorchServe `.mar` of a folder, built with `torch-model-archiver`."""
     folder, archive_path = Path(folder), parent_made(archive_path)
-    named = {handler, serialized_file}
+    named = {handler, serialized_file, MODEL_CONFIG}
     extras = [str(p) for p in sorted(folder.iterdir()) if p.is_file() and p.name not in named]
     command = [
         str(Path(sys.executable).with_name("torch-model-archiver")),
-        *("--model-name", archive_path.name.removesuffix(".mar"), "--version", "1.0"),
+        *("--model-name", archive_path.name.removesuffix(".mar"), "--version", version),
         *("--handler", str(folder / handler) if (folder / handler).is_file() else handler),
         *("--export-path", str(archive_path.parent), "--force"),
     ]
     if serialized_file:
         command += ["--serialized-file", str(folder / serialized_file)]
+    if (folder / MODEL_CONFIG).is_file():
+        command += ["--config-file", str(folder / MODEL_CONFIG)]
     if extras:
         command += ["--extra-files", ",".join(extras)]
     subprocess.run(command, check=True, capture_output=True)

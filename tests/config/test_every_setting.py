@@ -130,6 +130,8 @@ EFFECTS: dict[str, str] = {
     "default_workers_per_model": "config/test_config.py::test_properties_mapping",
     "job_queue_size": "config/test_config.py::test_properties_mapping",
     "default_response_timeout": "config/test_config.py::test_properties_mapping",
+    "default_startup_timeout": "config/test_real_config_files.py::"
+    "test_default_startup_timeout_sets_the_load_timeout",
     "max_request_size": "config/test_config.py::test_properties_mapping",
     "max_response_size": "config/test_config.py::test_properties_mapping",
     "batch_size": "config/test_config.py::test_properties_mapping",

@@ -86,6 +86,24 @@ def test_documented_keys_that_change_behaviour_are_refused(
     assert properties_keys()[key] == "refused"
 
 
+def test_install_py_dep_per_model_false_is_reported(tmp_path: Path) -> None:
+    """TorchServe's documented default, `install_py_dep_per_model=false`, asks for what
+    modelhost does: the server starts and says so; `true` is still refused."""
+    config = read(tmp_path, "install_py_dep_per_model=false\n")
+    (notice,) = [n for n in config.notices if "'install_py_dep_per_model" in n]
+    assert "requirements" in notice, notice
+    with pytest.raises(ConfigError, match="'install_py_dep_per_model'.*image"):
+        read(tmp_path, "install_py_dep_per_model=true\n")
+
+
+def test_default_startup_timeout_sets_the_load_timeout(tmp_path: Path) -> None:
+    """TorchServe's `default_startup_timeout` (seconds a worker may take to load its model) is
+    modelhost's --worker-load-timeout-s, not a key ignored at start."""
+    config = read(tmp_path, "default_startup_timeout=45\n")
+    assert config.worker_load_timeout_s == 45.0
+    assert not [n for n in config.notices if "default_startup_timeout" in n]
+
+
 def test_number_of_gpu_is_reported_with_the_devices_setting(tmp_path: Path) -> None:
     """modelhost does use GPUs: number_of_gpu's notice says how to choose them, not "CPU"."""
     config = read(tmp_path, "number_of_gpu=0\n")

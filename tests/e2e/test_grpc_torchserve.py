@@ -14,6 +14,7 @@ from typing import Any
 
 import grpc
 import pytest
+from helpers.described import CUSTOMIZED, described_mar
 from helpers.serving import Servers
 
 from modelhost import testing
@@ -49,6 +50,7 @@ def ts_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     source = testing.mms_handler_folder(root / ".src/iris")
     testing.mar_of(source, root / "iris.mar")
     testing.iris_logreg(root / "plain.joblib")
+    described_mar(root / ".src/described", root / "noop_customized.mar")
     return root
 
 
@@ -114,6 +116,18 @@ def test_register_describe_scale_unregister(management: Any) -> None:
     with pytest.raises(grpc.RpcError) as missing:
         management.DescribeModel(describe)
     assert missing.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_describe_model_with_customized_true(management: Any) -> None:
+    """docs/grpc_api.md's DescribeModel with `customized: true`: the description carries the
+    handler's `customizedMetadata`."""
+    register(management, "noop_customized", "noop_customized.mar")
+    describe = message(MANAGEMENT + "DescribeModelRequest")
+    customized = describe(model_name="noop_customized", model_version="1.0", customized=True)
+    (description,) = json.loads(management.DescribeModel(customized).msg)
+    assert description["customizedMetadata"] == CUSTOMIZED
+    (plain,) = json.loads(management.DescribeModel(describe(model_name="noop_customized")).msg)
+    assert "customizedMetadata" not in plain
 
 
 def test_infer(inference: Any, management: Any) -> None:

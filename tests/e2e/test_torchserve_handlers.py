@@ -20,6 +20,15 @@ pytestmark = pytest.mark.e2e
 
 ROWS = [[5.1, 3.5, 1.4, 0.2], [6.0, 2.9, 4.5, 1.5], [7.7, 3.0, 6.1, 2.3]]
 JSON = {"content-type": "application/json"}
+STREAM_HANDLER = """from ts.handler_utils.utils import send_intermediate_predict_response
+
+
+def handle(data, context):
+    if type(data) is list:  # None when TorchServe initializes a module handler
+        for _ in range(3):
+            send_intermediate_predict_response(["hello"], context.request_ids, "ok", 200, context)
+        return ["hello world"]
+"""
 
 
 def imports(module: str) -> bool:
@@ -42,6 +51,9 @@ def ts_store(tmp_path_factory: pytest.TempPathFactory, torch_installed: None) ->
     torchserve.png(root / ".inputs/picture.png", seed=5)
     _rewritten(torchserve.custom_handler_mar(root / ".src/old.mar"), root / "old.mar", _old_import)
     _rewritten(torchserve.custom_handler_mar(root / ".src/typo.mar"), root / "typo.mar", _typo)
+    (root / ".src/stream").mkdir()
+    (root / ".src/stream/handler.py").write_text(STREAM_HANDLER)
+    testing.mar_of(root / ".src/stream", root / "echo_stream.mar")
     return root
 
 
@@ -160,6 +172,16 @@ def test_an_unknown_built_in_handler_gets_the_known_ones(http: httpx.Client) -> 
     message = response.json()["message"]
     assert "image_classifer" in message
     assert "image_classifier, image_segmenter, object_detector, text_classifier" in message
+
+
+def test_echo_stream_inference_says_streaming_is_not_served(http: httpx.Client) -> None:
+    """TorchServe's streaming example: a handler calling `send_intermediate_predict_response`
+    is answered a 500 that names the call and what to do, not an AttributeError."""
+    response = http.post("/predictions/echo_stream.mar", content=b"foo")
+    assert response.status_code == 500, response.text
+    message = response.json()["message"]
+    assert "send_intermediate_predict_response" in message, message
+    assert "migrating-torchserve.md" in message, message
 
 
 def _rewritten(archive: Path, target: Path, change: dict[str, object]) -> None:

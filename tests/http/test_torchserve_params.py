@@ -18,6 +18,7 @@ from modelhost.protocols.registration import (
     BUILT_IN_HANDLERS,
     boolean,
     check_registration,
+    handler_file,
     is_handler_name,
     registration_settings,
 )
@@ -31,6 +32,19 @@ def test_built_in_handler_names_are_the_workers_own() -> None:
 @pytest.mark.parametrize("handler", ["sklearn", "torch", "handler.py", "custom.py:predict"])
 def test_handler_names_the_manifest_takes(handler: str) -> None:
     assert is_handler_name(handler)
+
+
+@pytest.mark.parametrize(
+    ("given", "file"),
+    [
+        ("handler:handle", "handler.py:handle"),
+        ("handler.py:handle", "handler.py:handle"),
+        ("pkg.module:handle", "pkg.module:handle"),
+        ("invalidHandler", "invalidHandler"),
+    ],
+)
+def test_torchserve_module_and_method_name_the_archives_file(given: str, file: str) -> None:
+    assert handler_file(given) == file
 
 
 @pytest.mark.parametrize("handler", ["invalidHandler", "image_classifier", "handler.pyc"])

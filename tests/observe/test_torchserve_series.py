@@ -42,3 +42,15 @@ def test_models_beyond_the_cap_drop_the_least_recent() -> None:
         series.record(invocation(model))
     text = series.render(["ts_inference_requests_total"]).decode()
     assert 'model_name="a"' not in text and 'model_name="c"' in text
+
+
+def test_a_request_naming_a_version_is_labelled_with_it() -> None:
+    """`/predictions/m/2.0` counts under model_name="m", model_version="2.0", as TorchServe; a
+    path naming no registered version keeps the whole path and "default"."""
+    series = TorchServeSeries("box", lambda path: ("m", "2.0") if path == "m/2.0" else None)
+    for model in ("m/2.0", "m", "store/x.joblib"):
+        series.record(invocation(model))
+    text = series.render(["ts_inference_requests_total"]).decode()
+    for labels in ('"m",model_version="2.0"', '"m",model_version="default"'):
+        assert f"model_name={labels}" in text
+    assert 'model_name="store/x.joblib",model_version="default"' in text

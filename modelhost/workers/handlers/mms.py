@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 
 from modelhost.errors import HandlerError, ModelLoadError
 from modelhost.workers.codecs import encode_value
@@ -34,6 +34,10 @@ from modelhost.workers.handlers.user_code import forget_user_module, import_user
 MANIFEST = Path("MAR-INF") / "MANIFEST.json"
 
 Entry = Callable[[list[dict[str, Any]], "MmsContext"], Any]
+NOT_STREAMED = (
+    "TorchServe's streaming responses (send_intermediate_predict_response) are not served: "
+    "return the whole answer from handle (docs/migrating-torchserve.md#6-what-does-not-carry-over)"
+)
 
 
 class RequestProcessor:
@@ -93,6 +97,11 @@ class MmsContext:
         context.system_properties = {**self.system_properties, "batch_size": len(requests)}
         context.request_ids = {index: uuid.uuid4().hex for index in range(len(requests))}
         return context
+
+    @property
+    def cl_socket(self) -> NoReturn:
+        """TorchServe's worker socket: only its streaming responses write to it."""
+        raise AttributeError(NOT_STREAMED)  # hasattr stays False
 
     def get_request_id(self, idx: int = 0) -> str | None:
         return None if self.request_ids is None else self.request_ids.get(idx)

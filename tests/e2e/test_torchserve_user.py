@@ -1,0 +1,213 @@
+"""A TorchServe user's calls, end to end, on a server started with TorchServe's
+config.properties: models `load_models` names are served under TorchServe's names, and a call
+TorchServe documents that modelhost does not serve says what to do instead. Each test is named
+after the request of TorchServe's docs it mirrors."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import httpx
+import pytest
+from helpers.described import CUSTOMIZED, described_mar
+from helpers.serving import Servers
+
+from modelhost import testing
+
+pytestmark = pytest.mark.e2e
+
+ROW = {"instances": testing.iris_rows(1)}
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An archive as `torch-model-archiver --model-name densenet161` writes it."""
+    root = tmp_path_factory.mktemp("ts-start-store")
+    source = testing.mms_handler_folder(tmp_path_factory.mktemp("ts-start-source") / "src")
+    testing.mar_of(source, root / "densenet161.mar")
+    testing.mar_of(source, root / "noop.mar")
+    testing.mar_of(source, root / "noop_v2.mar", version="2.0")
+    (source / "model-config.yaml").write_text("minWorkers: 2\nmaxWorkers: 2\n")
+    testing.mar_of(source, root / "squeezenet1_1.mar")
+    (source / "model-config.yaml").write_text("batchSize: 4\nmaxBatchDelay: 77\n")
+    testing.mar_of(source, root / "resnet-18.mar")
+    described_mar(tmp_path_factory.mktemp("ts-described"), root / "noop_customized.mar")
+    return root
+
+
+class Started:
+    """A server started with TorchServe's config.properties naming `load_models`."""
+
+    def __init__(self, serve: Servers, work: Path, store: Path, load_models: str) -> None:
+        self.management, self.metrics = testing.free_port(), testing.free_port()
+        properties = work / "config.properties"
+        properties.write_text(
+            f"management_address=http://127.0.0.1:{self.management}\n"
+            f"metrics_address=http://127.0.0.1:{self.metrics}\n"
+            "metrics_mode=prometheus\n"
+            "enable_model_api=true\n"
+            f"model_store={store}\n"
+            f"load_models={load_models}\n"
+            "job_queue_size=10\n"
+            "disable_token_authorization=true\n"
+        )
+        args = ["--cache-dir", str(work / "cache"), "--workers", "2", "--memory-budget", "2GiB"]
+        environ = {**os.environ, "TS_CONFIG_FILE": str(properties)}
+        self.server = testing.RunningServer(args, work, env=environ)
+        serve.enter_context(self.server)
+
+    def predict(self, name: str) -> httpx.Response:
+        return httpx.post(f"{self.server.url}/predictions/{name}", json=ROW, timeout=60)
+
+    def post(self, path: str) -> httpx.Response:
+        return httpx.post(f"{self.server.url}{path}", json=ROW, timeout=60)
+
+    def describe(self, name: str, **params: str) -> httpx.Response:
+        url = f"http://127.0.0.1:{self.management}/models/{name}"
+        return httpx.get(url, params=params, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def named(serve: Servers, store: Path, tmp_path_factory: pytest.TempPathFactory) -> Started:
+    work = tmp_path_factory.mktemp("ts-start-named")
+    return Started(serve, work, store, "densenet161.mar")
+
+
+@pytest.fixture(scope="module")
+def every(serve: Servers, store: Path, tmp_path_factory: pytest.TempPathFactory) -> Started:
+    return Started(serve, tmp_path_factory.mktemp("ts-start-all"), store, "all")
+
+
+def test_predictions_densenet161_after_models_densenet161_mar(named: Started) -> None:
+    """`torchserve --models densenet161.mar`, then `curl /predictions/densenet161 -T …`: the
+    quick start's model is named after its archive, without `.mar`, and loaded at start."""
+    answer = named.predict("densenet161")
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["handler"] == "custom handler"
+    described = named.describe("densenet161")
+    assert described.status_code == 200, described.text
+    assert described.json()[0]["loadedAtStartup"] is True
+
+
+def test_predictions_after_load_models_all(every: Started) -> None:
+    """`load_models=all` (TorchServe reads any case) serves every archive of the store by its
+    name without `.mar`."""
+    answer = every.predict("densenet161")
+    assert answer.status_code == 200, answer.text
+    described = every.describe("densenet161")
+    assert described.status_code == 200, described.text
+    assert described.json()[0]["loadedAtStartup"] is True
+
+
+def test_describe_model_noop(named: Started) -> None:
+    """`curl /models/noop`: a list of one description with every field TorchServe's example
+    shows, `jobQueueStatus` included (job_queue_size=10, nothing waiting)."""
+    (described,) = named.describe("densenet161").json()
+    fields = {"modelName", "modelVersion", "modelUrl", "runtime", "minWorkers", "maxWorkers"}
+    fields |= {"batchSize", "maxBatchDelay", "workers", "jobQueueStatus"}
+    assert fields <= set(described), described
+    assert described["jobQueueStatus"] == {"remainingCapacity": 10, "pendingRequests": 0}
+
+
+@pytest.mark.parametrize("path", ["noop_customized", "noop_customized/1.0"])
+def test_describe_noop_customized_with_customized_true(every: Started, path: str) -> None:
+    """`curl /models/noop-customized/1.0?customized=true`: the description carries
+    `customizedMetadata`, the handler's answer to a request with the `describe` header."""
+    answer = every.describe(path, customized="true")
+    assert answer.status_code == 200, answer.text
+    (described,) = answer.json()
+    assert described["customizedMetadata"] == CUSTOMIZED, described
+    assert "customizedMetadata" not in every.describe(path).json()[0]
+
+
+def test_register_squeezenet_starts_the_min_workers_of_its_model_config(named: Started) -> None:
+    """`curl -X POST "localhost:8081/models?url=squeezenet1_1.mar"` for an archive whose
+    model-config.yaml says minWorkers: 2, maxWorkers: 2: TorchServe starts those workers."""
+    url = f"http://127.0.0.1:{named.management}/models"
+    registered = httpx.post(url, params={"url": "squeezenet1_1.mar"}, timeout=60)
+    assert registered.status_code == 200, registered.text
+    said = 'Model "squeezenet1_1" Version: 1.0 registered with 2 initial workers'
+    assert registered.json() == {"status": said}
+    (described,) = named.describe("squeezenet1_1").json()
+    assert (described["minWorkers"], described["maxWorkers"]) == (2, 2), described
+    assert [w["status"] for w in described["workers"]] == ["READY", "READY"], described
+
+
+def test_describe_after_register_shows_the_batching_of_its_model_config(named: Started) -> None:
+    """`POST /models?url=resnet-18.mar`, then `GET /models/resnet-18` before any request: the
+    batchSize and maxBatchDelay of its model-config.yaml, as TorchServe describes them."""
+    url = f"http://127.0.0.1:{named.management}/models"
+    registered = httpx.post(url, params={"url": "resnet-18.mar"}, timeout=60)
+    assert registered.status_code == 200, registered.text
+    (described,) = named.describe("resnet-18").json()
+    assert described["workers"] == []
+    assert (described["batchSize"], described["maxBatchDelay"]) == (4, 77), described
+
+
+def test_register_with_handler_as_module_name_and_method_name(named: Started) -> None:
+    """`POST /models?url=noop.mar&handler=handler:handle`: TorchServe's handler parameter is
+    `module_name:method_name`, the archive's handler.py and its handle function here."""
+    url = f"http://127.0.0.1:{named.management}/models"
+    params = {"url": "noop.mar", "model_name": "noop_handle", "handler": "handler:handle"}
+    registered = httpx.post(url, params=params, timeout=60)
+    assert registered.status_code == 200, registered.text
+    assert named.predict("noop_handle").json()["handler"] == "custom handler"
+
+
+def test_get_metrics_labels_the_version_a_request_names(named: Started) -> None:
+    """`curl /predictions/noop`, `/predictions/noop/2.0` and `/predictions/noop/1.0`, then
+    `curl :8082/metrics`: TorchServe counts each under `model_name="noop"`, with
+    `model_version` the version named, or "default". A version not registered is 404 naming
+    the versions there are."""
+    management = f"http://127.0.0.1:{named.management}/models"
+    for url in ("noop.mar", "noop_v2.mar"):
+        registered = httpx.post(management, params={"url": url, "model_name": "noop"}, timeout=60)
+        assert registered.status_code == 200, registered.text
+    for path in ("noop", "noop/2.0", "noop/1.0"):
+        assert named.predict(path).status_code == 200
+    unknown = named.predict("noop/9.9")
+    assert unknown.status_code == 404, unknown.text
+    assert "version '9.9'" in unknown.json()["message"], unknown.text  # not "not in the store"
+    text = httpx.get(f"http://127.0.0.1:{named.metrics}/metrics", timeout=60).text
+    counted = re.findall(
+        r'ts_inference_requests_total\{model_name="(noop(?:/[^"]*)?)",'
+        r'model_version="([^"]*)",[^}]*\} (\S+)',
+        text,
+    )
+    assert sorted(counted) == [
+        ("noop", "1.0", "1.0"),
+        ("noop", "2.0", "1.0"),
+        ("noop", "default", "1.0"),
+    ], text
+
+
+@pytest.mark.parametrize(
+    ("path", "words"),
+    [
+        ("/explanations/densenet161", "explanations"),
+        ("/v1/models/densenet161:predict", "KServe"),
+        ("/v1/models/densenet161:explain", "KServe"),
+        ("/wfpredict/densenet_wf", "workflows"),
+    ],
+)
+def test_torchserve_calls_not_served_say_what_to_do(named: Started, path: str, words: str) -> None:
+    """`POST /explanations/mnist`, KServe's v1 `:predict` and `:explain`, and a workflow's
+    `/wfpredict/{workflow}`: modelhost serves none, and the 404 says so and names what to call
+    instead."""
+    answer = named.post(path)
+    assert answer.status_code == 404, answer.text
+    message = answer.json()["message"]
+    assert words in message and "/predictions/" in message, message
+    assert "migrating-torchserve.md" in message, message
+
+
+def test_register_workflow_says_what_to_do(named: Started) -> None:
+    """`POST /workflows?url=dog_breed_wf.war` on the management port: not served, and the
+    404 names what to do."""
+    url = f"http://127.0.0.1:{named.management}/workflows"
+    answer = httpx.post(url, params={"url": "dog_breed_wf.war"}, timeout=60)
+    assert answer.status_code == 404, answer.text
+    message = answer.json()["message"]
+    assert "workflows" in message and "migrating-torchserve.md" in message, message
