@@ -15,6 +15,7 @@ PACKAGE = Path(modelhost.__file__).parent
 # launch.py and app.py sit above them
 CORE = (
     *("host", "cache", "scheduler", "workers", "records", "errors", "manifest", "names", "units"),
+    "fair",
     "documents",
     *("config", "resources", "urls"),
 )

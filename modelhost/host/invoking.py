@@ -23,6 +23,7 @@ from modelhost.errors import (
     Unavailable,
     WorkerDied,
 )
+from modelhost.fair import Ticket
 from modelhost.host.calls import Answer, Invocation, LoadOutcome, Result, tier_of
 from modelhost.host.devices import ON_HOST, Readiness
 from modelhost.host.load_waits import LoadWaits
@@ -33,7 +34,6 @@ from modelhost.scheduler import SchedulerSettings
 from modelhost.scheduler.admission import FairAdmission
 from modelhost.scheduler.batcher import Job
 from modelhost.scheduler.dispatch import Dispatcher
-from modelhost.scheduler.fair import Ticket
 
 MAX_ACQUIRE_ATTEMPTS = 5
 HIT = LoadOutcome("hit", 0.0)  # the outcome of a request that found its model loaded

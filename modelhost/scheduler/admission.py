@@ -7,8 +7,8 @@ import time
 from collections.abc import Callable
 
 from modelhost.errors import DeadlineExceeded
+from modelhost.fair import FairQueue, Ticket
 from modelhost.scheduler import TenantPolicyView
-from modelhost.scheduler.fair import FairQueue, Ticket
 from modelhost.scheduler.rates import TenantRates
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from modelhost.errors import QueueFull
-from modelhost.scheduler.fair import FairQueue
+from modelhost.fair import FairQueue
 
 T = TypeVar("T")
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from modelhost.errors import ModelhostError
+from modelhost.fair import Ticket
 from modelhost.scheduler.batcher import BatchQueue, Job
-from modelhost.scheduler.fair import Ticket
 from modelhost.scheduler.turns import Turns, WorkerTurns
 from modelhost.workers.handle import WorkerHandle
 

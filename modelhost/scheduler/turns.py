@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from modelhost.scheduler.fair import FairQueue, Ticket
+from modelhost.fair import FairQueue, Ticket
 
 TURNS_PER_SLOT = 2  # one running, one in the pipe: the worker never waits for the frontend
 

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 from typing import NamedTuple
 
-from modelhost.scheduler.fair import FairQueue, Ticket
+from modelhost.fair import FairQueue, Ticket
 from modelhost.workers.messages import Answered, Infer
 
 Run = Callable[[Infer, bytes], tuple[Answered, bytes]]
@@ -39,7 +39,7 @@ class Group:
 
 class Gathering:
     """The worker's inference slots, and the groups of batches waiting for one, handed a
-    freed slot in fair order (scheduler/fair.py); a group handed a slot takes no more."""
+    freed slot in fair order (fair.py); a group handed a slot takes no more."""
 
     def __init__(self, slots: int, limit: Callable[[str], int], run: Run) -> None:
         self.free = slots  # slots no batch holds

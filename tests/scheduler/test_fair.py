@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from modelhost.errors import QueueFull, TenantQueueFull
+from modelhost.fair import FIRST_ESTIMATE_MS, FairQueue, Ticket
 from modelhost.protocols.status import status_of
-from modelhost.scheduler.fair import FIRST_ESTIMATE_MS, FairQueue, Ticket
 
 MAX_COST_MS = 10
 TENANTS = ("a", "b", "c")

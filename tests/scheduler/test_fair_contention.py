@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_fair import MAX_COST_MS, Served, service, windows
 
-from modelhost.scheduler.fair import FairQueue, Ticket
+from modelhost.fair import FairQueue, Ticket
 
 # each step: one tenant's request arrives, one waiting request starts, or one running ends
 step = st.one_of(

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from modelhost.config.tenant_policies import TenantPolicies, TenantPolicy
 from modelhost.errors import DeadlineExceeded, RateLimited, TenantQueueFull
+from modelhost.fair import FairQueue, Ticket
 from modelhost.scheduler.admission import FairAdmission
-from modelhost.scheduler.fair import FairQueue, Ticket
 
 TENANTS = ("a", "b", "c")
 
