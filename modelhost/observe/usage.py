@@ -52,6 +52,7 @@ class ModelUsage:
 
     def takes(self, models: set[str]) -> bool:
         """Whether `record_hits` counts hits of `models` as `record` would."""
+        self.fold()  # the held exchanges' models take their places first
         new = len(models - self._packed.keys())
         return self.also is None and len(self._packed) + new <= self.max_models
 

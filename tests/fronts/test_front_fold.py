@@ -213,6 +213,14 @@ def hits(*models: str) -> list[Sample]:
     return [Sample(1e9, ROUTES[0], model, 200, 0.25, 10, 20, 3.0) for model in models]
 
 
+# an error is held, not counted, when the hits after it are checked against the series' cap
+AN_ERROR_BETWEEN_HITS = [
+    *hits("a"),
+    sample(1e9, ROUTES[0], "c", 400, 0.0, 0, 0, 0.0),
+    *hits("a", "b", "a"),
+]
+
+
 @settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -223,6 +231,7 @@ def hits(*models: str) -> list[Sample]:
 )
 @example(steps=[("own", ("a", 200)), ("report", hits("a"))], policy=LRUPolicy, caps=CAPS[2])
 @example(steps=[("report", hits("a", "b", "c", "a"))], policy=LRUPolicy, caps=CAPS[0])
+@example(steps=[("report", AN_ERROR_BETWEEN_HITS)], policy=LRUPolicy, caps=CAPS[0])
 @example(steps=[("report", hits("a", "b", "c", "a"))], policy=LRUPolicy, caps=CAPS[1])
 def test_a_folded_report_counts_as_its_samples_one_by_one(
     tmp_path_factory: pytest.TempPathFactory,
@@ -231,7 +240,8 @@ def test_a_folded_report_counts_as_its_samples_one_by_one(
     caps: tuple[int, int],
 ) -> None:
     """The examples: a hit the main process answered is counted before the front's; a model
-    that leaves the capped series between two hits starts again."""
+    that leaves the capped series between two hits starts again; an error's model takes its
+    place in the series before the hits after it."""
     both(tmp_path_factory.mktemp("fold"), steps, policy, caps)
 
 
