@@ -63,25 +63,18 @@ class Gathering:
     def infer(self, request: Infer, payload: bytes) -> tuple[Answered, bytes]:
         """`run` the batch in a slot, alone or in a group, whoever sent it."""
         with self._lock:
-            self.weights[request.tenant] = request.weight
-            if self.free and not self._queue.waiting:
+            if self.free and not self._queue.waiting:  # none to be fair to: not charged
                 self.free -= 1
-                ticket: Ticket | None = self._queue.dispatch(request.tenant)
+                group = None
             else:
-                ticket = None
+                self.weights[request.tenant] = request.weight
                 group, index = self._join(Batch(request, payload))
-        if ticket is not None:
-            return self._run_alone(request, payload, ticket)
+        if group is None:
+            try:
+                return self.run(request, payload)
+            finally:
+                self._hand_on(None, None)
         return self._follow(group, index) if index else self._lead(group)
-
-    def _run_alone(self, request: Infer, payload: bytes, ticket: Ticket) -> tuple[Answered, bytes]:
-        cost_ms = None
-        try:
-            answered = self.run(request, payload)
-            cost_ms = answered[0].infer_ms
-            return answered
-        finally:
-            self._hand_on(ticket, cost_ms)
 
     def _join(self, batch: Batch) -> tuple[Group, int]:
         """The group `batch` joined, and its place there (0: it leads a new one); under the lock."""
@@ -101,11 +94,12 @@ class Gathering:
             del self._open[key]
         return group, index
 
-    def _hand_on(self, ticket: Ticket, cost_ms: float | None) -> None:
+    def _hand_on(self, ticket: Ticket | None, cost_ms: float | None) -> None:
         """Charge the batch ending, and hand its slot to the next group, else free it."""
         with self._lock:
             queue = self._queue
-            queue.complete(ticket, cost_ms)
+            if ticket is not None:
+                queue.complete(ticket, cost_ms)
             if not queue.waiting:
                 self.free += 1
                 return
