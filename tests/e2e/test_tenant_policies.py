@@ -179,6 +179,7 @@ def test_a_bad_tenants_file_is_refused_at_start(store: Path, tmp_path: Path) -> 
 
 
 GATED = "gated"
+CAPPED = '[tenants."capped"]\nmax_concurrency = 1\n'
 
 
 def invoke_gated(client: httpx.Client, tenant: str, body: str) -> httpx.Response:
@@ -199,19 +200,27 @@ def wait_until(check: Callable[[], bool]) -> None:
     raise AssertionError("the server never reached the state the test waits for")
 
 
+def gated_server(
+    serve: Servers, folder: Path, tenants: str, **settings: object
+) -> tuple[testing.RunningServer, Path, Path]:
+    """A server of one worker thread and 8 slots, the gated model and tenants by header under
+    `tenants` (a tenants file); the server, its gate and its tenants file."""
+    gate, tenants_file = folder / "gate", folder / "tenants.toml"
+    gated_handler_folder(folder / "store" / GATED, gate)
+    write(tenants_file, tenants)
+    server = serve(
+        folder / "store",
+        **{"workers": 1, "threads_per_worker": 1, "max_concurrency": 8},
+        **{"tenant_from": "header", "tenants_file": tenants_file, **settings},
+    )
+    return server, gate, tenants_file
+
+
 def test_a_tenant_at_its_cap_waits_while_slots_are_free(serve: Servers, tmp_path: Path) -> None:
     """capped may run one request at once in a server of 8 slots: with one held at the gate, its
     next waits in its queue (of one), so the one after that is 429 at once; another tenant's
     request still runs beside the held one."""
-    gate = tmp_path / "gate"
-    gated_handler_folder(tmp_path / "store" / GATED, gate)
-    tenants_file = tmp_path / "tenants.toml"
-    write(tenants_file, '[tenants."capped"]\nmax_concurrency = 1\n')
-    server = serve(
-        tmp_path / "store",
-        **{"workers": 1, "threads_per_worker": 1, "max_concurrency": 8, "job_queue_size": 1},
-        **{"tenant_from": "header", "tenants_file": tenants_file},
-    )
+    server, gate, _ = gated_server(serve, tmp_path, CAPPED, job_queue_size=1)
     with (
         httpx.Client(base_url=server.url, timeout=60) as client,
         concurrent.futures.ThreadPoolExecutor(4) as pool,
@@ -236,15 +245,8 @@ def test_a_capped_tenant_leaves_room_in_a_shared_models_queue(
     """tenants.md's way to keep one tenant from filling a model's queue of two: every tenant
     capped at one request, the flood of one waits in its own queue (then 429), and another
     tenant's request still finds room in the model's."""
-    gate = tmp_path / "gate"
-    gated_handler_folder(tmp_path / "store" / GATED, gate)
-    tenants_file = tmp_path / "tenants.toml"
-    write(tenants_file, "[default]\nmax_concurrency = 1\n")
-    server = serve(
-        tmp_path / "store",
-        **{"workers": 1, "threads_per_worker": 1, "max_concurrency": 8, "job_queue_size": 2},
-        **{"tenant_from": "header", "tenants_file": tenants_file, "batch_size": 1},
-    )
+    every_one = "[default]\nmax_concurrency = 1\n"
+    server, gate, _ = gated_server(serve, tmp_path, every_one, job_queue_size=2, batch_size=1)
     with (
         httpx.Client(base_url=server.url, timeout=60) as client,
         concurrent.futures.ThreadPoolExecutor(8) as pool,
@@ -264,15 +266,7 @@ def test_a_capped_tenant_leaves_room_in_a_shared_models_queue(
 def test_a_raised_cap_lets_the_tenants_waiting_requests_run(serve: Servers, tmp_path: Path) -> None:
     """capped holds one request at the gate and two wait for its cap of one; raised to three by
     an edit of the file, the two run at once, not when the held one ends."""
-    gate = tmp_path / "gate"
-    gated_handler_folder(tmp_path / "store" / GATED, gate)
-    tenants_file = tmp_path / "tenants.toml"
-    write(tenants_file, '[tenants."capped"]\nmax_concurrency = 1\n')
-    server = serve(
-        tmp_path / "store",
-        **{"workers": 1, "threads_per_worker": 1, "max_concurrency": 8},
-        **{"tenant_from": "header", "tenants_file": tenants_file},
-    )
+    server, gate, tenants_file = gated_server(serve, tmp_path, CAPPED)
     with (
         httpx.Client(base_url=server.url, timeout=60) as client,
         concurrent.futures.ThreadPoolExecutor(4) as pool,
@@ -282,7 +276,7 @@ def test_a_raised_cap_lets_the_tenants_waiting_requests_run(serve: Servers, tmp_
         behind = [pool.submit(invoke_gated, client, "capped", str(n)) for n in (2, 3)]
         time.sleep(0.5)
         assert in_flight(client) == 1  # they wait for the cap
-        write(tenants_file, '[tenants."capped"]\nmax_concurrency = 3\n')
+        write(tenants_file, CAPPED.replace("1", "3"))
         wait_until(lambda: in_flight(client) == 3)
         gate.touch()
         answered = [future.result().status_code for future in (held, *behind)]
@@ -296,14 +290,11 @@ def test_a_request_past_its_deadline_holds_its_slot_while_its_batch_runs(
     timeout: it is answered 504, but its batch still runs in the worker, so the model still
     counts it in flight and the tenant is still at its cap: its next request waits, and the one
     after that is 429 at once."""
-    gate = tmp_path / "gate"
-    gated_handler_folder(tmp_path / "store" / GATED, gate)
-    tenants_file = tmp_path / "tenants.toml"
-    write(tenants_file, '[tenants."capped"]\nmax_concurrency = 1\n')
-    server = serve(
-        tmp_path / "store",
-        **{"workers": 1, "threads_per_worker": 1, "max_concurrency": 8, "job_queue_size": 1},
-        **{"tenant_from": "header", "tenants_file": tenants_file},
+    server, gate, _ = gated_server(
+        serve,
+        tmp_path,
+        CAPPED,
+        job_queue_size=1,
         default_response_timeout_s=3,
         load_models=GATED,  # the timeout below is the batch's, not the load's
     )
