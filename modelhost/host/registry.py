@@ -27,7 +27,7 @@ from modelhost.errors import (
 from modelhost.host.calls import LoadOutcome
 from modelhost.host.residency import Residency
 from modelhost.host.under_way import UnderWay
-from modelhost.manifest import MAR_MANIFEST, find_manifest, read_mar
+from modelhost.manifest import MAR_MANIFEST, find_manifest, mar_workers, read_mar
 from modelhost.names import echo, model_name
 
 DEFAULT_VERSION = "1.0"  # TorchServe's
@@ -49,6 +49,7 @@ class Registered:
     name: str
     version: str
     artifact: Artifact
+    workers: tuple[int, int] = (0, 0)  # its model-config.yaml's (minWorkers, maxWorkers)
 
 
 class Registry:
@@ -116,7 +117,7 @@ class Registry:
     def _add(self, model: str, version: str, name: str, artifact: Artifact) -> Registered:
         self.versions[model].names[version] = name
         self.owners[name] = (model, version)
-        return Registered(name, version, artifact)
+        return Registered(name, version, artifact, mar_workers(artifact.path))
 
     def _check_new(self, model: str, version: str) -> None:
         if version in self.versions[model].names:
@@ -139,6 +140,8 @@ class Registry:
         self.residency.manifests.give(name, settings or {})
         try:
             found = await self.residency.disk.materialize(name, self.residency.sources[name])
+            # describe shows the archive's batching before it loads, as TorchServe's does
+            self.residency.manifests.read(name, found.artifact)
         except ModelhostError:
             self._forget(name)
             raise

@@ -18,7 +18,6 @@ from modelhost.errors import (
     ModelAlreadyLoaded,
     ModelApiDisabled,
     ModelhostError,
-    ModelLoadError,
     ModelNotFound,
 )
 from modelhost.host import ModelHost
@@ -26,7 +25,6 @@ from modelhost.host.calls import Invocation
 from modelhost.host.journal import JOURNAL_FILE, Journal
 from modelhost.host.listing import IN_MEMORY, REGISTERED, Listing
 from modelhost.host.registry import Registered
-from modelhost.manifest import mar_workers
 from modelhost.names import echo, model_name, name_from_url
 from modelhost.observe.describe import iso_time
 from modelhost.protocols.pages import decode_token, encode_token, page_size
@@ -88,7 +86,7 @@ class TorchServeModels:
         version = registered.version
         if journal := self.host.journal:
             journal.record(name, version, params)
-        low, high = mar_workers(registered.artifact.path)
+        low, high = registered.workers
         workers = low or workers  # TorchServe's order: the archive's minWorkers first
         if workers == 0:
             return Answer(
@@ -117,11 +115,6 @@ class TorchServeModels:
                 f"cannot register model {name}: the url {echo(url)} names no archive ({error}); "
                 "give the url of an archive in the model store"
             ) from None
-        try:  # describe shows the archive's batching before it loads, as TorchServe
-            self.host.manifests.read(registered.name, registered.artifact)
-        except ModelLoadError:
-            await self.host.unregister(registered.name)
-            raise
         missing = missing_handler(settings.get("handler"), registered.artifact.path)
         if missing:
             await self.host.unregister(registered.name)
