@@ -220,7 +220,8 @@ class Relay(asyncio.Protocol):
 
     def from_backend(self, data: bytes) -> None:
         assert self.client is not None
-        if self.gone:  # the backend, aborted at the goodbye, still hands over what it had read
+        # the backend, aborted at the goodbye or the client's end, still hands over what it read
+        if self.gone or self.client.is_closing():
             return
         written = 0
         for head, _, end in self.server_frames.feed(data):
