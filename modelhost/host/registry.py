@@ -103,7 +103,8 @@ class Registry:
             artifact = await self._fetch(model, url, settings)
             try:
                 version = check_version(model, archive_version(model, artifact.path))
-            except BadRequestBody:
+                self._read_manifest(model, artifact)
+            except ModelhostError:
                 self._forget(model)
                 raise
             self.versions[model] = Versions(version)
@@ -112,7 +113,17 @@ class Registry:
         self._check_new(model, version)
         name = f"{model}/{version}"
         artifact = await self._fetch(name, url, settings)
+        try:
+            self._read_manifest(name, artifact)
+        except ModelhostError:
+            self._forget(name)
+            raise
         return self._add(model, version, name, artifact)
+
+    def _read_manifest(self, name: str, artifact: Artifact) -> None:
+        """Now, so that describe shows the archive's batching before it loads, as TorchServe's
+        does; a manifest that cannot be read refuses the registration."""
+        self.residency.manifests.read(name, artifact)
 
     def _add(self, model: str, version: str, name: str, artifact: Artifact) -> Registered:
         self.versions[model].names[version] = name
@@ -140,8 +151,6 @@ class Registry:
         self.residency.manifests.give(name, settings or {})
         try:
             found = await self.residency.disk.materialize(name, self.residency.sources[name])
-            # describe shows the archive's batching before it loads, as TorchServe's does
-            self.residency.manifests.read(name, found.artifact)
         except ModelhostError:
             self._forget(name)
             raise
