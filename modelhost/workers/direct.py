@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import os
 import socket
 import threading
@@ -12,12 +13,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from modelhost.errors import ModelNotLoaded
+from modelhost.workers.gather import Done, Outcome
 from modelhost.workers.messages import Failed, Failure, Infer, Reply, decode_request, encode
 from modelhost.workers.wire import Frame, FrameReader
 from modelhost.workers.wire import encode as encode_frame
 
 BACKLOG = 64
-Serve = Callable[[Infer, bytes], tuple[Reply, bytes]]
+Send = Callable[[Infer, bytes, Done], None]  # runs the batch, handing its outcome to `done`
+Answer = Callable[[Reply, bytes], None]
 
 
 DIRECT_VARIABLE = "MODELHOST_WORKER_DIRECT"  # "1": the workers open their direct sockets
@@ -68,10 +71,11 @@ class Gate:
 
 
 class Door:
-    """The listening socket and a reader thread a front's connection; replies in order."""
+    """The listening socket, and a reader thread a front's connection, which hands each batch
+    on and reads the next: a front's batches wait in the worker's fair order, not its socket's."""
 
-    def __init__(self, path: str, gate: Gate, serve: Serve) -> None:
-        self.gate, self.serve = gate, serve
+    def __init__(self, path: str, gate: Gate, send: Send) -> None:
+        self.gate, self.send = gate, send
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)  # a dead worker's of the same pid
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -91,34 +95,40 @@ class Door:
 
     def _read(self, conn: socket.socket) -> None:
         frames, send_lock = FrameReader(conn), threading.Lock()
+
+        def answer(request_id: int, reply: Reply, payload: bytes) -> None:
+            data = encode_frame(Frame(request_id, encode(reply), payload))
+            with send_lock, contextlib.suppress(OSError):  # gone: the front relays its requests
+                conn.sendall(data)
+
         with conn:
             while True:
                 try:
                     frame = frames.read()
                 except (EOFError, OSError):
                     return
-                reply, payload = self.answer(frame)
-                data = encode_frame(Frame(frame.request_id, encode(reply), payload))
-                with send_lock:
-                    try:
-                        conn.sendall(data)
-                    except OSError:
-                        return
+                self.take(frame, functools.partial(answer, frame.request_id))
 
-    def answer(self, frame: Frame) -> tuple[Reply, bytes]:
-        """The worker's answer to an `Infer` of a model open to direct requests; else a failure."""
+    def take(self, frame: Frame, answer: Answer) -> None:
+        """Send on an `Infer` of a model open to direct requests; else answer a failure."""
         try:
             request = decode_request(frame.header)
         except Exception as error:  # not ours: answered as a failure, never run
-            return Failed(Failure.of(error)), b""
+            return answer(Failed(Failure.of(error)), b"")
         if not isinstance(request, Infer):
-            return Failed(Failure("ValueError", "a front may send Infer only")), b""
+            return answer(Failed(Failure("ValueError", "a front may send Infer only")), b"")
         if not self.gate.enter(request.model):
             refusal = ModelNotLoaded(f"model {request.model} is not open to direct requests")
-            return Failed(Failure.of(refusal)), b""
-        try:
-            return self.serve(request, frame.payload)
-        except BaseException as error:  # noqa: BLE001 - every failure goes back as data
-            return Failed(Failure.of(error)), b""
-        finally:
+            return answer(Failed(Failure.of(refusal)), b"")
+
+        def done(outcome: Outcome) -> None:
             self.gate.leave(request.model)
+            if isinstance(outcome, BaseException):
+                answer(Failed(Failure.of(outcome)), b"")
+            else:
+                answer(*outcome)
+
+        try:
+            self.send(request, frame.payload, done)
+        except BaseException as error:  # noqa: BLE001 - every failure goes back as data
+            done(error)

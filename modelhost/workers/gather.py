@@ -1,5 +1,7 @@
 """Batching across senders: batches of one model and tenant waiting for an inference slot run
-as one, in fair order across the tenants.
+as one, in fair order across the tenants. The main process's batches wait on their senders'
+threads; the fronts' wait as data, run by whichever thread frees a slot (docs/decisions.md,
+"Fronts' batches wait in the worker").
 
 The batch's time is shared by item count, so the senders' sums count it once (docs/decisions.md,
 "Batching across senders").
@@ -16,11 +18,19 @@ from modelhost.fair import FairQueue, Ticket
 from modelhost.workers.messages import Answered, Infer
 
 Run = Callable[[Infer, bytes], tuple[Answered, bytes]]
+Outcome = tuple[Answered, bytes] | BaseException
+Done = Callable[[Outcome], None]
+Start = Callable[[Callable[[], None]], object]  # runs a function on another thread
+
+
+def spawn(run: Callable[[], None]) -> None:
+    threading.Thread(target=run, name="gathered", daemon=True).start()
 
 
 class Batch(NamedTuple):
     request: Infer
     payload: bytes
+    done: Done | None = None  # None: its sender's thread waits for its outcome
 
 
 class Group:
@@ -33,6 +43,8 @@ class Group:
         self.items = len(batch.request.items)
         self.results: list[tuple[Answered, bytes]] = []
         self.error: BaseException | None = None
+        self.led = batch.done is None  # its leader's thread waits for the slot
+        self.cost_ms: float | None = None  # as measured; None: the time it held the slot
         self.slot = threading.Event()  # handed a slot: it runs now
         self.done = threading.Event()
 
@@ -41,10 +53,12 @@ class Gathering:
     """The worker's inference slots, and the groups of batches waiting for one, handed a
     freed slot in fair order (fair.py); a group handed a slot takes no more."""
 
-    def __init__(self, slots: int, limit: Callable[[str], int], run: Run) -> None:
+    def __init__(
+        self, slots: int, limit: Callable[[str], int], run: Run, start: Start = spawn
+    ) -> None:
         self.free = slots  # slots no batch holds
         self.limit = limit  # the most requests a batch of the model
-        self.run = run
+        self.run, self.start = run, start  # `start`: for a group no thread waits for
         self._lock = threading.Lock()
         self.weights: dict[str, float] = {}  # as each tenant's last batch said
         self._queue: FairQueue[Group] = FairQueue(sys.maxsize, self._weight)
@@ -61,20 +75,30 @@ class Gathering:
             return self._waiting
 
     def infer(self, request: Infer, payload: bytes) -> tuple[Answered, bytes]:
-        """`run` the batch in a slot, alone or in a group, whoever sent it."""
-        with self._lock:
-            if self.free and not self._queue.waiting:  # none to be fair to: not charged
-                self.free -= 1
-                group = None
-            else:
-                self.weights[request.tenant] = request.weight
-                group, index = self._join(Batch(request, payload))
-        if group is None:
+        """`run` the batch in a slot, alone or in a group, on this thread or its leader's."""
+        group, index = self._enter(Batch(request, payload))
+        if group is None:  # none to be fair to: not charged
             try:
                 return self.run(request, payload)
             finally:
-                self._hand_on(None, None)
+                self._start(self._hand_on(None, None))
         return self._follow(group, index) if index else self._lead(group)
+
+    def send(self, request: Infer, payload: bytes, done: Done) -> None:
+        """`run` the batch in a slot, on a thread of `start`'s, and hand `done` its outcome."""
+        batch = Batch(request, payload, done)
+        group, _ = self._enter(batch)
+        if group is None:
+            self._start(Group(batch))
+
+    def _enter(self, batch: Batch) -> tuple[Group | None, int]:
+        """Take a free slot (None) where nothing waits, else join a group waiting for one."""
+        with self._lock:
+            if self.free and not self._queue.waiting:
+                self.free -= 1
+                return None, 0
+            self.weights[batch.request.tenant] = batch.request.weight
+            return self._join(batch)
 
     def _join(self, batch: Batch) -> tuple[Group, int]:
         """The group `batch` joined, and its place there (0: it leads a new one); under the lock."""
@@ -94,15 +118,16 @@ class Gathering:
             del self._open[key]
         return group, index
 
-    def _hand_on(self, ticket: Ticket | None, cost_ms: float | None) -> None:
-        """Charge the batch ending, and hand its slot to the next group, else free it."""
+    def _hand_on(self, ticket: Ticket | None, cost_ms: float | None) -> Group | None:
+        """Charge the batch ending, and hand its slot to the next group, else free it; the
+        group handed the slot when no thread waits for it, to run on the caller's."""
         with self._lock:
             queue = self._queue
             if ticket is not None:
                 queue.complete(ticket, cost_ms)
             if not queue.waiting:
                 self.free += 1
-                return
+                return None
             picked = queue.take()
             assert picked is not None  # no tenant has a cap here
             tenant, group = picked
@@ -111,26 +136,45 @@ class Gathering:
             key = (group.model, tenant)
             if self._open.get(key) is group:
                 del self._open[key]
+        if not group.led:
+            return group
         group.slot.set()
+        return None
+
+    def _start(self, group: Group | None) -> None:
+        if group is not None:
+            self.start(lambda: self._serve(group))
+
+    def _serve(self, group: Group | None) -> None:
+        """Run `group`, which holds a slot, then each group handed the slot that no thread
+        waits for."""
+        while group is not None:
+            self._run(group)
+            group = self._hand_on(group.ticket, group.cost_ms)
 
     def _lead(self, group: Group) -> tuple[Answered, bytes]:
         group.slot.wait()
-        cost_ms = None
+        self._run(group)
+        self._start(self._hand_on(group.ticket, group.cost_ms))
+        if group.error is not None:
+            raise group.error
+        return group.results[0]
+
+    def _run(self, group: Group) -> None:
+        """Run the group and hand each batch its outcome."""
         try:
             group.results = self._run_group(group.batches)
-            cost_ms = sum(answered.infer_ms for answered, _ in group.results)
+            group.cost_ms = sum(answered.infer_ms for answered, _ in group.results)
         except BaseException as error:  # each member fails as it would have alone
             group.error = error
-            raise
-        finally:
-            group.done.set()
-            assert group.ticket is not None  # handed with its slot
-            self._hand_on(group.ticket, cost_ms)
-        return group.results[0]
+        group.done.set()
+        for index, batch in enumerate(group.batches):
+            if batch.done is not None:
+                batch.done(group.error or group.results[index])
 
     def _run_group(self, batches: list[Batch]) -> list[tuple[Answered, bytes]]:
         if len(batches) == 1:
-            return [self.run(*batches[0])]
+            return [self.run(batches[0].request, batches[0].payload)]
         whole, payload = self.run(*merged(batches))
         return shared(whole, payload, [len(batch.request.items) for batch in batches])
 
@@ -142,12 +186,12 @@ class Gathering:
         return group.results[index]
 
 
-def merged(batches: list[Batch]) -> Batch:
+def merged(batches: list[Batch]) -> tuple[Infer, bytes]:
     """One batch of every item of `batches`, in order."""
     items = tuple(item for batch in batches for item in batch.request.items)
     payload = b"".join(batch.payload for batch in batches)
     first = batches[0].request
-    return Batch(Infer(first.model, items, tenant=first.tenant, weight=first.weight), payload)
+    return Infer(first.model, items, tenant=first.tenant, weight=first.weight), payload
 
 
 def shared(whole: Answered, payload: bytes, sizes: list[int]) -> list[tuple[Answered, bytes]]:

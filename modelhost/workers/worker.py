@@ -114,8 +114,10 @@ class Worker:
         # one inference thread: run on the reading thread, saving a hand-off
         self._inference = ThreadPoolExecutor(threads, "infer") if threads > 1 else None
         self.gate = Gate()  # the models the fronts' direct requests may reach (direct.py)
-        # the fronts' requests and the frontend's share the inference threads' count
-        self.gathering = Gathering(threads, self._batch_size, self.infer)
+        # the fronts' requests and the frontend's share the inference threads' count; the
+        # fronts' run on threads of their own, which the frontend's never wait behind
+        fronts = ThreadPoolExecutor(threads, "fronts").submit
+        self.gathering = Gathering(threads, self._batch_size, self.infer, fronts)
 
     def rehearse(self, models: list[Path]) -> None:
         """Load, answer and unload each model on the serving threads, then give the memory back."""
@@ -136,7 +138,7 @@ class Worker:
         self.idle_bytes = allocated_bytes() or 0
         untrusted = self.confined or bool(self.programs_refused)
         if run_dir is not None and not untrusted:
-            Door(direct_path(run_dir, os.getpid()), self.gate, self.infer_in_slot).start()
+            Door(direct_path(run_dir, os.getpid()), self.gate, self.gathering.send).start()
         hello = Hello(self.worker_id, os.getpid(), pss_bytes(), untrusted, self.devices.infos())
         self.send(UNASKED, hello)
         if output is not None:  # after the hello, which must come first
