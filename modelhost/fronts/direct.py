@@ -145,10 +145,8 @@ class DirectSide(asyncio.Protocol):
                 self._relay()
                 return
             head_bytes = end + len(END)
-            table = self.router.table
-            key = table.inference_key
-            hit = self.heads.hit_of(bytes(self.buffer[:head_bytes]), table.max_request_bytes, key)
-            if hit is None or (key and time.time() >= table.inference_key_until):
+            hit = self.heads.hit_of(bytes(self.buffer[:head_bytes]), self.router.table)
+            if hit is None:
                 self._relay()
                 return
             charged: Charged | None = NO_TENANT

@@ -3,11 +3,13 @@ TorchServe's or OIP's) with a declared body is answered there; anything else is 
 
 from __future__ import annotations
 
+import time
 from typing import NamedTuple
 
 import httptools
 
 from modelhost.errors import BadRequestBody, ModelhostError
+from modelhost.fronts.messages import Table
 from modelhost.http.forms import is_form
 from modelhost.http.invocation_paths import (
     CUSTOM_ATTRIBUTES_HEADER,
@@ -57,14 +59,18 @@ class Hit(NamedTuple):
 class HeadReader(Heads):
     """The heads of a front's client connection."""
 
-    def hit_of(self, head: bytes, max_request_bytes: int, key: str = "") -> Hit | None:
-        """The hit `head` (through its blank line) asks for, if it holds `key` as token
-        authorization's bearer ("": none needed); None: relay it."""
+    def hit_of(self, head: bytes, table: Table) -> Hit | None:
+        """The hit `head` (through its blank line) asks for, if it holds the table's unexpired
+        inference key as token authorization's bearer, where there is one; None: relay it."""
         if not self.feed(head):
             return None
-        if key and not holds_key(self.read.headers.get("authorization", ""), key):
+        key = table.inference_key
+        if key and not (
+            time.time() < table.inference_key_until
+            and holds_key(self.read.headers.get("authorization", ""), key)
+        ):
             return None  # the main process refuses it in TorchServe's words
-        return _hit_of(self.parser, self.read, max_request_bytes)
+        return _hit_of(self.parser, self.read, table.max_request_bytes)
 
 
 def _hit_of(parser: httptools.HttpRequestParser, read: Head, max_request_bytes: int) -> Hit | None:

@@ -18,11 +18,12 @@ from modelhost.workers.oip_media import (
 )
 
 LIMIT = 1000
+TABLE = Table({}, max_request_bytes=LIMIT)
 
 
-def hit_of(head: bytes, max_request_bytes: int) -> Hit | None:
+def hit_of(head: bytes) -> Hit | None:
     """A fresh connection's first head."""
-    return HeadReader().hit_of(head, max_request_bytes)
+    return HeadReader().hit_of(head, TABLE)
 
 
 def head(first: str, *headers: str) -> bytes:
@@ -30,7 +31,7 @@ def head(first: str, *headers: str) -> bytes:
 
 
 def test_a_model_invoke_is_a_hit() -> None:
-    hit = hit_of(head("POST /models/m/v1/invoke HTTP/1.1", "content-length: 12"), LIMIT)
+    hit = hit_of(head("POST /models/m/v1/invoke HTTP/1.1", "content-length: 12"))
     assert hit == Hit(
         "/models/{model:path}/invoke", "m/v1", "application/json", "application/json", 12, {}, False
     )
@@ -39,13 +40,13 @@ def test_a_model_invoke_is_a_hit() -> None:
 def test_one_reader_reads_a_connections_heads_one_after_another() -> None:
     """Each head after the body before it; a body of none, and a head the reader refuses."""
     reader = HeadReader()
-    first = reader.hit_of(head("POST /models/a/invoke HTTP/1.1", "content-length: 3"), LIMIT)
+    first = reader.hit_of(head("POST /models/a/invoke HTTP/1.1", "content-length: 3"), TABLE)
     reader.body(b"[1]")
-    second = reader.hit_of(head("POST /predictions/b HTTP/1.1", "content-length: 0"), LIMIT)
+    second = reader.hit_of(head("POST /predictions/b HTTP/1.1", "content-length: 0"), TABLE)
     reader.body(b"")
-    third = reader.hit_of(head("POST /models/c/invoke HTTP/1.1", "accept: text/csv"), LIMIT)
+    third = reader.hit_of(head("POST /models/c/invoke HTTP/1.1", "accept: text/csv"), TABLE)
     reader.body(b"")
-    refused = reader.hit_of(head("GET /ping HTTP/1.1"), LIMIT)
+    refused = reader.hit_of(head("GET /ping HTTP/1.1"), TABLE)
     assert first is not None and second is not None and third is not None
     assert (first.model, first.body_bytes, second.model, third.model) == ("a", 3, "b", "c")
     assert (third.accept, refused) == ("text/csv", None)
@@ -59,14 +60,13 @@ def test_invocations_take_the_model_from_sagemakers_header() -> None:
             "Content-Type: text/csv",
             "Accept: text/csv",
             "content-length: 3",
-        ),
-        LIMIT,
+        )
     )
     assert hit == Hit("/invocations", "t/a.joblib", "text/csv", "text/csv", 3, {}, False)
 
 
 def test_a_torchserve_prediction_is_a_hit() -> None:
-    hit = hit_of(head("POST /predictions/t/m.pkl HTTP/1.1", "content-length: 2"), LIMIT)
+    hit = hit_of(head("POST /predictions/t/m.pkl HTTP/1.1", "content-length: 2"))
     assert hit is not None and (hit.route, hit.model, hit.oip) == (PREDICTIONS, "t/m.pkl", False)
 
 
@@ -82,7 +82,7 @@ def test_an_oip_inference_is_a_hit_as_the_routes_match_it(
     path: str, route: str, model: str, version: str
 ) -> None:
     length = "inference-header-content-length: 5"
-    hit = hit_of(head(f"POST {path} HTTP/1.1", "content-length: 9", length), LIMIT)
+    hit = hit_of(head(f"POST {path} HTTP/1.1", "content-length: 9", length))
     params = {MODEL_NAME_PARAM: model, MODEL_VERSION_PARAM: version}
     media_type = oip_media_type(5)
     assert hit == Hit(route, model, media_type, OIP_MEDIA_TYPE, 9, params, True)
@@ -122,7 +122,7 @@ def test_the_fronts_versions_are_the_main_processs() -> None:
     ],
 )
 def test_anything_else_is_relayed(request_head: bytes) -> None:
-    assert hit_of(request_head, LIMIT) is None
+    assert hit_of(request_head) is None
 
 
 def test_tables_and_reports_cross_however_the_bytes_arrive() -> None:
