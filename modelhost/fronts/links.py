@@ -1,8 +1,8 @@
 """A front's connections to the workers' direct sockets, and the table that says which to use.
 
-A link keeps one batch in flight a model and tenant: what arrives meanwhile waits and goes as
-the next batch, at most the model's batch size (the main process's rule: one batch a free slot, what
-piled up while the worker was busy).
+A link keeps as many batches in flight a model and tenant as the worker has inference threads:
+what arrives meanwhile waits and goes as the next batch, at most the model's batch size (the main
+process's rule: one batch a free slot, what piled up while the worker was busy).
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ class WorkerLink(asyncio.Protocol):
         self.sent: dict[int, Batch] = {}  # request id → the batch it carries
         self.ids = itertools.count(1)
         self.waiting: dict[Key, list[Waiting]] = {}  # requests for the key's next batch
-        self.in_flight: set[Key] = set()  # with a batch in the worker
+        self.in_flight: dict[Key, int] = {}  # batches in the worker
 
     def infer(
         self,
@@ -78,7 +78,7 @@ class WorkerLink(asyncio.Protocol):
         if waiting is None:
             waiting = self.waiting[key] = []
         waiting.append(Waiting(item, body, outcome, weight))
-        if key not in self.in_flight:
+        if self.in_flight.get(key, 0) < self.router.table.slots:
             self._send(key, batch_size)
         else:
             self.router.pressed.add(key[0])
@@ -86,7 +86,7 @@ class WorkerLink(asyncio.Protocol):
 
     def takes(self, key: Key, room: int) -> bool:
         """Whether a request of `key` is sent now or joins a next batch with room."""
-        if key not in self.in_flight:
+        if self.in_flight.get(key, 0) < self.router.table.slots:
             return True
         return room > 1 and len(self.waiting.get(key, ())) < room
 
@@ -103,7 +103,7 @@ class WorkerLink(asyncio.Protocol):
             settle(batch, None, b"", ConnectionError(f"{self.path} is closed"))
             self._send(key, batch_size)  # the rest fail alike
             return
-        self.in_flight.add(key)
+        self.in_flight[key] = self.in_flight.get(key, 0) + 1
         request_id = next(self.ids)
         self.sent[request_id] = Batch(key, batch, batch_size)
         items = tuple(each.item for each in batch)
@@ -113,7 +113,9 @@ class WorkerLink(asyncio.Protocol):
 
     def _ended(self, sent: Batch, reply: Reply, payload: bytes) -> None:
         model = sent.key[0]
-        self.in_flight.discard(sent.key)
+        left = self.in_flight.pop(sent.key) - 1
+        if left:
+            self.in_flight[sent.key] = left
         settle(sent.waiting, reply, payload, None)
         if isinstance(reply, Answered):
             busy = self.router.busy_s

@@ -19,6 +19,8 @@ from modelhost.workers.replies import ReplyT
 class Pool(Protocol):
     """Workers by id, and calls to them."""
 
+    threads: int  # each worker's inference threads
+
     @property
     def workers(self) -> Mapping[int, WorkerHandle]: ...
 

@@ -77,6 +77,7 @@ class Routing:
             inference_key=key,
             inference_key_until=until,
             tenants=self.tenancy(),
+            slots=self.host.pool.threads,
         )
 
     def tenancy(self) -> Tenancy | None:

@@ -92,7 +92,7 @@ def picks(front: int, batch_size: int, count: int) -> list[str]:
             link = router.links[path]
             if KEY in link.in_flight:
                 link.waiting.setdefault(KEY, []).extend(batch_of(loop, b"[]"))
-            link.in_flight.add(KEY)  # sent as its own batch
+            link.in_flight[KEY] = 1  # sent as its own batch
         return chosen
 
     return asyncio.run(picked())
@@ -177,3 +177,30 @@ def test_a_models_requests_of_two_tenants_go_as_a_batch_each_named_for_its_tenan
         ("m", "a", 1.0, 1),
         ("m", "b", 3.0, 1),
     ]
+
+
+def test_a_front_keeps_a_batch_a_worker_thread_of_a_model_in_a_worker(tmp_path: Path) -> None:
+    """A worker of two threads: a model's first two requests go at once, each its own batch,
+    so both threads run them (and tenants' backlogs meet in the worker's fair order); the third
+    waits for one to come back."""
+
+    async def scenario() -> tuple[list[int], int]:
+        loop, path = asyncio.get_running_loop(), str(tmp_path / "direct.sock")
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(path)
+        listener.listen()
+        listener.setblocking(False)
+        router = Router()
+        router.table = Table({"m": [path]}, slots=2)
+        link = await router.link(path)
+        worker, _ = await loop.sock_accept(listener)
+        with listener, worker:
+            for _ in range(3):
+                link.infer(KEY, ITEM, b"[]", 1)
+            buffer, frames = FrameBuffer(), []
+            while len(frames) < 2:  # the red run waited here for ever
+                data = await asyncio.wait_for(loop.sock_recv(worker, 1 << 16), 30)
+                frames += buffer.feed(data)
+            return [frame.request_id for frame in frames], len(link.waiting[KEY])
+
+    assert asyncio.run(scenario()) == ([1, 2], 1)

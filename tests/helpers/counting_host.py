@@ -109,6 +109,7 @@ class CountingDisk:
 
 class Pool:
     workers: dict[int, Any] = {}
+    threads = 1
 
     def pids(self) -> list[int]:
         return []
