@@ -16,7 +16,6 @@ from modelhost.fronts.links import Key, Outcome, Router, WorkerLink
 from modelhost.fronts.messages import Sample
 from modelhost.fronts.rejoin import Followed
 from modelhost.fronts.relay import KEEP_ALIVE_S
-from modelhost.fronts.tenants import NO_TENANT, Charged
 from modelhost.http.instance import INSTANCE_HEADER
 from modelhost.http.middleware import TENANT_HEADER
 from modelhost.workers.answers import check_response_size
@@ -50,16 +49,16 @@ class Asked(NamedTuple):
     size: int  # its bytes in the connection's buffer
     arrived: float  # epoch seconds
     started: float  # perf_counter seconds
-    charged: Charged = NO_TENANT  # its tenant and weight
+    charged: str = ""  # the tenant it is charged to; "": tenants are off
 
     @property
     def key(self) -> Key:
-        return self.hit.model, self.charged[0]
+        return self.hit.model, self.charged
 
     @property
     def tenant(self) -> str | None:
         """None: tenants are off."""
-        return self.charged[0] or None
+        return self.charged or None
 
 
 class DirectSide(asyncio.Protocol):
@@ -80,7 +79,7 @@ class DirectSide(asyncio.Protocol):
         self.paused = False  # reading waits while the answered request's followers pile up
         self.heads = HeadReader()
         # a hit whose body is on its way
-        self.waiting_for: tuple[Hit, int, Charged] | None = None
+        self.waiting_for: tuple[Hit, int, str] | None = None
         self.relay: Followed | None = None  # kept from the connection's last relay
 
     def connection_made(self, transport: Any) -> None:
@@ -149,7 +148,7 @@ class DirectSide(asyncio.Protocol):
             if hit is None:
                 self._relay()
                 return
-            charged: Charged | None = NO_TENANT
+            charged: str | None = ""
             if self.router.tenants is not None:
                 charged = self.router.tenants.of(hit.model, self.heads.read.headers)
             if charged is None:
@@ -198,7 +197,7 @@ class DirectSide(asyncio.Protocol):
         item = Item(hit.content_type, hit.accept, hit.params, len(asked.body))
         queue_ms = (time.perf_counter() - asked.started) * 1000
         size, key = table.batch_sizes.get(hit.model, 1), asked.key
-        outcome = link.infer(key, item, asked.body, size, asked.charged[1])
+        outcome = link.infer(key, item, asked.body, size)
         timeout_s = table.response_timeout_s
         timer = router.deadlines.add(timeout_s, partial(expire, outcome, link, key, timeout_s))
         outcome.add_done_callback(partial(self._settled, asked, queue_ms, timer))

@@ -40,7 +40,6 @@ class Waiting(NamedTuple):
     item: Item
     body: bytes
     outcome: asyncio.Future[Outcome]
-    weight: float = 1.0  # its tenant's
 
 
 class Batch(NamedTuple):
@@ -70,14 +69,13 @@ class WorkerLink(asyncio.Protocol):
         item: Item,
         body: bytes,
         batch_size: int,
-        weight: float = 1.0,
     ) -> asyncio.Future[Outcome]:
         """One request's outcome, sent in the next batch of its model and tenant."""
         outcome: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
         waiting = self.waiting.get(key)
         if waiting is None:
             waiting = self.waiting[key] = []
-        waiting.append(Waiting(item, body, outcome, weight))
+        waiting.append(Waiting(item, body, outcome))
         if self.in_flight.get(key, 0) < self.router.table.slots:
             self._send(key, batch_size)
         else:
@@ -108,7 +106,9 @@ class WorkerLink(asyncio.Protocol):
         self.sent[request_id] = Batch(key, batch, batch_size)
         items = tuple(each.item for each in batch)
         body = batch[0].body if len(batch) == 1 else b"".join(each.body for each in batch)
-        infer = Infer(key[0], items, tenant=key[1], weight=batch[0].weight)
+        tenants = self.router.tenants
+        weight = 1.0 if tenants is None else tenants.weight(key[1])
+        infer = Infer(key[0], items, tenant=key[1], weight=weight)
         transport.write(encode_frame(Frame(request_id, encode(infer), body)))
 
     def _ended(self, sent: Batch, reply: Reply, payload: bytes) -> None:

@@ -7,9 +7,6 @@ from modelhost.errors import ModelhostError
 from modelhost.fronts.messages import Tenancy
 from modelhost.protocols.tenants import Headers, request_rule
 
-Charged = tuple[str, float]  # a hit's tenant and its weight
-NO_TENANT: Charged = ("", 1.0)  # tenants are off
-
 
 class FrontTenants:
     """The table's tenancy, its rule built once."""
@@ -22,12 +19,15 @@ class FrontTenants:
         self.hold_others = tenancy.hold_others
         self.weights, self.default_weight = tenancy.weights, tenancy.default_weight
 
-    def of(self, model: str, headers: Headers) -> Charged | None:
-        """The hit's tenant and its weight; None: relay it."""
+    def of(self, model: str, headers: Headers) -> str | None:
+        """The hit's tenant; None: relay it."""
         try:
             tenant = self.rule.of(model, headers)
         except ModelhostError:
             return None
         if tenant in self.held or (self.hold_others and tenant not in self.weights):
             return None
-        return tenant, self.weights.get(tenant, self.default_weight)
+        return tenant
+
+    def weight(self, tenant: str) -> float:
+        return self.weights.get(tenant, self.default_weight)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from modelhost.fronts.links import Outcome, Router, Waiting, WorkerLink, settle
-from modelhost.fronts.messages import Table
+from modelhost.fronts.messages import Table, Tenancy
 from modelhost.workers.messages import (
     Answer,
     Answered,
@@ -161,12 +161,12 @@ def test_a_models_requests_of_two_tenants_go_as_a_batch_each_named_for_its_tenan
         listener.listen()
         listener.setblocking(False)
         router = Router()
-        router.table = Table({"m": [path]}, {"m": 8})
+        router.take(Table({"m": [path]}, {"m": 8}, tenants=Tenancy("header", weights={"b": 3.0})))
         link = await router.link(path)
         worker, _ = await loop.sock_accept(listener)
         with listener, worker:
-            for tenant, weight in (("a", 1.0), ("b", 3.0), ("a", 1.0)):
-                link.infer(("m", tenant), ITEM, b"[]", 8, weight)
+            for tenant in ("a", "b", "a"):
+                link.infer(("m", tenant), ITEM, b"[]", 8)
             buffer, frames = FrameBuffer(), []
             while len(frames) < 2:
                 frames += buffer.feed(await loop.sock_recv(worker, 1 << 16))
