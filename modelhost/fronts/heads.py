@@ -60,8 +60,8 @@ class HeadReader(Heads):
     """The heads of a front's client connection."""
 
     def hit_of(self, head: bytes, table: Table) -> Hit | None:
-        """The hit `head` (through its blank line) asks for, if it holds the table's unexpired
-        inference key as token authorization's bearer, where there is one; None: relay it."""
+        """The hit `head` (through its blank line) asks for, holding the table's unexpired
+        inference key if any; None: relay it."""
         if not self.feed(head):
             return None
         key = table.inference_key

@@ -1,8 +1,7 @@
 """A front's connections to the workers' direct sockets, and the table that says which to use.
 
-A link keeps as many batches in flight a model and tenant as the worker has inference threads:
-what arrives meanwhile waits and goes as the next batch, at most the model's batch size (the main
-process's rule: one batch a free slot, what piled up while the worker was busy).
+A link keeps a batch in flight a model, tenant and worker thread: what arrives meanwhile goes as
+the next batch, at most the model's batch size (the main process's rule).
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ class Table(msgspec.Struct, frozen=True, tag=True):
     inference_key: str = ""  # token authorization's, which a hit must hold; "": none
     inference_key_until: float = 0.0  # epoch seconds: the key's expiry
     tenants: Tenancy | None = None  # None: tenants are off
-    slots: int = 1  # a worker's inference threads: the batches a front keeps in it a model
+    slots: int = 1  # a worker's inference threads
 
 
 class Sample(msgspec.Struct, frozen=True, array_like=True):

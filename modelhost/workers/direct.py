@@ -19,7 +19,7 @@ from modelhost.workers.wire import Frame, FrameReader
 from modelhost.workers.wire import encode as encode_frame
 
 BACKLOG = 64
-Send = Callable[[Infer, bytes, Done], None]  # runs the batch, handing its outcome to `done`
+Send = Callable[[Infer, bytes, Done], None]
 Answer = Callable[[Reply, bytes], None]
 
 
@@ -72,7 +72,7 @@ class Gate:
 
 class Door:
     """The listening socket, and a reader thread a front's connection, which hands each batch
-    on and reads the next: a front's batches wait in the worker's fair order, not its socket's."""
+    on and reads the next."""
 
     def __init__(self, path: str, gate: Gate, send: Send) -> None:
         self.gate, self.send = gate, send

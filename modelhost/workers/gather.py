@@ -1,11 +1,7 @@
 """Batching across senders: batches of one model and tenant waiting for an inference slot run
-as one, in fair order across the tenants. The main process's batches wait on their senders'
-threads; the fronts' wait as data, run by whichever thread frees a slot (docs/decisions.md,
-"Fronts' batches wait in the worker").
-
-The batch's time is shared by item count, so the senders' sums count it once (docs/decisions.md,
-"Batching across senders").
-"""
+as one, in fair order across the tenants; the main process's wait on their senders' threads,
+the fronts' as data, run by whichever thread frees a slot. A batch's time is shared by item
+count, so the senders' sums count it once (docs/decisions.md, "Batching across senders")."""
 
 from __future__ import annotations
 
@@ -44,7 +40,7 @@ class Group:
         self.results: list[tuple[Answered, bytes]] = []
         self.error: BaseException | None = None
         self.led = batch.done is None  # its leader's thread waits for the slot
-        self.cost_ms: float | None = None  # as measured; None: the time it held the slot
+        self.cost_ms: float | None = None  # None: the time it held the slot
         self.slot = threading.Event()  # handed a slot: it runs now
         self.done = threading.Event()
 
@@ -58,7 +54,7 @@ class Gathering:
     ) -> None:
         self.free = slots  # slots no batch holds
         self.limit = limit  # the most requests a batch of the model
-        self.run, self.start = run, start  # `start`: for a group no thread waits for
+        self.run, self.start = run, start
         self._lock = threading.Lock()
         self.weights: dict[str, float] = {}  # as each tenant's last batch said
         self._queue: FairQueue[Group] = FairQueue(sys.maxsize, self._weight)
@@ -85,7 +81,7 @@ class Gathering:
         return self._follow(group, index) if index else self._lead(group)
 
     def send(self, request: Infer, payload: bytes, done: Done) -> None:
-        """`run` the batch in a slot, on a thread of `start`'s, and hand `done` its outcome."""
+        """`run` the batch in a slot, on a thread of `start`'s; `done` gets its outcome."""
         batch = Batch(request, payload, done)
         group, _ = self._enter(batch)
         if group is None:
@@ -119,8 +115,8 @@ class Gathering:
         return group, index
 
     def _hand_on(self, ticket: Ticket | None, cost_ms: float | None) -> Group | None:
-        """Charge the batch ending, and hand its slot to the next group, else free it; the
-        group handed the slot when no thread waits for it, to run on the caller's."""
+        """Charge the batch ending, and hand its slot to the next group, else free it; that
+        group, where no thread waits for it."""
         with self._lock:
             queue = self._queue
             if ticket is not None:
@@ -146,8 +142,7 @@ class Gathering:
             self.start(lambda: self._serve(group))
 
     def _serve(self, group: Group | None) -> None:
-        """Run `group`, which holds a slot, then each group handed the slot that no thread
-        waits for."""
+        """Run `group`, then each group handed its slot that no thread waits for."""
         while group is not None:
             self._run(group)
             group = self._hand_on(group.ticket, group.cost_ms)
@@ -161,7 +156,6 @@ class Gathering:
         return group.results[0]
 
     def _run(self, group: Group) -> None:
-        """Run the group and hand each batch its outcome."""
         try:
             group.results = self._run_group(group.batches)
             group.cost_ms = sum(answered.infer_ms for answered, _ in group.results)

@@ -114,8 +114,8 @@ class Worker:
         # one inference thread: run on the reading thread, saving a hand-off
         self._inference = ThreadPoolExecutor(threads, "infer") if threads > 1 else None
         self.gate = Gate()  # the models the fronts' direct requests may reach (direct.py)
-        # the fronts' requests and the frontend's share the inference threads' count; the
-        # fronts' run on threads of their own, which the frontend's never wait behind
+        # the fronts' and the frontend's batches share the slots; the fronts' run on threads
+        # of their own, which the frontend's never wait behind
         fronts = ThreadPoolExecutor(threads, "fronts").submit
         self.gathering = Gathering(threads, self._batch_size, self.infer, fronts)
 
