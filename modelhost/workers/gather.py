@@ -72,34 +72,35 @@ class Gathering:
 
     def infer(self, request: Infer, payload: bytes) -> tuple[Answered, bytes]:
         """`run` the batch in a slot, alone or in a group, on this thread or its leader's."""
-        group, index = self._enter(Batch(request, payload))
-        if group is None:  # none to be fair to: not charged
+        with self._lock:
+            if self.free and not self._queue.waiting:  # none to be fair to: not charged
+                self.free -= 1
+                group = None
+            else:
+                group, index = self._join(Batch(request, payload))
+        if group is None:
             try:
                 return self.run(request, payload)
             finally:
-                self._start(self._hand_on(None, None))
+                if (handed := self._hand_on(None, None)) is not None:
+                    self._start(handed)
         return self._follow(group, index) if index else self._lead(group)
 
     def send(self, request: Infer, payload: bytes, done: Done) -> None:
         """`run` the batch in a slot, on a thread of `start`'s; `done` gets its outcome."""
         batch = Batch(request, payload, done)
-        group, _ = self._enter(batch)
-        if group is None:
-            self._start(Group(batch))
-
-    def _enter(self, batch: Batch) -> tuple[Group | None, int]:
-        """Take a free slot (None) where nothing waits, else join a group waiting for one."""
         with self._lock:
-            if self.free and not self._queue.waiting:
-                self.free -= 1
-                return None, 0
-            self.weights[batch.request.tenant] = batch.request.weight
-            return self._join(batch)
+            if not self.free or self._queue.waiting:
+                self._join(batch)
+                return
+            self.free -= 1
+        self._start(Group(batch))
 
     def _join(self, batch: Batch) -> tuple[Group, int]:
         """The group `batch` joined, and its place there (0: it leads a new one); under the lock."""
         request = batch.request
         key, size, limit = (request.model, request.tenant), len(request.items), self.limit
+        self.weights[request.tenant] = request.weight
         self._waiting += 1
         group = self._open.get(key)
         if group is not None and group.items + size <= limit(request.model):
@@ -137,9 +138,8 @@ class Gathering:
         group.slot.set()
         return None
 
-    def _start(self, group: Group | None) -> None:
-        if group is not None:
-            self.start(lambda: self._serve(group))
+    def _start(self, group: Group) -> None:
+        self.start(lambda: self._serve(group))
 
     def _serve(self, group: Group | None) -> None:
         """Run `group`, then each group handed its slot that no thread waits for."""
@@ -150,7 +150,8 @@ class Gathering:
     def _lead(self, group: Group) -> tuple[Answered, bytes]:
         group.slot.wait()
         self._run(group)
-        self._start(self._hand_on(group.ticket, group.cost_ms))
+        if (handed := self._hand_on(group.ticket, group.cost_ms)) is not None:
+            self._start(handed)
         if group.error is not None:
             raise group.error
         return group.results[0]
