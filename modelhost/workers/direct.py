@@ -19,7 +19,7 @@ from modelhost.workers.wire import Frame, FrameReader
 from modelhost.workers.wire import encode as encode_frame
 
 BACKLOG = 64
-Send = Callable[[Infer, bytes, Done], None]
+Send = Callable[[Infer, bytes, Done, bool], None]
 Answer = Callable[[Reply, bytes], None]
 
 
@@ -107,9 +107,10 @@ class Door:
                     frame = frames.read()
                 except (EOFError, OSError):
                     return
-                self.take(frame, functools.partial(answer, frame.request_id))
+                # with no other frame to read, a free slot runs it on this thread: no hand-off
+                self.take(frame, functools.partial(answer, frame.request_id), not frames.pending())
 
-    def take(self, frame: Frame, answer: Answer) -> None:
+    def take(self, frame: Frame, answer: Answer, here: bool = False) -> None:
         """Send on an `Infer` of a model open to direct requests; else answer a failure."""
         try:
             request = decode_request(frame.header)
@@ -129,6 +130,6 @@ class Door:
                 answer(*outcome)
 
         try:
-            self.send(request, frame.payload, done)
+            self.send(request, frame.payload, done, here)
         except BaseException as error:  # noqa: BLE001 - every failure goes back as data
             done(error)

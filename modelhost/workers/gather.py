@@ -86,15 +86,21 @@ class Gathering:
                     self._start(handed)
         return self._follow(group, index) if index else self._lead(group)
 
-    def send(self, request: Infer, payload: bytes, done: Done) -> None:
-        """`run` the batch in a slot, on a thread of `start`'s; `done` gets its outcome."""
+    def send(self, request: Infer, payload: bytes, done: Done, here: bool = False) -> None:
+        """`run` the batch in a slot, on a thread of `start`'s, or on this one if `here` and a
+        slot is free at once; `done` gets its outcome."""
         batch = Batch(request, payload, done)
         with self._lock:
             if not self.free or self._queue.waiting:
                 self._join(batch)
                 return
             self.free -= 1
-        self._start(Group(batch))
+        group = Group(batch)
+        if not here:
+            return self._start(group)
+        self._run(group)
+        if (handed := self._hand_on(None, None)) is not None:
+            self._start(handed)
 
     def _join(self, batch: Batch) -> tuple[Group, int]:
         """The group `batch` joined, and its place there (0: it leads a new one); under the lock."""

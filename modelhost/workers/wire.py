@@ -7,6 +7,7 @@ the cap the reader enforces; the frontend's reader also caps each reply by its c
 from __future__ import annotations
 
 import collections
+import select
 import socket
 import struct
 from collections.abc import Callable
@@ -125,6 +126,10 @@ class FrameReader:
         self.sock = sock
         self.frames = FrameBuffer()
         self.ready: collections.deque[Frame] = collections.deque()
+
+    def pending(self) -> bool:
+        """Whether a frame, or a part of one, is here to read without waiting."""
+        return bool(self.ready) or bool(select.select([self.sock], [], [], 0)[0])
 
     def read(self) -> Frame:
         while not self.ready:

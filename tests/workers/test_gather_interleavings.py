@@ -84,10 +84,20 @@ class Interleavings(RuleBasedStateMachine):
         self.sent[number], self.outcomes[number] = request, []
         return number, request, body * size
 
-    @rule(model=st.sampled_from(MODELS), tenant=st.sampled_from(TENANTS), size=st.integers(1, 2))
-    def front_sends(self, model: str, tenant: str, size: int) -> None:
+    @rule(
+        model=st.sampled_from(MODELS),
+        tenant=st.sampled_from(TENANTS),
+        size=st.integers(1, 2),
+        here=st.booleans(),
+    )
+    def front_sends(self, model: str, tenant: str, size: int, here: bool) -> None:
+        """`here`: from a door's reader with nothing else to read, which may run it itself."""
         number, request, body = self._batch(model, tenant, size)
-        self.gathering.send(request, body, self.outcomes[number].append)
+        done = self.outcomes[number].append
+        if here:
+            self.spawn(lambda: self.gathering.send(request, body, done, here=True))
+        else:
+            self.gathering.send(request, body, done)
         self.settle()
 
     @rule(model=st.sampled_from(MODELS), tenant=st.sampled_from(TENANTS))
