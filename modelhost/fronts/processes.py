@@ -159,7 +159,8 @@ def fronts_for(
     if count == 1:
         return None
     if main_only:
-        logger.warning("--fronts %d starts no front: %s need the main process", count, main_only)
+        warning = "--fronts %d starts no front: every request goes to the main process with %s"
+        logger.warning(warning, count, main_only)
         return None
     if tls:
         raise ConfigError(
