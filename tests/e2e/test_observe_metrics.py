@@ -249,8 +249,8 @@ def test_the_docs_queries_answer_on_scraped_series(client: httpx.Client, tmp_pat
     exposes, labelled as Prometheus scrapes it (`job`, `instance`), where every metric it reads
     is exposed: a query that joins mismatched label sets answers nothing."""
     promtool = require_tool("promtool", "prometheus")
-    invoke(client, "tenants/t006.joblib")
-    invoke(client, "tenants/t006.joblib")
+    invoke(client, "iris.pkl")
+    invoke(client, "iris.pkl")
     invoke(client, "no/such.joblib")
     scraped = {name for name, _ in samples(client)}
     queries = [q for q in documented_queries() if set(re.findall(r"modelhost_\w+", q)) <= scraped]
@@ -295,3 +295,15 @@ def as_series(name: str, labels: dict[str, str]) -> str:
     """A sample in promtool's series notation, with the labels a Prometheus scrape adds."""
     labels |= {"job": "modelhost", "instance": "127.0.0.1:8080"}
     return name + "{" + ",".join(f"{k}={json.dumps(v)}" for k, v in labels.items()) + "}"
+
+
+def test_the_docs_access_log_line_has_the_keys_of_a_real_one(
+    client: httpx.Client, observed: tuple[testing.RunningServer, Path]
+) -> None:
+    """observability.md's access log example, key for key, as a line of a miss from disk."""
+    text = (REPO / "docs/observability.md").read_text().split("## Access log", 1)[1]
+    example = json.loads(text.split("```json\n", 1)[1].split("\n```")[0])
+    name = "custom/sagemaker"  # loaded by no other test of this module
+    assert invoke(client, name).headers["x-modelhost-cache"] == "disk"
+    [line] = wait_for_lines(observed[1], lambda r: r.get("model") == name, 1)
+    assert sorted(example) == sorted(line)
