@@ -358,7 +358,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "the live event stream (server-sent events)",
         _OBSERVE,
         {"text/event-stream": {"type": "string"}},
-        (400,),
+        (400, 503),
         parameters=[
             {"name": "model", "in": "query", "schema": {"type": "string"}},
             {"name": "last_event_id", "in": "query", "schema": {"type": "integer", "minimum": 0}},
