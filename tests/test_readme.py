@@ -1,10 +1,13 @@
 """The README stays an opening page: its two commands are the Makefile's and CI runs the test one,
-it stays short, and its links and the docs' lead to files that exist."""
+it stays short, its links and the docs' lead to files that exist, and the docs' modelhost
+commands take the options they are shown with."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+
+import click
 
 ROOT = Path(__file__).parents[1]
 README = ROOT / "README.md"
@@ -138,3 +141,41 @@ def test_a_stale_section_reference_is_found(tmp_path: Path) -> None:
     code = tmp_path / "code.py"
     code.write_text(f'# see {page}, "Frames: a ..." and {page}, "Gone section"\n')
     assert stale_section_refs([code], tmp_path) == ["code.py: decisions.md, Gone section"]
+
+
+# A `modelhost ...` command in a code span or block, up to the end of its line or a pipe.
+COMMAND = re.compile(r"(?:^|[\s(])modelhost ((?:[a-z-]+ ?)+)([^\n|]*)")
+OPTION = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*)")
+
+
+def unknown_options(page: Path) -> list[str]:
+    """Options of the `modelhost` commands a page shows that the command does not have."""
+    from modelhost.cli.main import main
+
+    text = page.read_text()
+    spans = re.findall(r"```\w*\n(.*?)```", text, re.DOTALL) + re.findall(r"`([^`\n]+)`", text)
+    unknown = []
+    for words, rest in (found.groups() for span in spans for found in COMMAND.finditer(span)):
+        command: click.Command | None = main
+        path = words.split()
+        while isinstance(command, click.Group) and path:
+            command = command.get_command(click.Context(command), path.pop(0))
+        if command is None or isinstance(command, click.Group):
+            continue
+        known = {"--help", *(o for p in command.params for o in p.opts + p.secondary_opts)}
+        given = OPTION.findall(" ".join(path) + " " + rest)
+        unknown += [f"{page.name}: {command.name} {o}" for o in given if o not in known]
+    return unknown
+
+
+def test_the_docs_give_modelhost_commands_only_options_they_have() -> None:
+    pages = [README, *sorted((ROOT / "docs").rglob("*.md"))]
+    assert [u for page in pages for u in unknown_options(page)] == []
+
+
+def test_an_unknown_option_is_found(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "`modelhost serve --workers 2 --no-such-flag`\n```sh\nmodelhost bench --nope\n```"
+    )
+    assert unknown_options(page) == ["page.md: bench --nope", "page.md: serve --no-such-flag"]

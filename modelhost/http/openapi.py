@@ -178,6 +178,7 @@ REASONS = {
     "state take application/json (no simple cross-site request can send it)",
     429: "the model's queue (job_queue_size) or the server (max_concurrency) is full, or the "
     "tenant is past its rate (the tenants file); retry after Retry-After",
+    431: "a header the call reads (Accept, Content-Type, the target model) is over 4096 characters",
     500: "the handler raised, or the model could not be loaded",
     502: "the model store refused or kept failing",
     503: "shutting down, or the worker died mid-request; a retry is safe",
@@ -250,7 +251,7 @@ def _invoke(summary: str, tag: str, extra: Sequence[Schema] = ()) -> dict[str, A
         summary,
         tag,
         any_body,
-        sorted(INVOKE_ERRORS + CODEC_ERRORS),
+        sorted((*INVOKE_ERRORS, *CODEC_ERRORS, 431)),
         parameters=[*extra, METHOD],
         body=INVOKE_BODY,
     )
@@ -358,7 +359,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "the live event stream (server-sent events)",
         _OBSERVE,
         {"text/event-stream": {"type": "string"}},
-        (400,),
+        (400, 503),
         parameters=[
             {"name": "model", "in": "query", "schema": {"type": "string"}},
             {"name": "last_event_id", "in": "query", "schema": {"type": "integer", "minimum": 0}},

@@ -16,8 +16,8 @@ MAX_QUERY_CHARS = 16384
 
 
 def is_whole_number(text: str) -> bool:
-    """ASCII digits only: `str.isdigit` also takes '²', which `int` refuses."""
-    return text.isascii() and text.isdigit()
+    """ASCII digits, no more than `int` converts: `str.isdigit` also takes '²'."""
+    return text.isascii() and text.isdigit() and len(text) <= MAX_PARAM_CHARS
 
 
 def is_negative_number(text: str) -> bool:

@@ -15,6 +15,7 @@ import grpc
 PREFIX = struct.Struct(">BI")  # compressed flag, message length
 CONTENT_TYPE = (b"content-type", b"application/grpc")
 TIMEOUT_UNITS_S = {"H": 3600.0, "M": 60.0, "S": 1.0, "m": 1e-3, "u": 1e-6, "n": 1e-9}
+TIMEOUT_DIGITS = 8
 # headers HTTP/2 and gRPC own, which grpc.aio shows no servicer either
 NOT_METADATA = frozenset({"content-type", "te", "grpc-timeout", "grpc-encoding", "host"})
 Metadata = tuple[tuple[str, Any], ...]
@@ -74,7 +75,8 @@ def timeout_s(headers: Iterable[tuple[bytes, bytes]]) -> float:
         if name == b"grpc-timeout":
             text = value.decode("latin-1")
             digits, unit = text[:-1], text[-1:]
-            if digits.isdigit() and unit in TIMEOUT_UNITS_S:
+            readable = digits.isascii() and digits.isdigit() and len(digits) <= TIMEOUT_DIGITS
+            if readable and unit in TIMEOUT_UNITS_S:
                 return int(digits) * TIMEOUT_UNITS_S[unit]
     return math.inf
 

@@ -242,3 +242,68 @@ def wait_for_lines(
         if len(kept) >= n or time.monotonic() > deadline:
             return kept
         time.sleep(0.05)
+
+
+def test_the_docs_queries_answer_on_scraped_series(client: httpx.Client, tmp_path: Path) -> None:
+    """Each PromQL query of observability.md's tables returns a series on what this server
+    exposes, labelled as Prometheus scrapes it (`job`, `instance`), where every metric it reads
+    is exposed: a query that joins mismatched label sets answers nothing."""
+    promtool = require_tool("promtool", "prometheus")
+    invoke(client, "iris.pkl")
+    invoke(client, "iris.pkl")
+    invoke(client, "no/such.joblib")
+    scraped = {name for name, _ in samples(client)}
+    queries = [q for q in documented_queries() if set(re.findall(r"modelhost_\w+", q)) <= scraped]
+    assert len(queries) > 10
+    series = [as_series(name, dict(labels)) for name, labels in samples(client)]
+    spec = {
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": [{"series": s, "values": "1+1x10"} for s in series],
+                "promql_expr_test": [
+                    {
+                        "expr": f"count({q}) > bool 0",
+                        "eval_time": "10m",
+                        "exp_samples": [{"value": 1}],
+                    }
+                    for q in queries
+                ],
+            }
+        ]
+    }
+    (tmp_path / "queries.yml").write_text(json.dumps(spec))  # YAML reads JSON
+    tested = subprocess.run(
+        [promtool, "test", "rules", str(tmp_path / "queries.yml")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+
+
+def documented_queries() -> list[str]:
+    """The queries in the last cell of the rows of observability.md's two query tables."""
+    text = (REPO / "docs/observability.md").read_text()
+    tables = text.split("## From SageMaker", 1)[1].split("## The metrics", 1)[0]
+    rows = [line.replace("\\|", "|") for line in tables.splitlines() if line.startswith("| ")]
+    cells = [row.rsplit(" | ", 1)[-1] for row in rows]
+    return [q for cell in cells for q in re.findall(r"`([^`]*modelhost_[^`]*)`", cell)]
+
+
+def as_series(name: str, labels: dict[str, str]) -> str:
+    """A sample in promtool's series notation, with the labels a Prometheus scrape adds."""
+    labels |= {"job": "modelhost", "instance": "127.0.0.1:8080"}
+    return name + "{" + ",".join(f"{k}={json.dumps(v)}" for k, v in labels.items()) + "}"
+
+
+def test_the_docs_access_log_line_has_the_keys_of_a_real_one(
+    client: httpx.Client, observed: tuple[testing.RunningServer, Path]
+) -> None:
+    """observability.md's access log example, key for key, as a line of a miss from disk."""
+    text = (REPO / "docs/observability.md").read_text().split("## Access log", 1)[1]
+    example = json.loads(text.split("```json\n", 1)[1].split("\n```")[0])
+    name = "custom/sagemaker"  # loaded by no other test of this module
+    assert invoke(client, name).headers["x-modelhost-cache"] == "disk"
+    [line] = wait_for_lines(observed[1], lambda r: r.get("model") == name, 1)
+    assert sorted(example) == sorted(line)

@@ -3,6 +3,7 @@ missing, in this process (a module set to None in sys.modules is how Python sees
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -137,3 +138,16 @@ def test_the_message_lists_every_missing_module() -> None:
     assert error.message == (
         f"modelhost cost needs aiohttp, rich and matplotlib, which are not installed: {TOOLKIT}"
     )
+
+
+def test_the_extras_table_of_the_docs_is_pyprojects() -> None:
+    """configuration.md's extras table has a row for each extra, naming what it installs."""
+    doc = (ROOT / "docs" / "configuration.md").read_text().split("## Using it", 1)[0]
+    rows = dict(re.findall(r"^\| `([\w-]+)` \| ([^|]+) \|", doc, re.MULTILINE))
+    declared = {name: reqs for name, reqs in extras().items() if name not in ("all", "dev")}
+    assert set(rows) == {*declared, "all", "dev"}
+    unnamed = {
+        name: [Requirement(r).name for r in reqs if Requirement(r).name not in rows[name]]
+        for name, reqs in declared.items()
+    }
+    assert {name: names for name, names in unnamed.items() if names} == {}

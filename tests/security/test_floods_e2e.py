@@ -86,6 +86,8 @@ def test_event_streams_past_cap_are_503(
             refused = client.get("/events")
             assert refused.status_code == 503, refused.text
             assert "--max-event-streams" in refused.json()["message"]
+            documented = client.get("/openapi.json").json()["paths"]["/events"]["get"]
+            assert "503" in documented["responses"]  # and so in docs/api.md
 
         def another_opens() -> bool:
             with client.stream("GET", "/events") as response:

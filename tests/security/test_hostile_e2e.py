@@ -73,3 +73,21 @@ def test_an_oversized_target_model_header_is_431(client: httpx.Client) -> None:
     response = client.post("/invocations", content=ROW, headers={**JSON, **target})
     assert response.status_code == 431
     assert "x-amzn-sagemaker-target-model header" in response.json()["message"]
+
+
+@pytest.mark.parametrize(
+    ("path", "documented"),
+    [
+        ("/models/iris.pkl/invoke", "/models/{model}/invoke"),
+        ("/predictions/iris.pkl", "/predictions/{model}"),
+        ("/invocations", "/invocations"),
+    ],
+)
+def test_the_431_of_an_invocation_is_documented(
+    client: httpx.Client, path: str, documented: str
+) -> None:
+    """An invocation route that answers 431 lists it in the OpenAPI document (and docs/api.md)."""
+    target = {"X-Amzn-SageMaker-Target-Model": "iris.pkl", "accept": HUGE}
+    assert client.post(path, content=ROW, headers={**JSON, **target}).status_code == 431
+    responses = client.get("/openapi.json").json()["paths"][documented]["post"]["responses"]
+    assert "431" in responses
