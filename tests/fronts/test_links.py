@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -19,7 +21,7 @@ from modelhost.workers.messages import (
     Item,
     decode_request,
 )
-from modelhost.workers.wire import PREFIX, FrameBuffer, reply_cap
+from modelhost.workers.wire import PREFIX, Frame, FrameBuffer, reply_cap
 
 
 def batch_of(loop: asyncio.AbstractEventLoop, *bodies: bytes) -> list[Waiting]:
@@ -120,24 +122,46 @@ async def sent_to(worker: socket.socket) -> int:
     return frames[0].request_id
 
 
+Linked = tuple[Router, WorkerLink, socket.socket]
+
+
+@contextlib.asynccontextmanager
+async def linked(
+    path: str, table: Table
+) -> AsyncIterator[tuple[Router, WorkerLink, socket.socket]]:
+    """A router taking `table`, its link to a worker's direct socket at `path`, and the
+    worker's end."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen()
+    listener.setblocking(False)
+    router = Router()
+    router.take(table)
+    link = await router.link(path)
+    worker, _ = await asyncio.get_running_loop().sock_accept(listener)
+    with listener, worker:
+        yield router, link, worker
+
+
+async def frames_sent(worker: socket.socket, count: int) -> list[Frame]:
+    loop, buffer, frames = asyncio.get_running_loop(), FrameBuffer(), list[Frame]()
+    while len(frames) < count:
+        frames += buffer.feed(await asyncio.wait_for(loop.sock_recv(worker, 1 << 16), 30))
+    return frames
+
+
 def test_a_reply_longer_than_its_batch_may_carry_drops_the_link(tmp_path: Path) -> None:
     """A worker's direct socket claiming more than a body of max_response_size and a header for
     a batch of one: the front drops the link as the prefix comes, and the request fails as on a
     dead worker's link (relayed), not at its deadline."""
+    path = str(tmp_path / "direct.sock")
 
     async def scenario() -> None:
-        loop, path = asyncio.get_running_loop(), str(tmp_path / "direct.sock")
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        listener.bind(path)
-        listener.listen()
-        listener.setblocking(False)
-        router = Router()
-        router.table = Table({"m": [path]}, max_response_bytes=1024)
-        link = await router.link(path)
-        worker, _ = await loop.sock_accept(listener)
-        with listener, worker:
+        async with linked(path, Table({"m": [path]}, max_response_bytes=1024)) as linking:
+            router, link, worker = linking
             outcome = link.infer(KEY, ITEM, b"[]", batch_size=1)
             request_id = await sent_to(worker)
+            loop = asyncio.get_running_loop()
             await loop.sock_sendall(worker, PREFIX.pack(request_id, 0, reply_cap(1, 1024) + 1))
             with pytest.raises(ConnectionError):
                 await asyncio.wait_for(outcome, 30)  # a guard: the red run waited for ever
@@ -153,27 +177,18 @@ def test_a_models_requests_of_two_tenants_go_as_a_batch_each_named_for_its_tenan
     """Each tenant's requests for a model it shares are its own batches, each charged to it at
     its weight: the worker orders them fairly (workers/gather.py), and no tenant waits behind
     another's batch in the front."""
+    path = str(tmp_path / "direct.sock")
+    tenancy = Tenancy("header", weights={"b": 3.0})
 
-    async def scenario() -> list[Infer]:
-        loop, path = asyncio.get_running_loop(), str(tmp_path / "direct.sock")
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        listener.bind(path)
-        listener.listen()
-        listener.setblocking(False)
-        router = Router()
-        router.take(Table({"m": [path]}, {"m": 8}, tenants=Tenancy("header", weights={"b": 3.0})))
-        link = await router.link(path)
-        worker, _ = await loop.sock_accept(listener)
-        with listener, worker:
+    async def scenario() -> list[Frame]:
+        async with linked(path, Table({"m": [path]}, {"m": 8}, tenants=tenancy)) as linking:
+            _, link, worker = linking
             for tenant in ("a", "b", "a"):
                 link.infer(("m", tenant), ITEM, b"[]", 8)
-            buffer, frames = FrameBuffer(), []
-            while len(frames) < 2:
-                frames += buffer.feed(await loop.sock_recv(worker, 1 << 16))
-        return [decode_request(frame.header) for frame in frames]
+            return await frames_sent(worker, 2)
 
-    sent = [each for each in asyncio.run(scenario()) if isinstance(each, Infer)]
-    assert [(i.model, i.tenant, i.weight, len(i.items)) for i in sent] == [
+    sent = [decode_request(frame.header) for frame in asyncio.run(scenario())]
+    assert [(i.model, i.tenant, i.weight, len(i.items)) for i in sent if isinstance(i, Infer)] == [
         ("m", "a", 1.0, 1),
         ("m", "b", 3.0, 1),
     ]
@@ -183,24 +198,14 @@ def test_a_front_keeps_a_batch_a_worker_thread_of_a_model_in_a_worker(tmp_path: 
     """A worker of two threads: a model's first two requests go at once, each its own batch,
     so both threads run them (and tenants' backlogs meet in the worker's fair order); the third
     waits for one to come back."""
+    path = str(tmp_path / "direct.sock")
 
     async def scenario() -> tuple[list[int], int]:
-        loop, path = asyncio.get_running_loop(), str(tmp_path / "direct.sock")
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        listener.bind(path)
-        listener.listen()
-        listener.setblocking(False)
-        router = Router()
-        router.table = Table({"m": [path]}, slots=2)
-        link = await router.link(path)
-        worker, _ = await loop.sock_accept(listener)
-        with listener, worker:
+        async with linked(path, Table({"m": [path]}, slots=2)) as linking:
+            _, link, worker = linking
             for _ in range(3):
                 link.infer(KEY, ITEM, b"[]", 1)
-            buffer, frames = FrameBuffer(), []
-            while len(frames) < 2:  # the red run waited here for ever
-                data = await asyncio.wait_for(loop.sock_recv(worker, 1 << 16), 30)
-                frames += buffer.feed(data)
+            frames = await frames_sent(worker, 2)  # the red run waited here for ever
             return [frame.request_id for frame in frames], len(link.waiting[KEY])
 
     assert asyncio.run(scenario()) == ([1, 2], 1)
