@@ -1,7 +1,8 @@
 """A front's connections to the workers' direct sockets, and the table that says which to use.
 
 A link keeps a batch in flight a model, tenant and worker thread: what arrives meanwhile goes as
-the next batch, at most the model's batch size (the main process's rule).
+the next batch, at most the model's batch size (the main process's rule). A model that batches
+nothing has each request sent at once, to wait in the worker's fair order rather than here.
 """
 
 from __future__ import annotations
@@ -75,10 +76,11 @@ class WorkerLink(asyncio.Protocol):
         if waiting is None:
             waiting = self.waiting[key] = []
         waiting.append(Waiting(item, body, outcome))
-        if self.in_flight.get(key, 0) < self.router.table.slots:
-            self._send(key, batch_size)
-        else:
-            self.router.pressed.add(key[0])
+        if self.in_flight.get(key, 0) >= self.router.table.slots:
+            self.router.pressed.add(key[0])  # it waits, for a next batch or in the worker
+            if batch_size > 1:
+                return outcome
+        self._send(key, batch_size)
         return outcome
 
     def takes(self, key: Key, room: int) -> bool:

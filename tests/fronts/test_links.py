@@ -195,17 +195,33 @@ def test_a_models_requests_of_two_tenants_go_as_a_batch_each_named_for_its_tenan
 
 
 def test_a_front_keeps_a_batch_a_worker_thread_of_a_model_in_a_worker(tmp_path: Path) -> None:
-    """A worker of two threads: a model's first two requests go at once, each its own batch,
-    so both threads run them (and tenants' backlogs meet in the worker's fair order); the third
-    waits for one to come back."""
+    """A worker of two threads: a batching model's first two requests go at once, each its own
+    batch, so both threads run them; the third waits for one to come back, to go in the next
+    batch."""
     path = str(tmp_path / "direct.sock")
 
     async def scenario() -> tuple[list[int], int]:
-        async with linked(path, Table({"m": [path]}, slots=2)) as linking:
+        async with linked(path, Table({"m": [path]}, {"m": 4}, slots=2)) as linking:
             _, link, worker = linking
             for _ in range(3):
-                link.infer(KEY, ITEM, b"[]", 1)
+                link.infer(KEY, ITEM, b"[]", 4)
             frames = await frames_sent(worker, 2)  # the red run waited here for ever
             return [frame.request_id for frame in frames], len(link.waiting[KEY])
 
     assert asyncio.run(scenario()) == ([1, 2], 1)
+
+
+def test_a_model_that_batches_nothing_has_each_request_sent_at_once(tmp_path: Path) -> None:
+    """Batch size 1, one worker thread: three requests go at once, to wait in the worker's fair
+    order with the other senders' and tenants', and the model is reported as pressed."""
+    path = str(tmp_path / "direct.sock")
+
+    async def scenario() -> tuple[list[int], list[str]]:
+        async with linked(path, Table({"m": [path]})) as linking:
+            router, link, worker = linking
+            for _ in range(3):
+                link.infer(KEY, ITEM, b"[]", 1)
+            frames = await frames_sent(worker, 3)  # the red run waited here for ever
+            return [frame.request_id for frame in frames], sorted(router.pressed)
+
+    assert asyncio.run(scenario()) == ([1, 2, 3], ["m"])
