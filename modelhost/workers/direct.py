@@ -107,7 +107,7 @@ class Door:
                     frame = frames.read()
                 except (EOFError, OSError):
                     return
-                # with no other frame to read, a free slot runs it on this thread: no hand-off
+                # alone in what the socket held, it runs here where a slot is free: no hand-off
                 self.take(frame, functools.partial(answer, frame.request_id), not frames.pending())
 
     def take(self, frame: Frame, answer: Answer, here: bool = False) -> None:

@@ -95,10 +95,13 @@ class Gathering:
                 self._join(batch)
                 return
             self.free -= 1
-        group = Group(batch)
         if not here:
-            return self._start(group)
-        self._run(group)
+            return self._start(Group(batch))
+        try:
+            outcome: Outcome = self.run(request, payload)
+        except BaseException as error:  # noqa: BLE001 - handed to `done`, as a group's
+            outcome = error
+        done(outcome)
         if (handed := self._hand_on(None, None)) is not None:
             self._start(handed)
 

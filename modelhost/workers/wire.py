@@ -7,7 +7,6 @@ the cap the reader enforces; the frontend's reader also caps each reply by its c
 from __future__ import annotations
 
 import collections
-import select
 import socket
 import struct
 from collections.abc import Callable
@@ -128,8 +127,8 @@ class FrameReader:
         self.ready: collections.deque[Frame] = collections.deque()
 
     def pending(self) -> bool:
-        """Whether a frame, or a part of one, is here to read without waiting."""
-        return bool(self.ready) or bool(select.select([self.sock], [], [], 0)[0])
+        """Whether a frame read with the last is still to be taken."""
+        return bool(self.ready)
 
     def read(self) -> Frame:
         while not self.ready:
