@@ -43,7 +43,10 @@ from modelhost.workers.oip_media import (
     oip_media_type,
 )
 
-EXTENSIONS = ["binary_tensor_data", "classification", "model_repository", "statistics"]
+EXTENSIONS = [
+    *("binary_tensor_data", "classification", "model_configuration", "model_repository"),
+    "statistics",
+]
 EXTENSION_CALLS = ("config", "stats")  # Triton's, on a model's path
 ALL_MODELS_STATS = "stats"  # `GET /v2/models/stats`
 
@@ -108,7 +111,6 @@ class OipRoutes:
         return JSONResponse({"ready": ready}, 200 if ready else 400)  # the protocol's 4xx
 
     async def model_metadata(self, request: Request) -> Response:
-        """Its inputs and outputs as its last load told."""
         name, version, held = self._model_of(request)
         if not await self._exists(held):
             call = extension_call(name) if not version else None
@@ -143,13 +145,7 @@ class OipRoutes:
         if call == "stats":
             stats = self.models.statistics(held, self.http.usage.for_model)
             return JSONResponse({"model_stats": [stats]})
-        return JSONResponse(
-            {
-                "error": f"modelhost keeps no Triton model configuration for {name}; "
-                f"GET /v2/models/{name} gives its metadata"
-            },
-            501,
-        )
+        return JSONResponse(self.models.config(name, held))
 
     async def _exists(self, name: str) -> bool:
         return await self.models.exists(name)
@@ -203,7 +199,6 @@ class OipRoutes:
         yield b"[]" if separator == b"[" else b"]"
 
     async def load(self, request: Request) -> Response:
-        """Load from the store, or from an allowed `parameters.url`."""
         self.http.authorize(request)
         name = model_in_path(request)
         parameters = (await self.optional_json(request)).get("parameters") or {}
@@ -219,7 +214,6 @@ class OipRoutes:
         return Response(status_code=200)
 
     async def unload(self, request: Request) -> Response:
-        """Unload after in-flight requests finish."""
         self.http.authorize(request)
         await self.models.unload(model_in_path(request))
         return Response(status_code=200)

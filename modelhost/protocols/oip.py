@@ -9,6 +9,7 @@ from modelhost.errors import BadRequestBody, ModelAlreadyLoaded, ModelNotFound
 from modelhost.host import ModelHost, State
 from modelhost.host.listing import LOADED
 from modelhost.host.sources import comes_from
+from modelhost.protocols.triton_config import model_config
 from modelhost.urls import redact_url
 
 Counters = Callable[[str], dict[str, Any]]  # a model's request counters, by name
@@ -74,6 +75,13 @@ class OipModels:
             "inputs": [spec.described() for spec in signature.inputs],
             "outputs": [spec.described() for spec in signature.outputs],
         }
+
+    def config(self, name: str, held: str) -> dict[str, Any]:
+        """Triton's model configuration."""
+        schedule = self.host.schedule_of(held)
+        delay_ms = schedule.max_batch_delay_ms if schedule.batch_size > 1 else None
+        signature = self.host.signature_of(held)
+        return model_config(name, signature, self.host.manifests.max_rows, delay_ms)
 
     def statistics(self, name: str, counters: Counters) -> dict[str, Any]:
         """Triton's statistics of a model, without durations, which are not kept."""

@@ -33,7 +33,7 @@ from modelhost.workers.oip_media import (
     oip_media_type,
 )
 
-EXTENSIONS = ("classification", "model_repository", "statistics")
+EXTENSIONS = ("classification", "model_configuration", "model_repository", "statistics")
 
 
 class OipServicer:
@@ -82,6 +82,14 @@ class OipServicer:
         if not await self.models.exists(held):
             raise ModelNotFound(missing(name))
         return message("inference.ModelMetadataResponse")(**self.models.metadata(name, held))
+
+    async def ModelConfig(self, request: Any, context: Context, call: Call) -> Any:
+        name = call.model = model_name(request.name)
+        held = self.models.held(name, request.version)
+        if not await self.models.exists(held):
+            raise ModelNotFound(missing(name))
+        config = {"config": self.models.config(name, held)}
+        return json_format.ParseDict(config, message("inference.ModelConfigResponse")())
 
     # inference --------------------------------------------------------------------------
 
@@ -143,7 +151,6 @@ class OipServicer:
         return response
 
     async def RepositoryModelLoad(self, request: Any, context: Context, call: Call) -> Any:
-        """Load from the store, or from an allowed `url` parameter."""
         self.access.authorize(context)
         name = call.model = model_name(_model_of(request))
         check_load_parameters(request.parameters)
@@ -154,7 +161,6 @@ class OipServicer:
         return message("inference.RepositoryModelLoadResponse")(model_name=name, isLoaded=True)
 
     async def RepositoryModelUnload(self, request: Any, context: Context, call: Call) -> Any:
-        """Unload after in-flight requests finish."""
         self.access.authorize(context)
         name = call.model = model_name(_model_of(request))
         await self.models.unload(name)
