@@ -124,7 +124,6 @@ class OipServicer:
         return self.tenants.of(model, dict(context.invocation_metadata() or ()))
 
     async def ModelStatistics(self, request: Any, context: Context, call: Call) -> Any:
-        """Triton's statistics: the counters REST's /stats answers."""
         if not request.name:
             stats = self.models.every_statistics(self.usage.for_model)
         else:
@@ -139,7 +138,6 @@ class OipServicer:
     # model repository -------------------------------------------------------------------
 
     async def RepositoryIndex(self, request: Any, context: Context, call: Call) -> Any:
-        """Every model known (`ready`: the loaded ones)."""
         response = message("inference.RepositoryIndexResponse")()
         places = (LOADED,) if request.ready else EVERYWHERE
         after = ""

@@ -29,6 +29,7 @@ DTYPES: dict[str, np.dtype[Any]] = {
     "FP64": np.dtype("<f8"),
     "BYTES": np.dtype(object),
 }
+NOT_FEATURES = ("BOOL", "UINT8", "BYTES")  # flags, pixels, strings
 _LENGTH = struct.Struct("<I")  # before each BYTES element in binary data
 
 
@@ -114,6 +115,16 @@ def rows_of(request: OipRequest) -> np.ndarray:
     if rows.size == 0:
         raise BadRequestBody("the inputs hold no values")
     return rows
+
+
+def check_features(request: OipRequest, datatype: str) -> None:
+    """Refuse flags, pixels and strings sent as features."""
+    for tensor in request.inputs:
+        if tensor.datatype in NOT_FEATURES and tensor.datatype != datatype:
+            raise BadRequestBody(
+                f"input {tensor.name} is {tensor.datatype} but this model takes {datatype} "
+                f"(its metadata's datatype); send it as {datatype} (other numbers convert)"
+            )
 
 
 def _numbers(tensor: Tensor) -> np.ndarray:
