@@ -17,7 +17,13 @@ MOVING = "docs/migrating-torchserve.md#6-what-does-not-carry-over"
 WORKFLOWS = (
     f"TorchServe's workflows are not served: call each model's /predictions/{{model}} ({MOVING})"
 )
-NOT_SERVED = {  # TorchServe's calls modelhost lacks, by path prefix
+SHARED_MEMORY = (
+    "shared memory is not served: send tensors in the request, as tritonclient's "
+    "InferInput.set_data_from_numpy does (binary_data=True for raw bytes)"
+)
+NOT_SERVED = {  # peers' calls modelhost lacks, by path prefix
+    "/v2/systemsharedmemory/": SHARED_MEMORY,
+    "/v2/cudasharedmemory/": SHARED_MEMORY,
     "/explanations/": f"explanations are not served: call /predictions/{{model}} ({MOVING})",
     "/v1/models/": "KServe v1 is not served: call /predictions/{model} or KServe v2's "
     f"/v2/models/{{model}}/infer ({MOVING})",

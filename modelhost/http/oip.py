@@ -219,7 +219,6 @@ class OipRoutes:
         return Response(status_code=200)
 
     async def optional_json(self, request: Request) -> dict[str, Any]:
-        """A JSON object body that may be left out."""
         body = await self.http.read_body(request)
         return json_object(body) if body.strip() else {}
 

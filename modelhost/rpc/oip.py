@@ -12,7 +12,7 @@ from typing import Any
 
 from google.protobuf import json_format
 
-from modelhost.errors import ModelNotFound
+from modelhost.errors import ModelNotFound, NotServed
 from modelhost.host import Invocation, ModelHost, State
 from modelhost.host.listing import EVERYWHERE, LOADED
 from modelhost.names import model_name
@@ -33,6 +33,10 @@ from modelhost.workers.oip_media import (
     oip_media_type,
 )
 
+SHARED_MEMORY = (
+    "shared memory is not served: send tensors in the request, as tritonclient's "
+    "InferInput.set_data_from_numpy does"
+)
 EXTENSIONS = ("classification", "model_configuration", "model_repository", "statistics")
 
 
@@ -134,6 +138,13 @@ class OipServicer:
             stats = [self.models.statistics(held, self.usage.for_model)]
         answer = message("inference.ModelStatisticsResponse")()
         return json_format.ParseDict({"model_stats": stats}, answer)
+
+    async def _no_shared_memory(self, request: Any, context: Context, call: Call) -> Any:
+        raise NotServed(SHARED_MEMORY)
+
+    SystemSharedMemoryStatus = SystemSharedMemoryRegister = _no_shared_memory
+    SystemSharedMemoryUnregister = CudaSharedMemoryStatus = _no_shared_memory
+    CudaSharedMemoryRegister = CudaSharedMemoryUnregister = _no_shared_memory
 
     # model repository -------------------------------------------------------------------
 

@@ -1,0 +1,59 @@
+"""Triton's shared-memory calls, which modelhost does not serve, answer a clear refusal that says
+how to send tensors instead, over REST and gRPC, as the shm example clients make them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import grpc
+import pytest
+import tritonclient.grpc as triton_grpc
+import tritonclient.http as triton_http
+from helpers.serving import Servers
+from tritonclient.utils import InferenceServerException
+
+from modelhost import testing
+
+pytestmark = pytest.mark.e2e
+
+CALLS: dict[str, Callable[[Any], Any]] = {
+    "get_system_shared_memory_status": lambda c: c.get_system_shared_memory_status(),
+    "register_system_shared_memory": lambda c: c.register_system_shared_memory("in", "/k", 64),
+    "unregister_system_shared_memory": lambda c: c.unregister_system_shared_memory(),
+    "get_cuda_shared_memory_status": lambda c: c.get_cuda_shared_memory_status(),
+    "unregister_cuda_shared_memory": lambda c: c.unregister_cuda_shared_memory("in"),
+}
+
+
+@pytest.fixture(scope="module")
+def grpc_port() -> int:
+    return testing.free_port()
+
+
+@pytest.fixture(scope="module")
+def server(
+    tmp_path_factory: pytest.TempPathFactory, serve: Servers, grpc_port: int
+) -> testing.RunningServer:
+    return serve(tmp_path_factory.mktemp("store"), grpc_port=grpc_port)
+
+
+@pytest.fixture(params=("http", "grpc"))
+def oip(
+    request: pytest.FixtureRequest, server: testing.RunningServer, grpc_port: int
+) -> Iterator[Any]:
+    if request.param == "http":
+        client: Any = triton_http.InferenceServerClient(server.url.removeprefix("http://"))
+    else:
+        client = triton_grpc.InferenceServerClient(f"127.0.0.1:{grpc_port}")
+    yield client
+    client.close()
+
+
+@pytest.mark.parametrize("call", sorted(CALLS))
+def test_shared_memory_calls_say_to_send_tensors_in_the_request(oip: Any, call: str) -> None:
+    with pytest.raises(InferenceServerException) as raised:
+        CALLS[call](oip)
+    assert raised.value.status() in ("404", str(grpc.StatusCode.UNIMPLEMENTED))
+    message = raised.value.message()
+    assert "shared memory" in message and "set_data_from_numpy" in message, message
