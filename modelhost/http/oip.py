@@ -119,7 +119,7 @@ class OipRoutes:
             if name == ALL_MODELS_STATS and not version:
                 every = self.models.every_statistics(self.http.usage.for_model)
                 return JSONResponse({"model_stats": every})
-            raise ModelNotFound(missing(name))
+            raise ModelNotFound(missing(call[0] if call else name))
         return JSONResponse(self.models.metadata(name, held))
 
     async def model_ready(self, request: Request) -> Response:

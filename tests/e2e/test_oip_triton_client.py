@@ -184,3 +184,14 @@ def test_a_load_parameter_of_the_wrong_kind_is_400(
     response = client.post(f"/v2/repository/models/{MODEL}/load", json=body)
     assert response.status_code == 400, response.text
     assert words in response.json()["error"]
+
+
+@pytest.mark.parametrize("call", ["get_inference_statistics", "get_model_config"])
+def test_an_extension_call_on_a_missing_model_names_the_model(
+    oip: triton.InferenceServerClient, call: str
+) -> None:
+    """The 404 names the model asked for, not the model with `/stats` or `/config` added."""
+    with pytest.raises(InferenceServerException) as raised:
+        getattr(oip, call)("no/such.joblib")
+    assert raised.value.status() == "404"
+    assert "model no/such.joblib is" in raised.value.message()
