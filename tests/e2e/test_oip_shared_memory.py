@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import grpc
+import numpy as np
 import pytest
 import tritonclient.grpc as triton_grpc
 import tritonclient.http as triton_http
@@ -16,6 +17,8 @@ from tritonclient.utils import InferenceServerException
 from modelhost import testing
 
 pytestmark = pytest.mark.e2e
+
+IRIS = "iris.joblib"
 
 CALLS: dict[str, Callable[[Any], Any]] = {
     "get_system_shared_memory_status": lambda c: c.get_system_shared_memory_status(),
@@ -35,7 +38,9 @@ def grpc_port() -> int:
 def server(
     tmp_path_factory: pytest.TempPathFactory, serve: Servers, grpc_port: int
 ) -> testing.RunningServer:
-    return serve(tmp_path_factory.mktemp("store"), grpc_port=grpc_port)
+    store = tmp_path_factory.mktemp("store")
+    testing.iris_logreg(store / IRIS)
+    return serve(store, grpc_port=grpc_port)
 
 
 @pytest.fixture(params=("http", "grpc"))
@@ -57,3 +62,32 @@ def test_shared_memory_calls_say_to_send_tensors_in_the_request(oip: Any, call: 
     assert raised.value.status() in ("404", str(grpc.StatusCode.UNIMPLEMENTED))
     message = raised.value.message()
     assert "shared memory" in message and "set_data_from_numpy" in message, message
+
+
+def module_of(oip: Any) -> Any:
+    return triton_grpc if isinstance(oip, triton_grpc.InferenceServerClient) else triton_http
+
+
+def test_infer_with_an_input_in_shared_memory_is_refused_naming_it(oip: Any) -> None:
+    """simple_*_shm_client's infer: the input's values are in a region the server never saw."""
+    tensor = module_of(oip).InferInput("input-0", [2, 4], "FP64")
+    tensor.set_shared_memory("input_data", 64)
+    with pytest.raises(InferenceServerException) as raised:
+        oip.infer(IRIS, [tensor])
+    assert raised.value.status() in ("400", str(grpc.StatusCode.INVALID_ARGUMENT))
+    message = raised.value.message()
+    assert "input-0" in message and "input_data" in message and "shared memory" in message
+
+
+def test_infer_with_an_output_to_shared_memory_is_refused_naming_it(oip: Any) -> None:
+    """Answering in the body would leave the client reading a region nothing wrote."""
+    module = module_of(oip)
+    tensor = module.InferInput("input-0", [2, 4], "FP64")
+    tensor.set_data_from_numpy(np.asarray(testing.iris_rows(2)))
+    output = module.InferRequestedOutput("predict")
+    output.set_shared_memory("output_data", 16)
+    with pytest.raises(InferenceServerException) as raised:
+        oip.infer(IRIS, [tensor], outputs=[output])
+    assert raised.value.status() in ("400", str(grpc.StatusCode.INVALID_ARGUMENT))
+    message = raised.value.message()
+    assert "predict" in message and "output_data" in message and "shared memory" in message
