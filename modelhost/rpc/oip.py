@@ -7,12 +7,13 @@ middleware observes a route.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from importlib import metadata
 from typing import Any
 
 from google.protobuf import json_format
 
-from modelhost.errors import ModelNotFound, NotServed
+from modelhost.errors import ModelhostError, ModelNotFound, NotServed
 from modelhost.host import Invocation, ModelHost, State
 from modelhost.host.listing import EVERYWHERE, LOADED
 from modelhost.names import model_name
@@ -22,8 +23,9 @@ from modelhost.protocols.oip import INDEX_PART_NAMES, OipModels, check_load_para
 from modelhost.protocols.params import check_param
 from modelhost.protocols.tenants import TenantRule
 from modelhost.rpc.access import Access
-from modelhost.rpc.calls import Call, Context
-from modelhost.rpc.messages import message
+from modelhost.rpc.calls import Call, Calls, Context
+from modelhost.rpc.messages import OIP_SERVICE, message
+from modelhost.rpc.stubs import method_path
 from modelhost.rpc.tensors import fill_response, request_body
 from modelhost.workers.answers import check_response_size
 from modelhost.workers.oip_media import (
@@ -49,8 +51,10 @@ class OipServicer:
         max_response_bytes: int = 0,
         tenants: TenantRule | None = None,
         usage: ModelUsage | None = None,
+        calls: Calls | None = None,
     ) -> None:
         self.host = host
+        self.calls = calls or Calls()
         self.usage = usage or ModelUsage()
         self.models = OipModels(host)
         self.tenants = tenants
@@ -120,6 +124,23 @@ class OipServicer:
         raw = len(request.raw_input_contents) > 0
         fill_response(response, result.body, result.content_type, raw)
         return response
+
+    async def ModelStreamInfer(
+        self, requests: AsyncIterator[Any], context: Context
+    ) -> AsyncIterator[Any]:
+        """In order; a failure is its answer's error_message."""
+        route = method_path(OIP_SERVICE, "ModelStreamInfer")
+        answer = message("inference.ModelStreamInferResponse")
+        async for request in requests:
+            try:
+                async with self.calls.observed(route, context, True, abort=False) as call:
+                    response = await self.ModelInfer(request, context, call)
+                    self.calls.answered(call, context)
+            except ModelhostError as error:
+                failed = {"id": request.id, "model_name": request.model_name}
+                yield answer(error_message=str(error), infer_response=failed)
+            else:
+                yield answer(infer_response=response)
 
     def _tenant(self, model: str, context: Context) -> str:
         """The caller's tenant, from the call's metadata ("": tenants are off)."""
