@@ -7,6 +7,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from modelhost import errors
+from modelhost.protocols.not_served import not_served
 from modelhost.protocols.status import status_of
 
 RETRIED_STATUSES = (429, 503)
@@ -17,13 +18,7 @@ MOVING = "docs/migrating-torchserve.md#6-what-does-not-carry-over"
 WORKFLOWS = (
     f"TorchServe's workflows are not served: call each model's /predictions/{{model}} ({MOVING})"
 )
-SHARED_MEMORY = (
-    "shared memory is not served: send tensors in the request, as tritonclient's "
-    "InferInput.set_data_from_numpy does (binary_data=True for raw bytes)"
-)
-NOT_SERVED = {  # peers' calls modelhost lacks, by path prefix
-    "/v2/systemsharedmemory/": SHARED_MEMORY,
-    "/v2/cudasharedmemory/": SHARED_MEMORY,
+NOT_SERVED = {  # TorchServe's calls modelhost lacks, by path prefix
     "/explanations/": f"explanations are not served: call /predictions/{{model}} ({MOVING})",
     "/v1/models/": "KServe v1 is not served: call /predictions/{model} or KServe v2's "
     f"/v2/models/{{model}}/infer ({MOVING})",
@@ -71,6 +66,9 @@ async def handle_http_exception(request: Request, error: Exception) -> Response:
 
 def way_out(error: HTTPException, path: str) -> str:
     """What to send instead of a path or method no route takes."""
+    why = not_served(path)
+    if why is not None:
+        return f"; {why}"
     if error.status_code == 404:
         return next(
             (f"; {why}" for prefix, why in NOT_SERVED.items() if path.startswith(prefix)),

@@ -17,7 +17,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from modelhost.documents import json_object
-from modelhost.errors import BadRequestBody, ModelhostError, ModelNotFound
+from modelhost.errors import BadRequestBody, ModelhostError, ModelNotFound, NotServed
 from modelhost.host import Invocation, Result, State
 from modelhost.host.listing import EVERYWHERE, LOADED
 from modelhost.http.errors import type_name_of
@@ -33,6 +33,7 @@ from modelhost.http.oip_replies import (
 )
 from modelhost.http.oip_replies import header_length as header_length_of_text
 from modelhost.http.routes import SageMakerRoutes, model_in_path
+from modelhost.protocols.not_served import not_served
 from modelhost.protocols.oip import INDEX_PART_NAMES, OipModels, check_load_parameters, missing
 from modelhost.protocols.params import check_param
 from modelhost.workers.answers import check_response_size
@@ -119,6 +120,9 @@ class OipRoutes:
             if name == ALL_MODELS_STATS and not version:
                 every = self.models.every_statistics(self.http.usage.for_model)
                 return JSONResponse({"model_stats": every})
+            why = not_served(request.url.path)
+            if why is not None:
+                raise NotServed(why)
             raise ModelNotFound(missing(call[0] if call else name))
         return JSONResponse(self.models.metadata(name, held))
 
@@ -130,7 +134,7 @@ class OipRoutes:
         return JSONResponse({"name": name, "ready": ready}, 200 if ready else 400)
 
     def _model_of(self, request: Request) -> tuple[str, str, str]:
-        """The model and version a path names, and the name the host holds it under."""
+        """The path's model and version, and the name the host holds it under."""
         name = model_in_path(request)
         version = request.path_params.get("version", "")
         return name, version, self._held(name, version)
@@ -245,5 +249,4 @@ def header_length(request: Request, body_bytes: int) -> int | None:
 
 
 def oip_response(result: Result) -> Response:
-    """The worker's reply, binary data with the extension's header."""
     return oip_reply(result.body, result.content_type, result.cache, result.tier, result.timings_ms)

@@ -1,7 +1,6 @@
 """The Open Inference Protocol's GRPCInferenceService, answered as the REST routes answer.
 
-Each method fills in its `Call`; rpc/calls.py observes it around the method, as REST's
-middleware observes a route.
+Each method fills in its `Call`, which rpc/calls.py observes.
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ from modelhost.host.listing import EVERYWHERE, LOADED
 from modelhost.names import model_name
 from modelhost.observe.usage import ModelUsage
 from modelhost.protocols.health import Health
+from modelhost.protocols.not_served import SETTINGS, SHARED_MEMORY
 from modelhost.protocols.oip import INDEX_PART_NAMES, OipModels, check_load_parameters, missing
 from modelhost.protocols.params import check_param
 from modelhost.protocols.tenants import TenantRule
@@ -35,10 +35,6 @@ from modelhost.workers.oip_media import (
     oip_media_type,
 )
 
-SHARED_MEMORY = (
-    "shared memory is not served: send tensors in the request, as tritonclient's "
-    "InferInput.set_data_from_numpy does"
-)
 EXTENSIONS = ("classification", "model_configuration", "model_repository", "statistics")
 
 
@@ -166,6 +162,11 @@ class OipServicer:
     SystemSharedMemoryStatus = SystemSharedMemoryRegister = _no_shared_memory
     SystemSharedMemoryUnregister = CudaSharedMemoryStatus = _no_shared_memory
     CudaSharedMemoryRegister = CudaSharedMemoryUnregister = _no_shared_memory
+
+    async def _no_settings(self, request: Any, context: Context, call: Call) -> Any:
+        raise NotServed(SETTINGS)
+
+    TraceSetting = LogSettings = _no_settings
 
     # model repository -------------------------------------------------------------------
 

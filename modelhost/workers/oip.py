@@ -30,7 +30,7 @@ DTYPES: dict[str, np.dtype[Any]] = {
     "FP64": np.dtype("<f8"),
     "BYTES": np.dtype(object),
 }
-NOT_FEATURES = ("BOOL", "UINT8", "BYTES")  # flags, pixels, strings
+NOT_FEATURES = ("BOOL", "UINT8", "BYTES")
 _LENGTH = struct.Struct("<I")  # before each BYTES element in binary data
 
 

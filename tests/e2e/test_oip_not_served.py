@@ -1,5 +1,5 @@
-"""Triton's shared-memory calls, which modelhost does not serve, answer a clear refusal that says
-how to send tensors instead, over REST and gRPC, as the shm example clients make them."""
+"""Triton's calls modelhost does not serve (shared memory, trace and log settings) answer a clear
+refusal that says what to do instead, over REST and gRPC, as the example clients make them."""
 
 from __future__ import annotations
 
@@ -62,6 +62,24 @@ def test_shared_memory_calls_say_to_send_tensors_in_the_request(oip: Any, call: 
     assert raised.value.status() in ("404", str(grpc.StatusCode.UNIMPLEMENTED))
     message = raised.value.message()
     assert "shared memory" in message and "set_data_from_numpy" in message, message
+
+
+SETTINGS: dict[str, Callable[[Any], Any]] = {
+    "get_trace_settings": lambda c: c.get_trace_settings(),
+    "get_model_trace_settings": lambda c: c.get_trace_settings(model_name=IRIS),
+    "update_trace_settings": lambda c: c.update_trace_settings(settings={"trace_rate": "1"}),
+    "get_log_settings": lambda c: c.get_log_settings(),
+    "update_log_settings": lambda c: c.update_log_settings({"log_verbose_level": 1}),
+}
+
+
+@pytest.mark.parametrize("call", sorted(SETTINGS))
+def test_trace_and_log_settings_say_where_logs_are_set(oip: Any, call: str) -> None:
+    with pytest.raises(InferenceServerException) as raised:
+        SETTINGS[call](oip)
+    assert raised.value.status() in ("404", str(grpc.StatusCode.UNIMPLEMENTED))
+    message = raised.value.message()
+    assert "not served" in message and "--log-level" in message, message
 
 
 def module_of(oip: Any) -> Any:
