@@ -195,3 +195,22 @@ def test_an_extension_call_on_a_missing_model_names_the_model(
         getattr(oip, call)("no/such.joblib")
     assert raised.value.status() == "404"
     assert "model no/such.joblib is" in raised.value.message()
+
+
+PERF_ANALYZER_DURATIONS = ("success", "queue", "compute_input", "compute_infer", "compute_output")
+
+
+def test_get_inference_statistics_has_every_field_perf_analyzer_reads(
+    oip: triton.InferenceServerClient,
+) -> None:
+    """perf_analyzer reads each of these with rapidjson's GetUint64 over HTTP, which fails on a
+    missing member; Triton prints every field, zeros too."""
+    model = "tenants/t004.joblib"
+    oip.infer(model, [iris_input(1, binary=False)])
+    (entry,) = oip.get_inference_statistics(model)["model_stats"]
+    assert entry["inference_count"] == entry["execution_count"] == 1
+    stats = entry["inference_stats"]
+    for duration in (*PERF_ANALYZER_DURATIONS, "fail", "cache_hit", "cache_miss"):
+        assert set(stats[duration]) == {"count", "ns"}, duration
+    assert stats["success"]["count"] == 1
+    assert entry["batch_stats"] == [] and entry["memory_usage"] == []
