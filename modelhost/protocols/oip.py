@@ -139,8 +139,9 @@ def check_load_parameters(names: Iterable[str]) -> None:
             )
     if "config" in names:
         raise BadRequestBody(
-            "parameter config: modelhost keeps no Triton model configuration; leave it out, "
-            "and declare inputs and outputs in the model's modelhost.toml"
+            "parameter config: modelhost applies no Triton model configuration (a model's is "
+            "built from its metadata); leave it out, and declare inputs and outputs in the "
+            "model's modelhost.toml"
         )
 
 
