@@ -214,3 +214,13 @@ def test_get_inference_statistics_has_every_field_perf_analyzer_reads(
         assert set(stats[duration]) == {"count", "ns"}, duration
     assert stats["success"]["count"] == 1
     assert entry["batch_stats"] == [] and entry["memory_usage"] == []
+
+
+def test_get_model_config_of_a_handler_that_tells_nothing_is_empty(
+    oip: triton.InferenceServerClient,
+) -> None:
+    """An MMS handler declares no tensors, so its configuration, like its metadata, lists none
+    and claims no batching."""
+    oip.load_model("custom/mms")
+    config = oip.get_model_config("custom/mms")
+    assert (config["max_batch_size"], config["input"], config["output"]) == (0, [], [])
