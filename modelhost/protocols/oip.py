@@ -84,8 +84,9 @@ class OipModels:
         """Triton's model configuration."""
         schedule = self.host.schedule_of(held)
         delay_ms = schedule.max_batch_delay_ms if schedule.batch_size > 1 else None
-        signature = self.host.signature_of(held)
-        return model_config(name, signature, self.host.manifests.max_rows, delay_ms)
+        told = self.metadata(name, held)
+        max_rows = self.host.manifests.max_rows
+        return model_config(name, told["inputs"], told["outputs"], max_rows, delay_ms)
 
     def statistics(self, name: str, counters: Counters) -> dict[str, Any]:
         """Triton's statistics of a model; durations are not kept."""

@@ -1,28 +1,32 @@
-"""Triton's model configuration, built from a model's OIP signature."""
+"""Triton's model configuration, built from a model's OIP metadata."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from modelhost.workers.signatures import ANY, Signature, TensorSpec
-
+Tensor = dict[str, Any]  # metadata's: name, datatype, shape
+ANY = -1
 MOST_ROWS = 2**31 - 1  # an int32
 UNBATCHED = 0
 
 
 def model_config(
-    name: str, signature: Signature, max_rows: int, batch_delay_ms: float | None
+    name: str,
+    inputs: list[Tensor],
+    outputs: list[Tensor],
+    max_rows: int,
+    batch_delay_ms: float | None,
 ) -> dict[str, Any]:
     """In Triton's JSON names; a first dimension of any size is the batch's."""
-    tensors = (*signature.inputs, *signature.outputs)
-    batched = bool(tensors) and all(spec.shape[:1] == (ANY,) for spec in tensors)
+    tensors = [*inputs, *outputs]
+    batched = bool(tensors) and all(spec["shape"][:1] == [ANY] for spec in tensors)
     config: dict[str, Any] = {
         "name": name,
         "platform": "modelhost",
         "backend": "",
         "max_batch_size": (max_rows or MOST_ROWS) if batched else UNBATCHED,
-        "input": [_input(spec, batched) for spec in signature.inputs],
-        "output": [_output(spec, batched) for spec in signature.outputs],
+        "input": [_input(spec, batched) for spec in inputs],
+        "output": [_output(spec, batched) for spec in outputs],
         "model_transaction_policy": {"decoupled": False},
     }
     if batched and batch_delay_ms is not None:
@@ -31,20 +35,20 @@ def model_config(
     return config
 
 
-def _input(spec: TensorSpec, batched: bool) -> dict[str, Any]:
+def _input(spec: Tensor, batched: bool) -> dict[str, Any]:
     extra = {"format": "FORMAT_NONE", "is_shape_tensor": False}
     return _tensor(spec, batched) | extra | {"allow_ragged_batch": False, "optional": False}
 
 
-def _output(spec: TensorSpec, batched: bool) -> dict[str, Any]:
+def _output(spec: Tensor, batched: bool) -> dict[str, Any]:
     return _tensor(spec, batched) | {"label_filename": "", "is_shape_tensor": False}
 
 
-def _tensor(spec: TensorSpec, batched: bool) -> dict[str, Any]:
-    dims = list(spec.shape[1:] if batched else spec.shape)
+def _tensor(spec: Tensor, batched: bool) -> dict[str, Any]:
+    dims = list(spec["shape"][1:] if batched else spec["shape"])
     tensor: dict[str, Any] = {
-        "name": spec.name,
-        "data_type": data_type(spec.datatype),
+        "name": spec["name"],
+        "data_type": data_type(spec["datatype"]),
         "dims": dims or [1],
     }
     if not dims:
