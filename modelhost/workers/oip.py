@@ -123,8 +123,8 @@ def check_features(request: OipRequest, datatype: str) -> None:
     for tensor in request.inputs:
         if tensor.datatype in NOT_FEATURES and tensor.datatype != datatype:
             raise BadRequestBody(
-                f"input {tensor.name} is {tensor.datatype} but this model takes {datatype} "
-                f"(its metadata's datatype); send it as {datatype} (other numbers convert)"
+                f"input {tensor.name} is {tensor.datatype} but this model takes {datatype}: "
+                f"send it as {datatype} (other numbers convert)"
             )
 
 
