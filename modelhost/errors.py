@@ -17,6 +17,7 @@ ModelhostError
 │   ├── ModelNotLoaded
 │   ├── ModelAlreadyLoaded
 │   ├── TenantNotFound           or tenants are off
+│   ├── NotServed                a peer's call modelhost lacks
 │   ├── Unauthorized             no management token
 │   └── Forbidden                not loopback, or a URL outside the store
 │       └── ModelApiDisabled     registration off (TorchServe's enable_model_api)
@@ -119,6 +120,10 @@ class ModelAlreadyLoaded(RequestError):
 
 
 class TenantNotFound(RequestError):
+    pass
+
+
+class NotServed(RequestError):
     pass
 
 

@@ -7,6 +7,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from modelhost import errors
+from modelhost.protocols.not_served import not_served
 from modelhost.protocols.status import status_of
 
 RETRIED_STATUSES = (429, 503)
@@ -65,6 +66,9 @@ async def handle_http_exception(request: Request, error: Exception) -> Response:
 
 def way_out(error: HTTPException, path: str) -> str:
     """What to send instead of a path or method no route takes."""
+    why = not_served(path)
+    if why is not None:
+        return f"; {why}"
     if error.status_code == 404:
         return next(
             (f"; {why}" for prefix, why in NOT_SERVED.items() if path.startswith(prefix)),

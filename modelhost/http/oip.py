@@ -17,7 +17,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from modelhost.documents import json_object
-from modelhost.errors import BadRequestBody, ModelhostError, ModelNotFound
+from modelhost.errors import BadRequestBody, ModelhostError, ModelNotFound, NotServed
 from modelhost.host import Invocation, Result, State
 from modelhost.host.listing import EVERYWHERE, LOADED
 from modelhost.http.errors import type_name_of
@@ -33,6 +33,7 @@ from modelhost.http.oip_replies import (
 )
 from modelhost.http.oip_replies import header_length as header_length_of_text
 from modelhost.http.routes import SageMakerRoutes, model_in_path
+from modelhost.protocols.not_served import not_served
 from modelhost.protocols.oip import INDEX_PART_NAMES, OipModels, check_load_parameters, missing
 from modelhost.protocols.params import check_param
 from modelhost.workers.answers import check_response_size
@@ -43,7 +44,10 @@ from modelhost.workers.oip_media import (
     oip_media_type,
 )
 
-EXTENSIONS = ["binary_tensor_data", "classification", "model_repository", "statistics"]
+EXTENSIONS = [
+    *("binary_tensor_data", "classification", "model_configuration", "model_repository"),
+    "statistics",
+]
 EXTENSION_CALLS = ("config", "stats")  # Triton's, on a model's path
 ALL_MODELS_STATS = "stats"  # `GET /v2/models/stats`
 
@@ -108,7 +112,6 @@ class OipRoutes:
         return JSONResponse({"ready": ready}, 200 if ready else 400)  # the protocol's 4xx
 
     async def model_metadata(self, request: Request) -> Response:
-        """Its inputs and outputs as its last load told."""
         name, version, held = self._model_of(request)
         if not await self._exists(held):
             call = extension_call(name) if not version else None
@@ -117,7 +120,10 @@ class OipRoutes:
             if name == ALL_MODELS_STATS and not version:
                 every = self.models.every_statistics(self.http.usage.for_model)
                 return JSONResponse({"model_stats": every})
-            raise ModelNotFound(missing(name))
+            why = not_served(request.url.path)
+            if why is not None:
+                raise NotServed(why)
+            raise ModelNotFound(missing(call[0] if call else name))
         return JSONResponse(self.models.metadata(name, held))
 
     async def model_ready(self, request: Request) -> Response:
@@ -128,7 +134,7 @@ class OipRoutes:
         return JSONResponse({"name": name, "ready": ready}, 200 if ready else 400)
 
     def _model_of(self, request: Request) -> tuple[str, str, str]:
-        """The model and version a path names, and the name the host holds it under."""
+        """The path's model and version, and the name the host holds it under."""
         name = model_in_path(request)
         version = request.path_params.get("version", "")
         return name, version, self._held(name, version)
@@ -143,13 +149,7 @@ class OipRoutes:
         if call == "stats":
             stats = self.models.statistics(held, self.http.usage.for_model)
             return JSONResponse({"model_stats": [stats]})
-        return JSONResponse(
-            {
-                "error": f"modelhost keeps no Triton model configuration for {name}; "
-                f"GET /v2/models/{name} gives its metadata"
-            },
-            501,
-        )
+        return JSONResponse(self.models.config(name, held))
 
     async def _exists(self, name: str) -> bool:
         return await self.models.exists(name)
@@ -203,7 +203,6 @@ class OipRoutes:
         yield b"[]" if separator == b"[" else b"]"
 
     async def load(self, request: Request) -> Response:
-        """Load from the store, or from an allowed `parameters.url`."""
         self.http.authorize(request)
         name = model_in_path(request)
         parameters = (await self.optional_json(request)).get("parameters") or {}
@@ -219,13 +218,11 @@ class OipRoutes:
         return Response(status_code=200)
 
     async def unload(self, request: Request) -> Response:
-        """Unload after in-flight requests finish."""
         self.http.authorize(request)
         await self.models.unload(model_in_path(request))
         return Response(status_code=200)
 
     async def optional_json(self, request: Request) -> dict[str, Any]:
-        """A JSON object body that may be left out."""
         body = await self.http.read_body(request)
         return json_object(body) if body.strip() else {}
 
@@ -252,5 +249,4 @@ def header_length(request: Request, body_bytes: int) -> int | None:
 
 
 def oip_response(result: Result) -> Response:
-    """The worker's reply, binary data with the extension's header."""
     return oip_reply(result.body, result.content_type, result.cache, result.tier, result.timings_ms)

@@ -182,7 +182,6 @@ REASONS = {
     500: "the handler raised, or the model could not be loaded",
     502: "the model store refused or kept failing",
     503: "shutting down, or the worker died mid-request; a retry is safe",
-    501: "a call modelhost does not implement (Triton's model configuration)",
     504: "no answer within default_response_timeout, or the model store sent nothing for "
     "store_timeout_s",
     507: "the model cannot fit in the memory or disk budget",
@@ -436,9 +435,10 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
     ),
     ("GET", "/v2/models/{model:path}"): _oip(
         "model metadata (a model's inputs and outputs as its last load told, empty before); "
-        "Triton's `{model}/stats` (counters) and `{model}/config` (501)",
+        "Triton's `{model}/stats` (counters) and `{model}/config` (its configuration, from the "
+        "metadata)",
         {_JSON: OBJECT},
-        (404, 501),
+        (404,),
         parameters=_OIP_MODEL,
     ),
     ("GET", "/v2/models/{model:path}/versions/{version}"): _oip(

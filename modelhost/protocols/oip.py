@@ -9,11 +9,16 @@ from modelhost.errors import BadRequestBody, ModelAlreadyLoaded, ModelNotFound
 from modelhost.host import ModelHost, State
 from modelhost.host.listing import LOADED
 from modelhost.host.sources import comes_from
+from modelhost.protocols.triton_config import model_config
 from modelhost.urls import redact_url
 
 Counters = Callable[[str], dict[str, Any]]  # a model's request counters, by name
 MODEL_VERSION = "1"  # of a model registered without versions
 REPOSITORY_STATE = {State.LOADED: "READY", State.LOADING: "LOADING", State.UNLOADING: "UNLOADING"}
+DURATIONS = (
+    *("success", "fail", "queue", "compute_input", "compute_infer", "compute_output"),
+    *("cache_hit", "cache_miss"),
+)
 INDEX_PART_NAMES = 1000  # names a page, between which others' requests go through
 NOT_LOADED_REASON = "not loaded; it loads on its first request or on load"
 
@@ -75,18 +80,31 @@ class OipModels:
             "outputs": [spec.described() for spec in signature.outputs],
         }
 
+    def config(self, name: str, held: str) -> dict[str, Any]:
+        """Triton's model configuration."""
+        schedule = self.host.schedule_of(held)
+        delay_ms = schedule.max_batch_delay_ms if schedule.batch_size > 1 else None
+        told = self.metadata(name, held)
+        max_rows = self.host.manifests.max_rows
+        return model_config(name, told["inputs"], told["outputs"], max_rows, delay_ms)
+
     def statistics(self, name: str, counters: Counters) -> dict[str, Any]:
-        """Triton's statistics of a model, without durations, which are not kept."""
+        """Triton's statistics of a model; durations are not kept."""
         counts = counters(name)
         succeeded, failed = counts["requests"] - counts["errors"], counts["errors"]
         last_used = self.host.model_statistics(name).last_used
         model, version = self.version_held(name)
+        durations = {part: {"count": 0, "ns": 0} for part in DURATIONS}
+        durations["success"]["count"], durations["fail"]["count"] = succeeded, failed
         return {
             "name": model,
             "version": version,
             "last_inference": round(last_used * 1000) if last_used else 0,
             "inference_count": succeeded,
-            "inference_stats": {"success": {"count": succeeded}, "fail": {"count": failed}},
+            "execution_count": succeeded,  # one a request
+            "inference_stats": durations,
+            "batch_stats": [],
+            "memory_usage": [],
         }
 
     def every_statistics(self, counters: Counters) -> list[dict[str, Any]]:
@@ -122,8 +140,9 @@ def check_load_parameters(names: Iterable[str]) -> None:
             )
     if "config" in names:
         raise BadRequestBody(
-            "parameter config: modelhost keeps no Triton model configuration; leave it out, "
-            "and declare inputs and outputs in the model's modelhost.toml"
+            "parameter config: modelhost applies no Triton model configuration (a model's is "
+            "built from its metadata); leave it out, and declare inputs and outputs in the "
+            "model's modelhost.toml"
         )
 
 

@@ -17,6 +17,7 @@ STATUS_BY_ERROR: dict[type[errors.ModelhostError], int] = {
     errors.ModelNotLoaded: 404,
     errors.ModelAlreadyLoaded: 409,
     errors.TenantNotFound: 404,
+    errors.NotServed: 404,
     errors.PayloadTooLarge: 413,
     errors.ResponseTooLarge: 413,
     errors.HeaderTooLarge: 431,

@@ -1,29 +1,31 @@
 """The Open Inference Protocol's GRPCInferenceService, answered as the REST routes answer.
 
-Each method fills in its `Call`; rpc/calls.py observes it around the method, as REST's
-middleware observes a route.
+Each method fills in its `Call`, which rpc/calls.py observes.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from importlib import metadata
 from typing import Any
 
 from google.protobuf import json_format
 
-from modelhost.errors import ModelNotFound
+from modelhost.errors import ModelhostError, ModelNotFound, NotServed
 from modelhost.host import Invocation, ModelHost, State
 from modelhost.host.listing import EVERYWHERE, LOADED
 from modelhost.names import model_name
 from modelhost.observe.usage import ModelUsage
 from modelhost.protocols.health import Health
+from modelhost.protocols.not_served import SETTINGS, SHARED_MEMORY
 from modelhost.protocols.oip import INDEX_PART_NAMES, OipModels, check_load_parameters, missing
 from modelhost.protocols.params import check_param
 from modelhost.protocols.tenants import TenantRule
 from modelhost.rpc.access import Access
-from modelhost.rpc.calls import Call, Context
-from modelhost.rpc.messages import message
+from modelhost.rpc.calls import Call, Calls, Context
+from modelhost.rpc.messages import OIP_SERVICE, message
+from modelhost.rpc.stubs import method_path
 from modelhost.rpc.tensors import fill_response, request_body
 from modelhost.workers.answers import check_response_size
 from modelhost.workers.oip_media import (
@@ -33,7 +35,7 @@ from modelhost.workers.oip_media import (
     oip_media_type,
 )
 
-EXTENSIONS = ("classification", "model_repository", "statistics")
+EXTENSIONS = ("classification", "model_configuration", "model_repository", "statistics")
 
 
 class OipServicer:
@@ -45,8 +47,10 @@ class OipServicer:
         max_response_bytes: int = 0,
         tenants: TenantRule | None = None,
         usage: ModelUsage | None = None,
+        calls: Calls | None = None,
     ) -> None:
         self.host = host
+        self.calls = calls or Calls()
         self.usage = usage or ModelUsage()
         self.models = OipModels(host)
         self.tenants = tenants
@@ -83,6 +87,14 @@ class OipServicer:
             raise ModelNotFound(missing(name))
         return message("inference.ModelMetadataResponse")(**self.models.metadata(name, held))
 
+    async def ModelConfig(self, request: Any, context: Context, call: Call) -> Any:
+        name = call.model = model_name(request.name)
+        held = self.models.held(name, request.version)
+        if not await self.models.exists(held):
+            raise ModelNotFound(missing(name))
+        config = {"config": self.models.config(name, held)}
+        return json_format.ParseDict(config, message("inference.ModelConfigResponse")())
+
     # inference --------------------------------------------------------------------------
 
     async def ModelInfer(self, request: Any, context: Context, call: Call) -> Any:
@@ -109,6 +121,23 @@ class OipServicer:
         fill_response(response, result.body, result.content_type, raw)
         return response
 
+    async def ModelStreamInfer(
+        self, requests: AsyncIterator[Any], context: Context
+    ) -> AsyncIterator[Any]:
+        """In order; a failure is its answer's error_message."""
+        route = method_path(OIP_SERVICE, "ModelStreamInfer")
+        answer = message("inference.ModelStreamInferResponse")
+        async for request in requests:
+            try:
+                async with self.calls.observed(route, context, True, abort=False) as call:
+                    response = await self.ModelInfer(request, context, call)
+                    self.calls.answered(call, context)
+            except ModelhostError as error:
+                failed = {"id": request.id, "model_name": request.model_name}
+                yield answer(error_message=str(error), infer_response=failed)
+            else:
+                yield answer(infer_response=response)
+
     def _tenant(self, model: str, context: Context) -> str:
         """The caller's tenant, from the call's metadata ("": tenants are off)."""
         if self.tenants is None:
@@ -116,7 +145,6 @@ class OipServicer:
         return self.tenants.of(model, dict(context.invocation_metadata() or ()))
 
     async def ModelStatistics(self, request: Any, context: Context, call: Call) -> Any:
-        """Triton's statistics: the counters REST's /stats answers."""
         if not request.name:
             stats = self.models.every_statistics(self.usage.for_model)
         else:
@@ -128,10 +156,21 @@ class OipServicer:
         answer = message("inference.ModelStatisticsResponse")()
         return json_format.ParseDict({"model_stats": stats}, answer)
 
+    async def _no_shared_memory(self, request: Any, context: Context, call: Call) -> Any:
+        raise NotServed(SHARED_MEMORY)
+
+    SystemSharedMemoryStatus = SystemSharedMemoryRegister = _no_shared_memory
+    SystemSharedMemoryUnregister = CudaSharedMemoryStatus = _no_shared_memory
+    CudaSharedMemoryRegister = CudaSharedMemoryUnregister = _no_shared_memory
+
+    async def _no_settings(self, request: Any, context: Context, call: Call) -> Any:
+        raise NotServed(SETTINGS)
+
+    TraceSetting = LogSettings = _no_settings
+
     # model repository -------------------------------------------------------------------
 
     async def RepositoryIndex(self, request: Any, context: Context, call: Call) -> Any:
-        """Every model known (`ready`: the loaded ones)."""
         response = message("inference.RepositoryIndexResponse")()
         places = (LOADED,) if request.ready else EVERYWHERE
         after = ""
@@ -143,7 +182,6 @@ class OipServicer:
         return response
 
     async def RepositoryModelLoad(self, request: Any, context: Context, call: Call) -> Any:
-        """Load from the store, or from an allowed `url` parameter."""
         self.access.authorize(context)
         name = call.model = model_name(_model_of(request))
         check_load_parameters(request.parameters)
@@ -154,7 +192,6 @@ class OipServicer:
         return message("inference.RepositoryModelLoadResponse")(model_name=name, isLoaded=True)
 
     async def RepositoryModelUnload(self, request: Any, context: Context, call: Call) -> Any:
-        """Unload after in-flight requests finish."""
         self.access.authorize(context)
         name = call.model = model_name(_model_of(request))
         await self.models.unload(name)

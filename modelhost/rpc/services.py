@@ -44,7 +44,7 @@ def rpc_servers(
         tenants = tenant_rule(config)
         limit = config.max_response_bytes
         usage = observer.usage if observer else None
-        oip = OipServicer(host, access, health, limit, tenants=tenants, usage=usage)
+        oip = OipServicer(host, access, health, limit, tenants=tenants, usage=usage, calls=calls)
         inference = TorchServeInference(host, calls, health, limit, tenants=tenants)
         services = {
             OIP_SERVICE: method_handlers(OIP_SERVICE, oip, calls),

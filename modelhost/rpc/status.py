@@ -20,6 +20,7 @@ CODE_BY_ERROR: dict[type[errors.ModelhostError], grpc.StatusCode] = {
     errors.ModelNotFound: grpc.StatusCode.NOT_FOUND,
     errors.ModelNotLoaded: grpc.StatusCode.NOT_FOUND,
     errors.TenantNotFound: grpc.StatusCode.NOT_FOUND,
+    errors.NotServed: grpc.StatusCode.UNIMPLEMENTED,
     errors.ModelAlreadyLoaded: grpc.StatusCode.ALREADY_EXISTS,
     errors.PayloadTooLarge: grpc.StatusCode.RESOURCE_EXHAUSTED,  # as gRPC's own limit
     errors.ResponseTooLarge: grpc.StatusCode.RESOURCE_EXHAUSTED,

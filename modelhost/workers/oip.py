@@ -12,6 +12,7 @@ import numpy as np
 
 from modelhost.documents import json_object
 from modelhost.errors import BadRequestBody
+from modelhost.names import echo
 from modelhost.workers.oip_media import header_length_of, oip_media_type
 
 DTYPES: dict[str, np.dtype[Any]] = {
@@ -29,6 +30,7 @@ DTYPES: dict[str, np.dtype[Any]] = {
     "FP64": np.dtype("<f8"),
     "BYTES": np.dtype(object),
 }
+NOT_FEATURES = ("BOOL", "UINT8", "BYTES")
 _LENGTH = struct.Struct("<I")  # before each BYTES element in binary data
 
 
@@ -116,6 +118,16 @@ def rows_of(request: OipRequest) -> np.ndarray:
     return rows
 
 
+def check_features(request: OipRequest, datatype: str) -> None:
+    """Refuse flags, pixels and strings sent as features."""
+    for tensor in request.inputs:
+        if tensor.datatype in NOT_FEATURES and tensor.datatype != datatype:
+            raise BadRequestBody(
+                f"input {tensor.name} is {tensor.datatype} but this model takes {datatype}: "
+                f"send it as {datatype} (other numbers convert)"
+            )
+
+
 def _numbers(tensor: Tensor) -> np.ndarray:
     if tensor.datatype == "BYTES":
         raise BadRequestBody(
@@ -134,6 +146,7 @@ def _input(spec: dict[str, Any], index: int, binary: memoryview) -> tuple[Tensor
     datatype = _datatype(spec, name)
     shape = _shape(spec, name)
     parameters = _parameters(spec)
+    _check_in_request(parameters, f"input {name}")
     size = parameters.get("binary_data_size")
     if size is None:
         if "data" not in spec:
@@ -204,6 +217,7 @@ def _requested(spec: dict[str, Any], document: dict[str, Any]) -> RequestedOutpu
     name = _required_str(spec, "name", "outputs[]")
     default = bool(_parameters(document).get("binary_data_output", False))
     parameters = _parameters(spec)
+    _check_in_request(parameters, f"output {name}")
     classes = parameters.get("classification", 0)
     if not isinstance(classes, int) or isinstance(classes, bool) or classes < 0:
         raise BadRequestBody(
@@ -321,6 +335,16 @@ def _parameters(spec: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(parameters, dict):
         raise BadRequestBody("'parameters' must be an object")
     return parameters
+
+
+def _check_in_request(parameters: dict[str, Any], tensor: str) -> None:
+    region = parameters.get("shared_memory_region")
+    if region is not None:
+        raise BadRequestBody(
+            f"{tensor} names shared memory region {echo(str(region))}, but shared memory is "
+            "not served: send the values in the request (set_data_from_numpy) and read them "
+            "in the answer"
+        )
 
 
 def _required_str(spec: dict[str, Any], key: str, where: str) -> str:

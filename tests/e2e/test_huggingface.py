@@ -187,3 +187,18 @@ def metric(http: httpx.Client, line_start: str) -> float:
         if line.startswith(line_start):
             return float(line.rsplit(" ", 1)[1])
     return 0.0
+
+
+def test_model_config_of_a_classifier_is_tritons_strings_by_batch(http: httpx.Client) -> None:
+    """Triton's get_model_config: texts in as TYPE_STRING, one per batch entry ([1] reshaped to
+    []), as Triton configures a tensor of the batch dimension alone."""
+    assert http.post("/v2/repository/models/hf/classifier/load").status_code == 200
+    config = http.get("/v2/models/hf/classifier/config").json()
+    assert config["max_batch_size"] > 0
+    [text] = config["input"]
+    assert (text["name"], text["data_type"], text["dims"]) == ("text", "TYPE_STRING", [1])
+    assert text["reshape"] == {"shape": []}
+    assert [(o["name"], o["data_type"]) for o in config["output"]] == [
+        ("label", "TYPE_STRING"),
+        ("scores", "TYPE_FP32"),
+    ]

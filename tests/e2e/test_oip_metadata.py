@@ -313,7 +313,7 @@ def test_a_triton_client_asks_for_a_classification(
 @pytest.mark.parametrize(
     ("given", "words"),
     [
-        ({"config": '{"max_batch_size": 8}'}, "modelhost.toml"),
+        ({"config": '{"max_batch_size": 8}'}, "built from its metadata"),
         ({"config": "{}", "files": {"file:1/model.joblib": b"x"}}, "file:1/model.joblib"),
     ],
     ids=["config", "files"],

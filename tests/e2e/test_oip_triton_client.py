@@ -123,11 +123,10 @@ def test_a_missing_model_is_not_merely_unready(
 
 
 def test_config_is_not_taken_for_a_model_named_config(client: httpx.Client) -> None:
-    """Triton's model configuration extension: modelhost keeps no such configuration."""
+    """Triton's model configuration extension answers for the model, not one named config."""
     response = client.get(f"/v2/models/{MODEL}/config")
-    assert response.status_code == 501
-    assert set(response.json()) == {"error"}
-    assert f"GET /v2/models/{MODEL}" in response.json()["error"]
+    assert response.status_code == 200, response.text
+    assert response.json()["name"] == MODEL
     assert client.get("/v2/models/no/such.joblib/config").status_code == 404
 
 
@@ -185,3 +184,43 @@ def test_a_load_parameter_of_the_wrong_kind_is_400(
     response = client.post(f"/v2/repository/models/{MODEL}/load", json=body)
     assert response.status_code == 400, response.text
     assert words in response.json()["error"]
+
+
+@pytest.mark.parametrize("call", ["get_inference_statistics", "get_model_config"])
+def test_an_extension_call_on_a_missing_model_names_the_model(
+    oip: triton.InferenceServerClient, call: str
+) -> None:
+    """The 404 names the model asked for, not the model with `/stats` or `/config` added."""
+    with pytest.raises(InferenceServerException) as raised:
+        getattr(oip, call)("no/such.joblib")
+    assert raised.value.status() == "404"
+    assert "model no/such.joblib is" in raised.value.message()
+
+
+PERF_ANALYZER_DURATIONS = ("success", "queue", "compute_input", "compute_infer", "compute_output")
+
+
+def test_get_inference_statistics_has_every_field_perf_analyzer_reads(
+    oip: triton.InferenceServerClient,
+) -> None:
+    """perf_analyzer reads each of these with rapidjson's GetUint64 over HTTP, which fails on a
+    missing member; Triton prints every field, zeros too."""
+    model = "tenants/t004.joblib"
+    oip.infer(model, [iris_input(1, binary=False)])
+    (entry,) = oip.get_inference_statistics(model)["model_stats"]
+    assert entry["inference_count"] == entry["execution_count"] == 1
+    stats = entry["inference_stats"]
+    for duration in (*PERF_ANALYZER_DURATIONS, "fail", "cache_hit", "cache_miss"):
+        assert set(stats[duration]) == {"count", "ns"}, duration
+    assert stats["success"]["count"] == 1
+    assert entry["batch_stats"] == [] and entry["memory_usage"] == []
+
+
+def test_get_model_config_of_a_handler_that_tells_nothing_is_empty(
+    oip: triton.InferenceServerClient,
+) -> None:
+    """An MMS handler declares no tensors, so its configuration, like its metadata, lists none
+    and claims no batching."""
+    oip.load_model("custom/mms")
+    config = oip.get_model_config("custom/mms")
+    assert (config["max_batch_size"], config["input"], config["output"]) == (0, [], [])

@@ -87,6 +87,10 @@ def test_metadata_names_the_signatures_input_and_its_types(http: httpx.Client) -
         response = http.post("/v2/models/tf/iris/infer", json=body)
         assert response.status_code == 200, response.text
         assert response.json()["outputs"][0]["datatype"] == output["datatype"]
+    config = http.get("/v2/models/tf/iris/config").json()  # Triton's get_model_config
+    assert [(i["name"], i["data_type"], i["dims"]) for i in config["input"]] == [
+        ("features", "TYPE_FP32", [4])
+    ]
 
 
 def test_rows_of_the_wrong_width_get_a_400(http: httpx.Client) -> None:

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tritonclient.grpc import model_config_pb2 as triton_config
 from tritonclient.grpc import service_pb2 as triton
 
 from modelhost.rpc.messages import OIP_SERVICE, message, pool, service
@@ -72,6 +73,29 @@ def test_each_message_has_tritons_fields(name: str) -> None:
             assert fields(nested) == fields(theirs.nested_types_by_name[nested.name])
     mine = {k: v for k, v in fields(ours).items() if (name, k) not in OURS_ONLY}
     assert mine == fields(theirs)
+
+
+@pytest.mark.parametrize(
+    "name",
+    sorted(pool().FindFileByName("model_config.proto").message_types_by_name),
+)
+def test_each_model_config_message_is_part_of_tritons(name: str) -> None:
+    """We answer a part of Triton's ModelConfig: each field we have is Triton's."""
+    ours = message(f"inference.{name}").DESCRIPTOR
+    theirs = fields(triton_config.DESCRIPTOR.message_types_by_name[name])
+    assert fields(ours).items() <= theirs.items()
+
+
+def values(enum: object) -> list[tuple[str, int]]:
+    return [(v.name, v.number) for v in enum.values]  # type: ignore[attr-defined]
+
+
+def test_model_config_enums_are_tritons() -> None:
+    """Enums travel as numbers: ours must be Triton's, value for value."""
+    data_type = pool().FindEnumTypeByName("inference.DataType")
+    assert values(data_type) == values(triton_config.DESCRIPTOR.enum_types_by_name["DataType"])
+    ours = message("inference.ModelInput").DESCRIPTOR.enum_types_by_name["Format"]
+    assert values(ours) == values(triton_config.ModelInput.DESCRIPTOR.enum_types_by_name["Format"])
 
 
 def test_the_messages_live_apart_from_protobufs_default_pool() -> None:

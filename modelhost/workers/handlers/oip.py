@@ -22,6 +22,7 @@ from modelhost.workers.handlers.rows import RowsHandler
 from modelhost.workers.oip import (
     OipRequest,
     Tensor,
+    check_features,
     decode_request,
     encode_response,
     rows_of,
@@ -166,6 +167,7 @@ def handler_requests(
     if isinstance(handler, RowsHandler):
         if high:
             raise BadRequestBody(_takes_rows(high[0]))
+        check_features(oip, handler.input_datatype)
         rows = rows_of(oip)  # once, for every method asked
         methods = methods_asked(oip, outputs)
         return {m: InferRequest(b"", ARRAY, ARRAY, {"method": m}, rows) for m in methods}

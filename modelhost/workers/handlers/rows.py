@@ -32,7 +32,7 @@ class RowsHandler(Handler):
     n_features: int | None = None  # checked first, for a clear 400
     max_rows = 0
     input_name = "input-0"  # any name is taken
-    input_datatype = "FP64"  # its runtime's; any number is taken
+    input_datatype = "FP64"  # its runtime's; other numbers are taken
 
     @property
     def width(self) -> int | None:
