@@ -126,7 +126,7 @@ class TorchServeManagement:
         answer = await self.models.scale(
             request.path_params["model"],
             query.get("model_version"),
-            count(query.get("min_worker"), "min_worker"),
+            count(query["min_worker"], "min_worker") if query.get("min_worker") else None,
             count(query.get("max_worker"), "max_worker"),
             synchronous=query.get("synchronous", "false").lower() == "true",
         )

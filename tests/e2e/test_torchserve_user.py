@@ -211,3 +211,23 @@ def test_register_workflow_says_what_to_do(named: Started) -> None:
     assert answer.status_code == 404, answer.text
     message = answer.json()["message"]
     assert "workflows" in message and "migrating-torchserve.md" in message, message
+
+
+def test_scale_noop_with_min_worker_0(named: Started) -> None:
+    """`curl -X PUT "localhost:8081/models/noop?min_worker=0&synchronous=true"`: TorchServe
+    stops the model's workers and answers "Workers scaled to 0"; describe then shows
+    minWorkers 0 and no worker. Where TorchServe answers the next prediction 503, modelhost
+    loads the model again on it."""
+    url = f"http://127.0.0.1:{named.management}/models"
+    params = {"url": "noop.mar", "model_name": "noop_scaled", "initial_workers": "1"}
+    registered = httpx.post(url, params=params, timeout=60)
+    assert registered.status_code == 200, registered.text
+    params = {"min_worker": "0", "synchronous": "true"}
+    scaled = httpx.put(f"{url}/noop_scaled", params=params, timeout=60)
+    assert scaled.status_code == 200, scaled.text
+    assert scaled.json() == {"status": "Workers scaled to 0 for model: noop_scaled"}
+    (described,) = named.describe("noop_scaled").json()
+    assert (described["minWorkers"], described["workers"]) == (0, []), described
+    assert named.predict("noop_scaled").status_code == 200
+    (described,) = named.describe("noop_scaled").json()
+    assert [w["status"] for w in described["workers"]] == ["READY"], described
