@@ -27,6 +27,10 @@ _PRELOAD_NOTICE = (
     "model is loaded in its own worker"
 )
 _JAVA = "tunes MMS/TorchServe's Java frontend, which modelhost does not have"
+_GRACE = (
+    "has no setting of its own here: calls on a connection past its age have "
+    "--drain-timeout-s to finish, as at shutdown"
+)
 _PROPS_NOTICES = {
     "preload_model": _PRELOAD_NOTICE,
     "vmargs": _JAVA,
@@ -59,6 +63,10 @@ _PROPS_NOTICES = {
     "limit_max_image_pixels": "has no meaning here: no built-in handler decodes images",
     "enable_grpc_ssl": "has no switch here: gRPC uses TLS whenever certificate_file and "
     "private_key_file are set, as HTTP does",
+    "grpc_management_max_connection_age_ms": "has no setting of its own here: both gRPC ports "
+    "take --grpc-connection-age-s (grpc_inference_max_connection_age_ms sets it)",
+    "grpc_inference_max_connection_age_grace_ms": _GRACE,
+    "grpc_management_max_connection_age_grace_ms": _GRACE,
 }
 # config.properties keys that would change what the server does if they were ignored
 _PROPS_REFUSED = {
@@ -233,7 +241,10 @@ def explain(path: Path | None, environ: Mapping[str, str]) -> list[Explained]:
 def _explain_key(key: str, value: str, source: str) -> Explained:
     by_key = {f.metadata["props"]: f.name for f in setting_fields() if f.metadata["props"]}
     if key in _PROPS_SPLIT:
-        names = [name for name, _ in _PROPS_SPLIT[key]("http://h:1", source)]
+        try:
+            names = [name for name, _ in _PROPS_SPLIT[key](value, source)]
+        except ConfigError as error:
+            return Explained(source, value, "refused", str(error))
         return Explained(source, value, "maps", ", ".join(flag_name(n) for n in names))
     if key in by_key:
         return Explained(source, value, "maps", flag_name(by_key[key]))
@@ -310,7 +321,16 @@ def _enable_token_authorization(value: str, source: str) -> list[tuple[str, str]
     return [("token_auth", value)]
 
 
+def _grpc_connection_age(value: str, source: str) -> list[tuple[str, str]]:
+    """TorchServe's connection age in milliseconds, as seconds."""
+    try:
+        return [("grpc_connection_age_s", str(float(value) / 1000))]
+    except ValueError:
+        raise ConfigError(f"{source}: expected milliseconds, got {value!r}") from None
+
+
 _PROPS_SPLIT: dict[str, Callable[[str, str], list[tuple[str, str]]]] = {
+    "grpc_inference_max_connection_age_ms": _grpc_connection_age,
     "disable_token_authorization": _disable_token_authorization,
     "enable_token_authorization": _enable_token_authorization,
     "metrics_mode": _metrics_mode,

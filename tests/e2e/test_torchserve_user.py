@@ -5,16 +5,20 @@ after the request of TorchServe's docs it mirrors."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
 
+import grpc
 import httpx
 import pytest
 from helpers.described import CUSTOMIZED, described_mar
 from helpers.serving import Servers
 
 from modelhost import testing
+from modelhost.rpc.messages import TS_INFERENCE_SERVICE, TS_MANAGEMENT_SERVICE, message
+from modelhost.rpc.stubs import Stub
 
 pytestmark = pytest.mark.e2e
 
@@ -231,3 +235,30 @@ def test_scale_noop_with_min_worker_0(named: Started) -> None:
     assert named.predict("noop_scaled").status_code == 200
     (described,) = named.describe("noop_scaled").json()
     assert [w["status"] for w in described["workers"]] == ["READY"], described
+
+
+def test_grpc_ping_and_list_models_on_the_grpc_addresses(
+    serve: Servers, store: Path, tmp_path: Path
+) -> None:
+    """TorchServe's gRPC client (docs/grpc_api.md) calls `Ping` on grpc_inference_address and
+    grpc_inference_port, and `ListModels` on the management pair: addresses apart from the
+    HTTP ones, as TorchServe binds them."""
+    inference, management = testing.free_port(), testing.free_port()
+    properties = tmp_path / "config.properties"
+    properties.write_text(
+        f"model_store={store}\n"
+        f"grpc_inference_address=127.0.0.2\ngrpc_inference_port={inference}\n"
+        f"grpc_management_address=127.0.0.3\ngrpc_management_port={management}\n"
+        "disable_token_authorization=true\n"
+    )
+    args = ["--cache-dir", str(tmp_path / "cache"), "--workers", "1", "--memory-budget", "1GiB"]
+    environ = {**os.environ, "TS_CONFIG_FILE": str(properties)}
+    serve.enter_context(testing.RunningServer(args, tmp_path, env=environ))
+    with grpc.insecure_channel(f"127.0.0.2:{inference}") as channel:
+        empty = message("google.protobuf.Empty")()
+        ping = Stub(channel, TS_INFERENCE_SERVICE).Ping(empty, timeout=30)
+    assert json.loads(ping.health) == {"status": "Healthy"}
+    with grpc.insecure_channel(f"127.0.0.3:{management}") as channel:
+        listing = message("org.pytorch.serve.grpc.management.ListModelsRequest")()
+        listed = Stub(channel, TS_MANAGEMENT_SERVICE).ListModels(listing, timeout=30)
+    assert "models" in json.loads(listed.msg), listed.msg
