@@ -262,3 +262,24 @@ def test_grpc_ping_and_list_models_on_the_grpc_addresses(
         listing = message("org.pytorch.serve.grpc.management.ListModelsRequest")()
         listed = Stub(channel, TS_MANAGEMENT_SERVICE).ListModels(listing, timeout=30)
     assert "models" in json.loads(listed.msg), listed.msg
+
+
+@pytest.mark.parametrize(
+    ("path", "methods"),
+    [
+        ("/models/densenet161", {"GET", "HEAD", "PUT", "DELETE"}),
+        ("/models", {"GET", "HEAD", "POST"}),
+    ],
+)
+def test_patch_models_names_every_method_the_path_takes(
+    named: Started, path: str, methods: set[str]
+) -> None:
+    """`curl -X PATCH localhost:8081/models/densenet161`: TorchServe answers 405
+    MethodNotAllowedException. The answer named only the first route's methods ("this path
+    takes HEAD, GET"), though PUT scales and DELETE unregisters there."""
+    answer = httpx.patch(f"http://127.0.0.1:{named.management}{path}", timeout=60)
+    assert answer.status_code == 405, answer.text
+    assert answer.json()["type"] == "MethodNotAllowedException"
+    allowed = {method.strip() for method in answer.headers["Allow"].split(",")}
+    assert allowed == methods, answer.headers
+    assert all(method in answer.json()["message"] for method in methods), answer.text
