@@ -19,6 +19,7 @@ from modelhost.toolkit.traffic import (
     HOT_REQUESTS_SHARE,
     Popularity,
     Target,
+    read_headers,
     read_models,
 )
 from modelhost.toolkit.workload import workload
@@ -97,6 +98,13 @@ class BenchOptions:
     out: Path = option(
         Path("bench-out"), "folder for summary.json, requests.csv, report.html", file_okay=False
     )
+    headers: tuple[str, ...] = option(
+        (),
+        "'Name: value' sent with every request, as curl's -H (repeatable): TorchServe's "
+        "'Authorization: Bearer <inference key>'",
+        flag="--header",
+        short="-H",
+    )
     quiet: bool = option(False, "no progress bar", show_default=False)
 
 
@@ -145,7 +153,7 @@ def plan_of(options: BenchOptions) -> ProcessPlan:
     pairs = workload(names, options.tenant_from, options.tenants)
     popularity = popularity_of(options, list(pairs.models))
     return ProcessPlan(
-        target=Target(url, options.model_in == "path"),
+        target=Target(url, options.model_in == "path", read_headers(options.headers)),
         popularity=popularity,
         payloads=tuple(payloads),
         duration_s=options.duration_s,

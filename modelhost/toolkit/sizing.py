@@ -33,7 +33,7 @@ def sizing_answer(source: str) -> dict[str, Any]:
         response = httpx.get(url, timeout=30)
         response.raise_for_status()
     except httpx.HTTPError as error:
-        raise ValueError(f"--sizing {source}: GET {url} failed: {error}") from None
+        raise ValueError(f"--sizing {source}: GET {url} failed: {error}{_way_out(error)}") from None
     read: dict[str, Any] = response.json()
     return read
 
@@ -58,3 +58,13 @@ def instances_needed(source: str, hit_ratio: float) -> float:
             "--hit-ratio among them"
         )
     return float(needed)
+
+
+def _way_out(error: httpx.HTTPError) -> str:
+    """For a server that wants a key (TorchServe's token authorization)."""
+    if not isinstance(error, httpx.HTTPStatusError) or error.response.status_code != 401:
+        return ""
+    return (
+        "; save the answer with its key first, curl -H 'Authorization: Bearer <inference key>' "
+        f"{error.request.url} > sizing.json, and give --sizing sizing.json"
+    )

@@ -80,12 +80,24 @@ class Target:
 
     url: str
     in_path: bool = False
+    headers: tuple[tuple[str, str], ...] = ()  # sent with every request (bench -H)
 
     def request_for(self, model: str | None) -> tuple[str, dict[str, str]]:
-        base = self.url.rstrip("/")
+        base, headers = self.url.rstrip("/"), dict(self.headers)
         if model is None:
-            return base, {}
+            return base, headers
         if self.in_path:
-            return f"{base}/models/{model}/invoke", {}
+            return f"{base}/models/{model}/invoke", headers
         url = base if base.endswith("/invocations") else f"{base}/invocations"
-        return url, {TARGET_MODEL_HEADER: model}
+        return url, {**headers, TARGET_MODEL_HEADER: model}
+
+
+def read_headers(given: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """curl's -H: each 'Name: value'."""
+    pairs = []
+    for header in given:
+        name, colon, value = header.partition(":")
+        if not colon or not name.strip():
+            raise ValueError(f"--header {header!r}: give 'Name: value', as curl -H takes it")
+        pairs.append((name.strip(), value.strip()))
+    return tuple(pairs)
