@@ -96,6 +96,15 @@ class Scaling:
             if len(resident.workers) <= held:
                 return  # the copy failed: no retrying in a loop
 
+    async def drop_above_limit(self, name: str) -> None:
+        """Unload the copies above the model's limit, which TorchServe's max_worker lowers."""
+        dispatcher = self.copies.dispatchers.get(name)
+        while dispatcher and (resident := self.copies.memory.get(name)):
+            if len(resident.workers) <= self._max_copies(name):
+                return
+            if not await self.copies.drop(resident, dispatcher):
+                return  # no copy left that may go, or another path took it
+
     def _max_copies(self, name: str) -> int:
         limit = self.ranges.get(name, (0, 0))[1] or self.copies.manifests.of(name).max_workers
         workers = len(self.copies.pool.workers)

@@ -19,6 +19,7 @@ async def scale_workers(
     if name in residency.loads or residency.memory.get(name) is None:
         await residency.ensure_loaded(name)
     await scaling.fill_floor(name)
+    await scaling.drop_above_limit(name)
     resident = residency.memory.get(name)
     return len(resident.workers) if resident else 0
 

@@ -283,3 +283,19 @@ def test_patch_models_names_every_method_the_path_takes(
     allowed = {method.strip() for method in answer.headers["Allow"].split(",")}
     assert allowed == methods, answer.headers
     assert all(method in answer.json()["message"] for method in methods), answer.text
+
+
+def test_scale_noop_down_with_max_worker(named: Started) -> None:
+    """`curl -X PUT "localhost:8081/models/noop?min_worker=1&max_worker=1&synchronous=true"` on
+    a model with two workers: TorchServe stops one and answers "Workers scaled to 1". The
+    answer said 2, and describe showed maxWorkers 1 beside two workers."""
+    url = f"http://127.0.0.1:{named.management}/models"
+    params = {"url": "noop.mar", "model_name": "noop_down", "initial_workers": "2"}
+    registered = httpx.post(url, params=params, timeout=60)
+    assert registered.status_code == 200, registered.text
+    params = {"min_worker": "1", "max_worker": "1", "synchronous": "true"}
+    scaled = httpx.put(f"{url}/noop_down", params=params, timeout=60)
+    assert scaled.json() == {"status": "Workers scaled to 1 for model: noop_down"}, scaled.text
+    (described,) = named.describe("noop_down").json()
+    assert (described["maxWorkers"], len(described["workers"])) == (1, 1), described
+    assert named.predict("noop_down").status_code == 200
