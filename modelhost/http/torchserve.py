@@ -5,6 +5,8 @@ The main port keeps SageMaker's calls, which share the paths but not the shapes.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -20,7 +22,7 @@ from modelhost.http.last_resort import LastResort, Unhandled
 from modelhost.http.openapi import OpenApiRoute
 from modelhost.http.routes import SageMakerRoutes
 from modelhost.http.token_guard import TokenGuard, management_port_needs
-from modelhost.protocols.registration import boolean, count
+from modelhost.protocols.registration import boolean, count, json_params
 from modelhost.protocols.torchserve import (
     MODEL_VERSION,
     TorchServeModels,
@@ -92,7 +94,10 @@ class TorchServeManagement:
     async def register(self, request: Request) -> Response:
         """`?url=…&model_name=…&initial_workers=N&synchronous=true|false&runtime=python`."""
         self.http.authorize(request)
-        return status(*await self.models.register(request.query_params))
+        params: Mapping[str, str] = request.query_params
+        if request.headers.get("content-type", "").startswith("application/json"):
+            params = json_params(await request.body())  # TorchServe reads it instead
+        return status(*await self.models.register(params))
 
     async def list_models(self, request: Request) -> Response:
         query = request.query_params

@@ -299,3 +299,17 @@ def test_scale_noop_down_with_max_worker(named: Started) -> None:
     (described,) = named.describe("noop_down").json()
     assert (described["maxWorkers"], len(described["workers"])) == (1, 1), described
     assert named.predict("noop_down").status_code == 200
+
+
+def test_register_with_a_json_body(named: Started) -> None:
+    """`curl -X POST localhost:8081/models -H "Content-Type: application/json" -d
+    '{"url": "noop.mar", "model_name": "noop_json", "initial_workers": 1}'`: TorchServe reads
+    a JSON body's fields as the query's. It was 400 "Parameter url is required."."""
+    url = f"http://127.0.0.1:{named.management}/models"
+    body = {"url": "noop.mar", "model_name": "noop_json", "initial_workers": 1}
+    registered = httpx.post(url, json={**body, "synchronous": True}, timeout=60)
+    assert registered.status_code == 200, registered.text
+    said = 'Model "noop_json" Version: 1.0 registered with 1 initial workers'
+    assert registered.json() == {"status": said}
+    bad = httpx.post(url, content=b'["noop.mar"]', headers={"Content-Type": "application/json"})
+    assert bad.status_code == 400 and "JSON object" in bad.json()["message"], bad.text
