@@ -188,6 +188,13 @@ def check_ranges(**figures: float) -> None:
             raise ValueError(f"--{name.replace('_', '-')} {value:g}: give a figure above 0")
 
 
+def check_prices(options: CostOptions) -> None:
+    """Prices and bytes may be 0, never below: a negative one reads as a saving."""
+    for name in (*EXAMPLE_PRICE_FIELDS, "request_price", "bytes_per_request"):
+        if (value := getattr(options, name)) < 0:
+            raise ValueError(f"--{name.replace('_', '-')} {value:g}: give 0 or more")
+
+
 def defaults_said(defaults: Sequence[str], memory_gb: float) -> str:
     """What the figures assumed, by flag: the example prices and the serverless memory."""
     prices = [f"--{name.replace('_', '-')}" for name in defaults if name in EXAMPLE_PRICE_FIELDS]
@@ -240,6 +247,11 @@ def cost_command(
     if not throughput or not latency_ms:
         raise ValueError("give --throughput and --latency-ms, or --from a bench/tune summary")
     check_ranges(throughput=throughput, latency_ms=latency_ms, memory_gb=memory_gb)
+    if volumes and (low := min(volumes)) <= 0:
+        raise ValueError(
+            f"--volumes {options.volumes}: {low:g} is no volume; give requests above 0"
+        )
+    check_prices(options)
     if not 0 < utilization <= 1:
         raise ValueError(f"--utilization {utilization:g}: give a share above 0, at most 1")
     hit_ratio = float(options.hit_ratio)

@@ -120,13 +120,20 @@ def test_serverless_bills_the_mean_duration_not_the_median(tmp_path: Path) -> No
         (["--throughput", "-5"], "--throughput"),
         (["--latency-ms", "-1"], "--latency-ms"),
         (["--memory-gb", "0"], "--memory-gb"),
+        (["--volumes", "1e6,-5"], "--volumes"),
+        (["--instance-price", "-0.1"], "--instance-price"),
+        (["--gb-second-price", "-1"], "--gb-second-price"),
+        (["--data-price", "-1"], "--data-price"),
+        (["--request-price", "-1"], "--request-price"),
+        (["--bytes-per-request", "-1"], "--bytes-per-request"),
     ],
 )
 def test_figures_out_of_range_are_refused_by_name(
     tmp_path: Path, given: list[str], named: str
 ) -> None:
     """--utilization 0 was a ZeroDivisionError traceback; a negative throughput a table of
-    negative instance counts."""
+    negative instance counts; --volumes -5 a serverless month of -$0.000001, and a negative
+    price a saving."""
     args = ["cost", "--throughput", "100", "--latency-ms", "5", "--out", str(tmp_path), *given]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 2, result.output
