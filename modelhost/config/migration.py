@@ -31,6 +31,12 @@ _GRACE = (
     "has no setting of its own here: calls on a connection past its age have "
     "--drain-timeout-s to finish, as at shutdown"
 )
+_METRICS = "has no meaning here: modelhost's metrics are fixed (docs/observability.md)"
+_LAUNCH = (
+    "has no switch here: workers are not started through torch's CPU launcher; "
+    "--threads-per-worker sets their threads"
+)
+_SEQUENCES = "has no meaning here: sequence batching (stateful inference) is not served"
 _PROPS_NOTICES = {
     "preload_model": _PRELOAD_NOTICE,
     "vmargs": _JAVA,
@@ -57,7 +63,7 @@ _PROPS_NOTICES = {
     "workflow_store": "has no meaning here: workflows (.war) and the Workflow API are not served",
     "snapshot_store": "has no meaning here: models loaded at start come from load_models",
     "metrics_format": "has no meaning here: metrics are Prometheus text at GET /metrics",
-    "metrics_config": "has no meaning here: modelhost's metrics are fixed (docs/observability.md)",
+    "metrics_config": _METRICS,
     "enable_metrics_api": "has no switch here: GET /metrics is always served",
     "disable_system_metrics": "has no switch here: modelhost reports memory and CPU always",
     "limit_max_image_pixels": "has no meaning here: no built-in handler decodes images",
@@ -67,6 +73,30 @@ _PROPS_NOTICES = {
     "take --grpc-connection-age-s (grpc_inference_max_connection_age_ms sets it)",
     "grpc_inference_max_connection_age_grace_ms": _GRACE,
     "grpc_management_max_connection_age_grace_ms": _GRACE,
+    "debug": "has no switch here: workers start as always; --log-level debug logs more",
+    "model_metrics_auto_detect": _METRICS,
+    "metric_time_interval": "has no meaning here: metrics are read when /metrics is scraped",
+    "system_metrics_cmd": "has no meaning here: metrics are read when /metrics is scraped",
+    "ipex_enable": "is read from the environment here: TorchServe's handlers check "
+    "TS_IPEX_ENABLE, which the workers inherit; set TS_IPEX_ENABLE=true where the server starts",
+    "ipex_gpu_enable": "has no switch here: models run on the CUDA devices of --devices, or the "
+    "CPU",
+    "cpu_launcher_enable": _LAUNCH,
+    "cpu_launcher_args": _LAUNCH,
+    "service_envelope": "has no meaning here: handlers get each body as sent; KServe v2 "
+    "clients call /v2/models/{model}/infer, and KServe v1 is not served",
+    "ts_open_inference_protocol": "is always on here: the Open Inference Protocol is served "
+    "at /v2 and on --grpc-port",
+    "model_server_home": _JAVA,
+    "prefer_direct_buffer": _JAVA,
+    "cpp_log_config": "has no meaning here: there is no C++ backend",
+    "initial_distribution_port": "has no meaning here: a model is served whole by each worker, "
+    "never spread over processes",
+    "ts_header_key_sequence_id": _SEQUENCES,
+    "ts_header_key_sequence_start": _SEQUENCES,
+    "ts_header_key_sequence_end": _SEQUENCES,
+    "use_env_allowed_urls": "has no meaning here: allowed URLs are --allowed-urls "
+    "(MODELHOST_ALLOWED_URLS), as any setting",
 }
 # config.properties keys that would change what the server does if they were ignored
 _PROPS_REFUSED = {

@@ -220,6 +220,25 @@ NOTICED = {
     "grpc_management_max_connection_age_ms",
     "grpc_inference_max_connection_age_grace_ms",
     "grpc_management_max_connection_age_grace_ms",
+    # TorchServe 0.9-0.12's other keys (its ConfigManager)
+    "debug",
+    "model_metrics_auto_detect",
+    "metric_time_interval",
+    "system_metrics_cmd",
+    "ipex_enable",
+    "ipex_gpu_enable",
+    "cpu_launcher_enable",
+    "cpu_launcher_args",
+    "service_envelope",
+    "ts_open_inference_protocol",
+    "model_server_home",
+    "prefer_direct_buffer",
+    "initial_distribution_port",
+    "cpp_log_config",
+    "ts_header_key_sequence_id",
+    "ts_header_key_sequence_start",
+    "ts_header_key_sequence_end",
+    "use_env_allowed_urls",
 }
 
 # settings whose effect no test observes yet: this list may only shrink
