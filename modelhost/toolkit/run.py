@@ -77,8 +77,9 @@ class BenchOptions:
     tenants: int = option(0, "with --tenant-from header: deal the models to N tenants, t000 on")
     model_in: str = option(
         "header",
-        "X-Amzn-SageMaker-Target-Model on /invocations, or /models/{m}/invoke",
-        choices=("header", "path"),
+        "X-Amzn-SageMaker-Target-Model on /invocations, /models/{m}/invoke (path), or "
+        "TorchServe's /predictions/{m}",
+        choices=("header", "path", "predictions"),
     )
     concurrency: int = option(0, "closed loop: N users", short="-c")
     rate_rps: float = option(0.0, "open loop: requests per second", flag="--rate", short="-r")
@@ -113,7 +114,7 @@ def sagemaker_target(options: BenchOptions) -> tuple[str, str]:
     import botocore.session
     from botocore.exceptions import BotoCoreError
 
-    if options.url or options.model_in == "path":
+    if options.url or options.model_in != "header":
         raise ValueError("give URL or --endpoint-name (its models go in the header), not both")
     session = botocore.session.get_session()
     try:
@@ -153,7 +154,7 @@ def plan_of(options: BenchOptions) -> ProcessPlan:
     pairs = workload(names, options.tenant_from, options.tenants)
     popularity = popularity_of(options, list(pairs.models))
     return ProcessPlan(
-        target=Target(url, options.model_in == "path", read_headers(options.headers)),
+        target=Target(url, options.model_in, read_headers(options.headers)),
         popularity=popularity,
         payloads=tuple(payloads),
         duration_s=options.duration_s,

@@ -251,3 +251,23 @@ def test_a_header_without_a_colon_is_refused_by_its_flag(tmp_path: Path) -> None
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 2, result.output
     assert "--header 'Bearer x'" in result.output and "Name: value" in result.output
+
+
+def test_model_in_predictions_benches_torchserve_models_by_name(
+    server: testing.RunningServer, tmp_path: Path
+) -> None:
+    """TorchServe's clients call /predictions/{model}, the route TorchServe's metrics
+    (--torchserve-metrics) count; bench URL --models a,b could send only /invocations or
+    /models/{m}/invoke, another route than the migrated clients'. --model-in predictions
+    sends each model's requests there."""
+    route = 'route="/predictions/{model:path}"'
+
+    def predictions() -> float:
+        lines = httpx.get(f"{server.url}/metrics").text.splitlines()
+        found = [line for line in lines if line.startswith("modelhost_http_requests_total")]
+        return sum(float(line.split()[-1]) for line in found if route in line)
+
+    before = predictions()
+    summary = run_bench(server.url, tmp_path, "--concurrency", "1", "--model-in", "predictions")
+    assert summary["requests"]["by_status"] == {"200": summary["requests"]["ok"]}
+    assert predictions() - before == summary["requests"]["sent"]
