@@ -187,6 +187,11 @@ class ModelHost:
         """Registrations are recorded in `journal` from now on (--restore-registered)."""
         self.journal = journal
 
+    def sole_startup_model(self) -> str:
+        """The one model loaded at start, which TorchServe invokes for an unnamed call; or ""."""
+        at_startup = self.registry.at_startup
+        return next(iter(at_startup)) if len(at_startup) == 1 else ""
+
     def is_registered(self, name: str) -> bool:
         """Registered with a URL, loaded or loading."""
         return self.registry.is_registered(name)

@@ -313,3 +313,16 @@ def test_register_with_a_json_body(named: Started) -> None:
     assert registered.json() == {"status": said}
     bad = httpx.post(url, content=b'["noop.mar"]', headers={"Content-Type": "application/json"})
     assert bad.status_code == 400 and "JSON object" in bad.json()["message"], bad.text
+
+
+def test_invocations_without_model_name_after_models_densenet161_mar(
+    named: Started, every: Started
+) -> None:
+    """`torchserve --models densenet161.mar`, then `curl -X POST localhost:8080/invocations -T
+    …` with no model_name: TorchServe invokes its one startup model (as SageMaker's PyTorch
+    containers call it); it was 400 here. With several startup models both answer 400."""
+    answer = named.post("/invocations")
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["handler"] == "custom handler"
+    several = every.post("/invocations")
+    assert several.status_code == 400 and "model_name" in several.json()["message"], several.text
