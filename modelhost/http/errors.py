@@ -5,7 +5,6 @@ from __future__ import annotations
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Match
 
 from modelhost import errors
 from modelhost.protocols.status import status_of
@@ -72,7 +71,7 @@ def allowed_methods(request: Request) -> str:
     taken = set()
     for route in routes:
         methods = getattr(route, "methods", None)
-        if methods and route.matches(request.scope)[0] is not Match.NONE:
+        if methods and route.matches(request.scope)[0].value:  # Match.NONE is 0
             taken |= methods
     return ", ".join(sorted(taken))
 
