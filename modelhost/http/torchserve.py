@@ -95,8 +95,9 @@ class TorchServeManagement:
         """`?url=…&model_name=…&initial_workers=N&synchronous=true|false&runtime=python`."""
         self.http.authorize(request)
         params: Mapping[str, str] = request.query_params
-        if request.headers.get("content-type", "").startswith("application/json"):
-            params = json_params(await request.body())  # TorchServe reads it instead
+        body = await request.body()
+        if body and request.headers.get("content-type", "").startswith("application/json"):
+            params = {**params, **json_params(body)}  # TorchServe reads the body
         return status(*await self.models.register(params))
 
     async def list_models(self, request: Request) -> Response:

@@ -102,7 +102,7 @@ def count(text: str | None, name: str, minimum: int = 0) -> int:
 def json_params(body: bytes) -> dict[str, str]:
     """A JSON body's fields as the query's, which TorchServe reads in its place."""
     try:
-        fields = json.loads(body or b"{}")
+        fields = json.loads(body)
     except ValueError as error:
         raise BadRequestBody(f"the body is not JSON ({error}); give a JSON object") from None
     if not isinstance(fields, dict):
@@ -110,7 +110,7 @@ def json_params(body: bytes) -> dict[str, str]:
     params = {}
     for name, value in fields.items():
         if isinstance(value, (dict, list)):
-            raise BadRequestBody(f"{echo(name)} is a JSON {type(value).__name__}; give a value")
+            raise BadRequestBody(f"{echo(name)} is a JSON object or array; give one value")
         if value is not None:
             params[name] = json.dumps(value) if isinstance(value, bool) else str(value)
     return params
