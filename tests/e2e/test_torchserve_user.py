@@ -311,8 +311,11 @@ def test_register_with_a_json_body(named: Started) -> None:
     assert registered.status_code == 200, registered.text
     said = 'Model "noop_json" Version: 1.0 registered with 1 initial workers'
     assert registered.json() == {"status": said}
-    bad = httpx.post(url, content=b'["noop.mar"]', headers={"Content-Type": "application/json"})
+    as_json = {"Content-Type": "application/json"}
+    bad = httpx.post(url, content=b'["noop.mar"]', headers=as_json)
     assert bad.status_code == 400 and "JSON object" in bad.json()["message"], bad.text
+    query = {"url": "noop.mar", "model_name": "noop_query"}  # no body: the query stands
+    assert httpx.post(url, params=query, headers=as_json, timeout=60).status_code == 200
 
 
 def test_invocations_without_model_name_after_models_densenet161_mar(
