@@ -5,7 +5,7 @@ is written twice. Precedence: flags > environment > modelhost.toml > config.prop
 defaults; an empty variable counts as unset.
 """
 
-from modelhost.config.loading import cli_options, load_config, properties_file
+from modelhost.config.loading import cli_options, listen_host, load_config, properties_file
 from modelhost.config.migration import (
     SAGEMAKER_OTHERS,
     THREAD_VARIABLES,
@@ -39,6 +39,7 @@ __all__ = [
     "cli_options",
     "env_name",
     "explain",
+    "listen_host",
     "load_config",
     "outside_variables",
     "properties_file",

@@ -39,14 +39,14 @@ else:  # pragma: no cover
 _BOOL_WORDS = {"true": True, "1": True, "yes": True, "on": True}
 _BOOL_WORDS |= {"false": False, "0": False, "no": False, "off": False}
 _ANY_WHOLE_BYTES = 1 << 50  # checks a percentage's syntax when the whole is not known yet
-# the ports the server listens on, each with the setting of its address ("": --host)
-LISTENERS = (
-    ("port", ""),
-    ("management_port", "management_host"),
-    ("metrics_port", "metrics_host"),
-    ("grpc_port", ""),
-    ("grpc_management_port", "management_host"),
-)
+# the ports the server listens on, each with the settings of its address, first set first
+LISTENERS: dict[str, tuple[str, ...]] = {
+    "port": (),
+    "management_port": ("management_host",),
+    "metrics_port": ("metrics_host",),
+    "grpc_port": ("grpc_host",),
+    "grpc_management_port": ("grpc_management_host", "management_host"),
+}
 WILDCARDS = {"0.0.0.0", "::", ""}  # every address of the machine
 
 
@@ -147,11 +147,11 @@ def _refuse_unsupported(config: Config) -> None:
 def _refuse_shared_ports(config: Config) -> None:
     """Two listeners on one address: the second would fail to bind."""
     taken: dict[tuple[str, int], str] = {}
-    for name, host_name in LISTENERS:
+    for name in LISTENERS:
         port = getattr(config, name)
         if not port or (name == "management_port" and port == config.port):
             continue  # unset, or the management API on the main port as asked
-        host = (getattr(config, host_name) if host_name else "") or config.host
+        host = listen_host(config, name)
         for (other_host, other_port), other in taken.items():
             if port == other_port and (host == other_host or {host, other_host} & WILDCARDS):
                 raise ConfigError(
@@ -159,6 +159,12 @@ def _refuse_shared_ports(config: Config) -> None:
                     "port of its own; choose another for one of them"
                 )
         taken[(host, port)] = name
+
+
+def listen_host(config: Config, port_name: str) -> str:
+    """The address the port `port_name` listens on."""
+    hosts = (getattr(config, name) for name in LISTENERS[port_name])
+    return next((host for host in hosts if host), config.host)
 
 
 def _refuse_untrusted_workers(config: Config) -> None:

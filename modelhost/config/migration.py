@@ -27,6 +27,16 @@ _PRELOAD_NOTICE = (
     "model is loaded in its own worker"
 )
 _JAVA = "tunes MMS/TorchServe's Java frontend, which modelhost does not have"
+_GRACE = (
+    "has no setting of its own here: calls on a connection past its age have "
+    "--drain-timeout-s to finish, as at shutdown"
+)
+_METRICS = "has no meaning here: modelhost's metrics are fixed (docs/observability.md)"
+_LAUNCH = (
+    "has no switch here: workers are not started through torch's CPU launcher; "
+    "--threads-per-worker sets their threads"
+)
+_SEQUENCES = "has no meaning here: sequence batching (stateful inference) is not served"
 _PROPS_NOTICES = {
     "preload_model": _PRELOAD_NOTICE,
     "vmargs": _JAVA,
@@ -53,12 +63,40 @@ _PROPS_NOTICES = {
     "workflow_store": "has no meaning here: workflows (.war) and the Workflow API are not served",
     "snapshot_store": "has no meaning here: models loaded at start come from load_models",
     "metrics_format": "has no meaning here: metrics are Prometheus text at GET /metrics",
-    "metrics_config": "has no meaning here: modelhost's metrics are fixed (docs/observability.md)",
+    "metrics_config": _METRICS,
     "enable_metrics_api": "has no switch here: GET /metrics is always served",
     "disable_system_metrics": "has no switch here: modelhost reports memory and CPU always",
     "limit_max_image_pixels": "has no meaning here: no built-in handler decodes images",
     "enable_grpc_ssl": "has no switch here: gRPC uses TLS whenever certificate_file and "
     "private_key_file are set, as HTTP does",
+    "grpc_management_max_connection_age_ms": "has no setting of its own here: both gRPC ports "
+    "take --grpc-connection-age-s (grpc_inference_max_connection_age_ms sets it)",
+    "grpc_inference_max_connection_age_grace_ms": _GRACE,
+    "grpc_management_max_connection_age_grace_ms": _GRACE,
+    "debug": "has no switch here: workers start as always; --log-level debug logs more",
+    "model_metrics_auto_detect": _METRICS,
+    "metric_time_interval": "has no meaning here: metrics are read when /metrics is scraped",
+    "system_metrics_cmd": "has no meaning here: metrics are read when /metrics is scraped",
+    "ipex_enable": "is read from the environment here: TorchServe's handlers check "
+    "TS_IPEX_ENABLE, which the workers inherit; set TS_IPEX_ENABLE=true where the server starts",
+    "ipex_gpu_enable": "has no switch here: models run on the CUDA devices of --devices, or the "
+    "CPU",
+    "cpu_launcher_enable": _LAUNCH,
+    "cpu_launcher_args": _LAUNCH,
+    "service_envelope": "has no meaning here: handlers get each body as sent; KServe v2 "
+    "clients call /v2/models/{model}/infer, and KServe v1 is not served",
+    "ts_open_inference_protocol": "is always on here: the Open Inference Protocol is served "
+    "at /v2 and on --grpc-port",
+    "model_server_home": _JAVA,
+    "prefer_direct_buffer": _JAVA,
+    "cpp_log_config": "has no meaning here: there is no C++ backend",
+    "initial_distribution_port": "has no meaning here: a model is served whole by each worker, "
+    "never spread over processes",
+    "ts_header_key_sequence_id": _SEQUENCES,
+    "ts_header_key_sequence_start": _SEQUENCES,
+    "ts_header_key_sequence_end": _SEQUENCES,
+    "use_env_allowed_urls": "has no meaning here: allowed URLs are --allowed-urls "
+    "(MODELHOST_ALLOWED_URLS), as any setting",
 }
 # config.properties keys that would change what the server does if they were ignored
 _PROPS_REFUSED = {
@@ -233,7 +271,10 @@ def explain(path: Path | None, environ: Mapping[str, str]) -> list[Explained]:
 def _explain_key(key: str, value: str, source: str) -> Explained:
     by_key = {f.metadata["props"]: f.name for f in setting_fields() if f.metadata["props"]}
     if key in _PROPS_SPLIT:
-        names = [name for name, _ in _PROPS_SPLIT[key]("http://h:1", source)]
+        try:
+            names = [name for name, _ in _PROPS_SPLIT[key](value, source)]
+        except ConfigError as error:
+            return Explained(source, value, "refused", str(error))
         return Explained(source, value, "maps", ", ".join(flag_name(n) for n in names))
     if key in by_key:
         return Explained(source, value, "maps", flag_name(by_key[key]))
@@ -310,7 +351,16 @@ def _enable_token_authorization(value: str, source: str) -> list[tuple[str, str]
     return [("token_auth", value)]
 
 
+def _grpc_connection_age(value: str, source: str) -> list[tuple[str, str]]:
+    """TorchServe's connection age in milliseconds, as seconds."""
+    try:
+        return [("grpc_connection_age_s", str(float(value) / 1000))]
+    except ValueError:
+        raise ConfigError(f"{source}: expected milliseconds, got {value!r}") from None
+
+
 _PROPS_SPLIT: dict[str, Callable[[str, str], list[tuple[str, str]]]] = {
+    "grpc_inference_max_connection_age_ms": _grpc_connection_age,
     "disable_token_authorization": _disable_token_authorization,
     "enable_token_authorization": _enable_token_authorization,
     "metrics_mode": _metrics_mode,

@@ -281,12 +281,22 @@ class Config:
         minimum=0,
         maximum=65535,
     )
+    grpc_host: str = _setting(
+        "",
+        "address the gRPC inference port listens on (empty: --host)",
+        props="grpc_inference_address",
+    )
     grpc_management_port: int = _setting(
         0,
-        "port of TorchServe's gRPC management service, on --management-host (0: not served)",
+        "port of TorchServe's gRPC management service (0: not served)",
         props="grpc_management_port",
         minimum=0,
         maximum=65535,
+    )
+    grpc_management_host: str = _setting(
+        "",
+        "address the gRPC management port listens on (empty: --management-host, else --host)",
+        props="grpc_management_address",
     )
     grpc_front: str = _setting(
         "auto",

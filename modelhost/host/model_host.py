@@ -33,6 +33,7 @@ from modelhost.host.seams import Disk, Pool
 from modelhost.host.shortfall import never_fits
 from modelhost.host.sizing import Sizing
 from modelhost.host.under_way import UnderWay
+from modelhost.host.worker_range import scale_workers
 from modelhost.records.events import EventLog
 from modelhost.records.progress import LoadProgress
 from modelhost.records.statistics import (
@@ -160,14 +161,9 @@ class ModelHost:
         """Invoke `name` (or a registered `m/v`)."""
         return await self.invoke_path.invoke(self.registry.invoked(name), invocation)
 
-    async def scale_workers(self, name: str, min_workers: int, max_workers: int) -> int:
-        """TorchServe's scaling call; return the copies the model is on."""
-        self.scaling.set_range(name, min_workers, max_workers)
-        if name in self.residency.loads or self.memory.get(name) is None:
-            await self.residency.ensure_loaded(name)
-        await self.scaling.fill_floor(name)
-        resident = self.memory.get(name)
-        return len(resident.workers) if resident else 0
+    async def scale_workers(self, name: str, min_workers: int | None, max_workers: int) -> int:
+        """TorchServe's scaling call (None: no min_worker); the copies the model is on."""
+        return await scale_workers(self.residency, self.scaling, name, min_workers, max_workers)
 
     async def load(self, name: str) -> None:
         """Load `name` from its source unless held; its copies as its schedule asks."""
@@ -190,6 +186,11 @@ class ModelHost:
     def keep_journal(self, journal: Journal) -> None:
         """Registrations are recorded in `journal` from now on (--restore-registered)."""
         self.journal = journal
+
+    def sole_startup_model(self) -> str:
+        """The one model loaded at start, which TorchServe invokes for an unnamed call; or ""."""
+        at_startup = self.registry.at_startup
+        return next(iter(at_startup)) if len(at_startup) == 1 else ""
 
     def is_registered(self, name: str) -> bool:
         """Registered with a URL, loaded or loading."""

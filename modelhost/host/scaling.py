@@ -21,20 +21,26 @@ class Scaling:
         self.copies = copies
         self.scheduling = scheduling
         # TorchServe's PUT /models/{m}?min_worker=&max_worker=, over the server's settings
-        self.ranges: dict[str, tuple[int, int]] = {}
+        self.ranges: dict[str, tuple[int | None, int]] = {}
         self._filling: set[asyncio.Task[None]] = set()
 
-    def set_range(self, name: str, min_workers: int, max_workers: int) -> None:
+    def set_range(self, name: str, min_workers: int | None, max_workers: int) -> None:
+        """None: no min_worker given, the server's workers_per_model stands."""
         self.ranges[name] = (min_workers, max_workers)
 
+    def min_workers_of(self, name: str) -> int:
+        """Copies kept through lulls: min_worker, else workers_per_model."""
+        low = self.ranges.get(name, (None, 0))[0]
+        floor = self.scheduling.min_workers_per_model if low is None else low
+        return min(floor, self._max_copies(name))
+
     def floor_of(self, name: str) -> int:
-        """Copies loaded at once and kept through lulls (workers_per_model)."""
-        floor = self.ranges.get(name, (0, 0))[0] or self.scheduling.min_workers_per_model
-        return max(1, min(floor, self._max_copies(name)))
+        """Copies a load brings at once; a model scaled to 0 loads one."""
+        return max(1, self.min_workers_of(name))
 
     def schedule_of(self, name: str) -> ModelSchedule:
         size, delay_ms = self._batching(name)
-        return ModelSchedule(self.floor_of(name), self._max_copies(name), size, delay_ms)
+        return ModelSchedule(self.min_workers_of(name), self._max_copies(name), size, delay_ms)
 
     def _batching(self, name: str) -> tuple[int, float]:
         """Batch size and delay: the queue's once loaded, else the manifest's."""
@@ -89,6 +95,15 @@ class Scaling:
             await task
             if len(resident.workers) <= held:
                 return  # the copy failed: no retrying in a loop
+
+    async def drop_above_limit(self, name: str) -> None:
+        """Unload the copies above the model's limit, which TorchServe's max_worker lowers."""
+        dispatcher = self.copies.dispatchers.get(name)
+        while dispatcher and (resident := self.copies.memory.get(name)):
+            if len(resident.workers) <= self._max_copies(name):
+                return
+            if not await self.copies.drop(resident, dispatcher):
+                return  # no copy left that may go, or another path took it
 
     def _max_copies(self, name: str) -> int:
         limit = self.ranges.get(name, (0, 0))[1] or self.copies.manifests.of(name).max_workers

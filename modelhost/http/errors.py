@@ -55,6 +55,8 @@ async def handle_http_exception(request: Request, error: Exception) -> Response:
     """Starlette's own refusals in the error shape of the path's protocol."""
     assert isinstance(error, HTTPException)
     path = request.url.path
+    if error.status_code == 405 and (allowed := allowed_methods(request)):
+        error.headers = {**(error.headers or {}), "Allow": allowed}
     message = f"{request.method} {path}: {error.detail}{way_out(error, path)}"
     if request.url.path.startswith("/v2"):
         return JSONResponse({"error": message}, error.status_code, error.headers)
@@ -62,6 +64,17 @@ async def handle_http_exception(request: Request, error: Exception) -> Response:
     response = error_response(error.status_code, type_name, message)
     response.headers.update(error.headers or {})
     return response
+
+
+def allowed_methods(request: Request) -> str:
+    """Every method the path's routes take; Starlette's Allow names the first route's alone."""
+    routes = getattr(request.scope.get("router"), "routes", ())
+    taken = set()
+    for route in routes:
+        methods = getattr(route, "methods", None)
+        if methods and route.matches(request.scope)[0].value:  # Match.NONE is 0
+            taken |= methods
+    return ", ".join(sorted(taken))
 
 
 def way_out(error: HTTPException, path: str) -> str:

@@ -126,6 +126,7 @@ class Invocations:
             body = await self._body(receive, headers, exchange)
             invocation = _invocation(body, headers, _params(scope, headers))
             name = name or invocation.params.get(MODEL_NAME_PARAM) or self.single_model
+            name = name or self.host.sole_startup_model()
             exchange.model = name or None
             if not name:
                 raise BadRequestBody(

@@ -5,6 +5,8 @@ The main port keeps SageMaker's calls, which share the paths but not the shapes.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -20,7 +22,7 @@ from modelhost.http.last_resort import LastResort, Unhandled
 from modelhost.http.openapi import OpenApiRoute
 from modelhost.http.routes import SageMakerRoutes
 from modelhost.http.token_guard import TokenGuard, management_port_needs
-from modelhost.protocols.registration import boolean, count
+from modelhost.protocols.registration import boolean, count, json_params
 from modelhost.protocols.torchserve import (
     MODEL_VERSION,
     TorchServeModels,
@@ -92,7 +94,11 @@ class TorchServeManagement:
     async def register(self, request: Request) -> Response:
         """`?url=…&model_name=…&initial_workers=N&synchronous=true|false&runtime=python`."""
         self.http.authorize(request)
-        return status(*await self.models.register(request.query_params))
+        params: Mapping[str, str] = request.query_params
+        body = await request.body()
+        if body and request.headers.get("content-type", "").startswith("application/json"):
+            params = {**params, **json_params(body)}  # TorchServe reads the body
+        return status(*await self.models.register(params))
 
     async def list_models(self, request: Request) -> Response:
         query = request.query_params
@@ -126,7 +132,7 @@ class TorchServeManagement:
         answer = await self.models.scale(
             request.path_params["model"],
             query.get("model_version"),
-            count(query.get("min_worker"), "min_worker"),
+            count(query["min_worker"], "min_worker") if query.get("min_worker") else None,
             count(query.get("max_worker"), "max_worker"),
             synchronous=query.get("synchronous", "false").lower() == "true",
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -96,3 +97,20 @@ def count(text: str | None, name: str, minimum: int = 0) -> int:
     if not is_whole_number(text) or int(text) < minimum:
         raise BadRequestBody(f"invalid {name} {echo(text)}: give a whole number, {minimum} or more")
     return int(text)
+
+
+def json_params(body: bytes) -> dict[str, str]:
+    """A JSON body's fields as the query's, which TorchServe reads in its place."""
+    try:
+        fields = json.loads(body)
+    except ValueError as error:
+        raise BadRequestBody(f"the body is not JSON ({error}); give a JSON object") from None
+    if not isinstance(fields, dict):
+        raise BadRequestBody("give the registration as a JSON object of the query's names")
+    params = {}
+    for name, value in fields.items():
+        if isinstance(value, (dict, list)):
+            raise BadRequestBody(f"{echo(name)} is a JSON object or array; give one value")
+        if value is not None:
+            params[name] = json.dumps(value) if isinstance(value, bool) else str(value)
+    return params

@@ -213,11 +213,11 @@ class TorchServeModels:
         return f'Model "{target.model}" unregistered'
 
     async def scale(
-        self, path: str, version: str | None, low: int, high: int, synchronous: bool
+        self, path: str, version: str | None, low: int | None, high: int, synchronous: bool
     ) -> Answer:
-        """Set the range of copies of the version named."""
+        """Set the range of copies of the version named; `low` None: not given."""
         target, named = self._scaled(path, version)
-        if high and low > high:
+        if high and low is not None and low > high:
             raise BadRequestBody(f"min_worker {low} is above max_worker {high}; lower min_worker")
         if not synchronous:
             self._run_in_background(self.host.scale_workers(target.name, low, high))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import grpc
 
-from modelhost.config import Config
+from modelhost.config import Config, listen_host
 from modelhost.host import ModelHost
 from modelhost.observe.observer import Observer
 from modelhost.protocols.health import Health
@@ -54,7 +54,7 @@ def rpc_servers(
         servers.append(
             RpcServer(
                 config,
-                config.host,
+                listen_host(config, "grpc_port"),
                 port,
                 services,
                 front=front_of(config.grpc_front),
@@ -68,12 +68,11 @@ def rpc_servers(
     if config.grpc_management_port:
         management = TorchServeManagementServicer(host, access, config.model_api)
         handlers = method_handlers(TS_MANAGEMENT_SERVICE, management, calls)
-        address = config.management_host or config.host
         port = config.grpc_management_port
         servers.append(
             RpcServer(
                 config,
-                address,
+                listen_host(config, "grpc_management_port"),
                 port,
                 {TS_MANAGEMENT_SERVICE: handlers},
                 front=GRPC_AIO,  # rare calls: not worth the native front's threads

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from modelhost.toolkit.options import numbers, option
+from modelhost.toolkit.sizing import MemoryInstances, memory_instances
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -35,6 +36,7 @@ class Instance:
     price_per_hour: float
     throughput_rps: float  # measured, at the latency limit
     utilization: float = 1.0  # the share the traffic may use
+    min_count: int = 1  # the fleet's memory for the models (GET /sizing's instancesNeeded)
 
     @property
     def requests_per_hour(self) -> float:
@@ -44,8 +46,9 @@ class Instance:
         return self.price_per_hour / self.requests_per_hour * 1e6
 
     def count_for(self, monthly_requests: float) -> int:
-        """Instances to answer the volume; at least one."""
-        return max(1, math.ceil(monthly_requests / (self.requests_per_hour * HOURS_PER_MONTH)))
+        """Instances to answer the volume; at least those the models' memory needs."""
+        capacity = self.requests_per_hour * HOURS_PER_MONTH
+        return max(self.min_count, math.ceil(monthly_requests / capacity))
 
     def monthly(self, monthly_requests: float) -> float:
         return self.count_for(monthly_requests) * self.price_per_hour * HOURS_PER_MONTH
@@ -73,14 +76,14 @@ class Serverless:
 
 
 def break_even(instance: Instance, serverless: Serverless) -> float | None:
-    """Monthly requests where one instance and serverless cost the same.
+    """Monthly requests where the smallest fleet and serverless cost the same.
 
     None where an instance costs more a request: one cannot answer the volume its price buys,
-    so serverless is cheaper at every volume.
+    so serverless is cheaper at every volume. Otherwise the smallest fleet answers that volume.
     """
     if instance.per_million() > serverless.per_million():
         return None
-    return instance.price_per_hour * HOURS_PER_MONTH / serverless.per_request()
+    return instance.min_count * instance.price_per_hour * HOURS_PER_MONTH / serverless.per_request()
 
 
 def savings_table(
@@ -103,10 +106,15 @@ def savings_table(
 
 
 def cost_summary(
-    instance: Instance, serverless: Serverless, volumes: list[float], source: str
+    instance: Instance,
+    serverless: Serverless,
+    volumes: list[float],
+    source: str,
+    memory: MemoryInstances | None = None,
 ) -> dict[str, Any]:
     return {
         "prices_source": source,
+        "memory_instances": memory._asdict() if memory else None,
         "instance": {**vars(instance), "per_million": instance.per_million()},
         "serverless": {**vars(serverless), "per_million": serverless.per_million()},
         "break_even_monthly_requests": break_even(instance, serverless),
@@ -163,6 +171,12 @@ class CostOptions:
     request_price: float = option(
         EXAMPLE_PRICES["per_million_requests"], "serverless, per million requests"
     )
+    sizing: tuple[str, ...] = option(
+        (),
+        "a modelhost server's URL, or its saved GET /sizing answer: no fewer instances than "
+        "its instancesNeeded, the memory its models need; repeat it for each of a fleet's",
+    )
+    hit_ratio: str = option("0.95", "--sizing's hit ratio", choices=("0.9", "0.95", "0.99"))
     volumes: str = option(VOLUMES, "monthly requests to compare")
     out: Path = option(Path("cost-out"), file_okay=False)
 
@@ -172,6 +186,13 @@ def check_ranges(**figures: float) -> None:
     for name, value in figures.items():
         if not value > 0:
             raise ValueError(f"--{name.replace('_', '-')} {value:g}: give a figure above 0")
+
+
+def check_prices(options: CostOptions) -> None:
+    """Prices and bytes may be 0, never below: a negative one reads as a saving."""
+    for name in (*EXAMPLE_PRICE_FIELDS, "request_price", "bytes_per_request"):
+        if (value := getattr(options, name)) < 0:
+            raise ValueError(f"--{name.replace('_', '-')} {value:g}: give 0 or more")
 
 
 def defaults_said(defaults: Sequence[str], memory_gb: float) -> str:
@@ -185,6 +206,19 @@ def defaults_said(defaults: Sequence[str], memory_gb: float) -> str:
 
 
 EXAMPLE_PRICE_FIELDS = ("instance_price", "gb_second_price", "data_price")
+
+
+def memory_said(memory: MemoryInstances | None) -> str:
+    """Where the instance counts come from."""
+    if memory is None:
+        return (
+            "instances counted for throughput alone: --sizing URL also counts the memory "
+            "the models need (GET /sizing's instancesNeeded)"
+        )
+    return (
+        f"a fleet of {memory.instances} at least: GET /sizing's instancesNeeded is "
+        f"{memory.needed:g} for a {memory.hit_ratio:g} hit ratio"
+    )
 
 
 def cost_command(
@@ -213,10 +247,20 @@ def cost_command(
     if not throughput or not latency_ms:
         raise ValueError("give --throughput and --latency-ms, or --from a bench/tune summary")
     check_ranges(throughput=throughput, latency_ms=latency_ms, memory_gb=memory_gb)
+    if volumes and (low := min(volumes)) <= 0:
+        raise ValueError(
+            f"--volumes {options.volumes}: {low:g} is no volume; give requests above 0"
+        )
+    check_prices(options)
     if not 0 < utilization <= 1:
         raise ValueError(f"--utilization {utilization:g}: give a share above 0, at most 1")
+    hit_ratio = float(options.hit_ratio)
+    memory = memory_instances(options.sizing, hit_ratio) if options.sizing else None
     instance = Instance(
-        price_per_hour=instance_price, throughput_rps=throughput, utilization=utilization
+        price_per_hour=instance_price,
+        throughput_rps=throughput,
+        utilization=utilization,
+        min_count=memory.instances if memory else 1,
     )
     serverless = Serverless(
         gb_second=gb_second_price,
@@ -227,7 +271,7 @@ def cost_command(
         per_million_requests=request_price,
     )
     source = defaults_said(example_prices, memory_gb)
-    summary = cost_summary(instance, serverless, volumes, source)
+    summary = cost_summary(instance, serverless, volumes, source, memory)
     header = [
         "monthly requests",
         "instances",
@@ -246,6 +290,7 @@ def cost_command(
         + (f"break-even {even:,.0f} requests a month" if even is not None else NO_BREAK_EVEN)
     )
     console.print(table("savings", header, rows))
+    console.print(memory_said(memory))
     console.print(f"[yellow]{source}[/]")
     page = html.page(
         "modelhost cost",
@@ -264,6 +309,7 @@ def cost_command(
                 ),
             ),
             ("Savings", html.table(header, rows)),
+            ("Instances", html.paragraph(memory_said(memory), "note")),
             ("Prices", html.paragraph(source, "note")),
         ],
     )

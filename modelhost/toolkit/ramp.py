@@ -10,8 +10,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import os
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -170,7 +171,8 @@ def measure_point(
     with tempfile.TemporaryDirectory(prefix="modelhost-tune-") as folder:
         work = Path(folder)
         args = [*target.serve_args, "--cache-dir", str(work / "cache"), *serve_flags(settings)]
-        with serving(testing.RunningServer(args, target.log_dir or work), settings) as server:
+        server = testing.RunningServer(args, target.log_dir or work, env=serving_env(os.environ))
+        with serving(server, settings) as server:
             aimed = dataclasses.replace(
                 target.plan, target=dataclasses.replace(target.plan.target, url=server.url)
             )
@@ -186,6 +188,16 @@ def measure_point(
                 return {**bench_summary(plan, run), "server": usage._asdict()}
 
             return Point(settings, cold, run_steps(measure))
+
+
+def serving_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """A point's server reads no config.properties but --serve-arg's, and wants no key.
+
+    A TorchServe user's ./config.properties would turn on token authorization, which bench
+    cannot pass, and take the ports of the deployment it configures.
+    """
+    kept = {k: v for k, v in environ.items() if k not in ("MMS_CONFIG_FILE", "TS_CONFIG_FILE")}
+    return {**kept, "MODELHOST_MMS_CONFIG": "", "MODELHOST_TOKEN_AUTH": "false"}
 
 
 @contextlib.contextmanager

@@ -19,6 +19,7 @@ from modelhost.toolkit.traffic import (
     HOT_REQUESTS_SHARE,
     Popularity,
     Target,
+    read_headers,
     read_models,
 )
 from modelhost.toolkit.workload import workload
@@ -76,8 +77,9 @@ class BenchOptions:
     tenants: int = option(0, "with --tenant-from header: deal the models to N tenants, t000 on")
     model_in: str = option(
         "header",
-        "X-Amzn-SageMaker-Target-Model on /invocations, or /models/{m}/invoke",
-        choices=("header", "path"),
+        "X-Amzn-SageMaker-Target-Model on /invocations, /models/{m}/invoke (path), or "
+        "TorchServe's /predictions/{m}",
+        choices=("header", "path", "predictions"),
     )
     concurrency: int = option(0, "closed loop: N users", short="-c")
     rate_rps: float = option(0.0, "open loop: requests per second", flag="--rate", short="-r")
@@ -97,6 +99,13 @@ class BenchOptions:
     out: Path = option(
         Path("bench-out"), "folder for summary.json, requests.csv, report.html", file_okay=False
     )
+    headers: tuple[str, ...] = option(
+        (),
+        "'Name: value' sent with every request, as curl's -H (repeatable): TorchServe's "
+        "'Authorization: Bearer <inference key>'",
+        flag="--header",
+        short="-H",
+    )
     quiet: bool = option(False, "no progress bar", show_default=False)
 
 
@@ -105,7 +114,7 @@ def sagemaker_target(options: BenchOptions) -> tuple[str, str]:
     import botocore.session
     from botocore.exceptions import BotoCoreError
 
-    if options.url or options.model_in == "path":
+    if options.url or options.model_in != "header":
         raise ValueError("give URL or --endpoint-name (its models go in the header), not both")
     session = botocore.session.get_session()
     try:
@@ -145,7 +154,7 @@ def plan_of(options: BenchOptions) -> ProcessPlan:
     pairs = workload(names, options.tenant_from, options.tenants)
     popularity = popularity_of(options, list(pairs.models))
     return ProcessPlan(
-        target=Target(url, options.model_in == "path"),
+        target=Target(url, options.model_in, read_headers(options.headers)),
         popularity=popularity,
         payloads=tuple(payloads),
         duration_s=options.duration_s,

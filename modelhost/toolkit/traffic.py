@@ -74,18 +74,33 @@ def read_models(spec: str) -> list[str]:
     return names
 
 
+PATHS = {"path": "/models/{model}/invoke", "predictions": "/predictions/{model}"}  # TorchServe's
+
+
 @dataclass(frozen=True)
 class Target:
-    """Where requests go, the model in the path (`in_path`) or the target-model header."""
+    """Where requests go: the model in the target-model header, or in a path of `PATHS`."""
 
     url: str
-    in_path: bool = False
+    model_in: str = "header"
+    headers: tuple[tuple[str, str], ...] = ()  # sent with every request (bench -H)
 
     def request_for(self, model: str | None) -> tuple[str, dict[str, str]]:
-        base = self.url.rstrip("/")
+        base, headers = self.url.rstrip("/"), dict(self.headers)
         if model is None:
-            return base, {}
-        if self.in_path:
-            return f"{base}/models/{model}/invoke", {}
+            return base, headers
+        if self.model_in in PATHS:
+            return base + PATHS[self.model_in].format(model=model), headers
         url = base if base.endswith("/invocations") else f"{base}/invocations"
-        return url, {TARGET_MODEL_HEADER: model}
+        return url, {**headers, TARGET_MODEL_HEADER: model}
+
+
+def read_headers(given: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """curl's -H: each 'Name: value'."""
+    pairs = []
+    for header in given:
+        name, colon, value = header.partition(":")
+        if not colon or not name.strip():
+            raise ValueError(f"--header {header!r}: give 'Name: value', as curl -H takes it")
+        pairs.append((name.strip(), value.strip()))
+    return tuple(pairs)

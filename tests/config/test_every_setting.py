@@ -145,6 +145,11 @@ EFFECTS: dict[str, str] = {
     "--grpc-port": "e2e/test_grpc_oip.py::test_is_server_live_and_ready",
     "grpc_management_port": "rpc/test_grpc_settings.py::test_torchserve_grpc_ports_set_the_grpc_ports",
     "--grpc-management-port": "e2e/test_grpc_torchserve.py::test_register_describe_scale_unregister",
+    "grpc_inference_address": "rpc/test_grpc_settings.py::test_torchserve_grpc_addresses_set_the_grpc_hosts",
+    "--grpc-host": "e2e/test_torchserve_user.py::test_grpc_ping_and_list_models_on_the_grpc_addresses",
+    "grpc_management_address": "rpc/test_grpc_settings.py::test_torchserve_grpc_addresses_set_the_grpc_hosts",
+    "--grpc-management-host": "e2e/test_torchserve_user.py::test_grpc_ping_and_list_models_on_the_grpc_addresses",
+    "grpc_inference_max_connection_age_ms": "rpc/test_grpc_settings.py::test_torchserve_grpc_connection_ages_set_the_connection_age",
     # outside variables
     "SAGEMAKER_BIND_TO_PORT": "config/test_config.py::test_sagemaker_variables",
     "SAGEMAKER_MODEL_SERVER_WORKERS": CONFIG
@@ -213,6 +218,28 @@ NOTICED = {
     "disable_system_metrics",
     "limit_max_image_pixels",
     "enable_grpc_ssl",
+    "grpc_management_max_connection_age_ms",
+    "grpc_inference_max_connection_age_grace_ms",
+    "grpc_management_max_connection_age_grace_ms",
+    # TorchServe 0.9-0.12's other keys (its ConfigManager)
+    "debug",
+    "model_metrics_auto_detect",
+    "metric_time_interval",
+    "system_metrics_cmd",
+    "ipex_enable",
+    "ipex_gpu_enable",
+    "cpu_launcher_enable",
+    "cpu_launcher_args",
+    "service_envelope",
+    "ts_open_inference_protocol",
+    "model_server_home",
+    "prefer_direct_buffer",
+    "initial_distribution_port",
+    "cpp_log_config",
+    "ts_header_key_sequence_id",
+    "ts_header_key_sequence_start",
+    "ts_header_key_sequence_end",
+    "use_env_allowed_urls",
 }
 
 # settings whose effect no test observes yet: this list may only shrink

@@ -5,16 +5,20 @@ after the request of TorchServe's docs it mirrors."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
 
+import grpc
 import httpx
 import pytest
 from helpers.described import CUSTOMIZED, described_mar
 from helpers.serving import Servers
 
 from modelhost import testing
+from modelhost.rpc.messages import TS_INFERENCE_SERVICE, TS_MANAGEMENT_SERVICE, message
+from modelhost.rpc.stubs import Stub
 
 pytestmark = pytest.mark.e2e
 
@@ -211,3 +215,117 @@ def test_register_workflow_says_what_to_do(named: Started) -> None:
     assert answer.status_code == 404, answer.text
     message = answer.json()["message"]
     assert "workflows" in message and "migrating-torchserve.md" in message, message
+
+
+def test_scale_noop_with_min_worker_0(named: Started) -> None:
+    """`curl -X PUT "localhost:8081/models/noop?min_worker=0&synchronous=true"`: TorchServe
+    stops the model's workers and answers "Workers scaled to 0"; describe then shows
+    minWorkers 0 and no worker. Where TorchServe answers the next prediction 503, modelhost
+    loads the model again on it."""
+    url = f"http://127.0.0.1:{named.management}/models"
+    params = {"url": "noop.mar", "model_name": "noop_scaled", "initial_workers": "1"}
+    registered = httpx.post(url, params=params, timeout=60)
+    assert registered.status_code == 200, registered.text
+    params = {"min_worker": "0", "synchronous": "true"}
+    scaled = httpx.put(f"{url}/noop_scaled", params=params, timeout=60)
+    assert scaled.status_code == 200, scaled.text
+    assert scaled.json() == {"status": "Workers scaled to 0 for model: noop_scaled"}
+    (described,) = named.describe("noop_scaled").json()
+    assert (described["minWorkers"], described["workers"]) == (0, []), described
+    assert named.predict("noop_scaled").status_code == 200
+    (described,) = named.describe("noop_scaled").json()
+    assert [w["status"] for w in described["workers"]] == ["READY"], described
+
+
+def test_grpc_ping_and_list_models_on_the_grpc_addresses(
+    serve: Servers, store: Path, tmp_path: Path
+) -> None:
+    """TorchServe's gRPC client (docs/grpc_api.md) calls `Ping` on grpc_inference_address and
+    grpc_inference_port, and `ListModels` on the management pair: addresses apart from the
+    HTTP ones, as TorchServe binds them."""
+    inference, management = testing.free_port(), testing.free_port()
+    properties = tmp_path / "config.properties"
+    properties.write_text(
+        f"model_store={store}\n"
+        f"grpc_inference_address=127.0.0.2\ngrpc_inference_port={inference}\n"
+        f"grpc_management_address=127.0.0.3\ngrpc_management_port={management}\n"
+        "disable_token_authorization=true\n"
+    )
+    args = ["--cache-dir", str(tmp_path / "cache"), "--workers", "1", "--memory-budget", "1GiB"]
+    environ = {**os.environ, "TS_CONFIG_FILE": str(properties)}
+    serve.enter_context(testing.RunningServer(args, tmp_path, env=environ))
+    with grpc.insecure_channel(f"127.0.0.2:{inference}") as channel:
+        empty = message("google.protobuf.Empty")()
+        ping = Stub(channel, TS_INFERENCE_SERVICE).Ping(empty, timeout=30)
+    assert json.loads(ping.health) == {"status": "Healthy"}
+    with grpc.insecure_channel(f"127.0.0.3:{management}") as channel:
+        listing = message("org.pytorch.serve.grpc.management.ListModelsRequest")()
+        listed = Stub(channel, TS_MANAGEMENT_SERVICE).ListModels(listing, timeout=30)
+    assert "models" in json.loads(listed.msg), listed.msg
+
+
+@pytest.mark.parametrize(
+    ("path", "methods"),
+    [
+        ("/models/densenet161", {"GET", "HEAD", "PUT", "DELETE"}),
+        ("/models", {"GET", "HEAD", "POST"}),
+    ],
+)
+def test_patch_models_names_every_method_the_path_takes(
+    named: Started, path: str, methods: set[str]
+) -> None:
+    """`curl -X PATCH localhost:8081/models/densenet161`: TorchServe answers 405
+    MethodNotAllowedException. The answer named only the first route's methods ("this path
+    takes HEAD, GET"), though PUT scales and DELETE unregisters there."""
+    answer = httpx.patch(f"http://127.0.0.1:{named.management}{path}", timeout=60)
+    assert answer.status_code == 405, answer.text
+    assert answer.json()["type"] == "MethodNotAllowedException"
+    allowed = {method.strip() for method in answer.headers["Allow"].split(",")}
+    assert allowed == methods, answer.headers
+    assert all(method in answer.json()["message"] for method in methods), answer.text
+
+
+def test_scale_noop_down_with_max_worker(named: Started) -> None:
+    """`curl -X PUT "localhost:8081/models/noop?min_worker=1&max_worker=1&synchronous=true"` on
+    a model with two workers: TorchServe stops one and answers "Workers scaled to 1". The
+    answer said 2, and describe showed maxWorkers 1 beside two workers."""
+    url = f"http://127.0.0.1:{named.management}/models"
+    params = {"url": "noop.mar", "model_name": "noop_down", "initial_workers": "2"}
+    registered = httpx.post(url, params=params, timeout=60)
+    assert registered.status_code == 200, registered.text
+    params = {"min_worker": "1", "max_worker": "1", "synchronous": "true"}
+    scaled = httpx.put(f"{url}/noop_down", params=params, timeout=60)
+    assert scaled.json() == {"status": "Workers scaled to 1 for model: noop_down"}, scaled.text
+    (described,) = named.describe("noop_down").json()
+    assert (described["maxWorkers"], len(described["workers"])) == (1, 1), described
+    assert named.predict("noop_down").status_code == 200
+
+
+def test_register_with_a_json_body(named: Started) -> None:
+    """`curl -X POST localhost:8081/models -H "Content-Type: application/json" -d
+    '{"url": "noop.mar", "model_name": "noop_json", "initial_workers": 1}'`: TorchServe reads
+    a JSON body's fields as the query's. It was 400 "Parameter url is required."."""
+    url = f"http://127.0.0.1:{named.management}/models"
+    body = {"url": "noop.mar", "model_name": "noop_json", "initial_workers": 1}
+    registered = httpx.post(url, json={**body, "synchronous": True}, timeout=60)
+    assert registered.status_code == 200, registered.text
+    said = 'Model "noop_json" Version: 1.0 registered with 1 initial workers'
+    assert registered.json() == {"status": said}
+    as_json = {"Content-Type": "application/json"}
+    bad = httpx.post(url, content=b'["noop.mar"]', headers=as_json)
+    assert bad.status_code == 400 and "JSON object" in bad.json()["message"], bad.text
+    query = {"url": "noop.mar", "model_name": "noop_query"}  # no body: the query stands
+    assert httpx.post(url, params=query, headers=as_json, timeout=60).status_code == 200
+
+
+def test_invocations_without_model_name_after_models_densenet161_mar(
+    named: Started, every: Started
+) -> None:
+    """`torchserve --models densenet161.mar`, then `curl -X POST localhost:8080/invocations -T
+    …` with no model_name: TorchServe invokes its one startup model (as SageMaker's PyTorch
+    containers call it); it was 400 here. With several startup models both answer 400."""
+    answer = named.post("/invocations")
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["handler"] == "custom handler"
+    several = every.post("/invocations")
+    assert several.status_code == 400 and "model_name" in several.json()["message"], several.text

@@ -14,8 +14,16 @@ from modelhost.http.app import build_app
 from modelhost.http.routes import HttpSettings, SageMakerRoutes
 
 
+class NoHost:
+    """No host behind the routes: no startup model, and nothing else."""
+
+    def sole_startup_model(self) -> str:
+        return ""
+
+
 def call(instance_id: str, method: str, path: str, **kwargs: Any) -> httpx.Response:
-    app = build_app(SageMakerRoutes(cast(Any, None), HttpSettings(1024, "", "", instance_id)))
+    settings = HttpSettings(1024, "", "", instance_id)
+    app = build_app(SageMakerRoutes(cast(Any, NoHost()), settings))
 
     async def send() -> httpx.Response:
         transport = httpx.ASGITransport(app, raise_app_exceptions=False)

@@ -134,9 +134,10 @@ class Interleavings(RuleBasedStateMachine):
             call.worker.models.discard(call.request.model)
         call.future.set_exception(ModelhostError("the handler raised"))
 
-    @rule(name=st.sampled_from(NAMES), copies=st.integers(0, 2))
-    def put_min_worker(self, name: str, copies: int) -> None:
-        self.start(self.host.scale_workers(name, copies, 0), self.chores)
+    @rule(name=st.sampled_from(NAMES), copies=st.integers(0, 2), limit=st.integers(0, 2))
+    def put_min_worker(self, name: str, copies: int, limit: int = 0) -> None:
+        """PUT ?min_worker=copies&max_worker=limit (0: none given)."""
+        self.start(self.host.scale_workers(name, copies, limit), self.chores)
 
     @precondition(lambda self: self.pool.calls)
     @rule(

@@ -35,6 +35,9 @@ class Host:
     """Answers with the model's name; a model named `gone` is not found, `slow` takes a while,
     and `crlf` answers a content type no header may carry."""
 
+    def sole_startup_model(self) -> str:
+        return ""  # none: an unnamed call is 400
+
     async def invoke(self, name: str, invocation: Invocation) -> Result:
         if name == "slow":
             await asyncio.sleep(0.05)

@@ -28,6 +28,9 @@ class FakeHost:
         self.error = error
         self.seen: list[tuple[str, Invocation]] = []
 
+    def sole_startup_model(self) -> str:
+        return ""  # none: an unnamed call is 400
+
     async def invoke(self, name: str, invocation: Invocation) -> Result:
         self.seen.append((name, invocation))
         if self.error is not None:

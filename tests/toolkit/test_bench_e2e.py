@@ -221,3 +221,53 @@ def test_the_example_store_benches_without_an_error(serve: Servers, tmp_path: Pa
     )
     assert summary["requests"]["by_status"] == {"200": 90}
     assert {row["model"] for row in read_rows(tmp_path / "out")} == set(names)
+
+
+def test_bench_a_torchserve_model_with_its_inference_key(
+    store: Path, serve: Servers, tmp_path: Path
+) -> None:
+    """Under TorchServe's token authorization (on with a TorchServe config.properties, or
+    --token-auth) a request without the inference key is 401, and bench had no way to send
+    it: every request was an error. -H "Authorization: Bearer KEY" sends it, as curl -H."""
+    work = tmp_path / "work"
+    work.mkdir()
+    args = [*testing.serve_args(store, work / "cache", workers=1), "--token-auth"]
+    server = serve.enter_context(testing.RunningServer(args, work, cwd=work))
+    key = json.loads((work / "key_file.json").read_text())["inference"]["key"]
+    url = f"{server.url}/predictions/{MODELS[0]}"
+    refused = run_bench(url, tmp_path / "without", "--concurrency", "1", models=[])
+    assert refused["requests"]["ok"] == 0 and "401" in refused["requests"]["by_status"]
+    bearer = f"Authorization: Bearer {key}"
+    summary = run_bench(url, tmp_path / "with", "--concurrency", "1", "-H", bearer, models=[])
+    assert summary["requests"]["ok"] > 0, summary["requests"]
+    assert summary["requests"]["by_status"] == {"200": summary["requests"]["ok"]}
+    args = ["cost", "--throughput", "100", "--latency-ms", "5", "--sizing", server.url]
+    sized = CliRunner().invoke(main, [*args, "--out", str(tmp_path / "cost")])
+    assert sized.exit_code == 2 and "curl -H 'Authorization: Bearer" in sized.output, sized.output
+
+
+def test_a_header_without_a_colon_is_refused_by_its_flag(tmp_path: Path) -> None:
+    args = ["bench", "http://127.0.0.1:9", "-c", "1", "-H", "Bearer x", "--out", str(tmp_path)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2, result.output
+    assert "--header 'Bearer x'" in result.output and "Name: value" in result.output
+
+
+def test_model_in_predictions_benches_torchserve_models_by_name(
+    server: testing.RunningServer, tmp_path: Path
+) -> None:
+    """TorchServe's clients call /predictions/{model}, the route TorchServe's metrics
+    (--torchserve-metrics) count; bench URL --models a,b could send only /invocations or
+    /models/{m}/invoke, another route than the migrated clients'. --model-in predictions
+    sends each model's requests there."""
+    route = 'route="/predictions/{model:path}"'
+
+    def predictions() -> float:
+        lines = httpx.get(f"{server.url}/metrics").text.splitlines()
+        found = [line for line in lines if line.startswith("modelhost_http_requests_total")]
+        return sum(float(line.split()[-1]) for line in found if route in line)
+
+    before = predictions()
+    summary = run_bench(server.url, tmp_path, "--concurrency", "1", "--model-in", "predictions")
+    assert summary["requests"]["by_status"] == {"200": summary["requests"]["ok"]}
+    assert predictions() - before == summary["requests"]["sent"]

@@ -120,13 +120,20 @@ def test_serverless_bills_the_mean_duration_not_the_median(tmp_path: Path) -> No
         (["--throughput", "-5"], "--throughput"),
         (["--latency-ms", "-1"], "--latency-ms"),
         (["--memory-gb", "0"], "--memory-gb"),
+        (["--volumes", "1e6,-5"], "--volumes"),
+        (["--instance-price", "-0.1"], "--instance-price"),
+        (["--gb-second-price", "-1"], "--gb-second-price"),
+        (["--data-price", "-1"], "--data-price"),
+        (["--request-price", "-1"], "--request-price"),
+        (["--bytes-per-request", "-1"], "--bytes-per-request"),
     ],
 )
 def test_figures_out_of_range_are_refused_by_name(
     tmp_path: Path, given: list[str], named: str
 ) -> None:
     """--utilization 0 was a ZeroDivisionError traceback; a negative throughput a table of
-    negative instance counts."""
+    negative instance counts; --volumes -5 a serverless month of -$0.000001, and a negative
+    price a saving."""
     args = ["cost", "--throughput", "100", "--latency-ms", "5", "--out", str(tmp_path), *given]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 2, result.output
@@ -182,3 +189,64 @@ def test_an_open_loop_runs_throughput_is_not_taken_for_capacity(tmp_path: Path) 
     assert refused.exit_code == 2, refused.output
     assert "open loop" in refused.output and "--throughput" in refused.output
     assert CliRunner().invoke(main, [*args, "--throughput", "1000"]).exit_code == 0
+
+
+def sizing_answer(
+    tmp_path: Path, needed: dict[str, float | None], name: str = "sizing.json"
+) -> Path:
+    """A saved `GET /sizing` answer, as `curl :8080/sizing > sizing.json` keeps it."""
+    path = tmp_path / name
+    path.write_text(json.dumps({"window": "hour", "instancesNeeded": needed, "requests": 9000}))
+    return path
+
+
+def test_cost_counts_the_instances_sizing_needs_for_memory(tmp_path: Path) -> None:
+    """GET /sizing said 3.4 instances' memory for a 0.95 hit ratio; cost priced one instance
+    at every volume one answers, and its break-even was that of one instance. With --sizing
+    the fleet is never under 4: $83.95 × 4 a month, and serverless breaks even at 4 × the
+    requests one instance's month buys."""
+    needed = {"0.9": 2.1, "0.95": 3.4, "0.99": None}
+    summary = tmp_path / "summary.json"
+    summary.write_text(json.dumps({"throughput_rps": 100, "latency_ms": {"p50": 40, "mean": 50}}))
+    out = tmp_path / "cost"
+    args = ["cost", "--from", str(summary), "--memory-gb", "1", "--data-price", "0"]
+    args += ["--sizing", str(sizing_answer(tmp_path, needed)), "--out", str(out)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    figures = json.loads((out / "cost.json").read_text())
+    assert figures["memory_instances"] == {"hit_ratio": 0.95, "needed": 3.4, "instances": 4}
+    assert [row["instances"] for row in figures["savings"]] == [4, 4, 4, 4, 4]
+    assert figures["savings"][0]["instance_monthly"] == pytest.approx(4 * 83.95)
+    assert figures["break_even_monthly_requests"] == pytest.approx(4 * 83.95 / 1e-6)
+    assert "3.4" in result.output and "0.95" in result.output, result.output
+
+
+def test_cost_without_sizing_says_it_counts_throughput_alone(tmp_path: Path) -> None:
+    """Without --sizing the instance counts answer the volume's throughput, and the output
+    says that the memory the models need (GET /sizing) may need more."""
+    args = ["cost", "--throughput", "100", "--latency-ms", "5", "--out", str(tmp_path)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert "--sizing" in result.output and "/sizing" in result.output, result.output
+    assert json.loads((tmp_path / "cost.json").read_text())["memory_instances"] is None
+
+
+def test_a_hit_ratio_sizing_does_not_reach_is_refused(tmp_path: Path) -> None:
+    """instancesNeeded is null where no budget reaches the ratio (or before any request)."""
+    path = sizing_answer(tmp_path, {"0.9": 1.2, "0.95": 2.0, "0.99": None})
+    args = ["cost", "--throughput", "100", "--latency-ms", "5", "--out", str(tmp_path)]
+    refused = CliRunner().invoke(main, [*args, "--sizing", str(path), "--hit-ratio", "0.99"])
+    assert refused.exit_code == 2, refused.output
+    assert "0.99" in refused.output and "0.9, 0.95" in refused.output, refused.output
+
+
+def test_cost_sums_the_sizing_of_each_instance_of_a_fleet(tmp_path: Path) -> None:
+    """Behind a model-affinity hash each instance holds its own models: the fleet needs the
+    sum of their instancesNeeded (docs/scale-out.md), 1.4 + 1.3 here, so 3 instances."""
+    first = sizing_answer(tmp_path, {"0.95": 1.4}, "a.json")
+    second = sizing_answer(tmp_path, {"0.95": 1.3}, "b.json")
+    args = ["cost", "--throughput", "100", "--latency-ms", "5", "--out", str(tmp_path)]
+    result = CliRunner().invoke(main, [*args, "--sizing", str(first), "--sizing", str(second)])
+    assert result.exit_code == 0, result.output
+    memory = json.loads((tmp_path / "cost.json").read_text())["memory_instances"]
+    assert memory == {"hit_ratio": 0.95, "needed": 2.7, "instances": 3}

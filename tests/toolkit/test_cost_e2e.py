@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from click.testing import CliRunner
 from helpers.toolkit import MODELS
@@ -48,3 +50,21 @@ def test_cost_from_bench_prices_the_bytes_the_server_counted(
         line["bytes_in"] + line["bytes_out"] for line in invocations_logged(access_log, REQUESTS)
     ]
     assert serverless["bytes_per_request"] == pytest.approx(sum(served) / len(served))
+
+
+def test_cost_with_sizing_url_counts_what_get_sizing_says(
+    server: testing.RunningServer, tmp_path: Path
+) -> None:
+    """`modelhost cost --sizing http://server`: the instances for memory are those the
+    server's own `GET /sizing` gives for the hit ratio, rounded up, under every volume's
+    count."""
+    bench_out, cost_out = tmp_path / "bench", tmp_path / "cost"
+    invoke("bench", server.url, "--models", ",".join(MODELS), "--requests", str(REQUESTS),
+           "--warmup", "0", "--concurrency", "2", "--out", str(bench_out), "--quiet")  # fmt: skip
+    invoke("cost", "--from", str(bench_out / "summary.json"), "--sizing", server.url,
+           "--out", str(cost_out))  # fmt: skip
+    needed = httpx.get(f"{server.url}/sizing", timeout=30).json()["instancesNeeded"]["0.95"]
+    figures = json.loads((cost_out / "cost.json").read_text())
+    assert figures["memory_instances"]["needed"] == needed
+    assert figures["memory_instances"]["instances"] == max(1, math.ceil(needed))
+    assert all(row["instances"] >= math.ceil(needed) for row in figures["savings"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
 import pytest
@@ -30,3 +31,25 @@ def test_the_cold_start_sends_the_models_own_payload(store: Path, tmp_path: Path
     assert result.exit_code == 0, result.output
     summary = json.loads((tmp_path / "out" / "tune.json").read_text())
     assert summary["points"][0]["cold_start"]["status"] == 200
+
+
+def test_tune_beside_a_torchserve_config_properties(
+    store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A TorchServe user runs `modelhost tune` in the folder of their config.properties: each
+    of tune's servers read it as `serve` does, so TorchServe's token authorization answered
+    every request 401, and its management_address clashed with the deployment holding it.
+    tune's servers read no config.properties unless --serve-arg names one, and want no key."""
+    with socket.create_server(("127.0.0.1", 0)) as deployment:  # TorchServe's, on its port
+        port = deployment.getsockname()[1]
+        (tmp_path / "config.properties").write_text(
+            f"management_address=http://127.0.0.1:{port}\nmodel_store={store}\n"
+        )
+        monkeypatch.chdir(tmp_path)
+        args = ["tune", "--model-store", str(store), "--models", MODELS[0]]
+        quick = ["--concurrency", "1", "--duration", "0.3", "--warmup", "0"]
+        result = CliRunner().invoke(main, [*args, *quick, "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "out" / "tune.json").read_text())
+    assert summary["points"][0]["cold_start"]["status"] == 200, summary["points"]
+    assert [step["errors"] for step in summary["steps"]] == [0], summary["steps"]
