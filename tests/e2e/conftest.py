@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+import tritonclient.grpc as triton_grpc
+import tritonclient.http as triton_http
 from helpers.archives import symlink_tar, tar_bomb, traversal_tar
 from helpers.serving import Servers
 
@@ -48,3 +51,29 @@ def server(store: Path, serve: Servers) -> testing.RunningServer:
 def client(server: testing.RunningServer) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=server.url, timeout=30) as http:
         yield http
+
+
+@pytest.fixture(scope="session")
+def iris_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store of iris alone, for the tests of Triton's clients that define their `server` on it."""
+    root = tmp_path_factory.mktemp("iris-store")
+    testing.iris_logreg(root / "iris.joblib")
+    return root
+
+
+@pytest.fixture(scope="module")
+def grpc_port() -> int:
+    return testing.free_port()
+
+
+@pytest.fixture(params=("http", "grpc"))
+def oip(
+    request: pytest.FixtureRequest, server: testing.RunningServer, grpc_port: int
+) -> Iterator[Any]:
+    """tritonclient's REST client, then its gRPC one, to the module's `server` on `grpc_port`."""
+    if request.param == "http":
+        client: Any = triton_http.InferenceServerClient(server.url.removeprefix("http://"))
+    else:
+        client = triton_grpc.InferenceServerClient(f"127.0.0.1:{grpc_port}")
+    yield client
+    client.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import queue
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,22 +18,13 @@ from modelhost import testing
 
 pytestmark = pytest.mark.e2e
 
-IRIS = "iris.joblib"
+IRIS = "iris.joblib"  # the iris store's; input-0 is FP64
 ANSWER_WAIT_S = 60  # a bound on a hang, not a timing assertion
 
 
 @pytest.fixture(scope="module")
-def grpc_port() -> int:
-    return testing.free_port()
-
-
-@pytest.fixture(scope="module")
-def server(
-    tmp_path_factory: pytest.TempPathFactory, serve: Servers, grpc_port: int
-) -> testing.RunningServer:
-    store = tmp_path_factory.mktemp("store")
-    testing.iris_logreg(store / IRIS)
-    return serve(store, grpc_port=grpc_port)
+def server(iris_store: Path, serve: Servers, grpc_port: int) -> testing.RunningServer:
+    return serve(iris_store, grpc_port=grpc_port)
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@ not BOOL flags or UINT8 bytes, which are refused as the other datatype mismatche
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -18,33 +18,12 @@ from modelhost import testing
 
 pytestmark = pytest.mark.e2e
 
-IRIS = "iris.joblib"  # input-0 is FP64
+IRIS = "iris.joblib"  # the iris store's; input-0 is FP64
 
 
 @pytest.fixture(scope="module")
-def grpc_port() -> int:
-    return testing.free_port()
-
-
-@pytest.fixture(scope="module")
-def server(
-    tmp_path_factory: pytest.TempPathFactory, serve: Servers, grpc_port: int
-) -> testing.RunningServer:
-    store = tmp_path_factory.mktemp("store")
-    testing.iris_logreg(store / IRIS)
-    return serve(store, grpc_port=grpc_port)
-
-
-@pytest.fixture(params=("http", "grpc"))
-def oip(
-    request: pytest.FixtureRequest, server: testing.RunningServer, grpc_port: int
-) -> Iterator[Any]:
-    if request.param == "http":
-        client: Any = triton_http.InferenceServerClient(server.url.removeprefix("http://"))
-    else:
-        client = triton_grpc.InferenceServerClient(f"127.0.0.1:{grpc_port}")
-    yield client
-    client.close()
+def server(iris_store: Path, serve: Servers, grpc_port: int) -> testing.RunningServer:
+    return serve(iris_store, grpc_port=grpc_port)
 
 
 def infer(oip: Any, values: np.ndarray, datatype: str, binary: bool) -> Any:

@@ -13,7 +13,6 @@ import httpx
 import pytest
 import tritonclient.grpc as triton_grpc
 import tritonclient.grpc.model_config_pb2 as mc
-import tritonclient.http as triton_http
 from google.protobuf import json_format
 from helpers.serving import Servers
 from tritonclient.utils import InferenceServerException
@@ -37,11 +36,6 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def grpc_port() -> int:
-    return testing.free_port()
-
-
-@pytest.fixture(scope="module")
 def server(store: Path, serve: Servers, grpc_port: int) -> testing.RunningServer:
     return serve(store, grpc_port=grpc_port, max_rows_per_request=MAX_ROWS)
 
@@ -50,18 +44,6 @@ def server(store: Path, serve: Servers, grpc_port: int) -> testing.RunningServer
 def client(server: testing.RunningServer) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=server.url, timeout=30) as http:
         yield http
-
-
-@pytest.fixture(params=PROTOCOLS)
-def oip(
-    request: pytest.FixtureRequest, server: testing.RunningServer, grpc_port: int
-) -> Iterator[Any]:
-    if request.param == "http":
-        client: Any = triton_http.InferenceServerClient(server.url.removeprefix("http://"))
-    else:
-        client = triton_grpc.InferenceServerClient(f"127.0.0.1:{grpc_port}")
-    yield client
-    client.close()
 
 
 def config_of(oip: Any, name: str, version: str = "") -> dict[str, Any]:

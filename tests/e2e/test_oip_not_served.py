@@ -3,7 +3,8 @@ refusal that says what to do instead, over REST and gRPC, as the example clients
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -18,7 +19,7 @@ from modelhost import testing
 
 pytestmark = pytest.mark.e2e
 
-IRIS = "iris.joblib"
+IRIS = "iris.joblib"  # the iris store's; input-0 is FP64
 
 CALLS: dict[str, Callable[[Any], Any]] = {
     "get_system_shared_memory_status": lambda c: c.get_system_shared_memory_status(),
@@ -30,29 +31,8 @@ CALLS: dict[str, Callable[[Any], Any]] = {
 
 
 @pytest.fixture(scope="module")
-def grpc_port() -> int:
-    return testing.free_port()
-
-
-@pytest.fixture(scope="module")
-def server(
-    tmp_path_factory: pytest.TempPathFactory, serve: Servers, grpc_port: int
-) -> testing.RunningServer:
-    store = tmp_path_factory.mktemp("store")
-    testing.iris_logreg(store / IRIS)
-    return serve(store, grpc_port=grpc_port)
-
-
-@pytest.fixture(params=("http", "grpc"))
-def oip(
-    request: pytest.FixtureRequest, server: testing.RunningServer, grpc_port: int
-) -> Iterator[Any]:
-    if request.param == "http":
-        client: Any = triton_http.InferenceServerClient(server.url.removeprefix("http://"))
-    else:
-        client = triton_grpc.InferenceServerClient(f"127.0.0.1:{grpc_port}")
-    yield client
-    client.close()
+def server(iris_store: Path, serve: Servers, grpc_port: int) -> testing.RunningServer:
+    return serve(iris_store, grpc_port=grpc_port)
 
 
 @pytest.mark.parametrize("call", sorted(CALLS))
