@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeAlias
 
 from modelhost.errors import ModelhostError
@@ -95,6 +95,25 @@ class Calls:
                 *((("x-modelhost-tenant", call.caller_tenant),) if call.caller_tenant else ()),
             )
         )
+
+    async def each_answered(
+        self,
+        route: str,
+        requests: AsyncIterator[Any],
+        context: Context,
+        answer: Method,
+        failed: Callable[[Any, ModelhostError], Any],
+    ) -> AsyncIterator[Any]:
+        """A stream's requests answered in order, each observed as a call; a core exception is
+        `failed`'s answer, and the stream goes on."""
+        async for request in requests:
+            try:
+                async with self.observed(route, context, True, abort=False) as call:
+                    response = await answer(request, context, call)
+                    self.answered(call, context)
+            except ModelhostError as error:
+                response = failed(request, error)
+            yield response
 
     def observed(
         self, route: str, context: Context, invocation: bool = False, abort: bool = True

@@ -126,17 +126,14 @@ class OipServicer:
     ) -> AsyncIterator[Any]:
         """In order; a failure is its answer's error_message."""
         route = method_path(OIP_SERVICE, "ModelStreamInfer")
-        answer = message("inference.ModelStreamInferResponse")
-        async for request in requests:
-            try:
-                async with self.calls.observed(route, context, True, abort=False) as call:
-                    response = await self.ModelInfer(request, context, call)
-                    self.calls.answered(call, context)
-            except ModelhostError as error:
-                failed = {"id": request.id, "model_name": request.model_name}
-                yield answer(error_message=str(error), infer_response=failed)
-            else:
-                yield answer(infer_response=response)
+        async for response in self.calls.each_answered(
+            route, requests, context, self._streamed, _stream_failed
+        ):
+            yield response
+
+    async def _streamed(self, request: Any, context: Context, call: Call) -> Any:
+        response = await self.ModelInfer(request, context, call)
+        return message("inference.ModelStreamInferResponse")(infer_response=response)
 
     def _tenant(self, model: str, context: Context) -> str:
         """The caller's tenant, from the call's metadata ("": tenants are off)."""
@@ -206,3 +203,10 @@ def _model_of(request: Any) -> str:
 def _url_of(request: Any) -> str:
     parameter = request.parameters.get("url")
     return str(parameter.string_param) if parameter is not None else ""
+
+
+def _stream_failed(request: Any, error: ModelhostError) -> Any:
+    failed = {"id": request.id, "model_name": request.model_name}
+    return message("inference.ModelStreamInferResponse")(
+        error_message=str(error), infer_response=failed
+    )

@@ -67,13 +67,9 @@ class TorchServeInference:
     ) -> AsyncIterator[Any]:
         """One answer per request, in order; a failure carries its status and the stream goes on."""
         route = _inference("StreamPredictions2")
-        async for request in requests:
-            try:
-                async with self.calls.observed(route, context, True, abort=False) as call:
-                    response = await self._predict(request, context, call)
-                    self.calls.answered(call, context)
-            except ModelhostError as error:
-                response = _failed(request, error)
+        async for response in self.calls.each_answered(
+            route, requests, context, self._predict, _failed
+        ):
             yield response
 
     async def _predict(self, request: Any, context: Context, call: Call) -> Any:
