@@ -76,7 +76,7 @@ class WorkerLink(asyncio.Protocol):
         if waiting is None:
             waiting = self.waiting[key] = []
         waiting.append(Waiting(item, body, outcome))
-        if self.in_flight.get(key, 0) >= self.router.table.slots:
+        if not self._sends_now(key):
             self.router.pressed.add(key[0])  # it waits, for a next batch or in the worker
             if batch_size > 1:
                 return outcome
@@ -85,9 +85,13 @@ class WorkerLink(asyncio.Protocol):
 
     def takes(self, key: Key, room: int) -> bool:
         """Whether a request of `key` is sent now or joins a next batch with room."""
-        if self.in_flight.get(key, 0) < self.router.table.slots:
+        if self._sends_now(key):
             return True
         return room > 1 and len(self.waiting.get(key, ())) < room
+
+    def _sends_now(self, key: Key) -> bool:
+        """Whether `key` has fewer batches in the worker than the worker has threads."""
+        return self.in_flight.get(key, 0) < self.router.table.slots
 
     def _send(self, key: Key, batch_size: int) -> None:
         waiting = self.waiting.pop(key, [])

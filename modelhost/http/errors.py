@@ -14,17 +14,6 @@ RETRIED_STATUSES = (429, 503)
 CHALLENGE = {"WWW-Authenticate": "Bearer"}  # a 401 must say how to authenticate (RFC 9110)
 # MMS's and TorchServe's types for a path or method no route takes, as their clients read them
 ROUTING_TYPES = {404: "ResourceNotFoundException", 405: "MethodNotAllowedException"}
-MOVING = "docs/migrating-torchserve.md#6-what-does-not-carry-over"
-WORKFLOWS = (
-    f"TorchServe's workflows are not served: call each model's /predictions/{{model}} ({MOVING})"
-)
-NOT_SERVED = {  # TorchServe's calls modelhost lacks, by path prefix
-    "/explanations/": f"explanations are not served: call /predictions/{{model}} ({MOVING})",
-    "/v1/models/": "KServe v1 is not served: call /predictions/{model} or KServe v2's "
-    f"/v2/models/{{model}}/infer ({MOVING})",
-    "/wfpredict/": WORKFLOWS,
-    "/workflows": WORKFLOWS,
-}
 
 
 def status_headers(status: int, retry_after_s: int = 1) -> dict[str, str] | None:
@@ -83,9 +72,6 @@ def way_out(error: HTTPException, path: str) -> str:
     if why is not None:
         return f"; {why}"
     if error.status_code == 404:
-        return next(
-            (f"; {why}" for prefix, why in NOT_SERVED.items() if path.startswith(prefix)),
-            "; no route has this path: GET /openapi.json lists them",
-        )
+        return "; no route has this path: GET /openapi.json lists them"
     allowed = (error.headers or {}).get("Allow")  # Starlette's 405 names the path's methods
     return f"; this path takes {allowed}" if error.status_code == 405 and allowed else ""

@@ -95,7 +95,7 @@ class TorchServeManagement:
         """`?url=…&model_name=…&initial_workers=N&synchronous=true|false&runtime=python`."""
         self.http.authorize(request)
         params: Mapping[str, str] = request.query_params
-        body = await request.body()
+        body = await self.http.read_body(request)  # bounded by max_request_size
         if body and request.headers.get("content-type", "").startswith("application/json"):
             params = {**params, **json_params(body)}  # TorchServe reads the body
         return status(*await self.models.register(params))

@@ -1,7 +1,11 @@
-"""Triton's calls modelhost lacks, and what to do instead."""
+"""TorchServe's and Triton's calls modelhost lacks, and what to do instead."""
 
 from __future__ import annotations
 
+MOVING = "docs/migrating-torchserve.md#6-what-does-not-carry-over"
+WORKFLOWS = (
+    f"TorchServe's workflows are not served: call each model's /predictions/{{model}} ({MOVING})"
+)
 SHARED_MEMORY = (
     "shared memory is not served: send tensors in the request, as tritonclient's "
     "InferInput.set_data_from_numpy does"
@@ -12,6 +16,11 @@ SETTINGS = (
 )
 MODEL_TRACE = "/trace/setting"
 PREFIXES = {
+    "/explanations/": f"explanations are not served: call /predictions/{{model}} ({MOVING})",
+    "/v1/models/": "KServe v1 is not served: call /predictions/{model} or KServe v2's "
+    f"/v2/models/{{model}}/infer ({MOVING})",
+    "/wfpredict/": WORKFLOWS,
+    "/workflows": WORKFLOWS,
     "/v2/systemsharedmemory/": SHARED_MEMORY,
     "/v2/cudasharedmemory/": SHARED_MEMORY,
     "/v2/trace/": SETTINGS,

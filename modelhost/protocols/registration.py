@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from modelhost.documents import json_object
 from modelhost.errors import BadRequestBody
 from modelhost.manifest import manifest_root
 from modelhost.names import echo
@@ -101,12 +102,7 @@ def count(text: str | None, name: str, minimum: int = 0) -> int:
 
 def json_params(body: bytes) -> dict[str, str]:
     """A JSON body's fields as the query's, which TorchServe reads in its place."""
-    try:
-        fields = json.loads(body)
-    except ValueError as error:
-        raise BadRequestBody(f"the body is not JSON ({error}); give a JSON object") from None
-    if not isinstance(fields, dict):
-        raise BadRequestBody("give the registration as a JSON object of the query's names")
+    fields = json_object(body, expected="the registration as a JSON object of the query's names")
     params = {}
     for name, value in fields.items():
         if isinstance(value, (dict, list)):

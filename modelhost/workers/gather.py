@@ -39,10 +39,14 @@ class Group:
         self.items = len(batch.request.items)
         self.results: list[tuple[Answered, bytes]] = []
         self.error: BaseException | None = None
-        self.led = batch.done is None  # its leader's thread waits for the slot
         self.cost_ms: float | None = None  # None: the time it held the slot
         self.slot = threading.Event()  # handed a slot: it runs now
         self.done = threading.Event()
+
+    @property
+    def led(self) -> bool:
+        """Whether its leader's thread waits for the slot."""
+        return self.batches[0].done is None
 
 
 class Gathering:
