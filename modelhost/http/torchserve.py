@@ -95,9 +95,9 @@ class TorchServeManagement:
         """`?url=…&model_name=…&initial_workers=N&synchronous=true|false&runtime=python`."""
         self.http.authorize(request)
         params: Mapping[str, str] = request.query_params
-        body = await self.http.read_body(request)  # bounded by max_request_size
-        if body and request.headers.get("content-type", "").startswith("application/json"):
-            params = {**params, **json_params(body)}  # TorchServe reads the body
+        if request.headers.get("content-type", "").startswith("application/json"):
+            body = await self.http.read_body(request)  # within max_request_size
+            params = {**params, **json_params(body)} if body else params  # TorchServe reads it
         return status(*await self.models.register(params))
 
     async def list_models(self, request: Request) -> Response:
