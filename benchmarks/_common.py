@@ -71,6 +71,15 @@ def process_tree(pid: int) -> list[int]:
     return found
 
 
+def cores(spec: str) -> set[int]:
+    """taskset's list: "1", "0,1", "1-15"."""
+    cores: set[int] = set()
+    for part in spec.split(","):
+        low, _, high = part.partition("-")
+        cores.update(range(int(low), int(high or low) + 1))
+    return cores
+
+
 def cpu_seconds(pids: list[int]) -> dict[int, float]:
     """User + system CPU of each process, seconds."""
     ticks = os.sysconf("SC_CLK_TCK")

@@ -26,7 +26,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import add_wrk_run_args, cpu_seconds, cpu_spent, markdown_table, process_tree
+from _common import (
+    add_wrk_run_args,
+    cores,
+    cpu_seconds,
+    cpu_spent,
+    markdown_table,
+    process_tree,
+)
 from hot_path import MODEL, ensure_wrk, wrk
 
 from modelhost import testing
@@ -197,11 +204,11 @@ def _run(root: Path, args: argparse.Namespace) -> dict[str, Any]:
         wrk_s, wall_s = _children_cpu_s() - wrk_before, time.monotonic() - started
         time.sleep(1.0)  # the last rows reach their files
     requests = result["requests"]
-    cores = len(os.sched_getaffinity(0) & _cores(args.server_core))
+    server_cores = len(os.sched_getaffinity(0) & cores(args.server_core))
     summary = (
         f"{result['requests_per_s']:,.0f} req/s, p50 {result['latency_ms']['p50']:.1f} ms, "
         f"p99 {result['latency_ms']['p99']:.1f} ms; server cores idle {idle / wall_s:.2f} of "
-        f"{cores}; wrk {wrk_s / wall_s:.2f} cores; errors {result['error_count']}"
+        f"{server_cores}; wrk {wrk_s / wall_s:.2f} cores; errors {result['error_count']}"
     )
     return {
         "cpu": _cpu_rows(spent, roles, requests, wall_s),
@@ -285,18 +292,9 @@ def _rows(out: Path, role: str) -> list[tuple[int, list[Any]]]:
     ]
 
 
-def _cores(spec: str) -> set[int]:
-    """taskset's list: "1", "0,1", "1-15"."""
-    cores: set[int] = set()
-    for part in spec.split(","):
-        low, _, high = part.partition("-")
-        cores.update(range(int(low), int(high or low) + 1))
-    return cores
-
-
 def _idle_s(spec: str) -> float:
     """Idle and iowait seconds of the cores in `spec` since boot."""
-    ticks, wanted, total = os.sysconf("SC_CLK_TCK"), _cores(spec), 0
+    ticks, wanted, total = os.sysconf("SC_CLK_TCK"), cores(spec), 0
     for line in Path("/proc/stat").read_text().splitlines():
         name, *fields = line.split()
         if name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in wanted:

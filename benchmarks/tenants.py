@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from _common import add_serve_arg, markdown_table, write_results
+from _common import add_serve_arg, cores, markdown_table, write_results
 
 from modelhost import testing
 from modelhost.observe.exchange import parse_server_timing
@@ -91,7 +91,7 @@ def main() -> None:
     make_bodies(args.fair_rows)  # before the load's processes fork
     with tempfile.TemporaryDirectory(prefix="modelhost-tenants-") as scratch:
         store = build_store(Path(scratch) / "store", args)
-        os.sched_setaffinity(0, {int(args.client_core)})  # the load's processes inherit it
+        os.sched_setaffinity(0, cores(args.client_core))  # the load's processes inherit it
         runs = [
             bench_mode(mode, round_, store, Path(scratch) / f"{mode}-{round_}", args)
             for round_ in range(args.rounds)
@@ -116,7 +116,7 @@ def _parse_args() -> argparse.Namespace:
     parser.add_argument("--fair-clients", type=int, nargs=3, default=[3, 6, 12])
     parser.add_argument("--fair-rows", type=int, default=64, help="rows a fairness request")
     parser.add_argument("--server-core", default="1")
-    parser.add_argument("--client-core", default="0")
+    parser.add_argument("--client-core", default="0", help="a taskset list: 0, 12-15")
     add_serve_arg(parser)
     return parser.parse_args()
 

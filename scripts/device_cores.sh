@@ -8,6 +8,8 @@
 #                                   server cores 0 and 0,1, results into $OUT
 #   scripts/device_cores.sh stages  there: install both, where a direct hit's time goes on 15
 #                                   server cores at --fronts 1, 4 and 15, into $OUT/stages.md
+#   scripts/device_cores.sh tenants there: install both, benchmarks/tenants.py with the load on
+#                                   cores of its own, into $OUT/tenants.md
 #
 # Each of run and grpc takes under 8 minutes, so each is a device call of its own; stages under 2.
 # fetch adds both folders to .git/info/exclude; they travel as the device call's `carry`.
@@ -139,17 +141,17 @@ run() {
 # each front's own run". Three rounds, not five, to end within 8 minutes: a round is 16 s (gRPC
 # and REST at 1 and 16, 1 s of warm-up and 3 measured each), a run three rounds and about 14 s
 # of start and the floor's runs, about 62 s; six runs, 6.2 minutes.
-GRPC_FRONTS=(h2corn pygrpc-native grpc.aio)
+GRPC_FRONTS=${GRPC_FRONTS:-"h2corn pygrpc-native grpc.aio"}
 SERVER_CORES=${SERVER_CORES:-"0,1 0"}  # both cores first: if the budget runs out, one core goes
 LOAD_CORES=${LOAD_CORES:-8-15}
-GRPC_RUN_S=70  # a run's length, for the budget
+GRPC_RUN_S=${GRPC_RUN_S:-70}  # a run's length at --rounds 3, for the budget
 GRPC_RESULTS=()  # each run's JSON in benchmarks/results/
 
 grpc() {
     local out=${OUT:-/tmp/grpc-out} budget_s=${GRPC_BUDGET_S:-440} cores front status=0
     prepare "$out"
     for cores in $SERVER_CORES; do
-        for front in "${GRPC_FRONTS[@]}"; do
+        for front in $GRPC_FRONTS; do
             if ((SECONDS + GRPC_RUN_S > budget_s)); then
                 echo "## $front, server on $cores: skipped, past the ${budget_s} s budget" |
                     tee -a "$out/grpc_path.md"
@@ -195,10 +197,40 @@ stages() {
     return "$status"
 }
 
+# benchmarks/tenants.py with the load on cores of its own, so that the main process, the fronts
+# and the worker do not share theirs with it: each of TENANT_FRONTS in turn, within the budget
+TENANT_FRONTS=${TENANT_FRONTS:-"1 4"}
+TENANT_CORES=${TENANT_CORES:-1-7}  # the server's; the load's are LOAD_CORES
+TENANTS_RUN_S=90  # a run's length at --duration 4, for the budget
+
+tenants() {
+    local out=${OUT:-/tmp/tenants-out} budget_s=${TENANTS_BUDGET_S:-440} fronts status=0
+    prepare "$out"
+    for fronts in $TENANT_FRONTS; do
+        if ((SECONDS + TENANTS_RUN_S > budget_s)); then
+            echo "## --fronts $fronts: skipped, past the ${budget_s} s budget" |
+                tee -a "$out/tenants.md"
+            continue
+        fi
+        echo "## --fronts $fronts, server on $TENANT_CORES, load on $LOAD_CORES" |
+            tee -a "$out/tenants.md"
+        timeout $((TENANTS_RUN_S * 2)) $PYTHON benchmarks/tenants.py --duration 4 \
+            --server-core "$TENANT_CORES" --client-core "$LOAD_CORES" \
+            --serve-arg=--fronts="$fronts" "$@" 2>&1 | tee -a "$out/tenants.log" || status=$?
+        { cat "$(ls -t benchmarks/results/tenants-*.md | head -1)" && echo; } >>"$out/tenants.md"
+    done
+    return "$status"
+}
+
 case "${1:-}" in
 fetch) fetch ;;
 run) shift && run "$@" ;;
 grpc) shift && grpc "$@" ;;
 stages) shift && stages "$@" ;;
-*) echo "usage: $0 fetch|run [cores.py arguments]|grpc [grpc_path.py arguments]|stages" >&2 && exit 2 ;;
+tenants) shift && tenants "$@" ;;
+*)
+    echo "usage: $0 fetch|run [cores.py arguments]|grpc [grpc_path.py arguments]|stages" \
+        "|tenants [tenants.py arguments]" >&2
+    exit 2
+    ;;
 esac
