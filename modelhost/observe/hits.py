@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
 T = TypeVar("T")
+K = TypeVar("K", bound=Hashable)
 
 
 @dataclass(slots=True)
@@ -35,11 +36,11 @@ class Hits:
         return sorted(last.items(), key=lambda item: item[1])
 
 
-def places_by(keys: list[str]) -> dict[str, list[int]]:
+def places_by(keys: list[K]) -> dict[K, list[int]]:
     """Each key's places, in the order of its first."""
     if len(set(keys)) == 1:
         return {keys[0]: list(range(len(keys)))}
-    places: dict[str, list[int]] = {}
+    places: dict[K, list[int]] = {}
     for place, key in enumerate(keys):
         places.setdefault(key, []).append(place)
     return places

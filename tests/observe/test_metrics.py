@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
 from modelhost.observe.exchange import Exchange
@@ -172,3 +174,61 @@ def test_hits_held_are_counted_before_a_later_error() -> None:
     route = {"route": "/models/{model:path}/invoke", "protocol": "rest"}
     assert value(metrics, "modelhost_http_request_bytes_created", **route) == 1000.5
     assert value(metrics, "modelhost_http_request_bytes_total", **route) == 34
+
+
+HIT_TIMINGS = st.dictionaries(
+    st.sampled_from(["queue", "download", "load", "infer", "device"]),
+    st.floats(0, 200_000, allow_nan=False),
+    max_size=5,
+)
+HELD_HITS = st.lists(
+    st.builds(
+        Exchange,
+        time=st.floats(0, 2e9, allow_nan=False),
+        method=st.sampled_from(["POST", "GET", "BREW"]),
+        route=st.sampled_from(["/models/{model:path}/invoke", "/invocations"]),
+        status=st.sampled_from([200, 201, 302]),
+        duration_s=st.floats(0, 200, allow_nan=False),
+        bytes_in=st.integers(0, 10**12),
+        bytes_out=st.integers(0, 10**12),
+        invocation=st.just(True),
+        model=st.just("m"),
+        cache=st.just("hit"),
+        timings_ms=HIT_TIMINGS,
+        protocol=st.sampled_from(["rest", "grpc"]),
+    ),
+    min_size=1,
+    max_size=FOLD_AFTER + 10,
+)
+
+
+@given(HELD_HITS)
+def test_hits_counted_in_bulk_show_what_counting_each_would(hits: list[Exchange]) -> None:
+    """Held hits are counted a series and a part at a time: every sample, created times and
+    sums to the last bit, is what counting each hit in turn gives."""
+    bulk, each = Metrics(CollectorRegistry()), Metrics(CollectorRegistry())
+    for exchange in hits:
+        bulk.on_exchange(exchange)
+        each._count(exchange, exchange.time + exchange.duration_s)
+    assert all_samples(bulk) == all_samples(each)
+
+
+def all_samples(metrics: Metrics) -> list[tuple[str, dict[str, str], float]]:
+    """The tallies' samples (prometheus_client's own metrics are dated when made)."""
+    metrics.fold()
+    return [
+        (sample.name, sample.labels, sample.value)
+        for family in metrics.registry.collect()
+        if family.name in TALLIED
+        for sample in family.samples
+    ]
+
+
+TALLIED = {
+    "modelhost_cache_lookups",
+    "modelhost_http_requests",
+    "modelhost_http_request_duration_seconds",
+    "modelhost_http_request_bytes",
+    "modelhost_http_response_bytes",
+    "modelhost_invocation_part_seconds",
+}
