@@ -10,10 +10,12 @@ import math
 import struct
 from collections import Counter, OrderedDict
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
+from operator import attrgetter
 from typing import Any
 
 from modelhost.observe.exchange import Exchange
-from modelhost.observe.hits import Hits
+from modelhost.observe.hits import Hits, at, places_by
 from modelhost.records.held import Held
 
 MAX_MODELS = 32_768
@@ -25,6 +27,9 @@ PARTS = ("queue", "download", "load", "infer")
 PACKED = struct.Struct(f"<{len(COUNTS)}Q{len(PARTS)}d")
 EMPTY = PACKED.pack(*[0] * len(COUNTS), *[math.nan] * len(PARTS))
 INDEX = {name: index for index, name in enumerate(COUNTS)}  # looked up per request: no .index
+CACHE_FIELDS = [("hit", INDEX["hits"]), *((tier, INDEX[tier]) for tier in TIERS)]
+MODEL, STATUS, CACHE = attrgetter("model"), attrgetter("status"), attrgetter("cache")
+TIMINGS = attrgetter("timings_ms")
 
 
 class ModelUsage:
@@ -53,8 +58,11 @@ class ModelUsage:
     def takes(self, models: set[str]) -> bool:
         """Whether `record_hits` counts hits of `models` as `record` would."""
         self.fold()  # the held exchanges' models take their places first
-        new = len(models - self._packed.keys())
-        return self.also is None and len(self._packed) + new <= self.max_models
+        return self.also is None and self._fits(models)
+
+    def _fits(self, models: AbstractSet[str]) -> bool:
+        """Whether counting `models` a model at a time forgets none on the way."""
+        return len(self._packed) + len(models - self._packed.keys()) <= self.max_models
 
     def record_hits(self, hits: Hits) -> None:
         """As `record` each hit, a model at a time; `takes` first."""
@@ -69,25 +77,36 @@ class ModelUsage:
             fields[len(COUNTS) :] = [0.0, 0.0, 0.0, hits.infer_ms[last]]
 
     def _count_all(self, exchanges: list[Exchange]) -> None:
-        for exchange in exchanges:
-            self._count(exchange)
+        """Count the model calls among `exchanges`, a model at a time in the order of each
+        model's last where the cap forgets none: the counts and recency of each in turn."""
+        counted = [
+            each
+            for each in exchanges
+            if each.invocation and each.model is not None and each.error not in UNCOUNTED_ERRORS
+        ]
+        models: list[str] = list(map(MODEL, counted))
+        by_model = places_by(models)
+        if self._fits(by_model.keys()):
+            for model, places in sorted(by_model.items(), key=_last_place):
+                self._count(model, at(counted, places))
+        else:  # the cap forgets models on the way: each in turn
+            for model, each in zip(models, counted, strict=True):
+                self._count(model, [each])
         if self.also is not None:
             self.also(exchanges)
 
-    def _count(self, exchange: Exchange) -> None:
-        if not exchange.invocation or exchange.model is None:
-            return
-        if exchange.error in UNCOUNTED_ERRORS:
-            return
-        if exchange.model != self._newest:
-            self._make_newest(exchange.model)
+    def _count(self, model: str, exchanges: list[Exchange]) -> None:
+        """Count `model`'s calls: counts in C, the timings of the last that has them."""
+        if model != self._newest:
+            self._make_newest(model)
         fields = self._fields
-        fields[INDEX["requests"]] += 1
-        if exchange.status >= 400:
-            fields[INDEX["errors"]] += 1
-        if exchange.cache == "hit" or exchange.cache in TIERS:
-            fields[INDEX["hits" if exchange.cache == "hit" else exchange.cache]] += 1
-        timings = exchange.timings_ms
+        fields[INDEX["requests"]] += len(exchanges)
+        statuses = Counter(map(STATUS, exchanges))
+        fields[INDEX["errors"]] += sum(n for status, n in statuses.items() if status >= 400)
+        caches = Counter(map(CACHE, exchanges))
+        for cache, field in CACHE_FIELDS:
+            fields[field] += caches[cache]
+        timings = next(filter(None, map(TIMINGS, reversed(exchanges))), None)
         if timings:
             fields[len(COUNTS) :] = [timings.get(part, math.nan) for part in PARTS]
 
@@ -114,3 +133,7 @@ class ModelUsage:
             "errors": counts["errors"],
             "lastTimingsMs": {part: ms for part, ms in timings.items() if not math.isnan(ms)},
         }
+
+
+def _last_place(item: tuple[str, list[int]]) -> int:
+    return item[1][-1]

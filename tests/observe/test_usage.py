@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import tracemalloc
+from collections import Counter, OrderedDict
+from dataclasses import replace
+
+from hypothesis import given
+from hypothesis import strategies as st
 
 from modelhost.observe.exchange import Exchange
 from modelhost.observe.usage import ENTRY_BYTES, MAX_MODELS, ModelUsage
+from modelhost.records.held import FOLD_AFTER
 
 
 def exchange(
@@ -122,3 +128,48 @@ def test_a_cap_of_none_counts_nothing() -> None:
     usage.record(exchange())
     usage.record(exchange())
     assert usage.for_model("m")["requests"] == 0
+
+
+COUNTED = st.lists(
+    st.builds(
+        exchange,
+        model=st.sampled_from(["a", "b", "c"]),
+        cache=st.sampled_from(["hit", "disk", "remote", None]),
+        status=st.sampled_from([200, 404, 500, 507]),
+        error=st.sampled_from([None, "ModelNotFound", "InvalidModelName", "HandlerError"]),
+        invocation=st.booleans(),
+    ),
+    max_size=FOLD_AFTER * 2,
+)
+
+
+@given(COUNTED, st.floats(0, 1e6, allow_nan=False), st.sampled_from([1, 2, MAX_MODELS]))
+def test_exchanges_counted_together_read_as_each_counted_in_turn(
+    exchanges: list[Exchange], start: float, cap: int
+) -> None:
+    """Exchanges are counted a model at a time; each model's counts and last timings read as
+    counting each exchange in turn, under the cap, gives them."""
+    exchanges = [  # each its own timings, to tell which was last
+        replace(each, timings_ms=each.timings_ms and {"infer": start + place})
+        for place, each in enumerate(exchanges)
+    ]
+    usage, expected = ModelUsage(max_models=cap), OrderedDict[str, Counter[str]]()
+    for each in exchanges:
+        usage.record(each)
+        if each.invocation and each.error not in ("ModelNotFound", "InvalidModelName"):
+            counts = expected.pop(each.model, Counter())
+            expected[each.model] = counts  # the most recently counted last
+            if len(expected) > cap:
+                expected.popitem(last=False)
+            counts["requests"] += 1
+            counts["errors"] += each.status >= 400
+            counts[each.cache] += each.cache is not None
+            if each.timings_ms:
+                counts["last"] = each.timings_ms["infer"]
+    for model in ("a", "b", "c"):
+        counts = expected.get(model, Counter())
+        read = usage.for_model(model)
+        assert read["requests"] == counts["requests"] and read["errors"] == counts["errors"]
+        assert read["hits"] == counts["hit"]
+        assert read["misses"] == {tier: counts[tier] for tier in ("disk", "remote") if counts[tier]}
+        assert read["lastTimingsMs"] == ({"infer": counts["last"]} if "last" in counts else {})
