@@ -13,7 +13,7 @@ import numpy as np
 from modelhost.documents import json_object
 from modelhost.errors import BadRequestBody
 from modelhost.names import echo
-from modelhost.workers.oip_media import header_length_of, oip_media_type
+from modelhost.workers.oip_media import ONE_VERSION, header_length_of, oip_media_type
 
 DTYPES: dict[str, np.dtype[Any]] = {
     "BOOL": np.dtype(np.bool_),
@@ -234,9 +234,10 @@ def encode_response(
     outputs: list[Tensor],
 ) -> tuple[bytes, str]:
     """The response body and its media type."""
-    header: dict[str, Any] = {"model_name": model_name}
-    if model_version:
-        header["model_version"] = model_version
+    header: dict[str, Any] = {
+        "model_name": model_name,
+        "model_version": model_version or ONE_VERSION,
+    }
     if request.id is not None:
         header["id"] = request.id
     described, chunks = [], []
