@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import queue
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from modelhost import testing
 pytestmark = pytest.mark.e2e
 
 IRIS = "iris.joblib"  # the iris store's
+ANSWER_WAIT_S = 60  # a bound on a hang, not a timing assertion
 
 
 @pytest.fixture(scope="module")
@@ -46,3 +48,21 @@ def test_an_answer_names_the_version_that_served(oip: Any) -> None:
     named = answer_of(oip.infer(IRIS, [rows_input(oip, 1)], model_version="1"))
     assert unnamed["model_name"] == IRIS
     assert unnamed["model_version"] == named["model_version"] == "1"
+
+
+def test_a_streamed_answer_is_marked_final(server: testing.RunningServer, grpc_port: int) -> None:
+    """Triton marks each streamed answer of a model that is not decoupled with the parameter
+    triton_final_response: true. Stream clients written for Triton read until they see it, and
+    would wait for ever without it."""
+    answers: queue.Queue[tuple[Any, Any]] = queue.Queue()
+    oip = triton_grpc.InferenceServerClient(f"127.0.0.1:{grpc_port}")
+    oip.start_stream(callback=lambda result, error: answers.put((result, error)))
+    try:
+        oip.async_stream_infer(IRIS, [rows_input(oip, 2)], enable_empty_final_response=True)
+        result, error = answers.get(timeout=ANSWER_WAIT_S)
+    finally:
+        oip.stop_stream()
+        oip.close()
+    assert error is None
+    assert result.as_numpy("predict").tolist() == [0, 0]
+    assert result.get_response().parameters["triton_final_response"].bool_param
