@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from importlib import metadata
 from typing import Any
 
@@ -186,6 +186,14 @@ REASONS = {
     "store_timeout_s",
     507: "the model cannot fit in the memory or disk budget",
 }
+KEY_SCHEME = "key"
+KEY: Schema = {
+    "type": "http",
+    "scheme": "bearer",
+    "description": "TorchServe's token authorization: the management key of key_file.json for "
+    "management calls, the inference key for the others",
+}
+KEY_REFUSED = "no key, or not the key this call needs (TorchServe's token authorization)"
 INVOKE_ERRORS = (400, 401, 404, 413, 429, 500, 502, 503, 504, 507)
 CODEC_ERRORS = (406, 415)  # the built-in handlers' codecs: Accept, Content-Type
 LOAD_ERRORS = (400, 401, 403, 404, 409, 415, 500, 502, 503, 504, 507)
@@ -566,12 +574,36 @@ def document(routes: Sequence[BaseRoute], flavour: str) -> dict[str, Any]:
     }
 
 
+def keyed(doc: dict[str, Any], open_calls: Collection[tuple[str, str]]) -> dict[str, Any]:
+    """`doc` for a port behind TorchServe's token guard: each call but `open_calls` needs a key."""
+    paths = {
+        path: {
+            verb: _keyed(op, path, (verb.upper(), path) in open_calls) for verb, op in ops.items()
+        }
+        for path, ops in doc["paths"].items()
+    }
+    return {**doc, "paths": paths, "components": {"securitySchemes": {KEY_SCHEME: KEY}}}
+
+
+def _keyed(operation: dict[str, Any], path: str, is_open: bool) -> dict[str, Any]:
+    if is_open:
+        return {**operation, "security": []}
+    error = OIP_ERROR if path.startswith("/v2") else ERROR
+    refused = {"description": KEY_REFUSED, "content": {_JSON: {"schema": error}}}
+    responses = {**operation["responses"], "401": refused}
+    return {**operation, "security": [{KEY_SCHEME: []}], "responses": responses}
+
+
 class OpenApiRoute(Route):
     """`GET /openapi.json` and TorchServe's discovery calls."""
 
     def __init__(self, served: Sequence[BaseRoute], flavour: str) -> None:
         super().__init__("/openapi.json", self.serve, methods=["GET"])
         self.document = document([*served, self], flavour)
+
+    def require_keys(self, open_calls: Collection[tuple[str, str]]) -> None:
+        """Describe the port as its token guard answers it."""
+        self.document = keyed(self.document, open_calls)
 
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
         if scope["type"] == "http" and is_discovery(scope["method"], scope["path"]):
