@@ -6,6 +6,7 @@ import queue
 from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
 import pytest
 import tritonclient.grpc as triton_grpc
@@ -66,3 +67,47 @@ def test_a_streamed_answer_is_marked_final(server: testing.RunningServer, grpc_p
     assert error is None
     assert result.as_numpy("predict").tolist() == [0, 0]
     assert result.get_response().parameters["triton_final_response"].bool_param
+
+
+@pytest.mark.parametrize(
+    "parameters",
+    [
+        {"binary_data_output": "false"},
+        {"priority": "high"},
+        {"timeout": -5},
+        {"sequence_id": 1.5},
+        {"sequence_start": 1},
+    ],
+    ids=["binary_data_output", "priority", "timeout", "sequence_id", "sequence_start"],
+)
+def test_a_triton_parameter_of_another_type_is_refused(
+    server: testing.RunningServer, parameters: dict[str, Any]
+) -> None:
+    """Triton refuses its request parameters in another JSON type (400, naming the key); read
+    by truth instead, "false" asked for a binary answer."""
+    response = httpx.post(f"{server.url}/v2/models/{IRIS}/infer", json=iris_body(parameters))
+    assert response.status_code == 400, response.text
+    assert f"parameters.{next(iter(parameters))}" in response.json()["error"]
+
+
+def test_an_output_asked_binary_by_a_string_is_refused(server: testing.RunningServer) -> None:
+    body = {**iris_body({}), "outputs": [{"name": "predict", "parameters": {"binary_data": "no"}}]}
+    response = httpx.post(f"{server.url}/v2/models/{IRIS}/infer", json=body)
+    assert response.status_code == 400, response.text
+    assert "parameters.binary_data" in response.json()["error"]
+
+
+def test_triton_parameters_of_their_types_are_accepted(server: testing.RunningServer) -> None:
+    """A model here batches no sequences and has one priority, as a Triton model without a
+    sequence batcher or priority levels, which takes these parameters and answers as usual."""
+    parameters = {"priority": 1, "timeout": 1000, "sequence_id": "s", "sequence_start": True}
+    body = iris_body({**parameters, "sequence_end": False, "binary_data_output": False})
+    response = httpx.post(f"{server.url}/v2/models/{IRIS}/infer", json=body)
+    assert response.status_code == 200, response.text
+    assert response.json()["outputs"][0]["data"] == [0]
+
+
+def iris_body(parameters: dict[str, Any]) -> dict[str, Any]:
+    row = testing.iris_rows(1)[0]
+    tensor = {"name": "input-0", "datatype": "FP64", "shape": [1, 4], "data": row}
+    return {"inputs": [tensor], "parameters": parameters}
