@@ -16,6 +16,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Match, Route
 from starlette.types import Receive, Scope, Send
 
+from modelhost.protocols.keys import RENEWABLE
+
 Schema = dict[str, Any]
 _JSON = "application/json"
 
@@ -190,8 +192,8 @@ KEY_SCHEME = "key"
 KEY: Schema = {
     "type": "http",
     "scheme": "bearer",
-    "description": "TorchServe's token authorization: the management key of key_file.json for "
-    "management calls, the inference key for the others",
+    "description": "TorchServe's token authorization: a key of key_file.json, the management "
+    "key for management calls, the API key for the token API, the inference key for the others",
 }
 KEY_REFUSED = "no key, or not the key this call needs (TorchServe's token authorization)"
 INVOKE_ERRORS = (400, 401, 404, 413, 429, 500, 502, 503, 504, 507)
@@ -290,6 +292,15 @@ def _oip_infer(parameters: Sequence[Schema]) -> dict[str, Any]:
 _SAGEMAKER, _TORCHSERVE, _OBSERVE = "SageMaker", "TorchServe", "Observability"
 _OIP_MODEL = (MODEL,)
 _OIP_VERSION = (MODEL, VERSION)
+TOKEN_API = operation(
+    "renew the management or inference key, with the API key (TorchServe's token API)",
+    _TORCHSERVE,
+    {_JSON: STATUS},
+    (400, 401),
+    parameters=[
+        {"name": "type", "in": "query", "required": True, "schema": {"enum": list(RENEWABLE)}}
+    ],
+)
 
 # (method, path) → operation; paths as the app declares them, with Starlette's `:path`
 OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
@@ -574,13 +585,17 @@ def document(routes: Sequence[BaseRoute], flavour: str) -> dict[str, Any]:
     }
 
 
-def keyed(doc: dict[str, Any], open_calls: Collection[tuple[str, str]]) -> dict[str, Any]:
-    """`doc` for a port behind TorchServe's token guard: each call but `open_calls` needs a key."""
+def keyed(
+    doc: dict[str, Any], open_calls: Collection[tuple[str, str]], token_path: str | None
+) -> dict[str, Any]:
+    """`doc` for a port behind TorchServe's token guard: each call but `open_calls` needs a key,
+    and the guard answers the token API on `token_path` (None: not on this port)."""
+    served = {**doc["paths"], **({token_path: {"get": TOKEN_API}} if token_path else {})}
     paths = {
         path: {
             verb: _keyed(op, path, (verb.upper(), path) in open_calls) for verb, op in ops.items()
         }
-        for path, ops in doc["paths"].items()
+        for path, ops in served.items()
     }
     return {**doc, "paths": paths, "components": {"securitySchemes": {KEY_SCHEME: KEY}}}
 
@@ -601,9 +616,9 @@ class OpenApiRoute(Route):
         super().__init__("/openapi.json", self.serve, methods=["GET"])
         self.document = document([*served, self], flavour)
 
-    def require_keys(self, open_calls: Collection[tuple[str, str]]) -> None:
+    def require_keys(self, open_calls: Collection[tuple[str, str]], token_path: str | None) -> None:
         """Describe the port as its token guard answers it."""
-        self.document = keyed(self.document, open_calls)
+        self.document = keyed(self.document, open_calls, token_path)
 
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
         if scope["type"] == "http" and is_discovery(scope["method"], scope["path"]):

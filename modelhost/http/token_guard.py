@@ -46,7 +46,7 @@ class TokenGuard:
         self.on_answer = on_answer  # what the guard answers itself, for the observer
         for route in getattr(app, "routes", []):
             if isinstance(route, OpenApiRoute):
-                route.require_keys(OPEN)
+                route.require_keys(OPEN, TOKEN_PATH if token_api else None)
 
     @property
     def routes(self) -> object:

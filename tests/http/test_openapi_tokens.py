@@ -11,7 +11,7 @@ from starlette.types import ASGIApp
 
 from modelhost.http.app import build_app
 from modelhost.http.routes import HttpSettings, SageMakerRoutes
-from modelhost.http.token_guard import OPEN
+from modelhost.http.token_guard import OPEN, TOKEN_PATH
 from modelhost.http.torchserve import build_management_app
 from modelhost.protocols.keys import TokenKeys
 
@@ -58,3 +58,14 @@ def test_without_keys_the_document_names_no_security(tmp_path: Path) -> None:
     doc = served_document(build_app(routes))
     assert "components" not in doc
     assert not [op for ops in doc["paths"].values() for op in ops.values() if "security" in op]
+
+
+def test_the_token_api_is_described_where_it_is_served(tmp_path: Path) -> None:
+    """TorchServe's `GET /token?type=` renews a key with the API key; its port's document lists
+    it, as a client renewing keys must find it."""
+    doc = served_document(build_management_app(keyed_routes(tmp_path)))
+    renew = doc["paths"][TOKEN_PATH]["get"]
+    assert [p["name"] for p in renew["parameters"]] == ["type"]
+    assert {"200", "400", "401"} <= set(renew["responses"])
+    main = served_document(build_app(keyed_routes(tmp_path)))
+    assert TOKEN_PATH not in main["paths"]
