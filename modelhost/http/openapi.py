@@ -588,8 +588,7 @@ def document(routes: Sequence[BaseRoute], flavour: str) -> dict[str, Any]:
 def keyed(
     doc: dict[str, Any], open_calls: Collection[tuple[str, str]], token_path: str | None
 ) -> dict[str, Any]:
-    """`doc` for a port behind TorchServe's token guard: each call but `open_calls` needs a key,
-    and the guard answers the token API on `token_path` (None: not on this port)."""
+    """`doc` behind the token guard, which serves the token API on `token_path` if any."""
     served = {**doc["paths"], **({token_path: {"get": TOKEN_API}} if token_path else {})}
     paths = {
         path: {

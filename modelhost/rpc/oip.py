@@ -37,7 +37,7 @@ from modelhost.workers.oip_media import (
 
 EXTENSIONS = ("classification", "model_configuration", "model_repository", "statistics")
 FINAL = "triton_final_response"  # Triton's mark on a request's last streamed answer
-FINAL_ANSWER = {FINAL: {"bool_param": True}}  # each answer is its request's last
+FINAL_ANSWER = {FINAL: {"bool_param": True}}
 
 
 class OipServicer:

@@ -31,7 +31,7 @@ DTYPES: dict[str, np.dtype[Any]] = {
     "BYTES": np.dtype(object),
 }
 NOT_FEATURES = ("BOOL", "UINT8", "BYTES")
-# Triton's request parameters, by the JSON types it reads them as
+# Triton's request parameters, by their JSON types
 FLAG, COUNT = "true or false", "a whole number, 0 or more"
 TRITON_PARAMETERS = {
     **{"binary_data_output": FLAG, "sequence_start": FLAG, "sequence_end": FLAG},
@@ -348,7 +348,7 @@ def _parameters(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _triton_checked(parameters: dict[str, Any]) -> dict[str, Any]:
-    """Refuse Triton's parameters in types Triton refuses; "false" is no flag."""
+    """Refuse Triton's parameters in types Triton refuses."""
     for key, kind in TRITON_PARAMETERS.items():
         value = parameters.get(key)
         if value is not None and not _is_of(value, kind):
