@@ -85,14 +85,14 @@ def test_a_triton_parameter_of_another_type_is_refused(
 ) -> None:
     """Triton refuses its request parameters in another JSON type (400, naming the key); read
     by truth instead, "false" asked for a binary answer."""
-    response = httpx.post(f"{server.url}/v2/models/{IRIS}/infer", json=iris_body(parameters))
+    response = infer(server, iris_body(parameters))
     assert response.status_code == 400, response.text
     assert f"parameters.{next(iter(parameters))}" in response.json()["error"]
 
 
 def test_an_output_asked_binary_by_a_string_is_refused(server: testing.RunningServer) -> None:
     body = {**iris_body({}), "outputs": [{"name": "predict", "parameters": {"binary_data": "no"}}]}
-    response = httpx.post(f"{server.url}/v2/models/{IRIS}/infer", json=body)
+    response = infer(server, body)
     assert response.status_code == 400, response.text
     assert "parameters.binary_data" in response.json()["error"]
 
@@ -102,9 +102,14 @@ def test_triton_parameters_of_their_types_are_accepted(server: testing.RunningSe
     sequence batcher or priority levels, which takes these parameters and answers as usual."""
     parameters = {"priority": 1, "timeout": 1000, "sequence_id": "s", "sequence_start": True}
     body = iris_body({**parameters, "sequence_end": False, "binary_data_output": False})
-    response = httpx.post(f"{server.url}/v2/models/{IRIS}/infer", json=body)
+    response = infer(server, body)
     assert response.status_code == 200, response.text
     assert response.json()["outputs"][0]["data"] == [0]
+
+
+def infer(server: testing.RunningServer, body: dict[str, Any]) -> httpx.Response:
+    """A JSON inference request, as curl or a KServe client sends one."""
+    return httpx.post(f"{server.url}/v2/models/{IRIS}/infer", json=body, timeout=60)
 
 
 def iris_body(parameters: dict[str, Any]) -> dict[str, Any]:
