@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from importlib import metadata
 from typing import Any
 
@@ -15,6 +15,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Match, Route
 from starlette.types import Receive, Scope, Send
+
+from modelhost.protocols.keys import RENEWABLE
 
 Schema = dict[str, Any]
 _JSON = "application/json"
@@ -186,6 +188,14 @@ REASONS = {
     "store_timeout_s",
     507: "the model cannot fit in the memory or disk budget",
 }
+KEY_SCHEME = "key"
+KEY: Schema = {
+    "type": "http",
+    "scheme": "bearer",
+    "description": "TorchServe's token authorization: a key of key_file.json, the management "
+    "key for management calls, the API key for the token API, the inference key for the others",
+}
+KEY_REFUSED = "no key, or not the key this call needs (TorchServe's token authorization)"
 INVOKE_ERRORS = (400, 401, 404, 413, 429, 500, 502, 503, 504, 507)
 CODEC_ERRORS = (406, 415)  # the built-in handlers' codecs: Accept, Content-Type
 LOAD_ERRORS = (400, 401, 403, 404, 409, 415, 500, 502, 503, 504, 507)
@@ -282,6 +292,15 @@ def _oip_infer(parameters: Sequence[Schema]) -> dict[str, Any]:
 _SAGEMAKER, _TORCHSERVE, _OBSERVE = "SageMaker", "TorchServe", "Observability"
 _OIP_MODEL = (MODEL,)
 _OIP_VERSION = (MODEL, VERSION)
+TOKEN_API = operation(
+    "renew the management or inference key, with the API key (TorchServe's token API)",
+    _TORCHSERVE,
+    {_JSON: STATUS},
+    (400, 401),
+    parameters=[
+        {"name": "type", "in": "query", "required": True, "schema": {"enum": list(RENEWABLE)}}
+    ],
+)
 
 # (method, path) → operation; paths as the app declares them, with Starlette's `:path`
 OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
@@ -566,12 +585,39 @@ def document(routes: Sequence[BaseRoute], flavour: str) -> dict[str, Any]:
     }
 
 
+def keyed(
+    doc: dict[str, Any], open_calls: Collection[tuple[str, str]], token_path: str | None
+) -> dict[str, Any]:
+    """`doc` behind the token guard, which serves the token API on `token_path` if any."""
+    served = {**doc["paths"], **({token_path: {"get": TOKEN_API}} if token_path else {})}
+    paths = {
+        path: {
+            verb: _keyed(op, path, (verb.upper(), path) in open_calls) for verb, op in ops.items()
+        }
+        for path, ops in served.items()
+    }
+    return {**doc, "paths": paths, "components": {"securitySchemes": {KEY_SCHEME: KEY}}}
+
+
+def _keyed(operation: dict[str, Any], path: str, is_open: bool) -> dict[str, Any]:
+    if is_open:
+        return {**operation, "security": []}
+    error = OIP_ERROR if path.startswith("/v2") else ERROR
+    refused = {"description": KEY_REFUSED, "content": {_JSON: {"schema": error}}}
+    responses = {**operation["responses"], "401": refused}
+    return {**operation, "security": [{KEY_SCHEME: []}], "responses": responses}
+
+
 class OpenApiRoute(Route):
     """`GET /openapi.json` and TorchServe's discovery calls."""
 
     def __init__(self, served: Sequence[BaseRoute], flavour: str) -> None:
         super().__init__("/openapi.json", self.serve, methods=["GET"])
         self.document = document([*served, self], flavour)
+
+    def require_keys(self, open_calls: Collection[tuple[str, str]], token_path: str | None) -> None:
+        """Describe the port as its token guard answers it."""
+        self.document = keyed(self.document, open_calls, token_path)
 
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
         if scope["type"] == "http" and is_discovery(scope["method"], scope["path"]):

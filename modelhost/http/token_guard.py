@@ -11,6 +11,7 @@ from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from modelhost.http.errors import error_response, status_headers
+from modelhost.http.openapi import OpenApiRoute
 from modelhost.names import echo
 from modelhost.protocols.keys import (
     API,
@@ -43,6 +44,9 @@ class TokenGuard:
         self.needs = needs
         self.token_api = token_api
         self.on_answer = on_answer  # what the guard answers itself, for the observer
+        for route in getattr(app, "routes", []):
+            if isinstance(route, OpenApiRoute):
+                route.require_keys(OPEN, TOKEN_PATH if token_api else None)
 
     @property
     def routes(self) -> object:

@@ -11,9 +11,9 @@ from modelhost.host.listing import LOADED
 from modelhost.host.sources import comes_from
 from modelhost.protocols.triton_config import model_config
 from modelhost.urls import redact_url
+from modelhost.workers.oip_media import ONE_VERSION as MODEL_VERSION
 
 Counters = Callable[[str], dict[str, Any]]  # a model's request counters, by name
-MODEL_VERSION = "1"  # of a model registered without versions
 REPOSITORY_STATE = {State.LOADED: "READY", State.LOADING: "LOADING", State.UNLOADING: "UNLOADING"}
 DURATIONS = (
     *("success", "fail", "queue", "compute_input", "compute_infer", "compute_output"),

@@ -36,6 +36,8 @@ from modelhost.workers.oip_media import (
 )
 
 EXTENSIONS = ("classification", "model_configuration", "model_repository", "statistics")
+FINAL = "triton_final_response"  # Triton's mark on a request's last streamed answer
+FINAL_ANSWER = {FINAL: {"bool_param": True}}
 
 
 class OipServicer:
@@ -133,6 +135,7 @@ class OipServicer:
 
     async def _streamed(self, request: Any, context: Context, call: Call) -> Any:
         response = await self.ModelInfer(request, context, call)
+        response.parameters[FINAL].bool_param = True
         return message("inference.ModelStreamInferResponse")(infer_response=response)
 
     def _tenant(self, model: str, context: Context) -> str:
@@ -206,7 +209,7 @@ def _url_of(request: Any) -> str:
 
 
 def _stream_failed(request: Any, error: ModelhostError) -> Any:
-    failed = {"id": request.id, "model_name": request.model_name}
+    failed = {"id": request.id, "model_name": request.model_name, "parameters": FINAL_ANSWER}
     return message("inference.ModelStreamInferResponse")(
         error_message=str(error), infer_response=failed
     )

@@ -13,7 +13,7 @@ import numpy as np
 from modelhost.documents import json_object
 from modelhost.errors import BadRequestBody
 from modelhost.names import echo
-from modelhost.workers.oip_media import header_length_of, oip_media_type
+from modelhost.workers.oip_media import ONE_VERSION, header_length_of, oip_media_type
 
 DTYPES: dict[str, np.dtype[Any]] = {
     "BOOL": np.dtype(np.bool_),
@@ -31,6 +31,12 @@ DTYPES: dict[str, np.dtype[Any]] = {
     "BYTES": np.dtype(object),
 }
 NOT_FEATURES = ("BOOL", "UINT8", "BYTES")
+# Triton's request parameters, by their JSON types
+FLAG, COUNT = "true or false", "a whole number, 0 or more"
+TRITON_PARAMETERS = {
+    **{"binary_data_output": FLAG, "sequence_start": FLAG, "sequence_end": FLAG},
+    **{"priority": COUNT, "timeout": COUNT, "sequence_id": COUNT + ", or a string"},
+}
 _LENGTH = struct.Struct("<I")  # before each BYTES element in binary data
 
 
@@ -97,7 +103,7 @@ def decode_request(body: bytes, content_type: str) -> OipRequest:
         id=_optional_str(document, "id"),
         inputs=inputs,
         outputs=[_requested(spec, document) for spec in _list_of_objects(document, "outputs")],
-        parameters=_parameters(document),
+        parameters=_triton_checked(_parameters(document)),
     )
 
 
@@ -224,7 +230,10 @@ def _requested(spec: dict[str, Any], document: dict[str, Any]) -> RequestedOutpu
             f"output {name}: parameters.classification {classes!r} is not a count of classes "
             "(1 or more)"
         )
-    return RequestedOutput(name, bool(parameters.get("binary_data", default)), classes)
+    binary = parameters.get("binary_data", default)
+    if not isinstance(binary, bool):
+        raise BadRequestBody(f"output {name}: parameters.binary_data {binary!r} is not {FLAG}")
+    return RequestedOutput(name, binary, classes)
 
 
 def encode_response(
@@ -234,9 +243,10 @@ def encode_response(
     outputs: list[Tensor],
 ) -> tuple[bytes, str]:
     """The response body and its media type."""
-    header: dict[str, Any] = {"model_name": model_name}
-    if model_version:
-        header["model_version"] = model_version
+    header: dict[str, Any] = {
+        "model_name": model_name,
+        "model_version": model_version or ONE_VERSION,
+    }
     if request.id is not None:
         header["id"] = request.id
     described, chunks = [], []
@@ -335,6 +345,23 @@ def _parameters(spec: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(parameters, dict):
         raise BadRequestBody("'parameters' must be an object")
     return parameters
+
+
+def _triton_checked(parameters: dict[str, Any]) -> dict[str, Any]:
+    """Refuse Triton's parameters in types Triton refuses."""
+    for key, kind in TRITON_PARAMETERS.items():
+        value = parameters.get(key)
+        if value is not None and not _is_of(value, kind):
+            raise BadRequestBody(f"parameters.{key} {value!r} is not {kind}, as Triton reads it")
+    return parameters
+
+
+def _is_of(value: Any, kind: str) -> bool:
+    if kind == FLAG:
+        return isinstance(value, bool)
+    if isinstance(value, bool):
+        return False
+    return (isinstance(value, int) and value >= 0) or (isinstance(value, str) and kind != COUNT)
 
 
 def _check_in_request(parameters: dict[str, Any], tensor: str) -> None:

@@ -144,6 +144,7 @@ def test_response_is_json_unless_binary() -> None:
     assert kind == "application/json"
     assert json.loads(body) == {
         "model_name": "m",
+        "model_version": "1",  # the one version of a model registered without versions
         "id": "7",
         "outputs": [
             {"name": "predict", "datatype": "BYTES", "shape": [2], "data": ["setosa", "virginica"]}
