@@ -329,3 +329,17 @@ def test_invocations_without_model_name_after_models_densenet161_mar(
     assert answer.json()["handler"] == "custom handler"
     several = every.post("/invocations")
     assert several.status_code == 400 and "model_name" in several.json()["message"], several.text
+
+
+def test_scale_noop_down_with_min_worker_alone(named: Started) -> None:
+    """`curl -X PUT "localhost:8081/models/noop?min_worker=1&synchronous=true"` on a model with
+    two workers: TorchServe's max_worker defaults to min_worker, so it stops one and answers
+    "Workers scaled to 1". The model stayed on two, and the answer said 2."""
+    url = f"http://127.0.0.1:{named.management}/models"
+    params = {"url": "noop.mar", "model_name": "noop_min", "initial_workers": "2"}
+    registered = httpx.post(url, params=params, timeout=60)
+    assert registered.status_code == 200, registered.text
+    scaled = httpx.put(f"{url}/noop_min", params={"min_worker": "1", "synchronous": "true"})
+    assert scaled.json() == {"status": "Workers scaled to 1 for model: noop_min"}, scaled.text
+    (described,) = named.describe("noop_min").json()
+    assert (described["maxWorkers"], len(described["workers"])) == (1, 1), described
