@@ -45,6 +45,18 @@ def check_registration(query: Mapping[str, str]) -> None:
             f"({', '.join(BUILT_IN_HANDLERS)}) or a Python file of the archive "
             "(handler.py, handler.py:function or TorchServe's handler:function)"
         )
+    check_signed_download(query)
+
+
+def check_signed_download(query: Mapping[str, str]) -> None:
+    """TorchServe signs an http(s) download under `s3_sse_kms=true`."""
+    signed = boolean(query.get("s3_sse_kms"), "s3_sse_kms", default=False)
+    if signed and query.get("url", "").lower().startswith(("http://", "https://")):
+        raise BadRequestBody(
+            "s3_sse_kms=true asks for an https download signed with AWS credentials, which is "
+            "not made here: give the archive's s3:// URL (allowed by --allowed-urls), which the "
+            "S3 store fetches signed, SSE-KMS objects included"
+        )
 
 
 def registration_settings(query: Mapping[str, str]) -> dict[str, Any]:

@@ -46,9 +46,11 @@ class Started:
 
     def __init__(self, serve: Servers, work: Path, store: Path, load_models: str) -> None:
         self.management, self.metrics = testing.free_port(), testing.free_port()
+        self.grpc_management = testing.free_port()
         properties = work / "config.properties"
         properties.write_text(
             f"management_address=http://127.0.0.1:{self.management}\n"
+            f"grpc_management_port={self.grpc_management}\n"
             f"metrics_address=http://127.0.0.1:{self.metrics}\n"
             "metrics_mode=prometheus\n"
             "enable_model_api=true\n"
@@ -343,3 +345,31 @@ def test_scale_noop_down_with_min_worker_alone(named: Started) -> None:
     assert scaled.json() == {"status": "Workers scaled to 1 for model: noop_min"}, scaled.text
     (described,) = named.describe("noop_min").json()
     assert (described["maxWorkers"], len(described["workers"])) == (1, 1), described
+
+
+def test_register_with_s3_sse_kms_over_https_names_the_s3_url(named: Started) -> None:
+    """`POST /models?url=https://…/squeezenet1_1.mar&s3_sse_kms=true` (TorchServe's encrypted
+    model serving): TorchServe signs that download with AWS credentials, modelhost does not, so
+    the 400 asks for the s3:// URL its S3 store signs. It was the allowed-urls 403, then S3's
+    refusal of an unsigned download. A local archive needs no signing, as in TorchServe."""
+    url = f"http://127.0.0.1:{named.management}/models"
+    https = "https://torchserve.pytorch.org/sse-test/squeezenet1_1.mar"
+    refused = httpx.post(url, params={"url": https, "s3_sse_kms": "true"}, timeout=60)
+    assert refused.status_code == 400, refused.text
+    assert "s3://" in refused.json()["message"], refused.text
+    params = {"url": "noop.mar", "model_name": "noop_kms", "s3_sse_kms": "true"}
+    assert httpx.post(url, params=params, timeout=60).status_code == 200
+
+
+def test_grpc_register_with_s3_sse_kms_over_https_names_the_s3_url(named: Started) -> None:
+    """gRPC's RegisterModel with `s3_sse_kms: true` and an https URL: refused as over REST
+    (INVALID_ARGUMENT naming s3://). The field was dropped, and the URL refused as outside
+    --allowed-urls."""
+    request = message("org.pytorch.serve.grpc.management.RegisterModelRequest")(
+        url="https://torchserve.pytorch.org/sse-test/squeezenet1_1.mar", s3_sse_kms=True
+    )
+    address = f"127.0.0.1:{named.grpc_management}"
+    with grpc.insecure_channel(address) as channel, pytest.raises(grpc.RpcError) as refused:
+        Stub(channel, TS_MANAGEMENT_SERVICE).RegisterModel(request, timeout=30)
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT, refused.value
+    assert "s3://" in str(refused.value.details()), refused.value
