@@ -373,3 +373,14 @@ def test_grpc_register_with_s3_sse_kms_over_https_names_the_s3_url(named: Starte
         Stub(channel, TS_MANAGEMENT_SERVICE).RegisterModel(request, timeout=30)
     assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT, refused.value
     assert "s3://" in str(refused.value.details()), refused.value
+
+
+def test_list_models_with_limit_0_or_a_token_past_the_end(named: Started) -> None:
+    """`curl "localhost:8081/models?limit=0"`: TorchServe answers no models and a nextPageToken
+    equal to the token given, which a client following it requests forever; modelhost answers
+    400 with the range. A token past the end is an empty last page, as in TorchServe."""
+    url = f"http://127.0.0.1:{named.management}/models"
+    zero = httpx.get(url, params={"limit": "0"}, timeout=60)
+    assert zero.status_code == 400 and "from 1 to 1000" in zero.json()["message"], zero.text
+    past = httpx.get(url, params={"next_page_token": "1000000"}, timeout=60)
+    assert past.status_code == 200 and past.json() == {"models": []}, past.text
