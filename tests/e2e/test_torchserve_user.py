@@ -384,3 +384,16 @@ def test_list_models_with_limit_0_or_a_token_past_the_end(named: Started) -> Non
     assert zero.status_code == 400 and "from 1 to 1000" in zero.json()["message"], zero.text
     past = httpx.get(url, params={"next_page_token": "1000000"}, timeout=60)
     assert past.status_code == 200 and past.json() == {"models": []}, past.text
+
+
+def test_register_with_a_torchserve_built_in_handler_says_where_to_name_it(
+    named: Started,
+) -> None:
+    """`POST /models?url=noop.mar&handler=image_classifier`: TorchServe runs its built-in
+    handler over the archive's own. modelhost runs those only as an archive's handler, so the
+    400 says to name it with torch-model-archiver --handler; it listed modelhost's handlers."""
+    url = f"http://127.0.0.1:{named.management}/models"
+    params = {"url": "noop.mar", "model_name": "noop_vision", "handler": "image_classifier"}
+    refused = httpx.post(url, params=params, timeout=60)
+    assert refused.status_code == 400, refused.text
+    assert "torch-model-archiver --handler image_classifier" in refused.json()["message"]

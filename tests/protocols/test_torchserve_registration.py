@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from modelhost.errors import BadRequestBody
-from modelhost.protocols.registration import check_signed_download
+from modelhost.protocols.registration import TORCHSERVE_HANDLERS, check_signed_download
 
 
 @pytest.mark.parametrize(
@@ -25,3 +25,9 @@ def test_s3_sse_kms_is_taken_where_no_https_download_is_signed(url: str) -> None
 def test_s3_sse_kms_refusals_say_what_to_give(query: dict[str, str], words: str) -> None:
     with pytest.raises(BadRequestBody, match=words):
         check_signed_download(query)
+
+
+def test_torchserve_handler_names_are_the_workers_own() -> None:
+    from modelhost.workers.handlers.ts_defaults import DEFAULT_HANDLERS
+
+    assert TORCHSERVE_HANDLERS == DEFAULT_HANDLERS
