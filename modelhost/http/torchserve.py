@@ -129,11 +129,13 @@ class TorchServeManagement:
         if request.path_params["model"].endswith(SET_DEFAULT):
             return self.set_default(request)
         query = request.query_params
+        low = count(query["min_worker"], "min_worker") if query.get("min_worker") else None
+        high = count(query["max_worker"], "max_worker") if query.get("max_worker") else low
         answer = await self.models.scale(
             request.path_params["model"],
             query.get("model_version"),
-            count(query["min_worker"], "min_worker") if query.get("min_worker") else None,
-            count(query.get("max_worker"), "max_worker"),
+            low,
+            high or 0,  # TorchServe's max_worker defaults to min_worker
             synchronous=query.get("synchronous", "false").lower() == "true",
         )
         return status(*answer)

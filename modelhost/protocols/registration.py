@@ -26,6 +26,8 @@ BUILT_IN_HANDLERS = (
     "huggingface-classification",
     "huggingface-embeddings",
 )
+# workers.handlers.ts_defaults.DEFAULT_HANDLERS' names
+TORCHSERVE_HANDLERS = ("image_classifier", "image_segmenter", "object_detector", "text_classifier")
 # TorchServe's per-model timeouts (seconds, as here) and the manifest's names
 TIMEOUTS = {"response_timeout": "response_timeout_s", "startup_timeout": "load_timeout_s"}
 
@@ -38,12 +40,33 @@ def check_registration(query: Mapping[str, str]) -> None:
             f"unknown runtime {echo(runtime)}: workers here run Python handlers; give "
             f"{' or '.join(PYTHON_RUNTIMES)}, or leave runtime out"
         )
-    handler = query.get("handler")
+    check_handler(query.get("handler") or "")
+    check_signed_download(query)
+
+
+def check_handler(handler: str) -> None:
+    if handler in TORCHSERVE_HANDLERS:
+        raise BadRequestBody(
+            f"handler {echo(handler)} is TorchServe's built-in handler, run here as the "
+            f"archive's own: build the archive with torch-model-archiver --handler {handler}, "
+            "and register it without handler"
+        )
     if handler and not is_handler_name(handler_file(handler)):
         raise BadRequestBody(
             f"unknown handler {echo(handler)}: give a built-in handler "
             f"({', '.join(BUILT_IN_HANDLERS)}) or a Python file of the archive "
             "(handler.py, handler.py:function or TorchServe's handler:function)"
+        )
+
+
+def check_signed_download(query: Mapping[str, str]) -> None:
+    """TorchServe signs an http(s) download under `s3_sse_kms=true`."""
+    signed = boolean(query.get("s3_sse_kms"), "s3_sse_kms", default=False)
+    if signed and query.get("url", "").lower().startswith(("http://", "https://")):
+        raise BadRequestBody(
+            "s3_sse_kms=true asks for an https download signed with AWS credentials, which is "
+            "not made here: give the archive's s3:// URL (allowed by --allowed-urls), which the "
+            "S3 store fetches signed, SSE-KMS objects included"
         )
 
 

@@ -125,10 +125,7 @@ class TorchServeModels:
         return registered
 
     def list_models(self, limit: str | None, token: str | None) -> dict[str, Any]:
-        """Registered and loaded models, a page at a time.
-
-        `nextPageToken` is the last name listed; TorchServe's offsets are read too.
-        """
+        """Registered and loaded models, a page after a cursor or TorchServe's offset."""
         size = page_size(unless_negative(limit))
         listing = self.host.model_names()
         after = start_after(listing, token)
@@ -168,8 +165,8 @@ class TorchServeModels:
         return [self._description(target) for target in targets]
 
     async def describe_customized(self, path: str) -> list[dict[str, Any]]:
-        """`?customized=true`: the version's description with its handler's answer to a
-        request with the `describe` header, as TorchServe's `customizedMetadata`."""
+        """`?customized=true`: with the handler's answer to a `describe` request, TorchServe's
+        `customizedMetadata`."""
         model = model_name(path.rstrip("/"))
         if model.endswith("/all") and self._versions(model.removesuffix("/all")):
             return self.describe(path)  # TorchServe describes every version plainly

@@ -200,6 +200,7 @@ def registration_params(request: Any) -> dict[str, str]:
         "runtime": request.runtime,
         "initial_workers": str(request.initial_workers or 1),
         "synchronous": "true" if request.synchronous else "false",
+        "s3_sse_kms": "true" if request.s3_sse_kms else "",
     }
     for field in ("batch_size", "max_batch_delay", "response_timeout", "startup_timeout"):
         if getattr(request, field):

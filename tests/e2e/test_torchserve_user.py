@@ -46,9 +46,11 @@ class Started:
 
     def __init__(self, serve: Servers, work: Path, store: Path, load_models: str) -> None:
         self.management, self.metrics = testing.free_port(), testing.free_port()
+        self.grpc_management = testing.free_port()
         properties = work / "config.properties"
         properties.write_text(
             f"management_address=http://127.0.0.1:{self.management}\n"
+            f"grpc_management_port={self.grpc_management}\n"
             f"metrics_address=http://127.0.0.1:{self.metrics}\n"
             "metrics_mode=prometheus\n"
             "enable_model_api=true\n"
@@ -329,3 +331,69 @@ def test_invocations_without_model_name_after_models_densenet161_mar(
     assert answer.json()["handler"] == "custom handler"
     several = every.post("/invocations")
     assert several.status_code == 400 and "model_name" in several.json()["message"], several.text
+
+
+def test_scale_noop_down_with_min_worker_alone(named: Started) -> None:
+    """`curl -X PUT "localhost:8081/models/noop?min_worker=1&synchronous=true"` on a model with
+    two workers: TorchServe's max_worker defaults to min_worker, so it stops one and answers
+    "Workers scaled to 1". The model stayed on two, and the answer said 2."""
+    url = f"http://127.0.0.1:{named.management}/models"
+    params = {"url": "noop.mar", "model_name": "noop_min", "initial_workers": "2"}
+    registered = httpx.post(url, params=params, timeout=60)
+    assert registered.status_code == 200, registered.text
+    scaled = httpx.put(f"{url}/noop_min", params={"min_worker": "1", "synchronous": "true"})
+    assert scaled.json() == {"status": "Workers scaled to 1 for model: noop_min"}, scaled.text
+    (described,) = named.describe("noop_min").json()
+    assert (described["maxWorkers"], len(described["workers"])) == (1, 1), described
+
+
+def test_register_with_s3_sse_kms_over_https_names_the_s3_url(named: Started) -> None:
+    """`POST /models?url=https://…/squeezenet1_1.mar&s3_sse_kms=true` (TorchServe's encrypted
+    model serving): TorchServe signs that download with AWS credentials, modelhost does not, so
+    the 400 asks for the s3:// URL its S3 store signs. It was the allowed-urls 403, then S3's
+    refusal of an unsigned download. A local archive needs no signing, as in TorchServe."""
+    url = f"http://127.0.0.1:{named.management}/models"
+    https = "https://torchserve.pytorch.org/sse-test/squeezenet1_1.mar"
+    refused = httpx.post(url, params={"url": https, "s3_sse_kms": "true"}, timeout=60)
+    assert refused.status_code == 400, refused.text
+    assert "s3://" in refused.json()["message"], refused.text
+    params = {"url": "noop.mar", "model_name": "noop_kms", "s3_sse_kms": "true"}
+    assert httpx.post(url, params=params, timeout=60).status_code == 200
+
+
+def test_grpc_register_with_s3_sse_kms_over_https_names_the_s3_url(named: Started) -> None:
+    """gRPC's RegisterModel with `s3_sse_kms: true` and an https URL: refused as over REST
+    (INVALID_ARGUMENT naming s3://). The field was dropped, and the URL refused as outside
+    --allowed-urls."""
+    request = message("org.pytorch.serve.grpc.management.RegisterModelRequest")(
+        url="https://torchserve.pytorch.org/sse-test/squeezenet1_1.mar", s3_sse_kms=True
+    )
+    address = f"127.0.0.1:{named.grpc_management}"
+    with grpc.insecure_channel(address) as channel, pytest.raises(grpc.RpcError) as refused:
+        Stub(channel, TS_MANAGEMENT_SERVICE).RegisterModel(request, timeout=30)
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT, refused.value
+    assert "s3://" in str(refused.value.details()), refused.value
+
+
+def test_list_models_with_limit_0_or_a_token_past_the_end(named: Started) -> None:
+    """`curl "localhost:8081/models?limit=0"`: TorchServe answers no models and a nextPageToken
+    equal to the token given, which a client following it requests forever; modelhost answers
+    400 with the range. A token past the end is an empty last page, as in TorchServe."""
+    url = f"http://127.0.0.1:{named.management}/models"
+    zero = httpx.get(url, params={"limit": "0"}, timeout=60)
+    assert zero.status_code == 400 and "from 1 to 1000" in zero.json()["message"], zero.text
+    past = httpx.get(url, params={"next_page_token": "1000000"}, timeout=60)
+    assert past.status_code == 200 and past.json() == {"models": []}, past.text
+
+
+def test_register_with_a_torchserve_built_in_handler_says_where_to_name_it(
+    named: Started,
+) -> None:
+    """`POST /models?url=noop.mar&handler=image_classifier`: TorchServe runs its built-in
+    handler over the archive's own. modelhost runs those only as an archive's handler, so the
+    400 says to name it with torch-model-archiver --handler; it listed modelhost's handlers."""
+    url = f"http://127.0.0.1:{named.management}/models"
+    params = {"url": "noop.mar", "model_name": "noop_vision", "handler": "image_classifier"}
+    refused = httpx.post(url, params=params, timeout=60)
+    assert refused.status_code == 400, refused.text
+    assert "torch-model-archiver --handler image_classifier" in refused.json()["message"]

@@ -61,7 +61,8 @@ def test_python_runtimes_and_no_runtime_are_taken() -> None:
     ("query", "words"),
     [
         ({"runtime": "python4"}, "unknown runtime 'python4'"),
-        ({"handler": "image_classifier"}, "unknown handler 'image_classifier'"),
+        ({"handler": "image_classifier"}, "torch-model-archiver --handler image_classifier"),
+        ({"handler": "vision"}, "unknown handler 'vision'"),
     ],
 )
 def test_registration_refusals_say_what_to_do(query: dict[str, str], words: str) -> None:
