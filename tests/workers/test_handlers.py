@@ -361,7 +361,7 @@ def test_sagemaker_transform_fn(tmp_path: Path, iris_file: Path) -> None:
         MODEL_FN
         + """
     def transform_fn(model, request_body, content_type, accept):
-        rows = [[float(x) for x in request_body.decode().split(",")]]
+        rows = [[float(x) for x in request_body.split(",")]]  # text/csv comes as str
         return ",".join(model.predict(rows))
     """
     )

@@ -8,13 +8,15 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from modelhost.errors import ModelLoadError
-from modelhost.workers.codecs import decode_rows, encode_predictions, encode_value, media_type
+from modelhost.errors import BadRequestBody, ModelLoadError
+from modelhost.workers.codecs import JSON, decode_rows, encode_predictions, encode_value, media_type
 from modelhost.workers.handlers.base import Handler, InferReply, InferRequest
 from modelhost.workers.handlers.sklearn import predict_rows
 from modelhost.workers.handlers.user_code import forget_user_module, import_user_module, user_code
 
 SCRIPT = Path("code") / "inference.py"
+TEXT_TYPES = (JSON, "text/csv")  # the toolkit decodes these bodies to str for the script
+ANY_ACCEPT = ("", "*/*")  # the toolkit answers these with SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,7 @@ class Hooks:
     predict_fn: Callable[[Any, Any], Any]
     output_fn: Callable[[Any, str], Any]
     transform_fn: Callable[[Any, bytes, str, str], Any] | None
+    reads_text: bool  # the script's own input_fn or transform_fn takes the body
 
 
 class SageMakerHandler(Handler):
@@ -43,14 +46,14 @@ class SageMakerHandler(Handler):
     def infer(self, request: InferRequest) -> InferReply:
         """`transform_fn` if the script has one, else input_fn → predict_fn → output_fn."""
         hooks = self._hooks
+        accept = JSON if request.accept in ANY_ACCEPT else request.accept
+        body = _text(request) if hooks.reads_text else request.body
         if hooks.transform_fn is not None:
-            result = hooks.transform_fn(
-                self._model, request.body, request.content_type, request.accept
-            )
+            result = hooks.transform_fn(self._model, body, request.content_type, accept)
         else:
-            data = hooks.input_fn(request.body, request.content_type)
-            result = hooks.output_fn(hooks.predict_fn(data, self._model), request.accept)
-        return _reply(result, request.accept)
+            data = hooks.input_fn(body, request.content_type)
+            result = hooks.output_fn(hooks.predict_fn(data, self._model), accept)
+        return _reply(result, accept)
 
     def close(self) -> None:
         """Drop the model and the script's module."""
@@ -67,13 +70,25 @@ def _hooks(module: ModuleType) -> Hooks:
             "code/inference.py defines no model_fn(model_dir); add one that loads and returns "
             "the model from model_dir"
         )
+    transform_fn = getattr(module, "transform_fn", None)
     return Hooks(
         model_fn=model_fn,
         input_fn=getattr(module, "input_fn", decode_rows),
         predict_fn=getattr(module, "predict_fn", _predict),
         output_fn=getattr(module, "output_fn", encode_predictions),
-        transform_fn=getattr(module, "transform_fn", None),
+        transform_fn=transform_fn,
+        reads_text=transform_fn is not None or hasattr(module, "input_fn"),
     )
+
+
+def _text(request: InferRequest) -> bytes | str:
+    """The body as the toolkit hands it to the script: JSON and CSV as str, others as bytes."""
+    if request.content_type not in TEXT_TYPES:
+        return request.body
+    try:
+        return request.body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadRequestBody(f"the {request.content_type} body is not UTF-8 ({exc})") from exc
 
 
 def _predict(data: Any, model: Any) -> Any:

@@ -1,0 +1,129 @@
+"""`code/inference.py` as sagemaker-inference-toolkit's Transformer runs it, on a real server.
+
+Each model folder holds an iris model and a script written the way the toolkit's users and AWS's
+example notebooks write theirs; each request is sent as those notebooks and the toolkit's tests
+send it: POST /invocations with the target-model header, text/csv, application/x-npy, JSON.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+from modelhost import testing
+
+pytestmark = pytest.mark.e2e
+
+ROW = testing.iris_rows(1)[0]
+CSV_ROW = ",".join(str(value) for value in ROW)
+
+MODEL_FN = """
+import io
+import json
+import os
+
+import joblib
+import numpy as np
+
+
+def model_fn(model_dir):
+    return joblib.load(os.path.join(model_dir, "model.joblib"))
+"""
+
+SCRIPTS = {
+    # the toolkit decodes JSON and CSV bodies to str before input_fn; other types stay bytes
+    "text-input": """
+def input_fn(input_data, content_type):
+    if content_type == "application/x-npy":
+        return np.load(io.BytesIO(input_data)).reshape(1, -1)
+    text = io.StringIO(input_data)
+    if content_type == "text/csv":
+        return np.genfromtxt(text, delimiter=",").reshape(1, -1)
+    return np.array(json.load(text)).reshape(1, -1)
+
+
+def output_fn(prediction, accept):
+    return json.dumps(prediction.tolist()), "application/json"
+""",
+    # the accept switch of AWS's scikit-learn featurizer example
+    "accept-switch": """
+def output_fn(prediction, accept):
+    if accept == "application/json":
+        return json.dumps({"instances": prediction.tolist()}), accept
+    if accept == "text/csv":
+        return ",".join(str(label) for label in prediction), accept
+    raise RuntimeError("{} accept type is not supported by this script.".format(accept))
+""",
+}
+
+
+def write_model(store: Path, name: str, script: str) -> None:
+    folder = store / name
+    (folder / "code").mkdir(parents=True)
+    testing.iris_logreg(folder / "model.joblib")
+    (folder / "code" / "inference.py").write_text(MODEL_FN + textwrap.dedent(script))
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[testing.RunningServer]:
+    root = tmp_path_factory.mktemp("toolkit")
+    for name, script in SCRIPTS.items():
+        write_model(root / "store", name, script)
+    args = testing.serve_args(root / "store", root / "cache", workers=1)
+    with testing.RunningServer(args, root) as running:
+        yield running
+
+
+@pytest.fixture
+def http(server: testing.RunningServer) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        yield client
+
+
+def invoke(http: httpx.Client, model: str, body: bytes, **headers: str) -> httpx.Response:
+    headers = {key.replace("_", "-"): value for key, value in headers.items()}
+    headers["X-Amzn-SageMaker-Target-Model"] = model
+    return http.post("/invocations", content=body, headers=headers)
+
+
+def npy(row: list[float]) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, np.array(row))
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body"),
+    [
+        ("text/csv", CSV_ROW.encode()),
+        ("application/json", json.dumps(ROW).encode()),
+        ("application/x-npy", npy(ROW)),
+    ],
+)
+def test_input_fn_gets_csv_and_json_as_text(
+    http: httpx.Client, content_type: str, body: bytes
+) -> None:
+    """The Transformer decodes text/csv and application/json bodies as UTF-8 before input_fn;
+    scripts read them with io.StringIO, and .npy bodies with io.BytesIO."""
+    response = invoke(http, "text-input", body, content_type=content_type)
+    assert response.status_code == 200, response.text
+    assert response.json() == [0]
+
+
+@pytest.mark.parametrize("accept", ["*/*", ""])
+def test_output_fn_gets_the_default_accept_for_any(http: httpx.Client, accept: str) -> None:
+    """Accept */* (what curl and requests send) or empty reaches output_fn as application/json,
+    the toolkit's SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT default."""
+    response = invoke(
+        http, "accept-switch", CSV_ROW.encode(), content_type="text/csv", accept=accept
+    )
+    assert response.status_code == 200, response.text
+    assert response.json() == {"instances": [0]}
+    assert response.headers["content-type"] == "application/json"
