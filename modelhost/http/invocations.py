@@ -21,6 +21,7 @@ from modelhost.http.errors import error_response
 from modelhost.http.forms import form_input, is_form
 from modelhost.http.invocation_paths import (
     CUSTOM_ATTRIBUTES_HEADER,
+    CUSTOM_ATTRIBUTES_PARAM,
     INVOCATIONS,
     MODEL_INVOKE,
     PASSED_ON_HEADERS,
@@ -256,10 +257,13 @@ def _params(scope: Scope, headers: dict[str, str]) -> dict[str, str]:
         return {}
     check_query(query)
     params = dict(urllib.parse.parse_qsl(query)) if query else {}
-    for pair in headers.get(CUSTOM_ATTRIBUTES_HEADER, "").replace(",", ";").split(";"):
+    attributes = headers.get(CUSTOM_ATTRIBUTES_HEADER, "")
+    for pair in attributes.replace(",", ";").split(";"):
         key, _, value = pair.partition("=")
         if key.strip() and value:
             params[key.strip()] = value.strip()
+    if attributes:  # as sent, for handlers that read the header from their context
+        params[CUSTOM_ATTRIBUTES_PARAM] = attributes
     for key, value in params.items():
         check_param(key, value)
     return params

@@ -64,6 +64,13 @@ def output_fn(prediction, accept):
 }
 
 
+# MMS's handler convention, as the MMS and TorchServe based images run it
+ATTRIBUTES_HANDLER = """
+def handle(data, context):
+    return [context.get_request_header(0, "X-Amzn-SageMaker-Custom-Attributes")]
+"""
+
+
 def write_model(store: Path, name: str, script: str) -> None:
     folder = store / name
     (folder / "code").mkdir(parents=True)
@@ -76,6 +83,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[testing.Running
     root = tmp_path_factory.mktemp("toolkit")
     for name, script in SCRIPTS.items():
         write_model(root / "store", name, script)
+    (root / "store" / "mms-attributes").mkdir()
+    (root / "store" / "mms-attributes" / "handler.py").write_text(ATTRIBUTES_HANDLER)
     args = testing.serve_args(root / "store", root / "cache", workers=1)
     with testing.RunningServer(args, root) as running:
         yield running
@@ -127,3 +136,15 @@ def test_output_fn_gets_the_default_accept_for_any(http: httpx.Client, accept: s
     assert response.status_code == 200, response.text
     assert response.json() == {"instances": [0]}
     assert response.headers["content-type"] == "application/json"
+
+
+@pytest.mark.parametrize(
+    "attributes", ["c000b4f9-df62-4c85-a0bf-7c525f9104a4", "accept_eula=true", "a=1; b"]
+)
+def test_custom_attributes_reach_the_handler_verbatim(http: httpx.Client, attributes: str) -> None:
+    """InvokeEndpoint's CustomAttributes is opaque and forwarded verbatim (AWS's example is a
+    trace ID): a handler reads the header from its context as the caller wrote it."""
+    headers = {"X-Amzn-SageMaker-Custom-Attributes": attributes}
+    response = invoke(http, "mms-attributes", b"{}", content_type="application/json", **headers)
+    assert response.status_code == 200, response.text
+    assert response.text == attributes
