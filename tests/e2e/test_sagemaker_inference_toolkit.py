@@ -61,6 +61,24 @@ def output_fn(prediction, accept):
         return ",".join(str(label) for label in prediction), accept
     raise RuntimeError("{} accept type is not supported by this script.".format(accept))
 """,
+    # toolkit 1.10's handler functions may take the request's context as a last argument
+    "with-context": """
+def model_fn(model_dir, context):
+    return joblib.load(os.path.join(model_dir, "model.joblib"))
+
+
+def input_fn(input_data, content_type, context):
+    return np.genfromtxt(io.StringIO(input_data), delimiter=",").reshape(1, -1)
+
+
+def predict_fn(data, model, context):
+    return model.predict(data)
+
+
+def output_fn(prediction, accept, context):
+    attributes = context.get_request_header(0, "X-Amzn-SageMaker-Custom-Attributes")
+    return json.dumps({"labels": prediction.tolist(), "attributes": attributes}), accept
+""",
 }
 
 
@@ -148,3 +166,19 @@ def test_custom_attributes_reach_the_handler_verbatim(http: httpx.Client, attrib
     response = invoke(http, "mms-attributes", b"{}", content_type="application/json", **headers)
     assert response.status_code == 200, response.text
     assert response.text == attributes
+
+
+def test_handler_functions_taking_a_context(http: httpx.Client) -> None:
+    """model_fn, input_fn, predict_fn and output_fn with a context argument, as the toolkit's
+    _run_handler_function calls them; the context carries the request's custom attributes."""
+    attributes = "c000b4f9-df62-4c85-a0bf-7c525f9104a4"  # a trace ID, AWS's example
+    response = invoke(
+        http,
+        "with-context",
+        CSV_ROW.encode(),
+        content_type="text/csv",
+        accept="application/json",
+        X_Amzn_SageMaker_Custom_Attributes=attributes,
+    )
+    assert response.status_code == 200, response.text
+    assert response.json() == {"labels": [0], "attributes": attributes}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 from modelhost.errors import BadRequestBody, ModelLoadError
 from modelhost.workers.codecs import JSON, decode_rows, encode_predictions, encode_value, media_type
 from modelhost.workers.handlers.base import Handler, InferReply, InferRequest
+from modelhost.workers.handlers.mms import MmsContext
 from modelhost.workers.handlers.sklearn import predict_rows
 from modelhost.workers.handlers.user_code import forget_user_module, import_user_module, user_code
 
@@ -18,27 +20,33 @@ SCRIPT = Path("code") / "inference.py"
 TEXT_TYPES = (JSON, "text/csv")  # the toolkit decodes these bodies to str for the script
 ANY_ACCEPT = ("", "*/*")  # the toolkit answers these with SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT
 
+# what the toolkit passes each function before the context, which it passes only if asked for
+ARGUMENTS = {"model_fn": 1, "input_fn": 2, "predict_fn": 2, "output_fn": 2, "transform_fn": 4}
+Hook = Callable[..., Any]  # called with its arguments and then the context
+
 
 @dataclass(frozen=True)
 class Hooks:
     """The script's functions, with the toolkit's defaults for the others."""
 
-    model_fn: Callable[[str], Any]
-    input_fn: Callable[[bytes, str], Any]
-    predict_fn: Callable[[Any, Any], Any]
-    output_fn: Callable[[Any, str], Any]
-    transform_fn: Callable[[Any, bytes, str, str], Any] | None
+    model_fn: Hook
+    input_fn: Hook
+    predict_fn: Hook
+    output_fn: Hook
+    transform_fn: Hook | None
     reads_text: bool  # the script's own input_fn or transform_fn takes the body
+    takes_context: bool  # a function of the script takes the request's context
 
 
 class SageMakerHandler(Handler):
     def __init__(self, model_dir: Path) -> None:
         script = model_dir / SCRIPT
+        self._context = MmsContext(model_dir, model_dir.name, {})
         with user_code(script.parent):
             self._module: ModuleType | None = import_user_module(script)
             try:
                 self._hooks = _hooks(self._module)
-                self._model: Any = self._hooks.model_fn(str(model_dir))
+                self._model: Any = self._hooks.model_fn(str(model_dir), self._context)
             except BaseException:
                 forget_user_module(self._module)
                 raise
@@ -48,11 +56,13 @@ class SageMakerHandler(Handler):
         hooks = self._hooks
         accept = JSON if request.accept in ANY_ACCEPT else request.accept
         body = _text(request) if hooks.reads_text else request.body
+        context = self._context.for_requests([request]) if hooks.takes_context else None
         if hooks.transform_fn is not None:
-            result = hooks.transform_fn(self._model, body, request.content_type, accept)
+            result = hooks.transform_fn(self._model, body, request.content_type, accept, context)
         else:
-            data = hooks.input_fn(body, request.content_type)
-            result = hooks.output_fn(hooks.predict_fn(data, self._model), accept)
+            data = hooks.input_fn(body, request.content_type, context)
+            prediction = hooks.predict_fn(data, self._model, context)
+            result = hooks.output_fn(prediction, accept, context)
         return _reply(result, accept)
 
     def close(self) -> None:
@@ -70,15 +80,34 @@ def _hooks(module: ModuleType) -> Hooks:
             "code/inference.py defines no model_fn(model_dir); add one that loads and returns "
             "the model from model_dir"
         )
-    transform_fn = getattr(module, "transform_fn", None)
+    defaults = {"input_fn": decode_rows, "predict_fn": _predict, "output_fn": encode_predictions}
+    found = {name: getattr(module, name) for name in ARGUMENTS if hasattr(module, name)}
+    context = {name for name, function in found.items() if _takes_context(function, name)}
+    hooks = {
+        name: function if name in context else _without_context(function)
+        for name, function in {**defaults, **found}.items()
+    }
     return Hooks(
-        model_fn=model_fn,
-        input_fn=getattr(module, "input_fn", decode_rows),
-        predict_fn=getattr(module, "predict_fn", _predict),
-        output_fn=getattr(module, "output_fn", encode_predictions),
-        transform_fn=transform_fn,
-        reads_text=transform_fn is not None or hasattr(module, "input_fn"),
+        model_fn=hooks["model_fn"],
+        input_fn=hooks["input_fn"],
+        predict_fn=hooks["predict_fn"],
+        output_fn=hooks["output_fn"],
+        transform_fn=hooks.get("transform_fn"),
+        reads_text="input_fn" in found or "transform_fn" in found,
+        takes_context=bool(context - {"model_fn"}),
     )
+
+
+def _takes_context(function: Callable[..., Any], name: str) -> bool:
+    """The toolkit's rule: one parameter more than the hook's arguments is for the context."""
+    try:
+        return len(inspect.signature(function).parameters) == ARGUMENTS[name] + 1
+    except (TypeError, ValueError):  # no signature to read: called without the context
+        return False
+
+
+def _without_context(function: Callable[..., Any]) -> Hook:
+    return lambda *args: function(*args[:-1])
 
 
 def _text(request: InferRequest) -> bytes | str:
