@@ -79,7 +79,31 @@ def output_fn(prediction, accept, context):
     attributes = context.get_request_header(0, "X-Amzn-SageMaker-Custom-Attributes")
     return json.dumps({"labels": prediction.tolist(), "attributes": attributes}), accept
 """,
+    # the toolkit answers a BaseInferenceToolkitError with its status_code
+    "toolkit-errors": """
+from sagemaker_inference import errors
+
+
+def input_fn(input_data, content_type):
+    if content_type != "text/csv":
+        raise errors.GenericInferenceToolkitError(415, "send text/csv")
+    raise errors.GenericInferenceToolkitError(400, "this row has 4 values; send 5")
+""",
 }
+
+
+# what a script vendoring the toolkit's errors module finds in code/: its exception's attributes
+TOOLKIT_ERRORS = """
+class BaseInferenceToolkitError(Exception):
+    def __init__(self, status_code, message, phrase):
+        self.status_code, self.message, self.phrase = status_code, message, phrase
+        super().__init__(status_code, message, phrase)
+
+
+class GenericInferenceToolkitError(BaseInferenceToolkitError):
+    def __init__(self, status_code, message=None, phrase=None):
+        super().__init__(status_code, message or "Invalid Request", phrase or message)
+"""
 
 
 # MMS's handler convention, as the MMS and TorchServe based images run it
@@ -94,6 +118,10 @@ def write_model(store: Path, name: str, script: str) -> None:
     (folder / "code").mkdir(parents=True)
     testing.iris_logreg(folder / "model.joblib")
     (folder / "code" / "inference.py").write_text(MODEL_FN + textwrap.dedent(script))
+    package = folder / "code" / "sagemaker_inference"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "errors.py").write_text(TOOLKIT_ERRORS)
 
 
 @pytest.fixture(scope="module")
@@ -182,3 +210,14 @@ def test_handler_functions_taking_a_context(http: httpx.Client) -> None:
     )
     assert response.status_code == 200, response.text
     assert response.json() == {"labels": [0], "attributes": attributes}
+
+
+@pytest.mark.parametrize(("content_type", "status"), [("text/csv", 400), ("application/json", 415)])
+def test_toolkit_error_answers_its_status_code(
+    http: httpx.Client, content_type: str, status: int
+) -> None:
+    """A GenericInferenceToolkitError(status_code, message) from a hook answers status_code,
+    as the Transformer's handle_error sets it, with the script's message."""
+    response = invoke(http, "toolkit-errors", CSV_ROW.encode(), content_type=content_type)
+    assert response.status_code == status, response.text
+    assert response.json()["message"] in ("send text/csv", "this row has 4 values; send 5")

@@ -9,7 +9,14 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from modelhost.errors import BadRequestBody, ModelLoadError
+from modelhost.errors import (
+    BadRequestBody,
+    ModelhostError,
+    ModelLoadError,
+    NotAcceptable,
+    PayloadTooLarge,
+    UnsupportedMediaType,
+)
 from modelhost.workers.codecs import JSON, decode_rows, encode_predictions, encode_value, media_type
 from modelhost.workers.handlers.base import Handler, InferReply, InferRequest
 from modelhost.workers.handlers.mms import MmsContext
@@ -23,6 +30,13 @@ ANY_ACCEPT = ("", "*/*")  # the toolkit answers these with SAGEMAKER_DEFAULT_INV
 # what the toolkit passes each function before the context, which it passes only if asked for
 ARGUMENTS = {"model_fn": 1, "input_fn": 2, "predict_fn": 2, "output_fn": 2, "transform_fn": 4}
 Hook = Callable[..., Any]  # called with its arguments and then the context
+# a BaseInferenceToolkitError's status_code, where a modelhost error answers the same
+TOOLKIT_STATUSES: dict[object, type[ModelhostError]] = {
+    400: BadRequestBody,
+    406: NotAcceptable,
+    413: PayloadTooLarge,
+    415: UnsupportedMediaType,
+}
 
 
 @dataclass(frozen=True)
@@ -52,6 +66,16 @@ class SageMakerHandler(Handler):
                 raise
 
     def infer(self, request: InferRequest) -> InferReply:
+        """The script's answer; a toolkit error's status_code answers where it can."""
+        try:
+            return self._answer(request)
+        except Exception as error:
+            status = _toolkit_status(error)
+            if status is None:
+                raise
+            raise status(str(getattr(error, "message", error))) from error
+
+    def _answer(self, request: InferRequest) -> InferReply:
         """`transform_fn` if the script has one, else input_fn → predict_fn → output_fn."""
         hooks = self._hooks
         accept = JSON if request.accept in ANY_ACCEPT else request.accept
@@ -118,6 +142,12 @@ def _text(request: InferRequest) -> bytes | str:
         return request.body.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BadRequestBody(f"the {request.content_type} body is not UTF-8 ({exc})") from exc
+
+
+def _toolkit_status(error: Exception) -> type[ModelhostError] | None:
+    if not any(cls.__name__ == "BaseInferenceToolkitError" for cls in type(error).__mro__):
+        return None
+    return TOOLKIT_STATUSES.get(getattr(error, "status_code", None))
 
 
 def _predict(data: Any, model: Any) -> Any:
