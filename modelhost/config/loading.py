@@ -15,6 +15,7 @@ from typing import Any
 from modelhost.config.migration import props_layer, read_text, sagemaker_notices, thread_notices
 from modelhost.config.settings import (
     ENV_PREFIX,
+    ENV_UNITS,
     FILE_OPTIONS,
     CliOption,
     Config,
@@ -229,7 +230,7 @@ def _env_layer(environ: Mapping[str, str]) -> Layer:
     for f in setting_fields():
         for var in (*f.metadata["env"], env_name(f.name)):
             if environ.get(var) or (var.startswith(ENV_PREFIX) and var in environ):
-                layer[f.name] = (environ[var], var)
+                layer[f.name] = (environ[var] + ENV_UNITS.get(var, ""), var)
     return layer
 
 

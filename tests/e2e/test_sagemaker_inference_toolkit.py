@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -88,6 +89,10 @@ def input_fn(input_data, content_type):
     if content_type != "text/csv":
         raise errors.GenericInferenceToolkitError(415, "send text/csv")
     raise errors.GenericInferenceToolkitError(400, "this row has 4 values; send 5")
+""",
+    "body-size": """
+def transform_fn(model, input_data, content_type, accept):
+    return str(len(input_data)), "text/plain"
 """,
 }
 
@@ -221,3 +226,19 @@ def test_toolkit_error_answers_its_status_code(
     response = invoke(http, "toolkit-errors", CSV_ROW.encode(), content_type=content_type)
     assert response.status_code == status, response.text
     assert response.json()["message"] in ("send text/csv", "this row has 4 values; send 5")
+
+
+def test_max_payload_in_mb_raises_the_request_limit(tmp_path: Path) -> None:
+    """SAGEMAKER_MAX_PAYLOAD_IN_MB (batch transform's MaxPayloadInMB) is the toolkit's
+    max_request_size, in MiB: a 7 MiB body passes where it is 8."""
+    write_model(tmp_path / "store", "body-size", SCRIPTS["body-size"])
+    args = testing.serve_args(tmp_path / "store", tmp_path / "cache", workers=1)
+    env = {**os.environ, "SAGEMAKER_MAX_PAYLOAD_IN_MB": "8"}
+    body = b"0" * (7 * 1024 * 1024)
+    with (
+        testing.RunningServer(args, tmp_path, env=env) as server,
+        httpx.Client(base_url=server.url, timeout=60) as client,
+    ):
+        response = invoke(client, "body-size", body, content_type="application/octet-stream")
+    assert response.status_code == 200, response.text[:300]
+    assert response.text == str(len(body))
