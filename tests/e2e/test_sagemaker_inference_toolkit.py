@@ -39,6 +39,7 @@ def model_fn(model_dir):
 """
 
 SCRIPTS = {
+    "model-fn-only": "",  # the toolkit's default input_fn, predict_fn and output_fn
     # the toolkit decodes JSON and CSV bodies to str before input_fn; other types stay bytes
     "text-input": """
 def input_fn(input_data, content_type):
@@ -242,3 +243,19 @@ def test_max_payload_in_mb_raises_the_request_limit(tmp_path: Path) -> None:
         response = invoke(client, "body-size", body, content_type="application/octet-stream")
     assert response.status_code == 200, response.text[:300]
     assert response.text == str(len(body))
+
+
+@pytest.mark.parametrize(
+    ("accept", "body"), [("application/json", b"[0]"), ("text/csv", b"0\n"), ("*/*", b"[0]")]
+)
+def test_default_output_fn_encodes_as_the_toolkit(
+    http: httpx.Client, accept: str, body: bytes
+) -> None:
+    """A script with model_fn alone answers as the scikit-learn container does: its
+    default_output_fn encodes the predictions themselves, a JSON array for application/json."""
+    response = invoke(
+        http, "model-fn-only", CSV_ROW.encode(), content_type="text/csv", accept=accept
+    )
+    assert response.status_code == 200, response.text
+    assert response.content == body
+    assert response.headers["content-type"] == accept.replace("*/*", "application/json")

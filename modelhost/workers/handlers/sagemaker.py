@@ -104,7 +104,7 @@ def _hooks(module: ModuleType) -> Hooks:
             "code/inference.py defines no model_fn(model_dir); add one that loads and returns "
             "the model from model_dir"
         )
-    defaults = {"input_fn": decode_rows, "predict_fn": _predict, "output_fn": encode_predictions}
+    defaults = {"input_fn": decode_rows, "predict_fn": _predict, "output_fn": _output}
     found = {name: getattr(module, name) for name in ARGUMENTS if hasattr(module, name)}
     context = {name for name, function in found.items() if _takes_context(function, name)}
     hooks = {
@@ -153,6 +153,12 @@ def _toolkit_status(error: Exception) -> type[ModelhostError] | None:
 def _predict(data: Any, model: Any) -> Any:
     """The toolkit's default predict_fn: `model.predict(data)`."""
     return predict_rows(model, data)
+
+
+def _output(prediction: Any, accept: str) -> tuple[bytes, str]:
+    """The toolkit's default output_fn: JSON is the predictions themselves, unwrapped."""
+    body, content_type = encode_predictions(prediction, accept)
+    return (encode_value(prediction)[0], JSON) if content_type == JSON else (body, content_type)
 
 
 def _reply(result: Any, accept: str) -> InferReply:
