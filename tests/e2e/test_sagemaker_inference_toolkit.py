@@ -91,6 +91,23 @@ def input_fn(input_data, content_type):
         raise errors.GenericInferenceToolkitError(415, "send text/csv")
     raise errors.GenericInferenceToolkitError(400, "this row has 4 values; send 5")
 """,
+    # toolkit 1.10's hooks around model_fn: before it, and after it with the model
+    "load-hooks": """
+STEPS = []
+
+
+def pre_model_fn(model_dir):
+    STEPS.append("pre_model_fn")
+
+
+def model_warmup_fn(model_dir, model):
+    model.predict(np.zeros((1, 4)))
+    STEPS.append("model_warmup_fn")
+
+
+def output_fn(prediction, accept):
+    return json.dumps(STEPS), "application/json"
+""",
     "body-size": """
 def transform_fn(model, input_data, content_type, accept):
     return str(len(input_data)), "text/plain"
@@ -259,3 +276,11 @@ def test_default_output_fn_encodes_as_the_toolkit(
     assert response.status_code == 200, response.text
     assert response.content == body
     assert response.headers["content-type"] == accept.replace("*/*", "application/json")
+
+
+def test_pre_model_fn_and_model_warmup_fn_run_around_model_fn(http: httpx.Client) -> None:
+    """The Transformer calls pre_model_fn(model_dir) before model_fn and
+    model_warmup_fn(model_dir, model) after it, once, at the model's load."""
+    response = invoke(http, "load-hooks", CSV_ROW.encode(), content_type="text/csv")
+    assert response.status_code == 200, response.text
+    assert response.json() == ["pre_model_fn", "model_warmup_fn"]

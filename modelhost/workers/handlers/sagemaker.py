@@ -28,7 +28,16 @@ TEXT_TYPES = (JSON, "text/csv")  # the toolkit decodes these bodies to str for t
 ANY_ACCEPT = ("", "*/*")  # the toolkit answers these with SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT
 
 # what the toolkit passes each function before the context, which it passes only if asked for
-ARGUMENTS = {"model_fn": 1, "input_fn": 2, "predict_fn": 2, "output_fn": 2, "transform_fn": 4}
+ARGUMENTS = {
+    "pre_model_fn": 1,
+    "model_fn": 1,
+    "model_warmup_fn": 2,
+    "input_fn": 2,
+    "predict_fn": 2,
+    "output_fn": 2,
+    "transform_fn": 4,
+}
+LOAD_HOOKS = {"pre_model_fn", "model_fn", "model_warmup_fn"}  # run once, at the load
 Hook = Callable[..., Any]  # called with its arguments and then the context
 # a BaseInferenceToolkitError's status_code, where a modelhost error answers the same
 TOOLKIT_STATUSES: dict[object, type[ModelhostError]] = {
@@ -43,7 +52,9 @@ TOOLKIT_STATUSES: dict[object, type[ModelhostError]] = {
 class Hooks:
     """The script's functions, with the toolkit's defaults for the others."""
 
+    pre_model_fn: Hook | None
     model_fn: Hook
+    model_warmup_fn: Hook | None
     input_fn: Hook
     predict_fn: Hook
     output_fn: Hook
@@ -60,10 +71,20 @@ class SageMakerHandler(Handler):
             self._module: ModuleType | None = import_user_module(script)
             try:
                 self._hooks = _hooks(self._module)
-                self._model: Any = self._hooks.model_fn(str(model_dir), self._context)
+                self._model: Any = self._load(str(model_dir))
             except BaseException:
                 forget_user_module(self._module)
                 raise
+
+    def _load(self, model_dir: str) -> Any:
+        """model_fn's model, with pre_model_fn before it and model_warmup_fn after."""
+        hooks, context = self._hooks, self._context
+        if hooks.pre_model_fn is not None:
+            hooks.pre_model_fn(model_dir, context)
+        model = hooks.model_fn(model_dir, context)
+        if hooks.model_warmup_fn is not None:
+            hooks.model_warmup_fn(model_dir, model, context)
+        return model
 
     def infer(self, request: InferRequest) -> InferReply:
         """The script's answer; a toolkit error's status_code answers where it can."""
@@ -112,13 +133,15 @@ def _hooks(module: ModuleType) -> Hooks:
         for name, function in {**defaults, **found}.items()
     }
     return Hooks(
+        pre_model_fn=hooks.get("pre_model_fn"),
         model_fn=hooks["model_fn"],
+        model_warmup_fn=hooks.get("model_warmup_fn"),
         input_fn=hooks["input_fn"],
         predict_fn=hooks["predict_fn"],
         output_fn=hooks["output_fn"],
         transform_fn=hooks.get("transform_fn"),
         reads_text="input_fn" in found or "transform_fn" in found,
-        takes_context=bool(context - {"model_fn"}),
+        takes_context=bool(context - LOAD_HOOKS),
     )
 
 
