@@ -156,7 +156,8 @@ class Config:
         60.0,
         "seconds a request may take before 504",
         props="default_response_timeout",
-        env=("SAGEMAKER_MODEL_SERVER_TIMEOUT",),
+        # the toolkit's later variable wins, as it does in the model server's configuration
+        env=("SAGEMAKER_MODEL_SERVER_TIMEOUT", "SAGEMAKER_MODEL_SERVER_TIMEOUT_SECONDS"),
         minimum=0.001,
     )
     max_request_size: str = _setting(

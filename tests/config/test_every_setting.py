@@ -156,6 +156,7 @@ EFFECTS: dict[str, str] = {
     + "test_sagemaker_model_server_workers_means_workers_per_model",
     "SAGEMAKER_MODEL_SERVER_TIMEOUT": "config/test_config.py::test_sagemaker_variables",
     "SAGEMAKER_MULTI_MODEL": CONFIG + "test_single_model_mode_needs_a_model",
+    "SAGEMAKER_MODEL_SERVER_TIMEOUT_SECONDS": "e2e/test_sagemaker_inference_toolkit.py::test_model_server_timeout_seconds_bounds_a_request",
     "SAGEMAKER_MAX_PAYLOAD_IN_MB": "e2e/test_sagemaker_inference_toolkit.py::test_max_payload_in_mb_raises_the_request_limit",
     "MMS_CONFIG_FILE": CONFIG + "test_mms_config_file_variable_wins",
     "TS_CONFIG_FILE": "config/test_config.py::test_file_locations_from_flags_and_environment",

@@ -108,6 +108,13 @@ def model_warmup_fn(model_dir, model):
 def output_fn(prediction, accept):
     return json.dumps(STEPS), "application/json"
 """,
+    "slow": """
+def transform_fn(model, input_data, content_type, accept):
+    import time
+
+    time.sleep(10)
+    return "late"
+""",
     "body-size": """
 def transform_fn(model, input_data, content_type, accept):
     return str(len(input_data)), "text/plain"
@@ -284,3 +291,21 @@ def test_pre_model_fn_and_model_warmup_fn_run_around_model_fn(http: httpx.Client
     response = invoke(http, "load-hooks", CSV_ROW.encode(), content_type="text/csv")
     assert response.status_code == 200, response.text
     assert response.json() == ["pre_model_fn", "model_warmup_fn"]
+
+
+def test_model_server_timeout_seconds_bounds_a_request(tmp_path: Path) -> None:
+    """SAGEMAKER_MODEL_SERVER_TIMEOUT_SECONDS, which the toolkit hands the model server as its
+    response timeout, wins over SAGEMAKER_MODEL_SERVER_TIMEOUT: a slower answer is a 504."""
+    write_model(tmp_path / "store", "slow", SCRIPTS["slow"])
+    args = testing.serve_args(tmp_path / "store", tmp_path / "cache", workers=1)
+    env = {
+        **os.environ,
+        "SAGEMAKER_MODEL_SERVER_TIMEOUT": "120",
+        "SAGEMAKER_MODEL_SERVER_TIMEOUT_SECONDS": "1",
+    }
+    with (
+        testing.RunningServer(args, tmp_path, env=env) as server,
+        httpx.Client(base_url=server.url, timeout=60) as client,
+    ):
+        response = invoke(client, "slow", b"", content_type="text/csv")
+    assert response.status_code == 504, response.text
