@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 from modelhost.units import ByteBudget, parse_budget, parse_size
 
 ENV_PREFIX = "MODELHOST_"
-ENV_UNITS = {"SAGEMAKER_MAX_PAYLOAD_IN_MB": "MiB"}  # variables whose sizes carry no unit
+ENV_UNITS = {"SAGEMAKER_MAX_PAYLOAD_IN_MB": "MiB"}  # unitless sizes
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 EVICTION_POLICIES = ("lru", "cost-aware")  # modelhost.cache.policy.POLICIES
 ADMISSIONS = ("none", "tinylfu")
@@ -156,7 +156,6 @@ class Config:
         60.0,
         "seconds a request may take before 504",
         props="default_response_timeout",
-        # the toolkit's later variable wins, as it does in the model server's configuration
         env=("SAGEMAKER_MODEL_SERVER_TIMEOUT", "SAGEMAKER_MODEL_SERVER_TIMEOUT_SECONDS"),
         minimum=0.001,
     )
@@ -164,7 +163,7 @@ class Config:
         "6MiB",
         "largest request body (413 above)",
         props="max_request_size",
-        env=("SAGEMAKER_MAX_PAYLOAD_IN_MB",),  # in MiB, as sagemaker-inference-toolkit reads it
+        env=("SAGEMAKER_MAX_PAYLOAD_IN_MB",),  # in MiB
         size="bytes",
     )
     max_rows_per_request: int = _setting(

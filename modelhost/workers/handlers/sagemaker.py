@@ -24,10 +24,10 @@ from modelhost.workers.handlers.sklearn import predict_rows
 from modelhost.workers.handlers.user_code import forget_user_module, import_user_module, user_code
 
 SCRIPT = Path("code") / "inference.py"
-TEXT_TYPES = (JSON, "text/csv")  # the toolkit decodes these bodies to str for the script
-ANY_ACCEPT = ("", "*/*")  # the toolkit answers these with SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT
+TEXT_TYPES = (JSON, "text/csv")  # handed to the script as str
+ANY_ACCEPT = ("", "*/*")  # the toolkit's default: JSON
 
-# what the toolkit passes each function before the context, which it passes only if asked for
+# arguments before the optional context
 ARGUMENTS = {
     "pre_model_fn": 1,
     "model_fn": 1,
@@ -37,9 +37,9 @@ ARGUMENTS = {
     "output_fn": 2,
     "transform_fn": 4,
 }
-LOAD_HOOKS = {"pre_model_fn", "model_fn", "model_warmup_fn"}  # run once, at the load
-Hook = Callable[..., Any]  # called with its arguments and then the context
-# a BaseInferenceToolkitError's status_code, where a modelhost error answers the same
+LOAD_HOOKS = {"pre_model_fn", "model_fn", "model_warmup_fn"}
+Hook = Callable[..., Any]
+# statuses of BaseInferenceToolkitError kept
 TOOLKIT_STATUSES: dict[object, type[ModelhostError]] = {
     400: BadRequestBody,
     406: NotAcceptable,
@@ -50,7 +50,7 @@ TOOLKIT_STATUSES: dict[object, type[ModelhostError]] = {
 
 @dataclass(frozen=True)
 class Hooks:
-    """The script's functions, with the toolkit's defaults for the others."""
+    """The script's functions, else the toolkit's defaults."""
 
     pre_model_fn: Hook | None
     model_fn: Hook
@@ -59,8 +59,8 @@ class Hooks:
     predict_fn: Hook
     output_fn: Hook
     transform_fn: Hook | None
-    reads_text: bool  # the script's own input_fn or transform_fn takes the body
-    takes_context: bool  # a function of the script takes the request's context
+    reads_text: bool
+    takes_context: bool
 
 
 class SageMakerHandler(Handler):
@@ -77,7 +77,6 @@ class SageMakerHandler(Handler):
                 raise
 
     def _load(self, model_dir: str) -> Any:
-        """model_fn's model, with pre_model_fn before it and model_warmup_fn after."""
         hooks, context = self._hooks, self._context
         if hooks.pre_model_fn is not None:
             hooks.pre_model_fn(model_dir, context)
@@ -87,7 +86,7 @@ class SageMakerHandler(Handler):
         return model
 
     def infer(self, request: InferRequest) -> InferReply:
-        """The script's answer; a toolkit error's status_code answers where it can."""
+        """A toolkit error keeps its status where it can."""
         try:
             return self._answer(request)
         except Exception as error:
@@ -97,7 +96,7 @@ class SageMakerHandler(Handler):
             raise status(str(getattr(error, "message", error))) from error
 
     def _answer(self, request: InferRequest) -> InferReply:
-        """`transform_fn` if the script has one, else input_fn → predict_fn → output_fn."""
+        """`transform_fn`, else input_fn → predict_fn → output_fn."""
         hooks = self._hooks
         accept = JSON if request.accept in ANY_ACCEPT else request.accept
         body = _text(request) if hooks.reads_text else request.body
@@ -146,10 +145,9 @@ def _hooks(module: ModuleType) -> Hooks:
 
 
 def _takes_context(function: Callable[..., Any], name: str) -> bool:
-    """The toolkit's rule: one parameter more than the hook's arguments is for the context."""
     try:
         return len(inspect.signature(function).parameters) == ARGUMENTS[name] + 1
-    except (TypeError, ValueError):  # no signature to read: called without the context
+    except (TypeError, ValueError):  # no signature
         return False
 
 
@@ -158,7 +156,6 @@ def _without_context(function: Callable[..., Any]) -> Hook:
 
 
 def _text(request: InferRequest) -> bytes | str:
-    """The body as the toolkit hands it to the script: JSON and CSV as str, others as bytes."""
     if request.content_type not in TEXT_TYPES:
         return request.body
     try:
@@ -179,13 +176,13 @@ def _predict(data: Any, model: Any) -> Any:
 
 
 def _output(prediction: Any, accept: str) -> tuple[bytes, str]:
-    """The toolkit's default output_fn: JSON is the predictions themselves, unwrapped."""
+    """The toolkit's default output_fn: JSON is the bare predictions."""
     body, content_type = encode_predictions(prediction, accept)
     return (encode_value(prediction)[0], JSON) if content_type == JSON else (body, content_type)
 
 
 def _reply(result: Any, accept: str) -> InferReply:
-    """What output_fn returns: (body, content type), or a body alone."""
+    """output_fn's result: (body, content type), or a body."""
     if isinstance(result, tuple) and len(result) == 2:
         body, content_type = result
         return InferReply(encode_value(body)[0], str(content_type))
