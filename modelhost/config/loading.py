@@ -230,8 +230,12 @@ def _env_layer(environ: Mapping[str, str]) -> Layer:
     for f in setting_fields():
         for var in (*f.metadata["env"], env_name(f.name)):
             if environ.get(var) or (var.startswith(ENV_PREFIX) and var in environ):
-                layer[f.name] = (environ[var] + ENV_UNITS.get(var, ""), var)
+                layer[f.name] = (_with_unit(var, environ[var]), var)
     return layer
+
+
+def _with_unit(var: str, value: str) -> str:
+    return value + ENV_UNITS[var] if var in ENV_UNITS and value.strip().isdigit() else value
 
 
 def _check_env_names(environ: Mapping[str, str]) -> None:

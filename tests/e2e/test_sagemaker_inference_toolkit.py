@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from modelhost import testing
+from modelhost.config import load_config
 
 pytestmark = pytest.mark.e2e
 
@@ -291,6 +292,15 @@ def test_pre_model_fn_and_model_warmup_fn_run_around_model_fn(http: httpx.Client
     response = invoke(http, "load-hooks", CSV_ROW.encode(), content_type="text/csv")
     assert response.status_code == 200, response.text
     assert response.json() == ["pre_model_fn", "model_warmup_fn"]
+
+
+@pytest.mark.parametrize(("value", "size"), [("8", 8 << 20), ("6MB", 6_000_000)])
+def test_max_payload_in_mb_takes_a_unit_when_given_one(
+    tmp_path: Path, value: str, size: int
+) -> None:
+    """A bare number is MiB, as the toolkit reads it; a size with its unit is read as written."""
+    environ = {"SAGEMAKER_MAX_PAYLOAD_IN_MB": value}
+    assert load_config({}, environ, tmp_path).max_request_bytes == size
 
 
 def test_model_server_timeout_seconds_bounds_a_request(tmp_path: Path) -> None:
