@@ -174,6 +174,7 @@ EFFECTS: dict[str, str] = {
     "SAGEMAKER_HANDLER": "config/test_real_config_files.py::test_sagemaker_multi_model_container",
     "SAGEMAKER_BASE_DIR": "config/test_migration_config.py::test_sagemaker_variables_with_no_use_here_are_reported",
     "SAGEMAKER_CONTAINER_LOG_LEVEL": "config/test_migration_config.py::test_sagemaker_variables_with_no_use_here_are_reported",
+    "SAGEMAKER_SUBMIT_DIRECTORY": "e2e/test_sagemaker_inference_toolkit.py::test_submit_directory_is_reported_as_not_fetched",
 }
 
 REFUSED: dict[str, Refused] = {

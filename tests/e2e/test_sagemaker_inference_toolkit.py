@@ -303,6 +303,15 @@ def test_max_payload_in_mb_takes_a_unit_when_given_one(
     assert load_config({}, environ, tmp_path).max_request_bytes == size
 
 
+def test_submit_directory_is_reported_as_not_fetched(tmp_path: Path) -> None:
+    """The SDK points SAGEMAKER_SUBMIT_DIRECTORY at a sourcedir.tar.gz that the toolkit's
+    containers fetch; here each model's own code/ is its script, and the start says so."""
+    environ = {"SAGEMAKER_SUBMIT_DIRECTORY": "s3://bucket/churn/sourcedir.tar.gz"}
+    (notice,) = load_config({}, environ, tmp_path).notices
+    assert notice.startswith("SAGEMAKER_SUBMIT_DIRECTORY=s3://bucket/churn/sourcedir.tar.gz")
+    assert "code/inference.py" in notice
+
+
 def test_model_server_timeout_seconds_bounds_a_request(tmp_path: Path) -> None:
     """SAGEMAKER_MODEL_SERVER_TIMEOUT_SECONDS, which the toolkit hands the model server as its
     response timeout, wins over SAGEMAKER_MODEL_SERVER_TIMEOUT: a slower answer is a 504."""
