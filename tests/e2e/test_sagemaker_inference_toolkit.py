@@ -87,7 +87,14 @@ def output_fn(prediction, accept, context):
 from sagemaker_inference import errors
 
 
+class NotAllowed(errors.BaseInferenceToolkitError):  # as the toolkit's own test subclasses it
+    def __init__(self, status_code, message):
+        self.status_code, self.message, self.phrase = status_code, message, "Forbidden"
+
+
 def input_fn(input_data, content_type):
+    if content_type == "application/x-npy":
+        raise NotAllowed(403, "this tenant may not send arrays")
     if content_type != "text/csv":
         raise errors.GenericInferenceToolkitError(415, "send text/csv")
     raise errors.GenericInferenceToolkitError(400, "this row has 4 values; send 5")
@@ -243,15 +250,22 @@ def test_handler_functions_taking_a_context(http: httpx.Client) -> None:
     assert response.json() == {"labels": [0], "attributes": attributes}
 
 
-@pytest.mark.parametrize(("content_type", "status"), [("text/csv", 400), ("application/json", 415)])
+@pytest.mark.parametrize(
+    ("content_type", "status", "message"),
+    [
+        ("text/csv", 400, "this row has 4 values; send 5"),
+        ("application/json", 415, "send text/csv"),
+        ("application/x-npy", 403, "this tenant may not send arrays"),
+    ],
+)
 def test_toolkit_error_answers_its_status_code(
-    http: httpx.Client, content_type: str, status: int
+    http: httpx.Client, content_type: str, status: int, message: str
 ) -> None:
     """A GenericInferenceToolkitError(status_code, message) from a hook answers status_code,
     as the Transformer's handle_error sets it, with the script's message."""
     response = invoke(http, "toolkit-errors", CSV_ROW.encode(), content_type=content_type)
     assert response.status_code == status, response.text
-    assert response.json()["message"] in ("send text/csv", "this row has 4 values; send 5")
+    assert response.json()["message"] == message
 
 
 def test_max_payload_in_mb_raises_the_request_limit(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 from modelhost.errors import (
     BadRequestBody,
+    Forbidden,
     ModelhostError,
     ModelLoadError,
     NotAcceptable,
@@ -42,6 +43,7 @@ Hook = Callable[..., Any]
 # statuses of BaseInferenceToolkitError kept
 TOOLKIT_STATUSES: dict[object, type[ModelhostError]] = {
     400: BadRequestBody,
+    403: Forbidden,
     406: NotAcceptable,
     413: PayloadTooLarge,
     415: UnsupportedMediaType,
