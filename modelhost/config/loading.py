@@ -15,6 +15,7 @@ from typing import Any
 from modelhost.config.migration import props_layer, read_text, sagemaker_notices, thread_notices
 from modelhost.config.settings import (
     ENV_PREFIX,
+    ENV_UNITS,
     FILE_OPTIONS,
     CliOption,
     Config,
@@ -229,8 +230,12 @@ def _env_layer(environ: Mapping[str, str]) -> Layer:
     for f in setting_fields():
         for var in (*f.metadata["env"], env_name(f.name)):
             if environ.get(var) or (var.startswith(ENV_PREFIX) and var in environ):
-                layer[f.name] = (environ[var], var)
+                layer[f.name] = (_with_unit(var, environ[var]), var)
     return layer
+
+
+def _with_unit(var: str, value: str) -> str:
+    return value + ENV_UNITS[var] if var in ENV_UNITS and value.strip().isdigit() else value
 
 
 def _check_env_names(environ: Mapping[str, str]) -> None:

@@ -145,6 +145,10 @@ SAGEMAKER_OTHERS: dict[str, tuple[tuple[str, ...] | None, str]] = {
         None,
         "has no use here: set MODELHOST_LOG_LEVEL (debug, info, warning, error)",
     ),
+    "SAGEMAKER_SUBMIT_DIRECTORY": (
+        None,
+        "is not fetched here: each model runs the code/inference.py in its own folder",
+    ),
     "SAGEMAKER_PROGRAM": (
         ("inference.py",),
         "names the inference script; modelhost runs code/inference.py in each model's folder: "

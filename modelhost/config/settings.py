@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 from modelhost.units import ByteBudget, parse_budget, parse_size
 
 ENV_PREFIX = "MODELHOST_"
+ENV_UNITS = {"SAGEMAKER_MAX_PAYLOAD_IN_MB": "MiB"}  # unitless sizes
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 EVICTION_POLICIES = ("lru", "cost-aware")  # modelhost.cache.policy.POLICIES
 ADMISSIONS = ("none", "tinylfu")
@@ -155,11 +156,15 @@ class Config:
         60.0,
         "seconds a request may take before 504",
         props="default_response_timeout",
-        env=("SAGEMAKER_MODEL_SERVER_TIMEOUT",),
+        env=("SAGEMAKER_MODEL_SERVER_TIMEOUT", "SAGEMAKER_MODEL_SERVER_TIMEOUT_SECONDS"),
         minimum=0.001,
     )
     max_request_size: str = _setting(
-        "6MiB", "largest request body (413 above)", props="max_request_size", size="bytes"
+        "6MiB",
+        "largest request body (413 above)",
+        props="max_request_size",
+        env=("SAGEMAKER_MAX_PAYLOAD_IN_MB",),  # in MiB
+        size="bytes",
     )
     max_rows_per_request: int = _setting(
         100_000, "most rows one request may carry to a built-in handler (413 above)", minimum=1

@@ -7,6 +7,7 @@ from modelhost.observe.exchange import server_timing
 
 TARGET_MODEL_HEADER = "x-amzn-sagemaker-target-model"
 CUSTOM_ATTRIBUTES_HEADER = "x-amzn-sagemaker-custom-attributes"
+CUSTOM_ATTRIBUTES_PARAM = "X-Amzn-SageMaker-Custom-Attributes"
 INVOCATIONS = "/invocations"
 MODEL_INVOKE = "/models/{model:path}/invoke"
 PREDICTIONS = "/predictions/{model:path}"

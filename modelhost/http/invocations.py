@@ -21,6 +21,7 @@ from modelhost.http.errors import error_response
 from modelhost.http.forms import form_input, is_form
 from modelhost.http.invocation_paths import (
     CUSTOM_ATTRIBUTES_HEADER,
+    CUSTOM_ATTRIBUTES_PARAM,
     INVOCATIONS,
     MODEL_INVOKE,
     PASSED_ON_HEADERS,
@@ -89,8 +90,7 @@ class Invocations:
         route: tuple[str, str | None] | None,
         headers: dict[str, str] | None = None,
     ) -> None:
-        """The invocation on `route`, which `route_of` found for its path; `headers`: the
-        scope's, already read (names lowered, the last of each kept)."""
+        """The invocation on `route`; `headers`: the scope's as read (lowered, last kept)."""
         template, model = route or (INVOCATIONS, None)
         if template == PREDICTIONS and model and model.endswith(ONE_VERSION):
             model = one_version(model, self.host.versioned)
@@ -136,7 +136,7 @@ class Invocations:
                 )
             model_name(name)
             if self.tenants is not None:
-                # the invocation was built for this request alone: set, not copied
+                # this request's own: set, not copied
                 exchange.tenant = invocation.tenant = self.tenants.of(name, headers)
             result = await self.host.invoke(name, invocation)
             check_response_size(len(result.body), self.max_response_bytes)
@@ -191,7 +191,7 @@ async def _chunks(receive: Receive, message: Message, exchange: _Exchange) -> As
 
 
 def _chunk(message: Message) -> bytes:
-    """A chunk of the body; a body cut short by the client is not run."""
+    """A chunk; a body cut short is not run."""
     if message["type"] == "http.disconnect":
         raise body_cut_short()
     body: bytes = message.get("body", b"")
@@ -199,7 +199,7 @@ def _chunk(message: Message) -> bytes:
 
 
 class _Exchange:
-    """What the observers are told about one invocation, filled in as it is answered."""
+    """What observers learn of one invocation."""
 
     def __init__(self, route: str, method: str) -> None:
         self.route, self.method = route, method
@@ -256,17 +256,20 @@ def _params(scope: Scope, headers: dict[str, str]) -> dict[str, str]:
         return {}
     check_query(query)
     params = dict(urllib.parse.parse_qsl(query)) if query else {}
-    for pair in headers.get(CUSTOM_ATTRIBUTES_HEADER, "").replace(",", ";").split(";"):
+    attributes = headers.get(CUSTOM_ATTRIBUTES_HEADER, "")
+    for pair in attributes.replace(",", ";").split(";"):
         key, _, value = pair.partition("=")
         if key.strip() and value:
             params[key.strip()] = value.strip()
+    if attributes:  # verbatim, for handlers' contexts
+        params[CUSTOM_ATTRIBUTES_PARAM] = attributes
     for key, value in params.items():
         check_param(key, value)
     return params
 
 
 def _tenant_headers(exchange: _Exchange) -> list[tuple[bytes, bytes]]:
-    """The tenant the request was counted to, where tenants are on and one was found."""
+    """The tenant counted, if any."""
     return [_tenant_header(exchange.tenant)] if exchange.tenant else []
 
 

@@ -156,6 +156,8 @@ EFFECTS: dict[str, str] = {
     + "test_sagemaker_model_server_workers_means_workers_per_model",
     "SAGEMAKER_MODEL_SERVER_TIMEOUT": "config/test_config.py::test_sagemaker_variables",
     "SAGEMAKER_MULTI_MODEL": CONFIG + "test_single_model_mode_needs_a_model",
+    "SAGEMAKER_MODEL_SERVER_TIMEOUT_SECONDS": "e2e/test_sagemaker_inference_toolkit.py::test_model_server_timeout_seconds_bounds_a_request",
+    "SAGEMAKER_MAX_PAYLOAD_IN_MB": "e2e/test_sagemaker_inference_toolkit.py::test_max_payload_in_mb_raises_the_request_limit",
     "MMS_CONFIG_FILE": CONFIG + "test_mms_config_file_variable_wins",
     "TS_CONFIG_FILE": "config/test_config.py::test_file_locations_from_flags_and_environment",
     "OMP_NUM_THREADS": MIGRATION + "test_the_users_thread_variables_win_and_are_reported",
@@ -172,6 +174,7 @@ EFFECTS: dict[str, str] = {
     "SAGEMAKER_HANDLER": "config/test_real_config_files.py::test_sagemaker_multi_model_container",
     "SAGEMAKER_BASE_DIR": "config/test_migration_config.py::test_sagemaker_variables_with_no_use_here_are_reported",
     "SAGEMAKER_CONTAINER_LOG_LEVEL": "config/test_migration_config.py::test_sagemaker_variables_with_no_use_here_are_reported",
+    "SAGEMAKER_SUBMIT_DIRECTORY": "e2e/test_sagemaker_inference_toolkit.py::test_submit_directory_is_reported_as_not_fetched",
 }
 
 REFUSED: dict[str, Refused] = {

@@ -96,7 +96,8 @@ def test_invocation_is_answered_and_observed() -> None:
     assert response.headers["server-timing"] == "queue;dur=0.500, load;dur=12.000"
     [(name, invocation)] = host.seen
     assert (invocation.body, invocation.content_type) == (b"[1, 2, 3]", "text/csv")
-    assert invocation.params == {"method": "predict_proba", "k": "v"}
+    attributes = {"X-Amzn-SageMaker-Custom-Attributes": "k=v"}  # also as sent
+    assert invocation.params == {"method": "predict_proba", "k": "v", **attributes}
     [seen] = observer.exchanges
     assert (seen.method, seen.route, seen.status, seen.invocation) == (
         "POST",

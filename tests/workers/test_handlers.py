@@ -325,7 +325,7 @@ def test_sagemaker_with_only_model_fn(
     folder = model_folder(tmp_path, iris_file)
     write(folder, "code/inference.py", MODEL_FN)
     expected = iris.predict(np.array(ROWS)).tolist()
-    assert invoke(load_handler(folder, "sm"), {"inputs": ROWS}) == {"predictions": expected}
+    assert invoke(load_handler(folder, "sm"), {"inputs": ROWS}) == expected  # as the toolkit
 
 
 def test_sagemaker_with_all_four_functions(tmp_path: Path, iris_file: Path) -> None:
@@ -361,7 +361,7 @@ def test_sagemaker_transform_fn(tmp_path: Path, iris_file: Path) -> None:
         MODEL_FN
         + """
     def transform_fn(model, request_body, content_type, accept):
-        rows = [[float(x) for x in request_body.decode().split(",")]]
+        rows = [[float(x) for x in request_body.split(",")]]  # text/csv comes as str
         return ",".join(model.predict(rows))
     """
     )
