@@ -16,6 +16,7 @@ MAX_PART_BYTES = 255  # most file systems' limit
 MAX_ECHO_CHARS = 200  # of a refused value, in an error message
 ARCHIVE_SUFFIXES = (".mar", ".tar.gz", ".tgz", ".tar", ".zip")
 CHECKED_NAMES = 4096  # bounded, so a scan of new names cannot grow the frontend
+OIP_VERSION = "1"  # what OIP answers as the version of a model registered without versions
 
 VALID = (
     f"a valid name is a relative path such as tenants/t007.joblib, at most {MAX_NAME_BYTES} "

@@ -9,9 +9,9 @@ from modelhost.errors import BadRequestBody, ModelAlreadyLoaded, ModelNotFound
 from modelhost.host import ModelHost, State
 from modelhost.host.listing import LOADED
 from modelhost.host.sources import comes_from
+from modelhost.names import OIP_VERSION as MODEL_VERSION
 from modelhost.protocols.triton_config import model_config
 from modelhost.urls import redact_url
-from modelhost.workers.oip_media import ONE_VERSION as MODEL_VERSION
 
 Counters = Callable[[str], dict[str, Any]]  # a model's request counters, by name
 REPOSITORY_STATE = {State.LOADED: "READY", State.LOADING: "LOADING", State.UNLOADING: "UNLOADING"}

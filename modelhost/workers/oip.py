@@ -12,8 +12,8 @@ import numpy as np
 
 from modelhost.documents import json_object
 from modelhost.errors import BadRequestBody
-from modelhost.names import echo
-from modelhost.workers.oip_media import ONE_VERSION, header_length_of, oip_media_type
+from modelhost.names import OIP_VERSION, echo
+from modelhost.workers.oip_media import header_length_of, oip_media_type
 
 DTYPES: dict[str, np.dtype[Any]] = {
     "BOOL": np.dtype(np.bool_),
@@ -245,7 +245,7 @@ def encode_response(
     """The response body and its media type."""
     header: dict[str, Any] = {
         "model_name": model_name,
-        "model_version": model_version or ONE_VERSION,
+        "model_version": model_version or OIP_VERSION,
     }
     if request.id is not None:
         header["id"] = request.id

@@ -9,7 +9,6 @@ OIP_MEDIA_TYPE = "application/vnd.modelhost.oip"
 HEADER_LENGTH = "header-length"
 MODEL_NAME_PARAM = "oip_model_name"  # for the reply header
 MODEL_VERSION_PARAM = "oip_model_version"
-ONE_VERSION = "1"  # of a model registered without versions
 
 
 def oip_media_type(header_length: int | None = None) -> str:
