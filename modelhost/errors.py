@@ -168,7 +168,9 @@ class UnsafeArtifact(ModelLoadError):
 
 
 class HandlerError(ModelError):
-    pass
+    def __init__(self, message: str, status: int = 0) -> None:
+        super().__init__(message)
+        self.status = status  # the error code the handler named; 0: none, a 500
 
 
 class PoisonRequest(ModelError):

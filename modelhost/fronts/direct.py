@@ -9,13 +9,20 @@ from asyncio import Future
 from functools import partial
 from typing import Any, NamedTuple
 
-from modelhost.errors import DeadlineExceeded, ModelhostError, ModelNotLoaded, ResponseTooLarge
+from modelhost.errors import (
+    DeadlineExceeded,
+    HandlerError,
+    ModelhostError,
+    ModelNotLoaded,
+    ResponseTooLarge,
+)
 from modelhost.fronts.answers import Dated, failure, head_and_body, hit_headers
 from modelhost.fronts.heads import END, HIT_START, HeadReader, Hit
 from modelhost.fronts.links import Key, Outcome, Router, WorkerLink
 from modelhost.fronts.messages import Sample
 from modelhost.fronts.rejoin import Followed
 from modelhost.fronts.relay import KEEP_ALIVE_S
+from modelhost.http.handler_heads import handler_head
 from modelhost.http.instance import INSTANCE_HEADER
 from modelhost.http.middleware import TENANT_HEADER
 from modelhost.workers.answers import check_response_size
@@ -260,13 +267,14 @@ class DirectSide(asyncio.Protocol):
             return self._failure(hit, answer.failure.rebuild(), infer_ms, tenant)
         try:
             check_response_size(len(payload), self.router.table.max_response_bytes)
-        except ResponseTooLarge as large:
-            return self._failure(hit, large, infer_ms, tenant)
+            status, own = (200, []) if answer.custom is None else handler_head(answer.custom)
+        except (ResponseTooLarge, HandlerError) as refused:
+            return self._failure(hit, refused, infer_ms, tenant)
         timings = {"queue": queue_ms, "download": 0.0, "load": 0.0, "infer": infer_ms}
         headers = hit_headers(answer.content_type, payload, timings, hit.oip)
-        headers += self._own_headers(tenant, hit.oip)
-        data = head_and_body(200, DATED.now(), headers, payload)
-        return 200, data, None, infer_ms, len(payload)
+        headers += self._own_headers(tenant, hit.oip) + own
+        data = head_and_body(status, DATED.now(), headers, payload)
+        return status, data, None, infer_ms, len(payload)
 
     def _failure(
         self, hit: Hit, error: ModelhostError, infer_ms: float, tenant: str | None

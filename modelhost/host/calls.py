@@ -7,6 +7,10 @@ through a call. Nothing changes them once made.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from modelhost.workers.messages import Custom
 
 
 @dataclass(slots=True)
@@ -30,6 +34,7 @@ class Result:
     timings_ms: dict[str, float]
     tier: str = "host"  # the tier that answered: device | host | disk | store
     model_bytes: int | None = None  # the footprint of a load it waited for
+    custom: Custom | None = None  # the status and headers its handler set
 
 
 @dataclass(slots=True)
@@ -39,6 +44,7 @@ class Answer:
     body: bytes
     content_type: str
     infer_ms: float  # the whole batch's
+    custom: Custom | None = None
 
 
 @dataclass(frozen=True)  # a hit's is one shared instance

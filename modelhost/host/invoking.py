@@ -195,6 +195,7 @@ class InvokePath:
             timings["queue"] = max(0.0, timings["queue"] - readiness.move_ms)
         tier = tier_of(outcome, readiness.tier)
         result = Result(answer.body, answer.content_type, outcome.tier, timings, tier)
+        result.custom = answer.custom
         if outcome is not HIT:
             result.model_bytes = resident.footprint
         return result

@@ -149,6 +149,6 @@ def resolve_batch(jobs: list[Job[Any]], reply: Answered, payload: bytes) -> None
         if job.future.done():  # its deadline passed
             continue
         if answer.failure is None:
-            job.future.set_result(Answer(body, answer.content_type, reply.infer_ms))
+            job.future.set_result(Answer(body, answer.content_type, reply.infer_ms, answer.custom))
         else:
             job.future.set_exception(answer.failure.rebuild())

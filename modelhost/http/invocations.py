@@ -19,6 +19,7 @@ from modelhost.errors import BadRequestBody, ModelhostError
 from modelhost.host import Invocation, ModelHost, Result
 from modelhost.http.errors import error_response
 from modelhost.http.forms import form_input, is_form
+from modelhost.http.handler_heads import handler_head
 from modelhost.http.invocation_paths import (
     CUSTOM_ATTRIBUTES_HEADER,
     CUSTOM_ATTRIBUTES_PARAM,
@@ -140,6 +141,7 @@ class Invocations:
                 exchange.tenant = invocation.tenant = self.tenants.of(name, headers)
             result = await self.host.invoke(name, invocation)
             check_response_size(len(result.body), self.max_response_bytes)
+            status, own = (200, None) if result.custom is None else handler_head(result.custom)
         except ModelhostError as error:
             exchange.status, exchange.error = status_of(error), type(error).__name__
             response = error_response(
@@ -147,7 +149,7 @@ class Invocations:
             )
             await self._respond(response, exchange, scope, receive, send)
             return
-        exchange.status, exchange.result = 200, result
+        exchange.status, exchange.result = status, result
         exchange.bytes_out = len(result.body)
         exchange.answering = True
         answer_headers = reply_headers(
@@ -156,7 +158,9 @@ class Invocations:
         answer_headers += self.headers
         if exchange.tenant:
             answer_headers.append(_tenant_header(exchange.tenant))
-        await send_whole(send, 200, answer_headers, result.body)
+        if own:
+            answer_headers += own
+        await send_whole(send, status, answer_headers, result.body)
 
     async def _respond(
         self, response: Response, exchange: _Exchange, scope: Scope, receive: Receive, send: Send

@@ -33,7 +33,10 @@ STATUS_BY_ERROR: dict[type[errors.ModelhostError], int] = {
 
 
 def status_of(error: errors.ModelhostError) -> int:
-    """The status of `error`'s most specific class in the table (500 if none)."""
+    """The status of `error`'s most specific class in the table (500 if none), or the one its
+    handler named."""
+    if isinstance(error, errors.HandlerError) and error.status:
+        return error.status
     for cls in type(error).__mro__:
         if cls in STATUS_BY_ERROR:
             return STATUS_BY_ERROR[cls]

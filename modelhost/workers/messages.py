@@ -137,19 +137,20 @@ class Output(Message, frozen=True):
 MAX_MESSAGE_CHARS = 16_384  # of a failure's message: a few lines of any traceback's
 
 
-class Failure(msgspec.Struct, frozen=True, array_like=True):
+class Failure(msgspec.Struct, frozen=True, array_like=True, omit_defaults=True):
     """An exception as data."""
 
     type: str
     message: str
+    status: int = 0  # the error code a handler's exception names (TorchServe's); 0: none
 
     @classmethod
     def of(cls, error: BaseException) -> Failure:
-        kind, message = type(error), str(error)
+        kind, (status, message) = type(error), _told(error)
         if len(message) > MAX_MESSAGE_CHARS:  # else its reply's header may pass the frame's cap
             cut = len(message) - MAX_MESSAGE_CHARS
             message = f"{message[:MAX_MESSAGE_CHARS]}... ({cut:,} more characters cut)"
-        return cls(f"{kind.__module__}.{kind.__qualname__}", message)
+        return cls(f"{kind.__module__}.{kind.__qualname__}", message, status)
 
     def rebuild(self) -> ModelhostError:
         """modelhost's own exceptions as themselves; any other as `HandlerError`."""
@@ -157,13 +158,30 @@ class Failure(msgspec.Struct, frozen=True, array_like=True):
         cls = getattr(errors, name, None) if module == errors.__name__ else None
         if isinstance(cls, type) and issubclass(cls, ModelhostError):
             return cls(self.message)
-        return HandlerError(f"{name}: {self.message}")
+        return HandlerError(f"{name}: {self.message}", self.status)
 
 
-class Answer(msgspec.Struct, frozen=True, array_like=True):
+def _told(error: BaseException) -> tuple[int, str]:
+    """The error status and message of TorchServe's PredictionException(message, error_code);
+    else 0 and the error's text."""
+    code, message = getattr(error, "error_code", None), getattr(error, "message", None)
+    if isinstance(code, int) and 400 <= code <= 599 and isinstance(message, str):
+        return code, message
+    return 0, str(error)
+
+
+class Custom(msgspec.Struct, frozen=True, array_like=True):
+    """The status and headers a handler set for its answer (TorchServe's `context`)."""
+
+    status: int
+    headers: tuple[tuple[str, str], ...]
+
+
+class Answer(msgspec.Struct, frozen=True, array_like=True, omit_defaults=True):
     content_type: str = ""
     size: int = 0
     failure: Failure | None = None
+    custom: Custom | None = None  # None: 200 and the server's headers alone
 
 
 class Answered(Message, frozen=True):

@@ -26,6 +26,8 @@ class InferReply:
     body: bytes
     content_type: str
     values: object = None  # ARRAY's: the predictions, in process
+    status: int = 200  # the handler's own, and its headers (TorchServe's `context`)
+    headers: tuple[tuple[str, str], ...] = ()
 
 
 ARRAY = "application/x-modelhost-array"  # the OIP wrapper's, of models of rows

@@ -220,7 +220,13 @@ def _reply(item: Any, context: MmsContext, index: int) -> InferReply | Exception
         body, content_type = encode_value(item)
     except Exception as error:  # noqa: BLE001  (only its request fails)
         return error
-    return InferReply(body, context.get_response_content_type(index) or content_type)
+    status = context.get_response_status(index)[0]
+    if not isinstance(status, int):
+        return HandlerError(f"context.set_response_status takes a number, not {status!r}")
+    headers = context.get_response_headers(index).items()
+    own = tuple((str(k), str(v)) for k, v in headers if str(k).lower() != "content-type")
+    content_type = context.get_response_content_type(index) or content_type
+    return InferReply(body, content_type, status=status, headers=own)
 
 
 def runtime_modules(model_dir: Path, entry: tuple[Path, str | None] | str) -> tuple[str, ...]:
