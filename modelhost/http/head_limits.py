@@ -75,7 +75,9 @@ class HeadLimitedProtocol(HeaderDeadlineProtocol):
 
     def _refuse(self, status: int) -> None:
         message = refusal_message(status)
-        body = json.dumps({"code": status, "type": "RequestHeadTooLarge", "message": message})
+        # before any route: readable as every protocol's error, OIP's `error` too
+        refusal = {"code": status, "type": "RequestHeadTooLarge", "message": message}
+        body = json.dumps({**refusal, "error": message})
         head = [
             b"HTTP/1.1 %d %s" % (status, REASONS[status]),
             b"content-type: application/json",

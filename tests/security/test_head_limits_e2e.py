@@ -61,6 +61,15 @@ def test_an_endless_url_is_414_and_closed(server: testing.RunningServer) -> None
     assert status_of(answer) == 414
 
 
+def test_a_refused_head_reads_as_each_protocols_error(server: testing.RunningServer) -> None:
+    """The refusal comes before any route: its body reads as TorchServe's and SageMaker's error
+    (`message`) and as the Open Inference Protocol's (`error`), which Triton's clients print."""
+    head = b"POST /v2/models/iris/infer HTTP/1.1\r\nHost: x\r\nX-Big: "
+    refusal = json.loads(answer_to(server, head, CHUNK).split(b"\r\n\r\n", 1)[1])
+    assert refusal["code"] == 431 and refusal["error"] == refusal["message"]
+    assert "send fewer or shorter headers" in refusal["error"]
+
+
 def test_an_endless_header_value_is_431_and_closed(server: testing.RunningServer) -> None:
     answer = answer_to(server, b"GET /ping HTTP/1.1\r\nHost: x\r\nX-Big: ", CHUNK)
     assert status_of(answer) == 431
