@@ -15,6 +15,11 @@ SETTINGS = (
     "(--log-level, --access-log)"
 )
 MODEL_TRACE = "/trace/setting"
+GENERATE = ("/generate", "/generate_stream")
+GENERATION = (
+    "Triton's generate extension is not served: send the model's tensors to "
+    "/v2/models/{model}/infer"
+)
 PREFIXES = {
     "/explanations/": f"explanations are not served: call /predictions/{{model}} ({MOVING})",
     "/v1/models/": "KServe v1 is not served: call /predictions/{model} or KServe v2's "
@@ -32,4 +37,6 @@ def not_served(path: str) -> str | None:
     """Why a REST path is not served, or None."""
     if path.startswith("/v2/models/") and path.endswith(MODEL_TRACE):
         return SETTINGS
+    if path.startswith("/v2/models/") and path.endswith(GENERATE):
+        return GENERATION
     return next((why for prefix, why in PREFIXES.items() if path.startswith(prefix)), None)

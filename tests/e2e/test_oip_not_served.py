@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import httpx
 import numpy as np
 import pytest
 import tritonclient.grpc as triton_grpc
@@ -89,3 +90,14 @@ def test_infer_with_an_output_to_shared_memory_is_refused_naming_it(oip: Any) ->
     assert raised.value.status() in ("400", str(grpc.StatusCode.INVALID_ARGUMENT))
     message = raised.value.message()
     assert "predict" in message and "output_data" in message and "shared memory" in message
+
+
+@pytest.mark.parametrize("extension", ["generate", "generate_stream"])
+def test_triton_generate_says_to_call_infer(server: testing.RunningServer, extension: str) -> None:
+    """Triton's generate extension, as its docs' curl calls it: not a bare 405 naming GET."""
+    answer = httpx.post(
+        f"{server.url}/v2/models/{IRIS}/{extension}", json={"text_input": "a"}, timeout=30
+    )
+    assert answer.status_code in (404, 405), answer.text
+    message = answer.json()["error"]
+    assert "generate" in message and "/v2/models/{model}/infer" in message, message
