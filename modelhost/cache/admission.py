@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from modelhost.cache.policy import Sized
+from modelhost.records.held import Held
 
 COUNTER_MAX = 15  # 4-bit counters, as in TinyLFU
 HASHED_NAMES = 4096  # bounded, so a scan of new names cannot grow the frontend
@@ -35,36 +36,56 @@ class FrequencySketch:
     def __init__(self, width: int = 1024, depth: int = 4, sample_size: int | None = None) -> None:
         self.width, self.depth = width, depth
         self.sample_size = sample_size or 10 * width  # TinyLFU's W
-        self.rows = [[0] * width for _ in range(depth)]
-        self.recorded = 0
+        self._rows = [[0] * width for _ in range(depth)]
+        self._recorded = 0
+        # held, then counted together (docs/decisions.md); every read folds first
+        self._held: Held[str] = Held(self._count_all)
+
+    @property
+    def rows(self) -> list[list[int]]:
+        self._held.fold()
+        return self._rows
+
+    @property
+    def recorded(self) -> int:
+        self._held.fold()
+        return self._recorded
 
     def _slots(self, name: str) -> array[int]:
         return _slots_of(name, self.depth, self.width)
 
     def record(self, name: str) -> None:
-        rows = self.rows  # indexed, not zipped: zip's strict keyword costs more than the loop
-        for depth, slot in enumerate(self._slots(name)):
-            if rows[depth][slot] < COUNTER_MAX:
-                rows[depth][slot] += 1
-        self.recorded += 1
-        if self.recorded >= self.sample_size:
-            self._halve()
+        self._held.add(name)
 
     def record_all(self, names: list[str]) -> None:
-        """As `record` each in turn: a name's at once where no halving falls among them."""
-        if self.recorded + len(names) >= self.sample_size:
+        """As `record` each in turn."""
+        self._held.fold()
+        self._count_all(names)
+
+    def _count_all(self, names: list[str]) -> None:
+        """A name's at once where no halving falls among them, else each in turn."""
+        if self._recorded + len(names) >= self.sample_size:
             for name in names:
-                self.record(name)
+                self._count(name)
             return
-        rows = self.rows
+        rows = self._rows
         for name, times in Counter(names).items():
             for depth, slot in enumerate(self._slots(name)):
                 rows[depth][slot] = min(COUNTER_MAX, rows[depth][slot] + times)
-        self.recorded += len(names)
+        self._recorded += len(names)
+
+    def _count(self, name: str) -> None:
+        rows = self._rows  # indexed, not zipped: zip's strict keyword costs more than the loop
+        for depth, slot in enumerate(self._slots(name)):
+            if rows[depth][slot] < COUNTER_MAX:
+                rows[depth][slot] += 1
+        self._recorded += 1
+        if self._recorded >= self.sample_size:
+            self._halve()
 
     def _halve(self) -> None:
-        self.rows = [[count // 2 for count in row] for row in self.rows]
-        self.recorded //= 2
+        self._rows = [[count // 2 for count in row] for row in self._rows]
+        self._recorded //= 2
 
     def estimate(self, name: str) -> int:
         return min(row[slot] for row, slot in zip(self.rows, self._slots(name), strict=True))

@@ -42,3 +42,33 @@ def test_recording_a_list_counts_as_recording_each_in_turn(
         for name in names:
             each.record(name)
     assert (together.rows, together.recorded) == (each.rows, each.recorded)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    steps=st.lists(
+        st.tuples(st.sampled_from(["record", "estimate"]), st.sampled_from("abcdefgh")),
+        max_size=300,
+    ),
+    sample_size=st.integers(1, 80),
+)
+def test_an_estimate_sees_every_name_recorded_before_it(
+    steps: list[tuple[str, str]], sample_size: int
+) -> None:
+    """Names are held and counted together; an estimate reads what counting each at once, as
+    TinyLFU does, gives: capped counters, halved every `sample_size`."""
+    sketch = FrequencySketch(width=4, depth=2, sample_size=sample_size)
+    rows, recorded = [[0] * 4 for _ in range(2)], 0
+    for step, name in steps:
+        slots = _slots_of(name, 2, 4)
+        if step == "estimate":
+            counted = [row[slot] for row, slot in zip(rows, slots, strict=True)]
+            assert sketch.estimate(name) == min(counted)
+            continue
+        sketch.record(name)
+        for row, slot in zip(rows, slots, strict=True):
+            row[slot] = min(15, row[slot] + 1)
+        recorded += 1
+        if recorded >= sample_size:
+            rows, recorded = [[count // 2 for count in row] for row in rows], recorded // 2
+    assert (sketch.rows, sketch.recorded) == (rows, recorded)
