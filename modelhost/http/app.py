@@ -78,6 +78,7 @@ def main_app(routes: SageMakerRoutes, observer: Observer | None = None) -> Invoc
     served = [
         Route("/ping", routes.ping, methods=["GET"]),
         Route("/stats", routes.stats, methods=["GET"]),
+        Route("/execution-parameters", routes.execution_parameters, methods=["GET"]),
         Route("/models", routes.list_models, methods=["GET"]),
         Route("/models", routes.load_model, methods=["POST"]),
         Route("/models/{model:path}", routes.describe_model, methods=["GET"]),
