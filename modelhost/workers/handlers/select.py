@@ -46,10 +46,11 @@ class Runtime:
     sniff: Callable[[Path], bool] | None = None  # for shared suffixes (.json, .txt, .bst)
     modules: tuple[str, ...] = ()  # imported before a load is measured: the worker's, not its
     modules_of: Callable[[Path], tuple[str, ...]] | None = None  # and those a file names
+    names: tuple[str, ...] = ()  # whole file names it takes
 
     def takes(self, path: Path, *, declared: bool = False) -> bool:
         """Whether `path` is this runtime's file (sniffed unless `declared`)."""
-        if not path.name.lower().endswith(self.suffixes):
+        if not path.name.lower().endswith(self.suffixes) and path.name not in self.names:
             return False
         return declared or self.sniff is None or self.sniff(path)
 
@@ -322,6 +323,7 @@ RUNTIMES: dict[str, Runtime] = {
         _runtime_hint("xgboost", "Booster.save_model"),
         sniff=_is_xgboost,
         modules=PRELOAD_MODULES["xgboost"],
+        names=xgboost.NAMES,
     ),
     "lightgbm": Runtime(
         "lightgbm",
