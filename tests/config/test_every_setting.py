@@ -175,10 +175,10 @@ EFFECTS: dict[str, str] = {
     "SAGEMAKER_BASE_DIR": "config/test_migration_config.py::test_sagemaker_variables_with_no_use_here_are_reported",
     "SAGEMAKER_CONTAINER_LOG_LEVEL": "config/test_migration_config.py::test_sagemaker_variables_with_no_use_here_are_reported",
     "SAGEMAKER_SUBMIT_DIRECTORY": "e2e/test_sagemaker_inference_toolkit.py::test_submit_directory_is_reported_as_not_fetched",
+    "SAGEMAKER_PROGRAM": "e2e/test_sagemaker_environment.py::test_sagemaker_program_names_the_script_in_code",
 }
 
 REFUSED: dict[str, Refused] = {
-    "SAGEMAKER_PROGRAM": Refused({}, {"SAGEMAKER_PROGRAM": "serve.py"}, "", "inference.py"),
     "SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT": Refused(
         {}, {"SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT": "text/csv"}, "", "Accept header"
     ),
