@@ -74,6 +74,7 @@ def main_app(routes: SageMakerRoutes, observer: Observer | None = None) -> Invoc
         unhandled=unhandled,
         headers=[instance_header(instance)],
         tenants=settings.tenants,
+        default_accept=settings.default_accept,
     )
     served = [
         Route("/ping", routes.ping, methods=["GET"]),

@@ -56,6 +56,7 @@ class HttpSettings:
     tenants: TenantRule | None = None  # None: tenants are off
     keys: TokenKeys | None = None  # TorchServe's token authorization; None: off
     model_api: bool = True  # TorchServe's management API may register and unregister
+    default_accept: str = "application/json"  # for invocations sent without Accept
 
 
 class SageMakerRoutes:
