@@ -1,4 +1,4 @@
-"""The built-in handler for XGBoost boosters saved with `save_model` (.ubj, .json, .bst)."""
+"""The built-in handler for XGBoost boosters (.ubj, .json, .bst, or AWS's `xgboost-model`)."""
 
 from __future__ import annotations
 
