@@ -44,6 +44,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[testing.Running
     root = tmp_path_factory.mktemp("environment")
     scripted(root / "store", "both", "inference.py", "predictor.py")
     scripted(root / "store", "inference-only", "inference.py")
+    scripted(root / "store", "predictor-only", "predictor.py")
     args = testing.serve_args(root / "store", root / "cache", workers=1)
     env = {**os.environ, "SAGEMAKER_PROGRAM": "predictor.py"}
     with testing.RunningServer(args, root, env=env) as running:
@@ -62,7 +63,12 @@ def invoke(http: httpx.Client, model: str, **headers: str) -> httpx.Response:
 
 
 @pytest.mark.parametrize(
-    ("model", "script"), [("both", "predictor.py"), ("inference-only", "inference.py")]
+    ("model", "script"),
+    [
+        ("both", "predictor.py"),
+        ("predictor-only", "predictor.py"),
+        ("inference-only", "inference.py"),
+    ],
 )
 def test_sagemaker_program_names_the_script_in_code(
     http: httpx.Client, model: str, script: str
