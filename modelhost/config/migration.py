@@ -153,10 +153,6 @@ SAGEMAKER_OTHERS: dict[str, tuple[tuple[str, ...] | None, str]] = {
         None,
         "is the script each model runs from its code/ folder, where it has one",
     ),
-    "SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT": (
-        ("application/json",),
-        "answers without an Accept header are JSON here; send an Accept header instead",
-    ),
     "SAGEMAKER_ADDITIONAL_MODEL_SERVER_OPTIONS": (
         (),
         "passes options to MMS/TorchServe's command line; give modelhost's own flags or "
