@@ -95,6 +95,7 @@ async def serve_pool(config: Config, pool: WorkerPool, events: EventLog) -> int:
                 tenants=tenant_rule(config),
                 keys=keys,
                 model_api=config.model_api,
+                default_accept=config.default_accept,
             ),
             observer.usage,
             health,

@@ -150,13 +150,8 @@ SAGEMAKER_OTHERS: dict[str, tuple[tuple[str, ...] | None, str]] = {
         "is not fetched here: each model runs the code/inference.py in its own folder",
     ),
     "SAGEMAKER_PROGRAM": (
-        ("inference.py",),
-        "names the inference script; modelhost runs code/inference.py in each model's folder: "
-        "rename the script to inference.py",
-    ),
-    "SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT": (
-        ("application/json",),
-        "answers without an Accept header are JSON here; send an Accept header instead",
+        None,
+        "is the script each model runs from its code/ folder, where it has one",
     ),
     "SAGEMAKER_ADDITIONAL_MODEL_SERVER_OPTIONS": (
         (),

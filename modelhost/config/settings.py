@@ -166,6 +166,11 @@ class Config:
         env=("SAGEMAKER_MAX_PAYLOAD_IN_MB",),  # in MiB
         size="bytes",
     )
+    default_accept: str = _setting(
+        "application/json",
+        "the media type an invocation without an Accept header is answered in",
+        env=("SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT",),
+    )
     max_rows_per_request: int = _setting(
         100_000, "most rows one request may carry to a built-in handler (413 above)", minimum=1
     )

@@ -74,10 +74,12 @@ def main_app(routes: SageMakerRoutes, observer: Observer | None = None) -> Invoc
         unhandled=unhandled,
         headers=[instance_header(instance)],
         tenants=settings.tenants,
+        default_accept=settings.default_accept,
     )
     served = [
         Route("/ping", routes.ping, methods=["GET"]),
         Route("/stats", routes.stats, methods=["GET"]),
+        Route("/execution-parameters", routes.execution_parameters, methods=["GET"]),
         Route("/models", routes.list_models, methods=["GET"]),
         Route("/models", routes.load_model, methods=["POST"]),
         Route("/models/{model:path}", routes.describe_model, methods=["GET"]),

@@ -69,8 +69,10 @@ class Invocations:
         unhandled: Unhandled | None = None,
         headers: Sequence[tuple[bytes, bytes]] = (),
         tenants: TenantRule | None = None,
+        default_accept: str = "application/json",
     ) -> None:
         self.host = host
+        self.default_accept = default_accept
         self.max_request_bytes = max_request_bytes
         self.max_response_bytes = max_response_bytes
         self.single_model = single_model
@@ -125,7 +127,7 @@ class Invocations:
             name = model or headers.get(TARGET_MODEL_HEADER)
             exchange.model = name or None
             body = await self._body(receive, headers, exchange)
-            invocation = _invocation(body, headers, _params(scope, headers))
+            invocation = _invocation(body, headers, _params(scope, headers), self.default_accept)
             name = name or invocation.params.get(MODEL_NAME_PARAM) or self.single_model
             name = name or self.host.sole_startup_model()
             exchange.model = name or None
@@ -237,10 +239,12 @@ class _Exchange:
         )
 
 
-def _invocation(body: bytes, headers: dict[str, str], params: dict[str, str]) -> Invocation:
+def _invocation(
+    body: bytes, headers: dict[str, str], params: dict[str, str], default_accept: str
+) -> Invocation:
     """The invocation of a request, from its body or form."""
     content_type = headers.get("content-type", "application/json")
-    accept = headers.get("accept", "application/json")
+    accept = headers.get("accept", default_accept)
     form = form_input(body, content_type) if is_form(content_type) else None
     if form is None:
         return Invocation(body, content_type, accept, params)

@@ -310,6 +310,11 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         {_JSON: STATUS},
         also=json_response(503, REASONS[503], STATUS),
     ),
+    ("GET", "/execution-parameters"): operation(
+        "batch transform's defaults: MaxConcurrentTransforms, BatchStrategy, MaxPayloadInMB",
+        _SAGEMAKER,
+        {_JSON: OBJECT},
+    ),
     ("GET", "/stats"): operation(
         "memory and disk budgets and use; workers", _OBSERVE, {_JSON: OBJECT}
     ),

@@ -56,6 +56,7 @@ class HttpSettings:
     tenants: TenantRule | None = None  # None: tenants are off
     keys: TokenKeys | None = None  # TorchServe's token authorization; None: off
     model_api: bool = True  # TorchServe's management API may register and unregister
+    default_accept: str = "application/json"  # for invocations sent without Accept
 
 
 class SageMakerRoutes:
@@ -82,6 +83,17 @@ class SageMakerRoutes:
         if shortfall:
             body["message"] = shortfall
         return JSONResponse(body, 200 if healthy else 503)
+
+    async def execution_parameters(self, request: Request) -> Response:
+        """Batch transform's defaults, in the fields AWS's algorithm containers answer."""
+        _, workers = self.host.pool.health()
+        return JSONResponse(
+            {
+                "MaxConcurrentTransforms": max(1, workers),
+                "BatchStrategy": "MULTI_RECORD",
+                "MaxPayloadInMB": max(1, self.settings.max_request_bytes // 2**20),
+            }
+        )
 
     async def read_body(self, request: Request) -> bytes:
         return await bounded_body(request, self.settings.max_request_bytes)

@@ -134,6 +134,7 @@ EFFECTS: dict[str, str] = {
     "default_startup_timeout": "config/test_real_config_files.py::"
     "test_default_startup_timeout_sets_the_load_timeout",
     "max_request_size": "config/test_config.py::test_properties_mapping",
+    "--default-accept": "e2e/test_sagemaker_environment.py::test_default_invocations_accept_answers_requests_without_accept",
     "max_response_size": "config/test_config.py::test_properties_mapping",
     "batch_size": "config/test_config.py::test_properties_mapping",
     "max_batch_delay": "config/test_config.py::test_properties_mapping",
@@ -175,13 +176,11 @@ EFFECTS: dict[str, str] = {
     "SAGEMAKER_BASE_DIR": "config/test_migration_config.py::test_sagemaker_variables_with_no_use_here_are_reported",
     "SAGEMAKER_CONTAINER_LOG_LEVEL": "config/test_migration_config.py::test_sagemaker_variables_with_no_use_here_are_reported",
     "SAGEMAKER_SUBMIT_DIRECTORY": "e2e/test_sagemaker_inference_toolkit.py::test_submit_directory_is_reported_as_not_fetched",
+    "SAGEMAKER_PROGRAM": "e2e/test_sagemaker_environment.py::test_sagemaker_program_names_the_script_in_code",
+    "SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT": "e2e/test_sagemaker_environment.py::test_default_invocations_accept_answers_requests_without_accept",
 }
 
 REFUSED: dict[str, Refused] = {
-    "SAGEMAKER_PROGRAM": Refused({}, {"SAGEMAKER_PROGRAM": "serve.py"}, "", "inference.py"),
-    "SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT": Refused(
-        {}, {"SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT": "text/csv"}, "", "Accept header"
-    ),
     "SAGEMAKER_ADDITIONAL_MODEL_SERVER_OPTIONS": Refused(
         {}, {"SAGEMAKER_ADDITIONAL_MODEL_SERVER_OPTIONS": "-x"}, "", "MODELHOST_*"
     ),

@@ -38,10 +38,10 @@ def test_sagemaker_model_server_workers_means_workers_per_model(tmp_path: Path) 
 
 def test_sagemaker_variables_with_no_use_here_are_reported(tmp_path: Path) -> None:
     environ = {"SAGEMAKER_BASE_DIR": "/opt/ml", "SAGEMAKER_CONTAINER_LOG_LEVEL": "20"}
-    environ |= {"SAGEMAKER_PROGRAM": "inference.py"}
+    environ |= {"SAGEMAKER_PROGRAM": "serve.py"}
     base, level, program = load_config({}, environ, tmp_path).notices
     assert base.startswith("SAGEMAKER_BASE_DIR=/opt/ml has no use here")
-    assert "MODELHOST_LOG_LEVEL" in level and program == "SAGEMAKER_PROGRAM=inference.py: ok"
+    assert "MODELHOST_LOG_LEVEL" in level and program.startswith("SAGEMAKER_PROGRAM=serve.py is")
 
 
 def test_preload_model_notice_says_model_memory_is_not_shared(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ from modelhost.workers.handlers.sklearn import predict_rows
 from modelhost.workers.handlers.user_code import forget_user_module, import_user_module, user_code
 
 SCRIPT = Path("code") / "inference.py"
+PROGRAM_VARIABLE = "SAGEMAKER_PROGRAM"  # in workers' environment (workers/environment.py)
 TEXT_TYPES = (JSON, "text/csv")  # handed to the script as str
 ANY_ACCEPT = ("", "*/*")  # the toolkit's default: JSON
 
@@ -65,14 +67,20 @@ class Hooks:
     takes_context: bool
 
 
+def script_in(folder: Path) -> Path | None:
+    """The script the toolkit would import: SAGEMAKER_PROGRAM's in code/, else inference.py."""
+    program = Path(os.environ.get(PROGRAM_VARIABLE, "")).name.removesuffix(".py")
+    named = [folder / "code" / f"{program}.py"] if program else []
+    return next((script for script in (*named, folder / SCRIPT) if script.is_file()), None)
+
+
 class SageMakerHandler(Handler):
-    def __init__(self, model_dir: Path) -> None:
-        script = model_dir / SCRIPT
+    def __init__(self, model_dir: Path, script: Path) -> None:
         self._context = MmsContext(model_dir, model_dir.name, {})
         with user_code(script.parent):
             self._module: ModuleType | None = import_user_module(script)
             try:
-                self._hooks = _hooks(self._module)
+                self._hooks = _hooks(self._module, script.name)
                 self._model: Any = self._load(str(model_dir))
             except BaseException:
                 forget_user_module(self._module)
@@ -119,11 +127,11 @@ class SageMakerHandler(Handler):
         self._model = None
 
 
-def _hooks(module: ModuleType) -> Hooks:
+def _hooks(module: ModuleType, script: str) -> Hooks:
     model_fn = getattr(module, "model_fn", None)
     if not callable(model_fn):
         raise ModelLoadError(
-            "code/inference.py defines no model_fn(model_dir); add one that loads and returns "
+            f"code/{script} defines no model_fn(model_dir); add one that loads and returns "
             "the model from model_dir"
         )
     defaults = {"input_fn": decode_rows, "predict_fn": _predict, "output_fn": _output}

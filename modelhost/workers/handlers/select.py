@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass
@@ -22,7 +23,7 @@ from modelhost.workers.handlers import (
 from modelhost.workers.handlers.base import Handler
 from modelhost.workers.handlers.mms import MmsHandler, find_entry, runtime_modules
 from modelhost.workers.handlers.preload import PRELOAD_MODULES
-from modelhost.workers.handlers.sagemaker import SCRIPT, SageMakerHandler
+from modelhost.workers.handlers.sagemaker import SageMakerHandler, script_in
 
 PICKLE_SUFFIXES = sklearn.SUFFIXES
 _SHIPPING_FORMS = (
@@ -46,10 +47,11 @@ class Runtime:
     sniff: Callable[[Path], bool] | None = None  # for shared suffixes (.json, .txt, .bst)
     modules: tuple[str, ...] = ()  # imported before a load is measured: the worker's, not its
     modules_of: Callable[[Path], tuple[str, ...]] | None = None  # and those a file names
+    names: tuple[str, ...] = ()  # whole file names it takes
 
     def takes(self, path: Path, *, declared: bool = False) -> bool:
         """Whether `path` is this runtime's file (sniffed unless `declared`)."""
-        if not path.name.lower().endswith(self.suffixes):
+        if not path.name.lower().endswith(self.suffixes) and path.name not in self.names:
             return False
         return declared or self.sniff is None or self.sniff(path)
 
@@ -152,8 +154,11 @@ def _choose_file(path: Path, threads: int) -> Choice:
 
 def _choose_folder(folder: Path, model_name: str, threads: int, *, descend: bool) -> Choice:
     """User code first, then a single model file; a lone subfolder is entered."""
-    if (folder / SCRIPT).is_file():
-        return Choice(lambda: SageMakerHandler(folder), _script_hint, program=str(SCRIPT))
+    script = script_in(folder)
+    if script is not None:
+        program = str(script.relative_to(folder))
+        hint = functools.partial(_script_hint, program)
+        return Choice(lambda: SageMakerHandler(folder, script), hint, program=program)
     entry = find_entry(folder)
     if entry is not None:
         modules = runtime_modules(folder, entry)
@@ -274,8 +279,8 @@ def _sklearn_hint() -> str:
     )
 
 
-def _script_hint() -> str:
-    return "fix code/inference.py: the error came from importing it or from its model_fn"
+def _script_hint(script: str) -> str:
+    return f"fix {script}: the error came from importing it or from its model_fn"
 
 
 def _handler_hint() -> str:
@@ -322,6 +327,7 @@ RUNTIMES: dict[str, Runtime] = {
         _runtime_hint("xgboost", "Booster.save_model"),
         sniff=_is_xgboost,
         modules=PRELOAD_MODULES["xgboost"],
+        names=xgboost.NAMES,
     ),
     "lightgbm": Runtime(
         "lightgbm",

@@ -1,17 +1,21 @@
-"""The built-in handler for XGBoost boosters saved with `save_model` (.ubj, .json, .bst)."""
+"""The built-in handler for XGBoost boosters (.ubj, .json, .bst, or AWS's `xgboost-model`)."""
 
 from __future__ import annotations
 
 import json
+import pickle
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from modelhost.errors import ModelLoadError
 from modelhost.workers.handlers.rows import RowsHandler, from_probabilities, values_only
 from modelhost.workers.handlers.runtime import require
 
 SUFFIXES = (".ubj", ".json", ".bst")
+NAMES = ("xgboost-model",)  # AWS's XGBoost container's: a saved booster or a pickle of one
+PICKLE_START = b"\x80"  # protocol 2 and later
 PROBABILITY_OBJECTIVES = ("binary:logistic", "multi:softprob")
 _SNIFF_BYTES = 256
 
@@ -23,10 +27,7 @@ class XGBoostHandler(RowsHandler):
 
     def __init__(self, path: Path, threads: int = 1) -> None:
         xgboost = require("xgboost", "xgboost", f"{path.name} (an XGBoost model)")
-        self._booster: Any = xgboost.Booster(params={"nthread": threads})
-        # .bst names no format; from bytes, xgboost tells them apart
-        source = bytearray(path.read_bytes()) if path.suffix == ".bst" else str(path)
-        self._booster.load_model(source)
+        self._booster: Any = _booster(xgboost, path, threads)
         learner = json.loads(self._booster.save_config())["learner"]
         self._objective: str = learner["objective"]["name"]
         self.n_features = int(self._booster.num_features()) or None
@@ -39,6 +40,30 @@ class XGBoostHandler(RowsHandler):
 
     def close(self) -> None:
         self._booster = None
+
+
+def _booster(xgboost: Any, path: Path, threads: int) -> Any:
+    if path.suffix in (".ubj", ".json"):
+        booster = xgboost.Booster(params={"nthread": threads})
+        booster.load_model(str(path))
+        return booster
+    data = path.read_bytes()  # .bst and xgboost-model name no format: xgboost tells them apart
+    if path.name in NAMES and data.startswith(PICKLE_START):
+        return _unpickled(xgboost, data, threads)
+    booster = xgboost.Booster(params={"nthread": threads})
+    booster.load_model(bytearray(data))
+    return booster
+
+
+def _unpickled(xgboost: Any, data: bytes, threads: int) -> Any:
+    """A pickled Booster or XGBModel, read as AWS's container reads it (refused where the
+    worker refuses pickles: workers/no_pickle.py)."""
+    model = pickle.loads(data)
+    booster = model.get_booster() if hasattr(model, "get_booster") else model
+    if not isinstance(booster, xgboost.Booster):
+        raise ModelLoadError(f"xgboost-model holds a pickled {type(model).__name__}, not a Booster")
+    booster.set_param("nthread", threads)
+    return booster
 
 
 def is_xgboost_json(path: Path) -> bool:
