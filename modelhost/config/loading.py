@@ -135,11 +135,6 @@ def _refuse_unsupported(config: Config) -> None:
             f"default_accept (SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT) is {config.default_accept!r}: "
             "give one media type, such as text/csv or application/json"
         )
-    if config.fronts > 1 and config.default_accept != "application/json":
-        raise ConfigError(  # fronts/heads.py answers a missing Accept as JSON
-            f"--fronts {config.fronts} answers invocations without Accept as JSON, not "
-            f"{config.default_accept}: use --fronts 1, or have clients send Accept"
-        )
     if config.token_auth and (config.management_token or reads_token(config.tenant_from)):
         raise ConfigError(
             "token_auth gives management and inference calls TorchServe's keys, so a bearer "

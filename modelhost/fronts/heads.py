@@ -70,10 +70,10 @@ class HeadReader(Heads):
             and holds_key(self.read.headers.get("authorization", ""), key)
         ):
             return None  # the main process refuses it in TorchServe's words
-        return _hit_of(self.parser, self.read, table.max_request_bytes)
+        return _hit_of(self.parser, self.read, table)
 
 
-def _hit_of(parser: httptools.HttpRequestParser, read: Head, max_request_bytes: int) -> Hit | None:
+def _hit_of(parser: httptools.HttpRequestParser, read: Head, table: Table) -> Hit | None:
     if parser.get_method() != b"POST" or parser.get_http_version() != "1.1":
         return None
     headers = read.headers
@@ -85,18 +85,22 @@ def _hit_of(parser: httptools.HttpRequestParser, read: Head, max_request_bytes: 
         body_bytes = int(headers.get("content-length", "0"))
     except ValueError:
         return None
-    if not 0 <= body_bytes <= max_request_bytes:
+    if not 0 <= body_bytes <= table.max_request_bytes:
         return None
     path = read.url.decode("latin-1")
     route = route_of(path)
     if route is not None:
-        return invocation_hit(*route, headers, body_bytes)
+        return invocation_hit(*route, headers, body_bytes, table.default_accept)
     inference = infer_path_of(path)
     return None if inference is None else oip_hit(*inference, headers, body_bytes)
 
 
 def invocation_hit(
-    route: str, model: str | None, headers: dict[str, str], body_bytes: int
+    route: str,
+    model: str | None,
+    headers: dict[str, str],
+    body_bytes: int,
+    default_accept: str = "application/json",
 ) -> Hit | None:
     """SageMaker's or TorchServe's invocation, as http/invocations.py reads it."""
     if route == PREDICTIONS and model is not None and model.endswith(ONE_VERSION):
@@ -109,7 +113,7 @@ def invocation_hit(
         return None
     if not model or is_form(content_type):
         return None
-    accept = headers.get("accept", "application/json")
+    accept = headers.get("accept", default_accept)
     return Hit(route, model, content_type, accept, body_bytes, params={}, oip=False)
 
 

@@ -31,6 +31,7 @@ class Table(msgspec.Struct, frozen=True, tag=True):
     inference_key_until: float = 0.0  # epoch seconds: the key's expiry
     tenants: Tenancy | None = None  # None: tenants are off
     slots: int = 1  # a worker's inference threads
+    default_accept: str = "application/json"  # of an invocation that sends no Accept
 
 
 class Sample(msgspec.Struct, frozen=True, array_like=True):

@@ -51,6 +51,7 @@ class Routing:
         self.instance = instance_name(config.instance_id)
         self.limits = (config.max_request_bytes, config.max_response_bytes)
         self.timeout_s = config.default_response_timeout_s
+        self.default_accept = config.default_accept
         self.tenant_from = config.tenant_from if tenants_on(config.tenant_from) else ""
         self.run_dir = run_dir  # where the workers' direct sockets are
         self.dirty = True  # a load, unload or worker change since the last table
@@ -78,6 +79,7 @@ class Routing:
             inference_key_until=until,
             tenants=self.tenancy(),
             slots=self.host.pool.threads,
+            default_accept=self.default_accept,
         )
 
     def tenancy(self) -> Tenancy | None:

@@ -27,9 +27,3 @@ def test_modelhosts_own_variable_wins(tmp_path: Path) -> None:
 def test_anything_but_one_media_type_is_refused(tmp_path: Path, value: str) -> None:
     with pytest.raises(ConfigError, match="SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT"):
         load_config({}, {"SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT": value}, tmp_path)
-
-
-def test_fronts_refuse_a_default_they_cannot_answer_in(tmp_path: Path) -> None:
-    environ = {"SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT": "text/csv"}
-    with pytest.raises(ConfigError, match="--fronts 2"):
-        load_config({"fronts": 2}, environ, tmp_path)

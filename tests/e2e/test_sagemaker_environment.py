@@ -8,6 +8,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from helpers.fronts import hit_with_the_main_process_stopped, raw_request
 
 from modelhost import testing
 
@@ -124,3 +125,20 @@ def test_a_given_accept_wins_over_the_default(http: httpx.Client) -> None:
     response = invoke(http, "iris.joblib", accept="application/json")
     assert response.status_code == 200, response.text
     assert response.json() == {"predictions": [0]}
+
+
+def test_a_front_answers_without_accept_in_the_default(
+    tmp_path: Path, server: testing.RunningServer
+) -> None:
+    """With --fronts 2, a hit a front answers itself takes the same default as the main process."""
+    store = Path(server.argv[server.argv.index("--model-store") + 1])
+    args = testing.serve_args(store, tmp_path / "cache", workers=1)
+    env = {**os.environ, "SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT": "text/csv"}
+    with testing.RunningServer([*args, "--fronts", "2"], tmp_path, env=env) as fronted:
+        with httpx.Client(base_url=fronted.url, timeout=60) as client:
+            assert invoke(client, "iris.joblib").status_code == 200  # loaded: a hit from now on
+        head = ["content-type: text/csv", "x-amzn-sagemaker-target-model: iris.joblib"]
+        request = raw_request("/invocations", CSV_ROW.encode(), *head)
+        answer = hit_with_the_main_process_stopped(fronted, request)
+    assert answer.startswith(b"HTTP/1.1 200 "), answer
+    assert b"\r\ncontent-type: text/csv" in answer and answer.endswith(b"\r\n\r\n0\n"), answer
