@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -75,9 +75,9 @@ class TorchServeModels:
         check_param("url", url)
         check_registration(params)
         settings = registration_settings(params)
-        name = model_name(params.get("model_name") or name_from_url(url))
         workers = count(params.get("initial_workers"), "initial_workers")
         synchronous = boolean(params.get("synchronous"), "synchronous", default=True)
+        name = await self._model_name(params.get("model_name"), url)
         if self.host.is_registered(name) and self.host.versions_of(name) is None:
             raise ModelAlreadyLoaded(
                 f"Model version {MODEL_VERSION} is already registered for model {name}"
@@ -106,15 +106,17 @@ class TorchServeModels:
             raise
         return Answer(f'Model "{name}" Version: {version} registered with {copies} initial workers')
 
+    async def _model_name(self, given: str | None, url: str) -> str:
+        """`model_name`, else the archive's modelName, as TorchServe's."""
+        if given:
+            return model_name(given)
+        with archive_at(name_from_url(url), url):
+            return await self.host.archive_name(url)
+
     async def _fetch(self, name: str, url: str, settings: dict[str, Any]) -> Registered:
-        """Register the version its archive holds and fetch the archive, as TorchServe does."""
-        try:
+        """Register and fetch the archive's version, as TorchServe does."""
+        with archive_at(name, url):
             registered = await self.host.register_version(name, url, settings)
-        except ModelNotFound as error:
-            raise BadRequestBody(
-                f"cannot register model {name}: the url {echo(url)} names no archive ({error}); "
-                "give the url of an archive in the model store"
-            ) from None
         missing = missing_handler(settings.get("handler"), registered.artifact.path)
         if missing:
             await self.host.unregister(registered.name)
@@ -165,8 +167,7 @@ class TorchServeModels:
         return [self._description(target) for target in targets]
 
     async def describe_customized(self, path: str) -> list[dict[str, Any]]:
-        """`?customized=true`: with the handler's answer to a `describe` request, TorchServe's
-        `customizedMetadata`."""
+        """`?customized=true`: with the handler's `customizedMetadata`."""
         model = model_name(path.rstrip("/"))
         if model.endswith("/all") and self._versions(model.removesuffix("/all")):
             return self.describe(path)  # TorchServe describes every version plainly
@@ -273,7 +274,7 @@ class TorchServeModels:
 def describe(
     model: ModelStatistics, schedule: ModelSchedule, name: str, version: str, queue_size: int
 ) -> dict[str, Any]:
-    """TorchServe's description of a version, from the host's statistics and scheduling."""
+    """TorchServe's description of a version."""
     started = iso_time(model.loaded_at)
     workers = [
         {
@@ -304,6 +305,18 @@ def describe(
     }
 
 
+@contextlib.contextmanager
+def archive_at(name: str, url: str) -> Iterator[None]:
+    """400 for a url naming nothing."""
+    try:
+        yield
+    except ModelNotFound as error:
+        raise BadRequestBody(
+            f"cannot register model {name}: the url {echo(url)} names no archive ({error}); "
+            "give the url of an archive in the model store"
+        ) from None
+
+
 def json_object(body: bytes) -> dict[str, Any]:
     """A handler's answer as a JSON object; {} for anything else, as TorchServe."""
     try:
@@ -328,8 +341,7 @@ def unless_negative(limit: str | None) -> str | None:
 
 
 async def restore_registered(host: ModelHost, cache_dir: Path, model_snapshot: str = "") -> None:
-    """Register again what the cache folder kept (`--restore-registered`), each on its workers,
-    then the models of TorchServe's snapshot not registered yet; a failure is logged and kept."""
+    """Register again what `--restore-registered` kept, then the snapshot's models."""
     snapshot = snapshot_registrations(model_snapshot) if model_snapshot else []
     journal = Journal(cache_dir / JOURNAL_FILE)
     host.keep_journal(journal)
