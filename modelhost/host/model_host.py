@@ -266,7 +266,8 @@ class ModelHost:
             self._forget_unless_held(name)
 
     def given_url(self, name: str) -> str:
-        return self.given_urls.get(name) or self.source_of(name)
+        """The URL given to load or register `name`, else its key in the store."""
+        return self.given_urls.get(name) or self.registry.given_url(name)
 
     async def archive_name(self, url: str) -> str:
         """The archive's modelName, else its file's name."""

@@ -30,6 +30,7 @@ from modelhost.host.residency import Residency
 from modelhost.host.under_way import UnderWay
 from modelhost.manifest import MAR_MANIFEST, find_manifest, mar_workers, read_mar
 from modelhost.names import echo, model_name, name_from_url
+from modelhost.urls import redact_url
 
 DEFAULT_VERSION = "1.0"  # TorchServe's
 PROBE = ".version-of-"
@@ -58,6 +59,7 @@ class Registry:
         self.residency = residency
         self.versions: dict[str, Versions] = {}
         self.owners: dict[str, tuple[str, str]] = {}  # name in the host → (model, version)
+        self.given: dict[str, str] = {}  # name → URL registered
         self.at_startup: set[str] = set()  # preloaded, until unregistered
         self._revalidations: UnderWay[None] = UnderWay()
         self._probes = itertools.count()
@@ -98,6 +100,17 @@ class Registry:
                 f"model {name} is already registered; unregister it first to register it again"
             )
         self.residency.set_source(name, self.residency.disk.stores.admit(url))
+        self.given_as(name, url)
+
+    def given_as(self, name: str, url: str) -> None:
+        self.given[name] = url
+
+    def given_url(self, name: str) -> str:
+        """The URL registered, else the store's key."""
+        if name in self.given:
+            return redact_url(self.given[name])
+        source = self.residency.sources.get(name)
+        return redact_url(source) if source else name  # a store model's name is its key
 
     async def register_version(
         self, model: str, url: str, settings: Mapping[str, Any] | None = None
@@ -191,6 +204,7 @@ class Registry:
     def _forget(self, name: str) -> None:
         self.residency.forget_source(name)
         self.residency.manifests.give(name, {})
+        self.given.pop(name, None)
         model, version = self.owners.pop(name, (None, None))
         versions = self.versions.get(model) if model else None
         if versions is None or version is None:

@@ -39,7 +39,6 @@ from modelhost.protocols.registration import (
 from modelhost.protocols.snapshot import snapshot_registrations
 from modelhost.records.statistics import ModelStatistics
 from modelhost.scheduler import ModelSchedule
-from modelhost.urls import redact_url
 
 logger = logging.getLogger("modelhost")
 
@@ -59,6 +58,11 @@ class Target(NamedTuple):
     model: str
     version: str
     name: str
+
+
+class Described(NamedTuple):
+    target: Target
+    url: str
 
 
 class TorchServeModels:
@@ -134,7 +138,7 @@ class TorchServeModels:
         names = self._page(listing, after, size + 1) if after is not None else []
         body: dict[str, Any] = {
             "models": [
-                {"modelName": m, "modelUrl": self.host.source_of(n)} for n, m in names[:size]
+                {"modelName": m, "modelUrl": self.host.given_url(n)} for n, m in names[:size]
             ]
         }
         if len(names) > size:
@@ -188,7 +192,8 @@ class TorchServeModels:
         statistics = self.host.model_statistics(target.name)
         schedule = self.host.schedule_of(target.name)
         queue_size = self.host.scheduling.job_queue_size
-        return describe(statistics, schedule, target.model, target.version, queue_size)
+        described = Described(target, self.host.given_url(target.name))
+        return describe(statistics, schedule, described, queue_size)
 
     def set_default(self, path: str) -> str:
         target = self.target(path, version_required=True)
@@ -272,7 +277,7 @@ class TorchServeModels:
 
 
 def describe(
-    model: ModelStatistics, schedule: ModelSchedule, name: str, version: str, queue_size: int
+    model: ModelStatistics, schedule: ModelSchedule, described: Described, queue_size: int
 ) -> dict[str, Any]:
     """TorchServe's description of a version."""
     started = iso_time(model.loaded_at)
@@ -288,9 +293,9 @@ def describe(
         for worker in model.workers
     ]
     return {
-        "modelName": name,
-        "modelVersion": version,
-        "modelUrl": redact_url(model.url),
+        "modelName": described.target.model,
+        "modelVersion": described.target.version,
+        "modelUrl": described.url,
         "runtime": "python",
         "minWorkers": schedule.min_workers,
         "maxWorkers": schedule.max_workers,

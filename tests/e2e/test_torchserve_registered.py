@@ -97,3 +97,18 @@ def test_grpc_register_without_model_name_takes_the_archives_name(server: Starte
     said = server.grpc_register(url="grpc_renamed.mar", synchronous=True)
     assert said.startswith('Model "grpc_named" Version: 1.0 registered'), said
     assert server.describe("grpc_named")[0]["modelName"] == "grpc_named"
+
+
+def test_list_and_describe_answer_the_url_given(server: Started) -> None:
+    """`POST /models?url=noop.mar&model_name=noop_url` and `?url=noop_2.mar` of the same name,
+    then `GET /models` and `GET /models/noop_url/all`: TorchServe answers each version's modelUrl
+    as given, and a startup model's as load_models gave it. The server's file:// path was
+    answered instead."""
+    for url in ("noop.mar", "noop_2.mar"):
+        assert server.register(url=url, model_name="noop_url").status_code == 200
+    listed = httpx.get(server.url("/models"), params={"limit": "100"}, timeout=60).json()
+    urls = {m["modelName"]: m["modelUrl"] for m in listed["models"]}
+    assert (urls["noop_url"], urls["densenet161"]) == ("noop.mar", "densenet161.mar"), listed
+    described = {d["modelVersion"]: d["modelUrl"] for d in server.describe("noop_url/all")}
+    assert described == {"1.0": "noop.mar", "2.0": "noop_2.mar"}
+    assert server.describe("densenet161")[0]["modelUrl"] == "densenet161.mar"
