@@ -45,6 +45,7 @@ logger = logging.getLogger("modelhost")
 MODEL_VERSION = "1.0"  # of a model registered without versions
 REGISTERED_OR_IN_MEMORY = (IN_MEMORY, REGISTERED)  # what TorchServe calls registered
 ACCEPTED = "Processing worker updates..."  # TorchServe's words
+STARTUP_TIMEOUT_S = 300.0  # worker_load_timeout_s's default
 
 
 class Answer(NamedTuple):
@@ -63,12 +64,17 @@ class Target(NamedTuple):
 class Described(NamedTuple):
     target: Target
     url: str
+    response_timeout_s: float
+    startup_timeout_s: float
 
 
 class TorchServeModels:
-    def __init__(self, host: ModelHost, model_api: bool = True) -> None:
+    def __init__(
+        self, host: ModelHost, model_api: bool = True, startup_timeout_s: float = STARTUP_TIMEOUT_S
+    ) -> None:
         self.host = host
         self.model_api = model_api  # registering and unregistering through the API
+        self.startup_timeout_s = startup_timeout_s
         self._loads: set[asyncio.Task[Any]] = set()  # asynchronous registrations
 
     async def register(self, params: Mapping[str, str]) -> Answer:
@@ -192,7 +198,13 @@ class TorchServeModels:
         statistics = self.host.model_statistics(target.name)
         schedule = self.host.schedule_of(target.name)
         queue_size = self.host.scheduling.job_queue_size
-        described = Described(target, self.host.given_url(target.name))
+        own = self.host.manifests.of(target.name)
+        described = Described(
+            target,
+            self.host.given_url(target.name),
+            own.response_timeout_s or self.host.scheduling.response_timeout_s,
+            own.load_timeout_s or self.startup_timeout_s,
+        )
         return describe(statistics, schedule, described, queue_size)
 
     def set_default(self, path: str) -> str:
@@ -301,6 +313,8 @@ def describe(
         "maxWorkers": schedule.max_workers,
         "batchSize": schedule.batch_size,
         "maxBatchDelay": round(schedule.max_batch_delay_ms),
+        "responseTimeout": seconds(described.response_timeout_s),
+        "startupTimeout": seconds(described.startup_timeout_s),
         "loadedAtStartup": model.loaded_at_startup,
         "workers": workers,
         "jobQueueStatus": {
@@ -308,6 +322,11 @@ def describe(
             "pendingRequests": model.queued,
         },
     }
+
+
+def seconds(value: float) -> float:
+    """An int where whole, as TorchServe's."""
+    return int(value) if float(value).is_integer() else value
 
 
 @contextlib.contextmanager

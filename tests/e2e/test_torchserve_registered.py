@@ -112,3 +112,16 @@ def test_list_and_describe_answer_the_url_given(server: Started) -> None:
     described = {d["modelVersion"]: d["modelUrl"] for d in server.describe("noop_url/all")}
     assert described == {"1.0": "noop.mar", "2.0": "noop_2.mar"}
     assert server.describe("densenet161")[0]["modelUrl"] == "densenet161.mar"
+
+
+def test_describe_shows_the_response_and_startup_timeouts(server: Started) -> None:
+    """`POST /models?url=noop.mar&model_name=noop_timeouts&response_timeout=7&startup_timeout=9`,
+    then `GET /models/noop_timeouts`: TorchServe describes both timeouts, in seconds; a model
+    that sets none shows the server's (default_response_timeout=45, worker_load_timeout_s's
+    default of 300). Describe had neither."""
+    params = {"response_timeout": "7", "startup_timeout": "9"}
+    assert server.register(url="noop.mar", model_name="noop_timeouts", **params).status_code == 200
+    (own,) = server.describe("noop_timeouts")
+    assert (own["responseTimeout"], own["startupTimeout"]) == (7, 9), own
+    (default,) = server.describe("densenet161")
+    assert (default["responseTimeout"], default["startupTimeout"]) == (45, 300), default
