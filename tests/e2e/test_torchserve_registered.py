@@ -125,3 +125,15 @@ def test_describe_shows_the_response_and_startup_timeouts(server: Started) -> No
     assert (own["responseTimeout"], own["startupTimeout"]) == (7, 9), own
     (default,) = server.describe("densenet161")
     assert (default["responseTimeout"], default["startupTimeout"]) == (45, 300), default
+
+
+def test_grpc_register_without_initial_workers_starts_none(server: Started) -> None:
+    """gRPC's RegisterModel without initial_workers: TorchServe starts default_workers_per_model
+    workers (none unless set), as its REST registration does, and so does REST here. gRPC
+    started one."""
+    said = server.grpc_register(url="noop.mar", model_name="noop_grpc", synchronous=True)
+    assert said == (
+        'Model "noop_grpc" Version: 1.0 registered with 0 initial workers. '
+        "It loads on its first request."
+    )
+    assert server.describe("noop_grpc")[0]["workers"] == []
