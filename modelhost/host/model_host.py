@@ -14,7 +14,7 @@ from typing import Any
 
 from modelhost.cache.devices import DeviceTier
 from modelhost.cache.memory import MemoryTier, State
-from modelhost.errors import InsufficientMemory, ModelAlreadyLoaded, ModelNotFound
+from modelhost.errors import InsufficientMemory, ModelNotFound
 from modelhost.host.calls import Invocation, LoadOutcome, Result
 from modelhost.host.changes import Changes
 from modelhost.host.copies import Copies
@@ -188,7 +188,7 @@ class ModelHost:
         self.journal = journal
 
     def sole_startup_model(self) -> str:
-        """The one model loaded at start, which TorchServe invokes for an unnamed call; or ""."""
+        """The one model loaded at start, or ""."""
         at_startup = self.registry.at_startup
         return next(iter(at_startup)) if len(at_startup) == 1 else ""
 
@@ -206,7 +206,7 @@ class ModelHost:
         return self.registry.versions
 
     def owner_of(self, name: str) -> tuple[str, str] | None:
-        """The model and version held as `name`; None for a name no version holds."""
+        """The model and version held as `name`, if any."""
         return self.registry.owners.get(name)
 
     def name_of(self, model: str, version: str) -> str:
@@ -228,7 +228,7 @@ class ModelHost:
         await self.registry.unregister(name)
 
     async def unregister_version(self, model: str, version: str | None) -> str:
-        """Unregister `version` of `model` (None: the default, which stays while others exist)."""
+        """Unregister `version` of `model` (None: the default)."""
         return await self.registry.unregister_version(model, version)
 
     def set_default(self, model: str, version: str) -> None:
@@ -248,9 +248,9 @@ class ModelHost:
 
     async def load_as_told(self, name: str, url: str) -> LoadOutcome:
         """SageMaker's LoadModel: 409 if held, 507 where room would need an eviction."""
-        self._check_not_held(name)
+        self.registry.check_not_held(name)
         await self._check_room(name, self.disk.stores.admit(url))
-        self._check_not_held(name)  # another LoadModel may have begun meanwhile
+        self.registry.check_not_held(name)  # another LoadModel may have begun meanwhile
         self.given_urls[name] = url
         try:
             return await self.registry.register_and_load(name, url)
@@ -266,13 +266,12 @@ class ModelHost:
             self._forget_unless_held(name)
 
     def given_url(self, name: str) -> str:
-        return self.given_urls.get(name) or self.source_of(name)
+        """The URL given to load or register `name`, else its key in the store."""
+        return self.given_urls.get(name) or self.registry.given_url(name)
 
-    def _check_not_held(self, name: str) -> None:
-        if self.residency.held(name):
-            raise ModelAlreadyLoaded(
-                f"model {name} is already loaded; DELETE /models/{name} first to load it again"
-            )
+    async def archive_name(self, url: str) -> str:
+        """The archive's modelName, else its file's name."""
+        return await self.registry.archive_name(url)
 
     def _forget_unless_held(self, name: str) -> None:
         """Forget what LoadModel gave, unless another one is under way."""

@@ -35,6 +35,7 @@ async def preload_names(host: ModelHost, load_models: Iterable[str]) -> list[str
         for name, source in map(named_source, entries):
             if source:
                 host.residency.set_source(name, stores.normalize(source))
+                host.registry.given_as(name, source)
             names.append(name)
     return names
 

@@ -7,8 +7,9 @@ Each TorchServe version is a model of its own: the first takes the model's name,
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,8 @@ from modelhost.host.calls import LoadOutcome
 from modelhost.host.residency import Residency
 from modelhost.host.under_way import UnderWay
 from modelhost.manifest import MAR_MANIFEST, find_manifest, mar_workers, read_mar
-from modelhost.names import echo, model_name
+from modelhost.names import echo, model_name, name_from_url
+from modelhost.urls import redact_url
 
 DEFAULT_VERSION = "1.0"  # TorchServe's
 PROBE = ".version-of-"
@@ -57,17 +59,15 @@ class Registry:
         self.residency = residency
         self.versions: dict[str, Versions] = {}
         self.owners: dict[str, tuple[str, str]] = {}  # name in the host → (model, version)
+        self.given: dict[str, str] = {}  # name → URL registered
         self.at_startup: set[str] = set()  # preloaded, until unregistered
         self._revalidations: UnderWay[None] = UnderWay()
         self._probes = itertools.count()
 
     async def register_and_load(self, name: str, url: str) -> LoadOutcome:
         """POST /models: load `name` from `url`; a load that fails leaves `name` as it was."""
+        self.check_not_held(name)
         r = self.residency
-        if r.held(name):
-            raise ModelAlreadyLoaded(
-                f"model {name} is already loaded; DELETE /models/{name} first to load it again"
-            )
         before, source = r.sources.get(name), r.disk.stores.admit(url)
         r.set_source(name, source)
         try:
@@ -76,6 +76,12 @@ class Registry:
             if not r.held(name):
                 self._restore(name, before, source)
             raise
+
+    def check_not_held(self, name: str) -> None:
+        if self.residency.held(name):
+            raise ModelAlreadyLoaded(
+                f"model {name} is already loaded; DELETE /models/{name} first to load it again"
+            )
 
     def _restore(self, name: str, before: str | None, failed: str) -> None:
         """Give `name` back its source, and drop the entry fetched from `failed`."""
@@ -94,6 +100,17 @@ class Registry:
                 f"model {name} is already registered; unregister it first to register it again"
             )
         self.residency.set_source(name, self.residency.disk.stores.admit(url))
+        self.given_as(name, url)
+
+    def given_as(self, name: str, url: str) -> None:
+        self.given[name] = url
+
+    def given_url(self, name: str) -> str:
+        """The URL registered, else the store's key."""
+        if name in self.given:
+            return redact_url(self.given[name])
+        source = self.residency.sources.get(name)
+        return redact_url(source) if source else name  # a store model's name is its key
 
     async def register_version(
         self, model: str, url: str, settings: Mapping[str, Any] | None = None
@@ -121,8 +138,7 @@ class Registry:
         return self._add(model, version, name, artifact)
 
     def _read_manifest(self, name: str, artifact: Artifact) -> None:
-        """Now, so that describe shows the archive's batching before it loads, as TorchServe's
-        does; a manifest that cannot be read refuses the registration."""
+        """Now, so describe shows its batching before it loads, as TorchServe's."""
         self.residency.manifests.read(name, artifact)
 
     def _add(self, model: str, version: str, name: str, artifact: Artifact) -> Registered:
@@ -137,12 +153,20 @@ class Registry:
                 f"it first (DELETE /models/{model}/{version}) to register it again"
             )
 
+    async def archive_name(self, url: str) -> str:
+        """The archive's modelName, else its file's name."""
+        named = model_name(name_from_url(url))
+        return await self._read(named, url, lambda path: archive_model_name(named, path) or named)
+
     async def _read_version(self, model: str, url: str) -> str:
+        return await self._read(model, url, functools.partial(archive_version, model))
+
+    async def _read(self, model: str, url: str, read: Callable[[Path], str]) -> str:
         probe = f"{model}/{PROBE}{next(self._probes)}"
         disk = self.residency.disk
         try:
             found = await disk.materialize(probe, disk.stores.admit(url))
-            return archive_version(model, found.artifact.path)
+            return read(found.artifact.path)
         finally:
             disk.delete(probe, reason="version_read")
 
@@ -180,6 +204,7 @@ class Registry:
     def _forget(self, name: str) -> None:
         self.residency.forget_source(name)
         self.residency.manifests.give(name, {})
+        self.given.pop(name, None)
         model, version = self.owners.pop(name, (None, None))
         versions = self.versions.get(model) if model else None
         if versions is None or version is None:
@@ -249,15 +274,29 @@ class Registry:
 
 
 def archive_version(model: str, artifact: Path) -> str:
-    """The `modelVersion` of a TorchServe archive; `1.0` for any other artifact."""
+    """A TorchServe archive's `modelVersion`; `1.0` if none."""
+    return mar_field(model, artifact, "modelVersion") or DEFAULT_VERSION
+
+
+def archive_model_name(model: str, artifact: Path) -> str:
+    """A TorchServe archive's `modelName`; "" if none."""
+    name = mar_field(model, artifact, "modelName")
+    try:
+        return model_name(name) if name else ""
+    except InvalidModelName as error:
+        raise BadRequestBody(f"cannot register {model}: its archive's modelName: {error}") from None
+
+
+def mar_field(model: str, artifact: Path, field: str) -> str:
+    """A field of a MAR manifest's "model"; "" for other artifacts."""
     manifest = find_manifest(artifact)
     if manifest is None or not manifest.as_posix().endswith(MAR_MANIFEST.as_posix()):
-        return DEFAULT_VERSION
+        return ""
     try:
-        version = read_mar(manifest)["model"].get("modelVersion")
-    except ModelLoadError as error:  # TorchServe's 400: its version is unknown
+        value = read_mar(manifest)["model"].get(field)
+    except ModelLoadError as error:  # TorchServe's 400
         raise BadRequestBody(f"cannot register model {model}: {error}") from None
-    return str(version) if version else DEFAULT_VERSION
+    return str(value) if value else ""
 
 
 def check_version(model: str, version: str) -> str:

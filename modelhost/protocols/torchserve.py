@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -39,13 +39,13 @@ from modelhost.protocols.registration import (
 from modelhost.protocols.snapshot import snapshot_registrations
 from modelhost.records.statistics import ModelStatistics
 from modelhost.scheduler import ModelSchedule
-from modelhost.urls import redact_url
 
 logger = logging.getLogger("modelhost")
 
 MODEL_VERSION = "1.0"  # of a model registered without versions
 REGISTERED_OR_IN_MEMORY = (IN_MEMORY, REGISTERED)  # what TorchServe calls registered
 ACCEPTED = "Processing worker updates..."  # TorchServe's words
+STARTUP_TIMEOUT_S = 300.0  # worker_load_timeout_s's default
 
 
 class Answer(NamedTuple):
@@ -61,10 +61,20 @@ class Target(NamedTuple):
     name: str
 
 
+class Described(NamedTuple):
+    target: Target
+    url: str
+    response_timeout_s: float
+    startup_timeout_s: float
+
+
 class TorchServeModels:
-    def __init__(self, host: ModelHost, model_api: bool = True) -> None:
+    def __init__(
+        self, host: ModelHost, model_api: bool = True, startup_timeout_s: float = STARTUP_TIMEOUT_S
+    ) -> None:
         self.host = host
         self.model_api = model_api  # registering and unregistering through the API
+        self.startup_timeout_s = startup_timeout_s
         self._loads: set[asyncio.Task[Any]] = set()  # asynchronous registrations
 
     async def register(self, params: Mapping[str, str]) -> Answer:
@@ -75,9 +85,9 @@ class TorchServeModels:
         check_param("url", url)
         check_registration(params)
         settings = registration_settings(params)
-        name = model_name(params.get("model_name") or name_from_url(url))
         workers = count(params.get("initial_workers"), "initial_workers")
         synchronous = boolean(params.get("synchronous"), "synchronous", default=True)
+        name = await self._model_name(params.get("model_name"), url)
         if self.host.is_registered(name) and self.host.versions_of(name) is None:
             raise ModelAlreadyLoaded(
                 f"Model version {MODEL_VERSION} is already registered for model {name}"
@@ -106,15 +116,17 @@ class TorchServeModels:
             raise
         return Answer(f'Model "{name}" Version: {version} registered with {copies} initial workers')
 
+    async def _model_name(self, given: str | None, url: str) -> str:
+        """`model_name`, else the archive's modelName, as TorchServe's."""
+        if given:
+            return model_name(given)
+        with archive_at(name_from_url(url), url):
+            return await self.host.archive_name(url)
+
     async def _fetch(self, name: str, url: str, settings: dict[str, Any]) -> Registered:
-        """Register the version its archive holds and fetch the archive, as TorchServe does."""
-        try:
+        """Register and fetch the archive's version, as TorchServe does."""
+        with archive_at(name, url):
             registered = await self.host.register_version(name, url, settings)
-        except ModelNotFound as error:
-            raise BadRequestBody(
-                f"cannot register model {name}: the url {echo(url)} names no archive ({error}); "
-                "give the url of an archive in the model store"
-            ) from None
         missing = missing_handler(settings.get("handler"), registered.artifact.path)
         if missing:
             await self.host.unregister(registered.name)
@@ -132,7 +144,7 @@ class TorchServeModels:
         names = self._page(listing, after, size + 1) if after is not None else []
         body: dict[str, Any] = {
             "models": [
-                {"modelName": m, "modelUrl": self.host.source_of(n)} for n, m in names[:size]
+                {"modelName": m, "modelUrl": self.host.given_url(n)} for n, m in names[:size]
             ]
         }
         if len(names) > size:
@@ -165,8 +177,7 @@ class TorchServeModels:
         return [self._description(target) for target in targets]
 
     async def describe_customized(self, path: str) -> list[dict[str, Any]]:
-        """`?customized=true`: with the handler's answer to a `describe` request, TorchServe's
-        `customizedMetadata`."""
+        """`?customized=true`: with the handler's `customizedMetadata`."""
         model = model_name(path.rstrip("/"))
         if model.endswith("/all") and self._versions(model.removesuffix("/all")):
             return self.describe(path)  # TorchServe describes every version plainly
@@ -187,7 +198,14 @@ class TorchServeModels:
         statistics = self.host.model_statistics(target.name)
         schedule = self.host.schedule_of(target.name)
         queue_size = self.host.scheduling.job_queue_size
-        return describe(statistics, schedule, target.model, target.version, queue_size)
+        own = self.host.manifests.of(target.name)
+        described = Described(
+            target,
+            self.host.given_url(target.name),
+            own.response_timeout_s or self.host.scheduling.response_timeout_s,
+            own.load_timeout_s or self.startup_timeout_s,
+        )
+        return describe(statistics, schedule, described, queue_size)
 
     def set_default(self, path: str) -> str:
         target = self.target(path, version_required=True)
@@ -271,9 +289,9 @@ class TorchServeModels:
 
 
 def describe(
-    model: ModelStatistics, schedule: ModelSchedule, name: str, version: str, queue_size: int
+    model: ModelStatistics, schedule: ModelSchedule, described: Described, queue_size: int
 ) -> dict[str, Any]:
-    """TorchServe's description of a version, from the host's statistics and scheduling."""
+    """TorchServe's description of a version."""
     started = iso_time(model.loaded_at)
     workers = [
         {
@@ -287,14 +305,16 @@ def describe(
         for worker in model.workers
     ]
     return {
-        "modelName": name,
-        "modelVersion": version,
-        "modelUrl": redact_url(model.url),
+        "modelName": described.target.model,
+        "modelVersion": described.target.version,
+        "modelUrl": described.url,
         "runtime": "python",
         "minWorkers": schedule.min_workers,
         "maxWorkers": schedule.max_workers,
         "batchSize": schedule.batch_size,
         "maxBatchDelay": round(schedule.max_batch_delay_ms),
+        "responseTimeout": seconds(described.response_timeout_s),
+        "startupTimeout": seconds(described.startup_timeout_s),
         "loadedAtStartup": model.loaded_at_startup,
         "workers": workers,
         "jobQueueStatus": {
@@ -302,6 +322,23 @@ def describe(
             "pendingRequests": model.queued,
         },
     }
+
+
+def seconds(value: float) -> float:
+    """An int where whole, as TorchServe's."""
+    return int(value) if float(value).is_integer() else value
+
+
+@contextlib.contextmanager
+def archive_at(name: str, url: str) -> Iterator[None]:
+    """400 for a url naming nothing."""
+    try:
+        yield
+    except ModelNotFound as error:
+        raise BadRequestBody(
+            f"cannot register model {name}: the url {echo(url)} names no archive ({error}); "
+            "give the url of an archive in the model store"
+        ) from None
 
 
 def json_object(body: bytes) -> dict[str, Any]:
@@ -328,8 +365,7 @@ def unless_negative(limit: str | None) -> str | None:
 
 
 async def restore_registered(host: ModelHost, cache_dir: Path, model_snapshot: str = "") -> None:
-    """Register again what the cache folder kept (`--restore-registered`), each on its workers,
-    then the models of TorchServe's snapshot not registered yet; a failure is logged and kept."""
+    """Register again what `--restore-registered` kept, then the snapshot's models."""
     snapshot = snapshot_registrations(model_snapshot) if model_snapshot else []
     journal = Journal(cache_dir / JOURNAL_FILE)
     host.keep_journal(journal)

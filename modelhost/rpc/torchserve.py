@@ -1,8 +1,7 @@
 """TorchServe's gRPC inference and management services, answered as its REST API answers.
 
-Sequences (`sequence_id`) are echoed back but not kept: each request stands alone. A unary
-method fills in its `Call`, observed around it (rpc/calls.py); a streaming one observes each of
-its answers itself.
+Sequences (`sequence_id`) are echoed, not kept. A unary method fills in its observed `Call`
+(rpc/calls.py); a streaming one observes each answer.
 """
 
 from __future__ import annotations
@@ -198,7 +197,7 @@ def registration_params(request: Any) -> dict[str, str]:
         "model_name": request.model_name,
         "handler": request.handler,
         "runtime": request.runtime,
-        "initial_workers": str(request.initial_workers or 1),
+        "initial_workers": str(request.initial_workers or ""),
         "synchronous": "true" if request.synchronous else "false",
         "s3_sse_kms": "true" if request.s3_sse_kms else "",
     }
