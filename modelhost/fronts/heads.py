@@ -100,7 +100,7 @@ def invocation_hit(
     model: str | None,
     headers: dict[str, str],
     body_bytes: int,
-    default_accept: str = "application/json",
+    default_accept: str,
 ) -> Hit | None:
     """SageMaker's or TorchServe's invocation, as http/invocations.py reads it."""
     if route == PREDICTIONS and model is not None and model.endswith(ONE_VERSION):

@@ -218,10 +218,10 @@ class ModelHost:
         return self.registry.resolve(path)
 
     async def register_version(
-        self, model: str, url: str, settings: Mapping[str, Any] | None = None
+        self, model: str, url: str, settings: Mapping[str, Any] | None, version: str | None
     ) -> Registered:
-        """Register and fetch the version of `model` at `url`, so a bad URL fails now."""
-        return await self.registry.register_version(model, url, settings)
+        """Register and fetch the version of `model` at `url` (`version`: where read)."""
+        return await self.registry.register_version(model, url, settings, version)
 
     async def unregister(self, name: str) -> None:
         """Unload `name` if loaded and forget its source and version."""
@@ -269,9 +269,9 @@ class ModelHost:
         """The URL given to load or register `name`, else its key in the store."""
         return self.given_urls.get(name) or self.registry.given_url(name)
 
-    async def archive_name(self, url: str) -> str:
-        """The archive's modelName, else its file's name."""
-        return await self.registry.archive_name(url)
+    async def archive_identity(self, url: str) -> tuple[str, str]:
+        """The archive's modelName (else its file's name) and modelVersion."""
+        return await self.registry.archive_identity(url)
 
     def _forget_unless_held(self, name: str) -> None:
         """Forget what LoadModel gave, unless another one is under way."""

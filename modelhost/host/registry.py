@@ -12,7 +12,7 @@ import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from modelhost.cache.disk import Artifact
 from modelhost.cache.memory import State
@@ -33,6 +33,7 @@ from modelhost.names import echo, model_name, name_from_url
 from modelhost.urls import redact_url
 
 DEFAULT_VERSION = "1.0"  # TorchServe's
+T = TypeVar("T")
 PROBE = ".version-of-"
 
 
@@ -113,9 +114,14 @@ class Registry:
         return redact_url(source) if source else name  # a store model's name is its key
 
     async def register_version(
-        self, model: str, url: str, settings: Mapping[str, Any] | None = None
+        self,
+        model: str,
+        url: str,
+        settings: Mapping[str, Any] | None = None,
+        version: str | None = None,
     ) -> Registered:
-        """Register and fetch the version of `model` at `url`, so a bad URL fails now."""
+        """Register and fetch the version of `model` at `url`, so a bad URL fails now;
+        `version`: the archive's, where already read."""
         if model not in self.versions:
             artifact = await self._fetch(model, url, settings)
             try:
@@ -126,7 +132,7 @@ class Registry:
                 raise
             self.versions[model] = Versions(version)
             return self._add(model, version, model, artifact)
-        version = check_version(model, await self._read_version(model, url))
+        version = check_version(model, version or await self._read_version(model, url))
         self._check_new(model, version)
         name = f"{model}/{version}"
         artifact = await self._fetch(name, url, settings)
@@ -153,15 +159,15 @@ class Registry:
                 f"it first (DELETE /models/{model}/{version}) to register it again"
             )
 
-    async def archive_name(self, url: str) -> str:
-        """The archive's modelName, else its file's name."""
+    async def archive_identity(self, url: str) -> tuple[str, str]:
+        """The archive's modelName (else its file's name) and modelVersion, in one read."""
         named = model_name(name_from_url(url))
-        return await self._read(named, url, lambda path: archive_model_name(named, path) or named)
+        return await self._read(named, url, functools.partial(archive_identity, named))
 
     async def _read_version(self, model: str, url: str) -> str:
         return await self._read(model, url, functools.partial(archive_version, model))
 
-    async def _read(self, model: str, url: str, read: Callable[[Path], str]) -> str:
+    async def _read(self, model: str, url: str, read: Callable[[Path], T]) -> T:
         probe = f"{model}/{PROBE}{next(self._probes)}"
         disk = self.residency.disk
         try:
@@ -278,13 +284,14 @@ def archive_version(model: str, artifact: Path) -> str:
     return mar_field(model, artifact, "modelVersion") or DEFAULT_VERSION
 
 
-def archive_model_name(model: str, artifact: Path) -> str:
-    """A TorchServe archive's `modelName`; "" if none."""
+def archive_identity(model: str, artifact: Path) -> tuple[str, str]:
+    """A TorchServe archive's `modelName` (else `model`) and `modelVersion`."""
     name = mar_field(model, artifact, "modelName")
     try:
-        return model_name(name) if name else ""
+        named = model_name(name) if name else model
     except InvalidModelName as error:
         raise BadRequestBody(f"cannot register {model}: its archive's modelName: {error}") from None
+    return named, archive_version(model, artifact)
 
 
 def mar_field(model: str, artifact: Path, field: str) -> str:

@@ -14,12 +14,15 @@ SETTINGS = (
     "trace and log settings are not served: modelhost logs as set when it starts "
     "(--log-level, --access-log)"
 )
-MODEL_TRACE = "/trace/setting"
-GENERATE = ("/generate", "/generate_stream")
 GENERATION = (
     "Triton's generate extension is not served: send the model's tensors to "
     "/v2/models/{model}/infer"
 )
+MODEL_SUFFIXES = {  # of /v2/models/{model}/...
+    "/trace/setting": SETTINGS,
+    "/generate": GENERATION,
+    "/generate_stream": GENERATION,
+}
 PREFIXES = {
     "/explanations/": f"explanations are not served: call /predictions/{{model}} ({MOVING})",
     "/v1/models/": "KServe v1 is not served: call /predictions/{model} or KServe v2's "
@@ -35,8 +38,8 @@ PREFIXES = {
 
 def not_served(path: str) -> str | None:
     """Why a REST path is not served, or None."""
-    if path.startswith("/v2/models/") and path.endswith(MODEL_TRACE):
-        return SETTINGS
-    if path.startswith("/v2/models/") and path.endswith(GENERATE):
-        return GENERATION
+    if path.startswith("/v2/models/"):
+        suffix = next((why for end, why in MODEL_SUFFIXES.items() if path.endswith(end)), None)
+        if suffix is not None:
+            return suffix
     return next((why for prefix, why in PREFIXES.items() if path.startswith(prefix)), None)

@@ -87,12 +87,12 @@ class TorchServeModels:
         settings = registration_settings(params)
         workers = count(params.get("initial_workers"), "initial_workers")
         synchronous = boolean(params.get("synchronous"), "synchronous", default=True)
-        name = await self._model_name(params.get("model_name"), url)
+        name, read = await self._model_name(params.get("model_name"), url)
         if self.host.is_registered(name) and self.host.versions_of(name) is None:
             raise ModelAlreadyLoaded(
                 f"Model version {MODEL_VERSION} is already registered for model {name}"
             )
-        registered = await self._fetch(name, url, settings)
+        registered = await self._fetch(name, url, settings, read)
         version = registered.version
         if journal := self.host.journal:
             journal.record(name, version, params)
@@ -116,17 +116,20 @@ class TorchServeModels:
             raise
         return Answer(f'Model "{name}" Version: {version} registered with {copies} initial workers')
 
-    async def _model_name(self, given: str | None, url: str) -> str:
-        """`model_name`, else the archive's modelName, as TorchServe's."""
+    async def _model_name(self, given: str | None, url: str) -> tuple[str, str | None]:
+        """`model_name`, else the archive's modelName, as TorchServe's; and the archive's
+        version where that read it."""
         if given:
-            return model_name(given)
+            return model_name(given), None
         with archive_at(name_from_url(url), url):
-            return await self.host.archive_name(url)
+            return await self.host.archive_identity(url)
 
-    async def _fetch(self, name: str, url: str, settings: dict[str, Any]) -> Registered:
+    async def _fetch(
+        self, name: str, url: str, settings: dict[str, Any], version: str | None = None
+    ) -> Registered:
         """Register and fetch the archive's version, as TorchServe does."""
         with archive_at(name, url):
-            registered = await self.host.register_version(name, url, settings)
+            registered = await self.host.register_version(name, url, settings, version)
         missing = missing_handler(settings.get("handler"), registered.artifact.path)
         if missing:
             await self.host.unregister(registered.name)

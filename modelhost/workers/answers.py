@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from modelhost.errors import ResponseTooLarge
 from modelhost.units import format_bytes
-from modelhost.workers.messages import Answer, Custom, Failure
+from modelhost.workers.messages import Answer, Failure
 
 if TYPE_CHECKING:  # unimported: the fronts import this module
     from modelhost.workers.handlers.base import InferReply
@@ -47,12 +47,7 @@ def answers_of(
             answers.append(Answer(failure=Failure.of(reply)))
             forget_frames(reply)
         else:
-            custom = (
-                Custom(reply.status, reply.headers)
-                if reply.status != 200 or reply.headers
-                else None
-            )
-            answers.append(Answer(reply.content_type, len(reply.body), custom=custom))
+            answers.append(Answer(reply.content_type, len(reply.body), None, reply.custom))
             bodies.append(reply.body)
     return tuple(answers), bodies
 

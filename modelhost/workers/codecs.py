@@ -69,7 +69,7 @@ def not_a_form(kind: str) -> str:
 
 def encode_predictions(values: np.ndarray | list[Any], accept: str) -> tuple[bytes, str]:
     """Encode predictions for the client's Accept header; return (body, content type)."""
-    kind = _negotiate(accept)
+    kind = negotiate(accept)
     if kind == CSV:
         return _encode_csv(values), CSV
     if kind == NPY:
@@ -86,7 +86,7 @@ def encode_value(value: Any) -> tuple[bytes, str]:
     return json.dumps(value, default=to_builtin).encode(), JSON
 
 
-def _negotiate(accept: str) -> str:
+def negotiate(accept: str) -> str:
     """The first supported media type in an Accept header."""
     entries = [media_type(entry) for entry in (accept or "").split(",")]
     for kind in entries:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,11 +32,26 @@ DTYPES: dict[str, np.dtype[Any]] = {
     "BYTES": np.dtype(object),
 }
 NOT_FEATURES = ("BOOL", "UINT8", "BYTES")
-# Triton's request parameters, by their JSON types
 FLAG, COUNT = "true or false", "a whole number, 0 or more"
-TRITON_PARAMETERS = {
-    **{"binary_data_output": FLAG, "sequence_start": FLAG, "sequence_end": FLAG},
-    **{"priority": COUNT, "timeout": COUNT, "sequence_id": COUNT + ", or a string"},
+
+
+def _is_flag(value: Any) -> bool:
+    return isinstance(value, bool)
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_id(value: Any) -> bool:
+    return _is_count(value) or isinstance(value, str)
+
+
+# Triton's request parameters: each JSON type's test, and its words
+TRITON_PARAMETERS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    **dict.fromkeys(("binary_data_output", "sequence_start", "sequence_end"), (_is_flag, FLAG)),
+    **dict.fromkeys(("priority", "timeout"), (_is_count, COUNT)),
+    "sequence_id": (_is_id, COUNT + ", or a string"),
 }
 _LENGTH = struct.Struct("<I")  # before each BYTES element in binary data
 
@@ -231,7 +247,7 @@ def _requested(spec: dict[str, Any], document: dict[str, Any]) -> RequestedOutpu
             "(1 or more)"
         )
     binary = parameters.get("binary_data", default)
-    if not isinstance(binary, bool):
+    if not _is_flag(binary):
         raise BadRequestBody(f"output {name}: parameters.binary_data {binary!r} is not {FLAG}")
     return RequestedOutput(name, binary, classes)
 
@@ -349,19 +365,11 @@ def _parameters(spec: dict[str, Any]) -> dict[str, Any]:
 
 def _triton_checked(parameters: dict[str, Any]) -> dict[str, Any]:
     """Refuse Triton's parameters in types Triton refuses."""
-    for key, kind in TRITON_PARAMETERS.items():
+    for key, (is_of_type, kind) in TRITON_PARAMETERS.items():
         value = parameters.get(key)
-        if value is not None and not _is_of(value, kind):
+        if value is not None and not is_of_type(value):
             raise BadRequestBody(f"parameters.{key} {value!r} is not {kind}, as Triton reads it")
     return parameters
-
-
-def _is_of(value: Any, kind: str) -> bool:
-    if kind == FLAG:
-        return isinstance(value, bool)
-    if isinstance(value, bool):
-        return False
-    return (isinstance(value, int) and value >= 0) or (isinstance(value, str) and kind != COUNT)
 
 
 def _check_in_request(parameters: dict[str, Any], tensor: str) -> None:

@@ -5,9 +5,12 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from modelhost.workers.signatures import Signature
+
+if TYPE_CHECKING:
+    from modelhost.workers.messages import Custom
 
 
 @dataclass(frozen=True)
@@ -26,8 +29,7 @@ class InferReply:
     body: bytes
     content_type: str
     values: object = None  # ARRAY's: the predictions, in process
-    status: int = 200  # the handler's own, and its headers (TorchServe's `context`)
-    headers: tuple[tuple[str, str], ...] = ()
+    custom: Custom | None = None  # the status and headers its handler set
 
 
 ARRAY = "application/x-modelhost-array"  # the OIP wrapper's, of models of rows

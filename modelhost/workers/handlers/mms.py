@@ -30,6 +30,7 @@ from modelhost.workers.handlers.ts_defaults import (
 )
 from modelhost.workers.handlers.ts_metrics import HandlerMetrics
 from modelhost.workers.handlers.user_code import forget_user_module, import_user_module, user_code
+from modelhost.workers.messages import Custom
 
 MANIFEST = Path("MAR-INF") / "MANIFEST.json"
 
@@ -226,7 +227,8 @@ def _reply(item: Any, context: MmsContext, index: int) -> InferReply | Exception
     headers = context.get_response_headers(index).items()
     own = tuple((str(k), str(v)) for k, v in headers if str(k).lower() != "content-type")
     content_type = context.get_response_content_type(index) or content_type
-    return InferReply(body, content_type, status=status, headers=own)
+    custom = Custom(status, own) if status != 200 or own else None
+    return InferReply(body, content_type, custom=custom)
 
 
 def runtime_modules(model_dir: Path, entry: tuple[Path, str | None] | str) -> tuple[str, ...]:

@@ -19,7 +19,14 @@ from modelhost.errors import (
     PayloadTooLarge,
     UnsupportedMediaType,
 )
-from modelhost.workers.codecs import JSON, decode_rows, encode_predictions, encode_value, media_type
+from modelhost.workers.codecs import (
+    JSON,
+    decode_rows,
+    encode_predictions,
+    encode_value,
+    media_type,
+    negotiate,
+)
 from modelhost.workers.handlers.base import Handler, InferReply, InferRequest
 from modelhost.workers.handlers.mms import MmsContext
 from modelhost.workers.handlers.sklearn import predict_rows
@@ -187,8 +194,9 @@ def _predict(data: Any, model: Any) -> Any:
 
 def _output(prediction: Any, accept: str) -> tuple[bytes, str]:
     """The toolkit's default output_fn: JSON is the bare predictions."""
-    body, content_type = encode_predictions(prediction, accept)
-    return (encode_value(prediction)[0], JSON) if content_type == JSON else (body, content_type)
+    if negotiate(accept) == JSON:
+        return encode_value(prediction)[0], JSON
+    return encode_predictions(prediction, accept)
 
 
 def _reply(result: Any, accept: str) -> InferReply:

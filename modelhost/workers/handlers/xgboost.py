@@ -43,15 +43,13 @@ class XGBoostHandler(RowsHandler):
 
 
 def _booster(xgboost: Any, path: Path, threads: int) -> Any:
-    if path.suffix in (".ubj", ".json"):
-        booster = xgboost.Booster(params={"nthread": threads})
-        booster.load_model(str(path))
-        return booster
-    data = path.read_bytes()  # .bst and xgboost-model name no format: xgboost tells them apart
-    if path.name in NAMES and data.startswith(PICKLE_START):
-        return _unpickled(xgboost, data, threads)
+    source: str | bytearray = str(path)
+    if path.suffix not in (".ubj", ".json"):  # .bst and xgboost-model name no format:
+        source = bytearray(path.read_bytes())  # from bytes, xgboost tells them apart
+        if path.name in NAMES and source.startswith(PICKLE_START):
+            return _unpickled(xgboost, bytes(source), threads)
     booster = xgboost.Booster(params={"nthread": threads})
-    booster.load_model(bytearray(data))
+    booster.load_model(source)
     return booster
 
 
