@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from modelhost.cache.disk_runtimes import SET_RUNTIMES, joined, migrate_runtimes
-from modelhost.cache.disk_tenants import OLDEST_OF_TENANT, TENANT_BYTES, TENANTS_HELD, migrate
+from modelhost.cache.disk_tenants import OLDEST_OF_TENANT, TENANTS_HELD, migrate
 from modelhost.cache.index_writer import BUSY_TIMEOUT_S, IndexWriter, Write, is_locked, locked_error
 from modelhost.errors import ConfigError
 
@@ -89,7 +89,8 @@ class Row(NamedTuple):
 
 
 class Totals:
-    """Rows and bytes of entries as of the last commit, less the removals queued since.
+    """Rows and bytes of entries, in all and by tenant, as of the last commit, less the
+    removals queued since.
 
     The writer's thread updates it as it commits, under the same lock as the readers take, so
     a removal never counts twice nor not at all.
@@ -98,6 +99,7 @@ class Totals:
     def __init__(self, connection: sqlite3.Connection) -> None:
         self._lock = threading.Lock()
         self._rows, self._entry_bytes = connection.execute(TOTALS).fetchone()
+        self._tenants: dict[str, int] = dict(connection.execute(TENANTS_HELD).fetchall())
         self._removing: dict[str, int] = {}  # queued removals: name, bytes of its entry
         self._removing_bytes = 0
         self._removing_tenants: dict[str, str] = {}  # queued removals: name, its tenant
@@ -138,19 +140,26 @@ class Totals:
         with self._lock:
             return self._placing.get(name)
 
-    def removing_by_tenant(self) -> dict[str, int]:
-        """The bytes of entries whose removal is queued, by tenant."""
-        by_tenant: dict[str, int] = {}
+    def of_tenant(self, tenant: str) -> int:
+        """The bytes of `tenant`'s entries."""
         with self._lock:
+            removing = (self._removing[n] for n, t in self._removing_tenants.items() if t == tenant)
+            return self._tenants.get(tenant, 0) - sum(removing)
+
+    def by_tenant(self) -> dict[str, int]:
+        """The bytes of entries each tenant holds."""
+        with self._lock:
+            held = dict(self._tenants)
             for name, tenant in self._removing_tenants.items():
-                by_tenant[tenant] = by_tenant.get(tenant, 0) + self._removing[name]
-        return by_tenant
+                held[tenant] = held.get(tenant, 0) - self._removing[name]
+        return {tenant: value for tenant, value in held.items() if value > 0}
 
     def committed(self, connection: sqlite3.Connection, batch: list[Write]) -> None:
         """On the writer's thread, after each commit."""
         rows, entry_bytes = connection.execute(TOTALS).fetchone()
+        tenants = dict(connection.execute(TENANTS_HELD).fetchall())
         with self._lock:
-            self._rows, self._entry_bytes = rows, entry_bytes
+            self._rows, self._entry_bytes, self._tenants = rows, entry_bytes, tenants
             for write in batch:
                 if write.removes is not None:
                     self._removing_bytes -= self._removing.pop(write.removes, 0)
@@ -301,16 +310,12 @@ class DiskIndex:
             cursor.close()
 
     def tenant_bytes(self, tenant: str) -> int:
-        """The bytes of `tenant`'s entries; a removal committing meanwhile counts, never twice."""
-        (held,) = self._read(TENANT_BYTES, (tenant,)).fetchone() or (0,)
-        return int(held) - self.totals.removing_by_tenant().get(tenant, 0)
+        """The bytes of `tenant`'s entries."""
+        return self.totals.of_tenant(tenant)
 
     def held_by_tenant(self) -> dict[str, int]:
         """The bytes of entries each tenant holds."""
-        held = dict(self._read(TENANTS_HELD).fetchall())
-        for tenant, removing in self.totals.removing_by_tenant().items():
-            held[tenant] = held.get(tenant, 0) - removing
-        return {tenant: value for tenant, value in held.items() if value > 0}
+        return self.totals.by_tenant()
 
     def entries_after(self, after: str, limit: int) -> list[tuple[str, str]]:
         query = (

@@ -1,5 +1,5 @@
 """Whose each entry of the disk index is: a `tenant` column, and each tenant's bytes in a table
-that triggers keep, so a quota's check reads one row.
+that triggers keep, read after each commit.
 
 An index of an earlier version gains the column at start (SQLite adds it without rewriting the
 rows); its entries belong to tenant "" until a tenant's load fetches them again.
@@ -39,7 +39,6 @@ END;
 OLDEST_OF_TENANT = (
     "SELECT {columns} FROM artifacts WHERE tenant = ? AND entry IS NOT NULL ORDER BY last_used"
 )
-TENANT_BYTES = "SELECT entry_bytes FROM tenant_totals WHERE tenant = ?"
 TENANTS_HELD = "SELECT tenant, entry_bytes FROM tenant_totals"
 
 

@@ -186,6 +186,26 @@ def test_a_removal_committed_during_a_read_is_not_listed(
     index.close()
 
 
+def test_a_removal_committed_during_a_tenants_read_counts_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not before its commit and again after (CI saw a deleted entry still held by its tenant)."""
+    index = DiskIndex(tmp_path / INDEX_FILE)
+    index.put_many([row("a")._replace(tenant="t1"), row("b")._replace(tenant="t2")])
+    index.remove("a")
+    read = index._read
+
+    def read_then_commit(query: str, parameters: Any = ()) -> sqlite3.Cursor:
+        cursor = read(query, parameters)
+        index.put_many([])  # waits until the removal has committed
+        return cursor
+
+    monkeypatch.setattr(index, "_read", read_then_commit)
+    assert index.held_by_tenant() == {"t2": KiB}
+    assert index.tenant_bytes("t1") == 0
+    index.close()
+
+
 def test_a_file_read_in_place_reads_as_there_before_its_row_is_written(tmp_path: Path) -> None:
     """A model's description right after its load names its file, whatever the writer's lag."""
     path = tmp_path / INDEX_FILE
