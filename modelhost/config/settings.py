@@ -168,7 +168,7 @@ class Config:
     )
     default_accept: str = _setting(
         "application/json",
-        "the media type an invocation without an Accept header is answered in",
+        "the media type an invocation without an Accept header, or with */*, is answered in",
         env=("SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT",),
     )
     max_rows_per_request: int = _setting(

@@ -16,6 +16,7 @@ from modelhost.http.invocation_paths import (
     PASSED_ON_HEADERS,
     PREDICTIONS,
     TARGET_MODEL_HEADER,
+    accept_of,
     route_of,
 )
 from modelhost.http.oip_replies import (
@@ -113,7 +114,7 @@ def invocation_hit(
         return None
     if not model or is_form(content_type):
         return None
-    accept = headers.get("accept", default_accept)
+    accept = accept_of(route, headers, default_accept)
     return Hit(route, model, content_type, accept, body_bytes, params={}, oip=False)
 
 

@@ -25,6 +25,13 @@ def route_of(path: str) -> tuple[str, str | None] | None:
     return None
 
 
+def accept_of(route: str, headers: dict[str, str], default_accept: str) -> str:
+    """The type an invocation asks for; none or `*/*` on SageMaker's routes is the default, as
+    its inference toolkit reads them."""
+    accept = headers.get("accept") or default_accept
+    return default_accept if accept == "*/*" and route != PREDICTIONS else accept
+
+
 def reply_headers(
     content_type: str, size: int, cache: str, tier: str, timings_ms: dict[str, float]
 ) -> list[tuple[bytes, bytes]]:

@@ -28,6 +28,7 @@ from modelhost.http.invocation_paths import (
     PASSED_ON_HEADERS,
     PREDICTIONS,
     TARGET_MODEL_HEADER,
+    accept_of,
     reply_headers,
     route_of,
 )
@@ -127,7 +128,8 @@ class Invocations:
             name = model or headers.get(TARGET_MODEL_HEADER)
             exchange.model = name or None
             body = await self._body(receive, headers, exchange)
-            invocation = _invocation(body, headers, _params(scope, headers), self.default_accept)
+            accept = accept_of(exchange.route, headers, self.default_accept)
+            invocation = _invocation(body, headers, _params(scope, headers), accept)
             name = name or invocation.params.get(MODEL_NAME_PARAM) or self.single_model
             name = name or self.host.sole_startup_model()
             exchange.model = name or None
@@ -240,11 +242,10 @@ class _Exchange:
 
 
 def _invocation(
-    body: bytes, headers: dict[str, str], params: dict[str, str], default_accept: str
+    body: bytes, headers: dict[str, str], params: dict[str, str], accept: str
 ) -> Invocation:
     """The invocation of a request, from its body or form."""
     content_type = headers.get("content-type", "application/json")
-    accept = headers.get("accept", default_accept)
     form = form_input(body, content_type) if is_form(content_type) else None
     if form is None:
         return Invocation(body, content_type, accept, params)

@@ -121,6 +121,16 @@ def test_default_invocations_accept_answers_requests_without_accept(
     assert (response.text, response.headers["content-type"]) == (body, "text/csv")
 
 
+@pytest.mark.parametrize(("model", "body"), [("iris.joblib", "0\n"), ("accept-switch", "0")])
+def test_an_accept_of_any_type_is_answered_in_the_default(
+    http: httpx.Client, model: str, body: str
+) -> None:
+    """`Accept: */*`, which curl and most clients send, reads as none, as the toolkit reads it."""
+    response = invoke(http, model, accept="*/*")
+    assert response.status_code == 200, response.text
+    assert (response.text, response.headers["content-type"]) == (body, "text/csv")
+
+
 def test_a_given_accept_wins_over_the_default(http: httpx.Client) -> None:
     response = invoke(http, "iris.joblib", accept="application/json")
     assert response.status_code == 200, response.text
@@ -130,7 +140,8 @@ def test_a_given_accept_wins_over_the_default(http: httpx.Client) -> None:
 def test_a_front_answers_without_accept_in_the_default(
     tmp_path: Path, server: testing.RunningServer
 ) -> None:
-    """With --fronts 2, a hit a front answers itself takes the same default as the main process."""
+    """With --fronts 2, a hit a front answers itself takes the same default as the main process,
+    without an Accept and with `*/*`."""
     store = Path(server.argv[server.argv.index("--model-store") + 1])
     args = testing.serve_args(store, tmp_path / "cache", workers=1)
     env = {**os.environ, "SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT": "text/csv"}
@@ -138,7 +149,10 @@ def test_a_front_answers_without_accept_in_the_default(
         with httpx.Client(base_url=fronted.url, timeout=60) as client:
             assert invoke(client, "iris.joblib").status_code == 200  # loaded: a hit from now on
         head = ["content-type: text/csv", "x-amzn-sagemaker-target-model: iris.joblib"]
-        request = raw_request("/invocations", CSV_ROW.encode(), *head)
-        answer = hit_with_the_main_process_stopped(fronted, request)
-    assert answer.startswith(b"HTTP/1.1 200 "), answer
-    assert b"\r\ncontent-type: text/csv" in answer and answer.endswith(b"\r\n\r\n0\n"), answer
+        without = raw_request("/invocations", CSV_ROW.encode(), *head)
+        any_type = raw_request("/invocations", CSV_ROW.encode(), *head, "accept: */*")
+        answers = [hit_with_the_main_process_stopped(fronted, r) for r in (without, any_type)]
+    for answer in answers:
+        assert answer.startswith(b"HTTP/1.1 200 "), answer
+        assert b"\r\ncontent-type: text/csv" in answer, answer
+        assert answer.endswith(b"\r\n\r\n0\n"), answer
