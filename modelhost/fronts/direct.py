@@ -201,7 +201,7 @@ class DirectSide(asyncio.Protocol):
         """The hit into its model's next batch, answered once its outcome is in."""
         hit, router = asked.hit, self.router
         table = router.table
-        item = Item(hit.content_type, hit.accept, hit.params, len(asked.body))
+        item = Item(hit.content_type, hit.accept, hit.params, len(asked.body), hit.headers)
         queue_ms = (time.perf_counter() - asked.started) * 1000
         size, key = table.batch_sizes.get(hit.model, 1), asked.key
         outcome = link.infer(key, item, asked.body, size)

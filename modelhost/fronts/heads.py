@@ -17,6 +17,7 @@ from modelhost.http.invocation_paths import (
     PREDICTIONS,
     TARGET_MODEL_HEADER,
     accept_of,
+    handed_headers,
     route_of,
 )
 from modelhost.http.oip_replies import (
@@ -55,6 +56,7 @@ class Hit(NamedTuple):
     body_bytes: int  # declared: the body follows the head
     params: dict[str, str]
     oip: bool  # answered in OIP's shape (http/oip_replies.py), else SageMaker's
+    headers: dict[str, str] | None = None  # a TorchServe prediction's, for its handler
 
 
 class HeadReader(Heads):
@@ -115,7 +117,8 @@ def invocation_hit(
     if not model or is_form(content_type):
         return None
     accept = accept_of(route, headers, default_accept)
-    return Hit(route, model, content_type, accept, body_bytes, params={}, oip=False)
+    handed = handed_headers(route, headers)
+    return Hit(route, model, content_type, accept, body_bytes, params={}, oip=False, headers=handed)
 
 
 def oip_hit(

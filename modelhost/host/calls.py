@@ -22,6 +22,7 @@ class Invocation:
     accept: str
     params: dict[str, str] = field(default_factory=dict)
     tenant: str = ""  # "": tenants are off
+    headers: dict[str, str] | None = None  # a TorchServe prediction's, for its handler
 
 
 @dataclass(slots=True)

@@ -113,7 +113,9 @@ _tenant: Callable[[Job[Invocation]], str] = operator.attrgetter("request.tenant"
 
 
 def _item(request: Invocation) -> Item:
-    return Item(request.content_type, request.accept, request.params, len(request.body))
+    return Item(
+        request.content_type, request.accept, request.params, len(request.body), request.headers
+    )
 
 
 def _answer_batch(

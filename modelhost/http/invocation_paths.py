@@ -32,6 +32,11 @@ def accept_of(route: str, headers: dict[str, str], default_accept: str) -> str:
     return default_accept if accept == "*/*" and route != PREDICTIONS else accept
 
 
+def handed_headers(route: str, headers: dict[str, str]) -> dict[str, str] | None:
+    """The headers a handler is handed: a TorchServe prediction's, as TorchServe hands them."""
+    return headers if route == PREDICTIONS else None
+
+
 def reply_headers(
     content_type: str, size: int, cache: str, tier: str, timings_ms: dict[str, float]
 ) -> list[tuple[bytes, bytes]]:

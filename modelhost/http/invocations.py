@@ -29,6 +29,7 @@ from modelhost.http.invocation_paths import (
     PREDICTIONS,
     TARGET_MODEL_HEADER,
     accept_of,
+    handed_headers,
     reply_headers,
     route_of,
 )
@@ -130,6 +131,7 @@ class Invocations:
             body = await self._body(receive, headers, exchange)
             accept = accept_of(exchange.route, headers, self.default_accept)
             invocation = _invocation(body, headers, _params(scope, headers), accept)
+            invocation.headers = handed_headers(exchange.route, headers)
             name = name or invocation.params.get(MODEL_NAME_PARAM) or self.single_model
             name = name or self.host.sole_startup_model()
             exchange.model = name or None

@@ -5,9 +5,11 @@ Each maker writes to the path given (``model.joblib`` inside a directory) and re
 
 from __future__ import annotations
 
+import os
 import random
 import subprocess
 import sys
+import tempfile
 import warnings
 from pathlib import Path
 from typing import Any
@@ -206,7 +208,6 @@ def mar_of(
     named = {handler, serialized_file, MODEL_CONFIG}
     extras = [str(p) for p in sorted(folder.iterdir()) if p.is_file() and p.name not in named]
     command = [
-        str(Path(sys.executable).with_name("torch-model-archiver")),
         *("--model-name", archive_path.name.removesuffix(".mar"), "--version", version),
         *("--handler", str(folder / handler) if (folder / handler).is_file() else handler),
         *("--export-path", str(archive_path.parent), "--force"),
@@ -217,8 +218,17 @@ def mar_of(
         command += ["--config-file", str(folder / MODEL_CONFIG)]
     if extras:
         command += ["--extra-files", ",".join(extras)]
-    subprocess.run(command, check=True, capture_output=True)
+    run_archiver(command)
     return archive_path
+
+
+def run_archiver(arguments: list[str]) -> None:
+    """torch-model-archiver, in a temporary folder of its own: it gathers an archive's files in
+    $TMPDIR/<model name>, which two builds of one name at once would share."""
+    archiver = str(Path(sys.executable).with_name("torch-model-archiver"))
+    with tempfile.TemporaryDirectory() as own:
+        environment = {**os.environ, "TMPDIR": own}
+        subprocess.run([archiver, *arguments], check=True, capture_output=True, env=environment)
 
 
 def dump(model: Any, path: Path) -> Path:

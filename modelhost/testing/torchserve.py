@@ -12,7 +12,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from modelhost.testing.models import parent_made
+from modelhost.testing.models import parent_made, run_archiver
 
 GREETING = "hello from model-config.yaml"
 LABELS = ["setosa", "versicolor", "virginica"]
@@ -271,7 +271,6 @@ def _extra_files(source: Path) -> list[Path]:
 def _archive(source: Path, archive_path: Path, handler: str, *, config: bool) -> Path:
     handler_arg = str(source / handler) if (source / handler).is_file() else handler
     command = [
-        str(Path(sys.executable).with_name("torch-model-archiver")),
         *("--model-name", Path(archive_path).stem, "--version", "1.0"),
         *("--model-file", str(source / "model.py")),
         *("--serialized-file", str(source / "weights.pt")),
@@ -281,5 +280,5 @@ def _archive(source: Path, archive_path: Path, handler: str, *, config: bool) ->
     ]
     if config:
         command += ["--config-file", str(source / "model-config.yaml")]
-    subprocess.run(command, check=True, capture_output=True)
+    run_archiver(command)
     return Path(archive_path)

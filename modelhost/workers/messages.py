@@ -81,6 +81,7 @@ class Item(msgspec.Struct, frozen=True, array_like=True):
     accept: str
     params: dict[str, str]
     size: int
+    headers: dict[str, str] | None = None  # a TorchServe prediction's
 
 
 class Infer(Message, frozen=True, omit_defaults=True):

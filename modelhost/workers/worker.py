@@ -338,14 +338,15 @@ def settled_memory() -> int:
 
 def split_requests(items: tuple[Item, ...], payload: bytes) -> Iterator[InferRequest]:
     if len(items) == 1:  # a request alone: its body is the whole payload, no copy
-        yield InferRequest(payload, items[0].content_type, items[0].accept, items[0].params)
+        item = items[0]
+        yield InferRequest(payload, item.content_type, item.accept, item.params, item.headers)
         return
     view, offset = memoryview(payload), 0
     for item in items:
         end = offset + item.size
         body = bytes(view[offset:end])
         offset = end
-        yield InferRequest(body, item.content_type, item.accept, item.params)
+        yield InferRequest(body, item.content_type, item.accept, item.params, item.headers)
 
 
 def worker_devices(spec: str) -> DeviceMoves:

@@ -21,6 +21,7 @@ class InferRequest:
     content_type: str = "application/json"
     accept: str = "application/json"
     params: Mapping[str, str] = field(default_factory=dict)
+    headers: Mapping[str, str] | None = None  # a TorchServe prediction's HTTP headers
     values: object = None  # ARRAY's: the rows, in process
 
 

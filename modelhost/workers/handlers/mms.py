@@ -50,7 +50,9 @@ class RequestProcessor:
         self._status: tuple[int, str | None] = (200, None)
 
     def get_request_property(self, key: str) -> str | None:
-        return self._request_header.get(key)
+        """As sent; HTTP headers arrive lowercased, so `X-Trace` finds `x-trace`."""
+        found = self._request_header.get(key)
+        return self._request_header.get(key.lower()) if found is None else found
 
     def get_request_properties(self) -> dict[str, str]:
         return self._request_header
@@ -91,7 +93,12 @@ class MmsContext:
         context = copy.copy(self)
         context.request_processor = [
             RequestProcessor(
-                {**request.params, "Content-Type": request.content_type, "Accept": request.accept}
+                {
+                    **(request.headers or {}),
+                    **request.params,
+                    "Content-Type": request.content_type,
+                    "Accept": request.accept,
+                }
             )
             for request in requests
         ]
@@ -200,6 +207,7 @@ class MmsHandler(BatchHandler):
     def _item(self, request: InferRequest) -> dict[str, Any]:
         body = decoded_body(request.body, request.content_type) if self._decodes else request.body
         return {
+            **request.params,  # query parameters and form fields, as TorchServe hands them
             "body": body,
             "data": body,  # MMS handlers read either key
             "content_type": request.content_type,

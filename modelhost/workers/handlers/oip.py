@@ -170,7 +170,7 @@ def handler_requests(
         check_features(oip, handler.input_datatype)
         rows = rows_of(oip)  # once, for every method asked
         methods = methods_asked(oip, outputs)
-        return {m: InferRequest(b"", ARRAY, ARRAY, {"method": m}, rows) for m in methods}
+        return {m: InferRequest(b"", ARRAY, ARRAY, {"method": m}, values=rows) for m in methods}
     if len(oip.outputs) > 1:
         raise BadRequestBody("request one output at a time; this model answers one tensor")
     one = oip.inputs[0]

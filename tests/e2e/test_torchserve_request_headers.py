@@ -1,0 +1,81 @@
+"""What a TorchServe handler reads of its request, as TorchServe hands it over: every HTTP
+header through `context.get_request_header` (its `testPredictionsModelHeader`-style handlers read
+their own), and each query parameter and form field under its name in the request's dict."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from helpers.fronts import hit_with_the_main_process_stopped, raw_request
+from helpers.serving import Servers
+
+from modelhost import testing
+
+pytestmark = pytest.mark.e2e
+
+HANDLER = """import json
+
+
+def handle(data, context):
+    if data is None:  # TorchServe initializes a module handler with None
+        return None
+    answers = []
+    for index, item in enumerate(data):
+        answers.append({
+            "trace": context.get_request_header(index, "X-Trace"),
+            "all": context.get_all_request_header(index).get("x-trace"),
+            "threshold": item.get("threshold"),
+        })
+    return answers
+"""
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("ts", reason="pip install 'modelhost[torchserve-handlers]'")
+    root = tmp_path_factory.mktemp("ts-request")
+    (root / ".src").mkdir()
+    (root / ".src/handler.py").write_text(HANDLER)
+    testing.mar_of(root / ".src", root / "reads.mar")
+    return root
+
+
+@pytest.fixture(scope="module")
+def http(store: Path, serve: Servers) -> Iterator[httpx.Client]:
+    server = serve(store, workers=1, memory_budget="4GiB")
+    with httpx.Client(base_url=server.url, timeout=120) as client:
+        yield client
+
+
+def test_the_handler_reads_a_request_header_by_its_name(http: httpx.Client) -> None:
+    answer = http.post("/predictions/reads.mar", content=b"{}", headers={"X-Trace": "t-1"})
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == {"trace": "t-1", "all": "t-1", "threshold": None}
+
+
+def test_a_query_parameter_is_in_the_requests_dict(http: httpx.Client) -> None:
+    answer = http.post("/predictions/reads.mar?threshold=0.5", content=b"{}")
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["threshold"] == "0.5"
+
+
+def test_a_form_field_is_in_the_requests_dict(http: httpx.Client) -> None:
+    files = {"data": ("kitten.jpg", b"\xff\xd8jpeg", "image/jpeg")}
+    answer = http.post("/predictions/reads.mar", files=files, data={"threshold": "0.7"})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["threshold"] == "0.7"
+
+
+def test_a_front_hands_the_headers_over_too(store: Path, serve: Servers) -> None:
+    server = serve(store, workers=1, fronts=2, memory_budget="4GiB")
+    with httpx.Client(base_url=server.url, timeout=120) as client:
+        assert client.post("/predictions/reads.mar", content=b"{}").status_code == 200
+    request = raw_request("/predictions/reads.mar", b"{}", "X-Trace: t-2")
+    answer = hit_with_the_main_process_stopped(server, request)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 "), answer
+    assert json.loads(body) == {"trace": "t-2", "all": "t-2", "threshold": None}
