@@ -1,7 +1,7 @@
 """The names the host knows, in name order, a page at a time.
 
 A page merges three ordered sources (memory tier, disk index, registrations) from a cursor, so
-its cost follows the page, not the number of names.
+its cost follows the page, not the number of names; `with_store` adds the store's listing.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
 from modelhost.cache.memory import Resident, State
+from modelhost.cache.stores import Store
 
 IN_MEMORY = "in_memory"  # loading, loaded or unloading
 LOADED = "loaded"
@@ -44,10 +45,17 @@ class Servable:
 
 
 class Listing:
-    def __init__(self, residents: Mapping[str, Resident], disk: NameIndex, sources: Any) -> None:
+    def __init__(
+        self,
+        residents: Mapping[str, Resident],
+        disk: NameIndex,
+        sources: Any,
+        store: Store | None = None,
+    ) -> None:
         self.residents = residents
         self.disk = disk
         self.sources = sources  # a SortedDict: name → URL
+        self.store = store  # the model store, whose listing `with_store` adds
         self._runs: dict[str, Callable[[str, int], Iterable[str]]] = {
             IN_MEMORY: self._in_memory,
             LOADED: self._loaded,
@@ -59,6 +67,14 @@ class Listing:
         """Up to `limit` names after `after`, in order, from `places` only."""
         runs = [self._runs[place](after, limit) for place in places]
         return list(itertools.islice(distinct(heapq.merge(*runs)), limit))
+
+    async def with_store(self, after: str, limit: int) -> list[str]:
+        """A page of names from everywhere and the store's listing (none if it cannot list)."""
+        known = self.page(after, limit)
+        if self.store is None or not self.store.listable:
+            return known
+        stored = await self.store.list_keys(after, limit)
+        return list(itertools.islice(distinct(heapq.merge(known, stored)), limit))
 
     def name_before(self, offset: int) -> str | None:
         """The name a TorchServe offset starts after ("" for the first; None past the end)."""

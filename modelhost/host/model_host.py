@@ -317,7 +317,8 @@ class ModelHost:
 
     def model_names(self) -> Listing:
         on_disk = Servable(self.disk, self.residency.loads_from)
-        return Listing(self.memory.residents, on_disk, self.residency.sources)
+        stores = self.disk.stores
+        return Listing(self.memory.residents, on_disk, self.residency.sources, stores.default)
 
     def state_of(self, name: str) -> State | None:
         resident = self.memory.get(name)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
+from modelhost.cache.stores import Store
 from modelhost.errors import ModelhostError
 from modelhost.host.model_host import ModelHost
 from modelhost.names import name_from_url
@@ -28,7 +29,7 @@ async def preload_names(host: ModelHost, load_models: Iterable[str]) -> list[str
     stores, names = host.disk.stores, []
     for entry in load_models:
         try:
-            entries = await stores.default.list_keys() if entry.upper() == "ALL" else [entry]
+            entries = await every_key(stores.default) if entry.upper() == "ALL" else [entry]
         except ModelhostError as error:
             logger.error("could not list the models to preload: %s", error)
             continue
@@ -38,6 +39,14 @@ async def preload_names(host: ModelHost, load_models: Iterable[str]) -> list[str
                 host.registry.given_as(name, source)
             names.append(name)
     return names
+
+
+async def every_key(store: Store) -> list[str]:
+    """Every model the store holds, for load_models=ALL, which loads them all anyway."""
+    keys: list[str] = []
+    while page := await store.list_keys(keys[-1] if keys else ""):
+        keys += page
+    return keys
 
 
 def named_source(entry: str) -> tuple[str, str]:

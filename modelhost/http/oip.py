@@ -19,7 +19,6 @@ from starlette.routing import Route
 from modelhost.documents import json_object
 from modelhost.errors import BadRequestBody, ModelhostError, ModelNotFound, NotServed
 from modelhost.host import Invocation, Result, State
-from modelhost.host.listing import EVERYWHERE, LOADED
 from modelhost.http.errors import type_name_of
 from modelhost.http.middleware import ERROR_KEY, TENANT_KEY
 from modelhost.http.oip_replies import (
@@ -34,7 +33,7 @@ from modelhost.http.oip_replies import (
 from modelhost.http.oip_replies import header_length as header_length_of_text
 from modelhost.http.routes import SageMakerRoutes, model_in_path
 from modelhost.protocols.not_served import not_served
-from modelhost.protocols.oip import INDEX_PART_NAMES, OipModels, check_load_parameters, missing
+from modelhost.protocols.oip import OipModels, check_load_parameters, missing
 from modelhost.protocols.params import check_param
 from modelhost.workers.answers import check_response_size
 from modelhost.workers.oip_media import (
@@ -184,23 +183,16 @@ class OipRoutes:
     # model repository -------------------------------------------------------------------
 
     async def index(self, request: Request) -> Response:
-        """Every model known, streamed; `{"ready": true}`: the loaded ones."""
-        ready_only = (await self.optional_json(request)).get("ready") is True
-        places = (LOADED,) if ready_only else EVERYWHERE
-        return StreamingResponse(self._index_parts(places), media_type="application/json")
+        """Every model of the store and the host, streamed; `{"ready": true}`: the ready ones.
 
-    async def _index_parts(self, places: tuple[str, ...]) -> AsyncIterator[bytes]:
-        """The index as a JSON array, each page of names read once the last is sent."""
-        after, separator = "", b"["
-        while True:
-            names = self.host.model_names().page(after, INDEX_PART_NAMES, places)
-            if names:
-                entries = ",".join(json.dumps(self._entry(n), separators=(",", ":")) for n in names)
-                yield separator + entries.encode()
-                after, separator = names[-1], b","
-            if len(names) < INDEX_PART_NAMES:
-                break
-        yield b"[]" if separator == b"[" else b"]"
+        The first page is read before the answer starts, so a store that fails says so.
+        """
+        ready = (await self.optional_json(request)).get("ready", False)
+        if not isinstance(ready, bool):
+            raise BadRequestBody("Invalid value for 'ready': expected a boolean")
+        pages = self.models.index(ready)
+        first: list[dict[str, str]] = await anext(pages, [])
+        return StreamingResponse(index_parts(first, pages), media_type="application/json")
 
     async def load(self, request: Request) -> Response:
         self.http.authorize(request)
@@ -229,8 +221,23 @@ class OipRoutes:
     def _state(self, name: str) -> State | None:
         return self.host.state_of(name)
 
-    def _entry(self, name: str) -> dict[str, str]:
-        return self.models.entry(name)
+
+async def index_parts(
+    first: list[dict[str, str]], rest: AsyncIterator[list[dict[str, str]]]
+) -> AsyncIterator[bytes]:
+    """The index as a JSON array, each page of names read once the last is sent."""
+    separator = b"["
+    async for page in prepend(first, rest):
+        if page:
+            yield separator + ",".join(json.dumps(e, separators=(",", ":")) for e in page).encode()
+            separator = b","
+    yield b"[]" if separator == b"[" else b"]"
+
+
+async def prepend(first: Any, rest: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    yield first
+    async for item in rest:
+        yield item
 
 
 def extension_call(name: str) -> tuple[str, str, str] | None:

@@ -99,7 +99,7 @@ REPOSITORY_INDEX: Schema = {
     "type": "array",
     "items": {
         "type": "object",
-        "required": ["name", "state"],
+        "required": ["name"],  # a model never loaded has its name alone, as in Triton's
         "properties": {
             "name": {"type": "string"},
             "version": {"type": "string"},
@@ -437,9 +437,10 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         also=json_response(400, "not ready", READY),
     ),
     ("POST", "/v2/repository/index"): _oip(
-        "the models known to the server and their state",
+        "every model of the store and the server, loaded or not, with Triton's version, state "
+        "and reason",
         {_JSON: REPOSITORY_INDEX},
-        (400,),
+        (400, 502, 504),
         body={_JSON: {"type": "object", "properties": {"ready": {"type": "boolean"}}}},
         body_required=False,
     ),

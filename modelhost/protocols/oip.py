@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
 from modelhost.errors import BadRequestBody, ModelAlreadyLoaded, ModelNotFound
@@ -10,17 +10,15 @@ from modelhost.host import ModelHost, State
 from modelhost.host.listing import LOADED
 from modelhost.host.sources import comes_from
 from modelhost.names import OIP_VERSION as MODEL_VERSION
+from modelhost.protocols.repository import PAGE_NAMES, index_pages
 from modelhost.protocols.triton_config import model_config
 from modelhost.urls import redact_url
 
 Counters = Callable[[str], dict[str, Any]]  # a model's request counters, by name
-REPOSITORY_STATE = {State.LOADED: "READY", State.LOADING: "LOADING", State.UNLOADING: "UNLOADING"}
 DURATIONS = (
     *("success", "fail", "queue", "compute_input", "compute_infer", "compute_output"),
     *("cache_hit", "cache_miss"),
 )
-INDEX_PART_NAMES = 1000  # names a page, between which others' requests go through
-NOT_LOADED_REASON = "not loaded; it loads on its first request or on load"
 
 
 class OipModels:
@@ -110,7 +108,7 @@ class OipModels:
     def every_statistics(self, counters: Counters) -> list[dict[str, Any]]:
         """The statistics of every loaded model."""
         stats, after = [], ""
-        while names := self.host.model_names().page(after, INDEX_PART_NAMES, (LOADED,)):
+        while names := self.host.model_names().page(after, PAGE_NAMES, (LOADED,)):
             stats += [self.statistics(name, counters) for name in names]
             after = names[-1]
         return stats
@@ -118,15 +116,9 @@ class OipModels:
     def version_held(self, name: str) -> tuple[str, str]:
         return self.host.owner_of(name) or (name, MODEL_VERSION)
 
-    def entry(self, name: str) -> dict[str, str]:
-        state = self.state(name)
-        model, version = self.version_held(name)
-        return {
-            "name": model,
-            "version": version,
-            "state": REPOSITORY_STATE[state] if state else "UNAVAILABLE",
-            "reason": "" if state else NOT_LOADED_REASON,
-        }
+    def index(self, ready_only: bool) -> AsyncIterator[list[dict[str, str]]]:
+        """Triton's repository index, a page of entries at a time."""
+        return index_pages(self.host, ready_only)
 
 
 def check_load_parameters(names: Iterable[str]) -> None:

@@ -14,12 +14,11 @@ from google.protobuf import json_format
 
 from modelhost.errors import ModelhostError, ModelNotFound, NotServed
 from modelhost.host import Invocation, ModelHost, State
-from modelhost.host.listing import EVERYWHERE, LOADED
 from modelhost.names import model_name
 from modelhost.observe.usage import ModelUsage
 from modelhost.protocols.health import Health
 from modelhost.protocols.not_served import SETTINGS, SHARED_MEMORY
-from modelhost.protocols.oip import INDEX_PART_NAMES, OipModels, check_load_parameters, missing
+from modelhost.protocols.oip import OipModels, check_load_parameters, missing
 from modelhost.protocols.params import check_param
 from modelhost.protocols.tenants import TenantRule
 from modelhost.rpc.access import Access
@@ -171,13 +170,15 @@ class OipServicer:
     # model repository -------------------------------------------------------------------
 
     async def RepositoryIndex(self, request: Any, context: Context, call: Call) -> Any:
+        if request.repository_name:
+            raise NotServed(
+                "'repository_name' specification is not supported: modelhost serves one "
+                "repository, its model store; leave repository_name empty"
+            )
         response = message("inference.RepositoryIndexResponse")()
-        places = (LOADED,) if request.ready else EVERYWHERE
-        after = ""
-        while names := self.host.model_names().page(after, INDEX_PART_NAMES, places):
-            for name in names:
-                response.models.add(**self.models.entry(name))
-            after = names[-1]
+        async for page in self.models.index(request.ready):
+            for entry in page:
+                response.models.add(**entry)
             await asyncio.sleep(0)  # let other requests through
         return response
 

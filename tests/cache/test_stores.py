@@ -108,8 +108,44 @@ def test_listing_finds_artifacts_or_says_why_it_cannot(filled: Filled) -> None:
         keys = run(store.list_keys())
     except StoreError as error:
         assert "cannot be listed" in str(error)
+        assert not store.listable
     else:
         assert keys == [KEY]
+        assert store.listable
+
+
+LISTED = ["a-b.joblib", "a.pkl", "a/b/c.joblib", "a/d.joblib", "b.zip", "tenants/t1.joblib"]
+
+
+def test_listing_pages_follow_the_cursor_in_name_order(filled: Filled) -> None:
+    """A page starts after the last name of the one before; '/' sorts after '-' and '.', so a
+    folder's models come where their names sort, not where the folder does."""
+    store, put = filled
+    if not store.listable:
+        pytest.skip("an HTTP store cannot be listed")
+    for key in [*reversed(LISTED), "a/notes.txt"]:
+        put(key, b"m")
+    pages, after = [], ""
+    while page := run(store.list_keys(after, 2)):
+        pages.append(page)
+        after = page[-1]
+    assert pages == [LISTED[0:2], LISTED[2:4], LISTED[4:6]]
+    assert run(store.list_keys("a/b", 3)) == ["a/b/c.joblib", "a/d.joblib", "b.zip"]
+
+
+def test_a_folder_with_a_handler_is_one_model(tmp_path: Path) -> None:
+    """Its files are not listed apart, hidden entries are left out, and a folder of many
+    files is read a page at a time."""
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m/handler.py").write_text("")
+    (tmp_path / "m/w.joblib").write_bytes(b"m")
+    (tmp_path / "m-x.joblib").write_bytes(b"m")
+    (tmp_path / ".hidden.joblib").write_bytes(b"m")
+    for i in range(50):
+        (tmp_path / f"z{i:02d}.pkl").write_bytes(b"m")
+    store = LocalStore(tmp_path)
+    assert run(store.list_keys("", 3)) == ["m", "m-x.joblib", "z00.pkl"]
+    assert run(store.list_keys("z47.pkl")) == ["z48.pkl", "z49.pkl"]
 
 
 # normalizing and admitting URLs given to POST /models ------------------------------------

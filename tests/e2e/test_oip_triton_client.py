@@ -47,9 +47,7 @@ def test_load_infer_unload_through_the_repository(oip: triton.InferenceServerCli
     assert not oip.is_model_ready(MODEL)
     oip.load_model(MODEL)
     assert oip.is_model_ready(MODEL)
-    assert {"name": MODEL, "version": "1", "state": "READY", "reason": ""} in (
-        oip.get_model_repository_index()
-    )
+    assert {"name": MODEL, "version": "1", "state": "READY"} in oip.get_model_repository_index()
     assert oip.get_model_metadata(MODEL)["name"] == MODEL
     result = oip.infer(MODEL, [iris_input(3, binary=False)])
     assert result.as_numpy("predict").tolist() == [0, 0, 0]

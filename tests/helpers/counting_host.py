@@ -1,6 +1,6 @@
-"""A ModelHost whose three places of names count what they are asked for: the memory tier's
-residents, the disk tier and the registrations. The listing tests measure a page by these counts,
-never by time."""
+"""A ModelHost whose places of names count what they are asked for: the memory tier's
+residents, the disk tier, the registrations and the store's listing. The listing tests measure a
+page by these counts, never by time."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from starlette.requests import Request
 
 from modelhost.cache.disk import Artifact
 from modelhost.cache.memory import MemoryBudget, MemoryTier, Resident, State
+from modelhost.cache.stores.memory import MemoryStore
 from modelhost.host import ModelHost
 from modelhost.records.events import EventLog
 
@@ -76,16 +77,30 @@ class CountingSources(SortedDict):  # type: ignore[misc]
         return cast(tuple[str, str], super().peekitem(index))
 
 
+class CountingStore(MemoryStore):
+    """A store whose listing pages are tallied by the names they hand out."""
+
+    def __init__(self, tally: Tally, names: Iterable[str]) -> None:
+        super().__init__({name: b"" for name in names})
+        self.tally = tally
+        self.index = SortedList(self.objects)
+
+    async def list_keys(self, after: str = "", limit: int = 1000) -> list[str]:
+        start = self.index.bisect_right(after)
+        return list(self.tally.counted(self.index.islice(start, start + limit)))
+
+
 class CountingDisk:
     """The disk tier's index of names, as its SQLite index answers: one ordered range a call."""
 
-    def __init__(self, tally: Tally, names: Iterable[str]) -> None:
+    def __init__(self, tally: Tally, names: Iterable[str], store: CountingStore) -> None:
         self.tally = tally
         self.index = SortedList(names)
         self.artifacts = CountingDict(tally, {name: entry(name) for name in self.index})
         self.budget_bytes = 1 << 40
         self.used_bytes = 0
-        self.stores = type("Stores", (), {"url_of": staticmethod(lambda name: f"file:///{name}")})
+        url_of = staticmethod(lambda name: f"file:///{name}")
+        self.stores = type("Stores", (), {"url_of": url_of, "default": store})
 
     def names(self, after: str = "", limit: int = 100) -> list[str]:
         start = self.index.bisect_right(after)
@@ -119,10 +134,10 @@ class Places:
     """The tallies of one host's three places of names."""
 
     def __init__(self) -> None:
-        self.memory, self.disk, self.registered = Tally(), Tally(), Tally()
+        self.memory, self.disk, self.registered, self.store = Tally(), Tally(), Tally(), Tally()
 
     def reset(self) -> None:
-        self.memory.names = self.disk.names = self.registered.names = 0
+        self.memory.names = self.disk.names = self.registered.names = self.store.names = 0
 
 
 def counting_host(
@@ -130,11 +145,12 @@ def counting_host(
     on_disk: Iterable[str] = (),
     registered: Iterable[str] = (),
     loading: Iterable[str] = (),
+    stored: Iterable[str] = (),
 ) -> tuple[ModelHost, Places]:
     """A host (no workers) that knows these names, and the tallies of what a call reads."""
     places = Places()
     memory = MemoryTier(MemoryBudget(1 << 40, 0))
-    disk = CountingDisk(places.disk, on_disk)
+    disk = CountingDisk(places.disk, on_disk, CountingStore(places.store, stored))
     host = ModelHost(
         cast(Any, Pool()),
         memory,

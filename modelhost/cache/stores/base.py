@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import errno
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -13,6 +14,7 @@ from modelhost.errors import InvalidModelName
 MAX_NAME_LENGTH = 1024
 ARTIFACT_SUFFIXES = (".joblib", ".pkl", ".pickle", ".tar.gz", ".tgz", ".tar", ".zip", ".mar")
 HANDLER_FILES = ("handler.py", "code/inference.py")
+LIST_PAGE_KEYS = 1000  # keys a listing page holds unless asked for fewer
 
 Progress = Callable[[int], None]  # bytes received since the last call
 
@@ -32,6 +34,7 @@ class Store(Protocol):
     """Where artifacts come from: keys below a root URL."""
 
     uri: str  # as the user wrote it, without a trailing slash
+    listable: bool  # whether list_keys answers (an HTTP store cannot)
 
     def url_of(self, key: str) -> str: ...
 
@@ -49,8 +52,8 @@ class Store(Protocol):
         """Write the object's bytes to `dest`; refuse a version other than `expected.etag`."""
         ...
 
-    async def list_keys(self) -> list[str]:
-        """For load_models=ALL."""
+    async def list_keys(self, after: str = "", limit: int = LIST_PAGE_KEYS) -> list[str]:
+        """Up to `limit` models' keys after `after`, in name order: a page of the store."""
         ...
 
 
@@ -87,6 +90,12 @@ def validate_name(name: str) -> str:
 def is_artifact_key(key: str) -> bool:
     """A file of a kind modelhost loads, judged by its name."""
     return key.lower().endswith(ARTIFACT_SUFFIXES)
+
+
+def page_of(keys: Iterable[str], after: str, limit: int) -> list[str]:
+    """The first `limit` model keys after `after` of keys in name order."""
+    later = (key for key in keys if key > after and is_artifact_key(key))
+    return list(itertools.islice(later, limit))
 
 
 def key_below(root: str, url: str) -> str | None:

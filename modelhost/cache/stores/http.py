@@ -11,7 +11,14 @@ from urllib.parse import quote, unquote
 
 import httpx
 
-from modelhost.cache.stores.base import SILENT, ObjectInfo, Progress, key_below, validate_name
+from modelhost.cache.stores.base import (
+    LIST_PAGE_KEYS,
+    SILENT,
+    ObjectInfo,
+    Progress,
+    key_below,
+    validate_name,
+)
 from modelhost.errors import (
     ModelhostError,
     ModelNotFound,
@@ -34,6 +41,8 @@ def http_client(timeout_s: float) -> httpx.AsyncClient:
 
 class HttpStore:
     """Artifacts under an HTTP(S) root, fetched by GET through the server's shared client."""
+
+    listable = False
 
     def __init__(self, root: str, client: httpx.AsyncClient) -> None:
         self.uri = root.rstrip("/")
@@ -78,7 +87,7 @@ class HttpStore:
         finally:
             await response.aclose()
 
-    async def list_keys(self) -> list[str]:
+    async def list_keys(self, after: str = "", limit: int = LIST_PAGE_KEYS) -> list[str]:
         raise StoreError(
             f"an HTTP store ({self.uri}) cannot be listed; name the models to preload in "
             "load_models, or keep them in S3 or a folder"

@@ -9,12 +9,12 @@ from pathlib import Path
 from urllib.parse import quote_from_bytes, unquote, urlparse
 
 from modelhost.cache.stores.base import (
-    HANDLER_FILES,
+    LIST_PAGE_KEYS,
     ObjectInfo,
     Progress,
-    is_artifact_key,
     validate_name,
 )
+from modelhost.cache.stores.walk import FolderWalk
 from modelhost.errors import InvalidModelName, ModelNotFound
 
 
@@ -34,6 +34,8 @@ def file_uri(path: str) -> str:
 
 class LocalStore:
     """A folder; a model's key is its path relative to the folder."""
+
+    listable = True
 
     def __init__(self, root: Path) -> None:
         self.root = root.resolve()
@@ -71,19 +73,8 @@ class LocalStore:
         await asyncio.to_thread(shutil.copyfile, self.local_path(key), dest)
         progress(dest.stat().st_size)
 
-    async def list_keys(self) -> list[str]:
-        return await asyncio.to_thread(self._artifacts)
-
-    def _artifacts(self) -> list[str]:
-        """Every artifact: files of known kinds and folders with their own handler."""
-        names = []
-        for path in sorted(self.root.rglob("*")):
-            is_file_model = path.is_file() and is_artifact_key(path.name)
-            is_folder_model = path.is_dir() and has_handler(path)
-            if (is_file_model or is_folder_model) and not any(map(has_handler, path.parents)):
-                names.append(path.relative_to(self.root).as_posix())
-        return names
-
-
-def has_handler(folder: Path) -> bool:
-    return any((folder / f).is_file() for f in HANDLER_FILES)
+    async def list_keys(self, after: str = "", limit: int = LIST_PAGE_KEYS) -> list[str]:
+        """Files of known kinds and folders with their own handler; hidden ones are left out."""
+        walk = FolderWalk(after, limit)
+        await asyncio.to_thread(walk.folder, str(self.root), "")
+        return walk.found

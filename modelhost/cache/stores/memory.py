@@ -6,13 +6,21 @@ import asyncio
 import hashlib
 from pathlib import Path
 
-from modelhost.cache.stores.base import KeyedByPath, ObjectInfo, Progress, is_artifact_key
+from modelhost.cache.stores.base import (
+    LIST_PAGE_KEYS,
+    KeyedByPath,
+    ObjectInfo,
+    Progress,
+    page_of,
+)
 from modelhost.errors import ModelNotFound, StoreUnavailable
 
 CHUNK_BYTES = 64 * 1024
 
 
 class MemoryStore(KeyedByPath):
+    listable = True
+
     def __init__(self, objects: dict[str, bytes] | None = None, uri: str = "memory://store"):
         self.uri = uri
         self.objects = dict(objects or {})
@@ -39,8 +47,8 @@ class MemoryStore(KeyedByPath):
             self.failures_left -= 1
             raise StoreUnavailable(f"connection reset while sending {key}")
 
-    async def list_keys(self) -> list[str]:
-        return sorted(key for key in self.objects if is_artifact_key(key))
+    async def list_keys(self, after: str = "", limit: int = LIST_PAGE_KEYS) -> list[str]:
+        return page_of(sorted(self.objects), after, limit)
 
     def _object(self, key: str) -> bytes:
         if key not in self.objects:

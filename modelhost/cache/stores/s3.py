@@ -13,12 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from modelhost.cache.stores.base import (
+    LIST_PAGE_KEYS,
     SILENT,
     KeyedByPath,
     ObjectInfo,
     Progress,
-    is_artifact_key,
     is_disk_full,
+    page_of,
     validate_name,
 )
 from modelhost.errors import (
@@ -63,6 +64,8 @@ class S3Client:
 class S3Store(KeyedByPath):
     """Artifacts under an S3 bucket and prefix, through the server's shared boto3 client."""
 
+    listable = True
+
     def __init__(self, bucket: str, prefix: str, s3: S3Client) -> None:
         self.bucket, self.prefix, self.s3 = bucket, prefix.strip("/"), s3
         self.uri = f"s3://{bucket}" + (f"/{self.prefix}" if self.prefix else "")
@@ -91,17 +94,18 @@ class S3Store(KeyedByPath):
             future.cancel()
             raise
 
-    async def list_keys(self) -> list[str]:
-        keys: list[str] = await self._run("", self._list)
+    async def list_keys(self, after: str = "", limit: int = LIST_PAGE_KEYS) -> list[str]:
+        keys: list[str] = await self._run("", functools.partial(self._list, after, limit))
         return keys
 
-    def _list(self) -> list[str]:
+    def _list(self, after: str, limit: int) -> list[str]:
+        """S3 lists in UTF-8 byte order, which is Python's order of the names."""
+        folder = f"{self.prefix}/" if self.prefix else ""
         pages = self.s3.client.get_paginator("list_objects_v2").paginate(
-            Bucket=self.bucket, Prefix=f"{self.prefix}/" if self.prefix else ""
+            Bucket=self.bucket, Prefix=folder, StartAfter=folder + after if after else ""
         )
-        keys = (obj["Key"] for page in pages for obj in page.get("Contents", ()))
-        start = len(self.prefix) + 1 if self.prefix else 0
-        return sorted(k[start:] for k in keys if is_artifact_key(k))
+        keys = (obj["Key"][len(folder) :] for page in pages for obj in page.get("Contents", ()))
+        return page_of(keys, after, limit)
 
     async def _run(self, key: str, call: Any) -> Any:
         try:
