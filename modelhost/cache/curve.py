@@ -12,7 +12,7 @@ import hashlib
 import heapq
 import itertools
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 
 from modelhost.cache.distinct import DistinctBytes
 from modelhost.cache.reuse import StackDistances
@@ -78,6 +78,16 @@ class Windows:
             for _ in range(times):
                 value += step
             histogram[index] = value
+
+    def add_all(self, index: int, weight: float, times: Sequence[float]) -> None:
+        """As `add` at each of `times`, in turn (a clock's readings, never decreasing)."""
+        start, end = 0, len(times)
+        while start < end:
+            if times[start] >= self.growth_until:
+                self._grow(times[start])
+            stop = bisect.bisect_left(times, self.growth_until, start, end)  # same growth
+            self.add_times(index, weight, stop - start, times[start])
+            start = stop
 
     def _paired(self) -> list[tuple[list[float], float]]:
         return list(zip(self.histograms, self.growth, strict=True))
@@ -223,23 +233,24 @@ class MissRatioCurve:
         self._forget(self.frequent.saw(name, now))
         self._use(name, size, now)
 
-    def record_all(self, uses: list[tuple[str, int]], now: float) -> None:
-        """As `record` each (name, size) in turn."""
-        frequent, again, top = self.frequent, 0, None  # top: a frequent name, just used
-        for use in uses:
-            cooled = frequent.saw(use[0], now)
-            if use == top and not cooled:  # its own size away: added together
-                frequent.served[use[0]] += 1
+    def record_all(self, uses: Iterable[tuple[str, int, float]]) -> None:
+        """As `record` each (name, size, now) in turn."""
+        frequent, windows = self.frequent, self.windows
+        again, top, top_size, top_at = 0, "", 0, 0.0  # top: a frequent name, just used
+        for name, size, now in uses:
+            cooled = frequent.saw(name, now)
+            if name == top and size == top_size and not cooled and now < windows.growth_until:
+                frequent.served[name] += 1  # its own size away, at the same growth: together
                 again += 1
                 continue
             self._forget(cooled)
-            if again and top is not None:
-                self.windows.add_times(bin_of(top[1]), 1.0, again, now)
+            if again:
+                windows.add_times(bin_of(top_size), 1.0, again, top_at)
                 again = 0
-            self._use(*use, now)
-            top = use if use[0] in frequent.names else None
-        if again and top is not None:
-            self.windows.add_times(bin_of(top[1]), 1.0, again, now)
+            self._use(name, size, now)
+            top, top_size, top_at = (name, size, now) if name in frequent.names else ("", 0, 0.0)
+        if again:
+            windows.add_times(bin_of(top_size), 1.0, again, top_at)
 
     def _forget(self, cooled: list[str]) -> None:
         for name in cooled:

@@ -7,6 +7,7 @@ idle server and its headroom floor.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +22,7 @@ HOT_MODELS = 32  # for a router to spread
 TARGETS = (0.9, 0.95, 0.99)  # hit ratios
 FACTORS = (0.5, 2.0, 4.0)  # multiples of today's room
 DEFAULT_WINDOW = "hour"
+_time = operator.itemgetter(2)  # of a held hit, read in C
 
 
 class Sizing:
@@ -40,15 +42,21 @@ class Sizing:
         self.observed = Windows(now, WINDOWS_S, bins=1)  # [hits, misses]
         self.thrash = ThrashWatch(events, clock, self.advice, thrash_window_s)
         self.requests = 0
-        # held, then counted together (docs/decisions.md)
-        self._held: Held[tuple[str, int, bool, float]] = Held(self._count)
+        # hits held, then counted together (docs/decisions.md)
+        self._held: Held[tuple[str, int, float]] = Held(self._count)
         events.subscribe(self.thrash.on_event)
 
     def used(self, name: str, size: int, hit: bool) -> None:
         now = self.clock()
         self.requests += 1
         self.thrash.used(name, hit, now)  # its alarm follows each request
-        self._held.add((name, size, hit, now))
+        if hit:
+            self._held.add((name, size, now))
+            return
+        self.fold()  # the hits before it first
+        self.observed.add(COLD, 1.0, now)
+        if self.curve is not None:
+            self.curve.record(name, size, now)
 
     def hits(self, uses: list[tuple[str, int]]) -> None:
         """As `used` each hit of (name, size), at one reading of the clock."""
@@ -56,20 +64,16 @@ class Sizing:
         self.requests += len(uses)
         self.thrash.hits(len(uses), now)
         self.fold()
-        self.observed.add_times(0, 1.0, len(uses), now)
-        if self.curve is not None:
-            self.curve.record_all(uses, now)
+        self._count([(name, size, now) for name, size in uses])
 
     def fold(self) -> None:
         """Count the uses held into the observed ratio and the curve; every read folds first."""
         self._held.fold()
 
-    def _count(self, held: list[tuple[str, int, bool, float]]) -> None:
-        observed, curve = self.observed, self.curve
-        for name, size, hit, now in held:
-            observed.add(0 if hit else COLD, 1.0, now)
-            if curve is not None:
-                curve.record(name, size, now)
+    def _count(self, hits: list[tuple[str, int, float]]) -> None:
+        self.observed.add_all(0, 1.0, list(map(_time, hits)))
+        if self.curve is not None:
+            self.curve.record_all(hits)
 
     @property
     def fixed_bytes(self) -> int:

@@ -4,6 +4,7 @@ its window, and the same whether uses come one at a time or in a list."""
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import numpy as np
@@ -134,18 +135,39 @@ def runs(draw: st.DrawFn) -> list[tuple[str, int]]:
 
 
 @settings(max_examples=100, deadline=None)
-@given(batches=st.lists(runs(), max_size=6), max_names=st.sampled_from([2, 100]))
+@given(
+    batches=st.lists(runs(), max_size=6),
+    max_names=st.sampled_from([2, 100]),
+    steps=st.lists(st.sampled_from([0.0, 0.0, 0.4, 1.3]), min_size=1),
+)
 def test_recording_uses_together_curves_as_each_in_turn(
-    batches: list[list[tuple[str, int]]], max_names: int
+    batches: list[list[tuple[str, int]]], max_names: int, steps: list[float]
 ) -> None:
     """A frequent name's uses in a row add together; every histogram ends as when each use is
-    recorded in turn, names sampled or not, frequent or cooled."""
+    recorded in turn, names sampled or not, frequent or cooled, across the windows' growth
+    steps."""
     together, each = MissRatioCurve(0.0, max_names), MissRatioCurve(0.0, max_names)
+    times = itertools.accumulate(itertools.cycle(steps))
     for index, uses in enumerate(batches):
-        sized, now = [(name, KiB * size) for name, size in uses], 40.0 * index  # names cool
-        together.record_all(sized, now)
-        for name, size in sized:
+        start = 40.0 * index  # names cool
+        timed = [(name, KiB * size, start + next(times)) for name, size in uses]
+        together.record_all(timed)
+        for name, size, now in timed:
             each.record(name, size, now)
     assert together.windows.histograms == each.windows.histograms
     assert together.frequent.served == each.frequent.served
     assert (together.rest, together.threshold) == (each.rest, each.threshold)
+
+
+@settings(max_examples=100, deadline=None)
+@given(steps=st.lists(st.sampled_from([0.0, 0.0, 0.3, 1.0, 2.5]), max_size=60))
+def test_uses_added_together_histogram_as_each_in_turn(steps: list[float]) -> None:
+    """Hits held and counted at once (host/sizing.py) weigh as when counted one at a time,
+    across the windows' growth steps, to the last bit."""
+    times = list(itertools.accumulate(steps, initial=0.5))
+    together, each = Windows(0.0, bins=1), Windows(0.0, bins=1)
+    together.add_all(0, 1.0, times)
+    for now in times:
+        each.add(0, 1.0, now)
+    assert together.histograms == each.histograms
+    assert (together.growth, together.growth_until) == (each.growth, each.growth_until)

@@ -165,7 +165,9 @@ def test_sizing_stats_and_metrics_say_the_same(store: Path, serve: Servers) -> N
     day = httpx.get(f"{server.url}/sizing", params={"window": "day"}).json()
     assert day["window"] == "day" and len(day["curve"]) == len(sizing["curve"])
     for in_day, in_hour in zip(day["curve"], sizing["curve"], strict=True):  # decayed alike
-        assert in_day == {**in_hour, "hitRatio": pytest.approx(in_hour["hitRatio"], rel=0.01)}
+        # budgetBytes adds the fixed bytes of its read, which the memory watch moves
+        assert in_day["roomBytes"] == in_hour["roomBytes"]
+        assert in_day["hitRatio"] == pytest.approx(in_hour["hitRatio"], rel=0.01)
     metrics = httpx.get(f"{server.url}/metrics").text
     factor = sizing["hitRatioAtBudget"]["2"]
     assert f'modelhost_hit_ratio_at_budget{{budget_factor="2"}} {factor}' in metrics
