@@ -6,7 +6,6 @@ the worker undecoded once KServe's checks pass (`modelhost.protocols.kserve_v1`)
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import AsyncIterator
 
@@ -14,14 +13,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from modelhost.errors import ModelhostError, ModelNotFound, Unavailable
+from modelhost.errors import ModelNotFound, Unavailable
 from modelhost.host import Invocation, Result, State
 from modelhost.host.listing import EVERYWHERE
-from modelhost.http.errors import type_name_of
 from modelhost.http.handler_heads import handler_head
 from modelhost.http.middleware import ERROR_KEY, TENANT_KEY
-from modelhost.http.oip import Endpoint
-from modelhost.http.oip_replies import oip_error, oip_reply
+from modelhost.http.oip import Endpoint, oip_errors
+from modelhost.http.oip_replies import oip_reply
 from modelhost.http.routes import SageMakerRoutes, model_in_path, name_advice
 from modelhost.protocols.kserve_v1 import check_body, no_explainer, not_found, not_ready
 from modelhost.protocols.oip import INDEX_PART_NAMES
@@ -34,20 +32,6 @@ PREDICT = MODEL + ":predict"
 EXPLAIN = MODEL + ":explain"
 JSON = "application/json"
 PASSED_ON = ("content-type",)  # to the worker
-
-
-def v1_errors(endpoint: Endpoint) -> Endpoint:
-    """Answer core exceptions with KServe's `{"error": message}`, the shape OIP's share."""
-
-    @functools.wraps(endpoint)
-    async def answered(request: Request) -> Response:
-        try:
-            return await endpoint(request)
-        except ModelhostError as error:
-            request.scope[ERROR_KEY] = type_name_of(error)
-            return oip_error(error)
-
-    return answered
 
 
 class KserveV1Routes:
@@ -63,7 +47,8 @@ class KserveV1Routes:
             (EXPLAIN, self.explain, "POST"),
             (MODEL, self.model_ready, "GET"),
         ]
-        return [Route(path, v1_errors(endpoint), methods=[verb]) for path, endpoint, verb in table]
+        # KServe's v1 and v2 share the error body, `{"error": message}`
+        return [Route(path, oip_errors(endpoint), methods=[verb]) for path, endpoint, verb in table]
 
     async def list_models(self, request: Request) -> Response:
         """`{"models": [names]}`: every model known, streamed a page of names at a time."""
