@@ -22,7 +22,6 @@ from modelhost.http.oip import Endpoint, oip_errors
 from modelhost.http.oip_replies import oip_reply
 from modelhost.http.routes import SageMakerRoutes, model_in_path, name_advice
 from modelhost.protocols.kserve_v1 import check_body, no_explainer, not_found, not_ready
-from modelhost.protocols.oip import INDEX_PART_NAMES
 from modelhost.protocols.params import check_headers, check_param, check_query
 from modelhost.workers.answers import check_response_size
 
@@ -32,6 +31,7 @@ PREDICT = MODEL + ":predict"
 EXPLAIN = MODEL + ":explain"
 JSON = "application/json"
 PASSED_ON = ("content-type",)  # to the worker
+PAGE_NAMES = 1000  # names a page of the list, between which others' requests go through
 
 
 class KserveV1Routes:
@@ -57,12 +57,12 @@ class KserveV1Routes:
     async def _names(self) -> AsyncIterator[bytes]:
         after, opened = "", False
         while True:
-            names = self.host.model_names().page(after, INDEX_PART_NAMES, EVERYWHERE)
+            names = self.host.model_names().page(after, PAGE_NAMES, EVERYWHERE)
             if names:
                 quoted = ",".join(json.dumps(name) for name in names).encode()
                 yield (b"," if opened else b'{"models":[') + quoted
                 after, opened = names[-1], True
-            if len(names) < INDEX_PART_NAMES:
+            if len(names) < PAGE_NAMES:
                 break
         yield b"]}" if opened else b'{"models":[]}'
 
