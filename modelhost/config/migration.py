@@ -84,7 +84,7 @@ _PROPS_NOTICES = {
     "cpu_launcher_enable": _LAUNCH,
     "cpu_launcher_args": _LAUNCH,
     "service_envelope": "has no meaning here: handlers get each body as sent; KServe v2 "
-    "clients call /v2/models/{model}/infer, and KServe v1 is not served",
+    "clients call /v2/models/{model}/infer, KServe v1 clients /v1/models/{model}:predict",
     "ts_open_inference_protocol": "is always on here: the Open Inference Protocol is served "
     "at /v2 and on --grpc-port",
     "model_server_home": _JAVA,

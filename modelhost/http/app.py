@@ -20,6 +20,7 @@ from modelhost.http.instance import InstanceHeader, instance_header, instance_na
 from modelhost.http.invocation_paths import PREDICTIONS
 from modelhost.http.invocations import ROUTES as INVOCATION_ROUTES
 from modelhost.http.invocations import InvocationFastPath, Invocations
+from modelhost.http.kserve_v1 import KserveV1Routes
 from modelhost.http.last_resort import LastResort, Unhandled
 from modelhost.http.middleware import ObserveMiddleware
 from modelhost.http.observe import ObserveRoutes
@@ -61,7 +62,7 @@ def observe_answer(observer: Observer, scope: Scope, response: Response) -> None
 
 
 def main_app(routes: SageMakerRoutes, observer: Observer | None = None) -> InvocationFastPath:
-    """SageMaker's, TorchServe's inference, OIP's and modelhost's own routes."""
+    """SageMaker's, TorchServe's inference, OIP's, KServe v1's and modelhost's own routes."""
     settings = routes.settings
     unhandled = Unhandled(observer.metrics.unhandled_errors if observer else None)
     instance = instance_name(settings.instance_id)
@@ -87,6 +88,7 @@ def main_app(routes: SageMakerRoutes, observer: Observer | None = None) -> Invoc
         *(Route(path, invocations, methods=["POST"]) for path in INVOCATION_ROUTES),
         Route(PREDICTIONS, invocations, methods=["PUT"]),  # curl -T
         *OipRoutes(routes).routes(),
+        *KserveV1Routes(routes).routes(),
     ]
     served += ObserveRoutes(observer).routes() if observer else []
     app = Starlette(
@@ -127,6 +129,7 @@ def management_routes(served: Sequence[BaseRoute]) -> list[Route]:
 
 
 def observe_middleware(observer: Observer, served: list[Route]) -> list[Middleware]:
-    """The observing middleware; OIP's invocations are observed from their responses."""
-    infer_routes = frozenset(r.path for r in served if r.path.endswith("/infer"))
+    """The observing middleware; OIP's and KServe v1's invocations are observed from their
+    responses."""
+    infer_routes = frozenset(r.path for r in served if r.path.endswith(("/infer", ":predict")))
     return [Middleware(ObserveMiddleware, observer=observer, invocation_routes=infer_routes)]

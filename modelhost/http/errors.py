@@ -12,6 +12,7 @@ from modelhost.protocols.status import status_of
 
 RETRIED_STATUSES = (429, 503)
 CHALLENGE = {"WWW-Authenticate": "Bearer"}  # a 401 must say how to authenticate (RFC 9110)
+KSERVE_PREFIXES = ("/v2", "/v1/")  # KServe's protocols: `{"error": message}`
 # MMS's and TorchServe's types for a path or method no route takes, as their clients read them
 ROUTING_TYPES = {404: "ResourceNotFoundException", 405: "MethodNotAllowedException"}
 
@@ -47,7 +48,7 @@ async def handle_http_exception(request: Request, error: Exception) -> Response:
     if error.status_code == 405 and (allowed := allowed_methods(request)):
         error.headers = {**(error.headers or {}), "Allow": allowed}
     message = f"{request.method} {path}: {error.detail}{way_out(error, path)}"
-    if request.url.path.startswith("/v2"):
+    if path.startswith(KSERVE_PREFIXES):
         return JSONResponse({"error": message}, error.status_code, error.headers)
     type_name = ROUTING_TYPES.get(error.status_code, "".join(str(error.detail).split()))
     response = error_response(error.status_code, type_name, message)

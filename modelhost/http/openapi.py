@@ -95,6 +95,16 @@ MODEL_READY: Schema = {
     "required": ["name", "ready"],
     "properties": {"name": {"type": "string"}, "ready": {"type": "boolean"}},
 }
+V1_MODELS: Schema = {
+    "type": "object",
+    "required": ["models"],
+    "properties": {"models": {"type": "array", "items": {"type": "string"}}},
+}
+V1_INSTANCES: Schema = {
+    "type": "object",
+    "properties": {"instances": {"type": "array"}, "inputs": {}},
+}
+V1_PREDICTIONS: Schema = {"type": "object", "properties": {"predictions": {"type": "array"}}}
 REPOSITORY_INDEX: Schema = {
     "type": "array",
     "items": {
@@ -287,6 +297,10 @@ def _oip_infer(parameters: Sequence[Schema]) -> dict[str, Any]:
         parameters=[*parameters, header_length],
         body={"application/json": INFER_REQUEST, "application/octet-stream": binary},
     )
+
+
+def _kserve_v1(summary: str, ok: dict[str, Schema] | None, errors: Sequence[int], **kw: Any) -> Any:
+    return operation(summary, "KServe v1", ok, errors, error=OIP_ERROR, parameters=_OIP_MODEL, **kw)
 
 
 _SAGEMAKER, _TORCHSERVE, _OBSERVE = "SageMaker", "TorchServe", "Observability"
@@ -489,6 +503,31 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
     ),
     ("POST", "/v2/models/{model:path}/infer"): _oip_infer(_OIP_MODEL),
     ("POST", "/v2/models/{model:path}/versions/{version}/infer"): _oip_infer(_OIP_VERSION),
+    # KServe's v1 data plane
+    ("GET", "/v1/models"): operation(
+        "the names of the models known to the server",
+        "KServe v1",
+        {_JSON: V1_MODELS},
+        error=OIP_ERROR,
+    ),
+    ("GET", "/v1/models/{model:path}"): _kserve_v1(
+        "model readiness: 200 when loaded, 503 when known but not loaded",
+        {_JSON: MODEL_READY},
+        (404, 503),
+    ),
+    ("POST", "/v1/models/{model:path}:predict"): _kserve_v1(
+        'predict: {"instances": [...]} or {"inputs": [...]} in, {"predictions": [...]} out; '
+        "other types reach the model as sent",
+        {_JSON: V1_PREDICTIONS},
+        INVOKE_ERRORS,
+        body={_JSON: V1_INSTANCES, "*/*": {"type": "string", "format": "binary"}},
+    ),
+    ("POST", "/v1/models/{model:path}:explain"): _kserve_v1(
+        "not served: 501 naming :predict (modelhost has no explainer)",
+        None,
+        (404,),
+        also=json_response(501, "explanations are not served", OIP_ERROR),
+    ),
 }
 
 # TorchServe's management API, on --management-port
@@ -608,7 +647,7 @@ def keyed(
 def _keyed(operation: dict[str, Any], path: str, is_open: bool) -> dict[str, Any]:
     if is_open:
         return {**operation, "security": []}
-    error = OIP_ERROR if path.startswith("/v2") else ERROR
+    error = OIP_ERROR if path.startswith(("/v2", "/v1/")) else ERROR
     refused = {"description": KEY_REFUSED, "content": {_JSON: {"schema": error}}}
     responses = {**operation["responses"], "401": refused}
     return {**operation, "security": [{KEY_SCHEME: []}], "responses": responses}

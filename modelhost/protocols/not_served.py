@@ -25,8 +25,6 @@ MODEL_SUFFIXES = {  # of /v2/models/{model}/...
 }
 PREFIXES = {
     "/explanations/": f"explanations are not served: call /predictions/{{model}} ({MOVING})",
-    "/v1/models/": "KServe v1 is not served: call /predictions/{model} or KServe v2's "
-    f"/v2/models/{{model}}/infer ({MOVING})",
     "/wfpredict/": WORKFLOWS,
     "/workflows": WORKFLOWS,
     "/v2/systemsharedmemory/": SHARED_MEMORY,

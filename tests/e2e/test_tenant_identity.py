@@ -140,6 +140,9 @@ def rest_calls(http: httpx.Client) -> dict[str, Callable[[dict[str, str]], httpx
         "/v2/models/{model:path}/infer": lambda h: http.post(
             f"/v2/models/{MODEL}/infer", json=OIP_BODY, headers=h
         ),
+        "/v1/models/{model:path}:predict": lambda h: http.post(
+            f"/v1/models/{MODEL}:predict", json={"instances": ROWS}, headers=h
+        ),
     }
 
 
@@ -147,6 +150,7 @@ GRPC_ROUTES = {
     "infer": "/inference.GRPCInferenceService/ModelInfer",
     "predict": "/org.pytorch.serve.grpc.inference.InferenceAPIsService/Predictions",
 }
+CALLS = 5 + len(GRPC_ROUTES)  # rest_calls' and the gRPC routes'
 
 
 def test_every_protocol_carries_the_tenant(by_header: Served) -> None:
@@ -176,8 +180,9 @@ def test_a_header_sent_twice_names_one_tenant_on_every_protocol(by_header: Serve
         http.post(f"/models/{MODEL}/invoke", json=ROWS, headers=twice),
         http.post(f"/predictions/{MODEL}", json=ROWS, headers=twice),
         http.post(f"/v2/models/{MODEL}/infer", json=OIP_BODY, headers=twice),
+        http.post(f"/v1/models/{MODEL}:predict", json={"instances": ROWS}, headers=twice),
     ]
-    assert [answer.headers[TENANT_HEADER] for answer in answers] == ["from-gateway"] * 4
+    assert [answer.headers[TENANT_HEADER] for answer in answers] == ["from-gateway"] * 5
     with grpc.insecure_channel(f"127.0.0.1:{by_header.grpc_port}") as channel:
         request = message(PREDICTIONS_REQUEST)(
             model_name=MODEL, input={"data": json.dumps(ROWS).encode()}
@@ -231,7 +236,7 @@ def test_a_known_token_names_its_tenant(by_token: Served) -> None:
         assert call(acme).status_code == 200
     by_token.infer_grpc({"authorization": "Bearer tok-umbrella-09ab"})
     by_token.predict_grpc({"authorization": "Bearer tok-umbrella-09ab"})
-    lines = by_token.lines(lambda r: r.get("model") == MODEL and r["status"] == 200, 6)
+    lines = by_token.lines(lambda r: r.get("model") == MODEL and r["status"] == 200, CALLS)
     assert {line["route"]: line["tenant"] for line in lines} == {
         **{route: "acme" for route in rest_calls(by_token.http)},
         **{route: "umbrella" for route in GRPC_ROUTES.values()},
@@ -252,8 +257,8 @@ def test_an_unknown_or_missing_token_is_401(by_token: Served) -> None:
         with pytest.raises(grpc.RpcError) as predict:
             by_token.predict_grpc(headers)
         assert predict.value.code() == grpc.StatusCode.UNAUTHENTICATED
-    refused = by_token.lines(lambda r: r["status"] == 401, 12)
-    assert len(refused) == 12 and all("tenant" not in line for line in refused)
+    refused = by_token.lines(lambda r: r["status"] == 401, 2 * CALLS)
+    assert len(refused) == 2 * CALLS and all("tenant" not in line for line in refused)
 
 
 def test_with_tenants_off_answers_and_log_lines_are_unchanged(
@@ -269,5 +274,5 @@ def test_with_tenants_off_answers_and_log_lines_are_unchanged(
         assert set(answer.headers) == set(under_rule.headers) - {TENANT_HEADER}
     off.infer_grpc({TENANT_HEADER: "acme"})
     off.predict_grpc({TENANT_HEADER: "acme"})
-    lines = off.lines(lambda r: r.get("model") == MODEL, 6)
-    assert len(lines) == 6 and all("tenant" not in line for line in lines)
+    lines = off.lines(lambda r: r.get("model") == MODEL, CALLS)
+    assert len(lines) == CALLS and all("tenant" not in line for line in lines)

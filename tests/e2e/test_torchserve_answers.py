@@ -70,7 +70,14 @@ def ask(http: httpx.Client, asked: str, path: str = "/predictions/told.mar") -> 
     return http.post(path, content=json.dumps(asked), headers=JSON)
 
 
-@pytest.mark.parametrize("path", ["/predictions/told.mar", "/models/told.mar/invoke"])
+INVOCATION_PATHS = [
+    "/predictions/told.mar",
+    "/models/told.mar/invoke",
+    "/v1/models/told.mar:predict",
+]
+
+
+@pytest.mark.parametrize("path", INVOCATION_PATHS)
 def test_a_status_the_handler_sets_is_the_answers_with_its_body(
     http: httpx.Client, path: str
 ) -> None:
@@ -80,10 +87,11 @@ def test_a_status_the_handler_sets_is_the_answers_with_its_body(
     assert answer.headers["x-reason"] == "bad input"
 
 
+@pytest.mark.parametrize("path", INVOCATION_PATHS)
 def test_headers_the_handler_sets_come_back_but_never_the_servers_own(
-    http: httpx.Client,
+    http: httpx.Client, path: str
 ) -> None:
-    answer = ask(http, "fine")
+    answer = ask(http, "fine", path)
     assert answer.status_code == 200, answer.text
     assert answer.json() == {"ok": "fine"}
     assert answer.headers["x-checked"] == "yes"

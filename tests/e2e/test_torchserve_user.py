@@ -193,15 +193,12 @@ def test_get_metrics_labels_the_version_a_request_names(named: Started) -> None:
     ("path", "words"),
     [
         ("/explanations/densenet161", "explanations"),
-        ("/v1/models/densenet161:predict", "KServe"),
-        ("/v1/models/densenet161:explain", "KServe"),
         ("/wfpredict/densenet_wf", "workflows"),
     ],
 )
 def test_torchserve_calls_not_served_say_what_to_do(named: Started, path: str, words: str) -> None:
-    """`POST /explanations/mnist`, KServe's v1 `:predict` and `:explain`, and a workflow's
-    `/wfpredict/{workflow}`: modelhost serves none, and the 404 says so and names what to call
-    instead."""
+    """`POST /explanations/mnist` and a workflow's `/wfpredict/{workflow}`: modelhost serves
+    neither, and the 404 says so and names what to call instead."""
     answer = named.post(path)
     assert answer.status_code == 404, answer.text
     message = answer.json()["message"]
