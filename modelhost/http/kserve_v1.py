@@ -15,7 +15,6 @@ from starlette.routing import Route
 
 from modelhost.errors import ModelNotFound, Unavailable
 from modelhost.host import Invocation, Result, State
-from modelhost.host.listing import EVERYWHERE
 from modelhost.http.handler_heads import handler_head
 from modelhost.http.middleware import ERROR_KEY, TENANT_KEY
 from modelhost.http.oip import Endpoint, oip_errors
@@ -51,13 +50,14 @@ class KserveV1Routes:
         return [Route(path, oip_errors(endpoint), methods=[verb]) for path, endpoint, verb in table]
 
     async def list_models(self, request: Request) -> Response:
-        """`{"models": [names]}`: every model known, streamed a page of names at a time."""
+        """`{"models": [names]}`: every model of the store and the server, streamed a page of
+        names at a time."""
         return StreamingResponse(self._names(), media_type=JSON)
 
     async def _names(self) -> AsyncIterator[bytes]:
         after, opened = "", False
         while True:
-            names = self.host.model_names().page(after, PAGE_NAMES, EVERYWHERE)
+            names = await self.host.model_names().with_store(after, PAGE_NAMES)
             if names:
                 quoted = ",".join(json.dumps(name) for name in names).encode()
                 yield (b"," if opened else b'{"models":[') + quoted

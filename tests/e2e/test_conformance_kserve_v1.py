@@ -40,6 +40,11 @@ def test_list_models(client: httpx.Client) -> None:
     assert all(isinstance(name, str) for name in listed.json()["models"])
 
 
+def test_list_models_names_the_stores_models_never_used(client: httpx.Client) -> None:
+    """KServe lists the models its repository holds, as the OIP index does here."""
+    assert "archives/m.zip" in client.get("/v1/models").json()["models"]
+
+
 def test_model_ready(client: httpx.Client) -> None:
     """`GET /v1/models/<model_name>` of a loaded model: `{"name": <model_name>, "ready": true}`."""
     assert predict(client, "tenants/t001.joblib", {"instances": ROWS}).status_code == 200
