@@ -14,10 +14,10 @@ from modelhost.http.forms import is_form
 from modelhost.http.invocation_paths import (
     CUSTOM_ATTRIBUTES_HEADER,
     PASSED_ON_HEADERS,
-    PREDICTIONS,
     TARGET_MODEL_HEADER,
     accept_of,
     handed_headers,
+    is_torchserve,
     route_of,
 )
 from modelhost.http.oip_replies import (
@@ -106,7 +106,7 @@ def invocation_hit(
     default_accept: str,
 ) -> Hit | None:
     """SageMaker's or TorchServe's invocation, as http/invocations.py reads it."""
-    if route == PREDICTIONS and model is not None and model.endswith(ONE_VERSION):
+    if is_torchserve(route) and model is not None and model.endswith(ONE_VERSION):
         return None  # TorchServe's `m/1.0`: the main process knows which models have versions
     model = model or headers.get(TARGET_MODEL_HEADER, "")
     content_type = headers.get("content-type", "application/json")

@@ -11,6 +11,7 @@ CUSTOM_ATTRIBUTES_PARAM = "X-Amzn-SageMaker-Custom-Attributes"
 INVOCATIONS = "/invocations"
 MODEL_INVOKE = "/models/{model:path}/invoke"
 PREDICTIONS = "/predictions/{model:path}"
+EXPLANATIONS = "/explanations/{model:path}"  # TorchServe's: the handler's call, explain: True
 PASSED_ON_HEADERS = ("content-type", "accept", TARGET_MODEL_HEADER, CUSTOM_ATTRIBUTES_HEADER)
 
 
@@ -22,6 +23,8 @@ def route_of(path: str) -> tuple[str, str | None] | None:
         return MODEL_INVOKE, path[8:-7]
     if path.startswith("/predictions/"):  # /predictions/{model}[/{version}]
         return PREDICTIONS, path[13:]
+    if path.startswith("/explanations/"):
+        return EXPLANATIONS, path[14:]
     return None
 
 
@@ -29,12 +32,20 @@ def accept_of(route: str, headers: dict[str, str], default_accept: str) -> str:
     """The type an invocation asks for; none or `*/*` on SageMaker's routes is the default, as
     its inference toolkit reads them."""
     accept = headers.get("accept") or default_accept
-    return default_accept if accept == "*/*" and route != PREDICTIONS else accept
+    return default_accept if accept == "*/*" and not is_torchserve(route) else accept
 
 
 def handed_headers(route: str, headers: dict[str, str]) -> dict[str, str] | None:
-    """The headers a handler is handed: a TorchServe prediction's, as TorchServe hands them."""
-    return headers if route == PREDICTIONS else None
+    """The headers a handler is handed: a TorchServe prediction's or explanation's, as
+    TorchServe hands them."""
+    if route == PREDICTIONS:
+        return headers
+    return {**headers, "explain": "True"} if route == EXPLANATIONS else None
+
+
+def is_torchserve(route: str) -> bool:
+    """Whether `route` is TorchServe's `/predictions` or `/explanations`."""
+    return route in (PREDICTIONS, EXPLANATIONS)
 
 
 def reply_headers(

@@ -23,6 +23,7 @@ from modelhost.http.handler_heads import handler_head
 from modelhost.http.invocation_paths import (
     CUSTOM_ATTRIBUTES_HEADER,
     CUSTOM_ATTRIBUTES_PARAM,
+    EXPLANATIONS,
     INVOCATIONS,
     MODEL_INVOKE,
     PASSED_ON_HEADERS,
@@ -30,6 +31,7 @@ from modelhost.http.invocation_paths import (
     TARGET_MODEL_HEADER,
     accept_of,
     handed_headers,
+    is_torchserve,
     reply_headers,
     route_of,
 )
@@ -47,7 +49,7 @@ from modelhost.protocols.torchserve import MODEL_VERSION as TORCHSERVE_VERSION
 from modelhost.workers.answers import check_response_size
 
 ONE_VERSION = "/" + TORCHSERVE_VERSION
-ROUTES = (INVOCATIONS, MODEL_INVOKE, PREDICTIONS)
+ROUTES = (INVOCATIONS, MODEL_INVOKE, PREDICTIONS, EXPLANATIONS)
 MODEL_NAME_PARAM = "model_name"  # TorchServe's /invocations?model_name=m
 
 
@@ -97,7 +99,7 @@ class Invocations:
     ) -> None:
         """The invocation on `route`; `headers`: the scope's as read (lowered, last kept)."""
         template, model = route or (INVOCATIONS, None)
-        if template == PREDICTIONS and model and model.endswith(ONE_VERSION):
+        if is_torchserve(template) and model and model.endswith(ONE_VERSION):
             model = one_version(model, self.host.versioned)
         exchange = _Exchange(template, scope["method"])
         if self.observer is not None:

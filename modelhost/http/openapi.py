@@ -388,6 +388,11 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         _TORCHSERVE,
         _OIP_MODEL,
     ),
+    ("POST", "/explanations/{model:path}"): _invoke(
+        "the handler's explanation: its call with the `explain: True` header (TorchServe)",
+        _TORCHSERVE,
+        _OIP_MODEL,
+    ),
     ("GET", "/"): operation("the dashboard", _OBSERVE, {"text/html": {"type": "string"}}),
     ("GET", "/metrics"): operation(
         "Prometheus metrics", _OBSERVE, {"text/plain": {"type": "string"}}

@@ -74,6 +74,7 @@ def not_ready(name: str, failure: str | None) -> str:
 
 def no_explainer(name: str) -> str:
     return (
-        f"Model with name {name} has no explainer: modelhost serves no explanations; call "
-        f"POST /v1/models/{name}:predict for its predictions"
+        f"Model with name {name} has no explainer: KServe's explainers do not run here; call "
+        f"POST /v1/models/{name}:predict for its predictions, or POST /explanations/{name} "
+        "for a TorchServe handler's explain_handle"
     )

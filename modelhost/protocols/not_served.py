@@ -24,7 +24,6 @@ MODEL_SUFFIXES = {  # of /v2/models/{model}/...
     "/generate_stream": GENERATION,
 }
 PREFIXES = {
-    "/explanations/": f"explanations are not served: call /predictions/{{model}} ({MOVING})",
     "/wfpredict/": WORKFLOWS,
     "/workflows": WORKFLOWS,
     "/v2/systemsharedmemory/": SHARED_MEMORY,

@@ -1,6 +1,7 @@
 """What a TorchServe handler reads of its request, as TorchServe hands it over: every HTTP
-header through `context.get_request_header` (its `testPredictionsModelHeader`-style handlers read
-their own), and each query parameter and form field under its name in the request's dict."""
+header through `context.get_request_header`, each query parameter and form field under its name
+in the request's dict, and `explain: True` on `/explanations`, which BaseHandler's `handle`
+reads to call `explain_handle`."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ def handle(data, context):
             "trace": context.get_request_header(index, "X-Trace"),
             "all": context.get_all_request_header(index).get("x-trace"),
             "threshold": item.get("threshold"),
+            "explain": context.get_request_header(index, "explain"),
         })
     return answers
 """
@@ -54,7 +56,7 @@ def http(store: Path, serve: Servers) -> Iterator[httpx.Client]:
 def test_the_handler_reads_a_request_header_by_its_name(http: httpx.Client) -> None:
     answer = http.post("/predictions/reads.mar", content=b"{}", headers={"X-Trace": "t-1"})
     assert answer.status_code == 200, answer.text
-    assert answer.json() == {"trace": "t-1", "all": "t-1", "threshold": None}
+    assert answer.json() == {"trace": "t-1", "all": "t-1", "threshold": None, "explain": None}
 
 
 def test_a_query_parameter_is_in_the_requests_dict(http: httpx.Client) -> None:
@@ -78,4 +80,23 @@ def test_a_front_hands_the_headers_over_too(store: Path, serve: Servers) -> None
     answer = hit_with_the_main_process_stopped(server, request)
     head, _, body = answer.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 200 "), answer
-    assert json.loads(body) == {"trace": "t-2", "all": "t-2", "threshold": None}
+    assert json.loads(body) == {"trace": "t-2", "all": "t-2", "threshold": None, "explain": None}
+    request = raw_request("/explanations/reads.mar", b"{}", "X-Trace: t-3")
+    head, _, body = hit_with_the_main_process_stopped(server, request).partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 "), head
+    assert json.loads(body)["explain"] == "True"
+
+
+@pytest.mark.parametrize("path", ["/explanations/reads.mar", "/explanations/reads.mar/1.0"])
+def test_an_explanation_is_the_handlers_call_with_explain_true(
+    http: httpx.Client, path: str
+) -> None:
+    answer = http.post(path, content=b"{}", headers={"X-Trace": "t-4"})
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == {"trace": "t-4", "all": "t-4", "threshold": None, "explain": "True"}
+
+
+def test_an_explanation_of_an_unknown_model_is_404(http: httpx.Client) -> None:
+    answer = http.post("/explanations/absent.mar", content=b"{}")
+    assert answer.status_code == 404, answer.text
+    assert "absent.mar" in answer.json()["message"]

@@ -189,16 +189,10 @@ def test_get_metrics_labels_the_version_a_request_names(named: Started) -> None:
     ], text
 
 
-@pytest.mark.parametrize(
-    ("path", "words"),
-    [
-        ("/explanations/densenet161", "explanations"),
-        ("/wfpredict/densenet_wf", "workflows"),
-    ],
-)
+@pytest.mark.parametrize(("path", "words"), [("/wfpredict/densenet_wf", "workflows")])
 def test_torchserve_calls_not_served_say_what_to_do(named: Started, path: str, words: str) -> None:
-    """`POST /explanations/mnist` and a workflow's `/wfpredict/{workflow}`: modelhost serves
-    neither, and the 404 says so and names what to call instead."""
+    """A workflow's `/wfpredict/{workflow}`: modelhost serves none, and the 404 says so and
+    names what to call instead."""
     answer = named.post(path)
     assert answer.status_code == 404, answer.text
     message = answer.json()["message"]
