@@ -21,6 +21,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import joblib
@@ -286,7 +287,9 @@ def test_operator_changes_under_churn_lose_nothing(
 # budget under churn, more often after workers were replaced, are not yet understood (the kill
 # run checks no budget).
 class WorkerKiller(threading.Thread):
-    """SIGKILLs one of the server's workers every `every_s` seconds until the deadline."""
+    """SIGKILLs one of the server's workers `every_s` seconds after the last one came back,
+    until the deadline. A load whose worker dies is tried once more on another; on a busy
+    machine a kill sooner could take that worker too, and the load is then refused, rightly."""
 
     def __init__(self, server: testing.RunningServer, every_s: float, until: float) -> None:
         super().__init__(daemon=True)
@@ -296,11 +299,23 @@ class WorkerKiller(threading.Thread):
     def run(self) -> None:
         while time.monotonic() + self.every_s < self.until:
             time.sleep(self.every_s)
-            workers = httpx.get(f"{self.server.url}/stats").json()["workers"]
+            workers = self._workers()
             if workers:
                 pid = workers[len(self.killed) % len(workers)]["pid"]
                 os.kill(pid, signal.SIGKILL)
                 self.killed.append(pid)
+                self._until_replaced(pid, len(workers))
+
+    def _workers(self) -> list[dict[str, Any]]:
+        workers: list[dict[str, Any]] = httpx.get(f"{self.server.url}/stats").json()["workers"]
+        return workers
+
+    def _until_replaced(self, pid: int, count: int) -> None:
+        while time.monotonic() < self.until:
+            workers = self._workers()
+            if len(workers) >= count and pid not in {w["pid"] for w in workers}:
+                return
+            time.sleep(0.1)
 
 
 def metrics_of(server: testing.RunningServer) -> str:
