@@ -45,7 +45,6 @@ logger = logging.getLogger("modelhost")
 MODEL_VERSION = "1.0"  # of a model registered without versions
 REGISTERED_OR_IN_MEMORY = (IN_MEMORY, REGISTERED)  # what TorchServe calls registered
 ACCEPTED = "Processing worker updates..."  # TorchServe's words
-STARTUP_TIMEOUT_S = 300.0  # worker_load_timeout_s's default
 
 
 class Answer(NamedTuple):
@@ -69,12 +68,9 @@ class Described(NamedTuple):
 
 
 class TorchServeModels:
-    def __init__(
-        self, host: ModelHost, model_api: bool = True, startup_timeout_s: float = STARTUP_TIMEOUT_S
-    ) -> None:
+    def __init__(self, host: ModelHost, model_api: bool = True) -> None:
         self.host = host
         self.model_api = model_api  # registering and unregistering through the API
-        self.startup_timeout_s = startup_timeout_s
         self._loads: set[asyncio.Task[Any]] = set()  # asynchronous registrations
 
     async def register(self, params: Mapping[str, str]) -> Answer:
@@ -206,7 +202,7 @@ class TorchServeModels:
             target,
             self.host.given_url(target.name),
             own.response_timeout_s or self.host.scheduling.response_timeout_s,
-            own.load_timeout_s or self.startup_timeout_s,
+            own.load_timeout_s or self.host.pool.load_timeout_s,
         )
         return describe(statistics, schedule, described, queue_size)
 

@@ -1,5 +1,6 @@
 """What a server started with TorchServe's config.properties holds before its first call: the
-models `load_models` names, under the names and versions TorchServe registers them with."""
+models `load_models` names, under the names and versions TorchServe registers them with, and the
+timeouts describe shows for them, the ones in force."""
 
 from __future__ import annotations
 
@@ -87,3 +88,15 @@ def test_load_models_with_a_name_registers_the_archive_under_it(ts: Started) -> 
     (described,) = ts.described("renamed")
     assert (described["modelName"], described["modelVersion"]) == ("renamed", "2.0")
     assert ts.inference.post("/predictions/renamed", json=ROW).status_code == 200
+
+
+def test_describe_shows_the_servers_timeouts_from_config_properties(ts: Started) -> None:
+    """default_response_timeout=33 and default_startup_timeout=44 are the deadlines in force
+    for a model without its own, and describe shows them."""
+    (described,) = ts.described("noop")
+    assert (described["responseTimeout"], described["startupTimeout"]) == (33, 44), described
+
+
+def test_describe_shows_the_timeouts_of_the_models_config(ts: Started) -> None:
+    (described,) = ts.described("timed")
+    assert (described["responseTimeout"], described["startupTimeout"]) == (7, 9), described
