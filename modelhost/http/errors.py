@@ -9,6 +9,7 @@ from starlette.responses import JSONResponse, Response
 from modelhost import errors
 from modelhost.protocols.not_served import not_served
 from modelhost.protocols.status import status_of
+from modelhost.protocols.torchserve_types import torchserve_type
 
 RETRIED_STATUSES = (429, 503)
 CHALLENGE = {"WWW-Authenticate": "Bearer"}  # a 401 must say how to authenticate (RFC 9110)
@@ -38,6 +39,13 @@ async def handle_modelhost_error(request: Request, error: Exception) -> Response
     assert isinstance(error, errors.ModelhostError)
     status = status_of(error)
     return error_response(status, type_name_of(error), str(error), error.retry_after_s)
+
+
+async def handle_torchserve_error(request: Request, error: Exception) -> Response:
+    """As `handle_modelhost_error`, with TorchServe's type names."""
+    assert isinstance(error, errors.ModelhostError)
+    status = status_of(error)
+    return error_response(status, torchserve_type(error), str(error), error.retry_after_s)
 
 
 async def handle_http_exception(request: Request, error: Exception) -> Response:

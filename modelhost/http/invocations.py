@@ -42,6 +42,7 @@ from modelhost.protocols.params import check_headers, check_param, check_query
 from modelhost.protocols.status import status_of
 from modelhost.protocols.tenants import TenantRule
 from modelhost.protocols.torchserve import MODEL_VERSION as TORCHSERVE_VERSION
+from modelhost.protocols.torchserve_types import torchserve_type
 from modelhost.workers.answers import check_response_size
 
 ONE_VERSION = "/" + TORCHSERVE_VERSION
@@ -146,9 +147,8 @@ class Invocations:
             status, own = (200, None) if result.custom is None else handler_head(result.custom)
         except ModelhostError as error:
             exchange.status, exchange.error = status_of(error), type(error).__name__
-            response = error_response(
-                exchange.status, exchange.error, str(error), error.retry_after_s
-            )
+            kind = torchserve_type(error) if exchange.route == PREDICTIONS else exchange.error
+            response = error_response(exchange.status, kind, str(error), error.retry_after_s)
             await self._respond(response, exchange, scope, receive, send)
             return
         exchange.status, exchange.result = status, result

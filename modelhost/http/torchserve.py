@@ -17,7 +17,7 @@ from starlette.types import ASGIApp
 
 from modelhost.errors import ModelhostError
 from modelhost.http.cross_site import CrossSiteGuard, state_changing
-from modelhost.http.errors import handle_http_exception, handle_modelhost_error
+from modelhost.http.errors import handle_http_exception, handle_torchserve_error
 from modelhost.http.last_resort import LastResort, Unhandled
 from modelhost.http.openapi import OpenApiRoute
 from modelhost.http.routes import SageMakerRoutes
@@ -63,7 +63,7 @@ def management_app(
         routes=[*served, OpenApiRoute(served, "torchserve")],
         middleware=[Middleware(CrossSiteGuard, routes=state_changing(served))],
         exception_handlers={
-            ModelhostError: handle_modelhost_error,
+            ModelhostError: handle_torchserve_error,
             HTTPException: handle_http_exception,
             Exception: unhandled.framework_handler,
         },

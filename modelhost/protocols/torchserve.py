@@ -19,6 +19,7 @@ from modelhost.errors import (
     ModelApiDisabled,
     ModelhostError,
     ModelNotFound,
+    ModelVersionNotFound,
 )
 from modelhost.host import ModelHost
 from modelhost.host.calls import Invocation
@@ -76,8 +77,10 @@ class TorchServeModels:
     async def register(self, params: Mapping[str, str]) -> Answer:
         self._check_model_api("register")
         url = params.get("url")
-        if not url:
+        if url is None:
             raise BadRequestBody("Parameter url is required.")
+        if not url:  # TorchServe's 404 for `url=`
+            raise ModelNotFound("empty url: give the url of an archive in the model store")
         check_param("url", url)
         check_registration(params)
         settings = registration_settings(params)
@@ -270,7 +273,7 @@ class TorchServeModels:
             return Target(path, MODEL_VERSION, path)  # a name may hold '/'
         if model and self.host.is_registered(model):
             if version != MODEL_VERSION:
-                raise ModelNotFound(
+                raise ModelVersionNotFound(
                     f"Model version {echo(version)} does not exist for model {model}: it has "
                     f"one version, {MODEL_VERSION}"
                 )
@@ -330,11 +333,11 @@ def seconds(value: float) -> float:
 
 @contextlib.contextmanager
 def archive_at(name: str, url: str) -> Iterator[None]:
-    """400 for a url naming nothing."""
+    """404 for a url naming nothing, as TorchServe's `Model not found at: {url}`."""
     try:
         yield
     except ModelNotFound as error:
-        raise BadRequestBody(
+        raise ModelNotFound(
             f"cannot register model {name}: the url {echo(url)} names no archive ({error}); "
             "give the url of an archive in the model store"
         ) from None
