@@ -17,7 +17,7 @@ from modelhost.errors import ModelhostError
 from modelhost.http.cross_site import CrossSiteGuard
 from modelhost.http.errors import handle_http_exception, handle_modelhost_error
 from modelhost.http.instance import InstanceHeader, instance_header, instance_name
-from modelhost.http.invocation_paths import PREDICTIONS
+from modelhost.http.invocation_paths import PREDICTION_METHODS, PREDICTIONS
 from modelhost.http.invocations import ROUTES as INVOCATION_ROUTES
 from modelhost.http.invocations import InvocationFastPath, Invocations
 from modelhost.http.last_resort import LastResort, Unhandled
@@ -85,7 +85,7 @@ def main_app(routes: SageMakerRoutes, observer: Observer | None = None) -> Invoc
         Route("/models/{model:path}", routes.describe_model, methods=["GET"]),
         Route("/models/{model:path}", routes.unload_model, methods=["DELETE"]),
         *(Route(path, invocations, methods=["POST"]) for path in INVOCATION_ROUTES),
-        Route(PREDICTIONS, invocations, methods=["PUT"]),  # curl -T
+        Route(PREDICTIONS, invocations, methods=list(PREDICTION_METHODS)),
         *OipRoutes(routes).routes(),
     ]
     served += ObserveRoutes(observer).routes() if observer else []

@@ -11,6 +11,8 @@ CUSTOM_ATTRIBUTES_PARAM = "X-Amzn-SageMaker-Custom-Attributes"
 INVOCATIONS = "/invocations"
 MODEL_INVOKE = "/models/{model:path}/invoke"
 PREDICTIONS = "/predictions/{model:path}"
+# what TorchServe hands the model besides POST: any method (curl -T is a PUT)
+PREDICTION_METHODS = ("PUT", "GET", "DELETE", "PATCH")
 PASSED_ON_HEADERS = ("content-type", "accept", TARGET_MODEL_HEADER, CUSTOM_ATTRIBUTES_HEADER)
 
 

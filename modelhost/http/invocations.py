@@ -26,6 +26,7 @@ from modelhost.http.invocation_paths import (
     INVOCATIONS,
     MODEL_INVOKE,
     PASSED_ON_HEADERS,
+    PREDICTION_METHODS,
     PREDICTIONS,
     TARGET_MODEL_HEADER,
     reply_headers,
@@ -307,7 +308,7 @@ class InvocationFastPath:
 
 
 def invocation_route(method: str, path: str) -> tuple[str, str | None] | None:
-    """The route of a POST to an invocation route, or of a PUT (curl -T) to TorchServe's."""
-    if method == "POST" or (method == "PUT" and path.startswith("/predictions/")):
+    """The route of a POST to an invocation route, or of another method TorchServe's takes."""
+    if method == "POST" or (method in PREDICTION_METHODS and path.startswith("/predictions/")):
         return route_of(path)
     return None
