@@ -25,6 +25,7 @@ from modelhost.http.middleware import ObserveMiddleware
 from modelhost.http.observe import ObserveRoutes
 from modelhost.http.oip import OipRoutes
 from modelhost.http.openapi import OpenApiRoute
+from modelhost.http.request_ids import RequestIdHeader
 from modelhost.http.routes import SageMakerRoutes
 from modelhost.http.token_guard import TOKEN_PATH, TokenGuard, inference_port_needs
 from modelhost.observe.exchange import Exchange
@@ -94,6 +95,7 @@ def main_app(routes: SageMakerRoutes, observer: Observer | None = None) -> Invoc
         middleware=[
             *(observe_middleware(observer, served) if observer else []),
             Middleware(CrossSiteGuard, routes=management_routes(served)),
+            Middleware(RequestIdHeader),
         ],
         exception_handlers={
             ModelhostError: handle_modelhost_error,

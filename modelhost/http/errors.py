@@ -7,6 +7,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from modelhost import errors
+from modelhost.http.request_ids import request_id_header
 from modelhost.protocols.not_served import not_served
 from modelhost.protocols.status import status_of
 from modelhost.protocols.torchserve_types import torchserve_type
@@ -28,7 +29,9 @@ def error_response(
     status: int, type_name: str, message: str, retry_after_s: int = 1
 ) -> JSONResponse:
     body = {"code": status, "type": type_name, "message": message}
-    return JSONResponse(body, status, status_headers(status, retry_after_s))
+    response = JSONResponse(body, status, status_headers(status, retry_after_s))
+    response.raw_headers.append(request_id_header())
+    return response
 
 
 def type_name_of(error: errors.ModelhostError) -> str:

@@ -3,6 +3,7 @@ reads them without importing the host (fronts/heads.py)."""
 
 from __future__ import annotations
 
+from modelhost.http.request_ids import request_id_header
 from modelhost.observe.exchange import server_timing
 
 TARGET_MODEL_HEADER = "x-amzn-sagemaker-target-model"
@@ -37,4 +38,5 @@ def reply_headers(
         (b"x-modelhost-cache", cache.encode()),
         (b"x-modelhost-tier", tier.encode()),
         (b"server-timing", server_timing(timings_ms).encode()),
+        request_id_header(),
     ]

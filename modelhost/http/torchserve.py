@@ -20,6 +20,7 @@ from modelhost.http.cross_site import CrossSiteGuard, state_changing
 from modelhost.http.errors import handle_http_exception, handle_torchserve_error
 from modelhost.http.last_resort import LastResort, Unhandled
 from modelhost.http.openapi import OpenApiRoute
+from modelhost.http.request_ids import RequestIdHeader
 from modelhost.http.routes import SageMakerRoutes
 from modelhost.http.token_guard import TokenGuard, management_port_needs
 from modelhost.protocols.registration import boolean, count, json_params
@@ -61,7 +62,10 @@ def management_app(
     unhandled = unhandled or Unhandled()
     app = Starlette(
         routes=[*served, OpenApiRoute(served, "torchserve")],
-        middleware=[Middleware(CrossSiteGuard, routes=state_changing(served))],
+        middleware=[
+            Middleware(CrossSiteGuard, routes=state_changing(served)),
+            Middleware(RequestIdHeader),
+        ],
         exception_handlers={
             ModelhostError: handle_torchserve_error,
             HTTPException: handle_http_exception,
