@@ -46,6 +46,7 @@ class Started:
             "default_response_timeout=33\n"
             "default_startup_timeout=44\n"
             "disable_token_authorization=true\n"
+            "enable_model_api=true\n"
         )
         args = ["--cache-dir", str(work / "cache"), "--workers", "1", "--memory-budget", "2GiB"]
         environ = {**os.environ, "TS_CONFIG_FILE": str(properties)}
@@ -100,3 +101,18 @@ def test_describe_shows_the_servers_timeouts_from_config_properties(ts: Started)
 def test_describe_shows_the_timeouts_of_the_models_config(ts: Started) -> None:
     (described,) = ts.described("timed")
     assert (described["responseTimeout"], described["startupTimeout"]) == (7, 9), described
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"), [("timed.mar", (7, 9)), ("noop.mar", (3, 4))], ids=["own", "none"]
+)
+def test_the_archives_timeouts_win_over_the_registrations(
+    ts: Started, url: str, shown: tuple[int, int]
+) -> None:
+    """TorchServe takes an archive's responseTimeout and startupTimeout over a registration's
+    response_timeout and startup_timeout, which count for an archive without its own."""
+    name = f"given_{url.removesuffix('.mar')}"
+    params = {"url": url, "model_name": name, "response_timeout": 3, "startup_timeout": 4}
+    assert ts.management.post("/models", params=params).status_code == 200
+    (described,) = ts.described(name)
+    assert (described["responseTimeout"], described["startupTimeout"]) == shown, described
