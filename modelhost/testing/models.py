@@ -5,9 +5,11 @@ Each maker writes to the path given (``model.joblib`` inside a directory) and re
 
 from __future__ import annotations
 
+import os
 import random
 import subprocess
 import sys
+import tempfile
 import warnings
 from pathlib import Path
 from typing import Any
@@ -217,7 +219,10 @@ def mar_of(
         command += ["--config-file", str(folder / MODEL_CONFIG)]
     if extras:
         command += ["--extra-files", ",".join(extras)]
-    subprocess.run(command, check=True, capture_output=True)
+    with tempfile.TemporaryDirectory() as scratch:  # it builds in $TMPDIR/<model name>
+        subprocess.run(
+            command, check=True, capture_output=True, env={**os.environ, "TMPDIR": scratch}
+        )
     return archive_path
 
 
