@@ -5,6 +5,7 @@ ModelhostError
 ├── RequestError                 the caller can fix it
 │   ├── BadRequestBody
 │   │   ├── InvalidArchive       a manifest that cannot be read
+│   │   ├── DownloadFailed       a registration's URL gave no archive
 │   │   ├── NestedTooDeep
 │   │   ├── UnsupportedMediaType a Content-Type no codec reads
 │   │   └── NotAcceptable        an Accept no codec writes
@@ -74,6 +75,10 @@ class BadRequestBody(RequestError):
 
 
 class InvalidArchive(BadRequestBody):
+    pass
+
+
+class DownloadFailed(BadRequestBody):
     pass
 
 

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 from modelhost.errors import (
     BadRequestBody,
+    DownloadFailed,
     ModelAlreadyLoaded,
     ModelApiDisabled,
     ModelhostError,
@@ -333,11 +334,13 @@ def seconds(value: float) -> float:
 
 @contextlib.contextmanager
 def archive_at(name: str, url: str) -> Iterator[None]:
-    """404 for a url naming nothing, as TorchServe's `Model not found at: {url}`."""
+    """For a url naming nothing, TorchServe's answers: 404 `Model not found at: {url}` for a
+    name in the store, 400 `Failed to download archive` for a URL."""
     try:
         yield
     except ModelNotFound as error:
-        raise ModelNotFound(
+        refused = DownloadFailed if "://" in url else ModelNotFound
+        raise refused(
             f"cannot register model {name}: the url {echo(url)} names no archive ({error}); "
             "give the url of an archive in the model store"
         ) from None

@@ -8,6 +8,7 @@ from modelhost import errors
 TYPE_BY_ERROR: dict[type[errors.ModelhostError], str] = {
     errors.BadRequestBody: "BadRequestException",
     errors.InvalidArchive: "InvalidModelException",
+    errors.DownloadFailed: "DownloadArchiveException",
     errors.InvalidModelName: "BadRequestException",
     errors.ParameterTooLarge: "BadRequestException",
     errors.ModelNotFound: "ModelNotFoundException",

@@ -145,6 +145,14 @@ def test_registering_a_url_naming_nothing_is_model_not_found_exception(
     refused(answer, 404, "ModelNotFoundException")
 
 
+def test_registering_a_url_that_downloads_nothing_is_download_archive_exception(
+    ts: Started, store: Path
+) -> None:
+    """TorchServe's `Failed to download archive from: …`, 400, for a URL (not a name)."""
+    answer = ts.management.post("/models", params={"url": f"file://{store}/absent.mar"})
+    refused(answer, 400, "DownloadArchiveException")
+
+
 def test_registering_an_unreadable_manifest_is_invalid_model_exception(ts: Started) -> None:
     answer = ts.management.post("/models", params={"url": "broken.mar"})
     assert "MANIFEST.json" in refused(answer, 400, "InvalidModelException")
@@ -204,14 +212,16 @@ def test_a_request_past_its_timeout_is_internal_server_exception(ts: Started) ->
 
 
 def queued(ts: Started, waiting: int, running: int) -> Callable[[], bool]:
-    """The gated model has `waiting` requests in its queue and `running` in its workers."""
+    """The gated model is loaded, with `waiting` requests in its queue and `running` in its
+    workers."""
 
     def check() -> bool:
         answer = ts.inference.get("/models/gated")
         if answer.status_code != 200:
             return False
         model = answer.json()
-        return (model["queued"], model["inFlight"] - model["queued"]) == (waiting, running)
+        counts = (model["queued"], model["inFlight"] - model["queued"])
+        return model["state"] == "loaded" and counts == (waiting, running)
 
     return check
 

@@ -15,6 +15,7 @@ from modelhost.protocols.torchserve_types import torchserve_type
         (errors.ModelVersionNotFound("m/9"), "ModelVersionNotFoundException"),
         (errors.BadRequestBody("b"), "BadRequestException"),
         (errors.InvalidArchive("a"), "InvalidModelException"),
+        (errors.DownloadFailed("d"), "DownloadArchiveException"),
         (errors.ModelAlreadyLoaded("m"), "ConflictStatusException"),
         (errors.DefaultVersionKept("d"), "InvalidModelVersionException"),
         (errors.ModelApiDisabled("off"), "MethodNotAllowedException"),
