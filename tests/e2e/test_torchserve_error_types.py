@@ -192,6 +192,8 @@ def test_a_full_queue_is_service_unavailable_exception(ts: Started, gate: Path) 
     TorchServe's type (the status stays modelhost's 429, with Retry-After)."""
     registered = ts.management.post("/models", params={"url": "gated", "model_name": "gated"})
     assert registered.status_code == 200, registered.text
+    one_copy = {"min_worker": 1, "max_worker": 1, "synchronous": "true"}  # no scale-out
+    assert ts.management.put("/models/gated", params=one_copy).status_code == 200
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         held = [pool.submit(ts.inference.post, "/predictions/gated", json=ROW)]
         wait_until(queued(ts, 0, 1))
