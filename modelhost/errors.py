@@ -4,6 +4,8 @@ ModelhostError
 ├── ConfigError                  refused at start
 ├── RequestError                 the caller can fix it
 │   ├── BadRequestBody
+│   │   ├── InvalidArchive       a manifest that cannot be read
+│   │   ├── DownloadFailed       a registration's URL gave no archive
 │   │   ├── NestedTooDeep
 │   │   ├── UnsupportedMediaType a Content-Type no codec reads
 │   │   └── NotAcceptable        an Accept no codec writes
@@ -14,13 +16,15 @@ ModelhostError
 │   ├── InvalidModelName         escapes the store
 │   ├── InvalidTenant            a tenant id of the wrong shape
 │   ├── ModelNotFound
+│   │   └── ModelVersionNotFound a version its model lacks
 │   ├── ModelNotLoaded
 │   ├── ModelAlreadyLoaded
 │   ├── TenantNotFound           or tenants are off
 │   ├── NotServed                a peer's call modelhost lacks
 │   ├── Unauthorized             no management token
 │   └── Forbidden                not loopback, or a URL outside the store
-│       └── ModelApiDisabled     registration off (TorchServe's enable_model_api)
+│       ├── ModelApiDisabled     registration off (TorchServe's enable_model_api)
+│       └── DefaultVersionKept   the default version while others exist
 ├── CapacityError
 │   ├── InsufficientMemory
 │   │   └── InsufficientDeviceMemory   names the device
@@ -70,6 +74,14 @@ class BadRequestBody(RequestError):
     pass
 
 
+class InvalidArchive(BadRequestBody):
+    pass
+
+
+class DownloadFailed(BadRequestBody):
+    pass
+
+
 class NestedTooDeep(BadRequestBody):
     def __init__(self, message: str = "") -> None:
         super().__init__(message or "the body's JSON nests too deep to read: send a flatter one")
@@ -111,6 +123,10 @@ class ModelNotFound(RequestError):
     pass
 
 
+class ModelVersionNotFound(ModelNotFound):
+    pass
+
+
 class ModelNotLoaded(RequestError):
     pass
 
@@ -137,6 +153,10 @@ class Forbidden(RequestError):
 
 class ModelApiDisabled(Forbidden):
     type_name = "MethodNotAllowedException"  # TorchServe's, as its clients read it
+
+
+class DefaultVersionKept(Forbidden):
+    pass
 
 
 class CapacityError(ModelhostError):

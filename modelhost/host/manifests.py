@@ -32,6 +32,9 @@ def estimate_footprint(artifact_bytes: int) -> int:
     return int(artifact_bytes * ESTIMATE_FACTOR) + MIN_FOOTPRINT_BYTES
 
 
+ARTIFACT_FIRST = ("response_timeout_s", "load_timeout_s")  # as TorchServe orders them
+
+
 class Measurements:
     """Each model's last footprint, peak and purity, packed in one int, LRU-capped."""
 
@@ -103,8 +106,17 @@ class Manifests:
         return self._with_given(name, self.of(name))
 
     def _with_given(self, name: str, manifest: Manifest) -> Manifest:
+        """The registration's fields over the artifact's, but for the timeouts the artifact
+        sets: TorchServe's model-config.yaml wins over its registration's there."""
         given = self._given.get(name)
-        return dataclasses.replace(manifest, **given) if given else manifest
+        if not given:
+            return manifest
+        kept = {
+            f: v
+            for f, v in given.items()
+            if f not in ARTIFACT_FIRST or getattr(manifest, f) is None
+        }
+        return dataclasses.replace(manifest, **kept)
 
     def own_idle_s(self) -> dict[str, float]:
         """The idle_unload_s of each model that sets its own."""

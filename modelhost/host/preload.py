@@ -8,9 +8,10 @@ from collections.abc import Iterable
 from modelhost.cache.stores import Store
 from modelhost.errors import ModelhostError
 from modelhost.host.model_host import ModelHost
-from modelhost.names import name_from_url
 
 logger = logging.getLogger("modelhost")
+
+MAR = ".mar"
 
 
 async def preload(host: ModelHost, pinned: Iterable[str], load_models: Iterable[str]) -> None:
@@ -34,10 +35,13 @@ async def preload_names(host: ModelHost, load_models: Iterable[str]) -> list[str
             logger.error("could not list the models to preload: %s", error)
             continue
         for name, source in map(named_source, entries):
-            if source:
+            if source.lower().endswith(MAR):
+                name = await registered_archive(host, name, source)
+            elif source:
                 host.residency.set_source(name, stores.normalize(source))
                 host.registry.given_as(name, source)
-            names.append(name)
+            if name:
+                names.append(name)
     return names
 
 
@@ -50,8 +54,19 @@ async def every_key(store: Store) -> list[str]:
 
 
 def named_source(entry: str) -> tuple[str, str]:
-    """An entry's name and URL; TorchServe names a `.mar` after its file, without `.mar`."""
+    """An entry's name ("" for an archive that names itself) and URL."""
     name, _, source = entry.partition("=")
-    if not source and name.lower().endswith(".mar"):
-        return name_from_url(name), name
+    if not source and name.lower().endswith(MAR):
+        return "", name
     return name, source
+
+
+async def registered_archive(host: ModelHost, name: str, url: str) -> str:
+    """Register a `.mar` as TorchServe does at start: under `name`, else its manifest's
+    modelName (else its file's name), at its modelVersion; the name it is held under, or ""."""
+    try:
+        named, version = await host.archive_identity(url)
+        return (await host.register_version(name or named, url, None, version)).name
+    except ModelhostError as error:
+        logger.error("could not register model %s at start: %s", name or url, error)
+        return ""

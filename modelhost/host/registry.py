@@ -17,13 +17,13 @@ from typing import Any, TypeVar
 from modelhost.cache.disk import Artifact
 from modelhost.cache.memory import State
 from modelhost.errors import (
-    BadRequestBody,
-    Forbidden,
+    DefaultVersionKept,
+    InvalidArchive,
     InvalidModelName,
     ModelAlreadyLoaded,
     ModelhostError,
     ModelLoadError,
-    ModelNotFound,
+    ModelVersionNotFound,
 )
 from modelhost.host.calls import LoadOutcome
 from modelhost.host.residency import Residency
@@ -200,7 +200,7 @@ class Registry:
         name = self.name_of(model, version)
         if version == versions.default and len(versions.names) > 1:
             others = sorted(set(versions.names) - {version})
-            raise Forbidden(
+            raise DefaultVersionKept(
                 f"Cannot remove default version {version} for model {model}: make another "
                 f"version the default first (PUT /models/{model}/{others[0]}/set-default)"
             )
@@ -227,7 +227,7 @@ class Registry:
         name = self.versions[model].names.get(version)
         if name is None:
             known = ", ".join(sorted(self.versions[model].names))
-            raise ModelNotFound(
+            raise ModelVersionNotFound(
                 f"Model version {echo(version)} does not exist for model {model}; name one of "
                 f"its versions: {known}"
             )
@@ -245,7 +245,7 @@ class Registry:
         return versions.names.get(version, path) if versions else path
 
     def invoked(self, path: str) -> str:
-        """As `resolve`; ModelNotFound naming the versions for `m/v` of a model without `v`."""
+        """As `resolve`; ModelVersionNotFound, naming the versions, for a model without `v`."""
         model, _, version = path.rpartition("/")
         if path not in self.versions and model in self.versions:
             return self.name_of(model, version)
@@ -290,7 +290,7 @@ def archive_identity(model: str, artifact: Path) -> tuple[str, str]:
     try:
         named = model_name(name) if name else model
     except InvalidModelName as error:
-        raise BadRequestBody(f"cannot register {model}: its archive's modelName: {error}") from None
+        raise InvalidArchive(f"cannot register {model}: its archive's modelName: {error}") from None
     return named, archive_version(model, artifact)
 
 
@@ -302,7 +302,7 @@ def mar_field(model: str, artifact: Path, field: str) -> str:
     try:
         value = read_mar(manifest)["model"].get(field)
     except ModelLoadError as error:  # TorchServe's 400
-        raise BadRequestBody(f"cannot register model {model}: {error}") from None
+        raise InvalidArchive(f"cannot register model {model}: {error}") from None
     return str(value) if value else ""
 
 
@@ -314,7 +314,7 @@ def check_version(model: str, version: str) -> str:
     except InvalidModelName:
         valid = False
     if not valid:
-        raise BadRequestBody(
+        raise InvalidArchive(
             f"cannot register model {model}: its archive's modelVersion {echo(version)} cannot "
             "be part of a path; rebuild the archive with a version such as 2.0"
         )

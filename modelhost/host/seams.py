@@ -20,6 +20,7 @@ class Pool(Protocol):
     """Workers by id, and calls to them."""
 
     threads: int  # each worker's inference threads
+    load_timeout_s: float  # a load's deadline, for models without their own
 
     @property
     def workers(self) -> Mapping[int, WorkerHandle]: ...

@@ -17,7 +17,7 @@ from modelhost.errors import ModelhostError
 from modelhost.http.cross_site import CrossSiteGuard
 from modelhost.http.errors import handle_http_exception, handle_modelhost_error
 from modelhost.http.instance import InstanceHeader, instance_header, instance_name
-from modelhost.http.invocation_paths import PREDICTIONS
+from modelhost.http.invocation_paths import PREDICTION_METHODS, PREDICTIONS
 from modelhost.http.invocations import ROUTES as INVOCATION_ROUTES
 from modelhost.http.invocations import InvocationFastPath, Invocations
 from modelhost.http.kserve_v1 import KserveV1Routes
@@ -26,6 +26,7 @@ from modelhost.http.middleware import ObserveMiddleware
 from modelhost.http.observe import ObserveRoutes
 from modelhost.http.oip import OipRoutes
 from modelhost.http.openapi import OpenApiRoute
+from modelhost.http.request_ids import RequestIdHeader
 from modelhost.http.routes import SageMakerRoutes
 from modelhost.http.token_guard import TOKEN_PATH, TokenGuard, inference_port_needs
 from modelhost.observe.exchange import Exchange
@@ -86,7 +87,7 @@ def main_app(routes: SageMakerRoutes, observer: Observer | None = None) -> Invoc
         Route("/models/{model:path}", routes.describe_model, methods=["GET"]),
         Route("/models/{model:path}", routes.unload_model, methods=["DELETE"]),
         *(Route(path, invocations, methods=["POST"]) for path in INVOCATION_ROUTES),
-        Route(PREDICTIONS, invocations, methods=["PUT"]),  # curl -T
+        Route(PREDICTIONS, invocations, methods=list(PREDICTION_METHODS)),
         *OipRoutes(routes).routes(),
         *KserveV1Routes(routes).routes(),
     ]
@@ -96,6 +97,7 @@ def main_app(routes: SageMakerRoutes, observer: Observer | None = None) -> Invoc
         middleware=[
             *(observe_middleware(observer, served) if observer else []),
             Middleware(CrossSiteGuard, routes=management_routes(served)),
+            Middleware(RequestIdHeader),
         ],
         exception_handlers={
             ModelhostError: handle_modelhost_error,

@@ -7,8 +7,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from modelhost import errors
+from modelhost.http.request_ids import request_id_header
 from modelhost.protocols.not_served import not_served
 from modelhost.protocols.status import status_of
+from modelhost.protocols.torchserve_types import torchserve_type
 
 RETRIED_STATUSES = (429, 503)
 CHALLENGE = {"WWW-Authenticate": "Bearer"}  # a 401 must say how to authenticate (RFC 9110)
@@ -28,7 +30,9 @@ def error_response(
     status: int, type_name: str, message: str, retry_after_s: int = 1
 ) -> JSONResponse:
     body = {"code": status, "type": type_name, "message": message}
-    return JSONResponse(body, status, status_headers(status, retry_after_s))
+    response = JSONResponse(body, status, status_headers(status, retry_after_s))
+    response.raw_headers.append(request_id_header())
+    return response
 
 
 def type_name_of(error: errors.ModelhostError) -> str:
@@ -39,6 +43,13 @@ async def handle_modelhost_error(request: Request, error: Exception) -> Response
     assert isinstance(error, errors.ModelhostError)
     status = status_of(error)
     return error_response(status, type_name_of(error), str(error), error.retry_after_s)
+
+
+async def handle_torchserve_error(request: Request, error: Exception) -> Response:
+    """As `handle_modelhost_error`, with TorchServe's type names."""
+    assert isinstance(error, errors.ModelhostError)
+    status = status_of(error)
+    return error_response(status, torchserve_type(error), str(error), error.retry_after_s)
 
 
 async def handle_http_exception(request: Request, error: Exception) -> Response:

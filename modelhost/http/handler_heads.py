@@ -16,7 +16,7 @@ SERVERS = frozenset(
     {
         *("content-length", "transfer-encoding", "connection", "keep-alive", "upgrade"),
         *("te", "trailer", "proxy-connection", "content-type", "date", "server"),
-        "server-timing",
+        *("server-timing", "x-request-id"),
     }
 )
 NO_BODY = frozenset({204, 205, 304})

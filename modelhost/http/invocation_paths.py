@@ -3,6 +3,7 @@ reads them without importing the host (fronts/heads.py)."""
 
 from __future__ import annotations
 
+from modelhost.http.request_ids import request_id_header
 from modelhost.observe.exchange import server_timing
 
 TARGET_MODEL_HEADER = "x-amzn-sagemaker-target-model"
@@ -12,6 +13,8 @@ INVOCATIONS = "/invocations"
 MODEL_INVOKE = "/models/{model:path}/invoke"
 PREDICTIONS = "/predictions/{model:path}"
 EXPLANATIONS = "/explanations/{model:path}"  # TorchServe's: the handler's call, explain: True
+# what TorchServe hands the model besides POST: any method (curl -T is a PUT)
+PREDICTION_METHODS = ("PUT", "GET", "DELETE", "PATCH")
 PASSED_ON_HEADERS = ("content-type", "accept", TARGET_MODEL_HEADER, CUSTOM_ATTRIBUTES_HEADER)
 
 
@@ -58,4 +61,5 @@ def reply_headers(
         (b"x-modelhost-cache", cache.encode()),
         (b"x-modelhost-tier", tier.encode()),
         (b"server-timing", server_timing(timings_ms).encode()),
+        request_id_header(),
     ]

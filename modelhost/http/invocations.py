@@ -27,6 +27,7 @@ from modelhost.http.invocation_paths import (
     INVOCATIONS,
     MODEL_INVOKE,
     PASSED_ON_HEADERS,
+    PREDICTION_METHODS,
     PREDICTIONS,
     TARGET_MODEL_HEADER,
     accept_of,
@@ -46,6 +47,7 @@ from modelhost.protocols.params import check_headers, check_param, check_query
 from modelhost.protocols.status import status_of
 from modelhost.protocols.tenants import TenantRule
 from modelhost.protocols.torchserve import MODEL_VERSION as TORCHSERVE_VERSION
+from modelhost.protocols.torchserve_types import torchserve_type
 from modelhost.workers.answers import check_response_size
 
 ONE_VERSION = "/" + TORCHSERVE_VERSION
@@ -152,9 +154,8 @@ class Invocations:
             status, own = (200, None) if result.custom is None else handler_head(result.custom)
         except ModelhostError as error:
             exchange.status, exchange.error = status_of(error), type(error).__name__
-            response = error_response(
-                exchange.status, exchange.error, str(error), error.retry_after_s
-            )
+            kind = torchserve_type(error) if is_torchserve(exchange.route) else exchange.error
+            response = error_response(exchange.status, kind, str(error), error.retry_after_s)
             await self._respond(response, exchange, scope, receive, send)
             return
         exchange.status, exchange.result = status, result
@@ -312,7 +313,7 @@ class InvocationFastPath:
 
 
 def invocation_route(method: str, path: str) -> tuple[str, str | None] | None:
-    """The route of a POST to an invocation route, or of a PUT (curl -T) to TorchServe's."""
-    if method == "POST" or (method == "PUT" and path.startswith("/predictions/")):
+    """The route of a POST to an invocation route, or of another method TorchServe's takes."""
+    if method == "POST" or (method in PREDICTION_METHODS and path.startswith("/predictions/")):
         return route_of(path)
     return None

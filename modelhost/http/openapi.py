@@ -393,6 +393,12 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         _TORCHSERVE,
         _OIP_MODEL,
     ),
+    **{
+        (method, "/predictions/{model:path}"): _invoke(
+            f"invoke, as TorchServe hands a {method} to the model", _TORCHSERVE, _OIP_MODEL
+        )
+        for method in ("GET", "DELETE", "PATCH")
+    },
     ("GET", "/"): operation("the dashboard", _OBSERVE, {"text/html": {"type": "string"}}),
     ("GET", "/metrics"): operation(
         "Prometheus metrics", _OBSERVE, {"text/plain": {"type": "string"}}

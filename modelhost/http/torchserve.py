@@ -17,9 +17,10 @@ from starlette.types import ASGIApp
 
 from modelhost.errors import ModelhostError
 from modelhost.http.cross_site import CrossSiteGuard, state_changing
-from modelhost.http.errors import handle_http_exception, handle_modelhost_error
+from modelhost.http.errors import handle_http_exception, handle_torchserve_error
 from modelhost.http.last_resort import LastResort, Unhandled
 from modelhost.http.openapi import OpenApiRoute
+from modelhost.http.request_ids import RequestIdHeader
 from modelhost.http.routes import SageMakerRoutes
 from modelhost.http.token_guard import TokenGuard, management_port_needs
 from modelhost.protocols.registration import boolean, count, json_params
@@ -61,9 +62,12 @@ def management_app(
     unhandled = unhandled or Unhandled()
     app = Starlette(
         routes=[*served, OpenApiRoute(served, "torchserve")],
-        middleware=[Middleware(CrossSiteGuard, routes=state_changing(served))],
+        middleware=[
+            Middleware(CrossSiteGuard, routes=state_changing(served)),
+            Middleware(RequestIdHeader),
+        ],
         exception_handlers={
-            ModelhostError: handle_modelhost_error,
+            ModelhostError: handle_torchserve_error,
             HTTPException: handle_http_exception,
             Exception: unhandled.framework_handler,
         },

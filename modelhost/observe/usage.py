@@ -20,7 +20,8 @@ from modelhost.records.held import Held
 
 MAX_MODELS = 32_768
 ENTRY_BYTES = 320  # an entry, as tracemalloc measures it
-UNCOUNTED_ERRORS = frozenset({"ModelNotFound", "InvalidModelName"})  # names that are no model
+# names that are no model
+UNCOUNTED_ERRORS = frozenset({"ModelNotFound", "ModelVersionNotFound", "InvalidModelName"})
 TIERS = ("disk", "remote")
 COUNTS = ("requests", "hits", *TIERS, "errors")
 PARTS = ("queue", "download", "load", "infer")

@@ -15,10 +15,12 @@ from typing import Any, NamedTuple
 
 from modelhost.errors import (
     BadRequestBody,
+    DownloadFailed,
     ModelAlreadyLoaded,
     ModelApiDisabled,
     ModelhostError,
     ModelNotFound,
+    ModelVersionNotFound,
 )
 from modelhost.host import ModelHost
 from modelhost.host.calls import Invocation
@@ -45,7 +47,6 @@ logger = logging.getLogger("modelhost")
 MODEL_VERSION = "1.0"  # of a model registered without versions
 REGISTERED_OR_IN_MEMORY = (IN_MEMORY, REGISTERED)  # what TorchServe calls registered
 ACCEPTED = "Processing worker updates..."  # TorchServe's words
-STARTUP_TIMEOUT_S = 300.0  # worker_load_timeout_s's default
 
 
 class Answer(NamedTuple):
@@ -69,19 +70,18 @@ class Described(NamedTuple):
 
 
 class TorchServeModels:
-    def __init__(
-        self, host: ModelHost, model_api: bool = True, startup_timeout_s: float = STARTUP_TIMEOUT_S
-    ) -> None:
+    def __init__(self, host: ModelHost, model_api: bool = True) -> None:
         self.host = host
         self.model_api = model_api  # registering and unregistering through the API
-        self.startup_timeout_s = startup_timeout_s
         self._loads: set[asyncio.Task[Any]] = set()  # asynchronous registrations
 
     async def register(self, params: Mapping[str, str]) -> Answer:
         self._check_model_api("register")
         url = params.get("url")
-        if not url:
+        if url is None:
             raise BadRequestBody("Parameter url is required.")
+        if not url:  # TorchServe's 404 for `url=`
+            raise ModelNotFound("empty url: give the url of an archive in the model store")
         check_param("url", url)
         check_registration(params)
         settings = registration_settings(params)
@@ -206,7 +206,7 @@ class TorchServeModels:
             target,
             self.host.given_url(target.name),
             own.response_timeout_s or self.host.scheduling.response_timeout_s,
-            own.load_timeout_s or self.startup_timeout_s,
+            own.load_timeout_s or self.host.pool.load_timeout_s,
         )
         return describe(statistics, schedule, described, queue_size)
 
@@ -274,7 +274,7 @@ class TorchServeModels:
             return Target(path, MODEL_VERSION, path)  # a name may hold '/'
         if model and self.host.is_registered(model):
             if version != MODEL_VERSION:
-                raise ModelNotFound(
+                raise ModelVersionNotFound(
                     f"Model version {echo(version)} does not exist for model {model}: it has "
                     f"one version, {MODEL_VERSION}"
                 )
@@ -334,11 +334,13 @@ def seconds(value: float) -> float:
 
 @contextlib.contextmanager
 def archive_at(name: str, url: str) -> Iterator[None]:
-    """400 for a url naming nothing."""
+    """For a url naming nothing, TorchServe's answers: 404 `Model not found at: {url}` for a
+    name in the store, 400 `Failed to download archive` for a URL."""
     try:
         yield
     except ModelNotFound as error:
-        raise BadRequestBody(
+        refused = DownloadFailed if "://" in url else ModelNotFound
+        raise refused(
             f"cannot register model {name}: the url {echo(url)} names no archive ({error}); "
             "give the url of an archive in the model store"
         ) from None

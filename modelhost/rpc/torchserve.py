@@ -10,7 +10,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from modelhost.errors import BadRequestBody, ModelhostError, ModelNotFound
+from modelhost.errors import BadRequestBody, ModelhostError, ModelVersionNotFound
 from modelhost.host import Invocation, ModelHost
 from modelhost.names import echo, model_name
 from modelhost.protocols.health import Health
@@ -98,7 +98,7 @@ class TorchServeInference:
         if self.host.versions_of(model) is not None:
             return self.host.name_of(model, version)
         if version != MODEL_VERSION:
-            raise ModelNotFound(
+            raise ModelVersionNotFound(
                 f"Model version {echo(version)} does not exist for model {model}: it has one "
                 f"version, {MODEL_VERSION}"
             )

@@ -101,7 +101,7 @@ STEPS = [
         "Register Model - Invalid URL",
         "POST",
         "models?url=invalid-resnet-18.mar&model_name=invalid-resnet18",
-        (400,),
+        (404,),  # MMS's `Model not found in model store` for a name; 400 for its S3 URL
     ),
     Step("Get Model - Invalid Model", "GET", "models/invalid_squeezenet1_1", (404,)),
     Step("List Models - Invalid Next Page Token", "GET", "models?next_page_token=12", (200,)),

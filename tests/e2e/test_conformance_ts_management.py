@@ -100,7 +100,7 @@ PUT    | 200           | models/resnet-18?min_worker=1&max_worker=1&synchronous=
 PUT    | 202           | models/resnet-18?min_worker=1&max_worker=1&synchronous=false | Scale up Workers - Asynchronous
 PUT    | 202           | models/resnet-18?timeout=-1 | Update Timeout to -1
 PUT    | 202           | models/resnet-18?timeout=0 | Update Timeout to 0
-POST   | 404, ours 400 | models?url=&model_name=resnet-18 | Register Model - Empty URL , Valid Model Name
+POST   | 404           | models?url=&model_name=resnet-18 | Register Model - Empty URL , Valid Model Name
 POST   | 400, ours 403 | models?url=https://torchserve.pytorch.org/mar_files/invalid-resnet-18.mar&model_name=invalid-resnet18 | Register Model - Invalid URL
 GET    | 404           | models/invalid_squeezenet1_1 | List Model - Invalid Model
 GET    | 404           | models/squeezenet1_1/0.0 | List Model - Valid model name, Invalid Model version

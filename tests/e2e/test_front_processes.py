@@ -258,12 +258,11 @@ INVOKE = raw_request(
 
 
 def masked(answer: bytes) -> list[bytes]:
-    """The answer's lines, the date's and the timings' values masked: they differ by request."""
+    """The answer's lines, the date's, the timings' and the request id's values masked: they
+    differ by request."""
     lines = answer.split(b"\r\n")
-    return [
-        line.split(b":")[0] if line.startswith((b"date:", b"server-timing:")) else line
-        for line in lines
-    ]
+    varying = (b"date:", b"server-timing:", b"x-request-id:")
+    return [line.split(b":")[0] if line.startswith(varying) else line for line in lines]
 
 
 def test_a_front_answers_hits_while_the_main_process_is_stopped(

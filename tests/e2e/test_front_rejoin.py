@@ -110,9 +110,12 @@ def body_of(answer: bytes) -> bytes:
 
 
 def masked(answer: bytes) -> list[bytes]:
-    """The answer's lines, the date's and the timings' values masked: they differ by request."""
+    """The answer's lines, the date's, the timings' and the request id's values masked: they
+    differ by request."""
     return [
-        line.split(b":")[0] if line.startswith((b"date:", b"server-timing:")) else line
+        line.split(b":")[0]
+        if line.startswith((b"date:", b"server-timing:", b"x-request-id:"))
+        else line
         for line in answer.split(b"\r\n")
     ]
 

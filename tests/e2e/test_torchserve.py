@@ -269,9 +269,10 @@ def test_unfetchable_archive_is_refused(
     """Registration of an archive that cannot be fetched is refused.
 
     TorchServe fetches the archive when it registers it, even for 0 workers: a URL that
-    names nothing is a 400 then, not a failure at the model's first request."""
+    names nothing is a 404 then (`Model not found at: …`), not a failure at the model's first
+    request."""
     refused = management.post("/models", params={"url": "no-such.mar", "model_name": "absent"})
-    assert refused.status_code == 400, refused.text
+    assert refused.status_code == 404, refused.text
     assert "no-such.mar" in refused.json()["message"]
     assert management.get("/models/absent").status_code == 404
 

@@ -125,6 +125,7 @@ class CountingDisk:
 class Pool:
     workers: dict[int, Any] = {}
     threads = 1
+    load_timeout_s = 300.0
 
     def pids(self) -> list[int]:
         return []

@@ -82,6 +82,7 @@ class FakePool:
     def __init__(self, size: int, footprint: Callable[[str], int] = footprint_of) -> None:
         self.footprint = footprint
         self.threads = 1
+        self.load_timeout_s = 300.0
         self._ids = itertools.count(1)
         self.workers: dict[int, FakeWorker] = {}
         self.calls: list[Call] = []

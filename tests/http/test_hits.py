@@ -4,6 +4,7 @@ answers them; the first other request hands the connection, from its bytes on, t
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 from helpers.transport import Transport
@@ -24,6 +25,7 @@ SAGEMAKER = (
     b"x-amzn-sagemaker-target-model: m\r\ncontent-length: 2\r\n\r\n{}"
 )
 PING = b"GET /ping HTTP/1.1\r\nhost: a\r\n\r\n"
+REQUEST_ID = re.compile(rb"x-request-id: [0-9a-f-]{36}")  # fresh on each answer
 MISSING = b"POST /models/gone/invoke HTTP/1.1\r\nhost: a\r\ncontent-length: 2\r\n\r\n{}"
 UNNAMED = (  # no model named: a 400, with custom attributes read first
     b"POST /invocations HTTP/1.1\r\nhost: a\r\nx-amzn-sagemaker-custom-attributes: k=v\r\n"
@@ -115,7 +117,7 @@ def written(
         connection.protocol.connection_lost(None)
 
     asyncio.run(run())
-    return connection.written, connection
+    return REQUEST_ID.sub(b"x-request-id: -", connection.written), connection
 
 
 def test_invocations_are_answered_as_uvicorn_answers_them() -> None:

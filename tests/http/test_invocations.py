@@ -120,26 +120,34 @@ def test_the_target_model_header_names_the_model_of_invocations() -> None:
     )
 
 
-def test_errors_get_status_body_and_type() -> None:
-    """Errors get their status JSON body and are observed by type."""
+@pytest.mark.parametrize(
+    ("path", "type_name"),
+    [("/models/m/invoke", "QueueFull"), ("/predictions/m", "ServiceUnavailableException")],
+)
+def test_errors_get_status_body_and_type(path: str, type_name: str) -> None:
+    """Errors get their status JSON body, with TorchServe's type on its route, and are
+    observed by modelhost's type."""
     host = FakeHost(QueueFull("model m has 100 requests queued"))
-    response, observer = send(host, "POST", "/predictions/m", content=b"[1]")
+    response, observer = send(host, "POST", path, content=b"[1]")
     assert response.status_code == 429 and response.headers["retry-after"] == "1"
     assert response.json() == {
         "code": 429,
-        "type": "QueueFull",
+        "type": type_name,
         "message": "model m has 100 requests queued",
     }
     assert (observer.exchanges[0].status, observer.exchanges[0].error) == (429, "QueueFull")
 
 
-@pytest.mark.parametrize("path", ["/predictions/m", "/invocations"])
-def test_a_tenant_past_its_rate_is_told_when_to_come_back(path: str) -> None:
+@pytest.mark.parametrize(
+    ("path", "type_name"),
+    [("/predictions/m", "ServiceUnavailableException"), ("/invocations", "RateLimited")],
+)
+def test_a_tenant_past_its_rate_is_told_when_to_come_back(path: str, type_name: str) -> None:
     host = FakeHost(RateLimited("tenant t007 sent more than its rate", retry_after_s=7))
     headers = {"X-Amzn-SageMaker-Target-Model": "m"}
     response, _ = send(host, "POST", path, content=b"[1]", headers=headers)
     assert response.status_code == 429 and response.headers["retry-after"] == "7"
-    assert response.json()["type"] == "RateLimited"
+    assert response.json()["type"] == type_name
 
 
 def test_a_body_over_the_limit_is_refused_without_invoking() -> None:

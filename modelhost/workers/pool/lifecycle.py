@@ -56,6 +56,7 @@ class WorkerPool:
         max_response_bytes: int = 0,
     ) -> None:
         self.size, self.threads, self.events = size, threads, events
+        self.load_timeout_s = load_timeout_s
         self.untrusted_size = untrusted_size  # of `size`: sandboxed, for untrusted models only
         self.views = views  # the sandboxed workers' views
         self.run_dir = run_dir
