@@ -32,15 +32,13 @@ def route_of(path: str) -> tuple[str, str | None] | None:
 
 
 def accept_of(route: str, headers: dict[str, str], default_accept: str) -> str:
-    """The type an invocation asks for; none or `*/*` on SageMaker's routes is the default, as
-    its inference toolkit reads them."""
+    """The type asked for; none or `*/*` is the default, but on TorchServe's routes."""
     accept = headers.get("accept") or default_accept
     return default_accept if accept == "*/*" and not is_torchserve(route) else accept
 
 
 def handed_headers(route: str, headers: dict[str, str]) -> dict[str, str] | None:
-    """The headers a handler is handed: a TorchServe prediction's or explanation's, as
-    TorchServe hands them."""
+    """The headers a TorchServe prediction's or explanation's handler is handed."""
     if route == PREDICTIONS:
         return headers
     return {**headers, "explain": "True"} if route == EXPLANATIONS else None

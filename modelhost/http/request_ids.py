@@ -15,10 +15,8 @@ UNMARKED_PREFIX = "/v2/"
 
 
 class RequestIds:
-    """Ids in a UUID's shape, unique to this process: a random prefix and a count.
-
-    A uuid4 each costs five times as much on the hot path.
-    """
+    """Ids in a UUID's shape: a random prefix and a count (a uuid4 each costs five times as
+    much)."""
 
     def __init__(self) -> None:
         self.reseed()

@@ -1,8 +1,5 @@
-"""The model repository index as Triton gives it: every model of the store, loaded or not.
-
-Triton's repository is the store, so the index merges the store's listing with the names the
-host knows (memory, disk, registrations), a page at a time from a cursor (`Listing.with_store`).
-"""
+"""The model repository index as Triton gives it: every model of the store (Triton's
+repository) and of the host, loaded or not, a page at a time (`Listing.with_store`)."""
 
 from __future__ import annotations
 
@@ -43,10 +40,7 @@ async def index_page(host: ModelHost, after: str, ready_only: bool) -> list[str]
 
 
 def entry(host: ModelHost, name: str) -> Entry:
-    """Its index entry; a model never loaded has its name alone, as in Triton's.
-
-    A version registered through TorchServe's API keeps its version, so its entries differ.
-    """
+    """Its index entry; a model never loaded has its name alone (and a registered version)."""
     owner = host.owner_of(name)
     model, version = owner or (name, OIP_VERSION)
     state, reason = repository_state(host, name)

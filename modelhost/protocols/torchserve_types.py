@@ -1,5 +1,4 @@
-"""The error body's `type` on TorchServe's and MMS's calls: the Java exception's simple name
-their frontend answers with, so that clients switching on it keep working."""
+"""The error body's `type` on TorchServe's and MMS's calls: their Java exception's name."""
 
 from __future__ import annotations
 

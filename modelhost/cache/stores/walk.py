@@ -24,11 +24,7 @@ class FolderWalk:
         self.found: list[str] = []
 
     def folder(self, path: str, prefix: str) -> None:
-        """Add the models below `path`, whose names start with `prefix`, until the limit.
-
-        Its entries are read a batch at a time, so a folder of a million files is never held
-        whole.
-        """
+        """Add the models below `path` (names starting with `prefix`), a batch at a time."""
         last = ""  # the order key of the last entry walked
         while (wanted := self.limit - len(self.found)) > 0:
             batch = nearest_entries(path, prefix, self.after, last, wanted)
