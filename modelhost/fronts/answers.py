@@ -13,9 +13,10 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE
 
 from modelhost.errors import ModelhostError
 from modelhost.http.errors import error_response, type_name_of
-from modelhost.http.invocation_paths import reply_headers
+from modelhost.http.invocation_paths import is_torchserve, reply_headers
 from modelhost.http.oip_replies import oip_error, oip_reply
 from modelhost.protocols.status import status_of
+from modelhost.protocols.torchserve_types import torchserve_type
 
 Headers = list[tuple[bytes, bytes]]
 SERVER = (b"server", b"uvicorn")  # uvicorn's default server header
@@ -51,12 +52,15 @@ def hit_headers(
     return reply_headers(content_type, len(payload), "hit", "host", timings_ms)
 
 
-def failure(error: ModelhostError, oip: bool) -> tuple[int, str | None, Headers, bytes]:
+def failure(
+    error: ModelhostError, oip: bool, route: str
+) -> tuple[int, str | None, Headers, bytes]:
     """The status, error type (as the main process records it), headers and body the main
-    process answers `error` with."""
+    process answers `error` with on `route`."""
     status, kind = status_of(error), type_name_of(error)
     if oip:
         response = oip_error(error)
         return status, kind, list(response.raw_headers), bytes(response.body)
-    response = error_response(status, kind, str(error), error.retry_after_s)
+    shown = torchserve_type(error) if is_torchserve(route) else kind
+    response = error_response(status, shown, str(error), error.retry_after_s)
     return status, kind, list(response.raw_headers), bytes(response.body)

@@ -279,7 +279,7 @@ class DirectSide(asyncio.Protocol):
     def _failure(
         self, hit: Hit, error: ModelhostError, infer_ms: float, tenant: str | None
     ) -> Replied:
-        status, kind, headers, body = failure(error, hit.oip)
+        status, kind, headers, body = failure(error, hit.oip, hit.route)
         headers += self._own_headers(tenant, hit.oip)
         data = head_and_body(status, DATED.now(), headers, body)
         return status, data, kind, infer_ms, len(body)

@@ -122,3 +122,15 @@ def test_a_front_answers_the_handlers_status_and_headers(store: Path, serve: Ser
     head, _, body = answer.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 422 "), answer
     assert b"\r\nx-reason: bad input" in head and json.loads(body) == {"error": "bad input"}
+
+
+def test_a_fronts_refusal_has_the_main_process_type(store: Path, serve: Servers) -> None:
+    """TorchServe's exception name on /predictions, whoever answers."""
+    server = serve(store, workers=1, fronts=2, memory_budget="4GiB")
+    with httpx.Client(base_url=server.url, timeout=120) as client:
+        from_main = ask(client, "raise")  # loaded: a front's hit from now on
+    request = raw_request("/predictions/told.mar", b'"raise"', "content-type: application/json")
+    answer = hit_with_the_main_process_stopped(server, request)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 413 "), answer
+    assert json.loads(body)["type"] == from_main.json()["type"], (body, from_main.text)
