@@ -52,9 +52,7 @@ def hit_headers(
     return reply_headers(content_type, len(payload), "hit", "host", timings_ms)
 
 
-def failure(
-    error: ModelhostError, oip: bool, route: str
-) -> tuple[int, str | None, Headers, bytes]:
+def failure(error: ModelhostError, oip: bool, route: str) -> tuple[int, str | None, Headers, bytes]:
     """The status, error type (as the main process records it), headers and body the main
     process answers `error` with on `route`."""
     status, kind = status_of(error), type_name_of(error)

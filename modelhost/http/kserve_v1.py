@@ -16,7 +16,7 @@ from starlette.routing import Route
 from modelhost.errors import ModelNotFound, Unavailable
 from modelhost.host import Invocation, Result, State
 from modelhost.http.handler_heads import handler_head
-from modelhost.http.middleware import ERROR_KEY, TENANT_KEY
+from modelhost.http.middleware import ERROR_KEY
 from modelhost.http.oip import Endpoint, oip_errors
 from modelhost.http.oip_replies import oip_reply
 from modelhost.http.routes import SageMakerRoutes, model_in_path, name_advice
@@ -82,7 +82,7 @@ class KserveV1Routes:
         body = await self.http.read_body(request)
         content_type = request.headers.get("content-type", JSON)
         check_body(body, content_type)
-        tenant = self._tenant(request, name)
+        tenant = self.http.tenant_of(request, name)
         invocation = Invocation(body, content_type, JSON, params_of(request), tenant)
         try:
             result = await self.host.invoke(name, invocation)
@@ -101,15 +101,6 @@ class KserveV1Routes:
     async def _check_exists(self, name: str) -> None:
         if not await self.host.exists(name):
             raise ModelNotFound(not_found(name, name_advice(name)))
-
-    def _tenant(self, request: Request, name: str) -> str:
-        """The request's tenant, left in the scope for the observer ("": tenants are off)."""
-        tenants = self.http.settings.tenants
-        if tenants is None:
-            return ""
-        headers = dict(request.headers.items())  # last wins, as on the other routes
-        tenant = request.scope[TENANT_KEY] = tenants.of(name, headers)
-        return tenant
 
 
 def params_of(request: Request) -> dict[str, str]:

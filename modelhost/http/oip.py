@@ -20,7 +20,7 @@ from modelhost.documents import json_object
 from modelhost.errors import BadRequestBody, ModelhostError, ModelNotFound, NotServed
 from modelhost.host import Invocation, Result, State
 from modelhost.http.errors import type_name_of
-from modelhost.http.middleware import ERROR_KEY, TENANT_KEY
+from modelhost.http.middleware import ERROR_KEY
 from modelhost.http.oip_replies import (
     HEADER_LENGTH_HEADER,
     INFER,
@@ -165,20 +165,11 @@ class OipRoutes:
             content_type=oip_media_type(header_length(request, len(body))),
             accept=OIP_MEDIA_TYPE,
             params={MODEL_NAME_PARAM: name, MODEL_VERSION_PARAM: version},
-            tenant=self._tenant(request, name),
+            tenant=self.http.tenant_of(request, name),
         )
         result = await self.host.invoke(held, invocation)
         check_response_size(len(result.body), self.http.settings.max_response_bytes)
         return oip_response(result)
-
-    def _tenant(self, request: Request, name: str) -> str:
-        """The request's tenant, left in the scope for the observer ("": tenants are off)."""
-        tenants = self.http.settings.tenants
-        if tenants is None:
-            return ""
-        headers = dict(request.headers.items())  # last wins, as on the other routes
-        tenant = request.scope[TENANT_KEY] = tenants.of(name, headers)
-        return tenant
 
     # model repository -------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from modelhost.errors import (
 )
 from modelhost.host import ModelHost
 from modelhost.host.listing import EVERYWHERE, LOADED, STATES
+from modelhost.http.middleware import TENANT_KEY
 from modelhost.names import echo, model_name
 from modelhost.observe.describe import describe_host, model_description
 from modelhost.observe.usage import ModelUsage
@@ -97,6 +98,15 @@ class SageMakerRoutes:
 
     async def read_body(self, request: Request) -> bytes:
         return await bounded_body(request, self.settings.max_request_bytes)
+
+    def tenant_of(self, request: Request, name: str) -> str:
+        """The request's tenant, left in the scope for the observer ("": tenants are off)."""
+        tenants = self.settings.tenants
+        if tenants is None:
+            return ""
+        headers = dict(request.headers.items())  # last wins, as on the other routes
+        tenant = request.scope[TENANT_KEY] = tenants.of(name, headers)
+        return tenant
 
     async def json_body(self, request: Request) -> dict[str, Any]:
         return json_object(await self.read_body(request))

@@ -12,9 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 from helpers.fronts import hit_with_the_main_process_stopped, raw_request
+from helpers.handlers import handler_store
 from helpers.serving import Servers
-
-from modelhost import testing
 
 pytestmark = pytest.mark.e2e
 
@@ -51,12 +50,7 @@ JSON = {"content-type": "application/json"}
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    pytest.importorskip("ts", reason="pip install 'modelhost[torchserve-handlers]'")
-    root = tmp_path_factory.mktemp("ts-answers")
-    (root / ".src").mkdir()
-    (root / ".src/handler.py").write_text(HANDLER)
-    testing.mar_of(root / ".src", root / "told.mar")
-    return root
+    return handler_store(tmp_path_factory, "told.mar", HANDLER)
 
 
 @pytest.fixture(scope="module")
@@ -114,23 +108,16 @@ def test_a_status_an_answer_with_a_body_cannot_have_is_refused(http: httpx.Clien
 
 
 def test_a_front_answers_the_handlers_status_and_headers(store: Path, serve: Servers) -> None:
+    """And a refusal on /predictions with TorchServe's exception name, as the main process."""
     server = serve(store, workers=1, fronts=2, memory_budget="4GiB")
     with httpx.Client(base_url=server.url, timeout=120) as client:
-        assert ask(client, "fine").status_code == 200  # loaded: a front's hit from now on
+        from_main = ask(client, "raise")  # loaded: a front's hit from now on
     request = raw_request("/models/told.mar/invoke", b'"bad"', "content-type: application/json")
     answer = hit_with_the_main_process_stopped(server, request)
     head, _, body = answer.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 422 "), answer
     assert b"\r\nx-reason: bad input" in head and json.loads(body) == {"error": "bad input"}
-
-
-def test_a_fronts_refusal_has_the_main_process_type(store: Path, serve: Servers) -> None:
-    """TorchServe's exception name on /predictions, whoever answers."""
-    server = serve(store, workers=1, fronts=2, memory_budget="4GiB")
-    with httpx.Client(base_url=server.url, timeout=120) as client:
-        from_main = ask(client, "raise")  # loaded: a front's hit from now on
     request = raw_request("/predictions/told.mar", b'"raise"', "content-type: application/json")
-    answer = hit_with_the_main_process_stopped(server, request)
-    head, _, body = answer.partition(b"\r\n\r\n")
-    assert head.startswith(b"HTTP/1.1 413 "), answer
+    head, _, body = hit_with_the_main_process_stopped(server, request).partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 413 "), head
     assert json.loads(body)["type"] == from_main.json()["type"], (body, from_main.text)

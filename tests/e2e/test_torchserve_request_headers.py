@@ -12,9 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 from helpers.fronts import hit_with_the_main_process_stopped, raw_request
+from helpers.handlers import handler_store
 from helpers.serving import Servers
-
-from modelhost import testing
 
 pytestmark = pytest.mark.e2e
 
@@ -38,12 +37,7 @@ def handle(data, context):
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    pytest.importorskip("ts", reason="pip install 'modelhost[torchserve-handlers]'")
-    root = tmp_path_factory.mktemp("ts-request")
-    (root / ".src").mkdir()
-    (root / ".src/handler.py").write_text(HANDLER)
-    testing.mar_of(root / ".src", root / "reads.mar")
-    return root
+    return handler_store(tmp_path_factory, "reads.mar", HANDLER)
 
 
 @pytest.fixture(scope="module")

@@ -1,8 +1,13 @@
-"""A handler a test holds: it answers only once the test opens its gate."""
+"""Handlers tests hold: one that answers only once the test opens its gate, and stores of one
+`.mar` of a handler of their own."""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+import pytest
+
+from modelhost import testing
 
 _GATED_HANDLER = '''"""An MMS handler that answers once its gate file exists, with its batch."""
 
@@ -40,3 +45,13 @@ def gated_handler_folder(path: Path, gate: Path, gates_load: bool = False) -> Pa
     path.mkdir(parents=True, exist_ok=True)
     (path / "handler.py").write_text(_GATED_HANDLER.format(gate=str(gate), gates_load=gates_load))
     return path
+
+
+def handler_store(folders: pytest.TempPathFactory, archive: str, handler: str) -> Path:
+    """A store of one `.mar`, `archive`, whose handler is the module source `handler`."""
+    pytest.importorskip("ts", reason="pip install 'modelhost[torchserve-handlers]'")
+    root = folders.mktemp(archive.removesuffix(".mar"))
+    (root / ".src").mkdir()
+    (root / ".src/handler.py").write_text(handler)
+    testing.mar_of(root / ".src", root / archive)
+    return root

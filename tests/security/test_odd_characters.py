@@ -69,7 +69,7 @@ def test_non_ascii_page_size_is_400(limit: str) -> None:
 @pytest.mark.parametrize("query", ["limit=%C2%B2", "next_page_token=%C2%B2"])
 def test_torchserve_numbers_take_ascii_digits_only(query: str) -> None:
     response = call(build_management_app(routes()), "GET", f"/models?{query}")
-    assert response.status_code == 400 and response.json()["type"] == "BadRequestBody"
+    assert response.status_code == 400 and response.json()["type"] == "BadRequestException"
 
 
 def request_with(header: bytes, value: bytes) -> Request:
