@@ -12,11 +12,10 @@ from email.utils import formatdate
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE
 
 from modelhost.errors import ModelhostError
-from modelhost.http.errors import error_response, type_name_of
-from modelhost.http.invocation_paths import is_torchserve, reply_headers
+from modelhost.http.errors import error_response
+from modelhost.http.invocation_paths import error_type, reply_headers
 from modelhost.http.oip_replies import oip_error, oip_reply
-from modelhost.protocols.status import status_of
-from modelhost.protocols.torchserve_types import torchserve_type
+from modelhost.protocols.status import status_of, type_name_of
 
 Headers = list[tuple[bytes, bytes]]
 SERVER = (b"server", b"uvicorn")  # uvicorn's default server header
@@ -59,6 +58,5 @@ def failure(error: ModelhostError, oip: bool, route: str) -> tuple[int, str | No
     if oip:
         response = oip_error(error)
         return status, kind, list(response.raw_headers), bytes(response.body)
-    shown = torchserve_type(error) if is_torchserve(route) else kind
-    response = error_response(status, shown, str(error), error.retry_after_s)
+    response = error_response(status, error_type(route, error), str(error), error.retry_after_s)
     return status, kind, list(response.raw_headers), bytes(response.body)

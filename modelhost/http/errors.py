@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -9,7 +11,7 @@ from starlette.responses import JSONResponse, Response
 from modelhost import errors
 from modelhost.http.request_ids import request_id_header
 from modelhost.protocols.not_served import not_served
-from modelhost.protocols.status import status_of
+from modelhost.protocols.status import status_of, type_name_of
 from modelhost.protocols.torchserve_types import torchserve_type
 
 RETRIED_STATUSES = (429, 503)
@@ -35,21 +37,19 @@ def error_response(
     return response
 
 
-def type_name_of(error: errors.ModelhostError) -> str:
-    return error.type_name or type(error).__name__
+def answer_error(error: Exception, named: Callable[[errors.ModelhostError], str]) -> Response:
+    assert isinstance(error, errors.ModelhostError)
+    status = status_of(error)
+    return error_response(status, named(error), str(error), error.retry_after_s)
 
 
 async def handle_modelhost_error(request: Request, error: Exception) -> Response:
-    assert isinstance(error, errors.ModelhostError)
-    status = status_of(error)
-    return error_response(status, type_name_of(error), str(error), error.retry_after_s)
+    return answer_error(error, type_name_of)
 
 
 async def handle_torchserve_error(request: Request, error: Exception) -> Response:
     """As `handle_modelhost_error`, with TorchServe's type names."""
-    assert isinstance(error, errors.ModelhostError)
-    status = status_of(error)
-    return error_response(status, torchserve_type(error), str(error), error.retry_after_s)
+    return answer_error(error, torchserve_type)
 
 
 async def handle_http_exception(request: Request, error: Exception) -> Response:

@@ -3,8 +3,11 @@ reads them without importing the host (fronts/heads.py)."""
 
 from __future__ import annotations
 
+from modelhost.errors import ModelhostError
 from modelhost.http.request_ids import request_id_header
 from modelhost.observe.exchange import server_timing
+from modelhost.protocols.status import type_name_of
+from modelhost.protocols.torchserve_types import torchserve_type
 
 TARGET_MODEL_HEADER = "x-amzn-sagemaker-target-model"
 CUSTOM_ATTRIBUTES_HEADER = "x-amzn-sagemaker-custom-attributes"
@@ -47,6 +50,11 @@ def handed_headers(route: str, headers: dict[str, str]) -> dict[str, str] | None
 def is_torchserve(route: str) -> bool:
     """Whether `route` is TorchServe's `/predictions` or `/explanations`."""
     return route in (PREDICTIONS, EXPLANATIONS)
+
+
+def error_type(route: str, error: ModelhostError) -> str:
+    """An error body's type on `route`: TorchServe's on its own."""
+    return torchserve_type(error) if is_torchserve(route) else type_name_of(error)
 
 
 def reply_headers(

@@ -31,6 +31,7 @@ from modelhost.http.invocation_paths import (
     PREDICTIONS,
     TARGET_MODEL_HEADER,
     accept_of,
+    error_type,
     handed_headers,
     is_torchserve,
     reply_headers,
@@ -47,7 +48,6 @@ from modelhost.protocols.params import check_headers, check_param, check_query
 from modelhost.protocols.status import status_of
 from modelhost.protocols.tenants import TenantRule
 from modelhost.protocols.torchserve import MODEL_VERSION as TORCHSERVE_VERSION
-from modelhost.protocols.torchserve_types import torchserve_type
 from modelhost.workers.answers import check_response_size
 
 ONE_VERSION = "/" + TORCHSERVE_VERSION
@@ -154,7 +154,7 @@ class Invocations:
             status, own = (200, None) if result.custom is None else handler_head(result.custom)
         except ModelhostError as error:
             exchange.status, exchange.error = status_of(error), type(error).__name__
-            kind = torchserve_type(error) if is_torchserve(exchange.route) else exchange.error
+            kind = error_type(exchange.route, error)
             response = error_response(exchange.status, kind, str(error), error.retry_after_s)
             await self._respond(response, exchange, scope, receive, send)
             return

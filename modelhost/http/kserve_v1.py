@@ -17,8 +17,7 @@ from modelhost.errors import ModelNotFound, Unavailable
 from modelhost.host import Invocation, Result, State
 from modelhost.http.handler_heads import handler_head
 from modelhost.http.middleware import ERROR_KEY
-from modelhost.http.oip import Endpoint, oip_errors
-from modelhost.http.oip_replies import oip_reply
+from modelhost.http.oip import Endpoint, oip_errors, oip_response
 from modelhost.http.routes import SageMakerRoutes, model_in_path, name_advice
 from modelhost.protocols.kserve_v1 import check_body, no_explainer, not_found, not_ready
 from modelhost.protocols.params import check_headers, check_param, check_query
@@ -114,8 +113,7 @@ def params_of(request: Request) -> dict[str, str]:
 
 def v1_reply(result: Result) -> Response:
     """The worker's answer, with the status and headers a handler set, if any."""
-    body, kind = result.body, result.content_type
-    response = oip_reply(body, kind, result.cache, result.tier, result.timings_ms)
+    response = oip_response(result)
     if result.custom is not None:
         response.status_code, headers = handler_head(result.custom)
         response.raw_headers.extend(headers)

@@ -19,7 +19,6 @@ from starlette.routing import Route
 from modelhost.documents import json_object
 from modelhost.errors import BadRequestBody, ModelhostError, ModelNotFound, NotServed
 from modelhost.host import Invocation, Result, State
-from modelhost.http.errors import type_name_of
 from modelhost.http.middleware import ERROR_KEY
 from modelhost.http.oip_replies import (
     HEADER_LENGTH_HEADER,
@@ -35,6 +34,7 @@ from modelhost.http.routes import SageMakerRoutes, model_in_path
 from modelhost.protocols.not_served import not_served
 from modelhost.protocols.oip import OipModels, check_load_parameters, missing
 from modelhost.protocols.params import check_param
+from modelhost.protocols.status import type_name_of
 from modelhost.workers.answers import check_response_size
 from modelhost.workers.oip_media import (
     MODEL_NAME_PARAM,

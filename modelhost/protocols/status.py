@@ -41,3 +41,7 @@ def status_of(error: errors.ModelhostError) -> int:
         if cls in STATUS_BY_ERROR:
             return STATUS_BY_ERROR[cls]
     return 500
+
+
+def type_name_of(error: errors.ModelhostError) -> str:
+    return error.type_name or type(error).__name__

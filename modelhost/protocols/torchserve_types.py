@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from modelhost import errors
+from modelhost.protocols.status import type_name_of
 
 TYPE_BY_ERROR: dict[type[errors.ModelhostError], str] = {
     errors.BadRequestBody: "BadRequestException",
@@ -14,7 +15,6 @@ TYPE_BY_ERROR: dict[type[errors.ModelhostError], str] = {
     errors.ModelVersionNotFound: "ModelVersionNotFoundException",
     errors.ModelNotLoaded: "ModelNotFoundException",
     errors.ModelAlreadyLoaded: "ConflictStatusException",
-    errors.ModelApiDisabled: "MethodNotAllowedException",
     errors.DefaultVersionKept: "InvalidModelVersionException",
     errors.ModelError: "InternalServerException",  # a worker's failure, whatever its status
     errors.DeadlineExceeded: "InternalServerException",  # TorchServe's worker died past it
@@ -24,8 +24,8 @@ TYPE_BY_ERROR: dict[type[errors.ModelhostError], str] = {
 
 
 def torchserve_type(error: errors.ModelhostError) -> str:
-    """TorchServe's name for `error`'s most specific class in the table, else modelhost's."""
+    """TorchServe's name for `error`'s most specific class in the table, else its own."""
     for cls in type(error).__mro__:
         if cls in TYPE_BY_ERROR:
             return TYPE_BY_ERROR[cls]
-    return error.type_name or type(error).__name__
+    return type_name_of(error)

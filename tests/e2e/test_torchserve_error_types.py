@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
-import os
-import shutil
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,6 +15,7 @@ import httpx
 import pytest
 from helpers.handlers import gated_handler_folder
 from helpers.serving import Servers
+from helpers.ts_config import noop_versions, started_from_properties
 
 from modelhost import testing
 
@@ -40,12 +39,7 @@ def store(tmp_path_factory: pytest.TempPathFactory, gate: Path) -> Path:
     """noop.mar and noop_2.mar, two versions of one model; a raising, a gated, a slow model;
     an archive whose manifest is not JSON."""
     root = tmp_path_factory.mktemp("ts-types-store")
-    source = testing.mms_handler_folder(tmp_path_factory.mktemp("ts-types-src") / "noop")
-    testing.mar_of(source, root / "noop.mar")
-    second = testing.mar_of(
-        source, tmp_path_factory.mktemp("ts-types-v2") / "noop.mar", version="2.0"
-    )
-    shutil.copy(second, root / "noop_2.mar")
+    noop_versions(tmp_path_factory, root)
     (root / "raising").mkdir()
     (root / "raising/handler.py").write_text(RAISING_HANDLER)
     gated_handler_folder(root / "gated", gate)
@@ -62,8 +56,7 @@ class Started:
 
     def __init__(self, serve: Servers, work: Path, store: Path) -> None:
         management = testing.free_port()
-        properties = work / "config.properties"
-        properties.write_text(
+        properties = (
             f"management_address=http://127.0.0.1:{management}\n"
             "enable_model_api=true\n"
             f"model_store={store}\n"
@@ -71,9 +64,7 @@ class Started:
             "job_queue_size=1\n"
             "disable_token_authorization=true\n"
         )
-        args = ["--cache-dir", str(work / "cache"), "--workers", "2", "--memory-budget", "2GiB"]
-        environ = {**os.environ, "TS_CONFIG_FILE": str(properties)}
-        server = serve.enter_context(testing.RunningServer(args, work, env=environ))
+        server = started_from_properties(serve, work, properties, workers=2)
         self.inference = httpx.Client(base_url=server.url, timeout=60)
         self.management = httpx.Client(base_url=f"http://127.0.0.1:{management}", timeout=60)
 

@@ -4,8 +4,6 @@ timeouts describe shows for them, the ones in force."""
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 from helpers.serving import Servers
+from helpers.ts_config import noop_versions, started_from_properties
 
 from modelhost import testing
 
@@ -26,10 +25,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """noop.mar, and noop_2.mar: a renamed archive of noop's version 2.0, as TorchServe's
     examples ship them; timed.mar, whose model-config.yaml sets its own timeouts."""
     root = tmp_path_factory.mktemp("ts-startup-store")
-    source = testing.mms_handler_folder(tmp_path_factory.mktemp("ts-startup-src") / "noop")
-    testing.mar_of(source, root / "noop.mar")
-    second = tmp_path_factory.mktemp("ts-startup-v2") / "noop.mar"
-    shutil.copy(testing.mar_of(source, second, version="2.0"), root / "noop_2.mar")
+    source = noop_versions(tmp_path_factory, root)
     (source / "model-config.yaml").write_text("responseTimeout: 7\nstartupTimeout: 9\n")
     testing.mar_of(source, root / "timed.mar")
     return root
@@ -38,8 +34,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 class Started:
     def __init__(self, serve: Servers, work: Path, store: Path) -> None:
         management = testing.free_port()
-        properties = work / "config.properties"
-        properties.write_text(
+        properties = (
             f"management_address=http://127.0.0.1:{management}\n"
             f"model_store={store}\n"
             "load_models=noop.mar,noop_2.mar,renamed=noop_2.mar,timed.mar\n"
@@ -48,9 +43,7 @@ class Started:
             "disable_token_authorization=true\n"
             "enable_model_api=true\n"
         )
-        args = ["--cache-dir", str(work / "cache"), "--workers", "1", "--memory-budget", "2GiB"]
-        environ = {**os.environ, "TS_CONFIG_FILE": str(properties)}
-        server = serve.enter_context(testing.RunningServer(args, work, env=environ))
+        server = started_from_properties(serve, work, properties, workers=1)
         self.inference = httpx.Client(base_url=server.url, timeout=60)
         self.management = httpx.Client(base_url=f"http://127.0.0.1:{management}", timeout=60)
 
