@@ -127,8 +127,9 @@ def wait_ready(base: str, server: subprocess.Popen[bytes], timeout_s: float = 60
     raise SystemExit(f"the server did not answer /ping in {timeout_s} s")
 
 
-def get(url: str, body: bytes | None = None) -> tuple[int, str]:
+def get(url: str, body: bytes | None = None, accept: str = "*/*") -> tuple[int, str]:
     headers = {"Content-Type": "application/json"} if body is not None else {}
+    headers["Accept"] = accept
     request = urllib.request.Request(url, data=body, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
@@ -141,7 +142,7 @@ def check_server(base: str) -> None:
     step("invoke, GET /, GET /metrics")
     status, text = get(f"{base}/models/{MODEL}/invoke", b"[5.1, 3.5, 1.4, 0.2]")
     expect(status == 200 and json.loads(text) == {"predictions": [0]}, "invoke", status, text)
-    status, text = get(f"{base}/")
+    status, text = get(f"{base}/", accept="text/html")  # a browser's; else KServe's liveness
     expect(status == 200 and "<html" in text.lower(), "GET /", status, text[:200])
     status, text = get(f"{base}/metrics")
     expect(status == 200 and "modelhost_" in text, "GET /metrics", status, text[:200])

@@ -27,6 +27,8 @@ from modelhost.records.events import Event
 from modelhost.records.statistics import TenantHoldings
 
 RECONNECT_MS = 1000
+ALIVE = {"status": "alive"}
+VARY_ACCEPT = {"Vary": "Accept"}
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
@@ -56,7 +58,11 @@ class ObserveRoutes:
         ]
 
     async def dashboard(self, request: Request) -> Response:
-        return HTMLResponse(dashboard_html())
+        """The dashboard to a browser; to any other client KServe's v1 liveness, which its
+        REST client reads at `/`."""
+        if "text/html" in request.headers.get("accept", ""):
+            return HTMLResponse(dashboard_html(), headers=VARY_ACCEPT)
+        return JSONResponse(ALIVE, headers=VARY_ACCEPT)
 
     async def metrics(self, request: Request) -> Response:
         return Response(self.observer.metrics.render(), media_type=CONTENT_TYPE_LATEST)

@@ -399,7 +399,11 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         )
         for method in ("GET", "DELETE", "PATCH")
     },
-    ("GET", "/"): operation("the dashboard", _OBSERVE, {"text/html": {"type": "string"}}),
+    ("GET", "/"): operation(
+        "the dashboard (Accept: text/html), else KServe's liveness",
+        _OBSERVE,
+        {"text/html": {"type": "string"}, "application/json": {"type": "object"}},
+    ),
     ("GET", "/metrics"): operation(
         "Prometheus metrics", _OBSERVE, {"text/plain": {"type": "string"}}
     ),

@@ -29,6 +29,18 @@ def error_of(response: httpx.Response) -> str:
     return message
 
 
+def test_server_live(client: httpx.Client) -> None:
+    """`GET /`: KServe's liveness, `{"status": "alive"}`, which its REST client reads for a
+    v1 server; a browser, asking for HTML, gets the dashboard there."""
+    live = client.get("/")
+    assert live.status_code == 200, live.text
+    assert live.json() == {"status": "alive"}
+    assert "accept" in live.headers["vary"].lower()
+    page = client.get("/", headers={"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"})
+    assert page.headers["content-type"].startswith("text/html")
+    assert "<html" in page.text.lower()
+
+
 def test_list_models(client: httpx.Client) -> None:
     """`GET /v1/models`: `{"models": [<model_name>]}`, the names of the models the server
     knows, a name holding `/` as it is."""
