@@ -12,6 +12,7 @@ from email.utils import formatdate
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE
 
 from modelhost.errors import ModelhostError
+from modelhost.fronts.heads import Hit
 from modelhost.http.errors import error_response
 from modelhost.http.invocation_paths import error_type, reply_headers
 from modelhost.http.oip_replies import oip_error, oip_reply
@@ -43,20 +44,22 @@ def head_and_body(status: int, date: bytes, headers: Headers, body: bytes) -> by
 
 
 def hit_headers(
-    content_type: str, payload: bytes, timings_ms: dict[str, float], oip: bool
+    content_type: str, payload: bytes, timings_ms: dict[str, float], hit: Hit
 ) -> Headers:
-    """What the main process sets on a hit: on OIP's route (`oip`), or on the invocations'."""
-    if oip:
+    """What the main process sets on a hit: on OIP's route, or on the invocations'."""
+    if hit.oip:
         return list(oip_reply(payload, content_type, "hit", "host", timings_ms).raw_headers)
-    return reply_headers(content_type, len(payload), "hit", "host", timings_ms)
+    size = len(payload)
+    return reply_headers(content_type, size, "hit", "host", timings_ms, hit.request_id)
 
 
-def failure(error: ModelhostError, oip: bool, route: str) -> tuple[int, str | None, Headers, bytes]:
+def failure(error: ModelhostError, hit: Hit) -> tuple[int, str | None, Headers, bytes]:
     """The status, error type (as the main process records it), headers and body the main
-    process answers `error` with on `route`."""
+    process answers `error` with on the hit's route."""
     status, kind = status_of(error), type_name_of(error)
-    if oip:
+    if hit.oip:
         response = oip_error(error)
         return status, kind, list(response.raw_headers), bytes(response.body)
-    response = error_response(status, error_type(route, error), str(error), error.retry_after_s)
+    typed = error_type(hit.route, error)
+    response = error_response(status, typed, str(error), error.retry_after_s, hit.request_id)
     return status, kind, list(response.raw_headers), bytes(response.body)

@@ -201,7 +201,8 @@ class DirectSide(asyncio.Protocol):
         """The hit into its model's next batch, answered once its outcome is in."""
         hit, router = asked.hit, self.router
         table = router.table
-        item = Item(hit.content_type, hit.accept, hit.params, len(asked.body), hit.headers)
+        size = len(asked.body)
+        item = Item(hit.content_type, hit.accept, hit.params, size, hit.headers, hit.request_id)
         queue_ms = (time.perf_counter() - asked.started) * 1000
         size, key = table.batch_sizes.get(hit.model, 1), asked.key
         outcome = link.infer(key, item, asked.body, size)
@@ -271,7 +272,7 @@ class DirectSide(asyncio.Protocol):
         except (ResponseTooLarge, HandlerError) as refused:
             return self._failure(hit, refused, infer_ms, tenant)
         timings = {"queue": queue_ms, "download": 0.0, "load": 0.0, "infer": infer_ms}
-        headers = hit_headers(answer.content_type, payload, timings, hit.oip)
+        headers = hit_headers(answer.content_type, payload, timings, hit)
         headers += self._own_headers(tenant, hit.oip) + own
         data = head_and_body(status, DATED.now(), headers, payload)
         return status, data, None, infer_ms, len(payload)
@@ -279,7 +280,7 @@ class DirectSide(asyncio.Protocol):
     def _failure(
         self, hit: Hit, error: ModelhostError, infer_ms: float, tenant: str | None
     ) -> Replied:
-        status, kind, headers, body = failure(error, hit.oip, hit.route)
+        status, kind, headers, body = failure(error, hit)
         headers += self._own_headers(tenant, hit.oip)
         data = head_and_body(status, DATED.now(), headers, body)
         return status, data, kind, infer_ms, len(body)

@@ -18,6 +18,7 @@ from modelhost.http.invocation_paths import (
     accept_of,
     handed_headers,
     is_torchserve,
+    new_request_id,
     route_of,
 )
 from modelhost.http.oip_replies import (
@@ -57,6 +58,7 @@ class Hit(NamedTuple):
     params: dict[str, str]
     oip: bool  # answered in OIP's shape (http/oip_replies.py), else SageMaker's
     headers: dict[str, str] | None = None  # a TorchServe prediction's, for its handler
+    request_id: str = ""  # a TorchServe prediction's, its handler's and its answer's
 
 
 class HeadReader(Heads):
@@ -118,7 +120,8 @@ def invocation_hit(
         return None
     accept = accept_of(route, headers, default_accept)
     handed = handed_headers(route, headers)
-    return Hit(route, model, content_type, accept, body_bytes, params={}, oip=False, headers=handed)
+    request_id = "" if handed is None else new_request_id()
+    return Hit(route, model, content_type, accept, body_bytes, {}, False, handed, request_id)
 
 
 def oip_hit(

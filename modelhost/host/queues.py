@@ -114,7 +114,12 @@ _tenant: Callable[[Job[Invocation]], str] = operator.attrgetter("request.tenant"
 
 def _item(request: Invocation) -> Item:
     return Item(
-        request.content_type, request.accept, request.params, len(request.body), request.headers
+        request.content_type,
+        request.accept,
+        request.params,
+        len(request.body),
+        request.headers,
+        request.request_id,
     )
 
 

@@ -29,11 +29,11 @@ def status_headers(status: int, retry_after_s: int = 1) -> dict[str, str] | None
 
 
 def error_response(
-    status: int, type_name: str, message: str, retry_after_s: int = 1
+    status: int, type_name: str, message: str, retry_after_s: int = 1, request_id: str = ""
 ) -> JSONResponse:
     body = {"code": status, "type": type_name, "message": message}
     response = JSONResponse(body, status, status_headers(status, retry_after_s))
-    response.raw_headers.append(request_id_header())
+    response.raw_headers.append(request_id_header(request_id))
     return response
 
 

@@ -4,7 +4,7 @@ reads them without importing the host (fronts/heads.py)."""
 from __future__ import annotations
 
 from modelhost.errors import ModelhostError
-from modelhost.http.request_ids import request_id_header
+from modelhost.http.request_ids import REQUEST_IDS, request_id_header
 from modelhost.observe.exchange import server_timing
 from modelhost.protocols.status import type_name_of
 from modelhost.protocols.torchserve_types import torchserve_type
@@ -47,6 +47,11 @@ def handed_headers(route: str, headers: dict[str, str]) -> dict[str, str] | None
     return {**headers, "explain": "True"} if route == EXPLANATIONS else None
 
 
+def new_request_id() -> str:
+    """A TorchServe prediction's id: its handler's, and its answer's x-request-id."""
+    return REQUEST_IDS.next().decode()
+
+
 def is_torchserve(route: str) -> bool:
     """Whether `route` is TorchServe's `/predictions` or `/explanations`."""
     return route in (PREDICTIONS, EXPLANATIONS)
@@ -58,7 +63,12 @@ def error_type(route: str, error: ModelhostError) -> str:
 
 
 def reply_headers(
-    content_type: str, size: int, cache: str, tier: str, timings_ms: dict[str, float]
+    content_type: str,
+    size: int,
+    cache: str,
+    tier: str,
+    timings_ms: dict[str, float],
+    request_id: str = "",
 ) -> list[tuple[bytes, bytes]]:
     """An invocation's answer headers, as the main process and the fronts write them."""
     return [
@@ -67,5 +77,5 @@ def reply_headers(
         (b"x-modelhost-cache", cache.encode()),
         (b"x-modelhost-tier", tier.encode()),
         (b"server-timing", server_timing(timings_ms).encode()),
-        request_id_header(),
+        request_id_header(request_id),
     ]

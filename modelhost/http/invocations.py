@@ -34,6 +34,7 @@ from modelhost.http.invocation_paths import (
     error_type,
     handed_headers,
     is_torchserve,
+    new_request_id,
     reply_headers,
     route_of,
 )
@@ -128,6 +129,7 @@ class Invocations:
         headers: dict[str, str] | None,
     ) -> None:
         headers = _headers(scope) if headers is None else headers
+        request_id = ""  # a TorchServe prediction's, the same for its handler and its answer
         try:
             check_headers(headers, PASSED_ON_HEADERS)
             name = model or headers.get(TARGET_MODEL_HEADER)
@@ -136,6 +138,8 @@ class Invocations:
             accept = accept_of(exchange.route, headers, self.default_accept)
             invocation = _invocation(body, headers, _params(scope, headers), accept)
             invocation.headers = handed_headers(exchange.route, headers)
+            if invocation.headers is not None:
+                request_id = invocation.request_id = new_request_id()
             name = name or invocation.params.get(MODEL_NAME_PARAM) or self.single_model
             name = name or self.host.sole_startup_model()
             exchange.model = name or None
@@ -155,14 +159,21 @@ class Invocations:
         except ModelhostError as error:
             exchange.status, exchange.error = status_of(error), type(error).__name__
             kind = error_type(exchange.route, error)
-            response = error_response(exchange.status, kind, str(error), error.retry_after_s)
+            response = error_response(
+                exchange.status, kind, str(error), error.retry_after_s, request_id
+            )
             await self._respond(response, exchange, scope, receive, send)
             return
         exchange.status, exchange.result = status, result
         exchange.bytes_out = len(result.body)
         exchange.answering = True
         answer_headers = reply_headers(
-            result.content_type, len(result.body), result.cache, result.tier, result.timings_ms
+            result.content_type,
+            len(result.body),
+            result.cache,
+            result.tier,
+            result.timings_ms,
+            request_id,
         )
         answer_headers += self.headers
         if exchange.tenant:

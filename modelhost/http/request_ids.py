@@ -1,5 +1,5 @@
 """TorchServe's `x-request-id`: a fresh id on every answer, as its frontend sets one (it never
-reads the client's)."""
+reads the client's); a prediction's handler reads the same id as its request's."""
 
 from __future__ import annotations
 
@@ -33,8 +33,9 @@ class RequestIds:
 REQUEST_IDS = RequestIds()
 
 
-def request_id_header() -> tuple[bytes, bytes]:
-    return REQUEST_ID, REQUEST_IDS.next()
+def request_id_header(request_id: str = "") -> tuple[bytes, bytes]:
+    """`request_id`, the one a TorchServe handler was handed, else a fresh one."""
+    return REQUEST_ID, request_id.encode() if request_id else REQUEST_IDS.next()
 
 
 class RequestIdHeader:

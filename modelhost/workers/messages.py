@@ -82,6 +82,7 @@ class Item(msgspec.Struct, frozen=True, array_like=True):
     params: dict[str, str]
     size: int
     headers: dict[str, str] | None = None  # a TorchServe prediction's
+    request_id: str = ""  # a TorchServe prediction's, as its answer's x-request-id
 
 
 class Infer(Message, frozen=True, omit_defaults=True):

@@ -339,14 +339,20 @@ def settled_memory() -> int:
 def split_requests(items: tuple[Item, ...], payload: bytes) -> Iterator[InferRequest]:
     if len(items) == 1:  # a request alone: its body is the whole payload, no copy
         item = items[0]
-        yield InferRequest(payload, item.content_type, item.accept, item.params, item.headers)
+        yield request_of(item, payload)
         return
     view, offset = memoryview(payload), 0
     for item in items:
         end = offset + item.size
         body = bytes(view[offset:end])
         offset = end
-        yield InferRequest(body, item.content_type, item.accept, item.params, item.headers)
+        yield request_of(item, body)
+
+
+def request_of(item: Item, body: bytes) -> InferRequest:
+    return InferRequest(
+        body, item.content_type, item.accept, item.params, item.headers, request_id=item.request_id
+    )
 
 
 def worker_devices(spec: str) -> DeviceMoves:

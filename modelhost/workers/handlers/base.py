@@ -23,6 +23,7 @@ class InferRequest:
     params: Mapping[str, str] = field(default_factory=dict)
     headers: Mapping[str, str] | None = None  # a TorchServe prediction's HTTP headers
     values: object = None  # ARRAY's: the rows, in process
+    request_id: str = ""  # a TorchServe prediction's x-request-id
 
 
 @dataclass(frozen=True)

@@ -103,7 +103,9 @@ class MmsContext:
             for request in requests
         ]
         context.system_properties = {**self.system_properties, "batch_size": len(requests)}
-        context.request_ids = {index: uuid.uuid4().hex for index in range(len(requests))}
+        context.request_ids = {
+            index: request.request_id or str(uuid.uuid4()) for index, request in enumerate(requests)
+        }
         return context
 
     @property
