@@ -192,3 +192,49 @@ def test_a_folder_store_never_tells_clients_where_it_is(tmp_path: Path) -> None:
         with pytest.raises(error) as raised:
             store.local_path(key)
         assert key in str(raised.value) and str(tmp_path) not in str(raised.value)
+
+
+# what a listing names: every kind the loader takes ----------------------------------------
+
+KINDS = {  # key put → the model it makes (None: part of a model, or no model)
+    "a.onnx": "a.onnx",
+    "b.pt": "b.pt",
+    "c.PT2": "c.PT2",
+    "d.ubj": "d.ubj",
+    "e.bst": "e.bst",
+    "f.lgb": "f.lgb",
+    "g.tar.xz": "g.tar.xz",
+    "hf/config.json": "hf",
+    "hf/model.safetensors": None,
+    "hf/vocab.txt": None,
+    "hf-2.onnx": "hf-2.onnx",
+    "mar/MAR-INF/MANIFEST.json": "mar",
+    "mar/model.pt": None,
+    "sm/code/inference.py": "sm",
+    "sm/model.joblib": None,
+    "tf/saved_model.pb": "tf",
+    "tf/variables/variables.index": None,
+    "toml/modelhost.toml": "toml",
+    "toml/w.joblib": None,
+    "xgb/xgboost-model": "xgb/xgboost-model",
+    "cfg/config.json": None,  # a config without weights is not a Hugging Face model
+    "notes/readme.txt": None,
+    "notes/x.json": None,
+}
+
+
+def test_the_listing_names_every_kind_the_loader_takes(filled: Filled) -> None:
+    """Files of each runtime, archives, and each kind of model folder; a folder is one model,
+    in name order among its siblings, and is listed across pages once."""
+    store, put = filled
+    if not store.listable:
+        pytest.skip("an HTTP store cannot be listed")
+    for key in KINDS:
+        put(key, b"m")
+    wanted = sorted(model for model in KINDS.values() if model)
+    assert run(store.list_keys()) == wanted
+    pages, after = [], ""
+    while page := run(store.list_keys(after, 3)):
+        pages.append(page)
+        after = page[-1]
+    assert [key for page in pages for key in page] == wanted

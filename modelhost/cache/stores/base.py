@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import errno
-import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -12,8 +11,6 @@ from typing import Protocol
 from modelhost.errors import InvalidModelName
 
 MAX_NAME_LENGTH = 1024
-ARTIFACT_SUFFIXES = (".joblib", ".pkl", ".pickle", ".tar.gz", ".tgz", ".tar", ".zip", ".mar")
-HANDLER_FILES = ("handler.py", "code/inference.py")
 LIST_PAGE_KEYS = 1000  # keys a listing page holds unless asked for fewer
 
 Progress = Callable[[int], None]  # bytes received since the last call
@@ -85,17 +82,6 @@ def validate_name(name: str) -> str:
             "model store, with no '.', '..' or empty parts and no leading '/'"
         )
     return name
-
-
-def is_artifact_key(key: str) -> bool:
-    """A file of a kind modelhost loads, judged by its name."""
-    return key.lower().endswith(ARTIFACT_SUFFIXES)
-
-
-def page_of(keys: Iterable[str], after: str, limit: int) -> list[str]:
-    """The first `limit` model keys after `after` of keys in name order."""
-    later = (key for key in keys if key > after and is_artifact_key(key))
-    return list(itertools.islice(later, limit))
 
 
 def key_below(root: str, url: str) -> str | None:

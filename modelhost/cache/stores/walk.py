@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import heapq
 import os
-from pathlib import Path
 
-from modelhost.cache.stores.base import HANDLER_FILES, is_artifact_key
+from modelhost.names import FOLDER_MARKERS, HF_CONFIG, HF_WEIGHTS, is_model_file, is_model_folder
 
 Entry = tuple[str, str, bool]  # order key, path, whether to walk into it
 
 
 class FolderWalk:
-    """The first `limit` models after `after`: files of known kinds and folders with their own
-    handler; hidden entries are left out."""
+    """The first `limit` models after `after`: files and folders of the kinds the loader takes;
+    hidden entries are left out."""
 
     def __init__(self, after: str, limit: int) -> None:
         self.after, self.limit = after, limit
@@ -56,13 +55,18 @@ def _entry(entry: os.DirEntry[str], prefix: str, after: str) -> Entry | None:
     if entry.is_dir(follow_symlinks=False):
         if key + "/" <= after and not after.startswith(key + "/"):
             return None  # every name below sorts before `after`
-        if has_handler(Path(entry.path)):
+        if is_model_dir(entry.path):
             return (key, entry.path, False) if key > after else None
         return key + "/", entry.path, True
-    if key > after and is_artifact_key(entry.name) and entry.is_file():
+    if key > after and is_model_file(entry.name) and entry.is_file():
         return key, entry.path, False
     return None
 
 
-def has_handler(folder: Path) -> bool:
-    return any((folder / f).is_file() for f in HANDLER_FILES)
+def is_model_dir(folder: str) -> bool:
+    """Whether the folder is one model, by the markers it holds."""
+    names = [name for name in (*FOLDER_MARKERS, HF_CONFIG) if os.path.isfile(f"{folder}/{name}")]
+    if names == [HF_CONFIG]:
+        with os.scandir(folder) as scan:
+            names += [e.name for e in scan if e.name.endswith(HF_WEIGHTS) and e.is_file()]
+    return is_model_folder(names)
