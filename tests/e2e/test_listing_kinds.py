@@ -3,8 +3,6 @@ repository index and KServe v1's `GET /v1/models` against a real server on loopb
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import httpx
 import pytest
 from helpers.serving import Servers
