@@ -114,12 +114,6 @@ def is_model_file(name: str) -> bool:
     return name.lower().endswith(MODEL_FILE_SUFFIXES) or name in XGBOOST_NAMES
 
 
-def marks_folder(relative: str) -> bool:
-    """Whether a file at this path in a folder may make it a model."""
-    weights = "/" not in relative and relative.endswith(HF_WEIGHTS)
-    return relative in FOLDER_MARKERS or relative == HF_CONFIG or weights
-
-
 def is_model_folder(files: Collection[str]) -> bool:
     """Whether a folder holding `files` (paths inside it) is one model."""
     if any(marker in files for marker in FOLDER_MARKERS):

@@ -196,14 +196,20 @@ def test_a_folder_store_never_tells_clients_where_it_is(tmp_path: Path) -> None:
 
 # what a listing names: every kind the loader takes ----------------------------------------
 
-KINDS = {  # key put → the model it makes (None: part of a model, or no model)
-    "a.onnx": "a.onnx",
-    "b.pt": "b.pt",
-    "c.PT2": "c.PT2",
-    "d.ubj": "d.ubj",
-    "e.bst": "e.bst",
-    "f.lgb": "f.lgb",
-    "g.tar.xz": "g.tar.xz",
+FILES = {  # key put → whether it is a model of its own
+    "a.onnx": True,
+    "b.pt": True,
+    "c.PT2": True,
+    "d.ubj": True,
+    "e.bst": True,
+    "f.lgb": True,
+    "g.tar.xz": True,
+    "xgb/xgboost-model": True,
+    "hf/model.safetensors": False,  # weights need their folder's config.json
+    "notes/readme.txt": False,
+    "notes/x.json": False,
+}
+FOLDERS = {  # in a folder store, a folder is one model when these files mark it
     "hf/config.json": "hf",
     "hf/model.safetensors": None,
     "hf/vocab.txt": None,
@@ -216,25 +222,31 @@ KINDS = {  # key put → the model it makes (None: part of a model, or no model)
     "tf/variables/variables.index": None,
     "toml/modelhost.toml": "toml",
     "toml/w.joblib": None,
-    "xgb/xgboost-model": "xgb/xgboost-model",
     "cfg/config.json": None,  # a config without weights is not a Hugging Face model
-    "notes/readme.txt": None,
-    "notes/x.json": None,
 }
 
 
-def test_the_listing_names_every_kind_the_loader_takes(filled: Filled) -> None:
-    """Files of each runtime, archives, and each kind of model folder; a folder is one model,
-    in name order among its siblings, and is listed across pages once."""
+def test_the_listing_names_every_kind_of_model_file(filled: Filled) -> None:
+    """Files of each runtime and each archive kind, across pages once each."""
     store, put = filled
     if not store.listable:
         pytest.skip("an HTTP store cannot be listed")
-    for key in KINDS:
+    for key in FILES:
         put(key, b"m")
-    wanted = sorted(model for model in KINDS.values() if model)
+    wanted = sorted(key for key, model in FILES.items() if model)
     assert run(store.list_keys()) == wanted
     pages, after = [], ""
     while page := run(store.list_keys(after, 3)):
         pages.append(page)
         after = page[-1]
     assert [key for page in pages for key in page] == wanted
+
+
+def test_a_folder_store_lists_each_kind_of_model_folder_as_one_model(tmp_path: Path) -> None:
+    """User code, a manifest, a SavedModel, or a Hugging Face config with weights; a folder
+    sorts at its name among its siblings."""
+    store, put = local_store(tmp_path)
+    for key in FOLDERS:
+        put(key, b"m")
+    assert run(store.list_keys()) == sorted(model for model in FOLDERS.values() if model)
+    assert run(store.list_keys("hf", 2)) == ["hf-2.onnx", "mar"]

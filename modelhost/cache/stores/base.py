@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import errno
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from modelhost.errors import InvalidModelName
+from modelhost.names import is_model_file
 
 MAX_NAME_LENGTH = 1024
 LIST_PAGE_KEYS = 1000  # keys a listing page holds unless asked for fewer
@@ -82,6 +84,15 @@ def validate_name(name: str) -> str:
             "model store, with no '.', '..' or empty parts and no leading '/'"
         )
     return name
+
+
+def page_of(keys: Iterable[str], after: str, limit: int) -> list[str]:
+    """The first `limit` model keys after `after` of keys in name order.
+
+    A remote store's model is one object, so a key prefix is never a model of its own.
+    """
+    later = (key for key in keys if key > after and is_model_file(key.rsplit("/", 1)[-1]))
+    return list(itertools.islice(later, limit))
 
 
 def key_below(root: str, url: str) -> str | None:

@@ -11,8 +11,8 @@ from modelhost.cache.stores.base import (
     KeyedByPath,
     ObjectInfo,
     Progress,
+    page_of,
 )
-from modelhost.cache.stores.keyed import page_of
 from modelhost.errors import ModelNotFound, StoreUnavailable
 
 CHUNK_BYTES = 64 * 1024

@@ -19,9 +19,9 @@ from modelhost.cache.stores.base import (
     ObjectInfo,
     Progress,
     is_disk_full,
+    page_of,
     validate_name,
 )
-from modelhost.cache.stores.keyed import page_of
 from modelhost.errors import (
     ModelhostError,
     ModelNotFound,
