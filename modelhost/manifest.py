@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from modelhost import names
 from modelhost.errors import ConfigError, ModelLoadError
 from modelhost.units import parse_size
 from modelhost.workers.handlers.ts_context import model_yaml_config
@@ -25,9 +26,9 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-MANIFEST_NAME = "modelhost.toml"
+MANIFEST_NAME = names.MANIFEST_NAME
 DEVICE = re.compile(r"cpu|cuda:[0-9]+")
-MAR_MANIFEST = Path("MAR-INF") / "MANIFEST.json"
+MAR_MANIFEST = Path(names.MAR_MANIFEST)
 
 
 @dataclass(frozen=True, kw_only=True)

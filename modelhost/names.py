@@ -1,4 +1,4 @@
-"""What a model name may be, checked wherever a name enters.
+"""What a model name may be, checked wherever a name enters, and which names are models.
 
 Names become store keys, disk folders and frame fields, so nothing may escape a folder or frame.
 """
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import unicodedata
+from collections.abc import Collection
 from pathlib import PurePosixPath
 
 from modelhost.errors import InvalidModelName
@@ -69,3 +70,52 @@ def name_from_url(url: str) -> str:
         if base.lower().endswith(suffix):
             return base[: -len(suffix)] or base
     return base.rsplit(".", 1)[0] or base
+
+
+# what the loader takes; the store listings read it too
+RUNTIME_SUFFIXES = {
+    "sklearn": (".joblib", ".pkl", ".pickle"),
+    "xgboost": (".ubj", ".json", ".bst"),
+    "lightgbm": (".txt", ".lgb", ".bst"),
+    "onnx": (".onnx",),
+    "torch": (".pt", ".pt2"),
+    "tensorflow": (".pb",),
+    "huggingface": (".safetensors",),
+}
+XGBOOST_NAMES = ("xgboost-model",)  # AWS's XGBoost container's
+TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
+ZIP_SUFFIXES = (".zip", ".mar")
+SHARED_SUFFIXES = (".json", ".txt")  # not only models': reading tells
+FOLDER_RUNTIMES = ("tensorflow", "huggingface")  # whose files need their folder
+
+HANDLER_FILE = "handler.py"
+SCRIPT = "code/inference.py"
+MAR_MANIFEST = "MAR-INF/MANIFEST.json"
+MANIFEST_NAME = "modelhost.toml"
+SAVED_MODEL = "saved_model.pb"
+HF_CONFIG = "config.json"
+FOLDER_MARKERS = (HANDLER_FILE, SCRIPT, MAR_MANIFEST, MANIFEST_NAME, SAVED_MODEL)
+HF_WEIGHTS = RUNTIME_SUFFIXES["huggingface"]  # beside config.json
+
+_LOADED_ALONE = tuple(
+    dict.fromkeys(
+        suffix
+        for runtime, suffixes in RUNTIME_SUFFIXES.items()
+        if runtime not in FOLDER_RUNTIMES
+        for suffix in suffixes
+        if suffix not in SHARED_SUFFIXES
+    )
+)
+MODEL_FILE_SUFFIXES = _LOADED_ALONE + TAR_SUFFIXES + ZIP_SUFFIXES
+
+
+def is_model_file(name: str) -> bool:
+    """A file the loader takes alone, judged by its name."""
+    return name.lower().endswith(MODEL_FILE_SUFFIXES) or name in XGBOOST_NAMES
+
+
+def is_model_folder(files: Collection[str]) -> bool:
+    """Whether a folder holding `files` (paths inside it) is one model."""
+    if any(marker in files for marker in FOLDER_MARKERS):
+        return True
+    return HF_CONFIG in files and any("/" not in f and f.endswith(HF_WEIGHTS) for f in files)

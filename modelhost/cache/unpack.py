@@ -23,9 +23,8 @@ from pathlib import Path, PurePosixPath
 from typing import IO
 
 from modelhost.errors import ModelLoadError, UnsafeArtifact
+from modelhost.names import TAR_SUFFIXES, ZIP_SUFFIXES
 
-TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
-ZIP_SUFFIXES = (".zip", ".mar")
 # zips or gzips inside, but single files
 _MODEL_FILE_SUFFIXES = (".pt", ".pt2", ".pth", ".npz", ".keras", ".joblib", ".pkl", ".pickle")
 _CHUNK_BYTES = 1 << 20

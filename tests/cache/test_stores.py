@@ -192,3 +192,61 @@ def test_a_folder_store_never_tells_clients_where_it_is(tmp_path: Path) -> None:
         with pytest.raises(error) as raised:
             store.local_path(key)
         assert key in str(raised.value) and str(tmp_path) not in str(raised.value)
+
+
+# what a listing names: every kind the loader takes ----------------------------------------
+
+FILES = {  # key put → whether it is a model of its own
+    "a.onnx": True,
+    "b.pt": True,
+    "c.PT2": True,
+    "d.ubj": True,
+    "e.bst": True,
+    "f.lgb": True,
+    "g.tar.xz": True,
+    "xgb/xgboost-model": True,
+    "hf/model.safetensors": False,  # weights need their folder's config.json
+    "notes/readme.txt": False,
+    "notes/x.json": False,
+}
+FOLDERS = {  # in a folder store, a folder is one model when these files mark it
+    "hf/config.json": "hf",
+    "hf/model.safetensors": None,
+    "hf/vocab.txt": None,
+    "hf-2.onnx": "hf-2.onnx",
+    "mar/MAR-INF/MANIFEST.json": "mar",
+    "mar/model.pt": None,
+    "sm/code/inference.py": "sm",
+    "sm/model.joblib": None,
+    "tf/saved_model.pb": "tf",
+    "tf/variables/variables.index": None,
+    "toml/modelhost.toml": "toml",
+    "toml/w.joblib": None,
+    "cfg/config.json": None,  # a config without weights is not a Hugging Face model
+}
+
+
+def test_the_listing_names_every_kind_of_model_file(filled: Filled) -> None:
+    """Files of each runtime and each archive kind, across pages once each."""
+    store, put = filled
+    if not store.listable:
+        pytest.skip("an HTTP store cannot be listed")
+    for key in FILES:
+        put(key, b"m")
+    wanted = sorted(key for key, model in FILES.items() if model)
+    assert run(store.list_keys()) == wanted
+    pages, after = [], ""
+    while page := run(store.list_keys(after, 3)):
+        pages.append(page)
+        after = page[-1]
+    assert [key for page in pages for key in page] == wanted
+
+
+def test_a_folder_store_lists_each_kind_of_model_folder_as_one_model(tmp_path: Path) -> None:
+    """User code, a manifest, a SavedModel, or a Hugging Face config with weights; a folder
+    sorts at its name among its siblings."""
+    store, put = local_store(tmp_path)
+    for key in FOLDERS:
+        put(key, b"m")
+    assert run(store.list_keys()) == sorted(model for model in FOLDERS.values() if model)
+    assert run(store.list_keys("hf", 2)) == ["hf-2.onnx", "mar"]

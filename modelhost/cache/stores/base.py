@@ -10,10 +10,9 @@ from pathlib import Path
 from typing import Protocol
 
 from modelhost.errors import InvalidModelName
+from modelhost.names import is_model_file
 
 MAX_NAME_LENGTH = 1024
-ARTIFACT_SUFFIXES = (".joblib", ".pkl", ".pickle", ".tar.gz", ".tgz", ".tar", ".zip", ".mar")
-HANDLER_FILES = ("handler.py", "code/inference.py")
 LIST_PAGE_KEYS = 1000  # keys a listing page holds unless asked for fewer
 
 Progress = Callable[[int], None]  # bytes received since the last call
@@ -87,14 +86,12 @@ def validate_name(name: str) -> str:
     return name
 
 
-def is_artifact_key(key: str) -> bool:
-    """A file of a kind modelhost loads, judged by its name."""
-    return key.lower().endswith(ARTIFACT_SUFFIXES)
-
-
 def page_of(keys: Iterable[str], after: str, limit: int) -> list[str]:
-    """The first `limit` model keys after `after` of keys in name order."""
-    later = (key for key in keys if key > after and is_artifact_key(key))
+    """The first `limit` model keys after `after` of keys in name order.
+
+    A remote store's model is one object, so a key prefix is never a model of its own.
+    """
+    later = (key for key in keys if key > after and is_model_file(key.rsplit("/", 1)[-1]))
     return list(itertools.islice(later, limit))
 
 

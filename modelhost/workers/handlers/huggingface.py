@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from modelhost.errors import ModelLoadError
+from modelhost.names import HF_CONFIG, HF_WEIGHTS
 from modelhost.workers.handlers.base import BatchHandler, InferReply, InferRequest
 from modelhost.workers.handlers.runtime import require
 from modelhost.workers.handlers.texts import (
@@ -29,7 +30,7 @@ from modelhost.workers.handlers.texts import (
 from modelhost.workers.handlers.torch import intra_op_threads, limit_threads, module_bytes
 from modelhost.workers.signatures import ANY, Signature, TensorSpec
 
-SUFFIXES = (".safetensors",)
+SUFFIXES = HF_WEIGHTS
 CLASSIFICATION, EMBEDDINGS = "classification", "embeddings"
 TASKS = {  # the manifest's handler → task (None: config.json says)
     "huggingface": None,
@@ -58,7 +59,7 @@ _SAVE = "write the folder with model.save_pretrained(folder) and tokenizer.save_
 
 def is_folder(folder: Path) -> bool:
     """Whether `folder` has a config.json naming its model type."""
-    config = _read_config(folder) if (folder / "config.json").is_file() else None
+    config = _read_config(folder) if (folder / HF_CONFIG).is_file() else None
     return config is not None and ("model_type" in config or "architectures" in config)
 
 

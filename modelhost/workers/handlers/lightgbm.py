@@ -7,10 +7,11 @@ from typing import Any
 
 import numpy as np
 
+from modelhost.names import RUNTIME_SUFFIXES
 from modelhost.workers.handlers.rows import RowsHandler, from_probabilities, values_only
 from modelhost.workers.handlers.runtime import require
 
-SUFFIXES = (".txt", ".lgb", ".bst")
+SUFFIXES = RUNTIME_SUFFIXES["lightgbm"]
 PROBABILITY_OBJECTIVES = ("binary", "multiclass", "multiclassova")
 
 

@@ -12,6 +12,7 @@ from types import ModuleType
 from typing import Any, NoReturn, cast
 
 from modelhost.errors import HandlerError, ModelLoadError
+from modelhost.names import HANDLER_FILE, MAR_MANIFEST
 from modelhost.workers.codecs import encode_value
 from modelhost.workers.handlers import ts_devices
 from modelhost.workers.handlers.base import BatchHandler, InferReply, InferRequest
@@ -32,7 +33,7 @@ from modelhost.workers.handlers.ts_metrics import HandlerMetrics
 from modelhost.workers.handlers.user_code import forget_user_module, import_user_module, user_code
 from modelhost.workers.messages import Custom
 
-MANIFEST = Path("MAR-INF") / "MANIFEST.json"
+MANIFEST = Path(MAR_MANIFEST)
 
 Entry = Callable[[list[dict[str, Any]], "MmsContext"], Any]
 NOT_STREAMED = (
@@ -262,7 +263,7 @@ def find_entry(model_dir: Path) -> tuple[Path, str | None] | str | None:
         inside = named.resolve().is_relative_to(model_dir.resolve())
         if inside and named.is_file():
             return named, function_name or None
-    default = model_dir / "handler.py"
+    default = model_dir / HANDLER_FILE
     return (default, None) if default.is_file() else None
 
 

@@ -14,11 +14,12 @@ from typing import Any
 import numpy as np
 
 from modelhost.errors import BadRequestBody, ModelLoadError
+from modelhost.names import RUNTIME_SUFFIXES
 from modelhost.workers.handlers.rows import RowsHandler
 from modelhost.workers.handlers.runtime import require
 from modelhost.workers.oip import datatype_of
 
-SUFFIXES = (".onnx",)
+SUFFIXES = RUNTIME_SUFFIXES["onnx"]
 INPUT_TYPES = {
     "tensor(float)": np.float32,
     "tensor(double)": np.float64,

@@ -10,6 +10,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from modelhost import names
 from modelhost.errors import (
     BadRequestBody,
     Forbidden,
@@ -32,7 +33,7 @@ from modelhost.workers.handlers.mms import MmsContext
 from modelhost.workers.handlers.sklearn import predict_rows
 from modelhost.workers.handlers.user_code import forget_user_module, import_user_module, user_code
 
-SCRIPT = Path("code") / "inference.py"
+SCRIPT = Path(names.SCRIPT)
 PROGRAM_VARIABLE = "SAGEMAKER_PROGRAM"  # in workers' environment (workers/environment.py)
 TEXT_TYPES = (JSON, "text/csv")  # handed to the script as str
 ANY_ACCEPT = ("", "*/*")  # the toolkit's default: JSON

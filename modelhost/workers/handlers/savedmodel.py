@@ -13,12 +13,13 @@ from typing import Any
 import numpy as np
 
 from modelhost.errors import BadRequestBody, ModelLoadError
+from modelhost.names import RUNTIME_SUFFIXES, SAVED_MODEL
 from modelhost.workers.handlers.rows import RowsHandler
 from modelhost.workers.handlers.runtime import require
 from modelhost.workers.oip import datatype_of
 
-SUFFIXES = (".pb",)
-FILE_NAME = "saved_model.pb"
+SUFFIXES = RUNTIME_SUFFIXES["tensorflow"]
+FILE_NAME = SAVED_MODEL
 SIGNATURE = "serving_default"
 
 

@@ -8,11 +8,12 @@ from typing import Any, Protocol
 import numpy as np
 
 from modelhost.errors import BadRequestBody
+from modelhost.names import RUNTIME_SUFFIXES
 from modelhost.workers.handlers.forests import forest_of
 from modelhost.workers.handlers.linear import linear_of
 from modelhost.workers.handlers.rows import METHODS, RowsHandler
 
-SUFFIXES = (".joblib", ".pkl", ".pickle")
+SUFFIXES = RUNTIME_SUFFIXES["sklearn"]
 
 
 class SklearnHandler(RowsHandler):

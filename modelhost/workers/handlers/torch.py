@@ -12,11 +12,12 @@ from typing import Any
 import numpy as np
 
 from modelhost.errors import BadRequestBody, ModelLoadError
+from modelhost.names import RUNTIME_SUFFIXES
 from modelhost.resources import usable_cores
 from modelhost.workers.handlers.rows import RowsHandler, values_only
 from modelhost.workers.handlers.runtime import require
 
-SUFFIXES = (".pt", ".pt2")
+SUFFIXES = RUNTIME_SUFFIXES["torch"]
 
 
 class TorchHandler(RowsHandler):

@@ -10,11 +10,12 @@ from typing import Any
 import numpy as np
 
 from modelhost.errors import ModelLoadError
+from modelhost.names import RUNTIME_SUFFIXES, XGBOOST_NAMES
 from modelhost.workers.handlers.rows import RowsHandler, from_probabilities, values_only
 from modelhost.workers.handlers.runtime import require
 
-SUFFIXES = (".ubj", ".json", ".bst")
-NAMES = ("xgboost-model",)  # AWS's XGBoost container's: a saved booster or a pickle of one
+SUFFIXES = RUNTIME_SUFFIXES["xgboost"]
+NAMES = XGBOOST_NAMES
 PICKLE_START = b"\x80"  # protocol 2 and later
 PROBABILITY_OBJECTIVES = ("binary:logistic", "multi:softprob")
 _SNIFF_BYTES = 256
