@@ -50,7 +50,7 @@ def hit_headers(
     if hit.oip:
         return list(oip_reply(payload, content_type, "hit", "host", timings_ms).raw_headers)
     size = len(payload)
-    return reply_headers(content_type, size, "hit", "host", timings_ms, hit.request_id)
+    return reply_headers(content_type, size, "hit", "host", timings_ms, request_id=hit.request_id)
 
 
 def failure(error: ModelhostError, hit: Hit) -> tuple[int, str | None, Headers, bytes]:

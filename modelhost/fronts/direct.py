@@ -201,8 +201,14 @@ class DirectSide(asyncio.Protocol):
         """The hit into its model's next batch, answered once its outcome is in."""
         hit, router = asked.hit, self.router
         table = router.table
-        size = len(asked.body)
-        item = Item(hit.content_type, hit.accept, hit.params, size, hit.headers, hit.request_id)
+        item = Item(
+            hit.content_type,
+            hit.accept,
+            hit.params,
+            len(asked.body),
+            headers=hit.headers,
+            request_id=hit.request_id,
+        )
         queue_ms = (time.perf_counter() - asked.started) * 1000
         size, key = table.batch_sizes.get(hit.model, 1), asked.key
         outcome = link.infer(key, item, asked.body, size)

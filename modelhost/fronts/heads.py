@@ -58,7 +58,7 @@ class Hit(NamedTuple):
     params: dict[str, str]
     oip: bool  # answered in OIP's shape (http/oip_replies.py), else SageMaker's
     headers: dict[str, str] | None = None  # a TorchServe prediction's, for its handler
-    request_id: str = ""  # a TorchServe prediction's, its handler's and its answer's
+    request_id: str = ""  # a TorchServe prediction's
 
 
 class HeadReader(Heads):
@@ -121,7 +121,17 @@ def invocation_hit(
     accept = accept_of(route, headers, default_accept)
     handed = handed_headers(route, headers)
     request_id = "" if handed is None else new_request_id()
-    return Hit(route, model, content_type, accept, body_bytes, {}, False, handed, request_id)
+    return Hit(
+        route,
+        model,
+        content_type,
+        accept,
+        body_bytes,
+        params={},
+        oip=False,
+        headers=handed,
+        request_id=request_id,
+    )
 
 
 def oip_hit(

@@ -23,7 +23,7 @@ class Invocation:
     params: dict[str, str] = field(default_factory=dict)
     tenant: str = ""  # "": tenants are off
     headers: dict[str, str] | None = None  # a TorchServe prediction's, for its handler
-    request_id: str = ""  # a TorchServe prediction's, its handler's and its answer's
+    request_id: str = ""  # a TorchServe prediction's x-request-id
 
 
 @dataclass(slots=True)

@@ -118,8 +118,8 @@ def _item(request: Invocation) -> Item:
         request.accept,
         request.params,
         len(request.body),
-        request.headers,
-        request.request_id,
+        headers=request.headers,
+        request_id=request.request_id,
     )
 
 

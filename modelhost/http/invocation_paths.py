@@ -68,6 +68,7 @@ def reply_headers(
     cache: str,
     tier: str,
     timings_ms: dict[str, float],
+    *,
     request_id: str = "",
 ) -> list[tuple[bytes, bytes]]:
     """An invocation's answer headers, as the main process and the fronts write them."""

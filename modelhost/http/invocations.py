@@ -129,7 +129,7 @@ class Invocations:
         headers: dict[str, str] | None,
     ) -> None:
         headers = _headers(scope) if headers is None else headers
-        request_id = ""  # a TorchServe prediction's, the same for its handler and its answer
+        request_id = ""  # a TorchServe prediction's
         try:
             check_headers(headers, PASSED_ON_HEADERS)
             name = model or headers.get(TARGET_MODEL_HEADER)
@@ -173,7 +173,7 @@ class Invocations:
             result.cache,
             result.tier,
             result.timings_ms,
-            request_id,
+            request_id=request_id,
         )
         answer_headers += self.headers
         if exchange.tenant:
