@@ -1,16 +1,10 @@
 """Tenants' memory shares with real workers: one tenant floods loads of its many cold models
 while the other's guaranteed models stay loaded, and the flooding tenant makes room from its own
-models only.
-
-Needs `--tenants-file` (the tenants file's parser); until the server takes it, the module is
-skipped with that reason.
-"""
+models only."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -41,17 +35,6 @@ FLOOD_S = 10.0
 RETRYABLE = {429, 503, 504, 507}
 
 
-def serve_takes(flag: str) -> bool:
-    shown = subprocess.run(
-        [sys.executable, "-m", "modelhost", "serve", "--help"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    return flag in shown.stdout
-
-
 @pytest.fixture(scope="module")
 def quota_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """t1's two forests, and t2's eight names over three forests."""
@@ -71,8 +54,6 @@ def quota_server(
     quota_store: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[testing.RunningServer]:
     """Room for seven forests; tenants by the names' first two segments, t1 guaranteed 40 MiB."""
-    if not serve_takes("--tenants-file"):
-        pytest.skip("modelhost serve has no --tenants-file yet: nothing can give quotas")
     work = tmp_path_factory.mktemp("quota-server")
     tenants_file = work / "tenants.toml"
     tenants_file.write_text(TENANTS_FILE)
