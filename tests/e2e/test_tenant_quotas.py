@@ -37,15 +37,12 @@ RETRYABLE = {429, 503, 504, 507}
 
 @pytest.fixture(scope="module")
 def quota_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """t1's two forests, and t2's eight names over three forests."""
+    """t1's two names and t2's eight over one trained forest: the cache keys models by name, so
+    each is a model of its own, loaded and evicted on its own, of the same footprint."""
     root = tmp_path_factory.mktemp("quotas")
-    for seed, name in enumerate(GUARDED):
-        testing.random_forest(root / name, 8 * MiB, seed=seed)
-    for index, name in enumerate(FLOODED):
-        if index < 3:
-            testing.random_forest(root / name, 8 * MiB, seed=10 + index)
-        else:
-            testing.copy_artifact(root / FLOODED[index % 3], root / name)
+    forest = testing.random_forest(root / ".src/forest.joblib", 8 * MiB, seed=0)
+    for name in (*GUARDED, *FLOODED):
+        testing.copy_artifact(forest, root / name)
     return root
 
 
