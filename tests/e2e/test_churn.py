@@ -57,12 +57,13 @@ def churn_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def expected_answers(store: Path, rows: list[list[float]]) -> dict[str, list[int]]:
+@pytest.fixture(scope="module")
+def truth(churn_store: Path) -> dict[str, list[int]]:
     """Each model's probabilities in-process (distinct per seed, so a mix-up shows): the truth
-    the server's answers are checked against."""
-    features = np.asarray(rows)
+    the server's answers are checked against, the same for every run."""
+    features = np.asarray(testing.digits_rows(3))
     return {
-        f"tenant-{i:02d}/m.joblib": joblib.load(store / f"tenant-{i:02d}/m.joblib")
+        f"tenant-{i:02d}/m.joblib": joblib.load(churn_store / f"tenant-{i:02d}/m.joblib")
         .predict_proba(features)
         .tolist()
         for i in range(MODELS)
@@ -155,16 +156,17 @@ class ChurnRun:
 
 
 @pytest.fixture(scope="module")
-def churn_run(churn_server: testing.RunningServer, churn_store: Path) -> ChurnRun:
-    return run_churn(churn_server, churn_store)
+def churn_run(churn_server: testing.RunningServer, truth: dict[str, list[int]]) -> ChurnRun:
+    return run_churn(churn_server, truth)
 
 
 def run_churn(
-    server: testing.RunningServer, store: Path, beside: threading.Thread | None = None
+    server: testing.RunningServer,
+    truth: dict[str, list[int]],
+    beside: threading.Thread | None = None,
 ) -> ChurnRun:
     """Sixteen clients for DURATION_S, the server's PSS sampled every 10 ms meanwhile, and
     `beside` (e.g. a worker killer) started with them."""
-    truth = expected_answers(store, testing.digits_rows(3))
     budget = httpx.get(f"{server.url}/stats").json()["memory"]["budgetBytes"]
     deadline = time.monotonic() + DURATION_S
     clients = [Client(server.url, seed, deadline, truth) for seed in range(CLIENTS)]
@@ -257,7 +259,7 @@ class Operator(threading.Thread):
 
 def test_operator_changes_under_churn_lose_nothing(
     churn_server: testing.RunningServer,
-    churn_store: Path,
+    truth: dict[str, list[int]],
     churn_run: ChurnRun,
     management_port: int,
 ) -> None:
@@ -270,7 +272,7 @@ def test_operator_changes_under_churn_lose_nothing(
     interleavings machine replays that; this run passed on the code before the fix too.)"""
     management = f"http://127.0.0.1:{management_port}"
     operator = Operator(churn_server, management, 0.2, time.monotonic() + DURATION_S)
-    run = run_churn(churn_server, churn_store, beside=operator)
+    run = run_churn(churn_server, truth, beside=operator)
     assert not operator.timeouts, operator.timeouts
     refused = [a for a in operator.answers if a[1] not in (200, 404) or "{" not in a[2]]
     assert not refused, refused  # 404: a DELETE of a model not loaded, a PUT of one not known
@@ -323,14 +325,14 @@ def metrics_of(server: testing.RunningServer) -> str:
 
 
 def test_workers_killed_under_churn_cost_retries_never_wrong_answers(
-    churn_server: testing.RunningServer, churn_store: Path, churn_run: ChurnRun
+    churn_server: testing.RunningServer, truth: dict[str, list[int]], churn_run: ChurnRun
 ) -> None:
     """After the plain run (churn_run), the same load while a worker dies every 3 s: the
     requests it held are tried once more on another worker (the forests' handler is pure), so
     they cost latency, not errors; every answer stays right, workers come back, and nothing in
     the server raises."""
     killer = WorkerKiller(churn_server, 3.0, time.monotonic() + DURATION_S)
-    run = run_churn(churn_server, churn_store, beside=killer)
+    run = run_churn(churn_server, truth, beside=killer)
     assert len(killer.killed) >= 4
     assert not run.wrong, f"{len(run.wrong)} wrong answers, e.g. {run.wrong[:5]}; {run.statuses}"
     assert not run.statuses[503], run.statuses  # each was retried
@@ -364,13 +366,13 @@ def counted_within(server: testing.RunningServer, sent: int, wait_s: float) -> f
 
 
 def test_churn_through_fronts_is_right_and_counted(
-    fronted_server: testing.RunningServer, churn_store: Path
+    fronted_server: testing.RunningServer, truth: dict[str, list[int]]
 ) -> None:
     """The churn with the fronts answering hits and the main process folding their reports into
     its recency, frequency and sizing while it loads and evicts: every answer right, within the
     budget, every request counted once, and under its tenant, nothing raised, and a front still
     answers a hit alone."""
-    run = run_churn(fronted_server, churn_store)
+    run = run_churn(fronted_server, truth)
     assert not run.wrong, f"{len(run.wrong)} wrong answers, e.g. {run.wrong[:5]}; {run.statuses}"
     assert run.statuses[200] > 0.9 * sum(run.statuses.values()), run.statuses
     assert run.caches["hit"] and run.caches["disk"] + run.caches["remote"], run.caches
@@ -389,12 +391,12 @@ def test_churn_through_fronts_is_right_and_counted(
 
 
 def test_workers_killed_under_churn_through_fronts_never_answer_wrong(
-    fronted_server: testing.RunningServer, churn_store: Path
+    fronted_server: testing.RunningServer, truth: dict[str, list[int]]
 ) -> None:
     """A worker killed every 3 s while the fronts answer hits from it: the requests it held are
     tried again, never answered wrong or 503, and the workers come back."""
     killer = WorkerKiller(fronted_server, 3.0, time.monotonic() + DURATION_S)
-    run = run_churn(fronted_server, churn_store, beside=killer)
+    run = run_churn(fronted_server, truth, beside=killer)
     assert len(killer.killed) >= 4
     assert not run.wrong, f"{len(run.wrong)} wrong answers, e.g. {run.wrong[:5]}; {run.statuses}"
     assert not run.statuses[503], run.statuses

@@ -18,6 +18,7 @@ pytestmark = pytest.mark.e2e
 
 MiB = 2**20
 FORESTS = 16
+TRAINED = 4
 # a PSS shares library pages with the servers of the tests beside it: two servers' baselines
 # differed by 9 MiB under CI's load
 BASELINE_DRIFT_BYTES = 16 * MiB
@@ -26,9 +27,13 @@ DIGITS = json.dumps(testing.digits_rows(1)[0])
 
 @pytest.fixture(scope="module")
 def forest_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Sixteen forests' names over four trained ones: the tests need loads and evictions, not
+    distinct answers."""
     root = tmp_path_factory.mktemp("forests")
-    for index in range(FORESTS):
+    for index in range(TRAINED):
         testing.random_forest(root / f"f{index}.joblib", target_bytes=3 * MiB, seed=index)
+    for index in range(TRAINED, FORESTS):
+        testing.copy_artifact(root / f"f{index % TRAINED}.joblib", root / f"f{index}.joblib")
     return root
 
 

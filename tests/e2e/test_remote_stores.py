@@ -275,29 +275,45 @@ def test_wrong_credentials_are_502_with_the_stores_words(artifacts: Path, tmp_pa
     assert "the store refused" in message and "check the AWS credentials" in message
 
 
+@pytest.fixture(scope="module")
+def http_proxy(http_store: StaticHttpServer) -> Iterator[TcpProxy]:
+    with TcpProxy(http_store.port) as running:
+        yield running
+
+
+@pytest.fixture
+def healthy_http_proxy(http_proxy: TcpProxy) -> Iterator[TcpProxy]:
+    http_proxy.heal()
+    yield http_proxy
+    http_proxy.heal()
+
+
+@pytest.fixture(scope="module")
+def http_server(http_proxy: TcpProxy, serve: Servers) -> testing.RunningServer:
+    """One server on the HTTP store, through a proxy that a test may stall or turn down."""
+    return serve(http_proxy.url + "/", workers=1, store_timeout_s=1)
+
+
 def test_a_silent_or_refusing_http_store_says_what_to_check(
-    http_store: StaticHttpServer, tmp_path: Path
+    http_server: testing.RunningServer, healthy_http_proxy: TcpProxy
 ) -> None:
     """504 naming the setting that timed out, and 502 saying to check the store."""
-    with TcpProxy(http_store.port) as proxy:
-        args = testing.serve_args(proxy.url, tmp_path / "cache", workers=1, store_timeout_s=1)
-        with testing.RunningServer(args, tmp_path) as server:
-            proxy.stall()
-            silent = invoke(server.url, "iris.joblib")
-            proxy.refuse()
-            refused = invoke(server.url, "iris.joblib")
+    healthy_http_proxy.stall()
+    silent = invoke(http_server.url, "forest.joblib")
+    healthy_http_proxy.refuse()
+    refused = invoke(http_server.url, "forest.joblib")
     assert silent.status_code == 504 and "raise --store-timeout-s" in silent.json()["message"]
     assert refused.status_code == 502 and "check that the store is up" in refused.json()["message"]
 
 
-def test_http_store_downloads_then_hits(http_store: StaticHttpServer, tmp_path: Path) -> None:
+def test_http_store_downloads_then_hits(
+    http_server: testing.RunningServer, healthy_http_proxy: TcpProxy
+) -> None:
     """HTTP store downloads then hits and a missing file is 404."""
-    args = testing.serve_args(http_store.url + "/", tmp_path / "cache", workers=1)
-    with testing.RunningServer(args, tmp_path) as server:
-        first = invoke(server.url, "iris.joblib")
-        second = invoke(server.url, "iris.joblib")
-        archive = invoke(server.url, "model.tar.gz")
-        missing = invoke(server.url, "nothing-here.joblib")
+    first = invoke(http_server.url, "iris.joblib")
+    second = invoke(http_server.url, "iris.joblib")
+    archive = invoke(http_server.url, "model.tar.gz")
+    missing = invoke(http_server.url, "nothing-here.joblib")
     assert first.status_code == 200 and first.headers["x-modelhost-cache"] == "remote"
     assert second.headers["x-modelhost-cache"] == "hit"
     assert archive.status_code == 200 and archive.headers["x-modelhost-cache"] == "remote"

@@ -82,8 +82,9 @@ def test_live_curve_matches_simulate(store: Path, serve: Servers, tmp_path: Path
     assert sizing["sample"] == {"names": MODELS, "rate": 1.0}
 
 
+@pytest.fixture(scope="module")
 def fixed_part(store: Path, serve: Servers) -> int:
-    """The idle server's part of the budget: its baseline and headroom floor."""
+    """The idle server's part of the budget: its baseline and headroom floor, probed once."""
     probe = serve(store, workers=1, memory_budget="4GiB")
     fixed = httpx.get(f"{probe.url}/sizing").json()["fixedBytes"]
     probe.stop()
@@ -112,22 +113,23 @@ def thrash_alarms(server: testing.RunningServer) -> list[dict[str, object]]:
     return [event for event in server.events("thrash")]
 
 
-def test_thrash_alarm_fires_on_twice_the_room(store: Path, serve: Servers) -> None:
+def test_thrash_alarm_fires_on_twice_the_room(store: Path, serve: Servers, fixed_part: int) -> None:
     """The thrash alarm fires when the working set is twice the room."""
     server = serve(
         # a window of 10 s holds the alarm's 10 early returns on a loaded machine too (CI missed
         # them once in 5 s)
         store,
         workers=1,
-        memory_budget=fixed_part(store, serve) + 90 * MiB,
+        memory_budget=fixed_part + 90 * MiB,
         thrash_window_s=THRASH_WINDOW_S,
     )
     room = httpx.get(f"{server.url}/sizing").json()["roomBytes"]
     assert 40 * MiB < room <= sum(size_of(i) for i in range(MODELS)) / 2  # a first load: 2.5x
     uniform_run(server.url, MODELS, 300, until=lambda: alarm_raised(server))
-    if not alarm_raised(server):
-        time.sleep(THRASH_WINDOW_S)  # a quiet machine may serve all in the window under way
-        alarm_raised(server)
+    deadline = time.monotonic() + THRASH_WINDOW_S
+    # a quiet machine may serve all in the window under way: wait for it to close
+    while not alarm_raised(server) and time.monotonic() < deadline:
+        time.sleep(0.2)
     alarms = thrash_alarms(server)
     assert alarms and alarms[0]["reason"] == "started"
     detail = alarms[0]["detail"]
@@ -137,11 +139,9 @@ def test_thrash_alarm_fires_on_twice_the_room(store: Path, serve: Servers) -> No
     assert "modelhost_thrashing" in metrics
 
 
-def test_thrash_alarm_silent_when_set_fits(store: Path, serve: Servers) -> None:
+def test_thrash_alarm_silent_when_set_fits(store: Path, serve: Servers, fixed_part: int) -> None:
     """The thrash alarm stays silent when the working set fits."""
-    server = serve(
-        store, workers=1, memory_budget=fixed_part(store, serve) + 150 * MiB, thrash_window_s=5
-    )
+    server = serve(store, workers=1, memory_budget=fixed_part + 150 * MiB, thrash_window_s=5)
     uniform_run(server.url, 4, 300)
     assert thrash_alarms(server) == []
     assert httpx.get(f"{server.url}/sizing").json()["thrash"]["thrashing"] is False

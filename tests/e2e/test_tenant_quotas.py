@@ -1,16 +1,10 @@
 """Tenants' memory shares with real workers: one tenant floods loads of its many cold models
 while the other's guaranteed models stay loaded, and the flooding tenant makes room from its own
-models only.
-
-Needs `--tenants-file` (the tenants file's parser); until the server takes it, the module is
-skipped with that reason.
-"""
+models only."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -41,28 +35,14 @@ FLOOD_S = 10.0
 RETRYABLE = {429, 503, 504, 507}
 
 
-def serve_takes(flag: str) -> bool:
-    shown = subprocess.run(
-        [sys.executable, "-m", "modelhost", "serve", "--help"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    return flag in shown.stdout
-
-
 @pytest.fixture(scope="module")
 def quota_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """t1's two forests, and t2's eight names over three forests."""
+    """t1's two names and t2's eight over one trained forest: the cache keys models by name, so
+    each is a model of its own, loaded and evicted on its own, of the same footprint."""
     root = tmp_path_factory.mktemp("quotas")
-    for seed, name in enumerate(GUARDED):
-        testing.random_forest(root / name, 8 * MiB, seed=seed)
-    for index, name in enumerate(FLOODED):
-        if index < 3:
-            testing.random_forest(root / name, 8 * MiB, seed=10 + index)
-        else:
-            testing.copy_artifact(root / FLOODED[index % 3], root / name)
+    forest = testing.random_forest(root / ".src/forest.joblib", 8 * MiB, seed=0)
+    for name in (*GUARDED, *FLOODED):
+        testing.copy_artifact(forest, root / name)
     return root
 
 
@@ -71,8 +51,6 @@ def quota_server(
     quota_store: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[testing.RunningServer]:
     """Room for seven forests; tenants by the names' first two segments, t1 guaranteed 40 MiB."""
-    if not serve_takes("--tenants-file"):
-        pytest.skip("modelhost serve has no --tenants-file yet: nothing can give quotas")
     work = tmp_path_factory.mktemp("quota-server")
     tenants_file = work / "tenants.toml"
     tenants_file.write_text(TENANTS_FILE)

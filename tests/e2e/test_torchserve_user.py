@@ -42,11 +42,18 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 class Started:
-    """A server started with TorchServe's config.properties naming `load_models`."""
+    """A server started with TorchServe's config.properties naming `load_models`; with
+    `grpc_apart`, its gRPC pairs on addresses apart from the HTTP ones, as TorchServe binds them."""
 
-    def __init__(self, serve: Servers, work: Path, store: Path, load_models: str) -> None:
+    def __init__(
+        self, serve: Servers, work: Path, store: Path, load_models: str, grpc_apart: bool = False
+    ) -> None:
         self.management, self.metrics = testing.free_port(), testing.free_port()
-        self.grpc_management = testing.free_port()
+        self.grpc_management, self.grpc_inference = testing.free_port(), testing.free_port()
+        apart = (
+            f"grpc_inference_address=127.0.0.2\ngrpc_inference_port={self.grpc_inference}\n"
+            "grpc_management_address=127.0.0.3\n"
+        )
         properties = work / "config.properties"
         properties.write_text(
             f"management_address=http://127.0.0.1:{self.management}\n"
@@ -57,7 +64,7 @@ class Started:
             f"model_store={store}\n"
             f"load_models={load_models}\n"
             "job_queue_size=10\n"
-            "disable_token_authorization=true\n"
+            "disable_token_authorization=true\n" + (apart if grpc_apart else "")
         )
         args = ["--cache-dir", str(work / "cache"), "--workers", "2", "--memory-budget", "2GiB"]
         environ = {**os.environ, "TS_CONFIG_FILE": str(properties)}
@@ -83,7 +90,7 @@ def named(serve: Servers, store: Path, tmp_path_factory: pytest.TempPathFactory)
 
 @pytest.fixture(scope="module")
 def every(serve: Servers, store: Path, tmp_path_factory: pytest.TempPathFactory) -> Started:
-    return Started(serve, tmp_path_factory.mktemp("ts-start-all"), store, "all")
+    return Started(serve, tmp_path_factory.mktemp("ts-start-all"), store, "all", grpc_apart=True)
 
 
 def test_predictions_densenet161_after_models_densenet161_mar(named: Started) -> None:
@@ -230,28 +237,15 @@ def test_scale_noop_with_min_worker_0(named: Started) -> None:
     assert [w["status"] for w in described["workers"]] == ["READY"], described
 
 
-def test_grpc_ping_and_list_models_on_the_grpc_addresses(
-    serve: Servers, store: Path, tmp_path: Path
-) -> None:
+def test_grpc_ping_and_list_models_on_the_grpc_addresses(every: Started) -> None:
     """TorchServe's gRPC client (docs/grpc_api.md) calls `Ping` on grpc_inference_address and
     grpc_inference_port, and `ListModels` on the management pair: addresses apart from the
     HTTP ones, as TorchServe binds them."""
-    inference, management = testing.free_port(), testing.free_port()
-    properties = tmp_path / "config.properties"
-    properties.write_text(
-        f"model_store={store}\n"
-        f"grpc_inference_address=127.0.0.2\ngrpc_inference_port={inference}\n"
-        f"grpc_management_address=127.0.0.3\ngrpc_management_port={management}\n"
-        "disable_token_authorization=true\n"
-    )
-    args = ["--cache-dir", str(tmp_path / "cache"), "--workers", "1", "--memory-budget", "1GiB"]
-    environ = {**os.environ, "TS_CONFIG_FILE": str(properties)}
-    serve.enter_context(testing.RunningServer(args, tmp_path, env=environ))
-    with grpc.insecure_channel(f"127.0.0.2:{inference}") as channel:
+    with grpc.insecure_channel(f"127.0.0.2:{every.grpc_inference}") as channel:
         empty = message("google.protobuf.Empty")()
         ping = Stub(channel, TS_INFERENCE_SERVICE).Ping(empty, timeout=30)
     assert json.loads(ping.health) == {"status": "Healthy"}
-    with grpc.insecure_channel(f"127.0.0.3:{management}") as channel:
+    with grpc.insecure_channel(f"127.0.0.3:{every.grpc_management}") as channel:
         listing = message("org.pytorch.serve.grpc.management.ListModelsRequest")()
         listed = Stub(channel, TS_MANAGEMENT_SERVICE).ListModels(listing, timeout=30)
     assert "models" in json.loads(listed.msg), listed.msg
