@@ -4,6 +4,7 @@ instance under load fails no request and moves only that instance's models."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -38,15 +39,35 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return iris_store(tmp_path_factory.mktemp("fleet-store"), MODELS)
 
 
-@pytest.fixture
-def fleet(
-    store: Path, tmp_path: Path
+@contextlib.contextmanager
+def started_fleet(
+    store: Path, work: Path
 ) -> Iterator[tuple[list[testing.RunningServer], RunningNginx]]:
+    """Three instances behind nginx, stopped on leaving."""
     require_nginx()
-    servers = [instance(store, tmp_path, i, drain_timeout_s=10) for i in range(3)]
-    router = RunningNginx(tmp_path / "nginx", [name(s) for s in servers])
+    servers = [instance(store, work, i, drain_timeout_s=10) for i in range(3)]
+    router = RunningNginx(work / "nginx", [name(s) for s in servers])
     with running(servers), router:
         yield servers, router
+
+
+@pytest.fixture(scope="module")
+def fleet(
+    store: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[list[testing.RunningServer], RunningNginx]]:
+    """A fleet for the tests that only route: where nginx sends a model is the ring's choice,
+    whatever the instances have loaded, so they can share one."""
+    with started_fleet(store, tmp_path_factory.mktemp("fleet")) as shared:
+        yield shared
+
+
+@pytest.fixture
+def own_fleet(
+    store: Path, tmp_path: Path
+) -> Iterator[tuple[list[testing.RunningServer], RunningNginx]]:
+    """A fleet of the test's own, for one that kills or restarts its instances."""
+    with started_fleet(store, tmp_path) as fresh:
+        yield fresh
 
 
 def name(server: testing.RunningServer) -> str:
@@ -81,10 +102,10 @@ def test_each_model_goes_to_its_ring_instance(fleet: tuple) -> None:
 
 
 def test_killing_an_instance_fails_nothing(
-    fleet: tuple,
+    own_fleet: tuple,
 ) -> None:
     """Killing an instance under load fails nothing and moves only its models."""
-    servers, router = fleet
+    servers, router = own_fleet
     ring = Ring([name(s) for s in servers])
     before = {m: ring.server_for(m) for m in MODELS}
     counts = sorted(servers, key=lambda s: sum(v == name(s) for v in before.values()))
@@ -117,8 +138,8 @@ def _kill(server: testing.RunningServer) -> float:
 
 
 @pytest.mark.timeout(300)
-def test_a_rolling_restart_under_load_fails_nothing(fleet: tuple) -> None:
-    servers, router = fleet
+def test_a_rolling_restart_under_load_fails_nothing(own_fleet: tuple) -> None:
+    servers, router = own_fleet
     load = Load(router.url, MODELS, users=4, max_requests=40000).start()
     try:
         load.wait_for(len(MODELS) * 2)

@@ -32,7 +32,13 @@ from modelhost.rpc.stubs import Stub
 pytestmark = pytest.mark.e2e
 
 INFERENCE = "org.pytorch.serve.grpc.inference."
+# One fleet serves the module: each test asks for models of its own, so what one test loads
+# on an instance is never what another counts there.
 MODELS = [f"tenants/t{i:03d}.joblib" for i in range(12)]
+HEADERS_MODELS = [f"headers/t{i:03d}.joblib" for i in range(12)]
+AIO_MODELS = [f"aio/t{i:03d}.joblib" for i in range(12)]
+UNNAMED = "unnamed/t000.joblib"
+EVERYWHERE = "everywhere/t000.joblib"
 ROWS = json.dumps(testing.iris_rows(2)).encode()
 
 
@@ -60,18 +66,22 @@ class GrpcNginx(RunningNginx):
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return iris_store(tmp_path_factory.mktemp("grpc-fleet-store"), MODELS)
+    models = [*MODELS, *HEADERS_MODELS, *AIO_MODELS, UNNAMED, EVERYWHERE]
+    return iris_store(tmp_path_factory.mktemp("grpc-fleet-store"), models)
 
 
-@pytest.fixture
-def fleet(store: Path, tmp_path: Path) -> Iterator[tuple[list[str], GrpcNginx]]:
+@pytest.fixture(scope="module")
+def fleet(
+    store: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[list[str], GrpcNginx]]:
     require_nginx()
+    work = tmp_path_factory.mktemp("grpc-fleet")
     ports = [testing.free_port() for _ in range(3)]
-    servers = [instance(store, tmp_path, i, grpc_port=port) for i, port in enumerate(ports)]
+    servers = [instance(store, work, i, grpc_port=port) for i, port in enumerate(ports)]
     with running(servers):
         grpc_lines = [f"127.0.0.1:{port}" for port in ports]
         http_lines = [f"127.0.0.1:{s.port}" for s in servers]
-        with GrpcNginx(tmp_path / "nginx", http_lines, grpc_lines) as router:
+        with GrpcNginx(work / "nginx", http_lines, grpc_lines) as router:
             yield grpc_lines, router
 
 
@@ -104,12 +114,12 @@ def test_a_call_naming_no_model_is_still_served(fleet: tuple[list[str], GrpcNgin
     _, router = fleet
     with grpc.insecure_channel(f"127.0.0.1:{router.grpc_port}") as channel:
         inference: Any = Stub(channel, INFERENCE + "InferenceAPIsService")
-        assert predict(inference, MODELS[0], ()).startswith("fleet-")
+        assert predict(inference, UNNAMED, ()).startswith("fleet-")
 
 
-def ring_instances(lines: list[str]) -> dict[str, set[str]]:
+def ring_instances(lines: list[str], models: list[str] = MODELS) -> dict[str, set[str]]:
     """Each model's instance, as the ring of modelhost-grpc.conf names it."""
-    return {m: {f"fleet-{lines.index(brute_force_server(lines, m))}"} for m in MODELS}
+    return {m: {f"fleet-{lines.index(brute_force_server(lines, m))}"} for m in models}
 
 
 def holders(lines: list[str], model: str) -> set[str]:
@@ -133,11 +143,12 @@ def test_tritonclient_names_the_model_in_headers(fleet: tuple[list[str], GrpcNgi
     `headers={"x-model-name": model}` gives nginx the name, and each model one instance."""
     lines, router = fleet
     with triton.InferenceServerClient(f"127.0.0.1:{router.grpc_port}") as client:
-        for model in MODELS:
+        for model in HEADERS_MODELS:
             for _ in range(3):
                 result = client.infer(model, iris_inputs(), headers={"x-model-name": model})
                 assert result.as_numpy("predict").tolist() == [0]
-    assert {model: holders(lines, model) for model in MODELS} == ring_instances(lines)
+    held = {model: holders(lines, model) for model in HEADERS_MODELS}
+    assert held == ring_instances(lines, HEADERS_MODELS)
 
 
 def test_tritonclient_aio_names_the_model_in_headers(fleet: tuple[list[str], GrpcNginx]) -> None:
@@ -146,13 +157,14 @@ def test_tritonclient_aio_names_the_model_in_headers(fleet: tuple[list[str], Grp
     async def infer_each() -> None:
         client = triton_aio.InferenceServerClient(f"127.0.0.1:{router.grpc_port}")
         try:
-            for model in MODELS:
+            for model in AIO_MODELS:
                 await client.infer(model, iris_inputs(), headers={"x-model-name": model})
         finally:
             await client.close()
 
     asyncio.run(infer_each())
-    assert {model: holders(lines, model) for model in MODELS} == ring_instances(lines)
+    held = {model: holders(lines, model) for model in AIO_MODELS}
+    assert held == ring_instances(lines, AIO_MODELS)
 
 
 def test_tritonclient_without_headers_loads_the_model_everywhere(
@@ -163,5 +175,5 @@ def test_tritonclient_without_headers_loads_the_model_everywhere(
     lines, router = fleet
     with triton.InferenceServerClient(f"127.0.0.1:{router.grpc_port}") as client:
         for _ in lines:
-            assert client.infer(MODELS[0], iris_inputs()).as_numpy("predict").tolist() == [0]
-    assert holders(lines, MODELS[0]) == {f"fleet-{index}" for index in range(len(lines))}
+            assert client.infer(EVERYWHERE, iris_inputs()).as_numpy("predict").tolist() == [0]
+    assert holders(lines, EVERYWHERE) == {f"fleet-{index}" for index in range(len(lines))}

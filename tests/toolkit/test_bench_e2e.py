@@ -33,7 +33,10 @@ def invocations_counted(url: str) -> float:
     return total
 
 
-def run_bench(url: str, out: Path, *args: str, models: list[str] = MODELS) -> dict:
+def run_bench(
+    url: str, out: Path, *args: str, models: list[str] = MODELS, duration: str = "0.5"
+) -> dict:
+    """bench's summary; half a second measured unless the test counts a rate over a longer one."""
     chosen = ["--models", ",".join(models)] if models else []
     result = CliRunner().invoke(
         main,
@@ -42,7 +45,7 @@ def run_bench(url: str, out: Path, *args: str, models: list[str] = MODELS) -> di
             url,
             *chosen,
             "--duration",
-            "1.5",
+            duration,
             "--warmup",
             "0.5",
             "--processes",
@@ -87,7 +90,10 @@ def test_closed_loop_counts_and_percentiles(server: testing.RunningServer, tmp_p
 def test_open_loop_holds_the_asked_rate(server: testing.RunningServer, tmp_path: Path) -> None:
     before = invocations_counted(server.url)
     summary = run_bench(
-        server.url, tmp_path, "--rate", "40", "--arrivals", "constant", "--model-in", "path"
+        server.url,
+        tmp_path,
+        *("--rate", "40", "--arrivals", "constant", "--model-in", "path"),
+        duration="1.5",
     )
     rows = read_rows(tmp_path)
     due = sorted(float(r["intended_s"]) for r in rows)
@@ -103,8 +109,9 @@ def test_open_loop_holds_the_asked_rate(server: testing.RunningServer, tmp_path:
 def test_poisson_arrivals_are_seeded_and_near_the_rate(
     server: testing.RunningServer, tmp_path: Path
 ) -> None:
-    first = run_bench(server.url, tmp_path / "a", "--rate", "50", "--seed", "3")
-    second = run_bench(server.url, tmp_path / "b", "--rate", "50", "--seed", "3")
+    load = ("--rate", "50", "--seed", "3")
+    first = run_bench(server.url, tmp_path / "a", *load, duration="1.5")
+    second = run_bench(server.url, tmp_path / "b", *load, duration="1.5")
     due_a = [r["intended_s"] for r in read_rows(tmp_path / "a")]
     due_b = [r["intended_s"] for r in read_rows(tmp_path / "b")]
     assert sorted(due_a) == sorted(due_b)

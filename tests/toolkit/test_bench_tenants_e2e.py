@@ -29,7 +29,7 @@ def run_bench(url: str, out: Path, models: list[str], *args: str) -> dict:
         main,
         [
             *("bench", url, "--models", ",".join(models), "--concurrency", "4"),
-            *("--duration", "1.5", "--warmup", "0.5", "--processes", "2", "--quiet"),
+            *("--duration", "0.5", "--warmup", "0.5", "--processes", "2", "--quiet"),
             *("--out", str(out), *args),
         ],
     )

@@ -66,7 +66,7 @@ def test_tune_serves_each_device_knob_and_reports_it(tmp_path: Path) -> None:
     sized_torch(tmp_path / "store" / "m.pt", 2**20)
     args = [
         "tune", "--model-store", str(tmp_path / "store"), "--models", "m.pt",
-        "--duration", "1", "--warmup", "0.2", "--p99-limit-ms", "10000", "--concurrency", "4",
+        "--duration", "0.5", "--warmup", "0.2", "--p99-limit-ms", "10000", "--concurrency", "4",
         "--serve-arg=--fake-devices=1x64MiB+2MiB", "--serve-arg=--preload-runtimes=torch",
         "--grid", "workers=2", "--grid", "device-batch-size=2", "--out", str(tmp_path / "out"),
     ]  # fmt: skip

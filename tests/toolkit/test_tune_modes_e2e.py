@@ -17,13 +17,13 @@ from modelhost.toolkit.report.tune import LATENCY
 
 pytestmark = pytest.mark.e2e
 
-QUICK = ["--duration", "1", "--warmup", "0.2", "--p99-limit-ms", "10000"]
+QUICK = ["--warmup", "0.2", "--p99-limit-ms", "10000"]
 
 
-def tune(store: Path, out: Path, *args: str) -> dict[str, Any]:
-    result = CliRunner().invoke(
-        main, ["tune", "--model-store", str(store), *QUICK, "--out", str(out), *args]
-    )
+def tune(store: Path, out: Path, *args: str, duration: str = "0.5") -> dict[str, Any]:
+    """tune's summary; each step measured half a second unless the test compares throughputs."""
+    command = ["tune", "--model-store", str(store), *QUICK, "--duration", duration]
+    result = CliRunner().invoke(main, [*command, "--out", str(out), *args])
     assert result.exit_code == 0, result.output
     summary: dict[str, Any] = json.loads((out / "tune.json").read_text())
     return summary
@@ -96,6 +96,7 @@ def test_the_ramp_stops_at_a_real_knee(store: Path, tmp_path: Path) -> None:
         "--models", SLOW,
         "--concurrency", "1,2,4,8",
         "--min-gain", "0.5",
+        duration="1",
     )  # fmt: skip
     steps = summary["steps"]
     # one worker sleeping 50 ms a request runs two at most (measured: 19/s, 38/s, then 40/s at

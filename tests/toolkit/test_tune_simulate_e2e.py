@@ -45,7 +45,7 @@ def test_tune_recommends_the_best_point_of_its_own_table(store: Path, tmp_path: 
         "--p99-limit-ms",
         "10000",
         "--duration",
-        "1",
+        "0.5",
         "--warmup",
         "0.3",
         "--out",
