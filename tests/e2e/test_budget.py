@@ -156,6 +156,7 @@ def test_budget_larger_than_the_machine_is_refused(
         *serve_args(forest_store, tmp_path, "2GiB"),
     ]
     command += ["--port", port, setting, value]
+    command += ["--preload-runtimes", ""]  # refused at start: no model needs its runtime
     finished = subprocess.run(command, capture_output=True, text=True, timeout=60)
     assert finished.returncode == 2, finished.stderr
     assert f"{setting} {value}" in finished.stderr and says in finished.stderr

@@ -454,10 +454,9 @@ def direct_doors(server: testing.RunningServer) -> list[str]:
 
 
 def test_workers_open_a_direct_socket_only_for_fronts(
-    store: Path, serve: Servers, fronted: testing.RunningServer
+    fronted: testing.RunningServer, alone: testing.RunningServer
 ) -> None:
     assert direct_doors(fronted)
-    alone = serve(store, workers=1)
     assert direct_doors(alone) == []
 
 
@@ -520,10 +519,10 @@ def in_flight(server: testing.RunningServer) -> float:
     return scraped(server, "modelhost_http_requests_in_flight")
 
 
-def test_a_fronts_direct_hit_counts_in_flight(store: Path, serve: Servers) -> None:
+def test_a_fronts_direct_hit_counts_in_flight(fronted: testing.RunningServer) -> None:
     """A hit running on a front's direct connection counts in the in-flight gauge within a
-    report's interval, and leaves it once answered."""
-    server = serve(store, workers=1, fronts=2, memory_budget="4GiB")
+    report's interval, and leaves it once answered. No other test here runs `slow` on it."""
+    server = fronted
     quick = raw_request("/models/slow/invoke", b'{"sleep": 0}', JSON_TYPE)
     loading = connect(server)
     assert raw_invoke(loading, quick).startswith(b"HTTP/1.1 200 OK")  # loaded

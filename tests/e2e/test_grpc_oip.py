@@ -289,7 +289,7 @@ def test_deadline_expiring_in_queue_cancels(
     never run: the handler notes every request it runs."""
     tensor = triton.InferInput("x", [1], "FP32")
     tensor.set_data_from_numpy(np.zeros(1, dtype=np.float32))
-    oip.infer(LOGGED, [tensor])  # loaded
+    oip.load_model(LOGGED)  # loaded, without a run of its sleep
     runs_log.write_text("")
     first = threading.Thread(target=oip.infer, args=(LOGGED, [tensor]))
     first.start()
@@ -310,7 +310,7 @@ def test_a_full_queue_is_resource_exhausted_with_the_numbers(
     one waits and the other is refused."""
     tensor = triton.InferInput("x", [1], "FP32")
     tensor.set_data_from_numpy(np.zeros(1, dtype=np.float32))
-    oip.infer(LOGGED, [tensor])  # loaded
+    oip.load_model(LOGGED)  # loaded, without a run of its sleep
     runs_log.write_text("")
     first = threading.Thread(target=oip.infer, args=(LOGGED, [tensor]))
     first.start()
@@ -454,7 +454,7 @@ def test_a_running_call_is_counted_in_flight(
     """The gauge an autoscaler reads counts gRPC calls as it counts REST requests."""
     tensor = triton.InferInput("x", [1], "FP32")
     tensor.set_data_from_numpy(np.zeros(1, dtype=np.float32))
-    oip.infer(LOGGED, [tensor])  # loaded
+    oip.load_model(LOGGED)  # loaded, without a run of its sleep
     idle = in_flight(grpc_server)  # the scrape itself
     runs_log.write_text("")
     running = threading.Thread(target=oip.infer, args=(LOGGED, [tensor]))

@@ -21,6 +21,8 @@ pytestmark = pytest.mark.e2e
 
 ROW = testing.iris_rows(1)[0]
 JSON = {"content-type": "application/json"}
+# a server refused at start never serves a model: its template need not import the runtimes
+NO_PRELOADS = {"preload_runtimes": ""}
 
 
 def wait_for(condition: object, timeout_s: float = 20.0) -> None:
@@ -162,7 +164,7 @@ def test_a_taken_port_is_refused_before_serving_is_announced(store: Path, tmp_pa
 
 def test_a_store_folder_that_is_not_there_stops_the_start(tmp_path: Path) -> None:
     """A mistyped --model-store would answer 404 to every model: it is refused, saying why."""
-    args = testing.serve_args(tmp_path / "modles", tmp_path / "cache", port=0)
+    args = testing.serve_args(tmp_path / "modles", tmp_path / "cache", port=0, **NO_PRELOADS)
     server = refused_start(args)
     assert server.returncode == 2, server.stderr
     assert f"error: the model store {tmp_path / 'modles'} is not a folder" in server.stderr
@@ -173,7 +175,7 @@ def test_a_cache_folder_that_cannot_be_made_stops_the_start(store: Path, tmp_pat
     """A --cache-dir that is a file (or on a read-only volume): an error, not a traceback."""
     taken = tmp_path / "cache"
     taken.write_text("a file where the cache should be")
-    args = testing.serve_args(store, taken, port=0, workers=1)
+    args = testing.serve_args(store, taken, port=0, workers=1, **NO_PRELOADS)
     server = refused_start(args)
     assert server.returncode == 2, server.stderr
     assert f"error: cannot use the cache folder {taken}" in server.stderr
@@ -187,7 +189,7 @@ def test_a_certificate_tls_cannot_load_stops_the_start(
     """A missing or unreadable --ssl-certfile: an error naming the files, not a traceback."""
     (tmp_path / "garbage.pem").write_text("not a certificate")
     cert = tmp_path / pem
-    args = testing.serve_args(store, tmp_path / "cache", port=0, workers=1)
+    args = testing.serve_args(store, tmp_path / "cache", port=0, workers=1, **NO_PRELOADS)
     args += ["--ssl-certfile", str(cert), "--ssl-keyfile", str(cert)]
     server = refused_start(args)
     assert server.returncode == 2, server.stderr
@@ -205,7 +207,8 @@ def test_a_taken_port_stops_the_start_with_what_to_do(
         taken.listen()
         port = taken.getsockname()[1]
         ports = {"port": testing.free_port(), port_flag: port}
-        args = testing.serve_args(store, tmp_path / "cache", host="127.0.0.1", workers=1, **ports)
+        settings = {"host": "127.0.0.1", "workers": 1, **ports, **NO_PRELOADS}
+        args = testing.serve_args(store, tmp_path / "cache", **settings)
         server = refused_start(args)
     flag = "--" + port_flag.replace("_", "-")
     assert server.returncode == 2, server.stderr

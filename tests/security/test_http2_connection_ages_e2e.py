@@ -18,9 +18,9 @@ from modelhost.rpc.fronts import FRONTS, H2CORN
 pytestmark = pytest.mark.e2e
 
 IDLE_S = 1.0
-AGE_S = 4.0  # past IDLE_S, so that an idle connection is told the idle limit first
+AGE_S = 2.5  # past IDLE_S, so that an idle connection is told the idle limit first
 GRACE_S = 1.0  # --drain-timeout-s: an old connection's calls have this long to finish
-WAIT_S = 12.0  # over twice AGE_S + GRACE_S: a connection open past this is one nothing closes
+WAIT_S = 8.0  # over twice AGE_S + GRACE_S: a connection open past this is one nothing closes
 WATCH = "/grpc.health.v1.Health/Watch"  # a call the server keeps open, streaming answers
 
 

@@ -44,33 +44,36 @@ def torch_file_reader(path: Path, target: Path, *, shared: bool) -> Path:
     return path
 
 
-_SAVED_MODEL = """
+_SAVED_MODELS = """
 import sys
 import tensorflow as tf
-folder, target, write = sys.argv[1], sys.argv[2], sys.argv[3] == "write"
 
 class FileReader(tf.Module):
+    def __init__(self, target, write):
+        super().__init__()
+        self.target, self.write = target, write
+
     @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32)])
     def serve(self, features):
-        if write:
-            tf.io.write_file(target, "written by a model")
+        if self.write:
+            tf.io.write_file(self.target, "written by a model")
             return {"out": features}
-        codes = tf.cast(tf.io.decode_raw(tf.io.read_file(target), tf.uint8), tf.float32)
+        codes = tf.cast(tf.io.decode_raw(tf.io.read_file(self.target), tf.uint8), tf.float32)
         return {"out": tf.tile(codes[None, :16], [tf.shape(features)[0], 1])}
 
-model = FileReader()
-tf.saved_model.save(model, folder, signatures={"serving_default": model.serve})
+for folder, target, action in zip(*[iter(sys.argv[1:])] * 3):
+    model = FileReader(target, action == "write")
+    tf.saved_model.save(model, folder, signatures={"serving_default": model.serve})
 """
 
 
-def saved_model_file_reader(folder: Path, target: Path, *, write: bool) -> Path:
-    """A SavedModel whose signature runs ReadFile on `target`, or WriteFile; in a child, as
-    TensorFlow does not survive this process's forks."""
-    command = [sys.executable, "-c", _SAVED_MODEL, str(folder), str(target)]
-    subprocess.run(
-        [*command, "write" if write else "read"], check=True, capture_output=True, timeout=300
-    )
-    return folder
+def saved_model_file_readers(reader: tuple[Path, Path], writer: tuple[Path, Path]) -> None:
+    """Two SavedModels (folder, target): one whose signature runs ReadFile on its target, one
+    WriteFile. In one child, as TensorFlow does not survive this process's forks and importing
+    it once is enough."""
+    folders = [str(p) for p in (*reader, "read", *writer, "write")]
+    command = [sys.executable, "-c", _SAVED_MODELS, *folders]
+    subprocess.run(command, check=True, capture_output=True, timeout=300)
 
 
 _PROBE = """
@@ -138,8 +141,8 @@ def program_store(
     torch_file_reader(root / "reader.pt", outside / "secret", shared=False)
     torch_file_reader(root / "writer.pt", outside / "written-by-torch", shared=True)
     if has_tensorflow():
-        saved_model_file_reader(root / "tf-reader", outside / "secret", write=False)
-        saved_model_file_reader(root / "tf-writer", outside / "tf/made/here", write=True)
+        reader = (root / "tf-reader", outside / "secret")
+        saved_model_file_readers(reader, (root / "tf-writer", outside / "tf/made/here"))
     testing.torch_iris(root / "iris.pt")  # programs that touch no file of the host's
     testing.torch_iris(root / "iris.pt2")
     if has_tensorflow():
