@@ -16,6 +16,7 @@ from modelhost.cache.disk_runtimes import cached_runtimes
 from modelhost.cache.store_runtimes import store_runtimes
 from modelhost.config import Config
 from modelhost.errors import ConfigError
+from modelhost.fronts.listeners import refuse_taken_ports
 from modelhost.records.events import EventLog
 from modelhost.records.memory import return_heap_promptly
 from modelhost.resources import usable_cores
@@ -53,6 +54,13 @@ def run_loop(coroutine: Coroutine[Any, Any, int]) -> int:
 
 
 async def main(config: Config) -> int:
+    refuse_taken_ports(
+        [
+            (config.host, config.port, "--port"),
+            (config.management_listen_host, config.management_port, "--management-port"),
+            (config.metrics_listen_host, config.metrics_port, "--metrics-port"),
+        ]
+    )
     with run_dir() as folder:
         events = EventLog()
         pool = worker_pool(config, folder, events)

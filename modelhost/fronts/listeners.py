@@ -9,6 +9,8 @@ import os
 import socket
 from typing import Any
 
+from modelhost.errors import ConfigError
+
 BACKLOG = 2048  # uvicorn's
 
 
@@ -37,6 +39,17 @@ def check_unshared(host: str, port: int) -> None:
             if family == socket.AF_INET6:
                 probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
             probe.bind(address)
+
+
+def refuse_taken_ports(ports: list[tuple[str, int, str]]) -> None:
+    """Stop the start at once on an HTTP port (host, port, its flag) already taken: they are
+    bound once the workers have started, seconds later."""
+    for host, port, flag in ports:
+        if port:
+            try:
+                check_unshared(host, port)
+            except OSError as error:
+                raise ConfigError(refusal(host, port, flag, error)) from None
 
 
 def _addresses(host: str, port: int) -> list[tuple[Any, ...]]:

@@ -18,7 +18,7 @@ def management_servers(
     if not management_port_apart(config):
         return []  # the main port answers SageMaker's management calls already
     app = build_management_app(routes, unhandled, config.management_api)
-    host = config.management_host or config.host
+    host = config.management_listen_host
     settings = uvicorn_config(app, config, config.management_port, host=host)
     return [SecondaryServer(settings, "--management-port")]
 
@@ -27,7 +27,7 @@ def metrics_servers(observer: Observer, config: Config) -> list[SecondaryServer]
     """GET /metrics on its own port too, if TorchServe's metrics_address asks for one."""
     if not config.metrics_port:
         return []
-    host = config.metrics_host or config.host
+    host = config.metrics_listen_host
     app = build_metrics_app(observer)
     settings = uvicorn_config(app, config, config.metrics_port, host=host)
     return [SecondaryServer(settings, "--metrics-port")]

@@ -197,7 +197,7 @@ def test_a_certificate_tls_cannot_load_stops_the_start(
     assert "Traceback" not in server.stderr
 
 
-@pytest.mark.parametrize("port_flag", ["port", "management_port"])
+@pytest.mark.parametrize("port_flag", ["port", "management_port", "metrics_port"])
 def test_a_taken_port_stops_the_start_with_what_to_do(
     store: Path, tmp_path: Path, port_flag: str
 ) -> None:
@@ -215,6 +215,7 @@ def test_a_taken_port_stops_the_start_with_what_to_do(
     assert f"on http://127.0.0.1:{port}" not in server.stderr
     assert f"error: cannot listen on 127.0.0.1:{port}" in server.stderr
     assert f"choose another {flag}" in server.stderr
+    assert "worker template" not in server.stderr  # refused before any worker process starts
 
 
 def refused_start(args: list[str]) -> subprocess.CompletedProcess[str]:

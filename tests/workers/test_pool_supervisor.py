@@ -5,6 +5,7 @@ fork awaited in the table."""
 from __future__ import annotations
 
 import asyncio
+import signal
 import sys
 
 import pytest
@@ -48,3 +49,33 @@ def test_an_exited_template_forks_nothing() -> None:
 def test_a_template_dying_at_the_order_forks_nothing() -> None:
     table = fork_from("import sys; sys.stdin.readline()", "forked no worker 1: it died")
     assert not table.forking and not table.workers
+
+
+# imports for a while, then ends by itself once its stdin closes, as the real template does
+STILL_IMPORTING = "import sys, time; time.sleep(1.0); print('ready', flush=True); sys.stdin.read()"
+
+
+def stop_code(before_ready: bool) -> int | None:
+    """The exit code of a stand-in template stopped before, or after, it said ready."""
+
+    async def scenario() -> int | None:
+        argv = [sys.executable, "-c", STILL_IMPORTING]
+        supervisor = TemplateSupervisor(argv, None, WorkerTable(), EventLog())
+        await supervisor.spawn()
+        if not before_ready:
+            await supervisor.ready()
+        await supervisor.stop()
+        assert supervisor.process is not None
+        return supervisor.process.returncode
+
+    return asyncio.run(scenario())
+
+
+def test_a_template_stopped_while_it_imports_is_killed_not_waited_for() -> None:
+    """A start refused early (a bad port, store or certificate) ends at once: a template that
+    has not said ready holds nothing and forked nobody."""
+    assert stop_code(before_ready=True) == -signal.SIGKILL
+
+
+def test_a_ready_template_is_let_end_by_itself() -> None:
+    assert stop_code(before_ready=False) == 0

@@ -53,11 +53,13 @@ class TemplateSupervisor:
         self.argv, self.environment = argv, environment  # None: the frontend's
         self.table, self.events = table, events
         self.process: asyncio.subprocess.Process | None = None
+        self.is_ready = False  # the process has done its imports: it reads its stdin
         self._worker_ids = itertools.count(1)
         self._watch: asyncio.Task[None] | None = None
 
     async def spawn(self) -> None:
         """Start the template; its imports run beside the caller's work."""
+        self.is_ready = False
         self.process = await asyncio.create_subprocess_exec(
             *self.argv,
             stdin=asyncio.subprocess.PIPE,
@@ -71,6 +73,7 @@ class TemplateSupervisor:
         ready = await asyncio.wait_for(self.process.stdout.readline(), WORKER_START_TIMEOUT_S)
         if ready.strip() != b"ready":
             raise ModelhostError("the worker template process failed to start; see the log above")
+        self.is_ready = True
 
     def supervise(self, top_up: Callable[[], Awaitable[None]]) -> None:
         """From now on, restart the template whenever it dies, then `top_up` the pool."""
@@ -118,7 +121,8 @@ class TemplateSupervisor:
         return [self.process.pid] if self.process else []
 
     async def stop(self) -> None:
-        """Stop watching, then end the template: closing its stdin ends its loop."""
+        """Stop watching, then end the template: closing its stdin ends its loop, and one
+        still importing (a start refused early) has forked nobody, so it is killed at once."""
         if self._watch is not None:
             self._watch.cancel()
         template = self.process
@@ -127,7 +131,8 @@ class TemplateSupervisor:
         assert template.stdin is not None
         template.stdin.close()
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(template.wait(), TEMPLATE_STOP_TIMEOUT_S)
+            waited_s = TEMPLATE_STOP_TIMEOUT_S if self.is_ready else 0.0
+            await asyncio.wait_for(template.wait(), waited_s)
         if template.returncode is None:
             template.kill()
             await template.wait()  # reaped: else a zombie outlives the server
