@@ -26,7 +26,7 @@ from modelhost.http.handler_heads import handler_head
 from modelhost.http.instance import INSTANCE_HEADER
 from modelhost.http.middleware import TENANT_HEADER
 from modelhost.workers.answers import check_response_size
-from modelhost.workers.messages import Failure, Item
+from modelhost.workers.messages import Failure, item_of
 
 # status, the bytes to write, the error type recorded, infer ms, and the body's bytes
 Replied = tuple[int, bytes, str | None, float, int]
@@ -201,14 +201,7 @@ class DirectSide(asyncio.Protocol):
         """The hit into its model's next batch, answered once its outcome is in."""
         hit, router = asked.hit, self.router
         table = router.table
-        item = Item(
-            hit.content_type,
-            hit.accept,
-            hit.params,
-            len(asked.body),
-            headers=hit.headers,
-            request_id=hit.request_id,
-        )
+        item = item_of(hit, len(asked.body))
         queue_ms = (time.perf_counter() - asked.started) * 1000
         size, key = table.batch_sizes.get(hit.model, 1), asked.key
         outcome = link.infer(key, item, asked.body, size)

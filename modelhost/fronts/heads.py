@@ -16,9 +16,8 @@ from modelhost.http.invocation_paths import (
     PASSED_ON_HEADERS,
     TARGET_MODEL_HEADER,
     accept_of,
-    handed_headers,
+    handed,
     is_torchserve,
-    new_request_id,
     route_of,
 )
 from modelhost.http.oip_replies import (
@@ -119,8 +118,7 @@ def invocation_hit(
     if not model or is_form(content_type):
         return None
     accept = accept_of(route, headers, default_accept)
-    handed = handed_headers(route, headers)
-    request_id = "" if handed is None else new_request_id()
+    to_handler, request_id = handed(route, headers)
     return Hit(
         route,
         model,
@@ -129,7 +127,7 @@ def invocation_hit(
         body_bytes,
         params={},
         oip=False,
-        headers=handed,
+        headers=to_handler,
         request_id=request_id,
     )
 

@@ -17,7 +17,7 @@ from modelhost.scheduler.batcher import BatchQueue, FairBatchQueue, Job
 from modelhost.scheduler.dispatch import Dispatcher, Ended
 from modelhost.scheduler.turns import Turns
 from modelhost.workers.handle import Waiter, WorkerHandle
-from modelhost.workers.messages import Answered, Infer, Item
+from modelhost.workers.messages import Answered, Infer, Item, item_of
 from modelhost.workers.pool.calls import stuck_after_s
 from modelhost.workers.replies import checked
 
@@ -75,7 +75,7 @@ class Queues:
         self, name: str, worker: WorkerHandle, batch: list[Job[Any]], ended: Ended
     ) -> None:
         """Send the batch in one frame; its reply answers each job."""
-        items = tuple(_item(job.request) for job in batch)
+        items = tuple(item_of(job.request, len(job.request.body)) for job in batch)
         payload = b"".join(job.request.body for job in batch)
         self.batching.count(len(batch))
         own_s = self.manifests.of(name).response_timeout_s
@@ -110,17 +110,6 @@ def _turns(scheduling: SchedulerSettings) -> Turns | None:
 
 # a queued request's tenant, read in C: every request passes it once with tenants on
 _tenant: Callable[[Job[Invocation]], str] = operator.attrgetter("request.tenant")
-
-
-def _item(request: Invocation) -> Item:
-    return Item(
-        request.content_type,
-        request.accept,
-        request.params,
-        len(request.body),
-        headers=request.headers,
-        request_id=request.request_id,
-    )
 
 
 def _answer_batch(

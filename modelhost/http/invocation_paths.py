@@ -40,16 +40,13 @@ def accept_of(route: str, headers: dict[str, str], default_accept: str) -> str:
     return default_accept if accept == "*/*" and not is_torchserve(route) else accept
 
 
-def handed_headers(route: str, headers: dict[str, str]) -> dict[str, str] | None:
-    """The headers a TorchServe prediction's or explanation's handler is handed."""
+def handed(route: str, headers: dict[str, str]) -> tuple[dict[str, str] | None, str]:
+    """A TorchServe handler's headers and request id (its answer's x-request-id)."""
     if route == PREDICTIONS:
-        return headers
-    return {**headers, "explain": "True"} if route == EXPLANATIONS else None
-
-
-def new_request_id() -> str:
-    """A TorchServe prediction's id: its handler's, and its answer's x-request-id."""
-    return REQUEST_IDS.next().decode()
+        return headers, REQUEST_IDS.next().decode()
+    if route == EXPLANATIONS:
+        return {**headers, "explain": "True"}, REQUEST_IDS.next().decode()
+    return None, ""
 
 
 def is_torchserve(route: str) -> bool:

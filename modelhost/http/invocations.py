@@ -32,9 +32,8 @@ from modelhost.http.invocation_paths import (
     TARGET_MODEL_HEADER,
     accept_of,
     error_type,
-    handed_headers,
+    handed,
     is_torchserve,
-    new_request_id,
     reply_headers,
     route_of,
 )
@@ -129,7 +128,7 @@ class Invocations:
         headers: dict[str, str] | None,
     ) -> None:
         headers = _headers(scope) if headers is None else headers
-        request_id = ""  # a TorchServe prediction's
+        to_handler, request_id = handed(exchange.route, headers)
         try:
             check_headers(headers, PASSED_ON_HEADERS)
             name = model or headers.get(TARGET_MODEL_HEADER)
@@ -137,9 +136,7 @@ class Invocations:
             body = await self._body(receive, headers, exchange)
             accept = accept_of(exchange.route, headers, self.default_accept)
             invocation = _invocation(body, headers, _params(scope, headers), accept)
-            invocation.headers = handed_headers(exchange.route, headers)
-            if invocation.headers is not None:
-                request_id = invocation.request_id = new_request_id()
+            invocation.headers, invocation.request_id = to_handler, request_id
             name = name or invocation.params.get(MODEL_NAME_PARAM) or self.single_model
             name = name or self.host.sole_startup_model()
             exchange.model = name or None

@@ -8,6 +8,7 @@ as data; only modelhost's own exceptions are rebuilt as themselves.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Protocol
 
 import msgspec
 
@@ -83,6 +84,32 @@ class Item(msgspec.Struct, frozen=True, array_like=True):
     size: int
     headers: dict[str, str] | None = None  # a TorchServe prediction's
     request_id: str = ""  # a TorchServe prediction's, as its answer's x-request-id
+
+
+class Asked(Protocol):
+    """A request before it joins a batch."""
+
+    @property
+    def content_type(self) -> str: ...
+    @property
+    def accept(self) -> str: ...
+    @property
+    def params(self) -> dict[str, str]: ...
+    @property
+    def headers(self) -> dict[str, str] | None: ...
+    @property
+    def request_id(self) -> str: ...
+
+
+def item_of(asked: Asked, size: int) -> Item:
+    return Item(
+        asked.content_type,
+        asked.accept,
+        asked.params,
+        size,
+        headers=asked.headers,
+        request_id=asked.request_id,
+    )
 
 
 class Infer(Message, frozen=True, omit_defaults=True):

@@ -51,11 +51,15 @@ def proxy(moto: MotoServer) -> Iterator[TcpProxy]:
         yield running
 
 
-@pytest.fixture
-def healthy_proxy(proxy: TcpProxy) -> Iterator[TcpProxy]:
+def healed(proxy: TcpProxy) -> Iterator[TcpProxy]:
     proxy.heal()
     yield proxy
     proxy.heal()
+
+
+@pytest.fixture
+def healthy_proxy(proxy: TcpProxy) -> Iterator[TcpProxy]:
+    yield from healed(proxy)
 
 
 def upload(moto: MotoServer, source: Path, key: str) -> int:
@@ -283,9 +287,7 @@ def http_proxy(http_store: StaticHttpServer) -> Iterator[TcpProxy]:
 
 @pytest.fixture
 def healthy_http_proxy(http_proxy: TcpProxy) -> Iterator[TcpProxy]:
-    http_proxy.heal()
-    yield http_proxy
-    http_proxy.heal()
+    yield from healed(http_proxy)
 
 
 @pytest.fixture(scope="module")
