@@ -14,7 +14,7 @@ from typing import Any
 from modelhost.cache.disk_index import INDEX_FILE
 from modelhost.cache.disk_runtimes import cached_runtimes
 from modelhost.cache.store_runtimes import store_runtimes
-from modelhost.config import Config
+from modelhost.config import Config, flag_name, listeners
 from modelhost.errors import ConfigError
 from modelhost.fronts.listeners import refuse_taken_ports
 from modelhost.records.events import EventLog
@@ -54,13 +54,7 @@ def run_loop(coroutine: Coroutine[Any, Any, int]) -> int:
 
 
 async def main(config: Config) -> int:
-    refuse_taken_ports(
-        [
-            (config.host, config.port, "--port"),
-            (config.management_listen_host, config.management_port, "--management-port"),
-            (config.metrics_listen_host, config.metrics_port, "--metrics-port"),
-        ]
-    )
+    refuse_taken_ports((host, port, flag_name(name)) for name, host, port in listeners(config))
     with run_dir() as folder:
         events = EventLog()
         pool = worker_pool(config, folder, events)

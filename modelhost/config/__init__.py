@@ -5,7 +5,13 @@ is written twice. Precedence: flags > environment > modelhost.toml > config.prop
 defaults; an empty variable counts as unset.
 """
 
-from modelhost.config.loading import cli_options, listen_host, load_config, properties_file
+from modelhost.config.loading import (
+    cli_options,
+    listen_host,
+    listeners,
+    load_config,
+    properties_file,
+)
 from modelhost.config.migration import (
     SAGEMAKER_OTHERS,
     THREAD_VARIABLES,
@@ -23,6 +29,7 @@ from modelhost.config.settings import (
     CliOption,
     Config,
     env_name,
+    flag_name,
 )
 
 __all__ = [
@@ -38,8 +45,10 @@ __all__ = [
     "Explained",
     "cli_options",
     "env_name",
+    "flag_name",
     "explain",
     "listen_host",
+    "listeners",
     "load_config",
     "outside_variables",
     "properties_file",

@@ -153,11 +153,9 @@ def _refuse_unsupported(config: Config) -> None:
 def _refuse_shared_ports(config: Config) -> None:
     """Two listeners on one address: the second would fail to bind."""
     taken: dict[tuple[str, int], str] = {}
-    for name in LISTENERS:
-        port = getattr(config, name)
-        if not port or (name == "management_port" and port == config.port):
-            continue  # unset, or the management API on the main port as asked
-        host = listen_host(config, name)
+    for name, host, port in listeners(config):
+        if name == "management_port" and port == config.port:
+            continue  # the management API on the main port, as asked
         for (other_host, other_port), other in taken.items():
             if port == other_port and (host == other_host or {host, other_host} & WILDCARDS):
                 raise ConfigError(
@@ -165,6 +163,13 @@ def _refuse_shared_ports(config: Config) -> None:
                     "port of its own; choose another for one of them"
                 )
         taken[(host, port)] = name
+
+
+def listeners(config: Config) -> Iterator[tuple[str, str, int]]:
+    """Each port set: its setting's name, the address it listens on, and its number."""
+    for name in LISTENERS:
+        if port := getattr(config, name):
+            yield name, listen_host(config, name), port
 
 
 def listen_host(config: Config, port_name: str) -> str:

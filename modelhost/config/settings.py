@@ -444,14 +444,6 @@ class Config:
     max_response_bytes: int = dataclasses.field(init=False)
     unpacked_limit_bytes: int = dataclasses.field(init=False)
 
-    @property
-    def management_listen_host(self) -> str:
-        return self.management_host or self.host
-
-    @property
-    def metrics_listen_host(self) -> str:
-        return self.metrics_host or self.host
-
     def __post_init__(self) -> None:
         parsed = {
             "memory_budget_bytes": parse_budget(self.memory_budget),

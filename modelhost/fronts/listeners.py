@@ -7,6 +7,7 @@ import contextlib
 import errno
 import os
 import socket
+from collections.abc import Iterable
 from typing import Any
 
 from modelhost.errors import ConfigError
@@ -41,15 +42,14 @@ def check_unshared(host: str, port: int) -> None:
             probe.bind(address)
 
 
-def refuse_taken_ports(ports: list[tuple[str, int, str]]) -> None:
-    """Stop the start at once on an HTTP port (host, port, its flag) already taken: they are
-    bound once the workers have started, seconds later."""
+def refuse_taken_ports(ports: Iterable[tuple[str, int, str]]) -> None:
+    """Stop the start at once on a port (host, port, its flag) already taken: they are bound
+    once the workers have started, seconds later."""
     for host, port, flag in ports:
-        if port:
-            try:
-                check_unshared(host, port)
-            except OSError as error:
-                raise ConfigError(refusal(host, port, flag, error)) from None
+        try:
+            check_unshared(host, port)
+        except OSError as error:
+            raise ConfigError(refusal(host, port, flag, error)) from None
 
 
 def _addresses(host: str, port: int) -> list[tuple[Any, ...]]:

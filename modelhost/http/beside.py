@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from modelhost.config import Config
+from modelhost.config import Config, listen_host
 from modelhost.http.last_resort import Unhandled
 from modelhost.http.observe import build_metrics_app
 from modelhost.http.routes import SageMakerRoutes
@@ -18,7 +18,7 @@ def management_servers(
     if not management_port_apart(config):
         return []  # the main port answers SageMaker's management calls already
     app = build_management_app(routes, unhandled, config.management_api)
-    host = config.management_listen_host
+    host = listen_host(config, "management_port")
     settings = uvicorn_config(app, config, config.management_port, host=host)
     return [SecondaryServer(settings, "--management-port")]
 
@@ -27,7 +27,7 @@ def metrics_servers(observer: Observer, config: Config) -> list[SecondaryServer]
     """GET /metrics on its own port too, if TorchServe's metrics_address asks for one."""
     if not config.metrics_port:
         return []
-    host = config.metrics_listen_host
+    host = listen_host(config, "metrics_port")
     app = build_metrics_app(observer)
     settings = uvicorn_config(app, config, config.metrics_port, host=host)
     return [SecondaryServer(settings, "--metrics-port")]

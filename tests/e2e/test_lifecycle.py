@@ -197,7 +197,9 @@ def test_a_certificate_tls_cannot_load_stops_the_start(
     assert "Traceback" not in server.stderr
 
 
-@pytest.mark.parametrize("port_flag", ["port", "management_port", "metrics_port"])
+@pytest.mark.parametrize(
+    "port_flag", ["port", "management_port", "metrics_port", "grpc_port", "grpc_management_port"]
+)
 def test_a_taken_port_stops_the_start_with_what_to_do(
     store: Path, tmp_path: Path, port_flag: str
 ) -> None:
