@@ -15,6 +15,7 @@ from modelhost.errors import BadRequestBody, NestedTooDeep, NotAcceptable, Unsup
 JSON = "application/json"
 CSV = "text/csv"
 NPY = "application/x-npy"
+NPY_MAGIC = b"\x93NUMPY"  # what every .npy file starts with
 SUPPORTED_TYPES = (JSON, CSV, NPY)
 
 _EXPECTED_JSON = (
@@ -143,10 +144,15 @@ def _decode_csv(body: bytes) -> np.ndarray:
 
 
 def _decode_npy(body: bytes) -> np.ndarray:
+    if not body.startswith(NPY_MAGIC):  # np.load would try it as a pickle, or an .npz
+        raise BadRequestBody(
+            f"body is not a .npy file: it starts with {body[: len(NPY_MAGIC)]!r}, not "
+            f"{NPY_MAGIC!r}; send one array as numpy.save writes it"
+        )
     try:
-        array = np.load(io.BytesIO(body), allow_pickle=False)  # pickles would run code
+        array = np.lib.format.read_array(io.BytesIO(body), allow_pickle=False)  # pickles run code
     except (ValueError, OSError, EOFError) as exc:
-        raise BadRequestBody(f"body is not a .npy array without pickles ({exc})") from exc
+        raise BadRequestBody(f"body is not a readable .npy file: {exc}") from exc
     return _to_matrix(array, "expected a 1-D or 2-D numeric .npy array")
 
 

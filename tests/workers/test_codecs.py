@@ -106,6 +106,27 @@ def test_bad_bodies_say_what_was_expected(body: bytes, content_type: str, says: 
     assert says in str(caught.value)
 
 
+def npz_body() -> bytes:
+    buffer = io.BytesIO()
+    np.savez(buffer, rows=np.array(ROWS))
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        (b"abc", "is not a .npy file: it starts with b'abc'"),
+        (npz_body(), "is not a .npy file: it starts with b'PK"),
+        (b"\x93NUMPY\x01\x00garbage", "is not a readable .npy file: EOF"),
+    ],
+)
+def test_a_body_that_is_not_npy_is_not_called_a_pickle(body: bytes, says: str) -> None:
+    with pytest.raises(BadRequestBody) as caught:
+        decode_rows(body, "application/x-npy")
+    assert says in str(caught.value)
+    assert "pickle" not in str(caught.value)
+
+
 def test_json_errors_show_the_accepted_forms() -> None:
     with pytest.raises(BadRequestBody, match=r"a list of rows.*\{\"instances\": \.\.\.\}"):
         decode_rows(b'{"x": 1}', "application/json")
