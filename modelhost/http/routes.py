@@ -37,6 +37,8 @@ from modelhost.protocols.params import check_param
 from modelhost.protocols.tenants import TenantRule
 from modelhost.units import format_bytes
 
+LOAD_FIELDS = '{"model_name": "...", "url": "..."}'  # SageMaker's load body
+
 
 def name_advice(name: str) -> str:
     """How to reach a model whose name the store lacks: an invocation's path, or its name."""
@@ -108,9 +110,6 @@ class SageMakerRoutes:
         tenant = request.scope[TENANT_KEY] = tenants.of(name, headers)
         return tenant
 
-    async def json_body(self, request: Request) -> dict[str, Any]:
-        return json_object(await self.read_body(request))
-
     async def stats(self, request: Request) -> Response:
         return JSONResponse(describe_host(self.host.statistics()))
 
@@ -118,12 +117,16 @@ class SageMakerRoutes:
 
     async def load_model(self, request: Request) -> Response:
         self.authorize(request)
-        spec = await self.json_body(request)
+        body = await self.read_body(request)
+        if not body and "url" in request.query_params:
+            raise BadRequestBody(
+                f"expected JSON {LOAD_FIELDS}: POST /models?url= is TorchServe's registration, "
+                "served on --management-port (set it to serve TorchServe's management API)"
+            )
+        spec = json_object(body)
         name, url = spec.get("model_name"), spec.get("url")
         if not isinstance(name, str) or not isinstance(url, str):
-            raise BadRequestBody(
-                'expected JSON {"model_name": "...", "url": "..."} with both fields as strings'
-            )
+            raise BadRequestBody(f"expected JSON {LOAD_FIELDS} with both fields as strings")
         model_name(name)
         check_param("url", url)
         try:

@@ -52,3 +52,13 @@ def test_wrong_method_names_mms_type_and_the_methods_the_path_takes() -> None:
     body = call("POST", "/ping").json()
     assert body["type"] == "MethodNotAllowedException"
     assert "this path takes" in body["message"] and "GET" in body["message"]
+
+
+def test_a_torchserve_registration_on_the_main_port_says_where_it_is_served() -> None:
+    """SageMaker's load reads a JSON body; TorchServe's query form is the management port's."""
+    response = call("POST", "/models?url=a.mar&model_name=a")
+    assert response.status_code == 400
+    message = response.json()["message"]
+    assert '{"model_name": "...", "url": "..."}' in message
+    assert "POST /models?url= is TorchServe's registration" in message
+    assert "--management-port" in message
