@@ -19,6 +19,7 @@ from modelhost.testing.models import (
     random_forest,
     run_archiver,
     tensorflow_iris,
+    tensorflow_irises,
     torch_iris,
     xgboost_iris,
 )
@@ -54,6 +55,7 @@ __all__ = [
     "slow_handler_folder",
     "tar_gz_of",
     "tensorflow_iris",
+    "tensorflow_irises",
     "torch_iris",
     "wait_listening",
     "xgboost_iris",

@@ -159,7 +159,7 @@ def torch_iris(path: Path) -> Path:
 _SAVED_MODEL = """
 import json, sys
 import numpy as np, tensorflow as tf
-folder, coef, intercept, inputs = sys.argv[1], *map(json.loads, sys.argv[2:4]), int(sys.argv[4])
+coef, intercept = map(json.loads, sys.argv[1:3])
 
 class Iris(tf.Module):
     def __init__(self):
@@ -170,13 +170,14 @@ class Iris(tf.Module):
         probabilities = tf.nn.softmax(features @ self.w + self.b)
         return {"classes": tf.argmax(probabilities, axis=1), "probabilities": probabilities}
 
-iris = Iris()
-spec = tf.TensorSpec([None, 4], tf.float32)
-if inputs == 1:
-    serve = tf.function(lambda features: iris.answer(features), input_signature=[spec])
-else:
-    serve = tf.function(lambda x, more: iris.answer(x + more), input_signature=[spec] * 2)
-tf.saved_model.save(iris, folder, signatures={"serving_default": serve})
+for folder, inputs in zip(sys.argv[3::2], map(int, sys.argv[4::2])):
+    iris = Iris()
+    spec = tf.TensorSpec([None, 4], tf.float32)
+    if inputs == 1:
+        serve = tf.function(lambda features: iris.answer(features), input_signature=[spec])
+    else:
+        serve = tf.function(lambda x, more: iris.answer(x + more), input_signature=[spec] * 2)
+    tf.saved_model.save(iris, folder, signatures={"serving_default": serve})
 """
 
 
@@ -184,13 +185,20 @@ def tensorflow_iris(folder: Path, inputs: int = 1) -> Path:
     """The iris LogisticRegression as a TensorFlow SavedModel answering classes and
     probabilities; written by a child process, so this one never imports TensorFlow (which does
     not survive a fork)."""
+    return tensorflow_irises({Path(folder): inputs})[0]
+
+
+def tensorflow_irises(inputs_by_folder: dict[Path, int]) -> list[Path]:
+    """`tensorflow_iris` into each folder, with its number of inputs, in one child: one import
+    of TensorFlow for them all."""
     import json
 
     model = _fitted_iris()
     weights = [json.dumps(model.coef_.tolist()), json.dumps(model.intercept_.tolist())]
-    command = [sys.executable, "-c", _SAVED_MODEL, str(folder), *weights, str(inputs)]
+    pairs = [str(part) for item in inputs_by_folder.items() for part in item]
+    command = [sys.executable, "-c", _SAVED_MODEL, *weights, *pairs]
     subprocess.run(command, check=True, capture_output=True, timeout=300)
-    return Path(folder)
+    return [Path(folder) for folder in inputs_by_folder]
 
 
 MODEL_CONFIG = "model-config.yaml"  # a folder's, the archive's configFile

@@ -99,7 +99,7 @@ EFFECTS: dict[str, str] = {
     "--grpc-front": "e2e/test_grpc_oip.py::test_the_start_line_names_the_front",
     "--grpc-max-streams": "security/test_http2_floods_e2e.py::test_streams_past_the_cap_end_their_connection",
     "--grpc-max-connections": "security/test_http2_floods_e2e.py::test_connections_past_the_cap_are_closed",
-    "--grpc-connections-per-s": "security/test_http2_floods_e2e.py::test_an_address_opening_connections_too_fast_is_refused",
+    "--grpc-connections-per-s": "security/test_http2_reconnecting_floods_e2e.py::test_an_address_opening_connections_too_fast_is_refused",
     "--grpc-connection-idle-s": "security/test_http2_connection_ages_e2e.py::test_an_idle_connection_is_told_goaway_and_closed",
     "--grpc-connection-age-s": "security/test_http2_connection_ages_e2e.py::test_an_old_connection_is_told_goaway_then_closed",
     "--refuse-pickle": "security/test_refuse_pickle.py::test_pickle_based_artifacts_are_refused_when_asked",

@@ -60,14 +60,14 @@ def churn_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def truth(churn_store: Path) -> dict[str, list[int]]:
     """Each model's probabilities in-process (distinct per seed, so a mix-up shows): the truth
-    the server's answers are checked against, the same for every run."""
+    the server's answers are checked against, the same for every run. A copy's is its trained
+    forest's, each forest unpickled once."""
     features = np.asarray(testing.digits_rows(3))
-    return {
-        f"tenant-{i:02d}/m.joblib": joblib.load(churn_store / f"tenant-{i:02d}/m.joblib")
-        .predict_proba(features)
-        .tolist()
-        for i in range(MODELS)
-    }
+    trained = [
+        joblib.load(churn_store / f"tenant-{seed:02d}/m.joblib").predict_proba(features).tolist()
+        for seed in range(DISTINCT)
+    ]
+    return {f"tenant-{i:02d}/m.joblib": trained[i % DISTINCT] for i in range(MODELS)}
 
 
 @pytest.fixture(scope="module")

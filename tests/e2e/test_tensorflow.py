@@ -26,9 +26,8 @@ ROWS = testing.iris_rows(150)[::7]  # every class
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     require_module("tensorflow")
     root = tmp_path_factory.mktemp("tf-store")
-    # each SavedModel costs a TensorFlow import in a child process: the versions are copies
-    testing.tensorflow_iris(root / "tf/iris")
-    testing.tensorflow_iris(root / "tf/two-inputs", inputs=2)
+    # SavedModels cost a TensorFlow import in a child process: one for both, the versions copies
+    testing.tensorflow_irises({root / "tf/iris": 1, root / "tf/two-inputs": 2})
     versions = root / ".src/versions"
     shutil.copytree(root / "tf/two-inputs", versions / "1")  # older; would not load
     shutil.copytree(root / "tf/iris", versions / "2")

@@ -69,12 +69,15 @@ def require_nginx() -> str:
 
 
 class RunningNginx:
-    """The shipped deploy/nginx config, unchanged but for the listen address and the server list,
-    in a folder of its own, run in the foreground until `stop()`."""
+    """The shipped deploy/nginx config, unchanged but for the listen address and the server list
+    (each server out for `fail_timeout_s` after a failure, the shipped 10 s by default), in a
+    folder of its own, run in the foreground until `stop()`."""
 
-    def __init__(self, work: Path, servers: Sequence[str], hot_models: str = "") -> None:
+    def __init__(
+        self, work: Path, servers: Sequence[str], hot_models: str = "", fail_timeout_s: int = 10
+    ) -> None:
         self.binary = require_nginx()
-        self.work = work
+        self.work, self.fail_timeout_s = work, fail_timeout_s
         self.port = testing.free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         work.mkdir(parents=True, exist_ok=True)
@@ -97,7 +100,7 @@ class RunningNginx:
         (self.work / conf).write_text(
             text.replace(listen, listen.replace(default, f"127.0.0.1:{port}"))
         )
-        lines = [f"server {s} max_fails=1 fail_timeout=10s;" for s in servers]
+        lines = [f"server {s} max_fails=1 fail_timeout={self.fail_timeout_s}s;" for s in servers]
         (self.work / servers_conf).write_text("\n".join(lines) + "\n")
 
     def _main_conf(self) -> str:

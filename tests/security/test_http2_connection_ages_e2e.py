@@ -10,7 +10,7 @@ import time
 import pytest
 from helpers.serving import Servers
 from hyperframe.frame import DataFrame, Frame, GoAwayFrame, HeadersFrame
-from test_http2_floods_e2e import RawConnection, strictly_failing_on_h2corn
+from raw_http2 import RawConnection, strictly_failing_on_h2corn
 
 from modelhost import testing
 from modelhost.rpc.fronts import FRONTS, H2CORN

@@ -61,17 +61,26 @@ class FileReader(tf.Module):
         codes = tf.cast(tf.io.decode_raw(tf.io.read_file(self.target), tf.uint8), tf.float32)
         return {"out": tf.tile(codes[None, :16], [tf.shape(features)[0], 1])}
 
+class Weights(tf.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = tf.Variable(tf.ones([4, 3]))
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32)])
+    def serve(self, features):
+        return {"out": features @ self.w}
+
 for folder, target, action in zip(*[iter(sys.argv[1:])] * 3):
-    model = FileReader(target, action == "write")
+    model = Weights() if action == "none" else FileReader(target, action == "write")
     tf.saved_model.save(model, folder, signatures={"serving_default": model.serve})
 """
 
 
-def saved_model_file_readers(reader: tuple[Path, Path], writer: tuple[Path, Path]) -> None:
-    """Two SavedModels (folder, target): one whose signature runs ReadFile on its target, one
-    WriteFile. In one child, as TensorFlow does not survive this process's forks and importing
-    it once is enough."""
-    folders = [str(p) for p in (*reader, "read", *writer, "write")]
+def saved_models(reader: tuple[Path, Path], writer: tuple[Path, Path], plain: Path) -> None:
+    """Three SavedModels: one whose signature runs ReadFile on its target (folder, target), one
+    WriteFile, and one that reads only its own variables. In one child, as TensorFlow does not
+    survive this process's forks and importing it once is enough."""
+    folders = [str(p) for p in (*reader, "read", *writer, "write", plain, "-", "none")]
     command = [sys.executable, "-c", _SAVED_MODELS, *folders]
     subprocess.run(command, check=True, capture_output=True, timeout=300)
 
@@ -142,11 +151,10 @@ def program_store(
     torch_file_reader(root / "writer.pt", outside / "written-by-torch", shared=True)
     if has_tensorflow():
         reader = (root / "tf-reader", outside / "secret")
-        saved_model_file_readers(reader, (root / "tf-writer", outside / "tf/made/here"))
+        writer = (root / "tf-writer", outside / "tf/made/here")
+        saved_models(reader, writer, root / "tf-weights")
     testing.torch_iris(root / "iris.pt")  # programs that touch no file of the host's
     testing.torch_iris(root / "iris.pt2")
-    if has_tensorflow():
-        testing.tensorflow_iris(root / "tf-iris")
     testing.onnx_iris(root / "iris.onnx")  # a scikit-learn model, shipped as data
     packed = testing.onnx_iris(tmp_path_factory.mktemp("packed") / "model.onnx")
     testing.tar_gz_of(packed.parent, root / "iris.tar.gz")  # read from the cache, not the store
@@ -229,7 +237,7 @@ def test_saved_model_cannot_write_a_host_file(
 ANSWERING = ["iris.pt", "iris.pt2", "iris.onnx", "iris.tar.gz", "iris.ubj", "iris.txt"]
 
 
-@pytest.mark.parametrize("name", ANSWERING + (["tf-iris"] if has_tensorflow() else []))
+@pytest.mark.parametrize("name", ANSWERING + (["tf-weights"] if has_tensorflow() else []))
 def test_models_that_touch_no_host_file_answer(sandboxed: testing.RunningServer, name: str) -> None:
     """ONNX (a scikit-learn model converted; in the store, and unpacked into the cache), XGBoost
     and LightGBM load and answer, and so do programs that read nothing but their own folder."""
