@@ -166,7 +166,7 @@ def _refuse_shared_ports(config: Config) -> None:
 
 
 def listeners(config: Config) -> Iterator[tuple[str, str, int]]:
-    """Each port set: its setting's name, the address it listens on, and its number."""
+    """Each port set: its setting, address and number."""
     for name in LISTENERS:
         if port := getattr(config, name):
             yield name, listen_host(config, name), port

@@ -43,8 +43,7 @@ def check_unshared(host: str, port: int) -> None:
 
 
 def refuse_taken_ports(ports: Iterable[tuple[str, int, str]]) -> None:
-    """Stop the start at once on a port (host, port, its flag) already taken: they are bound
-    once the workers have started, seconds later."""
+    """Refuse a taken port (host, port, flag) now: the bind comes after the workers start."""
     for host, port, flag in ports:
         try:
             check_unshared(host, port)

@@ -63,7 +63,9 @@ class ModelUsage:
 
     def _fits(self, models: AbstractSet[str]) -> bool:
         """Whether counting `models` a model at a time forgets none on the way."""
-        return len(self._packed) + len(models - self._packed.keys()) <= self.max_models
+        packed, room = self._packed, self.max_models - len(self._packed)
+        # not `models - packed.keys()`, which walks every name held
+        return len(models) <= room or sum(model not in packed for model in models) <= room
 
     def record_hits(self, hits: Hits) -> None:
         """As `record` each hit, a model at a time; `takes` first."""

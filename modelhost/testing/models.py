@@ -189,8 +189,7 @@ def tensorflow_iris(folder: Path, inputs: int = 1) -> Path:
 
 
 def tensorflow_irises(inputs_by_folder: dict[Path, int]) -> list[Path]:
-    """`tensorflow_iris` into each folder, with its number of inputs, in one child: one import
-    of TensorFlow for them all."""
+    """`tensorflow_iris` into each folder, with its inputs, in one child."""
     import json
 
     model = _fitted_iris()
