@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 
 from modelhost.observe.exchange import Exchange
 from modelhost.observe.hits import Hits, at, places_by
-from modelhost.observe.usage import UNCOUNTED_ERRORS
+from modelhost.observe.usage import UNCOUNTED_ERRORS, fits
 
 MAX_MODELS = 32_768  # as the per-model counters: a million names must not grow it
 STATUS_CLASSES = ("2XX", "4XX", "5XX")
@@ -49,7 +49,7 @@ class TorchServeSeries:
 
     def takes(self, models: set[str]) -> bool:
         labelled = {self._labels(model) for model in models}
-        return len(self._models) + len(labelled - self._models.keys()) <= self.max_models
+        return fits(labelled, self._models, self.max_models)
 
     def _labels(self, path: str) -> tuple[str, str]:
         """TorchServe's model_name and model_version for a request's model path."""

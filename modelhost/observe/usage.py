@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import struct
 from collections import Counter, OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Hashable
 from collections.abc import Set as AbstractSet
 from operator import attrgetter
 from typing import Any
@@ -63,9 +63,7 @@ class ModelUsage:
 
     def _fits(self, models: AbstractSet[str]) -> bool:
         """Whether counting `models` a model at a time forgets none on the way."""
-        packed, room = self._packed, self.max_models - len(self._packed)
-        # not `models - packed.keys()`, which walks every name held
-        return len(models) <= room or sum(model not in packed for model in models) <= room
+        return fits(models, self._packed, self.max_models)
 
     def record_hits(self, hits: Hits) -> None:
         """As `record` each hit, a model at a time; `takes` first."""
@@ -136,6 +134,13 @@ class ModelUsage:
             "errors": counts["errors"],
             "lastTimingsMs": {part: ms for part, ms in timings.items() if not math.isnan(ms)},
         }
+
+
+def fits(keys: Collection[Hashable], held: Collection[Hashable], cap: int) -> bool:
+    """Whether `held`, capped at `cap`, takes `keys` with none of its own forgotten."""
+    room = cap - len(held)
+    # not `keys - held.keys()`, which walks every key held
+    return len(keys) <= room or sum(key not in held for key in keys) <= room
 
 
 def _last_place(item: tuple[str, list[int]]) -> int:
