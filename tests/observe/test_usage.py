@@ -6,11 +6,12 @@ import tracemalloc
 from collections import Counter, OrderedDict
 from dataclasses import replace
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from modelhost.observe.exchange import Exchange
-from modelhost.observe.usage import ENTRY_BYTES, MAX_MODELS, ModelUsage
+from modelhost.observe.usage import ENTRY_BYTES, MAX_MODELS, ModelUsage, fits
 from modelhost.records.held import FOLD_AFTER
 
 
@@ -173,3 +174,19 @@ def test_exchanges_counted_together_read_as_each_counted_in_turn(
         assert read["hits"] == counts["hit"]
         assert read["misses"] == {tier: counts[tier] for tier in ("disk", "remote") if counts[tier]}
         assert read["lastTimingsMs"] == ({"infer": counts["last"]} if "last" in counts else {})
+
+
+@pytest.mark.parametrize(
+    ("keys", "held", "cap", "taken"),
+    [
+        ({"a", "b"}, {"a": 1}, 2, True),  # one new key, one free place
+        ({"b", "c"}, {"a": 1}, 2, False),  # two new keys would forget "a"
+        ({"a"}, {"a": 1, "b": 2}, 2, True),  # held already: at the cap, nothing forgotten
+        ({"c"}, {"a": 1, "b": 2}, 2, False),
+        (set(), {}, 0, True),
+    ],
+)
+def test_fits_counts_only_the_keys_not_held(
+    keys: set[str], held: dict[str, int], cap: int, taken: bool
+) -> None:
+    assert fits(keys, held, cap) is taken
