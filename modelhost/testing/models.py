@@ -5,6 +5,8 @@ Each maker writes to the path given (``model.joblib`` inside a directory) and re
 
 from __future__ import annotations
 
+import copy
+import functools
 import os
 import random
 import subprocess
@@ -41,7 +43,13 @@ def iris_logreg(path: Path) -> Path:
 
 
 def _fitted_iris() -> Any:
-    """The LogisticRegression on iris that the iris makers write in each format."""
+    """The LogisticRegression on iris that the iris makers write in each format: a copy."""
+    return copy.deepcopy(_iris_fit())
+
+
+@functools.cache
+def _iris_fit() -> Any:
+    """Fitted once a process: a store of many iris models would otherwise refit the same one."""
     from sklearn.datasets import load_iris
     from sklearn.linear_model import LogisticRegression
 
@@ -51,10 +59,8 @@ def _fitted_iris() -> Any:
 def padded_logreg(path: Path, total_bytes: int, seed: int = 0) -> Path:
     """The iris model padded to about `total_bytes`: large to load, small to predict."""
     import numpy as np
-    from sklearn.datasets import load_iris
-    from sklearn.linear_model import LogisticRegression
 
-    model = LogisticRegression(max_iter=500).fit(*load_iris(return_X_y=True))
+    model = _fitted_iris()
     model.padding_ = np.random.default_rng(seed).integers(0, 256, total_bytes, dtype=np.uint8)
     return dump(model, path)
 

@@ -83,12 +83,16 @@ def test_live_curve_matches_simulate(store: Path, serve: Servers, tmp_path: Path
 
 
 @pytest.fixture(scope="module")
-def fixed_part(store: Path, serve: Servers) -> int:
-    """The idle server's part of the budget: its baseline and headroom floor, probed once."""
-    probe = serve(store, workers=1, memory_budget="4GiB")
-    fixed = httpx.get(f"{probe.url}/sizing").json()["fixedBytes"]
-    probe.stop()
-    return int(fixed)
+def roomy(store: Path, serve: Servers) -> tuple[testing.RunningServer, int]:
+    """A server every model fits in, and its part of the budget while idle (its baseline and
+    headroom floor), read before any request. Only the /stats test invokes on it."""
+    server = serve(store, workers=1, memory_budget="4GiB")
+    return server, int(httpx.get(f"{server.url}/sizing").json()["fixedBytes"])
+
+
+@pytest.fixture(scope="module")
+def fixed_part(roomy: tuple[testing.RunningServer, int]) -> int:
+    return roomy[1]
 
 
 def uniform_run(
@@ -147,8 +151,8 @@ def test_thrash_alarm_silent_when_set_fits(store: Path, serve: Servers, fixed_pa
     assert httpx.get(f"{server.url}/sizing").json()["thrash"]["thrashing"] is False
 
 
-def test_sizing_stats_and_metrics_say_the_same(store: Path, serve: Servers) -> None:
-    server = serve(store, workers=1)
+def test_sizing_stats_and_metrics_say_the_same(roomy: tuple[testing.RunningServer, int]) -> None:
+    server, _ = roomy
     for i in range(20):
         invoke(server.url, f"m{i % 4}.joblib")
     sizing = httpx.get(f"{server.url}/sizing").json()

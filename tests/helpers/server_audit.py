@@ -7,6 +7,7 @@ or `Servers(`. It reads the source, not the conftest's rule, so the two check ea
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 from collections.abc import Callable, Iterator
@@ -20,11 +21,18 @@ FAKE_SERVERS = ("tests/test_testing.py::",)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    for item in session.items:
+    for marked, nodeid in servers(session.items):
+        print(f"SERVER {marked} {nodeid}")
+
+
+def servers(items: list[pytest.Item]) -> list[tuple[str, str]]:
+    """`marked` or `unmarked`, and the node id, of each item that starts a real server."""
+    found = []
+    for item in items:
         if item.nodeid.startswith(FAKE_SERVERS) or not any(map(_starts, _code_of(item))):
             continue
-        marked = "marked" if item.get_closest_marker("e2e") else "unmarked"
-        print(f"SERVER {marked} {item.nodeid}")
+        found.append(("marked" if item.get_closest_marker("e2e") else "unmarked", item.nodeid))
+    return found
 
 
 def _code_of(item: pytest.Item) -> Iterator[Callable[..., Any]]:
@@ -42,6 +50,7 @@ def _code_of(item: pytest.Item) -> Iterator[Callable[..., Any]]:
         yield from (definition.func for definition in definitions)
 
 
+@functools.cache  # a fixture serves hundreds of tests: its source is read once
 def _starts(code: Callable[..., Any]) -> bool:
     try:
         return STARTS.search(inspect.getsource(code)) is not None

@@ -34,9 +34,15 @@ def invocations_counted(url: str) -> float:
 
 
 def run_bench(
-    url: str, out: Path, *args: str, models: list[str] = MODELS, duration: str = "0.5"
+    url: str,
+    out: Path,
+    *args: str,
+    models: list[str] = MODELS,
+    duration: str = "0.5",
+    warmup: str = "0.2",
 ) -> dict:
-    """bench's summary; half a second measured unless the test counts a rate over a longer one."""
+    """bench's summary; half a second measured after a short warm-up (whose requests are still
+    sent, and left out) unless the test counts a rate over longer ones."""
     chosen = ["--models", ",".join(models)] if models else []
     result = CliRunner().invoke(
         main,
@@ -47,7 +53,7 @@ def run_bench(
             "--duration",
             duration,
             "--warmup",
-            "0.5",
+            warmup,
             "--processes",
             "2",
             "--out",
@@ -94,6 +100,7 @@ def test_open_loop_holds_the_asked_rate(server: testing.RunningServer, tmp_path:
         tmp_path,
         *("--rate", "40", "--arrivals", "constant", "--model-in", "path"),
         duration="1.5",
+        warmup="0.5",
     )
     rows = read_rows(tmp_path)
     due = sorted(float(r["intended_s"]) for r in rows)
@@ -110,8 +117,8 @@ def test_poisson_arrivals_are_seeded_and_near_the_rate(
     server: testing.RunningServer, tmp_path: Path
 ) -> None:
     load = ("--rate", "50", "--seed", "3")
-    first = run_bench(server.url, tmp_path / "a", *load, duration="1.5")
-    second = run_bench(server.url, tmp_path / "b", *load, duration="1.5")
+    first = run_bench(server.url, tmp_path / "a", *load, duration="1.5", warmup="0.5")
+    second = run_bench(server.url, tmp_path / "b", *load, duration="1.5", warmup="0.5")
     due_a = [r["intended_s"] for r in read_rows(tmp_path / "a")]
     due_b = [r["intended_s"] for r in read_rows(tmp_path / "b")]
     assert sorted(due_a) == sorted(due_b)
