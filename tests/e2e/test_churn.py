@@ -18,7 +18,7 @@ import signal
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,8 @@ MODELS = 30
 DISTINCT = 10  # forests trained; each is served under three names
 CLIENTS = 16
 DURATION_S = 20.0
+LONGEST_S = 3 * DURATION_S  # a run with a thread beside lasts until it ends, at the most this
+KILLS = 4
 ROOM_FOR_MODELS = 4
 # a forest's unpickling needs about twice its footprint while it runs; two workers load at once
 LOADING_ROOM = 2 * 2
@@ -116,11 +118,11 @@ def invoke(client: httpx.Client, name: str, rows: list[list[float]]) -> httpx.Re
 
 
 class Client(threading.Thread):
-    """One user: picks models by Zipf(1.0) until the deadline and checks every answer."""
+    """One user: picks models by Zipf(1.0) until the run is over and checks every answer."""
 
-    def __init__(self, url: str, seed: int, deadline: float, truth: dict[str, list[int]]):
+    def __init__(self, url: str, seed: int, over: Callable[[], bool], truth: dict[str, list[int]]):
         super().__init__(daemon=True)
-        self.url, self.deadline, self.truth = url, deadline, truth
+        self.url, self.over, self.truth = url, over, truth
         self.random = random.Random(seed)
         self.statuses: Counter[int] = Counter()
         self.caches: Counter[str] = Counter()
@@ -131,7 +133,7 @@ class Client(threading.Thread):
         weights = [1 / rank for rank in range(1, len(names) + 1)]
         rows = testing.digits_rows(3)
         with httpx.Client(base_url=self.url, timeout=120) as client:
-            while time.monotonic() < self.deadline:
+            while not self.over():
                 name = self.random.choices(names, weights)[0]
                 self.check(name, invoke(client, name, rows))
 
@@ -165,17 +167,23 @@ def run_churn(
     truth: dict[str, list[int]],
     beside: threading.Thread | None = None,
 ) -> ChurnRun:
-    """Sixteen clients for DURATION_S, the server's PSS sampled every 10 ms meanwhile, and
-    `beside` (e.g. a worker killer) started with them."""
+    """Sixteen clients for DURATION_S, or until `beside` (e.g. a worker killer, started with
+    them) ends, the server's PSS sampled every 10 ms meanwhile."""
     budget = httpx.get(f"{server.url}/stats").json()["memory"]["budgetBytes"]
-    deadline = time.monotonic() + DURATION_S
-    clients = [Client(server.url, seed, deadline, truth) for seed in range(CLIENTS)]
+    started = time.monotonic()
+
+    def over() -> bool:
+        elapsed = time.monotonic() - started
+        waits = beside is not None and beside.is_alive()
+        return elapsed > LONGEST_S or (elapsed > DURATION_S and not waits)
+
+    clients = [Client(server.url, seed, over, truth) for seed in range(CLIENTS)]
     sampler = PssSampler(server.pid)
     sampler.start()
     for thread in [*clients, *([beside] if beside else [])]:
         thread.start()
     for thread in [*clients, *([beside] if beside else [])]:
-        thread.join(DURATION_S + 180)
+        thread.join(LONGEST_S + 180)
     sampler.stop()
     return ChurnRun(
         statuses=sum((c.statuses for c in clients), Counter()),
@@ -290,16 +298,17 @@ def test_operator_changes_under_churn_lose_nothing(
 # run checks no budget).
 class WorkerKiller(threading.Thread):
     """SIGKILLs one of the server's workers `every_s` seconds after the last one came back,
-    until the deadline. A load whose worker dies is tried once more on another; on a busy
-    machine a kill sooner could take that worker too, and the load is then refused, rightly."""
+    KILLS times. A load whose worker dies is tried once more on another; on a busy machine a
+    kill sooner could take that worker too, and the load is then refused, rightly."""
 
-    def __init__(self, server: testing.RunningServer, every_s: float, until: float) -> None:
+    def __init__(self, server: testing.RunningServer, every_s: float) -> None:
         super().__init__(daemon=True)
-        self.server, self.every_s, self.until = server, every_s, until
+        self.server, self.every_s = server, every_s
+        self.until = time.monotonic() + LONGEST_S  # a worker not replaced ends it early
         self.killed: list[int] = []
 
     def run(self) -> None:
-        while time.monotonic() + self.every_s < self.until:
+        while len(self.killed) < KILLS and time.monotonic() + self.every_s < self.until:
             time.sleep(self.every_s)
             workers = self._workers()
             if workers:
@@ -331,9 +340,9 @@ def test_workers_killed_under_churn_cost_retries_never_wrong_answers(
     requests it held are tried once more on another worker (the forests' handler is pure), so
     they cost latency, not errors; every answer stays right, workers come back, and nothing in
     the server raises."""
-    killer = WorkerKiller(churn_server, 3.0, time.monotonic() + DURATION_S)
+    killer = WorkerKiller(churn_server, 3.0)
     run = run_churn(churn_server, truth, beside=killer)
-    assert len(killer.killed) >= 4
+    assert len(killer.killed) == KILLS
     assert not run.wrong, f"{len(run.wrong)} wrong answers, e.g. {run.wrong[:5]}; {run.statuses}"
     assert not run.statuses[503], run.statuses  # each was retried
     retried = re.search(r"^modelhost_request_retries_total (\S+)$", metrics_of(churn_server), re.M)
@@ -395,9 +404,9 @@ def test_workers_killed_under_churn_through_fronts_never_answer_wrong(
 ) -> None:
     """A worker killed every 3 s while the fronts answer hits from it: the requests it held are
     tried again, never answered wrong or 503, and the workers come back."""
-    killer = WorkerKiller(fronted_server, 3.0, time.monotonic() + DURATION_S)
+    killer = WorkerKiller(fronted_server, 3.0)
     run = run_churn(fronted_server, truth, beside=killer)
-    assert len(killer.killed) >= 4
+    assert len(killer.killed) == KILLS
     assert not run.wrong, f"{len(run.wrong)} wrong answers, e.g. {run.wrong[:5]}; {run.statuses}"
     assert not run.statuses[503], run.statuses
     assert len(httpx.get(f"{fronted_server.url}/stats").json()["workers"]) == 2
