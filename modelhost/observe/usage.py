@@ -137,9 +137,8 @@ class ModelUsage:
 
 
 def fits(keys: Collection[Hashable], held: Collection[Hashable], cap: int) -> bool:
-    """Whether `held`, capped at `cap`, takes `keys` with none of its own forgotten."""
+    """Whether `held`, capped at `cap`, takes `keys` and forgets none (walking `keys` only)."""
     room = cap - len(held)
-    # not `keys - held.keys()`, which walks every key held
     return len(keys) <= room or sum(key not in held for key in keys) <= room
 
 
