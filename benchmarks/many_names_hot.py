@@ -1,0 +1,121 @@
+"""The frontend's CPU a hot request, before and after the server has served N other names.
+
+A store of one iris model hard-linked under N + `--hot` names (`n/<i>.joblib`). One server
+(`--workers 2`): wrk sends the hot set in turn at `--concurrency` for `--duration` seconds, the
+frontend's CPU is read from /proc; then each of the N other names is invoked once (a miss each,
+by `--seed-clients` clients); then the hot set again. A frontend whose per-request work grows
+with the names it has seen shows it here, where `hot_path.py` serves one name and `scale.py`'s
+hits are latency-bound. `--pythonpath DIR` serves another checkout's package (a `git archive`).
+
+    python benchmarks/many_names_hot.py [--names 40000] [--hot 100] [--duration 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import httpx
+from _common import BENCHMARKS, markdown_table, write_results
+from hot_path import parse_wrk
+
+from modelhost import testing
+
+ROW = [5.1, 3.5, 1.4, 0.2]  # post.lua's
+# post.lua's body, headers and summary, with each request to the next of the hot set
+ROTATE = """
+dofile("{post}")
+local i = 0
+request = function()
+   i = (i + 1) % {hot}
+   return wrk.format(nil, "/models/n/" .. i .. ".joblib/invoke")
+end
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--names", type=int, default=40_000)
+    parser.add_argument("--hot", type=int, default=100)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--duration", type=int, default=8)
+    parser.add_argument("--seed-clients", type=int, default=32)
+    parser.add_argument("--pythonpath", default="", help="a checkout to serve (PYTHONPATH)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="modelhost-many-names-") as folder:
+        rows = measure(Path(folder), args)
+    table = markdown_table(
+        ["names served before", "hot requests", "frontend µs a request"],
+        [[f"{r['names']:,}", r["requests"], f"{r['frontend_us']:.0f}"] for r in rows],
+    )
+    print(table)
+    write_results("many-names-hot", {**vars(args), "rows": rows}, table)
+
+
+def measure(folder: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
+    store = folder / "store"
+    first = testing.iris_logreg(store / "iris.joblib")
+    (store / "n").mkdir()
+    for index in range(args.hot + args.names):
+        os.link(first, store / "n" / f"{index}.joblib")
+    script = folder / "rotate.lua"
+    script.write_text(ROTATE.format(post=BENCHMARKS / "post.lua", hot=args.hot))
+    env = {**os.environ, "PYTHONPATH": args.pythonpath or str(BENCHMARKS.parent)}
+    serve_args = testing.serve_args(store, folder / "cache", workers=2, preload_runtimes="sklearn")
+    # not from a checkout's folder: `python -m` would import its package before PYTHONPATH's
+    with testing.RunningServer(serve_args, folder, env=env, cwd=folder) as server:
+        asyncio.run(invoke_each(server.url, range(args.hot), args.hot))  # loaded, not measured
+        rows = [hot_round(server, script, 0, args)]
+        others = range(args.hot, args.hot + args.names)
+        asyncio.run(invoke_each(server.url, others, args.seed_clients))
+        rows.append(hot_round(server, script, args.names, args))
+    return rows
+
+
+def hot_round(
+    server: testing.RunningServer, script: Path, names: int, args: argparse.Namespace
+) -> dict[str, Any]:
+    """wrk over the hot set, warmed for 2 s; the frontend's CPU a request meanwhile."""
+    wrk(server.url, script, args.concurrency, 2)
+    before = cpu_s(server.pid)
+    summary = wrk(server.url, script, args.concurrency, args.duration)
+    requests = summary["requests"]
+    return {
+        "names": names,
+        "requests": requests,
+        "frontend_us": (cpu_s(server.pid) - before) / requests * 1e6,
+        "errors": summary["errors"],
+    }
+
+
+def wrk(url: str, script: Path, connections: int, seconds: int) -> dict[str, Any]:
+    command = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "-s", str(script), url]
+    return parse_wrk(subprocess.run(command, capture_output=True, text=True, check=True).stdout)
+
+
+def cpu_s(pid: int) -> float:
+    """The process's user and system CPU so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def invoke_each(url: str, indexes: range, clients: int) -> None:
+    """Invoke `n/<index>.joblib` once for each index, by `clients` at once; each must answer."""
+    todo = iter(indexes)
+    async with httpx.AsyncClient(base_url=url, timeout=120) as client:
+
+        async def one() -> None:
+            for index in todo:
+                response = await client.post(f"/models/n/{index}.joblib/invoke", json=ROW)
+                response.raise_for_status()
+
+        await asyncio.gather(*(one() for _ in range(clients)))
+
+
+if __name__ == "__main__":
+    main()
