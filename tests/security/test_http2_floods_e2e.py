@@ -18,7 +18,6 @@ from helpers.serving import Servers
 from hyperframe.frame import (
     ContinuationFrame,
     Frame,
-    GoAwayFrame,
     RstStreamFrame,
     SettingsFrame,
 )
@@ -114,43 +113,25 @@ def test_streams_past_the_cap_end_their_connection(
             assert goaway_of(frames).error_code == ENHANCE_YOUR_CALM
 
 
-def test_a_stream_that_never_sends_its_message_ends_its_connection(
-    server: testing.RunningServer, grpc_port: int, front: str
+@pytest.mark.parametrize("sent", ["headers", "part of the message"])
+def test_a_stream_whose_message_never_arrives_ends_its_connection(
+    server: testing.RunningServer, grpc_port: int, front: str, sent: str
 ) -> None:
-    """One stream opened, its message never sent: GOAWAY once --header-timeout-s passes (on
-    h2corn, the stream ends with DEADLINE_EXCEEDED)."""
+    """One stream opened, its message never sent or only partly sent: GOAWAY once
+    --header-timeout-s passes (on h2corn, the stream ends with DEADLINE_EXCEEDED)."""
     connection = RawConnection(grpc_port)
     try:
-        connection.send(connection.headers(1))
+        opening = connection.headers(1) if sent == "headers" else partial_message(connection, 1)
+        connection.send(opening)
         if front == H2CORN:
             assert statuses_of(until_answered(connection, 1, 10)) == {1: DEADLINE_EXCEEDED}
             return
         deadline, frames = time.monotonic() + 10, []
         while not connection.closed and time.monotonic() < deadline:
             frames += connection.frames(wait_s=0.5)
-        assert goaway_of(frames).error_code == ENHANCE_YOUR_CALM
+        told = goaway_of(frames)
+        assert told.error_code == ENHANCE_YOUR_CALM and b"no message" in told.additional_data
         assert connection.closed
-    finally:
-        connection.sock.close()
-
-
-def test_a_partly_sent_message_is_timed_as_a_missing_one(
-    server: testing.RunningServer, grpc_port: int, front: str
-) -> None:
-    """One stream whose message is only partly sent: GOAWAY once --header-timeout-s passes, as
-    for a missing one (on h2corn, the stream ends with DEADLINE_EXCEEDED)."""
-    connection = RawConnection(grpc_port)
-    try:
-        connection.send(partial_message(connection, 1))
-        if front == H2CORN:
-            assert statuses_of(until_answered(connection, 1, 10)) == {1: DEADLINE_EXCEEDED}
-            return
-        deadline, frames = time.monotonic() + 10, []
-        while not connection.closed and time.monotonic() < deadline:
-            frames += connection.frames(wait_s=0.5)
-        told = [frame for frame in frames if isinstance(frame, GoAwayFrame)]
-        assert told and told[0].error_code == ENHANCE_YOUR_CALM, "the stream was never timed"
-        assert b"no message" in told[0].additional_data
     finally:
         connection.sock.close()
 
