@@ -11,7 +11,7 @@ import struct
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Collection, Hashable
 from collections.abc import Set as AbstractSet
-from operator import attrgetter
+from operator import attrgetter, methodcaller
 from typing import Any
 
 from modelhost.observe.exchange import Exchange
@@ -25,12 +25,17 @@ UNCOUNTED_ERRORS = frozenset({"ModelNotFound", "ModelVersionNotFound", "InvalidM
 TIERS = ("disk", "remote")
 COUNTS = ("requests", "hits", *TIERS, "errors")
 PARTS = ("queue", "download", "load", "infer")
-PACKED = struct.Struct(f"<{len(COUNTS)}Q{len(PARTS)}d")
-EMPTY = PACKED.pack(*[0] * len(COUNTS), *[math.nan] * len(PARTS))
+# ms summed: whole times of successes and failures, queue and infer of successes
+TOTALS = ("succeeded", "failed", "queue", "infer")
+PACKED = struct.Struct(f"<{len(COUNTS)}Q{len(PARTS) + len(TOTALS)}d")
+EMPTY = PACKED.pack(*[0] * len(COUNTS), *[math.nan] * len(PARTS), *[0.0] * len(TOTALS))
 INDEX = {name: index for index, name in enumerate(COUNTS)}  # looked up per request: no .index
+LAST = slice(len(COUNTS), len(COUNTS) + len(PARTS))
+TOTAL = {name: len(COUNTS) + len(PARTS) + index for index, name in enumerate(TOTALS)}
 CACHE_FIELDS = [("hit", INDEX["hits"]), *((tier, INDEX[tier]) for tier in TIERS)]
 MODEL, STATUS, CACHE = attrgetter("model"), attrgetter("status"), attrgetter("cache")
-TIMINGS = attrgetter("timings_ms")
+TIMINGS, DURATION = attrgetter("timings_ms"), attrgetter("duration_s")
+QUEUE_MS, INFER_MS = methodcaller("get", "queue", 0.0), methodcaller("get", "infer", 0.0)
 
 
 class ModelUsage:
@@ -68,14 +73,15 @@ class ModelUsage:
     def record_hits(self, hits: Hits) -> None:
         """As `record` each hit, a model at a time; `takes` first."""
         self.fold()
-        counts = Counter(hits.models)
-        for model, last in hits.last_places():
+        for model, places in sorted(places_by(hits.models).items(), key=_last_place):
             if model != self._newest:
                 self._make_newest(model)
             fields = self._fields
-            fields[INDEX["requests"]] += counts[model]
-            fields[INDEX["hits"]] += counts[model]
-            fields[len(COUNTS) :] = [0.0, 0.0, 0.0, hits.infer_ms[last]]
+            fields[INDEX["requests"]] += len(places)
+            fields[INDEX["hits"]] += len(places)
+            fields[LAST] = [0.0, 0.0, 0.0, hits.infer_ms[places[-1]]]
+            fields[TOTAL["succeeded"]] += sum(at(hits.durations_s, places)) * 1000
+            fields[TOTAL["infer"]] += sum(at(hits.infer_ms, places))
 
     def _count_all(self, exchanges: list[Exchange]) -> None:
         """Count the model calls among `exchanges`, a model at a time in the order of each
@@ -103,13 +109,15 @@ class ModelUsage:
         fields = self._fields
         fields[INDEX["requests"]] += len(exchanges)
         statuses = Counter(map(STATUS, exchanges))
-        fields[INDEX["errors"]] += sum(n for status, n in statuses.items() if status >= 400)
+        errors = sum(n for status, n in statuses.items() if status >= 400)
+        fields[INDEX["errors"]] += errors
         caches = Counter(map(CACHE, exchanges))
         for cache, field in CACHE_FIELDS:
             fields[field] += caches[cache]
         timings = next(filter(None, map(TIMINGS, reversed(exchanges))), None)
         if timings:
-            fields[len(COUNTS) :] = [timings.get(part, math.nan) for part in PARTS]
+            fields[LAST] = [timings.get(part, math.nan) for part in PARTS]
+        _add_totals(fields, exchanges, errors)
 
     def _make_newest(self, model: str) -> None:
         """Pack the newest model's counters and unpack `model`'s, now the newest."""
@@ -126,14 +134,26 @@ class ModelUsage:
         packed = self._packed.get(model, EMPTY)
         fields = self._fields if model == self._newest else PACKED.unpack(packed)
         counts = dict(zip(COUNTS, fields[: len(COUNTS)], strict=True))
-        timings = dict(zip(PARTS, fields[len(COUNTS) :], strict=True))
+        timings = dict(zip(PARTS, fields[LAST], strict=True))
         return {
             "requests": counts["requests"],
             "hits": counts["hits"],
             "misses": {tier: counts[tier] for tier in TIERS if counts[tier]},
             "errors": counts["errors"],
             "lastTimingsMs": {part: ms for part, ms in timings.items() if not math.isnan(ms)},
+            "totalMs": {name: fields[TOTAL[name]] for name in TOTALS},
         }
+
+
+def _add_totals(fields: list[Any], exchanges: list[Exchange], errors: int) -> None:
+    """Add the exchanges' times to the totals."""
+    succeeded = [each for each in exchanges if each.status < 400] if errors else exchanges
+    fields[TOTAL["succeeded"]] += sum(map(DURATION, succeeded)) * 1000
+    if errors:
+        fields[TOTAL["failed"]] += sum(e.duration_s for e in exchanges if e.status >= 400) * 1000
+    timings = list(map(TIMINGS, succeeded))
+    fields[TOTAL["queue"]] += sum(map(QUEUE_MS, timings))
+    fields[TOTAL["infer"]] += sum(map(INFER_MS, timings))
 
 
 def fits(keys: Collection[Hashable], held: Collection[Hashable], cap: int) -> bool:

@@ -87,20 +87,18 @@ class OipModels:
         return model_config(name, told["inputs"], told["outputs"], max_rows, delay_ms)
 
     def statistics(self, name: str, counters: Counters) -> dict[str, Any]:
-        """Triton's statistics of a model; durations are not kept."""
+        """Triton's statistics of a model."""
         counts = counters(name)
         succeeded, failed = counts["requests"] - counts["errors"], counts["errors"]
         last_used = self.host.model_statistics(name).last_used
         model, version = self.version_held(name)
-        durations = {part: {"count": 0, "ns": 0} for part in DURATIONS}
-        durations["success"]["count"], durations["fail"]["count"] = succeeded, failed
         return {
             "name": model,
             "version": version,
             "last_inference": round(last_used * 1000) if last_used else 0,
             "inference_count": succeeded,
             "execution_count": succeeded,  # one a request
-            "inference_stats": durations,
+            "inference_stats": _durations(succeeded, failed, counts["totalMs"]),
             "batch_stats": [],
             "memory_usage": [],
         }
@@ -119,6 +117,19 @@ class OipModels:
     def index(self, ready_only: bool) -> AsyncIterator[list[dict[str, str]]]:
         """Triton's repository index, a page of entries at a time."""
         return index_pages(self.host, ready_only)
+
+
+def _durations(succeeded: int, failed: int, total_ms: dict[str, float]) -> dict[str, Any]:
+    """Triton's count and ns of each part; perf_analyzer needs the compute counts equal."""
+    ns = {name: round(ms * 1e6) for name, ms in total_ms.items()}
+    durations = {part: {"count": 0, "ns": 0} for part in DURATIONS}
+    durations["success"] = {"count": succeeded, "ns": ns["succeeded"]}
+    durations["fail"] = {"count": failed, "ns": ns["failed"]}
+    durations["queue"] = {"count": succeeded, "ns": ns["queue"]}
+    durations["compute_infer"] = {"count": succeeded, "ns": ns["infer"]}
+    for part in ("compute_input", "compute_output"):  # timed within compute_infer
+        durations[part]["count"] = succeeded
+    return durations
 
 
 def check_load_parameters(names: Iterable[str]) -> None:

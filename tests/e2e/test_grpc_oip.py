@@ -498,6 +498,8 @@ def test_get_inference_statistics(oip: triton.InferenceServerClient) -> None:
     assert (entry["name"], entry["version"]) == (model, "1")
     assert int(entry["inference_count"]) == 2
     assert int(entry["inference_stats"]["success"]["count"]) == 2
+    timed = entry["inference_stats"]["compute_infer"]
+    assert int(timed["count"]) == 2 and int(timed["ns"]) > 0
     assert int(entry["last_inference"]) > 0
     versioned = oip.get_inference_statistics(model, model_version="1", as_json=True)
     assert versioned["model_stats"] == [entry]

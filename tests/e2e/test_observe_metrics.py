@@ -202,6 +202,8 @@ def test_describe_gives_the_models_counters(client: httpx.Client) -> None:
     assert counters["requests"] == 3 and counters["hits"] == 2
     assert counters["misses"] == {"disk": 1} and counters["errors"] == 0
     assert {"queue", "load", "infer"} <= set(counters["lastTimingsMs"])  # "download" with stores
+    totals = counters["totalMs"]
+    assert totals["failed"] == 0 and 0 < totals["queue"] + totals["infer"] < totals["succeeded"]
 
 
 def test_the_docs_counters_have_the_keys_describe_gives(client: httpx.Client) -> None:
@@ -213,6 +215,7 @@ def test_the_docs_counters_have_the_keys_describe_gives(client: httpx.Client) ->
     counters = client.get(f"/models/{name}").json()["counters"]
     assert set(example) == set(counters)
     assert set(example["lastTimingsMs"]) == set(counters["lastTimingsMs"])
+    assert set(example["totalMs"]) == set(counters["totalMs"])
 
 
 def test_the_access_log_has_a_line_per_request(

@@ -214,6 +214,22 @@ def test_get_inference_statistics_has_every_field_perf_analyzer_reads(
     assert entry["batch_stats"] == [] and entry["memory_usage"] == []
 
 
+def test_get_inference_statistics_times_what_perf_analyzer_prints(
+    oip: triton.InferenceServerClient,
+) -> None:
+    """perf_analyzer prints a model's average latency, queue and compute from these sums over
+    the success count, and stops where the three compute counts differ."""
+    model = "tenants/t000.joblib"
+    for _ in range(3):
+        oip.infer(model, [iris_input(1, binary=False)])
+    (entry,) = oip.get_inference_statistics(model)["model_stats"]
+    stats = entry["inference_stats"]
+    counts = {stats[part]["count"] for part in ("queue", *PERF_ANALYZER_DURATIONS)}
+    assert counts == {3}
+    assert stats["compute_infer"]["ns"] > 0
+    assert stats["queue"]["ns"] + stats["compute_infer"]["ns"] < stats["success"]["ns"]
+
+
 def test_get_model_config_of_a_handler_that_tells_nothing_is_empty(
     oip: triton.InferenceServerClient,
 ) -> None:

@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from modelhost.observe.exchange import Exchange
+from modelhost.observe.hits import Hits
 from modelhost.observe.usage import ENTRY_BYTES, MAX_MODELS, ModelUsage, fits
 from modelhost.records.held import FOLD_AFTER
 
@@ -45,13 +46,32 @@ def test_invocations_are_counted_per_model() -> None:
     usage.record(exchange())
     usage.record(exchange())
     usage.record(exchange(cache=None, status=507, error="InsufficientMemory"))
-    assert usage.for_model("m") == {
+    counted = usage.for_model("m")
+    totals = {"succeeded": 30.0, "failed": 10.0, "queue": 0.3, "infer": 3.0}  # of 3 successes
+    assert counted.pop("totalMs") == pytest.approx(totals)
+    assert counted == {
         "requests": 4,
         "hits": 2,
         "misses": {"disk": 1},
         "errors": 1,
         "lastTimingsMs": {"queue": 0.1, "load": 0.0, "infer": 1.0},
     }
+
+
+def test_a_fronts_hits_add_to_the_totals() -> None:
+    """A front's hits carry their durations and infer parts, but no queue part."""
+    usage = ModelUsage()
+    models = ["a", "b", "a"]
+    hits = Hits(
+        ["/r"] * 3, models, [0.0] * 3, [0.002, 0.004, 0.003], [0.5, 0.7, 0.9], [1] * 3, [1] * 3
+    )
+    assert usage.takes(set(models))
+    usage.record_hits(hits)
+    counted = usage.for_model("a")
+    assert counted["requests"] == counted["hits"] == 2
+    assert counted["lastTimingsMs"]["infer"] == 0.9
+    totals = {"succeeded": 5.0, "failed": 0.0, "queue": 0.0, "infer": 1.4}
+    assert counted["totalMs"] == pytest.approx(totals)
 
 
 def test_only_model_calls_are_counted() -> None:
@@ -148,8 +168,8 @@ COUNTED = st.lists(
 def test_exchanges_counted_together_read_as_each_counted_in_turn(
     exchanges: list[Exchange], start: float, cap: int
 ) -> None:
-    """Exchanges are counted a model at a time; each model's counts and last timings read as
-    counting each exchange in turn, under the cap, gives them."""
+    """Exchanges are counted a model at a time; each model's counts, last timings and totals
+    read as counting each exchange in turn, under the cap, gives them."""
     exchanges = [  # each its own timings, to tell which was last
         replace(each, timings_ms=each.timings_ms and {"infer": start + place})
         for place, each in enumerate(exchanges)
@@ -167,6 +187,9 @@ def test_exchanges_counted_together_read_as_each_counted_in_turn(
             counts[each.cache] += each.cache is not None
             if each.timings_ms:
                 counts["last"] = each.timings_ms["infer"]
+            outcome = "succeeded" if each.status < 400 else "failed"
+            counts[outcome] += each.duration_s * 1000
+            counts["infer"] += each.timings_ms.get("infer", 0.0) if outcome == "succeeded" else 0
     for model in ("a", "b", "c"):
         counts = expected.get(model, Counter())
         read = usage.for_model(model)
@@ -174,6 +197,8 @@ def test_exchanges_counted_together_read_as_each_counted_in_turn(
         assert read["hits"] == counts["hit"]
         assert read["misses"] == {tier: counts[tier] for tier in ("disk", "remote") if counts[tier]}
         assert read["lastTimingsMs"] == ({"infer": counts["last"]} if "last" in counts else {})
+        totals = {"succeeded": counts["succeeded"], "failed": counts["failed"], "queue": 0.0}
+        assert read["totalMs"] == pytest.approx({**totals, "infer": counts["infer"]})
 
 
 @pytest.mark.parametrize(
