@@ -53,6 +53,7 @@ ModelhostError
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 
 class ModelhostError(Exception):
@@ -60,6 +61,14 @@ class ModelhostError(Exception):
 
     retry_after_s = 1  # the pause a client is told to take, where its status invites a retry
     type_name = ""  # the error body's type; empty: the class's name
+    # the failed request's own load (a host.Result, no body), which its answer tells
+    loaded: Any = None
+
+    def telling(self, loaded: Any) -> ModelhostError:
+        """A copy telling `loaded`: a batch's requests share one error."""
+        own = type(self).__new__(type(self), *self.args)
+        own.__dict__.update(self.__dict__, loaded=loaded)
+        return own
 
 
 class ConfigError(ModelhostError):

@@ -50,3 +50,17 @@ def test_every_error_a_caller_can_get_has_a_status() -> None:
 
 def test_the_status_table_names_only_classes_of_the_tree() -> None:
     assert {cls.__name__ for cls in STATUS_BY_ERROR} <= set(classes())
+
+
+def test_an_error_telling_a_load_is_a_copy() -> None:
+    """A batch's requests share one error; each tells its own load on a copy that keeps what
+    the constructor set, and the shared one tells none."""
+    for shared, kept in (
+        (errors.HandlerError("refused", status=422), "status"),
+        (errors.RateLimited("refused", retry_after_s=7), "retry_after_s"),
+        (errors.BadRequestBody("refused"), "type_name"),
+    ):
+        own = shared.telling("a load")
+        assert type(own) is type(shared) and own.args == shared.args == ("refused",)
+        assert getattr(own, kept) == getattr(shared, kept)
+        assert own.loaded == "a load" and shared.loaded is None

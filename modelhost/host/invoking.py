@@ -17,6 +17,7 @@ from modelhost.deadlines import DeadlineGroups
 from modelhost.errors import (
     ConcurrencyLimit,
     DeadlineExceeded,
+    ModelhostError,
     ModelNotLoaded,
     PoisonRequest,
     ShuttingDown,
@@ -179,6 +180,8 @@ class InvokePath:
             job = await self._answer(name, invocation, solo)
         except BaseException as error:  # past its deadline, in use until its batch ends
             _held(error)(functools.partial(self._end_use, resident))
+            if outcome not in (None, HIT) and isinstance(error, ModelhostError):
+                raise error.telling(_load_result(outcome, resident.footprint)) from error
             raise
         self._end_use(resident)
         answer: Answer = job.future.result()
@@ -259,6 +262,13 @@ class InvokePath:
         if job.dispatched_at:  # its batch runs on: its slot and its model stay taken
             late.hold = dispatcher.linger(job)
         job.future.set_exception(late)
+
+
+def _load_result(outcome: LoadOutcome, footprint: int) -> Result:
+    """The load a failed request made."""
+    timings = {"download": outcome.download_ms, "load": outcome.load_ms}
+    tier = tier_of(outcome, ON_HOST.tier)
+    return Result(b"", "", outcome.tier, timings, tier, model_bytes=footprint)
 
 
 def _held(error: BaseException) -> Callable[[Callable[[], None]], None]:

@@ -7,8 +7,11 @@ from collections.abc import Callable
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.types import Scope
 
 from modelhost import errors
+from modelhost.http.invocation_paths import where_from
+from modelhost.http.middleware import MODEL_BYTES_KEY
 from modelhost.http.request_ids import request_id_header
 from modelhost.protocols.not_served import not_served
 from modelhost.protocols.status import status_of, type_name_of
@@ -37,19 +40,31 @@ def error_response(
     return response
 
 
-def answer_error(error: Exception, named: Callable[[errors.ModelhostError], str]) -> Response:
+def answer_error(
+    request: Request, error: Exception, named: Callable[[errors.ModelhostError], str]
+) -> Response:
     assert isinstance(error, errors.ModelhostError)
     status = status_of(error)
-    return error_response(status, named(error), str(error), error.retry_after_s)
+    response = error_response(status, named(error), str(error), error.retry_after_s)
+    return told_load(response, request.scope, error)
+
+
+def told_load(response: Response, scope: Scope, error: errors.ModelhostError) -> Response:
+    """`response`, telling the load a failed request made."""
+    loaded = error.loaded
+    if loaded is not None:
+        response.raw_headers += where_from(loaded.cache, loaded.tier, loaded.timings_ms)
+        scope[MODEL_BYTES_KEY] = loaded.model_bytes
+    return response
 
 
 async def handle_modelhost_error(request: Request, error: Exception) -> Response:
-    return answer_error(error, type_name_of)
+    return answer_error(request, error, type_name_of)
 
 
 async def handle_torchserve_error(request: Request, error: Exception) -> Response:
     """As `handle_modelhost_error`, with TorchServe's type names."""
-    return answer_error(error, torchserve_type)
+    return answer_error(request, error, torchserve_type)
 
 
 async def handle_http_exception(request: Request, error: Exception) -> Response:

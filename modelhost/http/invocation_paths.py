@@ -72,8 +72,15 @@ def reply_headers(
     return [
         (b"content-type", content_type.encode("latin-1")),
         (b"content-length", str(size).encode()),
+        *where_from(cache, tier, timings_ms),
+        request_id_header(request_id),
+    ]
+
+
+def where_from(cache: str, tier: str, timings_ms: dict[str, float]) -> list[tuple[bytes, bytes]]:
+    """Where the model came from and where the time went."""
+    return [
         (b"x-modelhost-cache", cache.encode()),
         (b"x-modelhost-tier", tier.encode()),
         (b"server-timing", server_timing(timings_ms).encode()),
-        request_id_header(request_id),
     ]

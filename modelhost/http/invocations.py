@@ -17,7 +17,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from modelhost.errors import BadRequestBody, ModelhostError
 from modelhost.host import Invocation, ModelHost, Result
-from modelhost.http.errors import error_response
+from modelhost.http.errors import error_response, told_load
 from modelhost.http.forms import form_input, is_form
 from modelhost.http.handler_heads import handler_head
 from modelhost.http.invocation_paths import (
@@ -159,7 +159,8 @@ class Invocations:
             response = error_response(
                 exchange.status, kind, str(error), error.retry_after_s, request_id
             )
-            await self._respond(response, exchange, scope, receive, send)
+            exchange.result = error.loaded
+            await self._respond(told_load(response, scope, error), exchange, scope, receive, send)
             return
         exchange.status, exchange.result = status, result
         exchange.bytes_out = len(result.body)

@@ -16,7 +16,7 @@ from starlette.routing import Route
 from modelhost.errors import ModelNotFound, Unavailable
 from modelhost.host import Invocation, Result, State
 from modelhost.http.handler_heads import handler_head
-from modelhost.http.middleware import ERROR_KEY
+from modelhost.http.middleware import ERROR_KEY, MODEL_BYTES_KEY
 from modelhost.http.oip import Endpoint, oip_errors, oip_response
 from modelhost.http.routes import SageMakerRoutes, model_in_path, name_advice
 from modelhost.protocols.kserve_v1 import check_body, no_explainer, not_found, not_ready
@@ -88,6 +88,7 @@ class KserveV1Routes:
         except ModelNotFound as error:
             raise ModelNotFound(not_found(name, str(error))) from None
         check_response_size(len(result.body), self.http.settings.max_response_bytes)
+        request.scope[MODEL_BYTES_KEY] = result.model_bytes
         return v1_reply(result)
 
     async def explain(self, request: Request) -> Response:

@@ -20,6 +20,7 @@ MAX_ERROR_BODY_BYTES = 64 * 1024
 TENANT_KEY = "modelhost.tenant"  # in the scope, where a route found the request's tenant
 TENANT_HEADER = b"x-modelhost-tenant"  # the tenant the server counted the request to
 ERROR_KEY = "modelhost.error"  # OIP's error type
+MODEL_BYTES_KEY = "modelhost.model_bytes"  # a load's footprint
 
 
 class ObserveMiddleware:
@@ -66,6 +67,7 @@ class ObserveMiddleware:
             timings_ms=parse_server_timing(watch.headers.get(b"server-timing", b"").decode()),
             error=scope.get(ERROR_KEY) or watch.error_type(),
             tenant=scope.get(TENANT_KEY),
+            model_bytes=scope.get(MODEL_BYTES_KEY),
         )
 
 

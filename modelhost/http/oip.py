@@ -19,7 +19,8 @@ from starlette.routing import Route
 from modelhost.documents import json_object
 from modelhost.errors import BadRequestBody, ModelhostError, ModelNotFound, NotServed
 from modelhost.host import Invocation, Result, State
-from modelhost.http.middleware import ERROR_KEY
+from modelhost.http.errors import told_load
+from modelhost.http.middleware import ERROR_KEY, MODEL_BYTES_KEY
 from modelhost.http.oip_replies import (
     HEADER_LENGTH_HEADER,
     INFER,
@@ -62,7 +63,7 @@ def oip_errors(endpoint: Endpoint) -> Endpoint:
             return await endpoint(request)
         except ModelhostError as error:
             request.scope[ERROR_KEY] = type_name_of(error)
-            return oip_error(error)
+            return told_load(oip_error(error), request.scope, error)
 
     return answered
 
@@ -169,6 +170,7 @@ class OipRoutes:
         )
         result = await self.host.invoke(held, invocation)
         check_response_size(len(result.body), self.http.settings.max_response_bytes)
+        request.scope[MODEL_BYTES_KEY] = result.model_bytes
         return oip_response(result)
 
     # model repository -------------------------------------------------------------------

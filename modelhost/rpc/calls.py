@@ -83,17 +83,17 @@ class Calls:
         return handler
 
     def answered(self, call: Call, context: Context) -> None:
-        """Where an invocation's answer came from and where its time went, as trailers."""
-        if call.result is None:
-            return
-        context.set_trailing_metadata(
-            (
-                ("server-timing", server_timing(call.result.timings_ms)),
-                ("x-modelhost-cache", call.result.cache),
-                ("x-modelhost-tier", call.result.tier),
-                *self.instance,
-                *((("x-modelhost-tenant", call.caller_tenant),) if call.caller_tenant else ()),
-            )
+        if call.result is not None:
+            context.set_trailing_metadata(self.told(call.result, call.caller_tenant))
+
+    def told(self, result: Result, tenant: str | None) -> Trailers:
+        """Where an invocation's model came from and where its time went, as trailers."""
+        return (
+            ("server-timing", server_timing(result.timings_ms)),
+            ("x-modelhost-cache", result.cache),
+            ("x-modelhost-tier", result.tier),
+            *self.instance,
+            *((("x-modelhost-tenant", tenant),) if tenant else ()),
         )
 
     async def each_answered(
@@ -142,8 +142,10 @@ class Observed:
                 call.status = 200
             elif isinstance(error, ModelhostError):
                 call.status, call.error = status_of(error), type(error).__name__
+                call.result = loaded = error.loaded
                 if self.abort:
-                    trailers = (*trailers_of(error), *self.calls.instance)
+                    told = self.calls.instance if loaded is None else self.calls.told(loaded, None)
+                    trailers = (*trailers_of(error), *told)
                     self.context.set_trailing_metadata(trailers)
                     await self.context.abort(code_of(error), str(error))
             elif isinstance(error, asyncio.CancelledError):
