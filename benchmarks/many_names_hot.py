@@ -7,7 +7,7 @@ by `--seed-clients` clients); then the hot set again. A frontend whose per-reque
 with the names it has seen shows it here, where `hot_path.py` serves one name and `scale.py`'s
 hits are latency-bound. `--pythonpath DIR` serves another checkout's package (a `git archive`).
 
-    python benchmarks/many_names_hot.py [--names 40000] [--hot 100] [--duration 8]
+    python benchmarks/many_names_hot.py [--names 40000] [--hot 100] [--duration 8] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import asyncio
 import os
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -45,13 +46,18 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--duration", type=int, default=8)
     parser.add_argument("--seed-clients", type=int, default=32)
+    parser.add_argument("--rounds", type=int, default=1, help="hot rounds before and after")
+    parser.add_argument("--idle", type=float, default=5, help="seconds idle before each round")
     parser.add_argument("--pythonpath", default="", help="a checkout to serve (PYTHONPATH)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="modelhost-many-names-") as folder:
         rows = measure(Path(folder), args)
     table = markdown_table(
-        ["names served before", "hot requests", "frontend µs a request"],
-        [[f"{r['names']:,}", r["requests"], f"{r['frontend_us']:.0f}"] for r in rows],
+        ["names served before", "idle frontend CPU ms/s", "hot requests", "frontend µs a request"],
+        [
+            [f"{r['names']:,}", f"{r['idle_ms_a_s']:.0f}", r["requests"], f"{r['frontend_us']:.0f}"]
+            for r in rows
+        ],
     )
     print(table)
     write_results("many-names-hot", {**vars(args), "rows": rows}, table)
@@ -70,17 +76,25 @@ def measure(folder: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
     # not from a checkout's folder: `python -m` would import its package before PYTHONPATH's
     with testing.RunningServer(serve_args, folder, env=env, cwd=folder) as server:
         asyncio.run(invoke_each(server.url, range(args.hot), args.hot))  # loaded, not measured
-        rows = [hot_round(server, script, 0, args)]
+        rows = [hot_round(server, script, 0, args) for _ in range(args.rounds)]
         others = range(args.hot, args.hot + args.names)
         asyncio.run(invoke_each(server.url, others, args.seed_clients))
-        rows.append(hot_round(server, script, args.names, args))
+        rows += [hot_round(server, script, args.names, args) for _ in range(args.rounds)]
     return rows
+
+
+def idle_ms_a_s(pid: int, seconds: float) -> float:
+    """The frontend's CPU a second while no request comes: work of its own, not a request's."""
+    before = cpu_s(pid)
+    time.sleep(seconds)
+    return (cpu_s(pid) - before) / seconds * 1000
 
 
 def hot_round(
     server: testing.RunningServer, script: Path, names: int, args: argparse.Namespace
 ) -> dict[str, Any]:
-    """wrk over the hot set, warmed for 2 s; the frontend's CPU a request meanwhile."""
+    """The frontend's CPU while idle, then a request's under wrk over the hot set (warmed 2 s)."""
+    idle = idle_ms_a_s(server.pid, args.idle)
     wrk(server.url, script, args.concurrency, 2)
     before = cpu_s(server.pid)
     summary = wrk(server.url, script, args.concurrency, args.duration)
@@ -90,6 +104,7 @@ def hot_round(
         "requests": requests,
         "frontend_us": (cpu_s(server.pid) - before) / requests * 1e6,
         "errors": summary["errors"],
+        "idle_ms_a_s": idle,
     }
 
 

@@ -111,11 +111,14 @@ class Scaling:
         return min(limit or self.scheduling.max_workers_per_model or workers, workers)
 
     async def scale_in(self) -> None:
-        """Unload one extra copy of each model not pressed lately."""
-        now = self.copies.clock()
-        for name, dispatcher in list(self.copies.dispatchers.items()):
-            resident = self.copies.memory.get(name)
-            if resident is None or len(resident.workers) <= self.floor_of(name):
+        """Unload one extra copy of each copied model not pressed lately (every second: it must
+        not walk every loaded model)."""
+        now, memory = self.copies.clock(), self.copies.memory
+        for name in sorted(r.name for r in memory.copies.copied()):
+            dispatcher, resident = self.copies.dispatchers.get(name), memory.get(name)
+            if dispatcher is None or resident is None:
+                continue
+            if len(resident.workers) <= self.floor_of(name):
                 continue
             if self.copies.arriving_of(name) is not None:
                 continue

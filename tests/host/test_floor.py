@@ -8,6 +8,7 @@ import dataclasses
 
 from host.machine import Interleavings, replay, runs_of_30_steps
 from modelhost.cache.memory import State
+from modelhost.host.scaling import Scaling
 from modelhost.workers.messages import Load
 
 
@@ -91,3 +92,38 @@ def test_a_floor_copy_waits_for_a_worker_that_is_loading() -> None:
         assert copies == ["a", "b"], machine.pool.calls
     finally:
         machine.teardown()
+
+
+def test_scale_in_drops_an_idle_copy_and_asks_of_no_model_held_once() -> None:
+    """Scale-in runs every second: it looks at the models held by more than one worker only,
+    not at every loaded model (a server may hold thousands)."""
+    machine = FloorInterleavings()
+    try:
+        scaling = machine.host.scaling
+        for name, floor in (("a", 1), ("b", 2)):  # a held by one worker, b by both
+            set_floor(scaling, floor)
+            machine.run_steps([("request", {"name": name})])
+            answer_every_call(machine)  # its load, its floor's copy, the request
+        set_floor(scaling, 1)  # b's second copy is above it now
+        a, b = machine.memory.get("a"), machine.memory.get("b")
+        assert a is not None and b is not None and a.state is b.state is State.LOADED
+        assert (len(a.workers), len(b.workers)) == (1, 2)
+        asked: list[str] = []
+        floor_of = scaling.floor_of
+        scaling.floor_of = lambda name: asked.append(name) or floor_of(name)  # type: ignore[method-assign]
+        machine.run_steps([("time_passes", {"seconds": 10.0}), ("scale_in", {})])
+        assert asked == ["b"]
+        answer_every_call(machine)  # the copy's unload
+        assert (len(a.workers), len(b.workers)) == (1, 1)  # b's copy above the floor went
+    finally:
+        machine.teardown()
+
+
+def set_floor(scaling: Scaling, floor: int) -> None:
+    scaling.scheduling = dataclasses.replace(scaling.scheduling, min_workers_per_model=floor)
+
+
+def answer_every_call(machine: FloorInterleavings) -> None:
+    while machine.pool.calls:
+        machine.pool.answer(machine.pool.calls[0])
+        machine.settle()
