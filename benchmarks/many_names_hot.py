@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from _common import BENCHMARKS, markdown_table, write_results
+from _common import BENCHMARKS, cpu_seconds, markdown_table, write_results
 from hot_path import parse_wrk
 
 from modelhost import testing
@@ -114,9 +114,7 @@ def wrk(url: str, script: Path, connections: int, seconds: int) -> dict[str, Any
 
 
 def cpu_s(pid: int) -> float:
-    """The process's user and system CPU so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return cpu_seconds([pid])[pid]
 
 
 async def invoke_each(url: str, indexes: range, clients: int) -> None:
