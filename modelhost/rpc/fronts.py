@@ -21,14 +21,6 @@ GRPC_AIO = "grpc.aio"
 H2CORN = "h2corn"
 GUARDED = (NATIVE, GRPC_AIO)  # behind the guard (rpc/guard.py)
 FRONTS = (*GUARDED, H2CORN)
-# connection lifetimes grpc core holds and pygrpc-native refuses: the guard holds them
-NATIVE_REFUSES = frozenset(
-    {
-        "grpc.max_connection_idle_ms",
-        "grpc.max_connection_age_ms",
-        "grpc.max_connection_age_grace_ms",
-    }
-)
 
 Options = Sequence[tuple[str, int]]
 
@@ -61,6 +53,5 @@ def new_server(
     if front == NATIVE:
         from pygrpc_native.aio import server  # the submodule: its package's getattr recurses
 
-        kept = [option for option in options if option[0] not in NATIVE_REFUSES]
-        return server(options=kept, interceptors=interceptors)
+        return server(options=options, interceptors=interceptors)
     return grpc.aio.server(options=options, interceptors=interceptors)

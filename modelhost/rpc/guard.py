@@ -10,10 +10,12 @@ ports and holds HTTP/2's limits".
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import socket
 import ssl
+import time
 from collections.abc import Callable
 from typing import NamedTuple, cast
 
@@ -40,6 +42,9 @@ logger = logging.getLogger("modelhost")
 BACKEND_HOST = "127.0.0.1"
 FINISH_FRAME_S = 1.0  # for the server's frame under way before a GOAWAY
 LINGER_S = 1.0  # after a GOAWAY, reading and dropping what the client still sends
+DRAIN_CHECK_S = 0.05
+EVERY_STREAM = 2**31 - 1  # a notice's last stream (RFC 9113, 6.8)
+MAX_AGE, SHUTDOWN = "max connection age", "server shutting down"
 
 
 class Hop(NamedTuple):
@@ -85,6 +90,18 @@ class Guard:
         if self.server is not None:
             self.server.close()
 
+    async def drain(self, grace_s: float) -> None:
+        """Stops accepting and tells each connection to go; ends each once its calls' answers
+        have passed, or `grace_s` is over. grpc's servers stop after (decisions.md)."""
+        self.close()
+        for relay in self.relays:
+            relay.tell_to_go(SHUTDOWN)
+        deadline = time.monotonic() + grace_s
+        while any(relay.frames.open for relay in self.relays) and time.monotonic() < deadline:
+            await asyncio.sleep(DRAIN_CHECK_S)
+        for relay in list(self.relays):
+            relay.end_with(goaway(relay.frames.last_stream_id, NO_ERROR, SHUTDOWN))
+
     def abort(self) -> None:
         for relay in list(self.relays):
             relay.end()
@@ -103,7 +120,7 @@ class Relay(asyncio.Protocol):
         self.closing: bytes | None = None  # the GOAWAY to send once between server frames
         self.gone = False  # the GOAWAY sent and the client's end written: nothing more to it
         self.notice: bytes | None = None  # a GOAWAY to send between them, the calls going on
-        self.told_to_go = False
+        self.told_to_go = ""  # why, once told
         self.born = self.frames.clock()
         self.timer: asyncio.TimerHandle | None = None
         self.early = bytearray()
@@ -170,20 +187,20 @@ class Relay(asyncio.Protocol):
         limits, frames = self.guard.limits, self.frames
         age_s = frames.clock() - self.born
         if age_s > limits.age_s:
-            self.tell_to_go()
-        old = age_s > limits.age_s + limits.age_grace_s or (self.told_to_go and not frames.open)
+            self.tell_to_go(MAX_AGE)
+        over = not frames.open or age_s > limits.age_s + limits.age_grace_s
         idle = frames.idle_for_s() > limits.idle_s
-        reason = "idle" if idle else "max connection age" if old else ""
+        reason = "idle" if idle else self.told_to_go if over else ""
         if reason:
             self.end_with(goaway(frames.last_stream_id, NO_ERROR, reason))
         return bool(reason)
 
-    def tell_to_go(self) -> None:
+    def tell_to_go(self, reason: str) -> None:
         """GOAWAY once, between the server's frames: no new calls, those under way go on."""
         if self.told_to_go:
             return
-        self.told_to_go = True
-        self.notice = goaway(self.frames.last_stream_id, NO_ERROR, "max connection age")
+        self.told_to_go = reason
+        self.notice = goaway(EVERY_STREAM, NO_ERROR, reason)
         if self.server_frames.between_frames and self.client is not None:
             self.client.write(self.notice)
             self.notice = None
@@ -268,7 +285,8 @@ class Relay(asyncio.Protocol):
         if self.backend is not None:
             self.backend.abort()
         if self.client.can_write_eof():
-            self.client.write_eof()
+            with contextlib.suppress(OSError):  # the client gone
+                self.client.write_eof()
         self.client.resume_reading()
         asyncio.get_running_loop().call_later(LINGER_S, self.end)
 

@@ -13,6 +13,7 @@ import logging
 import os
 import socket
 import ssl
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -116,11 +117,13 @@ class RpcServer:
         await self._stopping
 
     async def _stop(self) -> None:
-        if self.guard is not None:
-            self.guard.close()
+        deadline = time.monotonic() + self.drain_timeout_s
         if self.health is not None:
             await self.health.enter_graceful_shutdown()
-        await asyncio.gather(*(server.stop(self.drain_timeout_s) for server in self.servers))
+        if self.guard is not None:
+            await self.guard.drain(self.drain_timeout_s)
+        grace_s = max(0.0, deadline - time.monotonic())
+        await asyncio.gather(*(server.stop(grace_s) for server in self.servers))
         if self.guard is not None:
             self.guard.abort()
 
@@ -131,25 +134,20 @@ class RpcServer:
 
 
 def server_options(config: Config) -> list[tuple[str, int]]:
-    """Messages up to --max-request-size; SO_REUSEPORT, for the copies to share the port; and
-    HTTP/2's limits grpc core holds: streams a connection, header size, idle and whole-life
-    ages of a connection."""
+    """Messages up to --max-request-size; SO_REUSEPORT, for the copies to share the port;
+    streams a connection and header size. A connection's lifetimes are the guard's."""
     return [
         ("grpc.max_receive_message_length", config.max_request_bytes),
         ("grpc.so_reuseport", 1),
         ("grpc.max_concurrent_streams", config.grpc_max_streams),
         ("grpc.max_metadata_size", MAX_HEADER_LIST_BYTES),
         ("grpc.absolute_max_metadata_size", MAX_HEADER_LIST_BYTES),
-        ("grpc.max_connection_idle_ms", int(config.grpc_connection_idle_s * 1000)),
-        ("grpc.max_connection_age_ms", int(config.grpc_connection_age_s * 1000)),
-        ("grpc.max_connection_age_grace_ms", int(config.drain_timeout_s * 1000)),
     ]
 
 
 def limits(config: Config) -> Limits:
     """The guard's limits: a stream's first message is due as a request's headers are, and a
-    connection's idle time and age are the settings grpc core is given, for a front without
-    them."""
+    connection's idle time and age."""
     streams = config.grpc_max_streams
     return Limits(
         streams,

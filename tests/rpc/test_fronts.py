@@ -61,7 +61,8 @@ def test_an_unknown_front_is_refused_at_start(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("front", [NATIVE, GRPC_AIO])
 def test_each_front_takes_modelhost_s_server_options(tmp_path: Path, front: str) -> None:
-    """pygrpc-native refuses grpc core's connection lifetimes, so they are left to grpc.aio."""
+    """Both take them whole: the connection lifetimes, which pygrpc-native refuses, are the
+    guard's."""
     options = server_options(load_config({}, {}, tmp_path))
 
     async def make() -> grpc.aio.Server:
