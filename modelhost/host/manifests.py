@@ -86,6 +86,7 @@ class Manifests:
         self.in_memory = in_memory  # its manifest must stay
         self.batch_size = batch_size  # a batching handler's, from its manifest's
         self.manifests: dict[str, Manifest] = {}  # only those that say something
+        self.own_idle_s: dict[str, float] = {}  # of those, each idle_unload_s set
         self.max_manifests = MAX_MANIFESTS
         self._sweep_at = MAX_MANIFESTS
         self.footprints = Measurements()
@@ -118,12 +119,6 @@ class Manifests:
         }
         return dataclasses.replace(manifest, **kept)
 
-    def own_idle_s(self) -> dict[str, float]:
-        """The idle_unload_s of each model that sets its own."""
-        return {
-            n: m.idle_unload_s for n, m in self.manifests.items() if m.idle_unload_s is not None
-        }
-
     def is_pinned(self, name: str) -> bool:
         return name in self.pinned or self.of(name).pinned
 
@@ -142,18 +137,24 @@ class Manifests:
             error = ModelLoadError(f"could not load model {name}: {error}")
             self.events.emit("failure", name, reason="manifest", detail={"error": str(error)})
             raise error from None
-        self.manifests.pop(name, None)
+        self._drop(name)
         if manifest != NO_MANIFEST:
             self.manifests[name] = manifest
+            if manifest.idle_unload_s is not None:
+                self.own_idle_s[name] = manifest.idle_unload_s
             self._sweep(keep=name)
         return manifest
+
+    def _drop(self, name: str) -> None:
+        self.manifests.pop(name, None)
+        self.own_idle_s.pop(name, None)
 
     def _sweep(self, keep: str) -> None:
         """Drop the manifests of models out of memory, at O(1) a read amortised."""
         if len(self.manifests) <= self._sweep_at:
             return
         for name in [n for n in self.manifests if n != keep and not self.in_memory(n)]:
-            del self.manifests[name]
+            self._drop(name)
         self._sweep_at = max(self.max_manifests, 2 * len(self.manifests))
 
     def reservation(self, name: str, artifact: Artifact) -> int:

@@ -32,7 +32,6 @@ from modelhost.host.calls import LoadOutcome
 from modelhost.host.copies import Copies, OnLoaded
 from modelhost.host.devices import DevicePlacement
 from modelhost.host.failed_loads import FailedLoads
-from modelhost.host.idle import idle_victims
 from modelhost.host.manifests import Manifests
 from modelhost.host.seams import Disk
 from modelhost.host.shortfall import all_busy, never_fits, quota_busy, quota_never_fits
@@ -320,8 +319,7 @@ class Residency:
 
     async def unload_idle(self, idle_s: float) -> None:
         """Unload the models unused for their own idle_unload_s, else for `idle_s`."""
-        own_s = self.manifests.own_idle_s()
-        victims = idle_victims(self.memory, own_s, idle_s, self.clock())
+        victims = self.memory.victims.idle(idle_s, self.manifests.own_idle_s)
         await self._unload_many(victims, "unload", "idle")
 
     async def relieve_pressure(self) -> None:

@@ -35,7 +35,7 @@ async def watch_idle(host: ModelHost, idle_s: float) -> None:
     """Unload models unused for their own idle_unload_s, else for `idle_s` (0: never)."""
 
     def interval_s() -> float:
-        own_s = host.manifests.own_idle_s()
+        own_s = host.manifests.own_idle_s
         return check_interval_s(idle_s, own_s, MEMORY_WATCH_INTERVAL_S)
 
     await repeat(host, "idle_watch", interval_s, lambda: host.residency.unload_idle(idle_s))

@@ -26,7 +26,7 @@ class FlakyHost:
             relieve_pressure=self.relieve_pressure, unload_idle=self.unload_idle
         )
         self.scaling = SimpleNamespace(scale_in=self.scale_in)
-        self.manifests = SimpleNamespace(own_idle_s=dict)
+        self.manifests = SimpleNamespace(own_idle_s={})
 
     async def observe(self) -> None:
         if self.failures_left:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import contextlib
 import itertools
 from collections import Counter
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
+from types import MappingProxyType
 
 from modelhost.cache.admission import FrequencySketch, no_more_frequent
 from modelhost.cache.memory.ledger import Ledger, Resident, State
@@ -20,6 +21,7 @@ from modelhost.cache.policy import Admit, EvictionPolicy
 from modelhost.cache.quotas import Limits, limits_of, no_limits
 
 Spare = Callable[[], Admit | None]  # a new test of candidates for each walk
+NONE_OWN: Mapping[str, float] = MappingProxyType({})
 
 
 class Victims:
@@ -108,15 +110,21 @@ class Victims:
             return [keeping(None)]
         return [keeping(None), keeping(tenant)]
 
-    def idle(self, idle_s: float) -> list[Resident]:
-        """Claimed, walked from the least recently used to the first used since the cutoff."""
-        cutoff = self._clock() - idle_s
-        walk = self._by_use.walk()
-        try:
-            idle = itertools.takewhile(lambda r: r.last_used <= cutoff, walk)
-            return self._ledger.claim([r for r in idle if self._candidate(r)])
-        finally:
-            walk.close()
+    def idle(self, idle_s: float, own_s: Mapping[str, float] = NONE_OWN) -> list[Resident]:
+        """Claimed: the models unused past their time in `own_s`, else past `idle_s` (0:
+        never), walked from the least recently used to the first used since the cutoff."""
+        now, residents = self._clock(), self._ledger.residents
+        due = [
+            r for n, s in own_s.items() if (r := residents.get(n)) and 0 < s <= now - r.last_used
+        ]
+        if idle_s:
+            walk = self._by_use.walk()
+            try:
+                idle = itertools.takewhile(lambda r: r.last_used <= now - idle_s, walk)
+                due += [r for r in idle if r.name not in own_s]
+            finally:
+                walk.close()
+        return self._ledger.claim([r for r in due if self._candidate(r)])
 
     def longest_idle_s(self) -> float:
         """The longest any loaded model has gone unused."""
