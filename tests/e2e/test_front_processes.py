@@ -25,7 +25,7 @@ from helpers.fronts import (
     raw_invoke,
     raw_request,
 )
-from helpers.serving import Servers
+from helpers.serving import Servers, in_flight, scraped, until_answering
 from prometheus_client.parser import text_string_to_metric_families
 
 from modelhost import testing
@@ -239,7 +239,7 @@ def test_sigterm_stops_every_front_after_its_requests(store: Path, serve: Server
     connection = next(on_front(server))
     body = json.dumps({"sleep": 1.5})
     connection.request("POST", "/models/slow/invoke", body=body, headers=HEADERS)
-    time.sleep(0.8)  # running in the worker
+    until_answering(server, 1)
     stopped: list[int] = []
     stopping = threading.Thread(target=lambda: stopped.append(server.stop()))
     stopping.start()
@@ -407,7 +407,7 @@ def test_sigterm_lets_a_fronts_direct_hit_finish(store: Path, serve: Servers) ->
     connection.request(
         "POST", "/models/slow/invoke", body=json.dumps({"sleep": 2}), headers=HEADERS
     )
-    time.sleep(0.5)  # running in the worker
+    until_answering(server, 1)
     stopped: list[int] = []
     stopping = threading.Thread(target=lambda: stopped.append(server.stop()))
     stopping.start()
@@ -480,17 +480,6 @@ def live_fronts(server: testing.RunningServer) -> list[int]:
     return pids
 
 
-def scraped(server: testing.RunningServer, name: str) -> float:
-    """The sum of `name`'s samples in one /metrics scrape (counted in it, for a gauge of it)."""
-    text = httpx.get(f"{server.url}/metrics").text
-    return sum(
-        sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name == name
-    )
-
-
 def test_a_killed_front_is_restarted_and_answers_hits(store: Path, serve: Servers) -> None:
     """A front SIGKILLed: new connections keep being answered (the kernel gives them to the
     other front), then a new front process starts, gets the table at once and answers hits
@@ -513,10 +502,6 @@ def test_a_killed_front_is_restarted_and_answers_hits(store: Path, serve: Server
     [exit_event] = server.events("front_exit")
     assert exit_event["detail"]["pid"] == killed and exit_event["reason"] == "signal"
     assert scraped(server, "modelhost_front_restarts_total") == 1
-
-
-def in_flight(server: testing.RunningServer) -> float:
-    return scraped(server, "modelhost_http_requests_in_flight")
 
 
 def test_a_fronts_direct_hit_counts_in_flight(fronted: testing.RunningServer) -> None:

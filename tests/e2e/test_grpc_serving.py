@@ -8,19 +8,17 @@ from __future__ import annotations
 import json
 import ssl
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import grpc
-import httpx
 import numpy as np
 import pytest
 import tritonclient.grpc as triton
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from helpers.serving import until_answering
 from helpers.tls import self_signed
-from prometheus_client.parser import text_string_to_metric_families
 
 from modelhost import testing
 from modelhost.rpc.fronts import FRONTS
@@ -149,16 +147,7 @@ def test_sigterm_lets_a_call_under_way_finish(
 
         caller = threading.Thread(target=slow_call)
         caller.start()
-        deadline = time.monotonic() + 30
-        while in_flight(server) < 2 and time.monotonic() < deadline:  # the call, and the scrape
-            time.sleep(0.02)
+        until_answering(server, 1)
         assert server.stop() == 0
         caller.join()
     assert [json.loads(answer) for answer in answers] == [{"slept": 2.0}]
-
-
-def in_flight(server: testing.RunningServer) -> float:
-    """The requests the server is answering, this scrape among them."""
-    text = httpx.get(server.url + "/metrics").text
-    families = {f.name: f for f in text_string_to_metric_families(text)}
-    return sum(s.value for s in families["modelhost_http_requests_in_flight"].samples)
