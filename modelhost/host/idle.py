@@ -1,5 +1,4 @@
-"""How often the idle watch looks: a model leaves after its own idle_unload_s, else the
-server's (0: never)."""
+"""How often the idle watch looks."""
 
 from __future__ import annotations
 

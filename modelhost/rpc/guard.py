@@ -92,7 +92,7 @@ class Guard:
 
     async def drain(self, grace_s: float) -> None:
         """Stops accepting and tells each connection to go; ends each once its calls' answers
-        have passed, or `grace_s` is over. grpc's servers stop after (decisions.md)."""
+        passed, or `grace_s` is over."""
         self.close()
         for relay in self.relays:
             relay.tell_to_go(SHUTDOWN)

@@ -111,8 +111,8 @@ class Victims:
         return [keeping(None), keeping(tenant)]
 
     def idle(self, idle_s: float, own_s: Mapping[str, float] = NONE_OWN) -> list[Resident]:
-        """Claimed: the models unused past their time in `own_s`, else past `idle_s` (0:
-        never), walked from the least recently used to the first used since the cutoff."""
+        """Claimed: the models unused past their own time in `own_s`, else past `idle_s` (0:
+        never)."""
         now, residents = self._clock(), self._ledger.residents
         due = [
             r for n, s in own_s.items() if (r := residents.get(n)) and 0 < s <= now - r.last_used
