@@ -205,17 +205,17 @@ class Router:
     def worker_of(self, key: Key) -> str | None:
         """The direct socket of a worker holding the key's model, from this front's own on the
         first whose next batch has room (else in turn); None: relay the request."""
-        model = key[0]
-        paths = self.table.routes.get(model)
-        if not paths:
+        model, table = key[0], self.table
+        places = table.routes.get(model)
+        if not places:
             return None
-        room = self.table.batch_sizes.get(model, 1)
-        for turn in range(len(paths)):
-            path = paths[(self.front + turn) % len(paths)]
+        room = table.batch_sizes.get(model, 1)
+        for turn in range(len(places)):
+            path = table.sockets[places[(self.front + turn) % len(places)]]
             link = self.links.get(path)
             if link is None or link.takes(key, room):
                 return path
-        return paths[next(self.turns) % len(paths)]
+        return table.sockets[places[next(self.turns) % len(places)]]
 
     async def link(self, path: str) -> WorkerLink:
         """The open link to `path`; OSError where the worker is not there."""

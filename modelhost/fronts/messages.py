@@ -18,20 +18,21 @@ class Tenancy(msgspec.Struct, frozen=True):
 
 
 class Table(msgspec.Struct, frozen=True, tag=True):
-    """Model → the direct sockets of the workers holding it loaded and serving, and what a
-    front needs to answer as the main process does."""
+    """Model → the direct sockets of the workers holding it loaded and serving, by place in
+    `sockets`, and what a front needs to answer as the main process does."""
 
-    routes: dict[str, list[str]]
+    routes: dict[str, list[int]]
     batch_sizes: dict[str, int] = {}  # the most requests a batch, where above 1
     instance: str = ""  # the x-modelhost-instance header
     max_request_bytes: int = 0
     max_response_bytes: int = 0
     response_timeout_s: float = 60.0  # the server's default_response_timeout_s
-    inference_key: str = ""  # token authorization's, which a hit must hold; "": none
+    inference_key: str = ""  # token authorization's, which a hit must hold
     inference_key_until: float = 0.0  # epoch seconds: the key's expiry
     tenants: Tenancy | None = None  # None: tenants are off
     slots: int = 1  # a worker's inference threads
     default_accept: str = "application/json"  # of an invocation that sends no Accept
+    sockets: list[str] = []  # each worker's, named once
 
 
 class Sample(msgspec.Struct, frozen=True, array_like=True):
@@ -54,8 +55,8 @@ class Report(msgspec.Struct, frozen=True, tag=True):
 
     samples: list[Sample]
     busy_s: dict[str, float] = {}  # model → worker seconds of its direct batches
-    pressed: list[str] = []  # models whose requests waited behind a batch in flight
-    in_flight: int = 0  # requests the front is answering itself now
+    pressed: list[str] = []  # models whose requests waited behind a batch
+    in_flight: int = 0  # requests the front is answering now
 
 
 Message = Table | Report
@@ -64,7 +65,8 @@ _decoder: msgspec.msgpack.Decoder[Message] = msgspec.msgpack.Decoder(Message)
 
 
 def pack(message: Message) -> bytes:
-    return encode(Frame(0, _encoder.encode(message)))
+    """In a frame's payload: a table grows past a header's cap."""
+    return encode(Frame(0, b"", _encoder.encode(message)))
 
 
 class Unpacker:
@@ -74,4 +76,4 @@ class Unpacker:
         self.frames = FrameBuffer()
 
     def feed(self, data: bytes) -> list[Message]:
-        return [_decoder.decode(frame.header) for frame in self.frames.feed(data)]
+        return [_decoder.decode(frame.payload) for frame in self.frames.feed(data)]

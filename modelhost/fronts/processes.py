@@ -33,6 +33,8 @@ UPSTREAM_FILE = "fronts.sock"
 EXIT_TIMEOUT_S = 5.0  # after the main process drained: the fronts' last connections close
 PUBLISH_S = 0.05  # how often the host's state is looked at for a new table
 REPUBLISH_S = 1.0  # a table is rebuilt this often even with no event seen
+# the most of the main process's time tables take, after events and without
+PUBLISH_SHARE, REPUBLISH_SHARE = 0.1, 0.01
 
 
 class Fronts:
@@ -91,18 +93,22 @@ class Fronts:
             self.on_none_left()
 
     async def _publish(self, routing: Routing) -> None:
-        """Send each front the table whenever it changes (PUBLISH_S at most late)."""
-        sent, since = Table({}), 0.0
+        """Send each front the table as it changes, at most PUBLISH_S late, or as late as
+        keeps tables to their share."""
+        sent, since, pause_s, every_s = Table({}), 0.0, PUBLISH_S, REPUBLISH_S
         loop = asyncio.get_running_loop()
         while True:
-            if routing.dirty or loop.time() - since >= REPUBLISH_S:
+            if routing.dirty or loop.time() - since >= every_s:
+                started = loop.time()
                 table, since = routing.table(), loop.time()
+                pause_s = max(PUBLISH_S, (since - started) / PUBLISH_SHARE)
+                every_s = max(REPUBLISH_S, (since - started) / REPUBLISH_SHARE)
                 if table != sent:
                     sent, self.table = table, pack(table)  # what a restarted front starts with
                     for process in self.processes:
                         if process.stdin is not None and not process.stdin.is_closing():
                             process.stdin.write(self.table)
-            await asyncio.sleep(PUBLISH_S)
+            await asyncio.sleep(pause_s)
 
     def drain(self) -> None:
         """Stop the fronts taking connections; those they hold drain."""

@@ -19,7 +19,7 @@ from modelhost.protocols.keys import INFERENCE, TokenKeys
 from modelhost.protocols.tenants import request_rule
 from modelhost.workers.direct import direct_path
 
-Routes = dict[str, list[str]]
+Routes = dict[str, list[int]]
 
 
 def main_only(config: Config) -> str:
@@ -64,7 +64,7 @@ class Routing:
     def table(self) -> Table:
         """The table to publish: what the host holds now, and the fronts' settings."""
         self.dirty = False
-        routes = self.routes()
+        routes, sockets = self.routes()
         dispatchers = self.host.copies.dispatchers
         sizes = {name: dispatchers[name].queue.max_batch_size for name in routes}
         batch_sizes = {name: size for name, size in sizes.items() if size > 1}
@@ -80,6 +80,7 @@ class Routing:
             tenants=self.tenancy(),
             slots=self.host.pool.threads,
             default_accept=self.default_accept,
+            sockets=sockets,
         )
 
     def tenancy(self) -> Tenancy | None:
@@ -91,10 +92,12 @@ class Routing:
         assert isinstance(policies, TenantPolicies)  # the tenants file's
         return tenancy(self.tenant_from, policies)
 
-    def routes(self) -> Routes:
-        """Model → the direct sockets of its workers, for the models a front may answer."""
-        host, run_dir = self.host, self.run_dir
+    def routes(self) -> tuple[Routes, list[str]]:
+        """Model → its workers' direct sockets, by place in the list beside, for the models a
+        front may answer."""
+        host = self.host
         routes: Routes = {}
+        places: dict[int, int] = {}  # a worker's pid → its socket's place
         for name, dispatcher in host.copies.dispatchers.items():
             resident = host.memory.get(name)
             if resident is None or resident.state is not State.LOADED:
@@ -105,14 +108,14 @@ class Routing:
                 continue  # a deadline of its own
             if name in host.devices.capable:
                 continue  # a hit may wait for its device
-            paths = [
-                direct_path(run_dir, replica.worker.pid)
+            serving = [
+                places.setdefault(replica.worker.pid, len(places))
                 for replica in dispatcher.replicas.values()
                 if replica.worker.alive and not replica.draining and not replica.worker.untrusted
             ]
-            if paths:
-                routes[name] = paths
-        return routes
+            if serving:
+                routes[name] = serving
+        return routes, [direct_path(self.run_dir, pid) for pid in places]
 
     def fold(self, report: Report, front: int) -> None:
         """Count front number `front`'s answers as the main process counts its own."""

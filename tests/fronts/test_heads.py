@@ -126,9 +126,23 @@ def test_anything_else_is_relayed(request_head: bytes) -> None:
 
 
 def test_tables_and_reports_cross_however_the_bytes_arrive() -> None:
-    table = Table({"m": ["/run/direct-1.sock"]}, {"m": 32}, "vm", 10, 20)
+    table = Table({"m": [0]}, {"m": 32}, "vm", 10, 20, sockets=["/run/direct-1.sock"])
     report = Report([Sample(1.0, "/invocations", "m", 200, 0.001, 3, 4, 0.5)])
     data = pack(table) + pack(report)
     unpacker = Unpacker()
     messages = [m for i in range(len(data)) for m in unpacker.feed(data[i : i + 1])]
     assert messages == [table, report]
+
+
+def test_a_table_of_sixty_thousand_loaded_models_reaches_a_front_whole() -> None:
+    """Past about 24,000 loaded models the table was over the frame header's cap, and the
+    main process could publish no table at all."""
+    sockets = [f"/tmp/modelhost-run-0123abcd/direct-{pid}.sock" for pid in (4101, 4102)]
+    table = Table(
+        {f"tenants/t{n:05d}/model.joblib": [0, 1] for n in range(60_000)}, sockets=sockets
+    )
+    data, unpacker = pack(table), Unpacker()
+    step = 2**16
+    assert [m for at in range(0, len(data), step) for m in unpacker.feed(data[at : at + step])] == [
+        table
+    ]

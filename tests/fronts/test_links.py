@@ -84,7 +84,9 @@ def picks(front: int, batch_size: int, count: int) -> list[str]:
     async def picked() -> list[str]:
         loop = asyncio.get_running_loop()
         router = Router(front)
-        router.table = Table({"m": ["a", "b", "c"]}, {"m": batch_size} if batch_size > 1 else {})
+        router.table = Table(
+            {"m": [0, 1, 2]}, {"m": batch_size} if batch_size > 1 else {}, sockets=["a", "b", "c"]
+        )
         router.links = {path: WorkerLink(path, router) for path in "abc"}
         chosen = []
         for _ in range(count):
@@ -157,7 +159,9 @@ def test_a_reply_longer_than_its_batch_may_carry_drops_the_link(tmp_path: Path) 
     path = str(tmp_path / "direct.sock")
 
     async def scenario() -> None:
-        async with linked(path, Table({"m": [path]}, max_response_bytes=1024)) as linking:
+        async with linked(
+            path, Table({"m": [0]}, max_response_bytes=1024, sockets=[path])
+        ) as linking:
             router, link, worker = linking
             outcome = link.infer(KEY, ITEM, b"[]", batch_size=1)
             request_id = await sent_to(worker)
@@ -181,7 +185,9 @@ def test_a_models_requests_of_two_tenants_go_as_a_batch_each_named_for_its_tenan
     tenancy = Tenancy("header", weights={"b": 3.0})
 
     async def scenario() -> list[Frame]:
-        async with linked(path, Table({"m": [path]}, {"m": 8}, tenants=tenancy)) as linking:
+        async with linked(
+            path, Table({"m": [0]}, {"m": 8}, tenants=tenancy, sockets=[path])
+        ) as linking:
             _, link, worker = linking
             for tenant in ("a", "b", "a"):
                 link.infer(("m", tenant), ITEM, b"[]", 8)
@@ -201,7 +207,7 @@ def test_a_front_keeps_a_batch_a_worker_thread_of_a_model_in_a_worker(tmp_path: 
     path = str(tmp_path / "direct.sock")
 
     async def scenario() -> tuple[list[int], int]:
-        async with linked(path, Table({"m": [path]}, {"m": 4}, slots=2)) as linking:
+        async with linked(path, Table({"m": [0]}, {"m": 4}, slots=2, sockets=[path])) as linking:
             _, link, worker = linking
             for _ in range(3):
                 link.infer(KEY, ITEM, b"[]", 4)

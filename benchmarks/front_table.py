@@ -1,0 +1,99 @@
+"""The main process's cost of one routing table for its fronts, with N models loaded.
+
+`Routing.table()` walks every loaded model each time it is built (on a load, an unload or a
+worker's change, at most every 50 ms, and each second regardless); this times it, and the
+table's packing, over a host of N loaded models held by two workers (a stand-in for the host:
+only what the table reads). `--checkout` times another commit's (a `git archive`).
+
+    python benchmarks/front_table.py [--models 1000 10000 40000] [--checkout /tmp/base]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from _common import add_checkout, markdown_table, use_checkout, write_results
+
+ROUNDS = 5
+
+
+def fake_host(models: int) -> Any:
+    """The parts of a ModelHost a table reads, with `models` loaded on two workers."""
+    from modelhost.cache.memory import State
+    from modelhost.manifest import NO_MANIFEST
+
+    workers = [SimpleNamespace(pid=4101 + n, alive=True, untrusted=False) for n in range(2)]
+    dispatchers = {
+        f"tenants/t{n:05d}/model.joblib": SimpleNamespace(
+            replicas={1: SimpleNamespace(worker=workers[n % 2], draining=False)},
+            queue=SimpleNamespace(max_batch_size=1),
+        )
+        for n in range(models)
+    }
+    residents = {name: SimpleNamespace(state=State.LOADED) for name in dispatchers}
+    return SimpleNamespace(
+        copies=SimpleNamespace(dispatchers=dispatchers),
+        memory=SimpleNamespace(get=residents.get),
+        resolve=lambda name: name,
+        versioned=set(),
+        manifests=SimpleNamespace(of=lambda name: NO_MANIFEST),
+        devices=SimpleNamespace(capable=set()),
+        events=SimpleNamespace(subscribe=lambda listener: None),
+        scheduling=SimpleNamespace(tenant_policies=None),
+        pool=SimpleNamespace(threads=1),
+    )
+
+
+def measure(models: int, folder: Path) -> dict[str, Any]:
+    from modelhost.config import load_config
+    from modelhost.errors import HeaderTooLarge
+    from modelhost.fronts.messages import pack
+    from modelhost.http.front_routes import Routing
+
+    routing = Routing(fake_host(models), None, load_config({}, {}, folder), folder / "run")
+    times_ms = []
+    for _ in range(ROUNDS):
+        started = time.perf_counter()
+        table = routing.table()
+        times_ms.append((time.perf_counter() - started) * 1000)
+    started = time.perf_counter()
+    try:
+        packed: int | str = len(pack(table))
+    except HeaderTooLarge:
+        packed = "refused"
+    pack_ms = (time.perf_counter() - started) * 1000
+    return {
+        "models": models,
+        "table_ms": statistics.median(times_ms),
+        "pack_ms": pack_ms,
+        "bytes": packed,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+", type=int, default=[1000, 10_000, 40_000])
+    add_checkout(parser)
+    args = parser.parse_args()
+    use_checkout(args)
+    with tempfile.TemporaryDirectory(prefix="modelhost-front-table-") as folder:
+        rows = [measure(models, Path(folder)) for models in args.models]
+    table = markdown_table(
+        ["models loaded", "table ms (median of 5)", "pack ms", "bytes packed"],
+        [
+            [f"{r['models']:,}", f"{r['table_ms']:.1f}", f"{r['pack_ms']:.1f}", r["bytes"]]
+            for r in rows
+        ],
+    )
+    print(table)
+    print(f"\nraw results: {write_results('front_table', {'rows': rows}, table)}")
+
+
+if __name__ == "__main__":
+    main()
