@@ -33,7 +33,7 @@ UPSTREAM_FILE = "fronts.sock"
 EXIT_TIMEOUT_S = 5.0  # after the main process drained: the fronts' last connections close
 PUBLISH_S = 0.05  # how often the host's state is looked at for a new table
 REPUBLISH_S = 1.0  # a table is rebuilt this often even with no event seen
-# the most of the main process's time tables take, after events and without
+# tables' most of the main process's time, after events and without
 PUBLISH_SHARE, REPUBLISH_SHARE = 0.1, 0.01
 
 
@@ -93,9 +93,10 @@ class Fronts:
             self.on_none_left()
 
     async def _publish(self, routing: Routing) -> None:
-        """Send each front the table as it changes, at most PUBLISH_S late, or as late as
-        keeps tables to their share."""
+        """Send each front the table as it changes, PUBLISH_S late at most, or as their share
+        allows."""
         sent, since, pause_s, every_s = Table({}), 0.0, PUBLISH_S, REPUBLISH_S
+        behind: list[asyncio.subprocess.Process] = []
         loop = asyncio.get_running_loop()
         while True:
             if routing.dirty or loop.time() - since >= every_s:
@@ -105,10 +106,19 @@ class Fronts:
                 every_s = max(REPUBLISH_S, (since - started) / REPUBLISH_SHARE)
                 if table != sent:
                     sent, self.table = table, pack(table)  # what a restarted front starts with
-                    for process in self.processes:
-                        if process.stdin is not None and not process.stdin.is_closing():
-                            process.stdin.write(self.table)
+                    behind = self.processes
+            behind = [process for process in behind if not self._written(process)]
             await asyncio.sleep(pause_s)
+
+    def _written(self, process: asyncio.subprocess.Process) -> bool:
+        """Whether the front was written the newest table, once the last left."""
+        stdin = process.stdin
+        if stdin is None or stdin.is_closing():
+            return True  # gone: a restart starts with the newest
+        if stdin.transport.get_write_buffer_size():
+            return False
+        stdin.write(self.table)
+        return True
 
     def drain(self) -> None:
         """Stop the fronts taking connections; those they hold drain."""
