@@ -102,8 +102,9 @@ class Fronts:
             if routing.dirty or loop.time() - since >= every_s:
                 started = loop.time()
                 table, since = routing.table(), loop.time()
-                pause_s = max(PUBLISH_S, (since - started) / PUBLISH_SHARE)
-                every_s = max(REPUBLISH_S, (since - started) / REPUBLISH_SHARE)
+                spent_s = since - started
+                pause_s = max(PUBLISH_S, spent_s / PUBLISH_SHARE)
+                every_s = max(REPUBLISH_S, spent_s / REPUBLISH_SHARE)
                 if table != sent:
                     sent, self.table = table, pack(table)  # what a restarted front starts with
                     behind = self.processes

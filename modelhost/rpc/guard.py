@@ -90,13 +90,12 @@ class Guard:
         if self.server is not None:
             self.server.close()
 
-    async def drain(self, grace_s: float) -> None:
+    async def drain(self, deadline: float) -> None:
         """Stops accepting and tells each connection to go; ends each once its calls' answers
-        passed, or `grace_s` is over."""
+        passed, or at `deadline` (monotonic)."""
         self.close()
         for relay in self.relays:
             relay.tell_to_go(SHUTDOWN)
-        deadline = time.monotonic() + grace_s
         while any(relay.frames.open for relay in self.relays) and time.monotonic() < deadline:
             await asyncio.sleep(DRAIN_CHECK_S)
         for relay in list(self.relays):

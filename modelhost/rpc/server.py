@@ -121,7 +121,7 @@ class RpcServer:
         if self.health is not None:
             await self.health.enter_graceful_shutdown()
         if self.guard is not None:
-            await self.guard.drain(self.drain_timeout_s)
+            await self.guard.drain(deadline)
         grace_s = max(0.0, deadline - time.monotonic())
         await asyncio.gather(*(server.stop(grace_s) for server in self.servers))
         if self.guard is not None:
