@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from collections import deque
 from collections.abc import Callable, Collection
@@ -44,8 +45,9 @@ class FairQueue(Generic[T]):
         weight: Callable[[str], float] | None = None,
         clock: Callable[[], float] = time.monotonic,
         cap: Callable[[str], int] | None = None,
+        limit: int = sys.maxsize,
     ) -> None:
-        self.queue_size, self.clock = queue_size, clock
+        self.queue_size, self.clock, self.limit = queue_size, clock, limit  # limit: of all running
         self.weight = weight  # a tenant's; None: every tenant's is 1
         self.cap = cap  # a tenant's requests running at once (0: no cap); None: none has one
         self._queues: dict[str, deque[T]] = {}  # backlogged tenants only
@@ -55,7 +57,7 @@ class FairQueue(Generic[T]):
         self._running: dict[str, int] = {}  # not a Counter: its misses are Python calls
         self._floor = 0.0  # lowest backlogged counter; kept while none is backlogged
         self._alone: str | None = None  # the only tenant active, or the last while none is
-        self._alone_running = 0  # the tenant alone's, kept out of `_running`
+        self.in_flight = 0  # dispatched and not ended: all the tenant alone's
         self._alone_ticket = Ticket("", 0.0, None)  # every ticket of the tenant alone
         self.waiting = 0  # in every queue; an attribute, read on every admission
 
@@ -134,13 +136,28 @@ class FairQueue(Generic[T]):
         lifted level does not wait behind a busy one."""
         return self.counter(tenant), self.running(tenant), len(self._queues[tenant])
 
+    def take_free(self, tenant: str) -> Ticket | None:
+        """`dispatch` if a slot is free and none waits for it (the owner hands slots on); None."""
+        if self.in_flight >= self.limit or (
+            self.waiting if self.cap is None else self.at_cap(tenant)
+        ):
+            return None
+        if tenant == self._alone:  # `dispatch`'s first lines, a call fewer
+            self.in_flight += 1
+            return self._alone_ticket
+        return self.dispatch(tenant)
+
     def dispatch(self, tenant: str) -> Ticket:
         """Charge `tenant` a request's estimated cost as it starts, queued or not."""
         if tenant != self._alone:
             self._arrive(tenant)
-        if self._alone is not None:  # `tenant`, alone
-            self._alone_running += 1
-            return self._alone_ticket  # charged in full at its end, if contention began
+            if self._alone is None:
+                return self._charged(tenant)
+        self.in_flight += 1
+        return self._alone_ticket  # charged in full at its end, if contention began
+
+    def _charged(self, tenant: str) -> Ticket:
+        self.in_flight += 1
         self._running[tenant] = self._running.get(tenant, 0) + 1
         estimate_ms = self._means_ms.get(tenant, self._mean_ms)
         self.charge(tenant, estimate_ms)
@@ -148,8 +165,8 @@ class FairQueue(Generic[T]):
 
     def complete(self, ticket: Ticket, cost_ms: float | None) -> None:
         """Correct the charge by the measured cost (None: the time since it started)."""
+        self.in_flight -= 1
         if ticket.tenant == self._alone:  # no one to be fair to
-            self._alone_running -= 1
             return
         if cost_ms is None:
             started = ticket.started
@@ -163,8 +180,8 @@ class FairQueue(Generic[T]):
 
     def refund(self, ticket: Ticket) -> None:
         """Take back the charge of a request that never ran."""
+        self.in_flight -= 1
         if ticket.tenant == self._alone:
-            self._alone_running -= 1
             return
         self.charge(ticket.tenant, -ticket.estimate_ms)
         self._end(ticket.tenant)
@@ -201,7 +218,7 @@ class FairQueue(Generic[T]):
     def running(self, tenant: str) -> int:
         """How many of `tenant`'s requests run."""
         if tenant == self._alone:
-            return self._alone_running
+            return self.in_flight
         return self._running.get(tenant, 0)
 
     def counter(self, tenant: str) -> float:
@@ -211,8 +228,8 @@ class FairQueue(Generic[T]):
     def statistics(self) -> FairStatistics:
         waiting = {tenant: len(queue) for tenant, queue in self._queues.items()}
         running = dict(self._running)
-        if self._alone is not None and self._alone_running:
-            running[self._alone] = self._alone_running
+        if self._alone is not None and self.in_flight:
+            running[self._alone] = self.in_flight
         return FairStatistics(waiting, running)
 
     def _uncapped(self) -> list[str]:
@@ -229,21 +246,21 @@ class FairQueue(Generic[T]):
         """`tenant` is about to run or wait: alone, or the start of contention."""
         if tenant in self._running or tenant in self._queues:
             return  # active already, beside others
-        if not self._alone_running and not self._running and not self._queues:
+        if not self.in_flight and not self._queues:
             return self._be_alone(tenant)  # after none, or after another alone went idle
         if self._alone is None:
             return
         # the time alone was no contention: both start level, neither owed nor owing
         first, self._alone = self._alone, None
-        if self._alone_running:
-            self._running[first], self._alone_running = self._alone_running, 0
+        if self.in_flight:
+            self._running[first] = self.in_flight
         self._floor = max(self._floor, self.counter(first))
         self._counters[first] = self._floor
         self._counters[tenant] = max(self.counter(tenant), self._floor)
 
     def _recount(self) -> None:
         """With one tenant or none left active, the one left is alone."""
-        if self._alone_running:
+        if self._alone is not None and self.in_flight:
             return  # the tenant alone runs: it is still alone
         active = self._running.keys() | self._queues.keys()
         if len(active) == 1:
@@ -255,7 +272,7 @@ class FairQueue(Generic[T]):
         if self._alone is not None and self._alone != tenant:
             self._forget_alone()
         self._alone = tenant
-        self._alone_running = self._running.pop(tenant, 0)
+        self._running.pop(tenant, None)  # its requests are all that run: `in_flight`
         if self._alone_ticket.tenant != tenant:
             self._alone_ticket = Ticket(tenant, 0.0, None)
 

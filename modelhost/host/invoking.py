@@ -38,6 +38,7 @@ from modelhost.scheduler.dispatch import Dispatcher
 
 MAX_ACQUIRE_ATTEMPTS = 5
 HIT = LoadOutcome("hit", 0.0)  # the outcome of a request that found its model loaded
+NO_TICKET = Ticket("", 0.0, None)  # a max_concurrency slot's
 
 
 class InvokePath:
@@ -62,6 +63,7 @@ class InvokePath:
         if self.fair is not None and scheduling.tenant_policies is not None:
             residency.events.subscribe(self._on_event)
         self._check_room = self._check_limit if self.fair is None else self.fair.check
+        self._end_slot = self._free_slot if self.fair is None else self.fair.release
         self.waiting_for_load = LoadWaits(
             scheduling.job_queue_size, self.fair is not None, residency.clock
         )
@@ -133,7 +135,7 @@ class InvokePath:
         solo: bool,
     ) -> Result:
         """`_attempt` in a slot: max_concurrency's, or the one its tenant's turn brings."""
-        fair, ticket = self.fair, None
+        fair, ticket = self.fair, NO_TICKET
         if fair is None:  # max_concurrency's slot, held while the request runs
             self._check_limit()
             self.in_flight += 1
@@ -147,12 +149,8 @@ class InvokePath:
         self._end_slot(ticket, result.timings_ms["infer"])
         return result
 
-    def _end_slot(self, ticket: Ticket | None, cost_ms: float | None) -> None:
-        if self.fair is None:
-            self.in_flight -= 1
-        else:
-            assert ticket is not None  # the fair slot's
-            self.fair.release(ticket, cost_ms)
+    def _free_slot(self, ticket: Ticket, cost_ms: float | None) -> None:
+        self.in_flight -= 1
 
     def _end_use(self, resident: Resident) -> None:
         self.residency.memory.end_request(resident)

@@ -28,24 +28,25 @@ class FairAdmission:
         clock: Callable[[], float] = time.monotonic,
         policies: Callable[[], TenantPolicyView] | None = None,
     ) -> None:
-        self.limit, self.wait_s = limit, wait_s
-        self.in_flight = 0
-        self.policies = policies  # None: no tenants file, every tenant alike and unlimited
+        self.wait_s = wait_s
         self.rates = None if policies is None else TenantRates(lambda t: policies().of(t), clock)
         self.queue: FairQueue[asyncio.Future[Ticket]] = (
-            FairQueue(queue_size, clock=clock)
+            FairQueue(queue_size, clock=clock, limit=limit)
             if policies is None
             else FairQueue(
                 queue_size,
                 weight=lambda tenant: policies().of(tenant).weight,
                 clock=clock,
                 cap=lambda tenant: policies().of(tenant).max_concurrency,
+                limit=limit,
             )
         )
+        # tried before `acquire`: a request that finds a slot creates no coroutine
+        self.take_free = self.queue.take_free
 
     def check(self, tenant: str) -> None:
         """Refuse now, before any load starts, a request its tenant's full queue or rate would."""
-        if self.in_flight >= self.limit:
+        if self.queue.in_flight >= self.queue.limit:
             self.queue.check(tenant)
         if self.rates is not None:
             self._check_policies(tenant, self.rates)
@@ -55,19 +56,6 @@ class FairAdmission:
         if self.queue.at_cap(tenant):
             self.queue.check(tenant)
         rates.take(tenant)
-
-    def take_free(self, tenant: str) -> Ticket | None:
-        """A free slot for one of `tenant`'s requests, if it may have one now; None: `acquire`.
-
-        Called before `acquire` on the hot path, so a request that finds a slot creates no
-        coroutine and waits for nothing."""
-        # with a free slot, whoever waits is at its cap (else _fill would have served it)
-        if self.in_flight < self.limit and (
-            not self.queue.waiting if self.policies is None else not self.queue.at_cap(tenant)
-        ):
-            self.in_flight += 1
-            return self.queue.dispatch(tenant)
-        return None
 
     async def acquire(self, tenant: str) -> Ticket:
         """A slot for one of `tenant`'s requests, at once or when the fair queue picks it."""
@@ -85,7 +73,7 @@ class FairAdmission:
                 self.queue.discard(tenant, waiter)
             else:  # granted as the caller left: pass the slot on
                 self.queue.refund(waiter.result())
-                self._free()
+                self._fill()
             raise
         finally:
             timer.cancel()
@@ -93,7 +81,6 @@ class FairAdmission:
     def release(self, ticket: Ticket, cost_ms: float | None) -> None:
         """The request ended, having cost `cost_ms` of worker time (None: not measured)."""
         self.queue.complete(ticket, cost_ms)
-        self.in_flight -= 1
         if self.queue.waiting:
             self._fill()
 
@@ -115,24 +102,20 @@ class FairAdmission:
             )
         else:
             message = (
-                f"{waited} (default_response_timeout) for one of the server's {self.limit} "
+                f"{waited} (default_response_timeout) for one of the server's {self.queue.limit} "
                 "slots (max_concurrency) and got none; retry after a pause, or raise "
                 "--max-concurrency or --default-response-timeout-s"
             )
         waiter.set_exception(DeadlineExceeded(message))
 
-    def _free(self) -> None:
-        self.in_flight -= 1
-        self._fill()
-
     def _fill(self) -> None:
         """Hand free slots to waiting requests, in fair order, while any may take one."""
-        while self.queue.waiting and self.in_flight < self.limit:
-            if (picked := self.queue.pop()) is None:
+        queue = self.queue
+        while queue.waiting and queue.in_flight < queue.limit:
+            if (picked := queue.pop()) is None:
                 return  # all that wait are at their caps
             waiter, ticket = picked
             if waiter.done():  # its caller left while it waited
-                self.queue.refund(ticket)
+                queue.refund(ticket)
                 continue
-            self.in_flight += 1
             waiter.set_result(ticket)

@@ -120,7 +120,8 @@ class FairBatchQueue(BatchQueue[T]):
         super().__init__(model, capacity, max_batch_size, max_batch_delay_s, clock)
         self.tenant_of = tenant_of
         self._fair: FairQueue[Job[T]] = FairQueue(sys.maxsize, weight)
-        self._alone = ""  # the one tenant whose requests wait, while the fair queue is empty
+        # the one tenant whose requests wait, in order; None: the fair queue orders them
+        self._alone: str | None = None
 
     def put(self, job: Job[T]) -> None:
         jobs = self._jobs  # in age order, there too: when a batch is due
@@ -128,24 +129,26 @@ class FairBatchQueue(BatchQueue[T]):
             raise self._full()
         jobs.append(job)
         tenant = self.tenant_of(job)
+        if tenant == self._alone:  # the one tenant waiting keeps its order
+            return
         if self._fair.waiting:
             self._fair.push(tenant, job)
-        elif tenant != self._alone:  # else the one tenant waiting keeps its order
-            if len(jobs) == 1:
-                self._alone = tenant
-            else:  # a second tenant: from now on the fair queue orders them
-                for waiting in jobs:
-                    self._fair.push(self.tenant_of(waiting), waiting)
+        elif len(jobs) == 1:
+            self._alone = tenant
+        else:  # a second tenant: from now on the fair queue orders them
+            self._alone = None
+            for waiting in jobs:
+                self._fair.push(self.tenant_of(waiting), waiting)
 
     def discard(self, job: Job[T]) -> None:
-        if not self._fair.waiting:
+        if self._alone is not None:
             super().discard(job)
         elif self._fair.discard(self.tenant_of(job), job):
             self._jobs.remove(job)
             self._settle()
 
     def head(self) -> Job[T]:
-        if not self._fair.waiting:  # one tenant waits alone
+        if self._alone is not None:  # one tenant waits alone
             return self._jobs[0]
         tenant = self._fair.next_tenant()
         assert tenant is not None  # no tenant has a cap here
@@ -153,10 +156,11 @@ class FairBatchQueue(BatchQueue[T]):
 
     def take_all(self) -> list[Job[T]]:
         self._fair.clear()
+        self._alone = None
         return super().take_all()
 
     def _pop(self) -> Job[T]:
-        if not self._fair.waiting:  # one tenant waits alone
+        if self._alone is not None:  # one tenant waits alone
             return self._jobs.popleft()
         tenant = self._fair.next_tenant()
         assert tenant is not None
@@ -172,5 +176,5 @@ class FairBatchQueue(BatchQueue[T]):
     def _settle(self) -> None:
         """With one tenant's requests left, leave them in their own order."""
         if self._fair.backlogged == 1:
-            self._alone = self._fair.next_tenant() or ""
+            self._alone = self._fair.next_tenant()
             self._fair.clear()

@@ -25,13 +25,14 @@ class WorkerTurns:
     """One worker's turns and the models waiting for one."""
 
     def __init__(self, limit: int, weight: Callable[[str], float] | None) -> None:
-        self.limit, self.taken = limit, 0
-        self.waiting: FairQueue[Waiting] = FairQueue(sys.maxsize, weight)
+        self.queue: FairQueue[Waiting] = FairQueue(sys.maxsize, weight, limit=limit)
         self.members: set[Waiting] = set()
+        # a turn for a batch whose oldest request is the tenant's, charged to it
+        self.take: Callable[[str], Ticket] = self.queue.dispatch
 
     @property
     def open(self) -> bool:
-        return self.taken < self.limit
+        return self.queue.in_flight < self.queue.limit
 
     @property
     def contended(self) -> bool:
@@ -41,23 +42,17 @@ class WorkerTurns:
     def wait(self, tenant: str, model: Waiting) -> None:
         if model not in self.members:
             self.members.add(model)
-            self.waiting.push(tenant, model)
-
-    def take(self, tenant: str) -> Ticket:
-        """A turn for a batch whose oldest request is `tenant`'s, charged to it."""
-        self.taken += 1
-        return self.waiting.dispatch(tenant)
+            self.queue.push(tenant, model)
 
     def give_back(self, ticket: Ticket, worked_s: float) -> None:
         """The batch ended: correct its charge, and offer the turn to the models waiting."""
-        self.taken -= 1
-        self.waiting.complete(ticket, worked_s * 1000)
-        while self.members and self.taken < self.limit:
+        self.queue.complete(ticket, worked_s * 1000)
+        while self.members and self.open:
             self._next_waiting().pump()
 
     def _next_waiting(self) -> Waiting:
         """The waiting model the fair queue picks; its charge comes when its batch starts."""
-        picked = self.waiting.take()
+        picked = self.queue.take()
         assert picked is not None  # a member waits in the queue, and the queue has no caps
         model = picked[1]
         self.members.discard(model)

@@ -269,7 +269,7 @@ def test_a_tenant_after_a_lone_one_went_idle_is_alone_in_its_turn() -> None:
 
 
 request_step = st.one_of(
-    st.tuples(st.just("dispatch"), st.sampled_from(TENANTS)),
+    st.tuples(st.sampled_from(("dispatch", "take_free")), st.sampled_from(TENANTS)),
     st.tuples(st.just("push"), st.sampled_from(TENANTS)),
     st.tuples(st.sampled_from(("complete", "refund", "pop", "discard")), st.integers(0, 9)),
 )
@@ -280,13 +280,18 @@ request_step = st.one_of(
 def test_running_counts_follow_every_interleaving(steps: list[tuple[str, object]]) -> None:
     """A tenant alone and tenants in contention count their running requests alike, through
     any order of starts, ends, refunds, waits and withdrawals."""
-    queue: FairQueue[int] = FairQueue(100)
+    queue: FairQueue[int] = FairQueue(100, limit=4)
     running: list[Ticket] = []
     waiting: list[tuple[str, int]] = []
     ids = itertools.count()
     for op, arg in steps:
         if op == "dispatch":
             running.append(queue.dispatch(str(arg)))
+        elif op == "take_free":
+            free = not waiting and queue.in_flight < queue.limit
+            taken = queue.take_free(str(arg))
+            assert (taken is not None) == free, "a slot taken past the limit or the queue"
+            running.extend([taken] if taken is not None else [])
         elif op == "push":
             waiting.append((str(arg), next(ids)))
             queue.push(*waiting[-1])
@@ -303,3 +308,4 @@ def test_running_counts_follow_every_interleaving(steps: list[tuple[str, object]
             tenant: expected[tenant] for tenant in TENANTS
         }
         assert queue.statistics().running == dict(expected)
+        assert queue.in_flight == len(running)

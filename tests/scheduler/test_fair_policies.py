@@ -116,7 +116,7 @@ def test_a_tenant_at_its_cap_waits_while_slots_are_free() -> None:
         await asyncio.sleep(0)
         assert not third.done()
         await asyncio.wait_for(slots.acquire("b"), 1)  # b is not held behind a's cap
-        assert slots.in_flight == 3
+        assert slots.queue.in_flight == 3
         slots.release(first, 1.0)
         await asyncio.sleep(0)
         assert third.done() and third.result().tenant == "a"

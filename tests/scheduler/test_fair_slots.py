@@ -32,7 +32,7 @@ async def first_turns() -> list[str]:
         order.append(held.tenant)
         waiting.remove(done[0])
     slots.release(held, 1.0)
-    assert slots.in_flight == 0
+    assert slots.queue.in_flight == 0
     return order
 
 
@@ -52,7 +52,7 @@ def test_a_caller_leaving_once_granted_passes_the_slot_on() -> None:
         return slots
 
     slots = asyncio.run(scenario())
-    assert slots.in_flight == 0 and not slots.queue.statistics().running
+    assert slots.queue.in_flight == 0 and not slots.queue.statistics().running
 
 
 def test_a_request_waiting_past_its_deadline_gets_504() -> None:
@@ -67,7 +67,7 @@ def test_a_request_waiting_past_its_deadline_gets_504() -> None:
         return slots
 
     slots = asyncio.run(scenario())
-    assert slots.in_flight == 1 and len(slots.queue) == 0
+    assert slots.queue.in_flight == 1 and len(slots.queue) == 0
 
 
 def test_a_free_slot_is_taken_without_waiting_unless_someone_waits() -> None:
@@ -78,7 +78,7 @@ def test_a_free_slot_is_taken_without_waiting_unless_someone_waits() -> None:
 async def free_slots() -> None:
     slots = FairAdmission(2, 8)
     first = slots.take_free("a")
-    assert first is not None and slots.in_flight == 1
+    assert first is not None and slots.queue.in_flight == 1
     assert slots.take_free("b") is not None
     assert slots.take_free("b") is None  # both slots held
     waiting = asyncio.ensure_future(slots.acquire("b"))
