@@ -3,7 +3,8 @@
 `Routing.table()` walks every loaded model each time it is built (on a load, an unload or a
 worker's change, at most every 50 ms, and each second regardless); this times it, and the
 table's packing, over a host of N loaded models held by two workers (a stand-in for the host:
-only what the table reads). `--checkout` times another commit's (a `git archive`).
+only what the table reads). Then one more model loads: what each front is sent for it, and the
+time its loop stops to read that. `--checkout` times another commit's (a `git archive`).
 
     python benchmarks/front_table.py [--models 1000 10000 40000] [--checkout /tmp/base]
 """
@@ -73,7 +74,25 @@ def measure(models: int, folder: Path) -> dict[str, Any]:
         "table_ms": statistics.median(times_ms),
         "pack_ms": pack_ms,
         "bytes": packed,
+        **one_more_loaded(routing, table),
     }
+
+
+def one_more_loaded(routing: Any, table: Any) -> dict[str, Any]:
+    """What a front is sent after one more model loads, and its loop's time to take it in."""
+    from modelhost.fronts import messages
+
+    dispatchers = routing.host.copies.dispatchers
+    dispatchers["one/more.joblib"] = next(iter(dispatchers.values()))
+    newest = routing.table()
+    changes = getattr(messages, "changes", lambda old, new: new)  # an older checkout: whole
+    started = time.perf_counter()
+    sent = messages.pack(changes(table, newest))
+    changes_ms = (time.perf_counter() - started) * 1000
+    started = time.perf_counter()
+    messages.Unpacker().feed(sent)
+    front_ms = (time.perf_counter() - started) * 1000
+    return {"changes_ms": changes_ms, "change_bytes": len(sent), "front_ms": front_ms}
 
 
 def main() -> None:
@@ -85,9 +104,25 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="modelhost-front-table-") as folder:
         rows = [measure(models, Path(folder)) for models in args.models]
     table = markdown_table(
-        ["models loaded", "table ms (median of 5)", "pack ms", "bytes packed"],
         [
-            [f"{r['models']:,}", f"{r['table_ms']:.1f}", f"{r['pack_ms']:.1f}", r["bytes"]]
+            "models loaded",
+            "table ms (median of 5)",
+            "pack ms",
+            "bytes packed",
+            "one load: ms to pack what changed",
+            "bytes to a front",
+            "a front's ms to read them",
+        ],
+        [
+            [
+                f"{r['models']:,}",
+                f"{r['table_ms']:.1f}",
+                f"{r['pack_ms']:.1f}",
+                r["bytes"],
+                f"{r['changes_ms']:.1f}",
+                r["change_bytes"],
+                f"{r['front_ms']:.2f}",
+            ]
             for r in rows
         ],
     )

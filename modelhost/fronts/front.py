@@ -11,7 +11,7 @@ from typing import Any
 from modelhost.fronts.direct import DirectSide
 from modelhost.fronts.links import Router
 from modelhost.fronts.listeners import reuse_port_sockets
-from modelhost.fronts.messages import Table, Unpacker, pack
+from modelhost.fronts.messages import RouteChanges, Table, Unpacker, applied, pack
 from modelhost.fronts.rejoin import Followed
 
 READY = b"listening\n"
@@ -28,6 +28,8 @@ class Control(asyncio.Protocol):
         for message in self.unpacker.feed(data):
             if isinstance(message, Table):
                 self.router.take(message)
+            elif isinstance(message, RouteChanges):
+                self.router.take(applied(self.router.table, message))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.gone.set()

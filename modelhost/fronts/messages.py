@@ -18,8 +18,8 @@ class Tenancy(msgspec.Struct, frozen=True):
 
 
 class Table(msgspec.Struct, frozen=True, tag=True):
-    """Model → the direct sockets of the workers holding it loaded and serving, by place in
-    `sockets`, and what a front needs to answer as the main process does."""
+    """Model → its serving workers' places in `sockets`, and what a front needs to answer as
+    the main process does."""
 
     routes: dict[str, list[int]]
     batch_sizes: dict[str, int] = {}  # the most requests a batch, where above 1
@@ -33,6 +33,37 @@ class Table(msgspec.Struct, frozen=True, tag=True):
     slots: int = 1  # a worker's inference threads
     default_accept: str = "application/json"  # of an invocation that sends no Accept
     sockets: list[str] = []  # each worker's, named once
+
+
+class RouteChanges(msgspec.Struct, frozen=True, tag=True):
+    """A table's changes where only routes changed."""
+
+    routes: dict[str, list[int]]  # models routed anew
+    gone: list[str]  # models no longer routed
+    sockets: list[str]  # the newest table's
+
+
+def changes(old: Table, new: Table) -> Table | RouteChanges:
+    """What a front holding `old` needs to hold `new`."""
+    if new.sockets[: len(old.sockets)] != old.sockets or _settings(old) != _settings(new):
+        return new
+    routes = {name: places for name, places in new.routes.items() if old.routes.get(name) != places}
+    return RouteChanges(
+        routes, [name for name in old.routes if name not in new.routes], new.sockets
+    )
+
+
+def applied(table: Table, change: RouteChanges) -> Table:
+    """`table` with `change` made, its routes in place."""
+    routes = table.routes
+    routes.update(change.routes)
+    for name in change.gone:
+        del routes[name]
+    return msgspec.structs.replace(table, sockets=change.sockets)
+
+
+def _settings(table: Table) -> Table:
+    return msgspec.structs.replace(table, routes={}, sockets=[])
 
 
 class Sample(msgspec.Struct, frozen=True, array_like=True):
@@ -59,7 +90,7 @@ class Report(msgspec.Struct, frozen=True, tag=True):
     in_flight: int = 0  # requests the front is answering now
 
 
-Message = Table | Report
+Message = Table | RouteChanges | Report
 _encoder = msgspec.msgpack.Encoder()
 _decoder: msgspec.msgpack.Decoder[Message] = msgspec.msgpack.Decoder(Message)
 

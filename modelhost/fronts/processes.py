@@ -20,7 +20,7 @@ from modelhost.fronts.listeners import (
     reuse_port_sockets,
     unix_listener,
 )
-from modelhost.fronts.messages import Table, pack
+from modelhost.fronts.messages import Table, changes, pack
 from modelhost.fronts.supervisor import FrontSlot
 
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ T = TypeVar("T")
 
 UPSTREAM_FILE = "fronts.sock"
 EXIT_TIMEOUT_S = 5.0  # after the main process drained: the fronts' last connections close
-PUBLISH_S = 0.05  # how often the host's state is looked at for a new table
+PUBLISH_S = 0.05  # how often the host's state is read for a new table
 REPUBLISH_S = 1.0  # a table is rebuilt this often even with no event seen
 # tables' most of the main process's time, after events and without
 PUBLISH_SHARE, REPUBLISH_SHARE = 0.1, 0.01
@@ -46,7 +46,7 @@ class Fronts:
         self.held: list[socket.socket] = []  # the port's, bound without listening
         self.sockets: list[socket.socket] = []  # the main server's: the Unix socket
         self.slots: list[FrontSlot] = []
-        self.table = b""  # the last table sent, packed
+        self.table = Table({})  # the newest: a restarted front starts with it
         self.routing: Routing | None = None  # None: every request is relayed
         self.tasks: list[asyncio.Task[None]] = []  # tending each front: reports, restarts
         self.stopping = asyncio.Event()  # set at drain or stop: no front is started again
@@ -79,7 +79,7 @@ class Fronts:
             self.publishing = loop.create_task(self._publish(self.routing))
         fold = self.routing.fold if self.routing is not None else None
         self.tasks += [
-            loop.create_task(slot.tend(fold, lambda: self.table, self.stopping))
+            loop.create_task(slot.tend(fold, lambda: pack(self.table), self.stopping))
             for slot in self.slots
         ]
         for task in self.tasks:
@@ -93,10 +93,9 @@ class Fronts:
             self.on_none_left()
 
     async def _publish(self, routing: Routing) -> None:
-        """Send each front the table as it changes, PUBLISH_S late at most, or as their share
-        allows."""
-        sent, since, pause_s, every_s = Table({}), 0.0, PUBLISH_S, REPUBLISH_S
-        behind: list[asyncio.subprocess.Process] = []
+        """Send each front the table's changes, PUBLISH_S late at most, or as the share allows."""
+        since, pause_s, every_s = 0.0, PUBLISH_S, REPUBLISH_S
+        held: dict[asyncio.subprocess.Process, Table] = {}  # what each front was last sent
         loop = asyncio.get_running_loop()
         while True:
             if routing.dirty or loop.time() - since >= every_s:
@@ -105,21 +104,29 @@ class Fronts:
                 spent_s = since - started
                 pause_s = max(PUBLISH_S, spent_s / PUBLISH_SHARE)
                 every_s = max(REPUBLISH_S, spent_s / REPUBLISH_SHARE)
-                if table != sent:
-                    sent, self.table = table, pack(table)  # what a restarted front starts with
-                    behind = self.processes
-            behind = [process for process in behind if not self._written(process)]
+                if table != self.table:  # else it is not sent again
+                    self.table = table
+            held = self._send_changes(held)
             await asyncio.sleep(pause_s)
 
-    def _written(self, process: asyncio.subprocess.Process) -> bool:
-        """Whether the front was written the newest table, once the last left."""
-        stdin = process.stdin
-        if stdin is None or stdin.is_closing():
-            return True  # gone: a restart starts with the newest
-        if stdin.transport.get_write_buffer_size():
-            return False
-        stdin.write(self.table)
-        return True
+    def _send_changes(
+        self, held: dict[asyncio.subprocess.Process, Table]
+    ) -> dict[asyncio.subprocess.Process, Table]:
+        """Write each front, once it read the last, what its table lacks."""
+        packed: dict[int, bytes] = {}  # by table held
+        for process in self.processes:
+            stdin, had = process.stdin, held.get(process)
+            if had is self.table:
+                continue
+            if stdin is None or stdin.is_closing():
+                continue  # gone: a restart gets the newest
+            if stdin.transport.get_write_buffer_size():
+                continue  # the last is unread: the changes since go later
+            if id(had) not in packed:
+                packed[id(had)] = pack(self.table if had is None else changes(had, self.table))
+            stdin.write(packed[id(had)])
+            held[process] = self.table
+        return {process: held[process] for process in self.processes if process in held}
 
     def drain(self) -> None:
         """Stop the fronts taking connections; those they hold drain."""

@@ -20,6 +20,7 @@ from modelhost.protocols.tenants import request_rule
 from modelhost.workers.direct import direct_path
 
 Routes = dict[str, list[int]]
+SPARE_PLACES = 32  # places past which those of gone workers are given up
 
 
 def main_only(config: Config) -> str:
@@ -56,6 +57,8 @@ class Routing:
         self.run_dir = run_dir  # where the workers' direct sockets are
         self.dirty = True  # a load, unload or worker change since the last table
         self.in_flight: dict[int, int] = {}  # front → its direct requests in flight, reported
+        # a worker's pid → its socket's place, kept so that tables change little
+        self.places: dict[int, int] = {}
         host.events.subscribe(lambda event: self.touch())
 
     def touch(self) -> None:
@@ -97,7 +100,7 @@ class Routing:
         front may answer."""
         host = self.host
         routes: Routes = {}
-        places: dict[int, int] = {}  # a worker's pid → its socket's place
+        places = self.places
         for name, dispatcher in host.copies.dispatchers.items():
             resident = host.memory.get(name)
             if resident is None or resident.state is not State.LOADED:
@@ -115,7 +118,19 @@ class Routing:
             ]
             if serving:
                 routes[name] = serving
-        return routes, [direct_path(self.run_dir, pid) for pid in places]
+        if len(places) > SPARE_PLACES:
+            routes = self._renumbered(routes)
+        return routes, [direct_path(self.run_dir, pid) for pid in self.places]
+
+    def _renumbered(self, routes: Routes) -> Routes:
+        """The routes over live workers' places, once gone ones hold most."""
+        used = {place for serving in routes.values() for place in serving}
+        if 2 * len(used) >= len(self.places):
+            return routes
+        pids = [pid for pid, place in self.places.items() if place in used]
+        moved = {self.places[pid]: place for place, pid in enumerate(pids)}
+        self.places = {pid: place for place, pid in enumerate(pids)}
+        return {name: [moved[place] for place in serving] for name, serving in routes.items()}
 
     def fold(self, report: Report, front: int) -> None:
         """Count front number `front`'s answers as the main process counts its own."""
