@@ -98,15 +98,16 @@ class Fronts:
         held: dict[asyncio.subprocess.Process, Table] = {}  # what each front was last sent
         loop = asyncio.get_running_loop()
         while True:
-            if routing.dirty or loop.time() - since >= every_s:
-                started = loop.time()
-                table, since = routing.table(), loop.time()
-                spent_s = since - started
-                pause_s = max(PUBLISH_S, spent_s / PUBLISH_SHARE)
-                every_s = max(REPUBLISH_S, spent_s / REPUBLISH_SHARE)
+            started = loop.time()
+            if routing.dirty or started - since >= every_s:
+                table, since = routing.table(), started
                 if table != self.table:  # else it is not sent again
                     self.table = table
             held = self._send_changes(held)
+            if since == started:  # paced by the building and the sending
+                spent_s = loop.time() - started
+                pause_s = max(PUBLISH_S, spent_s / PUBLISH_SHARE)
+                every_s = max(REPUBLISH_S, spent_s / REPUBLISH_SHARE)
             await asyncio.sleep(pause_s)
 
     def _send_changes(
