@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from modelhost.errors import HandlerError
+from modelhost.protocols.answer_headers import TIMING
 from modelhost.workers.messages import Custom
 
 Headers = list[tuple[bytes, bytes]]
@@ -16,7 +17,7 @@ SERVERS = frozenset(
     {
         *("content-length", "transfer-encoding", "connection", "keep-alive", "upgrade"),
         *("te", "trailer", "proxy-connection", "content-type", "date", "server"),
-        *("server-timing", "x-request-id"),
+        *(TIMING, "x-request-id"),
     }
 )
 NO_BODY = frozenset({204, 205, 304})

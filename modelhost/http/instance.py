@@ -6,7 +6,9 @@ import socket
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-INSTANCE_HEADER = b"x-modelhost-instance"
+from modelhost.protocols.answer_headers import INSTANCE
+
+INSTANCE_HEADER = INSTANCE.encode()
 
 
 def instance_name(configured: str) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from modelhost.errors import ModelhostError
 from modelhost.http.request_ids import REQUEST_IDS, request_id_header
 from modelhost.observe.exchange import server_timing
+from modelhost.protocols.answer_headers import CACHE, TIER, TIMING
 from modelhost.protocols.status import type_name_of
 from modelhost.protocols.torchserve_types import torchserve_type
 
@@ -19,11 +20,7 @@ EXPLANATIONS = "/explanations/{model:path}"  # TorchServe's: the handler's call,
 # what TorchServe hands the model besides POST: any method (curl -T is a PUT)
 PREDICTION_METHODS = ("PUT", "GET", "DELETE", "PATCH")
 PASSED_ON_HEADERS = ("content-type", "accept", TARGET_MODEL_HEADER, CUSTOM_ATTRIBUTES_HEADER)
-CACHE_HEADER, TIER_HEADER, TIMING_HEADER = (
-    b"x-modelhost-cache",
-    b"x-modelhost-tier",
-    b"server-timing",
-)
+CACHE_HEADER, TIER_HEADER, TIMING_HEADER = CACHE.encode(), TIER.encode(), TIMING.encode()
 
 
 def route_of(path: str) -> tuple[str, str | None] | None:

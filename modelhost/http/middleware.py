@@ -12,13 +12,15 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from modelhost.http.invocation_paths import CACHE_HEADER, TIER_HEADER, TIMING_HEADER
 from modelhost.observe.exchange import Exchange, parse_server_timing
 from modelhost.observe.observer import Observer
 from modelhost.observe.tallies import LevelTally
+from modelhost.protocols.answer_headers import TENANT
 
 MAX_ERROR_BODY_BYTES = 64 * 1024
 TENANT_KEY = "modelhost.tenant"  # in the scope, where a route found the request's tenant
-TENANT_HEADER = b"x-modelhost-tenant"  # the tenant the server counted the request to
+TENANT_HEADER = TENANT.encode()
 ERROR_KEY = "modelhost.error"  # OIP's error type
 MODEL_BYTES_KEY = "modelhost.model_bytes"  # a load's footprint
 
@@ -62,9 +64,9 @@ class ObserveMiddleware:
             bytes_out=watch.bytes_out,
             invocation=route in self.invocation_routes,
             model=scope.get("path_params", {}).get("model"),
-            cache=watch.headers.get(b"x-modelhost-cache", b"").decode() or None,
-            tier=watch.headers.get(b"x-modelhost-tier", b"").decode() or None,
-            timings_ms=parse_server_timing(watch.headers.get(b"server-timing", b"").decode()),
+            cache=watch.headers.get(CACHE_HEADER, b"").decode() or None,
+            tier=watch.headers.get(TIER_HEADER, b"").decode() or None,
+            timings_ms=parse_server_timing(watch.headers.get(TIMING_HEADER, b"").decode()),
             error=scope.get(ERROR_KEY) or watch.error_type(),
             tenant=scope.get(TENANT_KEY),
             model_bytes=scope.get(MODEL_BYTES_KEY),

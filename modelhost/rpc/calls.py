@@ -16,6 +16,7 @@ from modelhost.errors import ModelhostError
 from modelhost.host import Result
 from modelhost.observe.exchange import Exchange, server_timing
 from modelhost.observe.observer import Observer
+from modelhost.protocols.answer_headers import CACHE, INSTANCE, TENANT, TIER, TIMING
 from modelhost.protocols.status import status_of
 from modelhost.rpc.status import code_of, trailers_of
 
@@ -68,7 +69,7 @@ class Calls:
 
     def __init__(self, observer: Observer | None = None, instance_id: str = "") -> None:
         self.observer = observer
-        self.instance: Trailers = (("x-modelhost-instance", instance_id),) if instance_id else ()
+        self.instance: Trailers = ((INSTANCE, instance_id),) if instance_id else ()
 
     def observing(self, route: str, method: Method) -> Handler:
         """`method` as grpc's handler of `route`: each call observed and its answer's trailers
@@ -89,11 +90,11 @@ class Calls:
     def told(self, result: Result, tenant: str | None) -> Trailers:
         """Where an invocation's model came from and where its time went, as trailers."""
         return (
-            ("server-timing", server_timing(result.timings_ms)),
-            ("x-modelhost-cache", result.cache),
-            ("x-modelhost-tier", result.tier),
+            (TIMING, server_timing(result.timings_ms)),
+            (CACHE, result.cache),
+            (TIER, result.tier),
             *self.instance,
-            *((("x-modelhost-tenant", tenant),) if tenant else ()),
+            *(((TENANT, tenant),) if tenant else ()),
         )
 
     async def each_answered(

@@ -6,6 +6,7 @@ import time
 from typing import Any
 
 from modelhost.observe.exchange import parse_server_timing
+from modelhost.protocols.answer_headers import CACHE, TIMING
 from modelhost.toolkit.payloads import Payload
 from modelhost.toolkit.traffic import Target
 
@@ -24,6 +25,6 @@ def cold_start(
         "model": model or "",
         "status": response.status_code,
         "first_answer_ms": round(elapsed_ms, 3),
-        "cache": response.headers.get("x-modelhost-cache", ""),
-        "server_timing_ms": parse_server_timing(response.headers.get("server-timing", "")),
+        "cache": response.headers.get(CACHE, ""),
+        "server_timing_ms": parse_server_timing(response.headers.get(TIMING, "")),
     }

@@ -11,6 +11,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from modelhost.protocols.answer_headers import CACHE, INSTANCE, TIMING
+
 MESSAGE_CHARS = 300  # of an error's reason kept a request
 
 
@@ -85,10 +87,10 @@ class FakeTransport:
 def _reply(status: int, headers: Mapping[str, str], content: bytes) -> Reply:
     return Reply(
         status,
-        cache=headers.get("x-modelhost-cache"),
-        server_timing=headers.get("server-timing", ""),
+        cache=headers.get(CACHE),
+        server_timing=headers.get(TIMING, ""),
         bytes_out=len(content),
-        instance=headers.get("x-modelhost-instance", ""),
+        instance=headers.get(INSTANCE, ""),
         message=message_of(content) if status >= 400 else "",
     )
 
