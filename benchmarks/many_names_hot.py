@@ -6,6 +6,8 @@ frontend's CPU is read from /proc; then each of the N other names is invoked onc
 by `--seed-clients` clients); then the hot set again. A frontend whose per-request work grows
 with the names it has seen shows it here, where `hot_path.py` serves one name and `scale.py`'s
 hits are latency-bound. `--pythonpath DIR` serves another checkout's package (a `git archive`).
+`--bytecodes` serves under count_bytecodes.py and tells which functions run more bytecodes a hot
+request after the N names than before (the server is then about ten times slower).
 
     python benchmarks/many_names_hot.py [--names 40000] [--hot 100] [--duration 8] [--rounds 3]
 """
@@ -14,8 +16,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -23,6 +27,7 @@ from typing import Any
 
 import httpx
 from _common import BENCHMARKS, cpu_seconds, markdown_table, write_results
+from frontend_instructions import Bytecodes, _differences
 from hot_path import parse_wrk
 
 from modelhost import testing
@@ -49,6 +54,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1, help="hot rounds before and after")
     parser.add_argument("--idle", type=float, default=5, help="seconds idle before each round")
     parser.add_argument("--pythonpath", default="", help="a checkout to serve (PYTHONPATH)")
+    parser.add_argument("--bytecodes", action="store_true", help="count bytecodes by function")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="modelhost-many-names-") as folder:
         rows = measure(Path(folder), args)
@@ -59,6 +65,9 @@ def main() -> None:
             for r in rows
         ],
     )
+    if args.bytecodes:
+        runs = [{"variant": f"{r['names']:,} names", **r} for r in rows]
+        table += "\n\n" + _differences(runs, runs[0]["variant"], runs[-1]["variant"])
     print(table)
     write_results("many-names-hot", {**vars(args), "rows": rows}, table)
 
@@ -73,13 +82,20 @@ def measure(folder: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
     script.write_text(ROTATE.format(post=BENCHMARKS / "post.lua", hot=args.hot))
     env = {**os.environ, "PYTHONPATH": args.pythonpath or str(BENCHMARKS.parent)}
     serve_args = testing.serve_args(store, folder / "cache", workers=2, preload_runtimes="sklearn")
+    control = folder / "bytecodes"
+    control.mkdir()
+    counter = [sys.executable, str(BENCHMARKS / "count_bytecodes.py"), str(control)]
+    command = [*counter, "modelhost", "serve"] if args.bytecodes else None
+    counts = Bytecodes(control) if args.bytecodes else None
     # not from a checkout's folder: `python -m` would import its package before PYTHONPATH's
-    with testing.RunningServer(serve_args, folder, env=env, cwd=folder) as server:
+    with testing.RunningServer(
+        serve_args, folder, env=env, cwd=folder, command=command, startup_timeout_s=300
+    ) as server:
         asyncio.run(invoke_each(server.url, range(args.hot), args.hot))  # loaded, not measured
-        rows = [hot_round(server, script, 0, args) for _ in range(args.rounds)]
+        rows = [hot_round(server, script, 0, args, counts) for _ in range(args.rounds)]
         others = range(args.hot, args.hot + args.names)
         asyncio.run(invoke_each(server.url, others, args.seed_clients))
-        rows += [hot_round(server, script, args.names, args) for _ in range(args.rounds)]
+        rows += [hot_round(server, script, args.names, args, counts) for _ in range(args.rounds)]
     return rows
 
 
@@ -91,21 +107,45 @@ def idle_ms_a_s(pid: int, seconds: float) -> float:
 
 
 def hot_round(
-    server: testing.RunningServer, script: Path, names: int, args: argparse.Namespace
+    server: testing.RunningServer,
+    script: Path,
+    names: int,
+    args: argparse.Namespace,
+    counts: Bytecodes | None,
 ) -> dict[str, Any]:
-    """The frontend's CPU while idle, then a request's under wrk over the hot set (warmed 2 s)."""
+    """The frontend's CPU while idle, then a request's under wrk over the hot set (warmed 2 s);
+    with `counts`, its bytecodes a request by function too (warmed first, then the idle span
+    counted, whose share is taken off the loaded one's)."""
+    if counts is not None:
+        wrk(server.url, script, args.concurrency, 2)
+        counts.start(server.pid)
     idle = idle_ms_a_s(server.pid, args.idle)
-    wrk(server.url, script, args.concurrency, 2)
+    if counts is None:
+        wrk(server.url, script, args.concurrency, 2)
+    else:
+        counts.mark(server.pid)
     before = cpu_s(server.pid)
     summary = wrk(server.url, script, args.concurrency, args.duration)
     requests = summary["requests"]
-    return {
+    row = {
         "names": names,
         "requests": requests,
         "frontend_us": (cpu_s(server.pid) - before) / requests * 1e6,
         "errors": summary["errors"],
         "idle_ms_a_s": idle,
     }
+    if counts is not None:
+        counts.mark(server.pid)
+        counts.stop(server.pid)
+        row["by_function"] = by_function(counts.folder, args.duration / args.idle, requests)
+    return row
+
+
+def by_function(control: Path, share: float, requests: int) -> dict[str, float]:
+    """Bytecodes a request by function: the last loaded span's, less the idle span's share."""
+    spans = sorted(control.glob("counts-*.json"), key=lambda path: int(path.stem.split("-")[1]))
+    idle, loaded = (json.loads(path.read_text())["bytecodes"] for path in spans[-2:])
+    return {name: (n - idle.get(name, 0) * share) / requests for name, n in loaded.items()}
 
 
 def wrk(url: str, script: Path, connections: int, seconds: int) -> dict[str, Any]:
