@@ -7,7 +7,8 @@ by `--seed-clients` clients); then the hot set again. A frontend whose per-reque
 with the names it has seen shows it here, where `hot_path.py` serves one name and `scale.py`'s
 hits are latency-bound. `--pythonpath DIR` serves another checkout's package (a `git archive`).
 `--bytecodes` serves under count_bytecodes.py and tells which functions run more bytecodes a hot
-request after the N names than before (the server is then about ten times slower).
+request after the N names than before (the server is then about ten times slower); `--gc`, the
+frontend's garbage collections a hot request (gc_probe/sitecustomize.py in the server).
 
     python benchmarks/many_names_hot.py [--names 40000] [--hot 100] [--duration 8] [--rounds 3]
 """
@@ -33,6 +34,7 @@ from hot_path import parse_wrk
 from modelhost import testing
 
 ROW = [5.1, 3.5, 1.4, 0.2]  # post.lua's
+PROBE_WRITE_S = 0.5  # gc_probe's
 # post.lua's body, headers and summary, with each request to the next of the hot set
 ROTATE = """
 dofile("{post}")
@@ -55,13 +57,26 @@ def main() -> None:
     parser.add_argument("--idle", type=float, default=5, help="seconds idle before each round")
     parser.add_argument("--pythonpath", default="", help="a checkout to serve (PYTHONPATH)")
     parser.add_argument("--bytecodes", action="store_true", help="count bytecodes by function")
+    parser.add_argument("--gc", action="store_true", help="time the frontend's collections")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="modelhost-many-names-") as folder:
         rows = measure(Path(folder), args)
     table = markdown_table(
-        ["names served before", "idle frontend CPU ms/s", "hot requests", "frontend µs a request"],
         [
-            [f"{r['names']:,}", f"{r['idle_ms_a_s']:.0f}", r["requests"], f"{r['frontend_us']:.0f}"]
+            "names served before",
+            "idle frontend CPU ms/s",
+            "hot requests",
+            "frontend µs a request",
+            "of which collecting garbage",
+        ],
+        [
+            [
+                f"{r['names']:,}",
+                f"{r['idle_ms_a_s']:.0f}",
+                r["requests"],
+                f"{r['frontend_us']:.0f}",
+                f"{r['gc_us']:.2f}" if "gc_us" in r else "",
+            ]
             for r in rows
         ],
     )
@@ -80,7 +95,13 @@ def measure(folder: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
         os.link(first, store / "n" / f"{index}.joblib")
     script = folder / "rotate.lua"
     script.write_text(ROTATE.format(post=BENCHMARKS / "post.lua", hot=args.hot))
-    env = {**os.environ, "PYTHONPATH": args.pythonpath or str(BENCHMARKS.parent)}
+    paths = [str(BENCHMARKS / "gc_probe")] if args.gc else []
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([*paths, args.pythonpath or str(BENCHMARKS.parent)]),
+        "GC_PROBE": str(folder) if args.gc else "",
+    }
+    args.probe = str(folder) if args.gc else ""
     serve_args = testing.serve_args(store, folder / "cache", workers=2, preload_runtimes="sklearn")
     control = folder / "bytecodes"
     control.mkdir()
@@ -124,6 +145,8 @@ def hot_round(
         wrk(server.url, script, args.concurrency, 2)
     else:
         counts.mark(server.pid)
+    probe = Path(args.probe) if args.probe else None
+    collected = collecting_s(probe, server.pid) if probe else 0.0
     before = cpu_s(server.pid)
     summary = wrk(server.url, script, args.concurrency, args.duration)
     requests = summary["requests"]
@@ -134,6 +157,8 @@ def hot_round(
         "errors": summary["errors"],
         "idle_ms_a_s": idle,
     }
+    if probe:
+        row["gc_us"] = (collecting_s(probe, server.pid) - collected) / requests * 1e6
     if counts is not None:
         counts.mark(server.pid)
         counts.stop(server.pid)
@@ -146,6 +171,13 @@ def by_function(control: Path, share: float, requests: int) -> dict[str, float]:
     spans = sorted(control.glob("counts-*.json"), key=lambda path: int(path.stem.split("-")[1]))
     idle, loaded = (json.loads(path.read_text())["bytecodes"] for path in spans[-2:])
     return {name: (n - idle.get(name, 0) * share) / requests for name, n in loaded.items()}
+
+
+def collecting_s(probe: Path, pid: int) -> float:
+    """The frontend's seconds in garbage collections so far, as gc_probe last wrote them."""
+    time.sleep(2 * PROBE_WRITE_S)  # the probe's next write
+    written = json.loads((probe / f"gc-{pid}.json").read_text())
+    return sum(seconds for _, seconds in written.values())
 
 
 def wrk(url: str, script: Path, connections: int, seconds: int) -> dict[str, Any]:
