@@ -58,7 +58,7 @@ def applied(table: Table, change: RouteChanges) -> Table:
     routes = table.routes
     routes.update(change.routes)
     for name in change.gone:
-        del routes[name]
+        routes.pop(name, None)
     return msgspec.structs.replace(table, sockets=change.sockets)
 
 
