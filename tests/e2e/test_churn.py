@@ -130,6 +130,7 @@ class Client(threading.Thread):
         self.statuses: Counter[int] = Counter()
         self.caches: Counter[str] = Counter()
         self.wrong: list[str] = []
+        self.refused: list[str] = []  # retryable refusals, with what they said
 
     def run(self) -> None:
         names = sorted(self.truth)
@@ -148,6 +149,8 @@ class Client(threading.Thread):
                 self.wrong.append(f"{name}: {response.text[:200]}")
         elif response.status_code not in RETRYABLE or "message" not in response.json():
             self.wrong.append(f"{name}: {response.status_code} {response.text[:300]}")
+        else:
+            self.refused.append(f"{name}: {response.status_code} {response.text[:300]}")
 
 
 @dataclass(frozen=True)
@@ -155,6 +158,7 @@ class ChurnRun:
     statuses: Counter[int]
     caches: Counter[str]
     wrong: list[str]
+    refused: list[str]
     peak_pss_bytes: int
     budget_bytes: int
     peak_detail: str  # when, each process's share, and the server's events about then
@@ -192,6 +196,7 @@ def run_churn(
         statuses=sum((c.statuses for c in clients), Counter()),
         caches=sum((c.caches for c in clients), Counter()),
         wrong=[line for c in clients for line in c.wrong],
+        refused=[line for c in clients for line in c.refused],
         peak_pss_bytes=sampler.peak_bytes,
         budget_bytes=budget,
         peak_detail=peak_detail(sampler, server),
@@ -337,6 +342,11 @@ def wrong_beside_kills(run: ChurnRun) -> list[str]:
     return [w for w in run.wrong if not (KILLED_TWICE in w and KILLED_TWICE_SAYS in w)]
 
 
+def unavailable(run: ChurnRun) -> str:
+    """The run's statuses and its 503s' messages."""
+    return f"{run.statuses}: {[line for line in run.refused if ': 503 ' in line][:5]}"
+
+
 def metrics_of(server: testing.RunningServer) -> str:
     return httpx.get(f"{server.url}/metrics").text
 
@@ -353,7 +363,7 @@ def test_workers_killed_under_churn_cost_retries_never_wrong_answers(
     assert len(killer.killed) == KILLS
     wrong = wrong_beside_kills(run)
     assert not wrong, f"{len(wrong)} wrong answers, e.g. {wrong[:5]}; {run.statuses}"
-    assert not run.statuses[503], run.statuses  # each was retried
+    assert not run.statuses[503], unavailable(run)  # each was retried
     retried = re.search(r"^modelhost_request_retries_total (\S+)$", metrics_of(churn_server), re.M)
     assert retried and float(retried.group(1)) >= 1
     assert len(httpx.get(f"{churn_server.url}/stats").json()["workers"]) == 2
@@ -418,6 +428,6 @@ def test_workers_killed_under_churn_through_fronts_never_answer_wrong(
     assert len(killer.killed) == KILLS
     wrong = wrong_beside_kills(run)
     assert not wrong, f"{len(wrong)} wrong answers, e.g. {wrong[:5]}; {run.statuses}"
-    assert not run.statuses[503], run.statuses
+    assert not run.statuses[503], unavailable(run)
     assert len(httpx.get(f"{fronted_server.url}/stats").json()["workers"]) == 2
     assert "Traceback" not in fronted_server.log_text()
