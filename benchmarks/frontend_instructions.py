@@ -116,8 +116,7 @@ def _counted(
     requests = loaded["requests"]
     batches = batches_after[0] - batches_before[0]
     idle, total = counter.spans()
-    share = args.duration / args.idle  # of the idle span's count in the loaded span's
-    by_function = {name: (n - idle.get(name, 0) * share) / requests for name, n in total.items()}
+    by_function = a_request(idle, total, args.duration / args.idle, requests)
     return {
         "requests": requests,
         "requests_a_batch": (batches_after[1] - batches_before[1]) / batches if batches else 0.0,
@@ -125,6 +124,13 @@ def _counted(
         "idle_a_second": sum(idle.values()) / args.idle,
         **({"by_function": by_function} if args.bytecodes else {}),
     }
+
+
+def a_request(
+    idle: dict[str, int], loaded: dict[str, int], share: float, requests: int
+) -> dict[str, float]:
+    """A request's count by function: the loaded span's, less `share` of the idle span's."""
+    return {name: (n - idle.get(name, 0) * share) / requests for name, n in loaded.items()}
 
 
 class Callgrind:
@@ -171,10 +177,9 @@ class Bytecodes:
         (self.folder / "on").unlink()
 
     def spans(self) -> tuple[dict[str, int], dict[str, int]]:
-        idle, loaded = (
-            json.loads((self.folder / f"counts-{part}.json").read_text())["bytecodes"]
-            for part in (1, 2)
-        )
+        """The counts of the last two spans marked: idle, then loaded."""
+        marked = sorted(self.folder.glob("counts-*.json"), key=lambda path: int(path.stem[7:]))
+        idle, loaded = (json.loads(path.read_text())["bytecodes"] for path in marked[-2:])
         return idle, loaded
 
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import httpx
 from _common import BENCHMARKS, cpu_seconds, markdown_table, write_results
-from frontend_instructions import Bytecodes, _differences
+from frontend_instructions import Bytecodes, _differences, a_request
 from hot_path import parse_wrk
 
 from modelhost import testing
@@ -101,22 +101,25 @@ def measure(folder: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
         "PYTHONPATH": os.pathsep.join([*paths, args.pythonpath or str(BENCHMARKS.parent)]),
         "GC_PROBE": str(folder) if args.gc else "",
     }
-    args.probe = str(folder) if args.gc else ""
+    probe = folder if args.gc else None
     serve_args = testing.serve_args(store, folder / "cache", workers=2, preload_runtimes="sklearn")
     control = folder / "bytecodes"
-    control.mkdir()
     counter = [sys.executable, str(BENCHMARKS / "count_bytecodes.py"), str(control)]
     command = [*counter, "modelhost", "serve"] if args.bytecodes else None
     counts = Bytecodes(control) if args.bytecodes else None
+    if counts is not None:
+        control.mkdir()
     # not from a checkout's folder: `python -m` would import its package before PYTHONPATH's
     with testing.RunningServer(
         serve_args, folder, env=env, cwd=folder, command=command, startup_timeout_s=300
     ) as server:
         asyncio.run(invoke_each(server.url, range(args.hot), args.hot))  # loaded, not measured
-        rows = [hot_round(server, script, 0, args, counts) for _ in range(args.rounds)]
+        rows = [hot_round(server, script, 0, args, counts, probe) for _ in range(args.rounds)]
         others = range(args.hot, args.hot + args.names)
         asyncio.run(invoke_each(server.url, others, args.seed_clients))
-        rows += [hot_round(server, script, args.names, args, counts) for _ in range(args.rounds)]
+        rows += [
+            hot_round(server, script, args.names, args, counts, probe) for _ in range(args.rounds)
+        ]
     return rows
 
 
@@ -133,6 +136,7 @@ def hot_round(
     names: int,
     args: argparse.Namespace,
     counts: Bytecodes | None,
+    probe: Path | None,
 ) -> dict[str, Any]:
     """The frontend's CPU while idle, then a request's under wrk over the hot set (warmed 2 s);
     with `counts`, its bytecodes a request by function too (warmed first, then the idle span
@@ -145,7 +149,6 @@ def hot_round(
         wrk(server.url, script, args.concurrency, 2)
     else:
         counts.mark(server.pid)
-    probe = Path(args.probe) if args.probe else None
     collected = collecting_s(probe, server.pid) if probe else 0.0
     before = cpu_s(server.pid)
     summary = wrk(server.url, script, args.concurrency, args.duration)
@@ -162,15 +165,8 @@ def hot_round(
     if counts is not None:
         counts.mark(server.pid)
         counts.stop(server.pid)
-        row["by_function"] = by_function(counts.folder, args.duration / args.idle, requests)
+        row["by_function"] = a_request(*counts.spans(), args.duration / args.idle, requests)
     return row
-
-
-def by_function(control: Path, share: float, requests: int) -> dict[str, float]:
-    """Bytecodes a request by function: the last loaded span's, less the idle span's share."""
-    spans = sorted(control.glob("counts-*.json"), key=lambda path: int(path.stem.split("-")[1]))
-    idle, loaded = (json.loads(path.read_text())["bytecodes"] for path in spans[-2:])
-    return {name: (n - idle.get(name, 0) * share) / requests for name, n in loaded.items()}
 
 
 def collecting_s(probe: Path, pid: int) -> float:

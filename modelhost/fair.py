@@ -137,12 +137,12 @@ class FairQueue(Generic[T]):
         return self.counter(tenant), self.running(tenant), len(self._queues[tenant])
 
     def take_free(self, tenant: str) -> Ticket | None:
-        """`dispatch` if a slot is free and none waits for it (the owner hands slots on); None."""
+        """`dispatch` if a slot is free and nothing waiting may take it; else None."""
         if self.in_flight >= self.limit or (
             self.waiting if self.cap is None else self.at_cap(tenant)
         ):
             return None
-        if tenant == self._alone:  # `dispatch`'s first lines, a call fewer
+        if tenant == self._alone:  # as `dispatch` does
             self.in_flight += 1
             return self._alone_ticket
         return self.dispatch(tenant)
@@ -150,14 +150,10 @@ class FairQueue(Generic[T]):
     def dispatch(self, tenant: str) -> Ticket:
         """Charge `tenant` a request's estimated cost as it starts, queued or not."""
         if tenant != self._alone:
-            self._arrive(tenant)
-            if self._alone is None:
-                return self._charged(tenant)
+            self._arrive(tenant)  # before counting it
         self.in_flight += 1
-        return self._alone_ticket  # charged in full at its end, if contention began
-
-    def _charged(self, tenant: str) -> Ticket:
-        self.in_flight += 1
+        if self._alone is not None:
+            return self._alone_ticket  # charged in full at its end, if contention began
         self._running[tenant] = self._running.get(tenant, 0) + 1
         estimate_ms = self._means_ms.get(tenant, self._mean_ms)
         self.charge(tenant, estimate_ms)
