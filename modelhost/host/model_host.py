@@ -77,7 +77,7 @@ class ModelHost:
         self.pool, self.memory, self.disk, self.events = pool, memory, disk, events
         self.sagemaker_contract = sagemaker_contract
         self.given_urls: dict[str, str] = {}  # as each LoadModel gave it
-        self.clock = clock
+        self.clock, self.epoch_at_zero = clock, time.time() - clock()
         self.scheduling = scheduling or SchedulerSettings(response_timeout_s=deadline_s)
         loads: UnderWay[LoadOutcome] = UnderWay()
         self.manifests = Manifests(
@@ -366,7 +366,7 @@ class ModelHost:
         held = [self.pool.workers.get(w) for w in (resident.workers if resident else [])]
         last_used = artifact.last_used if artifact else None
         if resident:  # the tier's clock is monotonic
-            last_used = time.time() - (self.clock() - resident.last_used)
+            last_used = self.epoch_at_zero + resident.last_used
         loaded = resident is not None and resident.state is State.LOADED
         return ModelStatistics(
             name=name,

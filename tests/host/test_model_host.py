@@ -5,6 +5,7 @@ tests/host/machine.py; the real thing by tests/e2e."""
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,15 @@ def test_a_models_statistics_say_where_it_is(tmp_path: Path) -> None:
     assert len(loaded.workers) == 1 and loaded.memory_bytes > 0
     assert host.model_statistics("never-seen").state == "remote"
     assert host.model_statistics("pinned").pinned
+
+
+def test_a_models_last_use_reads_the_same_until_it_is_used_again(tmp_path: Path) -> None:
+    """Triton's last_inference is read from it: two reads must agree, not drift by a clock."""
+    host = host_on(tmp_path, LRUPolicy(), RecordedEvents())
+    invoke_each(host, ["a"])
+    first = host.model_statistics("a").last_used
+    assert first is not None and abs(first - time.time()) < 60
+    assert host.model_statistics("a").last_used == first
 
 
 def test_an_eviction_names_the_policy_that_chose_it(tmp_path: Path) -> None:
