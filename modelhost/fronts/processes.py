@@ -32,8 +32,8 @@ T = TypeVar("T")
 UPSTREAM_FILE = "fronts.sock"
 EXIT_TIMEOUT_S = 5.0  # after the main process drained: the fronts' last connections close
 PUBLISH_S = 0.05  # how often the host's state is read for a new table
-REPUBLISH_S = 1.0  # a table is rebuilt this often even with no event seen
-# tables' most of the main process's time, after events and without
+REPUBLISH_S = 1.0  # every model is looked at anew this often
+# tables' most of the main process's time, and walks of every model's
 PUBLISH_SHARE, REPUBLISH_SHARE = 0.1, 0.01
 
 
@@ -94,20 +94,23 @@ class Fronts:
 
     async def _publish(self, routing: Routing) -> None:
         """Send each front the table's changes, PUBLISH_S late at most, or as the share allows."""
-        since, pause_s, every_s = 0.0, PUBLISH_S, REPUBLISH_S
+        walked, pause_s, every_s = 0.0, PUBLISH_S, REPUBLISH_S
         held: dict[asyncio.subprocess.Process, Table] = {}  # what each front was last sent
         loop = asyncio.get_running_loop()
         while True:
             started = loop.time()
-            if routing.dirty or started - since >= every_s:
-                table, since = routing.table(), started
+            if whole := started - walked >= every_s:
+                routing.recheck()
+            if built := routing.dirty or whole:
+                table = routing.table()
                 if table != self.table:  # else it is not sent again
                     self.table = table
             held = self._send_changes(held)
-            if since == started:  # paced by the building and the sending
+            if built:  # paced by the building and the sending
                 spent_s = loop.time() - started
                 pause_s = max(PUBLISH_S, spent_s / PUBLISH_SHARE)
-                every_s = max(REPUBLISH_S, spent_s / REPUBLISH_SHARE)
+                if whole:
+                    walked, every_s = started, max(REPUBLISH_S, spent_s / REPUBLISH_SHARE)
             await asyncio.sleep(pause_s)
 
     def _send_changes(
@@ -139,8 +142,7 @@ class Fronts:
 
     async def stop(self) -> None:
         """Let draining fronts finish their direct hits (within the drain's time), then close
-        their stdin (they exit), and kill those still running after a while; their last reports
-        are folded."""
+        their stdin (they exit), and kill those still running; their last reports are folded."""
         self.stopping.set()
         if self.drained_at is not None:
             left_s = self.drained_at + self.drain_timeout_s - asyncio.get_running_loop().time()

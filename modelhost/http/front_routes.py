@@ -17,6 +17,7 @@ from modelhost.observe.hits import Hits
 from modelhost.observe.observer import Observer
 from modelhost.protocols.keys import INFERENCE, TokenKeys
 from modelhost.protocols.tenants import request_rule
+from modelhost.records.events import Event
 from modelhost.workers.direct import direct_path
 
 Routes = dict[str, list[int]]
@@ -59,22 +60,34 @@ class Routing:
         self.in_flight: dict[int, int] = {}  # front → its direct requests in flight, reported
         # a worker's pid → its socket's place, kept so that tables change little
         self.places: dict[int, int] = {}
-        host.events.subscribe(lambda event: self.touch())
+        self.held: Routes = {}  # as of the last table
+        self.batch_sizes: dict[str, int] = {}
+        self.stale: set[str] | None = None  # models to look at anew; None: all
+        host.events.subscribe(self.changed)
 
     def touch(self) -> None:
         self.dirty = True
+
+    def changed(self, event: Event) -> None:
+        """One that names no model may change any."""
+        if event.model is None:
+            self.stale = None
+        elif self.stale is not None:
+            self.stale.add(event.model)
+        self.dirty = True
+
+    def recheck(self) -> None:
+        """Walk every model at the next table."""
+        self.stale = None
 
     def table(self) -> Table:
         """The table to publish: what the host holds now, and the fronts' settings."""
         self.dirty = False
         routes, sockets = self.routes()
-        dispatchers = self.host.copies.dispatchers
-        sizes = {name: dispatchers[name].queue.max_batch_size for name in routes}
-        batch_sizes = {name: size for name, size in sizes.items() if size > 1}
         key, until = ("", 0.0) if self.keys is None else self.keys.of(INFERENCE)
         return Table(
             routes,
-            batch_sizes,
+            dict(self.batch_sizes),
             self.instance,
             *self.limits,
             response_timeout_s=self.timeout_s,
@@ -98,39 +111,54 @@ class Routing:
     def routes(self) -> tuple[Routes, list[str]]:
         """Model → its workers' direct sockets, by place in the list beside, for the models a
         front may answer."""
-        host = self.host
-        routes: Routes = {}
-        places = self.places
-        for name, dispatcher in host.copies.dispatchers.items():
-            resident = host.memory.get(name)
-            if resident is None or resident.state is not State.LOADED:
-                continue
-            if host.resolve(name) != name or name in host.versioned:
-                continue  # a registered version's name, or a model with versions
-            if host.manifests.of(name).response_timeout_s:
-                continue  # a deadline of its own
-            if name in host.devices.capable:
-                continue  # a hit may wait for its device
-            serving = [
-                places.setdefault(replica.worker.pid, len(places))
-                for replica in dispatcher.replicas.values()
-                if replica.worker.alive and not replica.draining and not replica.worker.untrusted
-            ]
-            if serving:
-                routes[name] = serving
-        if len(places) > SPARE_PLACES:
-            routes = self._renumbered(routes)
-        return routes, [direct_path(self.run_dir, pid) for pid in self.places]
+        stale, self.stale = self.stale, set()
+        if stale is None:
+            self.held, self.batch_sizes = {}, {}
+        for name in self.host.copies.dispatchers if stale is None else stale:
+            self._look_at(name)
+        if stale is None and len(self.places) > SPARE_PLACES:
+            self._renumber()
+        return dict(self.held), [direct_path(self.run_dir, pid) for pid in self.places]
 
-    def _renumbered(self, routes: Routes) -> Routes:
+    def _look_at(self, name: str) -> None:
+        self.held.pop(name, None)
+        self.batch_sizes.pop(name, None)
+        serving, size = self._route(name)
+        if serving:
+            self.held[name] = serving
+        if serving and size > 1:
+            self.batch_sizes[name] = size
+
+    def _route(self, name: str) -> tuple[list[int], int]:
+        """The places a front may send `name` to, and its batch size."""
+        host, places = self.host, self.places
+        dispatcher, resident = host.copies.dispatchers.get(name), host.memory.get(name)
+        if dispatcher is None or resident is None or resident.state is not State.LOADED:
+            return [], 0
+        if host.resolve(name) != name or name in host.versioned:
+            return [], 0  # a registered version's name, or a model with versions
+        if host.manifests.of(name).response_timeout_s:
+            return [], 0  # a deadline of its own
+        if name in host.devices.capable:
+            return [], 0  # a hit may wait for its device
+        serving = [
+            places.setdefault(replica.worker.pid, len(places))
+            for replica in dispatcher.replicas.values()
+            if replica.worker.alive and not replica.draining and not replica.worker.untrusted
+        ]
+        return serving, dispatcher.queue.max_batch_size
+
+    def _renumber(self) -> None:
         """The routes over live workers' places, once gone ones hold most."""
-        used = {place for serving in routes.values() for place in serving}
+        used = {place for serving in self.held.values() for place in serving}
         if 2 * len(used) >= len(self.places):
-            return routes
+            return
         pids = [pid for pid, place in self.places.items() if place in used]
         moved = {self.places[pid]: place for place, pid in enumerate(pids)}
         self.places = {pid: place for place, pid in enumerate(pids)}
-        return {name: [moved[place] for place in serving] for name, serving in routes.items()}
+        self.held = {
+            name: [moved[place] for place in serving] for name, serving in self.held.items()
+        }
 
     def fold(self, report: Report, front: int) -> None:
         """Count front number `front`'s answers as the main process counts its own."""
