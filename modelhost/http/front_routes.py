@@ -114,20 +114,19 @@ class Routing:
         stale, self.stale = self.stale, set()
         if stale is None:
             self.held, self.batch_sizes = {}, {}
+        for name in stale or ():
+            self.held.pop(name, None)
+            self.batch_sizes.pop(name, None)
+        held, batch_sizes = self.held, self.batch_sizes
         for name in self.host.copies.dispatchers if stale is None else stale:
-            self._look_at(name)
+            serving, size = self._route(name)
+            if serving:
+                held[name] = serving
+                if size > 1:
+                    batch_sizes[name] = size
         if stale is None and len(self.places) > SPARE_PLACES:
             self._renumber()
         return dict(self.held), [direct_path(self.run_dir, pid) for pid in self.places]
-
-    def _look_at(self, name: str) -> None:
-        self.held.pop(name, None)
-        self.batch_sizes.pop(name, None)
-        serving, size = self._route(name)
-        if serving:
-            self.held[name] = serving
-        if serving and size > 1:
-            self.batch_sizes[name] = size
 
     def _route(self, name: str) -> tuple[list[int], int]:
         """The places a front may send `name` to, and its batch size."""
