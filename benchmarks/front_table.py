@@ -92,7 +92,8 @@ def one_more_loaded(routing: Any, table: Any) -> dict[str, Any]:
     rebuild_ms = (time.perf_counter() - started) * 1000
     changes = getattr(messages, "changes", lambda old, new: new)  # an older checkout: whole
     started = time.perf_counter()
-    sent = messages.pack(changes(table, newest))
+    looked_at = getattr(routing, "looked_at", None)  # an older checkout compares every route
+    sent = messages.pack(changes(table, newest, *([looked_at] if looked_at is not None else [])))
     changes_ms = (time.perf_counter() - started) * 1000
     started = time.perf_counter()
     messages.Unpacker().feed(sent)

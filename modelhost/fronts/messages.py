@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import msgspec
 
 from modelhost.workers.wire import Frame, FrameBuffer, encode
@@ -43,14 +45,19 @@ class RouteChanges(msgspec.Struct, frozen=True, tag=True):
     sockets: list[str]  # the newest table's
 
 
-def changes(old: Table, new: Table) -> Table | RouteChanges:
-    """What a front holding `old` needs to hold `new`."""
+def changes(old: Table, new: Table, names: Collection[str] | None = None) -> Table | RouteChanges:
+    """What a front holding `old` needs to hold `new`; routes differ in `names` (None: any)."""
     if new.sockets[: len(old.sockets)] != old.sockets or _settings(old) != _settings(new):
         return new
-    routes = {name: places for name, places in new.routes.items() if old.routes.get(name) != places}
-    return RouteChanges(
-        routes, [name for name in old.routes if name not in new.routes], new.sockets
-    )
+    before, after = old.routes, new.routes
+    if names is None:
+        routes = {name: places for name, places in after.items() if before.get(name) != places}
+        gone = [name for name in before if name not in after]
+    else:
+        routed = [name for name in names if name in after]
+        routes = {name: after[name] for name in routed if before.get(name) != after[name]}
+        gone = [name for name in names if name in before and name not in after]
+    return RouteChanges(routes, gone, new.sockets)
 
 
 def applied(table: Table, change: RouteChanges) -> Table:

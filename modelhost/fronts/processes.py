@@ -7,7 +7,7 @@ import contextlib
 import logging
 import signal
 import socket
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -20,7 +20,7 @@ from modelhost.fronts.listeners import (
     reuse_port_sockets,
     unix_listener,
 )
-from modelhost.fronts.messages import Table, changes, pack
+from modelhost.fronts.messages import RouteChanges, Table, changes, pack
 from modelhost.fronts.supervisor import FrontSlot
 
 if TYPE_CHECKING:
@@ -47,6 +47,8 @@ class Fronts:
         self.sockets: list[socket.socket] = []  # the main server's: the Unix socket
         self.slots: list[FrontSlot] = []
         self.table = Table({})  # the newest: a restarted front starts with it
+        # the table before, and the models whose routes may differ (None: any)
+        self.since: tuple[Table, Collection[str] | None] = (self.table, None)
         self.routing: Routing | None = None  # None: every request is relayed
         self.tasks: list[asyncio.Task[None]] = []  # tending each front: reports, restarts
         self.stopping = asyncio.Event()  # set at drain or stop: no front is started again
@@ -104,7 +106,7 @@ class Fronts:
             if built := routing.dirty or whole:
                 table = routing.table()
                 if table != self.table:  # else it is not sent again
-                    self.table = table
+                    self.since, self.table = (self.table, routing.looked_at), table
             held = self._send_changes(held)
             if built:  # paced by the building and the sending
                 spent_s = loop.time() - started
@@ -127,10 +129,17 @@ class Fronts:
             if stdin.transport.get_write_buffer_size():
                 continue  # the last is unread: the changes since go later
             if id(had) not in packed:
-                packed[id(had)] = pack(self.table if had is None else changes(had, self.table))
+                packed[id(had)] = pack(self._changes(had))
             stdin.write(packed[id(had)])
             held[process] = self.table
         return {process: held[process] for process in self.processes if process in held}
+
+    def _changes(self, had: Table | None) -> Table | RouteChanges:
+        """What a front holding `had` needs."""
+        if had is None:
+            return self.table
+        before, names = self.since
+        return changes(had, self.table, names if had is before else None)
 
     def drain(self) -> None:
         """Stop the fronts taking connections; those they hold drain."""

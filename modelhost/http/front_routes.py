@@ -56,13 +56,14 @@ class Routing:
         self.default_accept = config.default_accept
         self.tenant_from = config.tenant_from if tenants_on(config.tenant_from) else ""
         self.run_dir = run_dir  # where the workers' direct sockets are
-        self.dirty = True  # a load, unload or worker change since the last table
-        self.in_flight: dict[int, int] = {}  # front → its direct requests in flight, reported
-        # a worker's pid → its socket's place, kept so that tables change little
+        self.dirty = True  # an event since the last table
+        self.in_flight: dict[int, int] = {}  # front → its direct requests in flight
+        # a worker's pid → its socket's place, kept from table to table
         self.places: dict[int, int] = {}
         self.held: Routes = {}  # as of the last table
         self.batch_sizes: dict[str, int] = {}
         self.stale: set[str] | None = None  # models to look at anew; None: all
+        self.looked_at: set[str] | None = None  # for the last table (None: all)
         host.events.subscribe(self.changed)
 
     def touch(self) -> None:
@@ -105,13 +106,14 @@ class Routing:
             return None
         read = self.host.scheduling.tenant_policies
         policies = read() if read is not None else TenantPolicies()
-        assert isinstance(policies, TenantPolicies)  # the tenants file's
+        assert isinstance(policies, TenantPolicies)
         return tenancy(self.tenant_from, policies)
 
     def routes(self) -> tuple[Routes, list[str]]:
-        """Model → its workers' direct sockets, by place in the list beside, for the models a
-        front may answer."""
+        """Model → its workers' places in the sockets beside, for the models a front may
+        answer."""
         stale, self.stale = self.stale, set()
+        self.looked_at = stale
         if stale is None:
             self.held, self.batch_sizes = {}, {}
         for name in stale or ():

@@ -31,6 +31,7 @@ class ChangingRouting:
     def __init__(self) -> None:
         self.builds = 0
         self.dirty = True
+        self.looked_at = {"moving"}
 
     def recheck(self) -> None:
         """Every model is looked at anew: this one has none but the moving one."""

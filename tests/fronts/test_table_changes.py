@@ -49,6 +49,24 @@ def test_a_front_fed_the_changes_holds_each_newest_table(newest: list[Table]) ->
         assert held == table
 
 
+@settings(max_examples=300, deadline=None)
+@given(tables, tables, st.sets(st.sampled_from([f"m{n}" for n in range(12)])))
+def test_the_changes_of_the_models_looked_at_are_the_changes(
+    old: Table, new: Table, more: set[str]
+) -> None:
+    """Where the names that may differ are known, only they are compared: the same changes."""
+    differ = {
+        name for name in {*old.routes, *new.routes} if old.routes.get(name) != new.routes.get(name)
+    }
+    assert _sorted(changes(old, new, differ | more)) == _sorted(changes(old, new))
+
+
+def _sorted(change: Table | RouteChanges) -> Table | RouteChanges:
+    if isinstance(change, Table):
+        return change
+    return msgspec.structs.replace(change, gone=sorted(change.gone))
+
+
 def test_one_model_loaded_among_many_is_sent_alone() -> None:
     before = Table({f"m{n}": [n % 2] for n in range(20_000)}, sockets=SOCKETS[:2])
     after = msgspec.structs.replace(before, routes={**before.routes, "new": [1]})
