@@ -18,8 +18,9 @@ from modelhost.fronts.messages import (
 )
 from modelhost.fronts.processes import Fronts
 
-READ_LATE = (
-    "import sys, time; time.sleep({s}); open(sys.argv[1], 'wb').write(sys.stdin.buffer.read())"
+READ_LATE = (  # says when it runs: a slow start under load is not a late reader
+    "import sys, time; print(flush=True); time.sleep({s}); "
+    "open(sys.argv[1], 'wb').write(sys.stdin.buffer.read())"
 )
 LOADED = {f"m{n}": [0] for n in range(20_000)}
 
@@ -51,8 +52,10 @@ async def publish_to_front(tmp_path: Path, read_after_s: float) -> tuple[int, Ta
         READ_LATE.format(s=read_after_s),
         str(received),
         stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
     )
-    assert front.stdin is not None
+    assert front.stdin is not None and front.stdout is not None
+    await front.stdout.readline()
     fronts = Fronts(2, "127.0.0.1", 0, tmp_path)
     fronts.slots = [SimpleNamespace(process=front)]  # type: ignore[list-item]
     routing = ChangingRouting()
