@@ -70,7 +70,7 @@ class Routing:
         self.dirty = True
 
     def changed(self, event: Event) -> None:
-        """One that names no model may change any."""
+        """Its model is looked at anew; every model, where it names none."""
         if event.model is None:
             self.stale = None
         elif self.stale is not None:
@@ -78,7 +78,7 @@ class Routing:
         self.dirty = True
 
     def recheck(self) -> None:
-        """Walk every model at the next table."""
+        """Walk every model next."""
         self.stale = None
 
     def table(self) -> Table:

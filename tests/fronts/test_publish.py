@@ -35,7 +35,7 @@ class ChangingRouting:
         self.looked_at = {"moving"}
 
     def recheck(self) -> None:
-        """Every model is looked at anew: this one has none but the moving one."""
+        """Nothing to walk: only the moving model changes."""
 
     def table(self) -> Table:
         self.builds += self.dirty
