@@ -93,7 +93,8 @@ def one_more_loaded(routing: Any, table: Any) -> dict[str, Any]:
     changes = getattr(messages, "changes", lambda old, new: new)  # an older checkout: whole
     started = time.perf_counter()
     looked_at = getattr(routing, "looked_at", None)  # an older checkout compares every route
-    sent = messages.pack(changes(table, newest, *([looked_at] if looked_at is not None else [])))
+    change = changes(table, newest) if looked_at is None else changes(table, newest, looked_at)
+    sent = messages.pack(change)
     changes_ms = (time.perf_counter() - started) * 1000
     started = time.perf_counter()
     messages.Unpacker().feed(sent)

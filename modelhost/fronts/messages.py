@@ -50,13 +50,11 @@ def changes(old: Table, new: Table, names: Collection[str] | None = None) -> Tab
     if new.sockets[: len(old.sockets)] != old.sockets or _settings(old) != _settings(new):
         return new
     before, after = old.routes, new.routes
-    if names is None:
-        routes = {name: places for name, places in after.items() if before.get(name) != places}
-        gone = [name for name in before if name not in after]
-    else:
-        routed = [name for name in names if name in after]
-        routes = {name: after[name] for name in routed if before.get(name) != after[name]}
-        gone = [name for name in names if name in before and name not in after]
+    looked = before.keys() | after.keys() if names is None else names
+    routes = {
+        name: after[name] for name in looked if name in after and before.get(name) != after[name]
+    }
+    gone = [name for name in looked if name in before and name not in after]
     return RouteChanges(routes, gone, new.sockets)
 
 

@@ -47,7 +47,7 @@ class Fronts:
         self.sockets: list[socket.socket] = []  # the main server's: the Unix socket
         self.slots: list[FrontSlot] = []
         self.table = Table({})  # the newest: a restarted front starts with it
-        # the table before, and the models whose routes may differ (None: any)
+        # the table before, and the models that may differ (None: any)
         self.since: tuple[Table, Collection[str] | None] = (self.table, None)
         self.routing: Routing | None = None  # None: every request is relayed
         self.tasks: list[asyncio.Task[None]] = []  # tending each front: reports, restarts

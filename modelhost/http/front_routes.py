@@ -116,16 +116,17 @@ class Routing:
         self.looked_at = stale
         if stale is None:
             self.held, self.batch_sizes = {}, {}
-        for name in stale or ():
-            self.held.pop(name, None)
-            self.batch_sizes.pop(name, None)
         held, batch_sizes = self.held, self.batch_sizes
         for name in self.host.copies.dispatchers if stale is None else stale:
             serving, size = self._route(name)
             if serving:
                 held[name] = serving
-                if size > 1:
-                    batch_sizes[name] = size
+            else:
+                held.pop(name, None)
+            if serving and size > 1:
+                batch_sizes[name] = size
+            else:
+                batch_sizes.pop(name, None)
         if stale is None and len(self.places) > SPARE_PLACES:
             self._renumber()
         return dict(self.held), [direct_path(self.run_dir, pid) for pid in self.places]
