@@ -46,8 +46,10 @@ class FairQueue(Generic[T]):
         clock: Callable[[], float] = time.monotonic,
         cap: Callable[[str], int] | None = None,
         limit: int = sys.maxsize,
+        on_free: Callable[[], None] | None = None,
     ) -> None:
         self.queue_size, self.clock, self.limit = queue_size, clock, limit  # limit: of all running
+        self.on_free = on_free  # as a request ends while others wait
         self.weight = weight  # a tenant's; None: every tenant's is 1
         self.cap = cap  # a tenant's requests running at once (0: no cap); None: none has one
         self._queues: dict[str, deque[T]] = {}  # backlogged tenants only
@@ -162,8 +164,12 @@ class FairQueue(Generic[T]):
     def complete(self, ticket: Ticket, cost_ms: float | None) -> None:
         """Correct the charge by the measured cost (None: the time since it started)."""
         self.in_flight -= 1
-        if ticket.tenant == self._alone:  # no one to be fair to
-            return
+        if ticket.tenant != self._alone:  # else no one to be fair to
+            self._correct(ticket, cost_ms)
+        if self.waiting and self.on_free is not None:
+            self.on_free()
+
+    def _correct(self, ticket: Ticket, cost_ms: float | None) -> None:
         if cost_ms is None:
             started = ticket.started
             cost_ms = self._mean_ms if started is None else (self.clock() - started) * 1000

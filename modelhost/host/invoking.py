@@ -62,7 +62,10 @@ class InvokePath:
         self.fair = fair_admission(residency, scheduling)  # None: tenants are off
         if self.fair is not None and scheduling.tenant_policies is not None:
             residency.events.subscribe(self._on_event)
-        self._check_room = self._check_limit if self.fair is None else self.fair.check
+        # rates and caps, where a tenants file gives them
+        self._check_each = None if self.fair is None or self.fair.rates is None else self.fair.check
+        # a full server starts no load
+        self._check_room = self._check_limit if self.fair is None else self.fair.check_slots
         self._end_slot = self._free_slot if self.fair is None else self.fair.release
         self.waiting_for_load = LoadWaits(
             scheduling.job_queue_size, self.fair is not None, residency.clock
@@ -77,7 +80,8 @@ class InvokePath:
             self.fair.refill()
 
     async def invoke(self, name: str, invocation: Invocation) -> Result:
-        self._check_room(invocation.tenant)  # a full server starts no load
+        if self._check_each is not None:
+            self._check_each(invocation.tenant)
         return await self._invoke(name, invocation, self.residency.clock())
 
     def _check_limit(self, tenant: str = "") -> None:
@@ -95,6 +99,7 @@ class InvokePath:
     async def _wait_for_load(self, name: str, tenant: str) -> LoadOutcome | None:
         """Load a model that is not loaded, with at most job_queue_size requests waiting for
         it, and as many of its tenant's waiting for loads."""
+        self._check_room(tenant)
         r = self.residency
         if not self.loads_on_invoke and name not in r.loads:
             return None  # _acquire says it is not loaded

@@ -31,7 +31,7 @@ class FairAdmission:
         self.wait_s = wait_s
         self.rates = None if policies is None else TenantRates(lambda t: policies().of(t), clock)
         self.queue: FairQueue[asyncio.Future[Ticket]] = (
-            FairQueue(queue_size, clock=clock, limit=limit)
+            FairQueue(queue_size, clock=clock, limit=limit, on_free=self._fill)
             if policies is None
             else FairQueue(
                 queue_size,
@@ -39,23 +39,31 @@ class FairAdmission:
                 clock=clock,
                 cap=lambda tenant: policies().of(tenant).max_concurrency,
                 limit=limit,
+                on_free=self._fill,
             )
         )
         # tried before `acquire`: a request that finds a slot creates no coroutine
         self.take_free = self.queue.take_free
+        # a request ended, costing these ms (None: unmeasured)
+        self.release: Callable[[Ticket, float | None], None] = self.queue.complete
+        # refuses what its tenant's full queue or rate would
+        self.check: Callable[[str], None] = (
+            self.check_slots if self.rates is None else self._check_policies
+        )
 
-    def check(self, tenant: str) -> None:
-        """Refuse now, before any load starts, a request its tenant's full queue or rate would."""
-        if self.queue.in_flight >= self.queue.limit:
-            self.queue.check(tenant)
-        if self.rates is not None:
-            self._check_policies(tenant, self.rates)
+    def check_slots(self, tenant: str) -> None:
+        """Refuse what a full tenant queue would, every slot taken."""
+        queue = self.queue
+        if queue.in_flight >= queue.limit:
+            queue.check(tenant)
 
-    def _check_policies(self, tenant: str, rates: TenantRates) -> None:
+    def _check_policies(self, tenant: str) -> None:
         """A tenant at its cap waits, so its full queue refuses too; then its rate."""
+        self.check_slots(tenant)
         if self.queue.at_cap(tenant):
             self.queue.check(tenant)
-        rates.take(tenant)
+        assert self.rates is not None
+        self.rates.take(tenant)
 
     async def acquire(self, tenant: str) -> Ticket:
         """A slot for one of `tenant`'s requests, at once or when the fair queue picks it."""
@@ -77,12 +85,6 @@ class FairAdmission:
             raise
         finally:
             timer.cancel()
-
-    def release(self, ticket: Ticket, cost_ms: float | None) -> None:
-        """The request ended, having cost `cost_ms` of worker time (None: not measured)."""
-        self.queue.complete(ticket, cost_ms)
-        if self.queue.waiting:
-            self._fill()
 
     def refill(self) -> None:
         """The policies changed: a raised cap lets waiting requests run now."""

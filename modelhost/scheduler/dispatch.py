@@ -174,34 +174,30 @@ class Dispatcher:
     def _least_busy(self, free: list[Replica]) -> Replica | None:
         """The least busy of the free replicas whose worker has a turn; None: wait for one."""
         if self.turns is not None:
-            free = self._with_turns(self.turns, free)
+            with_turns = [r for r in free if r.turns is None or r.turns.open]
+            if not with_turns:
+                self._wait_for_turns(self.turns, free)
+            free = with_turns
         return min(free, key=lambda r: (r.busy, len(r.worker.pending)), default=None)
 
-    def _with_turns(self, turns: Turns, free: list[Replica]) -> list[Replica]:
-        """Those whose worker has a turn; where none has, wait for each worker's next turn."""
-        open_ = [replica for replica in free if replica.turns is None or replica.turns.open]
-        if not open_:
-            tenant = turns.tenant_of(self.queue.head())
-            for replica in free:
-                if replica.turns is not None:
-                    replica.turns.wait(tenant, self)
-        return open_
+    def _wait_for_turns(self, turns: Turns, free: list[Replica]) -> None:
+        """No free replica's worker has a turn: wait for each one's next."""
+        tenant = turns.tenant_of(self.queue.head())
+        for replica in free:
+            if replica.turns is not None:
+                replica.turns.wait(tenant, self)
 
     def _start(self, replica: Replica, batch: list[Job[Any]]) -> None:
         replica.busy += 1
         self._running_since[id(batch)] = (self.queue.clock(), replica.worker)
-        turn = self._take_turn(replica, batch[0])
+        turns = replica.turns
+        # the worker's turn, charged to the tenant of the batch's oldest request
+        turn = None if turns is None else turns.take(turns.tenant_of(batch[0]))
         ended = functools.partial(self._ended, replica, batch, turn)
         try:
             self.start(replica.worker, batch, ended)
         except Exception as error:  # its worker had died: answer the batch, soon
             self.loop.call_soon(ended, 0.0, error)
-
-    def _take_turn(self, replica: Replica, oldest: Job[Any]) -> Ticket | None:
-        """The worker's turn, charged to the tenant of the batch's oldest request."""
-        if replica.turns is None or self.turns is None:
-            return None
-        return replica.turns.take(self.turns.tenant_of(oldest))
 
     def _ended(
         self,
@@ -237,10 +233,10 @@ class Dispatcher:
     def _give_back(self, replica: Replica, turn: Ticket, worked_s: float) -> None:
         """The worker's turn to whoever the fair queue picks, this model among those waiting."""
         turns = replica.turns
-        assert turns is not None and self.turns is not None  # a turn was taken from them
-        if turns.contended and self.queue.ready() and replica.free:
-            turns.wait(self.turns.tenant_of(self.queue.head()), self)
-        turns.give_back(turn, worked_s)
+        assert turns is not None  # a turn was taken from them
+        if turns.members and self.queue.ready() and replica.free:
+            turns.wait(turns.tenant_of(self.queue.head()), self)
+        turns.give_back(turn, worked_s * 1000)
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:

@@ -24,29 +24,30 @@ class Waiting(Protocol):
 class WorkerTurns:
     """One worker's turns and the models waiting for one."""
 
-    def __init__(self, limit: int, weight: Callable[[str], float] | None) -> None:
-        self.queue: FairQueue[Waiting] = FairQueue(sys.maxsize, weight, limit=limit)
-        self.members: set[Waiting] = set()
+    def __init__(
+        self, limit: int, weight: Callable[[str], float] | None, tenant_of: Callable[[Any], str]
+    ) -> None:
+        self.tenant_of = tenant_of  # a queued request's tenant
+        self.queue: FairQueue[Waiting] = FairQueue(
+            sys.maxsize, weight, limit=limit, on_free=self._offer
+        )
+        self.members: set[Waiting] = set()  # waiting for a turn
         # a turn for a batch whose oldest request is the tenant's, charged to it
         self.take: Callable[[str], Ticket] = self.queue.dispatch
+        # a batch ended, costing these ms
+        self.give_back: Callable[[Ticket, float], None] = self.queue.complete
 
     @property
     def open(self) -> bool:
         return self.queue.in_flight < self.queue.limit
-
-    @property
-    def contended(self) -> bool:
-        """Whether models wait for a turn (else a freed one needs no choosing)."""
-        return bool(self.members)
 
     def wait(self, tenant: str, model: Waiting) -> None:
         if model not in self.members:
             self.members.add(model)
             self.queue.push(tenant, model)
 
-    def give_back(self, ticket: Ticket, worked_s: float) -> None:
-        """The batch ended: correct its charge, and offer the turn to the models waiting."""
-        self.queue.complete(ticket, worked_s * 1000)
+    def _offer(self) -> None:
+        """A freed turn to the models waiting, in fair order."""
         while self.members and self.open:
             self._next_waiting().pump()
 
@@ -77,5 +78,5 @@ class Turns:
     def of(self, worker_id: int) -> WorkerTurns:
         turns = self._workers.get(worker_id)
         if turns is None:
-            turns = self._workers[worker_id] = WorkerTurns(self.limit, self.weight)
+            turns = self._workers[worker_id] = WorkerTurns(self.limit, self.weight, self.tenant_of)
         return turns
