@@ -2,8 +2,9 @@
 
 `Routing.table()` walks every loaded model at its first build, on a worker's change and each
 second; this times that, and the table's packing, over a host of N loaded models held by two
-workers (a stand-in for the host: only what the table reads). Then one more model loads: the
-table's time, what each front is sent for it, and the time its loop stops to read that.
+workers (a stand-in for the host: only what the table reads). Then an event that moves no
+route: the table and its compare with the last. Then one more model loads: the table's time,
+what each front is sent for it, and the time its loop stops to read that.
 `--checkout` times another commit's (a `git archive`).
 
     python benchmarks/front_table.py [--models 1000 10000 40000] [--checkout /tmp/base]
@@ -40,7 +41,7 @@ def fake_host(models: int) -> Any:
     residents = {name: SimpleNamespace(state=State.LOADED) for name in dispatchers}
     return SimpleNamespace(
         copies=SimpleNamespace(dispatchers=dispatchers),
-        memory=SimpleNamespace(get=residents.get),
+        memory=SimpleNamespace(get=residents.get, residents=residents),
         resolve=lambda name: name,
         versioned=set(),
         manifests=SimpleNamespace(of=lambda name: NO_MANIFEST),
@@ -75,8 +76,21 @@ def measure(models: int, folder: Path) -> dict[str, Any]:
         "walk_ms": statistics.median(times_ms),
         "pack_ms": pack_ms,
         "bytes": packed,
+        "unmoved_ms": nothing_moved(routing, table),
         **one_more_loaded(routing, table),
     }
+
+
+def nothing_moved(routing: Any, table: Any) -> float:
+    """Ms to build the table after an event that moves no route, and to compare it with the
+    last, as the fronts' publisher does."""
+    from modelhost.records.events import Event
+
+    getattr(routing, "changed", lambda event: None)(Event("download", "not/loaded.joblib"))
+    started = time.perf_counter()
+    if routing.table() == table:
+        return (time.perf_counter() - started) * 1000
+    raise AssertionError("the table changed with no route moved")
 
 
 def one_more_loaded(routing: Any, table: Any) -> dict[str, Any]:
@@ -84,8 +98,9 @@ def one_more_loaded(routing: Any, table: Any) -> dict[str, Any]:
     from modelhost.fronts import messages
     from modelhost.records.events import Event
 
-    dispatchers = routing.host.copies.dispatchers
+    dispatchers, memory = routing.host.copies.dispatchers, routing.host.memory
     dispatchers["one/more.joblib"] = next(iter(dispatchers.values()))
+    memory.residents["one/more.joblib"] = next(iter(memory.residents.values()))
     getattr(routing, "changed", lambda event: None)(Event("load", "one/more.joblib"))
     started = time.perf_counter()
     newest = routing.table()
@@ -121,6 +136,7 @@ def main() -> None:
             "table ms, every model walked (median of 5)",
             "pack ms",
             "bytes packed",
+            "an event moving no route: table and compare ms",
             "one load: table ms",
             "one load: ms to pack what changed",
             "bytes to a front",
@@ -132,6 +148,7 @@ def main() -> None:
                 f"{r['walk_ms']:.1f}",
                 f"{r['pack_ms']:.1f}",
                 r["bytes"],
+                f"{r['unmoved_ms']:.1f}",
                 f"{r['rebuild_ms']:.1f}",
                 f"{r['changes_ms']:.1f}",
                 r["change_bytes"],

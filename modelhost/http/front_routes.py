@@ -58,10 +58,12 @@ class Routing:
         self.run_dir = run_dir  # where the workers' direct sockets are
         self.dirty = True  # an event since the last table
         self.in_flight: dict[int, int] = {}  # front → its direct requests in flight
-        # a worker's pid → its socket's place, kept from table to table
+        # a worker's pid → its socket's place
         self.places: dict[int, int] = {}
         self.held: Routes = {}  # as of the last table
         self.batch_sizes: dict[str, int] = {}
+        # the last table's copies of both, kept while none differs
+        self.published: tuple[Routes, dict[str, int]] = ({}, {})
         self.stale: set[str] | None = None  # models to look at anew; None: all
         self.looked_at: set[str] | None = None  # for the last table (None: all)
         host.events.subscribe(self.changed)
@@ -84,11 +86,11 @@ class Routing:
     def table(self) -> Table:
         """The table to publish: what the host holds now, and the fronts' settings."""
         self.dirty = False
-        routes, sockets = self.routes()
+        routes, batch_sizes, sockets = self.routes()
         key, until = ("", 0.0) if self.keys is None else self.keys.of(INFERENCE)
         return Table(
             routes,
-            dict(self.batch_sizes),
+            batch_sizes,
             self.instance,
             *self.limits,
             response_timeout_s=self.timeout_s,
@@ -109,9 +111,8 @@ class Routing:
         assert isinstance(policies, TenantPolicies)
         return tenancy(self.tenant_from, policies)
 
-    def routes(self) -> tuple[Routes, list[str]]:
-        """Model → its workers' places in the sockets beside, for the models a front may
-        answer."""
+    def routes(self) -> tuple[Routes, dict[str, int], list[str]]:
+        """The routes a front may take, the batch sizes above 1, and the sockets."""
         stale, self.stale = self.stale, set()
         self.looked_at = stale
         if stale is None:
@@ -129,7 +130,19 @@ class Routing:
                 batch_sizes.pop(name, None)
         if stale is None and len(self.places) > SPARE_PLACES:
             self._renumber()
-        return dict(self.held), [direct_path(self.run_dir, pid) for pid in self.places]
+        if self._moved(stale):
+            self.published = dict(self.held), dict(batch_sizes)
+        return *self.published, [direct_path(self.run_dir, pid) for pid in self.places]
+
+    def _moved(self, looked_at: set[str] | None) -> bool:
+        """Whether a looked-at model's route or batch size moved (None: any model's)."""
+        routes, sizes = self.published
+        held, batch_sizes = self.held, self.batch_sizes
+        if looked_at is None:
+            return routes != held or sizes != batch_sizes
+        return any(
+            held.get(n) != routes.get(n) or batch_sizes.get(n) != sizes.get(n) for n in looked_at
+        )
 
     def _route(self, name: str) -> tuple[list[int], int]:
         """The places a front may send `name` to, and its batch size."""
