@@ -60,10 +60,8 @@ class Routing:
         self.in_flight: dict[int, int] = {}  # front → its direct requests in flight
         # a worker's pid → its socket's place
         self.places: dict[int, int] = {}
-        self.held: Routes = {}  # as of the last table
-        self.batch_sizes: dict[str, int] = {}
-        # the last table's copies of both, kept while none differs
-        self.published: tuple[Routes, dict[str, int]] = ({}, {})
+        # the last table's routes and batch sizes above 1; replaced, never changed in place
+        self.held: tuple[Routes, dict[str, int]] = ({}, {})
         self.stale: set[str] | None = None  # models to look at anew; None: all
         self.looked_at: set[str] | None = None  # for the last table (None: all)
         host.events.subscribe(self.changed)
@@ -116,64 +114,64 @@ class Routing:
         stale, self.stale = self.stale, set()
         self.looked_at = stale
         if stale is None:
-            self.held, self.batch_sizes = {}, {}
-        held, batch_sizes = self.held, self.batch_sizes
-        for name in self.host.copies.dispatchers if stale is None else stale:
-            serving, size = self._route(name)
-            if serving:
-                held[name] = serving
-            else:
-                held.pop(name, None)
-            if serving and size > 1:
-                batch_sizes[name] = size
-            else:
-                batch_sizes.pop(name, None)
-        if stale is None and len(self.places) > SPARE_PLACES:
-            self._renumber()
-        if self._moved(stale):
-            self.published = dict(self.held), dict(batch_sizes)
-        return *self.published, [direct_path(self.run_dir, pid) for pid in self.places]
+            self._walk()
+        else:
+            self._look_at(stale)
+        return *self.held, [direct_path(self.run_dir, pid) for pid in self.places]
 
-    def _moved(self, looked_at: set[str] | None) -> bool:
-        """Whether a looked-at model's route or batch size moved (None: any model's)."""
-        routes, sizes = self.published
-        held, batch_sizes = self.held, self.batch_sizes
-        if looked_at is None:
-            return routes != held or sizes != batch_sizes
-        return any(
-            held.get(n) != routes.get(n) or batch_sizes.get(n) != sizes.get(n) for n in looked_at
-        )
+    def _walk(self) -> None:
+        """Every model's route anew."""
+        routes: Routes = {}
+        sizes: dict[str, int] = {}
+        for name in self.host.copies.dispatchers:
+            _put(routes, sizes, name, *self._route(name))
+        if len(self.places) > SPARE_PLACES:
+            routes = self._renumbered(routes)
+        if (routes, sizes) != self.held:
+            self.held = routes, sizes
+
+    def _look_at(self, names: set[str]) -> None:
+        """`names`' routes anew; copies where one moved."""
+        routes, sizes = self.held
+        moved = [
+            (name, route)
+            for name in names
+            if (route := self._route(name)) != (routes.get(name, []), sizes.get(name, 1))
+        ]
+        if moved:
+            routes, sizes = dict(routes), dict(sizes)
+            for name, route in moved:
+                _put(routes, sizes, name, *route)
+            self.held = routes, sizes
 
     def _route(self, name: str) -> tuple[list[int], int]:
         """The places a front may send `name` to, and its batch size."""
         host, places = self.host, self.places
         dispatcher, resident = host.copies.dispatchers.get(name), host.memory.get(name)
         if dispatcher is None or resident is None or resident.state is not State.LOADED:
-            return [], 0
+            return [], 1
         if host.resolve(name) != name or name in host.versioned:
-            return [], 0  # a registered version's name, or a model with versions
+            return [], 1  # a registered version's name, or a model with versions
         if host.manifests.of(name).response_timeout_s:
-            return [], 0  # a deadline of its own
+            return [], 1  # a deadline of its own
         if name in host.devices.capable:
-            return [], 0  # a hit may wait for its device
+            return [], 1  # a hit may wait for its device
         serving = [
             places.setdefault(replica.worker.pid, len(places))
             for replica in dispatcher.replicas.values()
             if replica.worker.alive and not replica.draining and not replica.worker.untrusted
         ]
-        return serving, dispatcher.queue.max_batch_size
+        return serving, dispatcher.queue.max_batch_size if serving else 1
 
-    def _renumber(self) -> None:
+    def _renumbered(self, routes: Routes) -> Routes:
         """The routes over live workers' places, once gone ones hold most."""
-        used = {place for serving in self.held.values() for place in serving}
+        used = {place for serving in routes.values() for place in serving}
         if 2 * len(used) >= len(self.places):
-            return
+            return routes
         pids = [pid for pid, place in self.places.items() if place in used]
         moved = {self.places[pid]: place for place, pid in enumerate(pids)}
         self.places = {pid: place for place, pid in enumerate(pids)}
-        self.held = {
-            name: [moved[place] for place in serving] for name, serving in self.held.items()
-        }
+        return {name: [moved[place] for place in serving] for name, serving in routes.items()}
 
     def fold(self, report: Report, front: int) -> None:
         """Count front number `front`'s answers as the main process counts its own."""
@@ -200,6 +198,18 @@ class Routing:
             self.host.invoke_path.on_hit(name)
         if uses := [(name, loaded[name].footprint) for name in names if name in loaded]:
             self.host.sizing.hits(uses)
+
+
+def _put(routes: Routes, sizes: dict[str, int], name: str, serving: list[int], size: int) -> None:
+    """Write `name`'s route and batch size, or take them out."""
+    if serving:
+        routes[name] = serving
+    else:
+        routes.pop(name, None)
+    if size > 1:
+        sizes[name] = size
+    else:
+        sizes.pop(name, None)
 
 
 def tenancy(tenant_from: str, policies: TenantPolicies) -> Tenancy:
