@@ -27,6 +27,7 @@ DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED = "4", "8"
 ALLOWANCE_BYTES = 64 * 2**20  # the frontend's default allowance
 FLOOD_S = 3.0
 BATCH = 50
+CONNECT_TIMEOUT_S = 10.0
 PING_TIMEOUT_S = 5.0  # generous: a ping slower than this is a stalled server, not a slow one
 
 
@@ -35,7 +36,8 @@ class RawConnection:
 
     def __init__(self, port: int) -> None:
         self.port = port
-        self.sock = socket.create_connection(("127.0.0.1", port))
+        # bounded: a flooded server's full backlog must not hold a client past its test
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=CONNECT_TIMEOUT_S)
         self.encoder = hpack.Encoder()
         self.unread = b""
         self.closed = False
