@@ -62,10 +62,15 @@ def run(folder: Path, args: argparse.Namespace) -> Any:
 
 
 def answered_otherwise(row: dict[str, Any], execution: dict[str, Any]) -> str:
-    response = execution["response"]
+    """The request as sent (the data rows of some collections name no method or path), the
+    status its row expects and the answer."""
+    request, response = execution["request"], execution.get("response")
+    path = "/" + "/".join(request["url"]["path"])
+    asked = f"{execution['item']['name']}: {request['method']} {path}: {row.get('status_code', 200)}"
+    if response is None:  # newman could not send it: a missing file, a refused connection
+        return f"{asked}, not sent: {execution.get('requestError', {}).get('message')}"
     body = bytes(response["stream"]["data"]).decode(errors="replace")[:120]
-    asked = f"{row['METHOD']} {row['path']}: {row.get('status_code', 200)}"
-    return f"{row.get('test')}: {asked}, got {response['code']}: {body}"
+    return f"{asked}, got {response['code']}: {body}"
 
 
 if __name__ == "__main__":
