@@ -36,6 +36,7 @@ from modelhost.fronts.processes import running as fronts_running
 from modelhost.host import ModelHost
 from modelhost.host.memory_readings import PssReading, split_pss_bytes
 from modelhost.host.preload import preload
+from modelhost.host.serving_budgets import refuse_unaffordable, settle_budgets
 from modelhost.host.sizing import Sizing
 from modelhost.host.upkeep import upkeep
 from modelhost.http.app import build_app
@@ -138,7 +139,8 @@ async def serve_pool(config: Config, pool: WorkerPool, events: EventLog) -> int:
             port = fronts.port if fronts is not None else bound_port(sockets)  # 0: kernel's
             where = f"{scheme}://{config.host}:{port}"
             logger.info("serving %s on %s", host.store_uri, where)
-            await serve_rpc_beside(server, beside, rpc, sockets)
+            serving = functools.partial(settle_budgets, host, events)
+            await serve_rpc_beside(server, beside, rpc, sockets, serving)
     return 1 if server.failed else 0
 
 
@@ -147,13 +149,15 @@ async def serve_rpc_beside(
     beside: list[SecondaryServer],
     rpc: list[RpcServer],
     sockets: list[socket.socket] | None = None,
+    serving: Callable[[], None] = lambda: None,
 ) -> None:
-    """The HTTP servers, with the gRPC ones running beside them until they stop."""
+    """The HTTP servers, the gRPC ones started first (then `serving`) beside them."""
     try:
         for each in rpc:
             await each.start()
             await each.serving()
             logger.info("serving gRPC on %s (%s)", each.address, each.front)
+        serving()
         await serve_beside(server, beside, sockets)
     finally:
         await asyncio.gather(*(each.stop() for each in rpc))
@@ -248,11 +252,9 @@ def build_host(
     """`tenants`: the tenants file's policies, read at each decision so that a reload applies."""
     policies = tenants.policies
     memory = memory_tier(config, pool, idle, policies)
-    budget, baseline = memory.budget.budget_bytes, memory.budget.baseline_bytes
-    frontend = memory.budget.frontend
     cache_dir = Path(config.cache_dir)
     disk_budget = disk_budget_bytes(config, cache_dir)
-    tenants.open(budget, disk_budget, untrust_refused(config))
+    tenants.open(memory.budget.budget_bytes, disk_budget, untrust_refused(config))
     trust = Trust(config.refuse_pickle, model_tenant(config), policies)
     disk = DiskTier(
         cache_dir,
@@ -266,17 +268,6 @@ def build_host(
         tenant_limits=tenant_limits(policies),
     )
     disk.rebuild()
-    events.emit(
-        "budget",
-        reason="start",
-        detail={
-            "memory_budget_bytes": budget,
-            "baseline_bytes": baseline,
-            "frontend_bytes": idle.frontend_bytes,
-            "frontend_allowance_bytes": frontend.bytes if frontend else 0,
-            "disk_budget_bytes": disk_budget,
-        },
-    )
     host = ModelHost(
         pool,
         memory,
@@ -319,44 +310,22 @@ def memory_tier(
     policies: Callable[[], TenantPolicies] = TenantPolicies,
 ) -> MemoryTier:
     """The memory budget less the idle server and its frontend's allowance."""
-    budget = memory_budget_bytes(config)
-    frontend = FrontendAllowance(idle.frontend_bytes, config.frontend_allowance_bytes)
-    baseline = idle.total_bytes + frontend.growth_bytes
-    if budget <= baseline:
-        raise ConfigError(
-            f"the memory budget of {format_bytes(budget)} is below what the idle server needs: "
-            f"{format_bytes(baseline)} (frontend, template and {len(pool.workers)} workers, as "
-            f"PSS, and {format_bytes(frontend.growth_bytes)} of growth allowed to the frontend); "
-            f"set --memory-budget above {format_bytes(baseline)}, or use fewer --workers or a "
-            "smaller --frontend-memory-allowance"
-        )
-    memory = MemoryTier(
-        MemoryBudget(
-            budget,
-            idle.total_bytes,
-            drift_seed_bytes=len(pool.workers) * WORKER_GROWTH_SEED_BYTES,
-            headroom_floor_bytes=len(pool.workers) * WORKER_GROWTH_FLOOR_BYTES,
-            frontend=frontend,
-        ),
+    budget = MemoryBudget(
+        memory_budget_bytes(config),
+        idle.total_bytes,
+        drift_seed_bytes=len(pool.workers) * WORKER_GROWTH_SEED_BYTES,
+        headroom_floor_bytes=len(pool.workers) * WORKER_GROWTH_FLOOR_BYTES,
+        frontend=FrontendAllowance(idle.frontend_bytes, config.frontend_allowance_bytes),
+    )
+    refuse_unaffordable(budget, len(pool.workers))
+    return MemoryTier(
+        budget,
         policy_named(config.eviction_policy),
         admission=FrequencySketch() if config.admission == "tinylfu" else None,
         # under SageMaker's contract a load evicts nothing: the platform unloads on a 507
         min_residency_s=math.inf if config.sagemaker_contract else config.min_residency_s,
         limits=tenant_limits(policies) if config.tenants_file else no_limits,  # none: no file
     )
-    logger.info(
-        "the frontend uses %(start)s at start and may grow by %(growth)s "
-        "(--frontend-memory-allowance); the idle server is %(idle)s and models have "
-        "%(models)s of the %(budget)s budget",
-        {
-            "start": format_bytes(frontend.start_bytes),
-            "growth": format_bytes(frontend.growth_bytes),
-            "idle": format_bytes(memory.budget.baseline_bytes),
-            "models": format_bytes(memory.budget.capacity_bytes),
-            "budget": format_bytes(budget),
-        },
-    )
-    return memory
 
 
 def device_tier(config: Config, pool: WorkerPool) -> DeviceTier:

@@ -289,6 +289,19 @@ def test_frontend_growth_within_allowance() -> None:
     assert memory.budget.frontend_excess_bytes == 0
 
 
+def test_the_frontend_once_serving_keeps_its_whole_allowance() -> None:
+    """What the frontend grew by before its ports served (a gRPC front) is the idle server's: the
+    models' room pays for it, and the allowance and the learned headroom stay whole."""
+    memory = allowed(growth_mib=30)
+    memory.budget.settle_frontend(26 * MiB)
+    assert memory.budget.frontend == FrontendAllowance(26 * MiB, 30 * MiB)
+    assert memory.budget.capacity_bytes == (150 - 18) * MiB
+    memory.observe((12 + 50) * MiB, 0, frontend_bytes=50 * MiB)  # grown by 24 of its 30
+    assert memory.budget.frontend_excess_bytes == 0
+    assert memory.budget.capacity_bytes == (150 - 18) * MiB
+    assert memory.budget.headroom_bytes == 0
+
+
 def test_the_frontend_past_its_allowance_is_counted() -> None:
     """The budget is a promise: what the frontend takes beyond its allowance is taken from the
     models, and a full tier evicts for it."""

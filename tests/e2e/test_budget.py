@@ -15,11 +15,14 @@ from helpers.serving import Servers
 from pss_sampler import PssSampler
 
 from modelhost import testing
+from modelhost.records.memory import pss_bytes
+from modelhost.rpc.fronts import FRONTS
 
 pytestmark = pytest.mark.e2e
 
 MiB = 2**20
 FORESTS = 8
+FRONTEND_ALLOWANCE_BYTES = 64 * MiB  # the default
 JSON = {"content-type": "application/json"}
 
 
@@ -119,6 +122,19 @@ def test_model_that_never_fits_is_507(
     assert "huge.joblib" in message and "memory budget" in message and "MiB" in message
     assert "set --memory-budget to at least" in message  # what to do about it
     assert invoke(url, "f5.joblib").headers["x-modelhost-cache"] == "hit"
+
+
+@pytest.mark.parametrize("front", [None, *FRONTS])
+def test_the_frontend_has_its_whole_allowance_once_serving(
+    forest_store: Path, serve: Servers, front: str | None
+) -> None:
+    """A gRPC front's libraries and threads, which start after the server's first reading, are
+    the idle frontend's: its allowance is growth past its size once its ports serve."""
+    grpc = {"grpc_port": testing.free_port(), "grpc_front": front} if front else {}
+    server = serve(forest_store, workers=1, **grpc)
+    allowance = httpx.get(f"{server.url}/stats").json()["memory"]["frontendAllowanceBytes"]
+    assert allowance - pss_bytes(server.pid) > 0.9 * FRONTEND_ALLOWANCE_BYTES
+    server.stop()
 
 
 def test_budget_below_idle_server_is_refused(forest_store: Path, tmp_path: Path) -> None:

@@ -73,6 +73,17 @@ class MemoryBudget:
     def frontend_excess_bytes(self) -> int:
         return max(0, self.frontend_bytes - self.frontend.bytes) if self.frontend else 0
 
+    def settle_frontend(self, frontend_bytes: int) -> None:
+        """The frontend's size once serving is idle, not growth."""
+        if self.frontend is None or frontend_bytes <= self.frontend.start_bytes:
+            return
+        grown = frontend_bytes - self.frontend.start_bytes
+        self.frontend = FrontendAllowance(frontend_bytes, self.frontend.growth_bytes)
+        self.frontend_bytes = frontend_bytes
+        self.baseline_bytes += grown
+        self._idle_bytes += grown
+        self._recent_baselines.append(self.baseline_bytes)  # not drift to learn
+
     def charged_bytes(self, real_bytes: int, frontend_bytes: int | None) -> int:
         """A reading of the server with the frontend charged its whole allowance."""
         if frontend_bytes is None or self.frontend is None:

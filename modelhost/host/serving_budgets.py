@@ -1,0 +1,60 @@
+"""The memory budget as the server starts serving."""
+
+from __future__ import annotations
+
+import logging
+
+from modelhost.cache.memory import MemoryBudget
+from modelhost.errors import ConfigError
+from modelhost.host.model_host import ModelHost
+from modelhost.records.events import EventLog
+from modelhost.records.memory import pss_bytes
+from modelhost.units import format_bytes
+
+logger = logging.getLogger("modelhost")
+
+
+def refuse_unaffordable(budget: MemoryBudget, workers: int) -> None:
+    """Refuses budgets below the idle server."""
+    growth = budget.frontend.growth_bytes if budget.frontend else 0
+    if budget.budget_bytes > budget.baseline_bytes:
+        return
+    needed = format_bytes(budget.baseline_bytes)
+    raise ConfigError(
+        f"the memory budget of {format_bytes(budget.budget_bytes)} is below what the idle "
+        f"server needs: {needed} (frontend, template and {workers} workers, as PSS, and "
+        f"{format_bytes(growth)} of growth allowed to the frontend); set --memory-budget "
+        f"above {needed}, or use fewer --workers or a smaller --frontend-memory-allowance"
+    )
+
+
+def settle_budgets(host: ModelHost, events: EventLog) -> None:
+    """Counts the frontend's size with its ports up as idle; says the budgets."""
+    budget = host.memory.budget
+    budget.settle_frontend(pss_bytes())
+    refuse_unaffordable(budget, len(host.pool.workers))
+    frontend = budget.frontend
+    events.emit(
+        "budget",
+        reason="start",
+        detail={
+            "memory_budget_bytes": budget.budget_bytes,
+            "baseline_bytes": budget.baseline_bytes,
+            "frontend_bytes": frontend.start_bytes if frontend else 0,
+            "frontend_allowance_bytes": frontend.bytes if frontend else 0,
+            "disk_budget_bytes": host.disk.budget_bytes,
+        },
+    )
+    if frontend is not None:
+        logger.info(
+            "the frontend uses %(start)s serving and may grow by %(growth)s "
+            "(--frontend-memory-allowance); the idle server is %(idle)s and models have "
+            "%(models)s of the %(budget)s budget",
+            {
+                "start": format_bytes(frontend.start_bytes),
+                "growth": format_bytes(frontend.growth_bytes),
+                "idle": format_bytes(budget.baseline_bytes),
+                "models": format_bytes(budget.capacity_bytes),
+                "budget": format_bytes(budget.budget_bytes),
+            },
+        )
