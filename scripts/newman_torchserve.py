@@ -66,7 +66,8 @@ def answered_otherwise(row: dict[str, Any], execution: dict[str, Any]) -> str:
     status its row expects and the answer."""
     request, response = execution["request"], execution.get("response")
     path = "/" + "/".join(request["url"]["path"])
-    asked = f"{execution['item']['name']}: {request['method']} {path}: {row.get('status_code', 200)}"
+    expected = row.get("status_code", 200)
+    asked = f"{execution['item']['name']}: {request['method']} {path}: {expected}"
     if response is None:  # newman could not send it: a missing file, a refused connection
         return f"{asked}, not sent: {execution.get('requestError', {}).get('message')}"
     body = bytes(response["stream"]["data"]).decode(errors="replace")[:120]
