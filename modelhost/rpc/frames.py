@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import struct
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
@@ -26,7 +27,8 @@ RESET_WINDOW_S = 1.0
 MESSAGE_PREFIX_BYTES = 5  # gRPC's, before each message: a compressed flag and the length
 HEAD = struct.Struct(">HBBBI")  # the length's high 16 bits and low 8, kind, flags, stream
 BLOCKS_REMEMBERED = 16  # a connection's repeated header blocks, decoded once
-BLOCK_REMEMBERED_BYTES = 256  # a client's indexed block is a few bytes; longer ones are rare
+CALLS_GO_S = 2.0  # a cut-off connection's calls live on in grpc.aio (security.md)
+BLOCK_REMEMBERED_BYTES = 256  # a client's indexed block is a few bytes
 
 
 class Head(NamedTuple):
@@ -64,16 +66,31 @@ class StreamBudget:
     its messages is not the one shed.
     """
 
-    def __init__(self, max_streams: int) -> None:
+    def __init__(self, max_streams: int, clock: Callable[[], float] = time.monotonic) -> None:
         self.max_streams = max_streams
+        self.clock = clock
         self.held = 0
+        self.leaving: deque[tuple[float, int]] = deque()  # (due, streams)
         self.holders: dict[ClientFrames, Callable[[Refusal], None]] = {}  # how to end each
 
+    def let_go(self, streams: int) -> None:
+        """Its connection ended: grpc lets their calls go later."""
+        if streams:
+            self.leaving.append((self.clock() + CALLS_GO_S, streams))
+
+    def over(self) -> bool:
+        while self.leaving and self.leaving[0][0] <= self.clock():
+            self.held -= self.leaving.popleft()[1]
+        return self.held > self.max_streams
+
     def shed(self, opener: ClientFrames) -> None:
-        """Ends the connection holding the most waiting streams; raises if it is `opener`'s."""
+        """Ends the connection holding the most waiting streams, or refuses `opener` unless it
+        holds one only."""
         refusal = Refusal(f"more than {self.max_streams} streams without a message on the port")
         hog = max(self.holders, key=lambda holder: len(holder.waiting), default=opener)
         if len(hog.waiting) <= len(opener.waiting):
+            if len(opener.waiting) == 1:
+                return
             raise refusal
         end = self.holders.pop(hog)
         hog.release()  # its streams go as its connection ends
@@ -208,7 +225,7 @@ class ClientFrames:
         self.budget.held += 1
         if len(self.waiting) > 2 * self.limits.max_streams:
             raise Refusal(f"more than {self.limits.max_streams} streams open, as advertised")
-        if self.budget.held > self.budget.max_streams:
+        if self.budget.held > self.budget.max_streams and self.budget.over():
             self.budget.shed(self)
         return True
 
@@ -240,7 +257,7 @@ class ClientFrames:
 
     def release(self) -> None:
         """The connection ended: its streams leave the budget."""
-        self.budget.held -= len(self.waiting)
+        self.budget.let_go(len(self.waiting))
         self.waiting.clear()
         self.arriving.clear()
 

@@ -9,6 +9,7 @@ from hyperframe.frame import ContinuationFrame, DataFrame, HeadersFrame, RstStre
 
 from modelhost.rpc import callers
 from modelhost.rpc.frames import (
+    CALLS_GO_S,
     PREFACE,
     ClientFrames,
     FrameReader,
@@ -181,8 +182,11 @@ def test_streams_past_the_ports_budget_are_refused_whatever_the_connection() -> 
 
 
 def test_past_the_budget_the_connection_holding_most_streams_ends() -> None:
-    budget = StreamBudget(max_streams=6)
-    hog, polite = (ClientFrames(LIMITS, Clock(), budget) for _ in range(2))
+    """Its streams stay counted until grpc has let their calls go: newcomers past the budget
+    are refused meanwhile, but for a connection's one stream."""
+    clock = Clock()
+    budget = StreamBudget(max_streams=6, clock=clock)
+    hog, polite, late = (ClientFrames(LIMITS, clock, budget) for _ in range(3))
     ended: list[str] = []
     budget.holders = {
         hog: lambda refusal: ended.append(str(refusal)),
@@ -191,19 +195,28 @@ def test_past_the_budget_the_connection_holding_most_streams_ends() -> None:
     hog.feed(PREFACE + b"".join(headers(stream_id) for stream_id in range(1, 13, 2)))
     polite.feed(PREFACE + headers(1))
     assert ended == ["more than 6 streams without a message on the port"]
-    assert budget.held == 1 and not hog.waiting
+    assert budget.held == 7 and not hog.waiting
+    late.feed(PREFACE + headers(1))
+    with pytest.raises(Refusal, match="6 streams without a message"):
+        late.feed(headers(3))
+    clock.now += CALLS_GO_S
+    late.feed(headers(5))
+    assert budget.held == 4  # the hog's six gone; polite's one and late's three
 
 
 def test_streams_leave_the_budget_with_their_message_or_their_connection() -> None:
-    budget = StreamBudget(max_streams=6)
-    frames = ClientFrames(LIMITS, Clock(), budget)
+    clock = Clock()
+    budget = StreamBudget(max_streams=6, clock=clock)
+    frames = ClientFrames(LIMITS, clock, budget)
     frames.feed(PREFACE + headers(1) + headers(3) + headers(5))
     frames.feed(DataFrame(1, data=b"\0\0\0\0\0").serialize() + RstStreamFrame(3).serialize())
     frames.settled(5)  # the server answered it
     assert budget.held == 0
     frames.feed(headers(7) + headers(9))
     frames.release()
-    assert budget.held == 0
+    assert budget.held == 2  # until grpc lets their calls go
+    clock.now += CALLS_GO_S
+    assert not budget.over() and budget.held == 0
 
 
 def test_the_first_foreign_authority_is_kept() -> None:
