@@ -58,6 +58,7 @@ def attack(port: int, stop: Any) -> None:
     os.nice(19)  # as if from other machines: the server's own cost, not a CPU shared with them
     fields = [(":method", "POST"), (":scheme", "http"), (":path", INFER)]
     fields += [(":authority", f"127.0.0.1:{port}"), ("content-type", "application/grpc")]
+    fields += [("te", "trailers")]  # else grpc refuses the call at once
     while not stop.is_set():
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
