@@ -6,14 +6,18 @@ That one is timed as a missing message is test_http2_floods_e2e.py's."""
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Iterator
 
+import grpc
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from helpers.serving import Servers
 from hyperframe.frame import Frame, GoAwayFrame
 from raw_http2 import (
     ENHANCE_YOUR_CALM,
+    PING_TIMEOUT_S,
     RESOURCE_EXHAUSTED,
     RawConnection,
     partial_message,
@@ -68,20 +72,47 @@ def partial_streams(port: int) -> Iterator[list[list[Frame]]]:
             connection.sock.close()
 
 
+@contextlib.contextmanager
+def health_calls(port: int) -> Iterator[list[str]]:
+    """gRPC health checks back to back on a connection made first; each failure's code."""
+    failures: list[str] = []
+    done = threading.Event()
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        check = health_pb2_grpc.HealthStub(channel).Check
+        check(health_pb2.HealthCheckRequest(), timeout=PING_TIMEOUT_S)
+
+        def call() -> None:
+            while not done.is_set():
+                try:
+                    check(health_pb2.HealthCheckRequest(), timeout=PING_TIMEOUT_S)
+                except grpc.RpcError as error:
+                    failures.append(str(error.code()))
+
+        caller = threading.Thread(target=call)
+        caller.start()
+        try:
+            yield failures
+        finally:
+            done.set()
+            caller.join()
+
+
 def test_partly_sent_messages_stay_within_the_allowance(
     front: tuple[testing.RunningServer, int], request: pytest.FixtureRequest
 ) -> None:
     """Thousands of streams whose message never completes, twice: the connections holding the
     most of them are told GOAWAY (on h2corn, their streams end with RESOURCE_EXHAUSTED), the
-    frontend stays within its allowance and /ping answers. h2corn is flooded once: it holds
-    each stream it takes before the app can shed it (docs/security.md)."""
+    frontend stays within its allowance, /ping answers, and so does each call of a client that
+    sends its messages. h2corn is flooded once: it holds each stream it takes before the app
+    can shed it (docs/security.md)."""
     server, port = front
     h2corn = request.node.callspec.params["front"] == H2CORN
     received: list[list[Frame]] = []
-    with watched(server):
+    with watched(server), health_calls(port) as failed:
         for _ in range(1 if h2corn else FLOODS):
             with partial_streams(port) as frames:
                 received += frames
+    assert not failed, f"{len(failed)} health calls failed: {set(failed)}"
     if h2corn:
         statuses = {status for frames in received for status in statuses_of(frames).values()}
         assert RESOURCE_EXHAUSTED in statuses, "no stream was shed"
