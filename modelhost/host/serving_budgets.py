@@ -16,9 +16,9 @@ logger = logging.getLogger("modelhost")
 
 def refuse_unaffordable(budget: MemoryBudget, workers: int) -> None:
     """Refuses budgets below the idle server."""
-    growth = budget.frontend.growth_bytes if budget.frontend else 0
     if budget.budget_bytes > budget.baseline_bytes:
         return
+    growth = budget.frontend.growth_bytes if budget.frontend else 0
     needed = format_bytes(budget.baseline_bytes)
     raise ConfigError(
         f"the memory budget of {format_bytes(budget.budget_bytes)} is below what the idle "

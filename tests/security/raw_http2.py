@@ -95,29 +95,39 @@ def watched(server: testing.RunningServer) -> Iterator[list[int]]:
     serving, plus the allowance), and its log free of tracebacks and of that warning."""
     most_bytes = pss_bytes(server.pid)
     statuses: list[int] = []
-    done = threading.Event()
-
-    def ping() -> None:
-        nonlocal most_bytes
-        with httpx.Client(base_url=server.url, timeout=PING_TIMEOUT_S) as http:
-            while not done.wait(0.05):
-                statuses.append(status_of(http))
-                most_bytes = max(most_bytes, pss_bytes(server.pid))
-
-    pinger = threading.Thread(target=ping)
-    pinger.start()
-    try:
-        yield statuses
-    finally:
-        done.set()
-        pinger.join()
     with httpx.Client(base_url=server.url, timeout=PING_TIMEOUT_S) as http:
+
+        def ping() -> None:
+            nonlocal most_bytes
+            statuses.append(status_of(http))
+            most_bytes = max(most_bytes, pss_bytes(server.pid))
+
+        with repeated(ping, pause_s=0.05):
+            yield statuses
         statuses.append(status_of(http))  # a flood cut short
     past_bytes = max(most_bytes, pss_bytes(server.pid)) - allowed_bytes(server)
     assert past_bytes < 0, f"the frontend went {past_bytes / 2**20:.1f} MiB past its allowance"
     assert set(statuses) == {200}, f"{statuses.count(0)} of {len(statuses)} pings timed out"
     log = server.log_text()
     assert "Traceback" not in log and "past its allowance" not in log, log[-3000:]
+
+
+@contextlib.contextmanager
+def repeated(action: Callable[[], None], pause_s: float = 0.0) -> Iterator[None]:
+    """`action` again and again on a thread of its own, `pause_s` apart, while the block runs."""
+    done = threading.Event()
+
+    def loop() -> None:
+        while not done.wait(pause_s):
+            action()
+
+    thread = threading.Thread(target=loop)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
 
 
 def allowed_bytes(server: testing.RunningServer) -> int:

@@ -6,7 +6,6 @@ That one is timed as a missing message is test_http2_floods_e2e.py's."""
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 from collections.abc import Iterator
 
@@ -21,6 +20,7 @@ from raw_http2 import (
     RESOURCE_EXHAUSTED,
     RawConnection,
     partial_message,
+    repeated,
     statuses_of,
     watched,
 )
@@ -76,25 +76,18 @@ def partial_streams(port: int) -> Iterator[list[list[Frame]]]:
 def health_calls(port: int) -> Iterator[list[str]]:
     """gRPC health checks back to back on a connection made first; each failure's code."""
     failures: list[str] = []
-    done = threading.Event()
     with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
         check = health_pb2_grpc.HealthStub(channel).Check
         check(health_pb2.HealthCheckRequest(), timeout=PING_TIMEOUT_S)
 
         def call() -> None:
-            while not done.is_set():
-                try:
-                    check(health_pb2.HealthCheckRequest(), timeout=PING_TIMEOUT_S)
-                except grpc.RpcError as error:
-                    failures.append(str(error.code()))
+            try:
+                check(health_pb2.HealthCheckRequest(), timeout=PING_TIMEOUT_S)
+            except grpc.RpcError as error:
+                failures.append(str(error.code()))
 
-        caller = threading.Thread(target=call)
-        caller.start()
-        try:
+        with repeated(call):
             yield failures
-        finally:
-            done.set()
-            caller.join()
 
 
 def test_partly_sent_messages_stay_within_the_allowance(
