@@ -214,6 +214,10 @@ class QueueFull(Overloaded):
     pass
 
 
+# a full queue's request pushed out for another tenant's (longest queue drop)
+GAVE_WAY = " (its newest gave its place to another tenant's request)"
+
+
 class TenantQueueFull(QueueFull):
     pass
 

@@ -123,6 +123,10 @@ class FairQueue(Generic[T]):
         """The item of `tenant`'s that would go next."""
         return self._queues[tenant][0]
 
+    def last_of(self, tenant: str) -> T:
+        """`tenant`'s newest item."""
+        return self._queues[tenant][-1]
+
     def take_from(self, tenant: str) -> T:
         """`tenant`'s next item, which `next_tenant` named."""
         self._floor = max(self._floor, self._counters.get(tenant, self._floor))

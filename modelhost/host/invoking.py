@@ -103,8 +103,8 @@ class InvokePath:
         r = self.residency
         if not self.loads_on_invoke and name not in r.loads:
             return None  # _acquire says it is not loaded
-        with self.waiting_for_load.waiting(name, tenant):
-            outcome = await r.ensure_loaded(name, tenant)
+        with self.waiting_for_load.waiting(name, tenant) as waiter:
+            outcome = await waiter.until(r.ensure_loaded(name, tenant))
         self.waiting_for_load.loaded(outcome)
         return outcome
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from modelhost.errors import QueueFull
+from modelhost.errors import GAVE_WAY, QueueFull
 from modelhost.fair import FairQueue
 
 T = TypeVar("T")
@@ -54,10 +54,10 @@ class BatchQueue(Generic[T]):
             raise self._full()
         self._jobs.append(job)
 
-    def _full(self) -> QueueFull:
+    def _full(self, holding: str = "") -> QueueFull:
         return QueueFull(
             f"model {self.model} has {len(self._jobs)} requests queued, the limit "
-            f"(job_queue_size) is {self.capacity}; retry after a pause, or raise "
+            f"(job_queue_size) is {self.capacity}{holding}; retry after a pause, or raise "
             "--job-queue-size or --max-workers-per-model"
         )
 
@@ -125,10 +125,10 @@ class FairBatchQueue(BatchQueue[T]):
 
     def put(self, job: Job[T]) -> None:
         jobs = self._jobs  # in age order, there too: when a batch is due
-        if len(jobs) >= self.capacity:
-            raise self._full()
-        jobs.append(job)
         tenant = self.tenant_of(job)
+        if len(jobs) >= self.capacity:
+            self._make_room(tenant)
+        jobs.append(job)
         if tenant == self._alone:  # the one tenant waiting keeps its order
             return
         if self._fair.waiting:
@@ -139,6 +139,20 @@ class FairBatchQueue(BatchQueue[T]):
             self._alone = None
             for waiting in jobs:
                 self._fair.push(self.tenant_of(waiting), waiting)
+
+    def _make_room(self, tenant: str) -> None:
+        """Longest queue drop: the tenant holding the most gives way, refused if it is `tenant`."""
+        alone = self._alone
+        held = {alone: len(self._jobs)} if alone is not None else self._fair.statistics().waiting
+        most = max(held, key=held.__getitem__)
+        holding = f", and tenant {most} holds {held[most]} of them"
+        if held.get(tenant, 0) >= held[most]:
+            raise self._full(holding)
+        newest = self._jobs[-1] if alone is not None else self._fair.last_of(most)
+        error = self._full(holding + GAVE_WAY)
+        self.discard(newest)
+        if not newest.future.done():
+            newest.future.set_exception(error)
 
     def discard(self, job: Job[T]) -> None:
         if self._alone is not None:

@@ -29,6 +29,7 @@ pytestmark = pytest.mark.e2e
 GATED = "gated"
 SLOW_LOAD = "slow-load"  # its load waits at the gate
 TS_INFERENCE = "org.pytorch.serve.grpc.inference."
+GAVE_WAY = "gave its place to another tenant's request"
 
 
 @pytest.fixture
@@ -204,6 +205,59 @@ def test_a_noisy_tenant_past_its_queue_is_refused_alone(
         assert quiet.result().status_code == 200
         answered = [future.result().status_code for future in held + flood]
     assert sorted(answered) == [200] * 4 + [429] * 2
+
+
+def test_a_tenant_holding_a_shared_models_queue_gives_way_to_another(
+    client_of: Callable[..., httpx.Client], gate: Path
+) -> None:
+    """A noisy tenant has filled a model's queue; a quiet tenant's request to that model takes
+    the place of the noisy one's newest, which gets 429 naming it."""
+    client = client_of(
+        workers=1,
+        threads_per_worker=1,
+        max_concurrency=16,
+        job_queue_size=3,
+        max_workers_per_model=1,
+        tenant_from="header",
+    )
+    with concurrent.futures.ThreadPoolExecutor(6) as pool:
+        noisy = [pool.submit(invoke, client, GATED, "0", "noisy")]
+        wait_until(running_and_queued(client, 1, 0))  # loaded: none waits for the load
+        noisy += [pool.submit(invoke, client, GATED, str(i), "noisy") for i in range(1, 5)]
+        wait_until(lambda: describe(client, GATED).get("queued") == 3)
+        quiet = pool.submit(invoke, client, GATED, "quiet", "quiet")
+        wait_until(lambda: quiet.done() or any(GAVE_WAY in text for text in done_texts(noisy)))
+        assert not quiet.done(), quiet.result().text
+        gate.touch()
+        assert quiet.result().status_code == 200
+        answers = [future.result() for future in noisy]
+    (gave_way,) = [answer for answer in answers if GAVE_WAY in answer.text]
+    assert gave_way.status_code == 429 and gave_way.json()["type"] == "QueueFull"
+    assert "tenant noisy holds 3 of them" in gave_way.json()["message"]
+    assert {answer.status_code for answer in answers} == {200, 429}
+
+
+def test_a_tenant_holding_a_shared_models_load_gives_way_to_another(
+    client_of: Callable[..., httpx.Client], gate: Path
+) -> None:
+    """A noisy tenant's requests fill the waits for a cold model's load; a quiet tenant's takes
+    the place of the noisy one's newest, and the load serves it."""
+    client = client_of(workers=1, job_queue_size=3, tenant_from="header")
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        noisy = [pool.submit(invoke, client, SLOW_LOAD, str(i), "noisy") for i in range(3)]
+        wait_until(lambda: metric(client, "modelhost_http_requests_in_flight") == 4)  # and this
+        quiet = pool.submit(invoke, client, SLOW_LOAD, "quiet", "quiet")
+        wait_until(lambda: quiet.done() or any(future.done() for future in noisy))
+        assert not quiet.done(), quiet.result().text
+        gate.touch()
+        assert quiet.result().status_code == 200
+        answers = [future.result() for future in noisy]
+    assert sorted(answer.status_code for answer in answers) == [200, 200, 429]
+    assert "tenant noisy holds" in next(a.text for a in answers if a.status_code == 429)
+
+
+def done_texts(futures: list[concurrent.futures.Future[httpx.Response]]) -> list[str]:
+    return [future.result().text for future in futures if future.done()]
 
 
 def test_request_past_deadline_gets_504(client_of: Callable[..., httpx.Client], gate: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 
 import pytest
@@ -65,3 +66,31 @@ def test_retry_after_is_the_loads_usual_time_less_what_this_one_ran() -> None:
         with pytest.raises(QueueFull) as overdue, waits.waiting("cold", ""):
             pass
     assert overdue.value.retry_after_s == 1
+
+
+def test_a_full_models_load_makes_room_from_the_tenant_holding_the_most() -> None:
+    """With tenants on, a quiet tenant is not refused a shared cold model for a noisy one's
+    waiters: the noisy tenant's newest gives up its place, and the load still serves the rest."""
+
+    async def scenario() -> None:
+        waits = LoadWaits(2, by_tenant=True, clock=Clock())
+        load: asyncio.Future[LoadOutcome] = asyncio.get_running_loop().create_future()
+
+        async def wait(tenant: str) -> LoadOutcome:
+            with waits.waiting("cold", tenant) as waiter:
+                return await waiter.until(asyncio.shield(load))
+
+        noisy = [asyncio.create_task(wait("noisy")) for _ in range(2)]
+        await asyncio.sleep(0)
+        quiet = asyncio.create_task(wait("quiet"))
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        gave_way = noisy[1].exception()
+        assert isinstance(gave_way, QueueFull) and "tenant noisy holds 2" in str(gave_way)
+        assert "gave its place" in str(gave_way) and gave_way.retry_after_s == 1
+        with pytest.raises(QueueFull, match="tenant noisy holds 1"):
+            await wait("noisy")  # held alike: the newcomer is refused
+        load.set_result(LoadOutcome("remote", load_ms=5.0))
+        assert [await noisy[0], await quiet] == [load.result()] * 2
+
+    asyncio.run(scenario())

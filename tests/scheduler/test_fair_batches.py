@@ -7,9 +7,11 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from modelhost.errors import QueueFull
 from modelhost.scheduler.batcher import FairBatchQueue, Job
 
 
@@ -128,3 +130,63 @@ def test_every_job_leaves_once_in_its_tenants_order_and_never_late(
     for tenant in "abc":
         numbers = [job.request[1] for job in out if job.request[0] == tenant]
         assert numbers == sorted(set(numbers))  # its own order, each once
+
+
+def test_a_full_queue_makes_room_from_the_tenant_holding_the_most() -> None:
+    """A quiet tenant is not refused for a noisy one's backlog: the noisy tenant's newest
+    request gives up its place, and only the noisy tenant is refused while it holds the most."""
+    clock, loop = Clock(), asyncio.new_event_loop()
+    queue = FairBatchQueue("shared", 4, 1, 0.0, clock, tenant_of)
+    noisy = [Job(("noisy", number), loop.create_future(), clock()) for number in range(4)]
+    for job in noisy:
+        queue.put(job)
+    queue.put(Job(("quiet", 0), loop.create_future(), clock()))
+    assert len(queue) == 4
+    pushed_out = noisy[-1].future.exception()
+    assert isinstance(pushed_out, QueueFull) and "tenant noisy holds 4" in str(pushed_out)
+    with pytest.raises(QueueFull, match="tenant noisy holds 3"):
+        queue.put(Job(("noisy", 4), loop.create_future(), clock()))
+    assert tenants_in_order(queue, 1) == ["quiet"]
+    loop.close()
+
+
+# one step: arrivals by tenant, then batches taken
+full_steps = st.lists(
+    st.tuples(st.lists(st.sampled_from("abc"), max_size=6), st.integers(0, 3)),
+    min_size=1,
+    max_size=40,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(steps=full_steps, capacity=st.integers(1, 6))
+def test_a_full_queue_refuses_only_the_tenant_holding_the_most_of_it(
+    steps: list[tuple[list[str], int]], capacity: int
+) -> None:
+    """Longest queue drop: the queue never holds more than its capacity, and a request is
+    refused, or gives up its place, only if its tenant holds no fewer than any other."""
+    clock, loop = Clock(), asyncio.new_event_loop()
+    queue = FairBatchQueue("shared", capacity, 2, 0.0, clock, tenant_of)
+    waiting: list[Job[tuple[str, int]]] = []
+    sent: Counter[str] = Counter()
+    for arrivals, takes in steps:
+        for tenant in arrivals:
+            job = Job((tenant, sent[tenant]), loop.create_future(), clock())
+            sent[tenant] += 1
+            held = Counter(tenant_of(old) for old in waiting)
+            try:
+                queue.put(job)
+            except QueueFull:
+                assert len(waiting) == capacity and held[tenant] == max(held.values())
+                continue
+            waiting.append(job)
+            for out in [old for old in waiting if old.future.done()]:
+                loser = tenant_of(out)
+                assert held[loser] > held[tenant] and held[loser] == max(held.values())
+                assert out is [old for old in waiting if tenant_of(old) == loser][-1]
+                waiting.remove(out)
+            assert len(queue) == len(waiting) <= capacity
+        for _ in range(takes):
+            for job in queue.take():
+                waiting.remove(job)
+    loop.close()
