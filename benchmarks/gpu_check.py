@@ -149,7 +149,7 @@ def drive(url: str, names: list[str], clients: int, duration_s: float) -> list[d
     def client() -> list[dict[str, Any]]:
         done = []
         with httpx.Client(base_url=url, timeout=120) as http:
-            while time.monotonic() < deadline:
+            while not done or time.monotonic() < deadline:  # one call at least: a late thread
                 with lock:
                     name = next(picks)
                 done.append(call(http, name))
@@ -228,7 +228,7 @@ def in_process_floor(folder: Path, device: str, clients: int, duration_s: float)
 
     def client() -> list[float]:
         done = []
-        while time.monotonic() < deadline:
+        while not done or time.monotonic() < deadline:
             started = time.perf_counter()
             with lock:  # a fast tokenizer is not safe across threads
                 encoded = tokenizer([TEXT], return_tensors="pt")
