@@ -214,10 +214,6 @@ class QueueFull(Overloaded):
     pass
 
 
-# a full queue's request pushed out for another tenant's (longest queue drop)
-GAVE_WAY = " (its newest gave its place to another tenant's request)"
-
-
 class TenantQueueFull(QueueFull):
     pass
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from typing import Generic, NamedTuple, TypeVar
 
 from modelhost.errors import TenantQueueFull
@@ -13,6 +13,15 @@ from modelhost.errors import TenantQueueFull
 T = TypeVar("T")
 FIRST_ESTIMATE_MS = 1.0  # before any request has been measured
 SMOOTHING = 0.2  # weight of the newest cost in a tenant's running mean
+GAVE_WAY = " (its newest gave its place to another tenant's request)"
+
+
+def make_room(held: Mapping[str, int], tenant: str) -> tuple[str | None, str]:
+    """Longest queue drop by what each tenant `held`: whose newest makes room for `tenant`
+    (None: refuse `tenant`), and the refusal's words."""
+    most = max(held, key=held.__getitem__)
+    holding = f", and tenant {most} holds {held[most]} of them"
+    return (None if held.get(tenant, 0) >= held[most] else most), holding
 
 
 class Ticket(NamedTuple):

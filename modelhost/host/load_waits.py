@@ -13,7 +13,8 @@ import math
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
 
-from modelhost.errors import GAVE_WAY, QueueFull, TenantQueueFull
+from modelhost.errors import QueueFull, TenantQueueFull
+from modelhost.fair import GAVE_WAY, make_room
 from modelhost.host.calls import LoadOutcome
 
 SMOOTHING = 0.2  # weight of the newest load in the running mean
@@ -29,8 +30,6 @@ class Waiter:
 
     async def until(self, load: Awaitable[LoadOutcome]) -> LoadOutcome:
         """`load`'s result, or QueueFull if this waiter gave its place first."""
-        if self._gave_way is not None:
-            raise self._gave_way
         task = self._task = asyncio.ensure_future(load)
         try:
             return await task
@@ -96,10 +95,8 @@ class LoadWaits:
             return
         if not self.by_tenant:
             raise self._full(name, "")
-        held = Counter(waiter.tenant for waiter in waiters)
-        most, count = held.most_common(1)[0]
-        holding = f", and tenant {most} holds {count} of them"
-        if held[tenant] >= count:
+        most, holding = make_room(Counter(waiter.tenant for waiter in waiters), tenant)
+        if most is None:
             raise self._full(name, holding)
         newest = next(waiter for waiter in reversed(waiters) if waiter.tenant == most)
         newest.give_way(self._full(name, holding + GAVE_WAY))

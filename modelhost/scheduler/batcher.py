@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from modelhost.errors import GAVE_WAY, QueueFull
-from modelhost.fair import FairQueue
+from modelhost.errors import QueueFull
+from modelhost.fair import GAVE_WAY, FairQueue, make_room
 
 T = TypeVar("T")
 
@@ -141,12 +141,11 @@ class FairBatchQueue(BatchQueue[T]):
                 self._fair.push(self.tenant_of(waiting), waiting)
 
     def _make_room(self, tenant: str) -> None:
-        """Longest queue drop: the tenant holding the most gives way, refused if it is `tenant`."""
+        """`make_room`'s choice, carried out."""
         alone = self._alone
         held = {alone: len(self._jobs)} if alone is not None else self._fair.statistics().waiting
-        most = max(held, key=held.__getitem__)
-        holding = f", and tenant {most} holds {held[most]} of them"
-        if held.get(tenant, 0) >= held[most]:
+        most, holding = make_room(held, tenant)
+        if most is None:
             raise self._full(holding)
         newest = self._jobs[-1] if alone is not None else self._fair.last_of(most)
         error = self._full(holding + GAVE_WAY)
