@@ -1,8 +1,7 @@
 """Requests waiting for a model's load: bounded by model and, with tenants on, by tenant.
 
-A request refused here is told to come back when the load should be done: the loads waited
-for so far, less how long this one has run. With tenants on, a full model makes room as its
-batch queue does.
+A refused request is told when the load should be done. With tenants on, a full model makes
+room as its batch queue does.
 """
 
 from __future__ import annotations
@@ -25,17 +24,18 @@ class Waiter:
 
     def __init__(self, tenant: str) -> None:
         self.tenant = tenant
-        self._task: asyncio.Future[LoadOutcome] | None = None
+        self._task: asyncio.Task[object] | None = None
         self._gave_way: QueueFull | None = None
 
     async def until(self, load: Awaitable[LoadOutcome]) -> LoadOutcome:
         """`load`'s result, or QueueFull if this waiter gave its place first."""
-        task = self._task = asyncio.ensure_future(load)
+        self._task = asyncio.current_task()  # it pins the model in the step the load ends
         try:
-            return await task
+            return await load
         except asyncio.CancelledError:
             if self._gave_way is None:
                 raise
+            getattr(self._task, "uncancel", lambda: 0)()  # Python 3.11 counts cancels
             raise self._gave_way from None
 
     def give_way(self, error: QueueFull) -> None:

@@ -94,3 +94,33 @@ def test_a_full_models_load_makes_room_from_the_tenant_holding_the_most() -> Non
         assert [await noisy[0], await quiet] == [load.result()] * 2
 
     asyncio.run(scenario())
+
+
+def test_a_waiter_resumes_in_the_step_its_load_ends() -> None:
+    """Nothing runs between a load's end and its waiter's return, so the request pins the
+    model before another task could evict it."""
+
+    async def scenario() -> list[str]:
+        waits = LoadWaits(2, by_tenant=True, clock=Clock())
+        load: asyncio.Future[LoadOutcome] = asyncio.get_running_loop().create_future()
+        order: list[str] = []
+
+        async def loading() -> LoadOutcome:
+            return await load
+
+        async def request() -> None:
+            with waits.waiting("cold", "a") as waiter:
+                await waiter.until(loading())
+            order.append("request")
+
+        async def evictor() -> None:
+            await load
+            order.append("evictor")
+
+        tasks = [asyncio.create_task(request()), asyncio.create_task(evictor())]
+        await asyncio.sleep(0)
+        load.set_result(LoadOutcome("remote", load_ms=5.0))
+        await asyncio.gather(*tasks)
+        return order
+
+    assert asyncio.run(scenario()) == ["request", "evictor"]
