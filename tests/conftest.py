@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers.failure_logs import pytest_runtest_makereport  # noqa: F401 (a hook)
 from helpers.missing import missing
 from helpers.serving import Servers
 

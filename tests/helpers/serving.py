@@ -23,6 +23,7 @@ class Servers(contextlib.ExitStack):
     def __init__(self, folders: pytest.TempPathFactory) -> None:
         super().__init__()
         self.folders = folders
+        self.started: list[testing.RunningServer] = []
 
     def __call__(
         self,
@@ -34,7 +35,9 @@ class Servers(contextlib.ExitStack):
     ) -> testing.RunningServer:
         work = self.folders.mktemp("server")
         args = testing.serve_args(store, work / "cache", **settings)
-        return self.enter_context(testing.RunningServer(args, work, env=env, command=command))
+        server = testing.RunningServer(args, work, env=env, command=command)
+        self.started.append(server)
+        return self.enter_context(server)
 
 
 def invoke(http: httpx.Client, name: str, body: object, **params: str) -> httpx.Response:
