@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import Counter
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from modelhost.errors import QueueFull, TenantQueueFull
+from modelhost.errors import ModelLoadError, QueueFull, TenantQueueFull
+from modelhost.fair import GAVE_WAY
 from modelhost.host.calls import LoadOutcome
 from modelhost.host.load_waits import LoadWaits
 
@@ -124,3 +128,63 @@ def test_a_waiter_resumes_in_the_step_its_load_ends() -> None:
         return order
 
     assert asyncio.run(scenario()) == ["request", "evictor"]
+
+
+arrivals = st.lists(  # a tenant's request comes, then maybe the client of an earlier one goes
+    st.tuples(st.sampled_from("abc"), st.one_of(st.none(), st.integers(0, 20))), max_size=25
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(steps=arrivals, limit=st.integers(1, 5), loads=st.booleans())
+def test_a_full_load_makes_room_only_from_the_tenant_holding_the_most(
+    steps: list[tuple[str, int | None]], limit: int, loads: bool
+) -> None:
+    """Arrivals and clients gone in any order: no more than `limit` wait; a request is refused,
+    or gives up its place, only while its tenant holds no fewer than any other, and the one
+    pushed out is its tenant's newest and is not left cancelled; the rest get the load's end."""
+    asyncio.run(_arrive(steps, limit, loads))
+
+
+async def _arrive(steps: list[tuple[str, int | None]], limit: int, loads: bool) -> None:
+    waits = LoadWaits(limit, by_tenant=True, clock=Clock())
+    load: asyncio.Future[LoadOutcome] = asyncio.get_running_loop().create_future()
+    requests: list[tuple[str, asyncio.Task[LoadOutcome]]] = []
+
+    async def wait(tenant: str) -> LoadOutcome:
+        with waits.waiting("cold", tenant) as waiter:
+            return await waiter.until(asyncio.shield(load))
+
+    for tenant, gone in steps:
+        before = [(who, task) for who, task in requests if not task.done()]
+        held = Counter(who for who, _ in before)
+        task = asyncio.create_task(wait(tenant))
+        requests.append((tenant, task))
+        await _settled()
+        pushed = [(who, each) for who, each in before if each.done()]
+        if task.done():
+            assert isinstance(task.exception(), QueueFull) and len(before) == limit
+            assert held[tenant] == max(held.values()) and not pushed
+        elif pushed:
+            [(most, out)] = pushed
+            assert held[most] == max(held.values()) > held[tenant]
+            assert out is [each for who, each in before if who == most][-1]
+            assert GAVE_WAY in str(out.exception())
+            assert getattr(out, "cancelling", lambda: 0)() == 0  # Python 3.11 counts cancels
+        else:
+            assert len(before) < limit
+        if gone is not None and gone < len(requests):
+            requests[gone][1].cancel()
+            await _settled()
+    waiting = [task for _, task in requests if not task.done()]
+    outcome = LoadOutcome("remote", load_ms=5.0)
+    load.set_result(outcome) if loads else load.set_exception(ModelLoadError("corrupt"))
+    ends = await asyncio.gather(*waiting, return_exceptions=True)
+    assert all(end == outcome if loads else isinstance(end, ModelLoadError) for end in ends)
+    assert not waits._models and not waits._tenants  # every wait left the books
+
+
+async def _settled() -> None:
+    """Until the tasks woken so far have run: an arrival, then the request it pushed out."""
+    for _ in range(3):
+        await asyncio.sleep(0)
