@@ -49,7 +49,8 @@ def server(store: Path, serve: Servers) -> testing.RunningServer:
 
 @pytest.fixture
 def client(server: testing.RunningServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.url, timeout=30) as http:
+    # past the server's 60 s response timeout: a request stuck there is a 504 saying where
+    with httpx.Client(base_url=server.url, timeout=75) as http:
         yield http
 
 
