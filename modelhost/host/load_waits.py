@@ -94,7 +94,7 @@ class LoadWaits:
         if len(waiters) < self.limit:
             return
         if not self.by_tenant:
-            raise self._full(name, "")
+            raise self._full(name)
         most, holding = make_room(Counter(waiter.tenant for waiter in waiters), tenant)
         if most is None:
             raise self._full(name, holding)
@@ -102,7 +102,7 @@ class LoadWaits:
         newest.give_way(self._full(name, holding + GAVE_WAY))
         self._leave(name, newest)
 
-    def _full(self, name: str, holding: str) -> QueueFull:
+    def _full(self, name: str, holding: str = "") -> QueueFull:
         return self._timed(
             QueueFull(
                 f"model {name} is loading and {len(self._models[name])} requests wait for its "

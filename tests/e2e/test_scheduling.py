@@ -30,6 +30,10 @@ GATED = "gated"
 SLOW_LOAD = "slow-load"  # its load waits at the gate
 TS_INFERENCE = "org.pytorch.serve.grpc.inference."
 GAVE_WAY = "gave its place to another tenant's request"
+# one worker thread, the model on it alone, tenants from the header
+ONE_THREAD_TENANTS = dict(
+    workers=1, threads_per_worker=1, max_workers_per_model=1, tenant_from="header"
+)
 
 
 @pytest.fixture
@@ -183,14 +187,7 @@ def test_a_noisy_tenant_past_its_queue_is_refused_alone(
 ) -> None:
     """With tenants on, the server's slots are shared: a noisy tenant past job_queue_size waiting
     gets 429 naming it, while a quiet tenant's request waits its turn and is answered."""
-    client = client_of(
-        workers=1,
-        threads_per_worker=1,
-        max_concurrency=2,
-        job_queue_size=2,
-        max_workers_per_model=1,
-        tenant_from="header",
-    )
+    client = client_of(**ONE_THREAD_TENANTS, max_concurrency=2, job_queue_size=2)
     assert invoke(client, "iris.joblib", tenant="quiet").status_code == 200
     with concurrent.futures.ThreadPoolExecutor(7) as pool:
         held = [pool.submit(invoke, client, GATED, str(i), "noisy") for i in range(2)]
@@ -212,14 +209,7 @@ def test_a_tenant_holding_a_shared_models_queue_gives_way_to_another(
 ) -> None:
     """A noisy tenant has filled a model's queue; a quiet tenant's request to that model takes
     the place of the noisy one's newest, which gets 429 naming it."""
-    client = client_of(
-        workers=1,
-        threads_per_worker=1,
-        max_concurrency=16,
-        job_queue_size=3,
-        max_workers_per_model=1,
-        tenant_from="header",
-    )
+    client = client_of(**ONE_THREAD_TENANTS, max_concurrency=16, job_queue_size=3)
     with concurrent.futures.ThreadPoolExecutor(6) as pool:
         noisy = [pool.submit(invoke, client, GATED, "0", "noisy")]
         wait_until(running_and_queued(client, 1, 0))  # loaded: none waits for the load

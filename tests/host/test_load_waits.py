@@ -79,21 +79,15 @@ def test_a_full_models_load_makes_room_from_the_tenant_holding_the_most() -> Non
     async def scenario() -> None:
         waits = LoadWaits(2, by_tenant=True, clock=Clock())
         load: asyncio.Future[LoadOutcome] = asyncio.get_running_loop().create_future()
-
-        async def wait(tenant: str) -> LoadOutcome:
-            with waits.waiting("cold", tenant) as waiter:
-                return await waiter.until(asyncio.shield(load))
-
-        noisy = [asyncio.create_task(wait("noisy")) for _ in range(2)]
+        noisy = [asyncio.create_task(_wait(waits, "noisy", load)) for _ in range(2)]
         await asyncio.sleep(0)
-        quiet = asyncio.create_task(wait("quiet"))
-        await asyncio.sleep(0)
-        await asyncio.sleep(0)
+        quiet = asyncio.create_task(_wait(waits, "quiet", load))
+        await _settled()
         gave_way = noisy[1].exception()
         assert isinstance(gave_way, QueueFull) and "tenant noisy holds 2" in str(gave_way)
         assert "gave its place" in str(gave_way) and gave_way.retry_after_s == 1
         with pytest.raises(QueueFull, match="tenant noisy holds 1"):
-            await wait("noisy")  # held alike: the newcomer is refused
+            await _wait(waits, "noisy", load)  # held alike: the newcomer is refused
         load.set_result(LoadOutcome("remote", load_ms=5.0))
         assert [await noisy[0], await quiet] == [load.result()] * 2
 
@@ -150,15 +144,10 @@ async def _arrive(steps: list[tuple[str, int | None]], limit: int, loads: bool) 
     waits = LoadWaits(limit, by_tenant=True, clock=Clock())
     load: asyncio.Future[LoadOutcome] = asyncio.get_running_loop().create_future()
     requests: list[tuple[str, asyncio.Task[LoadOutcome]]] = []
-
-    async def wait(tenant: str) -> LoadOutcome:
-        with waits.waiting("cold", tenant) as waiter:
-            return await waiter.until(asyncio.shield(load))
-
     for tenant, gone in steps:
         before = [(who, task) for who, task in requests if not task.done()]
         held = Counter(who for who, _ in before)
-        task = asyncio.create_task(wait(tenant))
+        task = asyncio.create_task(_wait(waits, tenant, load))
         requests.append((tenant, task))
         await _settled()
         pushed = [(who, each) for who, each in before if each.done()]
@@ -182,6 +171,12 @@ async def _arrive(steps: list[tuple[str, int | None]], limit: int, loads: bool) 
     ends = await asyncio.gather(*waiting, return_exceptions=True)
     assert all(end == outcome if loads else isinstance(end, ModelLoadError) for end in ends)
     assert not waits._models and not waits._tenants  # every wait left the books
+
+
+async def _wait(waits: LoadWaits, tenant: str, load: asyncio.Future[LoadOutcome]) -> LoadOutcome:
+    """A request for the cold model waiting on `load`, as the invoke path waits."""
+    with waits.waiting("cold", tenant) as waiter:
+        return await waiter.until(asyncio.shield(load))
 
 
 async def _settled() -> None:
