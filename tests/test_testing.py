@@ -231,3 +231,14 @@ def test_testing_exports_what_its_modules_define() -> None:
     star: dict[str, object] = {}
     exec("from modelhost.testing import *", star)  # noqa: S102  (what a user's star import gets)
     assert set(star) - {"__builtins__"} == defined
+
+
+def test_a_server_log_is_read_in_whole_lines(tmp_path: Path) -> None:
+    """A reader can see a write half done: a line still being written is not read yet."""
+    server = testing.RunningServer(["--store", str(tmp_path)], tmp_path)
+    server.log_path.write_text('{"kind":"load","model":"a"}\n{"kind":"load","detail":{"x":1}')
+    assert server.events() == [{"kind": "load", "model": "a"}]
+    log = tmp_path / "access.jsonl"
+    log.write_text('{"model":"a"}\n{"model":"b"}\n{"mo')
+    assert testing.json_lines(log) == [{"model": "a"}, {"model": "b"}]
+    assert testing.json_lines(tmp_path / "not-yet.jsonl") == []

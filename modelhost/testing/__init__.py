@@ -28,6 +28,7 @@ from modelhost.testing.server import (
     StepClock,
     copy_artifact,
     free_port,
+    json_lines,
     serve_args,
     wait_listening,
 )
@@ -40,6 +41,7 @@ __all__ = [
     "digits_rows",
     "dump",
     "free_port",
+    "json_lines",
     "iris_logreg",
     "iris_rows",
     "lightgbm_iris",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import random
 import shutil
@@ -75,6 +76,17 @@ def wait_listening(port: int, process: subprocess.Popen[bytes], timeout_s: float
     raise TimeoutError(f"nothing listens on port {port} after {timeout_s:g} s")
 
 
+def _written_text(path: Path) -> str:
+    """The file's whole lines: a reader can see a write half done, so the last is left out."""
+    text = path.read_text(errors="replace") if path.exists() else ""
+    return text[: text.rfind("\n") + 1]
+
+
+def json_lines(path: Path) -> list[dict[str, Any]]:
+    """The records of a JSON-lines file another process is writing."""
+    return [json.loads(line) for line in _written_text(path).splitlines()]
+
+
 class RunningServer:
     """`python -m modelhost serve ARGS` on loopback in its own process group.
 
@@ -115,7 +127,7 @@ class RunningServer:
         return self._started().pid
 
     def log_text(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        return _written_text(self.log_path)
 
     def events(self, kind: str | None = None) -> list[dict[str, Any]]:
         """The events its log holds, of one kind if given."""

@@ -240,7 +240,7 @@ def wait_for_lines(
     thread of the server's own, so a line may trail its response)."""
     deadline = time.monotonic() + timeout_s
     while True:
-        records = [json.loads(line) for line in path.read_text().splitlines()]
+        records = testing.json_lines(path)
         kept = [r for r in records if keep(r)]
         if len(kept) >= n or time.monotonic() > deadline:
             return kept

@@ -41,7 +41,7 @@ class Served:
 
     def lines(self, keep: Callable[[dict[str, Any]], bool], n: int) -> list[dict[str, Any]]:
         """The access log's lines `keep` holds for, once there are `n` (it trails the answers)."""
-        return wait_for(lambda: [r for r in read_log(self.log) if keep(r)], n)
+        return wait_for(lambda: [r for r in testing.json_lines(self.log) if keep(r)], n)
 
     def infer_grpc(self, metadata: dict[str, str]) -> Any:
         client = triton.InferenceServerClient(f"127.0.0.1:{self.grpc_port}")
@@ -70,10 +70,6 @@ class Served:
             return Stub(channel, TS_INFERENCE_SERVICE).Predictions(
                 request, metadata=tuple(metadata.items())
             )
-
-
-def read_log(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 def wait_for(

@@ -28,7 +28,7 @@ def invoke(*args: str) -> None:
 def invocations_logged(access_log: Path, at_least: int) -> list[dict[str, Any]]:
     """The access log's invocations, once it holds `at_least` of them."""
     for _ in range(100):
-        lines = [json.loads(line) for line in access_log.read_text().splitlines()]
+        lines = testing.json_lines(access_log)
         found = [line for line in lines if line.get("model")]
         if len(found) >= at_least:
             return found
