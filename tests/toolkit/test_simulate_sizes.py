@@ -70,3 +70,20 @@ def test_a_gzipped_log_is_read_as_the_plain_one(tmp_path: Path) -> None:
         assert result.exit_code == 0, result.output
         summaries.append(json.loads((out / "simulate.json").read_text()))
     assert summaries[0] == summaries[1]
+
+
+@pytest.mark.parametrize("tail", ['{"time": 9, "model": "t/', '{"time": 9, "model": "t/\xe9'])
+def test_the_line_a_live_log_is_still_writing_is_left_out(tmp_path: Path, tail: str) -> None:
+    """A reader can see the server's last write half done, even cut inside a character."""
+    from modelhost.toolkit.simulate.trace import read_access_log
+
+    lines = [{"time": t, "model": "t/a.joblib", "cache": "hit"} for t in range(3)]
+    whole = "".join(json.dumps(line) + "\n" for line in lines)
+    log = tmp_path / "access.jsonl"
+    log.write_bytes(whole.encode() + tail.encode()[:-1])
+    assert read_access_log(log, default_size=1).models == ["t/a.joblib"] * 3
+    log.write_text(whole + json.dumps(lines[0]))  # a last line written whole, newline or not
+    assert read_access_log(log, default_size=1).models == ["t/a.joblib"] * 4
+    log.write_text(whole + tail + "\n" + whole)
+    with pytest.raises(ValueError, match=r":4: not a JSON line"):
+        read_access_log(log, default_size=1)

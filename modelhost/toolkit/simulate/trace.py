@@ -117,7 +117,18 @@ def log_lines(path: Path) -> list[str]:
     """A log's lines, gunzipped if it was rotated and compressed."""
     raw = Path(path).read_bytes()
     raw = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+    written, _, last = raw.rpartition(b"\n")
+    if written and last and not _parses(last):  # the server is still writing it
+        raw = written
     try:
         return raw.decode().splitlines()
     except UnicodeDecodeError:
         raise ValueError(f"{path} is not a JSON-lines access log (nor a gzipped one)") from None
+
+
+def _parses(line: bytes) -> bool:
+    try:
+        json.loads(line)
+    except ValueError:
+        return False
+    return True
