@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -147,9 +148,11 @@ def test_simulate_replays_logged_loads(
     server: testing.RunningServer, access_log: Path, tmp_path: Path
 ) -> None:
     """`simulate` replays the server's loads in line from its log."""
+    started = round(time.time(), 3)
     for name in MODELS:  # each loaded (once: they all fit), so the log has a load of each
         response = httpx.post(f"{server.url}/models/{name}/invoke", json=testing.iris_rows(1))
         assert response.status_code == 200, response.text
+    wait_for_lines(access_log, 1, lambda r: r.get("model") == name and r["time"] >= started)
     sizes = tmp_path / "sizes.json"
     sizes.write_text(json.dumps(dict.fromkeys(MODELS, 2**20)))
     common = ["simulate", str(access_log), "--sizes", str(sizes), "--budgets", "1MiB,3MiB"]
@@ -189,11 +192,14 @@ def test_simulate_sizes_the_models_by_the_loads_in_the_log(
     invoke("simulate", str(log), "--budgets", "1MiB", "--out", str(tmp_path / "sim"))
 
 
-def wait_for_lines(log: Path, count: int) -> list[dict]:
-    """The access log's lines once `count` are written (they are flushed in batches)."""
+def wait_for_lines(
+    log: Path, count: int, keep: Callable[[dict], bool] = lambda record: True
+) -> list[dict]:
+    """The access log's lines `keep` holds for, once `count` are written (in batches, in the
+    order of the requests)."""
     for _ in range(100):
-        lines = log.read_text().splitlines() if log.exists() else []
+        lines = [record for record in testing.json_lines(log) if keep(record)]
         if len(lines) >= count:
-            return [json.loads(line) for line in lines]
+            return lines
         time.sleep(0.05)
     raise AssertionError(f"{log} has {len(lines)} lines, not {count}")
