@@ -4,7 +4,6 @@ model by these lines, and the counters count the miss."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -78,8 +77,7 @@ def logged(access_log: Path, model: str) -> dict[str, Any]:
     """The access log's line of `model`'s one request (the server writes it on its own thread)."""
 
     def lines() -> list[dict[str, Any]]:
-        records = map(json.loads, access_log.read_text().splitlines())
-        return [record for record in records if record.get("model") == model]
+        return [r for r in testing.json_lines(access_log) if r.get("model") == model]
 
     wait_for(lambda: bool(lines()), f"{model}'s access log line")
     (line,) = lines()

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from modelhost import testing
 from modelhost.observe.access_log import AccessLog
 from modelhost.observe.exchange import Exchange
 
@@ -72,9 +73,9 @@ def test_lines_reach_the_file_while_the_log_runs(tmp_path: Path) -> None:
         for i in range(3):
             log.write(invocation(i))
         deadline = time.monotonic() + 30
-        while len(path.read_text().splitlines()) < 3 and time.monotonic() < deadline:
+        while len(testing.json_lines(path)) < 3 and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert [json.loads(line)["model"] for line in path.read_text().splitlines()] == [
+        assert [line["model"] for line in testing.json_lines(path)] == [
             "t/0.joblib",
             "t/1.joblib",
             "t/2.joblib",
@@ -105,7 +106,7 @@ def test_a_log_rotated_away_is_reopened_at_its_path(tmp_path: Path) -> None:
 def wait_for_lines(path: Path, count: int) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        if path.exists() and len(path.read_text().splitlines()) >= count:
+        if len(testing.json_lines(path)) >= count:
             return
         time.sleep(0.01)
     raise AssertionError(f"{path} did not get {count} lines")

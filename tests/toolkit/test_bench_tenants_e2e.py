@@ -82,7 +82,7 @@ def simulated(log: Path, lines: int) -> Counter[str]:
     """Each tenant's requests as `simulate --tenant-from header` replays the server's log, once
     it holds its `lines`."""
     deadline = time.monotonic() + 10  # the log is written in batches
-    while time.monotonic() < deadline and len(log.read_text().splitlines()) < lines:
+    while time.monotonic() < deadline and len(testing.json_lines(log)) < lines:
         time.sleep(0.1)
     out = log.parent / "simulated"
     args = ["simulate", str(log), "--default-size", "1MiB", "--budgets", "1MiB", "--no-optimum"]

@@ -16,7 +16,6 @@ from helpers.toolkit import MODELS, open_in_chromium
 
 from modelhost import testing
 from modelhost.cli.main import main
-from modelhost.records.events import events_in
 from modelhost.toolkit.cost import EXAMPLE_PRICES
 from modelhost.toolkit.ramp import Point, Step, recommend, step_of
 from modelhost.toolkit.report.tune import verdict
@@ -184,7 +183,7 @@ def test_simulate_sizes_the_models_by_the_loads_in_the_log(
         response = httpx.post(f"{server.url}/models/{name}/invoke", json=testing.iris_rows(1))
         assert response.status_code == 200, response.text
     lines = wait_for_lines(log, 4)
-    events = events_in(server.log_path.read_text().splitlines())
+    events = server.events()
     loaded = {event["model"]: event["bytes"] for event in events if event["kind"] == "load"}
     sized = {line["model"]: line["model_bytes"] for line in lines if "model_bytes" in line}
     assert sized == loaded and set(sized) == set(MODELS[:2])
