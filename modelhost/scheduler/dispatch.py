@@ -128,6 +128,11 @@ class Dispatcher:
                 replica.drained = self.loop.create_future()
             await asyncio.shield(replica.drained)
 
+    def resume(self, replica: Replica) -> None:
+        """Give batches to a drained replica again."""
+        replica.draining, replica.drained = False, None
+        self.pump()
+
     def remove(self, worker_id: int) -> None:
         self.replicas.pop(worker_id, None)
 

@@ -220,6 +220,7 @@ class Interleavings(RuleBasedStateMachine):
     def loaded_records_name_workers_that_hold_them(self) -> None:
         for resident in self.memory:
             if resident.state is State.LOADED:
+                assert resident.workers, f"{resident.name} is loaded on no worker"
                 for worker_id in resident.workers:
                     worker = self.pool.workers.get(worker_id)
                     assert worker is not None and resident.name in worker.models, resident

@@ -119,6 +119,23 @@ def test_scale_in_drops_an_idle_copy_and_asks_of_no_model_held_once() -> None:
         machine.teardown()
 
 
+def test_a_copy_draining_while_the_other_copys_worker_dies_stays() -> None:
+    """A copy dropped for max_worker is kept when the worker of the model's other copy dies
+    while it drains: unloading it left the model loaded on no worker, and requests hung."""
+    replay(
+        [
+            ("request", {"name": "a"}),
+            ("answer_a_call", {"index": 0}),  # loaded on worker 1: the floor's copy starts
+            ("answer_a_call", {"index": 0}),  # the copy on worker 2, while 1 runs a's batch
+            ("request", {"name": "a"}),  # runs on worker 2
+            ("put_min_worker", {"name": "a", "copies": 1, "limit": 1}),  # drains worker 2's copy
+            ("request", {"name": "a"}),  # waits for a free copy
+            ("kill_a_worker", {"worker": 0, "respawn": True}),  # worker 1 and its copy die
+        ],
+        FloorInterleavings,
+    )
+
+
 def set_floor(scaling: Scaling, floor: int) -> None:
     scaling.scheduling = dataclasses.replace(scaling.scheduling, min_workers_per_model=floor)
 
