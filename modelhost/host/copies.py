@@ -250,7 +250,7 @@ class Copies:
         if self.memory.get(resident.name) is not resident or worker_id not in resident.workers:
             dispatcher.remove(worker_id)
             return 0  # the eviction or worker-death path counts it
-        if len(resident.workers) == 1:  # the other copies' workers died while it drained
+        if len(resident.workers) == 1:  # the other copies died while it drained
             dispatcher.resume(replica)
             return 0
         dispatcher.remove(worker_id)

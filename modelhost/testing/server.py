@@ -77,7 +77,7 @@ def wait_listening(port: int, process: subprocess.Popen[bytes], timeout_s: float
 
 
 def _written_text(path: Path) -> str:
-    """The file's whole lines: a reader can see a write half done, so the last is left out."""
+    """Up to the last newline: a read may see a write half done."""
     text = path.read_text(errors="replace") if path.exists() else ""
     return text[: text.rfind("\n") + 1]
 
