@@ -247,13 +247,13 @@ class Copies:
         replica = min(extra, key=lambda replica: replica.busy)
         await dispatcher.drain(replica)
         worker_id = replica.worker.worker_id
-        if self.memory.get(resident.name) is not resident or worker_id not in resident.workers:
-            dispatcher.remove(worker_id)
-            return 0  # the eviction or worker-death path counts it
-        if len(resident.workers) == 1:  # the other copies died while it drained
+        held = self.memory.get(resident.name) is resident and worker_id in resident.workers
+        if held and len(resident.workers) == 1:  # the other copies died while it drained
             dispatcher.resume(replica)
             return 0
         dispatcher.remove(worker_id)
+        if not held:
+            return 0  # the eviction or worker-death path counts it
         self.memory.copies.remove(resident, worker_id)  # before the await: an eviction skips it
         try:
             return await self._unload_leaving(resident.name, worker_id)

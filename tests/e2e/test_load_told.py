@@ -10,7 +10,7 @@ from typing import Any
 import grpc
 import httpx
 import pytest
-from helpers.loopback import wait_for
+from helpers.logs import logged
 from helpers.serving import Servers
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
@@ -73,14 +73,9 @@ def grpc_invoke(port: int, model: str, row: list[float]) -> tuple[int, dict[str,
         return 200, dict(call.trailing_metadata())
 
 
-def logged(access_log: Path, model: str) -> dict[str, Any]:
-    """The access log's line of `model`'s one request (the server writes it on its own thread)."""
-
-    def lines() -> list[dict[str, Any]]:
-        return [r for r in testing.json_lines(access_log) if r.get("model") == model]
-
-    wait_for(lambda: bool(lines()), f"{model}'s access log line")
-    (line,) = lines()
+def line_of(access_log: Path, model: str) -> dict[str, Any]:
+    """The access log's line of `model`'s one request."""
+    (line,) = logged(access_log, 1, lambda record: record.get("model") == model)
     return line
 
 
@@ -95,7 +90,7 @@ def test_a_request_that_loaded_its_model_tells_where_from(
     answered, headers = invoke(served, protocol, model, row)
     assert answered == status
     assert headers["x-modelhost-cache"] == "disk" and "load;dur=" in headers["server-timing"]
-    line = logged(served[1], model)
+    line = line_of(served[1], model)
     assert (line["status"], line["cache"], line["tier"]) == (status, "disk", "disk")
     assert line["model_bytes"] > 0 and line["load_ms"] > 0
 
@@ -107,6 +102,6 @@ def test_simulate_sizes_every_model_its_log_loaded(served: Served) -> None:
     }
     for model, (protocol, row) in sized.items():
         invoke(served, protocol, model, row)
-        logged(served[1], model)
+        line_of(served[1], model)
     sizes = read_access_log(served[1]).sizes
     assert set(sized) <= set(sizes) and all(sizes[model] > 0 for model in sized)

@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
+from helpers.logs import logged
 from helpers.serving import Servers
 from observe_tools import require_tool
 from prometheus_client.parser import text_string_to_metric_families
@@ -224,27 +223,13 @@ def test_the_access_log_has_a_line_per_request(
     name = "tenants/t004.joblib"
     invoke(client, name)
     invoke(client, name)
-    lines = wait_for_lines(observed[1], lambda r: r.get("model") == name, 2)
+    lines = logged(observed[1], 2, lambda r: r.get("model") == name)
     first, second = lines
     assert (first["cache"], second["cache"]) == ("disk", "hit")
     assert (first["tier"], second["tier"]) == ("disk", "host")  # as X-Modelhost-Tier says
     assert first["route"] == INVOKE_ROUTE and first["status"] == 200
     assert first["bytes_in"] == len(ROW) and first["bytes_out"] > 0
     assert first["load_ms"] > 0 and {"queue_ms", "infer_ms", "latency_ms"} <= set(first)
-
-
-def wait_for_lines(
-    path: Path, keep: Callable[[dict[str, Any]], bool], n: int, timeout_s: float = 30
-) -> list[dict[str, Any]]:
-    """The log's records for which `keep(record)` holds, once there are `n` (it is written on a
-    thread of the server's own, so a line may trail its response)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        records = testing.json_lines(path)
-        kept = [r for r in records if keep(r)]
-        if len(kept) >= n or time.monotonic() > deadline:
-            return kept
-        time.sleep(0.05)
 
 
 def test_the_docs_queries_answer_on_scraped_series(client: httpx.Client, tmp_path: Path) -> None:
@@ -308,5 +293,5 @@ def test_the_docs_access_log_line_has_the_keys_of_a_real_one(
     example = json.loads(text.split("```json\n", 1)[1].split("\n```")[0])
     name = "custom/sagemaker"  # loaded by no other test of this module
     assert invoke(client, name).headers["x-modelhost-cache"] == "disk"
-    [line] = wait_for_lines(observed[1], lambda r: r.get("model") == name, 1)
+    [line] = logged(observed[1], 1, lambda r: r.get("model") == name)
     assert sorted(example) == sorted(line)

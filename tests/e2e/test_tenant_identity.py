@@ -5,7 +5,6 @@ the answers and the access log are what they were."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ import httpx
 import numpy as np
 import pytest
 import tritonclient.grpc as triton
+from helpers.logs import logged
 from helpers.serving import Servers
 from tritonclient.utils import InferenceServerException
 
@@ -41,7 +41,7 @@ class Served:
 
     def lines(self, keep: Callable[[dict[str, Any]], bool], n: int) -> list[dict[str, Any]]:
         """The access log's lines `keep` holds for, once there are `n` (it trails the answers)."""
-        return wait_for(lambda: [r for r in testing.json_lines(self.log) if keep(r)], n)
+        return logged(self.log, n, keep)
 
     def infer_grpc(self, metadata: dict[str, str]) -> Any:
         client = triton.InferenceServerClient(f"127.0.0.1:{self.grpc_port}")
@@ -70,17 +70,6 @@ class Served:
             return Stub(channel, TS_INFERENCE_SERVICE).Predictions(
                 request, metadata=tuple(metadata.items())
             )
-
-
-def wait_for(
-    found: Callable[[], list[dict[str, Any]]], n: int, tries: int = 200
-) -> list[dict[str, Any]]:
-    for _ in range(tries):
-        lines = found()
-        if len(lines) >= n:
-            return lines
-        time.sleep(0.05)
-    return found()
 
 
 def start(serve: Servers, store: Path, folder: Path, **settings: object) -> Iterator[Served]:

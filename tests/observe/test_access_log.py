@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 from pathlib import Path
 
 import pytest
+from helpers.logs import logged
 
-from modelhost import testing
 from modelhost.observe.access_log import AccessLog
 from modelhost.observe.exchange import Exchange
 
@@ -72,10 +71,7 @@ def test_lines_reach_the_file_while_the_log_runs(tmp_path: Path) -> None:
     try:
         for i in range(3):
             log.write(invocation(i))
-        deadline = time.monotonic() + 30
-        while len(testing.json_lines(path)) < 3 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert [line["model"] for line in testing.json_lines(path)] == [
+        assert [line["model"] for line in logged(path, 3)] == [
             "t/0.joblib",
             "t/1.joblib",
             "t/2.joblib",
@@ -91,25 +87,16 @@ def test_a_log_rotated_away_is_reopened_at_its_path(tmp_path: Path) -> None:
     log.start()
     try:
         log.write(invocation(0))
-        wait_for_lines(path, 1)
+        logged(path, 1)
         path.rename(rotated)
         log.write(invocation(1))
-        wait_for_lines(path, 1)
+        logged(path, 1)
     finally:
         log.stop()
     assert [json.loads(line)["model"] for line in rotated.read_text().splitlines()] == [
         "t/0.joblib"
     ]
     assert [json.loads(line)["model"] for line in path.read_text().splitlines()] == ["t/1.joblib"]
-
-
-def wait_for_lines(path: Path, count: int) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if len(testing.json_lines(path)) >= count:
-            return
-        time.sleep(0.01)
-    raise AssertionError(f"{path} did not get {count} lines")
 
 
 def test_the_tenant_is_on_the_line_only_when_tenants_are_on(tmp_path: Path) -> None:

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import csv
 import json
-import time
 from collections import Counter
 from pathlib import Path
 
 import httpx
 import pytest
 from click.testing import CliRunner
+from helpers.logs import logged
 from helpers.serving import Servers
 from helpers.toolkit import MODELS
 
@@ -81,9 +81,7 @@ def test_header_tenants_are_the_servers_tenants(
 def simulated(log: Path, lines: int) -> Counter[str]:
     """Each tenant's requests as `simulate --tenant-from header` replays the server's log, once
     it holds its `lines`."""
-    deadline = time.monotonic() + 10  # the log is written in batches
-    while time.monotonic() < deadline and len(testing.json_lines(log)) < lines:
-        time.sleep(0.1)
+    logged(log, lines)
     out = log.parent / "simulated"
     args = ["simulate", str(log), "--default-size", "1MiB", "--budgets", "1MiB", "--no-optimum"]
     result = CliRunner().invoke(main, [*args, "--tenant-from", "header", "--out", str(out)])

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 from click.testing import CliRunner
+from helpers.logs import logged
 from helpers.toolkit import MODELS
 
 from modelhost import testing
@@ -25,17 +24,6 @@ def invoke(*args: str) -> None:
     assert result.exit_code == 0, result.output
 
 
-def invocations_logged(access_log: Path, at_least: int) -> list[dict[str, Any]]:
-    """The access log's invocations, once it holds `at_least` of them."""
-    for _ in range(100):
-        lines = testing.json_lines(access_log)
-        found = [line for line in lines if line.get("model")]
-        if len(found) >= at_least:
-            return found
-        time.sleep(0.1)
-    raise AssertionError(f"{len(found)} invocations in {access_log}, not {at_least}")
-
-
 def test_cost_from_bench_prices_the_bytes_the_server_counted(
     server: testing.RunningServer, access_log: Path, tmp_path: Path
 ) -> None:
@@ -47,7 +35,8 @@ def test_cost_from_bench_prices_the_bytes_the_server_counted(
     invoke("cost", "--from", str(bench_out / "summary.json"), "--out", str(cost_out))
     serverless = json.loads((cost_out / "cost.json").read_text())["serverless"]
     served = [
-        line["bytes_in"] + line["bytes_out"] for line in invocations_logged(access_log, REQUESTS)
+        line["bytes_in"] + line["bytes_out"]
+        for line in logged(access_log, REQUESTS, lambda r: bool(r.get("model")))
     ]
     assert serverless["bytes_per_request"] == pytest.approx(sum(served) / len(served))
 

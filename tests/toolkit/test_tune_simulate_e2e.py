@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import pytest
 from click.testing import CliRunner
+from helpers.logs import logged
 from helpers.serving import Servers
 from helpers.toolkit import MODELS, open_in_chromium
 
@@ -151,7 +151,7 @@ def test_simulate_replays_logged_loads(
     for name in MODELS:  # each loaded (once: they all fit), so the log has a load of each
         response = httpx.post(f"{server.url}/models/{name}/invoke", json=testing.iris_rows(1))
         assert response.status_code == 200, response.text
-    wait_for_lines(access_log, 1, lambda r: r.get("model") == name and r["time"] >= started)
+    logged(access_log, 1, lambda r: r.get("model") == name and r["time"] >= started)
     sizes = tmp_path / "sizes.json"
     sizes.write_text(json.dumps(dict.fromkeys(MODELS, 2**20)))
     common = ["simulate", str(access_log), "--sizes", str(sizes), "--budgets", "1MiB,3MiB"]
@@ -182,23 +182,10 @@ def test_simulate_sizes_the_models_by_the_loads_in_the_log(
     for name in MODELS[:2] * 2:
         response = httpx.post(f"{server.url}/models/{name}/invoke", json=testing.iris_rows(1))
         assert response.status_code == 200, response.text
-    lines = wait_for_lines(log, 4)
+    lines = logged(log, 4)
     events = server.events()
     loaded = {event["model"]: event["bytes"] for event in events if event["kind"] == "load"}
     sized = {line["model"]: line["model_bytes"] for line in lines if "model_bytes" in line}
     assert sized == loaded and set(sized) == set(MODELS[:2])
     assert not any("model_bytes" in line for line in lines if line.get("cache") != "disk")
     invoke("simulate", str(log), "--budgets", "1MiB", "--out", str(tmp_path / "sim"))
-
-
-def wait_for_lines(
-    log: Path, count: int, keep: Callable[[dict], bool] = lambda record: True
-) -> list[dict]:
-    """The access log's lines `keep` holds for, once `count` are written (in batches, in the
-    order of the requests)."""
-    for _ in range(100):
-        lines = [record for record in testing.json_lines(log) if keep(record)]
-        if len(lines) >= count:
-            return lines
-        time.sleep(0.05)
-    raise AssertionError(f"{log} has {len(lines)} lines, not {count}")
