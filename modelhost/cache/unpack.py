@@ -294,7 +294,7 @@ def _target(archive: Path, root: Path, name: str) -> Path | None:
         raise _refuse(archive, name, "has an absolute path")
     if ".." in path.parts:
         raise _refuse(archive, name, "climbs out of the folder with '..'")
-    if any(len(part.encode()) > MAX_NAME_PART_BYTES for part in path.parts):
+    if any(len(os.fsencode(part)) > MAX_NAME_PART_BYTES for part in path.parts):
         raise _refuse(archive, name, f"has a name part over {MAX_NAME_PART_BYTES} bytes")
     return root.joinpath(*path.parts) if path.parts else None
 

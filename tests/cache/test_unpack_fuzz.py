@@ -42,6 +42,13 @@ def zip_bytes() -> bytes:
 SEEDS = {"m.tar": tar_bytes("w"), "m.tar.gz": tar_bytes("w:gz"), "m.zip": zip_bytes()}
 
 
+def tar_with_member(name: str) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        tar.addfile(tarfile.TarInfo(name))
+    return buffer.getvalue()
+
+
 def zip_needing_version(version: int) -> bytes:
     """The seed zip with its first member needing a zip version `version / 10` to extract."""
     data = bytearray(SEEDS["m.zip"])
@@ -68,6 +75,7 @@ def damaged(draw: st.DrawFn) -> tuple[str, bytes]:
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=damaged())
 @example(case=("m.zip", zip_needing_version(84)))  # zipfile raised NotImplementedError
+@example(case=("m.tar", tar_with_member("\udccc.bin")))  # not UTF-8: raised UnicodeEncodeError
 def test_damaged_archive_stays_in_its_folder(
     case: tuple[str, bytes],
 ) -> None:
