@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeGuard
@@ -29,6 +31,8 @@ else:  # pragma: no cover
 MANIFEST_NAME = names.MANIFEST_NAME
 DEVICE = re.compile(r"cpu|cuda:[0-9]+")
 MAR_MANIFEST = Path(names.MAR_MANIFEST)
+# a C int, as runtimes take counts
+MOST_COUNT = 2**31 - 1
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,8 +62,18 @@ class Manifest:
 
 
 NO_MANIFEST = Manifest()
-_POSITIVE_INTS = ("batch_size", "max_workers", "threads")
 _TIMEOUTS = ("response_timeout_s", "load_timeout_s")
+_COUNT = "a whole number of at least 1"
+# each number's words, and its test
+_NUMBERS: dict[str, tuple[str, Callable[[float], bool]]] = {
+    "batch_size": (_COUNT, lambda n: n >= 1),
+    "max_workers": (_COUNT, lambda n: n >= 1),
+    "threads": (_COUNT, lambda n: n >= 1),
+    "max_batch_delay_ms": ("a number of at least 0", lambda n: n >= 0),
+    "response_timeout_s": ("a number of seconds above 0", lambda n: n > 0),
+    "load_timeout_s": ("a number of seconds above 0", lambda n: n > 0),
+    "idle_unload_s": ("a number of seconds, 0 or more", lambda n: n >= 0),
+}
 _TYPES: dict[str, type | tuple[type, ...]] = {
     "handler": str,
     "model_file": str,
@@ -184,7 +198,7 @@ def _mar_scheduling(config: dict[str, Any]) -> dict[str, Any]:
             continue
         timeout = name in _TIMEOUTS
         if not _is_number(value) or value < least or (timeout and value <= 0):
-            bound = "above 0" if timeout else f"of at least {least}"
+            bound = ("above 0" if timeout else f"of at least {least}") + f", at most {MOST_COUNT}"
             raise ModelLoadError(
                 f"model-config.yaml sets {key} to {value!r}; it must be a number {bound}: fix "
                 "it and rebuild the .mar"
@@ -197,8 +211,11 @@ def _is_whole(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)  # True is an int
 
 
-def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)  # True is an int
+def _is_number(value: object) -> TypeGuard[float]:
+    """Finite, within MOST_COUNT: a NaN delay hangs, a NaN timeout kills."""
+    if isinstance(value, float):
+        return math.isfinite(value) and abs(value) <= MOST_COUNT
+    return _is_whole(value) and abs(value) <= MOST_COUNT
 
 
 def parse_manifest(table: dict[str, Any]) -> Manifest:
@@ -213,24 +230,8 @@ def parse_manifest(table: dict[str, Any]) -> Manifest:
         wrong_bool = isinstance(fields.get(key), bool) and kind is not bool  # True is an int
         if key in fields and (wrong_bool or not isinstance(fields[key], kind)):
             raise ModelLoadError(f"{MANIFEST_NAME}: {key} must be {_TYPE_WORDS[key]}")
-    for key in _POSITIVE_INTS:
-        if key in fields and (not isinstance(fields[key], int) or fields[key] < 1):
-            raise ModelLoadError(f"{MANIFEST_NAME}: {key} must be a whole number of at least 1")
-    delay = fields.get("max_batch_delay_ms", 0)
-    if not isinstance(delay, (int, float)) or delay < 0:
-        raise ModelLoadError(f"{MANIFEST_NAME}: max_batch_delay_ms must be a number of at least 0")
-    for key in _TIMEOUTS:
-        if key in fields and (not _is_number(fields[key]) or fields[key] <= 0):
-            raise ModelLoadError(f"{MANIFEST_NAME}: {key} must be a number of seconds above 0")
-        if key in fields:
-            fields[key] = float(fields[key])
-    idle_s = fields.get("idle_unload_s", 0)
-    if not _is_number(idle_s) or idle_s < 0:
-        raise ModelLoadError(
-            f"{MANIFEST_NAME}: idle_unload_s must be a number of seconds, 0 or more"
-        )
-    if "idle_unload_s" in fields:
-        fields["idle_unload_s"] = float(idle_s)
+    for key in _NUMBERS.keys() & fields.keys():
+        fields[key] = _number(key, fields[key])
     if "memory" in fields:
         fields["memory_bytes"] = _size(fields.pop("memory"))
     if not all(isinstance(sample, str) for sample in fields.get("warmup", ())):
@@ -242,6 +243,15 @@ def parse_manifest(table: dict[str, Any]) -> Manifest:
     if not DEVICE.fullmatch(fields.get("device", "cpu")):
         raise ModelLoadError(f"{MANIFEST_NAME}: device must be {_TYPE_WORDS['device']}")
     return Manifest(**fields)
+
+
+def _number(key: str, value: object) -> float:
+    """`value` as `key` may be; else a load error."""
+    words, fits = _NUMBERS[key]
+    whole = words == _COUNT
+    if not _is_number(value) or (whole and not _is_whole(value)) or not fits(value):
+        raise ModelLoadError(f"{MANIFEST_NAME}: {key} must be {words}, at most {MOST_COUNT}")
+    return value if whole else float(value)
 
 
 def _size(value: str | int) -> int:

@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from modelhost.errors import ModelLoadError
-from modelhost.manifest import NO_MANIFEST, Manifest, manifest_root, parse_manifest, read_manifest
+from modelhost.manifest import (
+    MOST_COUNT,
+    NO_MANIFEST,
+    Manifest,
+    manifest_root,
+    parse_manifest,
+    read_manifest,
+)
 from modelhost.workers.signatures import Signature, TensorSpec
 
 
@@ -208,3 +218,65 @@ def test_inputs_and_outputs_are_declared_as_mlservers(tmp_path: Path) -> None:
 def test_a_wrong_declaration_names_the_file_and_the_tensor() -> None:
     with pytest.raises(ModelLoadError, match=r"modelhost.toml: outputs\[0\]: datatype 'F32'"):
         parse_manifest({"outputs": [{"name": "y", "datatype": "F32", "shape": [-1]}]})
+
+
+# an artifact nobody reviewed may set any TOML or YAML value on each of its numbers
+NUMBER_KEYS = (
+    "batch_size",
+    "max_batch_delay_ms",
+    "max_workers",
+    "threads",
+    "response_timeout_s",
+    "load_timeout_s",
+    "idle_unload_s",
+)
+ANY_VALUE = st.one_of(st.integers(), st.floats(), st.booleans(), st.text(max_size=4))
+YAML_NUMBERS = (".nan", ".inf", "-.inf", "1e400", "true", "null", "'7'", "[1]", str(2**64))
+MAR_CONFIG_KEYS = ("batchSize", "maxBatchDelay", "maxWorkers", "responseTimeout", "startupTimeout")
+
+
+def assert_usable(manifest: Manifest) -> None:
+    """Each number is one the server and a worker can act on: finite, of its type, in range."""
+    for key in NUMBER_KEYS:
+        number = getattr(manifest, key)
+        if number is not None:
+            assert type(number) in (int, float) and math.isfinite(number), (key, number)
+            assert 0 <= number <= MOST_COUNT, (key, number)
+
+
+@given(key=st.sampled_from(NUMBER_KEYS), value=ANY_VALUE)
+@example(key="max_batch_delay_ms", value=math.nan)
+@example(key="load_timeout_s", value=math.inf)
+@example(key="threads", value=10**20)
+@example(key="max_batch_delay_ms", value=True)
+def test_a_manifests_number_is_usable_or_refused_by_name(key: str, value: object) -> None:
+    """Not a NaN delay that hangs requests, a NaN load timeout that kills the worker, or a
+    count no message can carry: refused as a load error that names the key."""
+    try:
+        manifest = parse_manifest({key: value})
+    except ModelLoadError as error:
+        assert key in str(error)
+        return
+    assert_usable(manifest)
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    key=st.sampled_from(MAR_CONFIG_KEYS),
+    text=st.one_of(st.sampled_from(YAML_NUMBERS), st.integers().map(str), st.floats().map(str)),
+)
+@example(key="batchSize", text=".nan")
+@example(key="batchSize", text=".inf")
+@example(key="maxBatchDelay", text=".nan")
+def test_a_mar_configs_number_is_usable_or_refused_by_name(
+    tmp_path: Path, key: str, text: str
+) -> None:
+    mar_manifest(tmp_path, {"handler": "h.py", "configFile": "model-config.yaml"})
+    write(tmp_path / "h.py", "")
+    write(tmp_path / "model-config.yaml", f"{key}: {text}\n")
+    try:
+        manifest = read_manifest(tmp_path)
+    except ModelLoadError as error:
+        assert key in str(error)
+        return
+    assert_usable(manifest)

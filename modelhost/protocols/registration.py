@@ -9,7 +9,7 @@ from typing import Any
 
 from modelhost.documents import json_object
 from modelhost.errors import BadRequestBody
-from modelhost.manifest import manifest_root
+from modelhost.manifest import MOST_COUNT, manifest_root
 from modelhost.names import echo
 from modelhost.protocols.params import is_whole_number
 
@@ -118,8 +118,10 @@ def boolean(text: str | None, name: str, default: bool) -> bool:
 def count(text: str | None, name: str, minimum: int = 0) -> int:
     if text is None or text == "":
         return 0
-    if not is_whole_number(text) or int(text) < minimum:
-        raise BadRequestBody(f"invalid {name} {echo(text)}: give a whole number, {minimum} or more")
+    if not is_whole_number(text) or not minimum <= int(text) <= MOST_COUNT:
+        raise BadRequestBody(
+            f"invalid {name} {echo(text)}: give a whole number, {minimum} to {MOST_COUNT}"
+        )
     return int(text)
 
 

@@ -56,9 +56,8 @@ MMAP_THRESHOLD_BYTES = 32 << 20  # the ceiling of glibc's own sliding threshold
 def return_heap_promptly() -> None:
     """Fix glibc's thresholds, so a freed large body's heap goes back at once or at a trim.
 
-    glibc otherwise raises its trim threshold to twice the largest block freed from mmap, and
-    the top of each thread's arena, which `malloc_trim` leaves alone, then keeps up to that much
-    for good (docs/decisions.md, "Freed heap goes back").
+    Else glibc raises its trim threshold to twice the largest block freed from mmap, which each
+    thread's arena top then keeps for good (docs/decisions.md, "Freed heap goes back").
     """
     mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
     if mallopt is not None:

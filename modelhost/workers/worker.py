@@ -30,6 +30,7 @@ from modelhost.records.memory import (
     rss_and_peak_bytes,
     trim_heap,
 )
+from modelhost.resources import usable_cores
 from modelhost.workers.answers import answers_of, forget_frames
 from modelhost.workers.direct import Door, Gate, direct_path
 from modelhost.workers.gather import Gathering
@@ -263,7 +264,9 @@ class Worker:
     def _load_spec(self, request: Load, root: Path) -> LoadSpec:
         from modelhost.workers.handlers.select import LoadSpec
 
-        return LoadSpec(request.handler, request.model_file, root, request.threads or self.threads)
+        # more would start that many threads beside every model
+        threads = min(request.threads, usable_cores()) if request.threads else self.threads
+        return LoadSpec(request.handler, request.model_file, root, threads)
 
     def unload(self, request: Unload) -> Unloaded:
         with self._measuring:
@@ -322,12 +325,9 @@ class Worker:
 
 
 def settled_memory() -> int:
-    """Bytes in live allocations once young garbage is collected, else the PSS once freed memory
-    is returned.
-
-    Allocations, unlike the PSS, do not depend on which holes of earlier unloads a load fills.
-    Young generations only: a full collection walks every loaded model's objects.
-    """
+    """Bytes in live allocations after a young collection (a full one walks every model's
+    objects), else the PSS once freed memory is returned; allocations ignore which holes a load
+    fills."""
     gc.collect(YOUNG)
     allocated = allocated_bytes()
     if allocated is not None:

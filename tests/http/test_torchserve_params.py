@@ -93,12 +93,15 @@ def test_registration_timeouts_are_the_models_own_in_seconds() -> None:
 @pytest.mark.parametrize(
     ("query", "words"),
     [
-        ({"batch_size": "dd"}, "invalid batch_size 'dd': give a whole number, 1 or more"),
-        ({"batch_size": "0"}, "invalid batch_size '0': give a whole number, 1 or more"),
-        ({"max_batch_delay": "-1"}, "invalid max_batch_delay '-1': give a whole number, 0 or"),
-        ({"response_timeout": "0"}, "invalid response_timeout '0': give a whole number, 1 or"),
+        ({"batch_size": "dd"}, "invalid batch_size 'dd': give a whole number, 1 to"),
+        ({"batch_size": "0"}, "invalid batch_size '0': give a whole number, 1 to"),
+        ({"max_batch_delay": "-1"}, "invalid max_batch_delay '-1': give a whole number, 0 to"),
+        ({"response_timeout": "0"}, "invalid response_timeout '0': give a whole number, 1 to"),
         ({"startup_timeout": "soon"}, "invalid startup_timeout 'soon': give a whole number, 1"),
-        ({"idle_unload_s": "-1"}, "invalid idle_unload_s '-1': give a whole number, 0 or more"),
+        ({"idle_unload_s": "-1"}, "invalid idle_unload_s '-1': give a whole number, 0 to"),
+        # past it a worker's message cannot carry it: every request would be a 500
+        ({"batch_size": str(10**20)}, f"invalid batch_size '{10**20}': give a whole number, 1 to"),
+        ({"max_batch_delay": str(2**31)}, "invalid max_batch_delay '2147483648': give a whole"),
     ],
 )
 def test_registration_settings_out_of_range_are_refused(query: dict[str, str], words: str) -> None:

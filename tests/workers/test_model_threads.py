@@ -90,3 +90,16 @@ def test_calls_at_once_stay_within_the_workers_threads(threads: int, most: int) 
         list(pool.map(lambda _: torch.run(threads), range(8)))
     assert torch.most_busy == most
     assert torch.get_num_threads() == 2  # each caller got its own count back
+
+
+def test_a_models_threads_stop_at_the_usable_cores(tmp_path: Path) -> None:
+    """A manifest's count past the cores would start that many runtime threads beside every
+    other model on the worker: the load gets the usable cores instead."""
+    path = testing.lightgbm_iris(tmp_path / "model.txt")
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        worker = Worker(ours, worker_id=1, threads=1)
+        worker.load(Load(model="own", path=str(path), threads=1_000_000))
+        threads = getattr(worker.models["own"], "_threads", None)
+        worker.models.pop("own").close()
+    assert threads == usable_cores()
