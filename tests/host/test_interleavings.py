@@ -3,8 +3,10 @@ plain tests."""
 
 from __future__ import annotations
 
+import time
+
 from host.fakes import NAMES
-from host.machine import Interleavings, arrives, checked, replay, runs_of_30_steps
+from host.machine import Interleavings, Step, arrives, checked, replay, runs_of_30_steps
 from modelhost.workers.messages import Load
 
 Interleavings.TestCase.settings = runs_of_30_steps(400)
@@ -134,3 +136,35 @@ def test_replay_checks_every_invariant_a_subclass_adds() -> None:
     """An invariant is registered once, by `@checked`: replay runs it as Hypothesis does."""
     replay([("time_passes", {"seconds": 0.5}), ("request", {"name": "a"})], Counted)
     assert Counted.checks == 2
+
+
+def test_a_slow_host_runs_the_steps_as_a_fast_one() -> None:
+    """The dispatcher's pressure recheck is a loop timer. On the wall clock, a host busy enough
+    to take 0.1 s over a step fired it where a fast run did not, and Hypothesis found its own
+    replay flaky (CI runs the machines beside other tests): the loop keeps the machine's clock."""
+    steps = [
+        ("request", {"name": "b"}),
+        ("answer_a_call", {"index": 0}),  # loaded; its first batch runs
+        ("time_passes", {"seconds": 0.5}),
+        ("request", {"name": "b"}),  # waits: the busy model scales out
+        ("a_call_fails", {"index": 1}),  # the copy's load fails; the request still waits
+        ("request", {"name": "b"}),
+    ]
+    assert calls_after_each(steps, slow=False) == calls_after_each(steps, slow=True)
+
+
+def calls_after_each(steps: list[Step], slow: bool) -> list[list[tuple[str, int]]]:
+    """The calls the workers hold after each step; `slow`: each settling 0.15 s late."""
+    machine = Interleavings()
+    settle = machine.settle
+    if slow:
+        machine.settle = lambda: (time.sleep(0.15), settle())  # type: ignore[method-assign]
+    held = []
+    try:
+        for rule_name, arguments in steps:
+            getattr(machine, rule_name)(**arguments)
+            calls = machine.pool.calls
+            held.append(sorted((type(c.request).__name__, c.worker.worker_id) for c in calls))
+    finally:
+        machine.teardown()
+    return held
