@@ -31,7 +31,7 @@ else:  # pragma: no cover
 MANIFEST_NAME = names.MANIFEST_NAME
 DEVICE = re.compile(r"cpu|cuda:[0-9]+")
 MAR_MANIFEST = Path(names.MAR_MANIFEST)
-# a C int, as runtimes take counts
+# runtimes take a C int
 MOST_COUNT = 2**31 - 1
 
 
@@ -230,8 +230,9 @@ def parse_manifest(table: dict[str, Any]) -> Manifest:
         wrong_bool = isinstance(fields.get(key), bool) and kind is not bool  # True is an int
         if key in fields and (wrong_bool or not isinstance(fields[key], kind)):
             raise ModelLoadError(f"{MANIFEST_NAME}: {key} must be {_TYPE_WORDS[key]}")
-    for key in _NUMBERS.keys() & fields.keys():
-        fields[key] = _number(key, fields[key])
+    for key in _NUMBERS:
+        if key in fields:
+            fields[key] = _number(key, fields[key])
     if "memory" in fields:
         fields["memory_bytes"] = _size(fields.pop("memory"))
     if not all(isinstance(sample, str) for sample in fields.get("warmup", ())):
