@@ -64,15 +64,15 @@ class Manifest:
 NO_MANIFEST = Manifest()
 _TIMEOUTS = ("response_timeout_s", "load_timeout_s")
 _COUNT = "a whole number of at least 1"
-# each number's words, and its test
-_NUMBERS: dict[str, tuple[str, Callable[[float], bool]]] = {
-    "batch_size": (_COUNT, lambda n: n >= 1),
-    "max_workers": (_COUNT, lambda n: n >= 1),
-    "threads": (_COUNT, lambda n: n >= 1),
-    "max_batch_delay_ms": ("a number of at least 0", lambda n: n >= 0),
-    "response_timeout_s": ("a number of seconds above 0", lambda n: n > 0),
-    "load_timeout_s": ("a number of seconds above 0", lambda n: n > 0),
-    "idle_unload_s": ("a number of seconds, 0 or more", lambda n: n >= 0),
+# each number's words, test and type
+_NUMBERS: dict[str, tuple[str, Callable[[float], bool], Callable[[float], float]]] = {
+    "batch_size": (_COUNT, lambda n: n >= 1, int),
+    "max_workers": (_COUNT, lambda n: n >= 1, int),
+    "threads": (_COUNT, lambda n: n >= 1, int),
+    "max_batch_delay_ms": ("a number of at least 0", lambda n: n >= 0, float),
+    "response_timeout_s": ("a number of seconds above 0", lambda n: n > 0, float),
+    "load_timeout_s": ("a number of seconds above 0", lambda n: n > 0, float),
+    "idle_unload_s": ("a number of seconds, 0 or more", lambda n: n >= 0, float),
 }
 _TYPES: dict[str, type | tuple[type, ...]] = {
     "handler": str,
@@ -212,7 +212,7 @@ def _is_whole(value: object) -> TypeGuard[int]:
 
 
 def _is_number(value: object) -> TypeGuard[float]:
-    """Finite, within MOST_COUNT: a NaN delay hangs, a NaN timeout kills."""
+    """Finite, within MOST_COUNT: NaN hangs requests or kills workers."""
     if isinstance(value, float):
         return math.isfinite(value) and abs(value) <= MOST_COUNT
     return _is_whole(value) and abs(value) <= MOST_COUNT
@@ -248,11 +248,10 @@ def parse_manifest(table: dict[str, Any]) -> Manifest:
 
 def _number(key: str, value: object) -> float:
     """`value` as `key` may be; else a load error."""
-    words, fits = _NUMBERS[key]
-    whole = words == _COUNT
-    if not _is_number(value) or (whole and not _is_whole(value)) or not fits(value):
+    words, fits, kind = _NUMBERS[key]
+    if not _is_number(value) or (kind is int and not _is_whole(value)) or not fits(value):
         raise ModelLoadError(f"{MANIFEST_NAME}: {key} must be {words}, at most {MOST_COUNT}")
-    return value if whole else float(value)
+    return kind(value)
 
 
 def _size(value: str | int) -> int:
