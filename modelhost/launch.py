@@ -69,7 +69,7 @@ async def main(config: Config) -> int:
 
 def worker_pool(config: Config, folder: Path, events: EventLog) -> WorkerPool:
     workers = config.workers or usable_cores()
-    for notice in copies_notices(config, workers):
+    for notice in pool_notices(config, workers):
         logger.warning(notice)
     untrusted = workers if config.refuse_pickle else config.untrusted_workers
     if untrusted and untrusted >= workers and not config.refuse_pickle:
@@ -101,18 +101,24 @@ def worker_pool(config: Config, folder: Path, events: EventLog) -> WorkerPool:
     )
 
 
-def copies_notices(config: Config, workers: int) -> list[str]:
-    """Per-model worker counts above the pool's, which no model can have."""
+def pool_notices(config: Config, workers: int) -> list[str]:
+    """Counts past what the pool gives: workers a model, threads a runtime."""
     asked = {
         "workers_per_model": config.workers_per_model,
         "max_workers_per_model": config.max_workers_per_model,
     }
-    return [
+    notices = [
         f"{setting} {count} is above the {workers} workers: a model runs on at most {workers}; "
         f"lower it or raise --workers"
         for setting, count in asked.items()
         if count > workers
     ]
+    if (threads := config.threads_per_worker) > (cores := usable_cores()):
+        notices.append(
+            f"threads_per_worker {threads} is above the {cores} usable cores: each worker runs "
+            f"up to {threads} batches at once, its runtimes on {cores} threads"
+        )
+    return notices
 
 
 def preloaded_runtimes(config: Config) -> tuple[str, ...]:

@@ -18,7 +18,7 @@ from typing import Any, TypeGuard
 
 from modelhost import names
 from modelhost.errors import ConfigError, ModelLoadError
-from modelhost.units import parse_size
+from modelhost.units import MOST_COUNT, parse_size
 from modelhost.workers.handlers.ts_context import model_yaml_config
 from modelhost.workers.handlers.ts_defaults import BY_MODEL_FILE
 from modelhost.workers.signatures import Signature, TensorSpec, declared
@@ -31,8 +31,6 @@ else:  # pragma: no cover
 MANIFEST_NAME = names.MANIFEST_NAME
 DEVICE = re.compile(r"cpu|cuda:[0-9]+")
 MAR_MANIFEST = Path(names.MAR_MANIFEST)
-# runtimes take a C int
-MOST_COUNT = 2**31 - 1
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -8,6 +8,8 @@ from typing import NamedTuple
 
 from modelhost.errors import ConfigError
 
+# the most any count or time may be: a C int, as msgpack and the runtimes take
+MOST_COUNT = 2**31 - 1
 _SIZE_RE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([A-Za-z]*|%)\s*")
 _SIZE_UNITS: dict[str, int] = {"": 1, "b": 1} | {
     letter + suffix: (1000 if suffix == "b" else 1024) ** power

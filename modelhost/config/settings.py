@@ -7,7 +7,7 @@ import functools
 import typing
 from typing import Any, NamedTuple
 
-from modelhost.units import ByteBudget, parse_budget, parse_size
+from modelhost.units import MOST_COUNT, ByteBudget, parse_budget, parse_size
 
 ENV_PREFIX = "MODELHOST_"
 ENV_UNITS = {"SAGEMAKER_MAX_PAYLOAD_IN_MB": "MiB"}  # unitless sizes
@@ -33,6 +33,8 @@ def _setting(
 
     `size` is "bytes" for a size such as 6MiB, or "percent" where 80% (of a whole) is allowed too.
     """
+    if maximum is None and type(default) in (int, float):
+        maximum = MOST_COUNT
     meta: dict[str, object] = {"help": help_text, "props": props, "env": env, "size": size}
     meta |= {"minimum": minimum, "maximum": maximum, "choices": choices}
     return dataclasses.field(default=default, metadata=meta)

@@ -9,9 +9,10 @@ from typing import Any
 
 from modelhost.documents import json_object
 from modelhost.errors import BadRequestBody
-from modelhost.manifest import MOST_COUNT, manifest_root
+from modelhost.manifest import manifest_root
 from modelhost.names import echo
 from modelhost.protocols.params import is_whole_number
+from modelhost.units import MOST_COUNT
 
 PYTHON_RUNTIMES = ("python", "python3")
 # workers.handlers.select.RUNTIMES' names, copied so the frontend imports no runtime

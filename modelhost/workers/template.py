@@ -19,16 +19,17 @@ from pathlib import Path
 
 from modelhost.config import THREAD_VARIABLES
 from modelhost.records.memory import return_heap_promptly
+from modelhost.resources import usable_cores
 from modelhost.workers.sandbox import Untrusted, support
 from modelhost.workers.settings import WorkerSettings
 from modelhost.workers.views import VARIABLE as VIEWS_VARIABLE
 
 
 def limit_threads(threads: int) -> None:
-    """Set the runtimes' thread counts the user has not; before they are imported."""
+    """Set the runtimes' thread counts the user has not, within the cores; before imports."""
     for variable in THREAD_VARIABLES:
         if not os.environ.get(variable):
-            os.environ[variable] = str(threads)
+            os.environ[variable] = str(min(threads, usable_cores()))
 
 
 def import_runtimes(preload: list[str]) -> None:

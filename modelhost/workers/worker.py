@@ -265,7 +265,7 @@ class Worker:
         from modelhost.workers.handlers.select import LoadSpec
 
         # more would start that many threads beside every model
-        threads = min(request.threads, usable_cores()) if request.threads else self.threads
+        threads = min(request.threads or self.threads, usable_cores())
         return LoadSpec(request.handler, request.model_file, root, threads)
 
     def unload(self, request: Unload) -> Unloaded:

@@ -396,3 +396,22 @@ def test_empty_text_with_a_default_is_refused(tmp_path: Path, variable: str) -> 
     """An empty --cache-dir would be the working folder, an empty --host every address."""
     with pytest.raises(ConfigError, match=f"{variable}: expected a value .*default"):
         load_config({}, {variable: ""}, tmp_path)
+
+
+NUMBERS = [  # those without a lower maximum of their own
+    f.name
+    for f in dataclasses.fields(Config)
+    if f.init and type(f.default) in (int, float) and (f.metadata["maximum"] or 2**31) >= 2**31 - 1
+]
+# what a setting needs beside it to be accepted at all
+BESIDE = {"untrusted_workers": {"tenant_from": "name:1"}}
+
+
+@pytest.mark.parametrize("name", NUMBERS)
+def test_a_number_past_a_c_int_is_refused_by_name(tmp_path: Path, name: str) -> None:
+    """A count or a time past 2**31 - 1 reaches msgpack or a runtime, which cannot take it:
+    `--batch-size 10**20` answered every request 500."""
+    beside = BESIDE.get(name, {})
+    assert getattr(load_config({name: str(2**31 - 1), **beside}, {}, tmp_path), name) == 2**31 - 1
+    with pytest.raises(ConfigError, match="expected at most 2147483647, got '100000"):
+        load_config({name: str(10**20), **beside}, {}, tmp_path)

@@ -3,6 +3,7 @@ given to the handler in place of the worker's count."""
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import time
@@ -13,6 +14,7 @@ import pytest
 
 from modelhost import testing
 from modelhost.cache.entries import Artifact
+from modelhost.config import THREAD_VARIABLES
 from modelhost.errors import ModelLoadError
 from modelhost.host.manifests import Manifests
 from modelhost.manifest import parse_manifest
@@ -20,6 +22,7 @@ from modelhost.records.events import EventLog
 from modelhost.resources import usable_cores
 from modelhost.workers.handlers.torch import intra_op_threads
 from modelhost.workers.messages import Load
+from modelhost.workers.template import limit_threads
 from modelhost.workers.worker import Worker
 
 
@@ -103,3 +106,23 @@ def test_a_models_threads_stop_at_the_usable_cores(tmp_path: Path) -> None:
         threads = getattr(worker.models["own"], "_threads", None)
         worker.models.pop("own").close()
     assert threads == usable_cores()
+
+
+def test_the_workers_threads_past_the_cores_give_the_runtimes_the_cores(tmp_path: Path) -> None:
+    """`--threads-per-worker 1000000` started LightGBM with a million threads, which crashed
+    the worker at every load: its runtimes get the usable cores, its batches the count."""
+    path = testing.lightgbm_iris(tmp_path / "model.txt")
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        worker = Worker(ours, worker_id=1, threads=1_000_000)
+        worker.load(Load(model="default", path=str(path)))
+        threads = getattr(worker.models["default"], "_threads", None)
+        worker.models.pop("default").close()
+    assert threads == usable_cores()
+
+
+def test_the_thread_variables_stop_at_the_usable_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    for variable in THREAD_VARIABLES:
+        monkeypatch.delenv(variable, raising=False)
+    limit_threads(1_000_000)
+    assert {os.environ[variable] for variable in THREAD_VARIABLES} == {str(usable_cores())}
