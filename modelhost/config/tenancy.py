@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from modelhost.errors import ConfigError
+from modelhost.names import MAX_NAME_BYTES
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -20,7 +21,12 @@ else:  # pragma: no cover
 
 DEFAULT_HEADER = "x-modelhost-tenant"
 OFF = ("", "off")
-FORMS = "header, header:NAME, name:N (N a whole number from 1), token, or empty (off)"
+# a name of MAX_NAME_BYTES has no more segments
+MOST_SEGMENTS = MAX_NAME_BYTES // 2
+FORMS = (
+    f"header, header:NAME, name:N (N a whole number from 1 to {MOST_SEGMENTS}), token, or "
+    "empty (off)"
+)
 HEADER_NAME = re.compile(r"[a-z0-9!#$%&'*+.^_`|~-]+")  # an HTTP token, lower-case as gRPC's keys
 MAX_TENANT_CHARS = 128  # of a tenant id: a metric label, a log field, a file's key
 TENANT_CHARACTERS = frozenset(string.ascii_letters + string.digits + "-_.:@/")
@@ -69,8 +75,9 @@ def parse_tenant_from(text: str) -> TenantFrom | None:
         return None
     if kind == "header":
         return TenantFrom("header", header=_header(argument.strip().lower() if colon else ""))
-    if kind == "name" and argument.isascii() and argument.isdigit() and int(argument) > 0:
-        return TenantFrom("name", segments=int(argument))
+    segments = int(argument) if argument.isascii() and argument.isdigit() else 0
+    if kind == "name" and 0 < segments <= MOST_SEGMENTS:
+        return TenantFrom("name", segments=segments)
     if kind == "token" and not colon:
         return TenantFrom("token")
     raise ConfigError(

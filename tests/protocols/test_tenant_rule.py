@@ -105,7 +105,9 @@ def test_an_unknown_or_missing_token_is_unauthorized(given: dict[str, str], tmp_
     ("tenant_from", "fix"),
     [
         ("headers", "--tenant-from name:2"),
-        ("name:0", "name:N (N a whole number from 1)"),
+        ("name:0", "name:N (N a whole number from 1 to 128)"),
+        (f"name:{10**20}", "name:N (N a whole number from 1 to 128)"),  # 500 to every request
+        ("name:129", "name:N (N a whole number from 1 to 128)"),  # no name has that many
         ("name:two", "name:N"),
         ("token:x", "header:NAME"),
         ("header:Bad Name", "header:X-Customer"),
