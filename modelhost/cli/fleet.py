@@ -12,6 +12,7 @@ import click
 import httpx
 
 from modelhost.integrations import spread
+from modelhost.toolkit.options import Number
 
 POLL_TIMEOUT_S = 5.0
 
@@ -50,16 +51,19 @@ def fleet() -> None:
     "--interval",
     default=10.0,
     show_default=True,
-    type=click.FloatRange(min=0),
+    type=Number(float, 0),
     help="seconds between polls",
 )
 @click.option(
     "--min-rps",
+    type=Number(float, 0),
     default=spread.MIN_RPS,
     show_default=True,
     help="a model under this many requests a second stays on one instance",
 )
-@click.option("--rounds", default=0, help="stop after this many polls (0: never)")
+@click.option(
+    "--rounds", type=Number(int, 0), default=0, help="stop after this many polls (0: never)"
+)
 def hot_models(
     instances: tuple[str, ...],
     map_path: Path,

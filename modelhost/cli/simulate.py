@@ -10,6 +10,7 @@ import click
 from modelhost.config import ADMISSIONS, EVICTION_POLICIES
 from modelhost.errors import ConfigError
 from modelhost.toolkit.cost import EXAMPLE_PRICES
+from modelhost.toolkit.options import Number
 
 if TYPE_CHECKING:
     from modelhost.toolkit.simulate.trace import Trace
@@ -29,7 +30,11 @@ if TYPE_CHECKING:
     help="comma-separated budgets (1GiB,2GiB) [default: 16 from the largest model to all of them]",
 )
 @click.option(
-    "--target", type=float, default=0.9, show_default=True, help="hit ratio to find the budget for"
+    "--target",
+    type=Number(float, 0, above=True, maximum=1),
+    default=0.9,
+    show_default=True,
+    help="hit ratio to find the budget for",
 )
 @click.option(
     "--policy",
@@ -51,14 +56,14 @@ if TYPE_CHECKING:
 )
 @click.option(
     "--min-residency-s",
-    type=click.FloatRange(min=0),
+    type=Number(float, 0),
     default=0.0,
     show_default=True,
     help="the server's --min-residency-s (by the log's request times)",
 )
 @click.option(
     "--loaders",
-    type=click.IntRange(min=1),
+    type=Number(int, 1),
     help="also replay each policy with loads in line for this many loaders (the server's "
     "--workers), each load as --load-events says it ran: the hit ratio the server's header shows",
 )
@@ -105,14 +110,14 @@ if TYPE_CHECKING:
 )
 @click.option(
     "--instance-price",
-    type=float,
+    type=Number(float, 0),
     default=EXAMPLE_PRICES["instance_per_hour"],
     show_default=True,
     help="price per instance-hour (an example, not a quote)",
 )
 @click.option(
     "--throughput-rps",
-    type=float,
+    type=Number(float, 0),
     default=0.0,
     help="one instance's measured throughput (bench): gives the cost per million requests",
 )

@@ -155,21 +155,34 @@ class CostOptions:
         show_default=False,
     )
     throughput: float | None = option(
-        None, "requests/s one instance answers within the limit", show_default=False
+        None,
+        "requests/s one instance answers within the limit",
+        show_default=False,
+        minimum=0,
+        above=True,
     )
     latency_ms: float | None = option(
-        None, "billed duration of a serverless request [default: --from's mean]", show_default=False
+        None,
+        "billed duration of a serverless request [default: --from's mean]",
+        show_default=False,
+        minimum=0,
+        above=True,
     )
+    # prices and bytes may be 0, never below: a negative one reads as a saving
     instance_price: float = option(
-        EXAMPLE_PRICES["instance_per_hour"], "per hour (example: ml.m5.large)"
+        EXAMPLE_PRICES["instance_per_hour"], "per hour (example: ml.m5.large)", minimum=0
     )
-    utilization: float = option(1.0, "share of the throughput the traffic may use")
-    gb_second_price: float = option(EXAMPLE_PRICES["gb_second"])
-    memory_gb: float = option(2.0, "serverless memory size")
-    data_price: float = option(EXAMPLE_PRICES["data_per_gb"], "serverless, per GB in + out")
-    bytes_per_request: float = option(0.0, "in + out [default: --from's, else 0]")
+    utilization: float = option(
+        1.0, "share of the throughput the traffic may use", minimum=0, above=True, maximum=1
+    )
+    gb_second_price: float = option(EXAMPLE_PRICES["gb_second"], minimum=0)
+    memory_gb: float = option(2.0, "serverless memory size", minimum=0, above=True)
+    data_price: float = option(
+        EXAMPLE_PRICES["data_per_gb"], "serverless, per GB in + out", minimum=0
+    )
+    bytes_per_request: float = option(0.0, "in + out [default: --from's, else 0]", minimum=0)
     request_price: float = option(
-        EXAMPLE_PRICES["per_million_requests"], "serverless, per million requests"
+        EXAMPLE_PRICES["per_million_requests"], "serverless, per million requests", minimum=0
     )
     sizing: tuple[str, ...] = option(
         (),
@@ -186,13 +199,6 @@ def check_ranges(**figures: float) -> None:
     for name, value in figures.items():
         if not value > 0:
             raise ValueError(f"--{name.replace('_', '-')} {value:g}: give a figure above 0")
-
-
-def check_prices(options: CostOptions) -> None:
-    """Prices and bytes may be 0, never below: a negative one reads as a saving."""
-    for name in (*EXAMPLE_PRICE_FIELDS, "request_price", "bytes_per_request"):
-        if (value := getattr(options, name)) < 0:
-            raise ValueError(f"--{name.replace('_', '-')} {value:g}: give 0 or more")
 
 
 def defaults_said(defaults: Sequence[str], memory_gb: float) -> str:
@@ -232,7 +238,7 @@ def cost_command(
     instance_price, utilization = options.instance_price, options.utilization
     gb_second_price, memory_gb = options.gb_second_price, options.memory_gb
     data_price, bytes_per_request = options.data_price, options.bytes_per_request
-    request_price, volumes = options.request_price, numbers(options.volumes, float)
+    request_price, volumes = options.request_price, numbers(options.volumes, float, "--volumes")
     throughput = options.throughput
     found = measured(from_summary)
     if found.get("rate_rps") and not throughput:
@@ -246,14 +252,7 @@ def cost_command(
     bytes_per_request = bytes_per_request or found.get("bytes_per_request", 0.0)
     if not throughput or not latency_ms:
         raise ValueError("give --throughput and --latency-ms, or --from a bench/tune summary")
-    check_ranges(throughput=throughput, latency_ms=latency_ms, memory_gb=memory_gb)
-    if volumes and (low := min(volumes)) <= 0:
-        raise ValueError(
-            f"--volumes {options.volumes}: {low:g} is no volume; give requests above 0"
-        )
-    check_prices(options)
-    if not 0 < utilization <= 1:
-        raise ValueError(f"--utilization {utilization:g}: give a share above 0, at most 1")
+    check_ranges(throughput=throughput, latency_ms=latency_ms)  # --from's too
     hit_ratio = float(options.hit_ratio)
     memory = memory_instances(options.sizing, hit_ratio) if options.sizing else None
     instance = Instance(

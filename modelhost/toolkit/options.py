@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import typing
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -10,8 +11,10 @@ from typing import Any, TypeVar
 
 import click
 
+from modelhost.units import MOST_COUNT
+
 F = TypeVar("F", bound=Callable[..., Any])
-T = TypeVar("T")
+N = TypeVar("N", int, float)
 
 
 def option(
@@ -25,8 +28,12 @@ def option(
     exists: bool = False,
     file_okay: bool = True,
     dir_okay: bool = True,
+    minimum: float | None = None,
+    above: bool = False,
+    maximum: float = MOST_COUNT,
 ) -> Any:
-    """A dataclass field that is also a command-line option."""
+    """A dataclass field that is also a command-line option; a number's within its bounds
+    (`above`: the minimum itself refused)."""
     cli = {
         "help": help,
         "flag": flag,
@@ -34,6 +41,7 @@ def option(
         "choices": tuple(choices),
         "show_default": show_default,
         "path": {"exists": exists, "file_okay": file_okay, "dir_okay": dir_okay},
+        "bounds": (minimum, above, maximum),
     }
     if isinstance(default, (list, dict)):
         raise TypeError("use a tuple for a repeatable option's default")
@@ -47,7 +55,9 @@ def _click_type(annotation: Any, cli: dict[str, Any]) -> Any:
     if Path in kinds:
         return click.Path(path_type=Path, **cli["path"])
     kind = next(iter(kinds))
-    return kind if kind in (int, float, str) else None
+    if kind in (int, float):
+        return Number(kind, *cli["bounds"])
+    return kind if kind is str else None
 
 
 def _click_option(field: dataclasses.Field[Any], annotation: Any) -> Callable[[F], F]:
@@ -80,9 +90,55 @@ def click_options(cls: type) -> Callable[[F], F]:
     return decorate
 
 
-def numbers(text: str, kind: Callable[[str], T]) -> list[T]:
-    """`1,2,4` → [1, 2, 4]; a bad part names itself."""
+# generic from click 8.2; 8.1 cannot subscript it
+class Number(click.ParamType):  # type: ignore[type-arg]
+    """A finite int or float within bounds: an infinite duration or rate ran forever, and NaN
+    passed every check."""
+
+    def __init__(
+        self,
+        kind: type,
+        minimum: float | None = None,
+        above: bool = False,
+        maximum: float = MOST_COUNT,
+    ) -> None:
+        self.kind, self.minimum, self.above, self.maximum = kind, minimum, above, maximum
+        self.name = "integer" if kind is int else "float"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            number = self.kind(value)
+        except (TypeError, ValueError, OverflowError):
+            number = math.nan
+        if not (math.isfinite(number) and self._within(number)):
+            self.fail(f"{value!r}: give {self._wanted()}", param, ctx)
+        return number
+
+    def _within(self, number: float) -> bool:
+        low = self.minimum
+        return number <= self.maximum and (
+            low is None or (number > low if self.above else number >= low)
+        )
+
+    def _wanted(self) -> str:
+        what = "a whole number" if self.kind is int else "a number"
+        most = f"at most {_shown(self.maximum)}"
+        if self.minimum is None:
+            return f"{what} of {most}"
+        low = "above" if self.above else "of at least"
+        return f"{what} {low} {_shown(self.minimum)}, {most}"
+
+
+def _shown(bound: float) -> str:
+    return str(int(bound)) if float(bound).is_integer() else f"{bound:g}"
+
+
+def numbers(text: str, kind: Callable[[str], N], flag: str) -> list[N]:
+    """`1,2,4` → [1, 2, 4], each above 0; a bad part names itself."""
     try:
-        return [kind(part.strip()) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise ValueError(f"{text!r}: write comma-separated numbers, e.g. 1,2,4") from None
+        found = [kind(part.strip()) for part in text.split(",") if part.strip()]
+    except (ValueError, OverflowError):
+        found = [kind("0")]
+    if not all(0 < number <= MOST_COUNT for number in found):  # NaN too
+        raise ValueError(f"{flag} {text!r}: write comma-separated numbers above 0, e.g. 1,2,4")
+    return found

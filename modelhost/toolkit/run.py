@@ -31,6 +31,7 @@ IRIS_ROW = b"[5.1, 3.5, 1.4, 0.2]"
 
 
 PROCESSES_DEFAULT = max(1, min(4, len(os.sched_getaffinity(0)) // 2))
+MOST_CONNECTIONS = 65535  # a user each; a client address has no more ports
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -62,40 +63,57 @@ class BenchOptions:
         "two-class: --hot-models of the models get --hot-requests of the requests",
         choices=("uniform", "zipf", "two-class"),
     )
-    zipf_s: float = option(1.0, "Zipf exponent")
+    zipf_s: float = option(1.0, "Zipf exponent", minimum=0)
     hot_models: float = option(
-        HOT_MODELS_SHARE, "two-class: the share of the models that are hot (Aegaeon's trace)"
+        HOT_MODELS_SHARE,
+        "two-class: the share of the models that are hot (Aegaeon's trace)",
+        minimum=0,
+        maximum=1,
     )
     hot_requests: float = option(
-        HOT_REQUESTS_SHARE, "two-class: the share of the requests they get (Aegaeon's trace)"
+        HOT_REQUESTS_SHARE,
+        "two-class: the share of the requests they get (Aegaeon's trace)",
+        minimum=0,
+        maximum=1,
     )
     tenant_from: str = option(
         "",
         "tenants as the server's --tenant-from finds them: header (X-Modelhost-Tenant), "
         "header:NAME (each with --tenants), or name:N (the models' first N folders)",
     )
-    tenants: int = option(0, "with --tenant-from header: deal the models to N tenants, t000 on")
+    tenants: int = option(
+        0, "with --tenant-from header: deal the models to N tenants, t000 on", minimum=0
+    )
     model_in: str = option(
         "header",
         "X-Amzn-SageMaker-Target-Model on /invocations, /models/{m}/invoke (path), or "
         "TorchServe's /predictions/{m}",
         choices=("header", "path", "predictions"),
     )
-    concurrency: int = option(0, "closed loop: N users", short="-c")
-    rate_rps: float = option(0.0, "open loop: requests per second", flag="--rate", short="-r")
+    concurrency: int = option(
+        0, "closed loop: N users", short="-c", minimum=0, maximum=MOST_CONNECTIONS
+    )
+    rate_rps: float = option(
+        0.0, "open loop: requests per second", flag="--rate", short="-r", minimum=0
+    )
     arrivals: str = option("poisson", "open loop schedule", choices=("constant", "poisson"))
-    duration_s: float = option(10.0, "seconds measured", flag="--duration")
+    duration_s: float = option(10.0, "seconds measured", flag="--duration", minimum=0)
     requests: int = option(
-        0, "measure this many requests (after warm-up) instead of a --duration", show_default=False
+        0,
+        "measure this many requests (after warm-up) instead of a --duration",
+        show_default=False,
+        minimum=0,
     )
     warmup_s: float = option(
-        2.0, "seconds sent first and left out of every figure", flag="--warmup"
+        2.0, "seconds sent first and left out of every figure", flag="--warmup", minimum=0
     )
-    processes: int = option(PROCESSES_DEFAULT, "load-generator processes")
-    max_in_flight: int = option(10_000, "open loop: most requests outstanding per process")
-    timeout_s: float = option(30.0, "seconds a request", flag="--timeout")
+    processes: int = option(PROCESSES_DEFAULT, "load-generator processes", minimum=1)
+    max_in_flight: int = option(
+        10_000, "open loop: most requests outstanding per process", minimum=1
+    )
+    timeout_s: float = option(30.0, "seconds a request", flag="--timeout", minimum=0, above=True)
     client: str = option("aiohttp", choices=("aiohttp", "httpx"))
-    seed: int = option(0)
+    seed: int = option(0, minimum=0)
     out: Path = option(
         Path("bench-out"), "folder for summary.json, requests.csv, report.html", file_okay=False
     )

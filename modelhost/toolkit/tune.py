@@ -48,20 +48,27 @@ class TuneOptions:
     concurrency: str = option("1,2,4,8,16,32", "the users ramp (grid and memory modes)")
     multipliers: str = option("0.5,1,2,4", "concurrency mode: users = max concurrency × each")
     limit_flag: str = option("max-concurrency", "concurrency mode: the server flag swept")
-    p99_limit_ms: float = option(100.0)
-    min_gain: float = option(0.05, "a step must add this share of throughput or the ramp stops")
+    p99_limit_ms: float = option(100.0, minimum=0, above=True)
+    min_gain: float = option(
+        0.05, "a step must add this share of throughput or the ramp stops", minimum=0
+    )
     price_per_gb_hour: float = option(
-        0.0, "memory mode: price of a GiB of memory per hour, for the cost per million"
+        0.0, "memory mode: price of a GiB of memory per hour, for the cost per million", minimum=0
     )
     instance_price: float = option(
         EXAMPLE_PRICES["instance_per_hour"],
         "grid and concurrency modes: price per hour of the instance (an EXAMPLE default, not a "
         "quote), for the cost per million",
+        minimum=0,
     )
-    duration_s: float = option(5.0, "seconds per step", flag="--duration")
-    requests: int = option(0, "measure this many requests per step instead of a --duration")
-    warmup_s: float = option(1.0, "seconds per step left out of the figures", flag="--warmup")
-    processes: int = option(1, "load-generator processes")
+    duration_s: float = option(5.0, "seconds per step", flag="--duration", minimum=0)
+    requests: int = option(
+        0, "measure this many requests per step instead of a --duration", minimum=0
+    )
+    warmup_s: float = option(
+        1.0, "seconds per step left out of the figures", flag="--warmup", minimum=0
+    )
+    processes: int = option(1, "load-generator processes", minimum=1)
     serve_args: tuple[str, ...] = option(
         (), "one more argument for every `modelhost serve` (repeatable)", flag="--serve-arg"
     )
@@ -89,6 +96,8 @@ class TuneOptions:
         unused = [f for f, used in MODE_FLAGS.items() if self.changed(f) and not used(self)]
         if unused:
             raise ValueError(f"{', '.join(unused)}: not used with --mode {self.mode}")
+        numbers(self.concurrency, int, "--concurrency")  # refused before any server starts
+        numbers(self.multipliers, float, "--multipliers")
         if self.mode == "memory" and self.price_per_gb_hour <= 0:
             raise ValueError(
                 "--mode memory recommends the budget with the lowest cost per million: give "
@@ -168,9 +177,12 @@ def run_point(options: TuneOptions, settings: Settings) -> Callable[[Any], list[
     def steps(measure: Callable[[int], dict[str, Any]]) -> list[Step]:
         if options.mode == "concurrency":
             limit = int(settings[options.limit_flag])
-            users = [max(1, round(limit * m)) for m in numbers(options.multipliers, float)]
+            users = [
+                max(1, round(limit * m))
+                for m in numbers(options.multipliers, float, "--multipliers")
+            ]
             return list(ramp(settings, users, measure, options.p99_limit_ms, None))
-        rising = numbers(options.concurrency, int)
+        rising = numbers(options.concurrency, int, "--concurrency")
         return list(ramp(settings, rising, measure, options.p99_limit_ms, options.min_gain))
 
     return steps

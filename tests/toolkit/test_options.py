@@ -12,6 +12,8 @@ from click.testing import CliRunner
 
 from modelhost.cli.bench import bench
 from modelhost.cli.cost import cost
+from modelhost.cli.fleet import hot_models
+from modelhost.cli.simulate import simulate
 from modelhost.cli.tune import tune
 from modelhost.toolkit.cost import CostOptions
 from modelhost.toolkit.options import cli_fields, click_options, numbers, option
@@ -63,6 +65,32 @@ def test_options_are_keyword_only() -> None:
 
 
 def test_numbers_name_a_bad_list() -> None:
-    assert numbers("1, 2,4", int) == [1, 2, 4]
-    with pytest.raises(ValueError, match="'1,x'"):
-        numbers("1,x", int)
+    assert numbers("1, 2,4", int, "--users") == [1, 2, 4]
+    for text in ("1,x", "1,0", "1,nan", "1,inf", f"1,{10**20}"):
+        with pytest.raises(ValueError, match=f"--users '{text}': write comma-separated numbers"):
+            numbers(text, float if "n" in text else int, "--users")
+
+
+def _number_options() -> list[tuple[click.Command, str]]:
+    commands = [bench, tune, cost, simulate, hot_models]
+    return [
+        (command, param.opts[0])
+        for command in commands
+        for param in command.params
+        if isinstance(param, click.Option) and param.type.name.split()[0] in ("integer", "float")
+    ]
+
+
+@pytest.mark.parametrize(("command", "flag"), _number_options())
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e400", str(10**20)])
+def test_a_number_past_any_use_is_refused_naming_its_flag(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: click.Command, flag: str, value: str
+) -> None:
+    """`bench --duration inf` and `-c 10**20` ran forever, `--timeout nan` and a NaN price passed
+    every check, and `simulate --target -1` was an IndexError."""
+    monkeypatch.chdir(tmp_path)  # a command that ran would write its report here
+    log = tmp_path / "access.log"
+    log.write_text("")
+    result = CliRunner().invoke(command, [str(log), flag, value])
+    assert result.exit_code == 2, result.output
+    assert f"'{flag}'" in result.output and repr(value) in result.output, result.output
