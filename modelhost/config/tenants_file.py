@@ -6,7 +6,6 @@ carry their line; for a value that parses but makes no sense, `Lines` finds its 
 
 from __future__ import annotations
 
-import math
 import re
 import sys
 from dataclasses import replace
@@ -18,7 +17,7 @@ from modelhost.config.settings import Config
 from modelhost.config.tenancy import VALID_TENANT, is_tenant_id, segments_of, tenants_on
 from modelhost.config.tenant_policies import TRUSTED, UNTRUSTED, TenantPolicies, TenantPolicy
 from modelhost.errors import ConfigError
-from modelhost.units import format_bytes, parse_size
+from modelhost.units import MOST_COUNT, format_bytes, parse_size
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -27,11 +26,13 @@ else:  # pragma: no cover
 
 DEFAULT, TENANTS = "default", "tenants"
 EXAMPLE = '[default]\nweight = 1\nrate = 50\n\n[tenants."t007"]\nweight = 4\nmemory_min = "2GiB"'
+# a rate's Retry-After at most 11.6 days; a weight's fair counter finite for ever
+LEAST = 0.000001
 NUMBERS = {
-    "weight": "a number above 0",
-    "max_concurrency": "a whole number of requests, 0 (no cap) or more",
-    "rate": "a number of requests a second, 0 (no limit) or more",
-    "burst": "a whole number of requests, 0 or more",
+    "weight": f"a number from {LEAST:f} to {MOST_COUNT}",
+    "max_concurrency": f"a whole number of requests, 0 (no cap) to {MOST_COUNT}",
+    "rate": f"a number of requests a second, 0 (no limit) or {LEAST:f} to {MOST_COUNT}",
+    "burst": f"a whole number of requests, 0 to {MOST_COUNT}",
 }
 COUNTS = ("max_concurrency", "burst")
 SIZES = {"memory_min": "memory", "memory_max": "memory", "disk_max": "disk"}
@@ -236,12 +237,13 @@ class TenantsFile:
         if key == TRUST:
             return {key: self.trust(at, value)}
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if not (number and math.isfinite(value) and value >= 0):  # type: ignore[arg-type,operator]
+        # NaN and infinity fail the bounds too
+        if not (number and 0 <= value <= MOST_COUNT):  # type: ignore[operator]
             ok = False
         elif key in COUNTS:
             ok = isinstance(value, int)
         else:
-            ok = key == "rate" or value > 0  # type: ignore[operator]
+            ok = value >= LEAST or (key == "rate" and value == 0)  # type: ignore[operator]
         if not ok:
             self.refuse(
                 at, f"{key} = {value!r} is not {NUMBERS[key]}", f"write it as, say, {key} = 4"

@@ -67,8 +67,8 @@ MISTAKES = [
     ("[default]\nweight = \n", 2, "not valid TOML", "key = value"),
     ("[default]\nweight = 1\n\n[quotas]\nrate = 1\n", 4, "unknown table [quotas]", "[default]"),
     ('[default]\nrate = 5\n\n[tenants."a"]\nweigth = 2\n', 5, "unknown key weigth", "the keys"),
-    ("[default]\nweight = -1\n", 2, "weight = -1 is not a number above 0", "weight = 4"),
-    ("[default]\nweight = 0\n", 2, "weight = 0 is not a number above 0", "weight = 4"),
+    ("[default]\nweight = -1\n", 2, "weight = -1 is not a number from 0.000001", "weight = 4"),
+    ("[default]\nweight = 0\n", 2, "weight = 0 is not a number from 0.000001", "weight = 4"),
     ("[default]\nmax_concurrency = 2.5\n", 2, "not a whole number", "max_concurrency = 4"),
     ('[default]\nrate = "fast"\n', 2, "rate = 'fast' is not a number", "rate = 4"),
     ("[default]\nburst = 5\n", 2, "burst is set without a rate", "give a rate"),
@@ -99,6 +99,12 @@ MISTAKES = [
     ('[default]\nrate = 1\n[tenants."a"]\nburst = -3\n', 4, "burst = -3 is not a whole", "burst"),
     ('[default]\nrate = 1\n[tenants."t 007"]\nrate = 2\n', 3, "'t 007' is no tenant id", "ASCII"),
     ("[default]\nrate = 1\n[tenants.tenants/t007]\n", 3, "not valid TOML", '[tenants."NAME"]'),
+    # a Retry-After of 300 digits; counters that reach infinity and order no one
+    ('[tenants."a"]\nrate = 1e-300\n', 2, "rate = 1e-300 is not a number", "0.000001 to"),
+    ('[tenants."a"]\nweight = 1e-300\n', 2, "weight = 1e-300 is not a number", "0.000001 to"),
+    ('[tenants."a"]\nweight = 1e300\n', 2, "weight = 1e+300 is not a number", "2147483647"),
+    (f'[tenants."a"]\nmax_concurrency = {10**20}\n', 2, "not a whole number", "2147483647"),
+    (f"[default]\nrate = 1\nburst = {10**20}\n", 3, "not a whole number", "2147483647"),
 ]
 
 
