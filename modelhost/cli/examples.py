@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from modelhost.config import Config
+from modelhost.toolkit.options import Number
 
 
 @click.command("examples")
@@ -16,10 +17,16 @@ from modelhost.config import Config
     "--tenants",
     default=100,
     show_default=True,
-    type=click.IntRange(min=0),
+    type=Number(int, 0),
     help="Tenants to make; each gets churn, fraud and wine models.",
 )
-@click.option("--seed", default=0, show_default=True, help="Seed of the tenants' training samples.")
+@click.option(
+    "--seed",
+    default=0,
+    show_default=True,
+    type=Number(int, 0),
+    help="Seed of the tenants' training samples.",
+)
 @click.option(
     "--port",
     default=Config.port,

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from modelhost.cli.bench import bench
 from modelhost.cli.cost import cost
+from modelhost.cli.examples import examples
 from modelhost.cli.fleet import hot_models
 from modelhost.cli.simulate import simulate
 from modelhost.cli.tune import tune
@@ -71,8 +72,12 @@ def test_numbers_name_a_bad_list() -> None:
             numbers(text, float if "n" in text else int, "--users")
 
 
+# each command's arguments besides the option, valid: only the number is wrong
+ARGUMENTS = {"simulate": ["access.log"], "examples": ["store"], "hot-models": ["127.0.0.1:9"]}
+
+
 def _number_options() -> list[tuple[click.Command, str]]:
-    commands = [bench, tune, cost, simulate, hot_models]
+    commands = [bench, tune, cost, simulate, hot_models, examples]
     return [
         (command, param.opts[0])
         for command in commands
@@ -82,15 +87,15 @@ def _number_options() -> list[tuple[click.Command, str]]:
 
 
 @pytest.mark.parametrize(("command", "flag"), _number_options())
-@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e400", str(10**20)])
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e400", str(10**20), "-1"])
 def test_a_number_past_any_use_is_refused_naming_its_flag(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: click.Command, flag: str, value: str
 ) -> None:
     """`bench --duration inf` and `-c 10**20` ran forever, `--timeout nan` and a NaN price passed
-    every check, and `simulate --target -1` was an IndexError."""
+    every check, `simulate --target -1` was an IndexError and `examples --seed -1` a ValueError."""
     monkeypatch.chdir(tmp_path)  # a command that ran would write its report here
-    log = tmp_path / "access.log"
-    log.write_text("")
-    result = CliRunner().invoke(command, [str(log), flag, value])
+    (tmp_path / "access.log").write_text("")
+    arguments = ARGUMENTS.get(command.name or "", [])
+    result = CliRunner().invoke(command, [*arguments, flag, value])
     assert result.exit_code == 2, result.output
-    assert f"'{flag}'" in result.output and repr(value) in result.output, result.output
+    assert f"'{flag}'" in result.output and value in result.output, result.output
