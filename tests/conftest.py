@@ -12,9 +12,14 @@ from helpers.failure_logs import pytest_runtest_makereport  # noqa: F401 (a hook
 from helpers.missing import missing
 from helpers.serving import Servers
 
+from modelhost.config import THREAD_VARIABLES
+
 E2E_FOLDER = Path(__file__).parent / "e2e"
 # `serve` starts servers through helpers.serving; `server` is each folder's running server
 SERVER_FIXTURES = frozenset({"serve", "server"})
+# the environment variables a server started later would read (libraries set others of their own
+# as they first import or compile, once a process)
+SERVERS_PREFIXES = ("MODELHOST_", "SAGEMAKER_", "SM_", "TS_", "MMS_", "HF_")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -31,6 +36,21 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def _starts_a_server(item: pytest.Item) -> bool:
     in_e2e_module = item.path.is_relative_to(E2E_FOLDER) or item.path.stem.endswith("_e2e")
     return in_e2e_module or not SERVER_FIXTURES.isdisjoint(getattr(item, "fixturenames", ()))
+
+
+@pytest.fixture(autouse=True)
+def environment_kept() -> Iterator[None]:
+    """Fail a test that leaves a variable servers read changed: a later test in the same process,
+    and every server it starts, would inherit it and fail or pass by the order modules ran in."""
+    before = dict(os.environ)
+    yield
+    changed = {name for name, _ in set(before.items()) ^ set(os.environ.items())}
+    names = {name for name in changed if name.startswith(SERVERS_PREFIXES)}
+    names |= changed & set(THREAD_VARIABLES)
+    if names:
+        pytest.fail(
+            f"the test left os.environ changed ({', '.join(sorted(names))}): use monkeypatch"
+        )
 
 
 @pytest.fixture(scope="session")
