@@ -36,7 +36,11 @@ from modelhost.fronts.processes import running as fronts_running
 from modelhost.host import ModelHost
 from modelhost.host.memory_readings import PssReading, split_pss_bytes
 from modelhost.host.preload import preload
-from modelhost.host.serving_budgets import refuse_unaffordable, settle_budgets
+from modelhost.host.serving_budgets import (
+    refuse_unaffordable,
+    refuse_workers_past,
+    settle_budgets,
+)
 from modelhost.host.sizing import Sizing
 from modelhost.host.upkeep import upkeep
 from modelhost.http.app import build_app
@@ -225,7 +229,10 @@ async def started_host(
         stores.refuse_missing_folder()
     tenants = TenantsFileWatcher(config.tenants_file, events.emit)
     try:
-        await pool.startup()
+        budget_bytes = memory_budget_bytes(config)
+        await pool.startup(
+            functools.partial(refuse_workers_past, budget_bytes, config.frontend_allowance_bytes)
+        )
         # settled: each worker says hello after its rehearsal (test_app_memory.py)
         host = build_host(
             config, pool, stores, events, split_pss_bytes(pool.pids()), tenants=tenants

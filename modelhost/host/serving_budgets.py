@@ -8,7 +8,7 @@ from modelhost.cache.memory import MemoryBudget
 from modelhost.errors import ConfigError
 from modelhost.host.model_host import ModelHost
 from modelhost.records.events import EventLog
-from modelhost.records.memory import pss_bytes
+from modelhost.records.memory import private_bytes, pss_bytes, server_pss_bytes
 from modelhost.units import format_bytes
 
 logger = logging.getLogger("modelhost")
@@ -25,6 +25,29 @@ def refuse_unaffordable(budget: MemoryBudget, workers: int) -> None:
         f"server needs: {needed} (frontend, template and {workers} workers, as PSS, and "
         f"{format_bytes(growth)} of growth allowed to the frontend); set --memory-budget "
         f"above {needed}, or use fewer --workers or a smaller --frontend-memory-allowance"
+    )
+
+
+def refuse_workers_past(budget_bytes: int, growth_bytes: int, forked: list[int], size: int) -> None:
+    """With the first workers forked, refuses a pool of `size` that no budget this size holds.
+
+    The rest are counted at half what the first hold alone: a guard against a count far past
+    the budget, before it forks; `refuse_unaffordable` checks the whole pool once it serves.
+    """
+    if size <= len(forked):
+        return
+    own = sum(private_bytes(pid) for pid in forked) // len(forked) // 2
+    fixed = server_pss_bytes(forked) + growth_bytes
+    least = fixed + (size - len(forked)) * own
+    if least <= budget_bytes:
+        return
+    fit = len(forked) + max(0, budget_bytes - fixed) // max(own, 1)
+    raise ConfigError(
+        f"the memory budget of {format_bytes(budget_bytes)} is below what the idle server "
+        f"needs: at least {format_bytes(least)} (frontend, {size} workers of at least "
+        f"{format_bytes(own)} each, and {format_bytes(growth_bytes)} of growth allowed to the "
+        f"frontend); set --memory-budget above {format_bytes(least)}, or use fewer --workers (at "
+        f"most {fit} fit)"
     )
 
 

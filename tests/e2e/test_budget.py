@@ -154,6 +154,23 @@ def test_budget_below_idle_server_is_refused(forest_store: Path, tmp_path: Path)
     assert "MiB" in finished.stderr
 
 
+def test_workers_past_the_budget_are_refused_before_the_rest_fork(
+    forest_store: Path, tmp_path: Path
+) -> None:
+    """`--workers 400` under 300 MiB forked all 400 (4 GiB) before the budget refused them; a
+    typo of 100000 ran the machine out of memory first. The first workers, as many as the cores,
+    now tell what the rest would take."""
+    args = testing.serve_args(forest_store, tmp_path / "cache", workers=400, memory_budget="300MiB")
+    port = ["--port", str(testing.free_port())]
+    command = [sys.executable, "-m", "modelhost", "serve", *args, *port]
+    finished = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert finished.returncode == 2, finished.stderr
+    assert "below what the idle server needs: at least" in finished.stderr
+    assert "use fewer --workers (at most" in finished.stderr
+    forked = (finished.stdout + finished.stderr).count('"kind":"worker_start"')
+    assert 0 < forked <= len(os.sched_getaffinity(0))
+
+
 @pytest.mark.parametrize(
     ("setting", "value", "says"),
     [

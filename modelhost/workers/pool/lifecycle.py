@@ -17,6 +17,7 @@ from pathlib import Path
 
 from modelhost.errors import Unavailable
 from modelhost.records.events import EventLog
+from modelhost.resources import usable_cores
 from modelhost.workers.handle import Waiter, WorkerHandle
 from modelhost.workers.messages import UNASKED, Hello, Loaded, Reply, Request, Unloaded
 from modelhost.workers.pool.calls import Calls
@@ -36,6 +37,7 @@ YOUNG_DEATH_S = 5.0
 RECYCLE_KEPT_BYTES = 64 * 2**20
 
 LostCallback = Callable[[WorkerHandle], None]
+FirstWorkers = Callable[[list[int], int], None]  # the first workers' pids, the pool's size
 
 
 class WorkerPool:
@@ -88,16 +90,19 @@ class WorkerPool:
         self._server = await listen(self.socket_path, self)
         await self.template.spawn()
 
-    async def startup(self) -> None:
-        """Once the template is ready, fork the workers; then keep a template running."""
+    async def startup(self, judge: FirstWorkers = lambda pids, size: None) -> None:
+        """Once the template is ready, fork as many workers as the cores for `judge` to see
+        before the rest fork (it raises to stop there); then keep a template running."""
         if self._server is None:
             await self.start_template()
         await self.template.ready()
+        await self._top_up(usable_cores())
+        judge([worker.pid for worker in self.workers.values()], self.size)
         await self._top_up()
         self.template.supervise(self._top_up)
 
-    async def _top_up(self) -> None:
-        missing = self.table.missing(self.size, self.untrusted_size)
+    async def _top_up(self, most: int | None = None) -> None:
+        missing = self.table.missing(self.size, self.untrusted_size)[:most]
         await asyncio.gather(*(self.template.fork(untrusted) for untrusted in missing))
 
     def health(self) -> tuple[int, int]:
