@@ -234,8 +234,9 @@ async def started_host(
             functools.partial(refuse_workers_past, budget_bytes, config.frontend_allowance_bytes)
         )
         # settled: each worker says hello after its rehearsal (test_app_memory.py)
+        idle = split_pss_bytes(pool.pids())
         host = build_host(
-            config, pool, stores, events, split_pss_bytes(pool.pids()), tenants=tenants
+            config, pool, stores, events, idle, tenants=tenants, budget_bytes=budget_bytes
         )
     except BaseException:
         await stores.close()
@@ -255,10 +256,11 @@ def build_host(
     events: EventLog,
     idle: PssReading,
     tenants: TenantsFileWatcher,
+    budget_bytes: int,
 ) -> ModelHost:
     """`tenants`: the tenants file's policies, read at each decision so that a reload applies."""
     policies = tenants.policies
-    memory = memory_tier(config, pool, idle, policies)
+    memory = memory_tier(config, pool, idle, budget_bytes, policies)
     cache_dir = Path(config.cache_dir)
     disk_budget = disk_budget_bytes(config, cache_dir)
     tenants.open(memory.budget.budget_bytes, disk_budget, untrust_refused(config))
@@ -314,11 +316,12 @@ def memory_tier(
     config: Config,
     pool: WorkerPool,
     idle: PssReading,
+    budget_bytes: int,
     policies: Callable[[], TenantPolicies] = TenantPolicies,
 ) -> MemoryTier:
     """The memory budget less the idle server and its frontend's allowance."""
     budget = MemoryBudget(
-        memory_budget_bytes(config),
+        budget_bytes,
         idle.total_bytes,
         drift_seed_bytes=len(pool.workers) * WORKER_GROWTH_SEED_BYTES,
         headroom_floor_bytes=len(pool.workers) * WORKER_GROWTH_FLOOR_BYTES,

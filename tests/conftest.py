@@ -17,9 +17,9 @@ from modelhost.config import THREAD_VARIABLES
 E2E_FOLDER = Path(__file__).parent / "e2e"
 # `serve` starts servers through helpers.serving; `server` is each folder's running server
 SERVER_FIXTURES = frozenset({"serve", "server"})
-# the environment variables a server started later would read (libraries set others of their own
-# as they first import or compile, once a process)
-SERVERS_PREFIXES = ("MODELHOST_", "SAGEMAKER_", "SM_", "TS_", "MMS_", "HF_")
+# the environment variables a server started later would read, by name or prefix (libraries set
+# others of their own as they first import or compile, once a process)
+SERVERS_VARIABLES = ("MODELHOST_", "SAGEMAKER_", "SM_", "TS_", "MMS_", "HF_", *THREAD_VARIABLES)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -45,8 +45,7 @@ def environment_kept() -> Iterator[None]:
     before = dict(os.environ)
     yield
     changed = {name for name, _ in set(before.items()) ^ set(os.environ.items())}
-    names = {name for name in changed if name.startswith(SERVERS_PREFIXES)}
-    names |= changed & set(THREAD_VARIABLES)
+    names = {name for name in changed if name.startswith(SERVERS_VARIABLES)}
     if names:
         pytest.fail(
             f"the test left os.environ changed ({', '.join(sorted(names))}): use monkeypatch"

@@ -10,6 +10,7 @@ import pytest
 
 from modelhost.app import memory_tier
 from modelhost.config import load_config
+from modelhost.config.budgets import memory_budget_bytes
 from modelhost.errors import ConfigError
 from modelhost.host.memory_readings import PssReading
 from modelhost.records.events import EventLog
@@ -23,7 +24,7 @@ def test_frontend_allowance_is_paid_for(tmp_path: Path) -> None:
     """The frontend allowance is paid for beside the idle server."""
     flags = {"memory_budget": "1GiB", "frontend_memory_allowance": "32MiB"}
     config = load_config(flags, {}, tmp_path)
-    memory = memory_tier(config, POOL, PssReading(300 * MiB, 60 * MiB))  # type: ignore[arg-type]
+    memory = memory_tier(config, POOL, PssReading(300 * MiB, 60 * MiB), memory_budget_bytes(config))  # type: ignore[arg-type]
     assert memory.budget.frontend is not None and memory.budget.frontend.bytes == (60 + 32) * MiB
     assert memory.budget.baseline_bytes == (300 + 32) * MiB
     room = memory.budget.capacity_bytes
@@ -36,7 +37,7 @@ def test_unaffordable_allowance_is_refused(tmp_path: Path) -> None:
     flags = {"memory_budget": "400MiB", "frontend_memory_allowance": "200MiB"}
     config = load_config(flags, {}, tmp_path)
     with pytest.raises(ConfigError, match="--frontend-memory-allowance"):
-        memory_tier(config, POOL, PssReading(300 * MiB, 60 * MiB))  # type: ignore[arg-type]
+        memory_tier(config, POOL, PssReading(300 * MiB, 60 * MiB), memory_budget_bytes(config))  # type: ignore[arg-type]
 
 
 def anon_pss_bytes(pids: list[int]) -> int:

@@ -15,20 +15,17 @@ SMALL_OBJECT_BYTES = 64  # a typical block of Python's small-object allocator (a
 
 
 def pss_bytes(pid: int | str = "self") -> int:
-    """PSS of one process from /proc/PID/smaps_rollup; 0 if the process has gone."""
-    try:
-        with open(f"/proc/{pid}/smaps_rollup", "rb") as rollup:
-            for line in rollup:
-                if line.startswith(b"Pss:"):
-                    return int(line.split()[1]) * 1024
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return 0
-    return 0
+    """PSS of one process; 0 if the process has gone."""
+    return _rollup_bytes(pid, (b"Pss:",))
 
 
 def private_bytes(pid: int | str = "self") -> int:
-    """What one process holds alone (its USS), from /proc/PID/smaps_rollup; 0 if it has gone."""
-    fields = (b"Private_Clean:", b"Private_Dirty:")
+    """What one process holds alone (USS); 0 if it has gone."""
+    return _rollup_bytes(pid, (b"Private_Clean:", b"Private_Dirty:"))
+
+
+def _rollup_bytes(pid: int | str, fields: tuple[bytes, ...]) -> int:
+    """These fields of /proc/PID/smaps_rollup, summed."""
     try:
         with open(f"/proc/{pid}/smaps_rollup", "rb") as rollup:
             return sum(int(line.split()[1]) * 1024 for line in rollup if line.startswith(fields))
