@@ -46,5 +46,15 @@ def places_by(keys: list[K]) -> dict[K, list[int]]:
     return places
 
 
+def by_last_place(places: dict[K, list[int]]) -> list[tuple[K, list[int]]]:
+    """`places_by`'s keys by their last place: counted so, a key at a time, an LRU ends as one
+    by one."""
+    return sorted(places.items(), key=_last_place)
+
+
+def _last_place(item: tuple[K, list[int]]) -> int:
+    return item[1][-1]
+
+
 def at(values: list[T], places: Sequence[int]) -> list[T]:
     return values if len(places) == len(values) else [values[place] for place in places]

@@ -4,9 +4,7 @@ access log, fed by the host's EventLog and by each HTTP exchange."""
 from __future__ import annotations
 
 import asyncio
-import itertools
-import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
@@ -29,9 +27,6 @@ from modelhost.records.events import Event
 
 if TYPE_CHECKING:
     from modelhost.host import ModelHost
-
-# a held exchange's tenant, read in C; None: no invocation's
-_tenant: Callable[[Exchange], str | None] = operator.attrgetter("tenant")
 
 
 class Observer:
@@ -109,9 +104,7 @@ class Observer:
 
     def _count_tenants(self, held: list[Exchange]) -> None:
         assert self.tenants is not None  # counted only with tenants on
-        for tenant, run in itertools.groupby(held, _tenant):  # a tenant's run in one call
-            if tenant is not None:  # else no invocation's
-                self.tenant_series.record_run(tenant, list(run), self.tenants)
+        self.tenant_series.record_held(held, self.tenants)
 
     def metrics_port_text(self, names: Sequence[str] = ()) -> bytes:
         """What the metrics port serves: TorchServe's series too, when on; only `names`, if any

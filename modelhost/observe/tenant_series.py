@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable
+from operator import attrgetter
 
 from modelhost.observe.exchange import Exchange
 from modelhost.observe.figure_series import (
@@ -20,11 +21,13 @@ from modelhost.observe.figure_series import (
     FiguresRejections,
     LabelFigures,
 )
+from modelhost.observe.hits import at, by_last_place, places_by
 from modelhost.observe.tallies import CounterTally, GaugeReading, Labels
 from modelhost.observe.tenants import TenantFigures, TenantTable
 from modelhost.records.statistics import TenantHoldings
 
 OTHER = "other"
+_tenant: Callable[[Exchange], str | None] = attrgetter("tenant")
 NAMED_TENANTS = 20
 SWAP_MARGIN = 1.25
 
@@ -105,6 +108,13 @@ class TenantSeries:
             self.by_label.adopt(label, figures)
             return
         (own or self.by_label.of(label)).add(exchange)
+
+    def record_held(self, exchanges: list[Exchange], table: TenantTable) -> None:
+        """`record_run` each tenant's, in the order of their last: the table ends as one by one
+        where its cap forgets none on the way; the names may not."""
+        for tenant, places in by_last_place(places_by(list(map(_tenant, exchanges)))):
+            if tenant is not None:  # else no invocation's
+                self.record_run(tenant, at(exchanges, places), table)
 
     def record_run(self, tenant: str, exchanges: list[Exchange], table: TenantTable) -> None:
         """Count a run of `tenant`'s exchanges into `table` and here, as `record` would each."""

@@ -15,7 +15,7 @@ from operator import attrgetter, methodcaller
 from typing import Any
 
 from modelhost.observe.exchange import Exchange
-from modelhost.observe.hits import Hits, at, places_by
+from modelhost.observe.hits import Hits, at, by_last_place, places_by
 from modelhost.records.held import Held
 
 MAX_MODELS = 32_768
@@ -73,7 +73,7 @@ class ModelUsage:
     def record_hits(self, hits: Hits) -> None:
         """As `record` each hit, a model at a time; `takes` first."""
         self.fold()
-        for model, places in sorted(places_by(hits.models).items(), key=_last_place):
+        for model, places in by_last_place(places_by(hits.models)):
             if model != self._newest:
                 self._make_newest(model)
             fields = self._fields
@@ -84,8 +84,8 @@ class ModelUsage:
             fields[TOTAL["infer"]] += sum(at(hits.infer_ms, places))
 
     def _count_all(self, exchanges: list[Exchange]) -> None:
-        """Count the model calls among `exchanges`, a model at a time in the order of each
-        model's last where the cap forgets none: the counts and recency of each in turn."""
+        """Count the model calls among `exchanges`, a model at a time where the cap forgets none:
+        the counts and recency of each in turn."""
         counted = [
             each
             for each in exchanges
@@ -94,7 +94,7 @@ class ModelUsage:
         models: list[str] = list(map(MODEL, counted))
         by_model = places_by(models)
         if self._fits(by_model.keys()):
-            for model, places in sorted(by_model.items(), key=_last_place):
+            for model, places in by_last_place(by_model):
                 self._count(model, at(counted, places))
         else:  # the cap forgets models on the way: each in turn
             for model, each in zip(models, counted, strict=True):
@@ -160,7 +160,3 @@ def fits(keys: Collection[Hashable], held: Collection[Hashable], cap: int) -> bo
     """Whether `held`, capped at `cap`, takes `keys` and forgets none (walking `keys` only)."""
     room = cap - len(held)
     return len(keys) <= room or sum(key not in held for key in keys) <= room
-
-
-def _last_place(item: tuple[str, list[int]]) -> int:
-    return item[1][-1]

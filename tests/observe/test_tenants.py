@@ -14,6 +14,7 @@ from modelhost.observe.figure_series import FiguresHistogram, LabelFigures
 from modelhost.observe.tallies import CounterTally
 from modelhost.observe.tenant_series import OTHER, TenantSeries
 from modelhost.observe.tenants import ENTRY_BYTES, TenantTable
+from modelhost.records.held import FOLD_AFTER
 from modelhost.records.statistics import TenantHoldings
 
 TENANT = operator.attrgetter("tenant")
@@ -211,6 +212,32 @@ def test_a_run_of_exchanges_counts_as_each_one_in_turn(
         for tenant, run in itertools.groupby(fed[start : start + run_max], TENANT):
             runs[1].record_run(tenant, list(run), runs[0])
     assert state(*runs) == state(*one)
+
+
+@given(traffic, st.integers(1, 5))
+def test_exchanges_held_together_count_as_one_by_one(
+    requests: list[tuple[int, float, int]], named_max: int
+) -> None:
+    """The observer counts the exchanges it holds a tenant at a time, though tenants take turns
+    among them: each tenant's figures and its recency end as one by one, and the series, named
+    or other, add up to every request."""
+    one = (TenantTable(), TenantSeries(named_max))
+    held = (TenantTable(), TenantSeries(named_max))
+    fed = [exchange(f"t{tenant}", infer_ms, status) for tenant, infer_ms, status in requests]
+    feed(*one, *fed)
+    for start in range(0, len(fed), FOLD_AFTER):
+        held[1].record_held(fed[start : start + FOLD_AFTER], held[0])
+    assert figures_by_recency(held[0]) == figures_by_recency(one[0])
+    series = held[1]
+    assert sum(series.requests.values.values()) == len(fed)
+    assert sum(sum(counts) for counts in series.request_seconds.counts.values()) == len(fed)
+    assert sum(series.rejections.values.values()) == sum(1 for each in fed if each.status >= 400)
+    assert len(series.named) <= named_max
+
+
+def figures_by_recency(table: TenantTable) -> list[tuple[str, object]]:
+    """Each tenant's figures, the least recently counted first."""
+    return [(tenant, figures.describe()) for tenant, figures in table._figures.items()]
 
 
 def test_a_folded_series_adds_to_the_one_it_joins() -> None:
