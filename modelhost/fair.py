@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 from collections import deque
 from collections.abc import Callable, Collection, Mapping
+from itertools import repeat
 from typing import Generic, NamedTuple, TypeVar
 
 from modelhost.errors import TenantQueueFull
@@ -32,6 +34,12 @@ class Ticket(NamedTuple):
     started: float | None  # None: a lone tenant's, never timed (its end is not charged)
 
 
+# in C, unlike Ticket(...)
+_ticket: Callable[[tuple[str, float, float | None]], Ticket] = functools.partial(
+    tuple.__new__, Ticket
+)
+
+
 class FairStatistics(NamedTuple):
     """Requests waiting and requests running, by tenant."""
 
@@ -43,21 +51,22 @@ class FairQueue(Generic[T]):
     """Serves the tenants by weighted fair queueing on cost (VTC, Sheng et al., OSDI'24).
 
     Next is the backlogged tenant with the lowest counter (service over weight). Dispatch charges
-    the tenant's running mean; completion corrects it by the measured cost. A tenant back from
-    idling is lifted to the lowest backlogged counter, so idling earns no credit. A tenant alone
-    is not charged; when a second arrives both start level.
+    the tenant's mean; completion corrects it by the measured cost. A tenant back from idling is
+    lifted to the lowest backlogged counter: idling earns no credit. A tenant alone is not
+    charged; when a second arrives both start level.
     """
 
     def __init__(
         self,
-        queue_size: int,
+        queue_size: int | None = None,
         weight: Callable[[str], float] | None = None,
         clock: Callable[[], float] = time.monotonic,
         cap: Callable[[str], int] | None = None,
         limit: int = sys.maxsize,
         on_free: Callable[[], None] | None = None,
     ) -> None:
-        self.queue_size, self.clock, self.limit = queue_size, clock, limit  # limit: of all running
+        self.queue_size = queue_size  # of each tenant's queue; None: unbounded
+        self.clock, self.limit = clock, limit  # limit: of all running
         self.on_free = on_free  # as a request ends while others wait
         self.weight = weight  # a tenant's; None: every tenant's is 1
         self.cap = cap  # a tenant's requests running at once (0: no cap); None: none has one
@@ -70,14 +79,15 @@ class FairQueue(Generic[T]):
         self._alone: str | None = None  # the only tenant active, or the last while none is
         self.in_flight = 0  # dispatched and not ended: all the tenant alone's
         self._alone_ticket = Ticket("", 0.0, None)  # every ticket of the tenant alone
-        self.waiting = 0  # in every queue; an attribute, read on every admission
+        self.waiting = 0  # in every queue
 
     def __len__(self) -> int:
         return self.waiting
 
     def full(self, tenant: str) -> bool:
         """Whether `tenant`'s queue has no room for another request."""
-        return len(self._queues.get(tenant, ())) >= self.queue_size
+        size = self.queue_size
+        return size is not None and len(self._queues.get(tenant, ())) >= size
 
     def check(self, tenant: str) -> None:
         """Refuse a request of `tenant` when its queue is full."""
@@ -96,7 +106,8 @@ class FairQueue(Generic[T]):
 
     def push(self, tenant: str, item: T) -> None:
         """Queue `item` for `tenant`, or refuse it when the tenant's queue is full."""
-        self.check(tenant)
+        if self.queue_size is not None:
+            self.check(tenant)
         if tenant != self._alone:
             self._arrive(tenant)
         if tenant not in self._queues:
@@ -125,8 +136,19 @@ class FairQueue(Generic[T]):
         candidates: Collection[str] = self._queues if self.cap is None else self._uncapped()
         if len(candidates) == 1:
             return next(iter(candidates))
-        # none: nothing waits, or every waiting tenant has its cap's worth running
-        return min(candidates, key=self._order, default=None)
+        if not candidates:  # none waits, or all at their caps
+            return None
+        # lowest counter, then fewest running, fewest waiting (a quiet tenant lifted level goes
+        # first), first backlogged; in C. With two waiting none is alone: `_running` has all
+        tenants = list(candidates)
+        orders = zip(
+            map(self._counters.get, tenants, repeat(self._floor)),
+            map(self._running.get, tenants, repeat(0)),
+            map(len, map(self._queues.__getitem__, tenants)),
+            range(len(tenants)),
+            strict=True,
+        )
+        return tenants[min(orders)[-1]]
 
     def first_of(self, tenant: str) -> T:
         """The item of `tenant`'s that would go next."""
@@ -145,11 +167,6 @@ class FairQueue(Generic[T]):
         if not queue:
             del self._queues[tenant]
         return item
-
-    def _order(self, tenant: str) -> tuple[float, int, int]:
-        """Lowest counter first, then fewest running, then fewest waiting: a quiet tenant
-        lifted level does not wait behind a busy one."""
-        return self.counter(tenant), self.running(tenant), len(self._queues[tenant])
 
     def take_free(self, tenant: str) -> Ticket | None:
         """`dispatch` if a slot is free and nothing waiting may take it; else None."""
@@ -172,7 +189,7 @@ class FairQueue(Generic[T]):
         self._running[tenant] = self._running.get(tenant, 0) + 1
         estimate_ms = self._means_ms.get(tenant, self._mean_ms)
         self.charge(tenant, estimate_ms)
-        return Ticket(tenant, estimate_ms, self.clock())
+        return _ticket((tenant, estimate_ms, self.clock()))
 
     def complete(self, ticket: Ticket, cost_ms: float | None) -> None:
         """Correct the charge by the measured cost (None: the time since it started)."""
@@ -254,8 +271,9 @@ class FairQueue(Generic[T]):
         """Start an idle tenant level with the lowest uncapped backlogged one (a capped
         tenant's counter lags, and would hand the newcomer a burst)."""
         others = self._queues if self.cap is None else self._uncapped()
-        backlogged = [self.counter(other) for other in others]
-        self._counters[tenant] = max(self.counter(tenant), min(backlogged, default=self._floor))
+        floor = self._floor
+        lowest = min(map(self._counters.get, others, repeat(floor)), default=floor)
+        self._counters[tenant] = max(self.counter(tenant), lowest)
 
     def _arrive(self, tenant: str) -> None:
         """`tenant` is about to run or wait: alone, or the start of contention."""

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import sys
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -82,17 +81,20 @@ class BatchQueue(Generic[T]):
         now = self.clock()
         batch: list[Job[T]] = []
         while self._jobs and len(batch) < self.max_batch_size:
-            if batch and self.head().solo:
+            job = self._pop(batch)
+            if job is None:
                 break
-            batch.append(self._pop())
-            if batch[-1].solo:
+            batch.append(job)
+            if job.solo:
                 break
         for job in batch:
             job.dispatched_at = now
         return batch
 
-    def _pop(self) -> Job[T]:
-        return self._jobs.popleft()
+    def _pop(self, batch: list[Job[T]]) -> Job[T] | None:
+        """The next job for `batch`; None if it is solo and `batch` holds some."""
+        jobs = self._jobs
+        return None if batch and jobs[0].solo else jobs.popleft()
 
     def take_all(self) -> list[Job[T]]:
         jobs, self._jobs = list(self._jobs), deque()
@@ -119,7 +121,7 @@ class FairBatchQueue(BatchQueue[T]):
     ) -> None:
         super().__init__(model, capacity, max_batch_size, max_batch_delay_s, clock)
         self.tenant_of = tenant_of
-        self._fair: FairQueue[Job[T]] = FairQueue(sys.maxsize, weight)
+        self._fair: FairQueue[Job[T]] = FairQueue(weight=weight)
         # the one tenant whose requests wait, in order; None: the fair queue orders them
         self._alone: str | None = None
 
@@ -172,11 +174,14 @@ class FairBatchQueue(BatchQueue[T]):
         self._alone = None
         return super().take_all()
 
-    def _pop(self) -> Job[T]:
+    def _pop(self, batch: list[Job[T]]) -> Job[T] | None:
         if self._alone is not None:  # one tenant waits alone
-            return self._jobs.popleft()
+            jobs = self._jobs
+            return None if batch and jobs[0].solo else jobs.popleft()
         tenant = self._fair.next_tenant()
         assert tenant is not None
+        if batch and self._fair.first_of(tenant).solo:
+            return None
         job = self._fair.take_from(tenant)
         self._fair.charge(tenant, 1.0)
         if self._jobs[0] is job:

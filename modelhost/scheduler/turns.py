@@ -6,7 +6,6 @@ its pipe; here it takes `depth` batches a slot, and a model with no turn waits f
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -28,9 +27,7 @@ class WorkerTurns:
         self, limit: int, weight: Callable[[str], float] | None, tenant_of: Callable[[Any], str]
     ) -> None:
         self.tenant_of = tenant_of  # a queued request's tenant
-        self.queue: FairQueue[Waiting] = FairQueue(
-            sys.maxsize, weight, limit=limit, on_free=self._offer
-        )
+        self.queue: FairQueue[Waiting] = FairQueue(weight=weight, limit=limit, on_free=self._offer)
         self.members: set[Waiting] = set()  # waiting for a turn
         # a turn for a batch whose oldest request is the tenant's, charged to it
         self.take: Callable[[str], Ticket] = self.queue.dispatch

@@ -5,7 +5,6 @@ count, so the senders' sums count it once (docs/decisions.md, "Batching across s
 
 from __future__ import annotations
 
-import sys
 import threading
 from collections.abc import Callable
 from typing import NamedTuple
@@ -61,7 +60,7 @@ class Gathering:
         self.run, self.start = run, start
         self._lock = threading.Lock()
         self.weights: dict[str, float] = {}  # as each tenant's last batch said
-        self._queue: FairQueue[Group] = FairQueue(sys.maxsize, self._weight)
+        self._queue: FairQueue[Group] = FairQueue(weight=self._weight)
         self._open: dict[tuple[str, str], Group] = {}  # groups taking more batches
         self._waiting = 0  # batches in the groups queued
 
