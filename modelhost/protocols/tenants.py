@@ -58,6 +58,9 @@ def _of_request(rule: TenantFrom) -> FromHeader | FromName:
     return FromHeader(rule.header) if rule.kind == "header" else FromName(rule.segments)
 
 
+KNOWN_VALID = 4096  # tenant ids a header rule remembers valid
+
+
 def model_tenant(config: Config) -> Callable[[str], str] | None:
     """Whose each model is, where the rule reads names; None: its first loader's tenant's."""
     segments = segments_of(config.tenant_from)
@@ -76,20 +79,27 @@ class FromHeader:
 
     def __init__(self, header: str) -> None:
         self.header = header
-        self.source = f"the {header} header"  # for a refusal; written once, not per request
+        self.source = f"the {header} header"  # a refusal's, written once
+        self._valid: set[str] = set()  # at most KNOWN_VALID: checked in C
 
     def of(self, model: str, headers: Headers) -> str:
         value = headers.get(self.header)
         if not value:
             return DEFAULT_TENANT
+        if value in self._valid:
+            return str(value)  # kept only as str
         if not isinstance(value, str):
             raise InvalidTenant(f"the {self.header} metadata is binary: {VALID_TENANT}")
-        return tenant_id(value, self.source)
+        tenant = tenant_id(value, self.source)
+        if len(self._valid) >= KNOWN_VALID:
+            self._valid.clear()
+        self._valid.add(tenant)
+        return tenant
 
 
 class FromName:
     """The model name's first `segments` folders: `name:2` gives tenants/t007/churn.joblib to
-    tenants/t007. A name with no more than that many segments belongs to the default tenant."""
+    tenants/t007. A name of no more segments is the default tenant's."""
 
     def __init__(self, segments: int) -> None:
         self.segments = segments
@@ -99,7 +109,7 @@ class FromName:
         if len(parts) <= self.segments:
             return DEFAULT_TENANT
         tenant = model[: -len(parts[-1]) - 1]
-        if is_tenant_id(tenant):  # the refusal's message is written only for a refusal
+        if is_tenant_id(tenant):  # the refusal's words only for a refusal
             return tenant
         return tenant_id(tenant, f"the model name {echo(model)}")
 

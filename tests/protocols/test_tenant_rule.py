@@ -9,7 +9,7 @@ import pytest
 from modelhost.config import Config, load_config
 from modelhost.errors import ConfigError, InvalidTenant, Unauthorized
 from modelhost.protocols.params import MAX_TENANT_CHARS
-from modelhost.protocols.tenants import DEFAULT_TENANT, TenantRule, tenant_rule
+from modelhost.protocols.tenants import DEFAULT_TENANT, KNOWN_VALID, TenantRule, tenant_rule
 
 MODEL = "tenants/t007/churn.joblib"
 
@@ -34,6 +34,18 @@ def test_header_names_the_tenant_and_its_absence_the_default(tmp_path: Path) -> 
     assert rule.of(MODEL, {"x-modelhost-tenant": "acme"}) == "acme"
     assert rule.of(MODEL, {}) == DEFAULT_TENANT
     assert rule.of(MODEL, {"x-modelhost-tenant": ""}) == DEFAULT_TENANT
+
+
+def test_header_ids_remembered_valid_refuse_the_invalid_as_before(tmp_path: Path) -> None:
+    """Ids found valid are remembered, KNOWN_VALID at most: an invalid one is still refused,
+    and an id forgotten is checked again."""
+    rule = rule_of("header", tmp_path)
+    for index in range(KNOWN_VALID + 1):
+        assert rule.of(MODEL, {"x-modelhost-tenant": f"t{index}"}) == f"t{index}"
+    assert rule.of(MODEL, {"x-modelhost-tenant": "t0"}) == "t0"
+    for invalid in ("no spaces", "x" * (MAX_TENANT_CHARS + 1), b"t0"):
+        with pytest.raises(InvalidTenant):
+            rule.of(MODEL, {"x-modelhost-tenant": invalid})
 
 
 def test_another_header_is_read_in_lower_case(tmp_path: Path) -> None:
