@@ -80,7 +80,7 @@ class FromHeader:
     def __init__(self, header: str) -> None:
         self.header = header
         self.source = f"the {header} header"  # a refusal's, written once
-        self._valid: set[str] = set()  # at most KNOWN_VALID: checked in C
+        self._valid: set[str] = set()  # at most KNOWN_VALID
 
     def of(self, model: str, headers: Headers) -> str:
         value = headers.get(self.header)

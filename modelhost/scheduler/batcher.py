@@ -92,7 +92,7 @@ class BatchQueue(Generic[T]):
         return batch
 
     def _pop(self, batch: list[Job[T]]) -> Job[T] | None:
-        """The next job for `batch`; None if it is solo and `batch` holds some."""
+        """The next job; None if it is solo and `batch` holds some."""
         jobs = self._jobs
         return None if batch and jobs[0].solo else jobs.popleft()
 
