@@ -23,6 +23,7 @@ from modelhost.errors import ConfigError, InvalidTenant, Unauthorized
 from modelhost.names import echo
 
 DEFAULT_TENANT = "default"  # a request the rule finds no tenant in
+KNOWN_VALID = 4096  # tenant ids a header rule remembers valid
 AUTHORIZATION = "authorization"
 SEND_TOKEN = (
     "send the header 'Authorization: Bearer <token>' (over gRPC the metadata 'authorization') "
@@ -56,9 +57,6 @@ def request_rule(tenant_from: str) -> FromHeader | FromName | None:
 
 def _of_request(rule: TenantFrom) -> FromHeader | FromName:
     return FromHeader(rule.header) if rule.kind == "header" else FromName(rule.segments)
-
-
-KNOWN_VALID = 4096  # tenant ids a header rule remembers valid
 
 
 def model_tenant(config: Config) -> Callable[[str], str] | None:
