@@ -22,8 +22,9 @@ step = st.one_of(
 class Concurrent:
     """A queue served by up to `slots` requests at once, its record of what started when."""
 
-    def __init__(self, slots: int, weight: dict[str, float]) -> None:
-        self.queue: FairQueue[int] = FairQueue(10_000, weight=weight.__getitem__)
+    def __init__(self, slots: int, weight: dict[str, float], free: bool = False) -> None:
+        self.queue: FairQueue[int] = FairQueue(10_000, weight=weight.__getitem__, limit=slots)
+        self.free = free  # an arrival takes a free slot first, as the server's requests do
         self.slots, self.ids = slots, itertools.count()
         self.cost_of: dict[int, int] = {}
         self.running: list[tuple[Ticket, int]] = []
@@ -34,11 +35,19 @@ class Concurrent:
             if op == "push":  # one request of each tenant, of `arg` cost
                 for tenant in tenants:
                     self.cost_of[item := next(self.ids)] = arg
-                    self.queue.push(tenant, item)
+                    self.arrive(tenant, item)
             elif op == "start":
                 self.start()
             elif self.running:
                 self.end(arg % len(self.running))
+
+    def arrive(self, tenant: str, item: int) -> None:
+        ticket = self.queue.take_free(tenant) if self.free else None
+        if ticket is None:
+            self.queue.push(tenant, item)
+            return
+        self.running.append((ticket, item))
+        self.served.append(Served(tenant, self.cost_of[item], set(), set()))
 
     def start(self) -> None:
         if len(self.running) >= self.slots:
@@ -119,4 +128,31 @@ def test_running_counts_hold_through_every_switch(
         assert run.queue.statistics().running == running
     run.drain()
     assert run.queue.statistics() == ({}, {})
+    assert len(run.served) == next(run.ids)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    arrivals=st.lists(st.tuples(st.sampled_from(("a", "b", "ab")), step), max_size=150),
+    slots=st.integers(1, 4),
+    weight_a=st.sampled_from((1.0, 2.0, 4.0)),
+)
+def test_requests_taking_free_slots_leave_each_tenant_its_share(
+    arrivals: list[tuple[str, tuple[str, int]]], slots: int, weight_a: float
+) -> None:
+    """As the server's requests do, each takes a free slot while nothing waits, uncharged, or
+    waits its turn: over any stretch where both wait, each still gets its weighted share less
+    what was in flight when the stretch began and one request more, and every count holds."""
+    weight = {"a": weight_a, "b": 1.0}
+    run = Concurrent(slots, weight, free=True)
+    for tenants, one in arrivals:
+        run.play(tuple(tenants), [one])
+    run.drain()
+    bound = (slots + 1) * MAX_COST_MS
+    for f, g in (("a", "b"), ("b", "a")):
+        for window in windows(run.served, f, g):
+            got_f, got_g = service(window, f), service(window, g)
+            share_f = (got_f + got_g) * weight[f] / (weight[f] + weight[g])
+            assert got_f >= share_f - bound - 1e-9, (f, got_f, got_g)
+    assert run.queue.statistics() == ({}, {}) and run.queue.in_flight == 0
     assert len(run.served) == next(run.ids)
