@@ -13,7 +13,7 @@ from typing import Generic, NamedTuple, TypeVar
 from modelhost.errors import TenantQueueFull
 
 T = TypeVar("T")
-FIRST_ESTIMATE_MS = 1.0  # before any request is measured
+FIRST_ESTIMATE_MS = 1.0  # before any request has been measured
 SMOOTHING = 0.2  # weight of the newest cost in a tenant's running mean
 GAVE_WAY = " (its newest gave its place to another tenant's request)"
 
@@ -31,21 +31,12 @@ class Ticket(NamedTuple):
 
     tenant: str
     estimate_ms: float
-    started: float | None  # None: untimed (a lone tenant's, a free slot's)
-
-
-class FreeTicket(Ticket):
-    """Taken while nothing waited: charged at its end only if something waits then."""
-
-    __slots__ = ()
+    started: float | None  # None: a lone tenant's, never timed (its end is not charged)
 
 
 # in C, unlike Ticket(...)
 _ticket: Callable[[tuple[str, float, float | None]], Ticket] = functools.partial(
     tuple.__new__, Ticket
-)
-_free_ticket: Callable[[tuple[str, float, None]], Ticket] = functools.partial(
-    tuple.__new__, FreeTicket
 )
 
 
@@ -62,8 +53,7 @@ class FairQueue(Generic[T]):
     Next is the backlogged tenant with the lowest counter (service over weight). Dispatch charges
     the tenant's mean; completion corrects it by the measured cost. A tenant back from idling is
     lifted to the lowest backlogged counter: idling earns no credit. A tenant alone is not
-    charged; when a second arrives both start level. Nor is a free slot taken while none waits
-    (`FreeTicket`).
+    charged; when a second arrives both start level.
     """
 
     def __init__(
@@ -137,7 +127,7 @@ class FairQueue(Generic[T]):
         return item, self.dispatch(tenant)
 
     def take(self) -> tuple[str, T] | None:
-        """The next item in fair order and its tenant, not yet charged."""
+        """The next item in fair order and its tenant, not yet charged (`dispatch` charges)."""
         tenant = self.next_tenant()
         return None if tenant is None else (tenant, self.take_from(tenant))
 
@@ -179,7 +169,7 @@ class FairQueue(Generic[T]):
         return item
 
     def take_free(self, tenant: str) -> Ticket | None:
-        """A slot if one is free and nothing waiting may take it; else None."""
+        """`dispatch` if a slot is free and nothing waiting may take it; else None."""
         if self.in_flight >= self.limit or (
             self.waiting if self.cap is None else self.at_cap(tenant)
         ):
@@ -187,15 +177,7 @@ class FairQueue(Generic[T]):
         if tenant == self._alone:  # as `dispatch` does
             self.in_flight += 1
             return self._alone_ticket
-        if self.waiting:  # at their caps
-            return self.dispatch(tenant)
-        if tenant not in self._running:  # as `_arrive` tests first
-            self._arrive(tenant)
-        self.in_flight += 1
-        if self._alone is not None:  # `tenant`, after none ran
-            return self._alone_ticket
-        self._running[tenant] = self._running.get(tenant, 0) + 1
-        return _free_ticket((tenant, 0.0, None))
+        return self.dispatch(tenant)
 
     def dispatch(self, tenant: str) -> Ticket:
         """Charge `tenant` a request's estimated cost as it starts, queued or not."""
@@ -213,10 +195,7 @@ class FairQueue(Generic[T]):
         """Correct the charge by the measured cost (None: the time since it started)."""
         self.in_flight -= 1
         if ticket.tenant != self._alone:  # else no one to be fair to
-            if self.waiting or ticket.__class__ is not FreeTicket:
-                self._correct(ticket, cost_ms)
-            else:  # no contention from its start to its end
-                self._end(ticket.tenant)
+            self._correct(ticket, cost_ms)
         if self.waiting and self.on_free is not None:
             self.on_free()
 
@@ -245,7 +224,7 @@ class FairQueue(Generic[T]):
         return len(self._queues)
 
     def clear(self) -> None:
-        """Drop every waiting item (the caller holds them elsewhere); counters stay."""
+        """Drop every waiting item, which the caller holds elsewhere; the counters stay."""
         self._queues.clear()
         self.waiting = 0
         self._recount()
@@ -264,7 +243,7 @@ class FairQueue(Generic[T]):
         return True
 
     def at_cap(self, tenant: str) -> bool:
-        """Whether `tenant` runs as many requests as its cap allows."""
+        """Whether `tenant` has as many requests running as its cap allows."""
         cap = self.cap(tenant) if self.cap is not None else 0
         return bool(cap) and self.running(tenant) >= cap
 
@@ -275,7 +254,7 @@ class FairQueue(Generic[T]):
         return self._running.get(tenant, 0)
 
     def counter(self, tenant: str) -> float:
-        """`tenant`'s service so far over its weight."""
+        """`tenant`'s service so far over its weight, as the queue counts it."""
         return self._counters.get(tenant, self._floor)
 
     def statistics(self) -> FairStatistics:
@@ -299,7 +278,7 @@ class FairQueue(Generic[T]):
     def _arrive(self, tenant: str) -> None:
         """`tenant` is about to run or wait: alone, or the start of contention."""
         if tenant in self._running or tenant in self._queues:
-            return  # active already
+            return  # active already, beside others
         if not self.in_flight and not self._queues:
             return self._be_alone(tenant)  # after none, or after another alone went idle
         if self._alone is None:
@@ -331,19 +310,19 @@ class FairQueue(Generic[T]):
             self._alone_ticket = Ticket(tenant, 0.0, None)
 
     def _forget_alone(self) -> None:
-        """The idle tenant alone is no longer."""
+        """The idle tenant alone is alone no more."""
         if self._alone is not None:
             self._forget_if_owed_nothing(self._alone)
         self._alone = None
 
     def charge(self, tenant: str, cost_ms: float) -> None:
-        """Count `cost_ms` (or the caller's own unit) of service to `tenant`."""
+        """Count `cost_ms` of service to `tenant` (or a cost in the caller's own unit)."""
         if self.weight is not None:
             cost_ms /= self.weight(tenant)
         self._counters[tenant] = self._counters.get(tenant, self._floor) + cost_ms
 
     def _end(self, tenant: str) -> None:
-        """One of `tenant`'s requests ended: forget it if idle and owed nothing."""
+        """One of `tenant`'s requests ended: forget a tenant idle and owed nothing."""
         running = self._running[tenant] - 1
         if running:
             self._running[tenant] = running

@@ -268,24 +268,6 @@ def test_a_tenant_after_a_lone_one_went_idle_is_alone_in_its_turn() -> None:
     assert queue.counter("b") == 5.0
 
 
-def test_a_free_slot_charges_nobody_while_nothing_waits() -> None:
-    """A request that finds a slot free while nothing waits meets no contention: beside
-    another tenant's it is charged nothing, at its start or its end; one that ends while a
-    request waits is charged its cost then."""
-    queue: FairQueue[int] = FairQueue(4, limit=3)
-    queue.take_free("a")  # alone
-    first = queue.take_free("b")
-    assert first is not None and queue.counter("b") == 0.0
-    queue.complete(first, 4.0)
-    assert queue.counter("b") == 0.0
-    queue.take_free("a")
-    second = queue.take_free("b")
-    assert second is not None
-    queue.push("a", 1)
-    queue.complete(second, 6.0)
-    assert queue.counter("b") == 6.0
-
-
 request_step = st.one_of(
     st.tuples(st.sampled_from(("dispatch", "take_free")), st.sampled_from(TENANTS)),
     st.tuples(st.just("push"), st.sampled_from(TENANTS)),
