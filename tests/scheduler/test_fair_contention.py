@@ -25,7 +25,7 @@ class Concurrent:
     def __init__(self, slots: int, weight: dict[str, float], free: bool = False) -> None:
         self.queue: FairQueue[int] = FairQueue(10_000, weight=weight.__getitem__, limit=slots)
         self.free = free  # an arrival takes a free slot first, as the server's requests do
-        self.slots, self.ids = slots, itertools.count()
+        self.ids = itertools.count()
         self.cost_of: dict[int, int] = {}
         self.running: list[tuple[Ticket, int]] = []
         self.served: list[Served] = []
@@ -50,7 +50,7 @@ class Concurrent:
         self.served.append(Served(tenant, self.cost_of[item], set(), set()))
 
     def start(self) -> None:
-        if len(self.running) >= self.slots:
+        if len(self.running) >= self.queue.limit:
             return
         backlogged = set(self.queue.statistics().waiting)
         if (picked := self.queue.pop()) is None:
@@ -69,6 +69,17 @@ class Concurrent:
             self.start()
             if self.running:
                 self.end(0)
+
+
+def assert_shares(served: list[Served], weight: dict[str, float], slots: int) -> None:
+    """Over any stretch where a and b both wait, each gets its weighted share of the two's
+    service, less what was in flight when the stretch began and one request more."""
+    bound = (slots + 1) * MAX_COST_MS
+    for f, g in (("a", "b"), ("b", "a")):
+        for window in windows(served, f, g):
+            got_f, got_g = service(window, f), service(window, g)
+            share_f = (got_f + got_g) * weight[f] / (weight[f] + weight[g])
+            assert got_f >= share_f - bound - 1e-9, (f, got_f, got_g)
 
 
 serving = st.one_of(
@@ -101,12 +112,7 @@ def test_a_tenant_long_alone_then_joined_gets_its_share(
     joined = len(run.served)
     run.play(("a", "b"), [("push", cost) for cost in arrivals] + together)
     run.drain()
-    bound = (slots + 1) * MAX_COST_MS
-    for f, g in (("a", "b"), ("b", "a")):
-        for window in windows(run.served[joined:], f, g):
-            got_f, got_g = service(window, f), service(window, g)
-            share_f = (got_f + got_g) * weight[f] / (weight[f] + weight[g])
-            assert got_f >= share_f - bound - 1e-9, (f, got_f, got_g)
+    assert_shares(run.served[joined:], weight, slots)
 
 
 @settings(max_examples=100, deadline=None)
@@ -140,19 +146,13 @@ def test_running_counts_hold_through_every_switch(
 def test_requests_taking_free_slots_leave_each_tenant_its_share(
     arrivals: list[tuple[str, tuple[str, int]]], slots: int, weight_a: float
 ) -> None:
-    """As the server's requests do, each takes a free slot while nothing waits, uncharged, or
-    waits its turn: over any stretch where both wait, each still gets its weighted share less
-    what was in flight when the stretch began and one request more, and every count holds."""
+    """As the server's requests do, each takes a free slot while nothing waits, or waits its
+    turn: each still gets its weighted share (`assert_shares`), and every count holds."""
     weight = {"a": weight_a, "b": 1.0}
     run = Concurrent(slots, weight, free=True)
     for tenants, one in arrivals:
         run.play(tuple(tenants), [one])
     run.drain()
-    bound = (slots + 1) * MAX_COST_MS
-    for f, g in (("a", "b"), ("b", "a")):
-        for window in windows(run.served, f, g):
-            got_f, got_g = service(window, f), service(window, g)
-            share_f = (got_f + got_g) * weight[f] / (weight[f] + weight[g])
-            assert got_f >= share_f - bound - 1e-9, (f, got_f, got_g)
+    assert_shares(run.served, weight, slots)
     assert run.queue.statistics() == ({}, {}) and run.queue.in_flight == 0
     assert len(run.served) == next(run.ids)
