@@ -3,9 +3,13 @@ one replica, each replica keeps its own budget, and SageMaker's header works thr
 
 from __future__ import annotations
 
+import gc
+import os
+import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import httpx
 import pytest
@@ -16,9 +20,11 @@ from modelhost import testing
 ray = pytest.importorskip("ray")
 serve = pytest.importorskip("ray.serve")
 
-pytestmark = pytest.mark.e2e
+# the first test's setup starts Ray, which may wait up to WAIT's 120 s for its control store
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 MODELS = [f"tenants/t{i:03d}.joblib" for i in range(8)]
 BUDGET = "512MiB"
+WAIT = "RAY_gcs_server_port_wait_time_s"
 
 
 @pytest.fixture(scope="module")
@@ -31,19 +37,44 @@ def ray_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         testing.copy_artifact(trained, root / model)
     work = tmp_path_factory.mktemp("ray")
     port = testing.free_port()
+    args = ["--model-store", str(root), "--workers", "1", "--memory-budget", BUDGET]
+    # each replica's disk cache in a folder of its own
+    app = modelhost_app([*args, "--cache-dir", str(work / "cache-{replica}")], replicas=2)
+    with local_ray():
+        try:
+            serve.start(http_options={"host": "127.0.0.1", "port": port})
+            serve.run(app)
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            serve.shutdown()
+
+
+@contextmanager
+def local_ray() -> Iterator[None]:
+    """A local Ray, stopped however it ends."""
     # Ray's socket paths must fit sun_path, which pytest's (and xdist's) folders may not
-    ray_dir = tempfile.TemporaryDirectory(prefix="ray-")
-    ray.init(num_cpus=2, include_dashboard=False, _temp_dir=ray_dir.name)
+    with tempfile.TemporaryDirectory(prefix="ray-") as ray_dir, pytest.MonkeyPatch.context() as env:
+        # Ray waits 30 s for its control store's port; a busy 2-core machine has taken longer
+        env.setenv(WAIT, os.environ.get(WAIT, "120"))
+        try:
+            start_ray(ray_dir)
+            yield
+        finally:
+            ray.shutdown()
+
+
+def start_ray(ray_dir: str) -> None:
+    """Start Ray, or stop what it started and fail here rather than in a later test."""
     try:
-        serve.start(http_options={"host": "127.0.0.1", "port": port})
-        args = ["--model-store", str(root), "--workers", "1", "--memory-budget", BUDGET]
-        # each replica's disk cache in a folder of its own
-        serve.run(modelhost_app([*args, "--cache-dir", str(work / "cache-{replica}")], replicas=2))
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        serve.shutdown()
-        ray.shutdown()
-        ray_dir.cleanup()
+        ray.init(num_cpus=2, include_dashboard=False, _temp_dir=ray_dir)
+    except RuntimeError as error:
+        # a traceback may hold the half-started node; collected running, its handles would
+        # warn inside whichever test ran then
+        for handle in gc.get_objects():
+            if isinstance(handle, subprocess.Popen) and ray_dir in str(handle.args):
+                handle.kill()
+                handle.wait()
+        pytest.fail(f"Ray did not start: {error}")
 
 
 def test_each_model_stays_on_its_replica(ray_app: str) -> None:
