@@ -74,10 +74,12 @@ class SlowStore(http.server.BaseHTTPRequestHandler):
             SlowStore.most = max(SlowStore.most, SlowStore.running)
         try:
             time.sleep(1.0)
-            self._reply(body=True)
         finally:
+            # counted out before the bytes go: the server may start its next download as soon
+            # as they arrive, before this thread runs again
             with self.lock:
                 SlowStore.running -= 1
+        self._reply(body=True)
 
     def _reply(self, body: bool) -> None:
         path = self.root / self.path.lstrip("/")
