@@ -24,7 +24,8 @@ Per mode:
   equal shares);
 - weights (on only): three other tenants, weighted 1:2:4 by a tenants file, --fair-clients
   each as equal as their sum allows, each on four forests of its own; their shares of the
-  requests/s.
+  requests/s, and of the worker time the server counted (GET /tenants), which the fair queue
+  shares by weight.
 
 Prints markdown tables and writes benchmarks/results/tenants-<date>.json (and .md).
 
@@ -63,6 +64,7 @@ Outcome = tuple[int, float, float]  # status, ms from when it was due, ms by Ser
 NOISY_NICE = 10
 QUIET_PRIORITY = 10  # SCHED_FIFO: ahead of every ordinary process on the client core
 LEAD_S = 2.0  # for the load's processes to fork and make their clients, then start together
+FIGURES_S = 1.0  # for the server to count the last requests' figures
 MODES = {"off": [], "on": ["--tenant-from", "header"]}
 WEIGHTS = (1, 2, 4)
 WEIGHTED = "weighted"  # the weights scenario's tenants, apart from the equally weighted ones
@@ -82,6 +84,7 @@ FAIR_TABLE = [
     "clients per tenant",
     "requests/s per tenant",
     "ratio to the first",
+    "worker time's ratio",
     "Jain's index",
 ]
 
@@ -248,9 +251,11 @@ def fairness(
     url: str, args: argparse.Namespace, names: list[Any], clients: list[int], tenant: str = "fair"
 ) -> dict[str, Any]:
     """Three tenants backlogged on `names` (a model or a list of models each, the same cost);
-    their requests/s and Jain's index."""
+    their requests/s, worker-seconds and Jain's index."""
     start_at = time.time() + LEAD_S
     context = multiprocessing.get_context("fork")
+    tenant_names = [f"{tenant}-{i}" for i in range(len(names))]
+    before = worker_seconds(url, tenant_names)
     with concurrent.futures.ProcessPoolExecutor(3, mp_context=context) as pool:
         futures = [
             pool.submit(
@@ -259,8 +264,21 @@ def fairness(
             for i, (name, count) in enumerate(zip(names, clients, strict=True))
         ]
         tenants = [future.result() for future in futures]
+    time.sleep(FIGURES_S)
+    after = worker_seconds(url, tenant_names)
+    for figures, was, now in zip(tenants, before, after, strict=True):
+        figures["worker_s"] = round(now - was, 3)
     rates = [tenant["requests_per_s"] for tenant in tenants]
     return {"clients": clients, "tenants": tenants, "jain_index": jain_index(rates)}
+
+
+def worker_seconds(url: str, tenants: list[str]) -> list[float]:
+    """Each tenant's worker-seconds so far by GET /tenants (nan with tenants off)."""
+    response = httpx.get(f"{url}/tenants", params={"limit": 1000}, timeout=10)
+    if response.status_code == 404:
+        return [float("nan")] * len(tenants)
+    counted = {t["tenant"]: t["workerSeconds"] for t in response.json()["tenants"]}
+    return [counted.get(tenant, 0.0) for tenant in tenants]
 
 
 def _listed(names: str | list[str]) -> list[str]:
@@ -440,15 +458,17 @@ def render(runs: list[dict[str, Any]]) -> str:
             shares = " / ".join(f"{t['requests_per_s']:.1f}" for t in fair["tenants"])
             clients = " / ".join(str(n) for n in fair["clients"])
             ratios_ = " : ".join(f"{r:.2f}" for r in _ratios(fair["tenants"]))
-            row = [run["mode"], variant, clients, shares, ratios_, round(fair["jain_index"], 3)]
+            worked = " : ".join(f"{r:.2f}" for r in _ratios(fair["tenants"], "worker_s"))
+            row = [run["mode"], variant, clients, shares, ratios_, worked]
+            row.append(round(fair["jain_index"], 3))
             fair_rows.append(row)
     tables = [markdown_table(TABLE, rows), "", *ratios, "", markdown_table(FAIR_TABLE, fair_rows)]
     return "\n".join(tables)
 
 
-def _ratios(tenants: list[dict[str, Any]]) -> list[float]:
-    first = tenants[0]["requests_per_s"] or float("nan")
-    return [tenant["requests_per_s"] / first for tenant in tenants]
+def _ratios(tenants: list[dict[str, Any]], key: str = "requests_per_s") -> list[float]:
+    first = tenants[0][key] or float("nan")
+    return [tenant[key] / first for tenant in tenants]
 
 
 def _ratio_line(mode: str, name: str, part: dict[str, Any], alone: dict[str, Any]) -> str:
