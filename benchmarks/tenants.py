@@ -25,7 +25,8 @@ Per mode:
 - weights (on only): three other tenants, weighted 1:2:4 by a tenants file, --fair-clients
   each as equal as their sum allows, each on four forests of its own; their shares of the
   requests/s, and of the worker time the server counted (GET /tenants), which the fair queue
-  shares by weight.
+  shares by weight. Each fairness row gives the main process's share of the server's CPU: its
+  own work is first come, first served, so where it is large shares drift toward the clients'.
 
 Prints markdown tables and writes benchmarks/results/tenants-<date>.json (and .md).
 
@@ -51,7 +52,15 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from _common import add_serve_arg, cores, markdown_table, write_results
+from _common import (
+    add_serve_arg,
+    cores,
+    cpu_seconds,
+    cpu_spent,
+    markdown_table,
+    process_tree,
+    write_results,
+)
 
 from modelhost import testing
 from modelhost.observe.exchange import parse_server_timing
@@ -86,6 +95,7 @@ FAIR_TABLE = [
     "ratio to the first",
     "worker time's ratio",
     "Jain's index",
+    "main process's CPU",
 ]
 
 
@@ -165,7 +175,8 @@ def bench_mode(
 ) -> dict[str, Any]:
     """The three scenarios on a fresh server in `mode`, then fairness on another."""
     scratch.mkdir(parents=True)
-    with serving(mode, store, scratch / "latency", args) as url:
+    with serving(mode, store, scratch / "latency", args) as server:
+        url = server.url
         warm(url, [QUIET, *noisy_names(args)])
         scenarios = {
             "alone": scenario(url, args),
@@ -176,15 +187,15 @@ def bench_mode(
         }
     # a request a batch: a tenant's waiting requests are not all served by one batch of its
     # model, so more clients keep it backlogged, as the fair share assumes
-    with serving(mode, store, scratch / "fairness", args, "--batch-size", "1") as url:
-        warm(url, [*fair_names(), *weighted_names()])
-        fair = {"own models": fairness(url, args, fair_names(), args.fair_clients)}
+    with serving(mode, store, scratch / "fairness", args, "--batch-size", "1") as server:
+        warm(server.url, [*fair_names(), *weighted_names()])
+        fair = {"own models": fairness(server, args, fair_names(), args.fair_clients)}
         shared = [fair_names()[0]] * 3
-        fair["one shared model"] = fairness(url, args, shared, args.fair_clients)
+        fair["one shared model"] = fairness(server, args, shared, args.fair_clients)
         if mode == "on":
             equal = [sum(args.fair_clients) // 3] * 3
             own = [[n for n in weighted_names() if n.startswith(f"fair-{i}/")] for i in range(3)]
-            fair["weights 1:2:4"] = fairness(url, args, own, equal, WEIGHTED)
+            fair["weights 1:2:4"] = fairness(server, args, own, equal, WEIGHTED)
     run = {"mode": mode, "round": round_, "scenarios": scenarios, "fairness": fair}
     print(render([run]), flush=True)
     return run
@@ -193,8 +204,8 @@ def bench_mode(
 @contextlib.contextmanager
 def serving(
     mode: str, store: Path, scratch: Path, args: argparse.Namespace, *extra: str
-) -> Iterator[str]:
-    """A fresh server in `mode`, pinned to --server-core; its URL."""
+) -> Iterator[testing.RunningServer]:
+    """A fresh server in `mode`, pinned to --server-core."""
     scratch.mkdir(parents=True)
     serve = [*testing.serve_args(store, scratch / "cache", workers=1), *MODES[mode], *extra]
     if mode == "on":
@@ -204,7 +215,7 @@ def serving(
     with testing.RunningServer(
         [*serve, *args.serve_arg], scratch, env=env, prefix=pin, cwd=scratch
     ) as server:
-        yield server.url
+        yield server
 
 
 def warm(url: str, names: list[str]) -> None:
@@ -248,14 +259,21 @@ def weights_file(scratch: Path) -> Path:
 
 
 def fairness(
-    url: str, args: argparse.Namespace, names: list[Any], clients: list[int], tenant: str = "fair"
+    server: testing.RunningServer,
+    args: argparse.Namespace,
+    names: list[Any],
+    clients: list[int],
+    tenant: str = "fair",
 ) -> dict[str, Any]:
     """Three tenants backlogged on `names` (a model or a list of models each, the same cost);
-    their requests/s, worker-seconds and Jain's index."""
+    their requests/s, worker-seconds and Jain's index, and the main process's share of the
+    server's CPU (its own work is first come, first served)."""
+    url = server.url
     start_at = time.time() + LEAD_S
     context = multiprocessing.get_context("fork")
     tenant_names = [f"{tenant}-{i}" for i in range(len(names))]
     before = worker_seconds(url, tenant_names)
+    cpu = cpu_seconds(process_tree(server.pid))
     with concurrent.futures.ProcessPoolExecutor(3, mp_context=context) as pool:
         futures = [
             pool.submit(
@@ -264,12 +282,19 @@ def fairness(
             for i, (name, count) in enumerate(zip(names, clients, strict=True))
         ]
         tenants = [future.result() for future in futures]
+    spent = cpu_spent(cpu)
     time.sleep(FIGURES_S)
     after = worker_seconds(url, tenant_names)
     for figures, was, now in zip(tenants, before, after, strict=True):
         figures["worker_s"] = round(now - was, 3)
     rates = [tenant["requests_per_s"] for tenant in tenants]
-    return {"clients": clients, "tenants": tenants, "jain_index": jain_index(rates)}
+    main_share = spent.get(server.pid, 0.0) / (sum(spent.values()) or float("nan"))
+    return {
+        "clients": clients,
+        "tenants": tenants,
+        "jain_index": jain_index(rates),
+        "main_process_cpu_share": round(main_share, 3),
+    }
 
 
 def worker_seconds(url: str, tenants: list[str]) -> list[float]:
@@ -460,7 +485,7 @@ def render(runs: list[dict[str, Any]]) -> str:
             ratios_ = " : ".join(f"{r:.2f}" for r in _ratios(fair["tenants"]))
             worked = " : ".join(f"{r:.2f}" for r in _ratios(fair["tenants"], "worker_s"))
             row = [run["mode"], variant, clients, shares, ratios_, worked]
-            row.append(round(fair["jain_index"], 3))
+            row += [round(fair["jain_index"], 3), f"{fair['main_process_cpu_share']:.0%}"]
             fair_rows.append(row)
     tables = [markdown_table(TABLE, rows), "", *ratios, "", markdown_table(FAIR_TABLE, fair_rows)]
     return "\n".join(tables)
