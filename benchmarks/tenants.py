@@ -276,10 +276,8 @@ def fairness(
     cpu = cpu_seconds(process_tree(server.pid))
     with concurrent.futures.ProcessPoolExecutor(3, mp_context=context) as pool:
         futures = [
-            pool.submit(
-                closed_loop, url, f"{tenant}-{i}", _listed(name), count, args, start_at, 0, "rows"
-            )
-            for i, (name, count) in enumerate(zip(names, clients, strict=True))
+            pool.submit(closed_loop, url, named, _listed(name), count, args, start_at, 0, "rows")
+            for named, name, count in zip(tenant_names, names, clients, strict=True)
         ]
         tenants = [future.result() for future in futures]
     spent = cpu_spent(cpu)
