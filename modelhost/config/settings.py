@@ -418,6 +418,12 @@ class Config:
     header_timeout_s: float = _setting(
         10.0, "seconds a client may take to send a request's headers (slowloris)", minimum=0.001
     )
+    min_body_rate: int = _setting(
+        500,
+        "bytes a second a request's body must average once header_timeout_s has passed, or its "
+        "connection is closed (a trickled body; 0: no minimum)",
+        minimum=0,
+    )
     max_connections: int = _setting(
         0,
         "open connections before new requests get 503 (uvicorn's limit_concurrency; 0: none)",

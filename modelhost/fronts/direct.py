@@ -81,8 +81,10 @@ class DirectSide(asyncio.Protocol):
         self.buffer = bytearray()  # from the first byte of the request being answered
         self.busy = False  # a request is being answered, or the connection was handed on
         self.ended = self.stopping = False
-        self.idle: asyncio.TimerHandle | None = None
-        self.idle_since = 0.0  # loop time the connection last fell idle
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.due = self.timer_at = 0.0  # loop times: closed unless busy; the timer's
+        self.timer: asyncio.TimerHandle | None = None
+        self.body_started = 0.0  # loop time; 0: no body on its way
         self.paused = False  # reading waits while the answered request's followers pile up
         self.heads = HeadReader()
         # a hit whose body is on its way
@@ -91,6 +93,7 @@ class DirectSide(asyncio.Protocol):
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
+        self.loop = asyncio.get_running_loop()
         self.connections.add(self)
         self._wait_idle()
 
@@ -112,9 +115,9 @@ class DirectSide(asyncio.Protocol):
         parked = self.relay.unpark() if self.relay is not None else None
         if parked is not None and parked.transport is not None:
             parked.transport.close()
-        if self.idle is not None:
-            self.idle.cancel()
-            self.idle = None
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
 
     def stop(self) -> None:
         """The front drains: close once the request being answered has been."""
@@ -123,20 +126,35 @@ class DirectSide(asyncio.Protocol):
             self.transport.close()
 
     def _wait_idle(self) -> None:
-        """Close the connection once idle for KEEP_ALIVE_S; one timer, moved on only when due."""
-        loop = asyncio.get_running_loop()
-        self.idle_since = loop.time()
-        if self.idle is None:
-            self.idle = loop.call_at(self.idle_since + KEEP_ALIVE_S, self._idle_for_long)
+        """Close the connection once idle for KEEP_ALIVE_S."""
+        assert self.loop is not None
+        self._close_at(self.loop.time() + KEEP_ALIVE_S)
 
-    def _idle_for_long(self) -> None:
-        self.idle = None
-        if self.busy or self.buffer or self.transport is None:
+    def _wait_for_body(self, head_bytes: int) -> None:
+        """Closed if it keeps no pace."""
+        assert self.loop is not None
+        now = self.loop.time()
+        started = self.body_started = self.body_started or now
+        received = len(self.buffer) - head_bytes
+        self._close_at(self.router.table.body_pace.due(started, received, now))
+
+    def _close_at(self, due: float) -> None:
+        """One timer, moved on only as it fires early."""
+        self.due = due
+        if self.timer is not None and self.timer_at <= due:
+            return
+        if self.timer is not None:
+            self.timer.cancel()
+        assert self.loop is not None
+        self.timer, self.timer_at = self.loop.call_at(due, self._on_due), due
+
+    def _on_due(self) -> None:
+        self.timer = None
+        if self.busy or self.transport is None:
             return  # answering: it waits again once idle
-        due = self.idle_since + KEEP_ALIVE_S
-        loop = asyncio.get_running_loop()
-        if loop.time() < due:  # it was busy since: idle for less
-            self.idle = loop.call_at(due, self._idle_for_long)
+        assert self.loop is not None
+        if self.loop.time() < self.due:  # moved on since
+            self.timer, self.timer_at = self.loop.call_at(self.due, self._on_due), self.due
         else:
             self.transport.close()
 
@@ -167,8 +185,10 @@ class DirectSide(asyncio.Protocol):
         if len(self.buffer) < size:  # its body is on its way
             if size > BIG_BYTES:
                 self._relay()  # streamed to the main process rather than held here
+            else:
+                self._wait_for_body(head_bytes)
             return
-        self.waiting_for = None
+        self.waiting_for, self.body_started = None, 0.0
         self.busy = True
         body = bytes(self.buffer[head_bytes:size])
         self.heads.body(body)

@@ -11,6 +11,7 @@ from modelhost.config.tenancy import tenants_on
 from modelhost.config.tenant_policies import TenantPolicies, TenantPolicy
 from modelhost.fronts.messages import Report, Sample, Table, Tenancy
 from modelhost.host import ModelHost
+from modelhost.http.body_pace import pace_of
 from modelhost.http.instance import instance_name
 from modelhost.observe.exchange import Exchange
 from modelhost.observe.hits import Hits
@@ -53,6 +54,7 @@ class Routing:
         self.instance = instance_name(config.instance_id)
         self.limits = (config.max_request_bytes, config.max_response_bytes)
         self.timeout_s = config.default_response_timeout_s
+        self.pace = pace_of(config)
         self.default_accept = config.default_accept
         self.tenant_from = config.tenant_from if tenants_on(config.tenant_from) else ""
         self.run_dir = run_dir  # where the workers' direct sockets are
@@ -92,6 +94,7 @@ class Routing:
             self.instance,
             *self.limits,
             response_timeout_s=self.timeout_s,
+            body_pace=self.pace,
             inference_key=key,
             inference_key_until=until,
             tenants=self.tenancy(),

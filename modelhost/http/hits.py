@@ -48,7 +48,8 @@ class HitSide(asyncio.Protocol):
         self.write_paused = self.reading_paused = False
         self.heads = PlainHeads()
         self.waiting_for: tuple[Route, int, int] | None = None  # the head's bytes, the body's
-        self._due: float | None = None  # when an idle connection is closed
+        self._due: float | None = None  # when an idle connection, or a late body, is closed
+        self._body_started = 0.0  # loop time; 0: no body on its way
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
@@ -56,9 +57,9 @@ class HitSide(asyncio.Protocol):
             self._hand_on()
             return
         self.server_state.connections.add(self)
-        self._due = self.loop.time() + self.uvicorn_class.header_timeout_s
         cls = self.uvicorn_class
-        late = cls.late = cls.late or LateConnections(self.loop, cls.header_timeout_s)
+        self._due = self.loop.time() + cls.pace.timeout_s
+        late = cls.late = cls.late or LateConnections(self.loop, cls.pace.timeout_s)
         late.watch(self)  # type: ignore[arg-type]  # it asks only close_if_late
 
     def data_received(self, data: bytes) -> None:
@@ -117,8 +118,11 @@ class HitSide(asyncio.Protocol):
                 return
             self.waiting_for = plain[0], head_bytes, plain[1]
         route, head_bytes, body_bytes = self.waiting_for
-        if len(self.buffer) < head_bytes + body_bytes:  # its body is on its way, not slowly
-            self._due = self.loop.time() + self.uvicorn_class.header_timeout_s
+        if len(self.buffer) < head_bytes + body_bytes:  # its body is on its way
+            now = self.loop.time()
+            started = self._body_started = self._body_started or now
+            received = len(self.buffer) - head_bytes
+            self._due = self.uvicorn_class.pace.due(started, received, now)
             return
         self.waiting_for = None
         self._start(route, head_bytes, body_bytes)
@@ -134,7 +138,7 @@ class HitSide(asyncio.Protocol):
         body = bytes(self.buffer[head_bytes:size])
         self.heads.body(body)
         read = self.heads.read
-        self.busy, self._due = True, None
+        self.busy, self._due, self._body_started = True, None, 0.0
         cycle = HitCycle(self, read.headers, body, size)
         task = self.loop.create_task(cycle.run(read.url.decode("latin-1"), route))
         task.add_done_callback(self.server_state.tasks.discard)

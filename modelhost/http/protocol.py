@@ -1,9 +1,9 @@
 """uvicorn's httptools protocol with deadlines on each request's headers and body.
 
 uvicorn does not time out a request that trickles its headers or body (slowloris). Here the
-headers must arrive within `header_timeout_s`, and the body may pause no longer; one sweep also
-keeps the keep-alive timeout. `HeadWithBody` writes a response's head and body at once, sparing
-the client a wake-up.
+headers must arrive within the timeout, and the body keep its pace; one sweep also keeps the
+keep-alive timeout. `HeadWithBody` writes a response's head and body at once, sparing the
+client a wake-up.
 """
 
 from __future__ import annotations
@@ -13,17 +13,21 @@ from typing import Any, cast
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from modelhost.http.body_pace import BodyPace
+
 
 class HeaderDeadlineProtocol(HttpToolsProtocol):
-    header_timeout_s: float = 10.0
-    late: LateConnections | None = None  # one per server (per class: see head_limits)
+    pace = BodyPace(10.0, 0)  # one per server (per class: see head_limits)
+    late: LateConnections | None = None
     _due: float | None = None  # when the headers, or the body's next chunk, are late
+    _body_started = 0.0
+    _body_bytes = 0
     _idle = False  # `_due` is the keep-alive's: any bytes from the client lift it
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(cast(asyncio.Transport, HeadWithBody(transport, self.loop)))
         self._due_in_timeout()
-        late = type(self).late = self.late or LateConnections(self.loop, self.header_timeout_s)
+        late = type(self).late = self.late or LateConnections(self.loop, self.pace.timeout_s)
         late.watch(self)
 
     def data_received(self, data: bytes) -> None:
@@ -49,12 +53,15 @@ class HeaderDeadlineProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         super().on_headers_complete()
-        self._due_in_timeout()  # for the body; its end clears it
+        now = self.loop.time()
+        self._body_started, self._body_bytes = now, 0
+        self._due = now + self.pace.timeout_s  # for the body; its end clears it
 
     def on_body(self, body: bytes) -> None:
         super().on_body(body)
         if self._due is not None:
-            self._due_in_timeout()
+            self._body_bytes += len(body)
+            self._due = self.pace.due(self._body_started, self._body_bytes, self.loop.time())
 
     def on_message_complete(self) -> None:
         self._due = None
@@ -66,7 +73,7 @@ class HeaderDeadlineProtocol(HttpToolsProtocol):
         super().connection_lost(exc)
 
     def _due_in_timeout(self) -> None:
-        self._due = self.loop.time() + self.header_timeout_s
+        self._due = self.loop.time() + self.pace.timeout_s
 
     def close_if_late(self, now: float) -> None:
         if self._due is not None and self._due <= now and not self.transport.is_closing():

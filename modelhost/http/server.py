@@ -15,6 +15,7 @@ import uvicorn
 from modelhost.config import Config
 from modelhost.errors import ConfigError
 from modelhost.fronts.listeners import refusal
+from modelhost.http.body_pace import pace_of
 from modelhost.http.head_limits import head_limited_protocol
 from modelhost.http.hits import hits_first
 from modelhost.http.relayed import relayed_protocol
@@ -29,7 +30,7 @@ def uvicorn_config(
     variable: the caller's address decides who may manage models. `relayed`: the server also
     reads the fronts' connections (http/relayed.py).
     """
-    protocol = head_limited_protocol(config.header_timeout_s)
+    protocol = head_limited_protocol(pace_of(config))
     return uvicorn.Config(
         app,
         host=host or config.host,

@@ -95,6 +95,7 @@ EFFECTS: dict[str, str] = {
     "--drain-timeout-s": "e2e/test_observe_events.py::test_an_open_stream_does_not_hold_a_draining_server",
     "--access-log": "e2e/test_observe_metrics.py::test_the_access_log_has_a_line_per_request",
     "--header-timeout-s": "security/test_floods_e2e.py::test_a_connection_that_never_finishes_its_headers_is_closed",
+    "--min-body-rate": "security/test_slow_bodies_e2e.py::test_a_body_trickled_below_the_minimum_rate_closes_its_connection",
     "--max-event-streams": "security/test_floods_e2e.py::test_event_streams_past_cap_are_503",
     "--grpc-front": "e2e/test_grpc_oip.py::test_the_start_line_names_the_front",
     "--grpc-max-streams": "security/test_http2_floods_e2e.py::test_streams_past_the_cap_end_their_connection",
