@@ -424,6 +424,12 @@ class Config:
         "connection is closed (a trickled body; 0: no minimum)",
         minimum=0,
     )
+    send_timeout_s: float = _setting(
+        60.0,
+        "seconds answers may wait for a client that reads none of them before its connection "
+        "is closed (nginx's send_timeout)",
+        minimum=0.001,
+    )
     max_connections: int = _setting(
         0,
         "open connections before new requests get 503 (uvicorn's limit_concurrency; 0: none)",

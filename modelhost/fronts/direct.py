@@ -86,6 +86,8 @@ class DirectSide(asyncio.Protocol):
         self.timer: asyncio.TimerHandle | None = None
         self.body_started = 0.0  # loop time; 0: no body on its way
         self.paused = False  # reading waits while the answered request's followers pile up
+        self.write_paused = False  # answers wait on the client
+        self.write_timer: asyncio.TimerHandle | None = None
         self.heads = HeadReader()
         # a hit whose body is on its way
         self.waiting_for: tuple[Hit, int, str] | None = None
@@ -118,6 +120,46 @@ class DirectSide(asyncio.Protocol):
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
+        self._stop_write_timer()
+
+    def pause_writing(self) -> None:
+        self.write_paused = True
+        if self.transport is not None:
+            self.transport.pause_reading()
+        assert self.loop is not None
+        timeout_s = self.router.table.pace.send_timeout_s
+        self.write_timer = self.loop.call_later(timeout_s, self._left_unread)
+
+    def resume_writing(self) -> None:
+        self.write_paused = False
+        self._stop_write_timer()
+        if self.transport is None:
+            return
+        if not self.busy:
+            if self.buffer:
+                self._next()
+            else:
+                self._wait_idle()
+        self._read_on()
+
+    def _read_on(self) -> None:
+        """Unless answers wait on the client, or whole requests here."""
+        if self.write_paused or self.transport is None:
+            return
+        if self.busy and len(self.buffer) > BIG_BYTES:
+            return
+        self.paused = False
+        self.transport.resume_reading()
+
+    def _left_unread(self) -> None:
+        self.write_timer = None
+        if self.transport is not None:
+            self.transport.abort()  # close() would wait for the unread answers
+
+    def _stop_write_timer(self) -> None:
+        if self.write_timer is not None:
+            self.write_timer.cancel()
+            self.write_timer = None
 
     def stop(self) -> None:
         """The front drains: close once the request being answered has been."""
@@ -136,7 +178,7 @@ class DirectSide(asyncio.Protocol):
         now = self.loop.time()
         started = self.body_started = self.body_started or now
         received = len(self.buffer) - head_bytes
-        self._close_at(self.router.table.body_pace.due(started, received, now))
+        self._close_at(self.router.table.pace.due(started, received, now))
 
     def _close_at(self, due: float) -> None:
         """One timer, moved on only as it fires early."""
@@ -259,15 +301,17 @@ class DirectSide(asyncio.Protocol):
         router.answered(sample)
         del self.buffer[: asked.size]
         self.busy = False
-        if self.paused:
-            self.paused = False
-            transport.resume_reading()
         if self.stopping or (self.ended and not self.buffer):
             transport.close()
-        elif self.buffer:
+            return
+        if self.write_paused:
+            return  # resume_writing goes on
+        if self.buffer:
             self._next()
         else:
             self._wait_idle()
+        if self.paused:
+            self._read_on()
 
     def _reply(self, asked: Asked, outcome: Future[Outcome], queue_ms: float) -> Replied:
         """The worker's answer as the main process writes it; Relay where it has none."""
@@ -318,6 +362,8 @@ class DirectSide(asyncio.Protocol):
         if transport is None:
             return
         self.busy = True  # the idle timer, if due meanwhile, lets the connection be
+        self.write_paused = self.paused = False  # the relay's to follow
+        self._stop_write_timer()
         self.connections.discard(self)
         relay = self.relay
         if relay is None:

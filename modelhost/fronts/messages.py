@@ -6,7 +6,7 @@ from collections.abc import Collection
 
 import msgspec
 
-from modelhost.http.body_pace import BodyPace
+from modelhost.http.client_pace import ClientPace
 from modelhost.workers.wire import Frame, FrameBuffer, encode
 
 
@@ -30,7 +30,7 @@ class Table(msgspec.Struct, frozen=True, tag=True):
     max_request_bytes: int = 0
     max_response_bytes: int = 0
     response_timeout_s: float = 60.0  # the server's default_response_timeout_s
-    body_pace: BodyPace = BodyPace(10.0, 0)
+    pace: ClientPace = ClientPace(10.0, 0)
     inference_key: str = ""  # token authorization's, which a hit must hold
     inference_key_until: float = 0.0  # epoch seconds: the key's expiry
     tenants: Tenancy | None = None  # None: tenants are off

@@ -11,7 +11,7 @@ from modelhost.config.tenancy import tenants_on
 from modelhost.config.tenant_policies import TenantPolicies, TenantPolicy
 from modelhost.fronts.messages import Report, Sample, Table, Tenancy
 from modelhost.host import ModelHost
-from modelhost.http.body_pace import pace_of
+from modelhost.http.client_pace import pace_of
 from modelhost.http.instance import instance_name
 from modelhost.observe.exchange import Exchange
 from modelhost.observe.hits import Hits
@@ -94,7 +94,7 @@ class Routing:
             self.instance,
             *self.limits,
             response_timeout_s=self.timeout_s,
-            body_pace=self.pace,
+            pace=self.pace,
             inference_key=key,
             inference_key_until=until,
             tenants=self.tenancy(),

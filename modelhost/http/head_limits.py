@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from modelhost.http.body_pace import BodyPace
+from modelhost.http.client_pace import ClientPace
 from modelhost.http.protocol import HeaderDeadlineProtocol
 
 MAX_REQUEST_LINE_BYTES = 16 * 1024
@@ -102,7 +102,7 @@ def refusal_message(status: int) -> str:
     )
 
 
-def head_limited_protocol(pace: BodyPace) -> type[HeadLimitedProtocol]:
+def head_limited_protocol(pace: ClientPace) -> type[HeadLimitedProtocol]:
     """The protocol class for uvicorn's `http=`, one per server so each sweeps its own."""
     attributes: dict[str, Any] = {"pace": pace}
     return type("HeadLimitedProtocol", (HeadLimitedProtocol,), attributes)

@@ -50,6 +50,7 @@ class HitSide(asyncio.Protocol):
         self.waiting_for: tuple[Route, int, int] | None = None  # the head's bytes, the body's
         self._due: float | None = None  # when an idle connection, or a late body, is closed
         self._body_started = 0.0  # loop time; 0: no body on its way
+        self._write_due: float | None = None  # unread answers: cut off then
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
@@ -76,13 +77,13 @@ class HitSide(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         self.write_paused = True
+        self._write_due = self.loop.time() + self.uvicorn_class.pace.send_timeout_s
         if self.transport is not None:
             self.transport.pause_reading()
 
     def resume_writing(self) -> None:
-        self.write_paused = False
-        if self.transport is not None:
-            self.transport.resume_reading()
+        self.write_paused, self._write_due = False, None
+        self._read_on()
 
     def shutdown(self) -> None:
         """The server drains: close once the request under way is answered."""
@@ -91,7 +92,12 @@ class HitSide(asyncio.Protocol):
             self.transport.close()
 
     def close_if_late(self, now: float) -> None:
-        if self._due is not None and self._due <= now and self.transport is not None:
+        if self.transport is None:
+            return
+        if self._write_due is not None and self._write_due <= now:
+            self._write_due = None
+            self.transport.abort()  # close() would wait for the unread answers
+        elif self._due is not None and self._due <= now:
             self._due = None
             self.transport.close()
 
@@ -152,15 +158,24 @@ class HitSide(asyncio.Protocol):
         transport = self.transport
         if transport is None:
             return
-        if self.reading_paused and not self.write_paused:
-            self.reading_paused = False
-            transport.resume_reading()
         if not keep_alive or self.stopping:
             transport.close()
-        elif self.buffer:
+            return
+        if self.buffer:
             self._next()
         else:
             self._due = self.loop.time() + self.config.timeout_keep_alive
+        if self.reading_paused:
+            self._read_on()
+
+    def _read_on(self) -> None:
+        """Unless answers wait on the client, or whole requests here."""
+        if self.write_paused or self.transport is None:
+            return
+        if self.busy and len(self.buffer) > HIGH_WATER_LIMIT:
+            return
+        self.reading_paused = False
+        self.transport.resume_reading()
 
     def _hand_on(self) -> None:
         """Give the connection to uvicorn's protocol, from the first byte of this request on."""
@@ -172,8 +187,10 @@ class HitSide(asyncio.Protocol):
         protocol = self.make_uvicorn(_loop=self.loop)
         transport.set_protocol(protocol)
         protocol.connection_made(transport)
-        if self.write_paused:  # reading is uvicorn's to pause from here on
+        if self.write_paused or self.reading_paused:  # reading is uvicorn's to pause from here on
+            self.reading_paused = False
             transport.resume_reading()
+        if self.write_paused:
             protocol.pause_writing()
         data, self.buffer = bytes(self.buffer), bytearray()
         if data:

@@ -1,9 +1,9 @@
 """uvicorn's httptools protocol with deadlines on each request's headers and body.
 
 uvicorn does not time out a request that trickles its headers or body (slowloris). Here the
-headers must arrive within the timeout, and the body keep its pace; one sweep also keeps the
-keep-alive timeout. `HeadWithBody` writes a response's head and body at once, sparing the
-client a wake-up.
+headers must arrive within the timeout, the body keep its pace, and the client read its
+answers (client_pace.py); one sweep also keeps the keep-alive timeout. `HeadWithBody` writes a
+response's head and body at once, sparing the client a wake-up.
 """
 
 from __future__ import annotations
@@ -13,16 +13,17 @@ from typing import Any, cast
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from modelhost.http.body_pace import BodyPace
+from modelhost.http.client_pace import ClientPace
 
 
 class HeaderDeadlineProtocol(HttpToolsProtocol):
-    pace = BodyPace(10.0, 0)  # one per server (per class: see head_limits)
+    pace = ClientPace(10.0, 0)  # one per server (per class: see head_limits)
     late: LateConnections | None = None
     _due: float | None = None  # when the headers, or the body's next chunk, are late
     _body_started = 0.0
     _body_bytes = 0
     _idle = False  # `_due` is the keep-alive's: any bytes from the client lift it
+    _write_due: float | None = None  # unread answers: cut off then
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(cast(asyncio.Transport, HeadWithBody(transport, self.loop)))
@@ -67,6 +68,14 @@ class HeaderDeadlineProtocol(HttpToolsProtocol):
         self._due = None
         super().on_message_complete()
 
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        self._write_due = self.loop.time() + self.pace.send_timeout_s
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self._write_due = None
+
     def connection_lost(self, exc: Exception | None) -> None:
         if self.late is not None:
             self.late.forget(self)
@@ -76,7 +85,10 @@ class HeaderDeadlineProtocol(HttpToolsProtocol):
         self._due = self.loop.time() + self.pace.timeout_s
 
     def close_if_late(self, now: float) -> None:
-        if self._due is not None and self._due <= now and not self.transport.is_closing():
+        if self._write_due is not None and self._write_due <= now:
+            self._write_due = None
+            self.transport.abort()  # close() would wait for the unread answers
+        elif self._due is not None and self._due <= now and not self.transport.is_closing():
             self._idle, self._due = False, None
             self.transport.close()
 

@@ -15,7 +15,7 @@ import uvicorn
 from modelhost.config import Config
 from modelhost.errors import ConfigError
 from modelhost.fronts.listeners import refusal
-from modelhost.http.body_pace import pace_of
+from modelhost.http.client_pace import pace_of
 from modelhost.http.head_limits import head_limited_protocol
 from modelhost.http.hits import hits_first
 from modelhost.http.relayed import relayed_protocol

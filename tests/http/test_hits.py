@@ -14,7 +14,7 @@ from uvicorn.server import ServerState
 
 from modelhost.errors import ModelNotFound
 from modelhost.host import Invocation, Result
-from modelhost.http.body_pace import BodyPace
+from modelhost.http.client_pace import ClientPace
 from modelhost.http.head_limits import head_limited_protocol
 from modelhost.http.hits import HitSide, hits_first
 from modelhost.http.invocations import InvocationFastPath, Invocations
@@ -103,7 +103,7 @@ def written(
         config.load()
         state = ServerState()
         state.default_headers = list(default_headers)
-        uvicorn_class = head_limited_protocol(BodyPace(2.0, 0))  # swept every half second
+        uvicorn_class = head_limited_protocol(ClientPace(2.0, 0))  # swept every half second
         protocol = (hits_first(uvicorn_class) if hits else uvicorn_class)(config, state, {})
         connection.protocol = protocol
         protocol.connection_made(connection)

@@ -10,7 +10,7 @@ from starlette.types import Receive, Scope, Send
 from uvicorn.config import Config
 from uvicorn.server import ServerState
 
-from modelhost.http.body_pace import BodyPace
+from modelhost.http.client_pace import ClientPace
 from modelhost.http.head_limits import head_limited_protocol
 
 REQUEST = b"POST /x HTTP/1.1\r\nhost: a\r\ncontent-length: 2\r\n\r\n{}"
@@ -32,7 +32,7 @@ def connection(steps: list[tuple[float, bytes]]) -> tuple[Transport, list[bool]]
     async def run() -> None:
         config = Config(app, lifespan="off", access_log=False, timeout_keep_alive=KEEP_ALIVE_S)
         config.load()
-        protocol = head_limited_protocol(BodyPace(HEADER_TIMEOUT_S, 0))(config, ServerState(), {})
+        protocol = head_limited_protocol(ClientPace(HEADER_TIMEOUT_S, 0))(config, ServerState(), {})
         protocol.connection_made(transport)
         for wait_s, data in steps:
             await asyncio.sleep(wait_s)

@@ -11,7 +11,7 @@ from starlette.types import Receive, Scope, Send
 from uvicorn.config import Config
 from uvicorn.server import ServerState
 
-from modelhost.http.body_pace import BodyPace
+from modelhost.http.client_pace import ClientPace
 from modelhost.http.head_limits import head_limited_protocol
 from modelhost.http.whole_response import send_whole
 
@@ -41,7 +41,7 @@ def served(app: Any, data: bytes, headers: list[tuple[bytes, bytes]] | None = No
         state = ServerState()
         state.default_headers = [(b"date", b"Sun, 29 Nov 2026 04:00:00 GMT"), (b"server", b"x")]
         app_state = {} if headers is None else {"headers": headers}
-        protocol = head_limited_protocol(BodyPace(10.0, 0))(config, state, app_state)
+        protocol = head_limited_protocol(ClientPace(10.0, 0))(config, state, app_state)
         protocol.connection_made(transport)
         protocol.data_received(data)
         for _ in range(20):  # each request's task, and the pipelined one after it

@@ -1,6 +1,8 @@
-"""Bodies sent too slowly, on each path that reads HTTP/1.1: one that stops arriving, or that
-trickles below --min-body-rate once --header-timeout-s has passed, closes its connection, and a
-slow body above the rate is answered."""
+"""Clients too slow, on each path that reads HTTP/1.1. A body that stops arriving, or trickles
+below --min-body-rate once --header-timeout-s has passed, closes its connection; a slow body above
+the rate is answered. A client that pipelines requests and reads none of the answers holds no
+more than the kernel's buffers and its connection's own, and is cut off after --send-timeout-s;
+one that reads slowly but steadily gets every answer."""
 
 from __future__ import annotations
 
@@ -22,6 +24,9 @@ pytestmark = pytest.mark.e2e
 
 PATIENCE_S = 30.0
 RATE = 200  # bytes a second
+SEND_TIMEOUT_S = 1.0
+MiB = 2**20
+FLOOD_BYTES = 64 * MiB  # far past the kernel's buffers and a connection's own
 ROW = b"[[5.1, 3.5, 1.4, 0.2]]"
 INVOKE = "/models/iris.joblib/invoke"
 JSON = "content-type: application/json"
@@ -36,7 +41,14 @@ def server(
 ) -> testing.RunningServer:
     store = tmp_path_factory.mktemp("store")
     testing.iris_logreg(store / "iris.joblib")
-    server = serve(store, workers=1, fronts=request.param, header_timeout_s=1, min_body_rate=RATE)
+    server = serve(
+        store,
+        workers=1,
+        fronts=request.param,
+        header_timeout_s=1,
+        min_body_rate=RATE,
+        send_timeout_s=SEND_TIMEOUT_S,
+    )
     hit = raw_request(INVOKE, ROW, JSON)
     for front in front_pids(server):  # each front routes the model: it reads the body itself
         assert hit_with_the_main_process_stopped(server, hit, front=front)
@@ -101,3 +113,63 @@ def test_a_slow_body_above_the_minimum_rate_is_answered(server: testing.RunningS
             answer += chunk
     assert answer.startswith(b"HTTP/1.1 200 "), answer
     assert answer.endswith(b'{"predictions":[0]}'), answer
+
+
+def unread_client(server: testing.RunningServer) -> socket.socket:
+    """A connection with a small receive window, not blocking: the client reads nothing."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(("127.0.0.1", server.port))
+    sock.setblocking(False)
+    return sock
+
+
+def flood(sock: socket.socket, seconds: float) -> int:
+    """Bytes of pipelined hits the server took in `seconds`, up to FLOOD_BYTES."""
+    hits = raw_request(INVOKE, ROW, JSON) * 512
+    sent, deadline = 0, time.monotonic() + seconds
+    while sent < FLOOD_BYTES and time.monotonic() < deadline:
+        try:
+            sent += sock.send(hits)
+        except BlockingIOError:
+            time.sleep(0.01)
+        except OSError:  # cut off
+            break
+    return sent
+
+
+def test_a_client_that_reads_no_answers_holds_bounded_memory(
+    server: testing.RunningServer,
+) -> None:
+    """The server stops reading once the answers wait: the flood stays in the kernel's buffers."""
+    with unread_client(server) as sock:
+        assert flood(sock, seconds=5) < FLOOD_BYTES
+
+
+def test_a_client_that_reads_no_answers_is_cut_off(server: testing.RunningServer) -> None:
+    with unread_client(server) as sock:
+        flood(sock, seconds=0.5)
+        started = time.monotonic()
+        while time.monotonic() - started < PATIENCE_S:
+            if sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR):  # reset: the answers dropped
+                return
+            time.sleep(0.1)
+    pytest.fail(f"the server still held the connection after {PATIENCE_S:g} s")
+
+
+def test_a_client_reading_slowly_but_steadily_gets_every_answer(
+    server: testing.RunningServer,
+) -> None:
+    """3,000 pipelined hits, their answers read 32 KiB every 0.2 s: writes wait on the client,
+    but never for the send timeout."""
+    count = 3_000
+    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+        sock.sendall(raw_request(INVOKE, ROW, JSON) * count)
+        sock.settimeout(PATIENCE_S)
+        answers = b""
+        while answers.count(b"HTTP/1.1 ") < count or not answers.endswith(b"}"):
+            time.sleep(0.2)
+            chunk = sock.recv(32 * 1024)
+            assert chunk, f"closed after {answers.count(b'HTTP/1.1 ')} answers"
+            answers += chunk
+    assert answers.count(b"HTTP/1.1 200 OK") == count

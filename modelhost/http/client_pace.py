@@ -1,5 +1,5 @@
-"""A request body's pace: no pause past the timeout, and past it a minimum average rate
-(Apache's `MinRate`), so a trickled body cannot hold its connection."""
+"""How slow a client may be: its body may pause no longer than the timeout and past it must keep
+a minimum average rate (Apache's `MinRate`); answers unread past the send timeout cut it off."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ if TYPE_CHECKING:
     from modelhost.config import Config
 
 
-class BodyPace(NamedTuple):
+class ClientPace(NamedTuple):
     timeout_s: float  # the longest pause, and the grace before the rate
     min_rate: int  # bytes a second; 0: none
+    send_timeout_s: float = 60.0  # writes waiting on the client this long: it is gone
 
     def due(self, started: float, received: int, now: float) -> float:
         """When a body begun at `started`, with `received` bytes by `now`, is late."""
@@ -21,5 +22,5 @@ class BodyPace(NamedTuple):
         return due
 
 
-def pace_of(config: Config) -> BodyPace:
-    return BodyPace(config.header_timeout_s, config.min_body_rate)
+def pace_of(config: Config) -> ClientPace:
+    return ClientPace(config.header_timeout_s, config.min_body_rate, config.send_timeout_s)
