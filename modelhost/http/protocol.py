@@ -37,16 +37,18 @@ class HeaderDeadlineProtocol(HttpToolsProtocol):
         super().data_received(data)
 
     def on_response_complete(self) -> None:
-        """uvicorn's, with the keep-alive deadline swept instead of a timer armed per response."""
+        """uvicorn's, the keep-alive deadline swept, not a timer per response; reading resumed
+        only once no request read waits (uvicorn reads on, piling up a pipelining client's)."""
         self.server_state.total_requests += 1
         if self.transport.is_closing():
             return
-        self.flow.resume_reading()
         if self.pipeline:  # a pipelined request waits: it starts now
             cycle, app = self.pipeline.pop()
             self._start_asgi_task(cycle, app)
         elif self._due is None:  # no next request begun: idle until the keep-alive timeout
             self._idle, self._due = True, self.loop.time() + self.timeout_keep_alive
+        if not self.pipeline:
+            self.flow.resume_reading()
 
     def on_message_begin(self) -> None:
         super().on_message_begin()

@@ -1,14 +1,15 @@
 """Clients too slow, on each path that reads HTTP/1.1. A body that stops arriving, or trickles
 below --min-body-rate once --header-timeout-s has passed, closes its connection; a slow body above
-the rate is answered. A client that pipelines requests and reads none of the answers holds no
-more than the kernel's buffers and its connection's own, and is cut off after --send-timeout-s;
-one that reads slowly but steadily gets every answer."""
+the rate is answered. A client that pipelines requests (hits, or others) and reads none of the
+answers holds no more than the kernel's buffers and its connection's own, and is cut off after
+--send-timeout-s; one that reads slowly but steadily gets every answer."""
 
 from __future__ import annotations
 
 import socket
 import time
 
+import psutil
 import pytest
 from helpers.fronts import (
     answer_bytes,
@@ -124,13 +125,14 @@ def unread_client(server: testing.RunningServer) -> socket.socket:
     return sock
 
 
-def flood(sock: socket.socket, seconds: float) -> int:
-    """Bytes of pipelined hits the server took in `seconds`, up to FLOOD_BYTES."""
-    hits = raw_request(INVOKE, ROW, JSON) * 512
+def flood(sock: socket.socket, seconds: float, request: bytes = b"") -> int:
+    """Bytes of a pipelined `request` (a hit by default) the server took in `seconds`, up to
+    FLOOD_BYTES."""
+    requests = (request or raw_request(INVOKE, ROW, JSON)) * 512
     sent, deadline = 0, time.monotonic() + seconds
     while sent < FLOOD_BYTES and time.monotonic() < deadline:
         try:
-            sent += sock.send(hits)
+            sent += sock.send(requests)
         except BlockingIOError:
             time.sleep(0.01)
         except OSError:  # cut off
@@ -144,6 +146,23 @@ def test_a_client_that_reads_no_answers_holds_bounded_memory(
     """The server stops reading once the answers wait: the flood stays in the kernel's buffers."""
     with unread_client(server) as sock:
         assert flood(sock, seconds=5) < FLOOD_BYTES
+
+
+def test_other_requests_pipelined_unread_hold_bounded_memory(
+    server: testing.RunningServer,
+) -> None:
+    """Requests past hits are parsed by uvicorn's protocol, each into an object of its own:
+    once some wait their turn, no more are read."""
+    before = server_bytes(server)
+    with unread_client(server) as sock:
+        flood(sock, seconds=3, request=b"GET /ping HTTP/1.1\r\nhost: x\r\n\r\n")
+        assert server_bytes(server) - before < FLOOD_BYTES
+
+
+def server_bytes(server: testing.RunningServer) -> int:
+    """The resident memory of the server's processes."""
+    main = psutil.Process(server.pid)
+    return sum(process.memory_info().rss for process in [main, *main.children(recursive=True)])
 
 
 def test_a_client_that_reads_no_answers_is_cut_off(server: testing.RunningServer) -> None:
