@@ -128,6 +128,7 @@ class DirectSide(asyncio.Protocol):
             self.transport.pause_reading()
         assert self.loop is not None
         timeout_s = self.router.table.pace.send_timeout_s
+        self._stop_write_timer()
         self.write_timer = self.loop.call_later(timeout_s, self._left_unread)
 
     def resume_writing(self) -> None:
