@@ -91,6 +91,10 @@ class HeaderDeadlineProtocol(HttpToolsProtocol):
             self._write_due = None
             self.transport.abort()  # close() would wait for the unread answers
         elif self._due is not None and self._due <= now and not self.transport.is_closing():
+            if self.flow.read_paused:  # held back by us: it starts anew
+                self._body_started, self._body_bytes = now, 0
+                self._due = now + self.pace.timeout_s
+                return
             self._idle, self._due = False, None
             self.transport.close()
 

@@ -42,6 +42,7 @@ def server(
 ) -> testing.RunningServer:
     store = tmp_path_factory.mktemp("store")
     testing.iris_logreg(store / "iris.joblib")
+    testing.slow_handler_folder(store / "slow")
     server = serve(
         store,
         workers=1,
@@ -192,3 +193,22 @@ def test_a_client_reading_slowly_but_steadily_gets_every_answer(
             assert chunk, f"closed after {answers.count(b'HTTP/1.1 ')} answers"
             answers += chunk
     assert answers.count(b"HTTP/1.1 200 OK") == count
+
+
+def test_a_deep_pipeline_behind_slow_answers_is_not_taken_for_a_slow_client(
+    server: testing.RunningServer,
+) -> None:
+    """Past three answers of 0.8 s each, 30,000 pings in one send: the server stops reading
+    partway through a head, which must not count against the client's timeout."""
+    slow = raw_request("/models/slow/invoke", b'{"sleep": 0.8}', JSON)
+    ping = b"GET /ping HTTP/1.1\r\nhost: x\r\n\r\n"
+    count = 3 + 30_000
+    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+        sock.sendall(ping + slow * 3 + ping * 30_000)  # the first ping: uvicorn's from then on
+        sock.settimeout(PATIENCE_S)
+        answers = b""
+        while answers.count(b"HTTP/1.1 ") < count + 1:
+            chunk = sock.recv(65536)
+            assert chunk, f"closed after {answers.count(b'HTTP/1.1 ')} answers"
+            answers += chunk
+    assert answers.count(b"HTTP/1.1 200 OK") == count + 1
