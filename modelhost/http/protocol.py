@@ -56,9 +56,7 @@ class HeaderDeadlineProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         super().on_headers_complete()
-        now = self.loop.time()
-        self._body_started, self._body_bytes = now, 0
-        self._due = now + self.pace.timeout_s  # for the body; its end clears it
+        self._body_begins(self.loop.time())  # its end clears the deadline
 
     def on_body(self, body: bytes) -> None:
         super().on_body(body)
@@ -83,6 +81,10 @@ class HeaderDeadlineProtocol(HttpToolsProtocol):
             self.late.forget(self)
         super().connection_lost(exc)
 
+    def _body_begins(self, now: float) -> None:
+        self._body_started, self._body_bytes = now, 0
+        self._due = now + self.pace.timeout_s
+
     def _due_in_timeout(self) -> None:
         self._due = self.loop.time() + self.pace.timeout_s
 
@@ -92,8 +94,7 @@ class HeaderDeadlineProtocol(HttpToolsProtocol):
             self.transport.abort()  # close() would wait for the unread answers
         elif self._due is not None and self._due <= now and not self.transport.is_closing():
             if self.flow.read_paused:  # held back by us: it starts anew
-                self._body_started, self._body_bytes = now, 0
-                self._due = now + self.pace.timeout_s
+                self._body_begins(now)
                 return
             self._idle, self._due = False, None
             self.transport.close()
