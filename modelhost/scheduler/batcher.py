@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -105,8 +105,8 @@ class FairBatchQueue(BatchQueue[T]):
     """With tenants on: batches cut in fair order across the tenants whose requests wait.
 
     A model's requests cost about alike, so each is charged one request over its tenant's
-    weight; the oldest still says when a batch is due. The fair queue holds the requests only
-    while two tenants or more have some waiting; one alone keeps its order, uncharged.
+    weight; the oldest still says when a batch is due. The fair queue orders the requests only
+    while more than a batch of two tenants' or more waits: else the next batch takes them all.
     """
 
     def __init__(
@@ -122,7 +122,7 @@ class FairBatchQueue(BatchQueue[T]):
         super().__init__(model, capacity, max_batch_size, max_batch_delay_s, clock)
         self.tenant_of = tenant_of
         self._fair: FairQueue[Job[T]] = FairQueue(weight=weight)
-        # the one tenant whose requests wait, in order; None: the fair queue orders them
+        # the one tenant whose requests wait in their order; None: several, or fair order
         self._alone: str | None = None
 
     def put(self, job: Job[T]) -> None:
@@ -137,33 +137,40 @@ class FairBatchQueue(BatchQueue[T]):
             self._fair.push(tenant, job)
         elif len(jobs) == 1:
             self._alone = tenant
-        else:  # a second tenant: from now on the fair queue orders them
+        else:
             self._alone = None
-            for waiting in jobs:
-                self._fair.push(self.tenant_of(waiting), waiting)
+            if len(jobs) > self.max_batch_size:  # from now on the fair queue orders them
+                for waiting in jobs:
+                    self._fair.push(self.tenant_of(waiting), waiting)
 
     def _make_room(self, tenant: str) -> None:
         """`make_room`'s choice, carried out."""
-        alone = self._alone
-        held = {alone: len(self._jobs)} if alone is not None else self._fair.statistics().waiting
+        fair, alone = self._fair, self._alone
+        if fair.waiting:
+            held = fair.statistics().waiting
+        else:
+            held = {alone: len(self._jobs)} if alone else Counter(map(self.tenant_of, self._jobs))
         most, holding = make_room(held, tenant)
         if most is None:
             raise self._full(holding)
-        newest = self._jobs[-1] if alone is not None else self._fair.last_of(most)
+        newest = fair.last_of(most) if fair.waiting else self._newest_of(most)
         error = self._full(holding + GAVE_WAY)
         self.discard(newest)
         if not newest.future.done():
             newest.future.set_exception(error)
 
+    def _newest_of(self, tenant: str) -> Job[T]:
+        return next(job for job in reversed(self._jobs) if self.tenant_of(job) == tenant)
+
     def discard(self, job: Job[T]) -> None:
-        if self._alone is not None:
+        if not self._fair.waiting:
             super().discard(job)
         elif self._fair.discard(self.tenant_of(job), job):
             self._jobs.remove(job)
             self._settle()
 
     def head(self) -> Job[T]:
-        if self._alone is not None:  # one tenant waits alone
+        if not self._fair.waiting:  # in their order
             return self._jobs[0]
         tenant = self._fair.next_tenant()
         assert tenant is not None  # no tenant has a cap here
@@ -175,7 +182,7 @@ class FairBatchQueue(BatchQueue[T]):
         return super().take_all()
 
     def _pop(self, batch: list[Job[T]]) -> Job[T] | None:
-        if self._alone is not None:  # one tenant waits alone
+        if not self._fair.waiting:  # in their order
             jobs = self._jobs
             return None if batch and jobs[0].solo else jobs.popleft()
         tenant = self._fair.next_tenant()

@@ -190,3 +190,17 @@ def test_a_full_queue_refuses_only_the_tenant_holding_the_most_of_it(
             for job in queue.take():
                 waiting.remove(job)
     loop.close()
+
+
+def test_what_fits_in_one_batch_goes_in_it_in_the_order_it_came() -> None:
+    """Two tenants' requests that one batch holds need no order but their own; more than a
+    batch is cut in fair order."""
+    clock, loop = Clock(), asyncio.new_event_loop()
+    queue = fair_queue(clock, batch_size=4)
+    for tenant in "aba":
+        put(queue, tenant, 1, loop, clock)
+    assert tenants_in_order(queue, 1) == ["a", "b", "a"]
+    put(queue, "a", 5, loop, clock)
+    put(queue, "b", 1, loop, clock)
+    assert Counter(tenants_in_order(queue, 1)) == {"a": 3, "b": 1}  # age order: four a
+    loop.close()
