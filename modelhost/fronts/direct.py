@@ -81,7 +81,7 @@ class DirectSide(asyncio.Protocol):
         self.buffer = bytearray()  # from the first byte of the request being answered
         self.busy = False  # a request is being answered, or the connection was handed on
         self.ended = self.stopping = False
-        self.loop: asyncio.AbstractEventLoop | None = None
+        self.loop = asyncio.get_running_loop()  # made by the server's protocol factory
         self.due = self.timer_at = 0.0  # loop times: closed unless busy; the timer's
         self.timer: asyncio.TimerHandle | None = None
         self.body_started = 0.0  # loop time; 0: no body on its way
@@ -95,7 +95,6 @@ class DirectSide(asyncio.Protocol):
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
-        self.loop = asyncio.get_running_loop()
         self.connections.add(self)
         self._wait_idle()
 
@@ -126,7 +125,6 @@ class DirectSide(asyncio.Protocol):
         self.write_paused = True
         if self.transport is not None:
             self.transport.pause_reading()
-        assert self.loop is not None
         timeout_s = self.router.table.pace.send_timeout_s
         self._stop_write_timer()
         self.write_timer = self.loop.call_later(timeout_s, self._left_unread)
@@ -170,12 +168,10 @@ class DirectSide(asyncio.Protocol):
 
     def _wait_idle(self) -> None:
         """Close the connection once idle for KEEP_ALIVE_S."""
-        assert self.loop is not None
         self._close_at(self.loop.time() + KEEP_ALIVE_S)
 
     def _wait_for_body(self, head_bytes: int) -> None:
         """Closed if it keeps no pace."""
-        assert self.loop is not None
         now = self.loop.time()
         started = self.body_started = self.body_started or now
         received = len(self.buffer) - head_bytes
@@ -188,14 +184,12 @@ class DirectSide(asyncio.Protocol):
             return
         if self.timer is not None:
             self.timer.cancel()
-        assert self.loop is not None
         self.timer, self.timer_at = self.loop.call_at(due, self._on_due), due
 
     def _on_due(self) -> None:
         self.timer = None
         if self.busy or self.transport is None:
             return  # answering: it waits again once idle
-        assert self.loop is not None
         if self.loop.time() < self.due:  # moved on since
             self.timer, self.timer_at = self.loop.call_at(self.due, self._on_due), self.due
         else:
