@@ -29,7 +29,7 @@ class FailedLoads(RecentFailures):
         failed = self.recall(name)
         if failed is None:
             return
-        if await self._current(version) != failed.version:
+        if failed.version and await self._current(version) != failed.version:
             self.forget(name)
             return
         raise ModelLoadError(
@@ -54,6 +54,16 @@ class FailedLoads(RecentFailures):
         failed = ModelLoadError(f"could not load model {name}, twice in a row: {lost_why(error)}")
         await self.remember(name, version, failed)
         raise failed from error
+
+    def hold_back(self, name: str, window_s: float) -> str:
+        """Refuse `name`, any version until `remember` names one; why, in words."""
+        message = (
+            f"model {name} is held back: workers kept dying as they ran its batches (two "
+            f"deaths' worth within {window_s:g} s), each taking its other models with it; "
+            "check its handler, one that exits, crashes in native code or hangs on some input"
+        )
+        self.keep(name, message)
+        return message
 
     def loaded(self, name: str) -> None:
         self.lost.forget(name)

@@ -30,6 +30,7 @@ from modelhost.errors import (
 )
 from modelhost.host.calls import LoadOutcome
 from modelhost.host.copies import Copies, OnLoaded
+from modelhost.host.culprits import HeldBack
 from modelhost.host.devices import DevicePlacement
 from modelhost.host.failed_loads import FailedLoads
 from modelhost.host.manifests import Manifests
@@ -73,6 +74,8 @@ class Residency:
         self.signatures = Signatures()
         self.loads: UnderWay[LoadOutcome] = UnderWay() if loads is None else loads
         self.failed_loads = FailedLoads()
+        unload = functools.partial(self.unload, reason="held_back")
+        self.held_back = HeldBack(self.failed_loads, events, self.version_of, unload)
         self.model_tenant = model_tenant  # None: a model is its first loader's tenant's
         copies.sandboxes.attach(self._empty_sandbox)
 
@@ -121,6 +124,10 @@ class Residency:
         self.sources.pop(name, None)
         self.signatures.forget(name)
 
+    def version_of(self, name: str) -> Callable[[], Awaitable[str]]:
+        """Asks the store."""
+        return functools.partial(self.disk.version, self.source_of(name))
+
     def tenant_of(self, name: str, requested_by: str = "") -> str:
         """Whose model `name` is, if loaded for a request of `requested_by`."""
         return self.model_tenant(name) if self.model_tenant is not None else requested_by
@@ -129,7 +136,7 @@ class Residency:
         await self._departed(name)
         tenant = self.tenant_of(name, requested_by)
         source = self.source_of(name)
-        version = functools.partial(self.disk.version, source)  # asked only if needed
+        version = self.version_of(name)  # asked only if needed
         await self.failed_loads.check(name, version)
         try:
             found = await self.disk.materialize(name, source, tenant)
@@ -329,9 +336,11 @@ class Residency:
     def worker_lost(self, worker: WorkerHandle) -> None:
         if self.devices is not None:
             self.devices.worker_lost(worker.worker_id)
+        hosted = []
         for resident in self.memory:
             if worker.worker_id not in resident.workers:
                 continue  # a load under way there fails and forgets on its own
+            hosted.append(resident.name)
             self._lose_copy(resident, worker.worker_id)
             self.events.emit(
                 "unload",
@@ -341,6 +350,7 @@ class Residency:
                 worker=worker.worker_id,
             )
         self.changes.notify()
+        self.held_back.died(worker.died_running, hosted)
 
     def _lose_copy(self, resident: Resident, worker_id: int) -> None:
         """One copy died with its worker; with the last, the model leaves memory.

@@ -105,8 +105,8 @@ class FairBatchQueue(BatchQueue[T]):
     """With tenants on: batches cut in fair order across the tenants whose requests wait.
 
     A model's requests cost about alike, so each is charged one request over its tenant's
-    weight; the oldest still says when a batch is due. The fair queue orders the requests only
-    while more than a batch of two tenants' or more waits: else the next batch takes them all.
+    weight; the oldest still says when a batch is due. Fair order only past a batch of two
+    tenants' or more: the next batch takes what it holds.
     """
 
     def __init__(

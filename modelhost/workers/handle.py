@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from modelhost.deadlines import Deadlines
 from modelhost.errors import WorkerDied
 from modelhost.workers.messages import DeviceInfo, Reply
+from modelhost.workers.running import Record
 
 Waiter = asyncio.Future[tuple[Reply, bytes]]
 CallKey = tuple["WorkerHandle", int]  # worker, request id
@@ -30,6 +31,7 @@ class WorkerHandle:
     tenant: str | None = None  # untrusted: the one tenant whose models it hosts, once it has one
     retiring: bool = False  # replaced for another tenant's models, once its own have left
     pidfd: int = -1  # kills reach this process, never a later one given its pid
+    died_running: Record = Record(frozenset())  # as it died
 
     def fail_pending(self, reason: str) -> None:
         for request_id, (future, model, deadlines, *_) in self.pending.items():

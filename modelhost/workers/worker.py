@@ -56,6 +56,7 @@ from modelhost.workers.messages import (
     encode,
 )
 from modelhost.workers.output import captured, relay
+from modelhost.workers.running import LOAD, Running, running_path
 from modelhost.workers.wire import Frame, FrameReader
 from modelhost.workers.wire import encode as encode_frame
 
@@ -92,6 +93,7 @@ class Worker:
         confined: bool = False,
         devices: DeviceMoves | None = None,
         max_answer_bytes: int = 0,
+        running: Running | None = None,
     ) -> None:
         from modelhost.workers.device_moves import DeviceMoves
 
@@ -102,6 +104,7 @@ class Worker:
         self.worker_id = worker_id
         self.threads = threads
         self.max_answer_bytes = max_answer_bytes  # max_response_size; 0: none
+        self.running = running or Running()  # read by the pool if it dies
         self.models: dict[str, Handler] = {}
         self.footprints: dict[str, int] = {}  # bytes each model's load allocated
         self.batch_sizes: dict[str, int] = {}  # the most requests a batch, as its senders' queues
@@ -199,7 +202,7 @@ class Worker:
 
     def load(self, request: Load) -> Loaded:
         """Load and warm up a model as its request (the manifest's choices) says."""
-        with self._measuring:
+        with self._measuring, self.running.of(request.model, LOAD):
             return self._load(request)
 
     def _load(self, request: Load) -> Loaded:
@@ -316,7 +319,7 @@ class Worker:
             raise ModelNotLoaded(f"model {request.model} is not loaded in worker {self.worker_id}")
         requests = list(split_requests(request.items, payload))
         started = time.perf_counter()
-        with self.devices.first_call(request.model) as grown:
+        with self.running.of(request.model), self.devices.first_call(request.model) as grown:
             replies = handler.infer_batch(requests)
         infer_ms = (time.perf_counter() - started) * 1000
         answers, bodies = answers_of(replies, self.max_answer_bytes)
@@ -375,6 +378,8 @@ def run(
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(socket_path)
     run_dir = Path(socket_path).parent
+    # before confinement; a slot a thread, one for the loader
+    running = Running(running_path(run_dir, worker_id), threads + 1)
     output = captured() if untrusted is not None else None
     programs_refused = untrusted.confine(run_dir, rehearsal) if untrusted is not None else ""
     confined = untrusted is not None and not programs_refused
@@ -387,6 +392,7 @@ def run(
         confined,
         devices=moves,
         max_answer_bytes=settings.max_answer_bytes,
+        running=running,
     )
     worker.rehearse(rehearsal)  # the template's own pickles, before any model's
     if untrusted is not None:

@@ -26,6 +26,7 @@ from modelhost.workers.pool.output import OutputLog
 from modelhost.workers.pool.supervisor import TemplateSupervisor, backoff_s, template_argv
 from modelhost.workers.pool.table import WorkerTable
 from modelhost.workers.replies import ReplyT
+from modelhost.workers.running import Record, read_running, running_path
 from modelhost.workers.sandbox import scratch_path
 from modelhost.workers.views import Views
 from modelhost.workers.wire import Frame
@@ -171,12 +172,19 @@ class WorkerPool:
             worker.fail_pending("stopped")
             return
         lost_requests = len(worker.pending)
+        worker.died_running = self._died_running(worker)
         worker.fail_pending("died")
         self._report_exit(worker, lost_requests)
         self._on_lost(worker)
         task = asyncio.ensure_future(self._after_loss(worker))
         self._replacements.add(task)
         task.add_done_callback(self._replacements.discard)
+
+    def _died_running(self, worker: WorkerHandle) -> Record:
+        """What it ran as it died, unless asked to."""
+        if worker.kept_bytes or worker.retiring:
+            return Record(frozenset())
+        return read_running(running_path(self.run_dir, worker.worker_id))
 
     # recycling and replacing --------------------------------------------------------------
 
@@ -215,6 +223,7 @@ class WorkerPool:
         """Remove the lost worker's scratch folder and view, then replace it."""
         scratch = scratch_path(self.run_dir, worker.pid)
         await asyncio.to_thread(shutil.rmtree, scratch, ignore_errors=True)
+        running_path(self.run_dir, worker.worker_id).unlink(missing_ok=True)
         if self.views is not None:
             await asyncio.to_thread(self.views.drop, worker.pid)
         await self._replace(worker)

@@ -1,0 +1,152 @@
+"""A poisoned model beside others: what its requests cost the models sharing its workers.
+
+One server (`--workers 1` by default) holds `--models` loaded forests and a handler that exits
+its process on a body saying boom. `--clients` closed-loop clients invoke the forests in turn
+for `--seconds`, once alone and once while one client sends the poisoned model a boom request
+`--poison-rate` times a second. Each pass reports the forests' requests, failures and latency,
+the poisoned model's answers by status, and the workers that died.
+
+    python benchmarks/poison.py [--seconds 10] [--poison-rate 5] [--clients 2] [--models 20]
+                                [--workers 1] [--serve-arg=...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from _common import add_serve_arg, markdown_table, write_results
+
+from modelhost import testing
+
+POISONED = "poisoned"
+HANDLER = '''"""Answers, unless the body says boom: then it ends its process."""
+
+import os
+
+
+def handle(data, context):
+    if data is None:
+        return None
+    if any(b"boom" in bytes(request.get("body") or b"") for request in data):
+        os._exit(1)
+    return [{"answered": True} for _ in data]
+'''
+HEADER = [
+    "poison / s",
+    "forest requests",
+    "failed",
+    "p50 ms",
+    "p99 ms",
+    "poisoned answers",
+    "workers died",
+]
+
+
+def main() -> None:
+    args = _parse_args()
+    with tempfile.TemporaryDirectory(prefix="modelhost-poison-") as scratch:
+        store = _store(Path(scratch) / "store", args.models)
+        rows = [
+            _pass(store, Path(scratch) / f"pass-{rate}", rate, args)
+            for rate in (0, args.poison_rate)
+        ]
+    table = markdown_table(HEADER, [[row[key] for key in HEADER] for row in rows])
+    print(table)
+    write_results("poison", {"args": vars(args), "passes": rows}, table)
+
+
+def _store(root: Path, models: int) -> Path:
+    for number in range(models):
+        testing.random_forest(root / f"forest-{number}.joblib", 2 * 2**20, seed=number)
+    (root / POISONED).mkdir(parents=True)
+    (root / POISONED / "handler.py").write_text(HANDLER)
+    return root
+
+
+def _pass(store: Path, folder: Path, rate: float, args: argparse.Namespace) -> dict[str, Any]:
+    serve = [*testing.serve_args(store, folder / "cache", workers=args.workers), *args.serve_arg]
+    with testing.RunningServer(serve, folder) as server:
+        names = [f"forest-{number}.joblib" for number in range(args.models)]
+        with httpx.Client(base_url=server.url, timeout=60) as client:
+            for name in names:
+                client.post(f"/models/{name}/invoke", json=[[0.0] * 64]).raise_for_status()
+        latencies: list[float] = []
+        failed: collections.Counter[int] = collections.Counter()
+        poisoned: collections.Counter[int] = collections.Counter()
+        until = time.monotonic() + args.seconds
+        threads = [
+            threading.Thread(target=_invoke, args=(server.url, names, until, latencies, failed))
+            for _ in range(args.clients)
+        ]
+        if rate:
+            threads.append(
+                threading.Thread(target=_poison, args=(server.url, rate, until, poisoned))
+            )
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        died = sum(event["reason"] == "died" for event in server.events("worker_exit"))
+    latencies.sort()
+    return {
+        "poison / s": rate,
+        "forest requests": len(latencies),
+        "failed": dict(failed),
+        "p50 ms": round(_at(latencies, 0.5) * 1000, 1),
+        "p99 ms": round(_at(latencies, 0.99) * 1000, 1),
+        "poisoned answers": dict(poisoned),
+        "workers died": died,
+    }
+
+
+def _invoke(
+    url: str,
+    names: list[str],
+    until: float,
+    latencies: list[float],
+    failed: collections.Counter[int],
+) -> None:
+    with httpx.Client(base_url=url, timeout=60) as client:
+        number = 0
+        while time.monotonic() < until:
+            started = time.monotonic()
+            answer = client.post(f"/models/{names[number % len(names)]}/invoke", json=[[0.0] * 64])
+            latencies.append(time.monotonic() - started)
+            if answer.status_code != 200:
+                failed[answer.status_code] += 1
+            number += 1
+
+
+def _poison(url: str, rate: float, until: float, answers: collections.Counter[int]) -> None:
+    headers = {"content-type": "application/octet-stream"}
+    with httpx.Client(base_url=url, timeout=60) as client:
+        while time.monotonic() < until:
+            answer = client.post(f"/models/{POISONED}/invoke", content=b"boom", headers=headers)
+            answers[answer.status_code] += 1
+            time.sleep(1 / rate)
+
+
+def _at(values: list[float], quantile: float) -> float:
+    return values[min(len(values) - 1, int(len(values) * quantile))] if values else float("nan")
+
+
+def _parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--poison-rate", type=float, default=5.0, help="boom requests a second")
+    parser.add_argument("--clients", type=int, default=2)
+    parser.add_argument("--models", type=int, default=20)
+    parser.add_argument("--workers", type=int, default=1)
+    add_serve_arg(parser)
+    return parser.parse_args()
+
+
+if __name__ == "__main__":
+    main()

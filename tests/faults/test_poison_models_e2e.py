@@ -1,0 +1,110 @@
+"""A model whose requests kill its worker is held back, so that it cannot take the models it
+shares workers with down with it, nor keep the pool replacing workers."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from helpers.loopback import wait_for
+from helpers.serving import Servers
+
+from modelhost import testing
+
+pytestmark = pytest.mark.e2e
+
+ROWS = json.dumps(testing.iris_rows(1))
+JSON = {"content-type": "application/json"}
+POISON = b"boom"
+PATIENCE_S = 60.0
+
+# exits its process on a body holding POISON, as a handler crashing in native code would
+POISONED_HANDLER = '''"""Answers, unless the body says boom."""
+
+import os
+
+
+def handle(data, context):
+    if data is None:
+        return None
+    for request in data:
+        body = request.get("body") or b""
+        if b"boom" in (body.encode() if isinstance(body, str) else bytes(body)):
+            os._exit(1)
+    return [{"answered": True} for _ in data]
+'''
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("store")
+    testing.iris_logreg(root / "good.joblib")
+    for name, manifest in (("poisoned", ""), ("poisoned-pure", "idempotent = true\n")):
+        (root / name).mkdir()
+        (root / name / "handler.py").write_text(POISONED_HANDLER)
+        if manifest:
+            (root / name / "modelhost.toml").write_text(manifest)
+    return root
+
+
+@pytest.fixture(scope="module")
+def server(store: Path, serve: Servers) -> testing.RunningServer:
+    return serve(store, workers=1)
+
+
+@pytest.fixture
+def client(server: testing.RunningServer) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server.url, timeout=60) as http:
+        yield http
+
+
+def deaths(server: testing.RunningServer) -> int:
+    return sum(e["reason"] == "died" for e in server.events("worker_exit"))
+
+
+def poison(client: httpx.Client, model: str) -> httpx.Response:
+    headers = {"content-type": "application/octet-stream"}
+    return client.post(f"/models/{model}/invoke", content=POISON, headers=headers)
+
+
+def answers(client: httpx.Client) -> bool:
+    return client.post("/models/good.joblib/invoke", content=ROWS, headers=JSON).status_code == 200
+
+
+def test_a_model_that_killed_its_worker_twice_is_held_back(
+    client: httpx.Client, server: testing.RunningServer
+) -> None:
+    """Two requests that each kill the worker, then the model is refused without a worker:
+    its benign requests too, while the model beside it answers throughout."""
+    assert answers(client)
+    before = deaths(server)
+    for _ in range(2):
+        assert poison(client, "poisoned").status_code == 503  # may have run: not retried
+        wait_for(lambda: answers(client), "the other model to answer again", PATIENCE_S)
+    assert deaths(server) == before + 2
+    for body in (POISON, b"fine"):
+        refused = client.post("/models/poisoned/invoke", content=body)
+        assert refused.status_code == 500, refused.text
+        assert "held back" in refused.json()["message"], refused.text
+    assert deaths(server) == before + 2
+    assert answers(client)
+    held = [e for e in server.events("failure") if e.get("reason") == "held_back"]
+    assert [e["model"] for e in held] == ["poisoned"]
+
+
+def test_a_retried_request_that_killed_two_workers_holds_its_model_back(
+    client: httpx.Client, server: testing.RunningServer
+) -> None:
+    """An idempotent handler's request is tried again alone: the second death is the model's
+    second, so one such request is enough."""
+    wait_for(lambda: answers(client), "the model beside it to answer", PATIENCE_S)
+    before = deaths(server)
+    first = poison(client, "poisoned-pure")
+    assert first.status_code == 500 and first.json()["type"] == "PoisonRequest", first.text
+    again = poison(client, "poisoned-pure")
+    assert again.status_code == 500 and "held back" in again.json()["message"], again.text
+    assert deaths(server) == before + 2
+    wait_for(lambda: answers(client), "the model beside it to answer", PATIENCE_S)
