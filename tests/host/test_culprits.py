@@ -8,14 +8,6 @@ from hypothesis import strategies as st
 from modelhost.host.culprits import WINDOW_S, Culprits
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_a_model_running_alone_at_two_deaths_is_held_back() -> None:
     culprits = Culprits()
     assert culprits.died(frozenset({"poisoned"})) == []
@@ -41,12 +33,12 @@ def test_a_model_running_beside_a_broken_load_twice_is_not_held_back() -> None:
 
 
 def test_deaths_older_than_the_window_are_forgotten() -> None:
-    clock = Clock()
-    culprits = Culprits(clock=clock)
+    now = [0.0]
+    culprits = Culprits(clock=lambda: now[0])
     culprits.died(frozenset({"poisoned"}))
-    clock.now += WINDOW_S
+    now[0] += WINDOW_S
     assert culprits.died(frozenset({"poisoned"})) == []
-    clock.now += WINDOW_S - 1
+    now[0] += WINDOW_S - 1
     assert culprits.died(frozenset({"poisoned"})) == ["poisoned"]
 
 
