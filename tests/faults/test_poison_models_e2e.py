@@ -9,6 +9,12 @@ from pathlib import Path
 
 import httpx
 import pytest
+from helpers.fronts import (
+    direct_on_front,
+    hit_with_the_main_process_stopped,
+    raw_invoke,
+    raw_request,
+)
 from helpers.loopback import wait_for
 from helpers.serving import Servers
 
@@ -108,3 +114,34 @@ def test_a_retried_request_that_killed_two_workers_holds_its_model_back(
     assert again.status_code == 500 and "held back" in again.json()["message"], again.text
     assert deaths(server) == before + 2
     wait_for(lambda: answers(client), "the model beside it to answer", PATIENCE_S)
+
+
+def test_batches_a_front_sends_straight_to_the_worker_are_blamed_too(
+    store: Path, serve: Servers
+) -> None:
+    """With fronts, a loaded model's request goes from a front to its worker, past the main
+    process, which has no call there as the worker dies; the front then relays it, and it
+    kills a second worker from the main process. Held back after those two, the model was
+    blamed for the first too: only the worker's own record said which model it ran."""
+    server = serve(store, workers=1, fronts=2)
+    fine, boom = (
+        raw_request("/models/poisoned/invoke", body, "content-type: application/octet-stream")
+        for body in (b"fine", POISON)
+    )
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        assert client.post("/models/poisoned/invoke", content=b"fine").status_code == 200
+        # the front answers it alone: the model is in its table
+        assert hit_with_the_main_process_stopped(server, fine).startswith(b"HTTP/1.1 200")
+        connection = direct_on_front(server)
+        try:
+            raw_invoke(connection, boom)
+        finally:
+            connection.close()
+        exits = server.events("worker_exit")
+        assert [(e["reason"], e["detail"]["lost_requests"]) for e in exits] == [
+            ("died", 0),  # the front's batch
+            ("died", 1),  # the main process's, relayed
+        ]
+        wait_for(lambda: answers(client), "the model beside it to answer", PATIENCE_S)
+        refused = client.post("/models/poisoned/invoke", content=b"fine")
+        assert refused.status_code == 500 and "held back" in refused.json()["message"]
