@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Collection
 from modelhost.errors import ModelLoadError, ModelNotLoaded
 from modelhost.host.failed_loads import FailedLoads, Version
 from modelhost.records.events import EventLog
-from modelhost.workers.running import Record
+from modelhost.workers.running import BATCH, Record
 
 WINDOW_S = 60.0
 HELD_AT = 2.0  # two deaths alone
@@ -62,7 +62,11 @@ class HeldBack:
 
     def died(self, ran: Record, hosted: Collection[str]) -> None:
         """A worker holding `hosted` died having run `ran`."""
-        for name in self.culprits.died(ran.batches.intersection(hosted), ran.loading):
+        batches, loading = ran.batches.intersection(hosted), ran.loading
+        if ran.crashed is not None:  # a fatal signal's thread: its batch or load alone
+            kind, model = ran.crashed
+            batches, loading = (batches & {model}, "") if kind == BATCH else (frozenset(), model)
+        for name in self.culprits.died(batches, loading):
             message = self.failed_loads.hold_back(name, self.culprits.window_s)
             self.events.emit("failure", name, reason="held_back", detail={"error": message})
             task = asyncio.ensure_future(self._unload(name, ModelLoadError(message)))

@@ -1,38 +1,45 @@
-"""What a worker runs, in a file its pool reads once it has died (host/culprits.py)."""
+"""What a worker runs, for its pool to read once it has died (host/culprits.py)."""
 
 from __future__ import annotations
 
+import faulthandler
 import mmap
 import os
+import re
+import threading
 from pathlib import Path
-from typing import NamedTuple
+from typing import IO, NamedTuple
 
 from modelhost.names import MAX_NAME_BYTES
 
 BATCH, LOAD = b"B", b"L"  # a slot's kind
-HEAD_BYTES = 3  # kind and length, written after the name
+HEAD_BYTES = 11  # kind, thread, length: written after the name
 SLOT_BYTES = HEAD_BYTES + MAX_NAME_BYTES
+DUMP_BYTES = 4096
+CRASHED = re.compile(rb"^Current thread 0x([0-9a-f]+)", re.MULTILINE)
 
 
 class Record(NamedTuple):
     batches: frozenset[str]  # their models
     loading: str = ""  # its model; "": none
+    crashed: tuple[bytes, str] | None = None  # the slot of the thread a signal hit
+    dump: str = ""  # faulthandler's
 
 
-def running_path(run_dir: Path, worker_id: int) -> Path:
-    """The pool removes it when the worker is gone."""
-    return run_dir / f"running-{worker_id}"
+def paths(run_dir: Path, worker_id: int) -> tuple[Path, Path]:
+    """Its slots and its dump; the pool removes them when the worker is gone."""
+    return run_dir / f"running-{worker_id}", run_dir / f"fault-{worker_id}"
 
 
 class Running:
-    """A slot a running batch or load, in a shared mapping; no path: none."""
+    """A slot a running batch or load, in a shared mapping; no folder: none."""
 
-    def __init__(self, path: Path | None = None, slots: int = 0) -> None:
-        self._free = list(range(slots)) if path else []  # pop, append: atomic
-        if path is None:
+    def __init__(self, run_dir: Path | None = None, worker_id: int = 0, slots: int = 0) -> None:
+        self._free = list(range(slots)) if run_dir else []  # pop, append: atomic
+        if run_dir is None:
             return
         size = slots * SLOT_BYTES
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+        fd = os.open(paths(run_dir, worker_id)[0], os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
             os.ftruncate(fd, size)
             self._map = mmap.mmap(fd, size)
@@ -49,8 +56,9 @@ class Running:
             return -1
         slot = self._free.pop()
         name, start = model.encode()[:MAX_NAME_BYTES], slot * SLOT_BYTES
+        thread = threading.get_ident().to_bytes(8, "big")
         self._map[start + HEAD_BYTES : start + HEAD_BYTES + len(name)] = name
-        self._map[start : start + HEAD_BYTES] = kind + len(name).to_bytes(2, "big")
+        self._map[start : start + HEAD_BYTES] = kind + thread + len(name).to_bytes(2, "big")
         return slot
 
     def end(self, slot: int) -> None:
@@ -58,6 +66,16 @@ class Running:
             start = slot * SLOT_BYTES
             self._map[start : start + HEAD_BYTES] = bytes(HEAD_BYTES)
             self._free.append(slot)
+
+
+def dump_faults(run_dir: Path, worker_id: int) -> None:
+    """faulthandler's dump on a fatal signal: the thread hit first."""
+    global _dump  # faulthandler writes it till the end
+    _dump = open(paths(run_dir, worker_id)[1], "w")  # noqa: SIM115
+    faulthandler.enable(_dump, all_threads=True)
+
+
+_dump: IO[str] | None = None
 
 
 class Slot:
@@ -73,15 +91,19 @@ class Slot:
         self.running.end(self.slot)
 
 
-def read_running(path: Path) -> Record:
-    """What a dead worker ran; nothing without a file."""
+def read_running(run_dir: Path, worker_id: int) -> Record:
+    """What a dead worker ran; nothing without its files."""
+    running, fault = paths(run_dir, worker_id)
     try:
-        data = path.read_bytes()
+        data = running.read_bytes()
     except OSError:
         return Record(frozenset())
-    batches, loading = set(), ""
+    dump = fault.read_bytes()[:DUMP_BYTES] if fault.exists() else b""
+    hit = CRASHED.search(dump)
+    crashed_thread = int(hit.group(1), 16) if hit else None
+    batches, loading, crashed = set(), "", None
     for start in range(0, len(data) - SLOT_BYTES + 1, SLOT_BYTES):
-        kind, size = data[start : start + 1], int.from_bytes(data[start + 1 : start + 3], "big")
+        kind, size = data[start : start + 1], int.from_bytes(data[start + 9 : start + 11], "big")
         if not 0 < size <= MAX_NAME_BYTES:
             continue
         name = data[start + HEAD_BYTES : start + HEAD_BYTES + size].decode(errors="replace")
@@ -89,4 +111,11 @@ def read_running(path: Path) -> Record:
             loading = name
         elif kind == BATCH:
             batches.add(name)
-    return Record(frozenset(batches), loading)
+        if int.from_bytes(data[start + 1 : start + 9], "big") == crashed_thread:
+            crashed = kind, name
+    return Record(frozenset(batches), loading, crashed, dump.decode(errors="replace"))
+
+
+def forget(run_dir: Path, worker_id: int) -> None:
+    for path in paths(run_dir, worker_id):
+        path.unlink(missing_ok=True)

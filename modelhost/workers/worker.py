@@ -56,7 +56,7 @@ from modelhost.workers.messages import (
     encode,
 )
 from modelhost.workers.output import captured, relay
-from modelhost.workers.running import LOAD, Running, running_path
+from modelhost.workers.running import LOAD, Running, dump_faults
 from modelhost.workers.wire import Frame, FrameReader
 from modelhost.workers.wire import encode as encode_frame
 
@@ -379,7 +379,8 @@ def run(
     sock.connect(socket_path)
     run_dir = Path(socket_path).parent
     # before confinement; a slot a thread, one for the loader
-    running = Running(running_path(run_dir, worker_id), threads + 1)
+    running = Running(run_dir, worker_id, threads + 1)
+    dump_faults(run_dir, worker_id)
     output = captured() if untrusted is not None else None
     programs_refused = untrusted.confine(run_dir, rehearsal) if untrusted is not None else ""
     confined = untrusted is not None and not programs_refused

@@ -3,6 +3,7 @@ shares workers with down with it, nor keep the pool replacing workers."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,6 +45,23 @@ def handle(data, context):
 '''
 
 
+# crashes in native code on a body holding POISON
+SEGFAULTING_HANDLER = POISONED_HANDLER.replace("os._exit(1)", "ctypes.string_at(0)").replace(
+    "import os", "import ctypes"
+)
+SLOW_HANDLER = '''"""Answers after a while."""
+
+import time
+
+
+def handle(data, context):
+    if data is None:
+        return None
+    time.sleep(1.5)
+    return [{"answered": True} for _ in data]
+'''
+
+
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("store")
@@ -53,6 +71,9 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
         (root / name / "handler.py").write_text(POISONED_HANDLER)
         if manifest:
             (root / name / "modelhost.toml").write_text(manifest)
+    for name, source in (("segfaults", SEGFAULTING_HANDLER), ("slow", SLOW_HANDLER)):
+        (root / name).mkdir()
+        (root / name / "handler.py").write_text(source)
     return root
 
 
@@ -65,6 +86,10 @@ def server(store: Path, serve: Servers) -> testing.RunningServer:
 def client(server: testing.RunningServer) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=server.url, timeout=60) as http:
         yield http
+
+
+def loads(server: testing.RunningServer, model: str) -> int:
+    return sum(event["model"] == model for event in server.events("load"))
 
 
 def deaths(server: testing.RunningServer) -> int:
@@ -116,32 +141,50 @@ def test_a_retried_request_that_killed_two_workers_holds_its_model_back(
     wait_for(lambda: answers(client), "the model beside it to answer", PATIENCE_S)
 
 
-def test_batches_a_front_sends_straight_to_the_worker_are_blamed_too(
-    store: Path, serve: Servers
-) -> None:
-    """With fronts, a loaded model's request goes from a front to its worker, past the main
-    process, which has no call there as the worker dies; the front then relays it, and it
-    kills a second worker from the main process. Held back after those two, the model was
-    blamed for the first too: only the worker's own record said which model it ran."""
+def test_a_model_poisoning_workers_through_fronts_is_held_back(store: Path, serve: Servers) -> None:
+    """With fronts, a loaded model's requests go from a front straight to its worker, past the
+    main process (a death with no call of its there); a front relays such a request, which may
+    kill again. Sent only on fronts' connections, the booms get the model held back."""
     server = serve(store, workers=1, fronts=2)
     fine, boom = (
         raw_request("/models/poisoned/invoke", body, "content-type: application/octet-stream")
         for body in (b"fine", POISON)
     )
     with httpx.Client(base_url=server.url, timeout=60) as client:
-        assert client.post("/models/poisoned/invoke", content=b"fine").status_code == 200
-        # the front answers it alone: the model is in its table
-        assert hit_with_the_main_process_stopped(server, fine).startswith(b"HTTP/1.1 200")
-        connection = direct_on_front(server)
-        try:
-            raw_invoke(connection, boom)
-        finally:
-            connection.close()
-        exits = server.events("worker_exit")
-        assert [(e["reason"], e["detail"]["lost_requests"]) for e in exits] == [
-            ("died", 0),  # the front's batch
-            ("died", 1),  # the main process's, relayed
-        ]
-        wait_for(lambda: answers(client), "the model beside it to answer", PATIENCE_S)
+        for _ in range(4):  # two deaths' blame: at most two booms of two deaths each
+            if client.post("/models/poisoned/invoke", content=b"fine").status_code != 200:
+                break
+            # the front answers it alone: the model is in its table
+            assert hit_with_the_main_process_stopped(server, fine).startswith(b"HTTP/1.1 200")
+            connection = direct_on_front(server)
+            try:
+                raw_invoke(connection, boom)
+            finally:
+                connection.close()
         refused = client.post("/models/poisoned/invoke", content=b"fine")
         assert refused.status_code == 500 and "held back" in refused.json()["message"]
+    exits = [(e["reason"], e["detail"]["lost_requests"]) for e in server.events("worker_exit")]
+    assert ("died", 0) in exits and len(exits) <= 4, exits  # a front's own batch among them
+
+
+def test_a_crash_in_native_code_blames_its_own_thread_s_model_alone(
+    store: Path, serve: Servers
+) -> None:
+    """Two threads: a slow model's batch runs beside each batch that segfaults. The dump of
+    the signal names the crashing thread, so the crasher has each death's whole blame and is
+    held back at its second (shared, it would take four); the slow model is never blamed."""
+    server = serve(store, workers=1, threads_per_worker=2)
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        for death in range(2):
+            assert client.post("/models/segfaults/invoke", content=b"fine").status_code == 200
+            with concurrent.futures.ThreadPoolExecutor(1) as beside:
+                slow = beside.submit(client.post, "/models/slow/invoke", content=b"x")
+                wait_for(lambda n=death: loads(server, "slow") > n, "the slow batch to run", 30)
+                assert poison(client, "segfaults").status_code == 503
+                assert slow.result().status_code == 503  # its worker died under it
+        refused = client.post("/models/segfaults/invoke", content=b"fine")
+        assert refused.status_code == 500 and "held back" in refused.json()["message"]
+        assert client.post("/models/slow/invoke", content=b"x").status_code == 200
+    assert deaths(server) == 2
+    held = [e["model"] for e in server.events("failure") if e.get("reason") == "held_back"]
+    assert held == ["segfaults"]

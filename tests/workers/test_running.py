@@ -2,36 +2,80 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 from modelhost.names import MAX_NAME_BYTES
-from modelhost.workers.running import LOAD, SLOT_BYTES, Record, Running, read_running
+from modelhost.workers.running import (
+    BATCH,
+    LOAD,
+    SLOT_BYTES,
+    Record,
+    Running,
+    forget,
+    paths,
+    read_running,
+)
 
 
 def test_the_pool_reads_the_batches_and_load_running_at_the_end(tmp_path: Path) -> None:
-    path = tmp_path / "running-1"
-    running = Running(path, 3)
+    running = Running(tmp_path, 1, 3)
     first = running.begin("tenants/t1/a.joblib")
     running.begin("b" * MAX_NAME_BYTES)
     running.begin("c.joblib", LOAD)
     running.end(first)
-    assert read_running(path) == Record(frozenset({"b" * MAX_NAME_BYTES}), "c.joblib")
+    record = read_running(tmp_path, 1)
+    assert record == Record(frozenset({"b" * MAX_NAME_BYTES}), "c.joblib")
+    forget(tmp_path, 1)
+    assert not any(path.exists() for path in paths(tmp_path, 1))
+    assert read_running(tmp_path, 1) == Record(frozenset())
 
 
 def test_a_slot_ended_is_reused_and_none_past_the_slots_is_written(tmp_path: Path) -> None:
-    path = tmp_path / "running-1"
-    running = Running(path, 1)
+    running = Running(tmp_path, 1, 1)
     running.end(running.begin("a"))
     assert running.begin("b") == 0
     assert running.begin("c") == -1  # every slot held: nothing written, nothing lost
     running.end(-1)
-    assert read_running(path) == Record(frozenset({"b"}))
+    assert read_running(tmp_path, 1) == Record(frozenset({"b"}))
 
 
 def test_a_record_cut_short_or_garbled_names_nothing_it_cannot_read(tmp_path: Path) -> None:
-    path = tmp_path / "running-1"
-    Running(path, 1).begin("a")
-    garbled = b"B\xff\xff".ljust(SLOT_BYTES, b"x")  # a length past any name
-    path.write_bytes(path.read_bytes() + garbled + b"B\x00\x05ab")  # and a slot cut short
-    assert read_running(path) == Record(frozenset({"a"}))
-    assert read_running(tmp_path / "never-written") == Record(frozenset())
+    Running(tmp_path, 1, 1).begin("a")
+    slots, _ = paths(tmp_path, 1)
+    garbled = (BATCH + bytes(8) + b"\xff\xff").ljust(SLOT_BYTES, b"x")  # past any name
+    slots.write_bytes(slots.read_bytes() + garbled + BATCH + bytes(8) + b"\x00\x05ab")
+    assert read_running(tmp_path, 1) == Record(frozenset({"a"}))
+
+
+CRASHING_THREAD = """
+import ctypes, sys, threading, time
+from pathlib import Path
+from modelhost.workers.running import Running, dump_faults
+
+running = Running(Path(sys.argv[1]), 1, 2)
+dump_faults(Path(sys.argv[1]), 1)
+def run(model, crash):
+    with running.of(model):
+        time.sleep(0.3) if not crash else ctypes.string_at(0)
+beside = threading.Thread(target=run, args=("beside", False))
+beside.start()
+time.sleep(0.05)
+threading.Thread(target=run, args=("crashing", True)).start()
+beside.join()
+"""
+
+
+def test_a_fatal_signal_names_the_thread_it_hit_and_that_thread_s_model(
+    tmp_path: Path,
+) -> None:
+    """Two batches run; one thread crashes in native code: the record says which."""
+    crash = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(CRASHING_THREAD), str(tmp_path)], check=False
+    )
+    assert crash.returncode < 0  # killed by its signal
+    record = read_running(tmp_path, 1)
+    assert record[:3] == (frozenset({"beside", "crashing"}), "", (BATCH, "crashing"))
+    assert "Segmentation fault" in record.dump and "line 10 in run" in record.dump

@@ -18,6 +18,7 @@ from pathlib import Path
 from modelhost.errors import Unavailable
 from modelhost.records.events import EventLog
 from modelhost.resources import usable_cores
+from modelhost.workers import running
 from modelhost.workers.handle import Waiter, WorkerHandle
 from modelhost.workers.messages import UNASKED, Hello, Loaded, Reply, Request, Unloaded
 from modelhost.workers.pool.calls import Calls
@@ -26,7 +27,6 @@ from modelhost.workers.pool.output import OutputLog
 from modelhost.workers.pool.supervisor import TemplateSupervisor, backoff_s, template_argv
 from modelhost.workers.pool.table import WorkerTable
 from modelhost.workers.replies import ReplyT
-from modelhost.workers.running import Record, read_running, running_path
 from modelhost.workers.sandbox import scratch_path
 from modelhost.workers.views import Views
 from modelhost.workers.wire import Frame
@@ -180,11 +180,16 @@ class WorkerPool:
         self._replacements.add(task)
         task.add_done_callback(self._replacements.discard)
 
-    def _died_running(self, worker: WorkerHandle) -> Record:
+    def _died_running(self, worker: WorkerHandle) -> running.Record:
         """What it ran as it died, unless asked to."""
         if worker.kept_bytes or worker.retiring:
-            return Record(frozenset())
-        return read_running(running_path(self.run_dir, worker.worker_id))
+            return running.Record(frozenset())
+        record = running.read_running(self.run_dir, worker.worker_id)
+        if record.dump:
+            logger.warning(
+                "worker %d (pid %d) died:\n%s", worker.worker_id, worker.pid, record.dump
+            )
+        return record
 
     # recycling and replacing --------------------------------------------------------------
 
@@ -223,7 +228,7 @@ class WorkerPool:
         """Remove the lost worker's scratch folder and view, then replace it."""
         scratch = scratch_path(self.run_dir, worker.pid)
         await asyncio.to_thread(shutil.rmtree, scratch, ignore_errors=True)
-        running_path(self.run_dir, worker.worker_id).unlink(missing_ok=True)
+        running.forget(self.run_dir, worker.worker_id)
         if self.views is not None:
             await asyncio.to_thread(self.views.drop, worker.pid)
         await self._replace(worker)
