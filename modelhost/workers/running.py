@@ -6,9 +6,11 @@ import faulthandler
 import mmap
 import os
 import re
+import sys
 import threading
+import traceback
 from pathlib import Path
-from typing import IO, NamedTuple
+from typing import IO, NamedTuple, NoReturn
 
 from modelhost.names import MAX_NAME_BYTES
 
@@ -69,13 +71,24 @@ class Running:
 
 
 def dump_faults(run_dir: Path, worker_id: int) -> None:
-    """faulthandler's dump on a fatal signal: the thread hit first."""
-    global _dump  # faulthandler writes it till the end
+    """faulthandler's dump on a fatal signal, and os._exit's: the thread hit first."""
+    global _dump  # written till the end
     _dump = open(paths(run_dir, worker_id)[1], "w")  # noqa: SIM115
     faulthandler.enable(_dump, all_threads=True)
+    os._exit = _exit_naming_its_thread
+
+
+def _exit_naming_its_thread(status: int) -> NoReturn:
+    """os._exit, first naming the calling thread as faulthandler does, with its stack."""
+    if _dump is not None:
+        _dump.write(f"Current thread 0x{threading.get_ident():016x} called os._exit({status}):\n")
+        traceback.print_stack(sys._getframe(1), file=_dump)
+        _dump.flush()
+    _exit(status)
 
 
 _dump: IO[str] | None = None
+_exit = os._exit
 
 
 class Slot:

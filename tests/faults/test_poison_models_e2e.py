@@ -167,24 +167,26 @@ def test_a_model_poisoning_workers_through_fronts_is_held_back(store: Path, serv
     assert ("died", 0) in exits and len(exits) <= 4, exits  # a front's own batch among them
 
 
-def test_a_crash_in_native_code_blames_its_own_thread_s_model_alone(
-    store: Path, serve: Servers
+@pytest.mark.parametrize("killer", ["segfaults", "poisoned"])
+def test_a_crash_or_an_exit_blames_its_own_thread_s_model_alone(
+    store: Path, serve: Servers, killer: str
 ) -> None:
-    """Two threads: a slow model's batch runs beside each batch that segfaults. The dump of
-    the signal names the crashing thread, so the crasher has each death's whole blame and is
-    held back at its second (shared, it would take four); the slow model is never blamed."""
+    """Two threads: a slow model's batch runs beside each batch that segfaults, or exits. The
+    dump of the signal, or os._exit's, names the thread, so the killer has each death's whole
+    blame and is held back at its second (shared, it would take four); the slow model is never
+    blamed."""
     server = serve(store, workers=1, threads_per_worker=2)
     with httpx.Client(base_url=server.url, timeout=60) as client:
         for death in range(2):
-            assert client.post("/models/segfaults/invoke", content=b"fine").status_code == 200
+            assert client.post(f"/models/{killer}/invoke", content=b"fine").status_code == 200
             with concurrent.futures.ThreadPoolExecutor(1) as beside:
                 slow = beside.submit(client.post, "/models/slow/invoke", content=b"x")
                 wait_for(lambda n=death: loads(server, "slow") > n, "the slow batch to run", 30)
-                assert poison(client, "segfaults").status_code == 503
+                assert poison(client, killer).status_code == 503
                 assert slow.result().status_code == 503  # its worker died under it
-        refused = client.post("/models/segfaults/invoke", content=b"fine")
+        refused = client.post(f"/models/{killer}/invoke", content=b"fine")
         assert refused.status_code == 500 and "held back" in refused.json()["message"]
         assert client.post("/models/slow/invoke", content=b"x").status_code == 200
     assert deaths(server) == 2
     held = [e["model"] for e in server.events("failure") if e.get("reason") == "held_back"]
-    assert held == ["segfaults"]
+    assert held == [killer]

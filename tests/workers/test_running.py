@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+import pytest
 
 from modelhost.names import MAX_NAME_BYTES
 from modelhost.workers.running import (
@@ -51,7 +54,7 @@ def test_a_record_cut_short_or_garbled_names_nothing_it_cannot_read(tmp_path: Pa
 
 
 CRASHING_THREAD = """
-import ctypes, sys, threading, time
+import ctypes, os, sys, threading, time
 from pathlib import Path
 from modelhost.workers.running import Running, dump_faults
 
@@ -59,7 +62,7 @@ running = Running(Path(sys.argv[1]), 1, 2)
 dump_faults(Path(sys.argv[1]), 1)
 def run(model, crash):
     with running.of(model):
-        time.sleep(0.3) if not crash else ctypes.string_at(0)
+        time.sleep(0.3) if not crash else CRASH
 beside = threading.Thread(target=run, args=("beside", False))
 beside.start()
 time.sleep(0.05)
@@ -68,14 +71,20 @@ beside.join()
 """
 
 
-def test_a_fatal_signal_names_the_thread_it_hit_and_that_thread_s_model(
-    tmp_path: Path,
+@pytest.mark.parametrize(
+    ("crash", "code", "said"),
+    [
+        ("ctypes.string_at(0)", -signal.SIGSEGV, "Segmentation fault"),
+        ("os._exit(3)", 3, "called os._exit(3)"),
+    ],
+)
+def test_a_fatal_signal_or_an_exit_names_its_thread_and_that_thread_s_model(
+    tmp_path: Path, crash: str, code: int, said: str
 ) -> None:
-    """Two batches run; one thread crashes in native code: the record says which."""
-    crash = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(CRASHING_THREAD), str(tmp_path)], check=False
-    )
-    assert crash.returncode < 0  # killed by its signal
+    """Two batches run; one thread crashes in native code, or exits: the record says which."""
+    script = textwrap.dedent(CRASHING_THREAD).replace("CRASH", crash)
+    ended = subprocess.run([sys.executable, "-c", script, str(tmp_path)], check=False)
+    assert ended.returncode == code
     record = read_running(tmp_path, 1)
     assert record[:3] == (frozenset({"beside", "crashing"}), "", (BATCH, "crashing"))
-    assert "Segmentation fault" in record.dump and "line 10 in run" in record.dump
+    assert said in record.dump and "line 10" in record.dump

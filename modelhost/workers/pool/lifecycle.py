@@ -185,6 +185,9 @@ class WorkerPool:
         if worker.kept_bytes or worker.retiring:
             return running.Record(frozenset())
         record = running.read_running(self.run_dir, worker.worker_id)
+        loads = {model for _, model, _, kind, _ in worker.pending.values() if kind is Loaded}
+        if record.loading not in loads:  # the worker's word alone
+            record = record._replace(loading="")
         if record.dump:
             logger.warning(
                 "worker %d (pid %d) died:\n%s", worker.worker_id, worker.pid, record.dump
