@@ -1,13 +1,15 @@
 """A poisoned model beside others: what its requests cost the models sharing its workers.
 
-One server (`--workers 1` by default) holds `--models` loaded forests and a handler that exits
+One server (`--workers 1` by default) holds `--models` loaded forests of a quiet tenant
+(`tenants/quiet/`) and `--poisoned` models of a noisy one (`tenants/noisy/`), whose handler exits
 its process on a body saying boom. `--clients` closed-loop clients invoke the forests in turn
-for `--seconds`, once alone and once while one client sends the poisoned model a boom request
-`--poison-rate` times a second. Each pass reports the forests' requests, failures and latency,
-the poisoned model's answers by status, and the workers that died.
+for `--seconds`, once alone and once while one client sends the poisoned models in turn a boom
+request `--poison-rate` times a second. Each pass reports the forests' requests, failures and
+latency, the poisoned models' answers by status, and the workers that died. Tenants are off
+unless `--serve-arg=--tenant-from=name:2`.
 
     python benchmarks/poison.py [--seconds 10] [--poison-rate 5] [--clients 2] [--models 20]
-                                [--workers 1] [--serve-arg=...]
+                                [--poisoned 1] [--workers 1] [--serve-arg=...]
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from _common import add_serve_arg, markdown_table, write_results
 
 from modelhost import testing
 
-POISONED = "poisoned"
+QUIET, NOISY = "tenants/quiet", "tenants/noisy"
 HANDLER = '''"""Answers, unless the body says boom: then it ends its process."""
 
 import os
@@ -52,7 +54,7 @@ HEADER = [
 def main() -> None:
     args = _parse_args()
     with tempfile.TemporaryDirectory(prefix="modelhost-poison-") as scratch:
-        store = _store(Path(scratch) / "store", args.models)
+        store = _store(Path(scratch) / "store", args.models, args.poisoned)
         rows = [
             _pass(store, Path(scratch) / f"pass-{rate}", rate, args)
             for rate in (0, args.poison_rate)
@@ -62,24 +64,26 @@ def main() -> None:
     write_results("poison", {"args": vars(args), "passes": rows}, table)
 
 
-def _store(root: Path, models: int) -> Path:
+def _store(root: Path, models: int, poisoned: int) -> Path:
     for number in range(models):
-        testing.random_forest(root / f"forest-{number}.joblib", 2 * 2**20, seed=number)
-    (root / POISONED).mkdir(parents=True)
-    (root / POISONED / "handler.py").write_text(HANDLER)
+        testing.random_forest(root / QUIET / f"forest-{number}.joblib", 2 * 2**20, seed=number)
+    for number in range(poisoned):
+        (root / NOISY / f"poisoned-{number}").mkdir(parents=True)
+        (root / NOISY / f"poisoned-{number}" / "handler.py").write_text(HANDLER)
     return root
 
 
 def _pass(store: Path, folder: Path, rate: float, args: argparse.Namespace) -> dict[str, Any]:
     serve = [*testing.serve_args(store, folder / "cache", workers=args.workers), *args.serve_arg]
     with testing.RunningServer(serve, folder) as server:
-        names = [f"forest-{number}.joblib" for number in range(args.models)]
+        names = [f"{QUIET}/forest-{number}.joblib" for number in range(args.models)]
+        poisoned = [f"{NOISY}/poisoned-{number}" for number in range(args.poisoned)]
         with httpx.Client(base_url=server.url, timeout=60) as client:
             for name in names:
                 client.post(f"/models/{name}/invoke", json=[[0.0] * 64]).raise_for_status()
         latencies: list[float] = []
         failed: collections.Counter[int] = collections.Counter()
-        poisoned: collections.Counter[int] = collections.Counter()
+        answers: collections.Counter[int] = collections.Counter()
         until = time.monotonic() + args.seconds
         threads = [
             threading.Thread(target=_invoke, args=(server.url, names, until, latencies, failed))
@@ -87,7 +91,7 @@ def _pass(store: Path, folder: Path, rate: float, args: argparse.Namespace) -> d
         ]
         if rate:
             threads.append(
-                threading.Thread(target=_poison, args=(server.url, rate, until, poisoned))
+                threading.Thread(target=_poison, args=(server.url, poisoned, rate, until, answers))
             )
         for thread in threads:
             thread.start()
@@ -101,7 +105,7 @@ def _pass(store: Path, folder: Path, rate: float, args: argparse.Namespace) -> d
         "failed": dict(failed),
         "p50 ms": round(_at(latencies, 0.5) * 1000, 1),
         "p99 ms": round(_at(latencies, 0.99) * 1000, 1),
-        "poisoned answers": dict(poisoned),
+        "poisoned answers": dict(answers),
         "workers died": died,
     }
 
@@ -124,12 +128,17 @@ def _invoke(
             number += 1
 
 
-def _poison(url: str, rate: float, until: float, answers: collections.Counter[int]) -> None:
+def _poison(
+    url: str, names: list[str], rate: float, until: float, answers: collections.Counter[int]
+) -> None:
     headers = {"content-type": "application/octet-stream"}
     with httpx.Client(base_url=url, timeout=60) as client:
+        number = 0
         while time.monotonic() < until:
-            answer = client.post(f"/models/{POISONED}/invoke", content=b"boom", headers=headers)
+            name = names[number % len(names)]
+            answer = client.post(f"/models/{name}/invoke", content=b"boom", headers=headers)
             answers[answer.status_code] += 1
+            number += 1
             time.sleep(1 / rate)
 
 
@@ -143,6 +152,7 @@ def _parse_args() -> argparse.Namespace:
     parser.add_argument("--poison-rate", type=float, default=5.0, help="boom requests a second")
     parser.add_argument("--clients", type=int, default=2)
     parser.add_argument("--models", type=int, default=20)
+    parser.add_argument("--poisoned", type=int, default=1, help="the noisy tenant's models")
     parser.add_argument("--workers", type=int, default=1)
     add_serve_arg(parser)
     return parser.parse_args()

@@ -39,6 +39,7 @@ ModelhostError
 │   │   └── TenantQueueFull      one tenant's queue, not the server's
 │   ├── ConcurrencyLimit
 │   └── RateLimited              a tenant past its rate: retry_after_s says when
+│       └── TenantHeldBack       its models keep killing workers
 ├── DeadlineExceeded
 ├── Unavailable                  retry is safe
 │   ├── WorkerDied
@@ -226,6 +227,10 @@ class RateLimited(Overloaded):
     def __init__(self, message: str, retry_after_s: int = 1) -> None:
         super().__init__(message)
         self.retry_after_s = retry_after_s
+
+
+class TenantHeldBack(RateLimited):
+    pass
 
 
 class DeadlineExceeded(ModelhostError):

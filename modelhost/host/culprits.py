@@ -1,79 +1,142 @@
-"""Which model kills its workers: each death's blame shared among what it ran (decisions.md,
-"A model whose batches keep killing their workers is held back")."""
+"""Which model, and which tenant, kills its workers: each death's blame shared among what it
+ran (decisions.md, "A model whose batches keep killing their workers is held back")."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Mapping
 
-from modelhost.errors import ModelLoadError, ModelNotLoaded
+from modelhost.errors import ModelLoadError, ModelNotLoaded, TenantHeldBack
 from modelhost.host.failed_loads import FailedLoads, Version
 from modelhost.records.events import EventLog
-from modelhost.workers.running import BATCH, Record
+from modelhost.workers.running import BATCH, LOAD, Record
 
 WINDOW_S = 60.0
-HELD_AT = 2.0  # two deaths alone
+HELD_AT = 2.0  # a model: two deaths alone
+TENANT_HELD_AT = 4.0  # a tenant: two models' worth
 
 
 class Culprits:
-    """The deaths of the last `window_s`."""
+    """The deaths of the last `window_s`, each's one blame shared among its suspects."""
 
-    def __init__(self, window_s: float = WINDOW_S, clock: Callable[[], float] = time.monotonic):
-        self.window_s, self.clock = window_s, clock
-        self._deaths: deque[tuple[float, frozenset[str], float]] = deque()  # when, who, share
+    def __init__(
+        self,
+        held_at: float = HELD_AT,
+        window_s: float = WINDOW_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.held_at, self.window_s, self.clock = held_at, window_s, clock
+        self._deaths: deque[tuple[float, dict[str, float]]] = deque()  # when, share by suspect
 
-    def died(self, batches: frozenset[str], loading: str = "") -> list[str]:
-        """A worker died running these: the models now to hold back."""
+    def died(self, shares: Mapping[str, float], holdable: Collection[str]) -> list[str]:
+        """A death's shares: those of `holdable` now to hold back."""
         now = self.clock()
         while self._deaths and now - self._deaths[0][0] >= self.window_s:
             self._deaths.popleft()
-        suspects = batches | {loading} if loading else batches
-        if not suspects:
+        if not shares:
             return []
-        self._deaths.append((now, suspects, 1 / len(suspects)))
-        held = sorted(name for name in batches if self.blame(name) >= HELD_AT - 1e-9)
-        if held:  # they run no more; the others' shares stay
-            gone = frozenset(held)
-            self._deaths = deque((at, names - gone, share) for at, names, share in self._deaths)
+        self._deaths.append((now, dict(shares)))
+        held = sorted(key for key in holdable if self.blame(key) >= self.held_at - 1e-9)
+        for _, death in self._deaths:  # they run no more; the others' shares stay
+            for key in held:
+                death.pop(key, None)
         return held
 
-    def blame(self, name: str) -> float:
-        """`name`'s share of the deaths."""
-        return sum(share for _, names, share in self._deaths if name in names)
+    def blame(self, key: str) -> float:
+        """`key`'s share of the deaths."""
+        return sum(death.get(key, 0.0) for _, death in self._deaths)
+
+
+def shares_of(batches: Collection[str], loading: str = "") -> dict[str, float]:
+    """A death's one blame, shared among the models it ran and the one it loaded."""
+    suspects = {*batches, loading} - {""}
+    return dict.fromkeys(suspects, 1 / len(suspects)) if suspects else {}
+
+
+def tenants_shares(shares: Mapping[str, float], owners: Mapping[str, str]) -> dict[str, float]:
+    """The models' shares summed by their tenants; none while tenants are off."""
+    by_tenant: dict[str, float] = {}
+    for model, share in shares.items():
+        if tenant := owners.get(model, ""):
+            by_tenant[tenant] = by_tenant.get(tenant, 0.0) + share
+    return by_tenant
 
 
 class HeldBack:
-    """Refuses the culprits as failed loads, then unloads their copies."""
+    """Refuses the culprits, models as failed loads and tenants' loads for a window, then
+    unloads their copies."""
 
     def __init__(
         self,
         failed_loads: FailedLoads,
         events: EventLog,
         version_of: Callable[[str], Version],
-        unload: Callable[[str], Awaitable[object]],
+        unload: Callable[[str, str], Awaitable[object]],
+        models_of: Callable[[str], list[str]],
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.failed_loads, self.events = failed_loads, events
-        self.version_of, self.unload = version_of, unload
-        self.culprits = Culprits()
+        self.version_of, self.unload, self.models_of = version_of, unload, models_of
+        self.culprits = Culprits(clock=clock)
+        self.tenants = Culprits(TENANT_HELD_AT, clock=clock)
+        self._tenants_until: dict[str, float] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
-    def died(self, ran: Record, hosted: Collection[str]) -> None:
-        """A worker holding `hosted` died having run `ran`."""
-        batches, loading = ran.batches.intersection(hosted), ran.loading
+    def died(self, ran: Record, owners: Mapping[str, str]) -> None:
+        """A worker died having run `ran`, holding or loading `owners`' models (their tenants)."""
+        batches, loading = ran.batches.intersection(owners), ran.loading
         if ran.crashed is not None:  # a fatal signal's thread: its batch or load alone
             kind, model = ran.crashed
-            batches, loading = (batches & {model}, "") if kind == BATCH else (frozenset(), model)
-        for name in self.culprits.died(batches, loading):
+            batches = batches & {model} if kind == BATCH else frozenset()
+            loading = model if kind == LOAD and model == loading else ""
+        shares = shares_of(batches, loading)
+        for name in self.culprits.died(shares, batches):
             message = self.failed_loads.hold_back(name, self.culprits.window_s)
             self.events.emit("failure", name, reason="held_back", detail={"error": message})
-            task = asyncio.ensure_future(self._unload(name, ModelLoadError(message)))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._then(self._unload(name, "held_back", ModelLoadError(message)))
+        by_tenant = tenants_shares(shares, owners)
+        for tenant in self.tenants.died(by_tenant, by_tenant):
+            self._hold_tenant(tenant)
 
-    async def _unload(self, name: str, error: ModelLoadError) -> None:
+    def check(self, tenant: str) -> None:
+        """Refuse a load of a held-back tenant's model."""
+        until = self._tenants_until.get(tenant)
+        if until is None:
+            return
+        left_s = until - self.tenants.clock()
+        if left_s <= 0:
+            del self._tenants_until[tenant]
+            return
+        raise TenantHeldBack(self._tenant_why(tenant, left_s), math.ceil(left_s))
+
+    def _hold_tenant(self, tenant: str) -> None:
+        window_s = self.tenants.window_s
+        self._tenants_until[tenant] = self.tenants.clock() + window_s
+        detail = {"tenant": tenant, "error": self._tenant_why(tenant, window_s)}
+        self.events.emit("failure", reason="tenant_held_back", detail=detail)
+        for name in self.models_of(tenant):
+            self._then(self._unload(name, "tenant_held_back"))
+
+    def _tenant_why(self, tenant: str, left_s: float) -> str:
+        return (
+            f"tenant {tenant} is held back for {math.ceil(left_s)} s more: workers kept dying "
+            f"as they ran its models ({TENANT_HELD_AT:g} deaths' worth within "
+            f"{self.tenants.window_s:g} s), each taking other tenants' models with them; its "
+            "models are unloaded and none is loaded until then: check their handlers, ones that "
+            "exit, crash in native code or hang on some input"
+        )
+
+    def _then(self, work: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _unload(self, name: str, reason: str, error: ModelLoadError | None = None) -> None:
         with contextlib.suppress(ModelNotLoaded):
-            await self.unload(name)
-        await self.failed_loads.remember(name, self.version_of(name), error)
+            await self.unload(name, reason)
+        if error is not None:
+            await self.failed_loads.remember(name, self.version_of(name), error)

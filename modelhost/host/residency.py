@@ -74,8 +74,9 @@ class Residency:
         self.signatures = Signatures()
         self.loads: UnderWay[LoadOutcome] = UnderWay() if loads is None else loads
         self.failed_loads = FailedLoads()
-        unload = functools.partial(self.unload, reason="held_back")
-        self.held_back = HeldBack(self.failed_loads, events, self.version_of, unload)
+        self.held_back = HeldBack(
+            self.failed_loads, events, self.version_of, self.unload, self.models_of
+        )
         self.model_tenant = model_tenant  # None: a model is its first loader's tenant's
         copies.sandboxes.attach(self._empty_sandbox)
 
@@ -128,6 +129,10 @@ class Residency:
         """Asks the store."""
         return functools.partial(self.disk.version, self.source_of(name))
 
+    def models_of(self, tenant: str) -> list[str]:
+        """The tenant's models in memory."""
+        return [resident.name for resident in self.memory if resident.tenant == tenant]
+
     def tenant_of(self, name: str, requested_by: str = "") -> str:
         """Whose model `name` is, if loaded for a request of `requested_by`."""
         return self.model_tenant(name) if self.model_tenant is not None else requested_by
@@ -138,6 +143,7 @@ class Residency:
         source = self.source_of(name)
         version = self.version_of(name)  # asked only if needed
         await self.failed_loads.check(name, version)
+        self.held_back.check(tenant)
         try:
             found = await self.disk.materialize(name, source, tenant)
         except ModelhostError as error:
@@ -336,11 +342,13 @@ class Residency:
     def worker_lost(self, worker: WorkerHandle) -> None:
         if self.devices is not None:
             self.devices.worker_lost(worker.worker_id)
-        hosted = []
+        ran = worker.died_running
+        loading = self.memory.get(ran.loading)
+        owners = {loading.name: loading.tenant} if loading else {}  # then those it held
         for resident in self.memory:
             if worker.worker_id not in resident.workers:
                 continue  # a load under way there fails and forgets on its own
-            hosted.append(resident.name)
+            owners[resident.name] = resident.tenant
             self._lose_copy(resident, worker.worker_id)
             self.events.emit(
                 "unload",
@@ -350,7 +358,7 @@ class Residency:
                 worker=worker.worker_id,
             )
         self.changes.notify()
-        self.held_back.died(worker.died_running, hosted)
+        self.held_back.died(ran, owners)
 
     def _lose_copy(self, resident: Resident, worker_id: int) -> None:
         """One copy died with its worker; with the last, the model leaves memory.

@@ -1,53 +1,73 @@
-"""Which model kills its workers: each death's blame shared among what the worker ran."""
+"""Which model, and which tenant, kills its workers: each death's blame shared among what the
+worker ran."""
 
 from __future__ import annotations
 
+import asyncio
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from modelhost.host.culprits import WINDOW_S, Culprits
+from modelhost.errors import TenantHeldBack
+from modelhost.host.culprits import (
+    TENANT_HELD_AT,
+    WINDOW_S,
+    Culprits,
+    HeldBack,
+    shares_of,
+    tenants_shares,
+)
+from modelhost.host.failed_loads import FailedLoads
+from modelhost.records.events import EventLog
+from modelhost.workers.running import Record
+
+
+def died(culprits: Culprits, batches: frozenset[str], loading: str = "") -> list[str]:
+    """As HeldBack tells it a death: only models that ran batches are held back here."""
+    return culprits.died(shares_of(batches, loading), batches)
 
 
 def test_a_model_running_alone_at_two_deaths_is_held_back() -> None:
     culprits = Culprits()
-    assert culprits.died(frozenset({"poisoned"})) == []
-    assert culprits.died(frozenset({"poisoned"})) == ["poisoned"]
+    assert died(culprits, frozenset({"poisoned"})) == []
+    assert died(culprits, frozenset({"poisoned"})) == ["poisoned"]
 
 
 def test_deaths_beside_other_models_loads_take_more_of_them() -> None:
     """A different model loading at each death: half a blame each time."""
     culprits = Culprits()
-    held = [culprits.died(frozenset({"poisoned"}), f"reloaded-{n}") for n in range(4)]
+    held = [died(culprits, frozenset({"poisoned"}), f"reloaded-{n}") for n in range(4)]
     assert held == [[], [], [], ["poisoned"]]
 
 
 def test_a_load_is_never_held_back_here() -> None:
     """A model whose load kills its worker is failed_loads.py's to judge."""
     culprits = Culprits()
-    assert [culprits.died(frozenset(), "broken") for _ in range(4)] == [[]] * 4
+    assert [died(culprits, frozenset(), "broken") for _ in range(4)] == [[]] * 4
 
 
 def test_a_model_running_beside_a_broken_load_twice_is_not_held_back() -> None:
     culprits = Culprits()
-    assert [culprits.died(frozenset({"hot"}), "broken") for _ in range(2)] == [[], []]
+    assert [died(culprits, frozenset({"hot"}), "broken") for _ in range(2)] == [[], []]
 
 
 def test_deaths_older_than_the_window_are_forgotten() -> None:
     now = [0.0]
     culprits = Culprits(clock=lambda: now[0])
-    culprits.died(frozenset({"poisoned"}))
+    died(culprits, frozenset({"poisoned"}))
     now[0] += WINDOW_S
-    assert culprits.died(frozenset({"poisoned"})) == []
+    assert died(culprits, frozenset({"poisoned"})) == []
     now[0] += WINDOW_S - 1
-    assert culprits.died(frozenset({"poisoned"})) == ["poisoned"]
+    assert died(culprits, frozenset({"poisoned"})) == ["poisoned"]
 
 
 def test_a_model_held_back_is_blamed_for_nothing_more() -> None:
     culprits = Culprits()
     for _ in range(2):
-        culprits.died(frozenset({"poisoned"}))
+        died(culprits, frozenset({"poisoned"}))
     assert culprits.blame("poisoned") == 0
-    assert culprits.died(frozenset({"other"})) == []
+    assert died(culprits, frozenset({"other"})) == []
 
 
 deaths = st.lists(
@@ -70,6 +90,65 @@ def test_a_model_is_held_back_only_once_it_carries_two_deaths_blame(
     for batches, loading in plan:
         before = {name: culprits.blame(name) for name in batches}
         suspects = len(batches | ({loading} if loading else set()))
-        for name in culprits.died(batches, loading):
+        for name in died(culprits, batches, loading):
             assert name in batches and before[name] + 1 / suspects >= 2 - 1e-9
         assert all(culprits.blame(name) < 2 - 1e-9 for name in "bcd")
+
+
+def test_a_tenant_is_blamed_its_models_shares_summed() -> None:
+    shares = shares_of(frozenset({"a/1", "a/2", "b/1"}), "c/1")
+    owners = {"a/1": "a", "a/2": "a", "b/1": "b", "c/1": "c"}
+    assert tenants_shares(shares, owners) == {"a": 0.5, "b": 0.25, "c": 0.25}
+
+
+def test_no_tenant_is_blamed_while_tenants_are_off() -> None:
+    assert tenants_shares(shares_of(frozenset({"m"})), {"m": ""}) == {}
+
+
+def test_a_tenant_is_held_back_at_two_models_worth_of_deaths() -> None:
+    """Two models each killing twice alone: the tenant at the fourth death, once."""
+    tenants = Culprits(TENANT_HELD_AT)
+    held = [tenants.died({"noisy": 1.0}, ["noisy"]) for _ in range(5)]
+    assert held == [[], [], [], ["noisy"], []]
+
+
+def test_a_tenant_beside_a_killer_at_each_death_is_held_back_later() -> None:
+    tenants = Culprits(TENANT_HELD_AT)
+    held = [tenants.died({"noisy": 0.5, "quiet": 0.5}, ["noisy", "quiet"]) for _ in range(7)]
+    assert held == [[]] * 7
+
+
+def test_a_held_back_tenant_loses_its_models_and_loads_none_for_the_window() -> None:
+    asyncio.run(tenant_held_back())
+
+
+async def tenant_held_back() -> None:
+    now, unloaded = [0.0], []
+
+    async def unload(name: str, reason: str) -> None:
+        unloaded.append((name, reason))
+
+    events = EventLog()
+    held = HeldBack(
+        FailedLoads(),
+        events,
+        version_of=lambda name: None,  # type: ignore[arg-type,return-value]  # never asked
+        unload=unload,
+        models_of=lambda tenant: [f"{tenant}/m"] if tenant == "noisy" else ["quiet/m"],
+        clock=lambda: now[0],
+    )
+    killer = Record(frozenset({"noisy/a"}))
+    for _ in range(4):
+        held.died(killer, {"noisy/a": "noisy", "quiet/m": "quiet"})
+    await asyncio.sleep(0)
+    assert ("noisy/m", "tenant_held_back") in unloaded
+    assert all(name != "quiet/m" for name, _ in unloaded)
+    held.check("quiet")
+    now[0] = WINDOW_S - 0.5
+    with pytest.raises(TenantHeldBack, match="tenant noisy is held back for 1 s more") as refused:
+        held.check("noisy")
+    assert refused.value.retry_after_s == 1
+    now[0] = WINDOW_S
+    held.check("noisy")
+    [event] = [e for e in events.recent if e.reason == "tenant_held_back"]
+    assert event.detail["tenant"] == "noisy"
