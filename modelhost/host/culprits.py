@@ -8,8 +8,9 @@ import contextlib
 import math
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 
+from modelhost.cache.memory import Resident
 from modelhost.errors import ModelLoadError, ModelNotLoaded, TenantHeldBack
 from modelhost.host.failed_loads import FailedLoads, Version
 from modelhost.records.events import EventLog
@@ -76,18 +77,23 @@ class HeldBack:
         events: EventLog,
         version_of: Callable[[str], Version],
         unload: Callable[[str, str], Awaitable[object]],
-        models_of: Callable[[str], list[str]],
+        models: Iterable[Resident],
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.failed_loads, self.events = failed_loads, events
-        self.version_of, self.unload, self.models_of = version_of, unload, models_of
+        self.version_of, self.unload, self.models = version_of, unload, models
         self.culprits = Culprits(clock=clock)
         self.tenants = Culprits(TENANT_HELD_AT, clock=clock)
         self._tenants_until: dict[str, float] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
-    def died(self, ran: Record, owners: Mapping[str, str]) -> None:
-        """A worker died having run `ran`, holding or loading `owners`' models (their tenants)."""
+    def died(self, ran: Record, worker_id: int) -> None:
+        """Worker `worker_id` died having run `ran`; called before its models are lost."""
+        owners = {  # their tenants: of the models it held, or was loading
+            model.name: model.tenant
+            for model in self.models
+            if worker_id in model.workers or model.name == ran.loading
+        }
         batches, loading = ran.batches.intersection(owners), ran.loading
         if ran.crashed is not None:  # a fatal signal's thread: its batch or load alone
             kind, model = ran.crashed
@@ -118,8 +124,9 @@ class HeldBack:
         self._tenants_until[tenant] = self.tenants.clock() + window_s
         detail = {"tenant": tenant, "error": self._tenant_why(tenant, window_s)}
         self.events.emit("failure", reason="tenant_held_back", detail=detail)
-        for name in self.models_of(tenant):
-            self._then(self._unload(name, "tenant_held_back"))
+        for model in self.models:
+            if model.tenant == tenant:
+                self._then(self._unload(model.name, "tenant_held_back"))
 
     def _tenant_why(self, tenant: str, left_s: float) -> str:
         return (

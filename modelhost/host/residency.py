@@ -74,9 +74,7 @@ class Residency:
         self.signatures = Signatures()
         self.loads: UnderWay[LoadOutcome] = UnderWay() if loads is None else loads
         self.failed_loads = FailedLoads()
-        self.held_back = HeldBack(
-            self.failed_loads, events, self.version_of, self.unload, self.models_of
-        )
+        self.held_back = HeldBack(self.failed_loads, events, self.version_of, self.unload, memory)
         self.model_tenant = model_tenant  # None: a model is its first loader's tenant's
         copies.sandboxes.attach(self._empty_sandbox)
 
@@ -128,10 +126,6 @@ class Residency:
     def version_of(self, name: str) -> Callable[[], Awaitable[str]]:
         """Asks the store."""
         return functools.partial(self.disk.version, self.source_of(name))
-
-    def models_of(self, tenant: str) -> list[str]:
-        """The tenant's models in memory."""
-        return [resident.name for resident in self.memory if resident.tenant == tenant]
 
     def tenant_of(self, name: str, requested_by: str = "") -> str:
         """Whose model `name` is, if loaded for a request of `requested_by`."""
@@ -342,13 +336,10 @@ class Residency:
     def worker_lost(self, worker: WorkerHandle) -> None:
         if self.devices is not None:
             self.devices.worker_lost(worker.worker_id)
-        ran = worker.died_running
-        loading = self.memory.get(ran.loading)
-        owners = {loading.name: loading.tenant} if loading else {}  # then those it held
+        self.held_back.died(worker.died_running, worker.worker_id)  # while its models are known
         for resident in self.memory:
             if worker.worker_id not in resident.workers:
                 continue  # a load under way there fails and forgets on its own
-            owners[resident.name] = resident.tenant
             self._lose_copy(resident, worker.worker_id)
             self.events.emit(
                 "unload",
@@ -358,7 +349,6 @@ class Residency:
                 worker=worker.worker_id,
             )
         self.changes.notify()
-        self.held_back.died(ran, owners)
 
     def _lose_copy(self, resident: Resident, worker_id: int) -> None:
         """One copy died with its worker; with the last, the model leaves memory.

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from modelhost.cache.memory import Resident
 from modelhost.errors import TenantHeldBack
 from modelhost.host.culprits import (
     TENANT_HELD_AT,
@@ -20,7 +21,7 @@ from modelhost.host.culprits import (
 )
 from modelhost.host.failed_loads import FailedLoads
 from modelhost.records.events import EventLog
-from modelhost.workers.running import Record
+from modelhost.workers.running import BATCH, Record
 
 
 def died(culprits: Culprits, batches: frozenset[str], loading: str = "") -> list[str]:
@@ -129,19 +130,24 @@ async def tenant_held_back() -> None:
         unloaded.append((name, reason))
 
     events = EventLog()
+    models = [
+        Resident("noisy/a", 1, workers=[1], tenant="noisy"),
+        Resident("noisy/elsewhere", 1, workers=[2], tenant="noisy"),
+        Resident("quiet/m", 1, workers=[1], tenant="quiet"),
+    ]
     held = HeldBack(
         FailedLoads(),
         events,
         version_of=lambda name: None,  # type: ignore[arg-type,return-value]  # never asked
         unload=unload,
-        models_of=lambda tenant: [f"{tenant}/m"] if tenant == "noisy" else ["quiet/m"],
+        models=models,
         clock=lambda: now[0],
     )
-    killer = Record(frozenset({"noisy/a"}))
+    killer = Record(frozenset({"noisy/a"}), crashed=(BATCH, "noisy/a"))
     for _ in range(4):
-        held.died(killer, {"noisy/a": "noisy", "quiet/m": "quiet"})
+        held.died(killer, 1)
     await asyncio.sleep(0)
-    assert ("noisy/m", "tenant_held_back") in unloaded
+    assert ("noisy/elsewhere", "tenant_held_back") in unloaded
     assert all(name != "quiet/m" for name, _ in unloaded)
     held.check("quiet")
     now[0] = WINDOW_S - 0.5
