@@ -110,14 +110,16 @@ class HeldBack:
 
     def check(self, tenant: str) -> None:
         """Refuse a load of a held-back tenant's model."""
-        until = self._tenants_until.get(tenant)
-        if until is None:
-            return
-        left_s = until - self.tenants.clock()
-        if left_s <= 0:
-            del self._tenants_until[tenant]
-            return
-        raise TenantHeldBack(self._tenant_why(tenant, left_s), math.ceil(left_s))
+        if tenant in self._tenants_until and (left_s := self.held_s().get(tenant)):
+            raise TenantHeldBack(self._tenant_why(tenant, left_s), left_s)
+
+    def held_s(self) -> dict[str, int]:
+        """The seconds left of each tenant's hold, rounded up."""
+        now = self.tenants.clock()
+        for tenant, until in list(self._tenants_until.items()):
+            if until <= now:
+                del self._tenants_until[tenant]
+        return {tenant: math.ceil(until - now) for tenant, until in self._tenants_until.items()}
 
     def _hold_tenant(self, tenant: str) -> None:
         window_s = self.tenants.window_s

@@ -355,7 +355,8 @@ class ModelHost:
 
     def tenant_holdings(self) -> TenantHoldings:
         """What each tenant holds, read cheaply: running totals of both tiers."""
-        return TenantHoldings(dict(self.memory.ledger.tenant_bytes), self.disk.tenant_bytes())
+        memory, held_back = self.memory.ledger.tenant_bytes, self.residency.held_back.held_s()
+        return TenantHoldings(dict(memory), self.disk.tenant_bytes(), held_back)
 
     def model_statistics(self, name: str) -> ModelStatistics:
         resident, artifact = self.memory.get(name), self.residency.cached(name)

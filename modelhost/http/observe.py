@@ -139,6 +139,7 @@ def describe_tenant(table: TenantTable, name: str, held: TenantHoldings) -> dict
         **figures.describe(),
         "memoryBytes": held.memory_bytes.get(name, 0),
         "diskBytes": held.disk_bytes.get(name, 0),
+        "heldBackS": held.held_back_s.get(name, 0),
     }
 
 

@@ -105,10 +105,12 @@ class WorkerStatistics:
 
 @dataclass(frozen=True)
 class TenantHoldings:
-    """Bytes each tenant holds in memory and on disk; "" is the server's own."""
+    """Bytes each tenant holds in memory and on disk ("" is the server's own), and the seconds
+    left of each held-back tenant's hold."""
 
     memory_bytes: dict[str, int] = field(default_factory=dict)
     disk_bytes: dict[str, int] = field(default_factory=dict)
+    held_back_s: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,8 @@ def test_a_tenant_whose_models_killed_four_workers_loads_no_more_models(
     client: httpx.Client, server: testing.RunningServer
 ) -> None:
     """Two models held back at two deaths each, then the tenant: its third poisoned model is
-    refused 429 with a Retry-After, before it can kill, while the other tenant answers."""
+    refused 429 with a Retry-After, before it can kill, while the other tenant answers; GET
+    /tenants says for how long."""
     assert answers(client) == 200
     before = deaths(server)
     for model in POISONED[:2]:
@@ -62,5 +63,8 @@ def test_a_tenant_whose_models_killed_four_workers_loads_no_more_models(
         assert 1 <= int(refused.headers["retry-after"]) <= 60
     assert deaths(server) == before + 4
     assert answers(client) == 200
+    shown = {t: client.get(f"/tenants/tenants/{t}").json() for t in ("noisy", "quiet")}
+    assert 1 <= shown["noisy"]["heldBackS"] <= 60 and shown["quiet"]["heldBackS"] == 0
+    assert shown["noisy"]["rejections"]["TenantHeldBack"] == 2
     held = [e for e in server.events("failure") if e.get("reason") == "tenant_held_back"]
     assert [e["detail"]["tenant"] for e in held] == ["tenants/noisy"], held
