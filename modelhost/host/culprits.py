@@ -95,7 +95,7 @@ class HeldBack:
             if worker_id in model.workers or model.name == ran.loading
         }
         batches, loading = ran.batches.intersection(owners), ran.loading
-        if ran.crashed is not None:  # a fatal signal's thread: its batch or load alone
+        if ran.crashed is not None:  # a thread named (fatal signal, os._exit): its work alone
             kind, model = ran.crashed
             batches = batches & {model} if kind == BATCH else frozenset()
             loading = model if kind == LOAD and model == loading else ""
@@ -134,9 +134,9 @@ class HeldBack:
         return (
             f"tenant {tenant} is held back for {math.ceil(left_s)} s more: workers kept dying "
             f"as they ran its models ({TENANT_HELD_AT:g} deaths' worth within "
-            f"{self.tenants.window_s:g} s), each taking other tenants' models with them; its "
-            "models are unloaded and none is loaded until then: check their handlers, ones that "
-            "exit, crash in native code or hang on some input"
+            f"{self.tenants.window_s:g} s), each a worker to restart and the models it held to "
+            "load again; its models are unloaded and none is loaded until then: check their "
+            "handlers, ones that exit, crash in native code or hang on some input"
         )
 
     def _then(self, work: Awaitable[None]) -> None:

@@ -23,9 +23,13 @@ def hostile_store(root: Path, handlers: Mapping[str, str]) -> Path:
 
 
 @contextlib.contextmanager
-def two_tenants(store: Path, scratch: Path, **settings: object) -> Iterator[testing.RunningServer]:
-    """Tenants evil and good, each in a sandboxed worker of its own."""
-    args = testing.serve_args(store, scratch / "cache", workers=2, tenant_from="name:1", **settings)
+def two_tenants(
+    store: Path, scratch: Path, tenant_from: str = "name:1", **settings: object
+) -> Iterator[testing.RunningServer]:
+    """Tenants evil and good (or, by `tenant_from`, each model), each in sandboxed workers."""
+    args = testing.serve_args(
+        store, scratch / "cache", workers=2, tenant_from=tenant_from, **settings
+    )
     with testing.RunningServer([*args, "--refuse-pickle"], scratch) as running:
         assert invoke(running, "good/iris.onnx").status_code == 200
         yield running

@@ -131,8 +131,8 @@ def handle(data, context):
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("store")
-    handlers = {name: PRELUDE + attack for name, attack in ATTACKS.items()}
-    return hostile_store(root, handlers | {"direct-over-cap": DIRECT})
+    handlers = {f"{name}/model": PRELUDE + attack for name, attack in ATTACKS.items()}
+    return hostile_store(root, handlers | {"direct-over-cap/model": DIRECT})
 
 
 @pytest.fixture(scope="module")
@@ -140,8 +140,14 @@ def server(
     store: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[testing.RunningServer]:
     scratch = tmp_path_factory.mktemp("server")
-    with two_tenants(store, scratch, default_response_timeout_s=8) as running:
+    # each attack a tenant: four deaths' worth hold one back (test_poison_tenants_e2e.py)
+    with two_tenants(store, scratch, "name:2", default_response_timeout_s=8) as running:
         yield running
+
+
+def evil(attack: str) -> str:
+    """The model of `attack`, whose tenant under name:2 is its own."""
+    return f"evil/{attack}/model"
 
 
 def worker_pid(server: testing.RunningServer, model: str) -> int:
@@ -170,17 +176,17 @@ KILLED = ["garbage", "hangs-up", "undecodable", "huge", "wrong-kind", "unasked-a
 def test_a_worker_breaking_its_frames_is_killed(server: testing.RunningServer, name: str) -> None:
     """Its caller gets 503 WorkerDied at once, not a deadline's 504; the worker's process goes
     (left running, it would hold memory and CPU no one counts); the other tenant answers."""
-    response = invoke(server, f"evil/{name}")
+    response = invoke(server, evil(name))
     assert response.status_code == 503, response.text
     assert response.json()["type"] == "WorkerDied", response.text
-    pid = worker_pid(server, f"evil/{name}")
+    pid = worker_pid(server, evil(name))
     wait_for(lambda: not running(pid), f"worker {pid}, which broke its frames, to be killed")
     assert_good_answers(server)
 
 
 def test_a_huge_length_is_not_allocated(server: testing.RunningServer) -> None:
     """A frame that claims 4 GiB is read as its bytes come, not allocated for its claim."""
-    assert invoke(server, "evil/huge").status_code == 503
+    assert invoke(server, evil("huge")).status_code == 503
     status = Path(f"/proc/{server.pid}/status").read_text()
     peak = next(line for line in status.splitlines() if line.startswith("VmHWM"))
     peak_kib = int(peak.split()[1])
@@ -192,7 +198,7 @@ def test_a_frame_past_its_calls_cap_is_cut_at_its_prefix(server: testing.Running
     """A frame claiming more than a batch of one may carry (max_response_size and a header)
     drops its worker as the prefix comes: 503 WorkerDied at once, not a deadline's 504, and the
     frontend holds none of the 1.5 GiB streamed after it."""
-    response = invoke(server, "evil/over-cap")
+    response = invoke(server, evil("over-cap"))
     assert response.status_code == 503, response.text
     assert response.json()["type"] == "WorkerDied", response.text
     status = Path(f"/proc/{server.pid}/status").read_text()
@@ -200,14 +206,14 @@ def test_a_frame_past_its_calls_cap_is_cut_at_its_prefix(server: testing.Running
     peak_kib = int(peak.split()[1])
     assert peak_kib < 2**20, f"the frontend's resident set peaked at {peak_kib} KiB"
     assert "its call allows (a header, and max_response_size an answer)" in server.log_text()
-    pid = worker_pid(server, "evil/over-cap")
+    pid = worker_pid(server, evil("over-cap"))
     wait_for(lambda: not running(pid), f"worker {pid}, past its frame's cap, to be killed")
     assert_good_answers(server)
 
 
 def test_answers_to_calls_never_made_reach_no_call(server: testing.RunningServer) -> None:
     """Replies for ids the worker was never sent are dropped: its own call still gets its answer."""
-    response = invoke(server, "evil/strangers-id")
+    response = invoke(server, evil("strangers-id"))
     assert response.status_code == 200, response.text
     assert response.json() == {"survived": True}
     assert_good_answers(server)
@@ -216,7 +222,7 @@ def test_answers_to_calls_never_made_reach_no_call(server: testing.RunningServer
 def test_a_lie_about_memory_takes_no_room_from_others(server: testing.RunningServer) -> None:
     """A worker that answers its load with a 4 EiB footprint before the real answer: whatever
     its own model answers, the server neither crashes nor counts the lie against the budget."""
-    invoke(server, "evil/claims-memory")
+    invoke(server, evil("claims-memory"))
     assert_good_answers(server)
     metrics = httpx.get(f"{server.url}/metrics", timeout=30).text.splitlines()
     used = next(line for line in metrics if line.startswith("modelhost_memory_used_bytes "))
@@ -227,13 +233,13 @@ def test_a_worker_holding_the_gil_is_cut_at_its_deadlines(server: testing.Runnin
     """Its caller gets 504 at the response deadline and the worker is killed at the stuck one;
     meanwhile the other tenant answers."""
     answers: list[httpx.Response] = []
-    hog = threading.Thread(target=lambda: answers.append(invoke(server, "evil/holds-gil")))
+    hog = threading.Thread(target=lambda: answers.append(invoke(server, evil("holds-gil"))))
     hog.start()
-    wait_for(lambda: any(e["model"] == "evil/holds-gil" for e in server.events("load")), "load")
+    wait_for(lambda: any(e["model"] == evil("holds-gil") for e in server.events("load")), "load")
     assert_good_answers(server)
     hog.join()
     assert answers[0].status_code == 504, answers[0].text
-    pid = worker_pid(server, "evil/holds-gil")
+    pid = worker_pid(server, evil("holds-gil"))
     wait_for(lambda: not running(pid), f"worker {pid}, stuck under the GIL, to be killed")
     assert_good_answers(server)
 
@@ -247,9 +253,11 @@ def test_a_worker_holding_the_gil_is_killed_as_the_server_stops(
         store, tmp_path / "cache", workers=1, tenant_from="name:1", drain_timeout_s=1
     )
     with testing.RunningServer([*args, "--refuse-pickle"], tmp_path) as server:
-        hog = threading.Thread(target=invoke, args=(server, "evil/holds-gil"), daemon=True)
+        hog = threading.Thread(target=invoke, args=(server, evil("holds-gil")), daemon=True)
         hog.start()
-        wait_for(lambda: any(e["model"] == "evil/holds-gil" for e in server.events("load")), "load")
+        wait_for(
+            lambda: any(e["model"] == evil("holds-gil") for e in server.events("load")), "load"
+        )
         server.stop()
     assert server.leaked_pids == []
 
@@ -260,12 +268,14 @@ def test_a_frame_past_its_batchs_cap_drops_a_fronts_link(store: Path, serve: Ser
     instead of holding the stream until its deadline's 504. The relayed answer counts the
     direct batch that came first."""
     server = serve(store, workers=1, fronts=2, default_response_timeout_s=8)
-    assert invoke(server, "evil/direct-over-cap").json() == {"attacks": 0}
+    assert invoke(server, evil("direct-over-cap")).json() == {"attacks": 0}
     answer: object = None
     for _ in range(20):  # until the front's table has the model, a hit goes direct
         connection = direct_on_front(server)
         try:
-            status, body = connection.call("POST", "/models/evil/direct-over-cap/invoke", ROWS)
+            status, body = connection.call(
+                "POST", f"/models/{evil('direct-over-cap')}/invoke", ROWS
+            )
         finally:
             connection.close()
         assert status == 200, body
