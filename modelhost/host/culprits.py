@@ -113,6 +113,17 @@ class HeldBack:
         if tenant in self._tenants_until and (left_s := self.held_s().get(tenant)):
             raise TenantHeldBack(self._tenant_why(tenant, left_s), left_s)
 
+    async def recheck(self, name: str, tenant: str, version: Version) -> None:
+        """`name` has loaded: a hold that began meanwhile unloads it, and its callers get why."""
+        try:
+            await self.failed_loads.check(name, version)
+            self.check(tenant)
+        except (ModelLoadError, TenantHeldBack) as error:
+            reason = "tenant_held_back" if isinstance(error, TenantHeldBack) else "held_back"
+            with contextlib.suppress(ModelNotLoaded):
+                await self.unload(name, reason)
+            raise
+
     def held_s(self) -> dict[str, int]:
         """The seconds left of each tenant's hold, rounded up."""
         now = self.tenants.clock()

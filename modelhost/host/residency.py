@@ -73,8 +73,10 @@ class Residency:
         self.reading: set[str] = set()  # loaded models whose runtime may still read their files
         self.signatures = Signatures()
         self.loads: UnderWay[LoadOutcome] = UnderWay() if loads is None else loads
-        self.failed_loads = FailedLoads()
-        self.held_back = HeldBack(self.failed_loads, events, self.version_of, self.unload, memory)
+        self.failed_loads = FailedLoads(clock=clock)
+        self.held_back = HeldBack(
+            self.failed_loads, events, self.version_of, self.unload, memory, clock=clock
+        )
         self.model_tenant = model_tenant  # None: a model is its first loader's tenant's
         copies.sandboxes.attach(self._empty_sandbox)
 
@@ -155,6 +157,7 @@ class Residency:
             await self.failed_loads.worker_lost(name, version, error)
             raise
         self.failed_loads.loaded(name)
+        await self.held_back.recheck(name, tenant, version)
         await self.relieve_pressure()
         return LoadOutcome(found.tier, (self.clock() - started) * 1000, found.download_ms)
 
