@@ -5,6 +5,7 @@ from __future__ import annotations
 import faulthandler
 import mmap
 import os
+import posix
 import re
 import sys
 import threading
@@ -75,7 +76,7 @@ def dump_faults(run_dir: Path, worker_id: int) -> None:
     global _dump  # written till the end
     _dump = open(paths(run_dir, worker_id)[1], "w")  # noqa: SIM115
     faulthandler.enable(_dump, all_threads=True)
-    os._exit = _exit_naming_its_thread
+    os._exit = posix._exit = _exit_naming_its_thread
 
 
 def _exit_naming_its_thread(status: int) -> NoReturn:

@@ -76,6 +76,7 @@ beside.join()
     [
         ("ctypes.string_at(0)", -signal.SIGSEGV, "Segmentation fault"),
         ("os._exit(3)", 3, "called os._exit(3)"),
+        ("__import__('posix')._exit(3)", 3, "called os._exit(3)"),
     ],
 )
 def test_a_fatal_signal_or_an_exit_names_its_thread_and_that_thread_s_model(
