@@ -6,10 +6,11 @@ its process on a body saying boom. `--clients` closed-loop clients invoke the fo
 for `--seconds`, once alone and once while one client sends the poisoned models in turn a boom
 request `--poison-rate` times a second. Each pass reports the forests' requests, failures and
 latency, the poisoned models' answers by status, and the workers that died. Tenants are off
-unless `--serve-arg=--tenant-from=name:2`.
+unless `--serve-arg=--tenant-from=name:2`. `--sigkill`: the handler kills its process with
+SIGKILL instead, as the kernel's OOM killer would, a death that names no thread.
 
     python benchmarks/poison.py [--seconds 10] [--poison-rate 5] [--clients 2] [--models 20]
-                                [--poisoned 1] [--workers 1] [--serve-arg=...]
+                                [--poisoned 1] [--workers 1] [--sigkill] [--serve-arg=...]
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ HEADER = [
 def main() -> None:
     args = _parse_args()
     with tempfile.TemporaryDirectory(prefix="modelhost-poison-") as scratch:
-        store = _store(Path(scratch) / "store", args.models, args.poisoned)
+        store = _store(Path(scratch) / "store", args.models, args.poisoned, args.sigkill)
         rows = [
             _pass(store, Path(scratch) / f"pass-{rate}", rate, args)
             for rate in (0, args.poison_rate)
@@ -64,12 +65,13 @@ def main() -> None:
     write_results("poison", {"args": vars(args), "passes": rows}, table)
 
 
-def _store(root: Path, models: int, poisoned: int) -> Path:
+def _store(root: Path, models: int, poisoned: int, sigkill: bool) -> Path:
+    handler = HANDLER.replace("os._exit(1)", "os.kill(os.getpid(), 9)") if sigkill else HANDLER
     for number in range(models):
         testing.random_forest(root / QUIET / f"forest-{number}.joblib", 2 * 2**20, seed=number)
     for number in range(poisoned):
         (root / NOISY / f"poisoned-{number}").mkdir(parents=True)
-        (root / NOISY / f"poisoned-{number}" / "handler.py").write_text(HANDLER)
+        (root / NOISY / f"poisoned-{number}" / "handler.py").write_text(handler)
     return root
 
 
@@ -154,6 +156,7 @@ def _parse_args() -> argparse.Namespace:
     parser.add_argument("--models", type=int, default=20)
     parser.add_argument("--poisoned", type=int, default=1, help="the noisy tenant's models")
     parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--sigkill", action="store_true", help="the handler SIGKILLs itself")
     add_serve_arg(parser)
     return parser.parse_args()
 

@@ -52,10 +52,15 @@ class Culprits:
         return sum(death.get(key, 0.0) for _, death in self._deaths)
 
 
-def shares_of(batches: Collection[str], loading: str = "") -> dict[str, float]:
-    """A death's one blame, shared among the models it ran and the one it loaded."""
-    suspects = {*batches, loading} - {""}
-    return dict.fromkeys(suspects, 1 / len(suspects)) if suspects else {}
+def shares_of(
+    batches: Collection[str], loading: str = "", served: Mapping[str, int] | None = None
+) -> dict[str, float]:
+    """A death's one blame, shared among the models it ran and loaded, each's by its kill
+    rate's estimate: 1 / (n + 2) after n requests `served` since its load."""
+    served = served or {}
+    weights = {suspect: 1 / (served.get(suspect, 0) + 2) for suspect in {*batches, loading} - {""}}
+    total = sum(weights.values())
+    return {suspect: weight / total for suspect, weight in weights.items()}
 
 
 def tenants_shares(shares: Mapping[str, float], owners: Mapping[str, str]) -> dict[str, float]:
@@ -89,17 +94,15 @@ class HeldBack:
 
     def died(self, ran: Record, worker_id: int) -> None:
         """Worker `worker_id` died having run `ran`; called before its models are lost."""
-        owners = {  # their tenants: of the models it held, or was loading
-            model.name: model.tenant
-            for model in self.models
-            if worker_id in model.workers or model.name == ran.loading
-        }
+        aboard = [m for m in self.models if worker_id in m.workers or m.name == ran.loading]
+        owners = {model.name: model.tenant for model in aboard}
         batches, loading = ran.batches.intersection(owners), ran.loading
         if ran.crashed is not None:  # a thread named (fatal signal, os._exit): its work alone
             kind, model = ran.crashed
             batches = batches & {model} if kind == BATCH else frozenset()
             loading = model if kind == LOAD and model == loading else ""
-        shares = shares_of(batches, loading)
+        served = {model.name: max(model.hits - model.in_flight, 0) for model in aboard}
+        shares = shares_of(batches, loading, served)
         for name in self.culprits.died(shares, batches):
             message = self.failed_loads.hold_back(name, self.culprits.window_s)
             self.events.emit("failure", name, reason="held_back", detail={"error": message})

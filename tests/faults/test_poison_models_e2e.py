@@ -49,6 +49,27 @@ def handle(data, context):
 SEGFAULTING_HANDLER = POISONED_HANDLER.replace("os._exit(1)", "ctypes.string_at(0)").replace(
     "import os", "import ctypes"
 )
+# killed by a signal nothing can catch, as by the kernel's OOM killer: a death naming no thread
+SIGKILLED_HANDLER = POISONED_HANDLER.replace(
+    "os._exit(1)", "os.kill(os.getpid(), signal.SIGKILL)"
+).replace("import os", "import os, signal")
+# answers at once, or after touching the file a body names, and a while
+BUSY_HANDLER = '''"""Answers; a body of a path is touched, then answered after a while."""
+
+import pathlib
+import time
+
+
+def handle(data, context):
+    if data is None:
+        return None
+    for request in data:
+        body = bytes(request.get("body") or b"")
+        if body.startswith(b"/"):
+            pathlib.Path(body.decode()).touch()
+            time.sleep(1.5)
+    return [{"answered": True} for _ in data]
+'''
 SLOW_HANDLER = '''"""Answers after a while."""
 
 import time
@@ -71,7 +92,13 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
         (root / name / "handler.py").write_text(POISONED_HANDLER)
         if manifest:
             (root / name / "modelhost.toml").write_text(manifest)
-    for name, source in (("segfaults", SEGFAULTING_HANDLER), ("slow", SLOW_HANDLER)):
+    handlers = {
+        "segfaults": SEGFAULTING_HANDLER,
+        "slow": SLOW_HANDLER,
+        "sigkilled": SIGKILLED_HANDLER,
+        "busy": BUSY_HANDLER,
+    }
+    for name, source in handlers.items():
         (root / name).mkdir()
         (root / name / "handler.py").write_text(source)
     return root
@@ -191,3 +218,29 @@ def test_a_crash_or_an_exit_blames_its_own_thread_s_model_alone(
     assert deaths(server) == 2
     held = [e["model"] for e in server.events("failure") if e.get("reason") == "held_back"]
     assert held == [killer]
+
+
+def test_a_busy_model_beside_an_unnamed_killer_is_not_held_back(
+    store: Path, serve: Servers, tmp_path: Path
+) -> None:
+    """A SIGKILL names no thread: each death's blame is shared among the batches it ran, the
+    more on the one that served fewer requests since its load. A busy model whose batch ran at
+    each of the killer's deaths, having served twenty since its load, is not held back with it
+    (shared evenly, both would be at the fourth)."""
+    server = serve(store, workers=1, threads_per_worker=2)
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        for death in range(4):
+            for _ in range(20):
+                assert client.post("/models/busy/invoke", content=b"fine").status_code == 200
+            touched = tmp_path / f"running-{death}"
+            with concurrent.futures.ThreadPoolExecutor(1) as beside:
+                busy = beside.submit(client.post, "/models/busy/invoke", content=str(touched))
+                wait_for(touched.exists, "the busy model's batch to run", 30)
+                killed = poison(client, "sigkilled")
+                if killed.status_code != 503:
+                    break
+                assert busy.result().status_code == 503  # its worker died under it
+        assert killed.status_code == 500 and "held back" in killed.json()["message"]
+        assert client.post("/models/busy/invoke", content=b"fine").status_code == 200
+    held = [e["model"] for e in server.events("failure") if e.get("reason") == "held_back"]
+    assert held == ["sigkilled"] and deaths(server) == 3

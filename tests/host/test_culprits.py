@@ -158,3 +158,39 @@ async def tenant_held_back() -> None:
     held.check("noisy")
     [event] = [e for e in events.recent if e.reason == "tenant_held_back"]
     assert event.detail["tenant"] == "noisy"
+
+
+def test_a_death_s_blame_leans_on_the_model_that_served_least_since_its_load() -> None:
+    """Uniform prior, a kill rate's posterior mean: 1 / (n + 2) after n requests served."""
+    shares = shares_of(frozenset({"busy", "killer"}), served={"busy": 196, "killer": 0})
+    assert shares == pytest.approx({"busy": 0.01, "killer": 0.99})
+    assert shares_of(frozenset({"a"}), "b", served={"a": 0}) == {"a": 0.5, "b": 0.5}
+
+
+def test_a_busy_model_beside_an_unnamed_killer_is_not_held_back() -> None:
+    asyncio.run(busy_beside_an_unnamed_killer())
+
+
+async def busy_beside_an_unnamed_killer() -> None:
+    unloaded: list[str] = []
+
+    async def unload(name: str, reason: str) -> None:
+        unloaded.append(name)
+
+    busy = Resident("quiet/busy", 1, workers=[1], tenant="quiet")
+    killers = [Resident(f"noisy/{n}", 1, workers=[1], tenant="noisy") for n in range(4)]
+
+    async def version() -> str:
+        return "1"
+
+    held = HeldBack(FailedLoads(), EventLog(), lambda name: version, unload, [busy, *killers])
+    for killer in killers:  # each killed twice unnamed, the busy model's batch beside it
+        for _ in range(2):
+            busy.hits, killer.hits = 200, 1  # reloaded, it served this much since
+            killer.in_flight = 1
+            held.died(Record(frozenset({busy.name, killer.name})), 1)
+    await asyncio.sleep(0)
+    assert "quiet/busy" not in unloaded and set(unloaded) >= {k.name for k in killers}
+    held.check("quiet")
+    with pytest.raises(TenantHeldBack):
+        held.check("noisy")
