@@ -32,6 +32,8 @@ class WorkerHandle:
     retiring: bool = False  # replaced for another tenant's models, once its own have left
     pidfd: int = -1  # kills reach this process, never a later one given its pid
     died_running: Record = Record(frozenset())  # as it died
+    answered_up_to: int = 0
+    killed_for_hanging: str = ""
 
     def fail_pending(self, reason: str) -> None:
         for request_id, (future, model, deadlines, *_) in self.pending.items():

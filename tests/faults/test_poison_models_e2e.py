@@ -67,9 +67,11 @@ def handle(data, context):
         body = bytes(request.get("body") or b"")
         if body.startswith(b"/"):
             pathlib.Path(body.decode()).touch()
-            time.sleep(1.5)
+            time.sleep(5)
     return [{"answered": True} for _ in data]
 '''
+# hangs with the GIL free, as on a lock or a socket, on a body of a path, once it is touched
+HANGING_HANDLER = BUSY_HANDLER.replace("time.sleep(5)", "time.sleep(600)")
 SLOW_HANDLER = '''"""Answers after a while."""
 
 import time
@@ -97,10 +99,12 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "slow": SLOW_HANDLER,
         "sigkilled": SIGKILLED_HANDLER,
         "busy": BUSY_HANDLER,
+        "hangs": HANGING_HANDLER,
     }
     for name, source in handlers.items():
         (root / name).mkdir()
         (root / name / "handler.py").write_text(source)
+    (root / "hangs" / "modelhost.toml").write_text("response_timeout_s = 1\n")
     return root
 
 
@@ -244,3 +248,34 @@ def test_a_busy_model_beside_an_unnamed_killer_is_not_held_back(
         assert client.post("/models/busy/invoke", content=b"fine").status_code == 200
     held = [e["model"] for e in server.events("failure") if e.get("reason") == "held_back"]
     assert held == ["sigkilled"] and deaths(server) == 3
+
+
+def test_a_hang_beside_another_batch_blames_the_stuck_call_s_model(
+    store: Path, serve: Servers, tmp_path: Path
+) -> None:
+    """A batch stuck past its deadlines gets its worker killed, which names no thread. The
+    worker answered a later call while it hung, so the GIL was free and the stuck call's model
+    alone is to blame: held at its second death, though it served twenty requests since its
+    load and the batch running beside it, of a model that served one, would take most of a
+    share by requests served."""
+    server = serve(store, workers=1, threads_per_worker=2)
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        for death in range(3):
+            if client.post("/models/hangs/invoke", content=b"fine").status_code != 200:
+                break  # held back
+            for _ in range(19):
+                assert client.post("/models/hangs/invoke", content=b"fine").status_code == 200
+            hung, beside = tmp_path / f"hung-{death}", tmp_path / f"beside-{death}"
+            with concurrent.futures.ThreadPoolExecutor(2) as calls:
+                stuck = calls.submit(client.post, "/models/hangs/invoke", content=str(hung))
+                wait_for(hung.exists, "the stuck batch to run", 30)
+                assert client.post("/models/busy/invoke", content=b"fine").status_code == 200
+                busy = calls.submit(client.post, "/models/busy/invoke", content=str(beside))
+                wait_for(beside.exists, "the busy model's batch to run", 30)
+                assert stuck.result().status_code == 504, stuck.result().text
+                assert busy.result().status_code == 503  # its worker was killed under it
+        refused = client.post("/models/hangs/invoke", content=b"fine")
+        assert refused.status_code == 500 and "held back" in refused.json()["message"]
+        assert client.post("/models/busy/invoke", content=b"fine").status_code == 200
+    held = [e["model"] for e in server.events("failure") if e.get("reason") == "held_back"]
+    assert held == ["hangs"] and deaths(server) == 2

@@ -6,15 +6,18 @@ from __future__ import annotations
 import asyncio
 import socket
 from pathlib import Path
+from unittest.mock import ANY
 
 import pytest
 import uvloop
 
-from modelhost.errors import WorkerDied
+from modelhost.errors import DeadlineExceeded, WorkerDied
 from modelhost.records.events import EventLog
 from modelhost.workers.handle import WorkerHandle
-from modelhost.workers.messages import Unload, Unloaded
+from modelhost.workers.messages import Answered, Infer, Unload, Unloaded, encode
 from modelhost.workers.pool import WorkerPool
+from modelhost.workers.pool.calls import Calls
+from modelhost.workers.wire import Frame
 
 
 def test_closed_connection_call_fails(tmp_path: Path) -> None:
@@ -32,3 +35,30 @@ def test_closed_connection_call_fails(tmp_path: Path) -> None:
         theirs.close()
 
     uvloop.run(scenario())  # the server's loop: its closed transports raise on write
+
+
+@pytest.mark.parametrize(("answered_later", "stuck"), [(True, "hung"), (False, "")])
+def test_a_call_past_its_deadline_names_its_model_if_the_worker_answered_a_later_one(
+    answered_later: bool, stuck: str
+) -> None:
+    """A worker that answers a later call is not stuck under the GIL: the missed call's batch
+    is what hangs. One that answers nothing may be held by any of its batches."""
+
+    async def scenario() -> list[tuple[WorkerHandle, str]]:
+        ours, theirs = socket.socketpair()
+        _, writer = await asyncio.open_unix_connection(sock=ours)
+        worker = WorkerHandle(1, 0, writer.transport, 0.0)
+        missed: list[tuple[WorkerHandle, str]] = []
+        calls = Calls(5.0, 0.2, lambda *args: missed.append(args))
+        hung = calls.send(worker, Infer("hung", ()), model="hung")
+        later = calls.send(worker, Infer("other", ()), model="other")
+        if answered_later:
+            calls.answer(worker, Frame(max(worker.pending), encode(Answered((), 1.0))))
+            await later
+        with pytest.raises(DeadlineExceeded):
+            await hung
+        writer.close()
+        theirs.close()
+        return missed
+
+    assert uvloop.run(scenario())[:1] == [(ANY, stuck)]

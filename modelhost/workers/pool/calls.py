@@ -42,7 +42,7 @@ class Calls:
         self,
         load_timeout_s: float,
         infer_timeout_s: float,
-        on_missed: Callable[[WorkerHandle], None],
+        on_missed: Callable[[WorkerHandle, str], None],
         max_answer_bytes: int = 0,
     ) -> None:
         self.on_missed = on_missed
@@ -127,6 +127,8 @@ class Calls:
             raise ConnectionError(f"{type(reply).__name__} answered a call for {expect.__name__}")
         del worker.pending[frame.request_id]
         deadlines.discard((worker, frame.request_id))
+        if frame.request_id > worker.answered_up_to:
+            worker.answered_up_to = frame.request_id
         if not future.done():  # done: its caller was cancelled
             future.set_result((reply, frame.payload))
         return reply
@@ -141,7 +143,8 @@ class Calls:
         own = deadlines.timeout_s != self._deadlines[kind].default_s
         if not future.done():
             future.set_exception(missed(worker, kind, model, deadlines.timeout_s, own))
-        self.on_missed(worker)
+        stuck = kind is Infer and worker.answered_up_to > request_id  # and the GIL free
+        self.on_missed(worker, model if stuck else "")
 
     def close(self) -> None:
         for deadlines in self._deadlines.values():

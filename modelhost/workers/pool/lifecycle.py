@@ -188,6 +188,8 @@ class WorkerPool:
         loads = {model for _, model, _, kind, _ in worker.pending.values() if kind is Loaded}
         if record.loading not in loads:  # the worker's word alone
             record = record._replace(loading="")
+        if record.crashed is None and worker.killed_for_hanging in record.batches:
+            record = record._replace(crashed=(running.BATCH, worker.killed_for_hanging))
         if record.dump:
             logger.warning(
                 "worker %d (pid %d) died:\n%s", worker.worker_id, worker.pid, record.dump
@@ -252,8 +254,9 @@ class WorkerPool:
             return
         self._deaths[replacement.worker_id] = deaths
 
-    def _missed(self, worker: WorkerHandle) -> None:
+    def _missed(self, worker: WorkerHandle, hanging: str) -> None:
         """A call past its deadline: its worker may hang for ever."""
+        worker.killed_for_hanging = hanging
         self.kill(worker)
 
     def kill(self, worker: WorkerHandle) -> None:
