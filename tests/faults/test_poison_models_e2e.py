@@ -104,7 +104,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name, source in handlers.items():
         (root / name).mkdir()
         (root / name / "handler.py").write_text(source)
-    (root / "hangs" / "modelhost.toml").write_text("response_timeout_s = 1\n")
+    (root / "hangs" / "modelhost.toml").write_text("response_timeout_s = 2\n")
     return root
 
 
