@@ -116,11 +116,15 @@ class HeldBack:
         if tenant in self._tenants_until and (left_s := self.held_s().get(tenant)):
             raise TenantHeldBack(self._tenant_why(tenant, left_s), left_s)
 
+    async def refuse(self, name: str, tenant: str, version: Version) -> None:
+        """Raise why `name` may not load: a failure, its hold or its tenant's."""
+        await self.failed_loads.check(name, version)
+        self.check(tenant)
+
     async def recheck(self, name: str, tenant: str, version: Version) -> None:
-        """`name` has loaded: a hold that began meanwhile unloads it, and its callers get why."""
+        """A hold begun while `name` loaded: unload it, and raise why."""
         try:
-            await self.failed_loads.check(name, version)
-            self.check(tenant)
+            await self.refuse(name, tenant, version)
         except (ModelLoadError, TenantHeldBack) as error:
             reason = "tenant_held_back" if isinstance(error, TenantHeldBack) else "held_back"
             with contextlib.suppress(ModelNotLoaded):

@@ -138,8 +138,7 @@ class Residency:
         tenant = self.tenant_of(name, requested_by)
         source = self.source_of(name)
         version = self.version_of(name)  # asked only if needed
-        await self.failed_loads.check(name, version)
-        self.held_back.check(tenant)
+        await self.held_back.refuse(name, tenant, version)
         try:
             found = await self.disk.materialize(name, source, tenant)
         except ModelhostError as error:

@@ -25,7 +25,7 @@ CRASHED = re.compile(rb"^Current thread 0x([0-9a-f]+)", re.MULTILINE)
 class Record(NamedTuple):
     batches: frozenset[str]  # their models
     loading: str = ""  # its model; "": none
-    crashed: tuple[bytes, str] | None = None  # the slot of the thread a signal hit
+    crashed: tuple[bytes, str] | None = None  # the slot a signal, exit or hang names
     dump: str = ""  # faulthandler's
 
 

@@ -9,15 +9,12 @@ from __future__ import annotations
 from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule
 
-from host.fakes import RecordedEvents
+from host.fakes import NAMES, RecordedEvents
 from host.machine import Interleavings, Step, checked, replay, runs_of_30_steps
+from host.test_tenant_quotas import tenant_of
 from modelhost.cache.memory import State
 from modelhost.workers.messages import Load
 from modelhost.workers.running import BATCH, LOAD, Record
-
-
-def tenant_of(name: str) -> str:
-    return "t1" if name in ("a", "b") else "t2"
 
 
 class HeldBackInterleavings(Interleavings):
@@ -57,7 +54,7 @@ class HeldBackInterleavings(Interleavings):
             for kind, model, _ in self.holds.emitted
             if kind == "failure" and model and self.host.residency.failed_loads.recall(model)
         }
-        return models | {name for name in "abcd" if tenant_of(name) in tenants}
+        return models | {name for name in NAMES if tenant_of(name) in tenants}
 
     @checked
     def nothing_held_back_is_loaded(self) -> None:
