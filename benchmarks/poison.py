@@ -7,10 +7,14 @@ for `--seconds`, once alone and once while one client sends the poisoned models 
 request `--poison-rate` times a second. Each pass reports the forests' requests, failures and
 latency, the poisoned models' answers by status, and the workers that died. Tenants are off
 unless `--serve-arg=--tenant-from=name:2`. `--sigkill`: the handler kills its process with
-SIGKILL instead, as the kernel's OOM killer would, a death that names no thread.
+SIGKILL instead, as the kernel's OOM killer would, a death that names no thread. `--keep-mib N`:
+it keeps N MiB of each boom request instead, as a leak would; with a tight
+`--serve-arg=--memory-budget=...` the forests then lose their room, unless the worker is
+replaced (`--worker-max-growth`, `0` for no limit).
 
     python benchmarks/poison.py [--seconds 10] [--poison-rate 5] [--clients 2] [--models 20]
-                                [--poisoned 1] [--workers 1] [--sigkill] [--serve-arg=...]
+                                [--poisoned 1] [--workers 1] [--sigkill | --keep-mib N]
+                                [--serve-arg=...]
 """
 
 from __future__ import annotations
@@ -41,6 +45,21 @@ def handle(data, context):
         os._exit(1)
     return [{"answered": True} for _ in data]
 '''
+KEEPING_HANDLER = '''"""Answers, keeping MIB MiB of each boom request."""
+
+KEPT = []
+
+
+def handle(data, context):
+    if data is None:
+        return None
+    for request in data:
+        if b"boom" in bytes(request.get("body") or b""):
+            kept = bytearray(MIB << 20)
+            kept[::4096] = b"x" * len(kept[::4096])
+            KEPT.append(kept)
+    return [{"answered": True} for _ in data]
+'''
 HEADER = [
     "poison / s",
     "forest requests",
@@ -49,13 +68,14 @@ HEADER = [
     "p99 ms",
     "poisoned answers",
     "workers died",
+    "workers grown",
 ]
 
 
 def main() -> None:
     args = _parse_args()
     with tempfile.TemporaryDirectory(prefix="modelhost-poison-") as scratch:
-        store = _store(Path(scratch) / "store", args.models, args.poisoned, args.sigkill)
+        store = _store(Path(scratch) / "store", args)
         rows = [
             _pass(store, Path(scratch) / f"pass-{rate}", rate, args)
             for rate in (0, args.poison_rate)
@@ -65,11 +85,13 @@ def main() -> None:
     write_results("poison", {"args": vars(args), "passes": rows}, table)
 
 
-def _store(root: Path, models: int, poisoned: int, sigkill: bool) -> Path:
-    handler = HANDLER.replace("os._exit(1)", "os.kill(os.getpid(), 9)") if sigkill else HANDLER
-    for number in range(models):
+def _store(root: Path, args: argparse.Namespace) -> Path:
+    handler = HANDLER.replace("os._exit(1)", "os.kill(os.getpid(), 9)") if args.sigkill else HANDLER
+    if args.keep_mib:
+        handler = KEEPING_HANDLER.replace("MIB", str(args.keep_mib))
+    for number in range(args.models):
         testing.random_forest(root / QUIET / f"forest-{number}.joblib", 2 * 2**20, seed=number)
-    for number in range(poisoned):
+    for number in range(args.poisoned):
         (root / NOISY / f"poisoned-{number}").mkdir(parents=True)
         (root / NOISY / f"poisoned-{number}" / "handler.py").write_text(handler)
     return root
@@ -99,7 +121,7 @@ def _pass(store: Path, folder: Path, rate: float, args: argparse.Namespace) -> d
             thread.start()
         for thread in threads:
             thread.join()
-        died = sum(event["reason"] == "died" for event in server.events("worker_exit"))
+        exits = collections.Counter(event["reason"] for event in server.events("worker_exit"))
     latencies.sort()
     return {
         "poison / s": rate,
@@ -108,7 +130,8 @@ def _pass(store: Path, folder: Path, rate: float, args: argparse.Namespace) -> d
         "p50 ms": round(_at(latencies, 0.5) * 1000, 1),
         "p99 ms": round(_at(latencies, 0.99) * 1000, 1),
         "poisoned answers": dict(answers),
-        "workers died": died,
+        "workers died": exits["died"],
+        "workers grown": exits["grown"],
     }
 
 
@@ -157,6 +180,7 @@ def _parse_args() -> argparse.Namespace:
     parser.add_argument("--poisoned", type=int, default=1, help="the noisy tenant's models")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--sigkill", action="store_true", help="the handler SIGKILLs itself")
+    parser.add_argument("--keep-mib", type=int, default=0, help="the handler keeps this much")
     add_serve_arg(parser)
     return parser.parse_args()
 

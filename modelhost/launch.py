@@ -15,6 +15,7 @@ from modelhost.cache.disk_index import INDEX_FILE
 from modelhost.cache.disk_runtimes import cached_runtimes
 from modelhost.cache.store_runtimes import store_runtimes
 from modelhost.config import Config, flag_name, listeners
+from modelhost.config.budgets import memory_budget_bytes
 from modelhost.errors import ConfigError
 from modelhost.fronts.listeners import refuse_taken_ports
 from modelhost.records.events import EventLog
@@ -25,6 +26,7 @@ from modelhost.workers.answers import answer_environment
 from modelhost.workers.devices import devices_environment
 from modelhost.workers.direct import direct_environment
 from modelhost.workers.environment import worker_environment
+from modelhost.workers.kept_memory import kept_environment
 from modelhost.workers.pool import WorkerPool
 from modelhost.workers.pool.calls import stuck_after_s
 from modelhost.workers.views import Views
@@ -81,6 +83,7 @@ def worker_pool(config: Config, folder: Path, events: EventLog) -> WorkerPool:
     environment |= devices_environment(config.devices, config.fake_devices)
     environment |= direct_environment(config.fronts)
     environment |= answer_environment(config.max_response_bytes)
+    environment |= kept_environment(config.worker_max_growth_bytes.of(memory_budget_bytes(config)))
     views = Views(Path(config.cache_dir)) if untrusted else None  # what sandboxed workers read
     if views is not None:
         environment |= views.environment()

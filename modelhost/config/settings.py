@@ -411,6 +411,14 @@ class Config:
         props="default_startup_timeout",
         minimum=0.001,
     )
+    worker_max_growth: str = _setting(
+        "25%",
+        "memory a worker may keep past its idle self and its models' measured footprints (a "
+        "handler caching inputs, a leak): past it the worker is replaced and the model whose "
+        "batches kept the most is blamed as for a crash; a size, a share of the memory budget, "
+        "or 0 for no limit",
+        size="percent",
+    )
     refuse_pickle: bool = _setting(
         False,
         "refuse pickle-based artifacts (.joblib, .pkl, .pickle): a pickle runs code as it loads",
@@ -456,6 +464,7 @@ class Config:
     device_budget_bytes: ByteBudget = dataclasses.field(init=False)
     max_request_bytes: int = dataclasses.field(init=False)
     max_response_bytes: int = dataclasses.field(init=False)
+    worker_max_growth_bytes: ByteBudget = dataclasses.field(init=False)
     unpacked_limit_bytes: int = dataclasses.field(init=False)
 
     def __post_init__(self) -> None:
@@ -466,6 +475,7 @@ class Config:
             "device_budget_bytes": parse_budget(self.device_budget),
             "max_request_bytes": parse_size(self.max_request_size),
             "max_response_bytes": parse_size(self.max_response_size),
+            "worker_max_growth_bytes": parse_budget(self.worker_max_growth),
             "unpacked_limit_bytes": parse_size(self.max_unpacked_bytes),
         }
         for name, value in parsed.items():

@@ -150,11 +150,11 @@ class HeldBack:
 
     def _tenant_why(self, tenant: str, left_s: float) -> str:
         return (
-            f"tenant {tenant} is held back for {math.ceil(left_s)} s more: workers kept dying "
-            f"as they ran its models ({TENANT_HELD_AT:g} deaths' worth within "
+            f"tenant {tenant} is held back for {math.ceil(left_s)} s more: workers kept dying, "
+            f"or keeping memory, as they ran its models ({TENANT_HELD_AT:g} deaths' worth within "
             f"{self.tenants.window_s:g} s), each a worker to restart and the models it held to "
             "load again; its models are unloaded and none is loaded until then: check their "
-            "handlers, ones that exit, crash in native code or hang on some input"
+            "handlers, ones that exit, crash in native code, hang or keep what they are sent"
         )
 
     def _then(self, work: Awaitable[None]) -> None:

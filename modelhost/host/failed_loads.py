@@ -58,9 +58,10 @@ class FailedLoads(RecentFailures):
     def hold_back(self, name: str, window_s: float) -> str:
         """Refuse `name`, any version until `remember` names one; why, in words."""
         message = (
-            f"model {name} is held back: workers kept dying as they ran its batches (two "
-            f"deaths' worth within {window_s:g} s), each taking its other models with it; "
-            "check its handler, one that exits, crashes in native code or hangs on some input"
+            f"model {name} is held back: workers kept dying, or keeping memory, as they ran its "
+            f"batches (two deaths' worth within {window_s:g} s), each taking its other models "
+            "with it; check its handler, one that exits, crashes in native code, hangs or keeps "
+            "what it is sent on some input"
         )
         self.keep(name, message)
         return message

@@ -12,6 +12,7 @@ import threading
 from collections.abc import Callable, Iterable
 
 SMALL_OBJECT_BYTES = 64  # a typical block of Python's small-object allocator (all are <= 512)
+YOUNG = 1  # a load's own garbage (decisions.md, "A load collects only young garbage")
 
 
 def pss_bytes(pid: int | str = "self") -> int:
@@ -109,6 +110,18 @@ def rss_and_peak_bytes() -> tuple[int, int]:
             if line.startswith((b"VmRSS:", b"VmHWM:")):
                 found[line[:5]] = int(line.split()[1]) * 1024
     return found.get(b"VmRSS", 0), found.get(b"VmHWM", 0)
+
+
+def settled_memory() -> int:
+    """Bytes in live allocations after a young collection (a full one walks every model's
+    objects), else the PSS once freed memory is returned; allocations ignore which holes a load
+    fills."""
+    gc.collect(YOUNG)
+    allocated = allocated_bytes()
+    if allocated is not None:
+        return allocated
+    trim_heap()
+    return pss_bytes()
 
 
 def allocated_bytes() -> int | None:

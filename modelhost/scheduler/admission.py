@@ -13,11 +13,9 @@ from modelhost.scheduler.rates import TenantRates
 
 
 class FairAdmission:
-    """At most `limit` requests run; the rest wait in their tenant's queue for a freed slot.
-
-    A freed slot goes to the tenant the fair queue picks, so a quiet tenant's few requests go
-    ahead of a noisy one's backlog. `policies` (the tenants file's, read at each use) give each
-    tenant a weight, a rate and a cap; a tenant at its cap waits even while slots are free.
+    """At most `limit` requests run; the rest wait in their tenant's queue for a freed slot,
+    which goes to the tenant the fair queue picks. `policies` (the tenants file's, read at each
+    use) give each tenant a weight, a rate and a cap, which holds even while slots are free.
     """
 
     def __init__(

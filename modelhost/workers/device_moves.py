@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from modelhost.errors import ModelhostError
-from modelhost.workers.devices import Device
+from modelhost.workers.devices import Device, open_devices
 from modelhost.workers.handlers.base import Handler
 from modelhost.workers.messages import DeviceInfo, OnDevice, OnHost
 
@@ -106,3 +106,8 @@ class DeviceMoves:
 
 def elapsed_ms(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 3)
+
+
+def worker_devices(spec: str) -> DeviceMoves:
+    """The devices `spec` names (--devices), for a worker to move its models to."""
+    return DeviceMoves(open_devices(spec))

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from modelhost.deadlines import Deadlines
 from modelhost.errors import WorkerDied
-from modelhost.workers.messages import DeviceInfo, Reply
+from modelhost.workers.messages import DeviceInfo, Grown, Reply
 from modelhost.workers.running import Record
 
 Waiter = asyncio.Future[tuple[Reply, bytes]]
@@ -34,6 +34,7 @@ class WorkerHandle:
     died_running: Record = Record(frozenset())  # as it died
     answered_up_to: int = 0
     killed_for_hanging: str = ""
+    grown: Grown | None = None  # said it keeps memory past its limit
 
     def fail_pending(self, reason: str) -> None:
         for request_id, (future, model, deadlines, *_) in self.pending.items():

@@ -154,7 +154,16 @@ class Unloaded(Message, frozen=True):
     unload_ms: float = 0.0  # on the worker's loader: without the wait for a load in flight
 
 
-UNASKED = 0  # the request id of what no call asked for: a hello, output
+UNASKED = 0  # the request id of what no call asked for: a hello, output, growth
+
+
+class Grown(Message, frozen=True):
+    """Kept past the idle worker and its models, over `limit`; `model`'s batches kept most."""
+
+    bytes: int
+    limit: int
+    model: str
+    kept: int
 
 
 class Output(Message, frozen=True):
@@ -237,7 +246,7 @@ class Failed(Message, frozen=True):
 
 
 Request = Load | Unload | Infer | ToDevice | ToHost
-Reply = Hello | Loaded | Unloaded | Answered | Failed | OnDevice | OnHost | Output
+Reply = Hello | Loaded | Unloaded | Answered | Failed | OnDevice | OnHost | Output | Grown
 # the reply each request is answered with, unless it is Failed
 ANSWERED_BY: dict[type[Request], type[Reply]] = {
     Load: Loaded,

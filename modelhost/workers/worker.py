@@ -28,6 +28,7 @@ from modelhost.records.memory import (
     reset_peak_rss,
     return_memory_to_os,
     rss_and_peak_bytes,
+    settled_memory,
     trim_heap,
 )
 from modelhost.resources import usable_cores
@@ -36,6 +37,7 @@ from modelhost.workers.direct import Door, Gate, direct_path
 from modelhost.workers.gather import Gathering
 from modelhost.workers.handlers.base import Handler, InferRequest
 from modelhost.workers.handlers.ts_metrics import drain_samples
+from modelhost.workers.kept_memory import KeptMemory, raise_oom_score
 from modelhost.workers.messages import (
     UNASKED,
     Answered,
@@ -68,7 +70,6 @@ if TYPE_CHECKING:
 
 
 LOADER_NICENESS = 10  # decisions.md, "A worker's loader thread runs 10 nicer"
-YOUNG = 1  # a load's own garbage (decisions.md, "A load collects only young garbage")
 TRIM_AFTER_BYTES = 1 << 20  # a body this large gives its heap pages back (security.md)
 
 
@@ -94,6 +95,7 @@ class Worker:
         devices: DeviceMoves | None = None,
         max_answer_bytes: int = 0,
         running: Running | None = None,
+        kept: KeptMemory | None = None,
     ) -> None:
         from modelhost.workers.device_moves import DeviceMoves
 
@@ -105,6 +107,7 @@ class Worker:
         self.threads = threads
         self.max_answer_bytes = max_answer_bytes  # max_response_size; 0: none
         self.running = running or Running()  # read by the pool if it dies
+        self.kept = kept or KeptMemory(0)
         self.models: dict[str, Handler] = {}
         self.footprints: dict[str, int] = {}  # bytes each model's load allocated
         self.batch_sizes: dict[str, int] = {}  # the most requests a batch, as its senders' queues
@@ -140,6 +143,7 @@ class Worker:
     def main_loop(self, run_dir: Path | None = None, output: int | None = None) -> None:
         """Serve the frontend's calls; `output`: the pipe of a sandboxed worker's stdout."""
         self.idle_bytes = allocated_bytes() or 0
+        self.kept.start()
         untrusted = self.confined or bool(self.programs_refused)
         if run_dir is not None and not untrusted:
             Door(direct_path(run_dir, os.getpid()), self.gate, self.gathering.send).start()
@@ -249,6 +253,7 @@ class Worker:
         written = fast_copy.write(handler, request, footprint) if copy is None else 0
         signature = handler.signature()
         trim_heap()  # else unpickling's buffers stay in the PSS
+        self.kept.settled(sum(self.footprints.values()))
         return Loaded(
             footprint=footprint,
             load_ms=load_ms,
@@ -295,6 +300,7 @@ class Worker:
         trim_heap()
         # with models left, memory kept may be theirs
         kept = 0 if self.models else self.kept_bytes(after)
+        self.kept.settled(sum(self.footprints.values()), request.model)
         unload_ms = (time.perf_counter() - started) * 1000
         return Unloaded(max(0, before - after), kept, round(unload_ms, 3))
 
@@ -322,21 +328,11 @@ class Worker:
         with self.running.of(request.model), self.devices.first_call(request.model) as grown:
             replies = handler.infer_batch(requests)
         infer_ms = (time.perf_counter() - started) * 1000
+        if kept := self.kept.after_batch(request.model):
+            self.send(UNASKED, kept)  # the pool replaces this worker
         answers, bodies = answers_of(replies, self.max_answer_bytes)
         answered = Answered(answers, infer_ms, drain_samples(), grown.bytes, grown.process_bytes)
         return answered, b"".join(bodies)
-
-
-def settled_memory() -> int:
-    """Bytes in live allocations after a young collection (a full one walks every model's
-    objects), else the PSS once freed memory is returned; allocations ignore which holes a load
-    fills."""
-    gc.collect(YOUNG)
-    allocated = allocated_bytes()
-    if allocated is not None:
-        return allocated
-    trim_heap()
-    return pss_bytes()
 
 
 def split_requests(items: tuple[Item, ...], payload: bytes) -> Iterator[InferRequest]:
@@ -358,13 +354,6 @@ def request_of(item: Item, body: bytes) -> InferRequest:
     )
 
 
-def worker_devices(spec: str) -> DeviceMoves:
-    from modelhost.workers.device_moves import DeviceMoves
-    from modelhost.workers.devices import open_devices
-
-    return DeviceMoves(open_devices(spec))
-
-
 def run(
     socket_path: str,
     worker_id: int,
@@ -380,10 +369,14 @@ def run(
     run_dir = Path(socket_path).parent
     # before confinement; a slot a thread, one for the loader
     running = Running(run_dir, worker_id, threads + 1)
+    kept = KeptMemory(settings.max_kept_bytes)
+    raise_oom_score()
     dump_faults(run_dir, worker_id)
     output = captured() if untrusted is not None else None
     programs_refused = untrusted.confine(run_dir, rehearsal) if untrusted is not None else ""
     confined = untrusted is not None and not programs_refused
+    from modelhost.workers.device_moves import worker_devices
+
     moves = worker_devices(settings.devices if untrusted is None else "")
     worker = Worker(
         sock,
@@ -394,6 +387,7 @@ def run(
         devices=moves,
         max_answer_bytes=settings.max_answer_bytes,
         running=running,
+        kept=kept,
     )
     worker.rehearse(rehearsal)  # the template's own pickles, before any model's
     if untrusted is not None:

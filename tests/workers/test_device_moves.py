@@ -13,9 +13,10 @@ import pytest
 from helpers.devices import ROW, sized_torch, tensor_bytes
 
 from modelhost.errors import ModelhostError
+from modelhost.workers.device_moves import worker_devices
 from modelhost.workers.devices import FakeDevice, open_devices
 from modelhost.workers.messages import Infer, Item, Load, ToDevice, ToHost, Unload
-from modelhost.workers.worker import Worker, worker_devices
+from modelhost.workers.worker import Worker
 
 MiB = 2**20
 SIZE = 4 * MiB

@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 
 from modelhost import testing
+from modelhost.workers.device_moves import worker_devices
 from modelhost.workers.handlers.onnx import OnnxHandler, providers_for
 from modelhost.workers.messages import Infer, Item, Load, ToDevice, ToHost
-from modelhost.workers.worker import Worker, worker_devices
+from modelhost.workers.worker import Worker
 
 ort = pytest.importorskip("onnxruntime", reason="pip install 'modelhost[onnx]'")
 

@@ -8,9 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from modelhost.workers.messages import Failed, Failure, Output, encode
+from modelhost.workers.messages import Failed, Failure, Output
 from modelhost.workers.pool.output import LINES_PER_S, MAX_LINE_CHARS, OutputLog
-from modelhost.workers.wire import Frame
 
 
 class Clock:
@@ -67,9 +66,9 @@ def test_a_gone_workers_drops_are_said(caplog: pytest.LogCaptureFixture) -> None
 def test_an_unasked_reply_other_than_output_drops_the_worker() -> None:
     worker = SimpleNamespace(worker_id=1)
     log = OutputLog(Clock())
-    log.heard(worker, Frame(0, encode(Output("fine\n"))))  # type: ignore[arg-type]
+    log.heard(worker, Output("fine\n"))  # type: ignore[arg-type]
     with pytest.raises(ConnectionError, match="Failed unasked"):
-        log.heard(worker, Frame(0, encode(Failed(Failure("x", "y")))))  # type: ignore[arg-type]
+        log.heard(worker, Failed(Failure("x", "y")))  # type: ignore[arg-type]
 
 
 def test_the_first_line_dropped_is_said_at_once(caplog: pytest.LogCaptureFixture) -> None:

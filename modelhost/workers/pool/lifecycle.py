@@ -1,4 +1,4 @@
-"""The worker pool: its workers forked, replaced when lost, recycled when they keep memory, stopped.
+"""The worker pool: its workers forked, replaced when lost or when they keep memory, stopped.
 
 A dropped connection fails exactly that worker's in-flight calls; it is killed and replaced.
 """
@@ -20,7 +20,16 @@ from modelhost.records.events import EventLog
 from modelhost.resources import usable_cores
 from modelhost.workers import running
 from modelhost.workers.handle import Waiter, WorkerHandle
-from modelhost.workers.messages import UNASKED, Hello, Loaded, Reply, Request, Unloaded
+from modelhost.workers.messages import (
+    UNASKED,
+    Grown,
+    Hello,
+    Loaded,
+    Reply,
+    Request,
+    Unloaded,
+    decode_reply,
+)
 from modelhost.workers.pool.calls import Calls
 from modelhost.workers.pool.connection import listen
 from modelhost.workers.pool.output import OutputLog
@@ -36,6 +45,7 @@ logger = logging.getLogger("modelhost.workers")
 YOUNG_DEATH_S = 5.0
 # kept past its models' footprints, a worker is replaced once idle (security.md)
 RECYCLE_KEPT_BYTES = 64 * 2**20
+GROWN_GRACE_S = 1.0  # a grown worker's calls in flight may end first
 
 LostCallback = Callable[[WorkerHandle], None]
 FirstWorkers = Callable[[list[int], int], None]  # the first workers' pids, the pool's size
@@ -150,10 +160,19 @@ class WorkerPool:
     def replied(self, worker: WorkerHandle, frame: Frame) -> None:
         """Give a reply to its call; recycle a worker keeping memory while idle."""
         if frame.request_id == UNASKED:
-            return self.output.heard(worker, frame)
+            return self._heard(worker, decode_reply(frame.header))
         reply = self.calls.answer(worker, frame)
         if reply is not None:
             self._count_kept(worker, reply)
+
+    def _heard(self, worker: WorkerHandle, said: Reply) -> None:
+        """Output, or word that the worker keeps memory past its limit: then replace it."""
+        if not isinstance(said, Grown):
+            return self.output.heard(worker, said)
+        worker.grown = said
+        asyncio.get_running_loop().call_later(GROWN_GRACE_S, self.kill, worker)
+        if not worker.pending:
+            self.kill(worker)
 
     def reply_cap(self, worker: WorkerHandle, request_id: int) -> int:
         return self.calls.cap(worker, request_id)
@@ -181,8 +200,11 @@ class WorkerPool:
         task.add_done_callback(self._replacements.discard)
 
     def _died_running(self, worker: WorkerHandle) -> running.Record:
-        """What it ran as it died, unless asked to."""
-        if worker.kept_bytes or worker.retiring:
+        """What it ran as it died, unless asked to; if grown, what kept the most."""
+        if worker.grown is not None and worker.grown.model:
+            model = worker.grown.model
+            return running.Record(frozenset({model}), crashed=(running.BATCH, model))
+        if worker.kept_bytes or worker.retiring or worker.grown is not None:
             return running.Record(frozenset())
         record = running.read_running(self.run_dir, worker.worker_id)
         loads = {model for _, model, _, kind, _ in worker.pending.values() if kind is Loaded}
@@ -203,7 +225,7 @@ class WorkerPool:
             worker.kept_bytes = reply.kept
         elif isinstance(reply, Loaded):
             worker.kept_bytes = 0  # it holds a model again
-        if worker.kept_bytes and not worker.pending:
+        if (worker.kept_bytes or worker.grown) and not worker.pending:
             # after its caller has taken the reply
             asyncio.get_running_loop().call_soon(self._recycle, worker)
 
@@ -219,15 +241,15 @@ class WorkerPool:
         self.kill(worker)
 
     def _report_exit(self, worker: WorkerHandle, lost_requests: int) -> None:
-        detail = {"pid": worker.pid, "lost_requests": lost_requests}
+        detail: dict[str, object] = {"pid": worker.pid, "lost_requests": lost_requests}
         if worker.kept_bytes:
             detail["kept_bytes"] = worker.kept_bytes
-        self.events.emit(
-            "worker_exit",
-            worker=worker.worker_id,
-            reason="recycled" if worker.kept_bytes or worker.retiring else "died",
-            detail=detail,
-        )
+        reason = "recycled" if worker.kept_bytes or worker.retiring else "died"
+        if grown := worker.grown:
+            reason = "grown"
+            detail |= {"grown_bytes": grown.bytes, "limit_bytes": grown.limit}
+            detail |= {"model": grown.model, "model_kept_bytes": grown.kept}
+        self.events.emit("worker_exit", worker=worker.worker_id, reason=reason, detail=detail)
 
     async def _after_loss(self, worker: WorkerHandle) -> None:
         """Remove the lost worker's scratch folder and view, then replace it."""
@@ -239,7 +261,7 @@ class WorkerPool:
         await self._replace(worker)
 
     async def _replace(self, worker: WorkerHandle) -> None:
-        chosen = worker.kept_bytes or worker.retiring  # a death asked for is no crash
+        chosen = worker.kept_bytes or worker.retiring or worker.grown  # asked for: no crash
         young = not chosen and time.monotonic() - worker.started_at < YOUNG_DEATH_S
         deaths = self._deaths.get(worker.worker_id, 0) + 1 if young else 0
         await asyncio.sleep(backoff_s(deaths) if deaths > 1 else 0.0)

@@ -8,8 +8,7 @@ from collections.abc import Callable
 
 from modelhost.records.events import worker_said
 from modelhost.workers.handle import WorkerHandle
-from modelhost.workers.messages import Output, decode_reply
-from modelhost.workers.wire import Frame
+from modelhost.workers.messages import Output, Reply
 
 logger = logging.getLogger("modelhost.workers")
 
@@ -24,9 +23,8 @@ class OutputLog:
         self.clock = clock
         self._seconds: dict[int, tuple[int, int, int]] = {}  # worker → second, logged, dropped
 
-    def heard(self, worker: WorkerHandle, frame: Frame) -> None:
+    def heard(self, worker: WorkerHandle, output: Reply) -> None:
         """Log an unasked reply, which must be output; ConnectionError for any other."""
-        output = decode_reply(frame.header)
         if not isinstance(output, Output):
             raise ConnectionError(f"a worker sent {type(output).__name__} unasked")
         self.said(worker.worker_id, output.text)
