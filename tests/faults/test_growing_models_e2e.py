@@ -5,7 +5,10 @@ doing it is held back. The kernel's OOM killer takes a worker before the fronten
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -48,8 +51,12 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(store: Path, serve: Servers) -> testing.RunningServer:
+    return serve_leaking(store, serve)
+
+
+def serve_leaking(store: Path, serve: Servers, **settings: Any) -> testing.RunningServer:
     # the default limit, a quarter of the budget: 256 MiB, about seven requests' worth
-    return serve(store, workers=1, memory_budget="1GiB", tenant_from="name:1")
+    return serve(store, workers=1, memory_budget="1GiB", tenant_from="name:1", **settings)
 
 
 def quiet(client: httpx.Client, model: str = "iris.joblib") -> int:
@@ -64,14 +71,38 @@ def test_a_model_keeping_memory_is_replaced_with_its_worker_then_held_back(
     The other tenant's model beside it answers throughout, and its large model has room after."""
     with httpx.Client(base_url=server.url, timeout=60) as client:
         assert quiet(client) == 200
-        statuses = []
-        for _ in range(20):
-            statuses.append(client.post("/models/noisy/leaks/invoke", content=b"x").status_code)
-            assert quiet(client) == 200
-        refused = client.post("/models/noisy/leaks/invoke", content=b"x")
+        leaks_until_held(client, beside=lambda: quiet(client) == 200)
         assert quiet(client, "large.joblib") == 200
+    assert_held_for_growing(server)
+
+
+@pytest.mark.parametrize("where", ["fronts", "sandbox"])
+def test_a_model_keeping_memory_in_a_front_s_batches_or_a_sandbox_is_held_back(
+    store: Path, serve: Servers, where: str
+) -> None:
+    """Hits a front sends its worker past the main process, and a sandboxed worker, which
+    reads its memory through a file opened before it confined itself."""
+    if where == "fronts":
+        server = serve_leaking(store, serve, fronts=2)
+    else:
+        server = serve_leaking(store, serve, env=os.environ | {"MODELHOST_REFUSE_PICKLE": "true"})
+        assert "untrusted models load in sandboxed workers" in server.log_text()
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        leaks_until_held(client)
+    assert_held_for_growing(server)
+
+
+def leaks_until_held(client: httpx.Client, beside: Callable[[], bool] = lambda: True) -> None:
+    statuses = []
+    for _ in range(20):
+        statuses.append(client.post("/models/noisy/leaks/invoke", content=b"x").status_code)
+        assert beside()
+    refused = client.post("/models/noisy/leaks/invoke", content=b"x")
     assert statuses[:6] == [200] * 6, statuses
     assert refused.status_code == 500 and "held back" in refused.json()["message"], refused.text
+
+
+def assert_held_for_growing(server: testing.RunningServer) -> None:
     grown = [e for e in server.events("worker_exit") if e["reason"] == "grown"]
     assert [e["detail"]["model"] for e in grown] == ["noisy/leaks"] * 2, grown
     assert all(e["detail"]["grown_bytes"] > 256 << 20 for e in grown), grown
