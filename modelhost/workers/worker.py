@@ -95,7 +95,7 @@ class Worker:
         devices: DeviceMoves | None = None,
         max_answer_bytes: int = 0,
         running: Running | None = None,
-        kept: KeptMemory | None = None,
+        kept_memory: KeptMemory | None = None,
     ) -> None:
         from modelhost.workers.device_moves import DeviceMoves
 
@@ -107,7 +107,7 @@ class Worker:
         self.threads = threads
         self.max_answer_bytes = max_answer_bytes  # max_response_size; 0: none
         self.running = running or Running()  # read by the pool if it dies
-        self.kept = kept or KeptMemory(0)
+        self.kept_memory = kept_memory or KeptMemory(0)
         self.models: dict[str, Handler] = {}
         self.footprints: dict[str, int] = {}  # bytes each model's load allocated
         self.batch_sizes: dict[str, int] = {}  # the most requests a batch, as its senders' queues
@@ -143,7 +143,7 @@ class Worker:
     def main_loop(self, run_dir: Path | None = None, output: int | None = None) -> None:
         """Serve the frontend's calls; `output`: the pipe of a sandboxed worker's stdout."""
         self.idle_bytes = allocated_bytes() or 0
-        self.kept.start()
+        self.kept_memory.start()
         untrusted = self.confined or bool(self.programs_refused)
         if run_dir is not None and not untrusted:
             Door(direct_path(run_dir, os.getpid()), self.gate, self.gathering.send).start()
@@ -253,7 +253,7 @@ class Worker:
         written = fast_copy.write(handler, request, footprint) if copy is None else 0
         signature = handler.signature()
         trim_heap()  # else unpickling's buffers stay in the PSS
-        self.kept.settled(sum(self.footprints.values()))
+        self.kept_memory.settled(sum(self.footprints.values()))
         return Loaded(
             footprint=footprint,
             load_ms=load_ms,
@@ -300,7 +300,7 @@ class Worker:
         trim_heap()
         # with models left, memory kept may be theirs
         kept = 0 if self.models else self.kept_bytes(after)
-        self.kept.settled(sum(self.footprints.values()), request.model)
+        self.kept_memory.settled(sum(self.footprints.values()), request.model)
         unload_ms = (time.perf_counter() - started) * 1000
         return Unloaded(max(0, before - after), kept, round(unload_ms, 3))
 
@@ -328,8 +328,8 @@ class Worker:
         with self.running.of(request.model), self.devices.first_call(request.model) as grown:
             replies = handler.infer_batch(requests)
         infer_ms = (time.perf_counter() - started) * 1000
-        if kept := self.kept.after_batch(request.model):
-            self.send(UNASKED, kept)  # the pool replaces this worker
+        if past := self.kept_memory.after_batch(request.model):
+            self.send(UNASKED, past)  # the pool replaces this worker
         answers, bodies = answers_of(replies, self.max_answer_bytes)
         answered = Answered(answers, infer_ms, drain_samples(), grown.bytes, grown.process_bytes)
         return answered, b"".join(bodies)
@@ -369,7 +369,7 @@ def run(
     run_dir = Path(socket_path).parent
     # before confinement; a slot a thread, one for the loader
     running = Running(run_dir, worker_id, threads + 1)
-    kept = KeptMemory(settings.max_kept_bytes)
+    kept_memory = KeptMemory(settings.max_kept_bytes)
     raise_oom_score()
     dump_faults(run_dir, worker_id)
     output = captured() if untrusted is not None else None
@@ -387,7 +387,7 @@ def run(
         devices=moves,
         max_answer_bytes=settings.max_answer_bytes,
         running=running,
-        kept=kept,
+        kept_memory=kept_memory,
     )
     worker.rehearse(rehearsal)  # the template's own pickles, before any model's
     if untrusted is not None:
