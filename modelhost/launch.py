@@ -101,6 +101,7 @@ def worker_pool(config: Config, folder: Path, events: EventLog) -> WorkerPool:
         untrusted_size=untrusted,
         views=views,
         max_response_bytes=config.max_response_bytes,
+        max_scratch_bytes=config.worker_max_scratch_bytes,
     )
 
 

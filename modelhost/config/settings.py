@@ -419,6 +419,13 @@ class Config:
         "or 0 for no limit",
         size="percent",
     )
+    worker_max_scratch: str = _setting(
+        "1GiB",
+        "disk a sandboxed worker's scratch folder (its temporary folder and home, the one place "
+        "its models may write) may hold; past it, or past 10,000 entries, the worker is replaced "
+        "and its models blamed as for a crash",
+        size="bytes",
+    )
     refuse_pickle: bool = _setting(
         False,
         "refuse pickle-based artifacts (.joblib, .pkl, .pickle): a pickle runs code as it loads",
@@ -465,6 +472,7 @@ class Config:
     max_request_bytes: int = dataclasses.field(init=False)
     max_response_bytes: int = dataclasses.field(init=False)
     worker_max_growth_bytes: ByteBudget = dataclasses.field(init=False)
+    worker_max_scratch_bytes: int = dataclasses.field(init=False)
     unpacked_limit_bytes: int = dataclasses.field(init=False)
 
     def __post_init__(self) -> None:
@@ -476,6 +484,7 @@ class Config:
             "max_request_bytes": parse_size(self.max_request_size),
             "max_response_bytes": parse_size(self.max_response_size),
             "worker_max_growth_bytes": parse_budget(self.worker_max_growth),
+            "worker_max_scratch_bytes": parse_size(self.worker_max_scratch),
             "unpacked_limit_bytes": parse_size(self.max_unpacked_bytes),
         }
         for name, value in parsed.items():

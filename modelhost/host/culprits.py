@@ -97,6 +97,8 @@ class HeldBack:
         aboard = [m for m in self.models if worker_id in m.workers or m.name == ran.loading]
         owners = {model.name: model.tenant for model in aboard}
         batches, loading = ran.batches.intersection(owners), ran.loading
+        if ran.aboard:
+            batches = frozenset(owners)
         if ran.crashed is not None:  # a thread named (fatal signal, os._exit): its work alone
             kind, model = ran.crashed
             batches = batches & {model} if kind == BATCH else frozenset()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from modelhost.deadlines import Deadlines
 from modelhost.errors import WorkerDied
@@ -12,6 +13,13 @@ from modelhost.workers.running import Record
 
 Waiter = asyncio.Future[tuple[Reply, bytes]]
 CallKey = tuple["WorkerHandle", int]  # worker, request id
+
+
+class ScratchUse(NamedTuple):
+    """A sandboxed worker's scratch folder."""
+
+    bytes: int  # allocated on disk: a sparse file counts what it holds
+    entries: int
 
 
 @dataclass(eq=False)
@@ -35,6 +43,7 @@ class WorkerHandle:
     answered_up_to: int = 0
     killed_for_hanging: str = ""
     grown: Grown | None = None  # said it keeps memory past its limit
+    scratch: ScratchUse | None = None  # its scratch folder's, past the limits
 
     def fail_pending(self, reason: str) -> None:
         for request_id, (future, model, deadlines, *_) in self.pending.items():

@@ -27,6 +27,7 @@ class Record(NamedTuple):
     loading: str = ""  # its model; "": none
     crashed: tuple[bytes, str] | None = None  # the slot a signal, exit or hang names
     dump: str = ""  # faulthandler's
+    aboard: bool = False  # every model it held is a suspect: it died of them all
 
 
 def paths(run_dir: Path, worker_id: int) -> tuple[Path, Path]:

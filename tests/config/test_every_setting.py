@@ -108,6 +108,7 @@ EFFECTS: dict[str, str] = {
     "--untrusted-workers": "security/test_tenant_trust_e2e.py::test_trusted_and_untrusted_models_never_share_a_worker",
     "--instance-id": "fleet/test_instance_header.py::test_a_refusal_names_the_configured_instance",
     "--worker-load-timeout-s": "faults/test_self_healing_e2e.py::test_hung_load_fails_at_its_deadline",
+    "--worker-max-scratch": "security/test_scratch_bound_e2e.py::test_a_model_filling_its_scratch_folder_is_replaced_then_held_back",
     "--worker-max-growth": "faults/test_growing_models_e2e.py::test_a_model_keeping_memory_is_replaced_with_its_worker_then_held_back",
     "--tenant-from": "e2e/test_tenant_identity.py::test_every_protocol_carries_the_tenant",
     "--tenant-tokens-file": "e2e/test_tenant_identity.py::test_a_known_token_names_its_tenant",

@@ -194,3 +194,27 @@ async def busy_beside_an_unnamed_killer() -> None:
     held.check("quiet")
     with pytest.raises(TenantHeldBack):
         held.check("noisy")
+
+
+def test_a_death_of_all_aboard_blames_each_model_of_its_worker_alone() -> None:
+    """A worker whose scratch folder filled ran nothing named: each model it held is a suspect,
+    and none of another worker."""
+    asyncio.run(all_aboard())
+
+
+async def all_aboard() -> None:
+    unloaded: list[str] = []
+
+    async def unload(name: str, reason: str) -> None:
+        unloaded.append(name)
+
+    async def version() -> str:
+        return "1"
+
+    fills = Resident("noisy/fills", 1, workers=[1], tenant="noisy")
+    elsewhere = Resident("quiet/model", 1, workers=[2], tenant="quiet")
+    held = HeldBack(FailedLoads(), EventLog(), lambda name: version, unload, [fills, elsewhere])
+    for _ in range(2):
+        held.died(Record(frozenset(), aboard=True), 1)
+    await asyncio.sleep(0)
+    assert unloaded == ["noisy/fills"]

@@ -33,6 +33,7 @@ from modelhost.workers.messages import (
 from modelhost.workers.pool.calls import Calls
 from modelhost.workers.pool.connection import listen
 from modelhost.workers.pool.output import OutputLog
+from modelhost.workers.pool.scratch import ScratchWatch
 from modelhost.workers.pool.supervisor import TemplateSupervisor, backoff_s, template_argv
 from modelhost.workers.pool.table import WorkerTable
 from modelhost.workers.replies import ReplyT
@@ -67,6 +68,7 @@ class WorkerPool:
         untrusted_size: int = 0,
         views: Views | None = None,
         max_response_bytes: int = 0,
+        max_scratch_bytes: int = 0,
     ) -> None:
         self.size, self.threads, self.events = size, threads, events
         self.load_timeout_s = load_timeout_s
@@ -79,11 +81,13 @@ class WorkerPool:
         self.template = TemplateSupervisor(argv, environment, self.table, events)
         self.calls = Calls(load_timeout_s, infer_timeout_s, self._missed, max_response_bytes)
         self.output = OutputLog()  # of the sandboxed workers
+        self.scratch = ScratchWatch(run_dir, max_scratch_bytes, self.table, self.kill)
         self._on_lost: LostCallback = lambda worker: None  # until `attach`
         self._on_joined: Callable[[], None] = lambda: None
         self._deaths: dict[int, int] = {}  # young deaths in a row, by worker id
         # a task nobody holds may be collected
         self._replacements: set[asyncio.Future[None]] = set()
+        self._scratch_watch: asyncio.Future[None] | None = None
         self._server: asyncio.AbstractServer | None = None
         self._closing = False
 
@@ -111,6 +115,8 @@ class WorkerPool:
         judge([worker.pid for worker in self.workers.values()], self.size)
         await self._top_up()
         self.template.supervise(self._top_up)
+        if self.untrusted_size and self.scratch.max_bytes:
+            self._scratch_watch = asyncio.ensure_future(self.scratch.run())
 
     async def _top_up(self, most: int | None = None) -> None:
         missing = self.table.missing(self.size, self.untrusted_size)[:most]
@@ -204,6 +210,8 @@ class WorkerPool:
         if worker.grown is not None and worker.grown.model:
             model = worker.grown.model
             return running.Record(frozenset({model}), crashed=(running.BATCH, model))
+        if worker.scratch is not None:
+            return running.Record(frozenset(), aboard=True)
         if worker.kept_bytes or worker.retiring or worker.grown is not None:
             return running.Record(frozenset())
         record = running.read_running(self.run_dir, worker.worker_id)
@@ -249,6 +257,10 @@ class WorkerPool:
             reason = "grown"
             detail |= {"grown_bytes": grown.bytes, "limit_bytes": grown.limit}
             detail |= {"model": grown.model, "model_kept_bytes": grown.kept}
+        if scratch := worker.scratch:
+            reason = "scratch_full"
+            detail |= {"scratch_bytes": scratch.bytes, "scratch_entries": scratch.entries}
+            detail |= {"limit_bytes": self.scratch.max_bytes}
         self.events.emit("worker_exit", worker=worker.worker_id, reason=reason, detail=detail)
 
     async def _after_loss(self, worker: WorkerHandle) -> None:
@@ -261,7 +273,8 @@ class WorkerPool:
         await self._replace(worker)
 
     async def _replace(self, worker: WorkerHandle) -> None:
-        chosen = worker.kept_bytes or worker.retiring or worker.grown  # asked for: no crash
+        # asked for: no crash
+        chosen = worker.kept_bytes or worker.retiring or worker.grown or worker.scratch
         young = not chosen and time.monotonic() - worker.started_at < YOUNG_DEATH_S
         deaths = self._deaths.get(worker.worker_id, 0) + 1 if young else 0
         await asyncio.sleep(backoff_s(deaths) if deaths > 1 else 0.0)
@@ -296,6 +309,8 @@ class WorkerPool:
     async def shutdown(self) -> None:
         self._closing = True
         self.calls.close()
+        if self._scratch_watch is not None:
+            self._scratch_watch.cancel()
         for worker in list(self.workers.values()):
             self.kill(worker)  # one stuck under the GIL never reads its socket's end
         await self.template.stop()
