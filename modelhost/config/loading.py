@@ -292,7 +292,7 @@ def _check_limits(f: dataclasses.Field[Any], value: Any) -> object:
     if value == "" and f.default:  # an empty --cache-dir or --host would mean the cwd, or all
         raise _Expected(f"a value (unset it for the default {f.default})")
     if meta["size"]:
-        _check_size(value, percent_ok=meta["size"] == "percent")
+        _check_size(value, meta["size"] == "percent", meta["zero_is_off"])
     if meta["minimum"] is not None and value < meta["minimum"]:
         raise _Expected(f"at least {meta['minimum']}")
     if meta["maximum"] is not None and value > meta["maximum"]:
@@ -309,14 +309,14 @@ def _check_choices(value: str | tuple[str, ...], choices: tuple[str, ...]) -> ob
     return items if isinstance(value, tuple) else items[0]
 
 
-def _check_size(text: str, percent_ok: bool) -> None:
-    """Raise _Expected unless text is a size above zero (or a percentage, where allowed)."""
+def _check_size(text: str, percent_ok: bool, zero_ok: bool) -> None:
+    """Raise _Expected unless text is a size above zero (or a percentage, or 0, where allowed)."""
     example = "a size such as 600MiB, 4GiB, 1.5G or 1000000"
     try:
         size_bytes = parse_size(text, _ANY_WHOLE_BYTES if percent_ok else None)
     except ConfigError:
         raise _Expected(example + (", or a percentage such as 80%" if percent_ok else "")) from None
-    if size_bytes <= 0:
+    if size_bytes < 0 or (size_bytes == 0 and not zero_ok):
         raise _Expected("a size above zero")
 
 

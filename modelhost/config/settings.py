@@ -28,15 +28,17 @@ def _setting(
     minimum: float | None = None,
     maximum: float | None = None,
     choices: tuple[str, ...] = (),
+    zero_is_off: bool = False,
 ) -> Any:
     """A Config field carrying its help, properties key, extra variables and limits.
 
-    `size` is "bytes" for a size such as 6MiB, or "percent" where 80% (of a whole) is allowed too.
+    `size` is "bytes" for a size such as 6MiB, or "percent" where 80% (of a whole) is allowed too;
+    0 only where `zero_is_off`.
     """
     if maximum is None and type(default) in (int, float):
         maximum = MOST_COUNT
     meta: dict[str, object] = {"help": help_text, "props": props, "env": env, "size": size}
-    meta |= {"minimum": minimum, "maximum": maximum, "choices": choices}
+    meta |= {"minimum": minimum, "maximum": maximum, "choices": choices, "zero_is_off": zero_is_off}
     return dataclasses.field(default=default, metadata=meta)
 
 
@@ -418,13 +420,15 @@ class Config:
         "batches kept the most is blamed as for a crash; a size, a share of the memory budget, "
         "or 0 for no limit",
         size="percent",
+        zero_is_off=True,
     )
     worker_max_scratch: str = _setting(
         "1GiB",
         "disk a sandboxed worker's scratch folder (its temporary folder and home, the one place "
         "its models may write) may hold; past it, or past 10,000 entries, the worker is replaced "
-        "and its models blamed as for a crash",
+        "and its models blamed as for a crash (0: no limit)",
         size="bytes",
+        zero_is_off=True,
     )
     refuse_pickle: bool = _setting(
         False,

@@ -18,7 +18,7 @@ CallKey = tuple["WorkerHandle", int]  # worker, request id
 class ScratchUse(NamedTuple):
     """A sandboxed worker's scratch folder."""
 
-    bytes: int  # allocated on disk: a sparse file counts what it holds
+    bytes: int  # allocated: a sparse file counts what it holds
     entries: int
 
 

@@ -108,6 +108,7 @@ class Worker:
         self.max_answer_bytes = max_answer_bytes  # max_response_size; 0: none
         self.running = running or Running()  # read by the pool if it dies
         self.kept_memory = kept_memory or KeptMemory(0)
+        self.kept_memory.say = lambda grown: self.send(UNASKED, grown)  # then it is replaced
         self.models: dict[str, Handler] = {}
         self.footprints: dict[str, int] = {}  # bytes each model's load allocated
         self.batch_sizes: dict[str, int] = {}  # the most requests a batch, as its senders' queues
@@ -328,8 +329,7 @@ class Worker:
         with self.running.of(request.model), self.devices.first_call(request.model) as grown:
             replies = handler.infer_batch(requests)
         infer_ms = (time.perf_counter() - started) * 1000
-        if past := self.kept_memory.after_batch(request.model):
-            self.send(UNASKED, past)  # the pool replaces this worker
+        self.kept_memory.after_batch(request.model)
         answers, bodies = answers_of(replies, self.max_answer_bytes)
         answered = Answered(answers, infer_ms, drain_samples(), grown.bytes, grown.process_bytes)
         return answered, b"".join(bodies)

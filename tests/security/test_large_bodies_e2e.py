@@ -109,8 +109,10 @@ def test_cold_loads_are_served_after_large_bodies(store: Path, tmp_path: Path) -
 
 
 def test_cold_loads_are_served_after_a_handler_kept_memory(store: Path, tmp_path: Path) -> None:
-    """The keeper leaves 320 MiB behind in its worker once unloaded; the worker is recycled."""
-    args = testing.serve_args(store, tmp_path / "cache", workers=1, memory_budget="512MiB")
+    """The keeper leaves 320 MiB behind in its worker once unloaded; the worker is recycled.
+    Without the growth limit, which would replace it sooner (test_growing_models_e2e.py)."""
+    settings = {"workers": 1, "memory_budget": "512MiB", "worker_max_growth": "0"}
+    args = testing.serve_args(store, tmp_path / "cache", **settings)
     with testing.RunningServer(args, tmp_path) as server, httpx.Client(timeout=300) as client:
         for _ in range(KEEPER_REQUESTS):
             kept = client.post(f"{server.url}/models/keeper/invoke", json=[1])

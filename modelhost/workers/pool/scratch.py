@@ -28,7 +28,7 @@ def scratch_use(folder: Path, most_entries: int = MAX_ENTRIES) -> ScratchUse:
         with contextlib.suppress(OSError), os.scandir(folders.pop()) as found:
             for entry in found:
                 entries += 1
-                if entries > most_entries:  # one folder may hold millions
+                if entries > most_entries:
                     break
                 if entry.is_dir(follow_symlinks=False):
                     folders.append(Path(entry.path))
@@ -38,7 +38,7 @@ def scratch_use(folder: Path, most_entries: int = MAX_ENTRIES) -> ScratchUse:
 
 
 class ScratchWatch:
-    """Every INTERVAL_S, kills each sandboxed worker whose folder is past its limits."""
+    """Kills each sandboxed worker whose folder is past the limits."""
 
     def __init__(
         self,
