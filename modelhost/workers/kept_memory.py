@@ -54,7 +54,9 @@ class KeptMemory:
         self._last_bytes = now
         if self._past_limit(now) and not self.confirming:
             self.confirming = True
-            threading.Timer(CONFIRM_AFTER_S, self._confirmed).start()
+            timer = threading.Timer(CONFIRM_AFTER_S, self._confirmed)
+            timer.daemon = True
+            timer.start()
 
     def confirm(self) -> Grown | None:
         """What to say if, freed heap returned, it is still past the limit."""

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
+
+import pytest
 
 from modelhost.workers.pool.scratch import scratch_use
 
@@ -37,3 +40,21 @@ def test_a_reading_stops_past_its_entries_within_a_folder(tmp_path: Path) -> Non
 
 def test_a_folder_gone_reads_as_empty(tmp_path: Path) -> None:
     assert scratch_use(tmp_path / "gone") == (0, 0)
+
+
+def test_an_entry_gone_as_it_is_read_leaves_the_rest_counted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model deleting and writing a file again cannot cut the reading short."""
+    for name in ("a", "b"):
+        with open(tmp_path / name, "wb") as full:
+            os.posix_fallocate(full.fileno(), 0, MIB)
+    real_scandir = os.scandir
+
+    def first_vanishes(path: str) -> object:
+        entries = list(real_scandir(path))
+        os.remove(entries[0].path)
+        return contextlib.nullcontext(iter(entries))
+
+    monkeypatch.setattr(os, "scandir", first_vanishes)
+    assert MIB <= scratch_use(tmp_path).bytes < 2 * MIB

@@ -30,10 +30,11 @@ def scratch_use(folder: Path, most_entries: int = MAX_ENTRIES) -> ScratchUse:
                 entries += 1
                 if entries > most_entries:
                     break
-                if entry.is_dir(follow_symlinks=False):
-                    folders.append(Path(entry.path))
-                else:
-                    used += entry.stat(follow_symlinks=False).st_blocks * 512
+                with contextlib.suppress(OSError):  # gone meanwhile
+                    if entry.is_dir(follow_symlinks=False):
+                        folders.append(Path(entry.path))
+                    else:
+                        used += entry.stat(follow_symlinks=False).st_blocks * 512
     return ScratchUse(used, entries)
 
 
