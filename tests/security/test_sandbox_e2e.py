@@ -106,6 +106,7 @@ def handle(data, context):
         "udp": lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", address),
         "exec": lambda: subprocess.run(["/bin/true"], check=True),
         "signal": lambda: os.kill(os.getppid(), 0),
+        "memory file": lambda: os.memfd_create("held"),
     }}
     return [{{name: attempt(action) for name, action in tries.items()}} for _ in data]
 """
@@ -184,12 +185,13 @@ def test_the_start_line_says_workers_are_sandboxed(sandboxed: testing.RunningSer
 def test_handler_code_cannot_reach_the_host(
     sandboxed: testing.RunningServer, outside: Path, listener: socket.socket
 ) -> None:
-    """A handler's Python reads no host file, writes none, connects nowhere, runs no program
-    and signals no process outside its worker."""
+    """A handler's Python reads no host file, writes none, connects nowhere, runs no program,
+    signals no process outside its worker, and makes no file in memory, which no PSS counts
+    until it is mapped and Landlock does not see."""
     response = invoke(sandboxed, "probe")
     assert response.status_code == 200, response.text
     outcomes = response.json()
-    assert set(outcomes) == {"read", "write", "tcp", "udp", "exec", "signal"}
+    assert set(outcomes) == {"read", "write", "tcp", "udp", "exec", "signal", "memory file"}
     assert "done" not in outcomes.values(), outcomes
     assert not (outside / "w").exists()
     with pytest.raises(TimeoutError):
