@@ -84,7 +84,7 @@ DENIED_CALLS = (
     "ipc",
     "fork",
     "vfork",
-    "memfd_create",  # a file in memory: no path for Landlock, no PSS until it is mapped
+    "memfd_create",  # a file in memory no path names
     # metadata, which Landlock does not govern
     "chmod",
     "fchmod",

@@ -1,5 +1,5 @@
-"""Sandboxed workers' scratch folders, the one place their models may write, kept under a size
-(decisions.md, "A sandboxed worker's scratch folder is bounded")."""
+"""Sandboxed workers' scratch folders, kept under a size (decisions.md, "A sandboxed worker's
+scratch folder is bounded")."""
 
 from __future__ import annotations
 
