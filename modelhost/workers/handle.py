@@ -45,6 +45,11 @@ class WorkerHandle:
     grown: Grown | None = None  # said it keeps memory past its limit
     scratch: ScratchUse | None = None  # its scratch folder's, past the limits
 
+    @property
+    def replaced_on_purpose(self) -> bool:
+        """Killed for what it kept or held, or retired: no crash."""
+        return bool(self.kept_bytes or self.retiring or self.grown or self.scratch)
+
     def fail_pending(self, reason: str) -> None:
         for request_id, (future, model, deadlines, *_) in self.pending.items():
             deadlines.discard((self, request_id))

@@ -212,7 +212,7 @@ class WorkerPool:
             return running.Record(frozenset({model}), crashed=(running.BATCH, model))
         if worker.scratch is not None:
             return running.Record(frozenset(), aboard=True)
-        if worker.kept_bytes or worker.retiring or worker.grown is not None:
+        if worker.replaced_on_purpose:
             return running.Record(frozenset())
         record = running.read_running(self.run_dir, worker.worker_id)
         loads = {model for _, model, _, kind, _ in worker.pending.values() if kind is Loaded}
@@ -273,9 +273,9 @@ class WorkerPool:
         await self._replace(worker)
 
     async def _replace(self, worker: WorkerHandle) -> None:
-        # asked for: no crash
-        chosen = worker.kept_bytes or worker.retiring or worker.grown or worker.scratch
-        young = not chosen and time.monotonic() - worker.started_at < YOUNG_DEATH_S
+        young = (
+            not worker.replaced_on_purpose and time.monotonic() - worker.started_at < YOUNG_DEATH_S
+        )
         deaths = self._deaths.get(worker.worker_id, 0) + 1 if young else 0
         await asyncio.sleep(backoff_s(deaths) if deaths > 1 else 0.0)
         if self._closing:
