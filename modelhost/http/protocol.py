@@ -141,7 +141,9 @@ class HeadWithBody:
         return getattr(self.transport, name)
 
     def write(self, data: bytes) -> None:
-        if self.head is not None:
+        if self.transport.is_closing():  # uvloop raises before connection_lost
+            self.head = None
+        elif self.head is not None:
             head, self.head = self.head, None
             self.transport.write(head + data)
         elif _is_head(data):

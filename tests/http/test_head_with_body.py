@@ -108,3 +108,17 @@ def test_real_server_sends_whole_answers(tmp_path: Path) -> None:
         with client.stream("GET", f"{server.url}/events") as stream:
             assert stream.status_code == 200
             assert stream.headers["content-type"].startswith("text/event-stream")
+
+
+def test_a_body_after_the_connection_closed_is_dropped_with_its_head() -> None:
+    """The server cut off a client that reads no answers between the head and the body: uvloop
+    raises on a closed transport's write, which surfaced as an unhandled error."""
+
+    async def steps(held: HeadWithBody, transport: Transport) -> None:
+        held.write(HEAD)
+        transport.close()
+        held.write(b"ok")
+        held.write(b"more")
+        await asyncio.sleep(0)
+
+    assert in_a_loop(steps).writes == []
