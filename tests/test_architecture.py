@@ -16,6 +16,7 @@ PACKAGE = Path(modelhost.__file__).parent
 CORE = (
     *("host", "cache", "scheduler", "workers", "records", "errors", "manifest", "names", "units"),
     "fair",
+    "fair_slots",
     "documents",
     *("config", "resources", "urls"),
 )

@@ -44,6 +44,7 @@ from modelhost.cache.stores import ObjectInfo, Store, Stores
 from modelhost.cache.stores.base import is_disk_full
 from modelhost.cache.unpack import is_archive
 from modelhost.errors import InsufficientDisk, ModelNotFound
+from modelhost.fair_slots import FairSlots
 from modelhost.records.events import EventLog
 
 __all__ = [
@@ -114,7 +115,7 @@ class DiskTier:
         )
         self.reconciliation = self._reconciliation(0, counting=False)
         self.reconciliation.done = True  # nothing to reconcile before `rebuild`
-        self._download_slots = asyncio.Semaphore(stores.settings.max_concurrent_downloads)
+        self._download_slots = FairSlots(stores.settings.max_concurrent_downloads)
         self.missing = MissingUrls()
 
     def attach(self, in_use: Callable[[str], bool]) -> None:

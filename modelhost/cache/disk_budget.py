@@ -17,6 +17,8 @@ from modelhost.cache.fast_copies import FastCopies
 from modelhost.cache.quotas import Limits, no_limits
 from modelhost.cache.reconcile import Reconciliation
 from modelhost.errors import InsufficientDisk
+from modelhost.fair import Ticket
+from modelhost.fair_slots import FairSlots
 from modelhost.records.events import EventLog
 from modelhost.units import format_bytes
 
@@ -38,17 +40,19 @@ class Reservation:
 
 
 class RoomFirst:
-    """A download slot, entered once the reserved room is free on disk."""
+    """A download slot, in the tenants' fair order, once the reserved room is free on disk."""
 
-    def __init__(self, reservation: Reservation, slot: asyncio.Semaphore) -> None:
-        self.reservation, self.slot = reservation, slot
+    def __init__(self, reservation: Reservation, slots: FairSlots) -> None:
+        self.reservation, self.slots = reservation, slots
+        self.ticket: Ticket | None = None
 
     async def __aenter__(self) -> None:
         await self.reservation.settled()
-        await self.slot.acquire()
+        self.ticket = await self.slots.acquire(self.reservation.tenant)
 
     async def __aexit__(self, *exc: object) -> None:
-        self.slot.release()
+        assert self.ticket is not None
+        self.slots.release(self.ticket, None)
 
 
 class DiskBudget:

@@ -12,6 +12,7 @@ from modelhost.cache.download import DownloadPolicy, download
 from modelhost.cache.entries import tree_bytes
 from modelhost.cache.stores import ObjectInfo, Store
 from modelhost.cache.unpack import unpack_archive
+from modelhost.fair_slots import FairSlots
 from modelhost.records.events import EventLog
 from modelhost.records.progress import UNPACKING, DownloadProgress, report
 from modelhost.urls import redact_url
@@ -37,7 +38,7 @@ class Filling:
     events: EventLog
 
     async def download(
-        self, store: Store, key: str, dest: Path, policy: DownloadPolicy, slots: asyncio.Semaphore
+        self, store: Store, key: str, dest: Path, policy: DownloadPolicy, slots: FairSlots
     ) -> tuple[ObjectInfo, float]:
         """The object's info and the milliseconds it took."""
         name, reservation, base = self.name, self.reservation, self.reservation.bytes

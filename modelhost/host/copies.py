@@ -13,12 +13,13 @@ from modelhost.cache.disk import Artifact
 from modelhost.cache.memory import MemoryTier, Resident, State
 from modelhost.errors import ModelhostError, Unavailable
 from modelhost.host.changes import Changes
+from modelhost.host.load_order import LoadOrder
 from modelhost.host.manifests import Manifests, load_event
 from modelhost.host.sandboxes import Sandboxes
 from modelhost.host.seams import Disk, Pool
 from modelhost.host.under_way import UnderWay
 from modelhost.records.events import EventLog
-from modelhost.records.progress import LOADING, report
+from modelhost.records.progress import LOADING, QUEUED, report
 from modelhost.scheduler.dispatch import Dispatcher
 from modelhost.scheduler.placement import least_loaded
 from modelhost.workers.handle import WorkerHandle
@@ -47,6 +48,7 @@ class Copies:
         leaving_worker: Callable[[str, int], Awaitable[None]] = nothing_to_wait_for,
         arrived: Callable[[str, int, Loaded], None] = lambda name, worker_id, loaded: None,
         sandboxes: Sandboxes | None = None,
+        weight: Callable[[str], float] | None = None,
     ) -> None:
         self.pool, self.memory, self.disk, self.events = pool, memory, disk, events
         self.why_untrusted = why_untrusted  # "": a trusted model, for a trusted worker
@@ -56,29 +58,50 @@ class Copies:
         self.clock = clock
         self.dispatchers: dict[str, Dispatcher] = {}
         self.loaders: dict[int, float] = {}  # worker → load started at
+        self.load_order = LoadOrder(weight)
         self.leaving: set[tuple[str, int]] = set()  # (model, worker)
         self.arriving: UnderWay[None] = UnderWay()
         self.leaving_worker = leaving_worker  # told first: a device's record of it goes too
         self.arrived = arrived  # a copy serves: a device may take it
 
-    async def claim_loader(self, name: str) -> WorkerHandle:
-        """The least loaded free worker no copy of `name` is leaving; waits for one, and makes
-        one free where other tenants' models hold every sandboxed worker."""
-        while not (free := self._free_loaders(name)):
-            if not self._live_workers():
-                await self._a_worker_joins()
-            elif held := self.sandboxes.to_free(name, self._live_workers(), set(self.loaders)):
-                await self.sandboxes.empty(held)
-                self.pool.retire(held)
-            else:
-                await self.changes.next()
-        worker = least_loaded(free, self.memory)
+    async def claim_loader(self, name: str, tenant: str = "") -> WorkerHandle:
+        """The least loaded free worker no copy of `name` is leaving, in the tenants' fair
+        order; makes one free where other tenants' models hold every sandboxed worker."""
+        try:
+            with self.load_order.waiting_for(tenant, name) as place:
+                queued = False
+                while not (free := self._free_loaders(name)) or not self.load_order.may_go(
+                    place, self._may_load
+                ):
+                    if not queued:
+                        report(self.events, name, QUEUED)
+                        queued = True
+                    await self._a_loader_frees(name, bool(free))
+                worker = least_loaded(free, self.memory)
+                self.load_order.took(tenant, place, worker.worker_id)
+        finally:
+            if self.load_order.waiting:  # the next may go
+                self.changes.notify()
         self.loaders[worker.worker_id] = self.clock()
         self.sandboxes.take(worker, name)
         return worker
 
+    async def _a_loader_frees(self, name: str, others_turn: bool) -> None:
+        live = self._live_workers()
+        if not live:
+            await self._a_worker_joins()
+        elif not others_turn and (held := self.sandboxes.to_free(name, live, set(self.loaders))):
+            await self.sandboxes.empty(held)
+            self.pool.retire(held)
+        else:
+            await self.changes.next()
+
+    def _may_load(self, name: str) -> bool:
+        return bool(self._free_loaders(name))
+
     def release_loader(self, worker: WorkerHandle) -> None:
         self.loaders.pop(worker.worker_id, None)
+        self.load_order.released(worker.worker_id)
         self.changes.notify()
 
     def _live_workers(self) -> list[WorkerHandle]:

@@ -1,8 +1,7 @@
 """The core service: find a model, make room for it, load it, invoke it.
 
 Each part is built after those it needs, so none sees another half built. Under SageMaker's
-multi-model contract the platform decides what is loaded and evicted; the host still unloads
-when memory itself runs short.
+contract the platform picks what loads and goes; the host still unloads when memory runs short.
 """
 
 from __future__ import annotations
@@ -117,6 +116,7 @@ class ModelHost:
             leaving_worker=self.devices.copy_leaving,
             arrived=self.devices.loaded,
             sandboxes=Sandboxes(memory, why_untrusted, model_tenant or (lambda name: ""), views),
+            weight=self.scheduling.tenant_weight,
         )
         self.scaling = Scaling(self.copies, self.scheduling)
         self.queues = Queues(

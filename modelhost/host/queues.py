@@ -102,10 +102,7 @@ def _turns(scheduling: SchedulerSettings) -> Turns | None:
     each model's queue cuts its batches by the same weights)."""
     if not scheduling.fair_tenants:
         return None
-    policies = scheduling.tenant_policies
-    if policies is None:
-        return Turns(scheduling.slots_per_worker, _tenant)
-    return Turns(scheduling.slots_per_worker, _tenant, lambda t: policies().of(t).weight)
+    return Turns(scheduling.slots_per_worker, _tenant, scheduling.tenant_weight)
 
 
 # a queued request's tenant, read in C: every request passes it once with tenants on

@@ -162,7 +162,7 @@ class Residency:
 
     async def _load_artifact(self, name: str, artifact: Artifact, tenant: str) -> None:
         self.manifests.read(name, artifact)
-        worker = await self.copies.claim_loader(name)
+        worker = await self.copies.claim_loader(name, tenant)
         try:
             await self._load_into(worker, name, artifact, tenant)
         finally:

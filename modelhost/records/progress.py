@@ -1,5 +1,5 @@
-"""How far each load under way has come: its `progress` events (downloading, unpacking, loading),
-the latest of which `GET /models/{model}` shows until the load ends."""
+"""How far each load under way has come: its `progress` events (downloading, unpacking, queued
+for a worker, loading), the latest of which `GET /models/{model}` shows until the load ends."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections import OrderedDict
 from modelhost.records.events import Event, EventLog
 
 PROGRESS = "progress"
-DOWNLOADING, UNPACKING, LOADING = "downloading", "unpacking", "loading"
+DOWNLOADING, UNPACKING, QUEUED, LOADING = "downloading", "unpacking", "queued", "loading"
 ENDED = frozenset({"load", "failure", "unload", "evict"})  # what ends a load's progress
 MAX_LOADS = 1024  # loads whose progress is kept; a load that never ends cannot grow it
 UNKNOWN_TOTAL_STEP_BYTES = 64 * 2**20

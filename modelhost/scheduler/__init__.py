@@ -56,6 +56,12 @@ class SchedulerSettings:
             return declared or self.max_batch_size
         return AUTO_BATCH_SIZE if handler_batches else 1
 
+    @property
+    def tenant_weight(self) -> Callable[[str], float] | None:
+        """A tenant's weight, as the tenants file is now; None: all 1."""
+        policies = self.tenant_policies
+        return None if policies is None else lambda tenant: policies().of(tenant).weight
+
     def fair_limit(self, workers: int) -> int:
         """The requests in flight before the rest wait in their tenants' queues."""
         return self.max_concurrency or max(

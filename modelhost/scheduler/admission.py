@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable
 
 from modelhost.errors import DeadlineExceeded
-from modelhost.fair import FairQueue, Ticket
+from modelhost.fair_slots import FairSlots
 from modelhost.scheduler import TenantPolicyView
 from modelhost.scheduler.rates import TenantRates
 
 
-class FairAdmission:
-    """At most `limit` requests run; the rest wait in their tenant's queue for a freed slot,
-    which goes to the tenant the fair queue picks. `policies` (the tenants file's, read at each
-    use) give each tenant a weight, a rate and a cap, which holds even while slots are free.
+class FairAdmission(FairSlots):
+    """The server's slots. `policies` (the tenants file's, read at each use) give each tenant a
+    weight, a rate and a cap, which holds even while slots are free.
     """
 
     def __init__(
@@ -26,24 +24,15 @@ class FairAdmission:
         clock: Callable[[], float] = time.monotonic,
         policies: Callable[[], TenantPolicyView] | None = None,
     ) -> None:
-        self.wait_s = wait_s
         self.rates = None if policies is None else TenantRates(lambda t: policies().of(t), clock)
-        self.queue: FairQueue[asyncio.Future[Ticket]] = (
-            FairQueue(queue_size, clock=clock, limit=limit, on_free=self._fill)
-            if policies is None
-            else FairQueue(
-                queue_size,
-                weight=lambda tenant: policies().of(tenant).weight,
-                clock=clock,
-                cap=lambda tenant: policies().of(tenant).max_concurrency,
-                limit=limit,
-                on_free=self._fill,
-            )
+        super().__init__(
+            limit,
+            queue_size,
+            wait_s,
+            clock,
+            weight=None if policies is None else lambda tenant: policies().of(tenant).weight,
+            cap=None if policies is None else lambda tenant: policies().of(tenant).max_concurrency,
         )
-        # tried before `acquire`: a request that finds a slot creates no coroutine
-        self.take_free = self.queue.take_free
-        # a request ended, costing these ms (None: unmeasured)
-        self.release: Callable[[Ticket, float | None], None] = self.queue.complete
         # refuses what its tenant's full queue or rate would
         self.check: Callable[[str], None] = (
             self.check_slots if self.rates is None else self._check_policies
@@ -63,36 +52,12 @@ class FairAdmission:
         assert self.rates is not None
         self.rates.take(tenant)
 
-    async def acquire(self, tenant: str) -> Ticket:
-        """A slot for one of `tenant`'s requests, at once or when the fair queue picks it."""
-        ticket = self.take_free(tenant)
-        if ticket is not None:
-            return ticket
-        waiter: asyncio.Future[Ticket] = asyncio.get_running_loop().create_future()
-        self.queue.push(tenant, waiter)
-        self._fill()  # free slots wait only for capped tenants: this one may be uncapped
-        timer = waiter.get_loop().call_later(self.wait_s, self._expire, tenant, waiter)
-        try:
-            return await waiter
-        except asyncio.CancelledError:
-            if waiter.cancelled():
-                self.queue.discard(tenant, waiter)
-            else:  # granted as the caller left: pass the slot on
-                self.queue.refund(waiter.result())
-                self._fill()
-            raise
-        finally:
-            timer.cancel()
-
     def refill(self) -> None:
         """The policies changed: a raised cap lets waiting requests run now."""
         if self.queue.waiting:
             self._fill()
 
-    def _expire(self, tenant: str, waiter: asyncio.Future[Ticket]) -> None:
-        if waiter.done():
-            return
-        self.queue.discard(tenant, waiter)
+    def expired(self, tenant: str) -> DeadlineExceeded:
         waited = f"tenant {tenant or '(default)'}'s request waited {self.wait_s:g} s"
         if self.queue.at_cap(tenant):
             message = (
@@ -106,16 +71,4 @@ class FairAdmission:
                 "slots (max_concurrency) and got none; retry after a pause, or raise "
                 "--max-concurrency or --default-response-timeout-s"
             )
-        waiter.set_exception(DeadlineExceeded(message))
-
-    def _fill(self) -> None:
-        """Hand free slots to waiting requests, in fair order, while any may take one."""
-        queue = self.queue
-        while queue.waiting and queue.in_flight < queue.limit:
-            if (picked := queue.pop()) is None:
-                return  # all that wait are at their caps
-            waiter, ticket = picked
-            if waiter.done():  # its caller left while it waited
-                queue.refund(ticket)
-                continue
-            waiter.set_result(ticket)
+        return DeadlineExceeded(message)

@@ -94,6 +94,20 @@ class TenantInterleavings(Interleavings):
         assert isinstance(self.memory, CheckedTier)
         assert not self.memory.violations, self.memory.violations
 
+    @checked
+    def no_worker_idles_while_a_load_waits(self) -> None:
+        """Loads wait in the tenants' fair order, never while a worker could take one."""
+        copies = self.host.copies
+        if copies.load_order.waiting:
+            idle = [
+                worker_id
+                for worker_id, worker in self.pool.workers.items()
+                if worker.alive
+                and worker_id not in copies.loaders
+                and not any(leaving == worker_id for _, leaving in copies.leaving)
+            ]
+            assert not idle, (idle, copies.loaders)
+
 
 TenantInterleavings.TestCase.settings = runs_of_30_steps(300)
 TestTenantQuotasUnderAnyInterleaving = TenantInterleavings.TestCase

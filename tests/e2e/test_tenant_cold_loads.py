@@ -1,0 +1,113 @@
+"""Loads and downloads in fair order across tenants: one tenant's burst of cold models does not
+queue another tenant's cold model behind all of it."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+from helpers.stores import StaticHttpServer
+
+from modelhost import testing
+
+pytestmark = pytest.mark.e2e
+
+MiB = 2**20
+BURST = [f"tenants/t1/m{i}.joblib" for i in range(16)]
+QUIET = "tenants/t2/own.joblib"
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Every model a copy of one forest, each its own model."""
+    root = tmp_path_factory.mktemp("cold-store")
+    forest = testing.random_forest(root / ".src/forest.joblib", 8 * MiB, seed=0)
+    for name in (*BURST, QUIET):
+        testing.copy_artifact(forest, root / name)
+    return root
+
+
+def serving(store: str | Path, work: Path, **settings: object) -> testing.RunningServer:
+    """One worker, tenants by the names' first two segments."""
+    args = testing.serve_args(
+        store, work / "cache", workers=1, memory_budget="4GiB", tenant_from="name:2", **settings
+    )
+    return testing.RunningServer(args, work)
+
+
+@pytest.fixture(scope="module")
+def cold_server(
+    store: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[testing.RunningServer]:
+    with serving(store, tmp_path_factory.mktemp("cold-server")) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def remote_server(
+    store: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[testing.RunningServer]:
+    """The same models from an HTTP store, one download at a time."""
+    work = tmp_path_factory.mktemp("remote-server")
+    with (
+        StaticHttpServer(store) as http_store,
+        serving(http_store.url + "/", work, max_concurrent_downloads=1) as server,
+    ):
+        yield server
+
+
+def invoke(url: str, name: str) -> int:
+    rows = json.dumps(testing.digits_rows(1))
+    response = httpx.post(
+        f"{url}/models/{name}/invoke",
+        content=rows,
+        headers={"content-type": "application/json"},
+        timeout=120,
+    )
+    return response.status_code
+
+
+def burst_then_quiet(server: testing.RunningServer, first: str) -> list[tuple[str, str]]:
+    """t1's burst, then, once its first `first` event is seen, t2's one cold model; the
+    (model, phase) of each load's progress and each `download`, in order."""
+    with ThreadPoolExecutor(len(BURST)) as clients:
+        burst = [clients.submit(invoke, server.url, name) for name in BURST]
+        deadline = time.monotonic() + 60
+        while not server.events(first) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert invoke(server.url, QUIET) == 200
+        assert [status.result() for status in burst] == [200] * len(BURST)
+    return [
+        (event["model"], event["reason"] if event["kind"] == "progress" else event["kind"])
+        for event in server.events()
+        if event["kind"] in ("progress", "download")
+    ]
+
+
+def between(happened: list[tuple[str, str]], start: str, end: str, what: str) -> list[str]:
+    """The models whose `what` came after QUIET's `start` and before its `end`."""
+    ahead = happened[happened.index((QUIET, start)) : happened.index((QUIET, end))]
+    return [model for model, phase in ahead if phase == what]
+
+
+def test_a_cold_model_loads_next_after_another_tenant_s_burst(
+    cold_server: testing.RunningServer,
+) -> None:
+    happened = burst_then_quiet(cold_server, "load")
+    started = between(happened, "queued", "loading", "loading")
+    assert not started, f"tenant t1's loads went before t2's, queued behind them: {started}"
+
+
+def test_a_cold_model_downloads_next_after_another_tenant_s_burst(
+    remote_server: testing.RunningServer,
+) -> None:
+    happened = burst_then_quiet(remote_server, "download")
+    # one download at a time: the one under way as t2's waits ends first, and one that had
+    # left its slot may still be checking what it received
+    done = between(happened, "downloading", "download", "download")
+    assert len(done) <= 2, f"tenant t1's downloads went before t2's, queued behind them: {done}"
