@@ -8,16 +8,9 @@ from collections import Counter
 from contextlib import ExitStack
 from typing import Any
 
+from host.fakes import ManualClock
 from host.machine import Interleavings
 from modelhost.host.load_order import LoadOrder, Place
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def anything_loads(name: str) -> bool:
@@ -39,7 +32,7 @@ def test_one_tenant_s_loads_go_first_come_first_served() -> None:
 
 
 def test_a_second_tenant_s_load_goes_before_the_first_tenant_s_queue() -> None:
-    order = LoadOrder(clock=Clock())
+    order = LoadOrder(clock=ManualClock())
     with ExitStack() as stack:
         burst = [("a", stack.enter_context(order.waiting_for("a", f"a{i}"))) for i in range(5)]
         order.took("a", burst[0][1], worker_id=1)
@@ -67,7 +60,7 @@ def test_a_load_that_gave_up_leaves_the_queue() -> None:
 
 
 def test_workers_go_to_the_tenants_by_their_weights_and_load_times() -> None:
-    clock = Clock()
+    clock = ManualClock()
     order = LoadOrder(weight={"light": 1.0, "heavy": 2.0}.__getitem__, clock=clock)
     served: Counter[str] = Counter()
     with ExitStack() as stack:
