@@ -72,6 +72,11 @@ class Observer:
             tenant, for_tenant = event.detail.get("tenant", ""), event.detail.get("for_tenant", "")
             self.tenants.evicted(tenant, for_tenant)
             self.tenant_series.evicted(tenant, for_tenant)
+        elif self.tenants is not None and event.kind == "load" and event.detail.get("tenant"):
+            self.fold_tenants()
+            seconds = (event.duration_ms or 0.0) / 1000
+            self.tenants.loaded(event.detail["tenant"], seconds)
+            self.tenant_series.loaded(event.detail["tenant"], seconds)
 
     def record(self, exchange: Exchange) -> None:
         self.metrics.on_exchange(exchange)

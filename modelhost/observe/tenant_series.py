@@ -75,6 +75,14 @@ class TenantSeries:
             "Models evicted from memory to make room for the tenant's loads",
             ["tenant"],
         )
+        self.loads = CounterTally(
+            "modelhost_tenant_loads", "Loads of the tenant's models into workers", ["tenant"]
+        )
+        self.load_seconds = CounterTally(
+            "modelhost_tenant_load_seconds",
+            "Worker time loading the tenant's models (the load events' durations)",
+            ["tenant"],
+        )
         self.tallies = (
             self.requests,
             self.request_seconds,
@@ -82,6 +90,8 @@ class TenantSeries:
             self.rejections,
             self.evictions_suffered,
             self.evictions_caused,
+            self.loads,
+            self.load_seconds,
             GaugeReading(
                 "modelhost_tenant_memory_bytes",
                 "Memory the tenant's models hold, loads under way at their reservation",
@@ -135,6 +145,11 @@ class TenantSeries:
         if for_tenant:
             self.evictions_caused.inc((self.label_of(for_tenant),))
 
+    def loaded(self, tenant: str, seconds: float) -> None:
+        labels = (self.label_of(tenant),)
+        self.loads.inc(labels)
+        self.load_seconds.inc(labels, seconds)
+
     def label_of(self, tenant: str) -> str:
         """The tenant's series, changing none of the names."""
         return tenant if tenant in self.named else OTHER
@@ -171,7 +186,12 @@ class TenantSeries:
     def _unname(self, tenant: str) -> None:
         del self.named[tenant]
         self.by_label.fold(tenant, OTHER)
-        for tally in (self.evictions_suffered, self.evictions_caused):
+        for tally in (
+            self.evictions_suffered,
+            self.evictions_caused,
+            self.loads,
+            self.load_seconds,
+        ):
             tally.fold((tenant,), (OTHER,))
 
     def _find_cheapest(self) -> None:

@@ -40,11 +40,14 @@ class TenantFigures:
         "rejections",
         "evictions_suffered",
         "evictions_caused",
+        "loads",
+        "load_s",
     )
 
     def __init__(self) -> None:
         self.requests = self.errors = 0
-        self.evictions_suffered = self.evictions_caused = 0
+        self.evictions_suffered = self.evictions_caused = self.loads = 0
+        self.load_s = 0.0  # its models' loads, in the workers
         self.worker_s = self.latency_s = 0.0
         self.buckets = array("L", bytes(array("L").itemsize * (len(SECONDS_BUCKETS) + 1)))
         self.rejections: dict[str, int] | None = None  # by reason; None until the first
@@ -94,6 +97,8 @@ class TenantFigures:
             self.rejections[reason] = self.rejections.get(reason, 0) + count
         self.evictions_suffered += other.evictions_suffered
         self.evictions_caused += other.evictions_caused
+        self.loads += other.loads
+        self.load_s += other.load_s
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -104,6 +109,8 @@ class TenantFigures:
             "rejections": dict(sorted((self.rejections or {}).items())),
             "evictionsSuffered": self.evictions_suffered,
             "evictionsCaused": self.evictions_caused,
+            "loads": self.loads,
+            "loadSeconds": round(self.load_s, 6),
         }
 
     def latency_ms(self) -> dict[str, float]:
@@ -157,6 +164,11 @@ class TenantTable:
             self._newest(tenant).evictions_suffered += 1
         if for_tenant:
             self._newest(for_tenant).evictions_caused += 1
+
+    def loaded(self, tenant: str, seconds: float) -> None:
+        figures = self._newest(tenant)
+        figures.loads += 1
+        figures.load_s += seconds
 
     def _newest(self, tenant: str) -> TenantFigures:
         figures = self._figures.get(tenant)

@@ -101,6 +101,10 @@ def test_a_cold_model_loads_next_after_another_tenant_s_burst(
     happened = burst_then_quiet(cold_server, "load")
     started = between(happened, "queued", "loading", "loading")
     assert not started, f"tenant t1's loads went before t2's, queued behind them: {started}"
+    listed = httpx.get(f"{cold_server.url}/tenants").json()["tenants"]
+    loads = {tenant["tenant"]: tenant["loads"] for tenant in listed}
+    assert loads == {"tenants/t1": len(BURST), "tenants/t2": 1}
+    assert all(tenant["loadSeconds"] > 0 for tenant in listed), listed
 
 
 def test_a_cold_model_downloads_next_after_another_tenant_s_burst(

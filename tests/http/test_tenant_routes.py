@@ -103,3 +103,15 @@ def test_a_tenant_shows_what_it_holds_and_its_evictions() -> None:
     assert body["evictionsSuffered"] == 1 and body["evictionsCaused"] == 1
     listed = get(watcher, "/tenants").json()["tenants"]
     assert {t["tenant"]: t["evictionsSuffered"] for t in listed} == {"t1": 1, "t2": 1}
+
+
+def test_a_tenant_shows_the_loads_of_its_models() -> None:
+    watcher = observer(tenants=True)
+    for model, ms in (("t1/a", 250.0), ("t1/b", 125.0), ("t2/c", 500.0)):
+        watcher.on_event(Event("load", model, duration_ms=ms, detail={"tenant": model[:2]}))
+    watcher.on_event(Event("load", "shared", duration_ms=9.0))  # the server's own: no tenant
+    listed = get(watcher, "/tenants").json()["tenants"]
+    assert {t["tenant"]: (t["loads"], t["loadSeconds"]) for t in listed} == {
+        "t1": (2, 0.375),
+        "t2": (1, 0.5),
+    }

@@ -60,6 +60,8 @@ def test_a_tenants_figures_add_up_its_requests() -> None:
         "rejections": {"QueueFull": 1},
         "evictionsSuffered": 0,
         "evictionsCaused": 0,
+        "loads": 0,
+        "loadSeconds": 0.0,
     }
 
 
@@ -269,6 +271,21 @@ def test_evictions_are_counted_for_the_tenant_evicted_and_the_one_loading() -> N
     assert {n: d["evictionsCaused"] for n, d in described.items()} == {"a": 1, "b": 1, "c": 1}
     assert series.evictions_suffered.values == {("a",): 1, (OTHER,): 3}
     assert series.evictions_caused.values == {("a",): 1, (OTHER,): 2}
+
+
+def test_loads_are_counted_for_the_tenant_whose_model_loaded() -> None:
+    table, series = TenantTable(), TenantSeries(named_max=1)
+    feed(table, series, exchange("a", 2.0), exchange("b", 1.0))
+    for tenant, seconds in (("a", 0.25), ("b", 0.5), ("b", 0.25)):
+        table.loaded(tenant, seconds)
+        series.loaded(tenant, seconds)
+    described = {name: table.get(name).describe() for name in "ab"}  # type: ignore[union-attr]
+    assert {n: (d["loads"], d["loadSeconds"]) for n, d in described.items()} == {
+        "a": (1, 0.25),
+        "b": (2, 0.75),
+    }
+    assert series.loads.values == {("a",): 1, (OTHER,): 2}
+    assert series.load_seconds.values == {("a",): 0.25, (OTHER,): 0.75}
 
 
 def test_a_tenant_losing_its_name_folds_its_evictions_into_other() -> None:
