@@ -111,7 +111,8 @@ def test_a_cold_model_downloads_next_after_another_tenant_s_burst(
     remote_server: testing.RunningServer,
 ) -> None:
     happened = burst_then_quiet(remote_server, "download")
-    # one download at a time: the one under way as t2's waits ends first, and one that had
-    # left its slot may still be checking what it received
+    # one download at a time: the one under way as t2's waits ends first, and those that had
+    # left the slot may still be checking what they received (one, or two on a busy machine);
+    # in arrival order t2's would wait for the burst's dozen left
     done = between(happened, "downloading", "download", "download")
-    assert len(done) <= 2, f"tenant t1's downloads went before t2's, queued behind them: {done}"
+    assert len(done) <= 3, f"tenant t1's downloads went before t2's, queued behind them: {done}"
