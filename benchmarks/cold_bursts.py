@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import statistics
 import sys
@@ -32,12 +31,19 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from _common import add_checkout, machine, markdown_table, use_checkout, write_results
+from _common import (
+    add_checkout,
+    machine,
+    markdown_table,
+    post_invoke,
+    use_checkout,
+    write_results,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 MiB = 2**20
-ROWS = json.dumps([[0.0] * 64])  # a digits row
+ROWS = [[0.0] * 64]  # a digits row
 
 
 def main() -> None:
@@ -165,19 +171,15 @@ def noisy_done(server: Any, kind: str) -> int:
 
 
 def noisy_invoke(url: str, name: str) -> None:
-    with httpx.Client(base_url=url, timeout=600) as client:
-        timed_invoke(client, name)
+    with httpx.Client(timeout=600) as client:
+        post_invoke(client, url, name, ROWS)
 
 
 def timed_invoke(client: httpx.Client, name: str) -> float:
     """Milliseconds to an answer, on a client made beforehand: making one (its TLS context)
     while the burst's threads run took the load generator half a second."""
-    started = time.perf_counter()
-    response = client.post(
-        f"/models/{name}/invoke", content=ROWS, headers={"content-type": "application/json"}
-    )
-    response.raise_for_status()
-    return (time.perf_counter() - started) * 1000
+    wall_ms: float = post_invoke(client, "", name, ROWS)["wall_ms"]
+    return wall_ms
 
 
 def summary(outcomes: list[dict[str, Any]]) -> list[list[Any]]:

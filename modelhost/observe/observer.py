@@ -67,16 +67,17 @@ class Observer:
 
     def on_event(self, event: Event) -> None:
         self.metrics.on_event(event)
-        if self.tenants is not None and event.kind == "evict":
-            self.fold_tenants()  # the table's order is the order things happened in
-            tenant, for_tenant = event.detail.get("tenant", ""), event.detail.get("for_tenant", "")
-            self.tenants.evicted(tenant, for_tenant)
-            self.tenant_series.evicted(tenant, for_tenant)
-        elif self.tenants is not None and event.kind == "load" and event.detail.get("tenant"):
-            self.fold_tenants()
+        if self.tenants is None or event.kind not in ("evict", "load"):
+            return
+        self.fold_tenants()  # the table's order is the order things happened in
+        tenant = event.detail.get("tenant", "")
+        if event.kind == "evict":
+            self.tenants.evicted(tenant, event.detail.get("for_tenant", ""))
+            self.tenant_series.evicted(tenant, event.detail.get("for_tenant", ""))
+        elif tenant:  # a load of a tenant's model
             seconds = (event.duration_ms or 0.0) / 1000
-            self.tenants.loaded(event.detail["tenant"], seconds)
-            self.tenant_series.loaded(event.detail["tenant"], seconds)
+            self.tenants.loaded(tenant, seconds)
+            self.tenant_series.loaded(tenant, seconds)
 
     def record(self, exchange: Exchange) -> None:
         self.metrics.on_exchange(exchange)

@@ -83,15 +83,19 @@ class TenantSeries:
             "Worker time loading the tenant's models (the load events' durations)",
             ["tenant"],
         )
+        # counted here by label, folded into `other` when a name goes
+        self._counted = (
+            self.evictions_suffered,
+            self.evictions_caused,
+            self.loads,
+            self.load_seconds,
+        )
         self.tallies = (
             self.requests,
             self.request_seconds,
             self.worker_seconds,
             self.rejections,
-            self.evictions_suffered,
-            self.evictions_caused,
-            self.loads,
-            self.load_seconds,
+            *self._counted,
             GaugeReading(
                 "modelhost_tenant_memory_bytes",
                 "Memory the tenant's models hold, loads under way at their reservation",
@@ -186,12 +190,7 @@ class TenantSeries:
     def _unname(self, tenant: str) -> None:
         del self.named[tenant]
         self.by_label.fold(tenant, OTHER)
-        for tally in (
-            self.evictions_suffered,
-            self.evictions_caused,
-            self.loads,
-            self.load_seconds,
-        ):
+        for tally in self._counted:
             tally.fold((tenant,), (OTHER,))
 
     def _find_cheapest(self) -> None:

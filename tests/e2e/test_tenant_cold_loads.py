@@ -3,7 +3,6 @@ queue another tenant's cold model behind all of it."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -11,6 +10,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from helpers.serving import invoke as invoke_json
 from helpers.stores import StaticHttpServer
 
 from modelhost import testing
@@ -62,14 +62,8 @@ def remote_server(
 
 
 def invoke(url: str, name: str) -> int:
-    rows = json.dumps(testing.digits_rows(1))
-    response = httpx.post(
-        f"{url}/models/{name}/invoke",
-        content=rows,
-        headers={"content-type": "application/json"},
-        timeout=120,
-    )
-    return response.status_code
+    with httpx.Client(base_url=url, timeout=120) as http:
+        return invoke_json(http, name, testing.digits_rows(1)).status_code
 
 
 def burst_then_quiet(server: testing.RunningServer, first: str) -> list[tuple[str, str]]:
