@@ -298,6 +298,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "device_most_bytes": most_bytes,
         "within_budget": most_bytes <= budget_bytes,
         "moves_refused": len(refused),  # models left on the CPU: a fake's or CUDA's refusal
+        "refusals": sorted({e["detail"]["error"] for e in refused}),
         # at a move, what the driver counted for its worker past what the ledger charged it
         "driver_past_ledger_most_bytes": max(
             (e["bytes"] - e["detail"]["charged_bytes"] for e in checks), default=0

@@ -22,7 +22,7 @@ def test_the_gpu_check_runs_dry_on_the_cpu_and_reports_each_figure(tmp_path: Pat
     arguments += ["--churn-s", "1", "--hits-s", "0.5", "--clients", "4"]
     results = gpu_check.main([*arguments, "--work", str(tmp_path), "--out", str(tmp_path / "out")])
     assert results["within_budget"] and results["device_most_bytes"] > 0
-    assert results["moves_refused"] == 0
+    assert results["moves_refused"] == 0, results["refusals"]
     assert results["driver_past_ledger_most_bytes"] == 0  # the fake's driver counts its ledger
     assert results["answers_differ"] == []
     assert results["wake"]["woken_tier"] == "host"

@@ -24,6 +24,7 @@ from modelhost.workers.handle import WorkerHandle
 from modelhost.workers.messages import (
     Answer,
     Answered,
+    Infer,
     Load,
     Loaded,
     Reply,
@@ -176,10 +177,14 @@ class FakePool:
                 self.violations.append(
                     f"infer of {request.model} on {worker.worker_id}, lacking it"
                 )
-            answers = (Answer("text/plain", 2),) * len(request.items)
-            call.future.set_result((Answered(answers, 1.0), b"ok" * len(answers)))
+            answered = self.answered(call, request)
+            call.future.set_result((answered, b"ok" * len(answered.answers)))
             return
         call.future.set_result((reply, b""))
+
+    def answered(self, call: Call, request: Infer) -> Answered:
+        """An Infer's reply (a subclass adds what it measured)."""
+        return Answered((Answer("text/plain", 2),) * len(request.items), 1.0)
 
     def peak(self, name: str) -> int:
         return int(self.footprint(name) * PEAK_SHARE)

@@ -17,7 +17,7 @@ from host.machine import Interleavings, arrives, checked, replay, runs_of_30_ste
 from modelhost.cache.devices import DeviceMemory, DeviceTier
 from modelhost.cache.policy import LRUPolicy
 from modelhost.scheduler import SchedulerSettings
-from modelhost.workers.messages import OnDevice, OnHost, ToDevice, ToHost, Unload
+from modelhost.workers.messages import Answered, Infer, OnDevice, OnHost, ToDevice, ToHost, Unload
 
 WEIGHTS_BYTES = 10 * MiB
 CONTEXT_BYTES = 2 * MiB
@@ -32,6 +32,8 @@ class DevicePool(FakePool):
         self.loaded_extra = {"device_capable": True, "tensor_bytes": WEIGHTS_BYTES}
         self.on_device: dict[int, dict[str, str]] = {}  # by worker: model → device
         self.contexts: set[tuple[int, str]] = set()  # (worker, device): contexts made
+        self.unmeasured: set[tuple[int, str]] = set()  # (worker, model): moved, no call yet
+        self.measures: dict[object, int] = {}  # by a call's future: the driver's count
 
     def answer(self, call: Call) -> None:
         request, worker = call.request, call.worker
@@ -43,6 +45,7 @@ class DevicePool(FakePool):
             made = (worker.worker_id, request.device) not in self.contexts
             self.contexts.add((worker.worker_id, request.device))
             placed[request.model] = request.device
+            self.unmeasured.add((worker.worker_id, request.model))
             driver = self.process_bytes(worker.worker_id, request.device)
             moved = OnDevice(WEIGHTS_BYTES, CONTEXT_BYTES if made else 0, 1.0, driver)
             call.future.set_result((moved, b""))
@@ -50,6 +53,7 @@ class DevicePool(FakePool):
         if isinstance(request, ToHost):
             self.calls.remove(call)
             device = placed.pop(request.model, None)
+            self.unmeasured.discard((worker.worker_id, request.model))
             driver = self.process_bytes(worker.worker_id, device) if device else 0
             call.future.set_result((OnHost(1.0, driver), b""))
             return
@@ -57,8 +61,23 @@ class DevicePool(FakePool):
             placed.pop(request.model, None)
         super().answer(call)
 
+    def called(self, call: Call) -> None:
+        """A model's first call after its move is measured as it arrives: the worker may run
+        it before moves sent earlier, and its reply may come after theirs."""
+        request, worker_id = call.request, call.worker.worker_id
+        if isinstance(request, Infer) and (worker_id, request.model) in self.unmeasured:
+            self.unmeasured.discard((worker_id, request.model))
+            device = self.on_device[worker_id][request.model]
+            self.measures[call.future] = self.process_bytes(worker_id, device)
+
+    def answered(self, call: Call, request: Infer) -> Answered:
+        answered = super().answered(call, request)
+        measured = self.measures.pop(call.future, 0)
+        return Answered(answered.answers, answered.infer_ms, device_process=measured)
+
     def kill(self, worker: FakeWorker, respawn: bool = True) -> None:
         self.on_device.pop(worker.worker_id, None)
+        self.unmeasured = {(w, m) for w, m in self.unmeasured if w != worker.worker_id}
         self.contexts = {(w, d) for w, d in self.contexts if w != worker.worker_id}
         super().kill(worker, respawn)
 
@@ -77,10 +96,11 @@ class DevicePool(FakePool):
 
 class DeviceInterleavings(Interleavings):
     device_count = 2
+    budget_bytes = DEVICE_BUDGET_BYTES
 
     def __init__(self) -> None:
         self.devices = [
-            DeviceMemory(f"cuda:{i}", DEVICE_BUDGET_BYTES, 32 * MiB, CONTEXT_BYTES)
+            DeviceMemory(f"cuda:{i}", self.budget_bytes, 32 * MiB, CONTEXT_BYTES)
             for i in range(self.device_count)
         ]
         self.device = self.devices[0]
@@ -102,7 +122,7 @@ class DeviceInterleavings(Interleavings):
         assert isinstance(pool, DevicePool)
         for device in self.devices:
             held = pool.device_bytes(device.name)
-            assert held <= DEVICE_BUDGET_BYTES, (pool.on_device, pool.contexts)
+            assert held <= device.budget_bytes, (pool.on_device, pool.contexts)
 
     @checked
     def no_device_holds_two_copies_of_a_model(self) -> None:
@@ -118,6 +138,20 @@ TestHostWithDevicesUnderAnyInterleaving = DeviceInterleavings.TestCase
 
 class OneDevice(DeviceInterleavings):
     device_count = 1
+
+
+class OneWorkerThreeModelsLessAContext(OneDevice):
+    """One worker's moves and measures interleave; a third model fits only if its context
+    were not charged."""
+
+    budget_bytes = 3 * WEIGHTS_BYTES
+
+    def make_pool(self, size: int) -> FakePool:
+        return super().make_pool(1)
+
+
+OneWorkerThreeModelsLessAContext.TestCase.settings = runs_of_30_steps(300)
+TestATightDeviceUnderAnyInterleaving = OneWorkerThreeModelsLessAContext.TestCase
 
 
 def test_a_third_model_sends_the_least_recent_to_sleep_and_it_wakes() -> None:
@@ -172,6 +206,27 @@ def test_a_move_the_worker_refuses_leaves_the_model_on_the_cpu_and_the_request_a
         assert "a" not in machine.host.devices.capable and machine.device.held_bytes == 0
     finally:
         machine.teardown()
+
+
+def test_a_driver_count_that_a_move_overtook_does_not_shrink_the_context() -> None:
+    """a's first call on the device is measured before b's move, and answered after it: its
+    driver's count lacks b. Taken as the ledger's, it left the worker's context uncharged, and c
+    moved in with no room for it (the GPU check's dry run, as CI loaded its cores)."""
+    replay(
+        [
+            ("request", {"name": "a"}),
+            ("answer_a_call", {"index": 0}),  # a's load
+            ("answer_a_call", {"index": 0}),  # a's move; its batch goes
+            ("request", {"name": "b"}),
+            ("answer_a_call", {"index": 1}),  # b's load
+            ("answer_a_call", {"index": 1}),  # b's move; its batch goes
+            ("answer_a_call", {"index": 0}),  # a's batch, measured before b's move
+            ("request", {"name": "c"}),
+            ("answer_a_call", {"index": 1}),  # c's load
+            ("answer_a_call", {"index": 1}),  # c's move, or a's to sleep to make room
+        ],
+        OneWorkerThreeModelsLessAContext,
+    )
 
 
 class DeviceBatches(OneDevice):
