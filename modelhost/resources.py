@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import psutil
@@ -19,6 +21,15 @@ def usable_cores(cgroup_root: Path = CGROUP_ROOT, self_cgroup: Path = SELF_CGROU
     quotas += [_v1_cpu_quota(d) for d in _cgroup_dirs(cgroup_root, self_cgroup, "cpu")]
     limits = [math.floor(q) for q in quotas if q is not None]
     return max(1, min([_affinity_cores(), *limits]))
+
+
+def nicer_thread(by: int) -> None:
+    """Lower the calling thread's CPU priority by `by`, where Linux allows."""
+    if not sys.platform.startswith("linux"):
+        return
+    with contextlib.suppress(OSError):  # 0: the calling thread
+        niceness = os.getpriority(os.PRIO_PROCESS, 0) + by
+        os.setpriority(os.PRIO_PROCESS, 0, min(niceness, 19))
 
 
 def usable_memory_bytes(cgroup_root: Path = CGROUP_ROOT, self_cgroup: Path = SELF_CGROUP) -> int:

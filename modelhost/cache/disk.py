@@ -34,7 +34,7 @@ from modelhost.cache.entries import (
     write_record,
 )
 from modelhost.cache.fast_copies import FOLDER, FastCopies, Offer, identity
-from modelhost.cache.filling import Filling, UnpackLimits
+from modelhost.cache.filling import Filling, Unpackers, UnpackLimits
 from modelhost.cache.missing import MissingUrls
 from modelhost.cache.pickles import PICKLE_SUFFIXES, refuse_pickles
 from modelhost.cache.quotas import Limits, no_limits
@@ -46,6 +46,7 @@ from modelhost.cache.unpack import is_archive
 from modelhost.errors import InsufficientDisk, ModelNotFound
 from modelhost.fair_slots import FairSlots
 from modelhost.records.events import EventLog
+from modelhost.resources import usable_cores
 
 __all__ = [
     "ENTRY_FILE",
@@ -116,6 +117,7 @@ class DiskTier:
         self.reconciliation = self._reconciliation(0, counting=False)
         self.reconciliation.done = True  # nothing to reconcile before `rebuild`
         self._download_slots = FairSlots(stores.settings.max_concurrent_downloads)
+        self._unpackers = Unpackers(max(1, usable_cores() // 2))
         self.missing = MissingUrls()
 
     def attach(self, in_use: Callable[[str], bool]) -> None:
@@ -124,6 +126,7 @@ class DiskTier:
 
     def close(self) -> None:
         self.reconciliation.stop()
+        self._unpackers.close()
         left = self.index.close()
         if left:
             detail = {"writes_left": left, "error": "the disk index was locked at stop"}
@@ -311,7 +314,7 @@ class DiskTier:
                 info, download_ms = await filling.download(store, key, source, self.policy, slots)
             payload = source
             if await asyncio.to_thread(is_archive, source):
-                payload = await filling.unpack(source, temp / "model", self.limits)
+                payload = await filling.unpack(source, temp / "model", self.limits, self._unpackers)
                 if local is None:
                     source.unlink()
             artifact = await self._published(name, url, info, temp, payload, tenant=tenant)

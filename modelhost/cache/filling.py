@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import time
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,10 +18,36 @@ from modelhost.cache.stores import ObjectInfo, Store
 from modelhost.cache.unpack import unpack_archive
 from modelhost.fair_slots import FairSlots
 from modelhost.records.events import EventLog
-from modelhost.records.progress import UNPACKING, DownloadProgress, report
+from modelhost.records.progress import QUEUED, UNPACKING, DownloadProgress, report
+from modelhost.resources import nicer_thread
 from modelhost.urls import redact_url
 
 STEP_BYTES = 32 * 2**20  # room for an unknown total grows by this much
+UNPACK_NICENESS = 10  # decisions.md, "Archives unpack on threads of their own"
+
+
+class Unpackers:
+    """Threads of their own for unpacking archives, taken in the tenants' fair order."""
+
+    def __init__(self, threads: int) -> None:
+        self.slots = FairSlots(threads)
+        nicer = functools.partial(nicer_thread, UNPACK_NICENESS)
+        self.executor = ThreadPoolExecutor(threads, "unpack", initializer=nicer)
+
+    @contextlib.asynccontextmanager
+    async def turn(self, tenant: str, waits: Callable[[], None]) -> AsyncIterator[Executor]:
+        """A thread, once the fair order gives `tenant` one; `waits` is told if none is free."""
+        ticket = self.slots.take_free(tenant)
+        if ticket is None:
+            waits()
+            ticket = await self.slots.acquire(tenant)
+        try:
+            yield self.executor
+        finally:
+            self.slots.release(ticket, None)
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=False, cancel_futures=True)
 
 
 @dataclass(frozen=True)
@@ -82,9 +112,9 @@ class Filling:
         )
         return done.info, done.duration_ms
 
-    async def unpack(self, archive: Path, dest: Path, limits: UnpackLimits) -> Path:
-        started = time.perf_counter()
-        report(self.events, self.name, UNPACKING, 0, archive.stat().st_size)
+    async def unpack(
+        self, archive: Path, dest: Path, limits: UnpackLimits, unpackers: Unpackers
+    ) -> Path:
         loop = asyncio.get_running_loop()
         name, reservation, base = self.name, self.reservation, self.reservation.bytes
 
@@ -94,7 +124,7 @@ class Filling:
                 grow = self.budget.grow_async(reservation, name, needed, needed + STEP_BYTES)
                 asyncio.run_coroutine_threadsafe(grow, loop).result()
 
-        await asyncio.to_thread(
+        unpack = functools.partial(
             unpack_archive,
             archive,
             dest,
@@ -102,6 +132,11 @@ class Filling:
             max_files=limits.max_files,
             on_bytes=room_for,
         )
+        queued = functools.partial(report, self.events, name, QUEUED)
+        async with unpackers.turn(reservation.tenant, queued) as executor:
+            started = time.perf_counter()
+            report(self.events, name, UNPACKING, 0, archive.stat().st_size)
+            await loop.run_in_executor(executor, unpack)
         self.events.emit(
             "unpack",
             name,

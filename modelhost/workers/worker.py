@@ -7,11 +7,10 @@ runs nicer, so a busy core serves a hit before a load's unpickling.
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import gc
 import os
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -31,7 +30,7 @@ from modelhost.records.memory import (
     settled_memory,
     trim_heap,
 )
-from modelhost.resources import usable_cores
+from modelhost.resources import nicer_thread, usable_cores
 from modelhost.workers.answers import answers_of, forget_frames
 from modelhost.workers.direct import Door, Gate, direct_path
 from modelhost.workers.gather import Gathering
@@ -73,15 +72,6 @@ LOADER_NICENESS = 10  # decisions.md, "A worker's loader thread runs 10 nicer"
 TRIM_AFTER_BYTES = 1 << 20  # a body this large gives its heap pages back (security.md)
 
 
-def yield_to_inference() -> None:
-    """Lower the calling thread's priority by LOADER_NICENESS, where Linux allows."""
-    if not sys.platform.startswith("linux"):
-        return
-    with contextlib.suppress(OSError):  # 0: the calling thread
-        niceness = os.getpriority(os.PRIO_PROCESS, 0) + LOADER_NICENESS
-        os.setpriority(os.PRIO_PROCESS, 0, min(niceness, 19))
-
-
 class Worker:
     """The models one worker holds and the threads that serve them."""
 
@@ -115,7 +105,8 @@ class Worker:
         self.idle_bytes = 0  # bytes allocated once rehearsed, before any model
         self._send_lock = threading.Lock()
         self._trimmer = HeapTrimmer()
-        self._loader = ThreadPoolExecutor(1, "loader", initializer=yield_to_inference)
+        nicer = functools.partial(nicer_thread, LOADER_NICENESS)
+        self._loader = ThreadPoolExecutor(1, "loader", initializer=nicer)
         # an eviction is on a miss's path: unloads keep the worker's priority
         self._unloader = ThreadPoolExecutor(1, "unloader")
         self._measuring = threading.Lock()  # one load or unload reads the allocations at a time

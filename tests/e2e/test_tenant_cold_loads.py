@@ -1,5 +1,5 @@
-"""Loads and downloads in fair order across tenants: one tenant's burst of cold models does not
-queue another tenant's cold model behind all of it."""
+"""Loads, downloads and unpacks in fair order across tenants: one tenant's burst of cold models
+does not queue another tenant's cold model behind all of it."""
 
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ pytestmark = pytest.mark.e2e
 MiB = 2**20
 BURST = [f"tenants/t1/m{i}.joblib" for i in range(16)]
 QUIET = "tenants/t2/own.joblib"
+ARCHIVES = [f"tenants/t1/a{i}.tar.gz" for i in range(16)]
+QUIET_ARCHIVE = "tenants/t2/own.tar.gz"
 
 
 @pytest.fixture(scope="module")
@@ -29,6 +31,10 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     forest = testing.random_forest(root / ".src/forest.joblib", 8 * MiB, seed=0)
     for name in (*BURST, QUIET):
         testing.copy_artifact(forest, root / name)
+    folder = testing.copy_artifact(forest, root / ".src/folder/model.joblib").parent
+    archive = testing.tar_gz_of(folder, root / ".src/forest.tar.gz")
+    for name in (*ARCHIVES, QUIET_ARCHIVE):
+        testing.copy_artifact(archive, root / name)
     return root
 
 
@@ -66,26 +72,33 @@ def invoke(url: str, name: str) -> int:
         return invoke_json(http, name, testing.digits_rows(1)).status_code
 
 
-def burst_then_quiet(server: testing.RunningServer, first: str) -> list[tuple[str, str]]:
-    """t1's burst, then, once its first `first` event is seen, t2's one cold model; the
-    (model, phase) of each load's progress and each `download`, in order."""
-    with ThreadPoolExecutor(len(BURST)) as clients:
-        burst = [clients.submit(invoke, server.url, name) for name in BURST]
+def burst_then_quiet(
+    server: testing.RunningServer, first: str, burst: list[str] = BURST, quiet: str = QUIET
+) -> list[tuple[str, str]]:
+    """t1's burst, then, once its first `first` event is seen, t2's one cold model; each
+    event's (model, phase: a progress's, else its kind), in order, with ("sent", "") where t2's
+    request went."""
+    with ThreadPoolExecutor(len(burst)) as clients:
+        answered = [clients.submit(invoke, server.url, name) for name in burst]
         deadline = time.monotonic() + 60
         while not server.events(first) and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert invoke(server.url, QUIET) == 200
-        assert [status.result() for status in burst] == [200] * len(BURST)
-    return [
-        (event["model"], event["reason"] if event["kind"] == "progress" else event["kind"])
+        sent = len(server.events())
+        assert invoke(server.url, quiet) == 200
+        assert [status.result() for status in answered] == [200] * len(burst)
+    happened = [
+        (event.get("model", ""), event["reason"] if event["kind"] == "progress" else event["kind"])
         for event in server.events()
-        if event["kind"] in ("progress", "download")
     ]
+    happened.insert(sent, ("sent", ""))
+    return happened
 
 
-def between(happened: list[tuple[str, str]], start: str, end: str, what: str) -> list[str]:
-    """The models whose `what` came after QUIET's `start` and before its `end`."""
-    ahead = happened[happened.index((QUIET, start)) : happened.index((QUIET, end))]
+def between(
+    happened: list[tuple[str, str]], start: tuple[str, str], end: tuple[str, str], what: str
+) -> list[str]:
+    """The models whose `what` came after `start` and before `end`."""
+    ahead = happened[happened.index(start) : happened.index(end)]
     return [model for model, phase in ahead if phase == what]
 
 
@@ -93,7 +106,7 @@ def test_a_cold_model_loads_next_after_another_tenant_s_burst(
     cold_server: testing.RunningServer,
 ) -> None:
     happened = burst_then_quiet(cold_server, "load")
-    started = between(happened, "queued", "loading", "loading")
+    started = between(happened, (QUIET, "queued"), (QUIET, "loading"), "loading")
     assert not started, f"tenant t1's loads went before t2's, queued behind them: {started}"
     listed = httpx.get(f"{cold_server.url}/tenants").json()["tenants"]
     loads = {tenant["tenant"]: tenant["loads"] for tenant in listed}
@@ -108,5 +121,14 @@ def test_a_cold_model_downloads_next_after_another_tenant_s_burst(
     # one download at a time: the one under way as t2's waits ends first, and those that had
     # left the slot may still be checking what they received (one, or two on a busy machine);
     # in arrival order t2's would wait for the burst's dozen left
-    done = between(happened, "downloading", "download", "download")
+    done = between(happened, (QUIET, "downloading"), (QUIET, "download"), "download")
     assert len(done) <= 3, f"tenant t1's downloads went before t2's, queued behind them: {done}"
+
+
+def test_a_cold_archive_unpacks_next_after_another_tenant_s_burst(
+    cold_server: testing.RunningServer,
+) -> None:
+    happened = burst_then_quiet(cold_server, "unpack", ARCHIVES, QUIET_ARCHIVE)
+    waited = (QUIET_ARCHIVE, "queued"), (QUIET_ARCHIVE, "unpacking")
+    started = between(happened, *waited, "unpacking")
+    assert not started, f"tenant t1's unpacks went before t2's, queued behind them: {started}"
