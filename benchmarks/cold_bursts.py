@@ -1,14 +1,14 @@
 """A quiet tenant's cold start beside another tenant's burst of cold models.
 
 One modelhost (`--workers`, tenants by the names' first two segments), on a local store or, with
-`--http-store`, a static HTTP server of the same folder with `--max-concurrent-downloads`. Per
-round: the quiet tenant's first request to a cold model of its own, alone; then the noisy tenant
-sends one request to each of --burst distinct cold models at once, and once --after of them
-have loaded (by then all have reached the server) the quiet tenant's request to another cold
-model of its own. Each time is the quiet
-request's, sent to answered, and how many noisy models loaded or downloaded meanwhile (the queue
-it waited behind). `--checkout` runs another commit's package (a `git archive`), to set today's
-order against this one's in one run:
+`--http-store`, a static HTTP server of the same folder with `--max-concurrent-downloads`; with
+`--archives`, the noisy tenant's models are `.tar.gz` archives, unpacked on arrival. Per round:
+the quiet tenant's first request to a cold model of its own, alone; then the noisy tenant sends
+one request to each of --burst distinct cold models at once, and once --after of them have
+loaded (by then all have reached the server) the quiet tenant's request to another cold model
+of its own. Each time is the quiet request's, sent to answered, and how many noisy models
+loaded, downloaded or unpacked meanwhile (the queue it waited behind). `--checkout` runs another
+commit's package (a `git archive`), to set today's order against this one's in one run:
 
     git archive HEAD~3 | (mkdir -p /tmp/base && tar -x -C /tmp/base)
     python benchmarks/cold_bursts.py --rounds 3 --checkout /tmp/base --commit HEAD~3
@@ -54,12 +54,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="cold-bursts-") as scratch:
         store = build_store(Path(scratch) / "store", args, testing)
         outcomes = run_rounds(store, Path(scratch), args, checkout, testing)
-    rows = [[o["scenario"], round(o["quiet_ms"]), o["noisy_loaded_meanwhile"]] for o in outcomes]
+    rows = [
+        [o["scenario"], round(o["quiet_ms"]), o["noisy_loaded_meanwhile"], round(o["burst_s"], 2)]
+        for o in outcomes
+    ]
     table = markdown_table(
-        ["scenario", "quiet cold start ms", "noisy loads (or downloads) meanwhile"], rows
+        ["scenario", "quiet cold start ms", "noisy models done meanwhile", "burst s"], rows
     )
     medians = summary(outcomes)
-    table += "\n\n" + markdown_table(["scenario", "median ms", "median meanwhile"], medians)
+    headers = ["scenario", "median ms", "median meanwhile", "median burst s"]
+    table += "\n\n" + markdown_table(headers, medians)
     print(table)
     results = {"machine": machine(), "args": vars(args) | {"checkout": str(checkout)}}
     results["outcomes"] = outcomes
@@ -75,6 +79,7 @@ def _parse_args() -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--http-store", action="store_true", help="download from an HTTP store")
     parser.add_argument("--max-concurrent-downloads", type=int, default=1)
+    parser.add_argument("--archives", action="store_true", help="the noisy models as .tar.gz")
     add_checkout(parser)
     return parser.parse_args()
 
@@ -82,13 +87,23 @@ def _parse_args() -> argparse.Namespace:
 def build_store(root: Path, args: argparse.Namespace, testing: Any) -> Path:
     """Copies of one forest: each its own model, cold until asked."""
     forest = testing.random_forest(root / ".src/forest.joblib", int(args.model_mib * MiB))
-    for name in noisy_names(args) + quiet_names(args):
+    noisy = archived(forest, root / ".src", testing) if args.archives else forest
+    for name in noisy_names(args):
+        testing.copy_artifact(noisy, root / name)
+    for name in quiet_names(args):
         testing.copy_artifact(forest, root / name)
     return root
 
 
+def archived(forest: Path, scratch: Path, testing: Any) -> Path:
+    """The forest in a folder, packed as a .tar.gz."""
+    folder = testing.copy_artifact(forest, scratch / "folder/model.joblib").parent
+    return Path(testing.tar_gz_of(folder, scratch / "forest.tar.gz"))
+
+
 def noisy_names(args: argparse.Namespace) -> list[str]:
-    return [f"t/noisy/r{r}m{i}.joblib" for r in range(args.rounds) for i in range(args.burst)]
+    suffix = ".tar.gz" if args.archives else ".joblib"
+    return [f"t/noisy/r{r}m{i}{suffix}" for r in range(args.rounds) for i in range(args.burst)]
 
 
 def quiet_names(args: argparse.Namespace) -> list[str]:
@@ -139,15 +154,22 @@ def serving(
 
 def alone(server: Any, round_: int, quiet: httpx.Client) -> dict[str, Any]:
     quiet_ms = timed_invoke(quiet, f"t/quiet/alone{round_}.joblib")
-    return {"scenario": "alone", "round": round_, "quiet_ms": quiet_ms, "noisy_loaded_meanwhile": 0}
+    return {
+        "scenario": "alone",
+        "round": round_,
+        "quiet_ms": quiet_ms,
+        "noisy_loaded_meanwhile": 0,
+        "burst_s": 0.0,
+    }
 
 
 def beside(
     server: Any, round_: int, args: argparse.Namespace, quiet: httpx.Client
 ) -> dict[str, Any]:
-    burst = [f"t/noisy/r{round_}m{i}.joblib" for i in range(args.burst)]
-    kind = "download" if args.http_store else "load"
+    burst = [name for name in noisy_names(args) if name.startswith(f"t/noisy/r{round_}m")]
+    kind = "unpack" if args.archives else "download" if args.http_store else "load"
     done_before = noisy_done(server, kind)
+    started = time.perf_counter()
     with ThreadPoolExecutor(len(burst)) as clients:
         answered = [clients.submit(noisy_invoke, server.url, name) for name in burst]
         while noisy_done(server, kind) < done_before + args.after:
@@ -157,12 +179,14 @@ def beside(
         meanwhile = noisy_done(server, kind) - sent
         for future in answered:
             future.result()
-    scenario = f"beside {args.burst} cold"
+    burst_s = time.perf_counter() - started
+    scenario = f"beside {args.burst} cold{' archives' if args.archives else ''}"
     return {
         "scenario": scenario,
         "round": round_,
         "quiet_ms": quiet_ms,
         "noisy_loaded_meanwhile": meanwhile,
+        "burst_s": burst_s,
     }
 
 
@@ -183,17 +207,13 @@ def timed_invoke(client: httpx.Client, name: str) -> float:
 
 
 def summary(outcomes: list[dict[str, Any]]) -> list[list[Any]]:
-    scenarios = dict.fromkeys(o["scenario"] for o in outcomes)
-    return [
-        [
-            scenario,
-            round(statistics.median(o["quiet_ms"] for o in outcomes if o["scenario"] == scenario)),
-            statistics.median(
-                o["noisy_loaded_meanwhile"] for o in outcomes if o["scenario"] == scenario
-            ),
-        ]
-        for scenario in scenarios
-    ]
+    """Each scenario's medians: the quiet cold start, the noisy models done meanwhile, the burst."""
+    fields = ("quiet_ms", "noisy_loaded_meanwhile", "burst_s")
+    rows = []
+    for scenario in dict.fromkeys(o["scenario"] for o in outcomes):
+        mine = [o for o in outcomes if o["scenario"] == scenario]
+        rows.append([scenario, *(round(statistics.median(o[f] for o in mine), 2) for f in fields)])
+    return rows
 
 
 if __name__ == "__main__":
