@@ -218,8 +218,8 @@ class Copies:
             for w in self.pool.workers.values()
             if self.sandboxes.allows(w, name) and self._may_take(w, resident)
         ]
-        if name not in self.dispatchers or not spare:
-            return None
+        if name not in self.dispatchers or not spare or self.load_order.wanted(self._may_load):
+            return None  # a waiting load's model has no copy at all: it goes first
         reserved = self.memory.copies.reserve(resident, self.manifests.known_reservation(name) or 0)
         if reserved is None:
             return None

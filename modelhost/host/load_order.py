@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 
 from modelhost.fair import FairQueue, Ticket
@@ -28,6 +29,7 @@ class LoadOrder:
     ) -> None:
         self._queue: FairQueue[Place] = FairQueue(weight=weight, clock=clock)
         self._tickets: dict[int, Ticket] = {}  # by the worker its load holds
+        self._models: Counter[str] = Counter()  # the models waiting
 
     @property
     def waiting(self) -> int:
@@ -38,11 +40,19 @@ class LoadOrder:
         """`name`'s load, queued until it takes a worker or gives up."""
         place = Place(name)
         self._queue.push(tenant, place)
+        self._models[name] += 1
         try:
             yield place
         finally:
             if not place.taken:
                 self._queue.discard(tenant, place)
+            self._models[name] -= 1
+            if not self._models[name]:
+                del self._models[name]
+
+    def wanted(self, can_load: Callable[[str], bool]) -> bool:
+        """Whether a waiting load could take a free worker now."""
+        return any(can_load(name) for name in self._models)
 
     def may_go(self, place: Place, can_load: Callable[[str], bool]) -> bool:
         """Whether `place` goes next, or the load that does can use no free worker."""

@@ -96,3 +96,24 @@ def test_workers_freed_at_once_each_go_to_a_waiting_load() -> None:
         assert all(task.done() for task in waiting)
     finally:
         machine.teardown()
+
+
+def test_a_copy_does_not_take_a_freed_worker_from_a_waiting_load() -> None:
+    """A hot model's extra copy would take the worker that a cold model's load waits for: the
+    load goes first, since the cold model's requests have no copy at all."""
+    machine = Interleavings()
+    copies = machine.host.copies
+    try:
+        machine.run_steps([("request", {"name": "a"}), ("answer_a_call", {"index": 0})])
+        held = [machine.loop.run_until_complete(copies.claim_loader(f"m{i}", "a")) for i in (0, 1)]
+        waiting: list[asyncio.Task[Any]] = []
+        machine.start(copies.claim_loader("x", "b"), waiting)
+        [resident] = [copies.memory.get("a")]
+        assert resident is not None
+        [freed] = [worker for worker in held if worker.worker_id not in resident.workers]
+        copies.release_loader(freed)
+        assert copies.start("a", "scale_out", limit=2) is None
+        machine.settle()
+        assert waiting[0].done() and waiting[0].result() is freed
+    finally:
+        machine.teardown()
