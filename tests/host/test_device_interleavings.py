@@ -150,7 +150,7 @@ class OneWorkerThreeModelsLessAContext(OneDevice):
         return super().make_pool(1)
 
 
-OneWorkerThreeModelsLessAContext.TestCase.settings = runs_of_30_steps(300)
+OneWorkerThreeModelsLessAContext.TestCase.settings = runs_of_30_steps(100)
 TestATightDeviceUnderAnyInterleaving = OneWorkerThreeModelsLessAContext.TestCase
 
 
