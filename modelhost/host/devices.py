@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -64,8 +62,6 @@ class DevicePlacement:
         self.moves: UnderWay[Readiness] = UnderWay()  # of each model's first copy
         self.spreading: dict[tuple[str, int], asyncio.Future[None]] = {}  # its other copies
         self.relieving: set[asyncio.Future[None]] = set()
-        self.move_calls: Counter[int] = Counter()  # by worker: moves sent, and answered
-        self.moving: Counter[int] = Counter()  # by worker: moves under way
 
     def loaded(self, name: str, worker_id: int, loaded: Loaded) -> None:
         """A model loaded in `worker_id`; it goes to a device unless pinned to the CPU."""
@@ -157,7 +153,7 @@ class DevicePlacement:
                 worker=worker_id,
                 detail={"device": record.device, "charged_bytes": self._charged(record)},
             )
-        self.tier.counted(record.device, worker_id, moved.process_bytes)
+        self.tier.counted(record.device, worker_id, moved.process_bytes, moved.models_bytes)
         await self._relieve(record.device)
         return Readiness("host", moved.move_ms)
 
@@ -236,7 +232,8 @@ class DevicePlacement:
             self.tier.drop(record)  # its worker or its model went: nothing left on the device
         else:
             self.tier.slept(record)
-            self.tier.counted(record.device, record.worker_id, moved.process_bytes)
+            process, models = moved.process_bytes, moved.models_bytes
+            self.tier.counted(record.device, record.worker_id, process, models)
             self._emit("sleep", record, moved.move_ms, reason=reason)
         self.changes.notify()
 
@@ -251,13 +248,7 @@ class DevicePlacement:
         worker = self.pool.workers.get(worker_id)
         if worker is None:
             raise ModelhostError(f"the worker holding model {name} has gone")
-        self.move_calls[worker_id] += 1
-        self.moving[worker_id] += 1
-        try:
-            reply, _ = await self.pool.call(worker, request, expect, model=name)
-        finally:
-            self.move_calls[worker_id] += 1
-            self.moving[worker_id] -= 1
+        reply, _ = await self.pool.call(worker, request, expect, model=name)
         return reply
 
     def unloaded(self, name: str) -> None:
@@ -267,22 +258,14 @@ class DevicePlacement:
             self.tier.unloaded(name)
             self.changes.notify()
 
-    def measuring(self, name: str, worker_id: int) -> Callable[[int, int], None]:
-        """As a batch goes to `worker_id`: what its first call's measure on the device does."""
-        return functools.partial(self.grown, name, worker_id, self.move_calls[worker_id])
-
-    def grown(
-        self, name: str, worker_id: int, move_calls: int, grown_bytes: int, process_bytes: int
-    ) -> None:
-        """Its copy's first call on the device took `grown_bytes` more, and left the driver's
-        count at `process_bytes`: charged, and relieved; a count a move may have overtaken is
-        left."""
+    def grown(self, name: str, worker_id: int, grown: int, process: int, models: int) -> None:
+        """Its copy's first call on the device took `grown` bytes more, and left the driver's
+        count at `process`, `models` of it the worker's models': charged, and relieved."""
         record = self.tier.of(name, worker_id)
         if record is None or record.state is not Placement.AWAKE:
             return
-        self.tier.grown(record, grown_bytes)
-        if self.move_calls[worker_id] == move_calls and not self.moving[worker_id]:
-            self.tier.counted(record.device, worker_id, process_bytes)
+        self.tier.grown(record, grown)
+        self.tier.counted(record.device, worker_id, process, models)
         relief = asyncio.ensure_future(self._relieve(record.device))
         self.relieving.add(relief)  # a task nobody holds may be collected
         relief.add_done_callback(self.relieving.discard)
@@ -311,7 +294,6 @@ class DevicePlacement:
             self.weights.pop(name, None)
 
     def worker_lost(self, worker_id: int) -> None:
-        self.move_calls.pop(worker_id, None)
         for name in [n for n, workers in self.capable.items() if worker_id in workers]:
             self._forget_copy(name, worker_id)
         self.tier.worker_lost(worker_id)

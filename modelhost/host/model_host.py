@@ -125,7 +125,7 @@ class ModelHost:
             self.scheduling,
             clock,
             self.scaling.scale_out,
-            measuring=self.devices.measuring,
+            on_grown=self.devices.grown,
             on_device=self.devices.capable.__contains__,
             models_shared=model_tenant is None,
         )

@@ -21,11 +21,7 @@ from modelhost.workers.messages import Answered, Infer, Item, item_of
 from modelhost.workers.pool.calls import stuck_after_s
 from modelhost.workers.replies import checked
 
-Measured = Callable[[int, int], None]  # a first call's growth on its device, its count
-
-
-def unmeasured(grown_bytes: int, process_bytes: int) -> None:
-    """Where no model is on a device."""
+Grown = Callable[[str, int, int, int, int], None]
 
 
 class Queues:
@@ -38,14 +34,14 @@ class Queues:
         scheduling: SchedulerSettings,
         clock: Callable[[], float],
         on_pressure: Callable[[str], None],
-        measuring: Callable[[str, int], Measured] = lambda name, worker_id: unmeasured,
+        on_grown: Grown = lambda name, worker_id, grown, process, models: None,
         on_device: Callable[[str], bool] = lambda name: False,
         models_shared: bool = True,
     ) -> None:
         self.pool, self.manifests, self.scheduling, self.clock = pool, manifests, scheduling, clock
         self.models_shared = models_shared  # false: a model's requests are all one tenant's
         self.on_pressure = on_pressure  # requests wait for a free worker
-        self.measuring = measuring  # a batch's first call measured on a device
+        self.on_grown = on_grown  # a first call measured on a device
         self.on_device = on_device  # whether a loaded model can use a device
         self.batching = BatchingStatistics()
         self.handler_metrics = HandlerMetrics()
@@ -84,12 +80,12 @@ class Queues:
         self.batching.count(len(batch))
         own_s = self.manifests.of(name).response_timeout_s
         stuck_s = None if own_s is None else stuck_after_s(own_s)
-        measured = self.measuring(name, worker.worker_id)
         sent = self.pool.send(
             worker, self._infer(name, items, batch[0]), payload, model=name, timeout_s=stuck_s
         )
         sent.add_done_callback(functools.partial(_answer_batch, batch, ended, self.handler_metrics))
-        sent.add_done_callback(functools.partial(_device_growth, measured))
+        grown = functools.partial(_device_growth, name, worker.worker_id, self.on_grown)
+        sent.add_done_callback(grown)
 
     def _infer(self, name: str, items: tuple[Item, ...], oldest: Job[Invocation]) -> Infer:
         """The batch's frame, charged to its oldest's tenant."""
@@ -131,13 +127,13 @@ def _answer_batch(
     ended(answered.infer_ms / 1000, None)
 
 
-def _device_growth(measured: Measured, sent: Waiter) -> None:
+def _device_growth(name: str, worker_id: int, on_grown: Grown, sent: Waiter) -> None:
     """Tell what a copy's first call on its device measured there, if it did."""
     if sent.cancelled() or sent.exception() is not None:
         return
     reply, _ = sent.result()
     if isinstance(reply, Answered) and (reply.device_grown or reply.device_process):
-        measured(reply.device_grown, reply.device_process)
+        on_grown(name, worker_id, reply.device_grown, reply.device_process, reply.device_models)
 
 
 def resolve_batch(jobs: list[Job[Any]], reply: Answered, payload: bytes) -> None:

@@ -23,6 +23,7 @@ class Growth:
 
     bytes: int = 0
     process_bytes: int = 0
+    models_bytes: int = 0
 
 
 class DeviceMoves:
@@ -32,6 +33,7 @@ class DeviceMoves:
         self.devices = devices
         self.contexts: set[str] = set()  # devices this worker has made its context on
         self.placed: dict[str, tuple[Device, int]] = {}
+        self.charged: dict[str, int] = {}  # by model: its move's and first call's bytes
         self.unmeasured: set[str] = set()  # moved in, their first call still to come
         self.by_driver: set[str] = set()  # runtimes with an allocator of their own
         self.moves = 0  # started, ever: a move during a measured call spoils its peak
@@ -56,10 +58,16 @@ class DeviceMoves:
         with self._move():
             grown = device.move_in(handler)
         self.placed[model] = (device, grown)
+        self.charged[model] = grown
         self.unmeasured.add(model)
         if not handler.torch_allocator:
             self.by_driver.add(model)
-        return OnDevice(grown, context, elapsed_ms(started), device.process_bytes())
+        process = device.process_bytes()
+        return OnDevice(grown, context, elapsed_ms(started), process, self.models_bytes(device))
+
+    def models_bytes(self, device: Device) -> int:
+        """What this worker's models on `device` are charged."""
+        return sum(self.charged[m] for m, (d, _) in list(self.placed.items()) if d is device)
 
     @contextlib.contextmanager
     def first_call(self, model: str) -> Iterator[Growth]:
@@ -78,7 +86,9 @@ class DeviceMoves:
             self.unmeasured.add(model)
             return
         growth.bytes = max(0, peak() - base)
+        self.charged[model] = self.charged.get(model, 0) + growth.bytes
         growth.process_bytes = device.process_bytes()
+        growth.models_bytes = self.models_bytes(device)
 
     @contextlib.contextmanager
     def _move(self) -> Iterator[None]:
@@ -92,11 +102,12 @@ class DeviceMoves:
     def to_host(self, model: str, handler: Handler) -> OnHost:
         started = time.perf_counter()
         device, charged = self.placed.pop(model)
+        self.charged.pop(model, None)
         self.unmeasured.discard(model)
         self.by_driver.discard(model)
         with self._move():
             device.move_out(handler, charged)
-        return OnHost(elapsed_ms(started), device.process_bytes())
+        return OnHost(elapsed_ms(started), device.process_bytes(), self.models_bytes(device))
 
     def forget(self, model: str, handler: Handler) -> None:
         """An unloaded model's weights leave its device with it."""

@@ -141,11 +141,13 @@ class OnDevice(Message, frozen=True):
     context_bytes: int  # this worker's context on the device, made by this move; else 0
     move_ms: float
     process_bytes: int = 0  # NVML's figure for the worker on the device after it; 0: no NVML
+    models_bytes: int = 0  # then its models' there, this one's too
 
 
 class OnHost(Message, frozen=True):
     move_ms: float
     process_bytes: int = 0  # NVML's figure for the worker there after it; 0: none
+    models_bytes: int = 0  # then its models' still there
 
 
 class Unloaded(Message, frozen=True):
@@ -230,6 +232,7 @@ class Answered(Message, frozen=True):
     samples: tuple[HandlerSample, ...] = ()  # from context.metrics
     device_grown: int = 0  # the model's first call on its device: its activations' peak
     device_process: int = 0  # then NVML's figure for the worker
+    device_models: int = 0  # and its models' there, this growth too
 
     def bodies(self, payload: bytes) -> Iterator[tuple[Answer, bytes]]:
         """Each answer with its body, cut from the reply's payload."""

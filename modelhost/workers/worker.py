@@ -322,7 +322,14 @@ class Worker:
         infer_ms = (time.perf_counter() - started) * 1000
         self.kept_memory.after_batch(request.model)
         answers, bodies = answers_of(replies, self.max_answer_bytes)
-        answered = Answered(answers, infer_ms, drain_samples(), grown.bytes, grown.process_bytes)
+        answered = Answered(
+            answers,
+            infer_ms,
+            drain_samples(),
+            device_grown=grown.bytes,
+            device_process=grown.process_bytes,
+            device_models=grown.models_bytes,
+        )
         return answered, b"".join(bodies)
 
 

@@ -200,16 +200,25 @@ def test_the_drivers_count_recharges_the_workers_context_past_its_models_there()
     place(t, "a", 10)
     place(t, "other", 10, worker=2)
     assert t.reserve("b", 20 * MiB, 1, None, idle) is not None  # arriving: not there yet
-    t.counted("cuda:0", 1, 17 * MiB)  # the kernels a first call loaded, say
+    t.counted("cuda:0", 1, 17 * MiB, 10 * MiB)  # the kernels a first call loaded, say
     device = t.devices["cuda:0"]
     assert (device.contexts[1], device.contexts[2]) == (7 * MiB, MiB)
     assert device.held_bytes == (7 + 10 + 20 + 1 + 10) * MiB
 
 
+def test_the_context_is_the_count_past_what_the_worker_charged_its_models_then() -> None:
+    """A count taken while a model that has since left the ledger was still there: the worker
+    says what its models were charged as it counted, so the context is not grown by it."""
+    t = tier(100)
+    place(t, "a", 10)
+    t.counted("cuda:0", 1, 21 * MiB, 20 * MiB)  # a and b, which the ledger has dropped
+    assert t.devices["cuda:0"].contexts[1] == MiB
+
+
 def test_a_context_the_driver_counted_is_the_next_workers_estimate() -> None:
     t = tier(30)
     place(t, "a", 10)
-    t.counted("cuda:0", 1, 16 * MiB)
+    t.counted("cuda:0", 1, 16 * MiB, 10 * MiB)
     got = t.reserve("b", 10 * MiB, 2, None, idle)
     assert got is not None and [victim.name for victim in got[1]] == ["a"]
 
@@ -218,7 +227,7 @@ def test_a_context_counted_past_the_budget_sends_idle_models_to_sleep() -> None:
     t = tier(30)
     place(t, "a", 10)
     place(t, "b", 10)
-    t.counted("cuda:0", 1, 35 * MiB)
+    t.counted("cuda:0", 1, 35 * MiB, 20 * MiB)
     assert [victim.name for victim in t.overflow("cuda:0", idle)] == ["a"]
 
 

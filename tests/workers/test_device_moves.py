@@ -168,7 +168,8 @@ def test_a_first_call_and_a_move_out_report_the_drivers_count(
     first, _ = worker.infer(Infer("m", (item,)), body)
     slept = worker._serve(ToHost("m"), b"")[0]
     assert first.device_process == MiB + moved.device_bytes + 2 * MiB
-    assert slept.process_bytes == MiB + 2 * MiB
+    assert (moved.models_bytes, first.device_models) == (moved.device_bytes,) * 2
+    assert (slept.process_bytes, slept.models_bytes) == (MiB + 2 * MiB, 0)
 
 
 class FakeCuda:

@@ -133,15 +133,15 @@ class DeviceTier:
         self.devices[record.device].resize(record, size)
         self._remember(record.name, size)
 
-    def counted(self, device_name: str, worker_id: int, process_bytes: int) -> None:
-        """The driver counts `process_bytes` for the worker there: what its models are not
-        charged is its context's (lazily loaded kernels, cached blocks)."""
+    def counted(
+        self, device_name: str, worker_id: int, process_bytes: int, models_bytes: int
+    ) -> None:
+        """The driver counts `process_bytes` for the worker there, `models_bytes` of it its
+        models' as the worker charged them then: the rest is its context's."""
         device = self.devices[device_name]
         if process_bytes <= 0 or worker_id not in device.contexts:
             return
-        mine = (m for m in device.models.values() if m.worker_id == worker_id)
-        models = sum(m.bytes for m in mine if m.state is not Placement.ARRIVING)
-        context = max(0, process_bytes - models)
+        context = max(0, process_bytes - models_bytes)
         device.charge_context(worker_id, context)
         device.context_estimate_bytes = max(device.context_estimate_bytes, context)
 
