@@ -123,8 +123,10 @@ class DevicePlacement:
                 raise ModelhostError(f"model {name} was unloaded while it waited for a device")
             return await self._move_in(name)
         size = self.tier.estimate(name, self.weights.get(name, 0))
-        record, victims = await self._reserve(name, size, worker_id)
-        return await self._move(record, victims, size)
+        got = await self._reserve(name, size, worker_id)
+        if got is None:
+            return ON_HOST
+        return await self._move(*got, size)
 
     async def _move(self, record: OnDevice, victims: list[OnDevice], size: int) -> Readiness:
         """Send the victims to sleep, then move the copy in."""
@@ -165,12 +167,15 @@ class DevicePlacement:
 
     async def _reserve(
         self, name: str, size: int, worker_id: int
-    ) -> tuple[OnDevice, list[OnDevice]]:
-        """A place on a device; waits for models to go idle until the deadline, then 507."""
+    ) -> tuple[OnDevice, list[OnDevice]] | None:
+        """A place on a device; waits for models to go idle until the deadline, then 507;
+        None where its other copies hold every place."""
         pinned = self.pin_of(name)
         self._check_fits(name, size, worker_id, pinned)
         deadline = self.tier.clock() + self.deadline_s
         while (got := self.tier.reserve(name, size, worker_id, pinned, self._idle)) is None:
+            if not self.tier.candidates(pinned, name):
+                return None
             remaining = deadline - self.tier.clock()
             if remaining <= 0:
                 raise InsufficientDeviceMemory(self._busy(name, size, pinned))

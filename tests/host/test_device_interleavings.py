@@ -158,6 +158,10 @@ class OneWorkerThreeModelsLessAContext(OneDevice):
         return super().make_pool(1)
 
 
+OneWorkerThreeModelsLessAContext.TestCase.settings = runs_of_30_steps(100)
+TestATightDeviceUnderAnyInterleaving = OneWorkerThreeModelsLessAContext.TestCase
+
+
 def test_a_third_model_sends_the_least_recent_to_sleep_and_it_wakes() -> None:
     machine = OneDevice()
     try:
@@ -297,4 +301,24 @@ def test_a_driver_count_taken_before_an_unload_does_not_grow_the_context() -> No
             arrives("request", "a", call=0),
         ],
         OneWorkerThreeModelsLessAContext,
+    )
+
+
+def test_a_first_copy_whose_device_place_another_copy_holds_runs_on_the_cpu() -> None:
+    """After a worker's death and a failed load, a's copies are on workers 2 and 3, and the
+    device's one place for a is worker 3's: the first copy, worker 2's, can have none while it
+    holds it, so the request is answered on the CPU, not held until the deadline."""
+    replay(
+        [
+            ("request", {"name": "a"}),
+            ("request", {"name": "a"}),
+            ("a_worker_joins", {}),
+            ("kill_a_worker", {"respawn": False, "worker": 0}),
+            ("a_worker_joins", {}),
+            arrives("put", "a", call=0, fails=True),
+            ("answer_a_call", {"index": 0}),
+            ("answer_a_call", {"index": 0}),
+            ("request", {"name": "a"}),
+        ],
+        OneDevice,
     )
