@@ -224,8 +224,8 @@ class Answer(msgspec.Struct, frozen=True, array_like=True, omit_defaults=True):
     custom: Custom | None = None  # None: 200 and the server's headers alone
 
 
-class Answered(Message, frozen=True):
-    """A batch's answers in the order of its items."""
+class Answered(Message, frozen=True, omit_defaults=True):
+    """A batch's answers in the order of its items; the device's figures only when measured."""
 
     answers: tuple[Answer, ...]
     infer_ms: float  # the whole batch's
