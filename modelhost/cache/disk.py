@@ -37,7 +37,7 @@ from modelhost.cache.fast_copies import FOLDER, FastCopies, Offer, identity
 from modelhost.cache.filling import Filling, Unpackers, UnpackLimits
 from modelhost.cache.missing import MissingUrls
 from modelhost.cache.pickles import PICKLE_SUFFIXES, refuse_pickles
-from modelhost.cache.quotas import Limits, no_limits
+from modelhost.cache.quotas import Limits, no_limits, weights_of
 from modelhost.cache.reconcile import BUDGET_FACT, Reconciliation
 from modelhost.cache.revalidation import Revalidation
 from modelhost.cache.stores import ObjectInfo, Store, Stores
@@ -116,8 +116,9 @@ class DiskTier:
         )
         self.reconciliation = self._reconciliation(0, counting=False)
         self.reconciliation.done = True  # nothing to reconcile before `rebuild`
-        self._download_slots = FairSlots(stores.settings.max_concurrent_downloads)
-        self._unpackers = Unpackers(max(1, usable_cores() // 2))
+        weight = weights_of(tenant_limits)
+        self._download_slots = FairSlots(stores.settings.max_concurrent_downloads, weight=weight)
+        self._unpackers = Unpackers(max(1, usable_cores() // 2), weight)
         self.missing = MissingUrls()
 
     def attach(self, in_use: Callable[[str], bool]) -> None:

@@ -29,8 +29,8 @@ UNPACK_NICENESS = 10  # decisions.md, "Archives unpack on threads of their own"
 class Unpackers:
     """Threads of their own for unpacking archives, taken in the tenants' fair order."""
 
-    def __init__(self, threads: int) -> None:
-        self.slots = FairSlots(threads)
+    def __init__(self, threads: int, weight: Callable[[str], float]) -> None:
+        self.slots = FairSlots(threads, weight=weight)
         nicer = functools.partial(nicer_thread, UNPACK_NICENESS)
         self.executor = ThreadPoolExecutor(threads, "unpack", initializer=nicer)
 

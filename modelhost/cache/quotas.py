@@ -15,6 +15,9 @@ class TenantLimits(Protocol):
     """Zero means no limit of its own."""
 
     @property
+    def weight(self) -> float: ...  # its share of downloads and unpacks
+
+    @property
     def memory_min_bytes(self) -> int: ...  # never evicted for another tenant's load
 
     @property
@@ -26,6 +29,7 @@ class TenantLimits(Protocol):
 
 @dataclass(frozen=True)
 class NoLimits:
+    weight: float = 1.0
     memory_min_bytes: int = 0
     memory_max_bytes: int = 0
     disk_max_bytes: int = 0
@@ -43,3 +47,8 @@ def no_limits(tenant: str) -> TenantLimits:
 def limits_of(limits: Limits, tenant: str) -> TenantLimits:
     """The server's own models (tenant "", and every model while tenants are off) have none."""
     return limits(tenant) if tenant else NO_LIMITS
+
+
+def weights_of(limits: Limits) -> Callable[[str], float]:
+    """Weights read at each use."""
+    return lambda tenant: limits_of(limits, tenant).weight

@@ -3,6 +3,7 @@ does not queue another tenant's cold model behind all of it."""
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -22,6 +23,7 @@ BURST = [f"tenants/t1/m{i}.joblib" for i in range(16)]
 QUIET = "tenants/t2/own.joblib"
 ARCHIVES = [f"tenants/t1/a{i}.tar.gz" for i in range(16)]
 QUIET_ARCHIVE = "tenants/t2/own.tar.gz"
+HEAVY_ARCHIVES = [f"tenants/t2/a{i}.tar.gz" for i in range(8)]
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +35,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
         testing.copy_artifact(forest, root / name)
     folder = testing.copy_artifact(forest, root / ".src/folder/model.joblib").parent
     archive = testing.tar_gz_of(folder, root / ".src/forest.tar.gz")
-    for name in (*ARCHIVES, QUIET_ARCHIVE):
+    for name in (*ARCHIVES, QUIET_ARCHIVE, *HEAVY_ARCHIVES):
         testing.copy_artifact(archive, root / name)
     return root
 
@@ -51,6 +53,18 @@ def cold_server(
     store: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[testing.RunningServer]:
     with serving(store, tmp_path_factory.mktemp("cold-server")) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def weighted_server(
+    store: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[testing.RunningServer]:
+    """t2 weighs four times t1."""
+    work = tmp_path_factory.mktemp("weighted-server")
+    tenants_file = work / "tenants.toml"
+    tenants_file.write_text('[tenants."tenants/t2"]\nweight = 4\n')
+    with serving(store, work, tenants_file=tenants_file) as server:
         yield server
 
 
@@ -132,3 +146,18 @@ def test_a_cold_archive_unpacks_next_after_another_tenant_s_burst(
     waited = (QUIET_ARCHIVE, "queued"), (QUIET_ARCHIVE, "unpacking")
     started = between(happened, *waited, "unpacking")
     assert not started, f"tenant t1's unpacks went before t2's, queued behind them: {started}"
+
+
+def test_archives_unpack_by_their_tenants_weights(
+    weighted_server: testing.RunningServer,
+) -> None:
+    both = (*ARCHIVES, *HEAVY_ARCHIVES)
+    with ThreadPoolExecutor(len(both)) as clients:
+        statuses = list(clients.map(functools.partial(invoke, weighted_server.url), both))
+    assert statuses == [200] * len(both)
+    progress = weighted_server.events("progress")
+    unpacks = [event["model"] for event in progress if event["reason"] == "unpacking"]
+    first, last = (f(unpacks.index(name) for name in HEAVY_ARCHIVES) for f in (min, max))
+    beside = [model for model in unpacks[first:last] if model in ARCHIVES]
+    # weight 4 against 1: one of t1's for about four of t2's, where equal weights alternate
+    assert len(beside) <= 4, f"t1 (weight 1) unpacked {len(beside)} beside t2's 8 (weight 4)"
