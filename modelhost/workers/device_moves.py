@@ -26,16 +26,24 @@ class Growth:
     models_bytes: int = 0
 
 
+@dataclass
+class Placed:
+    """A model on a device: bytes moved, and charged with its first call's."""
+
+    device: Device
+    moved_bytes: int
+    charged_bytes: int
+    by_driver: bool  # its runtime has an allocator of its own
+    measured: bool = False
+
+
 class DeviceMoves:
     """Which of this worker's models is on which device, with the bytes it was charged."""
 
     def __init__(self, devices: dict[str, Device]) -> None:
         self.devices = devices
         self.contexts: set[str] = set()  # devices this worker has made its context on
-        self.placed: dict[str, tuple[Device, int]] = {}
-        self.charged: dict[str, int] = {}  # by model: its move's and first call's bytes
-        self.unmeasured: set[str] = set()  # moved in, their first call still to come
-        self.by_driver: set[str] = set()  # runtimes with an allocator of their own
+        self.placed: dict[str, Placed] = {}
         self.moves = 0  # started, ever: a move during a measured call spoils its peak
         self.moving = 0  # under way now (moves run on the unloader thread alone)
 
@@ -52,41 +60,37 @@ class DeviceMoves:
                 f"{'can' if handler.device_capable else 'cannot'} use one"
             )
         if model in self.placed:
-            raise ModelhostError(f"model {model} is already on {self.placed[model][0].name}")
+            raise ModelhostError(f"model {model} is already on {self.placed[model].device.name}")
         context = 0 if device_name in self.contexts else device.open_context()
         self.contexts.add(device_name)
         with self._move():
             grown = device.move_in(handler)
-        self.placed[model] = (device, grown)
-        self.charged[model] = grown
-        self.unmeasured.add(model)
-        if not handler.torch_allocator:
-            self.by_driver.add(model)
+        self.placed[model] = Placed(device, grown, grown, by_driver=not handler.torch_allocator)
         process = device.process_bytes()
         return OnDevice(grown, context, elapsed_ms(started), process, self.models_bytes(device))
 
     def models_bytes(self, device: Device) -> int:
         """What this worker's models on `device` are charged."""
-        return sum(self.charged[m] for m, (d, _) in list(self.placed.items()) if d is device)
+        return sum(p.charged_bytes for p in list(self.placed.values()) if p.device is device)
 
     @contextlib.contextmanager
     def first_call(self, model: str) -> Iterator[Growth]:
         """Around a call: on a model's first after its move, what its activations took at most."""
-        growth = Growth()
-        if model not in self.unmeasured:
+        growth, placed = Growth(), self.placed.get(model)
+        if placed is None or placed.measured:
             yield growth
             return
-        self.unmeasured.discard(model)
-        device, moves, busy = self.placed[model][0], self.moves, self.moving
+        placed.measured = True
+        device, moves, busy = placed.device, self.moves, self.moving
         # an arena keeps what a run took, so the driver's count after the call is its peak
-        peak = device.process_bytes if model in self.by_driver else device.peak_bytes
-        base = device.process_bytes() if model in self.by_driver else device.start_peak()
+        peak = device.process_bytes if placed.by_driver else device.peak_bytes
+        base = device.process_bytes() if placed.by_driver else device.start_peak()
         yield growth
         if busy or self.moving or self.moves != moves:  # other weights came or went meanwhile
-            self.unmeasured.add(model)
+            placed.measured = False
             return
         growth.bytes = max(0, peak() - base)
-        self.charged[model] = self.charged.get(model, 0) + growth.bytes
+        placed.charged_bytes += growth.bytes
         growth.process_bytes = device.process_bytes()
         growth.models_bytes = self.models_bytes(device)
 
@@ -101,12 +105,10 @@ class DeviceMoves:
 
     def to_host(self, model: str, handler: Handler) -> OnHost:
         started = time.perf_counter()
-        device, charged = self.placed.pop(model)
-        self.charged.pop(model, None)
-        self.unmeasured.discard(model)
-        self.by_driver.discard(model)
+        placed = self.placed.pop(model)
+        device = placed.device
         with self._move():
-            device.move_out(handler, charged)
+            device.move_out(handler, placed.moved_bytes)
         return OnHost(elapsed_ms(started), device.process_bytes(), self.models_bytes(device))
 
     def forget(self, model: str, handler: Handler) -> None:
