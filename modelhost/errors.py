@@ -24,6 +24,7 @@ ModelhostError
 │   ├── Unauthorized             no management token
 │   └── Forbidden                not loopback, or a URL outside the store
 │       ├── ModelApiDisabled     registration off (TorchServe's enable_model_api)
+│       ├── OtherTenantsModel    outside the tenant's own models (--tenant-models)
 │       └── DefaultVersionKept   the default version while others exist
 ├── CapacityError
 │   ├── InsufficientMemory
@@ -158,6 +159,10 @@ class Unauthorized(RequestError):
 
 
 class Forbidden(RequestError):
+    pass
+
+
+class OtherTenantsModel(Forbidden):
     pass
 
 

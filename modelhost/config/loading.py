@@ -27,7 +27,7 @@ from modelhost.config.settings import (
     setting_fields,
     setting_names,
 )
-from modelhost.config.tenancy import reads_token, segments_of, tenant_tokens
+from modelhost.config.tenancy import own_models_segments, reads_token, segments_of, tenant_tokens
 from modelhost.config.tenants_file import check_tenants_file
 from modelhost.errors import ConfigError
 from modelhost.units import parse_size
@@ -130,6 +130,7 @@ def _refuse_unsupported(config: Config) -> None:
             "end TLS in a proxy in front"
         )
     _refuse_shared_ports(config)
+    own_models_segments(config.tenant_models, config.tenant_from)
     if not re.fullmatch(r"[\w.+-]+/[\w.+-]+", config.default_accept):
         raise ConfigError(
             f"default_accept (SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT) is {config.default_accept!r}: "

@@ -375,6 +375,12 @@ class Config:
     tenant_tokens_file: str = _setting(
         "", "TOML file of bearer tokens and their tenants, for --tenant-from token"
     )
+    tenant_models: str = _setting(
+        "",
+        "name:N: under --tenant-from header or token, a tenant invokes only the models whose "
+        "first N path segments are its id, and those of N segments or fewer, which all share; "
+        "another's is 403 (empty: any model)",
+    )
     tenants_file: str = _setting(
         "",
         "TOML file of each tenant's weight, concurrency cap, rate, memory and disk shares and "

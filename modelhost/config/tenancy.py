@@ -86,6 +86,29 @@ def parse_tenant_from(text: str) -> TenantFrom | None:
     )
 
 
+def own_models_segments(tenant_models: str, tenant_from: str) -> int:
+    """The N of `tenant_models`'s name:N, 0 while it is off; a ConfigError where it is another
+    form, or `tenant_from` does not name tenants by header or token."""
+    kind, _, argument = tenant_models.strip().partition(":")
+    if kind.lower() in OFF and not argument:
+        return 0
+    segments = int(argument) if argument.isascii() and argument.isdigit() else 0
+    if kind.lower() != "name" or not 0 < segments <= MOST_SEGMENTS:
+        raise ConfigError(
+            f"tenant_models {tenant_models!r} is not name:N (N a whole number from 1 to "
+            f"{MOST_SEGMENTS}): give e.g. --tenant-models name:2 to keep tenants/t007 to "
+            "tenants/t007/*, or leave it empty"
+        )
+    rule = parse_tenant_from(tenant_from)
+    if rule is None or rule.kind == "name":
+        raise ConfigError(
+            f"tenant_models keeps a tenant named by a header or a token to its own models, but "
+            f"tenant_from is {tenant_from!r}: set --tenant-from header or token, or unset "
+            "--tenant-models (under name:N each model is its own tenant's already)"
+        )
+    return segments
+
+
 def _header(name: str) -> str:
     if not name:
         return DEFAULT_HEADER

@@ -18,6 +18,7 @@ class Tenancy(msgspec.Struct, frozen=True):
     hold_others: bool = False  # the tenants file's default has one
     weights: dict[str, float] = {}  # the named tenants'
     default_weight: float = 1.0
+    model_segments: int = 0  # --tenant-models name:N's N: another tenant's model is relayed
 
 
 class Table(msgspec.Struct, frozen=True, tag=True):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from modelhost.errors import ModelhostError
 from modelhost.fronts.messages import Tenancy
-from modelhost.protocols.tenants import Headers, request_rule
+from modelhost.protocols.tenants import Headers, may_invoke, request_rule
 
 
 class FrontTenants:
@@ -18,6 +18,7 @@ class FrontTenants:
         self.held = frozenset(tenancy.held)
         self.hold_others = tenancy.hold_others
         self.weights, self.default_weight = tenancy.weights, tenancy.default_weight
+        self.model_segments = tenancy.model_segments
 
     def of(self, model: str, headers: Headers) -> str | None:
         """The hit's tenant; None: relay it."""
@@ -26,6 +27,8 @@ class FrontTenants:
         except ModelhostError:
             return None
         if tenant in self.held or (self.hold_others and tenant not in self.weights):
+            return None
+        if self.model_segments and not may_invoke(tenant, model, self.model_segments):
             return None
         return tenant
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from modelhost.cache.memory import State
 from modelhost.config import Config
-from modelhost.config.tenancy import tenants_on
+from modelhost.config.tenancy import own_models_segments, tenants_on
 from modelhost.config.tenant_policies import TenantPolicies, TenantPolicy
 from modelhost.fronts.messages import Report, Sample, Table, Tenancy
 from modelhost.host import ModelHost
@@ -57,6 +57,7 @@ class Routing:
         self.pace = pace_of(config)
         self.default_accept = config.default_accept
         self.tenant_from = config.tenant_from if tenants_on(config.tenant_from) else ""
+        self.model_segments = own_models_segments(config.tenant_models, config.tenant_from)
         self.run_dir = run_dir  # where the workers' direct sockets are
         self.dirty = True  # an event since the last table
         self.in_flight: dict[int, int] = {}  # front → its direct requests in flight
@@ -110,7 +111,7 @@ class Routing:
         read = self.host.scheduling.tenant_policies
         policies = read() if read is not None else TenantPolicies()
         assert isinstance(policies, TenantPolicies)
-        return tenancy(self.tenant_from, policies)
+        return tenancy(self.tenant_from, policies, self.model_segments)
 
     def routes(self) -> tuple[Routes, dict[str, int], list[str]]:
         """The routes a front may take, the batch sizes above 1, and the sockets."""
@@ -215,7 +216,7 @@ def _put(routes: Routes, sizes: dict[str, int], name: str, serving: list[int], s
         sizes.pop(name, None)
 
 
-def tenancy(tenant_from: str, policies: TenantPolicies) -> Tenancy:
+def tenancy(tenant_from: str, policies: TenantPolicies, model_segments: int = 0) -> Tenancy:
     """The rule, and the tenants with a rate or a cap, whose requests a front relays."""
     named, default = policies.named, policies.default
     return Tenancy(
@@ -224,6 +225,7 @@ def tenancy(tenant_from: str, policies: TenantPolicies) -> Tenancy:
         hold_others=_limited(default),
         weights={tenant: policy.weight for tenant, policy in named.items()},
         default_weight=default.weight,
+        model_segments=model_segments,
     )
 
 

@@ -16,10 +16,11 @@ from modelhost.config.tenancy import (
     TenantFrom,
     TokenPairs,
     is_tenant_id,
+    own_models_segments,
     parse_tenant_from,
     segments_of,
 )
-from modelhost.errors import ConfigError, InvalidTenant, Unauthorized
+from modelhost.errors import ConfigError, InvalidTenant, OtherTenantsModel, Unauthorized
 from modelhost.names import echo
 
 DEFAULT_TENANT = "default"  # a request the rule finds no tenant in
@@ -44,9 +45,13 @@ def tenant_rule(config: Config) -> TenantRule | None:
     rule = parse_tenant_from(config.tenant_from)
     if rule is None:
         return None
-    if rule.kind == "token":
-        return FromToken(config.tenant_tokens, config.tenant_tokens_file)
-    return _of_request(rule)
+    named: TenantRule = (
+        FromToken(config.tenant_tokens, config.tenant_tokens_file)
+        if rule.kind == "token"
+        else _of_request(rule)
+    )
+    segments = own_models_segments(config.tenant_models, config.tenant_from)
+    return OwnModels(named, segments) if segments else named
 
 
 def request_rule(tenant_from: str) -> FromHeader | FromName | None:
@@ -143,6 +148,29 @@ class FromToken:
         if tenant is None:
             raise Unauthorized(f"the bearer token is no tenant's: {SEND_TOKEN}")
         return tenant
+
+
+class OwnModels:
+    """`rule`'s tenant, kept to the models under its id and the shared ones (--tenant-models)."""
+
+    def __init__(self, rule: TenantRule, segments: int) -> None:
+        self.rule, self.segments = rule, segments
+
+    def of(self, model: str, headers: Headers) -> str:
+        tenant = self.rule.of(model, headers)
+        if may_invoke(tenant, model, self.segments):
+            return tenant
+        raise OtherTenantsModel(
+            f"tenant {tenant} may not invoke model {echo(model)}: --tenant-models "
+            f"name:{self.segments} keeps each tenant to the models under its id ({tenant}/...) "
+            f"and those of {self.segments} path segments or fewer, which every tenant shares"
+        )
+
+
+def may_invoke(tenant: str, model: str, segments: int) -> bool:
+    """Whether `model` is `tenant`'s under name:`segments`, or shared (no deeper)."""
+    parts = model.split("/", segments)
+    return len(parts) <= segments or model[: -len(parts[-1]) - 1] == tenant
 
 
 def _digest(token: str) -> bytes:

@@ -112,6 +112,7 @@ EFFECTS: dict[str, str] = {
     "--worker-max-growth": "faults/test_growing_models_e2e.py::test_a_model_keeping_memory_is_replaced_with_its_worker_then_held_back",
     "--tenant-from": "e2e/test_tenant_identity.py::test_every_protocol_carries_the_tenant",
     "--tenant-tokens-file": "e2e/test_tenant_identity.py::test_a_known_token_names_its_tenant",
+    "--tenant-models": "security/test_tenant_models_e2e.py::test_another_tenant_s_model_is_403_and_never_loaded",
     "--tenants-file": "e2e/test_tenant_policies.py::test_editing_the_file_changes_a_tenants_rate",
     "--config": "config/test_config.py::test_file_locations_from_flags_and_environment",
     "--mms-config": CONFIG + "test_mms_config_file_variable_wins",

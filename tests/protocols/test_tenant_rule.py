@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from modelhost.config import Config, load_config
-from modelhost.errors import ConfigError, InvalidTenant, Unauthorized
+from modelhost.errors import ConfigError, InvalidTenant, OtherTenantsModel, Unauthorized
 from modelhost.protocols.params import MAX_TENANT_CHARS
 from modelhost.protocols.tenants import DEFAULT_TENANT, KNOWN_VALID, TenantRule, tenant_rule
 
@@ -173,3 +173,50 @@ def test_the_tokens_stay_out_of_the_configs_repr(tmp_path: Path) -> None:
     (tmp_path / "tokens.toml").write_text(TOKENS)
     flags = {"tenant_from": "token", "tenant_tokens_file": "tokens.toml"}
     assert "tok-acme" not in repr(load_config(flags, {}, tmp_path))
+
+
+@pytest.mark.parametrize(
+    ("tenant", "model", "may"),
+    [
+        ("tenants/t007", "tenants/t007/churn.joblib", True),
+        ("tenants/t007", "tenants/t007/deep/churn.joblib", True),
+        ("tenants/t007", "tenants/t012/churn.joblib", False),
+        ("tenants/t00", "tenants/t007/churn.joblib", False),  # a prefix of the id is not it
+        ("tenants/t007", "tenants/churn.joblib", True),  # shared: two segments
+        ("tenants/t007", "churn.joblib", True),
+        (DEFAULT_TENANT, "tenants/t007/churn.joblib", False),
+    ],
+)
+def test_tenant_models_keeps_a_tenant_to_its_own_and_the_shared(
+    tenant: str, model: str, may: bool, tmp_path: Path
+) -> None:
+    flags = {"tenant_from": "header", "tenant_models": "name:2"}
+    rule = tenant_rule(load_config(flags, {}, tmp_path))
+    assert rule is not None
+    headers = {} if tenant == DEFAULT_TENANT else {"x-modelhost-tenant": tenant}
+    if may:
+        assert rule.of(model, headers) == tenant
+    else:
+        with pytest.raises(OtherTenantsModel, match=f"tenant {tenant} may not invoke"):
+            rule.of(model, headers)
+
+
+@pytest.mark.parametrize(
+    ("tenant_from", "tenant_models", "words"),
+    [
+        ("header", "name:0", "is not name:N"),
+        ("header", "header", "is not name:N"),
+        ("token", "name:x", "is not name:N"),
+        ("", "name:2", "set --tenant-from header or token"),
+        ("name:2", "name:2", "each model is its own tenant's already"),
+    ],
+)
+def test_tenant_models_is_refused_where_it_means_nothing(
+    tenant_from: str, tenant_models: str, words: str, tmp_path: Path
+) -> None:
+    flags: dict[str, object] = {"tenant_from": tenant_from, "tenant_models": tenant_models}
+    if tenant_from == "token":
+        (tmp_path / "tokens.toml").write_text('[tokens]\n"tok" = "t7"\n')
+        flags["tenant_tokens_file"] = "tokens.toml"
+    with pytest.raises(ConfigError, match=words):
+        load_config(flags, {}, tmp_path)
