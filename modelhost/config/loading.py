@@ -27,7 +27,12 @@ from modelhost.config.settings import (
     setting_fields,
     setting_names,
 )
-from modelhost.config.tenancy import own_models_segments, reads_token, segments_of, tenant_tokens
+from modelhost.config.tenancy import (
+    name_segments,
+    own_models_segments,
+    reads_token,
+    tenant_tokens,
+)
 from modelhost.config.tenants_file import check_tenants_file
 from modelhost.errors import ConfigError
 from modelhost.units import parse_size
@@ -187,10 +192,11 @@ def _refuse_untrusted_workers(config: Config) -> None:
             "--untrusted-workers, or unset --refuse-pickle to trust all but the tenants the "
             'tenants file gives trust = "untrusted"'
         )
-    if not segments_of(config.tenant_from):
+    if not name_segments(config.tenant_from, config.tenant_models):
         raise ConfigError(
             "--untrusted-workers host the models of untrusted tenants, whose models are known "
-            "by their place in the store: set --tenant-from name:N, or unset --untrusted-workers"
+            "by their place in the store: set --tenant-from name:N (or --tenant-models name:N "
+            "beside header or token), or unset --untrusted-workers"
         )
 
 

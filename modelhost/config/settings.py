@@ -389,7 +389,7 @@ class Config:
     untrusted_workers: int = _setting(
         0,
         "of the workers, how many are sandboxed for the models of tenants the tenants file "
-        'gives trust = "untrusted" (needs --tenant-from name:N)',
+        'gives trust = "untrusted" (needs --tenant-from or --tenant-models name:N)',
         minimum=0,
     )
     forwarded_allow_ips: str = _setting(

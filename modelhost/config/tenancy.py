@@ -86,6 +86,11 @@ def parse_tenant_from(text: str) -> TenantFrom | None:
     )
 
 
+def name_segments(tenant_from: str, tenant_models: str) -> int:
+    """How many leading segments of a model's name say whose it is; 0: its first loader's."""
+    return segments_of(tenant_from) or own_models_segments(tenant_models, tenant_from)
+
+
 def own_models_segments(tenant_models: str, tenant_from: str) -> int:
     """The N of `tenant_models`'s name:N, 0 while it is off; a ConfigError where it is another
     form, or `tenant_from` does not name tenants by header or token."""

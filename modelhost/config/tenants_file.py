@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 
 from modelhost.config.budgets import disk_budget_bytes, memory_budget_bytes
 from modelhost.config.settings import Config
-from modelhost.config.tenancy import VALID_TENANT, is_tenant_id, segments_of, tenants_on
+from modelhost.config.tenancy import VALID_TENANT, is_tenant_id, name_segments, tenants_on
 from modelhost.config.tenant_policies import TRUSTED, UNTRUSTED, TenantPolicies, TenantPolicy
 from modelhost.errors import ConfigError
 from modelhost.units import MOST_COUNT, format_bytes, parse_size
@@ -97,10 +97,11 @@ def check_tenants_file(config: Config, cwd: Path) -> None:
 
 def untrust_refused(config: Config) -> str:
     """Why no tenant may be untrusted, with the fix; "" when one may."""
-    if not segments_of(config.tenant_from):
+    if not name_segments(config.tenant_from, config.tenant_models):
         return (
-            "a model's trust follows its tenant only under --tenant-from name:N, where the "
-            "model's place in the store says whose it is: set it, or remove the trust key"
+            "a model's trust follows its tenant only where the model's place in the store says "
+            "whose it is: set --tenant-from name:N (or --tenant-models name:N beside header or "
+            "token), or remove the trust key"
         )
     if not config.untrusted_workers and not config.refuse_pickle:
         return (

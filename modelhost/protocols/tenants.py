@@ -16,9 +16,9 @@ from modelhost.config.tenancy import (
     TenantFrom,
     TokenPairs,
     is_tenant_id,
+    name_segments,
     own_models_segments,
     parse_tenant_from,
-    segments_of,
 )
 from modelhost.errors import ConfigError, InvalidTenant, OtherTenantsModel, Unauthorized
 from modelhost.names import echo
@@ -65,8 +65,8 @@ def _of_request(rule: TenantFrom) -> FromHeader | FromName:
 
 
 def model_tenant(config: Config) -> Callable[[str], str] | None:
-    """Whose each model is, where the rule reads names; None: its first loader's tenant's."""
-    segments = segments_of(config.tenant_from)
+    """Whose each model is, where its name says; None: its first loader's tenant's."""
+    segments = name_segments(config.tenant_from, config.tenant_models)
     return FromName(segments).of_model if segments else None
 
 

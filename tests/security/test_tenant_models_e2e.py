@@ -117,3 +117,28 @@ def test_a_front_answers_its_tenant_s_own_models_and_relays_the_others(
         timeout=60,
     )
     assert refused.status_code == 403, refused.text
+
+
+def test_an_untrusted_tenant_by_token_has_its_models_sandboxed(
+    store: Path, serve: Servers, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Under --tenant-models a model's name says whose it is, so its trust follows it."""
+    folder = tmp_path_factory.mktemp("untrusted")
+    (folder / "tokens.toml").write_text(
+        '[tokens]\n"tok-t7" = "tenants/t7"\n"tok-t12" = "tenants/t12"\n'
+    )
+    (folder / "tenants.toml").write_text('[tenants."tenants/t12"]\ntrust = "untrusted"\n')
+    server = serve(
+        store,
+        workers=2,
+        untrusted_workers=1,
+        tenant_from="token",
+        tenant_tokens_file=folder / "tokens.toml",
+        tenant_models="name:2",
+        tenants_file=folder / "tenants.toml",
+    )
+    assert invoke(server, T7_MODEL, "tok-t7").status_code == 200
+    refused = invoke(server, T12_MODEL, "tok-t12")
+    assert refused.status_code == 500, refused.text
+    assert refused.json()["type"] == "UnsafeArtifact"
+    assert 'tenant tenants/t12 has trust = "untrusted"' in refused.json()["message"]
