@@ -43,13 +43,13 @@ def by_token(
     return serve(store, workers=1, tenant_models="name:2", **settings), grpc_port
 
 
-def invoke(server: testing.RunningServer, model: str, token: str) -> httpx.Response:
-    return httpx.post(
-        f"{server.url}/models/{model}/invoke",
-        json=ROWS,
-        headers={"Authorization": f"Bearer {token}"},
-        timeout=60,
-    )
+def invoke(
+    server: testing.RunningServer, model: str, token: str = "", **headers: str
+) -> httpx.Response:
+    """`model` invoked with `token`, or else `headers` (their names' _ as -)."""
+    sent = {"Authorization": f"Bearer {token}"} if token else {}
+    sent |= {name.replace("_", "-"): value for name, value in headers.items()}
+    return httpx.post(f"{server.url}/models/{model}/invoke", json=ROWS, headers=sent, timeout=60)
 
 
 def test_a_tenant_invokes_its_own_models_and_the_shared_ones(
@@ -110,12 +110,7 @@ def test_a_front_answers_its_tenant_s_own_models_and_relays_the_others(
     )
     assert b" 200 " in hit_with_the_main_process_stopped(server, own).split(b"\r\n")[0]
     assert hit_with_the_main_process_stopped(server, others, tries=1) == b""
-    refused = httpx.post(
-        f"{server.url}/models/{T12_MODEL}/invoke",
-        json=ROWS,
-        headers={"x-modelhost-tenant": "tenants/t7"},
-        timeout=60,
-    )
+    refused = invoke(server, T12_MODEL, x_modelhost_tenant="tenants/t7")
     assert refused.status_code == 403, refused.text
 
 
