@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from modelhost.errors import ModelhostError
 from modelhost.fronts.messages import Tenancy
-from modelhost.protocols.tenants import Headers, may_invoke, request_rule
+from modelhost.protocols.tenants import Headers, kept_to_own_models, request_rule
 
 
 class FrontTenants:
@@ -14,11 +14,10 @@ class FrontTenants:
     def __init__(self, tenancy: Tenancy) -> None:
         rule = request_rule(tenancy.tenant_from)
         assert rule is not None  # the main process publishes no other
-        self.rule = rule
+        self.rule = kept_to_own_models(rule, tenancy.model_segments)
         self.held = frozenset(tenancy.held)
         self.hold_others = tenancy.hold_others
         self.weights, self.default_weight = tenancy.weights, tenancy.default_weight
-        self.model_segments = tenancy.model_segments
 
     def of(self, model: str, headers: Headers) -> str | None:
         """The hit's tenant; None: relay it."""
@@ -27,8 +26,6 @@ class FrontTenants:
         except ModelhostError:
             return None
         if tenant in self.held or (self.hold_others and tenant not in self.weights):
-            return None
-        if self.model_segments and not may_invoke(tenant, model, self.model_segments):
             return None
         return tenant
 

@@ -23,7 +23,7 @@ from modelhost.host.under_way import UnderWay
 from modelhost.records.events import EventLog
 from modelhost.records.statistics import DeviceStatistics
 from modelhost.units import format_bytes
-from modelhost.workers.messages import Loaded, OnHost, ToDevice, ToHost
+from modelhost.workers.messages import Answered, Loaded, OnHost, ToDevice, ToHost
 from modelhost.workers.messages import OnDevice as MovedIn
 from modelhost.workers.replies import ReplyT
 
@@ -263,13 +263,13 @@ class DevicePlacement:
             self.tier.unloaded(name)
             self.changes.notify()
 
-    def grown(self, name: str, worker_id: int, grown: int, process: int, models: int) -> None:
-        """Its copy's first call on the device took `grown` bytes more, and left the driver's
-        count at `process`, `models` of it the worker's models': charged, and relieved."""
+    def grown(self, name: str, worker_id: int, measured: Answered) -> None:
+        """What its copy's first call on the device measured there: charged, and relieved."""
         record = self.tier.of(name, worker_id)
         if record is None or record.state is not Placement.AWAKE:
             return
-        self.tier.grown(record, grown)
+        self.tier.grown(record, measured.device_grown)
+        process, models = measured.device_process, measured.device_models
         self.tier.counted(record.device, worker_id, process, models)
         relief = asyncio.ensure_future(self._relieve(record.device))
         self.relieving.add(relief)  # a task nobody holds may be collected

@@ -21,7 +21,7 @@ from modelhost.workers.messages import Answered, Infer, Item, item_of
 from modelhost.workers.pool.calls import stuck_after_s
 from modelhost.workers.replies import checked
 
-Grown = Callable[[str, int, int, int, int], None]
+Grown = Callable[[str, int, Answered], None]  # a first call's measure on its device
 
 
 class Queues:
@@ -34,7 +34,7 @@ class Queues:
         scheduling: SchedulerSettings,
         clock: Callable[[], float],
         on_pressure: Callable[[str], None],
-        on_grown: Grown = lambda name, worker_id, grown, process, models: None,
+        on_grown: Grown = lambda name, worker_id, measured: None,
         on_device: Callable[[str], bool] = lambda name: False,
         models_shared: bool = True,
     ) -> None:
@@ -133,7 +133,7 @@ def _device_growth(name: str, worker_id: int, on_grown: Grown, sent: Waiter) -> 
         return
     reply, _ = sent.result()
     if isinstance(reply, Answered) and (reply.device_grown or reply.device_process):
-        on_grown(name, worker_id, reply.device_grown, reply.device_process, reply.device_models)
+        on_grown(name, worker_id, reply)
 
 
 def resolve_batch(jobs: list[Job[Any]], reply: Answered, payload: bytes) -> None:

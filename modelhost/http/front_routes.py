@@ -216,7 +216,7 @@ def _put(routes: Routes, sizes: dict[str, int], name: str, serving: list[int], s
         sizes.pop(name, None)
 
 
-def tenancy(tenant_from: str, policies: TenantPolicies, model_segments: int = 0) -> Tenancy:
+def tenancy(tenant_from: str, policies: TenantPolicies, model_segments: int) -> Tenancy:
     """The rule, and the tenants with a rate or a cap, whose requests a front relays."""
     named, default = policies.named, policies.default
     return Tenancy(

@@ -50,8 +50,12 @@ def tenant_rule(config: Config) -> TenantRule | None:
         if rule.kind == "token"
         else _of_request(rule)
     )
-    segments = own_models_segments(config.tenant_models, config.tenant_from)
-    return OwnModels(named, segments) if segments else named
+    return kept_to_own_models(named, own_models_segments(config.tenant_models, config.tenant_from))
+
+
+def kept_to_own_models(rule: TenantRule, segments: int) -> TenantRule:
+    """`rule`, its tenants kept to their own models where --tenant-models gives `segments`."""
+    return OwnModels(rule, segments) if segments else rule
 
 
 def request_rule(tenant_from: str) -> FromHeader | FromName | None:
