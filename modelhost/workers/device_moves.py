@@ -7,7 +7,9 @@ frontend charges it once per worker and device.
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -37,6 +39,41 @@ class Placed:
     measured: bool = False
 
 
+class ModelUse:
+    """A move of a model waits for its calls under way, and its calls for the move."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._calls: Counter[str] = Counter()
+        self._moving: set[str] = set()
+
+    @contextlib.contextmanager
+    def call(self, model: str) -> Iterator[None]:
+        with self._changed:
+            self._changed.wait_for(lambda: model not in self._moving)
+            self._calls[model] += 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._calls[model] -= 1
+                if not self._calls[model]:
+                    del self._calls[model]
+                    self._changed.notify_all()
+
+    @contextlib.contextmanager
+    def move(self, model: str) -> Iterator[None]:
+        with self._changed:
+            self._moving.add(model)  # first: later calls wait
+            self._changed.wait_for(lambda: not self._calls[model])
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._moving.discard(model)
+                self._changed.notify_all()
+
+
 class DeviceMoves:
     """Which of this worker's models is on which device, with the bytes it was charged."""
 
@@ -46,6 +83,7 @@ class DeviceMoves:
         self.placed: dict[str, Placed] = {}
         self.moves = 0  # started, ever: a move during a measured call spoils its peak
         self.moving = 0  # under way now (moves run on the unloader thread alone)
+        self.use = ModelUse()
 
     def infos(self) -> tuple[DeviceInfo, ...]:
         return tuple(device.info() for device in self.devices.values())
@@ -63,7 +101,7 @@ class DeviceMoves:
             raise ModelhostError(f"model {model} is already on {self.placed[model].device.name}")
         context = 0 if device_name in self.contexts else device.open_context()
         self.contexts.add(device_name)
-        with self._move():
+        with self._move(model):
             grown = device.move_in(handler)
         self.placed[model] = Placed(device, grown, grown, by_driver=not handler.torch_allocator)
         process = device.process_bytes()
@@ -74,8 +112,17 @@ class DeviceMoves:
         return sum(p.charged_bytes for p in list(self.placed.values()) if p.device is device)
 
     @contextlib.contextmanager
-    def first_call(self, model: str) -> Iterator[Growth]:
-        """Around a call: on a model's first after its move, what its activations took at most."""
+    def call(self, model: str) -> Iterator[Growth]:
+        """Around a call: no move of its model meanwhile; on its first after a move, what its
+        activations took at most."""
+        if not self.devices:
+            yield Growth()
+            return
+        with self.use.call(model), self._first_call(model) as growth:
+            yield growth
+
+    @contextlib.contextmanager
+    def _first_call(self, model: str) -> Iterator[Growth]:
         growth, placed = Growth(), self.placed.get(model)
         if placed is None or placed.measured:
             yield growth
@@ -88,26 +135,28 @@ class DeviceMoves:
         yield growth
         if busy or self.moving or self.moves != moves:  # other weights came or went meanwhile
             placed.measured = False
-            return
-        growth.bytes = max(0, peak() - base)
-        placed.charged_bytes += growth.bytes
-        growth.process_bytes = device.process_bytes()
-        growth.models_bytes = self.models_bytes(device)
+        else:
+            growth.bytes = max(0, peak() - base)
+            placed.charged_bytes += growth.bytes
+        if not self.moving:  # else the driver counts weights the ledger does not
+            growth.process_bytes = device.process_bytes()
+            growth.models_bytes = self.models_bytes(device)
 
     @contextlib.contextmanager
-    def _move(self) -> Iterator[None]:
-        self.moves += 1
-        self.moving += 1
-        try:
-            yield
-        finally:
-            self.moving -= 1
+    def _move(self, model: str) -> Iterator[None]:
+        with self.use.move(model):
+            self.moves += 1
+            self.moving += 1
+            try:
+                yield
+            finally:
+                self.moving -= 1
 
     def to_host(self, model: str, handler: Handler) -> OnHost:
         started = time.perf_counter()
         placed = self.placed.pop(model)
         device = placed.device
-        with self._move():
+        with self._move(model):
             device.move_out(handler, placed.moved_bytes)
         return OnHost(elapsed_ms(started), device.process_bytes(), self.models_bytes(device))
 

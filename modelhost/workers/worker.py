@@ -317,7 +317,7 @@ class Worker:
             raise ModelNotLoaded(f"model {request.model} is not loaded in worker {self.worker_id}")
         requests = list(split_requests(request.items, payload))
         started = time.perf_counter()
-        with self.running.of(request.model), self.devices.first_call(request.model) as grown:
+        with self.running.of(request.model), self.devices.call(request.model) as grown:
             replies = handler.infer_batch(requests)
         infer_ms = (time.perf_counter() - started) * 1000
         self.kept_memory.after_batch(request.model)

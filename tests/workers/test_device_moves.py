@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -229,8 +231,80 @@ def test_a_move_during_a_first_call_spoils_its_measure_and_the_next_call_measure
     for name, path in (("m", models[0]), ("other", models[1])):
         worker.load(Load(model=name, path=str(path)))
     worker._serve(ToDevice("m", "cuda:0"), b"")
-    with worker.devices.first_call("m") as spoiled:
+    with worker.devices.call("m") as spoiled:
         worker._serve(ToDevice("other", "cuda:0"), b"")  # on the unloader thread, meanwhile
-    with worker.devices.first_call("m") as measured:
+    with worker.devices.call("m") as measured:
         fake(worker).first_call_bytes = MiB
     assert (spoiled.bytes, measured.bytes) == (0, MiB)
+
+
+def test_a_move_waits_for_its_models_calls_under_way(
+    worker: Worker, models: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Else a call finds its inputs on the device and its weights on the host (the H200's
+    churn: "Expected all tensors to be on the same device")."""
+    worker.load(Load(model="m", path=str(models[0])))
+    order = recorded_moves(worker, monkeypatch)
+    with worker.devices.call("m"):
+        mover = threading.Thread(target=worker._serve, args=(ToDevice("m", "cuda:0"), b""))
+        mover.start()
+        mover.join(0.2)
+        order.append("call ends")
+    mover.join()
+    assert order == ["call ends", "moved"]
+
+
+def test_a_call_waits_for_its_models_move_under_way(
+    worker: Worker, models: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    worker.load(Load(model="m", path=str(models[0])))
+    order = recorded_moves(worker, monkeypatch, release := threading.Event())
+    mover = threading.Thread(target=worker._serve, args=(ToDevice("m", "cuda:0"), b""))
+    mover.start()
+    while not order:  # the move has begun
+        time.sleep(0.001)
+
+    def call() -> None:
+        with worker.devices.call("m"):
+            order.append("call")
+
+    caller = threading.Thread(target=call)
+    caller.start()
+    caller.join(0.2)
+    release.set()
+    mover.join()
+    caller.join()
+    assert order == ["moving", "moved", "call"]
+
+
+def recorded_moves(
+    worker: Worker, monkeypatch: pytest.MonkeyPatch, release: threading.Event | None = None
+) -> list[str]:
+    """The order of the model's moves, each held until `release` if given."""
+    handler, order = worker.models["m"], []
+    move = handler.to_device
+
+    def recorded(device: str) -> None:
+        if release is not None:
+            order.append("moving")
+            release.wait(10)
+        move(device)
+        order.append("moved")
+
+    monkeypatch.setattr(handler, "to_device", recorded)
+    return order
+
+
+def test_a_spoiled_first_call_still_reports_the_drivers_count(
+    worker: Worker, models: list[Path]
+) -> None:
+    """Under churn most first calls are spoiled: the kernels they load are charged anyway."""
+    for name, path in (("m", models[0]), ("other", models[1])):
+        worker.load(Load(model=name, path=str(path)))
+    moved = worker._serve(ToDevice("m", "cuda:0"), b"")[0]
+    fake(worker).kernel_bytes = MiB // 2
+    with worker.devices.call("m") as spoiled:
+        other = worker._serve(ToDevice("other", "cuda:0"), b"")[0]
+    weights = moved.device_bytes + other.device_bytes
+    assert spoiled.bytes == 0
+    assert (spoiled.process_bytes, spoiled.models_bytes) == (MiB + MiB // 2 + weights, weights)

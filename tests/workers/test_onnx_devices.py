@@ -174,7 +174,7 @@ def test_a_first_call_outside_torchs_allocator_is_measured_by_the_driver(
     moves.contexts.add("cuda:0")  # made already
     arena = Arena(used, 7 * MiB)
     moves.to_device("m", arena, "cuda:0")  # type: ignore[arg-type]
-    with moves.first_call("m") as grown:
+    with moves.call("m") as grown:
         used[0] += 2 * MiB  # the activations, left in the arena
     assert grown.bytes == 2 * MiB
 
