@@ -120,8 +120,9 @@ class DeviceTier:
         device = self.devices[record.device]
         device.resize(record, device_bytes)
         device.made.add(record.worker_id)
-        if context_bytes:
-            device.charge_context(record.worker_id, context_bytes)
+        if context_bytes:  # made now: its first call will grow it, so the estimate holds
+            charged = max(context_bytes, device.contexts.get(record.worker_id, 0))
+            device.charge_context(record.worker_id, charged)
             device.context_estimate_bytes = max(device.context_estimate_bytes, context_bytes)
         record.state, record.load_ms = Placement.AWAKE, move_ms
         self.asleep.discard((record.name, record.worker_id))
