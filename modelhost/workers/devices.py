@@ -128,7 +128,9 @@ class CudaDevice:
         return DeviceInfo(self.name, int(total), CUDA_CONTEXT_ESTIMATE_BYTES)
 
     def open_context(self) -> int:
-        self.torch.zeros(1, device=self.name)  # the context and the allocator's first block
+        ones = self.torch.ones(8, 8, device=self.name)  # the context, the allocator's first block
+        ones @ ones  # and cuBLAS's kernels and workspace, which any model's first call loads
+        self.torch.cuda.synchronize(self.index)
         return nvml_process_bytes(self.index) or CUDA_CONTEXT_ESTIMATE_BYTES
 
     def move_in(self, handler: Mover) -> int:
