@@ -198,13 +198,17 @@ def answers_match(store: Path, http: httpx.Client, names: list[str], device: str
     return wrong
 
 
-def wake_against_load(http: httpx.Client, names: list[str], fit: int) -> dict[str, float]:
-    """One model loaded from disk, sent to sleep by `fit` others, then woken from host memory."""
-    first, others = names[0], names[1 : fit + 1]
+def wake_against_load(server: Any, http: httpx.Client, names: list[str]) -> dict[str, float]:
+    """One model loaded from disk, sent to sleep by as many others as that takes, then woken
+    from host memory."""
+    first, others = names[0], names[1:]
     http.delete(f"/models/{first}")
+    slept = len(server.events("sleep"))
     loaded = call(http, first)
     for name in others:
         call(http, name)
+        if any(event["model"] == first for event in server.events("sleep")[slept:]):
+            break
     woken = call(http, first)
     load_ms = loaded["timing"].get("load", 0.0) + loaded["timing"].get("wake", 0.0)
     wake_ms = woken["timing"].get("wake", float("nan"))
@@ -279,7 +283,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         stats = watch or StatsWatch(server.url)
         with httpx.Client(base_url=server.url, timeout=120) as http:
             wrong = answers_match(store, http, names[:3], args.device)
-            wake = wake_against_load(http, names, args.fit)
+            wake = wake_against_load(server, http, names)
         churn_results = drive(server.url, zipf(names), args.clients, args.churn_s)
         hot = drive(server.url, iter(lambda: names[0], None), args.clients, args.hits_s)
         most_bytes = stats.stop()
