@@ -9,6 +9,8 @@ import threading
 from collections.abc import Callable
 from typing import NamedTuple
 
+import msgspec
+
 from modelhost.fair import FairQueue, Ticket
 from modelhost.workers.messages import Answered, Infer
 
@@ -203,7 +205,7 @@ def merged(batches: list[Batch]) -> tuple[Infer, bytes]:
 
 def shared(whole: Answered, payload: bytes, sizes: list[int]) -> list[tuple[Answered, bytes]]:
     """Each batch's answers and bodies cut from the whole's, its time a share by item count;
-    samples and device growth go with the first, to count once."""
+    samples and the device's figures go with the first, to count once."""
     parts: list[tuple[Answered, bytes]] = []
     first, offset, given_ms, total = 0, 0, 0.0, sum(sizes)
     for index, size in enumerate(sizes):
@@ -211,7 +213,9 @@ def shared(whole: Answered, payload: bytes, sizes: list[int]) -> list[tuple[Answ
         end = offset + sum(answer.size for answer in answers)
         last = index == len(sizes) - 1
         infer_ms = whole.infer_ms - given_ms if last else whole.infer_ms * size / max(1, total)
-        extras = (whole.samples, whole.device_grown) if index == 0 else ((), 0)
-        parts.append((Answered(answers, infer_ms, *extras), payload[offset:end]))
+        part = Answered(answers, infer_ms)
+        if index == 0:
+            part = msgspec.structs.replace(whole, answers=answers, infer_ms=infer_ms)
+        parts.append((part, payload[offset:end]))
         first, offset, given_ms = first + size, end, given_ms + infer_ms
     return parts

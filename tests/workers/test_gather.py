@@ -146,14 +146,15 @@ def test_a_failed_group_fails_every_batch_in_it() -> None:
 
 
 def test_failures_samples_and_device_growth_go_to_their_own_batch() -> None:
-    """A request's failure stays its own; the handler's samples and a device's growth come back
-    once, with the first batch."""
+    """A request's failure stays its own; the handler's samples and a device's growth and the
+    driver's count come back once, with the first batch."""
     broken = Answer(failure=Failure("BadRequestBody", "not a row"))
-    whole = Answered((Answer("a", 2), broken, Answer("a", 1)), 3.0, (), device_grown=64)
+    counts = {"device_grown": 64, "device_process": 900, "device_models": 200}
+    whole = Answered((Answer("a", 2), broken, Answer("a", 1)), 3.0, (), **counts)
     parts = shared(whole, b"xxy", [2, 1])
     assert parts == [
-        (Answered((Answer("a", 2), broken), 2.0, (), 64), b"xx"),
-        (Answered((Answer("a", 1),), 1.0, (), 0), b"y"),
+        (Answered((Answer("a", 2), broken), 2.0, (), **counts), b"xx"),
+        (Answered((Answer("a", 1),), 1.0, ()), b"y"),
     ]
 
 
