@@ -84,6 +84,7 @@ class DeviceMoves:
         self.moves = 0  # started, ever: a move during a measured call spoils its peak
         self.moving = 0  # under way now (moves run on the unloader thread alone)
         self.use = ModelUse()
+        self.reported: dict[str, int] = {}  # by device: the last count a call sent
 
     def infos(self) -> tuple[DeviceInfo, ...]:
         return tuple(device.info() for device in self.devices.values())
@@ -113,8 +114,7 @@ class DeviceMoves:
 
     @contextlib.contextmanager
     def call(self, model: str) -> Iterator[Growth]:
-        """Around a call: no move of its model meanwhile; on its first after a move, what its
-        activations took at most."""
+        """Around a call, no move of its model meanwhile: on its first, its activations' peak."""
         if not self.devices:
             yield Growth()
             return
@@ -126,6 +126,8 @@ class DeviceMoves:
         growth, placed = Growth(), self.placed.get(model)
         if placed is None or placed.measured:
             yield growth
+            if placed is not None:  # a larger batch's activations stay cached
+                self._count(placed.device, growth, changed_only=True)
             return
         placed.measured = True
         device, moves, busy = placed.device, self.moves, self.moving
@@ -138,9 +140,17 @@ class DeviceMoves:
         else:
             growth.bytes = max(0, peak() - base)
             placed.charged_bytes += growth.bytes
-        if not self.moving:  # else the driver counts weights the ledger does not
-            growth.process_bytes = device.process_bytes()
-            growth.models_bytes = self.models_bytes(device)
+        self._count(device, growth, changed_only=False)
+
+    def _count(self, device: Device, growth: Growth, *, changed_only: bool) -> None:
+        """The driver's count after a call; none during a move, whose weights it would count."""
+        if self.moving:
+            return
+        process = device.process_bytes()
+        if changed_only and process == self.reported.get(device.name):
+            return
+        self.reported[device.name] = process
+        growth.process_bytes, growth.models_bytes = process, self.models_bytes(device)
 
     @contextlib.contextmanager
     def _move(self, model: str) -> Iterator[None]:

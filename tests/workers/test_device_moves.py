@@ -327,3 +327,19 @@ def test_a_spoiled_first_call_still_reports_the_drivers_count(
     weights = moved.device_bytes + other.device_bytes
     assert spoiled.bytes == 0
     assert (spoiled.process_bytes, spoiled.models_bytes) == (MiB + MiB // 2 + weights, weights)
+
+
+def test_a_later_call_reports_the_drivers_count_where_it_changed(
+    worker: Worker, models: list[Path]
+) -> None:
+    """A larger batch than the first call's leaves more in the allocator's cache, which the
+    driver counts: the ledger hears of it after that call, not at the next move."""
+    worker.load(Load(model="m", path=str(models[0])))
+    moved = worker._serve(ToDevice("m", "cuda:0"), b"")[0]
+    body = json.dumps(ROW).encode()
+    item = Item("application/json", "application/json", {}, len(body))
+    counts = []
+    for cache_bytes in (0, 0, MiB):
+        fake(worker).kernel_bytes = cache_bytes
+        counts.append(worker.infer(Infer("m", (item,)), body)[0].device_process)
+    assert counts == [MiB + moved.device_bytes, 0, 2 * MiB + moved.device_bytes]
