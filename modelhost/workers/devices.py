@@ -129,7 +129,7 @@ class CudaDevice:
 
     def open_context(self) -> int:
         ones = self.torch.ones(8, 8, device=self.name)  # the context, the allocator's first block
-        ones @ ones  # and cuBLAS's kernels and workspace, which any model's first call loads
+        ones @ ones  # and cuBLAS, as any first call loads it
         self.torch.cuda.synchronize(self.index)
         return nvml_process_bytes(self.index) or CUDA_CONTEXT_ESTIMATE_BYTES
 
@@ -139,8 +139,7 @@ class CudaDevice:
         cuda = self.torch.cuda
         allocated, reserved = cuda.memory_allocated(self.index), cuda.memory_reserved(self.index)
         handler.to_device(self.name)
-        # the segments the allocator took, where fresh, pass the tensors' bytes (by 15% on an
-        # H200), and the driver counts those
+        # the driver counts the segments taken, which pass the tensors' bytes where fresh
         grown = cuda.memory_reserved(self.index) - reserved
         return int(max(grown, cuda.memory_allocated(self.index) - allocated))
 

@@ -120,7 +120,7 @@ class DeviceTier:
         device = self.devices[record.device]
         device.resize(record, device_bytes)
         device.made.add(record.worker_id)
-        if context_bytes:  # made now: its first call will grow it, so the estimate holds
+        if context_bytes:  # a first call grows it: the estimate holds till counted
             charged = max(context_bytes, device.contexts.get(record.worker_id, 0))
             device.charge_context(record.worker_id, charged)
             device.context_estimate_bytes = max(device.context_estimate_bytes, context_bytes)
