@@ -166,23 +166,34 @@ class CudaDevice:
         return int(self.torch.cuda.max_memory_allocated(self.index))
 
 
+def nvml() -> Any:
+    """pynvml, initialised once a process; None without it."""
+    pid = os.getpid()
+    if pid not in NVML:
+        try:
+            import pynvml
+        except ImportError:
+            pynvml = None
+        else:
+            pynvml.nvmlInit()
+        NVML[pid] = pynvml
+    return NVML[pid]
+
+
+NVML: dict[int, Any] = {}
+
+
 def nvml_total_bytes(index: int) -> int:
     """The device's memory as NVML reports it; 0 without NVML."""
-    try:
-        import pynvml
-    except ImportError:
+    if (pynvml := nvml()) is None:
         return 0
-    pynvml.nvmlInit()
     return int(pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(index)).total)
 
 
 def nvml_process_bytes(index: int) -> int:
     """This process's device memory as NVML reports it; 0 without NVML."""
-    try:
-        import pynvml
-    except ImportError:
+    if (pynvml := nvml()) is None:
         return 0
-    pynvml.nvmlInit()
     handle = pynvml.nvmlDeviceGetHandleByIndex(index)
     processes = pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
     return sum(p.usedGpuMemory or 0 for p in processes if p.pid == os.getpid())

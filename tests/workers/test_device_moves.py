@@ -4,7 +4,9 @@ per device, refused past the device's memory, undone by an unload; and CUDA wher
 from __future__ import annotations
 
 import json
+import os
 import socket
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -343,3 +345,23 @@ def test_a_later_call_reports_the_drivers_count_where_it_changed(
         fake(worker).kernel_bytes = cache_bytes
         counts.append(worker.infer(Infer("m", (item,)), body)[0].device_process)
     assert counts == [MiB + moved.device_bytes, 0, 2 * MiB + moved.device_bytes]
+
+
+def test_nvml_is_initialised_once_a_process_as_each_call_now_counts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from types import SimpleNamespace
+
+    from modelhost.workers import devices
+
+    inits = []
+    me = SimpleNamespace(pid=os.getpid(), usedGpuMemory=5 * MiB)
+    fake = SimpleNamespace(
+        nvmlInit=lambda: inits.append(1),
+        nvmlDeviceGetHandleByIndex=lambda index: index,
+        nvmlDeviceGetComputeRunningProcesses=lambda handle: [me],
+    )
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    monkeypatch.setattr(devices, "NVML", {})
+    assert [devices.nvml_process_bytes(0) for _ in range(3)] == [5 * MiB] * 3
+    assert len(inits) == 1
