@@ -130,6 +130,9 @@ def _parse_args() -> argparse.Namespace:
     parser.add_argument("--fair-rows", type=int, default=64, help="rows a fairness request")
     parser.add_argument("--server-core", default="1")
     parser.add_argument("--client-core", default="0", help="a taskset list: 0, 12-15")
+    parser.add_argument(
+        "--quiet-core", default="", help="the quiet client's own cores, apart from the load's"
+    )
     add_serve_arg(parser)
     return parser.parse_args()
 
@@ -235,7 +238,7 @@ def scenario(
     start_at = time.time() + LEAD_S
     context = multiprocessing.get_context("fork")
     with concurrent.futures.ProcessPoolExecutor(3, mp_context=context) as pool:
-        quiet = pool.submit(open_loop, url, QUIET, args.quiet_rps, args.duration, start_at)
+        quiet = pool.submit(open_loop, url, args, start_at)
         hot = burst = None
         if noisy:
             names = noisy_names(args)
@@ -335,19 +338,19 @@ def invoke(client: Any, name: str, tenant: str, body_key: str = "") -> Any:
     return client.post(f"/models/{name}/invoke", content=body, headers=headers)
 
 
-def open_loop(
-    url: str, name: str, rps: float, duration_s: float, start_at: float
-) -> dict[str, Any]:
-    """`rps` requests a second, each timed from when it was due, whatever the server's pace."""
-    realtime = _realtime()
+def open_loop(url: str, args: argparse.Namespace, start_at: float) -> dict[str, Any]:
+    """The quiet tenant's --quiet-rps, each timed from when it was due, whatever the server's
+    pace; on --quiet-core where given, where the load's clients cannot delay it."""
+    if args.quiet_core:
+        os.sched_setaffinity(0, cores(args.quiet_core))
+    realtime, rps = _realtime(), args.quiet_rps
     outcomes: list[Outcome] = []
-    sends = int(rps * duration_s)
     with _clients(url, 32) as made, concurrent.futures.ThreadPoolExecutor(32) as pool:
-        for i in range(sends):
+        for i in range(int(rps * args.duration)):
             due = start_at + i / rps
             time.sleep(max(0.0, due - time.time()))
-            pool.submit(_timed, made, name, "quiet", due, outcomes)
-    return {**summary(outcomes, duration_s), "realtime": realtime}
+            pool.submit(_timed, made, QUIET, "quiet", due, outcomes)
+    return {**summary(outcomes, args.duration), "realtime": realtime}
 
 
 def _realtime() -> bool:

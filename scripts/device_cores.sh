@@ -200,7 +200,12 @@ stages() {
 # benchmarks/tenants.py with the load on cores of its own, so that the main process, the fronts
 # and the worker do not share theirs with it: each of TENANT_FRONTS in turn, within the budget
 TENANT_FRONTS=${TENANT_FRONTS:-"1 4"}
-TENANT_CORES=${TENANT_CORES:-1-7}  # the server's; the load's are LOAD_CORES
+TENANT_CORES=${TENANT_CORES:-1-7}  # the server's
+# the quiet client's core apart from the load's, since the machine refuses it real-time; the
+# fairness tenants' clients twice the VM's, so that the weight-4 tenant stays backlogged
+QUIET_CORE=${QUIET_CORE:-8}
+TENANT_LOAD_CORES=${TENANT_LOAD_CORES:-9-15}
+TENANT_CLIENTS=${TENANT_CLIENTS:-"6 12 24"}
 TENANTS_RUN_S=90  # a run's length at --duration 4, for the budget
 
 tenants() {
@@ -212,10 +217,12 @@ tenants() {
                 tee -a "$out/tenants.md"
             continue
         fi
-        echo "## --fronts $fronts, server on $TENANT_CORES, load on $LOAD_CORES" |
-            tee -a "$out/tenants.md"
+        echo "## --fronts $fronts, server on $TENANT_CORES, quiet client on $QUIET_CORE," \
+            "load on $TENANT_LOAD_CORES" | tee -a "$out/tenants.md"
+        # shellcheck disable=SC2086  # the clients are three numbers
         timeout $((TENANTS_RUN_S * 2)) $PYTHON benchmarks/tenants.py --duration 4 \
-            --server-core "$TENANT_CORES" --client-core "$LOAD_CORES" \
+            --server-core "$TENANT_CORES" --client-core "$TENANT_LOAD_CORES" \
+            --quiet-core "$QUIET_CORE" --fair-clients $TENANT_CLIENTS \
             --serve-arg=--fronts="$fronts" "$@" 2>&1 | tee -a "$out/tenants.log" || status=$?
         { cat "$(ls -t benchmarks/results/tenants-*.md | head -1)" && echo; } >>"$out/tenants.md"
     done
