@@ -264,7 +264,7 @@ class DevicePlacement:
             self.changes.notify()
 
     def grown(self, name: str, worker_id: int, measured: Answered) -> None:
-        """What its copy's first call on the device measured there: charged, and relieved."""
+        """A call of its copy measured on the device: charged, and relieved."""
         record = self.tier.of(name, worker_id)
         if record is None or record.state is not Placement.AWAKE:
             return

@@ -21,7 +21,7 @@ from modelhost.workers.messages import Answered, Infer, Item, item_of
 from modelhost.workers.pool.calls import stuck_after_s
 from modelhost.workers.replies import checked
 
-Grown = Callable[[str, int, Answered], None]  # a first call's measure on its device
+Grown = Callable[[str, int, Answered], None]  # a call's measure on its device
 
 
 class Queues:
@@ -128,7 +128,7 @@ def _answer_batch(
 
 
 def _device_growth(name: str, worker_id: int, on_grown: Grown, sent: Waiter) -> None:
-    """Tell what a copy's first call on its device measured there, if it did."""
+    """Tell what a copy's call on its device measured there, if it did."""
     if sent.cancelled() or sent.exception() is not None:
         return
     reply, _ = sent.result()

@@ -114,21 +114,24 @@ class DeviceMoves:
 
     @contextlib.contextmanager
     def call(self, model: str) -> Iterator[Growth]:
-        """Around a call, no move of its model meanwhile: on its first, its activations' peak."""
+        """Around a call, no move of its model meanwhile: on its first, its activations' peak;
+        the driver's count after a first, or where it changed."""
         if not self.devices:
             yield Growth()
             return
-        with self.use.call(model), self._first_call(model) as growth:
-            yield growth
+        with self.use.call(model):
+            placed = self.placed.get(model)
+            if placed is None:
+                yield Growth()
+                return
+            first = not placed.measured
+            with self._first_call(placed) if first else contextlib.nullcontext(Growth()) as growth:
+                yield growth
+            self._count(placed.device, growth, changed_only=not first)
 
     @contextlib.contextmanager
-    def _first_call(self, model: str) -> Iterator[Growth]:
-        growth, placed = Growth(), self.placed.get(model)
-        if placed is None or placed.measured:
-            yield growth
-            if placed is not None:  # a larger batch's activations stay cached
-                self._count(placed.device, growth, changed_only=True)
-            return
+    def _first_call(self, placed: Placed) -> Iterator[Growth]:
+        growth = Growth()
         placed.measured = True
         device, moves, busy = placed.device, self.moves, self.moving
         # an arena keeps what a run took, so the driver's count after the call is its peak
@@ -140,7 +143,6 @@ class DeviceMoves:
         else:
             growth.bytes = max(0, peak() - base)
             placed.charged_bytes += growth.bytes
-        self._count(device, growth, changed_only=False)
 
     def _count(self, device: Device, growth: Growth, *, changed_only: bool) -> None:
         """The driver's count after a call; none during a move, whose weights it would count."""

@@ -8,6 +8,7 @@ before and after the move.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import sys
@@ -166,21 +167,18 @@ class CudaDevice:
         return int(self.torch.cuda.max_memory_allocated(self.index))
 
 
+@functools.cache
 def nvml() -> Any:
     """pynvml, initialised once a process; None without it."""
-    pid = os.getpid()
-    if pid not in NVML:
-        try:
-            import pynvml
-        except ImportError:
-            pynvml = None
-        else:
-            pynvml.nvmlInit()
-        NVML[pid] = pynvml
-    return NVML[pid]
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    pynvml.nvmlInit()
+    return pynvml
 
 
-NVML: dict[int, Any] = {}
+os.register_at_fork(after_in_child=nvml.cache_clear)
 
 
 def nvml_total_bytes(index: int) -> int:

@@ -213,9 +213,11 @@ def shared(whole: Answered, payload: bytes, sizes: list[int]) -> list[tuple[Answ
         end = offset + sum(answer.size for answer in answers)
         last = index == len(sizes) - 1
         infer_ms = whole.infer_ms - given_ms if last else whole.infer_ms * size / max(1, total)
-        part = Answered(answers, infer_ms)
-        if index == 0:
-            part = msgspec.structs.replace(whole, answers=answers, infer_ms=infer_ms)
+        part = (
+            msgspec.structs.replace(whole, answers=answers, infer_ms=infer_ms)
+            if index == 0
+            else Answered(answers, infer_ms)
+        )
         parts.append((part, payload[offset:end]))
         first, offset, given_ms = first + size, end, given_ms + infer_ms
     return parts

@@ -362,6 +362,9 @@ def test_nvml_is_initialised_once_a_process_as_each_call_now_counts(
         nvmlDeviceGetComputeRunningProcesses=lambda handle: [me],
     )
     monkeypatch.setitem(sys.modules, "pynvml", fake)
-    monkeypatch.setattr(devices, "NVML", {})
-    assert [devices.nvml_process_bytes(0) for _ in range(3)] == [5 * MiB] * 3
-    assert len(inits) == 1
+    devices.nvml.cache_clear()
+    try:
+        assert [devices.nvml_process_bytes(0) for _ in range(3)] == [5 * MiB] * 3
+        assert len(inits) == 1
+    finally:
+        devices.nvml.cache_clear()  # the fake stays out of later tests
