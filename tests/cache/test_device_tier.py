@@ -279,17 +279,3 @@ def test_workers_per_device_lets_a_device_hold_as_many_copies_of_a_model() -> No
     t.copy_unloaded("a", 1)
     assert t.of("a", 2) is second and len(t.devices["cuda:0"].models) == 1
 
-
-def test_a_context_measured_as_it_is_made_is_charged_the_estimate_until_counted() -> None:
-    """A first call loads kernels the making did not (on an H200, half the context): until the
-    driver's count after one, the larger estimate holds its room."""
-    t = tier(100)
-    place(t, "a", 10)
-    t.counted("cuda:0", 1, 18 * MiB, 10 * MiB)  # worker 1's context after its first call
-    got = t.reserve("b", 10 * MiB, 2, None, idle)
-    assert got is not None
-    t.moved_in(got[0], 10 * MiB, 3 * MiB, 1.0)  # worker 2's, as it was made
-    device = t.devices["cuda:0"]
-    assert device.contexts[2] == 8 * MiB
-    t.counted("cuda:0", 2, 15 * MiB, 10 * MiB)
-    assert device.contexts[2] == 5 * MiB

@@ -120,9 +120,8 @@ class DeviceTier:
         device = self.devices[record.device]
         device.resize(record, device_bytes)
         device.made.add(record.worker_id)
-        if context_bytes:  # a first call grows it: the estimate holds till counted
-            charged = max(context_bytes, device.contexts.get(record.worker_id, 0))
-            device.charge_context(record.worker_id, charged)
+        if context_bytes:
+            device.charge_context(record.worker_id, context_bytes)
             device.context_estimate_bytes = max(device.context_estimate_bytes, context_bytes)
         record.state, record.load_ms = Placement.AWAKE, move_ms
         self.asleep.discard((record.name, record.worker_id))
