@@ -10,7 +10,9 @@ retry); never a 500, never a traceback in the server's log, never more memory th
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import os
 import random
 import re
@@ -45,9 +47,6 @@ ROOM_FOR_MODELS = 4
 # a forest's unpickling needs about twice its footprint while it runs; two workers load at once
 LOADING_ROOM = 2 * 2
 RETRYABLE = {429, 503, 504}
-# a load whose retry's worker is killed too is refused, rightly (WorkerKiller)
-KILLED_TWICE = '500 {"code":500,"type":"ModelLoadError"'
-KILLED_TWICE_SAYS = "twice in a row: each try cost its worker"
 
 
 @pytest.fixture(scope="module")
@@ -120,12 +119,36 @@ def invoke(client: httpx.Client, name: str, rows: list[list[float]]) -> httpx.Re
     return client.post("/invocations", content=json.dumps(rows), headers=headers, params=params)
 
 
+class Sent:
+    """When each client's request in flight was sent."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._at: dict[int, float] = {}
+
+    @contextlib.contextmanager
+    def sending(self) -> Iterator[None]:
+        with self._lock:
+            self._at[threading.get_ident()] = time.monotonic()
+        try:
+            yield
+        finally:
+            with self._lock:
+                del self._at[threading.get_ident()]
+
+    def oldest(self) -> float:
+        with self._lock:
+            return min(self._at.values(), default=math.inf)
+
+
 class Client(threading.Thread):
     """One user: picks models by Zipf(1.0) until the run is over and checks every answer."""
 
-    def __init__(self, url: str, seed: int, over: Callable[[], bool], truth: dict[str, list[int]]):
+    def __init__(
+        self, url: str, seed: int, over: Callable[[], bool], truth: dict[str, list[int]], sent: Sent
+    ):
         super().__init__(daemon=True)
-        self.url, self.over, self.truth = url, over, truth
+        self.url, self.over, self.truth, self.sent = url, over, truth, sent
         self.random = random.Random(seed)
         self.statuses: Counter[int] = Counter()
         self.caches: Counter[str] = Counter()
@@ -139,7 +162,9 @@ class Client(threading.Thread):
         with httpx.Client(base_url=self.url, timeout=120) as client:
             while not self.over():
                 name = self.random.choices(names, weights)[0]
-                self.check(name, invoke(client, name, rows))
+                with self.sent.sending():
+                    response = invoke(client, name, rows)
+                self.check(name, response)
 
     def check(self, name: str, response: httpx.Response) -> None:
         self.statuses[response.status_code] += 1
@@ -173,9 +198,10 @@ def run_churn(
     server: testing.RunningServer,
     truth: dict[str, list[int]],
     beside: threading.Thread | None = None,
+    sent: Sent | None = None,
 ) -> ChurnRun:
     """Sixteen clients for DURATION_S, or until `beside` (e.g. a worker killer, started with
-    them) ends, the server's PSS sampled every 10 ms meanwhile."""
+    them) ends, the server's PSS sampled every 10 ms meanwhile; `sent` follows their requests."""
     budget = httpx.get(f"{server.url}/stats").json()["memory"]["budgetBytes"]
     started = time.monotonic()
 
@@ -184,7 +210,8 @@ def run_churn(
         waits = beside is not None and beside.is_alive()
         return elapsed > LONGEST_S or (elapsed > DURATION_S and not waits)
 
-    clients = [Client(server.url, seed, over, truth) for seed in range(CLIENTS)]
+    sent = sent or Sent()
+    clients = [Client(server.url, seed, over, truth, sent) for seed in range(CLIENTS)]
     sampler = PssSampler(server.pid)
     sampler.start()
     for thread in [*clients, *([beside] if beside else [])]:
@@ -305,15 +332,16 @@ def test_operator_changes_under_churn_lose_nothing(
 # budget under churn, more often after workers were replaced, are not yet understood (the kill
 # run checks no budget).
 class WorkerKiller(threading.Thread):
-    """SIGKILLs one of the server's workers `every_s` seconds after the last one came back,
-    KILLS times. A load whose worker dies is tried once more on another; on a busy machine a
-    kill sooner could take that worker too, and the load is then refused, rightly."""
+    """SIGKILLs one of the server's workers `every_s` seconds after the last one came back and
+    the requests sent before its death were answered, KILLS times. A request whose worker dies
+    is tried once more on another; had this killed that one too, it would be refused, rightly."""
 
     def __init__(self, server: testing.RunningServer, every_s: float) -> None:
         super().__init__(daemon=True)
         self.server, self.every_s = server, every_s
         self.until = time.monotonic() + LONGEST_S  # a worker not replaced ends it early
         self.killed: list[int] = []
+        self.sent = Sent()
 
     def run(self) -> None:
         while len(self.killed) < KILLS and time.monotonic() + self.every_s < self.until:
@@ -321,9 +349,11 @@ class WorkerKiller(threading.Thread):
             workers = self._workers()
             if workers:
                 pid = workers[len(self.killed) % len(workers)]["pid"]
+                killed_at = time.monotonic()
                 os.kill(pid, signal.SIGKILL)
                 self.killed.append(pid)
                 self._until_replaced(pid, len(workers))
+                self._until_answered(killed_at)
 
     def _workers(self) -> list[dict[str, Any]]:
         workers: list[dict[str, Any]] = httpx.get(f"{self.server.url}/stats").json()["workers"]
@@ -336,10 +366,9 @@ class WorkerKiller(threading.Thread):
                 return
             time.sleep(0.1)
 
-
-def wrong_beside_kills(run: ChurnRun) -> list[str]:
-    """The run's wrong answers, less the loads refused after the killer took both tries'."""
-    return [w for w in run.wrong if not (KILLED_TWICE in w and KILLED_TWICE_SAYS in w)]
+    def _until_answered(self, killed_at: float) -> None:
+        while time.monotonic() < self.until and self.sent.oldest() <= killed_at:
+            time.sleep(0.1)
 
 
 def unavailable(run: ChurnRun) -> str:
@@ -359,10 +388,9 @@ def test_workers_killed_under_churn_cost_retries_never_wrong_answers(
     they cost latency, not errors; every answer stays right, workers come back, and nothing in
     the server raises."""
     killer = WorkerKiller(churn_server, 3.0)
-    run = run_churn(churn_server, truth, beside=killer)
+    run = run_churn(churn_server, truth, beside=killer, sent=killer.sent)
     assert len(killer.killed) == KILLS
-    wrong = wrong_beside_kills(run)
-    assert not wrong, f"{len(wrong)} wrong answers, e.g. {wrong[:5]}; {run.statuses}"
+    assert not run.wrong, f"{len(run.wrong)} wrong answers, e.g. {run.wrong[:5]}; {run.statuses}"
     assert not run.statuses[503], unavailable(run)  # each was retried
     retried = re.search(r"^modelhost_request_retries_total (\S+)$", metrics_of(churn_server), re.M)
     assert retried and float(retried.group(1)) >= 1
@@ -424,10 +452,9 @@ def test_workers_killed_under_churn_through_fronts_never_answer_wrong(
     """A worker killed every 3 s while the fronts answer hits from it: the requests it held are
     tried again, never answered wrong or 503, and the workers come back."""
     killer = WorkerKiller(fronted_server, 3.0)
-    run = run_churn(fronted_server, truth, beside=killer)
+    run = run_churn(fronted_server, truth, beside=killer, sent=killer.sent)
     assert len(killer.killed) == KILLS
-    wrong = wrong_beside_kills(run)
-    assert not wrong, f"{len(wrong)} wrong answers, e.g. {wrong[:5]}; {run.statuses}"
+    assert not run.wrong, f"{len(run.wrong)} wrong answers, e.g. {run.wrong[:5]}; {run.statuses}"
     assert not run.statuses[503], unavailable(run)
     assert len(httpx.get(f"{fronted_server.url}/stats").json()["workers"]) == 2
     assert "Traceback" not in fronted_server.log_text()
