@@ -25,6 +25,7 @@ ModelhostError
 │   └── Forbidden                not loopback, or a URL outside the store
 │       ├── ModelApiDisabled     registration off (TorchServe's enable_model_api)
 │       ├── OtherTenantsModel    outside the tenant's own models (--tenant-models)
+│       ├── AcrossTenants        spans every tenant's models (--tenant-models)
 │       └── DefaultVersionKept   the default version while others exist
 ├── CapacityError
 │   ├── InsufficientMemory
@@ -163,6 +164,10 @@ class Forbidden(RequestError):
 
 
 class OtherTenantsModel(Forbidden):
+    pass
+
+
+class AcrossTenants(Forbidden):
     pass
 
 

@@ -91,7 +91,7 @@ def main_app(routes: SageMakerRoutes, observer: Observer | None = None) -> Invoc
         *OipRoutes(routes).routes(),
         *KserveV1Routes(routes).routes(),
     ]
-    served += ObserveRoutes(observer).routes() if observer else []
+    served += ObserveRoutes(observer, routes.reads).routes() if observer else []
     app = Starlette(
         routes=[*served, OpenApiRoute(served, "main")],
         middleware=[

@@ -51,6 +51,7 @@ class KserveV1Routes:
     async def list_models(self, request: Request) -> Response:
         """`{"models": [names]}`: every model of the store and the server, streamed a page of
         names at a time."""
+        self.http.reads.across(request)
         return StreamingResponse(self._names(), media_type=JSON)
 
     async def _names(self) -> AsyncIterator[bytes]:
@@ -68,6 +69,7 @@ class KserveV1Routes:
     async def model_ready(self, request: Request) -> Response:
         """200 once loaded; 503 for a model known but not loaded, as KServe answers."""
         name = model_in_path(request)
+        self.http.reads.model(request, name)
         held = self.host.resolve(name)
         if self.host.state_of(held) is State.LOADED:
             return JSONResponse({"name": name, "ready": True})
@@ -94,6 +96,7 @@ class KserveV1Routes:
     async def explain(self, request: Request) -> Response:
         """KServe's 501 for a model without an explainer, naming `:predict`."""
         name = model_in_path(request)
+        self.http.reads.model(request, name)
         await self._check_exists(name)
         request.scope[ERROR_KEY] = "NotServed"
         return JSONResponse({"error": no_explainer(name)}, 501)

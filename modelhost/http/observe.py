@@ -23,6 +23,7 @@ from modelhost.observe.observer import Observer
 from modelhost.observe.tenants import TenantTable
 from modelhost.protocols.pages import decode_token, encode_token, page_size_in
 from modelhost.protocols.params import is_whole_number
+from modelhost.protocols.tenants import OPEN_READS, KeptReads
 from modelhost.records.events import Event
 from modelhost.records.statistics import TenantHoldings
 
@@ -44,8 +45,9 @@ def build_metrics_app(observer: Observer) -> Starlette:
 
 
 class ObserveRoutes:
-    def __init__(self, observer: Observer) -> None:
+    def __init__(self, observer: Observer, reads: KeptReads[Request] | None = None) -> None:
         self.observer = observer
+        self.reads = reads or OPEN_READS
 
     def routes(self) -> list[Route]:
         return [
@@ -65,6 +67,7 @@ class ObserveRoutes:
         return JSONResponse(ALIVE, headers=VARY_ACCEPT)
 
     async def metrics(self, request: Request) -> Response:
+        self.reads.across(request)
         return Response(self.observer.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
     async def metrics_port(self, request: Request) -> Response:
@@ -75,6 +78,7 @@ class ObserveRoutes:
 
     async def sizing(self, request: Request) -> Response:
         """The live miss-ratio curve, of the hour or `?window=day`."""
+        self.reads.across(request)
         window = request.query_params.get("window", DEFAULT_WINDOW)
         if window not in WINDOWS_S:
             raise BadRequestBody(
@@ -85,6 +89,7 @@ class ObserveRoutes:
 
     async def tenants(self, request: Request) -> Response:
         """A page of the tenants counted, in name order."""
+        self.reads.across(request)
         table = self.tenant_table()
         query = request.query_params
         limit = page_size_in(query, "limit", "page_size")
@@ -100,6 +105,7 @@ class ObserveRoutes:
 
     async def tenant(self, request: Request) -> Response:
         name = request.path_params["tenant"]
+        self.reads.across(request)
         table = self.tenant_table()
         if table.get(name) is None:
             raise TenantNotFound(
@@ -119,6 +125,11 @@ class ObserveRoutes:
 
     async def events(self, request: Request) -> Response:
         """Server-sent events; `?model=` filters, `Last-Event-ID` resumes."""
+        model = request.query_params.get("model") or None
+        if model is None:
+            self.reads.across(request)
+        else:
+            self.reads.model(request, model)
         stream = self.observer.stream
         if stream.full:
             raise TooManyStreams(
@@ -126,7 +137,6 @@ class ObserveRoutes:
                 "(--max-event-streams); close one, or raise the limit"
             )
         after = last_event_id(request)
-        model = request.query_params.get("model") or None
         frames = sse_frames(stream.follow(after, model))
         return StreamingResponse(frames, media_type="text/event-stream", headers=SSE_HEADERS)
 

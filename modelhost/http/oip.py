@@ -112,22 +112,28 @@ class OipRoutes:
         return JSONResponse({"ready": ready}, 200 if ready else 400)  # the protocol's 4xx
 
     async def model_metadata(self, request: Request) -> Response:
+        """The model's metadata, or a Triton extension's answer (`{model}/stats`, `/config`,
+        every model's `stats`); what the caller may not read is never looked up."""
         name, version, held = self._model_of(request)
-        if not await self._exists(held):
-            call = extension_call(name) if not version else None
-            if call is not None and await self._exists(call[0]):
-                return self._extension(*call)
-            if name == ALL_MODELS_STATS and not version:
-                every = self.models.every_statistics(self.http.usage.for_model)
-                return JSONResponse({"model_stats": every})
-            why = not_served(request.url.path)
-            if why is not None:
-                raise NotServed(why)
-            raise ModelNotFound(missing(call[0] if call else name))
-        return JSONResponse(self.models.metadata(name, held))
+        reads = self.http.reads
+        if reads.may_read(request, name) and await self._exists(held):
+            return JSONResponse(self.models.metadata(name, held))
+        call = extension_call(name) if not version else None
+        if call is not None and reads.may_read(request, call[0]) and await self._exists(call[0]):
+            return self._extension(*call)
+        if name == ALL_MODELS_STATS and not version:
+            reads.across(request)
+            every = self.models.every_statistics(self.http.usage.for_model)
+            return JSONResponse({"model_stats": every})
+        reads.model(request, name)
+        why = not_served(request.url.path)
+        if why is not None:
+            raise NotServed(why)
+        raise ModelNotFound(missing(call[0] if call else name))
 
     async def model_ready(self, request: Request) -> Response:
         name, _, held = self._model_of(request)
+        self.http.reads.model(request, name)
         ready = self._state(held) is State.LOADED
         if not ready and not await self._exists(held):
             raise ModelNotFound(missing(name))
@@ -180,6 +186,7 @@ class OipRoutes:
 
         The first page is read before the answer starts, so a store that fails says so.
         """
+        self.http.reads.across(request)
         ready = (await self.optional_json(request)).get("ready", False)
         if not isinstance(ready, bool):
             raise BadRequestBody("Invalid value for 'ready': expected a boolean")

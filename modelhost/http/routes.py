@@ -34,7 +34,7 @@ from modelhost.protocols.health import Health
 from modelhost.protocols.keys import MANAGEMENT, TokenKeys, refusal_message
 from modelhost.protocols.pages import decode_token, encode_token, page_size_in
 from modelhost.protocols.params import check_param
-from modelhost.protocols.tenants import TenantRule
+from modelhost.protocols.tenants import KeptReads, TenantRule
 from modelhost.units import format_bytes
 
 LOAD_FIELDS = '{"model_name": "...", "url": "..."}'  # SageMaker's load body
@@ -76,6 +76,7 @@ class SageMakerRoutes:
         self.settings = settings
         self.usage = usage or ModelUsage()
         self.health = health or Health(host)
+        self.reads = KeptReads(settings.tenants, self.authorize, _headers)
 
     # invocation -------------------------------------------------------------------------
 
@@ -106,11 +107,11 @@ class SageMakerRoutes:
         tenants = self.settings.tenants
         if tenants is None:
             return ""
-        headers = dict(request.headers.items())  # last wins, as on the other routes
-        tenant = request.scope[TENANT_KEY] = tenants.of(name, headers)
+        tenant = request.scope[TENANT_KEY] = tenants.of(name, _headers(request))
         return tenant
 
     async def stats(self, request: Request) -> Response:
+        self.reads.across(request)
         return JSONResponse(describe_host(self.host.statistics()))
 
     # management -------------------------------------------------------------------------
@@ -149,6 +150,7 @@ class SageMakerRoutes:
 
     async def list_models(self, request: Request) -> Response:
         """A page of the models known, in name order, of one `state` if given."""
+        self.reads.across(request)
         if self.settings.sagemaker_contract:
             return self.list_loaded(request)
         query = request.query_params
@@ -181,6 +183,7 @@ class SageMakerRoutes:
 
     async def describe_model(self, request: Request) -> Response:
         name = model_in_path(request)
+        self.reads.model(request, name)
         if self.settings.sagemaker_contract:
             if self.host.state_of(name) is not State.LOADED:
                 raise ModelNotLoaded(f"model {name} is not loaded; POST /models to load it")
@@ -251,6 +254,10 @@ class SageMakerRoutes:
         """Under TorchServe's token authorization the management key decides, from anywhere."""
         if not keys.allows(MANAGEMENT, request.headers.get("authorization", "")):
             raise Unauthorized(refusal_message(MANAGEMENT))
+
+
+def _headers(request: Request) -> dict[str, str]:
+    return dict(request.headers.items())  # the last of a repeated header, as invocations read
 
 
 def model_in_path(request: Request) -> str:

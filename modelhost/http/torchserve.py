@@ -105,6 +105,7 @@ class TorchServeManagement:
         return status(*await self.models.register(params))
 
     async def list_models(self, request: Request) -> Response:
+        self.http.reads.across(request)
         query = request.query_params
         return JSONResponse(
             self.models.list_models(query.get("limit"), query.get("next_page_token"))
@@ -113,6 +114,7 @@ class TorchServeManagement:
     async def describe(self, request: Request) -> Response:
         """A list of descriptions, as TorchServe answers; MMS answers the first object."""
         path = request.path_params["model"]
+        self.http.reads.across(request)  # the operator's API: its port serves no tenant
         if boolean(request.query_params.get("customized"), "customized", default=False):
             descriptions = await self.models.describe_customized(path)
         else:

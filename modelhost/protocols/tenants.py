@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from modelhost.config import Config
 from modelhost.config.tenancy import (
@@ -20,7 +20,14 @@ from modelhost.config.tenancy import (
     own_models_segments,
     parse_tenant_from,
 )
-from modelhost.errors import ConfigError, InvalidTenant, OtherTenantsModel, Unauthorized
+from modelhost.errors import (
+    AcrossTenants,
+    ConfigError,
+    Forbidden,
+    InvalidTenant,
+    OtherTenantsModel,
+    Unauthorized,
+)
 from modelhost.names import echo
 
 DEFAULT_TENANT = "default"  # a request the rule finds no tenant in
@@ -31,7 +38,14 @@ SEND_TOKEN = (
     "with a token of the tenant tokens file"
 )
 
+ACROSS_TENANTS = (
+    "--tenant-models keeps each tenant to its own models, so what spans them all (listings, "
+    "statistics, metrics, events, tenants) is the operator's: call from this machine, or send "
+    "'Authorization: Bearer <token>' with the management token"
+)
+
 Headers = Mapping[str, Any]  # lower-case names: an ASGI request's, Starlette's or gRPC's
+Caller = TypeVar("Caller")  # an HTTP request or a gRPC call's context
 
 
 class TenantRule(Protocol):
@@ -169,6 +183,47 @@ class OwnModels:
             f"name:{self.segments} keeps each tenant to the models under its id ({tenant}/...) "
             f"and those of {self.segments} path segments or fewer, which every tenant shares"
         )
+
+
+class KeptReads(Generic[Caller]):
+    """Under --tenant-models, a caller who may not manage reads the models it may invoke, and
+    nothing that spans every tenant's; any caller reads anything otherwise."""
+
+    def __init__(
+        self,
+        rule: TenantRule | None,
+        manages: Callable[[Caller], object],
+        headers: Callable[[Caller], Headers],
+    ) -> None:
+        self.rule = rule if isinstance(rule, OwnModels) else None
+        self.manages, self.headers = manages, headers  # manages: raises where it may not
+
+    def model(self, caller: Caller, name: str) -> None:
+        """401 or 403 where the caller may not read `name`, as invoking it would be."""
+        if self.rule is not None and not self._manages(caller):
+            self.rule.of(name, self.headers(caller))
+
+    def may_read(self, caller: Caller, name: str) -> bool:
+        try:
+            self.model(caller, name)
+        except (Forbidden, Unauthorized, InvalidTenant):
+            return False
+        return True
+
+    def across(self, caller: Caller) -> None:
+        """403 where the caller may not read what spans every tenant's models."""
+        if self.rule is not None and not self._manages(caller):
+            raise AcrossTenants(ACROSS_TENANTS)
+
+    def _manages(self, caller: Caller) -> bool:
+        try:
+            self.manages(caller)
+        except (Forbidden, Unauthorized):
+            return False
+        return True
+
+
+OPEN_READS: KeptReads[Any] = KeptReads(None, lambda caller: None, lambda caller: {})
 
 
 def may_invoke(tenant: str, model: str, segments: int) -> bool:

@@ -16,7 +16,7 @@ from modelhost.names import echo
 from modelhost.protocols.access import is_loopback, trusted_as_local
 from modelhost.protocols.keys import MANAGEMENT, TokenKeys, refusal_message
 from modelhost.rpc import callers
-from modelhost.rpc.calls import Context
+from modelhost.rpc.calls import Context, metadata_of
 
 Caller = Callable[[Context], tuple[str, str]]  # a call → (address, foreign authority or "")
 
@@ -31,7 +31,7 @@ class Access:
 
     def authorize(self, context: Context) -> None:
         if self.keys:  # the management key decides, from anywhere
-            given = dict(context.invocation_metadata() or ()).get("authorization", "")
+            given = metadata_of(context).get("authorization", "")
             if not self.keys.allows(MANAGEMENT, str(given)):
                 raise Unauthorized(refusal_message(MANAGEMENT))
             return
@@ -40,7 +40,7 @@ class Access:
             return
         if not self.token:
             raise Forbidden(refusal(address, authority))
-        given = dict(context.invocation_metadata() or ()).get("authorization", "")
+        given = metadata_of(context).get("authorization", "")
         if not isinstance(given, str) or not hmac.compare_digest(
             given.encode(), f"Bearer {self.token}".encode()
         ):

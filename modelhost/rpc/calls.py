@@ -29,6 +29,11 @@ Method: TypeAlias = Callable[[Any, Context, "Call"], Awaitable[Any]]
 Handler: TypeAlias = Callable[[Any, Context], Awaitable[Any]]
 
 
+def metadata_of(context: Context) -> dict[str, Any]:
+    """A call's metadata; the last of a repeated key, as HTTP's headers."""
+    return dict(context.invocation_metadata() or ())
+
+
 class Call:
     """One RPC, filled in by its servicer as it is answered."""
 

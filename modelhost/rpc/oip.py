@@ -20,9 +20,9 @@ from modelhost.protocols.health import Health
 from modelhost.protocols.not_served import SETTINGS, SHARED_MEMORY
 from modelhost.protocols.oip import OipModels, check_load_parameters, missing
 from modelhost.protocols.params import check_param
-from modelhost.protocols.tenants import TenantRule
+from modelhost.protocols.tenants import KeptReads, TenantRule
 from modelhost.rpc.access import Access
-from modelhost.rpc.calls import Call, Calls, Context
+from modelhost.rpc.calls import Call, Calls, Context, metadata_of
 from modelhost.rpc.messages import OIP_SERVICE, message
 from modelhost.rpc.stubs import method_path
 from modelhost.rpc.tensors import fill_response, request_body
@@ -56,6 +56,7 @@ class OipServicer:
         self.models = OipModels(host)
         self.tenants = tenants
         self.access = access
+        self.reads = KeptReads(tenants, access.authorize, metadata_of)
         self.health = health
         self.max_response_bytes = max_response_bytes
 
@@ -75,6 +76,7 @@ class OipServicer:
 
     async def ModelReady(self, request: Any, context: Context, call: Call) -> Any:
         name = call.model = model_name(request.name)
+        self.reads.model(context, name)
         held = self.models.held(name, request.version)
         ready = self.models.state(held) is State.LOADED
         if not ready and not await self.models.exists(held):
@@ -83,6 +85,7 @@ class OipServicer:
 
     async def ModelMetadata(self, request: Any, context: Context, call: Call) -> Any:
         name = call.model = model_name(request.name)
+        self.reads.model(context, name)
         held = self.models.held(name, request.version)
         if not await self.models.exists(held):
             raise ModelNotFound(missing(name))
@@ -90,6 +93,7 @@ class OipServicer:
 
     async def ModelConfig(self, request: Any, context: Context, call: Call) -> Any:
         name = call.model = model_name(request.name)
+        self.reads.model(context, name)
         held = self.models.held(name, request.version)
         if not await self.models.exists(held):
             raise ModelNotFound(missing(name))
@@ -141,13 +145,15 @@ class OipServicer:
         """The caller's tenant, from the call's metadata ("": tenants are off)."""
         if self.tenants is None:
             return ""
-        return self.tenants.of(model, dict(context.invocation_metadata() or ()))
+        return self.tenants.of(model, metadata_of(context))
 
     async def ModelStatistics(self, request: Any, context: Context, call: Call) -> Any:
         if not request.name:
+            self.reads.across(context)
             stats = self.models.every_statistics(self.usage.for_model)
         else:
             name = call.model = model_name(request.name)
+            self.reads.model(context, name)
             held = self.models.held(name, request.version)
             if not await self.models.exists(held):
                 raise ModelNotFound(missing(name))
@@ -170,6 +176,7 @@ class OipServicer:
     # model repository -------------------------------------------------------------------
 
     async def RepositoryIndex(self, request: Any, context: Context, call: Call) -> Any:
+        self.reads.across(context)
         if request.repository_name:
             raise NotServed(
                 "'repository_name' specification is not supported: modelhost serves one "

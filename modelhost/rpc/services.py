@@ -40,8 +40,8 @@ def rpc_servers(
     calls = Calls(observer, config.instance_id)
     access = Access(config.management_token, by_guard, keys)
     servers = []
+    tenants = tenant_rule(config)
     if config.grpc_port:
-        tenants = tenant_rule(config)
         limit = config.max_response_bytes
         usage = observer.usage if observer else None
         oip = OipServicer(host, access, health, limit, tenants=tenants, usage=usage, calls=calls)
@@ -66,7 +66,7 @@ def rpc_servers(
             )
         )
     if config.grpc_management_port:
-        management = TorchServeManagementServicer(host, access, config.model_api)
+        management = TorchServeManagementServicer(host, access, config.model_api, tenants)
         handlers = method_handlers(TS_MANAGEMENT_SERVICE, management, calls)
         port = config.grpc_management_port
         servers.append(

@@ -15,10 +15,10 @@ from modelhost.host import Invocation, ModelHost
 from modelhost.names import echo, model_name
 from modelhost.protocols.health import Health
 from modelhost.protocols.params import check_param
-from modelhost.protocols.tenants import TenantRule
+from modelhost.protocols.tenants import KeptReads, TenantRule
 from modelhost.protocols.torchserve import MODEL_VERSION, TorchServeModels
 from modelhost.rpc.access import Access
-from modelhost.rpc.calls import Call, Calls, Context
+from modelhost.rpc.calls import Call, Calls, Context, metadata_of
 from modelhost.rpc.messages import TS_INFERENCE_SERVICE, message
 from modelhost.rpc.status import code_of
 from modelhost.rpc.stubs import method_path
@@ -90,7 +90,7 @@ class TorchServeInference:
         """The caller's tenant, from the call's metadata ("": tenants are off)."""
         if self.tenants is None:
             return ""
-        return self.tenants.of(model, dict(context.invocation_metadata() or ()))
+        return self.tenants.of(model, metadata_of(context))
 
     def _invoked(self, model: str, version: str) -> str:
         if not version:
@@ -138,9 +138,16 @@ def _failed(request: Any, error: ModelhostError) -> Any:
 class TorchServeManagementServicer:
     """ManagementAPIsService: each answers TorchServe's `msg`, the REST answer's message or JSON."""
 
-    def __init__(self, host: ModelHost, access: Access, model_api: bool = True) -> None:
+    def __init__(
+        self,
+        host: ModelHost,
+        access: Access,
+        model_api: bool = True,
+        tenants: TenantRule | None = None,
+    ) -> None:
         self.models = TorchServeModels(host, model_api)
         self.access = access
+        self.reads = KeptReads(tenants, access.authorize, metadata_of)  # the operator's API
 
     async def RegisterModel(self, request: Any, context: Context, call: Call) -> Any:
         self.access.authorize(context)
@@ -175,6 +182,7 @@ class TorchServeManagementServicer:
 
     async def DescribeModel(self, request: Any, context: Context, call: Call) -> Any:
         call.model = request.model_name
+        self.reads.across(context)
         path = _path(request.model_name, request.model_version)
         if request.customized:
             return _response(json.dumps(await self.models.describe_customized(path), indent=2))
@@ -182,6 +190,7 @@ class TorchServeManagementServicer:
 
     async def ListModels(self, request: Any, context: Context, call: Call) -> Any:
         """A page of the models; the next token is an offset, as the int32 field holds."""
+        self.reads.across(context)
         limit = str(request.limit) if request.limit else None
         offset = max(0, request.next_page_token)
         body = self.models.list_models(limit, str(offset))

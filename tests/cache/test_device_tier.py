@@ -278,4 +278,3 @@ def test_workers_per_device_lets_a_device_hold_as_many_copies_of_a_model() -> No
     assert t.reserve("a", 10 * MiB, 3, None, idle) is None
     t.copy_unloaded("a", 1)
     assert t.of("a", 2) is second and len(t.devices["cuda:0"].models) == 1
-
