@@ -7,9 +7,22 @@ from pathlib import Path
 import pytest
 
 from modelhost.config import Config, load_config
-from modelhost.errors import ConfigError, InvalidTenant, OtherTenantsModel, Unauthorized
+from modelhost.errors import (
+    AcrossTenants,
+    ConfigError,
+    Forbidden,
+    InvalidTenant,
+    OtherTenantsModel,
+    Unauthorized,
+)
 from modelhost.protocols.params import MAX_TENANT_CHARS
-from modelhost.protocols.tenants import DEFAULT_TENANT, KNOWN_VALID, TenantRule, tenant_rule
+from modelhost.protocols.tenants import (
+    DEFAULT_TENANT,
+    KNOWN_VALID,
+    KeptReads,
+    TenantRule,
+    tenant_rule,
+)
 
 MODEL = "tenants/t007/churn.joblib"
 
@@ -220,3 +233,30 @@ def test_tenant_models_is_refused_where_it_means_nothing(
         flags["tenant_tokens_file"] = "tokens.toml"
     with pytest.raises(ConfigError, match=words):
         load_config(flags, {}, tmp_path)
+
+
+def manager(caller: dict[str, str]) -> None:
+    """A fake management check: the caller manages when it says so."""
+    if caller.get("manages") != "yes":
+        raise Forbidden("not the operator")
+
+
+@pytest.mark.parametrize("tenant_models", ["", "name:2"])
+def test_reads_are_kept_only_where_tenants_are_kept_to_their_models(
+    tenant_models: str, tmp_path: Path
+) -> None:
+    flags = {"tenant_from": "header", "tenant_models": tenant_models}
+    reads = KeptReads(tenant_rule(load_config(flags, {}, tmp_path)), manager, lambda c: c)
+    tenant = {"x-modelhost-tenant": "tenants/t012"}
+    if not tenant_models:
+        reads.model(tenant, MODEL)
+        reads.across(tenant)
+        return
+    assert not reads.may_read(tenant, MODEL) and reads.may_read(tenant, "shared/m.joblib")
+    with pytest.raises(OtherTenantsModel):
+        reads.model(tenant, MODEL)
+    with pytest.raises(AcrossTenants, match="management token"):
+        reads.across(tenant)
+    operator = tenant | {"manages": "yes"}
+    reads.model(operator, MODEL)
+    reads.across(operator)
