@@ -105,7 +105,7 @@ class ObserveRoutes:
 
     async def tenant(self, request: Request) -> Response:
         name = request.path_params["tenant"]
-        self.reads.across(request)
+        self.reads.tenant(request, name)
         table = self.tenant_table()
         if table.get(name) is None:
             raise TenantNotFound(

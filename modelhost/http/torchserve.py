@@ -113,8 +113,8 @@ class TorchServeManagement:
 
     async def describe(self, request: Request) -> Response:
         """A list of descriptions, as TorchServe answers; MMS answers the first object."""
-        path = request.path_params["model"]
         self.http.reads.across(request)  # the operator's API: its port serves no tenant
+        path = request.path_params["model"]
         if boolean(request.query_params.get("customized"), "customized", default=False):
             descriptions = await self.models.describe_customized(path)
         else:

@@ -215,6 +215,13 @@ class KeptReads(Generic[Caller]):
         if self.rule is not None and not self._manages(caller):
             raise AcrossTenants(ACROSS_TENANTS)
 
+    def tenant(self, caller: Caller, tenant: str) -> None:
+        """`across`, but a tenant reads its own figures."""
+        if self.rule is None or self._manages(caller):
+            return
+        if self.rule.rule.of("", self.headers(caller)) != tenant:
+            raise AcrossTenants(ACROSS_TENANTS)
+
     def _manages(self, caller: Caller) -> bool:
         try:
             self.manages(caller)

@@ -257,6 +257,9 @@ def test_reads_are_kept_only_where_tenants_are_kept_to_their_models(
         reads.model(tenant, MODEL)
     with pytest.raises(AcrossTenants, match="management token"):
         reads.across(tenant)
+    reads.tenant(tenant, "tenants/t012")  # its own figures
+    with pytest.raises(AcrossTenants):
+        reads.tenant(tenant, "tenants/t007")
     operator = tenant | {"manages": "yes"}
     reads.model(operator, MODEL)
     reads.across(operator)

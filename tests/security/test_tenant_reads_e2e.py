@@ -36,7 +36,7 @@ READS_OF_ALL = [
     ("GET", "/metrics"),
     ("GET", "/sizing"),
     ("GET", "/tenants"),
-    ("GET", "/tenants/tenants/t7"),
+    ("GET", "/tenants/tenants/t12"),
     ("GET", "/events"),
     ("GET", "/v1/models"),
     ("GET", "/v2/models/stats"),
@@ -74,13 +74,14 @@ def server(
         grpc_port=ports.grpc,
         load_models=f"{OWN},{OTHERS},{SHARED}",
     )
-    counted = httpx.post(  # so that GET /tenants/tenants/t7 has a row to answer
-        f"{running.url}/models/{OWN}/invoke",
-        json=testing.iris_rows(1),
-        headers={"authorization": f"Bearer {T7}"},
-        timeout=60,
-    )
-    assert counted.status_code == 200, counted.text
+    for token, model in ((T7, OWN), (T12, OTHERS)):  # rows in the tenants' table
+        counted = httpx.post(
+            f"{running.url}/models/{model}/invoke",
+            json=testing.iris_rows(1),
+            headers={"authorization": f"Bearer {token}"},
+            timeout=60,
+        )
+        assert counted.status_code == 200, counted.text
     return running, ports
 
 
@@ -155,6 +156,14 @@ def test_torchserve_s_management_reads_are_the_operator_s(
         with pytest.raises(grpc.RpcError) as refused:
             listed(b"", metadata=(("authorization", f"Bearer {T7}"),), timeout=30)
     assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
+
+
+def test_a_tenant_reads_its_own_figures_in_tenants(
+    server: tuple[testing.RunningServer, Ports],
+) -> None:
+    answer = read(server[0], "/tenants/tenants/t7", T7)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["tenant"] == "tenants/t7" and answer.json()["requests"] >= 1
 
 
 def test_a_tenant_follows_its_own_model_s_events_only(
