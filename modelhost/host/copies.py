@@ -46,6 +46,7 @@ class Copies:
         clock: Callable[[], float],
         why_untrusted: Callable[[str], str] = lambda name: "",
         leaving_worker: Callable[[str, int], Awaitable[None]] = nothing_to_wait_for,
+        left_worker: Callable[[str, int], None] = lambda name, worker_id: None,
         arrived: Callable[[str, int, Loaded], None] = lambda name, worker_id, loaded: None,
         sandboxes: Sandboxes | None = None,
         weight: Callable[[str], float] | None = None,
@@ -61,7 +62,8 @@ class Copies:
         self.load_order = LoadOrder(weight)
         self.leaving: set[tuple[str, int]] = set()  # (model, worker)
         self.arriving: UnderWay[None] = UnderWay()
-        self.leaving_worker = leaving_worker  # told first: a device's record of it goes too
+        self.leaving_worker = leaving_worker  # told first: no device move starts for it
+        self.left_worker = left_worker  # told once its worker let it go: its device room is free
         self.arrived = arrived  # a copy serves: a device may take it
 
     async def claim_loader(self, name: str, tenant: str = "") -> WorkerHandle:
@@ -186,6 +188,12 @@ class Copies:
     async def unload_from(self, worker_id: int, name: str) -> Unloaded:
         """Unload one copy (nothing freed if its worker died)."""
         await self.leaving_worker(name, worker_id)
+        try:
+            return await self._unload_on(worker_id, name)
+        finally:
+            self.left_worker(name, worker_id)
+
+    async def _unload_on(self, worker_id: int, name: str) -> Unloaded:
         worker = self.pool.workers.get(worker_id)
         if worker is None:
             return Unloaded(0)

@@ -276,7 +276,8 @@ class DevicePlacement:
         relief.add_done_callback(self.relieving.discard)
 
     async def copy_leaving(self, name: str, worker_id: int) -> None:
-        """A copy leaves `worker_id`, and its device with it; the next copy becomes the first.
+        """A copy leaves `worker_id`: the next copy becomes the first, and its device's room
+        is freed once the worker let it go (`copy_left`).
 
         A move that has its place ends first: the worker would take the unload before it."""
         record = self.tier.of(name, worker_id)
@@ -287,8 +288,11 @@ class DevicePlacement:
                 await asyncio.wait(under_way)  # its outcome is its requests' to read
         if worker_id in self.capable.get(name, ()):
             self._forget_copy(name, worker_id)
-            self.tier.copy_unloaded(name, worker_id)
-            self.changes.notify()
+
+    def copy_left(self, name: str, worker_id: int) -> None:
+        """The worker answered the copy's unload, or died: its device's room is free."""
+        self.tier.copy_unloaded(name, worker_id)
+        self.changes.notify()
 
     def _forget_copy(self, name: str, worker_id: int) -> None:
         copies = self.capable.get(name, [])

@@ -114,6 +114,7 @@ class ModelHost:
             clock=clock,
             why_untrusted=why_untrusted,
             leaving_worker=self.devices.copy_leaving,
+            left_worker=self.devices.copy_left,
             arrived=self.devices.loaded,
             sandboxes=Sandboxes(memory, why_untrusted, model_tenant or (lambda name: ""), views),
             weight=self.scheduling.tenant_weight,

@@ -322,3 +322,16 @@ def test_a_first_copy_whose_device_place_another_copy_holds_runs_on_the_cpu() ->
         ],
         OneDevice,
     )
+
+
+def test_an_unloaded_model_keeps_its_device_room_until_its_worker_lets_it_go() -> None:
+    """A DELETE of a model on the device, its Unload not yet run by the worker: another model
+    moving in meanwhile would pass the budget (Hypothesis found it; one worker, room for
+    three models less a context)."""
+    steps: list[tuple[str, dict[str, object]]] = [("request", {"name": "c"})]
+    steps += [("answer_a_call", {"index": 0})] * 3
+    steps += [("request", {"name": "a"})]
+    steps += [("answer_a_call", {"index": 0})] * 3
+    steps += [("delete", {"name": "a"}), ("request", {"name": "b"})]
+    steps += [("answer_a_call", {"index": 1})] * 2
+    replay(steps, OneWorkerThreeModelsLessAContext)
