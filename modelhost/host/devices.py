@@ -111,6 +111,8 @@ class DevicePlacement:
         return resident is not None and resident.state is State.LOADED and not resident.in_flight
 
     async def _move_in(self, name: str) -> Readiness:
+        if not self.capable.get(name):  # its last copy left before this task's first turn
+            raise ModelhostError(f"model {name} was unloaded while it waited for a device")
         worker_id = self.capable[name][0]
         spread = self.spreading.get((name, worker_id))
         if spread is not None:  # its move began while another copy was the first
@@ -119,8 +121,6 @@ class DevicePlacement:
             if record is not None and record.state is Placement.AWAKE:
                 self.tier.used(record)
                 return ON_DEVICE
-            if name not in self.capable:
-                raise ModelhostError(f"model {name} was unloaded while it waited for a device")
             return await self._move_in(name)
         size = self.tier.estimate(name, self.weights.get(name, 0))
         got = await self._reserve(name, size, worker_id)

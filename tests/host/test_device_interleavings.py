@@ -335,3 +335,26 @@ def test_an_unloaded_model_keeps_its_device_room_until_its_worker_lets_it_go() -
     steps += [("delete", {"name": "a"}), ("request", {"name": "b"})]
     steps += [("answer_a_call", {"index": 1})] * 2
     replay(steps, OneWorkerThreeModelsLessAContext)
+
+
+def test_a_move_that_starts_after_its_model_left_is_told_so() -> None:
+    """The move's task starts a turn after the request asked for it; by then the model's last
+    copy had left: an error that says so, not a KeyError (Hypothesis found it)."""
+    replay(
+        [
+            ("request", {"name": "b"}),
+            ("put_min_worker", {"copies": 1, "limit": 0, "name": "a"}),
+            ("a_call_fails", {"index": 0}),
+            arrives("put", "b", call=0),
+            ("delete", {"name": "a"}),
+            ("a_call_fails", {"index": 1}),
+            ("answer_a_call", {"index": 0}),
+            ("request", {"name": "b"}),
+            ("a_call_fails", {"index": 1}),
+            ("request", {"name": "a"}),
+            ("request", {"name": "c"}),
+            ("idle_unload", {}),
+            arrives("request", "b", call=0),
+        ],
+        DeviceInterleavings,
+    )
