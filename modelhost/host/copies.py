@@ -62,8 +62,8 @@ class Copies:
         self.load_order = LoadOrder(weight)
         self.leaving: set[tuple[str, int]] = set()  # (model, worker)
         self.arriving: UnderWay[None] = UnderWay()
-        self.leaving_worker = leaving_worker  # told first: no device move starts for it
-        self.left_worker = left_worker  # told once its worker let it go: its device room is free
+        self.leaving_worker = leaving_worker  # before the Unload
+        self.left_worker = left_worker  # after it: the device's room is free
         self.arrived = arrived  # a copy serves: a device may take it
 
     async def claim_loader(self, name: str, tenant: str = "") -> WorkerHandle:

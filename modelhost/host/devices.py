@@ -111,7 +111,7 @@ class DevicePlacement:
         return resident is not None and resident.state is State.LOADED and not resident.in_flight
 
     async def _move_in(self, name: str) -> Readiness:
-        if not self.capable.get(name):  # its last copy left before this task's first turn
+        if not self.capable.get(name):  # left before the task began
             raise ModelhostError(f"model {name} was unloaded while it waited for a device")
         worker_id = self.capable[name][0]
         spread = self.spreading.get((name, worker_id))
@@ -276,8 +276,7 @@ class DevicePlacement:
         relief.add_done_callback(self.relieving.discard)
 
     async def copy_leaving(self, name: str, worker_id: int) -> None:
-        """A copy leaves `worker_id`: the next copy becomes the first, and its device's room
-        is freed once the worker let it go (`copy_left`).
+        """A copy leaves `worker_id`: the next copy becomes the first.
 
         A move that has its place ends first: the worker would take the unload before it."""
         record = self.tier.of(name, worker_id)

@@ -87,11 +87,10 @@ class ModelHost:
             functools.partial(self.scheduling.batch_size, handler_batches=True),
         )
         self.changes = Changes()
-        # /proc is slow to read: off the loop, unless a test gives a reader
         self.memory_readings = MemoryReadings(
             pss_bytes or ServerPss(pool.pids, functools.partial(_allowance_bytes, memory)),
             memory,
-            pss_bytes is None,
+            pss_bytes is None,  # /proc is slow to read: off the loop, unless a test gives one
             on_fall=self.changes.notify,
         )
         self.devices = DevicePlacement(
