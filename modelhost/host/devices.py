@@ -111,9 +111,10 @@ class DevicePlacement:
         return resident is not None and resident.state is State.LOADED and not resident.in_flight
 
     async def _move_in(self, name: str) -> Readiness:
-        if not self.capable.get(name):  # left before the task began
+        copies = self.capable.get(name)
+        if not copies:  # left before the task began
             raise ModelhostError(f"model {name} was unloaded while it waited for a device")
-        worker_id = self.capable[name][0]
+        worker_id = copies[0]
         spread = self.spreading.get((name, worker_id))
         if spread is not None:  # its move began while another copy was the first
             await asyncio.wait({spread})
@@ -290,8 +291,8 @@ class DevicePlacement:
 
     def copy_left(self, name: str, worker_id: int) -> None:
         """The worker answered the copy's unload, or died: its device's room is free."""
-        self.tier.copy_unloaded(name, worker_id)
-        self.changes.notify()
+        if self.tier.copy_unloaded(name, worker_id):
+            self.changes.notify()
 
     def _forget_copy(self, name: str, worker_id: int) -> None:
         copies = self.capable.get(name, [])

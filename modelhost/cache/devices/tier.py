@@ -175,12 +175,14 @@ class DeviceTier:
         for copy in [copy for copy in {*self.placed, *self.asleep} if copy[0] == name]:
             self.copy_unloaded(*copy)
 
-    def copy_unloaded(self, name: str, worker_id: int) -> None:
-        """One copy of the model left host memory, and its device with it."""
+    def copy_unloaded(self, name: str, worker_id: int) -> bool:
+        """One copy of the model left host memory, and its device with it; whether a device
+        held it."""
         self.asleep.discard((name, worker_id))
         record = self.placed.get((name, worker_id))
         if record is not None:
             self.drop(record)
+        return record is not None
 
     def worker_lost(self, worker_id: int) -> None:
         for name, worker in [copy for copy in {*self.placed, *self.asleep} if copy[1] == worker_id]:
