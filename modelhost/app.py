@@ -59,7 +59,7 @@ from modelhost.http.server import (
 from modelhost.observe.observer import Observer
 from modelhost.protocols.health import Health
 from modelhost.protocols.keys import TokenKeys, keys_while_serving
-from modelhost.protocols.tenants import model_tenant, tenant_rule
+from modelhost.protocols.tenants import TenantRule, model_tenant, tenant_rule, watched_tokens
 from modelhost.protocols.torchserve import restore_registered
 from modelhost.records.events import EventLog
 from modelhost.scheduler import SchedulerSettings
@@ -82,11 +82,14 @@ WORKER_GROWTH_FLOOR_BYTES = 2**20
 
 async def serve_pool(config: Config, pool: WorkerPool, events: EventLog) -> int:
     """Serve until SIGTERM or SIGINT with `pool`, its template spawned (modelhost.launch)."""
+    tokens = watched_tokens(config, events.emit)
     async with (
         started_host(config, pool, events) as host,
         observed(host, config) as observer,
         keys_while_serving(config.token_auth, config.token_expiration_min * 60) as keys,
+        tokens.watching(),
     ):
+        tenants = tenant_rule(config, tokens.get)
         health = Health(host, "" if config.multi_model else config.single_model)
         routes = SageMakerRoutes(
             host,
@@ -97,7 +100,7 @@ async def serve_pool(config: Config, pool: WorkerPool, events: EventLog) -> int:
                 config.instance_id,
                 max_response_bytes=config.max_response_bytes,
                 sagemaker_contract=config.sagemaker_contract,
-                tenants=tenant_rule(config),
+                tenants=tenants,
                 keys=keys,
                 model_api=config.model_api,
                 default_accept=config.default_accept,
@@ -105,7 +108,9 @@ async def serve_pool(config: Config, pool: WorkerPool, events: EventLog) -> int:
             observer.usage,
             health,
         )
-        rpc = grpc_servers(host, config, observer, health, keys, run_folder=pool.run_dir)
+        rpc = grpc_servers(
+            host, config, observer, health, keys, tenants=tenants, run_folder=pool.run_dir
+        )
         tls = bool(config.ssl_certfile)
         needs_main = main_only(config)
         fronts = fronts_for(
@@ -173,6 +178,7 @@ def grpc_servers(
     observer: Observer,
     health: Health,
     keys: TokenKeys | None = None,
+    tenants: TenantRule | None = None,
     run_folder: Path | None = None,
 ) -> list[RpcServer]:
     """The gRPC servers, if a gRPC port is set: only then is grpcio imported."""
@@ -180,7 +186,7 @@ def grpc_servers(
         return []
     from modelhost.rpc.services import rpc_servers
 
-    return rpc_servers(host, config, observer, health, keys, run_folder=run_folder)
+    return rpc_servers(host, config, observer, health, keys, tenants=tenants, run_folder=run_folder)
 
 
 def drain(observer: Observer, rpc: list[RpcServer], fronts: Fronts | None = None) -> None:
@@ -259,11 +265,11 @@ def build_host(
     budget_bytes: int,
 ) -> ModelHost:
     """`tenants`: the tenants file's policies, read at each decision so that a reload applies."""
-    policies = tenants.policies
+    policies = tenants.get
     memory = memory_tier(config, pool, idle, budget_bytes, policies)
     cache_dir = Path(config.cache_dir)
     disk_budget = disk_budget_bytes(config, cache_dir)
-    tenants.open(memory.budget.budget_bytes, disk_budget, untrust_refused(config))
+    tenants.open_within(memory.budget.budget_bytes, disk_budget, untrust_refused(config))
     trust = Trust(config.refuse_pickle, model_tenant(config), policies)
     disk = DiskTier(
         cache_dir,
@@ -296,7 +302,7 @@ def build_host(
             scale_in_idle_s=config.scale_in_idle_s,
             slots_per_worker=pool.threads,
             fair_tenants=tenants_on(config.tenant_from),
-            tenant_policies=tenants.policies if config.tenants_file else None,
+            tenant_policies=tenants.get if config.tenants_file else None,
         ),
         max_rows_per_request=config.max_rows_per_request,
         sagemaker_contract=config.sagemaker_contract,

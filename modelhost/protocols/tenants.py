@@ -19,7 +19,9 @@ from modelhost.config.tenancy import (
     name_segments,
     own_models_segments,
     parse_tenant_from,
+    read_tenant_tokens,
 )
+from modelhost.config.watched_file import WatchedFile
 from modelhost.errors import (
     AcrossTenants,
     ConfigError,
@@ -45,6 +47,7 @@ ACROSS_TENANTS = (
 )
 
 Headers = Mapping[str, Any]  # lower-case names: an ASGI request's, Starlette's or gRPC's
+TokenTenants = Mapping[bytes, str]  # each token's SHA-256 digest and its tenant
 Caller = TypeVar("Caller")  # an HTTP request or a gRPC call's context
 
 
@@ -54,16 +57,21 @@ class TenantRule(Protocol):
         ...
 
 
-def tenant_rule(config: Config) -> TenantRule | None:
-    """The rule `config.tenant_from` names; None while tenants are off."""
+def tenant_rule(
+    config: Config, tokens: Callable[[], TokenTenants] | None = None
+) -> TenantRule | None:
+    """The rule `config.tenant_from` names; None while tenants are off. `tokens`: the tokens
+    file's last good reading, if not those read at start."""
     rule = parse_tenant_from(config.tenant_from)
     if rule is None:
         return None
-    named: TenantRule = (
-        FromToken(config.tenant_tokens, config.tenant_tokens_file)
-        if rule.kind == "token"
-        else _of_request(rule)
-    )
+    if rule.kind != "token":
+        named: TenantRule = _of_request(rule)
+    elif tokens is None:
+        at_start = token_tenants(config.tenant_tokens, config.tenant_tokens_file)
+        named = FromToken(lambda: at_start)
+    else:
+        named = FromToken(tokens)
     return kept_to_own_models(named, own_models_segments(config.tenant_models, config.tenant_from))
 
 
@@ -142,27 +150,45 @@ class FromName:
             return DEFAULT_TENANT
 
 
+def watched_tokens(config: Config, emit: Callable[..., Any]) -> WatchedFile[TokenTenants]:
+    """The tenant tokens file, reread whenever it changes; empty where tenants are not by token."""
+    watched: WatchedFile[TokenTenants] = WatchedFile(
+        "tenant_tokens_file", config.tenant_tokens_file, emit, {}, _counted
+    )
+    watched.open(lambda path: token_tenants(read_tenant_tokens(path), str(path)))
+    return watched
+
+
+def token_tenants(tokens: TokenPairs, path: str) -> TokenTenants:
+    """Each token's digest and its tenant; ConfigError where an id is bad or none is given."""
+    if not tokens:
+        raise ConfigError(f"tenant_from token needs tokens: {path or 'no file'} holds none")
+    for number, (_, tenant) in enumerate(tokens, 1):
+        try:
+            tenant_id(tenant, f"token {number} of {path}")
+        except InvalidTenant as error:
+            raise ConfigError(f"{error}; fix the tenant tokens file") from None
+    return {_digest(token.strip()): tenant for token, tenant in tokens}
+
+
+def _counted(tenants: TokenTenants) -> dict[str, int]:
+    return {"tokens": len(tenants), "tenants": len(set(tenants.values()))}
+
+
 class FromToken:
     """The tenant the tokens file gives the request's bearer token; an unknown token is 401.
 
     Tokens are held and looked up by digest, so a lookup's time says nothing of their text."""
 
-    def __init__(self, tokens: TokenPairs, path: str) -> None:
-        if not tokens:
-            raise ConfigError(f"tenant_from token needs tokens: {path or 'no file'} holds none")
-        for number, (_, tenant) in enumerate(tokens, 1):
-            try:
-                tenant_id(tenant, f"token {number} of {path}")
-            except InvalidTenant as error:
-                raise ConfigError(f"{error}; fix the tenant tokens file") from None
-        self.tenants = {_digest(token.strip()): tenant for token, tenant in tokens}
+    def __init__(self, tenants: Callable[[], TokenTenants]) -> None:
+        self.tenants = tenants
 
     def of(self, model: str, headers: Headers) -> str:
         given = headers.get(AUTHORIZATION)
         scheme, _, token = given.partition(" ") if isinstance(given, str) else ("", "", "")
         if scheme.lower() != "bearer" or not token.strip():
             raise Unauthorized(f"no tenant token: {SEND_TOKEN}")
-        tenant = self.tenants.get(_digest(token.strip()))
+        tenant = self.tenants().get(_digest(token.strip()))
         if tenant is None:
             raise Unauthorized(f"the bearer token is no tenant's: {SEND_TOKEN}")
         return tenant

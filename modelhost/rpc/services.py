@@ -12,7 +12,7 @@ from modelhost.host import ModelHost
 from modelhost.observe.observer import Observer
 from modelhost.protocols.health import Health
 from modelhost.protocols.keys import TokenKeys
-from modelhost.protocols.tenants import tenant_rule
+from modelhost.protocols.tenants import TenantRule
 from modelhost.rpc.access import Access, by_guard
 from modelhost.rpc.calls import Calls
 from modelhost.rpc.frames import StreamBudget
@@ -31,16 +31,16 @@ def rpc_servers(
     observer: Observer | None,
     health: Health,
     keys: TokenKeys | None = None,
+    tenants: TenantRule | None = None,
     run_folder: Path | None = None,
 ) -> list[RpcServer]:
     """The inference and management ports' servers, each if its port is set, listening behind
-    their guards in `run_folder`."""
+    their guards in `run_folder`; `tenants`: the tenant rule (None: tenants off)."""
     budget = StreamBudget(stream_budget(config))  # one for both ports: one frontend's memory
     refused = refusal_counter(observer)
     calls = Calls(observer, config.instance_id)
     access = Access(config.management_token, by_guard, keys)
     servers = []
-    tenants = tenant_rule(config)
     if config.grpc_port:
         limit = config.max_response_bytes
         usage = observer.usage if observer else None

@@ -27,7 +27,7 @@ def watcher(tmp_path: Path, text: str) -> tuple[TenantsFileWatcher, EventLog, Pa
     path, events = tmp_path / "tenants.toml", EventLog()
     write(path, text)
     watching = TenantsFileWatcher(str(path), events.emit)
-    watching.open(GIB, GIB)
+    watching.open_within(GIB, GIB)
     return watching, events, path
 
 
@@ -37,7 +37,7 @@ def kinds(events: EventLog) -> list[str]:
 
 def test_a_changed_file_replaces_the_policies(tmp_path: Path) -> None:
     watching, events, path = watcher(tmp_path, '[tenants."a"]\nrate = 5\n')
-    get = watching.policies
+    get = watching.get
     assert get().of("a").rate == 5
     write(path, '[tenants."a"]\nrate = 1\n[tenants."b"]\nweight = 3\n')
     asyncio.run(watching.poll())
@@ -85,8 +85,8 @@ def test_a_bad_file_at_start_raises(tmp_path: Path) -> None:
 
 def test_without_a_file_the_policies_are_the_defaults(tmp_path: Path) -> None:
     watching = TenantsFileWatcher("", EventLog().emit)
-    watching.open(GIB, GIB)
-    assert watching.policies() == TenantPolicies()
+    watching.open_within(GIB, GIB)
+    assert watching.get() == TenantPolicies()
 
     async def run() -> None:
         async with watching.watching():
@@ -99,7 +99,7 @@ def test_watching_takes_a_change_without_being_asked(tmp_path: Path) -> None:
     path, events = tmp_path / "tenants.toml", EventLog()
     write(path, "[default]\nweight = 2\n")
     watching = TenantsFileWatcher(str(path), events.emit, interval_s=0.01)
-    watching.open(GIB, GIB)
+    watching.open_within(GIB, GIB)
 
     async def run() -> float:
         async with watching.watching():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,9 @@ from modelhost.protocols.tenants import (
     KeptReads,
     TenantRule,
     tenant_rule,
+    watched_tokens,
 )
+from modelhost.records.events import EventLog
 
 MODEL = "tenants/t007/churn.joblib"
 
@@ -115,6 +118,36 @@ def test_a_known_token_names_its_tenant(tmp_path: Path) -> None:
     rule = rule_of("token", tmp_path, TOKENS)
     assert rule.of(MODEL, {"authorization": "Bearer tok-acme-2"}) == "acme"
     assert rule.of(MODEL, {"authorization": "bearer tok-umbrella"}) == "umbrella"
+
+
+def test_the_watched_tokens_follow_the_file_and_keep_the_last_good(tmp_path: Path) -> None:
+    """A change is the rule's at the next poll; a removed file or a bad one keeps what was."""
+    path, events = tmp_path / "tokens.toml", EventLog()
+    path.write_text('[tokens]\n"old" = "acme"\n')
+    config = load_config({"tenant_from": "token", "tenant_tokens_file": str(path)}, {}, tmp_path)
+    watched = watched_tokens(config, events.emit)
+    rule = tenant_rule(config, watched.get)
+    assert rule is not None and rule.of(MODEL, bearer("old")) == "acme"
+    staged = tmp_path / "tokens.new"
+    staged.write_text('[tokens]\n"new" = "acme"\n"other" = "umbrella"\n')
+    staged.replace(path)
+    asyncio.run(watched.poll())
+    assert rule.of(MODEL, bearer("new")) == "acme" and rule.of(MODEL, bearer("other")) == "umbrella"
+    with pytest.raises(Unauthorized):
+        rule.of(MODEL, bearer("old"))
+    path.unlink()
+    asyncio.run(watched.poll())
+    assert rule.of(MODEL, bearer("new")) == "acme"
+    assert [event.kind for event in events.recent] == [
+        "tenant_tokens_file_loaded",
+        "tenant_tokens_file_loaded",
+        "tenant_tokens_file_rejected",
+    ]
+    assert events.recent[1].detail == {"path": str(path), "tokens": 2, "tenants": 2}
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"authorization": f"Bearer {token}"}
 
 
 @pytest.mark.parametrize(
