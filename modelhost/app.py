@@ -127,7 +127,7 @@ async def serve_pool(config: Config, pool: WorkerPool, events: EventLog) -> int:
             ),
         )
         if fronts is not None:
-            fronts.routing = Routing(host, observer, config, pool.run_dir, keys)
+            fronts.routing = Routing(host, observer, config, pool.run_dir, keys, tokens=tokens.get)
             fronts.drain_timeout_s = config.drain_timeout_s
             fronts.on_none_left = server.stop_failed
         refuse_unusable_tls(config)

@@ -13,12 +13,13 @@ from modelhost.workers.wire import Frame, FrameBuffer, encode
 class Tenancy(msgspec.Struct, frozen=True):
     """Who a hit's tenant is and what a front may do for it (fronts/tenants.py)."""
 
-    tenant_from: str  # header[:NAME] or name:N
+    tenant_from: str  # header[:NAME], name:N or token
     held: list[str] = []  # with a rate or a cap: relayed
     hold_others: bool = False  # the tenants file's default has one
     weights: dict[str, float] = {}  # the named tenants'
     default_weight: float = 1.0
     model_segments: int = 0  # --tenant-models name:N's N: another tenant's model is relayed
+    tokens: dict[bytes, str] = {}  # under token: each token's digest → its tenant
 
 
 class Table(msgspec.Struct, frozen=True, tag=True):

@@ -3,6 +3,7 @@ own (docs/decisions.md, "Fronts")."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from modelhost.cache.memory import State
@@ -17,7 +18,7 @@ from modelhost.observe.exchange import Exchange
 from modelhost.observe.hits import Hits
 from modelhost.observe.observer import Observer
 from modelhost.protocols.keys import INFERENCE, TokenKeys
-from modelhost.protocols.tenants import request_rule
+from modelhost.protocols.tenants import TokenTenants
 from modelhost.records.events import Event
 from modelhost.workers.direct import direct_path
 
@@ -28,8 +29,6 @@ SPARE_PLACES = 32  # places past which those of gone workers are given up
 def main_only(config: Config) -> str:
     """What needs the main process for every request, so no front starts; "": fronts may."""
     reasons = {
-        "tenants by token (--tenant-from token)": tenants_on(config.tenant_from)
-        and request_rule(config.tenant_from) is None,
         "untrusted workers": bool(config.untrusted_workers or config.refuse_pickle),
         "--max-concurrency": bool(config.max_concurrency),
     }
@@ -46,8 +45,10 @@ class Routing:
         config: Config,
         run_dir: Path,
         keys: TokenKeys | None = None,
+        tokens: Callable[[], TokenTenants] = dict,
     ) -> None:
         self.host, self.observer = host, observer
+        self.tokens = tokens
         self.keys = keys  # token authorization's: a front's hit must hold the inference key
         if keys is not None:
             keys.on_renew = self.touch
@@ -111,7 +112,7 @@ class Routing:
         read = self.host.scheduling.tenant_policies
         policies = read() if read is not None else TenantPolicies()
         assert isinstance(policies, TenantPolicies)
-        return tenancy(self.tenant_from, policies, self.model_segments)
+        return tenancy(self.tenant_from, policies, self.model_segments, self.tokens())
 
     def routes(self) -> tuple[Routes, dict[str, int], list[str]]:
         """The routes a front may take, the batch sizes above 1, and the sockets."""
@@ -216,7 +217,9 @@ def _put(routes: Routes, sizes: dict[str, int], name: str, serving: list[int], s
         sizes.pop(name, None)
 
 
-def tenancy(tenant_from: str, policies: TenantPolicies, model_segments: int) -> Tenancy:
+def tenancy(
+    tenant_from: str, policies: TenantPolicies, model_segments: int, tokens: TokenTenants
+) -> Tenancy:
     """The rule, and the tenants with a rate or a cap, whose requests a front relays."""
     named, default = policies.named, policies.default
     return Tenancy(
@@ -226,6 +229,7 @@ def tenancy(tenant_from: str, policies: TenantPolicies, model_segments: int) -> 
         weights={tenant: policy.weight for tenant, policy in named.items()},
         default_weight=default.weight,
         model_segments=model_segments,
+        tokens=tokens,
     )
 
 

@@ -47,7 +47,7 @@ ACROSS_TENANTS = (
 )
 
 Headers = Mapping[str, Any]  # lower-case names: an ASGI request's, Starlette's or gRPC's
-TokenTenants = Mapping[bytes, str]  # each token's SHA-256 digest and its tenant
+TokenTenants = dict[bytes, str]  # each token's SHA-256 digest and its tenant
 Caller = TypeVar("Caller")  # an HTTP request or a gRPC call's context
 
 
@@ -80,10 +80,12 @@ def kept_to_own_models(rule: TenantRule, segments: int) -> TenantRule:
     return OwnModels(rule, segments) if segments else rule
 
 
-def request_rule(tenant_from: str) -> FromHeader | FromName | None:
-    """The rule `tenant_from` names if it reads only the request; else None."""
+def request_rule(tenant_from: str, tokens: TokenTenants) -> TenantRule | None:
+    """The rule `tenant_from` names, `tokens` the tokens file's; None while tenants are off."""
     rule = parse_tenant_from(tenant_from)
-    return None if rule is None or rule.kind == "token" else _of_request(rule)
+    if rule is None:
+        return None
+    return FromToken(lambda: tokens) if rule.kind == "token" else _of_request(rule)
 
 
 def _of_request(rule: TenantFrom) -> FromHeader | FromName:

@@ -1,6 +1,6 @@
 """`--fronts 2` with tenants on: a front answers a tenant's hit itself, with the main process's
 bytes and the tenant's header, and the main process counts it under that tenant; a tenant with a
-rate or a cap, a tenant the rule refuses, and tenants by token are the main process's alone
+rate or a cap and a tenant the rule refuses are the main process's alone
 (docs/tenants.md, "Fronts")."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import httpx
 import pytest
 from helpers.fronts import (
     connect,
+    direct_on_front,
     front_pids,
     hit_with_the_main_process_stopped,
     raw_invoke,
@@ -177,10 +178,44 @@ def test_tenants_by_name_are_answered_by_a_front(store: Path, serve: Servers) ->
     assert b"x-modelhost-tenant: tenants/t7" in answered
 
 
-def test_tenants_by_token_start_no_front(store: Path, serve: Servers, tmp_path: Path) -> None:
+def test_tenants_by_token_are_answered_by_a_front_until_the_token_is_removed(
+    store: Path, serve: Servers, tmp_path: Path
+) -> None:
+    """A front answers a known token's hit under its tenant; an unknown token is 401 on each
+    front, and so is a token once it is taken out of the file."""
     tokens = tmp_path / "tokens.toml"
-    tokens.write_text('[tokens]\n"secret-token" = "t1"\n')
-    server = serve(store, workers=1, fronts=2, tenant_from="token", tenant_tokens_file=tokens)
-    assert front_pids(server) == []
-    said = "starts no front: every request goes to the main process with tenants by token"
-    assert said in server.log_text()
+    tokens.write_text('[tokens]\n"secret-token" = "t1"\n"other-token" = "t2"\n')
+    server = serve(
+        store,
+        workers=1,
+        fronts=2,
+        memory_budget="2GiB",
+        load_models=MODEL,
+        tenant_from="token",
+        tenant_tokens_file=tokens,
+    )
+    fronts = front_pids(server)
+    assert len(fronts) == 2
+    secret, nobody = "authorization: Bearer secret-token", "authorization: Bearer nobody"
+    answered = hit_with_the_main_process_stopped(server, hit(MODEL, secret))
+    assert answered.startswith(b"HTTP/1.1 200"), answered
+    assert b"x-modelhost-tenant: t1" in answered
+    for front in fronts:
+        assert on_a_front(server, hit(MODEL, nobody), front).startswith(b"HTTP/1.1 401")
+    staged = tmp_path / "tokens.new"
+    staged.write_text('[tokens]\n"other-token" = "t2"\n')
+    staged.replace(tokens)
+    deadline = time.monotonic() + FOLDED_S
+    for front in fronts:  # each front's table changes within a second of the file
+        while not on_a_front(server, hit(MODEL, secret), front).startswith(b"HTTP/1.1 401"):
+            assert time.monotonic() < deadline, f"front {front} still answers the removed token"
+            time.sleep(0.1)
+
+
+def on_a_front(server: testing.RunningServer, request: bytes, front: int) -> bytes:
+    """The answer to `request` sent on a fresh connection front `front` accepted."""
+    connection = direct_on_front(server, front)
+    try:
+        return raw_invoke(connection, request)
+    finally:
+        connection.close()
