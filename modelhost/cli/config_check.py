@@ -11,8 +11,8 @@ from typing import NoReturn
 import click
 
 from modelhost.config import explain, load_config, properties_file
-from modelhost.config.settings import flag_name, setting_names
-from modelhost.config.tenancy import tenants_on
+from modelhost.config.settings import flag_name, is_secret, setting_names
+from modelhost.config.tenancy import TOKENS_TABLE, read_tenant_tokens, tenants_on
 from modelhost.errors import ConfigError
 
 if sys.version_info >= (3, 11):
@@ -29,14 +29,18 @@ def config() -> None:
 @click.command("check")
 @click.argument("file", required=False, type=click.Path(dir_okay=False, path_type=Path))
 def check(file: Path | None) -> None:
-    """Explain what each key of FILE (a config.properties, a modelhost.toml or a tenants file;
-    default: the config.properties serve reads) and each known variable set here maps to.
+    """Explain what each key of FILE (a config.properties, a modelhost.toml, a tenants file or a
+    tenant tokens file; default: the config.properties serve reads) and each known variable set
+    here maps to.
 
     Exits 1 if the server would refuse to start with them."""
     if file is not None and not file.is_file():
         raise click.BadParameter(f"no such file {file}", param_hint="FILE")
     modelhost_toml = file is not None and file.suffix == ".toml"
-    if file is not None and modelhost_toml and _is_tenants_file(file):
+    tables = _tables(file) if file is not None and modelhost_toml else set()
+    if file is not None and tables == {TOKENS_TABLE}:
+        _check_tokens_file(file)
+    if file is not None and tables and tables <= {"default", "tenants"}:
         _check_tenants_file(file)
     try:
         read = file if file is not None else properties_file(os.environ)
@@ -58,12 +62,24 @@ def check(file: Path | None) -> None:
     click.echo("\nthe server would start with these settings")
 
 
-def _is_tenants_file(file: Path) -> bool:
+def _tables(file: Path) -> set[str]:
     try:
-        tables = tomllib.loads(file.read_text(encoding="utf-8")).keys()
+        return set(tomllib.loads(file.read_text(encoding="utf-8")))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError):
-        return False
-    return bool(tables) and tables <= {"default", "tenants"}
+        return set()
+
+
+def _check_tokens_file(file: Path) -> NoReturn:
+    """Check a tenant tokens file as serve reads it; show no token."""
+    try:
+        tokens = read_tenant_tokens(file)
+    except ConfigError as error:
+        click.echo(f"the server would not start: {error}")
+        sys.exit(1)
+    tenants = len({tenant for _, tenant in tokens})
+    click.echo(f"the server would start with the tenant tokens file {file}")
+    click.echo(f"tokens: {len(tokens)}, tenants: {tenants}")
+    sys.exit(0)
 
 
 def _check_tenants_file(file: Path) -> NoReturn:
@@ -92,7 +108,8 @@ def _echo_settings(file: Path) -> None:
     names = setting_names()
     for key, value in settings.items():
         if key in names:
-            click.echo(f"{'setting':<9} {file}: {key} = {value!r}\n          {flag_name(key)}")
+            shown = "(secret, not shown)" if is_secret(key) else repr(value)
+            click.echo(f"{'setting':<9} {file}: {key} = {shown}\n          {flag_name(key)}")
             continue
         meant = difflib.get_close_matches(key, names, n=1)
         hint = f" (did you mean {meant[0]}?)" if meant else ""

@@ -29,17 +29,18 @@ def _setting(
     maximum: float | None = None,
     choices: tuple[str, ...] = (),
     zero_is_off: bool = False,
+    secret: bool = False,
 ) -> Any:
     """A Config field carrying its help, properties key, extra variables and limits.
 
     `size` is "bytes" for a size such as 6MiB, or "percent" where 80% (of a whole) is allowed too;
-    0 only where `zero_is_off`.
+    0 only where `zero_is_off`; a `secret` is shown nowhere.
     """
     if maximum is None and type(default) in (int, float):
         maximum = MOST_COUNT
     meta: dict[str, object] = {"help": help_text, "props": props, "env": env, "size": size}
     meta |= {"minimum": minimum, "maximum": maximum, "choices": choices, "zero_is_off": zero_is_off}
-    return dataclasses.field(default=default, metadata=meta)
+    return dataclasses.field(default=default, metadata=meta | {"secret": secret}, repr=not secret)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -343,7 +344,7 @@ class Config:
         minimum=0.001,
     )
     management_token: str = _setting(
-        "", "bearer token that allows management calls from non-loopback addresses"
+        "", "bearer token that allows management calls from non-loopback addresses", secret=True
     )
     token_auth: bool = _setting(
         False,
@@ -554,6 +555,10 @@ def setting_fields() -> tuple[dataclasses.Field[Any], ...]:
 def setting_names() -> list[str]:
     """Names of all settings, in declaration order."""
     return [f.name for f in setting_fields()]
+
+
+def is_secret(name: str) -> bool:
+    return any(f.name == name and f.metadata["secret"] for f in setting_fields())
 
 
 @functools.cache

@@ -208,3 +208,14 @@ def test_config_check_without_a_file_checks_the_one_serve_reads(
     assert any(
         line.startswith("reported") and "vmargs" in line for line in result.output.splitlines()
     )
+
+
+def test_config_check_shows_no_secret_setting(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from modelhost.cli.main import main
+
+    path = tmp_path / "modelhost.toml"
+    path.write_text('management_token = "s3cret-mgmt"\nworkers = 2\n')
+    result = CliRunner().invoke(main, ["config", "check", str(path)], env={})
+    assert "s3cret" not in result.output and "workers = 2" in result.output, result.output

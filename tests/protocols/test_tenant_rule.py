@@ -296,3 +296,21 @@ def test_reads_are_kept_only_where_tenants_are_kept_to_their_models(
     operator = tenant | {"manages": "yes"}
     reads.model(operator, MODEL)
     reads.across(operator)
+
+
+def test_config_check_reads_a_tokens_file_and_shows_no_token(tmp_path: Path) -> None:
+    """`modelhost config check tokens.toml` checks it as the server reads it, and says how many
+    tokens and tenants it holds, never a token."""
+    from click.testing import CliRunner
+
+    from modelhost.cli.main import main
+
+    path = tmp_path / "tokens.toml"
+    path.write_text(TOKENS)
+    result = CliRunner().invoke(main, ["config", "check", str(path)], env={})
+    assert result.exit_code == 0, result.output
+    assert "tokens: 3, tenants: 2" in result.output and "tok-" not in result.output
+    path.write_text('[tokens]\n"tok-secret" = "the umbrella"\n')
+    result = CliRunner().invoke(main, ["config", "check", str(path)], env={})
+    assert result.exit_code == 1 and "invalid tenant 'the umbrella' from token 1" in result.output
+    assert "tok-secret" not in result.output
