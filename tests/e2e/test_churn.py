@@ -1,8 +1,7 @@
 """The workload the product exists for: many models, more than fit, 16 clients at once, and
 beside them workers that die or an operator who unloads models and changes their copies. Each
 model is a tenant's (`--tenant-from name:1`), so the fair queues and the workers' turns are in
-every request's path; a second server runs the churn through two fronts instead, as tenants
-keep fronts off.
+every request's path; a second server runs the churn through two fronts, which answer the hits.
 
 Every answer must be the right prediction or a JSON 429/503/504 (back-pressure a client can
 retry); never a 500, never a traceback in the server's log, never more memory than the budget.
