@@ -111,3 +111,20 @@ def test_watching_takes_a_change_without_being_asked(tmp_path: Path) -> None:
         return watching.current.default.weight
 
     assert asyncio.run(run()) == 5
+
+
+def test_a_mounted_secret_s_swap_is_taken(tmp_path: Path) -> None:
+    """Kubernetes updates a mounted file by pointing a `..data` link at a new folder: the path
+    the server reads is a link whose target changes, not the file it names."""
+    first, second = tmp_path / "v1", tmp_path / "v2"
+    for folder, weight in ((first, 2), (second, 3)):
+        folder.mkdir()
+        (folder / "tenants.toml").write_text(f"[default]\nweight = {weight}\n")
+    (tmp_path / "..data").symlink_to(first)
+    (tmp_path / "tenants.toml").symlink_to(tmp_path / "..data" / "tenants.toml")
+    watching = TenantsFileWatcher(str(tmp_path / "tenants.toml"), EventLog().emit)
+    watching.open_within(GIB, GIB)
+    (tmp_path / "..data.new").symlink_to(second)
+    os.replace(tmp_path / "..data.new", tmp_path / "..data")
+    asyncio.run(watching.poll())
+    assert watching.current.default.weight == 3
