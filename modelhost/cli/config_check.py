@@ -64,7 +64,7 @@ def check(file: Path | None) -> None:
 
 def _tables(file: Path) -> set[str]:
     try:
-        return set(tomllib.loads(file.read_text(encoding="utf-8")))
+        return set(tomllib.loads(file.read_text(encoding="utf-8-sig")))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError):
         return set()
 
@@ -102,7 +102,7 @@ def _check_tenants_file(file: Path) -> NoReturn:
 def _echo_settings(file: Path) -> None:
     """Each key of a modelhost.toml as its flag."""
     try:
-        settings = tomllib.loads(file.read_text(encoding="utf-8"))
+        settings = tomllib.loads(file.read_text(encoding="utf-8-sig"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError):
         return
     names = setting_names()

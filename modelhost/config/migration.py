@@ -174,9 +174,9 @@ def sagemaker_notices(environ: Mapping[str, str]) -> list[str]:
 
 
 def read_text(path: Path) -> str:
-    """A config file's text; a ConfigError if it cannot be read."""
+    """A config file's text, less a byte order mark; a ConfigError if it cannot be read."""
     try:
-        return path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read: {exc}") from None
 

@@ -152,7 +152,7 @@ def tenant_tokens(tenant_from: str, tokens_file: str, cwd: Path) -> TokenPairs:
 def read_tenant_tokens(path: Path) -> TokenPairs:
     """(token, tenant) pairs from a TOML file's `[tokens]` table; no message shows a token."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(path.read_text(encoding="utf-8-sig"))
     except (OSError, UnicodeDecodeError) as error:
         raise ConfigError(
             f"cannot read the tenant tokens file {path}: {error}; set --tenant-tokens-file to a "

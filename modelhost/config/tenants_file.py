@@ -121,7 +121,7 @@ def read_tenants_file(
     """The policies `path` gives, sizes and percentages in bytes of the budgets given;
     `untrust_refused`: why no tenant may be untrusted here ("": one may)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as error:
         raise ConfigError(
             f"cannot read the tenants file {path}: {error}; set --tenants-file to a readable "

@@ -153,7 +153,7 @@ class FromName:
 
 
 def watched_tokens(config: Config, emit: Callable[..., Any]) -> WatchedFile[TokenTenants]:
-    """The tenant tokens file, reread whenever it changes; empty where tenants are not by token."""
+    """The tenant tokens file, reread when it changes; empty unless tenants are by token."""
     watched: WatchedFile[TokenTenants] = WatchedFile(
         "tenant_tokens_file", config.tenant_tokens_file, emit, {}, _counted
     )

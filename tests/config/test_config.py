@@ -58,6 +58,19 @@ def test_every_layer_contributes_its_own_settings(tmp_path: Path) -> None:
     assert (config.workers, config.log_level) == (5, "error")
 
 
+def test_files_saved_with_a_byte_order_mark_read_as_without(tmp_path: Path) -> None:
+    """Windows' Notepad starts UTF-8 files with a BOM, which TOML parsers take for a statement."""
+    bom = "\ufeff"
+    write(tmp_path / "config.properties", bom + "job_queue_size=7\n")
+    write(tmp_path / "modelhost.toml", bom + "workers = 2\n")
+    write(tmp_path / "tokens.toml", bom + '[tokens]\n"tok" = "acme"\n')
+    write(tmp_path / "tenants.toml", bom + "[default]\nweight = 2\n")
+    flags = {"tenant_from": "token", "tenant_tokens_file": "tokens.toml", "token_auth": False}
+    config = load_config({**flags, "tenants_file": "tenants.toml"}, {}, tmp_path)
+    assert (config.job_queue_size, config.workers) == (7, 2)
+    assert config.tenant_tokens == (("tok", "acme"),)
+
+
 def test_file_locations_from_flags_and_environment(tmp_path: Path) -> None:
     toml = write(tmp_path / "a.toml", "port = 1\n")
     props = write(tmp_path / "mms.properties", "model_store=/store\n")
