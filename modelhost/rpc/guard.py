@@ -10,6 +10,7 @@ ports and holds HTTP/2's limits".
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import itertools
 import logging
@@ -45,6 +46,7 @@ LINGER_S = 1.0  # after a GOAWAY, reading and dropping what the client still sen
 DRAIN_CHECK_S = 0.05
 EVERY_STREAM = 2**31 - 1  # a notice's last stream (RFC 9113, 6.8)
 MAX_AGE, SHUTDOWN = "max connection age", "server shutting down"
+SHARED = "connections shared by address"
 
 
 class Hop(NamedTuple):
@@ -105,6 +107,16 @@ class Guard:
         for relay in list(self.relays):
             relay.end()
 
+    def room_for(self, address: str) -> Relay | None:
+        """At the cap, the connection to end for one from `address`; None: refuse it."""
+        kept = [relay for relay in self.relays if relay.closing is None and not relay.told_to_go]
+        held = collections.Counter(relay.address for relay in kept)
+        most, count = held.most_common(1)[0] if held else (address, 0)
+        if count < held[address] + 2:
+            return None
+        theirs = [relay for relay in kept if relay.address == most]
+        return min(theirs, key=lambda relay: (len(relay.frames.open), -relay.frames.idle_for_s()))
+
 
 class Relay(asyncio.Protocol):
     """One client connection and its loopback connection to grpc's servers."""
@@ -142,9 +154,15 @@ class Relay(asyncio.Protocol):
     def admitted(self) -> str:
         """Why the connection is refused at once ("" if it is not): the cap, or the rate."""
         admission = self.guard.admission
-        if len(self.guard.relays) >= admission.max_connections:
+        full = len(self.guard.relays) >= admission.max_connections
+        giving_way = self.guard.room_for(self.address) if full else None
+        if full and giving_way is None:
             return "connections"
-        return "" if admission.rate.allow(self.address) else "rate"
+        if not admission.rate.allow(self.address):
+            return "rate"
+        if giving_way is not None:
+            giving_way.give_way()
+        return ""
 
     async def connect(self) -> None:
         loop, hop = asyncio.get_running_loop(), self.guard.hop
@@ -193,6 +211,13 @@ class Relay(asyncio.Protocol):
         if reason:
             self.end_with(goaway(frames.last_stream_id, NO_ERROR, reason))
         return bool(reason)
+
+    def give_way(self) -> None:
+        """GOAWAY for another address's connection; the end once no call is open."""
+        logger.info("gRPC connection from %s told to go: %s", self.address, SHARED)
+        self.guard.admission.refused("shared")
+        self.tell_to_go(SHARED)
+        self.outlived()
 
     def tell_to_go(self, reason: str) -> None:
         """GOAWAY once, between the server's frames: no new calls, those under way go on."""

@@ -34,10 +34,12 @@ PING_TIMEOUT_S = 5.0  # generous: a ping slower than this is a stalled server, n
 class RawConnection:
     """An HTTP/2 client connection that writes frames as given and reads what comes back."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, source: str = "127.0.0.1") -> None:
         self.port = port
         # bounded: a flooded server's full backlog must not hold a client past its test
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=CONNECT_TIMEOUT_S)
+        self.sock = socket.create_connection(
+            ("127.0.0.1", port), timeout=CONNECT_TIMEOUT_S, source_address=(source, 0)
+        )
         self.encoder = hpack.Encoder()
         self.unread = b""
         self.closed = False
