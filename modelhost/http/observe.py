@@ -130,14 +130,11 @@ class ObserveRoutes:
             self.reads.across(request)
         else:
             self.reads.model(request, model)
-        stream = self.observer.stream
-        if stream.full:
-            raise TooManyStreams(
-                f"{stream.clients} event streams are open, the most this server allows "
-                "(--max-event-streams); close one, or raise the limit"
-            )
+        stream, tenant = self.observer.stream, self.reads.reader(request)
+        if refusal := stream.refusal(tenant):
+            raise TooManyStreams(refusal)
         after = last_event_id(request)
-        frames = sse_frames(stream.follow(after, model))
+        frames = sse_frames(stream.follow(after, model, tenant))
         return StreamingResponse(frames, media_type="text/event-stream", headers=SSE_HEADERS)
 
 

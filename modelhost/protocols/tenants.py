@@ -245,10 +245,15 @@ class KeptReads(Generic[Caller]):
 
     def tenant(self, caller: Caller, tenant: str) -> None:
         """`across`, but a tenant reads its own figures."""
-        if self.rule is None or self._manages(caller):
-            return
-        if self.rule.rule.of("", self.headers(caller)) != tenant:
+        reader = self.reader(caller)
+        if reader is not None and reader != tenant:
             raise AcrossTenants(ACROSS_TENANTS)
+
+    def reader(self, caller: Caller) -> str | None:
+        """The tenant a caller reads as; None: the operator, or tenants not kept apart."""
+        if self.rule is None or self._manages(caller):
+            return None
+        return self.rule.rule.of("", self.headers(caller))
 
     def _manages(self, caller: Caller) -> bool:
         try:

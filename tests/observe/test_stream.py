@@ -126,3 +126,27 @@ def test_filtered_client_ignores_other_models() -> None:
         return [f"{e.kind} {e.model}" for e in await first if e]
 
     assert run(scenario) == ["load b", "evict b"]
+
+
+def test_a_tenant_holds_its_share_and_the_operator_keeps_one() -> None:
+    """32 streams: a tenant holds at most 2 (a sixteenth), and the tenants together all but the
+    operator's share."""
+
+    async def scenario() -> list[str]:
+        log = EventLog()
+        stream = EventStream(log, max_clients=32, heartbeat_s=60)
+        held = []
+        for tenant in [f"t{n}" for n in range(15) for _ in range(2)]:
+            held.append(stream.follow(after_id=0, tenant=tenant))
+            log.emit("load", "a")
+            await anext(held[-1])  # the stream counts once it started
+        refusals = [stream.refusal("t0"), stream.refusal("t15")]
+        operator = stream.follow(after_id=0)
+        await anext(operator)
+        await held[0].aclose()
+        return [*refusals, stream.refusal("t15"), stream.refusal("t0")]
+
+    refused_t0, refused_t15, freed_t15, freed_t0 = run(scenario)
+    assert "tenant t0 holds 2 event streams" in refused_t0
+    assert "the tenants hold every event stream but the operator's" in refused_t15
+    assert freed_t15 == freed_t0 == ""

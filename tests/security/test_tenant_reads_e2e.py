@@ -5,6 +5,7 @@ Host (gRPC's :authority) names another machine, as through a proxy."""
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -179,6 +180,29 @@ def test_a_tenant_follows_its_own_model_s_events_only(
         f"{running.url}/events", params={"model": OTHERS}, headers=headers, timeout=30
     )
     assert others.status_code == 403, others.text
+
+
+def test_a_tenant_holds_its_share_of_the_event_streams_and_no_more(
+    server: tuple[testing.RunningServer, Ports],
+) -> None:
+    """Else one tenant's streams of its own model would take every stream the server allows
+    (--max-event-streams, 64) from the operator and the other tenants: a tenant holds at most a
+    sixteenth of them (4)."""
+    running = server[0]
+
+    def follow(token: str, model: str, host: str = ELSEWHERE) -> httpx.Response:
+        headers = {"host": host} | ({"authorization": f"Bearer {token}"} if token else {})
+        request = httpx.Request("GET", f"{running.url}/events", params={"model": model})
+        request.headers.update(headers)
+        return streams.enter_context(contextlib.closing(client.send(request, stream=True)))
+
+    with httpx.Client(timeout=30) as client, contextlib.ExitStack() as streams:
+        assert [follow(T7, OWN).status_code for _ in range(4)] == [200] * 4
+        refused = follow(T7, OWN)
+        assert refused.status_code == 503
+        assert "tenants/t7 holds 4 event streams" in refused.read().decode()
+        assert follow(T12, OTHERS).status_code == 200
+        assert follow("", OWN, host=f"127.0.0.1:{running.port}").status_code == 200
 
 
 def grpc_call(port: int, method: str, request: object, token: str) -> object:
