@@ -208,6 +208,8 @@ def test_an_address_holding_every_connection_gives_one_up_to_another(
         assert len(told) == 1, told
         assert goaway_of(told[0]).error_code == 0
         assert [c.closed for c in hog].count(False) == MAX_CONNECTIONS - 1
+        metrics = httpx.get(f"{server.url}/metrics").text
+        assert 'modelhost_grpc_refusals_total{reason="shared"} 1.0' in metrics
     finally:
         for connection in [*hog, *([other] if other else [])]:
             connection.sock.close()
