@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from modelhost.cache.devices import DeviceTier, OnDevice, Placement
 from modelhost.cache.memory import MemoryTier, State
-from modelhost.errors import InsufficientDeviceMemory, ModelhostError, Unavailable
+from modelhost.errors import InsufficientDeviceMemory, ModelhostError, ModelNotLoaded, Unavailable
 from modelhost.host.changes import Changes
 from modelhost.host.seams import Pool
 from modelhost.host.under_way import UnderWay
@@ -132,7 +132,10 @@ class DevicePlacement:
     async def _move(self, record: OnDevice, victims: list[OnDevice], size: int) -> Readiness:
         """Send the victims to sleep, then move the copy in."""
         name, worker_id = record.name, record.worker_id
-        await asyncio.gather(*(self._sleep(victim, self.tier.policy.name) for victim in victims))
+        sleeps = (self._sleep(victim, self.tier.policy.name) for victim in victims)
+        if not all(await asyncio.gather(*sleeps)):
+            self._drop(record)  # a victim stayed: its room is its own
+            return ON_HOST
         self.tier.victims_gone(record, size)
         try:
             moved = await self._call(worker_id, ToDevice(name, record.device), MovedIn, name)
@@ -175,7 +178,7 @@ class DevicePlacement:
         self._check_fits(name, size, worker_id, pinned)
         deadline = self.tier.clock() + self.deadline_s
         while (got := self.tier.reserve(name, size, worker_id, pinned, self._idle)) is None:
-            if not self.tier.candidates(pinned, name):
+            if not self.tier.candidates(pinned, name) or self.tier.stranded(name, worker_id):
                 return None
             remaining = deadline - self.tier.clock()
             if remaining <= 0:
@@ -230,18 +233,36 @@ class DevicePlacement:
             "--device-budget, or pin some models to the CPU"
         )
 
-    async def _sleep(self, record: OnDevice, reason: str) -> None:
-        """Move a victim's weights to host memory in its worker; it stays loaded there."""
+    async def _sleep(self, record: OnDevice, reason: str) -> bool:
+        """Send a victim's weights to host memory, in its worker; whether they left."""
         try:
             moved = await self._call(record.worker_id, ToHost(record.name), OnHost, record.name)
-        except ModelhostError:
-            self.tier.drop(record)  # its worker or its model went: nothing left on the device
-        else:
-            self.tier.slept(record)
-            process, models = moved.process_bytes, moved.models_bytes
-            self.tier.counted(record.device, record.worker_id, process, models)
-            self._emit("sleep", record, moved.move_ms, reason=reason)
+        except ModelhostError as error:
+            left = self._nothing_left(record, error)
+            self.tier.drop(record) if left else self._strand(record, error)
+            self.changes.notify()
+            return left
+        self.tier.slept(record)
+        process, models = moved.process_bytes, moved.models_bytes
+        self.tier.counted(record.device, record.worker_id, process, models)
+        self._emit("sleep", record, moved.move_ms, reason=reason)
         self.changes.notify()
+        return True
+
+    def _nothing_left(self, record: OnDevice, error: ModelhostError) -> bool:
+        """Whether a failed move out leaves nothing on the device: its worker or model went."""
+        gone = record.worker_id not in self.pool.workers
+        return gone or isinstance(error, (Unavailable, ModelNotLoaded))
+
+    def _strand(self, record: OnDevice, error: ModelhostError) -> None:
+        self.tier.strand(record)
+        self.events.emit(
+            "failure",
+            record.name,
+            reason="device_move",
+            worker=record.worker_id,
+            detail={"device": record.device, "error": str(error), "stays_charged": True},
+        )
 
     async def _relieve(self, device: str) -> None:
         """Send idle models to sleep while a measure put the device past its budget."""

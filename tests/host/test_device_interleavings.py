@@ -337,6 +337,17 @@ def test_an_unloaded_model_keeps_its_device_room_until_its_worker_lets_it_go() -
     replay(steps, OneWorkerThreeModelsLessAContext)
 
 
+def test_a_victim_whose_move_to_host_memory_fails_keeps_its_room() -> None:
+    """a and b on the device, c needs a's room; the worker fails a's move out (its weights may
+    still be there): c must not move in past the budget (Hypothesis found it)."""
+    steps: list[tuple[str, dict[str, object]]] = []
+    for name in ("a", "b"):  # each: loaded, moved, its batch answered
+        steps += [("request", {"name": name})] + [("answer_a_call", {"index": 0})] * 3
+    steps += [("request", {"name": "c"}), ("answer_a_call", {"index": 0})]  # c's load: a's ToHost
+    steps += [("a_call_fails", {"index": 0}), ("answer_a_call", {"index": 0})]  # c on the CPU
+    replay(steps, OneWorkerThreeModelsLessAContext)
+
+
 def test_a_move_that_starts_after_its_model_left_is_told_so() -> None:
     """The move's task starts a turn after the request asked for it; by then the model's last
     copy had left: an error that says so, not a KeyError (Hypothesis found it)."""

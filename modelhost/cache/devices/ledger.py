@@ -10,6 +10,7 @@ class Placement(str, Enum):
     ARRIVING = "arriving"  # reserved: moves in once its victims have left
     AWAKE = "awake"
     LEAVING = "leaving"  # moving to host memory, where it sleeps
+    STRANDED = "stranded"  # its move out failed: charged until its copy leaves the worker
 
 
 @dataclass(eq=False)

@@ -156,6 +156,15 @@ class DeviceTier:
             self.devices[record.device].evictions += 1
             self.asleep.add((record.name, record.worker_id))
 
+    def strand(self, record: OnDevice) -> None:
+        """Its move out failed in a live worker: its weights may still be there."""
+        if self.placed.get((record.name, record.worker_id)) is record:
+            record.state = Placement.STRANDED
+
+    def stranded(self, name: str, worker_id: int) -> bool:
+        record = self.placed.get((name, worker_id))
+        return record is not None and record.state is Placement.STRANDED
+
     def woke(self, record: OnDevice) -> None:
         self.devices[record.device].wakes += 1
 
