@@ -317,7 +317,7 @@ class Copies:
     async def shed(self, need_bytes: int) -> None:
         """Unload idle extra copies, least recent first: they go before models."""
         copied = [r for r in self.memory.copies.copied() if r.state is State.LOADED]
-        for resident in sorted(copied, key=lambda r: r.last_used):
+        for resident in sorted(copied, key=lambda r: (r.last_used, r.name)):
             dispatcher = self.dispatchers.get(resident.name)
             while need_bytes > 0 and dispatcher and len(resident.workers) > 1:
                 extra = [dispatcher.replicas.get(w) for w in resident.workers[1:]]
