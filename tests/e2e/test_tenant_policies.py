@@ -5,7 +5,6 @@ with an event; a tenant at its cap waits while others run."""
 from __future__ import annotations
 
 import concurrent.futures
-import os
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ import grpc
 import httpx
 import pytest
 from helpers.handlers import gated_handler_folder
+from helpers.reloads import reloaded, write
 from helpers.serving import Servers
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
@@ -63,13 +63,6 @@ def calls(http: httpx.Client) -> dict[str, Callable[[str], httpx.Response]]:
     }
 
 
-def write(path: Path, text: str) -> None:
-    """Replace the file as an editor does."""
-    staged = path.with_suffix(".new")
-    staged.write_text(text)
-    os.replace(staged, path)
-
-
 RELOADS = ("tenants_file_loaded", "tenants_file_rejected")
 
 
@@ -81,17 +74,7 @@ class Served:
         self.grpc = grpc.insecure_channel(f"127.0.0.1:{grpc_port}")
 
     def reload(self, text: str) -> dict[str, Any]:
-        """Replace the file; the event that says how the server took it (it looks each second)."""
-        before = len(self.reloads())
-        write(self.tenants_file, text)
-        for _ in range(300):
-            if len(found := self.reloads()) > before:
-                return found[-1]
-            time.sleep(0.1)
-        raise AssertionError(f"no reload event in 30 s: {self.server.log_text()[-2000:]}")
-
-    def reloads(self) -> list[dict[str, Any]]:
-        return [event for event in self.server.events() if event["kind"] in RELOADS]
+        return reloaded(self.server, self.tenants_file, text, RELOADS)
 
     def infer_grpc(self, tenant: str) -> Any:
         """OIP's ModelInfer over gRPC for `tenant`."""

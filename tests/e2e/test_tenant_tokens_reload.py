@@ -3,8 +3,6 @@ on every protocol without a restart; a file with a mistake keeps the last good t
 
 from __future__ import annotations
 
-import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,6 +10,7 @@ from typing import Any
 import grpc
 import httpx
 import pytest
+from helpers.reloads import reloaded, write
 from helpers.serving import Servers
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
@@ -29,13 +28,6 @@ def tokens(pairs: dict[str, str]) -> str:
     return "[tokens]\n" + "".join(f'"{token}" = "{tenant}"\n' for token, tenant in pairs.items())
 
 
-def write(path: Path, text: str) -> None:
-    """Replace the file as an editor does."""
-    staged = path.with_suffix(".new")
-    staged.write_text(text)
-    os.replace(staged, path)
-
-
 class Served:
     def __init__(self, server: testing.RunningServer, tokens_file: Path, grpc_port: int) -> None:
         self.server, self.tokens_file = server, tokens_file
@@ -43,17 +35,7 @@ class Served:
         self.grpc = grpc.insecure_channel(f"127.0.0.1:{grpc_port}")
 
     def reload(self, text: str) -> dict[str, Any]:
-        """Replace the file; the event that says how the server took it (it looks each second)."""
-        before = len(self.reloads())
-        write(self.tokens_file, text)
-        for _ in range(300):
-            if len(found := self.reloads()) > before:
-                return found[-1]
-            time.sleep(0.1)
-        raise AssertionError(f"no reload event in 30 s: {self.server.log_text()[-2000:]}")
-
-    def reloads(self) -> list[dict[str, Any]]:
-        return [event for event in self.server.events() if event["kind"] in RELOADS]
+        return reloaded(self.server, self.tokens_file, text, RELOADS)
 
     def invoke(self, token: str) -> httpx.Response:
         headers = {"authorization": f"Bearer {token}"}
