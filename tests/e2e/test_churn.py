@@ -370,6 +370,18 @@ class WorkerKiller(threading.Thread):
             time.sleep(0.1)
 
 
+def not_held_back(run: ChurnRun, server: testing.RunningServer) -> list[str]:
+    """The run's wrong answers but the 500s of models the server held back, blamed for the kills
+    it could not tell from a crash loop (a fresh model alone in the batches of two): its guard
+    at work (decisions.md, "A model whose batches keep killing their workers is held back")."""
+    held = {e["model"] for e in server.events("failure") if e.get("reason") == "held_back"}
+    return [
+        line
+        for line in run.wrong
+        if not (line.split(": ")[0] in held and ": 500 " in line and " is held back: " in line)
+    ]
+
+
 def unavailable(run: ChurnRun) -> str:
     """The run's statuses and its 503s' messages."""
     return f"{run.statuses}: {[line for line in run.refused if ': 503 ' in line][:5]}"
@@ -389,7 +401,8 @@ def test_workers_killed_under_churn_cost_retries_never_wrong_answers(
     killer = WorkerKiller(churn_server, 3.0)
     run = run_churn(churn_server, truth, beside=killer, sent=killer.sent)
     assert len(killer.killed) == KILLS
-    assert not run.wrong, f"{len(run.wrong)} wrong answers, e.g. {run.wrong[:5]}; {run.statuses}"
+    wrong = not_held_back(run, churn_server)
+    assert not wrong, f"{len(wrong)} wrong answers, e.g. {wrong[:5]}; {run.statuses}"
     assert not run.statuses[503], unavailable(run)  # each was retried
     retried = re.search(r"^modelhost_request_retries_total (\S+)$", metrics_of(churn_server), re.M)
     assert retried and float(retried.group(1)) >= 1
@@ -453,7 +466,8 @@ def test_workers_killed_under_churn_through_fronts_never_answer_wrong(
     killer = WorkerKiller(fronted_server, 3.0)
     run = run_churn(fronted_server, truth, beside=killer, sent=killer.sent)
     assert len(killer.killed) == KILLS
-    assert not run.wrong, f"{len(run.wrong)} wrong answers, e.g. {run.wrong[:5]}; {run.statuses}"
+    wrong = not_held_back(run, fronted_server)
+    assert not wrong, f"{len(wrong)} wrong answers, e.g. {wrong[:5]}; {run.statuses}"
     assert not run.statuses[503], unavailable(run)
     assert len(httpx.get(f"{fronted_server.url}/stats").json()["workers"]) == 2
     assert "Traceback" not in fronted_server.log_text()
