@@ -12,7 +12,7 @@ class FrontTenants:
     """The table's tenancy, its rule built once."""
 
     def __init__(self, tenancy: Tenancy) -> None:
-        rule = request_rule(tenancy.tenant_from, tenancy.tokens)
+        rule = request_rule(tenancy.tenant_from, lambda: tenancy.tokens)
         assert rule is not None  # the main process publishes no other
         self.rule = kept_to_own_models(rule, tenancy.model_segments)
         self.held = frozenset(tenancy.held)

@@ -24,7 +24,6 @@ from modelhost.config.tenancy import (
 from modelhost.config.watched_file import WatchedFile
 from modelhost.errors import (
     AcrossTenants,
-    ConfigError,
     Forbidden,
     InvalidTenant,
     OtherTenantsModel,
@@ -60,18 +59,11 @@ class TenantRule(Protocol):
 def tenant_rule(
     config: Config, tokens: Callable[[], TokenTenants] | None = None
 ) -> TenantRule | None:
-    """The rule `config.tenant_from` names; None while tenants are off. `tokens`: the tokens
-    file's last good reading, if not those read at start."""
-    rule = parse_tenant_from(config.tenant_from)
-    if rule is None:
+    """`request_rule` for `config`; `tokens`: the tokens file's, if not those read at start."""
+    at_start = token_tenants(config.tenant_tokens)
+    named = request_rule(config.tenant_from, tokens or (lambda: at_start))
+    if named is None:
         return None
-    if rule.kind != "token":
-        named: TenantRule = _of_request(rule)
-    elif tokens is None:
-        at_start = token_tenants(config.tenant_tokens, config.tenant_tokens_file)
-        named = FromToken(lambda: at_start)
-    else:
-        named = FromToken(tokens)
     return kept_to_own_models(named, own_models_segments(config.tenant_models, config.tenant_from))
 
 
@@ -80,12 +72,12 @@ def kept_to_own_models(rule: TenantRule, segments: int) -> TenantRule:
     return OwnModels(rule, segments) if segments else rule
 
 
-def request_rule(tenant_from: str, tokens: TokenTenants) -> TenantRule | None:
+def request_rule(tenant_from: str, tokens: Callable[[], TokenTenants]) -> TenantRule | None:
     """The rule `tenant_from` names, `tokens` the tokens file's; None while tenants are off."""
     rule = parse_tenant_from(tenant_from)
     if rule is None:
         return None
-    return FromToken(lambda: tokens) if rule.kind == "token" else _of_request(rule)
+    return FromToken(tokens) if rule.kind == "token" else _of_request(rule)
 
 
 def _of_request(rule: TenantFrom) -> FromHeader | FromName:
@@ -157,19 +149,12 @@ def watched_tokens(config: Config, emit: Callable[..., Any]) -> WatchedFile[Toke
     watched: WatchedFile[TokenTenants] = WatchedFile(
         "tenant_tokens_file", config.tenant_tokens_file, emit, {}, _counted
     )
-    watched.open(lambda path: token_tenants(read_tenant_tokens(path), str(path)))
+    watched.open(lambda path: token_tenants(read_tenant_tokens(path)))
     return watched
 
 
-def token_tenants(tokens: TokenPairs, path: str) -> TokenTenants:
-    """Each token's digest and its tenant; ConfigError where an id is bad or none is given."""
-    if not tokens:
-        raise ConfigError(f"tenant_from token needs tokens: {path or 'no file'} holds none")
-    for number, (_, tenant) in enumerate(tokens, 1):
-        try:
-            tenant_id(tenant, f"token {number} of {path}")
-        except InvalidTenant as error:
-            raise ConfigError(f"{error}; fix the tenant tokens file") from None
+def token_tenants(tokens: TokenPairs) -> TokenTenants:
+    """Each token's digest and its tenant."""
     return {_digest(token.strip()): tenant for token, tenant in tokens}
 
 

@@ -311,7 +311,7 @@ def test_a_bad_tenant_is_400_and_an_unknown_token_401_before_the_host() -> None:
     bad, _ = send(
         host, "POST", "/predictions/a.joblib", header, headers={"x-modelhost-tenant": "a b"}
     )
-    token = FromToken(lambda: token_tenants((("secret", "acme"),), "tokens.toml"))
+    token = FromToken(lambda: token_tenants((("secret", "acme"),)))
     unknown, observer = send(host, "POST", "/predictions/a.joblib", token)
     assert (bad.status_code, bad.json()["type"]) == (400, "InvalidTenant")
     assert (unknown.status_code, unknown.json()["type"]) == (401, "Unauthorized")
