@@ -170,7 +170,7 @@ class FakePool:
                 missing = f"{request.model} not in {worker.worker_id}"
                 call.future.set_exception(ModelNotLoaded(missing))
                 return
-            worker.models.discard(request.model)
+            self.drop(worker, request.model)
             reply = Unloaded(self.footprint(request.model))
         else:
             if request.model not in worker.models:
@@ -181,6 +181,10 @@ class FakePool:
             call.future.set_result((answered, b"ok" * len(answered.answers)))
             return
         call.future.set_result((reply, b""))
+
+    def drop(self, worker: FakeWorker, model: str) -> None:
+        """`worker` lets `model` go (a subclass, what else it held of it too)."""
+        worker.models.discard(model)
 
     def answered(self, call: Call, request: Infer) -> Answered:
         """An Infer's reply (a subclass adds what it measured)."""

@@ -143,7 +143,7 @@ class Interleavings(RuleBasedStateMachine):
     def fail(self, call: Call) -> None:
         self.pool.calls.remove(call)
         if isinstance(call.request, Unload):  # the worker drops the model before close() raises
-            call.worker.models.discard(call.request.model)
+            self.pool.drop(call.worker, call.request.model)
         call.future.set_exception(ModelhostError("the handler raised"))
 
     @rule(name=st.sampled_from(NAMES), copies=st.integers(0, 2), limit=st.integers(0, 2))

@@ -17,7 +17,7 @@ from host.machine import Interleavings, arrives, checked, replay, runs_of_30_ste
 from modelhost.cache.devices import DeviceMemory, DeviceTier
 from modelhost.cache.policy import LRUPolicy
 from modelhost.scheduler import SchedulerSettings
-from modelhost.workers.messages import Answered, Infer, OnDevice, OnHost, ToDevice, ToHost, Unload
+from modelhost.workers.messages import Answered, Infer, OnDevice, OnHost, ToDevice, ToHost
 
 WEIGHTS_BYTES = 10 * MiB
 CONTEXT_BYTES = 2 * MiB
@@ -60,9 +60,12 @@ class DevicePool(FakePool):
             models = self.models_bytes(worker.worker_id, device) if device else 0
             call.future.set_result((OnHost(1.0, driver, models), b""))
             return
-        if isinstance(request, Unload):
-            placed.pop(request.model, None)
         super().answer(call)
+
+    def drop(self, worker: FakeWorker, model: str) -> None:
+        self.on_device.get(worker.worker_id, {}).pop(model, None)
+        self.unmeasured.discard((worker.worker_id, model))
+        super().drop(worker, model)
 
     def called(self, call: Call) -> None:
         """A model's first call after its move is measured as it arrives: the worker may run
