@@ -178,7 +178,7 @@ class DevicePlacement:
         self._check_fits(name, size, worker_id, pinned)
         deadline = self.tier.clock() + self.deadline_s
         while (got := self.tier.reserve(name, size, worker_id, pinned, self._idle)) is None:
-            if not self.tier.candidates(pinned, name) or self.tier.stranded(name, worker_id):
+            if not self._may_wait(name, size, worker_id, pinned):
                 return None
             remaining = deadline - self.tier.clock()
             if remaining <= 0:
@@ -187,6 +187,12 @@ class DevicePlacement:
             if name not in self.capable:
                 raise ModelhostError(f"model {name} was unloaded while it waited for a device")
         return got
+
+    def _may_wait(self, name: str, size: int, worker_id: int, pinned: str | None) -> bool:
+        """Whether models going idle could make room."""
+        devices = self.tier.candidates(pinned, name)
+        can = any(self.tier.room_can_be_made(size, device, worker_id) for device in devices)
+        return can and not self.tier.stranded(name, worker_id)
 
     def _drop(self, record: OnDevice) -> None:
         self.tier.drop(record)

@@ -278,3 +278,17 @@ def test_workers_per_device_lets_a_device_hold_as_many_copies_of_a_model() -> No
     assert t.reserve("a", 10 * MiB, 3, None, idle) is None
     t.copy_unloaded("a", 1)
     assert t.of("a", 2) is second and len(t.devices["cuda:0"].models) == 1
+
+
+def test_room_can_be_made_but_past_stranded_models_and_other_workers_contexts() -> None:
+    t = tier(40)  # contexts of 1 MiB
+    a, b = place(t, "a", 15), place(t, "b", 10, worker=2)
+    device = t.devices["cuda:0"]
+    assert t.room_can_be_made(38 * MiB, device, 1)  # beside its own context and worker 2's
+    assert not t.room_can_be_made(39 * MiB, device, 1)
+    t.strand(a)
+    assert t.room_can_be_made(23 * MiB, device, 1)
+    assert not t.room_can_be_made(24 * MiB, device, 1)
+    t.strand(b)
+    assert t.room_can_be_made(13 * MiB, device, 1)
+    assert not t.room_can_be_made(14 * MiB, device, 1)

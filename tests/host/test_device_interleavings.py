@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from host.fakes import Call, FakePool, FakeWorker, MiB, footprint_of
-from host.machine import Interleavings, arrives, checked, replay, runs_of_30_steps
+from host.machine import Interleavings, Step, arrives, checked, replay, runs_of_30_steps
 from modelhost.cache.devices import DeviceMemory, DeviceTier
 from modelhost.cache.policy import LRUPolicy
 from modelhost.scheduler import SchedulerSettings
@@ -340,14 +340,27 @@ def test_an_unloaded_model_keeps_its_device_room_until_its_worker_lets_it_go() -
     replay(steps, OneWorkerThreeModelsLessAContext)
 
 
-def test_a_victim_whose_move_to_host_memory_fails_keeps_its_room() -> None:
+def a_stranded_for_c() -> list[Step]:
     """a and b on the device, c needs a's room; the worker fails a's move out (its weights may
-    still be there): c must not move in past the budget (Hypothesis found it)."""
-    steps: list[tuple[str, dict[str, object]]] = []
+    still be there), and c's request runs on the CPU."""
+    steps: list[Step] = []
     for name in ("a", "b"):  # each: loaded, moved, its batch answered
         steps += [("request", {"name": name})] + [("answer_a_call", {"index": 0})] * 3
     steps += [("request", {"name": "c"}), ("answer_a_call", {"index": 0})]  # c's load: a's ToHost
-    steps += [("a_call_fails", {"index": 0}), ("answer_a_call", {"index": 0})]  # c on the CPU
+    return steps + [("a_call_fails", {"index": 0}), ("answer_a_call", {"index": 0})]
+
+
+def test_a_victim_whose_move_to_host_memory_fails_keeps_its_room() -> None:
+    """c must not move in past the budget (Hypothesis found it)."""
+    replay(a_stranded_for_c(), OneWorkerThreeModelsLessAContext)
+
+
+def test_a_move_that_only_stranded_models_keep_out_runs_on_the_cpu_at_once() -> None:
+    """c's next request sends b to sleep, and that move fails too: with a and b stranded no
+    wait makes room for c, so its third request runs on the CPU rather than wait out the
+    device's deadline (Hypothesis found it)."""
+    steps = a_stranded_for_c() + [("request", {"name": "c"}), ("a_call_fails", {"index": 0})]
+    steps += [("answer_a_call", {"index": 0}), ("request", {"name": "c"})]
     replay(steps, OneWorkerThreeModelsLessAContext)
 
 

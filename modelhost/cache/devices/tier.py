@@ -65,6 +65,12 @@ class DeviceTier:
         others = device.contexts.get(worker_id, device.context_estimate_bytes)
         return size_bytes + others <= device.budget_bytes
 
+    def room_can_be_made(self, size_bytes: int, device: DeviceMemory, worker_id: int) -> bool:
+        """Whether sleeps could make room: the stranded stay, and other workers' contexts."""
+        kept = sum(m.bytes for m in device.models.values() if m.state is Placement.STRANDED)
+        contexts = sum(size for worker, size in device.contexts.items() if worker != worker_id)
+        return self.fits_ever(size_bytes + kept + contexts, device, worker_id)
+
     def reserve(
         self, name: str, size_bytes: int, worker_id: int, pinned: str | None, idle: Idle
     ) -> tuple[OnDevice, list[OnDevice]] | None:
