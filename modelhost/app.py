@@ -303,6 +303,7 @@ def build_host(
             slots_per_worker=pool.threads,
             fair_tenants=tenants_on(config.tenant_from),
             tenant_policies=tenants.get if config.tenants_file else None,
+            bodies_room_bytes=config.frontend_allowance_bytes,
         ),
         max_rows_per_request=config.max_rows_per_request,
         sagemaker_contract=config.sagemaker_contract,

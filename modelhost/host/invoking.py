@@ -27,6 +27,7 @@ from modelhost.errors import (
 from modelhost.fair import Ticket
 from modelhost.host.calls import Answer, Invocation, LoadOutcome, Result, tier_of
 from modelhost.host.devices import ON_HOST, Readiness
+from modelhost.host.held_bodies import HeldBodies
 from modelhost.host.load_waits import LoadWaits
 from modelhost.host.queues import Queues
 from modelhost.host.residency import Residency
@@ -60,6 +61,8 @@ class InvokePath:
         self.loads_on_invoke = loads_on_invoke  # false under SageMaker's contract
         self.in_flight = 0
         self.fair = fair_admission(residency, scheduling)  # None: tenants are off
+        room = scheduling.bodies_room_bytes
+        self.bodies = None if self.fair is None or room is None else HeldBodies(room)
         if self.fair is not None and scheduling.tenant_policies is not None:
             residency.events.subscribe(self._on_event)
         # rates and caps, where a tenants file gives them
@@ -82,7 +85,14 @@ class InvokePath:
     async def invoke(self, name: str, invocation: Invocation) -> Result:
         if self._check_each is not None:
             self._check_each(invocation.tenant)
-        return await self._invoke(name, invocation, self.residency.clock())
+        if self.bodies is None:
+            return await self._invoke(name, invocation, self.residency.clock())
+        tenant, size = invocation.tenant, len(invocation.body)
+        self.bodies.hold(tenant, size)
+        try:
+            return await self._invoke(name, invocation, self.residency.clock())
+        finally:
+            self.bodies.release(tenant, size)
 
     def _check_limit(self, tenant: str = "") -> None:
         limit = self.scheduling.max_concurrency
