@@ -17,8 +17,22 @@ class HeldBodies:
         self.by_tenant: dict[str, int] = {}
 
     def hold(self, tenant: str, size: int) -> None:
+        total = self.total + size
+        if total > self.room_bytes:
+            self._check(tenant)
+        self.total = total
+        by_tenant = self.by_tenant
+        by_tenant[tenant] = by_tenant.get(tenant, 0) + size
+
+    def release(self, tenant: str, size: int) -> None:
+        self.total -= size
+        held = self.by_tenant.pop(tenant) - size
+        if held:
+            self.by_tenant[tenant] = held
+
+    def _check(self, tenant: str) -> None:
         held = self.by_tenant.get(tenant, 0)
-        if self.total + size > self.room_bytes and held >= self._most_of_others(tenant):
+        if held >= self._most_of_others(tenant):
             raise TenantQueueFull(
                 f"tenant {tenant or '(default)'} holds {format_bytes(held)} of request bodies "
                 f"waiting or running, the most of any tenant, and the server's room for them "
@@ -26,16 +40,6 @@ class HeldBodies:
                 "they would take the models' memory; retry when some are answered, or raise "
                 "--frontend-memory-allowance"
             )
-        self.total += size
-        self.by_tenant[tenant] = held + size
-
-    def release(self, tenant: str, size: int) -> None:
-        self.total -= size
-        held = self.by_tenant[tenant] - size
-        if held:
-            self.by_tenant[tenant] = held
-        else:
-            del self.by_tenant[tenant]
 
     def _most_of_others(self, tenant: str) -> int:
         return max((n for other, n in self.by_tenant.items() if other != tenant), default=0)

@@ -38,6 +38,7 @@ from modelhost.scheduler.batcher import Job
 from modelhost.scheduler.dispatch import Dispatcher
 
 MAX_ACQUIRE_ATTEMPTS = 5
+COUNTED_BODY_BYTES = 4096  # a smaller body weighs less than the rest of its request's state
 HIT = LoadOutcome("hit", 0.0)  # the outcome of a request that found its model loaded
 NO_TICKET = Ticket("", 0.0, None)  # a max_concurrency slot's
 
@@ -85,14 +86,19 @@ class InvokePath:
     async def invoke(self, name: str, invocation: Invocation) -> Result:
         if self._check_each is not None:
             self._check_each(invocation.tenant)
-        if self.bodies is None:
+        size = len(invocation.body)
+        if self.bodies is None or size < COUNTED_BODY_BYTES:
             return await self._invoke(name, invocation, self.residency.clock())
-        tenant, size = invocation.tenant, len(invocation.body)
-        self.bodies.hold(tenant, size)
+        return await self._holding_body(name, invocation, self.bodies, size)
+
+    async def _holding_body(
+        self, name: str, invocation: Invocation, bodies: HeldBodies, size: int
+    ) -> Result:
+        bodies.hold(invocation.tenant, size)
         try:
             return await self._invoke(name, invocation, self.residency.clock())
         finally:
-            self.bodies.release(tenant, size)
+            bodies.release(invocation.tenant, size)
 
     def _check_limit(self, tenant: str = "") -> None:
         limit = self.scheduling.max_concurrency
