@@ -84,6 +84,8 @@ class HitSide(asyncio.Protocol):
     def resume_writing(self) -> None:
         self.write_paused, self._write_due = False, None
         self._read_on()
+        if not self.busy:  # a request that waited for the client to read
+            self._next()
 
     def shutdown(self) -> None:
         """The server drains: close once the request under way is answered."""
@@ -162,7 +164,8 @@ class HitSide(asyncio.Protocol):
             transport.close()
             return
         if self.buffer:
-            self._next()
+            if not self.write_paused:  # else the next waits for the client to read this answer
+                self._next()
         else:
             self._due = self.loop.time() + self.config.timeout_keep_alive
         if self.reading_paused:

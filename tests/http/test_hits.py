@@ -81,12 +81,14 @@ def written(
     idle_s: float = 0.0,
     drain: bool = False,
     unread: bool = False,
+    reads_at_last: bool = False,
     headers: tuple[tuple[bytes, bytes], ...] = (),
     default_headers: tuple[tuple[bytes, bytes], ...] = ((b"server", b"modelhost"),),
 ) -> tuple[bytes, Connection]:
     """What a connection sent `data`, chunk by chunk, then idle for `idle_s`, is answered, on
     one or the other way; `drain`: the server drains once the data is sent; `unread`: the
-    client reads no answers (the transport's buffer is full from the start); `headers`: the
+    client reads no answers (the transport's buffer is full from the start), until the data is
+    sent if `reads_at_last`; `headers`: the
     operator's, on every answer; `default_headers`: uvicorn's (server and date)."""
     connection = Connection()
 
@@ -111,6 +113,9 @@ def written(
             protocol.pause_writing()
         for chunk in data:
             connection.protocol.data_received(chunk)
+            await asyncio.sleep(0.01)
+        if reads_at_last:
+            connection.protocol.resume_writing()
             await asyncio.sleep(0.01)
         if drain:
             connection.protocol.shutdown()
@@ -191,3 +196,14 @@ def test_answers_without_uvicorns_default_headers_are_uvicorns() -> None:
     answered = written([HIT, MISSING], default_headers=())[0]
     assert answered == written([HIT, MISSING], hits=False, default_headers=())[0]
     assert answered.startswith(b"HTTP/1.1 200 OK\r\ncontent-type:")
+
+
+def test_pipelined_hits_wait_while_the_client_reads_no_answers() -> None:
+    """With the client reading nothing, the next hit in the bytes waits for it: answers do not
+    pile up in the server, a model's large ones each held until read."""
+    answers, connection = written([HIT * 3], unread=True)
+    assert answers.count(b"HTTP/1.1 200 OK") == 1
+    assert not connection.reading
+    answers, connection = written([HIT * 3], unread=True, reads_at_last=True)
+    assert answers.count(b"HTTP/1.1 200 OK") == 3
+    assert connection.reading
