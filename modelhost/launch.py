@@ -20,7 +20,7 @@ from modelhost.errors import ConfigError
 from modelhost.fronts.listeners import refuse_taken_ports
 from modelhost.records.events import EventLog
 from modelhost.records.memory import return_heap_promptly
-from modelhost.resources import usable_cores
+from modelhost.resources import most_open_files, usable_cores
 from modelhost.run_dirs import run_dir
 from modelhost.workers.answers import answer_environment
 from modelhost.workers.devices import devices_environment
@@ -38,6 +38,7 @@ def serve(config: Config) -> int:
     """Run the server until SIGTERM or SIGINT; the process exit code."""
     setup_logging(config.log_level)
     return_heap_promptly()  # large bodies' heap, else charged to the models' room
+    most_open_files()  # before the worker template, which its workers inherit
     for notice in config.notices:
         logger.warning(notice)
     try:

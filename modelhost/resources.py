@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import resource
 import shutil
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import psutil
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+OPEN_FILES_CEILING = 1 << 20  # Linux's fs.nr_open default
 SELF_CGROUP = Path("/proc/self/cgroup")
 
 
@@ -21,6 +23,14 @@ def usable_cores(cgroup_root: Path = CGROUP_ROOT, self_cgroup: Path = SELF_CGROU
     quotas += [_v1_cpu_quota(d) for d in _cgroup_dirs(cgroup_root, self_cgroup, "cpu")]
     limits = [math.floor(q) for q in quotas if q is not None]
     return max(1, min([_affinity_cores(), *limits]))
+
+
+def most_open_files() -> None:
+    """Raise the soft limit on open files (a connection is one) to the hard one, as Go does."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = hard if hard != resource.RLIM_INFINITY else max(soft, OPEN_FILES_CEILING)
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
 
 
 def nicer_thread(by: int) -> None:

@@ -1,5 +1,4 @@
-"""Request bodies the host holds while their requests wait and run, by tenant (docs/tenants.md,
-"Request bodies")."""
+"""Request bodies held while their requests wait and run (docs/tenants.md, "Request bodies")."""
 
 from __future__ import annotations
 
@@ -8,8 +7,7 @@ from modelhost.units import format_bytes
 
 
 class HeldBodies:
-    """Bodies' bytes by tenant. Past `room_bytes` in all, the tenant holding the most is refused
-    (429): the rest would grow the frontend into the models' memory, every tenant's."""
+    """Bodies' bytes by tenant; past `room_bytes` in all, the tenant holding the most is refused."""
 
     def __init__(self, room_bytes: int) -> None:
         self.room_bytes = room_bytes

@@ -38,7 +38,7 @@ from modelhost.scheduler.batcher import Job
 from modelhost.scheduler.dispatch import Dispatcher
 
 MAX_ACQUIRE_ATTEMPTS = 5
-COUNTED_BODY_BYTES = 4096  # a smaller body weighs less than the rest of its request's state
+COUNTED_BODY_BYTES = 4096  # less weighs less than its request's other state
 HIT = LoadOutcome("hit", 0.0)  # the outcome of a request that found its model loaded
 NO_TICKET = Ticket("", 0.0, None)  # a max_concurrency slot's
 

@@ -45,8 +45,7 @@ class SchedulerSettings:
     slots_per_worker: int = 1  # a worker's inference threads
     fair_tenants: bool = False  # requests past max_concurrency wait in their tenant's queue
     tenant_policies: Callable[[], TenantPolicyView] | None = None  # the tenants file's, if any
-    bodies_room_bytes: int | None = None  # request bodies tenants hold together before the
-    # one holding the most is refused; None: no bound
+    bodies_room_bytes: int | None = None  # bodies tenants may hold (held_bodies.py); None: any
 
     def batch_size(
         self, declared: int | None, handler_batches: bool, on_device: bool = False
