@@ -11,7 +11,7 @@ import math
 import socket
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 
@@ -25,6 +25,7 @@ from modelhost.cache.quotas import Limits, no_limits
 from modelhost.cache.stores import Stores, StoreSettings
 from modelhost.config import Config
 from modelhost.config.budgets import disk_budget_bytes, memory_budget_bytes
+from modelhost.config.management_token import watched_management_token
 from modelhost.config.tenancy import tenants_on
 from modelhost.config.tenant_policies import TenantPolicies, Trust
 from modelhost.config.tenants_file import untrust_refused
@@ -58,8 +59,8 @@ from modelhost.http.server import (
 )
 from modelhost.observe.observer import Observer
 from modelhost.protocols.health import Health
-from modelhost.protocols.keys import TokenKeys, keys_while_serving
-from modelhost.protocols.tenants import TenantRule, model_tenant, tenant_rule, watched_tokens
+from modelhost.protocols.keys import keys_while_serving
+from modelhost.protocols.tenants import model_tenant, tenant_rule, watched_tokens
 from modelhost.protocols.torchserve import restore_registered
 from modelhost.records.events import EventLog
 from modelhost.scheduler import SchedulerSettings
@@ -83,11 +84,13 @@ WORKER_GROWTH_FLOOR_BYTES = 2**20
 async def serve_pool(config: Config, pool: WorkerPool, events: EventLog) -> int:
     """Serve until SIGTERM or SIGINT with `pool`, its template spawned (modelhost.launch)."""
     tokens = watched_tokens(config, events.emit)
+    management_token = watched_management_token(config, events.emit)
     async with (
         started_host(config, pool, events) as host,
         observed(host, config) as observer,
         keys_while_serving(config.token_auth, config.token_expiration_min * 60) as keys,
         tokens.watching(),
+        management_token.watching(),
     ):
         tenants = tenant_rule(config, tokens.get)
         health = Health(host, "" if config.multi_model else config.single_model)
@@ -95,9 +98,9 @@ async def serve_pool(config: Config, pool: WorkerPool, events: EventLog) -> int:
             host,
             HttpSettings(
                 config.max_request_bytes,
-                config.management_token,
                 config.single_model,
                 config.instance_id,
+                management_token=management_token.get,
                 max_response_bytes=config.max_response_bytes,
                 sagemaker_contract=config.sagemaker_contract,
                 tenants=tenants,
@@ -109,7 +112,14 @@ async def serve_pool(config: Config, pool: WorkerPool, events: EventLog) -> int:
             health,
         )
         rpc = grpc_servers(
-            host, config, observer, health, keys, tenants=tenants, run_folder=pool.run_dir
+            host,
+            config,
+            observer,
+            health,
+            keys=keys,
+            tenants=tenants,
+            run_folder=pool.run_dir,
+            management_token=management_token.get,
         )
         tls = bool(config.ssl_certfile)
         needs_main = main_only(config)
@@ -173,20 +183,15 @@ async def serve_rpc_beside(
 
 
 def grpc_servers(
-    host: ModelHost,
-    config: Config,
-    observer: Observer,
-    health: Health,
-    keys: TokenKeys | None = None,
-    tenants: TenantRule | None = None,
-    run_folder: Path | None = None,
+    host: ModelHost, config: Config, observer: Observer, health: Health, **more: Any
 ) -> list[RpcServer]:
-    """The gRPC servers, if a gRPC port is set: only then is grpcio imported."""
+    """The gRPC servers, if a gRPC port is set: only then is grpcio imported; `more`: keys,
+    tenants and the rest, as rpc_servers takes them."""
     if not (config.grpc_port or config.grpc_management_port):
         return []
     from modelhost.rpc.services import rpc_servers
 
-    return rpc_servers(host, config, observer, health, keys, tenants=tenants, run_folder=run_folder)
+    return rpc_servers(host, config, observer, health, **more)
 
 
 def drain(observer: Observer, rpc: list[RpcServer], fronts: Fronts | None = None) -> None:

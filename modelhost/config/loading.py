@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from modelhost.config.management_token import check_management_token
 from modelhost.config.migration import props_layer, read_text, sagemaker_notices, thread_notices
 from modelhost.config.settings import (
     ENV_PREFIX,
@@ -116,6 +117,7 @@ def load_config(
     )
     _refuse_unsupported(config)
     check_tenants_file(config, cwd)
+    check_management_token(config, cwd)
     return config
 
 
@@ -141,7 +143,8 @@ def _refuse_unsupported(config: Config) -> None:
             f"default_accept (SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT) is {config.default_accept!r}: "
             "give one media type, such as text/csv or application/json"
         )
-    if config.token_auth and (config.management_token or reads_token(config.tenant_from)):
+    manages_by_token = config.management_token or config.management_token_file
+    if config.token_auth and (manages_by_token or reads_token(config.tenant_from)):
         raise ConfigError(
             "token_auth gives management and inference calls TorchServe's keys, so a bearer "
             "token cannot also be the management_token or name a tenant (tenant_from token): "

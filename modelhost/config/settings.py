@@ -346,6 +346,11 @@ class Config:
     management_token: str = _setting(
         "", "bearer token that allows management calls from non-loopback addresses", secret=True
     )
+    management_token_file: str = _setting(
+        "",
+        "file whose first line is the management token, reread while serving: rotate it with no "
+        "restart (instead of management_token)",
+    )
     token_auth: bool = _setting(
         False,
         "TorchServe's token authorization: key_file.json in the working folder holds a "

@@ -7,6 +7,7 @@ calls answer as SageMaker documents and MMS answered: loaded models only.
 from __future__ import annotations
 
 import hmac
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,9 +52,9 @@ def name_advice(name: str) -> str:
 @dataclass(frozen=True)
 class HttpSettings:
     max_request_bytes: int
-    management_token: str
     single_model: str
     instance_id: str = ""  # empty: the hostname
+    management_token: Callable[[], str] = str  # the current one; "": none
     max_response_bytes: int = 0  # 0: no limit
     sagemaker_contract: bool = False
     tenants: TenantRule | None = None  # None: tenants are off
@@ -226,7 +227,7 @@ class SageMakerRoutes:
         if trusted_as_local(address, request.headers.get("host", "")):
             return
         loopback = is_loopback(address)
-        token = self.settings.management_token
+        token = self.settings.management_token()
         if not token and loopback:
             raise Forbidden(
                 f"management calls from loopback must name this machine in the Host header "

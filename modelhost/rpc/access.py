@@ -23,7 +23,10 @@ Caller = Callable[[Context], tuple[str, str]]  # a call → (address, foreign au
 
 class Access:
     def __init__(
-        self, management_token: str, caller: Caller | None = None, keys: TokenKeys | None = None
+        self,
+        management_token: Callable[[], str],
+        caller: Caller | None = None,
+        keys: TokenKeys | None = None,
     ) -> None:
         self.token = management_token
         self.caller = caller or by_peer
@@ -38,11 +41,12 @@ class Access:
         address, authority = self.caller(context)
         if trusted_as_local(address, authority):
             return
-        if not self.token:
+        token = self.token()
+        if not token:
             raise Forbidden(refusal(address, authority))
         given = metadata_of(context).get("authorization", "")
         if not isinstance(given, str) or not hmac.compare_digest(
-            given.encode(), f"Bearer {self.token}".encode()
+            given.encode(), f"Bearer {token}".encode()
         ):
             raise Unauthorized(
                 "management calls from outside this machine need the metadata "

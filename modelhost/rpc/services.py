@@ -33,13 +33,14 @@ def rpc_servers(
     keys: TokenKeys | None = None,
     tenants: TenantRule | None = None,
     run_folder: Path | None = None,
+    management_token: Callable[[], str] = str,
 ) -> list[RpcServer]:
     """The inference and management ports' servers, each if its port is set, listening behind
     their guards in `run_folder`; `tenants`: the tenant rule (None: tenants off)."""
     budget = StreamBudget(stream_budget(config))  # one for both ports: one frontend's memory
     refused = refusal_counter(observer)
     calls = Calls(observer, config.instance_id)
-    access = Access(config.management_token, by_guard, keys)
+    access = Access(management_token, by_guard, keys)
     servers = []
     if config.grpc_port:
         limit = config.max_response_bytes

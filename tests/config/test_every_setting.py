@@ -89,6 +89,7 @@ EFFECTS: dict[str, str] = {
     "--metrics-host": MIGRATION + "test_metrics_address_serves_metrics_on_its_own_port",
     "metrics_address": CONFIG + "test_metrics_address_opens_a_metrics_port",
     "--management-token": "http/test_management_auth.py::test_remote_callers_need_the_right_token",
+    "--management-token-file": "e2e/test_management_token_file.py::test_a_rotated_management_token_takes_effect_without_a_restart",
     "--forwarded-allow-ips": "security/test_proxy_and_tls_e2e.py::test_forwarded_for_is_believed_from_configured_proxies_only",
     "--ssl-certfile": "security/test_proxy_and_tls_e2e.py::test_the_server_speaks_tls_with_the_given_certificate",
     "--ssl-keyfile": "security/test_proxy_and_tls_e2e.py::test_the_server_speaks_tls_with_the_given_certificate",

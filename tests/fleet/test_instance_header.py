@@ -22,7 +22,7 @@ class NoHost:
 
 
 def call(instance_id: str, method: str, path: str, **kwargs: Any) -> httpx.Response:
-    settings = HttpSettings(1024, "", "", instance_id)
+    settings = HttpSettings(1024, "", instance_id)
     app = build_app(SageMakerRoutes(cast(Any, NoHost()), settings))
 
     async def send() -> httpx.Response:

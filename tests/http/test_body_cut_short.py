@@ -45,7 +45,7 @@ def post_half_a_body(app: Any, path: str) -> tuple[int, dict[str, Any]]:
 
 
 def routes() -> SageMakerRoutes:
-    return SageMakerRoutes(cast(Any, None), HttpSettings(1024, "", ""))
+    return SageMakerRoutes(cast(Any, None), HttpSettings(1024, ""))
 
 
 @pytest.mark.parametrize(

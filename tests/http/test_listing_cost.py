@@ -29,7 +29,7 @@ def big_host() -> tuple[ModelHost, Places]:
 
 
 def sagemaker(host: ModelHost) -> SageMakerRoutes:
-    return SageMakerRoutes(host, HttpSettings(1 << 20, "", ""))
+    return SageMakerRoutes(host, HttpSettings(1 << 20, ""))
 
 
 def read_at_most(places: Places, names: int, memory_walks: int = 1) -> None:

@@ -63,7 +63,7 @@ def sagemaker_pages(state: str | None) -> Lister:
         query: dict[str, Any] = {"limit": limit}
         query |= {"next_page_token": token} if token else {}
         query |= {"state": state} if state else {}
-        routes = SageMakerRoutes(host, HttpSettings(1 << 20, "", ""))
+        routes = SageMakerRoutes(host, HttpSettings(1 << 20, ""))
         status, body = answer(routes.list_models, "/models", query)
         assert status == 200, body
         return [m["modelName"] for m in body["models"]], body.get("next_page_token")
@@ -73,7 +73,7 @@ def sagemaker_pages(state: str | None) -> Lister:
 
 def torchserve_page(host: ModelHost, limit: int, token: str | None) -> tuple[list[str], str | None]:
     query: dict[str, Any] = {"limit": limit} | ({"next_page_token": token} if token else {})
-    torchserve = TorchServeManagement(SageMakerRoutes(host, HttpSettings(1 << 20, "", "")))
+    torchserve = TorchServeManagement(SageMakerRoutes(host, HttpSettings(1 << 20, "")))
     status, body = answer(torchserve.list_models, "/models", query)
     assert status == 200, body
     return [m["modelName"] for m in body["models"]], body.get("nextPageToken")

@@ -28,7 +28,7 @@ class UnloadingHost:
 
 def delete(client_ip: str, token: str = "", **headers: str) -> tuple[httpx.Response, list[str]]:
     host = UnloadingHost()
-    routes = SageMakerRoutes(host, HttpSettings(1024, token, ""))  # type: ignore[arg-type]
+    routes = SageMakerRoutes(host, HttpSettings(1024, "", management_token=lambda: token))  # type: ignore[arg-type]
     transport = httpx.ASGITransport(build_app(routes), client=(client_ip, 40000))
 
     async def call() -> httpx.Response:

@@ -32,7 +32,7 @@ OBSERVER = SimpleNamespace(metrics=SimpleNamespace(unhandled_errors=None))  # wh
 
 
 def routes() -> SageMakerRoutes:
-    return SageMakerRoutes(cast(Any, None), HttpSettings(1024, "", ""))
+    return SageMakerRoutes(cast(Any, None), HttpSettings(1024, ""))
 
 
 def served_document(app: Starlette | InvocationFastPath | LastResort) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from modelhost.protocols.keys import TokenKeys
 
 def keyed_routes(tmp_path: Path) -> SageMakerRoutes:
     keys = TokenKeys(tmp_path / "key_file.json", expiration_s=3600)
-    return SageMakerRoutes(cast(Any, None), HttpSettings(1024, "", "", keys=keys))
+    return SageMakerRoutes(cast(Any, None), HttpSettings(1024, "", keys=keys))
 
 
 def served_document(app: ASGIApp) -> dict[str, Any]:
@@ -54,7 +54,7 @@ def test_every_guarded_call_names_the_key_and_its_401(tmp_path: Path, build: Any
 
 
 def test_without_keys_the_document_names_no_security(tmp_path: Path) -> None:
-    routes = SageMakerRoutes(cast(Any, None), HttpSettings(1024, "", ""))
+    routes = SageMakerRoutes(cast(Any, None), HttpSettings(1024, ""))
     doc = served_document(build_app(routes))
     assert "components" not in doc
     assert not [op for ops in doc["paths"].values() for op in ops.values() if "security" in op]

@@ -12,7 +12,7 @@ from modelhost.http.routes import HttpSettings, SageMakerRoutes
 
 
 def call(method: str, path: str) -> httpx.Response:
-    app = build_app(SageMakerRoutes(cast(Any, None), HttpSettings(1024, "", "")))
+    app = build_app(SageMakerRoutes(cast(Any, None), HttpSettings(1024, "")))
 
     async def send() -> httpx.Response:
         transport = httpx.ASGITransport(app)

@@ -40,13 +40,13 @@ def accept_seen(settings: HttpSettings, **headers: str) -> str:
 
 
 def test_missing_accept_is_the_default_accept() -> None:
-    assert accept_seen(HttpSettings(1024, "", "", default_accept="text/csv")) == "text/csv"
+    assert accept_seen(HttpSettings(1024, "", default_accept="text/csv")) == "text/csv"
 
 
 def test_a_given_accept_is_kept() -> None:
-    settings = HttpSettings(1024, "", "", default_accept="text/csv")
+    settings = HttpSettings(1024, "", default_accept="text/csv")
     assert accept_seen(settings, accept="application/json") == "application/json"
 
 
 def test_the_default_accept_is_json_by_default() -> None:
-    assert accept_seen(HttpSettings(1024, "", "")) == "application/json"
+    assert accept_seen(HttpSettings(1024, "")) == "application/json"

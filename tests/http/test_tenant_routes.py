@@ -24,7 +24,7 @@ def observer(tenants: bool) -> Observer:
 
 
 def get(watcher: Observer, path: str) -> httpx.Response:
-    app = build_app(SageMakerRoutes(cast(Any, None), HttpSettings(1024, "", "")), watcher)
+    app = build_app(SageMakerRoutes(cast(Any, None), HttpSettings(1024, "")), watcher)
 
     async def send() -> httpx.Response:
         transport = httpx.ASGITransport(app)

@@ -126,7 +126,7 @@ def test_a_negative_limit_is_no_limit_given() -> None:
 def describe_as(api: str) -> tuple[int, Any]:
     """GET /models/reg from the management API answering as `api`, on a host without workers."""
     host, _ = counting_host(registered=["reg"])
-    management = TorchServeManagement(SageMakerRoutes(host, HttpSettings(1 << 20, "", "")), api)
+    management = TorchServeManagement(SageMakerRoutes(host, HttpSettings(1 << 20, "")), api)
     scope = {**request("/models/reg").scope, "path_params": {"model": "reg"}}
     response = asyncio.run(management.describe(Request(scope)))
     return response.status_code, json.loads(bytes(response.body))
@@ -148,4 +148,4 @@ def test_mms_describes_a_model_as_one_object() -> None:
 def test_an_api_nobody_speaks_is_refused() -> None:
     host, _ = counting_host()
     with pytest.raises(ValueError, match="torchserve"):
-        TorchServeManagement(SageMakerRoutes(host, HttpSettings(1 << 20, "", "")), "kserve")
+        TorchServeManagement(SageMakerRoutes(host, HttpSettings(1 << 20, "")), "kserve")

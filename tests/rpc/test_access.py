@@ -26,16 +26,16 @@ ELSEWHERE = "ipv4:10.1.2.3:40000"
 
 @pytest.mark.parametrize("peer", ["ipv4:127.0.0.1:5000", "ipv6:%5B::1%5D:5000"])
 def test_loopback_callers_may_manage(peer: str) -> None:
-    Access("").authorize(Caller(peer))
+    Access(str).authorize(Caller(peer))
 
 
 def test_callers_elsewhere_are_refused_without_a_token_configured() -> None:
     with pytest.raises(Forbidden, match="loopback only"):
-        Access("").authorize(Caller(ELSEWHERE))
+        Access(str).authorize(Caller(ELSEWHERE))
 
 
 def test_callers_elsewhere_need_the_token() -> None:
-    access = Access("s3cret")
+    access = Access(lambda: "s3cret")
     access.authorize(Caller(ELSEWHERE, (("authorization", "Bearer s3cret"),)))
     for metadata in [(), (("authorization", "Bearer wrong"),)]:
         with pytest.raises(Unauthorized, match="authorization: Bearer"):

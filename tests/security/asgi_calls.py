@@ -35,4 +35,4 @@ def call(app: Any, method: str, path: str, **kwargs: Any) -> httpx.Response:
 
 
 def routes() -> SageMakerRoutes:
-    return SageMakerRoutes(cast(Any, UnreachableHost()), HttpSettings(1 << 20, "", ""))
+    return SageMakerRoutes(cast(Any, UnreachableHost()), HttpSettings(1 << 20, ""))

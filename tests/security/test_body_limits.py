@@ -30,7 +30,7 @@ async def chunks() -> AsyncIterator[bytes]:
 
 
 def call(path: str, chunked: bool) -> httpx.Response:
-    app = build_app(SageMakerRoutes(cast(Any, UnreachableHost()), HttpSettings(LIMIT, "", "")))
+    app = build_app(SageMakerRoutes(cast(Any, UnreachableHost()), HttpSettings(LIMIT, "")))
 
     async def send() -> httpx.Response:
         transport = httpx.ASGITransport(app)

@@ -23,7 +23,7 @@ class Call:
 
 
 def reporting(address: str, authority: str) -> Access:
-    return Access("", lambda peer: (address, authority))
+    return Access(str, lambda peer: (address, authority))
 
 
 def test_loopback_naming_this_machine_is_trusted() -> None:
@@ -38,7 +38,7 @@ def test_loopback_naming_another_machine_is_refused_naming_it() -> None:
 def test_a_caller_the_guard_did_not_relay_needs_the_token() -> None:
     with pytest.raises(Forbidden, match="loopback only"):
         reporting("", "").authorize(Call())
-    access = Access("s3cret", lambda peer: ("", ""))
+    access = Access(lambda: "s3cret", lambda peer: ("", ""))
     access.authorize(Call((("authorization", "Bearer s3cret"),)))
     with pytest.raises(Unauthorized):
         access.authorize(Call())

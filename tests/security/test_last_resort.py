@@ -56,7 +56,7 @@ def call(app: Any, method: str, path: str) -> httpx.Response:
 
 
 def routes() -> SageMakerRoutes:
-    return SageMakerRoutes(cast(Any, BuggyHost()), HttpSettings(1024, "", ""))
+    return SageMakerRoutes(cast(Any, BuggyHost()), HttpSettings(1024, ""))
 
 
 @pytest.mark.parametrize(

@@ -46,7 +46,8 @@ def call(app: Any, method: str, path: str, client_ip: str = "127.0.0.1", **kw: A
 
 
 def routes(token: str = "") -> SageMakerRoutes:
-    return SageMakerRoutes(cast(Any, Host()), HttpSettings(1024, token, ""))
+    settings = HttpSettings(1024, "", management_token=lambda: token)
+    return SageMakerRoutes(cast(Any, Host()), settings)
 
 
 def test_non_ascii_authorization_is_401() -> None:
