@@ -22,7 +22,6 @@ from modelhost.errors import (
     InsufficientMemory,
     ModelhostError,
     ModelLoadError,
-    ModelNotFound,
     ModelNotLoaded,
     ShuttingDown,
     Unavailable,
@@ -33,6 +32,7 @@ from modelhost.host.copies import Copies, OnLoaded
 from modelhost.host.culprits import HeldBack
 from modelhost.host.devices import DevicePlacement
 from modelhost.host.failed_loads import FailedLoads
+from modelhost.host.fetch_failures import FetchFailures
 from modelhost.host.manifests import Manifests
 from modelhost.host.seams import Disk
 from modelhost.host.shortfall import all_busy, never_fits, quota_busy, quota_never_fits
@@ -74,6 +74,7 @@ class Residency:
         self.signatures = Signatures()
         self.loads: UnderWay[LoadOutcome] = UnderWay() if loads is None else loads
         self.failed_loads = FailedLoads(clock=clock)
+        self.fetch_failures = FetchFailures(events, clock)
         self.held_back = HeldBack(
             self.failed_loads, events, self.version_of, self.unload, memory, clock=clock
         )
@@ -142,9 +143,7 @@ class Residency:
         try:
             found = await self.disk.materialize(name, source, tenant)
         except ModelhostError as error:
-            known = not isinstance(error, ModelNotFound)  # no per-name history for made-up names
-            reason, detail = "fetch" if known else "not_found", {"error": str(error)}
-            self.events.emit("failure", name, per_model=known, reason=reason, detail=detail)
+            self.fetch_failures.failed(name, error)
             raise
         started = self.clock()
         try:

@@ -125,6 +125,21 @@ def test_unknown_model_is_not_counted_as_a_store_failure(client: httpx.Client) -
     assert delta("modelhost_failures_total", "not_found") == 1
 
 
+def test_a_missing_name_asked_again_and_again_is_reported_once(
+    client: httpx.Client, observed: tuple[testing.RunningServer, Path]
+) -> None:
+    """A client retrying a wrong name is a rejection each time, but one failure event: the
+    log and the event history keep room for what else happens."""
+    before = samples(client)
+    for _ in range(20):
+        assert invoke(client, "no/retried.joblib").status_code == 404
+    after = samples(client)
+    rejected = value(after, "modelhost_rejections_total", reason="ModelNotFound")
+    assert rejected - value(before, "modelhost_rejections_total", reason="ModelNotFound") == 20
+    events = [e for e in observed[0].events("failure") if e["model"] == "no/retried.joblib"]
+    assert len(events) == 1, events
+
+
 def test_the_frontend_and_the_disk_index_are_measured(client: httpx.Client) -> None:
     """The frontend's PSS and allowance, and the disk tier's artifacts, as /stats gives them."""
     assert invoke(client, "tenants/t000.joblib").status_code == 200

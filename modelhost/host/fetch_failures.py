@@ -1,0 +1,28 @@
+"""Failed fetches' events; a missing name's, once in REPORTED_S."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from modelhost.cache.recent import RecentFailures
+from modelhost.errors import ModelhostError, ModelNotFound
+from modelhost.records.events import EventLog
+
+REPORTED_S = 5.0  # as cache/missing.py remembers a store's answer
+
+
+class FetchFailures:
+    """A missing name retried is reported once a while: the log and history keep room."""
+
+    def __init__(self, events: EventLog, clock: Callable[[], float] = time.monotonic) -> None:
+        self.events = events
+        self.reported = RecentFailures(REPORTED_S, clock=clock)
+
+    def failed(self, name: str, error: ModelhostError) -> None:
+        if not isinstance(error, ModelNotFound):
+            self.events.emit("failure", name, reason="fetch", detail={"error": str(error)})
+        elif self.reported.recall(name) is None:
+            self.reported.keep(name, "")
+            detail = {"error": str(error)}
+            self.events.emit("failure", name, per_model=False, reason="not_found", detail=detail)
