@@ -278,8 +278,10 @@ class WorkerPool:
         )
         deaths = self._deaths.get(worker.worker_id, 0) + 1 if young else 0
         await asyncio.sleep(backoff_s(deaths) if deaths > 1 else 0.0)
-        if self._closing:
-            return
+        if self._closing or worker.untrusted not in self.table.missing(
+            self.size, self.untrusted_size
+        ):
+            return  # the template's restart topped the pool up first
         try:
             replacement = await self.template.fork(worker.untrusted)
         except (OSError, Unavailable) as error:  # the supervisor restarts the template
