@@ -37,8 +37,8 @@ def test_a_tenant_alone_is_refused_only_past_the_room() -> None:
 def test_past_the_room_only_tenants_holding_less_than_the_most_pass(
     requests: list[tuple[str, int]],
 ) -> None:
-    """However requests come, the total passes the room only by tenants that held less than
-    another did, and releasing all leaves nothing."""
+    """However requests come, the total passes the room only by a tenant's first body or by
+    tenants that held less than another did, and releasing all leaves nothing."""
     bodies = HeldBodies(10)
     held: list[tuple[str, int]] = []
     for tenant, size in requests:
@@ -47,11 +47,21 @@ def test_past_the_room_only_tenants_holding_less_than_the_most_pass(
             bodies.hold(tenant, size)
         except TenantQueueFull:
             others = [n for other, n in before.items() if other != tenant]
-            assert bodies.total + size > 10 and before.get(tenant, 0) >= max(others, default=0)
+            had = before.get(tenant, 0)
+            assert bodies.total + size > 10 and had and had >= max(others, default=0)
             continue
         held.append((tenant, size))
-        if bodies.total > 10:
-            assert before.get(tenant, 0) < max(before.values())
+        if bodies.total > 10 and before.get(tenant, 0):
+            assert before[tenant] < max(before.values())
     for tenant, size in held:
         bodies.release(tenant, size)
     assert (bodies.total, bodies.by_tenant) == (0, {})
+
+
+def test_a_tenant_holding_none_is_let_in_whatever_its_body() -> None:
+    """A body larger than the room alone (--max-request-size above the allowance) is served."""
+    bodies = HeldBodies(4 * MiB)
+    bodies.hold("a", 6 * MiB)
+    bodies.hold("b", 1 * MiB)
+    with pytest.raises(TenantQueueFull):
+        bodies.hold("a", 1)
