@@ -1,15 +1,14 @@
-"""Failed fetches' events; a missing name's, once in REPORTED_S."""
+"""Failed fetches' events; a missing name's, once while the store's answer is remembered."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
 
+from modelhost.cache.missing import MissingUrls
 from modelhost.cache.recent import RecentFailures
 from modelhost.errors import ModelhostError, ModelNotFound
 from modelhost.records.events import EventLog
-
-REPORTED_S = 5.0  # as cache/missing.py remembers a store's answer
 
 
 class FetchFailures:
@@ -17,7 +16,7 @@ class FetchFailures:
 
     def __init__(self, events: EventLog, clock: Callable[[], float] = time.monotonic) -> None:
         self.events = events
-        self.reported = RecentFailures(REPORTED_S, clock=clock)
+        self.reported = RecentFailures(MissingUrls.TTL_S, clock=clock)
 
     def failed(self, name: str, error: ModelhostError) -> None:
         if not isinstance(error, ModelNotFound):
